@@ -1,0 +1,279 @@
+"""NumPy lowering table: backend op name -> ``fn(args, kwargs) -> list[ndarray]``.
+
+Inputs are physical arrays (vmap batch prefix included); kwargs are the physical kwargs the
+op's ``adapt_kwargs`` produced. The interpreter casts every result to the dtype the op's
+shape rule predicted, so a lowering may return NumPy scalars or wider dtypes.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+LOWERINGS: dict = {}
+
+
+def _one(name):
+    def deco(fn):
+        LOWERINGS[name] = lambda args, kw: [fn(*args, **kw)]
+        return fn
+
+    return deco
+
+
+def _elementwise(name, fn):
+    LOWERINGS[name] = lambda args, kw: [fn(*args)]
+
+
+# --------------------------------------------------------------------------- elementwise
+_erf_scalar = np.frompyfunc(math.erf, 1, 1)
+
+
+def _erf(x):
+    return _erf_scalar(x).astype(x.dtype)
+
+
+def _sigmoid(x):
+    with np.errstate(over="ignore"):
+        return np.exp(-np.logaddexp(0, -x)).astype(x.dtype)
+
+
+def _rsqrt(x):
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return 1 / np.sqrt(x)
+
+
+def _safe(fn):
+    def run(*a):
+        with np.errstate(all="ignore"):
+            return fn(*a)
+
+    return run
+
+
+for _name, _fn in {
+    "abs": np.abs,
+    "neg": np.negative,
+    "exp": np.exp,
+    "expm1": np.expm1,
+    "log": np.log,
+    "log1p": np.log1p,
+    "log2": np.log2,
+    "sin": np.sin,
+    "cos": np.cos,
+    "tan": np.tan,
+    "asin": np.arcsin,
+    "acos": np.arccos,
+    "atan": np.arctan,
+    "sinh": np.sinh,
+    "cosh": np.cosh,
+    "tanh": np.tanh,
+    "atanh": np.arctanh,
+    "erf": _erf,
+    "sqrt": np.sqrt,
+    "rsqrt": _rsqrt,
+    "reciprocal": np.reciprocal,
+    "sigmoid": _sigmoid,
+    "sign": np.sign,
+    "floor": np.floor,
+    "ceil": np.ceil,
+    "round": np.round,
+    "trunc": np.trunc,
+    "is_nan": np.isnan,
+    "is_inf": np.isinf,
+    "logical_not": np.logical_not,
+    "bitwise_not": np.invert,
+    "identity": lambda x: x,
+    "relu": lambda x: np.maximum(x, 0).astype(x.dtype),
+    "add": np.add,
+    "sub": np.subtract,
+    "mul": np.multiply,
+    "div": np.true_divide,
+    "floor_div": np.floor_divide,
+    "mod": np.mod,
+    "pow": np.power,
+    "maximum": np.maximum,
+    "minimum": np.minimum,
+    "atan2": np.arctan2,
+    "equal": np.equal,
+    "not_equal": np.not_equal,
+    "greater": np.greater,
+    "greater_equal": np.greater_equal,
+    "less": np.less,
+    "less_equal": np.less_equal,
+    "bitwise_and": np.bitwise_and,
+    "bitwise_or": np.bitwise_or,
+    "bitwise_xor": np.bitwise_xor,
+    "logical_and": np.logical_and,
+    "logical_or": np.logical_or,
+    "logical_xor": np.logical_xor,
+    "where": np.where,
+}.items():
+    _elementwise(_name, _safe(_fn))
+
+
+@_one("cast")
+def _cast(x, dtype):
+    with np.errstate(invalid="ignore", over="ignore"):
+        return x.astype(dtype.numpy)
+
+
+# --------------------------------------------------------------------------- creation
+@_one("full")
+def _full(shape, value, dtype, device):
+    return np.full(shape, value, dtype=dtype.numpy)
+
+
+@_one("arange")
+def _arange(start, step, length, dtype, device):
+    if dtype.is_float:
+        return (np.arange(length, dtype=np.float64) * step + start).astype(dtype.numpy)
+    return (np.arange(length, dtype=np.int64) * step + start).astype(dtype.numpy)
+
+
+# --------------------------------------------------------------------------- reductions
+def _reduce(fn):
+    def run(x, axes, keepdims):
+        return fn(x, axis=axes, keepdims=keepdims)
+
+    return run
+
+
+_one("reduce_sum")(_reduce(np.sum))
+_one("reduce_prod")(_reduce(np.prod))
+_one("reduce_max")(_reduce(np.max))
+_one("reduce_min")(_reduce(np.min))
+
+
+@_one("argmax")
+def _argmax(x, axis, keepdims):
+    return np.argmax(x, axis=axis, keepdims=keepdims)
+
+
+@_one("argmin")
+def _argmin(x, axis, keepdims):
+    return np.argmin(x, axis=axis, keepdims=keepdims)
+
+
+@_one("cumsum")
+def _cumsum(x, axis, exclusive, reverse):
+    if reverse:
+        x = np.flip(x, axis)
+    out = np.cumsum(x, axis=axis, dtype=x.dtype if x.dtype != np.bool_ else np.int32)
+    if exclusive:
+        out = out - x
+    if reverse:
+        out = np.flip(out, axis)
+    return out
+
+
+# --------------------------------------------------------------------------- views
+@_one("reshape")
+def _reshape(x, shape):
+    return np.reshape(x, shape)
+
+
+@_one("broadcast_to")
+def _broadcast_to(x, shape):
+    return np.broadcast_to(x, shape)
+
+
+@_one("broadcast_in_dim")
+def _broadcast_in_dim(x, shape, dims):
+    inter = [1] * len(shape)
+    for src, dst in enumerate(dims):
+        inter[dst] = x.shape[src]
+    return np.broadcast_to(np.reshape(x, inter), shape)
+
+
+@_one("transpose")
+def _transpose(x, perm):
+    return np.transpose(x, perm)
+
+
+@_one("flip")
+def _flip(x, axes):
+    return np.flip(x, axes)
+
+
+def _py_slices(slices):
+    out = []
+    for start, step, length in slices:
+        stop = start + step * length
+        out.append(slice(start, None if stop < 0 else stop, step))
+    return tuple(out)
+
+
+@_one("slice")
+def _slice(x, slices):
+    return x[_py_slices(slices)]
+
+
+@_one("slice_update")
+def _slice_update(x, update, slices):
+    out = np.array(x, copy=True)
+    out[_py_slices(slices)] = update
+    return out
+
+
+@_one("pad")
+def _pad(x, pads, value):
+    return np.pad(x, pads, mode="constant", constant_values=value)
+
+
+@_one("concatenate")
+def _concatenate(*xs, axis):
+    return np.concatenate(xs, axis=axis)
+
+
+def _split(args, kw):
+    x = args[0]
+    idx = np.cumsum(kw["sizes"])[:-1]
+    return np.split(x, idx, axis=kw["axis"])
+
+
+LOWERINGS["split"] = _split
+
+
+# --------------------------------------------------------------------------- linalg / indexing
+@_one("matmul")
+def _matmul(x, y):
+    return np.matmul(x, y)
+
+
+def _flat_batch(a, nb):
+    lead = a.shape[:nb]
+    return a.reshape((int(np.prod(lead, dtype=np.int64)),) + a.shape[nb:]), lead
+
+
+@_one("gather")
+def _gather(x, idx, axis, batch_dims=0):
+    if batch_dims == 0:
+        return np.take(x, idx, axis=axis)
+    xf, lead = _flat_batch(x, batch_dims)
+    idf, _ = _flat_batch(idx, batch_dims)
+    a = axis - batch_dims
+    parts = [np.take(xf[p], idf[p], axis=a) for p in range(xf.shape[0])]
+    out_tail = x.shape[batch_dims:][:a] + idx.shape[batch_dims:] + x.shape[batch_dims:][a + 1 :]
+    if not parts:
+        return np.zeros(lead + out_tail, x.dtype)
+    return np.stack(parts).reshape(lead + out_tail)
+
+
+@_one("scatter")
+def _scatter(x, idx, upd, axis, mode, batch_dims=0):
+    out = np.array(x, copy=True)
+    of, lead = _flat_batch(out, batch_dims)
+    idf, _ = _flat_batch(idx, batch_dims)
+    uf, _ = _flat_batch(upd, batch_dims)
+    a = axis - batch_dims
+    if batch_dims == 0:
+        of, idf, uf = of[None], idf[None], uf[None]
+    for p in range(of.shape[0]):
+        where = (slice(None),) * a + (idf[p],)
+        if mode == "add":
+            np.add.at(of[p], where, uf[p])
+        else:
+            of[p][where] = uf[p]
+    return of.reshape(out.shape)

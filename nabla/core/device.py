@@ -1,0 +1,71 @@
+"""Devices: ``nb.CPU()`` and ``nb.Accelerator(id)``.
+
+Invariants: devices are small immutable values compared by (kind, id); the default device is
+a thread-local set with ``nb.default_device(dev)``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+
+__all__ = ["CPU", "Accelerator", "Device", "default_device", "get_default_device"]
+
+
+class Device:
+    """A place where tensors live and kernels run."""
+
+    __slots__ = ("kind", "id")
+
+    def __init__(self, kind: str, id: int = 0):  # noqa: A002
+        self.kind = kind
+        self.id = int(id)
+
+    @property
+    def is_cpu(self) -> bool:
+        return self.kind == "cpu"
+
+    def __eq__(self, other):
+        return isinstance(other, Device) and (self.kind, self.id) == (other.kind, other.id)
+
+    def __hash__(self):
+        return hash((self.kind, self.id))
+
+    def __repr__(self):
+        return "CPU()" if self.kind == "cpu" else f"Accelerator({self.id})"
+
+    def __str__(self):
+        return f"{self.kind}:{self.id}"
+
+
+def CPU(id: int = 0) -> Device:  # noqa: N802, A002 - public constructor name
+    """The host CPU."""
+    return Device("cpu", id)
+
+
+def Accelerator(id: int = 0) -> Device:  # noqa: N802, A002
+    """An accelerator (NVIDIA GPU) driven by the MAX backend."""
+    return Device("gpu", id)
+
+
+_state = threading.local()
+
+
+def get_default_device() -> Device:
+    return getattr(_state, "device", None) or _CPU0
+
+
+@contextlib.contextmanager
+def default_device(device: Device):
+    """Context manager: tensors created inside live on ``device``."""
+    if not isinstance(device, Device):
+        raise TypeError(f"default_device expects a Device, got {type(device).__name__}")
+    old = getattr(_state, "device", None)
+    _state.device = device
+    try:
+        yield device
+    finally:
+        _state.device = old
+
+
+_CPU0 = CPU()

@@ -1,0 +1,233 @@
+"""Data types and type promotion.
+
+Invariants:
+- A ``DType`` is a singleton enum member; ``dtype.numpy`` is the matching NumPy dtype
+  (bfloat16 comes from ``ml_dtypes``).
+- Promotion follows one lattice for every op: bool < unsigned/signed ints < floats, with
+  Python scalars "weak" (they never widen a tensor of the same kind: ``f32 * 2.0 -> f32``,
+  ``i32 + 1 -> i32``) and int + float giving the float type (``i32 + f32 -> f32``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import threading
+
+import ml_dtypes
+import numpy as np
+
+__all__ = [
+    "DType",
+    "bfloat16",
+    "bool_",
+    "default_dtype",
+    "float16",
+    "float32",
+    "float64",
+    "get_default_dtype",
+    "int8",
+    "int16",
+    "int32",
+    "int64",
+    "promote_types",
+    "result_type",
+    "to_dtype",
+    "uint8",
+]
+
+
+class DType(enum.Enum):
+    """Element type of a tensor: ``nb.DType.float32`` (alias ``nb.float32``)."""
+
+    bool = "bool"
+    uint8 = "uint8"
+    int8 = "int8"
+    int16 = "int16"
+    int32 = "int32"
+    int64 = "int64"
+    float16 = "float16"
+    bfloat16 = "bfloat16"
+    float32 = "float32"
+    float64 = "float64"
+
+    @property
+    def numpy(self) -> np.dtype:
+        return _TO_NUMPY[self]
+
+    @property
+    def is_float(self) -> bool:
+        return self in _FLOATS
+
+    @property
+    def is_int(self) -> bool:
+        return self in _INTS
+
+    @property
+    def is_bool(self) -> bool:
+        return self is DType.bool
+
+    @property
+    def itemsize(self) -> int:
+        return _TO_NUMPY[self].itemsize
+
+    def __repr__(self) -> str:
+        return f"nb.{self.value}"
+
+    __str__ = __repr__
+
+
+_TO_NUMPY = {
+    DType.bool: np.dtype(np.bool_),
+    DType.uint8: np.dtype(np.uint8),
+    DType.int8: np.dtype(np.int8),
+    DType.int16: np.dtype(np.int16),
+    DType.int32: np.dtype(np.int32),
+    DType.int64: np.dtype(np.int64),
+    DType.float16: np.dtype(np.float16),
+    DType.bfloat16: np.dtype(ml_dtypes.bfloat16),
+    DType.float32: np.dtype(np.float32),
+    DType.float64: np.dtype(np.float64),
+}
+_FROM_NUMPY = {v: k for k, v in _TO_NUMPY.items()}
+_FLOATS = frozenset({DType.float16, DType.bfloat16, DType.float32, DType.float64})
+_INTS = frozenset({DType.uint8, DType.int8, DType.int16, DType.int32, DType.int64})
+
+bool_ = DType.bool
+uint8 = DType.uint8
+int8 = DType.int8
+int16 = DType.int16
+int32 = DType.int32
+int64 = DType.int64
+float16 = DType.float16
+bfloat16 = DType.bfloat16
+float32 = DType.float32
+float64 = DType.float64
+
+_BY_NAME = {d.value: d for d in DType}
+_BY_NAME.update({"bool_": DType.bool, "float": DType.float32, "int": DType.int32})
+
+
+def to_dtype(d) -> DType:
+    """Normalize a DType, NumPy dtype, Python type or name to a ``DType``.
+
+    Raises:
+        TypeError: if ``d`` names no supported dtype.
+    """
+    if isinstance(d, DType):
+        return d
+    if d is bool:
+        return DType.bool
+    if d is int:
+        return DType.int32
+    if d is float:
+        return DType.float32
+    if isinstance(d, str) and d in _BY_NAME:
+        return _BY_NAME[d]
+    try:
+        nd = np.dtype(d)
+    except TypeError:
+        nd = None
+    if nd is not None and nd in _FROM_NUMPY:
+        return _FROM_NUMPY[nd]
+    if nd is not None and nd == np.dtype(np.uint32):
+        return DType.int64
+    raise TypeError(f"unsupported dtype {d!r}; supported: {', '.join(x.value for x in DType)}")
+
+
+def from_numpy_dtype(nd: np.dtype) -> DType:
+    try:
+        return _FROM_NUMPY[nd]
+    except KeyError:
+        return to_dtype(nd)
+
+
+# ---------------------------------------------------------------------------------------------
+# Default dtype
+# ---------------------------------------------------------------------------------------------
+_state = threading.local()
+
+
+def get_default_dtype() -> DType:
+    """The float dtype given to Python floats and to float-producing creation ops."""
+    return getattr(_state, "default", DType.float32)
+
+
+@contextlib.contextmanager
+def default_dtype(dtype):
+    """Context manager setting the default float dtype: ``with nb.default_dtype(nb.float64):``."""
+    dtype = to_dtype(dtype)
+    if not dtype.is_float:
+        raise TypeError(f"default_dtype must be a float dtype, got {dtype}")
+    old = get_default_dtype()
+    _state.default = dtype
+    try:
+        yield dtype
+    finally:
+        _state.default = old
+
+
+# ---------------------------------------------------------------------------------------------
+# Promotion
+# ---------------------------------------------------------------------------------------------
+_FLOAT_RANK = {DType.float16: 1, DType.bfloat16: 1, DType.float32: 2, DType.float64: 3}
+_PROMOTE_CACHE: dict[tuple[DType, DType], DType] = {}
+
+
+def promote_types(a: DType, b: DType) -> DType:
+    """Promote two tensor dtypes (both "strong")."""
+    key = (a, b)
+    hit = _PROMOTE_CACHE.get(key)
+    if hit is not None:
+        return hit
+    if a is b:
+        out = a
+    elif a.is_bool:
+        out = b
+    elif b.is_bool:
+        out = a
+    elif a.is_float and b.is_float:
+        ra, rb = _FLOAT_RANK[a], _FLOAT_RANK[b]
+        if ra == rb:  # float16 with bfloat16
+            out = DType.float32
+        else:
+            out = a if ra > rb else b
+    elif a.is_float:
+        out = a
+    elif b.is_float:
+        out = b
+    else:
+        out = _FROM_NUMPY[np.promote_types(a.numpy, b.numpy)]
+    _PROMOTE_CACHE[key] = out
+    return out
+
+
+def scalar_kind_dtype(value) -> DType:
+    """The dtype a Python scalar gets on its own (bool, int32, default float)."""
+    if isinstance(value, bool | np.bool_):
+        return DType.bool
+    if isinstance(value, int | np.integer):
+        return DType.int32
+    if isinstance(value, float | np.floating):
+        return get_default_dtype()
+    raise TypeError(f"unsupported scalar {value!r} of type {type(value).__name__}")
+
+
+def result_type(tensor_dtypes: list[DType], scalars: list = ()) -> DType:
+    """Promote tensor dtypes with weakly typed Python scalars.
+
+    A scalar only lifts the result to a higher *kind*: a Python float with an int tensor gives
+    the default float dtype; an int scalar with a bool tensor gives int32.
+    """
+    out = None
+    for d in tensor_dtypes:
+        out = d if out is None else promote_types(out, d)
+    for s in scalars:
+        sd = scalar_kind_dtype(s)
+        if out is None:
+            out = sd
+        elif sd.is_float and not out.is_float:
+            out = sd
+        elif sd.is_int and out.is_bool:
+            out = sd
+    return out

@@ -1,0 +1,233 @@
+"""Lazy graph evaluation: pending tensors, evaluate-on-demand, epochs, the program cache.
+
+``evaluate(targets)`` walks back from the requested promise tensors to realized leaves,
+collects the nodes in topological order and turns them into a ``Program`` (a flat list of
+instructions over numbered slots). The program's *structural key* holds, per node, its static
+key and where its inputs come from, per leaf (dtype, shape, device), and which leaves are the
+same buffer: ``x * y`` after ``x * x`` is a different structure, never a cache hit. Programs
+live in a bounded LRU cache; each backend attaches its compiled form to the cached program.
+
+Invariants:
+- Evaluation stores a value in every target and in every evaluated tensor a user still holds,
+  then drops the node of those that no differentiation can need (``impl.traced`` false).
+- ``GRAPH.epoch`` increases on every evaluation (``compile(fullgraph=True)`` checks it).
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .tensor import TensorImpl
+
+__all__ = ["GRAPH", "Program", "evaluate", "realize", "to_numpy"]
+
+
+@dataclass(eq=False)
+class Program:
+    """A backend-independent graph: inputs are slots ``0..n_inputs-1``, then each
+    instruction ``(op_name, in_slots, phys_kwargs, out_slots, out_specs)`` fills new slots,
+    where ``out_specs`` holds one physical ``(dtype, shape)`` per output."""
+
+    key: tuple
+    in_specs: tuple  # ((dtype, shape, device), ...)
+    instrs: tuple  # ((name, in_slots, kwargs, out_slots), ...)
+    out_slots: tuple
+    out_specs: tuple  # ((dtype, shape), ...)
+    seen: int = 0
+    executables: dict = field(default_factory=dict)
+    pending_compile: object = None
+
+    @property
+    def n_inputs(self) -> int:
+        return len(self.in_specs)
+
+    @property
+    def num_ops(self) -> int:
+        return len(self.instrs)
+
+    @property
+    def device(self):
+        for spec in self.in_specs:
+            return spec[2]
+        return None
+
+
+class _Graph:
+    """The process-wide evaluation state (``nabla.core.graph.GRAPH``)."""
+
+    def __init__(self, cache_size: int = 512):
+        self.epoch = 0
+        self.pending: weakref.WeakSet = weakref.WeakSet()
+        self.cache: OrderedDict[tuple, Program] = OrderedDict()
+        self.cache_size = cache_size
+        self.lock = threading.RLock()
+        self.stats = {"evaluations": 0, "program_hits": 0, "program_misses": 0}
+
+    # ----------------------------------------------------------------- pending set
+    def add_unrealized(self, impl: TensorImpl) -> None:
+        self.pending.add(impl)
+
+    def realize_pending(self) -> None:
+        todo = [i for i in list(self.pending) if i.buffer is None]
+        if todo:
+            self.evaluate(todo)
+
+    # ----------------------------------------------------------------- evaluation
+    def evaluate(self, targets: list[TensorImpl]) -> None:
+        targets = [t for t in targets if t.buffer is None]
+        if not targets:
+            return
+        with self.lock:
+            program, leaves, stored = self._build(targets)
+            self.epoch += 1
+            self.stats["evaluations"] += 1
+            from ..backends import run_program
+
+            outs = run_program(program, [leaf.buffer for leaf in leaves])
+            for impl, value in zip(stored, outs, strict=True):
+                impl.buffer = value
+                self.pending.discard(impl)
+                if not impl.traced:
+                    impl.node = None
+
+    def _build(self, targets):
+        """Topologically order the unrealized subgraph and look up (or make) its program."""
+        order: list = []
+        seen_nodes: dict[int, int] = {}
+        for t in targets:
+            root = t.node
+            if root is None:
+                raise RuntimeError(f"tensor {t} has neither a value nor a producing op")
+            if id(root) in seen_nodes:
+                continue
+            stack = [(root, False)]
+            while stack:
+                node, expanded = stack.pop()
+                nid = id(node)
+                if expanded:
+                    if nid not in seen_nodes:
+                        seen_nodes[nid] = len(order)
+                        order.append(node)
+                    continue
+                if nid in seen_nodes:
+                    continue
+                stack.append((node, True))
+                for inp in node.inputs:
+                    if inp.buffer is None and id(inp.node) not in seen_nodes:
+                        stack.append((inp.node, False))
+
+        leaves: list[TensorImpl] = []
+        leaf_idx: dict[int, int] = {}
+        out_slot: dict[int, int] = {}  # id(impl) -> node-output slot number (0-based)
+        target_ids = {id(t) for t in targets}
+        stored: list[TensorImpl] = []
+        stored_refs: list[int] = []
+        node_keys = []
+        n_out = 0
+        for node in order:
+            refs = []
+            for inp in node.inputs:
+                if inp.buffer is not None:
+                    i = leaf_idx.get(id(inp))
+                    if i is None:
+                        i = leaf_idx[id(inp)] = len(leaves)
+                        leaves.append(inp)
+                    refs.append(-1 - i)
+                else:
+                    refs.append(out_slot[id(inp)])
+            node_keys.append((node.key, tuple(refs)))
+            for ref in node.outputs:
+                impl = ref()
+                slot = n_out
+                n_out += 1
+                if impl is None:
+                    continue
+                out_slot[id(impl)] = slot
+                if id(impl) in target_ids or (
+                    impl.wrapper is not None and impl.wrapper() is not None
+                ):
+                    stored.append(impl)
+                    stored_refs.append(slot)
+        leaf_specs = tuple((leaf.dtype, leaf.shape, leaf.device) for leaf in leaves)
+        key = (tuple(node_keys), leaf_specs, tuple(stored_refs))
+
+        program = self.cache.get(key)
+        if program is not None:
+            self.cache.move_to_end(key)
+            self.stats["program_hits"] += 1
+        else:
+            self.stats["program_misses"] += 1
+            program = _make_program(key, order, node_keys, leaf_specs, stored_refs, len(leaves))
+            self.cache[key] = program
+            if len(self.cache) > self.cache_size:
+                self.cache.popitem(last=False)
+        program.seen += 1
+        return program, leaves, stored
+
+    def clear_cache(self) -> None:
+        with self.lock:
+            self.cache.clear()
+
+
+def _make_program(key, order, node_keys, leaf_specs, stored_refs, n_leaves) -> Program:
+    base = n_leaves
+
+    def slot(ref):
+        return -1 - ref if ref < 0 else base + ref
+
+    instrs = []
+    n_out = 0
+    out_specs_by_slot = {}
+    for node, (nkey, refs) in zip(order, node_keys, strict=True):
+        n = len(node.outputs)
+        outs = tuple(range(base + n_out, base + n_out + n))
+        specs = node.out_specs
+        instrs.append((nkey[0], tuple(slot(r) for r in refs), node.phys_kwargs, outs, specs))
+        for k, spec in enumerate(specs):
+            out_specs_by_slot[outs[k]] = spec
+        n_out += n
+    out_slots = tuple(base + r for r in stored_refs)
+    return Program(
+        key=key,
+        in_specs=leaf_specs,
+        instrs=tuple(instrs),
+        out_slots=out_slots,
+        out_specs=tuple(out_specs_by_slot[s] for s in out_slots),
+    )
+
+
+GRAPH = _Graph()
+
+
+def evaluate(targets) -> None:
+    GRAPH.evaluate(targets)
+
+
+def realize(*tensors):
+    """Compute the values of all given tensors in one graph (``nb.realize``).
+
+    With no arguments, realizes every pending tensor. Returns the tensors (one or a tuple).
+    """
+    from ..core.pytree import tree_leaves
+    from .tensor import Tensor
+
+    if not tensors:
+        GRAPH.realize_pending()
+        return None
+    leaves = [t for t in tree_leaves(tensors) if isinstance(t, Tensor)]
+    GRAPH.evaluate([t._impl for t in leaves])
+    return tensors[0] if len(tensors) == 1 else tensors
+
+
+def to_numpy(impl: TensorImpl) -> np.ndarray:
+    buf = impl.buffer
+    if isinstance(buf, np.ndarray):
+        return buf
+    from ..backends import buffer_to_numpy
+
+    return buffer_to_numpy(buf)

@@ -1,0 +1,87 @@
+"""Argument normalization shared by ops: tensors from Python values, axes, shapes."""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from ..core.dtypes import DType, result_type, to_dtype
+from ..core.tensor import Tensor
+
+__all__ = ["as_tensor", "norm_axis", "norm_axes", "norm_shape", "is_scalar"]
+
+
+def is_scalar(x) -> bool:
+    return isinstance(x, numbers.Number | np.bool_) and not isinstance(x, np.ndarray)
+
+
+def as_tensor(x, dtype: DType | None = None) -> Tensor:
+    """Tensor from a Tensor, NumPy array, Python scalar or nested list."""
+    if isinstance(x, Tensor):
+        if dtype is not None and x.dtype is not dtype:
+            from .unary import cast
+
+            return cast(x, dtype)
+        return x
+    from .creation import constant
+
+    return constant(x, dtype=dtype)
+
+
+def promote_operands(op_name: str, values) -> tuple[list, DType]:
+    """Promote a mix of tensors and Python scalars to one dtype (scalars are weak)."""
+    tensor_dtypes = []
+    scalars = []
+    for v in values:
+        if isinstance(v, Tensor):
+            tensor_dtypes.append(v.dtype)
+        elif is_scalar(v):
+            scalars.append(v)
+        elif isinstance(v, np.ndarray | list | tuple):
+            tensor_dtypes.append(as_tensor(v).dtype)
+        else:
+            raise TypeError(f"{op_name}: unsupported operand of type {type(v).__name__}")
+    return tensor_dtypes, result_type(tensor_dtypes, scalars)
+
+
+def norm_axis(op: str, axis, ndim: int) -> int:
+    if isinstance(axis, Tensor) or not isinstance(axis, numbers.Integral):
+        raise TypeError(f"{op}: axis must be an int, got {axis!r}")
+    axis = int(axis)
+    if not -ndim <= axis < max(ndim, 1) or (ndim == 0 and axis not in (0, -1)):
+        raise IndexError(f"{op}: axis {axis} is out of range for a tensor of rank {ndim}")
+    return axis % ndim if ndim else 0
+
+
+def norm_axes(op: str, axis, ndim: int) -> tuple[int, ...]:
+    """``None`` -> all axes; int or sequence -> sorted unique non-negative axes."""
+    if axis is None:
+        return tuple(range(ndim))
+    if isinstance(axis, list | tuple):
+        out = tuple(sorted(norm_axis(op, a, ndim) for a in axis))
+        if len(set(out)) != len(out):
+            raise ValueError(f"{op}: repeated axis in {axis!r}")
+        return out
+    if ndim == 0 and axis in (0, -1):
+        return ()
+    return (norm_axis(op, axis, ndim),)
+
+
+def norm_shape(op: str, shape) -> tuple[int, ...]:
+    if isinstance(shape, numbers.Integral):
+        shape = (int(shape),)
+    try:
+        out = tuple(int(s) for s in shape)
+    except TypeError:
+        raise TypeError(f"{op}: shape must be a sequence of ints, got {shape!r}") from None
+    for s in shape:
+        if isinstance(s, float | Tensor):
+            raise TypeError(f"{op}: shape entries must be ints, got {shape!r}")
+    if any(s < 0 for s in out):
+        raise ValueError(f"{op}: negative dimension in shape {out}")
+    return out
+
+
+def dtype_or(dtype, default) -> DType:
+    return default if dtype is None else to_dtype(dtype)

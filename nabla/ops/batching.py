@@ -1,0 +1,169 @@
+"""vmap plumbing: ops that move dims between the logical shape and the batch prefix.
+
+Every batch dim carries its vmap level; a tensor's levels are kept sorted (outer first).
+
+- ``to_batch(x, axis, level)``: logical ``axis`` becomes the batch dim of ``level``.
+- ``from_batch(x, level, axis)``: the batch dim of ``level`` becomes logical ``axis``.
+- ``broadcast_levels(x, levels)``: add missing levels by broadcasting (operand alignment).
+- ``sum_levels(x, levels)``: sum batch dims away (cotangents of broadcasts).
+
+Their physical kwargs are derived from the input's levels at the call and lower to the
+ordinary backend ops ``transpose``, ``broadcast_in_dim`` and ``reduce_sum``.
+"""
+
+from __future__ import annotations
+
+from ..core.state import STATE, level_sizes
+from ..core.tensor import Tensor
+from .base import Operation
+
+__all__ = ["to_batch", "from_batch", "broadcast_levels", "sum_levels"]
+
+
+class _LevelOp(Operation):
+    physical = True
+
+    def adapt_kwargs(self, kwargs, nb, batch_shape):
+        return kwargs["phys"]
+
+    def out_levels(self, impls, levels, kwargs):
+        return kwargs["levels"]
+
+
+class ToBatchOp(_LevelOp):
+    name = "to_batch"
+    backend_name = "transpose"
+
+    def infer(self, shapes, dtypes, kwargs):
+        s = shapes[0]
+        a = kwargs["axis"]
+        return [s[:a] + s[a + 1 :]], [dtypes[0]]
+
+    def vjp_rule(self, primals, cotangents, outputs, kwargs):
+        return [from_batch(cotangents[0], kwargs["level"], kwargs["axis"])]
+
+    def jvp_rule(self, primals, tangents, outputs, kwargs):
+        return [to_batch(tangents[0], kwargs["axis"], kwargs["level"])]
+
+
+class FromBatchOp(_LevelOp):
+    name = "from_batch"
+    backend_name = "transpose"
+
+    def infer(self, shapes, dtypes, kwargs):
+        s = shapes[0]
+        a = kwargs["axis"]
+        return [s[:a] + (level_sizes[kwargs["level"]],) + s[a:]], [dtypes[0]]
+
+    def vjp_rule(self, primals, cotangents, outputs, kwargs):
+        return [to_batch(cotangents[0], kwargs["axis"], kwargs["level"])]
+
+    def jvp_rule(self, primals, tangents, outputs, kwargs):
+        return [from_batch(tangents[0], kwargs["level"], kwargs["axis"])]
+
+
+class BroadcastLevelsOp(_LevelOp):
+    name = "broadcast_levels"
+    backend_name = "broadcast_in_dim"
+
+    def infer(self, shapes, dtypes, kwargs):
+        return [shapes[0]], [dtypes[0]]
+
+    def vjp_rule(self, primals, cotangents, outputs, kwargs):
+        # Sum only over levels whose vmap has finished: a level still active belongs to a
+        # vmap *around* this differentiation, whose cotangents stay batched (JAX semantics).
+        x = primals[0]
+        ct = cotangents[0]
+        added = set(kwargs["levels"]) - set(x._impl.levels)
+        active = set(STATE.active_vmap)
+        drop = tuple(lv for lv in ct._impl.levels if lv in added and lv not in active)
+        return [sum_levels(ct, drop)]
+
+    def jvp_rule(self, primals, tangents, outputs, kwargs):
+        t = tangents[0]
+        return [broadcast_levels(t, tuple(sorted(set(t._impl.levels) | set(kwargs["levels"]))))]
+
+
+class SumLevelsOp(_LevelOp):
+    name = "sum_levels"
+    backend_name = "reduce_sum"
+
+    def infer(self, shapes, dtypes, kwargs):
+        return [shapes[0]], [dtypes[0]]
+
+    def vjp_rule(self, primals, cotangents, outputs, kwargs):
+        ct = cotangents[0]
+        want = tuple(sorted(set(ct._impl.levels) | set(primals[0]._impl.levels)))
+        return [broadcast_levels(ct, want)]
+
+    def jvp_rule(self, primals, tangents, outputs, kwargs):
+        t = tangents[0]
+        drop = tuple(lv for lv in kwargs["drop"] if lv in t._impl.levels)
+        return [sum_levels(t, drop)]
+
+
+_to_batch = ToBatchOp()
+_from_batch = FromBatchOp()
+_broadcast_levels = BroadcastLevelsOp()
+_sum_levels = SumLevelsOp()
+
+
+def to_batch(x: Tensor, axis: int, level: int) -> Tensor:
+    """Make logical ``axis`` of ``x`` the batch dim of vmap ``level``."""
+    impl = x._impl
+    lv = impl.levels
+    nb = len(lv)
+    new = tuple(sorted(lv + (level,)))
+    pos = new.index(level)
+    src = nb + axis
+    perm = list(range(len(impl.shape)))
+    perm.pop(src)
+    perm.insert(pos, src)
+    kwargs = {"axis": axis, "level": level, "levels": new, "phys": {"perm": tuple(perm)}}
+    return _to_batch.bind([x], kwargs)
+
+
+def from_batch(x: Tensor, level: int, axis: int) -> Tensor:
+    """Move the batch dim of ``level`` to logical ``axis`` (broadcasting if ``x`` lacks it)."""
+    impl = x._impl
+    if level not in impl.levels:
+        x = broadcast_levels(x, tuple(sorted(impl.levels + (level,))))
+        impl = x._impl
+    lv = impl.levels
+    pos = lv.index(level)
+    new = lv[:pos] + lv[pos + 1 :]
+    dst = len(new) + axis
+    perm = list(range(len(impl.shape)))
+    perm.pop(pos)
+    perm.insert(dst, pos)
+    kwargs = {"axis": axis, "level": level, "levels": new, "phys": {"perm": tuple(perm)}}
+    return _from_batch.bind([x], kwargs)
+
+
+def broadcast_levels(x: Tensor, levels: tuple) -> Tensor:
+    """Give ``x`` exactly the batch ``levels`` (a sorted superset of its own)."""
+    impl = x._impl
+    if impl.levels == levels:
+        return x
+    nb = len(impl.levels)
+    logical = impl.shape[nb:]
+    out_shape = tuple(level_sizes[lv] for lv in levels) + logical
+    dims = [levels.index(lv) for lv in impl.levels]
+    dims += [len(levels) + i for i in range(len(logical))]
+    kwargs = {"levels": levels, "phys": {"shape": out_shape, "dims": tuple(dims)}}
+    return _broadcast_levels.bind([x], kwargs)
+
+
+def sum_levels(x: Tensor, drop: tuple) -> Tensor:
+    """Sum the batch dims of the levels in ``drop`` away."""
+    if not drop:
+        return x
+    lv = x._impl.levels
+    axes = tuple(lv.index(d) for d in drop)
+    new = tuple(v for v in lv if v not in drop)
+    kwargs = {
+        "drop": tuple(drop),
+        "levels": new,
+        "phys": {"axes": tuple(sorted(axes)), "keepdims": False},
+    }
+    return _sum_levels.bind([x], kwargs)

@@ -1,0 +1,338 @@
+"""Elementwise binary ops, comparisons, logical/bitwise ops and ``where``.
+
+``BinaryOperation.__call__`` resolves the user-facing conveniences before the pipeline:
+Python scalars (weakly typed), dtype promotion and NumPy broadcasting. Kernels then see
+operands of one dtype and one shape, except an untraced 0-d constant, which every backend
+broadcasts implicitly.
+"""
+
+from __future__ import annotations
+
+from ..core.dtypes import DType, get_default_dtype, result_type
+from ..core.tensor import Tensor
+from ._util import as_tensor, is_scalar
+from .base import Operation, OpError
+
+__all__ = [
+    "add",
+    "sub",
+    "mul",
+    "div",
+    "floor_div",
+    "mod",
+    "pow",
+    "maximum",
+    "minimum",
+    "atan2",
+    "equal",
+    "not_equal",
+    "greater",
+    "greater_equal",
+    "less",
+    "less_equal",
+    "logical_and",
+    "logical_or",
+    "logical_xor",
+    "bitwise_and",
+    "bitwise_or",
+    "bitwise_xor",
+    "where",
+    "clip",
+    "broadcast_shapes",
+    "BinaryOperation",
+]
+
+
+def broadcast_shapes(op: str, *shapes) -> tuple:
+    """NumPy broadcasting of logical shapes; raises ValueError naming the op and shapes."""
+    ndim = max(len(s) for s in shapes)
+    out = []
+    for i in range(ndim):
+        size = 1
+        for s in shapes:
+            d = s[i - ndim + len(s)] if i - ndim + len(s) >= 0 else 1
+            if d != 1:
+                if size not in (1, d):
+                    raise OpError(
+                        f"{op}: shapes {', '.join(str(tuple(x)) for x in shapes)} "
+                        "cannot be broadcast together"
+                    )
+                size = d
+        out.append(size)
+    return tuple(out)
+
+
+def _operand(v, dtype: DType) -> Tensor:
+    if isinstance(v, Tensor):
+        return v if v.dtype is dtype else v.cast(dtype)
+    return as_tensor(v, dtype)
+
+
+def _exempt(t: Tensor) -> bool:
+    impl = t._impl
+    return impl.shape == () and not impl.traced
+
+
+def prepare(op_name: str, values, dtype: DType | None = None, *, promote=True):
+    """Promote ``values`` to one dtype and broadcast them to one logical shape."""
+    if dtype is None:
+        tds, scalars = [], []
+        for v in values:
+            if isinstance(v, Tensor):
+                tds.append(v.dtype)
+            elif is_scalar(v):
+                scalars.append(v)
+            else:
+                tds.append(as_tensor(v).dtype)
+        dtype = result_type(tds, scalars)
+    ts = [_operand(v, dtype) for v in values]
+    shapes = [t.shape for t in ts]
+    first = shapes[0]
+    if any(s != first for s in shapes):
+        from .view import broadcast_to
+
+        shape = broadcast_shapes(op_name, *shapes)
+        ts = [t if (t.shape == shape or _exempt(t)) else broadcast_to(t, shape) for t in ts]
+    return ts, dtype
+
+
+def _sum_to_like(ct, like):
+    # Cotangent for an operand that was a 0-d scalar broadcast implicitly.
+    if ct is None or tuple(ct.shape) == tuple(like.shape):
+        return ct
+    from .reduction import reduce_sum
+
+    return reduce_sum(ct, axis=None)
+
+
+class BinaryOperation(Operation):
+    """Elementwise op of two tensors of equal (broadcast) shape."""
+
+    scalar_operands = True
+    result: str = "same"  # "same" | "bool" | "float"
+    kinds: str = "all"  # "all" | "int" (ints/bools only) | "nobool"
+
+    def __call__(self, x, y):
+        if (
+            type(x) is Tensor
+            and type(y) is Tensor
+            and x._impl.dtype is y._impl.dtype
+            and x.shape == y.shape
+            and self.result != "float"
+            and self.kinds == "all"
+        ):
+            return self.bind([x, y], {})
+        dtype = None
+        if self.result == "float":
+            tds, dtype = _promote_any(x, y)
+            if not dtype.is_float:
+                dtype = get_default_dtype()
+        (x, y), dtype = prepare(self.name, [x, y], dtype)
+        if self.kinds == "int" and not (dtype.is_int or dtype.is_bool):
+            raise TypeError(f"{self.name}: needs integer or bool tensors, got {dtype}")
+        if self.kinds == "nobool" and dtype.is_bool:
+            raise TypeError(f"{self.name}: unsupported for bool tensors")
+        return self.bind([x, y], {})
+
+    def infer(self, shapes, dtypes, kwargs):
+        a, b = shapes
+        shape = a if len(a) >= len(b) else b
+        out = DType.bool if self.result == "bool" else dtypes[0]
+        return [shape], [out]
+
+    def partials(self, x, y, out):
+        """(d out/dx, d out/dy) as tensors or Python floats."""
+        raise NotImplementedError(f"op {self.name} has no derivative")
+
+    def vjp_rule(self, primals, cotangents, outputs, kwargs):
+        if not self.differentiable:
+            return [None, None]
+        x, y = primals
+        ct = cotangents[0]
+        dx, dy = self.partials(x, y, outputs[0])
+        return [_sum_to_like(_times(ct, dx), x), _sum_to_like(_times(ct, dy), y)]
+
+    def jvp_rule(self, primals, tangents, outputs, kwargs):
+        if not self.differentiable:
+            return [None]
+        x, y = primals
+        tx, ty = tangents
+        dx, dy = self.partials(x, y, outputs[0])
+        out = None
+        if tx is not None:
+            out = _times(tx, dx)
+        if ty is not None:
+            t = _times(ty, dy)
+            out = t if out is None else out + t
+        if out is not None and tuple(out.shape) != tuple(outputs[0].shape):
+            from .view import broadcast_to
+
+            out = broadcast_to(out, outputs[0].shape)
+        return [out]
+
+
+def _times(a, b):
+    if isinstance(b, float) and b == 1.0:
+        return a
+    if isinstance(b, float) and b == -1.0:
+        return -a
+    return a * b
+
+
+def _promote_any(x, y):
+    tds, scalars = [], []
+    for v in (x, y):
+        if isinstance(v, Tensor):
+            tds.append(v.dtype)
+        elif is_scalar(v):
+            scalars.append(v)
+        else:
+            tds.append(as_tensor(v).dtype)
+    return tds, result_type(tds, scalars)
+
+
+def _binary(name, partials=None, *, result="same", kinds="all"):
+    cls = type(
+        f"{name.title().replace('_', '')}Op",
+        (BinaryOperation,),
+        {"name": name, "result": result, "kinds": kinds, "differentiable": partials is not None},
+    )
+    if partials is not None:
+        cls.partials = lambda self, x, y, out: partials(x, y, out)
+    return cls()
+
+
+def _pow_partials(x, y, out):
+    from .unary import log
+
+    dx = y * (x ** (y - 1.0)) if x.dtype.is_float else 0.0
+    safe = where(x == 0, 1.0, x)
+    dy = out * log(safe)
+    return dx, dy
+
+
+def _max_partials(x, y, out):
+    # JAX convention: ties split the gradient evenly.
+    gt = (x > y).cast(x.dtype)
+    eq = (x == y).cast(x.dtype) * 0.5
+    return gt + eq, (1.0 - gt) - eq
+
+
+def _min_partials(x, y, out):
+    lt = (x < y).cast(x.dtype)
+    eq = (x == y).cast(x.dtype) * 0.5
+    return lt + eq, (1.0 - lt) - eq
+
+
+def _atan2_partials(x, y, out):
+    denom = x * x + y * y
+    return y / denom, -x / denom
+
+
+add = _binary("add", lambda x, y, o: (1.0, 1.0))
+sub = _binary("sub", lambda x, y, o: (1.0, -1.0), kinds="nobool")
+mul = _binary("mul", lambda x, y, o: (y, x))
+div = _binary("div", lambda x, y, o: (1.0 / y, -o / y), result="float")
+floor_div = _binary("floor_div", lambda x, y, o: (0.0, 0.0), kinds="nobool")
+mod = _binary("mod", lambda x, y, o: (1.0, -floor_div(x, y)), kinds="nobool")
+pow = _binary("pow", _pow_partials, kinds="nobool")  # noqa: A001
+maximum = _binary("maximum", _max_partials)
+minimum = _binary("minimum", _min_partials)
+atan2 = _binary("atan2", _atan2_partials, result="float")
+equal = _binary("equal", result="bool")
+not_equal = _binary("not_equal", result="bool")
+greater = _binary("greater", result="bool")
+greater_equal = _binary("greater_equal", result="bool")
+less = _binary("less", result="bool")
+less_equal = _binary("less_equal", result="bool")
+bitwise_and = _binary("bitwise_and", kinds="int")
+bitwise_or = _binary("bitwise_or", kinds="int")
+bitwise_xor = _binary("bitwise_xor", kinds="int")
+_logical_and = _binary("logical_and", result="bool")
+_logical_or = _binary("logical_or", result="bool")
+_logical_xor = _binary("logical_xor", result="bool")
+
+
+def _as_bool(v):
+    t = as_tensor(v)
+    return t if t.dtype.is_bool else t != 0
+
+
+def logical_and(x, y):
+    """Elementwise AND (non-bool inputs are compared with zero)."""
+    return _logical_and(_as_bool(x), _as_bool(y))
+
+
+def logical_or(x, y):
+    """Elementwise OR (non-bool inputs are compared with zero)."""
+    return _logical_or(_as_bool(x), _as_bool(y))
+
+
+def logical_xor(x, y):
+    """Elementwise XOR (non-bool inputs are compared with zero)."""
+    return _logical_xor(_as_bool(x), _as_bool(y))
+
+
+class WhereOp(Operation):
+    name = "where"
+    scalar_operands = True
+
+    def infer(self, shapes, dtypes, kwargs):
+        shape = max(shapes, key=len)
+        return [shape], [dtypes[1]]
+
+    def vjp_rule(self, primals, cotangents, outputs, kwargs):
+        c, x, y = primals
+        ct = cotangents[0]
+        zero = ct * 0.0
+        return [None, _sum_to_like(where(c, ct, zero), x), _sum_to_like(where(c, zero, ct), y)]
+
+    def jvp_rule(self, primals, tangents, outputs, kwargs):
+        c, x, y = primals
+        _, tx, ty = tangents
+        if tx is None and ty is None:
+            return [None]
+        from .creation import zeros_like
+
+        tx = zeros_like(outputs[0]) if tx is None else tx
+        ty = zeros_like(outputs[0]) if ty is None else ty
+        return [where(c, tx, ty)]
+
+
+_where = WhereOp()
+
+
+def where(condition, x, y):
+    """Elementwise ``x if condition else y`` with broadcasting and promotion of ``x``/``y``.
+
+    Example:
+        >>> nb.where(nb.constant([True, False]), 1.0, 0.0).tolist()
+        [1.0, 0.0]
+    """
+    c = as_tensor(condition)
+    if not c.dtype.is_bool:
+        c = c != 0
+    (x, y), dtype = prepare("where", [x, y])
+    shapes = [c.shape, x.shape, y.shape]
+    if len(set(shapes)) > 1:
+        from .view import broadcast_to
+
+        shape = broadcast_shapes("where", *shapes)
+        c = c if c.shape == shape else broadcast_to(c, shape)
+        x = x if (x.shape == shape or _exempt(x)) else broadcast_to(x, shape)
+        y = y if (y.shape == shape or _exempt(y)) else broadcast_to(y, shape)
+    if _exempt(x) and _exempt(y) and c.shape != ():
+        from .view import broadcast_to
+
+        x = broadcast_to(x, c.shape)
+    return _where.bind([c, x, y], {})
+
+
+def clip(x, min=None, max=None):  # noqa: A002
+    """Clamp ``x`` into ``[min, max]`` (either bound may be None)."""
+    x = as_tensor(x)
+    if min is not None:
+        x = maximum(x, min)
+    if max is not None:
+        x = minimum(x, max)
+    return x

@@ -1,0 +1,295 @@
+"""Creation ops: constants, ``full``, ``arange`` and what is built from them."""
+
+from __future__ import annotations
+
+import math
+import weakref
+
+import numpy as np
+
+from ..core.device import Device, get_default_device
+from ..core.dtypes import DType, from_numpy_dtype, get_default_dtype, to_dtype
+from ..core.tensor import Tensor, TensorImpl
+from ._util import dtype_or, norm_shape
+from .base import Operation, OpError
+
+__all__ = [
+    "constant",
+    "asarray",
+    "full",
+    "zeros",
+    "ones",
+    "zeros_like",
+    "ones_like",
+    "full_like",
+    "arange",
+    "eye",
+    "linspace",
+    "triu",
+    "tril",
+    "hann_window",
+    "from_dlpack",
+]
+
+
+def _infer_numpy(value, dtype: DType | None) -> np.ndarray:
+    if isinstance(value, Tensor):
+        value = value.numpy()
+    if isinstance(value, np.ndarray | np.generic):
+        arr = np.asarray(value)
+        if arr.dtype == np.uint32 or arr.dtype == np.uint64:
+            arr = arr.astype(np.int64)
+        target = from_numpy_dtype(arr.dtype) if dtype is None else dtype
+        return np.asarray(arr, dtype=target.numpy)
+    if dtype is None:
+        if isinstance(value, bool):
+            dtype = DType.bool
+        elif isinstance(value, int):
+            dtype = DType.int32
+        elif isinstance(value, float):
+            dtype = get_default_dtype()
+        else:
+            arr = np.asarray(value)
+            if arr.dtype.kind == "b":
+                dtype = DType.bool
+            elif arr.dtype.kind in "iu":
+                dtype = DType.int32
+            elif arr.dtype.kind == "f":
+                dtype = get_default_dtype()
+            else:
+                raise TypeError(f"constant: cannot make a tensor from {type(value).__name__}")
+            return np.asarray(arr, dtype=dtype.numpy)
+    return np.asarray(value, dtype=dtype.numpy)
+
+
+def _constant_impl(value, dtype=None, device=None) -> TensorImpl:
+    dtype = None if dtype is None else to_dtype(dtype)
+    arr = _infer_numpy(value, dtype)
+    device = device or get_default_device()
+    impl = TensorImpl(arr.shape, from_numpy_dtype(arr.dtype), device, buffer=arr)
+    if not device.is_cpu:
+        from ..backends import max_backend
+
+        mx = max_backend()
+        if mx is None:
+            raise RuntimeError("Accelerator tensors need the MAX backend: pip install 'nabla[max]'")
+        impl.buffer = mx.to_device(arr, device)
+    return impl
+
+
+def constant(value, *, dtype=None, device: Device | None = None) -> Tensor:
+    """Make a realized tensor from a Python value or NumPy array.
+
+    Python ``bool`` -> bool, ``int`` -> int32, ``float`` -> the default float dtype (float32);
+    a NumPy array keeps its dtype.
+
+    Example:
+        >>> nb.constant([[1.0, 2.0]]).shape
+        (1, 2)
+    """
+    if isinstance(value, Tensor) and dtype is None and device is None:
+        return value
+    impl = _constant_impl(value, dtype, device)
+    t = Tensor._wrap(impl)
+    impl.wrapper = weakref.ref(t)
+    return t
+
+
+def asarray(value, dtype=None, *, device=None) -> Tensor:
+    """Like :func:`constant`, but returns a Tensor argument unchanged (cast if ``dtype``)."""
+    if isinstance(value, Tensor):
+        if dtype is not None and value.dtype is not to_dtype(dtype):
+            return value.cast(dtype)
+        return value
+    return constant(value, dtype=dtype, device=device)
+
+
+def from_dlpack(x) -> Tensor:
+    """A tensor from any object exporting DLPack (a NumPy array, a torch CPU tensor, ...)."""
+    return constant(np.from_dlpack(x))
+
+
+class FullOp(Operation):
+    name = "full"
+
+    def infer(self, shapes, dtypes, kwargs):
+        return [kwargs["shape"]], [kwargs["dtype"]]
+
+    def vjp_rule(self, primals, cotangents, outputs, kwargs):
+        return []
+
+    def jvp_rule(self, primals, tangents, outputs, kwargs):
+        return [None]
+
+
+class IotaOp(Operation):
+    """``arange(start, stop, step)`` with a static length."""
+
+    name = "arange"
+    differentiable = False
+
+    def infer(self, shapes, dtypes, kwargs):
+        return [(kwargs["length"],)], [kwargs["dtype"]]
+
+
+_full = FullOp()
+_iota = IotaOp()
+
+
+def _scalar_value(value, dtype: DType):
+    if isinstance(value, Tensor):
+        value = value.item()
+    if dtype.is_bool:
+        return bool(value)
+    if dtype.is_int:
+        return int(value)
+    return float(value)
+
+
+def full(shape, value, *, dtype=None, device=None) -> Tensor:
+    """A tensor of ``shape`` filled with ``value``.
+
+    Example:
+        >>> nb.full((2, 3), 7, dtype=nb.int32).tolist()
+        [[7, 7, 7], [7, 7, 7]]
+    """
+    shape = norm_shape("full", shape)
+    if dtype is None:
+        dtype = _infer_numpy(value if not isinstance(value, Tensor) else value.item(), None)
+        dtype = from_numpy_dtype(dtype.dtype)
+    dtype = to_dtype(dtype)
+    dev = device or get_default_device()
+    return _full.bind(
+        [], {"shape": shape, "value": _scalar_value(value, dtype), "dtype": dtype, "device": dev}
+    )
+
+
+def zeros(shape, *, dtype=None, device=None) -> Tensor:
+    """Zeros of ``shape`` (default float dtype)."""
+    return full(shape, 0, dtype=dtype_or(dtype, get_default_dtype()), device=device)
+
+
+def ones(shape, *, dtype=None, device=None) -> Tensor:
+    """Ones of ``shape`` (default float dtype)."""
+    return full(shape, 1, dtype=dtype_or(dtype, get_default_dtype()), device=device)
+
+
+def _like(x, dtype):
+    from ._util import as_tensor
+
+    x = as_tensor(x)
+    return x, dtype_or(dtype, x.dtype)
+
+
+def zeros_like(x, *, dtype=None) -> Tensor:
+    """Zeros with the shape (and dtype) of ``x``; batched like ``x`` under vmap."""
+    x, dt = _like(x, dtype)
+    return _broadcast_like(full(x.shape, 0, dtype=dt, device=x.device), x)
+
+
+def ones_like(x, *, dtype=None) -> Tensor:
+    """Ones with the shape (and dtype) of ``x``."""
+    x, dt = _like(x, dtype)
+    return _broadcast_like(full(x.shape, 1, dtype=dt, device=x.device), x)
+
+
+def full_like(x, value, *, dtype=None) -> Tensor:
+    """``value`` with the shape (and dtype) of ``x``."""
+    x, dt = _like(x, dtype)
+    return _broadcast_like(full(x.shape, value, dtype=dt, device=x.device), x)
+
+
+def _broadcast_like(t: Tensor, like: Tensor) -> Tensor:
+    # A *_like result carries the same vmap levels as its template (JAX: batched like x).
+    if like._impl.levels:
+        from .batching import broadcast_levels
+
+        return broadcast_levels(t, like._impl.levels)
+    return t
+
+
+def arange(start=0, stop=None, step=1, *, dtype=None, device=None) -> Tensor:
+    """Evenly spaced values in ``[start, stop)`` (NumPy's ``arange``).
+
+    Integers give int32 unless ``dtype`` is set; any float argument gives the default float.
+    """
+    if stop is None:
+        start, stop = 0, start
+    vals = [start, stop, step]
+    if any(isinstance(v, Tensor) for v in vals):
+        vals = [v.item() if isinstance(v, Tensor) else v for v in vals]
+        start, stop, step = vals
+    if step == 0:
+        raise ValueError("arange: step must not be zero")
+    if dtype is None:
+        dtype = get_default_dtype() if any(isinstance(v, float) for v in vals) else DType.int32
+    dtype = to_dtype(dtype)
+    length = max(0, math.ceil((stop - start) / step))
+    dev = device or get_default_device()
+    return _iota.bind(
+        [], {"start": start, "step": step, "length": length, "dtype": dtype, "device": dev}
+    )
+
+
+def linspace(start, stop, num=50, *, endpoint=True, dtype=None, device=None) -> Tensor:
+    """``num`` evenly spaced values from ``start`` to ``stop`` (NumPy's ``linspace``)."""
+    if num < 0:
+        raise ValueError(f"linspace: num must be non-negative, got {num}")
+    dtype = dtype_or(dtype, get_default_dtype())
+    div = (num - 1) if endpoint else num
+    step = (stop - start) / div if div > 0 else 0.0
+    idx = arange(
+        num, dtype=DType.float64 if dtype is DType.float64 else DType.float32, device=device
+    )
+    out = idx * step + start
+    if endpoint and num > 1:
+        from .binary import where
+
+        out = where(idx == (num - 1), full((num,), stop, dtype=out.dtype, device=device), out)
+    return out.cast(dtype)
+
+
+def eye(n, m=None, k=0, *, dtype=None, device=None) -> Tensor:
+    """Identity-like matrix with ones on the ``k``-th diagonal."""
+    m = n if m is None else m
+    rows = arange(n, device=device).reshape((n, 1))
+    cols = arange(m, device=device).reshape((1, m))
+    return ((cols - rows) == k).cast(dtype_or(dtype, get_default_dtype()))
+
+
+def _tri_mask(x, k, upper):
+    if x.ndim < 2:
+        raise OpError(f"{'triu' if upper else 'tril'}: needs rank >= 2, got shape {x.shape}")
+    n, m = x.shape[-2:]
+    rows = arange(n, device=x.device).reshape((n, 1))
+    cols = arange(m, device=x.device).reshape((1, m))
+    return (cols - rows) >= k if upper else (cols - rows) <= k
+
+
+def triu(x, k: int = 0) -> Tensor:
+    """Upper triangle of the last two dims (elements below the ``k``-th diagonal zeroed)."""
+    from ._util import as_tensor
+    from .binary import where
+
+    x = as_tensor(x)
+    return where(_tri_mask(x, k, True), x, zeros_like(x))
+
+
+def tril(x, k: int = 0) -> Tensor:
+    """Lower triangle of the last two dims (elements above the ``k``-th diagonal zeroed)."""
+    from ._util import as_tensor
+    from .binary import where
+
+    x = as_tensor(x)
+    return where(_tri_mask(x, k, False), x, zeros_like(x))
+
+
+def hann_window(window_length: int, periodic: bool = True, *, dtype=None, device=None) -> Tensor:
+    """Hann window (PyTorch's ``hann_window``; ``periodic=True`` by default)."""
+    from .unary import cos
+
+    if window_length <= 1:
+        return ones((window_length,), dtype=dtype, device=device)
+    n = arange(window_length, dtype=dtype_or(dtype, get_default_dtype()), device=device)
+    denom = window_length if periodic else window_length - 1
+    return 0.5 - 0.5 * cos(n * (2.0 * math.pi / denom))

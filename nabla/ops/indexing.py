@@ -1,0 +1,442 @@
+"""Indexing: ``gather``/``take``, ``scatter`` (primitives), and ``__getitem__``,
+``__setitem__`` and ``x.at[k].set/add/mul/min/max/get`` built on them with NumPy semantics.
+
+Basic indices (ints, slices with steps, ``...``, ``None``) become one strided ``slice`` plus
+a reshape. Advanced indices (integer tensors, boolean masks) are broadcast together,
+linearized, and become one ``gather`` (reads) or ``scatter`` (writes) on a flattened axis;
+their result dims go where NumPy puts them (in place when adjacent, else in front). A boolean
+mask must have a concrete value: its result shape depends on it.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+import numpy as np
+
+from ..core.dtypes import DType
+from ..core.tensor import Tensor
+from ._util import as_tensor, norm_axis
+from .base import Operation, OpError
+
+__all__ = ["gather", "take", "scatter", "getitem", "setitem", "AtIndexer"]
+
+
+class GatherOp(Operation):
+    """``take(x, indices, axis)``: out = x.shape[:axis] + indices.shape + x.shape[axis+1:]."""
+
+    name = "gather"
+
+    def infer(self, shapes, dtypes, kwargs):
+        xs, ids = shapes
+        a = kwargs["axis"]
+        return [xs[:a] + ids + xs[a + 1 :]], [dtypes[0]]
+
+    def adapt_kwargs(self, kwargs, nb, batch_shape):
+        return {"axis": kwargs["axis"] + nb, "batch_dims": nb}
+
+    def vjp_rule(self, primals, cotangents, outputs, kwargs):
+        from .creation import zeros_like
+
+        x, idx = primals
+        return [
+            _scatter.bind(
+                [zeros_like(x), idx, cotangents[0]], {"axis": kwargs["axis"], "mode": "add"}
+            ),
+            None,
+        ]
+
+    def jvp_rule(self, primals, tangents, outputs, kwargs):
+        if tangents[0] is None:
+            return [None]
+        return [_gather.bind([tangents[0], primals[1]], kwargs)]
+
+
+class ScatterOp(Operation):
+    """``x`` with ``updates`` written (``mode="set"``) or added (``"add"``) at ``indices``
+    along ``axis``; ``updates`` has the shape ``take(x, indices, axis)`` would have."""
+
+    name = "scatter"
+
+    def infer(self, shapes, dtypes, kwargs):
+        xs, ids, us = shapes
+        a = kwargs["axis"]
+        want = xs[:a] + ids + xs[a + 1 :]
+        if tuple(us) != want:
+            raise OpError(
+                f"scatter: updates of shape {us} do not match {want} for x of shape {xs} and "
+                f"indices of shape {ids} along axis {a}"
+            )
+        return [xs], [dtypes[0]]
+
+    def adapt_kwargs(self, kwargs, nb, batch_shape):
+        return {"axis": kwargs["axis"] + nb, "mode": kwargs["mode"], "batch_dims": nb}
+
+    def vjp_rule(self, primals, cotangents, outputs, kwargs):
+        from .creation import zeros_like
+
+        x, idx, upd = primals
+        ct = cotangents[0]
+        g = {"axis": kwargs["axis"]}
+        if kwargs["mode"] == "add":
+            return [ct, None, _gather.bind([ct, idx], g)]
+        # "set": overwritten positions get no gradient from x.
+        ct_x = _scatter.bind([ct, idx, zeros_like(upd)], {"axis": kwargs["axis"], "mode": "set"})
+        return [ct_x, None, _gather.bind([ct, idx], g)]
+
+    def jvp_rule(self, primals, tangents, outputs, kwargs):
+        from .creation import zeros_like
+
+        tx, _, tu = tangents
+        if tx is None and tu is None:
+            return [None]
+        tx = zeros_like(primals[0]) if tx is None else tx
+        tu = zeros_like(primals[2]) if tu is None else tu
+        return [_scatter.bind([tx, primals[1], tu], kwargs)]
+
+
+_gather = GatherOp()
+_scatter = ScatterOp()
+
+
+def _index_tensor(op, idx, n=None) -> Tensor:
+    idx = as_tensor(idx)
+    if not idx.dtype.is_int:
+        raise TypeError(f"{op}: indices must be integers, got {idx.dtype}")
+    if n is not None:
+        _check_bounds(op, idx, n)
+        from .binary import where
+
+        if idx.is_realized and not idx._impl.levels:
+            if (idx.numpy() < 0).any():
+                idx = where(idx < 0, idx + n, idx)
+        else:
+            idx = where(idx < 0, idx + n, idx)
+    return idx
+
+
+def _check_bounds(op, idx, n):
+    if idx.is_realized and not idx._impl.levels:
+        a = idx.numpy()
+        if a.size and (a.max() >= n or a.min() < -n):
+            raise IndexError(f"{op}: index out of range for dimension of size {n}")
+
+
+def gather(x, indices, axis=0) -> Tensor:
+    """Take elements of ``x`` along ``axis`` at integer ``indices`` (NumPy's ``take``).
+
+    Negative indices count from the end. Example: ``gather(x, [2, 0], axis=1)``.
+    """
+    x = as_tensor(x)
+    if x.ndim == 0:
+        raise OpError("gather: cannot index a 0-d tensor")
+    axis = norm_axis("gather", axis, x.ndim)
+    idx = _index_tensor("gather", indices, x.shape[axis])
+    return _gather.bind([x, idx], {"axis": axis})
+
+
+take = gather
+
+
+def scatter(x, indices, updates, axis=0, mode="set") -> Tensor:
+    """``x`` with ``updates`` written at ``indices`` along ``axis`` (``mode="add"`` adds).
+
+    ``updates`` must broadcast to ``x.shape[:axis] + indices.shape + x.shape[axis+1:]``.
+    """
+    from .view import broadcast_to
+
+    x = as_tensor(x)
+    if mode not in ("set", "add"):
+        raise ValueError(f"scatter: mode must be 'set' or 'add', got {mode!r}")
+    axis = norm_axis("scatter", axis, x.ndim)
+    idx = _index_tensor("scatter", indices, x.shape[axis])
+    want = x.shape[:axis] + idx.shape + x.shape[axis + 1 :]
+    upd = as_tensor(updates, x.dtype)
+    if upd.shape != want:
+        upd = broadcast_to(upd, want)
+    return _scatter.bind([x, idx, upd], {"axis": axis, "mode": mode})
+
+
+# ----------------------------------------------------------------------------- key parsing
+def _parse_key(x: Tensor, key):
+    if not isinstance(key, tuple):
+        key = (key,)
+    entries = []
+    for k in key:
+        if isinstance(k, Tensor | np.ndarray | list):
+            t = k if isinstance(k, Tensor) else as_tensor(np.asarray(k))
+            if t.dtype.is_bool:
+                if t._impl.levels:
+                    raise IndexError(
+                        "boolean mask indexing needs a concrete mask; it cannot be batched by vmap"
+                    )
+                nz = np.nonzero(t.numpy())
+                entries.append(("mask", [as_tensor(a.astype(np.int64)) for a in nz], t.ndim))
+            else:
+                entries.append(("adv", t, 1))
+        elif k is None:
+            entries.append(("new", None, 0))
+        elif k is Ellipsis:
+            entries.append(("ell", None, 0))
+        elif isinstance(k, slice):
+            entries.append(("slice", k, 1))
+        elif isinstance(k, numbers.Integral) and not isinstance(k, bool):
+            entries.append(("int", int(k), 1))
+        elif isinstance(k, bool):
+            raise IndexError("indexing with a Python bool is not supported")
+        else:
+            raise IndexError(f"invalid index {k!r} of type {type(k).__name__}")
+    n_ell = sum(1 for e in entries if e[0] == "ell")
+    if n_ell > 1:
+        raise IndexError("an index can only have a single ellipsis ('...')")
+    consumed = sum(e[2] for e in entries)
+    if consumed > x.ndim:
+        raise IndexError(f"too many indices for tensor of shape {x.shape}: {consumed} were indexed")
+    out = []
+    for e in entries:
+        if e[0] == "ell":
+            out.extend([("slice", slice(None), 1)] * (x.ndim - consumed))
+        elif e[0] == "mask":
+            out.extend(("adv", a, 1) for a in e[1])
+        else:
+            out.append(e)
+    if n_ell == 0:
+        out.extend([("slice", slice(None), 1)] * (x.ndim - consumed))
+    any_adv = any(e[0] == "adv" for e in out)
+    dim = 0
+    slices, adv = [], []  # adv: (input dim, index tensor)
+    int_dims = []
+    layout = []  # per entry in order: ("basic", in_dim) | ("adv", k) | ("new",)
+    for e in out:
+        kind = e[0]
+        if kind == "new":
+            layout.append(("new",))
+            continue
+        n = x.shape[dim]
+        if kind == "slice":
+            s = e[1]
+            if s.step == 0:
+                raise ValueError("slice step cannot be zero")
+            start, stop, step = s.indices(n)
+            slices.append((start, step, len(range(start, stop, step))))
+            layout.append(("basic", dim))
+        elif kind == "int":
+            i = e[1]
+            if not -n <= i < n:
+                raise IndexError(
+                    f"index {i} is out of bounds for axis {dim} with size {n} "
+                    f"(tensor of shape {x.shape})"
+                )
+            i %= n
+            if any_adv:
+                slices.append((0, 1, n))
+                adv.append((dim, as_tensor(np.asarray(i, np.int64))))
+                layout.append(("adv", len(adv) - 1))
+            else:
+                slices.append((i, 1, 1))
+                int_dims.append(dim)
+        else:
+            slices.append((0, 1, n))
+            idx = e[1]
+            if not (idx.dtype.is_int):
+                raise IndexError(f"index tensors must be integer or bool, got {idx.dtype}")
+            adv.append((dim, _index_tensor("getitem", idx, n)))
+            layout.append(("adv", len(adv) - 1))
+        dim += 1
+    return tuple(slices), int_dims, adv, layout
+
+
+def _adv_contiguous(layout):
+    pos = [i for i, e in enumerate(layout) if e[0] == "adv"]
+    return pos == list(range(pos[0], pos[0] + len(pos))) if pos else True
+
+
+def _linear_index(y, adv):
+    """Move advanced dims of ``y`` to the front and flatten them; return (flat y, index)."""
+    from .binary import broadcast_shapes
+    from .view import broadcast_to, permute, reshape
+
+    dims = [d for d, _ in adv]
+    shape = broadcast_shapes("getitem", *[t.shape for _, t in adv])
+    idxs = [
+        broadcast_to(t.cast(DType.int64) if t.dtype is not DType.int64 else t, shape)
+        for _, t in adv
+    ]
+    rest = [i for i in range(y.ndim) if i not in dims]
+    yt = permute(y, dims + rest) if dims + rest != list(range(y.ndim)) else y
+    sizes = [y.shape[d] for d in dims]
+    lin = None
+    stride = 1
+    for t, n in reversed(list(zip(idxs, sizes))):
+        term = t if stride == 1 else t * stride
+        lin = term if lin is None else lin + term
+        stride *= n
+    flat = reshape(yt, (math.prod(sizes),) + tuple(y.shape[i] for i in rest))
+    return flat, lin, shape, rest
+
+
+def getitem(x, key) -> Tensor:
+    """``x[key]`` with NumPy semantics (ints, slices with steps, ``...``, ``None``, integer
+    tensors/arrays/lists and concrete boolean masks)."""
+    from .view import _slice_n, moveaxis, reshape
+
+    x = as_tensor(x)
+    if (
+        x.ndim == 0
+        and key not in ((), Ellipsis, None)
+        and not (isinstance(key, tuple) and all(k is None or k is Ellipsis for k in key))
+    ):
+        raise IndexError(f"cannot index a 0-d tensor with {key!r}")
+    slices, int_dims, adv, layout = _parse_key(x, key)
+    y = _slice_n(x, slices)
+    if not adv:
+        shape = []
+        basic = iter(d for d in range(x.ndim) if d not in int_dims)
+        for e in layout:
+            shape.append(1 if e[0] == "new" else y.shape[next(basic)])
+        return reshape(y, tuple(shape))
+    flat, lin, ishape, rest = _linear_index(y, adv)
+    out = gather(flat, lin, 0)  # (ishape..., rest...)
+    # insert None dims and place advanced dims as NumPy does
+    k = len(ishape)
+    basic_shapes = [y.shape[i] for i in rest]
+    if _adv_contiguous(layout):
+        first = next(i for i, e in enumerate(layout) if e[0] == "adv")
+        n_basic_before = sum(1 for e in layout[:first] if e[0] == "basic")
+        if n_basic_before:
+            out = moveaxis(out, list(range(k)), list(range(n_basic_before, n_basic_before + k)))
+        shape, bi, done = [], 0, False
+        for e in layout:
+            if e[0] == "new":
+                shape.append(1)
+            elif e[0] == "basic":
+                shape.append(basic_shapes[bi])
+                bi += 1
+            elif not done:
+                shape.extend(ishape)
+                done = True
+        return reshape(out, tuple(shape))
+    shape = list(ishape)
+    bi = 0
+    for e in layout:
+        if e[0] == "new":
+            shape.append(1)
+        elif e[0] == "basic":
+            shape.append(basic_shapes[bi])
+            bi += 1
+    return reshape(out, tuple(shape))
+
+
+def _update(x, key, value, mode):
+    from .binary import maximum, minimum
+    from .view import _slice_n, moveaxis, reshape, slice_update
+
+    x = as_tensor(x)
+    slices, int_dims, adv, layout = _parse_key(x, key)
+    region = _slice_n(x, slices)
+    value = as_tensor(value, x.dtype)
+    combine = {"add": lambda a, b: a + b, "mul": lambda a, b: a * b, "min": minimum, "max": maximum}
+    if not adv:
+        view_shape = tuple(d for i, d in enumerate(region.shape) if i not in int_dims)
+        v = _fit(value, view_shape)
+        v = reshape(v, region.shape)
+        new_region = v if mode == "set" else combine[mode](region, v)
+    else:
+        flat, lin, ishape, rest = _linear_index(region, adv)
+        basic_shape = tuple(region.shape[i] for i in rest)
+        k = len(ishape)
+        if _adv_contiguous(layout):
+            first = next(i for i, e in enumerate(layout) if e[0] == "adv")
+            nb_before = sum(1 for e in layout[:first] if e[0] == "basic")
+            vshape = basic_shape[:nb_before] + tuple(ishape) + basic_shape[nb_before:]
+            v = _fit(value, vshape)
+            if nb_before:
+                v = moveaxis(v, list(range(nb_before, nb_before + k)), list(range(k)))
+        else:
+            v = _fit(value, tuple(ishape) + basic_shape)
+        if mode == "set":
+            new_flat = scatter(flat, lin, v, 0, "set")
+        elif mode == "add":
+            new_flat = scatter(flat, lin, v, 0, "add")
+        else:
+            cur = gather(flat, lin, 0)
+            new_flat = scatter(flat, lin, combine[mode](cur, v), 0, "set")
+        dims = [d for d, _ in adv]
+        moved = reshape(new_flat, tuple(region.shape[d] for d in dims) + basic_shape)
+        order = dims + rest
+        inv = [order.index(i) for i in range(region.ndim)]
+        from .view import permute
+
+        new_region = permute(moved, inv)
+    if all(s == (0, 1, d) for s, d in zip(slices, x.shape)):
+        return new_region
+    return slice_update(
+        x,
+        new_region,
+        slices=[slice(s, s + st * n if s + st * n >= 0 else None, st) for s, st, n in slices],
+    )
+
+
+def _fit(value, shape):
+    from .view import broadcast_to, reshape
+
+    while value.ndim > len(shape) and value.shape[0] == 1:
+        value = reshape(value, value.shape[1:])
+    if value.shape != tuple(shape):
+        try:
+            value = broadcast_to(value, tuple(shape))
+        except OpError:
+            raise OpError(
+                f"setitem: value of shape {value.shape} cannot be broadcast to the indexed "
+                f"region of shape {tuple(shape)}"
+            ) from None
+    return value
+
+
+def setitem(x: Tensor, key, value) -> None:
+    """``x[key] = value``: rebinds ``x`` to the updated tensor (other handles of the old value
+    are unchanged; the update is recorded like any op, so it is differentiable)."""
+    new = _update(x, key, value, "set")
+    x._impl = new._impl
+    import weakref
+
+    x._impl.wrapper = weakref.ref(x)
+
+
+class _AtRef:
+    def __init__(self, x, key):
+        self.x = x
+        self.key = key
+
+    def set(self, value):
+        """A copy of ``x`` with ``x[key] = value``."""
+        return _update(self.x, self.key, value, "set")
+
+    def add(self, value):
+        """A copy of ``x`` with ``x[key] += value`` (repeated indices accumulate)."""
+        return _update(self.x, self.key, value, "add")
+
+    def multiply(self, value):
+        return _update(self.x, self.key, value, "mul")
+
+    mul = multiply
+
+    def min(self, value):
+        return _update(self.x, self.key, value, "min")
+
+    def max(self, value):
+        return _update(self.x, self.key, value, "max")
+
+    def get(self):
+        return getitem(self.x, self.key)
+
+
+class AtIndexer:
+    """``x.at[key].set(v)`` / ``.add(v)`` / ``.multiply(v)`` / ``.min`` / ``.max`` / ``.get()``."""
+
+    def __init__(self, x):
+        self.x = x
+
+    def __getitem__(self, key):
+        return _AtRef(self.x, key)

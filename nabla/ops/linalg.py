@@ -1,0 +1,241 @@
+"""Matrix products: ``matmul`` (primitive), ``outer`` and ``einsum`` (composites)."""
+
+from __future__ import annotations
+
+import math
+import string
+
+from ._util import as_tensor
+from .base import Operation, OpError, describe
+
+__all__ = ["matmul", "outer", "einsum", "dot"]
+
+
+class MatmulOp(Operation):
+    """``(..., m, k) @ (..., k, n)`` with identical leading dims (broadcast at the call)."""
+
+    name = "matmul"
+
+    def infer(self, shapes, dtypes, kwargs):
+        a, b = shapes
+        return [a[:-1] + (b[-1],)], [dtypes[0]]
+
+    def vjp_rule(self, primals, cotangents, outputs, kwargs):
+        from .view import swap_axes
+
+        x, y = primals
+        ct = cotangents[0]
+        return [
+            _matmul.bind([ct, swap_axes(y, -1, -2)], {}),
+            _matmul.bind([swap_axes(x, -1, -2), ct], {}),
+        ]
+
+    def jvp_rule(self, primals, tangents, outputs, kwargs):
+        x, y = primals
+        tx, ty = tangents
+        out = None
+        if tx is not None:
+            out = _matmul.bind([tx, y], {})
+        if ty is not None:
+            t = _matmul.bind([x, ty], {})
+            out = t if out is None else out + t
+        return [out]
+
+
+_matmul = MatmulOp()
+
+
+def matmul(x, y):
+    """Matrix product with NumPy semantics: 1-D operands are promoted (and the added dim
+    removed), leading batch dims broadcast.
+
+    Raises:
+        ValueError: when the contracted dims differ, naming both shapes.
+    """
+    from .binary import broadcast_shapes, prepare
+    from .view import broadcast_to, reshape
+
+    (x, y), dtype = (
+        prepare("matmul", [x, y]) if _differ(x, y) else ((as_tensor(x), as_tensor(y)), None)
+    )
+    if x.dtype.is_bool:
+        raise TypeError("matmul: bool tensors are not supported")
+    if x.ndim == 0 or y.ndim == 0:
+        raise OpError(f"matmul: operands must be at least 1-D, got shapes {x.shape} and {y.shape}")
+    squeeze_x = x.ndim == 1
+    squeeze_y = y.ndim == 1
+    if squeeze_x:
+        x = reshape(x, (1, x.shape[0]))
+    if squeeze_y:
+        y = reshape(y, (y.shape[0], 1))
+    if x.shape[-1] != y.shape[-2]:
+        raise OpError(
+            f"matmul: contracted dims differ: shapes {x.shape} and {y.shape} "
+            f"({x.shape[-1]} != {y.shape[-2]})"
+        )
+    batch = broadcast_shapes("matmul", x.shape[:-2], y.shape[:-2])
+    if x.shape[:-2] != batch:
+        x = broadcast_to(x, batch + x.shape[-2:])
+    if y.shape[:-2] != batch:
+        y = broadcast_to(y, batch + y.shape[-2:])
+    out = _matmul.bind([x, y], {})
+    if squeeze_x and squeeze_y:
+        return reshape(out, batch)
+    if squeeze_x:
+        return reshape(out, batch + (out.shape[-1],))
+    if squeeze_y:
+        return reshape(out, batch + (out.shape[-2],))
+    return out
+
+
+def _differ(x, y):
+    from ..core.tensor import Tensor
+
+    return not (isinstance(x, Tensor) and isinstance(y, Tensor) and x.dtype is y.dtype)
+
+
+def dot(x, y):
+    """Alias of :func:`matmul` for 1-D/2-D operands."""
+    return matmul(x, y)
+
+
+def outer(x, y):
+    """Outer product of two vectors (inputs are flattened, like NumPy)."""
+    from .view import reshape
+
+    x = as_tensor(x)
+    y = as_tensor(y)
+    return reshape(x, (-1, 1)) * reshape(y, (1, -1))
+
+
+# ----------------------------------------------------------------------------- einsum
+_ELLIPSIS_LETTERS = string.ascii_uppercase  # reserved for "..." dims
+
+
+def _parse(equation, operands):
+    eq = equation.replace(" ", "")
+    if "->" in eq:
+        lhs, out = eq.split("->")
+        explicit = True
+    else:
+        lhs, out, explicit = eq, "", False
+    terms = lhs.split(",")
+    if len(terms) != len(operands):
+        raise OpError(
+            f"einsum: equation {equation!r} has {len(terms)} operands, got {len(operands)}"
+        )
+    ell_rank = 0
+    for t, x in zip(terms, operands):
+        if "..." in t:
+            ell_rank = max(ell_rank, x.ndim - (len(t) - 3))
+    ell = _ELLIPSIS_LETTERS[:ell_rank][::-1][::-1]
+    new_terms = []
+    for t, x in zip(terms, operands):
+        if "..." in t:
+            k = x.ndim - (len(t) - 3)
+            if k < 0:
+                raise OpError(f"einsum: term {t!r} does not fit operand of shape {x.shape}")
+            t = t.replace("...", ell[ell_rank - k :])
+        if len(t) != x.ndim:
+            raise OpError(f"einsum: term {t!r} does not match operand of shape {x.shape}")
+        new_terms.append(t)
+    if explicit:
+        out = out.replace("...", ell)
+    else:
+        counts = {}
+        for t in new_terms:
+            for c in t:
+                counts[c] = counts.get(c, 0) + 1
+        out = ell + "".join(sorted(c for c, n in counts.items() if n == 1 and c not in ell))
+    return new_terms, out
+
+
+def _diagonal(x, term):
+    """Collapse repeated letters within one operand (e.g. 'ii' -> 'i')."""
+    from .view import moveaxis, reshape, slice_tensor
+
+    while True:
+        dup = next((c for c in term if term.count(c) > 1), None)
+        if dup is None:
+            return x, term
+        i = term.index(dup)
+        j = term.index(dup, i + 1)
+        n = x.shape[i]
+        if x.shape[j] != n:
+            raise OpError(f"einsum: repeated index {dup!r} has sizes {x.shape[i]} and {x.shape[j]}")
+        x = moveaxis(x, (i, j), (-2, -1))
+        rest = x.shape[:-2]
+        x = reshape(x, rest + (n * n,))
+        x = slice_tensor(x, slices=[slice(None)] * len(rest) + [slice(0, None, n + 1)])
+        term = "".join(c for k, c in enumerate(term) if k not in (i, j)) + dup
+
+
+def einsum(equation: str, *operands):
+    """Einstein summation, e.g. ``einsum("bij,bjk->bik", a, b)``; supports ``...``.
+
+    Contractions run pairwise through ``matmul``, so they are as fast as batched matmuls.
+    """
+    from .binary import prepare
+    from .reduction import reduce_sum
+    from .view import broadcast_to, permute, reshape
+
+    if len(operands) == 1 and isinstance(operands[0], list | tuple):
+        operands = tuple(operands[0])
+    ops = [as_tensor(o) for o in operands]
+    if len({o.dtype for o in ops}) > 1:
+        ops, _ = prepare("einsum", ops)
+        ops = list(ops)
+    terms, out = _parse(equation, ops)
+    sizes = {}
+    for t, x in zip(terms, ops):
+        for c, d in zip(t, x.shape):
+            if c in sizes and sizes[c] != d and d != 1 and sizes[c] != 1:
+                raise OpError(
+                    f"einsum: index {c!r} has inconsistent sizes in {equation!r} for shapes "
+                    f"{describe([o.shape for o in ops])}"
+                )
+            sizes[c] = max(sizes.get(c, d), d)
+    # broadcast size-1 dims (only ellipsis dims can legitimately differ)
+    ops = [
+        broadcast_to(x, tuple(sizes[c] for c in t))
+        if any(sizes[c] != d for c, d in zip(t, x.shape))
+        else x
+        for t, x in zip(terms, ops)
+    ]
+    pairs = [_diagonal(x, t) for x, t in zip(ops, terms)]
+    for c in out:
+        if not any(c in t for _, t in pairs):
+            raise OpError(
+                f"einsum: output index {c!r} does not appear in the inputs of {equation!r}"
+            )
+
+    def reduce_unneeded(x, t, keep):
+        drop = tuple(i for i, c in enumerate(t) if c not in keep)
+        if drop:
+            x = reduce_sum(x, drop)
+            t = "".join(c for c in t if c in keep)
+        return x, t
+
+    x, t = pairs[0]
+    for k in range(1, len(pairs)):
+        y, u = pairs[k]
+        later = set(out).union(*[set(tt) for _, tt in pairs[k + 1 :]])
+        x, t = reduce_unneeded(x, t, later | set(u))
+        y, u = reduce_unneeded(y, u, later | set(t))
+        batch = [c for c in t if c in u and c in later]
+        contract = [c for c in t if c in u and c not in later]
+        fa = [c for c in t if c not in u]
+        fb = [c for c in u if c not in t]
+        xa = permute(x, [t.index(c) for c in batch + fa + contract])
+        yb = permute(y, [u.index(c) for c in batch + contract + fb])
+        nb_ = math.prod(sizes[c] for c in batch)
+        na = math.prod(sizes[c] for c in fa)
+        nk = math.prod(sizes[c] for c in contract)
+        nbb = math.prod(sizes[c] for c in fb)
+        r = matmul(reshape(xa, (nb_, na, nk)), reshape(yb, (nb_, nk, nbb)))
+        x = reshape(r, tuple(sizes[c] for c in batch + fa + fb))
+        t = "".join(batch + fa + fb)
+    x, t = reduce_unneeded(x, t, set(out))
+    if t != out:
+        x = permute(x, [t.index(c) for c in out])
+    return x

@@ -1,0 +1,344 @@
+"""Reductions (sum, max, min, prod, argmax, argmin), cumsum, and composites built on them
+(mean, var, std, logsumexp, all, any, softmax, logsoftmax).
+
+``axis`` is an int, a tuple of ints, or None (all axes); ``keepdims`` keeps reduced axes as
+size 1. Kernels receive physical axes (shifted past the vmap batch prefix).
+"""
+
+from __future__ import annotations
+
+from ..core.dtypes import DType, get_default_dtype
+from ._util import as_tensor, norm_axes, norm_axis
+from .base import Operation, OpError
+
+__all__ = [
+    "reduce_sum",
+    "sum",
+    "reduce_max",
+    "max",
+    "reduce_min",
+    "min",
+    "prod",
+    "mean",
+    "var",
+    "std",
+    "logsumexp",
+    "argmax",
+    "argmin",
+    "cumsum",
+    "all",
+    "any",
+    "softmax",
+    "logsoftmax",
+    "ReduceOperation",
+]
+
+
+def _reduced_shape(shape, axes, keepdims):
+    if keepdims:
+        return tuple(1 if i in axes else d for i, d in enumerate(shape))
+    return tuple(d for i, d in enumerate(shape) if i not in axes)
+
+
+def _expand_back(ct, in_shape, axes, keepdims):
+    """Broadcast a reduced cotangent back to the input's logical shape."""
+    from .view import broadcast_to, reshape
+
+    if not keepdims:
+        ct = reshape(ct, _reduced_shape(in_shape, axes, True))
+    return broadcast_to(ct, in_shape)
+
+
+class ReduceOperation(Operation):
+    """Reduction over ``axes`` (normalized, sorted) with ``keepdims``."""
+
+    def __call__(self, x, axis=None, keepdims=False):
+        x = as_tensor(x)
+        axes = norm_axes(self.name, axis, x.ndim)
+        return self.bind([x], {"axes": axes, "keepdims": bool(keepdims)})
+
+    def adapt_kwargs(self, kwargs, nb, batch_shape):
+        return {"axes": tuple(a + nb for a in kwargs["axes"]), "keepdims": kwargs["keepdims"]}
+
+    def infer(self, shapes, dtypes, kwargs):
+        shape = shapes[0]
+        for a in kwargs["axes"]:
+            if shape[a] == 0 and self.name in ("reduce_max", "reduce_min"):
+                raise OpError(f"{self.name}: zero-size axis {a} in shape {shape} has no identity")
+        return [_reduced_shape(shape, kwargs["axes"], kwargs["keepdims"])], [
+            self.out_dtype(dtypes[0])
+        ]
+
+    def out_dtype(self, d):
+        return d
+
+
+class ReduceSumOp(ReduceOperation):
+    name = "reduce_sum"
+
+    def out_dtype(self, d):
+        return DType.int32 if d.is_bool else d
+
+    def vjp_rule(self, primals, cotangents, outputs, kwargs):
+        x = primals[0]
+        return [_expand_back(cotangents[0], x.shape, kwargs["axes"], kwargs["keepdims"])]
+
+    def jvp_rule(self, primals, tangents, outputs, kwargs):
+        return [reduce_sum(tangents[0], kwargs["axes"], kwargs["keepdims"])]
+
+
+class ReduceProdOp(ReduceOperation):
+    name = "reduce_prod"
+
+    def out_dtype(self, d):
+        return DType.int32 if d.is_bool else d
+
+    def _others(self, x, kwargs):
+        # d prod / d x_i = product of all other elements, correct with zeros present.
+        from .binary import where
+
+        axes = kwargs["axes"]
+        is_zero = x == 0
+        nz = reduce_sum(is_zero.cast(DType.int32), axes, True)
+        p = reduce_prod(where(is_zero, 1.0, x), axes, True)
+        return where(nz == 0, p / where(is_zero, 1.0, x), where((nz == 1) & is_zero, p, 0.0))
+
+    def vjp_rule(self, primals, cotangents, outputs, kwargs):
+        x = primals[0]
+        ct = _expand_back(cotangents[0], x.shape, kwargs["axes"], kwargs["keepdims"])
+        return [ct * self._others(x, kwargs)]
+
+    def jvp_rule(self, primals, tangents, outputs, kwargs):
+        x = primals[0]
+        return [
+            reduce_sum(tangents[0] * self._others(x, kwargs), kwargs["axes"], kwargs["keepdims"])
+        ]
+
+
+class _ExtremumOp(ReduceOperation):
+    def _weights(self, x, out, kwargs):
+        # Gradient is shared evenly among the elements equal to the extremum (JAX's rule).
+        axes = kwargs["axes"]
+        outk = out if kwargs["keepdims"] else _expand_back(out, x.shape, axes, False)
+        hit = (x == outk).cast(x.dtype)
+        return hit / reduce_sum(hit, axes, True)
+
+    def vjp_rule(self, primals, cotangents, outputs, kwargs):
+        x = primals[0]
+        ct = _expand_back(cotangents[0], x.shape, kwargs["axes"], kwargs["keepdims"])
+        return [ct * self._weights(x, outputs[0], kwargs)]
+
+    def jvp_rule(self, primals, tangents, outputs, kwargs):
+        x = primals[0]
+        w = self._weights(x, outputs[0], kwargs)
+        return [reduce_sum(tangents[0] * w, kwargs["axes"], kwargs["keepdims"])]
+
+
+class ReduceMaxOp(_ExtremumOp):
+    name = "reduce_max"
+
+
+class ReduceMinOp(_ExtremumOp):
+    name = "reduce_min"
+
+
+reduce_sum = ReduceSumOp()
+reduce_prod = ReduceProdOp()
+reduce_max = ReduceMaxOp()
+reduce_min = ReduceMinOp()
+
+
+def sum(x, axis=None, keepdims=False):  # noqa: A001
+    """Sum over ``axis`` (int, tuple or None for all). Bools sum to int32."""
+    return reduce_sum(x, axis, keepdims)
+
+
+def max(x, axis=None, keepdims=False):  # noqa: A001
+    """Maximum over ``axis``."""
+    return reduce_max(x, axis, keepdims)
+
+
+def min(x, axis=None, keepdims=False):  # noqa: A001
+    """Minimum over ``axis``."""
+    return reduce_min(x, axis, keepdims)
+
+
+def prod(x, axis=None, keepdims=False):
+    """Product over ``axis``."""
+    return reduce_prod(x, axis, keepdims)
+
+
+def _count(x, axes):
+    n = 1
+    for a in axes:
+        n *= x.shape[a]
+    return n
+
+
+def _float(x):
+    x = as_tensor(x)
+    return x if x.dtype.is_float else x.cast(get_default_dtype())
+
+
+def mean(x, axis=None, keepdims=False):
+    """Arithmetic mean over ``axis`` (sum / count, so sharded reductions stay exact)."""
+    x = _float(x)
+    axes = norm_axes("mean", axis, x.ndim)
+    n = _count(x, axes)
+    return reduce_sum(x, axes, keepdims) * (1.0 / n if n else float("nan"))
+
+
+def var(x, axis=None, keepdims=False, correction=0):
+    """Variance over ``axis`` with ``correction`` (0: population, 1: sample)."""
+    x = _float(x)
+    axes = norm_axes("var", axis, x.ndim)
+    mu = mean(x, axes, keepdims=True)
+    d = x - mu
+    n = _count(x, axes) - correction
+    return reduce_sum(d * d, axes, keepdims) * (1.0 / n if n > 0 else float("nan"))
+
+
+def std(x, axis=None, keepdims=False, correction=0):
+    """Standard deviation over ``axis``."""
+    from .unary import sqrt
+
+    return sqrt(var(x, axis, keepdims, correction))
+
+
+def logsumexp(x, axis=None, keepdims=False):
+    """``log(sum(exp(x)))`` over ``axis``, computed stably."""
+    from .unary import exp, log, stop_gradient
+
+    x = _float(x)
+    axes = norm_axes("logsumexp", axis, x.ndim)
+    m = stop_gradient(reduce_max(x, axes, True))
+    from .binary import where
+    from .unary import is_inf
+
+    m = where(is_inf(m), 0.0, m)
+    s = log(reduce_sum(exp(x - m), axes, True)) + m
+    if not keepdims:
+        from .view import reshape
+
+        s = reshape(s, _reduced_shape(x.shape, axes, False))
+    return s
+
+
+def softmax(x, axis=-1):
+    """``exp(x) / sum(exp(x))`` along ``axis``, computed stably."""
+    from .unary import exp, stop_gradient
+
+    x = _float(x)
+    axis = norm_axis("softmax", axis, x.ndim)
+    e = exp(x - stop_gradient(reduce_max(x, (axis,), True)))
+    return e / reduce_sum(e, (axis,), True)
+
+
+def logsoftmax(x, axis=-1):
+    """``x - logsumexp(x)`` along ``axis``."""
+    x = _float(x)
+    axis = norm_axis("logsoftmax", axis, x.ndim)
+    return x - logsumexp(x, (axis,), keepdims=True)
+
+
+def all(x, axis=None, keepdims=False):  # noqa: A001
+    """True where every element along ``axis`` is nonzero."""
+    x = as_tensor(x)
+    b = x if x.dtype.is_bool else x != 0
+    return reduce_min(b.cast(DType.int32), axis, keepdims) > 0
+
+
+def any(x, axis=None, keepdims=False):  # noqa: A001
+    """True where some element along ``axis`` is nonzero."""
+    x = as_tensor(x)
+    b = x if x.dtype.is_bool else x != 0
+    return reduce_max(b.cast(DType.int32), axis, keepdims) > 0
+
+
+class ArgOp(Operation):
+    """argmax/argmin along one axis (int64 result)."""
+
+    differentiable = False
+
+    def infer(self, shapes, dtypes, kwargs):
+        shape = shapes[0]
+        a = kwargs["axis"]
+        if shape[a] == 0:
+            raise OpError(f"{self.name}: zero-size axis {a} in shape {shape}")
+        return [_reduced_shape(shape, (a,), kwargs["keepdims"])], [DType.int64]
+
+    def adapt_kwargs(self, kwargs, nb, batch_shape):
+        return {"axis": kwargs["axis"] + nb, "keepdims": kwargs["keepdims"]}
+
+    def vjp_rule(self, primals, cotangents, outputs, kwargs):
+        return [None]
+
+    def jvp_rule(self, primals, tangents, outputs, kwargs):
+        return [None]
+
+
+class ArgmaxOp(ArgOp):
+    name = "argmax"
+
+
+class ArgminOp(ArgOp):
+    name = "argmin"
+
+
+_argmax = ArgmaxOp()
+_argmin = ArgminOp()
+
+
+def _arg(op, x, axis, keepdims):
+    x = as_tensor(x)
+    if axis is None:
+        from .view import reshape
+
+        flat = reshape(x, (-1,))
+        out = op.bind([flat], {"axis": 0, "keepdims": False})
+        if keepdims:
+            out = reshape(out, (1,) * x.ndim)
+        return out
+    if x.ndim == 0:
+        raise OpError(f"{op.name}: axis {axis} given for a 0-d tensor")
+    axis = norm_axis(op.name, axis, x.ndim)
+    return op.bind([x], {"axis": axis, "keepdims": bool(keepdims)})
+
+
+def argmax(x, axis=None, keepdims=False):
+    """Index of the maximum along ``axis`` (first occurrence; flattened when None)."""
+    return _arg(_argmax, x, axis, keepdims)
+
+
+def argmin(x, axis=None, keepdims=False):
+    """Index of the minimum along ``axis`` (first occurrence; flattened when None)."""
+    return _arg(_argmin, x, axis, keepdims)
+
+
+class CumsumOp(Operation):
+    name = "cumsum"
+
+    def infer(self, shapes, dtypes, kwargs):
+        d = dtypes[0]
+        return [shapes[0]], [DType.int32 if d.is_bool else d]
+
+    def adapt_kwargs(self, kwargs, nb, batch_shape):
+        return {**kwargs, "axis": kwargs["axis"] + nb}
+
+    def vjp_rule(self, primals, cotangents, outputs, kwargs):
+        return [cumsum(cotangents[0], kwargs["axis"], kwargs["exclusive"], not kwargs["reverse"])]
+
+    def jvp_rule(self, primals, tangents, outputs, kwargs):
+        return [cumsum(tangents[0], kwargs["axis"], kwargs["exclusive"], kwargs["reverse"])]
+
+
+_cumsum = CumsumOp()
+
+
+def cumsum(x, axis=-1, exclusive=False, reverse=False):
+    """Cumulative sum along ``axis``; ``exclusive`` starts from 0, ``reverse`` runs backwards."""
+    x = as_tensor(x)
+    if x.ndim == 0:
+        raise OpError(f"cumsum: needs rank >= 1, got shape {x.shape}")
+    axis = norm_axis("cumsum", axis, x.ndim)
+    return _cumsum.bind([x], {"axis": axis, "exclusive": bool(exclusive), "reverse": bool(reverse)})

@@ -1,0 +1,696 @@
+"""Shape and view ops.
+
+Primitives (each with a kernel on every backend): ``reshape``, ``broadcast_to``,
+``transpose``, ``flip``, ``slice``, ``slice_update``, ``pad``, ``concatenate``, ``split``.
+Everything else (squeeze, unsqueeze, flatten, moveaxis, stack, unbind, chunk, tile, repeat,
+non-constant pad modes) is composed from them, so it is differentiable, batchable and lowered
+everywhere for free.
+
+Slices are stored as ``(start, step, length)`` per axis: unambiguous for negative steps.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+from ..core.tensor import Tensor
+from ._util import as_tensor, norm_axes, norm_axis, norm_shape
+from .base import Operation, OpError, describe
+
+__all__ = [
+    "reshape",
+    "broadcast_to",
+    "expand",
+    "transpose",
+    "permute",
+    "swap_axes",
+    "moveaxis",
+    "flip",
+    "squeeze",
+    "unsqueeze",
+    "flatten",
+    "slice_tensor",
+    "slice_update",
+    "pad",
+    "concatenate",
+    "stack",
+    "split",
+    "chunk",
+    "unbind",
+    "tile",
+    "repeat",
+]
+
+
+# ----------------------------------------------------------------------------- reshape
+class ReshapeOp(Operation):
+    name = "reshape"
+
+    def infer(self, shapes, dtypes, kwargs):
+        return [kwargs["shape"]], [dtypes[0]]
+
+    def adapt_kwargs(self, kwargs, nb, batch_shape):
+        return {"shape": batch_shape + kwargs["shape"]}
+
+    def vjp_rule(self, primals, cotangents, outputs, kwargs):
+        return [reshape(cotangents[0], primals[0].shape)]
+
+    def jvp_rule(self, primals, tangents, outputs, kwargs):
+        return [reshape(tangents[0], kwargs["shape"])]
+
+
+_reshape = ReshapeOp()
+
+
+def _resolve_shape(op, shape, size, in_shape):
+    shape = tuple(shape)
+    if any(isinstance(s, float) for s in shape):
+        raise TypeError(f"{op}: shape entries must be ints, got {shape}")
+    shape = tuple(int(s) for s in shape)
+    if shape.count(-1) > 1:
+        raise OpError(f"{op}: only one dimension can be -1, got {shape}")
+    if -1 in shape:
+        known = math.prod(s for s in shape if s != -1)
+        if known == 0 or size % known:
+            raise OpError(f"{op}: cannot reshape tensor of shape {in_shape} into {shape}")
+        shape = tuple(size // known if s == -1 else s for s in shape)
+    if any(s < 0 for s in shape) or math.prod(shape) != size:
+        raise OpError(f"{op}: cannot reshape tensor of shape {in_shape} into {shape}")
+    return shape
+
+
+def reshape(x, shape, *more) -> Tensor:
+    """Same elements, new shape (one dim may be -1). ``x.reshape(2, 3)`` also works."""
+    x = as_tensor(x)
+    if more or isinstance(shape, numbers.Integral):
+        shape = (shape, *more)
+    shape = _resolve_shape("reshape", shape, x.size, x.shape)
+    if shape == x.shape:
+        return x
+    return _reshape.bind([x], {"shape": shape})
+
+
+# ----------------------------------------------------------------------------- broadcast_to
+class BroadcastToOp(Operation):
+    """Broadcast to ``shape`` of the same rank (size-1 dims stretch)."""
+
+    name = "broadcast_to"
+
+    def infer(self, shapes, dtypes, kwargs):
+        return [kwargs["shape"]], [dtypes[0]]
+
+    def adapt_kwargs(self, kwargs, nb, batch_shape):
+        return {"shape": batch_shape + kwargs["shape"]}
+
+    def vjp_rule(self, primals, cotangents, outputs, kwargs):
+        from .reduction import reduce_sum
+
+        in_shape = primals[0].shape
+        axes = tuple(i for i, (a, b) in enumerate(zip(in_shape, kwargs["shape"])) if a != b)
+        ct = cotangents[0]
+        return [reduce_sum(ct, axes, keepdims=True) if axes else ct]
+
+    def jvp_rule(self, primals, tangents, outputs, kwargs):
+        return [broadcast_to(tangents[0], kwargs["shape"])]
+
+
+_broadcast_to = BroadcastToOp()
+
+
+def broadcast_to(x, shape) -> Tensor:
+    """Broadcast ``x`` to ``shape`` with NumPy rules."""
+    x = as_tensor(x)
+    shape = norm_shape("broadcast_to", shape)
+    if x.shape == shape:
+        return x
+    if len(shape) < x.ndim:
+        raise OpError(f"broadcast_to: cannot broadcast shape {x.shape} to {shape}")
+    lead = len(shape) - x.ndim
+    for a, b in zip(x.shape, shape[lead:]):
+        if a != b and a != 1:
+            raise OpError(f"broadcast_to: cannot broadcast shape {x.shape} to {shape}")
+    if lead:
+        x = reshape(x, (1,) * lead + x.shape)
+        if x.shape == shape:
+            return x
+    return _broadcast_to.bind([x], {"shape": shape})
+
+
+def expand(x, *shape) -> Tensor:
+    """PyTorch's ``expand``: broadcast, with -1 keeping a dim's size."""
+    x = as_tensor(x)
+    if len(shape) == 1 and isinstance(shape[0], list | tuple):
+        shape = tuple(shape[0])
+    lead = len(shape) - x.ndim
+    full = tuple(x.shape[i - lead] if s == -1 else s for i, s in enumerate(shape))
+    return broadcast_to(x, full)
+
+
+# ----------------------------------------------------------------------------- transpose
+class TransposeOp(Operation):
+    name = "transpose"
+
+    def infer(self, shapes, dtypes, kwargs):
+        return [tuple(shapes[0][p] for p in kwargs["perm"])], [dtypes[0]]
+
+    def adapt_kwargs(self, kwargs, nb, batch_shape):
+        return {"perm": tuple(range(nb)) + tuple(p + nb for p in kwargs["perm"])}
+
+    def vjp_rule(self, primals, cotangents, outputs, kwargs):
+        perm = kwargs["perm"]
+        inv = tuple(sorted(range(len(perm)), key=lambda i: perm[i]))
+        return [_transpose.bind([cotangents[0]], {"perm": inv})]
+
+    def jvp_rule(self, primals, tangents, outputs, kwargs):
+        return [_transpose.bind([tangents[0]], kwargs)]
+
+
+_transpose = TransposeOp()
+
+
+def permute(x, *axes) -> Tensor:
+    """Reorder dims: output dim ``i`` is input dim ``axes[i]``."""
+    x = as_tensor(x)
+    if len(axes) == 1 and isinstance(axes[0], list | tuple):
+        axes = tuple(axes[0])
+    if len(axes) != x.ndim:
+        raise OpError(f"permute: axes {axes} do not match a tensor of shape {x.shape}")
+    perm = tuple(norm_axis("permute", a, x.ndim) for a in axes)
+    if sorted(perm) != list(range(x.ndim)):
+        raise OpError(f"permute: {axes} is not a permutation of the axes of shape {x.shape}")
+    if perm == tuple(range(x.ndim)):
+        return x
+    return _transpose.bind([x], {"perm": perm})
+
+
+def swap_axes(x, axis1=-2, axis2=-1) -> Tensor:
+    """Swap two dims."""
+    x = as_tensor(x)
+    a = norm_axis("swap_axes", axis1, x.ndim)
+    b = norm_axis("swap_axes", axis2, x.ndim)
+    perm = list(range(x.ndim))
+    perm[a], perm[b] = perm[b], perm[a]
+    return permute(x, perm)
+
+
+def transpose(x, axis1=-2, axis2=-1) -> Tensor:
+    """Swap two dims (default: the last two), like ``torch.transpose``."""
+    return swap_axes(x, axis1, axis2)
+
+
+def moveaxis(x, source, destination) -> Tensor:
+    """Move dims ``source`` to positions ``destination`` (ints or sequences)."""
+    x = as_tensor(x)
+    src = [source] if isinstance(source, numbers.Integral) else list(source)
+    dst = [destination] if isinstance(destination, numbers.Integral) else list(destination)
+    if len(src) != len(dst):
+        raise OpError("moveaxis: source and destination must have the same length")
+    src = [norm_axis("moveaxis", a, x.ndim) for a in src]
+    dst = [norm_axis("moveaxis", a, x.ndim) for a in dst]
+    order = [i for i in range(x.ndim) if i not in src]
+    for d, s in sorted(zip(dst, src)):
+        order.insert(d, s)
+    return permute(x, order)
+
+
+# ----------------------------------------------------------------------------- flip
+class FlipOp(Operation):
+    name = "flip"
+
+    def infer(self, shapes, dtypes, kwargs):
+        return [shapes[0]], [dtypes[0]]
+
+    def adapt_kwargs(self, kwargs, nb, batch_shape):
+        return {"axes": tuple(a + nb for a in kwargs["axes"])}
+
+    def vjp_rule(self, primals, cotangents, outputs, kwargs):
+        return [_flip.bind([cotangents[0]], kwargs)]
+
+    def jvp_rule(self, primals, tangents, outputs, kwargs):
+        return [_flip.bind([tangents[0]], kwargs)]
+
+
+_flip = FlipOp()
+
+
+def flip(x, axis=None) -> Tensor:
+    """Reverse the order of elements along ``axis`` (int, tuple, or None for all)."""
+    x = as_tensor(x)
+    axes = norm_axes("flip", axis, x.ndim)
+    if not axes:
+        return x
+    return _flip.bind([x], {"axes": axes})
+
+
+# ----------------------------------------------------------------------------- squeeze etc.
+def squeeze(x, axis=None) -> Tensor:
+    """Remove size-1 dims (all of them, or those in ``axis``)."""
+    x = as_tensor(x)
+    if axis is None:
+        axes = tuple(i for i, d in enumerate(x.shape) if d == 1)
+    else:
+        axes = norm_axes("squeeze", axis, x.ndim)
+        for a in axes:
+            if x.shape[a] != 1:
+                raise OpError(f"squeeze: axis {a} of shape {x.shape} has size {x.shape[a]}, not 1")
+    return reshape(x, tuple(d for i, d in enumerate(x.shape) if i not in axes))
+
+
+def unsqueeze(x, axis) -> Tensor:
+    """Insert a size-1 dim at ``axis`` (an int or a tuple of ints, output positions)."""
+    x = as_tensor(x)
+    axes = [axis] if isinstance(axis, numbers.Integral) else list(axis)
+    out_ndim = x.ndim + len(axes)
+    axes = sorted(norm_axis("unsqueeze", a, out_ndim) for a in axes)
+    shape = list(x.shape)
+    for a in axes:
+        shape.insert(a, 1)
+    return reshape(x, tuple(shape))
+
+
+def flatten(x, start_dim=0, end_dim=-1) -> Tensor:
+    """Merge dims ``start_dim..end_dim`` (inclusive) into one."""
+    x = as_tensor(x)
+    if x.ndim == 0:
+        return reshape(x, (1,))
+    s = norm_axis("flatten", start_dim, x.ndim)
+    e = norm_axis("flatten", end_dim, x.ndim)
+    if s > e:
+        raise OpError(f"flatten: start_dim {start_dim} is after end_dim {end_dim}")
+    merged = math.prod(x.shape[s : e + 1])
+    return reshape(x, x.shape[:s] + (merged,) + x.shape[e + 1 :])
+
+
+# ----------------------------------------------------------------------------- slicing
+def _py_slice(start, step, length):
+    stop = start + step * length
+    return slice(start, None if stop < 0 else stop, step)
+
+
+class SliceOp(Operation):
+    """Basic strided slice: ``slices`` holds ``(start, step, length)`` per logical dim."""
+
+    name = "slice"
+
+    def infer(self, shapes, dtypes, kwargs):
+        return [tuple(s[2] for s in kwargs["slices"])], [dtypes[0]]
+
+    def adapt_kwargs(self, kwargs, nb, batch_shape):
+        return {"slices": tuple((0, 1, b) for b in batch_shape) + kwargs["slices"]}
+
+    def vjp_rule(self, primals, cotangents, outputs, kwargs):
+        from .creation import zeros_like
+
+        return [_slice_update.bind([zeros_like(primals[0]), cotangents[0]], kwargs)]
+
+    def jvp_rule(self, primals, tangents, outputs, kwargs):
+        return [_slice.bind([tangents[0]], kwargs)]
+
+
+class SliceUpdateOp(Operation):
+    """``x`` with the strided region ``slices`` replaced by ``update``."""
+
+    name = "slice_update"
+
+    def infer(self, shapes, dtypes, kwargs):
+        want = tuple(s[2] for s in kwargs["slices"])
+        if tuple(shapes[1]) != want:
+            raise OpError(
+                f"slice_update: update of shape {shapes[1]} does not fit region of shape {want} "
+                f"in tensor of shape {shapes[0]}"
+            )
+        return [shapes[0]], [dtypes[0]]
+
+    adapt_kwargs = SliceOp.adapt_kwargs
+
+    def vjp_rule(self, primals, cotangents, outputs, kwargs):
+        from .creation import zeros_like
+
+        ct = cotangents[0]
+        return [
+            _slice_update.bind([ct, zeros_like(primals[1])], kwargs),
+            _slice.bind([ct], kwargs),
+        ]
+
+    def jvp_rule(self, primals, tangents, outputs, kwargs):
+        from .creation import zeros_like
+
+        tx, tu = tangents
+        tx = zeros_like(primals[0]) if tx is None else tx
+        tu = zeros_like(primals[1]) if tu is None else tu
+        return [_slice_update.bind([tx, tu], kwargs)]
+
+
+_slice = SliceOp()
+_slice_update = SliceUpdateOp()
+
+
+def normalize_slices(op, shape, index) -> tuple:
+    """``index``: sequence of slices/ints/None per leading dim -> ((start, step, length), ...)."""
+    out = []
+    for d, sl in zip(shape, index):
+        if isinstance(sl, slice):
+            if sl.step == 0:
+                raise ValueError(f"{op}: slice step cannot be zero")
+            start, stop, step = sl.indices(d)
+            out.append((start, step, len(range(start, stop, step))))
+        else:
+            raise TypeError(f"{op}: expected a slice, got {sl!r}")
+    for d in shape[len(index) :]:
+        out.append((0, 1, d))
+    return tuple(out)
+
+
+def slice_tensor(x, start=None, stop=None, step=None, *, slices=None) -> Tensor:
+    """Strided slice: ``slice_tensor(x, [0, 1], [2, 5])`` or ``slices=[slice(...), ...]``.
+
+    ``start``/``stop``/``step`` are per-dim sequences (missing trailing dims are taken whole).
+    """
+    x = as_tensor(x)
+    if slices is None:
+        n = len(start if start is not None else stop)
+        start = start or [None] * n
+        stop = stop or [None] * n
+        step = step or [None] * n
+        slices = [slice(a, b, c) for a, b, c in zip(start, stop, step)]
+    if len(slices) > x.ndim:
+        raise IndexError(f"slice_tensor: {len(slices)} slices for a tensor of shape {x.shape}")
+    norm = normalize_slices("slice_tensor", x.shape, list(slices))
+    return _slice_n(x, norm)
+
+
+def _slice_n(x, norm):
+    if all(s == (0, 1, d) for s, d in zip(norm, x.shape)):
+        return x
+    return _slice.bind([x], {"slices": norm})
+
+
+def slice_update(x, update, start=None, stop=None, step=None, *, slices=None) -> Tensor:
+    """``x`` with a strided region replaced by ``update`` (functional; ``x`` is unchanged)."""
+    x = as_tensor(x)
+    if slices is None:
+        n = len(start if start is not None else stop)
+        start = start or [None] * n
+        stop = stop or [None] * n
+        step = step or [None] * n
+        slices = [slice(a, b, c) for a, b, c in zip(start, stop, step)]
+    norm = normalize_slices("slice_update", x.shape, list(slices))
+    region = tuple(s[2] for s in norm)
+    update = as_tensor(update, x.dtype)
+    if update.shape != region:
+        update = broadcast_to(update, region) if _broadcastable(update.shape, region) else update
+    return _slice_update.bind([x, update], {"slices": norm})
+
+
+def _broadcastable(a, b):
+    if len(a) > len(b):
+        return False
+    return all(x in (1, y) for x, y in zip(a, b[len(b) - len(a) :]))
+
+
+# ----------------------------------------------------------------------------- pad
+class PadOp(Operation):
+    """Constant padding: ``pads`` is ((low, high), ...) per logical dim."""
+
+    name = "pad"
+
+    def infer(self, shapes, dtypes, kwargs):
+        return [tuple(d + lo + hi for d, (lo, hi) in zip(shapes[0], kwargs["pads"]))], [dtypes[0]]
+
+    def adapt_kwargs(self, kwargs, nb, batch_shape):
+        return {"pads": ((0, 0),) * nb + kwargs["pads"], "value": kwargs["value"]}
+
+    def vjp_rule(self, primals, cotangents, outputs, kwargs):
+        norm = tuple((lo, 1, d) for d, (lo, _) in zip(primals[0].shape, kwargs["pads"]))
+        return [_slice.bind([cotangents[0]], {"slices": norm})]
+
+    def jvp_rule(self, primals, tangents, outputs, kwargs):
+        return [_pad.bind([tangents[0]], {"pads": kwargs["pads"], "value": 0.0})]
+
+
+_pad = PadOp()
+
+
+def _norm_pads(x, paddings):
+    if isinstance(paddings, numbers.Integral):
+        return ((int(paddings), int(paddings)),) * x.ndim
+    paddings = list(paddings)
+    if (
+        len(paddings) == 2
+        and all(isinstance(p, numbers.Integral) for p in paddings)
+        and x.ndim != 2
+    ):
+        return ((int(paddings[0]), int(paddings[1])),) * x.ndim
+    if all(isinstance(p, numbers.Integral) for p in paddings) and len(paddings) == 2 * x.ndim:
+        return tuple((int(paddings[2 * i]), int(paddings[2 * i + 1])) for i in range(x.ndim))
+    if len(paddings) != x.ndim:
+        raise OpError(f"pad: paddings {paddings} do not match a tensor of shape {x.shape}")
+    out = tuple((int(lo), int(hi)) for lo, hi in paddings)
+    if any(lo < 0 or hi < 0 for lo, hi in out):
+        raise OpError(f"pad: negative padding {out} for shape {x.shape}")
+    return out
+
+
+def pad(x, paddings, mode="constant", value=0.0) -> Tensor:
+    """Pad ``x``: ``paddings`` is ((low, high), ...) per dim (or one int/pair for all dims).
+
+    ``mode``: ``"constant"`` (with ``value``), ``"reflect"``, ``"edge"``/``"replicate"``,
+    ``"wrap"``/``"circular"``.
+    """
+    x = as_tensor(x)
+    pads = _norm_pads(x, paddings)
+    if mode == "constant":
+        if all(p == (0, 0) for p in pads):
+            return x
+        v = value.item() if isinstance(value, Tensor) else value
+        v = bool(v) if x.dtype.is_bool else (int(v) if x.dtype.is_int else float(v))
+        return _pad.bind([x], {"pads": pads, "value": v})
+    if mode not in ("reflect", "edge", "replicate", "wrap", "circular"):
+        raise ValueError(f"pad: unknown mode {mode!r}")
+    for axis, (lo, hi) in enumerate(pads):
+        if lo == 0 and hi == 0:
+            continue
+        n = x.shape[axis]
+        if mode == "reflect" and (lo >= n or hi >= n):
+            raise OpError(f"pad: reflect padding {(lo, hi)} too large for dim {axis} of {x.shape}")
+        if n == 0:
+            raise OpError(f"pad: cannot {mode}-pad empty dim {axis} of shape {x.shape}")
+        parts = []
+        if lo:
+            parts.append(_edge_part(x, axis, lo, mode, low=True))
+        parts.append(x)
+        if hi:
+            parts.append(_edge_part(x, axis, hi, mode, low=False))
+        x = concatenate(parts, axis)
+    return x
+
+
+def _take_range(x, axis, start, step, length):
+    norm = [(0, 1, d) for d in x.shape]
+    norm[axis] = (start, step, length)
+    return _slice_n(x, tuple(norm))
+
+
+def _edge_part(x, axis, k, mode, low):
+    n = x.shape[axis]
+    if mode == "reflect":
+        return _take_range(x, axis, k, -1, k) if low else _take_range(x, axis, n - 2, -1, k)
+    if mode in ("edge", "replicate"):
+        edge = _take_range(x, axis, 0 if low else n - 1, 1, 1)
+        shape = list(x.shape)
+        shape[axis] = k
+        return broadcast_to(edge, tuple(shape))
+    # wrap / circular
+    reps = [_take_range(x, axis, 0, 1, n)] * (k // n + 1)
+    tiled = concatenate(reps, axis) if len(reps) > 1 else reps[0]
+    m = tiled.shape[axis]
+    return _take_range(tiled, axis, m - k, 1, k) if low else _take_range(tiled, axis, 0, 1, k)
+
+
+# ----------------------------------------------------------------------------- concat / split
+class ConcatenateOp(Operation):
+    name = "concatenate"
+
+    def infer(self, shapes, dtypes, kwargs):
+        axis = kwargs["axis"]
+        first = shapes[0]
+        for s in shapes[1:]:
+            if len(s) != len(first) or any(
+                a != b for i, (a, b) in enumerate(zip(s, first)) if i != axis
+            ):
+                raise OpError(f"concatenate: shapes {describe(shapes)} differ outside axis {axis}")
+        out = list(first)
+        out[axis] = sum(s[axis] for s in shapes)
+        return [tuple(out)], [dtypes[0]]
+
+    def adapt_kwargs(self, kwargs, nb, batch_shape):
+        return {"axis": kwargs["axis"] + nb}
+
+    def vjp_rule(self, primals, cotangents, outputs, kwargs):
+        axis = kwargs["axis"]
+        sizes = [p.shape[axis] for p in primals]
+        return list(_split.bind([cotangents[0]], {"sizes": tuple(sizes), "axis": axis}))
+
+    def jvp_rule(self, primals, tangents, outputs, kwargs):
+        from .creation import zeros_like
+
+        ts = [zeros_like(p) if t is None else t for p, t in zip(primals, tangents)]
+        return [_concatenate.bind(ts, kwargs)]
+
+
+class SplitOp(Operation):
+    name = "split"
+    multiple_results = True
+
+    def infer(self, shapes, dtypes, kwargs):
+        axis = kwargs["axis"]
+        outs = []
+        for n in kwargs["sizes"]:
+            s = list(shapes[0])
+            s[axis] = n
+            outs.append(tuple(s))
+        return outs, [dtypes[0]] * len(outs)
+
+    adapt_kwargs = ConcatenateOp.adapt_kwargs
+
+    def vjp_rule(self, primals, cotangents, outputs, kwargs):
+        from .creation import zeros
+
+        axis = kwargs["axis"]
+        x = primals[0]
+        parts = []
+        for ct, n in zip(cotangents, kwargs["sizes"]):
+            if ct is None:
+                s = list(x.shape)
+                s[axis] = n
+                ct = zeros(tuple(s), dtype=x.dtype)
+            parts.append(ct)
+        return [_concatenate.bind(parts, {"axis": axis})]
+
+    def jvp_rule(self, primals, tangents, outputs, kwargs):
+        return list(_split.bind([tangents[0]], kwargs))
+
+
+_concatenate = ConcatenateOp()
+_split = SplitOp()
+
+
+def concatenate(tensors, axis=0) -> Tensor:
+    """Join tensors along an existing ``axis`` (dtypes promoted)."""
+    from .binary import prepare
+
+    tensors = list(tensors)
+    if not tensors:
+        raise ValueError("concatenate: needs at least one tensor")
+    ts, _ = (
+        prepare("concatenate", tensors)
+        if _need_promote(tensors)
+        else ([as_tensor(t) for t in tensors], None)
+    )
+    ndim = ts[0].ndim
+    if ndim == 0:
+        raise OpError("concatenate: zero-dimensional tensors cannot be concatenated")
+    if any(t.ndim != ndim for t in ts):
+        raise OpError(f"concatenate: ranks differ: {describe([t.shape for t in ts])}")
+    axis = norm_axis("concatenate", axis, ndim)
+    if len(ts) == 1:
+        return ts[0]
+    return _concatenate.bind(ts, {"axis": axis})
+
+
+def _need_promote(tensors):
+    ds = {t.dtype if isinstance(t, Tensor) else None for t in tensors}
+    return len(ds) > 1 or None in ds
+
+
+def stack(tensors, axis=0) -> Tensor:
+    """Join tensors of equal shape along a new ``axis``."""
+    tensors = [as_tensor(t) for t in tensors]
+    if not tensors:
+        raise ValueError("stack: needs at least one tensor")
+    shape = tensors[0].shape
+    for t in tensors[1:]:
+        if t.shape != shape:
+            raise OpError(f"stack: shapes differ: {describe([t.shape for t in tensors])}")
+    axis = norm_axis("stack", axis, len(shape) + 1)
+    return concatenate([unsqueeze(t, axis) for t in tensors], axis)
+
+
+def split(x, num_or_sizes, axis=0) -> list[Tensor]:
+    """Split along ``axis`` into ``num_or_sizes`` equal parts, or parts of the given sizes."""
+    x = as_tensor(x)
+    if x.ndim == 0:
+        raise OpError("split: cannot split a 0-d tensor")
+    axis = norm_axis("split", axis, x.ndim)
+    n = x.shape[axis]
+    if isinstance(num_or_sizes, numbers.Integral):
+        k = int(num_or_sizes)
+        if k <= 0 or n % k:
+            raise OpError(f"split: axis {axis} of shape {x.shape} is not divisible into {k} parts")
+        sizes = (n // k,) * k
+    else:
+        sizes = tuple(int(s) for s in num_or_sizes)
+        if sum(sizes) != n or any(s < 0 for s in sizes):
+            raise OpError(f"split: sizes {sizes} do not add up to {n} (axis {axis} of {x.shape})")
+    return list(_split.bind([x], {"sizes": sizes, "axis": axis}))
+
+
+def chunk(x, chunks, axis=0) -> list[Tensor]:
+    """Split into ``chunks`` parts of size ``ceil(n / chunks)`` (the last may be smaller)."""
+    x = as_tensor(x)
+    axis = norm_axis("chunk", axis, x.ndim)
+    n = x.shape[axis]
+    if chunks <= 0:
+        raise ValueError(f"chunk: chunks must be positive, got {chunks}")
+    size = -(-n // chunks) if n else 0
+    sizes = [size] * (n // size) if size else [0]
+    if size and n % size:
+        sizes.append(n % size)
+    return split(x, sizes, axis)
+
+
+def unbind(x, axis=0) -> list[Tensor]:
+    """Remove ``axis``, returning the slices along it."""
+    x = as_tensor(x)
+    axis = norm_axis("unbind", axis, x.ndim)
+    if x.shape[axis] == 0:
+        return []
+    return [squeeze(p, axis) for p in split(x, x.shape[axis], axis)]
+
+
+def tile(x, reps) -> Tensor:
+    """Repeat the whole tensor ``reps`` times per dim (NumPy's ``tile``)."""
+    x = as_tensor(x)
+    reps = (int(reps),) if isinstance(reps, numbers.Integral) else tuple(int(r) for r in reps)
+    nd = max(x.ndim, len(reps))
+    x = reshape(x, (1,) * (nd - x.ndim) + x.shape)
+    reps = (1,) * (nd - len(reps)) + reps
+    inter = []
+    for d in x.shape:
+        inter += [1, d]
+    y = reshape(x, tuple(inter))
+    big = []
+    for r, d in zip(reps, x.shape):
+        big += [r, d]
+    y = broadcast_to(y, tuple(big))
+    return reshape(y, tuple(r * d for r, d in zip(reps, x.shape)))
+
+
+def repeat(x, repeats, axis=None) -> Tensor:
+    """Repeat each element ``repeats`` times along ``axis`` (flattened when None)."""
+    x = as_tensor(x)
+    if axis is None:
+        x = reshape(x, (-1,))
+        axis = 0
+    axis = norm_axis("repeat", axis, x.ndim)
+    if not isinstance(repeats, numbers.Integral):
+        raise TypeError("repeat: repeats must be an int")
+    r = int(repeats)
+    y = unsqueeze(x, axis + 1)
+    shape = list(y.shape)
+    shape[axis + 1] = r
+    y = broadcast_to(y, tuple(shape))
+    out = list(x.shape)
+    out[axis] *= r
+    return reshape(y, tuple(out))
