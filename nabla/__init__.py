@@ -179,3 +179,19 @@ swapaxes = swap_axes
 tree_util = _pytree
 
 __version__ = "0.1.0"
+
+from .core.state import no_grad
+from .ops import random
+from .ops.random import bernoulli, gaussian, normal, randint, uniform
+from .transforms.autodiff import (
+    backward,
+    detach,
+    grad,
+    hessian,
+    jacfwd,
+    jacrev,
+    jvp,
+    value_and_grad,
+    vjp,
+)
+from .transforms.vmap import vmap

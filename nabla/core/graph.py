@@ -83,7 +83,15 @@ class _Graph:
         if not targets:
             return
         with self.lock:
-            program, leaves, stored = self._build(targets)
+            while True:
+                built = self._build(targets)
+                if built[0] is not None:
+                    break
+                self._run_host_nodes(built[1])
+                targets = [t for t in targets if t.buffer is None]
+                if not targets:
+                    return
+            program, leaves, stored = built
             self.epoch += 1
             self.stats["evaluations"] += 1
             from ..backends import run_program
@@ -95,9 +103,32 @@ class _Graph:
                 if not impl.traced:
                     impl.node = None
 
+    def _run_host_nodes(self, nodes) -> None:
+        """Run host ops (random draws) with NumPy, after realizing their inputs."""
+        from ..backends.numpy import LOWERINGS
+
+        for node in nodes:
+            pending = [i for i in node.inputs if i.buffer is None]
+            if pending:
+                self.evaluate(pending)
+            from ..backends import buffer_to_numpy
+
+            args = [buffer_to_numpy(i.buffer) for i in node.inputs]
+            outs = LOWERINGS[node.op.backend_name](args, node.phys_kwargs)
+            for ref, value, (dtype, _) in zip(node.outputs, outs, node.out_specs, strict=True):
+                impl = ref()
+                if impl is not None and impl.buffer is None:
+                    impl.buffer = np.asarray(value, dtype=dtype.numpy)
+                    self.pending.discard(impl)
+                    if not impl.traced:
+                        impl.node = None
+
     def _build(self, targets):
-        """Topologically order the unrealized subgraph and look up (or make) its program."""
+        """Topologically order the unrealized subgraph and look up (or make) its program.
+
+        Returns ``(None, host_nodes)`` when host ops must run first."""
         order: list = []
+        host: list = []
         seen_nodes: dict[int, int] = {}
         for t in targets:
             root = t.node
@@ -116,11 +147,17 @@ class _Graph:
                     continue
                 if nid in seen_nodes:
                     continue
+                if node.op.host_only:
+                    seen_nodes[nid] = -1
+                    host.append(node)
+                    continue
                 stack.append((node, True))
                 for inp in node.inputs:
                     if inp.buffer is None and id(inp.node) not in seen_nodes:
                         stack.append((inp.node, False))
 
+        if host:
+            return None, host, None
         leaves: list[TensorImpl] = []
         leaf_idx: dict[int, int] = {}
         out_slot: dict[int, int] = {}  # id(impl) -> node-output slot number (0-based)

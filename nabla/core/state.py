@@ -22,6 +22,7 @@ class _State(threading.local):
         self.active_vmap: list[int] = []
         self.jvp_ceiling: float = float("inf")
         self.tracing_depth = 0
+        self.no_grad = False
 
 
 STATE = _State()
@@ -50,3 +51,14 @@ def vmap_level(level: int, size: int):
         yield level
     finally:
         STATE.active_vmap.pop()
+
+
+@contextlib.contextmanager
+def no_grad():
+    """Ops inside record no history for ``Tensor.backward`` (like ``torch.no_grad``)."""
+    old = STATE.no_grad
+    STATE.no_grad = True
+    try:
+        yield
+    finally:
+        STATE.no_grad = old

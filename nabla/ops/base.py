@@ -51,6 +51,10 @@ class Operation:
     scalar_operands: bool = False
     # vmap plumbing ops compute their physical kwargs themselves, even with no batch dims
     physical: bool = False
+    # host ops (random draws) run with NumPy before the rest of the graph, on every backend
+    host_only: bool = False
+    # outputs never carry autodiff history (stop_gradient / detach)
+    cuts_trace: bool = False
 
     def __init__(self):
         if self.backend_name is None:
@@ -127,6 +131,8 @@ class Operation:
                 mixed = True
         if levels is None:
             levels = ()
+        if traced and (STATE.no_grad or self.cuts_trace):
+            traced = False
 
         if levels and self.has_batch_rule:
             out = self.batch_rule(args, kwargs)

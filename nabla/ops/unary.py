@@ -197,6 +197,7 @@ class StopGradientOp(UnaryOperation):
     backend_name = "identity"
     float_only = False
     differentiable = False
+    cuts_trace = True
 
 
 _stop_gradient = StopGradientOp()

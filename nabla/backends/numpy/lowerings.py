@@ -277,3 +277,41 @@ def _scatter(x, idx, upd, axis, mode, batch_dims=0):
         else:
             of[p][where] = uf[p]
     return of.reshape(out.shape)
+
+
+# --------------------------------------------------------------------------- random (host ops)
+def _generator(words) -> np.random.Generator:
+    k = (int(words[0]) << 32) | int(words[1])
+    return np.random.Generator(np.random.Philox(key=k))
+
+
+def _per_key(fn):
+    """Apply ``fn(generator, **kw)`` once per key in a (batch..., 2) key array."""
+
+    def run(args, kw):
+        keys = args[0]
+        lead = keys.shape[:-1]
+        flat = keys.reshape(-1, 2)
+        outs = [np.asarray(fn(_generator(k), **kw)) for k in flat]
+        return [np.stack(outs).reshape(lead + outs[0].shape) if lead else outs[0]]
+
+    return run
+
+
+LOWERINGS["random_split"] = _per_key(
+    lambda g, num: g.integers(0, 1 << 32, size=(num, 2), dtype=np.int64)
+)
+LOWERINGS["random_uniform"] = _per_key(
+    lambda g, shape, dtype: g.random(shape, dtype=np.float64).astype(dtype.numpy)
+)
+LOWERINGS["random_normal"] = _per_key(
+    lambda g, shape, dtype: g.standard_normal(shape, dtype=np.float64).astype(dtype.numpy)
+)
+LOWERINGS["random_randint"] = _per_key(
+    lambda g, shape, dtype, low, high: g.integers(low, high, size=shape).astype(dtype.numpy)
+)
+LOWERINGS["random_fold_in"] = _per_key(
+    lambda g, shape, dtype, data: np.random.Generator(
+        np.random.Philox(key=int(g.integers(0, 1 << 62)) ^ (data * 0x9E3779B97F4A7C15 % (1 << 64)))
+    ).integers(0, 1 << 32, size=(2,), dtype=np.int64)
+)

@@ -1,0 +1,1 @@
+"""Core runtime: dtypes, devices, Tensor/TensorImpl, pytrees, graph evaluation, state."""

@@ -1,0 +1,1 @@
+"""Ops: the ``Operation`` pipeline (``base``) and one module per op family."""

@@ -1,0 +1,218 @@
+"""Random numbers: explicit keys (reproducible) and a seeded global generator (fresh draws).
+
+A key is an int64 tensor of shape ``(2,)`` holding two 32-bit words. Draws are *host ops*:
+the evaluator runs them with NumPy's counter-based Philox generator before the rest of the
+graph (on any backend), so values are the same on NumPy and MAX and a draw is never baked
+into a compiled graph as a constant. Under ``vmap`` a batched key gives one independent draw
+per batch element, and global-generator draws inside ``vmap`` are independent per element.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from ..core.device import get_default_device
+from ..core.dtypes import DType, get_default_dtype, to_dtype
+from ..core.tensor import Tensor
+from ._util import norm_shape
+from .base import Operation
+
+__all__ = [
+    "key",
+    "split",
+    "fold_in",
+    "uniform",
+    "normal",
+    "gaussian",
+    "bernoulli",
+    "randint",
+    "seed",
+    "PRNGKey",
+]
+
+_MASK = 0xFFFFFFFF
+
+
+class _RandomOp(Operation):
+    host_only = True
+    differentiable = False
+
+    def vjp_rule(self, primals, cotangents, outputs, kwargs):
+        return [None] * len(primals)
+
+    def jvp_rule(self, primals, tangents, outputs, kwargs):
+        return [None] * len(outputs)
+
+    def _check_key(self, shapes):
+        if tuple(shapes[0]) != (2,):
+            raise ValueError(f"{self.name}: a key has shape (2,), got {shapes[0]}")
+
+
+class SplitOp(_RandomOp):
+    name = "random_split"
+
+    def infer(self, shapes, dtypes, kwargs):
+        self._check_key(shapes)
+        return [(kwargs["num"], 2)], [DType.int64]
+
+
+class DrawOp(_RandomOp):
+    """``random_uniform`` / ``random_normal`` / ``random_randint`` / ``random_fold_in``."""
+
+    def __init__(self, name):
+        self.name = name
+        super().__init__()
+
+    def infer(self, shapes, dtypes, kwargs):
+        self._check_key(shapes)
+        return [kwargs["shape"]], [kwargs["dtype"]]
+
+
+_split = SplitOp()
+_uniform = DrawOp("random_uniform")
+_normal = DrawOp("random_normal")
+_randint = DrawOp("random_randint")
+_fold = DrawOp("random_fold_in")
+
+
+def _as_key(k) -> Tensor:
+    if not isinstance(k, Tensor):
+        raise TypeError(f"expected a key made by nb.random.key, got {type(k).__name__}")
+    if k.shape != (2,) or not k.dtype.is_int:
+        raise ValueError(f"a key is an int64 tensor of shape (2,), got {k.dtype} {k.shape}")
+    return k
+
+
+def key(seed: int) -> Tensor:
+    """A key for reproducible random draws: ``k = nb.random.key(0)``."""
+    if isinstance(seed, Tensor):
+        seed = int(seed.item())
+    seed = int(seed)
+    words = np.array([(seed >> 32) & _MASK, seed & _MASK], dtype=np.int64)
+    from .creation import constant
+
+    return constant(words)
+
+
+PRNGKey = key
+
+
+def split(k, num: int = 2) -> Tensor:
+    """``num`` new independent keys from ``k``, stacked: shape ``(num, 2)``."""
+    return _split.bind([_as_key(k)], {"num": int(num)})
+
+
+def fold_in(k, data: int) -> Tensor:
+    """A new key derived from ``k`` and an integer ``data``."""
+    return _fold.bind([_as_key(k)], {"shape": (2,), "dtype": DType.int64, "data": int(data)})
+
+
+# ----------------------------------------------------------------------------- global state
+class _Global(threading.local):
+    def __init__(self):
+        self.seed = np.random.SeedSequence().entropy & ((1 << 63) - 1)
+        self.counter = 0
+
+
+_GLOBAL = _Global()
+
+
+def seed(s: int) -> None:
+    """Seed the global generator used by shape-only calls (``nb.uniform((3,))``)."""
+    _GLOBAL.seed = int(s)
+    _GLOBAL.counter = 0
+
+
+def _next_key_words() -> np.ndarray:
+    _GLOBAL.counter += 1
+    ss = np.random.SeedSequence([_GLOBAL.seed & _MASK, _GLOBAL.seed >> 32, _GLOBAL.counter])
+    return ss.generate_state(2, np.uint32).astype(np.int64)
+
+
+def _global_key() -> Tensor:
+    """A fresh key; inside vmap, one independent key per element of every active level."""
+    from ..core.state import STATE, level_sizes
+    from .batching import to_batch
+    from .creation import constant
+
+    k = constant(_next_key_words())
+    levels = list(STATE.active_vmap)
+    if not levels:
+        return k
+    sizes = [level_sizes[lv] for lv in levels]
+    n = int(np.prod(sizes))
+    keys = split(k, n).reshape(tuple(sizes) + (2,))
+    for lv in levels:
+        keys = to_batch(keys, 0, lv)
+    return keys
+
+
+def _draw(op, k, shape, dtype, extra=None):
+    shape = norm_shape(op.name, shape)
+    kwargs = {"shape": shape, "dtype": dtype}
+    if extra:
+        kwargs.update(extra)
+    return op.bind([k], kwargs)
+
+
+def _split_args(key_or_shape, shape):
+    if isinstance(key_or_shape, Tensor):
+        return _as_key(key_or_shape), (() if shape is None else shape)
+    if shape is not None:
+        raise TypeError("pass either a key and a shape, or only a shape")
+    return _global_key(), (() if key_or_shape is None else key_or_shape)
+
+
+def uniform(key_or_shape=(), shape=None, low=0.0, high=1.0, *, dtype=None, device=None):
+    """Uniform floats in ``[low, high)``: ``uniform(key, (3,))`` or ``uniform((3,))``."""
+    k, shape = _split_args(key_or_shape, shape)
+    dtype = to_dtype(dtype) if dtype is not None else get_default_dtype()
+    u = _draw(_uniform, k, shape, dtype)
+    if low != 0.0 or high != 1.0:
+        u = u * (high - low) + low
+    return _place(u, device)
+
+
+def normal(key_or_shape=(), shape=None, mean=0.0, std=1.0, *, dtype=None, device=None):
+    """Normal samples: ``normal(key, (3,), mean, std)`` or ``normal((3,))``."""
+    k, shape = _split_args(key_or_shape, shape)
+    dtype = to_dtype(dtype) if dtype is not None else get_default_dtype()
+    z = _draw(_normal, k, shape, dtype)
+    if std != 1.0:
+        z = z * std
+    if mean != 0.0:
+        z = z + mean
+    return _place(z, device)
+
+
+gaussian = normal
+
+
+def bernoulli(key_or_shape=(), p=0.5, shape=None, *, device=None):
+    """Booleans that are True with probability ``p``."""
+    if isinstance(key_or_shape, Tensor):
+        k = _as_key(key_or_shape)
+        shape = () if shape is None else shape
+    else:
+        k, shape = _global_key(), (key_or_shape if shape is None else shape)
+    u = _draw(_uniform, k, shape, DType.float32)
+    return _place(u < p, device)
+
+
+def randint(key_or_shape=(), shape=None, low=0, high=None, *, dtype=None, device=None):
+    """Integers in ``[low, high)``: ``randint(key, (3,), 0, 10)`` or ``randint((3,), 0, 10)``."""
+    k, shape = _split_args(key_or_shape, shape)
+    if high is None:
+        low, high = 0, low
+    if high <= low:
+        raise ValueError(f"randint: need low < high, got [{low}, {high})")
+    dtype = to_dtype(dtype) if dtype is not None else DType.int32
+    return _place(_draw(_randint, k, shape, dtype, {"low": int(low), "high": int(high)}), device)
+
+
+def _place(t, device):
+    if device is None or device == get_default_device() or device == t.device:
+        return t
+    return t.to(device)

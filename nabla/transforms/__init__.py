@@ -1,0 +1,1 @@
+"""Function transforms: vmap, autodiff (vjp/grad/jvp/jacobians), compile, control flow."""

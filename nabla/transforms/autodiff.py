@@ -1,0 +1,534 @@
+"""Reverse and forward mode differentiation.
+
+Reverse mode walks recorded ``OpNode``s from the outputs back to the differentiated inputs,
+calling each op's ``vjp_rule``. Rules are written with nabla ops, so the backward pass is
+itself recorded: higher-order derivatives compose, and the whole backward graph is lazy
+(evaluated in one program). Every transform wraps its inputs in *fresh identities*
+(an ``identity`` op marked as traced), so nested differentiation of closures has no
+perturbation confusion: an inner ``grad`` only targets its own wrappers.
+
+Forward mode attaches tangents to the wrappers under a fresh transform level; step 9 of the
+op pipeline propagates them (``jvp_rule``) one level at a time, innermost levels seeing outer
+tangents but never the reverse.
+
+PyTorch-style ``Tensor.backward`` uses the same walk with the ``requires_grad`` leaves it
+reaches as targets and accumulates realized, detached gradients into ``.grad``.
+"""
+
+from __future__ import annotations
+
+import functools
+import numbers
+
+import numpy as np
+
+from ..core.pytree import tree_flatten, tree_map, tree_unflatten
+from ..core.state import new_level
+from ..core.tensor import Tensor, TensorImpl
+from ..ops._util import as_tensor
+from ..ops.unary import identity
+
+__all__ = [
+    "vjp",
+    "grad",
+    "value_and_grad",
+    "jvp",
+    "jacrev",
+    "jacfwd",
+    "hessian",
+    "backward",
+    "detach",
+    "backward_pass",
+]
+
+
+# ----------------------------------------------------------------------------- the walk
+def _fresh(x: Tensor) -> Tensor:
+    """A new identity for ``x``: same value, traced, linked to ``x`` for outer transforms."""
+    y = identity(x)
+    y._impl.traced = True
+    return y
+
+
+def _toposort(roots: list[TensorImpl], stop: set[int]) -> list:
+    """Traced nodes reachable from ``roots`` (inputs first), not expanding ``stop`` impls."""
+    order = []
+    done: set[int] = set()
+    stack = []
+    for r in roots:
+        if r.node is not None and r.traced and id(r) not in stop:
+            stack.append((r.node, False))
+    while stack:
+        node, expanded = stack.pop()
+        nid = id(node)
+        if expanded:
+            if nid not in done:
+                done.add(nid)
+                order.append(node)
+            continue
+        if nid in done:
+            continue
+        stack.append((node, True))
+        for inp in node.inputs:
+            if inp.node is not None and inp.traced and id(inp) not in stop:
+                if id(inp.node) not in done:
+                    stack.append((inp.node, False))
+    return order
+
+
+def backward_pass(outputs, cotangents, targets: list[TensorImpl]) -> dict:
+    """Propagate ``cotangents`` of ``outputs`` back to ``targets``.
+
+    Returns a dict ``id(target impl) -> Tensor`` (absent when no cotangent reached it).
+    """
+    target_ids = {id(t) for t in targets}
+    out_impls = [o._impl for o in outputs]
+    order = _toposort(out_impls, target_ids)
+    # which nodes lie on a path from a target
+    live: set[int] = set()
+    for node in order:
+        for inp in node.inputs:
+            if id(inp) in target_ids or (
+                inp.node is not None and id(inp.node) in live and inp.traced
+            ):
+                live.add(id(node))
+                break
+    cts: dict[int, tuple] = {}
+
+    def add_ct(impl, ct):
+        prev = cts.get(id(impl))
+        cts[id(impl)] = (impl, ct if prev is None else prev[1] + ct)
+
+    for o, ct in zip(out_impls, cotangents):
+        if ct is not None:
+            add_ct(o, ct)
+    for node in reversed(order):
+        if id(node) not in live:
+            continue
+        outs = [ref() for ref in node.outputs]
+        node_cts = [None if o is None or id(o) not in cts else cts[id(o)][1] for o in outs]
+        if all(c is None for c in node_cts):
+            continue
+        op = node.op
+        if not op.differentiable:
+            continue
+        primals = [Tensor._wrap(i) for i in node.inputs]
+        out_ts = [None if o is None else Tensor._wrap(o) for o in outs]
+        try:
+            in_cts = op.vjp_rule(primals, node_cts, out_ts, node.kwargs)
+        except NotImplementedError as e:
+            raise NotImplementedError(f"reverse-mode differentiation of op {op.name}: {e}") from e
+        for inp, g in zip(node.inputs, in_cts):
+            if g is None or not inp.dtype.is_float:
+                continue
+            if id(inp) in target_ids or (
+                inp.node is not None and id(inp.node) in live and inp.traced
+            ):
+                if tuple(g.shape) != inp.logical_shape:
+                    raise RuntimeError(
+                        f"vjp_rule of op {op.name} returned a cotangent of shape {g.shape} for "
+                        f"an input of shape {inp.logical_shape}"
+                    )
+                if g.dtype is not inp.dtype:
+                    g = g.cast(inp.dtype)
+                add_ct(inp, g)
+    return {tid: v[1] for tid, v in cts.items() if tid in target_ids}
+
+
+# ----------------------------------------------------------------------------- helpers
+def _check_float(x, what):
+    if isinstance(x, Tensor) and not x.dtype.is_float:
+        raise TypeError(
+            f"{what} must have a float dtype to be differentiated, got {x.dtype} (shape {x.shape})"
+        )
+
+
+def _to_tensor_leaf(x):
+    if isinstance(x, Tensor):
+        return x
+    if isinstance(x, numbers.Number | np.ndarray | list) and not isinstance(x, bool):
+        return as_tensor(x)
+    return x
+
+
+def _argnums_tuple(argnums, n):
+    single = isinstance(argnums, int)
+    nums = (argnums,) if single else tuple(argnums)
+    for a in nums:
+        if not -n <= a < n:
+            raise ValueError(f"argnums {argnums} out of range for a function of {n} arguments")
+    return tuple(a % n for a in nums), single
+
+
+def _zeros_like(t: Tensor) -> Tensor:
+    from ..ops.creation import zeros_like
+
+    return zeros_like(t)
+
+
+# ----------------------------------------------------------------------------- vjp / grad
+def vjp(fun, *primals, has_aux=False):
+    """Reverse-mode: ``out, pullback = vjp(f, *primals)``; ``pullback(ct)`` returns a tuple
+    with one cotangent (pytree) per primal.
+
+    Args:
+        fun: function of pytrees of tensors.
+        *primals: the point to differentiate at (pytrees; Python numbers become tensors).
+        has_aux: ``fun`` returns ``(out, aux)``; aux is returned undifferentiated.
+
+    Returns:
+        ``(out, pullback)`` or ``(out, pullback, aux)``.
+    """
+    flat, tree = tree_flatten(primals)
+    flat = [_to_tensor_leaf(x) for x in flat]
+    wrapped = [_fresh(x) if isinstance(x, Tensor) and x.dtype.is_float else x for x in flat]
+    res = fun(*tree_unflatten(tree, wrapped))
+    if has_aux:
+        if not (isinstance(res, tuple) and len(res) == 2):
+            raise ValueError("has_aux=True needs the function to return a pair (out, aux)")
+        out, aux = res
+    else:
+        out, aux = res, None
+    out_flat, out_tree = tree_flatten(out)
+    targets = [w._impl for w in wrapped if isinstance(w, Tensor) and w.dtype.is_float]
+
+    def pullback(ct):
+        ct_flat, ct_tree = tree_flatten(ct)
+        if ct_tree != out_tree:
+            raise ValueError(
+                f"pullback: cotangent structure {ct_tree} does not match output {out_tree}"
+            )
+        outs, cts = [], []
+        for o, c in zip(out_flat, ct_flat):
+            if not isinstance(o, Tensor) or c is None:
+                continue
+            c = as_tensor(c, o.dtype)
+            if c.shape != o.shape:
+                raise ValueError(
+                    f"pullback: cotangent of shape {c.shape} for an output of shape {o.shape}"
+                )
+            outs.append(o)
+            cts.append(c)
+        got = backward_pass(outs, cts, targets)
+        result = []
+        for x, w in zip(flat, wrapped):
+            if isinstance(w, Tensor) and w.dtype.is_float:
+                g = got.get(id(w._impl))
+                result.append(_zeros_like(w) if g is None else g)
+            else:
+                result.append(None)
+        return tuple(tree_unflatten(tree, result))
+
+    return (out, pullback, aux) if has_aux else (out, pullback)
+
+
+def value_and_grad(fun, argnums=0, has_aux=False):
+    """``value_and_grad(f)(*args) -> (value, grad)`` for a scalar-valued ``f``.
+
+    Args:
+        fun: returns a scalar float tensor (or ``(scalar, aux)`` with ``has_aux``).
+        argnums: int or tuple of ints: which positional arguments to differentiate.
+        has_aux: see :func:`vjp`.
+
+    Raises:
+        TypeError: if a differentiated argument is not float, or the output is not a float
+            scalar.
+
+    Example:
+        >>> nb.value_and_grad(lambda x: (x * x).sum())(nb.constant([1.0, 2.0]))
+    """
+
+    @functools.wraps(fun)
+    def wrapper(*args, **kwargs):
+        nums, single = _argnums_tuple(argnums, len(args))
+        dyn = [tree_map(_to_tensor_leaf, args[i]) for i in nums]
+        for i, d in zip(nums, dyn):
+            for leaf in tree_flatten(d)[0]:
+                if isinstance(leaf, Tensor):
+                    _check_float(leaf, f"argument {i} of grad")
+
+        def f(*dyn_args):
+            full = list(args)
+            for i, d in zip(nums, dyn_args):
+                full[i] = d
+            return fun(*full, **kwargs)
+
+        res = vjp(f, *dyn, has_aux=has_aux)
+        out, pullback = res[0], res[1]
+        if not isinstance(out, Tensor):
+            raise TypeError(f"grad needs the function to return a scalar tensor, got {type(out)}")
+        if out.shape != ():
+            raise TypeError(
+                f"grad requires a scalar output, got shape {out.shape}; "
+                "use vjp or jacrev for non-scalar outputs"
+            )
+        if not out.dtype.is_float:
+            raise TypeError(f"grad requires a float output, got {out.dtype}")
+        from ..ops.creation import ones_like
+
+        grads = pullback(ones_like(out))
+        g = grads[0] if single else grads
+        if has_aux:
+            return (out, res[2]), g
+        return out, g
+
+    return wrapper
+
+
+def grad(fun, argnums=0, has_aux=False):
+    """Gradient of a scalar-valued function: ``grad(f)(x)`` has the structure of ``x``.
+
+    See :func:`value_and_grad` for arguments. With ``has_aux`` returns ``(grad, aux)``.
+
+    Example:
+        >>> nb.grad(lambda x: nb.sin(x))(nb.constant(0.0)).item()
+        1.0
+    """
+    vg = value_and_grad(fun, argnums, has_aux)
+
+    @functools.wraps(fun)
+    def wrapper(*args, **kwargs):
+        (v, g) = vg(*args, **kwargs)
+        if has_aux:
+            return g, v[1]
+        return g
+
+    return wrapper
+
+
+# ----------------------------------------------------------------------------- jvp
+def jvp(fun, primals, tangents, has_aux=False):
+    """Forward-mode: ``out, tangent_out = jvp(f, primals, tangents)``.
+
+    Args:
+        fun: function of the primals.
+        primals: tuple (or list) of arguments.
+        tangents: same structure as ``primals`` and same shapes.
+        has_aux: ``fun`` returns ``(out, aux)``.
+
+    Returns:
+        ``(out, tangent_out)`` or ``(out, tangent_out, aux)``.
+    """
+    if not isinstance(primals, tuple | list) or not isinstance(tangents, tuple | list):
+        raise TypeError("jvp expects primals and tangents as tuples")
+    p_flat, p_tree = tree_flatten(tuple(primals))
+    t_flat, t_tree = tree_flatten(tuple(tangents))
+    if p_tree != t_tree:
+        raise ValueError(f"jvp: tangents structure {t_tree} does not match primals {p_tree}")
+    level = new_level()
+    wrapped = []
+    for p, t in zip(p_flat, t_flat):
+        p = _to_tensor_leaf(p)
+        if not isinstance(p, Tensor):
+            wrapped.append(p)
+            continue
+        w = identity(p)
+        if p.dtype.is_float and t is not None:
+            t = as_tensor(t, p.dtype)
+            if t.shape != p.shape:
+                raise ValueError(f"jvp: tangent of shape {t.shape} for a primal of shape {p.shape}")
+            if w._impl.tangents is None:
+                w._impl.tangents = {}
+            else:
+                w._impl.tangents = dict(w._impl.tangents)
+            w._impl.tangents[level] = t._impl
+        wrapped.append(w)
+    res = fun(*tree_unflatten(p_tree, wrapped))
+    if has_aux:
+        out, aux = res
+    else:
+        out, aux = res, None
+    o_flat, o_tree = tree_flatten(out)
+    outs, touts = [], []
+    for o in o_flat:
+        if not isinstance(o, Tensor):
+            outs.append(o)
+            touts.append(None)
+            continue
+        tans = o._impl.tangents
+        t = tans.get(level) if tans else None
+        if t is not None:
+            o = _strip_level(o, level)
+        outs.append(o)
+        touts.append(Tensor._wrap(t) if t is not None else _zeros_like(o))
+    out = tree_unflatten(o_tree, outs)
+    tout = tree_unflatten(o_tree, touts)
+    return (out, tout, aux) if has_aux else (out, tout)
+
+
+def _strip_level(o: Tensor, level: int) -> Tensor:
+    """``o`` without its tangent at ``level`` (a new handle; ``o`` may be shared)."""
+    y = identity(o)
+    if y._impl.tangents:
+        y._impl.tangents = {k: v for k, v in y._impl.tangents.items() if k != level} or None
+    return y
+
+
+# ----------------------------------------------------------------------------- jacobians
+def jacrev(fun, argnums=0, has_aux=False):
+    """Jacobian by reverse mode: one pullback vmapped over the output basis.
+
+    The result has the output's structure on the outside and the (argnums) inputs' inside;
+    each leaf has shape ``out.shape + in.shape``.
+    """
+    from .vmap import vmap
+
+    def jac(*args, **kwargs):
+        nums, single = _argnums_tuple(argnums, len(args))
+
+        def f(*dyn):
+            full = list(args)
+            for i, d in zip(nums, dyn):
+                full[i] = d
+            return fun(*full, **kwargs)
+
+        dyn = [tree_map(_to_tensor_leaf, args[i]) for i in nums]
+        res = vjp(f, *dyn, has_aux=has_aux)
+        out, pullback = res[0], res[1]
+        o_flat, o_tree = tree_flatten(out)
+        per_out = []
+        for k, o in enumerate(o_flat):
+            n = o.size
+            basis = _basis(n, o.dtype).reshape((n,) + o.shape)
+
+            def pb(ct, k=k):
+                cts = [ct if j == k else _zeros_like(oo) for j, oo in enumerate(o_flat)]
+                return pullback(tree_unflatten(o_tree, cts))
+
+            g = vmap(pb)(basis)
+            g = tree_map(lambda leaf, o=o: leaf.reshape(o.shape + leaf.shape[1:]), g)
+            per_out.append(g[0] if single else g)
+        result = tree_unflatten(o_tree, per_out)
+        return (result, res[2]) if has_aux else result
+
+    return jac
+
+
+def jacfwd(fun, argnums=0, has_aux=False):
+    """Jacobian by forward mode: one pushforward vmapped over each input's basis.
+
+    Same result layout as :func:`jacrev`.
+    """
+    from ..ops.view import moveaxis
+    from .vmap import vmap
+
+    def jac(*args, **kwargs):
+        nums, single = _argnums_tuple(argnums, len(args))
+        dyn = [tree_map(_to_tensor_leaf, args[i]) for i in nums]
+        d_flat, d_tree = tree_flatten(tuple(dyn))
+
+        def f(*dyn_args):
+            full = list(args)
+            for i, d in zip(nums, dyn_args):
+                full[i] = d
+            return fun(*full, **kwargs)
+
+        cols = []  # per input leaf: output pytree with leaves (*out_shape, *in_shape)
+        aux = None
+        out_tree = None
+        for k, x in enumerate(d_flat):
+            _check_float(x, "jacfwd input")
+            n = x.size
+            basis = _basis(n, x.dtype).reshape((n,) + x.shape)
+
+            def push(t, k=k):
+                tans = [t if j == k else _zeros_like(xx) for j, xx in enumerate(d_flat)]
+                res = jvp(f, tuple(dyn), tuple(tree_unflatten(d_tree, tans)), has_aux=has_aux)
+                return res[1] if not has_aux else (res[1], res[2])
+
+            g = vmap(push, out_axes=0)(basis)
+            if has_aux:
+                g, aux_b = g
+                aux = tree_map(lambda a: a[0] if isinstance(a, Tensor) else a, aux_b)
+            go, out_tree = tree_flatten(g)
+            cols.append(
+                [
+                    moveaxis(
+                        leaf.reshape(x.shape + leaf.shape[1:]),
+                        list(range(x.ndim)),
+                        list(range(leaf.ndim - 1, leaf.ndim - 1 + x.ndim)),
+                    )
+                    if x.ndim
+                    else leaf.reshape(leaf.shape[1:])
+                    for leaf in go
+                ]
+            )
+        per_out = []
+        for j in range(len(cols[0]) if cols else 0):
+            per_in = tree_unflatten(d_tree, [cols[k][j] for k in range(len(d_flat))])
+            per_out.append(per_in[0] if single else per_in)
+        result = tree_unflatten(out_tree, per_out)
+        return (result, aux) if has_aux else result
+
+    return jac
+
+
+def _basis(n, dtype):
+    from ..ops.creation import eye
+
+    return eye(n, dtype=dtype)
+
+
+def hessian(fun, argnums=0, has_aux=False):
+    """Hessian, computed as ``jacfwd(jacrev(fun))``."""
+    return jacfwd(jacrev(fun, argnums, has_aux), argnums, has_aux)
+
+
+# ----------------------------------------------------------------------------- PyTorch style
+def detach(x: Tensor) -> Tensor:
+    """The value of ``x`` with no autodiff history and ``requires_grad=False``."""
+    from ..ops.unary import stop_gradient
+
+    return stop_gradient(x)
+
+
+def backward(t: Tensor, gradient=None) -> None:
+    """Accumulate d t / d leaf into ``leaf.grad`` for every ``requires_grad`` leaf ``t``
+    depends on (``Tensor.backward``). Gradients are realized and detached."""
+    if gradient is None:
+        if t.shape != ():
+            raise RuntimeError(
+                f"backward() on a non-scalar tensor of shape {t.shape} needs a gradient argument"
+            )
+        from ..ops.creation import ones_like
+
+        gradient = ones_like(t)
+    gradient = as_tensor(gradient, t.dtype)
+    if gradient.shape != t.shape:
+        raise ValueError(
+            f"backward: gradient of shape {gradient.shape} for a tensor of shape {t.shape}"
+        )
+    leaves = _requires_grad_leaves(t._impl)
+    if not leaves:
+        raise RuntimeError(
+            "backward(): the tensor does not depend on any tensor with requires_grad=True"
+        )
+    got = backward_pass([t], [gradient], leaves)
+    from ..core.graph import GRAPH
+
+    grads = [(leaf, got[id(leaf)]) for leaf in leaves if id(leaf) in got]
+    GRAPH.evaluate([g._impl for _, g in grads])
+    for leaf, g in grads:
+        new = TensorImpl(leaf.shape, leaf.dtype, leaf.device, leaf.levels, buffer=g._impl.buffer)
+        if leaf.grad is not None:
+            acc = Tensor._wrap(leaf.grad) + Tensor._wrap(new)
+            acc.realize()
+            new = TensorImpl(
+                leaf.shape, leaf.dtype, leaf.device, leaf.levels, buffer=acc._impl.buffer
+            )
+        leaf.grad = new
+
+
+def _requires_grad_leaves(root: TensorImpl) -> list[TensorImpl]:
+    found, seen, stack = [], set(), [root]
+    while stack:
+        impl = stack.pop()
+        if id(impl) in seen:
+            continue
+        seen.add(id(impl))
+        if impl.requires_grad:
+            found.append(impl)
+            continue
+        if impl.node is not None and impl.traced:
+            stack.extend(impl.node.inputs)
+    return found

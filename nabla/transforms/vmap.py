@@ -1,0 +1,184 @@
+"""``vmap``: vectorize a function over a batch axis, with JAX semantics.
+
+Mechanism (spec/03): on entry each mapped input's axis moves into the physical batch prefix
+and is tagged with a fresh vmap *level*; the function sees logical shapes; on exit the
+level's dim moves to ``out_axes``. Ops align operands carrying different levels (missing
+levels broadcast), so closures over outer levels, unbatched captures, equal-sized levels and
+outputs that do not depend on the mapped input all give JAX's answers.
+"""
+
+from __future__ import annotations
+
+import functools
+import numbers
+
+import numpy as np
+
+from ..core.pytree import broadcast_prefix, tree_flatten, tree_unflatten
+from ..core.state import new_level, vmap_level
+from ..core.tensor import Tensor
+from ..ops.batching import from_batch, to_batch
+
+__all__ = ["vmap"]
+
+# vmap level -> mesh axis name given by ``spmd_axis_name`` (read by the sharding layer).
+SPMD_AXIS_NAMES: dict[int, str] = {}
+
+
+def _is_none(x):
+    return x is None
+
+
+def _check_axes_spec(name, spec):
+    for leaf in tree_flatten(spec, is_leaf=_is_none)[0]:
+        if leaf is not None and not isinstance(leaf, numbers.Integral):
+            raise TypeError(f"vmap {name} must be ints or None, got {leaf!r}")
+
+
+def vmap(fun=None, in_axes=0, out_axes=0, axis_size=None, spmd_axis_name=None):
+    """Vectorize ``fun`` over an axis of its inputs.
+
+    Args:
+        fun: function of tensors/pytrees (keyword arguments are passed through unmapped).
+        in_axes: int, None, or a pytree prefix of the positional arguments (a tuple with one
+            entry per argument), giving the mapped axis of each input (negative counts from
+            the end; None means not mapped).
+        out_axes: int, None, or a pytree prefix of the output: where the mapped axis goes.
+        axis_size: the batch size; required when no input is mapped.
+        spmd_axis_name: mesh axis name to shard the batch dim over. Recorded for the sharding
+            layer; without a device mesh it has no effect (the values are the same either
+            way, since sharding only changes where shards live).
+
+    Returns:
+        The vectorized function. Usable as ``@vmap`` or ``@vmap(in_axes=...)``.
+
+    Raises:
+        ValueError: for mapped inputs of inconsistent sizes (naming the arguments), a 0-d
+            input with an int axis, an axis out of range, or all-None ``in_axes`` without
+            ``axis_size``.
+
+    Example:
+        >>> nb.vmap(lambda x, y: x @ y, in_axes=(0, None))(xs, w)
+    """
+    if fun is None:
+        return functools.partial(
+            vmap,
+            in_axes=in_axes,
+            out_axes=out_axes,
+            axis_size=axis_size,
+            spmd_axis_name=spmd_axis_name,
+        )
+    if isinstance(in_axes, list):
+        in_axes = tuple(in_axes)
+    _check_axes_spec("in_axes", in_axes)
+    _check_axes_spec("out_axes", out_axes)
+    if spmd_axis_name is not None and not isinstance(spmd_axis_name, str | tuple):
+        raise TypeError(f"vmap spmd_axis_name must be a str, got {spmd_axis_name!r}")
+
+    @functools.wraps(fun)
+    def vmapped(*args, **kwargs):
+        if isinstance(in_axes, tuple) and len(in_axes) != len(args):
+            raise ValueError(
+                f"vmap in_axes has {len(in_axes)} entries but the function got {len(args)} "
+                "positional arguments"
+            )
+        spec = in_axes if isinstance(in_axes, tuple) else (in_axes,) * len(args)
+        leaves, treedef = tree_flatten(args)
+        axes = broadcast_prefix(spec, args, spec_name="vmap in_axes specification")
+        paths = _leaf_names(args)
+        size = None
+        sources = []
+        prepared = []
+        for leaf, ax, where in zip(leaves, axes, paths):
+            if ax is None:
+                prepared.append((leaf, None))
+                continue
+            t = leaf if isinstance(leaf, Tensor) else _to_tensor(leaf, where)
+            if t.ndim == 0:
+                raise ValueError(
+                    f"vmap was asked to map axis {ax} of {where}, but it is a 0-d (scalar) value"
+                )
+            if not -t.ndim <= ax < t.ndim:
+                raise ValueError(
+                    f"vmap in_axes {ax} is out of range for {where} of shape {t.shape}"
+                )
+            ax %= t.ndim
+            n = t.shape[ax]
+            sources.append(f"{where} of shape {t.shape} (axis {ax}: size {n})")
+            if size is None:
+                size = n
+            elif n != size:
+                raise ValueError(
+                    "vmap got inconsistent sizes for the mapped axis: " + "; ".join(sources)
+                )
+            prepared.append((t, ax))
+        if size is None:
+            if axis_size is None:
+                raise ValueError("vmap needs axis_size when no input is mapped (all in_axes None)")
+            size = int(axis_size)
+        elif axis_size is not None and int(axis_size) != size:
+            raise ValueError(f"vmap axis_size={axis_size} differs from the mapped size {size}")
+
+        level = new_level()
+        if spmd_axis_name is not None:
+            SPMD_AXIS_NAMES[level] = spmd_axis_name
+        with vmap_level(level, size):
+            batched = [leaf if ax is None else to_batch(leaf, ax, level) for leaf, ax in prepared]
+            out = fun(*tree_unflatten(treedef, batched), **kwargs)
+            return _unbatch(out, level, size, out_axes)
+
+    return vmapped
+
+
+def _to_tensor(leaf, where):
+    from ..ops._util import as_tensor
+
+    if isinstance(leaf, np.ndarray | list | numbers.Number):
+        return as_tensor(leaf)
+    raise TypeError(f"vmap can only map tensors and arrays, got {type(leaf).__name__} for {where}")
+
+
+def _unbatch(out, level, size, out_axes):
+    leaves, treedef = tree_flatten(out)
+    spec = out_axes
+    if isinstance(out, tuple) and isinstance(out_axes, list):
+        spec = tuple(out_axes)
+    axes = broadcast_prefix(spec, out, spec_name="vmap out_axes specification")
+    result = []
+    for leaf, ax in zip(leaves, axes):
+        if not isinstance(leaf, Tensor):
+            if ax is None:
+                result.append(leaf)
+                continue
+            from ..ops._util import as_tensor
+
+            leaf = as_tensor(leaf)
+        if ax is None:
+            if level in leaf._impl.levels:
+                raise ValueError(
+                    "vmap out_axes is None for an output that depends on the mapped input "
+                    f"(logical shape {leaf.shape})"
+                )
+            result.append(leaf)
+            continue
+        nd = leaf.ndim + 1
+        if not -nd <= ax < nd:
+            raise ValueError(f"vmap out_axes {ax} is out of range for an output of rank {nd - 1}")
+        result.append(from_batch(leaf, level, ax % nd))
+    return tree_unflatten(treedef, result)
+
+
+def _leaf_names(args):
+    from ..core.pytree import keystr, tree_flatten_with_path
+
+    pairs, _ = tree_flatten_with_path(args)
+    names = []
+    for path, _ in pairs:
+        if path:
+            head = path[0]
+            idx = getattr(head, "idx", getattr(head, "key", "?"))
+            rest = keystr(path[1:]) if len(path) > 1 else ""
+            names.append(f"argument {idx}{rest}")
+        else:
+            names.append("argument")
+    return names
