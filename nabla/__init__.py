@@ -195,3 +195,4 @@ from .transforms.autodiff import (
     vjp,
 )
 from .transforms.vmap import vmap
+from .ops.nn import avg_pool2d, conv2d, conv2d_transpose, max_pool2d

@@ -552,7 +552,8 @@ class SplitOp(Operation):
             outs.append(tuple(s))
         return outs, [dtypes[0]] * len(outs)
 
-    adapt_kwargs = ConcatenateOp.adapt_kwargs
+    def adapt_kwargs(self, kwargs, nb, batch_shape):
+        return {"sizes": kwargs["sizes"], "axis": kwargs["axis"] + nb}
 
     def vjp_rule(self, primals, cotangents, outputs, kwargs):
         from .creation import zeros

@@ -211,7 +211,7 @@ def vjp(fun, *primals, has_aux=False):
             cts.append(c)
         got = backward_pass(outs, cts, targets)
         result = []
-        for x, w in zip(flat, wrapped):
+        for w in wrapped:
             if isinstance(w, Tensor) and w.dtype.is_float:
                 g = got.get(id(w._impl))
                 result.append(_zeros_like(w) if g is None else g)

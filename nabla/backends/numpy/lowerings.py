@@ -31,7 +31,7 @@ _erf_scalar = np.frompyfunc(math.erf, 1, 1)
 
 
 def _erf(x):
-    return _erf_scalar(x).astype(x.dtype)
+    return np.asarray(_erf_scalar(x), dtype=x.dtype)
 
 
 def _sigmoid(x):
@@ -268,8 +268,6 @@ def _scatter(x, idx, upd, axis, mode, batch_dims=0):
     idf, _ = _flat_batch(idx, batch_dims)
     uf, _ = _flat_batch(upd, batch_dims)
     a = axis - batch_dims
-    if batch_dims == 0:
-        of, idf, uf = of[None], idf[None], uf[None]
     for p in range(of.shape[0]):
         where = (slice(None),) * a + (idf[p],)
         if mode == "add":

@@ -1,0 +1,700 @@
+"""MAX lowering table: backend op name -> ``fn(args: list[TensorValue], kwargs) -> list``.
+
+Semantics are those of ``nabla/backends/numpy/lowerings.py`` (the reference). Every lowering
+runs inside an open ``max.graph.Graph``; the graph builder casts/reshapes each result to the
+physical ``(dtype, shape)`` the op's shape rule predicted, so a lowering may return a value
+that still has reduced axes kept (MAX reductions keep them) or a wider dtype.
+
+Where MAX has no op, the lowering composes one from MAX ops (``tan``, ``atan``, ``atan2``,
+``asin``, ``expm1``, ``sinh``, bitwise ops on integers, ``flip``, strided ``slice_update``, ...).
+``UNSUPPORTED`` names ops that cannot be lowered at all; ``unsupported_reason`` names
+(op, dtype, device) combinations that MAX cannot run, checked before any graph is built.
+"""
+
+from __future__ import annotations
+
+import math
+
+try:  # MAX is optional: the table (names) stays importable without it.
+    from max.dtype import DType as MDType
+    from max.graph import DeviceRef, ops
+except ImportError:  # pragma: no cover - exercised only in NumPy-only installs
+    MDType = None
+    DeviceRef = None
+    ops = None
+
+__all__ = ["LOWERINGS", "UNSUPPORTED", "unsupported_reason", "max_dtype", "device_ref"]
+
+LOWERINGS: dict = {}
+
+# op name -> reason, for ops MAX cannot run at all (the auto policy keeps them on NumPy).
+UNSUPPORTED: dict[str, str] = {}
+
+
+def max_dtype(dt):
+    """nabla ``DType`` -> ``max.dtype.DType`` (same names)."""
+    return getattr(MDType, dt.value)
+
+
+def device_ref(device):
+    """nabla ``Device`` -> ``max.graph.DeviceRef``."""
+    return DeviceRef.CPU() if device.is_cpu else DeviceRef.GPU(device.id)
+
+
+def unsupported_reason(name: str, dtypes, device) -> str | None:
+    """Why op ``name`` on inputs of ``dtypes`` cannot run on ``device`` (None when it can)."""
+    if name in UNSUPPORTED:
+        return UNSUPPORTED[name]
+    if name not in LOWERINGS:
+        return "the MAX backend has no lowering for it"
+    if not device.is_cpu:
+        names = {d.value for d in dtypes}
+        if name == "matmul" and not names <= {"float32", "float16", "bfloat16"}:
+            return "MAX matmul kernels on GPU take float32/float16/bfloat16 only"
+    return None
+
+
+# ----------------------------------------------------------------------------- helpers
+_HALF = ("float16", "bfloat16")
+
+
+def _name(v) -> str:
+    return str(v.dtype).rsplit(".", 1)[-1]
+
+
+def _is_float(v) -> bool:
+    return _name(v) in ("float16", "bfloat16", "float32", "float64")
+
+
+def _is_bool(v) -> bool:
+    return _name(v) == "bool"
+
+
+def _c(value, like, dtype=None):
+    """A 0-d constant with ``like``'s dtype (or ``dtype``) on ``like``'s device."""
+    return ops.constant(value, dtype or like.dtype, device=like.device)
+
+
+def _shape(v) -> tuple:
+    return tuple(int(d) for d in v.shape)
+
+
+def _one(name):
+    def deco(fn):
+        LOWERINGS[name] = lambda args, kw: [fn(*args, **kw)]
+        return fn
+
+    return deco
+
+
+def _upcast(fn):
+    """Run a composite in float32 for float16/bfloat16 inputs (accuracy), cast back."""
+
+    def run(x, *rest):
+        if _name(x) in _HALF:
+            dt = x.dtype
+            out = fn(ops.cast(x, MDType.float32), *(ops.cast(r, MDType.float32) for r in rest))
+            return ops.cast(out, dt)
+        return fn(x, *rest)
+
+    return run
+
+
+def _elementwise(name, fn):
+    LOWERINGS[name] = lambda args, kw: [fn(*args)]
+
+
+# ----------------------------------------------------------------------------- unary math
+def _expm1(x):
+    # Kahan's trick: accurate near 0 without a native expm1.
+    u = ops.exp(x)
+    um1 = u - _c(1.0, x)
+    r = ops.where(ops.equal(u, _c(1.0, x)), x, um1 * x / ops.log(u))
+    r = ops.where(ops.equal(um1, _c(-1.0, x)), _c(-1.0, x), r)
+    return ops.where(ops.is_inf(u), u, r)
+
+
+def _atan_f32(x):
+    # Cephes atanf: range reduction to |x| <= tan(pi/8), then a degree-9 odd polynomial.
+    ax = ops.abs(x)
+    big = ops.greater(ax, _c(2.414213562373095, x))
+    mid = ops.greater(ax, _c(0.4142135623730950, x))
+    t = ops.where(big, _c(-1.0, x) / ax, ops.where(mid, (ax - _c(1.0, x)) / (ax + _c(1.0, x)), ax))
+    y0 = ops.where(big, _c(math.pi / 2, x), ops.where(mid, _c(math.pi / 4, x), _c(0.0, x)))
+    z = t * t
+    p = _c(8.05374449538e-2, x) * z - _c(1.38776856032e-1, x)
+    p = p * z + _c(1.99777106478e-1, x)
+    p = p * z - _c(3.33329491539e-1, x)
+    y = y0 + (p * z * t + t)
+    return _copysign(y, x)
+
+
+_ATAN_P = (
+    -8.750608600031904122785e-1,
+    -1.615753718733365076637e1,
+    -7.500855792314704667340e1,
+    -1.228866684490136173410e2,
+    -6.485021904942025371773e1,
+)
+_ATAN_Q = (
+    2.485846490142306297962e1,
+    1.650270098316988542046e2,
+    4.328810604912902668951e2,
+    4.853903996359136964868e2,
+    1.945506571482613964425e2,
+)
+
+
+def _atan_f64(x):
+    # Cephes atan (double): rational approximation after range reduction.
+    ax = ops.abs(x)
+    big = ops.greater(ax, _c(2.41421356237309504880, x))
+    mid = ops.greater(ax, _c(0.66, x))
+    one = _c(1.0, x)
+    t = ops.where(big, _c(-1.0, x) / ax, ops.where(mid, (ax - one) / (ax + one), ax))
+    y0 = ops.where(big, _c(math.pi / 2, x), ops.where(mid, _c(math.pi / 4, x), _c(0.0, x)))
+    more = ops.where(
+        big,
+        _c(6.123233995736765886130e-17, x),
+        ops.where(mid, _c(0.5 * 6.123233995736765886130e-17, x), _c(0.0, x)),
+    )
+    z = t * t
+    p = _c(_ATAN_P[0], x)
+    for coef in _ATAN_P[1:]:
+        p = p * z + _c(coef, x)
+    q = z + _c(_ATAN_Q[0], x)
+    for coef in _ATAN_Q[1:]:
+        q = q * z + _c(coef, x)
+    r = t * (z * p / q) + t
+    return _copysign(y0 + (r + more), x)
+
+
+def _copysign(mag, x):
+    return ops.where(ops.greater_equal(x, _c(0.0, x)), mag, -mag)
+
+
+def _atan(x):
+    if _name(x) == "float64":
+        return _atan_f64(x)
+    return _upcast(_atan_f32)(x)
+
+
+def _asin(x):
+    one = _c(1.0, x)
+    return _atan(x / ops.sqrt((one - x) * (one + x)))
+
+
+def _acos(x):
+    one = _c(1.0, x)
+    return _c(2.0, x) * _atan(ops.sqrt((one - x) / (one + x)))
+
+
+def _atan2(y, x):
+    a = _atan(y / x)
+    pi = _c(math.pi, x)
+    zero = _c(0.0, x)
+    neg_x = ops.where(ops.greater_equal(y, zero), a + pi, a - pi)
+    at_zero = ops.where(
+        ops.greater(y, zero),
+        _c(math.pi / 2, x),
+        ops.where(ops.greater(zero, y), _c(-math.pi / 2, x), zero),
+    )
+    r = ops.where(ops.greater(x, zero), a, ops.where(ops.greater(zero, x), neg_x, at_zero))
+    nan = ops.logical_or(ops.is_nan(x), ops.is_nan(y))
+    return ops.where(nan, x + y, r)
+
+
+@_upcast
+def _sinh(x):
+    ax = ops.abs(x)
+    e = ops.exp(ax - _c(math.log(2.0), x))  # e^|x| / 2
+    large = _copysign(e - _c(0.25, x) / e, x)
+    small = (_expm1(x) - _expm1(-x)) * _c(0.5, x)
+    return ops.where(ops.greater(_c(1.0, x), ax), small, large)
+
+
+@_upcast
+def _cosh(x):
+    e = ops.exp(ops.abs(x) - _c(math.log(2.0), x))
+    return e + _c(0.25, x) / e
+
+
+def _tan(x):
+    return ops.sin(x) / ops.cos(x)
+
+
+def _log2(x):
+    return ops.log(x) * _c(1.0 / math.log(2.0), x)
+
+
+def _sign(x):
+    zero = _c(0, x)
+    if _is_bool(x):
+        return x
+    pos = ops.where(ops.greater(x, zero), _c(1, x), x)
+    return ops.where(ops.greater(zero, x), _c(-1, x), pos)
+
+
+def _relu(x):
+    if _is_float(x):
+        return ops.relu(x)
+    return ops.max(x, _c(0, x))
+
+
+def _false_like(x):
+    return ops.broadcast_to(ops.constant(False, MDType.bool, device=x.device), _shape(x))
+
+
+def _is_nan(x):
+    return ops.is_nan(x) if _is_float(x) else _false_like(x)
+
+
+def _is_inf(x):
+    return ops.is_inf(x) if _is_float(x) else _false_like(x)
+
+
+def _bitwise_not(x):
+    if _is_bool(x):
+        return ops.logical_not(x)
+    if _name(x).startswith("uint"):
+        return _c(255, x) - x
+    return -x - _c(1, x)
+
+
+for _n, _f in {
+    "abs": ops.abs if ops else None,
+    "neg": ops.negate if ops else None,
+    "exp": ops.exp if ops else None,
+    "expm1": _upcast(_expm1),
+    "log": ops.log if ops else None,
+    "log1p": ops.log1p if ops else None,
+    "log2": _log2,
+    "sin": ops.sin if ops else None,
+    "cos": ops.cos if ops else None,
+    "tan": _upcast(_tan),
+    "asin": _asin,
+    "acos": _acos,
+    "atan": _atan,
+    "sinh": _sinh,
+    "cosh": _cosh,
+    "tanh": ops.tanh if ops else None,
+    "atanh": ops.atanh if ops else None,
+    "erf": ops.erf if ops else None,
+    "sqrt": ops.sqrt if ops else None,
+    "rsqrt": ops.rsqrt if ops else None,
+    "reciprocal": lambda x: _c(1.0, x) / x,
+    "sigmoid": ops.sigmoid if ops else None,
+    "sign": _sign,
+    "floor": ops.floor if ops else None,
+    "ceil": ops.ceil if ops else None,
+    "round": ops.round if ops else None,
+    "trunc": ops.trunc if ops else None,
+    "is_nan": _is_nan,
+    "is_inf": _is_inf,
+    "logical_not": ops.logical_not if ops else None,
+    "bitwise_not": _bitwise_not,
+    "identity": lambda x: x,
+    "relu": _relu,
+}.items():
+    _elementwise(_n, _f)
+
+
+# ----------------------------------------------------------------------------- binary
+def _add(x, y):
+    return ops.logical_or(x, y) if _is_bool(x) else ops.add(x, y)
+
+
+def _mul(x, y):
+    return ops.logical_and(x, y) if _is_bool(x) else ops.mul(x, y)
+
+
+def _div(x, y):
+    return ops.div(x, y)
+
+
+def _int_div_guard(x, y):
+    """Integer division in MAX traps (SIGFPE) on ``y == 0`` and ``MIN // -1``; NumPy gives 0
+    and wraps. Returns (safe divisor, y == 0 mask, y == -1 mask or None)."""
+    zero = ops.equal(y, _c(0, y))
+    if _name(y).startswith("uint"):
+        return ops.where(zero, _c(1, y), y), zero, None
+    m1 = ops.equal(y, _c(-1, y))
+    return ops.where(ops.logical_or(zero, m1), _c(1, y), y), zero, m1
+
+
+def _floor_div(x, y):
+    if _is_float(x):
+        return ops.floor_div(x, y)
+    safe, zero, m1 = _int_div_guard(x, y)
+    q = ops.floor_div(x, safe)
+    if m1 is not None:
+        q = ops.where(m1, -x, q)
+    return ops.where(zero, _c(0, x), q)
+
+
+def _mod(x, y):
+    if _is_float(x):
+        return ops.mod(x, y)
+    safe, zero, m1 = _int_div_guard(x, y)
+    r = ops.mod(x, safe)
+    return ops.where(zero, _c(0, x), r)
+
+
+def _nan_either(x, y, r):
+    if not _is_float(x):
+        return r
+    return ops.where(ops.logical_or(ops.is_nan(x), ops.is_nan(y)), x + y, r)
+
+
+def _maximum(x, y):
+    if _is_bool(x):
+        return ops.logical_or(x, y)
+    return _nan_either(x, y, ops.max(x, y))
+
+
+def _minimum(x, y):
+    if _is_bool(x):
+        return ops.logical_and(x, y)
+    return _nan_either(x, y, ops.min(x, y))
+
+
+def _bits(x):
+    """Two's-complement bits of an integer tensor, low to high, as 0/1 values of its dtype,
+    and the weight of each bit (the top bit of a signed type weighs -2**(n-1))."""
+    name = _name(x)
+    n = {"uint8": 8, "int8": 8, "int16": 16, "int32": 32, "int64": 64}[name]
+    signed = not name.startswith("uint")
+    two = _c(2, x)
+    q = x
+    bits = []
+    for _ in range(n):
+        bits.append(ops.mod(q, two))  # floor semantics: exact for negative numbers too
+        q = ops.floor_div(q, two)
+    weights = [1 << k for k in range(n)]
+    if signed:
+        weights[-1] = -(1 << (n - 1))
+    return bits, weights
+
+
+def _bitwise(logical, combine):
+    def run(x, y):
+        if _is_bool(x):
+            return logical(x, y)
+        bx, weights = _bits(x)
+        by, _ = _bits(y)
+        out = None
+        for a, b, w in zip(bx, by, weights):
+            term = combine(a, b) * _c(w, x)
+            out = term if out is None else out + term
+        return out
+
+    return run
+
+
+_bit_and = _bitwise(lambda x, y: ops.logical_and(x, y), lambda a, b: a * b)
+_bit_or = _bitwise(lambda x, y: ops.logical_or(x, y), lambda a, b: a + b - a * b)
+_bit_xor = _bitwise(lambda x, y: ops.logical_xor(x, y), lambda a, b: ops.abs(a - b))
+
+for _n, _f in {
+    "add": _add,
+    "sub": lambda x, y: ops.sub(x, y),
+    "mul": _mul,
+    "div": _div,
+    "floor_div": _floor_div,
+    "mod": _mod,
+    "pow": lambda x, y: ops.pow(x, y),
+    "maximum": _maximum,
+    "minimum": _minimum,
+    "atan2": _upcast(_atan2),
+    "equal": lambda x, y: ops.equal(x, y),
+    "not_equal": lambda x, y: ops.not_equal(x, y),
+    "greater": lambda x, y: ops.greater(x, y),
+    "greater_equal": lambda x, y: ops.greater_equal(x, y),
+    "less": lambda x, y: ops.greater(y, x),
+    "less_equal": lambda x, y: ops.greater_equal(y, x),
+    "bitwise_and": _bit_and,
+    "bitwise_or": _bit_or,
+    "bitwise_xor": _bit_xor,
+    "logical_and": lambda x, y: ops.logical_and(x, y),
+    "logical_or": lambda x, y: ops.logical_or(x, y),
+    "logical_xor": lambda x, y: ops.logical_xor(x, y),
+    "where": lambda c, x, y: ops.where(c, x, y),
+}.items():
+    _elementwise(_n, _f)
+
+
+@_one("cast")
+def _cast(x, dtype):
+    target = max_dtype(dtype)
+    if target == x.dtype:
+        return x
+    if dtype.is_bool:
+        return ops.not_equal(x, _c(0, x))
+    return ops.cast(x, target)
+
+
+# ----------------------------------------------------------------------------- creation
+@_one("full")
+def _full(shape, value, dtype, device):
+    v = ops.constant(value, max_dtype(dtype), device=device_ref(device))
+    return ops.broadcast_to(v, tuple(shape)) if shape else v
+
+
+@_one("arange")
+def _arange(start, step, length, dtype, device):
+    dev = device_ref(device)
+    i = ops.range(0, length, 1, out_dim=length, dtype=MDType.int64, device=dev)
+    if dtype.is_float:
+        work = MDType.float64 if device.is_cpu else MDType.float32
+        v = ops.cast(i, work) * ops.constant(float(step), work, device=dev)
+        v = v + ops.constant(float(start), work, device=dev)
+    else:
+        v = i * ops.constant(int(step), MDType.int64, device=dev)
+        v = v + ops.constant(int(start), MDType.int64, device=dev)
+    return ops.cast(v, max_dtype(dtype))
+
+
+# ----------------------------------------------------------------------------- reductions
+def _reduce(kind):
+    def run(x, axes, keepdims):
+        if _is_bool(x):
+            x = ops.cast(x, MDType.int32)
+        fn = {"sum": ops.sum, "prod": ops.prod, "max": ops.max, "min": ops.min}[kind]
+        out = x
+        for a in axes:
+            out = fn(out, axis=a)  # MAX keeps the reduced axis; the builder reshapes
+        if kind in ("max", "min") and axes and _is_float(x):
+            nan = ops.cast(ops.is_nan(x), MDType.int32)
+            for a in axes:
+                nan = ops.max(nan, axis=a)
+            out = ops.where(ops.greater(nan, _c(0, nan)), _c(float("nan"), out), out)
+        return out
+
+    return run
+
+
+_one("reduce_sum")(_reduce("sum"))
+_one("reduce_prod")(_reduce("prod"))
+_one("reduce_max")(_reduce("max"))
+_one("reduce_min")(_reduce("min"))
+
+
+def _arg(fn):
+    def run(x, axis, keepdims):
+        if _is_bool(x):
+            x = ops.cast(x, MDType.int32)
+        out = fn(x, axis=axis)
+        if _is_float(x):  # NumPy: the first NaN wins
+            nan = ops.is_nan(x)
+            has = ops.max(ops.cast(nan, MDType.int32), axis=axis)
+            first = ops.argmax(ops.cast(nan, MDType.int32), axis=axis)
+            out = ops.where(ops.greater(has, _c(0, has)), first, out)
+        return out
+
+    return run
+
+
+_one("argmax")(_arg(lambda x, axis: ops.argmax(x, axis=axis)))
+_one("argmin")(_arg(lambda x, axis: ops.argmin(x, axis=axis)))
+
+
+@_one("cumsum")
+def _cumsum(x, axis, exclusive, reverse):
+    if _is_bool(x):
+        x = ops.cast(x, MDType.int32)
+    return ops.cumsum(x, axis=axis, exclusive=exclusive, reverse=reverse)
+
+
+# ----------------------------------------------------------------------------- views
+@_one("reshape")
+def _reshape(x, shape):
+    return ops.reshape(x, tuple(shape))
+
+
+@_one("broadcast_to")
+def _broadcast_to(x, shape):
+    return ops.broadcast_to(x, tuple(shape))
+
+
+@_one("broadcast_in_dim")
+def _broadcast_in_dim(x, shape, dims):
+    inter = [1] * len(shape)
+    xs = _shape(x)
+    for src, dst in enumerate(dims):
+        inter[dst] = xs[src]
+    return ops.broadcast_to(ops.reshape(x, tuple(inter)), tuple(shape))
+
+
+@_one("transpose")
+def _transpose(x, perm):
+    return ops.permute(x, list(perm))
+
+
+def _flip_axis(x, axis):
+    n = _shape(x)[axis]
+    if n <= 1:
+        return x
+    idx = ops.range(n - 1, -1, -1, out_dim=n, dtype=MDType.int64, device=x.device)
+    return ops.gather(x, idx, axis=axis)
+
+
+@_one("flip")
+def _flip(x, axes):
+    for a in axes:
+        x = _flip_axis(x, a)
+    return x
+
+
+def _pos_slices(slices):
+    """(start, step, length) per axis -> (python slices with positive steps, axes to flip)."""
+    out, flips = [], []
+    for axis, (start, step, length) in enumerate(slices):
+        if length == 0:
+            out.append(slice(0, 0, 1))
+        elif step > 0:
+            out.append(slice(start, start + step * (length - 1) + 1, step))
+        else:
+            lo = start + step * (length - 1)
+            out.append(slice(lo, start + 1, -step))
+            if length > 1:
+                flips.append(axis)
+    return out, flips
+
+
+@_one("slice")
+def _slice(x, slices):
+    pos, flips = _pos_slices(slices)
+    if not slices:
+        return x
+    out = x[tuple(pos)]
+    for a in flips:
+        out = _flip_axis(out, a)
+    return out
+
+
+@_one("slice_update")
+def _slice_update(x, update, slices):
+    shape = _shape(x)
+    if any(s[2] == 0 for s in slices) or not slices:
+        return x if slices else update
+    pos, flips = _pos_slices(slices)
+    for a in flips:  # write the reversed region forwards
+        update = _flip_axis(update, a)
+    if all(p.step == 1 for p in pos):
+        pads = []
+        for p, d in zip(pos, shape):
+            pads += [p.start, d - p.stop]
+        placed = ops.pad(update, pads, mode="constant", value=_c(0, update))
+        ones = ops.broadcast_to(ops.constant(True, MDType.bool, device=x.device), _shape(update))
+        mask = ops.pad(
+            ones, pads, mode="constant", value=ops.constant(False, MDType.bool, device=x.device)
+        )
+        return ops.where(mask, placed, x)
+    # Strided region: scatter_nd with an explicit index grid.
+    ushape = _shape(update)
+    grids = []
+    for axis, p in enumerate(pos):
+        n = ushape[axis]
+        g = ops.range(
+            p.start, p.start + p.step * n, p.step, out_dim=n, dtype=MDType.int64, device=x.device
+        )
+        view = [1] * len(ushape)
+        view[axis] = n
+        grids.append(ops.broadcast_to(ops.reshape(g, tuple(view)), ushape))
+    idx = ops.stack(grids, axis=-1)
+    return ops.scatter_nd(x, update, idx)
+
+
+@_one("pad")
+def _pad(x, pads, value):
+    flat = [int(v) for lo_hi in pads for v in lo_hi]
+    return ops.pad(x, flat, mode="constant", value=_c(value, x))
+
+
+def _concatenate(args, kw):
+    return [ops.concat(list(args), axis=kw["axis"])]
+
+
+LOWERINGS["concatenate"] = _concatenate
+
+
+def _split(args, kw):
+    return list(ops.split(args[0], list(kw["sizes"]), axis=kw["axis"]))
+
+
+LOWERINGS["split"] = _split
+
+
+# ----------------------------------------------------------------------------- linalg / indexing
+@_one("matmul")
+def _matmul(x, y):
+    return ops.matmul(x, y)
+
+
+def _int64(v):
+    return v if _name(v) == "int64" else ops.cast(v, MDType.int64)
+
+
+def _flatten_batch(v, nb):
+    s = _shape(v)
+    return ops.reshape(v, (math.prod(s[:nb]),) + s[nb:])
+
+
+@_one("gather")
+def _gather(x, idx, axis, batch_dims=0):
+    idx = _int64(idx)
+    if batch_dims == 0:
+        return ops.gather(x, idx, axis=axis)
+    a = axis - batch_dims
+    xf = _flatten_batch(x, batch_dims)  # (P, *rest)
+    idf = _flatten_batch(idx, batch_dims)  # (P, *ish)
+    r = len(_shape(xf)) - 1
+    k = len(_shape(idf)) - 1
+    # (P, rest[a], rest[:a], rest[a+1:]) so the gathered axis follows the batch axis
+    perm = [0, a + 1] + [i + 1 for i in range(r) if i != a]
+    g = ops.gather_nd(ops.permute(xf, perm), ops.unsqueeze(idf, -1), batch_dims=1)
+    # g: (P, *ish, *rest[:a], *rest[a+1:]) -> (P, *rest[:a], *ish, *rest[a+1:])
+    back = [0] + list(range(k + 1, k + 1 + a)) + list(range(1, k + 1))
+    back += list(range(k + 1 + a, k + r))
+    return ops.permute(g, back)
+
+
+@_one("scatter")
+def _scatter(x, idx, upd, axis, mode, batch_dims=0):
+    dt = None
+    if _is_bool(x) and mode == "add":
+        dt = x.dtype
+        x, upd = ops.cast(x, MDType.int32), ops.cast(upd, MDType.int32)
+    xs = _shape(x)
+    ish = _shape(idx)[batch_dims:]
+    lead = xs[:batch_dims]
+    rest = xs[batch_dims:]
+    a = axis - batch_dims
+    p = math.prod(lead)
+    k = len(ish)
+    r = len(rest)
+    xf = ops.reshape(x, (p,) + rest)
+    xt = ops.permute(xf, [0, a + 1] + [i + 1 for i in range(r) if i != a])
+    uf = ops.reshape(upd, (p,) + rest[:a] + ish + rest[a + 1 :])
+    # (P, rest[:a], ish, rest[a+1:]) -> (P, ish, rest[:a], rest[a+1:])
+    uperm = [0] + list(range(1 + a, 1 + a + k)) + list(range(1, 1 + a))
+    uperm += list(range(1 + a + k, 1 + k + r - 1))
+    ut = ops.permute(uf, uperm)
+    idf = ops.reshape(_int64(idx), (p,) + ish)
+    pid = ops.range(0, p, 1, out_dim=p, dtype=MDType.int64, device=x.device)
+    pid = ops.broadcast_to(ops.reshape(pid, (p,) + (1,) * k), (p,) + ish)
+    nd = ops.stack([pid, idf], axis=-1)
+    fn = ops.scatter_nd_add if mode == "add" else ops.scatter_nd
+    out = fn(xt, ut, nd)  # (P, rest[a], rest[:a], rest[a+1:])
+    inv = [0] + list(range(2, 2 + a)) + [1] + list(range(2 + a, 1 + r))
+    out = ops.reshape(ops.permute(out, inv), xs)
+    return ops.cast(out, dt) if dt is not None else out
+
+
+# ----------------------------------------------------------------------------- devices
+@_one("transfer")
+def _transfer(x, device):
+    ref = device_ref(device)
+    if x.device == ref:
+        return x
+    return ops.transfer_to(x, ref)

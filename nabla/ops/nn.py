@@ -1,0 +1,249 @@
+"""Convolution and pooling (NHWC activations, HWIO filters).
+
+All four are composites: ``conv2d`` gathers the ``KH*KW`` strided windows of the padded
+input with ``slice`` (im2col) and contracts them in one ``matmul`` (an ``einsum`` per group
+when ``groups > 1``); ``conv2d_transpose`` dilates and pads its input and runs ``conv2d``
+with the flipped filter; pooling reduces over the stacked windows. So they are
+differentiable, batchable under ``vmap`` and lowered on every backend by construction.
+"""
+
+from __future__ import annotations
+
+import numbers
+
+from ._util import as_tensor
+from .base import OpError
+
+__all__ = ["conv2d", "conv2d_transpose", "avg_pool2d", "max_pool2d"]
+
+
+def _pair(v, name, op):
+    if isinstance(v, numbers.Integral):
+        return int(v), int(v)
+    v = tuple(int(a) for a in v)
+    if len(v) != 2:
+        raise OpError(f"{op}: {name} must be an int or a pair, got {v}")
+    return v
+
+
+def _padding(padding, op, k=None, d=None, s=None, size=None):
+    """-> ((top, bottom), (left, right))."""
+    if isinstance(padding, str):
+        mode = padding.upper()
+        if mode == "VALID":
+            return (0, 0), (0, 0)
+        if mode == "SAME":
+            out = []
+            for i in range(2):
+                eff = d[i] * (k[i] - 1) + 1
+                o = -(-size[i] // s[i])
+                total = max((o - 1) * s[i] + eff - size[i], 0)
+                out.append((total // 2, total - total // 2))
+            return tuple(out)
+        raise OpError(f"{op}: padding must be 'SAME', 'VALID', an int or pairs, got {padding!r}")
+    if isinstance(padding, numbers.Integral):
+        p = int(padding)
+        return (p, p), (p, p)
+    padding = tuple(padding)
+    if len(padding) == 2 and all(isinstance(p, numbers.Integral) for p in padding):
+        return (int(padding[0]),) * 2, (int(padding[1]),) * 2
+    if len(padding) == 2:
+        return tuple(int(a) for a in padding[0]), tuple(int(a) for a in padding[1])
+    if len(padding) == 4:
+        return (int(padding[0]), int(padding[1])), (int(padding[2]), int(padding[3]))
+    raise OpError(f"{op}: cannot interpret padding {padding!r}")
+
+
+def _windows(xp, k, s, d, out_hw):
+    """Stack the KH*KW strided windows of padded NHWC ``xp``: (N, OH, OW, KH*KW, C)."""
+    from .view import slice_tensor, stack
+
+    oh, ow = out_hw
+    parts = []
+    for i in range(k[0]):
+        for j in range(k[1]):
+            h0, w0 = i * d[0], j * d[1]
+            parts.append(
+                slice_tensor(
+                    xp,
+                    slices=[
+                        slice(None),
+                        slice(h0, h0 + s[0] * (oh - 1) + 1, s[0]),
+                        slice(w0, w0 + s[1] * (ow - 1) + 1, s[1]),
+                        slice(None),
+                    ],
+                )
+            )
+    return stack(parts, axis=3)
+
+
+def _out_size(size, k, s, d, p):
+    return tuple(
+        (size[i] + p[i][0] + p[i][1] - d[i] * (k[i] - 1) - 1) // s[i] + 1 for i in range(2)
+    )
+
+
+def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """2-D convolution (cross-correlation).
+
+    Args:
+        x: input ``(N, H, W, C)``.
+        weight: filter ``(KH, KW, C // groups, O)``.
+        bias: optional ``(O,)``.
+        stride, dilation: int or pair. padding: int, pair, ((t, b), (l, r)), "SAME"/"VALID".
+        groups: channel groups; ``C`` and ``O`` must be divisible by it.
+
+    Returns:
+        ``(N, OH, OW, O)``.
+
+    Raises:
+        ValueError: on rank, channel or size mismatches, naming the shapes.
+    """
+    from .linalg import einsum, matmul
+    from .view import pad, permute, reshape
+
+    x = as_tensor(x)
+    w = as_tensor(weight)
+    if x.ndim != 4 or w.ndim != 4:
+        raise OpError(
+            f"conv2d: expects x (N, H, W, C) and weight (KH, KW, C/groups, O), got "
+            f"shapes {x.shape} and {w.shape}"
+        )
+    n, h, wd, c = x.shape
+    kh, kw, cg, o = w.shape
+    if groups < 1 or c % groups or o % groups or cg != c // groups:
+        raise OpError(
+            f"conv2d: input channels {c}, filter {w.shape} and groups={groups} do "
+            f"not match (filter needs shape (KH, KW, {c // max(groups, 1)}, O))"
+        )
+    s = _pair(stride, "stride", "conv2d")
+    d = _pair(dilation, "dilation", "conv2d")
+    p = _padding(padding, "conv2d", (kh, kw), d, s, (h, wd))
+    oh, ow = _out_size((h, wd), (kh, kw), s, d, p)
+    if oh <= 0 or ow <= 0:
+        raise OpError(
+            f"conv2d: input {x.shape} is too small for filter {w.shape} (dilation {d}, padding {p})"
+        )
+    xp = pad(x, ((0, 0), p[0], p[1], (0, 0))) if any(p[0] + p[1]) else x
+    win = _windows(xp, (kh, kw), s, d, (oh, ow))  # (N, OH, OW, K, C)
+    kk = kh * kw
+    if groups == 1:
+        out = matmul(reshape(win, (n, oh, ow, kk * c)), reshape(w, (kk * c, o)))
+    else:
+        g = groups
+        win = reshape(win, (n, oh, ow, kk, g, cg))
+        win = reshape(permute(win, (0, 1, 2, 4, 3, 5)), (n, oh, ow, g, kk * cg))
+        wg = permute(reshape(w, (kk * cg, g, o // g)), (1, 0, 2))
+        out = reshape(einsum("nhwgk,gko->nhwgo", win, wg), (n, oh, ow, o))
+    if bias is not None:
+        out = out + as_tensor(bias, out.dtype)
+    return out
+
+
+def conv2d_transpose(
+    x, weight, bias=None, stride=1, padding=0, output_padding=0, dilation=1, groups=1
+):
+    """Transposed 2-D convolution (the gradient of ``conv2d`` w.r.t. its input).
+
+    ``out[n, y*s + i*d - p, x*s + j*d - p, o] += x[n, y, x, c] * weight[i, j, c, o]``.
+
+    Args:
+        x: ``(N, H, W, C)``; weight: ``(KH, KW, C // groups, O)``; bias ``(O,)``.
+        output_padding: extra rows/cols added at the bottom/right.
+
+    Returns:
+        ``(N, (H-1)*s - pt - pb + d*(KH-1) + 1 + op, ..., O)``.
+    """
+    from .view import flip, pad, reshape, slice_tensor
+
+    x = as_tensor(x)
+    w = as_tensor(weight)
+    if x.ndim != 4 or w.ndim != 4:
+        raise OpError(
+            f"conv2d_transpose: expects x (N, H, W, C) and weight (KH, KW, C/groups, "
+            f"O), got shapes {x.shape} and {w.shape}"
+        )
+    n, h, wd, c = x.shape
+    kh, kw, cg, o = w.shape
+    if groups < 1 or c % groups or cg != c // groups or o % groups:
+        raise OpError(
+            f"conv2d_transpose: input channels {c}, filter {w.shape} and "
+            f"groups={groups} do not match"
+        )
+    s = _pair(stride, "stride", "conv2d_transpose")
+    d = _pair(dilation, "dilation", "conv2d_transpose")
+    op_ = _pair(output_padding, "output_padding", "conv2d_transpose")
+    p = _padding(padding, "conv2d_transpose")
+    # dilate the input by the stride: (N, H, 1, W, 1, C) padded to (N, H, s, W, s, C)
+    if s != (1, 1):
+        xd = reshape(x, (n, h, 1, wd, 1, c))
+        xd = pad(xd, ((0, 0), (0, 0), (0, s[0] - 1), (0, 0), (0, s[1] - 1), (0, 0)))
+        xd = reshape(xd, (n, h * s[0], wd * s[1], c))
+        xd = slice_tensor(
+            xd, slices=[slice(None), slice(0, (h - 1) * s[0] + 1), slice(0, (wd - 1) * s[1] + 1)]
+        )
+    else:
+        xd = x
+    lo = [d[i] * ((kh, kw)[i] - 1) - p[i][0] for i in range(2)]
+    hi = [d[i] * ((kh, kw)[i] - 1) - p[i][1] + op_[i] for i in range(2)]
+    xd = pad(xd, ((0, 0), (max(lo[0], 0), max(hi[0], 0)), (max(lo[1], 0), max(hi[1], 0)), (0, 0)))
+    if min(lo + hi) < 0:
+        hh, ww = xd.shape[1], xd.shape[2]
+        xd = slice_tensor(
+            xd,
+            slices=[
+                slice(None),
+                slice(max(-lo[0], 0), hh - max(-hi[0], 0)),
+                slice(max(-lo[1], 0), ww - max(-hi[1], 0)),
+            ],
+        )
+    out = conv2d(xd, flip(w, (0, 1)), None, 1, 0, d, groups)
+    if bias is not None:
+        out = out + as_tensor(bias, out.dtype)
+    return out
+
+
+def _pool(op, x, kernel_size, stride, padding, dilation, fill):
+    from .view import pad
+
+    x = as_tensor(x)
+    if x.ndim != 4:
+        raise OpError(f"{op}: expects x of shape (N, H, W, C), got {x.shape}")
+    k = _pair(kernel_size, "kernel_size", op)
+    s = k if stride is None else _pair(stride, "stride", op)
+    d = _pair(dilation, "dilation", op)
+    p = _padding(padding, op, k, d, s, x.shape[1:3])
+    oh, ow = _out_size(x.shape[1:3], k, s, d, p)
+    if oh <= 0 or ow <= 0:
+        raise OpError(f"{op}: input {x.shape} is too small for kernel {k}")
+    xp = pad(x, ((0, 0), p[0], p[1], (0, 0)), value=fill) if any(p[0] + p[1]) else x
+    return _windows(xp, k, s, d, (oh, ow)), k, s, d, p
+
+
+def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1):
+    """Max over ``kernel_size`` windows of NHWC ``x`` (stride defaults to the kernel size)."""
+    from .reduction import reduce_max
+
+    x = as_tensor(x)
+    fill = float("-inf") if x.dtype.is_float else -(2**31)
+    win, *_ = _pool("max_pool2d", x, kernel_size, stride, padding, dilation, fill)
+    return reduce_max(win, 3)
+
+
+def avg_pool2d(x, kernel_size, stride=None, padding=0, count_include_pad=True):
+    """Mean over ``kernel_size`` windows of NHWC ``x``; padding counts toward the mean
+    unless ``count_include_pad=False``."""
+    from .creation import ones
+    from .reduction import reduce_sum
+
+    x = as_tensor(x)
+    if not x.dtype.is_float:
+        raise TypeError(f"avg_pool2d: needs a float tensor, got {x.dtype}")
+    win, k, s, d, p = _pool("avg_pool2d", x, kernel_size, stride, padding, 1, 0.0)
+    total = reduce_sum(win, 3)
+    if count_include_pad or not any(p[0] + p[1]):
+        return total * (1.0 / (k[0] * k[1]))
+    ones_win, *_ = _pool(
+        "avg_pool2d", ones((1,) + x.shape[1:3] + (1,), dtype=x.dtype), k, s, padding, 1, 0.0
+    )
+    return total / reduce_sum(ones_win, 3)

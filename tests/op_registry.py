@@ -1,0 +1,1056 @@
+"""The op registry: one entry per public op; it drives every per-op test suite.
+
+An entry holds the op under test (``fn`` over tensors), a NumPy reference (``ref`` over
+arrays), sample inputs, the dtypes to check, and flags. Suites generated from it:
+reference values (``test_ops_reference``), vmap vs a loop of slices and nested vmap
+(``test_ops_vmap``), JVP vs central finite differences, the adjoint identity and vmap∘grad
+(``test_ops_autodiff``), MAX vs NumPy (``tests/backends``). ``test_registry_complete`` fails
+when a public op has no entry. Expected failures live on the entry (``xfail``) with a reason.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+import nabla as nb
+
+
+@dataclass
+class Sample:
+    args: tuple
+    kwargs: dict = field(default_factory=dict)
+
+
+@dataclass
+class OpEntry:
+    name: str
+    fn: object  # callable(*tensors, **kwargs) -> Tensor | list
+    ref: object  # callable(*arrays, **kwargs) -> array | list
+    samples: object  # callable(rng, dtype) -> list[Sample]
+    dtypes: tuple = ("float32", "float64")
+    differentiable: bool = True
+    batchable: bool = True  # vmap(fn) == stack(fn(slice))
+    atol: float = 1e-5
+    rtol: float = 1e-5
+    fd_eps: float = 1e-6
+    out_dtype: object = None  # callable(in_dtype) -> dtype name, default: same as input
+    xfail: dict = field(default_factory=dict)  # suite name -> reason
+
+
+REGISTRY: dict[str, OpEntry] = {}
+
+
+def register(entry: OpEntry):
+    assert entry.name not in REGISTRY, entry.name
+    REGISTRY[entry.name] = entry
+
+
+# ----------------------------------------------------------------------------- samplers
+SHAPES = [(), (3,), (2, 3), (2, 1, 4)]
+EMPTY = (0, 3)
+
+
+def _vals(rng, shape, dtype, domain=(-2.0, 2.0)):
+    dt = np.dtype(nb.DType[dtype].numpy) if isinstance(dtype, str) else dtype
+    lo, hi = domain
+    if dt.kind == "b":
+        return rng.random(shape) > 0.5
+    if dt.kind in "iu":
+        lo_i, hi_i = (int(lo), int(hi)) if domain != (-2.0, 2.0) else (-5, 6)
+        if dt.kind == "u":
+            lo_i = max(lo_i, 0)
+        return rng.integers(lo_i, hi_i, size=shape).astype(dt)
+    return rng.uniform(lo, hi, size=shape).astype(dt)
+
+
+def _away(v, pts, gap=0.15):
+    """Nudge values away from kink points (for finite differences)."""
+    for p in pts:
+        near = np.abs(v - p) < gap
+        v = np.where(near, p + np.sign(v - p + 1e-12) * gap, v)
+    return v.astype(v.dtype)
+
+
+def unary_samples(domain=(-2.0, 2.0), kinks=()):
+    def gen(rng, dtype):
+        out = []
+        for s in SHAPES + [EMPTY]:
+            v = _vals(rng, s, dtype, domain)
+            if kinks and v.dtype.kind == "f":
+                v = _away(v, kinks)
+            out.append(Sample((v,)))
+        return out
+
+    return gen
+
+
+def binary_samples(domain_x=(-2.0, 2.0), domain_y=(-2.0, 2.0), scalars=True, away_y=None):
+    pairs = [
+        ((3,), (3,)),
+        ((2, 3), (3,)),
+        ((2, 1), (1, 3)),
+        ((), (2, 2)),
+        ((2, 3), ()),
+        ((2, 1, 4), (3, 1)),
+        ((0, 3), (3,)),
+    ]
+
+    def gen(rng, dtype):
+        out = []
+        for sx, sy in pairs:
+            x = _vals(rng, sx, dtype, domain_x)
+            y = _vals(rng, sy, dtype, domain_y)
+            if away_y is not None and y.dtype.kind in "fiu":
+                y = np.where(np.abs(y) < away_y, away_y + 0.5, y).astype(y.dtype)
+            out.append(Sample((x, y)))
+        if scalars:
+            x = _vals(rng, (2, 3), dtype, domain_x)
+            y = _vals(rng, (), dtype, domain_y)
+            if away_y is not None:
+                y = np.asarray(away_y + 1.25 if y.dtype.kind == "f" else 2, dtype=y.dtype)
+            out.append(Sample((x, y.item())))
+        return out
+
+    return gen
+
+
+def _same(args):
+    return args
+
+
+def unary(name, np_fn, domain=(-2.0, 2.0), kinks=(), dtypes=("float32", "float64"), **kw):
+    register(
+        OpEntry(name, getattr(nb, name), np_fn, unary_samples(domain, kinks), dtypes=dtypes, **kw)
+    )
+
+
+def binary(name, np_fn, dtypes=("float32", "float64"), **kw):
+    samp = kw.pop("samples", None) or binary_samples(
+        kw.pop("domain_x", (-2.0, 2.0)),
+        kw.pop("domain_y", (-2.0, 2.0)),
+        away_y=kw.pop("away_y", None),
+    )
+    register(OpEntry(name, getattr(nb, name), np_fn, samp, dtypes=dtypes, **kw))
+
+
+# ----------------------------------------------------------------------------- elementwise
+def _erf(x):
+    return np.vectorize(math.erf, otypes=[x.dtype])(x) if x.size else x.copy()
+
+
+def _sigmoid(x):
+    return 1 / (1 + np.exp(-x))
+
+
+def _gelu(x, approximate="none"):
+    if approximate == "tanh":
+        return 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x**3)))
+    return 0.5 * x * (1 + _erf(x / np.sqrt(2).astype(x.dtype)))
+
+
+unary("abs", np.abs, kinks=(0,), dtypes=("float32", "float64", "int32"))
+unary("neg", np.negative, dtypes=("float32", "float64", "int32"))
+unary("exp", np.exp)
+unary("expm1", np.expm1)
+unary("log", np.log, domain=(0.2, 3.0))
+unary("log1p", np.log1p, domain=(-0.5, 3.0))
+unary("log2", np.log2, domain=(0.2, 3.0))
+unary("sin", np.sin)
+unary("cos", np.cos)
+unary("tan", np.tan, domain=(-1.2, 1.2))
+unary("asin", np.arcsin, domain=(-0.9, 0.9))
+unary("acos", np.arccos, domain=(-0.9, 0.9))
+unary("atan", np.arctan)
+unary("sinh", np.sinh)
+unary("cosh", np.cosh)
+unary("tanh", np.tanh)
+unary("atanh", np.arctanh, domain=(-0.9, 0.9))
+unary("erf", _erf)
+unary("sqrt", np.sqrt, domain=(0.2, 3.0))
+unary("rsqrt", lambda x: 1 / np.sqrt(x), domain=(0.2, 3.0))
+unary("reciprocal", np.reciprocal, domain=(0.3, 3.0))
+unary("sigmoid", _sigmoid)
+unary("relu", lambda x: np.maximum(x, 0), kinks=(0,), dtypes=("float32", "float64", "int32"))
+unary("silu", lambda x: x * _sigmoid(x))
+unary("softplus", lambda x: np.logaddexp(x, 0))
+unary("square", np.square, dtypes=("float32", "float64", "int32"))
+unary("sign", np.sign, kinks=(0,), dtypes=("float32", "int32"))
+for _n, _f in [("floor", np.floor), ("ceil", np.ceil), ("trunc", np.trunc)]:
+    unary(_n, _f, kinks=(-2, -1, 0, 1, 2))
+unary("round", np.round, kinks=(-1.5, -0.5, 0.5, 1.5))
+unary("is_nan", np.isnan, differentiable=False, out_dtype=lambda d: "bool")
+unary("is_inf", np.isinf, differentiable=False, out_dtype=lambda d: "bool")
+unary(
+    "logical_not",
+    np.logical_not,
+    differentiable=False,
+    dtypes=("bool", "float32"),
+    out_dtype=lambda d: "bool",
+)
+unary("bitwise_not", np.invert, differentiable=False, dtypes=("int32", "bool"))
+register(OpEntry("gelu", nb.gelu, _gelu, unary_samples()))
+register(
+    OpEntry(
+        "gelu_tanh",
+        lambda x: nb.gelu(x, approximate="tanh"),
+        lambda x: _gelu(x, "tanh"),
+        unary_samples(),
+    )
+)
+register(
+    OpEntry(
+        "stop_gradient", nb.stop_gradient, lambda x: x.copy(), unary_samples(), differentiable=False
+    )
+)
+register(
+    OpEntry(
+        "cast",
+        lambda x, dtype: nb.cast(x, dtype),
+        lambda x, dtype: x.astype(_np_dtype(dtype)),
+        lambda rng, dt: [
+            Sample((_vals(rng, s, dt),), {"dtype": to})
+            for s in SHAPES
+            for to in ("float64", "int32", "float16")
+        ],
+        differentiable=False,
+        out_dtype=lambda d: None,
+    )
+)
+
+
+def _np_dtype(name):
+    return nb.DType[name].numpy
+
+
+binary("add", np.add, dtypes=("float32", "float64", "int32"))
+binary("sub", np.subtract, dtypes=("float32", "float64", "int32"))
+binary("mul", np.multiply, dtypes=("float32", "float64", "int32"))
+binary("div", np.true_divide, away_y=0.3)
+binary("floor_div", np.floor_divide, dtypes=("float32", "int32"), away_y=1, differentiable=False)
+binary(
+    "mod",
+    np.mod,
+    dtypes=("float32", "float64", "int32"),
+    away_y=1,
+    xfail={"jvp_fd": "mod is discontinuous where x/y is an integer"},
+)
+binary("pow", np.power, domain_x=(0.5, 2.0), domain_y=(-1.5, 1.5))
+binary("maximum", np.maximum, dtypes=("float32", "float64", "int32"))
+binary("minimum", np.minimum, dtypes=("float32", "float64", "int32"))
+binary("atan2", np.arctan2, away_y=0.3)
+for _n, _f in [
+    ("equal", np.equal),
+    ("not_equal", np.not_equal),
+    ("greater", np.greater),
+    ("greater_equal", np.greater_equal),
+    ("less", np.less),
+    ("less_equal", np.less_equal),
+]:
+    binary(_n, _f, dtypes=("float32", "int32"), differentiable=False, out_dtype=lambda d: "bool")
+for _n, _f in [
+    ("logical_and", np.logical_and),
+    ("logical_or", np.logical_or),
+    ("logical_xor", np.logical_xor),
+]:
+    binary(_n, _f, dtypes=("bool",), differentiable=False, out_dtype=lambda d: "bool")
+for _n, _f in [
+    ("bitwise_and", np.bitwise_and),
+    ("bitwise_or", np.bitwise_or),
+    ("bitwise_xor", np.bitwise_xor),
+]:
+    binary(_n, _f, dtypes=("int32", "bool"), differentiable=False)
+
+
+def _where_samples(rng, dt):
+    out = []
+    for sc, sx, sy in [
+        ((3,), (3,), (3,)),
+        ((2, 3), (3,), ()),
+        ((2, 1), (1, 3), (2, 3)),
+        ((), (2,), (2,)),
+    ]:
+        out.append(Sample((rng.random(sc) > 0.5, _vals(rng, sx, dt), _vals(rng, sy, dt))))
+    return out
+
+
+register(
+    OpEntry("where", nb.where, np.where, _where_samples, dtypes=("float32", "float64", "int32"))
+)
+register(
+    OpEntry(
+        "clip",
+        lambda x, lo, hi: nb.clip(x, lo, hi),
+        lambda x, lo, hi: np.clip(x, lo, hi),
+        lambda rng, dt: [
+            Sample((_away(_vals(rng, s, dt), (-0.5, 0.5)), -0.5, 0.5)) for s in SHAPES
+        ],
+    )
+)
+
+
+# ----------------------------------------------------------------------------- reductions
+def reduce_samples(axes=(None, 0, -1, (0, 2), 1), keepdims=(False, True), domain=(-2.0, 2.0)):
+    def gen(rng, dtype):
+        out = [Sample((_vals(rng, (), dtype, domain),), {"axis": None})]
+        x = _vals(rng, (2, 3, 4), dtype, domain)
+        for a in axes:
+            for k in keepdims:
+                out.append(Sample((x,), {"axis": a, "keepdims": k}))
+        out.append(Sample((_vals(rng, (0, 3), dtype, domain),), {"axis": 1}))
+        return out
+
+    return gen
+
+
+def _reduction(name, np_fn, fn=None, samples=None, **kw):
+    register(OpEntry(name, fn or getattr(nb, name), np_fn, samples or reduce_samples(), **kw))
+
+
+def _np_red(f):
+    return lambda x, axis=None, keepdims=False: f(x, axis=axis, keepdims=keepdims)
+
+
+_reduction("sum", _np_red(np.sum), dtypes=("float32", "float64", "int32"))
+_reduction("reduce_sum", _np_red(np.sum))
+_reduction("mean", _np_red(np.mean))
+_reduction("prod", _np_red(np.prod), samples=reduce_samples(domain=(0.5, 1.5)))
+_nonempty = reduce_samples()
+
+
+def _nonempty_samples(rng, dt):
+    return [s for s in _nonempty(rng, dt) if 0 not in s.args[0].shape]
+
+
+_reduction(
+    "max", _np_red(np.max), samples=_nonempty_samples, dtypes=("float32", "float64", "int32")
+)
+_reduction("reduce_max", _np_red(np.max), samples=_nonempty_samples)
+_reduction(
+    "min", _np_red(np.min), samples=_nonempty_samples, dtypes=("float32", "float64", "int32")
+)
+_reduction("reduce_min", _np_red(np.min), samples=_nonempty_samples)
+_reduction("var", _np_red(np.var), samples=_nonempty_samples)
+_reduction(
+    "std",
+    _np_red(np.std),
+    atol=1e-4,  # sqrt'(0) is inf: no 0-d sample
+    samples=lambda rng, dt: [s for s in _nonempty_samples(rng, dt) if s.args[0].ndim],
+)
+
+
+def _np_lse(x, axis=None, keepdims=False):
+    m = np.max(x, axis=axis, keepdims=True)
+    out = np.log(np.sum(np.exp(x - m), axis=axis, keepdims=True)) + m
+    return out if keepdims else np.squeeze(out, axis=axis)
+
+
+_reduction("logsumexp", _np_lse, samples=_nonempty_samples)
+_reduction(
+    "all",
+    _np_red(np.all),
+    dtypes=("bool", "float32"),
+    differentiable=False,
+    out_dtype=lambda d: "bool",
+)
+_reduction(
+    "any",
+    _np_red(np.any),
+    dtypes=("bool", "float32"),
+    differentiable=False,
+    out_dtype=lambda d: "bool",
+)
+
+
+def _arg_samples(rng, dt):
+    x = rng.permutation(24).reshape(2, 3, 4).astype(nb.DType[dt].numpy)
+    return [
+        Sample((x,), {"axis": a, "keepdims": k}) for a in (None, 0, -1, 1) for k in (False, True)
+    ]
+
+
+for _n, _f in [("argmax", np.argmax), ("argmin", np.argmin)]:
+    register(
+        OpEntry(
+            _n,
+            getattr(nb, _n),
+            lambda x, axis=None, keepdims=False, _f=_f: _f(x, axis=axis, keepdims=keepdims),
+            _arg_samples,
+            dtypes=("float32", "int32"),
+            differentiable=False,
+            out_dtype=lambda d: "int64",
+        )
+    )
+
+
+def _np_cumsum(x, axis=-1, exclusive=False, reverse=False):
+    if reverse:
+        x = np.flip(x, axis)
+    out = np.cumsum(x, axis=axis)
+    if exclusive:
+        out = out - x
+    return np.flip(out, axis) if reverse else out
+
+
+register(
+    OpEntry(
+        "cumsum",
+        nb.cumsum,
+        _np_cumsum,
+        lambda rng, dt: [
+            Sample((_vals(rng, (2, 3, 4), dt),), {"axis": a, "exclusive": e, "reverse": r})
+            for a in (0, -1)
+            for e in (False, True)
+            for r in (False, True)
+        ],
+        dtypes=("float32", "float64", "int32"),
+    )
+)
+
+
+def _np_softmax(x, axis=-1):
+    e = np.exp(x - x.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+_axis_samples = lambda rng, dt: [
+    Sample((_vals(rng, (2, 3, 4), dt),), {"axis": a})  # noqa: E731
+    for a in (-1, 0, 1)
+]
+register(OpEntry("softmax", nb.softmax, _np_softmax, _axis_samples))
+register(
+    OpEntry(
+        "logsoftmax", nb.logsoftmax, lambda x, axis=-1: np.log(_np_softmax(x, axis)), _axis_samples
+    )
+)
+
+
+# ----------------------------------------------------------------------------- shape ops
+def shaped(name, fn, ref, shape_kwargs, dtypes=("float32", "int32"), **kw):
+    """Entry whose samples are one input of a given shape with kwargs variants."""
+
+    def gen(rng, dt):
+        return [Sample((_vals(rng, s, dt),) + tuple(extra), k) for s, extra, k in shape_kwargs]
+
+    register(OpEntry(name, fn, ref, gen, dtypes=dtypes, **kw))
+
+
+shaped(
+    "reshape",
+    lambda x, shape: nb.reshape(x, shape),
+    lambda x, shape: np.reshape(x, shape),
+    [
+        ((2, 3), (), {"shape": (3, 2)}),
+        ((2, 3, 4), (), {"shape": (-1, 4)}),
+        ((6,), (), {"shape": (1, 2, 3)}),
+        ((), (), {"shape": (1, 1)}),
+        ((0, 3), (), {"shape": (3, 0)}),
+    ],
+)
+shaped(
+    "broadcast_to",
+    lambda x, shape: nb.broadcast_to(x, shape),
+    lambda x, shape: np.broadcast_to(x, shape),
+    [
+        ((3,), (), {"shape": (2, 3)}),
+        ((2, 1), (), {"shape": (2, 4)}),
+        ((), (), {"shape": (2, 2)}),
+        ((1, 3, 1), (), {"shape": (2, 3, 5)}),
+    ],
+)
+shaped(
+    "expand",
+    lambda x, shape: nb.expand(x, *shape),
+    lambda x, shape: np.broadcast_to(
+        x, tuple(x.shape[i - (len(shape) - x.ndim)] if s == -1 else s for i, s in enumerate(shape))
+    ),
+    [((2, 1), (), {"shape": (-1, 4)}), ((3,), (), {"shape": (2, 3)})],
+)
+shaped(
+    "flatten",
+    nb.flatten,
+    lambda x, start_dim=0, end_dim=-1: (
+        x.reshape(x.shape[:start_dim] + (-1,) + x.shape[(end_dim % x.ndim) + 1 :])
+        if x.ndim
+        else x.reshape(1)
+    ),
+    [
+        ((2, 3, 4), (), {}),
+        ((2, 3, 4), (), {"start_dim": 1}),
+        ((2, 3, 4), (), {"start_dim": 0, "end_dim": 1}),
+        ((), (), {}),
+    ],
+)
+shaped(
+    "squeeze",
+    nb.squeeze,
+    lambda x, axis=None: np.squeeze(x, axis),
+    [
+        ((1, 3, 1), (), {}),
+        ((1, 3, 1), (), {"axis": 0}),
+        ((1, 3, 1), (), {"axis": (0, 2)}),
+        ((2, 3), (), {}),
+    ],
+)
+shaped(
+    "unsqueeze",
+    nb.unsqueeze,
+    lambda x, axis: np.expand_dims(x, axis),
+    [
+        ((2, 3), (), {"axis": 0}),
+        ((2, 3), (), {"axis": -1}),
+        ((2, 3), (), {"axis": (0, 2)}),
+        ((), (), {"axis": 0}),
+    ],
+)
+shaped(
+    "permute",
+    lambda x, axes: nb.permute(x, axes),
+    lambda x, axes: np.transpose(x, axes),
+    [
+        ((2, 3, 4), (), {"axes": (2, 0, 1)}),
+        ((2, 3), (), {"axes": (1, 0)}),
+        ((2, 3, 4), (), {"axes": (0, -1, 1)}),
+    ],
+)
+shaped(
+    "transpose",
+    nb.transpose,
+    lambda x, axis1=-2, axis2=-1: np.swapaxes(x, axis1, axis2),
+    [((2, 3), (), {}), ((2, 3, 4), (), {"axis1": 0, "axis2": 2})],
+)
+shaped(
+    "swap_axes",
+    nb.swap_axes,
+    lambda x, axis1=-2, axis2=-1: np.swapaxes(x, axis1, axis2),
+    [((2, 3, 4), (), {"axis1": 0, "axis2": 1})],
+)
+shaped(
+    "moveaxis",
+    nb.moveaxis,
+    np.moveaxis,
+    [((2, 3, 4), (0, 2), {}), ((2, 3, 4), ((0, 1), (1, 2)), {}), ((2, 3, 4), (-1, 0), {})],
+)
+shaped(
+    "flip",
+    nb.flip,
+    lambda x, axis=None: np.flip(x, axis),
+    [((2, 3), (), {}), ((2, 3, 4), (), {"axis": 1}), ((2, 3, 4), (), {"axis": (0, -1)})],
+)
+shaped(
+    "tile",
+    nb.tile,
+    np.tile,
+    [((2, 3), ((2, 1),), {}), ((3,), (2,), {}), ((2, 3), ((2, 1, 2),), {})],
+)
+shaped(
+    "repeat",
+    nb.repeat,
+    lambda x, r, axis=None: np.repeat(x, r, axis),
+    [((2, 3), (2,), {"axis": 1}), ((2, 3), (3,), {}), ((2, 3), (2,), {"axis": 0})],
+)
+shaped(
+    "pad",
+    nb.pad,
+    lambda x, p, mode="constant", value=0.0: (
+        np.pad(x, p, mode=mode, constant_values=value)
+        if mode == "constant"
+        else np.pad(x, p, mode={"reflect": "reflect", "edge": "edge", "wrap": "wrap"}[mode])
+    ),
+    [
+        ((2, 3), (((1, 2), (0, 1)),), {}),
+        ((2, 3), (((1, 0), (2, 2)),), {"value": 1.5}),
+        ((3, 4), (((1, 2), (2, 1)),), {"mode": "reflect"}),
+        ((3, 4), (((1, 2), (0, 3)),), {"mode": "edge"}),
+        ((3, 4), (((2, 0), (1, 5)),), {"mode": "wrap"}),
+    ],
+    dtypes=("float32",),
+)
+shaped(
+    "slice_tensor",
+    lambda x, start, stop, step=None: nb.slice_tensor(x, start, stop, step),
+    lambda x, start, stop, step=None: x[
+        tuple(slice(a, b, c) for a, b, c in zip(start, stop, step or [None] * len(start)))
+    ],
+    [
+        ((4, 5), ([1, 0], [3, 5]), {}),
+        ((4, 5), ([None, 4], [None, 0], [2, -1]), {}),
+        ((6,), ([-1], [None], [-2]), {}),
+    ],
+)
+shaped(
+    "chunk",
+    lambda x, c, axis=0: nb.chunk(x, c, axis),
+    lambda x, c, axis=0: np.array_split(x, -(-x.shape[axis] // -(-x.shape[axis] // c)), axis),
+    [((5, 3), (2,), {}), ((4, 6), (3,), {"axis": 1})],
+)
+shaped(
+    "split",
+    lambda x, n, axis=0: nb.split(x, n, axis),
+    lambda x, n, axis=0: np.split(x, n if isinstance(n, int) else np.cumsum(n)[:-1], axis),
+    [((4, 3), (2,), {}), ((4, 6), ([1, 2, 3],), {"axis": 1})],
+)
+shaped(
+    "unbind",
+    lambda x, axis=0: nb.unbind(x, axis),
+    lambda x, axis=0: [np.take(x, i, axis) for i in range(x.shape[axis])],
+    [((3, 2), (), {}), ((2, 3), (), {"axis": 1})],
+)
+
+
+def _multi(name, fn, ref, shapes_list, dtypes=("float32", "int32"), **kw):
+    def gen(rng, dt):
+        return [Sample(tuple(_vals(rng, s, dt) for s in shapes), k) for shapes, k in shapes_list]
+
+    register(OpEntry(name, fn, ref, gen, dtypes=dtypes, **kw))
+
+
+_multi(
+    "concatenate",
+    lambda *xs, axis=0: nb.concatenate(xs, axis),
+    lambda *xs, axis=0: np.concatenate(xs, axis),
+    [
+        ([(2, 3), (1, 3)], {}),
+        ([(2, 3), (2, 1), (2, 2)], {"axis": 1}),
+        ([(2, 0), (2, 3)], {"axis": -1}),
+    ],
+)
+_multi(
+    "stack",
+    lambda *xs, axis=0: nb.stack(xs, axis),
+    lambda *xs, axis=0: np.stack(xs, axis),
+    [([(2, 3), (2, 3)], {}), ([(3,), (3,), (3,)], {"axis": 1}), ([(), ()], {})],
+)
+_multi(
+    "slice_update",
+    lambda x, u, start, stop: nb.slice_update(x, u, start, stop),
+    lambda x, u, start, stop: _np_set(x, tuple(slice(a, b) for a, b in zip(start, stop)), u),
+    [
+        ([(4, 5), (2, 3)], {"start": [1, 2], "stop": [3, 5]}),
+        ([(4, 5), (1, 5)], {"start": [3], "stop": [4]}),
+    ],
+)
+
+
+def _np_set(x, idx, u):
+    out = x.copy()
+    out[idx] = u
+    return out
+
+
+# ----------------------------------------------------------------------------- indexing
+_IDX = np.array([2, 0, 1, 2])
+
+
+def _gather_samples(rng, dt):
+    return [
+        Sample((_vals(rng, (3, 4), dt), _IDX[:3]), {"axis": 0}),
+        Sample((_vals(rng, (2, 3, 4), dt), np.array([[0, 3], [1, -1]])), {"axis": 2}),
+        Sample((_vals(rng, (5,), dt), np.array(4)), {"axis": 0}),
+    ]
+
+
+register(
+    OpEntry(
+        "gather",
+        nb.gather,
+        lambda x, i, axis=0: np.take(x, i, axis),
+        _gather_samples,
+        dtypes=("float32", "float64", "int32"),
+    )
+)
+register(
+    OpEntry(
+        "take",
+        nb.take,
+        lambda x, i, axis=0: np.take(x, i, axis),
+        _gather_samples,
+        dtypes=("float32",),
+    )
+)
+
+
+def _np_scatter(x, i, u, axis=0, mode="set"):
+    out = x.copy()
+    axis %= x.ndim
+    idx = (slice(None),) * axis + (i,)
+    if mode == "add":
+        np.add.at(out, idx, u)
+    else:
+        out[idx] = u
+    return out
+
+
+def _scatter_samples(rng, dt):
+    return [
+        Sample((_vals(rng, (4, 3), dt), np.array([2, 0]), _vals(rng, (2, 3), dt)), {"axis": 0}),
+        Sample(
+            (_vals(rng, (2, 5), dt), np.array([1, 1, 4]), _vals(rng, (2, 3), dt)),
+            {"axis": 1, "mode": "add"},
+        ),
+        Sample((_vals(rng, (2, 5), dt), np.array([4, 0]), _vals(rng, (2, 2), dt)), {"axis": -1}),
+    ]
+
+
+register(
+    OpEntry(
+        "scatter", nb.scatter, _np_scatter, _scatter_samples, dtypes=("float32", "float64", "int32")
+    )
+)
+
+_GETITEM_KEYS = [
+    1,
+    -1,
+    slice(None, None, -1),
+    (slice(1, 3), 2),
+    (Ellipsis, 0),
+    (None, slice(None), 1),
+    (slice(None, None, 2), None, Ellipsis),
+    np.array([2, 0, 2]),
+    (slice(None), np.array([1, 0])),
+    (np.array([0, 2]), np.array([1, 3])),
+    (np.array([[0], [2]]), slice(None), np.array([1, 3])),
+    (1, slice(None), np.array([0, 2])),
+    np.array([True, False, True]),
+]
+
+
+def _getitem_samples(rng, dt):
+    return [Sample((_vals(rng, (3, 4, 5), dt),), {"key": k}) for k in _GETITEM_KEYS]
+
+
+register(
+    OpEntry(
+        "getitem",
+        lambda x, key: x[key],
+        lambda x, key: x[key],
+        _getitem_samples,
+        dtypes=("float32", "int32"),
+    )
+)
+
+
+def _setitem_samples(rng, dt):
+    out = []
+    for k in [
+        1,
+        (slice(1, 3), 2),
+        (Ellipsis, slice(None, None, 2)),
+        np.array([2, 0]),
+        (slice(None), np.array([1, 3])),
+        (np.array([0, 2]), np.array([1, 3])),
+    ]:
+        x = _vals(rng, (3, 4, 5), dt)
+        region = x[k]
+        out.append(Sample((x, _vals(rng, region.shape, dt)), {"key": k}))
+    return out
+
+
+def _set_fn(x, v, key):
+    return x.at[key].set(v)
+
+
+def _add_fn(x, v, key):
+    return x.at[key].add(v)
+
+
+def _np_setitem(x, v, key):
+    out = x.copy()
+    out[key] = v
+    return out
+
+
+def _np_additem(x, v, key):
+    out = x.copy()
+    np.add.at(out, key, v)
+    return out
+
+
+register(OpEntry("at_set", _set_fn, _np_setitem, _setitem_samples, dtypes=("float32", "int32")))
+register(OpEntry("at_add", _add_fn, _np_additem, _setitem_samples, dtypes=("float32",)))
+
+
+def _setitem_inplace(x, v, key):
+    y = x * 1
+    y[key] = v
+    return y
+
+
+register(OpEntry("setitem", _setitem_inplace, _np_setitem, _setitem_samples, dtypes=("float32",)))
+
+
+# ----------------------------------------------------------------------------- linalg
+def _matmul_samples(rng, dt):
+    shapes = [
+        ((2, 3), (3, 4)),
+        ((3,), (3, 2)),
+        ((2, 3), (3,)),
+        ((4,), (4,)),
+        ((2, 2, 3), (3, 5)),
+        ((2, 1, 2, 3), (4, 3, 2)),
+        ((0, 3), (3, 2)),
+    ]
+    return [Sample((_vals(rng, a, dt), _vals(rng, b, dt))) for a, b in shapes]
+
+
+register(
+    OpEntry(
+        "matmul",
+        nb.matmul,
+        np.matmul,
+        _matmul_samples,
+        dtypes=("float32", "float64", "int32"),
+        atol=1e-4,
+    )
+)
+register(OpEntry("dot", nb.dot, np.matmul, _matmul_samples, dtypes=("float32",), atol=1e-4))
+register(
+    OpEntry(
+        "outer",
+        nb.outer,
+        np.outer,
+        lambda rng, dt: [
+            Sample((_vals(rng, (3,), dt), _vals(rng, (4,), dt))),
+            Sample((_vals(rng, (2, 2), dt), _vals(rng, (2,), dt))),
+        ],
+    )
+)
+
+_EINSUM = [
+    ("ij,jk->ik", [(2, 3), (3, 4)]),
+    ("bij,bjk->bik", [(2, 3, 4), (2, 4, 5)]),
+    ("ii->i", [(3, 3)]),
+    ("ij->", [(2, 3)]),
+    ("ij->ji", [(2, 3)]),
+    ("i,j->ij", [(2,), (3,)]),
+    ("...ij,...jk->...ik", [(2, 2, 3), (2, 3, 4)]),
+    ("ij,jk,kl->il", [(2, 3), (3, 4), (4, 2)]),
+    ("bhqd,bhkd->bhqk", [(1, 2, 3, 4), (1, 2, 5, 4)]),
+]
+register(
+    OpEntry(
+        "einsum",
+        lambda *xs, eq: nb.einsum(eq, *xs),
+        lambda *xs, eq: np.einsum(eq, *xs),
+        lambda rng, dt: [
+            Sample(tuple(_vals(rng, s, dt) for s in shapes), {"eq": eq}) for eq, shapes in _EINSUM
+        ],
+        atol=1e-4,
+    )
+)
+
+
+# ----------------------------------------------------------------------------- nn kernels
+def _ref_conv(x, w, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    s = (stride, stride) if isinstance(stride, int) else stride
+    d = (dilation, dilation) if isinstance(dilation, int) else dilation
+    p = ((padding, padding), (padding, padding)) if isinstance(padding, int) else padding
+    x = np.pad(x, ((0, 0), p[0], p[1], (0, 0)))
+    n, h, wd, c = x.shape
+    kh, kw, cg, o = w.shape
+    oh = (h - d[0] * (kh - 1) - 1) // s[0] + 1
+    ow = (wd - d[1] * (kw - 1) - 1) // s[1] + 1
+    out = np.zeros((n, oh, ow, o), dtype=x.dtype)
+    og = o // groups
+    for g in range(groups):
+        for i in range(kh):
+            for j in range(kw):
+                patch = x[
+                    :,
+                    i * d[0] : i * d[0] + s[0] * (oh - 1) + 1 : s[0],
+                    j * d[1] : j * d[1] + s[1] * (ow - 1) + 1 : s[1],
+                    g * cg : (g + 1) * cg,
+                ]
+                out[..., g * og : (g + 1) * og] += patch @ w[i, j, :, g * og : (g + 1) * og]
+    return out if bias is None else out + bias
+
+
+def _ref_conv_t(x, w, bias=None, stride=1, padding=0, output_padding=0, dilation=1):
+    s = (stride, stride) if isinstance(stride, int) else stride
+    d = (dilation, dilation) if isinstance(dilation, int) else dilation
+    op = (output_padding,) * 2 if isinstance(output_padding, int) else output_padding
+    p = padding if isinstance(padding, int) else padding[0]
+    n, h, wd, c = x.shape
+    kh, kw, ci, o = w.shape
+    hh = (h - 1) * s[0] + d[0] * (kh - 1) + 1 + op[0]
+    ww = (wd - 1) * s[1] + d[1] * (kw - 1) + 1 + op[1]
+    out = np.zeros((n, hh, ww, o), dtype=x.dtype)
+    for y in range(h):
+        for xx in range(wd):
+            for i in range(kh):
+                for j in range(kw):
+                    out[:, y * s[0] + i * d[0], xx * s[1] + j * d[1], :] += x[:, y, xx, :] @ w[i, j]
+    return out[:, p : hh - p, p : ww - p, :]
+
+
+def _conv_samples(rng, dt):
+    return [
+        Sample((_vals(rng, (2, 5, 6, 3), dt), _vals(rng, (3, 3, 3, 4), dt))),
+        Sample(
+            (_vals(rng, (1, 6, 5, 4), dt), _vals(rng, (2, 3, 2, 6), dt)),
+            {"stride": (2, 1), "padding": 1, "dilation": (1, 2), "groups": 2},
+        ),
+        Sample(
+            (_vals(rng, (1, 4, 4, 2), dt), _vals(rng, (3, 3, 2, 2), dt), _vals(rng, (2,), dt)),
+            {"padding": 1},
+        ),
+    ]
+
+
+def _conv_t_samples(rng, dt):
+    return [
+        Sample((_vals(rng, (2, 3, 4, 3), dt), _vals(rng, (3, 3, 3, 2), dt)), {"stride": 2}),
+        Sample(
+            (_vals(rng, (1, 4, 3, 2), dt), _vals(rng, (2, 3, 2, 3), dt)),
+            {"stride": 2, "padding": 1, "output_padding": 1, "dilation": (1, 2)},
+        ),
+    ]
+
+
+register(OpEntry("conv2d", nb.conv2d, _ref_conv, _conv_samples, atol=1e-4, fd_eps=1e-5))
+register(
+    OpEntry(
+        "conv2d_transpose",
+        nb.conv2d_transpose,
+        _ref_conv_t,
+        _conv_t_samples,
+        atol=1e-4,
+        fd_eps=1e-5,
+    )
+)
+
+
+def _windows_ref(x, k, s, pad_val, p=0):
+    x = np.pad(x, ((0, 0), (p, p), (p, p), (0, 0)), constant_values=pad_val)
+    n, h, w, c = x.shape
+    oh, ow = (h - k) // s + 1, (w - k) // s + 1
+    return np.stack(
+        [
+            x[:, i : i + s * (oh - 1) + 1 : s, j : j + s * (ow - 1) + 1 : s]
+            for i in range(k)
+            for j in range(k)
+        ],
+        3,
+    )
+
+
+register(
+    OpEntry(
+        "max_pool2d",
+        nb.max_pool2d,
+        lambda x, kernel_size, stride=None, padding=0: _windows_ref(
+            x, kernel_size, stride or kernel_size, -np.inf, padding
+        ).max(3),
+        lambda rng, dt: [
+            Sample((_vals(rng, (2, 6, 6, 3), dt),), {"kernel_size": 2}),
+            Sample((_vals(rng, (1, 5, 5, 2), dt),), {"kernel_size": 3, "stride": 1, "padding": 1}),
+        ],
+    )
+)
+register(
+    OpEntry(
+        "avg_pool2d",
+        nb.avg_pool2d,
+        lambda x, kernel_size, stride=None, padding=0: _windows_ref(
+            x, kernel_size, stride or kernel_size, 0.0, padding
+        ).mean(3),
+        lambda rng, dt: [
+            Sample((_vals(rng, (2, 6, 6, 3), dt),), {"kernel_size": 2}),
+            Sample((_vals(rng, (1, 5, 5, 2), dt),), {"kernel_size": 3, "stride": 1, "padding": 1}),
+        ],
+    )
+)
+
+
+# ----------------------------------------------------------------------------- creation
+def _creation(name, fn, ref, samples, **kw):
+    register(OpEntry(name, fn, ref, samples, differentiable=False, batchable=False, **kw))
+
+
+_creation(
+    "zeros",
+    lambda shape: nb.zeros(shape),
+    lambda shape: np.zeros(shape, np.float32),
+    lambda rng, dt: [Sample(((2, 3),)), Sample(((),)), Sample(((0, 2),))],
+    dtypes=("float32",),
+)
+_creation(
+    "ones",
+    lambda shape: nb.ones(shape),
+    lambda shape: np.ones(shape, np.float32),
+    lambda rng, dt: [Sample(((2, 3),)), Sample(((),))],
+    dtypes=("float32",),
+)
+_creation(
+    "full",
+    lambda shape, v: nb.full(shape, v),
+    lambda shape, v: np.full(shape, v),
+    lambda rng, dt: [Sample(((2, 3), 1.5)), Sample(((2,), 7))],
+    dtypes=("float32",),
+    out_dtype=lambda d: None,
+)
+_creation(
+    "arange",
+    nb.arange,
+    lambda *a, dtype=None: np.arange(*a),
+    lambda rng, dt: [Sample((5,)), Sample((1, 7, 2)), Sample((0.0, 1.0, 0.25)), Sample((5, 0, -2))],
+    dtypes=("int32",),
+    out_dtype=lambda d: None,
+)
+_creation(
+    "linspace",
+    nb.linspace,
+    lambda *a, **k: np.linspace(*a, **k),
+    lambda rng, dt: [Sample((0.0, 1.0, 5)), Sample((2.0, -1.0, 4), {"endpoint": False})],
+    dtypes=("float32",),
+)
+_creation(
+    "eye",
+    nb.eye,
+    lambda *a, **k: np.eye(*a, **k),
+    lambda rng, dt: [Sample((3,)), Sample((2, 4)), Sample((3, 3), {"k": 1})],
+    dtypes=("float32",),
+)
+_creation(
+    "hann_window",
+    nb.hann_window,
+    lambda n, periodic=True: np.hanning(n + 1)[:-1] if periodic else np.hanning(n),
+    lambda rng, dt: [Sample((8,)), Sample((5,), {"periodic": False})],
+    dtypes=("float32",),
+    atol=1e-6,
+)
+for _n, _f in [("zeros_like", np.zeros_like), ("ones_like", np.ones_like)]:
+    register(OpEntry(_n, getattr(nb, _n), _f, unary_samples(), differentiable=False))
+register(
+    OpEntry(
+        "full_like",
+        nb.full_like,
+        lambda x, v: np.full_like(x, v),
+        lambda rng, dt: [Sample((_vals(rng, (2, 3), dt), 2.5))],
+        differentiable=False,
+    )
+)
+for _n, _f in [("triu", np.triu), ("tril", np.tril)]:
+    register(
+        OpEntry(
+            _n,
+            getattr(nb, _n),
+            _f,
+            lambda rng, dt: [
+                Sample((_vals(rng, (3, 4), dt),)),
+                Sample((_vals(rng, (2, 3, 3), dt), -1)),
+                Sample((_vals(rng, (3, 3), dt), 1)),
+            ],
+            dtypes=("float32", "int32"),
+        )
+    )
+
+# random draws: checked by tests/ops/test_random.py (statistics, reproducibility, vmap)
+for _n in ("uniform", "normal", "gaussian", "bernoulli", "randint"):
+    register(OpEntry(_n, getattr(nb, _n), None, None, differentiable=False, batchable=False))
+
+
+def entries_with_ref():
+    return [e for e in REGISTRY.values() if e.ref is not None]

@@ -1,0 +1,120 @@
+"""vmap(op) equals stacking op over slices: in_axes 0, a non-zero axis, partial mapping
+(unbatched operands are aligned by level), and nested twice."""
+
+import numpy as np
+import pytest
+from _helpers import array_positions, as_list, samples
+from op_registry import REGISTRY
+
+import nabla as nb
+
+ENTRIES = [e for e in REGISTRY.values() if e.batchable and e.ref is not None]
+B = 3
+
+
+def _batched_args(entry, dtype, sample_index, n):
+    """n versions of one sample (same shapes, different values)."""
+    return [samples(entry, dtype, seed=k)[sample_index] for k in range(n)]
+
+
+def _check(entry, dtype, mode):
+    base = samples(entry, dtype)
+    for si, s in enumerate(base[:4]):
+        pos = array_positions(s, "fiub")
+        if not pos or any(0 in s.args[i].shape for i in pos):
+            continue
+        if mode == "partial":
+            pos = pos[:1]
+        versions = _batched_args(entry, dtype, si, B)
+        for v in versions:
+            assert [np.shape(a) for a in v.args] == [np.shape(a) for a in s.args]
+        axis = -1 if mode == "last" else 0
+        stacked = []
+        in_axes = []
+        for i, a in enumerate(s.args):
+            if i in pos:
+                arr = np.stack([v.args[i] for v in versions], axis=axis)
+                stacked.append(nb.constant(arr))
+                in_axes.append(axis)
+            else:
+                stacked.append(nb.constant(a) if isinstance(a, np.ndarray) else a)
+                in_axes.append(None)
+
+        def f(*args):
+            return entry.fn(*args, **s.kwargs)
+
+        got = as_list(nb.vmap(f, in_axes=tuple(in_axes))(*stacked))
+        loops = []
+        for k in range(B):
+            args = [
+                nb.constant(versions[k].args[i]) if i in pos else stacked[i]
+                for i in range(len(s.args))
+            ]
+            loops.append(as_list(f(*args)))
+        for j, g in enumerate(got):
+            want = np.stack([lp[j].numpy() for lp in loops])
+            np.testing.assert_allclose(
+                g.numpy().astype(np.float64),
+                want.astype(np.float64),
+                atol=1e-5,
+                rtol=1e-5,
+                err_msg=f"{entry.name} {s}",
+            )
+
+
+@pytest.mark.parametrize("mode", ["axis0", "last", "partial"])
+@pytest.mark.parametrize("entry", ENTRIES, ids=[e.name for e in ENTRIES])
+def test_vmap_matches_loop(entry, mode):
+    _check(entry, entry.dtypes[0], mode)
+
+
+@pytest.mark.parametrize("entry", ENTRIES, ids=[e.name for e in ENTRIES])
+def test_vmap_nested(entry):
+    dtype = entry.dtypes[0]
+    s = samples(entry, dtype)[min(1, len(samples(entry, dtype)) - 1)]
+    pos = array_positions(s, "fiub")
+    if not pos or any(0 in s.args[i].shape for i in pos):
+        pytest.skip("no non-empty array argument")
+    grid = [
+        [
+            samples(entry, dtype, seed=3 * a + b)[min(1, len(samples(entry, dtype)) - 1)]
+            for b in range(3)
+        ]
+        for a in range(2)
+    ]
+    stacked = []
+    for i, a in enumerate(s.args):
+        if i in pos:
+            stacked.append(
+                nb.constant(np.stack([np.stack([g.args[i] for g in row]) for row in grid]))
+            )
+        else:
+            stacked.append(nb.constant(a) if isinstance(a, np.ndarray) else a)
+    axes = tuple(0 if i in pos else None for i in range(len(s.args)))
+
+    def f(*args):
+        return entry.fn(*args, **s.kwargs)
+
+    got = as_list(nb.vmap(nb.vmap(f, in_axes=axes), in_axes=axes)(*stacked))
+    for j, g in enumerate(got):
+        want = np.stack(
+            [
+                np.stack(
+                    [
+                        as_list(
+                            f(
+                                *[
+                                    nb.constant(c.args[i]) if i in pos else stacked[i]
+                                    for i in range(len(s.args))
+                                ]
+                            )
+                        )[j].numpy()
+                        for c in row
+                    ]
+                )
+                for row in grid
+            ]
+        )
+        np.testing.assert_allclose(
+            g.numpy().astype(np.float64), want.astype(np.float64), atol=1e-5, rtol=1e-5
+        )
