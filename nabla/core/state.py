@@ -4,8 +4,10 @@
   from one counter, so an inner transform's level is always larger than an outer one's).
 - ``level_sizes`` maps a vmap level id to its batch size.
 - ``active_vmap`` lists the vmap levels whose function is currently running.
-- ``jvp_ceiling``: ops ignore tangents at levels >= the ceiling. A jvp rule for level L runs
-  with the ceiling at L, so it sees only outer tangents (no perturbation confusion).
+- ``hidden``: intervals of transform levels whose tangents ops ignore. A jvp rule for level L
+  runs with ``[L, newest level so far]`` hidden, so it sees only outer tangents (no
+  perturbation confusion), while transforms started inside the rule get newer, visible
+  levels.
 """
 
 from __future__ import annotations
@@ -15,12 +17,13 @@ import itertools
 import threading
 
 _counter = itertools.count(1)
+_newest = [0]
 
 
 class _State(threading.local):
     def __init__(self):
         self.active_vmap: list[int] = []
-        self.jvp_ceiling: float = float("inf")
+        self.hidden: tuple = ()
         self.tracing_depth = 0
         self.no_grad = False
 
@@ -30,17 +33,27 @@ level_sizes: dict[int, int] = {}
 
 
 def new_level() -> int:
-    return next(_counter)
+    level = next(_counter)
+    _newest[0] = level
+    return level
+
+
+def visible(level: int) -> bool:
+    for lo, hi in STATE.hidden:
+        if lo <= level <= hi:
+            return False
+    return True
 
 
 @contextlib.contextmanager
-def jvp_ceiling(level):
-    old = STATE.jvp_ceiling
-    STATE.jvp_ceiling = min(old, level)
+def hide_levels_from(level: int):
+    """Hide tangents of ``level`` and of every level that exists now and is newer."""
+    old = STATE.hidden
+    STATE.hidden = old + ((level, _newest[0]),)
     try:
         yield
     finally:
-        STATE.jvp_ceiling = old
+        STATE.hidden = old
 
 
 @contextlib.contextmanager

@@ -26,7 +26,7 @@ import weakref
 
 from ..core.device import get_default_device
 from ..core.graph import GRAPH
-from ..core.state import STATE, jvp_ceiling, level_sizes
+from ..core.state import STATE, hide_levels_from, level_sizes, visible
 from ..core.tensor import OpNode, Tensor, TensorImpl
 
 __all__ = ["Operation", "OpError", "as_tensor_list"]
@@ -201,18 +201,17 @@ class Operation:
 
 
 def _apply_jvp(op: Operation, args, results, kwargs):
-    ceiling = STATE.jvp_ceiling
     lvls = set()
     for a in args:
         t = a._impl.tangents
         if t:
-            lvls.update(lv for lv in t if lv < ceiling)
+            lvls.update(lv for lv in t if visible(lv))
     for lv in sorted(lvls):
         tans = []
         for a in args:
             t = a._impl.tangents
             tans.append(Tensor._wrap(t[lv]) if t and lv in t else None)
-        with jvp_ceiling(lv):
+        with hide_levels_from(lv):
             out_t = op.jvp_rule(args, tans, results, kwargs)
         for r, t in zip(results, out_t, strict=True):
             if t is None or not r._impl.dtype.is_float:

@@ -23,7 +23,31 @@ except ImportError:  # pragma: no cover - exercised only in NumPy-only installs
     DeviceRef = None
     ops = None
 
-__all__ = ["LOWERINGS", "UNSUPPORTED", "unsupported_reason", "max_dtype", "device_ref"]
+__all__ = [
+    "LOWERINGS",
+    "UNSUPPORTED",
+    "UnsupportedOnMax",
+    "unsupported_reason",
+    "max_dtype",
+    "device_ref",
+]
+
+
+class UnsupportedOnMax(RuntimeError):
+    """An op/dtype/device combination the MAX backend cannot run.
+
+    Raised before any graph is built; ``op``, ``dtype``, ``device`` and ``reason`` say which.
+    """
+
+    def __init__(self, op: str, dtype, device, reason: str = ""):
+        self.op = op
+        self.dtype = dtype
+        self.device = device
+        self.reason = reason
+        dt = getattr(dtype, "value", dtype)
+        msg = f"op '{op}' with dtype {dt} is not supported by the MAX backend on {device}"
+        super().__init__(f"{msg} ({reason})" if reason else msg)
+
 
 LOWERINGS: dict = {}
 

@@ -313,3 +313,7 @@ LOWERINGS["random_fold_in"] = _per_key(
         np.random.Philox(key=int(g.integers(0, 1 << 62)) ^ (data * 0x9E3779B97F4A7C15 % (1 << 64)))
     ).integers(0, 1 << 32, size=(2,), dtype=np.int64)
 )
+
+
+# --------------------------------------------------------------------------- custom calls
+LOWERINGS["pass_through"] = lambda args, kw: list(args[kw["n_skip"] :])

@@ -1,0 +1,392 @@
+"""Programs -> MAX graphs -> compiled models -> callables.
+
+``build_graph`` replays a ``Program``'s instructions into a ``max.graph.Graph`` through the
+lowering table, then casts/reshapes every result to the physical (dtype, shape) the shape
+rules predicted. ``get_executable`` finds or makes the compiled model: memory cache, then the
+on-disk ``.mef`` cache, then ``session.compile`` + ``session.init`` (and ``export_mef``).
+Background compiles run one at a time on a daemon thread (MAX releases the GIL while it
+compiles, so the interpreter keeps serving calls).
+
+An ``Executable`` takes NumPy arrays (CPU inputs, wrapped zero-copy with
+``Buffer.from_numpy``) or MAX ``Buffer``s (accelerator inputs) and returns NumPy arrays for
+host outputs (zero-copy ``to_numpy``) and ``Buffer``s for accelerator outputs. bfloat16
+crosses the NumPy boundary as a uint16 bit view.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from concurrent.futures import Future
+
+import ml_dtypes
+import numpy as np
+from max import driver, engine
+from max.dtype import DType as MDType
+from max.graph import Graph, TensorType, ops
+
+from ...core.device import CPU
+from . import cache
+from .lowerings import LOWERINGS, UnsupportedOnMax, device_ref, max_dtype, unsupported_reason
+
+__all__ = ["get_executable", "ready", "Executable", "check_program", "build_graph"]
+
+LOG = logging.getLogger("nabla.max")
+MEMORY = cache.MemoryCache()
+_UNSUPPORTED: dict = {}  # program.key -> the UnsupportedOnMax / error message
+_INFLIGHT: dict = {}  # program.key -> Future of an Executable
+_STATE = threading.Lock()
+_COMPILE = threading.Lock()  # one compile at a time (MAX serialises them anyway; caps RSS)
+_CPU0 = CPU()
+_BF16 = np.dtype(ml_dtypes.bfloat16)
+
+
+# ----------------------------------------------------------------------------- devices
+_DRIVER_DEVICES: dict = {}
+_SESSIONS: dict = {}
+
+
+def driver_device(device):
+    """nabla ``Device`` -> a (cached) ``max.driver`` device."""
+    dev = _DRIVER_DEVICES.get(device)
+    if dev is None:
+        if device.is_cpu:
+            dev = driver.CPU()
+        else:
+            if driver.accelerator_count() <= device.id:
+                raise RuntimeError(
+                    f"{device} was requested but MAX sees {driver.accelerator_count()} "
+                    "accelerator(s) on this machine"
+                )
+            dev = driver.Accelerator(device.id)
+        _DRIVER_DEVICES[device] = dev
+    return dev
+
+
+def _session(devices: tuple):
+    sess = _SESSIONS.get(devices)
+    if sess is None:
+        order = [d for d in devices if not d.is_cpu] + [_CPU0]
+        sess = engine.InferenceSession(devices=[driver_device(d) for d in order])
+        _SESSIONS[devices] = sess
+    return sess
+
+
+def op_device(name: str, kwargs: dict, arg_devices: list):
+    """Where an instruction runs: its ``device`` kwarg (transfer, creation ops), else the
+    first accelerator among its inputs, else the first input's device (CPU)."""
+    from ...core.device import Device
+
+    dev = kwargs.get("device")
+    if isinstance(dev, Device):
+        return dev
+    for d in arg_devices:
+        if not d.is_cpu:
+            return d
+    return arg_devices[0] if arg_devices else _CPU0
+
+
+def _walk(program):
+    """Yield (instr, input dtypes, op device) in order, tracking slot dtypes and devices."""
+    dts = [s[0] for s in program.in_specs]
+    devs = [s[2] for s in program.in_specs]
+    for instr in program.instrs:
+        name, ins, kwargs, outs, specs = instr
+        in_devs = [devs[i] for i in ins]
+        dev = op_device(name, kwargs, in_devs)
+        yield instr, [dts[i] for i in ins], dev
+        need = max(outs) + 1 if outs else 0
+        if need > len(dts):
+            dts.extend([None] * (need - len(dts)))
+            devs.extend([None] * (need - len(devs)))
+        for o, spec in zip(outs, specs):
+            dts[o] = spec[0]
+            devs[o] = dev
+
+
+def check_program(program) -> tuple:
+    """Raise ``UnsupportedOnMax`` for the first op MAX cannot run; else return the devices."""
+    used = {s[2] for s in program.in_specs}
+    for (name, _ins, _kw, _outs, specs), in_dts, dev in _walk(program):
+        dtypes = (in_dts or [specs[0][0]]) if specs else in_dts
+        reason = unsupported_reason(name, dtypes, dev)
+        if reason is not None:
+            dt = dtypes[0] if dtypes else None
+            raise UnsupportedOnMax(name, dt, dev, reason)
+        used.add(dev)
+    return tuple(sorted(used, key=lambda d: (d.kind != "cpu", d.kind, d.id)))
+
+
+# ----------------------------------------------------------------------------- graph building
+def _fix(value, dtype, shape):
+    mdt = max_dtype(dtype)
+    if value.dtype != mdt:
+        if dtype.is_bool:
+            value = ops.not_equal(value, ops.constant(0, value.dtype, device=value.device))
+        else:
+            value = ops.cast(value, mdt)
+    if tuple(int(d) for d in value.shape) != tuple(shape):
+        value = ops.reshape(value, tuple(shape))
+    return value
+
+
+def build_graph(program, name: str = "nabla"):
+    """Replay ``program`` into a ``max.graph.Graph`` whose outputs are its ``out_slots``."""
+    input_types = [
+        TensorType(max_dtype(dt), tuple(shape), device=device_ref(dev))
+        for dt, shape, dev in program.in_specs
+    ]
+    with Graph(name, input_types=input_types) as graph:
+        vals: dict = {i: v.tensor for i, v in enumerate(graph.inputs)}
+        for (op, ins, kwargs, outs, specs), in_dts, dev in _walk(program):
+            args = [vals[i] for i in ins]
+            if op != "transfer":
+                ref = device_ref(dev)
+                args = [a if a.device == ref else ops.transfer_to(a, ref) for a in args]
+            try:
+                res = LOWERINGS[op](args, kwargs)
+                res = [_fix(v, dt, shape) for v, (dt, shape) in zip(res, specs, strict=True)]
+            except UnsupportedOnMax:
+                raise
+            except Exception as e:  # noqa: BLE001 - MAX graph errors carry MLIR text
+                dt = in_dts[0] if in_dts else specs[0][0]
+                err = UnsupportedOnMax(op, dt, dev, f"MAX could not lower it: {type(e).__name__}")
+                err.detail = str(e)
+                LOG.debug("lowering %s failed: %s", op, e)
+                raise err from None
+            for o, v in zip(outs, res):
+                vals[o] = v
+        graph.output(*[vals[s] for s in program.out_slots])
+    return graph
+
+
+# ----------------------------------------------------------------------------- executables
+def _cpu_in(bf16: bool):
+    def conv(a):
+        if type(a) is not np.ndarray:
+            if isinstance(a, driver.Buffer):
+                return a if a.is_host else a.to(driver_device(_CPU0))
+            a = np.asarray(a)
+        if bf16:
+            return driver.Buffer.from_numpy(a.view(np.uint16)).view(MDType.bfloat16)
+        return driver.Buffer.from_numpy(a)
+
+    return conv
+
+
+def _dev_in(device, bf16: bool):
+    host = _cpu_in(bf16)
+
+    def conv(a):
+        target = driver_device(device)
+        if isinstance(a, driver.Buffer) and a.device == target:
+            return a
+        return host(a).to(target)
+
+    return conv
+
+
+def _out(bf16: bool):
+    if bf16:
+        return lambda o: o.view(MDType.uint16).to_numpy().view(_BF16) if o.is_host else o
+    return lambda o: o.to_numpy() if o.is_host else o
+
+
+class Executable:
+    """A compiled program: ``exe(list_of_inputs) -> list_of_outputs``."""
+
+    __slots__ = ("model", "source", "num_ops", "_in", "_out", "__weakref__")
+
+    def __init__(self, model, program, source: str):
+        self.model = model
+        self.source = source  # "compile" | "disk"
+        self.num_ops = program.num_ops
+        self._in = tuple(
+            _cpu_in(dt.value == "bfloat16") if dev.is_cpu else _dev_in(dev, dt.value == "bfloat16")
+            for dt, _shape, dev in program.in_specs
+        )
+        self._out = tuple(_out(dt.value == "bfloat16") for dt, _shape in program.out_specs)
+
+    def __call__(self, inputs):
+        outs = self.model.execute(*[c(a) for c, a in zip(self._in, inputs)])
+        return [c(o) for c, o in zip(self._out, outs)]
+
+    def __repr__(self):
+        return f"<MAX executable: {self.num_ops} ops, from {self.source}>"
+
+
+def _accelerator_tag(devices) -> str:
+    tags = []
+    for d in devices:
+        if not d.is_cpu:
+            dev = driver_device(d)
+            tags.append(f"{d}:{getattr(dev, 'architecture_name', getattr(dev, 'api', '?'))}")
+    return ",".join(tags)
+
+
+def _debug_log(msg, *args):
+    if not LOG.handlers and not logging.getLogger().handlers:
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("[nabla.max] %(message)s"))
+        LOG.addHandler(handler)
+    if LOG.level == logging.NOTSET or LOG.level > logging.INFO:
+        LOG.setLevel(logging.INFO)
+    LOG.info(msg, *args)
+
+
+def _make(program, devices, debug: bool) -> Executable:
+    """Disk cache, else compile (and write the disk cache)."""
+    sess = _session(devices)
+    digest = cache.program_digest(program, _accelerator_tag(devices))
+    path = cache.mef_path(digest) if digest else None
+    if path is not None and path.exists():
+        t0 = time.perf_counter()
+        try:
+            model = sess.load(str(path))
+        except Exception as e:  # noqa: BLE001 - a damaged file: recompile and rewrite it
+            LOG.warning("could not load cached MAX model %s (%s); recompiling", path, e)
+        else:
+            dt = time.perf_counter() - t0
+            cache.bump("disk_hits")
+            cache.bump("disk_load_seconds", dt)
+            if debug:
+                _debug_log("loaded %d-op program from %s in %.3f s", program.num_ops, path, dt)
+            return Executable(model, program, "disk")
+    graph = build_graph(program, f"nabla_{(digest or 'nocache')[:16]}")
+    with _COMPILE:
+        t0 = time.perf_counter()
+        try:
+            compiled = sess.compile(graph)
+            model = sess.init(compiled)
+        except Exception as e:
+            raise RuntimeError(
+                f"MAX failed to compile a {program.num_ops}-op program "
+                f"(ops: {sorted({i[0] for i in program.instrs})}); this is a nabla bug"
+            ) from e
+        dt = time.perf_counter() - t0
+    cache.bump("compiles")
+    cache.bump("compile_seconds", dt)
+    if debug:
+        kinds = len({i[0] for i in program.instrs})
+        _debug_log("compiled %d ops (%d kinds) in %.2f s", program.num_ops, kinds, dt)
+    if path is not None and cache.export_atomic(compiled, path):
+        cache.bump("disk_writes")
+    return Executable(model, program, "compile")
+
+
+def get_executable(program, debug: bool = False) -> Executable:
+    """The executable of ``program``, compiling it now if needed (waits for a background
+    compile already running). Raises ``UnsupportedOnMax``."""
+    key = program.key
+    known = _UNSUPPORTED.get(key)
+    if isinstance(known, UnsupportedOnMax):
+        raise known
+    exe = MEMORY.get(key)
+    if exe is not None:
+        cache.bump("memory_hits")
+        return exe
+    with _STATE:
+        fut = _INFLIGHT.get(key)
+    if fut is not None:
+        return fut.result()
+    devices = check_program(program)
+    exe = _make(program, devices, debug)
+    MEMORY.put(key, exe)
+    return exe
+
+
+# ----------------------------------------------------------------------------- background tier
+_QUEUE: queue.Queue = queue.Queue()
+_WORKER: list = []
+
+
+def _worker():
+    while True:
+        program, devices, debug, fut = _QUEUE.get()
+        try:
+            exe = _make(program, devices, debug)
+        except BaseException as e:  # noqa: BLE001 - reported through the future
+            fut.set_exception(e)
+        else:
+            MEMORY.put(program.key, exe)
+            program.executables["max"] = exe
+            fut.set_result(exe)
+        finally:
+            with _STATE:
+                _INFLIGHT.pop(program.key, None)
+            program.pending_compile = None
+
+
+def _submit(program, devices, debug) -> Future:
+    fut: Future = Future()
+    with _STATE:
+        _INFLIGHT[program.key] = fut
+        program.pending_compile = fut
+        if not _WORKER:
+            t = threading.Thread(target=_worker, name="nabla-max-compile", daemon=True)
+            t.start()
+            _WORKER.append(t)
+    cache.bump("background_compiles")
+    _QUEUE.put((program, devices, debug, fut))
+    return fut
+
+
+def _remember_unsupported(key, err) -> None:
+    if key not in _UNSUPPORTED:
+        _UNSUPPORTED[key] = err
+        cache.bump("unsupported_programs")
+
+
+def ready(program, background: bool, debug: bool) -> bool:
+    """The ``auto`` policy's question: is a compiled model ready? Starts making one if not."""
+    if "max" in program.executables:
+        return True
+    key = program.key
+    if key in _UNSUPPORTED:
+        return False
+    exe = MEMORY.get(key)
+    if exe is not None:
+        cache.bump("memory_hits")
+        program.executables["max"] = exe
+        return True
+    with _STATE:
+        fut = _INFLIGHT.get(key)
+    if fut is not None:
+        if not fut.done():
+            return False
+        err = fut.exception()
+        if err is not None:
+            _remember_unsupported(key, err)
+            LOG.warning("MAX compile failed; this structure stays on NumPy: %s", err)
+            return False
+        program.executables["max"] = fut.result()
+        return True
+    try:
+        devices = check_program(program)
+    except UnsupportedOnMax as e:
+        _remember_unsupported(key, e)
+        if debug:
+            _debug_log("staying on NumPy: %s", e)
+        return False
+    digest = cache.program_digest(program, _accelerator_tag(devices))
+    on_disk = digest is not None and cache.mef_path(digest).exists()
+    if background and not on_disk:
+        _submit(program, devices, debug)
+        return False
+    try:
+        exe = _make(program, devices, debug)
+    except Exception as e:  # noqa: BLE001 - auto falls back to NumPy for this structure
+        _remember_unsupported(key, e)
+        LOG.warning("MAX compile failed; this structure stays on NumPy: %s", e)
+        return False
+    MEMORY.put(key, exe)
+    program.executables["max"] = exe
+    return True
+
+
+def clear_caches() -> None:
+    """Forget in-memory executables and unsupported marks (the disk cache stays)."""
+    MEMORY.clear()
+    _UNSUPPORTED.clear()

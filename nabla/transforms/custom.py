@@ -1,0 +1,266 @@
+"""``custom_vjp``, ``custom_jvp`` and ``checkpoint``.
+
+All three record one ``custom_call`` node whose inputs are the primal inputs followed by the
+forward outputs (computed on stop-gradient copies, so ordinary differentiation cannot see
+through them) and whose outputs pass those values through. The node carries a per-call rule
+object; differentiation asks the rule:
+
+- ``custom_vjp``: the user's ``bwd(residuals, cotangents)``;
+- ``custom_jvp``: the user's ``jvp(primals, tangents)``; reverse mode transposes it by
+  running our own reverse mode over the user's (linear-in-tangents) rule;
+- ``checkpoint``: the function is *re-run* on fresh copies of the inputs during the backward
+  pass, so its intermediates are not kept alive between forward and backward.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from ..core.pytree import tree_flatten, tree_unflatten
+from ..core.tensor import Tensor
+from ..ops.base import Operation
+from ..ops.unary import stop_gradient
+from .autodiff import _fresh, _zeros_like, backward_pass
+
+__all__ = ["custom_vjp", "custom_jvp", "checkpoint", "remat"]
+
+
+class CustomCallOp(Operation):
+    name = "custom_call"
+    backend_name = "pass_through"
+    multiple_results = True
+    physical = True
+
+    def adapt_kwargs(self, kwargs, nb, batch_shape):
+        return {"n_skip": kwargs["n_in"]}
+
+    def infer(self, shapes, dtypes, kwargs):
+        n = kwargs["n_in"]
+        return list(shapes[n:]), list(dtypes[n:])
+
+    def vjp_rule(self, primals, cotangents, outputs, kwargs):
+        n = kwargs["n_in"]
+        cts = kwargs["rule"].vjp(primals[:n], cotangents, outputs)
+        return list(cts) + [None] * (len(primals) - n)
+
+    def jvp_rule(self, primals, tangents, outputs, kwargs):
+        n = kwargs["n_in"]
+        return kwargs["rule"].jvp(primals[:n], tangents[:n], outputs)
+
+
+_custom_call = CustomCallOp()
+
+
+def _needs_rule(tensors) -> bool:
+    return any(t._impl.traced or t._impl.tangents for t in tensors)
+
+
+def _bind(rule, in_tensors, out_flat):
+    outs = _custom_call.bind(
+        list(in_tensors) + list(out_flat), {"n_in": len(in_tensors), "rule": rule}
+    )
+    return outs
+
+
+def _split_args(args):
+    flat, tree = tree_flatten(args)
+    return flat, tree, [i for i, x in enumerate(flat) if isinstance(x, Tensor)]
+
+
+def _detached_args(flat, tree, idx):
+    det = list(flat)
+    for i in idx:
+        det[i] = stop_gradient(flat[i])
+    return tree_unflatten(tree, det)
+
+
+def _fill_zeros(cts, like):
+    return [(_zeros_like(p) if c is None else c) for c, p in zip(cts, like)]
+
+
+# ----------------------------------------------------------------------------- custom_vjp
+class custom_vjp:  # noqa: N801 - JAX's spelling
+    """Give a function a custom reverse-mode rule (JAX's ``custom_vjp``).
+
+    Example:
+        >>> @nb.custom_vjp
+        ... def f(x): return nb.sin(x)
+        >>> f.defvjp(lambda x: (nb.sin(x), nb.cos(x)), lambda res, g: (g * res,))
+    """
+
+    def __init__(self, fun):
+        functools.update_wrapper(self, fun)
+        self.fun = fun
+        self.fwd = None
+        self.bwd = None
+
+    def defvjp(self, fwd, bwd):
+        """``fwd(*args) -> (out, residuals)``; ``bwd(residuals, ct) -> tuple of cts``."""
+        self.fwd = fwd
+        self.bwd = bwd
+        return self
+
+    def __call__(self, *args):
+        if self.fwd is None:
+            raise TypeError(f"custom_vjp function {self.fun.__name__} has no defvjp rules")
+        flat, tree, idx = _split_args(args)
+        tensors = [flat[i] for i in idx]
+        if not _needs_rule(tensors):
+            return self.fun(*args)
+        out, res = self.fwd(*_detached_args(flat, tree, idx))
+        o_flat, o_tree = tree_flatten(out)
+        rule = _VjpRule(self, res, o_tree, tree, idx, len(flat))
+        return tree_unflatten(o_tree, _bind(rule, tensors, o_flat))
+
+
+class _VjpRule:
+    def __init__(self, owner, res, o_tree, in_tree, idx, n_flat):
+        self.owner, self.res, self.o_tree = owner, res, o_tree
+        self.in_tree, self.idx, self.n_flat = in_tree, idx, n_flat
+
+    def vjp(self, primals, cotangents, outputs):
+        cts = _fill_zeros(cotangents, outputs)
+        got = self.owner.bwd(self.res, tree_unflatten(self.o_tree, cts))
+        if not isinstance(got, tuple):
+            raise TypeError(f"custom_vjp bwd of {self.owner.fun.__name__} must return a tuple")
+        flat, _ = tree_flatten(got, is_leaf=lambda x: x is None)
+        if len(flat) != self.n_flat:
+            raise ValueError(
+                f"custom_vjp bwd of {self.owner.fun.__name__} returned {len(flat)} cotangents "
+                f"for {self.n_flat} inputs"
+            )
+        return [flat[i] for i in self.idx]
+
+    def jvp(self, primals, tangents, outputs):
+        raise TypeError(
+            f"cannot use forward-mode differentiation on custom_vjp function "
+            f"{self.owner.fun.__name__}; use custom_jvp instead"
+        )
+
+
+# ----------------------------------------------------------------------------- custom_jvp
+class custom_jvp:  # noqa: N801
+    """Give a function a custom forward-mode rule (JAX's ``custom_jvp``); reverse mode is
+    derived from it automatically.
+
+    Example:
+        >>> @nb.custom_jvp
+        ... def f(x): return nb.log1p(nb.exp(x))
+        >>> @f.defjvp
+        ... def f_jvp(primals, tangents):
+        ...     (x,), (t,) = primals, tangents
+        ...     return f(x), t * nb.sigmoid(x)
+    """
+
+    def __init__(self, fun):
+        functools.update_wrapper(self, fun)
+        self.fun = fun
+        self.jvp_fn = None
+
+    def defjvp(self, jvp_fn):
+        """``jvp_fn(primals, tangents) -> (primal_out, tangent_out)``."""
+        self.jvp_fn = jvp_fn
+        return jvp_fn
+
+    def __call__(self, *args):
+        if self.jvp_fn is None:
+            raise TypeError(f"custom_jvp function {self.fun.__name__} has no defjvp rule")
+        flat, tree, idx = _split_args(args)
+        tensors = [flat[i] for i in idx]
+        if not _needs_rule(tensors):
+            return self.fun(*args)
+        out = self.fun(*_detached_args(flat, tree, idx))
+        o_flat, o_tree = tree_flatten(out)
+        rule = _JvpRule(self, o_tree, flat, tree, idx)
+        return tree_unflatten(o_tree, _bind(rule, tensors, o_flat))
+
+
+class _JvpRule:
+    def __init__(self, owner, o_tree, flat, in_tree, idx):
+        self.owner, self.o_tree, self.flat, self.in_tree, self.idx = (
+            owner,
+            o_tree,
+            flat,
+            in_tree,
+            idx,
+        )
+
+    def _call_user(self, primals, tangents):
+        p = list(self.flat)
+        t = [None] * len(self.flat)
+        for k, i in enumerate(self.idx):
+            p[i] = primals[k]
+            t[i] = tangents[k]
+        t = [
+            _zeros_like(x) if (tt is None and isinstance(x, Tensor)) else tt for tt, x in zip(t, p)
+        ]
+        p_args = tree_unflatten(self.in_tree, p)
+        t_args = tree_unflatten(self.in_tree, t)
+        _, tout = self.owner.jvp_fn(tuple(p_args), tuple(t_args))
+        return tree_flatten(tout)[0]
+
+    def jvp(self, primals, tangents, outputs):
+        return self._call_user(primals, tangents)
+
+    def vjp(self, primals, cotangents, outputs):
+        # The tangent map is linear: transpose it with our own reverse mode.
+        probes = [_fresh(_zeros_like(p)) for p in primals]
+        touts = self._call_user(primals, probes)
+        cts = _fill_zeros(cotangents, outputs)
+        pairs = [(o, c) for o, c in zip(touts, cts) if isinstance(o, Tensor)]
+        got = backward_pass([o for o, _ in pairs], [c for _, c in pairs], [p._impl for p in probes])
+        return [got.get(id(p._impl)) for p in probes]
+
+
+# ----------------------------------------------------------------------------- checkpoint
+def checkpoint(fun=None, *, prevent_cse=True, policy=None):
+    """Rematerialize ``fun`` in the backward pass instead of keeping its intermediates.
+
+    The forward pass runs on stop-gradient copies (its intermediates are not kept for
+    differentiation); reverse mode re-runs ``fun`` on fresh copies of the inputs and
+    differentiates that. Values and gradients equal those without checkpointing.
+    """
+    if fun is None:
+        return functools.partial(checkpoint, prevent_cse=prevent_cse, policy=policy)
+
+    @functools.wraps(fun)
+    def wrapped(*args):
+        flat, tree, idx = _split_args(args)
+        tensors = [flat[i] for i in idx]
+        if not _needs_rule(tensors):
+            return fun(*args)
+        out = fun(*_detached_args(flat, tree, idx))
+        o_flat, o_tree = tree_flatten(out)
+        rule = _RematRule(fun, flat, tree, idx)
+        return tree_unflatten(o_tree, _bind(rule, tensors, o_flat))
+
+    return wrapped
+
+
+remat = checkpoint
+
+
+class _RematRule:
+    def __init__(self, fun, flat, in_tree, idx):
+        self.fun, self.flat, self.in_tree, self.idx = fun, flat, in_tree, idx
+
+    def _rerun(self, inputs):
+        p = list(self.flat)
+        for k, i in enumerate(self.idx):
+            p[i] = inputs[k]
+        return tree_flatten(self.fun(*tree_unflatten(self.in_tree, p)))[0]
+
+    def vjp(self, primals, cotangents, outputs):
+        copies = [_fresh(p) for p in primals]
+        outs = self._rerun(copies)
+        cts = _fill_zeros(cotangents, outputs)
+        pairs = [(o, c) for o, c in zip(outs, cts) if isinstance(o, Tensor)]
+        got = backward_pass([o for o, _ in pairs], [c for _, c in pairs], [c._impl for c in copies])
+        return [got.get(id(c._impl)) for c in copies]
+
+    def jvp(self, primals, tangents, outputs):
+        from .autodiff import jvp
+
+        tans = [(_zeros_like(p) if t is None else t) for p, t in zip(primals, tangents)]
+        _, touts = jvp(lambda *xs: tuple(self._rerun(list(xs))), tuple(primals), tuple(tans))
+        return list(touts)

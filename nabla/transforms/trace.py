@@ -1,0 +1,146 @@
+"""``trace(fn)(*args)``: the recorded graph of a call, printed like a jaxpr.
+
+The inputs are wrapped in fresh traced identities, ``fn`` runs lazily (nothing is computed),
+and the printer walks back from the outputs to those inputs: one line per op with output
+shapes/dtypes and the op's keyword arguments. Works for any transform:
+``print(nb.trace(nb.grad(f))(x))`` shows the forward and backward ops grad produced.
+"""
+
+from __future__ import annotations
+
+from ..core.pytree import tree_flatten, tree_unflatten
+from ..core.tensor import Tensor
+from .autodiff import _fresh
+
+__all__ = ["trace", "Trace"]
+
+_HIDDEN_KWARGS = {"rule", "phys", "device"}
+_SHORT = {
+    "float16": "f16",
+    "bfloat16": "bf16",
+    "float32": "f32",
+    "float64": "f64",
+    "int8": "i8",
+    "int16": "i16",
+    "int32": "i32",
+    "int64": "i64",
+    "uint8": "u8",
+    "bool": "bool",
+}
+
+
+def _names():
+    i = 0
+    while True:
+        n, s = i, ""
+        while True:
+            s = chr(ord("a") + n % 26) + s
+            n = n // 26 - 1
+            if n < 0:
+                break
+        yield s
+        i += 1
+
+
+def _type(impl) -> str:
+    shape = ",".join(str(d) for d in impl.logical_shape)
+    lv = f"@vmap{list(impl.levels)}" if impl.levels else ""
+    return f"{_SHORT[impl.dtype.value]}[{shape}]{lv}"
+
+
+def _fmt_kwargs(kwargs) -> str:
+    items = []
+    for k, v in kwargs.items():
+        if k in _HIDDEN_KWARGS:
+            continue
+        if hasattr(v, "value") and hasattr(v, "is_float"):
+            v = v.value
+        items.append(f"{k}={v}")
+    return f"[{', '.join(items)}]" if items else ""
+
+
+class Trace:
+    """A printable recorded graph: ``inputs``, ``eqns`` (op, inputs, outputs, kwargs), ``outputs``."""
+
+    def __init__(self, inputs, outputs):
+        self.inputs = [x._impl for x in inputs]
+        self.out_tree_leaves = outputs
+        in_ids = {id(i) for i in self.inputs}
+        out_impls = [o._impl for o in outputs if isinstance(o, Tensor)]
+        order, seen = [], set()
+        stack = [(o.node, False) for o in out_impls if o.node is not None and id(o) not in in_ids]
+        while stack:
+            node, expanded = stack.pop()
+            if expanded:
+                if id(node) not in seen:
+                    seen.add(id(node))
+                    order.append(node)
+                continue
+            if id(node) in seen:
+                continue
+            stack.append((node, True))
+            for inp in node.inputs:
+                if id(inp) not in in_ids and inp.node is not None and id(inp.node) not in seen:
+                    stack.append((inp.node, False))
+        self.eqns = order
+
+    @property
+    def num_ops(self) -> int:
+        return len(self.eqns)
+
+    def __str__(self) -> str:
+        names = {}
+        gen = _names()
+
+        def name(impl):
+            if id(impl) not in names:
+                names[id(impl)] = next(gen)
+            return names[id(impl)]
+
+        ins = [f"{name(i)}:{_type(i)}" for i in self.inputs]
+        consts = []
+        body = []
+        for node in self.eqns:
+            args = []
+            for inp in node.inputs:
+                if id(inp) not in names:
+                    consts.append(f"{name(inp)}:{_type(inp)}")
+                args.append(names[id(inp)])
+            outs = []
+            for ref in node.outputs:
+                impl = ref()
+                outs.append(f"{name(impl)}:{_type(impl)}" if impl is not None else "_")
+            body.append(
+                f"    {' '.join(outs)} = {node.op.name}{_fmt_kwargs(node.kwargs)} "
+                f"{' '.join(args)}".rstrip()
+            )
+        outs = []
+        for o in self.out_tree_leaves:
+            if isinstance(o, Tensor):
+                outs.append(names.get(id(o._impl)) or name(o._impl))
+            else:
+                outs.append(repr(o))
+        head = f"{{ lambda {', '.join(consts)} ; {', '.join(ins)}. let"
+        return "\n".join([head, *body, f"  in ({', '.join(outs)}) }}"])
+
+    __repr__ = __str__
+
+
+def trace(fn):
+    """Return a function that records ``fn(*args)`` and returns a printable :class:`Trace`.
+
+    Example:
+        >>> print(nb.trace(lambda x: nb.sin(x) * 2.0)(nb.ones((3,))))
+        { lambda b:f32[] ; a:f32[3]. let
+            c:f32[3] = sin a
+            d:f32[3] = mul c b
+          in (d) }
+    """
+
+    def traced(*args, **kwargs):
+        flat, tree = tree_flatten(args)
+        ins = [_fresh(x) if isinstance(x, Tensor) else x for x in flat]
+        out = fn(*tree_unflatten(tree, ins), **kwargs)
+        return Trace([x for x in ins if isinstance(x, Tensor)], tree_flatten(out)[0])
+
+    return traced
