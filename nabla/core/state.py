@@ -26,6 +26,10 @@ class _State(threading.local):
         self.hidden: tuple = ()
         self.tracing_depth = 0
         self.no_grad = False
+        # set by compile while tracing: every new OpNode is appended (creation = topo order)
+        self.recording: list | None = None
+        # keys drawn from the global generator while recording (fresh per compiled call)
+        self.recording_rng: list | None = None
 
 
 STATE = _State()

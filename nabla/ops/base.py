@@ -169,6 +169,8 @@ class Operation:
             GRAPH.pending.add(o)
         node.outputs = tuple(weakref.ref(o) for o in outs)
         node.out_specs = tuple(zip(dtypes, shapes, strict=True))
+        if STATE.recording is not None:
+            STATE.recording.append(node)
         results = [Tensor._wrap(o) for o in outs]
 
         # 8. auto-reduction of partial (sharded) results: no mesh in a single-device graph.

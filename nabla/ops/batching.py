@@ -42,6 +42,11 @@ class ToBatchOp(_LevelOp):
     def vjp_rule(self, primals, cotangents, outputs, kwargs):
         return [from_batch(cotangents[0], kwargs["level"], kwargs["axis"])]
 
+    def replay(self, args, kwargs):
+        """Re-bind for ``compile``'s replay path (the batch size may have changed)."""
+        level_sizes[kwargs["level"]] = args[0].shape[kwargs["axis"]]
+        return to_batch(args[0], kwargs["axis"], kwargs["level"])
+
     def jvp_rule(self, primals, tangents, outputs, kwargs):
         return [to_batch(tangents[0], kwargs["axis"], kwargs["level"])]
 
@@ -58,6 +63,9 @@ class FromBatchOp(_LevelOp):
     def vjp_rule(self, primals, cotangents, outputs, kwargs):
         return [to_batch(cotangents[0], kwargs["axis"], kwargs["level"])]
 
+    def replay(self, args, kwargs):
+        return from_batch(args[0], kwargs["level"], kwargs["axis"])
+
     def jvp_rule(self, primals, tangents, outputs, kwargs):
         return [from_batch(tangents[0], kwargs["level"], kwargs["axis"])]
 
@@ -68,6 +76,9 @@ class BroadcastLevelsOp(_LevelOp):
 
     def infer(self, shapes, dtypes, kwargs):
         return [shapes[0]], [dtypes[0]]
+
+    def replay(self, args, kwargs):
+        return broadcast_levels(args[0], kwargs["levels"])
 
     def vjp_rule(self, primals, cotangents, outputs, kwargs):
         # Sum only over levels whose vmap has finished: a level still active belongs to a
@@ -90,6 +101,9 @@ class SumLevelsOp(_LevelOp):
 
     def infer(self, shapes, dtypes, kwargs):
         return [shapes[0]], [dtypes[0]]
+
+    def replay(self, args, kwargs):
+        return sum_levels(args[0], kwargs["drop"])
 
     def vjp_rule(self, primals, cotangents, outputs, kwargs):
         ct = cotangents[0]

@@ -138,6 +138,8 @@ def _global_key() -> Tensor:
     from .creation import constant
 
     k = constant(_next_key_words())
+    if STATE.recording_rng is not None:
+        STATE.recording_rng.append(k._impl)  # compile feeds a fresh key on every call
     levels = list(STATE.active_vmap)
     if not levels:
         return k

@@ -47,6 +47,11 @@ class CustomCallOp(Operation):
         n = kwargs["n_in"]
         return kwargs["rule"].jvp(primals[:n], tangents[:n], outputs)
 
+    def replay(self, args, kwargs):
+        """``compile``'s replay path: call the decorated function again on the new inputs
+        (the rule holds per-call residuals, so it must be rebuilt)."""
+        return kwargs["rule"].call(args[: kwargs["n_in"]])
+
 
 _custom_call = CustomCallOp()
 
@@ -109,14 +114,25 @@ class custom_vjp:  # noqa: N801 - JAX's spelling
             return self.fun(*args)
         out, res = self.fwd(*_detached_args(flat, tree, idx))
         o_flat, o_tree = tree_flatten(out)
-        rule = _VjpRule(self, res, o_tree, tree, idx, len(flat))
+        rule = _VjpRule(self, res, o_tree, tree, idx, len(flat), flat)
         return tree_unflatten(o_tree, _bind(rule, tensors, o_flat))
 
 
+def _recall(fn, flat, in_tree, idx, tensors):
+    p = list(flat)
+    for k, i in enumerate(idx):
+        p[i] = tensors[k]
+    out = fn(*tree_unflatten(in_tree, p))
+    return [o for o in tree_flatten(out)[0] if isinstance(o, Tensor)]
+
+
 class _VjpRule:
-    def __init__(self, owner, res, o_tree, in_tree, idx, n_flat):
+    def __init__(self, owner, res, o_tree, in_tree, idx, n_flat, flat):
         self.owner, self.res, self.o_tree = owner, res, o_tree
-        self.in_tree, self.idx, self.n_flat = in_tree, idx, n_flat
+        self.in_tree, self.idx, self.n_flat, self.flat = in_tree, idx, n_flat, flat
+
+    def call(self, tensors):
+        return _recall(self.owner, self.flat, self.in_tree, self.idx, tensors)
 
     def vjp(self, primals, cotangents, outputs):
         cts = _fill_zeros(cotangents, outputs)
@@ -231,7 +247,7 @@ def checkpoint(fun=None, *, prevent_cse=True, policy=None):
             return fun(*args)
         out = fun(*_detached_args(flat, tree, idx))
         o_flat, o_tree = tree_flatten(out)
-        rule = _RematRule(fun, flat, tree, idx)
+        rule = _RematRule(fun, flat, tree, idx, wrapped)
         return tree_unflatten(o_tree, _bind(rule, tensors, o_flat))
 
     return wrapped
@@ -241,8 +257,12 @@ remat = checkpoint
 
 
 class _RematRule:
-    def __init__(self, fun, flat, in_tree, idx):
+    def __init__(self, fun, flat, in_tree, idx, wrapped):
         self.fun, self.flat, self.in_tree, self.idx = fun, flat, in_tree, idx
+        self.wrapped = wrapped
+
+    def call(self, tensors):
+        return _recall(self.wrapped, self.flat, self.in_tree, self.idx, tensors)
 
     def _rerun(self, inputs):
         p = list(self.flat)

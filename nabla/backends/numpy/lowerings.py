@@ -317,3 +317,16 @@ LOWERINGS["random_fold_in"] = _per_key(
 
 # --------------------------------------------------------------------------- custom calls
 LOWERINGS["pass_through"] = lambda args, kw: list(args[kw["n_skip"] :])
+
+
+# --------------------------------------------------------------------------- devices
+def _transfer(x, device):
+    if not device.is_cpu:
+        raise RuntimeError(
+            f"the numpy backend cannot place tensors on {device}; use the max backend"
+        )
+    return x
+
+
+LOWERINGS["transfer"] = lambda args, kw: [_transfer(args[0], kw["device"])]
+LOWERINGS["compiled_call"] = lambda args, kw: kw["plan"].run_numpy(args)

@@ -1,0 +1,485 @@
+"""``compile``: trace a function once per signature and reuse the recorded graph.
+
+A *trace* runs the function on its arguments with the op pipeline recording every node it
+creates (creation order is a topological order). The nodes between the arguments and the
+outputs become a ``Plan``: the ops with their logical kwargs, where each input comes from
+(argument, captured constant, fresh random key, or an earlier node), and the output pytree
+with any Python values in it.
+
+On a cache hit the function is not run again:
+
+- *fast path* (arguments with no autodiff history, tangents or vmap levels, and the traced
+  shapes): one ``compiled_call`` node whose backend program is the plan's instructions;
+  realizing it runs the whole plan as one program (compiled once by MAX under ``auto``/``max``).
+- *replay path* (otherwise, e.g. ``grad``/``jvp``/``vmap`` of a compiled function, or a new
+  size of a dynamic dim): the recorded ops are re-bound through the ordinary pipeline on the
+  new arguments, so every transform sees exactly the ops the function would have produced.
+
+Cache key: function identity, argument pytree structure, per tensor (shape with symbolic
+dims named by ``dynamic_dims``, dtype, device, sharding), and non-tensor arguments by value.
+Tensors captured by closure are inputs of the plan: their value at trace time is used, and a
+later *rebinding* of the Python variable is not seen (as in ``jax.jit``); mutate via
+arguments instead.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import time
+from collections import OrderedDict
+
+from ..core.graph import GRAPH
+from ..core.pytree import tree_flatten, tree_unflatten
+from ..core.state import STATE
+from ..core.tensor import Tensor
+from ..ops.base import Operation
+
+__all__ = ["compile", "CompiledFunction", "SymDim"]
+
+log = logging.getLogger("nabla.compile")
+
+
+class SymDim(int):
+    """A dimension size that is symbolic for ``compile``: an int carrying a name."""
+
+    def __new__(cls, value, name):
+        obj = super().__new__(cls, value)
+        obj.name = name
+        return obj
+
+    def __repr__(self):
+        return int.__repr__(self)
+
+    __str__ = __repr__
+
+
+class CompileFallback(RuntimeError):
+    pass
+
+
+class _Plan:
+    """A recorded graph: nodes as (op, kwargs, input refs, n outputs)."""
+
+    def __init__(self, n_args, nodes, outputs, out_tree, consts, rng_slots, arg_specs, sym_names):
+        self.n_args = n_args
+        self.nodes = nodes
+        self.outputs = outputs  # ("node", i, k) | ("arg", k) | ("const", j) | ("py", value)
+        self.out_tree = out_tree
+        self.consts = consts  # captured TensorImpls (realized)
+        self.rng_slots = rng_slots  # const indices that get a fresh key per call
+        self.arg_specs = arg_specs  # ((dtype, shape), ...) at trace time
+        self.sym_names = sym_names
+        self.has_host_ops = any(op.host_only for op, *_ in nodes)
+        self._numpy_exe = None
+        self._program = None
+
+    # ------------------------------------------------------------------ replay path
+    def replay(self, args: list[Tensor], sizes: dict) -> list:
+        from ..ops.random import _next_key_words
+        from ..ops.creation import constant
+
+        consts = [Tensor._wrap(c) for c in self.consts]
+        for j in self.rng_slots:
+            consts[j] = constant(_next_key_words())
+        vals: list = []
+
+        def get(ref):
+            kind = ref[0]
+            if kind == "arg":
+                return args[ref[1]]
+            if kind == "const":
+                return consts[ref[1]]
+            return vals[ref[1]][ref[2]]
+
+        for op, kwargs, refs, *_ in self.nodes:
+            kw = _substitute(kwargs, sizes) if sizes else kwargs
+            ins = [get(r) for r in refs]
+            if hasattr(op, "replay"):
+                out = op.replay(ins, kw)
+            else:
+                out = op.bind(ins, kw)
+            vals.append(out if op.multiple_results else [out])
+        return [ref[1] if ref[0] == "py" else get(ref) for ref in self.outputs]
+
+    # ------------------------------------------------------------------ fast path
+    def tensor_output_specs(self):
+        specs = []
+        for ref in self.outputs:
+            if ref[0] == "node":
+                specs.append(self.nodes[ref[1]][4][ref[2]])
+            elif ref[0] == "arg":
+                specs.append(self.arg_specs[ref[1]][:2])
+            elif ref[0] == "const":
+                c = self.consts[ref[1]]
+                specs.append((c.dtype, c.shape))
+        return specs
+
+    def program(self):
+        """The plan as a backend ``Program`` over (args, consts) -> tensor outputs."""
+        if self._program is None:
+            from ..core.graph import Program
+
+            n_in = self.n_args + len(self.consts)
+            slot_of_node = []
+            nxt = n_in
+            instrs = []
+            for op, kwargs, refs, n_out, specs, phys in self.nodes:
+                ins = tuple(self._slot(r, slot_of_node) for r in refs)
+                outs = tuple(range(nxt, nxt + n_out))
+                slot_of_node.append(outs)
+                nxt += n_out
+                instrs.append((op.backend_name, ins, phys, outs, specs))
+            out_slots = tuple(self._slot(r, slot_of_node) for r in self.outputs if r[0] != "py")
+            in_specs = tuple((dt, tuple(int(d) for d in sh), dev) for dt, sh, dev in self.arg_specs)
+            in_specs += tuple((c.dtype, c.shape, c.device) for c in self.consts)
+            self._program = Program(
+                key=("plan", id(self)),
+                in_specs=in_specs,
+                instrs=tuple(instrs),
+                out_slots=out_slots,
+                out_specs=tuple(self.tensor_output_specs()),
+            )
+        return self._program
+
+    def _slot(self, ref, slot_of_node):
+        if ref[0] == "arg":
+            return ref[1]
+        if ref[0] == "const":
+            return self.n_args + ref[1]
+        return slot_of_node[ref[1]][ref[2]]
+
+    def run_numpy(self, args):
+        if self._numpy_exe is None:
+            from ..backends import numpy as np_backend
+
+            self._numpy_exe = np_backend.compile_program(self.program())
+        return self._numpy_exe(list(args))
+
+    def __hash__(self):
+        return id(self)
+
+    def __eq__(self, other):
+        return self is other
+
+
+def _substitute(obj, sizes):
+    if isinstance(obj, SymDim):
+        return SymDim(sizes.get(obj.name, int(obj)), obj.name)
+    if isinstance(obj, tuple):
+        return tuple(_substitute(o, sizes) for o in obj)
+    if isinstance(obj, dict):
+        return {k: _substitute(v, sizes) for k, v in obj.items()}
+    return obj
+
+
+class CompiledCallOp(Operation):
+    """One node that runs a whole recorded plan (the compile fast path)."""
+
+    name = "compiled_call"
+    multiple_results = True
+    physical = True
+    differentiable = False
+
+    def adapt_kwargs(self, kwargs, nb, batch_shape):
+        return {"plan": kwargs["plan"]}
+
+    def infer(self, shapes, dtypes, kwargs):
+        specs = kwargs["plan"].tensor_output_specs()
+        return [tuple(int(d) for d in s) for _, s in specs], [dt for dt, _ in specs]
+
+
+_compiled_call = CompiledCallOp()
+
+
+# ----------------------------------------------------------------------------- the transform
+class CompiledFunction:
+    """A function traced once per signature. See :func:`compile`."""
+
+    def __init__(self, fun, dynamic_dims=None, fullgraph=False, max_cache_size=64):
+        functools.update_wrapper(self, fun)
+        self.fun = fun
+        self.dynamic_dims = _check_dynamic_dims(dynamic_dims)
+        self.fullgraph = bool(fullgraph)
+        self.max_cache_size = int(max_cache_size)
+        self._cache: OrderedDict = OrderedDict()
+        self._last_key = None
+        self.explain = os.environ.get("NABLA_EXPLAIN_RETRACE", "0") == "1"
+        self._stats = {
+            "hits": 0,
+            "misses": 0,
+            "fallbacks": 0,
+            "evictions": 0,
+            "compile_time": 0.0,
+            "replays": 0,
+        }
+
+    @property
+    def stats(self) -> dict:
+        """hits, misses, fallbacks, evictions, replays, compile_time (s), cache_size."""
+        return {**self._stats, "cache_size": len(self._cache)}
+
+    def clear_cache(self) -> None:
+        self._cache.clear()
+        self._last_key = None
+
+    # ------------------------------------------------------------------ key
+    def _signature(self, args, kwargs):
+        flat, tree = tree_flatten((args, kwargs))
+        fields = [("tree", tree)]
+        sizes: dict[str, int] = {}
+        sym_shapes = {}
+        arg_leaf_index = _arg_leaf_positions(args)
+        for i, leaf in enumerate(flat):
+            if isinstance(leaf, Tensor):
+                shape = leaf.shape
+                pos = arg_leaf_index.get(i)
+                names = self.dynamic_dims.get(pos, {}) if pos is not None else {}
+                sym = []
+                for d, n in enumerate(shape):
+                    name = names.get(d) if names else None
+                    if name is None and names:
+                        name = names.get(d - len(shape))
+                    if name is not None:
+                        if name in sizes and sizes[name] != n:
+                            raise ValueError(
+                                f"compile: dynamic dim {name!r} has size {sizes[name]} and "
+                                f"{n} in the same call (argument {pos} of shape {shape})"
+                            )
+                        sizes[name] = n
+                        sym.append(name)
+                    else:
+                        sym.append(n)
+                sym_shapes[i] = tuple(sym)
+                fields.append(
+                    (f"leaf {i}", ("tensor", tuple(sym), leaf.dtype, leaf.device, leaf.sharding))
+                )
+            else:
+                try:
+                    hash(leaf)
+                except TypeError:
+                    raise TypeError(
+                        f"compile: static argument (leaf {i}) of type {type(leaf).__name__} is "
+                        "not hashable; pass tensors, or hashable Python values"
+                    ) from None
+                fields.append((f"leaf {i}", ("static", type(leaf), leaf)))
+        return tuple(fields), flat, tree, sizes, sym_shapes
+
+    def _explain(self, key):
+        if self._last_key is None:
+            log.info("compile %s: first trace", self.fun.__name__)
+            return
+        old = dict(self._last_key)
+        for name, value in key:
+            if old.get(name) != value:
+                log.info(
+                    "compile %s: retrace because %s changed: %r -> %r",
+                    self.fun.__name__,
+                    name,
+                    old.get(name),
+                    value,
+                )
+                return
+        log.info("compile %s: retrace (argument count changed)", self.fun.__name__)
+
+    # ------------------------------------------------------------------ call
+    def __call__(self, *args, **kwargs):
+        key, flat, tree, sizes, sym_shapes = self._signature(args, kwargs)
+        entry = self._cache.get(key)
+        if entry is None:
+            self._stats["misses"] += 1
+            if self.explain or log.isEnabledFor(logging.DEBUG):
+                self._explain(key)
+            self._last_key = key
+            return self._trace_and_store(key, flat, tree, sym_shapes)
+        self._cache.move_to_end(key)
+        if entry == "fallback":
+            self._stats["fallbacks"] += 1
+            return self.fun(*args, **kwargs)
+        self._stats["hits"] += 1
+        plan = entry
+        tensors = [leaf for leaf in flat if isinstance(leaf, Tensor)]
+        if _plain(tensors) and not plan.has_host_ops and _same_shapes(plan, tensors):
+            outs = (
+                _compiled_call.bind(
+                    tensors + [Tensor._wrap(c) for c in plan.consts], {"plan": plan}
+                )
+                if _nonempty(plan)
+                else []
+            )
+            it = iter(outs)
+            leaves = [ref[1] if ref[0] == "py" else next(it) for ref in plan.outputs]
+            return tree_unflatten(plan.out_tree, leaves)
+        self._stats["replays"] += 1
+        leaves = plan.replay(tensors, sizes)
+        return tree_unflatten(plan.out_tree, leaves)
+
+    def _trace_and_store(self, key, flat, tree, sym_shapes):
+        from ..ops.unary import identity
+
+        t0 = time.perf_counter()
+        placeholders = {}
+        traced_flat = list(flat)
+        for i, leaf in enumerate(flat):
+            if isinstance(leaf, Tensor):
+                ph = identity(leaf)
+                shape = sym_shapes[i]
+                if any(isinstance(d, str) for d in shape):
+                    ph._impl.shape = ph._impl.shape[: len(ph._impl.levels)] + tuple(
+                        SymDim(n, s) if isinstance(s, str) else n for n, s in zip(leaf.shape, shape)
+                    )
+                placeholders[id(ph._impl)] = len(placeholders)
+                traced_flat[i] = ph
+        args, kwargs = tree_unflatten(tree, traced_flat)
+        epoch = GRAPH.epoch
+        old_rec, old_rng = STATE.recording, STATE.recording_rng
+        STATE.recording, STATE.recording_rng = [], []
+        try:
+            out = self.fun(*args, **kwargs)
+            recorded, rng = STATE.recording, STATE.recording_rng
+        finally:
+            STATE.recording, STATE.recording_rng = old_rec, old_rng
+        if GRAPH.epoch != epoch:
+            if self.fullgraph:
+                raise RuntimeError(
+                    f"compile(fullgraph=True): {self.fun.__name__} realized a value while "
+                    "being traced (e.g. .numpy(), .item(), print or a Python branch on a "
+                    "tensor); remove it or use fullgraph=False to fall back to lazy execution"
+                )
+            self._stats["fallbacks"] += 1
+            self._store(key, "fallback")
+            return out
+        plan = _build_plan(recorded, placeholders, out, rng, traced_flat)
+        self._stats["compile_time"] += time.perf_counter() - t0
+        self._store(key, plan)
+        return out
+
+    def _store(self, key, value):
+        self._cache[key] = value
+        while len(self._cache) > self.max_cache_size:
+            self._cache.popitem(last=False)
+            self._stats["evictions"] += 1
+
+
+def _nonempty(plan):
+    return any(ref[0] != "py" for ref in plan.outputs)
+
+
+def _plain(tensors) -> bool:
+    for t in tensors:
+        impl = t._impl
+        if impl.levels or impl.tangents or impl.traced:
+            return False
+    return True
+
+
+def _same_shapes(plan, tensors) -> bool:
+    for (_, shape, _), t in zip(plan.arg_specs, tensors):
+        if tuple(int(d) for d in shape) != t.shape:
+            return False
+    return True
+
+
+def _arg_leaf_positions(args) -> dict:
+    """flat leaf index (of (args, kwargs)) -> positional argument index, for tensor args."""
+    out = {}
+    i = 0
+    for pos, a in enumerate(args):
+        n = len(tree_flatten(a)[0])
+        if n == 1 and isinstance(a, Tensor):
+            out[i] = pos
+        i += n
+    return out
+
+
+def _build_plan(recorded, placeholders, out, rng_impls, traced_flat):
+    out_flat, out_tree = tree_flatten(out)
+    node_index = {id(n): i for i, n in enumerate(recorded)}
+    # keep only nodes the outputs need (dead code is dropped)
+    needed = set()
+    stack = [o._impl for o in out_flat if isinstance(o, Tensor)]
+    while stack:
+        impl = stack.pop()
+        if id(impl) in placeholders or impl.node is None or id(impl.node) not in node_index:
+            continue
+        if id(impl.node) in needed:
+            continue
+        needed.add(id(impl.node))
+        stack.extend(impl.node.inputs)
+    consts, const_idx = [], {}
+    rng_ids = {id(r) for r in rng_impls}
+    rng_slots = []
+
+    def ref_of(impl):
+        if id(impl) in placeholders:
+            return ("arg", placeholders[id(impl)])
+        node = impl.node
+        if node is not None and id(node) in node_index and id(node) in needed:
+            return ("node", kept_index[id(node)], impl.index)
+        j = const_idx.get(id(impl))
+        if j is None:
+            if impl.buffer is None:
+                GRAPH.evaluate([impl])
+            j = const_idx[id(impl)] = len(consts)
+            consts.append(impl)
+            if id(impl) in rng_ids:
+                rng_slots.append(j)
+        return ("const", j)
+
+    nodes = []
+    kept_index = {}
+    for node in recorded:
+        if id(node) not in needed:
+            continue
+        refs = tuple(ref_of(i) for i in node.inputs)
+        kept_index[id(node)] = len(nodes)
+        nodes.append(
+            (node.op, node.kwargs, refs, len(node.outputs), node.out_specs, node.phys_kwargs)
+        )
+    outputs = [ref_of(o._impl) if isinstance(o, Tensor) else ("py", o) for o in out_flat]
+    arg_specs = tuple(
+        (t.dtype, t._impl.shape, t.device) for t in traced_flat if isinstance(t, Tensor)
+    )
+    return _Plan(len(placeholders), nodes, outputs, out_tree, consts, rng_slots, arg_specs, None)
+
+
+def _check_dynamic_dims(dd):
+    if dd is None:
+        return {}
+    if not isinstance(dd, dict):
+        raise TypeError("compile: dynamic_dims must be {arg_index: {dim: 'name'}}")
+    for k, v in dd.items():
+        if not isinstance(k, int) or not isinstance(v, dict):
+            raise TypeError("compile: dynamic_dims must be {arg_index: {dim: 'name'}}")
+        for d, name in v.items():
+            if not isinstance(d, int) or not isinstance(name, str):
+                raise TypeError("compile: dynamic_dims entries map an int dim to a str name")
+    return dd
+
+
+def compile(fun=None, *, dynamic_dims=None, fullgraph=False, max_cache_size=64):  # noqa: A001
+    """Trace ``fun`` once per argument signature and reuse the recorded graph.
+
+    Args:
+        fun: the function (or use ``@nb.compile`` / ``@nb.compile(...)``).
+        dynamic_dims: ``{arg_index: {dim: "name"}}`` indexed by *positional argument*: those
+            dims are symbolic, so one trace serves every size (the same name on two
+            arguments requires equal sizes).
+        fullgraph: raise if ``fun`` realizes a value while traced; otherwise such a call
+            falls back to plain lazy execution (counted in ``stats['fallbacks']``).
+        max_cache_size: LRU bound on cached traces.
+
+    Returns:
+        A :class:`CompiledFunction` with ``.stats`` and ``.clear_cache()``. Set
+        ``NABLA_EXPLAIN_RETRACE=1`` (or enable the ``nabla.compile`` logger at INFO) to log
+        which key field changed on each retrace.
+
+    Raises:
+        TypeError: for an unhashable static argument (named in the message).
+    """
+    if fun is None:
+        return functools.partial(
+            compile, dynamic_dims=dynamic_dims, fullgraph=fullgraph, max_cache_size=max_cache_size
+        )
+    return CompiledFunction(fun, dynamic_dims, fullgraph, max_cache_size)
