@@ -77,8 +77,8 @@ class _Plan:
 
     # ------------------------------------------------------------------ replay path
     def replay(self, args: list[Tensor], sizes: dict) -> list:
-        from ..ops.random import _next_key_words
         from ..ops.creation import constant
+        from ..ops.random import _next_key_words
 
         consts = [Tensor._wrap(c) for c in self.consts]
         for j in self.rng_slots:
@@ -125,7 +125,7 @@ class _Plan:
             slot_of_node = []
             nxt = n_in
             instrs = []
-            for op, kwargs, refs, n_out, specs, phys in self.nodes:
+            for op, _kwargs, refs, n_out, specs, phys in self.nodes:
                 ins = tuple(self._slot(r, slot_of_node) for r in refs)
                 outs = tuple(range(nxt, nxt + n_out))
                 slot_of_node.append(outs)

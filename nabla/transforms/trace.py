@@ -60,7 +60,7 @@ def _fmt_kwargs(kwargs) -> str:
 
 
 class Trace:
-    """A printable recorded graph: ``inputs``, ``eqns`` (op, inputs, outputs, kwargs), ``outputs``."""
+    """A printable recorded graph: ``inputs``, ``eqns`` (one per op node) and ``outputs``."""
 
     def __init__(self, inputs, outputs):
         self.inputs = [x._impl for x in inputs]
