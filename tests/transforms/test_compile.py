@@ -1,0 +1,243 @@
+"""compile: caching, dynamic dims, static args, mixed outputs, fullgraph, LRU, and
+transparency to grad/jvp/vmap on the first call and on every cache hit."""
+
+import logging
+
+import numpy as np
+import pytest
+
+import nabla as nb
+
+
+def _arr(*shape, seed=0):
+    return nb.constant(np.random.default_rng(seed).standard_normal(shape).astype(np.float32))
+
+
+def test_miss_then_hits_run_the_function_once():
+    calls = []
+
+    @nb.compile
+    def f(x, y):
+        calls.append(1)
+        return nb.tanh(x @ y) + 1.0
+
+    x, y = _arr(4, 3), _arr(3, 2, seed=1)
+    want = np.tanh(x.numpy() @ y.numpy()) + 1
+    for k in range(3):
+        np.testing.assert_allclose(
+            f(x * (k + 1), y).numpy(), np.tanh((x.numpy() * (k + 1)) @ y.numpy()) + 1, rtol=1e-5
+        )
+    np.testing.assert_allclose(f(x, y).numpy(), want, rtol=1e-5)
+    assert len(calls) == 1
+    assert f.stats["misses"] == 1 and f.stats["hits"] == 3 and f.stats["cache_size"] == 1
+
+
+def test_dtype_or_shape_change_retraces():
+    f = nb.compile(lambda x: x * 2)
+    f(_arr(3))
+    f(_arr(4))
+    f(_arr(4).cast(nb.float64))
+    assert f.stats["misses"] == 3
+
+
+def test_dynamic_batch_dim_served_by_one_trace():
+    calls = []
+
+    @nb.compile(dynamic_dims={0: {0: "batch"}})
+    def f(x, w):
+        calls.append(1)
+        return nb.relu(x @ w).sum(axis=1)
+
+    w = _arr(3, 5, seed=2)
+    for n in (2, 7, 1, 16):
+        x = _arr(n, 3, seed=n)
+        got = f(x, w)
+        assert got.shape == (n,)
+        np.testing.assert_allclose(
+            got.numpy(), np.maximum(x.numpy() @ w.numpy(), 0).sum(1), rtol=1e-5
+        )
+    assert len(calls) == 1
+    assert f.stats["misses"] == 1 and f.stats["hits"] == 3
+
+
+def test_same_dynamic_name_requires_equal_sizes():
+    f = nb.compile(lambda a, b: a + b, dynamic_dims={0: {0: "n"}, 1: {0: "n"}})
+    f(_arr(3), _arr(3))
+    np.testing.assert_allclose(
+        f(_arr(5), _arr(5, seed=1)).numpy(), _arr(5).numpy() + _arr(5, seed=1).numpy()
+    )
+    with pytest.raises(ValueError, match="dynamic dim 'n'"):
+        f(_arr(3), _arr(4))
+
+
+def test_static_argument_change_retraces_and_unhashable_is_an_error():
+    calls = []
+
+    @nb.compile
+    def f(x, power):
+        calls.append(power)
+        return x**power
+
+    x = _arr(3)
+    f(x, 2)
+    f(x, 2)
+    f(x, 3)
+    assert calls == [2, 3]
+    np.testing.assert_allclose(f(x, 3).numpy(), x.numpy() ** 3, rtol=1e-5)
+    with pytest.raises(TypeError, match="not hashable"):
+        f(x, bytearray(b"12"))
+
+
+def test_mixed_outputs_rebuilt_on_hits():
+    @nb.compile
+    def f(x):
+        return {"y": x + 1, "n": 3, "tag": "ok", "pair": (x * 2, None)}
+
+    for k in range(3):
+        out = f(_arr(2, seed=k))
+        assert out["n"] == 3 and out["tag"] == "ok" and out["pair"][1] is None
+        np.testing.assert_allclose(out["y"].numpy(), _arr(2, seed=k).numpy() + 1)
+        np.testing.assert_allclose(out["pair"][0].numpy(), _arr(2, seed=k).numpy() * 2)
+
+
+def test_closure_tensor_is_an_input_and_rebinding_is_not_seen():
+    w = nb.constant([1.0, 2.0])
+
+    @nb.compile
+    def f(x):
+        return x * w
+
+    x = nb.constant([1.0, 1.0])
+    np.testing.assert_allclose(f(x).numpy(), [1, 2])
+    w = nb.constant([5.0, 5.0])  # noqa: F841 - rebinding: documented as not seen
+    np.testing.assert_allclose(f(x).numpy(), [1, 2])
+
+
+def test_grad_of_compiled_function_on_first_call_and_hits():
+    def loss(w, x):
+        return (nb.tanh(x @ w) ** 2).mean()
+
+    cl = nb.compile(loss)
+    x = _arr(5, 3)
+    for k in range(4):
+        w = _arr(3, 2, seed=10 + k)
+        g = nb.grad(cl)(w, x)
+        g_ref = nb.grad(loss)(w, x)
+        assert np.abs(g.numpy()).sum() > 0
+        np.testing.assert_allclose(g.numpy(), g_ref.numpy(), rtol=1e-5, atol=1e-7)
+    assert cl.stats["misses"] == 1
+
+
+def test_compile_of_grad_and_jvp_of_compiled():
+    f = lambda x: (nb.sin(x) * x).sum()  # noqa: E731
+    cg = nb.compile(nb.grad(f))
+    for k in range(3):
+        x = _arr(4, seed=k)
+        np.testing.assert_allclose(cg(x).numpy(), nb.grad(f)(x).numpy(), rtol=1e-6)
+    assert cg.stats["misses"] == 1 and cg.stats["hits"] == 2
+    cf = nb.compile(lambda x: nb.sin(x) * x)
+    x, t = _arr(4), _arr(4, seed=1)
+    for _ in range(2):
+        _, tout = nb.jvp(cf, (x,), (t,))
+        _, want = nb.jvp(lambda x: nb.sin(x) * x, (x,), (t,))
+        np.testing.assert_allclose(tout.numpy(), want.numpy(), rtol=1e-6)
+
+
+def test_vmap_of_compile_and_compile_of_vmap():
+    f = lambda x: (x * x).sum()  # noqa: E731
+    xs = _arr(6, 3)
+    want = (xs.numpy() ** 2).sum(1)
+    vc = nb.vmap(nb.compile(f))
+    cv = nb.compile(nb.vmap(f))
+    for _ in range(2):
+        np.testing.assert_allclose(vc(xs).numpy(), want, rtol=1e-5)
+        np.testing.assert_allclose(cv(xs).numpy(), want, rtol=1e-5)
+    assert cv.stats["misses"] == 1 and cv.stats["hits"] == 1
+    # a new batch size with the vmapped axis dynamic
+    cvd = nb.compile(nb.vmap(f), dynamic_dims={0: {0: "b"}})
+    for n in (2, 5):
+        x = _arr(n, 3, seed=n)
+        np.testing.assert_allclose(cvd(x).numpy(), (x.numpy() ** 2).sum(1), rtol=1e-5)
+    assert cvd.stats["misses"] == 1
+
+
+def test_fullgraph_raises_and_fallback_is_counted():
+    def f(x):
+        if x.sum().item() > 0:  # realizes while traced
+            return x * 2
+        return x
+
+    with pytest.raises(RuntimeError, match="fullgraph"):
+        nb.compile(f, fullgraph=True)(nb.ones((2,)))
+    c = nb.compile(f)
+    np.testing.assert_allclose(c(nb.ones((2,))).numpy(), [2, 2])
+    np.testing.assert_allclose(c(nb.ones((2,))).numpy(), [2, 2])
+    assert c.stats["fallbacks"] == 2
+
+
+def test_lru_bound_and_clear_cache():
+    f = nb.compile(lambda x: x + 1, max_cache_size=2)
+    for n in (1, 2, 3):
+        f(nb.ones((n,)))
+    assert f.stats["cache_size"] == 2 and f.stats["evictions"] == 1
+    f(nb.ones((1,)))  # evicted: traced again
+    assert f.stats["misses"] == 4
+    f.clear_cache()
+    assert f.stats["cache_size"] == 0
+
+
+def test_retrace_explanation_names_the_changed_field(caplog):
+    f = nb.compile(lambda x, k: x * k)
+    with caplog.at_level(logging.INFO, logger="nabla.compile"):
+        f.explain = True
+        f(nb.ones((2,)), 2)
+        f(nb.ones((3,)), 2)
+        f(nb.ones((3,)), 4)
+    text = caplog.text
+    assert "first trace" in text
+    assert "retrace because leaf 0 changed" in text
+    assert "retrace because leaf 1 changed" in text
+
+
+def test_random_inside_compile_draws_fresh_values():
+    f = nb.compile(lambda x: x + nb.uniform(x.shape))
+    a = f(nb.zeros((4,))).numpy()
+    b = f(nb.zeros((4,))).numpy()
+    assert not np.allclose(a, b)
+    assert f.stats["hits"] == 1
+
+
+def test_compiled_training_step_matches_eager_with_one_trace():
+    rng = np.random.default_rng(0)
+    params = {
+        "w1": nb.constant(rng.standard_normal((4, 8)).astype(np.float32) * 0.3),
+        "b1": nb.zeros((8,)),
+        "w2": nb.constant(rng.standard_normal((8, 1)).astype(np.float32) * 0.3),
+    }
+    x = nb.constant(rng.standard_normal((16, 4)).astype(np.float32))
+    y = nb.constant(rng.standard_normal((16, 1)).astype(np.float32))
+
+    def loss(p, x, y):
+        h = nb.relu(x @ p["w1"] + p["b1"])
+        return ((h @ p["w2"] - y) ** 2).mean()
+
+    def step(p, x, y):
+        value, g = nb.value_and_grad(loss)(p, x, y)
+        return nb.tree_map(lambda a, b: a - 0.1 * b, p, g), value
+
+    traces = []
+
+    def counted(p, x, y):
+        traces.append(1)
+        return step(p, x, y)
+
+    cstep = nb.compile(counted)
+    pe, pc = params, params
+    for _ in range(5):
+        pe, le = step(pe, x, y)
+        pc, lc = cstep(pc, x, y)
+        np.testing.assert_allclose(lc.numpy(), le.numpy(), rtol=1e-5)
+    for k in pe:
+        np.testing.assert_allclose(pc[k].numpy(), pe[k].numpy(), rtol=1e-5, atol=1e-6)
+    assert len(traces) == 1 and cstep.stats["hits"] == 4
+    assert lc.item() < loss(params, x, y).item()
