@@ -9,7 +9,7 @@ live in a bounded LRU cache; each backend attaches its compiled form to the cach
 
 Invariants:
 - Evaluation stores a value in every target and in every evaluated tensor a user still holds,
-  then drops the node of those that no differentiation can need (``impl.traced`` false).
+  then drops the node of those that no live differentiation can need.
 - ``GRAPH.epoch`` increases on every evaluation (``compile(fullgraph=True)`` checks it).
 """
 
@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .state import is_live
 from .tensor import TensorImpl
 
 __all__ = ["GRAPH", "Program", "evaluate", "realize", "to_numpy"]
@@ -100,7 +101,7 @@ class _Graph:
             for impl, value in zip(stored, outs, strict=True):
                 impl.buffer = value
                 self.pending.discard(impl)
-                if not impl.traced:
+                if not is_live(impl.traced):
                     impl.node = None
 
     def _run_host_nodes(self, nodes) -> None:
@@ -120,7 +121,7 @@ class _Graph:
                 if impl is not None and impl.buffer is None:
                     impl.buffer = np.asarray(value, dtype=dtype.numpy)
                     self.pending.discard(impl)
-                    if not impl.traced:
+                    if not is_live(impl.traced):
                         impl.node = None
 
     def _build(self, targets):

@@ -42,6 +42,30 @@ def new_level() -> int:
     return level
 
 
+# ----------------------------------------------------------------------------- grad levels
+# A tensor's ``traced`` set holds the differentiation levels it depends on. Level 0 stands
+# for ``requires_grad`` leaves and is always live; a transform's level is live while the
+# transform can still walk back through it.
+REQUIRES_GRAD = 0
+EMPTY: frozenset = frozenset()
+live_grad_levels: set = {REQUIRES_GRAD}
+
+
+def is_live(traced) -> bool:
+    """True when some live differentiation may still walk back through the tensor."""
+    return bool(traced) and not traced.isdisjoint(live_grad_levels)
+
+
+def start_grad_level() -> int:
+    level = new_level()
+    live_grad_levels.add(level)
+    return level
+
+
+def end_grad_level(level: int) -> None:
+    live_grad_levels.discard(level)
+
+
 def visible(level: int) -> bool:
     for lo, hi in STATE.hidden:
         if lo <= level <= hi:

@@ -8,8 +8,9 @@ Invariants:
   (``impl.node`` is the ``OpNode`` that will produce it when evaluated). Realizing a tensor that
   no autodiff trace needs drops its node, so graphs of long loops do not grow without bound.
 - ``impl.tangents`` maps a forward-mode transform level to the tangent impl at that level.
-- ``impl.traced`` means "some differentiation may walk back through this tensor": the node is
-  kept after realization.
+- ``impl.traced`` is the set of differentiation levels the tensor depends on; while one of
+  them is live (``state.is_live``) the node is kept after realization, so differentiation can
+  walk back through it.
 - A ``Tensor`` is a thin handle: identity, metadata and realization. Operators and methods are
   attached from one table in ``nabla.ops.methods``.
 """
@@ -88,7 +89,7 @@ class TensorImpl:
         node: OpNode | None = None,
         index: int = 0,
         buffer: Any = None,
-        traced: bool = False,
+        traced: frozenset = frozenset(),
     ):
         self.shape = shape
         self.levels = levels
@@ -197,7 +198,7 @@ class Tensor:
             raise TypeError(f"requires_grad needs a float tensor, got {self.dtype}")
         self._impl.requires_grad = value
         if value:
-            self._impl.traced = True
+            self._impl.traced = self._impl.traced | {0}
 
     def requires_grad_(self, value: bool = True) -> Tensor:
         self.requires_grad = value

@@ -26,7 +26,7 @@ import weakref
 
 from ..core.device import get_default_device
 from ..core.graph import GRAPH
-from ..core.state import STATE, hide_levels_from, level_sizes, visible
+from ..core.state import EMPTY, STATE, hide_levels_from, level_sizes, live_grad_levels, visible
 from ..core.tensor import OpNode, Tensor, TensorImpl
 
 __all__ = ["Operation", "OpError", "as_tensor_list"]
@@ -116,11 +116,12 @@ class Operation:
         # 1. metadata
         levels = None
         mixed = False
-        traced = False
+        traced = EMPTY
         has_tangent = False
         for im in impls:
-            if im.traced:
-                traced = True
+            t = im.traced
+            if t and t is not traced:
+                traced = t if not traced else traced | t
             if im.tangents:
                 has_tangent = True
             if self.scalar_operands and im.shape == () and not im.traced:
@@ -131,8 +132,11 @@ class Operation:
                 mixed = True
         if levels is None:
             levels = ()
-        if traced and (STATE.no_grad or self.cuts_trace):
-            traced = False
+        if traced:
+            if STATE.no_grad or self.cuts_trace:
+                traced = EMPTY
+            else:
+                traced = traced & live_grad_levels  # finished transforms drop out
 
         if levels and self.has_batch_rule:
             out = self.batch_rule(args, kwargs)

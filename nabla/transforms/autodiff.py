@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import functools
 import numbers
+import weakref
 
 import numpy as np
 
 from ..core.pytree import tree_flatten, tree_map, tree_unflatten
-from ..core.state import new_level
+from ..core.state import end_grad_level, new_level, start_grad_level
 from ..core.tensor import Tensor, TensorImpl
 from ..ops._util import as_tensor
 from ..ops.unary import identity
@@ -43,10 +44,11 @@ __all__ = [
 
 
 # ----------------------------------------------------------------------------- the walk
-def _fresh(x: Tensor) -> Tensor:
-    """A new identity for ``x``: same value, traced, linked to ``x`` for outer transforms."""
+def _fresh(x: Tensor, level: int) -> Tensor:
+    """A new identity for ``x`` at grad ``level``: same value, linked to ``x`` so outer
+    transforms still see through it."""
     y = identity(x)
-    y._impl.traced = True
+    y._impl.traced = y._impl.traced | {level}
     return y
 
 
@@ -179,9 +181,21 @@ def vjp(fun, *primals, has_aux=False):
     Returns:
         ``(out, pullback)`` or ``(out, pullback, aux)``.
     """
+    level = start_grad_level()
+    try:
+        res = _vjp(fun, primals, has_aux, level)
+    except BaseException:
+        end_grad_level(level)
+        raise
+    # the trace stays live for as long as the pullback can be called
+    weakref.finalize(res[1], end_grad_level, level)
+    return res
+
+
+def _vjp(fun, primals, has_aux, level):
     flat, tree = tree_flatten(primals)
     flat = [_to_tensor_leaf(x) for x in flat]
-    wrapped = [_fresh(x) if isinstance(x, Tensor) and x.dtype.is_float else x for x in flat]
+    wrapped = [_fresh(x, level) if isinstance(x, Tensor) and x.dtype.is_float else x for x in flat]
     res = fun(*tree_unflatten(tree, wrapped))
     if has_aux:
         if not (isinstance(res, tuple) and len(res) == 2):
@@ -253,7 +267,14 @@ def value_and_grad(fun, argnums=0, has_aux=False):
                 full[i] = d
             return fun(*full, **kwargs)
 
-        res = vjp(f, *dyn, has_aux=has_aux)
+        level = start_grad_level()
+        try:
+            return _value_and_grad_at(f, dyn, level, single)
+        finally:
+            end_grad_level(level)
+
+    def _value_and_grad_at(f, dyn, level, single):
+        res = _vjp(f, dyn, has_aux, level)
         out, pullback = res[0], res[1]
         if not isinstance(out, Tensor):
             raise TypeError(f"grad needs the function to return a scalar tensor, got {type(out)}")
@@ -383,7 +404,15 @@ def jacrev(fun, argnums=0, has_aux=False):
             return fun(*full, **kwargs)
 
         dyn = [tree_map(_to_tensor_leaf, args[i]) for i in nums]
-        res = vjp(f, *dyn, has_aux=has_aux)
+        level = start_grad_level()
+        try:
+            return _jacrev_at(f, dyn, level)
+        finally:
+            end_grad_level(level)
+
+    def _jacrev_at(f, dyn, level):
+        nums, single = _argnums_tuple(argnums, len(dyn))
+        res = _vjp(f, dyn, has_aux, level)
         out, pullback = res[0], res[1]
         o_flat, o_tree = tree_flatten(out)
         per_out = []

@@ -32,7 +32,7 @@ from collections import OrderedDict
 
 from ..core.graph import GRAPH
 from ..core.pytree import tree_flatten, tree_unflatten
-from ..core.state import STATE
+from ..core.state import STATE, is_live
 from ..core.tensor import Tensor
 from ..ops.base import Operation
 
@@ -369,7 +369,7 @@ def _nonempty(plan):
 def _plain(tensors) -> bool:
     for t in tensors:
         impl = t._impl
-        if impl.levels or impl.tangents or impl.traced:
+        if impl.levels or impl.tangents or is_live(impl.traced):
             return False
     return True
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 
 from ..core.pytree import tree_flatten, tree_unflatten
+from ..core.state import end_grad_level, is_live, start_grad_level
 from ..core.tensor import Tensor
 from ..ops.base import Operation
 from ..ops.unary import stop_gradient
@@ -57,7 +58,7 @@ _custom_call = CustomCallOp()
 
 
 def _needs_rule(tensors) -> bool:
-    return any(t._impl.traced or t._impl.tangents for t in tensors)
+    return any(is_live(t._impl.traced) or t._impl.tangents for t in tensors)
 
 
 def _bind(rule, in_tensors, out_flat):
@@ -81,6 +82,20 @@ def _detached_args(flat, tree, idx):
 
 def _fill_zeros(cts, like):
     return [(_zeros_like(p) if c is None else c) for c, p in zip(cts, like)]
+
+
+def _pull_back(fn, points, cotangents, outputs):
+    """Cotangents of ``points`` for ``fn(fresh copies of points)`` given output cotangents."""
+    level = start_grad_level()
+    try:
+        copies = [_fresh(p, level) for p in points]
+        outs = fn(copies)
+        cts = _fill_zeros(cotangents, outputs)
+        pairs = [(o, c) for o, c in zip(outs, cts) if isinstance(o, Tensor)]
+        got = backward_pass([o for o, _ in pairs], [c for _, c in pairs], [c._impl for c in copies])
+    finally:
+        end_grad_level(level)
+    return [got.get(id(c._impl)) for c in copies]
 
 
 # ----------------------------------------------------------------------------- custom_vjp
@@ -220,12 +235,12 @@ class _JvpRule:
 
     def vjp(self, primals, cotangents, outputs):
         # The tangent map is linear: transpose it with our own reverse mode.
-        probes = [_fresh(_zeros_like(p)) for p in primals]
-        touts = self._call_user(primals, probes)
-        cts = _fill_zeros(cotangents, outputs)
-        pairs = [(o, c) for o, c in zip(touts, cts) if isinstance(o, Tensor)]
-        got = backward_pass([o for o, _ in pairs], [c for _, c in pairs], [p._impl for p in probes])
-        return [got.get(id(p._impl)) for p in probes]
+        return _pull_back(
+            lambda probes: self._call_user(primals, probes),
+            [_zeros_like(p) for p in primals],
+            cotangents,
+            outputs,
+        )
 
 
 # ----------------------------------------------------------------------------- checkpoint
@@ -271,12 +286,7 @@ class _RematRule:
         return tree_flatten(self.fun(*tree_unflatten(self.in_tree, p)))[0]
 
     def vjp(self, primals, cotangents, outputs):
-        copies = [_fresh(p) for p in primals]
-        outs = self._rerun(copies)
-        cts = _fill_zeros(cotangents, outputs)
-        pairs = [(o, c) for o, c in zip(outs, cts) if isinstance(o, Tensor)]
-        got = backward_pass([o for o, _ in pairs], [c for _, c in pairs], [c._impl for c in copies])
-        return [got.get(id(c._impl)) for c in copies]
+        return _pull_back(self._rerun, primals, cotangents, outputs)
 
     def jvp(self, primals, tangents, outputs):
         from .autodiff import jvp
