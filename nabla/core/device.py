@@ -15,11 +15,12 @@ __all__ = ["CPU", "Accelerator", "Device", "default_device", "get_default_device
 class Device:
     """A place where tensors live and kernels run."""
 
-    __slots__ = ("kind", "id")
+    __slots__ = ("kind", "id", "_hash")
 
     def __init__(self, kind: str, id: int = 0):  # noqa: A002
         self.kind = kind
         self.id = int(id)
+        self._hash = hash((kind, self.id))
 
     @property
     def is_cpu(self) -> bool:
@@ -29,7 +30,7 @@ class Device:
         return isinstance(other, Device) and (self.kind, self.id) == (other.kind, other.id)
 
     def __hash__(self):
-        return hash((self.kind, self.id))
+        return self._hash
 
     def __repr__(self):
         return "CPU()" if self.kind == "cpu" else f"Accelerator({self.id})"

@@ -204,6 +204,7 @@ class CompiledFunction:
         self.fullgraph = bool(fullgraph)
         self.max_cache_size = int(max_cache_size)
         self._cache: OrderedDict = OrderedDict()
+        self._positions: dict = {}  # treedef -> {flat leaf index: positional arg index}
         self._last_key = None
         self.explain = os.environ.get("NABLA_EXPLAIN_RETRACE", "0") == "1"
         self._stats = {
@@ -226,35 +227,29 @@ class CompiledFunction:
 
     # ------------------------------------------------------------------ key
     def _signature(self, args, kwargs):
+        """-> (key, flat leaves, treedef, {dim name: size}, {leaf index: symbolic shape}).
+
+        The key is ``(treedef, per-leaf entry, ...)``; a tensor's entry is (shape with
+        dynamic dims replaced by their names, dtype, device, sharding)."""
         flat, tree = tree_flatten((args, kwargs))
-        fields = [("tree", tree)]
+        dyn = self.dynamic_dims
+        positions = None
+        if dyn:
+            positions = self._positions.get(tree)
+            if positions is None:
+                positions = self._positions[tree] = _arg_leaf_positions(args)
+        parts = [tree]
         sizes: dict[str, int] = {}
         sym_shapes = {}
-        arg_leaf_index = _arg_leaf_positions(args)
         for i, leaf in enumerate(flat):
             if isinstance(leaf, Tensor):
+                impl = leaf._impl
                 shape = leaf.shape
-                pos = arg_leaf_index.get(i)
-                names = self.dynamic_dims.get(pos, {}) if pos is not None else {}
-                sym = []
-                for d, n in enumerate(shape):
-                    name = names.get(d) if names else None
-                    if name is None and names:
-                        name = names.get(d - len(shape))
-                    if name is not None:
-                        if name in sizes and sizes[name] != n:
-                            raise ValueError(
-                                f"compile: dynamic dim {name!r} has size {sizes[name]} and "
-                                f"{n} in the same call (argument {pos} of shape {shape})"
-                            )
-                        sizes[name] = n
-                        sym.append(name)
-                    else:
-                        sym.append(n)
-                sym_shapes[i] = tuple(sym)
-                fields.append(
-                    (f"leaf {i}", ("tensor", tuple(sym), leaf.dtype, leaf.device, leaf.sharding))
-                )
+                names = dyn.get(positions.get(i)) if dyn else None
+                if names:
+                    shape = self._symbolic(shape, names, sizes, positions.get(i))
+                    sym_shapes[i] = shape
+                parts.append((shape, impl.dtype, impl.device, impl.sharding))
             else:
                 try:
                     hash(leaf)
@@ -263,25 +258,49 @@ class CompiledFunction:
                         f"compile: static argument (leaf {i}) of type {type(leaf).__name__} is "
                         "not hashable; pass tensors, or hashable Python values"
                     ) from None
-                fields.append((f"leaf {i}", ("static", type(leaf), leaf)))
-        return tuple(fields), flat, tree, sizes, sym_shapes
+                parts.append(("static", type(leaf), leaf))
+        return tuple(parts), flat, tree, sizes, sym_shapes
+
+    @staticmethod
+    def _symbolic(shape, names, sizes, pos):
+        sym = []
+        for d, n in enumerate(shape):
+            name = names.get(d, names.get(d - len(shape)))
+            if name is None:
+                sym.append(n)
+                continue
+            if sizes.get(name, n) != n:
+                raise ValueError(
+                    f"compile: dynamic dim {name!r} has size {sizes[name]} and {n} in the same "
+                    f"call (argument {pos} of shape {shape})"
+                )
+            sizes[name] = n
+            sym.append(name)
+        return tuple(sym)
 
     def _explain(self, key):
         if self._last_key is None:
             log.info("compile %s: first trace", self.fun.__name__)
             return
-        old = dict(self._last_key)
-        for name, value in key:
-            if old.get(name) != value:
+        old = self._last_key
+        if len(old) != len(key) or old[0] != key[0]:
+            log.info(
+                "compile %s: retrace because the argument structure changed: %s -> %s",
+                self.fun.__name__,
+                old[0],
+                key[0],
+            )
+            return
+        for i, (a, b) in enumerate(zip(old[1:], key[1:])):
+            if a != b:
                 log.info(
-                    "compile %s: retrace because %s changed: %r -> %r",
+                    "compile %s: retrace because leaf %d changed: %r -> %r",
                     self.fun.__name__,
-                    name,
-                    old.get(name),
-                    value,
+                    i,
+                    a,
+                    b,
                 )
                 return
-        log.info("compile %s: retrace (argument count changed)", self.fun.__name__)
 
     # ------------------------------------------------------------------ call
     def __call__(self, *args, **kwargs):
@@ -324,7 +343,7 @@ class CompiledFunction:
         for i, leaf in enumerate(flat):
             if isinstance(leaf, Tensor):
                 ph = identity(leaf)
-                shape = sym_shapes[i]
+                shape = sym_shapes.get(i, ())
                 if any(isinstance(d, str) for d in shape):
                     ph._impl.shape = ph._impl.shape[: len(ph._impl.levels)] + tuple(
                         SymDim(n, s) if isinstance(s, str) else n for n, s in zip(leaf.shape, shape)
