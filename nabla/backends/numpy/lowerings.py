@@ -237,9 +237,20 @@ LOWERINGS["split"] = _split
 
 
 # --------------------------------------------------------------------------- linalg / indexing
+def _blas_ready(a):
+    # np.matmul leaves BLAS for a slow loop on broadcast (stride-0) or scattered views.
+    if a.flags.c_contiguous or a.flags.f_contiguous:
+        return a
+    if a.ndim >= 2 and 0 not in a.strides[-2:] and (
+        a.strides[-1] == a.itemsize or a.strides[-2] == a.itemsize
+    ) and 0 not in a.strides:
+        return a
+    return np.ascontiguousarray(a)
+
+
 @_one("matmul")
 def _matmul(x, y):
-    return np.matmul(x, y)
+    return np.matmul(_blas_ready(x), _blas_ready(y))
 
 
 def _flat_batch(a, nb):
