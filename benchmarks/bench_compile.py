@@ -28,8 +28,10 @@ def timeit(fn, n, warmup=3):
 
 def mlp_params(rng, sizes):
     return [
-        {"w": (rng.standard_normal((a, b)) * np.sqrt(2.0 / a)).astype(np.float32),
-         "b": np.zeros((b,), np.float32)}
+        {
+            "w": (rng.standard_normal((a, b)) * np.sqrt(2.0 / a)).astype(np.float32),
+            "b": np.zeros((b,), np.float32),
+        }
         for a, b in zip(sizes[:-1], sizes[1:])
     ]
 
@@ -132,8 +134,10 @@ def main():
     else:
         print(f"{'jax.jit':34s} {'(jax not installed)':>10s}")
     print(f"compile stats: {stats}")
-    print(f"compile cache-hit overhead, tiny function (no realize): {hit * 1e6:.1f} us "
-          "(target < 50 us)")
+    print(
+        f"compile cache-hit overhead, tiny function (no realize): {hit * 1e6:.1f} us "
+        "(target < 50 us)"
+    )
 
 
 if __name__ == "__main__":

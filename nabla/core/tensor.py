@@ -189,7 +189,9 @@ class Tensor:
     # ------------------------------------------------------------------ autodiff state
     @property
     def requires_grad(self) -> bool:
-        return self._impl.requires_grad
+        """True for a ``requires_grad`` leaf and for anything computed from one (PyTorch)."""
+        impl = self._impl
+        return impl.requires_grad or 0 in impl.traced
 
     @requires_grad.setter
     def requires_grad(self, value: bool):

@@ -45,27 +45,35 @@ def promote_operands(op_name: str, values) -> tuple[list, DType]:
     return tensor_dtypes, result_type(tensor_dtypes, scalars)
 
 
-def norm_axis(op: str, axis, ndim: int) -> int:
+def _of(ndim: int, shape) -> str:
+    return f"a tensor of shape {tuple(shape)}" if shape is not None else f"a tensor of rank {ndim}"
+
+
+def norm_axis(op: str, axis, ndim: int, shape=None) -> int:
+    """A non-negative axis; ``shape`` (optional) is named in the error messages."""
     if isinstance(axis, Tensor) or not isinstance(axis, numbers.Integral):
-        raise TypeError(f"{op}: axis must be an int, got {axis!r}")
+        raise TypeError(
+            f"{op}: axis must be an int, got {axis!r} ({type(axis).__name__}) "
+            f"for {_of(ndim, shape)}"
+        )
     axis = int(axis)
     if not -ndim <= axis < max(ndim, 1) or (ndim == 0 and axis not in (0, -1)):
-        raise IndexError(f"{op}: axis {axis} is out of range for a tensor of rank {ndim}")
+        raise IndexError(f"{op}: axis {axis} is out of range for {_of(ndim, shape)}")
     return axis % ndim if ndim else 0
 
 
-def norm_axes(op: str, axis, ndim: int) -> tuple[int, ...]:
+def norm_axes(op: str, axis, ndim: int, shape=None) -> tuple[int, ...]:
     """``None`` -> all axes; int or sequence -> sorted unique non-negative axes."""
     if axis is None:
         return tuple(range(ndim))
     if isinstance(axis, list | tuple):
-        out = tuple(sorted(norm_axis(op, a, ndim) for a in axis))
+        out = tuple(sorted(norm_axis(op, a, ndim, shape) for a in axis))
         if len(set(out)) != len(out):
-            raise ValueError(f"{op}: repeated axis in {axis!r}")
+            raise ValueError(f"{op}: repeated axis in {axis!r} for {_of(ndim, shape)}")
         return out
     if ndim == 0 and axis in (0, -1):
         return ()
-    return (norm_axis(op, axis, ndim),)
+    return (norm_axis(op, axis, ndim, shape),)
 
 
 def norm_shape(op: str, shape) -> tuple[int, ...]:

@@ -118,14 +118,14 @@ class Operation:
         mixed = False
         traced = EMPTY
         has_tangent = False
-        for im in impls:
+        for i, im in enumerate(impls):
             t = im.traced
             if t and t is not traced:
                 traced = t if not traced else traced | t
             if im.tangents:
                 has_tangent = True
-            if self.scalar_operands and im.shape == () and not im.traced:
-                continue  # a scalar constant broadcasts implicitly in every backend
+            if self.implicit_broadcast(i, im):
+                continue  # the kernel broadcasts this operand itself (e.g. a scalar constant)
             if levels is None:
                 levels = im.levels
             elif im.levels != levels:
@@ -191,7 +191,9 @@ class Operation:
 
         return results if self.multiple_results else results[0]
 
-    def _exempt(self, impl) -> bool:
+    def implicit_broadcast(self, index: int, impl) -> bool:
+        """True when operand ``index`` needs no level alignment: every backend's kernel
+        broadcasts it (by default: an untraced 0-d constant of an elementwise op)."""
         return self.scalar_operands and impl.shape == () and not impl.traced
 
     def _align(self, args, impls):
@@ -199,8 +201,8 @@ class Operation:
 
         union = tuple(sorted({lv for im in impls for lv in im.levels}))
         new_args = []
-        for a, im in zip(args, impls, strict=True):
-            if im.levels != union and not self._exempt(im):
+        for i, (a, im) in enumerate(zip(args, impls, strict=True)):
+            if im.levels != union and not self.implicit_broadcast(i, im):
                 a = broadcast_levels(a, union)
             new_args.append(a)
         return new_args, [a._impl for a in new_args], union

@@ -81,14 +81,7 @@ class BroadcastLevelsOp(_LevelOp):
         return broadcast_levels(args[0], kwargs["levels"])
 
     def vjp_rule(self, primals, cotangents, outputs, kwargs):
-        # Sum only over levels whose vmap has finished: a level still active belongs to a
-        # vmap *around* this differentiation, whose cotangents stay batched (JAX semantics).
-        x = primals[0]
-        ct = cotangents[0]
-        added = set(kwargs["levels"]) - set(x._impl.levels)
-        active = set(STATE.active_vmap)
-        drop = tuple(lv for lv in ct._impl.levels if lv in added and lv not in active)
-        return [sum_levels(ct, drop)]
+        return [sum_finished_levels(cotangents[0], primals[0])]
 
     def jvp_rule(self, primals, tangents, outputs, kwargs):
         t = tangents[0]
@@ -166,6 +159,16 @@ def broadcast_levels(x: Tensor, levels: tuple) -> Tensor:
     dims += [len(levels) + i for i in range(len(logical))]
     kwargs = {"levels": levels, "phys": {"shape": out_shape, "dims": tuple(dims)}}
     return _broadcast_levels.bind([x], kwargs)
+
+
+def sum_finished_levels(ct: Tensor, primal: Tensor) -> Tensor:
+    """The cotangent of a value broadcast over vmap levels ``primal`` lacks: sum the levels
+    whose vmap has finished. A level still active belongs to a vmap *around* this
+    differentiation, whose cotangents stay batched (JAX semantics: per-example gradients)."""
+    have = set(primal._impl.levels)
+    active = set(STATE.active_vmap)
+    drop = tuple(lv for lv in ct._impl.levels if lv not in have and lv not in active)
+    return sum_levels(ct, drop)
 
 
 def sum_levels(x: Tensor, drop: tuple) -> Tensor:

@@ -68,13 +68,35 @@ def _operand(v, dtype: DType) -> Tensor:
     return as_tensor(v, dtype)
 
 
+def _describe_operands(values) -> str:
+    out = []
+    for v in values:
+        if isinstance(v, Tensor):
+            out.append(f"{v.dtype.value} {v.shape}")
+        else:
+            out.append(type(v).__name__)
+    return " and ".join(out)
+
+
+def _value_dtype(op_name: str, v, values) -> DType:
+    try:
+        return as_tensor(v).dtype
+    except (TypeError, ValueError) as e:
+        raise TypeError(
+            f"{op_name}: unsupported operand of type {type(v).__name__} "
+            f"(operands: {_describe_operands(values)}): {e}"
+        ) from None
+
+
 def _exempt(t: Tensor) -> bool:
     impl = t._impl
     return impl.shape == () and not impl.traced
 
 
-def prepare(op_name: str, values, dtype: DType | None = None, *, promote=True):
-    """Promote ``values`` to one dtype and broadcast them to one logical shape."""
+def prepare(op_name: str, values, dtype: DType | None = None, *, promote=True, broadcast=True):
+    """Promote ``values`` to one dtype and (unless ``broadcast=False``, for ops such as
+    matmul/concatenate whose operands legitimately differ in shape) broadcast them to one
+    logical shape."""
     if dtype is None:
         tds, scalars = [], []
         for v in values:
@@ -83,12 +105,12 @@ def prepare(op_name: str, values, dtype: DType | None = None, *, promote=True):
             elif is_scalar(v):
                 scalars.append(v)
             else:
-                tds.append(as_tensor(v).dtype)
+                tds.append(_value_dtype(op_name, v, values))
         dtype = result_type(tds, scalars)
     ts = [_operand(v, dtype) for v in values]
     shapes = [t.shape for t in ts]
     first = shapes[0]
-    if any(s != first for s in shapes):
+    if broadcast and any(s != first for s in shapes):
         from .view import broadcast_to
 
         shape = broadcast_shapes(op_name, *shapes)
@@ -124,14 +146,20 @@ class BinaryOperation(Operation):
             return self.bind([x, y], {})
         dtype = None
         if self.result == "float":
-            tds, dtype = _promote_any(x, y)
+            tds, dtype = _promote_any(x, y, self.name)
             if not dtype.is_float:
                 dtype = get_default_dtype()
+        operands = (x, y)
         (x, y), dtype = prepare(self.name, [x, y], dtype)
         if self.kinds == "int" and not (dtype.is_int or dtype.is_bool):
-            raise TypeError(f"{self.name}: needs integer or bool tensors, got {dtype}")
+            raise TypeError(
+                f"{self.name}: needs integer or bool tensors, got "
+                f"{_describe_operands(operands)} (promoted to {dtype.value})"
+            )
         if self.kinds == "nobool" and dtype.is_bool:
-            raise TypeError(f"{self.name}: unsupported for bool tensors")
+            raise TypeError(
+                f"{self.name}: unsupported for bool tensors, got {_describe_operands(operands)}"
+            )
         return self.bind([x, y], {})
 
     def infer(self, shapes, dtypes, kwargs):
@@ -179,7 +207,7 @@ def _times(a, b):
     return a * b
 
 
-def _promote_any(x, y):
+def _promote_any(x, y, op_name="div"):
     tds, scalars = [], []
     for v in (x, y):
         if isinstance(v, Tensor):
@@ -187,7 +215,7 @@ def _promote_any(x, y):
         elif is_scalar(v):
             scalars.append(v)
         else:
-            tds.append(as_tensor(v).dtype)
+            tds.append(_value_dtype(op_name, v, (x, y)))
     return tds, result_type(tds, scalars)
 
 

@@ -49,7 +49,12 @@ def _infer_numpy(value, dtype: DType | None) -> np.ndarray:
         elif isinstance(value, float):
             dtype = get_default_dtype()
         else:
-            arr = np.asarray(value)
+            try:
+                arr = np.asarray(value)
+            except ValueError as e:
+                raise ValueError(
+                    f"constant: cannot make a tensor from {type(value).__name__} {value!r:.80}: {e}"
+                ) from None
             if arr.dtype.kind == "b":
                 dtype = DType.bool
             elif arr.dtype.kind in "iu":
@@ -57,7 +62,11 @@ def _infer_numpy(value, dtype: DType | None) -> np.ndarray:
             elif arr.dtype.kind == "f":
                 dtype = get_default_dtype()
             else:
-                raise TypeError(f"constant: cannot make a tensor from {type(value).__name__}")
+                raise TypeError(
+                    f"constant: cannot make a tensor from {type(value).__name__} "
+                    f"(NumPy sees dtype {arr.dtype}); supported: bool, int and float values, "
+                    "nested lists of them, NumPy arrays and tensors"
+                )
             return np.asarray(arr, dtype=dtype.numpy)
     return np.asarray(value, dtype=dtype.numpy)
 
@@ -220,7 +229,7 @@ def arange(start=0, stop=None, step=1, *, dtype=None, device=None) -> Tensor:
         vals = [v.item() if isinstance(v, Tensor) else v for v in vals]
         start, stop, step = vals
     if step == 0:
-        raise ValueError("arange: step must not be zero")
+        raise ValueError(f"arange: step must not be zero (start={start}, stop={stop}, step=0)")
     if dtype is None:
         dtype = get_default_dtype() if any(isinstance(v, float) for v in vals) else DType.int32
     dtype = to_dtype(dtype)

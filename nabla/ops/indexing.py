@@ -100,12 +100,14 @@ _gather = GatherOp()
 _scatter = ScatterOp()
 
 
-def _index_tensor(op, idx, n=None) -> Tensor:
+def _index_tensor(op, idx, n=None, where="") -> Tensor:
     idx = as_tensor(idx)
     if not idx.dtype.is_int:
-        raise TypeError(f"{op}: indices must be integers, got {idx.dtype}")
+        raise TypeError(
+            f"{op}: indices must be integers, got {idx.dtype} (indices of shape {idx.shape})"
+        )
     if n is not None:
-        _check_bounds(op, idx, n)
+        _check_bounds(op, idx, n, where)
         from .binary import where
 
         if idx.is_realized and not idx._impl.levels:
@@ -116,11 +118,15 @@ def _index_tensor(op, idx, n=None) -> Tensor:
     return idx
 
 
-def _check_bounds(op, idx, n):
+def _check_bounds(op, idx, n, where=""):
     if idx.is_realized and not idx._impl.levels:
         a = idx.numpy()
         if a.size and (a.max() >= n or a.min() < -n):
-            raise IndexError(f"{op}: index out of range for dimension of size {n}")
+            bad = a.max() if a.max() >= n else a.min()
+            raise IndexError(
+                f"{op}: index {bad} is out of range for a dimension of size {n}{where} "
+                f"(indices of shape {idx.shape})"
+            )
 
 
 def gather(x, indices, axis=0) -> Tensor:
@@ -131,8 +137,8 @@ def gather(x, indices, axis=0) -> Tensor:
     x = as_tensor(x)
     if x.ndim == 0:
         raise OpError("gather: cannot index a 0-d tensor")
-    axis = norm_axis("gather", axis, x.ndim)
-    idx = _index_tensor("gather", indices, x.shape[axis])
+    axis = norm_axis("gather", axis, x.ndim, x.shape)
+    idx = _index_tensor("gather", indices, x.shape[axis], f" (axis {axis} of shape {x.shape})")
     return _gather.bind([x, idx], {"axis": axis})
 
 
@@ -149,17 +155,24 @@ def scatter(x, indices, updates, axis=0, mode="set") -> Tensor:
     x = as_tensor(x)
     if mode not in ("set", "add"):
         raise ValueError(f"scatter: mode must be 'set' or 'add', got {mode!r}")
-    axis = norm_axis("scatter", axis, x.ndim)
-    idx = _index_tensor("scatter", indices, x.shape[axis])
+    axis = norm_axis("scatter", axis, x.ndim, x.shape)
+    idx = _index_tensor("scatter", indices, x.shape[axis], f" (axis {axis} of shape {x.shape})")
     want = x.shape[:axis] + idx.shape + x.shape[axis + 1 :]
     upd = as_tensor(updates, x.dtype)
     if upd.shape != want:
-        upd = broadcast_to(upd, want)
+        try:
+            upd = broadcast_to(upd, want)
+        except OpError:
+            raise OpError(
+                f"scatter: updates of shape {upd.shape} do not broadcast to {want}, the shape "
+                f"of x[indices] for x of shape {x.shape} and indices of shape {idx.shape} "
+                f"along axis {axis}"
+            ) from None
     return _scatter.bind([x, idx, upd], {"axis": axis, "mode": mode})
 
 
 # ----------------------------------------------------------------------------- key parsing
-def _parse_key(x: Tensor, key):
+def _parse_key(x: Tensor, key, op="getitem"):
     if not isinstance(key, tuple):
         key = (key,)
     entries = []
@@ -184,15 +197,22 @@ def _parse_key(x: Tensor, key):
         elif isinstance(k, numbers.Integral) and not isinstance(k, bool):
             entries.append(("int", int(k), 1))
         elif isinstance(k, bool):
-            raise IndexError("indexing with a Python bool is not supported")
+            raise IndexError(
+                f"{op}: indexing with a Python bool is not supported (tensor of shape {x.shape})"
+            )
         else:
-            raise IndexError(f"invalid index {k!r} of type {type(k).__name__}")
+            raise IndexError(
+                f"{op}: invalid index {k!r} of type {type(k).__name__} for a tensor of shape "
+                f"{x.shape} (use ints, slices, ..., None, or integer/bool tensors)"
+            )
     n_ell = sum(1 for e in entries if e[0] == "ell")
     if n_ell > 1:
-        raise IndexError("an index can only have a single ellipsis ('...')")
+        raise IndexError(f"{op}: an index can only have a single ellipsis ('...')")
     consumed = sum(e[2] for e in entries)
     if consumed > x.ndim:
-        raise IndexError(f"too many indices for tensor of shape {x.shape}: {consumed} were indexed")
+        raise IndexError(
+            f"{op}: too many indices for a tensor of shape {x.shape}: {consumed} were indexed"
+        )
     out = []
     for e in entries:
         if e[0] == "ell":
@@ -217,7 +237,7 @@ def _parse_key(x: Tensor, key):
         if kind == "slice":
             s = e[1]
             if s.step == 0:
-                raise ValueError("slice step cannot be zero")
+                raise ValueError(f"{op}: slice step cannot be zero (tensor of shape {x.shape})")
             start, stop, step = s.indices(n)
             slices.append((start, step, len(range(start, stop, step))))
             layout.append(("basic", dim))
@@ -225,7 +245,7 @@ def _parse_key(x: Tensor, key):
             i = e[1]
             if not -n <= i < n:
                 raise IndexError(
-                    f"index {i} is out of bounds for axis {dim} with size {n} "
+                    f"{op}: index {i} is out of bounds for axis {dim} with size {n} "
                     f"(tensor of shape {x.shape})"
                 )
             i %= n
@@ -240,8 +260,11 @@ def _parse_key(x: Tensor, key):
             slices.append((0, 1, n))
             idx = e[1]
             if not (idx.dtype.is_int):
-                raise IndexError(f"index tensors must be integer or bool, got {idx.dtype}")
-            adv.append((dim, _index_tensor("getitem", idx, n)))
+                raise IndexError(
+                    f"{op}: index tensors must be integer or bool, got {idx.dtype} "
+                    f"(tensor of shape {x.shape})"
+                )
+            adv.append((dim, _index_tensor(op, idx, n, f" (axis {dim} of shape {x.shape})")))
             layout.append(("adv", len(adv) - 1))
         dim += 1
     return tuple(slices), int_dims, adv, layout
@@ -287,7 +310,7 @@ def getitem(x, key) -> Tensor:
         and key not in ((), Ellipsis, None)
         and not (isinstance(key, tuple) and all(k is None or k is Ellipsis for k in key))
     ):
-        raise IndexError(f"cannot index a 0-d tensor with {key!r}")
+        raise IndexError(f"getitem: cannot index a 0-d tensor with {key!r}")
     slices, int_dims, adv, layout = _parse_key(x, key)
     y = _slice_n(x, slices)
     if not adv:
@@ -333,7 +356,7 @@ def _update(x, key, value, mode):
     from .view import _slice_n, moveaxis, reshape, slice_update
 
     x = as_tensor(x)
-    slices, int_dims, adv, layout = _parse_key(x, key)
+    slices, int_dims, adv, layout = _parse_key(x, key, "setitem" if mode == "set" else "at")
     region = _slice_n(x, slices)
     value = as_tensor(value, x.dtype)
     combine = {"add": lambda a, b: a + b, "mul": lambda a, b: a * b, "min": minimum, "max": maximum}

@@ -12,23 +12,32 @@ __all__ = ["matmul", "outer", "einsum", "dot"]
 
 
 class MatmulOp(Operation):
-    """``(..., m, k) @ (..., k, n)`` with identical leading dims (broadcast at the call)."""
+    """``(..., m, k) @ (..., k, n)`` with identical leading dims (broadcast at the call).
+
+    Under vmap an unbatched 2-D right operand (a weight) is not broadcast over the batch
+    levels: every backend's matmul broadcasts it, so ``vmap(lambda x: x @ w)`` costs what
+    the hand-batched product costs.
+    """
 
     name = "matmul"
+
+    def implicit_broadcast(self, index, impl):
+        return index == 1 and not impl.levels and len(impl.shape) == 2
 
     def infer(self, shapes, dtypes, kwargs):
         a, b = shapes
         return [a[:-1] + (b[-1],)], [dtypes[0]]
 
     def vjp_rule(self, primals, cotangents, outputs, kwargs):
+        from .batching import sum_finished_levels
         from .view import swap_axes
 
         x, y = primals
         ct = cotangents[0]
-        return [
-            _matmul.bind([ct, swap_axes(y, -1, -2)], {}),
-            _matmul.bind([swap_axes(x, -1, -2), ct], {}),
-        ]
+        dy = _matmul.bind([swap_axes(x, -1, -2), ct], {})
+        if dy._impl.levels != y._impl.levels:
+            dy = sum_finished_levels(dy, y)
+        return [_matmul.bind([ct, swap_axes(y, -1, -2)], {}), dy]
 
     def jvp_rule(self, primals, tangents, outputs, kwargs):
         x, y = primals
@@ -56,7 +65,9 @@ def matmul(x, y):
     from .view import broadcast_to, reshape
 
     (x, y), dtype = (
-        prepare("matmul", [x, y]) if _differ(x, y) else ((as_tensor(x), as_tensor(y)), None)
+        prepare("matmul", [x, y], broadcast=False)
+        if _differ(x, y)
+        else ((as_tensor(x), as_tensor(y)), None)
     )
     if x.dtype.is_bool:
         raise TypeError("matmul: bool tensors are not supported")
@@ -73,7 +84,12 @@ def matmul(x, y):
             f"matmul: contracted dims differ: shapes {x.shape} and {y.shape} "
             f"({x.shape[-1]} != {y.shape[-2]})"
         )
-    batch = broadcast_shapes("matmul", x.shape[:-2], y.shape[:-2])
+    try:
+        batch = broadcast_shapes("matmul", x.shape[:-2], y.shape[:-2])
+    except OpError:
+        raise OpError(
+            f"matmul: batch dims of shapes {x.shape} and {y.shape} cannot be broadcast together"
+        ) from None
     if x.shape[:-2] != batch:
         x = broadcast_to(x, batch + x.shape[-2:])
     if y.shape[:-2] != batch:
@@ -122,7 +138,8 @@ def _parse(equation, operands):
     terms = lhs.split(",")
     if len(terms) != len(operands):
         raise OpError(
-            f"einsum: equation {equation!r} has {len(terms)} operands, got {len(operands)}"
+            f"einsum: equation {equation!r} has {len(terms)} operands, got {len(operands)} "
+            f"(shapes {describe([o.shape for o in operands])})"
         )
     ell_rank = 0
     for t, x in zip(terms, operands):
@@ -183,7 +200,7 @@ def einsum(equation: str, *operands):
         operands = tuple(operands[0])
     ops = [as_tensor(o) for o in operands]
     if len({o.dtype for o in ops}) > 1:
-        ops, _ = prepare("einsum", ops)
+        ops, _ = prepare("einsum", ops, broadcast=False)
         ops = list(ops)
     terms, out = _parse(equation, ops)
     sizes = {}

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from ..core.dtypes import to_dtype
 from ..core.tensor import Tensor
 from . import binary, creation, indexing, linalg, reduction, unary, view
 
@@ -19,7 +18,7 @@ def _to(self, target):
         from .transfer import to_device
 
         return to_device(self, target)
-    return unary.cast(self, to_dtype(target))
+    return unary.cast(self, target)
 
 
 def _cpu(self):

@@ -54,7 +54,7 @@ class ReduceOperation(Operation):
 
     def __call__(self, x, axis=None, keepdims=False):
         x = as_tensor(x)
-        axes = norm_axes(self.name, axis, x.ndim)
+        axes = norm_axes(self.name, axis, x.ndim, x.shape)
         return self.bind([x], {"axes": axes, "keepdims": bool(keepdims)})
 
     def adapt_kwargs(self, kwargs, nb, batch_shape):
@@ -183,7 +183,7 @@ def _float(x):
 def mean(x, axis=None, keepdims=False):
     """Arithmetic mean over ``axis`` (sum / count, so sharded reductions stay exact)."""
     x = _float(x)
-    axes = norm_axes("mean", axis, x.ndim)
+    axes = norm_axes("mean", axis, x.ndim, x.shape)
     n = _count(x, axes)
     return reduce_sum(x, axes, keepdims) * (1.0 / n if n else float("nan"))
 
@@ -191,7 +191,7 @@ def mean(x, axis=None, keepdims=False):
 def var(x, axis=None, keepdims=False, correction=0):
     """Variance over ``axis`` with ``correction`` (0: population, 1: sample)."""
     x = _float(x)
-    axes = norm_axes("var", axis, x.ndim)
+    axes = norm_axes("var", axis, x.ndim, x.shape)
     mu = mean(x, axes, keepdims=True)
     d = x - mu
     n = _count(x, axes) - correction
@@ -210,7 +210,7 @@ def logsumexp(x, axis=None, keepdims=False):
     from .unary import exp, log, stop_gradient
 
     x = _float(x)
-    axes = norm_axes("logsumexp", axis, x.ndim)
+    axes = norm_axes("logsumexp", axis, x.ndim, x.shape)
     m = stop_gradient(reduce_max(x, axes, True))
     from .binary import where
     from .unary import is_inf
@@ -229,7 +229,7 @@ def softmax(x, axis=-1):
     from .unary import exp, stop_gradient
 
     x = _float(x)
-    axis = norm_axis("softmax", axis, x.ndim)
+    axis = norm_axis("softmax", axis, x.ndim, x.shape)
     e = exp(x - stop_gradient(reduce_max(x, (axis,), True)))
     return e / reduce_sum(e, (axis,), True)
 
@@ -237,7 +237,7 @@ def softmax(x, axis=-1):
 def logsoftmax(x, axis=-1):
     """``x - logsumexp(x)`` along ``axis``."""
     x = _float(x)
-    axis = norm_axis("logsoftmax", axis, x.ndim)
+    axis = norm_axis("logsoftmax", axis, x.ndim, x.shape)
     return x - logsumexp(x, (axis,), keepdims=True)
 
 
@@ -301,7 +301,7 @@ def _arg(op, x, axis, keepdims):
         return out
     if x.ndim == 0:
         raise OpError(f"{op.name}: axis {axis} given for a 0-d tensor")
-    axis = norm_axis(op.name, axis, x.ndim)
+    axis = norm_axis(op.name, axis, x.ndim, x.shape)
     return op.bind([x], {"axis": axis, "keepdims": bool(keepdims)})
 
 
@@ -340,5 +340,5 @@ def cumsum(x, axis=-1, exclusive=False, reverse=False):
     x = as_tensor(x)
     if x.ndim == 0:
         raise OpError(f"cumsum: needs rank >= 1, got shape {x.shape}")
-    axis = norm_axis("cumsum", axis, x.ndim)
+    axis = norm_axis("cumsum", axis, x.ndim, x.shape)
     return _cumsum.bind([x], {"axis": axis, "exclusive": bool(exclusive), "reverse": bool(reverse)})

@@ -116,7 +116,10 @@ def _not_bool(d):
     return not d.is_bool
 
 
-abs = _unary("abs", lambda x, y: sign(x), float_only=False, allowed=_not_bool)  # noqa: A001
+# d|x|/dx at 0 is 1, as in JAX
+abs = _unary(  # noqa: A001
+    "abs", lambda x, y: (x >= 0).cast(x.dtype) * 2.0 - 1.0, float_only=False, allowed=_not_bool
+)
 neg = _unary("neg", lambda x, y: -1.0, float_only=False, allowed=_not_bool)
 exp = _unary("exp", lambda x, y: y)
 expm1 = _unary("expm1", lambda x, y: y + 1.0)
@@ -186,7 +189,10 @@ def cast(x, dtype) -> Tensor:  # noqa: F821
     Float to int truncates toward zero (like NumPy's ``astype``).
     """
     x = as_tensor(x)
-    dtype = to_dtype(dtype)
+    try:
+        dtype = to_dtype(dtype)
+    except TypeError as e:
+        raise TypeError(f"cast: {e} (tensor of shape {x.shape}, dtype {x.dtype})") from None
     if x.dtype is dtype:
         return x
     return _cast.bind([x], {"dtype": dtype})

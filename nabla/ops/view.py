@@ -585,7 +585,7 @@ def concatenate(tensors, axis=0) -> Tensor:
     if not tensors:
         raise ValueError("concatenate: needs at least one tensor")
     ts, _ = (
-        prepare("concatenate", tensors)
+        prepare("concatenate", tensors, broadcast=False)
         if _need_promote(tensors)
         else ([as_tensor(t) for t in tensors], None)
     )

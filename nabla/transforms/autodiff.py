@@ -276,6 +276,8 @@ def value_and_grad(fun, argnums=0, has_aux=False):
     def _value_and_grad_at(f, dyn, level, single):
         res = _vjp(f, dyn, has_aux, level)
         out, pullback = res[0], res[1]
+        if isinstance(out, float | int) and not isinstance(out, bool):
+            out = as_tensor(float(out))  # a constant function: zero gradients
         if not isinstance(out, Tensor):
             raise TypeError(f"grad needs the function to return a scalar tensor, got {type(out)}")
         if out.shape != ():
@@ -374,7 +376,15 @@ def jvp(fun, primals, tangents, has_aux=False):
         touts.append(Tensor._wrap(t) if t is not None else _zeros_like(o))
     out = tree_unflatten(o_tree, outs)
     tout = tree_unflatten(o_tree, touts)
-    return (out, tout, aux) if has_aux else (out, tout)
+    if has_aux:
+        aux = tree_map(
+            lambda a: _strip_level(a, level)
+            if isinstance(a, Tensor) and a._impl.tangents and level in a._impl.tangents
+            else a,
+            aux,
+        )
+        return out, tout, aux
+    return out, tout
 
 
 def _strip_level(o: Tensor, level: int) -> Tensor:
@@ -404,19 +414,26 @@ def jacrev(fun, argnums=0, has_aux=False):
             return fun(*full, **kwargs)
 
         dyn = [tree_map(_to_tensor_leaf, args[i]) for i in nums]
+        for i, d in zip(nums, dyn):
+            for leaf in tree_flatten(d)[0]:
+                _check_float(leaf, f"argument {i} of jacrev")
         level = start_grad_level()
         try:
-            return _jacrev_at(f, dyn, level)
+            return _jacrev_at(f, dyn, level, single)
         finally:
             end_grad_level(level)
 
-    def _jacrev_at(f, dyn, level):
-        nums, single = _argnums_tuple(argnums, len(dyn))
+    def _jacrev_at(f, dyn, level, single):
         res = _vjp(f, dyn, has_aux, level)
         out, pullback = res[0], res[1]
         o_flat, o_tree = tree_flatten(out)
         per_out = []
         for k, o in enumerate(o_flat):
+            if not isinstance(o, Tensor) or not o.dtype.is_float:
+                raise TypeError(
+                    f"jacrev requires real-valued (float) outputs, got "
+                    f"{getattr(o, 'dtype', type(o).__name__)}"
+                )
             n = o.size
             basis = _basis(n, o.dtype).reshape((n,) + o.shape)
 

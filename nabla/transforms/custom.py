@@ -127,7 +127,9 @@ class custom_vjp:  # noqa: N801 - JAX's spelling
         tensors = [flat[i] for i in idx]
         if not _needs_rule(tensors):
             return self.fun(*args)
-        out, res = self.fwd(*_detached_args(flat, tree, idx))
+        # fwd sees the real inputs: residuals keep their links for higher-order reverse mode,
+        # while the rule returns no cotangent for the forward outputs (no double counting).
+        out, res = self.fwd(*args)
         o_flat, o_tree = tree_flatten(out)
         rule = _VjpRule(self, res, o_tree, tree, idx, len(flat), flat)
         return tree_unflatten(o_tree, _bind(rule, tensors, o_flat))

@@ -70,6 +70,11 @@ def vmap(fun=None, in_axes=0, out_axes=0, axis_size=None, spmd_axis_name=None):
         )
     if isinstance(in_axes, list):
         in_axes = tuple(in_axes)
+    if isinstance(in_axes, dict):
+        raise TypeError(
+            "vmap in_axes must be an int, None, or a tuple with one entry per positional "
+            f"argument, got a dict {in_axes!r}; wrap it in a tuple: in_axes=({{...}},)"
+        )
     _check_axes_spec("in_axes", in_axes)
     _check_axes_spec("out_axes", out_axes)
     if spmd_axis_name is not None and not isinstance(spmd_axis_name, str | tuple):

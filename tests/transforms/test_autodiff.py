@@ -1,0 +1,648 @@
+"""Autodiff: grad/vjp/jvp/jacrev/jacfwd/hessian, custom rules, checkpoint, Tensor.backward,
+and compositions with vmap (JAX semantics are the reference).
+
+Expected values are analytic or computed with NumPy; JAX is never imported.
+"""
+
+from __future__ import annotations
+
+import collections
+
+import numpy as np
+import pytest
+
+import nabla as nb
+
+
+def f32(a):
+    return np.asarray(a, dtype=np.float32)
+
+
+def close(got, want, rtol=1e-5, atol=1e-5):
+    got = got.numpy() if isinstance(got, nb.Tensor) else np.asarray(got)
+    want = np.asarray(want)
+    assert got.shape == want.shape, (got.shape, want.shape)
+    np.testing.assert_allclose(got, want, rtol=rtol, atol=atol)
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(0)
+
+
+# ----------------------------------------------------------------------------- nesting
+def test_perturbation_confusion_grad():
+    # d/dx [x * d/dy (x*y)] = d/dx x^2 = 2x
+    g = nb.grad(lambda x: x * nb.grad(lambda y: x * y)(x))(3.0)
+    close(g, np.float32(6.0))
+    # the inner derivative is taken at y = x but must not see the outer x
+    g = nb.grad(lambda x: nb.grad(lambda y: x * y * y)(x))(3.0)  # d/dx 2xy|y=x = 4x
+    close(g, np.float32(12.0))
+
+
+def test_perturbation_confusion_jvp():
+    # d/dx [x * d/dy (x*y)] = 2x with nested jvp of closures
+    out, t = nb.jvp(lambda x: x * nb.jvp(lambda y: x * y, (2.0,), (1.0,))[1], (3.0,), (1.0,))
+    close(out, np.float32(9.0))
+    close(t, np.float32(6.0))
+    # inner primal is the outer variable: d/dx [d/dy x*y^2 |y=x] = d/dx 2x^2 = 4x
+    _, t = nb.jvp(lambda x: nb.jvp(lambda y: x * y * y, (x,), (1.0,))[1], (3.0,), (1.0,))
+    close(t, np.float32(12.0))
+    # mixed modes
+    close(nb.grad(lambda x: nb.jvp(lambda y: x * y * y, (x,), (1.0,))[1])(3.0), np.float32(12.0))
+    _, t = nb.jvp(lambda x: nb.grad(lambda y: x * y * y)(x), (3.0,), (1.0,))
+    close(t, np.float32(12.0))
+
+
+def test_third_order_derivatives():
+    x = 0.7
+    close(nb.grad(nb.grad(nb.grad(nb.sin)))(x), np.float32(-np.cos(x)))
+    close(nb.grad(nb.grad(nb.grad(lambda x: x**4)))(1.5), np.float32(24 * 1.5))
+    y = 0.5
+    e = np.exp(y * y)
+    close(
+        nb.grad(nb.grad(nb.grad(lambda x: nb.exp(x * x))))(y), np.float32((12 * y + 8 * y**3) * e)
+    )
+    # forward-over-forward-over-forward and mixed
+    close(nb.jacfwd(nb.jacfwd(nb.jacfwd(nb.sin)))(x), np.float32(-np.cos(x)))
+    close(nb.jacfwd(nb.grad(nb.jacfwd(lambda x: x**4)))(1.5), np.float32(36.0))
+
+
+def _hess_f(x):
+    return (nb.sin(x) * x.sum()).sum() + (x**3).sum()
+
+
+def _hess_np(x):
+    s = x.sum()
+    h = np.cos(x)[None, :] + np.cos(x)[:, None]
+    h = h + np.diag(-s * np.sin(x) + 6 * x)
+    return h
+
+
+def test_hessians(rng):
+    x = f32(rng.normal(size=(4,)))
+    want = _hess_np(x.astype(np.float64))
+    X = nb.constant(x)
+    close(nb.jacfwd(nb.jacrev(_hess_f))(X), want, rtol=1e-4, atol=1e-4)
+    close(nb.jacrev(nb.jacrev(_hess_f))(X), want, rtol=1e-4, atol=1e-4)
+    close(nb.jacrev(nb.jacfwd(_hess_f))(X), want, rtol=1e-4, atol=1e-4)
+    close(nb.hessian(_hess_f)(X), want, rtol=1e-4, atol=1e-4)
+
+
+def test_hessian_of_matrix_input(rng):
+    a = f32(rng.normal(size=(2, 3)))
+    # f(A) = sum(A^3) -> H[i,j,k,l] = 6 A[i,j] delta
+    h = nb.hessian(lambda a: (a**3).sum())(nb.constant(a))
+    want = np.zeros((2, 3, 2, 3), np.float32)
+    for i in range(2):
+        for j in range(3):
+            want[i, j, i, j] = 6 * a[i, j]
+    close(h, want, rtol=1e-5)
+
+
+# ----------------------------------------------------------------------------- per-example
+def _mlp_loss(params, x, y):
+    h = nb.tanh(x @ params["w1"] + params["b1"])
+    return ((h @ params["w2"] - y) ** 2).sum()
+
+
+def _mlp_grad_np(p, x, y):
+    h = np.tanh(x @ p["w1"] + p["b1"])
+    r = 2 * (h @ p["w2"] - y)
+    dh = (p["w2"] @ r) * (1 - h * h)
+    return {"w1": np.outer(x, dh), "b1": dh, "w2": np.outer(h, r)}
+
+
+def test_per_example_gradients_vmap_vs_loop(rng):
+    p = {
+        "w1": f32(rng.normal(size=(3, 5)) * 0.5),
+        "b1": f32(rng.normal(size=(5,))),
+        "w2": f32(rng.normal(size=(5, 2)) * 0.5),
+    }
+    xs = f32(rng.normal(size=(6, 3)))
+    ys = f32(rng.normal(size=(6, 2)))
+    params = {k: nb.constant(v) for k, v in p.items()}
+    g = nb.vmap(nb.grad(_mlp_loss), in_axes=(None, 0, 0))(params, nb.constant(xs), nb.constant(ys))
+    loop = [nb.grad(_mlp_loss)(params, nb.constant(xs[i]), nb.constant(ys[i])) for i in range(6)]
+    for k in p:
+        assert g[k].shape == (6,) + p[k].shape
+        close(g[k], np.stack([lg[k].numpy() for lg in loop]), rtol=1e-5, atol=1e-6)
+        close(g[k], np.stack([_mlp_grad_np(p, xs[i], ys[i])[k] for i in range(6)]), 1e-4, 1e-5)
+
+
+# ----------------------------------------------------------------------------- indexing ops
+def test_grad_through_integer_indexing(rng):
+    a = f32(rng.normal(size=(3, 4)))
+    g = nb.grad(lambda x: x[1].sum() * 2.0 + x[-1, 2] * x[0, 0])(nb.constant(a))
+    want = np.zeros_like(a)
+    want[1] += 2
+    want[2, 2] += a[0, 0]
+    want[0, 0] += a[2, 2]
+    close(g, want)
+
+
+def test_grad_gather_with_duplicates(rng):
+    a = f32(rng.normal(size=(3, 4)))
+    idx = nb.constant(np.array([0, 2, 2], np.int32))
+    g = nb.grad(lambda x: (nb.gather(x, idx, axis=1) ** 2).sum())(nb.constant(a))
+    want = np.zeros_like(a)
+    for j in [0, 2, 2]:
+        want[:, j] += 2 * a[:, j]
+    close(g, want)
+
+
+def test_grad_scatter_add_and_set(rng):
+    a = f32(rng.normal(size=(3, 4)))
+    u = f32(rng.normal(size=(3, 3)))
+    idx = nb.constant(np.array([0, 2, 2], np.int32))
+
+    def loss_add(x, u):
+        return (nb.scatter(x, idx, u, axis=1, mode="add") ** 2).sum()
+
+    y = a.copy()
+    for k, j in enumerate([0, 2, 2]):
+        y[:, j] += u[:, k]
+    gx, gu = nb.grad(loss_add, argnums=(0, 1))(nb.constant(a), nb.constant(u))
+    close(gx, 2 * y)
+    close(gu, 2 * y[:, [0, 2, 2]])
+
+    idx2 = nb.constant(np.array([3, 0], np.int32))
+    u2 = f32(rng.normal(size=(3, 2)))
+
+    def loss_set(x, u):
+        return (nb.scatter(x, idx2, u, axis=1) ** 2).sum()
+
+    y = a.copy()
+    y[:, [3, 0]] = u2
+    gx, gu = nb.grad(loss_set, argnums=(0, 1))(nb.constant(a), nb.constant(u2))
+    want_x = 2 * y
+    want_x[:, [3, 0]] = 0
+    close(gx, want_x)
+    close(gu, 2 * u2)
+
+
+def test_grad_where(rng):
+    a = f32(rng.normal(size=(3, 4)))
+    g = nb.grad(lambda x: nb.where(x > 0, x**2, nb.sin(x)).sum())(nb.constant(a))
+    close(g, np.where(a > 0, 2 * a, np.cos(a)))
+    # gradient w.r.t. both branches
+    b = f32(rng.normal(size=(3, 4)))
+    gx, gy = nb.grad(lambda x, y: (nb.where(x > y, x, y) * 3.0).sum(), argnums=(0, 1))(
+        nb.constant(a), nb.constant(b)
+    )
+    close(gx, 3.0 * (a > b))
+    close(gy, 3.0 * (a <= b))
+
+
+def test_grad_max_ties_split_evenly():
+    t = f32([1.0, 3.0, 3.0, 2.0])
+    close(nb.grad(lambda x: nb.max(x))(nb.constant(t)), f32([0, 0.5, 0.5, 0]))
+    close(nb.grad(lambda x: nb.min(x))(nb.constant(-t)), f32([0, 0.5, 0.5, 0]))
+    m = f32([[1.0, 3.0, 3.0], [2.0, 2.0, 2.0]])
+    w = nb.constant(f32([1.0, 2.0]))
+    g = nb.grad(lambda x: (nb.max(x, axis=1) * w).sum())(nb.constant(m))
+    close(g, f32([[0, 0.5, 0.5], [2 / 3, 2 / 3, 2 / 3]]))
+
+
+def test_grad_at_set_and_add(rng):
+    a = f32(rng.normal(size=(3, 4)))
+    g = nb.grad(lambda x: (x.at[1].set(5.0) ** 2).sum())(nb.constant(a))
+    want = 2 * a
+    want[1] = 0
+    close(g, want)
+
+    def f(x, u):
+        return (x.at[1:3, 0].add(u) ** 2).sum()
+
+    gx, gu = nb.grad(f, argnums=(0, 1))(nb.constant(a), nb.constant(f32([1.0, -1.0])))
+    y = a.copy()
+    y[1:3, 0] += [1.0, -1.0]
+    close(gx, 2 * y)
+    close(gu, 2 * y[1:3, 0])
+
+
+# ----------------------------------------------------------------------------- backward()
+def test_backward_accumulates_and_resets():
+    x = nb.constant(f32([1.0, 2.0, 3.0]))
+    x.requires_grad = True
+    (x * x).sum().backward()
+    close(x.grad, f32([2, 4, 6]))
+    (x * x).sum().backward()
+    close(x.grad, f32([4, 8, 12]))
+    x.grad = None
+    assert x.grad is None
+    (nb.sin(x).sum() * 2.0).backward()
+    close(x.grad, 2 * np.cos(f32([1, 2, 3])))
+
+
+def test_backward_finds_leaves_through_graph_and_detach():
+    a = nb.constant(f32([1.0, 2.0]))
+    c = nb.constant(f32([3.0, 4.0]))
+    a.requires_grad = True
+    c.requires_grad = True
+    b = a * 2.0  # intermediate
+    (b * b * c).sum().backward()
+    close(a.grad, 8 * f32([1, 2]) * f32([3, 4]))
+    close(c.grad, 4 * f32([1, 2]) ** 2)
+    assert b.grad is None
+    # detach stops the gradient through a
+    a.grad = None
+    c.grad = None
+    (a.detach() * c + a).sum().backward()
+    close(a.grad, f32([1, 1]))
+    close(c.grad, f32([1, 2]))
+    assert not a.detach().requires_grad
+
+
+def test_nonleaf_requires_grad_like_pytorch():
+    a = nb.constant(f32([1.0, 2.0]))
+    a.requires_grad = True
+    assert (a * 2.0).requires_grad
+
+
+def test_no_grad():
+    a = nb.constant(f32([1.0, 2.0]))
+    a.requires_grad = True
+    with nb.no_grad():
+        d = a * 3.0
+        loss = (a * a).sum()
+    assert not d.requires_grad
+    with pytest.raises(RuntimeError):
+        loss.backward()
+    # d is a constant for later differentiation
+    (d * a).sum().backward()
+    close(a.grad, 3 * f32([1, 2]))
+
+
+# ----------------------------------------------------------------------------- API
+def test_grad_argnums_int_tuple_and_kwargs():
+    def f(a, b, c=1.0):
+        return a * b * c + a
+
+    close(nb.grad(f)(2.0, 3.0, c=4.0), np.float32(13.0))
+    close(nb.grad(f, argnums=1)(2.0, 3.0, c=4.0), np.float32(8.0))
+    close(nb.grad(f, argnums=-1)(2.0, 3.0), np.float32(2.0))
+    ga, gb = nb.grad(f, argnums=(0, 1))(2.0, 3.0, c=4.0)
+    close(ga, np.float32(13.0))
+    close(gb, np.float32(8.0))
+    (ga,) = nb.grad(f, argnums=(0,))(2.0, 3.0)
+    close(ga, np.float32(4.0))
+
+
+def test_value_and_grad_and_has_aux():
+    v, g = nb.value_and_grad(lambda x: x**3)(2.0)
+    close(v, np.float32(8.0))
+    close(g, np.float32(12.0))
+    (v, aux), g = nb.value_and_grad(lambda a, b: (a * b, {"a": a}), argnums=1, has_aux=True)(
+        2.0, 3.0
+    )
+    close(v, np.float32(6.0))
+    close(g, np.float32(2.0))
+    close(aux["a"], np.float32(2.0))
+    g, aux = nb.grad(lambda x: ((x * x).sum(), x * 2), has_aux=True)(nb.constant(f32([1, 2])))
+    close(g, f32([2, 4]))
+    close(aux, f32([2, 4]))
+
+
+Point = collections.namedtuple("Point", "a b")
+
+
+def test_grad_pytree_arguments():
+    g = nb.grad(lambda p: (p.a * p.b).sum())(Point(nb.constant(2.0), nb.constant(3.0)))
+    assert isinstance(g, Point)
+    close(g.a, np.float32(3.0))
+    close(g.b, np.float32(2.0))
+    g = nb.grad(lambda d: d["u"] ** 2 + d["v"][0] * d["v"][1])({"u": 1.0, "v": [2.0, 3.0]})
+    assert set(g) == {"u", "v"} and isinstance(g["v"], list)
+    close(g["u"], np.float32(2.0))
+    close(g["v"][0], np.float32(3.0))
+    close(g["v"][1], np.float32(2.0))
+    g = nb.grad(lambda t: t[0] * t[1][0])((nb.constant(2.0), (nb.constant(5.0),)))
+    assert isinstance(g, tuple) and isinstance(g[1], tuple)
+    close(g[0], np.float32(5.0))
+    close(g[1][0], np.float32(2.0))
+
+
+def test_grad_errors():
+    with pytest.raises(TypeError, match="scalar"):
+        nb.grad(lambda x: x * 2.0)(nb.ones((3,)))
+    with pytest.raises(TypeError, match="float"):
+        nb.grad(lambda x: x * 2)(nb.constant(3))
+    with pytest.raises(TypeError, match="float"):
+        nb.grad(lambda x: x * 2)(3)
+
+
+def test_vjp_returns_pullback_tuple():
+    out, pb = nb.vjp(lambda a, b: a * b, 2.0, 3.0)
+    close(out, np.float32(6.0))
+    cts = pb(nb.constant(1.0))
+    assert isinstance(cts, tuple) and len(cts) == 2
+    close(cts[0], np.float32(3.0))
+    close(cts[1], np.float32(2.0))
+    (ct,) = nb.vjp(nb.sin, nb.constant(f32([0.0, 1.0])))[1](nb.constant(f32([2.0, 3.0])))
+    close(ct, f32([2.0, 3 * np.cos(1.0)]))
+    # pytree outputs and has_aux
+    out, pb, aux = nb.vjp(
+        lambda x: ({"s": x.sum(), "t": x * 3.0}, x[0]), nb.ones((2,)), has_aux=True
+    )
+    (g,) = pb({"s": nb.constant(2.0), "t": nb.constant(f32([1.0, -1.0]))})
+    close(g, f32([5.0, -1.0]))
+    close(aux, np.float32(1.0))
+
+
+def test_jvp_with_has_aux_and_pytrees():
+    out, t, aux = nb.jvp(lambda a: (a * a, a + 1.0), (3.0,), (1.0,), has_aux=True)
+    close(out, np.float32(9.0))
+    close(t, np.float32(6.0))
+    close(aux, np.float32(4.0))
+    out, t = nb.jvp(
+        lambda d: d["x"] * d["y"],
+        ({"x": nb.constant(f32([1, 2])), "y": nb.constant(f32([3, 4]))},),
+        ({"x": nb.ones((2,)), "y": nb.zeros((2,))},),
+    )
+    close(out, f32([3, 8]))
+    close(t, f32([3, 4]))
+    # an output that does not depend on the input gets a zero tangent
+    (_, c), (_, tc) = nb.jvp(lambda x: (x * 2.0, nb.ones((2,))), (nb.ones((3,)),), (nb.ones((3,)),))
+    close(tc, np.zeros(2))
+
+
+def test_jvp_aux_has_no_tangent():
+    _, _, aux = nb.jvp(lambda a: (a * a, a + 1.0), (3.0,), (1.0,), has_aux=True)
+    assert "has_tangent" not in repr(aux)
+
+
+def test_jacfwd_integer_input_errors():
+    with pytest.raises(TypeError, match="float"):
+        nb.jacfwd(lambda x: x * 2)(nb.constant([3, 4]))
+
+
+def test_jacrev_integer_input_errors():
+    with pytest.raises(TypeError, match="float"):
+        nb.jacrev(lambda x: x * 2)(nb.constant([3, 4]))
+
+
+def test_jacrev_integer_output_errors():
+    with pytest.raises(TypeError):
+        nb.jacrev(lambda x: nb.argmax(x))(nb.constant(f32([3.0, 4.0])))
+
+
+def test_jacobian_layout_argnums_and_pytree_outputs(rng):
+    a = f32(rng.normal(size=(2,)))
+    b = f32(rng.normal(size=(3, 1)))
+
+    def f(x, y):
+        return {"p": x * y, "q": x.sum()}  # p: (3, 2)
+
+    for jac in (nb.jacrev, nb.jacfwd):
+        J = jac(f, argnums=(0, 1))(nb.constant(a), nb.constant(b))
+        assert set(J) == {"p", "q"} and isinstance(J["p"], tuple)
+        assert J["p"][0].shape == (3, 2, 2)
+        assert J["p"][1].shape == (3, 2, 3, 1)
+        assert J["q"][0].shape == (2,)
+        assert J["q"][1].shape == (3, 1)
+        want_p0 = np.einsum("ij,jk->ijk", np.broadcast_to(b, (3, 2)), np.eye(2))
+        want_p1 = np.zeros((3, 2, 3, 1), np.float32)
+        for i in range(3):
+            for j in range(2):
+                want_p1[i, j, i, 0] = a[j]
+        close(J["p"][0], want_p0)
+        close(J["p"][1], want_p1)
+        close(J["q"][0], np.ones(2))
+        close(J["q"][1], np.zeros((3, 1)))
+        # default argnums=0, single (not tuple) result
+        J0 = jac(f)(nb.constant(a), nb.constant(b))
+        close(J0["p"], want_p0)
+
+
+def test_jacrev_and_hessian_nonzero_int_argnums():
+    def f(a, b):
+        return (a * b * b).sum()
+
+    a, b = nb.constant(np.float32(2.0)), nb.constant(f32([3.0, 4.0]))
+    close(nb.jacfwd(f, argnums=1)(a, b), 2 * 2.0 * f32([3.0, 4.0]))
+    close(nb.jacrev(f, argnums=1)(a, b), 2 * 2.0 * f32([3.0, 4.0]))
+    (g,) = nb.jacrev(f, argnums=(1,))(a, b)
+    close(g, 2 * 2.0 * f32([3.0, 4.0]))
+    close(nb.hessian(f, argnums=1)(a, b), 2 * 2.0 * np.eye(2))
+
+
+def test_jacobian_matrix_functions(rng):
+    A = f32(rng.normal(size=(3, 4)))
+    v = f32(rng.normal(size=(4,)))
+    z = A @ v
+    want_v = (1 - np.tanh(z) ** 2)[:, None] * A
+    want_A = np.einsum("i,ik,l->ikl", 1 - np.tanh(z) ** 2, np.eye(3), v)
+    for jac in (nb.jacrev, nb.jacfwd):
+        jv, jA = jac(lambda v, A: nb.tanh(A @ v), argnums=(0, 1))(nb.constant(v), nb.constant(A))
+        close(jv, want_v, rtol=1e-4, atol=1e-5)
+        close(jA, want_A, rtol=1e-4, atol=1e-5)
+
+
+def test_jacobian_has_aux():
+    v = nb.constant(f32([0.1, 0.2, 0.3]))
+    for jac in (nb.jacrev, nb.jacfwd):
+        J, aux = jac(lambda x: (nb.sin(x), x.sum()), has_aux=True)(v)
+        close(J, np.diag(np.cos(f32([0.1, 0.2, 0.3]))))
+        close(aux, np.float32(0.6), rtol=1e-6)
+
+
+def test_stop_gradient():
+    g = nb.grad(lambda x: (nb.stop_gradient(x) * x).sum())(nb.constant(f32([1.0, 2.0])))
+    close(g, f32([1, 2]))
+    g = nb.grad(lambda x: nb.stop_gradient(x * x) + x)(3.0)
+    close(g, np.float32(1.0))
+    _, t = nb.jvp(lambda x: nb.stop_gradient(x) * x, (3.0,), (1.0,))
+    close(t, np.float32(3.0))
+
+
+# ----------------------------------------------------------------------------- custom rules
+def test_custom_vjp_bwd_is_used():
+    calls = {"fwd": 0, "bwd": 0}
+
+    @nb.custom_vjp
+    def f(x):
+        return nb.sin(x)
+
+    def fwd(x):
+        calls["fwd"] += 1
+        return nb.sin(x), nb.cos(x)
+
+    def bwd(res, g):
+        calls["bwd"] += 1
+        return (g * res * 10.0,)  # deliberately not the true derivative
+
+    f.defvjp(fwd, bwd)
+    close(f(nb.constant(0.5)), np.float32(np.sin(0.5)))
+    assert calls == {"fwd": 0, "bwd": 0}  # no differentiation: plain call
+    close(nb.grad(f)(0.5), np.float32(10 * np.cos(0.5)))
+    assert calls == {"fwd": 1, "bwd": 1}
+    close(nb.grad(lambda x: f(x) * x)(0.5), np.float32(np.sin(0.5) + 10 * np.cos(0.5) * 0.5))
+    close(nb.vmap(nb.grad(f))(nb.constant(f32([0.1, 0.2]))), 10 * np.cos(f32([0.1, 0.2])))
+    with pytest.raises(TypeError, match="custom_jvp"):
+        nb.jvp(f, (0.5,), (1.0,))
+
+
+def test_custom_vjp_multiple_args_and_residual_pytree():
+    @nb.custom_vjp
+    def f(x, y):
+        return x * y
+
+    def fwd(x, y):
+        return x * y, {"x": x, "y": y}
+
+    def bwd(res, g):
+        return (g * res["y"] * 2.0, g * res["x"] * 3.0)
+
+    f.defvjp(fwd, bwd)
+    gx, gy = nb.grad(f, argnums=(0, 1))(2.0, 5.0)
+    close(gx, np.float32(10.0))
+    close(gy, np.float32(6.0))
+
+
+def test_custom_vjp_second_order(rng):
+    @nb.custom_vjp
+    def f(x):
+        return x * nb.sin(x)
+
+    f.defvjp(
+        lambda x: (x * nb.sin(x), x),
+        lambda x, g: (g * (nb.sin(x) + x * nb.cos(x)),),
+    )
+    u = f32(rng.normal(size=(4,)))
+    # d/du sum(sin u + u cos u) = 2 cos u - u sin u
+    g2 = nb.grad(lambda w: nb.grad(lambda v: f(v).sum())(w).sum())(nb.constant(u))
+    close(g2, 2 * np.cos(u) - u * np.sin(u), rtol=1e-5)
+
+
+def test_custom_jvp_forward_and_derived_reverse():
+    calls = {"jvp": 0}
+
+    @nb.custom_jvp
+    def g(x):
+        return nb.log1p(nb.exp(x))
+
+    @g.defjvp
+    def g_jvp(primals, tangents):
+        calls["jvp"] += 1
+        (x,), (t,) = primals, tangents
+        return g(x), t * nb.sigmoid(x) * 3.0  # deliberately scaled
+
+    sig = 1 / (1 + np.exp(-0.5))
+    out, t = nb.jvp(g, (0.5,), (1.0,))
+    close(out, np.float32(np.log1p(np.exp(0.5))))
+    close(t, np.float32(3 * sig))
+    assert calls["jvp"] == 1
+    close(nb.grad(g)(0.5), np.float32(3 * sig))  # reverse mode transposes the rule
+    assert calls["jvp"] == 2
+    close(nb.grad(nb.grad(g))(0.5), np.float32(3 * sig * (1 - sig)), rtol=1e-5)
+    close(nb.vmap(nb.grad(g))(nb.constant(f32([0.5, 1.0]))), 3 / (1 + np.exp(-f32([0.5, 1.0]))))
+
+
+def test_checkpoint_same_values_and_grads_and_reruns():
+    n = [0]
+
+    def h(x):
+        n[0] += 1
+        return nb.sin(nb.cos(x)) * x
+
+    hc = nb.checkpoint(h)
+    x = nb.constant(f32([0.3, 0.7]))
+    xn = f32([0.3, 0.7])
+    want = np.sin(np.cos(xn)) * xn
+    want_g = np.cos(np.cos(xn)) * -np.sin(xn) * xn + np.sin(np.cos(xn))
+    close(hc(x), want)
+    n[0] = 0
+    close(nb.grad(lambda x: hc(x).sum())(x), want_g, rtol=1e-5)
+    assert n[0] == 2  # forward + re-run during backward
+    n[0] = 0
+    close(nb.grad(lambda x: h(x).sum())(x), want_g, rtol=1e-5)
+    assert n[0] == 1
+    _, t1 = nb.jvp(hc, (x,), (nb.ones((2,)),))
+    close(t1, want_g, rtol=1e-5)
+    close(nb.hessian(lambda x: hc(x).sum())(x), nb.hessian(lambda x: h(x).sum())(x).numpy())
+    assert nb.remat is nb.checkpoint
+
+
+# ----------------------------------------------------------------------------- compositions
+def _h(x):  # elementwise h(x) = sin(x) * x
+    return nb.sin(x) * x
+
+
+def _h1(x):
+    return np.cos(x) * x + np.sin(x)
+
+
+def _h2(x):
+    return -np.sin(x) * x + 2 * np.cos(x)
+
+
+def _h3(x):
+    return -np.cos(x) * x - 3 * np.sin(x)
+
+
+def test_vmap_jacfwd_grad(rng):
+    a = f32(rng.normal(size=(3, 4)))
+    out = nb.vmap(nb.jacfwd(nb.grad(lambda r: _h(r).sum())))(nb.constant(a))
+    want = np.stack([np.diag(_h2(row)) for row in a])
+    close(out, want, rtol=1e-4, atol=1e-5)
+
+
+def test_jacrev_vmap_grad(rng):
+    a = f32(rng.normal(size=(3, 4)))
+    out = nb.jacrev(nb.vmap(nb.grad(lambda r: _h(r).sum())))(nb.constant(a))
+    want = np.einsum("ij,ik,jl->ijkl", _h2(a), np.eye(3), np.eye(4))
+    close(out, want, rtol=1e-4, atol=1e-5)
+
+
+def test_grad_jvp_grad():
+    g = nb.grad(lambda x: nb.jvp(nb.grad(_h), (x,), (1.0,))[1])(0.3)
+    close(g, np.float32(_h3(0.3)), rtol=1e-5)
+
+
+def test_jacfwd_jacrev_vmap(rng):
+    v = f32(rng.normal(size=(4,)))
+    out = nb.jacfwd(nb.jacrev(nb.vmap(_h)))(nb.constant(v))
+    want = np.einsum("i,ij,ik->ijk", _h2(v), np.eye(4), np.eye(4))
+    close(out, want, rtol=1e-4, atol=1e-5)
+
+
+def test_more_depth3_compositions(rng):
+    a = f32(rng.normal(size=(3, 4)))
+    A = nb.constant(a)
+    # vmap(vmap(grad))
+    close(nb.vmap(nb.vmap(nb.grad(_h)))(A), _h1(a), rtol=1e-5)
+    # jvp(vmap(grad)) with tangent ones: d/dt grad(h)(a + t) = h''(a)
+    out, t = nb.jvp(nb.vmap(nb.grad(lambda r: _h(r).sum())), (A,), (nb.ones((3, 4)),))
+    close(out, _h1(a), rtol=1e-5)
+    close(t, _h2(a), rtol=1e-4, atol=1e-5)
+    # vjp(vmap(jvp)): f(x) = jvp(h, x, x)[1] = h'(x) x, pullback of ones = h''(x) x + h'(x)
+    (g,) = nb.vjp(lambda x: nb.vmap(lambda r: nb.jvp(_h, (r,), (r,))[1])(x), A)[1](nb.ones((3, 4)))
+    close(g, _h2(a) * a + _h1(a), rtol=1e-4, atol=1e-5)
+    # grad(grad(vmap)) with a scalar parameter: d2/ds2 sum sin(r s) = -sum r^2 sin(r s)
+    r = np.arange(3, dtype=np.float32)
+    s = 0.4
+    g2 = nb.grad(nb.grad(lambda s: nb.vmap(lambda q: nb.sin(q * s))(nb.constant(r)).sum()))(s)
+    close(g2, np.float32(-(r**2 * np.sin(r * s)).sum()), rtol=1e-5)
+    # vmap(hessian)
+    H = nb.vmap(nb.hessian(lambda r: _h(r).sum()))(A)
+    close(H, np.stack([np.diag(_h2(row)) for row in a]), rtol=1e-4, atol=1e-5)
+    # vmap(jvp(grad)) : per-example Hessian-vector products with an unbatched primal
+    w = f32(rng.normal(size=(4,)))
+    hv = nb.vmap(lambda t: nb.jvp(nb.grad(lambda u: _h(u).sum()), (nb.constant(w),), (t,))[1])(A)
+    close(hv, _h2(w) * a, rtol=1e-4, atol=1e-5)
+
+
+# ----------------------------------------------------------------------------- trace
+def test_trace_prints_graph():
+    tr = nb.trace(lambda x: nb.sin(x) @ x)(nb.ones((2, 2)))
+    s = str(tr)
+    assert "f32[2,2]" in s
+    assert "sin" in s and "matmul" in s
+    assert "in (" in s
+    assert tr.num_ops == 2
+    tg = nb.trace(nb.grad(lambda x: (nb.sin(x) @ x).sum()))(nb.ones((2, 2)))
+    sg = str(tg)
+    assert "f32[2,2]" in sg and "cos" in sg and "matmul" in sg and "in (" in sg
+    assert tg.num_ops > tr.num_ops
+    assert repr(tg) == sg

@@ -1,0 +1,454 @@
+"""vmap with level-tagged prefix batch dims (JAX semantics are the reference).
+
+Expected values are computed with NumPy (loops, einsum, broadcasting); JAX is never imported.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import nabla as nb
+import nabla.transforms.vmap as vmap_mod
+
+RTOL = 1e-5
+ATOL = 1e-5
+
+
+def f32(a):
+    return np.asarray(a, dtype=np.float32)
+
+
+def close(got, want, rtol=RTOL, atol=ATOL):
+    got = got.numpy() if isinstance(got, nb.Tensor) else np.asarray(got)
+    want = np.asarray(want)
+    assert got.shape == want.shape, (got.shape, want.shape)
+    np.testing.assert_allclose(got, want, rtol=rtol, atol=atol)
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(0)
+
+
+# ----------------------------------------------------------------------------- in_axes
+def test_in_axes_int_default(rng):
+    a = f32(rng.normal(size=(4, 3)))
+    close(nb.vmap(lambda x: nb.sin(x).sum())(nb.constant(a)), np.sin(a).sum(1))
+
+
+def test_in_axes_positive_nonzero(rng):
+    a = f32(rng.normal(size=(2, 5, 3)))
+    out = nb.vmap(lambda x: x.sum(axis=0), in_axes=1)(nb.constant(a))
+    # per element i: a[:, i, :].sum(0) -> shape (3,)
+    close(out, np.stack([a[:, i, :].sum(0) for i in range(5)]))
+
+
+def test_in_axes_negative(rng):
+    a = f32(rng.normal(size=(2, 3, 4)))
+    out = nb.vmap(lambda x: x @ nb.ones((3,)), in_axes=-1)(nb.constant(a))
+    close(out, np.stack([a[:, :, i] @ np.ones(3) for i in range(4)]))
+    out2 = nb.vmap(lambda x: x * 2.0, in_axes=-3)(nb.constant(a))
+    close(out2, a * 2)
+
+
+def test_in_axes_none_and_tuple(rng):
+    xs = f32(rng.normal(size=(5, 3)))
+    w = f32(rng.normal(size=(3,)))
+    out = nb.vmap(lambda x, w: (x * w).sum(), in_axes=(0, None))(nb.constant(xs), nb.constant(w))
+    close(out, xs @ w)
+    # list in_axes behaves like a tuple
+    out = nb.vmap(lambda x, w: (x * w).sum(), in_axes=[0, None])(nb.constant(xs), nb.constant(w))
+    close(out, xs @ w)
+
+
+def test_in_axes_tuple_mixed_axes(rng):
+    a = f32(rng.normal(size=(4, 3)))
+    b = f32(rng.normal(size=(3, 4)))
+    out = nb.vmap(lambda x, y: x * y, in_axes=(0, 1))(nb.constant(a), nb.constant(b))
+    close(out, a * b.T)
+
+
+def test_in_axes_pytree_prefix_dict(rng):
+    p = {"w": f32(rng.normal(size=(3,))), "b": f32(rng.normal(size=(6,)))}
+    xs = f32(rng.normal(size=(6, 3)))
+
+    def f(params, x):
+        return (params["w"] * x).sum() + params["b"]
+
+    params = {k: nb.constant(v) for k, v in p.items()}
+    out = nb.vmap(f, in_axes=({"w": None, "b": 0}, 0))(params, nb.constant(xs))
+    close(out, xs @ p["w"] + p["b"])
+
+
+def test_in_axes_pytree_prefix_list_and_nested(rng):
+    a = f32(rng.normal(size=(5, 2)))
+    b = f32(rng.normal(size=(2,)))
+    c = f32(rng.normal(size=(2, 5)))
+
+    def f(lst):
+        x, y, z = lst
+        return x * y + z
+
+    out = nb.vmap(f, in_axes=([0, None, 1],))([nb.constant(a), nb.constant(b), nb.constant(c)])
+    close(out, a * b + c.T)
+    # a single int in_axes applies to every leaf of a pytree argument
+    d = {"u": nb.constant(a), "v": nb.constant(c.T)}
+    out = nb.vmap(lambda d: d["u"] - d["v"])(d)
+    close(out, a - c.T)
+
+
+def test_kwargs_are_passed_unmapped(rng):
+    xs = f32(rng.normal(size=(4, 3)))
+    scale = f32(rng.normal(size=(3,)))
+
+    def f(x, *, scale, shift=0.0):
+        return x * scale + shift
+
+    out = nb.vmap(f)(nb.constant(xs), scale=nb.constant(scale), shift=1.0)
+    close(out, xs * scale + 1.0)
+
+
+def test_decorator_forms(rng):
+    xs = f32(rng.normal(size=(4, 3)))
+    w = f32(rng.normal(size=(3,)))
+
+    @nb.vmap
+    def f(x):
+        return (x * x).sum()
+
+    @nb.vmap(in_axes=(None, 0))
+    def g(w, x):
+        return (w * x).sum()
+
+    close(f(nb.constant(xs)), (xs * xs).sum(1))
+    close(g(nb.constant(w), nb.constant(xs)), xs @ w)
+    assert f.__name__ == "f" and g.__name__ == "g"
+
+
+def test_numpy_inputs_are_accepted(rng):
+    xs = f32(rng.normal(size=(4, 3)))
+    close(nb.vmap(lambda x: x.sum())(xs), xs.sum(1))
+
+
+# ----------------------------------------------------------------------------- out_axes
+def test_out_axes_int_and_negative(rng):
+    a = f32(rng.normal(size=(4, 2, 3)))
+    out = nb.vmap(lambda x: x + 1.0, out_axes=1)(nb.constant(a))
+    close(out, np.moveaxis(a + 1, 0, 1))
+    out = nb.vmap(lambda x: x + 1.0, out_axes=-1)(nb.constant(a))
+    close(out, np.moveaxis(a + 1, 0, -1))
+    out = nb.vmap(lambda x: x + 1.0, out_axes=2)(nb.constant(a))
+    close(out, np.moveaxis(a + 1, 0, 2))
+
+
+def test_out_axes_none_for_unbatched_output(rng):
+    xs = f32(rng.normal(size=(4, 3)))
+    c = f32(rng.normal(size=(2,)))
+    out = nb.vmap(lambda x: (x * 2.0, nb.constant(c)), out_axes=(0, None))(nb.constant(xs))
+    close(out[0], xs * 2)
+    close(out[1], c)  # not broadcast: shape (2,)
+
+
+def test_out_axes_none_for_batched_output_errors(rng):
+    xs = nb.constant(f32(rng.normal(size=(4, 3))))
+    with pytest.raises(ValueError, match="out_axes"):
+        nb.vmap(lambda x: x * 2.0, out_axes=None)(xs)
+
+
+def test_out_axes_pytree(rng):
+    a = f32(rng.normal(size=(4, 3)))
+
+    def f(x):
+        return {"s": x.sum(), "x": x * 3.0}
+
+    out = nb.vmap(f, out_axes={"s": 0, "x": 1})(nb.constant(a))
+    close(out["s"], a.sum(1))
+    close(out["x"], (a * 3).T)
+    out = nb.vmap(lambda x: (x, [x.sum(), x * 2]), out_axes=(1, [0, -1]))(nb.constant(a))
+    close(out[0], a.T)
+    close(out[1][0], a.sum(1))
+    close(out[1][1], (2 * a).T)
+
+
+def test_in_axes_one_out_axes_one(rng):
+    a = f32(rng.normal(size=(3, 5, 2)))
+    out = nb.vmap(lambda x: nb.exp(x) * 2.0, in_axes=1, out_axes=1)(nb.constant(a))
+    close(out, np.exp(a) * 2, rtol=1e-5)
+    # a reduction inside: per-slice sums over the logical axis 0
+    out = nb.vmap(lambda x: x.sum(axis=0, keepdims=True), in_axes=1, out_axes=1)(nb.constant(a))
+    close(out, a.sum(0, keepdims=True))
+
+
+# ----------------------------------------------------------------------------- errors
+def test_error_inconsistent_sizes_names_arguments():
+    with pytest.raises(ValueError) as ei:
+        nb.vmap(lambda x, y: x + y)(nb.ones((3, 2)), nb.ones((4, 2)))
+    msg = str(ei.value)
+    assert "argument 0" in msg and "argument 1" in msg
+    assert "3" in msg and "4" in msg
+
+
+def test_error_inconsistent_sizes_in_pytree():
+    with pytest.raises(ValueError, match="argument 0"):
+        nb.vmap(lambda d: d["a"] + d["b"])({"a": nb.ones((3,)), "b": nb.ones((5,))})
+
+
+def test_error_rank0_input_with_int_axis():
+    with pytest.raises(ValueError, match="argument 0"):
+        nb.vmap(lambda x: x * 2.0)(nb.constant(1.0))
+
+
+def test_error_axis_out_of_range():
+    with pytest.raises(ValueError, match="out of range"):
+        nb.vmap(lambda x: x, in_axes=2)(nb.ones((3, 2)))
+    with pytest.raises(ValueError, match="out of range"):
+        nb.vmap(lambda x: x, in_axes=-3)(nb.ones((3, 2)))
+    with pytest.raises(ValueError, match="out_axes"):
+        nb.vmap(lambda x: x, out_axes=3)(nb.ones((3, 2)))
+
+
+def test_error_all_none_without_axis_size():
+    with pytest.raises(ValueError, match="axis_size"):
+        nb.vmap(lambda x: x * 2.0, in_axes=None)(nb.ones((3,)))
+
+
+def test_error_in_axes_wrong_length():
+    with pytest.raises(ValueError):
+        nb.vmap(lambda x, y: x + y, in_axes=(0,))(nb.ones((3,)), nb.ones((3,)))
+
+
+def test_axis_size_with_all_none():
+    out = nb.vmap(lambda x: x * 2.0, in_axes=None, axis_size=4)(nb.constant(f32([1.0, 2.0])))
+    close(out, np.tile(f32([2.0, 4.0]), (4, 1)))
+    out = nb.vmap(lambda: nb.ones((2,)), axis_size=3)()
+    close(out, np.ones((3, 2)))
+
+
+# ----------------------------------------------------------------------------- broadcasting
+def test_unbatched_output_broadcasts(rng):
+    """An output that does not depend on the mapped input still has the batch dim."""
+    xs = nb.constant(f32(rng.normal(size=(5, 3))))
+    w = f32(rng.normal(size=(2,)))
+    out = nb.vmap(lambda x: nb.constant(w) * 2.0)(xs)
+    close(out, np.tile(w * 2, (5, 1)))
+    out = nb.vmap(lambda x: (x.sum(), nb.ones(()), 3.0))(xs)
+    close(out[1], np.ones(5))
+    close(out[2], np.full(5, 3.0))
+    # and with out_axes=1
+    out = nb.vmap(lambda x: nb.constant(w), out_axes=1)(xs)
+    close(out, np.tile(w[:, None], (1, 5)))
+
+
+def test_unbatched_output_broadcasts_in_nested_vmap():
+    xs = nb.ones((2,))
+    ys = nb.ones((3,))
+    out = nb.vmap(lambda x: nb.vmap(lambda y: nb.constant(7.0))(ys))(xs)
+    close(out, np.full((2, 3), 7.0))
+    # inner result depends only on the outer x
+    out = nb.vmap(lambda x: nb.vmap(lambda y: x * 2.0)(ys))(nb.constant(f32([1.0, 2.0])))
+    close(out, f32([[2, 2, 2], [4, 4, 4]]))
+
+
+# ----------------------------------------------------------------------------- regressions
+def test_inner_vmap_over_unrelated_tensor_with_outer_closure(rng):
+    """Outer vmap over x; inner vmap over an unrelated y closing over the outer x."""
+    x = f32(rng.normal(size=(4, 3)))
+    y = f32(rng.normal(size=(5, 3)))
+    X, Y = nb.constant(x), nb.constant(y)
+
+    def f(xi, yj):
+        return (nb.sin(xi) * yj).sum() + xi[0]
+
+    out = nb.vmap(lambda xi: nb.vmap(lambda yj: f(xi, yj))(Y))(X)
+    want = np.array([[(np.sin(x[i]) * y[j]).sum() + x[i, 0] for j in range(5)] for i in range(4)])
+    close(out, want)
+
+
+def test_equal_sized_levels_do_not_alias(rng):
+    """Two nested vmaps of the same size over different tensors: outer product, not diagonal."""
+    a = f32(rng.normal(size=(3,)))
+    b = f32(rng.normal(size=(3,)))
+    out = nb.vmap(lambda x: nb.vmap(lambda y: x * y)(nb.constant(b)))(nb.constant(a))
+    close(out, np.outer(a, b))
+    # also when both come in as arguments with in_axes
+    out = nb.vmap(lambda x, bb: nb.vmap(lambda y: x * y)(bb), in_axes=(0, None))(
+        nb.constant(a), nb.constant(b)
+    )
+    close(out, np.outer(a, b))
+    # and for matrices: out[i, j] = A[i] . B[j]
+    A = f32(rng.normal(size=(3, 3)))
+    B = f32(rng.normal(size=(3, 3)))
+    out = nb.vmap(lambda r: nb.vmap(lambda c: (r * c).sum())(nb.constant(B)))(nb.constant(A))
+    close(out, A @ B.T)
+
+
+def test_nested_depth3_mixed_closures(rng):
+    a = f32(rng.normal(size=(2, 4)))
+    b = f32(rng.normal(size=(3, 4)))
+    c = f32(rng.normal(size=(5, 4)))
+    A, B, C = nb.constant(a), nb.constant(b), nb.constant(c)
+
+    # level 3 closes over level 1 (x) and level 2 (y)
+    def lvl1(x):
+        def lvl2(y):
+            return nb.vmap(lambda z: (x * y * z).sum() + x.sum())(C)
+
+        return nb.vmap(lvl2)(B)
+
+    out = nb.vmap(lvl1)(A)
+    want = np.einsum("ik,jk,lk->ijl", a, b, c) + a.sum(1)[:, None, None]
+    close(out, want, rtol=1e-4)
+
+    # mixing in_axes=None at the middle level, and a closure only over level 1 at level 3
+    w = f32(rng.normal(size=(4,)))
+
+    def lvl1b(x):
+        def lvl2(y, wv):
+            return nb.vmap(lambda z: (x * z).sum() * (y * wv).sum())(C)
+
+        return nb.vmap(lvl2, in_axes=(0, None))(B, nb.constant(w))
+
+    out = nb.vmap(lvl1b)(A)
+    want = np.einsum("ik,lk->il", a, c)[:, None, :] * (b @ w)[None, :, None]
+    close(out, want, rtol=1e-4)
+
+    # the innermost level ignores its own input and uses only outer ones
+    out = nb.vmap(lambda x: nb.vmap(lambda y: nb.vmap(lambda z: x[0] + y[1])(C))(B))(A)
+    want = np.broadcast_to(a[:, 0][:, None, None] + b[:, 1][None, :, None], (2, 3, 5))
+    close(out, want)
+
+
+def test_nested_with_different_in_axes(rng):
+    m = f32(rng.normal(size=(3, 4)))
+    # outer over columns, inner over rows: out[j, i] = m[i, j] * 2
+    out = nb.vmap(lambda col: nb.vmap(lambda e: e * 2.0)(col), in_axes=1)(nb.constant(m))
+    close(out, 2 * m.T)
+    # inner out_axes=0 twice gives transposed layout; out_axes=1 at the outer restores it
+    out = nb.vmap(lambda col: nb.vmap(lambda e: e * 2.0)(col), in_axes=1, out_axes=1)(
+        nb.constant(m)
+    )
+    close(out, 2 * m)
+
+
+# ----------------------------------------------------------------------------- matmul
+def test_vmap_matmul_batched_and_unbatched(rng):
+    xs = f32(rng.normal(size=(6, 4, 3)))
+    w = f32(rng.normal(size=(3, 2)))
+    ws = f32(rng.normal(size=(6, 3, 2)))
+    v = f32(rng.normal(size=(4, 3)))
+    X, W, WS, V = map(nb.constant, (xs, w, ws, v))
+    close(nb.vmap(lambda x: x @ W)(X), xs @ w, rtol=1e-4)
+    close(nb.vmap(lambda x, w: x @ w, in_axes=(0, None))(X, W), xs @ w, rtol=1e-4)
+    close(nb.vmap(lambda x, w: nb.matmul(x, w))(X, WS), xs @ ws, rtol=1e-4)
+    close(nb.vmap(lambda w: V @ w)(WS), v @ ws, rtol=1e-4)
+    # matrix-vector and vector-matrix under vmap
+    vecs = f32(rng.normal(size=(6, 3)))
+    close(nb.vmap(lambda u: V @ u)(nb.constant(vecs)), vecs @ v.T, rtol=1e-4)
+    close(nb.vmap(lambda u: u @ W)(nb.constant(vecs)), vecs @ w, rtol=1e-4)
+    # nested: outer over x rows, inner over w columns
+    out = nb.vmap(lambda x: nb.vmap(lambda col: x @ col, in_axes=1)(W))(nb.constant(v))
+    close(out, v @ w, rtol=1e-4)
+
+
+def test_vmap_mlp_matches_batched(rng):
+    w1 = f32(rng.normal(size=(8, 16)) * 0.3)
+    b1 = f32(rng.normal(size=(16,)))
+    w2 = f32(rng.normal(size=(16, 4)) * 0.3)
+    xs = f32(rng.normal(size=(10, 8)))
+
+    def mlp(x, w1, b1, w2):
+        return nb.relu(x @ w1 + b1) @ w2
+
+    out = nb.vmap(mlp, in_axes=(0, None, None, None))(*map(nb.constant, (xs, w1, b1, w2)))
+    close(out, np.maximum(xs @ w1 + b1, 0) @ w2, rtol=1e-4, atol=1e-4)
+
+
+# ----------------------------------------------------------------------------- random
+def test_global_random_draws_differ_per_element():
+    out = nb.vmap(lambda x: x + nb.uniform(()))(nb.zeros((5,))).numpy()
+    assert out.shape == (5,)
+    assert len(np.unique(out)) == 5
+    assert np.all((out >= 0) & (out < 1))
+
+
+def test_global_random_shaped_draws_under_nested_vmap():
+    out = nb.vmap(lambda x: nb.vmap(lambda y: y + nb.normal((2,)))(x))(nb.zeros((3, 4))).numpy()
+    assert out.shape == (3, 4, 2)
+    assert len(np.unique(out.reshape(-1))) == 24
+
+
+def test_batched_key_gives_independent_draws():
+    keys = nb.random.split(nb.random.key(0), 5)
+    out = nb.vmap(lambda k: nb.random.uniform(k, (3,)))(keys).numpy()
+    assert out.shape == (5, 3)
+    assert len(np.unique(out.reshape(-1))) == 15
+    # reproducible, and equal to drawing with each key separately
+    again = nb.vmap(lambda k: nb.random.uniform(k, (3,)))(keys).numpy()
+    np.testing.assert_array_equal(out, again)
+    for i in range(5):
+        np.testing.assert_allclose(nb.random.uniform(keys[i], (3,)).numpy(), out[i], rtol=1e-6)
+
+
+def test_spmd_axis_name_is_recorded_and_values_unchanged(rng):
+    xs = f32(rng.normal(size=(4, 3)))
+    before = set(vmap_mod.SPMD_AXIS_NAMES.items())
+    out = nb.vmap(lambda x: nb.sin(x) * 2.0, spmd_axis_name="dp")(nb.constant(xs))
+    close(out, np.sin(xs) * 2)
+    new = set(vmap_mod.SPMD_AXIS_NAMES.items()) - before
+    assert len(new) == 1 and next(iter(new))[1] == "dp"
+
+
+# ----------------------------------------------------------------------------- with grad
+def _loss(w, x, y):
+    return ((nb.tanh(x @ w) - y) ** 2).sum()
+
+
+def _loss_grad_np(w, x, y):
+    z = np.tanh(x @ w)
+    return np.outer(x, 2 * (z - y) * (1 - z * z))
+
+
+def test_vmap_of_grad_per_example(rng):
+    w = f32(rng.normal(size=(3, 2)))
+    xs = f32(rng.normal(size=(5, 3)))
+    ys = f32(rng.normal(size=(5, 2)))
+    g = nb.vmap(nb.grad(_loss), in_axes=(None, 0, 0))(
+        nb.constant(w), nb.constant(xs), nb.constant(ys)
+    )
+    want = np.stack([_loss_grad_np(w, xs[i], ys[i]) for i in range(5)])
+    close(g, want, rtol=1e-4, atol=1e-5)
+
+
+def test_grad_of_sum_of_vmap(rng):
+    w = f32(rng.normal(size=(3, 2)))
+    xs = f32(rng.normal(size=(5, 3)))
+    ys = f32(rng.normal(size=(5, 2)))
+    X, Y = nb.constant(xs), nb.constant(ys)
+    g = nb.grad(lambda w: nb.vmap(_loss, in_axes=(None, 0, 0))(w, X, Y).sum())(nb.constant(w))
+    want = sum(_loss_grad_np(w, xs[i], ys[i]) for i in range(5))
+    close(g, want, rtol=1e-4, atol=1e-5)
+    # the form from the issue: in_axes=(None, 0)
+    g = nb.grad(lambda w: nb.vmap(lambda w, x: (w * x).sum(), in_axes=(None, 0))(w, X).sum())(
+        nb.constant(xs[0])
+    )
+    close(g, xs.sum(0))
+
+
+def test_grad_wrt_unbatched_closure_inside_vmap_is_per_example(rng):
+    xs = f32(rng.normal(size=(4, 3)))
+    w0 = nb.constant(f32(rng.normal(size=(3,))))
+    g = nb.vmap(lambda x: nb.grad(lambda w: (w * x).sum())(w0))(nb.constant(xs))
+    close(g, xs)  # JAX: shape (B, 3), row i = x_i (not summed)
+    # nonlinear: d/dw sum(sin(w * x)) = x * cos(w * x)
+    g = nb.vmap(lambda x: nb.grad(lambda w: nb.sin(w * x).sum())(w0))(nb.constant(xs))
+    close(g, xs * np.cos(w0.numpy() * xs), rtol=1e-5)
+
+
+def test_jvp_inside_vmap_with_unbatched_primal(rng):
+    xs = f32(rng.normal(size=(4, 3)))
+    w0 = f32(rng.normal(size=(3,)))
+    t = nb.vmap(lambda x: nb.jvp(lambda w: (w * x).sum(), (nb.constant(w0),), (nb.ones((3,)),))[1])(
+        nb.constant(xs)
+    )
+    close(t, xs.sum(1))
