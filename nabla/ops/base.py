@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import weakref
 
+from ..core.config import CONFIG
 from ..core.device import get_default_device
 from ..core.graph import GRAPH
 from ..core.state import EMPTY, STATE, hide_levels_from, level_sizes, live_grad_levels, visible
@@ -184,8 +185,6 @@ class Operation:
             _apply_jvp(self, args, results, kwargs)
 
         # 5. eager execution (debug/verification mode): realize now and check step 4.
-        from ..core.config import CONFIG
-
         if CONFIG.eager_graph:
             _verify_eager(self, outs)
 

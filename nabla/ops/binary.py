@@ -8,8 +8,10 @@ broadcasts implicitly.
 
 from __future__ import annotations
 
+import numpy as np
+
 from ..core.dtypes import DType, get_default_dtype, result_type
-from ..core.tensor import Tensor
+from ..core.tensor import Tensor, TensorImpl
 from ._util import as_tensor, is_scalar
 from .base import Operation, OpError
 
@@ -118,6 +120,20 @@ def prepare(op_name: str, values, dtype: DType | None = None, *, promote=True, b
     return ts, dtype
 
 
+def _weak_scalar(value, t: Tensor, result: str):
+    """A 0-d constant for a Python scalar that keeps ``t``'s dtype, or None."""
+    tv = type(value)
+    if tv is not float and tv is not int:
+        return None
+    impl = t._impl
+    d = impl.dtype
+    if (tv is float or result == "float") and not d.is_float:
+        return None
+    if d.is_bool or not impl.device.is_cpu:
+        return None
+    return Tensor._wrap(TensorImpl((), d, impl.device, buffer=np.array(value, dtype=d.numpy)))
+
+
 def _sum_to_like(ct, like):
     # Cotangent for an operand that was a 0-d scalar broadcast implicitly.
     if ct is None or tuple(ct.shape) == tuple(like.shape):
@@ -135,15 +151,20 @@ class BinaryOperation(Operation):
     kinds: str = "all"  # "all" | "int" (ints/bools only) | "nobool"
 
     def __call__(self, x, y):
-        if (
-            type(x) is Tensor
-            and type(y) is Tensor
-            and x._impl.dtype is y._impl.dtype
-            and x.shape == y.shape
-            and self.result != "float"
-            and self.kinds == "all"
-        ):
-            return self.bind([x, y], {})
+        tx, ty = type(x), type(y)
+        if tx is Tensor and ty is Tensor:
+            if (
+                x._impl.dtype is y._impl.dtype
+                and x.shape == y.shape
+                and self.result != "float"
+                and self.kinds == "all"
+            ):
+                return self.bind([x, y], {})
+        elif self.kinds == "all" and (tx is Tensor or ty is Tensor):
+            # fast path: a tensor with a Python scalar that does not change its dtype
+            s = _weak_scalar(y, x, self.result) if tx is Tensor else _weak_scalar(x, y, self.result)
+            if s is not None:
+                return self.bind([x, s] if tx is Tensor else [s, y], {})
         dtype = None
         if self.result == "float":
             tds, dtype = _promote_any(x, y, self.name)

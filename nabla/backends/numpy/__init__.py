@@ -19,25 +19,38 @@ class UnsupportedOp(RuntimeError):
 
 
 def compile_program(program):
+    out_slots = program.out_slots
+    # free each intermediate after its last use: peak memory stays flat and hot data stays
+    # in cache (program outputs are kept)
+    last_use = {}
+    for k, (_, ins, _, _, _) in enumerate(program.instrs):
+        for i in ins:
+            last_use[i] = k
+    keep = set(out_slots)
+    frees = [[] for _ in program.instrs]
+    for slot, k in last_use.items():
+        if slot not in keep:
+            frees[k].append(slot)
     steps = []
-    for name, ins, kwargs, outs, specs in program.instrs:
+    for k, (name, ins, kwargs, outs, specs) in enumerate(program.instrs):
         fn = LOWERINGS.get(name)
         if fn is None:
             raise UnsupportedOp(f"the numpy backend has no lowering for op '{name}'")
         dtypes = tuple(dt.numpy for dt, _ in specs)
-        steps.append((fn, ins, kwargs, outs, dtypes))
+        steps.append((fn, ins, kwargs, outs, dtypes, tuple(frees[k])))
     n_slots = program.n_inputs + sum(len(s[3]) for s in steps)
-    out_slots = program.out_slots
 
     def run(inputs):
         slots = list(inputs)
         slots.extend([None] * (n_slots - len(slots)))
-        for fn, ins, kwargs, outs, dtypes in steps:
+        for fn, ins, kwargs, outs, dtypes, free in steps:
             res = fn([slots[i] for i in ins], kwargs)
             for o, r, dt in zip(outs, res, dtypes, strict=True):
                 if type(r) is not np.ndarray or r.dtype != dt:
                     r = np.asarray(r, dtype=dt)
                 slots[o] = r
+            for i in free:
+                slots[i] = None
         return [slots[s] for s in out_slots]
 
     return run

@@ -1,0 +1,68 @@
+"""``to_device``: move a tensor between the CPU and accelerators (``x.to(dev)``, ``x.cpu()``).
+
+One op, ``transfer``, with ``device`` as its only kwarg. Its output lives on that device; its
+derivative moves the cotangent back to the input's device (and the tangent forward). Moving a
+tensor to the device it already lives on returns it unchanged. The NumPy backend runs
+transfers between CPU devices only; accelerators need the MAX backend (``ops.transfer_to``).
+"""
+
+from __future__ import annotations
+
+from ..core.device import Device
+from ..core.tensor import Tensor
+from ._util import as_tensor
+from .base import Operation
+
+__all__ = ["to_device", "TransferOp"]
+
+
+class TransferOp(Operation):
+    name = "transfer"
+
+    def infer(self, shapes, dtypes, kwargs):
+        return [shapes[0]], [dtypes[0]]
+
+    def device_of(self, impls, kwargs):
+        return kwargs["device"]
+
+    def vjp_rule(self, primals, cotangents, outputs, kwargs):
+        ct = cotangents[0]
+        return [None if ct is None else to_device(ct, primals[0].device)]
+
+    def jvp_rule(self, primals, tangents, outputs, kwargs):
+        t = tangents[0]
+        return [None if t is None else to_device(t, kwargs["device"])]
+
+
+_transfer = TransferOp()
+
+
+def _check_device(device: Device) -> None:
+    if device.is_cpu:
+        return
+    from ..backends import max_backend
+
+    mx = max_backend()
+    if mx is None:
+        raise RuntimeError(
+            f"to_device({device!r}): accelerators need the MAX backend: pip install 'nabla[max]'"
+        )
+    n = mx.accelerator_count()
+    if device.id >= n:
+        raise RuntimeError(f"to_device({device!r}): MAX sees {n} accelerator(s) on this machine")
+
+
+def to_device(x, device: Device) -> Tensor:
+    """``x`` on ``device`` (``nb.CPU()`` or ``nb.Accelerator(i)``); ``x`` itself if it is
+    already there. Differentiable: gradients flow back to the input's device.
+
+    Example:
+        >>> y = nb.to_device(x, nb.CPU())
+    """
+    if not isinstance(device, Device):
+        raise TypeError(f"to_device expects a Device, got {type(device).__name__}")
+    x = as_tensor(x)
+    if x.device == device:
+        return x
+    _check_device(device)
+    return _transfer.bind([x], {"device": device})

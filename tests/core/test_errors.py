@@ -1,0 +1,396 @@
+"""User mistakes raise at the op call, before anything is computed, with a useful message.
+
+Every case builds its inputs as *promise* tensors (an op on a constant, not yet computed), calls
+the op wrongly, and checks that
+
+- the expected exception type (``ValueError`` / ``TypeError`` / ``IndexError``) is raised,
+- no evaluation happened (``GRAPH.stats["evaluations"]`` unchanged, inputs still promises),
+- the message names the op and the shapes/dtypes the user passed.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import nabla as nb
+from nabla.core.graph import GRAPH
+
+
+@pytest.fixture(autouse=True)
+def _numpy_backend():
+    with nb.backend("numpy"):
+        yield
+
+
+def lazy(*shape, dtype=np.float32):
+    """A promise tensor of ``shape`` (its value is not computed yet)."""
+    t = nb.stop_gradient(nb.constant(np.ones(shape, dtype=dtype)))
+    assert not t.is_realized and t.dtype is nb.DType(np.dtype(dtype).name)
+    return t
+
+
+def concrete(value):
+    return nb.constant(np.asarray(value))
+
+
+def check(exc, fn, *fragments):
+    """``fn()`` raises ``exc`` without evaluating anything; the message has every fragment."""
+    before = GRAPH.stats["evaluations"]
+    with pytest.raises(exc) as info:
+        fn()
+    assert GRAPH.stats["evaluations"] == before, "the error was raised only after evaluating"
+    msg = str(info.value)
+    for frag in fragments:
+        assert frag in msg, f"{frag!r} missing from message: {msg!r}"
+    return msg
+
+
+# (id, exception, thunk, fragments the message must contain)
+CASES = [
+    # --- broadcasting and matmul
+    ("add_broadcast", ValueError, lambda: nb.add(lazy(2, 3), lazy(4)), ["add", "(2, 3)", "(4,)"]),
+    ("mul_operator", ValueError, lambda: lazy(2, 3) * lazy(3, 2), ["mul", "(2, 3)", "(3, 2)"]),
+    (
+        "where_broadcast",
+        ValueError,
+        lambda: nb.where(lazy(3, dtype=bool), lazy(3), lazy(2)),
+        ["where", "(3,)", "(2,)"],
+    ),
+    (
+        "matmul_contracted",
+        ValueError,
+        lambda: nb.matmul(lazy(2, 3), lazy(4, 5)),
+        ["matmul", "(2, 3)", "(4, 5)"],
+    ),
+    ("matmul_operator", ValueError, lambda: lazy(2, 3) @ lazy(2, 3), ["matmul", "(2, 3)"]),
+    ("matmul_0d", ValueError, lambda: nb.matmul(lazy(), lazy(3)), ["matmul", "()", "(3,)"]),
+    (
+        "matmul_batch",
+        ValueError,
+        lambda: nb.matmul(lazy(2, 2, 3), lazy(3, 3, 4)),
+        ["matmul", "(2, 2, 3)", "(3, 3, 4)"],
+    ),
+    # --- reshape
+    (
+        "reshape_size",
+        ValueError,
+        lambda: nb.reshape(lazy(2, 3), (4, 2)),
+        ["reshape", "(2, 3)", "(4, 2)"],
+    ),
+    ("reshape_method", ValueError, lambda: lazy(2, 3).reshape(5, -1), ["reshape", "(2, 3)"]),
+    ("reshape_two_minus_one", ValueError, lambda: nb.reshape(lazy(2, 3), (-1, -1)), ["reshape"]),
+    ("reshape_float", TypeError, lambda: nb.reshape(lazy(2, 3), (2.0, 3)), ["reshape", "2.0"]),
+    # --- reductions and axes
+    ("sum_axis_range", IndexError, lambda: nb.sum(lazy(2, 3), axis=2), ["sum", "2", "(2, 3)"]),
+    ("sum_axis_neg", IndexError, lambda: lazy(2, 3).sum(axis=-3), ["sum", "-3", "(2, 3)"]),
+    ("mean_axis_range", IndexError, lambda: nb.mean(lazy(2, 3), axis=5), ["mean", "(2, 3)"]),
+    ("max_axis_range", IndexError, lambda: nb.max(lazy(2, 3), axis=(0, 7)), ["max", "(2, 3)"]),
+    ("argmax_axis_range", IndexError, lambda: nb.argmax(lazy(2, 3), axis=5), ["argmax", "(2, 3)"]),
+    ("cumsum_axis_range", IndexError, lambda: nb.cumsum(lazy(2, 3), axis=3), ["cumsum"]),
+    ("softmax_axis_range", IndexError, lambda: nb.softmax(lazy(2, 3), axis=4), ["softmax"]),
+    (
+        "sum_repeated_axis",
+        ValueError,
+        lambda: nb.sum(lazy(2, 3), axis=(1, 1)),
+        ["sum", "repeated", "(2, 3)"],
+    ),
+    (
+        "sum_repeated_axis_negative",
+        ValueError,
+        lambda: nb.sum(lazy(2, 3), axis=(1, -1)),
+        ["sum", "repeated", "(2, 3)"],
+    ),
+    ("sum_axis_float", TypeError, lambda: nb.sum(lazy(2, 3), axis=1.0), ["sum", "1.0", "(2, 3)"]),
+    ("var_axis_float", TypeError, lambda: nb.var(lazy(2, 3), axis=0.5), ["var", "0.5"]),
+    # --- shape ops
+    (
+        "squeeze_non_one",
+        ValueError,
+        lambda: nb.squeeze(lazy(2, 3), 0),
+        ["squeeze", "(2, 3)", "size 2"],
+    ),
+    ("permute_repeat", ValueError, lambda: nb.permute(lazy(2, 3), (0, 0)), ["permute", "(2, 3)"]),
+    (
+        "permute_length",
+        ValueError,
+        lambda: lazy(2, 3).permute(0, 1, 2),
+        ["permute", "(2, 3)"],
+    ),
+    ("permute_range", IndexError, lambda: nb.permute(lazy(2, 3), (0, 2)), ["permute"]),
+    (
+        "concatenate_shapes",
+        ValueError,
+        lambda: nb.concatenate([lazy(2, 3), lazy(2, 4)], axis=0),
+        ["concatenate", "(2, 3)", "(2, 4)"],
+    ),
+    (
+        "concatenate_ranks",
+        ValueError,
+        lambda: nb.concatenate([lazy(2, 3), lazy(3)]),
+        ["concatenate", "(2, 3)", "(3,)"],
+    ),
+    (
+        "concatenate_mixed_dtype_shapes",
+        ValueError,
+        lambda: nb.concatenate([lazy(2, 3), lazy(2, 4, dtype=np.float64)]),
+        ["concatenate", "(2, 3)", "(2, 4)"],
+    ),
+    (
+        "stack_shapes",
+        ValueError,
+        lambda: nb.stack([lazy(2, 3), lazy(2, 4)]),
+        ["stack", "(2, 3)", "(2, 4)"],
+    ),
+    ("stack_ranks", ValueError, lambda: nb.stack([lazy(2, 3), lazy(3)]), ["stack", "(3,)"]),
+    (
+        "split_count",
+        ValueError,
+        lambda: nb.split(lazy(5, 3), 2),
+        ["split", "(5, 3)", "2"],
+    ),
+    (
+        "split_sizes",
+        ValueError,
+        lambda: nb.split(lazy(5, 3), [2, 2]),
+        ["split", "(2, 2)", "(5, 3)"],
+    ),
+    ("split_axis", IndexError, lambda: nb.split(lazy(4), 2, axis=1), ["split"]),
+    (
+        "broadcast_to",
+        ValueError,
+        lambda: nb.broadcast_to(lazy(2, 3), (4, 3)),
+        ["broadcast_to", "(2, 3)", "(4, 3)"],
+    ),
+    (
+        "pad_pairs",
+        ValueError,
+        lambda: nb.pad(lazy(2, 3), ((1, 1), (1, 1), (1, 1))),
+        ["pad", "(2, 3)"],
+    ),
+    ("pad_negative", ValueError, lambda: nb.pad(lazy(2, 3), ((-1, 1), (1, 1))), ["pad", "(2, 3)"]),
+    # --- indexing
+    (
+        "getitem_too_many",
+        IndexError,
+        lambda: lazy(2, 3)[0, 0, 0],
+        ["too many indices", "(2, 3)"],
+    ),
+    (
+        "getitem_out_of_bounds",
+        IndexError,
+        lambda: lazy(2, 3)[5],
+        ["index 5", "size 2", "(2, 3)"],
+    ),
+    ("getitem_out_of_bounds_neg", IndexError, lambda: lazy(2, 3)[:, -4], ["-4", "(2, 3)"]),
+    ("getitem_float", IndexError, lambda: lazy(2, 3)[1.0], ["1.0", "float", "(2, 3)"]),
+    ("getitem_python_bool", IndexError, lambda: lazy(2, 3)[True], ["bool", "(2, 3)"]),
+    ("getitem_0d", IndexError, lambda: lazy()[0], ["0-d"]),
+    (
+        "getitem_float_tensor",
+        IndexError,
+        lambda: lazy(2, 3)[concrete([0.0, 1.0])],
+        ["getitem", "float64", "(2, 3)"],
+    ),
+    (
+        "gather_out_of_range",
+        IndexError,
+        lambda: nb.gather(lazy(2, 3), concrete([0, 5]), axis=1),
+        ["gather", "5", "(2, 3)"],
+    ),
+    (
+        "take_out_of_range_negative",
+        IndexError,
+        lambda: nb.take(lazy(3), concrete([-4])),
+        ["gather", "-4", "(3,)"],
+    ),
+    (
+        "gather_float_indices",
+        TypeError,
+        lambda: nb.gather(lazy(3), concrete([0.0])),
+        ["gather", "float64"],
+    ),
+    (
+        "scatter_update_shape",
+        ValueError,
+        lambda: nb.scatter(lazy(4, 3), concrete([0, 1]), lazy(3, 3)),
+        ["scatter", "(3, 3)", "(2, 3)", "(4, 3)"],
+    ),
+    (
+        "scatter_out_of_range",
+        IndexError,
+        lambda: nb.scatter(lazy(4, 3), concrete([0, 4]), lazy(2, 3)),
+        ["scatter", "4", "(4, 3)"],
+    ),
+    (
+        "slice_update_region",
+        ValueError,
+        lambda: nb.slice_update(lazy(4, 4), lazy(3, 3), [0, 0], [2, 2]),
+        ["slice_update", "(3, 3)", "(2, 2)", "(4, 4)"],
+    ),
+    (
+        "setitem_value_shape",
+        ValueError,
+        lambda: lazy(2, 3).__setitem__(0, lazy(4)),
+        ["setitem", "(4,)", "(3,)"],
+    ),
+    (
+        "at_set_value_shape",
+        ValueError,
+        lambda: lazy(2, 3).at[0].set(lazy(2)),
+        ["(2,)", "(3,)"],
+    ),
+    # --- convolution and pooling
+    (
+        "conv2d_channels",
+        ValueError,
+        lambda: nb.conv2d(lazy(1, 5, 5, 3), lazy(3, 3, 4, 8)),
+        ["conv2d", "3", "(3, 3, 4, 8)"],
+    ),
+    (
+        "conv2d_groups",
+        ValueError,
+        lambda: nb.conv2d(lazy(1, 5, 5, 4), lazy(3, 3, 2, 6), groups=3),
+        ["conv2d", "groups=3", "(3, 3, 2, 6)"],
+    ),
+    (
+        "conv2d_too_small",
+        ValueError,
+        lambda: nb.conv2d(lazy(1, 2, 2, 3), lazy(3, 3, 3, 8)),
+        ["conv2d", "(1, 2, 2, 3)", "(3, 3, 3, 8)"],
+    ),
+    (
+        "conv2d_rank",
+        ValueError,
+        lambda: nb.conv2d(lazy(5, 5, 3), lazy(3, 3, 3, 8)),
+        ["conv2d", "(5, 5, 3)"],
+    ),
+    (
+        "max_pool2d_too_small",
+        ValueError,
+        lambda: nb.max_pool2d(lazy(1, 2, 2, 3), 3),
+        ["max_pool2d", "(1, 2, 2, 3)", "(3, 3)"],
+    ),
+    (
+        "avg_pool2d_too_small",
+        ValueError,
+        lambda: nb.avg_pool2d(lazy(1, 2, 2, 3), (3, 3)),
+        ["avg_pool2d", "(1, 2, 2, 3)", "(3, 3)"],
+    ),
+    # --- einsum
+    (
+        "einsum_sizes",
+        ValueError,
+        lambda: nb.einsum("ij,jk->ik", lazy(2, 3), lazy(4, 5)),
+        ["einsum", "'j'", "(2, 3)", "(4, 5)"],
+    ),
+    (
+        "einsum_term_count",
+        ValueError,
+        lambda: nb.einsum("ij,jk->ik", lazy(2, 3)),
+        ["einsum", "2 operands", "got 1", "(2, 3)"],
+    ),
+    ("einsum_term_rank", ValueError, lambda: nb.einsum("ij->i", lazy(2, 3, 4)), ["(2, 3, 4)"]),
+    # --- dtypes
+    (
+        "cast_unknown",
+        TypeError,
+        lambda: nb.cast(lazy(2), "complex64"),
+        ["cast", "complex64", "(2,)", "float32"],
+    ),
+    ("astype_unknown", TypeError, lambda: lazy(2).astype("foo"), ["cast", "foo", "(2,)"]),
+    ("to_unknown", TypeError, lambda: lazy(2).to("nope"), ["cast", "nope"]),
+    (
+        "bitwise_and_float",
+        TypeError,
+        lambda: nb.bitwise_and(lazy(2), lazy(2)),
+        ["bitwise_and", "float32", "(2,)"],
+    ),
+    (
+        "sub_bool",
+        TypeError,
+        lambda: nb.sub(lazy(2, dtype=bool), lazy(2, dtype=bool)),
+        ["sub", "bool", "(2,)"],
+    ),
+    ("abs_bool", TypeError, lambda: nb.abs(lazy(2, dtype=bool)), ["abs", "bool", "(2,)"]),
+    ("add_string", TypeError, lambda: nb.add(lazy(2), "a"), ["add", "str", "(2,)"]),
+    ("add_none", TypeError, lambda: lazy(2) + None, ["add", "NoneType"]),
+    # --- Tensor protocol
+    ("item_many", ValueError, lambda: lazy(2).item(), ["item", "(2,)"]),
+    ("len_0d", TypeError, lambda: len(lazy()), ["len", "0-d"]),
+    ("bool_many", ValueError, lambda: bool(lazy(2)), ["(2,)", "ambiguous"]),
+    ("iter_0d", TypeError, lambda: iter(lazy()).__next__(), ["0-d"]),
+    # --- creation
+    ("constant_object", TypeError, lambda: nb.constant(object()), ["constant", "object"]),
+    ("constant_string", TypeError, lambda: nb.constant("abc"), ["constant", "str"]),
+    ("constant_dict", TypeError, lambda: nb.constant({"a": 1}), ["constant", "dict"]),
+    ("constant_none", TypeError, lambda: nb.constant(None), ["constant", "NoneType"]),
+    ("constant_complex", TypeError, lambda: nb.constant(1 + 2j), ["constant", "complex"]),
+    ("constant_ragged", ValueError, lambda: nb.constant([[1, 2], [3]]), ["constant", "list"]),
+    ("arange_step_zero", ValueError, lambda: nb.arange(0, 5, 0), ["arange", "step", "stop=5"]),
+    ("full_negative", ValueError, lambda: nb.full((2, -1), 1.0), ["full", "(2, -1)"]),
+    ("zeros_negative", ValueError, lambda: nb.zeros((-3,)), ["(-3,)"]),
+    ("full_float_dim", TypeError, lambda: nb.full((2.0, 3), 1.0), ["full", "2.0"]),
+    ("default_dtype_int", TypeError, lambda: nb.default_dtype(nb.int32).__enter__(), ["int32"]),
+]
+
+
+@pytest.mark.parametrize("exc, thunk, fragments", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_error_at_call(exc, thunk, fragments):
+    check(exc, thunk, *fragments)
+
+
+def test_requires_grad_on_int_tensor():
+    t = nb.constant([1, 2, 3])
+
+    def set_it():
+        t.requires_grad = True
+
+    check(TypeError, set_it, "requires_grad", "int32")
+    assert t.requires_grad is False
+    check(TypeError, lambda: nb.constant([True]).requires_grad_(), "requires_grad", "bool")
+
+
+def test_inputs_stay_promises_after_an_error():
+    x = lazy(2, 3)
+    y = lazy(4)
+    with pytest.raises(ValueError):
+        nb.add(x, y)
+    with pytest.raises(IndexError):
+        nb.sum(x, axis=3)
+    assert not x.is_realized and not y.is_realized
+    # ... and a correct call on the same inputs still works afterwards.
+    np.testing.assert_allclose((x + y[:3]).numpy(), np.full((2, 3), 2.0))
+
+
+def test_errors_are_plain_python_exceptions():
+    # OpError is the ValueError nabla raises for shape mistakes; users catch ValueError.
+    assert issubclass(nb.OpError, ValueError)
+    with pytest.raises(nb.OpError):
+        nb.add(lazy(2, 3), lazy(4))
+
+
+def test_errors_under_vmap_name_logical_shapes():
+    # Inside vmap the user sees logical shapes; the batch dim is never mentioned.
+    def f(a):
+        return nb.add(a, nb.ones((4,)))
+
+    with pytest.raises(ValueError) as info:
+        nb.vmap(f)(nb.ones((5, 3)))
+    msg = str(info.value)
+    assert "add" in msg and "(3,)" in msg and "(4,)" in msg
+    assert "(5, 3)" not in msg
+
+
+def test_mixed_dtype_ops_do_not_broadcast_shape_operands():
+    # Regression: matmul/concatenate/einsum with operands of different dtypes (or a NumPy
+    # operand) went through elementwise broadcasting before their own shape rule, so
+    # ``ndarray @ Tensor`` failed and concatenate silently broadcast (2,3)+(1,3) to (4,3).
+    x = nb.constant(np.arange(6, dtype=np.float32).reshape(2, 3))
+    a = np.ones((3, 2), np.float32)
+    np.testing.assert_allclose((a @ x).numpy(), a @ x.numpy())
+    np.testing.assert_allclose((x @ np.ones((3, 1))).numpy(), x.numpy() @ np.ones((3, 1)))
+    c = nb.concatenate([x, nb.constant(np.ones((1, 3)))])
+    assert c.shape == (3, 3) and c.dtype is nb.float64
+    e = nb.einsum("ij,jk->ik", x, nb.constant(np.ones((3, 4))))
+    np.testing.assert_allclose(e.numpy(), x.numpy() @ np.ones((3, 4)))

@@ -1,0 +1,265 @@
+"""Lazy evaluation and the structural-hash program cache (``nabla.core.graph.GRAPH``)."""
+
+from __future__ import annotations
+
+import gc
+from collections import OrderedDict
+
+import numpy as np
+import pytest
+
+import nabla as nb
+from nabla.core.graph import GRAPH
+from nabla.core.tensor import OpNode
+
+
+@pytest.fixture(autouse=True)
+def fresh_cache():
+    """Run each test on the numpy backend with an empty program cache; restore afterwards."""
+    saved_cache = OrderedDict(GRAPH.cache)
+    saved_size = GRAPH.cache_size
+    GRAPH.cache.clear()
+    try:
+        with nb.backend("numpy"):
+            yield
+    finally:
+        GRAPH.cache_size = saved_size
+        GRAPH.cache.clear()
+        GRAPH.cache.update(saved_cache)
+
+
+class Delta:
+    """Counts evaluations / program hits / misses since construction."""
+
+    def __init__(self):
+        self.start = dict(GRAPH.stats)
+
+    def __getattr__(self, name):
+        key = {"evals": "evaluations", "hits": "program_hits", "misses": "program_misses"}[name]
+        return GRAPH.stats[key] - self.start[key]
+
+
+def c(a):
+    return nb.constant(np.asarray(a, dtype=np.float32))
+
+
+def rand(*shape, seed=0, dtype=np.float32):
+    return np.random.default_rng(seed).standard_normal(shape).astype(dtype)
+
+
+# ----------------------------------------------------------------------------- cache hits
+def test_repeated_computation_on_new_data_hits_the_cache():
+    def step(x, y):
+        return nb.tanh(x @ y + 1.0).sum(axis=0)
+
+    d = Delta()
+    xs = [rand(3, 4, seed=i) for i in range(4)]
+    ys = [rand(4, 5, seed=10 + i) for i in range(4)]
+    for i, (xa, ya) in enumerate(zip(xs, ys)):
+        out = step(c(xa), c(ya)).numpy()
+        np.testing.assert_allclose(out, np.tanh(xa @ ya + 1.0).sum(0), rtol=1e-5)
+        assert d.misses == 1 and d.hits == i
+    assert d.evals == 4
+    assert len(GRAPH.cache) == 1
+
+
+def test_scalar_values_are_data_not_structure():
+    # ``x * 2.0`` and ``x * 3.0`` share one program; the scalar is an input, not baked in.
+    x = c([1.0, 2.0])
+    d = Delta()
+    np.testing.assert_allclose((x * 2.0).numpy(), [2.0, 4.0])
+    np.testing.assert_allclose((x * 3.0).numpy(), [3.0, 6.0])
+    assert d.misses == 1 and d.hits == 1
+
+
+def test_aliasing_is_part_of_the_key():
+    # The original system returned x*x for x*y here: the key must record which leaves alias.
+    x = c([1.0, 2.0, 3.0])
+    y = c([10.0, 20.0, 30.0])
+    d = Delta()
+    np.testing.assert_allclose((x * x).numpy(), [1.0, 4.0, 9.0])
+    assert d.misses == 1
+    xy = x * y
+    np.testing.assert_allclose(xy.numpy(), [10.0, 40.0, 90.0])
+    assert d.misses == 2 and d.hits == 0
+    # ... and the other way round: x*y cached, then z*z must not reuse it.
+    z = c([2.0, 3.0, 4.0])
+    np.testing.assert_allclose((z * z).numpy(), [4.0, 9.0, 16.0])  # hits the x*x entry
+    assert d.hits == 1
+    w = c([5.0, 5.0, 5.0])
+    np.testing.assert_allclose((w * z).numpy(), [10.0, 15.0, 20.0])  # hits the x*y entry
+    assert d.hits == 2 and d.misses == 2
+
+
+def test_aliasing_deeper_in_the_graph():
+    # Same op sequence, different wiring of the leaves: (a+b)*a vs (a+b)*b vs (a+a)*a.
+    a_np, b_np = np.float32([1.0, 2.0]), np.float32([3.0, 5.0])
+    a, b = c(a_np), c(b_np)
+    d = Delta()
+    np.testing.assert_allclose(((a + b) * a).numpy(), (a_np + b_np) * a_np)
+    np.testing.assert_allclose(((a + b) * b).numpy(), (a_np + b_np) * b_np)
+    np.testing.assert_allclose(((a + a) * a).numpy(), (a_np + a_np) * a_np)
+    assert d.misses == 3 and d.hits == 0
+
+
+@pytest.mark.parametrize(
+    "first, second",
+    [
+        (lambda: c(np.ones((2, 3))), lambda: c(np.ones((3, 2)))),
+        (lambda: c(np.ones((2, 3))), lambda: c(np.ones((2, 3, 1)))),
+        (lambda: c(np.ones((2, 3))), lambda: nb.constant(np.ones((2, 3)))),  # float64
+        (lambda: c(np.ones((2, 3))), lambda: nb.constant(np.ones((2, 3), np.float16))),
+    ],
+    ids=["shape", "rank", "float64", "float16"],
+)
+def test_different_shapes_or_dtypes_miss(first, second):
+    d = Delta()
+    a = first()
+    (nb.exp(a) + 1.0).numpy()
+    b = second()
+    out = nb.exp(b) + 1.0
+    np.testing.assert_allclose(out.numpy(), np.exp(np.ones(b.shape)) + 1.0, rtol=1e-3)
+    assert out.numpy().dtype == b.dtype.numpy
+    assert d.misses == 2 and d.hits == 0
+
+
+def test_different_op_arguments_miss():
+    x = c(rand(2, 3))
+    d = Delta()
+    np.testing.assert_allclose(x.sum(axis=0).numpy(), x.numpy().sum(0), rtol=1e-6)
+    np.testing.assert_allclose(x.sum(axis=1).numpy(), x.numpy().sum(1), rtol=1e-6)
+    np.testing.assert_allclose((x + x).numpy(), 2 * x.numpy())
+    np.testing.assert_allclose((x * x).numpy(), x.numpy() ** 2)
+    assert d.misses == 4 and d.hits == 0
+
+
+def test_cache_is_bounded_lru():
+    GRAPH.cache_size = 2
+
+    def run(k):  # three distinct structures
+        x = c(np.arange(4.0))
+        return [x + 1.0, x * x, nb.exp(x)][k].numpy()
+
+    d = Delta()
+    run(0)
+    run(1)
+    run(0)  # hit: 0 becomes most recently used
+    assert (d.misses, d.hits) == (2, 1)
+    run(2)  # evicts 1 (least recently used), not 0
+    assert len(GRAPH.cache) == 2
+    run(0)
+    assert (d.misses, d.hits) == (3, 2)
+    run(1)  # was evicted: a miss, which evicts 2
+    assert (d.misses, d.hits) == (4, 2)
+    run(2)
+    assert (d.misses, d.hits) == (5, 2)
+    assert len(GRAPH.cache) == 2
+    np.testing.assert_allclose(run(1), np.arange(4.0) ** 2)
+
+
+# ----------------------------------------------------------------------------- evaluation
+def test_epoch_increases_on_every_evaluation():
+    nb.realize()  # flush promises other tests left behind
+    x = c([1.0, 2.0])
+    e0 = GRAPH.epoch
+    d = Delta()
+    for i in range(1, 6):
+        (x + float(i)).numpy()
+        assert GRAPH.epoch == e0 + i
+    y = x * 2.0
+    y.numpy()
+    y.numpy()  # already realized: no evaluation
+    x.numpy()  # a constant: no evaluation
+    nb.realize()  # nothing pending
+    assert GRAPH.epoch == e0 + 6
+    assert d.evals == 6
+
+
+def test_realized_untraced_tensor_drops_its_node():
+    x = c([1.0, 2.0])
+    y = nb.sin(x) * 2.0
+    assert isinstance(y._impl.node, OpNode)
+    y.realize()
+    assert y._impl.node is None
+    assert y._impl.buffer is not None
+
+
+def test_traced_tensor_keeps_its_node_for_backward():
+    x = c([1.0, 2.0])
+    x.requires_grad = True
+    y = (x * x).sum()
+    y.realize()
+    assert y._impl.node is not None  # backward still needs to walk through it
+    y.backward()
+    np.testing.assert_allclose(x.grad.numpy(), [2.0, 4.0])
+
+
+def _live_opnodes() -> int:
+    gc.collect()
+    return sum(1 for o in gc.get_objects() if type(o) is OpNode)
+
+
+def test_long_loop_does_not_accumulate_graph():
+    x = c(np.ones(8))
+    d = Delta()
+    counts = {}
+    pending0 = len(GRAPH.pending)
+    for i in range(1000):
+        x = x * 1.0001 + 0.1
+        x.realize()
+        assert x._impl.node is None
+        if i in (9, 500, 999):
+            counts[i] = _live_opnodes()
+    assert counts[9] == counts[500] == counts[999], counts
+    assert len(GRAPH.pending) <= pending0
+    assert d.evals == 1000 and d.misses == 1 and d.hits == 999
+    expected = np.ones(8, np.float32)
+    for _ in range(1000):
+        expected = expected * np.float32(1.0001) + np.float32(0.1)
+    np.testing.assert_allclose(x.numpy(), expected, rtol=1e-5)
+
+
+def test_held_intermediates_are_realized_by_the_same_evaluation():
+    x = c([1.0, 2.0])
+    a = x + 1.0
+    b = a * 2.0
+    d = Delta()
+    np.testing.assert_allclose(b.numpy(), [4.0, 6.0])
+    assert d.evals == 1
+    assert a.is_realized and a._impl.node is None
+    np.testing.assert_allclose(a.numpy(), [2.0, 3.0])
+    assert d.evals == 1  # reading ``a`` computed nothing more
+
+
+def test_intermediates_nobody_holds_are_not_stored():
+    x = c([1.0, 2.0])
+    out = nb.exp(x + 1.0) * 2.0
+    out.numpy()
+    program = next(reversed(GRAPH.cache.values()))
+    assert program.num_ops == 3
+    assert len(program.out_slots) == 1  # only ``out``; (x + 1) and exp(...) were dropped
+
+
+def test_realize_evaluates_shared_subgraph_once():
+    x = c([0.5, 1.5])
+    shared = nb.exp(x)
+    a = shared + 1.0
+    b = shared * 3.0
+    del shared
+    d = Delta()
+    nb.realize(a, b)
+    assert d.evals == 1
+    program = next(reversed(GRAPH.cache.values()))
+    assert program.num_ops == 3  # exp once, then add and mul
+    np.testing.assert_allclose(a.numpy(), np.exp([0.5, 1.5]) + 1.0, rtol=1e-6)
+    np.testing.assert_allclose(b.numpy(), np.exp([0.5, 1.5]) * 3.0, rtol=1e-6)
+
+
+def test_pending_promises_are_released_with_their_handles():
+    x = c([1.0])
+    before = len(GRAPH.pending)
+    ys = [x + float(i) for i in range(10)]
+    assert len(GRAPH.pending) == before + 10
+    del ys
+    gc.collect()
+    assert len(GRAPH.pending) == before

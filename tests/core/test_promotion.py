@@ -1,0 +1,190 @@
+"""Type promotion: one lattice for every op, weakly typed Python scalars."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import nabla as nb
+
+
+@pytest.fixture(autouse=True)
+def _numpy_backend():
+    with nb.backend("numpy"):
+        yield
+
+
+ALL = list(nb.DType)
+FLOATS = [nb.float16, nb.bfloat16, nb.float32, nb.float64]
+INTS = [nb.uint8, nb.int8, nb.int16, nb.int32, nb.int64]
+
+
+def t(dtype, values=(1, 2)):
+    return nb.constant(np.array(values).astype(dtype.numpy))
+
+
+# ----------------------------------------------------------------------------- weak scalars
+@pytest.mark.parametrize(
+    "dtype, scalar, expected",
+    [
+        (nb.float32, 2.0, nb.float32),
+        (nb.float16, 1.0, nb.float16),
+        (nb.bfloat16, 1.0, nb.bfloat16),
+        (nb.float64, 1.0, nb.float64),
+        (nb.float16, 3, nb.float16),
+        (nb.int32, 1, nb.int32),
+        (nb.int8, 1, nb.int8),
+        (nb.uint8, 1, nb.uint8),
+        (nb.int64, 1, nb.int64),
+        (nb.int16, True, nb.int16),
+        (nb.int32, 1.5, nb.float32),  # a float scalar lifts an int tensor to the default float
+        (nb.int64, 1.5, nb.float32),
+        (nb.bool, 1, nb.int32),  # an int scalar lifts a bool tensor to int32
+        (nb.bool, 1.0, nb.float32),
+        (nb.bool, True, nb.bool),
+    ],
+)
+def test_python_scalars_are_weak(dtype, scalar, expected):
+    x = t(dtype)
+    for r in (x + scalar, scalar + x, x * scalar, nb.add(x, scalar), nb.maximum(scalar, x)):
+        assert r.dtype is expected
+        assert r.numpy().dtype == expected.numpy
+
+
+def test_numpy_scalars_are_weak_too():
+    x = t(nb.float16)
+    assert (x * np.float64(2.0)).dtype is nb.float16
+    assert (t(nb.int8) + np.int64(3)).dtype is nb.int8
+
+
+def test_float_scalar_follows_default_dtype():
+    with nb.default_dtype(nb.float64):
+        assert (t(nb.int32) * 0.5).dtype is nb.float64
+        assert (t(nb.float16) * 0.5).dtype is nb.float16
+
+
+# ----------------------------------------------------------------------------- tensor pairs
+@pytest.mark.parametrize(
+    "a, b, expected",
+    [
+        (nb.int32, nb.float32, nb.float32),
+        (nb.int64, nb.float32, nb.float32),
+        (nb.int64, nb.float16, nb.float16),
+        (nb.uint8, nb.int8, nb.int16),
+        (nb.uint8, nb.int16, nb.int16),
+        (nb.int8, nb.int64, nb.int64),
+        (nb.uint8, nb.int64, nb.int64),
+        (nb.int32, nb.int64, nb.int64),
+        (nb.float16, nb.bfloat16, nb.float32),
+        (nb.float16, nb.float32, nb.float32),
+        (nb.bfloat16, nb.float64, nb.float64),
+        (nb.float32, nb.float64, nb.float64),
+        (nb.bool, nb.int8, nb.int8),
+        (nb.bool, nb.float16, nb.float16),
+        (nb.bool, nb.bool, nb.bool),
+    ],
+)
+def test_promotion_table(a, b, expected):
+    assert nb.promote_types(a, b) is expected
+    assert nb.promote_types(b, a) is expected
+    r = t(a) + t(b)
+    assert r.dtype is expected
+    assert r.numpy().dtype == expected.numpy
+
+
+def test_bool_plus_bool():
+    # As in NumPy and JAX: bool + bool stays bool (logical or); bool * bool is logical and.
+    x = nb.constant([True, True, False, False])
+    y = nb.constant([True, False, True, False])
+    s = x + y
+    assert s.dtype is nb.bool and s.tolist() == [True, True, True, False]
+    p = x * y
+    assert p.dtype is nb.bool and p.tolist() == [True, False, False, False]
+    # reductions count: sum of bools is an int
+    assert x.sum().dtype is nb.int32 and x.sum().item() == 2
+    with pytest.raises(TypeError):
+        x - y
+
+
+def test_true_division_gives_float():
+    a = nb.constant([3, 4])
+    b = nb.constant([2, 8])
+    r = a / b
+    assert r.dtype is nb.float32 and r.tolist() == [1.5, 0.5]
+    assert (t(nb.int64) / 2).dtype is nb.float32
+    assert (t(nb.uint8) / t(nb.uint8)).dtype is nb.float32
+    assert (t(nb.float16) / 2).dtype is nb.float16
+    assert (t(nb.float64) / t(nb.int32)).dtype is nb.float64
+    assert (t(nb.int32) // t(nb.int32)).dtype is nb.int32
+
+
+def test_float_math_on_ints_gives_default_float():
+    assert nb.exp(t(nb.int32)).dtype is nb.float32
+    assert nb.sqrt(t(nb.uint8)).dtype is nb.float32
+    assert nb.mean(t(nb.int64)).dtype is nb.float32
+    assert nb.relu(t(nb.int8)).dtype is nb.int8  # value-preserving ops keep the dtype
+    assert nb.abs(t(nb.int16)).dtype is nb.int16
+
+
+@pytest.mark.parametrize("dtype", ALL, ids=lambda d: d.value)
+def test_comparisons_give_bool(dtype):
+    x = t(dtype, (0, 1))
+    y = t(dtype, (1, 1))
+    for r in (x == y, x != y, x < y, x <= y, x > y, x >= y, x < 1, 1 >= x):
+        assert r.dtype is nb.bool
+        assert r.numpy().dtype == np.bool_
+    assert (x == y).tolist() == [False, True]
+
+
+def test_mixed_comparison_promotes_before_comparing():
+    # int8 100 vs float 100.5: compared as floats, not truncated
+    assert (t(nb.int32, (100,)) < 100.5).tolist() == [True]
+    assert (t(nb.uint8, (200,)) > t(nb.int8, (-1,))).tolist() == [True]
+
+
+def test_where_and_concatenate_promote():
+    c = nb.constant([True, False])
+    assert nb.where(c, t(nb.int32), t(nb.float16)).dtype is nb.float16
+    assert nb.where(c, t(nb.int8), 2).dtype is nb.int8
+    assert nb.where(c, 1.0, 0.0).dtype is nb.float32
+    assert nb.concatenate([t(nb.int16), t(nb.float32)]).dtype is nb.float32
+
+
+# ----------------------------------------------------------------------------- properties
+dtypes = st.sampled_from(ALL)
+
+
+@settings(max_examples=60, deadline=None)
+@given(a=dtypes, b=dtypes)
+def test_promote_types_is_commutative_and_matches_add(a, b):
+    p = nb.promote_types(a, b)
+    assert p is nb.promote_types(b, a)
+    assert isinstance(p, nb.DType)
+    # the result is at least as wide a kind as each input
+    if a.is_float or b.is_float:
+        assert p.is_float
+    elif a.is_int or b.is_int:
+        assert p.is_int
+    else:
+        assert p.is_bool
+    r = nb.add(t(a), t(b))
+    assert r.dtype is p
+    assert r.numpy().dtype == p.numpy
+
+
+def test_promote_types_is_associative():
+    # Exhaustive over all 1000 triples: the order a sum is written in never changes its dtype.
+    pt = nb.promote_types
+    for a, b, c in itertools.product(ALL, repeat=3):
+        assert pt(pt(a, b), c) is pt(a, pt(b, c)), (a, b, c)
+
+
+@settings(max_examples=40, deadline=None)
+@given(a=dtypes)
+def test_promote_types_identity(a):
+    assert nb.promote_types(a, a) is a
+    assert nb.promote_types(a, nb.bool) is a

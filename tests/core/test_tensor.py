@@ -1,0 +1,485 @@
+"""The user-facing ``Tensor`` API: metadata, conversion, realization, operators and methods."""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import nabla as nb
+from nabla.core.graph import GRAPH
+
+
+@pytest.fixture(autouse=True)
+def _numpy_backend():
+    with nb.backend("numpy"):
+        yield
+
+
+def arr(*shape, dtype=np.float32, start=0):
+    return (np.arange(int(np.prod(shape))) + start).reshape(shape).astype(dtype)
+
+
+def close(t, expected, **kw):
+    assert isinstance(t, nb.Tensor)
+    got = t.numpy()
+    expected = np.asarray(expected)
+    assert got.shape == expected.shape, (got.shape, expected.shape)
+    np.testing.assert_allclose(got, expected, **kw)
+
+
+# ----------------------------------------------------------------------------- metadata
+def test_metadata():
+    t = nb.constant(arr(2, 3))
+    assert t.shape == (2, 3)
+    assert type(t.shape) is tuple and all(type(d) is int for d in t.shape)
+    assert t.dtype is nb.float32
+    assert t.device == nb.CPU()
+    assert t.ndim == 2 and t.rank == 2
+    assert t.size == 6 and type(t.size) is int
+    s = nb.constant(1.5)
+    assert s.shape == () and s.ndim == 0 and s.size == 1
+
+
+def test_shape_of_promise_is_python_ints():
+    t = (nb.constant(arr(2, 3)) + 1).reshape(np.int64(3), np.int64(2))
+    assert not t.is_realized
+    assert t.shape == (3, 2) and all(type(d) is int for d in t.shape)
+    assert t.sum(axis=0).shape == (2,)
+
+
+# ----------------------------------------------------------------------------- conversion
+def test_numpy_item_tolist():
+    a = arr(2, 3)
+    t = nb.constant(a)
+    assert isinstance(t.numpy(), np.ndarray)
+    np.testing.assert_array_equal(t.numpy(), a)
+    np.testing.assert_array_equal(t.to_numpy(), a)
+    assert t.tolist() == a.tolist()
+    v = nb.constant([[2.5]]).item()
+    assert v == 2.5 and type(v) is float
+    i = nb.constant(7).item()
+    assert i == 7 and type(i) is int
+    b = nb.constant([True]).item()
+    assert b is True
+    assert float(nb.constant(3)) == 3.0 and int(nb.constant(3.7)) == 3
+
+
+def test_repr_shows_values_dtype_shape():
+    t = nb.constant(np.array([[1.5, 2.0], [3.0, 4.0]], np.float32))
+    r = repr(t)
+    assert "1.5" in r and "4." in r
+    assert "float32" in r and "(2, 2)" in r
+    assert str(t) == r
+    # a promise prints its computed value
+    r2 = repr(nb.constant(np.array([1, 2], np.int64)) * 3)
+    assert "3" in r2 and "6" in r2 and "int64" in r2 and "(2,)" in r2
+
+
+def test_print(capsys):
+    print(nb.constant([1.0, 2.0]) + 1)
+    out = capsys.readouterr().out
+    assert "2." in out and "3." in out and "float32" in out
+
+
+def test_array_protocol():
+    t = nb.constant(arr(2, 3)) * 2
+    a = np.asarray(t)
+    assert isinstance(a, np.ndarray) and a.dtype == np.float32
+    np.testing.assert_array_equal(a, arr(2, 3) * 2)
+    np.testing.assert_array_equal(np.asarray(t, dtype=np.float64), arr(2, 3, dtype=np.float64) * 2)
+    assert np.array(t).shape == (2, 3)
+
+
+def test_dlpack_round_trip():
+    t = nb.constant(arr(2, 3)) + 1
+    a = np.from_dlpack(t)
+    np.testing.assert_array_equal(a, arr(2, 3) + 1)
+    src = np.arange(5, dtype=np.int64)
+    u = nb.from_dlpack(src)
+    assert isinstance(u, nb.Tensor) and u.dtype is nb.int64 and u.shape == (5,)
+    np.testing.assert_array_equal(u.numpy(), src)
+    # nabla -> numpy -> nabla
+    back = nb.from_dlpack(np.from_dlpack(nb.constant(arr(3, dtype=np.float64))))
+    assert back.dtype is nb.float64
+    np.testing.assert_array_equal(back.numpy(), arr(3, dtype=np.float64))
+
+
+# ----------------------------------------------------------------------------- realization
+def test_promise_tensors_are_lazy():
+    x = nb.constant(arr(3))
+    assert x.is_realized
+    before = GRAPH.stats["evaluations"]
+    y = x * 2 + 1
+    assert not y.is_realized
+    assert y.shape == (3,) and y.dtype is nb.float32  # metadata without computing
+    assert GRAPH.stats["evaluations"] == before
+    assert y.realize() is y
+    assert y.is_realized
+    assert GRAPH.stats["evaluations"] == before + 1
+    y.realize()  # already realized: nothing to do
+    y.numpy()
+    assert GRAPH.stats["evaluations"] == before + 1
+
+
+def test_realize_several_in_one_evaluation():
+    x = nb.constant(arr(4))
+    a, b, c = x + 1, x * 2, nb.exp(x)
+    before = GRAPH.stats["evaluations"]
+    out = nb.realize(a, b, c)
+    assert GRAPH.stats["evaluations"] == before + 1
+    assert out == (a, b, c)
+    assert a.is_realized and b.is_realized and c.is_realized
+    close(a, arr(4) + 1)
+    close(b, arr(4) * 2)
+    close(c, np.exp(arr(4)), rtol=1e-6)
+    assert nb.realize(a) is a
+    assert nb.realize_all is nb.realize
+
+
+def test_realize_pytree():
+    x = nb.constant(arr(2))
+    tree = {"a": x + 1, "b": [x * 3, (x - 1,)]}
+    before = GRAPH.stats["evaluations"]
+    nb.realize(tree)
+    assert GRAPH.stats["evaluations"] == before + 1
+    assert all(t.is_realized for t in nb.tree_leaves(tree))
+
+
+def test_realize_without_args_realizes_all_pending():
+    x = nb.constant(arr(3))
+    a = x + 10
+    b = (x * x).sum()
+    assert not a.is_realized and not b.is_realized
+    before = GRAPH.stats["evaluations"]
+    assert nb.realize() is None
+    assert a.is_realized and b.is_realized
+    assert GRAPH.stats["evaluations"] == before + 1
+    assert len([i for i in GRAPH.pending if i.buffer is None]) == 0
+    close(a, arr(3) + 10)
+    assert b.item() == 5.0
+
+
+# ----------------------------------------------------------------------------- operators
+NP = arr(2, 3, start=1)
+OTHER = arr(2, 3, start=2) / 3
+
+
+@pytest.mark.parametrize(
+    "op",
+    [
+        lambda a, b: a + b,
+        lambda a, b: a - b,
+        lambda a, b: a * b,
+        lambda a, b: a / b,
+        lambda a, b: a // b,
+        lambda a, b: a % b,
+        lambda a, b: a**b,
+    ],
+    ids=["add", "sub", "mul", "truediv", "floordiv", "mod", "pow"],
+)
+def test_arithmetic_operators(op):
+    x, y = nb.constant(NP), nb.constant(OTHER)
+    close(op(x, y), op(NP, OTHER), rtol=1e-5)
+    # Python scalars on either side
+    close(op(x, 2.0), op(NP, np.float32(2.0)), rtol=1e-5)
+    close(op(3.0, x), op(np.float32(3.0), NP), rtol=1e-5)
+    # NumPy arrays on either side (the reflected operator must win over ndarray's)
+    r = op(OTHER, x)
+    assert isinstance(r, nb.Tensor)
+    close(r, op(OTHER, NP), rtol=1e-5)
+    close(op(x, OTHER), op(NP, OTHER), rtol=1e-5)
+
+
+def test_reflected_operators_keep_operand_order():
+    x = nb.constant(np.array([1.0, 2.0, 4.0], np.float32))
+    close(10 - x, [9.0, 8.0, 6.0])
+    close(8 / x, [8.0, 4.0, 2.0])
+    close(9 // x, [9.0, 4.0, 2.0])
+    close(7 % x, [0.0, 1.0, 3.0])
+    close(2**x, [2.0, 4.0, 16.0])
+    close(np.array([10.0, 10.0, 10.0], np.float32) - x, [9.0, 8.0, 6.0])
+
+
+def test_integer_operators():
+    a = nb.constant([7, -7, 9])
+    b = nb.constant([2, 2, 4])
+    assert (a // b).tolist() == [3, -4, 2]
+    assert (a % b).tolist() == [1, 1, 1]  # Python/NumPy sign convention
+    assert (a**2).tolist() == [49, 49, 81] and (a**2).dtype is nb.int32
+    assert (a / b).dtype is nb.float32
+
+
+def test_matmul_operator():
+    a = arr(2, 3)
+    b = arr(3, 4)
+    close(nb.constant(a) @ nb.constant(b), a @ b)
+    close(nb.constant(a) @ b, a @ b)
+    close(a @ nb.constant(b), a @ b)
+    close(nb.constant(arr(3)) @ nb.constant(b), arr(3) @ b)
+
+
+def test_unary_operators():
+    x = nb.constant(np.array([-1.5, 0.0, 2.0], np.float32))
+    close(-x, [1.5, 0.0, -2.0])
+    close(+x, x.numpy())
+    close(abs(x), [1.5, 0.0, 2.0])
+
+
+def test_comparisons():
+    x = nb.constant(np.array([1.0, 2.0, 3.0], np.float32))
+    y = nb.constant(np.array([3.0, 2.0, 1.0], np.float32))
+    cases = {
+        "eq": (x == y, [False, True, False]),
+        "ne": (x != y, [True, False, True]),
+        "lt": (x < y, [True, False, False]),
+        "le": (x <= y, [True, True, False]),
+        "gt": (x > y, [False, False, True]),
+        "ge": (x >= 2, [False, True, True]),
+        "rlt": (2 < x, [False, False, True]),
+        "np": (np.array([1.0, 5.0, 3.0]) == x, [True, False, True]),
+    }
+    for name, (t, expected) in cases.items():
+        assert isinstance(t, nb.Tensor), name
+        assert t.dtype is nb.bool, name
+        assert t.tolist() == expected, name
+
+
+def test_bitwise_and_logical_operators():
+    b = nb.constant([True, True, False, False])
+    c = nb.constant([True, False, True, False])
+    assert (b & c).tolist() == [True, False, False, False]
+    assert (b | c).tolist() == [True, True, True, False]
+    assert (b ^ c).tolist() == [False, True, True, False]
+    assert (~b).tolist() == [False, False, True, True]
+    assert (b & True).dtype is nb.bool and (False | c).tolist() == c.tolist()
+    i = nb.constant([1, 2, 3, 12])
+    j = nb.constant([3, 3, 1, 10])
+    assert (i & j).tolist() == [1, 2, 1, 8]
+    assert (i | j).tolist() == [3, 3, 3, 14]
+    assert (i ^ j).tolist() == [2, 1, 2, 6]
+    assert (~i).tolist() == [-2, -3, -4, -13]
+    assert (6 & i).tolist() == [0, 2, 2, 4]
+    assert (i & j).dtype is nb.int32
+
+
+# ----------------------------------------------------------------------------- methods
+def test_unary_methods():
+    a = np.array([[0.5, 1.0, 2.0]], np.float32)
+    x = nb.constant(a)
+    for name, ref in [
+        ("exp", np.exp),
+        ("log", np.log),
+        ("sqrt", np.sqrt),
+        ("sin", np.sin),
+        ("cos", np.cos),
+        ("tanh", np.tanh),
+        ("abs", np.abs),
+        ("floor", np.floor),
+        ("neg", np.negative),
+        ("square", np.square),
+        ("reciprocal", np.reciprocal),
+        ("relu", lambda v: np.maximum(v, 0)),
+        ("sigmoid", lambda v: 1 / (1 + np.exp(-v))),
+    ]:
+        close(getattr(x, name)(), ref(a), rtol=1e-6, err_msg=name)
+    close(x.gelu(approximate="tanh"), nb.gelu(x, approximate="tanh").numpy())
+    close(x.clip(0.7, 1.5), np.clip(a, 0.7, 1.5))
+
+
+def test_reduction_methods():
+    a = arr(2, 3)
+    x = nb.constant(a)
+    assert x.sum().item() == a.sum()
+    close(x.sum(axis=0), a.sum(0))
+    close(x.sum(1, keepdims=True), a.sum(1, keepdims=True))
+    close(x.mean(axis=1), a.mean(1))
+    close(x.max(axis=0), a.max(0))
+    close(x.min(), a.min())
+    close(x.prod(axis=1), a.prod(1))
+    close(x.var(), a.var(), rtol=1e-6)
+    close(x.std(axis=0), a.std(0), rtol=1e-6)
+    assert x.argmax().item() == 5 and x.argmax().dtype is nb.int64
+    close(x.argmin(axis=1), a.argmin(1))
+    close(x.cumsum(axis=1), a.cumsum(1))
+    close(x.softmax(axis=-1), np.exp(a) / np.exp(a).sum(-1, keepdims=True), rtol=1e-6)
+    assert (x > 2).any().item() is True and (x > 2).all().item() is False
+
+
+def test_shape_methods():
+    a = arr(2, 3)
+    x = nb.constant(a)
+    close(x.T, a.T)
+    close(nb.constant(arr(2, 3, 4)).T, arr(2, 3, 4).T)
+    assert x.reshape(3, 2).shape == (3, 2)
+    assert x.reshape((3, 2)).shape == (3, 2)
+    assert x.reshape([6]).shape == (6,)
+    assert x.reshape(-1, 2).shape == (3, 2)
+    close(x.view(3, 2), a.reshape(3, 2))
+    close(x.view((6,)), a.reshape(6))
+    close(x.flatten(), a.reshape(-1))
+    assert nb.constant(arr(2, 3, 4)).flatten(1).shape == (2, 12)
+    assert x.unsqueeze(0).shape == (1, 2, 3)
+    assert x.unsqueeze(0).squeeze(0).shape == (2, 3)
+    close(x.permute(1, 0), a.T)
+    close(x.transpose(0, 1), a.T)
+    close(x.flip(1), a[:, ::-1])
+    assert x.broadcast_to((4, 2, 3)).shape == (4, 2, 3)
+    assert nb.constant(arr(1, 3)).expand(5, -1).shape == (5, 3)
+
+
+def test_dtype_conversion_methods():
+    x = nb.constant(np.array([1.7, -2.5], np.float32))
+    assert x.astype(nb.int32).dtype is nb.int32
+    assert x.astype(nb.int32).tolist() == [1, -2]  # truncation toward zero
+    assert x.cast(nb.float16).dtype is nb.float16
+    assert x.to(nb.float64).dtype is nb.float64
+    assert x.to("bfloat16").dtype is nb.bfloat16
+    assert x.astype(np.int64).dtype is nb.int64
+    assert x.cast(float).dtype is nb.float32 and x.cast(bool).dtype is nb.bool
+    assert x.astype(nb.float32) is x  # no-op cast returns the tensor itself
+    assert x.to(nb.CPU()).device == nb.CPU()
+
+
+# ----------------------------------------------------------------------------- indexing
+def test_getitem():
+    a = arr(3, 4)
+    x = nb.constant(a)
+    close(x[1], a[1])
+    close(x[-1, 2], a[-1, 2])
+    close(x[:, 1:3], a[:, 1:3])
+    close(x[::2, ::-1], a[::2, ::-1])
+    close(x[..., None], a[..., None])
+    close(x[nb.constant([2, 0])], a[[2, 0]])
+    close(x[[0, 2], [1, 3]], a[[0, 2], [1, 3]])
+    close(x[x > 5], a[a > 5])
+
+
+def test_at_set_add_are_functional():
+    a = arr(2, 3)
+    x = nb.constant(a)
+    y = x.at[0].set(9.0)
+    z = x.at[1, 2].add(100.0)
+    w = x.at[:, 1].set(nb.constant([7.0, 8.0]))
+    close(x, a)  # x unchanged
+    e = a.copy()
+    e[0] = 9.0
+    close(y, e)
+    e = a.copy()
+    e[1, 2] += 100.0
+    close(z, e)
+    e = a.copy()
+    e[:, 1] = [7.0, 8.0]
+    close(w, e)
+    close(nb.constant(arr(4)).at[nb.constant([1, 1, 3])].add(1.0), [0.0, 3.0, 2.0, 4.0])
+
+
+def test_setitem_rebinds_only_that_handle():
+    a = arr(2, 3)
+    x = nb.constant(a)
+    alias = x
+    other = x + 0  # a different tensor built from the old value
+    x[0, 1] = 50.0
+    x[1] = nb.constant([1.0, 2.0, 3.0])
+    e = a.copy()
+    e[0, 1] = 50.0
+    e[1] = [1.0, 2.0, 3.0]
+    close(x, e)
+    close(alias, e)  # same Python object
+    close(other, a)  # built before the update: unchanged
+
+
+def test_iteration_and_len():
+    a = arr(3, 2)
+    x = nb.constant(a)
+    assert len(x) == 3
+    rows = list(x)
+    assert len(rows) == 3 and all(isinstance(r, nb.Tensor) for r in rows)
+    for r, e in zip(rows, a):
+        close(r, e)
+    assert [v.item() for v in nb.constant([4, 5, 6])] == [4, 5, 6]
+
+
+# ----------------------------------------------------------------------------- dtypes
+def test_constant_dtype_inference():
+    assert nb.constant(True).dtype is nb.bool
+    assert nb.constant(3).dtype is nb.int32
+    assert nb.constant(3.0).dtype is nb.float32
+    assert nb.constant([True, False]).dtype is nb.bool
+    assert nb.constant([1, 2]).dtype is nb.int32
+    assert nb.constant([[1.0, 2], [3, 4]]).dtype is nb.float32
+    assert nb.constant(np.array([1.0])).dtype is nb.float64
+    assert nb.constant(np.array([1])).dtype is nb.int64
+    assert nb.constant(np.array([1], np.int16)).dtype is nb.int16
+    assert nb.constant(np.float64(2.0)).dtype is nb.float64
+    assert nb.constant(np.int64(2)).dtype is nb.int64
+    assert nb.constant([1, 2], dtype=nb.float16).dtype is nb.float16
+    assert nb.constant(np.array([1.0]), dtype="int8").dtype is nb.int8
+
+
+def test_default_dtype_context():
+    assert nb.get_default_dtype() is nb.float32
+    with nb.default_dtype(nb.float64):
+        assert nb.get_default_dtype() is nb.float64
+        assert nb.constant(1.0).dtype is nb.float64
+        assert nb.constant([1.0, 2.0]).dtype is nb.float64
+        assert nb.ones((2,)).dtype is nb.float64
+        assert nb.zeros((2,)).dtype is nb.float64
+        assert nb.arange(3.0).dtype is nb.float64
+        assert nb.constant(1).dtype is nb.int32  # ints are unaffected
+        assert (nb.constant([1, 2]) / 2).dtype is nb.float64
+        assert nb.exp(nb.constant([1, 2])).dtype is nb.float64
+    assert nb.get_default_dtype() is nb.float32
+    assert nb.constant(1.0).dtype is nb.float32
+
+
+ALL_DTYPES = [
+    nb.bool,
+    nb.uint8,
+    nb.int8,
+    nb.int16,
+    nb.int32,
+    nb.int64,
+    nb.float16,
+    nb.bfloat16,
+    nb.float32,
+    nb.float64,
+]
+
+
+@pytest.mark.parametrize("dtype", ALL_DTYPES, ids=lambda d: d.value)
+def test_every_dtype_round_trips(dtype):
+    assert set(ALL_DTYPES) == set(nb.DType)
+    values = np.array([[0, 1, 1], [1, 0, 1]]).astype(dtype.numpy)
+    t = nb.constant(values)
+    assert t.dtype is dtype
+    out = t.numpy()
+    assert out.dtype == dtype.numpy
+    np.testing.assert_array_equal(out, values)
+    u = nb.constant([[0, 1, 1], [1, 0, 1]], dtype=dtype)
+    assert u.dtype is dtype and u.numpy().dtype == dtype.numpy
+    # through a computation (a promise) as well
+    v = nb.stop_gradient(t)
+    assert not v.is_realized
+    assert v.numpy().dtype == dtype.numpy
+    np.testing.assert_array_equal(v.numpy(), values)
+
+
+def test_low_precision_floats():
+    bf = nb.constant(np.array([1.5, -2.25], dtype=ml_dtypes.bfloat16))
+    assert bf.dtype is nb.bfloat16
+    assert nb.bfloat16.numpy == np.dtype(ml_dtypes.bfloat16)
+    assert (bf * 2).dtype is nb.bfloat16
+    assert (bf * 2).numpy().astype(np.float32).tolist() == [3.0, -4.5]
+    h = nb.constant(np.array([0.5, 4.0], np.float16))
+    assert (h + h).numpy().dtype == np.float16
+    assert (h + h).tolist() == [1.0, 8.0]
+
+
+def test_dtype_aliases():
+    assert nb.DType.float32 is nb.float32
+    assert nb.DType.bool is nb.bool
+    assert nb.DType.bfloat16 is nb.bfloat16
+    assert nb.float64.is_float and nb.int8.is_int and nb.bool.is_bool
+    assert nb.float32.itemsize == 4 and nb.bfloat16.itemsize == 2
+    assert repr(nb.float32) == "nb.float32"
