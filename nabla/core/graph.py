@@ -58,23 +58,58 @@ class Program:
         return None
 
 
+class PendingSet:
+    """The promise tensors not yet realized, held weakly: one weak entry per op node (much
+    cheaper on the op hot path than a ``WeakSet`` of tensors), compacted as it grows."""
+
+    def __init__(self):
+        self._nodes: list = []
+        self._limit = 1024
+
+    def add_node(self, node) -> None:
+        self._nodes.append(weakref.ref(node))
+        if len(self._nodes) > self._limit:
+            self._nodes = [r for r in self._nodes if _has_pending(r())]
+            self._limit = max(1024, 2 * len(self._nodes))
+
+    def __iter__(self):
+        for r in list(self._nodes):
+            node = r()
+            if node is None:
+                continue
+            for ref in node.outputs:
+                impl = ref()
+                if impl is not None and impl.buffer is None:
+                    yield impl
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
+def _has_pending(node) -> bool:
+    if node is None:
+        return False
+    for ref in node.outputs:
+        impl = ref()
+        if impl is not None and impl.buffer is None:
+            return True
+    return False
+
+
 class _Graph:
     """The process-wide evaluation state (``nabla.core.graph.GRAPH``)."""
 
     def __init__(self, cache_size: int = 512):
         self.epoch = 0
-        self.pending: weakref.WeakSet = weakref.WeakSet()
+        self.pending = PendingSet()
         self.cache: OrderedDict[tuple, Program] = OrderedDict()
         self.cache_size = cache_size
         self.lock = threading.RLock()
         self.stats = {"evaluations": 0, "program_hits": 0, "program_misses": 0}
 
     # ----------------------------------------------------------------- pending set
-    def add_unrealized(self, impl: TensorImpl) -> None:
-        self.pending.add(impl)
-
     def realize_pending(self) -> None:
-        todo = [i for i in list(self.pending) if i.buffer is None]
+        todo = list(self.pending)
         if todo:
             self.evaluate(todo)
 
@@ -100,7 +135,6 @@ class _Graph:
             outs = run_program(program, [leaf.buffer for leaf in leaves])
             for impl, value in zip(stored, outs, strict=True):
                 impl.buffer = value
-                self.pending.discard(impl)
                 if not is_live(impl.traced):
                     impl.node = None
 
@@ -120,7 +154,6 @@ class _Graph:
                 impl = ref()
                 if impl is not None and impl.buffer is None:
                     impl.buffer = np.asarray(value, dtype=dtype.numpy)
-                    self.pending.discard(impl)
                     if not is_live(impl.traced):
                         impl.node = None
 

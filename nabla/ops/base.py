@@ -48,7 +48,8 @@ class Operation:
     backend_name: str | None = None  # defaults to ``name``
     multiple_results: bool = False
     differentiable: bool = True
-    # elementwise ops let an untraced 0-d operand (a Python scalar) broadcast implicitly
+    # elementwise ops: kernels broadcast NumPy-style, so operands without vmap levels are
+    # never broadcast by extra ops (rules unbroadcast their cotangents)
     scalar_operands: bool = False
     # vmap plumbing ops compute their physical kwargs themselves, even with no batch dims
     physical: bool = False
@@ -169,10 +170,9 @@ class Operation:
         node = OpNode(self, tuple(impls), kwargs, phys_kwargs, key)
         outs = []
         for i, (shape, dtype, dev) in enumerate(zip(shapes, dtypes, devices, strict=True)):
-            o = TensorImpl(shape, dtype, dev, levels, node, i, None, traced)
-            outs.append(o)
-            GRAPH.pending.add(o)
+            outs.append(TensorImpl(shape, dtype, dev, levels, node, i, None, traced))
         node.outputs = tuple(weakref.ref(o) for o in outs)
+        GRAPH.pending.add_node(node)
         node.out_specs = tuple(zip(dtypes, shapes, strict=True))
         if STATE.recording is not None:
             STATE.recording.append(node)
@@ -191,9 +191,9 @@ class Operation:
         return results if self.multiple_results else results[0]
 
     def implicit_broadcast(self, index: int, impl) -> bool:
-        """True when operand ``index`` needs no level alignment: every backend's kernel
-        broadcasts it (by default: an untraced 0-d constant of an elementwise op)."""
-        return self.scalar_operands and impl.shape == () and not impl.traced
+        """True when operand ``index`` needs no level alignment because every backend's
+        kernel broadcasts it (by default: an unbatched operand of an elementwise op)."""
+        return self.scalar_operands and not impl.levels
 
     def _align(self, args, impls):
         from .batching import broadcast_levels

@@ -90,11 +90,6 @@ def _value_dtype(op_name: str, v, values) -> DType:
         ) from None
 
 
-def _exempt(t: Tensor) -> bool:
-    impl = t._impl
-    return impl.shape == () and not impl.traced
-
-
 def prepare(op_name: str, values, dtype: DType | None = None, *, promote=True, broadcast=True):
     """Promote ``values`` to one dtype and (unless ``broadcast=False``, for ops such as
     matmul/concatenate whose operands legitimately differ in shape) broadcast them to one
@@ -110,14 +105,43 @@ def prepare(op_name: str, values, dtype: DType | None = None, *, promote=True, b
                 tds.append(_value_dtype(op_name, v, values))
         dtype = result_type(tds, scalars)
     ts = [_operand(v, dtype) for v in values]
+    if broadcast:
+        ts = _rank_align(op_name, ts)
+    return ts, dtype
+
+
+def _rank_align(op_name, ts):
+    """Validate NumPy broadcasting of logical shapes. Elementwise kernels broadcast
+    themselves; only an operand batched by vmap with fewer logical dims than the result
+    gets leading 1s (so right-aligned broadcasting never reaches into its batch prefix)."""
     shapes = [t.shape for t in ts]
     first = shapes[0]
-    if broadcast and any(s != first for s in shapes):
-        from .view import broadcast_to
+    if all(s == first for s in shapes):
+        return ts
+    out = broadcast_shapes(op_name, *shapes)
+    if any(t._impl.levels and t.ndim < len(out) for t in ts):
+        from .view import reshape
 
-        shape = broadcast_shapes(op_name, *shapes)
-        ts = [t if (t.shape == shape or _exempt(t)) else broadcast_to(t, shape) for t in ts]
-    return ts, dtype
+        ts = [
+            reshape(t, (1,) * (len(out) - t.ndim) + t.shape)
+            if t._impl.levels and t.ndim < len(out)
+            else t
+            for t in ts
+        ]
+    return ts
+
+
+def _bshape(a, b):
+    if a == b:
+        return a
+    if not a:
+        return b
+    if not b:
+        return a
+    n = max(len(a), len(b))
+    a = (1,) * (n - len(a)) + tuple(a)
+    b = (1,) * (n - len(b)) + tuple(b)
+    return tuple(x if y == 1 else y for x, y in zip(a, b))
 
 
 def _weak_scalar(value, t: Tensor, result: str):
@@ -135,12 +159,28 @@ def _weak_scalar(value, t: Tensor, result: str):
 
 
 def _sum_to_like(ct, like):
-    # Cotangent for an operand that was a 0-d scalar broadcast implicitly.
-    if ct is None or tuple(ct.shape) == tuple(like.shape):
+    """The cotangent of an operand the kernel broadcast implicitly: sum the broadcast
+    logical dims and the vmap levels (whose vmap has finished) it lacked."""
+    if ct is None:
         return ct
-    from .reduction import reduce_sum
+    xs, cs = tuple(like.shape), tuple(ct.shape)
+    if xs != cs:
+        from .reduction import reduce_sum
+        from .view import reshape
 
-    return reduce_sum(ct, axis=None)
+        lead = len(cs) - len(xs)
+        axes = tuple(range(lead)) + tuple(
+            lead + i for i, d in enumerate(xs) if d == 1 and cs[lead + i] != 1
+        )
+        if axes:
+            ct = reduce_sum(ct, axes, keepdims=True)
+        if tuple(ct.shape) != xs:
+            ct = reshape(ct, xs)
+    if ct._impl.levels != like._impl.levels:
+        from .batching import sum_finished_levels
+
+        ct = sum_finished_levels(ct, like)
+    return ct
 
 
 class BinaryOperation(Operation):
@@ -184,10 +224,8 @@ class BinaryOperation(Operation):
         return self.bind([x, y], {})
 
     def infer(self, shapes, dtypes, kwargs):
-        a, b = shapes
-        shape = a if len(a) >= len(b) else b
         out = DType.bool if self.result == "bool" else dtypes[0]
-        return [shape], [out]
+        return [_bshape(shapes[0], shapes[1])], [out]
 
     def partials(self, x, y, out):
         """(d out/dx, d out/dy) as tensors or Python floats."""
@@ -327,8 +365,7 @@ class WhereOp(Operation):
     scalar_operands = True
 
     def infer(self, shapes, dtypes, kwargs):
-        shape = max(shapes, key=len)
-        return [shape], [dtypes[1]]
+        return [_bshape(_bshape(shapes[0], shapes[1]), shapes[2])], [dtypes[1]]
 
     def vjp_rule(self, primals, cotangents, outputs, kwargs):
         c, x, y = primals
@@ -361,19 +398,8 @@ def where(condition, x, y):
     c = as_tensor(condition)
     if not c.dtype.is_bool:
         c = c != 0
-    (x, y), dtype = prepare("where", [x, y])
-    shapes = [c.shape, x.shape, y.shape]
-    if len(set(shapes)) > 1:
-        from .view import broadcast_to
-
-        shape = broadcast_shapes("where", *shapes)
-        c = c if c.shape == shape else broadcast_to(c, shape)
-        x = x if (x.shape == shape or _exempt(x)) else broadcast_to(x, shape)
-        y = y if (y.shape == shape or _exempt(y)) else broadcast_to(y, shape)
-    if _exempt(x) and _exempt(y) and c.shape != ():
-        from .view import broadcast_to
-
-        x = broadcast_to(x, c.shape)
+    (x, y), dtype = prepare("where", [x, y], broadcast=False)
+    c, x, y = _rank_align("where", [c, x, y])
     return _where.bind([c, x, y], {})
 
 

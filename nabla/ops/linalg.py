@@ -15,8 +15,9 @@ class MatmulOp(Operation):
     """``(..., m, k) @ (..., k, n)`` with identical leading dims (broadcast at the call).
 
     Under vmap an unbatched 2-D right operand (a weight) is not broadcast over the batch
-    levels: every backend's matmul broadcasts it, so ``vmap(lambda x: x @ w)`` costs what
-    the hand-batched product costs.
+    levels: every backend's matmul broadcasts it. With such a weight the left operand may
+    also be 1-D (NumPy's vector-matrix product), so ``vmap(lambda v: v @ w)`` is one GEMM,
+    exactly what the hand-batched product costs.
     """
 
     name = "matmul"
@@ -26,29 +27,67 @@ class MatmulOp(Operation):
 
     def infer(self, shapes, dtypes, kwargs):
         a, b = shapes
+        if len(a) == 1:
+            return [(b[-1],)], [dtypes[0]]
         return [a[:-1] + (b[-1],)], [dtypes[0]]
 
     def vjp_rule(self, primals, cotangents, outputs, kwargs):
-        from .batching import sum_finished_levels
         from .view import swap_axes
 
         x, y = primals
         ct = cotangents[0]
-        dy = _matmul.bind([swap_axes(x, -1, -2), ct], {})
-        if dy._impl.levels != y._impl.levels:
-            dy = sum_finished_levels(dy, y)
-        return [_matmul.bind([ct, swap_axes(y, -1, -2)], {}), dy]
+        return [_mm(ct, swap_axes(y, -1, -2)), _weight_cotangent(x, ct, y)]
 
     def jvp_rule(self, primals, tangents, outputs, kwargs):
         x, y = primals
         tx, ty = tangents
         out = None
         if tx is not None:
-            out = _matmul.bind([tx, y], {})
+            out = _mm(tx, y)
         if ty is not None:
-            t = _matmul.bind([x, ty], {})
+            t = _mm(x, ty)
             out = t if out is None else out + t
         return [out]
+
+
+def _mm(a, b):
+    """The matmul primitive, promoting a 1-D left operand unless the kernel takes it."""
+    from .view import reshape
+
+    if a.ndim == 1 and (b._impl.levels or b.ndim != 2):
+        out = _matmul.bind([reshape(a, (1,) + a.shape), b], {})
+        return reshape(out, out.shape[:-2] + out.shape[-1:])
+    return _matmul.bind([a, b], {})
+
+
+def _weight_cotangent(x, ct, y):
+    """d/dy of ``x @ y``. When ``y`` was broadcast over vmap levels that have finished, fold
+    those batch dims into the contraction: one GEMM instead of a batched product + sum."""
+    from ..core.state import STATE
+    from .batching import from_batch, sum_finished_levels
+    from .view import reshape, swap_axes
+
+    lv = x._impl.levels
+    if (
+        lv
+        and not y._impl.levels
+        and ct._impl.levels == lv
+        and not any(level in STATE.active_vmap for level in lv)
+    ):
+        xl, cl = x, ct
+        for i, level in enumerate(lv):
+            xl = from_batch(xl, level, i)
+            cl = from_batch(cl, level, i)
+        xl = reshape(xl, (-1, y.shape[0]))
+        cl = reshape(cl, (-1, y.shape[1]))
+        return _matmul.bind([swap_axes(xl, -1, -2), cl], {})
+    if x.ndim == 1:
+        dy = _mm(reshape(x, x.shape + (1,)), reshape(ct, (1,) + ct.shape))
+    else:
+        dy = _mm(swap_axes(x, -1, -2), ct)
+    if dy._impl.levels != y._impl.levels:
+        dy = sum_finished_levels(dy, y)
+    return dy
 
 
 _matmul = MatmulOp()
@@ -73,6 +112,13 @@ def matmul(x, y):
         raise TypeError("matmul: bool tensors are not supported")
     if x.ndim == 0 or y.ndim == 0:
         raise OpError(f"matmul: operands must be at least 1-D, got shapes {x.shape} and {y.shape}")
+    if x.ndim == 1 and y.ndim == 2 and not y._impl.levels:
+        if x.shape[0] != y.shape[0]:
+            raise OpError(
+                f"matmul: contracted dims differ: shapes {x.shape} and {y.shape} "
+                f"({x.shape[0]} != {y.shape[0]})"
+            )
+        return _matmul.bind([x, y], {})  # vector @ matrix: the kernel takes it directly
     squeeze_x = x.ndim == 1
     squeeze_y = y.ndim == 1
     if squeeze_x:
