@@ -74,6 +74,47 @@ class _Plan:
         self.has_host_ops = any(op.host_only for op, *_ in nodes)
         self._numpy_exe = None
         self._program = None
+        # dynamic dims: None = not checked yet; True once a replay at another size produced
+        # exactly the recorded ops with the sizes substituted (then every size is a fast hit)
+        self.symbolic_ok = None
+        self._specialized: dict = {}
+
+    def specialize(self, sizes: dict) -> _Plan:
+        """This plan with the dynamic dims set to ``sizes`` (cached per size)."""
+        key = tuple(sorted(sizes.items()))
+        plan = self._specialized.get(key)
+        if plan is None:
+            sub = lambda v: _substitute(v, sizes)  # noqa: E731
+            nodes = [
+                (op, sub(kw), refs, n, sub(specs), sub(phys))
+                for op, kw, refs, n, specs, phys in self.nodes
+            ]
+            plan = _Plan(
+                self.n_args,
+                nodes,
+                self.outputs,
+                self.out_tree,
+                self.consts,
+                self.rng_slots,
+                sub(self.arg_specs),
+                self.sym_names,
+            )
+            plan.symbolic_ok = True
+            self._specialized[key] = plan
+        return plan
+
+    def matches(self, recorded, sizes) -> bool:
+        """Did a replay at ``sizes`` record exactly this plan with the sizes substituted?"""
+        if len(recorded) != len(self.nodes):
+            return False
+        for node, (op, kw, _, _, specs, _) in zip(recorded, self.nodes):
+            if node.op is not op or _plain_value(node.kwargs) != _plain_value(
+                _substitute(kw, sizes)
+            ):
+                return False
+            if _plain_value(node.out_specs) != _plain_value(_substitute(specs, sizes)):
+                return False
+        return True
 
     # ------------------------------------------------------------------ replay path
     def replay(self, args: list[Tensor], sizes: dict) -> list:
@@ -162,6 +203,17 @@ class _Plan:
 
     def __eq__(self, other):
         return self is other
+
+
+def _plain_value(obj):
+    """Nested kwargs/specs with SymDims as plain ints and rule objects by identity."""
+    if isinstance(obj, tuple):
+        return tuple(_plain_value(o) for o in obj)
+    if isinstance(obj, dict):
+        return {k: _plain_value(v) for k, v in obj.items() if k not in ("rule", "plan")}
+    if isinstance(obj, SymDim):
+        return int(obj)
+    return obj
 
 
 def _substitute(obj, sizes):
@@ -319,7 +371,10 @@ class CompiledFunction:
         self._stats["hits"] += 1
         plan = entry
         tensors = [leaf for leaf in flat if isinstance(leaf, Tensor)]
-        if _plain(tensors) and not plan.has_host_ops and _same_shapes(plan, tensors):
+        fast = _plain(tensors) and not plan.has_host_ops
+        if fast and plan.symbolic_ok and not _same_shapes(plan, tensors):
+            plan = plan.specialize(sizes)
+        if fast and _same_shapes(plan, tensors):
             outs = (
                 _compiled_call.bind(
                     tensors + [Tensor._wrap(c) for c in plan.consts], {"plan": plan}
@@ -331,8 +386,22 @@ class CompiledFunction:
             leaves = [ref[1] if ref[0] == "py" else next(it) for ref in plan.outputs]
             return tree_unflatten(plan.out_tree, leaves)
         self._stats["replays"] += 1
-        leaves = plan.replay(tensors, sizes)
+        if fast and sizes and plan.symbolic_ok is None:
+            leaves = self._replay_and_verify(plan, tensors, sizes)
+        else:
+            leaves = plan.replay(tensors, sizes)
         return tree_unflatten(plan.out_tree, leaves)
+
+    def _replay_and_verify(self, plan, tensors, sizes):
+        old = STATE.recording
+        STATE.recording = []
+        try:
+            leaves = plan.replay(tensors, sizes)
+            recorded = STATE.recording
+        finally:
+            STATE.recording = old
+        plan.symbolic_ok = plan.matches(recorded, sizes)
+        return leaves
 
     def _trace_and_store(self, key, flat, tree, sym_shapes):
         from ..ops.unary import identity

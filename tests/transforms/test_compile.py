@@ -58,6 +58,17 @@ def test_dynamic_batch_dim_served_by_one_trace():
         )
     assert len(calls) == 1
     assert f.stats["misses"] == 1 and f.stats["hits"] == 3
+    # one replay verified the plan at a second size; later sizes are one-node fast hits
+    assert f.stats["replays"] == 1
+
+
+def test_dynamic_dim_with_derived_sizes_stays_exact():
+    # concatenate makes a 2n dim the plan cannot express symbolically: every size replays
+    g = nb.compile(lambda x: nb.concatenate([x, x]).reshape(-1) * 2, dynamic_dims={0: {0: "n"}})
+    for n in (2, 3, 4, 3):
+        x = nb.constant(np.arange(n, dtype=np.float32))
+        np.testing.assert_allclose(g(x).numpy(), np.concatenate([x.numpy(), x.numpy()]) * 2)
+    assert g.stats["misses"] == 1 and g.stats["replays"] == 3
 
 
 def test_same_dynamic_name_requires_equal_sizes():
