@@ -154,39 +154,11 @@ _METHODS = {
     "logical_not": unary.logical_not,
 }
 
-for _n in [
-    "abs",
-    "acos",
-    "asin",
-    "atan",
-    "atanh",
-    "cos",
-    "sin",
-    "tan",
-    "cosh",
-    "sinh",
-    "tanh",
-    "erf",
-    "exp",
-    "expm1",
-    "log",
-    "log1p",
-    "log2",
-    "neg",
-    "reciprocal",
-    "relu",
-    "sigmoid",
-    "sqrt",
-    "rsqrt",
-    "sign",
-    "floor",
-    "ceil",
-    "round",
-    "trunc",
-    "is_nan",
-    "is_inf",
-]:
-    _METHODS[_n] = getattr(unary, _n)
+# every elementwise unary op is also a method (x.exp(), x.tanh(), ...)
+for _n in unary.__all__:
+    _obj = getattr(unary, _n)
+    if isinstance(_obj, unary.UnaryOperation) and _n not in ("identity", "bitwise_not"):
+        _METHODS.setdefault(_n, _obj)
 
 
 def _bitwise(logical, bitwise, a, b):
