@@ -199,3 +199,4 @@ from .ops.nn import avg_pool2d, conv2d, conv2d_transpose, max_pool2d
 from .transforms.custom import checkpoint, custom_jvp, custom_vjp, remat
 from .transforms.trace import Trace, trace
 from .transforms.compile import CompiledFunction, compile
+from .backends import backend_stats

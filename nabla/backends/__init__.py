@@ -13,7 +13,13 @@ import numpy as np
 from ..core.config import CONFIG
 from . import numpy as numpy_backend
 
-__all__ = ["run_program", "buffer_to_numpy", "buffer_shape_dtype", "max_available"]
+__all__ = [
+    "run_program",
+    "buffer_to_numpy",
+    "buffer_shape_dtype",
+    "max_available",
+    "backend_stats",
+]
 
 _MAX_STATE = {"checked": False, "module": None}
 
@@ -37,10 +43,29 @@ def max_available() -> bool:
 
 
 def _needs_max(program) -> bool:
+    """True when any input lives on, or any instruction places a value on, an accelerator."""
     for spec in program.in_specs:
-        if not spec[2].is_cpu:
+        if spec[2] is not None and not spec[2].is_cpu:
+            return True
+    for instr in program.instrs:
+        dev = instr[2].get("device")
+        if dev is not None and not dev.is_cpu:
             return True
     return False
+
+
+def backend_stats() -> dict:
+    """Counters of the execution layer: graph evaluations and program-cache hits/misses, and
+    (when MAX is installed) MAX compiles, compile seconds, memory/disk cache hits, disk load
+    seconds, background compiles and programs MAX could not run."""
+    from ..core.graph import GRAPH
+
+    out = dict(GRAPH.stats)
+    out["programs_cached"] = len(GRAPH.cache)
+    mx = max_backend()
+    if mx is not None:
+        out.update({f"max_{k}": v for k, v in mx.stats().items()})
+    return out
 
 
 def select_backend(program) -> str:

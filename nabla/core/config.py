@@ -9,14 +9,15 @@ from __future__ import annotations
 
 import contextlib
 import os
-import threading
 
 __all__ = ["set_backend", "get_backend_name", "backend", "BACKENDS"]
 
 BACKENDS = ("auto", "numpy", "max")
 
 
-class _Config(threading.local):
+class _Config:
+    """Process-wide (not per thread): background compile workers see the same settings."""
+
     def __init__(self):
         name = os.environ.get("NABLA_BACKEND", "auto").strip().lower() or "auto"
         if name not in BACKENDS:

@@ -99,7 +99,12 @@ class Operation:
         dev = kwargs.get("device")
         if dev is not None:
             return dev
-        return impls[0].device if impls else get_default_device()
+        if not impls:
+            return get_default_device()
+        for im in impls:  # an accelerator operand decides (2.0 * gpu_x runs on the GPU)
+            if not im.device.is_cpu:
+                return im.device
+        return impls[0].device
 
     def compute_physical_shape(self, impls, kwargs, levels, batch_shape, output_sharding=None):
         """Step 4: per-shard physical shapes, dtypes and devices of the outputs."""

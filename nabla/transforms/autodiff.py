@@ -378,9 +378,11 @@ def jvp(fun, primals, tangents, has_aux=False):
     tout = tree_unflatten(o_tree, touts)
     if has_aux:
         aux = tree_map(
-            lambda a: _strip_level(a, level)
-            if isinstance(a, Tensor) and a._impl.tangents and level in a._impl.tangents
-            else a,
+            lambda a: (
+                _strip_level(a, level)
+                if isinstance(a, Tensor) and a._impl.tangents and level in a._impl.tangents
+                else a
+            ),
             aux,
         )
         return out, tout, aux

@@ -92,7 +92,7 @@ def buffer_to_numpy(buf) -> np.ndarray:
         if buf.dtype == DType.bfloat16:
             import ml_dtypes  # noqa: PLC0415
 
-            return buf.view(DType.uint16).to_numpy().view(ml_dtypes.bfloat16)
+            return buf.view(DType.uint16, buf.shape).to_numpy().view(ml_dtypes.bfloat16)
         return buf.to_numpy()
     return np.asarray(buf)
 
@@ -109,8 +109,7 @@ def to_device(arr, device):
     if isinstance(arr, driver.Buffer):
         return arr if arr.device == target else arr.to(target)
     arr = np.asarray(arr)
-    bf16 = arr.dtype.name == "bfloat16"
-    return s._cpu_in(bf16)(arr).to(target)
+    return s._cpu_in(arr.dtype.name)(arr).to(target)
 
 
 def accelerator_count() -> int:

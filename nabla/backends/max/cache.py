@@ -1,18 +1,21 @@
 """Compiled-model caches of the MAX backend and its counters.
 
-Two layers, both keyed by the program's structural key:
+Two layers, both keyed by a digest of what the program computes:
 
-- in memory: an LRU dict ``program.key -> Executable`` (the graph layer's own program LRU may
-  drop a ``Program``; a rebuilt one with the same key finds its executable here);
+- in memory: an LRU dict ``identity -> Executable`` (the graph layer's own program LRU may
+  drop a ``Program``; a rebuilt one with the same content finds its executable here);
 - on disk: ``<digest>.mef`` files written by ``CompiledModel.export_mef`` and read back with
   ``InferenceSession.load(path)`` (1-4 ms, against ~2.6 s for MAX 26.7's own cache).
 
-The digest is a sha256 of a canonical text form of ``program.key`` (``DType`` -> its value,
-``Device`` -> ``str``, floats via ``repr``) plus everything the machine code depends on: the
-MAX version, the CPU (machine + a hash of ``/proc/cpuinfo`` flags), the accelerator
-architectures used, and a hash of this backend's lowering source. A key that holds an object
-with no canonical form is simply not cached on disk. Files are written atomically
-(temporary file + ``os.replace``), so concurrent processes never read a partial file.
+The digest is a sha256 of a canonical text form of the program's content (input specs,
+instructions with their physical kwargs, outputs; ``DType`` -> its value, ``Device`` ->
+``str``, floats via ``repr``, a nested ``compiled_call`` plan by its own program's content),
+not of ``program.key`` (a key may hold object ids). The disk digest adds everything the
+machine code depends on: the MAX version, the CPU (machine + a hash of ``/proc/cpuinfo``
+flags), the accelerator architectures used, and a hash of this backend's source. A program
+holding an object with no canonical form is cached in memory only (by its key). Files are
+written atomically (temporary file + ``os.replace``): concurrent processes never read a
+partial file.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import hashlib
 import os
 import platform
 import threading
+import weakref
 from collections import OrderedDict
 from pathlib import Path
 
@@ -100,6 +104,10 @@ def _canon(obj, out: list) -> None:
             _canon(obj[k], out)
             out.append(",")
         out.append("}")
+    elif callable(getattr(obj, "program", None)):
+        # a nested plan (``compiled_call``): canonical by the content of its program
+        prog = obj.program()
+        _canon(("plan", program_content(prog)), out)
     else:
         import numpy as np
 
@@ -163,17 +171,47 @@ def environment_fingerprint() -> str:
     return fp
 
 
+def program_content(program) -> tuple:
+    """What a program computes: input specs, instructions (with physical kwargs), outputs.
+
+    Hashing this rather than ``program.key`` keeps the digest independent of how the key was
+    made (a key may hold object ids); input aliasing shows up as shared input slots."""
+    return (program.in_specs, program.instrs, program.out_slots, program.out_specs)
+
+
+_CONTENT: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def content_digest(program) -> str | None:
+    """sha256 of the canonical program content (cached per Program), None if not canonical."""
+    try:
+        hit = _CONTENT.get(program, _MISSING)
+    except TypeError:  # not weak-referenceable
+        hit = _MISSING
+    if hit is not _MISSING:
+        return hit
+    text = canonical(program_content(program))
+    digest = None if text is None else hashlib.sha256(text.encode()).hexdigest()
+    try:
+        _CONTENT[program] = digest
+    except TypeError:
+        pass
+    return digest
+
+
+_MISSING = object()
+
+
 def program_digest(program, extra: str = "") -> str | None:
-    """Stable hex digest of a program for the disk cache (None: do not cache on disk)."""
-    text = canonical(program.key)
-    if text is None:
+    """Stable hex digest of a program for the disk cache (None: do not cache on disk):
+    the program content plus the environment fingerprint and ``extra`` (accelerators)."""
+    content = content_digest(program)
+    if content is None:
         return None
     h = hashlib.sha256()
-    h.update(environment_fingerprint().encode())
-    h.update(b"\0")
-    h.update(extra.encode())
-    h.update(b"\0")
-    h.update(text.encode())
+    for part in (environment_fingerprint(), extra, content):
+        h.update(part.encode())
+        h.update(b"\0")
     return h.hexdigest()
 
 

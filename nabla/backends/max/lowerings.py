@@ -382,42 +382,56 @@ def _minimum(x, y):
     return _nan_either(x, y, ops.min(x, y))
 
 
-def _bits(x):
-    """Two's-complement bits of an integer tensor, low to high, as 0/1 values of its dtype,
-    and the weight of each bit (the top bit of a signed type weighs -2**(n-1))."""
-    name = _name(x)
-    n = {"uint8": 8, "int8": 8, "int16": 16, "int32": 32, "int64": 64}[name]
-    signed = not name.startswith("uint")
-    two = _c(2, x)
-    q = x
-    bits = []
-    for _ in range(n):
-        bits.append(ops.mod(q, two))  # floor semantics: exact for negative numbers too
-        q = ops.floor_div(q, two)
-    weights = [1 << k for k in range(n)]
-    if signed:
-        weights[-1] = -(1 << (n - 1))
-    return bits, weights
+_LUTS: dict = {}
 
 
-def _bitwise(logical, combine):
+def _lut(kind: str):
+    """A 65536-entry uint8 table: ``lut[a * 256 + b] = a <op> b`` for bytes a, b."""
+    t = _LUTS.get(kind)
+    if t is None:
+        import numpy as np
+
+        a = np.arange(256, dtype=np.uint8)[:, None]
+        b = np.arange(256, dtype=np.uint8)[None, :]
+        fn = {"and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor}[kind]
+        t = _LUTS[kind] = np.ascontiguousarray(fn(a, b).reshape(-1))
+    return t
+
+
+_INT_BYTES = {"uint8": 1, "int8": 1, "int16": 2, "int32": 4, "int64": 8}
+
+
+def _bitwise(logical, kind):
+    """Bitwise ops on integers through a byte lookup table (MAX has no bitwise ops).
+
+    All bytes at once: ``floor_div(x, 256**k) mod 256`` (exact on two's complement values)
+    along a new leading axis, one gather from a 65536-entry table, and a weighted sum that
+    wraps back to the right bits."""
+
     def run(x, y):
         if _is_bool(x):
             return logical(x, y)
-        bx, weights = _bits(x)
-        by, _ = _bits(y)
-        out = None
-        for a, b, w in zip(bx, by, weights):
-            term = combine(a, b) * _c(w, x)
-            out = term if out is None else out + term
-        return out
+        import numpy as np
+
+        n = _INT_BYTES[_name(x)]
+        work, wnp = (MDType.int64, np.int64) if n == 8 else (MDType.int32, np.int32)
+        rank = max(len(_shape(x)), len(_shape(y)))  # operands may broadcast in the kernel
+        lead = (n,) + (1,) * rank
+        scale = np.array([1 << (8 * k) for k in range(n)], dtype=np.int64).astype(wnp)
+        scale = ops.constant(scale.reshape(lead), work, device=x.device)
+        base = ops.constant(256, work, device=x.device)
+        qa = ops.mod(ops.floor_div(ops.cast(x, work), scale), base)  # (n, *shape) bytes
+        qb = ops.mod(ops.floor_div(ops.cast(y, work), scale), base)
+        lut = ops.constant(_lut(kind), MDType.uint8, device=x.device)
+        r = ops.cast(ops.gather(lut, qa * base + qb, axis=0), work)
+        return ops.cast(ops.sum(r * scale, axis=0), x.dtype)
 
     return run
 
 
-_bit_and = _bitwise(lambda x, y: ops.logical_and(x, y), lambda a, b: a * b)
-_bit_or = _bitwise(lambda x, y: ops.logical_or(x, y), lambda a, b: a + b - a * b)
-_bit_xor = _bitwise(lambda x, y: ops.logical_xor(x, y), lambda a, b: ops.abs(a - b))
+_bit_and = _bitwise(lambda x, y: ops.logical_and(x, y), "and")
+_bit_or = _bitwise(lambda x, y: ops.logical_or(x, y), "or")
+_bit_xor = _bitwise(lambda x, y: ops.logical_xor(x, y), "xor")
 
 for _n, _f in {
     "add": _add,
@@ -722,3 +736,23 @@ def _transfer(x, device):
     if x.device == ref:
         return x
     return ops.transfer_to(x, ref)
+
+
+# ----------------------------------------------------------------------------- custom calls
+LOWERINGS["pass_through"] = lambda args, kw: list(args[kw["n_skip"] :])
+
+# Random draws are host ops: the evaluator runs them with NumPy's Philox before the graph on
+# every backend, so they never reach a compiled program (and MAX could not reproduce the
+# NumPy streams bit for bit anyway).
+for _n in ("random_split", "random_uniform", "random_normal", "random_randint", "random_fold_in"):
+    UNSUPPORTED[_n] = "a host op (NumPy Philox draw) that runs before the compiled graph"
+
+
+def _compiled_call(args, kw):
+    """``nb.compile``'s fast path: inline the recorded plan's program into this graph."""
+    from .session import replay  # noqa: PLC0415 - the graph builder (imports max)
+
+    return replay(kw["plan"].program(), list(args))
+
+
+LOWERINGS["compiled_call"] = _compiled_call

@@ -5,7 +5,9 @@ lowering table, then casts/reshapes every result to the physical (dtype, shape) 
 rules predicted. ``get_executable`` finds or makes the compiled model: memory cache, then the
 on-disk ``.mef`` cache, then ``session.compile`` + ``session.init`` (and ``export_mef``).
 Background compiles run one at a time on a daemon thread (MAX releases the GIL while it
-compiles, so the interpreter keeps serving calls).
+compiles, so the interpreter keeps serving calls). At interpreter exit, queued compiles are
+dropped and the one in progress is waited for (a thread still inside MAX during interpreter
+finalization aborts the process); its model lands in the disk cache for the next run.
 
 An ``Executable`` takes NumPy arrays (CPU inputs, wrapped zero-copy with
 ``Buffer.from_numpy``) or MAX ``Buffer``s (accelerator inputs) and returns NumPy arrays for
@@ -15,8 +17,10 @@ crosses the NumPy boundary as a uint16 bit view.
 
 from __future__ import annotations
 
+import atexit
 import logging
 import queue
+import sys
 import threading
 import time
 from concurrent.futures import Future
@@ -35,8 +39,8 @@ __all__ = ["get_executable", "ready", "Executable", "check_program", "build_grap
 
 LOG = logging.getLogger("nabla.max")
 MEMORY = cache.MemoryCache()
-_UNSUPPORTED: dict = {}  # program.key -> the UnsupportedOnMax / error message
-_INFLIGHT: dict = {}  # program.key -> Future of an Executable
+_UNSUPPORTED: dict = {}  # ident(program) -> the UnsupportedOnMax or compile error
+_INFLIGHT: dict = {}  # ident(program) -> Future of an Executable
 _STATE = threading.Lock()
 _COMPILE = threading.Lock()  # one compile at a time (MAX serialises them anyway; caps RSS)
 _CPU0 = CPU()
@@ -109,7 +113,10 @@ def _walk(program):
 def check_program(program) -> tuple:
     """Raise ``UnsupportedOnMax`` for the first op MAX cannot run; else return the devices."""
     used = {s[2] for s in program.in_specs}
-    for (name, _ins, _kw, _outs, specs), in_dts, dev in _walk(program):
+    for (name, _ins, kw, _outs, specs), in_dts, dev in _walk(program):
+        if name == "compiled_call":  # a nested plan: check its own instructions
+            used.update(check_program(kw["plan"].program()))
+            continue
         dtypes = (in_dts or [specs[0][0]]) if specs else in_dts
         reason = unsupported_reason(name, dtypes, dev)
         if reason is not None:
@@ -117,6 +124,12 @@ def check_program(program) -> tuple:
             raise UnsupportedOnMax(name, dt, dev, reason)
         used.add(dev)
     return tuple(sorted(used, key=lambda d: (d.kind != "cpu", d.kind, d.id)))
+
+
+def ident(program):
+    """In-process identity of a program: its content digest (or its key if not canonical)."""
+    digest = cache.content_digest(program)
+    return ("content", digest) if digest is not None else ("key", program.key)
 
 
 # ----------------------------------------------------------------------------- graph building
@@ -132,6 +145,31 @@ def _fix(value, dtype, shape):
     return value
 
 
+def replay(program, inputs: list) -> list:
+    """Lower ``program``'s instructions onto graph values ``inputs`` (inside an open Graph);
+    returns the values of its ``out_slots``. Also inlines nested ``compiled_call`` plans."""
+    vals: dict = dict(enumerate(inputs))
+    for (op, ins, kwargs, outs, specs), in_dts, dev in _walk(program):
+        args = [vals[i] for i in ins]
+        if op != "transfer":
+            ref = device_ref(dev)
+            args = [a if a.device == ref else ops.transfer_to(a, ref) for a in args]
+        try:
+            res = LOWERINGS[op](args, kwargs)
+            res = [_fix(v, dt, shape) for v, (dt, shape) in zip(res, specs, strict=True)]
+        except UnsupportedOnMax:
+            raise
+        except Exception as e:  # noqa: BLE001 - MAX graph errors carry MLIR text
+            dt = in_dts[0] if in_dts else specs[0][0]
+            err = UnsupportedOnMax(op, dt, dev, f"MAX could not lower it: {type(e).__name__}")
+            err.detail = str(e)
+            LOG.debug("lowering %s failed: %s", op, e)
+            raise err from None
+        for o, v in zip(outs, res):
+            vals[o] = v
+    return [vals[s] for s in program.out_slots]
+
+
 def build_graph(program, name: str = "nabla"):
     """Replay ``program`` into a ``max.graph.Graph`` whose outputs are its ``out_slots``."""
     input_types = [
@@ -139,45 +177,33 @@ def build_graph(program, name: str = "nabla"):
         for dt, shape, dev in program.in_specs
     ]
     with Graph(name, input_types=input_types) as graph:
-        vals: dict = {i: v.tensor for i, v in enumerate(graph.inputs)}
-        for (op, ins, kwargs, outs, specs), in_dts, dev in _walk(program):
-            args = [vals[i] for i in ins]
-            if op != "transfer":
-                ref = device_ref(dev)
-                args = [a if a.device == ref else ops.transfer_to(a, ref) for a in args]
-            try:
-                res = LOWERINGS[op](args, kwargs)
-                res = [_fix(v, dt, shape) for v, (dt, shape) in zip(res, specs, strict=True)]
-            except UnsupportedOnMax:
-                raise
-            except Exception as e:  # noqa: BLE001 - MAX graph errors carry MLIR text
-                dt = in_dts[0] if in_dts else specs[0][0]
-                err = UnsupportedOnMax(op, dt, dev, f"MAX could not lower it: {type(e).__name__}")
-                err.detail = str(e)
-                LOG.debug("lowering %s failed: %s", op, e)
-                raise err from None
-            for o, v in zip(outs, res):
-                vals[o] = v
-        graph.output(*[vals[s] for s in program.out_slots])
+        graph.output(*replay(program, [v.tensor for v in graph.inputs]))
     return graph
 
 
 # ----------------------------------------------------------------------------- executables
-def _cpu_in(bf16: bool):
+# NumPy dtypes crossing as a same-width bit view: bfloat16 has no DLPack code, and MAX's
+# from_numpy fails on 0-d bool arrays (its internal bool view needs a last axis).
+_VIEWS = {"bfloat16": (np.uint16, MDType.bfloat16), "bool": (np.uint8, MDType.bool)}
+
+
+def _cpu_in(kind: str):
+    view = _VIEWS.get(kind)
+
     def conv(a):
         if type(a) is not np.ndarray:
             if isinstance(a, driver.Buffer):
                 return a if a.is_host else a.to(driver_device(_CPU0))
             a = np.asarray(a)
-        if bf16:
-            return driver.Buffer.from_numpy(a.view(np.uint16)).view(MDType.bfloat16)
+        if view is not None:
+            return driver.Buffer.from_numpy(a.view(view[0])).view(view[1], a.shape)
         return driver.Buffer.from_numpy(a)
 
     return conv
 
 
-def _dev_in(device, bf16: bool):
-    host = _cpu_in(bf16)
+def _dev_in(device, kind: str):
+    host = _cpu_in(kind)
 
     def conv(a):
         target = driver_device(device)
@@ -190,7 +216,7 @@ def _dev_in(device, bf16: bool):
 
 def _out(bf16: bool):
     if bf16:
-        return lambda o: o.view(MDType.uint16).to_numpy().view(_BF16) if o.is_host else o
+        return lambda o: o.view(MDType.uint16, o.shape).to_numpy().view(_BF16) if o.is_host else o
     return lambda o: o.to_numpy() if o.is_host else o
 
 
@@ -204,7 +230,7 @@ class Executable:
         self.source = source  # "compile" | "disk"
         self.num_ops = program.num_ops
         self._in = tuple(
-            _cpu_in(dt.value == "bfloat16") if dev.is_cpu else _dev_in(dev, dt.value == "bfloat16")
+            _cpu_in(dt.value) if dev.is_cpu else _dev_in(dev, dt.value)
             for dt, _shape, dev in program.in_specs
         )
         self._out = tuple(_out(dt.value == "bfloat16") for dt, _shape in program.out_specs)
@@ -279,7 +305,7 @@ def _make(program, devices, debug: bool) -> Executable:
 def get_executable(program, debug: bool = False) -> Executable:
     """The executable of ``program``, compiling it now if needed (waits for a background
     compile already running). Raises ``UnsupportedOnMax``."""
-    key = program.key
+    key = ident(program)
     known = _UNSUPPORTED.get(key)
     if isinstance(known, UnsupportedOnMax):
         raise known
@@ -304,33 +330,61 @@ _WORKER: list = []
 
 def _worker():
     while True:
-        program, devices, debug, fut = _QUEUE.get()
+        program, key, devices, debug, fut = _QUEUE.get()
         try:
             exe = _make(program, devices, debug)
         except BaseException as e:  # noqa: BLE001 - reported through the future
             fut.set_exception(e)
         else:
-            MEMORY.put(program.key, exe)
+            MEMORY.put(key, exe)
             program.executables["max"] = exe
             fut.set_result(exe)
         finally:
             with _STATE:
-                _INFLIGHT.pop(program.key, None)
+                _INFLIGHT.pop(key, None)
             program.pending_compile = None
 
 
-def _submit(program, devices, debug) -> Future:
+def _submit(program, key, devices, debug) -> Future:
     fut: Future = Future()
     with _STATE:
-        _INFLIGHT[program.key] = fut
+        _INFLIGHT[key] = fut
         program.pending_compile = fut
         if not _WORKER:
             t = threading.Thread(target=_worker, name="nabla-max-compile", daemon=True)
             t.start()
             _WORKER.append(t)
+            atexit.register(_finish_at_exit)
     cache.bump("background_compiles")
-    _QUEUE.put((program, devices, debug, fut))
+    _QUEUE.put((program, key, devices, debug, fut))
     return fut
+
+
+def _finish_at_exit() -> None:
+    """Drop queued compiles and wait for the running one (see the module docstring)."""
+    while True:
+        try:
+            program, key, _, _, fut = _QUEUE.get_nowait()
+        except queue.Empty:
+            break
+        fut.cancel()
+        with _STATE:
+            _INFLIGHT.pop(key, None)
+        program.pending_compile = None
+    with _STATE:
+        running = [f for f in _INFLIGHT.values() if not f.done()]
+    if running:
+        print(
+            "nabla: finishing a background MAX compile before exit (it is cached for the "
+            "next run; NABLA_BACKGROUND_COMPILE=0 compiles in the foreground instead)",
+            file=sys.stderr,
+            flush=True,
+        )
+    for fut in running:
+        try:
+            fut.result()
+        except BaseException:  # noqa: BLE001 - exiting anyway
+            pass
 
 
 def _remember_unsupported(key, err) -> None:
@@ -343,7 +397,7 @@ def ready(program, background: bool, debug: bool) -> bool:
     """The ``auto`` policy's question: is a compiled model ready? Starts making one if not."""
     if "max" in program.executables:
         return True
-    key = program.key
+    key = ident(program)
     if key in _UNSUPPORTED:
         return False
     exe = MEMORY.get(key)
@@ -365,7 +419,7 @@ def ready(program, background: bool, debug: bool) -> bool:
         return True
     try:
         devices = check_program(program)
-    except UnsupportedOnMax as e:
+    except Exception as e:  # noqa: BLE001 - UnsupportedOnMax, or no such accelerator
         _remember_unsupported(key, e)
         if debug:
             _debug_log("staying on NumPy: %s", e)
@@ -373,7 +427,7 @@ def ready(program, background: bool, debug: bool) -> bool:
     digest = cache.program_digest(program, _accelerator_tag(devices))
     on_disk = digest is not None and cache.mef_path(digest).exists()
     if background and not on_disk:
-        _submit(program, devices, debug)
+        _submit(program, key, devices, debug)
         return False
     try:
         exe = _make(program, devices, debug)

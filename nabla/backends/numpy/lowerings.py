@@ -241,9 +241,12 @@ def _blas_ready(a):
     # np.matmul leaves BLAS for a slow loop on broadcast (stride-0) or scattered views.
     if a.flags.c_contiguous or a.flags.f_contiguous:
         return a
-    if a.ndim >= 2 and 0 not in a.strides[-2:] and (
-        a.strides[-1] == a.itemsize or a.strides[-2] == a.itemsize
-    ) and 0 not in a.strides:
+    if (
+        a.ndim >= 2
+        and 0 not in a.strides[-2:]
+        and (a.strides[-1] == a.itemsize or a.strides[-2] == a.itemsize)
+        and 0 not in a.strides
+    ):
         return a
     return np.ascontiguousarray(a)
 
