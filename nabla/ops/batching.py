@@ -13,8 +13,8 @@ ordinary backend ops ``transpose``, ``broadcast_in_dim`` and ``reduce_sum``.
 
 from __future__ import annotations
 
-from ..core.state import STATE, level_sizes
-from ..core.tensor import Tensor
+from ..core.state import STATE, is_live, level_sizes
+from ..core.tensor import Tensor, TensorImpl
 from .base import Operation
 
 __all__ = ["to_batch", "from_batch", "broadcast_levels", "sum_levels"]
@@ -126,6 +126,18 @@ def to_batch(x: Tensor, axis: int, level: int) -> Tensor:
     perm = list(range(len(impl.shape)))
     perm.pop(src)
     perm.insert(pos, src)
+    if (
+        src == pos
+        and impl.buffer is not None
+        and not impl.tangents
+        and not is_live(impl.traced)
+        and STATE.recording is None
+    ):
+        # the common in_axes=0 case on a realized value: same buffer, new level metadata;
+        # no node is needed (nothing will differentiate or record through it)
+        return Tensor._wrap(
+            TensorImpl(impl.shape, impl.dtype, impl.device, new, buffer=impl.buffer)
+        )
     kwargs = {"axis": axis, "level": level, "levels": new, "phys": {"perm": tuple(perm)}}
     return _to_batch.bind([x], kwargs)
 
