@@ -24,7 +24,6 @@ class _State(threading.local):
     def __init__(self):
         self.active_vmap: list[int] = []
         self.hidden: tuple = ()
-        self.tracing_depth = 0
         self.no_grad = False
         # set by compile while tracing: every new OpNode is appended (creation = topo order)
         self.recording: list | None = None

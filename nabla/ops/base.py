@@ -30,7 +30,7 @@ from ..core.graph import GRAPH
 from ..core.state import EMPTY, STATE, hide_levels_from, level_sizes, live_grad_levels, visible
 from ..core.tensor import OpNode, Tensor, TensorImpl
 
-__all__ = ["Operation", "OpError", "as_tensor_list"]
+__all__ = ["Operation", "OpError"]
 
 
 class OpError(ValueError):
@@ -245,6 +245,3 @@ def _verify_eager(op, outs):
                 f"predicted {o.dtype} {o.shape}"
             )
 
-
-def as_tensor_list(xs) -> list[Tensor]:
-    return list(xs)
