@@ -162,6 +162,25 @@ def _argnums_tuple(argnums, n):
     return tuple(a % n for a in nums), single
 
 
+def _split_argnums(fun, args, kwargs, argnums, what, check_float=True):
+    """-> (f over the differentiated arguments, their values, single?) for ``argnums``."""
+    nums, single = _argnums_tuple(argnums, len(args))
+    dyn = [tree_map(_to_tensor_leaf, args[i]) for i in nums]
+    if check_float:
+        for i, d in zip(nums, dyn):
+            for leaf in tree_flatten(d)[0]:
+                if isinstance(leaf, Tensor):
+                    _check_float(leaf, f"argument {i} of {what}")
+
+    def f(*dyn_args):
+        full = list(args)
+        for i, d in zip(nums, dyn_args):
+            full[i] = d
+        return fun(*full, **kwargs)
+
+    return f, dyn, single
+
+
 def _zeros_like(t: Tensor) -> Tensor:
     from ..ops.creation import zeros_like
 
@@ -254,19 +273,7 @@ def value_and_grad(fun, argnums=0, has_aux=False):
 
     @functools.wraps(fun)
     def wrapper(*args, **kwargs):
-        nums, single = _argnums_tuple(argnums, len(args))
-        dyn = [tree_map(_to_tensor_leaf, args[i]) for i in nums]
-        for i, d in zip(nums, dyn):
-            for leaf in tree_flatten(d)[0]:
-                if isinstance(leaf, Tensor):
-                    _check_float(leaf, f"argument {i} of grad")
-
-        def f(*dyn_args):
-            full = list(args)
-            for i, d in zip(nums, dyn_args):
-                full[i] = d
-            return fun(*full, **kwargs)
-
+        f, dyn, single = _split_argnums(fun, args, kwargs, argnums, "grad")
         level = start_grad_level()
         try:
             return _value_and_grad_at(f, dyn, level, single)
@@ -407,18 +414,7 @@ def jacrev(fun, argnums=0, has_aux=False):
     from .vmap import vmap
 
     def jac(*args, **kwargs):
-        nums, single = _argnums_tuple(argnums, len(args))
-
-        def f(*dyn):
-            full = list(args)
-            for i, d in zip(nums, dyn):
-                full[i] = d
-            return fun(*full, **kwargs)
-
-        dyn = [tree_map(_to_tensor_leaf, args[i]) for i in nums]
-        for i, d in zip(nums, dyn):
-            for leaf in tree_flatten(d)[0]:
-                _check_float(leaf, f"argument {i} of jacrev")
+        f, dyn, single = _split_argnums(fun, args, kwargs, argnums, "jacrev")
         level = start_grad_level()
         try:
             return _jacrev_at(f, dyn, level, single)
@@ -461,16 +457,8 @@ def jacfwd(fun, argnums=0, has_aux=False):
     from .vmap import vmap
 
     def jac(*args, **kwargs):
-        nums, single = _argnums_tuple(argnums, len(args))
-        dyn = [tree_map(_to_tensor_leaf, args[i]) for i in nums]
+        f, dyn, single = _split_argnums(fun, args, kwargs, argnums, "jacfwd")
         d_flat, d_tree = tree_flatten(tuple(dyn))
-
-        def f(*dyn_args):
-            full = list(args)
-            for i, d in zip(nums, dyn_args):
-                full[i] = d
-            return fun(*full, **kwargs)
-
         cols = []  # per input leaf: output pytree with leaves (*out_shape, *in_shape)
         aux = None
         out_tree = None
