@@ -244,4 +244,3 @@ def _verify_eager(op, outs):
                 f"op {op.name}: backend produced {dtype} {tuple(shape)} but the shape rule "
                 f"predicted {o.dtype} {o.shape}"
             )
-

@@ -241,6 +241,33 @@ def test_background_compile_then_disk_cache_in_a_second_process(max_cache_dir, m
     np.testing.assert_allclose(eval(vals), _small_ref(ns["VALUES"][2]), rtol=1e-5)
 
 
+def test_exit_during_a_background_compile_finishes_it_cleanly(tmp_path):
+    # A compile thread still inside MAX at interpreter finalization used to abort the
+    # process (exit 134). Exit must wait for a compile in progress, exit 0, and leave the
+    # model in the cache (compiles still queued are dropped).
+    script = SMALL_SRC + textwrap.dedent(
+        """
+        from nabla.core.config import CONFIG
+        CONFIG.auto_threshold = 1
+        import time
+        from nabla.backends.max import session
+        with nb.backend("auto"):
+            small(VALUES[0]).numpy()  # starts a background compile
+        while not session._QUEUE.empty():  # wait until the worker is inside MAX, then exit
+            time.sleep(0.001)
+        """
+    )
+    env = dict(os.environ, NABLA_CACHE_DIR=str(tmp_path), NABLA_BACKGROUND_COMPILE="1")
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
+    res = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=600
+    )
+    assert res.returncode == 0, res.stderr
+    assert "finishing a background MAX compile" in res.stderr
+    assert list(tmp_path.glob("*.mef")), "the finished compile should be cached on disk"
+
+
 def test_second_evaluation_does_not_compile_again():
     ns = _small_ns()
     with nb.backend("max"):
