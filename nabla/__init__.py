@@ -182,7 +182,10 @@ __version__ = "0.1.0"
 
 from .core.state import no_grad
 from .ops import random
-from .ops.random import bernoulli, gaussian, normal, randint, uniform
+from .ops.random import bernoulli, randint
+from .ops.random import normal_ as normal
+from .ops.random import normal_ as gaussian
+from .ops.random import uniform_ as uniform
 from .transforms.autodiff import (
     backward,
     detach,

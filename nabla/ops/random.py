@@ -218,3 +218,20 @@ def _place(t, device):
     if device is None or device == get_default_device() or device == t.device:
         return t
     return t.to(device)
+
+
+# ----------------------------------------------------------------------------- nb.* (shape first)
+def uniform_(shape=(), low=0.0, high=1.0, *, dtype=None, device=None):
+    """``nb.uniform(shape, low, high)``: uniform floats from the global generator (fresh on
+    every call; independent per element inside vmap; fresh per call inside compile)."""
+    if isinstance(shape, Tensor):  # nb.uniform(key, shape): the nb.random.uniform form
+        return uniform(shape, () if isinstance(low, float) else low, dtype=dtype, device=device)
+    return uniform(shape, None, low, high, dtype=dtype, device=device)
+
+
+def normal_(shape=(), mean=0.0, std=1.0, *, dtype=None, device=None):
+    """``nb.normal(shape, mean, std)`` / ``nb.gaussian``: normal samples from the global
+    generator."""
+    if isinstance(shape, Tensor):  # nb.normal(key, shape): the nb.random.normal form
+        return normal(shape, () if isinstance(mean, float) else mean, dtype=dtype, device=device)
+    return normal(shape, None, mean, std, dtype=dtype, device=device)
