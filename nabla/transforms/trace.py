@@ -43,18 +43,36 @@ def _names():
         i += 1
 
 
-def _type(impl) -> str:
+class _Levels:
+    """Renumbers transform levels 1, 2, ... in order of appearance, so a printed trace does
+    not depend on how many transforms ran before it."""
+
+    def __init__(self):
+        self.ids: dict[int, int] = {}
+
+    def __call__(self, level):
+        return self.ids.setdefault(level, len(self.ids) + 1)
+
+    def many(self, levels):
+        return tuple(self(lv) for lv in levels)
+
+
+def _type(impl, lv: _Levels) -> str:
     shape = ",".join(str(d) for d in impl.logical_shape)
-    lv = f"@vmap{list(impl.levels)}" if impl.levels else ""
-    return f"{_SHORT[impl.dtype.value]}[{shape}]{lv}"
+    batch = f"@vmap{list(lv.many(impl.levels))}" if impl.levels else ""
+    return f"{_SHORT[impl.dtype.value]}[{shape}]{batch}"
 
 
-def _fmt_kwargs(kwargs) -> str:
+def _fmt_kwargs(kwargs, lv: _Levels) -> str:
     items = []
     for k, v in kwargs.items():
         if k in _HIDDEN_KWARGS:
             continue
-        if hasattr(v, "value") and hasattr(v, "is_float"):
+        if k == "level":
+            v = lv(v)
+        elif k in ("levels", "drop"):
+            v = lv.many(v)
+        elif hasattr(v, "value") and hasattr(v, "is_float"):
             v = v.value
         items.append(f"{k}={v}")
     return f"[{', '.join(items)}]" if items else ""
@@ -92,27 +110,28 @@ class Trace:
     def __str__(self) -> str:
         names = {}
         gen = _names()
+        lv = _Levels()
 
         def name(impl):
             if id(impl) not in names:
                 names[id(impl)] = next(gen)
             return names[id(impl)]
 
-        ins = [f"{name(i)}:{_type(i)}" for i in self.inputs]
+        ins = [f"{name(i)}:{_type(i, lv)}" for i in self.inputs]
         consts = []
         body = []
         for node in self.eqns:
             args = []
             for inp in node.inputs:
                 if id(inp) not in names:
-                    consts.append(f"{name(inp)}:{_type(inp)}")
+                    consts.append(f"{name(inp)}:{_type(inp, lv)}")
                 args.append(names[id(inp)])
             outs = []
             for ref in node.outputs:
                 impl = ref()
-                outs.append(f"{name(impl)}:{_type(impl)}" if impl is not None else "_")
+                outs.append(f"{name(impl)}:{_type(impl, lv)}" if impl is not None else "_")
             body.append(
-                f"    {' '.join(outs)} = {node.op.name}{_fmt_kwargs(node.kwargs)} "
+                f"    {' '.join(outs)} = {node.op.name}{_fmt_kwargs(node.kwargs, lv)} "
                 f"{' '.join(args)}".rstrip()
             )
         outs = []
