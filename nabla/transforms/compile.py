@@ -77,6 +77,7 @@ class _Plan:
         # dynamic dims: None = not checked yet; True once a replay at another size produced
         # exactly the recorded ops with the sizes substituted (then every size is a fast hit)
         self.symbolic_ok = None
+        self.base = None
         self._specialized: dict = {}
 
     def specialize(self, sizes: dict) -> _Plan:
@@ -100,6 +101,7 @@ class _Plan:
                 self.sym_names,
             )
             plan.symbolic_ok = True
+            plan.base = self  # backends may build one model for every size from the base
             self._specialized[key] = plan
         return plan
 

@@ -658,3 +658,24 @@ def test_accelerator_roundtrip_and_grad():  # pragma: no cover - needs a GPU
     g = nb.grad(lambda t: (t.to(dev) ** 2).sum())(nb.constant(a))
     assert g.device == nb.CPU()
     np.testing.assert_allclose(g.numpy(), 2 * a, rtol=1e-5)
+
+
+def test_dynamic_dims_compile_one_max_model_for_every_size():
+    # nb.compile with dynamic_dims: the trace call and the verifying replay run ordinary
+    # programs; from then on one MAX model with a symbolic dim serves every size.
+    f = nb.compile(lambda x: (nb.tanh(x) * 2.0 + x).sum(axis=1), dynamic_dims={0: {0: "n"}})
+    rng = np.random.default_rng(0)
+    with nb.backend("max"):
+        for n in (2, 3):
+            x = rng.standard_normal((n, 4)).astype(np.float32)
+            np.testing.assert_allclose(
+                f(nb.constant(x)).numpy(), (np.tanh(x) * 2 + x).sum(1), rtol=1e-5
+            )
+        before = mx.stats()["compiles"]
+        for n in (5, 1, 17, 5, 8):
+            x = rng.standard_normal((n, 4)).astype(np.float32)
+            np.testing.assert_allclose(
+                f(nb.constant(x)).numpy(), (np.tanh(x) * 2 + x).sum(1), rtol=1e-5
+            )
+        assert mx.stats()["compiles"] - before <= 1  # one symbolic model for sizes 5..8
+    assert f.stats["misses"] == 1 and f.stats["replays"] == 1

@@ -23,6 +23,7 @@ import queue
 import sys
 import threading
 import time
+import weakref
 from concurrent.futures import Future
 
 import ml_dtypes
@@ -140,7 +141,7 @@ def _fix(value, dtype, shape):
             value = ops.not_equal(value, ops.constant(0, value.dtype, device=value.device))
         else:
             value = ops.cast(value, mdt)
-    if tuple(int(d) for d in value.shape) != tuple(shape):
+    if [str(d) for d in value.shape] != [str(d) for d in shape]:
         value = ops.reshape(value, tuple(shape))
     return value
 
@@ -264,6 +265,9 @@ def _debug_log(msg, *args):
 
 def _make(program, devices, debug: bool) -> Executable:
     """Disk cache, else compile (and write the disk cache)."""
+    base = _symbolic_base(program)
+    if base is not None:
+        return _symbolic_executable(program, base, devices, debug)
     sess = _session(devices)
     digest = cache.program_digest(program, _accelerator_tag(devices))
     path = cache.mef_path(digest) if digest else None
@@ -300,6 +304,69 @@ def _make(program, devices, debug: bool) -> Executable:
     if path is not None and cache.export_atomic(compiled, path):
         cache.bump("disk_writes")
     return Executable(model, program, "compile")
+
+
+# ----------------------------------------------------------------------------- symbolic dims
+_SYMBOLIC: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _symbolic_base(program):
+    """The unspecialized ``nb.compile`` plan when ``program`` is one compiled call of a plan
+    verified for dynamic dims (``Plan.symbolic_ok``); else None."""
+    if len(program.instrs) != 1:
+        return None
+    name, ins, kwargs, outs, _ = program.instrs[0]
+    plan = kwargs.get("plan") if name == "compiled_call" else None
+    base = getattr(plan, "base", None)
+    if base is None or ins != tuple(range(program.n_inputs)) or outs != program.out_slots:
+        return None
+    return base
+
+
+def _symbolize(obj):
+    """Dynamic dims (``SymDim``) become MAX symbolic dim names."""
+    if isinstance(obj, int) and hasattr(obj, "name") and not isinstance(obj, bool):
+        return obj.name
+    if isinstance(obj, tuple):
+        return tuple(_symbolize(o) for o in obj)
+    if isinstance(obj, dict):
+        return {k: _symbolize(v) for k, v in obj.items()}
+    return obj
+
+
+def _symbolic_executable(program, base, devices, debug):
+    """One MAX model for every size of the plan's dynamic dims (compiled once per process)."""
+    exe = _SYMBOLIC.get(base)
+    if exe is not None:
+        cache.bump("memory_hits")
+        return exe
+    from ...core.graph import Program
+
+    prog = base.program()
+    n_args = base.n_args
+    in_specs = tuple(
+        (dt, _symbolize(tuple(sh)), dev) if i < n_args else (dt, sh, dev)
+        for i, ((dt, _, dev), (_, sh, _)) in enumerate(
+            zip(prog.in_specs, list(base.arg_specs) + [(c.dtype, c.shape, c.device)
+                                                       for c in base.consts])
+        )
+    )
+    instrs = tuple((n, i, _symbolize(kw), o, _symbolize(sp)) for n, i, kw, o, sp in prog.instrs)
+    sym = Program(key=("symbolic", id(base)), in_specs=in_specs, instrs=instrs,
+                  out_slots=prog.out_slots, out_specs=prog.out_specs)
+    sess = _session(devices)
+    graph = build_graph(sym, f"nabla_sym_{id(base):x}")
+    with _COMPILE:
+        t0 = time.perf_counter()
+        model = sess.init(sess.compile(graph))
+        dt = time.perf_counter() - t0
+    cache.bump("compiles")
+    cache.bump("compile_seconds", dt)
+    if debug:
+        _debug_log("compiled %d ops with symbolic dims in %.2f s", sym.num_ops, dt)
+    exe = Executable(model, program, "compile")
+    _SYMBOLIC[base] = exe
+    return exe
 
 
 def get_executable(program, debug: bool = False) -> Executable:
