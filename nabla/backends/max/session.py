@@ -325,7 +325,9 @@ def _symbolic_base(program):
 
 def _symbolize(obj):
     """Dynamic dims (``SymDim``) become MAX symbolic dim names."""
-    if isinstance(obj, int) and hasattr(obj, "name") and not isinstance(obj, bool):
+    from ...transforms.compile import SymDim
+
+    if isinstance(obj, SymDim):
         return obj.name
     if isinstance(obj, tuple):
         return tuple(_symbolize(o) for o in obj)
@@ -343,17 +345,17 @@ def _symbolic_executable(program, base, devices, debug):
     from ...core.graph import Program
 
     prog = base.program()
-    n_args = base.n_args
-    in_specs = tuple(
-        (dt, _symbolize(tuple(sh)), dev) if i < n_args else (dt, sh, dev)
-        for i, ((dt, _, dev), (_, sh, _)) in enumerate(
-            zip(prog.in_specs, list(base.arg_specs) + [(c.dtype, c.shape, c.device)
-                                                       for c in base.consts])
-        )
-    )
+    # arguments keep their traced shapes with the dynamic dims named; constants are concrete
+    in_specs = tuple((dt, _symbolize(tuple(sh)), dev) for dt, sh, dev in base.arg_specs)
+    in_specs += prog.in_specs[base.n_args :]
     instrs = tuple((n, i, _symbolize(kw), o, _symbolize(sp)) for n, i, kw, o, sp in prog.instrs)
-    sym = Program(key=("symbolic", id(base)), in_specs=in_specs, instrs=instrs,
-                  out_slots=prog.out_slots, out_specs=prog.out_specs)
+    sym = Program(
+        key=("symbolic", id(base)),
+        in_specs=in_specs,
+        instrs=instrs,
+        out_slots=prog.out_slots,
+        out_specs=prog.out_specs,
+    )
     sess = _session(devices)
     graph = build_graph(sym, f"nabla_sym_{id(base):x}")
     with _COMPILE:
