@@ -65,6 +65,16 @@ def end_grad_level(level: int) -> None:
     live_grad_levels.discard(level)
 
 
+@contextlib.contextmanager
+def grad_level():
+    """A grad level live for the duration of the block."""
+    level = start_grad_level()
+    try:
+        yield level
+    finally:
+        end_grad_level(level)
+
+
 def visible(level: int) -> bool:
     for lo, hi in STATE.hidden:
         if lo <= level <= hi:

@@ -54,6 +54,24 @@ def _padding(padding, op, k=None, d=None, s=None, size=None):
     raise OpError(f"{op}: cannot interpret padding {padding!r}")
 
 
+def _check_conv(op, x, weight, groups):
+    """Tensors for NHWC ``x`` and an HWIO filter whose channels match ``groups``."""
+    x = as_tensor(x)
+    w = as_tensor(weight)
+    if x.ndim != 4 or w.ndim != 4:
+        raise OpError(
+            f"{op}: expects x (N, H, W, C) and weight (KH, KW, C/groups, O), got "
+            f"shapes {x.shape} and {w.shape}"
+        )
+    c, (cg, o) = x.shape[3], w.shape[2:]
+    if groups < 1 or c % groups or o % groups or cg != c // groups:
+        raise OpError(
+            f"{op}: input channels {c}, filter {w.shape} and groups={groups} do "
+            f"not match (filter needs shape (KH, KW, {c // max(groups, 1)}, O))"
+        )
+    return x, w
+
+
 def _windows(xp, k, s, d, out_hw):
     """Stack the KH*KW strided windows of padded NHWC ``xp``: (N, OH, OW, KH*KW, C)."""
     from .view import slice_tensor, stack
@@ -102,20 +120,9 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     from .linalg import einsum, matmul
     from .view import pad, permute, reshape
 
-    x = as_tensor(x)
-    w = as_tensor(weight)
-    if x.ndim != 4 or w.ndim != 4:
-        raise OpError(
-            f"conv2d: expects x (N, H, W, C) and weight (KH, KW, C/groups, O), got "
-            f"shapes {x.shape} and {w.shape}"
-        )
+    x, w = _check_conv("conv2d", x, weight, groups)
     n, h, wd, c = x.shape
     kh, kw, cg, o = w.shape
-    if groups < 1 or c % groups or o % groups or cg != c // groups:
-        raise OpError(
-            f"conv2d: input channels {c}, filter {w.shape} and groups={groups} do "
-            f"not match (filter needs shape (KH, KW, {c // max(groups, 1)}, O))"
-        )
     s = _pair(stride, "stride", "conv2d")
     d = _pair(dilation, "dilation", "conv2d")
     p = _padding(padding, "conv2d", (kh, kw), d, s, (h, wd))
@@ -156,20 +163,9 @@ def conv2d_transpose(
     """
     from .view import flip, pad, reshape, slice_tensor
 
-    x = as_tensor(x)
-    w = as_tensor(weight)
-    if x.ndim != 4 or w.ndim != 4:
-        raise OpError(
-            f"conv2d_transpose: expects x (N, H, W, C) and weight (KH, KW, C/groups, "
-            f"O), got shapes {x.shape} and {w.shape}"
-        )
+    x, w = _check_conv("conv2d_transpose", x, weight, groups)
     n, h, wd, c = x.shape
     kh, kw, cg, o = w.shape
-    if groups < 1 or c % groups or cg != c // groups or o % groups:
-        raise OpError(
-            f"conv2d_transpose: input channels {c}, filter {w.shape} and "
-            f"groups={groups} do not match"
-        )
     s = _pair(stride, "stride", "conv2d_transpose")
     d = _pair(dilation, "dilation", "conv2d_transpose")
     op_ = _pair(output_padding, "output_padding", "conv2d_transpose")

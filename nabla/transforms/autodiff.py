@@ -24,7 +24,7 @@ import weakref
 import numpy as np
 
 from ..core.pytree import tree_flatten, tree_map, tree_unflatten
-from ..core.state import end_grad_level, new_level, start_grad_level
+from ..core.state import end_grad_level, grad_level, new_level, start_grad_level
 from ..core.tensor import Tensor, TensorImpl
 from ..ops._util import as_tensor
 from ..ops.unary import identity
@@ -274,11 +274,8 @@ def value_and_grad(fun, argnums=0, has_aux=False):
     @functools.wraps(fun)
     def wrapper(*args, **kwargs):
         f, dyn, single = _split_argnums(fun, args, kwargs, argnums, "grad")
-        level = start_grad_level()
-        try:
+        with grad_level() as level:
             return _value_and_grad_at(f, dyn, level, single)
-        finally:
-            end_grad_level(level)
 
     def _value_and_grad_at(f, dyn, level, single):
         res = _vjp(f, dyn, has_aux, level)
@@ -415,11 +412,8 @@ def jacrev(fun, argnums=0, has_aux=False):
 
     def jac(*args, **kwargs):
         f, dyn, single = _split_argnums(fun, args, kwargs, argnums, "jacrev")
-        level = start_grad_level()
-        try:
+        with grad_level() as level:
             return _jacrev_at(f, dyn, level, single)
-        finally:
-            end_grad_level(level)
 
     def _jacrev_at(f, dyn, level, single):
         res = _vjp(f, dyn, has_aux, level)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import functools
 
 from ..core.pytree import tree_flatten, tree_unflatten
-from ..core.state import end_grad_level, is_live, start_grad_level
+from ..core.state import grad_level, is_live
 from ..core.tensor import Tensor
 from ..ops.base import Operation
 from ..ops.unary import stop_gradient
@@ -86,15 +86,12 @@ def _fill_zeros(cts, like):
 
 def _pull_back(fn, points, cotangents, outputs):
     """Cotangents of ``points`` for ``fn(fresh copies of points)`` given output cotangents."""
-    level = start_grad_level()
-    try:
+    with grad_level() as level:
         copies = [_fresh(p, level) for p in points]
         outs = fn(copies)
         cts = _fill_zeros(cotangents, outputs)
         pairs = [(o, c) for o, c in zip(outs, cts) if isinstance(o, Tensor)]
         got = backward_pass([o for o, _ in pairs], [c for _, c in pairs], [c._impl for c in copies])
-    finally:
-        end_grad_level(level)
     return [got.get(id(c._impl)) for c in copies]
 
 

@@ -9,7 +9,7 @@ shapes/dtypes and the op's keyword arguments. Works for any transform:
 from __future__ import annotations
 
 from ..core.pytree import tree_flatten, tree_unflatten
-from ..core.state import end_grad_level, start_grad_level
+from ..core.state import grad_level
 from ..core.tensor import Tensor
 from .autodiff import _fresh
 
@@ -159,12 +159,9 @@ def trace(fn):
 
     def traced(*args, **kwargs):
         flat, tree = tree_flatten(args)
-        level = start_grad_level()
-        try:
+        with grad_level() as level:
             ins = [_fresh(x, level) if isinstance(x, Tensor) else x for x in flat]
             out = fn(*tree_unflatten(tree, ins), **kwargs)
             return Trace([x for x in ins if isinstance(x, Tensor)], tree_flatten(out)[0])
-        finally:
-            end_grad_level(level)
 
     return traced
