@@ -12,9 +12,7 @@ Run: ``python benchmarks/bench_autodiff.py``  (about 15-30 s).
 from __future__ import annotations
 
 import os
-import statistics
 import sys
-import time
 
 # Small-matrix timings are dominated by dispatch; a multi-threaded BLAS on a loaded machine
 # adds scheduler stalls. Pin it to one thread so the columns are comparable.
@@ -23,6 +21,7 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 import numpy as np  # noqa: E402
+from _timing import median_ms  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
@@ -36,17 +35,6 @@ except Exception:  # pragma: no cover - JAX is optional
 
 B, D_IN, D_H, D_OUT = 256, 64, 128, 10
 N_REPS = 30
-
-
-def median_ms(fn, reps=N_REPS, warmup=3):
-    for _ in range(warmup):
-        fn()
-    ts = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t0)
-    return 1e3 * statistics.median(ts)
 
 
 # ----------------------------------------------------------------------------- problem

@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
 
 import numpy as np
+from _timing import median_seconds
 
 SIZES = (256, 512, 512, 10)
 BATCH = 128
@@ -29,8 +29,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 def data():
     rng = np.random.default_rng(0)
     params = [
-        ((rng.standard_normal((a, b)) * np.sqrt(2.0 / a)).astype(np.float32),
-         np.zeros((b,), np.float32))
+        (
+            (rng.standard_normal((a, b)) * np.sqrt(2.0 / a)).astype(np.float32),
+            np.zeros((b,), np.float32),
+        )
         for a, b in zip(SIZES[:-1], SIZES[1:])
     ]
     x = rng.standard_normal((BATCH, SIZES[0])).astype(np.float32)
@@ -75,26 +77,15 @@ print(time.perf_counter() - t0)
 def first_result(backend, cache_dir, home):
     # MAX keeps its own kernel caches under $HOME/.cache/modular: a fresh HOME is a cold MAX
     env = dict(os.environ, NABLA_CACHE_DIR=cache_dir, NABLA_BACKGROUND_COMPILE="1", HOME=home)
-    code = FIRST_RESULT.format(root=ROOT, bench=os.path.join(ROOT, "benchmarks"),
-                               backend=backend)
+    code = FIRST_RESULT.format(root=ROOT, bench=os.path.join(ROOT, "benchmarks"), backend=backend)
     t = time.perf_counter()
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
-                         text=True, timeout=900)
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=900
+    )
     wall = time.perf_counter() - t
     if out.returncode != 0:
         return f"failed: {out.stderr.strip().splitlines()[-1] if out.stderr else out.returncode}"
     return f"{float(out.stdout.strip().splitlines()[-1]):.3f} s (process {wall:.1f} s)"
-
-
-def steady(fn, n):
-    for _ in range(3):
-        fn()
-    ts = []
-    for _ in range(n):
-        t = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t)
-    return statistics.median(ts)
 
 
 def nabla_steady(backend, n):
@@ -118,7 +109,7 @@ def nabla_steady(backend, n):
             while time.time() < deadline and not _auto_on_max():
                 once()
                 time.sleep(0.5)
-    return steady(once, n)
+    return median_seconds(once, n)
 
 
 def _auto_on_max():
@@ -154,7 +145,7 @@ def jax_steady(n):
         state["p"], value = step(state["p"], xj, yj)
         value.block_until_ready()
 
-    return steady(once, n)
+    return median_seconds(once, n)
 
 
 def torch_steady(n):
@@ -163,8 +154,10 @@ def torch_steady(n):
     except ImportError:
         return None
     params, x, y = data()
-    ps = [(torch.tensor(w, requires_grad=True), torch.tensor(b, requires_grad=True))
-          for w, b in params]
+    ps = [
+        (torch.tensor(w, requires_grad=True), torch.tensor(b, requires_grad=True))
+        for w, b in params
+    ]
     xt, yt = torch.tensor(x), torch.tensor(y)
 
     def once():
@@ -182,7 +175,7 @@ def torch_steady(n):
                 b.grad = None
         loss.item()
 
-    return steady(once, n)
+    return median_seconds(once, n)
 
 
 def main():

@@ -7,23 +7,11 @@ Run: python benchmarks/bench_compile.py [--backend numpy|max|auto]
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
 
 import numpy as np
+from _timing import median_seconds
 
 import nabla as nb
-
-
-def timeit(fn, n, warmup=3):
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(n):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times)
 
 
 def mlp_params(rng, sizes):
@@ -64,8 +52,8 @@ def bench_nabla(params_np, x_np, y_np, n):
 
         return once
 
-    t_lazy = timeit(run("lazy", step), n)
-    t_comp = timeit(run("compiled", cstep), n)
+    t_lazy = median_seconds(run("lazy", step), n)
+    t_comp = median_seconds(run("compiled", cstep), n)
     return t_lazy, t_comp, cstep.stats
 
 
@@ -95,7 +83,7 @@ def bench_jax(params_np, x_np, y_np, n):
         state["p"], value = step(state["p"], x, y)
         value.block_until_ready()
 
-    return timeit(once, n)
+    return median_seconds(once, n)
 
 
 def bench_hit_overhead(n=5000):
@@ -107,7 +95,7 @@ def bench_hit_overhead(n=5000):
         for _ in range(100):
             f(a, b)
 
-    return timeit(hits, n // 100) / 100
+    return median_seconds(hits, n // 100) / 100
 
 
 def main():

@@ -12,9 +12,7 @@ hand-batched version.
 from __future__ import annotations
 
 import os
-import statistics
 import sys
-import time
 
 # Small-matrix timings are dominated by dispatch; a multi-threaded BLAS on a loaded machine
 # adds scheduler stalls (~16 ms per gemm seen on a busy 2-core box). Pin it to one thread.
@@ -22,6 +20,7 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 
 import numpy as np  # noqa: E402
+from _timing import median_ms  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
@@ -31,17 +30,6 @@ B, D_IN, D_H, D_OUT = 256, 64, 128, 10
 N_REPS = 50
 N_GRAD_REPS = 20
 N_LOOP = 32  # per-example gradients: batch size used for the loop comparison
-
-
-def median_ms(fn, reps, warmup=3):
-    for _ in range(warmup):
-        fn()
-    ts = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t0)
-    return 1e3 * statistics.median(ts)
 
 
 def mlp_single(params, x):
