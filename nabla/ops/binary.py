@@ -90,7 +90,7 @@ def _value_dtype(op_name: str, v, values) -> DType:
         ) from None
 
 
-def prepare(op_name: str, values, dtype: DType | None = None, *, promote=True, broadcast=True):
+def prepare(op_name: str, values, dtype: DType | None = None, *, broadcast=True):
     """Promote ``values`` to one dtype and (unless ``broadcast=False``, for ops such as
     matmul/concatenate whose operands legitimately differ in shape) broadcast them to one
     logical shape."""
