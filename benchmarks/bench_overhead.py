@@ -35,7 +35,7 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 import nabla as nb  # noqa: E402
-from nabla.core.graph import GRAPH  # noqa: E402
+from nabla.runtime.graph import GRAPH  # noqa: E402
 
 TARGET_US = 15.0
 SHAPE = (256, 256)

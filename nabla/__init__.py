@@ -24,7 +24,6 @@ from .core.dtypes import (
     uint8,
 )
 from .core.dtypes import bool_ as bool  # noqa: A001 - nb.bool as in the API
-from .core.graph import realize
 from .core.pytree import (
     register_pytree_node,
     tree_flatten,
@@ -33,7 +32,8 @@ from .core.pytree import (
     tree_structure,
     tree_unflatten,
 )
-from .core.tensor import Tensor
+from .runtime.graph import backend_stats
+from .runtime.tensor import Tensor, realize
 from .ops import methods as _methods  # noqa: F401 - attaches Tensor operators
 from .ops.base import Operation, OpError
 from .ops.binary import (
@@ -202,4 +202,7 @@ from .ops.nn import avg_pool2d, conv2d, conv2d_transpose, max_pool2d
 from .transforms.custom import checkpoint, custom_jvp, custom_vjp, remat
 from .transforms.trace import Trace, trace
 from .transforms.compile import CompiledFunction, compile
-from .backends import backend_stats
+
+# Tensor methods that need transforms are attached here, above the layers they come from.
+Tensor.backward = backward
+Tensor.detach = detach

@@ -1,1 +1,1 @@
-"""Core runtime: dtypes, devices, Tensor/TensorImpl, pytrees, graph evaluation, state."""
+"""Core (layer 0): dtypes, devices, config, transform state, pytrees and the IR; runs nothing."""

@@ -6,10 +6,10 @@ import numbers
 
 import numpy as np
 
-from ..core.dtypes import DType, result_type, to_dtype
-from ..core.tensor import Tensor
+from ..core.dtypes import DType, to_dtype
+from ..runtime.tensor import Tensor
 
-__all__ = ["as_tensor", "norm_axis", "norm_axes", "norm_shape", "is_scalar"]
+__all__ = ["as_tensor", "norm_axis", "norm_axes", "norm_shape", "is_scalar", "dtype_or"]
 
 
 def is_scalar(x) -> bool:
@@ -20,29 +20,10 @@ def as_tensor(x, dtype: DType | None = None) -> Tensor:
     """Tensor from a Tensor, NumPy array, Python scalar or nested list."""
     if isinstance(x, Tensor):
         if dtype is not None and x.dtype is not dtype:
-            from .unary import cast
-
-            return cast(x, dtype)
+            return unary.cast(x, dtype)
         return x
-    from .creation import constant
 
-    return constant(x, dtype=dtype)
-
-
-def promote_operands(op_name: str, values) -> tuple[list, DType]:
-    """Promote a mix of tensors and Python scalars to one dtype (scalars are weak)."""
-    tensor_dtypes = []
-    scalars = []
-    for v in values:
-        if isinstance(v, Tensor):
-            tensor_dtypes.append(v.dtype)
-        elif is_scalar(v):
-            scalars.append(v)
-        elif isinstance(v, np.ndarray | list | tuple):
-            tensor_dtypes.append(as_tensor(v).dtype)
-        else:
-            raise TypeError(f"{op_name}: unsupported operand of type {type(v).__name__}")
-    return tensor_dtypes, result_type(tensor_dtypes, scalars)
+    return creation.constant(x, dtype=dtype)
 
 
 def _of(ndim: int, shape) -> str:
@@ -93,3 +74,7 @@ def norm_shape(op: str, shape) -> tuple[int, ...]:
 
 def dtype_or(dtype, default) -> DType:
     return default if dtype is None else to_dtype(dtype)
+
+
+# Ops this module calls at run time; imported last because they are built on it.
+from . import creation, unary  # noqa: E402

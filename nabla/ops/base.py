@@ -6,29 +6,36 @@ the pipeline every op shares:
 
 1. metadata: batch levels, traced flag, tangents of the inputs;
 2. adaptation: align inputs to one set of vmap levels; translate logical kwargs to physical
-   ones (``adapt_kwargs``); sharding hook;
+   ones (``adapt_kwargs``);
 3. the node's static structural key ``(backend op name, physical kwargs)``;
 4. ``compute_physical_shape``: output shapes/dtypes/devices, eagerly, validating inputs;
 5. optional eager execution (``NABLA_EAGER_MAX_GRAPH=1``), checked against step 4;
 6. packaging: promise tensors registered as pending;
 7. the ``OpNode`` (original kwargs for rules, physical kwargs for backends);
-8. auto-reduction hook (partial sharded results);
-9. forward-mode tangents via ``jvp_rule``, one transform level at a time.
+8. forward-mode tangents, one transform level at a time.
+
+(spec/01's resharding and auto-reduction steps arrive with sharding.)
 
 Unified internal signatures (spec/05): ``vjp_rule(primals, cotangents, outputs, kwargs)`` and
 ``jvp_rule(primals, tangents, outputs, kwargs)`` take and return lists; backends lower
 ``(op_name, args, phys_kwargs) -> list``.
+
+Structure is declared, rules derived (JAX's ``deflinear``/``defbilinear``): an op declared
+``linear`` gets the JVP "apply the op to the tangents", one declared ``bilinear`` gets
+``op(tx, y) + op(x, ty)``. Every op registers itself in ``OPS`` when it is made.
 """
 
 from __future__ import annotations
 
 import weakref
 
+from ..backends import buffer_shape_dtype
 from ..core.config import CONFIG
 from ..core.device import get_default_device
-from ..core.graph import GRAPH
+from ..core.ir import OpNode, TensorImpl
 from ..core.state import EMPTY, STATE, hide_levels_from, level_sizes, live_grad_levels, visible
-from ..core.tensor import OpNode, Tensor, TensorImpl
+from ..runtime.graph import GRAPH
+from ..runtime.tensor import Tensor
 
 __all__ = ["Operation", "OpError"]
 
@@ -41,13 +48,24 @@ def describe(shapes) -> str:
     return ", ".join(str(tuple(s)) for s in shapes)
 
 
+OPS: dict[str, Operation] = {}
+"""Every op by name (one singleton per name), in the order the ops were made."""
+
+
 class Operation:
     """Base class of all ops. Subclasses set ``name`` and implement ``infer`` and rules."""
 
     name: str = ""
     backend_name: str | None = None  # defaults to ``name``
+    arity: int | None = 1  # number of tensor inputs; None: any number
     multiple_results: bool = False
     differentiable: bool = True
+    # declared structure from which the JVP is derived (see the module docstring):
+    # ``linear`` in all inputs jointly except ``index_args`` (indices, predicates), which
+    # tangents never replace; ``bilinear`` in each of its two inputs separately
+    linear: bool = False
+    bilinear: bool = False
+    index_args: tuple = ()
     # elementwise ops: kernels broadcast NumPy-style, so operands without vmap levels are
     # never broadcast by extra ops (rules unbroadcast their cotangents)
     scalar_operands: bool = False
@@ -61,6 +79,10 @@ class Operation:
     def __init__(self):
         if self.backend_name is None:
             self.backend_name = self.name
+        other = OPS.get(self.name)
+        if other is not None and type(other) is not type(self):
+            raise RuntimeError(f"two ops named {self.name!r}: {other!r} and {self!r}")
+        OPS[self.name] = self
 
     def __repr__(self):
         return f"<op {self.name}>"
@@ -83,17 +105,32 @@ class Operation:
     def jvp_rule(self, primals, tangents, outputs, kwargs) -> list:
         raise NotImplementedError(f"op {self.name} has no jvp_rule")
 
-    def batch_rule(self, args: list[Tensor], kwargs: dict):
-        """Optional: compute the op on inputs that carry vmap levels with other ops.
+    def jvp(self, primals, tangents, outputs, kwargs) -> list:
+        """The forward-mode rule in force: derived from a ``linear``/``bilinear``
+        declaration when there is one, else the op's own ``jvp_rule``."""
+        if self.linear:
+            return _linear_jvp(self, primals, tangents, outputs, kwargs)
+        if self.bilinear:
+            return _bilinear_jvp(self, primals, tangents, kwargs)
+        return self.jvp_rule(primals, tangents, outputs, kwargs)
 
-        Return ``NotImplemented`` to use the generic prefix path (the kernel sees the batch
-        prefix and ``adapt_kwargs`` shifted its axes)."""
-        return NotImplemented
+    def rebind(self, args: list[Tensor], kwargs: dict):
+        """This op on other operands of the same kinds (the derived rules use it); an op
+        whose primitive needs operands prepared first overrides it."""
+        return self.bind(list(args), kwargs)
 
-    has_batch_rule = False
+    @property
+    def jvp_source(self) -> str | None:
+        """Where the op's JVP comes from: ``"linear"``, ``"bilinear"``, ``"own"`` or None."""
+        if not self.differentiable:
+            return None
+        if self.linear or self.bilinear:
+            return "linear" if self.linear else "bilinear"
+        return "own" if type(self).jvp_rule is not Operation.jvp_rule else None
 
-    def sharding_rule(self, in_shapes, out_shapes, kwargs):
-        return None
+    @property
+    def has_vjp(self) -> bool:
+        return self.differentiable and type(self).vjp_rule is not Operation.vjp_rule
 
     def device_of(self, impls, kwargs):
         dev = kwargs.get("device")
@@ -106,8 +143,8 @@ class Operation:
                 return im.device
         return impls[0].device
 
-    def compute_physical_shape(self, impls, kwargs, levels, batch_shape, output_sharding=None):
-        """Step 4: per-shard physical shapes, dtypes and devices of the outputs."""
+    def compute_physical_shape(self, impls, kwargs, levels, batch_shape):
+        """Step 4: physical shapes, dtypes and devices of the outputs."""
         shapes, dtypes = self.infer(
             [im.logical_shape for im in impls], [im.dtype for im in impls], kwargs
         )
@@ -119,6 +156,8 @@ class Operation:
     # ----------------------------------------------------------------- the pipeline
     def bind(self, args: list[Tensor], kwargs: dict):
         impls = [a._impl for a in args]
+        if self.arity is not None and len(impls) != self.arity:
+            raise TypeError(f"op {self.name} takes {self.arity} tensors, got {len(impls)}")
 
         # 1. metadata
         levels = None
@@ -144,11 +183,6 @@ class Operation:
                 traced = EMPTY
             else:
                 traced = traced & live_grad_levels  # finished transforms drop out
-
-        if levels and self.has_batch_rule:
-            out = self.batch_rule(args, kwargs)
-            if out is not NotImplemented:
-                return out
 
         # 2. adaptation: align batch levels, translate kwargs
         if mixed:
@@ -183,9 +217,7 @@ class Operation:
             STATE.recording.append(node)
         results = [Tensor._wrap(o) for o in outs]
 
-        # 8. auto-reduction of partial (sharded) results: no mesh in a single-device graph.
-
-        # 9. forward-mode tangents
+        # 8. forward-mode tangents
         if has_tangent and self.differentiable:
             _apply_jvp(self, args, results, kwargs)
 
@@ -201,13 +233,11 @@ class Operation:
         return self.scalar_operands and not impl.levels
 
     def _align(self, args, impls):
-        from .batching import broadcast_levels
-
         union = tuple(sorted({lv for im in impls for lv in im.levels}))
         new_args = []
         for i, (a, im) in enumerate(zip(args, impls, strict=True)):
             if im.levels != union and not self.implicit_broadcast(i, im):
-                a = broadcast_levels(a, union)
+                a = batching.broadcast_levels(a, union)
             new_args.append(a)
         return new_args, [a._impl for a in new_args], union
 
@@ -224,7 +254,7 @@ def _apply_jvp(op: Operation, args, results, kwargs):
             t = a._impl.tangents
             tans.append(Tensor._wrap(t[lv]) if t and lv in t else None)
         with hide_levels_from(lv):
-            out_t = op.jvp_rule(args, tans, results, kwargs)
+            out_t = op.jvp(args, tans, results, kwargs)
         for r, t in zip(results, out_t, strict=True):
             if t is None or not r._impl.dtype.is_float:
                 continue
@@ -233,10 +263,35 @@ def _apply_jvp(op: Operation, args, results, kwargs):
             r._impl.tangents[lv] = t._impl
 
 
+def _linear_jvp(op, primals, tangents, outputs, kwargs) -> list:
+    """JVP of an op linear in its non-index inputs: the op applied to the tangents (zeros for
+    inputs without one, primals at ``index_args``)."""
+    n = len(outputs)
+    index_args = op.index_args
+    if all(t is None for i, t in enumerate(tangents) if i not in index_args):
+        return [None] * n
+    if not any(o.dtype.is_float for o in outputs):
+        return [None] * n
+    args = [
+        p if i in index_args else (creation.zeros_like(p) if t is None else t)
+        for i, (p, t) in enumerate(zip(primals, tangents, strict=True))
+    ]
+    out = op.rebind(args, kwargs)
+    return list(out) if op.multiple_results else [out]
+
+
+def _bilinear_jvp(op, primals, tangents, kwargs) -> list:
+    """JVP of an op linear in each of its two inputs: ``op(tx, y) + op(x, ty)``."""
+    (x, y), (tx, ty) = primals, tangents
+    out = None if tx is None else op.rebind([tx, y], kwargs)
+    if ty is not None:
+        t = op.rebind([x, ty], kwargs)
+        out = t if out is None else out + t
+    return [out]
+
+
 def _verify_eager(op, outs):
     GRAPH.evaluate(outs)
-    from ..backends import buffer_shape_dtype
-
     for o in outs:
         shape, dtype = buffer_shape_dtype(o.buffer)
         if tuple(shape) != tuple(o.shape) or dtype != o.dtype:
@@ -244,3 +299,7 @@ def _verify_eager(op, outs):
                 f"op {op.name}: backend produced {dtype} {tuple(shape)} but the shape rule "
                 f"predicted {o.dtype} {o.shape}"
             )
+
+
+# Ops this module calls at run time; imported last because they are built on it.
+from . import batching, creation  # noqa: E402

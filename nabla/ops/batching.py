@@ -13,8 +13,9 @@ ordinary backend ops ``transpose``, ``broadcast_in_dim`` and ``reduce_sum``.
 
 from __future__ import annotations
 
+from ..core.ir import TensorImpl
 from ..core.state import STATE, is_live, level_sizes
-from ..core.tensor import Tensor, TensorImpl
+from ..runtime.tensor import Tensor
 from .base import Operation
 
 __all__ = ["to_batch", "from_batch", "broadcast_levels", "sum_levels"]

@@ -11,7 +11,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..core.dtypes import DType, get_default_dtype, result_type
-from ..core.tensor import Tensor, TensorImpl
+from ..core.ir import TensorImpl
+from ..runtime.tensor import Tensor
+from . import batching, reduction, unary, view
 from ._util import as_tensor, is_scalar
 from .base import Operation, OpError
 
@@ -120,10 +122,8 @@ def _rank_align(op_name, ts):
         return ts
     out = broadcast_shapes(op_name, *shapes)
     if any(t._impl.levels and t.ndim < len(out) for t in ts):
-        from .view import reshape
-
         ts = [
-            reshape(t, (1,) * (len(out) - t.ndim) + t.shape)
+            view.reshape(t, (1,) * (len(out) - t.ndim) + t.shape)
             if t._impl.levels and t.ndim < len(out)
             else t
             for t in ts
@@ -165,27 +165,23 @@ def _sum_to_like(ct, like):
         return ct
     xs, cs = tuple(like.shape), tuple(ct.shape)
     if xs != cs:
-        from .reduction import reduce_sum
-        from .view import reshape
-
         lead = len(cs) - len(xs)
         axes = tuple(range(lead)) + tuple(
             lead + i for i, d in enumerate(xs) if d == 1 and cs[lead + i] != 1
         )
         if axes:
-            ct = reduce_sum(ct, axes, keepdims=True)
+            ct = reduction.reduce_sum(ct, axes, keepdims=True)
         if tuple(ct.shape) != xs:
-            ct = reshape(ct, xs)
+            ct = view.reshape(ct, xs)
     if ct._impl.levels != like._impl.levels:
-        from .batching import sum_finished_levels
-
-        ct = sum_finished_levels(ct, like)
+        ct = batching.sum_finished_levels(ct, like)
     return ct
 
 
 class BinaryOperation(Operation):
     """Elementwise op of two tensors of equal (broadcast) shape."""
 
+    arity = 2
     scalar_operands = True
     result: str = "same"  # "same" | "bool" | "float"
     kinds: str = "all"  # "all" | "int" (ints/bools only) | "nobool"
@@ -252,9 +248,7 @@ class BinaryOperation(Operation):
             t = _times(ty, dy)
             out = t if out is None else out + t
         if out is not None and tuple(out.shape) != tuple(outputs[0].shape):
-            from .view import broadcast_to
-
-            out = broadcast_to(out, outputs[0].shape)
+            out = view.broadcast_to(out, outputs[0].shape)
         return [out]
 
 
@@ -290,11 +284,9 @@ def _binary(name, partials=None, *, result="same", kinds="all"):
 
 
 def _pow_partials(x, y, out):
-    from .unary import log
-
     dx = y * (x ** (y - 1.0)) if x.dtype.is_float else 0.0
     safe = where(x == 0, 1.0, x)
-    dy = out * log(safe)
+    dy = out * unary.log(safe)
     return dx, dy
 
 
@@ -362,6 +354,9 @@ def logical_xor(x, y):
 
 class WhereOp(Operation):
     name = "where"
+    arity = 3
+    linear = True
+    index_args = (0,)
     scalar_operands = True
 
     def infer(self, shapes, dtypes, kwargs):
@@ -372,17 +367,6 @@ class WhereOp(Operation):
         ct = cotangents[0]
         zero = ct * 0.0
         return [None, _sum_to_like(where(c, ct, zero), x), _sum_to_like(where(c, zero, ct), y)]
-
-    def jvp_rule(self, primals, tangents, outputs, kwargs):
-        c, x, y = primals
-        _, tx, ty = tangents
-        if tx is None and ty is None:
-            return [None]
-        from .creation import zeros_like
-
-        tx = zeros_like(outputs[0]) if tx is None else tx
-        ty = zeros_like(outputs[0]) if ty is None else ty
-        return [where(c, tx, ty)]
 
 
 _where = WhereOp()

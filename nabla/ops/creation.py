@@ -9,7 +9,8 @@ import numpy as np
 
 from ..core.device import Device, get_default_device
 from ..core.dtypes import DType, from_numpy_dtype, get_default_dtype, to_dtype
-from ..core.tensor import Tensor, TensorImpl
+from ..runtime.tensor import Tensor, constant_impl, numpy_value
+from . import _util, batching, binary, unary
 from ._util import dtype_or, norm_shape
 from .base import Operation, OpError
 
@@ -32,60 +33,6 @@ __all__ = [
 ]
 
 
-def _infer_numpy(value, dtype: DType | None) -> np.ndarray:
-    if isinstance(value, Tensor):
-        value = value.numpy()
-    if isinstance(value, np.ndarray | np.generic):
-        arr = np.asarray(value)
-        if arr.dtype == np.uint32 or arr.dtype == np.uint64:
-            arr = arr.astype(np.int64)
-        target = from_numpy_dtype(arr.dtype) if dtype is None else dtype
-        return np.asarray(arr, dtype=target.numpy)
-    if dtype is None:
-        if isinstance(value, bool):
-            dtype = DType.bool
-        elif isinstance(value, int):
-            dtype = DType.int32
-        elif isinstance(value, float):
-            dtype = get_default_dtype()
-        else:
-            try:
-                arr = np.asarray(value)
-            except ValueError as e:
-                raise ValueError(
-                    f"constant: cannot make a tensor from {type(value).__name__} {value!r:.80}: {e}"
-                ) from None
-            if arr.dtype.kind == "b":
-                dtype = DType.bool
-            elif arr.dtype.kind in "iu":
-                dtype = DType.int32
-            elif arr.dtype.kind == "f":
-                dtype = get_default_dtype()
-            else:
-                raise TypeError(
-                    f"constant: cannot make a tensor from {type(value).__name__} "
-                    f"(NumPy sees dtype {arr.dtype}); supported: bool, int and float values, "
-                    "nested lists of them, NumPy arrays and tensors"
-                )
-            return np.asarray(arr, dtype=dtype.numpy)
-    return np.asarray(value, dtype=dtype.numpy)
-
-
-def _constant_impl(value, dtype=None, device=None) -> TensorImpl:
-    dtype = None if dtype is None else to_dtype(dtype)
-    arr = _infer_numpy(value, dtype)
-    device = device or get_default_device()
-    impl = TensorImpl(arr.shape, from_numpy_dtype(arr.dtype), device, buffer=arr)
-    if not device.is_cpu:
-        from ..backends import max_backend
-
-        mx = max_backend()
-        if mx is None:
-            raise RuntimeError("Accelerator tensors need the MAX backend: pip install 'nabla[max]'")
-        impl.buffer = mx.to_device(arr, device)
-    return impl
-
-
 def constant(value, *, dtype=None, device: Device | None = None) -> Tensor:
     """Make a realized tensor from a Python value or NumPy array.
 
@@ -98,7 +45,7 @@ def constant(value, *, dtype=None, device: Device | None = None) -> Tensor:
     """
     if isinstance(value, Tensor) and dtype is None and device is None:
         return value
-    impl = _constant_impl(value, dtype, device)
+    impl = constant_impl(value, dtype, device)
     t = Tensor._wrap(impl)
     impl.wrapper = weakref.ref(t)
     return t
@@ -120,6 +67,7 @@ def from_dlpack(x) -> Tensor:
 
 class FullOp(Operation):
     name = "full"
+    arity = 0
 
     def infer(self, shapes, dtypes, kwargs):
         return [kwargs["shape"]], [kwargs["dtype"]]
@@ -135,6 +83,7 @@ class IotaOp(Operation):
     """``arange(start, stop, step)`` with a static length."""
 
     name = "arange"
+    arity = 0
     differentiable = False
 
     def infer(self, shapes, dtypes, kwargs):
@@ -164,7 +113,7 @@ def full(shape, value, *, dtype=None, device=None) -> Tensor:
     """
     shape = norm_shape("full", shape)
     if dtype is None:
-        dtype = _infer_numpy(value if not isinstance(value, Tensor) else value.item(), None)
+        dtype = numpy_value(value if not isinstance(value, Tensor) else value.item(), None)
         dtype = from_numpy_dtype(dtype.dtype)
     dtype = to_dtype(dtype)
     dev = device or get_default_device()
@@ -184,9 +133,7 @@ def ones(shape, *, dtype=None, device=None) -> Tensor:
 
 
 def _like(x, dtype):
-    from ._util import as_tensor
-
-    x = as_tensor(x)
+    x = _util.as_tensor(x)
     return x, dtype_or(dtype, x.dtype)
 
 
@@ -211,9 +158,7 @@ def full_like(x, value, *, dtype=None) -> Tensor:
 def _broadcast_like(t: Tensor, like: Tensor) -> Tensor:
     # A *_like result carries the same vmap levels as its template (JAX: batched like x).
     if like._impl.levels:
-        from .batching import broadcast_levels
-
-        return broadcast_levels(t, like._impl.levels)
+        return batching.broadcast_levels(t, like._impl.levels)
     return t
 
 
@@ -252,9 +197,9 @@ def linspace(start, stop, num=50, *, endpoint=True, dtype=None, device=None) -> 
     )
     out = idx * step + start
     if endpoint and num > 1:
-        from .binary import where
-
-        out = where(idx == (num - 1), full((num,), stop, dtype=out.dtype, device=device), out)
+        out = binary.where(
+            idx == (num - 1), full((num,), stop, dtype=out.dtype, device=device), out
+        )
     return out.cast(dtype)
 
 
@@ -277,28 +222,23 @@ def _tri_mask(x, k, upper):
 
 def triu(x, k: int = 0) -> Tensor:
     """Upper triangle of the last two dims (elements below the ``k``-th diagonal zeroed)."""
-    from ._util import as_tensor
-    from .binary import where
 
-    x = as_tensor(x)
-    return where(_tri_mask(x, k, True), x, zeros_like(x))
+    x = _util.as_tensor(x)
+    return binary.where(_tri_mask(x, k, True), x, zeros_like(x))
 
 
 def tril(x, k: int = 0) -> Tensor:
     """Lower triangle of the last two dims (elements above the ``k``-th diagonal zeroed)."""
-    from ._util import as_tensor
-    from .binary import where
 
-    x = as_tensor(x)
-    return where(_tri_mask(x, k, False), x, zeros_like(x))
+    x = _util.as_tensor(x)
+    return binary.where(_tri_mask(x, k, False), x, zeros_like(x))
 
 
 def hann_window(window_length: int, periodic: bool = True, *, dtype=None, device=None) -> Tensor:
     """Hann window (PyTorch's ``hann_window``; ``periodic=True`` by default)."""
-    from .unary import cos
 
     if window_length <= 1:
         return ones((window_length,), dtype=dtype, device=device)
     n = arange(window_length, dtype=dtype_or(dtype, get_default_dtype()), device=device)
     denom = window_length if periodic else window_length - 1
-    return 0.5 - 0.5 * cos(n * (2.0 * math.pi / denom))
+    return 0.5 - 0.5 * unary.cos(n * (2.0 * math.pi / denom))

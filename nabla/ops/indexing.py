@@ -16,7 +16,8 @@ import numbers
 import numpy as np
 
 from ..core.dtypes import DType
-from ..core.tensor import Tensor
+from ..runtime.tensor import Tensor
+from . import binary, creation, view
 from ._util import as_tensor, norm_axis
 from .base import Operation, OpError
 
@@ -27,6 +28,9 @@ class GatherOp(Operation):
     """``take(x, indices, axis)``: out = x.shape[:axis] + indices.shape + x.shape[axis+1:]."""
 
     name = "gather"
+    arity = 2
+    linear = True
+    index_args = (1,)
 
     def infer(self, shapes, dtypes, kwargs):
         xs, ids = shapes
@@ -37,20 +41,14 @@ class GatherOp(Operation):
         return {"axis": kwargs["axis"] + nb, "batch_dims": nb}
 
     def vjp_rule(self, primals, cotangents, outputs, kwargs):
-        from .creation import zeros_like
-
         x, idx = primals
         return [
             _scatter.bind(
-                [zeros_like(x), idx, cotangents[0]], {"axis": kwargs["axis"], "mode": "add"}
+                [creation.zeros_like(x), idx, cotangents[0]],
+                {"axis": kwargs["axis"], "mode": "add"},
             ),
             None,
         ]
-
-    def jvp_rule(self, primals, tangents, outputs, kwargs):
-        if tangents[0] is None:
-            return [None]
-        return [_gather.bind([tangents[0], primals[1]], kwargs)]
 
 
 class ScatterOp(Operation):
@@ -58,6 +56,9 @@ class ScatterOp(Operation):
     along ``axis``; ``updates`` has the shape ``take(x, indices, axis)`` would have."""
 
     name = "scatter"
+    arity = 3
+    linear = True
+    index_args = (1,)
 
     def infer(self, shapes, dtypes, kwargs):
         xs, ids, us = shapes
@@ -74,26 +75,16 @@ class ScatterOp(Operation):
         return {"axis": kwargs["axis"] + nb, "mode": kwargs["mode"], "batch_dims": nb}
 
     def vjp_rule(self, primals, cotangents, outputs, kwargs):
-        from .creation import zeros_like
-
         x, idx, upd = primals
         ct = cotangents[0]
         g = {"axis": kwargs["axis"]}
         if kwargs["mode"] == "add":
             return [ct, None, _gather.bind([ct, idx], g)]
         # "set": overwritten positions get no gradient from x.
-        ct_x = _scatter.bind([ct, idx, zeros_like(upd)], {"axis": kwargs["axis"], "mode": "set"})
+        ct_x = _scatter.bind(
+            [ct, idx, creation.zeros_like(upd)], {"axis": kwargs["axis"], "mode": "set"}
+        )
         return [ct_x, None, _gather.bind([ct, idx], g)]
-
-    def jvp_rule(self, primals, tangents, outputs, kwargs):
-        from .creation import zeros_like
-
-        tx, _, tu = tangents
-        if tx is None and tu is None:
-            return [None]
-        tx = zeros_like(primals[0]) if tx is None else tx
-        tu = zeros_like(primals[2]) if tu is None else tu
-        return [_scatter.bind([tx, primals[1], tu], kwargs)]
 
 
 _gather = GatherOp()
@@ -108,13 +99,12 @@ def _index_tensor(op, idx, n=None, where="") -> Tensor:
         )
     if n is not None:
         _check_bounds(op, idx, n, where)
-        from .binary import where
 
         if idx.is_realized and not idx._impl.levels:
             if (idx.numpy() < 0).any():
-                idx = where(idx < 0, idx + n, idx)
+                idx = binary.where(idx < 0, idx + n, idx)
         else:
-            idx = where(idx < 0, idx + n, idx)
+            idx = binary.where(idx < 0, idx + n, idx)
     return idx
 
 
@@ -150,7 +140,6 @@ def scatter(x, indices, updates, axis=0, mode="set") -> Tensor:
 
     ``updates`` must broadcast to ``x.shape[:axis] + indices.shape + x.shape[axis+1:]``.
     """
-    from .view import broadcast_to
 
     x = as_tensor(x)
     if mode not in ("set", "add"):
@@ -161,7 +150,7 @@ def scatter(x, indices, updates, axis=0, mode="set") -> Tensor:
     upd = as_tensor(updates, x.dtype)
     if upd.shape != want:
         try:
-            upd = broadcast_to(upd, want)
+            upd = view.broadcast_to(upd, want)
         except OpError:
             raise OpError(
                 f"scatter: updates of shape {upd.shape} do not broadcast to {want}, the shape "
@@ -277,17 +266,15 @@ def _adv_contiguous(layout):
 
 def _linear_index(y, adv):
     """Move advanced dims of ``y`` to the front and flatten them; return (flat y, index)."""
-    from .binary import broadcast_shapes
-    from .view import broadcast_to, permute, reshape
 
     dims = [d for d, _ in adv]
-    shape = broadcast_shapes("getitem", *[t.shape for _, t in adv])
+    shape = binary.broadcast_shapes("getitem", *[t.shape for _, t in adv])
     idxs = [
-        broadcast_to(t.cast(DType.int64) if t.dtype is not DType.int64 else t, shape)
+        view.broadcast_to(t.cast(DType.int64) if t.dtype is not DType.int64 else t, shape)
         for _, t in adv
     ]
     rest = [i for i in range(y.ndim) if i not in dims]
-    yt = permute(y, dims + rest) if dims + rest != list(range(y.ndim)) else y
+    yt = view.permute(y, dims + rest) if dims + rest != list(range(y.ndim)) else y
     sizes = [y.shape[d] for d in dims]
     lin = None
     stride = 1
@@ -295,14 +282,13 @@ def _linear_index(y, adv):
         term = t if stride == 1 else t * stride
         lin = term if lin is None else lin + term
         stride *= n
-    flat = reshape(yt, (math.prod(sizes),) + tuple(y.shape[i] for i in rest))
+    flat = view.reshape(yt, (math.prod(sizes),) + tuple(y.shape[i] for i in rest))
     return flat, lin, shape, rest
 
 
 def getitem(x, key) -> Tensor:
     """``x[key]`` with NumPy semantics (ints, slices with steps, ``...``, ``None``, integer
     tensors/arrays/lists and concrete boolean masks)."""
-    from .view import _slice_n, moveaxis, reshape
 
     x = as_tensor(x)
     if (
@@ -312,13 +298,13 @@ def getitem(x, key) -> Tensor:
     ):
         raise IndexError(f"getitem: cannot index a 0-d tensor with {key!r}")
     slices, int_dims, adv, layout = _parse_key(x, key)
-    y = _slice_n(x, slices)
+    y = view._slice_n(x, slices)
     if not adv:
         shape = []
         basic = iter(d for d in range(x.ndim) if d not in int_dims)
         for e in layout:
             shape.append(1 if e[0] == "new" else y.shape[next(basic)])
-        return reshape(y, tuple(shape))
+        return view.reshape(y, tuple(shape))
     flat, lin, ishape, rest = _linear_index(y, adv)
     out = gather(flat, lin, 0)  # (ishape..., rest...)
     # insert None dims and place advanced dims as NumPy does
@@ -328,7 +314,9 @@ def getitem(x, key) -> Tensor:
         first = next(i for i, e in enumerate(layout) if e[0] == "adv")
         n_basic_before = sum(1 for e in layout[:first] if e[0] == "basic")
         if n_basic_before:
-            out = moveaxis(out, list(range(k)), list(range(n_basic_before, n_basic_before + k)))
+            out = view.moveaxis(
+                out, list(range(k)), list(range(n_basic_before, n_basic_before + k))
+            )
         shape, bi, done = [], 0, False
         for e in layout:
             if e[0] == "new":
@@ -339,7 +327,7 @@ def getitem(x, key) -> Tensor:
             elif not done:
                 shape.extend(ishape)
                 done = True
-        return reshape(out, tuple(shape))
+        return view.reshape(out, tuple(shape))
     shape = list(ishape)
     bi = 0
     for e in layout:
@@ -348,22 +336,24 @@ def getitem(x, key) -> Tensor:
         elif e[0] == "basic":
             shape.append(basic_shapes[bi])
             bi += 1
-    return reshape(out, tuple(shape))
+    return view.reshape(out, tuple(shape))
 
 
 def _update(x, key, value, mode):
-    from .binary import maximum, minimum
-    from .view import _slice_n, moveaxis, reshape, slice_update
-
     x = as_tensor(x)
     slices, int_dims, adv, layout = _parse_key(x, key, "setitem" if mode == "set" else "at")
-    region = _slice_n(x, slices)
+    region = view._slice_n(x, slices)
     value = as_tensor(value, x.dtype)
-    combine = {"add": lambda a, b: a + b, "mul": lambda a, b: a * b, "min": minimum, "max": maximum}
+    combine = {
+        "add": lambda a, b: a + b,
+        "mul": lambda a, b: a * b,
+        "min": binary.minimum,
+        "max": binary.maximum,
+    }
     if not adv:
         view_shape = tuple(d for i, d in enumerate(region.shape) if i not in int_dims)
         v = _fit(value, view_shape)
-        v = reshape(v, region.shape)
+        v = view.reshape(v, region.shape)
         new_region = v if mode == "set" else combine[mode](region, v)
     else:
         flat, lin, ishape, rest = _linear_index(region, adv)
@@ -375,7 +365,7 @@ def _update(x, key, value, mode):
             vshape = basic_shape[:nb_before] + tuple(ishape) + basic_shape[nb_before:]
             v = _fit(value, vshape)
             if nb_before:
-                v = moveaxis(v, list(range(nb_before, nb_before + k)), list(range(k)))
+                v = view.moveaxis(v, list(range(nb_before, nb_before + k)), list(range(k)))
         else:
             v = _fit(value, tuple(ishape) + basic_shape)
         if mode == "set":
@@ -386,15 +376,14 @@ def _update(x, key, value, mode):
             cur = gather(flat, lin, 0)
             new_flat = scatter(flat, lin, combine[mode](cur, v), 0, "set")
         dims = [d for d, _ in adv]
-        moved = reshape(new_flat, tuple(region.shape[d] for d in dims) + basic_shape)
+        moved = view.reshape(new_flat, tuple(region.shape[d] for d in dims) + basic_shape)
         order = dims + rest
         inv = [order.index(i) for i in range(region.ndim)]
-        from .view import permute
 
-        new_region = permute(moved, inv)
+        new_region = view.permute(moved, inv)
     if all(s == (0, 1, d) for s, d in zip(slices, x.shape)):
         return new_region
-    return slice_update(
+    return view.slice_update(
         x,
         new_region,
         slices=[slice(s, s + st * n if s + st * n >= 0 else None, st) for s, st, n in slices],
@@ -402,13 +391,11 @@ def _update(x, key, value, mode):
 
 
 def _fit(value, shape):
-    from .view import broadcast_to, reshape
-
     while value.ndim > len(shape) and value.shape[0] == 1:
-        value = reshape(value, value.shape[1:])
+        value = view.reshape(value, value.shape[1:])
     if value.shape != tuple(shape):
         try:
-            value = broadcast_to(value, tuple(shape))
+            value = view.broadcast_to(value, tuple(shape))
         except OpError:
             raise OpError(
                 f"setitem: value of shape {value.shape} cannot be broadcast to the indexed "

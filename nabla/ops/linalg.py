@@ -5,6 +5,9 @@ from __future__ import annotations
 import math
 import string
 
+from ..core.state import STATE
+from ..runtime.tensor import Tensor
+from . import batching, binary, reduction, view
 from ._util import as_tensor
 from .base import Operation, OpError, describe
 
@@ -21,6 +24,11 @@ class MatmulOp(Operation):
     """
 
     name = "matmul"
+    arity = 2
+    bilinear = True
+
+    def rebind(self, args, kwargs):
+        return _mm(*args)
 
     def implicit_broadcast(self, index, impl):
         return index == 1 and not impl.levels and len(impl.shape) == 2
@@ -32,40 +40,23 @@ class MatmulOp(Operation):
         return [a[:-1] + (b[-1],)], [dtypes[0]]
 
     def vjp_rule(self, primals, cotangents, outputs, kwargs):
-        from .view import swap_axes
-
         x, y = primals
         ct = cotangents[0]
-        return [_mm(ct, swap_axes(y, -1, -2)), _weight_cotangent(x, ct, y)]
-
-    def jvp_rule(self, primals, tangents, outputs, kwargs):
-        x, y = primals
-        tx, ty = tangents
-        out = None
-        if tx is not None:
-            out = _mm(tx, y)
-        if ty is not None:
-            t = _mm(x, ty)
-            out = t if out is None else out + t
-        return [out]
+        return [_mm(ct, view.swap_axes(y, -1, -2)), _weight_cotangent(x, ct, y)]
 
 
 def _mm(a, b):
     """The matmul primitive, promoting a 1-D left operand unless the kernel takes it."""
-    from .view import reshape
 
     if a.ndim == 1 and (b._impl.levels or b.ndim != 2):
-        out = _matmul.bind([reshape(a, (1,) + a.shape), b], {})
-        return reshape(out, out.shape[:-2] + out.shape[-1:])
+        out = _matmul.bind([view.reshape(a, (1,) + a.shape), b], {})
+        return view.reshape(out, out.shape[:-2] + out.shape[-1:])
     return _matmul.bind([a, b], {})
 
 
 def _weight_cotangent(x, ct, y):
     """d/dy of ``x @ y``. When ``y`` was broadcast over vmap levels that have finished, fold
     those batch dims into the contraction: one GEMM instead of a batched product + sum."""
-    from ..core.state import STATE
-    from .batching import from_batch, sum_finished_levels
-    from .view import reshape, swap_axes
 
     lv = x._impl.levels
     if (
@@ -76,17 +67,17 @@ def _weight_cotangent(x, ct, y):
     ):
         xl, cl = x, ct
         for i, level in enumerate(lv):
-            xl = from_batch(xl, level, i)
-            cl = from_batch(cl, level, i)
-        xl = reshape(xl, (-1, y.shape[0]))
-        cl = reshape(cl, (-1, y.shape[1]))
-        return _matmul.bind([swap_axes(xl, -1, -2), cl], {})
+            xl = batching.from_batch(xl, level, i)
+            cl = batching.from_batch(cl, level, i)
+        xl = view.reshape(xl, (-1, y.shape[0]))
+        cl = view.reshape(cl, (-1, y.shape[1]))
+        return _matmul.bind([view.swap_axes(xl, -1, -2), cl], {})
     if x.ndim == 1:
-        dy = _mm(reshape(x, x.shape + (1,)), reshape(ct, (1,) + ct.shape))
+        dy = _mm(view.reshape(x, x.shape + (1,)), view.reshape(ct, (1,) + ct.shape))
     else:
-        dy = _mm(swap_axes(x, -1, -2), ct)
+        dy = _mm(view.swap_axes(x, -1, -2), ct)
     if dy._impl.levels != y._impl.levels:
-        dy = sum_finished_levels(dy, y)
+        dy = batching.sum_finished_levels(dy, y)
     return dy
 
 
@@ -100,11 +91,9 @@ def matmul(x, y):
     Raises:
         ValueError: when the contracted dims differ, naming both shapes.
     """
-    from .binary import broadcast_shapes, prepare
-    from .view import broadcast_to, reshape
 
     (x, y), dtype = (
-        prepare("matmul", [x, y], broadcast=False)
+        binary.prepare("matmul", [x, y], broadcast=False)
         if _differ(x, y)
         else ((as_tensor(x), as_tensor(y)), None)
     )
@@ -122,37 +111,35 @@ def matmul(x, y):
     squeeze_x = x.ndim == 1
     squeeze_y = y.ndim == 1
     if squeeze_x:
-        x = reshape(x, (1, x.shape[0]))
+        x = view.reshape(x, (1, x.shape[0]))
     if squeeze_y:
-        y = reshape(y, (y.shape[0], 1))
+        y = view.reshape(y, (y.shape[0], 1))
     if x.shape[-1] != y.shape[-2]:
         raise OpError(
             f"matmul: contracted dims differ: shapes {x.shape} and {y.shape} "
             f"({x.shape[-1]} != {y.shape[-2]})"
         )
     try:
-        batch = broadcast_shapes("matmul", x.shape[:-2], y.shape[:-2])
+        batch = binary.broadcast_shapes("matmul", x.shape[:-2], y.shape[:-2])
     except OpError:
         raise OpError(
             f"matmul: batch dims of shapes {x.shape} and {y.shape} cannot be broadcast together"
         ) from None
     if x.shape[:-2] != batch:
-        x = broadcast_to(x, batch + x.shape[-2:])
+        x = view.broadcast_to(x, batch + x.shape[-2:])
     if y.shape[:-2] != batch:
-        y = broadcast_to(y, batch + y.shape[-2:])
+        y = view.broadcast_to(y, batch + y.shape[-2:])
     out = _matmul.bind([x, y], {})
     if squeeze_x and squeeze_y:
-        return reshape(out, batch)
+        return view.reshape(out, batch)
     if squeeze_x:
-        return reshape(out, batch + (out.shape[-1],))
+        return view.reshape(out, batch + (out.shape[-1],))
     if squeeze_y:
-        return reshape(out, batch + (out.shape[-2],))
+        return view.reshape(out, batch + (out.shape[-2],))
     return out
 
 
 def _differ(x, y):
-    from ..core.tensor import Tensor
-
     return not (isinstance(x, Tensor) and isinstance(y, Tensor) and x.dtype is y.dtype)
 
 
@@ -163,11 +150,10 @@ def dot(x, y):
 
 def outer(x, y):
     """Outer product of two vectors (inputs are flattened, like NumPy)."""
-    from .view import reshape
 
     x = as_tensor(x)
     y = as_tensor(y)
-    return reshape(x, (-1, 1)) * reshape(y, (1, -1))
+    return view.reshape(x, (-1, 1)) * view.reshape(y, (1, -1))
 
 
 # ----------------------------------------------------------------------------- einsum
@@ -215,7 +201,6 @@ def _parse(equation, operands):
 
 def _diagonal(x, term):
     """Collapse repeated letters within one operand (e.g. 'ii' -> 'i')."""
-    from .view import moveaxis, reshape, slice_tensor
 
     while True:
         dup = next((c for c in term if term.count(c) > 1), None)
@@ -226,10 +211,10 @@ def _diagonal(x, term):
         n = x.shape[i]
         if x.shape[j] != n:
             raise OpError(f"einsum: repeated index {dup!r} has sizes {x.shape[i]} and {x.shape[j]}")
-        x = moveaxis(x, (i, j), (-2, -1))
+        x = view.moveaxis(x, (i, j), (-2, -1))
         rest = x.shape[:-2]
-        x = reshape(x, rest + (n * n,))
-        x = slice_tensor(x, slices=[slice(None)] * len(rest) + [slice(0, None, n + 1)])
+        x = view.reshape(x, rest + (n * n,))
+        x = view.slice_tensor(x, slices=[slice(None)] * len(rest) + [slice(0, None, n + 1)])
         term = "".join(c for k, c in enumerate(term) if k not in (i, j)) + dup
 
 
@@ -238,15 +223,12 @@ def einsum(equation: str, *operands):
 
     Contractions run pairwise through ``matmul``, so they are as fast as batched matmuls.
     """
-    from .binary import prepare
-    from .reduction import reduce_sum
-    from .view import broadcast_to, permute, reshape
 
     if len(operands) == 1 and isinstance(operands[0], list | tuple):
         operands = tuple(operands[0])
     ops = [as_tensor(o) for o in operands]
     if len({o.dtype for o in ops}) > 1:
-        ops, _ = prepare("einsum", ops, broadcast=False)
+        ops, _ = binary.prepare("einsum", ops, broadcast=False)
         ops = list(ops)
     terms, out = _parse(equation, ops)
     sizes = {}
@@ -260,7 +242,7 @@ def einsum(equation: str, *operands):
             sizes[c] = max(sizes.get(c, d), d)
     # broadcast size-1 dims (only ellipsis dims can legitimately differ)
     ops = [
-        broadcast_to(x, tuple(sizes[c] for c in t))
+        view.broadcast_to(x, tuple(sizes[c] for c in t))
         if any(sizes[c] != d for c, d in zip(t, x.shape))
         else x
         for t, x in zip(terms, ops)
@@ -275,7 +257,7 @@ def einsum(equation: str, *operands):
     def reduce_unneeded(x, t, keep):
         drop = tuple(i for i, c in enumerate(t) if c not in keep)
         if drop:
-            x = reduce_sum(x, drop)
+            x = reduction.reduce_sum(x, drop)
             t = "".join(c for c in t if c in keep)
         return x, t
 
@@ -289,16 +271,16 @@ def einsum(equation: str, *operands):
         contract = [c for c in t if c in u and c not in later]
         fa = [c for c in t if c not in u]
         fb = [c for c in u if c not in t]
-        xa = permute(x, [t.index(c) for c in batch + fa + contract])
-        yb = permute(y, [u.index(c) for c in batch + contract + fb])
+        xa = view.permute(x, [t.index(c) for c in batch + fa + contract])
+        yb = view.permute(y, [u.index(c) for c in batch + contract + fb])
         nb_ = math.prod(sizes[c] for c in batch)
         na = math.prod(sizes[c] for c in fa)
         nk = math.prod(sizes[c] for c in contract)
         nbb = math.prod(sizes[c] for c in fb)
-        r = matmul(reshape(xa, (nb_, na, nk)), reshape(yb, (nb_, nk, nbb)))
-        x = reshape(r, tuple(sizes[c] for c in batch + fa + fb))
+        r = matmul(view.reshape(xa, (nb_, na, nk)), view.reshape(yb, (nb_, nk, nbb)))
+        x = view.reshape(r, tuple(sizes[c] for c in batch + fa + fb))
         t = "".join(batch + fa + fb)
     x, t = reduce_unneeded(x, t, set(out))
     if t != out:
-        x = permute(x, [t.index(c) for c in out])
+        x = view.permute(x, [t.index(c) for c in out])
     return x

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from ..core.tensor import Tensor
-from . import binary, creation, indexing, linalg, reduction, unary, view
+from ..core.device import CPU, Device
+from ..runtime.tensor import Tensor
+from . import _util, binary, creation, indexing, linalg, reduction, transfer, unary, view
 
 
 def _swap(fn):
@@ -12,18 +13,13 @@ def _swap(fn):
 
 def _to(self, target):
     """``x.to(device)`` or ``x.to(dtype)``."""
-    from ..core.device import Device
 
     if isinstance(target, Device):
-        from .transfer import to_device
-
-        return to_device(self, target)
+        return transfer.to_device(self, target)
     return unary.cast(self, target)
 
 
 def _cpu(self):
-    from ..core.device import CPU
-
     return _to(self, CPU())
 
 
@@ -35,18 +31,6 @@ def _reshape(self, *shape):
     if len(shape) == 1 and isinstance(shape[0], list | tuple):
         shape = tuple(shape[0])
     return view.reshape(self, shape)
-
-
-def _detach(self):
-    from ..transforms.autodiff import detach
-
-    return detach(self)
-
-
-def _backward(self, gradient=None, retain_graph=True):
-    from ..transforms.autodiff import backward
-
-    backward(self, gradient)
 
 
 def _at(self):
@@ -99,8 +83,6 @@ _METHODS = {
     "astype": unary.cast,
     "to": _to,
     "cpu": _cpu,
-    "detach": _detach,
-    "backward": _backward,
     # shape
     "T": property(_T),
     "mT": property(lambda self: view.swap_axes(self, -2, -1)),
@@ -162,10 +144,8 @@ for _n in unary.__all__:
 
 
 def _bitwise(logical, bitwise, a, b):
-    from ._util import as_tensor
-
-    ta = as_tensor(a)
-    tb = as_tensor(b)
+    ta = _util.as_tensor(a)
+    tb = _util.as_tensor(b)
     if ta.dtype.is_bool and tb.dtype.is_bool:
         return logical(ta, tb)
     return bitwise(ta, tb)

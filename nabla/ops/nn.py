@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numbers
 
+from . import creation, linalg, reduction, view
 from ._util import as_tensor
 from .base import OpError
 
@@ -74,7 +75,6 @@ def _check_conv(op, x, weight, groups):
 
 def _windows(xp, k, s, d, out_hw):
     """Stack the KH*KW strided windows of padded NHWC ``xp``: (N, OH, OW, KH*KW, C)."""
-    from .view import slice_tensor, stack
 
     oh, ow = out_hw
     parts = []
@@ -82,7 +82,7 @@ def _windows(xp, k, s, d, out_hw):
         for j in range(k[1]):
             h0, w0 = i * d[0], j * d[1]
             parts.append(
-                slice_tensor(
+                view.slice_tensor(
                     xp,
                     slices=[
                         slice(None),
@@ -92,7 +92,7 @@ def _windows(xp, k, s, d, out_hw):
                     ],
                 )
             )
-    return stack(parts, axis=3)
+    return view.stack(parts, axis=3)
 
 
 def _out_size(size, k, s, d, p):
@@ -117,8 +117,6 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     Raises:
         ValueError: on rank, channel or size mismatches, naming the shapes.
     """
-    from .linalg import einsum, matmul
-    from .view import pad, permute, reshape
 
     x, w = _check_conv("conv2d", x, weight, groups)
     n, h, wd, c = x.shape
@@ -131,17 +129,17 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
         raise OpError(
             f"conv2d: input {x.shape} is too small for filter {w.shape} (dilation {d}, padding {p})"
         )
-    xp = pad(x, ((0, 0), p[0], p[1], (0, 0))) if any(p[0] + p[1]) else x
+    xp = view.pad(x, ((0, 0), p[0], p[1], (0, 0))) if any(p[0] + p[1]) else x
     win = _windows(xp, (kh, kw), s, d, (oh, ow))  # (N, OH, OW, K, C)
     kk = kh * kw
     if groups == 1:
-        out = matmul(reshape(win, (n, oh, ow, kk * c)), reshape(w, (kk * c, o)))
+        out = linalg.matmul(view.reshape(win, (n, oh, ow, kk * c)), view.reshape(w, (kk * c, o)))
     else:
         g = groups
-        win = reshape(win, (n, oh, ow, kk, g, cg))
-        win = reshape(permute(win, (0, 1, 2, 4, 3, 5)), (n, oh, ow, g, kk * cg))
-        wg = permute(reshape(w, (kk * cg, g, o // g)), (1, 0, 2))
-        out = reshape(einsum("nhwgk,gko->nhwgo", win, wg), (n, oh, ow, o))
+        win = view.reshape(win, (n, oh, ow, kk, g, cg))
+        win = view.reshape(view.permute(win, (0, 1, 2, 4, 3, 5)), (n, oh, ow, g, kk * cg))
+        wg = view.permute(view.reshape(w, (kk * cg, g, o // g)), (1, 0, 2))
+        out = view.reshape(linalg.einsum("nhwgk,gko->nhwgo", win, wg), (n, oh, ow, o))
     if bias is not None:
         out = out + as_tensor(bias, out.dtype)
     return out
@@ -161,7 +159,6 @@ def conv2d_transpose(
     Returns:
         ``(N, (H-1)*s - pt - pb + d*(KH-1) + 1 + op, ..., O)``.
     """
-    from .view import flip, pad, reshape, slice_tensor
 
     x, w = _check_conv("conv2d_transpose", x, weight, groups)
     n, h, wd, c = x.shape
@@ -172,20 +169,22 @@ def conv2d_transpose(
     p = _padding(padding, "conv2d_transpose")
     # dilate the input by the stride: (N, H, 1, W, 1, C) padded to (N, H, s, W, s, C)
     if s != (1, 1):
-        xd = reshape(x, (n, h, 1, wd, 1, c))
-        xd = pad(xd, ((0, 0), (0, 0), (0, s[0] - 1), (0, 0), (0, s[1] - 1), (0, 0)))
-        xd = reshape(xd, (n, h * s[0], wd * s[1], c))
-        xd = slice_tensor(
+        xd = view.reshape(x, (n, h, 1, wd, 1, c))
+        xd = view.pad(xd, ((0, 0), (0, 0), (0, s[0] - 1), (0, 0), (0, s[1] - 1), (0, 0)))
+        xd = view.reshape(xd, (n, h * s[0], wd * s[1], c))
+        xd = view.slice_tensor(
             xd, slices=[slice(None), slice(0, (h - 1) * s[0] + 1), slice(0, (wd - 1) * s[1] + 1)]
         )
     else:
         xd = x
     lo = [d[i] * ((kh, kw)[i] - 1) - p[i][0] for i in range(2)]
     hi = [d[i] * ((kh, kw)[i] - 1) - p[i][1] + op_[i] for i in range(2)]
-    xd = pad(xd, ((0, 0), (max(lo[0], 0), max(hi[0], 0)), (max(lo[1], 0), max(hi[1], 0)), (0, 0)))
+    xd = view.pad(
+        xd, ((0, 0), (max(lo[0], 0), max(hi[0], 0)), (max(lo[1], 0), max(hi[1], 0)), (0, 0))
+    )
     if min(lo + hi) < 0:
         hh, ww = xd.shape[1], xd.shape[2]
-        xd = slice_tensor(
+        xd = view.slice_tensor(
             xd,
             slices=[
                 slice(None),
@@ -193,15 +192,13 @@ def conv2d_transpose(
                 slice(max(-lo[1], 0), ww - max(-hi[1], 0)),
             ],
         )
-    out = conv2d(xd, flip(w, (0, 1)), None, 1, 0, d, groups)
+    out = conv2d(xd, view.flip(w, (0, 1)), None, 1, 0, d, groups)
     if bias is not None:
         out = out + as_tensor(bias, out.dtype)
     return out
 
 
 def _pool(op, x, kernel_size, stride, padding, dilation, fill):
-    from .view import pad
-
     x = as_tensor(x)
     if x.ndim != 4:
         raise OpError(f"{op}: expects x of shape (N, H, W, C), got {x.shape}")
@@ -212,34 +209,37 @@ def _pool(op, x, kernel_size, stride, padding, dilation, fill):
     oh, ow = _out_size(x.shape[1:3], k, s, d, p)
     if oh <= 0 or ow <= 0:
         raise OpError(f"{op}: input {x.shape} is too small for kernel {k}")
-    xp = pad(x, ((0, 0), p[0], p[1], (0, 0)), value=fill) if any(p[0] + p[1]) else x
+    xp = view.pad(x, ((0, 0), p[0], p[1], (0, 0)), value=fill) if any(p[0] + p[1]) else x
     return _windows(xp, k, s, d, (oh, ow)), k, s, d, p
 
 
 def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1):
     """Max over ``kernel_size`` windows of NHWC ``x`` (stride defaults to the kernel size)."""
-    from .reduction import reduce_max
 
     x = as_tensor(x)
     fill = float("-inf") if x.dtype.is_float else -(2**31)
     win, *_ = _pool("max_pool2d", x, kernel_size, stride, padding, dilation, fill)
-    return reduce_max(win, 3)
+    return reduction.reduce_max(win, 3)
 
 
 def avg_pool2d(x, kernel_size, stride=None, padding=0, count_include_pad=True):
     """Mean over ``kernel_size`` windows of NHWC ``x``; padding counts toward the mean
     unless ``count_include_pad=False``."""
-    from .creation import ones
-    from .reduction import reduce_sum
 
     x = as_tensor(x)
     if not x.dtype.is_float:
         raise TypeError(f"avg_pool2d: needs a float tensor, got {x.dtype}")
     win, k, s, d, p = _pool("avg_pool2d", x, kernel_size, stride, padding, 1, 0.0)
-    total = reduce_sum(win, 3)
+    total = reduction.reduce_sum(win, 3)
     if count_include_pad or not any(p[0] + p[1]):
         return total * (1.0 / (k[0] * k[1]))
     ones_win, *_ = _pool(
-        "avg_pool2d", ones((1,) + x.shape[1:3] + (1,), dtype=x.dtype), k, s, padding, 1, 0.0
+        "avg_pool2d",
+        creation.ones((1,) + x.shape[1:3] + (1,), dtype=x.dtype),
+        k,
+        s,
+        padding,
+        1,
+        0.0,
     )
-    return total / reduce_sum(ones_win, 3)
+    return total / reduction.reduce_sum(ones_win, 3)

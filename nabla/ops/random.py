@@ -15,7 +15,9 @@ import numpy as np
 
 from ..core.device import get_default_device
 from ..core.dtypes import DType, get_default_dtype, to_dtype
-from ..core.tensor import Tensor
+from ..core.state import STATE, level_sizes
+from ..runtime.tensor import Tensor
+from . import batching, creation
 from ._util import norm_shape
 from .base import Operation
 
@@ -91,9 +93,8 @@ def key(seed: int) -> Tensor:
         seed = int(seed.item())
     seed = int(seed)
     words = np.array([(seed >> 32) & _MASK, seed & _MASK], dtype=np.int64)
-    from .creation import constant
 
-    return constant(words)
+    return creation.constant(words)
 
 
 PRNGKey = key
@@ -125,7 +126,7 @@ def seed(s: int) -> None:
     _GLOBAL.counter = 0
 
 
-def _next_key_words() -> np.ndarray:
+def next_key_words() -> np.ndarray:
     _GLOBAL.counter += 1
     ss = np.random.SeedSequence([_GLOBAL.seed & _MASK, _GLOBAL.seed >> 32, _GLOBAL.counter])
     return ss.generate_state(2, np.uint32).astype(np.int64)
@@ -133,11 +134,8 @@ def _next_key_words() -> np.ndarray:
 
 def _global_key() -> Tensor:
     """A fresh key; inside vmap, one independent key per element of every active level."""
-    from ..core.state import STATE, level_sizes
-    from .batching import to_batch
-    from .creation import constant
 
-    k = constant(_next_key_words())
+    k = creation.constant(next_key_words())
     if STATE.recording_rng is not None:
         STATE.recording_rng.append(k._impl)  # compile feeds a fresh key on every call
     levels = list(STATE.active_vmap)
@@ -147,7 +145,7 @@ def _global_key() -> Tensor:
     n = int(np.prod(sizes))
     keys = split(k, n).reshape(tuple(sizes) + (2,))
     for lv in levels:
-        keys = to_batch(keys, 0, lv)
+        keys = batching.to_batch(keys, 0, lv)
     return keys
 
 

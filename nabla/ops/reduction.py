@@ -8,6 +8,7 @@ size 1. Kernels receive physical axes (shifted past the vmap batch prefix).
 from __future__ import annotations
 
 from ..core.dtypes import DType, get_default_dtype
+from . import binary, unary, view
 from ._util import as_tensor, norm_axes, norm_axis
 from .base import Operation, OpError
 
@@ -42,11 +43,10 @@ def _reduced_shape(shape, axes, keepdims):
 
 def _expand_back(ct, in_shape, axes, keepdims):
     """Broadcast a reduced cotangent back to the input's logical shape."""
-    from .view import broadcast_to, reshape
 
     if not keepdims:
-        ct = reshape(ct, _reduced_shape(in_shape, axes, True))
-    return broadcast_to(ct, in_shape)
+        ct = view.reshape(ct, _reduced_shape(in_shape, axes, True))
+    return view.broadcast_to(ct, in_shape)
 
 
 class ReduceOperation(Operation):
@@ -75,6 +75,7 @@ class ReduceOperation(Operation):
 
 class ReduceSumOp(ReduceOperation):
     name = "reduce_sum"
+    linear = True
 
     def out_dtype(self, d):
         return DType.int32 if d.is_bool else d
@@ -82,9 +83,6 @@ class ReduceSumOp(ReduceOperation):
     def vjp_rule(self, primals, cotangents, outputs, kwargs):
         x = primals[0]
         return [_expand_back(cotangents[0], x.shape, kwargs["axes"], kwargs["keepdims"])]
-
-    def jvp_rule(self, primals, tangents, outputs, kwargs):
-        return [reduce_sum(tangents[0], kwargs["axes"], kwargs["keepdims"])]
 
 
 class ReduceProdOp(ReduceOperation):
@@ -95,13 +93,14 @@ class ReduceProdOp(ReduceOperation):
 
     def _others(self, x, kwargs):
         # d prod / d x_i = product of all other elements, correct with zeros present.
-        from .binary import where
 
         axes = kwargs["axes"]
         is_zero = x == 0
         nz = reduce_sum(is_zero.cast(DType.int32), axes, True)
-        p = reduce_prod(where(is_zero, 1.0, x), axes, True)
-        return where(nz == 0, p / where(is_zero, 1.0, x), where((nz == 1) & is_zero, p, 0.0))
+        p = reduce_prod(binary.where(is_zero, 1.0, x), axes, True)
+        return binary.where(
+            nz == 0, p / binary.where(is_zero, 1.0, x), binary.where((nz == 1) & is_zero, p, 0.0)
+        )
 
     def vjp_rule(self, primals, cotangents, outputs, kwargs):
         x = primals[0]
@@ -200,37 +199,30 @@ def var(x, axis=None, keepdims=False, correction=0):
 
 def std(x, axis=None, keepdims=False, correction=0):
     """Standard deviation over ``axis``."""
-    from .unary import sqrt
 
-    return sqrt(var(x, axis, keepdims, correction))
+    return unary.sqrt(var(x, axis, keepdims, correction))
 
 
 def logsumexp(x, axis=None, keepdims=False):
     """``log(sum(exp(x)))`` over ``axis``, computed stably."""
-    from .unary import exp, log, stop_gradient
 
     x = _float(x)
     axes = norm_axes("logsumexp", axis, x.ndim, x.shape)
-    m = stop_gradient(reduce_max(x, axes, True))
-    from .binary import where
-    from .unary import is_inf
+    m = unary.stop_gradient(reduce_max(x, axes, True))
 
-    m = where(is_inf(m), 0.0, m)
-    s = log(reduce_sum(exp(x - m), axes, True)) + m
+    m = binary.where(unary.is_inf(m), 0.0, m)
+    s = unary.log(reduce_sum(unary.exp(x - m), axes, True)) + m
     if not keepdims:
-        from .view import reshape
-
-        s = reshape(s, _reduced_shape(x.shape, axes, False))
+        s = view.reshape(s, _reduced_shape(x.shape, axes, False))
     return s
 
 
 def softmax(x, axis=-1):
     """``exp(x) / sum(exp(x))`` along ``axis``, computed stably."""
-    from .unary import exp, stop_gradient
 
     x = _float(x)
     axis = norm_axis("softmax", axis, x.ndim, x.shape)
-    e = exp(x - stop_gradient(reduce_max(x, (axis,), True)))
+    e = unary.exp(x - unary.stop_gradient(reduce_max(x, (axis,), True)))
     return e / reduce_sum(e, (axis,), True)
 
 
@@ -292,12 +284,10 @@ _argmin = ArgminOp()
 def _arg(op, x, axis, keepdims):
     x = as_tensor(x)
     if axis is None:
-        from .view import reshape
-
-        flat = reshape(x, (-1,))
+        flat = view.reshape(x, (-1,))
         out = op.bind([flat], {"axis": 0, "keepdims": False})
         if keepdims:
-            out = reshape(out, (1,) * x.ndim)
+            out = view.reshape(out, (1,) * x.ndim)
         return out
     if x.ndim == 0:
         raise OpError(f"{op.name}: axis {axis} given for a 0-d tensor")
@@ -317,6 +307,7 @@ def argmin(x, axis=None, keepdims=False):
 
 class CumsumOp(Operation):
     name = "cumsum"
+    linear = True
 
     def infer(self, shapes, dtypes, kwargs):
         d = dtypes[0]
@@ -327,9 +318,6 @@ class CumsumOp(Operation):
 
     def vjp_rule(self, primals, cotangents, outputs, kwargs):
         return [cumsum(cotangents[0], kwargs["axis"], kwargs["exclusive"], not kwargs["reverse"])]
-
-    def jvp_rule(self, primals, tangents, outputs, kwargs):
-        return [cumsum(tangents[0], kwargs["axis"], kwargs["exclusive"], kwargs["reverse"])]
 
 
 _cumsum = CumsumOp()

@@ -8,8 +8,9 @@ transfers between CPU devices only; accelerators need the MAX backend (``ops.tra
 
 from __future__ import annotations
 
+from ..backends import max_backend
 from ..core.device import Device
-from ..core.tensor import Tensor
+from ..runtime.tensor import Tensor
 from ._util import as_tensor
 from .base import Operation
 
@@ -18,6 +19,7 @@ __all__ = ["to_device", "TransferOp"]
 
 class TransferOp(Operation):
     name = "transfer"
+    linear = True
 
     def infer(self, shapes, dtypes, kwargs):
         return [shapes[0]], [dtypes[0]]
@@ -29,10 +31,6 @@ class TransferOp(Operation):
         ct = cotangents[0]
         return [None if ct is None else to_device(ct, primals[0].device)]
 
-    def jvp_rule(self, primals, tangents, outputs, kwargs):
-        t = tangents[0]
-        return [None if t is None else to_device(t, kwargs["device"])]
-
 
 _transfer = TransferOp()
 
@@ -40,7 +38,6 @@ _transfer = TransferOp()
 def _check_device(device: Device) -> None:
     if device.is_cpu:
         return
-    from ..backends import max_backend
 
     mx = max_backend()
     if mx is None:

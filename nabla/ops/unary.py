@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 
 from ..core.dtypes import DType, get_default_dtype, to_dtype
+from . import binary
 from ._util import as_tensor
 from .base import Operation
 
@@ -94,7 +95,7 @@ class UnaryOperation(Operation):
     # ``derivative`` may return a Python float for constant derivatives (neg, floor, ...).
 
 
-def _unary(name, derivative=None, *, float_only=True, out_dtype=None, allowed=None):
+def _unary(name, derivative=None, *, float_only=True, out_dtype=None, allowed=None, linear=False):
     cls = type(
         f"{name.title().replace('_', '')}Op",
         (UnaryOperation,),
@@ -104,6 +105,7 @@ def _unary(name, derivative=None, *, float_only=True, out_dtype=None, allowed=No
             "out_dtype": out_dtype,
             "differentiable": derivative is not None,
             "allowed": staticmethod(allowed) if allowed else None,
+            "linear": linear,
         },
     )
     if derivative is not None:
@@ -120,7 +122,7 @@ def _not_bool(d):
 abs = _unary(  # noqa: A001
     "abs", lambda x, y: (x >= 0).cast(x.dtype) * 2.0 - 1.0, float_only=False, allowed=_not_bool
 )
-neg = _unary("neg", lambda x, y: -1.0, float_only=False, allowed=_not_bool)
+neg = _unary("neg", lambda x, y: -1.0, float_only=False, allowed=_not_bool, linear=True)
 exp = _unary("exp", lambda x, y: y)
 expm1 = _unary("expm1", lambda x, y: y + 1.0)
 log = _unary("log", lambda x, y: reciprocal(x))
@@ -164,6 +166,7 @@ def logical_not(x):
 
 class CastOp(Operation):
     name = "cast"
+    linear = True
 
     def infer(self, shapes, dtypes, kwargs):
         return [shapes[0]], [kwargs["dtype"]]
@@ -173,11 +176,6 @@ class CastOp(Operation):
         if not x.dtype.is_float or not outputs[0].dtype.is_float:
             return [None]
         return [cast(cotangents[0], x.dtype)]
-
-    def jvp_rule(self, primals, tangents, outputs, kwargs):
-        if tangents[0] is None or not kwargs["dtype"].is_float:
-            return [None]
-        return [cast(tangents[0], kwargs["dtype"])]
 
 
 _cast = CastOp()
@@ -234,12 +232,11 @@ def gelu(x, approximate="none"):
 
 def softplus(x):
     """``log(1 + exp(x))``, computed stably."""
-    from .binary import maximum
 
     x = as_tensor(x)
     if not x.dtype.is_float:
         x = cast(x, get_default_dtype())
-    return maximum(x, 0.0) + log1p(exp(-abs(x)))
+    return binary.maximum(x, 0.0) + log1p(exp(-abs(x)))
 
 
 def square(x):

@@ -14,7 +14,8 @@ from __future__ import annotations
 import math
 import numbers
 
-from ..core.tensor import Tensor
+from ..runtime.tensor import Tensor
+from . import binary, creation, reduction
 from ._util import as_tensor, norm_axes, norm_axis, norm_shape
 from .base import Operation, OpError, describe
 
@@ -46,6 +47,7 @@ __all__ = [
 # ----------------------------------------------------------------------------- reshape
 class ReshapeOp(Operation):
     name = "reshape"
+    linear = True
 
     def infer(self, shapes, dtypes, kwargs):
         return [kwargs["shape"]], [dtypes[0]]
@@ -55,9 +57,6 @@ class ReshapeOp(Operation):
 
     def vjp_rule(self, primals, cotangents, outputs, kwargs):
         return [reshape(cotangents[0], primals[0].shape)]
-
-    def jvp_rule(self, primals, tangents, outputs, kwargs):
-        return [reshape(tangents[0], kwargs["shape"])]
 
 
 _reshape = ReshapeOp()
@@ -96,6 +95,7 @@ class BroadcastToOp(Operation):
     """Broadcast to ``shape`` of the same rank (size-1 dims stretch)."""
 
     name = "broadcast_to"
+    linear = True
 
     def infer(self, shapes, dtypes, kwargs):
         return [kwargs["shape"]], [dtypes[0]]
@@ -104,15 +104,10 @@ class BroadcastToOp(Operation):
         return {"shape": batch_shape + kwargs["shape"]}
 
     def vjp_rule(self, primals, cotangents, outputs, kwargs):
-        from .reduction import reduce_sum
-
         in_shape = primals[0].shape
         axes = tuple(i for i, (a, b) in enumerate(zip(in_shape, kwargs["shape"])) if a != b)
         ct = cotangents[0]
-        return [reduce_sum(ct, axes, keepdims=True) if axes else ct]
-
-    def jvp_rule(self, primals, tangents, outputs, kwargs):
-        return [broadcast_to(tangents[0], kwargs["shape"])]
+        return [reduction.reduce_sum(ct, axes, keepdims=True) if axes else ct]
 
 
 _broadcast_to = BroadcastToOp()
@@ -150,6 +145,7 @@ def expand(x, *shape) -> Tensor:
 # ----------------------------------------------------------------------------- transpose
 class TransposeOp(Operation):
     name = "transpose"
+    linear = True
 
     def infer(self, shapes, dtypes, kwargs):
         return [tuple(shapes[0][p] for p in kwargs["perm"])], [dtypes[0]]
@@ -161,9 +157,6 @@ class TransposeOp(Operation):
         perm = kwargs["perm"]
         inv = tuple(sorted(range(len(perm)), key=lambda i: perm[i]))
         return [_transpose.bind([cotangents[0]], {"perm": inv})]
-
-    def jvp_rule(self, primals, tangents, outputs, kwargs):
-        return [_transpose.bind([tangents[0]], kwargs)]
 
 
 _transpose = TransposeOp()
@@ -217,6 +210,7 @@ def moveaxis(x, source, destination) -> Tensor:
 # ----------------------------------------------------------------------------- flip
 class FlipOp(Operation):
     name = "flip"
+    linear = True
 
     def infer(self, shapes, dtypes, kwargs):
         return [shapes[0]], [dtypes[0]]
@@ -226,9 +220,6 @@ class FlipOp(Operation):
 
     def vjp_rule(self, primals, cotangents, outputs, kwargs):
         return [_flip.bind([cotangents[0]], kwargs)]
-
-    def jvp_rule(self, primals, tangents, outputs, kwargs):
-        return [_flip.bind([tangents[0]], kwargs)]
 
 
 _flip = FlipOp()
@@ -292,6 +283,7 @@ class SliceOp(Operation):
     """Basic strided slice: ``slices`` holds ``(start, step, length)`` per logical dim."""
 
     name = "slice"
+    linear = True
 
     def infer(self, shapes, dtypes, kwargs):
         return [tuple(s[2] for s in kwargs["slices"])], [dtypes[0]]
@@ -300,18 +292,15 @@ class SliceOp(Operation):
         return {"slices": tuple((0, 1, b) for b in batch_shape) + kwargs["slices"]}
 
     def vjp_rule(self, primals, cotangents, outputs, kwargs):
-        from .creation import zeros_like
-
-        return [_slice_update.bind([zeros_like(primals[0]), cotangents[0]], kwargs)]
-
-    def jvp_rule(self, primals, tangents, outputs, kwargs):
-        return [_slice.bind([tangents[0]], kwargs)]
+        return [_slice_update.bind([creation.zeros_like(primals[0]), cotangents[0]], kwargs)]
 
 
 class SliceUpdateOp(Operation):
     """``x`` with the strided region ``slices`` replaced by ``update``."""
 
     name = "slice_update"
+    arity = 2
+    linear = True
 
     def infer(self, shapes, dtypes, kwargs):
         want = tuple(s[2] for s in kwargs["slices"])
@@ -325,21 +314,11 @@ class SliceUpdateOp(Operation):
     adapt_kwargs = SliceOp.adapt_kwargs
 
     def vjp_rule(self, primals, cotangents, outputs, kwargs):
-        from .creation import zeros_like
-
         ct = cotangents[0]
         return [
-            _slice_update.bind([ct, zeros_like(primals[1])], kwargs),
+            _slice_update.bind([ct, creation.zeros_like(primals[1])], kwargs),
             _slice.bind([ct], kwargs),
         ]
-
-    def jvp_rule(self, primals, tangents, outputs, kwargs):
-        from .creation import zeros_like
-
-        tx, tu = tangents
-        tx = zeros_like(primals[0]) if tx is None else tx
-        tu = zeros_like(primals[1]) if tu is None else tu
-        return [_slice_update.bind([tx, tu], kwargs)]
 
 
 _slice = SliceOp()
@@ -511,6 +490,8 @@ def _edge_part(x, axis, k, mode, low):
 # ----------------------------------------------------------------------------- concat / split
 class ConcatenateOp(Operation):
     name = "concatenate"
+    arity = None
+    linear = True
 
     def infer(self, shapes, dtypes, kwargs):
         axis = kwargs["axis"]
@@ -532,15 +513,10 @@ class ConcatenateOp(Operation):
         sizes = [p.shape[axis] for p in primals]
         return list(_split.bind([cotangents[0]], {"sizes": tuple(sizes), "axis": axis}))
 
-    def jvp_rule(self, primals, tangents, outputs, kwargs):
-        from .creation import zeros_like
-
-        ts = [zeros_like(p) if t is None else t for p, t in zip(primals, tangents)]
-        return [_concatenate.bind(ts, kwargs)]
-
 
 class SplitOp(Operation):
     name = "split"
+    linear = True
     multiple_results = True
 
     def infer(self, shapes, dtypes, kwargs):
@@ -556,8 +532,6 @@ class SplitOp(Operation):
         return {"sizes": kwargs["sizes"], "axis": kwargs["axis"] + nb}
 
     def vjp_rule(self, primals, cotangents, outputs, kwargs):
-        from .creation import zeros
-
         axis = kwargs["axis"]
         x = primals[0]
         parts = []
@@ -565,12 +539,9 @@ class SplitOp(Operation):
             if ct is None:
                 s = list(x.shape)
                 s[axis] = n
-                ct = zeros(tuple(s), dtype=x.dtype)
+                ct = creation.zeros(tuple(s), dtype=x.dtype)
             parts.append(ct)
         return [_concatenate.bind(parts, {"axis": axis})]
-
-    def jvp_rule(self, primals, tangents, outputs, kwargs):
-        return list(_split.bind([tangents[0]], kwargs))
 
 
 _concatenate = ConcatenateOp()
@@ -579,13 +550,12 @@ _split = SplitOp()
 
 def concatenate(tensors, axis=0) -> Tensor:
     """Join tensors along an existing ``axis`` (dtypes promoted)."""
-    from .binary import prepare
 
     tensors = list(tensors)
     if not tensors:
         raise ValueError("concatenate: needs at least one tensor")
     ts, _ = (
-        prepare("concatenate", tensors, broadcast=False)
+        binary.prepare("concatenate", tensors, broadcast=False)
         if _need_promote(tensors)
         else ([as_tensor(t) for t in tensors], None)
     )

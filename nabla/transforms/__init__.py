@@ -1,1 +1,1 @@
-"""Function transforms: vmap, autodiff (vjp/grad/jvp/jacobians), compile, control flow."""
+"""Function transforms (layer 4): vmap, autodiff, custom rules, compile, trace."""

@@ -23,11 +23,16 @@ import weakref
 
 import numpy as np
 
+from ..core.ir import TensorImpl
 from ..core.pytree import tree_flatten, tree_map, tree_unflatten
 from ..core.state import end_grad_level, grad_level, new_level, start_grad_level
-from ..core.tensor import Tensor, TensorImpl
 from ..ops._util import as_tensor
-from ..ops.unary import identity
+from ..ops.creation import eye, ones_like, zeros_like
+from ..ops.unary import identity, stop_gradient
+from ..ops.view import moveaxis
+from ..runtime.graph import GRAPH
+from ..runtime.tensor import Tensor
+from .vmap import vmap
 
 __all__ = [
     "vjp",
@@ -182,8 +187,6 @@ def _split_argnums(fun, args, kwargs, argnums, what, check_float=True):
 
 
 def _zeros_like(t: Tensor) -> Tensor:
-    from ..ops.creation import zeros_like
-
     return zeros_like(t)
 
 
@@ -291,7 +294,6 @@ def value_and_grad(fun, argnums=0, has_aux=False):
             )
         if not out.dtype.is_float:
             raise TypeError(f"grad requires a float output, got {out.dtype}")
-        from ..ops.creation import ones_like
 
         grads = pullback(ones_like(out))
         g = grads[0] if single else grads
@@ -408,7 +410,6 @@ def jacrev(fun, argnums=0, has_aux=False):
     The result has the output's structure on the outside and the (argnums) inputs' inside;
     each leaf has shape ``out.shape + in.shape``.
     """
-    from .vmap import vmap
 
     def jac(*args, **kwargs):
         f, dyn, single = _split_argnums(fun, args, kwargs, argnums, "jacrev")
@@ -447,8 +448,6 @@ def jacfwd(fun, argnums=0, has_aux=False):
 
     Same result layout as :func:`jacrev`.
     """
-    from ..ops.view import moveaxis
-    from .vmap import vmap
 
     def jac(*args, **kwargs):
         f, dyn, single = _split_argnums(fun, args, kwargs, argnums, "jacfwd")
@@ -493,8 +492,6 @@ def jacfwd(fun, argnums=0, has_aux=False):
 
 
 def _basis(n, dtype):
-    from ..ops.creation import eye
-
     return eye(n, dtype=dtype)
 
 
@@ -506,20 +503,28 @@ def hessian(fun, argnums=0, has_aux=False):
 # ----------------------------------------------------------------------------- PyTorch style
 def detach(x: Tensor) -> Tensor:
     """The value of ``x`` with no autodiff history and ``requires_grad=False``."""
-    from ..ops.unary import stop_gradient
 
     return stop_gradient(x)
 
 
-def backward(t: Tensor, gradient=None) -> None:
+def backward(t: Tensor, gradient=None, retain_graph=None) -> None:
     """Accumulate d t / d leaf into ``leaf.grad`` for every ``requires_grad`` leaf ``t``
-    depends on (``Tensor.backward``). Gradients are realized and detached."""
+    depends on (``Tensor.backward``). Gradients are realized and detached.
+
+    Args:
+        t: the tensor to differentiate (a scalar unless ``gradient`` is given).
+        gradient: the cotangent of ``t`` (same shape); default 1.0 for a scalar.
+        retain_graph: accepted for PyTorch compatibility; the graph is always kept, so a
+            second ``backward`` through it works either way.
+
+    Raises:
+        RuntimeError: for a non-scalar ``t`` without ``gradient``.
+    """
     if gradient is None:
         if t.shape != ():
             raise RuntimeError(
                 f"backward() on a non-scalar tensor of shape {t.shape} needs a gradient argument"
             )
-        from ..ops.creation import ones_like
 
         gradient = ones_like(t)
     gradient = as_tensor(gradient, t.dtype)
@@ -533,7 +538,6 @@ def backward(t: Tensor, gradient=None) -> None:
             "backward(): the tensor does not depend on any tensor with requires_grad=True"
         )
     got = backward_pass([t], [gradient], leaves)
-    from ..core.graph import GRAPH
 
     grads = [(leaf, got[id(leaf)]) for leaf in leaves if id(leaf) in got]
     GRAPH.evaluate([g._impl for _, g in grads])

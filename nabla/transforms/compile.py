@@ -29,30 +29,22 @@ import logging
 import os
 import time
 from collections import OrderedDict
+from collections.abc import Mapping
+from dataclasses import dataclass
 
-from ..core.graph import GRAPH
+from ..core.ir import Program, SymDim, build_program, substitute_dims
 from ..core.pytree import tree_flatten, tree_unflatten
 from ..core.state import STATE, is_live
-from ..core.tensor import Tensor
 from ..ops.base import Operation
+from ..ops.creation import constant
+from ..ops.random import next_key_words
+from ..ops.unary import identity
+from ..runtime.graph import GRAPH
+from ..runtime.tensor import Tensor
 
-__all__ = ["compile", "CompiledFunction", "SymDim"]
+__all__ = ["compile", "CompiledFunction", "CompilationStats"]
 
 log = logging.getLogger("nabla.compile")
-
-
-class SymDim(int):
-    """A dimension size that is symbolic for ``compile``: an int carrying a name."""
-
-    def __new__(cls, value, name):
-        obj = super().__new__(cls, value)
-        obj.name = name
-        return obj
-
-    def __repr__(self):
-        return int.__repr__(self)
-
-    __str__ = __repr__
 
 
 class CompileFallback(RuntimeError):
@@ -72,7 +64,6 @@ class _Plan:
         self.arg_specs = arg_specs  # ((dtype, shape), ...) at trace time
         self.sym_names = sym_names
         self.has_host_ops = any(op.host_only for op, *_ in nodes)
-        self._numpy_exe = None
         self._program = None
         # dynamic dims: None = not checked yet; True once a replay at another size produced
         # exactly the recorded ops with the sizes substituted (then every size is a fast hit)
@@ -85,7 +76,7 @@ class _Plan:
         key = tuple(sorted(sizes.items()))
         plan = self._specialized.get(key)
         if plan is None:
-            sub = lambda v: _substitute(v, sizes)  # noqa: E731
+            sub = lambda v: substitute_dims(v, sizes)  # noqa: E731
             nodes = [
                 (op, sub(kw), refs, n, sub(specs), sub(phys))
                 for op, kw, refs, n, specs, phys in self.nodes
@@ -101,7 +92,6 @@ class _Plan:
                 self.sym_names,
             )
             plan.symbolic_ok = True
-            plan.base = self  # backends may build one model for every size from the base
             self._specialized[key] = plan
         return plan
 
@@ -111,21 +101,18 @@ class _Plan:
             return False
         for node, (op, kw, _, _, specs, _) in zip(recorded, self.nodes):
             if node.op is not op or _plain_value(node.kwargs) != _plain_value(
-                _substitute(kw, sizes)
+                substitute_dims(kw, sizes)
             ):
                 return False
-            if _plain_value(node.out_specs) != _plain_value(_substitute(specs, sizes)):
+            if _plain_value(node.out_specs) != _plain_value(substitute_dims(specs, sizes)):
                 return False
         return True
 
     # ------------------------------------------------------------------ replay path
     def replay(self, args: list[Tensor], sizes: dict) -> list:
-        from ..ops.creation import constant
-        from ..ops.random import _next_key_words
-
         consts = [Tensor._wrap(c) for c in self.consts]
         for j in self.rng_slots:
-            consts[j] = constant(_next_key_words())
+            consts[j] = constant(next_key_words())
         vals: list = []
 
         def get(ref):
@@ -137,7 +124,7 @@ class _Plan:
             return vals[ref[1]][ref[2]]
 
         for op, kwargs, refs, *_ in self.nodes:
-            kw = _substitute(kwargs, sizes) if sizes else kwargs
+            kw = substitute_dims(kwargs, sizes) if sizes else kwargs
             ins = [get(r) for r in refs]
             if hasattr(op, "replay"):
                 out = op.replay(ins, kw)
@@ -159,46 +146,32 @@ class _Plan:
                 specs.append((c.dtype, c.shape))
         return specs
 
-    def program(self):
-        """The plan as a backend ``Program`` over (args, consts) -> tensor outputs."""
-        if self._program is None:
-            from ..core.graph import Program
+    def program(self) -> Program:
+        """The plan as a backend ``Program`` over (args, consts) -> tensor outputs.
 
-            n_in = self.n_args + len(self.consts)
-            slot_of_node = []
-            nxt = n_in
-            instrs = []
-            for op, _kwargs, refs, n_out, specs, phys in self.nodes:
-                ins = tuple(self._slot(r, slot_of_node) for r in refs)
-                outs = tuple(range(nxt, nxt + n_out))
-                slot_of_node.append(outs)
-                nxt += n_out
-                instrs.append((op.backend_name, ins, phys, outs, specs))
-            out_slots = tuple(self._slot(r, slot_of_node) for r in self.outputs if r[0] != "py")
-            in_specs = tuple((dt, tuple(int(d) for d in sh), dev) for dt, sh, dev in self.arg_specs)
-            in_specs += tuple((c.dtype, c.shape, c.device) for c in self.consts)
-            self._program = Program(
-                key=("plan", id(self)),
-                in_specs=in_specs,
-                instrs=tuple(instrs),
-                out_slots=out_slots,
-                out_specs=tuple(self.tensor_output_specs()),
+        Dynamic dims stay ``SymDim``s in its shapes; ``symbolic`` is set once a replay at
+        another size verified the plan, so a backend may compile one model for every size."""
+        if self._program is None:
+            n_args = self.n_args
+
+            def ref(r):
+                if r[0] == "arg":
+                    return r[1]
+                if r[0] == "const":
+                    return n_args + r[1]
+                return (r[1], r[2])
+
+            consts = tuple((c.dtype, c.shape, c.device) for c in self.consts)
+            inputs = tuple(self.arg_specs) + consts
+            steps = [
+                (op.backend_name, tuple(ref(r) for r in refs), phys, specs)
+                for op, _kwargs, refs, _n_out, specs, phys in self.nodes
+            ]
+            outputs = [ref(r) for r in self.outputs if r[0] != "py"]
+            self._program = build_program(
+                ("plan", id(self)), inputs, steps, outputs, symbolic=bool(self.symbolic_ok)
             )
         return self._program
-
-    def _slot(self, ref, slot_of_node):
-        if ref[0] == "arg":
-            return ref[1]
-        if ref[0] == "const":
-            return self.n_args + ref[1]
-        return slot_of_node[ref[1]][ref[2]]
-
-    def run_numpy(self, args):
-        if self._numpy_exe is None:
-            from ..backends import numpy as np_backend
-
-            self._numpy_exe = np_backend.compile_program(self.program())
-        return self._numpy_exe(list(args))
 
     def __hash__(self):
         return id(self)
@@ -218,26 +191,18 @@ def _plain_value(obj):
     return obj
 
 
-def _substitute(obj, sizes):
-    if isinstance(obj, SymDim):
-        return SymDim(sizes.get(obj.name, int(obj)), obj.name)
-    if isinstance(obj, tuple):
-        return tuple(_substitute(o, sizes) for o in obj)
-    if isinstance(obj, dict):
-        return {k: _substitute(v, sizes) for k, v in obj.items()}
-    return obj
-
-
 class CompiledCallOp(Operation):
     """One node that runs a whole recorded plan (the compile fast path)."""
 
     name = "compiled_call"
+    arity = None
     multiple_results = True
     physical = True
     differentiable = False
 
     def adapt_kwargs(self, kwargs, nb, batch_shape):
-        return {"plan": kwargs["plan"]}
+        # backends see only the plan's Program (never the plan itself)
+        return {"program": kwargs["plan"].program()}
 
     def infer(self, shapes, dtypes, kwargs):
         specs = kwargs["plan"].tensor_output_specs()
@@ -248,6 +213,48 @@ _compiled_call = CompiledCallOp()
 
 
 # ----------------------------------------------------------------------------- the transform
+@dataclass
+class CompilationStats(Mapping):
+    """Counters of one :class:`CompiledFunction` (``f.stats``).
+
+    Attributes:
+        hits: calls served by a cached trace (fast path or replay).
+        misses: calls that traced the function.
+        fallbacks: calls run as plain lazy code (the function realized a value while traced).
+        evictions: traces dropped by the LRU bound.
+        replays: hits that re-bound the recorded ops (under a transform, or a new size).
+        compile_time_ms: total time spent tracing, in milliseconds.
+        cache_size: cached traces now.
+
+    Also a read-only mapping (``stats["hits"]``, ``dict(stats)``).
+    """
+
+    hits: int = 0
+    misses: int = 0
+    fallbacks: int = 0
+    evictions: int = 0
+    replays: int = 0
+    compile_time_ms: float = 0.0
+    cache_size: int = 0
+
+    @property
+    def hit_rate(self) -> float:
+        """``hits / (hits + misses)``; 0.0 before the first call."""
+        calls = self.hits + self.misses
+        return self.hits / calls if calls else 0.0
+
+    def __getitem__(self, name: str):
+        if name not in self.__dataclass_fields__:
+            raise KeyError(name)
+        return getattr(self, name)
+
+    def __iter__(self):
+        return iter(self.__dataclass_fields__)
+
+    def __len__(self) -> int:
+        return len(self.__dataclass_fields__)
+
+
 class CompiledFunction:
     """A function traced once per signature. See :func:`compile`."""
 
@@ -261,19 +268,13 @@ class CompiledFunction:
         self._positions: dict = {}  # treedef -> {flat leaf index: positional arg index}
         self._last_key = None
         self.explain = os.environ.get("NABLA_EXPLAIN_RETRACE", "0") == "1"
-        self._stats = {
-            "hits": 0,
-            "misses": 0,
-            "fallbacks": 0,
-            "evictions": 0,
-            "compile_time": 0.0,
-            "replays": 0,
-        }
+        self._stats = CompilationStats()
 
     @property
-    def stats(self) -> dict:
-        """hits, misses, fallbacks, evictions, replays, compile_time (s), cache_size."""
-        return {**self._stats, "cache_size": len(self._cache)}
+    def stats(self) -> CompilationStats:
+        """This function's :class:`CompilationStats` (a live view)."""
+        self._stats.cache_size = len(self._cache)
+        return self._stats
 
     def clear_cache(self) -> None:
         self._cache.clear()
@@ -361,16 +362,16 @@ class CompiledFunction:
         key, flat, tree, sizes, sym_shapes = self._signature(args, kwargs)
         entry = self._cache.get(key)
         if entry is None:
-            self._stats["misses"] += 1
+            self._stats.misses += 1
             if self.explain or log.isEnabledFor(logging.DEBUG):
                 self._explain(key)
             self._last_key = key
             return self._trace_and_store(key, flat, tree, sym_shapes)
         self._cache.move_to_end(key)
         if entry == "fallback":
-            self._stats["fallbacks"] += 1
+            self._stats.fallbacks += 1
             return self.fun(*args, **kwargs)
-        self._stats["hits"] += 1
+        self._stats.hits += 1
         plan = entry
         tensors = [leaf for leaf in flat if isinstance(leaf, Tensor)]
         fast = _plain(tensors) and not plan.has_host_ops
@@ -387,7 +388,7 @@ class CompiledFunction:
             it = iter(outs)
             leaves = [ref[1] if ref[0] == "py" else next(it) for ref in plan.outputs]
             return tree_unflatten(plan.out_tree, leaves)
-        self._stats["replays"] += 1
+        self._stats.replays += 1
         if fast and sizes and plan.symbolic_ok is None:
             leaves = self._replay_and_verify(plan, tensors, sizes)
         else:
@@ -406,8 +407,6 @@ class CompiledFunction:
         return leaves
 
     def _trace_and_store(self, key, flat, tree, sym_shapes):
-        from ..ops.unary import identity
-
         t0 = time.perf_counter()
         placeholders = {}
         traced_flat = list(flat)
@@ -437,11 +436,11 @@ class CompiledFunction:
                     "being traced (e.g. .numpy(), .item(), print or a Python branch on a "
                     "tensor); remove it or use fullgraph=False to fall back to lazy execution"
                 )
-            self._stats["fallbacks"] += 1
+            self._stats.fallbacks += 1
             self._store(key, "fallback")
             return out
         plan = _build_plan(recorded, placeholders, out, rng, traced_flat)
-        self._stats["compile_time"] += time.perf_counter() - t0
+        self._stats.compile_time_ms += 1000.0 * (time.perf_counter() - t0)
         self._store(key, plan)
         return out
 
@@ -449,7 +448,7 @@ class CompiledFunction:
         self._cache[key] = value
         while len(self._cache) > self.max_cache_size:
             self._cache.popitem(last=False)
-            self._stats["evictions"] += 1
+            self._stats.evictions += 1
 
 
 def _nonempty(plan):

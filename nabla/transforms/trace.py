@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ..core.pytree import tree_flatten, tree_unflatten
 from ..core.state import grad_level
-from ..core.tensor import Tensor
+from ..runtime.tensor import Tensor
 from .autodiff import _fresh
 
 __all__ = ["trace", "Trace"]

@@ -14,15 +14,19 @@ import numbers
 
 import numpy as np
 
-from ..core.pytree import broadcast_prefix, tree_flatten, tree_unflatten
+from ..core.pytree import (
+    broadcast_prefix,
+    keystr,
+    tree_flatten,
+    tree_flatten_with_path,
+    tree_unflatten,
+)
 from ..core.state import new_level, vmap_level
-from ..core.tensor import Tensor
+from ..ops._util import as_tensor
 from ..ops.batching import from_batch, to_batch
+from ..runtime.tensor import Tensor
 
 __all__ = ["vmap"]
-
-# vmap level -> mesh axis name given by ``spmd_axis_name`` (read by the sharding layer).
-SPMD_AXIS_NAMES: dict[int, str] = {}
 
 
 def _is_none(x):
@@ -45,9 +49,9 @@ def vmap(fun=None, in_axes=0, out_axes=0, axis_size=None, spmd_axis_name=None):
             the end; None means not mapped).
         out_axes: int, None, or a pytree prefix of the output: where the mapped axis goes.
         axis_size: the batch size; required when no input is mapped.
-        spmd_axis_name: mesh axis name to shard the batch dim over. Recorded for the sharding
-            layer; without a device mesh it has no effect (the values are the same either
-            way, since sharding only changes where shards live).
+        spmd_axis_name: mesh axis name to shard the batch dim over. Checked (a str or a tuple
+            of str) but without effect until device meshes exist: sharding changes where
+            shards live, never the values.
 
     Returns:
         The vectorized function. Usable as ``@vmap`` or ``@vmap(in_axes=...)``.
@@ -125,8 +129,6 @@ def vmap(fun=None, in_axes=0, out_axes=0, axis_size=None, spmd_axis_name=None):
             raise ValueError(f"vmap axis_size={axis_size} differs from the mapped size {size}")
 
         level = new_level()
-        if spmd_axis_name is not None:
-            SPMD_AXIS_NAMES[level] = spmd_axis_name
         with vmap_level(level, size):
             batched = [leaf if ax is None else to_batch(leaf, ax, level) for leaf, ax in prepared]
             out = fun(*tree_unflatten(treedef, batched), **kwargs)
@@ -136,8 +138,6 @@ def vmap(fun=None, in_axes=0, out_axes=0, axis_size=None, spmd_axis_name=None):
 
 
 def _to_tensor(leaf, where):
-    from ..ops._util import as_tensor
-
     if isinstance(leaf, np.ndarray | list | numbers.Number):
         return as_tensor(leaf)
     raise TypeError(f"vmap can only map tensors and arrays, got {type(leaf).__name__} for {where}")
@@ -155,7 +155,6 @@ def _unbatch(out, level, size, out_axes):
             if ax is None:
                 result.append(leaf)
                 continue
-            from ..ops._util import as_tensor
 
             leaf = as_tensor(leaf)
         if ax is None:
@@ -174,8 +173,6 @@ def _unbatch(out, level, size, out_axes):
 
 
 def _leaf_names(args):
-    from ..core.pytree import keystr, tree_flatten_with_path
-
     pairs, _ = tree_flatten_with_path(args)
     names = []
     for path, _ in pairs:

@@ -29,7 +29,7 @@ def test_ops_are_realized_at_the_call(eager):
 
 def test_shape_rule_mismatch_is_reported(eager, monkeypatch):
     from nabla.backends.numpy import lowerings
-    from nabla.core.graph import GRAPH
+    from nabla.runtime.graph import GRAPH
 
     GRAPH.clear_cache()  # cached programs hold the lowering they were built with
     monkeypatch.setitem(lowerings.LOWERINGS, "exp", lambda args, kw: [np.exp(args[0])[:1]])

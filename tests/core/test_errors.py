@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import nabla as nb
-from nabla.core.graph import GRAPH
+from nabla.runtime.graph import GRAPH
 
 
 @pytest.fixture(autouse=True)

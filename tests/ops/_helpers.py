@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 import nabla as nb
 
@@ -32,3 +33,15 @@ def array_positions(sample, kinds="f"):
     return [
         i for i, a in enumerate(sample.args) if isinstance(a, np.ndarray) and a.dtype.kind in kinds
     ]
+
+
+def entry_params(entries, suite: str) -> list:
+    """``entries`` as pytest params named after the op; an entry's expected failure in
+    ``suite`` becomes a strict xfail (a fix that makes it pass fails the run)."""
+    out = []
+    for e in entries:
+        marks = ()
+        if suite in e.xfail:
+            marks = pytest.mark.xfail(strict=True, reason=e.xfail[suite])
+        out.append(pytest.param(e, id=e.name, marks=marks))
+    return out

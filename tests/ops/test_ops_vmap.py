@@ -3,7 +3,7 @@
 
 import numpy as np
 import pytest
-from _helpers import array_positions, as_list, samples
+from _helpers import array_positions, as_list, entry_params, samples
 from op_registry import REGISTRY
 
 import nabla as nb
@@ -63,12 +63,12 @@ def _check(entry, dtype, mode):
 
 
 @pytest.mark.parametrize("mode", ["axis0", "last", "partial"])
-@pytest.mark.parametrize("entry", ENTRIES, ids=[e.name for e in ENTRIES])
+@pytest.mark.parametrize("entry", entry_params(ENTRIES, "vmap"))
 def test_vmap_matches_loop(entry, mode):
     _check(entry, entry.dtypes[0], mode)
 
 
-@pytest.mark.parametrize("entry", ENTRIES, ids=[e.name for e in ENTRIES])
+@pytest.mark.parametrize("entry", entry_params(ENTRIES, "vmap"))
 def test_vmap_nested(entry):
     dtype = entry.dtypes[0]
     s = samples(entry, dtype)[min(1, len(samples(entry, dtype)) - 1)]

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...core.config import CONFIG
 from .cache import reset_stats, stats
 from .lowerings import LOWERINGS, UNSUPPORTED, UnsupportedOnMax, unsupported_reason
 
@@ -62,7 +63,6 @@ def _session():
 
 def compile_program(program):
     """Compile (or fetch from the caches) ``program``; returns ``f(list) -> list``."""
-    from ...core.config import CONFIG
 
     return _session().get_executable(program, debug=CONFIG.debug_compile)
 
@@ -72,7 +72,6 @@ def ready_for(program) -> bool:
 
     Programs MAX cannot run are remembered and always answer False (they stay on NumPy).
     """
-    from ...core.config import CONFIG
 
     return _session().ready(
         program, background=CONFIG.background_compile, debug=CONFIG.debug_compile

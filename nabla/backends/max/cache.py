@@ -9,7 +9,7 @@ Two layers, both keyed by a digest of what the program computes:
 
 The digest is a sha256 of a canonical text form of the program's content (input specs,
 instructions with their physical kwargs, outputs; ``DType`` -> its value, ``Device`` ->
-``str``, floats via ``repr``, a nested ``compiled_call`` plan by its own program's content),
+``str``, floats via ``repr``, a nested ``compiled_call`` program by its own content),
 not of ``program.key`` (a key may hold object ids). The disk digest adds everything the
 machine code depends on: the MAX version, the CPU (machine + a hash of ``/proc/cpuinfo``
 flags), the accelerator architectures used, and a hash of this backend's source. A program
@@ -27,6 +27,12 @@ import threading
 import weakref
 from collections import OrderedDict
 from pathlib import Path
+
+import numpy as np
+
+from ...core.device import Device
+from ...core.dtypes import DType
+from ...core.ir import Program
 
 __all__ = ["STATS", "stats", "reset_stats", "cache_dir", "program_digest", "MemoryCache"]
 
@@ -75,9 +81,6 @@ class _NoCanonicalForm(Exception):
 
 
 def _canon(obj, out: list) -> None:
-    from ...core.device import Device
-    from ...core.dtypes import DType
-
     if obj is None or obj is True or obj is False:
         out.append(repr(obj))
     elif isinstance(obj, tuple | list):
@@ -104,13 +107,10 @@ def _canon(obj, out: list) -> None:
             _canon(obj[k], out)
             out.append(",")
         out.append("}")
-    elif callable(getattr(obj, "program", None)):
-        # a nested plan (``compiled_call``): canonical by the content of its program
-        prog = obj.program()
-        _canon(("plan", program_content(prog)), out)
+    elif isinstance(obj, Program):
+        # a nested program (``compiled_call``): canonical by its content
+        _canon(("program", obj.symbolic, program_content(obj)), out)
     else:
-        import numpy as np
-
         if isinstance(obj, np.bool_):
             out.append(repr(bool(obj)))
         elif isinstance(obj, np.integer):
@@ -176,7 +176,7 @@ def program_content(program) -> tuple:
 
     Hashing this rather than ``program.key`` keeps the digest independent of how the key was
     made (a key may hold object ids); input aliasing shows up as shared input slots."""
-    return (program.in_specs, program.instrs, program.out_slots, program.out_specs)
+    return (program.inputs, program.instructions, program.outputs, program.output_specs)
 
 
 _CONTENT: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()

@@ -749,10 +749,11 @@ for _n in ("random_split", "random_uniform", "random_normal", "random_randint", 
 
 
 def _compiled_call(args, kw):
-    """``nb.compile``'s fast path: inline the recorded plan's program into this graph."""
-    from .session import replay  # noqa: PLC0415 - the graph builder (imports max)
+    """A nested program (``nb.compile``'s fast path): inline its instructions here."""
+    # same layer; session.py imports MAX unconditionally, this table must import without it
+    from .session import replay  # noqa: PLC0415
 
-    return replay(kw["plan"].program(), list(args))
+    return replay(kw["program"], list(args))
 
 
 LOWERINGS["compiled_call"] = _compiled_call

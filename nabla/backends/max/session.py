@@ -23,7 +23,6 @@ import queue
 import sys
 import threading
 import time
-import weakref
 from concurrent.futures import Future
 
 import ml_dtypes
@@ -32,11 +31,19 @@ from max import driver, engine
 from max.dtype import DType as MDType
 from max.graph import Graph, TensorType, ops
 
-from ...core.device import CPU
+from ...core.device import CPU, Device
+from ...core.ir import Program
 from . import cache
 from .lowerings import LOWERINGS, UnsupportedOnMax, device_ref, max_dtype, unsupported_reason
 
-__all__ = ["get_executable", "ready", "Executable", "check_program", "build_graph"]
+__all__ = [
+    "get_executable",
+    "ready",
+    "pending_compile",
+    "Executable",
+    "check_program",
+    "build_graph",
+]
 
 LOG = logging.getLogger("nabla.max")
 MEMORY = cache.MemoryCache()
@@ -82,8 +89,6 @@ def _session(devices: tuple):
 def op_device(name: str, kwargs: dict, arg_devices: list):
     """Where an instruction runs: its ``device`` kwarg (transfer, creation ops), else the
     first accelerator among its inputs, else the first input's device (CPU)."""
-    from ...core.device import Device
-
     dev = kwargs.get("device")
     if isinstance(dev, Device):
         return dev
@@ -95,34 +100,33 @@ def op_device(name: str, kwargs: dict, arg_devices: list):
 
 def _walk(program):
     """Yield (instr, input dtypes, op device) in order, tracking slot dtypes and devices."""
-    dts = [s[0] for s in program.in_specs]
-    devs = [s[2] for s in program.in_specs]
-    for instr in program.instrs:
-        name, ins, kwargs, outs, specs = instr
-        in_devs = [devs[i] for i in ins]
-        dev = op_device(name, kwargs, in_devs)
-        yield instr, [dts[i] for i in ins], dev
-        need = max(outs) + 1 if outs else 0
+    dts = [s.dtype for s in program.inputs]
+    devs = [s.device for s in program.inputs]
+    for instr in program.instructions:
+        dev = op_device(instr.op, instr.kwargs, [devs[i] for i in instr.inputs])
+        yield instr, [dts[i] for i in instr.inputs], dev
+        need = max(instr.outputs) + 1 if instr.outputs else 0
         if need > len(dts):
             dts.extend([None] * (need - len(dts)))
             devs.extend([None] * (need - len(devs)))
-        for o, spec in zip(outs, specs):
+        for o, spec in zip(instr.outputs, instr.out_specs):
             dts[o] = spec[0]
             devs[o] = dev
 
 
 def check_program(program) -> tuple:
     """Raise ``UnsupportedOnMax`` for the first op MAX cannot run; else return the devices."""
-    used = {s[2] for s in program.in_specs}
-    for (name, _ins, kw, _outs, specs), in_dts, dev in _walk(program):
-        if name == "compiled_call":  # a nested plan: check its own instructions
-            used.update(check_program(kw["plan"].program()))
+    used = {s.device for s in program.inputs}
+    for instr, in_dts, dev in _walk(program):
+        if instr.op == "compiled_call":  # a nested program: check its own instructions
+            used.update(check_program(instr.kwargs["program"]))
             continue
+        specs = instr.out_specs
         dtypes = (in_dts or [specs[0][0]]) if specs else in_dts
-        reason = unsupported_reason(name, dtypes, dev)
+        reason = unsupported_reason(instr.op, dtypes, dev)
         if reason is not None:
             dt = dtypes[0] if dtypes else None
-            raise UnsupportedOnMax(name, dt, dev, reason)
+            raise UnsupportedOnMax(instr.op, dt, dev, reason)
         used.add(dev)
     return tuple(sorted(used, key=lambda d: (d.kind != "cpu", d.kind, d.id)))
 
@@ -148,7 +152,7 @@ def _fix(value, dtype, shape):
 
 def replay(program, inputs: list) -> list:
     """Lower ``program``'s instructions onto graph values ``inputs`` (inside an open Graph);
-    returns the values of its ``out_slots``. Also inlines nested ``compiled_call`` plans."""
+    returns the values of its output slots. Also inlines nested ``compiled_call`` programs."""
     vals: dict = dict(enumerate(inputs))
     for (op, ins, kwargs, outs, specs), in_dts, dev in _walk(program):
         args = [vals[i] for i in ins]
@@ -168,14 +172,14 @@ def replay(program, inputs: list) -> list:
             raise err from None
         for o, v in zip(outs, res):
             vals[o] = v
-    return [vals[s] for s in program.out_slots]
+    return [vals[s] for s in program.outputs]
 
 
 def build_graph(program, name: str = "nabla"):
-    """Replay ``program`` into a ``max.graph.Graph`` whose outputs are its ``out_slots``."""
+    """Replay ``program`` into a ``max.graph.Graph`` whose outputs are its output slots."""
     input_types = [
         TensorType(max_dtype(dt), tuple(shape), device=device_ref(dev))
-        for dt, shape, dev in program.in_specs
+        for dt, shape, dev in program.inputs
     ]
     with Graph(name, input_types=input_types) as graph:
         graph.output(*replay(program, [v.tensor for v in graph.inputs]))
@@ -232,9 +236,9 @@ class Executable:
         self.num_ops = program.num_ops
         self._in = tuple(
             _cpu_in(dt.value) if dev.is_cpu else _dev_in(dev, dt.value)
-            for dt, _shape, dev in program.in_specs
+            for dt, _shape, dev in program.inputs
         )
-        self._out = tuple(_out(dt.value == "bfloat16") for dt, _shape in program.out_specs)
+        self._out = tuple(_out(dt.value == "bfloat16") for dt, _shape in program.output_specs)
 
     def __call__(self, inputs):
         outs = self.model.execute(*[c(a) for c, a in zip(self._in, inputs)])
@@ -265,9 +269,9 @@ def _debug_log(msg, *args):
 
 def _make(program, devices, debug: bool) -> Executable:
     """Disk cache, else compile (and write the disk cache)."""
-    base = _symbolic_base(program)
-    if base is not None:
-        return _symbolic_executable(program, base, devices, debug)
+    symbolic = _symbolic_form(program)
+    if symbolic is not None:
+        return get_executable(symbolic, debug)
     sess = _session(devices)
     digest = cache.program_digest(program, _accelerator_tag(devices))
     path = cache.mef_path(digest) if digest else None
@@ -293,13 +297,13 @@ def _make(program, devices, debug: bool) -> Executable:
         except Exception as e:
             raise RuntimeError(
                 f"MAX failed to compile a {program.num_ops}-op program "
-                f"(ops: {sorted({i[0] for i in program.instrs})}); this is a nabla bug"
+                f"(ops: {sorted({i.op for i in program.instructions})}); this is a nabla bug"
             ) from e
         dt = time.perf_counter() - t0
     cache.bump("compiles")
     cache.bump("compile_seconds", dt)
     if debug:
-        kinds = len({i[0] for i in program.instrs})
+        kinds = len({i.op for i in program.instructions})
         _debug_log("compiled %d ops (%d kinds) in %.2f s", program.num_ops, kinds, dt)
     if path is not None and cache.export_atomic(compiled, path):
         cache.bump("disk_writes")
@@ -307,68 +311,18 @@ def _make(program, devices, debug: bool) -> Executable:
 
 
 # ----------------------------------------------------------------------------- symbolic dims
-_SYMBOLIC: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
-def _symbolic_base(program):
-    """The unspecialized ``nb.compile`` plan when ``program`` is one compiled call of a plan
-    verified for dynamic dims (``Plan.symbolic_ok``); else None."""
-    if len(program.instrs) != 1:
+def _symbolic_form(program: Program) -> Program | None:
+    """When ``program`` is one ``compiled_call`` of a program verified for every size of its
+    dynamic dims (``Program.symbolic``), that program with the dims as MAX symbolic names:
+    one compiled model (cached in memory and on disk like any other) serves every size."""
+    if len(program.instructions) != 1:
         return None
-    name, ins, kwargs, outs, _ = program.instrs[0]
-    plan = kwargs.get("plan") if name == "compiled_call" else None
-    base = getattr(plan, "base", None)
-    if base is None or ins != tuple(range(program.n_inputs)) or outs != program.out_slots:
+    instr = program.instructions[0]
+    if instr.op != "compiled_call" or not instr.kwargs["program"].symbolic:
         return None
-    return base
-
-
-def _symbolize(obj):
-    """Dynamic dims (``SymDim``) become MAX symbolic dim names."""
-    from ...transforms.compile import SymDim
-
-    if isinstance(obj, SymDim):
-        return obj.name
-    if isinstance(obj, tuple):
-        return tuple(_symbolize(o) for o in obj)
-    if isinstance(obj, dict):
-        return {k: _symbolize(v) for k, v in obj.items()}
-    return obj
-
-
-def _symbolic_executable(program, base, devices, debug):
-    """One MAX model for every size of the plan's dynamic dims (compiled once per process)."""
-    exe = _SYMBOLIC.get(base)
-    if exe is not None:
-        cache.bump("memory_hits")
-        return exe
-    from ...core.graph import Program
-
-    prog = base.program()
-    # arguments keep their traced shapes with the dynamic dims named; constants are concrete
-    in_specs = tuple((dt, _symbolize(tuple(sh)), dev) for dt, sh, dev in base.arg_specs)
-    in_specs += prog.in_specs[base.n_args :]
-    instrs = tuple((n, i, _symbolize(kw), o, _symbolize(sp)) for n, i, kw, o, sp in prog.instrs)
-    sym = Program(
-        key=("symbolic", id(base)),
-        in_specs=in_specs,
-        instrs=instrs,
-        out_slots=prog.out_slots,
-        out_specs=prog.out_specs,
-    )
-    sess = _session(devices)
-    graph = build_graph(sym, f"nabla_sym_{id(base):x}")
-    with _COMPILE:
-        t0 = time.perf_counter()
-        model = sess.init(sess.compile(graph))
-        dt = time.perf_counter() - t0
-    cache.bump("compiles")
-    cache.bump("compile_seconds", dt)
-    if debug:
-        _debug_log("compiled %d ops with symbolic dims in %.2f s", sym.num_ops, dt)
-    exe = Executable(model, program, "compile")
-    _SYMBOLIC[base] = exe
-    return exe
+    if instr.inputs != tuple(range(program.num_inputs)) or instr.outputs != program.outputs:
+        return None
+    return instr.kwargs["program"].symbolized()
 
 
 def get_executable(program, debug: bool = False) -> Executable:
@@ -411,14 +365,12 @@ def _worker():
         finally:
             with _STATE:
                 _INFLIGHT.pop(key, None)
-            program.pending_compile = None
 
 
 def _submit(program, key, devices, debug) -> Future:
     fut: Future = Future()
     with _STATE:
         _INFLIGHT[key] = fut
-        program.pending_compile = fut
         if not _WORKER:
             t = threading.Thread(target=_worker, name="nabla-max-compile", daemon=True)
             t.start()
@@ -439,7 +391,6 @@ def _finish_at_exit() -> None:
         fut.cancel()
         with _STATE:
             _INFLIGHT.pop(key, None)
-        program.pending_compile = None
     with _STATE:
         running = [f for f in _INFLIGHT.values() if not f.done()]
     if running:
@@ -454,6 +405,12 @@ def _finish_at_exit() -> None:
             fut.result()
         except BaseException:  # noqa: BLE001 - exiting anyway
             pass
+
+
+def pending_compile(program) -> Future | None:
+    """The background compile of ``program`` still in flight, if any."""
+    with _STATE:
+        return _INFLIGHT.get(ident(program))
 
 
 def _remember_unsupported(key, err) -> None:

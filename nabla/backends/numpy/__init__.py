@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...core.ir import Program
 from .lowerings import LOWERINGS
 
 __all__ = ["LOWERINGS", "compile_program", "UnsupportedOp"]
@@ -18,27 +19,28 @@ class UnsupportedOp(RuntimeError):
     pass
 
 
-def compile_program(program):
-    out_slots = program.out_slots
+def compile_program(program: Program):
+    """``program`` bound to the lowering table: ``run(list of arrays) -> list of arrays``."""
+    out_slots = program.outputs
     # free each intermediate after its last use: peak memory stays flat and hot data stays
     # in cache (program outputs are kept)
     last_use = {}
-    for k, (_, ins, _, _, _) in enumerate(program.instrs):
-        for i in ins:
+    for k, instr in enumerate(program.instructions):
+        for i in instr.inputs:
             last_use[i] = k
     keep = set(out_slots)
-    frees = [[] for _ in program.instrs]
+    frees = [[] for _ in program.instructions]
     for slot, k in last_use.items():
         if slot not in keep:
             frees[k].append(slot)
     steps = []
-    for k, (name, ins, kwargs, outs, specs) in enumerate(program.instrs):
+    for k, (name, ins, kwargs, outs, specs) in enumerate(program.instructions):
         fn = LOWERINGS.get(name)
         if fn is None:
             raise UnsupportedOp(f"the numpy backend has no lowering for op '{name}'")
         dtypes = tuple(dt.numpy for dt, _ in specs)
         steps.append((fn, ins, kwargs, outs, dtypes, tuple(frees[k])))
-    n_slots = program.n_inputs + sum(len(s[3]) for s in steps)
+    n_slots = program.num_inputs + sum(len(s[3]) for s in steps)
 
     def run(inputs):
         slots = list(inputs)
@@ -54,3 +56,15 @@ def compile_program(program):
         return [slots[s] for s in out_slots]
 
     return run
+
+
+def _compiled_call(args, kwargs):
+    """A nested program (``nb.compile``'s fast path), interpreted once bound."""
+    program = kwargs["program"]
+    run = program.executables.get("numpy")
+    if run is None:
+        run = program.executables["numpy"] = compile_program(program)
+    return run(list(args))
+
+
+LOWERINGS["compiled_call"] = _compiled_call

@@ -1,4 +1,4 @@
-"""``Tensor`` (the user handle) and ``TensorImpl`` (the record the graph works on).
+"""``Tensor``: the user's handle on a ``TensorImpl`` (``nabla.core.ir``).
 
 Invariants:
 - ``impl.shape`` is the *physical* shape: a prefix of vmap batch dims followed by the logical
@@ -12,115 +12,79 @@ Invariants:
   them is live (``state.is_live``) the node is kept after realization, so differentiation can
   walk back through it.
 - A ``Tensor`` is a thin handle: identity, metadata and realization. Operators and methods are
-  attached from one table in ``nabla.ops.methods``.
+  attached from one table in ``nabla.ops.methods``; the ones that need transforms
+  (``backward``, ``detach``) from the top level.
 """
 
 from __future__ import annotations
 
 import weakref
-from typing import Any
 
 import numpy as np
 
-from .device import Device
-from .dtypes import DType
+from ..backends import buffer_to_numpy, max_backend
+from ..core.device import Device, get_default_device
+from ..core.dtypes import DType, from_numpy_dtype, get_default_dtype, to_dtype
+from ..core.ir import TensorImpl
+from ..core.pytree import tree_leaves
+from .graph import GRAPH
 
-__all__ = ["Tensor", "TensorImpl", "OpNode"]
-
-
-class OpNode:
-    """One recorded op application: what produced a promise tensor.
-
-    ``kwargs`` are the op's original (logical) keyword arguments, used by differentiation
-    rules; ``phys_kwargs`` are their translation to the physical layout, used by backends.
-    ``key`` is the node's static structural key (backend op name + physical kwargs).
-    """
-
-    __slots__ = (
-        "op",
-        "inputs",
-        "kwargs",
-        "phys_kwargs",
-        "key",
-        "outputs",
-        "out_specs",
-        "__weakref__",
-    )
-
-    def __init__(self, op, inputs: tuple, kwargs: dict, phys_kwargs: dict, key: tuple):
-        self.op = op
-        self.inputs = inputs
-        self.kwargs = kwargs
-        self.phys_kwargs = phys_kwargs
-        self.key = key
-        self.outputs: tuple = ()  # weakrefs to output impls (set by the pipeline)
-        self.out_specs: tuple = ()  # physical (dtype, shape) per output
-
-    def __repr__(self):
-        return f"OpNode({self.op.name}, {len(self.inputs)} inputs)"
+__all__ = ["Tensor", "constant_impl", "numpy_value", "realize"]
 
 
-class TensorImpl:
-    """Everything the system knows about one tensor value."""
+def numpy_value(value, dtype: DType | None) -> np.ndarray:
+    """``value`` as a NumPy array of ``dtype``, or of the dtype nabla infers for it
+    (bool -> bool, int -> int32, float -> the default float; arrays keep theirs)."""
+    if isinstance(value, Tensor):
+        value = value.numpy()
+    if isinstance(value, np.ndarray | np.generic):
+        arr = np.asarray(value)
+        if arr.dtype == np.uint32 or arr.dtype == np.uint64:
+            arr = arr.astype(np.int64)
+        target = from_numpy_dtype(arr.dtype) if dtype is None else dtype
+        return np.asarray(arr, dtype=target.numpy)
+    if dtype is None:
+        if isinstance(value, bool):
+            dtype = DType.bool
+        elif isinstance(value, int):
+            dtype = DType.int32
+        elif isinstance(value, float):
+            dtype = get_default_dtype()
+        else:
+            try:
+                arr = np.asarray(value)
+            except ValueError as e:
+                raise ValueError(
+                    f"constant: cannot make a tensor from {type(value).__name__} {value!r:.80}: {e}"
+                ) from None
+            if arr.dtype.kind == "b":
+                dtype = DType.bool
+            elif arr.dtype.kind in "iu":
+                dtype = DType.int32
+            elif arr.dtype.kind == "f":
+                dtype = get_default_dtype()
+            else:
+                raise TypeError(
+                    f"constant: cannot make a tensor from {type(value).__name__} "
+                    f"(NumPy sees dtype {arr.dtype}); supported: bool, int and float values, "
+                    "nested lists of them, NumPy arrays and tensors"
+                )
+            return np.asarray(arr, dtype=dtype.numpy)
+    return np.asarray(value, dtype=dtype.numpy)
 
-    __slots__ = (
-        "shape",
-        "levels",
-        "dtype",
-        "device",
-        "sharding",
-        "node",
-        "index",
-        "buffer",
-        "tangents",
-        "traced",
-        "requires_grad",
-        "grad",
-        "wrapper",
-        "__weakref__",
-    )
 
-    def __init__(
-        self,
-        shape: tuple,
-        dtype: DType,
-        device: Device,
-        levels: tuple = (),
-        node: OpNode | None = None,
-        index: int = 0,
-        buffer: Any = None,
-        traced: frozenset = frozenset(),
-    ):
-        self.shape = shape
-        self.levels = levels
-        self.dtype = dtype
-        self.device = device
-        self.sharding = None
-        self.node = node
-        self.index = index
-        self.buffer = buffer
-        self.tangents = None
-        self.traced = traced
-        self.requires_grad = False
-        self.grad = None
-        self.wrapper = None
-
-    @property
-    def realized(self) -> bool:
-        return self.buffer is not None
-
-    @property
-    def batch_ndim(self) -> int:
-        return len(self.levels)
-
-    @property
-    def logical_shape(self) -> tuple:
-        n = len(self.levels)
-        return self.shape[n:] if n else self.shape
-
-    def __repr__(self):
-        state = "realized" if self.buffer is not None else "promise"
-        return f"TensorImpl({self.shape}, {self.dtype}, levels={self.levels}, {state})"
+def constant_impl(value, dtype=None, device=None) -> TensorImpl:
+    """A realized ``TensorImpl`` holding ``value`` (Python value, NumPy array or Tensor)."""
+    dtype = None if dtype is None else to_dtype(dtype)
+    arr = numpy_value(value, dtype)
+    device = device or get_default_device()
+    impl = TensorImpl(arr.shape, from_numpy_dtype(arr.dtype), device, buffer=arr)
+    if not device.is_cpu:
+        mx = max_backend()
+        if mx is None:
+            raise RuntimeError("Accelerator tensors need the MAX backend: pip install 'nabla[max]'")
+        impl.buffer = mx.to_device(arr, device)
+    return impl
 
 
 class Tensor:
@@ -134,9 +98,7 @@ class Tensor:
     __array_priority__ = 1000  # make ``ndarray * Tensor`` defer to Tensor
 
     def __init__(self, value=None, *, dtype=None, device=None):
-        from ..ops.creation import _constant_impl
-
-        self._impl = _constant_impl(value, dtype, device)
+        self._impl = constant_impl(value, dtype, device)
         self._impl.wrapper = weakref.ref(self)
 
     @classmethod
@@ -218,8 +180,6 @@ class Tensor:
     # ------------------------------------------------------------------ realization
     def realize(self) -> Tensor:
         """Compute this tensor's value now (and any pending tensor it needs). Returns self."""
-        from .graph import GRAPH
-
         if self._impl.buffer is None:
             GRAPH.evaluate([self._impl])
         return self
@@ -233,9 +193,7 @@ class Tensor:
                 f"(logical shape {self.shape}, batch levels {impl.levels})"
             )
         self.realize()
-        from .graph import to_numpy
-
-        return to_numpy(impl)
+        return buffer_to_numpy(impl.buffer)
 
     to_numpy = numpy
 
@@ -300,3 +258,20 @@ class Tensor:
         return f"Tensor({body}, {meta})"
 
     __str__ = __repr__
+
+
+def realize(*tensors):
+    """Compute the values of all given tensors in one graph (``nb.realize``).
+
+    Args:
+        *tensors: tensors or pytrees of tensors; with none, every pending tensor.
+
+    Returns:
+        The argument (one) or the tuple of arguments, now realized; None with no arguments.
+    """
+    if not tensors:
+        GRAPH.realize_pending()
+        return None
+    leaves = [t._impl for t in tree_leaves(tensors) if isinstance(t, Tensor)]
+    GRAPH.evaluate(leaves)
+    return tensors[0] if len(tensors) == 1 else tensors

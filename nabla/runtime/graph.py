@@ -1,11 +1,13 @@
 """Lazy graph evaluation: pending tensors, evaluate-on-demand, epochs, the program cache.
 
 ``evaluate(targets)`` walks back from the requested promise tensors to realized leaves,
-collects the nodes in topological order and turns them into a ``Program`` (a flat list of
-instructions over numbered slots). The program's *structural key* holds, per node, its static
-key and where its inputs come from, per leaf (dtype, shape, device), and which leaves are the
-same buffer: ``x * y`` after ``x * x`` is a different structure, never a cache hit. Programs
-live in a bounded LRU cache; each backend attaches its compiled form to the cached program.
+collects the nodes in topological order and turns them into a ``Program`` (``nabla.core.ir``:
+a flat list of instructions over numbered slots). The program's *structural key* holds, per
+node, its static key and where its inputs come from, per leaf (dtype, shape, device), and
+which leaves are the same buffer: ``x * y`` after ``x * x`` is a different structure, never a
+cache hit. Programs
+live in a bounded LRU cache with a count of how often each structure was seen (the ``auto``
+tier's signal); each backend attaches its compiled form to the cached program.
 
 Invariants:
 - Evaluation stores a value in every target and in every evaluated tensor a user still holds,
@@ -18,44 +20,16 @@ from __future__ import annotations
 import threading
 import weakref
 from collections import OrderedDict
-from dataclasses import dataclass, field
 
 import numpy as np
 
-from .state import is_live
-from .tensor import TensorImpl
+from ..backends import buffer_to_numpy, max_backend
+from ..backends.numpy import LOWERINGS as HOST_LOWERINGS
+from ..core.ir import Program, TensorImpl, build_program
+from ..core.state import is_live
+from .executor import run_program
 
-__all__ = ["GRAPH", "Program", "evaluate", "realize", "to_numpy"]
-
-
-@dataclass(eq=False)
-class Program:
-    """A backend-independent graph: inputs are slots ``0..n_inputs-1``, then each
-    instruction ``(op_name, in_slots, phys_kwargs, out_slots, out_specs)`` fills new slots,
-    where ``out_specs`` holds one physical ``(dtype, shape)`` per output."""
-
-    key: tuple
-    in_specs: tuple  # ((dtype, shape, device), ...)
-    instrs: tuple  # ((name, in_slots, kwargs, out_slots), ...)
-    out_slots: tuple
-    out_specs: tuple  # ((dtype, shape), ...)
-    seen: int = 0
-    executables: dict = field(default_factory=dict)
-    pending_compile: object = None
-
-    @property
-    def n_inputs(self) -> int:
-        return len(self.in_specs)
-
-    @property
-    def num_ops(self) -> int:
-        return len(self.instrs)
-
-    @property
-    def device(self):
-        for spec in self.in_specs:
-            return spec[2]
-        return None
+__all__ = ["GRAPH", "evaluate", "backend_stats"]
 
 
 class PendingSet:
@@ -96,13 +70,23 @@ def _has_pending(node) -> bool:
     return False
 
 
+class _Entry:
+    """A cached program and how many evaluations used it."""
+
+    __slots__ = ("program", "seen")
+
+    def __init__(self, program: Program):
+        self.program = program
+        self.seen = 0
+
+
 class _Graph:
-    """The process-wide evaluation state (``nabla.core.graph.GRAPH``)."""
+    """The process-wide evaluation state (``nabla.runtime.graph.GRAPH``)."""
 
     def __init__(self, cache_size: int = 512):
         self.epoch = 0
         self.pending = PendingSet()
-        self.cache: OrderedDict[tuple, Program] = OrderedDict()
+        self.cache: OrderedDict[tuple, _Entry] = OrderedDict()
         self.cache_size = cache_size
         self.lock = threading.RLock()
         self.stats = {"evaluations": 0, "program_hits": 0, "program_misses": 0}
@@ -127,12 +111,10 @@ class _Graph:
                 targets = [t for t in targets if t.buffer is None]
                 if not targets:
                     return
-            program, leaves, stored = built
+            entry, leaves, stored = built
             self.epoch += 1
             self.stats["evaluations"] += 1
-            from ..backends import run_program
-
-            outs = run_program(program, [leaf.buffer for leaf in leaves])
+            outs = run_program(entry.program, entry.seen, [leaf.buffer for leaf in leaves])
             for impl, value in zip(stored, outs, strict=True):
                 impl.buffer = value
                 if not is_live(impl.traced):
@@ -140,16 +122,12 @@ class _Graph:
 
     def _run_host_nodes(self, nodes) -> None:
         """Run host ops (random draws) with NumPy, after realizing their inputs."""
-        from ..backends.numpy import LOWERINGS
-
         for node in nodes:
             pending = [i for i in node.inputs if i.buffer is None]
             if pending:
                 self.evaluate(pending)
-            from ..backends import buffer_to_numpy
-
             args = [buffer_to_numpy(i.buffer) for i in node.inputs]
-            outs = LOWERINGS[node.op.backend_name](args, node.phys_kwargs)
+            outs = HOST_LOWERINGS[node.op.backend_name](args, node.phys_kwargs)
             for ref, value, (dtype, _) in zip(node.outputs, outs, node.out_specs, strict=True):
                 impl = ref()
                 if impl is not None and impl.buffer is None:
@@ -227,49 +205,42 @@ class _Graph:
         leaf_specs = tuple((leaf.dtype, leaf.shape, leaf.device) for leaf in leaves)
         key = (tuple(node_keys), leaf_specs, tuple(stored_refs))
 
-        program = self.cache.get(key)
-        if program is not None:
+        entry = self.cache.get(key)
+        if entry is not None:
             self.cache.move_to_end(key)
             self.stats["program_hits"] += 1
         else:
             self.stats["program_misses"] += 1
-            program = _make_program(key, order, node_keys, leaf_specs, stored_refs, len(leaves))
-            self.cache[key] = program
+            entry = _Entry(_make_program(key, order, node_keys, leaf_specs, stored_refs))
+            self.cache[key] = entry
             if len(self.cache) > self.cache_size:
                 self.cache.popitem(last=False)
-        program.seen += 1
-        return program, leaves, stored
+        entry.seen += 1
+        return entry, leaves, stored
+
+    def programs(self) -> list[Program]:
+        """The cached programs, least recently used first."""
+        return [e.program for e in self.cache.values()]
+
+    def seen(self, program: Program) -> int:
+        """How many evaluations used the cached ``program`` (0 when not cached)."""
+        entry = self.cache.get(program.key)
+        return entry.seen if entry is not None and entry.program is program else 0
 
     def clear_cache(self) -> None:
         with self.lock:
             self.cache.clear()
 
 
-def _make_program(key, order, node_keys, leaf_specs, stored_refs, n_leaves) -> Program:
-    base = n_leaves
-
-    def slot(ref):
-        return -1 - ref if ref < 0 else base + ref
-
-    instrs = []
-    n_out = 0
-    out_specs_by_slot = {}
-    for node, (nkey, refs) in zip(order, node_keys, strict=True):
-        n = len(node.outputs)
-        outs = tuple(range(base + n_out, base + n_out + n))
-        specs = node.out_specs
-        instrs.append((nkey[0], tuple(slot(r) for r in refs), node.phys_kwargs, outs, specs))
-        for k, spec in enumerate(specs):
-            out_specs_by_slot[outs[k]] = spec
-        n_out += n
-    out_slots = tuple(base + r for r in stored_refs)
-    return Program(
-        key=key,
-        in_specs=leaf_specs,
-        instrs=tuple(instrs),
-        out_slots=out_slots,
-        out_specs=tuple(out_specs_by_slot[s] for s in out_slots),
-    )
+def _make_program(key, order, node_keys, leaf_specs, stored_refs) -> Program:
+    """Node refs (``-1 - leaf`` for a leaf, else a running output number) -> a Program."""
+    step_of_out = []  # running output number -> (step, output index)
+    steps = []
+    for k, (node, (nkey, refs)) in enumerate(zip(order, node_keys, strict=True)):
+        ins = tuple(-1 - r if r < 0 else step_of_out[r] for r in refs)
+        steps.append((nkey[0], ins, node.phys_kwargs, node.out_specs))
+        step_of_out.extend((k, i) for i in range(len(node.outputs)))
+    return build_program(key, leaf_specs, steps, [step_of_out[r] for r in stored_refs])
 
 
 GRAPH = _Graph()
@@ -279,26 +250,18 @@ def evaluate(targets) -> None:
     GRAPH.evaluate(targets)
 
 
-def realize(*tensors):
-    """Compute the values of all given tensors in one graph (``nb.realize``).
+def backend_stats() -> dict:
+    """Counters of the execution layer (``nb.backend_stats()``).
 
-    With no arguments, realizes every pending tensor. Returns the tensors (one or a tuple).
+    Returns:
+        A dict: ``evaluations``, ``program_hits``/``program_misses`` (structural cache),
+        ``programs_cached``, and when MAX is installed ``max_*`` counters: compiles,
+        compile seconds, memory/disk cache hits, disk load seconds, background compiles and
+        programs MAX could not run.
     """
-    from ..core.pytree import tree_leaves
-    from .tensor import Tensor
-
-    if not tensors:
-        GRAPH.realize_pending()
-        return None
-    leaves = [t for t in tree_leaves(tensors) if isinstance(t, Tensor)]
-    GRAPH.evaluate([t._impl for t in leaves])
-    return tensors[0] if len(tensors) == 1 else tensors
-
-
-def to_numpy(impl: TensorImpl) -> np.ndarray:
-    buf = impl.buffer
-    if isinstance(buf, np.ndarray):
-        return buf
-    from ..backends import buffer_to_numpy
-
-    return buffer_to_numpy(buf)
+    out = dict(GRAPH.stats)
+    out["programs_cached"] = len(GRAPH.cache)
+    mx = max_backend()
+    if mx is not None:
+        out.update({f"max_{k}": v for k, v in mx.stats().items()})
+    return out
