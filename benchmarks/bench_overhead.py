@@ -7,6 +7,7 @@
     the ``numpy`` backend: *cold* (program-cache miss: key + program built, interpreter
     prepared) and *warm* (program-cache hit), beside NumPy running the same 20 ops directly.
     The chain is also split into "record 20 lazy ops" and "evaluate".
+(c) A cache hit of a compiled tiny function (``nb.compile``), no realization.
 
 Issue target: under 15 us per lazy binary op.
 
@@ -118,6 +119,23 @@ def bench_lazy_ops(quick: bool):
     return results
 
 
+# ----------------------------------------------------------------------------- (c) compile hit
+def bench_compile_hit(quick: bool):
+    """A cache hit of a compiled tiny function: signature, lookup, one ``compiled_call``
+    node (no realization)."""
+    f = nb.compile(lambda a, b: a * b + 1.0)
+    a, b = nb.ones((4,)), nb.ones((4,))
+    f(a, b)
+    batch, batches = (100, 10) if quick else (200, 60)
+    med, mn = per_call_us(lambda: f(a, b), batch, batches)
+    table(
+        "(c) nb.compile cache hit, tiny function, no realization",
+        ("call", "median us", "min us"),
+        [("f(a, b) = a * b + 1.0, hit", f"{med:7.2f}", f"{mn:7.2f}")],
+    )
+    return med
+
+
 # ----------------------------------------------------------------------------- (b) chain
 def nabla_chain(x, w):
     for _ in range(N_CHAIN // 4):
@@ -223,6 +241,7 @@ def main(argv=None):
 
     print(f"nabla {nb.__version__}, numpy {np.__version__}, python {sys.version.split()[0]}")
     res = bench_lazy_ops(args.quick)
+    bench_compile_hit(args.quick)
     bench_chain("numpy", args.quick)
     if args.max:
         from nabla.backends import max_available

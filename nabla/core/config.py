@@ -49,12 +49,24 @@ def set_backend(name: str) -> None:
 
 
 def get_backend_name() -> str:
+    """The execution backend in force: ``"auto"``, ``"numpy"`` or ``"max"``.
+
+    Set by :func:`nabla.set_backend`, :func:`nabla.backend` or ``NABLA_BACKEND``.
+    """
     return CONFIG.backend
 
 
 @contextlib.contextmanager
 def backend(name: str):
-    """Context manager form of :func:`set_backend`."""
+    """Context manager form of :func:`set_backend`: ``with nb.backend("numpy"): ...``.
+
+    Args:
+        name: ``"auto"``, ``"numpy"`` or ``"max"`` (case-insensitive); the previous backend
+            is restored on exit.
+
+    Raises:
+        ValueError: for an unknown backend name.
+    """
     old = CONFIG.backend
     set_backend(name)
     try:

@@ -13,7 +13,15 @@ __all__ = ["CPU", "Accelerator", "Device", "default_device", "get_default_device
 
 
 class Device:
-    """A place where tensors live and kernels run."""
+    """A place where tensors live and kernels run; make one with :func:`nabla.CPU` or
+    :func:`nabla.Accelerator`.
+
+    Devices are small immutable values compared by ``(kind, id)``.
+
+    Args:
+        kind: ``"cpu"`` or ``"gpu"`` (an accelerator).
+        id: the device index among those of its kind (default 0).
+    """
 
     __slots__ = ("kind", "id", "_hash")
 
@@ -40,12 +48,27 @@ class Device:
 
 
 def CPU(id: int = 0) -> Device:  # noqa: N802, A002 - public constructor name
-    """The host CPU."""
+    """The host CPU, as a :class:`nabla.Device`.
+
+    Args:
+        id: the device index (default 0; the host is one device).
+
+    Returns:
+        ``Device("cpu", id)``.
+    """
     return Device("cpu", id)
 
 
 def Accelerator(id: int = 0) -> Device:  # noqa: N802, A002
-    """An accelerator (NVIDIA GPU) driven by the MAX backend."""
+    """An accelerator (NVIDIA GPU) driven by the MAX backend, as a :class:`nabla.Device`.
+
+    Args:
+        id: the accelerator index (default 0). It is checked when a tensor is moved there:
+            ``x.to(nb.Accelerator(1))`` raises RuntimeError if MAX sees fewer accelerators.
+
+    Returns:
+        ``Device("gpu", id)``.
+    """
     return Device("gpu", id)
 
 
@@ -53,6 +76,8 @@ _state = threading.local()
 
 
 def get_default_device() -> Device:
+    """The device new tensors are created on: ``nb.CPU()`` unless set by
+    :func:`nabla.default_device` (per thread)."""
     return getattr(_state, "device", None) or _CPU0
 
 

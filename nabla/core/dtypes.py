@@ -38,7 +38,15 @@ __all__ = [
 
 
 class DType(enum.Enum):
-    """Element type of a tensor: ``nb.DType.float32`` (alias ``nb.float32``)."""
+    """Element type of a tensor: ``nb.DType.float32`` (alias ``nb.float32``).
+
+    An enum: ``DType(value)`` looks a member up by its name (``nb.DType("int32")``; ValueError
+    for an unknown one). The ``dtype`` arguments of ops also accept NumPy dtypes, Python
+    types (``float`` -> float32) and names. ``names``, ``module``, ``qualname``, ``type``,
+    ``start`` and ``boundary`` belong to :class:`enum.Enum`'s functional API and are not used
+    by nabla. Properties: ``numpy`` (the NumPy dtype), ``is_float``, ``is_int``, ``is_bool``
+    and ``itemsize`` (bytes).
+    """
 
     bool = "bool"
     uint8 = "uint8"
@@ -175,7 +183,23 @@ _PROMOTE_CACHE: dict[tuple[DType, DType], DType] = {}
 
 
 def promote_types(a: DType, b: DType) -> DType:
-    """Promote two tensor dtypes (both "strong")."""
+    """The dtype two tensor dtypes promote to (both "strong", unlike Python scalars).
+
+    bool < integers < floats: a float wins over any integer (``int32`` with ``float16`` gives
+    ``float16``, as in JAX), integers promote as in NumPy, and ``float16`` with ``bfloat16``
+    gives ``float32``.
+
+    Args:
+        a: the first :class:`nabla.DType`.
+        b: the second.
+
+    Returns:
+        The promoted :class:`nabla.DType`.
+
+    Example:
+        >>> nb.promote_types(nb.int32, nb.float32)
+        nb.float32
+    """
     key = (a, b)
     hit = _PROMOTE_CACHE.get(key)
     if hit is not None:

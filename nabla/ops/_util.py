@@ -3,13 +3,22 @@
 from __future__ import annotations
 
 import numbers
+import textwrap
 
 import numpy as np
 
 from ..core.dtypes import DType, to_dtype
 from ..runtime.tensor import Tensor
 
-__all__ = ["as_tensor", "norm_axis", "norm_axes", "norm_shape", "is_scalar", "dtype_or"]
+__all__ = [
+    "as_tensor",
+    "norm_axis",
+    "norm_axes",
+    "norm_shape",
+    "is_scalar",
+    "dtype_or",
+    "doc_paragraph",
+]
 
 
 def is_scalar(x) -> bool:
@@ -74,6 +83,14 @@ def norm_shape(op: str, shape) -> tuple[int, ...]:
 
 def dtype_or(dtype, default) -> DType:
     return default if dtype is None else to_dtype(dtype)
+
+
+def doc_paragraph(text: str, width: int = 92) -> str:
+    """``text`` wrapped to ``width`` columns without breaking inside a ````literal````
+    (for the docstrings the op factories compose)."""
+    parts = text.split("``")
+    parts[1::2] = [p.replace(" ", "\0") for p in parts[1::2]]
+    return textwrap.fill("``".join(parts), width=width).replace("\0", " ")
 
 
 # Ops this module calls at run time; imported last because they are built on it.

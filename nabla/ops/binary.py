@@ -1,9 +1,12 @@
 """Elementwise binary ops, comparisons, logical/bitwise ops and ``where``.
 
 ``BinaryOperation.__call__`` resolves the user-facing conveniences before the pipeline:
-Python scalars (weakly typed), dtype promotion and NumPy broadcasting. Kernels then see
-operands of one dtype and one shape, except an untraced 0-d constant, which every backend
-broadcasts implicitly.
+Python scalars (weakly typed) and dtype promotion, and it validates NumPy broadcasting of the
+logical shapes. Kernels then see operands of one dtype whose shapes broadcast NumPy-style
+(every backend's elementwise kernel broadcasts itself, so no ``broadcast_to`` is recorded);
+an operand batched by vmap with fewer logical dims gets leading 1s first, so right-aligned
+broadcasting never reaches into its batch prefix. VJPs sum cotangents back to each
+operand's shape (``_sum_to_like``).
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from ..core.dtypes import DType, get_default_dtype, result_type
 from ..core.ir import TensorImpl
 from ..runtime.tensor import Tensor
 from . import batching, reduction, unary, view
-from ._util import as_tensor, is_scalar
+from ._util import as_tensor, doc_paragraph, is_scalar
 from .base import Operation, OpError
 
 __all__ = [
@@ -272,11 +275,58 @@ def _promote_any(x, y, op_name="div"):
     return tds, result_type(tds, scalars)
 
 
-def _binary(name, partials=None, *, result="same", kinds="all"):
+_BINARY_RULES = (
+    "Operands are promoted to one dtype (:func:`nabla.promote_types`). Python scalars are "
+    "weakly typed: they take the other operand's dtype unless they are of a higher kind "
+    "(``int32_tensor * 2 -> int32``, ``int32_tensor * 0.5 -> default float``). Shapes "
+    "broadcast as in NumPy."
+)
+_BINARY_RESULTS = {
+    "same": "A tensor of the broadcast shape and the promoted dtype.",
+    "bool": "A bool tensor of the broadcast shape.",
+    "float": (
+        "A tensor of the broadcast shape and the promoted dtype, or the default float dtype\n"
+        "    (:func:`nabla.get_default_dtype`) when the operands promote to an int or bool dtype."
+    ),
+}
+_BINARY_KIND_ERRORS = {
+    "all": "",
+    "int": ",\n        or if the operands do not promote to an integer or bool dtype",
+    "nobool": " or the operands promote to bool",
+}
+
+
+def _binary_doc(doc, *, result, kinds) -> str:
+    """The class docstring of a ``_binary`` op: ``doc`` (a one-line summary, optionally
+    followed by a blank line and notes) plus the promotion rules, Args, Returns and Raises
+    that follow from its ``result`` and ``kinds``."""
+    summary, _, notes = doc.strip().partition("\n\n")
+    body = doc_paragraph(f"{notes} {_BINARY_RULES}".strip())
+    args = (
+        "Args:\n"
+        "    x: first operand: a tensor, Python scalar, nested list or NumPy array.\n"
+        "    y: second operand, in the same forms; its shape must broadcast with ``x``'s."
+    )
+    raises = (
+        "Raises:\n"
+        "    ValueError: (:class:`nabla.OpError`) if the shapes cannot be broadcast together.\n"
+        f"    TypeError: if an operand cannot be made a tensor{_BINARY_KIND_ERRORS[kinds]}."
+    )
+    returns = f"Returns:\n    {_BINARY_RESULTS[result]}"
+    return "\n\n".join([summary, body, args, returns, raises]) + "\n"
+
+
+def _binary(name, partials=None, *, doc, result="same", kinds="all"):
     cls = type(
         f"{name.title().replace('_', '')}Op",
         (BinaryOperation,),
-        {"name": name, "result": result, "kinds": kinds, "differentiable": partials is not None},
+        {
+            "__doc__": _binary_doc(doc, result=result, kinds=kinds),
+            "name": name,
+            "result": result,
+            "kinds": kinds,
+            "differentiable": partials is not None,
+        },
     )
     if partials is not None:
         cls.partials = lambda self, x, y, out: partials(x, y, out)
@@ -308,28 +358,104 @@ def _atan2_partials(x, y, out):
     return y / denom, -x / denom
 
 
-add = _binary("add", lambda x, y, o: (1.0, 1.0))
-sub = _binary("sub", lambda x, y, o: (1.0, -1.0), kinds="nobool")
-mul = _binary("mul", lambda x, y, o: (y, x))
-div = _binary("div", lambda x, y, o: (1.0 / y, -o / y), result="float")
-floor_div = _binary("floor_div", lambda x, y, o: (0.0, 0.0), kinds="nobool")
-mod = _binary("mod", lambda x, y, o: (1.0, -floor_div(x, y)), kinds="nobool")
-pow = _binary("pow", _pow_partials, kinds="nobool")  # noqa: A001
-maximum = _binary("maximum", _max_partials)
-minimum = _binary("minimum", _min_partials)
-atan2 = _binary("atan2", _atan2_partials, result="float")
-equal = _binary("equal", result="bool")
-not_equal = _binary("not_equal", result="bool")
-greater = _binary("greater", result="bool")
-greater_equal = _binary("greater_equal", result="bool")
-less = _binary("less", result="bool")
-less_equal = _binary("less_equal", result="bool")
-bitwise_and = _binary("bitwise_and", kinds="int")
-bitwise_or = _binary("bitwise_or", kinds="int")
-bitwise_xor = _binary("bitwise_xor", kinds="int")
-_logical_and = _binary("logical_and", result="bool")
-_logical_or = _binary("logical_or", result="bool")
-_logical_xor = _binary("logical_xor", result="bool")
+_INT_DIV0 = "Integer division by zero gives 0, as in NumPy."
+_TIES = "Where ``x == y`` the gradient is split evenly between ``x`` and ``y``, as in JAX."
+
+add = _binary(
+    "add",
+    lambda x, y, o: (1.0, 1.0),
+    doc="Elementwise sum ``x + y``.\n\nFor two bool operands it is logical OR, as in NumPy.",
+)
+sub = _binary(
+    "sub",
+    lambda x, y, o: (1.0, -1.0),
+    doc="Elementwise difference ``x - y`` (also ``nb.subtract``).",
+    kinds="nobool",
+)
+mul = _binary(
+    "mul",
+    lambda x, y, o: (y, x),
+    doc="Elementwise product ``x * y`` (also ``nb.multiply``).\n\n"
+    "For two bool operands it is logical AND, as in NumPy.",
+)
+div = _binary(
+    "div",
+    lambda x, y, o: (1.0 / y, -o / y),
+    doc="Elementwise true division ``x / y`` (also ``nb.divide``).\n\n"
+    "Division by zero gives ``inf`` or NaN.",
+    result="float",
+)
+floor_div = _binary(
+    "floor_div",
+    lambda x, y, o: (0.0, 0.0),
+    doc="Elementwise floor division ``x // y``, rounding toward -inf (NumPy's ``floor_divide``)."
+    f"\n\n{_INT_DIV0} Its derivative is taken as zero.",
+    kinds="nobool",
+)
+mod = _binary(
+    "mod",
+    lambda x, y, o: (1.0, -floor_div(x, y)),
+    doc="Elementwise remainder ``x % y`` with the sign of ``y`` (NumPy's ``mod``, Python's ``%``)."
+    f"\n\n{_INT_DIV0}",
+    kinds="nobool",
+)
+pow = _binary(  # noqa: A001
+    "pow",
+    _pow_partials,
+    doc="Elementwise power ``x ** y`` (also ``nb.power``).\n\n"
+    "Integer operands give an integer result, as in NumPy.",
+    kinds="nobool",
+)
+maximum = _binary(
+    "maximum",
+    _max_partials,
+    doc=f"Elementwise maximum; NaN if either operand is NaN (NumPy's ``maximum``).\n\n{_TIES}",
+)
+minimum = _binary(
+    "minimum",
+    _min_partials,
+    doc=f"Elementwise minimum; NaN if either operand is NaN (NumPy's ``minimum``).\n\n{_TIES}",
+)
+atan2 = _binary(
+    "atan2",
+    _atan2_partials,
+    doc="Elementwise ``arctan(x / y)`` in ``[-pi, pi]``, the quadrant chosen from both signs.\n\n"
+    "The argument order is NumPy's ``arctan2(x1, x2)``: ``x`` is the vertical coordinate.",
+    result="float",
+)
+equal = _binary("equal", doc="Elementwise ``x == y``.", result="bool")
+not_equal = _binary(
+    "not_equal", doc="Elementwise ``x != y`` (True where either is NaN).", result="bool"
+)
+greater = _binary("greater", doc="Elementwise ``x > y``.", result="bool")
+greater_equal = _binary("greater_equal", doc="Elementwise ``x >= y``.", result="bool")
+less = _binary("less", doc="Elementwise ``x < y``.", result="bool")
+less_equal = _binary("less_equal", doc="Elementwise ``x <= y``.", result="bool")
+bitwise_and = _binary(
+    "bitwise_and",
+    doc="Elementwise bitwise AND ``x & y`` (logical AND for bool operands).",
+    kinds="int",
+)
+bitwise_or = _binary(
+    "bitwise_or",
+    doc="Elementwise bitwise OR ``x | y`` (logical OR for bool operands).",
+    kinds="int",
+)
+bitwise_xor = _binary(
+    "bitwise_xor",
+    doc="Elementwise bitwise XOR ``x ^ y`` (logical XOR for bool operands).",
+    kinds="int",
+)
+_LOGICAL = "the primitive of :func:`nabla.logical_{}`; the operands are bool tensors"
+_logical_and = _binary(
+    "logical_and", doc=f"Elementwise logical AND ({_LOGICAL.format('and')}).", result="bool"
+)
+_logical_or = _binary(
+    "logical_or", doc=f"Elementwise logical OR ({_LOGICAL.format('or')}).", result="bool"
+)
+_logical_xor = _binary(
+    "logical_xor", doc=f"Elementwise logical XOR ({_LOGICAL.format('xor')}).", result="bool"
+)
 
 
 def _as_bool(v):
@@ -338,17 +464,65 @@ def _as_bool(v):
 
 
 def logical_and(x, y):
-    """Elementwise AND (non-bool inputs are compared with zero)."""
+    """Elementwise logical AND (NumPy's ``logical_and``).
+
+    Args:
+        x: a tensor, Python scalar, nested list or NumPy array of any dtype; non-bool values
+            are compared with zero first (nonzero is True).
+        y: the second operand, in the same forms; its shape must broadcast with ``x``'s.
+
+    Returns:
+        A bool tensor of the broadcast shape.
+
+    Raises:
+        ValueError: (:class:`nabla.OpError`) if the shapes cannot be broadcast together.
+
+    Example:
+        >>> nb.logical_and(nb.constant([0, 2]), True).tolist()
+        [False, True]
+    """
     return _logical_and(_as_bool(x), _as_bool(y))
 
 
 def logical_or(x, y):
-    """Elementwise OR (non-bool inputs are compared with zero)."""
+    """Elementwise logical OR (NumPy's ``logical_or``).
+
+    Args:
+        x: a tensor, Python scalar, nested list or NumPy array of any dtype; non-bool values
+            are compared with zero first (nonzero is True).
+        y: the second operand, in the same forms; its shape must broadcast with ``x``'s.
+
+    Returns:
+        A bool tensor of the broadcast shape.
+
+    Raises:
+        ValueError: (:class:`nabla.OpError`) if the shapes cannot be broadcast together.
+
+    Example:
+        >>> nb.logical_or(nb.constant([0, 2]), True).tolist()
+        [True, True]
+    """
     return _logical_or(_as_bool(x), _as_bool(y))
 
 
 def logical_xor(x, y):
-    """Elementwise XOR (non-bool inputs are compared with zero)."""
+    """Elementwise logical XOR (NumPy's ``logical_xor``).
+
+    Args:
+        x: a tensor, Python scalar, nested list or NumPy array of any dtype; non-bool values
+            are compared with zero first (nonzero is True).
+        y: the second operand, in the same forms; its shape must broadcast with ``x``'s.
+
+    Returns:
+        A bool tensor of the broadcast shape.
+
+    Raises:
+        ValueError: (:class:`nabla.OpError`) if the shapes cannot be broadcast together.
+
+    Example:
+        >>> nb.logical_xor(nb.constant([0, 2]), True).tolist()
+        [True, False]
+    """
     return _logical_xor(_as_bool(x), _as_bool(y))
 
 

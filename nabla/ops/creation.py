@@ -37,7 +37,21 @@ def constant(value, *, dtype=None, device: Device | None = None) -> Tensor:
     """Make a realized tensor from a Python value or NumPy array.
 
     Python ``bool`` -> bool, ``int`` -> int32, ``float`` -> the default float dtype (float32);
-    a NumPy array keeps its dtype.
+    a NumPy array keeps its dtype (uint32/uint64 become int64).
+
+    Args:
+        value: a Python scalar, nested list of them, NumPy array or tensor (a tensor is
+            returned unchanged when ``dtype`` and ``device`` are None).
+        dtype: the dtype to convert to (a ``DType``, NumPy dtype, Python type or name);
+            default: inferred as above.
+        device: the device to place it on (default: :func:`nabla.get_default_device`).
+
+    Returns:
+        A realized tensor.
+
+    Raises:
+        TypeError: for values of other kinds (strings, objects) or an unknown ``dtype``.
+        ValueError: for ragged nested lists.
 
     Example:
         >>> nb.constant([[1.0, 2.0]]).shape
@@ -52,7 +66,18 @@ def constant(value, *, dtype=None, device: Device | None = None) -> Tensor:
 
 
 def asarray(value, dtype=None, *, device=None) -> Tensor:
-    """Like :func:`constant`, but returns a Tensor argument unchanged (cast if ``dtype``)."""
+    """Like :func:`constant`, but returns a Tensor argument unchanged (cast if ``dtype``).
+
+    Args:
+        value: a tensor, Python scalar, nested list or NumPy array.
+        dtype: optional dtype to convert to; default: ``value``'s (inferred as in
+            :func:`constant` for non-tensors).
+        device: the device for a new tensor (default: :func:`nabla.get_default_device`);
+            ignored when ``value`` is already a tensor.
+
+    Returns:
+        A tensor.
+    """
     if isinstance(value, Tensor):
         if dtype is not None and value.dtype is not to_dtype(dtype):
             return value.cast(dtype)
@@ -107,6 +132,19 @@ def _scalar_value(value, dtype: DType):
 def full(shape, value, *, dtype=None, device=None) -> Tensor:
     """A tensor of ``shape`` filled with ``value``.
 
+    Args:
+        shape: int or tuple of ints.
+        value: the fill value: a Python scalar or one-element tensor.
+        dtype: the dtype; default inferred from ``value`` (bool, int32 or the default float).
+        device: the device to place it on (default: :func:`nabla.get_default_device`).
+
+    Returns:
+        A tensor of ``shape``.
+
+    Raises:
+        TypeError: if ``shape`` is not an int or a sequence of ints.
+        ValueError: for a negative dim.
+
     Example:
         >>> nb.full((2, 3), 7, dtype=nb.int32).tolist()
         [[7, 7, 7], [7, 7, 7]]
@@ -123,12 +161,30 @@ def full(shape, value, *, dtype=None, device=None) -> Tensor:
 
 
 def zeros(shape, *, dtype=None, device=None) -> Tensor:
-    """Zeros of ``shape`` (default float dtype)."""
+    """A tensor of ``shape`` filled with zeros.
+
+    Args:
+        shape: int or tuple of ints.
+        dtype: the dtype (default: :func:`nabla.get_default_dtype`).
+        device: the device to place it on (default: :func:`nabla.get_default_device`).
+
+    Returns:
+        A tensor of ``shape``.
+    """
     return full(shape, 0, dtype=dtype_or(dtype, get_default_dtype()), device=device)
 
 
 def ones(shape, *, dtype=None, device=None) -> Tensor:
-    """Ones of ``shape`` (default float dtype)."""
+    """A tensor of ``shape`` filled with ones.
+
+    Args:
+        shape: int or tuple of ints.
+        dtype: the dtype (default: :func:`nabla.get_default_dtype`).
+        device: the device to place it on (default: :func:`nabla.get_default_device`).
+
+    Returns:
+        A tensor of ``shape``.
+    """
     return full(shape, 1, dtype=dtype_or(dtype, get_default_dtype()), device=device)
 
 
@@ -165,7 +221,25 @@ def _broadcast_like(t: Tensor, like: Tensor) -> Tensor:
 def arange(start=0, stop=None, step=1, *, dtype=None, device=None) -> Tensor:
     """Evenly spaced values in ``[start, stop)`` (NumPy's ``arange``).
 
-    Integers give int32 unless ``dtype`` is set; any float argument gives the default float.
+    ``arange(n)`` counts from 0 to ``n - 1``. Integers give int32 unless ``dtype`` is set; any
+    float argument gives the default float dtype.
+
+    Args:
+        start: the first value (or, with ``stop`` None, the end and the start is 0).
+        stop: the end (exclusive).
+        step: the spacing (default 1; may be negative, not zero).
+        dtype: the dtype (default: as above).
+        device: the device to place it on (default: :func:`nabla.get_default_device`).
+
+    Returns:
+        A 1-D tensor of ``max(0, ceil((stop - start) / step))`` values.
+
+    Raises:
+        ValueError: if ``step`` is zero.
+
+    Example:
+        >>> nb.arange(1, 2, 0.25).tolist()
+        [1.0, 1.25, 1.5, 1.75]
     """
     if stop is None:
         start, stop = 0, start
@@ -186,7 +260,28 @@ def arange(start=0, stop=None, step=1, *, dtype=None, device=None) -> Tensor:
 
 
 def linspace(start, stop, num=50, *, endpoint=True, dtype=None, device=None) -> Tensor:
-    """``num`` evenly spaced values from ``start`` to ``stop`` (NumPy's ``linspace``)."""
+    """``num`` evenly spaced values from ``start`` to ``stop`` (NumPy's ``linspace``).
+
+    Args:
+        start: the first value.
+        stop: the last value (included when ``endpoint``).
+        num: the number of values (default 50).
+        endpoint: include ``stop`` (default True); otherwise the spacing is
+            ``(stop - start) / num``.
+        dtype: the dtype (default: :func:`nabla.get_default_dtype`); values are computed in
+            float and cast.
+        device: the device to place it on (default: :func:`nabla.get_default_device`).
+
+    Returns:
+        A 1-D tensor of ``num`` values.
+
+    Raises:
+        ValueError: if ``num`` is negative.
+
+    Example:
+        >>> nb.linspace(0, 1, 5).tolist()
+        [0.0, 0.25, 0.5, 0.75, 1.0]
+    """
     if num < 0:
         raise ValueError(f"linspace: num must be non-negative, got {num}")
     dtype = dtype_or(dtype, get_default_dtype())
@@ -204,7 +299,18 @@ def linspace(start, stop, num=50, *, endpoint=True, dtype=None, device=None) -> 
 
 
 def eye(n, m=None, k=0, *, dtype=None, device=None) -> Tensor:
-    """Identity-like matrix with ones on the ``k``-th diagonal."""
+    """A 2-D tensor with ones on the ``k``-th diagonal and zeros elsewhere (NumPy's ``eye``).
+
+    Args:
+        n: the number of rows.
+        m: the number of columns (default ``n``).
+        k: the diagonal: 0 (default) the main one, positive above it, negative below.
+        dtype: the dtype (default: :func:`nabla.get_default_dtype`).
+        device: the device to place it on (default: :func:`nabla.get_default_device`).
+
+    Returns:
+        A tensor of shape ``(n, m)``.
+    """
     m = n if m is None else m
     rows = arange(n, device=device).reshape((n, 1))
     cols = arange(m, device=device).reshape((1, m))
@@ -221,21 +327,55 @@ def _tri_mask(x, k, upper):
 
 
 def triu(x, k: int = 0) -> Tensor:
-    """Upper triangle of the last two dims (elements below the ``k``-th diagonal zeroed)."""
+    """Upper triangle of the last two dims (elements below the ``k``-th diagonal zeroed).
+
+    Args:
+        x: a tensor (or nested list / NumPy array) of rank >= 2; leading dims are batch dims.
+        k: the diagonal: 0 (default) the main one, positive above it, negative below.
+
+    Returns:
+        A tensor of ``x``'s shape and dtype (NumPy's ``triu``).
+
+    Raises:
+        ValueError: (:class:`nabla.OpError`) if ``x`` has rank < 2.
+    """
 
     x = _util.as_tensor(x)
     return binary.where(_tri_mask(x, k, True), x, zeros_like(x))
 
 
 def tril(x, k: int = 0) -> Tensor:
-    """Lower triangle of the last two dims (elements above the ``k``-th diagonal zeroed)."""
+    """Lower triangle of the last two dims (elements above the ``k``-th diagonal zeroed).
+
+    Args:
+        x: a tensor (or nested list / NumPy array) of rank >= 2; leading dims are batch dims.
+        k: the diagonal: 0 (default) the main one, positive above it, negative below.
+
+    Returns:
+        A tensor of ``x``'s shape and dtype (NumPy's ``tril``).
+
+    Raises:
+        ValueError: (:class:`nabla.OpError`) if ``x`` has rank < 2.
+    """
 
     x = _util.as_tensor(x)
     return binary.where(_tri_mask(x, k, False), x, zeros_like(x))
 
 
 def hann_window(window_length: int, periodic: bool = True, *, dtype=None, device=None) -> Tensor:
-    """Hann window (PyTorch's ``hann_window``; ``periodic=True`` by default)."""
+    """Hann window ``0.5 - 0.5 * cos(2 pi n / N)`` (PyTorch's ``hann_window``).
+
+    Args:
+        window_length: the number of samples (0 or 1 give ``ones((window_length,))``).
+        periodic: True (default) for spectral analysis (``N = window_length``, the window
+            of length ``window_length + 1`` without its last sample); False for the
+            symmetric window (``N = window_length - 1``).
+        dtype: a float dtype (default: :func:`nabla.get_default_dtype`).
+        device: the device to place it on (default: :func:`nabla.get_default_device`).
+
+    Returns:
+        A 1-D tensor of ``window_length`` values.
+    """
 
     if window_length <= 1:
         return ones((window_length,), dtype=dtype, device=device)

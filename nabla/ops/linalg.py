@@ -144,12 +144,42 @@ def _differ(x, y):
 
 
 def dot(x, y):
-    """Alias of :func:`matmul` for 1-D/2-D operands."""
+    """Dot product: the same as :func:`nabla.matmul` (``x @ y``).
+
+    Equals NumPy's ``dot`` for 1-D and 2-D operands (vector dot product, matrix-vector and
+    matrix products). For higher ranks it broadcasts batch dims like ``matmul``, which differs
+    from NumPy's ``dot``.
+
+    Args:
+        x: a tensor (at least 1-D), or a nested list or NumPy array.
+        y: a tensor (at least 1-D) whose contracted dim matches ``x``'s last dim.
+
+    Returns:
+        The product; a 0-d tensor for two vectors.
+
+    Raises:
+        ValueError: (:class:`nabla.OpError`) when the contracted dims differ or an operand
+            is 0-d.
+        TypeError: for bool operands.
+    """
     return matmul(x, y)
 
 
 def outer(x, y):
-    """Outer product of two vectors (inputs are flattened, like NumPy)."""
+    """Outer product of two vectors (NumPy's ``outer``): ``out[i, j] = x[i] * y[j]``.
+
+    Args:
+        x: a tensor, or a Python scalar, nested list or NumPy array; flattened first, like
+            NumPy.
+        y: the same forms, also flattened; the dtypes are promoted as in :func:`nabla.mul`.
+
+    Returns:
+        A tensor of shape ``(x.size, y.size)``.
+
+    Example:
+        >>> nb.outer(nb.constant([1, 2]), nb.constant([1, 10])).tolist()
+        [[1, 10], [2, 20]]
+    """
 
     x = as_tensor(x)
     y = as_tensor(y)
@@ -219,9 +249,29 @@ def _diagonal(x, term):
 
 
 def einsum(equation: str, *operands):
-    """Einstein summation, e.g. ``einsum("bij,bjk->bik", a, b)``; supports ``...``.
+    """Einstein summation, e.g. ``einsum("bij,bjk->bik", a, b)`` (NumPy's ``einsum``).
 
-    Contractions run pairwise through ``matmul``, so they are as fast as batched matmuls.
+    Supports ``...`` for broadcast dims, repeated indices within one operand (diagonals) and
+    the implicit form without ``->`` (the output takes the indices that appear once, sorted).
+    Size-1 dims broadcast. Contractions run pairwise through ``matmul``, so they are as fast
+    as batched matmuls. Operands of different dtypes are promoted.
+
+    Args:
+        equation: the subscripts, one comma-separated term per operand, optionally followed by
+            ``->`` and the output term; spaces are ignored.
+        *operands: the tensors (or one list/tuple of them).
+
+    Returns:
+        The result tensor, with the output term's dims in order.
+
+    Raises:
+        ValueError: (:class:`nabla.OpError`) when the number of terms and operands differ, a
+            term does not match its operand's rank, an index has inconsistent sizes, or an
+            output index appears in no input.
+
+    Example:
+        >>> nb.einsum("ij,jk->ik", nb.ones((2, 3)), nb.ones((3, 4))).shape
+        (2, 4)
     """
 
     if len(operands) == 1 and isinstance(operands[0], list | tuple):

@@ -12,7 +12,15 @@ def _swap(fn):
 
 
 def _to(self, target):
-    """``x.to(device)`` or ``x.to(dtype)``."""
+    """The tensor on another device or with another dtype: ``x.to(device)``/``x.to(dtype)``.
+
+    Args:
+        target: a :class:`nabla.Device` (a tensor already there is returned as is), or a
+            dtype in any form :func:`nabla.cast` accepts.
+
+    Returns:
+        The moved or cast tensor (differentiable; casts only between float dtypes).
+    """
 
     if isinstance(target, Device):
         return transfer.to_device(self, target)
@@ -20,20 +28,49 @@ def _to(self, target):
 
 
 def _cpu(self):
+    """A copy of the tensor on ``nb.CPU()`` (the tensor itself if it is there already).
+
+    Returns:
+        A tensor on the CPU; differentiable (gradients flow back to the original device).
+    """
     return _to(self, CPU())
 
 
 def _T(self):  # noqa: N802
+    """The tensor with all dims reversed (NumPy's ``x.T``); a 0-d or 1-D tensor is unchanged."""
     return view.permute(self, tuple(reversed(range(self.ndim))))
 
 
+def _mT(self):  # noqa: N802
+    """The tensor with its last two dims swapped (PyTorch's ``x.mT``; needs rank >= 2)."""
+    return view.swap_axes(self, -2, -1)
+
+
 def _reshape(self, *shape):
+    """Same elements, new shape: ``x.reshape(2, 3)`` or ``x.reshape((2, 3))`` (``x.view``).
+
+    Args:
+        *shape: the new shape, as ints or one tuple/list; one dim may be -1 (inferred).
+
+    Returns:
+        The reshaped tensor (``x`` itself if the shape is unchanged). Unlike PyTorch's
+        ``view``, updating one of them later (``x[i] = v``) never changes the other.
+
+    Raises:
+        ValueError: (:class:`nabla.OpError`) if the element count does not match.
+    """
     if len(shape) == 1 and isinstance(shape[0], list | tuple):
         shape = tuple(shape[0])
     return view.reshape(self, shape)
 
 
 def _at(self):
+    """Functional indexed updates, as in JAX: ``x.at[idx].set(v)``.
+
+    ``x.at[idx]`` takes any index ``x[idx]`` accepts; then ``.set(v)``, ``.add(v)`` (repeated
+    indices accumulate), ``.multiply(v)``, ``.min(v)``, ``.max(v)`` return an updated copy
+    (``x`` is unchanged) and ``.get()`` returns ``x[idx]``.
+    """
     return indexing.AtIndexer(self)
 
 
@@ -85,7 +122,7 @@ _METHODS = {
     "cpu": _cpu,
     # shape
     "T": property(_T),
-    "mT": property(lambda self: view.swap_axes(self, -2, -1)),
+    "mT": property(_mT),
     "reshape": _reshape,
     "view": _reshape,
     "squeeze": view.squeeze,

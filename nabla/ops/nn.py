@@ -108,7 +108,9 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
         x: input ``(N, H, W, C)``.
         weight: filter ``(KH, KW, C // groups, O)``.
         bias: optional ``(O,)``.
-        stride, dilation: int or pair. padding: int, pair, ((t, b), (l, r)), "SAME"/"VALID".
+        stride: int or pair.
+        padding: int, pair, ``((top, bottom), (left, right))``, ``"SAME"`` or ``"VALID"``.
+        dilation: int or pair: spacing between filter taps.
         groups: channel groups; ``C`` and ``O`` must be divisible by it.
 
     Returns:
@@ -150,14 +152,27 @@ def conv2d_transpose(
 ):
     """Transposed 2-D convolution (the gradient of ``conv2d`` w.r.t. its input).
 
-    ``out[n, y*s + i*d - p, x*s + j*d - p, o] += x[n, y, x, c] * weight[i, j, c, o]``.
+    ``out[n, h*s + i*d - p, w*s + j*d - p, o] += x[n, h, w, c] * weight[i, j, c, o]``.
+    Computed as :func:`nabla.conv2d` of the stride-dilated, padded input with the spatially
+    flipped filter.
 
     Args:
-        x: ``(N, H, W, C)``; weight: ``(KH, KW, C // groups, O)``; bias ``(O,)``.
-        output_padding: extra rows/cols added at the bottom/right.
+        x: input ``(N, H, W, C)``.
+        weight: filter ``(KH, KW, C // groups, O)``.
+        bias: optional ``(O,)``, added to every output position.
+        stride: int or pair: the upsampling factor (the stride of the forward ``conv2d``).
+        padding: int, pair or ``((top, bottom), (left, right))``: rows/cols removed from each
+            border of the full output (the padding of the forward ``conv2d``). The string
+            forms ``"SAME"``/``"VALID"`` are not supported here.
+        output_padding: int or pair: extra rows/cols added at the bottom/right.
+        dilation: int or pair: the filter dilation.
+        groups: channel groups, as in :func:`nabla.conv2d`.
 
     Returns:
         ``(N, (H-1)*s - pt - pb + d*(KH-1) + 1 + op, ..., O)``.
+
+    Raises:
+        ValueError: (:class:`nabla.OpError`) on rank or channel mismatches, naming the shapes.
     """
 
     x, w = _check_conv("conv2d_transpose", x, weight, groups)
@@ -214,7 +229,24 @@ def _pool(op, x, kernel_size, stride, padding, dilation, fill):
 
 
 def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1):
-    """Max over ``kernel_size`` windows of NHWC ``x`` (stride defaults to the kernel size)."""
+    """Max over ``kernel_size`` windows of NHWC ``x`` (stride defaults to the kernel size).
+
+    Padding is filled with ``-inf`` (float) or ``-2**31`` (integer dtypes), so it never wins.
+
+    Args:
+        x: input ``(N, H, W, C)``.
+        kernel_size: int or pair ``(KH, KW)``.
+        stride: int, pair or None (default: ``kernel_size``).
+        padding: int, pair, ``((top, bottom), (left, right))``, ``"SAME"`` or ``"VALID"``.
+        dilation: int or pair: spacing between window elements.
+
+    Returns:
+        ``(N, OH, OW, C)``, of ``x``'s dtype.
+
+    Raises:
+        ValueError: (:class:`nabla.OpError`) if ``x`` is not 4-D or is smaller than the
+            window.
+    """
 
     x = as_tensor(x)
     fill = float("-inf") if x.dtype.is_float else -(2**31)
@@ -223,8 +255,25 @@ def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1):
 
 
 def avg_pool2d(x, kernel_size, stride=None, padding=0, count_include_pad=True):
-    """Mean over ``kernel_size`` windows of NHWC ``x``; padding counts toward the mean
-    unless ``count_include_pad=False``."""
+    """Mean over ``kernel_size`` windows of NHWC ``x`` (stride defaults to the kernel size).
+
+    Args:
+        x: float input ``(N, H, W, C)``.
+        kernel_size: int or pair ``(KH, KW)``.
+        stride: int, pair or None (default: ``kernel_size``).
+        padding: int, pair, ``((top, bottom), (left, right))``, ``"SAME"`` or ``"VALID"``;
+            padded positions hold 0.
+        count_include_pad: divide by the full window size (default, padding counts toward the
+            mean) or, if False, by the number of non-padding elements in each window.
+
+    Returns:
+        ``(N, OH, OW, C)``, of ``x``'s dtype.
+
+    Raises:
+        TypeError: if ``x`` is not a float tensor.
+        ValueError: (:class:`nabla.OpError`) if ``x`` is not 4-D or is smaller than the
+            window.
+    """
 
     x = as_tensor(x)
     if not x.dtype.is_float:

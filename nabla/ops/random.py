@@ -191,7 +191,26 @@ gaussian = normal
 
 
 def bernoulli(key_or_shape=(), p=0.5, shape=None, *, device=None):
-    """Booleans that are True with probability ``p``."""
+    """Random booleans, True with probability ``p``.
+
+    Call as ``bernoulli(key, p, shape)`` (reproducible) or ``bernoulli(shape, p)`` (global
+    generator).
+
+    Args:
+        key_or_shape: a key (from :func:`nabla.random.key`) for a reproducible draw, or the
+            shape (int or tuple of ints; default ``()``) for a draw from the global generator.
+        p: the probability of True (default 0.5).
+        shape: with a key, the shape of the result (default ``()``); with a shape as the
+            first argument it replaces it when given.
+        device: the device of the result (default: the default device); drawn on the host,
+            then moved.
+
+    Returns:
+        A bool tensor (not differentiable).
+
+    Raises:
+        ValueError: if ``key_or_shape`` is a tensor that is not a key (int, shape ``(2,)``).
+    """
     if isinstance(key_or_shape, Tensor):
         k = _as_key(key_or_shape)
         shape = () if shape is None else shape
@@ -202,7 +221,29 @@ def bernoulli(key_or_shape=(), p=0.5, shape=None, *, device=None):
 
 
 def randint(key_or_shape=(), shape=None, low=0, high=None, *, dtype=None, device=None):
-    """Integers in ``[low, high)``: ``randint(key, (3,), 0, 10)`` or ``randint((3,), 0, 10)``."""
+    """Uniform random integers in ``[low, high)``.
+
+    Call as ``randint(key, (3,), 0, 10)`` (reproducible) or ``randint((3,), low=0, high=10)``
+    (global generator). With only ``low`` given the range is ``[0, low)``, as in NumPy.
+
+    Args:
+        key_or_shape: a key (from :func:`nabla.random.key`) for a reproducible draw, or the
+            shape (int or tuple of ints; default ``()``) for a draw from the global generator.
+        shape: the shape of the result when a key comes first (default ``()``); must be
+            None when ``key_or_shape`` is a shape, so pass ``low``/``high`` by keyword then.
+        low: the lowest value (inclusive), or the exclusive upper bound when ``high`` is None.
+        high: the exclusive upper bound.
+        dtype: an integer dtype (default int32).
+        device: the device of the result (default: the default device); drawn on the host,
+            then moved.
+
+    Returns:
+        An integer tensor (not differentiable).
+
+    Raises:
+        ValueError: unless ``low < high``.
+        TypeError: for a shape as the first argument together with ``shape``.
+    """
     k, shape = _split_args(key_or_shape, shape)
     if high is None:
         low, high = 0, low
@@ -220,16 +261,52 @@ def _place(t, device):
 
 # ----------------------------------------------------------------------------- nb.* (shape first)
 def uniform_(shape=(), low=0.0, high=1.0, *, dtype=None, device=None):
-    """``nb.uniform(shape, low, high)``: uniform floats from the global generator (fresh on
-    every call; independent per element inside vmap; fresh per call inside compile)."""
+    """Uniform floats in ``[low, high)`` from the global generator.
+
+    Each call draws fresh values (seeded by :func:`nabla.random.seed`), independent per
+    element inside ``vmap`` and fresh per call of a compiled function.
+    ``nb.uniform(key, shape)`` draws reproducibly from a key instead, in ``[0, 1)`` (use
+    :func:`nabla.random.uniform` for other bounds with a key).
+
+    Args:
+        shape: int or tuple of ints (default ``()``), or a key as described above.
+        low: the lower bound (inclusive), default 0.0.
+        high: the upper bound (exclusive), default 1.0.
+        dtype: a float dtype (default: :func:`nabla.get_default_dtype`).
+        device: the device of the result (default: the default device); drawn on the host,
+            then moved.
+
+    Returns:
+        A float tensor of ``shape`` (not differentiable).
+
+    Example:
+        >>> nb.uniform((2, 3), -1.0, 1.0).shape
+        (2, 3)
+    """
     if isinstance(shape, Tensor):  # nb.uniform(key, shape): the nb.random.uniform form
         return uniform(shape, () if isinstance(low, float) else low, dtype=dtype, device=device)
     return uniform(shape, None, low, high, dtype=dtype, device=device)
 
 
 def normal_(shape=(), mean=0.0, std=1.0, *, dtype=None, device=None):
-    """``nb.normal(shape, mean, std)`` / ``nb.gaussian``: normal samples from the global
-    generator."""
+    """Normal samples with ``mean`` and ``std`` from the global generator (also ``nb.gaussian``).
+
+    Each call draws fresh values (seeded by :func:`nabla.random.seed`), independent per
+    element inside ``vmap`` and fresh per call of a compiled function.
+    ``nb.normal(key, shape)`` draws reproducibly from a key instead, with mean 0 and std 1
+    (use :func:`nabla.random.normal` for other parameters with a key).
+
+    Args:
+        shape: int or tuple of ints (default ``()``), or a key as described above.
+        mean: the mean, default 0.0.
+        std: the standard deviation, default 1.0.
+        dtype: a float dtype (default: :func:`nabla.get_default_dtype`).
+        device: the device of the result (default: the default device); drawn on the host,
+            then moved.
+
+    Returns:
+        A float tensor of ``shape`` (not differentiable).
+    """
     if isinstance(shape, Tensor):  # nb.normal(key, shape): the nb.random.normal form
         return normal(shape, () if isinstance(mean, float) else mean, dtype=dtype, device=device)
     return normal(shape, None, mean, std, dtype=dtype, device=device)

@@ -74,6 +74,25 @@ class ReduceOperation(Operation):
 
 
 class ReduceSumOp(ReduceOperation):
+    """Sum over ``axis`` (``nb.reduce_sum``, the op behind :func:`nabla.sum`).
+
+    Integer tensors keep their dtype (no widening to int64, unlike NumPy); bool tensors sum
+    to int32. An empty reduction gives 0.
+
+    Args:
+        x: a tensor, or a Python scalar, nested list or NumPy array.
+        axis: int, tuple of ints or None (default: all axes); negative axes count from the end.
+        keepdims: keep the reduced axes as size-1 dims, so the result broadcasts against ``x``.
+
+    Returns:
+        A tensor of ``x``'s dtype (int32 for bool).
+
+    Raises:
+        TypeError: for an axis that is not an int.
+        IndexError: for an axis out of range.
+        ValueError: for a repeated axis.
+    """
+
     name = "reduce_sum"
     linear = True
 
@@ -86,6 +105,25 @@ class ReduceSumOp(ReduceOperation):
 
 
 class ReduceProdOp(ReduceOperation):
+    """Product over ``axis`` (the op behind :func:`nabla.prod`).
+
+    Bool tensors multiply to int32; an empty reduction gives 1. The gradient is exact when
+    ``x`` holds zeros.
+
+    Args:
+        x: a tensor, or a Python scalar, nested list or NumPy array.
+        axis: int, tuple of ints or None (default: all axes); negative axes count from the end.
+        keepdims: keep the reduced axes as size-1 dims, so the result broadcasts against ``x``.
+
+    Returns:
+        A tensor of ``x``'s dtype (int32 for bool).
+
+    Raises:
+        TypeError: for an axis that is not an int.
+        IndexError: for an axis out of range.
+        ValueError: for a repeated axis.
+    """
+
     name = "reduce_prod"
 
     def out_dtype(self, d):
@@ -115,6 +153,8 @@ class ReduceProdOp(ReduceOperation):
 
 
 class _ExtremumOp(ReduceOperation):
+    """Max/min reduction; the gradient is shared evenly among the elements at the extremum."""
+
     def _weights(self, x, out, kwargs):
         # Gradient is shared evenly among the elements equal to the extremum (JAX's rule).
         axes = kwargs["axes"]
@@ -134,10 +174,50 @@ class _ExtremumOp(ReduceOperation):
 
 
 class ReduceMaxOp(_ExtremumOp):
+    """Maximum over ``axis`` (``nb.reduce_max``, the op behind :func:`nabla.max`).
+
+    NaN propagates (like NumPy's ``max``). The gradient is shared evenly among the elements
+    equal to the maximum, as in JAX. The dtype is kept.
+
+    Args:
+        x: a tensor, or a Python scalar, nested list or NumPy array.
+        axis: int, tuple of ints or None (default: all axes); negative axes count from the end.
+        keepdims: keep the reduced axes as size-1 dims, so the result broadcasts against ``x``.
+
+    Returns:
+        A tensor of ``x``'s dtype.
+
+    Raises:
+        ValueError: (:class:`nabla.OpError`) for a zero-size reduced axis (no identity), or a
+            repeated axis.
+        TypeError: for an axis that is not an int.
+        IndexError: for an axis out of range.
+    """
+
     name = "reduce_max"
 
 
 class ReduceMinOp(_ExtremumOp):
+    """Minimum over ``axis`` (``nb.reduce_min``, the op behind :func:`nabla.min`).
+
+    NaN propagates (like NumPy's ``min``). The gradient is shared evenly among the elements
+    equal to the minimum, as in JAX. The dtype is kept.
+
+    Args:
+        x: a tensor, or a Python scalar, nested list or NumPy array.
+        axis: int, tuple of ints or None (default: all axes); negative axes count from the end.
+        keepdims: keep the reduced axes as size-1 dims, so the result broadcasts against ``x``.
+
+    Returns:
+        A tensor of ``x``'s dtype.
+
+    Raises:
+        ValueError: (:class:`nabla.OpError`) for a zero-size reduced axis (no identity), or a
+            repeated axis.
+        TypeError: for an axis that is not an int.
+        IndexError: for an axis out of range.
+    """
+
     name = "reduce_min"
 
 
@@ -148,22 +228,96 @@ reduce_min = ReduceMinOp()
 
 
 def sum(x, axis=None, keepdims=False):  # noqa: A001
-    """Sum over ``axis`` (int, tuple or None for all). Bools sum to int32."""
+    """Sum of the elements over ``axis`` (NumPy's ``sum``; also ``x.sum(...)``).
+
+    Integer tensors keep their dtype (no widening to int64, unlike NumPy); bool tensors sum
+    to int32. An empty reduction gives 0.
+
+    Args:
+        x: a tensor, or a Python scalar, nested list or NumPy array.
+        axis: int, tuple of ints or None (default: all axes); negative axes count from the end.
+        keepdims: keep the reduced axes as size-1 dims, so the result broadcasts against ``x``.
+
+    Returns:
+        A tensor of ``x``'s dtype (int32 for bool).
+
+    Raises:
+        TypeError: for an axis that is not an int.
+        IndexError: for an axis out of range.
+        ValueError: for a repeated axis.
+
+    Example:
+        >>> nb.sum(nb.constant([[1, 2], [3, 4]]), axis=0).tolist()
+        [4, 6]
+    """
     return reduce_sum(x, axis, keepdims)
 
 
 def max(x, axis=None, keepdims=False):  # noqa: A001
-    """Maximum over ``axis``."""
+    """Maximum of the elements over ``axis`` (NumPy's ``max``; also ``x.max(...)``).
+
+    NaN propagates. The gradient is shared evenly among the elements equal to the
+    maximum, as in JAX.
+
+    Args:
+        x: a tensor, or a Python scalar, nested list or NumPy array.
+        axis: int, tuple of ints or None (default: all axes); negative axes count from the end.
+        keepdims: keep the reduced axes as size-1 dims, so the result broadcasts against ``x``.
+
+    Returns:
+        A tensor of ``x``'s dtype.
+
+    Raises:
+        ValueError: (:class:`nabla.OpError`) for a zero-size reduced axis (no identity), or a
+            repeated axis.
+        TypeError: for an axis that is not an int.
+        IndexError: for an axis out of range.
+    """
     return reduce_max(x, axis, keepdims)
 
 
 def min(x, axis=None, keepdims=False):  # noqa: A001
-    """Minimum over ``axis``."""
+    """Minimum of the elements over ``axis`` (NumPy's ``min``; also ``x.min(...)``).
+
+    NaN propagates. The gradient is shared evenly among the elements equal to the
+    minimum, as in JAX.
+
+    Args:
+        x: a tensor, or a Python scalar, nested list or NumPy array.
+        axis: int, tuple of ints or None (default: all axes); negative axes count from the end.
+        keepdims: keep the reduced axes as size-1 dims, so the result broadcasts against ``x``.
+
+    Returns:
+        A tensor of ``x``'s dtype.
+
+    Raises:
+        ValueError: (:class:`nabla.OpError`) for a zero-size reduced axis (no identity), or a
+            repeated axis.
+        TypeError: for an axis that is not an int.
+        IndexError: for an axis out of range.
+    """
     return reduce_min(x, axis, keepdims)
 
 
 def prod(x, axis=None, keepdims=False):
-    """Product over ``axis``."""
+    """Product of the elements over ``axis`` (NumPy's ``prod``; also ``x.prod(...)``).
+
+    Bool tensors multiply to int32; an empty reduction gives 1. The gradient is exact when
+    ``x`` holds zeros.
+
+    Args:
+        x: a tensor, or a Python scalar, nested list or NumPy array.
+        axis: int, tuple of ints or None (default: all axes); negative axes count from the end.
+        keepdims: keep the reduced axes as size-1 dims, so the result broadcasts against ``x``.
+
+    Returns:
+        A tensor of ``x``'s dtype (int32 for bool).
+
+    Raises:
+        TypeError: for an axis that is not an int.
+        IndexError: for an axis out of range.
+        ValueError: for a repeated axis.
+    """
     return reduce_prod(x, axis, keepdims)
 
 
@@ -180,7 +334,28 @@ def _float(x):
 
 
 def mean(x, axis=None, keepdims=False):
-    """Arithmetic mean over ``axis`` (sum / count, so sharded reductions stay exact)."""
+    """Arithmetic mean over ``axis`` (NumPy's ``mean``; also ``x.mean(...)``).
+
+    Computed as sum / count (so sharded reductions stay exact). Integer and bool tensors are
+    cast to the default float dtype first; an empty reduction gives NaN.
+
+    Args:
+        x: a tensor, or a Python scalar, nested list or NumPy array.
+        axis: int, tuple of ints or None (default: all axes); negative axes count from the end.
+        keepdims: keep the reduced axes as size-1 dims, so the result broadcasts against ``x``.
+
+    Returns:
+        A float tensor.
+
+    Raises:
+        TypeError: for an axis that is not an int.
+        IndexError: for an axis out of range.
+        ValueError: for a repeated axis.
+
+    Example:
+        >>> nb.mean(nb.constant([1, 2])).item()
+        1.5
+    """
     x = _float(x)
     axes = norm_axes("mean", axis, x.ndim, x.shape)
     n = _count(x, axes)
@@ -188,7 +363,26 @@ def mean(x, axis=None, keepdims=False):
 
 
 def var(x, axis=None, keepdims=False, correction=0):
-    """Variance over ``axis`` with ``correction`` (0: population, 1: sample)."""
+    """Variance over ``axis``: ``sum((x - mean) ** 2) / (n - correction)``.
+
+    Integer and bool tensors are cast to the default float dtype first. The result is NaN
+    when ``n - correction <= 0``.
+
+    Args:
+        x: a tensor, or a Python scalar, nested list or NumPy array.
+        axis: int, tuple of ints or None (default: all axes); negative axes count from the end.
+        keepdims: keep the reduced axes as size-1 dims, so the result broadcasts against ``x``.
+        correction: subtracted from the element count ``n``: 0 (default) gives the population
+            variance (NumPy's ``ddof=0``), 1 the sample variance (PyTorch's default).
+
+    Returns:
+        A float tensor.
+
+    Raises:
+        TypeError: for an axis that is not an int.
+        IndexError: for an axis out of range.
+        ValueError: for a repeated axis.
+    """
     x = _float(x)
     axes = norm_axes("var", axis, x.ndim, x.shape)
     mu = mean(x, axes, keepdims=True)
@@ -198,13 +392,49 @@ def var(x, axis=None, keepdims=False, correction=0):
 
 
 def std(x, axis=None, keepdims=False, correction=0):
-    """Standard deviation over ``axis``."""
+    """Standard deviation over ``axis``: ``sqrt(var(x, axis, keepdims, correction))``.
+
+    Integer and bool tensors are cast to the default float dtype first.
+
+    Args:
+        x: a tensor, or a Python scalar, nested list or NumPy array.
+        axis: int, tuple of ints or None (default: all axes); negative axes count from the end.
+        keepdims: keep the reduced axes as size-1 dims, so the result broadcasts against ``x``.
+        correction: subtracted from the element count: 0 (default, population; NumPy's
+            ``ddof=0``) or 1 (sample).
+
+    Returns:
+        A float tensor.
+
+    Raises:
+        TypeError: for an axis that is not an int.
+        IndexError: for an axis out of range.
+        ValueError: for a repeated axis.
+    """
 
     return unary.sqrt(var(x, axis, keepdims, correction))
 
 
 def logsumexp(x, axis=None, keepdims=False):
-    """``log(sum(exp(x)))`` over ``axis``, computed stably."""
+    """``log(sum(exp(x)))`` over ``axis``, computed stably (no overflow for large ``x``).
+
+    The maximum is subtracted before ``exp`` (and treated as a constant in the gradient, which
+    is ``softmax``); all ``-inf`` inputs give ``-inf``. Integer and bool tensors are cast to the
+    default float dtype first.
+
+    Args:
+        x: a tensor, or a Python scalar, nested list or NumPy array.
+        axis: int, tuple of ints or None (default: all axes); negative axes count from the end.
+        keepdims: keep the reduced axes as size-1 dims, so the result broadcasts against ``x``.
+
+    Returns:
+        A float tensor.
+
+    Raises:
+        TypeError: for an axis that is not an int.
+        IndexError: for an axis out of range.
+        ValueError: for a repeated axis.
+    """
 
     x = _float(x)
     axes = norm_axes("logsumexp", axis, x.ndim, x.shape)
@@ -234,14 +464,50 @@ def logsoftmax(x, axis=-1):
 
 
 def all(x, axis=None, keepdims=False):  # noqa: A001
-    """True where every element along ``axis`` is nonzero."""
+    """Logical AND over ``axis``: True where every element is nonzero (NumPy's ``all``).
+
+    Args:
+        x: a tensor, or a Python scalar, nested list or NumPy array.
+        axis: int, tuple of ints or None (default: all axes); negative axes count from the end.
+        keepdims: keep the reduced axes as size-1 dims, so the result broadcasts against ``x``.
+
+    Returns:
+        A bool tensor.
+
+    Raises:
+        TypeError: for an axis that is not an int.
+        IndexError: for an axis out of range.
+        ValueError: for a repeated axis.
+
+    Example:
+        >>> nb.all(nb.constant([1, 0])).item()
+        False
+    """
     x = as_tensor(x)
     b = x if x.dtype.is_bool else x != 0
     return reduce_min(b.cast(DType.int32), axis, keepdims) > 0
 
 
 def any(x, axis=None, keepdims=False):  # noqa: A001
-    """True where some element along ``axis`` is nonzero."""
+    """Logical OR over ``axis``: True where some element is nonzero (NumPy's ``any``).
+
+    Args:
+        x: a tensor, or a Python scalar, nested list or NumPy array.
+        axis: int, tuple of ints or None (default: all axes); negative axes count from the end.
+        keepdims: keep the reduced axes as size-1 dims, so the result broadcasts against ``x``.
+
+    Returns:
+        A bool tensor.
+
+    Raises:
+        TypeError: for an axis that is not an int.
+        IndexError: for an axis out of range.
+        ValueError: for a repeated axis.
+
+    Example:
+        >>> nb.any(nb.constant([1, 0])).item()
+        True
+    """
     x = as_tensor(x)
     b = x if x.dtype.is_bool else x != 0
     return reduce_max(b.cast(DType.int32), axis, keepdims) > 0
@@ -296,12 +562,46 @@ def _arg(op, x, axis, keepdims):
 
 
 def argmax(x, axis=None, keepdims=False):
-    """Index of the maximum along ``axis`` (first occurrence; flattened when None)."""
+    """Index of the maximum along ``axis`` (NumPy's ``argmax``; also ``x.argmax(...)``).
+
+    Ties give the first occurrence; a NaN counts as the maximum (the first NaN wins).
+
+    Args:
+        x: a tensor, or a Python scalar, nested list or NumPy array.
+        axis: int, or None (default) to index into the flattened tensor.
+        keepdims: keep the reduced axis as a size-1 dim (with ``axis=None``: every dim).
+
+    Returns:
+        An int64 tensor (not differentiable).
+
+    Raises:
+        ValueError: (:class:`nabla.OpError`) for a zero-size axis, or an axis given for a
+            0-d tensor.
+        TypeError: for an axis that is not an int.
+        IndexError: for an axis out of range.
+    """
     return _arg(_argmax, x, axis, keepdims)
 
 
 def argmin(x, axis=None, keepdims=False):
-    """Index of the minimum along ``axis`` (first occurrence; flattened when None)."""
+    """Index of the minimum along ``axis`` (NumPy's ``argmin``; also ``x.argmin(...)``).
+
+    Ties give the first occurrence; a NaN counts as the minimum (the first NaN wins).
+
+    Args:
+        x: a tensor, or a Python scalar, nested list or NumPy array.
+        axis: int, or None (default) to index into the flattened tensor.
+        keepdims: keep the reduced axis as a size-1 dim (with ``axis=None``: every dim).
+
+    Returns:
+        An int64 tensor (not differentiable).
+
+    Raises:
+        ValueError: (:class:`nabla.OpError`) for a zero-size axis, or an axis given for a
+            0-d tensor.
+        TypeError: for an axis that is not an int.
+        IndexError: for an axis out of range.
+    """
     return _arg(_argmin, x, axis, keepdims)
 
 

@@ -1,8 +1,10 @@
 """Elementwise unary ops.
 
 Each op is one ``UnaryOperation`` with its derivative written in nabla ops (so derivatives
-are themselves differentiable and batchable). Float-math ops promote integer inputs to the
-default float dtype; ``relu``/``abs``/``neg``/rounding keep the input dtype.
+are themselves differentiable and batchable). Float-math ops (rounding included) promote
+integer and bool inputs to the default float dtype; ``relu``/``abs``/``neg``/``sign`` keep the
+input dtype. A factory-made op's class docstring is composed from its ``doc`` summary and its
+dtype flags (``_unary_doc``).
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import math
 
 from ..core.dtypes import DType, get_default_dtype, to_dtype
 from . import binary
-from ._util import as_tensor
+from ._util import as_tensor, doc_paragraph
 from .base import Operation
 
 __all__ = [
@@ -95,11 +97,53 @@ class UnaryOperation(Operation):
     # ``derivative`` may return a Python float for constant derivatives (neg, floor, ...).
 
 
-def _unary(name, derivative=None, *, float_only=True, out_dtype=None, allowed=None, linear=False):
+_X_ARG = (
+    "x: a tensor, or a Python scalar, nested list or NumPy array (converted with\n"
+    "        :func:`nabla.constant`)."
+)
+
+
+def _dtype_phrase(dtypes) -> str:
+    """``dtype bool`` / ``a float dtype`` / ``dtype int8 or uint8`` for a Raises line."""
+    floats = [d for d in DType if d.is_float]
+    if list(dtypes) == floats:
+        return "a float dtype"
+    return "dtype " + " or ".join(d.value for d in dtypes)
+
+
+def _unary_doc(doc, *, float_only, out_dtype, allowed) -> str:
+    """The class docstring of a ``_unary`` op: ``doc`` (a one-line summary, optionally
+    followed by a blank line and notes) plus the dtype rules, Args, Returns and Raises that
+    follow from the op's flags."""
+    summary, _, notes = doc.strip().partition("\n\n")
+    if out_dtype is not None:
+        rule = "" if notes else "Any input dtype is accepted."
+        returns = f"A {out_dtype.value} tensor of ``x``'s shape."
+    elif float_only:
+        rule = (
+            "Integer and bool inputs are first cast to the default float dtype "
+            "(:func:`nabla.get_default_dtype`, float32 unless changed); float inputs keep theirs."
+        )
+        returns = "A tensor of ``x``'s shape and (float) dtype."
+    else:
+        rule = "The result keeps the input's dtype (no promotion to float)."
+        returns = "A tensor of ``x``'s shape and dtype."
+    body = doc_paragraph(f"{notes} {rule}".strip())
+    parts = [summary, body, f"Args:\n    {_X_ARG}", f"Returns:\n    {returns}"]
+    if allowed is not None:
+        rejected = [d for d in DType if not allowed(d)]
+        parts.append(f"Raises:\n    TypeError: if ``x`` has {_dtype_phrase(rejected)}.")
+    return "\n\n".join(parts) + "\n"
+
+
+def _unary(
+    name, derivative=None, *, doc, float_only=True, out_dtype=None, allowed=None, linear=False
+):
     cls = type(
         f"{name.title().replace('_', '')}Op",
         (UnaryOperation,),
         {
+            "__doc__": _unary_doc(doc, float_only=float_only, out_dtype=out_dtype, allowed=allowed),
             "name": name,
             "float_only": float_only,
             "out_dtype": out_dtype,
@@ -118,46 +162,161 @@ def _not_bool(d):
     return not d.is_bool
 
 
+_ZERO_GRAD = "\n\nIts derivative is taken as zero everywhere."
+
 # d|x|/dx at 0 is 1, as in JAX
 abs = _unary(  # noqa: A001
-    "abs", lambda x, y: (x >= 0).cast(x.dtype) * 2.0 - 1.0, float_only=False, allowed=_not_bool
+    "abs",
+    lambda x, y: (x >= 0).cast(x.dtype) * 2.0 - 1.0,
+    doc="Elementwise absolute value ``|x|``.\n\nIts derivative at 0 is taken as 1, as in JAX.",
+    float_only=False,
+    allowed=_not_bool,
 )
-neg = _unary("neg", lambda x, y: -1.0, float_only=False, allowed=_not_bool, linear=True)
-exp = _unary("exp", lambda x, y: y)
-expm1 = _unary("expm1", lambda x, y: y + 1.0)
-log = _unary("log", lambda x, y: reciprocal(x))
-log1p = _unary("log1p", lambda x, y: reciprocal(x + 1.0))
-log2 = _unary("log2", lambda x, y: reciprocal(x * math.log(2.0)))
-sin = _unary("sin", lambda x, y: cos(x))
-cos = _unary("cos", lambda x, y: -sin(x))
-tan = _unary("tan", lambda x, y: 1.0 + y * y)
-asin = _unary("asin", lambda x, y: rsqrt(1.0 - x * x))
-acos = _unary("acos", lambda x, y: -rsqrt(1.0 - x * x))
-atan = _unary("atan", lambda x, y: reciprocal(1.0 + x * x))
-sinh = _unary("sinh", lambda x, y: cosh(x))
-cosh = _unary("cosh", lambda x, y: sinh(x))
-tanh = _unary("tanh", lambda x, y: 1.0 - y * y)
-atanh = _unary("atanh", lambda x, y: reciprocal(1.0 - x * x))
-erf = _unary("erf", lambda x, y: (2.0 / math.sqrt(math.pi)) * exp(-(x * x)))
-sqrt = _unary("sqrt", lambda x, y: 0.5 / y)
-rsqrt = _unary("rsqrt", lambda x, y: -0.5 * y / x)
-reciprocal = _unary("reciprocal", lambda x, y: -(y * y))
-sigmoid = _unary("sigmoid", lambda x, y: y * (1.0 - y))
-relu = _unary("relu", lambda x, y: (x > 0).cast(x.dtype), float_only=False, allowed=_not_bool)
-sign = _unary("sign", lambda x, y: 0.0, float_only=False, allowed=_not_bool)
-floor = _unary("floor", lambda x, y: 0.0)
-ceil = _unary("ceil", lambda x, y: 0.0)
-round = _unary("round", lambda x, y: 0.0)  # noqa: A001 - half to even, like NumPy
-trunc = _unary("trunc", lambda x, y: 0.0)
-is_nan = _unary("is_nan", out_dtype=DType.bool, float_only=False)
-is_inf = _unary("is_inf", out_dtype=DType.bool, float_only=False)
-_logical_not = _unary("logical_not", out_dtype=DType.bool, float_only=False)
-bitwise_not = _unary("bitwise_not", float_only=False, allowed=lambda d: d.is_int or d.is_bool)
-identity = _unary("identity", lambda x, y: 1.0, float_only=False)
+neg = _unary(
+    "neg",
+    lambda x, y: -1.0,
+    doc="Elementwise negation ``-x`` (also ``nb.negate``).",
+    float_only=False,
+    allowed=_not_bool,
+    linear=True,
+)
+exp = _unary("exp", lambda x, y: y, doc="Elementwise exponential ``e ** x``.")
+expm1 = _unary(
+    "expm1", lambda x, y: y + 1.0, doc="Elementwise ``exp(x) - 1``, accurate for ``x`` near 0."
+)
+log = _unary(
+    "log",
+    lambda x, y: reciprocal(x),
+    doc="Elementwise natural logarithm (``-inf`` at 0, NaN for negative ``x``).",
+)
+log1p = _unary(
+    "log1p",
+    lambda x, y: reciprocal(x + 1.0),
+    doc="Elementwise ``log(1 + x)``, accurate for ``x`` near 0.",
+)
+log2 = _unary(
+    "log2", lambda x, y: reciprocal(x * math.log(2.0)), doc="Elementwise base-2 logarithm."
+)
+sin = _unary("sin", lambda x, y: cos(x), doc="Elementwise sine (``x`` in radians).")
+cos = _unary("cos", lambda x, y: -sin(x), doc="Elementwise cosine (``x`` in radians).")
+tan = _unary("tan", lambda x, y: 1.0 + y * y, doc="Elementwise tangent (``x`` in radians).")
+asin = _unary(
+    "asin",
+    lambda x, y: rsqrt(1.0 - x * x),
+    doc="Elementwise inverse sine (NumPy's ``arcsin``).\n\n"
+    "The result is in ``[-pi/2, pi/2]``; NaN for ``x`` outside ``[-1, 1]``.",
+)
+acos = _unary(
+    "acos",
+    lambda x, y: -rsqrt(1.0 - x * x),
+    doc="Elementwise inverse cosine (NumPy's ``arccos``).\n\n"
+    "The result is in ``[0, pi]``; NaN for ``x`` outside ``[-1, 1]``.",
+)
+atan = _unary(
+    "atan",
+    lambda x, y: reciprocal(1.0 + x * x),
+    doc="Elementwise inverse tangent (NumPy's ``arctan``); the result is in ``[-pi/2, pi/2]``.",
+)
+sinh = _unary("sinh", lambda x, y: cosh(x), doc="Elementwise hyperbolic sine.")
+cosh = _unary("cosh", lambda x, y: sinh(x), doc="Elementwise hyperbolic cosine.")
+tanh = _unary("tanh", lambda x, y: 1.0 - y * y, doc="Elementwise hyperbolic tangent.")
+atanh = _unary(
+    "atanh",
+    lambda x, y: reciprocal(1.0 - x * x),
+    doc="Elementwise inverse hyperbolic tangent (NumPy's ``arctanh``).\n\n"
+    "``+-inf`` at ``x = +-1``; NaN for ``x`` outside ``[-1, 1]``.",
+)
+erf = _unary(
+    "erf",
+    lambda x, y: (2.0 / math.sqrt(math.pi)) * exp(-(x * x)),
+    doc="Elementwise Gauss error function ``erf(x)``.",
+)
+sqrt = _unary("sqrt", lambda x, y: 0.5 / y, doc="Elementwise square root (NaN for negative ``x``).")
+rsqrt = _unary(
+    "rsqrt",
+    lambda x, y: -0.5 * y / x,
+    doc="Elementwise reciprocal square root ``1 / sqrt(x)`` (``inf`` at 0).",
+)
+reciprocal = _unary(
+    "reciprocal", lambda x, y: -(y * y), doc="Elementwise reciprocal ``1 / x`` (``inf`` at 0)."
+)
+sigmoid = _unary(
+    "sigmoid",
+    lambda x, y: y * (1.0 - y),
+    doc="Elementwise logistic sigmoid ``1 / (1 + exp(-x))``.",
+)
+relu = _unary(
+    "relu",
+    lambda x, y: (x > 0).cast(x.dtype),
+    doc="Elementwise rectified linear unit ``max(x, 0)``.\n\nIts derivative at 0 is taken as 0.",
+    float_only=False,
+    allowed=_not_bool,
+)
+sign = _unary(
+    "sign",
+    lambda x, y: 0.0,
+    doc="Elementwise sign: -1, 0 or 1 (NaN stays NaN), like NumPy's ``sign``." + _ZERO_GRAD,
+    float_only=False,
+    allowed=_not_bool,
+)
+floor = _unary("floor", lambda x, y: 0.0, doc="Elementwise floor (round toward -inf)." + _ZERO_GRAD)
+ceil = _unary("ceil", lambda x, y: 0.0, doc="Elementwise ceiling (round toward +inf)." + _ZERO_GRAD)
+round = _unary(  # noqa: A001 - half to even, like NumPy
+    "round",
+    lambda x, y: 0.0,
+    doc="Elementwise rounding to the nearest integer, halves to even (NumPy's ``round``)."
+    + _ZERO_GRAD,
+)
+trunc = _unary(
+    "trunc", lambda x, y: 0.0, doc="Elementwise truncation (round toward zero)." + _ZERO_GRAD
+)
+is_nan = _unary(
+    "is_nan",
+    doc="Elementwise NaN test (NumPy's ``isnan``).\n\nAlways False for integer and bool tensors.",
+    out_dtype=DType.bool,
+    float_only=False,
+)
+is_inf = _unary(
+    "is_inf",
+    doc="Elementwise test for ``+inf`` or ``-inf`` (NumPy's ``isinf``).\n\n"
+    "Always False for integer and bool tensors.",
+    out_dtype=DType.bool,
+    float_only=False,
+)
+_logical_not = _unary(
+    "logical_not",
+    doc="Elementwise logical NOT of a bool tensor (the primitive of :func:`nabla.logical_not`).",
+    out_dtype=DType.bool,
+    float_only=False,
+)
+bitwise_not = _unary(
+    "bitwise_not",
+    doc="Elementwise bitwise NOT ``~x`` (two's complement; logical NOT for bool tensors).",
+    float_only=False,
+    allowed=lambda d: d.is_int or d.is_bool,
+)
+identity = _unary(
+    "identity",
+    lambda x, y: 1.0,
+    doc="Elementwise identity: a new tensor with ``x``'s value (used by the transforms).",
+    float_only=False,
+)
 
 
 def logical_not(x):
-    """Elementwise NOT; non-bool inputs are compared with zero first."""
+    """Elementwise logical NOT (NumPy's ``logical_not``; ``~x`` for a bool tensor).
+
+    Args:
+        x: a tensor, Python scalar, nested list or NumPy array of any dtype; non-bool values
+            are compared with zero first (nonzero is True).
+
+    Returns:
+        A bool tensor of ``x``'s shape, True where ``x`` is False (or zero).
+
+    Example:
+        >>> nb.logical_not(nb.constant([0, 2])).tolist()
+        [True, False]
+    """
     x = as_tensor(x)
     if not x.dtype.is_bool:
         x = x != 0

@@ -178,7 +178,20 @@ def permute(x, *axes) -> Tensor:
 
 
 def swap_axes(x, axis1=-2, axis2=-1) -> Tensor:
-    """Swap two dims."""
+    """Swap two dims of ``x`` (NumPy's ``swapaxes``; also ``nb.swapaxes``, ``x.swap_axes``).
+
+    Args:
+        x: a tensor, or a Python scalar, nested list or NumPy array.
+        axis1: the first dim (default -2, the second to last); negative counts from the end.
+        axis2: the second dim (default -1, the last).
+
+    Returns:
+        ``x`` with dims ``axis1`` and ``axis2`` exchanged (``x`` itself when they are equal).
+
+    Raises:
+        TypeError: for an axis that is not an int.
+        IndexError: for an axis out of range.
+    """
     x = as_tensor(x)
     a = norm_axis("swap_axes", axis1, x.ndim)
     b = norm_axis("swap_axes", axis2, x.ndim)
@@ -188,12 +201,52 @@ def swap_axes(x, axis1=-2, axis2=-1) -> Tensor:
 
 
 def transpose(x, axis1=-2, axis2=-1) -> Tensor:
-    """Swap two dims (default: the last two), like ``torch.transpose``."""
+    """Swap two dims (default: the last two), like ``torch.transpose``.
+
+    Unlike NumPy's ``transpose``, which reverses every dim; use :func:`nabla.permute` for a
+    full permutation.
+
+    Args:
+        x: a tensor, or a Python scalar, nested list or NumPy array.
+        axis1: the first dim (default -2); negative counts from the end.
+        axis2: the second dim (default -1).
+
+    Returns:
+        ``x`` with dims ``axis1`` and ``axis2`` exchanged.
+
+    Raises:
+        TypeError: for an axis that is not an int.
+        IndexError: for an axis out of range.
+
+    Example:
+        >>> nb.transpose(nb.zeros((2, 3, 4))).shape
+        (2, 4, 3)
+    """
     return swap_axes(x, axis1, axis2)
 
 
 def moveaxis(x, source, destination) -> Tensor:
-    """Move dims ``source`` to positions ``destination`` (ints or sequences)."""
+    """Move dims ``source`` to positions ``destination`` (NumPy's ``moveaxis``).
+
+    The other dims keep their relative order.
+
+    Args:
+        x: a tensor, or a Python scalar, nested list or NumPy array.
+        source: int or sequence of ints: the dims to move.
+        destination: int or sequence of ints of the same length: their new positions.
+
+    Returns:
+        ``x`` with its dims permuted.
+
+    Raises:
+        ValueError: (:class:`nabla.OpError`) if ``source`` and ``destination`` differ in
+            length.
+        IndexError: for an axis out of range.
+
+    Example:
+        >>> nb.moveaxis(nb.zeros((2, 3, 4)), 0, -1).shape
+        (3, 4, 2)
+    """
     x = as_tensor(x)
     src = [source] if isinstance(source, numbers.Integral) else list(source)
     dst = [destination] if isinstance(destination, numbers.Integral) else list(destination)
@@ -261,7 +314,25 @@ def unsqueeze(x, axis) -> Tensor:
 
 
 def flatten(x, start_dim=0, end_dim=-1) -> Tensor:
-    """Merge dims ``start_dim..end_dim`` (inclusive) into one."""
+    """Merge dims ``start_dim`` to ``end_dim`` (inclusive) into one, like ``torch.flatten``.
+
+    Args:
+        x: a tensor, or a Python scalar, nested list or NumPy array; a 0-d tensor becomes
+            shape ``(1,)``.
+        start_dim: the first dim to merge (default 0); negative counts from the end.
+        end_dim: the last dim to merge (default -1).
+
+    Returns:
+        ``x`` reshaped, with the merged dims replaced by their product.
+
+    Raises:
+        ValueError: (:class:`nabla.OpError`) if ``start_dim`` comes after ``end_dim``.
+        IndexError: for a dim out of range.
+
+    Example:
+        >>> nb.flatten(nb.zeros((2, 3, 4)), 1).shape
+        (2, 12)
+    """
     x = as_tensor(x)
     if x.ndim == 0:
         return reshape(x, (1,))
@@ -366,7 +437,33 @@ def _slice_n(x, norm):
 
 
 def slice_update(x, update, start=None, stop=None, step=None, *, slices=None) -> Tensor:
-    """``x`` with a strided region replaced by ``update`` (functional; ``x`` is unchanged)."""
+    """``x`` with a strided region replaced by ``update`` (functional; ``x`` is unchanged).
+
+    The region is given either by ``start``/``stop``/``step`` or by ``slices``, as in
+    :func:`nabla.slice_tensor`; dims not covered are taken whole. JAX's
+    ``x.at[region].set(update)``.
+
+    Args:
+        x: a tensor, or a Python scalar, nested list or NumPy array.
+        update: the new values, cast to ``x``'s dtype and broadcast to the region's shape.
+        start: sequence of per-dim start indices (ints or None).
+        stop: sequence of per-dim stop indices (ints or None).
+        step: sequence of per-dim steps (ints or None; nonzero, may be negative).
+        slices: instead of ``start``/``stop``/``step``, a sequence of ``slice`` objects, one
+            per leading dim.
+
+    Returns:
+        A tensor of ``x``'s shape and dtype.
+
+    Raises:
+        ValueError: if ``update`` does not fit the region (:class:`nabla.OpError`) or a step
+            is zero.
+        TypeError: for an entry of ``slices`` that is not a ``slice``.
+
+    Example:
+        >>> nb.slice_update(nb.zeros((4,)), 1.0, [1], [3]).tolist()
+        [0.0, 1.0, 1.0, 0.0]
+    """
     x = as_tensor(x)
     if slices is None:
         n = len(start if start is not None else stop)
@@ -608,7 +705,23 @@ def split(x, num_or_sizes, axis=0) -> list[Tensor]:
 
 
 def chunk(x, chunks, axis=0) -> list[Tensor]:
-    """Split into ``chunks`` parts of size ``ceil(n / chunks)`` (the last may be smaller)."""
+    """Split ``x`` along ``axis`` into parts of size ``ceil(n / chunks)``, like ``torch.chunk``.
+
+    The last part may be smaller, and there may be fewer than ``chunks`` parts (``n = 5``,
+    ``chunks = 4`` gives sizes 2, 2, 1).
+
+    Args:
+        x: a tensor, or a Python scalar, nested list or NumPy array (at least 1-D).
+        chunks: the requested number of parts, a positive int.
+        axis: the dim to split (default 0); negative counts from the end.
+
+    Returns:
+        A list of tensors.
+
+    Raises:
+        ValueError: if ``chunks`` is not positive.
+        IndexError: for an axis out of range.
+    """
     x = as_tensor(x)
     axis = norm_axis("chunk", axis, x.ndim)
     n = x.shape[axis]
@@ -631,7 +744,21 @@ def unbind(x, axis=0) -> list[Tensor]:
 
 
 def tile(x, reps) -> Tensor:
-    """Repeat the whole tensor ``reps`` times per dim (NumPy's ``tile``)."""
+    """Repeat the whole tensor ``reps`` times per dim (NumPy's ``tile``).
+
+    When ``reps`` and ``x`` differ in length, the shorter one is padded with leading 1s.
+
+    Args:
+        x: a tensor, or a Python scalar, nested list or NumPy array.
+        reps: int or sequence of ints: the repetitions per dim.
+
+    Returns:
+        A tensor of shape ``(reps[i] * x.shape[i], ...)`` after the padding.
+
+    Example:
+        >>> nb.tile(nb.constant([1, 2]), 2).tolist()
+        [1, 2, 1, 2]
+    """
     x = as_tensor(x)
     reps = (int(reps),) if isinstance(reps, numbers.Integral) else tuple(int(r) for r in reps)
     nd = max(x.ndim, len(reps))

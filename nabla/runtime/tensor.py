@@ -92,6 +92,22 @@ class Tensor:
 
     Calling ops on tensors records a graph and computes shapes at once; values are computed
     when needed (``.numpy()``, ``.item()``, ``print``, ``nb.realize``).
+
+    ``Tensor(value)`` makes a realized tensor, as :func:`nabla.constant` does.
+
+    Args:
+        value: a Python scalar, nested list of them, NumPy array or tensor (Python ``bool``
+            -> bool, ``int`` -> int32, ``float`` -> the default float dtype; arrays keep theirs).
+        dtype: the dtype to convert to (default: inferred from ``value``).
+        device: the device to place it on (default: :func:`nabla.get_default_device`).
+
+    Raises:
+        TypeError: for values of other kinds or an unknown ``dtype``.
+        ValueError: for ragged nested lists.
+
+    Example:
+        >>> nb.Tensor([1.0, 2.0]).shape
+        (2,)
     """
 
     __slots__ = ("_impl", "__weakref__")
@@ -119,28 +135,34 @@ class Tensor:
 
     @property
     def dtype(self) -> DType:
+        """Element type, a :class:`nabla.DType` (e.g. ``nb.float32``)."""
         return self._impl.dtype
 
     @property
     def device(self) -> Device:
+        """The :class:`nabla.Device` the tensor lives on (``nb.CPU()`` or an Accelerator)."""
         return self._impl.device
 
     @property
     def ndim(self) -> int:
+        """Number of (logical) dims, ``len(x.shape)``; also ``x.rank``."""
         return len(self.shape)
 
     rank = ndim
 
     @property
     def size(self) -> int:
+        """Number of elements, the product of ``x.shape`` (1 for a 0-d tensor)."""
         return int(np.prod(self.shape, dtype=np.int64))
 
     @property
     def sharding(self):
+        """How the tensor is split across devices; reserved: always None for now."""
         return self._impl.sharding
 
     @property
     def is_realized(self) -> bool:
+        """True once the value has been computed (False for a pending, lazy result)."""
         return self._impl.buffer is not None
 
     def __len__(self) -> int:
@@ -165,11 +187,27 @@ class Tensor:
             self._impl.traced = self._impl.traced | {0}
 
     def requires_grad_(self, value: bool = True) -> Tensor:
+        """Set ``requires_grad`` in place (PyTorch's ``requires_grad_``) and return ``self``.
+
+        Args:
+            value: True (default) to make the tensor a leaf whose gradient
+                :meth:`Tensor.backward` accumulates into ``.grad``; False to stop.
+
+        Returns:
+            This tensor.
+
+        Raises:
+            TypeError: for ``value=True`` on a tensor that is not float.
+        """
         self.requires_grad = value
         return self
 
     @property
     def grad(self):
+        """The gradient accumulated by :meth:`Tensor.backward` (None until then).
+
+        Realized and detached. Assign None to reset it (``x.grad = None``), as in PyTorch.
+        """
         g = self._impl.grad
         return None if g is None else Tensor._wrap(g)
 
@@ -204,6 +242,12 @@ class Tensor:
         return self.numpy().reshape(()).item()
 
     def tolist(self):
+        """The value as nested Python lists (a Python scalar for a 0-d tensor); computes it.
+
+        Example:
+            >>> nb.constant([[1, 2]]).tolist()
+            [[1, 2]]
+        """
         return self.numpy().tolist()
 
     def __array__(self, dtype=None, copy=None):

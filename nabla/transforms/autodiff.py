@@ -307,7 +307,19 @@ def value_and_grad(fun, argnums=0, has_aux=False):
 def grad(fun, argnums=0, has_aux=False):
     """Gradient of a scalar-valued function: ``grad(f)(x)`` has the structure of ``x``.
 
-    See :func:`value_and_grad` for arguments. With ``has_aux`` returns ``(grad, aux)``.
+    Args:
+        fun: returns a scalar float tensor (or ``(scalar, aux)`` with ``has_aux``).
+        argnums: int or tuple of ints: which positional arguments to differentiate (default
+            0). With a tuple the gradient is a tuple with one entry per argument.
+        has_aux: ``fun`` returns ``(out, aux)``; the result is then ``(grad, aux)``.
+
+    Returns:
+        A function of the same arguments as ``fun`` returning the gradient.
+
+    Raises:
+        TypeError: if a differentiated argument is not float, or the output is not a float
+            scalar.
+        ValueError: for ``argnums`` out of range.
 
     Example:
         >>> nb.grad(lambda x: nb.sin(x))(nb.constant(0.0)).item()
@@ -407,8 +419,25 @@ def _strip_level(o: Tensor, level: int) -> Tensor:
 def jacrev(fun, argnums=0, has_aux=False):
     """Jacobian by reverse mode: one pullback vmapped over the output basis.
 
-    The result has the output's structure on the outside and the (argnums) inputs' inside;
-    each leaf has shape ``out.shape + in.shape``.
+    Efficient when the output is smaller than the input. The result has the output's
+    structure on the outside and the (``argnums``) inputs' inside; each leaf has shape
+    ``out.shape + in.shape``.
+
+    Args:
+        fun: a function of tensors returning a float tensor or a pytree of them.
+        argnums: int or tuple of ints: which positional arguments to differentiate (default
+            0). With a tuple each output leaf gets a tuple with one Jacobian per argument.
+        has_aux: ``fun`` returns ``(out, aux)``; the result is then ``(jacobian, aux)``.
+
+    Returns:
+        A function of the same arguments as ``fun`` returning the Jacobian.
+
+    Raises:
+        TypeError: for a non-float output or differentiated argument.
+
+    Example:
+        >>> nb.jacrev(lambda x: x * x)(nb.constant([1.0, 2.0])).tolist()
+        [[2.0, 0.0], [0.0, 4.0]]
     """
 
     def jac(*args, **kwargs):
@@ -446,7 +475,20 @@ def jacrev(fun, argnums=0, has_aux=False):
 def jacfwd(fun, argnums=0, has_aux=False):
     """Jacobian by forward mode: one pushforward vmapped over each input's basis.
 
-    Same result layout as :func:`jacrev`.
+    Efficient when the input is smaller than the output. Same result layout as
+    :func:`jacrev`: each leaf has shape ``out.shape + in.shape``.
+
+    Args:
+        fun: a function of tensors returning a tensor or a pytree of them.
+        argnums: int or tuple of ints: which positional arguments to differentiate (default
+            0). With a tuple each output leaf gets a tuple with one Jacobian per argument.
+        has_aux: ``fun`` returns ``(out, aux)``; the result is then ``(jacobian, aux)``.
+
+    Returns:
+        A function of the same arguments as ``fun`` returning the Jacobian.
+
+    Raises:
+        TypeError: for a differentiated argument that is not float.
     """
 
     def jac(*args, **kwargs):
@@ -496,7 +538,22 @@ def _basis(n, dtype):
 
 
 def hessian(fun, argnums=0, has_aux=False):
-    """Hessian, computed as ``jacfwd(jacrev(fun))``."""
+    """Hessian (matrix of second derivatives), computed as ``jacfwd(jacrev(fun))``.
+
+    Args:
+        fun: a function returning a float tensor (usually a scalar).
+        argnums: int or tuple of ints: which positional arguments to differentiate
+            (default 0), passed to both :func:`jacrev` and :func:`jacfwd`.
+        has_aux: ``fun`` returns ``(out, aux)``; the result is then ``(hessian, aux)``.
+
+    Returns:
+        A function of the same arguments as ``fun``; for a scalar output and an argument of
+        shape ``s`` each Hessian has shape ``s + s``.
+
+    Example:
+        >>> nb.hessian(lambda x: (x ** 3).sum())(nb.constant([1.0, 2.0])).tolist()
+        [[6.0, 0.0], [0.0, 12.0]]
+    """
     return jacfwd(jacrev(fun, argnums, has_aux), argnums, has_aux)
 
 

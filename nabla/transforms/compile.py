@@ -47,14 +47,10 @@ __all__ = ["compile", "CompiledFunction", "CompilationStats"]
 log = logging.getLogger("nabla.compile")
 
 
-class CompileFallback(RuntimeError):
-    pass
-
-
 class _Plan:
     """A recorded graph: nodes as (op, kwargs, input refs, n outputs)."""
 
-    def __init__(self, n_args, nodes, outputs, out_tree, consts, rng_slots, arg_specs, sym_names):
+    def __init__(self, n_args, nodes, outputs, out_tree, consts, rng_slots, arg_specs):
         self.n_args = n_args
         self.nodes = nodes
         self.outputs = outputs  # ("node", i, k) | ("arg", k) | ("const", j) | ("py", value)
@@ -62,7 +58,6 @@ class _Plan:
         self.consts = consts  # captured TensorImpls (realized)
         self.rng_slots = rng_slots  # const indices that get a fresh key per call
         self.arg_specs = arg_specs  # ((dtype, shape), ...) at trace time
-        self.sym_names = sym_names
         self.has_host_ops = any(op.host_only for op, *_ in nodes)
         self._program = None
         # dynamic dims: None = not checked yet; True once a replay at another size produced
@@ -89,7 +84,6 @@ class _Plan:
                 self.consts,
                 self.rng_slots,
                 sub(self.arg_specs),
-                self.sym_names,
             )
             plan.symbolic_ok = True
             self._specialized[key] = plan
@@ -256,7 +250,19 @@ class CompilationStats(Mapping):
 
 
 class CompiledFunction:
-    """A function traced once per signature. See :func:`compile`."""
+    """A function traced once per signature; made by :func:`compile` (see it for details).
+
+    Args:
+        fun: the function to compile.
+        dynamic_dims: ``{arg_index: {dim: "name"}}``: dims of positional arguments that are
+            symbolic, so one trace serves every size (None: none).
+        fullgraph: raise RuntimeError if ``fun`` realizes a value while traced, instead of
+            falling back to plain lazy execution.
+        max_cache_size: LRU bound on the number of cached traces (default 64).
+
+    Raises:
+        TypeError: for a malformed ``dynamic_dims``.
+    """
 
     def __init__(self, fun, dynamic_dims=None, fullgraph=False, max_cache_size=64):
         functools.update_wrapper(self, fun)
@@ -530,7 +536,7 @@ def _build_plan(recorded, placeholders, out, rng_impls, traced_flat):
     arg_specs = tuple(
         (t.dtype, t._impl.shape, t.device) for t in traced_flat if isinstance(t, Tensor)
     )
-    return _Plan(len(placeholders), nodes, outputs, out_tree, consts, rng_slots, arg_specs, None)
+    return _Plan(len(placeholders), nodes, outputs, out_tree, consts, rng_slots, arg_specs)
 
 
 def _check_dynamic_dims(dd):

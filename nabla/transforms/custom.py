@@ -249,7 +249,17 @@ def checkpoint(fun=None, *, prevent_cse=True, policy=None):
 
     The forward pass runs on stop-gradient copies (its intermediates are not kept for
     differentiation); reverse mode re-runs ``fun`` on fresh copies of the inputs and
-    differentiates that. Values and gradients equal those without checkpointing.
+    differentiates that. Values and gradients equal those without checkpointing. Also
+    ``nb.remat``; usable as ``@nb.checkpoint`` or ``@nb.checkpoint(...)``.
+
+    Args:
+        fun: the function, taking positional arguments (pytrees of tensors).
+        prevent_cse: accepted for JAX compatibility; ignored.
+        policy: accepted for JAX compatibility (which intermediates to save); ignored:
+            nothing is saved.
+
+    Returns:
+        The wrapped function (or a decorator when ``fun`` is None).
     """
     if fun is None:
         return functools.partial(checkpoint, prevent_cse=prevent_cse, policy=policy)

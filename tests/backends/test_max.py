@@ -662,22 +662,47 @@ def test_accelerator_roundtrip_and_grad():  # pragma: no cover - needs a GPU
     np.testing.assert_allclose(g.numpy(), 2 * a, rtol=1e-5)
 
 
-def test_dynamic_dims_compile_one_max_model_for_every_size():
-    # nb.compile with dynamic_dims: the trace call and the verifying replay run ordinary
-    # programs; from then on one MAX model with a symbolic dim serves every size.
+DYNAMIC_SRC = textwrap.dedent(
+    """
+    import numpy as np
+    import nabla as nb
+    from nabla.backends import max as mx
+
     f = nb.compile(lambda x: (nb.tanh(x) * 2.0 + x).sum(axis=1), dynamic_dims={0: {0: "n"}})
     rng = np.random.default_rng(0)
-    with nb.backend("max"):
-        for n in (2, 3):
-            x = rng.standard_normal((n, 4)).astype(np.float32)
-            np.testing.assert_allclose(
-                f(nb.constant(x)).numpy(), (np.tanh(x) * 2 + x).sum(1), rtol=1e-5
-            )
-        before = mx.stats()["compiles"]
-        for n in (5, 1, 17, 5, 8):
-            x = rng.standard_normal((n, 4)).astype(np.float32)
-            np.testing.assert_allclose(
-                f(nb.constant(x)).numpy(), (np.tanh(x) * 2 + x).sum(1), rtol=1e-5
-            )
-        assert mx.stats()["compiles"] - before <= 1  # one symbolic model for sizes 5..8
-    assert f.stats["misses"] == 1 and f.stats["replays"] == 1
+
+    def check(sizes):
+        with nb.backend("max"):
+            for n in sizes:
+                x = rng.standard_normal((n, 4)).astype(np.float32)
+                np.testing.assert_allclose(
+                    f(nb.constant(x)).numpy(), (np.tanh(x) * 2 + x).sum(1), rtol=1e-5
+                )
+    """
+)
+
+
+def test_dynamic_dims_compile_one_max_model_for_every_size(tmp_path, monkeypatch):
+    # nb.compile with dynamic_dims: the trace call and the verifying replay run ordinary
+    # programs; from then on one MAX model with a symbolic dim serves every size, and it is
+    # kept in the .mef disk cache: a new process compiles nothing.
+    monkeypatch.setenv("NABLA_CACHE_DIR", str(tmp_path))
+    mx.clear_caches()
+    ns: dict = {}
+    exec(DYNAMIC_SRC, ns)
+    ns["check"]((2, 3))
+    before = mx.stats()["compiles"]
+    ns["check"]((5, 1, 17, 5, 8))
+    assert mx.stats()["compiles"] - before <= 1  # one symbolic model for sizes 5..8
+    f = ns["f"]
+    assert f.stats.misses == 1 and f.stats.replays == 1 and f.stats.hits == 6
+
+    script = DYNAMIC_SRC + 'check((2, 3, 9, 30))\nprint(mx.stats()["compiles"])\n'
+    env = dict(os.environ, NABLA_CACHE_DIR=str(tmp_path))
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
+    res = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.split()[-1] == "0", res.stdout
