@@ -72,6 +72,12 @@ def main():
     args = ap.parse_args()
     reps = 200 if args.quick else 2000
     ot, jt = _optree(), _jax()
+    print(
+        "optree "
+        + (ot.__version__ if ot else "not installed")
+        + ", jax "
+        + ("installed" if jt else "not installed")
+    )
     cols = ["nabla"] + (["optree"] if ot else []) + (["jax"] if jt else [])
     print(f"{'tree':28s} {'op':10s} " + " ".join(f"{c:>9s}" for c in cols) + "   (us)")
     for name, tree in trees().items():

@@ -942,12 +942,18 @@ register(
         "max_pool2d",
         nb.max_pool2d,
         lambda x, kernel_size, stride=None, padding=0: _windows_ref(
-            x, kernel_size, stride or kernel_size, -np.inf, padding
+            x,
+            kernel_size,
+            stride or kernel_size,
+            -np.inf if x.dtype.kind == "f" else np.iinfo(x.dtype).min,
+            padding,
         ).max(3),
         lambda rng, dt: [
             Sample((_vals(rng, (2, 6, 6, 3), dt),), {"kernel_size": 2}),
             Sample((_vals(rng, (1, 5, 5, 2), dt),), {"kernel_size": 3, "stride": 1, "padding": 1}),
         ],
+        # integer inputs: padding takes the dtype's minimum (int8 once overflowed)
+        dtypes=("float32", "float64", "int8", "int32"),
     )
 )
 register(

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import numbers
 
+import numpy as np
+
 from . import creation, linalg, reduction, view
 from ._util import as_tensor
 from .base import OpError
@@ -162,8 +164,8 @@ def conv2d_transpose(
         bias: optional ``(O,)``, added to every output position.
         stride: int or pair: the upsampling factor (the stride of the forward ``conv2d``).
         padding: int, pair or ``((top, bottom), (left, right))``: rows/cols removed from each
-            border of the full output (the padding of the forward ``conv2d``). The string
-            forms ``"SAME"``/``"VALID"`` are not supported here.
+            border of the full output (the padding of the forward ``conv2d``), or
+            ``"VALID"`` (no padding). ``"SAME"`` is rejected.
         output_padding: int or pair: extra rows/cols added at the bottom/right.
         dilation: int or pair: the filter dilation.
         groups: channel groups, as in :func:`nabla.conv2d`.
@@ -181,6 +183,11 @@ def conv2d_transpose(
     s = _pair(stride, "stride", "conv2d_transpose")
     d = _pair(dilation, "dilation", "conv2d_transpose")
     op_ = _pair(output_padding, "output_padding", "conv2d_transpose")
+    if isinstance(padding, str) and padding.upper() != "VALID":
+        raise OpError(
+            f"conv2d_transpose: padding {padding!r} is not supported (use 'VALID', ints or "
+            f"pairs); x {x.shape}, weight {w.shape}"
+        )
     p = _padding(padding, "conv2d_transpose")
     # dilate the input by the stride: (N, H, 1, W, 1, C) padded to (N, H, s, W, s, C)
     if s != (1, 1):
@@ -231,7 +238,8 @@ def _pool(op, x, kernel_size, stride, padding, dilation, fill):
 def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1):
     """Max over ``kernel_size`` windows of NHWC ``x`` (stride defaults to the kernel size).
 
-    Padding is filled with ``-inf`` (float) or ``-2**31`` (integer dtypes), so it never wins.
+    Padding is filled with ``-inf`` (float) or the dtype's minimum (integers), so it never
+    wins.
 
     Args:
         x: input ``(N, H, W, C)``.
@@ -249,7 +257,7 @@ def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1):
     """
 
     x = as_tensor(x)
-    fill = float("-inf") if x.dtype.is_float else -(2**31)
+    fill = float("-inf") if x.dtype.is_float else np.iinfo(x.dtype.numpy).min
     win, *_ = _pool("max_pool2d", x, kernel_size, stride, padding, dilation, fill)
     return reduction.reduce_max(win, 3)
 

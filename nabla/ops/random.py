@@ -9,6 +9,7 @@ per batch element, and global-generator draws inside ``vmap`` are independent pe
 
 from __future__ import annotations
 
+import numbers
 import threading
 
 import numpy as np
@@ -157,17 +158,47 @@ def _draw(op, k, shape, dtype, extra=None):
     return op.bind([k], kwargs)
 
 
-def _split_args(key_or_shape, shape):
+def _split_args(key_or_shape, shape, params):
+    """``(key, shape, params)`` of a draw called either way:
+
+    - ``f(key, shape, *params)``: reproducible, from the key;
+    - ``f(shape, *params)``: from the global generator. The positional slot named ``shape``
+      then holds the first parameter, so the parameters shift back by one.
+    """
     if isinstance(key_or_shape, Tensor):
-        return _as_key(key_or_shape), (() if shape is None else shape)
-    if shape is not None:
+        return _as_key(key_or_shape), (() if shape is None else shape), params
+    if isinstance(shape, numbers.Number):
+        params = (shape, *params[:-1])
+        if params[-1] is not None:
+            raise TypeError("too many positional parameters after the shape")
+    elif shape is not None:
         raise TypeError("pass either a key and a shape, or only a shape")
-    return _global_key(), (() if key_or_shape is None else key_or_shape)
+    return _global_key(), (() if key_or_shape is None else key_or_shape), params
 
 
-def uniform(key_or_shape=(), shape=None, low=0.0, high=1.0, *, dtype=None, device=None):
-    """Uniform floats in ``[low, high)``: ``uniform(key, (3,))`` or ``uniform((3,))``."""
-    k, shape = _split_args(key_or_shape, shape)
+def uniform(key_or_shape=(), shape=None, low=None, high=None, *, dtype=None, device=None):
+    """Uniform floats in ``[low, high)``.
+
+    Call as ``uniform(key, shape, low, high)`` (reproducible) or ``uniform(shape, low, high)``
+    (global generator, fresh on every call).
+
+    Args:
+        key_or_shape: a key (from :func:`nabla.random.key`), or the shape (int or tuple).
+        shape: the shape when a key comes first (default ``()``).
+        low: the lower bound (inclusive), default 0.0.
+        high: the upper bound (exclusive), default 1.0.
+        dtype: a float dtype (default: :func:`nabla.get_default_dtype`).
+        device: the device of the result; drawn on the host, then moved.
+
+    Returns:
+        A float tensor (not differentiable).
+
+    Raises:
+        TypeError: for a shape given twice or too many positional parameters.
+    """
+    k, shape, (low, high, _) = _split_args(key_or_shape, shape, (low, high, None))
+    low = 0.0 if low is None else low
+    high = 1.0 if high is None else high
     dtype = to_dtype(dtype) if dtype is not None else get_default_dtype()
     u = _draw(_uniform, k, shape, dtype)
     if low != 0.0 or high != 1.0:
@@ -175,9 +206,29 @@ def uniform(key_or_shape=(), shape=None, low=0.0, high=1.0, *, dtype=None, devic
     return _place(u, device)
 
 
-def normal(key_or_shape=(), shape=None, mean=0.0, std=1.0, *, dtype=None, device=None):
-    """Normal samples: ``normal(key, (3,), mean, std)`` or ``normal((3,))``."""
-    k, shape = _split_args(key_or_shape, shape)
+def normal(key_or_shape=(), shape=None, mean=None, std=None, *, dtype=None, device=None):
+    """Normal samples with ``mean`` and ``std``.
+
+    Call as ``normal(key, shape, mean, std)`` (reproducible) or ``normal(shape, mean, std)``
+    (global generator, fresh on every call).
+
+    Args:
+        key_or_shape: a key (from :func:`nabla.random.key`), or the shape (int or tuple).
+        shape: the shape when a key comes first (default ``()``).
+        mean: the mean, default 0.0.
+        std: the standard deviation, default 1.0.
+        dtype: a float dtype (default: :func:`nabla.get_default_dtype`).
+        device: the device of the result; drawn on the host, then moved.
+
+    Returns:
+        A float tensor (not differentiable).
+
+    Raises:
+        TypeError: for a shape given twice or too many positional parameters.
+    """
+    k, shape, (mean, std, _) = _split_args(key_or_shape, shape, (mean, std, None))
+    mean = 0.0 if mean is None else mean
+    std = 1.0 if std is None else std
     dtype = to_dtype(dtype) if dtype is not None else get_default_dtype()
     z = _draw(_normal, k, shape, dtype)
     if std != 1.0:
@@ -220,17 +271,17 @@ def bernoulli(key_or_shape=(), p=0.5, shape=None, *, device=None):
     return _place(u < p, device)
 
 
-def randint(key_or_shape=(), shape=None, low=0, high=None, *, dtype=None, device=None):
+def randint(key_or_shape=(), shape=None, low=None, high=None, *, dtype=None, device=None):
     """Uniform random integers in ``[low, high)``.
 
-    Call as ``randint(key, (3,), 0, 10)`` (reproducible) or ``randint((3,), low=0, high=10)``
-    (global generator). With only ``low`` given the range is ``[0, low)``, as in NumPy.
+    Call as ``randint(key, (3,), 0, 10)`` (reproducible) or ``randint((3,), 0, 10)`` (global
+    generator). With only ``low`` given the range is ``[0, low)``, as in NumPy.
 
     Args:
         key_or_shape: a key (from :func:`nabla.random.key`) for a reproducible draw, or the
             shape (int or tuple of ints; default ``()``) for a draw from the global generator.
-        shape: the shape of the result when a key comes first (default ``()``); must be
-            None when ``key_or_shape`` is a shape, so pass ``low``/``high`` by keyword then.
+        shape: the shape of the result when a key comes first (default ``()``). After a
+            shape, the positional parameters are ``low, high``.
         low: the lowest value (inclusive), or the exclusive upper bound when ``high`` is None.
         high: the exclusive upper bound.
         dtype: an integer dtype (default int32).
@@ -242,9 +293,11 @@ def randint(key_or_shape=(), shape=None, low=0, high=None, *, dtype=None, device
 
     Raises:
         ValueError: unless ``low < high``.
-        TypeError: for a shape as the first argument together with ``shape``.
+        TypeError: without bounds, or for a shape given twice.
     """
-    k, shape = _split_args(key_or_shape, shape)
+    k, shape, (low, high, _) = _split_args(key_or_shape, shape, (low, high, None))
+    if low is None:
+        raise TypeError("randint needs an upper bound: randint(key, shape, high) or low, high")
     if high is None:
         low, high = 0, low
     if high <= low:
@@ -260,13 +313,13 @@ def _place(t, device):
 
 
 # ----------------------------------------------------------------------------- nb.* (shape first)
-def uniform_(shape=(), low=0.0, high=1.0, *, dtype=None, device=None):
+def uniform_(shape=(), low=None, high=None, *rest, dtype=None, device=None):
     """Uniform floats in ``[low, high)`` from the global generator.
 
     Each call draws fresh values (seeded by :func:`nabla.random.seed`), independent per
     element inside ``vmap`` and fresh per call of a compiled function.
-    ``nb.uniform(key, shape)`` draws reproducibly from a key instead, in ``[0, 1)`` (use
-    :func:`nabla.random.uniform` for other bounds with a key).
+    ``nb.uniform(key, shape, low, high)`` draws reproducibly from a key instead (the
+    :func:`nabla.random.uniform` form).
 
     Args:
         shape: int or tuple of ints (default ``()``), or a key as described above.
@@ -279,22 +332,27 @@ def uniform_(shape=(), low=0.0, high=1.0, *, dtype=None, device=None):
     Returns:
         A float tensor of ``shape`` (not differentiable).
 
+    Raises:
+        TypeError: for more positional parameters than ``shape, low, high``.
+
     Example:
         >>> nb.uniform((2, 3), -1.0, 1.0).shape
         (2, 3)
     """
-    if isinstance(shape, Tensor):  # nb.uniform(key, shape): the nb.random.uniform form
-        return uniform(shape, () if isinstance(low, float) else low, dtype=dtype, device=device)
+    if isinstance(shape, Tensor):  # nb.uniform(key, shape, low, high): nb.random.uniform's form
+        return uniform(shape, low, high, *rest, dtype=dtype, device=device)
+    if rest:
+        raise TypeError(f"uniform(shape, low, high) got {len(rest)} extra positional arguments")
     return uniform(shape, None, low, high, dtype=dtype, device=device)
 
 
-def normal_(shape=(), mean=0.0, std=1.0, *, dtype=None, device=None):
+def normal_(shape=(), mean=None, std=None, *rest, dtype=None, device=None):
     """Normal samples with ``mean`` and ``std`` from the global generator (also ``nb.gaussian``).
 
     Each call draws fresh values (seeded by :func:`nabla.random.seed`), independent per
     element inside ``vmap`` and fresh per call of a compiled function.
-    ``nb.normal(key, shape)`` draws reproducibly from a key instead, with mean 0 and std 1
-    (use :func:`nabla.random.normal` for other parameters with a key).
+    ``nb.normal(key, shape, mean, std)`` draws reproducibly from a key instead (the
+    :func:`nabla.random.normal` form).
 
     Args:
         shape: int or tuple of ints (default ``()``), or a key as described above.
@@ -306,7 +364,12 @@ def normal_(shape=(), mean=0.0, std=1.0, *, dtype=None, device=None):
 
     Returns:
         A float tensor of ``shape`` (not differentiable).
+
+    Raises:
+        TypeError: for more positional parameters than ``shape, mean, std``.
     """
-    if isinstance(shape, Tensor):  # nb.normal(key, shape): the nb.random.normal form
-        return normal(shape, () if isinstance(mean, float) else mean, dtype=dtype, device=device)
+    if isinstance(shape, Tensor):  # nb.normal(key, shape, mean, std): nb.random.normal's form
+        return normal(shape, mean, std, *rest, dtype=dtype, device=device)
+    if rest:
+        raise TypeError(f"normal(shape, mean, std) got {len(rest)} extra positional arguments")
     return normal(shape, None, mean, std, dtype=dtype, device=device)

@@ -54,7 +54,7 @@ def to_device(x, device: Device) -> Tensor:
     already there. Differentiable: gradients flow back to the input's device.
 
     Example:
-        >>> y = nb.to_device(x, nb.CPU())
+        >>> y = x.to(nb.CPU())  # the public spelling of to_device(x, nb.CPU())
     """
     if not isinstance(device, Device):
         raise TypeError(f"to_device expects a Device, got {type(device).__name__}")

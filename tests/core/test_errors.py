@@ -266,6 +266,12 @@ CASES = [
         ["conv2d", "(5, 5, 3)"],
     ),
     (
+        "conv2d_transpose_same",
+        ValueError,
+        lambda: nb.conv2d_transpose(lazy(1, 4, 4, 2), lazy(3, 3, 2, 3), padding="SAME"),
+        ["conv2d_transpose", "'SAME'", "(1, 4, 4, 2)", "(3, 3, 2, 3)"],
+    ),
+    (
         "max_pool2d_too_small",
         ValueError,
         lambda: nb.max_pool2d(lazy(1, 2, 2, 3), 3),

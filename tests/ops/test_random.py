@@ -62,3 +62,27 @@ def test_draws_are_identical_on_every_backend():
         a = (nb.random.normal(k, (8,)) * 2.0).numpy()
     b = (nb.random.normal(k, (8,)) * 2.0).numpy()  # whatever the default backend is
     np.testing.assert_array_equal(a, b)
+
+
+def test_every_calling_form_keeps_its_parameters():
+    k = nb.random.key(3)
+    # keyed, random-module form and top-level form give the same draw with the same bounds
+    a = nb.random.uniform(k, (500,), 7.0, 9.0).numpy()
+    b = nb.uniform(k, (500,), 7.0, 9.0).numpy()
+    np.testing.assert_array_equal(a, b)
+    assert a.min() >= 7.0 and a.max() < 9.0
+    z = nb.normal(k, (2000,), 5.0, 0.5).numpy()
+    assert abs(z.mean() - 5.0) < 0.1 and abs(z.std() - 0.5) < 0.1
+    # shape-first: the positional parameters follow the shape
+    r = nb.random.randint((1000,), 3, 7).numpy()
+    assert r.min() >= 3 and r.max() < 7
+    r = nb.random.randint((1000,), 4).numpy()
+    assert r.min() >= 0 and r.max() < 4
+    u = nb.random.uniform((1000,), -2.0).numpy()
+    assert u.min() >= -2.0 and u.max() < 1.0
+    with pytest.raises(TypeError, match="positional"):
+        nb.random.uniform((3,), 0.0, 1.0, 2.0)
+    with pytest.raises(TypeError, match="extra positional"):
+        nb.uniform((3,), 0.0, 1.0, 2.0)
+    with pytest.raises(TypeError, match="upper bound"):
+        nb.random.randint((3,))
