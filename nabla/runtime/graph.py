@@ -12,7 +12,9 @@ tier's signal); each backend attaches its compiled form to the cached program.
 Invariants:
 - Evaluation stores a value in every target and in every evaluated tensor a user still holds,
   then drops the node of those that no live differentiation can need.
-- ``GRAPH.epoch`` increases on every evaluation (``compile(fullgraph=True)`` checks it).
+- ``GRAPH.epoch`` increases on every evaluation; ``GRAPH.thread_epoch`` counts the calling
+  thread's evaluations only (``compile`` checks that a trace realized nothing with it, so
+  other threads' work never turns a trace into a fallback).
 """
 
 from __future__ import annotations
@@ -85,11 +87,17 @@ class _Graph:
 
     def __init__(self, cache_size: int = 512):
         self.epoch = 0
+        self._local = threading.local()
         self.pending = PendingSet()
         self.cache: OrderedDict[tuple, _Entry] = OrderedDict()
         self.cache_size = cache_size
         self.lock = threading.RLock()
         self.stats = {"evaluations": 0, "program_hits": 0, "program_misses": 0}
+
+    @property
+    def thread_epoch(self) -> int:
+        """How many evaluations the calling thread has run."""
+        return getattr(self._local, "epoch", 0)
 
     # ----------------------------------------------------------------- pending set
     def realize_pending(self) -> None:
@@ -113,6 +121,7 @@ class _Graph:
                     return
             entry, leaves, stored = built
             self.epoch += 1
+            self._local.epoch = getattr(self._local, "epoch", 0) + 1
             self.stats["evaluations"] += 1
             outs = run_program(entry.program, entry.seen, [leaf.buffer for leaf in leaves])
             for impl, value in zip(stored, outs, strict=True):

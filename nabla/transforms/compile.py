@@ -27,6 +27,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import threading
 import time
 from collections import OrderedDict
 from collections.abc import Mapping
@@ -271,6 +272,7 @@ class CompiledFunction:
         self.fullgraph = bool(fullgraph)
         self.max_cache_size = int(max_cache_size)
         self._cache: OrderedDict = OrderedDict()
+        self._lock = threading.Lock()  # the LRU is shared by every thread calling the function
         self._positions: dict = {}  # treedef -> {flat leaf index: positional arg index}
         self._last_key = None
         self.explain = os.environ.get("NABLA_EXPLAIN_RETRACE", "0") == "1"
@@ -283,7 +285,9 @@ class CompiledFunction:
         return self._stats
 
     def clear_cache(self) -> None:
-        self._cache.clear()
+        """Forget every trace (the next call of each signature traces again)."""
+        with self._lock:
+            self._cache.clear()
         self._last_key = None
 
     # ------------------------------------------------------------------ key
@@ -366,14 +370,16 @@ class CompiledFunction:
     # ------------------------------------------------------------------ call
     def __call__(self, *args, **kwargs):
         key, flat, tree, sizes, sym_shapes = self._signature(args, kwargs)
-        entry = self._cache.get(key)
+        with self._lock:
+            entry = self._cache.get(key)
+            if entry is not None:
+                self._cache.move_to_end(key)
         if entry is None:
             self._stats.misses += 1
             if self.explain or log.isEnabledFor(logging.DEBUG):
                 self._explain(key)
             self._last_key = key
             return self._trace_and_store(key, flat, tree, sym_shapes)
-        self._cache.move_to_end(key)
         if entry == "fallback":
             self._stats.fallbacks += 1
             return self.fun(*args, **kwargs)
@@ -427,7 +433,7 @@ class CompiledFunction:
                 placeholders[id(ph._impl)] = len(placeholders)
                 traced_flat[i] = ph
         args, kwargs = tree_unflatten(tree, traced_flat)
-        epoch = GRAPH.epoch
+        epoch = GRAPH.thread_epoch  # this thread's: other threads may realize meanwhile
         old_rec, old_rng = STATE.recording, STATE.recording_rng
         STATE.recording, STATE.recording_rng = [], []
         try:
@@ -435,7 +441,7 @@ class CompiledFunction:
             recorded, rng = STATE.recording, STATE.recording_rng
         finally:
             STATE.recording, STATE.recording_rng = old_rec, old_rng
-        if GRAPH.epoch != epoch:
+        if GRAPH.thread_epoch != epoch:
             if self.fullgraph:
                 raise RuntimeError(
                     f"compile(fullgraph=True): {self.fun.__name__} realized a value while "
@@ -451,10 +457,11 @@ class CompiledFunction:
         return out
 
     def _store(self, key, value):
-        self._cache[key] = value
-        while len(self._cache) > self.max_cache_size:
-            self._cache.popitem(last=False)
-            self._stats.evictions += 1
+        with self._lock:
+            self._cache[key] = value
+            while len(self._cache) > self.max_cache_size:
+                self._cache.popitem(last=False)
+                self._stats.evictions += 1
 
 
 def _nonempty(plan):

@@ -252,3 +252,37 @@ def test_compiled_training_step_matches_eager_with_one_trace():
         np.testing.assert_allclose(pc[k].numpy(), pe[k].numpy(), rtol=1e-5, atol=1e-6)
     assert len(traces) == 1 and cstep.stats["hits"] == 4
     assert lc.item() < loss(params, x, y).item()
+
+
+def test_realizations_in_other_threads_never_turn_a_trace_into_a_fallback():
+    import threading
+    import time
+
+    def body(a):
+        out = a * 2.0
+        time.sleep(0.02)  # other threads realize values while this trace is open
+        return out + 1.0
+
+    lazy = nb.compile(body)
+    strict = nb.compile(body, fullgraph=True)
+    errors = []
+
+    def worker(i):
+        try:
+            x = np.arange(i + 1, dtype=np.float32)
+            for _ in range(5):
+                for f in (lazy, strict):
+                    got = f(nb.constant(x)).numpy()  # shape (i+1,): each thread traces
+                    np.testing.assert_allclose(got, x * 2.0 + 1.0)
+                    nb.exp(nb.constant(x)).numpy()  # realizations between the traces
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    assert lazy.stats.fallbacks == 0 and strict.stats.fallbacks == 0
+    assert lazy.stats.hits + lazy.stats.misses == 40

@@ -1,10 +1,10 @@
-"""Compiled-model caches of the MAX backend and its counters.
+"""Digests of programs, the in-memory compiled-model cache and the MAX backend's counters.
 
-Two layers, both keyed by a digest of what the program computes:
+Two cache layers, both keyed by a digest of what the program computes:
 
 - in memory: an LRU dict ``identity -> Executable`` (the graph layer's own program LRU may
   drop a ``Program``; a rebuilt one with the same content finds its executable here);
-- on disk: ``<digest>.mef`` files written by ``CompiledModel.export_mef`` and read back with
+- on disk: verified ``.mef`` entries (``disk.py``), read back with
   ``InferenceSession.load(path)`` (1-4 ms, against ~2.6 s for MAX 26.7's own cache).
 
 The digest is a sha256 of a canonical text form of the program's content (input specs,
@@ -13,15 +13,14 @@ instructions with their physical kwargs, outputs; ``DType`` -> its value, ``Devi
 not of ``program.key`` (a key may hold object ids). The disk digest adds everything the
 machine code depends on: the MAX version, the CPU (machine + a hash of ``/proc/cpuinfo``
 flags), the accelerator architectures used, and a hash of this backend's source. A program
-holding an object with no canonical form is cached in memory only (by its key). Files are
-written atomically (temporary file + ``os.replace``): concurrent processes never read a
-partial file.
+holding an object with no canonical form is cached in memory only (by its key).
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
-import os
+import importlib.metadata
 import platform
 import threading
 import weakref
@@ -34,7 +33,7 @@ from ...core.device import Device
 from ...core.dtypes import DType
 from ...core.ir import Program
 
-__all__ = ["STATS", "stats", "reset_stats", "cache_dir", "program_digest", "MemoryCache"]
+__all__ = ["STATS", "stats", "reset_stats", "program_digest", "max_version", "MemoryCache"]
 
 _STAT_KEYS = (
     "compiles",
@@ -67,12 +66,6 @@ def reset_stats() -> None:
     with _LOCK:
         for k in _STAT_KEYS:
             STATS[k] = 0.0 if k.endswith("seconds") else 0
-
-
-def cache_dir() -> Path:
-    """``$NABLA_CACHE_DIR`` or ``~/.cache/nabla/max`` (read at every use, so tests can set it)."""
-    env = os.environ.get("NABLA_CACHE_DIR")
-    return Path(env) if env else Path.home() / ".cache" / "nabla" / "max"
 
 
 # ----------------------------------------------------------------------------- digests
@@ -156,17 +149,20 @@ def _code_hash() -> str:
     return h.hexdigest()[:16]
 
 
+@functools.cache
+def max_version() -> str:
+    """The installed MAX version ("unknown" when its metadata cannot be read)."""
+    try:
+        return importlib.metadata.version("max")
+    except Exception:  # noqa: BLE001 - any metadata problem: still a usable key
+        return "unknown"
+
+
 def environment_fingerprint() -> str:
     """What a compiled model depends on besides the program: MAX, CPU, our lowerings."""
     fp = _FINGERPRINT.get("env")
     if fp is None:
-        try:
-            from importlib.metadata import version
-
-            max_version = version("max")
-        except Exception:  # noqa: BLE001 - any metadata problem: still a usable key
-            max_version = "unknown"
-        fp = "|".join([f"max={max_version}", platform.machine(), _cpu_flags_hash(), _code_hash()])
+        fp = "|".join([f"max={max_version()}", platform.machine(), _cpu_flags_hash(), _code_hash()])
         _FINGERPRINT["env"] = fp
     return fp
 
@@ -213,26 +209,6 @@ def program_digest(program, extra: str = "") -> str | None:
         h.update(part.encode())
         h.update(b"\0")
     return h.hexdigest()
-
-
-def mef_path(digest: str) -> Path:
-    return cache_dir() / f"{digest[:40]}.mef"
-
-
-def export_atomic(compiled, path: Path) -> bool:
-    """Write ``compiled`` to ``path`` via a temporary file and a rename. False on failure."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        compiled.export_mef(str(tmp))
-        os.replace(tmp, path)
-        return True
-    except Exception:  # noqa: BLE001 - a read-only or full disk must not break execution
-        try:
-            tmp.unlink()
-        except OSError:
-            pass
-        return False
 
 
 # ----------------------------------------------------------------------------- memory layer

@@ -34,6 +34,7 @@ from max.graph import Graph, TensorType, ops
 from ...core.device import CPU, Device
 from ...core.ir import Program
 from . import cache
+from .disk import DISK
 from .lowerings import LOWERINGS, UnsupportedOnMax, device_ref, max_dtype, unsupported_reason
 
 __all__ = [
@@ -274,20 +275,28 @@ def _make(program, devices, debug: bool) -> Executable:
         return get_executable(symbolic, debug)
     sess = _session(devices)
     digest = cache.program_digest(program, _accelerator_tag(devices))
-    path = cache.mef_path(digest) if digest else None
-    if path is not None and path.exists():
-        t0 = time.perf_counter()
-        try:
-            model = sess.load(str(path))
-        except Exception as e:  # noqa: BLE001 - a damaged file: recompile and rewrite it
-            LOG.warning("could not load cached MAX model %s (%s); recompiling", path, e)
-        else:
-            dt = time.perf_counter() - t0
-            cache.bump("disk_hits")
-            cache.bump("disk_load_seconds", dt)
-            if debug:
-                _debug_log("loaded %d-op program from %s in %.3f s", program.num_ops, path, dt)
-            return Executable(model, program, "disk")
+    if digest is None:
+        return Executable(_compile(sess, program, digest, debug)[1], program, "compile")
+    # the entry's lock: concurrent processes compile a program once, the others load it
+    with DISK.locked(digest) as directory:
+        if directory is not None:
+            t0 = time.perf_counter()
+            model = DISK.load(directory, digest, program, sess.load)
+            if model is not None:
+                dt = time.perf_counter() - t0
+                cache.bump("disk_hits")
+                cache.bump("disk_load_seconds", dt)
+                if debug:
+                    _debug_log("loaded %d-op program %s in %.3f s", program.num_ops, digest, dt)
+                return Executable(model, program, "disk")
+        compiled, model = _compile(sess, program, digest, debug)
+        if directory is not None and DISK.store(directory, digest, program, compiled):
+            cache.bump("disk_writes")
+    return Executable(model, program, "compile")
+
+
+def _compile(sess, program, digest, debug):
+    """``(compiled, model)``: MAX compiles and initializes ``program`` (one at a time)."""
     graph = build_graph(program, f"nabla_{(digest or 'nocache')[:16]}")
     with _COMPILE:
         t0 = time.perf_counter()
@@ -305,9 +314,7 @@ def _make(program, devices, debug: bool) -> Executable:
     if debug:
         kinds = len({i.op for i in program.instructions})
         _debug_log("compiled %d ops (%d kinds) in %.2f s", program.num_ops, kinds, dt)
-    if path is not None and cache.export_atomic(compiled, path):
-        cache.bump("disk_writes")
-    return Executable(model, program, "compile")
+    return compiled, model
 
 
 # ----------------------------------------------------------------------------- symbolic dims
@@ -451,7 +458,7 @@ def ready(program, background: bool, debug: bool) -> bool:
             _debug_log("staying on NumPy: %s", e)
         return False
     digest = cache.program_digest(program, _accelerator_tag(devices))
-    on_disk = digest is not None and cache.mef_path(digest).exists()
+    on_disk = digest is not None and DISK.has(digest)
     if background and not on_disk:
         _submit(program, key, devices, debug)
         return False
