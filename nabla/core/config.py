@@ -1,8 +1,12 @@
-"""Process-wide settings: backend choice, auto-tier threshold, debug switches.
+"""Process-wide settings: backend choice, auto-tier threshold, memory bound, debug switches.
 
-Environment variables read at import: ``NABLA_BACKEND`` (``auto``|``numpy``|``max``),
-``NABLA_AUTO_THRESHOLD`` (int, default 2), ``NABLA_EAGER_MAX_GRAPH`` (``1`` builds and checks
-each op's backend value at the call), ``NABLA_DEBUG_COMPILE`` (``1`` logs every MAX compile).
+Environment variables read at import (each is validated, and a bad value raises ValueError
+naming the variable): ``NABLA_BACKEND`` (``auto``|``numpy``|``max``), ``NABLA_AUTO_THRESHOLD``
+(int >= 0, default 2), ``NABLA_MAX_ALLOC_BYTES`` (int > 0: the largest result an op may
+create, default the machine's physical memory), and the switches ``NABLA_EAGER_MAX_GRAPH``
+(builds and checks each op's backend value at the call), ``NABLA_DEBUG_COMPILE`` (logs every
+MAX compile) and ``NABLA_BACKGROUND_COMPILE`` (default on), which accept
+``1/0``, ``true/false``, ``yes/no`` and ``on/off`` in any case.
 """
 
 from __future__ import annotations
@@ -14,6 +18,51 @@ __all__ = ["set_backend", "get_backend_name", "backend", "BACKENDS"]
 
 BACKENDS = ("auto", "numpy", "max")
 
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off")
+
+
+def env_bool(name: str, default: bool) -> bool:
+    """The switch ``name`` from the environment (``default`` when unset or empty)."""
+    raw = os.environ.get(name)
+    if raw is None or not raw.strip():
+        return default
+    value = raw.strip().lower()
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    raise ValueError(
+        f"{name} must be one of {'/'.join(_TRUE)} (on) or {'/'.join(_FALSE)} (off), got {raw!r}"
+    )
+
+
+def env_int(name: str, default: int | None, minimum: int) -> int | None:
+    """The integer ``name`` from the environment, at least ``minimum`` (``default`` when unset
+    or empty)."""
+    raw = os.environ.get(name)
+    if raw is None or not raw.strip():
+        return default
+    try:
+        value = int(raw.strip())
+    except ValueError:
+        raise ValueError(f"{name} must be an integer, got {raw!r}") from None
+    if value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {raw!r}")
+    return value
+
+
+def physical_memory_bytes() -> int | None:
+    """The machine's physical memory in bytes, or None where the OS does not say."""
+    try:
+        pages = os.sysconf("SC_PHYS_PAGES")
+        page = os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, ValueError, OSError):
+        return None
+    if pages <= 0 or page <= 0:
+        return None
+    return pages * page
+
 
 class _Config:
     """Process-wide (not per thread): background compile workers see the same settings."""
@@ -23,10 +72,16 @@ class _Config:
         if name not in BACKENDS:
             raise ValueError(f"NABLA_BACKEND must be one of {BACKENDS}, got {name!r}")
         self.backend = name
-        self.auto_threshold = int(os.environ.get("NABLA_AUTO_THRESHOLD", "2"))
-        self.eager_graph = os.environ.get("NABLA_EAGER_MAX_GRAPH", "0") == "1"
-        self.debug_compile = os.environ.get("NABLA_DEBUG_COMPILE", "0") == "1"
-        self.background_compile = os.environ.get("NABLA_BACKGROUND_COMPILE", "1") == "1"
+        self.auto_threshold = env_int("NABLA_AUTO_THRESHOLD", 2, 0)
+        self.eager_graph = env_bool("NABLA_EAGER_MAX_GRAPH", False)
+        self.debug_compile = env_bool("NABLA_DEBUG_COMPILE", False)
+        self.background_compile = env_bool("NABLA_BACKGROUND_COMPILE", True)
+        # the largest result (bytes) an op may create: checked at the op call (ops/base.py)
+        self.max_alloc_bytes = env_int("NABLA_MAX_ALLOC_BYTES", None, 1)
+        self.max_alloc_source = "NABLA_MAX_ALLOC_BYTES"
+        if self.max_alloc_bytes is None:
+            self.max_alloc_bytes = physical_memory_bytes() or 1 << 62
+            self.max_alloc_source = "physical memory"
 
 
 CONFIG = _Config()

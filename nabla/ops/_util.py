@@ -25,14 +25,14 @@ def is_scalar(x) -> bool:
     return isinstance(x, numbers.Number | np.bool_) and not isinstance(x, np.ndarray)
 
 
-def as_tensor(x, dtype: DType | None = None) -> Tensor:
-    """Tensor from a Tensor, NumPy array, Python scalar or nested list."""
+def as_tensor(x, dtype: DType | None = None, op: str = "constant") -> Tensor:
+    """Tensor from a Tensor, NumPy array, Python scalar or nested list; ``op`` (the op the
+    user called) is named in conversion errors."""
     if isinstance(x, Tensor):
         if dtype is not None and x.dtype is not dtype:
             return unary.cast(x, dtype)
         return x
-
-    return creation.constant(x, dtype=dtype)
+    return creation.constant_for(x, dtype, None, op)
 
 
 def _of(ndim: int, shape) -> str:
@@ -47,9 +47,9 @@ def norm_axis(op: str, axis, ndim: int, shape=None) -> int:
             f"for {_of(ndim, shape)}"
         )
     axis = int(axis)
-    if not -ndim <= axis < max(ndim, 1) or (ndim == 0 and axis not in (0, -1)):
+    if not -ndim <= axis < ndim:  # a 0-d tensor has no axis, as in NumPy
         raise IndexError(f"{op}: axis {axis} is out of range for {_of(ndim, shape)}")
-    return axis % ndim if ndim else 0
+    return axis % ndim
 
 
 def norm_axes(op: str, axis, ndim: int, shape=None) -> tuple[int, ...]:
@@ -61,8 +61,6 @@ def norm_axes(op: str, axis, ndim: int, shape=None) -> tuple[int, ...]:
         if len(set(out)) != len(out):
             raise ValueError(f"{op}: repeated axis in {axis!r} for {_of(ndim, shape)}")
         return out
-    if ndim == 0 and axis in (0, -1):
-        return ()
     return (norm_axis(op, axis, ndim, shape),)
 
 

@@ -9,6 +9,8 @@ the pipeline every op shares:
    ones (``adapt_kwargs``);
 3. the node's static structural key ``(backend op name, physical kwargs)``;
 4. ``compute_physical_shape``: output shapes/dtypes/devices, eagerly, validating inputs;
+   an output larger than ``CONFIG.max_alloc_bytes`` (``NABLA_MAX_ALLOC_BYTES``, default the
+   machine's physical memory) is refused here, on every backend;
 5. optional eager execution (``NABLA_EAGER_MAX_GRAPH=1``), checked against step 4;
 6. packaging: promise tensors registered as pending;
 7. the ``OpNode`` (original kwargs for rules, physical kwargs for backends);
@@ -28,6 +30,7 @@ Structure is declared, rules derived (JAX's ``deflinear``/``defbilinear``): an o
 from __future__ import annotations
 
 import weakref
+from math import prod
 
 from ..backends import buffer_shape_dtype
 from ..core.config import CONFIG
@@ -208,7 +211,12 @@ class Operation:
         # 6./7. packaging and the OpNode
         node = OpNode(self, tuple(impls), kwargs, phys_kwargs, key)
         outs = []
+        # outputs bigger than memory are refused here; one of the first input's shape and
+        # dtype is no bigger than a tensor that exists already (the common case, unsized)
+        first = impls[0] if impls else None
         for i, (shape, dtype, dev) in enumerate(zip(shapes, dtypes, devices, strict=True)):
+            if first is None or shape is not first.shape or dtype is not first.dtype:
+                _check_alloc(self, shape, dtype, len(levels))
             outs.append(TensorImpl(shape, dtype, dev, levels, node, i, None, traced))
         node.outputs = tuple(weakref.ref(o) for o in outs)
         GRAPH.pending.add_node(node)
@@ -288,6 +296,42 @@ def _bilinear_jvp(op, primals, tangents, kwargs) -> list:
         t = op.rebind([x, ty], kwargs)
         out = t if out is None else out + t
     return [out]
+
+
+def _bytes(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
+        if n < 1024 or unit == "PiB":
+            return f"{n} B" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n} B"  # not reached
+
+
+def _check_alloc(op, shape, dtype, nb):
+    """Refuse an output of ``shape`` (physical, ``nb`` vmap batch dims first) whose bytes
+    exceed ``CONFIG.max_alloc_bytes``, naming the logical shape the user asked for and the
+    vmap batch size."""
+    n = prod(shape)
+    limit = CONFIG.max_alloc_bytes
+    if n << 3 <= limit:  # 8 bytes: the widest dtype
+        return
+    size = n * dtype.itemsize
+    if size <= limit:
+        return
+    logical, batch = tuple(shape[nb:]), tuple(shape[:nb])
+    where = ""
+    if batch:
+        sizes = batch[0] if len(batch) == 1 else batch
+        where = f", batched by vmap (batch size {sizes}; physical shape {tuple(shape)})"
+    source = CONFIG.max_alloc_source
+    bound = (
+        "NABLA_MAX_ALLOC_BYTES"
+        if source == "NABLA_MAX_ALLOC_BYTES"
+        else "this machine's physical memory; NABLA_MAX_ALLOC_BYTES overrides it"
+    )
+    raise OpError(
+        f"{op.name}: the result of shape {logical} and dtype {dtype.value}{where} would take "
+        f"{_bytes(size)}, more than the {_bytes(limit)} allowed ({bound})"
+    )
 
 
 def _verify_eager(op, outs):

@@ -69,10 +69,10 @@ def broadcast_shapes(op: str, *shapes) -> tuple:
     return tuple(out)
 
 
-def _operand(v, dtype: DType) -> Tensor:
+def _operand(v, dtype: DType, op_name: str) -> Tensor:
     if isinstance(v, Tensor):
         return v if v.dtype is dtype else v.cast(dtype)
-    return as_tensor(v, dtype)
+    return as_tensor(v, dtype, op_name)
 
 
 def _describe_operands(values) -> str:
@@ -87,11 +87,12 @@ def _describe_operands(values) -> str:
 
 def _value_dtype(op_name: str, v, values) -> DType:
     try:
-        return as_tensor(v).dtype
+        return as_tensor(v, op=op_name).dtype
     except (TypeError, ValueError) as e:
+        msg = str(e).removeprefix(f"{op_name}: ")
         raise TypeError(
             f"{op_name}: unsupported operand of type {type(v).__name__} "
-            f"(operands: {_describe_operands(values)}): {e}"
+            f"(operands: {_describe_operands(values)}): {msg}"
         ) from None
 
 
@@ -109,7 +110,7 @@ def prepare(op_name: str, values, dtype: DType | None = None, *, broadcast=True)
             else:
                 tds.append(_value_dtype(op_name, v, values))
         dtype = result_type(tds, scalars)
-    ts = [_operand(v, dtype) for v in values]
+    ts = [_operand(v, dtype, op_name) for v in values]
     if broadcast:
         ts = _rank_align(op_name, ts)
     return ts, dtype
@@ -158,7 +159,11 @@ def _weak_scalar(value, t: Tensor, result: str):
         return None
     if d.is_bool or not impl.device.is_cpu:
         return None
-    return Tensor._wrap(TensorImpl((), d, impl.device, buffer=np.array(value, dtype=d.numpy)))
+    try:
+        buf = np.array(value, dtype=d.numpy)
+    except OverflowError:
+        return None  # out of the dtype's range: the general path names op, value and range
+    return Tensor._wrap(TensorImpl((), d, impl.device, buffer=buf))
 
 
 def _sum_to_like(ct, like):
@@ -458,8 +463,8 @@ _logical_xor = _binary(
 )
 
 
-def _as_bool(v):
-    t = as_tensor(v)
+def _as_bool(v, op_name):
+    t = as_tensor(v, op=op_name)
     return t if t.dtype.is_bool else t != 0
 
 
@@ -481,7 +486,7 @@ def logical_and(x, y):
         >>> nb.logical_and(nb.constant([0, 2]), True).tolist()
         [False, True]
     """
-    return _logical_and(_as_bool(x), _as_bool(y))
+    return _logical_and(_as_bool(x, "logical_and"), _as_bool(y, "logical_and"))
 
 
 def logical_or(x, y):
@@ -502,7 +507,7 @@ def logical_or(x, y):
         >>> nb.logical_or(nb.constant([0, 2]), True).tolist()
         [True, True]
     """
-    return _logical_or(_as_bool(x), _as_bool(y))
+    return _logical_or(_as_bool(x, "logical_or"), _as_bool(y, "logical_or"))
 
 
 def logical_xor(x, y):
@@ -523,7 +528,7 @@ def logical_xor(x, y):
         >>> nb.logical_xor(nb.constant([0, 2]), True).tolist()
         [True, False]
     """
-    return _logical_xor(_as_bool(x), _as_bool(y))
+    return _logical_xor(_as_bool(x, "logical_xor"), _as_bool(y, "logical_xor"))
 
 
 class WhereOp(Operation):
@@ -553,7 +558,7 @@ def where(condition, x, y):
         >>> nb.where(nb.constant([True, False]), 1.0, 0.0).tolist()
         [1.0, 0.0]
     """
-    c = as_tensor(condition)
+    c = as_tensor(condition, op="where")
     if not c.dtype.is_bool:
         c = c != 0
     (x, y), dtype = prepare("where", [x, y], broadcast=False)
@@ -563,7 +568,7 @@ def where(condition, x, y):
 
 def clip(x, min=None, max=None):  # noqa: A002
     """Clamp ``x`` into ``[min, max]`` (either bound may be None)."""
-    x = as_tensor(x)
+    x = as_tensor(x, op="clip")
     if min is not None:
         x = maximum(x, min)
     if max is not None:

@@ -9,7 +9,7 @@ import numpy as np
 
 from ..core.device import Device, get_default_device
 from ..core.dtypes import DType, from_numpy_dtype, get_default_dtype, to_dtype
-from ..runtime.tensor import Tensor, constant_impl, numpy_value
+from ..runtime.tensor import Tensor, constant_impl, int_range, numpy_value, out_of_range_error
 from . import _util, batching, binary, unary
 from ._util import dtype_or, norm_shape
 from .base import Operation, OpError
@@ -52,6 +52,8 @@ def constant(value, *, dtype=None, device: Device | None = None) -> Tensor:
     Raises:
         TypeError: for values of other kinds (strings, objects) or an unknown ``dtype``.
         ValueError: for ragged nested lists.
+        OverflowError: for a Python int that the integer dtype (int32 by default) cannot
+            hold; the message names the value and the dtype's range.
 
     Example:
         >>> nb.constant([[1.0, 2.0]]).shape
@@ -59,7 +61,12 @@ def constant(value, *, dtype=None, device: Device | None = None) -> Tensor:
     """
     if isinstance(value, Tensor) and dtype is None and device is None:
         return value
-    impl = constant_impl(value, dtype, device)
+    return constant_for(value, dtype, device, "constant")
+
+
+def constant_for(value, dtype, device, op: str) -> Tensor:
+    """:func:`constant` for an argument of op ``op``: conversion errors name ``op``."""
+    impl = constant_impl(value, dtype, device, op)
     t = Tensor._wrap(impl)
     impl.wrapper = weakref.ref(t)
     return t
@@ -119,13 +126,17 @@ _full = FullOp()
 _iota = IotaOp()
 
 
-def _scalar_value(value, dtype: DType):
+def _scalar_value(value, dtype: DType, op: str = "full"):
     if isinstance(value, Tensor):
         value = value.item()
     if dtype.is_bool:
         return bool(value)
     if dtype.is_int:
-        return int(value)
+        value = int(value)
+        lo, hi = int_range(dtype)
+        if not lo <= value <= hi:
+            raise out_of_range_error(op, value, dtype)
+        return value
     return float(value)
 
 
@@ -143,7 +154,9 @@ def full(shape, value, *, dtype=None, device=None) -> Tensor:
 
     Raises:
         TypeError: if ``shape`` is not an int or a sequence of ints.
-        ValueError: for a negative dim.
+        ValueError: for a negative dim, or a result larger than the memory bound
+            (``NABLA_MAX_ALLOC_BYTES``, default: the machine's physical memory).
+        OverflowError: for an int ``value`` out of the integer dtype's range.
 
     Example:
         >>> nb.full((2, 3), 7, dtype=nb.int32).tolist()
@@ -151,7 +164,7 @@ def full(shape, value, *, dtype=None, device=None) -> Tensor:
     """
     shape = norm_shape("full", shape)
     if dtype is None:
-        dtype = numpy_value(value if not isinstance(value, Tensor) else value.item(), None)
+        dtype = numpy_value(value if not isinstance(value, Tensor) else value.item(), None, "full")
         dtype = from_numpy_dtype(dtype.dtype)
     dtype = to_dtype(dtype)
     dev = device or get_default_device()
@@ -188,26 +201,26 @@ def ones(shape, *, dtype=None, device=None) -> Tensor:
     return full(shape, 1, dtype=dtype_or(dtype, get_default_dtype()), device=device)
 
 
-def _like(x, dtype):
-    x = _util.as_tensor(x)
+def _like(x, dtype, op):
+    x = _util.as_tensor(x, op=op)
     return x, dtype_or(dtype, x.dtype)
 
 
 def zeros_like(x, *, dtype=None) -> Tensor:
     """Zeros with the shape (and dtype) of ``x``; batched like ``x`` under vmap."""
-    x, dt = _like(x, dtype)
+    x, dt = _like(x, dtype, "zeros_like")
     return _broadcast_like(full(x.shape, 0, dtype=dt, device=x.device), x)
 
 
 def ones_like(x, *, dtype=None) -> Tensor:
     """Ones with the shape (and dtype) of ``x``."""
-    x, dt = _like(x, dtype)
+    x, dt = _like(x, dtype, "ones_like")
     return _broadcast_like(full(x.shape, 1, dtype=dt, device=x.device), x)
 
 
 def full_like(x, value, *, dtype=None) -> Tensor:
     """``value`` with the shape (and dtype) of ``x``."""
-    x, dt = _like(x, dtype)
+    x, dt = _like(x, dtype, "full_like")
     return _broadcast_like(full(x.shape, value, dtype=dt, device=x.device), x)
 
 
@@ -340,7 +353,7 @@ def triu(x, k: int = 0) -> Tensor:
         ValueError: (:class:`nabla.OpError`) if ``x`` has rank < 2.
     """
 
-    x = _util.as_tensor(x)
+    x = _util.as_tensor(x, op="triu")
     return binary.where(_tri_mask(x, k, True), x, zeros_like(x))
 
 
@@ -358,7 +371,7 @@ def tril(x, k: int = 0) -> Tensor:
         ValueError: (:class:`nabla.OpError`) if ``x`` has rank < 2.
     """
 
-    x = _util.as_tensor(x)
+    x = _util.as_tensor(x, op="tril")
     return binary.where(_tri_mask(x, k, False), x, zeros_like(x))
 
 

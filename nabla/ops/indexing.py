@@ -92,7 +92,7 @@ _scatter = ScatterOp()
 
 
 def _index_tensor(op, idx, n=None, where="") -> Tensor:
-    idx = as_tensor(idx)
+    idx = as_tensor(idx, op=op)
     if not idx.dtype.is_int:
         raise TypeError(
             f"{op}: indices must be integers, got {idx.dtype} (indices of shape {idx.shape})"
@@ -124,7 +124,7 @@ def gather(x, indices, axis=0) -> Tensor:
 
     Negative indices count from the end. Example: ``gather(x, [2, 0], axis=1)``.
     """
-    x = as_tensor(x)
+    x = as_tensor(x, op="gather")
     if x.ndim == 0:
         raise OpError("gather: cannot index a 0-d tensor")
     axis = norm_axis("gather", axis, x.ndim, x.shape)
@@ -141,13 +141,13 @@ def scatter(x, indices, updates, axis=0, mode="set") -> Tensor:
     ``updates`` must broadcast to ``x.shape[:axis] + indices.shape + x.shape[axis+1:]``.
     """
 
-    x = as_tensor(x)
+    x = as_tensor(x, op="scatter")
     if mode not in ("set", "add"):
         raise ValueError(f"scatter: mode must be 'set' or 'add', got {mode!r}")
     axis = norm_axis("scatter", axis, x.ndim, x.shape)
     idx = _index_tensor("scatter", indices, x.shape[axis], f" (axis {axis} of shape {x.shape})")
     want = x.shape[:axis] + idx.shape + x.shape[axis + 1 :]
-    upd = as_tensor(updates, x.dtype)
+    upd = as_tensor(updates, x.dtype, op="scatter")
     if upd.shape != want:
         try:
             upd = view.broadcast_to(upd, want)
@@ -290,7 +290,7 @@ def getitem(x, key) -> Tensor:
     """``x[key]`` with NumPy semantics (ints, slices with steps, ``...``, ``None``, integer
     tensors/arrays/lists and concrete boolean masks)."""
 
-    x = as_tensor(x)
+    x = as_tensor(x, op="getitem")
     if (
         x.ndim == 0
         and key not in ((), Ellipsis, None)
@@ -340,10 +340,11 @@ def getitem(x, key) -> Tensor:
 
 
 def _update(x, key, value, mode):
-    x = as_tensor(x)
-    slices, int_dims, adv, layout = _parse_key(x, key, "setitem" if mode == "set" else "at")
+    op = "setitem" if mode == "set" else "at"
+    x = as_tensor(x, op=op)
+    slices, int_dims, adv, layout = _parse_key(x, key, op)
     region = view._slice_n(x, slices)
-    value = as_tensor(value, x.dtype)
+    value = as_tensor(value, x.dtype, op)
     combine = {
         "add": lambda a, b: a + b,
         "mul": lambda a, b: a * b,

@@ -95,7 +95,7 @@ def matmul(x, y):
     (x, y), dtype = (
         binary.prepare("matmul", [x, y], broadcast=False)
         if _differ(x, y)
-        else ((as_tensor(x), as_tensor(y)), None)
+        else ((as_tensor(x, op="matmul"), as_tensor(y, op="matmul")), None)
     )
     if x.dtype.is_bool:
         raise TypeError("matmul: bool tensors are not supported")
@@ -181,8 +181,8 @@ def outer(x, y):
         [[1, 10], [2, 20]]
     """
 
-    x = as_tensor(x)
-    y = as_tensor(y)
+    x = as_tensor(x, op="outer")
+    y = as_tensor(y, op="outer")
     return view.reshape(x, (-1, 1)) * view.reshape(y, (1, -1))
 
 
@@ -276,7 +276,7 @@ def einsum(equation: str, *operands):
 
     if len(operands) == 1 and isinstance(operands[0], list | tuple):
         operands = tuple(operands[0])
-    ops = [as_tensor(o) for o in operands]
+    ops = [as_tensor(o, op="einsum") for o in operands]
     if len({o.dtype for o in ops}) > 1:
         ops, _ = binary.prepare("einsum", ops, broadcast=False)
         ops = list(ops)

@@ -181,8 +181,8 @@ for _n in unary.__all__:
 
 
 def _bitwise(logical, bitwise, a, b):
-    ta = _util.as_tensor(a)
-    tb = _util.as_tensor(b)
+    ta = _util.as_tensor(a, op=bitwise.name)
+    tb = _util.as_tensor(b, op=bitwise.name)
     if ta.dtype.is_bool and tb.dtype.is_bool:
         return logical(ta, tb)
     return bitwise(ta, tb)

@@ -59,8 +59,8 @@ def _padding(padding, op, k=None, d=None, s=None, size=None):
 
 def _check_conv(op, x, weight, groups):
     """Tensors for NHWC ``x`` and an HWIO filter whose channels match ``groups``."""
-    x = as_tensor(x)
-    w = as_tensor(weight)
+    x = as_tensor(x, op=op)
+    w = as_tensor(weight, op=op)
     if x.ndim != 4 or w.ndim != 4:
         raise OpError(
             f"{op}: expects x (N, H, W, C) and weight (KH, KW, C/groups, O), got "
@@ -145,7 +145,7 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
         wg = view.permute(view.reshape(w, (kk * cg, g, o // g)), (1, 0, 2))
         out = view.reshape(linalg.einsum("nhwgk,gko->nhwgo", win, wg), (n, oh, ow, o))
     if bias is not None:
-        out = out + as_tensor(bias, out.dtype)
+        out = out + as_tensor(bias, out.dtype, op="conv2d")
     return out
 
 
@@ -216,12 +216,12 @@ def conv2d_transpose(
         )
     out = conv2d(xd, view.flip(w, (0, 1)), None, 1, 0, d, groups)
     if bias is not None:
-        out = out + as_tensor(bias, out.dtype)
+        out = out + as_tensor(bias, out.dtype, op="conv2d_transpose")
     return out
 
 
 def _pool(op, x, kernel_size, stride, padding, dilation, fill):
-    x = as_tensor(x)
+    x = as_tensor(x, op=op)
     if x.ndim != 4:
         raise OpError(f"{op}: expects x of shape (N, H, W, C), got {x.shape}")
     k = _pair(kernel_size, "kernel_size", op)
@@ -256,7 +256,7 @@ def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1):
             window.
     """
 
-    x = as_tensor(x)
+    x = as_tensor(x, op="max_pool2d")
     fill = float("-inf") if x.dtype.is_float else np.iinfo(x.dtype.numpy).min
     win, *_ = _pool("max_pool2d", x, kernel_size, stride, padding, dilation, fill)
     return reduction.reduce_max(win, 3)
@@ -283,7 +283,7 @@ def avg_pool2d(x, kernel_size, stride=None, padding=0, count_include_pad=True):
             window.
     """
 
-    x = as_tensor(x)
+    x = as_tensor(x, op="avg_pool2d")
     if not x.dtype.is_float:
         raise TypeError(f"avg_pool2d: needs a float tensor, got {x.dtype}")
     win, k, s, d, p = _pool("avg_pool2d", x, kernel_size, stride, padding, 1, 0.0)

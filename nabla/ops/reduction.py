@@ -8,6 +8,7 @@ size 1. Kernels receive physical axes (shifted past the vmap batch prefix).
 from __future__ import annotations
 
 from ..core.dtypes import DType, get_default_dtype
+from ..runtime.tensor import Tensor
 from . import binary, unary, view
 from ._util import as_tensor, norm_axes, norm_axis
 from .base import Operation, OpError
@@ -53,7 +54,8 @@ class ReduceOperation(Operation):
     """Reduction over ``axes`` (normalized, sorted) with ``keepdims``."""
 
     def __call__(self, x, axis=None, keepdims=False):
-        x = as_tensor(x)
+        if not isinstance(x, Tensor):
+            x = as_tensor(x, op=self.name)
         axes = norm_axes(self.name, axis, x.ndim, x.shape)
         return self.bind([x], {"axes": axes, "keepdims": bool(keepdims)})
 
@@ -250,6 +252,8 @@ def sum(x, axis=None, keepdims=False):  # noqa: A001
         >>> nb.sum(nb.constant([[1, 2], [3, 4]]), axis=0).tolist()
         [4, 6]
     """
+    if not isinstance(x, Tensor):
+        x = as_tensor(x, op="sum")
     return reduce_sum(x, axis, keepdims)
 
 
@@ -273,6 +277,8 @@ def max(x, axis=None, keepdims=False):  # noqa: A001
         TypeError: for an axis that is not an int.
         IndexError: for an axis out of range.
     """
+    if not isinstance(x, Tensor):
+        x = as_tensor(x, op="max")
     return reduce_max(x, axis, keepdims)
 
 
@@ -296,6 +302,8 @@ def min(x, axis=None, keepdims=False):  # noqa: A001
         TypeError: for an axis that is not an int.
         IndexError: for an axis out of range.
     """
+    if not isinstance(x, Tensor):
+        x = as_tensor(x, op="min")
     return reduce_min(x, axis, keepdims)
 
 
@@ -318,6 +326,8 @@ def prod(x, axis=None, keepdims=False):
         IndexError: for an axis out of range.
         ValueError: for a repeated axis.
     """
+    if not isinstance(x, Tensor):
+        x = as_tensor(x, op="prod")
     return reduce_prod(x, axis, keepdims)
 
 
@@ -328,8 +338,8 @@ def _count(x, axes):
     return n
 
 
-def _float(x):
-    x = as_tensor(x)
+def _float(x, op):
+    x = as_tensor(x, op=op)
     return x if x.dtype.is_float else x.cast(get_default_dtype())
 
 
@@ -356,7 +366,7 @@ def mean(x, axis=None, keepdims=False):
         >>> nb.mean(nb.constant([1, 2])).item()
         1.5
     """
-    x = _float(x)
+    x = _float(x, "mean")
     axes = norm_axes("mean", axis, x.ndim, x.shape)
     n = _count(x, axes)
     return reduce_sum(x, axes, keepdims) * (1.0 / n if n else float("nan"))
@@ -383,7 +393,7 @@ def var(x, axis=None, keepdims=False, correction=0):
         IndexError: for an axis out of range.
         ValueError: for a repeated axis.
     """
-    x = _float(x)
+    x = _float(x, "var")
     axes = norm_axes("var", axis, x.ndim, x.shape)
     mu = mean(x, axes, keepdims=True)
     d = x - mu
@@ -436,7 +446,7 @@ def logsumexp(x, axis=None, keepdims=False):
         ValueError: for a repeated axis.
     """
 
-    x = _float(x)
+    x = _float(x, "logsumexp")
     axes = norm_axes("logsumexp", axis, x.ndim, x.shape)
     m = unary.stop_gradient(reduce_max(x, axes, True))
 
@@ -450,7 +460,7 @@ def logsumexp(x, axis=None, keepdims=False):
 def softmax(x, axis=-1):
     """``exp(x) / sum(exp(x))`` along ``axis``, computed stably."""
 
-    x = _float(x)
+    x = _float(x, "softmax")
     axis = norm_axis("softmax", axis, x.ndim, x.shape)
     e = unary.exp(x - unary.stop_gradient(reduce_max(x, (axis,), True)))
     return e / reduce_sum(e, (axis,), True)
@@ -458,7 +468,7 @@ def softmax(x, axis=-1):
 
 def logsoftmax(x, axis=-1):
     """``x - logsumexp(x)`` along ``axis``."""
-    x = _float(x)
+    x = _float(x, "logsoftmax")
     axis = norm_axis("logsoftmax", axis, x.ndim, x.shape)
     return x - logsumexp(x, (axis,), keepdims=True)
 
@@ -483,9 +493,10 @@ def all(x, axis=None, keepdims=False):  # noqa: A001
         >>> nb.all(nb.constant([1, 0])).item()
         False
     """
-    x = as_tensor(x)
+    x = as_tensor(x, op="all")
+    axes = norm_axes("all", axis, x.ndim, x.shape)
     b = x if x.dtype.is_bool else x != 0
-    return reduce_min(b.cast(DType.int32), axis, keepdims) > 0
+    return reduce_min(b.cast(DType.int32), axes, keepdims) > 0
 
 
 def any(x, axis=None, keepdims=False):  # noqa: A001
@@ -508,9 +519,10 @@ def any(x, axis=None, keepdims=False):  # noqa: A001
         >>> nb.any(nb.constant([1, 0])).item()
         True
     """
-    x = as_tensor(x)
+    x = as_tensor(x, op="any")
+    axes = norm_axes("any", axis, x.ndim, x.shape)
     b = x if x.dtype.is_bool else x != 0
-    return reduce_max(b.cast(DType.int32), axis, keepdims) > 0
+    return reduce_max(b.cast(DType.int32), axes, keepdims) > 0
 
 
 class ArgOp(Operation):
@@ -548,7 +560,7 @@ _argmin = ArgminOp()
 
 
 def _arg(op, x, axis, keepdims):
-    x = as_tensor(x)
+    x = as_tensor(x, op=op.name)
     if axis is None:
         flat = view.reshape(x, (-1,))
         out = op.bind([flat], {"axis": 0, "keepdims": False})
@@ -625,7 +637,7 @@ _cumsum = CumsumOp()
 
 def cumsum(x, axis=-1, exclusive=False, reverse=False):
     """Cumulative sum along ``axis``; ``exclusive`` starts from 0, ``reverse`` runs backwards."""
-    x = as_tensor(x)
+    x = as_tensor(x, op="cumsum")
     if x.ndim == 0:
         raise OpError(f"cumsum: needs rank >= 1, got shape {x.shape}")
     axis = norm_axis("cumsum", axis, x.ndim, x.shape)

@@ -58,7 +58,7 @@ def to_device(x, device: Device) -> Tensor:
     """
     if not isinstance(device, Device):
         raise TypeError(f"to_device expects a Device, got {type(device).__name__}")
-    x = as_tensor(x)
+    x = as_tensor(x, op="to_device")
     if x.device == device:
         return x
     _check_device(device)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 
 from ..core.dtypes import DType, get_default_dtype, to_dtype
+from ..runtime.tensor import Tensor
 from . import binary
 from ._util import as_tensor, doc_paragraph
 from .base import Operation
@@ -71,7 +72,8 @@ class UnaryOperation(Operation):
     allowed = None  # optional predicate on the input dtype
 
     def __call__(self, x):
-        x = as_tensor(x)
+        if not isinstance(x, Tensor):
+            x = as_tensor(x, op=self.name)
         if self.allowed is not None and not self.allowed(x.dtype):
             raise TypeError(f"{self.name}: unsupported dtype {x.dtype} (shape {x.shape})")
         if self.float_only and not x.dtype.is_float:
@@ -317,7 +319,7 @@ def logical_not(x):
         >>> nb.logical_not(nb.constant([0, 2])).tolist()
         [True, False]
     """
-    x = as_tensor(x)
+    x = as_tensor(x, op="logical_not")
     if not x.dtype.is_bool:
         x = x != 0
     return _logical_not(x)
@@ -345,7 +347,7 @@ def cast(x, dtype) -> Tensor:  # noqa: F821
 
     Float to int truncates toward zero (like NumPy's ``astype``).
     """
-    x = as_tensor(x)
+    x = as_tensor(x, op="cast")
     try:
         dtype = to_dtype(dtype)
     except TypeError as e:
@@ -374,13 +376,13 @@ def stop_gradient(x):
 # ------------------------------------------------------------------ composites
 def silu(x):
     """``x * sigmoid(x)``."""
-    x = as_tensor(x)
+    x = as_tensor(x, op="silu")
     return x * sigmoid(x)
 
 
 def gelu(x, approximate="none"):
     """GELU: ``0.5 x (1 + erf(x / sqrt 2))``, or the tanh approximation (``approximate="tanh"``)."""
-    x = as_tensor(x)
+    x = as_tensor(x, op="gelu")
     if approximate in (False, "none"):
         return 0.5 * x * (1.0 + erf(x * (1.0 / math.sqrt(2.0))))
     if approximate in (True, "tanh"):
@@ -392,7 +394,7 @@ def gelu(x, approximate="none"):
 def softplus(x):
     """``log(1 + exp(x))``, computed stably."""
 
-    x = as_tensor(x)
+    x = as_tensor(x, op="softplus")
     if not x.dtype.is_float:
         x = cast(x, get_default_dtype())
     return binary.maximum(x, 0.0) + log1p(exp(-abs(x)))
@@ -400,5 +402,5 @@ def softplus(x):
 
 def square(x):
     """``x * x``."""
-    x = as_tensor(x)
+    x = as_tensor(x, op="square")
     return x * x

@@ -81,7 +81,7 @@ def _resolve_shape(op, shape, size, in_shape):
 
 def reshape(x, shape, *more) -> Tensor:
     """Same elements, new shape (one dim may be -1). ``x.reshape(2, 3)`` also works."""
-    x = as_tensor(x)
+    x = as_tensor(x, op="reshape")
     if more or isinstance(shape, numbers.Integral):
         shape = (shape, *more)
     shape = _resolve_shape("reshape", shape, x.size, x.shape)
@@ -115,7 +115,7 @@ _broadcast_to = BroadcastToOp()
 
 def broadcast_to(x, shape) -> Tensor:
     """Broadcast ``x`` to ``shape`` with NumPy rules."""
-    x = as_tensor(x)
+    x = as_tensor(x, op="broadcast_to")
     shape = norm_shape("broadcast_to", shape)
     if x.shape == shape:
         return x
@@ -134,7 +134,7 @@ def broadcast_to(x, shape) -> Tensor:
 
 def expand(x, *shape) -> Tensor:
     """PyTorch's ``expand``: broadcast, with -1 keeping a dim's size."""
-    x = as_tensor(x)
+    x = as_tensor(x, op="expand")
     if len(shape) == 1 and isinstance(shape[0], list | tuple):
         shape = tuple(shape[0])
     lead = len(shape) - x.ndim
@@ -164,7 +164,7 @@ _transpose = TransposeOp()
 
 def permute(x, *axes) -> Tensor:
     """Reorder dims: output dim ``i`` is input dim ``axes[i]``."""
-    x = as_tensor(x)
+    x = as_tensor(x, op="permute")
     if len(axes) == 1 and isinstance(axes[0], list | tuple):
         axes = tuple(axes[0])
     if len(axes) != x.ndim:
@@ -192,7 +192,7 @@ def swap_axes(x, axis1=-2, axis2=-1) -> Tensor:
         TypeError: for an axis that is not an int.
         IndexError: for an axis out of range.
     """
-    x = as_tensor(x)
+    x = as_tensor(x, op="swap_axes")
     a = norm_axis("swap_axes", axis1, x.ndim)
     b = norm_axis("swap_axes", axis2, x.ndim)
     perm = list(range(x.ndim))
@@ -247,7 +247,7 @@ def moveaxis(x, source, destination) -> Tensor:
         >>> nb.moveaxis(nb.zeros((2, 3, 4)), 0, -1).shape
         (3, 4, 2)
     """
-    x = as_tensor(x)
+    x = as_tensor(x, op="moveaxis")
     src = [source] if isinstance(source, numbers.Integral) else list(source)
     dst = [destination] if isinstance(destination, numbers.Integral) else list(destination)
     if len(src) != len(dst):
@@ -280,7 +280,7 @@ _flip = FlipOp()
 
 def flip(x, axis=None) -> Tensor:
     """Reverse the order of elements along ``axis`` (int, tuple, or None for all)."""
-    x = as_tensor(x)
+    x = as_tensor(x, op="flip")
     axes = norm_axes("flip", axis, x.ndim)
     if not axes:
         return x
@@ -290,7 +290,7 @@ def flip(x, axis=None) -> Tensor:
 # ----------------------------------------------------------------------------- squeeze etc.
 def squeeze(x, axis=None) -> Tensor:
     """Remove size-1 dims (all of them, or those in ``axis``)."""
-    x = as_tensor(x)
+    x = as_tensor(x, op="squeeze")
     if axis is None:
         axes = tuple(i for i, d in enumerate(x.shape) if d == 1)
     else:
@@ -303,7 +303,7 @@ def squeeze(x, axis=None) -> Tensor:
 
 def unsqueeze(x, axis) -> Tensor:
     """Insert a size-1 dim at ``axis`` (an int or a tuple of ints, output positions)."""
-    x = as_tensor(x)
+    x = as_tensor(x, op="unsqueeze")
     axes = [axis] if isinstance(axis, numbers.Integral) else list(axis)
     out_ndim = x.ndim + len(axes)
     axes = sorted(norm_axis("unsqueeze", a, out_ndim) for a in axes)
@@ -333,7 +333,7 @@ def flatten(x, start_dim=0, end_dim=-1) -> Tensor:
         >>> nb.flatten(nb.zeros((2, 3, 4)), 1).shape
         (2, 12)
     """
-    x = as_tensor(x)
+    x = as_tensor(x, op="flatten")
     if x.ndim == 0:
         return reshape(x, (1,))
     s = norm_axis("flatten", start_dim, x.ndim)
@@ -417,7 +417,7 @@ def slice_tensor(x, start=None, stop=None, step=None, *, slices=None) -> Tensor:
 
     ``start``/``stop``/``step`` are per-dim sequences (missing trailing dims are taken whole).
     """
-    x = as_tensor(x)
+    x = as_tensor(x, op="slice_tensor")
     if slices is None:
         n = len(start if start is not None else stop)
         start = start or [None] * n
@@ -464,7 +464,7 @@ def slice_update(x, update, start=None, stop=None, step=None, *, slices=None) ->
         >>> nb.slice_update(nb.zeros((4,)), 1.0, [1], [3]).tolist()
         [0.0, 1.0, 1.0, 0.0]
     """
-    x = as_tensor(x)
+    x = as_tensor(x, op="slice_update")
     if slices is None:
         n = len(start if start is not None else stop)
         start = start or [None] * n
@@ -473,7 +473,7 @@ def slice_update(x, update, start=None, stop=None, step=None, *, slices=None) ->
         slices = [slice(a, b, c) for a, b, c in zip(start, stop, step)]
     norm = normalize_slices("slice_update", x.shape, list(slices))
     region = tuple(s[2] for s in norm)
-    update = as_tensor(update, x.dtype)
+    update = as_tensor(update, x.dtype, op="slice_update")
     if update.shape != region:
         update = broadcast_to(update, region) if _broadcastable(update.shape, region) else update
     return _slice_update.bind([x, update], {"slices": norm})
@@ -534,7 +534,7 @@ def pad(x, paddings, mode="constant", value=0.0) -> Tensor:
     ``mode``: ``"constant"`` (with ``value``), ``"reflect"``, ``"edge"``/``"replicate"``,
     ``"wrap"``/``"circular"``.
     """
-    x = as_tensor(x)
+    x = as_tensor(x, op="pad")
     pads = _norm_pads(x, paddings)
     if mode == "constant":
         if all(p == (0, 0) for p in pads):
@@ -654,7 +654,7 @@ def concatenate(tensors, axis=0) -> Tensor:
     ts, _ = (
         binary.prepare("concatenate", tensors, broadcast=False)
         if _need_promote(tensors)
-        else ([as_tensor(t) for t in tensors], None)
+        else ([as_tensor(t, op="concatenate") for t in tensors], None)
     )
     ndim = ts[0].ndim
     if ndim == 0:
@@ -674,7 +674,7 @@ def _need_promote(tensors):
 
 def stack(tensors, axis=0) -> Tensor:
     """Join tensors of equal shape along a new ``axis``."""
-    tensors = [as_tensor(t) for t in tensors]
+    tensors = [as_tensor(t, op="stack") for t in tensors]
     if not tensors:
         raise ValueError("stack: needs at least one tensor")
     shape = tensors[0].shape
@@ -687,7 +687,7 @@ def stack(tensors, axis=0) -> Tensor:
 
 def split(x, num_or_sizes, axis=0) -> list[Tensor]:
     """Split along ``axis`` into ``num_or_sizes`` equal parts, or parts of the given sizes."""
-    x = as_tensor(x)
+    x = as_tensor(x, op="split")
     if x.ndim == 0:
         raise OpError("split: cannot split a 0-d tensor")
     axis = norm_axis("split", axis, x.ndim)
@@ -722,7 +722,7 @@ def chunk(x, chunks, axis=0) -> list[Tensor]:
         ValueError: if ``chunks`` is not positive.
         IndexError: for an axis out of range.
     """
-    x = as_tensor(x)
+    x = as_tensor(x, op="chunk")
     axis = norm_axis("chunk", axis, x.ndim)
     n = x.shape[axis]
     if chunks <= 0:
@@ -736,7 +736,7 @@ def chunk(x, chunks, axis=0) -> list[Tensor]:
 
 def unbind(x, axis=0) -> list[Tensor]:
     """Remove ``axis``, returning the slices along it."""
-    x = as_tensor(x)
+    x = as_tensor(x, op="unbind")
     axis = norm_axis("unbind", axis, x.ndim)
     if x.shape[axis] == 0:
         return []
@@ -755,12 +755,29 @@ def tile(x, reps) -> Tensor:
     Returns:
         A tensor of shape ``(reps[i] * x.shape[i], ...)`` after the padding.
 
+    Raises:
+        TypeError: if ``reps`` is not an int or a sequence of ints.
+        ValueError: (:class:`nabla.OpError`) for a negative count.
+
     Example:
         >>> nb.tile(nb.constant([1, 2]), 2).tolist()
         [1, 2, 1, 2]
     """
-    x = as_tensor(x)
-    reps = (int(reps),) if isinstance(reps, numbers.Integral) else tuple(int(r) for r in reps)
+    x = as_tensor(x, op="tile")
+    given = reps
+    reps = (reps,) if isinstance(reps, numbers.Integral) else reps
+    try:
+        reps = tuple(reps)
+    except TypeError:
+        reps = None
+    if reps is None or not all(isinstance(r, numbers.Integral) for r in reps):
+        raise TypeError(
+            f"tile: reps must be an int or a sequence of ints, got {given!r} "
+            f"(tensor of shape {x.shape})"
+        )
+    reps = tuple(int(r) for r in reps)
+    if any(r < 0 for r in reps):
+        raise OpError(f"tile: reps must be non-negative, got {given!r} (tensor of shape {x.shape})")
     nd = max(x.ndim, len(reps))
     x = reshape(x, (1,) * (nd - x.ndim) + x.shape)
     reps = (1,) * (nd - len(reps)) + reps
@@ -777,14 +794,16 @@ def tile(x, reps) -> Tensor:
 
 def repeat(x, repeats, axis=None) -> Tensor:
     """Repeat each element ``repeats`` times along ``axis`` (flattened when None)."""
-    x = as_tensor(x)
+    x = as_tensor(x, op="repeat")
+    if not isinstance(repeats, numbers.Integral):
+        raise TypeError(f"repeat: repeats must be an int, got {repeats!r}")
+    r = int(repeats)
+    if r < 0:
+        raise OpError(f"repeat: repeats must be non-negative, got {r} (tensor of shape {x.shape})")
     if axis is None:
         x = reshape(x, (-1,))
         axis = 0
     axis = norm_axis("repeat", axis, x.ndim)
-    if not isinstance(repeats, numbers.Integral):
-        raise TypeError("repeat: repeats must be an int")
-    r = int(repeats)
     y = unsqueeze(x, axis + 1)
     shape = list(y.shape)
     shape[axis + 1] = r

@@ -32,9 +32,59 @@ from .graph import GRAPH
 __all__ = ["Tensor", "constant_impl", "numpy_value", "realize"]
 
 
-def numpy_value(value, dtype: DType | None) -> np.ndarray:
+_INT_RANGES = {
+    d: (int(np.iinfo(d.numpy).min), int(np.iinfo(d.numpy).max)) for d in DType if d.is_int
+}
+
+
+def int_range(dtype: DType) -> tuple[int, int]:
+    """``(min, max)`` of an integer ``dtype``."""
+    return _INT_RANGES[dtype]
+
+
+def out_of_range_error(op: str, value, dtype: DType, inferred: bool = False) -> OverflowError:
+    """The error for a Python int ``value`` that ``dtype`` (an integer dtype) cannot hold,
+    naming the op, the value and the dtype's range; ``inferred``: nabla chose ``dtype``."""
+    lo, hi = int_range(dtype)
+    if inferred:
+        i64_lo, i64_hi = int_range(DType.int64)
+        hint = "Python ints become int32 unless a dtype is given; "
+        hint += (
+            "pass dtype=nb.int64 or a float dtype"
+            if i64_lo <= value <= i64_hi
+            else "pass a float dtype (it is out of int64's range too)"
+        )
+    elif dtype is DType.int64:
+        hint = "use a float dtype"
+    else:
+        hint = "use a wider integer or a float dtype"
+    return OverflowError(
+        f"{op}: the value {value} is out of range for {dtype.value} ({lo} to {hi}); {hint}"
+    )
+
+
+def _first_out_of_range(value, dtype: DType):
+    """The first Python int in the nested lists ``value`` that ``dtype`` cannot hold."""
+    lo, hi = int_range(dtype)
+    for v in np.asarray(value, dtype=object).ravel():
+        if isinstance(v, int | np.integer) and not isinstance(v, bool) and not lo <= v <= hi:
+            return int(v)
+    return None
+
+
+def _check_int_range(op: str, value, dtype: DType, inferred: bool) -> None:
+    bad = _first_out_of_range(value, dtype)
+    if bad is not None:
+        raise out_of_range_error(op, bad, dtype, inferred)
+
+
+def numpy_value(value, dtype: DType | None, op: str = "constant") -> np.ndarray:
     """``value`` as a NumPy array of ``dtype``, or of the dtype nabla infers for it
-    (bool -> bool, int -> int32, float -> the default float; arrays keep theirs)."""
+    (bool -> bool, int -> int32, float -> the default float; arrays keep theirs).
+
+    Python ints (alone or in lists) that the integer dtype cannot hold raise
+    ``OverflowError`` naming ``op`` (the op the user called), the value and the range;
+    NumPy arrays are converted as ``astype`` does."""
     if isinstance(value, Tensor):
         value = value.numpy()
     if isinstance(value, np.ndarray | np.generic):
@@ -47,36 +97,85 @@ def numpy_value(value, dtype: DType | None) -> np.ndarray:
         if isinstance(value, bool):
             dtype = DType.bool
         elif isinstance(value, int):
-            dtype = DType.int32
+            if not -2147483648 <= value <= 2147483647:
+                raise out_of_range_error(op, value, DType.int32, inferred=True)
+            return np.asarray(value, dtype=np.int32)
         elif isinstance(value, float):
             dtype = get_default_dtype()
         else:
-            try:
-                arr = np.asarray(value)
-            except ValueError as e:
-                raise ValueError(
-                    f"constant: cannot make a tensor from {type(value).__name__} {value!r:.80}: {e}"
-                ) from None
-            if arr.dtype.kind == "b":
-                dtype = DType.bool
-            elif arr.dtype.kind in "iu":
-                dtype = DType.int32
-            elif arr.dtype.kind == "f":
-                dtype = get_default_dtype()
-            else:
-                raise TypeError(
-                    f"constant: cannot make a tensor from {type(value).__name__} "
-                    f"(NumPy sees dtype {arr.dtype}); supported: bool, int and float values, "
-                    "nested lists of them, NumPy arrays and tensors"
-                )
-            return np.asarray(arr, dtype=dtype.numpy)
-    return np.asarray(value, dtype=dtype.numpy)
+            return _infer_array(op, value)
+    elif value is None or isinstance(value, str | bytes):
+        raise TypeError(
+            f"{op}: cannot make a tensor from {type(value).__name__} {value!r:.80}; supported: "
+            "bool, int and float values, nested lists of them, NumPy arrays and tensors"
+        )
+    elif type(value) is int and dtype.is_int:
+        lo, hi = int_range(dtype)
+        if not lo <= value <= hi:
+            raise out_of_range_error(op, value, dtype)
+    try:
+        return np.asarray(value, dtype=dtype.numpy)
+    except OverflowError:
+        if dtype.is_int:
+            _check_int_range(op, value, dtype, inferred=False)
+        raise OverflowError(
+            f"{op}: {type(value).__name__} {value!r:.80} does not fit in {dtype.value}"
+        ) from None
+    except (TypeError, ValueError) as e:
+        kind = TypeError if isinstance(e, TypeError) else ValueError
+        raise kind(
+            f"{op}: cannot make a {dtype.value} tensor from {type(value).__name__} "
+            f"{value!r:.80}: {e}"
+        ) from None
 
 
-def constant_impl(value, dtype=None, device=None) -> TensorImpl:
-    """A realized ``TensorImpl`` holding ``value`` (Python value, NumPy array or Tensor)."""
+def _infer_array(op: str, value) -> np.ndarray:
+    """A nested list (or other non-scalar Python value) as an array of the inferred dtype."""
+    try:
+        arr = np.asarray(value)
+    except ValueError as e:
+        raise ValueError(
+            f"{op}: cannot make a tensor from {type(value).__name__} {value!r:.80}: {e}"
+        ) from None
+    kind = arr.dtype.kind
+    if kind == "O" and arr.size and all(_is_real(v) for v in arr.ravel()):
+        # Python ints beyond int64 make NumPy fall back to objects
+        if any(isinstance(v, float | np.floating) for v in arr.ravel()):
+            kind = "f"
+        else:
+            _check_int_range(op, arr, DType.int32, inferred=True)
+            kind = "i"
+    if kind == "b":
+        dtype = DType.bool
+    elif kind in "iu":
+        dtype = DType.int32
+        if arr.size and (arr.min() < -2147483648 or arr.max() > 2147483647):
+            _check_int_range(op, value, dtype, inferred=True)
+    elif kind == "f":
+        dtype = get_default_dtype()
+    else:
+        raise TypeError(
+            f"{op}: cannot make a tensor from {type(value).__name__} "
+            f"(NumPy sees dtype {arr.dtype}); supported: bool, int and float values, "
+            "nested lists of them, NumPy arrays and tensors"
+        )
+    try:
+        return np.asarray(arr, dtype=dtype.numpy)
+    except OverflowError:
+        raise OverflowError(
+            f"{op}: {type(value).__name__} {value!r:.80} does not fit in {dtype.value}"
+        ) from None
+
+
+def _is_real(v) -> bool:
+    return isinstance(v, bool | int | float | np.bool_ | np.integer | np.floating)
+
+
+def constant_impl(value, dtype=None, device=None, op: str = "constant") -> TensorImpl:
+    """A realized ``TensorImpl`` holding ``value`` (Python value, NumPy array or Tensor);
+    conversion errors name ``op``, the op the user called."""
     dtype = None if dtype is None else to_dtype(dtype)
-    arr = numpy_value(value, dtype)
+    arr = numpy_value(value, dtype, op)
     device = device or get_default_device()
     impl = TensorImpl(arr.shape, from_numpy_dtype(arr.dtype), device, buffer=arr)
     if not device.is_cpu:

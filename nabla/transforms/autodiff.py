@@ -23,6 +23,7 @@ import weakref
 
 import numpy as np
 
+from ..core.dtypes import from_numpy_dtype
 from ..core.ir import TensorImpl
 from ..core.pytree import tree_flatten, tree_map, tree_unflatten
 from ..core.state import end_grad_level, grad_level, new_level, start_grad_level
@@ -238,7 +239,7 @@ def _vjp(fun, primals, has_aux, level):
         for o, c in zip(out_flat, ct_flat):
             if not isinstance(o, Tensor) or c is None:
                 continue
-            c = as_tensor(c, o.dtype)
+            c = as_tensor(c, o.dtype, "pullback")
             if c.shape != o.shape:
                 raise ValueError(
                     f"pullback: cotangent of shape {c.shape} for an output of shape {o.shape}"
@@ -344,11 +345,17 @@ def jvp(fun, primals, tangents, has_aux=False):
     Args:
         fun: function of the primals.
         primals: tuple (or list) of arguments.
-        tangents: same structure as ``primals`` and same shapes.
+        tangents: same structure as ``primals``; each leaf of its primal's shape and dtype
+            (a Python scalar takes the primal's dtype).
         has_aux: ``fun`` returns ``(out, aux)``.
 
     Returns:
         ``(out, tangent_out)`` or ``(out, tangent_out, aux)``.
+
+    Raises:
+        TypeError: if ``primals``/``tangents`` are not tuples or lists, or a tangent's dtype
+            differs from its primal's (as in JAX).
+        ValueError: if the structures differ, or a tangent's shape differs from its primal's.
     """
     if not isinstance(primals, tuple | list) or not isinstance(tangents, tuple | list):
         raise TypeError("jvp expects primals and tangents as tuples")
@@ -356,18 +363,19 @@ def jvp(fun, primals, tangents, has_aux=False):
     t_flat, t_tree = tree_flatten(tuple(tangents))
     if p_tree != t_tree:
         raise ValueError(f"jvp: tangents structure {t_tree} does not match primals {p_tree}")
+    p_flat = [_to_tensor_leaf(p) for p in p_flat]
+    t_flat = [
+        _check_tangent(i, p, t) if isinstance(p, Tensor) else t
+        for i, (p, t) in enumerate(zip(p_flat, t_flat))
+    ]
     level = new_level()
     wrapped = []
     for p, t in zip(p_flat, t_flat):
-        p = _to_tensor_leaf(p)
         if not isinstance(p, Tensor):
             wrapped.append(p)
             continue
         w = identity(p)
         if p.dtype.is_float and t is not None:
-            t = as_tensor(t, p.dtype)
-            if t.shape != p.shape:
-                raise ValueError(f"jvp: tangent of shape {t.shape} for a primal of shape {p.shape}")
             if w._impl.tangents is None:
                 w._impl.tangents = {}
             else:
@@ -405,6 +413,35 @@ def jvp(fun, primals, tangents, has_aux=False):
         )
         return out, tout, aux
     return out, tout
+
+
+def _check_tangent(i: int, p: Tensor, t):
+    """The tangent ``t`` of primal leaf ``i`` as a tensor of ``p``'s shape and dtype, as JAX
+    checks them: a tensor or array must match in dtype and shape; a Python scalar takes the
+    primal's dtype (weak typing)."""
+    if t is None:
+        return None
+    weak = isinstance(t, numbers.Number) and not isinstance(t, np.generic)
+    if isinstance(t, Tensor | np.ndarray | np.generic):
+        t_dtype = t.dtype if isinstance(t, Tensor) else from_numpy_dtype(np.asarray(t).dtype)
+        if t_dtype is not p.dtype:
+            raise TypeError(
+                f"jvp: primal and tangent arguments do not match; dtypes must be equal: "
+                f"primal {i} is {p.dtype.value} {p.shape}, its tangent is "
+                f"{t_dtype.value} {tuple(t.shape)}"
+            )
+    elif not weak:
+        raise TypeError(
+            f"jvp: tangent {i} must be a tensor, array or number, got {type(t).__name__} "
+            f"(primal {p.dtype.value} {p.shape})"
+        )
+    t = as_tensor(t, p.dtype, "jvp")
+    if t.shape != p.shape:
+        raise ValueError(
+            f"jvp: primal and tangent arguments do not match; shapes must be equal: "
+            f"primal {i} has shape {p.shape} ({p.dtype.value}), its tangent {t.shape}"
+        )
+    return t
 
 
 def _strip_level(o: Tensor, level: int) -> Tensor:
@@ -584,7 +621,7 @@ def backward(t: Tensor, gradient=None, retain_graph=None) -> None:
             )
 
         gradient = ones_like(t)
-    gradient = as_tensor(gradient, t.dtype)
+    gradient = as_tensor(gradient, t.dtype, "backward")
     if gradient.shape != t.shape:
         raise ValueError(
             f"backward: gradient of shape {gradient.shape} for a tensor of shape {t.shape}"

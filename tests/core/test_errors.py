@@ -10,10 +10,16 @@ the op wrongly, and checks that
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
 import nabla as nb
+from nabla.core import config
+from nabla.core.config import CONFIG
 from nabla.runtime.graph import GRAPH
 
 
@@ -338,6 +344,126 @@ CASES = [
     ("zeros_negative", ValueError, lambda: nb.zeros((-3,)), ["(-3,)"]),
     ("full_float_dim", TypeError, lambda: nb.full((2.0, 3), 1.0), ["full", "2.0"]),
     ("default_dtype_int", TypeError, lambda: nb.default_dtype(nb.int32).__enter__(), ["int32"]),
+    ("tile_negative", ValueError, lambda: nb.tile(lazy(2, 3), (-1, 2)), ["tile", "(-1, 2)"]),
+    ("tile_float", TypeError, lambda: nb.tile(lazy(2, 3), (1.5, 2)), ["tile", "(1.5, 2)"]),
+    ("repeat_negative", ValueError, lambda: nb.repeat(lazy(2, 3), -2), ["repeat", "-2"]),
+    # --- Python ints out of the dtype's range (int32 by default)
+    (
+        "constant_int_overflow",
+        OverflowError,
+        lambda: nb.constant(2**70),
+        ["constant", str(2**70), "int32", "-2147483648 to 2147483647"],
+    ),
+    (
+        "constant_list_int_overflow",
+        OverflowError,
+        lambda: nb.constant([1, 2**70]),
+        ["constant", str(2**70), "int32"],
+    ),
+    (
+        "constant_list_int32_overflow",
+        OverflowError,
+        lambda: nb.constant([[1, 2], [3, 2**33]]),
+        ["constant", str(2**33), "int32", "int64"],
+    ),
+    (
+        "constant_int_dtype_overflow",
+        OverflowError,
+        lambda: nb.constant(2**40, dtype=nb.int32),
+        ["constant", str(2**40), "int32", "-2147483648 to 2147483647"],
+    ),
+    (
+        "constant_uint8_negative",
+        OverflowError,
+        lambda: nb.constant(-1, dtype=nb.uint8),
+        ["constant", "-1", "uint8", "0 to 255"],
+    ),
+    (
+        "add_int_scalar_overflow",
+        OverflowError,
+        lambda: lazy(2, dtype=np.int32) + 2**40,
+        ["add", str(2**40), "int32"],
+    ),
+    ("full_int_overflow", OverflowError, lambda: nb.full((2,), 2**40), ["full", str(2**40)]),
+    (
+        "full_dtype_overflow",
+        OverflowError,
+        lambda: nb.full((2,), 300, dtype=nb.uint8),
+        ["full", "300", "uint8", "0 to 255"],
+    ),
+    # --- an explicit axis of a 0-d tensor (NumPy's AxisError)
+    ("sum_0d_axis", IndexError, lambda: nb.sum(lazy(), axis=0), ["sum", "axis 0", "()"]),
+    ("sum_0d_axis_neg", IndexError, lambda: lazy().sum(axis=-1), ["sum", "axis -1", "()"]),
+    ("sum_0d_axis_tuple", IndexError, lambda: nb.sum(lazy(), axis=(0,)), ["sum", "()"]),
+    ("mean_0d_axis", IndexError, lambda: nb.mean(lazy(), axis=0), ["mean", "()"]),
+    ("max_0d_axis", IndexError, lambda: nb.max(lazy(), axis=0), ["max", "()"]),
+    ("prod_0d_axis", IndexError, lambda: nb.prod(lazy(), axis=0), ["prod", "()"]),
+    ("var_0d_axis", IndexError, lambda: nb.var(lazy(), axis=0), ["var", "()"]),
+    ("logsumexp_0d_axis", IndexError, lambda: nb.logsumexp(lazy(), axis=0), ["logsumexp"]),
+    ("any_0d_axis", IndexError, lambda: nb.any(lazy(), axis=0), ["any", "()"]),
+    ("softmax_0d", IndexError, lambda: nb.softmax(lazy()), ["softmax", "()"]),
+    ("argmax_0d_axis", ValueError, lambda: nb.argmax(lazy(), axis=0), ["argmax", "0-d"]),
+    ("cumsum_0d", ValueError, lambda: nb.cumsum(lazy(), axis=0), ["cumsum", "()"]),
+    ("flip_0d_axis", IndexError, lambda: nb.flip(lazy(), 0), ["flip", "rank 0"]),
+    ("squeeze_0d_axis", IndexError, lambda: nb.squeeze(lazy(), 0), ["squeeze", "rank 0"]),
+    # --- results larger than memory (the bound: physical RAM or NABLA_MAX_ALLOC_BYTES)
+    (
+        "zeros_too_big",
+        ValueError,
+        lambda: nb.zeros((1 << 20, 1 << 20)),
+        ["full", "(1048576, 1048576)", "float32", "4.0 TiB", "NABLA_MAX_ALLOC_BYTES"],
+    ),
+    (
+        "matmul_too_big",
+        ValueError,
+        lambda: nb.matmul(nb.ones((10**6, 1)), nb.ones((1, 10**6))),
+        ["matmul", "(1000000, 1000000)", "float32"],
+    ),
+    (
+        "broadcast_to_too_big",
+        ValueError,
+        lambda: nb.broadcast_to(lazy(1, 1), (10**7, 10**7)),
+        ["broadcast_to", "(10000000, 10000000)"],
+    ),
+    (
+        "add_broadcast_too_big",
+        ValueError,
+        lambda: nb.ones((10**6, 1), dtype=nb.float64) + nb.ones((10**6,), dtype=nb.float64),
+        ["add", "(1000000, 1000000)", "float64"],
+    ),
+    ("arange_too_big", ValueError, lambda: nb.arange(10**13), ["arange", "(10000000000000,)"]),
+    # --- jvp: tangents match their primals in dtype and shape, as in JAX
+    (
+        "jvp_tangent_dtype",
+        TypeError,
+        lambda: nb.jvp(nb.sin, (lazy(3),), (lazy(3, dtype=np.float64),)),
+        ["jvp", "dtypes must be equal", "float32", "float64", "(3,)"],
+    ),
+    (
+        "jvp_tangent_numpy_dtype",
+        TypeError,
+        lambda: nb.jvp(nb.sin, (lazy(3),), (np.ones(3),)),
+        ["jvp", "float32", "float64"],
+    ),
+    (
+        "jvp_tangent_int_primal",
+        TypeError,
+        lambda: nb.jvp(lambda a: a * 2, (lazy(2, dtype=np.int32),), (lazy(2),)),
+        ["jvp", "int32", "float32"],
+    ),
+    (
+        "jvp_tangent_shape",
+        ValueError,
+        lambda: nb.jvp(nb.sin, (lazy(3),), (lazy(2),)),
+        ["jvp", "shapes must be equal", "(3,)", "(2,)"],
+    ),
+    (
+        "jvp_tangent_scalar_shape",
+        ValueError,
+        lambda: nb.jvp(nb.sin, (lazy(3),), (1.0,)),
+        ["jvp", "(3,)", "()"],
+    ),
+    ("jvp_tangent_string", TypeError, lambda: nb.jvp(nb.sin, (lazy(3),), ("a",)), ["jvp", "str"]),
 ]
 
 
@@ -400,3 +526,156 @@ def test_mixed_dtype_ops_do_not_broadcast_shape_operands():
     assert c.shape == (3, 3) and c.dtype is nb.float64
     e = nb.einsum("ij,jk->ik", x, nb.constant(np.ones((3, 4))))
     np.testing.assert_allclose(e.numpy(), x.numpy() @ np.ones((3, 4)))
+
+
+# Conversion errors name the op the user called, not the ``constant`` that converts.
+CONVERSIONS = [
+    ("exp", lambda: nb.exp("abc")),
+    ("sigmoid", lambda: nb.sigmoid(object())),
+    ("add", lambda: nb.add(lazy(2), "abc")),
+    ("mul", lambda: nb.mul("abc", lazy(2))),
+    ("maximum", lambda: nb.maximum(lazy(2), None)),
+    ("where", lambda: nb.where("abc", lazy(2), lazy(2))),
+    ("sum", lambda: nb.sum("abc")),
+    ("reduce_max", lambda: nb.reduce_max("abc", axis=0)),
+    ("mean", lambda: nb.mean("abc")),
+    ("argmax", lambda: nb.argmax("abc")),
+    ("cumsum", lambda: nb.cumsum("abc")),
+    ("reshape", lambda: nb.reshape("abc", (1,))),
+    ("broadcast_to", lambda: nb.broadcast_to("abc", (2,))),
+    ("squeeze", lambda: nb.squeeze({"a": 1})),
+    ("concatenate", lambda: nb.concatenate([lazy(2), "abc"])),
+    ("matmul", lambda: nb.matmul("abc", "abc")),
+    ("cast", lambda: nb.cast("abc", nb.float32)),
+    ("gather", lambda: nb.gather(lazy(3), "abc")),
+]
+
+
+@pytest.mark.parametrize("op, thunk", CONVERSIONS, ids=[c[0] for c in CONVERSIONS])
+def test_conversion_errors_name_the_op(op, thunk):
+    msg = check(TypeError, thunk)
+    assert msg.startswith(f"{op}: "), msg
+    assert "constant" not in msg, msg
+
+
+def test_python_ints_in_range_still_convert():
+    assert nb.constant(2**31 - 1).dtype is nb.int32
+    assert nb.constant(-(2**31)).item() == -(2**31)
+    assert nb.constant(2**40, dtype=nb.int64).item() == 2**40
+    assert nb.constant([1, 2**40], dtype=nb.int64).tolist() == [1, 2**40]
+    assert nb.constant(2**70, dtype=nb.float32).dtype is nb.float32
+    big = nb.constant([1.5, 2**70])  # NumPy makes objects of this list; it is a float list
+    assert big.dtype is nb.float32 and big.shape == (2,)
+    assert (nb.constant([1, 2], dtype=nb.int64) + 2**40).tolist() == [2**40 + 1, 2**40 + 2]
+    assert nb.full((2,), 255, dtype=nb.uint8).tolist() == [255, 255]
+
+
+def test_0d_reductions_without_an_axis_still_work():
+    x = nb.constant(3.0)
+    assert nb.sum(x).item() == 3.0
+    assert nb.sum(x, axis=()).item() == 3.0
+    assert nb.max(x, axis=None, keepdims=True).shape == ()
+    assert nb.flatten(x).shape == (1,)
+    assert nb.unsqueeze(x, 0).shape == (1,)
+    assert nb.stack([x, x]).shape == (2,)
+
+
+def test_jvp_scalar_tangent_takes_the_primal_dtype():
+    x = nb.constant(np.float64(0.0))
+    out, t = nb.jvp(nb.sin, (x,), (1.0,))
+    assert t.dtype is nb.float64 and t.item() == 1.0
+    _, t = nb.jvp(nb.sin, (nb.zeros((2,), dtype=nb.float64),), (np.ones(2),))
+    assert t.dtype is nb.float64
+
+
+# --- the allocation bound
+
+
+def test_too_big_under_vmap_names_the_logical_shape_and_batch_size():
+    def f(r):
+        return nb.broadcast_to(r, (10**5, 10**5, 3))
+
+    msg = check(ValueError, lambda: nb.vmap(f)(lazy(7, 3)), "broadcast_to", "(100000, 100000, 3)")
+    assert "batch size 7" in msg
+
+
+def test_alloc_bound_is_configurable(monkeypatch):
+    monkeypatch.setattr(CONFIG, "max_alloc_bytes", 1000)
+    monkeypatch.setattr(CONFIG, "max_alloc_source", "NABLA_MAX_ALLOC_BYTES")
+    assert nb.zeros((250,)).shape == (250,)  # 1000 bytes: allowed
+    check(ValueError, lambda: nb.zeros((251,)), "full", "(251,)", "NABLA_MAX_ALLOC_BYTES")
+    x = lazy(500, dtype=np.int8)  # 500 bytes; the same shape cast to float64 takes 4000
+    check(ValueError, lambda: x.cast(nb.float64), "cast", "(500,)", "float64")
+    check(ValueError, lambda: nb.exp(x), "cast", "(500,)", "float32")
+    assert (x + x).shape == (500,)
+
+
+def test_max_alloc_bytes_env(monkeypatch):
+    monkeypatch.setenv("NABLA_MAX_ALLOC_BYTES", "12345")
+    cfg = config._Config()
+    assert cfg.max_alloc_bytes == 12345 and cfg.max_alloc_source == "NABLA_MAX_ALLOC_BYTES"
+    monkeypatch.delenv("NABLA_MAX_ALLOC_BYTES")
+    cfg = config._Config()
+    assert cfg.max_alloc_bytes == (config.physical_memory_bytes() or 1 << 62)
+    for bad in ("lots", "0", "-5", "1.5e9"):
+        monkeypatch.setenv("NABLA_MAX_ALLOC_BYTES", bad)
+        with pytest.raises(ValueError, match="NABLA_MAX_ALLOC_BYTES"):
+            config._Config()
+
+
+# --- environment variables
+
+
+@pytest.mark.parametrize("value", ["abc", "1.5", "-1", "two"])
+def test_auto_threshold_env_is_validated(monkeypatch, value):
+    monkeypatch.setenv("NABLA_AUTO_THRESHOLD", value)
+    with pytest.raises(ValueError, match="NABLA_AUTO_THRESHOLD") as info:
+        config._Config()
+    assert repr(value) in str(info.value)
+
+
+def test_auto_threshold_env(monkeypatch):
+    monkeypatch.setenv("NABLA_AUTO_THRESHOLD", " 5 ")
+    assert config._Config().auto_threshold == 5
+    monkeypatch.delenv("NABLA_AUTO_THRESHOLD")
+    assert config._Config().auto_threshold == 2
+
+
+SWITCHES = [
+    ("NABLA_BACKGROUND_COMPILE", "background_compile", True),
+    ("NABLA_EAGER_MAX_GRAPH", "eager_graph", False),
+    ("NABLA_DEBUG_COMPILE", "debug_compile", False),
+]
+
+
+@pytest.mark.parametrize("var, attr, default", SWITCHES, ids=[s[0] for s in SWITCHES])
+def test_switch_envs(monkeypatch, var, attr, default):
+    for value, want in [
+        ("1", True),
+        ("TRUE", True),
+        ("yes", True),
+        ("On", True),
+        ("0", False),
+        ("false", False),
+        ("NO", False),
+        ("off", False),
+        ("", default),
+    ]:
+        monkeypatch.setenv(var, value)
+        assert getattr(config._Config(), attr) is want, (var, value)
+    monkeypatch.delenv(var)
+    assert getattr(config._Config(), attr) is default
+    for bad in ("2", "enable", "tru"):
+        monkeypatch.setenv(var, bad)
+        with pytest.raises(ValueError, match=var) as info:
+            config._Config()
+        assert repr(bad) in str(info.value)
+
+
+def test_bad_env_fails_the_import_with_the_variable_named():
+    env = {**os.environ, "NABLA_AUTO_THRESHOLD": "abc"}
+    r = subprocess.run(
+        [sys.executable, "-c", "import nabla"], env=env, capture_output=True, text=True
+    )
+    assert r.returncode != 0
+    assert "ValueError: NABLA_AUTO_THRESHOLD must be an integer, got 'abc'" in r.stderr
