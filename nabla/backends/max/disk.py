@@ -38,6 +38,7 @@ import threading
 import time
 from pathlib import Path
 
+from ...core.config import env_int
 from .cache import max_version
 
 __all__ = ["DiskCache", "DISK", "signature_of", "max_version"]
@@ -63,18 +64,7 @@ def signature_of(program) -> dict:
 
 
 def _max_bytes() -> int:
-    raw = os.environ.get("NABLA_CACHE_MAX_BYTES", "")
-    if not raw.strip():
-        return DEFAULT_MAX_BYTES
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ValueError(
-            f"NABLA_CACHE_MAX_BYTES must be an integer number of bytes, got {raw!r}"
-        ) from None
-    if value < 0:
-        raise ValueError(f"NABLA_CACHE_MAX_BYTES must be >= 0, got {value}")
-    return value
+    return env_int("NABLA_CACHE_MAX_BYTES", DEFAULT_MAX_BYTES, 0)
 
 
 def _sha256(path: Path) -> str:

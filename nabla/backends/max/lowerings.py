@@ -213,17 +213,36 @@ def _acos(x):
     return _c(2.0, x) * _atan(ops.sqrt((one - x) / (one + x)))
 
 
+def _negative(v):
+    """``v < 0`` counting -0.0 as negative (its reciprocal is -inf): IEEE's sign bit."""
+    zero = _c(0.0, v)
+    is_zero = ops.equal(v, zero)
+    safe = ops.where(is_zero, v, _c(1.0, v))
+    return ops.logical_or(
+        ops.greater(zero, v), ops.logical_and(is_zero, ops.greater(zero, _c(1.0, v) / safe))
+    )
+
+
 def _atan2(y, x):
-    a = _atan(y / x)
+    """C99/NumPy ``atan2`` including signed zeros and infinite arguments."""
     pi = _c(math.pi, x)
     zero = _c(0.0, x)
-    neg_x = ops.where(ops.greater_equal(y, zero), a + pi, a - pi)
-    at_zero = ops.where(
-        ops.greater(y, zero),
-        _c(math.pi / 2, x),
-        ops.where(ops.greater(zero, y), _c(-math.pi / 2, x), zero),
-    )
-    r = ops.where(ops.greater(x, zero), a, ops.where(ops.greater(zero, x), neg_x, at_zero))
+    y_neg = _negative(y)
+    a = _atan(y / x)
+    # x < 0 (or -0.0): the angle is beyond +-pi/2, on the side of y's sign
+    beyond = ops.where(y_neg, a - pi, a + pi)
+    x_zero = ops.equal(x, zero)
+    half = ops.where(y_neg, _c(-math.pi / 2, x), _c(math.pi / 2, x))
+    y_zero = ops.equal(y, zero)
+    # y = +-0: +-0 for x >= +0, +-pi for x <= -0
+    on_axis = ops.where(_negative(x), ops.where(y_neg, -pi, pi), y)
+    r = ops.where(ops.greater(x, zero), a, beyond)
+    r = ops.where(x_zero, half, r)
+    r = ops.where(y_zero, on_axis, r)
+    # both infinite: +-pi/4 or +-3pi/4
+    quarter = ops.where(ops.greater(x, zero), _c(math.pi / 4, x), _c(3 * math.pi / 4, x))
+    both_inf = ops.logical_and(ops.is_inf(x), ops.is_inf(y))
+    r = ops.where(both_inf, ops.where(y_neg, -quarter, quarter), r)
     nan = ops.logical_or(ops.is_nan(x), ops.is_nan(y))
     return ops.where(nan, x + y, r)
 
@@ -265,6 +284,17 @@ def _relu(x):
     return ops.max(x, _c(0, x))
 
 
+def _keep_nan(fn):
+    """``fn`` with NaN inputs giving NaN: MAX's exp/tanh/sigmoid/relu map NaN to a number
+    (exp(nan) = inf, tanh(nan) = 1, relu(nan) = 0), NumPy and JAX propagate it."""
+
+    def run(x):
+        r = fn(x)
+        return ops.where(ops.is_nan(x), x, r) if _is_float(x) else r
+
+    return run
+
+
 def _false_like(x):
     return ops.broadcast_to(ops.constant(False, MDType.bool, device=x.device), _shape(x))
 
@@ -288,8 +318,8 @@ def _bitwise_not(x):
 for _n, _f in {
     "abs": ops.abs if ops else None,
     "neg": ops.negate if ops else None,
-    "exp": ops.exp if ops else None,
-    "expm1": _upcast(_expm1),
+    "exp": _keep_nan(ops.exp) if ops else None,
+    "expm1": _keep_nan(_upcast(_expm1)),
     "log": ops.log if ops else None,
     "log1p": ops.log1p if ops else None,
     "log2": _log2,
@@ -299,15 +329,15 @@ for _n, _f in {
     "asin": _asin,
     "acos": _acos,
     "atan": _atan,
-    "sinh": _sinh,
-    "cosh": _cosh,
-    "tanh": ops.tanh if ops else None,
+    "sinh": _keep_nan(_sinh),
+    "cosh": _keep_nan(_cosh),
+    "tanh": _keep_nan(ops.tanh) if ops else None,
     "atanh": ops.atanh if ops else None,
     "erf": ops.erf if ops else None,
     "sqrt": ops.sqrt if ops else None,
     "rsqrt": ops.rsqrt if ops else None,
     "reciprocal": lambda x: _c(1.0, x) / x,
-    "sigmoid": ops.sigmoid if ops else None,
+    "sigmoid": _keep_nan(ops.sigmoid) if ops else None,
     "sign": _sign,
     "floor": ops.floor if ops else None,
     "ceil": ops.ceil if ops else None,
@@ -318,7 +348,7 @@ for _n, _f in {
     "logical_not": ops.logical_not if ops else None,
     "bitwise_not": _bitwise_not,
     "identity": lambda x: x,
-    "relu": _relu,
+    "relu": _keep_nan(_relu),
 }.items():
     _elementwise(_n, _f)
 
@@ -362,6 +392,35 @@ def _mod(x, y):
     safe, zero, m1 = _int_div_guard(x, y)
     r = ops.mod(x, safe)
     return ops.where(zero, _c(0, x), r)
+
+
+def _not_equal(x, y):
+    # MAX's not_equal is False for NaN operands; IEEE (NumPy) says NaN != anything
+    if _is_float(x):
+        return ops.logical_not(ops.equal(x, y))
+    return ops.not_equal(x, y)
+
+
+def _pow(x, y):
+    """MAX's ``pow`` plus the C99/NumPy special cases it gets wrong: a NaN operand gives NaN
+    (except ``x ** 0`` and ``1 ** y``, which are 1), an infinite or huge exponent
+    (|y| >= 2**24 for float32, 2**53 for float64: every such float is an even integer) gives
+    0, 1 or inf by whether |x| is below, at or above 1, and ``(-inf) ** y`` for a non-integer
+    y is inf (y > 0) or 0 (y < 0), not NaN."""
+    r = ops.pow(x, y)
+    if not _is_float(x):
+        return r
+    one, zero = _c(1.0, x), _c(0.0, x)
+    ax = ops.abs(x)
+    fraction = ops.logical_not(ops.equal(ops.floor(y), y))
+    neg_inf = ops.logical_and(ops.equal(x, _c(-math.inf, x)), fraction)
+    r = ops.where(neg_inf, ops.where(ops.greater(y, zero), _c(math.inf, x), zero), r)
+    huge = ops.greater_equal(ops.abs(y), _c(2.0 ** (53 if _name(x) == "float64" else 24), x))
+    grows = ops.equal(ops.greater(ax, one), ops.greater(y, zero))
+    limit = ops.where(ops.equal(ax, one), one, ops.where(grows, _c(math.inf, x), zero))
+    r = ops.where(huge, limit, r)
+    r = ops.where(ops.logical_or(ops.is_nan(x), ops.is_nan(y)), x + y, r)
+    return ops.where(ops.logical_or(ops.equal(y, zero), ops.equal(x, one)), one, r)
 
 
 def _nan_either(x, y, r):
@@ -440,12 +499,12 @@ for _n, _f in {
     "div": _div,
     "floor_div": _floor_div,
     "mod": _mod,
-    "pow": lambda x, y: ops.pow(x, y),
+    "pow": _pow,
     "maximum": _maximum,
     "minimum": _minimum,
     "atan2": _upcast(_atan2),
     "equal": lambda x, y: ops.equal(x, y),
-    "not_equal": lambda x, y: ops.not_equal(x, y),
+    "not_equal": _not_equal,
     "greater": lambda x, y: ops.greater(x, y),
     "greater_equal": lambda x, y: ops.greater_equal(x, y),
     "less": lambda x, y: ops.greater(y, x),
