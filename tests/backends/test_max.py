@@ -10,6 +10,7 @@ name in the NumPy lowering table (ops declared in ``UNSUPPORTED`` excepted). Col
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import subprocess
@@ -747,6 +748,17 @@ def test_damaged_or_swapped_disk_entries_are_recompiled_with_correct_results(tmp
     np.testing.assert_allclose(_fresh_max_run(f_a, x), want_a, rtol=1e-6)
     assert cache.stats()["compiles"] == before + 2
     assert len(list((tmp_path / "quarantine").glob("*.mef"))) == 2
+
+    # truncated, then a sidecar claiming another signature: each detected and recompiled
+    entry_a.write_bytes(entry_a.read_bytes()[:1000])
+    np.testing.assert_allclose(_fresh_max_run(f_a, x), want_a, rtol=1e-6)
+    side = entry_a.with_suffix(".json")
+    meta = json.loads(side.read_text())
+    meta["signature"]["inputs"].append(["float32", [7]])  # one input too many
+    side.write_text(json.dumps(meta))
+    np.testing.assert_allclose(_fresh_max_run(f_a, x), want_a, rtol=1e-6)
+    assert cache.stats()["compiles"] == before + 4
+    assert len(list((tmp_path / "quarantine").glob("*.mef"))) == 4
 
     # the rewritten entry now loads from disk without compiling
     before = cache.stats()

@@ -297,8 +297,8 @@ def _make(program, devices, debug: bool) -> Executable:
 
 def _compile(sess, program, digest, debug):
     """``(compiled, model)``: MAX compiles and initializes ``program`` (one at a time)."""
-    graph = build_graph(program, f"nabla_{(digest or 'nocache')[:16]}")
-    with _COMPILE:
+    with _COMPILE:  # graph building too: MAX's graph context must not interleave threads
+        graph = build_graph(program, f"nabla_{(digest or 'nocache')[:16]}")
         t0 = time.perf_counter()
         try:
             compiled = sess.compile(graph)
