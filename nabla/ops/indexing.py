@@ -174,7 +174,8 @@ def _parse_key(x: Tensor, key, op="getitem"):
                         "boolean mask indexing needs a concrete mask; it cannot be batched by vmap"
                     )
                 nz = np.nonzero(t.numpy())
-                entries.append(("mask", [as_tensor(a.astype(np.int64)) for a in nz], t.ndim))
+                idx = [as_tensor(a.astype(np.int64)) for a in nz]
+                entries.append(("mask", idx, t.ndim, t.shape))
             else:
                 entries.append(("adv", t, 1))
         elif k is None:
@@ -203,13 +204,23 @@ def _parse_key(x: Tensor, key, op="getitem"):
             f"{op}: too many indices for a tensor of shape {x.shape}: {consumed} were indexed"
         )
     out = []
+    at = 0  # the input dim the entry indexes
     for e in entries:
         if e[0] == "ell":
             out.extend([("slice", slice(None), 1)] * (x.ndim - consumed))
-        elif e[0] == "mask":
+            at += x.ndim - consumed
+            continue
+        if e[0] == "mask":
+            covered = x.shape[at : at + e[2]]
+            if tuple(e[3]) != tuple(covered):
+                raise IndexError(
+                    f"{op}: boolean mask of shape {tuple(e[3])} does not match the indexed "
+                    f"dims {tuple(covered)} of a tensor of shape {x.shape} (at dim {at})"
+                )
             out.extend(("adv", a, 1) for a in e[1])
         else:
             out.append(e)
+        at += e[2]
     if n_ell == 0:
         out.extend([("slice", slice(None), 1)] * (x.ndim - consumed))
     any_adv = any(e[0] == "adv" for e in out)

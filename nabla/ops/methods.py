@@ -115,6 +115,9 @@ _METHODS = {
     "__getitem__": indexing.getitem,
     "__setitem__": indexing.setitem,
     "at": property(_at),
+    # constructors, as the original spells them (``Tensor.from_dlpack(x)``)
+    "from_dlpack": staticmethod(creation.from_dlpack),
+    "constant": staticmethod(creation.constant),
     # conversions and placement
     "cast": unary.cast,
     "astype": unary.cast,
@@ -190,7 +193,7 @@ def _bitwise(logical, bitwise, a, b):
 
 def _as_method(fn):
     # Op singletons are callables, not functions: wrap them so attribute access binds self.
-    if isinstance(fn, property) or type(fn).__name__ == "function":
+    if isinstance(fn, property | staticmethod) or type(fn).__name__ == "function":
         return fn
 
     def method(self, *args, **kwargs):

@@ -20,12 +20,18 @@ from .base import OpError
 __all__ = ["conv2d", "conv2d_transpose", "avg_pool2d", "max_pool2d"]
 
 
-def _pair(v, name, op):
+def _pair(v, name, op, minimum=1):
+    """``v`` as a pair of ints, each at least ``minimum`` (strides, dilations and kernel sizes
+    must be positive; paddings may be 0)."""
+    given = v
     if isinstance(v, numbers.Integral):
-        return int(v), int(v)
-    v = tuple(int(a) for a in v)
+        v = (int(v), int(v))
+    else:
+        v = tuple(int(a) for a in v)
     if len(v) != 2:
-        raise OpError(f"{op}: {name} must be an int or a pair, got {v}")
+        raise OpError(f"{op}: {name} must be an int or a pair, got {given!r}")
+    if min(v) < minimum:
+        raise OpError(f"{op}: {name} must be >= {minimum}, got {given!r}")
     return v
 
 
@@ -182,7 +188,7 @@ def conv2d_transpose(
     kh, kw, cg, o = w.shape
     s = _pair(stride, "stride", "conv2d_transpose")
     d = _pair(dilation, "dilation", "conv2d_transpose")
-    op_ = _pair(output_padding, "output_padding", "conv2d_transpose")
+    op_ = _pair(output_padding, "output_padding", "conv2d_transpose", minimum=0)
     if isinstance(padding, str) and padding.upper() != "VALID":
         raise OpError(
             f"conv2d_transpose: padding {padding!r} is not supported (use 'VALID', ints or "

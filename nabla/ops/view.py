@@ -685,8 +685,14 @@ def stack(tensors, axis=0) -> Tensor:
     return concatenate([unsqueeze(t, axis) for t in tensors], axis)
 
 
-def split(x, num_or_sizes, axis=0) -> list[Tensor]:
-    """Split along ``axis`` into ``num_or_sizes`` equal parts, or parts of the given sizes."""
+def split(x, num_or_sizes, axis=0) -> tuple[Tensor, ...]:
+    """Split ``x`` along ``axis`` into ``num_or_sizes`` equal parts, or parts of the given
+    sizes; returns a tuple of tensors (as ``torch.split`` and the original Nabla).
+
+    Raises:
+        ValueError: (:class:`nabla.OpError`) for a 0-d ``x``, a count that does not divide
+            the axis, or sizes that do not add up to it.
+    """
     x = as_tensor(x, op="split")
     if x.ndim == 0:
         raise OpError("split: cannot split a 0-d tensor")
@@ -701,10 +707,10 @@ def split(x, num_or_sizes, axis=0) -> list[Tensor]:
         sizes = tuple(int(s) for s in num_or_sizes)
         if sum(sizes) != n or any(s < 0 for s in sizes):
             raise OpError(f"split: sizes {sizes} do not add up to {n} (axis {axis} of {x.shape})")
-    return list(_split.bind([x], {"sizes": sizes, "axis": axis}))
+    return tuple(_split.bind([x], {"sizes": sizes, "axis": axis}))
 
 
-def chunk(x, chunks, axis=0) -> list[Tensor]:
+def chunk(x, chunks, axis=0) -> tuple[Tensor, ...]:
     """Split ``x`` along ``axis`` into parts of size ``ceil(n / chunks)``, like ``torch.chunk``.
 
     The last part may be smaller, and there may be fewer than ``chunks`` parts (``n = 5``,
@@ -716,7 +722,7 @@ def chunk(x, chunks, axis=0) -> list[Tensor]:
         axis: the dim to split (default 0); negative counts from the end.
 
     Returns:
-        A list of tensors.
+        A tuple of tensors (as ``torch.chunk`` and the original Nabla).
 
     Raises:
         ValueError: if ``chunks`` is not positive.
@@ -734,13 +740,13 @@ def chunk(x, chunks, axis=0) -> list[Tensor]:
     return split(x, sizes, axis)
 
 
-def unbind(x, axis=0) -> list[Tensor]:
-    """Remove ``axis``, returning the slices along it."""
+def unbind(x, axis=0) -> tuple[Tensor, ...]:
+    """Remove ``axis`` of ``x``, returning the slices along it as a tuple."""
     x = as_tensor(x, op="unbind")
     axis = norm_axis("unbind", axis, x.ndim)
     if x.shape[axis] == 0:
-        return []
-    return [squeeze(p, axis) for p in split(x, x.shape[axis], axis)]
+        return ()
+    return tuple(squeeze(p, axis) for p in split(x, x.shape[axis], axis))
 
 
 def tile(x, reps) -> Tensor:

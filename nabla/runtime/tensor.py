@@ -355,8 +355,24 @@ class Tensor:
             a = a.astype(dtype)
         return a
 
-    def __dlpack__(self, *args, **kwargs):
-        return np.ascontiguousarray(self.numpy()).__dlpack__(*args, **kwargs)
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        """Export the value through DLPack (``np/jnp/torch.from_dlpack(x)``).
+
+        Zero-copy when the host value is C-contiguous (a 0-d tensor stays 0-d). A read-only
+        value (one imported from JAX, or a view of it) is exported read-only to consumers that
+        speak DLPack 1.0 (``max_version``), and as a copy to older ones, which cannot be told
+        the buffer is read-only.
+        """
+        a = self.numpy()
+        if not a.flags.c_contiguous:
+            a = np.ascontiguousarray(a)  # never for 0-d: those are always contiguous
+        legacy = max_version is None or tuple(max_version)[0] < 1
+        if not a.flags.writeable and legacy and copy is not False:
+            a = a.copy()
+        kwargs = {"stream": stream}
+        if max_version is not None:
+            kwargs.update(max_version=max_version, dl_device=dl_device, copy=copy)
+        return a.__dlpack__(**kwargs)
 
     def __dlpack_device__(self):
         return self.numpy().__dlpack_device__()

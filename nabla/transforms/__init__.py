@@ -1,1 +1,30 @@
-"""Function transforms (layer 4): vmap, autodiff, custom rules, compile, trace."""
+"""Function transforms (layer 4): vmap, autodiff, custom rules, compile, trace.
+
+The transforms are importable from here as functions (``from nabla.transforms import
+compile`` gives the function, as in the original; the module stays
+``nabla.transforms.compile`` in ``sys.modules``)."""
+
+from .autodiff import grad, hessian, jacfwd, jacrev, jvp, value_and_grad, vjp
+from .compile import CompiledFunction, compile  # noqa: A004 - the transform's public name
+from .custom import checkpoint, custom_jvp, custom_vjp, remat
+from .trace import Trace, trace
+from .vmap import vmap
+
+__all__ = [
+    "vmap",
+    "vjp",
+    "grad",
+    "value_and_grad",
+    "jvp",
+    "jacrev",
+    "jacfwd",
+    "hessian",
+    "custom_vjp",
+    "custom_jvp",
+    "checkpoint",
+    "remat",
+    "compile",
+    "CompiledFunction",
+    "trace",
+    "Trace",
+]

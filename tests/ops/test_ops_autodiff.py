@@ -62,7 +62,7 @@ def test_adjoint_identity(entry):
         out, pullback = nb.vjp(f, *prim)
         outs = as_list(out)
         cts = [nb.constant(rng.standard_normal(o.shape)) for o in outs]
-        ct_in = pullback(cts if isinstance(out, list | tuple) else cts[0])
+        ct_in = pullback(nb.tree_unflatten(nb.tree_structure(out), cts))
         lhs = sum(float((c.numpy() * t.numpy()).sum()) for c, t in zip(ct_in, tans))
         rhs = sum(float((c.numpy() * t.numpy()).sum()) for c, t in zip(cts, as_list(tout)))
         assert np.isclose(lhs, rhs, rtol=1e-7, atol=1e-8), (entry.name, s, lhs, rhs)

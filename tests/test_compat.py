@@ -1,0 +1,144 @@
+"""Code written for the original Nabla (and hand-offs with NumPy, JAX and PyTorch) runs
+unchanged: DLPack in both directions, the original's spellings, and the checks it expects.
+
+JAX and PyTorch cases run where those packages are installed; the NumPy ones always run.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+
+import numpy as np
+import pytest
+
+import nabla as nb
+
+HAS_JAX = importlib.util.find_spec("jax") is not None
+HAS_TORCH = importlib.util.find_spec("torch") is not None
+DTYPES = ["float32", "float64", "float16", "int32", "int64", "int8", "uint8", "bool"]
+
+
+def _values(dtype, shape=(2, 3)):
+    a = np.arange(int(np.prod(shape)), dtype=np.float64).reshape(shape) - 2
+    return (a > 0) if dtype == "bool" else a.astype(dtype)
+
+
+# ----------------------------------------------------------------------------- DLPack
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_dlpack_round_trip_with_numpy(dtype):
+    a = _values(dtype)
+    t = nb.Tensor.from_dlpack(a)  # the original's spelling, beside nb.from_dlpack
+    assert t.dtype == nb.DType[dtype] and t.shape == a.shape
+    back = np.from_dlpack(t)
+    np.testing.assert_array_equal(back, a)
+    np.testing.assert_array_equal(np.from_dlpack(nb.from_dlpack(back)), a)
+
+
+def test_dlpack_keeps_0d_tensors_0d_and_exports_views():
+    s = nb.constant(np.float32(3.5))
+    assert np.from_dlpack(s).shape == ()
+    x = nb.constant(_values("float32", (3, 4)))
+    for view, want in (
+        (x.T, _values("float32", (3, 4)).T),
+        (x[:, ::2], _values("float32", (3, 4))[:, ::2]),
+    ):
+        np.testing.assert_array_equal(np.from_dlpack(view), want)  # non-contiguous results
+
+
+def test_dlpack_exports_a_read_only_buffer():
+    ro = _values("float32")
+    ro.flags.writeable = False
+    t = nb.constant(ro)
+    # a consumer of the old protocol gets a copy (it cannot be told the buffer is read-only)
+    np.testing.assert_array_equal(np.from_dlpack(t), ro)
+    cap = t.__dlpack__(max_version=(1, 0))
+    assert type(cap).__name__ == "PyCapsule"
+    g = nb.grad(lambda v: (v * 1.0).sum())(t)  # a gradient passing a cotangent through
+    np.testing.assert_array_equal(np.from_dlpack(g), np.ones_like(ro))
+
+
+@pytest.mark.skipif(not HAS_JAX, reason="jax is not installed")
+@pytest.mark.parametrize("dtype", ["float32", "int32", "bool", "float16"])
+def test_dlpack_round_trip_with_jax(dtype):
+    import jax.numpy as jnp
+
+    a = jnp.asarray(_values(dtype))
+    t = nb.from_dlpack(a)  # a read-only import
+    back = jnp.from_dlpack(t)
+    np.testing.assert_array_equal(np.asarray(back), np.asarray(a))
+    np.testing.assert_array_equal(np.asarray(jnp.from_dlpack(t.T)), np.asarray(a).T)
+    assert jnp.from_dlpack(nb.constant(np.float32(2.0))).shape == ()
+    if dtype == "float32":
+        g = nb.grad(lambda v: (v * 3.0).sum())(t)
+        np.testing.assert_array_equal(np.asarray(jnp.from_dlpack(g)), np.full((2, 3), 3.0))
+
+
+@pytest.mark.skipif(not HAS_TORCH, reason="torch is not installed")
+@pytest.mark.parametrize("dtype", ["float32", "int64", "bool"])
+def test_dlpack_round_trip_with_torch(dtype):  # pragma: no cover - needs torch
+    import torch
+
+    a = torch.from_numpy(_values(dtype))
+    t = nb.Tensor.from_dlpack(a)
+    np.testing.assert_array_equal(torch.from_dlpack(t).numpy(), a.numpy())
+    np.testing.assert_array_equal(torch.from_dlpack(t[:, ::2]).numpy(), a.numpy()[:, ::2])
+    assert torch.from_dlpack(nb.constant(np.float32(2.0))).shape == ()
+
+
+# ----------------------------------------------------------------------------- spellings
+def test_transforms_are_importable_as_functions():
+    from nabla.transforms import compile, grad, vmap
+
+    assert compile is nb.compile and grad is nb.grad and vmap is nb.vmap
+    f = compile(lambda x: x * 2.0)
+    np.testing.assert_array_equal(f(nb.constant([1.0, 2.0])).numpy(), [2.0, 4.0])
+
+
+def test_split_chunk_and_unbind_return_tuples():
+    x = nb.arange(12).reshape(4, 3)
+    assert isinstance(nb.split(x, 2), tuple) and isinstance(x.split(2), tuple)
+    assert isinstance(nb.chunk(x, 2), tuple)
+    parts = nb.unbind(x)
+    assert isinstance(parts, tuple) and [p.shape for p in parts] == [(3,)] * 4
+
+
+def test_tensor_constant_constructor():
+    t = nb.Tensor.constant([1.0, 2.0], dtype=nb.float64)
+    assert t.dtype == nb.float64 and t.tolist() == [1.0, 2.0]
+
+
+# ----------------------------------------------------------------------------- checks
+@pytest.mark.parametrize(
+    "call,words",
+    [
+        (lambda: nb.conv2d(nb.ones((1, 5, 5, 1)), nb.ones((3, 3, 1, 1)), stride=0), "stride"),
+        (lambda: nb.conv2d(nb.ones((1, 5, 5, 1)), nb.ones((3, 3, 1, 1)), dilation=0), "dilation"),
+        (
+            lambda: nb.conv2d_transpose(nb.ones((1, 5, 5, 1)), nb.ones((3, 3, 1, 1)), stride=0),
+            "stride",
+        ),
+        (lambda: nb.max_pool2d(nb.ones((1, 5, 5, 1)), 0), "kernel_size"),
+        (lambda: nb.avg_pool2d(nb.ones((1, 5, 5, 1)), 2, stride=0), "stride"),
+        (lambda: nb.avg_pool2d(nb.ones((1, 5, 5, 1)), (2, 0)), "kernel_size"),
+    ],
+)
+def test_zero_strides_dilations_and_kernels_are_clear_errors(call, words):
+    with pytest.raises(nb.OpError, match=words) as info:
+        call()
+    assert ">= 1" in str(info.value)
+
+
+def test_a_boolean_mask_must_match_the_indexed_dims():
+    x = nb.arange(3)
+    with pytest.raises(IndexError, match=r"boolean mask of shape \(2,\).*\(3,\)"):
+        x[nb.constant([True, False])]
+    with pytest.raises(IndexError, match="boolean mask"):
+        x.at[nb.constant([True, False])].set(5)
+    m = nb.arange(6).reshape(2, 3)
+    with pytest.raises(IndexError, match=r"\(2, 2\).*\(2, 3\)"):
+        m[nb.constant([[True, False], [False, True]])]
+    # a matching mask, also after an ellipsis, still works
+    np.testing.assert_array_equal(x[nb.constant([True, False, True])].numpy(), [0, 2])
+    np.testing.assert_array_equal(
+        m[..., nb.constant([False, True, True])].numpy(), [[1, 2], [4, 5]]
+    )
