@@ -232,9 +232,7 @@ def test_background_compile_then_disk_cache_in_a_second_process(max_cache_dir, m
         print(repr(r.tolist()), mx.stats()["disk_hits"], mx.stats()["compiles"])
         """
     )
-    env = dict(os.environ, NABLA_CACHE_DIR=str(max_cache_dir))
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
+    env = _env(NABLA_CACHE_DIR=str(max_cache_dir))
     res = subprocess.run(
         [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300
     )
@@ -260,9 +258,7 @@ def test_exit_during_a_background_compile_finishes_it_cleanly(tmp_path):
             time.sleep(0.001)
         """
     )
-    env = dict(os.environ, NABLA_CACHE_DIR=str(tmp_path), NABLA_BACKGROUND_COMPILE="1")
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
+    env = _env(NABLA_CACHE_DIR=str(tmp_path), NABLA_BACKGROUND_COMPILE="1")
     res = subprocess.run(
         [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=600
     )
@@ -700,9 +696,7 @@ def test_dynamic_dims_compile_one_max_model_for_every_size(tmp_path, monkeypatch
     assert f.stats.misses == 1 and f.stats.replays == 1 and f.stats.hits == 6
 
     script = DYNAMIC_SRC + 'check((2, 3, 9, 30))\nprint(mx.stats()["compiles"])\n'
-    env = dict(os.environ, NABLA_CACHE_DIR=str(tmp_path))
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
+    env = _env(NABLA_CACHE_DIR=str(tmp_path))
     res = subprocess.run(
         [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300
     )
@@ -783,9 +777,7 @@ def test_concurrent_processes_compile_a_program_once(tmp_path):
         print(s["compiles"], s["disk_hits"])
         """
     )
-    env = dict(os.environ, NABLA_CACHE_DIR=str(tmp_path))
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
+    env = _env(NABLA_CACHE_DIR=str(tmp_path))
     procs = [
         subprocess.Popen([sys.executable, "-c", script], env=env, stdout=subprocess.PIPE, text=True)
         for _ in range(4)
