@@ -142,3 +142,18 @@ def test_a_boolean_mask_must_match_the_indexed_dims():
     np.testing.assert_array_equal(
         m[..., nb.constant([False, True, True])].numpy(), [[1, 2], [4, 5]]
     )
+
+
+def test_the_originals_keywords():
+    x = nb.arange(12).reshape(2, 6)
+    a, b, c = nb.split(x, num_splits=3, axis=1)
+    assert a.shape == b.shape == c.shape == (2, 2)
+    assert nb.permute(x, order=(1, 0)).shape == (6, 2)
+    assert nb.permute(x, (1, 0)).shape == nb.permute(x, 1, 0).shape == (6, 2)
+    with pytest.raises(TypeError, match="not both"):
+        nb.permute(x, 1, 0, order=(1, 0))
+    v = nb.constant([1.0, 2.0])
+    value, g = nb.value_and_grad(lambda t: (t * t).sum(), realize=True)(v)
+    assert value.is_realized and g.is_realized and g.tolist() == [2.0, 4.0]
+    assert nb.grad(lambda t: (t * t).sum(), realize=True)(v).is_realized
+    assert not nb.grad(lambda t: (t * t).sum())(v).is_realized  # lazy by default

@@ -162,9 +162,17 @@ class TransposeOp(Operation):
 _transpose = TransposeOp()
 
 
-def permute(x, *axes) -> Tensor:
-    """Reorder dims: output dim ``i`` is input dim ``axes[i]``."""
+def permute(x, *axes, order=None) -> Tensor:
+    """Reorder dims of ``x``: output dim ``i`` is input dim ``axes[i]``.
+
+    ``axes`` is given as separate ints, one sequence, or (the original Nabla's spelling) the
+    keyword ``order=``.
+    """
     x = as_tensor(x, op="permute")
+    if order is not None:
+        if axes:
+            raise TypeError("permute: pass the axes either positionally or as order=, not both")
+        axes = (order,)
     if len(axes) == 1 and isinstance(axes[0], list | tuple):
         axes = tuple(axes[0])
     if len(axes) != x.ndim:
@@ -685,15 +693,22 @@ def stack(tensors, axis=0) -> Tensor:
     return concatenate([unsqueeze(t, axis) for t in tensors], axis)
 
 
-def split(x, num_or_sizes, axis=0) -> tuple[Tensor, ...]:
+def split(x, num_or_sizes=None, axis=0, *, num_splits=None) -> tuple[Tensor, ...]:
     """Split ``x`` along ``axis`` into ``num_or_sizes`` equal parts, or parts of the given
     sizes; returns a tuple of tensors (as ``torch.split`` and the original Nabla).
+    ``num_splits=`` is the original Nabla's keyword for a count.
 
     Raises:
         ValueError: (:class:`nabla.OpError`) for a 0-d ``x``, a count that does not divide
             the axis, or sizes that do not add up to it.
     """
     x = as_tensor(x, op="split")
+    if num_splits is not None:
+        if num_or_sizes is not None:
+            raise TypeError("split: pass either num_or_sizes or num_splits=, not both")
+        num_or_sizes = num_splits
+    if num_or_sizes is None:
+        raise TypeError("split: missing the number of parts (num_or_sizes or num_splits=)")
     if x.ndim == 0:
         raise OpError("split: cannot split a 0-d tensor")
     axis = norm_axis("split", axis, x.ndim)

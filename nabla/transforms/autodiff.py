@@ -33,6 +33,7 @@ from ..ops.unary import identity, stop_gradient
 from ..ops.view import moveaxis
 from ..runtime.graph import GRAPH
 from ..runtime.tensor import Tensor
+from ..runtime.tensor import realize as realize_tensors
 from .vmap import vmap
 
 __all__ = [
@@ -259,13 +260,15 @@ def _vjp(fun, primals, has_aux, level):
     return (out, pullback, aux) if has_aux else (out, pullback)
 
 
-def value_and_grad(fun, argnums=0, has_aux=False):
+def value_and_grad(fun, argnums=0, has_aux=False, *, realize=False):
     """``value_and_grad(f)(*args) -> (value, grad)`` for a scalar-valued ``f``.
 
     Args:
         fun: returns a scalar float tensor (or ``(scalar, aux)`` with ``has_aux``).
         argnums: int or tuple of ints: which positional arguments to differentiate.
         has_aux: see :func:`vjp`.
+        realize: compute the value and gradients (one program) before returning, as the
+            original Nabla's ``realize=True``; by default they are returned lazily.
 
     Raises:
         TypeError: if a differentiated argument is not float, or the output is not a float
@@ -279,7 +282,10 @@ def value_and_grad(fun, argnums=0, has_aux=False):
     def wrapper(*args, **kwargs):
         f, dyn, single = _split_argnums(fun, args, kwargs, argnums, "grad")
         with grad_level() as level:
-            return _value_and_grad_at(f, dyn, level, single)
+            result = _value_and_grad_at(f, dyn, level, single)
+        if realize:
+            realize_tensors(result)
+        return result
 
     def _value_and_grad_at(f, dyn, level, single):
         res = _vjp(f, dyn, has_aux, level)
@@ -305,7 +311,7 @@ def value_and_grad(fun, argnums=0, has_aux=False):
     return wrapper
 
 
-def grad(fun, argnums=0, has_aux=False):
+def grad(fun, argnums=0, has_aux=False, *, realize=False):
     """Gradient of a scalar-valued function: ``grad(f)(x)`` has the structure of ``x``.
 
     Args:
@@ -313,6 +319,8 @@ def grad(fun, argnums=0, has_aux=False):
         argnums: int or tuple of ints: which positional arguments to differentiate (default
             0). With a tuple the gradient is a tuple with one entry per argument.
         has_aux: ``fun`` returns ``(out, aux)``; the result is then ``(grad, aux)``.
+        realize: compute the gradients before returning (the original Nabla's
+            ``realize=True``); by default they are returned lazily.
 
     Returns:
         A function of the same arguments as ``fun`` returning the gradient.
@@ -326,7 +334,7 @@ def grad(fun, argnums=0, has_aux=False):
         >>> nb.grad(lambda x: nb.sin(x))(nb.constant(0.0)).item()
         1.0
     """
-    vg = value_and_grad(fun, argnums, has_aux)
+    vg = value_and_grad(fun, argnums, has_aux, realize=realize)
 
     @functools.wraps(fun)
     def wrapper(*args, **kwargs):
