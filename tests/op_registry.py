@@ -571,7 +571,7 @@ shaped(
 )
 shaped(
     "slice_tensor",
-    lambda x, start, stop, step=None: nb.slice_tensor(x, start, stop, step),
+    lambda x, start, stop, step=None: nb.slice_tensor(x, start=start, stop=stop, step=step),
     lambda x, start, stop, step=None: x[
         tuple(slice(a, b, c) for a, b, c in zip(start, stop, step or [None] * len(start)))
     ],
@@ -626,7 +626,7 @@ _multi(
 )
 _multi(
     "slice_update",
-    lambda x, u, start, stop: nb.slice_update(x, u, start, stop),
+    lambda x, u, start, stop: nb.slice_update(x, u, start=start, stop=stop),
     lambda x, u, start, stop: _np_set(x, tuple(slice(a, b) for a, b in zip(start, stop)), u),
     [
         ([(4, 5), (2, 3)], {"start": [1, 2], "stop": [3, 5]}),

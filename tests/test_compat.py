@@ -157,3 +157,21 @@ def test_the_originals_keywords():
     assert value.is_realized and g.is_realized and g.tolist() == [2.0, 4.0]
     assert nb.grad(lambda t: (t * t).sum(), realize=True)(v).is_realized
     assert not nb.grad(lambda t: (t * t).sum())(v).is_realized  # lazy by default
+
+
+def test_slice_tensor_and_slice_update_take_start_and_size():
+    x = nb.arange(16).reshape(4, 4)
+    part = nb.slice_tensor(x, [1, 2], [2, 2])  # the original: start and size (not stop)
+    assert part.shape == (2, 2)
+    np.testing.assert_array_equal(part.numpy(), np.arange(16).reshape(4, 4)[1:3, 2:4])
+    np.testing.assert_array_equal(
+        nb.slice_tensor(x, start=[1, 2], stop=[3, 4]).numpy(), part.numpy()
+    )
+    out = nb.slice_update(x, nb.zeros((2, 2), dtype=nb.int32), [1, 2], [2, 2])
+    want = np.arange(16).reshape(4, 4)
+    want[1:3, 2:4] = 0
+    np.testing.assert_array_equal(out.numpy(), want)
+    with pytest.raises(TypeError, match="not both"):
+        nb.slice_tensor(x, [0, 0], [1, 1], stop=[1, 1])
+    with pytest.raises(TypeError, match="one entry per dim"):
+        nb.slice_tensor(x, [0, 0], [1])

@@ -420,21 +420,43 @@ def normalize_slices(op, shape, index) -> tuple:
     return tuple(out)
 
 
-def slice_tensor(x, start=None, stop=None, step=None, *, slices=None) -> Tensor:
-    """Strided slice: ``slice_tensor(x, [0, 1], [2, 5])`` or ``slices=[slice(...), ...]``.
+def _region(op, start, size, stop, step, slices) -> list:
+    """The ``slice`` per leading dim named by one of the two spellings: ``start``/``size``
+    (the original Nabla's, as ``lax.dynamic_slice``) or ``start``/``stop``/``step``, or
+    ``slices``."""
+    if slices is not None:
+        if any(v is not None for v in (start, size, stop, step)):
+            raise TypeError(f"{op}: pass either slices= or start/size/stop/step, not both")
+        return list(slices)
+    if size is not None:
+        if stop is not None or step is not None:
+            raise TypeError(f"{op}: pass either size or stop=/step=, not both")
+        if start is None or len(start) != len(size):
+            raise TypeError(f"{op}: start {start!r} and size {size!r} need one entry per dim")
+        return [slice(int(a), int(a) + int(n)) for a, n in zip(start, size)]
+    given = [v for v in (start, stop, step) if v is not None]
+    if not given:
+        raise TypeError(f"{op}: missing the region (start and size, stop=, or slices=)")
+    n = len(given[0])
+    start, stop, step = (v or [None] * n for v in (start, stop, step))
+    return [slice(a, b, c) for a, b, c in zip(start, stop, step)]
 
-    ``start``/``stop``/``step`` are per-dim sequences (missing trailing dims are taken whole).
+
+def slice_tensor(x, start=None, size=None, *, stop=None, step=None, slices=None) -> Tensor:
+    """The region of ``x`` from ``start`` with ``size`` elements per dim (the original
+    Nabla's spelling: ``slice_tensor(x, [1, 2], [2, 2])`` has shape ``(2, 2)``), or given by
+    ``start=``/``stop=``/``step=`` sequences (NumPy-like, steps may be negative), or by
+    ``slices=[slice(...), ...]``. Dims not covered are taken whole.
+
+    Raises:
+        TypeError: for mixed or missing region arguments.
+        IndexError: for more entries than dims.
     """
     x = as_tensor(x, op="slice_tensor")
-    if slices is None:
-        n = len(start if start is not None else stop)
-        start = start or [None] * n
-        stop = stop or [None] * n
-        step = step or [None] * n
-        slices = [slice(a, b, c) for a, b, c in zip(start, stop, step)]
+    slices = _region("slice_tensor", start, size, stop, step, slices)
     if len(slices) > x.ndim:
         raise IndexError(f"slice_tensor: {len(slices)} slices for a tensor of shape {x.shape}")
-    norm = normalize_slices("slice_tensor", x.shape, list(slices))
+    norm = normalize_slices("slice_tensor", x.shape, slices)
     return _slice_n(x, norm)
 
 
@@ -444,17 +466,18 @@ def _slice_n(x, norm):
     return _slice.bind([x], {"slices": norm})
 
 
-def slice_update(x, update, start=None, stop=None, step=None, *, slices=None) -> Tensor:
-    """``x`` with a strided region replaced by ``update`` (functional; ``x`` is unchanged).
+def slice_update(x, update, start=None, size=None, *, stop=None, step=None, slices=None) -> Tensor:
+    """``x`` with a region replaced by ``update`` (functional; ``x`` is unchanged).
 
-    The region is given either by ``start``/``stop``/``step`` or by ``slices``, as in
-    :func:`nabla.slice_tensor`; dims not covered are taken whole. JAX's
-    ``x.at[region].set(update)``.
+    The region is given as in :func:`nabla.slice_tensor`: ``start`` and ``size`` (the
+    original Nabla's spelling), ``start=``/``stop=``/``step=``, or ``slices``; dims not
+    covered are taken whole. JAX's ``x.at[region].set(update)``.
 
     Args:
         x: a tensor, or a Python scalar, nested list or NumPy array.
         update: the new values, cast to ``x``'s dtype and broadcast to the region's shape.
-        start: sequence of per-dim start indices (ints or None).
+        start: sequence of per-dim start indices (ints, or None with ``stop=``).
+        size: sequence of per-dim region sizes (with ``start``).
         stop: sequence of per-dim stop indices (ints or None).
         step: sequence of per-dim steps (ints or None; nonzero, may be negative).
         slices: instead of ``start``/``stop``/``step``, a sequence of ``slice`` objects, one
@@ -466,20 +489,16 @@ def slice_update(x, update, start=None, stop=None, step=None, *, slices=None) ->
     Raises:
         ValueError: if ``update`` does not fit the region (:class:`nabla.OpError`) or a step
             is zero.
-        TypeError: for an entry of ``slices`` that is not a ``slice``.
+        TypeError: for an entry of ``slices`` that is not a ``slice``, or mixed or missing
+            region arguments.
 
     Example:
-        >>> nb.slice_update(nb.zeros((4,)), 1.0, [1], [3]).tolist()
+        >>> nb.slice_update(nb.zeros((4,)), 1.0, [1], [2]).tolist()
         [0.0, 1.0, 1.0, 0.0]
     """
     x = as_tensor(x, op="slice_update")
-    if slices is None:
-        n = len(start if start is not None else stop)
-        start = start or [None] * n
-        stop = stop or [None] * n
-        step = step or [None] * n
-        slices = [slice(a, b, c) for a, b, c in zip(start, stop, step)]
-    norm = normalize_slices("slice_update", x.shape, list(slices))
+    slices = _region("slice_update", start, size, stop, step, slices)
+    norm = normalize_slices("slice_update", x.shape, slices)
     region = tuple(s[2] for s in norm)
     update = as_tensor(update, x.dtype, op="slice_update")
     if update.shape != region:

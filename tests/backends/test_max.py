@@ -562,7 +562,7 @@ def int_graph():
     o["concat_bool"] = nb.concatenate([bx, by], axis=0)
     o["pad_bool"] = nb.pad(bx, ((1, 0), (0, 2)), value=True)
     o["flip_int"] = nb.flip(a, axis=1)
-    o["slice_update_bool"] = nb.slice_update(bx, nb.zeros((2, 2), dtype=nb.bool), [0, 1], [2, 3])
+    o["slice_update_bool"] = nb.slice_update(bx, nb.zeros((2, 2), dtype=nb.bool), [0, 1], [2, 2])
     return o
 
 

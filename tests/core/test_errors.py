@@ -231,7 +231,7 @@ CASES = [
     (
         "slice_update_region",
         ValueError,
-        lambda: nb.slice_update(lazy(4, 4), lazy(3, 3), [0, 0], [2, 2]),
+        lambda: nb.slice_update(lazy(4, 4), lazy(3, 3), [0, 0], stop=[2, 2]),
         ["slice_update", "(3, 3)", "(2, 2)", "(4, 4)"],
     ),
     (
