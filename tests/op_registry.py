@@ -333,6 +333,15 @@ _reduction(
     "min", _np_red(np.min), samples=_nonempty_samples, dtypes=("float32", "float64", "int32")
 )
 _reduction("reduce_min", _np_red(np.min), samples=_nonempty_samples)
+register(
+    OpEntry(
+        "minmax",
+        nb.minmax,
+        lambda x: [np.min(x), np.max(x)],
+        lambda rng, dt: [Sample((_vals(rng, s, dt),)) for s in SHAPES],
+        dtypes=("float32", "float64", "int32"),
+    )
+)
 _reduction("var", _np_red(np.var), samples=_nonempty_samples)
 _reduction(
     "std",
@@ -584,7 +593,7 @@ shaped(
 shaped(
     "chunk",
     lambda x, c, axis=0: nb.chunk(x, c, axis),
-    lambda x, c, axis=0: np.array_split(x, -(-x.shape[axis] // -(-x.shape[axis] // c)), axis),
+    lambda x, c, axis=0: [a for a in np.array_split(x, c, axis) if a.shape[axis]],
     [((5, 3), (2,), {}), ((4, 6), (3,), {"axis": 1})],
 )
 shaped(

@@ -94,10 +94,10 @@ def test_transforms_are_importable_as_functions():
     np.testing.assert_array_equal(f(nb.constant([1.0, 2.0])).numpy(), [2.0, 4.0])
 
 
-def test_split_chunk_and_unbind_return_tuples():
+def test_split_and_unbind_return_tuples_chunk_a_list_as_the_original():
     x = nb.arange(12).reshape(4, 3)
     assert isinstance(nb.split(x, 2), tuple) and isinstance(x.split(2), tuple)
-    assert isinstance(nb.chunk(x, 2), tuple)
+    assert isinstance(nb.chunk(x, 2), list)
     parts = nb.unbind(x)
     assert isinstance(parts, tuple) and [p.shape for p in parts] == [(3,)] * 4
 
@@ -175,3 +175,12 @@ def test_slice_tensor_and_slice_update_take_start_and_size():
         nb.slice_tensor(x, [0, 0], [1, 1], stop=[1, 1])
     with pytest.raises(TypeError, match="one entry per dim"):
         nb.slice_tensor(x, [0, 0], [1])
+
+
+def test_chunk_sizes_and_minmax_as_the_original():
+    x = nb.arange(10)
+    assert [c.shape[0] for c in nb.chunk(x, 3)] == [4, 3, 3]
+    assert [c.shape[0] for c in nb.chunk(nb.arange(2), 3)] == [1, 1]
+    np.testing.assert_array_equal(nb.concatenate(nb.chunk(x, 4)).numpy(), np.arange(10))
+    lo, hi = nb.minmax(nb.constant([[3.0, -1.0], [7.0, 2.0]]))
+    assert (lo.item(), hi.item()) == (-1.0, 7.0) and lo.shape == hi.shape == ()

@@ -30,6 +30,7 @@ __all__ = [
     "cumsum",
     "all",
     "any",
+    "minmax",
     "softmax",
     "logsoftmax",
     "ReduceOperation",
@@ -642,3 +643,21 @@ def cumsum(x, axis=-1, exclusive=False, reverse=False):
         raise OpError(f"cumsum: needs rank >= 1, got shape {x.shape}")
     axis = norm_axis("cumsum", axis, x.ndim, x.shape)
     return _cumsum.bind([x], {"axis": axis, "exclusive": bool(exclusive), "reverse": bool(reverse)})
+
+
+def minmax(x) -> list[Tensor]:
+    """``[min, max]`` of all elements of ``x`` (the original Nabla's ``nb.minmax``), as two
+    0-d tensors computed in the same program.
+
+    Args:
+        x: a non-empty tensor, or a Python scalar, nested list or NumPy array.
+
+    Returns:
+        A list ``[min, max]`` of 0-d tensors of ``x``'s dtype (NaN propagates).
+
+    Raises:
+        ValueError: (:class:`nabla.OpError`) for an empty ``x``.
+    """
+    x = as_tensor(x, op="minmax")
+    axes = tuple(range(x.ndim))
+    return [reduce_min(x, axes), reduce_max(x, axes)]

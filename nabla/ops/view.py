@@ -744,11 +744,10 @@ def split(x, num_or_sizes=None, axis=0, *, num_splits=None) -> tuple[Tensor, ...
     return tuple(_split.bind([x], {"sizes": sizes, "axis": axis}))
 
 
-def chunk(x, chunks, axis=0) -> tuple[Tensor, ...]:
-    """Split ``x`` along ``axis`` into parts of size ``ceil(n / chunks)``, like ``torch.chunk``.
-
-    The last part may be smaller, and there may be fewer than ``chunks`` parts (``n = 5``,
-    ``chunks = 4`` gives sizes 2, 2, 1).
+def chunk(x, chunks, axis=0) -> list[Tensor]:
+    """Split ``x`` along ``axis`` into ``chunks`` parts as even as possible, as the original
+    Nabla (and ``np.array_split``): the first ``n % chunks`` parts get one element more
+    (10 in 3 -> 4, 3, 3); empty parts are dropped (2 in 3 -> 1, 1).
 
     Args:
         x: a tensor, or a Python scalar, nested list or NumPy array (at least 1-D).
@@ -756,7 +755,7 @@ def chunk(x, chunks, axis=0) -> tuple[Tensor, ...]:
         axis: the dim to split (default 0); negative counts from the end.
 
     Returns:
-        A tuple of tensors (as ``torch.chunk`` and the original Nabla).
+        A list of tensors (the original Nabla's container for ``chunk``).
 
     Raises:
         ValueError: if ``chunks`` is not positive.
@@ -767,11 +766,10 @@ def chunk(x, chunks, axis=0) -> tuple[Tensor, ...]:
     n = x.shape[axis]
     if chunks <= 0:
         raise ValueError(f"chunk: chunks must be positive, got {chunks}")
-    size = -(-n // chunks) if n else 0
-    sizes = [size] * (n // size) if size else [0]
-    if size and n % size:
-        sizes.append(n % size)
-    return split(x, sizes, axis)
+    base, extra = divmod(n, chunks)
+    sizes = [base + (i < extra) for i in range(chunks)]
+    sizes = [sz for sz in sizes if sz > 0]
+    return list(split(x, sizes, axis)) if sizes else []
 
 
 def unbind(x, axis=0) -> tuple[Tensor, ...]:
