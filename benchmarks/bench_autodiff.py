@@ -4,7 +4,9 @@ Columns: nabla on the NumPy backend (lazy build + backward build + realize each 
 without and with ``jit`` (only when ``import jax`` works; otherwise skipped), and hand-written
 NumPy backprop (and a hand-written Pearlmutter R-op for the HVP) as the floor.
 
-HVP is forward-over-reverse: ``jvp(grad(f), (params,), (v,))``.
+HVP is forward-over-reverse: ``jvp(grad(f), (params,), (v,))``. The Jacobian rows are
+``jacrev``/``jacfwd`` of ``tanh(W @ x)``, ``x`` in R^256 (the basis is vmapped: ``W @ v`` with
+``v`` batched must be one GEMM, never ``W`` copied per basis element).
 
 Run: ``python benchmarks/bench_autodiff.py``  (about 15-30 s).
 """
@@ -150,6 +152,7 @@ def main():
         rows["HVP jvp(grad)"]["JAX (no jit)"] = median_ms(lambda: block(j_hvp(jp, jv)))
         rows["HVP jvp(grad)"]["JAX (jit)"] = median_ms(lambda: block(j_hvp_jit(jp, jv)))
 
+    jacobian_rows(rows)
     cols = ["nabla (numpy)", "JAX (no jit)", "JAX (jit)", "NumPy by hand"]
     print(f"MLP {D_IN}->{D_H}->{D_OUT} relu, batch {B}, float32; median ms/call of {N_REPS}")
     if jax is None:
@@ -164,6 +167,32 @@ def main():
     print()
     for name, r in rows.items():
         print(f"{name}: nabla / NumPy floor = {r['nabla (numpy)'] / r['NumPy by hand']:.1f}x")
+
+
+def jacobian_rows(rows, n=256):
+    """jacrev/jacfwd of tanh(W x): nabla (numpy backend), JAX, and the closed form."""
+    rng = np.random.default_rng(1)
+    w_np = (rng.standard_normal((n, n)) / np.sqrt(n)).astype(np.float32)
+    x_np = rng.standard_normal(n).astype(np.float32)
+    want = (1 - np.tanh(w_np @ x_np) ** 2)[:, None] * w_np
+    w, x = nb.constant(w_np), nb.constant(x_np)
+    for name in ("jacrev", "jacfwd"):
+        key = f"{name} tanh(Wx)"
+        jac = getattr(nb, name)(lambda v: nb.tanh(w @ v))
+        with nb.backend("numpy"):
+            np.testing.assert_allclose(jac(x).numpy(), want, rtol=1e-4, atol=1e-5)
+            rows[key] = {"nabla (numpy)": median_ms(lambda jac=jac: jac(x).numpy(), N_REPS)}
+        rows[key]["NumPy by hand"] = median_ms(
+            lambda: (1 - np.tanh(w_np @ x_np) ** 2)[:, None] * w_np, N_REPS
+        )
+        if jax is not None:
+            jw = jnp.asarray(w_np)
+            jf = getattr(jax, name)(lambda v: jnp.tanh(jw @ v))
+            jx = jnp.asarray(x_np)
+            np.testing.assert_allclose(np.asarray(jf(jx)), want, rtol=1e-4, atol=1e-5)
+            jit = jax.jit(jf)
+            rows[key]["JAX (no jit)"] = median_ms(lambda jf=jf: jax.block_until_ready(jf(jx)))
+            rows[key]["JAX (jit)"] = median_ms(lambda jit=jit: jax.block_until_ready(jit(jx)))
 
 
 if __name__ == "__main__":

@@ -46,8 +46,20 @@ class MatmulOp(Operation):
 
 
 def _mm(a, b):
-    """The matmul primitive, promoting a 1-D left operand unless the kernel takes it."""
+    """The matmul primitive, promoting a 1-D left operand unless the kernel takes it.
 
+    An unbatched 2-D left operand (a weight) times an operand batched by vmap is computed as
+    ``(b^T @ a^T)^T``: the weight stays unbatched on the right, where every kernel
+    broadcasts it, instead of being copied once per batch element (for a batched vector or
+    column that is one GEMM with the batch as its rows: jacrev/jacfwd of ``W @ x``)."""
+    if a.ndim == 2 and not a._impl.levels and b._impl.levels and b.ndim <= 2:
+        at = view.swap_axes(a, -1, -2)
+        if b.ndim == 1:
+            return _matmul.bind([b, at], {})
+        if b.shape[-1] == 1:
+            out = _matmul.bind([view.reshape(b, b.shape[:-1]), at], {})
+            return view.reshape(out, out.shape + (1,))
+        return view.swap_axes(_matmul.bind([view.swap_axes(b, -1, -2), at], {}), -1, -2)
     if a.ndim == 1 and (b._impl.levels or b.ndim != 2):
         out = _matmul.bind([view.reshape(a, (1,) + a.shape), b], {})
         return view.reshape(out, out.shape[:-2] + out.shape[-1:])
@@ -129,7 +141,7 @@ def matmul(x, y):
         x = view.broadcast_to(x, batch + x.shape[-2:])
     if y.shape[:-2] != batch:
         y = view.broadcast_to(y, batch + y.shape[-2:])
-    out = _matmul.bind([x, y], {})
+    out = _mm(x, y)
     if squeeze_x and squeeze_y:
         return view.reshape(out, batch)
     if squeeze_x:

@@ -646,3 +646,24 @@ def test_trace_prints_graph():
     assert "f32[2,2]" in sg and "cos" in sg and "matmul" in sg and "in (" in sg
     assert tg.num_ops > tr.num_ops
     assert repr(tg) == sg
+
+
+@pytest.mark.parametrize("jac", ["jacrev", "jacfwd"])
+def test_jacobians_never_copy_an_unbatched_weight_per_basis_element(jac):
+    # jacrev/jacfwd batch their basis with vmap; W @ v with v batched must be one GEMM with
+    # the batch as rows, never W broadcast to (n, n, n) and n separate mat-vecs
+    from nabla.runtime.graph import GRAPH
+
+    rng = np.random.default_rng(0)
+    n = 64
+    w_np = rng.standard_normal((n, n)).astype(np.float32) / 8
+    x_np = rng.standard_normal(n).astype(np.float32)
+    w = nb.constant(w_np)
+    jac_fn = getattr(nb, jac)(lambda v: nb.tanh(w @ v))
+    with nb.backend("numpy"):
+        got = jac_fn(nb.constant(x_np)).numpy()
+        program = GRAPH.programs()[-1]
+    y = np.tanh(w_np @ x_np)
+    np.testing.assert_allclose(got, (1 - y**2)[:, None] * w_np, rtol=1e-4, atol=1e-5)
+    sizes = [int(np.prod(shape)) for ins in program.instructions for _, shape in ins.out_specs]
+    assert max(sizes) <= n * n, f"an intermediate of {max(sizes)} elements (n = {n})"
