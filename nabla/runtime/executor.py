@@ -44,9 +44,12 @@ def select_backend(program: Program, seen: int) -> str:
                 "install it with: pip install 'nabla[max]'"
             )
         return "max"
-    # auto
+    # auto: a structure seen fewer times than the threshold never touches MAX (importing it
+    # costs ~0.25 s, which the first result must not pay)
+    if seen < CONFIG.auto_threshold:
+        return "numpy"
     mx = max_backend()
-    if mx is None or seen < CONFIG.auto_threshold:
+    if mx is None:
         return "numpy"
     return "max" if mx.ready_for(program) else "numpy"
 
