@@ -184,3 +184,25 @@ def test_chunk_sizes_and_minmax_as_the_original():
     np.testing.assert_array_equal(nb.concatenate(nb.chunk(x, 4)).numpy(), np.arange(10))
     lo, hi = nb.minmax(nb.constant([[3.0, -1.0], [7.0, 2.0]]))
     assert (lo.item(), hi.item()) == (-1.0, 7.0) and lo.shape == hi.shape == ()
+
+
+def test_conv2d_transpose_takes_the_originals_filter_layout():
+    rng = np.random.default_rng(0)
+    x = nb.constant(rng.standard_normal((2, 7, 7, 3)).astype(np.float32))
+    w = nb.constant(rng.standard_normal((3, 3, 3, 5)).astype(np.float32))  # conv2d's HWIO
+    y, pullback = nb.vjp(lambda t: nb.conv2d(t, w, stride=2, padding=1), x)
+    dy = nb.constant(rng.standard_normal(y.shape).astype(np.float32))
+    (dx,) = pullback(dy)
+    # the original: the forward conv's own weight (KH, KW, O, C) gives the input gradient
+    got = nb.conv2d_transpose(dy, w, stride=2, padding=1, filter_layout="HWOI")
+    np.testing.assert_allclose(got.numpy(), dx.numpy(), rtol=1e-4, atol=1e-4)
+    # its output_paddings= keyword implies that layout; output_padding 0 gives (7, 7) here
+    same = nb.conv2d_transpose(dy, w, stride=2, padding=1, output_paddings=0)
+    np.testing.assert_allclose(same.numpy(), dx.numpy(), rtol=1e-4, atol=1e-4)
+    # ours (HWIO, the input's channels first) is the same filter transposed
+    ours = nb.conv2d_transpose(dy, nb.permute(w, (0, 1, 3, 2)), stride=2, padding=1)
+    np.testing.assert_allclose(ours.numpy(), dx.numpy(), rtol=1e-4, atol=1e-4)
+    with pytest.raises(nb.OpError, match="filter_layout='HWOI'"):
+        nb.conv2d_transpose(dy, w, stride=2, padding=1)  # an HWOI filter read as HWIO
+    with pytest.raises(TypeError, match="not both"):
+        nb.conv2d_transpose(dy, w, output_padding=1, output_paddings=1)

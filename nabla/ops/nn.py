@@ -63,8 +63,9 @@ def _padding(padding, op, k=None, d=None, s=None, size=None):
     raise OpError(f"{op}: cannot interpret padding {padding!r}")
 
 
-def _check_conv(op, x, weight, groups):
-    """Tensors for NHWC ``x`` and an HWIO filter whose channels match ``groups``."""
+def _check_conv(op, x, weight, groups, layout="HWIO"):
+    """Tensors for NHWC ``x`` and an HWIO filter whose channels match ``groups`` (``layout``
+    names how the user's filter was given, for the error message)."""
     x = as_tensor(x, op=op)
     w = as_tensor(weight, op=op)
     if x.ndim != 4 or w.ndim != 4:
@@ -74,9 +75,16 @@ def _check_conv(op, x, weight, groups):
         )
     c, (cg, o) = x.shape[3], w.shape[2:]
     if groups < 1 or c % groups or o % groups or cg != c // groups:
+        want = f"(KH, KW, {c // max(groups, 1)}, O)"
+        given = w.shape
+        if layout == "HWOI":
+            want, given = f"(KH, KW, O, {c})", given[:2] + given[2:][::-1]
+        hint = ""
+        if op == "conv2d_transpose" and layout == "HWIO" and given[3] == c:
+            hint = "; a (KH, KW, O, C) filter, as the original Nabla's, needs filter_layout='HWOI'"
         raise OpError(
-            f"{op}: input channels {c}, filter {w.shape} and groups={groups} do "
-            f"not match (filter needs shape (KH, KW, {c // max(groups, 1)}, O))"
+            f"{op}: input channels {c}, filter {given} ({layout}) and groups={groups} do "
+            f"not match (filter needs shape {want}){hint}"
         )
     return x, w
 
@@ -156,7 +164,17 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
 
 
 def conv2d_transpose(
-    x, weight, bias=None, stride=1, padding=0, output_padding=0, dilation=1, groups=1
+    x,
+    weight,
+    bias=None,
+    stride=1,
+    padding=0,
+    output_padding=0,
+    dilation=1,
+    groups=1,
+    *,
+    output_paddings=None,
+    filter_layout=None,
 ):
     """Transposed 2-D convolution (the gradient of ``conv2d`` w.r.t. its input).
 
@@ -164,9 +182,16 @@ def conv2d_transpose(
     Computed as :func:`nabla.conv2d` of the stride-dilated, padded input with the spatially
     flipped filter.
 
+    Two filter layouts: ``"HWIO"`` (the default; ``(KH, KW, C // groups, O)``, the input's
+    channels first, as ``lax.conv_transpose`` and PyTorch) and ``"HWOI"`` (the original
+    Nabla's: the forward ``conv2d``'s own weight ``(KH, KW, O, C)``, so that
+    ``conv2d_transpose(dy, w, filter_layout="HWOI")`` is ``conv2d(x, w)``'s input gradient).
+    Passing the original's ``output_paddings=`` selects ``"HWOI"`` unless a layout is given.
+
     Args:
         x: input ``(N, H, W, C)``.
-        weight: filter ``(KH, KW, C // groups, O)``.
+        weight: filter, ``(KH, KW, C // groups, O)`` or, with ``filter_layout="HWOI"``,
+            ``(KH, KW, O, C)``.
         bias: optional ``(O,)``, added to every output position.
         stride: int or pair: the upsampling factor (the stride of the forward ``conv2d``).
         padding: int, pair or ``((top, bottom), (left, right))``: rows/cols removed from each
@@ -175,15 +200,28 @@ def conv2d_transpose(
         output_padding: int or pair: extra rows/cols added at the bottom/right.
         dilation: int or pair: the filter dilation.
         groups: channel groups, as in :func:`nabla.conv2d`.
+        output_paddings: the original Nabla's name for ``output_padding``.
+        filter_layout: ``"HWIO"`` or ``"HWOI"`` (see above).
 
     Returns:
         ``(N, (H-1)*s - pt - pb + d*(KH-1) + 1 + op, ..., O)``.
 
     Raises:
-        ValueError: (:class:`nabla.OpError`) on rank or channel mismatches, naming the shapes.
+        ValueError: (:class:`nabla.OpError`) on rank or channel mismatches, naming the shapes
+            and the layout; for an unknown ``filter_layout``.
+        TypeError: for both ``output_padding`` and ``output_paddings``.
     """
-
-    x, w = _check_conv("conv2d_transpose", x, weight, groups)
+    if output_paddings is not None:
+        if output_padding != 0:
+            raise TypeError("conv2d_transpose: pass output_padding or output_paddings, not both")
+        output_padding = output_paddings
+        filter_layout = filter_layout or "HWOI"
+    layout = str(filter_layout or "HWIO").upper()
+    if layout not in ("HWIO", "HWOI"):
+        raise OpError(f"conv2d_transpose: filter_layout must be 'HWIO' or 'HWOI', got {layout!r}")
+    if layout == "HWOI":
+        weight = view.permute(as_tensor(weight, op="conv2d_transpose"), (0, 1, 3, 2))
+    x, w = _check_conv("conv2d_transpose", x, weight, groups, layout)
     n, h, wd, c = x.shape
     kh, kw, cg, o = w.shape
     s = _pair(stride, "stride", "conv2d_transpose")
