@@ -15,7 +15,9 @@ __all__ = ["matmul", "outer", "einsum", "dot"]
 
 
 class MatmulOp(Operation):
-    """``(..., m, k) @ (..., k, n)`` with identical leading dims (broadcast at the call).
+    """``(..., m, k) @ (..., k, n)`` with identical leading dims (broadcast at the call), or
+    ``(..., m, k) @ (k, n)``: a 2-D right operand without vmap levels is broadcast by every
+    backend's kernel.
 
     Under vmap an unbatched 2-D right operand (a weight) is not broadcast over the batch
     levels: every backend's matmul broadcasts it. With such a weight the left operand may
@@ -86,6 +88,10 @@ def _weight_cotangent(x, ct, y):
         return _matmul.bind([view.swap_axes(xl, -1, -2), cl], {})
     if x.ndim == 1:
         dy = _mm(view.reshape(x, x.shape + (1,)), view.reshape(ct, (1,) + ct.shape))
+    elif y.ndim == 2 and x.ndim > 2:
+        # a matrix the kernel broadcast over x's leading dims: fold them into one GEMM
+        x2 = view.reshape(x, (-1, x.shape[-1]))
+        dy = _mm(view.swap_axes(x2, -1, -2), view.reshape(ct, (-1, ct.shape[-1])))
     else:
         dy = _mm(view.swap_axes(x, -1, -2), ct)
     if dy._impl.levels != y._impl.levels:
@@ -139,7 +145,9 @@ def matmul(x, y):
         ) from None
     if x.shape[:-2] != batch:
         x = view.broadcast_to(x, batch + x.shape[-2:])
-    if y.shape[:-2] != batch:
+    # a 2-D right operand without vmap levels (a weight) is broadcast by every kernel; one
+    # with levels must share x's logical rank so the batch prefixes line up
+    if y.shape[:-2] != batch and (y.ndim > 2 or y._impl.levels):
         y = view.broadcast_to(y, batch + y.shape[-2:])
     out = _mm(x, y)
     if squeeze_x and squeeze_y:
@@ -339,7 +347,10 @@ def einsum(equation: str, *operands):
         na = math.prod(sizes[c] for c in fa)
         nk = math.prod(sizes[c] for c in contract)
         nbb = math.prod(sizes[c] for c in fb)
-        r = matmul(view.reshape(xa, (nb_, na, nk)), view.reshape(yb, (nb_, nk, nbb)))
+        if batch:
+            r = matmul(view.reshape(xa, (nb_, na, nk)), view.reshape(yb, (nb_, nk, nbb)))
+        else:  # a plain 2-D product, so an unbatched operand under vmap stays unbatched
+            r = matmul(view.reshape(xa, (na, nk)), view.reshape(yb, (nk, nbb)))
         x = view.reshape(r, tuple(sizes[c] for c in batch + fa + fb))
         t = "".join(batch + fa + fb)
     x, t = reduce_unneeded(x, t, set(out))

@@ -450,3 +450,34 @@ def test_jvp_inside_vmap_with_unbatched_primal(rng):
         nb.constant(xs)
     )
     close(t, xs.sum(1))
+
+
+def test_contractions_with_an_unbatched_weight_never_copy_it_per_example():
+    # einsum, matmul on either side and conv2d under vmap: the weight stays unbatched
+    from nabla.runtime.graph import GRAPH
+
+    rng = np.random.default_rng(0)
+    w = nb.constant(rng.standard_normal((32, 32)).astype(np.float32))
+    k = nb.constant(rng.standard_normal((3, 3, 4, 8)).astype(np.float32))
+    vs = nb.constant(rng.standard_normal((16, 32)).astype(np.float32))
+    xs = nb.constant(rng.standard_normal((16, 1, 6, 6, 4)).astype(np.float32))
+    cases = {
+        "einsum": (lambda v: nb.einsum("ij,j->i", w, v), vs, lambda a: a @ w.numpy().T),
+        "w @ v": (lambda v: w @ v, vs, lambda a: a @ w.numpy().T),
+        "v @ w": (lambda v: v @ w, vs, lambda a: a @ w.numpy()),
+        "conv2d": (lambda x: nb.conv2d(x, k), xs, None),
+    }
+    for name, (f, batch, ref) in cases.items():
+        with nb.backend("numpy"):
+            got = nb.vmap(f)(batch).numpy()
+            program = GRAPH.programs()[-1]
+        if ref is not None:
+            np.testing.assert_allclose(got, ref(batch.numpy()), rtol=1e-4, atol=1e-4)
+        weight = w if name != "conv2d" else k
+        copies = [
+            ins.op
+            for ins in program.instructions
+            if ins.op == "broadcast_in_dim"
+            and int(np.prod(ins.out_specs[0][1])) >= 16 * weight.size
+        ]
+        assert not copies, f"{name}: the weight was broadcast over the batch"
