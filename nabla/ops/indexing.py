@@ -16,8 +16,9 @@ import numbers
 import numpy as np
 
 from ..core.dtypes import DType
+from ..core.state import is_live
 from ..runtime.tensor import Tensor
-from . import binary, creation, view
+from . import batching, binary, creation, view
 from ._util import as_tensor, norm_axis
 from .base import Operation, OpError
 
@@ -129,7 +130,26 @@ def gather(x, indices, axis=0) -> Tensor:
         raise OpError("gather: cannot index a 0-d tensor")
     axis = norm_axis("gather", axis, x.ndim, x.shape)
     idx = _index_tensor("gather", indices, x.shape[axis], f" (axis {axis} of shape {x.shape})")
-    return _gather.bind([x, idx], {"axis": axis})
+    return _gather_from(x, idx, axis)
+
+
+def _gather_from(x, idx, axis):
+    """The gather op; an unbatched ``x`` (a table) with indices batched by vmap is indexed
+    with the batch as extra index dims instead of being copied once per batch element.
+
+    Only for an ``x`` no differentiation traces: the rewrite turns the batch into index
+    dims, and the VJP would then sum the table's cotangent over them, where a ``grad``
+    inside the ``vmap`` must keep one per example (those keep the broadcast)."""
+    levels = idx._impl.levels
+    xi = x._impl
+    if not levels or xi.levels or xi.tangents or is_live(xi.traced):
+        return _gather.bind([x, idx], {"axis": axis})
+    for i, level in enumerate(levels):  # the batch dims become the leading index dims
+        idx = batching.from_batch(idx, level, i)
+    out = _gather.bind([x, idx], {"axis": axis})
+    for level in levels:  # ... which land at ``axis``, outer level first: back to the prefix
+        out = batching.to_batch(out, axis, level)
+    return out
 
 
 take = gather
@@ -317,7 +337,7 @@ def getitem(x, key) -> Tensor:
             shape.append(1 if e[0] == "new" else y.shape[next(basic)])
         return view.reshape(y, tuple(shape))
     flat, lin, ishape, rest = _linear_index(y, adv)
-    out = gather(flat, lin, 0)  # (ishape..., rest...)
+    out = _gather_from(flat, lin, 0)  # (ishape..., rest...)
     # insert None dims and place advanced dims as NumPy does
     k = len(ishape)
     basic_shapes = [y.shape[i] for i in rest]

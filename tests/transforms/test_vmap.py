@@ -461,11 +461,13 @@ def test_contractions_with_an_unbatched_weight_never_copy_it_per_example():
     k = nb.constant(rng.standard_normal((3, 3, 4, 8)).astype(np.float32))
     vs = nb.constant(rng.standard_normal((16, 32)).astype(np.float32))
     xs = nb.constant(rng.standard_normal((16, 1, 6, 6, 4)).astype(np.float32))
+    ids = nb.constant(rng.integers(0, 32, (16, 5)))
     cases = {
         "einsum": (lambda v: nb.einsum("ij,j->i", w, v), vs, lambda a: a @ w.numpy().T),
         "w @ v": (lambda v: w @ v, vs, lambda a: a @ w.numpy().T),
         "v @ w": (lambda v: v @ w, vs, lambda a: a @ w.numpy()),
         "conv2d": (lambda x: nb.conv2d(x, k), xs, None),
+        "table[idx]": (lambda i: w[i], ids, lambda a: w.numpy()[a]),
     }
     for name, (f, batch, ref) in cases.items():
         with nb.backend("numpy"):
@@ -481,3 +483,15 @@ def test_contractions_with_an_unbatched_weight_never_copy_it_per_example():
             and int(np.prod(ins.out_specs[0][1])) >= 16 * weight.size
         ]
         assert not copies, f"{name}: the weight was broadcast over the batch"
+
+
+def test_per_example_gradients_of_a_table_lookup_stay_per_example():
+    # the lookup's fast path (indices batched, table not) must not apply to a table being
+    # differentiated: each example keeps its own gradient
+    rng = np.random.default_rng(1)
+    table = nb.constant(rng.standard_normal((20, 4)).astype(np.float32))
+    ids = nb.constant(rng.integers(0, 20, (3, 5)))
+    g = nb.grad(lambda t, i: (t[i] ** 2).sum())
+    batched = nb.vmap(g, in_axes=(None, 0))(table, ids).numpy()
+    loop = np.stack([g(table, ids[k]).numpy() for k in range(3)])
+    np.testing.assert_allclose(batched, loop, rtol=1e-6)
