@@ -1,0 +1,266 @@
+"""nabla beside JAX and PyTorch on the workloads of the Jacobian/per-example-grad issue,
+measured side by side in one run; every workload is checked against a NumPy reference
+before it is timed. JAX and PyTorch columns appear when those packages import.
+
+Columns: nabla lazy (program cache) and ``nb.compile``, both on ``--backend`` (default
+``auto``), JAX with ``jit``, PyTorch eager. The ratio is nabla compile over the fastest peer.
+
+Run: ``python benchmarks/bench_peers.py [--backend numpy|max|auto] [--reps N]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from _timing import median_ms  # noqa: E402
+
+import nabla as nb  # noqa: E402
+
+try:  # optional peers
+    import jax
+    import jax.numpy as jnp
+except Exception:  # noqa: BLE001 - any import problem: no JAX column
+    jax = None
+try:
+    import torch
+except Exception:  # noqa: BLE001
+    torch = None
+
+RNG = np.random.default_rng(0)
+
+
+def f32(*shape, scale=1.0):
+    return (RNG.standard_normal(shape) * scale).astype(np.float32)
+
+
+# ----------------------------------------------------------------------------- workloads
+def mlp_step(sizes=(784, 512, 512, 10), batch=128):
+    ws = [f32(a, b, scale=1 / np.sqrt(a)) for a, b in zip(sizes[:-1], sizes[1:])]
+    x, y = f32(batch, sizes[0]), f32(batch, sizes[-1])
+
+    def ref():
+        hs, h = [x], x
+        for i, w in enumerate(ws):
+            h = h @ w
+            if i < len(ws) - 1:
+                h = np.maximum(h, 0)
+            hs.append(h)
+        g = 2 * (h - y) / h.size
+        grads = []
+        for i in range(len(ws) - 1, -1, -1):
+            grads.append(hs[i].T @ g)
+            g = g @ ws[i].T
+            if i > 0:
+                g = g * (hs[i] > 0)
+        return [w - 0.01 * d for w, d in zip(ws, grads[::-1])]
+
+    def loss(params, x, y, relu, mean):
+        h = x
+        for i, w in enumerate(params):
+            h = h @ w
+            if i < len(params) - 1:
+                h = relu(h)
+        return mean((h - y) ** 2)
+
+    def nabla_fn():
+        def step(params, x, y):
+            g = nb.grad(lambda p: loss(p, x, y, nb.relu, nb.mean))(params)
+            return [p - 0.01 * d for p, d in zip(params, g)]
+
+        return step, ([nb.constant(w) for w in ws], nb.constant(x), nb.constant(y))
+
+    def jax_fn():
+        def step(params, x, y):
+            g = jax.grad(lambda p: loss(p, x, y, jax.nn.relu, jnp.mean))(params)
+            return [p - 0.01 * d for p, d in zip(params, g)]
+
+        return jax.jit(step), ([jnp.asarray(w) for w in ws], jnp.asarray(x), jnp.asarray(y))
+
+    def torch_fn():
+        def step(params, x, y):
+            params = [p.detach().requires_grad_() for p in params]
+            loss(params, x, y, torch.relu, torch.mean).backward()
+            return [p.detach() - 0.01 * p.grad for p in params]
+
+        return step, ([torch.from_numpy(w) for w in ws], torch.from_numpy(x), torch.from_numpy(y))
+
+    return ref, nabla_fn, jax_fn, torch_fn
+
+
+def per_example_grads(d_in=64, d_h=128, batch=64):
+    w1, w2 = f32(d_in, d_h, scale=0.1), f32(d_h, 1, scale=0.1)
+    xs, ys = f32(batch, d_in), f32(batch, 1)
+
+    def ref():
+        h = np.tanh(xs @ w1)
+        r = 2 * (h @ w2 - ys)  # (B, 1)
+        return np.einsum("bi,bj->bij", xs, (r @ w2.T) * (1 - h**2))
+
+    def nabla_fn():
+        g = nb.grad(lambda w, x, y: ((nb.tanh(x @ w) @ nb.constant(w2) - y) ** 2).sum())
+        return nb.vmap(g, in_axes=(None, 0, 0)), (nb.constant(w1), nb.constant(xs), nb.constant(ys))
+
+    def jax_fn():
+        w2j = jnp.asarray(w2)
+        g = jax.grad(lambda w, x, y: ((jnp.tanh(x @ w) @ w2j - y) ** 2).sum())
+        return jax.jit(jax.vmap(g, in_axes=(None, 0, 0))), (
+            jnp.asarray(w1),
+            jnp.asarray(xs),
+            jnp.asarray(ys),
+        )
+
+    def torch_fn():
+        from torch.func import grad, vmap
+
+        w2t = torch.from_numpy(w2)
+        g = grad(lambda w, x, y: ((torch.tanh(x @ w) @ w2t - y) ** 2).sum())
+        return vmap(g, in_dims=(None, 0, 0)), tuple(map(torch.from_numpy, (w1, xs, ys)))
+
+    return ref, nabla_fn, jax_fn, torch_fn
+
+
+def jacobian(kind, n=256):
+    w, x = f32(n, n, scale=1 / np.sqrt(n)), f32(n)
+
+    def ref():
+        return (1 - np.tanh(w @ x) ** 2)[:, None] * w
+
+    def nabla_fn():
+        wt = nb.constant(w)
+        return getattr(nb, kind)(lambda v: nb.tanh(wt @ v)), (nb.constant(x),)
+
+    def jax_fn():
+        wj = jnp.asarray(w)
+        return jax.jit(getattr(jax, kind)(lambda v: jnp.tanh(wj @ v))), (jnp.asarray(x),)
+
+    def torch_fn():
+        from torch.func import jacfwd, jacrev
+
+        wt = torch.from_numpy(w)
+        fn = {"jacrev": jacrev, "jacfwd": jacfwd}[kind](lambda v: torch.tanh(wt @ v))
+        return fn, (torch.from_numpy(x),)
+
+    return ref, nabla_fn, jax_fn, torch_fn
+
+
+def elementwise(n=1 << 22):
+    x = f32(n)
+
+    def chain(v, tanh, exp):
+        return exp(tanh(v)) * 2.0 + v * v - 1.0
+
+    return (
+        lambda: chain(x, np.tanh, np.exp),
+        lambda: (lambda v: chain(v, nb.tanh, nb.exp), (nb.constant(x),)),
+        lambda: (jax.jit(lambda v: chain(v, jnp.tanh, jnp.exp)), (jnp.asarray(x),)),
+        lambda: (lambda v: chain(v, torch.tanh, torch.exp), (torch.from_numpy(x),)),
+    )
+
+
+def matmul(n=1024):
+    a, b = f32(n, n), f32(n, n)
+    return (
+        lambda: a @ b,
+        lambda: (lambda p, q: p @ q, (nb.constant(a), nb.constant(b))),
+        lambda: (jax.jit(lambda p, q: p @ q), (jnp.asarray(a), jnp.asarray(b))),
+        lambda: (lambda p, q: p @ q, (torch.from_numpy(a), torch.from_numpy(b))),
+    )
+
+
+def hvp(n=1000):
+    w, x, v = f32(n, n, scale=1 / np.sqrt(n)), f32(n), f32(n)
+
+    def ref():  # f(x) = sum(tanh(W x)): H v = W^T diag(-2 t (1 - t^2)) W v
+        t = np.tanh(w @ x)
+        return w.T @ (-2 * t * (1 - t**2) * (w @ v))
+
+    def nabla_fn():
+        wt = nb.constant(w)
+        g = nb.grad(lambda z: nb.tanh(wt @ z).sum())
+        return (lambda z, u: nb.jvp(g, (z,), (u,))[1]), (nb.constant(x), nb.constant(v))
+
+    def jax_fn():
+        wj = jnp.asarray(w)
+        g = jax.grad(lambda z: jnp.tanh(wj @ z).sum())
+        return jax.jit(lambda z, u: jax.jvp(g, (z,), (u,))[1]), (jnp.asarray(x), jnp.asarray(v))
+
+    def torch_fn():
+        from torch.func import grad, jvp
+
+        wt = torch.from_numpy(w)
+        g = grad(lambda z: torch.tanh(wt @ z).sum())
+        return (lambda z, u: jvp(g, (z,), (u,))[1]), (torch.from_numpy(x), torch.from_numpy(v))
+
+    return ref, nabla_fn, jax_fn, torch_fn
+
+
+WORKLOADS = {
+    "MLP train step": mlp_step,
+    "per-example grads": per_example_grads,
+    "jacrev tanh(Wx)": lambda: jacobian("jacrev"),
+    "jacfwd tanh(Wx)": lambda: jacobian("jacfwd"),
+    "elementwise 4M": elementwise,
+    "matmul 1024": matmul,
+    "HVP n=1000": hvp,
+}
+
+
+# ----------------------------------------------------------------------------- running
+def _numpy(out):
+    if isinstance(out, list | tuple):
+        return [_numpy(o) for o in out]
+    if isinstance(out, nb.Tensor):
+        return out.numpy()
+    if torch is not None and isinstance(out, torch.Tensor):
+        return out.detach().numpy()
+    return np.asarray(out)
+
+
+def _check(name, got, want):
+    for g, w in zip(
+        got if isinstance(got, list) else [got], want if isinstance(want, list) else [want]
+    ):
+        np.testing.assert_allclose(g, w, rtol=2e-3, atol=2e-4, err_msg=name)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--backend", default="auto", choices=["auto", "numpy", "max"])
+    ap.add_argument("--reps", type=int, default=20)
+    args = ap.parse_args()
+    nb.set_backend(args.backend)
+    cols = ["nabla lazy", "nabla compile", "JAX jit", "PyTorch"]
+    print(f"backend={args.backend}; median ms of {args.reps}; ratio = compile / fastest peer")
+    print(f"{'workload':<20}" + "".join(f"{c:>15}" for c in cols) + f"{'ratio':>8}")
+    for name, make in WORKLOADS.items():
+        ref, nabla_fn, jax_fn, torch_fn = make()
+        want = _numpy(ref())
+        row = {}
+        fn, fargs = nabla_fn()
+        compiled = nb.compile(fn)
+        for col, f in (("nabla lazy", fn), ("nabla compile", compiled)):
+            _check(f"{name} ({col})", _numpy(f(*fargs)), want)
+            row[col] = median_ms(lambda f=f: nb.realize(f(*fargs)), args.reps)
+        if jax is not None:
+            jf, jargs = jax_fn()
+            _check(f"{name} (JAX)", _numpy(jf(*jargs)), want)
+            row["JAX jit"] = median_ms(lambda: jax.block_until_ready(jf(*jargs)), args.reps)
+        if torch is not None:
+            tf, targs = torch_fn()
+            _check(f"{name} (PyTorch)", _numpy(tf(*targs)), want)
+            row["PyTorch"] = median_ms(lambda: tf(*targs), args.reps)
+        peers = [row[c] for c in ("JAX jit", "PyTorch") if c in row]
+        ratio = f"{row['nabla compile'] / min(peers):7.2f}x" if peers else "      -"
+        cells = "".join(f"{row[c]:>15.3f}" if c in row else f"{'-':>15}" for c in cols)
+        print(f"{name:<20}{cells}{ratio}")
+
+
+if __name__ == "__main__":
+    main()
