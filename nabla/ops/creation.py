@@ -10,8 +10,8 @@ import numpy as np
 from ..core.device import Device, get_default_device
 from ..core.dtypes import DType, from_numpy_dtype, get_default_dtype, to_dtype
 from ..runtime.tensor import Tensor, constant_impl, int_range, numpy_value, out_of_range_error
-from . import _util, batching, binary, unary
-from ._util import dtype_or, norm_shape
+from . import batching, binary, unary
+from ._util import as_tensor, dtype_or, norm_shape
 from .base import Operation, OpError
 
 __all__ = [
@@ -202,7 +202,7 @@ def ones(shape, *, dtype=None, device=None) -> Tensor:
 
 
 def _like(x, dtype, op):
-    x = _util.as_tensor(x, op=op)
+    x = as_tensor(x, op=op)
     return x, dtype_or(dtype, x.dtype)
 
 
@@ -353,7 +353,7 @@ def triu(x, k: int = 0) -> Tensor:
         ValueError: (:class:`nabla.OpError`) if ``x`` has rank < 2.
     """
 
-    x = _util.as_tensor(x, op="triu")
+    x = as_tensor(x, op="triu")
     return binary.where(_tri_mask(x, k, True), x, zeros_like(x))
 
 
@@ -371,7 +371,7 @@ def tril(x, k: int = 0) -> Tensor:
         ValueError: (:class:`nabla.OpError`) if ``x`` has rank < 2.
     """
 
-    x = _util.as_tensor(x, op="tril")
+    x = as_tensor(x, op="tril")
     return binary.where(_tri_mask(x, k, False), x, zeros_like(x))
 
 

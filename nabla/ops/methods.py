@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from ..core.device import CPU, Device
 from ..runtime.tensor import Tensor
-from . import _util, binary, creation, indexing, linalg, reduction, transfer, unary, view
+from . import binary, creation, indexing, linalg, reduction, transfer, unary, view
+from ._util import as_tensor
 
 
 def _swap(fn):
@@ -184,8 +185,8 @@ for _n in unary.__all__:
 
 
 def _bitwise(logical, bitwise, a, b):
-    ta = _util.as_tensor(a, op=bitwise.name)
-    tb = _util.as_tensor(b, op=bitwise.name)
+    ta = as_tensor(a, op=bitwise.name)
+    tb = as_tensor(b, op=bitwise.name)
     if ta.dtype.is_bool and tb.dtype.is_bool:
         return logical(ta, tb)
     return bitwise(ta, tb)
