@@ -1,6 +1,6 @@
 """Lazy graph evaluation: pending tensors, evaluate-on-demand, epochs, the program cache.
 
-``evaluate(targets)`` walks back from the requested promise tensors to realized leaves,
+``GRAPH.evaluate(targets)`` walks back from the requested promise tensors to realized leaves,
 collects the nodes in topological order and turns them into a ``Program`` (``nabla.core.ir``:
 a flat list of instructions over numbered slots). The program's *structural key* holds, per
 node, its static key and where its inputs come from, per leaf (dtype, shape, device), and
@@ -31,7 +31,7 @@ from ..core.ir import Program, TensorImpl, build_program
 from ..core.state import is_live
 from .executor import run_program
 
-__all__ = ["GRAPH", "evaluate", "backend_stats"]
+__all__ = ["GRAPH", "backend_stats"]
 
 
 class PendingSet:
@@ -253,10 +253,6 @@ def _make_program(key, order, node_keys, leaf_specs, stored_refs) -> Program:
 
 
 GRAPH = _Graph()
-
-
-def evaluate(targets) -> None:
-    GRAPH.evaluate(targets)
 
 
 def backend_stats() -> dict:
