@@ -32,7 +32,7 @@ from .core.pytree import (
     tree_structure,
     tree_unflatten,
 )
-from .runtime.graph import backend_stats
+from .runtime.graph import ConcretizationError, backend_stats
 from .runtime.tensor import Tensor, realize
 from .ops import methods as _methods  # noqa: F401 - attaches Tensor operators
 from .ops.base import Operation, OpError
@@ -203,6 +203,7 @@ from .ops.nn import avg_pool2d, conv2d, conv2d_transpose, max_pool2d
 from .transforms.custom import checkpoint, custom_jvp, custom_vjp, remat
 from .transforms.trace import Trace, trace
 from .transforms.compile import CompiledFunction, compile
+from .transforms.control_flow import cond, fori_loop, scan, switch, while_loop
 
 # Tensor methods that need transforms are attached here, above the layers they come from.
 Tensor.backward = backward
@@ -213,6 +214,7 @@ __all__ = [
     "BinaryOperation",
     "CPU",
     "CompiledFunction",
+    "ConcretizationError",
     "DType",
     "Device",
     "OpError",
@@ -254,6 +256,7 @@ __all__ = [
     "compile",
     "concat",
     "concatenate",
+    "cond",
     "constant",
     "conv2d",
     "conv2d_transpose",
@@ -282,6 +285,7 @@ __all__ = [
     "float64",
     "floor",
     "floor_div",
+    "fori_loop",
     "from_dlpack",
     "full",
     "full_like",
@@ -323,8 +327,8 @@ __all__ = [
     "maximum",
     "mean",
     "min",
-    "minmax",
     "minimum",
+    "minmax",
     "mod",
     "moveaxis",
     "mul",
@@ -358,6 +362,7 @@ __all__ = [
     "reshape",
     "round",
     "rsqrt",
+    "scan",
     "scatter",
     "set_backend",
     "sigmoid",
@@ -381,6 +386,7 @@ __all__ = [
     "sum",
     "swap_axes",
     "swapaxes",
+    "switch",
     "take",
     "tan",
     "tanh",
@@ -405,6 +411,7 @@ __all__ = [
     "vjp",
     "vmap",
     "where",
+    "while_loop",
     "zeros",
     "zeros_like",
 ]

@@ -29,6 +29,9 @@ class _State(threading.local):
         self.recording: list | None = None
         # keys drawn from the global generator while recording (fresh per compiled call)
         self.recording_rng: list | None = None
+        # grad levels whose backward pass is running: the ops it records are never walked
+        # back through at those levels again (only at outer ones)
+        self.pulling_back: frozenset = frozenset()
 
 
 STATE = _State()
@@ -101,6 +104,24 @@ def vmap_level(level: int, size: int):
         yield level
     finally:
         STATE.active_vmap.pop()
+
+
+@contextlib.contextmanager
+def pulling_back(level: int):
+    """Mark ``level``'s backward pass as running (see ``_State.pulling_back``)."""
+    old = STATE.pulling_back
+    STATE.pulling_back = old | {level}
+    try:
+        yield
+    finally:
+        STATE.pulling_back = old
+
+
+def may_be_pulled_back(traced) -> bool:
+    """True when a live differentiation other than a backward pass now running may walk
+    back through a value with ``traced`` levels (what a recorded op must keep residuals
+    for)."""
+    return is_live(traced - STATE.pulling_back if STATE.pulling_back else traced)
 
 
 @contextlib.contextmanager

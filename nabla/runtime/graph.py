@@ -31,7 +31,20 @@ from ..core.ir import Program, TensorImpl, build_program
 from ..core.state import is_live
 from .executor import run_program
 
-__all__ = ["GRAPH", "backend_stats"]
+__all__ = ["GRAPH", "backend_stats", "ConcretizationError"]
+
+
+class ConcretizationError(RuntimeError):
+    """A value was asked of a tensor that has none yet: a placeholder standing for the
+    operands of a body that a control-flow construct (``cond``, ``while_loop``, ``scan``...)
+    is tracing. Its value exists only when the construct runs."""
+
+
+_PLACEHOLDER_HINT = (
+    "the value of a tensor inside a cond/switch/while_loop/fori_loop/scan body is not known "
+    "while the body is traced: use nb.cond or nb.where instead of a Python `if` on it, and "
+    "do not call .item(), .numpy(), bool() or print on it there"
+)
 
 
 class PendingSet:
@@ -154,7 +167,7 @@ class _Graph:
         for t in targets:
             root = t.node
             if root is None:
-                raise RuntimeError(f"tensor {t} has neither a value nor a producing op")
+                raise ConcretizationError(_PLACEHOLDER_HINT)
             if id(root) in seen_nodes:
                 continue
             stack = [(root, False)]
@@ -175,6 +188,8 @@ class _Graph:
                 stack.append((node, True))
                 for inp in node.inputs:
                     if inp.buffer is None and id(inp.node) not in seen_nodes:
+                        if inp.node is None:
+                            raise ConcretizationError(_PLACEHOLDER_HINT)
                         stack.append((inp.node, False))
 
         if host:

@@ -6,6 +6,7 @@ compile`` gives the function, as in the original; the module stays
 
 from .autodiff import grad, hessian, jacfwd, jacrev, jvp, value_and_grad, vjp
 from .compile import CompiledFunction, compile  # noqa: A004 - the transform's public name
+from .control_flow import cond, fori_loop, scan, switch, while_loop
 from .custom import checkpoint, custom_jvp, custom_vjp, remat
 from .trace import Trace, trace
 from .vmap import vmap
@@ -27,4 +28,9 @@ __all__ = [
     "CompiledFunction",
     "trace",
     "Trace",
+    "cond",
+    "switch",
+    "while_loop",
+    "fori_loop",
+    "scan",
 ]

@@ -26,7 +26,14 @@ import numpy as np
 from ..core.dtypes import from_numpy_dtype
 from ..core.ir import TensorImpl
 from ..core.pytree import tree_flatten, tree_map, tree_unflatten
-from ..core.state import end_grad_level, grad_level, new_level, start_grad_level
+from ..core.state import (
+    REQUIRES_GRAD,
+    end_grad_level,
+    grad_level,
+    new_level,
+    pulling_back,
+    start_grad_level,
+)
 from ..ops._util import as_tensor
 from ..ops.creation import eye, ones_like, zeros_like
 from ..ops.unary import identity, stop_gradient
@@ -247,7 +254,8 @@ def _vjp(fun, primals, has_aux, level):
                 )
             outs.append(o)
             cts.append(c)
-        got = backward_pass(outs, cts, targets)
+        with pulling_back(level):
+            got = backward_pass(outs, cts, targets)
         result = []
         for w in wrapped:
             if isinstance(w, Tensor) and w.dtype.is_float:
@@ -639,7 +647,8 @@ def backward(t: Tensor, gradient=None, retain_graph=None) -> None:
         raise RuntimeError(
             "backward(): the tensor does not depend on any tensor with requires_grad=True"
         )
-    got = backward_pass([t], [gradient], leaves)
+    with pulling_back(REQUIRES_GRAD):
+        got = backward_pass([t], [gradient], leaves)
 
     grads = [(leaf, got[id(leaf)]) for leaf in leaves if id(leaf) in got]
     GRAPH.evaluate([g._impl for _, g in grads])

@@ -180,7 +180,7 @@ def _plain_value(obj):
     if isinstance(obj, tuple):
         return tuple(_plain_value(o) for o in obj)
     if isinstance(obj, dict):
-        return {k: _plain_value(v) for k, v in obj.items() if k not in ("rule", "plan")}
+        return {k: _plain_value(v) for k, v in obj.items() if k not in ("rule", "plan", "saved")}
     if isinstance(obj, SymDim):
         return int(obj)
     return obj

@@ -15,7 +15,7 @@ from .autodiff import _fresh
 
 __all__ = ["trace", "Trace"]
 
-_HIDDEN_KWARGS = {"rule", "phys", "device"}
+_HIDDEN_KWARGS = {"rule", "phys", "device", "saved", "cap_slots"}
 _SHORT = {
     "float16": "f16",
     "bfloat16": "bf16",
@@ -134,6 +134,10 @@ class Trace:
                 f"    {' '.join(outs)} = {node.op.name}{_fmt_kwargs(node.kwargs, lv)} "
                 f"{' '.join(args)}".rstrip()
             )
+            for v in node.kwargs.values():  # control-flow bodies, listed under their node
+                for sub in v if isinstance(v, tuple) else (v,):
+                    if hasattr(sub, "describe"):
+                        body.extend("      " + line for line in sub.describe())
         outs = []
         for o in self.out_tree_leaves:
             if isinstance(o, Tensor):

@@ -49,8 +49,8 @@ TOL = {
 # cache; each parity test waits for its graph's file and then loads it (ms). Should a
 # subprocess fail, the test compiles the graph itself and reports what went wrong.
 GROUPS = {
-    2: [["float_graph", "dtype_graph"], ["int_graph", "gather_graph"]],
-    3: [["float_graph"], ["int_graph"], ["gather_graph", "dtype_graph"]],
+    2: [["float_graph", "dtype_graph"], ["int_graph", "gather_graph", "control_graph"]],
+    3: [["float_graph"], ["int_graph", "control_graph"], ["gather_graph", "dtype_graph"]],
 }
 JOBS = int(os.environ.get("NABLA_TEST_MAX_JOBS", "3"))
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -76,6 +76,7 @@ PARITY_TESTS = {
     "test_int_bool_graph_matches_numpy": "int_graph",
     "test_gather_scatter_graph_matches_numpy": "gather_graph",
     "test_float64_float16_bfloat16_graph_matches_numpy": "dtype_graph",
+    "test_control_flow_graph_matches_numpy": "control_graph",
 }
 
 
@@ -628,6 +629,41 @@ def test_float64_float16_bfloat16_graph_matches_numpy(prewarm_jobs):
     tol.update({"matmul_bfloat16": (3e-2, 5e-2)})
     tol.update({"atan_float64": (1e-12, 1e-14), "ew_float64": (1e-12, 1e-12)})
     run_both(dtype_graph, tol=tol, procs=prewarm_jobs)
+
+
+def control_graph():
+    """cond/switch, while_loop and scan (forward, reverse, batched, differentiated): MAX's
+    region ops with bodies that read outer values, gather/scatter of per-step slices."""
+    rng = np.random.default_rng(4)
+    f = np.float32
+    w = c((rng.normal(size=(3, 3)) * 0.5).astype(f))
+    xs = c(rng.normal(size=(5, 3)).astype(f))
+    h0 = c(rng.normal(size=(3,)).astype(f))
+
+    def loss(w, h0):
+        def step(h, x):
+            h2 = nb.tanh(h @ w + x)
+            return h2, (h2 * 2.0).sum()
+
+        h, ys = nb.scan(step, h0, xs)
+        h = nb.cond(h.sum() > 0, lambda v: v * 2.0, lambda v: v - 1.0, h)
+        return (h * h).sum() + ys.sum()
+
+    o = {}
+    o["loss"], (o["grad_w"], o["grad_h0"]) = nb.value_and_grad(loss, argnums=(0, 1))(w, h0)
+    o["rev_carry"], o["rev_ys"] = nb.scan(lambda s, x: (s * 0.5 + x, s), h0, xs, reverse=True)
+    o["steps"], o["while"] = nb.while_loop(
+        lambda s: s[0] < 3, lambda s: (s[0] + 1, nb.sin(s[1]) @ w), (0, h0)
+    )
+    o["switch"] = nb.switch(2, [lambda v: v, lambda v: v * v, lambda v: -v], h0)
+    hb = c(rng.normal(size=(4, 3)).astype(f))
+    o["vmap_scan"] = nb.vmap(lambda h: nb.scan(lambda s, x: (nb.tanh(s @ w + x), s), h, xs)[1])(hb)
+    return o
+
+
+def test_control_flow_graph_matches_numpy(prewarm_jobs):
+    prog = run_both(control_graph, procs=prewarm_jobs)
+    assert {"cond", "while_loop", "scan"} <= {i.op for i in prog.instructions}
 
 
 # ----------------------------------------------------------------------------- coverage

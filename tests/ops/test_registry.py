@@ -82,6 +82,9 @@ TESTED_ELSEWHERE = {
     "random_fold_in": "tests/ops/test_random.py",
     "custom_call": "custom_vjp/custom_jvp/checkpoint (tests/transforms/test_autodiff.py)",
     "compiled_call": "compile's fast path (tests/transforms/test_compile.py)",
+    "cond": "cond/switch (tests/transforms/test_control_flow.py)",
+    "while_loop": "while_loop/fori_loop (tests/transforms/test_control_flow.py)",
+    "scan": "scan/fori_loop (tests/transforms/test_control_flow.py)",
 }
 
 
@@ -103,6 +106,7 @@ def _ops_bound_by(entry) -> set:
 
 def test_every_registered_op_is_exercised():
     import nabla.transforms.compile  # noqa: F401 - registers compiled_call
+    import nabla.transforms.control_flow  # noqa: F401 - registers cond, while_loop, scan
     import nabla.transforms.custom  # noqa: F401 - registers custom_call
 
     bound = set()

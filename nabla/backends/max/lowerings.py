@@ -17,10 +17,11 @@ import math
 
 try:  # MAX is optional: the table (names) stays importable without it.
     from max.dtype import DType as MDType
-    from max.graph import DeviceRef, ops
+    from max.graph import DeviceRef, TensorType, ops
 except ImportError:  # pragma: no cover - exercised only in NumPy-only installs
     MDType = None
     DeviceRef = None
+    TensorType = None
     ops = None
 
 __all__ = [
@@ -816,3 +817,116 @@ def _compiled_call(args, kw):
 
 
 LOWERINGS["compiled_call"] = _compiled_call
+
+
+# ----------------------------------------------------------------------------- control flow
+# Bodies are nested programs over (their operands, the construct's captured inputs), lowered
+# into MAX's region ops. MAX verifies a region op built inside another region before that
+# region is attached, so a nested region may only read values of its own enclosing region:
+# loops therefore carry every outer value they read (xs and captured inputs as loop-invariant
+# carries), and a cond inside a cond branch is lowered as "run every branch, select".
+_REGIONS: list = []  # kinds of the region bodies being built ("cond" or "loop"), innermost last
+
+
+def _replayer():
+    from .session import replay  # noqa: PLC0415 - see _compiled_call
+
+    return replay
+
+
+def _in_region(kind, fn):
+    _REGIONS.append(kind)
+    try:
+        return fn()
+    finally:
+        _REGIONS.pop()
+
+
+def _cond(args, kw):
+    """``switch`` (the index is already clamped): one MAX ``cond`` for two branches, a flat
+    chain of ``cond``s for more; every branch then a select inside another cond's branch."""
+    replay = _replayer()
+    branches = kw["branches"]
+    index, rest = args[0], list(args[1:])
+
+    def k_const(k):
+        return ops.constant(k, index.dtype, device=index.device)
+
+    def run(k):
+        return lambda: _in_region("cond", lambda: replay(branches[k], rest))
+
+    if _REGIONS and _REGIONS[-1] == "cond":
+        outs = run(len(branches) - 1)()
+        for k in range(len(branches) - 2, -1, -1):
+            hit = ops.equal(index, k_const(k))
+            outs = [ops.where(hit, a, b) for a, b in zip(run(k)(), outs)]
+        return outs
+    out_types = [
+        TensorType(max_dtype(dt), tuple(shape), device=index.device)
+        for dt, shape in branches[0].output_specs
+    ]
+    outs = list(ops.cond(ops.equal(index, k_const(1)), out_types, run(1), run(0)))
+    for k in range(2, len(branches)):
+        prev = outs
+        outs = list(ops.cond(ops.equal(index, k_const(k)), out_types, run(k), lambda p=prev: p))
+    return outs
+
+
+def _while_loop(args, kw):
+    replay = _replayer()
+    n = kw["n_carry"]
+
+    def pred(*v):
+        return _in_region("loop", lambda: replay(kw["cond"], list(v))[0])
+
+    def body(*v):
+        return _in_region("loop", lambda: replay(kw["body"], list(v))) + list(v[n:])
+
+    return list(ops.while_loop(list(args), pred, body))[:n]
+
+
+def _scan(args, kw):
+    """A MAX ``while_loop`` over (step, carry, ys, xs, captured): each step gathers its ``xs``
+    slices and scatters its ``ys`` into the stacked outputs (the step axis follows the batch
+    dims); xs and captured inputs ride along unchanged."""
+    replay = _replayer()
+    n, nx, length = kw["n_carry"], kw["n_xs"], kw["length"]
+    dev = args[0].device
+    y_axis = kw["y_axis"]
+    ys0 = [
+        ops.broadcast_to(ops.constant(0, max_dtype(dt), device=dev), tuple(shape))
+        for dt, shape in kw["out_specs"][n:]
+    ]
+    ny = len(ys0)
+
+    def pred(i, *_):
+        return i < ops.constant(length, MDType.int64, device=dev)
+
+    def step(i, *state):
+        c, ys = list(state[:n]), list(state[n : n + ny])
+        xs, caps = list(state[n + ny : n + ny + nx]), list(state[n + ny + nx :])
+        t = i
+        if kw["reverse"]:
+            t = ops.constant(length - 1, MDType.int64, device=dev) - i
+        t = ops.reshape(t, (1,))
+        x_t = [ops.squeeze(ops.gather(x, t, axis=a), a) for x, a in zip(xs, kw["x_axes"])]
+        out = replay(kw["body"], c + x_t + caps)
+        new_ys = []
+        for y, v in zip(ys, out[n:]):
+            upd = ops.unsqueeze(v, y_axis)
+            where = ops.broadcast_to(ops.reshape(t, (1,) * len(upd.shape)), upd.shape)
+            new_ys.append(ops.scatter(y, upd, where, axis=y_axis))
+        return [i + 1, *out[:n], *new_ys, *state[n + ny :]]
+
+    def body(*v):
+        return _in_region("loop", lambda: step(*v))
+
+    i0 = ops.constant(0, MDType.int64, device=dev)
+    carry, xs, caps = list(args[:n]), list(args[n : n + nx]), list(args[n + nx :])
+    res = ops.while_loop([i0, *carry, *ys0, *xs, *caps], pred, body)
+    return list(res[1 : 1 + n + ny])
+
+
+LOWERINGS["cond"] = _cond
+LOWERINGS["while_loop"] = _while_loop
+LOWERINGS["scan"] = _scan

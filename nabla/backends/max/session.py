@@ -115,12 +115,24 @@ def _walk(program):
             devs[o] = dev
 
 
+def _nested_programs(kwargs) -> list:
+    out = []
+    for v in kwargs.values():
+        if isinstance(v, Program):
+            out.append(v)
+        elif isinstance(v, tuple):
+            out.extend(p for p in v if isinstance(p, Program))
+    return out
+
+
 def check_program(program) -> tuple:
     """Raise ``UnsupportedOnMax`` for the first op MAX cannot run; else return the devices."""
     used = {s.device for s in program.inputs}
     for instr, in_dts, dev in _walk(program):
-        if instr.op == "compiled_call":  # a nested program: check its own instructions
-            used.update(check_program(instr.kwargs["program"]))
+        nested = _nested_programs(instr.kwargs)
+        for sub in nested:  # compiled_call and control-flow bodies: check their instructions
+            used.update(check_program(sub))
+        if instr.op == "compiled_call":
             continue
         specs = instr.out_specs
         dtypes = (in_dts or [specs[0][0]]) if specs else in_dts

@@ -42,7 +42,7 @@ def compile_program(program: Program):
         steps.append((fn, ins, kwargs, outs, dtypes, tuple(frees[k])))
     n_slots = program.num_inputs + sum(len(s[3]) for s in steps)
 
-    def run(inputs):
+    def raw(inputs):
         slots = list(inputs)
         slots.extend([None] * (n_slots - len(slots)))
         for fn, ins, kwargs, outs, dtypes, free in steps:
@@ -55,16 +55,65 @@ def compile_program(program: Program):
                 slots[i] = None
         return [slots[s] for s in out_slots]
 
+    def run(inputs):
+        with np.errstate(all="ignore"):
+            return raw(inputs)
+
+    run.raw = raw  # for nested programs, which always run inside an outer ``run``
     return run
+
+
+def _bound(program: Program):
+    """A nested program bound to the lowering table once (kept on the program); it runs
+    inside the enclosing program's ``np.errstate``, so without one of its own."""
+    run = program.executables.get("numpy")
+    if run is None:
+        run = program.executables["numpy"] = compile_program(program)
+    return run.raw
 
 
 def _compiled_call(args, kwargs):
     """A nested program (``nb.compile``'s fast path), interpreted once bound."""
-    program = kwargs["program"]
-    run = program.executables.get("numpy")
-    if run is None:
-        run = program.executables["numpy"] = compile_program(program)
-    return run(list(args))
+    return _bound(kwargs["program"])(list(args))
+
+
+# ----------------------------------------------------------------------------- control flow
+# Bodies are nested programs over (their operands, the construct's captured inputs).
+def _cond(args, kwargs):
+    """Run branch ``args[0]`` (clamped) on the remaining inputs."""
+    branches = kwargs["branches"]
+    index = min(max(int(args[0]), 0), len(branches) - 1)
+    return _bound(branches[index])(list(args[1:]))
+
+
+def _while_loop(args, kwargs):
+    n = kwargs["n_carry"]
+    carry, caps = list(args[:n]), list(args[n:])
+    cond, body = _bound(kwargs["cond"]), _bound(kwargs["body"])
+    while bool(cond(carry + caps)[0]):
+        carry = body(carry + caps)
+    return carry
+
+
+def _scan(args, kwargs):
+    """A Python loop over the body; each step's ``xs`` are views, ``ys`` are written in
+    place into preallocated outputs (the step axis follows the batch dims)."""
+    n, nx, length = kwargs["n_carry"], kwargs["n_xs"], kwargs["length"]
+    carry, xs, caps = list(args[:n]), args[n : n + nx], list(args[n + nx :])
+    body = _bound(kwargs["body"])
+    ys = [np.empty(tuple(shape), dtype.numpy) for dtype, shape in kwargs["out_specs"][n:]]
+    x_pre = [(slice(None),) * a for a in kwargs["x_axes"]]
+    y_pre = (slice(None),) * kwargs["y_axis"]
+    steps = range(length - 1, -1, -1) if kwargs["reverse"] else range(length)
+    for t in steps:
+        out = body(carry + [x[p + (t,)] for x, p in zip(xs, x_pre)] + caps)
+        carry = out[:n]
+        for y, v in zip(ys, out[n:]):
+            y[y_pre + (t,)] = v
+    return carry + ys
 
 
 LOWERINGS["compiled_call"] = _compiled_call
+LOWERINGS["cond"] = _cond
+LOWERINGS["while_loop"] = _while_loop
+LOWERINGS["scan"] = _scan

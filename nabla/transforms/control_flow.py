@@ -1,0 +1,1226 @@
+"""Control flow with JAX's ``lax`` semantics: ``cond``, ``switch``, ``while_loop``,
+``fori_loop``, ``scan``.
+
+A body is *traced once*, never unrolled: the function runs on placeholders (tensors with
+the operands' physical shapes, dtypes and vmap levels but no value) while the op pipeline
+records the nodes it creates. Of those, nodes that depend on no placeholder are *hoisted*:
+they stay in the enclosing graph and run once. Every tensor the body reads from outside
+(closures, hoisted values) becomes an input of the control-flow node, so a closure over a
+differentiated or batched tensor is differentiated and batched like any operand. The kept
+nodes form a :class:`Body`:
+
+- ``Body.program(...)``: the backend ``Program`` of the body, interned by its structure, so a
+  new lambda with the same body is the same program (one cache entry, one MAX compile);
+- ``Body.call(args, captured)``: the recorded ops re-bound on other tensors (what the
+  differentiation rules and ``compile``'s replay path use).
+
+One node per construct (``cond``, ``while_loop``, ``scan`` ops) carries its bodies in its
+kwargs and their programs in its physical kwargs. The NumPy backend runs a Python loop over
+the interpreted programs; MAX lowers them to its ``cond`` and ``while_loop`` ops.
+
+Transforms:
+
+- vmap: placeholders carry the operands' levels, so a body is traced batched; each operand
+  keeps its own levels (an unbatched weight read by a batched loop is never copied per
+  example), while carries, branch results and ``ys`` share one set of levels (a carry that
+  becomes batched in the body is batched from the start: a fixed point). A batched ``cond``
+  predicate runs every branch and selects; a batched ``while_loop`` predicate runs until
+  every lane is done and leaves finished lanes unchanged.
+- jvp: a new construct over (primals, tangents) whose body is the ``jvp`` of the old one.
+- vjp: ``cond``/``switch`` pull back through a ``switch`` of the branches' pullbacks;
+  ``scan`` saves the carry of every step when traced for reverse mode and pulls back with a
+  reverse ``scan`` (each step recomputes its body's forward: a per-step checkpoint);
+  ``fori_loop`` with Python-int bounds is a ``scan``; ``while_loop`` raises JAX's error
+  unless given ``max_steps``, which makes it a ``scan`` of at most that many steps.
+"""
+
+from __future__ import annotations
+
+import numbers
+import weakref
+
+import numpy as np
+
+from ..core.dtypes import int32
+from ..core.ir import TensorImpl, build_program
+from ..core.pytree import keystr, tree_flatten, tree_flatten_with_path, tree_unflatten
+from ..core.state import STATE, is_live, level_sizes, may_be_pulled_back
+from ..ops import batching, binary, creation, reduction, unary, view
+from ..ops._util import as_tensor
+from ..ops.base import Operation
+from ..runtime.graph import ConcretizationError
+from ..runtime.tensor import Tensor
+from .autodiff import jvp, vjp
+from .trace import _SHORT
+
+__all__ = ["cond", "switch", "while_loop", "fori_loop", "scan", "Body"]
+
+
+# ----------------------------------------------------------------------------- bodies
+class Body:
+    """A function traced once: recorded nodes over placeholders and captured tensors.
+
+    Attributes:
+        what: the construct and role, for messages (``"scan body"``).
+        in_specs: per placeholder ``(dtype, physical shape, device, levels)``.
+        nodes: ``(op, kwargs, input refs, out_specs, phys_kwargs)`` in topological order; a
+            ref is ``("arg", i)``, ``("cap", j)`` or ``("node", k, output)``.
+        outputs: refs of the flat outputs; ``out_tree`` their pytree structure.
+        captured: the outer ``TensorImpl``s the body reads (inputs of the construct).
+    """
+
+    __slots__ = ("what", "in_specs", "nodes", "outputs", "out_tree", "captured", "out_impls")
+
+    def __init__(self, what, in_specs, nodes, outputs, out_tree, captured, out_impls):
+        self.what = what
+        self.in_specs = in_specs
+        self.nodes = nodes
+        self.outputs = outputs
+        self.out_tree = out_tree
+        self.captured = captured
+        # (dtype, physical shape, device, levels) of each output as traced
+        self.out_impls = out_impls
+
+    def __repr__(self):
+        return f"{{{len(self.nodes)} ops}}"
+
+    @property
+    def num_ops(self) -> int:
+        return len(self.nodes)
+
+    def describe(self) -> list[str]:
+        """The body as jaxpr-like lines (``nb.trace`` prints them under the node)."""
+
+        def ty(dtype, shape, levels=()):
+            dims = ",".join(str(d) for d in shape[len(levels) :])
+            return f"{_SHORT[dtype.value]}[{dims}]" + (f"@{len(levels)}b" if levels else "")
+
+        ins = [f"a{i}:{ty(dt, sh, lv)}" for i, (dt, sh, _d, lv) in enumerate(self.in_specs)]
+        caps = [f"k{j}:{ty(im.dtype, im.shape, im.levels)}" for j, im in enumerate(self.captured)]
+
+        def name(r):
+            if r[0] == "arg":
+                return f"a{r[1]}"
+            if r[0] == "cap":
+                return f"k{r[1]}"
+            return f"v{r[1]}_{r[2]}" if self.nodes[r[1]][0].multiple_results else f"v{r[1]}"
+
+        lines = [f"{{ lambda {' '.join(caps)} ; {' '.join(ins)}. let"]
+        for k, (op, kwargs, refs, specs, _phys) in enumerate(self.nodes):
+            many = op.multiple_results
+            outs = " ".join(
+                f"{f'v{k}_{i}' if many else f'v{k}'}:{ty(dt, sh)}"
+                for i, (dt, sh) in enumerate(specs)
+            )
+            shown = {
+                key: v
+                for key, v in kwargs.items()
+                if key not in ("phys", "rule", "saved", "cap_slots", "levels", "device")
+            }
+            kw = f"[{', '.join(f'{key}={v}' for key, v in shown.items())}]" if shown else ""
+            lines.append(f"    {outs} = {op.name}{kw} {' '.join(name(r) for r in refs)}".rstrip())
+            for v in kwargs.values():
+                for sub in v if isinstance(v, tuple) else (v,):
+                    if isinstance(sub, Body):
+                        lines.extend("      " + line for line in sub.describe())
+        lines.append(f"  in ({', '.join(name(r) for r in self.outputs)}) }}")
+        return lines
+
+    def call(self, args: list, captured: list) -> list:
+        """The body's flat outputs for other inputs: its recorded ops re-bound on ``args``
+        (one per placeholder) and ``captured`` (one per captured tensor)."""
+        vals: list = []
+
+        def get(ref):
+            if ref[0] == "arg":
+                return args[ref[1]]
+            if ref[0] == "cap":
+                return captured[ref[1]]
+            return vals[ref[1]][ref[2]]
+
+        for op, kwargs, refs, _specs, _phys in self.nodes:
+            ins = [get(r) for r in refs]
+            replay = getattr(op, "replay", None)
+            out = replay(ins, kwargs) if replay is not None else op.bind(ins, kwargs)
+            vals.append(out if op.multiple_results else [out])
+        return [get(r) for r in self.outputs]
+
+    def program(self, cap_slots: tuple, cap_specs: tuple):
+        """The backend program over (placeholders, the construct's captured inputs):
+        ``cap_slots[j]`` is where this body's captured tensor ``j`` sits among
+        ``cap_specs``. Interned: equal structures give the same ``Program`` object."""
+        n = len(self.in_specs)
+        inputs = tuple((dt, shape, dev) for dt, shape, dev, _ in self.in_specs) + cap_specs
+
+        def ref(r):
+            if r[0] == "arg":
+                return r[1]
+            if r[0] == "cap":
+                return n + cap_slots[r[1]]
+            return (r[1], r[2])
+
+        steps = tuple(
+            (op.backend_name, tuple(ref(r) for r in refs), phys, specs)
+            for op, _kw, refs, specs, phys in self.nodes
+        )
+        outputs = tuple(ref(r) for r in self.outputs)
+        key = (
+            "body",
+            inputs,
+            tuple((name, ins, tuple(phys.items()), specs) for name, ins, phys, specs in steps),
+            outputs,
+        )
+        program = _PROGRAMS.get(key)
+        if program is None:
+            program = build_program(key, inputs, steps, outputs)
+            _PROGRAMS[key] = program
+        return program
+
+
+_PROGRAMS: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+
+
+def _placeholder(t: Tensor, levels=None) -> Tensor:
+    """A valueless tensor standing for ``t`` (optionally batched at ``levels``)."""
+    im = t._impl
+    if levels is not None and levels != im.levels:
+        logical = im.shape[len(im.levels) :]
+        shape = tuple(level_sizes[lv] for lv in levels) + tuple(logical)
+        return Tensor._wrap(TensorImpl(shape, im.dtype, im.device, levels))
+    return Tensor._wrap(TensorImpl(im.shape, im.dtype, im.device, im.levels))
+
+
+def trace_body(fn, args: list, what: str, levels: list | None = None, out_levels=None) -> Body:
+    """Trace ``fn(*placeholders)`` once into a :class:`Body`.
+
+    Args:
+        fn: a function of flat tensors returning a pytree of tensors (numbers allowed).
+        args: example tensors; placeholders take their physical shape, dtype, device and
+            levels (or ``levels[i]`` when given).
+        what: named in error messages.
+        out_levels: if given, every output is broadcast to these vmap levels.
+    """
+    phs = [_placeholder(a, None if levels is None else levels[i]) for i, a in enumerate(args)]
+    arg_of = {id(p._impl): i for i, p in enumerate(phs)}
+    outer, outer_rng = STATE.recording, STATE.recording_rng
+    STATE.recording, STATE.recording_rng = [], []
+    try:
+        out = fn(*phs)
+        out_flat, out_tree = tree_flatten(out)
+        out_flat = [_leaf_tensor(o, what) for o in out_flat]
+        if out_levels is not None:
+            out_flat = [_at_levels(o, out_levels) for o in out_flat]
+        recorded, rng = STATE.recording, STATE.recording_rng
+    except ConcretizationError as e:
+        raise ConcretizationError(f"{what}: {e}") from None
+    finally:
+        STATE.recording, STATE.recording_rng = outer, outer_rng
+    if rng:
+        raise ValueError(
+            f"{what} draws from nabla's global random generator, which would repeat the same "
+            "numbers every step; pass random keys in (nb.random.split a key outside, or carry "
+            "one) or draw the numbers outside the loop"
+        )
+
+    dependent = set(arg_of)
+    kept, hoisted = [], []
+    for node in recorded:
+        if any(id(i) in dependent for i in node.inputs):
+            if node.op.host_only:
+                raise ValueError(
+                    f"{what}: op {node.op.name} (a random draw) cannot run inside a loop body "
+                    "on a value computed there; draw the numbers outside and pass them in"
+                )
+            kept.append(node)
+            for r in node.outputs:
+                o = r()
+                if o is not None:
+                    dependent.add(id(o))
+        else:
+            hoisted.append(node)
+    if outer is not None:  # hoisted nodes belong to the enclosing trace (e.g. compile)
+        outer.extend(hoisted)
+
+    # keep only what the outputs need
+    needed: set = set()
+    stack = [o._impl for o in out_flat]
+    while stack:
+        im = stack.pop()
+        node = im.node
+        if id(im) in arg_of or node is None or id(im) not in dependent or id(node) in needed:
+            continue
+        needed.add(id(node))
+        stack.extend(node.inputs)
+
+    captured, cap_of = [], {}
+    node_index = {}
+    nodes = []
+
+    def ref_of(im):
+        i = arg_of.get(id(im))
+        if i is not None:
+            return ("arg", i)
+        if id(im) in dependent:
+            return ("node", node_index[id(im.node)], im.index)
+        j = cap_of.get(id(im))
+        if j is None:
+            j = cap_of[id(im)] = len(captured)
+            captured.append(im)
+        return ("cap", j)
+
+    for node in kept:
+        if id(node) not in needed:
+            continue
+        refs = tuple(ref_of(i) for i in node.inputs)
+        node_index[id(node)] = len(nodes)
+        nodes.append((node.op, node.kwargs, refs, node.out_specs, node.phys_kwargs))
+    outputs = tuple(ref_of(o._impl) for o in out_flat)
+    in_specs = tuple((p.dtype, p._impl.shape, p.device, p._impl.levels) for p in phs)
+    out_impls = tuple((o.dtype, o._impl.shape, o.device, o._impl.levels, o.shape) for o in out_flat)
+    return Body(what, in_specs, tuple(nodes), outputs, out_tree, captured, out_impls)
+
+
+def _leaf_tensor(x, what):
+    if isinstance(x, Tensor):
+        return x
+    if isinstance(x, numbers.Number | np.ndarray | np.generic):
+        return as_tensor(x)
+    raise TypeError(f"{what} must return tensors (or numbers), got {type(x).__name__}")
+
+
+def _at_levels(x: Tensor, levels: tuple) -> Tensor:
+    return x if x._impl.levels == levels else batching.broadcast_levels(x, levels)
+
+
+def _union(*level_tuples) -> tuple:
+    return tuple(sorted({lv for lvs in level_tuples for lv in lvs}))
+
+
+def _to_tensors(tree, what):
+    flat, treedef = tree_flatten(tree)
+    out = []
+    for x in flat:
+        if isinstance(x, Tensor):
+            out.append(x)
+        elif isinstance(x, numbers.Number | np.ndarray | np.generic | list):
+            out.append(as_tensor(x))
+        else:
+            raise TypeError(f"{what} must hold tensors, arrays or numbers, got {type(x).__name__}")
+    return out, treedef
+
+
+def _aval(dtype, shape) -> str:
+    return f"{dtype.value}{list(shape)}"
+
+
+def _paths(treedef) -> list[str]:
+    """Printable key paths of the leaves of ``treedef``."""
+    dummy = tree_unflatten(treedef, list(range(treedef.num_leaves)))
+    return [keystr(p) or "(the value)" for p, _ in tree_flatten_with_path(dummy)[0]]
+
+
+def _check_match(what, a_name, a_tree, a_avals, b_name, b_tree, b_avals):
+    """Raise TypeError naming both sides unless the structures, shapes and dtypes agree."""
+    if a_tree != b_tree:
+        raise TypeError(
+            f"{what}: {a_name} and {b_name} must have the same structure, got {a_tree} from "
+            f"{a_name} and {b_tree} from {b_name}"
+        )
+    for path, (da, sa), (db, sb) in zip(_paths(a_tree), a_avals, b_avals):
+        if da is not db or tuple(sa) != tuple(sb):
+            raise TypeError(
+                f"{what}: {a_name} and {b_name} must have the same shapes and dtypes: "
+                f"{path} is {_aval(da, sa)} in {a_name} but {_aval(db, sb)} in {b_name}"
+            )
+
+
+def _logical_avals(body: Body):
+    return [(dt, logical) for dt, _s, _d, _l, logical in body.out_impls]
+
+
+def _zeros_for(t: Tensor) -> Tensor:
+    return creation.zeros_like(t)
+
+
+def _wants_ct(t: Tensor) -> bool:
+    return t.dtype.is_float and is_live(t._impl.traced)
+
+
+def _live(tensors) -> bool:
+    """May reverse mode walk back through a construct reading ``tensors``? (Then a scan
+    keeps each step's carry.) A backward pass running now never walks its own ops again."""
+    return any(may_be_pulled_back(t._impl.traced) for t in tensors)
+
+
+# ----------------------------------------------------------------------------- the ops
+class _ControlFlowOp(Operation):
+    """Shared plumbing: every operand keeps its own vmap levels (the bodies were traced on
+    them), all outputs share ``kwargs["levels"]`` and have the traced physical shapes."""
+
+    arity = None
+    multiple_results = True
+    physical = True
+
+    def implicit_broadcast(self, index, impl):
+        return True
+
+    def adapt_kwargs(self, kwargs, nb, batch_shape):
+        return kwargs["phys"]
+
+    def out_levels(self, impls, levels, kwargs):
+        return kwargs["levels"]
+
+    def infer(self, shapes, dtypes, kwargs):
+        nb = len(kwargs["levels"])
+        specs = kwargs["phys"]["out_specs"]
+        return [tuple(s[nb:]) for _, s in specs], [dt for dt, _ in specs]
+
+    def compute_physical_shape(self, impls, kwargs, levels, batch_shape):
+        specs = kwargs["phys"]["out_specs"]
+        dev = self.device_of(impls, kwargs)
+        return [tuple(s) for _, s in specs], [dt for dt, _ in specs], [dev] * len(specs)
+
+
+def _cap_layout(bodies):
+    """The union of the bodies' captured tensors: (list of impls, per body slot tuple)."""
+    caps, index = [], {}
+    slots = []
+    for b in bodies:
+        s = []
+        for im in b.captured:
+            j = index.get(id(im))
+            if j is None:
+                j = index[id(im)] = len(caps)
+                caps.append(im)
+            s.append(j)
+        slots.append(tuple(s))
+    return caps, slots
+
+
+def _out_avals(kwargs):
+    """Logical (dtype, shape) of each output of a control-flow node."""
+    nb = len(kwargs["levels"])
+    return [(dt, tuple(s[nb:])) for dt, s in kwargs["phys"]["out_specs"]]
+
+
+def _zero_cts(cotangents, kwargs):
+    """Cotangents with None (an output nobody differentiated, or nobody holds) as zeros."""
+    return [
+        creation.zeros(shape, dtype=dt) if c is None else c
+        for c, (dt, shape) in zip(cotangents, _out_avals(kwargs))
+    ]
+
+
+def _float_only(tangents, kwargs):
+    return [t if dt.is_float else None for t, (dt, _) in zip(tangents, _out_avals(kwargs))]
+
+
+def _specs(impls) -> tuple:
+    return tuple((im.dtype, im.shape, im.device) for im in impls)
+
+
+# -------------------------------------------------------------------- cond / switch
+class CondOp(_ControlFlowOp):
+    """``switch``'s node: inputs ``(index, *operands, *captured)``; runs branch ``index``."""
+
+    name = "cond"
+
+    def vjp_rule(self, primals, cotangents, outputs, kwargs):
+        no = kwargs["n_operands"]
+        index, operands, caps = primals[0], primals[1 : 1 + no], primals[1 + no :]
+        cts = _zero_cts(cotangents, kwargs)
+        branches, slots = kwargs["branches"], kwargs["cap_slots"]
+
+        def pullback(k):
+            def bwd(ops_, caps_, cts_):
+                def f(o, c):
+                    return branches[k].call(list(o), [c[j] for j in slots[k]])
+
+                _, pull = vjp(f, list(ops_), list(caps_))
+                g_ops, g_caps = pull(list(cts_))
+                return _fill(g_ops, ops_), _fill(g_caps, caps_)
+
+            return bwd
+
+        g_ops, g_caps = _switch(
+            index,
+            [pullback(k) for k in range(len(branches))],
+            (list(operands), list(caps), cts),
+            "cond (reverse mode)",
+            tuple(f"the pullback of branch {k}" for k in range(len(branches))),
+        )
+        return [None] + _unfill(g_ops, operands) + _unfill(g_caps, caps)
+
+    def jvp_rule(self, primals, tangents, outputs, kwargs):
+        no = kwargs["n_operands"]
+        index, operands, caps = primals[0], primals[1 : 1 + no], primals[1 + no :]
+        zt = [_zeros_for(p) if t is None else t for p, t in zip(primals[1:], tangents[1:])]
+        branches, slots = kwargs["branches"], kwargs["cap_slots"]
+
+        def push(k):
+            # everything the rule needs is an operand: a closure over an outer tensor here
+            # would be wrapped by jvp outside the trace (its tangent would leak out)
+            def fwd(ops_, caps_, t_ops, t_caps):
+                def f(o, c):
+                    return branches[k].call(list(o), [c[j] for j in slots[k]])
+
+                return jvp(f, (list(ops_), list(caps_)), (list(t_ops), list(t_caps)))[1]
+
+            return fwd
+
+        outs = _switch(
+            index,
+            [push(k) for k in range(len(branches))],
+            (list(operands), list(caps), zt[:no], zt[no:]),
+            "cond (forward mode)",
+            tuple(f"the pushforward of branch {k}" for k in range(len(branches))),
+        )
+        return _float_only(outs, kwargs)
+
+    def replay(self, args, kwargs):
+        no = kwargs["n_operands"]
+        index, operands, caps = args[0], args[1 : 1 + no], args[1 + no :]
+        branches, slots = kwargs["branches"], kwargs["cap_slots"]
+        fns = [
+            (lambda *o, k=k: branches[k].call(list(o), [caps[j] for j in slots[k]]))
+            for k in range(len(branches))
+        ]
+        names = tuple(f"branches[{k}]" for k in range(len(fns)))
+        return _switch(index, fns, tuple(operands), "switch", names)
+
+
+_cond = CondOp()
+
+
+def _fill(grads, like):
+    """Cotangents with None (non-float inputs) replaced by zeros, so pytrees line up."""
+    return [_zeros_for(p) if g is None else g for g, p in zip(grads, like)]
+
+
+def _unfill(grads, like):
+    return [g if p.dtype.is_float else None for g, p in zip(grads, like)]
+
+
+def cond(pred, true_fun, false_fun, *operands):
+    """``true_fun(*operands)`` if ``pred`` else ``false_fun(*operands)`` (``jax.lax.cond``).
+
+    Both branches are traced once (never run in Python per call) and must return the same
+    pytree structure, shapes and dtypes; only the chosen one runs. Differentiable in both
+    modes; under ``vmap`` a batched ``pred`` runs both branches and selects per example.
+
+    Args:
+        pred: a scalar boolean (or number: nonzero is true), Python or tensor.
+        true_fun: function of ``*operands``.
+        false_fun: function of ``*operands``.
+        *operands: pytrees of tensors passed to the branch.
+
+    Returns:
+        The chosen branch's output pytree.
+
+    Raises:
+        TypeError: for a non-scalar ``pred``, or branches whose outputs differ (naming the
+            leaf and both shapes/dtypes).
+
+    Example:
+        >>> nb.cond(x.sum() > 0, lambda v: v * 2.0, lambda v: -v, x)
+    """
+    if not callable(true_fun) or not callable(false_fun):
+        raise TypeError("cond: true_fun and false_fun must be callables")
+    p = as_tensor(pred, op="cond")
+    if p.shape != ():
+        raise TypeError(f"cond: pred must be a scalar, got shape {p.shape} ({p.dtype.value})")
+    index = unary.cast(p if p.dtype.is_bool else binary.not_equal(p, 0), int32)
+    return _switch(index, (false_fun, true_fun), operands, "cond", ("false_fun", "true_fun"))
+
+
+def switch(index, branches, *operands):
+    """``branches[index](*operands)`` (``jax.lax.switch``); ``index`` is clamped to
+    ``[0, len(branches) - 1]``.
+
+    Args:
+        index: a scalar integer, Python or tensor.
+        branches: a sequence of functions of ``*operands`` with matching outputs.
+        *operands: pytrees of tensors passed to the branch.
+
+    Returns:
+        The chosen branch's output pytree.
+
+    Raises:
+        TypeError: for a non-scalar or non-integer ``index``, no branches, or branches whose
+            outputs differ.
+    """
+    branches = tuple(branches)
+    if not branches or not all(callable(b) for b in branches):
+        raise TypeError("switch: branches must be a non-empty sequence of callables")
+    i = as_tensor(index, op="switch")
+    if i.shape != () or not (i.dtype.is_int or i.dtype.is_bool):
+        raise TypeError(
+            f"switch: index must be an integer scalar, got {i.dtype.value} of shape {i.shape}"
+        )
+    if i.dtype is not int32:
+        i = unary.cast(i, int32)
+    if len(branches) > 1:
+        i = binary.clip(i, 0, len(branches) - 1)
+    names = tuple(f"branches[{k}]" for k in range(len(branches)))
+    return _switch(i, branches, operands, "switch", names)
+
+
+def _switch(index, branches, operands, what, names):
+    if len(branches) == 1:
+        return branches[0](*operands)
+    flat, tree = _to_tensors(operands, f"{what} operands")
+
+    def flat_fn(k):
+        return lambda *a: branches[k](*tree_unflatten(tree, list(a)))
+
+    if index._impl.levels:  # a batched index: every branch runs, results are selected
+        outs = [flat_fn(k)(*flat) for k in range(len(branches))]
+        first_flat, first_tree = tree_flatten(outs[0])
+        first_flat = [_leaf_tensor(o, what) for o in first_flat]
+        result = first_flat
+        for k in range(1, len(branches)):
+            o_flat, o_tree = tree_flatten(outs[k])
+            o_flat = [_leaf_tensor(o, what) for o in o_flat]
+            _check_match(
+                what,
+                names[0],
+                first_tree,
+                [(o.dtype, o.shape) for o in first_flat],
+                names[k],
+                o_tree,
+                [(o.dtype, o.shape) for o in o_flat],
+            )
+            hit = binary.equal(index, k)
+            result = [binary.where(hit, b, a) for a, b in zip(result, o_flat)]
+        return tree_unflatten(first_tree, result)
+
+    bodies = [trace_body(flat_fn(k), flat, f"{what} {names[k]}") for k in range(len(branches))]
+    for k in range(1, len(bodies)):
+        _check_match(
+            what,
+            names[0],
+            bodies[0].out_tree,
+            _logical_avals(bodies[0]),
+            names[k],
+            bodies[k].out_tree,
+            _logical_avals(bodies[k]),
+        )
+    levels = _union(*[o[3] for b in bodies for o in b.out_impls])
+    if any(o[3] != levels for b in bodies for o in b.out_impls):
+        bodies = [
+            trace_body(flat_fn(k), flat, f"{what} {names[k]}", out_levels=levels)
+            for k in range(len(branches))
+        ]
+    caps, slots = _cap_layout(bodies)
+    cap_specs = _specs(caps)
+    programs = tuple(b.program(s, cap_specs) for b, s in zip(bodies, slots))
+    out_specs = tuple((dt, shape) for dt, shape, _d, _l, _lg in bodies[0].out_impls)
+    kwargs = {
+        "branches": tuple(bodies),
+        "cap_slots": tuple(slots),
+        "n_operands": len(flat),
+        "levels": levels,
+        "phys": {"branches": programs, "out_specs": out_specs},
+    }
+    if not out_specs:
+        return tree_unflatten(bodies[0].out_tree, [])
+    outs = _cond.bind([index, *flat, *[Tensor._wrap(c) for c in caps]], kwargs)
+    return tree_unflatten(bodies[0].out_tree, list(outs))
+
+
+# -------------------------------------------------------------------- while_loop
+class WhileOp(_ControlFlowOp):
+    """``while_loop``'s node: inputs ``(*carry, *consts, *captured)``; runs ``body`` while
+    ``cond`` holds. Both bodies take ``(*carry, *consts)`` placeholders."""
+
+    name = "while_loop"
+
+    def vjp_rule(self, primals, cotangents, outputs, kwargs):
+        raise TypeError(
+            "Reverse-mode differentiation does not work for while_loop or fori_loop with "
+            "dynamic start/stop values: the number of steps is unknown when the loop is "
+            "traced. Give while_loop(..., max_steps=N) (or fori_loop Python-int bounds) to "
+            "make it a reverse-differentiable scan, or use jvp/jacfwd"
+        )
+
+    def jvp_rule(self, primals, tangents, outputs, kwargs):
+        n = kwargs["n_carry"]
+        zt = [_zeros_for(p) if t is None else t for p, t in zip(primals, tangents)]
+        cond_b, body_b = kwargs["cond"], kwargs["body"]
+        cs, bs = kwargs["cap_slots"]
+        nk = kwargs["n_consts"]
+
+        def cond2(c, k):
+            cc, kk = c[:n], k[: len(k) // 2]
+            return cond_b.call(list(cc) + kk[:nk], [kk[nk:][j] for j in cs])[0]
+
+        def body2(c, k):
+            half = len(k) // 2
+
+            def f(cc, kk):
+                return body_b.call(list(cc) + list(kk[:nk]), [kk[nk:][j] for j in bs])
+
+            out, t_out = jvp(f, (list(c[:n]), list(k[:half])), (list(c[n:]), list(k[half:])))
+            return list(out) + list(t_out)
+
+        res = _while_flat(
+            cond2,
+            body2,
+            list(primals[:n]) + zt[:n],
+            "while_loop",
+            consts=list(primals[n:]) + zt[n:],
+        )
+        return _float_only(res[n:], kwargs)
+
+    def replay(self, args, kwargs):
+        n, nk = kwargs["n_carry"], kwargs["n_consts"]
+        carry, consts, caps = list(args[:n]), list(args[n : n + nk]), list(args[n + nk :])
+        cond_b, body_b = kwargs["cond"], kwargs["body"]
+        cs, bs = kwargs["cap_slots"]
+        return _while_flat(
+            lambda c, k: cond_b.call(list(c) + list(k), [caps[j] for j in cs])[0],
+            lambda c, k: body_b.call(list(c) + list(k), [caps[j] for j in bs]),
+            carry,
+            "while_loop",
+            consts=consts,
+        )
+
+
+_while = WhileOp()
+
+
+def while_loop(cond_fun, body_fun, init_val, *, max_steps=None):
+    """Run ``body_fun`` while ``cond_fun`` holds (``jax.lax.while_loop``)::
+
+        val = init_val
+        while cond_fun(val):
+            val = body_fun(val)
+
+    Both functions are traced once; the loop runs in the backend (a Python loop over the
+    interpreted body on NumPy, MAX's ``while_loop`` op when compiled). Forward-mode
+    differentiable; under ``vmap`` a batched predicate runs until every example is done.
+
+    Args:
+        cond_fun: ``val -> scalar bool``.
+        body_fun: ``val -> val`` with the same structure, shapes and dtypes.
+        init_val: the initial pytree of tensors (numbers become tensors).
+        max_steps: optional Python int: at most this many iterations run. With it the loop
+            is also reverse-differentiable (it becomes a ``scan`` of ``max_steps`` guarded
+            steps when traced for reverse mode), which JAX's while_loop is not.
+
+    Returns:
+        The final value (same pytree as ``init_val``).
+
+    Raises:
+        TypeError: if ``body_fun`` changes the structure, a shape or a dtype, or
+            ``cond_fun`` does not return a boolean scalar; reverse-mode differentiation
+            without ``max_steps``.
+
+    Example:
+        >>> nb.while_loop(lambda c: c[0] < 10, lambda c: (c[0] + 1, c[1] * 2.0), (0, x))
+    """
+    if not callable(cond_fun) or not callable(body_fun):
+        raise TypeError("while_loop: cond_fun and body_fun must be callables")
+    flat, tree = _to_tensors(init_val, "while_loop init_val")
+
+    def c_fn(c, _k):
+        return cond_fun(tree_unflatten(tree, list(c)))
+
+    def b_fn(c, _k):
+        out = body_fun(tree_unflatten(tree, list(c)))
+        out_flat, out_tree = tree_flatten(out)
+        if out_tree != tree:
+            raise TypeError(
+                f"while_loop: body_fun must return the structure of init_val: got {out_tree}, "
+                f"init_val is {tree}"
+            )
+        return out_flat
+
+    if max_steps is not None:
+        if not isinstance(max_steps, numbers.Integral) or max_steps < 0:
+            raise TypeError(f"while_loop: max_steps must be a non-negative int, got {max_steps!r}")
+        return tree_unflatten(tree, _bounded_while(c_fn, b_fn, flat, int(max_steps)))
+    return tree_unflatten(tree, _while_flat(c_fn, b_fn, flat, "while_loop"))
+
+
+def _while_flat(c_fn, b_fn, flat, what, consts=()):
+    """The core: ``c_fn(carry, consts) -> bool``, ``b_fn(carry, consts) -> carry`` (lists)."""
+    n = len(flat)
+    consts = list(consts)
+    if not flat:
+        return []
+    levels = _union(*[t._impl.levels for t in flat])
+    k_levels = [k._impl.levels for k in consts]
+
+    def c_traced(*a):
+        return c_fn(list(a[:n]), list(a[n:]))
+
+    def b_traced(*a):
+        return b_fn(list(a[:n]), list(a[n:]))
+
+    while True:
+        lv = [levels] * n + k_levels
+        cond_b = trace_body(c_traced, flat + consts, f"{what} cond_fun", levels=lv)
+        if len(cond_b.out_impls) != 1:
+            raise TypeError(f"{what}: cond_fun must return one boolean scalar")
+        dt, _s, _d, c_levels, logical = cond_b.out_impls[0]
+        if not dt.is_bool or logical != ():
+            raise TypeError(
+                f"{what}: cond_fun must return a boolean scalar, got {_aval(dt, logical)}"
+            )
+        if c_levels:  # a batched predicate: loop until every lane is done
+            return _batched_while(c_fn, b_fn, flat, what, consts)
+        body_b = trace_body(b_traced, flat + consts, f"{what} body_fun", levels=lv)
+        if len(body_b.out_impls) != n:
+            raise TypeError(
+                f"{what}: body_fun returned {len(body_b.out_impls)} carry leaves for {n}"
+            )
+        out_levels = _union(levels, *[o[3] for o in body_b.out_impls])
+        if out_levels == levels:
+            break
+        levels = out_levels
+    in_avals = [(t.dtype, t.shape) for t in flat]
+    _check_carry(what, "init_val", in_avals, "body_fun", _logical_avals(body_b))
+    if any(o[3] != levels for o in body_b.out_impls):
+        body_b = trace_body(
+            b_traced, flat + consts, f"{what} body_fun", levels=lv, out_levels=levels
+        )
+    caps, (cs, bs) = _cap_layout([cond_b, body_b])
+    cap_specs = _specs(caps)
+    carry = [_at_levels(t, levels) for t in flat]
+    kwargs = {
+        "cond": cond_b,
+        "body": body_b,
+        "cap_slots": (cs, bs),
+        "n_carry": n,
+        "n_consts": len(consts),
+        "levels": levels,
+        "phys": {
+            "cond": cond_b.program(cs, cap_specs),
+            "body": body_b.program(bs, cap_specs),
+            "n_carry": n,
+            "out_specs": tuple((t.dtype, t._impl.shape) for t in carry),
+        },
+    }
+    return list(_while.bind([*carry, *consts, *[Tensor._wrap(c) for c in caps]], kwargs))
+
+
+def _check_carry(what, a_name, a_avals, b_name, b_avals):
+    for k, ((da, sa), (db, sb)) in enumerate(zip(a_avals, b_avals)):
+        if da is not db or tuple(sa) != tuple(sb):
+            raise TypeError(
+                f"{what}: {b_name} must return the carry with the shapes and dtypes of "
+                f"{a_name}: carry leaf {k} is {_aval(da, sa)} in {a_name} but "
+                f"{_aval(db, sb)} from {b_name}"
+            )
+
+
+def _batched_while(c_fn, b_fn, flat, what, consts):
+    def any_lane(c, k):
+        p = c_fn(c, k)
+        for lv in reversed(p._impl.levels):
+            p = batching.from_batch(p, lv, 0)
+        return reduction.any(p)
+
+    def masked_body(c, k):
+        p = c_fn(c, k)
+        new = b_fn(c, k)
+        return [binary.where(p, a, b) for a, b in zip(new, c)]
+
+    return _while_flat(any_lane, masked_body, flat, what, consts)
+
+
+def _bounded_while(c_fn, b_fn, flat, max_steps):
+    """At most ``max_steps`` iterations: a guarded ``scan`` when traced for reverse mode
+    (then differentiable), else a ``while_loop`` with a step counter."""
+    probe_c = trace_body(lambda *c: c_fn(list(c), []), flat, "while_loop cond_fun")
+    probe_b = trace_body(lambda *c: b_fn(list(c), []), flat, "while_loop body_fun")
+    captured = [Tensor._wrap(c) for c in probe_c.captured + probe_b.captured]
+    if not _live(flat) and not _live(captured):
+        limit = creation.constant(max_steps, dtype=int32)
+
+        def c2(c, k):
+            return binary.logical_and(binary.less(c[0], limit), c_fn(c[1:], k))
+
+        def b2(c, k):
+            return [c[0] + 1, *b_fn(c[1:], k)]
+
+        i0 = creation.constant(0, dtype=int32)
+        return _while_flat(c2, b2, [i0, *flat], "while_loop")[1:]
+
+    def step(c, _x):
+        go = c_fn(list(c), [])
+        out = _switch(
+            unary.cast(go, int32),
+            (lambda *v: list(v), lambda *v: list(b_fn(list(v), []))),
+            tuple(c),
+            "while_loop",
+            ("the finished branch", "body_fun"),
+        )
+        return out, None
+
+    carry, _ = scan(step, list(flat), None, length=max_steps)
+    return list(carry)
+
+
+def fori_loop(lower, upper, body_fun, init_val):
+    """``for i in range(lower, upper): val = body_fun(i, val)`` (``jax.lax.fori_loop``).
+
+    With Python-int bounds the loop is a ``scan`` (reverse-differentiable); with tensor
+    bounds a ``while_loop`` (forward-mode only; batched bounds under ``vmap`` run until every
+    example's loop is done).
+
+    Args:
+        lower: start index (int or integer scalar tensor).
+        upper: end index, exclusive.
+        body_fun: ``(i, val) -> val``; ``i`` is an int32 scalar tensor.
+        init_val: the initial pytree.
+
+    Returns:
+        The final value.
+
+    Raises:
+        TypeError: for non-integer bounds, or a ``body_fun`` that changes the carry's
+            structure, shapes or dtypes.
+    """
+    static = all(
+        isinstance(b, numbers.Integral) and not isinstance(b, bool) for b in (lower, upper)
+    )
+    if static:
+        lo, hi = int(lower), int(upper)
+
+        def step(c, _x):
+            i, val = c
+            return (i + 1, body_fun(i, val)), None
+
+        i0 = creation.constant(lo, dtype=int32)
+        (_, val), _ = scan(step, (i0, init_val), None, length=max(hi - lo, 0))
+        return val
+    lo = as_tensor(lower, op="fori_loop")
+    hi = as_tensor(upper, op="fori_loop")
+    if not lo.dtype.is_int or not hi.dtype.is_int:
+        raise TypeError(
+            f"fori_loop: lower and upper must be integers, got {lo.dtype.value} and "
+            f"{hi.dtype.value}"
+        )
+    lo, hi = unary.cast(lo, int32), unary.cast(hi, int32)
+
+    def c_fn(state):
+        return binary.less(state[0], hi)
+
+    def b_fn(state):
+        i, val = state
+        return (i + 1, body_fun(i, val))
+
+    _, val = while_loop(c_fn, b_fn, (lo, init_val))
+    return val
+
+
+# -------------------------------------------------------------------- scan
+class ScanOp(_ControlFlowOp):
+    """``scan``'s node: inputs ``(*carry, *xs, *consts, *captured)``; outputs ``(*carry,
+    *ys, *saved carries)``. The body takes ``(*carry, *x slices, *consts)`` placeholders."""
+
+    name = "scan"
+
+    def jvp_rule(self, primals, tangents, outputs, kwargs):
+        n, nx, nk = kwargs["n_carry"], kwargs["n_xs"], kwargs["n_consts"]
+        zt = [_zeros_for(p) if t is None else t for p, t in zip(primals, tangents)]
+        body = kwargs["body"]
+        rest = list(primals[n + nx :])  # consts then captured
+
+        def step(c, x, k):
+            half = len(k) // 2
+
+            def f(cc, xx, kk):
+                return body.call(list(cc) + list(xx) + list(kk[:nk]), list(kk[nk:]))
+
+            out, t_out = jvp(
+                f,
+                (list(c[:n]), list(x[:nx]), list(k[:half])),
+                (list(c[n:]), list(x[nx:]), list(k[half:])),
+            )
+            return list(out[:n]) + list(t_out[:n]), list(out[n:]) + list(t_out[n:])
+
+        c, ys = _scan_flat(
+            step,
+            list(primals[:n]) + zt[:n],
+            list(primals[n : n + nx]) + zt[n : n + nx],
+            kwargs["length"],
+            kwargs["reverse"],
+            "scan",
+            consts=rest + zt[n + nx :],
+        )
+        m = len(ys) // 2
+        return _float_only(c[n:] + ys[m:], kwargs)
+
+    def vjp_rule(self, primals, cotangents, outputs, kwargs):
+        n, nx, ny, nk = kwargs["n_carry"], kwargs["n_xs"], kwargs["n_ys"], kwargs["n_consts"]
+        if not kwargs["saves"]:
+            raise RuntimeError("scan: reverse mode reached a scan that saved no carries")
+        carry, xs = list(primals[:n]), list(primals[n : n + nx])
+        rest = list(primals[n + nx :])  # consts then captured
+        cts = _zero_cts(cotangents, kwargs)
+        saved = [Tensor._wrap(im) for im in kwargs["saved"]]
+        body = kwargs["body"]
+        # cotangents only for inputs a backward walk can use (the rest is dead code)
+        want_x = [_wants_ct(x) for x in xs]
+        want_k = [_wants_ct(k) for k in rest]
+        acc_init = [_zeros_for(k) for k, w in zip(rest, want_k) if w]
+
+        def step(c, x, k):
+            g_c, g_k = c[:n], c[n:]
+            c_t, x_t, ct_y = x[:n], x[n : n + nx], x[n + nx :]
+
+            def f(cc, xx, kk):
+                out = body.call(list(cc) + list(xx) + list(kk[:nk]), list(kk[nk:]))
+                return out[:n], out[n : n + ny]
+
+            _, pull = vjp(f, list(c_t), list(x_t), list(k))
+            d_c, d_x, d_k = pull((list(g_c), list(ct_y)))
+            d_k = [d for d, w in zip(d_k, want_k) if w]
+            acc = [a if d is None else a + d for a, d in zip(g_k, d_k)]
+            return _fill(d_c, c_t) + acc, [d for d, w in zip(d_x, want_x) if w]
+
+        c, ct_xs_w = _scan_flat(
+            step,
+            cts[:n] + acc_init,
+            saved + xs + cts[n : n + ny],
+            kwargs["length"],
+            not kwargs["reverse"],
+            "scan",
+            consts=rest,
+        )
+        it_x, it_k = iter(ct_xs_w), iter(c[n:])
+        ct_xs = [next(it_x) if w else None for w in want_x]
+        ct_rest = [next(it_k) if w else None for w in want_k]
+        return _unfill(c[:n], carry) + ct_xs + ct_rest
+
+    def replay(self, args, kwargs):
+        n, nx, nk, ny = kwargs["n_carry"], kwargs["n_xs"], kwargs["n_consts"], kwargs["n_ys"]
+        body = kwargs["body"]
+        consts, caps = list(args[n + nx : n + nx + nk]), list(args[n + nx + nk :])
+
+        def step(c, x, k):
+            out = body.call(list(c) + list(x) + list(k), caps)
+            return out[:n], out[n : n + ny]
+
+        c, ys = _scan_flat(
+            step,
+            list(args[:n]),
+            list(args[n : n + nx]),
+            kwargs["length"],
+            kwargs["reverse"],
+            "scan",
+            consts=consts,
+        )
+        return c + ys
+
+
+_scan = ScanOp()
+
+
+def scan(f, init, xs=None, length=None, reverse=False, unroll=1):
+    """Loop ``f`` over the leading axis of ``xs``, carrying state (``jax.lax.scan``)::
+
+        carry = init; ys = []
+        for x in xs:                      # from the end with reverse=True
+            carry, y = f(carry, x)
+            ys.append(y)
+        return carry, stack(ys)           # ys in the order of xs
+
+    ``f`` is traced once whatever the length (the trace does not grow with it); the loop
+    runs in the backend. Differentiable in both modes (reverse mode saves each step's carry
+    and recomputes each step's forward in the backward loop); batches under ``vmap``.
+
+    Args:
+        f: ``(carry, x) -> (carry, y)``; ``y`` may be any pytree, or None.
+        init: the initial carry pytree.
+        xs: a pytree of tensors sharing a leading axis (or None with ``length``).
+        length: the number of steps; required when ``xs`` is None, checked otherwise.
+        reverse: scan from the end of ``xs`` to the start.
+        unroll: steps per loop iteration (an int >= 1, or True for the whole length): the
+            body is traced with that many copies of ``f``, so there are fewer, larger
+            iterations; results are identical.
+
+    Returns:
+        ``(final carry, ys)``; each ``ys`` leaf has the leading axis ``length``.
+
+    Raises:
+        ValueError: for xs leaves of different lengths, or a ``length`` that disagrees.
+        TypeError: if ``f`` changes the carry's structure, shapes or dtypes.
+
+    Example:
+        >>> final, ys = nb.scan(lambda c, x: (c + x, c * x), nb.zeros((3,)), xs)
+    """
+    if not callable(f):
+        raise TypeError("scan: f must be callable")
+    c_flat, c_tree = _to_tensors(init, "scan init")
+    x_flat, x_tree = _to_tensors(xs, "scan xs") if xs is not None else ([], None)
+    n_steps = _scan_length(x_flat, x_tree, length)
+    if isinstance(unroll, bool):
+        unroll = max(n_steps, 1) if unroll else 1
+    if not isinstance(unroll, numbers.Integral) or unroll < 1:
+        raise TypeError(f"scan: unroll must be a positive int or a bool, got {unroll!r}")
+    y_tree_box = []
+
+    def step(c, x, _k):
+        xv = None if x_tree is None else tree_unflatten(x_tree, list(x))
+        out = f(tree_unflatten(c_tree, list(c)), xv)
+        if not (isinstance(out, tuple) and len(out) == 2):
+            raise TypeError("scan: f must return a pair (carry, y)")
+        new_c, y = out
+        nc_flat, nc_tree = tree_flatten(new_c)
+        if nc_tree != c_tree:
+            raise TypeError(
+                f"scan: f must return the carry with the structure of init: got {nc_tree}, "
+                f"init is {c_tree}"
+            )
+        y_flat, y_tree = tree_flatten(y)
+        y_tree_box[:] = [y_tree]
+        return nc_flat, y_flat
+
+    if unroll > 1 and n_steps > 1:
+        c_out, ys = _scan_unrolled(step, c_flat, x_flat, n_steps, reverse, int(unroll))
+    else:
+        c_out, ys = _scan_flat(step, c_flat, x_flat, n_steps, reverse, "scan")
+    if not y_tree_box:  # f never ran (no carry and no xs): trace it once for ys's structure
+        step(c_flat, [_slice_aval(x) for x in x_flat], [])
+    return tree_unflatten(c_tree, c_out), tree_unflatten(y_tree_box[0], ys)
+
+
+def _scan_length(x_flat, x_tree, length):
+    sizes = []
+    for t in x_flat:
+        if t.ndim == 0:
+            raise ValueError(
+                f"scan: every xs leaf needs a leading axis, got a {t.dtype.value} scalar"
+            )
+        sizes.append(t.shape[0])
+    if length is not None:
+        if not isinstance(length, numbers.Integral) or length < 0:
+            raise TypeError(f"scan: length must be a non-negative int, got {length!r}")
+        length = int(length)
+    if sizes:
+        if len(set(sizes)) != 1 or (length is not None and sizes[0] != length):
+            desc = ", ".join(f"xs{p}: {s}" for p, s in zip(_paths(x_tree), sizes))
+            want = f" and length={length}" if length is not None else ""
+            raise ValueError(
+                f"scan: xs leaves must share the leading axis length{want}; got {desc}"
+            )
+        return sizes[0]
+    if length is None:
+        raise ValueError("scan: length is required when xs is None (or has no leaves)")
+    return length
+
+
+def _slice_aval(t: Tensor) -> Tensor:
+    """An example of one step of ``t`` (its leading logical axis gone), valueless."""
+    im = t._impl
+    nb = len(im.levels)
+    shape = im.shape[:nb] + im.shape[nb + 1 :]
+    return Tensor._wrap(TensorImpl(shape, im.dtype, im.device, im.levels))
+
+
+def _scan_flat(step, carry, xs, length, reverse, what, consts=()):
+    """The core: ``step(carry, x, consts) -> (carry, ys)`` (lists) over ``length`` steps."""
+    n, nx = len(carry), len(xs)
+    consts = list(consts)
+    x_ex = [_slice_aval(x) for x in xs]
+    live = _live(carry) or _live(xs) or _live(consts)
+    saves = [False]
+    ny_box = [0]
+
+    def body_fn(*a):
+        c, y = step(list(a[:n]), list(a[n : n + nx]), list(a[n + nx :]))
+        ny_box[0] = len(y)
+        c = [_leaf_tensor(v, f"{what} f") for v in c]
+        y = [_leaf_tensor(v, f"{what} f") for v in y]
+        return c + y + (list(a[:n]) if saves[0] else [])
+
+    levels = _union(*[t._impl.levels for t in carry])
+    k_levels = [x._impl.levels for x in x_ex] + [k._impl.levels for k in consts]
+    while True:
+        lv = [levels] * n + k_levels
+        body = trace_body(body_fn, list(carry) + x_ex + consts, f"{what} f", levels=lv)
+        if not saves[0] and (live or _live([Tensor._wrap(c) for c in body.captured])):
+            saves[0] = True  # traced for reverse mode: also output each step's carry
+            continue
+        if len(body.out_impls) < n:
+            raise TypeError(f"{what}: f returned fewer carry leaves than init has")
+        out_levels = _union(levels, *[o[3] for o in body.out_impls])
+        if out_levels == levels:
+            break
+        levels = out_levels
+    ny = ny_box[0]
+    _check_carry(what, "init", [(t.dtype, t.shape) for t in carry], "f", _logical_avals(body)[:n])
+    if any(o[3] != levels for o in body.out_impls):
+        body = trace_body(
+            body_fn, list(carry) + x_ex + consts, f"{what} f", levels=lv, out_levels=levels
+        )
+    caps, (slots,) = _cap_layout([body])
+    nb = len(levels)
+    out_specs = []
+    for k, (dt, shape, _d, _l, _lg) in enumerate(body.out_impls):
+        if k < n:
+            out_specs.append((dt, shape))
+        else:  # stacked: the step axis follows the batch dims
+            out_specs.append((dt, shape[:nb] + (length,) + shape[nb:]))
+    kwargs = {
+        "body": body,
+        "n_carry": n,
+        "n_xs": nx,
+        "n_consts": len(consts),
+        "n_ys": ny,
+        "saves": saves[0],
+        "length": length,
+        "reverse": bool(reverse),
+        "levels": levels,
+        "phys": {
+            "body": body.program(slots, _specs(caps)),
+            "n_carry": n,
+            "n_xs": nx,
+            "length": length,
+            "reverse": bool(reverse),
+            "x_axes": tuple(len(x._impl.levels) for x in xs),
+            "y_axis": nb,
+            "out_specs": tuple(out_specs),
+        },
+    }
+    if not out_specs:
+        return [], []
+    init = [_at_levels(t, levels) for t in carry]
+    outs = list(_scan.bind([*init, *xs, *consts, *[Tensor._wrap(c) for c in caps]], kwargs))
+    if saves[0]:  # the node keeps its saved carries alive for its vjp (nobody else holds them)
+        kwargs["saved"] = tuple(o._impl for o in outs[n + ny :])
+    return outs[:n], outs[n : n + ny]
+
+
+def _scan_unrolled(step, carry, xs, length, reverse, unroll):
+    """``unroll`` steps per loop iteration: xs reshaped to (length // unroll, unroll, ...),
+    then the remainder as a second scan."""
+    main = (length // unroll) * unroll
+    rest = length - main
+
+    def block(c, xb, k):
+        ys_b = {}
+        order = range(unroll - 1, -1, -1) if reverse else range(unroll)
+        for j in order:
+            c, ys_b[j] = step(c, [x[j] for x in xb], k)
+        per_leaf = list(zip(*[ys_b[j] for j in range(unroll)]))
+        return c, [view.stack(list(leaf), 0) for leaf in per_leaf]
+
+    if reverse:  # the last `main` steps run first, then the first `rest`
+        main_x = [x[rest:] for x in xs]
+        tail_x = [x[:rest] for x in xs]
+    else:
+        main_x = [x[:main] for x in xs]
+        tail_x = [x[main:] for x in xs]
+    blocked = [x.reshape((main // unroll, unroll) + x.shape[1:]) for x in main_x]
+    c, ys_b = _scan_flat(block, carry, blocked, main // unroll, reverse, "scan")
+    ys_main = [y.reshape((main,) + y.shape[2:]) for y in ys_b]
+    if not rest:
+        return c, ys_main
+    c, ys_tail = _scan_flat(step, c, tail_x, rest, reverse, "scan")
+    pairs = zip(ys_tail, ys_main) if reverse else zip(ys_main, ys_tail)
+    return c, [view.concatenate([a, b], 0) for a, b in pairs]

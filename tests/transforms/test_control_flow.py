@@ -1,0 +1,458 @@
+"""cond, switch, while_loop, fori_loop, scan: forward, grad, jvp, vmap, compile, errors.
+
+References are NumPy loops and central finite differences (float64); where JAX is installed
+the same functions are also checked against ``jax.lax`` (those tests skip without it). MAX
+parity is in tests/backends/test_max.py (``control_graph``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import nabla as nb
+from nabla.runtime.graph import GRAPH, ConcretizationError
+
+RNG = np.random.default_rng(0)
+W = RNG.standard_normal((3, 3)) * 0.5
+XS = RNG.standard_normal((5, 3))
+H0 = RNG.standard_normal(3)
+
+
+def c(a):
+    return nb.constant(np.asarray(a, dtype=np.float64))
+
+
+def fd_grad(f, x, eps=1e-6):
+    """Central differences of a scalar NumPy function."""
+    x = np.asarray(x, dtype=np.float64)
+    g = np.zeros_like(x)
+    for i in np.ndindex(x.shape):
+        d = np.zeros_like(x)
+        d[i] = eps
+        g[i] = (f(x + d) - f(x - d)) / (2 * eps)
+    return g
+
+
+def close(a, b, tol=1e-6):
+    np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=tol, atol=tol)
+
+
+# ----------------------------------------------------------------------------- references
+def rnn_np(w, h0, xs, reverse=False):
+    h, ys = h0, []
+    order = range(len(xs) - 1, -1, -1) if reverse else range(len(xs))
+    out = [None] * len(xs)
+    for t in order:
+        h = np.tanh(h @ w + xs[t])
+        out[t] = (h * 2.0).sum()
+    ys = np.array(out)
+    return (h * h).sum() + ys.sum()
+
+
+def rnn_nb(w, h0, xs, reverse=False):
+    def step(h, x):
+        h2 = nb.tanh(h @ w + x)
+        return h2, (h2 * 2.0).sum()
+
+    h, ys = nb.scan(step, h0, xs, reverse=reverse)
+    return (h * h).sum() + ys.sum()
+
+
+# ----------------------------------------------------------------------------- scan
+@pytest.mark.parametrize("reverse", [False, True])
+def test_scan_forward_and_gradients_match_references(reverse):
+    f = lambda w, h, x: rnn_nb(w, h, x, reverse)
+    close(f(c(W), c(H0), c(XS)).item(), rnn_np(W, H0, XS, reverse), 1e-12)
+    gw, gh, gx = nb.grad(f, argnums=(0, 1, 2))(c(W), c(H0), c(XS))
+    close(gw.numpy(), fd_grad(lambda w: rnn_np(w, H0, XS, reverse), W))
+    close(gh.numpy(), fd_grad(lambda h: rnn_np(W, h, XS, reverse), H0))
+    close(gx.numpy(), fd_grad(lambda x: rnn_np(W, H0, x, reverse), XS))
+    t = RNG.standard_normal((3, 3))
+    _, tan = nb.jvp(f, (c(W), c(H0), c(XS)), (c(t), c(np.zeros(3)), c(np.zeros((5, 3)))))
+    close(tan.item(), (fd_grad(lambda w: rnn_np(w, H0, XS, reverse), W) * t).sum())
+
+
+def test_scan_ys_are_stacked_in_xs_order_and_pytrees_work():
+    xs = {"a": c(np.arange(8.0).reshape(4, 2)), "b": c(np.arange(4.0))}
+
+    def step(carry, x):
+        s, n = carry
+        s = s + x["a"] * x["b"]
+        return (s, n + 1), {"s": s, "n": n}
+
+    (s, n), ys = nb.scan(step, (c(np.zeros(2)), 0), xs, reverse=True)
+    a, b = np.arange(8.0).reshape(4, 2), np.arange(4.0)
+    acc, ref = np.zeros(2), np.zeros((4, 2))
+    for t in range(3, -1, -1):
+        acc = acc + a[t] * b[t]
+        ref[t] = acc
+    close(s.numpy(), acc)
+    assert n.item() == 4 and n.dtype == nb.int32
+    close(ys["s"].numpy(), ref)
+    np.testing.assert_array_equal(ys["n"].numpy(), [3, 2, 1, 0])
+
+
+def test_scan_without_xs_and_with_none_ys():
+    carry, ys = nb.scan(lambda c_, _: (c_ * 2.0, None), c(1.0), None, length=5)
+    assert ys is None
+    assert carry.item() == 32.0
+    with pytest.raises(ValueError, match="length is required"):
+        nb.scan(lambda c_, _: (c_, None), c(1.0), None)
+
+
+def test_scan_closure_over_weights_gets_gradients_and_hessian():
+    def loss(w):
+        return rnn_nb(w, c(H0), c(XS))
+
+    g = nb.grad(loss)(c(W))
+    close(g.numpy(), fd_grad(lambda w: rnn_np(w, H0, XS), W))
+    h = nb.hessian(lambda h0: rnn_nb(c(W), h0, c(XS)))(c(H0))
+    ref = np.stack(
+        [
+            fd_grad(lambda v: nb.grad(lambda q: rnn_nb(c(W), q, c(XS)))(c(v)).numpy()[i], H0)
+            for i in range(3)
+        ]
+    )
+    close(h.numpy(), ref, 1e-5)
+
+
+def test_scan_under_vmap_keeps_an_unbatched_weight_unbatched():
+    xs_b = RNG.standard_normal((4, 5, 3))
+    h_b = RNG.standard_normal((4, 3))
+    got = nb.vmap(rnn_nb, in_axes=(None, 0, 0))(c(W), c(h_b), c(xs_b))
+    close(got.numpy(), [rnn_np(W, h_b[i], xs_b[i]) for i in range(4)], 1e-12)
+    per_ex = nb.vmap(nb.grad(rnn_nb), in_axes=(None, 0, 0))(c(W), c(h_b), c(xs_b))
+    for i in range(4):
+        close(per_ex.numpy()[i], fd_grad(lambda w: rnn_np(w, h_b[i], xs_b[i]), W))
+    # the scan node reads W with its own (absent) batch dims: never a per-example copy
+    text = str(
+        nb.trace(lambda hb, xb: nb.vmap(rnn_nb, in_axes=(None, 0, 0))(c(W), hb, xb))(
+            c(h_b), c(xs_b)
+        )
+    )
+    assert "broadcast_levels" not in text.split("scan")[0].split("\n")[-1]
+    assert "f64[3,3]@" not in text
+
+
+def test_scan_trace_does_not_grow_with_length():
+    def run(n):
+        rec = []
+        from nabla.core.state import STATE
+
+        old, STATE.recording = STATE.recording, rec
+        try:
+            carry, ys = nb.scan(lambda c_, x: (c_ * 0.5 + x, c_), c(0.0), c(np.ones(n)))
+        finally:
+            STATE.recording = old
+        return rec, carry, ys
+
+    small, _, _ = run(10)
+    big, carry, ys = run(10_000)
+    assert len(small) == len(big) == 1
+    assert small[0].kwargs["body"].num_ops == big[0].kwargs["body"].num_ops
+    assert ys.shape == (10_000,)
+    close(carry.item(), 2.0 * (1 - 0.5**10_000))
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("unroll", [1, 3, True])
+def test_scan_unroll_gives_identical_results(unroll, reverse):
+    xs = c(RNG.standard_normal((10, 2)))
+    f = lambda c_, x: (nb.sin(c_) + x, c_ * x)
+    ref = nb.scan(f, c(np.ones(2)), xs, reverse=reverse)
+    got = nb.scan(f, c(np.ones(2)), xs, reverse=reverse, unroll=unroll)
+    close(got[0].numpy(), ref[0].numpy(), 1e-12)
+    close(got[1].numpy(), ref[1].numpy(), 1e-12)
+
+
+def test_nested_scan_and_checkpoint_in_body():
+    xs = RNG.standard_normal((3, 4, 2))
+
+    def inner(h, row):
+        return nb.scan(lambda a, x: (nb.tanh(a + x), a), h, row)[0], None
+
+    def loss(h, ck):
+        body = nb.checkpoint(inner) if ck else inner
+        return (nb.scan(body, h, c(xs))[0] ** 2).sum()
+
+    def ref(h):
+        for r in xs:
+            for x in r:
+                h = np.tanh(h + x)
+        return (h**2).sum()
+
+    close(loss(c(H0[:2]), False).item(), ref(H0[:2]), 1e-12)
+    g = nb.grad(lambda h: loss(h, False))(c(H0[:2]))
+    gk = nb.grad(lambda h: loss(h, True))(c(H0[:2]))
+    close(g.numpy(), fd_grad(ref, H0[:2]))
+    close(gk.numpy(), g.numpy(), 1e-12)
+
+
+def test_a_new_lambda_with_the_same_body_is_the_same_program():
+    xs = c(np.arange(6.0))
+    a = nb.scan(lambda s, x: (s + x * 2.0, s), c(0.0), xs)
+    b = nb.scan(lambda s, x: (s + x * 2.0, s), c(0.0), xs)
+    pa, pb = a[0]._impl.node.phys_kwargs["body"], b[0]._impl.node.phys_kwargs["body"]
+    assert pa is pb
+    a[0].realize()
+    hits = GRAPH.stats["program_hits"]
+    b[0].realize()
+    assert GRAPH.stats["program_hits"] == hits + 1
+    assert a[0].item() == b[0].item() == 30.0
+
+
+def test_compiled_scan_traces_once_and_differentiates():
+    @nb.compile
+    def f(w, h, xs):
+        return rnn_nb(w, h, xs)
+
+    for _ in range(3):
+        close(f(c(W), c(H0), c(XS)).item(), rnn_np(W, H0, XS), 1e-12)
+    assert f.stats.misses == 1 and f.stats.hits == 2
+    g = nb.grad(f)(c(W), c(H0), c(XS))
+    close(g.numpy(), fd_grad(lambda w: rnn_np(w, H0, XS), W))
+    step = nb.compile(nb.grad(rnn_nb))
+    for _ in range(2):
+        close(step(c(W), c(H0), c(XS)).numpy(), g.numpy(), 1e-12)
+    assert step.stats.misses == 1
+
+
+def test_scan_errors_name_the_problem():
+    with pytest.raises(ValueError, match=r"leading axis length; got xs\[0\]: 3, xs\[1\]: 4"):
+        nb.scan(lambda s, x: (s, None), c(0.0), (c(np.ones(3)), c(np.ones(4))))
+    with pytest.raises(TypeError, match=r"carry leaf 0 is float64\[\] in init but float64\[2\]"):
+        nb.scan(lambda s, x: (s + x, None), c(0.0), c(np.ones((3, 2))))
+    with pytest.raises(TypeError, match="structure of init"):
+        nb.scan(lambda s, x: ((s, s), None), c(0.0), c(np.ones(3)))
+    with pytest.raises(TypeError, match="pair"):
+        nb.scan(lambda s, x: s, c(0.0), c(np.ones(3)))
+    with pytest.raises(ConcretizationError, match="scan f: .*nb.cond"):
+        nb.scan(lambda s, x: (s + 1.0 if x.item() > 0 else s, None), c(0.0), c(np.ones(3)))
+    with pytest.raises(ValueError, match="global random generator"):
+        nb.scan(lambda s, x: (s + nb.uniform(()), None), c(0.0), c(np.ones(3)))
+
+
+# ----------------------------------------------------------------------------- cond / switch
+def cond_np(x, y):
+    return (np.sin(x) * y).sum() if x.sum() > 0 else (x * x + y).sum()
+
+
+def cond_nb(x, y):
+    return nb.cond(
+        x.sum() > 0, lambda a, b: (nb.sin(a) * b).sum(), lambda a, b: (a * a + b).sum(), x, y
+    )
+
+
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_cond_forward_grad_jvp(sign):
+    x, y = sign * np.abs(RNG.standard_normal(3)), RNG.standard_normal(3)
+    close(cond_nb(c(x), c(y)).item(), cond_np(x, y), 1e-12)
+    gx, gy = nb.grad(cond_nb, argnums=(0, 1))(c(x), c(y))
+    close(gx.numpy(), fd_grad(lambda v: cond_np(v, y), x))
+    close(gy.numpy(), fd_grad(lambda v: cond_np(x, v), y))
+    t = RNG.standard_normal(3)
+    _, tan = nb.jvp(cond_nb, (c(x), c(y)), (c(t), c(np.zeros(3))))
+    close(tan.item(), (fd_grad(lambda v: cond_np(v, y), x) * t).sum())
+
+
+def test_cond_batched_predicate_selects_per_example():
+    xb = RNG.standard_normal((6, 3))
+    y = RNG.standard_normal(3)
+    got = nb.vmap(lambda a: cond_nb(a, c(y)))(c(xb))
+    close(got.numpy(), [cond_np(r, y) for r in xb], 1e-12)
+    g = nb.vmap(nb.grad(lambda a: cond_nb(a, c(y))))(c(xb))
+    for i, r in enumerate(xb):
+        close(g.numpy()[i], fd_grad(lambda v: cond_np(v, y), r))
+
+
+def test_cond_with_unbatched_predicate_under_vmap_and_pytrees():
+    xb = c(RNG.standard_normal((4, 2)))
+    out = nb.vmap(
+        lambda a: nb.cond(True, lambda d: {"p": d["v"] * 2.0}, lambda d: {"p": -d["v"]}, {"v": a})
+    )(xb)
+    close(out["p"].numpy(), xb.numpy() * 2.0)
+
+
+def test_switch_clamps_and_differentiates():
+    branches = [lambda v: v * 1.0, lambda v: v * v, lambda v: nb.sin(v)]
+    x = c(np.array([0.3, -1.2]))
+    for i, ref in [(-3, x.numpy()), (1, x.numpy() ** 2), (7, np.sin(x.numpy()))]:
+        close(nb.switch(i, branches, x).numpy(), ref, 1e-12)
+    g = nb.grad(lambda v: nb.switch(nb.constant(1), branches, v).sum())(x)
+    close(g.numpy(), 2 * x.numpy())
+    idx = nb.constant(np.array([0, 1, 2, 5], np.int32))
+    xb = c(RNG.standard_normal((4, 2)))
+    got = nb.vmap(lambda i, v: nb.switch(i, branches, v))(idx, xb)
+    v = xb.numpy()
+    close(got.numpy(), np.stack([v[0], v[1] ** 2, np.sin(v[2]), np.sin(v[3])]), 1e-12)
+
+
+def test_cond_errors_name_both_branches():
+    x = c(np.ones(3))
+    with pytest.raises(
+        TypeError, match=r"\[0\] is float64\[3\] in false_fun but float64\[2\] in true_fun"
+    ):
+        nb.cond(True, lambda v: (v[:2],), lambda v: (v,), x)
+    with pytest.raises(TypeError, match="same structure"):
+        nb.cond(True, lambda v: (v, v), lambda v: v, x)
+    with pytest.raises(TypeError, match=r"pred must be a scalar, got shape \(3,\)"):
+        nb.cond(x > 0, lambda v: v, lambda v: v, x)
+    with pytest.raises(TypeError, match="index must be an integer scalar"):
+        nb.switch(c(1.0), [lambda v: v, lambda v: v], x)
+
+
+# ----------------------------------------------------------------------------- while / fori
+def test_while_loop_forward_jvp_and_pytrees():
+    x = RNG.standard_normal(3)
+
+    def body(s):
+        return {"i": s["i"] + 1, "v": nb.sin(s["v"]) * 1.5}
+
+    f = lambda v: nb.while_loop(lambda s: s["i"] < 4, body, {"i": 0, "v": v})["v"]
+
+    def ref(v):
+        for _ in range(4):
+            v = np.sin(v) * 1.5
+        return v
+
+    close(f(c(x)).numpy(), ref(x), 1e-12)
+    t = RNG.standard_normal(3)
+    _, tan = nb.jvp(f, (c(x),), (c(t),))
+    jac = np.stack([fd_grad(lambda v: ref(v)[i], x) for i in range(3)])
+    close(tan.numpy(), jac @ t)
+    close(nb.jacfwd(f)(c(x)).numpy(), jac)
+
+
+def test_while_loop_reverse_mode_error_and_max_steps():
+    x = c(RNG.standard_normal(3))
+    f = lambda v: nb.while_loop(lambda s: s[0] < 4, lambda s: (s[0] + 1, nb.sin(s[1])), (0, v))[1]
+    with pytest.raises(
+        TypeError, match="Reverse-mode differentiation does not work for while_loop"
+    ):
+        nb.grad(lambda v: f(v).sum())(x)
+    fm = lambda v: nb.while_loop(
+        lambda s: s[0] < 4, lambda s: (s[0] + 1, nb.sin(s[1])), (0, v), max_steps=10
+    )[1]
+    close(fm(x).numpy(), f(x).numpy(), 1e-12)
+    g = nb.grad(lambda v: fm(v).sum())(x)
+
+    def ref(v):
+        for _ in range(4):
+            v = np.sin(v)
+        return v.sum()
+
+    close(g.numpy(), fd_grad(ref, x.numpy()))
+    capped = nb.while_loop(lambda s: s < 100.0, lambda s: s + 1.0, c(0.0), max_steps=7)
+    assert capped.item() == 7.0
+
+
+def test_batched_predicate_runs_until_every_lane_is_done():
+    ns = np.array([1, 3, 0, 5], np.int32)
+    v = RNG.standard_normal((4, 2))
+    got = nb.vmap(lambda n, x: nb.fori_loop(0, n, lambda i, a: a * 2.0 + i.cast(nb.float64), x))(
+        nb.constant(ns), c(v)
+    )
+    ref = []
+    for n, x in zip(ns, v):
+        for i in range(n):
+            x = x * 2.0 + i
+        ref.append(x)
+    close(got.numpy(), np.stack(ref), 1e-12)
+    count = nb.vmap(lambda x: nb.while_loop(lambda s: s < x, lambda s: s + 1.0, c(0.0)))(
+        c(np.array([0.5, 3.0, 0.0]))
+    )
+    close(count.numpy(), [1.0, 3.0, 0.0])
+
+
+def test_fori_loop_static_bounds_is_reverse_differentiable():
+    x = RNG.standard_normal(2)
+    f = lambda v: nb.fori_loop(2, 6, lambda i, a: a * nb.cos(a) + i.cast(nb.float64), v).sum()
+
+    def ref(v):
+        for i in range(2, 6):
+            v = v * np.cos(v) + i
+        return v.sum()
+
+    close(f(c(x)).item(), ref(x), 1e-12)
+    close(nb.grad(f)(c(x)).numpy(), fd_grad(ref, x))
+    assert nb.fori_loop(5, 2, lambda i, a: a + 1.0, c(0.0)).item() == 0.0
+
+
+def test_while_loop_errors():
+    with pytest.raises(TypeError, match=r"carry leaf 0 is float64\[\] in init_val but float32\[\]"):
+        nb.while_loop(lambda s: s < 3.0, lambda s: s.cast(nb.float32), c(0.0))
+    with pytest.raises(TypeError, match="boolean scalar"):
+        nb.while_loop(lambda s: s, lambda s: s + 1.0, c(0.0))
+    with pytest.raises(TypeError, match="structure of init_val"):
+        nb.while_loop(lambda s: s[0] < 3.0, lambda s: s[0], (c(0.0),))
+    with pytest.raises(TypeError, match="lower and upper must be integers"):
+        nb.fori_loop(c(0.0), c(3.0), lambda i, a: a, c(0.0))
+
+
+# ----------------------------------------------------------------------------- vs JAX
+def test_against_jax_lax():
+    jax = pytest.importorskip("jax")
+    jnp = jax.numpy
+    jax.config.update("jax_enable_x64", True)
+
+    def rnn_jax(w, h0, xs):
+        def step(h, x):
+            h2 = jnp.tanh(h @ w + x)
+            return h2, (h2 * 2.0).sum()
+
+        h, ys = jax.lax.scan(step, h0, xs)
+        return (h * h).sum() + ys.sum()
+
+    close(nb.grad(rnn_nb)(c(W), c(H0), c(XS)).numpy(), jax.grad(rnn_jax)(W, H0, XS), 1e-10)
+    hb, xb = RNG.standard_normal((4, 3)), RNG.standard_normal((4, 5, 3))
+    close(
+        nb.vmap(nb.grad(rnn_nb), in_axes=(None, 0, 0))(c(W), c(hb), c(xb)).numpy(),
+        jax.vmap(jax.grad(rnn_jax), in_axes=(None, 0, 0))(W, hb, xb),
+        1e-10,
+    )
+    xs = RNG.standard_normal((6, 3))
+    jc = jax.vmap(
+        jax.grad(
+            lambda a: jax.lax.cond(
+                a.sum() > 0, lambda v: (jnp.sin(v) * 2).sum(), lambda v: (v * v).sum(), a
+            )
+        )
+    )(xs)
+    nc = nb.vmap(
+        nb.grad(
+            lambda a: nb.cond(
+                a.sum() > 0, lambda v: (nb.sin(v) * 2).sum(), lambda v: (v * v).sum(), a
+            )
+        )
+    )(c(xs))
+    close(nc.numpy(), jc, 1e-10)
+    ns = np.array([1, 4, 2], np.int32)
+    jw = jax.vmap(lambda n, v: jax.lax.fori_loop(0, n, lambda i, a: jnp.sin(a) + i, v))(ns, xs[:3])
+    nw = nb.vmap(lambda n, v: nb.fori_loop(0, n, lambda i, a: nb.sin(a) + i.cast(nb.float64), v))(
+        nb.constant(ns), c(xs[:3])
+    )
+    close(nw.numpy(), jw, 1e-10)
+
+
+def test_branches_closing_over_different_tensors_get_their_gradients():
+    a, b = np.array([1.0, 2.0]), np.array([3.0, -1.0])
+    v = np.array([0.5, 0.7])
+    refs = [
+        lambda a, b: (v * a).sum(),
+        lambda a, b: (np.sin(v) * b).sum(),
+        lambda a, b: (v * a * b).sum(),
+    ]
+
+    def f(a, b, i):
+        branches = [lambda u: u * a, lambda u: nb.sin(u) * b, lambda u: u * a * b]
+        return nb.switch(i, branches, c(v)).sum()
+
+    for i, ref in enumerate(refs):
+        ga, gb = nb.grad(f, argnums=(0, 1))(c(a), c(b), i)
+        close(ga.numpy(), fd_grad(lambda x: ref(x, b), a))
+        close(gb.numpy(), fd_grad(lambda x: ref(a, x), b))
+    _, t = nb.jvp(lambda x: f(x, c(b), 2), (c(a),), (c(np.ones(2)),))
+    close(t.item(), (v * b).sum())
+    sel = nb.vmap(lambda ai: nb.cond(ai > 1.5, lambda: ai * c(b), lambda: -c(b)))(c(a))
+    close(sel.numpy(), [-b, 2.0 * b])
