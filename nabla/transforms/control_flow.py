@@ -431,6 +431,10 @@ class CondOp(_ControlFlowOp):
         cts = _zero_cts(cotangents, kwargs)
         branches, slots = kwargs["branches"], kwargs["cap_slots"]
 
+        # cotangents only for inputs a backward walk can use (the rest is dead code)
+        want_o = [_wants_ct(p) for p in operands]
+        want_k = [_wants_ct(p) for p in caps]
+
         def pullback(k):
             def bwd(ops_, caps_, cts_):
                 def f(o, c):
@@ -438,7 +442,8 @@ class CondOp(_ControlFlowOp):
 
                 _, pull = vjp(f, list(ops_), list(caps_))
                 g_ops, g_caps = pull(list(cts_))
-                return _fill(g_ops, ops_), _fill(g_caps, caps_)
+                g_ops = [g for g, w in zip(_fill(g_ops, ops_), want_o) if w]
+                return g_ops, [g for g, w in zip(_fill(g_caps, caps_), want_k) if w]
 
             return bwd
 
@@ -449,7 +454,12 @@ class CondOp(_ControlFlowOp):
             "cond (reverse mode)",
             tuple(f"the pullback of branch {k}" for k in range(len(branches))),
         )
-        return [None] + _unfill(g_ops, operands) + _unfill(g_caps, caps)
+        it_o, it_k = iter(g_ops), iter(g_caps)
+        return (
+            [None]
+            + [next(it_o) if w else None for w in want_o]
+            + [next(it_k) if w else None for w in want_k]
+        )
 
     def jvp_rule(self, primals, tangents, outputs, kwargs):
         no = kwargs["n_operands"]
