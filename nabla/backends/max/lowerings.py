@@ -726,7 +726,25 @@ LOWERINGS["split"] = _split
 # ----------------------------------------------------------------------------- linalg / indexing
 @_one("matmul")
 def _matmul(x, y):
+    if "loop" in _REGIONS:
+        y = _layout_barrier(y)
     return ops.matmul(x, y)
+
+
+def _layout_barrier(y):
+    """``y`` through an identity gather along its K axis. MAX 26.7 gives a matmul's right
+    operand a packed layout and pushes it back through view and elementwise ops onto the
+    producing loop argument; for an argument that changes every iteration the loop's types
+    then disagree and the graph fails to compile. A gather is not looked through."""
+    shape = y.shape
+    axis = len(shape) - 2 if len(shape) >= 2 else 0
+    k = shape[axis]
+    try:
+        k = int(k)
+    except (TypeError, ValueError):  # a symbolic dim: leave the operand as it is
+        return y
+    idx = ops.range(0, k, 1, out_dim=k, dtype=MDType.int64, device=y.device)
+    return ops.gather(y, idx, axis=axis)
 
 
 def _int64(v):
