@@ -63,6 +63,7 @@ from .ops.binary import (
     sub,
     where,
 )
+from .ops.kernels import CustomKernelOp, ShapeDtype, call_custom_kernel, custom_op
 from .ops.creation import (
     arange,
     asarray,
@@ -213,11 +214,13 @@ __all__ = [
     "BinaryOperation",
     "CPU",
     "CompiledFunction",
+    "CustomKernelOp",
     "DType",
     "Device",
     "OpError",
     "Operation",
     "ReduceOperation",
+    "ShapeDtype",
     "Tensor",
     "Trace",
     "UnaryOperation",
@@ -248,6 +251,7 @@ __all__ = [
     "broadcast_to",
     "cast",
     "ceil",
+    "call_custom_kernel",
     "checkpoint",
     "chunk",
     "clip",
@@ -261,6 +265,7 @@ __all__ = [
     "cosh",
     "cumsum",
     "custom_jvp",
+    "custom_op",
     "custom_vjp",
     "default_device",
     "default_dtype",

@@ -17,11 +17,14 @@ import math
 
 try:  # MAX is optional: the table (names) stays importable without it.
     from max.dtype import DType as MDType
-    from max.graph import DeviceRef, ops
+    from max.graph import DeviceRef, TensorType, ops
 except ImportError:  # pragma: no cover - exercised only in NumPy-only installs
     MDType = None
     DeviceRef = None
+    TensorType = None
     ops = None
+
+from ...core.dtypes import DType
 
 __all__ = [
     "LOWERINGS",
@@ -816,3 +819,24 @@ def _compiled_call(args, kw):
 
 
 LOWERINGS["compiled_call"] = _compiled_call
+
+
+def _custom_kernel(args, kw):
+    """A user's Mojo kernel (``ops.custom``); the graph was built with its package among
+    ``custom_extensions`` (``session.build_graph``). ``out_types`` are physical specs."""
+    device = args[0].device if args else DeviceRef.CPU()
+    out_types = [
+        TensorType(max_dtype(dt), tuple(shape), device=device) for dt, shape in kw["out_types"]
+    ]
+    params = {k: max_dtype(v) if isinstance(v, DType) else v for k, v in kw["params"]}
+    res = ops.custom(
+        kw["kernel"],
+        device=device,
+        values=list(args),
+        out_types=out_types,
+        parameters=params or None,
+    )
+    return [r.tensor for r in res]
+
+
+LOWERINGS["custom_kernel"] = _custom_kernel
