@@ -35,7 +35,7 @@ from max.graph import Graph, TensorType, ops
 
 from ...core.device import CPU, Device
 from ...core.ir import Program
-from ..kernels import KernelError
+from ..kernels import KernelError, kernel_instructions
 from . import cache
 from .disk import DISK
 from .kernels import compiler_message, extensions_for
@@ -319,10 +319,23 @@ def _compile(sess, program, digest, debug):
     with _COMPILE:  # graph building too: MAX's graph context must not interleave threads
         graph = build_graph(program, f"nabla_{(digest or 'nocache')[:16]}")
         t0 = time.perf_counter()
+        kernels = sorted(
+            {
+                f"{i.kwargs['op']} (kernel {i.kwargs['kernel']!r}, declared output(s) "
+                + ", ".join(f"{dt.value}{tuple(sh)}" for dt, sh in i.kwargs["out_types"])
+                + ")"
+                for i in kernel_instructions(program)
+            }
+        )
         try:
-            compiled = sess.compile(graph)
-            model = sess.init(compiled)
-        except Exception as e:  # noqa: BLE001 - MAX graph errors carry MLIR text
+            if kernels:
+                compiled, model = _compile_kernels(sess, graph, kernels)
+            else:
+                compiled = sess.compile(graph)
+                model = sess.init(compiled)
+        except KernelError:
+            raise
+        except Exception as e:
             raise RuntimeError(
                 f"MAX failed to compile a {program.num_ops}-op program "
                 f"(ops: {sorted({i.op for i in program.instructions})}); this is a nabla bug"
@@ -363,8 +376,8 @@ def _compile_kernels(sess, graph, kernels):
     if error is not None:
         message = compiler_message(text) or str(error)
         raise KernelError(
-            f"MAX could not compile a graph holding custom op(s) {', '.join(kernels)}; "
-            f"the Mojo compiler said:\n{message}"
+            f"MAX could not compile a graph holding the custom op(s) {'; '.join(kernels)}. "
+            f"The Mojo compiler said:\n{message}"
         ) from error
     return compiled, model
 
