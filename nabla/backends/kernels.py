@@ -19,6 +19,7 @@ import hashlib
 import os
 import re
 import threading
+import time
 from pathlib import Path
 
 __all__ = [
@@ -29,6 +30,9 @@ __all__ = [
     "NUMPY_REFERENCES",
     "kernel_instructions",
 ]
+
+RECHECK_SECONDS = 1.0
+"""How long a package's files are trusted unchanged before they are stat'ed again."""
 
 NUMPY_REFERENCES: dict = {}
 """``(op name, kernel name, package digest) -> fn(*arrays, **params) -> array(s)``."""
@@ -51,7 +55,8 @@ class KernelPackage:
     """One kernel package on disk: a Mojo source directory or a prebuilt ``.mojoc``.
 
     ``digest`` is a sha256 of the package content (every ``.mojo`` file's relative path and
-    bytes, or the ``.mojoc`` bytes), recomputed only when a file's size or mtime changes.
+    bytes, or the ``.mojoc`` bytes), recomputed only when a file's size or mtime changes
+    (files are stat'ed again at most once per ``RECHECK_SECONDS``).
     ``names`` are the kernel names its sources register (None for a ``.mojoc``: unknown
     until MAX loads it).
     """
@@ -71,8 +76,18 @@ class KernelPackage:
 
     @classmethod
     def load(cls, path) -> KernelPackage:
-        """The package at ``path`` (a directory with ``__init__.mojo``, or a ``.mojoc``)."""
-        path = Path(os.path.abspath(os.fspath(path)))
+        """The package at ``path`` (a directory with ``__init__.mojo``, or a ``.mojoc``).
+
+        Within ``RECHECK_SECONDS`` of the last look the package is taken as unchanged (an op
+        call costs a dict lookup); after that its files are listed and stat'ed again, and
+        hashed again only when one changed."""
+        key = os.path.abspath(os.fspath(path))
+        now = time.monotonic()
+        with cls._LOCK:
+            hit = cls._CACHE.get(key)
+            if hit is not None and now - hit[2] < RECHECK_SECONDS:
+                return hit[1]
+        path = Path(key)
         if path.is_dir():
             if not (path / "__init__.mojo").is_file():
                 raise KernelError(
@@ -89,11 +104,11 @@ class KernelPackage:
             )
         else:
             raise KernelError(f"the kernel package {path} does not exist")
-        stamp = tuple((str(p), p.stat().st_size, p.stat().st_mtime_ns) for p in files)
-        with cls._LOCK:
-            hit = cls._CACHE.get(path)
-            if hit is not None and hit[0] == stamp:
-                return hit[1]
+        stamp = tuple((str(p), st.st_size, st.st_mtime_ns) for p in files for st in [p.stat()])
+        if hit is not None and hit[0] == stamp:
+            with cls._LOCK:
+                cls._CACHE[key] = (stamp, hit[1], now)
+            return hit[1]
         h = hashlib.sha256()
         names: list | None = [] if path.is_dir() else None
         for p in files:
@@ -105,7 +120,7 @@ class KernelPackage:
                 names.extend(m.group(1) for m in _REGISTER.finditer(text))
         pkg = cls(path, tuple(files), h.hexdigest(), None if names is None else tuple(names))
         with cls._LOCK:
-            cls._CACHE[path] = (stamp, pkg)
+            cls._CACHE[key] = (stamp, pkg, now)
         return pkg
 
     def __repr__(self):

@@ -227,7 +227,9 @@ def test_bad_calls_raise_at_the_call(tmp_path):
         nb.grad(lambda a: nb.sum(softplus_jvp(a, a)))(x)
 
 
-def test_package_digest_follows_the_sources(tmp_path):
+def test_package_digest_follows_the_sources(tmp_path, monkeypatch):
+    from nabla.backends import kernels as kernels_mod
+
     pkg = tmp_path / "k"
     pkg.mkdir()
     (pkg / "__init__.mojo").write_text("")
@@ -236,6 +238,8 @@ def test_package_digest_follows_the_sources(tmp_path):
     d1 = KernelPackage.load(pkg).digest
     (pkg / "a.mojo").write_text(src + "\n# edited\n")
     os.utime(pkg / "a.mojo", ns=(1, 1))  # a new mtime, whatever the clock's resolution
+    assert KernelPackage.load(pkg).digest == d1  # not looked at again within RECHECK_SECONDS
+    monkeypatch.setattr(kernels_mod, "RECHECK_SECONDS", 0.0)
     d2 = KernelPackage.load(pkg).digest
     assert d1 != d2 and KernelPackage.load(pkg).names == ("softplus", "softplus_jvp")
 
