@@ -188,7 +188,9 @@ class CustomKernelOp(Operation):
 
     def _record(self, tensors, kernel, kernel_path, outs, params, numpy_fn):
         label = self.name if self is not _CALL else "call_custom_kernel"
-        kwargs_op = self.name if self is not _CALL else kernel
+        # one-off calls get their own op name: a custom_op named like the kernel keeps its
+        # NumPy reference (references are keyed by op, kernel and package digest)
+        kwargs_op = self.name if self is not _CALL else f"call_custom_kernel({kernel!r})"
         pkg = find_kernel(kernel, kernel_path, caller=label)
         if numpy_fn is not None:
             NUMPY_REFERENCES[(kwargs_op, kernel, pkg.digest)] = numpy_fn

@@ -145,6 +145,27 @@ def test_numpy_backend_runs_the_reference(numpy_backend):
     _check([o.numpy() for o in outs], X, 1e-5, 1e-5)
 
 
+def test_numpy_backend_several_outputs_and_parameters(numpy_backend):
+    x = nb.asarray(X)
+    a, b = nb.call_custom_kernel(
+        "softplus",
+        KERNELS,
+        [x],
+        [(X.shape, nb.float32), (X.shape[:-1], nb.float32)],
+        numpy_fn=lambda v, scale: (v * scale, v.sum(-1)),
+        scale=2.0,
+    )
+    np.testing.assert_allclose(a.numpy(), X * 2.0)
+    np.testing.assert_allclose(b.numpy(), X.sum(-1), rtol=1e-6)
+    y = softplus(x)  # the custom op named like the kernel keeps its own reference
+    np.testing.assert_allclose(y.numpy(), np.logaddexp(0, X), rtol=1e-6)
+    bad = nb.call_custom_kernel(
+        "softplus", KERNELS, [x], (X.shape, nb.float32), numpy_fn=lambda v: v[0]
+    )
+    with pytest.raises(UnsupportedOp, match=r"shape \(4, 5\) for output 0.*\(3, 4, 5\)"):
+        bad.numpy()
+
+
 def test_numpy_backend_without_reference_names_op_and_backend(numpy_backend):
     y = softplus_maxonly(nb.asarray(X))
     with pytest.raises(UnsupportedOp, match=r"'softplus_maxonly'.*numpy backend"):
