@@ -63,6 +63,7 @@ from .ops.binary import (
     sub,
     where,
 )
+from .backends.kernels import KernelError, KernelNotFoundError
 from .ops.kernels import CustomKernelOp, ShapeDtype, call_custom_kernel, custom_op
 from .ops.creation import (
     arange,
@@ -217,6 +218,8 @@ __all__ = [
     "CustomKernelOp",
     "DType",
     "Device",
+    "KernelError",
+    "KernelNotFoundError",
     "OpError",
     "Operation",
     "ReduceOperation",

@@ -319,6 +319,11 @@ def custom_op(
 
     Returns:
         A ``CustomKernelOp``: call it on tensors, with kernel parameters as keywords.
+
+    Raises:
+        ValueError: for an unknown ``batching``. Calls of the op raise ``KernelNotFoundError``
+        (listing the files searched and the names registered), ``OpError``/``TypeError`` for
+        bad inputs, and ``KernelError`` with the Mojo compiler's message on MAX.
     """
     return CustomKernelOp(
         name,
@@ -358,6 +363,12 @@ def call_custom_kernel(name: str, kernel_path, values, out_types, *, numpy_fn=No
 
     Returns:
         A Tensor, or a list of Tensors when ``out_types`` is a list.
+
+    Raises:
+        KernelNotFoundError: no package registers ``name`` (the files searched and the names
+            they register are listed). TypeError: bad ``out_types`` or parameters.
+        KernelError: at realization on MAX, a Mojo compile error or output types the kernel
+            rejects, with the compiler's message.
     """
     if isinstance(values, Tensor) or not isinstance(values, tuple | list):
         values = [values]
