@@ -376,3 +376,34 @@ def test_mojo_compile_error_is_reported_with_the_compiler_message(tmp_path):
         extension_for(str(pkg), digest)
     msg = str(info.value)
     assert "bad.mojo" in msg and "undefined_name" in msg, msg
+
+
+BUILDER = """
+import json, sys
+sys.path.insert(0, {root!r})
+import nabla as nb
+from nabla.backends.kernels import KernelPackage
+from nabla.backends.max.kernels import extension_for
+pkg = KernelPackage.load({pkg!r})
+path = extension_for(str(pkg.path), pkg.digest)
+print("OUT" + json.dumps([str(path), nb.backend_stats()["max_kernel_builds"]]))
+"""
+
+
+@needs_max
+def test_concurrent_processes_precompile_a_package_once(tmp_path):
+    _max_or_skip()
+    import shutil
+
+    pkg = tmp_path / "pkg"
+    shutil.copytree(KERNELS, pkg)
+    (pkg / "softplus.mojo").write_text((KERNELS / "softplus.mojo").read_text() + "\n# copy\n")
+    env = dict(os.environ, PYTHONPATH=str(ROOT), NABLA_CACHE_DIR=str(tmp_path / "cache"))
+    code = BUILDER.format(root=str(ROOT), pkg=str(pkg))
+    procs = [
+        subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, env=env)
+        for _ in range(2)
+    ]
+    outs = [json.loads(p.communicate(timeout=600)[0].split("OUT", 1)[1]) for p in procs]
+    assert outs[0][0] == outs[1][0] and Path(outs[0][0]).is_file()
+    assert sorted(n for _, n in outs) == [0, 1]  # one built it, the other waited and used it
