@@ -8,7 +8,9 @@ MAX that file: a new process, or an edited-and-reverted package, pays nothing. T
 locked with ``fcntl`` (concurrent processes build a package once; the others wait and use
 it) and published by an atomic rename of a file already carrying its final name (the compiler
 bakes the module name from the file's stem). Without a usable cache directory the package is
-built into a private temporary directory once per process.
+built into a private temporary directory once per process. Staging directories left by a
+killed build are removed after an hour. The ``kernels/`` directory is not bounded by
+``NABLA_CACHE_MAX_BYTES`` (a package is tens of KB).
 
 A Mojo compile error is raised as ``KernelError`` carrying the compiler's own message.
 Only graphs that hold a custom kernel get ``custom_extensions`` (``extensions_for``), so
@@ -36,6 +38,8 @@ __all__ = ["extension_for", "extensions_for", "kernel_dir", "compiler_message"]
 _LOCK = threading.Lock()
 _BUILT: dict = {}  # (package path, digest) -> .mojoc path, this process
 _PRIVATE: list = []
+_CLEANED: set = set()
+STALE_SECONDS = 3600.0
 
 
 def kernel_dir() -> Path:
@@ -46,6 +50,11 @@ def kernel_dir() -> Path:
         path = directory / "kernels"
         with contextlib.suppress(OSError):
             path.mkdir(mode=0o700, exist_ok=True)
+            if path not in _CLEANED:  # staging dirs a killed build left, once per process
+                _CLEANED.add(path)
+                for stale in path.glob(".staging-*"):
+                    if time.time() - stale.stat().st_mtime > STALE_SECONDS:
+                        shutil.rmtree(stale, ignore_errors=True)
             return path
     if not _PRIVATE:
         _PRIVATE.append(Path(tempfile.mkdtemp(prefix="nabla-kernels-")))
