@@ -63,6 +63,8 @@ from .ops.binary import (
     sub,
     where,
 )
+from .backends.kernels import KernelError, KernelNotFoundError
+from .ops.kernels import CustomKernelOp, ShapeDtype, call_custom_kernel, custom_op
 from .ops.creation import (
     arange,
     asarray,
@@ -215,11 +217,15 @@ __all__ = [
     "CPU",
     "CompiledFunction",
     "ConcretizationError",
+    "CustomKernelOp",
     "DType",
     "Device",
+    "KernelError",
+    "KernelNotFoundError",
     "OpError",
     "Operation",
     "ReduceOperation",
+    "ShapeDtype",
     "Tensor",
     "Trace",
     "UnaryOperation",
@@ -250,6 +256,7 @@ __all__ = [
     "broadcast_to",
     "cast",
     "ceil",
+    "call_custom_kernel",
     "checkpoint",
     "chunk",
     "clip",
@@ -264,6 +271,7 @@ __all__ = [
     "cosh",
     "cumsum",
     "custom_jvp",
+    "custom_op",
     "custom_vjp",
     "default_device",
     "default_dtype",

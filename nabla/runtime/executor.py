@@ -2,8 +2,9 @@
 
 ``numpy`` interprets; ``max`` compiles with MAX; ``auto`` interprets a structure the first
 times it is seen and switches to MAX once it repeats ``CONFIG.auto_threshold`` times (always
-MAX when a value lives on an Accelerator). Without MAX installed, ``auto`` is the
-interpreter. Each backend's compiled form is kept on the program (``program.executables``).
+MAX when a value lives on an Accelerator, or when the program holds a custom kernel with no
+NumPy reference). Without MAX installed, ``auto`` is the interpreter. Each backend's
+compiled form is kept on the program (``program.executables``).
 """
 
 from __future__ import annotations
@@ -44,7 +45,11 @@ def select_backend(program: Program, seen: int) -> str:
                 "install it with: pip install 'nabla[max]'"
             )
         return "max"
-    # auto: a structure seen fewer times than the threshold never touches MAX (importing it
+    # auto: a structure the interpreter cannot run (a custom kernel without a NumPy
+    # reference) is compiled by MAX now; without MAX, the interpreter's error says why
+    if not numpy_backend.supports(program):
+        return "numpy" if max_backend() is None else "max"
+    # a structure seen fewer times than the threshold never touches MAX (importing it
     # costs ~0.25 s, which the first result must not pay)
     if seen < CONFIG.auto_threshold:
         return "numpy"

@@ -669,6 +669,7 @@ def test_control_flow_graph_matches_numpy(prewarm_jobs):
 # ----------------------------------------------------------------------------- coverage
 def test_every_lowering_is_exercised():
     needed = {n for n in NP_LOWERINGS if n not in mx.UNSUPPORTED}
+    needed.discard("custom_kernel")  # needs a Mojo package: tests/backends/test_custom_kernels.py
     missing = sorted(n for n in needed if n not in mx.LOWERINGS)
     assert not missing, f"no MAX lowering (and not declared in UNSUPPORTED) for: {missing}"
     if not {"matmul", "gather", "bitwise_and", "exp"} <= COVERED:

@@ -29,6 +29,9 @@ NOT_OPS = {
     "CPU",
     "Accelerator",
     "no_grad",
+    # Mojo kernels: tests/backends/test_custom_kernels.py (NumPy references and MAX)
+    "call_custom_kernel",
+    "custom_op",
 }
 ALIASES = {
     "negate": "neg",
@@ -81,6 +84,7 @@ TESTED_ELSEWHERE = {
     "random_randint": "tests/ops/test_random.py",
     "random_fold_in": "tests/ops/test_random.py",
     "custom_call": "custom_vjp/custom_jvp/checkpoint (tests/transforms/test_autodiff.py)",
+    "custom_kernel": "call_custom_kernel / custom_op (tests/backends/test_custom_kernels.py)",
     "compiled_call": "compile's fast path (tests/transforms/test_compile.py)",
     "cond": "cond/switch (tests/transforms/test_control_flow.py)",
     "while_loop": "while_loop/fori_loop (tests/transforms/test_control_flow.py)",

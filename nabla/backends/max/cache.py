@@ -44,10 +44,14 @@ _STAT_KEYS = (
     "disk_writes",
     "background_compiles",
     "unsupported_programs",
+    "kernel_builds",
+    "kernel_build_seconds",
+    "kernel_cache_hits",
 )
 STATS: dict = dict.fromkeys(_STAT_KEYS, 0)
 STATS["compile_seconds"] = 0.0
 STATS["disk_load_seconds"] = 0.0
+STATS["kernel_build_seconds"] = 0.0
 _LOCK = threading.Lock()
 
 
@@ -141,7 +145,7 @@ def _cpu_flags_hash() -> str:
 def _code_hash() -> str:
     h = hashlib.sha256()
     here = Path(__file__).parent
-    for name in ("lowerings.py", "session.py"):
+    for name in ("lowerings.py", "session.py", "kernels.py"):
         try:
             h.update((here / name).read_bytes())
         except OSError:

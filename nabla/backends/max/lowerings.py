@@ -24,6 +24,8 @@ except ImportError:  # pragma: no cover - exercised only in NumPy-only installs
     TensorType = None
     ops = None
 
+from ...core.dtypes import DType
+
 __all__ = [
     "LOWERINGS",
     "UNSUPPORTED",
@@ -948,3 +950,24 @@ def _scan(args, kw):
 LOWERINGS["cond"] = _cond
 LOWERINGS["while_loop"] = _while_loop
 LOWERINGS["scan"] = _scan
+
+
+def _custom_kernel(args, kw):
+    """A user's Mojo kernel (``ops.custom``); the graph was built with its package among
+    ``custom_extensions`` (``session.build_graph``). ``out_types`` are physical specs."""
+    device = args[0].device if args else DeviceRef.CPU()
+    out_types = [
+        TensorType(max_dtype(dt), tuple(shape), device=device) for dt, shape in kw["out_types"]
+    ]
+    params = {k: max_dtype(v) if isinstance(v, DType) else v for k, v in kw["params"]}
+    res = ops.custom(
+        kw["kernel"],
+        device=device,
+        values=list(args),
+        out_types=out_types,
+        parameters=params or None,
+    )
+    return [r.tensor for r in res]
+
+
+LOWERINGS["custom_kernel"] = _custom_kernel

@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import atexit
 import logging
+import os
 import queue
 import sys
+import tempfile
 import threading
 import time
 from concurrent.futures import Future
@@ -33,8 +35,10 @@ from max.graph import Graph, TensorType, ops
 
 from ...core.device import CPU, Device
 from ...core.ir import Program
+from ..kernels import KernelError, kernel_instructions
 from . import cache
 from .disk import DISK
+from .kernels import compiler_message, extensions_for
 from .lowerings import LOWERINGS, UnsupportedOnMax, device_ref, max_dtype, unsupported_reason
 
 __all__ = [
@@ -175,26 +179,41 @@ def replay(program, inputs: list) -> list:
         try:
             res = LOWERINGS[op](args, kwargs)
             res = [_fix(v, dt, shape) for v, (dt, shape) in zip(res, specs, strict=True)]
-        except UnsupportedOnMax:
+        except (UnsupportedOnMax, KernelError):
             raise
         except Exception as e:  # noqa: BLE001 - MAX graph errors carry MLIR text
-            dt = in_dts[0] if in_dts else specs[0][0]
-            err = UnsupportedOnMax(op, dt, dev, f"MAX could not lower it: {type(e).__name__}")
-            err.detail = str(e)
-            LOG.debug("lowering %s failed: %s", op, e)
-            raise err from None
+            if op != "custom_kernel":
+                raise _lowering_error(op, in_dts, specs, dev, e) from None
+            raise KernelError(
+                f"custom op {kwargs['op']!r}: MAX rejected Mojo kernel {kwargs['kernel']!r} "
+                f"from {kwargs['package']}: {e}"
+            ) from None
         for o, v in zip(outs, res):
             vals[o] = v
     return [vals[s] for s in program.outputs]
 
 
+def _lowering_error(op, in_dts, specs, dev, e):
+    """A failed lowering as ``UnsupportedOnMax`` (MAX graph errors carry MLIR text: kept in
+    ``detail`` and the debug log, not the message)."""
+    dt = in_dts[0] if in_dts else specs[0][0]
+    err = UnsupportedOnMax(op, dt, dev, f"MAX could not lower it: {type(e).__name__}")
+    err.detail = str(e)
+    LOG.debug("lowering %s failed: %s", op, e)
+    return err
+
+
 def build_graph(program, name: str = "nabla"):
-    """Replay ``program`` into a ``max.graph.Graph`` whose outputs are its output slots."""
+    """Replay ``program`` into a ``max.graph.Graph`` whose outputs are its output slots.
+
+    A program holding custom kernels gets their precompiled packages as
+    ``custom_extensions`` (built once per package content, ``kernels.py``); others get none."""
     input_types = [
         TensorType(max_dtype(dt), tuple(shape), device=device_ref(dev))
         for dt, shape, dev in program.inputs
     ]
-    with Graph(name, input_types=input_types) as graph:
+    extensions = extensions_for(program)
+    with Graph(name, input_types=input_types, custom_extensions=extensions) as graph:
         graph.output(*replay(program, [v.tensor for v in graph.inputs]))
     return graph
 
@@ -312,9 +331,22 @@ def _compile(sess, program, digest, debug):
     with _COMPILE:  # graph building too: MAX's graph context must not interleave threads
         graph = build_graph(program, f"nabla_{(digest or 'nocache')[:16]}")
         t0 = time.perf_counter()
+        kernels = sorted(
+            {
+                f"{i.kwargs['op']} (kernel {i.kwargs['kernel']!r}, declared output(s) "
+                + ", ".join(f"{dt.value}{tuple(sh)}" for dt, sh in i.kwargs["out_types"])
+                + ")"
+                for i in kernel_instructions(program)
+            }
+        )
         try:
-            compiled = sess.compile(graph)
-            model = sess.init(compiled)
+            if kernels:
+                compiled, model = _compile_kernels(sess, graph, kernels)
+            else:
+                compiled = sess.compile(graph)
+                model = sess.init(compiled)
+        except KernelError:
+            raise
         except Exception as e:
             raise RuntimeError(
                 f"MAX failed to compile a {program.num_ops}-op program "
@@ -326,6 +358,39 @@ def _compile(sess, program, digest, debug):
     if debug:
         kinds = len({i.op for i in program.instructions})
         _debug_log("compiled %d ops (%d kinds) in %.2f s", program.num_ops, kinds, dt)
+    return compiled, model
+
+
+def _compile_kernels(sess, graph, kernels):
+    """Compile a graph holding custom kernels. The Mojo compiler writes a kernel's errors (a
+    wrong output type, a constraint that fails for these dtypes) to the process's stderr and
+    MAX raises only "Failed to compile the model"; so stderr is captured meanwhile (and
+    passed on), and a failure is raised as ``KernelError`` with the compiler's message."""
+    with tempfile.TemporaryFile(mode="w+b") as capture:
+        sys.stderr.flush()
+        saved = os.dup(2)
+        os.dup2(capture.fileno(), 2)
+        try:
+            compiled = sess.compile(graph)
+            model = sess.init(compiled)
+            error = None
+        except Exception as e:  # noqa: BLE001 - re-raised below with the compiler's words
+            error = e
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+        capture.seek(0)
+        text = capture.read().decode("utf-8", errors="replace")
+    if text:
+        sys.stderr.write(text)
+        sys.stderr.flush()
+    if error is not None:
+        message = compiler_message(text) or str(error)
+        raise KernelError(
+            f"MAX could not compile a graph holding the custom op(s) {'; '.join(kernels)}. "
+            f"The Mojo compiler said:\n{message}"
+        ) from error
     return compiled, model
 
 

@@ -7,20 +7,52 @@ cached program is one Python loop with no graph building.
 
 from __future__ import annotations
 
+import weakref
+
 import numpy as np
 
 from ...core.ir import Program
+from ..kernels import NUMPY_REFERENCES, kernel_instructions
 from .lowerings import LOWERINGS
 
-__all__ = ["LOWERINGS", "compile_program", "UnsupportedOp"]
+__all__ = ["LOWERINGS", "compile_program", "UnsupportedOp", "supports"]
 
 
 class UnsupportedOp(RuntimeError):
     pass
 
 
+def _missing_reference(program: Program):
+    """The first ``custom_kernel`` instruction without a NumPy reference, or None."""
+    for instr in kernel_instructions(program):
+        kw = instr.kwargs
+        if (kw["op"], kw["kernel"], kw["digest"]) not in NUMPY_REFERENCES:
+            return instr
+    return None
+
+
+_SUPPORTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def supports(program: Program) -> bool:
+    """False when the interpreter cannot run ``program`` (a custom kernel with no NumPy
+    reference); the ``auto`` policy then sends it to MAX. Memoized per program."""
+    ok = _SUPPORTS.get(program)
+    if ok is None:
+        ok = _SUPPORTS[program] = _missing_reference(program) is None
+    return ok
+
+
 def compile_program(program: Program):
     """``program`` bound to the lowering table: ``run(list of arrays) -> list of arrays``."""
+    missing = _missing_reference(program)
+    if missing is not None:
+        kw = missing.kwargs
+        raise UnsupportedOp(
+            f"custom op {kw['op']!r} (Mojo kernel {kw['kernel']!r} from {kw['package']}) has no "
+            "NumPy reference, so the numpy backend cannot run it: give the op a numpy_fn, or "
+            "run it with the 'max' or 'auto' backend"
+        )
     out_slots = program.outputs
     # free each intermediate after its last use: peak memory stays flat and hot data stays
     # in cache (program outputs are kept)
@@ -117,3 +149,29 @@ LOWERINGS["compiled_call"] = _compiled_call
 LOWERINGS["cond"] = _cond
 LOWERINGS["while_loop"] = _while_loop
 LOWERINGS["scan"] = _scan
+
+
+def _custom_kernel(args, kwargs):
+    """A custom Mojo kernel, run by the user's NumPy reference function."""
+    fn = NUMPY_REFERENCES[(kwargs["op"], kwargs["kernel"], kwargs["digest"])]
+    res = fn(*args, **dict(kwargs["params"]))
+    res = list(res) if isinstance(res, tuple | list) else [res]
+    specs = kwargs["out_types"]
+    if len(res) != len(specs):
+        raise UnsupportedOp(
+            f"custom op {kwargs['op']!r}: its NumPy reference returned {len(res)} result(s), "
+            f"the op declares {len(specs)}"
+        )
+    out = []
+    for i, (r, (dt, shape)) in enumerate(zip(res, specs, strict=True)):
+        r = np.asarray(r)
+        if tuple(r.shape) != tuple(shape):
+            raise UnsupportedOp(
+                f"custom op {kwargs['op']!r}: its NumPy reference returned shape "
+                f"{tuple(r.shape)} for output {i}, the op declares {tuple(shape)} ({dt.value})"
+            )
+        out.append(r)
+    return out
+
+
+LOWERINGS["custom_kernel"] = _custom_kernel
