@@ -203,6 +203,7 @@ from .ops.nn import avg_pool2d, conv2d, conv2d_transpose, max_pool2d
 from .transforms.custom import checkpoint, custom_jvp, custom_vjp, remat
 from .transforms.trace import Trace, trace
 from .transforms.compile import CompiledFunction, compile
+from . import nn
 
 # Tensor methods that need transforms are attached here, above the layers they come from.
 Tensor.backward = backward
@@ -331,6 +332,7 @@ __all__ = [
     "multiply",
     "neg",
     "negate",
+    "nn",
     "no_grad",
     "normal",
     "not_equal",
