@@ -6,7 +6,9 @@
 
 from __future__ import annotations
 
-from . import functional, init, optim
+from . import finetune, functional, init, optim
+from .checkpoint import load, load_metadata, merge_state_dicts, save, split_state_dict
+from .data import DataLoader
 from .layers import (
     GELU,
     AvgPool2d,
@@ -36,6 +38,7 @@ from .module import Module, ModuleDict, ModuleList, Sequential
 __all__ = [
     "AvgPool2d",
     "Conv2d",
+    "DataLoader",
     "Dropout",
     "Embedding",
     "Flatten",
@@ -60,7 +63,13 @@ __all__ = [
     "Tanh",
     "TransformerDecoderLayer",
     "TransformerEncoderLayer",
+    "finetune",
     "functional",
     "init",
+    "load",
+    "load_metadata",
+    "merge_state_dicts",
     "optim",
+    "save",
+    "split_state_dict",
 ]
