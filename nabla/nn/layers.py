@@ -265,12 +265,28 @@ class LayerNorm(Module):
 
         Returns:
             A tensor like ``x``.
+
+        Raises:
+            ValueError: if ``x`` does not end with ``normalized_shape``.
         """
+        x = _check_trailing(self, x)
         return F.layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps)
 
     def extra_repr(self) -> str:
         """The configuration shown by ``repr``."""
         return f"{self.normalized_shape}, eps={self.eps}"
+
+
+def _check_trailing(layer, x) -> Tensor:
+    """``x`` as a tensor, after checking it ends with the layer's ``normalized_shape``."""
+    x = as_tensor(x, op=type(layer).__name__)
+    n = len(layer.normalized_shape)
+    if x.ndim < n or tuple(x.shape[x.ndim - n :]) != layer.normalized_shape:
+        raise ValueError(
+            f"{type(layer).__name__}({layer.extra_repr()}): input of shape {x.shape} does not "
+            f"end with normalized_shape {layer.normalized_shape}"
+        )
+    return x
 
 
 class RMSNorm(Module):
@@ -296,7 +312,11 @@ class RMSNorm(Module):
 
         Returns:
             A tensor like ``x``.
+
+        Raises:
+            ValueError: if ``x`` does not end with ``normalized_shape``.
         """
+        x = _check_trailing(self, x)
         return F.rms_norm(x, self.normalized_shape, self.weight, self.eps)
 
     def extra_repr(self) -> str:
@@ -327,7 +347,16 @@ class Embedding(Module):
 
         Returns:
             ``indices.shape + (embedding_dim,)``.
+
+        Raises:
+            TypeError: if ``indices`` is not an integer tensor.
         """
+        indices = as_tensor(indices, op="Embedding")
+        if not indices.dtype.is_int:
+            raise TypeError(
+                f"Embedding({self.extra_repr()}): indices of shape {indices.shape} have dtype "
+                f"{indices.dtype.name}; expected integers"
+            )
         return F.embedding(indices, self.weight)
 
     def extra_repr(self) -> str:

@@ -8,6 +8,7 @@ else set on it (ints, strings, ``training``, callables) is static data kept in t
 
 from __future__ import annotations
 
+import weakref
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator
 
@@ -18,7 +19,15 @@ from ..ops import creation
 from ..runtime.tensor import Tensor
 from ..transforms.autodiff import detach
 
-__all__ = ["Module", "ModuleList", "ModuleDict", "Sequential", "named_leaves", "trainable_mask"]
+__all__ = [
+    "Module",
+    "ModuleDict",
+    "ModuleList",
+    "Sequential",
+    "named_leaves",
+    "rebind",
+    "trainable_mask",
+]
 
 _INTERNAL = ("_parameters", "_buffers", "_modules", "_frozen")
 
@@ -41,6 +50,33 @@ def _same(a, b) -> bool:
         return bool(a == b)
     except Exception:  # arrays and other values without a plain truth value
         return False
+
+
+def rebind(t: Tensor, value: Tensor) -> None:
+    """Make tensor object ``t`` hold ``value``'s value in place, keeping its identity, its
+    ``requires_grad`` flag and its ``.grad`` (as ``Tensor.__setitem__`` rebinds a tensor), so
+    every reference to a parameter sees an optimizer's update or a loaded checkpoint.
+
+    ``value`` must be a fresh tensor nothing else will use (e.g. from ``detach``): its storage
+    becomes ``t``'s.
+
+    Args:
+        t: the tensor to update.
+        value: its new value (same shape and dtype).
+    """
+    requires_grad, grad = t._impl.requires_grad, t._impl.grad
+    t._impl = value._impl
+    t._impl.wrapper = weakref.ref(t)
+    if requires_grad:
+        t.requires_grad = True
+    t._impl.grad = grad
+
+
+def _holds_tensor(value) -> bool:
+    """Whether a plain list, tuple or dict attribute holds a tensor (one level deep)."""
+    if isinstance(value, dict):
+        value = list(value.values())
+    return isinstance(value, list | tuple) and any(isinstance(v, Tensor) for v in value)
 
 
 class _ModuleDef:
@@ -163,6 +199,12 @@ class Module:
         params, buffers, modules = self._dicts()
         if isinstance(value, list | tuple) and value and all(isinstance(v, Module) for v in value):
             value = ModuleList(value)
+        elif _holds_tensor(value):
+            raise TypeError(
+                f"{type(self).__name__}.{name}: a {type(value).__name__} of tensors would be "
+                "static data, not parameters; assign each tensor to its own attribute, or use "
+                "submodules in a ModuleList/ModuleDict"
+            )
         for table in (params, buffers, modules):
             if name in table and not (table is buffers and isinstance(value, Tensor)):
                 del table[name]
@@ -396,21 +438,15 @@ class Module:
         return self
 
     def _assign(self, qualified: str, value: Tensor) -> None:
-        """Rebind the parameter or buffer ``qualified`` to ``value`` (a fresh leaf)."""
+        """Give the parameter or buffer ``qualified`` the value of ``value``, in place."""
         owner, leaf = self._owner(qualified)
         d = owner.__dict__
-        if leaf in d["_buffers"]:
-            d["_buffers"][leaf] = value
-            return
-        old = d["_parameters"][leaf]
-        if value is old:
-            return
-        trainable = leaf not in d["_frozen"] and value.dtype.is_float
-        if trainable and not value.requires_grad:
-            value.requires_grad = True
-        if old is not None and old.grad is not None and value.grad is None:
-            value.grad = old.grad
-        d["_parameters"][leaf] = value
+        table = d["_buffers"] if leaf in d["_buffers"] else d["_parameters"]
+        old = table[leaf]
+        if old is None:
+            table[leaf] = detach(value)
+        elif value is not old:
+            rebind(old, detach(value))
 
     def train(self, mode: bool = True) -> Module:
         """Set training mode (``.training``) on this module and every submodule.

@@ -16,10 +16,12 @@ trainable leaf), so it is itself a pytree.
 ``lr`` is a number or a schedule: a callable of the step count (0 for the first update) that
 returns a number or a scalar tensor, e.g. :func:`warmup_cosine`.
 
-The stateful optimizers wrap the functional ones: ``opt = AdamW(model, lr=1e-3)``; after
-``loss.backward()``, ``opt.step()`` reads each parameter's ``.grad``; ``opt.step(grads)`` takes
-a grads tree. Both update the model in place (its parameters are rebound to the new values) and
-return it; for a plain params tree, ``opt.params`` is replaced and returned.
+The stateful optimizers wrap the functional ones: ``opt = AdamW(model, lr=1e-3)`` (or
+``AdamW(model.parameters())``, or any params tree); after ``loss.backward()``, ``opt.step()``
+reads each parameter's ``.grad``; ``opt.step(grads)`` takes a grads tree. Both update the
+parameters in place (each tensor object keeps its identity, ``requires_grad`` and ``.grad``,
+as after PyTorch's ``step``) and return the model (or the params tree). Inside ``nb.compile``
+use the functional form: a compiled function's side effects are not replayed on later calls.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from ..ops import binary, creation, unary
 from ..ops._util import as_tensor
 from ..runtime.tensor import Tensor, realize
 from ..transforms.autodiff import detach
-from .module import Module, named_leaves, trainable_mask
+from .module import Module, named_leaves, rebind, trainable_mask
 
 __all__ = [
     "SGD",
@@ -388,18 +390,18 @@ def adamw_update(params, grads, state, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, we
 
 # ----------------------------------------------------------------------------- stateful
 class Optimizer:
-    """Base of the stateful optimizers: holds the params (a Module or a tree) and the state.
+    """Base of the stateful optimizers: holds the params and the state.
 
     Args:
-        params: a Module (updated in place) or a pytree of tensors.
+        params: a Module, a pytree of tensors, or an iterable of tensors such as
+            ``model.parameters()``; updated in place.
         lr: learning rate or schedule.
     """
 
     def __init__(self, params, lr):
-        if isinstance(params, Module):
-            self.model = params
-        else:
-            self.model = None
+        self.model = params if isinstance(params, Module) else None
+        if not isinstance(params, Module | list | tuple | dict) and hasattr(params, "__iter__"):
+            params = list(params)  # model.parameters(), as in PyTorch
         self.params = params
         self.lr = lr
         self.state = self._init(params)
@@ -428,7 +430,7 @@ class Optimizer:
                 parameter's ``.grad`` (after ``loss.backward()``).
 
         Returns:
-            The updated model (the same Module object) or the new params tree.
+            The updated model or params tree (the same objects, updated in place).
 
         Raises:
             RuntimeError: when ``grads`` is None and no parameter has a ``.grad``.
@@ -438,19 +440,17 @@ class Optimizer:
             grads = self._grads_from_attr(params)
         new_params, new_state = self._update(params, grads, self.state)
         mask = trainable_mask(params)
-        new_leaves = [detach(p) if m else p for p, m in zip(tree_leaves(new_params), mask)]
+        pairs = [
+            (old, detach(new))
+            for old, new, m in zip(tree_leaves(params), tree_leaves(new_params), mask)
+            if m and new is not old
+        ]
         if STATE.recording is None:  # one evaluation for all new values, outside compile
-            realize(*[p for p, m in zip(new_leaves, mask) if m], *tree_leaves(new_state))
+            realize(*[new for _, new in pairs], *tree_leaves(new_state))
+        for old, new in pairs:
+            rebind(old, new)
         self.state = new_state
-        if self.model is None:
-            _, tree = tree_flatten(params)
-            self.params = tree_unflatten(tree, new_leaves)
-            return self.params
-        names = named_leaves(self.model)
-        for name, new, m in zip(names, new_leaves, mask):
-            if m:
-                self.model._assign(name, new)
-        return self.model
+        return self.model if self.model is not None else params
 
     def zero_grad(self) -> None:
         """Reset ``.grad`` of every parameter to None."""
@@ -508,7 +508,7 @@ class SGD(Optimizer):
     (see :func:`sgd_update`).
 
     Args:
-        params: a Module (updated in place) or a pytree of tensors.
+        params: a Module, a pytree of tensors or ``model.parameters()`` (updated in place).
         lr: learning rate or schedule (default 1e-2).
         momentum: momentum factor (default 0).
         nesterov: Nesterov momentum (default False).
@@ -537,7 +537,7 @@ class Adam(Optimizer):
     """Adam (see :func:`adam_update`).
 
     Args:
-        params: a Module (updated in place) or a pytree of tensors.
+        params: a Module, a pytree of tensors or ``model.parameters()`` (updated in place).
         lr: learning rate or schedule (default 1e-3).
         betas: moment decay rates (default ``(0.9, 0.999)``).
         eps: denominator epsilon (default 1e-8).
@@ -563,7 +563,7 @@ class AdamW(Adam):
     """AdamW: Adam with decoupled weight decay (see :func:`adamw_update`).
 
     Args:
-        params: a Module (updated in place) or a pytree of tensors.
+        params: a Module, a pytree of tensors or ``model.parameters()`` (updated in place).
         lr: learning rate or schedule (default 1e-3).
         betas: moment decay rates (default ``(0.9, 0.999)``).
         eps: denominator epsilon (default 1e-8).

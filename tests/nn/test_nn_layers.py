@@ -168,3 +168,24 @@ def test_dropout_inside_compile_draws_fresh_masks():
     a, b = f(d, x).numpy(), f(d, x).numpy()
     assert not np.array_equal(a, b)
     assert f.stats.misses == 1
+
+
+def test_layer_errors_name_the_layer_and_the_shapes():
+    with pytest.raises(
+        ValueError, match=r"LayerNorm\(\(4,\), eps=1e-05\): input of shape \(2, 5\)"
+    ):
+        nn.LayerNorm(4)(nb.ones((2, 5)))
+    with pytest.raises(ValueError, match=r"RMSNorm\(\(3,\).*input of shape \(3, 2\)"):
+        nn.RMSNorm(3)(nb.ones((3, 2)))
+    with pytest.raises(TypeError, match=r"Embedding\(10, 3\): indices of shape \(2,\) have dtype"):
+        nn.Embedding(10, 3)(nb.ones((2,)))
+    with pytest.raises(ValueError, match="divisible by groups"):
+        nn.Conv2d(3, 4, 3, groups=2)
+
+    class ListOfTensors(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ws = [nb.ones((2,)), nb.ones((2,))]
+
+    with pytest.raises(TypeError, match="ListOfTensors.ws: a list of tensors"):
+        ListOfTensors()

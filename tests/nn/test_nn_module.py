@@ -75,8 +75,15 @@ def test_vmap_takes_a_module():
     xs = nb.constant(np.random.default_rng(1).standard_normal((4, 3)).astype(np.float32))
     out = nb.vmap(lambda x: m(x))(xs)
     np.testing.assert_allclose(out.numpy(), m(xs).numpy(), rtol=1e-5)
-    stacked = nb.vmap(lambda k: nn.Linear(3, 2, key=k).weight.sum(), in_axes=0)
-    assert stacked is not None
+    # a module as a vmapped argument: unmapped, and an ensemble of stacked modules
+    out2 = nb.vmap(lambda mod, x: mod(x), in_axes=(None, 0))(m, xs)
+    np.testing.assert_allclose(out2.numpy(), out.numpy(), rtol=1e-6)
+    members = [nn.Linear(3, 2, key=nb.random.key(i)) for i in range(3)]
+    ensemble = nb.tree_map(lambda *ts: nb.stack(ts), *members)
+    assert ensemble.weight.shape == (3, 3, 2)
+    preds = nb.vmap(lambda mod: mod(xs))(ensemble)
+    assert preds.shape == (3, 4, 2)
+    np.testing.assert_allclose(preds.numpy()[2], members[2](xs).numpy(), rtol=1e-5)
 
 
 def test_state_dict_round_trip_and_errors():

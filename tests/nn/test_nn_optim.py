@@ -93,7 +93,7 @@ def _data():
 def test_pytorch_style_and_functional_style_agree():
     x, y = _data()
     a = nn.Sequential(nn.Linear(3, 8, key=nb.random.key(0)), nn.Tanh(), nn.Linear(8, 1))
-    b = nb.tree_map(lambda v: v, a)
+    b = nb.tree_map(lambda v: v + 0.0, a)  # a copy: a's optimizer updates a's tensors in place
     loss_fn = lambda m: nn.functional.mse_loss(m(x), y)  # noqa: E731
     opt = optim.AdamW(a, lr=0.05, weight_decay=0.1)
     ids = [id(p) for p in a.parameters()]
@@ -108,12 +108,12 @@ def test_pytorch_style_and_functional_style_agree():
     for (name, pa), pb in zip(a.named_parameters(), b.parameters()):
         np.testing.assert_allclose(pa.numpy(), pb.numpy(), rtol=1e-5, err_msg=name)
         assert pa.requires_grad and pa.grad is None
-    assert [id(p) for p in a.parameters()] != ids  # parameters are rebound to new leaves
+    assert [id(p) for p in a.parameters()] == ids  # updated in place: same tensor objects
     # opt.step(grads) on a params tree returns the new tree
     params = {"w": nb.ones((2,))}
     sgd = optim.SGD(params, lr=0.5, momentum=0.9)
     new = sgd.step({"w": nb.ones((2,))})
-    assert new is sgd.params
+    assert new is params
     np.testing.assert_allclose(new["w"].numpy(), [0.5, 0.5])
 
 
@@ -150,3 +150,20 @@ def test_optimizer_state_dict_round_trip():
     with pytest.raises(ValueError, match="missing keys"):
         other.load_state_dict({"step": sd["step"]})
     assert math.isfinite(float(sd["mu.bias"].numpy()[0]))
+
+
+def test_optimizer_on_model_parameters_updates_in_place():
+    x, y = _data()
+    m = nn.Linear(3, 1, key=nb.random.key(0))
+    w = m.weight  # a reference held across steps sees the updates
+    before = w.numpy().copy()
+    opt = optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
+    for _ in range(2):
+        opt.zero_grad()
+        nn.functional.mse_loss(m(x), y).backward()
+        opt.step()
+    assert m.weight is w and w.requires_grad and w.grad is not None
+    assert not np.array_equal(w.numpy(), before)
+    g = w.grad.numpy()
+    opt.zero_grad()
+    assert w.grad is None and g.shape == (3, 1)
