@@ -85,7 +85,7 @@ def linear(x, weight, bias=None) -> Tensor:
         ValueError: if the feature sizes do not match.
 
     Example:
-        >>> linear(creation.ones((2, 3)), creation.ones((3, 4))).shape
+        >>> nb.nn.functional.linear(nb.ones((2, 3)), nb.ones((3, 4))).shape
         (2, 4)
     """
     x, weight = as_tensor(x, op="linear"), as_tensor(weight, op="linear")

@@ -108,7 +108,7 @@ def cross_entropy_loss(
             unknown ``reduction``.
 
     Example:
-        >>> cross_entropy_loss(creation.zeros((2, 4)), creation.constant([0, 3])).item()
+        >>> F.cross_entropy_loss(nb.zeros((2, 4)), nb.constant([0, 3])).item()
         1.3862943649291992
     """
     logits = as_tensor(logits, op="cross_entropy_loss")

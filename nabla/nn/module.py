@@ -167,7 +167,7 @@ class Module:
         >>> class Affine(Module):
         ...     def __init__(self):
         ...         super().__init__()
-        ...         self.w = creation.ones((2,))
+        ...         self.w = nb.ones((2,))
         ...     def forward(self, x):
         ...         return x * self.w
         >>> [name for name, _ in Affine().named_parameters()]

@@ -380,8 +380,8 @@ def adamw_update(params, grads, state, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, we
         ``(new_params, new_state)``.
 
     Example:
-        >>> p = {"w": creation.ones((2,))}
-        >>> p, s = adamw_update(p, {"w": creation.ones((2,))}, adamw_init(p), lr=0.1)
+        >>> p = {"w": nb.ones((2,))}
+        >>> p, s = adamw_update(p, {"w": nb.ones((2,))}, adamw_init(p), lr=0.1)
         >>> p["w"].numpy().round(3).tolist()
         [0.899, 0.899]
     """
@@ -515,8 +515,8 @@ class SGD(Optimizer):
         weight_decay: L2 penalty (default 0).
 
     Example:
-        >>> opt = SGD({"w": creation.ones((2,))}, lr=0.5)
-        >>> opt.step({"w": creation.ones((2,))})["w"].numpy().tolist()
+        >>> opt = SGD({"w": nb.ones((2,))}, lr=0.5)
+        >>> opt.step({"w": nb.ones((2,))})["w"].numpy().tolist()
         [0.5, 0.5]
     """
 
