@@ -24,7 +24,7 @@ nn = nb.nn
 F = nn.functional
 ft = nn.finetune
 
-D_IN, HIDDEN, D_OUT = 16, 64, 4
+D_IN, HIDDEN, D_OUT = 64, 256, 4
 
 
 def teacher_data(n, shift_rank, seed):
