@@ -189,3 +189,33 @@ def test_layer_errors_name_the_layer_and_the_shapes():
 
     with pytest.raises(TypeError, match="ListOfTensors.ws: a list of tensors"):
         ListOfTensors()
+
+
+def test_conv2d_gradient_matches_finite_differences():
+    conv = nn.Conv2d(2, 3, 2, stride=1, padding=1, key=nb.random.key(4))
+    conv = nb.tree_map(lambda p: p.cast(nb.float64), conv)
+    x = rng.standard_normal((1, 3, 3, 2))
+    c = rng.standard_normal((1, 4, 4, 3))
+    w, b = conv.weight.numpy(), conv.bias.numpy()
+
+    def ref(v):
+        return (_conv_ref(np.pad(v, ((0, 0), (1, 1), (1, 1), (0, 0))), w, b) * c).sum()
+
+    np.testing.assert_allclose(
+        conv(t(x, np.float64)).numpy() * c,
+        _conv_ref(np.pad(x, ((0, 0), (1, 1), (1, 1), (0, 0))), w, b) * c,
+        rtol=1e-6,
+    )
+    g = nb.grad(lambda v: (conv(v) * t(c, np.float64)).sum())(t(x, np.float64))
+    np.testing.assert_allclose(g.numpy(), fd_grad(ref, x), rtol=1e-5, atol=1e-7)
+
+
+def test_decoder_memory_padding_is_ignored():
+    dec = nn.TransformerDecoderLayer(8, 2, 16, dropout=0.0, key=nb.random.key(3))
+    tgt = t(rng.standard_normal((1, 3, 8)))
+    memory = rng.standard_normal((1, 4, 8))
+    pad = nb.constant(np.array([[False, False, True, True]]))
+    out = dec(tgt, t(memory), memory_key_padding_mask=pad).numpy()
+    memory[0, 2:] = 50.0  # padded memory positions cannot change the result
+    out2 = dec(tgt, t(memory), memory_key_padding_mask=pad).numpy()
+    np.testing.assert_allclose(out2, out, rtol=1e-5, atol=1e-6)

@@ -167,3 +167,19 @@ def test_optimizer_on_model_parameters_updates_in_place():
     g = w.grad.numpy()
     opt.zero_grad()
     assert w.grad is None and g.shape == (3, 1)
+
+
+def test_stateful_step_with_a_grads_module():
+    x, y = _data()
+    m = nn.Sequential(nn.Linear(3, 4, key=nb.random.key(0)), nn.Linear(4, 1))
+    ref = nb.tree_map(lambda v: v + 0.0, m)
+    opt = optim.AdamW(m, lr=0.05)
+    ref_state = optim.adamw_init(ref)
+    loss_fn = lambda mod: nn.functional.mse_loss(mod(x), y)  # noqa: E731
+    for _ in range(2):
+        assert opt.step(nb.grad(loss_fn)(m)) is m
+        ref, ref_state = optim.adamw_update(ref, nb.grad(loss_fn)(ref), ref_state, lr=0.05)
+    for pa, pb in zip(m.parameters(), ref.parameters()):
+        np.testing.assert_allclose(pa.numpy(), pb.numpy(), rtol=1e-6)
+    with pytest.raises(ValueError, match="grads have 1 leaves but params have 4"):
+        opt.step([nb.ones((3, 4))])
