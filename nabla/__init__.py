@@ -206,6 +206,7 @@ from .transforms.custom import checkpoint, custom_jvp, custom_vjp, remat
 from .transforms.trace import Trace, trace
 from .transforms.compile import CompiledFunction, compile
 from .transforms.control_flow import cond, fori_loop, scan, switch, while_loop
+from . import nn
 
 # Tensor methods that need transforms are attached here, above the layers they come from.
 Tensor.backward = backward
@@ -254,9 +255,9 @@ __all__ = [
     "bitwise_xor",
     "bool",
     "broadcast_to",
+    "call_custom_kernel",
     "cast",
     "ceil",
-    "call_custom_kernel",
     "checkpoint",
     "chunk",
     "clip",
@@ -343,6 +344,7 @@ __all__ = [
     "multiply",
     "neg",
     "negate",
+    "nn",
     "no_grad",
     "normal",
     "not_equal",

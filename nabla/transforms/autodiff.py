@@ -651,7 +651,8 @@ def backward(t: Tensor, gradient=None, retain_graph=None) -> None:
         got = backward_pass([t], [gradient], leaves)
 
     grads = [(leaf, got[id(leaf)]) for leaf in leaves if id(leaf) in got]
-    GRAPH.evaluate([g._impl for _, g in grads])
+    # the output is realized with its gradients: one graph runs the forward pass once
+    GRAPH.evaluate([t._impl] + [g._impl for _, g in grads])
     for leaf, g in grads:
         new = TensorImpl(leaf.shape, leaf.dtype, leaf.device, leaf.levels, buffer=g._impl.buffer)
         if leaf.grad is not None:

@@ -1,0 +1,216 @@
+"""A transformer-block training step (forward, backward, AdamW) with ``nabla.nn`` beside
+``jax.jit`` and PyTorch eager, when those import.
+
+The block is ``nn.TransformerEncoderLayer`` (post-norm, ReLU, no dropout) followed by a mean
+squared error against a fixed target. Every peer starts from the same weights, and the
+first-step losses are checked to agree before anything is timed.
+
+Rows:
+- nabla functional: ``value_and_grad`` + ``adamw_update`` inside ``nb.compile`` (one graph per
+  step);
+- nabla PyTorch style: a compiled forward, ``loss.backward()``, ``AdamW.step()``;
+- JAX: the same math written with ``jax.numpy``, ``jax.jit`` of the whole step;
+- PyTorch: ``torch.nn.TransformerEncoderLayer`` + ``torch.optim.AdamW``, eager.
+
+Run: ``python benchmarks/bench_nn.py [--backend numpy|max|auto] [--reps N] [--batch B]
+[--seq L] [--d-model D]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from _timing import median_ms  # noqa: E402
+
+import nabla as nb  # noqa: E402
+
+try:  # optional peers
+    import jax
+    import jax.numpy as jnp
+except Exception:  # noqa: BLE001 - any import problem: no JAX row
+    jax = None
+try:
+    import torch
+except Exception:  # noqa: BLE001
+    torch = None
+
+nn = nb.nn
+LR, BETAS, EPS, WD = 1e-3, (0.9, 0.999), 1e-8, 1e-2
+
+
+# ----------------------------------------------------------------------------- nabla
+def nabla_rows(layer, x, y):
+    def loss_fn(m, x, y):
+        return nn.functional.mse_loss(m(x), y)
+
+    model = nb.tree_map(nb.detach, layer)  # own copies: the PyTorch-style row updates in place
+    state = {"model": model, "opt": nn.optim.adamw_init(model)}
+
+    @nb.compile
+    def step(m, s, x, y):
+        loss, g = nb.value_and_grad(loss_fn)(m, x, y)
+        m, s = nn.optim.adamw_update(m, g, s, lr=LR, betas=BETAS, eps=EPS, weight_decay=WD)
+        return m, s, loss
+
+    def functional():
+        state["model"], state["opt"], loss = step(state["model"], state["opt"], x, y)
+        nb.realize(loss, *nb.tree_leaves(state["model"]))
+        return loss
+
+    torch_style = nb.tree_map(nb.detach, layer).requires_grad_(True)
+    opt = nn.optim.AdamW(torch_style, lr=LR, betas=BETAS, eps=EPS, weight_decay=WD)
+    forward = nb.compile(loss_fn)
+
+    def pytorch_style():
+        opt.zero_grad()
+        loss = forward(torch_style, x, y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    return {"nabla functional": functional, "nabla PyTorch style": pytorch_style}, step
+
+
+# ----------------------------------------------------------------------------- JAX
+def jax_row(sd, x, y, nhead):
+    p = {k: jnp.asarray(v) for k, v in sd.items()}
+
+    def ln(h, w, b):
+        mu = h.mean(-1, keepdims=True)
+        var = ((h - mu) ** 2).mean(-1, keepdims=True)
+        return (h - mu) / jnp.sqrt(var + 1e-5) * w + b
+
+    def block(p, x):
+        n, length, d = x.shape
+
+        def proj(name, h):
+            return h @ p[f"self_attn.{name}.weight"] + p[f"self_attn.{name}.bias"]
+
+        def heads(h):
+            return h.reshape(n, length, nhead, -1).transpose(0, 2, 1, 3)
+
+        q, k, v = (heads(proj(nm, x)) for nm in ("q_proj", "k_proj", "v_proj"))
+        att = jax.nn.softmax(q @ k.transpose(0, 1, 3, 2) / math.sqrt(d // nhead), axis=-1)
+        a = proj("out_proj", (att @ v).transpose(0, 2, 1, 3).reshape(n, length, d))
+        h = ln(x + a, p["norm1.weight"], p["norm1.bias"])
+        f = jax.nn.relu(h @ p["linear1.weight"] + p["linear1.bias"])
+        f = f @ p["linear2.weight"] + p["linear2.bias"]
+        return ln(h + f, p["norm2.weight"], p["norm2.bias"])
+
+    def loss_fn(p, x, y):
+        return ((block(p, x) - y) ** 2).mean()
+
+    @jax.jit
+    def step(p, m, v, t, x, y):
+        loss, g = jax.value_and_grad(loss_fn)(p, x, y)
+        t = t + 1
+        m = jax.tree_util.tree_map(lambda a, b: BETAS[0] * a + (1 - BETAS[0]) * b, m, g)
+        v = jax.tree_util.tree_map(lambda a, b: BETAS[1] * a + (1 - BETAS[1]) * b * b, v, g)
+        c1, c2 = 1 - BETAS[0] ** t, 1 - BETAS[1] ** t
+
+        def upd(w, a, b):
+            return w - LR * WD * w - LR * (a / c1) / (jnp.sqrt(b / c2) + EPS)
+
+        return jax.tree_util.tree_map(upd, p, m, v), m, v, t, loss
+
+    zeros = jax.tree_util.tree_map(jnp.zeros_like, p)
+    state = [p, zeros, zeros, jnp.zeros((), jnp.float32)]
+    xj, yj = jnp.asarray(x), jnp.asarray(y)
+
+    def run():
+        *rest, loss = step(*state, xj, yj)
+        state[:] = rest
+        return jax.block_until_ready(loss)
+
+    return run
+
+
+# ----------------------------------------------------------------------------- PyTorch
+def torch_row(sd, x, y, d_model, nhead, ff):
+    layer = torch.nn.TransformerEncoderLayer(d_model, nhead, ff, dropout=0.0, batch_first=True)
+    t = {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in sd.items()}
+    with torch.no_grad():
+        qkv = [t[f"self_attn.{n}.weight"].T for n in ("q_proj", "k_proj", "v_proj")]
+        layer.self_attn.in_proj_weight.copy_(torch.cat(qkv, 0))
+        layer.self_attn.in_proj_bias.copy_(
+            torch.cat([t[f"self_attn.{n}.bias"] for n in ("q_proj", "k_proj", "v_proj")])
+        )
+        layer.self_attn.out_proj.weight.copy_(t["self_attn.out_proj.weight"].T)
+        layer.self_attn.out_proj.bias.copy_(t["self_attn.out_proj.bias"])
+        for name in ("linear1", "linear2"):
+            getattr(layer, name).weight.copy_(t[f"{name}.weight"].T)
+            getattr(layer, name).bias.copy_(t[f"{name}.bias"])
+        for name in ("norm1", "norm2"):
+            getattr(layer, name).weight.copy_(t[f"{name}.weight"])
+            getattr(layer, name).bias.copy_(t[f"{name}.bias"])
+    opt = torch.optim.AdamW(layer.parameters(), lr=LR, betas=BETAS, eps=EPS, weight_decay=WD)
+    xt, yt = torch.from_numpy(x), torch.from_numpy(y)
+
+    def run():
+        opt.zero_grad()
+        loss = torch.nn.functional.mse_loss(layer(xt), yt)
+        loss.backward()
+        opt.step()
+        return loss.detach()
+
+    return run
+
+
+# ----------------------------------------------------------------------------- main
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--backend", default="auto", choices=["auto", "numpy", "max"])
+    ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--batch", type=int, default=16)
+    ap.add_argument("--seq", type=int, default=64)
+    ap.add_argument("--d-model", type=int, default=128)
+    ap.add_argument("--nhead", type=int, default=4)
+    args = ap.parse_args()
+    nb.set_backend(args.backend)
+    d, ff = args.d_model, 4 * args.d_model
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((args.batch, args.seq, d)).astype(np.float32)
+    y = rng.standard_normal((args.batch, args.seq, d)).astype(np.float32)
+    layer = nn.TransformerEncoderLayer(d, args.nhead, ff, dropout=0.0, key=nb.random.key(0))
+    sd = {k: v.numpy() for k, v in layer.state_dict().items()}
+
+    rows, step = nabla_rows(layer, nb.constant(x), nb.constant(y))
+    if jax is not None:
+        rows["JAX jit"] = jax_row(sd, x, y, args.nhead)
+    if torch is not None:
+        rows["PyTorch eager"] = torch_row(sd, x, y, d, args.nhead, ff)
+
+    print(
+        f"transformer block d_model={d} heads={args.nhead} ff={ff}, batch {args.batch} x seq "
+        f"{args.seq}; backend={args.backend}; forward + backward + AdamW"
+    )
+    first = {}
+    for name, fn in rows.items():
+        t0 = time.perf_counter()
+        first[name] = float(np.asarray(fn() if "nabla" not in name else fn().numpy()))
+        first[name + " first call s"] = time.perf_counter() - t0
+    ref = first["nabla functional"]
+    for name in rows:
+        if abs(first[name] - ref) > 1e-3 * max(1.0, abs(ref)):
+            raise SystemExit(f"first-step loss differs: {name} {first[name]} vs nabla {ref}")
+    times = {name: median_ms(fn, args.reps) for name, fn in rows.items()}
+    peers = [times[n] for n in ("JAX jit", "PyTorch eager") if n in times]
+    best = min(peers) if peers else None
+    print(f"{'':<22}{'first call s':>14}{'median ms':>12}{'vs fastest peer':>17}")
+    for name, ms in times.items():
+        ratio = f"{ms / best:16.2f}x" if best else f"{'-':>17}"
+        print(f"{name:<22}{first[name + ' first call s']:>14.2f}{ms:>12.2f}{ratio}")
+    print(f"first-step loss {ref:.6f} (all rows agree); nabla compile stats: {step.stats}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,75 @@
+"""``nabla.nn``: modules, layers, functional layers, initializers, losses and optimizers.
+
+``import nabla as nb`` then ``nb.nn.Linear(4, 3)``, ``nb.nn.functional.cross_entropy_loss``,
+``nb.nn.optim.AdamW(model, lr=1e-3)``. See ``README.md`` in this package for the invariants.
+"""
+
+from __future__ import annotations
+
+from . import finetune, functional, init, optim
+from .checkpoint import load, load_metadata, merge_state_dicts, save, split_state_dict
+from .data import DataLoader
+from .layers import (
+    GELU,
+    AvgPool2d,
+    Conv2d,
+    Dropout,
+    Embedding,
+    Flatten,
+    Identity,
+    LayerNorm,
+    LeakyReLU,
+    Linear,
+    LogSoftmax,
+    MaxPool2d,
+    MultiHeadAttention,
+    ReLU,
+    RMSNorm,
+    Sigmoid,
+    SiLU,
+    Softmax,
+    Softplus,
+    Tanh,
+    TransformerDecoderLayer,
+    TransformerEncoderLayer,
+)
+from .module import Module, ModuleDict, ModuleList, Sequential
+
+__all__ = [
+    "AvgPool2d",
+    "Conv2d",
+    "DataLoader",
+    "Dropout",
+    "Embedding",
+    "Flatten",
+    "GELU",
+    "Identity",
+    "LayerNorm",
+    "LeakyReLU",
+    "Linear",
+    "LogSoftmax",
+    "MaxPool2d",
+    "Module",
+    "ModuleDict",
+    "ModuleList",
+    "MultiHeadAttention",
+    "RMSNorm",
+    "ReLU",
+    "Sequential",
+    "SiLU",
+    "Sigmoid",
+    "Softmax",
+    "Softplus",
+    "Tanh",
+    "TransformerDecoderLayer",
+    "TransformerEncoderLayer",
+    "finetune",
+    "functional",
+    "init",
+    "load",
+    "load_metadata",
+    "merge_state_dicts",
+    "optim",
+    "save",
+    "split_state_dict",
+]

@@ -1,0 +1,362 @@
+"""Parameter-efficient finetuning: LoRA adapters and QLoRA on an NF4-quantized frozen base.
+
+LoRA adds a trainable low-rank update to a frozen linear weight ``W`` (``(in, out)``, as in
+:func:`nabla.nn.functional.linear`)::
+
+    y = x @ W + (alpha / rank) * (x @ A) @ B        A: (in, rank), B: (rank, out)
+
+``B`` starts at zero, so the adapted layer starts equal to the base. QLoRA stores ``W`` in
+4-bit NormalFloat (NF4): 16 levels placed at quantiles of a standard normal (so normally
+distributed weights use every level about equally), one absmax scale per block of
+``block_size`` values, two 4-bit codes packed per ``uint8``. Dequantization is made of
+ordinary ops, so it runs inside ``nb.compile`` and the frozen base is never differentiated.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections import OrderedDict
+
+import numpy as np
+
+from ..core.dtypes import DType
+from ..core.pytree import register_pytree_node
+from ..ops import binary, creation, indexing, view
+from ..ops._util import as_tensor
+from ..runtime.tensor import Tensor
+from . import checkpoint
+from . import init as _init
+
+__all__ = [
+    "NF4_LEVELS",
+    "NF4Weight",
+    "dequantize_nf4",
+    "init_lora_adapter",
+    "load_finetune_checkpoint",
+    "lora_linear",
+    "merge_lora_weight",
+    "qlora_linear",
+    "quantize_nf4",
+    "save_finetune_checkpoint",
+    "unmerge_lora_weight",
+]
+
+
+# ----------------------------------------------------------------------------- LoRA
+def init_lora_adapter(weight, rank: int, key: Tensor | None = None, init_std: float | None = None):
+    """A LoRA adapter ``{"A": (in, rank), "B": (rank, out)}`` for a base weight ``(in, out)``.
+
+    ``A`` is normal with std ``init_std`` (default ``1 / sqrt(in)``), ``B`` is zeros.
+
+    Args:
+        weight: the frozen base weight (or an :class:`NF4Weight`), used for its shape and dtype.
+        rank: the adapter rank (at least 1, at most ``min(in, out)``).
+        key: optional RNG key for ``A``.
+        init_std: std of ``A``.
+
+    Returns:
+        A dict of two tensors (a pytree: pass it to ``nb.grad`` and the optimizers).
+
+    Raises:
+        ValueError: for a weight that is not 2-D or a rank out of range.
+    """
+    shape = weight.shape
+    dtype = DType.float32 if isinstance(weight, NF4Weight) else weight.dtype
+    if len(shape) != 2:
+        raise ValueError(f"init_lora_adapter: weight must be (in, out), got shape {shape}")
+    if not 1 <= rank <= min(shape):
+        raise ValueError(f"init_lora_adapter: rank {rank} must be in [1, {min(shape)}] for {shape}")
+    std = 1.0 / math.sqrt(shape[0]) if init_std is None else init_std
+    return {
+        "A": _init.normal((shape[0], rank), 0.0, std, key, dtype),
+        "B": creation.zeros((rank, shape[1]), dtype=dtype),
+    }
+
+
+def _delta(fn, adapter, shape, alpha):
+    """``(A, B, alpha / rank)`` after checking the adapter fits a weight of ``shape``."""
+    a, b = adapter["A"], adapter["B"]
+    if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[0]:
+        raise ValueError(f"{fn}: adapter A {a.shape} and B {b.shape} are not (in, r) and (r, out)")
+    if (a.shape[0], b.shape[1]) != tuple(shape):
+        raise ValueError(
+            f"{fn}: adapter A {a.shape} @ B {b.shape} does not match the weight of shape {shape}"
+        )
+    return a, b, float(alpha) / a.shape[1]
+
+
+def lora_linear(x, weight, adapter, alpha: float = 1.0, bias=None) -> Tensor:
+    """``x @ weight + (alpha / rank) * (x @ A) @ B (+ bias)`` without forming ``A @ B``.
+
+    Args:
+        x: input ``(..., in)``.
+        weight: frozen base weight ``(in, out)``.
+        adapter: ``{"A", "B"}`` from :func:`init_lora_adapter`.
+        alpha: LoRA scaling numerator (default 1).
+        bias: optional ``(out,)``.
+
+    Returns:
+        ``(..., out)``.
+
+    Raises:
+        ValueError: if the adapter does not fit the weight, or ``x`` does not fit either.
+    """
+    x, weight = as_tensor(x, op="lora_linear"), as_tensor(weight, op="lora_linear")
+    a, b, scale = _delta("lora_linear", adapter, weight.shape, alpha)
+    if x.ndim == 0 or x.shape[-1] != weight.shape[0]:
+        raise ValueError(
+            f"lora_linear: input of shape {x.shape} does not fit weight of shape {weight.shape}"
+        )
+    y = x @ weight + ((x @ a) @ b) * scale
+    return y if bias is None else y + bias
+
+
+def merge_lora_weight(weight, adapter, alpha: float = 1.0) -> Tensor:
+    """The merged weight ``weight + (alpha / rank) * A @ B`` (for inference without adapters).
+
+    Args:
+        weight: base weight ``(in, out)``.
+        adapter: ``{"A", "B"}``.
+        alpha: LoRA scaling numerator (default 1).
+
+    Returns:
+        A tensor like ``weight``.
+    """
+    weight = as_tensor(weight, op="merge_lora_weight")
+    a, b, scale = _delta("merge_lora_weight", adapter, weight.shape, alpha)
+    return weight + (a @ b) * scale
+
+
+def unmerge_lora_weight(weight, adapter, alpha: float = 1.0) -> Tensor:
+    """The base weight back from a merged one: ``weight - (alpha / rank) * A @ B``.
+
+    Args:
+        weight: merged weight ``(in, out)``.
+        adapter: ``{"A", "B"}``.
+        alpha: LoRA scaling numerator (default 1).
+
+    Returns:
+        A tensor like ``weight``.
+    """
+    weight = as_tensor(weight, op="unmerge_lora_weight")
+    a, b, scale = _delta("unmerge_lora_weight", adapter, weight.shape, alpha)
+    return weight - (a @ b) * scale
+
+
+# ----------------------------------------------------------------------------- NF4
+def _nf4_levels() -> np.ndarray:
+    """The 16 NF4 levels: 8 positive and 7 negative normal quantiles plus an exact zero,
+    scaled into [-1, 1] (the asymmetric construction of the QLoRA paper)."""
+    ppf = statistics.NormalDist().inv_cdf
+    offset = 0.5 * (1 / 32 + 1 / 30)  # the quantile range leaves this much tail on each side
+    pos = [ppf(p) for p in np.linspace(1 - offset, 0.5, 9)[:-1]]
+    neg = [-ppf(p) for p in np.linspace(1 - offset, 0.5, 8)[:-1]]
+    levels = np.array(sorted(pos + [0.0] + neg), dtype=np.float64)
+    return (levels / np.abs(levels).max()).astype(np.float32)
+
+
+NF4_LEVELS = _nf4_levels()
+
+
+class NF4Weight:
+    """A weight stored as NF4: ``packed`` uint8 codes (two per byte, the first in the high
+    nibble), float32 ``scales`` (one absmax per block), and the original ``shape`` and
+    ``block_size``. A pytree whose leaves are the two tensors.
+
+    Args:
+        packed: uint8 tensor of ``ceil(size / 2)`` bytes.
+        scales: float32 tensor of ``ceil(size / block_size)`` scales.
+        shape: the dequantized shape.
+        block_size: values per scale.
+    """
+
+    def __init__(self, packed: Tensor, scales: Tensor, shape: tuple, block_size: int):
+        self.packed, self.scales = packed, scales
+        self.shape, self.block_size = tuple(shape), int(block_size)
+
+    @property
+    def nbytes(self) -> int:
+        """Storage in bytes (codes plus scales)."""
+        return int(np.prod(self.packed.shape)) + 4 * int(np.prod(self.scales.shape))
+
+    def __repr__(self) -> str:
+        return f"NF4Weight(shape={self.shape}, block_size={self.block_size})"
+
+
+register_pytree_node(
+    NF4Weight,
+    lambda w: ((w.packed, w.scales), (w.shape, w.block_size)),
+    lambda aux, ch: NF4Weight(ch[0], ch[1], *aux),
+)
+
+
+def quantize_nf4(weight, block_size: int = 64) -> NF4Weight:
+    """Quantize ``weight`` to NF4 with one absmax scale per ``block_size`` values.
+
+    Each value is divided by its block's absmax and mapped to the nearest of the 16
+    :data:`NF4_LEVELS`. Runs once on the host (a frozen base is quantized once).
+
+    Args:
+        weight: a float tensor or array.
+        block_size: values per scale (default 64).
+
+    Returns:
+        An :class:`NF4Weight`.
+
+    Raises:
+        ValueError: for a non-positive ``block_size``.
+    """
+    if block_size < 1:
+        raise ValueError(f"quantize_nf4: block_size must be positive, got {block_size}")
+    w = np.asarray(weight.numpy() if isinstance(weight, Tensor) else weight, dtype=np.float32)
+    flat = w.reshape(-1)
+    n_blocks = -(-flat.size // block_size)
+    padded = np.zeros(n_blocks * block_size, np.float32)
+    padded[: flat.size] = flat
+    blocks = padded.reshape(n_blocks, block_size)
+    scales = np.abs(blocks).max(axis=1)
+    scales[scales == 0] = 1.0  # an all-zero block: any scale decodes to zeros
+    normed = blocks / scales[:, None]
+    # nearest level via the midpoints between consecutive levels
+    mids = (NF4_LEVELS[1:] + NF4_LEVELS[:-1]) / 2
+    codes = np.searchsorted(mids, normed.reshape(-1)).astype(np.uint8)[: flat.size]
+    if codes.size % 2:
+        codes = np.append(codes, np.uint8(7))  # pad with the code of 0.0
+    packed = (codes[0::2] << 4) | codes[1::2]
+    return NF4Weight(
+        creation.constant(packed.astype(np.uint8)),
+        creation.constant(scales.astype(np.float32)),
+        w.shape,
+        block_size,
+    )
+
+
+def dequantize_nf4(qweight: NF4Weight, dtype=None) -> Tensor:
+    """The float weight an :class:`NF4Weight` stands for (lazy ops: fine inside ``compile``).
+
+    Args:
+        qweight: from :func:`quantize_nf4`.
+        dtype: result dtype (default float32).
+
+    Returns:
+        A tensor of ``qweight.shape``.
+
+    Raises:
+        TypeError: if ``qweight`` is not an :class:`NF4Weight`.
+    """
+    if not isinstance(qweight, NF4Weight):
+        raise TypeError(f"dequantize_nf4: expected an NF4Weight, got {type(qweight).__name__}")
+    size = math.prod(qweight.shape)
+    p = qweight.packed.cast(DType.int32)
+    # high nibble first: byte = 16 * code[2i] + code[2i + 1]
+    codes = view.stack([binary.floor_div(p, 16), binary.mod(p, 16)], axis=-1).reshape(-1)
+    n_blocks = qweight.scales.shape[0]
+    total = n_blocks * qweight.block_size
+    if codes.shape[0] < total:
+        pad = creation.full((total - codes.shape[0],), 7, dtype=DType.int32)
+        codes = view.concatenate([codes, pad], axis=0)
+    levels = indexing.take(creation.constant(NF4_LEVELS), codes[:total], axis=0)
+    values = levels.reshape(n_blocks, qweight.block_size) * qweight.scales.reshape(n_blocks, 1)
+    out = values.reshape(-1)[:size].reshape(qweight.shape)
+    return out if dtype is None else out.cast(dtype)
+
+
+def qlora_linear(x, qweight: NF4Weight, adapter, alpha: float = 1.0, bias=None) -> Tensor:
+    """:func:`lora_linear` on an NF4 base: ``x @ dequantize_nf4(qweight) + LoRA delta``.
+
+    Args:
+        x: input ``(..., in)``.
+        qweight: the frozen base from :func:`quantize_nf4`.
+        adapter: ``{"A", "B"}`` from :func:`init_lora_adapter`.
+        alpha: LoRA scaling numerator (default 1).
+        bias: optional ``(out,)``.
+
+    Returns:
+        ``(..., out)``.
+    """
+    x = as_tensor(x, op="qlora_linear")
+    return lora_linear(x, dequantize_nf4(qweight, x.dtype), adapter, alpha, bias)
+
+
+# ----------------------------------------------------------------------------- checkpoints
+def _flatten_tree(prefix: str, tree, out: OrderedDict) -> None:
+    if isinstance(tree, dict):
+        for k, v in tree.items():
+            _flatten_tree(f"{prefix}/{k}", v, out)
+    elif isinstance(tree, list | tuple):
+        for i, v in enumerate(tree):
+            _flatten_tree(f"{prefix}/{i}", v, out)
+    elif isinstance(tree, Tensor):
+        out[prefix] = tree
+    else:
+        raise TypeError(
+            f"save_finetune_checkpoint: {prefix!r} is a {type(tree).__name__}; adapters and "
+            "optimizer state must be nested dicts/lists of tensors"
+        )
+
+
+def _unflatten_tree(items: dict):
+    root: dict = {}
+    for key, v in items.items():
+        node = root
+        *path, leaf = key.split("/")
+        for part in path:
+            node = node.setdefault(part, {})
+        node[leaf] = v
+
+    def lists(node):
+        if not isinstance(node, dict):
+            return node
+        node = {k: lists(v) for k, v in node.items()}
+        if (
+            node
+            and all(k.isdigit() for k in node)
+            and sorted(map(int, node)) == list(range(len(node)))
+        ):
+            return [node[str(i)] for i in range(len(node))]
+        return node
+
+    return lists(root)
+
+
+def save_finetune_checkpoint(path, adapters, optimizer_state=None, metadata=None) -> None:
+    """Save LoRA adapters (and optionally the optimizer state) to one safetensors file.
+
+    Args:
+        path: the file to write.
+        adapters: nested dicts/lists of tensors, e.g. ``{"layer0": {"A": ..., "B": ...}}``.
+        optimizer_state: optional state of the functional optimizers (``adamw_init``), or a
+            stateful optimizer's ``state_dict()``.
+        metadata: optional str -> str annotations (rank, alpha, base model name...).
+
+    Raises:
+        TypeError: for a value that is not a tensor, dict or list.
+    """
+    flat: OrderedDict = OrderedDict()
+    _flatten_tree("adapters", adapters, flat)
+    if optimizer_state is not None:
+        _flatten_tree("optimizer", dict(optimizer_state), flat)
+    checkpoint.save(flat, path, metadata)
+
+
+def load_finetune_checkpoint(path):
+    """Load what :func:`save_finetune_checkpoint` wrote.
+
+    Args:
+        path: the file.
+
+    Returns:
+        ``(adapters, optimizer_state, metadata)``; ``optimizer_state`` is None when none was
+        saved. Nested dicts with keys ``"0"``, ``"1"``, ... come back as lists.
+
+    Raises:
+        ValueError: for a corrupt file or one without adapters.
+    """
+    flat = checkpoint.load(path)
+    adapters = {k[len("adapters/") :]: v for k, v in flat.items() if k.startswith("adapters/")}
+    opt = {k[len("optimizer/") :]: v for k, v in flat.items() if k.startswith("optimizer/")}
+    if not adapters:
+        raise ValueError(f"load_finetune_checkpoint: {path!r} holds no adapters")
+    meta = checkpoint.load_metadata(path)
+    return _unflatten_tree(adapters), (_unflatten_tree(opt) if opt else None), meta

@@ -1,0 +1,283 @@
+"""Stateless layer functions (``nb.nn.functional``, usually imported as ``F``).
+
+Layouts: a linear weight is ``(in_features, out_features)`` (``y = x @ W + b``), images are
+NHWC, classes are the last axis. Activations are the ``nabla`` ops themselves; losses and
+initializers are re-exported from :mod:`nabla.nn.losses` and :mod:`nabla.nn.init`.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..ops import binary, creation, indexing, reduction, unary
+from ..ops import random as _random
+from ..ops._util import as_tensor
+from ..ops.nn import avg_pool2d, conv2d, max_pool2d
+from ..runtime.tensor import Tensor
+from .init import he_normal, he_uniform, xavier_normal, xavier_uniform
+from .losses import binary_cross_entropy_with_logits, cross_entropy_loss, mse_loss, nll_loss
+
+__all__ = [
+    "avg_pool2d",
+    "binary_cross_entropy_with_logits",
+    "conv2d",
+    "cross_entropy_loss",
+    "dropout",
+    "embedding",
+    "gelu",
+    "he_normal",
+    "he_uniform",
+    "layer_norm",
+    "leaky_relu",
+    "linear",
+    "log_softmax",
+    "max_pool2d",
+    "mse_loss",
+    "nll_loss",
+    "relu",
+    "rms_norm",
+    "scaled_dot_product_attention",
+    "sigmoid",
+    "silu",
+    "softmax",
+    "softplus",
+    "tanh",
+    "xavier_normal",
+    "xavier_uniform",
+]
+
+relu = unary.relu
+gelu = unary.gelu
+tanh = unary.tanh
+sigmoid = unary.sigmoid
+silu = unary.silu
+softplus = unary.softplus
+softmax = reduction.softmax
+log_softmax = reduction.logsoftmax
+
+
+def leaky_relu(x, negative_slope: float = 0.01) -> Tensor:
+    """``x`` where positive, ``negative_slope * x`` elsewhere.
+
+    Args:
+        x: the input.
+        negative_slope: the slope for negative inputs (default 0.01).
+
+    Returns:
+        A tensor like ``x``.
+    """
+    x = as_tensor(x, op="leaky_relu")
+    return binary.where(x > 0, x, x * negative_slope)
+
+
+def linear(x, weight, bias=None) -> Tensor:
+    """``x @ weight + bias`` over the last axis of ``x``.
+
+    Args:
+        x: input ``(..., in_features)``.
+        weight: ``(in_features, out_features)``.
+        bias: optional ``(out_features,)``.
+
+    Returns:
+        ``(..., out_features)``.
+
+    Raises:
+        ValueError: if the feature sizes do not match.
+
+    Example:
+        >>> nb.nn.functional.linear(nb.ones((2, 3)), nb.ones((3, 4))).shape
+        (2, 4)
+    """
+    x, weight = as_tensor(x, op="linear"), as_tensor(weight, op="linear")
+    if weight.ndim != 2:
+        raise ValueError(f"linear: weight must be (in_features, out_features), got {weight.shape}")
+    if x.ndim == 0 or x.shape[-1] != weight.shape[0]:
+        raise ValueError(
+            f"linear: input of shape {x.shape} has {x.shape[-1] if x.ndim else 0} features, "
+            f"weight of shape {weight.shape} expects {weight.shape[0]}"
+        )
+    y = x @ weight
+    return y if bias is None else y + bias
+
+
+def _check_normalized(fn, x: Tensor, normalized_shape) -> tuple:
+    if isinstance(normalized_shape, int):
+        normalized_shape = (normalized_shape,)
+    normalized_shape = tuple(int(d) for d in normalized_shape)
+    n = len(normalized_shape)
+    if n == 0 or tuple(x.shape[-n:]) != normalized_shape or x.ndim < n:
+        raise ValueError(
+            f"{fn}: input of shape {x.shape} does not end with normalized_shape {normalized_shape}"
+        )
+    return tuple(range(-n, 0))
+
+
+def layer_norm(x, normalized_shape, weight=None, bias=None, eps: float = 1e-5) -> Tensor:
+    """Normalize over the trailing ``normalized_shape`` dims to zero mean and unit variance, then
+    scale by ``weight`` and shift by ``bias``.
+
+    Args:
+        x: the input.
+        normalized_shape: int or tuple: the trailing dims to normalize over.
+        weight: optional scale of shape ``normalized_shape``.
+        bias: optional shift of shape ``normalized_shape``.
+        eps: added to the variance (default 1e-5).
+
+    Returns:
+        A tensor like ``x``.
+
+    Raises:
+        ValueError: if ``x`` does not end with ``normalized_shape``.
+    """
+    x = as_tensor(x, op="layer_norm")
+    axes = _check_normalized("layer_norm", x, normalized_shape)
+    mean = x.mean(axis=axes, keepdims=True)
+    centered = x - mean
+    var = centered.square().mean(axis=axes, keepdims=True)
+    y = centered * unary.rsqrt(var + eps)
+    if weight is not None:
+        y = y * weight
+    if bias is not None:
+        y = y + bias
+    return y
+
+
+def rms_norm(x, normalized_shape, weight=None, eps: float = 1e-6) -> Tensor:
+    """Root-mean-square norm: ``x / sqrt(mean(x ** 2) + eps) * weight`` over the trailing dims.
+
+    Args:
+        x: the input.
+        normalized_shape: int or tuple: the trailing dims to normalize over.
+        weight: optional scale of shape ``normalized_shape``.
+        eps: added to the mean square (default 1e-6).
+
+    Returns:
+        A tensor like ``x``.
+
+    Raises:
+        ValueError: if ``x`` does not end with ``normalized_shape``.
+    """
+    x = as_tensor(x, op="rms_norm")
+    axes = _check_normalized("rms_norm", x, normalized_shape)
+    y = x * unary.rsqrt(x.square().mean(axis=axes, keepdims=True) + eps)
+    return y if weight is None else y * weight
+
+
+def dropout(x, p: float = 0.5, training: bool = True, key: Tensor | None = None) -> Tensor:
+    """Zero each element with probability ``p`` and scale the rest by ``1 / (1 - p)``.
+
+    A fresh mask is drawn on every call (under ``nb.compile`` too) unless ``key`` is given.
+
+    Args:
+        x: the input.
+        p: the drop probability in ``[0, 1)`` (default 0.5).
+        training: when False, return ``x`` unchanged.
+        key: an RNG key for a reproducible mask; None uses the global generator.
+
+    Returns:
+        A tensor like ``x``.
+
+    Raises:
+        ValueError: for ``p`` outside ``[0, 1)``.
+    """
+    if not 0.0 <= p < 1.0:
+        raise ValueError(f"dropout: p must be in [0, 1), got {p}")
+    x = as_tensor(x, op="dropout")
+    if not training or p == 0.0:
+        return x
+    keep = 1.0 - p
+    if key is None:
+        mask = _random.bernoulli(x.shape, keep)
+    else:
+        mask = _random.bernoulli(key, keep, x.shape)
+    return binary.where(mask, x / keep, creation.zeros((), dtype=x.dtype))
+
+
+def embedding(indices, weight) -> Tensor:
+    """Rows of ``weight`` picked by integer ``indices``: shape ``indices.shape + (dim,)``.
+
+    Args:
+        indices: an integer tensor of row numbers in ``[0, num_embeddings)``.
+        weight: the table ``(num_embeddings, dim)``.
+
+    Returns:
+        The gathered rows.
+
+    Raises:
+        TypeError: if ``indices`` is not an integer tensor.
+        ValueError: if ``weight`` is not a 2-D table.
+    """
+    indices, weight = as_tensor(indices, op="embedding"), as_tensor(weight, op="embedding")
+    if not indices.dtype.is_int:
+        raise TypeError(f"embedding: indices must be integers, got {indices.dtype}")
+    if weight.ndim != 2:
+        raise ValueError(f"embedding: weight must be (num_embeddings, dim), got {weight.shape}")
+    return indexing.take(weight, indices, axis=0)
+
+
+def _neg_large(dtype) -> float:
+    # a finite "minus infinity": a fully masked row gives a uniform softmax instead of NaN
+    return -1e9 if dtype.numpy.itemsize >= 4 else -3e4
+
+
+def scaled_dot_product_attention(
+    query,
+    key,
+    value,
+    attn_mask=None,
+    dropout_p: float = 0.0,
+    is_causal: bool = False,
+    scale: float | None = None,
+    training: bool = True,
+    rng_key: Tensor | None = None,
+) -> Tensor:
+    """``softmax(query @ key^T * scale + mask) @ value``.
+
+    Args:
+        query: ``(..., L, E)``.
+        key: ``(..., S, E)``.
+        value: ``(..., S, Ev)``.
+        attn_mask: optional mask broadcasting to ``(..., L, S)``: bool (True = may attend) or
+            float (added to the scores).
+        dropout_p: dropout probability on the attention weights (default 0).
+        is_causal: when True, position ``i`` attends only to positions ``<= i``.
+        scale: the score scale (default ``1 / sqrt(E)``).
+        training: apply ``dropout_p`` only when True.
+        rng_key: optional RNG key for the dropout mask.
+
+    Returns:
+        ``(..., L, Ev)``.
+
+    Raises:
+        ValueError: if the shapes of ``query``, ``key`` and ``value`` do not fit.
+    """
+    q = as_tensor(query, op="scaled_dot_product_attention")
+    k = as_tensor(key, op="scaled_dot_product_attention")
+    v = as_tensor(value, op="scaled_dot_product_attention")
+    if q.ndim < 2 or k.ndim < 2 or v.ndim < 2:
+        raise ValueError(
+            f"scaled_dot_product_attention: query, key and value need (..., length, dim), got "
+            f"{q.shape}, {k.shape}, {v.shape}"
+        )
+    if q.shape[-1] != k.shape[-1] or k.shape[-2] != v.shape[-2]:
+        raise ValueError(
+            f"scaled_dot_product_attention: query {q.shape}, key {k.shape} and value {v.shape} "
+            "must share the feature dim (query/key) and the sequence length (key/value)"
+        )
+    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+    scores = (q @ k.swap_axes(-1, -2)) * scale
+    neg = _neg_large(scores.dtype)
+    if is_causal:
+        L, S = q.shape[-2], k.shape[-2]
+        causal = creation.tril(creation.ones((L, S), dtype=scores.dtype)) > 0
+        scores = binary.where(causal, scores, neg)
+    if attn_mask is not None:
+        mask = as_tensor(attn_mask, op="scaled_dot_product_attention")
+        if mask.dtype.is_bool:
+            scores = binary.where(mask, scores, neg)
+        else:
+            scores = scores + mask
+    weights = reduction.softmax(scores, axis=-1)
+    if dropout_p > 0.0 and training:
+        weights = dropout(weights, dropout_p, True, rng_key)
+    return weights @ v

@@ -1,0 +1,818 @@
+"""Layers: ``Linear``, ``Conv2d``, pools, norms, ``Embedding``, ``Dropout``, attention,
+transformer blocks, activation modules, ``Identity`` and ``Flatten``.
+
+Every layer that draws initial weights takes an optional ``key`` (``nb.random.key``) so a model
+is reproducible; without one the seeded global generator is used. Layouts follow
+:mod:`nabla.nn.functional`: linear weights ``(in, out)``, images NHWC, filters HWIO, sequences
+``(batch, length, features)``.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..ops import random as _random
+from ..ops import reduction, unary
+from ..ops._util import as_tensor
+from ..runtime.tensor import Tensor
+from . import functional as F
+from . import init
+from .module import Module
+
+__all__ = [
+    "AvgPool2d",
+    "Conv2d",
+    "Dropout",
+    "Embedding",
+    "Flatten",
+    "GELU",
+    "Identity",
+    "LayerNorm",
+    "LeakyReLU",
+    "Linear",
+    "LogSoftmax",
+    "MaxPool2d",
+    "MultiHeadAttention",
+    "RMSNorm",
+    "ReLU",
+    "SiLU",
+    "Sigmoid",
+    "Softmax",
+    "Softplus",
+    "Tanh",
+    "TransformerDecoderLayer",
+    "TransformerEncoderLayer",
+]
+
+
+def _keys(key: Tensor | None, n: int) -> list:
+    """``n`` independent keys from ``key`` (``[None] * n`` without one)."""
+    if key is None:
+        return [None] * n
+    ks = _random.split(key, n)
+    return [ks[i] for i in range(n)]
+
+
+def _pair(v) -> tuple:
+    return (v, v) if isinstance(v, int) else tuple(v)
+
+
+class Linear(Module):
+    """``y = x @ weight + bias`` with ``weight`` of shape ``(in_features, out_features)``.
+
+    Weights and bias start uniform in ``±1 / sqrt(in_features)``.
+
+    Args:
+        in_features: size of the input's last axis.
+        out_features: size of the output's last axis.
+        bias: whether to add a learned bias (default True).
+        key: optional RNG key for the initial values.
+        dtype: parameter dtype (default: the default dtype).
+
+    Example:
+        >>> Linear(4, 3)
+        Linear(in_features=4, out_features=3, bias=True)
+    """
+
+    def __init__(
+        self, in_features: int, out_features: int, bias: bool = True, key=None, dtype=None
+    ):
+        super().__init__()
+        self.in_features, self.out_features = int(in_features), int(out_features)
+        kw, kb = _keys(key, 2)
+        bound = 1.0 / math.sqrt(self.in_features)
+        self.weight = init.uniform((in_features, out_features), -bound, bound, kw, dtype)
+        self.bias = init.uniform((out_features,), -bound, bound, kb, dtype) if bias else None
+
+    def forward(self, x):
+        """Apply the layer to ``x`` of shape ``(..., in_features)``.
+
+        Args:
+            x: the input.
+
+        Returns:
+            ``(..., out_features)``.
+
+        Raises:
+            ValueError: if the last axis of ``x`` is not ``in_features``.
+        """
+        x = as_tensor(x, op="Linear")
+        if x.ndim == 0 or x.shape[-1] != self.in_features:
+            raise ValueError(
+                f"{self._name()}: input of shape {x.shape} has "
+                f"{x.shape[-1] if x.ndim else 0} features, expected {self.in_features}"
+            )
+        return F.linear(x, self.weight, self.bias)
+
+    def _name(self) -> str:
+        return f"Linear(in_features={self.in_features}, out_features={self.out_features})"
+
+    def extra_repr(self) -> str:
+        """The configuration shown by ``repr``."""
+        return (
+            f"in_features={self.in_features}, out_features={self.out_features}, "
+            f"bias={self.bias is not None}"
+        )
+
+
+class Conv2d(Module):
+    """2-D convolution over NHWC images with an HWIO filter ``(KH, KW, in / groups, out)``.
+
+    Args:
+        in_channels: channels of the input (last axis).
+        out_channels: channels of the output.
+        kernel_size: int or ``(KH, KW)``.
+        stride: int or pair (default 1).
+        padding: int, pair, pairs of pairs, ``"SAME"`` or ``"VALID"`` (default 0).
+        dilation: int or pair (default 1).
+        groups: channel groups (default 1).
+        bias: whether to add a learned bias (default True).
+        key: optional RNG key for the initial values.
+        dtype: parameter dtype (default: the default dtype).
+    """
+
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        kernel_size,
+        stride=1,
+        padding=0,
+        dilation=1,
+        groups: int = 1,
+        bias: bool = True,
+        key=None,
+        dtype=None,
+    ):
+        super().__init__()
+        if in_channels % groups or out_channels % groups:
+            raise ValueError(
+                f"Conv2d: in_channels={in_channels} and out_channels={out_channels} must be "
+                f"divisible by groups={groups}"
+            )
+        self.in_channels, self.out_channels = int(in_channels), int(out_channels)
+        self.kernel_size = _pair(kernel_size)
+        self.stride, self.dilation, self.groups = stride, dilation, int(groups)
+        self.padding = padding if isinstance(padding, str | int) else tuple(padding)
+        kw, kb = _keys(key, 2)
+        shape = self.kernel_size + (in_channels // groups, out_channels)
+        fan_in, _ = init.calculate_fans(shape)
+        bound = 1.0 / math.sqrt(fan_in)
+        self.weight = init.uniform(shape, -bound, bound, kw, dtype)
+        self.bias = init.uniform((out_channels,), -bound, bound, kb, dtype) if bias else None
+
+    def forward(self, x):
+        """Convolve ``x`` of shape ``(N, H, W, in_channels)``.
+
+        Args:
+            x: the input images.
+
+        Returns:
+            ``(N, OH, OW, out_channels)``.
+
+        Raises:
+            ValueError: if ``x`` is not 4-D with ``in_channels`` channels.
+        """
+        x = as_tensor(x, op="Conv2d")
+        if x.ndim != 4 or x.shape[-1] != self.in_channels:
+            raise ValueError(
+                f"Conv2d({self.extra_repr()}): input of shape {x.shape} is not "
+                f"(N, H, W, {self.in_channels}) (images are NHWC)"
+            )
+        return F.conv2d(
+            x, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups
+        )
+
+    def extra_repr(self) -> str:
+        """The configuration shown by ``repr``."""
+        return (
+            f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
+            f"stride={self.stride}, padding={self.padding!r}"
+        )
+
+
+class _Pool(Module):
+    fn = None
+
+    def __init__(self, kernel_size, stride=None, padding=0):
+        super().__init__()
+        self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
+
+    def forward(self, x):
+        """Pool ``x`` of shape ``(N, H, W, C)``.
+
+        Args:
+            x: the input images.
+
+        Returns:
+            The pooled images.
+        """
+        return type(self).fn(x, self.kernel_size, self.stride, self.padding)
+
+    def extra_repr(self) -> str:
+        """The configuration shown by ``repr``."""
+        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+
+
+class MaxPool2d(_Pool):
+    """Max over windows of NHWC images (stride defaults to the kernel size).
+
+    Args:
+        kernel_size: int or pair.
+        stride: int or pair (default: ``kernel_size``).
+        padding: int or pair (default 0).
+    """
+
+    fn = staticmethod(F.max_pool2d)
+
+
+class AvgPool2d(_Pool):
+    """Mean over windows of NHWC images (stride defaults to the kernel size).
+
+    Args:
+        kernel_size: int or pair.
+        stride: int or pair (default: ``kernel_size``).
+        padding: int or pair (default 0).
+    """
+
+    fn = staticmethod(F.avg_pool2d)
+
+
+class LayerNorm(Module):
+    """Layer normalization over the trailing ``normalized_shape`` dims, with a learned scale
+    (``weight``, ones) and shift (``bias``, zeros).
+
+    Args:
+        normalized_shape: int or tuple.
+        eps: added to the variance (default 1e-5).
+        elementwise_affine: learn ``weight`` and ``bias`` (default True).
+        bias: learn ``bias`` too (default True).
+        dtype: parameter dtype (default: the default dtype).
+    """
+
+    def __init__(self, normalized_shape, eps=1e-5, elementwise_affine=True, bias=True, dtype=None):
+        super().__init__()
+        shape = (normalized_shape,) if isinstance(normalized_shape, int) else normalized_shape
+        self.normalized_shape, self.eps = tuple(shape), float(eps)
+        self.weight = init.ones(shape, dtype) if elementwise_affine else None
+        self.bias = init.zeros(shape, dtype) if elementwise_affine and bias else None
+
+    def forward(self, x):
+        """Normalize ``x``.
+
+        Args:
+            x: a tensor ending with ``normalized_shape``.
+
+        Returns:
+            A tensor like ``x``.
+
+        Raises:
+            ValueError: if ``x`` does not end with ``normalized_shape``.
+        """
+        x = _check_trailing(self, x)
+        return F.layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps)
+
+    def extra_repr(self) -> str:
+        """The configuration shown by ``repr``."""
+        return f"{self.normalized_shape}, eps={self.eps}"
+
+
+def _check_trailing(layer, x) -> Tensor:
+    """``x`` as a tensor, after checking it ends with the layer's ``normalized_shape``."""
+    x = as_tensor(x, op=type(layer).__name__)
+    n = len(layer.normalized_shape)
+    if x.ndim < n or tuple(x.shape[x.ndim - n :]) != layer.normalized_shape:
+        raise ValueError(
+            f"{type(layer).__name__}({layer.extra_repr()}): input of shape {x.shape} does not "
+            f"end with normalized_shape {layer.normalized_shape}"
+        )
+    return x
+
+
+class RMSNorm(Module):
+    """RMS normalization over the trailing ``normalized_shape`` dims with a learned scale.
+
+    Args:
+        normalized_shape: int or tuple.
+        eps: added to the mean square (default 1e-6).
+        dtype: parameter dtype (default: the default dtype).
+    """
+
+    def __init__(self, normalized_shape, eps=1e-6, dtype=None):
+        super().__init__()
+        shape = (normalized_shape,) if isinstance(normalized_shape, int) else normalized_shape
+        self.normalized_shape, self.eps = tuple(shape), float(eps)
+        self.weight = init.ones(shape, dtype)
+
+    def forward(self, x):
+        """Normalize ``x``.
+
+        Args:
+            x: a tensor ending with ``normalized_shape``.
+
+        Returns:
+            A tensor like ``x``.
+
+        Raises:
+            ValueError: if ``x`` does not end with ``normalized_shape``.
+        """
+        x = _check_trailing(self, x)
+        return F.rms_norm(x, self.normalized_shape, self.weight, self.eps)
+
+    def extra_repr(self) -> str:
+        """The configuration shown by ``repr``."""
+        return f"{self.normalized_shape}, eps={self.eps}"
+
+
+class Embedding(Module):
+    """A table of ``num_embeddings`` vectors of size ``embedding_dim``, looked up by index.
+
+    Args:
+        num_embeddings: number of rows.
+        embedding_dim: size of each row.
+        key: optional RNG key for the initial values (standard normal).
+        dtype: parameter dtype (default: the default dtype).
+    """
+
+    def __init__(self, num_embeddings: int, embedding_dim: int, key=None, dtype=None):
+        super().__init__()
+        self.num_embeddings, self.embedding_dim = int(num_embeddings), int(embedding_dim)
+        self.weight = init.normal((num_embeddings, embedding_dim), 0.0, 1.0, key, dtype)
+
+    def forward(self, indices):
+        """Look up rows.
+
+        Args:
+            indices: integer tensor of any shape.
+
+        Returns:
+            ``indices.shape + (embedding_dim,)``.
+
+        Raises:
+            TypeError: if ``indices`` is not an integer tensor.
+        """
+        indices = as_tensor(indices, op="Embedding")
+        if not indices.dtype.is_int:
+            raise TypeError(
+                f"Embedding({self.extra_repr()}): indices of shape {indices.shape} have dtype "
+                f"{indices.dtype.name}; expected integers"
+            )
+        return F.embedding(indices, self.weight)
+
+    def extra_repr(self) -> str:
+        """The configuration shown by ``repr``."""
+        return f"{self.num_embeddings}, {self.embedding_dim}"
+
+
+class Dropout(Module):
+    """Randomly zero elements with probability ``p`` while training (a fresh mask every call);
+    the identity in ``eval()`` mode.
+
+    Args:
+        p: drop probability in ``[0, 1)`` (default 0.5).
+    """
+
+    def __init__(self, p: float = 0.5):
+        super().__init__()
+        if not 0.0 <= p < 1.0:
+            raise ValueError(f"Dropout: p must be in [0, 1), got {p}")
+        self.p = float(p)
+
+    def forward(self, x, key=None):
+        """Apply dropout.
+
+        Args:
+            x: the input.
+            key: optional RNG key for a reproducible mask.
+
+        Returns:
+            A tensor like ``x``.
+        """
+        return F.dropout(x, self.p, self.training, key)
+
+    def extra_repr(self) -> str:
+        """The configuration shown by ``repr``."""
+        return f"p={self.p}"
+
+
+class MultiHeadAttention(Module):
+    """Multi-head attention over ``(batch, length, embed_dim)`` sequences.
+
+    Args:
+        embed_dim: model width; a multiple of ``num_heads``.
+        num_heads: number of heads.
+        dropout: dropout on the attention weights while training (default 0).
+        bias: biases in the projections (default True).
+        key: optional RNG key for the initial values.
+        dtype: parameter dtype (default: the default dtype).
+    """
+
+    def __init__(
+        self, embed_dim: int, num_heads: int, dropout=0.0, bias=True, key=None, dtype=None
+    ):
+        super().__init__()
+        if embed_dim % num_heads:
+            raise ValueError(
+                f"MultiHeadAttention: embed_dim={embed_dim} is not a multiple of "
+                f"num_heads={num_heads}"
+            )
+        self.embed_dim, self.num_heads, self.dropout = int(embed_dim), int(num_heads), dropout
+        kq, kk, kv, ko = _keys(key, 4)
+        self.q_proj = Linear(embed_dim, embed_dim, bias, kq, dtype)
+        self.k_proj = Linear(embed_dim, embed_dim, bias, kk, dtype)
+        self.v_proj = Linear(embed_dim, embed_dim, bias, kv, dtype)
+        self.out_proj = Linear(embed_dim, embed_dim, bias, ko, dtype)
+
+    def _heads(self, x: Tensor) -> Tensor:
+        n, length, _ = x.shape
+        return x.reshape(n, length, self.num_heads, -1).swap_axes(1, 2)
+
+    def forward(
+        self,
+        query,
+        key=None,
+        value=None,
+        key_padding_mask=None,
+        attn_mask=None,
+        is_causal: bool = False,
+    ):
+        """Attend from ``query`` to ``key``/``value`` (self-attention when they are None).
+
+        Args:
+            query: ``(N, L, embed_dim)``.
+            key: ``(N, S, embed_dim)`` (default: ``query``).
+            value: ``(N, S, embed_dim)`` (default: ``key``).
+            key_padding_mask: optional bool ``(N, S)``: True marks padding that is ignored.
+            attn_mask: optional mask broadcasting to ``(L, S)`` or ``(N, heads, L, S)``: bool
+                (True = may attend) or float (added to the scores).
+            is_causal: position ``i`` attends only to positions ``<= i``.
+
+        Returns:
+            ``(N, L, embed_dim)``.
+
+        Raises:
+            ValueError: for inputs that are not ``(N, length, embed_dim)``.
+        """
+        query = as_tensor(query, op="MultiHeadAttention")
+        key = query if key is None else as_tensor(key, op="MultiHeadAttention")
+        value = key if value is None else as_tensor(value, op="MultiHeadAttention")
+        for name, t in (("query", query), ("key", key), ("value", value)):
+            if t.ndim != 3 or t.shape[-1] != self.embed_dim:
+                raise ValueError(
+                    f"MultiHeadAttention(embed_dim={self.embed_dim}, num_heads={self.num_heads})"
+                    f": {name} of shape {t.shape} is not (batch, length, {self.embed_dim})"
+                )
+        q = self._heads(self.q_proj(query))
+        k = self._heads(self.k_proj(key))
+        v = self._heads(self.v_proj(value))
+        mask = attn_mask
+        if key_padding_mask is not None:
+            kpm = as_tensor(key_padding_mask, op="MultiHeadAttention")
+            if kpm.shape != (key.shape[0], key.shape[1]):
+                raise ValueError(
+                    f"MultiHeadAttention: key_padding_mask of shape {kpm.shape}, expected "
+                    f"(batch, source length) = {(key.shape[0], key.shape[1])}"
+                )
+            keep = unary.logical_not(kpm) if kpm.dtype.is_bool else kpm == 0
+            keep = keep.reshape(kpm.shape[0], 1, 1, kpm.shape[1])
+            mask = keep if mask is None else _combine(mask, keep)
+        out = F.scaled_dot_product_attention(
+            q, k, v, mask, self.dropout, is_causal, training=self.training
+        )
+        n, _, length, _ = out.shape
+        return self.out_proj(out.swap_axes(1, 2).reshape(n, length, self.embed_dim))
+
+    def extra_repr(self) -> str:
+        """The configuration shown by ``repr``."""
+        return f"embed_dim={self.embed_dim}, num_heads={self.num_heads}"
+
+
+def _combine(mask, keep: Tensor) -> Tensor:
+    """A user mask (bool or additive float) combined with a bool keep-mask."""
+    mask = as_tensor(mask, op="MultiHeadAttention")
+    if mask.dtype.is_bool:
+        return mask & keep
+    return mask + (keep.cast(mask.dtype) - 1.0) * 1e9
+
+
+_ACTIVATIONS = {"relu": unary.relu, "gelu": unary.gelu, "silu": unary.silu, "tanh": unary.tanh}
+
+
+def _activation(name):
+    if callable(name):
+        return name
+    if name not in _ACTIVATIONS:
+        raise ValueError(f"activation must be one of {sorted(_ACTIVATIONS)} or a callable")
+    return _ACTIVATIONS[name]
+
+
+class TransformerEncoderLayer(Module):
+    """Self-attention then a feed-forward block, each with a residual connection and
+    ``LayerNorm`` (after the residual, or before the block with ``norm_first=True``).
+
+    Args:
+        d_model: model width.
+        nhead: attention heads.
+        dim_feedforward: hidden width of the feed-forward block (default 2048).
+        dropout: dropout rate (default 0.1).
+        activation: ``"relu"`` (default), ``"gelu"``, ``"silu"``, ``"tanh"`` or a callable.
+        norm_first: pre-norm instead of post-norm (default False).
+        layer_norm_eps: LayerNorm epsilon (default 1e-5).
+        key: optional RNG key for the initial values.
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        nhead: int,
+        dim_feedforward: int = 2048,
+        dropout: float = 0.1,
+        activation="relu",
+        norm_first: bool = False,
+        layer_norm_eps: float = 1e-5,
+        key=None,
+    ):
+        super().__init__()
+        ka, k1, k2 = _keys(key, 3)
+        self.self_attn = MultiHeadAttention(d_model, nhead, dropout, key=ka)
+        self.linear1 = Linear(d_model, dim_feedforward, key=k1)
+        self.linear2 = Linear(dim_feedforward, d_model, key=k2)
+        self.norm1 = LayerNorm(d_model, layer_norm_eps)
+        self.norm2 = LayerNorm(d_model, layer_norm_eps)
+        self.dropout = Dropout(dropout)
+        self.activation = _activation(activation)
+        self.norm_first = bool(norm_first)
+
+    def _sa(self, x, mask, kpm, causal):
+        return self.dropout(self.self_attn(x, x, x, kpm, mask, causal))
+
+    def _ff(self, x):
+        return self.dropout(self.linear2(self.dropout(self.activation(self.linear1(x)))))
+
+    def forward(self, src, src_mask=None, src_key_padding_mask=None, is_causal: bool = False):
+        """Apply the layer.
+
+        Args:
+            src: ``(N, L, d_model)``.
+            src_mask: optional attention mask (see :class:`MultiHeadAttention`).
+            src_key_padding_mask: optional bool ``(N, L)``, True at padding.
+            is_causal: causal self-attention.
+
+        Returns:
+            ``(N, L, d_model)``.
+        """
+        x = src
+        if self.norm_first:
+            x = x + self._sa(self.norm1(x), src_mask, src_key_padding_mask, is_causal)
+            return x + self._ff(self.norm2(x))
+        x = self.norm1(x + self._sa(x, src_mask, src_key_padding_mask, is_causal))
+        return self.norm2(x + self._ff(x))
+
+
+class TransformerDecoderLayer(Module):
+    """Causal-capable self-attention, cross-attention to ``memory`` and a feed-forward block,
+    each with a residual connection and ``LayerNorm``.
+
+    Args:
+        d_model: model width.
+        nhead: attention heads.
+        dim_feedforward: hidden width of the feed-forward block (default 2048).
+        dropout: dropout rate (default 0.1).
+        activation: ``"relu"`` (default), ``"gelu"``, ``"silu"``, ``"tanh"`` or a callable.
+        norm_first: pre-norm instead of post-norm (default False).
+        layer_norm_eps: LayerNorm epsilon (default 1e-5).
+        key: optional RNG key for the initial values.
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        nhead: int,
+        dim_feedforward: int = 2048,
+        dropout: float = 0.1,
+        activation="relu",
+        norm_first: bool = False,
+        layer_norm_eps: float = 1e-5,
+        key=None,
+    ):
+        super().__init__()
+        ka, kc, k1, k2 = _keys(key, 4)
+        self.self_attn = MultiHeadAttention(d_model, nhead, dropout, key=ka)
+        self.cross_attn = MultiHeadAttention(d_model, nhead, dropout, key=kc)
+        self.linear1 = Linear(d_model, dim_feedforward, key=k1)
+        self.linear2 = Linear(dim_feedforward, d_model, key=k2)
+        self.norm1 = LayerNorm(d_model, layer_norm_eps)
+        self.norm2 = LayerNorm(d_model, layer_norm_eps)
+        self.norm3 = LayerNorm(d_model, layer_norm_eps)
+        self.dropout = Dropout(dropout)
+        self.activation = _activation(activation)
+        self.norm_first = bool(norm_first)
+
+    def forward(
+        self,
+        tgt,
+        memory,
+        tgt_mask=None,
+        memory_mask=None,
+        tgt_key_padding_mask=None,
+        memory_key_padding_mask=None,
+        tgt_is_causal: bool = False,
+    ):
+        """Apply the layer.
+
+        Args:
+            tgt: ``(N, L, d_model)``.
+            memory: ``(N, S, d_model)`` (the encoder's output).
+            tgt_mask: optional self-attention mask.
+            memory_mask: optional cross-attention mask.
+            tgt_key_padding_mask: optional bool ``(N, L)``, True at padding.
+            memory_key_padding_mask: optional bool ``(N, S)``, True at padding.
+            tgt_is_causal: causal self-attention.
+
+        Returns:
+            ``(N, L, d_model)``.
+        """
+        drop = self.dropout
+
+        def sa(x):
+            return drop(self.self_attn(x, x, x, tgt_key_padding_mask, tgt_mask, tgt_is_causal))
+
+        def ca(x):
+            return drop(self.cross_attn(x, memory, memory, memory_key_padding_mask, memory_mask))
+
+        def ff(x):
+            return drop(self.linear2(drop(self.activation(self.linear1(x)))))
+
+        x = tgt
+        if self.norm_first:
+            x = x + sa(self.norm1(x))
+            x = x + ca(self.norm2(x))
+            return x + ff(self.norm3(x))
+        x = self.norm1(x + sa(x))
+        x = self.norm2(x + ca(x))
+        return self.norm3(x + ff(x))
+
+
+# ----------------------------------------------------------------------------- activations
+class _Activation(Module):
+    def forward(self, x):
+        """Apply the activation.
+
+        Args:
+            x: the input.
+
+        Returns:
+            A tensor like ``x``.
+        """
+        return type(self).fn(x)
+
+
+class ReLU(_Activation):
+    """``max(x, 0)``."""
+
+    fn = staticmethod(unary.relu)
+
+
+class Tanh(_Activation):
+    """``tanh(x)``."""
+
+    fn = staticmethod(unary.tanh)
+
+
+class Sigmoid(_Activation):
+    """``1 / (1 + exp(-x))``."""
+
+    fn = staticmethod(unary.sigmoid)
+
+
+class SiLU(_Activation):
+    """``x * sigmoid(x)`` (swish)."""
+
+    fn = staticmethod(unary.silu)
+
+
+class Softplus(_Activation):
+    """``log(1 + exp(x))``."""
+
+    fn = staticmethod(unary.softplus)
+
+
+class Identity(_Activation):
+    """Returns its input unchanged (a placeholder layer)."""
+
+    fn = staticmethod(lambda x: x)
+
+
+class GELU(Module):
+    """Gaussian error linear unit.
+
+    Args:
+        approximate: ``"none"`` (exact, default) or ``"tanh"``.
+    """
+
+    def __init__(self, approximate: str = "none"):
+        super().__init__()
+        self.approximate = approximate
+
+    def forward(self, x):
+        """Apply GELU.
+
+        Args:
+            x: the input.
+
+        Returns:
+            A tensor like ``x``.
+        """
+        return unary.gelu(x, approximate=self.approximate)
+
+
+class LeakyReLU(Module):
+    """``x`` where positive, ``negative_slope * x`` elsewhere.
+
+    Args:
+        negative_slope: default 0.01.
+    """
+
+    def __init__(self, negative_slope: float = 0.01):
+        super().__init__()
+        self.negative_slope = float(negative_slope)
+
+    def forward(self, x):
+        """Apply the activation.
+
+        Args:
+            x: the input.
+
+        Returns:
+            A tensor like ``x``.
+        """
+        return F.leaky_relu(x, self.negative_slope)
+
+
+class Softmax(Module):
+    """Softmax along ``axis``.
+
+    Args:
+        axis: the axis that sums to one (default -1).
+    """
+
+    def __init__(self, axis: int = -1):
+        super().__init__()
+        self.axis = int(axis)
+
+    def forward(self, x):
+        """Apply softmax.
+
+        Args:
+            x: the input.
+
+        Returns:
+            A tensor like ``x``.
+        """
+        return reduction.softmax(x, axis=self.axis)
+
+
+class LogSoftmax(Softmax):
+    """Log-softmax along ``axis``.
+
+    Args:
+        axis: the normalized axis (default -1).
+    """
+
+    def forward(self, x):
+        """Apply log-softmax.
+
+        Args:
+            x: the input.
+
+        Returns:
+            A tensor like ``x``.
+        """
+        return reduction.logsoftmax(x, axis=self.axis)
+
+
+class Flatten(Module):
+    """Merge dims ``start_dim..end_dim`` into one (by default all but the batch dim).
+
+    Args:
+        start_dim: first dim to merge (default 1).
+        end_dim: last dim to merge (default -1).
+    """
+
+    def __init__(self, start_dim: int = 1, end_dim: int = -1):
+        super().__init__()
+        self.start_dim, self.end_dim = int(start_dim), int(end_dim)
+
+    def forward(self, x):
+        """Flatten ``x``.
+
+        Args:
+            x: the input.
+
+        Returns:
+            ``x`` with the dims merged.
+        """
+        x = as_tensor(x, op="Flatten")
+        s, e = self.start_dim % x.ndim, self.end_dim % x.ndim
+        merged = math.prod(x.shape[s : e + 1])
+        return x.reshape(x.shape[:s] + (merged,) + x.shape[e + 1 :])

@@ -1,0 +1,167 @@
+"""Losses: ``mse_loss``, ``cross_entropy_loss``, ``nll_loss``, ``binary_cross_entropy_with_logits``.
+
+Classes are on the **last** axis (``logits`` of shape ``(..., C)``), matching the channels-last
+layout of the rest of ``nabla.nn``. ``reduction`` is ``"mean"`` (default), ``"sum"`` or
+``"none"``.
+"""
+
+from __future__ import annotations
+
+from ..ops import binary, creation, unary
+from ..ops import reduction as _reduction_ops
+from ..ops._util import as_tensor
+from ..runtime.tensor import Tensor
+
+__all__ = ["binary_cross_entropy_with_logits", "cross_entropy_loss", "mse_loss", "nll_loss"]
+
+_REDUCTIONS = ("mean", "sum", "none")
+
+
+def _reduce(loss: Tensor, reduction_: str, fn: str) -> Tensor:
+    if reduction_ == "mean":
+        return loss.mean()
+    if reduction_ == "sum":
+        return loss.sum()
+    if reduction_ == "none":
+        return loss
+    raise ValueError(f"{fn}: reduction must be one of {_REDUCTIONS}, got {reduction_!r}")
+
+
+def mse_loss(input, target, reduction: str = "mean") -> Tensor:  # noqa: A002 - PyTorch name
+    """Mean squared error ``(input - target) ** 2``, reduced.
+
+    Args:
+        input: predictions.
+        target: targets of the same shape.
+        reduction: ``"mean"`` (default), ``"sum"`` or ``"none"``.
+
+    Returns:
+        A scalar, or the elementwise loss for ``"none"``.
+
+    Raises:
+        ValueError: if the shapes differ, or for an unknown ``reduction``.
+    """
+    pred, target = as_tensor(input, op="mse_loss"), as_tensor(target, op="mse_loss")
+    if pred.shape != target.shape:
+        raise ValueError(
+            f"mse_loss: input of shape {pred.shape} and target of shape {target.shape} differ"
+        )
+    return _reduce((pred - target).square(), reduction, "mse_loss")
+
+
+def _one_hot(target: Tensor, classes: int, dtype) -> Tensor:
+    return binary.equal(creation.arange(classes), target.unsqueeze(-1)).cast(dtype)
+
+
+def _check_indices(fn, scores: Tensor, target: Tensor) -> None:
+    if target.shape != scores.shape[:-1]:
+        raise ValueError(
+            f"{fn}: class-index target of shape {target.shape} does not match input of shape "
+            f"{scores.shape} (expected target shape {scores.shape[:-1]}; classes are the last axis)"
+        )
+
+
+def nll_loss(log_probs, target, reduction: str = "mean") -> Tensor:
+    """Negative log-likelihood of class indices: ``-log_probs[..., target]``.
+
+    Args:
+        log_probs: log-probabilities ``(..., C)`` (e.g. from ``log_softmax``).
+        target: integer class indices of shape ``log_probs.shape[:-1]``.
+        reduction: ``"mean"`` (default), ``"sum"`` or ``"none"``.
+
+    Returns:
+        The reduced loss.
+
+    Raises:
+        TypeError: if ``target`` is not an integer tensor.
+        ValueError: for mismatched shapes or an unknown ``reduction``.
+    """
+    log_probs, target = as_tensor(log_probs, op="nll_loss"), as_tensor(target, op="nll_loss")
+    if not target.dtype.is_int:
+        raise TypeError(f"nll_loss: target must hold integer class indices, got {target.dtype}")
+    _check_indices("nll_loss", log_probs, target)
+    picked = (log_probs * _one_hot(target, log_probs.shape[-1], log_probs.dtype)).sum(axis=-1)
+    return _reduce(-picked, reduction, "nll_loss")
+
+
+def cross_entropy_loss(
+    logits, target, label_smoothing: float = 0.0, reduction: str = "mean"
+) -> Tensor:
+    """Softmax cross-entropy between ``logits`` and class indices or class probabilities.
+
+    With integer ``target`` of shape ``logits.shape[:-1]`` it is ``-log_softmax(logits)[target]``;
+    with float ``target`` of the same shape as ``logits`` it is
+    ``-(target * log_softmax(logits)).sum(-1)``. ``label_smoothing = e`` mixes the target
+    distribution with the uniform one: ``(1 - e) * target + e / C``.
+
+    Args:
+        logits: unnormalized scores ``(..., C)``.
+        target: integer class indices, or probabilities of the same shape as ``logits``.
+        label_smoothing: in ``[0, 1]`` (default 0).
+        reduction: ``"mean"`` (default), ``"sum"`` or ``"none"``.
+
+    Returns:
+        The reduced loss.
+
+    Raises:
+        ValueError: for mismatched shapes, ``label_smoothing`` outside ``[0, 1]`` or an
+            unknown ``reduction``.
+
+    Example:
+        >>> F.cross_entropy_loss(nb.zeros((2, 4)), nb.constant([0, 3])).item()
+        1.3862943649291992
+    """
+    logits = as_tensor(logits, op="cross_entropy_loss")
+    target = as_tensor(target, op="cross_entropy_loss")
+    if not 0.0 <= label_smoothing <= 1.0:
+        raise ValueError(
+            f"cross_entropy_loss: label_smoothing must be in [0, 1], got {label_smoothing}"
+        )
+    if logits.ndim == 0:
+        raise ValueError("cross_entropy_loss: logits need a class axis, got a scalar")
+    classes = logits.shape[-1]
+    logp = _reduction_ops.logsoftmax(logits, axis=-1)
+    if target.dtype.is_int:
+        _check_indices("cross_entropy_loss", logits, target)
+        probs = _one_hot(target, classes, logits.dtype)
+    else:
+        if target.shape != logits.shape:
+            raise ValueError(
+                f"cross_entropy_loss: probability target of shape {target.shape} does not match "
+                f"logits of shape {logits.shape}"
+            )
+        probs = target.cast(logits.dtype)
+    if label_smoothing:
+        probs = probs * (1.0 - label_smoothing) + label_smoothing / classes
+    return _reduce(-(probs * logp).sum(axis=-1), reduction, "cross_entropy_loss")
+
+
+def binary_cross_entropy_with_logits(
+    logits, target, pos_weight=None, reduction: str = "mean"
+) -> Tensor:
+    """Sigmoid cross-entropy, computed stably from logits:
+    ``-(pos_weight * t * log(sigmoid(x)) + (1 - t) * log(1 - sigmoid(x)))``.
+
+    Args:
+        logits: unnormalized scores.
+        target: targets in ``[0, 1]`` of the same shape.
+        pos_weight: optional weight of the positive term (broadcasts against the last axis).
+        reduction: ``"mean"`` (default), ``"sum"`` or ``"none"``.
+
+    Returns:
+        The reduced loss.
+
+    Raises:
+        ValueError: if the shapes differ, or for an unknown ``reduction``.
+    """
+    x = as_tensor(logits, op="binary_cross_entropy_with_logits")
+    t = as_tensor(target, op="binary_cross_entropy_with_logits").cast(x.dtype)
+    if x.shape != t.shape:
+        raise ValueError(
+            f"binary_cross_entropy_with_logits: logits of shape {x.shape} and target of shape "
+            f"{t.shape} differ"
+        )
+    # log(sigmoid(x)) = -softplus(-x) and log(1 - sigmoid(x)) = -softplus(x): no overflow
+    log_p, log_not_p = -unary.softplus(-x), -unary.softplus(x)
+    pos = t * log_p if pos_weight is None else pos_weight * t * log_p
+    return _reduce(-(pos + (1.0 - t) * log_not_p), reduction, "binary_cross_entropy_with_logits")

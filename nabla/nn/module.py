@@ -1,0 +1,723 @@
+"""``Module``: a container of parameters, buffers and submodules that is also a pytree.
+
+Every subclass is registered as a pytree node when it is defined, so ``nb.grad``, ``nb.vmap``,
+``nb.compile`` and ``nb.tree_map`` take modules directly. A module's leaves are its tensors
+(parameters first, then buffers, then each submodule's leaves, in assignment order); everything
+else set on it (ints, strings, ``training``, callables) is static data kept in the treedef.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections import OrderedDict
+from collections.abc import Iterable, Iterator
+
+import numpy as np
+
+from ..core.pytree import GetAttrKey, register_pytree_node, tree_flatten
+from ..ops import creation
+from ..runtime.tensor import Tensor
+from ..transforms.autodiff import detach
+
+__all__ = [
+    "Module",
+    "ModuleDict",
+    "ModuleList",
+    "Sequential",
+    "named_leaves",
+    "rebind",
+    "trainable_mask",
+]
+
+_INTERNAL = ("_parameters", "_buffers", "_modules", "_frozen")
+
+
+def _hashable(v):
+    """``v`` when it can be hashed, else a stand-in that hashes by identity."""
+    try:
+        hash(v)
+        return v
+    except TypeError:
+        return ("<unhashable>", type(v).__name__, id(v))
+
+
+def _same(a, b) -> bool:
+    if a is b:
+        return True
+    if type(a) is not type(b):
+        return False
+    try:
+        return bool(a == b)
+    except Exception:  # arrays and other values without a plain truth value
+        return False
+
+
+def rebind(t: Tensor, value: Tensor) -> None:
+    """Make tensor object ``t`` hold ``value``'s value in place, keeping its identity, its
+    ``requires_grad`` flag and its ``.grad`` (as ``Tensor.__setitem__`` rebinds a tensor), so
+    every reference to a parameter sees an optimizer's update or a loaded checkpoint.
+
+    ``value`` must be a fresh tensor nothing else will use (e.g. from ``detach``): its storage
+    becomes ``t``'s.
+
+    Args:
+        t: the tensor to update.
+        value: its new value (same shape and dtype).
+    """
+    requires_grad, grad = t._impl.requires_grad, t._impl.grad
+    t._impl = value._impl
+    t._impl.wrapper = weakref.ref(t)
+    if requires_grad:
+        t.requires_grad = True
+    t._impl.grad = grad
+
+
+def _holds_tensor(value) -> bool:
+    """Whether a plain list, tuple or dict attribute holds a tensor (one level deep)."""
+    if isinstance(value, dict):
+        value = list(value.values())
+    return isinstance(value, list | tuple) and any(isinstance(v, Tensor) for v in value)
+
+
+class _ModuleDef:
+    """A module's static part (the treedef's node data): class, names and static attributes."""
+
+    __slots__ = ("cls", "params", "buffers", "modules", "static", "frozen")
+
+    def __init__(self, cls, params, buffers, modules, static, frozen):
+        self.cls = cls
+        self.params = params
+        self.buffers = buffers
+        self.modules = modules
+        self.static = static  # tuple of (name, value), in definition order
+        self.frozen = frozen
+
+    def _key(self):
+        return (self.cls, self.params, self.buffers, self.modules, self.frozen)
+
+    def __eq__(self, other) -> bool:
+        if not isinstance(other, _ModuleDef) or self._key() != other._key():
+            return False
+        if len(self.static) != len(other.static):
+            return False
+        return all(ka == kb and _same(a, b) for (ka, a), (kb, b) in zip(self.static, other.static))
+
+    def __hash__(self) -> int:
+        return hash((self._key(), tuple((k, _hashable(v)) for k, v in self.static)))
+
+    def __repr__(self) -> str:
+        return f"{self.cls.__name__}{list(self.params + self.buffers + self.modules)}"
+
+
+def _flatten(m: Module):
+    d = m.__dict__
+    children = (
+        list(d["_parameters"].values())
+        + list(d["_buffers"].values())
+        + list(d["_modules"].values())
+    )
+    static = tuple((k, v) for k, v in d.items() if k not in _INTERNAL)
+    aux = _ModuleDef(
+        type(m),
+        tuple(d["_parameters"]),
+        tuple(d["_buffers"]),
+        tuple(d["_modules"]),
+        static,
+        frozenset(d["_frozen"]),
+    )
+    return children, aux
+
+
+def _flatten_with_keys(m: Module):
+    children, aux = _flatten(m)
+    names = aux.params + aux.buffers + aux.modules
+    return [(GetAttrKey(n), c) for n, c in zip(names, children)], aux
+
+
+def _unflatten(aux: _ModuleDef, children) -> Module:
+    m = aux.cls.__new__(aux.cls)
+    d = m.__dict__
+    children = list(children)
+    np_, nb_ = len(aux.params), len(aux.buffers)
+    d["_parameters"] = dict(zip(aux.params, children[:np_]))
+    d["_buffers"] = dict(zip(aux.buffers, children[np_ : np_ + nb_]))
+    d["_modules"] = dict(zip(aux.modules, children[np_ + nb_ :]))
+    d["_frozen"] = set(aux.frozen)
+    d.update(aux.static)
+    return m
+
+
+class Module:
+    """Base class of layers and models: holds parameters, buffers and submodules.
+
+    Assigning a float :class:`~nabla.Tensor` to an attribute registers it as a parameter
+    (``requires_grad=True`` unless the module is frozen); :meth:`register_buffer` registers a
+    tensor that is state but not trained (running statistics, masks); assigning a ``Module``
+    (or a list of modules, which becomes a :class:`ModuleList`) registers a submodule. Every
+    other attribute is static configuration.
+
+    A module is a pytree whose leaves are its tensors, so both training styles work::
+
+        loss, grads = nb.value_and_grad(loss_fn)(model, x, y)   # grads: a Module like model
+        loss = loss_fn(model, x, y); loss.backward()             # fills p.grad
+
+    Subclasses call ``super().__init__()`` first and define ``forward``; ``module(x)`` calls it.
+
+    Example:
+        >>> class Affine(Module):
+        ...     def __init__(self):
+        ...         super().__init__()
+        ...         self.w = nb.ones((2,))
+        ...     def forward(self, x):
+        ...         return x * self.w
+        >>> [name for name, _ in Affine().named_parameters()]
+        ['w']
+    """
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        register_pytree_node(cls, _flatten, _unflatten, _flatten_with_keys)
+
+    def __init__(self):
+        d = self.__dict__
+        d["_parameters"] = {}
+        d["_buffers"] = {}
+        d["_modules"] = {}
+        d["_frozen"] = set()
+        d["training"] = True
+
+    # ------------------------------------------------------------------ attributes
+    def _dicts(self):
+        d = self.__dict__
+        if "_parameters" not in d:
+            raise RuntimeError(
+                f"{type(self).__name__}: call super().__init__() before assigning attributes"
+            )
+        return d["_parameters"], d["_buffers"], d["_modules"]
+
+    def __setattr__(self, name: str, value) -> None:
+        params, buffers, modules = self._dicts()
+        if isinstance(value, list | tuple) and value and all(isinstance(v, Module) for v in value):
+            value = ModuleList(value)
+        elif _holds_tensor(value):
+            raise TypeError(
+                f"{type(self).__name__}.{name}: a {type(value).__name__} of tensors would be "
+                "static data, not parameters; assign each tensor to its own attribute, or use "
+                "submodules in a ModuleList/ModuleDict"
+            )
+        for table in (params, buffers, modules):
+            if name in table and not (table is buffers and isinstance(value, Tensor)):
+                del table[name]
+        if isinstance(value, Tensor) and name in buffers:
+            buffers[name] = value
+        elif isinstance(value, Tensor):
+            self.__dict__.pop(name, None)
+            if value.dtype.is_float and name not in self._frozen and not value.requires_grad:
+                value.requires_grad = True
+            params[name] = value
+        elif isinstance(value, Module):
+            self.__dict__.pop(name, None)
+            modules[name] = value
+        else:
+            object.__setattr__(self, name, value)
+
+    def __getattr__(self, name: str):
+        d = self.__dict__
+        for table in _INTERNAL[:3]:
+            if table in d and name in d[table]:
+                return d[table][name]
+        raise AttributeError(f"{type(self).__name__} has no attribute {name!r}")
+
+    def __delattr__(self, name: str) -> None:
+        for table in self._dicts():
+            if name in table:
+                del table[name]
+                return
+        object.__delattr__(self, name)
+
+    def register_buffer(self, name: str, tensor) -> None:
+        """Register ``tensor`` as a buffer: module state that is saved but not trained.
+
+        Args:
+            name: the attribute name.
+            tensor: a Tensor (or array-like, converted), or None to reserve the name.
+
+        Raises:
+            KeyError: if ``name`` is already a parameter or a submodule.
+        """
+        params, buffers, modules = self._dicts()
+        if name in params or name in modules:
+            raise KeyError(f"{type(self).__name__}: {name!r} is already a parameter or submodule")
+        if tensor is not None and not isinstance(tensor, Tensor):
+            tensor = creation.constant(np.asarray(tensor))
+        self.__dict__.pop(name, None)
+        buffers[name] = tensor
+
+    # ------------------------------------------------------------------ calling
+    def forward(self, *args, **kwargs):
+        """The computation of the module; subclasses define it.
+
+        Raises:
+            NotImplementedError: on the base class.
+        """
+        raise NotImplementedError(f"{type(self).__name__} does not define forward()")
+
+    def __call__(self, *args, **kwargs):
+        return self.forward(*args, **kwargs)
+
+    # ------------------------------------------------------------------ traversal
+    def named_children(self) -> Iterator[tuple[str, Module]]:
+        """Direct submodules as ``(name, module)``.
+
+        Returns:
+            An iterator of pairs in assignment order.
+        """
+        yield from self.__dict__["_modules"].items()
+
+    def children(self) -> Iterator[Module]:
+        """Direct submodules, in assignment order.
+
+        Returns:
+            An iterator of modules.
+        """
+        for _, m in self.named_children():
+            yield m
+
+    def named_modules(self, prefix: str = "") -> Iterator[tuple[str, Module]]:
+        """This module and every submodule, depth first, with qualified names (``""`` for
+        this one, ``"layers.0"`` for a nested one).
+
+        Args:
+            prefix: prepended to every name.
+
+        Returns:
+            An iterator of ``(name, module)``.
+        """
+        yield prefix, self
+        for name, m in self.named_children():
+            yield from m.named_modules(f"{prefix}.{name}" if prefix else name)
+
+    def modules(self) -> Iterator[Module]:
+        """This module and every submodule, depth first.
+
+        Returns:
+            An iterator of modules.
+        """
+        for _, m in self.named_modules():
+            yield m
+
+    def _named(self, table: str, prefix: str, recurse: bool):
+        for name, t in self.__dict__[table].items():
+            if t is not None:
+                yield (f"{prefix}.{name}" if prefix else name), t
+        if recurse:
+            for name, m in self.named_children():
+                yield from m._named(table, f"{prefix}.{name}" if prefix else name, True)
+
+    def named_parameters(self, prefix: str = "", recurse: bool = True):
+        """Parameters with qualified names (``"layers.0.weight"``).
+
+        Args:
+            prefix: prepended to every name.
+            recurse: include the parameters of submodules (default True).
+
+        Returns:
+            An iterator of ``(name, Tensor)``.
+        """
+        yield from self._named("_parameters", prefix, recurse)
+
+    def parameters(self, recurse: bool = True) -> Iterator[Tensor]:
+        """Every parameter tensor.
+
+        Args:
+            recurse: include the parameters of submodules (default True).
+
+        Returns:
+            An iterator of tensors, in the order of :meth:`named_parameters`.
+        """
+        for _, p in self.named_parameters(recurse=recurse):
+            yield p
+
+    def named_buffers(self, prefix: str = "", recurse: bool = True):
+        """Buffers with qualified names.
+
+        Args:
+            prefix: prepended to every name.
+            recurse: include the buffers of submodules (default True).
+
+        Returns:
+            An iterator of ``(name, Tensor)``.
+        """
+        yield from self._named("_buffers", prefix, recurse)
+
+    def buffers(self, recurse: bool = True) -> Iterator[Tensor]:
+        """Every buffer tensor.
+
+        Args:
+            recurse: include the buffers of submodules (default True).
+
+        Returns:
+            An iterator of tensors.
+        """
+        for _, b in self.named_buffers(recurse=recurse):
+            yield b
+
+    def num_parameters(self) -> int:
+        """The total number of scalar parameters.
+
+        Returns:
+            The sum of the parameters' sizes.
+        """
+        return sum(int(np.prod(p.shape)) for p in self.parameters())
+
+    # ------------------------------------------------------------------ state
+    def state_dict(self) -> OrderedDict:
+        """Parameters and buffers by qualified name (what checkpoints store).
+
+        Returns:
+            An ``OrderedDict`` name -> Tensor.
+        """
+        sd = OrderedDict(self.named_parameters())
+        sd.update(self.named_buffers())
+        return sd
+
+    def _owner(self, qualified: str) -> tuple[Module, str]:
+        *path, leaf = qualified.split(".")
+        m = self
+        for part in path:
+            m = m.__dict__["_modules"][part]
+        return m, leaf
+
+    def load_state_dict(self, state_dict, strict: bool = True) -> Module:
+        """Copy tensors from ``state_dict`` into this module's parameters and buffers.
+
+        Every entry is checked first (names, shapes, dtypes); on any problem nothing is
+        modified and one error lists them all.
+
+        Args:
+            state_dict: a mapping qualified name -> Tensor or NumPy array.
+            strict: when True (default), keys missing from ``state_dict`` and keys the module
+                does not have are errors; when False they are skipped.
+
+        Returns:
+            This module.
+
+        Raises:
+            ValueError: listing missing/unexpected keys and shape or dtype mismatches.
+        """
+        own = self.state_dict()
+        problems = []
+        if strict:
+            missing = [k for k in own if k not in state_dict]
+            unexpected = [k for k in state_dict if k not in own]
+            if missing:
+                problems.append(f"missing keys {missing}")
+            if unexpected:
+                problems.append(f"unexpected keys {unexpected}")
+        updates = []
+        for name, old in own.items():
+            if name not in state_dict:
+                continue
+            new = state_dict[name]
+            if not isinstance(new, Tensor):
+                new = creation.constant(np.asarray(new))
+            if tuple(new.shape) != tuple(old.shape):
+                problems.append(f"{name}: shape {tuple(new.shape)}, expected {tuple(old.shape)}")
+            elif new.dtype is not old.dtype:
+                problems.append(f"{name}: dtype {new.dtype}, expected {old.dtype}")
+            else:
+                updates.append((name, new))
+        if problems:
+            raise ValueError(
+                f"{type(self).__name__}.load_state_dict: "
+                + "; ".join(problems)
+                + " (nothing loaded)"
+            )
+        for name, new in updates:
+            self._assign(name, new)
+        return self
+
+    def _assign(self, qualified: str, value: Tensor) -> None:
+        """Give the parameter or buffer ``qualified`` the value of ``value``, in place."""
+        owner, leaf = self._owner(qualified)
+        d = owner.__dict__
+        table = d["_buffers"] if leaf in d["_buffers"] else d["_parameters"]
+        old = table[leaf]
+        if old is None:
+            table[leaf] = detach(value)
+        elif value is not old:
+            rebind(old, detach(value))
+
+    def train(self, mode: bool = True) -> Module:
+        """Set training mode (``.training``) on this module and every submodule.
+
+        Args:
+            mode: True for training (dropout active), False for evaluation.
+
+        Returns:
+            This module.
+        """
+        for m in self.modules():
+            m.__dict__["training"] = bool(mode)
+        return self
+
+    def eval(self) -> Module:
+        """Evaluation mode: ``train(False)``.
+
+        Returns:
+            This module.
+        """
+        return self.train(False)
+
+    def zero_grad(self) -> None:
+        """Reset ``.grad`` of every parameter to None."""
+        for p in self.parameters():
+            p.grad = None
+
+    def requires_grad_(self, requires_grad: bool = True) -> Module:
+        """Make every parameter trainable (True) or frozen (False); optimizers skip frozen
+        parameters and ``backward`` does not fill their ``.grad``.
+
+        Args:
+            requires_grad: the new setting.
+
+        Returns:
+            This module.
+        """
+        for m in self.modules():
+            d = m.__dict__
+            for name, p in d["_parameters"].items():
+                if requires_grad:
+                    d["_frozen"].discard(name)
+                else:
+                    d["_frozen"].add(name)
+                if p is None or not p.dtype.is_float:
+                    continue
+                if requires_grad:
+                    p.requires_grad = True
+                elif p.requires_grad:
+                    d["_parameters"][name] = detach(p)  # a leaf with no backward history
+        return self
+
+    # ------------------------------------------------------------------ printing
+    def extra_repr(self) -> str:
+        """The text inside this module's parentheses in ``repr`` (its configuration).
+
+        Returns:
+            A string; empty by default.
+        """
+        return ""
+
+    def __repr__(self) -> str:
+        lines = []
+        for name, t in list(self.__dict__["_parameters"].items()) + list(
+            self.__dict__["_buffers"].items()
+        ):
+            if t is not None and not self.__dict__["_modules"]:
+                continue  # a leaf layer's tensors are described by extra_repr
+            if t is not None:
+                lines.append(f"({name}): {t.dtype.name} {tuple(t.shape)}")
+        for name, m in self.named_children():
+            sub = repr(m).replace("\n", "\n  ")
+            lines.append(f"({name}): {sub}")
+        head = f"{type(self).__name__}({self.extra_repr()}"
+        if not lines:
+            return head + ")"
+        return head + "\n  " + "\n  ".join(lines) + "\n)"
+
+
+def trainable_mask(tree) -> list[bool]:
+    """One bool per leaf of ``tree`` (in ``tree_leaves`` order): True for a float tensor that
+    an optimizer should update (a module's buffers and frozen parameters are False).
+
+    Args:
+        tree: a Module or any pytree of tensors.
+
+    Returns:
+        A list of bools.
+    """
+    if isinstance(tree, Module):
+        d = tree.__dict__
+        out = [
+            p is not None and n not in d["_frozen"] and p.dtype.is_float
+            for n, p in d["_parameters"].items()
+            if p is not None
+        ]
+        out += [False for b in d["_buffers"].values() if b is not None]
+        for m in d["_modules"].values():
+            out += trainable_mask(m)
+        return out
+    leaves, _ = tree_flatten(tree, is_leaf=lambda x: isinstance(x, Module))
+    out = []
+    for leaf in leaves:
+        if isinstance(leaf, Module):
+            out += trainable_mask(leaf)
+        else:
+            out.append(isinstance(leaf, Tensor) and leaf.dtype.is_float)
+    return out
+
+
+def named_leaves(tree, prefix: str = "") -> list[str]:
+    """Qualified names of the leaves of ``tree`` in ``tree_leaves`` order: a module's tensors
+    by attribute path (``"layers.0.weight"``), other leaves by their index.
+
+    Args:
+        tree: a Module or any pytree.
+        prefix: prepended to every name.
+
+    Returns:
+        A list of strings, one per leaf.
+    """
+    join = lambda a, b: f"{a}.{b}" if a else str(b)  # noqa: E731
+    if isinstance(tree, Module):
+        d = tree.__dict__
+        out = [join(prefix, n) for n, p in d["_parameters"].items() if p is not None]
+        out += [join(prefix, n) for n, b in d["_buffers"].items() if b is not None]
+        for n, m in d["_modules"].items():
+            out += named_leaves(m, join(prefix, n))
+        return out
+    leaves, _ = tree_flatten(tree, is_leaf=lambda x: isinstance(x, Module))
+    out = []
+    for i, leaf in enumerate(leaves):
+        if isinstance(leaf, Module):
+            out += named_leaves(leaf, join(prefix, i))
+        else:
+            out.append(join(prefix, i))
+    return out
+
+
+class ModuleList(Module):
+    """A list of submodules, named ``"0"``, ``"1"``, ... in qualified names.
+
+    Args:
+        modules: an iterable of modules (default empty).
+
+    Example:
+        >>> layers = ModuleList([Sequential(), Sequential()])
+        >>> len(layers)
+        2
+    """
+
+    def __init__(self, modules: Iterable[Module] = ()):
+        super().__init__()
+        for m in modules:
+            self.append(m)
+
+    def append(self, module: Module) -> ModuleList:
+        """Add ``module`` at the end.
+
+        Args:
+            module: the module.
+
+        Returns:
+            This list.
+        """
+        if not isinstance(module, Module):
+            raise TypeError(f"ModuleList.append: expected a Module, got {type(module).__name__}")
+        self.__dict__["_modules"][str(len(self))] = module
+        return self
+
+    def __len__(self) -> int:
+        return len(self.__dict__["_modules"])
+
+    def __iter__(self):
+        return iter(self.__dict__["_modules"].values())
+
+    def __getitem__(self, i):
+        items = list(self.__dict__["_modules"].values())
+        if isinstance(i, slice):
+            return ModuleList(items[i])
+        return items[i]
+
+
+class ModuleDict(Module):
+    """A dict of submodules with string keys (qualified names use the keys).
+
+    Args:
+        modules: a mapping or iterable of ``(name, module)`` (default empty).
+    """
+
+    def __init__(self, modules=()):
+        super().__init__()
+        items = modules.items() if hasattr(modules, "items") else modules
+        for k, m in items:
+            self[k] = m
+
+    def __setitem__(self, key: str, module: Module) -> None:
+        if not isinstance(module, Module):
+            raise TypeError(f"ModuleDict: expected a Module for {key!r}, got {type(module)}")
+        self.__dict__["_modules"][str(key)] = module
+
+    def __getitem__(self, key: str) -> Module:
+        return self.__dict__["_modules"][key]
+
+    def __len__(self) -> int:
+        return len(self.__dict__["_modules"])
+
+    def __iter__(self):
+        return iter(self.__dict__["_modules"])
+
+    def keys(self):
+        """The keys, in insertion order."""
+        return self.__dict__["_modules"].keys()
+
+    def items(self):
+        """``(key, module)`` pairs, in insertion order."""
+        return self.__dict__["_modules"].items()
+
+    def values(self):
+        """The modules, in insertion order."""
+        return self.__dict__["_modules"].values()
+
+
+class Sequential(Module):
+    """Modules applied in order: ``Sequential(Linear(4, 8), ReLU(), Linear(8, 1))``.
+
+    Args:
+        modules: the modules, or one ``OrderedDict`` name -> module (names then appear in
+            qualified names instead of ``"0"``, ``"1"``, ...).
+
+    Example:
+        >>> len(Sequential(ModuleList(), ModuleList()))
+        2
+    """
+
+    def __init__(self, *modules):
+        super().__init__()
+        if len(modules) == 1 and isinstance(modules[0], OrderedDict):
+            items = list(modules[0].items())
+        else:
+            items = [(str(i), m) for i, m in enumerate(modules)]
+        for name, m in items:
+            if not isinstance(m, Module):
+                raise TypeError(
+                    f"Sequential: entry {name!r} is a {type(m).__name__}, expected a Module"
+                )
+            self.__dict__["_modules"][name] = m
+
+    def forward(self, x):
+        """Apply every module in order.
+
+        Args:
+            x: the input of the first module.
+
+        Returns:
+            The output of the last one.
+        """
+        for m in self.children():
+            x = m(x)
+        return x
+
+    def __len__(self) -> int:
+        return len(self.__dict__["_modules"])
+
+    def __iter__(self):
+        return iter(self.__dict__["_modules"].values())
+
+    def __getitem__(self, i):
+        items = list(self.__dict__["_modules"].items())
+        if isinstance(i, slice):
+            return Sequential(OrderedDict(items[i]))
+        if isinstance(i, str):
+            return self.__dict__["_modules"][i]
+        return items[i][1]

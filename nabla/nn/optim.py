@@ -1,0 +1,576 @@
+"""Optimizers: stateful (``SGD``, ``Adam``, ``AdamW``) and functional (``*_init``/``*_update``),
+learning-rate schedules and gradient clipping.
+
+The functional form is the primitive and fits inside ``nb.compile``::
+
+    state = adamw_init(params)
+    params, state = adamw_update(params, grads, state, lr=1e-3)
+
+``params`` and ``grads`` are pytrees of the same structure (a ``Module`` and the grads
+``Module`` that ``nb.grad`` returns for it, or dicts/lists of tensors). Only *trainable* leaves
+are updated and carry state: float tensors that are not a module's buffer or frozen parameter
+(see :func:`nabla.nn.module.trainable_mask`). The state is a dict of tensors (``"step"``, a
+float32 scalar counting completed updates, and one list per moment with one tensor per
+trainable leaf), so it is itself a pytree.
+
+``lr`` is a number or a schedule: a callable of the step count (0 for the first update) that
+returns a number or a scalar tensor, e.g. :func:`warmup_cosine`.
+
+The stateful optimizers wrap the functional ones: ``opt = AdamW(model, lr=1e-3)`` (or
+``AdamW(model.parameters())``, or any params tree); after ``loss.backward()``, ``opt.step()``
+reads each parameter's ``.grad``; ``opt.step(grads)`` takes a grads tree. Both update the
+parameters in place (each tensor object keeps its identity, ``requires_grad`` and ``.grad``,
+as after PyTorch's ``step``) and return the model (or the params tree). Inside ``nb.compile``
+use the functional form: a compiled function's side effects are not replayed on later calls.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import OrderedDict
+
+from ..core.dtypes import DType
+from ..core.pytree import tree_flatten, tree_leaves, tree_unflatten
+from ..core.state import REQUIRES_GRAD, STATE, is_live
+from ..ops import binary, creation, unary
+from ..ops._util import as_tensor
+from ..runtime.tensor import Tensor, realize
+from ..transforms.autodiff import detach
+from .module import Module, named_leaves, rebind, trainable_mask
+
+__all__ = [
+    "SGD",
+    "Adam",
+    "AdamW",
+    "Optimizer",
+    "adam_init",
+    "adam_update",
+    "adamw_init",
+    "adamw_update",
+    "clip_grad_norm",
+    "clip_grad_norm_",
+    "cosine_decay",
+    "global_norm",
+    "linear_warmup",
+    "sgd_init",
+    "sgd_update",
+    "warmup_cosine",
+]
+
+
+# ----------------------------------------------------------------------------- schedules
+def _as_float(step):
+    return step if isinstance(step, int | float) else as_tensor(step).cast(DType.float32)
+
+
+def linear_warmup(peak_lr: float, warmup_steps: int):
+    """A schedule rising linearly from ``peak_lr / warmup_steps`` to ``peak_lr``, then flat.
+
+    Args:
+        peak_lr: the rate reached after ``warmup_steps`` updates.
+        warmup_steps: length of the ramp (at least 1).
+
+    Returns:
+        A callable ``lr(step)`` (step 0 is the first update).
+
+    Example:
+        >>> [round(linear_warmup(1.0, 4)(s), 2) for s in range(6)]
+        [0.25, 0.5, 0.75, 1.0, 1.0, 1.0]
+    """
+    warmup_steps = max(1, int(warmup_steps))
+
+    def lr(step):
+        step = _as_float(step)
+        frac = (step + 1.0) / warmup_steps
+        if isinstance(frac, float):
+            return peak_lr * min(frac, 1.0)
+        return binary.minimum(frac, 1.0) * peak_lr
+
+    return lr
+
+
+def cosine_decay(peak_lr: float, decay_steps: int, final_lr: float = 0.0):
+    """A schedule following half a cosine from ``peak_lr`` (step 0) to ``final_lr`` (step
+    ``decay_steps`` and after).
+
+    Args:
+        peak_lr: the starting rate.
+        decay_steps: length of the decay (at least 1).
+        final_lr: the rate at the end (default 0).
+
+    Returns:
+        A callable ``lr(step)``.
+    """
+    decay_steps = max(1, int(decay_steps))
+
+    def lr(step):
+        step = _as_float(step)
+        if isinstance(step, float | int):
+            frac = min(step / decay_steps, 1.0)
+            return final_lr + 0.5 * (peak_lr - final_lr) * (1.0 + math.cos(math.pi * frac))
+        frac = binary.minimum(step / decay_steps, 1.0)
+        return final_lr + 0.5 * (peak_lr - final_lr) * (1.0 + unary.cos(frac * math.pi))
+
+    return lr
+
+
+def warmup_cosine(peak_lr: float, warmup_steps: int, total_steps: int, final_lr: float = 0.0):
+    """Linear warmup for ``warmup_steps`` updates, then cosine decay to ``final_lr`` at
+    ``total_steps``.
+
+    Args:
+        peak_lr: the rate at the end of the warmup.
+        warmup_steps: length of the ramp.
+        total_steps: the step at which the decay ends.
+        final_lr: the rate at the end (default 0).
+
+    Returns:
+        A callable ``lr(step)``.
+    """
+    warm = linear_warmup(peak_lr, warmup_steps)
+    decay = cosine_decay(peak_lr, max(1, total_steps - warmup_steps), final_lr)
+
+    def lr(step):
+        step = _as_float(step)
+        if isinstance(step, float | int):
+            return warm(step) if step < warmup_steps else decay(step - warmup_steps)
+        after = binary.maximum(step - warmup_steps, 0.0)
+        return binary.where(step < warmup_steps, warm(step), decay(after))
+
+    return lr
+
+
+def _lr_at(lr, step: Tensor):
+    return lr(step) if callable(lr) else lr
+
+
+# ----------------------------------------------------------------------------- clipping
+def global_norm(tree) -> Tensor:
+    """The L2 norm of all the float leaves of ``tree`` taken together.
+
+    Args:
+        tree: a pytree of tensors (None leaves are skipped).
+
+    Returns:
+        A scalar tensor.
+    """
+    leaves = [t for t in tree_leaves(tree) if isinstance(t, Tensor) and t.dtype.is_float]
+    if not leaves:
+        return creation.zeros(())
+    total = leaves[0].square().sum()
+    for t in leaves[1:]:
+        total = total + t.square().sum()
+    return total.sqrt()
+
+
+def clip_grad_norm(grads, max_norm: float):
+    """Scale ``grads`` so their global L2 norm is at most ``max_norm`` (functional).
+
+    Args:
+        grads: a pytree of gradient tensors.
+        max_norm: the largest allowed global norm.
+
+    Returns:
+        ``(clipped_grads, norm)``: a tree like ``grads`` and the norm before clipping.
+    """
+    norm = global_norm(grads)
+    scale = binary.minimum(max_norm / (norm + 1e-6), 1.0)
+    leaves, tree = tree_flatten(grads)
+    clipped = [g * scale.cast(g.dtype) if isinstance(g, Tensor) else g for g in leaves]
+    return tree_unflatten(tree, clipped), norm
+
+
+def clip_grad_norm_(parameters, max_norm: float) -> Tensor:
+    """Clip the ``.grad`` of ``parameters`` in place to a global norm of at most ``max_norm``
+    (PyTorch style, after ``backward``).
+
+    Args:
+        parameters: a Module, or an iterable of tensors.
+        max_norm: the largest allowed global norm.
+
+    Returns:
+        The global norm before clipping (a scalar tensor).
+    """
+    params = list(parameters.parameters() if isinstance(parameters, Module) else parameters)
+    with_grad = [p for p in params if p.grad is not None]
+    clipped, norm = clip_grad_norm([p.grad for p in with_grad], max_norm)
+    if STATE.recording is None:
+        realize(*clipped)
+    for p, g in zip(with_grad, clipped):
+        p.grad = g
+    return norm
+
+
+# ----------------------------------------------------------------------------- functional core
+def _split(params, grads):
+    """Flat params, flat grads aligned with them, the treedef and the trainable mask."""
+    leaves, tree = tree_flatten(params)
+    g_leaves = tree_leaves(grads, is_leaf=lambda x: x is None)
+    if len(g_leaves) != len(leaves):
+        raise ValueError(
+            f"optimizer: grads have {len(g_leaves)} leaves but params have {len(leaves)}; pass "
+            "the gradient of the params tree (same structure)"
+        )
+    return leaves, g_leaves, tree, trainable_mask(params)
+
+
+def _zeros_state(params) -> list:
+    leaves = tree_leaves(params)
+    return [creation.zeros_like(p) for p, t in zip(leaves, trainable_mask(params)) if t]
+
+
+def _step0() -> Tensor:
+    return creation.zeros((), dtype=DType.float32)
+
+
+def _no_backward_history(t):
+    """``t`` cut from the ``Tensor.backward`` graph when that is its only autodiff history.
+
+    An update is not part of the next step's backward graph (PyTorch runs ``step`` under
+    ``no_grad``); keeping it would also make every later compiled call take the slow replay
+    path. History of a live transform (a ``grad`` around the update) is kept.
+    """
+    traced = t._impl.traced if isinstance(t, Tensor) else None
+    if traced and REQUIRES_GRAD in traced and not is_live(traced - {REQUIRES_GRAD}):
+        return detach(t)
+    return t
+
+
+def _apply(params, grads, state, moments, rule):
+    """Run ``rule(p, g, moment_values) -> (new_p, new_moment_values)`` on each trainable leaf
+    that has a gradient; returns ``(new_params, new_state)``."""
+    leaves, g_leaves, tree, mask = _split(params, grads)
+    step = state["step"]
+    new_leaves, new_moments = list(leaves), {m: list(state[m]) for m in moments}
+    j = 0
+    for i, (p, g, trainable) in enumerate(zip(leaves, g_leaves, mask)):
+        if not trainable:
+            continue
+        if g is not None:
+            g = as_tensor(g).cast(p.dtype)
+            new_p, values = rule(p, g, [state[m][j] for m in moments])
+            new_leaves[i] = _no_backward_history(new_p)
+            for m, v in zip(moments, values):
+                new_moments[m][j] = _no_backward_history(v)
+        j += 1
+    new_state = {"step": step + 1.0, **new_moments}
+    return tree_unflatten(tree, new_leaves), new_state
+
+
+def sgd_init(params, momentum: float = 0.0) -> dict:
+    """The state of :func:`sgd_update` for ``params``.
+
+    Args:
+        params: the params pytree (a Module or a tree of tensors).
+        momentum: when nonzero, allocate a momentum buffer per trainable leaf.
+
+    Returns:
+        ``{"step": 0.0, "momentum": [...]}`` (an empty list without momentum).
+    """
+    return {"step": _step0(), "momentum": _zeros_state(params) if momentum else []}
+
+
+def sgd_update(
+    params,
+    grads,
+    state=None,
+    lr=1e-2,
+    momentum: float = 0.0,
+    nesterov: bool = False,
+    weight_decay: float = 0.0,
+):
+    """One SGD step: ``g += weight_decay * p``; with momentum ``buf = momentum * buf + g`` and
+    the direction ``buf`` (or ``g + momentum * buf`` with ``nesterov``); ``p -= lr * direction``.
+
+    Args:
+        params: the params pytree.
+        grads: gradients, a pytree of the same structure (None leaves are skipped).
+        state: from :func:`sgd_init` (None: a fresh state).
+        lr: learning rate or schedule (default 1e-2).
+        momentum: momentum factor (default 0).
+        nesterov: use Nesterov momentum (default False).
+        weight_decay: L2 penalty added to the gradient (default 0).
+
+    Returns:
+        ``(new_params, new_state)``.
+    """
+    if state is None:
+        state = sgd_init(params, momentum)
+    if momentum and not state["momentum"]:
+        state = {**state, "momentum": _zeros_state(params)}
+    rate = _lr_at(lr, state["step"])
+
+    def rule(p, g, moments):
+        if weight_decay:
+            g = g + weight_decay * p
+        if not momentum:
+            return p - rate * g, []
+        buf = momentum * moments[0] + g
+        direction = g + momentum * buf if nesterov else buf
+        return p - rate * direction, [buf]
+
+    return _apply(params, grads, state, ["momentum"] if momentum else [], rule)
+
+
+def adam_init(params) -> dict:
+    """The state of :func:`adam_update` / :func:`adamw_update` for ``params``.
+
+    Args:
+        params: the params pytree.
+
+    Returns:
+        ``{"step": 0.0, "mu": [...], "nu": [...]}``: first and second moments, zeros.
+    """
+    return {"step": _step0(), "mu": _zeros_state(params), "nu": _zeros_state(params)}
+
+
+adamw_init = adam_init
+
+
+def _adam(params, grads, state, lr, betas, eps, weight_decay, decoupled):
+    b1, b2 = betas
+    t = state["step"] + 1.0
+    rate = _lr_at(lr, state["step"])
+    c1, c2 = 1.0 - b1**t, 1.0 - b2**t
+
+    def rule(p, g, moments):
+        if weight_decay and not decoupled:
+            g = g + weight_decay * p
+        mu = b1 * moments[0] + (1.0 - b1) * g
+        nu = b2 * moments[1] + (1.0 - b2) * g.square()
+        step = (mu / c1.cast(p.dtype)) / ((nu / c2.cast(p.dtype)).sqrt() + eps)
+        if weight_decay and decoupled:
+            p = p - (rate * weight_decay) * p
+        return p - rate * step, [mu, nu]
+
+    return _apply(params, grads, state, ["mu", "nu"], rule)
+
+
+def adam_update(params, grads, state, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0):
+    """One Adam step (with ``weight_decay`` as an L2 penalty added to the gradient).
+
+    Args:
+        params: the params pytree.
+        grads: gradients, a pytree of the same structure (None leaves are skipped).
+        state: from :func:`adam_init`.
+        lr: learning rate or schedule (default 1e-3).
+        betas: decay rates of the two moments (default ``(0.9, 0.999)``).
+        eps: added to the denominator (default 1e-8).
+        weight_decay: L2 penalty (default 0).
+
+    Returns:
+        ``(new_params, new_state)``.
+    """
+    return _adam(params, grads, state, lr, betas, eps, weight_decay, decoupled=False)
+
+
+def adamw_update(params, grads, state, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2):
+    """One AdamW step: Adam with decoupled weight decay ``p -= lr * weight_decay * p``.
+
+    Args:
+        params: the params pytree.
+        grads: gradients, a pytree of the same structure (None leaves are skipped).
+        state: from :func:`adamw_init`.
+        lr: learning rate or schedule (default 1e-3).
+        betas: decay rates of the two moments (default ``(0.9, 0.999)``).
+        eps: added to the denominator (default 1e-8).
+        weight_decay: decoupled decay (default 1e-2).
+
+    Returns:
+        ``(new_params, new_state)``.
+
+    Example:
+        >>> p = {"w": nb.ones((2,))}
+        >>> p, s = adamw_update(p, {"w": nb.ones((2,))}, adamw_init(p), lr=0.1)
+        >>> p["w"].numpy().round(3).tolist()
+        [0.899, 0.899]
+    """
+    return _adam(params, grads, state, lr, betas, eps, weight_decay, decoupled=True)
+
+
+# ----------------------------------------------------------------------------- stateful
+class Optimizer:
+    """Base of the stateful optimizers: holds the params and the state.
+
+    Args:
+        params: a Module, a pytree of tensors, or an iterable of tensors such as
+            ``model.parameters()``; updated in place.
+        lr: learning rate or schedule.
+    """
+
+    def __init__(self, params, lr):
+        self.model = params if isinstance(params, Module) else None
+        if not isinstance(params, Module | list | tuple | dict) and hasattr(params, "__iter__"):
+            params = list(params)  # model.parameters(), as in PyTorch
+        self.params = params
+        self.lr = lr
+        self.state = self._init(params)
+
+    def _init(self, params) -> dict:
+        raise NotImplementedError
+
+    def _update(self, params, grads, state):
+        raise NotImplementedError
+
+    def _grads_from_attr(self, params) -> list:
+        leaves = tree_leaves(params)
+        grads = [p.grad if isinstance(p, Tensor) else None for p in leaves]
+        if all(g is None for g in grads):
+            raise RuntimeError(
+                f"{type(self).__name__}.step(): no parameter has a .grad; call loss.backward() "
+                "first or pass the gradients: step(grads)"
+            )
+        return grads
+
+    def step(self, grads=None):
+        """Apply one update.
+
+        Args:
+            grads: a gradient pytree like the params (e.g. from ``nb.grad``); None reads each
+                parameter's ``.grad`` (after ``loss.backward()``).
+
+        Returns:
+            The updated model or params tree (the same objects, updated in place).
+
+        Raises:
+            RuntimeError: when ``grads`` is None and no parameter has a ``.grad``.
+        """
+        params = self.params
+        if grads is None:
+            grads = self._grads_from_attr(params)
+        new_params, new_state = self._update(params, grads, self.state)
+        mask = trainable_mask(params)
+        pairs = [
+            (old, detach(new))
+            for old, new, m in zip(tree_leaves(params), tree_leaves(new_params), mask)
+            if m and new is not old
+        ]
+        if STATE.recording is None:  # one evaluation for all new values, outside compile
+            realize(*[new for _, new in pairs], *tree_leaves(new_state))
+        for old, new in pairs:
+            rebind(old, new)
+        self.state = new_state
+        return self.model if self.model is not None else params
+
+    def zero_grad(self) -> None:
+        """Reset ``.grad`` of every parameter to None."""
+        for p in tree_leaves(self.params):
+            if isinstance(p, Tensor):
+                p.grad = None
+
+    def state_dict(self) -> OrderedDict:
+        """The optimizer state as flat named tensors (``"step"``, ``"mu.<param name>"``, ...),
+        ready for :func:`nabla.nn.save`.
+
+        Returns:
+            An ``OrderedDict`` name -> Tensor.
+        """
+        names = [n for n, m in zip(named_leaves(self.params), trainable_mask(self.params)) if m]
+        sd = OrderedDict(step=self.state["step"])
+        for key, values in self.state.items():
+            if key != "step":
+                for n, v in zip(names, values):
+                    sd[f"{key}.{n}"] = v
+        return sd
+
+    def load_state_dict(self, state_dict) -> None:
+        """Restore the state saved by :meth:`state_dict`.
+
+        Args:
+            state_dict: a mapping name -> Tensor or array.
+
+        Raises:
+            ValueError: for missing keys or shape mismatches (nothing is changed).
+        """
+        own = self.state_dict()
+        missing = [k for k in own if k not in state_dict]
+        bad = [
+            f"{k}: shape {tuple(state_dict[k].shape)}, expected {tuple(v.shape)}"
+            for k, v in own.items()
+            if k in state_dict and tuple(state_dict[k].shape) != tuple(v.shape)
+        ]
+        if missing or bad:
+            raise ValueError(
+                f"{type(self).__name__}.load_state_dict: missing keys {missing}; {bad} "
+                "(nothing loaded)"
+            )
+        names = [n for n, m in zip(named_leaves(self.params), trainable_mask(self.params)) if m]
+        conv = lambda v, like: as_tensor(v).cast(like.dtype)  # noqa: E731
+        new = {"step": conv(state_dict["step"], self.state["step"])}
+        for key, values in self.state.items():
+            if key != "step":
+                new[key] = [conv(state_dict[f"{key}.{n}"], v) for n, v in zip(names, values)]
+        self.state = new
+
+
+class SGD(Optimizer):
+    """Stochastic gradient descent with optional momentum, Nesterov and weight decay
+    (see :func:`sgd_update`).
+
+    Args:
+        params: a Module, a pytree of tensors or ``model.parameters()`` (updated in place).
+        lr: learning rate or schedule (default 1e-2).
+        momentum: momentum factor (default 0).
+        nesterov: Nesterov momentum (default False).
+        weight_decay: L2 penalty (default 0).
+
+    Example:
+        >>> opt = SGD({"w": nb.ones((2,))}, lr=0.5)
+        >>> opt.step({"w": nb.ones((2,))})["w"].numpy().tolist()
+        [0.5, 0.5]
+    """
+
+    def __init__(self, params, lr=1e-2, momentum=0.0, nesterov=False, weight_decay=0.0):
+        self.momentum, self.nesterov, self.weight_decay = momentum, nesterov, weight_decay
+        super().__init__(params, lr)
+
+    def _init(self, params):
+        return sgd_init(params, self.momentum)
+
+    def _update(self, params, grads, state):
+        return sgd_update(
+            params, grads, state, self.lr, self.momentum, self.nesterov, self.weight_decay
+        )
+
+
+class Adam(Optimizer):
+    """Adam (see :func:`adam_update`).
+
+    Args:
+        params: a Module, a pytree of tensors or ``model.parameters()`` (updated in place).
+        lr: learning rate or schedule (default 1e-3).
+        betas: moment decay rates (default ``(0.9, 0.999)``).
+        eps: denominator epsilon (default 1e-8).
+        weight_decay: L2 penalty added to the gradient (default 0).
+    """
+
+    decoupled = False
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0):
+        self.betas, self.eps, self.weight_decay = tuple(betas), eps, weight_decay
+        super().__init__(params, lr)
+
+    def _init(self, params):
+        return adam_init(params)
+
+    def _update(self, params, grads, state):
+        return _adam(
+            params, grads, state, self.lr, self.betas, self.eps, self.weight_decay, self.decoupled
+        )
+
+
+class AdamW(Adam):
+    """AdamW: Adam with decoupled weight decay (see :func:`adamw_update`).
+
+    Args:
+        params: a Module, a pytree of tensors or ``model.parameters()`` (updated in place).
+        lr: learning rate or schedule (default 1e-3).
+        betas: moment decay rates (default ``(0.9, 0.999)``).
+        eps: denominator epsilon (default 1e-8).
+        weight_decay: decoupled decay (default 1e-2).
+    """
+
+    decoupled = True
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2):
+        super().__init__(params, lr, betas, eps, weight_decay)

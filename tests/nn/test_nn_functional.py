@@ -1,0 +1,153 @@
+"""Functional layers and losses vs NumPy references; gradients vs finite differences."""
+
+import math
+
+import numpy as np
+import pytest
+from _nnref import fd_grad, t
+
+import nabla as nb
+
+F = nb.nn.functional
+rng = np.random.default_rng(0)
+
+
+def _ln(x, w, b, eps=1e-5):
+    mu = x.mean(-1, keepdims=True)
+    var = ((x - mu) ** 2).mean(-1, keepdims=True)
+    return (x - mu) / np.sqrt(var + eps) * w + b
+
+
+def _log_softmax(z):
+    z = z - z.max(-1, keepdims=True)
+    return z - np.log(np.exp(z).sum(-1, keepdims=True))
+
+
+def test_linear_and_its_errors():
+    x, w, b = rng.standard_normal((2, 3)), rng.standard_normal((3, 4)), rng.standard_normal(4)
+    np.testing.assert_allclose(F.linear(t(x), t(w), t(b)).numpy(), x @ w + b, rtol=1e-5)
+    with pytest.raises(ValueError, match=r"linear: input of shape \(2, 5\) has 5 features"):
+        F.linear(nb.ones((2, 5)), t(w))
+
+
+def test_layer_norm_and_rms_norm_values_and_grads():
+    x, w, b = rng.standard_normal((2, 5)), rng.standard_normal(5), rng.standard_normal(5)
+    np.testing.assert_allclose(
+        F.layer_norm(t(x), 5, t(w), t(b)).numpy(), _ln(x, w, b), rtol=1e-4, atol=1e-5
+    )
+    rms = x / np.sqrt((x**2).mean(-1, keepdims=True) + 1e-6) * w
+    np.testing.assert_allclose(F.rms_norm(t(x), (5,), t(w)).numpy(), rms, rtol=1e-4, atol=1e-5)
+    c = rng.standard_normal((2, 5))
+    g = nb.grad(lambda v: (F.layer_norm(v, 5, t(w), t(b)) * t(c)).sum())(t(x, np.float64))
+    ref = fd_grad(lambda v: (_ln(v, w, b) * c).sum(), x)
+    np.testing.assert_allclose(g.numpy(), ref, rtol=1e-4, atol=1e-6)
+    with pytest.raises(ValueError, match=r"layer_norm: input of shape \(2, 5\) does not end"):
+        F.layer_norm(t(x), 4)
+
+
+def test_dropout_fresh_masks_scaling_and_eval():
+    x = nb.ones((1000,))
+    a, b = F.dropout(x, 0.25).numpy(), F.dropout(x, 0.25).numpy()
+    assert np.allclose(np.unique(a), [0.0, 1.0 / 0.75])
+    assert not np.array_equal(a, b)  # a fresh mask every call
+    assert abs((a == 0).mean() - 0.25) < 0.06
+    np.testing.assert_array_equal(F.dropout(x, 0.25, training=False).numpy(), 1.0)
+    k = nb.random.key(3)
+    np.testing.assert_array_equal(
+        F.dropout(x, 0.5, key=k).numpy(), F.dropout(x, 0.5, key=k).numpy()
+    )
+    with pytest.raises(ValueError, match="p must be in"):
+        F.dropout(x, 1.0)
+
+
+def test_embedding():
+    w = rng.standard_normal((6, 3))
+    idx = np.array([[0, 5], [2, 2]])
+    np.testing.assert_allclose(F.embedding(nb.constant(idx), t(w)).numpy(), w[idx], rtol=1e-6)
+    g = nb.grad(lambda w_: F.embedding(nb.constant(idx), w_).sum())(t(w))
+    np.testing.assert_allclose(g.numpy()[:, 0], [1, 0, 2, 0, 0, 1])
+    with pytest.raises(TypeError, match="indices must be integers"):
+        F.embedding(t([0.0]), t(w))
+
+
+def _sdpa_ref(q, k, v, mask=None, causal=False):
+    s = q @ np.swapaxes(k, -1, -2) / math.sqrt(q.shape[-1])
+    if causal:
+        s = np.where(np.tril(np.ones(s.shape[-2:], bool)), s, -1e9)
+    if mask is not None:
+        s = np.where(mask, s, -1e9)
+    w = np.exp(_log_softmax(s))
+    return w @ v
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_scaled_dot_product_attention(causal):
+    q, k, v = (rng.standard_normal((2, 4, 8)) for _ in range(3))
+    mask = rng.random((2, 4, 4)) > 0.3
+    out = F.scaled_dot_product_attention(t(q), t(k), t(v), nb.constant(mask), is_causal=causal)
+    np.testing.assert_allclose(out.numpy(), _sdpa_ref(q, k, v, mask, causal), rtol=1e-4, atol=1e-5)
+    g = nb.grad(
+        lambda q_: F.scaled_dot_product_attention(
+            q_, t(k, np.float64), t(v, np.float64), is_causal=causal
+        ).sum()
+    )(t(q, np.float64))
+    ref = fd_grad(lambda q_: _sdpa_ref(q_, k, v, causal=causal).sum(), q)
+    np.testing.assert_allclose(g.numpy(), ref, rtol=1e-4, atol=1e-6)
+    with pytest.raises(ValueError, match="must share"):
+        F.scaled_dot_product_attention(t(q), t(k[..., :4]), t(v))
+
+
+def test_activations():
+    x = rng.standard_normal(7)
+    np.testing.assert_allclose(F.relu(t(x)).numpy(), np.maximum(x, 0), rtol=1e-6)
+    np.testing.assert_allclose(
+        F.leaky_relu(t(x), 0.1).numpy(), np.where(x > 0, x, 0.1 * x), rtol=1e-6
+    )
+    np.testing.assert_allclose(F.softmax(t(x)).numpy(), np.exp(_log_softmax(x)), rtol=1e-5)
+    np.testing.assert_allclose(F.log_softmax(t(x)).numpy(), _log_softmax(x), rtol=1e-5)
+
+
+# ----------------------------------------------------------------------------- losses
+def test_mse_loss_reductions():
+    a, b = rng.standard_normal((3, 2)), rng.standard_normal((3, 2))
+    np.testing.assert_allclose(F.mse_loss(t(a), t(b)).item(), ((a - b) ** 2).mean(), rtol=1e-5)
+    np.testing.assert_allclose(
+        F.mse_loss(t(a), t(b), "sum").item(), ((a - b) ** 2).sum(), rtol=1e-5
+    )
+    assert F.mse_loss(t(a), t(b), "none").shape == (3, 2)
+    with pytest.raises(ValueError, match="reduction must be one of"):
+        F.mse_loss(t(a), t(b), "avg")
+    with pytest.raises(ValueError, match=r"mse_loss: input of shape \(3, 2\) and target"):
+        F.mse_loss(t(a), t(b[:2]))
+
+
+@pytest.mark.parametrize("smoothing", [0.0, 0.1])
+def test_cross_entropy_indices_probabilities_and_grad(smoothing):
+    z, y = rng.standard_normal((4, 5)), np.array([0, 3, 4, 1])
+    p = np.eye(5)[y] * (1 - smoothing) + smoothing / 5
+    ref = -(p * _log_softmax(z)).sum(-1)
+    got = F.cross_entropy_loss(t(z), nb.constant(y), label_smoothing=smoothing)
+    np.testing.assert_allclose(got.item(), ref.mean(), rtol=1e-5)
+    soft = F.cross_entropy_loss(t(z), t(np.eye(5)[y]), label_smoothing=smoothing, reduction="none")
+    np.testing.assert_allclose(soft.numpy(), ref, rtol=1e-5)
+    g = nb.grad(lambda v: F.cross_entropy_loss(v, nb.constant(y), smoothing))(t(z, np.float64))
+    fd = fd_grad(lambda v: -(p * _log_softmax(v)).sum(-1).mean(), z)
+    np.testing.assert_allclose(g.numpy(), fd, rtol=1e-4, atol=1e-7)
+    with pytest.raises(ValueError, match=r"class-index target of shape \(3,\)"):
+        F.cross_entropy_loss(t(z), nb.constant(y[:3]))
+
+
+def test_nll_and_bce_with_logits():
+    z, y = rng.standard_normal((4, 3)), np.array([2, 0, 1, 1])
+    lp = _log_softmax(z)
+    np.testing.assert_allclose(
+        F.nll_loss(t(lp), nb.constant(y)).item(), -lp[np.arange(4), y].mean(), rtol=1e-5
+    )
+    x, target = rng.standard_normal(6) * 30, (rng.random(6) > 0.5).astype(np.float64)
+    sig = lambda v: 1 / (1 + np.exp(-v))  # noqa: E731
+    ref = -(target * np.log(sig(x) + 1e-300) + (1 - target) * np.log(1 - sig(x) + 1e-300))
+    got = F.binary_cross_entropy_with_logits(
+        t(x, np.float64), t(target, np.float64), reduction="none"
+    )
+    np.testing.assert_allclose(got.numpy(), ref, rtol=1e-6, atol=1e-12)
+    assert np.isfinite(F.binary_cross_entropy_with_logits(t(x), t(target)).item())

@@ -1,0 +1,221 @@
+"""Layers: outputs vs NumPy references, gradients, masks, modes and error messages."""
+
+import numpy as np
+import pytest
+from _nnref import fd_grad, t
+
+import nabla as nb
+
+nn = nb.nn
+rng = np.random.default_rng(0)
+
+
+def test_linear_matches_numpy_and_names_the_layer_in_errors():
+    layer = nn.Linear(4, 3, key=nb.random.key(0))
+    x = rng.standard_normal((2, 4))
+    ref = x @ layer.weight.numpy() + layer.bias.numpy()
+    np.testing.assert_allclose(layer(t(x)).numpy(), ref, rtol=1e-5)
+    assert layer.weight.shape == (4, 3) and abs(layer.weight.numpy()).max() <= 0.5
+    with pytest.raises(ValueError) as e:
+        layer(nb.ones((2, 5)))
+    assert str(e.value) == (
+        "Linear(in_features=4, out_features=3): input of shape (2, 5) has 5 features, expected 4"
+    )
+    assert nn.Linear(2, 2, bias=False).bias is None
+    same = nn.Linear(4, 3, key=nb.random.key(0))
+    np.testing.assert_array_equal(same.weight.numpy(), layer.weight.numpy())
+
+
+def _conv_ref(x, w, b):
+    n, h, wd, c = x.shape
+    kh, kw, _, o = w.shape
+    out = np.zeros((n, h - kh + 1, wd - kw + 1, o))
+    for i in range(out.shape[1]):
+        for j in range(out.shape[2]):
+            out[:, i, j] = np.einsum("nhwc,hwco->no", x[:, i : i + kh, j : j + kw], w)
+    return out + b
+
+
+def test_conv2d_pools_and_flatten():
+    conv = nn.Conv2d(3, 4, 3, key=nb.random.key(1))
+    assert conv.weight.shape == (3, 3, 3, 4)
+    x = rng.standard_normal((2, 6, 6, 3))
+    ref = _conv_ref(x, conv.weight.numpy(), conv.bias.numpy())
+    np.testing.assert_allclose(conv(t(x)).numpy(), ref, rtol=1e-4, atol=1e-5)
+    with pytest.raises(ValueError, match=r"Conv2d\(3, 4.*input of shape \(2, 6, 6, 5\)"):
+        conv(nb.ones((2, 6, 6, 5)))
+    y = rng.standard_normal((1, 4, 4, 2))
+    mp = nn.MaxPool2d(2)(t(y)).numpy()
+    np.testing.assert_allclose(mp, y.reshape(1, 2, 2, 2, 2, 2).max(axis=(2, 4)), rtol=1e-6)
+    ap = nn.AvgPool2d(2)(t(y)).numpy()
+    np.testing.assert_allclose(ap, y.reshape(1, 2, 2, 2, 2, 2).mean(axis=(2, 4)), rtol=1e-5)
+    assert nn.Flatten()(t(y)).shape == (1, 32)
+    assert nn.Flatten(1, 2)(t(y)).shape == (1, 16, 2)
+
+
+def test_norms_embedding_activations_identity():
+    x = rng.standard_normal((3, 4))
+    ln = nn.LayerNorm(4)
+    out = ln(t(x)).numpy()
+    np.testing.assert_allclose(out.mean(-1), 0, atol=1e-5)
+    np.testing.assert_allclose(out.std(-1), 1, atol=1e-3)
+    assert [n for n, _ in ln.named_parameters()] == ["weight", "bias"]
+    rms = nn.RMSNorm(4)(t(x)).numpy()
+    np.testing.assert_allclose(np.sqrt((rms**2).mean(-1)), 1, atol=1e-4)
+    emb = nn.Embedding(10, 3, key=nb.random.key(0))
+    assert emb(nb.constant(np.array([[1, 2, 3]]))).shape == (1, 3, 3)
+    for mod, fn in [
+        (nn.ReLU(), lambda v: np.maximum(v, 0)),
+        (nn.Tanh(), np.tanh),
+        (nn.Sigmoid(), lambda v: 1 / (1 + np.exp(-v))),
+        (nn.SiLU(), lambda v: v / (1 + np.exp(-v))),
+        (nn.Identity(), lambda v: v),
+        (nn.Softplus(), lambda v: np.log1p(np.exp(v))),
+    ]:
+        np.testing.assert_allclose(mod(t(x)).numpy(), fn(x), rtol=1e-5, atol=1e-6)
+    sm = nn.Softmax()(t(x)).numpy()
+    np.testing.assert_allclose(sm.sum(-1), 1, rtol=1e-5)
+    np.testing.assert_allclose(nn.LogSoftmax()(t(x)).numpy(), np.log(sm), rtol=1e-4, atol=1e-5)
+    assert nn.GELU("tanh")(t(x)).shape == (3, 4)
+
+
+def test_dropout_module_modes():
+    d = nn.Dropout(0.5)
+    x = nb.ones((200,))
+    assert (d(x).numpy() == 0).any()
+    assert not np.array_equal(d(x).numpy(), d(x).numpy())
+    d.eval()
+    np.testing.assert_array_equal(d(x).numpy(), 1.0)
+
+
+def _mha_ref(m, q, kv, keep):
+    def proj(lin, v):
+        return v @ lin.weight.numpy() + lin.bias.numpy()
+
+    def heads(v):
+        n, length, _ = v.shape
+        return v.reshape(n, length, m.num_heads, -1).transpose(0, 2, 1, 3)
+
+    qh, kh, vh = heads(proj(m.q_proj, q)), heads(proj(m.k_proj, kv)), heads(proj(m.v_proj, kv))
+    s = qh @ kh.transpose(0, 1, 3, 2) / np.sqrt(qh.shape[-1])
+    s = np.where(keep, s, -1e9)
+    w = np.exp(s - s.max(-1, keepdims=True))
+    w /= w.sum(-1, keepdims=True)
+    o = (w @ vh).transpose(0, 2, 1, 3).reshape(q.shape[0], q.shape[1], -1)
+    return proj(m.out_proj, o)
+
+
+def test_multi_head_attention_with_padding_and_causal_masks():
+    m = nn.MultiHeadAttention(8, 2, key=nb.random.key(0))
+    x = rng.standard_normal((2, 5, 8))
+    pad = np.zeros((2, 5), bool)
+    pad[0, 3:] = True  # the last two tokens of the first sequence are padding
+    out = m(t(x), key_padding_mask=nb.constant(pad), is_causal=True).numpy()
+    keep = (~pad)[:, None, None, :] & np.tril(np.ones((5, 5), bool))
+    np.testing.assert_allclose(out, _mha_ref(m, x, x, keep), rtol=1e-4, atol=1e-5)
+    # padding changes nothing for the non-padded positions of a causal model
+    x2 = x.copy()
+    x2[0, 3:] = 100.0
+    out2 = m(t(x2), key_padding_mask=nb.constant(pad), is_causal=True).numpy()
+    np.testing.assert_allclose(out2[0, :3], out[0, :3], rtol=1e-4, atol=1e-5)
+    # cross-attention with a different source length
+    mem = rng.standard_normal((2, 3, 8))
+    cross = m(t(x), t(mem)).numpy()
+    np.testing.assert_allclose(
+        cross, _mha_ref(m, x, mem, np.ones((1, 1, 1, 3), bool)), rtol=1e-4, atol=1e-5
+    )
+    with pytest.raises(ValueError, match=r"query of shape \(2, 5\) is not \(batch, length, 8\)"):
+        m(nb.ones((2, 5)))
+    with pytest.raises(ValueError, match="not a multiple"):
+        nn.MultiHeadAttention(6, 4)
+
+
+def test_mha_gradient_matches_finite_differences():
+    m = nn.MultiHeadAttention(4, 2, key=nb.random.key(2))
+    m = nb.tree_map(lambda p: p.cast(nb.float64), m)
+    x = rng.standard_normal((1, 3, 4))
+    g = nb.grad(lambda v: m(v, is_causal=True).square().sum())(t(x, np.float64))
+    ref = fd_grad(lambda v: (_mha_ref(m, v, v, np.tril(np.ones((3, 3), bool))) ** 2).sum(), x)
+    np.testing.assert_allclose(g.numpy(), ref, rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_transformer_layers(norm_first):
+    enc = nn.TransformerEncoderLayer(
+        8, 2, 16, dropout=0.0, norm_first=norm_first, key=nb.random.key(0)
+    )
+    dec = nn.TransformerDecoderLayer(
+        8, 2, 16, dropout=0.0, activation="gelu", norm_first=norm_first, key=nb.random.key(1)
+    )
+    src, tgt = t(rng.standard_normal((2, 5, 8))), t(rng.standard_normal((2, 4, 8)))
+    memory = enc(src, src_key_padding_mask=nb.constant(np.zeros((2, 5), bool)))
+    out = dec(tgt, memory, tgt_is_causal=True)
+    assert memory.shape == (2, 5, 8) and out.shape == (2, 4, 8)
+    # causal: changing the last target token leaves earlier outputs unchanged
+    tgt2 = tgt.numpy().copy()
+    tgt2[:, -1] += 5.0
+    out2 = dec(t(tgt2), memory, tgt_is_causal=True)
+    np.testing.assert_allclose(out2.numpy()[:, :3], out.numpy()[:, :3], rtol=1e-4, atol=1e-5)
+    g = nb.grad(lambda d: d(tgt, memory, tgt_is_causal=True).sum())(dec)
+    assert g.cross_attn.q_proj.weight.shape == (8, 8)
+    assert len(nb.tree_leaves(g)) == len(list(dec.parameters()))
+
+
+def test_dropout_inside_compile_draws_fresh_masks():
+    d = nn.Dropout(0.5)
+    f = nb.compile(lambda mod, x: mod(x))
+    x = nb.ones((64,))
+    a, b = f(d, x).numpy(), f(d, x).numpy()
+    assert not np.array_equal(a, b)
+    assert f.stats.misses == 1
+
+
+def test_layer_errors_name_the_layer_and_the_shapes():
+    with pytest.raises(
+        ValueError, match=r"LayerNorm\(\(4,\), eps=1e-05\): input of shape \(2, 5\)"
+    ):
+        nn.LayerNorm(4)(nb.ones((2, 5)))
+    with pytest.raises(ValueError, match=r"RMSNorm\(\(3,\).*input of shape \(3, 2\)"):
+        nn.RMSNorm(3)(nb.ones((3, 2)))
+    with pytest.raises(TypeError, match=r"Embedding\(10, 3\): indices of shape \(2,\) have dtype"):
+        nn.Embedding(10, 3)(nb.ones((2,)))
+    with pytest.raises(ValueError, match="divisible by groups"):
+        nn.Conv2d(3, 4, 3, groups=2)
+
+    class ListOfTensors(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ws = [nb.ones((2,)), nb.ones((2,))]
+
+    with pytest.raises(TypeError, match="ListOfTensors.ws: a list of tensors"):
+        ListOfTensors()
+
+
+def test_conv2d_gradient_matches_finite_differences():
+    conv = nn.Conv2d(2, 3, 2, stride=1, padding=1, key=nb.random.key(4))
+    conv = nb.tree_map(lambda p: p.cast(nb.float64), conv)
+    x = rng.standard_normal((1, 3, 3, 2))
+    c = rng.standard_normal((1, 4, 4, 3))
+    w, b = conv.weight.numpy(), conv.bias.numpy()
+
+    def ref(v):
+        return (_conv_ref(np.pad(v, ((0, 0), (1, 1), (1, 1), (0, 0))), w, b) * c).sum()
+
+    np.testing.assert_allclose(
+        conv(t(x, np.float64)).numpy() * c,
+        _conv_ref(np.pad(x, ((0, 0), (1, 1), (1, 1), (0, 0))), w, b) * c,
+        rtol=1e-6,
+    )
+    g = nb.grad(lambda v: (conv(v) * t(c, np.float64)).sum())(t(x, np.float64))
+    np.testing.assert_allclose(g.numpy(), fd_grad(ref, x), rtol=1e-5, atol=1e-7)
+
+
+def test_decoder_memory_padding_is_ignored():
+    dec = nn.TransformerDecoderLayer(8, 2, 16, dropout=0.0, key=nb.random.key(3))
+    tgt = t(rng.standard_normal((1, 3, 8)))
+    memory = rng.standard_normal((1, 4, 8))
+    pad = nb.constant(np.array([[False, False, True, True]]))
+    out = dec(tgt, t(memory), memory_key_padding_mask=pad).numpy()
+    memory[0, 2:] = 50.0  # padded memory positions cannot change the result
+    out2 = dec(tgt, t(memory), memory_key_padding_mask=pad).numpy()
+    np.testing.assert_allclose(out2, out, rtol=1e-5, atol=1e-6)

@@ -1,0 +1,173 @@
+"""Module: registration, qualified names, pytree behaviour, state dicts, modes, repr."""
+
+from collections import OrderedDict
+
+import numpy as np
+import pytest
+
+import nabla as nb
+
+nn = nb.nn
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(3, 4, key=nb.random.key(0))
+        self.layers = [nn.Linear(4, 4, key=nb.random.key(i)) for i in range(2)]
+        self.register_buffer("scale", nb.ones((4,)))
+        self.name = "block"
+
+    def forward(self, x):
+        h = self.fc(x)
+        for layer in self.layers:
+            h = nb.relu(layer(h))
+        return h * self.scale
+
+
+def test_qualified_names_parameters_buffers_and_modules():
+    m = Block()
+    names = [n for n, _ in m.named_parameters()]
+    assert names == [
+        "fc.weight",
+        "fc.bias",
+        "layers.0.weight",
+        "layers.0.bias",
+        "layers.1.weight",
+        "layers.1.bias",
+    ]
+    assert [n for n, _ in m.named_buffers()] == ["scale"]
+    assert len(list(m.modules())) == 5  # Block, fc, ModuleList, two Linear
+    assert [n for n, _ in m.named_children()] == ["fc", "layers"]
+    assert isinstance(m.layers, nn.ModuleList)
+    assert all(p.requires_grad for p in m.parameters())
+    assert not m.scale.requires_grad
+    assert m.num_parameters() == 3 * 4 + 4 + 2 * (16 + 4)
+
+
+def test_module_is_a_pytree_with_static_config():
+    m = Block()
+    leaves, tree = nb.tree_flatten(m)
+    assert len(leaves) == 7  # 6 parameters + 1 buffer
+    m2 = nb.tree_unflatten(tree, leaves)
+    assert type(m2) is Block and m2.name == "block" and m2.layers[1].weight is m.layers[1].weight
+    doubled = nb.tree_map(lambda a: a * 2, m)
+    np.testing.assert_allclose(doubled.fc.weight.numpy(), 2 * m.fc.weight.numpy())
+    assert nb.tree_structure(m) == nb.tree_structure(doubled)
+    assert hash(nb.tree_structure(m)) == hash(nb.tree_structure(doubled))
+
+
+def test_grad_of_a_module_is_a_module_like_it():
+    m = Block()
+    x = nb.constant(np.random.default_rng(0).standard_normal((5, 3)).astype(np.float32))
+    g = nb.grad(lambda mod: mod(x).sum())(m)
+    assert type(g) is Block
+    assert g.layers[0].weight.shape == (4, 4)
+    # same as backward()
+    m(x).sum().backward()
+    np.testing.assert_allclose(g.fc.weight.numpy(), m.fc.weight.grad.numpy(), rtol=1e-5)
+    m.zero_grad()
+    assert m.fc.weight.grad is None
+
+
+def test_vmap_takes_a_module():
+    m = nn.Linear(3, 2, key=nb.random.key(1))
+    xs = nb.constant(np.random.default_rng(1).standard_normal((4, 3)).astype(np.float32))
+    out = nb.vmap(lambda x: m(x))(xs)
+    np.testing.assert_allclose(out.numpy(), m(xs).numpy(), rtol=1e-5)
+    # a module as a vmapped argument: unmapped, and an ensemble of stacked modules
+    out2 = nb.vmap(lambda mod, x: mod(x), in_axes=(None, 0))(m, xs)
+    np.testing.assert_allclose(out2.numpy(), out.numpy(), rtol=1e-6)
+    members = [nn.Linear(3, 2, key=nb.random.key(i)) for i in range(3)]
+    ensemble = nb.tree_map(lambda *ts: nb.stack(ts), *members)
+    assert ensemble.weight.shape == (3, 3, 2)
+    preds = nb.vmap(lambda mod: mod(xs))(ensemble)
+    assert preds.shape == (3, 4, 2)
+    np.testing.assert_allclose(preds.numpy()[2], members[2](xs).numpy(), rtol=1e-5)
+
+
+def test_state_dict_round_trip_and_errors():
+    a, b = Block(), Block()
+    b.fc.weight = nb.zeros((3, 4))
+    b.load_state_dict(a.state_dict())
+    np.testing.assert_array_equal(b.fc.weight.numpy(), a.fc.weight.numpy())
+    assert b.fc.weight.requires_grad
+    assert list(a.state_dict()) == [n for n, _ in a.named_parameters()] + ["scale"]
+
+    before = b.fc.bias.numpy().copy()
+    sd = dict(a.state_dict())
+    sd["fc.bias"] = nb.zeros((4,))
+    sd["fc.weight"] = nb.zeros((5, 4))  # wrong shape
+    sd["layers.0.bias"] = nb.zeros((4,), dtype=nb.float64)  # wrong dtype
+    del sd["scale"]
+    sd["extra"] = nb.zeros((1,))
+    with pytest.raises(ValueError) as e:
+        b.load_state_dict(sd)
+    msg = str(e.value)
+    for part in (
+        "missing keys ['scale']",
+        "unexpected keys ['extra']",
+        "fc.weight: shape (5, 4)",
+        "layers.0.bias: dtype",
+        "nothing loaded",
+    ):
+        assert part in msg, msg
+    np.testing.assert_array_equal(b.fc.bias.numpy(), before)  # nothing modified
+    del sd["extra"]
+    sd["fc.weight"] = a.fc.weight
+    sd["layers.0.bias"] = a.layers[0].bias
+    b.load_state_dict(sd, strict=False)
+    np.testing.assert_array_equal(b.fc.bias.numpy(), 0.0)
+
+
+def test_train_eval_and_requires_grad():
+    m = nn.Sequential(nn.Linear(2, 2), nn.Dropout(0.5))
+    assert m.training and m[1].training
+    m.eval()
+    assert not m.training and not m[1].training
+    assert nb.tree_structure(m) != nb.tree_structure(m.train())
+    m.requires_grad_(False)
+    assert not any(p.requires_grad for p in m.parameters())
+    assert nn.module.trainable_mask(m) == [False, False]
+    m.requires_grad_(True)
+    assert nn.module.trainable_mask(m) == [True, True]
+
+
+def test_sequential_from_ordered_dict_and_repr():
+    seq = nn.Sequential(OrderedDict([("proj", nn.Linear(2, 3)), ("act", nn.GELU())]))
+    assert [n for n, _ in seq.named_parameters()] == ["proj.weight", "proj.bias"]
+    assert isinstance(seq["act"], nn.GELU) and len(seq) == 2
+    text = repr(Block())
+    assert "(fc): Linear(in_features=3, out_features=4, bias=True)" in text
+    assert "(scale): float32 (4,)" in text
+    assert "(layers): ModuleList(" in text
+
+
+def test_setting_attributes_before_init_is_a_clear_error():
+    class Bad(nn.Module):
+        def __init__(self):
+            self.w = nb.ones((2,))
+
+    with pytest.raises(RuntimeError, match="super"):
+        Bad()
+
+
+def test_compiled_training_step_compiles_once():
+    model = nn.Sequential(nn.Linear(3, 8, key=nb.random.key(0)), nn.Tanh(), nn.Linear(8, 1))
+    rng = np.random.default_rng(0)
+    x = nb.constant(rng.standard_normal((16, 3)).astype(np.float32))
+    y = nb.constant(rng.standard_normal((16, 1)).astype(np.float32))
+    state = nn.optim.adamw_init(model)
+
+    @nb.compile
+    def step(m, s, x, y):
+        loss, g = nb.value_and_grad(lambda m: nn.functional.mse_loss(m(x), y))(m)
+        m, s = nn.optim.adamw_update(m, g, s, lr=1e-2)
+        return m, s, loss
+
+    losses = []
+    for _ in range(10):
+        model, state, loss = step(model, state, x, y)
+        losses.append(loss.item())
+    assert step.stats.misses == 1 and step.stats.replays == 0
+    assert losses[-1] < losses[0]

@@ -1,0 +1,185 @@
+"""Optimizers vs hand-computed updates; schedules; clipping; both training styles."""
+
+import math
+
+import numpy as np
+import pytest
+
+import nabla as nb
+
+nn = nb.nn
+optim = nn.optim
+
+
+def _p(v):
+    return {"w": nb.constant(np.asarray(v, np.float32))}
+
+
+def test_sgd_momentum_nesterov_weight_decay_by_hand():
+    p, g = np.array([1.0, -2.0]), np.array([0.5, 0.25])
+    lr, mu, wd = 0.1, 0.9, 0.01
+    params, state = _p(p), optim.sgd_init(_p(p), momentum=mu)
+    buf, ref = np.zeros(2), p.copy()
+    for _ in range(3):
+        params, state = optim.sgd_update(
+            params, _p(g), state, lr=lr, momentum=mu, nesterov=True, weight_decay=wd
+        )
+        gg = g + wd * ref
+        buf = mu * buf + gg
+        ref = ref - lr * (gg + mu * buf)
+    np.testing.assert_allclose(params["w"].numpy(), ref, rtol=1e-6)
+    assert state["step"].item() == 3.0
+    plain, _ = optim.sgd_update(_p(p), _p(g), lr=0.5)
+    np.testing.assert_allclose(plain["w"].numpy(), p - 0.5 * g, rtol=1e-6)
+
+
+@pytest.mark.parametrize("decoupled", [False, True])
+def test_adam_and_adamw_by_hand(decoupled):
+    p, lr, b1, b2, eps, wd = np.array([0.5, -1.5, 2.0]), 0.01, 0.9, 0.99, 1e-8, 0.1
+    grads = [np.array([0.1, -0.2, 0.3]), np.array([0.3, 0.1, -0.1]), np.array([-0.2, 0.0, 0.5])]
+    update = optim.adamw_update if decoupled else optim.adam_update
+    params, state = _p(p), optim.adam_init(_p(p))
+    m, v, ref = np.zeros(3), np.zeros(3), p.copy()
+    for i, g in enumerate(grads, 1):
+        params, state = update(
+            params, _p(g), state, lr=lr, betas=(b1, b2), eps=eps, weight_decay=wd
+        )
+        gg = g if decoupled else g + wd * ref
+        m, v = b1 * m + (1 - b1) * gg, b2 * v + (1 - b2) * gg**2
+        step = (m / (1 - b1**i)) / (np.sqrt(v / (1 - b2**i)) + eps)
+        ref = (ref - lr * wd * ref if decoupled else ref) - lr * step
+    np.testing.assert_allclose(params["w"].numpy(), ref, rtol=1e-5)
+
+
+def test_schedules():
+    warm = optim.linear_warmup(1.0, 4)
+    assert [warm(s) for s in range(5)] == [0.25, 0.5, 0.75, 1.0, 1.0]
+    cos = optim.cosine_decay(1.0, 10, final_lr=0.1)
+    assert cos(0) == 1.0 and abs(cos(10) - 0.1) < 1e-12 and abs(cos(5) - 0.55) < 1e-12
+    wc = optim.warmup_cosine(2.0, 2, 12)
+    values = [wc(s) for s in range(14)]
+    assert values[0] == 1.0 and values[2] == 2.0 and values[12] < 1e-12
+    # tensors (inside compiled steps) give the same numbers
+    tensor_values = [float(wc(nb.constant(float(s))).item()) for s in range(14)]
+    np.testing.assert_allclose(tensor_values, values, atol=1e-6)
+    # a schedule as lr: the first update uses lr(0)
+    params, state = _p([1.0]), optim.sgd_init(_p([1.0]))
+    params, state = optim.sgd_update(params, _p([1.0]), state, lr=optim.linear_warmup(1.0, 4))
+    np.testing.assert_allclose(params["w"].numpy(), [0.75])
+
+
+def test_clip_grad_norm():
+    g = {"a": nb.constant(np.array([3.0, 0.0], np.float32)), "b": nb.constant(np.float32(4.0))}
+    clipped, norm = optim.clip_grad_norm(g, 1.0)
+    assert abs(norm.item() - 5.0) < 1e-6
+    np.testing.assert_allclose(optim.global_norm(clipped).item(), 1.0, rtol=1e-5)
+    same, _ = optim.clip_grad_norm(g, 10.0)
+    np.testing.assert_allclose(same["a"].numpy(), [3.0, 0.0])
+    m = nn.Linear(2, 1, key=nb.random.key(0))
+    (m(nb.ones((4, 2))) * 100).sum().backward()
+    before = optim.clip_grad_norm_(m, 0.5)
+    assert before.item() > 0.5
+    np.testing.assert_allclose(
+        optim.global_norm([p.grad for p in m.parameters()]).item(), 0.5, rtol=1e-4
+    )
+
+
+def _data():
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((32, 3)).astype(np.float32)
+    return nb.constant(x), nb.constant(x @ np.array([[1.0], [-2.0], [0.5]], np.float32))
+
+
+def test_pytorch_style_and_functional_style_agree():
+    x, y = _data()
+    a = nn.Sequential(nn.Linear(3, 8, key=nb.random.key(0)), nn.Tanh(), nn.Linear(8, 1))
+    b = nb.tree_map(lambda v: v + 0.0, a)  # a copy: a's optimizer updates a's tensors in place
+    loss_fn = lambda m: nn.functional.mse_loss(m(x), y)  # noqa: E731
+    opt = optim.AdamW(a, lr=0.05, weight_decay=0.1)
+    ids = [id(p) for p in a.parameters()]
+    state = optim.adamw_init(b)
+    for _ in range(3):
+        loss_fn(a).backward()
+        out = opt.step()
+        opt.zero_grad()
+        assert out is a
+        g = nb.grad(loss_fn)(b)
+        b, state = optim.adamw_update(b, g, state, lr=0.05, weight_decay=0.1)
+    for (name, pa), pb in zip(a.named_parameters(), b.parameters()):
+        np.testing.assert_allclose(pa.numpy(), pb.numpy(), rtol=1e-5, err_msg=name)
+        assert pa.requires_grad and pa.grad is None
+    assert [id(p) for p in a.parameters()] == ids  # updated in place: same tensor objects
+    # opt.step(grads) on a params tree returns the new tree
+    params = {"w": nb.ones((2,))}
+    sgd = optim.SGD(params, lr=0.5, momentum=0.9)
+    new = sgd.step({"w": nb.ones((2,))})
+    assert new is params
+    np.testing.assert_allclose(new["w"].numpy(), [0.5, 0.5])
+
+
+def test_frozen_parameters_and_buffers_are_not_updated():
+    m = nn.Sequential(nn.Linear(2, 2, key=nb.random.key(0)), nn.Linear(2, 1))
+    m[0].requires_grad_(False)
+    frozen = m[0].weight.numpy().copy()
+    opt = optim.SGD(m, lr=1.0)
+    m(nb.ones((3, 2))).sum().backward()
+    assert m[0].weight.grad is None
+    opt.step()
+    np.testing.assert_array_equal(m[0].weight.numpy(), frozen)
+    assert len(opt.state_dict()) == 1  # step only: plain SGD has no moments
+
+
+def test_step_without_grads_is_a_clear_error():
+    opt = optim.Adam(nn.Linear(2, 2))
+    with pytest.raises(RuntimeError, match=r"no parameter has a \.grad"):
+        opt.step()
+
+
+def test_optimizer_state_dict_round_trip():
+    x, y = _data()
+    m = nn.Linear(3, 1, key=nb.random.key(0))
+    opt = optim.Adam(m, lr=0.1)
+    nn.functional.mse_loss(m(x), y).backward()
+    opt.step()
+    sd = opt.state_dict()
+    assert list(sd) == ["step", "mu.weight", "mu.bias", "nu.weight", "nu.bias"]
+    other = optim.Adam(m, lr=0.1)
+    other.load_state_dict(sd)
+    assert other.state["step"].item() == 1.0
+    np.testing.assert_array_equal(other.state["nu"][0].numpy(), sd["nu.weight"].numpy())
+    with pytest.raises(ValueError, match="missing keys"):
+        other.load_state_dict({"step": sd["step"]})
+    assert math.isfinite(float(sd["mu.bias"].numpy()[0]))
+
+
+def test_optimizer_on_model_parameters_updates_in_place():
+    x, y = _data()
+    m = nn.Linear(3, 1, key=nb.random.key(0))
+    w = m.weight  # a reference held across steps sees the updates
+    before = w.numpy().copy()
+    opt = optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
+    for _ in range(2):
+        opt.zero_grad()
+        nn.functional.mse_loss(m(x), y).backward()
+        opt.step()
+    assert m.weight is w and w.requires_grad and w.grad is not None
+    assert not np.array_equal(w.numpy(), before)
+    g = w.grad.numpy()
+    opt.zero_grad()
+    assert w.grad is None and g.shape == (3, 1)
+
+
+def test_stateful_step_with_a_grads_module():
+    x, y = _data()
+    m = nn.Sequential(nn.Linear(3, 4, key=nb.random.key(0)), nn.Linear(4, 1))
+    ref = nb.tree_map(lambda v: v + 0.0, m)
+    opt = optim.AdamW(m, lr=0.05)
+    ref_state = optim.adamw_init(ref)
+    loss_fn = lambda mod: nn.functional.mse_loss(mod(x), y)  # noqa: E731
+    for _ in range(2):
+        assert opt.step(nb.grad(loss_fn)(m)) is m
+        ref, ref_state = optim.adamw_update(ref, nb.grad(loss_fn)(ref), ref_state, lr=0.05)
+    for pa, pb in zip(m.parameters(), ref.parameters()):
+        np.testing.assert_allclose(pa.numpy(), pb.numpy(), rtol=1e-6)
+    with pytest.raises(ValueError, match="grads have 1 leaves but params have 4"):
+        opt.step([nb.ones((3, 4))])

@@ -1,0 +1,90 @@
+"""Every example runs at a small size; training examples' losses fall by a stated factor, their
+step compiles once, and they save a loss-curve PNG."""
+
+import importlib
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+sys.path.insert(0, str(EXAMPLES))
+
+pytest.importorskip("matplotlib")
+
+
+def _example(name):
+    return importlib.import_module(name)
+
+
+def _mean(values):
+    return float(np.mean(values))
+
+
+def test_tensors_ops_tour():
+    out = _example("tensors_ops").main(verbose=False)
+    assert out["matches_numpy"]
+    np.testing.assert_allclose(out["matmul"], [[14, 32], [32, 77]])
+
+
+def test_autodiff_tour():
+    out = _example("autodiff_tour").main(verbose=False)
+    assert out["grad_ok"] and out["third"] == 48.0 and out["backward"] == [3.0, -4.0]
+    assert out["per_example_shape"] == (4, 3, 2)
+
+
+def test_graph_tracing():
+    out = _example("graph_tracing").main(verbose=False)
+    assert "tanh" in out["forward"] and "matmul" in out["mlp_grad"]
+    assert out["grad"].count("\n") > out["forward"].count("\n")
+
+
+def test_transforms_compile():
+    out = _example("transforms_compile").main(steps=15, verbose=False)
+    assert out["misses"] == 1 and out["dyn_misses"] == 1 and out["jac_shape"] == (3, 2, 4, 2)
+    assert out["losses"][-1] < out["losses"][0]
+
+
+# (module, kwargs, factor): mean of the last 5 losses <= mean of the first 5 / factor
+TRAINING = [
+    ("mlp_pytorch", {"steps": 100}, 4.0),
+    ("mlp_jax", {"steps": 100}, 4.0),
+    ("transformer_training", {"style": "jax", "steps": 40}, 4.0),
+    ("transformer_training", {"style": "pytorch", "steps": 40}, 4.0),
+    ("cnn_training", {"steps": 50}, 4.0),
+    ("lora_finetune", {"steps": 80, "pretrain_steps": 80}, 2.0),
+    ("qlora_finetune", {"steps": 80, "pretrain_steps": 80}, 2.0),
+]
+
+
+@pytest.mark.parametrize(
+    "name,kwargs,factor", TRAINING, ids=[f"{n}-{k.get('style', '')}" for n, k, _ in TRAINING]
+)
+def test_training_example_loss_falls(tmp_path, name, kwargs, factor):
+    plot = tmp_path / "loss.png"
+    out = _example(name).main(**kwargs, plot_path=plot, progress=False)
+    losses = out["losses"]
+    assert len(losses) == kwargs["steps"]
+    first, last = _mean(losses[:5]), _mean(losses[-5:])
+    assert last <= first / factor, f"{name}: loss {first:.4f} -> {last:.4f}, wanted {factor}x"
+    assert out["misses"] == 1  # one trace for the whole loop
+    assert plot.exists() and plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_lora_merge_and_checkpoint(tmp_path):
+    ckpt = tmp_path / "adapters.safetensors"
+    out = _example("lora_finetune").main(
+        steps=10, pretrain_steps=10, plot_path=None, checkpoint_path=ckpt, progress=False
+    )
+    assert out["merge_error"] < 1e-4 and out["trainable"] < out["base"]
+    import nabla as nb
+
+    adapters, state, meta = nb.nn.finetune.load_finetune_checkpoint(ckpt)
+    np.testing.assert_array_equal(adapters["l1"]["A"].numpy(), out["adapters"]["l1"]["A"].numpy())
+    assert state["step"].item() == 10.0 and meta["rank"] == "4"
+
+
+def test_cnn_learns_the_task():
+    out = _example("cnn_training").main(steps=60, plot_path=None, progress=False)
+    assert out["accuracy"] > 0.6
