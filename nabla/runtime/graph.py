@@ -41,9 +41,10 @@ class ConcretizationError(RuntimeError):
 
 
 _PLACEHOLDER_HINT = (
-    "the value of a tensor inside a cond/switch/while_loop/fori_loop/scan body is not known "
-    "while the body is traced: use nb.cond or nb.where instead of a Python `if` on it, and "
-    "do not call .item(), .numpy(), bool() or print on it there"
+    "a tensor with no value and no producing op was read; this is what happens when the "
+    "value of a tensor inside a cond/switch/while_loop/fori_loop/scan body is asked for while "
+    "the body is traced: use nb.cond or nb.where instead of a Python `if` on it, and do not "
+    "call .item(), .numpy(), bool() or print on it there"
 )
 
 

@@ -342,13 +342,32 @@ def _zeros_for(t: Tensor) -> Tensor:
     return creation.zeros_like(t)
 
 
+def _own_levels(ct: Tensor, primal: Tensor) -> Tensor:
+    """The cotangent of ``primal`` without the batch dims of finished vmaps it lacks.
+
+    A construct's results share one set of levels, so the cotangent of an input with fewer
+    levels comes out broadcast over the others. Inside the rule's traced body the input's
+    cotangent was already summed over finished levels (as every op's is), so each lane
+    holds the whole sum: take one. Levels of a vmap still running stay (per-example
+    cotangents, as JAX)."""
+    have = set(primal._impl.levels)
+    active = set(STATE.active_vmap)
+    for lv in reversed(ct._impl.levels):
+        if lv not in have and lv not in active:
+            ct = batching.from_batch(ct, lv, 0)[0]
+    return ct
+
+
 def _wants_ct(t: Tensor) -> bool:
     return t.dtype.is_float and is_live(t._impl.traced)
 
 
 def _live(tensors) -> bool:
     """May reverse mode walk back through a construct reading ``tensors``? (Then a scan
-    keeps each step's carry.) A backward pass running now never walks its own ops again."""
+    keeps each step's carry.) A backward pass running now never walks its own ops again, and
+    nothing is recorded for reverse mode under ``no_grad``."""
+    if STATE.no_grad:
+        return False
     return any(may_be_pulled_back(t._impl.traced) for t in tensors)
 
 
@@ -457,8 +476,8 @@ class CondOp(_ControlFlowOp):
         it_o, it_k = iter(g_ops), iter(g_caps)
         return (
             [None]
-            + [next(it_o) if w else None for w in want_o]
-            + [next(it_k) if w else None for w in want_k]
+            + [_own_levels(next(it_o), p) if w else None for p, w in zip(operands, want_o)]
+            + [_own_levels(next(it_k), p) if w else None for p, w in zip(caps, want_k)]
         )
 
     def jvp_rule(self, primals, tangents, outputs, kwargs):
@@ -687,13 +706,16 @@ class WhileOp(_ControlFlowOp):
         carry, consts, caps = list(args[:n]), list(args[n : n + nk]), list(args[n + nk :])
         cond_b, body_b = kwargs["cond"], kwargs["body"]
         cs, bs = kwargs["cap_slots"]
-        return _while_flat(
-            lambda c, k: cond_b.call(list(c) + list(k), [caps[j] for j in cs])[0],
-            lambda c, k: body_b.call(list(c) + list(k), [caps[j] for j in bs]),
-            carry,
-            "while_loop",
-            consts=consts,
-        )
+
+        def c_fn(c, k):
+            return cond_b.call(list(c) + list(k), [caps[j] for j in cs])[0]
+
+        def b_fn(c, k):
+            return body_b.call(list(c) + list(k), [caps[j] for j in bs])
+
+        if kwargs["max_steps"] is not None and not consts:
+            return _counted_while(c_fn, b_fn, carry, kwargs["max_steps"])
+        return _while_flat(c_fn, b_fn, carry, "while_loop", consts, kwargs["max_steps"])
 
 
 _while = WhileOp()
@@ -753,8 +775,10 @@ def while_loop(cond_fun, body_fun, init_val, *, max_steps=None):
     return tree_unflatten(tree, _while_flat(c_fn, b_fn, flat, "while_loop"))
 
 
-def _while_flat(c_fn, b_fn, flat, what, consts=()):
-    """The core: ``c_fn(carry, consts) -> bool``, ``b_fn(carry, consts) -> carry`` (lists)."""
+def _while_flat(c_fn, b_fn, flat, what, consts=(), max_steps=None):
+    """The core: ``c_fn(carry, consts) -> bool``, ``b_fn(carry, consts) -> carry`` (lists).
+    ``max_steps`` is recorded for a loop whose ``c_fn`` already bounds it (see
+    ``_counted_while``), so that a replay under reverse mode can become a scan."""
     n = len(flat)
     consts = list(consts)
     if not flat:
@@ -779,7 +803,7 @@ def _while_flat(c_fn, b_fn, flat, what, consts=()):
                 f"{what}: cond_fun must return a boolean scalar, got {_aval(dt, logical)}"
             )
         if c_levels:  # a batched predicate: loop until every lane is done
-            return _batched_while(c_fn, b_fn, flat, what, consts)
+            return _batched_while(c_fn, b_fn, flat, what, consts, max_steps)
         body_b = trace_body(b_traced, flat + consts, f"{what} body_fun", levels=lv)
         if len(body_b.out_impls) != n:
             raise TypeError(
@@ -804,6 +828,7 @@ def _while_flat(c_fn, b_fn, flat, what, consts=()):
         "cap_slots": (cs, bs),
         "n_carry": n,
         "n_consts": len(consts),
+        "max_steps": max_steps,
         "levels": levels,
         "phys": {
             "cond": cond_b.program(cs, cap_specs),
@@ -825,7 +850,7 @@ def _check_carry(what, a_name, a_avals, b_name, b_avals):
             )
 
 
-def _batched_while(c_fn, b_fn, flat, what, consts):
+def _batched_while(c_fn, b_fn, flat, what, consts, max_steps):
     def any_lane(c, k):
         p = c_fn(c, k)
         for lv in reversed(p._impl.levels):
@@ -837,26 +862,32 @@ def _batched_while(c_fn, b_fn, flat, what, consts):
         new = b_fn(c, k)
         return [binary.where(p, a, b) for a, b in zip(new, c)]
 
-    return _while_flat(any_lane, masked_body, flat, what, consts)
+    return _while_flat(any_lane, masked_body, flat, what, consts, max_steps)
 
 
 def _bounded_while(c_fn, b_fn, flat, max_steps):
-    """At most ``max_steps`` iterations: a guarded ``scan`` when traced for reverse mode
-    (then differentiable), else a ``while_loop`` with a step counter."""
+    """At most ``max_steps`` iterations of ``c_fn``/``b_fn`` (carry, consts) on ``flat``."""
+    limit = creation.constant(max_steps, dtype=int32)
+
+    def c2(c, k):
+        return binary.logical_and(binary.less(c[0], limit), c_fn(c[1:], k))
+
+    def b2(c, k):
+        return [c[0] + 1, *b_fn(c[1:], k)]
+
+    i0 = creation.constant(0, dtype=int32)
+    return _counted_while(c2, b2, [i0, *flat], max_steps)[1:]
+
+
+def _counted_while(c_fn, b_fn, flat, max_steps):
+    """A loop whose ``c_fn`` bounds it to ``max_steps`` iterations (a step counter in the
+    carry): a ``while_loop`` node remembering ``max_steps``, or, when traced for reverse
+    mode, a ``scan`` of ``max_steps`` guarded steps (then differentiable)."""
     probe_c = trace_body(lambda *c: c_fn(list(c), []), flat, "while_loop cond_fun")
     probe_b = trace_body(lambda *c: b_fn(list(c), []), flat, "while_loop body_fun")
     captured = [Tensor._wrap(c) for c in probe_c.captured + probe_b.captured]
     if not _live(flat) and not _live(captured):
-        limit = creation.constant(max_steps, dtype=int32)
-
-        def c2(c, k):
-            return binary.logical_and(binary.less(c[0], limit), c_fn(c[1:], k))
-
-        def b2(c, k):
-            return [c[0] + 1, *b_fn(c[1:], k)]
-
-        i0 = creation.constant(0, dtype=int32)
-        return _while_flat(c2, b2, [i0, *flat], "while_loop")[1:]
+        return _while_flat(c_fn, b_fn, flat, "while_loop", max_steps=max_steps)
 
     def step(c, _x):
         go = c_fn(list(c), [])
@@ -977,10 +1008,16 @@ class ScanOp(_ControlFlowOp):
         want_x = [_wants_ct(x) for x in xs]
         want_k = [_wants_ct(k) for k in rest]
         acc_init = [_zeros_for(k) for k, w in zip(rest, want_k) if w]
+        # a saved carry is the carry entering its step: its cotangent joins that step's
+        # (only reached by higher-order reverse mode through this rule's own scan)
+        ct_saved = cotangents[n + ny : n + ny + n]
+        with_saved = any(c is not None for c in ct_saved)
+        extra = cts[n + ny : n + ny + n] if with_saved else []
 
         def step(c, x, k):
             g_c, g_k = c[:n], c[n:]
-            c_t, x_t, ct_y = x[:n], x[n : n + nx], x[n + nx :]
+            c_t, x_t = x[:n], x[n : n + nx]
+            ct_y, ct_s = x[n + nx : n + nx + ny], x[n + nx + ny :]
 
             def f(cc, xx, kk):
                 out = body.call(list(cc) + list(xx) + list(kk[:nk]), list(kk[nk:]))
@@ -990,20 +1027,23 @@ class ScanOp(_ControlFlowOp):
             d_c, d_x, d_k = pull((list(g_c), list(ct_y)))
             d_k = [d for d, w in zip(d_k, want_k) if w]
             acc = [a if d is None else a + d for a, d in zip(g_k, d_k)]
-            return _fill(d_c, c_t) + acc, [d for d, w in zip(d_x, want_x) if w]
+            d_c = _fill(d_c, c_t)
+            if ct_s:
+                d_c = [d + e if d.dtype.is_float else d for d, e in zip(d_c, ct_s)]
+            return d_c + acc, [d for d, w in zip(d_x, want_x) if w]
 
         c, ct_xs_w = _scan_flat(
             step,
             cts[:n] + acc_init,
-            saved + xs + cts[n : n + ny],
+            saved + xs + cts[n : n + ny] + extra,
             kwargs["length"],
             not kwargs["reverse"],
             "scan",
             consts=rest,
         )
         it_x, it_k = iter(ct_xs_w), iter(c[n:])
-        ct_xs = [next(it_x) if w else None for w in want_x]
-        ct_rest = [next(it_k) if w else None for w in want_k]
+        ct_xs = [_own_levels(next(it_x), x) if w else None for x, w in zip(xs, want_x)]
+        ct_rest = [_own_levels(next(it_k), k) if w else None for k, w in zip(rest, want_k)]
         return _unfill(c[:n], carry) + ct_xs + ct_rest
 
     def replay(self, args, kwargs):

@@ -456,3 +456,60 @@ def test_branches_closing_over_different_tensors_get_their_gradients():
     close(t.item(), (v * b).sum())
     sel = nb.vmap(lambda ai: nb.cond(ai > 1.5, lambda: ai * c(b), lambda: -c(b)))(c(a))
     close(sel.numpy(), [-b, 2.0 * b])
+
+
+def test_second_order_reverse_mode_through_scan_and_bounded_while():
+    g2 = nb.grad(nb.grad(lambda v: nb.scan(lambda s, _: (s * s, None), v, None, length=1)[0]))
+    assert g2(c(3.0)).item() == 2.0
+    f = lambda v: nb.while_loop(
+        lambda s: s[0] < 2, lambda s: (s[0] + 1, s[1] * s[1]), (0, v), max_steps=5
+    )[1]
+    assert nb.grad(nb.grad(f))(c(3.0)).item() == 108.0  # v**4
+    x = RNG.standard_normal(3)
+    h = nb.jacrev(nb.grad(lambda h0: rnn_nb(c(W), h0, c(XS))))(c(x))
+    close(h.numpy(), nb.hessian(lambda h0: rnn_nb(c(W), h0, c(XS)))(c(x)).numpy(), 1e-10)
+
+
+def test_grad_of_vmapped_loops_wrt_unbatched_inputs_sums_over_examples():
+    w, X = np.array([1.0, 2.0, 3.0]), np.arange(6.0).reshape(2, 3)
+    zero = c(np.zeros(3))
+
+    def by_closure(w, X):
+        step = lambda s, x: (s + x * w, None)
+        return nb.vmap(lambda x: nb.scan(step, zero, nb.stack([x, x * 2]))[0])(X).sum()
+
+    def by_xs(w, X):
+        return nb.vmap(
+            lambda x: nb.scan(lambda s, v: (s + v * x, None), zero, nb.stack([w, w * 2]))[0]
+        )(X).sum()
+
+    for f in (by_closure, by_xs):
+        close(nb.grad(f)(c(w), c(X)).numpy(), 3 * X.sum(0), 1e-12)
+    per_example = nb.vmap(nb.grad(lambda w_, x: by_closure(w_, x[None])), in_axes=(None, 0))
+    close(per_example(c(w), c(X)).numpy(), 3 * X, 1e-12)
+    gc = nb.grad(
+        lambda w_, X_: nb.vmap(
+            lambda x: nb.cond(x.sum() > 4, lambda: (x * w_).sum(), lambda: (x + w_).sum())
+        )(X_).sum()
+    )(c(w), c(X))
+    close(gc.numpy(), 1.0 + X[1], 1e-12)
+
+
+def test_a_compiled_bounded_while_is_differentiable_after_a_plain_call():
+    cf = nb.compile(
+        lambda v: nb.while_loop(
+            lambda s: s[0] < 2, lambda s: (s[0] + 1, s[1] * s[1]), (0, v), max_steps=5
+        )[1].sum()
+    )
+    x = c(np.array([1.5, 2.0]))
+    close(cf(x).item(), (x.numpy() ** 4).sum(), 1e-12)
+    close(nb.grad(cf)(x).numpy(), 4 * x.numpy() ** 3, 1e-12)
+
+
+def test_no_residuals_are_kept_under_no_grad():
+    w = c(np.ones(3))
+    w.requires_grad = True
+    with nb.no_grad():
+        out, _ = nb.scan(lambda s, x: (s + x * w, None), c(np.zeros(3)), c(np.ones((4, 3))))
+    assert out._impl.node.kwargs["saves"] is False
+    close(out.numpy(), np.full(3, 4.0))
