@@ -183,3 +183,29 @@ def test_stateful_step_with_a_grads_module():
         np.testing.assert_allclose(pa.numpy(), pb.numpy(), rtol=1e-6)
     with pytest.raises(ValueError, match="grads have 1 leaves but params have 4"):
         opt.step([nb.ones((3, 4))])
+
+
+def test_compile_step_is_one_graph_and_matches_backward_step():
+    x, y = _data()
+    make = lambda: nn.Sequential(
+        nn.Linear(3, 8, key=nb.random.key(0)),
+        nn.Tanh(),  # noqa: E731
+        nn.Linear(8, 1, key=nb.random.key(1)),
+    )
+    a, b = make(), make()
+    loss_fn = lambda m, x, y: nn.functional.mse_loss(m(x), y)  # noqa: E731
+    opt_a = optim.AdamW(a, lr=optim.warmup_cosine(0.05, 2, 10))
+    step = opt_a.compile_step(loss_fn)
+    opt_b = optim.AdamW(b, lr=optim.warmup_cosine(0.05, 2, 10))
+    w = a[0].weight
+    for _ in range(4):
+        la = step(x, y)
+        opt_b.zero_grad()
+        lb = loss_fn(b, x, y)
+        lb.backward()
+        opt_b.step()
+        np.testing.assert_allclose(la.item(), lb.item(), rtol=1e-5)
+    assert step.stats.misses == 1 and step.stats.replays == 0
+    assert a[0].weight is w and w.requires_grad  # in place, as opt.step()
+    for pa, pb in zip(a.parameters(), b.parameters()):
+        np.testing.assert_allclose(pa.numpy(), pb.numpy(), rtol=1e-5, atol=1e-7)
