@@ -255,7 +255,7 @@ def _apply(params, grads, state, moments, rule):
             for m, v in zip(moments, values):
                 new_moments[m][j] = _no_backward_history(v)
         j += 1
-    new_state = {"step": step + 1.0, **new_moments}
+    new_state = {**state, "step": step + 1.0, **new_moments}  # same keys: same pytree
     return tree_unflatten(tree, new_leaves), new_state
 
 
