@@ -159,3 +159,12 @@ def test_bce_pos_weight():
     ref = -(3.0 * target * np.log(sig) + (1 - target) * np.log(1 - sig)).mean()
     got = F.binary_cross_entropy_with_logits(t(x, np.float64), t(target, np.float64), 3.0)
     np.testing.assert_allclose(got.item(), ref, rtol=1e-6)
+
+
+def test_sdpa_float_mask_is_added():
+    q, k, v = (rng.standard_normal((3, 4)) for _ in range(3))
+    bias = rng.standard_normal((3, 3))
+    s = q @ k.T / 2.0 + bias
+    w = np.exp(_log_softmax(s))
+    got = F.scaled_dot_product_attention(t(q), t(k), t(v), attn_mask=t(bias))
+    np.testing.assert_allclose(got.numpy(), w @ v, rtol=1e-4, atol=1e-5)
