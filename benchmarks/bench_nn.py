@@ -9,6 +9,8 @@ Rows:
 - nabla functional: ``value_and_grad`` + ``adamw_update`` inside ``nb.compile`` (one graph per
   step);
 - nabla PyTorch style: a compiled forward, ``loss.backward()``, ``AdamW.step()``;
+- nabla compile_step: ``AdamW(model).compile_step(loss_fn)``, PyTorch-style in-place updates
+  with forward, backward and update in one compiled graph;
 - JAX: the same math written with ``jax.numpy``, ``jax.jit`` of the whole step;
 - PyTorch: ``torch.nn.TransformerEncoderLayer`` + ``torch.optim.AdamW``, eager.
 
@@ -77,7 +79,17 @@ def nabla_rows(layer, x, y):
         opt.step()
         return loss
 
-    return {"nabla functional": functional, "nabla PyTorch style": pytorch_style}, step
+    compiled_style = nb.tree_map(nb.detach, layer).requires_grad_(True)
+    compiled_step = nn.optim.AdamW(
+        compiled_style, lr=LR, betas=BETAS, eps=EPS, weight_decay=WD
+    ).compile_step(loss_fn)
+
+    rows = {
+        "nabla functional": functional,
+        "nabla PyTorch style": pytorch_style,
+        "nabla compile_step": lambda: compiled_step(x, y),
+    }
+    return rows, step
 
 
 # ----------------------------------------------------------------------------- JAX

@@ -7,8 +7,10 @@ falls from ``log(vocab)`` towards zero. The model is token + position embeddings
 
 - ``style="jax"``: ``value_and_grad`` + functional AdamW, the whole step one compiled graph.
 - ``style="pytorch"``: ``loss.backward()`` + ``AdamW.step()`` around a compiled forward.
+- ``style="compile_step"``: PyTorch-style in-place updates from ``opt.compile_step(loss_fn)``,
+  forward, backward and update in one compiled graph.
 
-Run: python examples/transformer_training.py [jax|pytorch]
+Run: python examples/transformer_training.py [jax|pytorch|compile_step]
 """
 
 import sys
@@ -95,8 +97,10 @@ def main(
     elif style == "pytorch":
         opt = nn.optim.AdamW(model, lr=schedule)
         step_fn = nb.compile(loss_fn)
+    elif style == "compile_step":
+        step_fn = nn.optim.AdamW(model, lr=schedule).compile_step(loss_fn)
     else:
-        raise ValueError(f"style must be 'jax' or 'pytorch', got {style!r}")
+        raise ValueError(f"style must be 'jax', 'pytorch' or 'compile_step', got {style!r}")
 
     with TrainingProgress(steps, f"transformer ({style})", progress) as bar:
         it = iter(loader)
@@ -108,6 +112,8 @@ def main(
                 xb, yb = next(it)
             if style == "jax":
                 model, opt_state, loss = step_fn(model, opt_state, xb, yb)
+            elif style == "compile_step":
+                loss = step_fn(xb, yb)  # updates model in place
             else:
                 opt.zero_grad()
                 loss = step_fn(model, xb, yb)

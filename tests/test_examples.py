@@ -52,6 +52,7 @@ TRAINING = [
     ("mlp_jax", {"steps": 100}, 4.0),
     ("transformer_training", {"style": "jax", "steps": 40}, 4.0),
     ("transformer_training", {"style": "pytorch", "steps": 40}, 4.0),
+    ("transformer_training", {"style": "compile_step", "steps": 40}, 4.0),
     ("cnn_training", {"steps": 50}, 4.0),
     ("lora_finetune", {"steps": 80, "pretrain_steps": 80}, 2.0),
     ("qlora_finetune", {"steps": 80, "pretrain_steps": 80}, 2.0),

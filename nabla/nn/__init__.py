@@ -22,7 +22,6 @@ from .layers import (
     Linear,
     LogSoftmax,
     MaxPool2d,
-    MultiHeadAttention,
     ReLU,
     RMSNorm,
     Sigmoid,
@@ -30,10 +29,9 @@ from .layers import (
     Softmax,
     Softplus,
     Tanh,
-    TransformerDecoderLayer,
-    TransformerEncoderLayer,
 )
 from .module import Module, ModuleDict, ModuleList, Sequential
+from .transformer import MultiHeadAttention, TransformerDecoderLayer, TransformerEncoderLayer
 
 __all__ = [
     "AvgPool2d",

@@ -35,13 +35,15 @@ from ..core.state import REQUIRES_GRAD, STATE, is_live
 from ..ops import binary, creation, unary
 from ..ops._util import as_tensor
 from ..runtime.tensor import Tensor, realize
-from ..transforms.autodiff import detach
+from ..transforms.autodiff import detach, value_and_grad
+from ..transforms.compile import compile as _compile
 from .module import Module, named_leaves, rebind, trainable_mask
 
 __all__ = [
     "SGD",
     "Adam",
     "AdamW",
+    "CompiledStep",
     "Optimizer",
     "adam_init",
     "adam_update",
@@ -253,7 +255,7 @@ def _apply(params, grads, state, moments, rule):
             for m, v in zip(moments, values):
                 new_moments[m][j] = _no_backward_history(v)
         j += 1
-    new_state = {"step": step + 1.0, **new_moments}
+    new_state = {**state, "step": step + 1.0, **new_moments}  # same keys: same pytree
     return tree_unflatten(tree, new_leaves), new_state
 
 
@@ -452,6 +454,24 @@ class Optimizer:
         self.state = new_state
         return self.model if self.model is not None else params
 
+    def compile_step(self, loss_fn) -> CompiledStep:
+        """A training step that is one compiled graph: ``step(*batch)`` computes
+        ``loss_fn(params, *batch)``, its gradients and this optimizer's update together, then
+        updates the parameters in place (as :meth:`step` does) and returns the loss.
+
+        Args:
+            loss_fn: ``loss_fn(params, *batch) -> scalar``; ``params`` is the model (or
+                params tree) this optimizer was built on.
+
+        Returns:
+            A :class:`CompiledStep` (callable; ``.stats`` are its compilation statistics).
+
+        Example:
+            >>> step = AdamW(model, lr=1e-3).compile_step(lambda m, x, y: F.mse_loss(m(x), y))
+            >>> loss = step(x, y)  # forward, backward and update: one graph
+        """
+        return CompiledStep(self, loss_fn)
+
     def zero_grad(self) -> None:
         """Reset ``.grad`` of every parameter to None."""
         for p in tree_leaves(self.params):
@@ -501,6 +521,50 @@ class Optimizer:
             if key != "step":
                 new[key] = [conv(state_dict[f"{key}.{n}"], v) for n, v in zip(names, values)]
         self.state = new
+
+
+class CompiledStep:
+    """What :meth:`Optimizer.compile_step` returns: a PyTorch-style step (parameters updated
+    in place) whose forward, backward and update run as one ``nb.compile``d graph.
+
+    Args:
+        optimizer: the stateful optimizer whose update rule and state are used.
+        loss_fn: ``loss_fn(params, *batch) -> scalar``.
+    """
+
+    def __init__(self, optimizer: Optimizer, loss_fn):
+        self.optimizer, self.loss_fn = optimizer, loss_fn
+
+        def train_step(params, state, *batch):
+            loss, grads = value_and_grad(loss_fn)(params, *batch)
+            new_params, new_state = optimizer._update(params, grads, state)
+            return new_params, new_state, loss
+
+        train_step.__name__ = f"{type(optimizer).__name__}.compile_step"
+        self.compiled = _compile(train_step)
+
+    @property
+    def stats(self):
+        """The compilation statistics of the underlying ``nb.compile``d function."""
+        return self.compiled.stats
+
+    def __call__(self, *batch) -> Tensor:
+        opt = self.optimizer
+        # detached views: arguments without backward history take compile's fast path
+        leaves, tree = tree_flatten(opt.params)
+        plain = tree_unflatten(tree, [detach(p) if isinstance(p, Tensor) else p for p in leaves])
+        new_params, new_state, loss = self.compiled(plain, opt.state, *batch)
+        mask = trainable_mask(opt.params)
+        pairs = [
+            (old, new)
+            for old, new, m in zip(leaves, tree_leaves(new_params), mask)
+            if m and isinstance(old, Tensor)
+        ]
+        realize(loss, *[new for _, new in pairs], *tree_leaves(new_state))
+        for old, new in pairs:
+            rebind(old, new)
+        opt.state = new_state
+        return loss
 
 
 class SGD(Optimizer):

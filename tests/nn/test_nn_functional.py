@@ -151,3 +151,20 @@ def test_nll_and_bce_with_logits():
     )
     np.testing.assert_allclose(got.numpy(), ref, rtol=1e-6, atol=1e-12)
     assert np.isfinite(F.binary_cross_entropy_with_logits(t(x), t(target)).item())
+
+
+def test_bce_pos_weight():
+    x, target = rng.standard_normal(5), (rng.random(5) > 0.5).astype(np.float64)
+    sig = 1 / (1 + np.exp(-x))
+    ref = -(3.0 * target * np.log(sig) + (1 - target) * np.log(1 - sig)).mean()
+    got = F.binary_cross_entropy_with_logits(t(x, np.float64), t(target, np.float64), 3.0)
+    np.testing.assert_allclose(got.item(), ref, rtol=1e-6)
+
+
+def test_sdpa_float_mask_is_added():
+    q, k, v = (rng.standard_normal((3, 4)) for _ in range(3))
+    bias = rng.standard_normal((3, 3))
+    s = q @ k.T / 2.0 + bias
+    w = np.exp(_log_softmax(s))
+    got = F.scaled_dot_product_attention(t(q), t(k), t(v), attn_mask=t(bias))
+    np.testing.assert_allclose(got.numpy(), w @ v, rtol=1e-4, atol=1e-5)

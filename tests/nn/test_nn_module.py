@@ -171,3 +171,20 @@ def test_compiled_training_step_compiles_once():
         losses.append(loss.item())
     assert step.stats.misses == 1 and step.stats.replays == 0
     assert losses[-1] < losses[0]
+
+
+def test_module_dict_and_module_list_slicing():
+    heads = nn.ModuleDict({"cls": nn.Linear(4, 3), "reg": nn.Linear(4, 1)})
+    assert list(heads.keys()) == ["cls", "reg"] and len(heads) == 2
+    assert [n for n, _ in heads.named_parameters()] == [
+        "cls.weight",
+        "cls.bias",
+        "reg.weight",
+        "reg.bias",
+    ]
+    g = nb.grad(lambda h: h["cls"](nb.ones((2, 4))).sum() + h["reg"](nb.ones((2, 4))).sum())(heads)
+    assert type(g) is nn.ModuleDict and g["reg"].weight.shape == (4, 1)
+    layers = nn.ModuleList([nn.Linear(2, 2) for _ in range(3)])
+    assert len(layers[1:]) == 2 and layers[-1] is list(layers)[2]
+    with pytest.raises(TypeError, match="expected a Module"):
+        layers.append(nb.ones((2,)))

@@ -29,7 +29,8 @@ def test_sgd_momentum_nesterov_weight_decay_by_hand():
         ref = ref - lr * (gg + mu * buf)
     np.testing.assert_allclose(params["w"].numpy(), ref, rtol=1e-6)
     assert state["step"].item() == 3.0
-    plain, _ = optim.sgd_update(_p(p), _p(g), lr=0.5)
+    plain, plain_state = optim.sgd_update(_p(p), _p(g), lr=0.5)
+    assert nb.tree_structure(plain_state) == nb.tree_structure(optim.sgd_init(_p(p)))
     np.testing.assert_allclose(plain["w"].numpy(), p - 0.5 * g, rtol=1e-6)
 
 
@@ -183,3 +184,38 @@ def test_stateful_step_with_a_grads_module():
         np.testing.assert_allclose(pa.numpy(), pb.numpy(), rtol=1e-6)
     with pytest.raises(ValueError, match="grads have 1 leaves but params have 4"):
         opt.step([nb.ones((3, 4))])
+
+
+def test_compile_step_is_one_graph_and_matches_backward_step():
+    x, y = _data()
+    make = lambda: nn.Sequential(
+        nn.Linear(3, 8, key=nb.random.key(0)),
+        nn.Tanh(),  # noqa: E731
+        nn.Linear(8, 1, key=nb.random.key(1)),
+    )
+    a, b = make(), make()
+    loss_fn = lambda m, x, y: nn.functional.mse_loss(m(x), y)  # noqa: E731
+    opt_a = optim.AdamW(a, lr=optim.warmup_cosine(0.05, 2, 10))
+    step = opt_a.compile_step(loss_fn)
+    opt_b = optim.AdamW(b, lr=optim.warmup_cosine(0.05, 2, 10))
+    w = a[0].weight
+    for _ in range(4):
+        la = step(x, y)
+        opt_b.zero_grad()
+        lb = loss_fn(b, x, y)
+        lb.backward()
+        opt_b.step()
+        np.testing.assert_allclose(la.item(), lb.item(), rtol=1e-5)
+    assert step.stats.misses == 1 and step.stats.replays == 0
+    assert a[0].weight is w and w.requires_grad  # in place, as opt.step()
+    for pa, pb in zip(a.parameters(), b.parameters()):
+        np.testing.assert_allclose(pa.numpy(), pb.numpy(), rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize("make", [lambda m: optim.SGD(m, lr=0.1), lambda m: optim.Adam(m)])
+def test_compile_step_compiles_once_for_every_optimizer(make):
+    x, y = _data()
+    m = nn.Sequential(nn.Linear(3, 4, key=nb.random.key(0)), nn.ReLU(), nn.Linear(4, 1))
+    step = make(m).compile_step(lambda m, x, y: nn.functional.mse_loss(m(x), y))
+    losses = [step(x, y).item() for _ in range(4)]
+    assert step.stats.misses == 1 and losses[-1] < losses[0]

@@ -1,0 +1,276 @@
+"""Attention and transformer layers: ``MultiHeadAttention``, ``TransformerEncoderLayer``,
+``TransformerDecoderLayer``.
+
+Sequences are ``(batch, length, features)``. Masks: a bool ``attn_mask`` is True where a query
+may attend (as in ``scaled_dot_product_attention``), a float one is added to the scores; a
+``key_padding_mask`` is True at padding positions, which are ignored.
+"""
+
+from __future__ import annotations
+
+from ..ops import unary
+from ..ops._util import as_tensor
+from ..runtime.tensor import Tensor
+from . import functional as F
+from .layers import Dropout, LayerNorm, Linear, _keys
+from .module import Module
+
+__all__ = ["MultiHeadAttention", "TransformerDecoderLayer", "TransformerEncoderLayer"]
+
+
+class MultiHeadAttention(Module):
+    """Multi-head attention over ``(batch, length, embed_dim)`` sequences.
+
+    Args:
+        embed_dim: model width; a multiple of ``num_heads``.
+        num_heads: number of heads.
+        dropout: dropout on the attention weights while training (default 0).
+        bias: biases in the projections (default True).
+        key: optional RNG key for the initial values.
+        dtype: parameter dtype (default: the default dtype).
+    """
+
+    def __init__(
+        self, embed_dim: int, num_heads: int, dropout=0.0, bias=True, key=None, dtype=None
+    ):
+        super().__init__()
+        if embed_dim % num_heads:
+            raise ValueError(
+                f"MultiHeadAttention: embed_dim={embed_dim} is not a multiple of "
+                f"num_heads={num_heads}"
+            )
+        self.embed_dim, self.num_heads, self.dropout = int(embed_dim), int(num_heads), dropout
+        kq, kk, kv, ko = _keys(key, 4)
+        self.q_proj = Linear(embed_dim, embed_dim, bias, kq, dtype)
+        self.k_proj = Linear(embed_dim, embed_dim, bias, kk, dtype)
+        self.v_proj = Linear(embed_dim, embed_dim, bias, kv, dtype)
+        self.out_proj = Linear(embed_dim, embed_dim, bias, ko, dtype)
+
+    def _heads(self, x: Tensor) -> Tensor:
+        n, length, _ = x.shape
+        return x.reshape(n, length, self.num_heads, -1).swap_axes(1, 2)
+
+    def forward(
+        self,
+        query,
+        key=None,
+        value=None,
+        key_padding_mask=None,
+        attn_mask=None,
+        is_causal: bool = False,
+    ):
+        """Attend from ``query`` to ``key``/``value`` (self-attention when they are None).
+
+        Args:
+            query: ``(N, L, embed_dim)``.
+            key: ``(N, S, embed_dim)`` (default: ``query``).
+            value: ``(N, S, embed_dim)`` (default: ``key``).
+            key_padding_mask: optional bool ``(N, S)``: True marks padding that is ignored.
+            attn_mask: optional mask broadcasting to ``(L, S)`` or ``(N, heads, L, S)``: bool
+                (True = may attend) or float (added to the scores).
+            is_causal: position ``i`` attends only to positions ``<= i``.
+
+        Returns:
+            ``(N, L, embed_dim)``.
+
+        Raises:
+            ValueError: for inputs that are not ``(N, length, embed_dim)``.
+        """
+        query = as_tensor(query, op="MultiHeadAttention")
+        key = query if key is None else as_tensor(key, op="MultiHeadAttention")
+        value = key if value is None else as_tensor(value, op="MultiHeadAttention")
+        for name, t in (("query", query), ("key", key), ("value", value)):
+            if t.ndim != 3 or t.shape[-1] != self.embed_dim:
+                raise ValueError(
+                    f"MultiHeadAttention(embed_dim={self.embed_dim}, num_heads={self.num_heads})"
+                    f": {name} of shape {t.shape} is not (batch, length, {self.embed_dim})"
+                )
+        q = self._heads(self.q_proj(query))
+        k = self._heads(self.k_proj(key))
+        v = self._heads(self.v_proj(value))
+        mask = attn_mask
+        if key_padding_mask is not None:
+            kpm = as_tensor(key_padding_mask, op="MultiHeadAttention")
+            if kpm.shape != (key.shape[0], key.shape[1]):
+                raise ValueError(
+                    f"MultiHeadAttention: key_padding_mask of shape {kpm.shape}, expected "
+                    f"(batch, source length) = {(key.shape[0], key.shape[1])}"
+                )
+            keep = unary.logical_not(kpm) if kpm.dtype.is_bool else kpm == 0
+            keep = keep.reshape(kpm.shape[0], 1, 1, kpm.shape[1])
+            mask = keep if mask is None else _combine(mask, keep)
+        out = F.scaled_dot_product_attention(
+            q, k, v, mask, self.dropout, is_causal, training=self.training
+        )
+        n, _, length, _ = out.shape
+        return self.out_proj(out.swap_axes(1, 2).reshape(n, length, self.embed_dim))
+
+    def extra_repr(self) -> str:
+        """The configuration shown by ``repr``."""
+        return f"embed_dim={self.embed_dim}, num_heads={self.num_heads}"
+
+
+def _combine(mask, keep: Tensor) -> Tensor:
+    """A user mask (bool or additive float) combined with a bool keep-mask."""
+    mask = as_tensor(mask, op="MultiHeadAttention")
+    if mask.dtype.is_bool:
+        return mask & keep
+    return mask + (keep.cast(mask.dtype) - 1.0) * 1e9
+
+
+_ACTIVATIONS = {"relu": unary.relu, "gelu": unary.gelu, "silu": unary.silu, "tanh": unary.tanh}
+
+
+def _activation(name):
+    if callable(name):
+        return name
+    if name not in _ACTIVATIONS:
+        raise ValueError(f"activation must be one of {sorted(_ACTIVATIONS)} or a callable")
+    return _ACTIVATIONS[name]
+
+
+class TransformerEncoderLayer(Module):
+    """Self-attention then a feed-forward block, each with a residual connection and
+    ``LayerNorm`` (after the residual, or before the block with ``norm_first=True``).
+
+    Args:
+        d_model: model width.
+        nhead: attention heads.
+        dim_feedforward: hidden width of the feed-forward block (default 2048).
+        dropout: dropout rate (default 0.1).
+        activation: ``"relu"`` (default), ``"gelu"``, ``"silu"``, ``"tanh"`` or a callable.
+        norm_first: pre-norm instead of post-norm (default False).
+        layer_norm_eps: LayerNorm epsilon (default 1e-5).
+        key: optional RNG key for the initial values.
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        nhead: int,
+        dim_feedforward: int = 2048,
+        dropout: float = 0.1,
+        activation="relu",
+        norm_first: bool = False,
+        layer_norm_eps: float = 1e-5,
+        key=None,
+    ):
+        super().__init__()
+        ka, k1, k2 = _keys(key, 3)
+        self.self_attn = MultiHeadAttention(d_model, nhead, dropout, key=ka)
+        self.linear1 = Linear(d_model, dim_feedforward, key=k1)
+        self.linear2 = Linear(dim_feedforward, d_model, key=k2)
+        self.norm1 = LayerNorm(d_model, layer_norm_eps)
+        self.norm2 = LayerNorm(d_model, layer_norm_eps)
+        self.dropout = Dropout(dropout)
+        self.activation = _activation(activation)
+        self.norm_first = bool(norm_first)
+
+    def _sa(self, x, mask, kpm, causal):
+        return self.dropout(self.self_attn(x, x, x, kpm, mask, causal))
+
+    def _ff(self, x):
+        return self.dropout(self.linear2(self.dropout(self.activation(self.linear1(x)))))
+
+    def forward(self, src, src_mask=None, src_key_padding_mask=None, is_causal: bool = False):
+        """Apply the layer.
+
+        Args:
+            src: ``(N, L, d_model)``.
+            src_mask: optional attention mask (see :class:`MultiHeadAttention`).
+            src_key_padding_mask: optional bool ``(N, L)``, True at padding.
+            is_causal: causal self-attention.
+
+        Returns:
+            ``(N, L, d_model)``.
+        """
+        x = src
+        if self.norm_first:
+            x = x + self._sa(self.norm1(x), src_mask, src_key_padding_mask, is_causal)
+            return x + self._ff(self.norm2(x))
+        x = self.norm1(x + self._sa(x, src_mask, src_key_padding_mask, is_causal))
+        return self.norm2(x + self._ff(x))
+
+
+class TransformerDecoderLayer(Module):
+    """Causal-capable self-attention, cross-attention to ``memory`` and a feed-forward block,
+    each with a residual connection and ``LayerNorm``.
+
+    Args:
+        d_model: model width.
+        nhead: attention heads.
+        dim_feedforward: hidden width of the feed-forward block (default 2048).
+        dropout: dropout rate (default 0.1).
+        activation: ``"relu"`` (default), ``"gelu"``, ``"silu"``, ``"tanh"`` or a callable.
+        norm_first: pre-norm instead of post-norm (default False).
+        layer_norm_eps: LayerNorm epsilon (default 1e-5).
+        key: optional RNG key for the initial values.
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        nhead: int,
+        dim_feedforward: int = 2048,
+        dropout: float = 0.1,
+        activation="relu",
+        norm_first: bool = False,
+        layer_norm_eps: float = 1e-5,
+        key=None,
+    ):
+        super().__init__()
+        ka, kc, k1, k2 = _keys(key, 4)
+        self.self_attn = MultiHeadAttention(d_model, nhead, dropout, key=ka)
+        self.cross_attn = MultiHeadAttention(d_model, nhead, dropout, key=kc)
+        self.linear1 = Linear(d_model, dim_feedforward, key=k1)
+        self.linear2 = Linear(dim_feedforward, d_model, key=k2)
+        self.norm1 = LayerNorm(d_model, layer_norm_eps)
+        self.norm2 = LayerNorm(d_model, layer_norm_eps)
+        self.norm3 = LayerNorm(d_model, layer_norm_eps)
+        self.dropout = Dropout(dropout)
+        self.activation = _activation(activation)
+        self.norm_first = bool(norm_first)
+
+    def forward(
+        self,
+        tgt,
+        memory,
+        tgt_mask=None,
+        memory_mask=None,
+        tgt_key_padding_mask=None,
+        memory_key_padding_mask=None,
+        tgt_is_causal: bool = False,
+    ):
+        """Apply the layer.
+
+        Args:
+            tgt: ``(N, L, d_model)``.
+            memory: ``(N, S, d_model)`` (the encoder's output).
+            tgt_mask: optional self-attention mask.
+            memory_mask: optional cross-attention mask.
+            tgt_key_padding_mask: optional bool ``(N, L)``, True at padding.
+            memory_key_padding_mask: optional bool ``(N, S)``, True at padding.
+            tgt_is_causal: causal self-attention.
+
+        Returns:
+            ``(N, L, d_model)``.
+        """
+        drop = self.dropout
+
+        def sa(x):
+            return drop(self.self_attn(x, x, x, tgt_key_padding_mask, tgt_mask, tgt_is_causal))
+
+        def ca(x):
+            return drop(self.cross_attn(x, memory, memory, memory_key_padding_mask, memory_mask))
+
+        def ff(x):
+            return drop(self.linear2(drop(self.activation(self.linear1(x)))))
+
+        x = tgt
+        if self.norm_first:
+            x = x + sa(self.norm1(x))
+            x = x + ca(self.norm2(x))
+            return x + ff(self.norm3(x))
+        x = self.norm1(x + sa(x))
+        x = self.norm2(x + ca(x))
+        return self.norm3(x + ff(x))
