@@ -59,6 +59,18 @@ def _check_indices(fn, scores: Tensor, target: Tensor) -> None:
             f"{fn}: class-index target of shape {target.shape} does not match input of shape "
             f"{scores.shape} (expected target shape {scores.shape[:-1]}; classes are the last axis)"
         )
+    impl = target._impl
+    if impl.buffer is not None and not impl.levels and target.size:
+        # a target with a value already (the usual case: labels from data) is checked here;
+        # an out-of-range index would otherwise match no class and count as zero loss
+        values = target.numpy()
+        classes = scores.shape[-1]
+        bad = (values < 0) | (values >= classes)
+        if bad.any():
+            raise IndexError(
+                f"{fn}: class index {int(values[bad].flat[0])} is out of range for {classes} "
+                f"classes (input of shape {scores.shape}, target of shape {target.shape})"
+            )
 
 
 def nll_loss(log_probs, target, reduction: str = "mean") -> Tensor:

@@ -500,19 +500,25 @@ class Optimizer:
             state_dict: a mapping name -> Tensor or array.
 
         Raises:
-            ValueError: for missing keys or shape mismatches (nothing is changed).
+            ValueError: for missing or unexpected keys, or shape or dtype mismatches, all
+                listed in one message (nothing is changed).
         """
         own = self.state_dict()
-        missing = [k for k in own if k not in state_dict]
-        bad = [
-            f"{k}: shape {tuple(state_dict[k].shape)}, expected {tuple(v.shape)}"
-            for k, v in own.items()
-            if k in state_dict and tuple(state_dict[k].shape) != tuple(v.shape)
-        ]
-        if missing or bad:
+        problems = [f"missing key {k!r}" for k in own if k not in state_dict]
+        problems += [f"unexpected key {k!r}" for k in state_dict if k not in own]
+        for k, v in own.items():
+            if k not in state_dict:
+                continue
+            got = state_dict[k]
+            if tuple(got.shape) != tuple(v.shape):
+                problems.append(f"{k}: shape {tuple(got.shape)}, expected {tuple(v.shape)}")
+            elif as_tensor(got).dtype is not v.dtype:
+                problems.append(
+                    f"{k}: dtype {as_tensor(got).dtype.value}, expected {v.dtype.value}"
+                )
+        if problems:
             raise ValueError(
-                f"{type(self).__name__}.load_state_dict: missing keys {missing}; {bad} "
-                "(nothing loaded)"
+                f"{type(self).__name__}.load_state_dict: {'; '.join(problems)} (nothing loaded)"
             )
         names = [n for n, m in zip(named_leaves(self.params), trainable_mask(self.params)) if m]
         conv = lambda v, like: as_tensor(v).cast(like.dtype)  # noqa: E731

@@ -115,7 +115,7 @@ def _combine(mask, keep: Tensor) -> Tensor:
     mask = as_tensor(mask, op="MultiHeadAttention")
     if mask.dtype.is_bool:
         return mask & keep
-    return mask + (keep.cast(mask.dtype) - 1.0) * 1e9
+    return mask + (1.0 - keep.cast(mask.dtype)) * F._neg_large(mask.dtype)
 
 
 _ACTIVATIONS = {"relu": unary.relu, "gelu": unary.gelu, "silu": unary.silu, "tanh": unary.tanh}

@@ -168,3 +168,12 @@ def test_sdpa_float_mask_is_added():
     w = np.exp(_log_softmax(s))
     got = F.scaled_dot_product_attention(t(q), t(k), t(v), attn_mask=t(bias))
     np.testing.assert_allclose(got.numpy(), w @ v, rtol=1e-4, atol=1e-5)
+
+
+def test_class_indices_out_of_range_are_refused():
+    logits = nb.constant(np.zeros((2, 5), np.float32))
+    for fn in (F.cross_entropy_loss, F.nll_loss):
+        with pytest.raises(IndexError, match=r"class index 7 is out of range for 5 classes"):
+            fn(logits, nb.constant(np.array([1, 7], np.int32)))
+        with pytest.raises(IndexError, match=r"class index -1"):
+            fn(logits, nb.constant(np.array([-1, 0], np.int32)))

@@ -148,8 +148,14 @@ def test_optimizer_state_dict_round_trip():
     other.load_state_dict(sd)
     assert other.state["step"].item() == 1.0
     np.testing.assert_array_equal(other.state["nu"][0].numpy(), sd["nu.weight"].numpy())
-    with pytest.raises(ValueError, match="missing keys"):
+    with pytest.raises(ValueError, match="missing key 'mu.weight'.*nothing loaded"):
         other.load_state_dict({"step": sd["step"]})
+    extra = dict(sd, bogus=sd["step"])
+    with pytest.raises(ValueError, match="unexpected key 'bogus'"):
+        other.load_state_dict(extra)
+    wrong = dict(sd, step=sd["step"].cast(nb.int32))
+    with pytest.raises(ValueError, match="step: dtype int32, expected float32"):
+        other.load_state_dict(wrong)
     assert math.isfinite(float(sd["mu.bias"].numpy()[0]))
 
 
