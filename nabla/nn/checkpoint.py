@@ -9,6 +9,7 @@ file before returning anything.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import struct
@@ -71,9 +72,14 @@ def save(state_dict: Mapping, path, metadata: Mapping | None = None) -> None:
     data = safetensors.numpy.save(arrays, metadata=meta or None)
     path = os.fspath(path)
     tmp = f"{path}.tmp-{os.getpid()}"
-    with open(tmp, "wb") as f:
-        f.write(data)
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):  # a failed write leaves no partial file behind
+            os.remove(tmp)
+        raise
 
 
 def _read(path) -> bytes:
