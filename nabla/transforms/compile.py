@@ -11,6 +11,8 @@ On a cache hit the function is not run again:
 - *fast path* (arguments with no autodiff history, tangents or vmap levels, and the traced
   shapes): one ``compiled_call`` node whose backend program is the plan's instructions;
   realizing it runs the whole plan as one program (compiled once by MAX under ``auto``/``max``).
+  Random draws in the plan (host ops) that read only arguments, constants and other draws
+  are re-bound first, with a fresh key per call, and feed the program as inputs.
 - *replay path* (otherwise, e.g. ``grad``/``jvp``/``vmap`` of a compiled function, or a new
   size of a dynamic dim): the recorded ops are re-bound through the ordinary pipeline on the
   new arguments, so every transform sees exactly the ops the function would have produced.
@@ -60,6 +62,14 @@ class _Plan:
         self.rng_slots = rng_slots  # const indices that get a fresh key per call
         self.arg_specs = arg_specs  # ((dtype, shape), ...) at trace time
         self.has_host_ops = any(op.host_only for op, *_ in nodes)
+        # random draws (host ops) that read only arguments, constants and other draws run
+        # before the plan's program on the fast path: their values are program inputs
+        host = [k for k, (op, *_) in enumerate(nodes) if op.host_only]
+        hoistable = all(
+            r[0] != "node" or nodes[r[1]][0].host_only for k in host for r in nodes[k][2]
+        )
+        self.host_nodes = tuple(host) if hoistable else None
+        self._host_devices = None
         self._program = None
         # dynamic dims: None = not checked yet; True once a replay at another size produced
         # exactly the recorded ops with the sizes substituted (then every size is a fast hit)
@@ -129,6 +139,35 @@ class _Plan:
         return [ref[1] if ref[0] == "py" else get(ref) for ref in self.outputs]
 
     # ------------------------------------------------------------------ fast path
+    def call_consts(self) -> list:
+        """The captured constants for one call: a fresh key in every random-key slot."""
+        consts = [Tensor._wrap(c) for c in self.consts]
+        for j in self.rng_slots:
+            consts[j] = constant(next_key_words())
+        return consts
+
+    def bind_host_nodes(self, args: list, consts: list) -> list:
+        """Re-bind the plan's random draws on this call's inputs (they run with NumPy before
+        the program); returns every output of every draw, in plan order."""
+        vals: dict = {}
+
+        def get(ref):
+            if ref[0] == "arg":
+                return args[ref[1]]
+            if ref[0] == "const":
+                return consts[ref[1]]
+            return vals[ref[1]][ref[2]]
+
+        outs = []
+        for k in self.host_nodes:
+            op, kwargs, refs, *_ = self.nodes[k]
+            out = op.bind([get(r) for r in refs], kwargs)
+            vals[k] = list(out) if op.multiple_results else [out]
+            outs.extend(vals[k])
+        if self._host_devices is None:
+            self._host_devices = tuple(o.device for o in outs)
+        return outs
+
     def tensor_output_specs(self):
         specs = []
         for ref in self.outputs:
@@ -148,23 +187,37 @@ class _Plan:
         another size verified the plan, so a backend may compile one model for every size."""
         if self._program is None:
             n_args = self.n_args
+            consts = tuple((c.dtype, c.shape, c.device) for c in self.consts)
+            inputs = list(self.arg_specs) + list(consts)
+            host_slot = {}  # (node, output) of a random draw -> program input
+            devices = iter(self._host_devices or ())
+            for k in self.host_nodes or ():
+                for i, (dt, shape) in enumerate(self.nodes[k][4]):
+                    host_slot[(k, i)] = len(inputs)
+                    inputs.append((dt, shape, next(devices)))
+            step_of = {}  # plan node -> program step (draws are not steps)
 
             def ref(r):
                 if r[0] == "arg":
                     return r[1]
                 if r[0] == "const":
                     return n_args + r[1]
-                return (r[1], r[2])
+                slot = host_slot.get((r[1], r[2]))
+                return slot if slot is not None else (step_of[r[1]], r[2])
 
-            consts = tuple((c.dtype, c.shape, c.device) for c in self.consts)
-            inputs = tuple(self.arg_specs) + consts
-            steps = [
-                (op.backend_name, tuple(ref(r) for r in refs), phys, specs)
-                for op, _kwargs, refs, _n_out, specs, phys in self.nodes
-            ]
+            steps = []
+            for k, (op, _kwargs, refs, _n_out, specs, phys) in enumerate(self.nodes):
+                if (k, 0) in host_slot:
+                    continue
+                step_of[k] = len(steps)
+                steps.append((op.backend_name, tuple(ref(r) for r in refs), phys, specs))
             outputs = [ref(r) for r in self.outputs if r[0] != "py"]
             self._program = build_program(
-                ("plan", id(self)), inputs, steps, outputs, symbolic=bool(self.symbolic_ok)
+                ("plan", id(self)),
+                tuple(inputs),
+                steps,
+                outputs,
+                symbolic=bool(self.symbolic_ok),
             )
         return self._program
 
@@ -386,17 +439,15 @@ class CompiledFunction:
         self._stats.hits += 1
         plan = entry
         tensors = [leaf for leaf in flat if isinstance(leaf, Tensor)]
-        fast = _plain(tensors) and not plan.has_host_ops
+        fast = _plain(tensors) and (not plan.has_host_ops or plan.host_nodes is not None)
         if fast and plan.symbolic_ok and not _same_shapes(plan, tensors):
             plan = plan.specialize(sizes)
         if fast and _same_shapes(plan, tensors):
-            outs = (
-                _compiled_call.bind(
-                    tensors + [Tensor._wrap(c) for c in plan.consts], {"plan": plan}
-                )
-                if _nonempty(plan)
-                else []
-            )
+            outs = []
+            if _nonempty(plan):
+                consts = plan.call_consts()
+                drawn = plan.bind_host_nodes(tensors, consts) if plan.has_host_ops else []
+                outs = _compiled_call.bind(tensors + consts + drawn, {"plan": plan})
             it = iter(outs)
             leaves = [ref[1] if ref[0] == "py" else next(it) for ref in plan.outputs]
             return tree_unflatten(plan.out_tree, leaves)

@@ -286,3 +286,23 @@ def test_realizations_in_other_threads_never_turn_a_trace_into_a_fallback():
     assert not errors, errors
     assert lazy.stats.fallbacks == 0 and strict.stats.fallbacks == 0
     assert lazy.stats.hits + lazy.stats.misses == 40
+
+
+def test_random_draws_take_the_fast_path_with_fresh_values_per_call():
+    f = nb.compile(lambda x: x * 2.0 + nb.uniform((4,)))
+    x = nb.ones((4,))
+    draws = [f(x).numpy() - 2.0 for _ in range(4)]
+    assert f.stats.misses == 1 and f.stats.hits == 3 and f.stats.replays == 0
+    assert all(((0 <= d) & (d < 1)).all() for d in draws)
+    assert len({d.tobytes() for d in draws}) == 4  # fresh on every call, compiled or not
+    keyed = nb.compile(lambda key, v: nb.random.normal(key, (3,)) + v)
+    key = nb.random.key(0)
+    ref = nb.random.normal(key, (3,)).numpy()
+    for _ in range(3):
+        np.testing.assert_array_equal(keyed(key, nb.zeros((3,))).numpy(), ref)
+    assert keyed.stats.replays == 0
+    # a draw that reads a value computed in the graph cannot run first: the replay path
+    derived = nb.compile(lambda key: nb.random.normal(key + 0, (2,)))
+    for _ in range(2):
+        np.testing.assert_array_equal(derived(key).numpy(), nb.random.normal(key, (2,)).numpy())
+    assert derived.stats.replays == 1
