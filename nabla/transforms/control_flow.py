@@ -51,7 +51,7 @@ from ..ops.base import Operation
 from ..runtime.graph import ConcretizationError
 from ..runtime.tensor import Tensor
 from .autodiff import jvp, vjp
-from .trace import _SHORT
+from .trace import _HIDDEN_KWARGS, _SHORT
 
 __all__ = ["cond", "switch", "while_loop", "fori_loop", "scan", "Body"]
 
@@ -113,9 +113,7 @@ class Body:
                 for i, (dt, sh) in enumerate(specs)
             )
             shown = {
-                key: v
-                for key, v in kwargs.items()
-                if key not in ("phys", "rule", "saved", "cap_slots", "levels", "device")
+                key: v for key, v in kwargs.items() if key not in _HIDDEN_KWARGS and key != "levels"
             }
             kw = f"[{', '.join(f'{key}={v}' for key, v in shown.items())}]" if shown else ""
             lines.append(f"    {outs} = {op.name}{kw} {' '.join(name(r) for r in refs)}".rstrip())
@@ -302,7 +300,7 @@ def _to_tensors(tree, what):
     for x in flat:
         if isinstance(x, Tensor):
             out.append(x)
-        elif isinstance(x, numbers.Number | np.ndarray | np.generic | list):
+        elif isinstance(x, numbers.Number | np.ndarray | np.generic):
             out.append(as_tensor(x))
         else:
             raise TypeError(f"{what} must hold tensors, arrays or numbers, got {type(x).__name__}")

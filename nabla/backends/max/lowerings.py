@@ -828,12 +828,17 @@ for _n in ("random_split", "random_uniform", "random_normal", "random_randint", 
     UNSUPPORTED[_n] = "a host op (NumPy Philox draw) that runs before the compiled graph"
 
 
-def _compiled_call(args, kw):
-    """A nested program (``nb.compile``'s fast path): inline its instructions here."""
+def _replayer():
+    """``session.replay``, which inlines a nested program's instructions."""
     # same layer; session.py imports MAX unconditionally, this table must import without it
     from .session import replay  # noqa: PLC0415
 
-    return replay(kw["program"], list(args))
+    return replay
+
+
+def _compiled_call(args, kw):
+    """A nested program (``nb.compile``'s fast path): inline its instructions here."""
+    return _replayer()(kw["program"], list(args))
 
 
 LOWERINGS["compiled_call"] = _compiled_call
@@ -846,12 +851,6 @@ LOWERINGS["compiled_call"] = _compiled_call
 # loops therefore carry every outer value they read (xs and captured inputs as loop-invariant
 # carries), and a cond inside a cond branch is lowered as "run every branch, select".
 _REGIONS: list = []  # kinds of the region bodies being built ("cond" or "loop"), innermost last
-
-
-def _replayer():
-    from .session import replay  # noqa: PLC0415 - see _compiled_call
-
-    return replay
 
 
 def _in_region(kind, fn):
