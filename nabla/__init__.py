@@ -33,6 +33,7 @@ from .core.pytree import (
     tree_unflatten,
 )
 from .runtime.graph import ConcretizationError, backend_stats
+from .runtime.display import visualize_sharding
 from .runtime.tensor import Tensor, realize
 from .ops import methods as _methods  # noqa: F401 - attaches Tensor operators
 from .ops.base import Operation, OpError
@@ -81,6 +82,19 @@ from .ops.creation import (
     triu,
     zeros,
     zeros_like,
+)
+from .core.sharding import DeviceMesh, DimSpec, P, PartitionSpec, ShardingError, ShardingSpec
+from .ops.collectives import (
+    all_gather,
+    all_reduce,
+    all_to_all,
+    axis_index,
+    broadcast,
+    pmean,
+    ppermute,
+    reduce_scatter,
+    reshard,
+    shard,
 )
 from .ops.indexing import gather, scatter, take
 from .ops.linalg import dot, einsum, matmul, outer
@@ -213,6 +227,23 @@ Tensor.backward = backward
 Tensor.detach = detach
 
 __all__ = [
+    "DeviceMesh",
+    "DimSpec",
+    "P",
+    "PartitionSpec",
+    "ShardingError",
+    "ShardingSpec",
+    "all_gather",
+    "all_reduce",
+    "all_to_all",
+    "axis_index",
+    "broadcast",
+    "pmean",
+    "ppermute",
+    "reduce_scatter",
+    "reshard",
+    "shard",
+    "visualize_sharding",
     "Accelerator",
     "BinaryOperation",
     "CPU",

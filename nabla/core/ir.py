@@ -117,6 +117,8 @@ class TensorImpl:
     - Realized (``buffer`` holds a backend value) or a *promise* (``node`` will produce it).
     - ``tangents`` maps a forward-mode transform level to the tangent impl at that level.
     - ``traced`` is the set of differentiation levels the value depends on.
+    - ``sharding`` is None, or the ``ShardingSpec`` (over the physical dims) of a value held
+      as one block per mesh device; ``shape`` stays global, ``buffer_shape`` is the buffer's.
     - ``wrapper`` is a weak reference to the user's ``Tensor`` handle, if one is alive.
     """
 
@@ -165,6 +167,13 @@ class TensorImpl:
     @property
     def realized(self) -> bool:
         return self.buffer is not None
+
+    @property
+    def buffer_shape(self) -> tuple:
+        """The backend buffer's shape: ``shape``, or for a sharded value the mesh dims
+        followed by one device's block (``nabla.core.sharding``)."""
+        s = self.sharding
+        return self.shape if s is None else s.buffer_shape(self.shape)
 
     @property
     def batch_ndim(self) -> int:

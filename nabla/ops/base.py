@@ -16,7 +16,9 @@ the pipeline every op shares:
 7. the ``OpNode`` (original kwargs for rules, physical kwargs for backends);
 8. forward-mode tangents, one transform level at a time.
 
-(spec/01's resharding and auto-reduction steps arrive with sharding.)
+When an operand is sharded, ``bind`` hands the call to ``spmd.bind_sharded`` (spec/01's
+steps 2 and 8: resharding the operands, partial outputs completed lazily where a consumer
+needs them); it ends in the same ``emit`` as the unsharded path.
 
 Unified internal signatures (spec/05): ``vjp_rule(primals, cotangents, outputs, kwargs)`` and
 ``jvp_rule(primals, tangents, outputs, kwargs)`` take and return lists; backends lower
@@ -78,6 +80,13 @@ class Operation:
     host_only: bool = False
     # outputs never carry autodiff history (stop_gradient / detach)
     cuts_trace: bool = False
+    # sharding (see ``spmd``): ops that only move data let partial terms of any kind pass;
+    # a reduction passes partial terms of its own kind; ``runs_sharded = False`` ops get
+    # whole operands; collectives place their outputs themselves
+    data_movement: bool = False
+    partial_reduce: str | None = None
+    runs_sharded: bool = True
+    collective: bool = False
 
     def __init__(self):
         if self.backend_name is None:
@@ -107,6 +116,22 @@ class Operation:
 
     def jvp_rule(self, primals, tangents, outputs, kwargs) -> list:
         raise NotImplementedError(f"op {self.name} has no jvp_rule")
+
+    def sharding_rule(self, in_shapes, out_shapes, kwargs):
+        """The op's factor template (``nabla.core.sharding.FactorRule``) over logical shapes
+        (physical shapes for ``physical`` ops). Elementwise ops share one by default."""
+        if self.scalar_operands:
+            return spmd.elementwise_rule(in_shapes, out_shapes)
+        raise NotImplementedError(f"op {self.name} declares no sharding rule")
+
+    def shard_kwargs(self, kwargs, local_in_shapes, local_out_shapes) -> dict:
+        """The logical kwargs for one device's block, given the blocks' logical shapes
+        (ops whose kwargs hold shapes override it)."""
+        return kwargs
+
+    def shard_physical(self, kwargs, mesh_shape, local_in_shapes, local_out_shapes) -> dict:
+        """Physical kwargs of a ``physical`` op for blocks behind the mesh dims."""
+        raise NotImplementedError(f"op {self.name} cannot run on sharded operands")
 
     def jvp(self, primals, tangents, outputs, kwargs) -> list:
         """The forward-mode rule in force: derived from a ``linear``/``bilinear``
@@ -161,6 +186,11 @@ class Operation:
         impls = [a._impl for a in args]
         if self.arity is not None and len(impls) != self.arity:
             raise TypeError(f"op {self.name} takes {self.arity} tensors, got {len(impls)}")
+        if self.collective:
+            return self.bind_collective(args, kwargs)
+        for im in impls:
+            if im.sharding is not None:
+                return spmd.bind_sharded(self, args, kwargs)
 
         # 1. metadata
         levels = None
@@ -207,7 +237,68 @@ class Operation:
 
         # 4. eager shapes
         shapes, dtypes, devices = self.compute_physical_shape(impls, kwargs, levels, batch_shape)
+        return self._emit(
+            args,
+            impls,
+            kwargs,
+            phys_kwargs,
+            key,
+            levels,
+            shapes,
+            dtypes,
+            devices,
+            traced,
+            has_tangent,
+            None,
+        )
 
+    def emit(self, args, kwargs, phys_kwargs, levels, shapes, dtypes, devices, shardings):
+        """Steps 6-8 for a call whose operands, physical kwargs, global output shapes and
+        output shardings (one ``ShardingSpec`` or None per output) are decided."""
+        impls = [a._impl for a in args]
+        traced = EMPTY
+        has_tangent = False
+        for im in impls:
+            if im.traced:
+                traced = traced | im.traced
+            if im.tangents:
+                has_tangent = True
+        if traced:
+            if STATE.no_grad or self.cuts_trace:
+                traced = EMPTY
+            else:
+                traced = traced & live_grad_levels
+        key = (self.backend_name, tuple(phys_kwargs.items()))
+        return self._emit(
+            args,
+            impls,
+            kwargs,
+            phys_kwargs,
+            key,
+            levels,
+            shapes,
+            dtypes,
+            devices,
+            traced,
+            has_tangent,
+            shardings,
+        )
+
+    def _emit(
+        self,
+        args,
+        impls,
+        kwargs,
+        phys_kwargs,
+        key,
+        levels,
+        shapes,
+        dtypes,
+        devices,
+        traced,
+        has_tangent,
+        shardings,
+    ):
         # 6./7. packaging and the OpNode
         node = OpNode(self, tuple(impls), kwargs, phys_kwargs, key)
         outs = []
@@ -218,9 +309,14 @@ class Operation:
             if first is None or shape is not first.shape or dtype is not first.dtype:
                 _check_alloc(self, shape, dtype, len(levels))
             outs.append(TensorImpl(shape, dtype, dev, levels, node, i, None, traced))
+        if shardings is None:
+            node.out_specs = tuple(zip(dtypes, shapes, strict=True))
+        else:
+            for o, spec in zip(outs, shardings, strict=True):
+                o.sharding = spec
+            node.out_specs = tuple((o.dtype, o.buffer_shape) for o in outs)
         node.outputs = tuple(weakref.ref(o) for o in outs)
         GRAPH.pending.add_node(node)
-        node.out_specs = tuple(zip(dtypes, shapes, strict=True))
         if STATE.recording is not None:
             STATE.recording.append(node)
         results = [Tensor._wrap(o) for o in outs]
@@ -234,6 +330,9 @@ class Operation:
             _verify_eager(self, outs)
 
         return results if self.multiple_results else results[0]
+
+    def bind_collective(self, args, kwargs):
+        raise NotImplementedError(f"op {self.name} is not a collective")
 
     def implicit_broadcast(self, index: int, impl) -> bool:
         """True when operand ``index`` needs no level alignment because every backend's
@@ -338,12 +437,12 @@ def _verify_eager(op, outs):
     GRAPH.evaluate(outs)
     for o in outs:
         shape, dtype = buffer_shape_dtype(o.buffer)
-        if tuple(shape) != tuple(o.shape) or dtype != o.dtype:
+        if tuple(shape) != tuple(o.buffer_shape) or dtype != o.dtype:
             raise RuntimeError(
                 f"op {op.name}: backend produced {dtype} {tuple(shape)} but the shape rule "
-                f"predicted {o.dtype} {o.shape}"
+                f"predicted {o.dtype} {o.buffer_shape}"
             )
 
 
 # Ops this module calls at run time; imported last because they are built on it.
-from . import batching, creation  # noqa: E402
+from . import batching, creation, spmd  # noqa: E402

@@ -16,6 +16,7 @@ from __future__ import annotations
 from ..core.ir import TensorImpl
 from ..core.state import STATE, is_live, level_sizes
 from ..runtime.tensor import Tensor
+from . import spmd
 from .base import Operation
 
 __all__ = ["to_batch", "from_batch", "broadcast_levels", "sum_levels"]
@@ -23,6 +24,7 @@ __all__ = ["to_batch", "from_batch", "broadcast_levels", "sum_levels"]
 
 class _LevelOp(Operation):
     physical = True
+    data_movement = True
 
     def adapt_kwargs(self, kwargs, nb, batch_shape):
         return kwargs["phys"]
@@ -33,6 +35,14 @@ class _LevelOp(Operation):
 
 class ToBatchOp(_LevelOp):
     name = "to_batch"
+
+    def sharding_rule(self, in_shapes, out_shapes, kwargs):
+        return spmd.permute_rule(in_shapes[0], kwargs["phys"]["perm"])
+
+    def shard_physical(self, kwargs, mesh_shape, local_in, local_out):
+        n = len(mesh_shape)
+        return {"perm": tuple(range(n)) + tuple(p + n for p in kwargs["phys"]["perm"])}
+
     backend_name = "transpose"
 
     def infer(self, shapes, dtypes, kwargs):
@@ -54,6 +64,14 @@ class ToBatchOp(_LevelOp):
 
 class FromBatchOp(_LevelOp):
     name = "from_batch"
+
+    def sharding_rule(self, in_shapes, out_shapes, kwargs):
+        return spmd.permute_rule(in_shapes[0], kwargs["phys"]["perm"])
+
+    def shard_physical(self, kwargs, mesh_shape, local_in, local_out):
+        n = len(mesh_shape)
+        return {"perm": tuple(range(n)) + tuple(p + n for p in kwargs["phys"]["perm"])}
+
     backend_name = "transpose"
 
     def infer(self, shapes, dtypes, kwargs):
@@ -73,6 +91,24 @@ class FromBatchOp(_LevelOp):
 
 class BroadcastLevelsOp(_LevelOp):
     name = "broadcast_levels"
+
+    def sharding_rule(self, in_shapes, out_shapes, kwargs):
+        dims, out = kwargs["phys"]["dims"], out_shapes[0]
+        ins = []
+        sizes = {f"d{j}": n for j, n in enumerate(out)}
+        for i, d in enumerate(dims):
+            if in_shapes[0][i] == out[d]:
+                ins.append((f"d{d}",))
+            else:  # a size-1 dim broadcast
+                ins.append((f"u{i}",))
+                sizes[f"u{i}"] = in_shapes[0][i]
+        return spmd.FactorRule([ins], [[(f"d{j}",) for j in range(len(out))]], sizes)
+
+    def shard_physical(self, kwargs, mesh_shape, local_in, local_out):
+        n = len(mesh_shape)
+        dims = tuple(range(n)) + tuple(d + n for d in kwargs["phys"]["dims"])
+        return {"shape": tuple(mesh_shape) + tuple(local_out[0]), "dims": dims}
+
     backend_name = "broadcast_in_dim"
 
     def infer(self, shapes, dtypes, kwargs):
@@ -91,6 +127,16 @@ class BroadcastLevelsOp(_LevelOp):
 
 class SumLevelsOp(_LevelOp):
     name = "sum_levels"
+    data_movement = False
+    partial_reduce = "sum"
+
+    def sharding_rule(self, in_shapes, out_shapes, kwargs):
+        return spmd.reduce_rule(in_shapes[0], kwargs["phys"]["axes"], False, "sum")
+
+    def shard_physical(self, kwargs, mesh_shape, local_in, local_out):
+        n = len(mesh_shape)
+        return {"axes": tuple(a + n for a in kwargs["phys"]["axes"]), "keepdims": False}
+
     backend_name = "reduce_sum"
 
     def infer(self, shapes, dtypes, kwargs):
@@ -136,9 +182,9 @@ def to_batch(x: Tensor, axis: int, level: int) -> Tensor:
     ):
         # the common in_axes=0 case on a realized value: same buffer, new level metadata;
         # no node is needed (nothing will differentiate or record through it)
-        return Tensor._wrap(
-            TensorImpl(impl.shape, impl.dtype, impl.device, new, buffer=impl.buffer)
-        )
+        out = TensorImpl(impl.shape, impl.dtype, impl.device, new, buffer=impl.buffer)
+        out.sharding = impl.sharding
+        return Tensor._wrap(out)
     kwargs = {"axis": axis, "level": level, "levels": new, "phys": {"perm": tuple(perm)}}
     return _to_batch.bind([x], kwargs)
 

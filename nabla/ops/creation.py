@@ -10,7 +10,7 @@ import numpy as np
 from ..core.device import Device, get_default_device
 from ..core.dtypes import DType, from_numpy_dtype, get_default_dtype, to_dtype
 from ..runtime.tensor import Tensor, constant_impl, int_range, numpy_value, out_of_range_error
-from . import batching, binary, unary
+from . import batching, binary, spmd, unary
 from ._util import as_tensor, dtype_or, norm_shape
 from .base import Operation, OpError
 
@@ -101,6 +101,9 @@ class FullOp(Operation):
     name = "full"
     arity = 0
 
+    def sharding_rule(self, in_shapes, out_shapes, kwargs):
+        return spmd.elementwise_rule([], out_shapes)  # no operands: never sharded by an op
+
     def infer(self, shapes, dtypes, kwargs):
         return [kwargs["shape"]], [kwargs["dtype"]]
 
@@ -117,6 +120,9 @@ class IotaOp(Operation):
     name = "arange"
     arity = 0
     differentiable = False
+
+    def sharding_rule(self, in_shapes, out_shapes, kwargs):
+        return spmd.elementwise_rule([], out_shapes)  # no operands: never sharded by an op
 
     def infer(self, shapes, dtypes, kwargs):
         return [(kwargs["length"],)], [kwargs["dtype"]]

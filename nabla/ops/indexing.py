@@ -18,7 +18,7 @@ import numpy as np
 from ..core.dtypes import DType
 from ..core.state import is_live
 from ..runtime.tensor import Tensor
-from . import batching, binary, creation, view
+from . import batching, binary, creation, spmd, view
 from ._util import as_tensor, norm_axis
 from .base import Operation, OpError
 
@@ -40,6 +40,9 @@ class GatherOp(Operation):
 
     def adapt_kwargs(self, kwargs, nb, batch_shape):
         return {"axis": kwargs["axis"] + nb, "batch_dims": nb}
+
+    def sharding_rule(self, in_shapes, out_shapes, kwargs):
+        return _take_rule(in_shapes, out_shapes, kwargs["axis"], scatter=False)
 
     def vjp_rule(self, primals, cotangents, outputs, kwargs):
         x, idx = primals
@@ -75,6 +78,9 @@ class ScatterOp(Operation):
     def adapt_kwargs(self, kwargs, nb, batch_shape):
         return {"axis": kwargs["axis"] + nb, "mode": kwargs["mode"], "batch_dims": nb}
 
+    def sharding_rule(self, in_shapes, out_shapes, kwargs):
+        return _take_rule(in_shapes, out_shapes, kwargs["axis"], scatter=True)
+
     def vjp_rule(self, primals, cotangents, outputs, kwargs):
         x, idx, upd = primals
         ct = cotangents[0]
@@ -90,6 +96,20 @@ class ScatterOp(Operation):
 
 _gather = GatherOp()
 _scatter = ScatterOp()
+
+
+def _take_rule(in_shapes, out_shapes, axis, scatter):
+    """x's dims other than ``axis`` and the indices' dims map to the taken value's dims; the
+    indexed dim stays whole (an index may point into any block). For scatter the indices'
+    dims stay whole too: a block of updates added on every copy of x would count x twice."""
+    xs, ids = in_shapes[0], in_shapes[1]
+    x = [(f"x{i}",) for i in range(len(xs))]
+    idx = [(f"i{j}",) for j in range(len(ids))]
+    taken = x[:axis] + idx + x[axis + 1 :]
+    blocked = {f"x{axis}"} | ({f"i{j}" for j in range(len(ids))} if scatter else set())
+    ins = [x, idx, taken] if scatter else [x, idx]
+    outs = [x] if scatter else [taken]
+    return spmd.FactorRule.parse_dims(ins, outs, in_shapes, out_shapes, blocked=blocked)
 
 
 def _index_tensor(op, idx, n=None, where="") -> Tensor:

@@ -118,6 +118,9 @@ class CustomKernelOp(Operation):
         register: enter the op in ``OPS`` (only the built-in ``custom_kernel`` does).
     """
 
+    # a kernel is written for whole tensors: operands are gathered to whole values first
+    runs_sharded = False
+
     backend_name = "custom_kernel"
     arity = None
     multiple_results = True

@@ -7,7 +7,7 @@ import string
 
 from ..core.state import STATE
 from ..runtime.tensor import Tensor
-from . import batching, binary, reduction, view
+from . import batching, binary, reduction, spmd, view
 from ._util import as_tensor
 from .base import Operation, OpError, describe
 
@@ -34,6 +34,20 @@ class MatmulOp(Operation):
 
     def implicit_broadcast(self, index, impl):
         return index == 1 and not impl.levels and len(impl.shape) == 2
+
+    def sharding_rule(self, in_shapes, out_shapes, kwargs):
+        a, b = in_shapes
+        batch = [(f"b{i}",) for i in range(len(a) - 2)]
+        a_dims = batch + [("m",), ("k",)] if len(a) >= 2 else [("k",)]
+        b_batch = []
+        for i in range(len(b) - 2):  # b's batch dims, right-aligned with a's
+            j = len(batch) - (len(b) - 2) + i
+            same = j >= 0 and b[i] == a[j]
+            b_batch.append(batch[j] if same else (f"bb{i}",))
+        out = batch + ([("m",)] if len(a) >= 2 else []) + [("n",)]
+        return spmd.FactorRule.parse_dims(
+            [a_dims, b_batch + [("k",), ("n",)]], [out], in_shapes, out_shapes, {"k": "sum"}
+        )
 
     def infer(self, shapes, dtypes, kwargs):
         a, b = shapes
@@ -62,7 +76,11 @@ def _mm(a, b):
             out = _matmul.bind([view.reshape(b, b.shape[:-1]), at], {})
             return view.reshape(out, out.shape + (1,))
         return view.swap_axes(_matmul.bind([view.swap_axes(b, -1, -2), at], {}), -1, -2)
-    if a.ndim == 1 and (b._impl.levels or b.ndim != 2):
+    sharded = a._impl.sharding is not None or b._impl.sharding is not None
+    if sharded and b.ndim >= 2 and a.ndim > b.ndim:
+        # a block's kernel must not broadcast b's leading dims against the mesh dims
+        b = view.broadcast_to(b, a.shape[:-2] + b.shape[-2:])
+    if a.ndim == 1 and (b._impl.levels or b.ndim != 2 or sharded):
         out = _matmul.bind([view.reshape(a, (1,) + a.shape), b], {})
         return view.reshape(out, out.shape[:-2] + out.shape[-1:])
     return _matmul.bind([a, b], {})
@@ -119,7 +137,8 @@ def matmul(x, y):
         raise TypeError("matmul: bool tensors are not supported")
     if x.ndim == 0 or y.ndim == 0:
         raise OpError(f"matmul: operands must be at least 1-D, got shapes {x.shape} and {y.shape}")
-    if x.ndim == 1 and y.ndim == 2 and not y._impl.levels:
+    whole = x._impl.sharding is None and y._impl.sharding is None
+    if x.ndim == 1 and y.ndim == 2 and not y._impl.levels and whole:
         if x.shape[0] != y.shape[0]:
             raise OpError(
                 f"matmul: contracted dims differ: shapes {x.shape} and {y.shape} "

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..core.device import CPU, Device
 from ..runtime.tensor import Tensor
-from . import binary, creation, indexing, linalg, reduction, transfer, unary, view
+from . import binary, collectives, creation, indexing, linalg, reduction, transfer, unary, view
 from ._util import as_tensor
 
 
@@ -124,6 +124,9 @@ _METHODS = {
     "astype": unary.cast,
     "to": _to,
     "cpu": _cpu,
+    # placement on a device mesh
+    "shard": collectives.shard,
+    "reshard": collectives.reshard,
     # shape
     "T": property(_T),
     "mT": property(_mT),

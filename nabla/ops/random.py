@@ -40,6 +40,8 @@ _MASK = 0xFFFFFFFF
 
 class _RandomOp(Operation):
     host_only = True
+    # random draws run on the host from whole keys: operands are gathered to whole values first
+    runs_sharded = False
     differentiable = False
 
     def vjp_rule(self, primals, cotangents, outputs, kwargs):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ..core.dtypes import DType, get_default_dtype
 from ..runtime.tensor import Tensor
-from . import binary, unary, view
+from . import binary, spmd, unary, view
 from ._util import as_tensor, norm_axes, norm_axis
 from .base import Operation, OpError
 
@@ -63,6 +63,12 @@ class ReduceOperation(Operation):
     def adapt_kwargs(self, kwargs, nb, batch_shape):
         return {"axes": tuple(a + nb for a in kwargs["axes"]), "keepdims": kwargs["keepdims"]}
 
+    def sharding_rule(self, in_shapes, out_shapes, kwargs):
+        # a reduced dim that is split leaves partial terms of this reduction's kind
+        return spmd.reduce_rule(
+            in_shapes[0], kwargs["axes"], kwargs["keepdims"], self.partial_reduce
+        )
+
     def infer(self, shapes, dtypes, kwargs):
         shape = shapes[0]
         for a in kwargs["axes"]:
@@ -98,6 +104,7 @@ class ReduceSumOp(ReduceOperation):
 
     name = "reduce_sum"
     linear = True
+    partial_reduce = "sum"
 
     def out_dtype(self, d):
         return DType.int32 if d.is_bool else d
@@ -128,6 +135,7 @@ class ReduceProdOp(ReduceOperation):
     """
 
     name = "reduce_prod"
+    partial_reduce = "prod"
 
     def out_dtype(self, d):
         return DType.int32 if d.is_bool else d
@@ -198,6 +206,7 @@ class ReduceMaxOp(_ExtremumOp):
     """
 
     name = "reduce_max"
+    partial_reduce = "max"
 
 
 class ReduceMinOp(_ExtremumOp):
@@ -222,6 +231,7 @@ class ReduceMinOp(_ExtremumOp):
     """
 
     name = "reduce_min"
+    partial_reduce = "min"
 
 
 reduce_sum = ReduceSumOp()
@@ -541,6 +551,10 @@ class ArgOp(Operation):
     def adapt_kwargs(self, kwargs, nb, batch_shape):
         return {"axis": kwargs["axis"] + nb, "keepdims": kwargs["keepdims"]}
 
+    def sharding_rule(self, in_shapes, out_shapes, kwargs):
+        # the position of an extremum is not a reduction of per-block terms: dim stays whole
+        return spmd.reduce_rule(in_shapes[0], (kwargs["axis"],), kwargs["keepdims"], None)
+
     def vjp_rule(self, primals, cotangents, outputs, kwargs):
         return [None]
 
@@ -628,6 +642,10 @@ class CumsumOp(Operation):
 
     def adapt_kwargs(self, kwargs, nb, batch_shape):
         return {**kwargs, "axis": kwargs["axis"] + nb}
+
+    def sharding_rule(self, in_shapes, out_shapes, kwargs):
+        # a running sum crosses block boundaries: the scanned dim stays whole
+        return spmd.aligned_rule(in_shapes, out_shapes, (kwargs["axis"],))
 
     def vjp_rule(self, primals, cotangents, outputs, kwargs):
         return [cumsum(cotangents[0], kwargs["axis"], kwargs["exclusive"], not kwargs["reverse"])]

@@ -11,6 +11,7 @@ from __future__ import annotations
 from ..backends import max_backend
 from ..core.device import Device
 from ..runtime.tensor import Tensor
+from . import spmd
 from ._util import as_tensor
 from .base import Operation
 
@@ -19,7 +20,11 @@ __all__ = ["to_device", "TransferOp"]
 
 class TransferOp(Operation):
     name = "transfer"
+    data_movement = True
     linear = True
+
+    def sharding_rule(self, in_shapes, out_shapes, kwargs):
+        return spmd.elementwise_rule(in_shapes, out_shapes)
 
     def infer(self, shapes, dtypes, kwargs):
         return [shapes[0]], [dtypes[0]]

@@ -13,7 +13,7 @@ import math
 
 from ..core.dtypes import DType, get_default_dtype, to_dtype
 from ..runtime.tensor import Tensor
-from . import binary
+from . import binary, spmd
 from ._util import as_tensor, doc_paragraph
 from .base import Operation
 
@@ -82,6 +82,9 @@ class UnaryOperation(Operation):
 
     def infer(self, shapes, dtypes, kwargs):
         return [shapes[0]], [self.out_dtype or dtypes[0]]
+
+    def sharding_rule(self, in_shapes, out_shapes, kwargs):
+        return spmd.elementwise_rule(in_shapes, out_shapes)
 
     def derivative(self, x, y):
         raise NotImplementedError(f"op {self.name} has no derivative")
@@ -303,6 +306,7 @@ identity = _unary(
     doc="Elementwise identity: a new tensor with ``x``'s value (used by the transforms).",
     float_only=False,
 )
+identity.data_movement = True  # partial terms pass through a copy
 
 
 def logical_not(x):
@@ -327,6 +331,10 @@ def logical_not(x):
 
 class CastOp(Operation):
     name = "cast"
+
+    def sharding_rule(self, in_shapes, out_shapes, kwargs):
+        return spmd.elementwise_rule(in_shapes, out_shapes)
+
     linear = True
 
     def infer(self, shapes, dtypes, kwargs):

@@ -15,7 +15,7 @@ import math
 import numbers
 
 from ..runtime.tensor import Tensor
-from . import binary, creation, reduction
+from . import binary, creation, reduction, spmd
 from ._util import as_tensor, norm_axes, norm_axis, norm_shape
 from .base import Operation, OpError, describe
 
@@ -47,6 +47,14 @@ __all__ = [
 # ----------------------------------------------------------------------------- reshape
 class ReshapeOp(Operation):
     name = "reshape"
+    data_movement = True
+
+    def sharding_rule(self, in_shapes, out_shapes, kwargs):
+        return spmd.reshape_rule(in_shapes[0], out_shapes[0])
+
+    def shard_kwargs(self, kwargs, local_in, local_out):
+        return {"shape": tuple(local_out[0])}
+
     linear = True
 
     def infer(self, shapes, dtypes, kwargs):
@@ -95,6 +103,14 @@ class BroadcastToOp(Operation):
     """Broadcast to ``shape`` of the same rank (size-1 dims stretch)."""
 
     name = "broadcast_to"
+    data_movement = True
+
+    def sharding_rule(self, in_shapes, out_shapes, kwargs):
+        return spmd.elementwise_rule(in_shapes, out_shapes)
+
+    def shard_kwargs(self, kwargs, local_in, local_out):
+        return {"shape": tuple(local_out[0])}
+
     linear = True
 
     def infer(self, shapes, dtypes, kwargs):
@@ -145,6 +161,11 @@ def expand(x, *shape) -> Tensor:
 # ----------------------------------------------------------------------------- transpose
 class TransposeOp(Operation):
     name = "transpose"
+    data_movement = True
+
+    def sharding_rule(self, in_shapes, out_shapes, kwargs):
+        return spmd.permute_rule(in_shapes[0], kwargs["perm"])
+
     linear = True
 
     def infer(self, shapes, dtypes, kwargs):
@@ -271,6 +292,12 @@ def moveaxis(x, source, destination) -> Tensor:
 # ----------------------------------------------------------------------------- flip
 class FlipOp(Operation):
     name = "flip"
+    data_movement = True
+
+    def sharding_rule(self, in_shapes, out_shapes, kwargs):
+        # a flipped dim would also reverse the order of its blocks: it stays whole
+        return spmd.aligned_rule(in_shapes, out_shapes, blocked=kwargs["axes"])
+
     linear = True
 
     def infer(self, shapes, dtypes, kwargs):
@@ -358,10 +385,36 @@ def _py_slice(start, step, length):
     return slice(start, None if stop < 0 else stop, step)
 
 
+def _cut_dims(shape, kwargs) -> tuple:
+    """The dims a slice does not take whole (they cannot stay split)."""
+    return tuple(
+        i
+        for i, (n, (start, step, length)) in enumerate(zip(shape, kwargs["slices"]))
+        if (start, step, length) != (0, 1, n)
+    )
+
+
+def _local_slices(kwargs, local_shape) -> dict:
+    """A slice's kwargs on one block: whole dims cover the block."""
+    out = tuple(
+        (0, 1, n) if (start, step) == (0, 1) and length >= n else (start, step, length)
+        for n, (start, step, length) in zip(local_shape, kwargs["slices"])
+    )
+    return {**kwargs, "slices": out}
+
+
 class SliceOp(Operation):
     """Basic strided slice: ``slices`` holds ``(start, step, length)`` per logical dim."""
 
     name = "slice"
+    data_movement = True
+
+    def sharding_rule(self, in_shapes, out_shapes, kwargs):
+        return spmd.aligned_rule(in_shapes, out_shapes, _cut_dims(in_shapes[0], kwargs))
+
+    def shard_kwargs(self, kwargs, local_in, local_out):
+        return _local_slices(kwargs, local_in[0])
+
     linear = True
 
     def infer(self, shapes, dtypes, kwargs):
@@ -378,6 +431,14 @@ class SliceUpdateOp(Operation):
     """``x`` with the strided region ``slices`` replaced by ``update``."""
 
     name = "slice_update"
+    data_movement = True
+
+    def sharding_rule(self, in_shapes, out_shapes, kwargs):
+        return spmd.aligned_rule(in_shapes, out_shapes, _cut_dims(in_shapes[0], kwargs))
+
+    def shard_kwargs(self, kwargs, local_in, local_out):
+        return _local_slices(kwargs, local_in[0])
+
     arity = 2
     linear = True
 
@@ -518,6 +579,10 @@ class PadOp(Operation):
 
     name = "pad"
 
+    def sharding_rule(self, in_shapes, out_shapes, kwargs):
+        padded = tuple(i for i, p in enumerate(kwargs["pads"]) if p != (0, 0))
+        return spmd.aligned_rule(in_shapes, out_shapes, padded)
+
     def infer(self, shapes, dtypes, kwargs):
         return [tuple(d + lo + hi for d, (lo, hi) in zip(shapes[0], kwargs["pads"]))], [dtypes[0]]
 
@@ -614,6 +679,11 @@ def _edge_part(x, axis, k, mode, low):
 # ----------------------------------------------------------------------------- concat / split
 class ConcatenateOp(Operation):
     name = "concatenate"
+    data_movement = True
+
+    def sharding_rule(self, in_shapes, out_shapes, kwargs):
+        return spmd.aligned_rule(in_shapes, out_shapes, (kwargs["axis"],))
+
     arity = None
     linear = True
 
@@ -640,6 +710,11 @@ class ConcatenateOp(Operation):
 
 class SplitOp(Operation):
     name = "split"
+    data_movement = True
+
+    def sharding_rule(self, in_shapes, out_shapes, kwargs):
+        return spmd.aligned_rule(in_shapes, out_shapes, (kwargs["axis"],))
+
     linear = True
     multiple_results = True
 

@@ -227,8 +227,10 @@ class _Graph:
                 ):
                     stored.append(impl)
                     stored_refs.append(slot)
-        leaf_specs = tuple((leaf.dtype, leaf.shape, leaf.device) for leaf in leaves)
-        key = (tuple(node_keys), leaf_specs, tuple(stored_refs))
+        leaf_specs = tuple((leaf.dtype, leaf.buffer_shape, leaf.device) for leaf in leaves)
+        # a sharded leaf's buffer holds blocks: its sharding is part of the structure
+        shardings = tuple(leaf.sharding for leaf in leaves if leaf.sharding is not None)
+        key = (tuple(node_keys), leaf_specs, tuple(stored_refs), shardings)
 
         entry = self.cache.get(key)
         if entry is not None:

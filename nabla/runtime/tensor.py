@@ -23,6 +23,7 @@ import weakref
 import numpy as np
 
 from ..backends import buffer_to_numpy, max_backend
+from ..backends.numpy import LOWERINGS as HOST_LOWERINGS
 from ..core.device import Device, get_default_device
 from ..core.dtypes import DType, from_numpy_dtype, get_default_dtype, to_dtype
 from ..core.ir import TensorImpl
@@ -256,8 +257,10 @@ class Tensor:
 
     @property
     def sharding(self):
-        """How the tensor is split across devices; reserved: always None for now."""
-        return self._impl.sharding
+        """The ``ShardingSpec`` of a sharded tensor (over its logical dims), else None."""
+        s = self._impl.sharding
+        n = len(self._impl.levels)
+        return s if s is None or not n else s.drop_prefix(n)
 
     @property
     def is_realized(self) -> bool:
@@ -330,9 +333,31 @@ class Tensor:
                 f"(logical shape {self.shape}, batch levels {impl.levels})"
             )
         self.realize()
+        if impl.sharding is not None:
+            return assemble(impl)
         return buffer_to_numpy(impl.buffer)
 
     to_numpy = numpy
+
+    @property
+    def addressable_shards(self) -> list:
+        """One ``Shard`` per mesh device (as in JAX): ``.device`` (flat mesh index),
+        ``.index`` (slices of the global value) and ``.data`` (that device's block, a NumPy
+        array; for a partial value, that device's term). An unsharded tensor is one shard."""
+        impl = self._impl
+        if impl.levels:
+            raise ValueError("addressable_shards is not available inside vmap")
+        self.realize()
+        spec = impl.sharding
+        if spec is None:
+            full = tuple(slice(0, n) for n in impl.shape)
+            return [Shard(0, full, buffer_to_numpy(impl.buffer))]
+        blocks = buffer_to_numpy(impl.buffer)
+        mesh = spec.mesh
+        return [
+            Shard(d, spec.block_index(d, impl.shape), blocks[mesh.coords(d)])
+            for d in range(mesh.size)
+        ]
 
     def item(self):
         """The value of a one-element tensor as a Python scalar."""
@@ -417,6 +442,35 @@ class Tensor:
         return f"Tensor({body}, {meta})"
 
     __str__ = __repr__
+
+
+class Shard:
+    """One device's block of a tensor (``Tensor.addressable_shards``)."""
+
+    __slots__ = ("device", "index", "data")
+
+    def __init__(self, device: int, index: tuple, data):
+        self.device = device
+        self.index = index
+        self.data = data
+
+    def __repr__(self):
+        return f"Shard(device={self.device}, index={self.index}, shape={self.data.shape})"
+
+
+def assemble(impl: TensorImpl) -> np.ndarray:
+    """The global value of a realized sharded tensor, from its blocks (partial terms
+    reduced), as a NumPy array."""
+    spec = impl.sharding
+    mesh = spec.mesh
+    blocks = buffer_to_numpy(impl.buffer)
+    kw = {
+        "ndev": mesh.ndim,
+        "dims": tuple(tuple(mesh.axis(a) for a in d) for d in spec.dims),
+        "partial": tuple((mesh.axis(a), k) for a, k in spec.partial),
+    }
+    out = HOST_LOWERINGS["mesh_unshard"]([blocks], kw)[0]
+    return np.asarray(out, dtype=impl.dtype.numpy)
 
 
 def realize(*tensors):

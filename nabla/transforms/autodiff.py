@@ -34,6 +34,7 @@ from ..core.state import (
     pulling_back,
     start_grad_level,
 )
+from ..ops import collectives
 from ..ops._util import as_tensor
 from ..ops.creation import eye, ones_like, zeros_like
 from ..ops.unary import identity, stop_gradient
@@ -148,7 +149,14 @@ def backward_pass(outputs, cotangents, targets: list[TensorImpl]) -> dict:
                 if g.dtype is not inp.dtype:
                     g = g.cast(inp.dtype)
                 add_ct(inp, g)
-    return {tid: v[1] for tid, v in cts.items() if tid in target_ids}
+    out = {}
+    for tid, (impl, ct) in cts.items():
+        if tid in target_ids:
+            if impl.sharding is not None or ct._impl.sharding is not None:
+                # a gradient is laid out like its primal, partial terms completed
+                ct = collectives.layout_like(ct, impl)
+            out[tid] = ct
+    return out
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -655,12 +663,14 @@ def backward(t: Tensor, gradient=None, retain_graph=None) -> None:
     GRAPH.evaluate([t._impl] + [g._impl for _, g in grads])
     for leaf, g in grads:
         new = TensorImpl(leaf.shape, leaf.dtype, leaf.device, leaf.levels, buffer=g._impl.buffer)
+        new.sharding = g._impl.sharding
         if leaf.grad is not None:
             acc = Tensor._wrap(leaf.grad) + Tensor._wrap(new)
             acc.realize()
             new = TensorImpl(
                 leaf.shape, leaf.dtype, leaf.device, leaf.levels, buffer=acc._impl.buffer
             )
+            new.sharding = acc._impl.sharding
         leaf.grad = new
 
 

@@ -243,6 +243,8 @@ class CompiledCallOp(Operation):
     """One node that runs a whole recorded plan (the compile fast path)."""
 
     name = "compiled_call"
+    # a compiled plan is traced for whole operands: operands are gathered to whole values first
+    runs_sharded = False
     arity = None
     multiple_results = True
     physical = True
@@ -522,7 +524,8 @@ def _nonempty(plan):
 def _plain(tensors) -> bool:
     for t in tensors:
         impl = t._impl
-        if impl.levels or impl.tangents or is_live(impl.traced):
+        # sharded arguments replay the plan: each op re-binds on the blocks (one program)
+        if impl.levels or impl.tangents or is_live(impl.traced) or impl.sharding is not None:
             return False
     return True
 

@@ -374,6 +374,9 @@ class _ControlFlowOp(Operation):
     """Shared plumbing: every operand keeps its own vmap levels (the bodies were traced on
     them), all outputs share ``kwargs["levels"]`` and have the traced physical shapes."""
 
+    # bodies are traced for whole operands: operands are gathered to whole values first
+    runs_sharded = False
+
     arity = None
     multiple_results = True
     physical = True

@@ -60,7 +60,13 @@ class _Levels:
 def _type(impl, lv: _Levels) -> str:
     shape = ",".join(str(d) for d in impl.logical_shape)
     batch = f"@vmap{list(lv.many(impl.levels))}" if impl.levels else ""
-    return f"{_SHORT[impl.dtype.value]}[{shape}]{batch}"
+    placed = ""
+    spec = impl.sharding
+    if spec is not None:  # where the blocks live: {axes per logical dim; partial axes}
+        dims = ",".join("*".join(d) or "-" for d in spec.dims[len(impl.levels) :])
+        part = "; " + ",".join(f"{a}:{k}" for a, k in spec.partial) if spec.partial else ""
+        placed = f"{{{dims}{part}}}"
+    return f"{_SHORT[impl.dtype.value]}[{shape}]{placed}{batch}"
 
 
 def _fmt_kwargs(kwargs, lv: _Levels) -> str:

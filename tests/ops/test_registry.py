@@ -32,6 +32,17 @@ NOT_OPS = {
     # Mojo kernels: tests/backends/test_custom_kernels.py (NumPy references and MAX)
     "call_custom_kernel",
     "custom_op",
+    # placement and collectives: tests/sharding/ (NumPy references, VJP/JVP, every op sharded)
+    "shard",
+    "reshard",
+    "all_reduce",
+    "all_gather",
+    "reduce_scatter",
+    "all_to_all",
+    "ppermute",
+    "axis_index",
+    "pmean",
+    "broadcast",
 }
 ALIASES = {
     "negate": "neg",
@@ -89,6 +100,22 @@ TESTED_ELSEWHERE = {
     "cond": "cond/switch (tests/transforms/test_control_flow.py)",
     "while_loop": "while_loop/fori_loop (tests/transforms/test_control_flow.py)",
     "scan": "scan/fori_loop (tests/transforms/test_control_flow.py)",
+    **{
+        name: "placement and collectives (tests/sharding/test_collectives.py)"
+        for name in (
+            "shard",
+            "unshard",
+            "all_gather",
+            "shard_slice",
+            "all_to_all",
+            "reduce_scatter",
+            "all_reduce",
+            "mesh_relabel",
+            "ppermute",
+            "axis_index",
+            "broadcast",
+        )
+    },
 }
 
 

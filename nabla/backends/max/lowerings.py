@@ -970,3 +970,140 @@ def _custom_kernel(args, kw):
 
 
 LOWERINGS["custom_kernel"] = _custom_kernel
+
+
+# ----------------------------------------------------------------------------- mesh (sharding)
+# The simulated mesh (nabla.core.sharding): a sharded value is one buffer, mesh dims first;
+# collectives are data movement and reductions over them (mirrors the NumPy lowerings).
+_MESH_REDUCE = {"sum": ops.sum, "max": ops.max, "min": ops.min, "prod": ops.prod}
+
+
+def _take0(x, axes):
+    """``x`` at index 0 of dims ``axes`` (which are dropped)."""
+    if not axes:
+        return x
+    shape = _shape(x)
+    x = x[tuple(slice(0, 1) if i in axes else slice(None) for i in range(len(shape)))]
+    return ops.reshape(x, tuple(n for i, n in enumerate(shape) if i not in axes))
+
+
+def _mesh_split_max(x, ndev, axes, dim):
+    xs = _shape(x)
+    y = _take0(x, axes)
+    rest = [i for i in range(ndev) if i not in axes]
+    pos = len(rest) + dim
+    sizes = [xs[a] for a in axes]
+    shape = list(_shape(y))
+    shape[pos : pos + 1] = sizes + [shape[pos] // math.prod(sizes)]
+    y = ops.reshape(y, tuple(shape))
+    labels = [("m", k) for k in rest]
+    local = [("l", i) for i in range(len(xs) - ndev)]
+    labels += local[:dim] + [("m", a) for a in axes] + local[dim:]
+    target = [("m", k) for k in range(ndev)] + local
+    return ops.permute(y, [labels.index(t) for t in target])
+
+
+def _mesh_merge_max(x, ndev, axes, dim):
+    xs = _shape(x)
+    rest = [i for i in range(len(xs)) if i not in axes]
+    pos = rest.index(ndev + dim)
+    y = ops.permute(x, rest[:pos] + list(axes) + rest[pos:])
+    shape = [xs[i] for i in rest]
+    shape[pos] *= math.prod(xs[a] for a in axes)
+    y = ops.reshape(y, tuple(shape))
+    inter = list(shape)
+    for a in sorted(axes):
+        inter.insert(a, 1)
+    y = ops.reshape(y, tuple(inter))
+    out = list(inter)
+    for a in axes:
+        out[a] = xs[a]
+    return ops.broadcast_to(y, tuple(out))
+
+
+@_one("mesh_shard")
+def _mesh_shard(x, mesh_shape, dims):
+    ndev = len(mesh_shape)
+    xs = _shape(x)
+    y = ops.broadcast_to(ops.reshape(x, (1,) * ndev + xs), tuple(mesh_shape) + xs)
+    for d, axes in enumerate(dims):
+        if axes:
+            y = _mesh_split_max(y, ndev, axes, d)
+    return y
+
+
+@_one("mesh_unshard")
+def _mesh_unshard(x, ndev, dims, partial):
+    for a, kind in partial:
+        x = _MESH_REDUCE[kind](x, axis=a)
+    for d, axes in enumerate(dims):
+        if axes:
+            x = _mesh_merge_max(x, ndev, axes, d)
+    return _take0(x, tuple(range(ndev)))
+
+
+@_one("mesh_reduce")
+def _mesh_reduce(x, axes, kind):
+    shape = _shape(x)
+    for a in axes:
+        x = _MESH_REDUCE[kind](x, axis=a)
+    return ops.broadcast_to(x, shape)
+
+
+@_one("mesh_gather")
+def _mesh_gather(x, ndev, axes, dim):
+    return _mesh_merge_max(x, ndev, axes, dim)
+
+
+@_one("mesh_slice")
+def _mesh_slice(x, ndev, axes, dim):
+    return _mesh_split_max(x, ndev, axes, dim)
+
+
+@_one("mesh_reduce_scatter")
+def _mesh_reduce_scatter(x, ndev, axes, dim, kind):
+    return _mesh_split_max(_mesh_reduce(x, axes, kind), ndev, axes, dim)
+
+
+@_one("mesh_all_to_all")
+def _mesh_all_to_all(x, ndev, axes, split_dim, concat_dim):
+    return _mesh_split_max(_mesh_merge_max(x, ndev, axes, concat_dim), ndev, axes, split_dim)
+
+
+@_one("mesh_permute")
+def _mesh_permute(x, ndev, pairs):
+    shape = _shape(x)
+    n = math.prod(shape[:ndev])
+    flat = ops.reshape(x, (n,) + shape[ndev:])
+    src_of = {d: s for s, d in pairs}
+    zero = None
+    parts = []
+    for dst in range(n):
+        s = src_of.get(dst)
+        if s is None:
+            if zero is None:
+                zero = ops.broadcast_to(_c(0, x), (1,) + shape[ndev:])
+            parts.append(zero)
+        else:
+            parts.append(flat[s : s + 1])
+    out = parts[0] if n == 1 else ops.concat(parts, axis=0)
+    return ops.reshape(out, shape)
+
+
+@_one("mesh_select")
+def _mesh_select(x, axes, index):
+    shape = _shape(x)
+    sel = [slice(None)] * len(shape)
+    for a, i in zip(axes, index, strict=True):
+        sel[a] = slice(i, i + 1)
+    return ops.broadcast_to(x[tuple(sel)], shape)
+
+
+@_one("mesh_iota")
+def _mesh_iota(mesh_shape, axis, dtype, device):
+    n = mesh_shape[axis]
+    i = ops.range(0, n, 1, out_dim=n, dtype=MDType.int64, device=device_ref(device))
+    view = [1] * len(mesh_shape)
+    view[axis] = n
+    coords = ops.broadcast_to(ops.reshape(i, tuple(view)), tuple(mesh_shape))
+    return ops.reshape(ops.cast(coords, max_dtype(dtype)), tuple(mesh_shape) + (1,))

@@ -337,3 +337,114 @@ def _transfer(x, device):
 
 
 LOWERINGS["transfer"] = lambda args, kw: [_transfer(args[0], kw["device"])]
+
+
+# --------------------------------------------------------------------------- mesh (sharding)
+# A sharded value is one buffer ``mesh.shape + local_shape`` (``nabla.core.sharding``); the
+# collectives of a simulated mesh are data movement and reductions over its leading mesh dims.
+# Kwargs: ``ndev`` leading mesh dims; ``axes`` mesh dim indices, major first; ``dim`` a local
+# dim (0-based after the mesh dims).
+_MESH_REDUCE = {"sum": np.sum, "max": np.max, "min": np.min, "prod": np.prod}
+
+
+def _mesh_split(x, ndev, axes, dim):
+    """Inverse of ``_mesh_merge``: ``x`` equal over mesh dims ``axes``; local ``dim`` is cut
+    into blocks, block ``i`` going to mesh coordinate ``i`` (row-major over ``axes``)."""
+    sel = tuple(0 if i in axes else slice(None) for i in range(ndev))
+    y = x[sel]
+    rest = [i for i in range(ndev) if i not in axes]
+    pos = len(rest) + dim
+    sizes = [x.shape[a] for a in axes]
+    shape = list(y.shape)
+    shape[pos : pos + 1] = sizes + [shape[pos] // math.prod(sizes)]
+    y = y.reshape(shape)
+    labels = [("m", k) for k in rest]
+    local = [("l", i) for i in range(x.ndim - ndev)]
+    labels += local[:dim] + [("m", a) for a in axes] + local[dim:]
+    target = [("m", k) for k in range(ndev)] + local
+    return np.transpose(y, [labels.index(t) for t in target])
+
+
+def _mesh_merge(x, ndev, axes, dim):
+    """Concatenate the blocks along mesh dims ``axes`` into local ``dim`` on every device."""
+    rest = [i for i in range(x.ndim) if i not in axes]
+    pos = rest.index(ndev + dim)
+    y = np.transpose(x, rest[:pos] + list(axes) + rest[pos:])
+    shape = [x.shape[i] for i in rest]
+    shape[pos] *= math.prod(x.shape[a] for a in axes)
+    y = np.expand_dims(y.reshape(shape), sorted(axes))
+    out = list(y.shape)
+    for a in axes:
+        out[a] = x.shape[a]
+    return np.broadcast_to(y, out)
+
+
+@_one("mesh_shard")
+def _mesh_shard(x, mesh_shape, dims):
+    ndev = len(mesh_shape)
+    y = np.broadcast_to(x, tuple(mesh_shape) + x.shape)
+    for d, axes in enumerate(dims):
+        if axes:
+            y = _mesh_split(y, ndev, axes, d)
+    return np.ascontiguousarray(y)
+
+
+@_one("mesh_unshard")
+def _mesh_unshard(x, ndev, dims, partial):
+    for a, kind in partial:
+        x = _MESH_REDUCE[kind](x, axis=a, keepdims=True)
+    for d, axes in enumerate(dims):
+        if axes:
+            x = _mesh_merge(x, ndev, axes, d)
+    return np.ascontiguousarray(x[(0,) * ndev])
+
+
+@_one("mesh_reduce")
+def _mesh_reduce(x, axes, kind):
+    return np.broadcast_to(_MESH_REDUCE[kind](x, axis=tuple(axes), keepdims=True), x.shape)
+
+
+@_one("mesh_gather")
+def _mesh_gather(x, ndev, axes, dim):
+    return _mesh_merge(x, ndev, axes, dim)
+
+
+@_one("mesh_slice")
+def _mesh_slice(x, ndev, axes, dim):
+    return _mesh_split(x, ndev, axes, dim)
+
+
+@_one("mesh_reduce_scatter")
+def _mesh_reduce_scatter(x, ndev, axes, dim, kind):
+    return _mesh_split(_mesh_reduce(x, axes, kind), ndev, axes, dim)
+
+
+@_one("mesh_all_to_all")
+def _mesh_all_to_all(x, ndev, axes, split_dim, concat_dim):
+    return _mesh_split(_mesh_merge(x, ndev, axes, concat_dim), ndev, axes, split_dim)
+
+
+@_one("mesh_permute")
+def _mesh_permute(x, ndev, pairs):
+    lead = x.shape[:ndev]
+    flat = x.reshape((math.prod(lead),) + x.shape[ndev:])
+    out = np.zeros_like(flat)
+    for src, dst in pairs:
+        out[dst] = flat[src]
+    return out.reshape(x.shape)
+
+
+@_one("mesh_select")
+def _mesh_select(x, axes, index):
+    sel = [slice(None)] * x.ndim
+    for a, i in zip(axes, index, strict=True):
+        sel[a] = slice(i, i + 1)
+    return np.broadcast_to(x[tuple(sel)], x.shape)
+
+
+@_one("mesh_iota")
+def _mesh_iota(mesh_shape, axis, dtype, device):
+    shape = [1] * len(mesh_shape)
+    shape[axis] = mesh_shape[axis]
+    coords = np.arange(mesh_shape[axis], dtype=dtype.numpy).reshape(shape)
+    return np.broadcast_to(coords, tuple(mesh_shape))[..., None]

@@ -1,0 +1,524 @@
+"""Sharding types and factor propagation (pure data and arithmetic; runs nothing).
+
+- ``DeviceMesh(name, shape, axis_names)``: a named grid of devices (flat indices, row-major).
+- ``PartitionSpec``/``P``: JAX's user-facing spec, one entry per leading dim (an axis name,
+  ``None`` or a tuple of names); a spec shorter than the rank replicates the trailing dims.
+- ``DimSpec``: the mesh axes one dim is split over, major to minor.
+- ``ShardingSpec``: a mesh, one ``DimSpec`` per *physical* dim (vmap batch dims first) and
+  the *partial* axes with their reduction kind (``sum``, ``max``, ``min``, ``prod``): over a
+  partial axis each device holds a term whose reduction is the value.
+- ``FactorRule``: an op's einsum-like sharding template (``"m k, k n -> m n"``), and
+  ``propagate``: which mesh axes each factor gets, what each input must be resharded to, and
+  the output's sharding and partial axes.
+- ``collective_bytes``: the ring cost model (bytes each device sends).
+
+Physical layout of a sharded value (the invariant the backends rely on): one buffer of shape
+``mesh.shape + local_shape``, the leading mesh dims indexing devices; a dim split over axes
+``(a, b)`` holds block ``i_a * size_b + i_b`` on device ``(.., i_a, .., i_b, ..)``; devices that
+replicate a value hold equal copies. Splits are exact: a dim that its axes do not divide is
+refused with an error naming the dim and the axes.
+"""
+
+from __future__ import annotations
+
+from math import prod
+
+import numpy as np
+
+__all__ = [
+    "DeviceMesh",
+    "PartitionSpec",
+    "P",
+    "DimSpec",
+    "ShardingSpec",
+    "ShardingError",
+    "FactorRule",
+    "propagate",
+    "collective_bytes",
+    "REDUCE_KINDS",
+]
+
+REDUCE_KINDS = ("sum", "max", "min", "prod")
+
+
+class ShardingError(ValueError):
+    """A bad mesh, spec or sharded operand (unknown axis, axis used twice, uneven split,
+    tensors on different meshes, a collective over an axis the tensor is not sharded on)."""
+
+
+class DeviceMesh:
+    """A named grid of devices: ``DeviceMesh("mesh", (2, 2), ("dp", "tp"))``.
+
+    ``devices`` holds the flat device indices in the mesh's shape (row-major). On one machine
+    the mesh is simulated: every device's buffer lives in one process.
+
+    Args:
+        name: the mesh's name (meshes are equal when name, shape and axis names are).
+        shape: devices per mesh axis (an int for a 1-D mesh).
+        axis_names: one distinct name per mesh axis.
+    """
+
+    def __init__(self, name: str, shape, axis_names):
+        if isinstance(shape, int):
+            shape = (shape,)
+        if isinstance(axis_names, str):
+            axis_names = (axis_names,)
+        shape = tuple(shape)
+        axis_names = tuple(axis_names)
+        if not shape or not all(isinstance(s, int | np.integer) and s >= 1 for s in shape):
+            raise ShardingError(f"DeviceMesh {name!r}: shape must be positive ints, got {shape}")
+        if len(axis_names) != len(shape):
+            raise ShardingError(
+                f"DeviceMesh {name!r}: {len(shape)} dims {shape} but {len(axis_names)} axis "
+                f"names {axis_names}"
+            )
+        if not all(isinstance(a, str) and a for a in axis_names):
+            raise ShardingError(f"DeviceMesh {name!r}: axis names must be strings: {axis_names}")
+        if len(set(axis_names)) != len(axis_names):
+            raise ShardingError(f"DeviceMesh {name!r}: axis names repeat: {axis_names}")
+        self.name = str(name)
+        self.shape = tuple(int(s) for s in shape)
+        self.axis_names = axis_names
+        self._key = (self.name, self.shape, self.axis_names)
+
+    @property
+    def size(self) -> int:
+        return prod(self.shape)
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def devices(self) -> np.ndarray:
+        return np.arange(self.size).reshape(self.shape)
+
+    def axis(self, name: str, op: str = "DeviceMesh") -> int:
+        """The position of mesh axis ``name``; a clear error for an unknown one."""
+        try:
+            return self.axis_names.index(name)
+        except ValueError:
+            raise ShardingError(
+                f"{op}: unknown mesh axis {name!r}; mesh {self.name!r} has axes {self.axis_names}"
+            ) from None
+
+    def axis_size(self, name: str) -> int:
+        return self.shape[self.axis(name)]
+
+    def coords(self, device: int) -> tuple:
+        return tuple(int(c) for c in np.unravel_index(device, self.shape))
+
+    def __eq__(self, other):
+        return isinstance(other, DeviceMesh) and other._key == self._key
+
+    def __hash__(self):
+        return hash(self._key)
+
+    def __repr__(self):
+        return f"DeviceMesh({self.name!r}, {self.shape}, {self.axis_names})"
+
+
+class PartitionSpec(tuple):
+    """JAX's ``PartitionSpec``: one entry per leading dim (an axis name, ``None`` for
+    replicated, or a tuple of names splitting one dim over several axes, major first)."""
+
+    def __new__(cls, *entries):
+        for e in entries:
+            ok = (
+                e is None
+                or isinstance(e, str)
+                or (isinstance(e, tuple | list) and all(isinstance(a, str) for a in e))
+            )
+            if not ok:
+                raise ShardingError(
+                    f"PartitionSpec: an entry is an axis name, None or a tuple of names; got {e!r}"
+                )
+        return super().__new__(cls, tuple(tuple(e) if isinstance(e, list) else e for e in entries))
+
+    def __repr__(self):
+        return "P(" + ", ".join(repr(e) for e in self) + ")"
+
+
+P = PartitionSpec
+
+
+class DimSpec:
+    """The mesh axes one dim is split over (major to minor); ``DimSpec([])`` replicates."""
+
+    __slots__ = ("axes",)
+
+    def __init__(self, axes=()):
+        if axes is None:
+            axes = ()
+        elif isinstance(axes, str):
+            axes = (axes,)
+        self.axes = tuple(axes)
+
+    def __eq__(self, other):
+        return isinstance(other, DimSpec) and other.axes == self.axes
+
+    def __hash__(self):
+        return hash(self.axes)
+
+    def __repr__(self):
+        return f"DimSpec({list(self.axes)})"
+
+
+def _entry_axes(entry) -> tuple:
+    if entry is None:
+        return ()
+    if isinstance(entry, DimSpec):
+        return entry.axes
+    if isinstance(entry, str):
+        return (entry,)
+    return tuple(entry)
+
+
+class ShardingSpec:
+    """How a value is laid out on a mesh. Mesh axes used by neither ``dims`` nor
+    ``partial`` are replicated. Immutable and hashable.
+
+    Args:
+        mesh: the ``DeviceMesh``.
+        dims: per dim, the mesh axes it is split over (a ``DimSpec``, a tuple/list of names,
+            a name or None).
+        partial: ``{axis: kind}`` (or pairs): over these axes each device holds a term, and
+            the value is their reduction ``kind`` (``sum``, ``max``, ``min``, ``prod``).
+        op: the op named in errors.
+    """
+
+    __slots__ = ("mesh", "dims", "partial", "_hash")
+
+    def __init__(self, mesh: DeviceMesh, dims, partial=(), *, op: str = "ShardingSpec"):
+        if not isinstance(mesh, DeviceMesh):
+            raise ShardingError(f"{op}: expected a DeviceMesh, got {type(mesh).__name__}")
+        self.mesh = mesh
+        self.dims = tuple(_entry_axes(d) for d in dims)
+        part = dict(partial.items() if isinstance(partial, dict) else partial)
+        for ax, kind in part.items():
+            mesh.axis(ax, op)
+            if kind not in REDUCE_KINDS:
+                raise ShardingError(f"{op}: partial kind {kind!r} is not one of {REDUCE_KINDS}")
+        self.partial = tuple((a, part[a]) for a in mesh.axis_names if a in part)
+        used = [a for d in self.dims for a in d] + [a for a, _ in self.partial]
+        for a in used:
+            mesh.axis(a, op)
+        dup = sorted({a for a in used if used.count(a) > 1})
+        if dup:
+            raise ShardingError(f"{op}: mesh axis {dup[0]!r} is used twice in {self}")
+        self._hash = hash((mesh, self.dims, self.partial))
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def from_spec(cls, mesh: DeviceMesh, spec, ndim: int, op: str = "shard") -> ShardingSpec:
+        """A ``ShardingSpec`` for a rank-``ndim`` value from a ``P``, a list of ``DimSpec``/
+        entries, or a ``ShardingSpec`` (whose mesh must be ``mesh``)."""
+        if isinstance(spec, ShardingSpec):
+            if spec.mesh != mesh:
+                raise ShardingError(f"{op}: spec is on {spec.mesh}, not on {mesh}")
+            if len(spec.dims) != ndim:
+                raise ShardingError(
+                    f"{op}: spec {spec} has {len(spec.dims)} dims, value has {ndim}"
+                )
+            return spec
+        if spec is None:
+            entries = ()
+        elif isinstance(spec, str | DimSpec):
+            entries = (spec,)
+        else:
+            entries = tuple(spec)
+        if len(entries) > ndim:
+            raise ShardingError(
+                f"{op}: spec {_show(spec)} has {len(entries)} entries but the value has rank {ndim}"
+            )
+        dims = tuple(_entry_axes(e) for e in entries) + ((),) * (ndim - len(entries))
+        return cls(mesh, dims, op=op)
+
+    @classmethod
+    def replicated(cls, mesh: DeviceMesh, ndim: int) -> ShardingSpec:
+        return cls(mesh, ((),) * ndim)
+
+    # ------------------------------------------------------------------ queries
+    @property
+    def ndim(self) -> int:
+        return len(self.dims)
+
+    @property
+    def partial_axes(self) -> tuple:
+        return tuple(a for a, _ in self.partial)
+
+    @property
+    def partial_kinds(self) -> dict:
+        return dict(self.partial)
+
+    @property
+    def sharded_axes(self) -> tuple:
+        return tuple(a for d in self.dims for a in d)
+
+    @property
+    def replicated_axes(self) -> tuple:
+        used = set(self.sharded_axes) | set(self.partial_axes)
+        return tuple(a for a in self.mesh.axis_names if a not in used)
+
+    @property
+    def is_replicated(self) -> bool:
+        """True when every device holds the whole value."""
+        return not self.partial and not any(self.dims)
+
+    def dim_of(self, axis: str) -> int | None:
+        """The dim split over mesh ``axis`` (None if none)."""
+        for i, d in enumerate(self.dims):
+            if axis in d:
+                return i
+        return None
+
+    def splits(self, dim: int) -> int:
+        return prod(self.mesh.axis_size(a) for a in self.dims[dim])
+
+    def local_shape(self, shape) -> tuple:
+        """The block each device holds of a value of (global, physical) ``shape``."""
+        return tuple(s // self.splits(i) for i, s in enumerate(shape))
+
+    def buffer_shape(self, shape) -> tuple:
+        """The physical buffer: the mesh dims, then the local block."""
+        return self.mesh.shape + self.local_shape(shape)
+
+    def check_shape(self, shape, op: str = "shard") -> None:
+        """Refuse a spec whose rank differs from ``shape``'s or that splits a dim unevenly."""
+        if len(shape) != len(self.dims):
+            raise ShardingError(
+                f"{op}: spec {self} has {len(self.dims)} dims but the value's shape is "
+                f"{tuple(shape)}"
+            )
+        for i, (s, axes) in enumerate(zip(shape, self.dims, strict=True)):
+            n = self.splits(i)
+            if s % n:
+                raise ShardingError(
+                    f"{op}: dim {i} of shape {tuple(shape)} has size {s}, which mesh axes "
+                    f"{axes} (size {n}) do not divide; uneven splits are refused, pad the dim "
+                    f"to a multiple of {n}"
+                )
+
+    def block_index(self, device: int, shape) -> tuple:
+        """The slices of the global value that ``device`` (flat index) holds."""
+        coords = self.mesh.coords(device)
+        out = []
+        for i, s in enumerate(shape):
+            b = 0
+            for a in self.dims[i]:
+                k = self.mesh.axis(a)
+                b = b * self.mesh.shape[k] + coords[k]
+            n = s // self.splits(i)
+            out.append(slice(b * n, (b + 1) * n))
+        return tuple(out)
+
+    # ------------------------------------------------------------------ derived specs
+    def with_dims(self, dims) -> ShardingSpec:
+        return ShardingSpec(self.mesh, dims, self.partial)
+
+    def with_partial(self, partial) -> ShardingSpec:
+        return ShardingSpec(self.mesh, self.dims, partial)
+
+    def drop_prefix(self, n: int) -> ShardingSpec:
+        return ShardingSpec(self.mesh, self.dims[n:], self.partial) if n else self
+
+    def to_partition_spec(self) -> PartitionSpec:
+        entries = [None if not d else d[0] if len(d) == 1 else d for d in self.dims]
+        while entries and entries[-1] is None:
+            entries.pop()
+        return PartitionSpec(*entries)
+
+    def __eq__(self, other):
+        return (
+            isinstance(other, ShardingSpec)
+            and other._hash == self._hash
+            and other.mesh == self.mesh
+            and other.dims == self.dims
+            and other.partial == self.partial
+        )
+
+    def __hash__(self):
+        return self._hash
+
+    def __repr__(self):
+        parts = [repr(self.to_partition_spec())]
+        if self.partial:
+            parts.append("partial={" + ", ".join(f"{a!r}: {k!r}" for a, k in self.partial) + "}")
+        return f"ShardingSpec({self.mesh.name!r}{self.mesh.shape}, {', '.join(parts)})"
+
+    def short(self) -> str:
+        """A compact form for traces: ``[dp, -]{tp:sum}``."""
+        dims = ", ".join("-" if not d else "*".join(d) for d in self.dims)
+        part = "".join(f"{{{a}:{k}}}" for a, k in self.partial)
+        return f"[{dims}]{part}"
+
+
+def _show(spec) -> str:
+    return repr(spec) if isinstance(spec, PartitionSpec) else str(spec)
+
+
+# ----------------------------------------------------------------------------- propagation
+class FactorRule:
+    """An op's sharding template: for each input and output, per dim, the factors it is made
+    of (major first; a reshape merges several into one dim), their sizes, how a factor that
+    appears in no output is reduced (``sum``/``max``/``min``/``prod``; ``None``: it must not
+    be sharded), and ``blocked`` factors that must stay whole (a sliced, padded, flipped or
+    scanned dim).
+
+    ``FactorRule.parse("m k, k n -> m n", in_shapes, out_shapes, reduce={"k": "sum"})``
+    builds one from text; ``(a b)`` writes a dim made of factors ``a`` and ``b``.
+    """
+
+    __slots__ = ("inputs", "outputs", "sizes", "reduce", "blocked")
+
+    def __init__(self, inputs, outputs, sizes, reduce=None, blocked=()):
+        self.inputs = tuple(tuple(tuple(d) for d in dims) for dims in inputs)
+        self.outputs = tuple(tuple(tuple(d) for d in dims) for dims in outputs)
+        self.sizes = dict(sizes)
+        self.reduce = dict(reduce or {})
+        self.blocked = frozenset(blocked)
+
+    @classmethod
+    def parse(cls, text, in_shapes, out_shapes, reduce=None, blocked=()) -> FactorRule:
+        lhs, rhs = text.split("->")
+
+        def side(part, shapes):
+            groups = [g.strip() for g in part.split(",")] if part.strip() else []
+            out = []
+            for g, shape in zip(groups, shapes, strict=True):
+                dims = []
+                tok = g.replace("(", " ( ").replace(")", " ) ").split()
+                i = 0
+                while i < len(tok):
+                    if tok[i] == "(":
+                        j = tok.index(")", i)
+                        dims.append(tuple(tok[i + 1 : j]))
+                        i = j + 1
+                    else:
+                        dims.append((tok[i],))
+                        i += 1
+                if len(dims) != len(shape):
+                    raise ValueError(f"rule {text!r}: {g!r} does not match shape {shape}")
+                out.append(dims)
+            return out
+
+        ins, outs = side(lhs, in_shapes), side(rhs, out_shapes)
+        return cls.parse_dims(ins, outs, in_shapes, out_shapes, reduce, blocked)
+
+    @classmethod
+    def parse_dims(cls, ins, outs, in_shapes, out_shapes, reduce=None, blocked=()):
+        """A rule from per-dim factor tuples; factor sizes are read off the shapes."""
+        sizes: dict = {}
+        for dims, shapes in ((ins, in_shapes), (outs, out_shapes)):
+            for ds, shape in zip(dims, shapes, strict=True):
+                for fs, n in zip(ds, shape, strict=True):
+                    if len(fs) == 1:
+                        sizes.setdefault(fs[0], n)
+        for dims, shapes in ((ins, in_shapes), (outs, out_shapes)):
+            for ds, shape in zip(dims, shapes, strict=True):
+                for fs, n in zip(ds, shape, strict=True):
+                    unknown = [f for f in fs if f not in sizes]
+                    if len(unknown) == 1:
+                        known = prod(sizes[f] for f in fs if f in sizes)
+                        sizes[unknown[0]] = n // known if known else n
+        return cls(ins, outs, sizes, reduce, blocked)
+
+    def __str__(self):
+        def side(groups):
+            return ", ".join(
+                " ".join(d[0] if len(d) == 1 else "(" + " ".join(d) + ")" for d in dims)
+                for dims in groups
+            )
+
+        return f"{side(self.inputs)} -> {side(self.outputs)}"
+
+    __repr__ = __str__
+
+
+def propagate(rule: FactorRule, in_specs, in_bytes, mesh: DeviceMesh):
+    """Choose mesh axes for every factor of ``rule`` from the inputs' shardings.
+
+    ``in_specs`` holds each input's ``ShardingSpec`` (None: unsharded, free to slice
+    locally). Priority: each factor takes the axes of the input whose resharding would move
+    the most bytes (``in_bytes``: its size), so the largest operand stays put; ties go to the
+    earlier operand. A mesh axis claimed by two factors stays with the factor of the larger
+    operand. A factor stays whole when it is blocked, reduced without a reduction kind, or
+    not divisible by its axes. Only the major factor of a merged dim carries axes.
+
+    Returns ``(input_dims, output_dims, output_partial)``: per input the axes each of its dims
+    must have (the inputs are resharded to these), per output the same, and the partial axes
+    ``{axis: kind}`` contracted sharded factors leave on the outputs.
+    """
+    cands: dict[str, list] = {}
+    for i, spec in enumerate(in_specs):
+        if spec is None:
+            continue
+        for d, axes in enumerate(spec.dims):
+            if not axes:
+                continue
+            factors = [f for f in rule.inputs[i][d] if rule.sizes.get(f, 1) != 1]
+            if not factors:
+                continue
+            cands.setdefault(factors[0], []).append((in_bytes[i], -i, axes))
+    chosen: dict[str, tuple] = {}
+    used: set = set()
+    order = sorted(cands.items(), key=lambda kv: max(c[:2] for c in kv[1]), reverse=True)
+    for f, options in order:
+        if f in rule.blocked or (f in rule.reduce and rule.reduce[f] is None):
+            continue
+        for _, _, axes in sorted(options, reverse=True):
+            if used.intersection(axes):
+                continue
+            if rule.sizes.get(f, 1) % prod(mesh.axis_size(a) for a in axes):
+                continue
+            chosen[f] = axes
+            used.update(axes)
+            break
+
+    def dims_of(groups):
+        out = []
+        for fs in groups:
+            major = [f for f in fs if rule.sizes.get(f, 1) != 1]
+            axes = ()
+            if major and major[0] in chosen:
+                axes = chosen[major[0]]
+            out.append(axes)
+        return tuple(out)
+
+    # a merged dim keeps the axes of its major factor only: the other factors stay whole
+    for groups in rule.inputs + rule.outputs:
+        for fs in groups:
+            major = [f for f in fs if rule.sizes.get(f, 1) != 1]
+            for f in major[1:]:
+                chosen.pop(f, None)
+    input_dims = tuple(dims_of(groups) for groups in rule.inputs)
+    output_dims = tuple(dims_of(groups) for groups in rule.outputs)
+    in_outputs = {f for groups in rule.outputs for fs in groups for f in fs}
+    partial = {}
+    for f, axes in chosen.items():
+        if f not in in_outputs:
+            for a in axes:
+                partial[a] = rule.reduce.get(f, "sum")
+    return input_dims, output_dims, partial
+
+
+# ----------------------------------------------------------------------------- cost model
+def collective_bytes(kind: str, nbytes: int, n: int) -> float:
+    """Bytes each device sends for a collective over ``n`` devices on a ring, where
+    ``nbytes`` is the size of one device's buffer before the collective (for all_gather: its
+    shard; for the others: its whole local value).
+
+    all_reduce 2(n-1)/n·B, all_gather (n-1)·B, reduce_scatter (n-1)/n·B,
+    all_to_all (n-1)/n·B, ppermute B, broadcast (n-1)/n·B (pipelined ring); 0 when n is 1.
+    """
+    if n <= 1:
+        return 0.0
+    if kind == "all_reduce":
+        return 2.0 * (n - 1) / n * nbytes
+    if kind == "all_gather":
+        return float((n - 1) * nbytes)
+    if kind in ("reduce_scatter", "all_to_all", "broadcast"):
+        return (n - 1) / n * nbytes
+    if kind == "ppermute":
+        return float(nbytes)
+    return 0.0

@@ -1,0 +1,885 @@
+"""Placing values on a device mesh, and the collectives (DESIGN.md §4).
+
+A sharded tensor keeps its global (logical) shape; its buffer holds one block per mesh
+device (``nabla.core.sharding``). Two kinds of ops live here:
+
+- **Layout ops**, identities on the global value: ``shard`` (a whole value to blocks: local
+  slicing, no communication), ``unshard`` (blocks to a whole value), ``all_gather``,
+  ``all_to_all``, ``reduce_scatter``, ``shard_slice`` (local slicing of a replicated dim) and
+  ``all_reduce`` over partial axes of its own kind. Propagation inserts these; their
+  gradients are the reverse layout change.
+- **Per-device collectives**, which change the global value because they act on each
+  device's block: ``all_reduce`` over axes a dim is split on (every device gets the
+  reduction of the blocks: the dim shrinks to one block, replicated), ``ppermute`` (blocks
+  move between devices), ``broadcast`` (every device gets the root's block) and
+  ``axis_index`` (each device's coordinate).
+
+Every collective is an op: it has JVP and VJP rules, works under vmap, shows in ``nb.trace``
+with its mesh axes, and reports the bytes each device sends (``comm_bytes``, ring formulas
+of ``nabla.core.sharding.collective_bytes``). On the simulated mesh the backends lower them
+to ordinary data movement over the buffer's leading mesh dims.
+
+Dims in these ops' kwargs count from the end (``-1`` is the last dim), so a rule that
+rebinds the op on a tangent with more vmap levels addresses the same logical dim.
+"""
+
+from __future__ import annotations
+
+from math import prod
+
+import numpy as np
+
+from ..core.device import get_default_device
+from ..core.dtypes import DType
+from ..core.sharding import (
+    REDUCE_KINDS,
+    DeviceMesh,
+    ShardingError,
+    ShardingSpec,
+    collective_bytes,
+)
+from ..runtime.tensor import Tensor
+from ._util import as_tensor
+from .base import Operation
+
+__all__ = [
+    "shard",
+    "reshard",
+    "unshard",
+    "all_reduce",
+    "all_gather",
+    "reduce_scatter",
+    "all_to_all",
+    "ppermute",
+    "axis_index",
+    "pmean",
+    "broadcast",
+]
+
+
+def _idx(mesh: DeviceMesh, axes) -> tuple:
+    return tuple(mesh.axis(a) for a in axes)
+
+
+def _spec_like(spec: ShardingSpec, src, dst) -> ShardingSpec:
+    """``spec`` (a layout of impl ``src``) for impl ``dst``, which has the same logical
+    shape but maybe other vmap levels: logical dims keep their axes, a batch dim keeps the
+    axes of the same level in ``src``."""
+    if dst.levels == src.levels:
+        return spec
+    nsrc = len(src.levels)
+    by_level = dict(zip(src.levels, spec.dims[:nsrc], strict=True))
+    dims = tuple(by_level.get(lv, ()) for lv in dst.levels) + spec.dims[nsrc:]
+    used = {a for d in dims for a in d}
+    partial = tuple((a, k) for a, k in spec.partial if a not in used)
+    return ShardingSpec(spec.mesh, dims, partial)
+
+
+def _to_layout(t: Tensor, spec: ShardingSpec | None, like) -> Tensor:
+    """Tangent/cotangent ``t`` laid out as ``spec`` (given for impl ``like``); None: whole."""
+    if t is None:
+        return None
+    if spec is None:
+        return unshard(t) if t._impl.sharding is not None else t
+    return spmd.reshard_to(t, _spec_like(spec, like, t._impl))
+
+
+def layout_like(t: Tensor, like) -> Tensor:
+    """``t`` laid out like impl ``like`` without its partial axes (whole if ``like`` is)."""
+    spec = None if like.sharding is None else _no_partial(like.sharding)
+    return _to_layout(t, spec, like)
+
+
+def _no_partial(spec: ShardingSpec) -> ShardingSpec:
+    return spec.with_partial(()) if spec.partial else spec
+
+
+class _MeshOp(Operation):
+    """A collective: places its output itself (``plan``) instead of factor propagation."""
+
+    collective = True
+    comm = ""  # the cost model's name for what it sends ("" for none)
+
+    def bind_collective(self, args, kwargs):
+        im = args[0]._impl
+        if im.sharding is None and self is not _shard:
+            raise ShardingError(
+                f"{self.name}: the tensor of shape {_shape(im)} is not sharded (no mesh)"
+            )
+        shape, spec, phys = self.plan(im, kwargs)
+        return self.emit(args, kwargs, phys, im.levels, [shape], [im.dtype], [im.device], [spec])
+
+    def plan(self, impl, kwargs):
+        """``(global output shape, output ShardingSpec, backend kwargs)``; validates."""
+        raise NotImplementedError
+
+    def comm_bytes(self, impl, kwargs) -> float:
+        """Bytes each device sends to run this op on ``impl`` (the ring cost model)."""
+        spec = impl.sharding
+        if not self.comm or spec is None:
+            return 0.0
+        n = prod(spec.mesh.axis_size(a) for a in kwargs.get("axes", ()))
+        local = prod(spec.local_shape(impl.shape)) * impl.dtype.itemsize
+        return collective_bytes(self.comm, local, n)
+
+
+class _LayoutOp(_MeshOp):
+    """An identity on the global value that changes only its layout."""
+
+    def jvp_rule(self, primals, tangents, outputs, kwargs):
+        out = outputs[0]._impl
+        return [_to_layout(tangents[0], out.sharding, out)]
+
+    def vjp_rule(self, primals, cotangents, outputs, kwargs):
+        x = primals[0]._impl
+        spec = None if x.sharding is None else _no_partial(x.sharding)
+        return [_to_layout(cotangents[0], spec, x)]
+
+
+def _neg(impl, dim: int) -> int:
+    return dim - len(impl.shape)
+
+
+def _phys(impl, neg: int) -> int:
+    return len(impl.shape) + neg
+
+
+# ----------------------------------------------------------------------------- layout ops
+class ShardOp(_LayoutOp):
+    """A whole value to blocks: every device keeps its block (no communication)."""
+
+    name = "shard"
+    data_movement = True
+
+    def plan(self, impl, kwargs):
+        spec = kwargs["spec"]
+        nb = len(impl.shape) - spec.ndim
+        spec = ShardingSpec(spec.mesh, ((),) * nb + spec.dims) if nb else spec
+        spec.check_shape(impl.shape, "shard")
+        mesh = spec.mesh
+        phys = {"mesh_shape": mesh.shape, "dims": tuple(_idx(mesh, d) for d in spec.dims)}
+        return impl.shape, spec, phys
+
+    backend_name = "mesh_shard"
+
+
+class UnshardOp(_LayoutOp):
+    """Blocks to a whole value on every device (gathers; completes partial terms)."""
+
+    name = "unshard"
+    backend_name = "mesh_unshard"
+    comm = "all_gather"
+
+    def bind_collective(self, args, kwargs):
+        im = args[0]._impl
+        mesh = im.sharding.mesh
+        phys = {
+            "ndev": mesh.ndim,
+            "dims": tuple(_idx(mesh, d) for d in im.sharding.dims),
+            "partial": tuple((mesh.axis(a), k) for a, k in im.sharding.partial),
+        }
+        return self.emit(args, kwargs, phys, im.levels, [im.shape], [im.dtype], [im.device], None)
+
+    def comm_bytes(self, impl, kwargs) -> float:
+        spec = impl.sharding
+        local = prod(spec.local_shape(impl.shape)) * impl.dtype.itemsize
+        n_red = prod(spec.mesh.axis_size(a) for a in spec.partial_axes)
+        n_gat = prod(spec.mesh.axis_size(a) for a in spec.sharded_axes)
+        return collective_bytes("all_reduce", local, n_red) + collective_bytes(
+            "all_gather", local, n_gat
+        )
+
+
+class AllGatherOp(_LayoutOp):
+    """Dim ``dim`` stops being split over ``axes`` (its minor axes)."""
+
+    name = "all_gather"
+    backend_name = "mesh_gather"
+    comm = "all_gather"
+    data_movement = True
+
+    def plan(self, impl, kwargs):
+        spec, axes = impl.sharding, kwargs["axes"]
+        d = _phys(impl, kwargs["dim"])
+        have = spec.dims[d]
+        if not axes or have[len(have) - len(axes) :] != axes:
+            raise ShardingError(
+                f"all_gather: dim {d - len(impl.levels)} of shape {_shape(impl)} is split over "
+                f"{have}, not over {axes} (spec {spec})"
+            )
+        dims = list(spec.dims)
+        dims[d] = have[: len(have) - len(axes)]
+        phys = {"ndev": spec.mesh.ndim, "axes": _idx(spec.mesh, axes), "dim": d}
+        return impl.shape, spec.with_dims(dims), phys
+
+
+class ShardSliceOp(_LayoutOp):
+    """Dim ``dim`` (replicated over ``axes``) is split over them too: each device keeps its
+    block (no communication)."""
+
+    name = "shard_slice"
+    backend_name = "mesh_slice"
+    data_movement = True
+
+    def plan(self, impl, kwargs):
+        spec, axes = impl.sharding, kwargs["axes"]
+        d = _phys(impl, kwargs["dim"])
+        dims = list(spec.dims)
+        dims[d] = dims[d] + axes
+        out = ShardingSpec(spec.mesh, dims, spec.partial, op="shard_slice")
+        out.check_shape(impl.shape, "shard_slice")
+        phys = {"ndev": spec.mesh.ndim, "axes": _idx(spec.mesh, axes), "dim": d}
+        return impl.shape, out, phys
+
+
+class AllToAllOp(_LayoutOp):
+    """Mesh ``axes`` move from the minor end of dim ``concat`` to the minor end of dim
+    ``split``."""
+
+    name = "all_to_all"
+    backend_name = "mesh_all_to_all"
+    comm = "all_to_all"
+    data_movement = True
+
+    def plan(self, impl, kwargs):
+        spec, axes = impl.sharding, kwargs["axes"]
+        c, s = _phys(impl, kwargs["concat"]), _phys(impl, kwargs["split"])
+        have = spec.dims[c]
+        if c == s or not axes or have[len(have) - len(axes) :] != axes:
+            raise ShardingError(
+                f"all_to_all: concat dim {c - len(impl.levels)} of shape {_shape(impl)} is "
+                f"split over {have}, not over {axes} (spec {spec})"
+            )
+        dims = list(spec.dims)
+        dims[c] = have[: len(have) - len(axes)]
+        dims[s] = dims[s] + axes
+        out = ShardingSpec(spec.mesh, dims, spec.partial, op="all_to_all")
+        out.check_shape(impl.shape, "all_to_all")
+        phys = {
+            "ndev": spec.mesh.ndim,
+            "axes": _idx(spec.mesh, axes),
+            "split_dim": s,
+            "concat_dim": c,
+        }
+        return impl.shape, out, phys
+
+
+class ReduceScatterOp(_LayoutOp):
+    """Partial terms over ``axes`` are reduced and dim ``dim`` is split over them."""
+
+    name = "reduce_scatter"
+    backend_name = "mesh_reduce_scatter"
+    comm = "reduce_scatter"
+
+    def plan(self, impl, kwargs):
+        spec, axes = impl.sharding, kwargs["axes"]
+        d = _phys(impl, kwargs["dim"])
+        kinds = spec.partial_kinds
+        missing = [a for a in axes if a not in kinds]
+        if missing or not axes:
+            raise ShardingError(
+                f"reduce_scatter: the value of shape {_shape(impl)} is not partial over "
+                f"{tuple(missing) or axes} (spec {spec}); reduce_scatter completes partial sums"
+            )
+        kind = {kinds[a] for a in axes}
+        if len(kind) > 1:
+            raise ShardingError(f"reduce_scatter: axes {axes} hold different reductions {kind}")
+        dims = list(spec.dims)
+        dims[d] = dims[d] + axes
+        out = ShardingSpec(
+            spec.mesh,
+            dims,
+            tuple((a, k) for a, k in spec.partial if a not in axes),
+            op="reduce_scatter",
+        )
+        out.check_shape(impl.shape, "reduce_scatter")
+        phys = {
+            "ndev": spec.mesh.ndim,
+            "axes": _idx(spec.mesh, axes),
+            "dim": d,
+            "kind": kind.pop(),
+        }
+        return impl.shape, out, phys
+
+
+# ----------------------------------------------------------------------------- all_reduce
+class AllReduceOp(_MeshOp):
+    """Every device gets the reduction (``kind``) over ``axes`` of the devices' values.
+
+    Over a partial axis of the same kind that completes the value (a layout change); over an
+    axis that splits a dim, it reduces the blocks: that dim shrinks to one block."""
+
+    name = "all_reduce"
+    backend_name = "mesh_reduce"
+    comm = "all_reduce"
+
+    def plan(self, impl, kwargs):
+        spec, axes, kind = impl.sharding, kwargs["axes"], kwargs["kind"]
+        kinds = spec.partial_kinds
+        dims = [list(d) for d in spec.dims]
+        shape = list(impl.shape)
+        for a in axes:
+            if a in kinds:
+                continue
+            d = spec.dim_of(a)
+            if d is None:
+                raise ShardingError(
+                    f"all_reduce: the value of shape {_shape(impl)} is not sharded over mesh "
+                    f"axis {a!r} (spec {spec}): every device along it holds the same value"
+                )
+            dims[d].remove(a)
+            shape[d] //= spec.mesh.axis_size(a)
+        partial = tuple((a, k) for a, k in spec.partial if a not in axes)
+        out = ShardingSpec(spec.mesh, dims, partial)
+        phys = {"axes": _idx(spec.mesh, axes), "kind": kind}
+        return tuple(shape), out, phys
+
+    def completes(self, impl, kwargs) -> bool:
+        """True when the call only completes partial terms (a layout change)."""
+        kinds = impl.sharding.partial_kinds
+        return all(kinds.get(a) == kwargs["kind"] for a in kwargs["axes"])
+
+    def jvp_rule(self, primals, tangents, outputs, kwargs):
+        x, t = primals[0], tangents[0]
+        out = outputs[0]._impl
+        if self.completes(x._impl, kwargs):
+            return [_to_layout(t, out.sharding, out)]
+        t = _to_layout(t, _no_partial(x._impl.sharding), x._impl)
+        if kwargs["kind"] == "sum":
+            return [_all_reduce.bind([t], kwargs)]
+        mask = _argext_mask(x, outputs[0], kwargs)
+        return [_all_reduce.bind([t * mask], {"axes": kwargs["axes"], "kind": "sum"})]
+
+    def vjp_rule(self, primals, cotangents, outputs, kwargs):
+        x, ct = primals[0], cotangents[0]
+        xi = x._impl
+        if self.completes(xi, kwargs):
+            return [_to_layout(ct, _no_partial(xi.sharding), xi)]
+        if any(a in xi.sharding.partial_kinds for a in kwargs["axes"]):
+            raise NotImplementedError(
+                "all_reduce: no gradient for reducing partial terms with another reduction"
+            )
+        out = outputs[0]._impl
+        ct = _relabel_back(_to_layout(ct, out.sharding, out), x, kwargs["axes"])
+        kind = kwargs["kind"]
+        if kind == "sum":
+            return [ct]
+        if kind == "prod":
+            return [ct * _relabel_back(outputs[0], x, kwargs["axes"]) / x]
+        return [ct * _argext_mask(x, outputs[0], kwargs)]
+
+
+def _argext_mask(x, out, kwargs):
+    """1 where a device's block equals the reduced max/min (ties share), as ``x``'s dtype."""
+    back = _relabel_back(out, x, kwargs["axes"])
+    return (x == back).cast(x.dtype)
+
+
+class RelabelOp(_MeshOp):
+    """The reverse of reducing blocks: each device keeps its (replicated) block, read as its
+    own block of a dim ``n`` times larger. No data moves (the adjoint of ``all_reduce``)."""
+
+    name = "mesh_relabel"
+    backend_name = "identity"
+    data_movement = True
+
+    def plan(self, impl, kwargs):
+        spec = impl.sharding
+        dims = list(spec.dims)
+        shape = list(impl.shape)
+        for neg, full in kwargs["restore"]:
+            d = _phys(impl, neg)
+            added = [a for a in full if a not in dims[d]]
+            dims[d] = full
+            shape[d] *= prod(spec.mesh.axis_size(a) for a in added)
+        return tuple(shape), ShardingSpec(spec.mesh, dims, spec.partial), {}
+
+    def vjp_rule(self, primals, cotangents, outputs, kwargs):
+        out = outputs[0]._impl
+        have = primals[0]._impl.sharding.sharded_axes
+        axes = tuple(a for _, full in kwargs["restore"] for a in full if a not in have)
+        ct = _to_layout(cotangents[0], out.sharding, out)
+        return [_all_reduce.bind([ct], {"axes": axes, "kind": "sum"})]
+
+    def jvp_rule(self, primals, tangents, outputs, kwargs):
+        x = primals[0]._impl
+        t = _to_layout(tangents[0], x.sharding, x)
+        return [self.bind([t], kwargs)]
+
+
+def _relabel_back(y, x, axes):
+    """``y`` (the result of reducing ``x``'s blocks over ``axes``) read as blocks of ``x``'s
+    shape again (every device's block unchanged)."""
+    xi = x._impl
+    restore = tuple(
+        (_neg(xi, d), xi.sharding.dims[d])
+        for d in range(len(xi.shape))
+        if set(xi.sharding.dims[d]) & set(axes)
+    )
+    return _relabel.bind([y], {"restore": restore})
+
+
+# ----------------------------------------------------------------------------- value-changing
+class PPermuteOp(_MeshOp):
+    """Device ``src`` sends its block to device ``dst`` for each pair (flat mesh indices);
+    a device that receives nothing gets zeros."""
+
+    name = "ppermute"
+    backend_name = "mesh_permute"
+    comm = "ppermute"
+
+    def plan(self, impl, kwargs):
+        spec = impl.sharding
+        mesh = spec.mesh
+        pairs = kwargs["pairs"]
+        _check_perm(mesh, pairs, spec, _shape(impl))
+        return impl.shape, spec, {"ndev": mesh.ndim, "pairs": pairs}
+
+    def comm_bytes(self, impl, kwargs) -> float:
+        spec = impl.sharding
+        local = prod(spec.local_shape(impl.shape)) * impl.dtype.itemsize
+        moved = sum(1 for s, d in kwargs["pairs"] if s != d)
+        return collective_bytes("ppermute", local, 2) if moved else 0.0
+
+    def jvp_rule(self, primals, tangents, outputs, kwargs):
+        x = primals[0]._impl
+        return [self.bind([_to_layout(tangents[0], x.sharding, x)], kwargs)]
+
+    def vjp_rule(self, primals, cotangents, outputs, kwargs):
+        x = primals[0]._impl
+        ct = _to_layout(cotangents[0], _no_partial(x.sharding), x)
+        inv = tuple((d, s) for s, d in kwargs["pairs"])
+        return [self.bind([ct], {"pairs": inv})]
+
+
+def _check_perm(mesh, pairs, spec, shape):
+    n = mesh.size
+    srcs = [s for s, _ in pairs]
+    dsts = [d for _, d in pairs]
+    for v in srcs + dsts:
+        if not isinstance(v, int | np.integer) or not 0 <= v < n:
+            raise ShardingError(
+                f"ppermute: device {v!r} is not a flat index of mesh {mesh.name!r} with "
+                f"{n} devices (perm {list(pairs)})"
+            )
+    for label, vals in (("source", srcs), ("destination", dsts)):
+        dup = sorted({v for v in vals if vals.count(v) > 1})
+        if dup:
+            raise ShardingError(f"ppermute: device {dup[0]} is a {label} twice in {list(pairs)}")
+    # devices holding the same block (they differ only along unsplit axes) must receive the
+    # same block, or the result is no longer one global value
+    split = [mesh.axis(a) for a in spec.sharded_axes]
+
+    def block(dev):
+        c = mesh.coords(dev)
+        return tuple(c[k] for k in split)
+
+    src_of = {d: s for s, d in pairs}
+    seen = {}
+    for dev in range(n):
+        s = src_of.get(dev)
+        got = None if s is None else block(s)
+        b = block(dev)
+        if b in seen and seen[b][1] != got:
+            raise ShardingError(
+                f"ppermute: devices {seen[b][0]} and {dev} hold the same block of the value of "
+                f"shape {shape} (spec {spec}) but would receive different blocks under "
+                f"{list(pairs)}; permute along the axes the value is split over"
+            )
+        seen.setdefault(b, (dev, got))
+
+
+class AxisIndexOp(Operation):
+    """Each device's coordinate along a mesh axis: an int32 vector of length
+    ``mesh.shape[axis]`` split over that axis (device ``i`` holds ``[i]``)."""
+
+    name = "axis_index"
+    backend_name = "mesh_iota"
+    arity = 0
+    collective = True
+    differentiable = False
+
+    def bind_collective(self, args, kwargs):
+        mesh, axis = kwargs["mesh"], kwargs["axis"]
+        k = mesh.axis(axis, "axis_index")
+        spec = ShardingSpec(mesh, ((axis,),))
+        dev = _default_device()
+        phys = {"mesh_shape": mesh.shape, "axis": k, "dtype": DType.int32, "device": dev}
+        return self.emit([], kwargs, phys, (), [(mesh.shape[k],)], [DType.int32], [dev], [spec])
+
+
+class BroadcastOp(_MeshOp):
+    """Every device along ``axes`` gets the block of the device at coordinates ``root``."""
+
+    name = "broadcast"
+    backend_name = "mesh_select"
+    comm = "broadcast"
+
+    def plan(self, impl, kwargs):
+        spec, axes, root = impl.sharding, kwargs["axes"], kwargs["root"]
+        dims = [list(d) for d in spec.dims]
+        shape = list(impl.shape)
+        for a, r in zip(axes, root, strict=True):
+            if not 0 <= r < spec.mesh.axis_size(a):
+                raise ShardingError(
+                    f"broadcast: root {r} is out of range for mesh axis {a!r} of size "
+                    f"{spec.mesh.axis_size(a)}"
+                )
+            d = spec.dim_of(a)
+            if d is not None:
+                dims[d].remove(a)
+                shape[d] //= spec.mesh.axis_size(a)
+        partial = tuple((a, k) for a, k in spec.partial if a not in axes)
+        phys = {"axes": _idx(spec.mesh, axes), "index": tuple(root)}
+        return tuple(shape), ShardingSpec(spec.mesh, dims, partial), phys
+
+    def vjp_rule(self, primals, cotangents, outputs, kwargs):
+        x = primals[0]
+        xi = x._impl
+        out = outputs[0]._impl
+        ct = _relabel_back(_to_layout(cotangents[0], out.sharding, out), x, kwargs["axes"])
+        return [ct * _root_mask(xi, kwargs, x.dtype)]
+
+    def jvp_rule(self, primals, tangents, outputs, kwargs):
+        x = primals[0]._impl
+        return [self.bind([_to_layout(tangents[0], _no_partial(x.sharding), x)], kwargs)]
+
+
+def _root_mask(xi, kwargs, dtype):
+    """1 on the blocks the root devices hold, 0 elsewhere, laid out like ``xi`` (the mask
+    does not depend on vmap batch dims: it is built unbatched)."""
+    nb = len(xi.levels)
+    spec = _no_partial(xi.sharding).drop_prefix(nb)
+    mesh = spec.mesh
+    shape = tuple(xi.logical_shape)
+    mask = np.zeros(shape, dtype=dtype.numpy)
+    root = dict(zip(kwargs["axes"], kwargs["root"], strict=True))
+    for d in range(mesh.size):
+        if all(mesh.coords(d)[mesh.axis(a)] == r for a, r in root.items()):
+            mask[spec.block_index(d, shape)] = 1
+    return spmd.reshard_to(as_tensor(mask), spec)
+
+
+# ----------------------------------------------------------------------------- singletons
+_shard = ShardOp()
+_unshard = UnshardOp()
+_all_gather = AllGatherOp()
+_shard_slice = ShardSliceOp()
+_all_to_all = AllToAllOp()
+_reduce_scatter = ReduceScatterOp()
+_all_reduce = AllReduceOp()
+_relabel = RelabelOp()
+_ppermute = PPermuteOp()
+_axis_index = AxisIndexOp()
+_broadcast = BroadcastOp()
+
+
+def _shape(impl) -> tuple:
+    return tuple(impl.logical_shape)
+
+
+def _default_device():
+    return get_default_device()
+
+
+# ----------------------------------------------------------------------------- planner hooks
+def shard_op(x: Tensor, target: ShardingSpec) -> Tensor:
+    """A whole ``x`` laid out as ``target`` (physical dims; no partial axes)."""
+    if target.partial:
+        raise ShardingError(f"shard: a whole value cannot become partial ({target})")
+    return _shard.bind([x], {"spec": target})
+
+
+def complete_partial(x: Tensor) -> Tensor:
+    """``x`` with every partial axis reduced (grouped by kind)."""
+    spec = x._impl.sharding
+    by_kind: dict = {}
+    for a, k in spec.partial:
+        by_kind.setdefault(k, []).append(a)
+    for k, axes in by_kind.items():
+        x = _all_reduce.bind([x], {"axes": tuple(axes), "kind": k})
+    return x
+
+
+def all_reduce_phys(x, kind, axes):
+    return _all_reduce.bind([x], {"axes": tuple(axes), "kind": kind})
+
+
+def reduce_scatter_phys(x, dim, axes):
+    return _reduce_scatter.bind([x], {"dim": _neg(x._impl, dim), "axes": tuple(axes)})
+
+
+def all_gather_phys(x, dim, axes):
+    return _all_gather.bind([x], {"dim": _neg(x._impl, dim), "axes": tuple(axes)})
+
+
+def all_to_all_phys(x, split, concat, axes):
+    im = x._impl
+    return _all_to_all.bind(
+        [x], {"split": _neg(im, split), "concat": _neg(im, concat), "axes": tuple(axes)}
+    )
+
+
+def slice_phys(x, target_dims):
+    cur = x._impl.sharding
+    for d, (have, want) in enumerate(zip(cur.dims, target_dims, strict=True)):
+        if have != want:
+            if want[: len(have)] != have:  # pragma: no cover - the planner gathers first
+                raise ShardingError(f"shard_slice: dim {d} holds {have}, cannot slice to {want}")
+            x = _shard_slice.bind([x], {"dim": _neg(x._impl, d), "axes": want[len(have) :]})
+    return x
+
+
+# ----------------------------------------------------------------------------- public API
+def _check_mesh(op, mesh):
+    if not isinstance(mesh, DeviceMesh):
+        raise ShardingError(f"{op}: expected a DeviceMesh, got {type(mesh).__name__}")
+
+
+def _logical_spec(x: Tensor, mesh, spec, op) -> ShardingSpec:
+    _check_mesh(op, mesh)
+    s = ShardingSpec.from_spec(mesh, spec, x.ndim, op)
+    if s.partial:
+        raise ShardingError(f"{op}: a target spec cannot be partial ({s})")
+    s.check_shape(x.shape, op)
+    nb = len(x._impl.levels)
+    if nb:
+        cur = x._impl.sharding
+        batch = cur.dims[:nb] if cur is not None and cur.mesh == mesh else ((),) * nb
+        s = ShardingSpec(mesh, batch + s.dims)
+    return s
+
+
+def shard(x, mesh: DeviceMesh, spec) -> Tensor:
+    """``x`` split over ``mesh`` as ``spec``: each device holds its block.
+
+    Args:
+        x: a tensor (or array-like); if already sharded on ``mesh`` it is resharded.
+        mesh: the ``DeviceMesh``.
+        spec: a ``P(...)`` (JAX semantics: one entry per leading dim, an axis name, None or a
+            tuple of names; missing trailing entries replicate), a list of ``DimSpec``, or a
+            ``ShardingSpec``.
+
+    Returns:
+        The same global value, sharded. Raises ``ShardingError`` for an unknown axis, an
+        axis used twice, a spec longer than the rank, or a dim its axes do not divide.
+
+    Example:
+        >>> mesh = nb.DeviceMesh("m", (2,), ("x",))
+        >>> nb.shard(nb.arange(4.0), mesh, nb.P("x")).addressable_shards[1].data.tolist()
+        [2.0, 3.0]
+    """
+    x = as_tensor(x, op="shard")
+    cur = x._impl.sharding
+    if cur is not None and cur.mesh != mesh:
+        _check_mesh("shard", mesh)
+        raise ShardingError(
+            f"shard: the tensor of shape {x.shape} is on {cur.mesh}, not on {mesh}; unshard it "
+            "first"
+        )
+    target = _logical_spec(x, mesh, spec, "shard")
+    return spmd.reshard_to(x, target, op="shard")
+
+
+def reshard(x, mesh: DeviceMesh, spec) -> Tensor:
+    """``x`` laid out as ``spec`` on ``mesh`` (same value), inserting the collectives that
+    need: ``all_reduce``/``reduce_scatter`` for partial terms, ``all_to_all`` or
+    ``all_gather`` for axes a dim loses, local slices for axes a dim gains.
+
+    Args:
+        x: a tensor.
+        mesh: the ``DeviceMesh``.
+        spec: the target (``P``, list of ``DimSpec``, or ``ShardingSpec``).
+    """
+    return shard(x, mesh, spec)
+
+
+def unshard(x) -> Tensor:
+    """``x`` as one whole (unsharded) tensor: blocks gathered, partial terms reduced."""
+    x = as_tensor(x, op="unshard")
+    if x._impl.sharding is None:
+        return x
+    return _unshard.bind([x], {})
+
+
+def _sharded(x, op) -> Tensor:
+    x = as_tensor(x, op=op)
+    if x._impl.sharding is None:
+        raise ShardingError(f"{op}: the tensor of shape {x.shape} is not sharded (no mesh)")
+    return x
+
+
+def _axes_arg(op, spec, axes) -> tuple:
+    if axes is None:
+        return None
+    if isinstance(axes, str):
+        axes = (axes,)
+    axes = tuple(axes)
+    for a in axes:
+        spec.mesh.axis(a, op)
+    if len(set(axes)) != len(axes):
+        raise ShardingError(f"{op}: mesh axis repeated in {axes}")
+    return axes
+
+
+def _axis(op, x, axis) -> int:
+    n = x.ndim
+    if not isinstance(axis, int | np.integer) or not -n <= axis < n:
+        raise ShardingError(f"{op}: axis {axis!r} is out of range for shape {x.shape}")
+    return int(axis) % n + len(x._impl.levels)
+
+
+def all_reduce(x, reduce_op: str = "sum", axes=None, *, reduce_axes=None) -> Tensor:
+    """Every device gets the reduction over mesh ``axes`` of the devices' values.
+
+    Over axes where ``x`` is partial with the same reduction this completes the value (the
+    global value is unchanged). Over axes that split a dim of ``x`` it reduces the blocks:
+    every device gets the reduction of the blocks, and that dim shrinks to one block.
+
+    Args:
+        x: a sharded tensor.
+        reduce_op: ``"sum"``, ``"max"``, ``"min"`` or ``"prod"``.
+        axes: mesh axis name(s); None: every partial axis of ``x`` if it has any, else every
+            axis it is split over.
+        reduce_axes: the original API's name for ``axes``.
+    """
+    x = _sharded(x, "all_reduce")
+    spec = x._impl.sharding
+    if reduce_op not in REDUCE_KINDS:
+        raise ShardingError(
+            f"all_reduce: reduce_op must be one of {REDUCE_KINDS}, got {reduce_op!r}"
+        )
+    if reduce_axes is not None:
+        if axes is not None:
+            raise TypeError("all_reduce: pass axes= or reduce_axes=, not both")
+        axes = reduce_axes
+    axes = _axes_arg("all_reduce", spec, axes)
+    if axes is None:
+        axes = spec.partial_axes or spec.sharded_axes
+        if not axes:
+            raise ShardingError(
+                f"all_reduce: the tensor of shape {x.shape} (spec {spec}) is replicated: there "
+                "is nothing to reduce"
+            )
+    return _all_reduce.bind([x], {"axes": axes, "kind": reduce_op})
+
+
+def pmean(x, axes=None) -> Tensor:
+    """``all_reduce(x, "sum", axes)`` divided by the number of devices along ``axes``."""
+    x = _sharded(x, "pmean")
+    spec = x._impl.sharding
+    axes = _axes_arg("pmean", spec, axes)
+    if axes is None:
+        axes = spec.partial_axes or spec.sharded_axes
+    n = prod(spec.mesh.axis_size(a) for a in axes)
+    return all_reduce(x, "sum", axes) / n
+
+
+def all_gather(x, axis: int, axes=None) -> Tensor:
+    """``x`` with dim ``axis`` whole on every device (same value).
+
+    Args:
+        x: a sharded tensor.
+        axis: the dim to gather.
+        axes: the mesh axes to gather (the minor end of the dim's axes); None: all of them.
+    """
+    x = _sharded(x, "all_gather")
+    spec = x._impl.sharding
+    d = _axis("all_gather", x, axis)
+    axes = _axes_arg("all_gather", spec, axes)
+    if axes is None:
+        axes = spec.dims[d]
+        if not axes:
+            raise ShardingError(
+                f"all_gather: dim {axis} of the tensor of shape {x.shape} is not split (spec "
+                f"{x.sharding})"
+            )
+    return all_gather_phys(x, d, axes)
+
+
+def reduce_scatter(x, axis: int, axes=None) -> Tensor:
+    """Complete ``x``'s partial terms over ``axes`` and split dim ``axis`` over them (same
+    value; half the traffic of an ``all_reduce``).
+
+    Args:
+        x: a tensor partial over ``axes``.
+        axis: the dim to split.
+        axes: mesh axes; None: every partial axis.
+    """
+    x = _sharded(x, "reduce_scatter")
+    spec = x._impl.sharding
+    d = _axis("reduce_scatter", x, axis)
+    axes = _axes_arg("reduce_scatter", spec, axes)
+    if axes is None:
+        axes = spec.partial_axes
+    return reduce_scatter_phys(x, d, axes)
+
+
+def all_to_all(x, split_axis: int, concat_axis: int, axes=None) -> Tensor:
+    """Move mesh ``axes`` from dim ``concat_axis`` (which each device then holds whole) to
+    dim ``split_axis`` (same value).
+
+    Args:
+        x: a tensor split along ``concat_axis``.
+        split_axis: the dim that becomes split.
+        concat_axis: the dim that becomes whole.
+        axes: the mesh axes to move; None: all of ``concat_axis``'s.
+    """
+    x = _sharded(x, "all_to_all")
+    spec = x._impl.sharding
+    s = _axis("all_to_all", x, split_axis)
+    c = _axis("all_to_all", x, concat_axis)
+    axes = _axes_arg("all_to_all", spec, axes)
+    if axes is None:
+        axes = spec.dims[c]
+    return all_to_all_phys(x, s, c, axes)
+
+
+def ppermute(x, perm) -> Tensor:
+    """Send each device's block to another: ``perm`` holds ``(source, destination)`` pairs
+    of flat mesh device indices; devices that receive nothing get zeros.
+
+    Args:
+        x: a sharded tensor.
+        perm: pairs ``(src, dst)``; no device twice as a source or a destination.
+    """
+    x = _sharded(x, "ppermute")
+    try:
+        pairs = tuple((int(s), int(d)) for s, d in perm)
+    except (TypeError, ValueError):
+        raise ShardingError(
+            f"ppermute: perm must be (source, destination) pairs, got {perm!r}"
+        ) from None
+    return _ppermute.bind([x], {"pairs": pairs})
+
+
+def axis_index(mesh: DeviceMesh, axis_name: str) -> Tensor:
+    """Each device's coordinate along ``axis_name``: an int32 vector of length
+    ``mesh.shape[axis]``, split over that axis (device ``i`` along it holds ``[i]``)."""
+    _check_mesh("axis_index", mesh)
+    mesh.axis(axis_name, "axis_index")
+    return _axis_index.bind([], {"mesh": mesh, "axis": axis_name})
+
+
+def broadcast(x, root=0, axes=None) -> Tensor:
+    """Every device along ``axes`` gets the block of the device at position ``root`` along
+    them (an int, or one int per axis). A dim split over ``axes`` shrinks to that block.
+
+    Args:
+        x: a sharded tensor.
+        root: the source position along each axis.
+        axes: mesh axes; None: every axis ``x`` is split or partial over.
+    """
+    x = _sharded(x, "broadcast")
+    spec = x._impl.sharding
+    axes = _axes_arg("broadcast", spec, axes)
+    if axes is None:
+        axes = spec.sharded_axes + spec.partial_axes
+    root = (root,) * len(axes) if isinstance(root, int | np.integer) else tuple(root)
+    if len(root) != len(axes):
+        raise ShardingError(f"broadcast: {len(root)} root positions for axes {axes}")
+    return _broadcast.bind([x], {"axes": axes, "root": tuple(int(r) for r in root)})
+
+
+# Ops this module calls at run time; imported last because they are built on it.
+from . import spmd  # noqa: E402

@@ -1,0 +1,408 @@
+"""The sharded path of the op pipeline (spec/01 steps 2 and 8) and the resharding planner.
+
+``Operation.bind`` hands an op to :func:`bind_sharded` when an operand is sharded. There:
+
+1. every operand must be on one mesh; partial operands the op is not linear in (for their
+   reduction kind) are reduced first (``all_reduce``): lazily, only where a consumer needs it;
+2. operands are aligned: same vmap levels, and for elementwise ops the same rank, so the
+   kernels never broadcast a local block against a mesh dim;
+3. the op's shapes are computed on the *global* (logical) shapes, which validates the call
+   exactly as unsharded;
+4. the op's factor rule (``sharding_rule``) and :func:`nabla.core.sharding.propagate` decide
+   every operand's sharding and the output's; operands that differ are resharded with
+   collectives (``all_gather``, ``all_to_all``, ``all_reduce``, ``reduce_scatter``) or sliced
+   locally (``shard``), each an op in the graph, visible in ``nb.trace``;
+5. the op's kwargs are translated to one device's block (``shard_kwargs``) and then to the
+   buffer's layout (mesh dims first, then vmap batch dims: ``adapt_kwargs``), so the backend
+   runs the ordinary kernel over every device's block at once: one program over all shards.
+
+Ops that cannot run on blocks (control flow, compiled calls, host random draws, custom calls)
+declare ``runs_sharded = False``: their operands are gathered to whole values first.
+"""
+
+from __future__ import annotations
+
+from math import prod
+
+from ..core.sharding import FactorRule, ShardingError, ShardingSpec, propagate
+from ..core.state import level_sizes
+from ..runtime.tensor import Tensor
+
+__all__ = [
+    "FactorRule",
+    "bind_sharded",
+    "reshard_to",
+    "mesh_of",
+    "elementwise_rule",
+    "aligned_rule",
+    "permute_rule",
+    "reduce_rule",
+    "reshape_rule",
+]
+
+
+def mesh_of(op_name: str, impls):
+    """The one mesh of the sharded operands; a clear error when they differ."""
+    mesh = None
+    for im in impls:
+        s = im.sharding
+        if s is None:
+            continue
+        if mesh is None:
+            mesh = s.mesh
+        elif s.mesh != mesh:
+            raise ShardingError(
+                f"{op_name}: operands are on different meshes: {mesh} and {s.mesh} (shapes "
+                + ", ".join(str(tuple(i.logical_shape)) for i in impls)
+                + ")"
+            )
+    return mesh
+
+
+def elementwise_rule(in_shapes, out_shapes) -> FactorRule:
+    """Every output dim one factor; an input dim of size 1 under a larger output dim is a
+    broadcast, a factor of its own (size 1, never sharded)."""
+    out = out_shapes[0]
+    n = len(out)
+    ins = []
+    sizes = {f"d{i}": s for i, s in enumerate(out)}
+    for k, shape in enumerate(in_shapes):
+        dims = []
+        off = n - len(shape)
+        for i, s in enumerate(shape):
+            j = i + off
+            if s == out[j]:
+                dims.append((f"d{j}",))
+            else:
+                f = f"b{k}_{j}"
+                sizes[f] = s
+                dims.append((f,))
+        ins.append(dims)
+    outs = [[(f"d{i}",) for i in range(n)] for _ in out_shapes]
+    return FactorRule(ins, outs, sizes)
+
+
+def aligned_rule(in_shapes, out_shapes, blocked=()) -> FactorRule:
+    """Inputs and outputs of one rank whose dim ``i`` correspond (concatenate, split, slice,
+    pad, flip, cumsum...): dim ``i`` is one shared factor unless ``i`` is in ``blocked``
+    (the op needs that dim whole: each operand's is a factor of its own, never sharded)."""
+    sizes, ins, outs = {}, [], []
+    for k, shape in enumerate(in_shapes):
+        dims = []
+        for i, n in enumerate(shape):
+            f = f"i{k}_{i}" if i in blocked else f"d{i}"
+            sizes.setdefault(f, n)
+            dims.append((f,))
+        ins.append(dims)
+    for k, shape in enumerate(out_shapes):
+        dims = []
+        for i, n in enumerate(shape):
+            f = f"o{k}_{i}" if i in blocked else f"d{i}"
+            sizes.setdefault(f, n)
+            dims.append((f,))
+        outs.append(dims)
+    block = {f for dims in ins + outs for (f,) in dims if not f.startswith("d")}
+    return FactorRule(ins, outs, sizes, blocked=block)
+
+
+def permute_rule(shape, perm) -> FactorRule:
+    """Output dim ``j`` is input dim ``perm[j]``."""
+    return FactorRule(
+        [[(f"d{i}",) for i in range(len(shape))]],
+        [[(f"d{p}",) for p in perm]],
+        {f"d{i}": n for i, n in enumerate(shape)},
+    )
+
+
+def reduce_rule(shape, axes, keepdims, kind) -> FactorRule:
+    """Dims ``axes`` are reduced: a sharded one leaves partial terms of ``kind`` (None: the
+    reduction cannot be completed from terms, so the dim must be whole)."""
+    ins = [(f"d{i}",) for i in range(len(shape))]
+    outs = []
+    sizes = {f"d{i}": n for i, n in enumerate(shape)}
+    for i in range(len(shape)):
+        if i in axes:
+            if keepdims:
+                outs.append((f"k{i}",))
+                sizes[f"k{i}"] = 1
+        else:
+            outs.append((f"d{i}",))
+    return FactorRule([ins], [outs], sizes, reduce={f"d{a}": kind for a in axes})
+
+
+def reshape_rule(in_shape, out_shape) -> FactorRule:
+    """Dims grouped into runs with equal products; a run of one input dim split into
+    several output dims (or the reverse) shares factors, the major one carrying the axes;
+    runs many-to-many stay whole."""
+    ins: list = []
+    outs: list = []
+    sizes: dict = {}
+    blocked = set()
+    i = j = 0
+    n_in, n_out = len(in_shape), len(out_shape)
+    g = 0
+    while i < n_in or j < n_out:
+        # size-1 dims on either side are factors of their own
+        if i < n_in and in_shape[i] == 1 and (j >= n_out or out_shape[j] != 1):
+            f = f"u{g}_i{i}"
+            sizes[f] = 1
+            ins.append((f,))
+            i += 1
+            g += 1
+            continue
+        if j < n_out and out_shape[j] == 1 and (i >= n_in or in_shape[i] != 1):
+            f = f"u{g}_o{j}"
+            sizes[f] = 1
+            outs.append((f,))
+            j += 1
+            g += 1
+            continue
+        a, b = [i], [j]
+        pa, pb = in_shape[i], out_shape[j]
+        while pa != pb:
+            if pa < pb:
+                i += 1
+                a.append(i)
+                pa *= in_shape[i]
+            else:
+                j += 1
+                b.append(j)
+                pb *= out_shape[j]
+        i += 1
+        j += 1
+        if len(a) == 1:
+            fs = tuple(f"g{g}_{k}" for k in range(len(b)))
+            for f, d in zip(fs, b, strict=True):
+                sizes[f] = out_shape[d]
+                outs.append((f,))
+            ins.append(fs)
+        elif len(b) == 1:
+            fs = tuple(f"g{g}_{k}" for k in range(len(a)))
+            for f, d in zip(fs, a, strict=True):
+                sizes[f] = in_shape[d]
+                ins.append((f,))
+            outs.append(fs)
+        else:
+            for d in a:
+                f = f"g{g}_i{d}"
+                sizes[f] = in_shape[d]
+                blocked.add(f)
+                ins.append((f,))
+            for d in b:
+                f = f"g{g}_o{d}"
+                sizes[f] = out_shape[d]
+                blocked.add(f)
+                outs.append((f,))
+        g += 1
+    return FactorRule([ins], [outs], sizes, blocked=blocked)
+
+
+def physical_rule(op, impls, out_shapes, kwargs, nb: int) -> FactorRule:
+    """The op's factor rule over physical dims: its logical rule, with the vmap batch dims
+    as shared leading factors."""
+    if op.physical:
+        return op.sharding_rule([im.shape for im in impls], out_shapes, kwargs)
+    logical = op.sharding_rule(
+        [im.logical_shape for im in impls], [s[nb:] for s in out_shapes], kwargs
+    )
+    if not nb:
+        return logical
+    batch = tuple((f"_v{i}",) for i in range(nb))
+    sizes = dict(logical.sizes)
+    sizes.update({f"_v{i}": out_shapes[0][i] for i in range(nb)} if out_shapes else {})
+    for im in impls:
+        for i in range(nb):
+            sizes.setdefault(f"_v{i}", im.shape[i])
+    return FactorRule(
+        [
+            batch + dims if im.levels else dims
+            for im, dims in zip(impls, logical.inputs, strict=True)
+        ],
+        [batch + dims for dims in logical.outputs],
+        sizes,
+        logical.reduce,
+        logical.blocked,
+    )
+
+
+# ----------------------------------------------------------------------------- partials
+def _passes_partial(op, impls, index: int, kind: str) -> bool:
+    """Whether operand ``index`` may stay partial (``kind``) through ``op``: the op commutes
+    with the reduction that completes it."""
+    data = [i for i in range(len(impls)) if i not in op.index_args]
+    if index not in data:
+        return False
+    parts = [impls[i].sharding.partial if impls[i].sharding is not None else () for i in data]
+    if op.data_movement or op.partial_reduce == kind or (op.linear and kind == "sum"):
+        # linear in all data operands jointly: each must carry the same partial terms
+        return all(p == parts[0] for p in parts)
+    if op.bilinear and kind == "sum":
+        others = [p for i, p in zip(data, parts, strict=True) if i != index]
+        return all(not p for p in others)
+    return False
+
+
+def _reduce_partials(op, args):
+    out = []
+    for i, a in enumerate(args):
+        s = a._impl.sharding
+        if s is not None and s.partial:
+            impls = [x._impl for x in args]
+            if not all(_passes_partial(op, impls, i, k) for _, k in s.partial):
+                a = collectives.complete_partial(a)
+        out.append(a)
+    return out
+
+
+# ----------------------------------------------------------------------------- the pipeline
+def bind_sharded(op, args, kwargs):
+    """``op`` on operands of which at least one is sharded (see the module docstring)."""
+    impls = [a._impl for a in args]
+    mesh = mesh_of(op.name, impls)
+    if not op.runs_sharded:
+        return op.bind([collectives.unshard(a) if a._impl.sharding else a for a in args], kwargs)
+    args = _reduce_partials(op, list(args))
+    # a partial operand of a bilinear op with both operands partial: reduce the smaller
+    if op.bilinear and all(a._impl.sharding is not None and a._impl.sharding.partial for a in args):
+        k = min(range(len(args)), key=lambda i: prod(args[i]._impl.shape))
+        args[k] = collectives.complete_partial(args[k])
+    args = _align(op, args)
+    impls = [a._impl for a in args]
+    levels = impls[0].levels if impls else ()
+    nb = len(levels)
+    batch_shape = tuple(level_sizes[lv] for lv in levels)
+    out_lv = op.out_levels(impls, levels, kwargs)
+    if out_lv is not levels:
+        levels = out_lv
+        batch_shape = tuple(level_sizes[lv] for lv in levels)
+    shapes, dtypes, devices = op.compute_physical_shape(impls, kwargs, levels, batch_shape)
+
+    rule = physical_rule(op, impls, shapes, kwargs, nb)
+    specs = [im.sharding for im in impls]
+    sizes = [prod(im.shape) * im.dtype.itemsize for im in impls]
+    in_dims, out_dims, partial = propagate(rule, specs, sizes, mesh)
+    keep = {}
+    for s in specs:
+        if s is not None:
+            keep.update(s.partial)
+    clash = set(keep) & ({a for d in in_dims for ax in d for a in ax} | set(partial))
+    if clash:  # a partial axis that the op's factors need: complete the partial first
+        args = [
+            collectives.complete_partial(a)
+            if a._impl.sharding is not None and set(a._impl.sharding.partial_axes) & clash
+            else a
+            for a in args
+        ]
+        return bind_sharded(op, args, kwargs)
+    targets = [
+        ShardingSpec(mesh, dims, specs[i].partial if specs[i] is not None else ())
+        for i, dims in enumerate(in_dims)
+    ]
+    args = [reshard_to(a, t, op=op.name) for a, t in zip(args, targets, strict=True)]
+    out_partial = dict(keep)
+    out_partial.update(partial)
+    out_specs = [ShardingSpec(mesh, dims, out_partial) for dims in out_dims]
+    for spec, shape in zip(out_specs, shapes, strict=True):
+        spec.check_shape(shape, op.name)
+
+    local_in = [t.local_shape(a._impl.shape) for t, a in zip(targets, args, strict=True)]
+    local_out = [s.local_shape(shape) for s, shape in zip(out_specs, shapes, strict=True)]
+    if op.physical:
+        phys = op.shard_physical(kwargs, mesh.shape, local_in, local_out)
+    else:
+        local = op.shard_kwargs(
+            kwargs, [s[nb:] for s in local_in], [s[len(levels) :] for s in local_out]
+        )
+        local_batch = local_out[0][: len(levels)] if local_out else ()
+        phys = op.adapt_kwargs(local, len(levels) + mesh.ndim, mesh.shape + tuple(local_batch))
+    return op.emit(args, kwargs, phys, levels, shapes, dtypes, devices, out_specs)
+
+
+def _align(op, args):
+    """Same vmap levels on every operand (no kernel-side broadcasting of an unbatched
+    operand: its buffer has mesh dims in front) and, for elementwise ops, the same rank."""
+    impls = [a._impl for a in args]
+    if op.scalar_operands and len(args) > 1:
+        rank = max(len(im.logical_shape) for im in impls)
+        args = [
+            view.reshape(a, (1,) * (rank - a.ndim) + a.shape) if a.ndim < rank else a for a in args
+        ]
+        impls = [a._impl for a in args]
+    union = tuple(sorted({lv for im in impls for lv in im.levels}))
+    if any(im.levels != union for im in impls):
+        args = [a if a._impl.levels == union else batching.broadcast_levels(a, union) for a in args]
+    return args
+
+
+# ----------------------------------------------------------------------------- resharding
+def reshard_to(x: Tensor, target: ShardingSpec, op: str = "reshard") -> Tensor:
+    """``x`` laid out as ``target`` (same value), with the fewest collectives this planner
+    knows: partial axes that ``target`` does not keep are reduced (``reduce_scatter`` when
+    the axis then splits a dim, else ``all_reduce``); an axis that moves from the minor end
+    of one dim to the minor end of another is an ``all_to_all``; other axes a dim loses are
+    ``all_gather``ed (minor first); axes a dim gains are local slices (no communication)."""
+    s = x._impl.sharding
+    if s is None:
+        return collectives.shard_op(x, target)
+    if s == target:
+        return x
+    if s.mesh != target.mesh:
+        raise ShardingError(f"{op}: cannot reshard a value on {s.mesh} to {target.mesh}")
+    # 1. partial axes target does not keep
+    drop = [a for a in s.partial_axes if a not in target.partial_axes]
+    if drop:
+        kinds = s.partial_kinds
+        for a in drop:
+            dim = target.dim_of(a)
+            cur = x._impl.sharding
+            if (
+                dim is not None
+                and target.dims[dim][: len(cur.dims[dim]) + 1] == cur.dims[dim] + (a,)
+                and a not in cur.sharded_axes
+            ):
+                x = collectives.reduce_scatter_phys(x, dim, (a,))
+            else:
+                x = collectives.all_reduce_phys(x, kinds[a], (a,))
+    # 2. axes leaving a dim: all_to_all to the dim that gains them, else all_gather
+    cur = x._impl.sharding
+    for d in range(cur.ndim):
+        cur = x._impl.sharding
+        have, want = cur.dims[d], target.dims[d]
+        k = 0
+        while k < min(len(have), len(want)) and have[k] == want[k]:
+            k += 1
+        extra = have[k:]
+        if not extra:
+            continue
+        # try moving the minor axes one by one with all_to_all
+        while extra:
+            a = extra[-1]
+            dest = target.dim_of(a)
+            cur = x._impl.sharding
+            if (
+                dest is not None
+                and dest != d
+                and target.dims[dest][: len(cur.dims[dest]) + 1] == cur.dims[dest] + (a,)
+            ):
+                x = collectives.all_to_all_phys(x, dest, d, (a,))
+                extra = extra[:-1]
+            else:
+                break
+        if extra:
+            x = collectives.all_gather_phys(x, d, extra)
+    # 3. axes a dim gains: local slices
+    cur = x._impl.sharding
+    if cur.dims != target.dims:
+        x = collectives.slice_phys(x, target.dims)
+    cur = x._impl.sharding
+    if cur != target:  # pragma: no cover - the planner covers every pair of specs
+        raise ShardingError(f"{op}: could not reshard {s} to {target} (reached {cur})")
+    return x
+
+
+def local_size(shape, spec: ShardingSpec) -> int:
+    return prod(spec.local_shape(shape))
+
+
+# Ops this module calls at run time; imported last because they are built on it.
+from . import batching, collectives, view  # noqa: E402

@@ -1,0 +1,316 @@
+"""Meshes, specs, sharded tensors and the collectives: values against NumPy, VJP/JVP, the
+errors at the call, and named regressions of the original's failures."""
+
+import itertools
+
+import numpy as np
+import pytest
+
+import nabla as nb
+from nabla import P
+
+M4 = nb.DeviceMesh("m4", (4,), ("x",))
+M22 = nb.DeviceMesh("m22", (2, 2), ("dp", "tp"))
+M23 = nb.DeviceMesh("m23", (2, 3), ("a", "b"))
+M222 = nb.DeviceMesh("m222", (2, 2, 2), ("a", "b", "c"))
+
+
+def arr(*shape, seed=0):
+    return np.random.default_rng(seed).standard_normal(shape)
+
+
+def blocks(x):
+    return {s.device: s.data for s in x.addressable_shards}
+
+
+# ----------------------------------------------------------------------------- types
+def test_mesh_properties_and_errors():
+    assert M22.shape == (2, 2) and M22.axis_names == ("dp", "tp") and M22.size == 4
+    assert M22.devices.tolist() == [[0, 1], [2, 3]]
+    with pytest.raises(nb.ShardingError, match="repeat"):
+        nb.DeviceMesh("m", (2, 2), ("a", "a"))
+    with pytest.raises(nb.ShardingError, match="2 dims"):
+        nb.DeviceMesh("m", (2, 2), ("a",))
+
+
+@pytest.mark.parametrize(
+    "mesh,spec",
+    [
+        (M4, P("x")),
+        (M4, P(None, "x")),
+        (M22, P("dp", "tp")),
+        (M22, P(("dp", "tp"))),
+        (M22, P(None, ("tp", "dp"))),
+        (M23, P("a", "b")),
+        (M222, P(("a", "c"), "b")),
+    ],
+)
+def test_addressable_shards_are_slices_of_the_value(mesh, spec):
+    x = arr(12, 8) if mesh is not M23 else arr(4, 6)
+    t = nb.shard(x, mesh, spec)
+    shards = t.addressable_shards
+    assert [s.device for s in shards] == list(range(mesh.size))
+    for s in shards:
+        np.testing.assert_array_equal(s.data, x[s.index])
+    np.testing.assert_array_equal(t.numpy(), x)
+    assert "sharding=ShardingSpec" in repr(t)
+    assert t.sharding.to_partition_spec() == spec
+
+
+def test_spec_errors_name_the_op_the_shape_and_the_spec():
+    x = nb.constant(arr(4, 6))
+    with pytest.raises(nb.ShardingError, match="unknown mesh axis 'q'"):
+        nb.shard(x, M22, P("q"))
+    with pytest.raises(nb.ShardingError, match="'dp' is used twice"):
+        nb.shard(x, M22, P("dp", "dp"))
+    with pytest.raises(nb.ShardingError, match="3 entries but the value has rank 2"):
+        nb.shard(x, M22, P("dp", None, None))
+    with pytest.raises(nb.ShardingError, match=r"dim 1 of shape \(4, 6\) has size 6.*\('x',\)"):
+        nb.shard(x, M4, P(None, "x"))
+    a = nb.shard(x, M22, P("dp"))
+    b = nb.shard(x, nb.DeviceMesh("other", (2, 2), ("dp", "tp")), P("dp"))
+    with pytest.raises(nb.ShardingError, match="add: operands are on different meshes"):
+        a + b
+    with pytest.raises(nb.ShardingError, match="not sharded over mesh axis 'tp'"):
+        nb.all_reduce(a, axes="tp")
+    with pytest.raises(nb.ShardingError, match="not sharded"):
+        nb.all_gather(x, 0)
+    with pytest.raises(nb.ShardingError, match="not partial"):
+        nb.reduce_scatter(a, 1, axes="tp")
+
+
+# ----------------------------------------------------------------------------- layout ops
+def test_all_gather_all_to_all_reduce_scatter_keep_the_value():
+    x = arr(4, 6)
+    t = nb.shard(x, M22, P("dp", "tp"))
+    g = nb.all_gather(t, 1)
+    assert g.sharding.to_partition_spec() == P("dp")
+    np.testing.assert_allclose(g.numpy(), x)
+    y = arr(8, 8)
+    a = nb.all_to_all(nb.shard(y, M4, P("x")), 1, 0)
+    assert a.sharding.to_partition_spec() == P(None, "x")
+    np.testing.assert_allclose(a.numpy(), y)
+    w = arr(6, 5)
+    part = nb.shard(x, M22, P(None, "tp")) @ nb.shard(w, M22, P("tp"))
+    assert part.sharding.partial == (("tp", "sum"),)
+    rs = nb.reduce_scatter(part, 0)
+    assert rs.sharding.to_partition_spec() == P("tp") and not rs.sharding.partial
+    np.testing.assert_allclose(rs.numpy(), x @ w)
+    ar = nb.all_reduce(part)
+    assert ar.sharding.is_replicated
+    np.testing.assert_allclose(ar.numpy(), x @ w)
+
+
+def test_reshard_plans_every_pair_of_specs():
+    x = arr(4, 4)
+    specs = [
+        P(),
+        P("dp"),
+        P("tp"),
+        P(None, "dp"),
+        P(None, "tp"),
+        P("dp", "tp"),
+        P("tp", "dp"),
+        P(("dp", "tp")),
+        P(None, ("tp", "dp")),
+    ]
+    for a, b in itertools.product(specs, specs):
+        t = nb.reshard(nb.shard(x, M22, a), M22, b)
+        assert t.sharding.to_partition_spec() == b, (a, b)
+        for s in t.addressable_shards:
+            np.testing.assert_array_equal(s.data, x[s.index])
+
+
+def test_layout_ops_are_identities_under_grad_and_jvp():
+    x = arr(4, 6)
+    t = nb.shard(x, M22, P("dp", "tp"))
+
+    def f(v):
+        return nb.sum(nb.all_gather(nb.all_to_all(v, 0, 1), 0) ** 2)
+
+    g = nb.grad(f)(t)
+    np.testing.assert_allclose(g.numpy(), 2 * x)
+    assert g.sharding == t.sharding
+    tan = arr(4, 6, seed=1)
+    _, jt = nb.jvp(f, (t,), (nb.constant(tan),))
+    np.testing.assert_allclose(jt.item(), np.sum(2 * x * tan))
+
+
+# ----------------------------------------------------------------------------- value-changing
+def test_all_reduce_over_a_split_dim_reduces_the_blocks():
+    x = arr(8, 3)
+    t = nb.shard(x, M4, P("x"))
+    for op, ref in (("sum", np.sum), ("max", np.max), ("min", np.min), ("prod", np.prod)):
+        y = nb.all_reduce(t, op)
+        assert y.shape == (2, 3) and y.sharding.is_replicated
+        np.testing.assert_allclose(y.numpy(), ref(x.reshape(4, 2, 3), axis=0))
+    w = arr(2, 3, seed=1)
+    g = nb.grad(lambda v: nb.sum(nb.all_reduce(v, "sum") * nb.constant(w)))(t)
+    np.testing.assert_allclose(g.numpy(), np.tile(w, (4, 1)))
+    gm = nb.grad(lambda v: nb.sum(nb.all_reduce(v, "max") * nb.constant(w)))(t)
+    blk = x.reshape(4, 2, 3)
+    mask = blk == blk.max(0)
+    np.testing.assert_allclose(gm.numpy(), (mask * w).reshape(8, 3))
+    tan = arr(8, 3, seed=2)
+    _, jt = nb.jvp(lambda v: nb.all_reduce(v, "sum"), (t,), (nb.constant(tan),))
+    np.testing.assert_allclose(jt.numpy(), tan.reshape(4, 2, 3).sum(0))
+    np.testing.assert_allclose(nb.pmean(t).numpy(), blk.mean(0))
+    # the original API's keyword
+    np.testing.assert_allclose(nb.all_reduce(t, reduce_axes=("x",)).numpy(), blk.sum(0))
+
+
+def test_ppermute_ring_is_a_roll_of_blocks_and_its_gradient_the_inverse_roll():
+    x = arr(8, 2)
+    t = nb.shard(x, M4, P("x"))
+    ring = [(i, (i + 1) % 4) for i in range(4)]
+    y = nb.ppermute(t, ring)
+    np.testing.assert_allclose(y.numpy(), np.roll(x, 2, axis=0))
+    w = arr(8, 2, seed=1)
+    g = nb.grad(lambda v: nb.sum(nb.ppermute(v, ring) * nb.constant(w)))(t)
+    np.testing.assert_allclose(g.numpy(), np.roll(w, -2, axis=0))
+    tan = arr(8, 2, seed=2)
+    _, jt = nb.jvp(lambda v: nb.ppermute(v, ring), (t,), (nb.constant(tan),))
+    np.testing.assert_allclose(jt.numpy(), np.roll(tan, 2, axis=0))
+    # a device that receives nothing gets zeros
+    half = nb.ppermute(t, [(0, 1)])
+    np.testing.assert_allclose(half.numpy()[2:4], x[0:2])
+    np.testing.assert_allclose(half.numpy()[:2], 0)
+    with pytest.raises(nb.ShardingError, match="destination twice"):
+        nb.ppermute(t, [(0, 1), (2, 1)])
+    with pytest.raises(nb.ShardingError, match="not a flat index"):
+        nb.ppermute(t, [(0, 7)])
+    # devices that hold the same block must receive the same block
+    r = nb.shard(arr(4, 2), M22, P("dp"))
+    with pytest.raises(nb.ShardingError, match="hold the same block"):
+        nb.ppermute(r, [(0, 2)])
+
+
+def test_axis_index_and_broadcast():
+    np.testing.assert_array_equal(nb.axis_index(M23, "b").numpy(), [0, 1, 2])
+    np.testing.assert_array_equal(nb.axis_index(M23, "a").numpy(), [0, 1])
+    x = arr(8, 2)
+    t = nb.shard(x, M4, P("x"))
+    b = nb.broadcast(t, root=2)
+    np.testing.assert_allclose(b.numpy(), x[4:6])
+    w = arr(2, 2, seed=1)
+    g = nb.grad(lambda v: nb.sum(nb.broadcast(v, root=2) * nb.constant(w)))(t)
+    want = np.zeros((8, 2))
+    want[4:6] = w
+    np.testing.assert_allclose(g.numpy(), want)
+
+
+def test_comm_bytes_follow_the_ring_formulas():
+    from nabla.ops.base import OPS as OPS_BY_NAME
+
+    t = nb.shard(nb.constant(np.zeros((8, 4), np.float32)), M4, P("x"))  # 32 B per block
+    ar = OPS_BY_NAME["all_reduce"].comm_bytes(t._impl, {"axes": ("x",), "kind": "sum"})
+    assert ar == 2 * 3 / 4 * 32
+    ag = OPS_BY_NAME["all_gather"].comm_bytes(t._impl, {"axes": ("x",), "dim": -2})
+    assert ag == 3 * 32
+
+
+# ----------------------------------------------------------------------------- regressions
+def test_max_and_min_of_a_partial_sum_complete_the_sum_first():
+    x, w = arr(4, 6), arr(6, 3)
+    y = nb.shard(x, M22, P(None, "tp")) @ nb.shard(w, M22, P("tp"))
+    assert y.sharding.partial_kinds == {"tp": "sum"}
+    np.testing.assert_allclose(nb.max(y).item(), (x @ w).max())
+    np.testing.assert_allclose(nb.min(y, axis=0).numpy(), (x @ w).min(0))
+    text = str(nb.trace(lambda v: nb.max(v, axis=1))(y))
+    assert text.index("all_reduce[axes=('tp',), kind=sum]") < text.index("reduce_max")
+
+
+def test_a_sharded_max_leaves_a_max_partial():
+    x = arr(4, 8)
+    t = nb.shard(x, M22, P(None, "tp"))
+    m = nb.max(t, axis=1)
+    assert m.sharding.partial_kinds == {"tp": "max"}
+    np.testing.assert_allclose(m.numpy(), x.max(1))
+    np.testing.assert_allclose((m - 1.0).numpy(), x.max(1) - 1)  # completed before sub
+    np.testing.assert_allclose(
+        nb.softmax(t, axis=1).numpy(), np.exp(x) / np.exp(x).sum(1, keepdims=True)
+    )
+
+
+@pytest.mark.parametrize("mesh", [M22, M222])
+def test_conflicting_operand_shardings_of_a_matmul(mesh):
+    x, w = arr(8, 8), arr(8, 8, seed=1)
+    names = mesh.axis_names
+    specs = (
+        [P()]
+        + [P(a) for a in names]
+        + [P(None, a) for a in names]
+        + [P(a, b) for a, b in itertools.permutations(names, 2)]
+    )
+    for sx, sw in itertools.product(specs, specs):
+        y = nb.shard(x, mesh, sx) @ nb.shard(w, mesh, sw)
+        np.testing.assert_allclose(y.numpy(), x @ w, err_msg=f"{sx} @ {sw}")
+
+
+def test_reshape_merging_a_sharded_dim():
+    x = arr(4, 6)
+    minor = nb.shard(x, M22, P(None, "tp"))
+    r = nb.reshape(minor, (24,))
+    np.testing.assert_array_equal(r.numpy(), x.reshape(24))
+    assert "all_gather" in str(nb.trace(lambda v: nb.reshape(v, (24,)))(minor))
+    major = nb.shard(x, M22, P("dp"))
+    r2 = nb.reshape(major, (24,))
+    assert r2.sharding.to_partition_spec() == P("dp")
+    np.testing.assert_array_equal(r2.numpy(), x.reshape(24))
+    assert "all_gather" not in str(nb.trace(lambda v: nb.reshape(v, (24,)))(major))
+    split = nb.reshape(nb.shard(arr(24), M4, P("x")), (4, 6))
+    assert split.sharding.to_partition_spec() == P("x")
+
+
+def test_megatron_mlp_has_one_all_reduce_and_no_all_gather():
+    x, w1, w2, b = arr(8, 16), arr(16, 32, seed=1), arr(32, 16, seed=2), arr(16, seed=3)
+
+    def mlp(x, w1, w2, b):
+        return nb.relu(x @ w1) @ w2 + b
+
+    args = (
+        nb.shard(x, M22, P("dp")),
+        nb.shard(w1, M22, P(None, "tp")),  # column-parallel
+        nb.shard(w2, M22, P("tp")),  # row-parallel
+        nb.shard(b, M22, P()),
+    )
+    text = str(nb.trace(mlp)(*args))
+    assert text.count("all_reduce") == 1 and "all_gather" not in text, text
+    want = np.maximum(x @ w1, 0) @ w2 + b
+    np.testing.assert_allclose(mlp(*args).numpy(), want)
+    grads = nb.grad(lambda *a: nb.sum(mlp(*a) ** 2), argnums=(1, 2))(*args)
+    ref = nb.grad(lambda *a: nb.sum(mlp(*a) ** 2), argnums=(1, 2))(
+        *[nb.constant(v) for v in (x, w1, w2, b)]
+    )
+    for g, r, a in zip(grads, ref, args[1:3], strict=True):
+        np.testing.assert_allclose(g.numpy(), r.numpy())
+        assert g.sharding == a.sharding
+
+
+# ----------------------------------------------------------------------------- transforms
+def test_vmap_over_a_sharded_value_and_a_sharded_weight():
+    x, w = arr(4, 6), arr(6, 3, seed=1)
+    tw = nb.shard(w, M22, P(None, "tp")) if False else nb.shard(w, M22, P("tp"))
+    f = nb.vmap(lambda r: nb.tanh(r @ tw))
+    np.testing.assert_allclose(f(nb.constant(x)).numpy(), np.tanh(x @ w))
+    tx = nb.shard(x, M22, P("dp"))
+    out = nb.vmap(lambda r: nb.sum(r * r))(tx)
+    np.testing.assert_allclose(out.numpy(), (x * x).sum(1))
+    assert out.sharding.to_partition_spec() == P("dp")
+
+
+def test_compile_keys_on_sharding():
+    f = nb.compile(lambda a, b: nb.sum(nb.tanh(a @ b)))
+    x, w = arr(4, 6), arr(6, 4, seed=1)
+    for sx, sw in ((P("dp"), P()), (P(None, "tp"), P("tp")), (P("dp"), P())):
+        v = f(nb.shard(x, M22, sx), nb.shard(w, M22, sw))
+        np.testing.assert_allclose(v.item(), np.tanh(x @ w).sum())
+    assert f.stats.misses == 2 and f.stats.hits == 1
+
+
+def test_ops_that_need_whole_operands_gather_them():
+    x = nb.shard(arr(4, 6), M22, P("dp", "tp"))
+    out = nb.scan(lambda c, r: (c + r, c * 2.0), nb.zeros((6,), dtype=nb.float64), x)
+    np.testing.assert_allclose(out[0].numpy(), arr(4, 6).sum(0))
+    key = nb.random.key(0)
+    assert nb.random.normal(key, (4,)).sharding is None
