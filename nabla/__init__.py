@@ -214,6 +214,7 @@ from .transforms.autodiff import (
     value_and_grad,
     vjp,
 )
+from .transforms.shard_map import shard_map
 from .transforms.vmap import vmap
 from .ops.nn import avg_pool2d, conv2d, conv2d_transpose, max_pool2d
 from .transforms.custom import checkpoint, custom_jvp, custom_vjp, remat
@@ -243,6 +244,7 @@ __all__ = [
     "reduce_scatter",
     "reshard",
     "shard",
+    "shard_map",
     "visualize_sharding",
     "Accelerator",
     "BinaryOperation",

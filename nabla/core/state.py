@@ -36,6 +36,9 @@ class _State(threading.local):
 
 STATE = _State()
 level_sizes: dict[int, int] = {}
+# shard_map: mesh axis name -> (vmap level, mesh) of the device axes whose body is running
+# (a per-device value varies along an axis exactly when it carries that axis's level)
+spmd_axes: dict = {}
 
 
 def new_level() -> int:
@@ -94,6 +97,20 @@ def hide_levels_from(level: int):
         yield
     finally:
         STATE.hidden = old
+
+
+@contextlib.contextmanager
+def spmd_axis(name: str, level: int, mesh):
+    """Mark vmap ``level`` as mesh axis ``name`` while a shard_map body runs."""
+    old = spmd_axes.get(name)
+    spmd_axes[name] = (level, mesh)
+    try:
+        yield
+    finally:
+        if old is None:
+            del spmd_axes[name]
+        else:
+            spmd_axes[name] = old
 
 
 @contextlib.contextmanager

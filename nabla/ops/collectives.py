@@ -38,6 +38,7 @@ from ..core.sharding import (
     ShardingSpec,
     collective_bytes,
 )
+from ..core.state import level_sizes
 from ..runtime.tensor import Tensor
 from ._util import as_tensor
 from .base import Operation
@@ -452,6 +453,20 @@ class PPermuteOp(_MeshOp):
         return [self.bind([ct], {"pairs": inv})]
 
 
+def _check_pairs(pairs, n):
+    srcs = [s for s, _ in pairs]
+    dsts = [d for _, d in pairs]
+    for v in srcs + dsts:
+        if not 0 <= v < n:
+            raise ShardingError(
+                f"ppermute: position {v} is out of range for {n} devices (perm {list(pairs)})"
+            )
+    for label, vals in (("source", srcs), ("destination", dsts)):
+        dup = sorted({v for v in vals if vals.count(v) > 1})
+        if dup:
+            raise ShardingError(f"ppermute: device {dup[0]} is a {label} twice in {list(pairs)}")
+
+
 def _check_perm(mesh, pairs, spec, shape):
     n = mesh.size
     srcs = [s for s, _ in pairs]
@@ -560,6 +575,111 @@ def _root_mask(xi, kwargs, dtype):
     return spmd.reshard_to(as_tensor(mask), spec)
 
 
+# ----------------------------------------------------------------------------- shard_map's boundary
+class ToLocalOp(Operation):
+    """A sharded value as per-device values (``shard_map``'s entry): each mesh axis that
+    splits it becomes a vmap level (``kwargs["levels"]``: every mesh axis's level, in mesh
+    order; ``kwargs["varying"]``: the axes that split the value). No data moves."""
+
+    name = "mesh_to_local"
+    backend_name = "mesh_local"
+    collective = True
+    data_movement = True
+
+    def bind_collective(self, args, kwargs):
+        im = args[0]._impl
+        spec = im.sharding
+        mesh = spec.mesh
+        varying = kwargs["varying"]
+        k = len(im.levels)
+        if spec.partial or any(spec.dims[:k]):  # pragma: no cover - shard_map reshards first
+            raise ShardingError(f"shard_map: cannot enter with layout {spec}")
+        new = tuple(lv for a, lv in kwargs["levels"] if a in varying)
+        levels = im.levels + new
+        local = spec.local_shape(im.shape)[k:]
+        shape = tuple(im.shape[:k]) + tuple(mesh.axis_size(a) for a in varying) + tuple(local)
+        drop = tuple(i for i, a in enumerate(mesh.axis_names) if a not in varying)
+        v = len(varying)
+        perm = tuple(range(v, v + k)) + tuple(range(v)) + tuple(range(v + k, v + k + len(local)))
+        phys = {"drop": drop, "perm": perm}
+        return self.emit(args, kwargs, phys, levels, [shape], [im.dtype], [im.device], None)
+
+    def jvp_rule(self, primals, tangents, outputs, kwargs):
+        return [self.bind([layout_like(tangents[0], primals[0]._impl)], kwargs)]
+
+    def vjp_rule(self, primals, cotangents, outputs, kwargs):
+        x = primals[0]._impl
+        ct = cotangents[0]
+        # a value replicated along an axis was read by every device there: sum their parts
+        extra = [lv for a, lv in kwargs["levels"] if a not in kwargs["varying"]]
+        extra = [lv for lv in extra if lv in ct._impl.levels]
+        if extra:
+            ct = per_device.all_reduce(ct, "sum", extra)
+        dims = x.sharding.dims[len(x.levels) :]
+        return [from_local(ct, x.sharding.mesh, dims, kwargs["levels"])]
+
+
+class FromLocalOp(Operation):
+    """Per-device values as one sharded value (``shard_map``'s exit): dim ``i`` is split over
+    ``kwargs["dims"][i]``; mesh axes the value does not vary along hold copies."""
+
+    name = "mesh_from_local"
+    backend_name = "mesh_global"
+    collective = True
+    data_movement = True
+
+    def bind_collective(self, args, kwargs):
+        im = args[0]._impl
+        mesh, dims = kwargs["mesh"], kwargs["dims"]
+        level_of = dict(kwargs["levels"])
+        mesh_levels = set(level_of.values())
+        outer = tuple(lv for lv in im.levels if lv not in mesh_levels)
+        present = [a for a in mesh.axis_names if level_of[a] in im.levels]
+        if im.levels != outer + tuple(level_of[a] for a in present):  # pragma: no cover
+            raise ShardingError("shard_map: an outer vmap level is newer than the mesh's")
+        k, p = len(outer), len(present)
+        local = im.shape[k + p :]
+        spec = ShardingSpec(mesh, ((),) * k + tuple(dims), op="shard_map")
+        shape = tuple(im.shape[:k]) + tuple(n * spec.splits(k + i) for i, n in enumerate(local))
+        r = len(local)
+        perm = tuple(range(k, k + p)) + tuple(range(k)) + tuple(range(k + p, k + p + r))
+        m = mesh.ndim
+        phys = {
+            "perm": perm,
+            "shape": mesh.shape + tuple(im.shape[:k]) + tuple(local),
+            "dims": tuple(mesh.axis(a) for a in present) + tuple(range(m, m + k + r)),
+        }
+        return self.emit(args, kwargs, phys, outer, [shape], [im.dtype], [im.device], [spec])
+
+    def jvp_rule(self, primals, tangents, outputs, kwargs):
+        return [self.bind([tangents[0]], kwargs)]
+
+    def vjp_rule(self, primals, cotangents, outputs, kwargs):
+        y = primals[0]._impl
+        out = outputs[0]._impl
+        ct = layout_like(cotangents[0], out)
+        varying = tuple(a for a in out.sharding.mesh.axis_names if a in out.sharding.sharded_axes)
+        ct = _to_local.bind([ct], {"levels": kwargs["levels"], "varying": varying})
+        # a value copied along an axis its out spec splits: every copy's part adds up
+        extra = [lv for a, lv in kwargs["levels"] if a in varying and lv not in y.levels]
+        if extra:
+            ct = per_device.all_reduce(ct, "sum", extra)
+        return [ct]
+
+
+def to_local(x: Tensor, mesh: DeviceMesh, spec: ShardingSpec, levels) -> Tensor:
+    """``x`` laid out as ``spec`` (its logical dims) and seen per device (shard_map's
+    entry); ``levels``: ``((axis, level), ...)`` for every mesh axis, in mesh order."""
+    x = shard(x, mesh, spec)
+    varying = tuple(a for a in mesh.axis_names if a in spec.sharded_axes)
+    return _to_local.bind([x], {"levels": tuple(levels), "varying": varying})
+
+
+def from_local(y: Tensor, mesh: DeviceMesh, dims, levels) -> Tensor:
+    """Per-device ``y`` as one value whose logical dim ``i`` is split over ``dims[i]``."""
+    return _from_local.bind([y], {"mesh": mesh, "dims": tuple(dims), "levels": tuple(levels)})
+
+
 # ----------------------------------------------------------------------------- singletons
 _shard = ShardOp()
 _unshard = UnshardOp()
@@ -572,6 +692,8 @@ _relabel = RelabelOp()
 _ppermute = PPermuteOp()
 _axis_index = AxisIndexOp()
 _broadcast = BroadcastOp()
+_to_local = ToLocalOp()
+_from_local = FromLocalOp()
 
 
 def _shape(impl) -> tuple:
@@ -694,12 +816,51 @@ def reshard(x, mesh: DeviceMesh, spec) -> Tensor:
     return shard(x, mesh, spec)
 
 
+def split_level(x: Tensor, level: int, mesh: DeviceMesh, axes) -> Tensor:
+    """``x`` with the batch dim of vmap ``level`` split over mesh ``axes`` (the rest of its
+    layout kept; ``vmap(spmd_axis_name=...)``)."""
+    im = x._impl
+    pos = im.levels.index(level)
+    cur = im.sharding
+    if cur is not None and cur.mesh != mesh:
+        raise ShardingError(f"vmap: an input is on {cur.mesh}, not on {mesh}")
+    dims = list(cur.dims) if cur is not None else [()] * len(im.shape)
+    used = {a for d in dims for a in d}
+    clash = [a for a in axes if a in used]
+    if clash:
+        raise ShardingError(
+            f"vmap: spmd_axis_name {clash[0]!r} already splits a dim of an input of shape "
+            f"{x.shape} (spec {cur})"
+        )
+    dims[pos] = dims[pos] + tuple(axes)
+    partial = cur.partial if cur is not None else ()
+    return spmd.reshard_to(x, ShardingSpec(mesh, dims, partial, op="vmap"), op="vmap")
+
+
 def unshard(x) -> Tensor:
     """``x`` as one whole (unsharded) tensor: blocks gathered, partial terms reduced."""
     x = as_tensor(x, op="unshard")
     if x._impl.sharding is None:
         return x
     return _unshard.bind([x], {})
+
+
+def _per_device(x: Tensor, axes) -> bool:
+    """True inside a shard_map body for a per-device value (collectives over mesh axes)."""
+    return x._impl.sharding is None and bool(per_device.active_axes())
+
+
+def _body_axes(op, axes) -> tuple:
+    if axes is None:
+        return per_device.active_axes()
+    return (axes,) if isinstance(axes, str) else tuple(axes)
+
+
+def _one_level(op, axes) -> int:
+    names = _body_axes(op, axes)
+    if len(names) != 1:
+        raise ShardingError(f"{op}: name one mesh axis inside shard_map, got {names}")
+    return per_device.levels_of(op, names)[0]
 
 
 def _sharded(x, op) -> Tensor:
@@ -722,11 +883,17 @@ def _axes_arg(op, spec, axes) -> tuple:
     return axes
 
 
-def _axis(op, x, axis) -> int:
+def _laxis(op, x, axis) -> int:
+    """``axis`` of ``x``'s logical shape, normalized."""
     n = x.ndim
     if not isinstance(axis, int | np.integer) or not -n <= axis < n:
         raise ShardingError(f"{op}: axis {axis!r} is out of range for shape {x.shape}")
-    return int(axis) % n + len(x._impl.levels)
+    return int(axis) % n
+
+
+def _axis(op, x, axis) -> int:
+    """``axis`` of ``x``'s physical shape (past its vmap batch dims)."""
+    return _laxis(op, x, axis) + len(x._impl.levels)
 
 
 def all_reduce(x, reduce_op: str = "sum", axes=None, *, reduce_axes=None) -> Tensor:
@@ -743,8 +910,6 @@ def all_reduce(x, reduce_op: str = "sum", axes=None, *, reduce_axes=None) -> Ten
             axis it is split over.
         reduce_axes: the original API's name for ``axes``.
     """
-    x = _sharded(x, "all_reduce")
-    spec = x._impl.sharding
     if reduce_op not in REDUCE_KINDS:
         raise ShardingError(
             f"all_reduce: reduce_op must be one of {REDUCE_KINDS}, got {reduce_op!r}"
@@ -753,6 +918,12 @@ def all_reduce(x, reduce_op: str = "sum", axes=None, *, reduce_axes=None) -> Ten
         if axes is not None:
             raise TypeError("all_reduce: pass axes= or reduce_axes=, not both")
         axes = reduce_axes
+    x = as_tensor(x, op="all_reduce")
+    if _per_device(x, axes):
+        levels = per_device.levels_of("all_reduce", _body_axes("all_reduce", axes))
+        return per_device.all_reduce(x, reduce_op, levels)
+    x = _sharded(x, "all_reduce")
+    spec = x._impl.sharding
     axes = _axes_arg("all_reduce", spec, axes)
     if axes is None:
         axes = spec.partial_axes or spec.sharded_axes
@@ -766,6 +937,11 @@ def all_reduce(x, reduce_op: str = "sum", axes=None, *, reduce_axes=None) -> Ten
 
 def pmean(x, axes=None) -> Tensor:
     """``all_reduce(x, "sum", axes)`` divided by the number of devices along ``axes``."""
+    x = as_tensor(x, op="pmean")
+    if _per_device(x, axes):
+        levels = per_device.levels_of("pmean", _body_axes("pmean", axes))
+        n = prod(level_sizes[lv] for lv in levels)
+        return per_device.all_reduce(x, "sum", levels) / n
     x = _sharded(x, "pmean")
     spec = x._impl.sharding
     axes = _axes_arg("pmean", spec, axes)
@@ -783,6 +959,10 @@ def all_gather(x, axis: int, axes=None) -> Tensor:
         axis: the dim to gather.
         axes: the mesh axes to gather (the minor end of the dim's axes); None: all of them.
     """
+    x = as_tensor(x, op="all_gather")
+    if _per_device(x, axes):
+        levels = per_device.levels_of("all_gather", _body_axes("all_gather", axes))
+        return per_device.all_gather(x, _laxis("all_gather", x, axis), levels)
     x = _sharded(x, "all_gather")
     spec = x._impl.sharding
     d = _axis("all_gather", x, axis)
@@ -806,6 +986,10 @@ def reduce_scatter(x, axis: int, axes=None) -> Tensor:
         axis: the dim to split.
         axes: mesh axes; None: every partial axis.
     """
+    x = as_tensor(x, op="reduce_scatter")
+    if _per_device(x, axes):
+        d = _laxis("reduce_scatter", x, axis)
+        return per_device.reduce_scatter(x, d, _one_level("reduce_scatter", axes))
     x = _sharded(x, "reduce_scatter")
     spec = x._impl.sharding
     d = _axis("reduce_scatter", x, axis)
@@ -825,6 +1009,10 @@ def all_to_all(x, split_axis: int, concat_axis: int, axes=None) -> Tensor:
         concat_axis: the dim that becomes whole.
         axes: the mesh axes to move; None: all of ``concat_axis``'s.
     """
+    x = as_tensor(x, op="all_to_all")
+    if _per_device(x, axes):
+        s, c = _laxis("all_to_all", x, split_axis), _laxis("all_to_all", x, concat_axis)
+        return per_device.all_to_all(x, s, c, _one_level("all_to_all", axes))
     x = _sharded(x, "all_to_all")
     spec = x._impl.sharding
     s = _axis("all_to_all", x, split_axis)
@@ -835,21 +1023,29 @@ def all_to_all(x, split_axis: int, concat_axis: int, axes=None) -> Tensor:
     return all_to_all_phys(x, s, c, axes)
 
 
-def ppermute(x, perm) -> Tensor:
+def ppermute(x, perm, axis_name=None) -> Tensor:
     """Send each device's block to another: ``perm`` holds ``(source, destination)`` pairs
-    of flat mesh device indices; devices that receive nothing get zeros.
+    of flat mesh device indices (inside ``shard_map``: positions along ``axis_name``, or
+    along the whole mesh, row-major); devices that receive nothing get zeros.
 
     Args:
-        x: a sharded tensor.
+        x: a sharded tensor, or a per-device value inside ``shard_map``.
         perm: pairs ``(src, dst)``; no device twice as a source or a destination.
+        axis_name: inside ``shard_map``, the mesh axis (or tuple of axes) the positions run
+            along; default: every mesh axis of the body.
     """
-    x = _sharded(x, "ppermute")
+    x = as_tensor(x, op="ppermute")
     try:
         pairs = tuple((int(s), int(d)) for s, d in perm)
     except (TypeError, ValueError):
         raise ShardingError(
             f"ppermute: perm must be (source, destination) pairs, got {perm!r}"
         ) from None
+    if _per_device(x, axis_name):
+        levels = per_device.levels_of("ppermute", _body_axes("ppermute", axis_name))
+        _check_pairs(pairs, prod(level_sizes[lv] for lv in levels))
+        return per_device.ppermute(x, pairs, levels)
+    x = _sharded(x, "ppermute")
     return _ppermute.bind([x], {"pairs": pairs})
 
 
@@ -858,6 +1054,8 @@ def axis_index(mesh: DeviceMesh, axis_name: str) -> Tensor:
     ``mesh.shape[axis]``, split over that axis (device ``i`` along it holds ``[i]``)."""
     _check_mesh("axis_index", mesh)
     mesh.axis(axis_name, "axis_index")
+    if axis_name in per_device.active_axes():
+        return per_device.axis_index(per_device.levels_of("axis_index", (axis_name,))[0])
     return _axis_index.bind([], {"mesh": mesh, "axis": axis_name})
 
 
@@ -870,6 +1068,11 @@ def broadcast(x, root=0, axes=None) -> Tensor:
         root: the source position along each axis.
         axes: mesh axes; None: every axis ``x`` is split or partial over.
     """
+    x = as_tensor(x, op="broadcast")
+    if _per_device(x, axes):
+        levels = per_device.levels_of("broadcast", _body_axes("broadcast", axes))
+        root = (root,) * len(levels) if isinstance(root, int | np.integer) else tuple(root)
+        return per_device.broadcast(x, root, levels)
     x = _sharded(x, "broadcast")
     spec = x._impl.sharding
     axes = _axes_arg("broadcast", spec, axes)
@@ -882,4 +1085,4 @@ def broadcast(x, root=0, axes=None) -> Tensor:
 
 
 # Ops this module calls at run time; imported last because they are built on it.
-from . import spmd  # noqa: E402
+from . import per_device, spmd  # noqa: E402

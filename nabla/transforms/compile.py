@@ -442,6 +442,7 @@ class CompiledFunction:
         plan = entry
         tensors = [leaf for leaf in flat if isinstance(leaf, Tensor)]
         fast = _plain(tensors) and (not plan.has_host_ops or plan.host_nodes is not None)
+        fast = fast and not plan.sharded
         if fast and plan.symbolic_ok and not _same_shapes(plan, tensors):
             plan = plan.specialize(sizes)
         if fast and _same_shapes(plan, tensors):
@@ -597,7 +598,14 @@ def _build_plan(recorded, placeholders, out, rng_impls, traced_flat):
     arg_specs = tuple(
         (t.dtype, t._impl.shape, t.device) for t in traced_flat if isinstance(t, Tensor)
     )
-    return _Plan(len(placeholders), nodes, outputs, out_tree, consts, rng_slots, arg_specs)
+    plan = _Plan(len(placeholders), nodes, outputs, out_tree, consts, rng_slots, arg_specs)
+    # a plan that places values on a mesh replays (its outputs carry their layouts)
+    plan.sharded = any(
+        node.op.collective or any(i.sharding is not None for i in node.inputs)
+        for node in recorded
+        if id(node) in needed
+    )
+    return plan
 
 
 def _check_dynamic_dims(dd):

@@ -63,7 +63,10 @@ def _type(impl, lv: _Levels) -> str:
     placed = ""
     spec = impl.sharding
     if spec is not None:  # where the blocks live: {axes per logical dim; partial axes}
-        dims = ",".join("*".join(d) or "-" for d in spec.dims[len(impl.levels) :])
+        nb = len(impl.levels)
+        if any(spec.dims[:nb]):  # batch dims split by vmap(spmd_axis_name=...)
+            batch += "{" + ",".join("*".join(d) or "-" for d in spec.dims[:nb]) + "}"
+        dims = ",".join("*".join(d) or "-" for d in spec.dims[nb:])
         part = "; " + ",".join(f"{a}:{k}" for a, k in spec.partial) if spec.partial else ""
         placed = f"{{{dims}{part}}}"
     return f"{_SHORT[impl.dtype.value]}[{shape}]{placed}{batch}"

@@ -21,9 +21,11 @@ from ..core.pytree import (
     tree_flatten_with_path,
     tree_unflatten,
 )
+from ..core.sharding import ShardingError
 from ..core.state import new_level, vmap_level
 from ..ops._util import as_tensor
 from ..ops.batching import from_batch, to_batch
+from ..ops.collectives import split_level
 from ..runtime.tensor import Tensor
 
 __all__ = ["vmap"]
@@ -39,7 +41,7 @@ def _check_axes_spec(name, spec):
             raise TypeError(f"vmap {name} must be ints or None, got {leaf!r}")
 
 
-def vmap(fun=None, in_axes=0, out_axes=0, axis_size=None, spmd_axis_name=None):
+def vmap(fun=None, in_axes=0, out_axes=0, axis_size=None, spmd_axis_name=None, mesh=None):
     """Vectorize ``fun`` over an axis of its inputs.
 
     Args:
@@ -49,9 +51,11 @@ def vmap(fun=None, in_axes=0, out_axes=0, axis_size=None, spmd_axis_name=None):
             the end; None means not mapped).
         out_axes: int, None, or a pytree prefix of the output: where the mapped axis goes.
         axis_size: the batch size; required when no input is mapped.
-        spmd_axis_name: mesh axis name to shard the batch dim over. Checked (a str or a tuple
-            of str) but without effect until device meshes exist: sharding changes where
-            shards live, never the values.
+        spmd_axis_name: mesh axis name (or tuple of names) to split the new batch dim over:
+            every mapped input is resharded so its batch dim is split over it, and results
+            keep that split. Values never change, only where the blocks live.
+        mesh: the ``DeviceMesh`` of ``spmd_axis_name``; default: the mesh of the sharded
+            inputs (an error when there is none).
 
     Returns:
         The vectorized function. Usable as ``@vmap`` or ``@vmap(in_axes=...)``.
@@ -71,6 +75,7 @@ def vmap(fun=None, in_axes=0, out_axes=0, axis_size=None, spmd_axis_name=None):
             out_axes=out_axes,
             axis_size=axis_size,
             spmd_axis_name=spmd_axis_name,
+            mesh=mesh,
         )
     if isinstance(in_axes, list):
         in_axes = tuple(in_axes)
@@ -128,13 +133,49 @@ def vmap(fun=None, in_axes=0, out_axes=0, axis_size=None, spmd_axis_name=None):
         elif axis_size is not None and int(axis_size) != size:
             raise ValueError(f"vmap axis_size={axis_size} differs from the mapped size {size}")
 
+        spmd = None
+        if spmd_axis_name is not None:
+            spmd = _spmd_target(spmd_axis_name, mesh, leaves, size)
         level = new_level()
         with vmap_level(level, size):
             batched = [leaf if ax is None else to_batch(leaf, ax, level) for leaf, ax in prepared]
+            if spmd is not None:
+                batched = [
+                    b if ax is None else split_level(b, level, *spmd)
+                    for b, (_, ax) in zip(batched, prepared, strict=True)
+                ]
             out = fun(*tree_unflatten(treedef, batched), **kwargs)
             return _unbatch(out, level, size, out_axes)
 
     return vmapped
+
+
+def _spmd_target(names, mesh, leaves, size):
+    """``(mesh, axes)`` for ``spmd_axis_name``: the mesh given, or the sharded inputs' one."""
+    axes = (names,) if isinstance(names, str) else tuple(names)
+    if mesh is None:
+        meshes = {
+            leaf._impl.sharding.mesh
+            for leaf in leaves
+            if isinstance(leaf, Tensor) and leaf._impl.sharding is not None
+        }
+        if len(meshes) > 1:
+            raise ShardingError(f"vmap: the sharded inputs are on different meshes: {meshes}")
+        if not meshes:
+            raise ShardingError(
+                f"vmap(spmd_axis_name={names!r}) needs a mesh: pass mesh=, or map inputs "
+                "sharded on one"
+            )
+        mesh = meshes.pop()
+    n = 1
+    for a in axes:
+        n *= mesh.axis_size(mesh.axis_names[mesh.axis(a, "vmap")])
+    if size % n:
+        raise ShardingError(
+            f"vmap: the batch size {size} is not divisible by the {n} devices of mesh axes "
+            f"{axes} (spmd_axis_name)"
+        )
+    return mesh, axes
 
 
 def _to_tensor(leaf, where):

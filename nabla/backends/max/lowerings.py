@@ -1107,3 +1107,13 @@ def _mesh_iota(mesh_shape, axis, dtype, device):
     view[axis] = n
     coords = ops.broadcast_to(ops.reshape(i, tuple(view)), tuple(mesh_shape))
     return ops.reshape(ops.cast(coords, max_dtype(dtype)), tuple(mesh_shape) + (1,))
+
+
+@_one("mesh_local")
+def _mesh_local(x, drop, perm):
+    return ops.permute(_take0(x, tuple(drop)), list(perm))
+
+
+@_one("mesh_global")
+def _mesh_global(x, perm, shape, dims):
+    return _broadcast_in_dim(ops.permute(x, list(perm)), shape, dims)

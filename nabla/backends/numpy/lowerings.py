@@ -448,3 +448,17 @@ def _mesh_iota(mesh_shape, axis, dtype, device):
     shape[axis] = mesh_shape[axis]
     coords = np.arange(mesh_shape[axis], dtype=dtype.numpy).reshape(shape)
     return np.broadcast_to(coords, tuple(mesh_shape))[..., None]
+
+
+@_one("mesh_local")
+def _mesh_local(x, drop, perm):
+    """shard_map's entry: the mesh dims ``drop`` (replicated axes) go, the rest move behind
+    the vmap batch dims (``perm``)."""
+    sel = tuple(0 if i in drop else slice(None) for i in range(x.ndim))
+    return np.transpose(x[sel], perm)
+
+
+@_one("mesh_global")
+def _mesh_global(x, perm, shape, dims):
+    """shard_map's exit: mesh dims to the front (``perm``), missing ones broadcast."""
+    return _broadcast_in_dim(np.transpose(x, perm), shape, dims)

@@ -1,0 +1,163 @@
+"""shard_map (JAX semantics) and vmap(spmd_axis_name=...): per-block shapes, collectives
+over mesh axes, the replication check, and composition with grad, vmap and compile."""
+
+import numpy as np
+import pytest
+
+import nabla as nb
+from nabla import P
+
+M4 = nb.DeviceMesh("ring", (4,), ("x",))
+M22 = nb.DeviceMesh("m22", (2, 2), ("dp", "tp"))
+RING = [(i, (i + 1) % 4) for i in range(4)]
+
+
+def arr(*shape, seed=0):
+    return np.random.default_rng(seed).standard_normal(shape)
+
+
+def test_the_body_sees_each_devices_block():
+    seen = []
+
+    def body(a, w, s):
+        seen.append((a.shape, w.shape, s))
+        return a
+
+    a, w = nb.constant(arr(4, 6)), nb.constant(arr(6, 3))
+    out = nb.shard_map(
+        body, mesh=M22, in_specs=(P("dp", "tp"), P("tp"), None), out_specs=P("dp", "tp")
+    )(a, w, 3.0)
+    assert seen == [((2, 3), (3, 3), 3.0)]
+    np.testing.assert_array_equal(out.numpy(), a.numpy())
+    # the original API's dict form
+    f = nb.shard_map(
+        lambda a, w: a @ w, mesh=M22, in_specs={0: P("dp"), 1: None}, out_specs=P("dp")
+    )
+    np.testing.assert_allclose(f(a, w).numpy(), a.numpy() @ w.numpy())
+
+
+def test_row_parallel_matmul_with_all_reduce_over_tp():
+    a, w = arr(4, 6), arr(6, 3, seed=1)
+
+    def rowpar(a, w):
+        return nb.all_reduce(a @ w, "sum", axes="tp")
+
+    f = nb.shard_map(rowpar, mesh=M22, in_specs=(P("dp", "tp"), P("tp")), out_specs=P("dp"))
+    y = f(nb.constant(a), nb.constant(w))
+    np.testing.assert_allclose(y.numpy(), a @ w)
+    assert y.sharding.to_partition_spec() == P("dp")
+    g = nb.grad(lambda a, w: nb.sum(f(a, w) ** 2), argnums=(0, 1))(nb.constant(a), nb.constant(w))
+    r = nb.grad(lambda a, w: nb.sum((a @ w) ** 2), argnums=(0, 1))(nb.constant(a), nb.constant(w))
+    for got, want in zip(g, r, strict=True):
+        np.testing.assert_allclose(got.numpy(), want.numpy())
+
+
+def test_ppermute_ring_is_a_roll_and_its_gradient_the_inverse_roll():
+    x, w = arr(8, 2), arr(8, 2, seed=1)
+    f = nb.shard_map(lambda b: nb.ppermute(b, RING), mesh=M4, in_specs=(P("x"),), out_specs=P("x"))
+    np.testing.assert_allclose(f(nb.constant(x)).numpy(), np.roll(x, 2, axis=0))
+    g = nb.grad(lambda v: nb.sum(f(v) * nb.constant(w)))(nb.constant(x))
+    np.testing.assert_allclose(g.numpy(), np.roll(w, -2, axis=0))
+    # positions along one named axis of a 2-D mesh
+    h = nb.shard_map(
+        lambda b: nb.ppermute(b, [(0, 1), (1, 0)], axis_name="tp"),
+        mesh=M22,
+        in_specs=(P(None, "tp"),),
+        out_specs=P(None, "tp"),
+    )
+    y = arr(2, 4)
+    np.testing.assert_allclose(h(nb.constant(y)).numpy(), np.roll(y, 2, axis=1))
+
+
+def test_collectives_inside_shard_map_against_numpy():
+    x = arr(8, 4)
+    blocks = x.reshape(4, 2, 4)
+
+    def run(body, out_specs=P()):
+        return nb.shard_map(body, mesh=M4, in_specs=(P("x"),), out_specs=out_specs)(nb.constant(x))
+
+    np.testing.assert_allclose(
+        run(lambda b: nb.all_reduce(b, "max", axes="x")).numpy(), blocks.max(0)
+    )
+    np.testing.assert_allclose(run(lambda b: nb.pmean(b, axes="x")).numpy(), blocks.mean(0))
+    np.testing.assert_allclose(run(lambda b: nb.all_gather(b, 0, axes="x")).numpy(), x)
+    np.testing.assert_allclose(run(lambda b: nb.broadcast(b, root=3, axes="x")).numpy(), blocks[3])
+    rs = run(lambda b: nb.reduce_scatter(nb.all_gather(b, 0, axes="x"), 0, axes="x"), P("x"))
+    np.testing.assert_allclose(rs.numpy(), 4 * x)
+    idx = run(lambda b: b * 0 + nb.axis_index(M4, "x").cast(nb.float64), P("x"))
+    np.testing.assert_allclose(idx.numpy()[:, 0], np.repeat(np.arange(4.0), 2))
+    # all_to_all: split dim 1 over the devices, concatenate along dim 0
+    a2a = run(lambda b: nb.all_to_all(b, 1, 0, axes="x"), P(None, "x"))
+    np.testing.assert_allclose(a2a.numpy(), x)
+    # a value that does not vary along the axis: all_reduce sums n copies
+    np.testing.assert_allclose(
+        run(lambda b: nb.all_reduce(nb.ones((2,)), axes="x")).numpy(), [4, 4]
+    )
+
+
+def test_check_rep_refuses_a_varying_value_declared_replicated():
+    f = nb.shard_map(lambda b: b * 2, mesh=M4, in_specs=(P("x"),), out_specs=P())
+    with pytest.raises(nb.ShardingError, match="differs between devices along it"):
+        f(nb.constant(arr(8, 2)))
+    g = nb.shard_map(lambda b: b * 2, mesh=M4, in_specs=(P("x"),), out_specs=P(), check_rep=False)
+    np.testing.assert_allclose(g(nb.constant(arr(8, 2))).numpy(), 2 * arr(8, 2)[:2])
+    with pytest.raises(nb.ShardingError, match="'y' is not a mesh axis"):
+        nb.shard_map(
+            lambda b: nb.all_reduce(b, axes="y"), mesh=M4, in_specs=(P("x"),), out_specs=P()
+        )(nb.constant(arr(8, 2)))
+
+
+def test_shard_map_inside_grad_vmap_and_compile_and_the_reverse():
+    a, w = arr(4, 6), arr(6, 3, seed=1)
+
+    def rowpar(a, w):
+        return nb.all_reduce(nb.tanh(a) @ w, "sum", axes="tp")
+
+    f = nb.shard_map(rowpar, mesh=M22, in_specs=(P("dp", "tp"), P("tp")), out_specs=P("dp"))
+    want = np.tanh(a) @ w
+    # compile(shard_map)
+    cf = nb.compile(f)
+    for _ in range(2):
+        np.testing.assert_allclose(cf(nb.constant(a), nb.constant(w)).numpy(), want)
+    # vmap(shard_map)
+    a3 = np.stack([a, 2 * a])
+    vf = nb.vmap(f, in_axes=(0, None))(nb.constant(a3), nb.constant(w))
+    np.testing.assert_allclose(vf.numpy(), np.tanh(a3) @ w)
+
+    # shard_map(grad) and shard_map(vmap) inside the body
+    def body(a, w):
+        g = nb.grad(lambda v: nb.sum(nb.tanh(v) @ w))(a)
+        rows = nb.vmap(lambda r: nb.sum(r * r))(a)
+        return g, rows
+
+    g, rows = nb.shard_map(
+        body,
+        mesh=M22,
+        in_specs=(P("dp", "tp"), P("tp")),
+        out_specs=(P("dp", "tp"), P(("dp", "tp"))),
+    )(nb.constant(a), nb.constant(w))
+    np.testing.assert_allclose(g.numpy(), (1 - np.tanh(a) ** 2) * w.sum(1)[None, :])
+    # device (dp, tp) holds the sums of squares of its block's two rows
+    want_rows = (a.reshape(2, 2, 2, 3) ** 2).sum(-1).transpose(0, 2, 1).reshape(8)
+    np.testing.assert_allclose(rows.numpy(), want_rows)
+    # grad(compile(shard_map))
+    gc = nb.grad(lambda a: nb.sum(cf(a, nb.constant(w))))(nb.constant(a))
+    gr = nb.grad(lambda a: nb.sum(nb.tanh(a) @ nb.constant(w)))(nb.constant(a))
+    np.testing.assert_allclose(gc.numpy(), gr.numpy())
+
+
+def test_vmap_spmd_axis_name_splits_the_batch_dim():
+    x, w = arr(8, 6), arr(6, 3, seed=1)
+    f = nb.vmap(lambda r, w: nb.tanh(r @ w), in_axes=(0, None), spmd_axis_name="dp", mesh=M22)
+    y = f(nb.constant(x), nb.constant(w))
+    assert y.sharding.to_partition_spec() == P("dp")
+    np.testing.assert_allclose(y.numpy(), np.tanh(x @ w))
+    # the mesh comes from a sharded input
+    z = nb.vmap(lambda r: r * 2, spmd_axis_name="tp")(nb.shard(x, M22, P()))
+    assert z.sharding.to_partition_spec() == P("tp")
+    with pytest.raises(nb.ShardingError, match="needs a mesh"):
+        nb.vmap(lambda r: r, spmd_axis_name="dp")(nb.constant(x))
+    with pytest.raises(nb.ShardingError, match="not divisible"):
+        nb.vmap(lambda r: r, spmd_axis_name="dp", mesh=M22)(nb.constant(arr(3, 2)))
+    g = nb.grad(lambda w: nb.sum(f(nb.constant(x), w)))(nb.constant(w))
+    np.testing.assert_allclose(g.numpy(), x.T @ (1 - np.tanh(x @ w) ** 2))
