@@ -43,6 +43,8 @@ NOT_OPS = {
     "axis_index",
     "pmean",
     "broadcast",
+    "shard_map",
+    "visualize_sharding",
 }
 ALIASES = {
     "negate": "neg",
@@ -116,6 +118,8 @@ TESTED_ELSEWHERE = {
             "broadcast",
         )
     },
+    "mesh_to_local": "shard_map's entry (tests/sharding/test_shard_map.py)",
+    "mesh_from_local": "shard_map's exit (tests/sharding/test_shard_map.py)",
 }
 
 
