@@ -218,7 +218,7 @@ from .transforms.shard_map import shard_map
 from .transforms.vmap import vmap
 from .ops.nn import avg_pool2d, conv2d, conv2d_transpose, max_pool2d
 from .transforms.custom import checkpoint, custom_jvp, custom_vjp, remat
-from .transforms.trace import Trace, trace
+from .transforms.trace import Trace, communication_report, trace
 from .transforms.compile import CompiledFunction, compile
 from .transforms.control_flow import cond, fori_loop, scan, switch, while_loop
 from . import nn
@@ -294,6 +294,7 @@ __all__ = [
     "checkpoint",
     "chunk",
     "clip",
+    "communication_report",
     "compile",
     "concat",
     "concatenate",

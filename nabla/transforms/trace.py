@@ -8,12 +8,14 @@ shapes/dtypes and the op's keyword arguments. Works for any transform:
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from ..core.pytree import tree_flatten, tree_unflatten
 from ..core.state import grad_level
 from ..runtime.tensor import Tensor
 from .autodiff import _fresh
 
-__all__ = ["trace", "Trace"]
+__all__ = ["trace", "Trace", "communication_report", "CommReport", "CommRecord"]
 
 _HIDDEN_KWARGS = {"rule", "phys", "device", "saved", "cap_slots"}
 _SHORT = {
@@ -158,6 +160,105 @@ class Trace:
 
     __repr__ = __str__
 
+    def collectives(self) -> list[CommRecord]:
+        """One :class:`CommRecord` per collective op of the graph, in execution order:
+        those that propagation inserted and those the function calls, local slicing (no
+        communication, 0 bytes) included."""
+        records = []
+        for node in self.eqns:
+            op = node.op
+            if not op.collective or not hasattr(op, "comm_bytes") or not node.inputs:
+                continue
+            src = node.inputs[0]
+            out = node.outputs[0]() if node.outputs else None
+            records.append(
+                CommRecord(
+                    op.name,
+                    tuple(node.kwargs.get("axes", ())),
+                    _spec_text(src.sharding),
+                    _spec_text(out.sharding) if out is not None else "?",
+                    float(op.comm_bytes(src, node.kwargs)),
+                )
+            )
+        return records
+
+
+def _spec_text(spec) -> str:
+    return "whole" if spec is None else spec.short()
+
+
+class CommRecord(NamedTuple):
+    """One collective: the op, its mesh axes, the operand's and result's layouts (physical
+    dims, vmap batch dims first: ``[dp, -]{tp:sum}``; ``whole`` for an unsharded value) and
+    the bytes each device sends."""
+
+    op: str
+    axes: tuple
+    input_spec: str
+    output_spec: str
+    bytes: float
+
+
+class CommReport:
+    """The collectives of one call of a function and what they send (ring cost model).
+
+    ``entries`` lists the collectives that move data (bytes > 0) in execution order;
+    ``local`` counts the layout ops that only slice locally. Print it for a table.
+    """
+
+    def __init__(self, records, bandwidth=None):
+        self.entries = [r for r in records if r.bytes > 0]
+        self.local = len(records) - len(self.entries)
+        self.bandwidth = bandwidth
+
+    @property
+    def total_bytes(self) -> float:
+        """Bytes each device sends over the whole call."""
+        return sum(r.bytes for r in self.entries)
+
+    def estimated_seconds(self, bandwidth=None) -> float:
+        """``total_bytes`` over ``bandwidth`` (bytes/s per device link; default: the
+        report's): a lower bound that ignores latency and overlap with compute."""
+        bandwidth = self.bandwidth if bandwidth is None else bandwidth
+        if not bandwidth or bandwidth <= 0:
+            raise ValueError(f"estimated_seconds needs a positive bandwidth, got {bandwidth!r}")
+        return self.total_bytes / bandwidth
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def __str__(self) -> str:
+        head = ["op", "axes", "input", "output", "bytes/device"]
+        if self.bandwidth:
+            head.append("seconds")
+        rows = []
+        for r in self.entries:
+            row = [r.op, ",".join(r.axes) or "-", r.input_spec, r.output_spec, f"{r.bytes:,.0f}"]
+            if self.bandwidth:
+                row.append(f"{r.bytes / self.bandwidth:.3g}")
+            rows.append(row)
+        total = ["total", "", "", "", f"{self.total_bytes:,.0f}"]
+        if self.bandwidth:
+            total.append(f"{self.estimated_seconds():.3g}")
+        widths = [max(len(str(c)) for c in col) for col in zip(head, *rows, total, strict=True)]
+        # numbers right-aligned, text left-aligned
+        right = {4, 5}
+
+        def line(cells):
+            return "  ".join(
+                c.rjust(w) if i in right else c.ljust(w)
+                for i, (c, w) in enumerate(zip(cells, widths, strict=True))
+            ).rstrip()
+
+        out = [line(head), line(["-" * w for w in widths])]
+        out += [line(r) for r in rows]
+        out.append(line(total))
+        if self.local:
+            out.append(f"({self.local} local layout op(s) without communication not listed)")
+        return "\n".join(out)
+
+    __repr__ = __str__
+
 
 def trace(fn):
     """Return a function that records ``fn(*args)`` and returns a printable :class:`Trace`.
@@ -178,3 +279,28 @@ def trace(fn):
             return Trace([x for x in ins if isinstance(x, Tensor)], tree_flatten(out)[0])
 
     return traced
+
+
+def communication_report(fn, *, bandwidth=None):
+    """Return a function that records ``fn(*args, **kwargs)`` (nothing is computed) and
+    returns a :class:`CommReport` of its collectives: each op with its mesh axes, the
+    operand's and result's layouts and the bytes each device sends under the ring cost model
+    (``all_reduce`` 2(n-1)/n of the local block, ``all_gather`` (n-1) blocks, ...).
+
+    Args:
+        fn: a function of (sharded) tensors; any transform of one works too, e.g.
+            ``nb.grad(loss)`` reports the backward pass's gradient reductions.
+        bandwidth: bytes per second of one device's link; when given, the report also
+            estimates each collective's time (bytes over bandwidth, no latency).
+
+    Example:
+        >>> mesh = nb.DeviceMesh("m", (2,), ("x",))
+        >>> x = nb.shard(nb.ones((4, 4)), mesh, nb.P("x"))
+        >>> nb.communication_report(lambda v: v @ v)(x).total_bytes  # gathers one operand
+        32.0
+    """
+
+    def report(*args, **kwargs):
+        return CommReport(trace(fn)(*args, **kwargs).collectives(), bandwidth)
+
+    return report
