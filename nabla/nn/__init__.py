@@ -6,7 +6,7 @@
 
 from __future__ import annotations
 
-from . import finetune, functional, init, optim
+from . import finetune, functional, init, optim, pipeline
 from .checkpoint import load, load_metadata, merge_state_dicts, save, split_state_dict
 from .data import DataLoader
 from .layers import (
@@ -68,6 +68,7 @@ __all__ = [
     "load_metadata",
     "merge_state_dicts",
     "optim",
+    "pipeline",
     "save",
     "split_state_dict",
 ]

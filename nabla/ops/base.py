@@ -85,6 +85,10 @@ class Operation:
     # whole operands; collectives place their outputs themselves
     data_movement: bool = False
     partial_reduce: str | None = None
+    # how partial *sums* pass: "joint" (linear in all data operands together: each must
+    # carry the same terms), "bilinear" (linear in each operand: one may be partial),
+    # "first" (linear in the first operand only); default: from ``linear``/``bilinear``
+    partial_sum: str | None = None
     runs_sharded: bool = True
     collective: bool = False
 
@@ -123,6 +127,11 @@ class Operation:
         if self.scalar_operands:
             return spmd.elementwise_rule(in_shapes, out_shapes)
         raise NotImplementedError(f"op {self.name} declares no sharding rule")
+
+    def keeps_partial(self, kwargs) -> bool:
+        """False when this call must not see partial terms even though the op is linear
+        (``cast`` to an integer dtype truncates each term)."""
+        return True
 
     def shard_kwargs(self, kwargs, local_in_shapes, local_out_shapes) -> dict:
         """The logical kwargs for one device's block, given the blocks' logical shapes

@@ -335,7 +335,12 @@ def _binary(name, partials=None, *, doc, result="same", kinds="all"):
     )
     if partials is not None:
         cls.partials = lambda self, x, y, out: partials(x, y, out)
+    cls.partial_sum = _PARTIAL_SUM.get(name)
     return cls()
+
+
+# how partial sums pass each op (``Operation.partial_sum``)
+_PARTIAL_SUM = {"add": "joint", "sub": "joint", "mul": "bilinear", "div": "first"}
 
 
 def _pow_partials(x, y, out):

@@ -226,29 +226,32 @@ def physical_rule(op, impls, out_shapes, kwargs, nb: int) -> FactorRule:
 
 
 # ----------------------------------------------------------------------------- partials
-def _passes_partial(op, impls, index: int, kind: str) -> bool:
+def _passes_partial(op, impls, index: int, kind: str, kwargs) -> bool:
     """Whether operand ``index`` may stay partial (``kind``) through ``op``: the op commutes
     with the reduction that completes it."""
     data = [i for i in range(len(impls)) if i not in op.index_args]
-    if index not in data:
+    if index not in data or not op.keeps_partial(kwargs):
         return False
     parts = [impls[i].sharding.partial if impls[i].sharding is not None else () for i in data]
-    if op.data_movement or op.partial_reduce == kind or (op.linear and kind == "sum"):
+    mode = op.partial_sum or ("joint" if op.linear else "bilinear" if op.bilinear else None)
+    if op.data_movement or op.partial_reduce == kind or (mode == "joint" and kind == "sum"):
         # linear in all data operands jointly: each must carry the same partial terms
         return all(p == parts[0] for p in parts)
-    if op.bilinear and kind == "sum":
+    if mode == "bilinear" and kind == "sum":
         others = [p for i, p in zip(data, parts, strict=True) if i != index]
         return all(not p for p in others)
+    if mode == "first" and kind == "sum":
+        return index == data[0] and all(not p for p in parts[1:])
     return False
 
 
-def _reduce_partials(op, args):
+def _reduce_partials(op, args, kwargs):
     out = []
     for i, a in enumerate(args):
         s = a._impl.sharding
         if s is not None and s.partial:
             impls = [x._impl for x in args]
-            if not all(_passes_partial(op, impls, i, k) for _, k in s.partial):
+            if not all(_passes_partial(op, impls, i, k, kwargs) for _, k in s.partial):
                 a = collectives.complete_partial(a)
         out.append(a)
     return out
@@ -261,9 +264,10 @@ def bind_sharded(op, args, kwargs):
     mesh = mesh_of(op.name, impls)
     if not op.runs_sharded:
         return op.bind([collectives.unshard(a) if a._impl.sharding else a for a in args], kwargs)
-    args = _reduce_partials(op, list(args))
+    args = _reduce_partials(op, list(args), kwargs)
     # a partial operand of a bilinear op with both operands partial: reduce the smaller
-    if op.bilinear and all(a._impl.sharding is not None and a._impl.sharding.partial for a in args):
+    bilinear = op.partial_sum == "bilinear" or (op.partial_sum is None and op.bilinear)
+    if bilinear and all(a._impl.sharding is not None and a._impl.sharding.partial for a in args):
         k = min(range(len(args)), key=lambda i: prod(args[i]._impl.shape))
         args[k] = collectives.complete_partial(args[k])
     args = _align(op, args)

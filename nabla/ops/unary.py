@@ -337,6 +337,9 @@ class CastOp(Operation):
 
     linear = True
 
+    def keeps_partial(self, kwargs):
+        return kwargs["dtype"].is_float  # an integer cast truncates each partial term
+
     def infer(self, shapes, dtypes, kwargs):
         return [shapes[0]], [kwargs["dtype"]]
 

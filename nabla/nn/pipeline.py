@@ -1,0 +1,382 @@
+"""Pipeline parallelism over a mesh axis: GPipe and 1F1B schedules, built on ``shard_map``.
+
+A model of ``S`` equal-shaped stages: ``stage_fn(stage_params, h) -> h`` (same shape), with
+``params`` a pytree whose leaves stack the stages along dim 0 (``S`` rows, split over the
+``pp`` mesh axis: each device holds its own stage). A batch is cut into ``M`` microbatches
+that flow from stage to stage with ``ppermute``.
+
+- ``pipeline_forward``: the model's output (GPipe's forward: ``M + S - 1`` steps).
+- ``pipeline_value_and_grad``: the mean of ``loss_fn`` over the microbatches and its
+  gradient with respect to ``params``, in the chosen schedule:
+  - ``"gpipe"``: every forward, then the backward pass that differentiation derives from it;
+  - ``"1f1b"``: the timetable of :class:`OneFOneB` runs explicitly, each stage alternating one
+    forward and one backward in the steady state, so a stage keeps at most ``S - s``
+    activations instead of ``M``.
+  Both give the unpipelined model's loss and gradients.
+- ``GPipe`` / ``OneFOneB``: the timetables, with ``bubble_fraction`` (idle share of the
+  stage-steps, forward and backward each one unit) and ``peak_activations``.
+
+With ``data_axis`` the microbatches are also split over a data-parallel mesh axis (a 2-D
+``(pp, dp)`` mesh); the loss and the gradients are averaged over it.
+
+Every device runs the same program (SPMD): a stage that is idle in a step computes on zeros
+and its result is masked out, as on real hardware where the step's slot is empty.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..core.pytree import tree_map
+from ..core.sharding import P, ShardingError
+from ..ops.binary import where
+from ..ops.collectives import all_reduce, axis_index, pmean, ppermute
+from ..ops.creation import constant, zeros_like
+from ..ops.indexing import take
+from ..ops.view import reshape, stack
+from ..transforms.autodiff import value_and_grad, vjp
+from ..transforms.shard_map import shard_map
+
+__all__ = [
+    "PipelineSchedule",
+    "GPipe",
+    "OneFOneB",
+    "pipeline_forward",
+    "pipeline_value_and_grad",
+]
+
+
+# ----------------------------------------------------------------------------- timetables
+class PipelineSchedule:
+    """A timetable: ``table[t][s]`` is ``("F", m)``, ``("B", m)`` or None (idle) for stage
+    ``s`` at time ``t``, a forward and a backward each taking one unit."""
+
+    name = ""
+
+    def __init__(self, stages: int, microbatches: int):
+        if stages < 1 or microbatches < 1:
+            raise ValueError(f"{self.name}: needs stages >= 1 and microbatches >= 1")
+        self.stages = stages
+        self.microbatches = microbatches
+        self.table = self._build()
+
+    def _build(self) -> list:
+        raise NotImplementedError
+
+    @property
+    def bubble_fraction(self) -> float:
+        """Idle stage-steps over all stage-steps."""
+        slots = len(self.table) * self.stages
+        busy = sum(1 for row in self.table for cell in row if cell is not None)
+        return 1.0 - busy / slots
+
+    @property
+    def peak_activations(self) -> list:
+        """Per stage, the most microbatch activations held at once (forward done, backward
+        not yet)."""
+        out = []
+        for s in range(self.stages):
+            held = peak = 0
+            for row in self.table:
+                cell = row[s]
+                if cell is not None:
+                    held += 1 if cell[0] == "F" else -1
+                    peak = max(peak, held)
+            out.append(peak)
+        return out
+
+    def __str__(self):
+        lines = [
+            f"{self.name}: {self.stages} stages, {self.microbatches} microbatches, "
+            f"bubble {self.bubble_fraction:.3f}"
+        ]
+        for s in range(self.stages):
+            cells = [
+                " . " if row[s] is None else f"{row[s][0]}{row[s][1]:<2d}" for row in self.table
+            ]
+            lines.append(f"stage {s}: " + " ".join(cells))
+        return "\n".join(lines)
+
+    __repr__ = __str__
+
+
+def _simulate(stages, microbatches, order_of) -> list:
+    """Run per-stage op orders (``order_of(s)``: a list of ("F"|"B", m)) as early as their
+    dependencies allow: F(m, s) after F(m, s-1); B(m, s) after B(m, s+1) and F(m, s)."""
+    done: dict = {}
+    orders = [list(order_of(s)) for s in range(stages)]
+    pos = [0] * stages
+    table = []
+    t = 0
+    while any(pos[s] < len(orders[s]) for s in range(stages)):
+        row = []
+        for s in range(stages):
+            cell = None
+            if pos[s] < len(orders[s]):
+                kind, m = orders[s][pos[s]]
+                if kind == "F":
+                    ready = s == 0 or done.get(("F", m, s - 1), t) < t
+                else:
+                    ready = done.get(("F", m, s), t) < t and (
+                        s == stages - 1 or done.get(("B", m, s + 1), t) < t
+                    )
+                if ready:
+                    cell = (kind, m)
+            row.append(cell)
+        for s, cell in enumerate(row):
+            if cell is not None:
+                done[(cell[0], cell[1], s)] = t
+                pos[s] += 1
+        table.append(row)
+        t += 1
+    return table
+
+
+class GPipe(PipelineSchedule):
+    """Every microbatch forward through every stage, then every backward (reverse order)."""
+
+    name = "gpipe"
+
+    def _build(self):
+        S, M = self.stages, self.microbatches
+        return _simulate(
+            S, M, lambda s: [("F", m) for m in range(M)] + [("B", m) for m in reversed(range(M))]
+        )
+
+
+class OneFOneB(PipelineSchedule):
+    """PipeDream-flush: stage ``s`` runs ``S - s - 1`` warm-up forwards, then alternates one
+    forward and one backward, then drains its backwards."""
+
+    name = "1f1b"
+
+    def _build(self):
+        S, M = self.stages, self.microbatches
+
+        def order(s):
+            warm = min(S - s - 1, M)
+            ops = [("F", m) for m in range(warm)]
+            f, b = warm, 0
+            while f < M:
+                ops.append(("F", f))
+                f += 1
+                ops.append(("B", b))
+                b += 1
+            ops += [("B", m) for m in range(b, M)]
+            return ops
+
+        return _simulate(S, M, order)
+
+
+SCHEDULES = {"gpipe": GPipe, "1f1b": OneFOneB}
+
+
+# ----------------------------------------------------------------------------- helpers
+def _check(mesh, axis, microbatches, x, data_axis):
+    S = mesh.axis_size(axis)
+    if microbatches < 1 or x.shape[0] % microbatches:
+        raise ShardingError(
+            f"pipeline: the batch of shape {x.shape} does not split into {microbatches} "
+            "microbatches"
+        )
+    mb = x.shape[0] // microbatches
+    if data_axis is not None and mb % mesh.axis_size(data_axis):
+        raise ShardingError(
+            f"pipeline: a microbatch of {mb} rows does not split over the "
+            f"{mesh.axis_size(data_axis)} devices of {data_axis!r}"
+        )
+    return S, mb
+
+
+def _microbatches(x, microbatches):
+    return reshape(x, (microbatches, x.shape[0] // microbatches) + tuple(x.shape[1:]))
+
+
+def _stage_params(params):
+    """Per device: its stage's parameters (the local block has one stage row)."""
+    return tree_map(lambda leaf: reshape(leaf, leaf.shape[1:]), params)
+
+
+def _specs(params, axis, data_axis):
+    p_spec = tree_map(lambda _: P(axis), params)
+    x_spec = P(None, data_axis)
+    return p_spec, x_spec
+
+
+def _forward_steps(stage_fn, p, xs, S, M, axis, mesh):
+    """GPipe's forward: returns the last stage's output per microbatch (valid there)."""
+    stage = axis_index(mesh, axis)
+    first = stage == 0
+    state = zeros_like(xs[0])
+    outs = []
+    send = [(i, i + 1) for i in range(S - 1)]
+    for t in range(M + S - 1):
+        inp = where(first, xs[t] if t < M else zeros_like(xs[0]), state)
+        out = stage_fn(p, inp)
+        if t >= S - 1:
+            outs.append(out)
+        state = ppermute(out, send, axis_name=axis)
+    return outs, stage
+
+
+def pipeline_forward(stage_fn, params, x, *, mesh, axis="pp", microbatches=1, data_axis=None):
+    """The pipelined model's output for batch ``x`` (rows split into ``microbatches``).
+
+    Args:
+        stage_fn: ``stage_fn(stage_params, h) -> h`` of one stage (same shape in and out).
+        params: pytree; each leaf stacks the ``S`` stages along dim 0.
+        x: the batch, ``(B, ...)``.
+        mesh: a mesh with the ``axis`` (and ``data_axis``) axes.
+        axis: the pipeline mesh axis (its size is the number of stages).
+        microbatches: ``M``; ``B`` must divide by it.
+        data_axis: an optional data-parallel mesh axis splitting each microbatch.
+
+    Returns:
+        The output batch, ``(B, ...)``.
+    """
+    S, _ = _check(mesh, axis, microbatches, x, data_axis)
+    p_spec, x_spec = _specs(params, axis, data_axis)
+
+    def body(params, xs):
+        p = _stage_params(params)
+        outs, stage = _forward_steps(stage_fn, p, xs, S, microbatches, axis, mesh)
+        ys = stack(outs)
+        # only the last stage's outputs are real: move them to every stage
+        return all_reduce(where(stage == S - 1, ys, zeros_like(ys)), "sum", axes=axis)
+
+    run = shard_map(body, mesh=mesh, in_specs=(p_spec, x_spec), out_specs=x_spec)
+    ys = run(params, _microbatches(x, microbatches))
+    return reshape(ys, tuple(x.shape[:1]) + tuple(ys.shape[2:]))
+
+
+def pipeline_value_and_grad(
+    stage_fn,
+    loss_fn,
+    params,
+    x,
+    y,
+    *,
+    mesh,
+    axis="pp",
+    microbatches=1,
+    schedule="gpipe",
+    data_axis=None,
+):
+    """The mean over microbatches of ``loss_fn(output, target)`` and its gradient with
+    respect to ``params``, run as a pipeline.
+
+    Args:
+        stage_fn: ``stage_fn(stage_params, h) -> h`` of one stage (same shape in and out).
+        loss_fn: ``loss_fn(output_microbatch, target_microbatch) -> scalar`` (a mean over the
+            microbatch's rows, so the result equals the whole batch's mean loss).
+        params: pytree; each leaf stacks the ``S`` stages along dim 0 (split over ``axis``).
+        x: inputs ``(B, ...)``.
+        y: targets ``(B, ...)``.
+        mesh: a mesh with the ``axis`` (and ``data_axis``) axes.
+        axis: the pipeline mesh axis.
+        microbatches: ``M``.
+        schedule: ``"gpipe"``, ``"1f1b"`` or a :class:`PipelineSchedule` class.
+        data_axis: an optional data-parallel mesh axis: microbatches split over it, loss
+            and gradients averaged over it.
+
+    Returns:
+        ``(loss, grads)``: grads has the structure of ``params`` (stage rows split over
+        ``axis``).
+    """
+    S, _ = _check(mesh, axis, microbatches, x, data_axis)
+    kind = SCHEDULES.get(schedule, schedule) if isinstance(schedule, str) else schedule
+    if kind not in (GPipe, OneFOneB):
+        raise ValueError(f"pipeline: schedule must be 'gpipe' or '1f1b', got {schedule!r}")
+    p_spec, x_spec = _specs(params, axis, data_axis)
+    xs, ys = _microbatches(x, microbatches), _microbatches(y, microbatches)
+    M = microbatches
+
+    if kind is GPipe:
+
+        def body(params, xs, ys):
+            p = _stage_params(params)
+            outs, stage = _forward_steps(stage_fn, p, xs, S, M, axis, mesh)
+            total = sum(loss_fn(outs[m], ys[m]) for m in range(M)) / M
+            loss = all_reduce(where(stage == S - 1, total, zeros_like(total)), "sum", axes=axis)
+            return pmean(loss, axes=data_axis) if data_axis is not None else loss
+
+        run = shard_map(body, mesh=mesh, in_specs=(p_spec, x_spec, x_spec), out_specs=P())
+        return value_and_grad(lambda p: run(p, xs, ys))(params)
+
+    table = OneFOneB(S, M).table
+
+    def body(params, xs, ys):
+        p = _stage_params(params)
+        stage = axis_index(mesh, axis)
+        last = stage == S - 1
+
+        def per_stage(values, dtype=bool):
+            return take(constant(np.asarray(values, dtype=dtype)), stage)
+
+        zero = zeros_like(xs[0])
+        recv_act = [zero] * M  # the activation each microbatch arrived with
+        saved_in = [zero] * M  # forward inputs kept for the backward
+        recv_ct = [zero] * M  # cotangents arrived from the next stage
+        grads = tree_map(zeros_like, p)
+        total = None
+        fwd = [(i, i + 1) for i in range(S - 1)]
+        bwd = [(i + 1, i) for i in range(S - 1)]
+        for row in table:
+            f_of = [cell[1] if cell and cell[0] == "F" else -1 for cell in row]
+            b_of = [cell[1] if cell and cell[0] == "B" else -1 for cell in row]
+            # forward slot: the microbatch this stage runs (zeros when idle)
+            if any(m >= 0 for m in f_of):
+                inp = zero
+                for m in range(M):
+                    mine = per_stage([f == m for f in f_of])
+                    src = where(stage == 0, xs[m], recv_act[m])
+                    inp = where(mine, src, inp)
+                    saved_in[m] = where(mine, inp, saved_in[m])
+                out = stage_fn(p, inp)
+                for m in range(M):
+                    if m in f_of and f_of[S - 1] == m:  # the last stage finished m: its loss
+                        lm = loss_fn(out, ys[m])
+                        lm = where(last, lm, zeros_like(lm))
+                        total = lm if total is None else total + lm
+                sent = ppermute(out, fwd, axis_name=axis)
+                for m in range(M):
+                    if m in f_of:
+                        arrives = per_stage([s > 0 and f_of[s - 1] == m for s in range(S)])
+                        recv_act[m] = where(arrives, sent, recv_act[m])
+            # backward slot
+            if any(m >= 0 for m in b_of):
+                a_in = zero
+                ct = zero
+                busy = per_stage([m >= 0 for m in b_of])
+                for m in range(M):
+                    mine = per_stage([b == m for b in b_of])
+                    a_in = where(mine, saved_in[m], a_in)
+                    ct = where(mine, recv_ct[m], ct)
+                y_m = ys[0]
+                for m in range(M):
+                    y_m = where(per_stage([b == m for b in b_of]), ys[m], y_m)
+
+                def through(q, a, y_m=y_m):
+                    h = stage_fn(q, a)
+                    return h, loss_fn(h, y_m)
+
+                (h, lm), pull = vjp(through, p, a_in)
+                # the last stage starts from the loss; the others from what arrived
+                ct_h = where(last, zeros_like(h), ct)
+                ct_l = where(last, constant(1.0 / M, dtype=lm.dtype), zeros_like(lm))
+                gp, ga = pull((ct_h, ct_l))
+                grads = tree_map(lambda g, d: g + where(busy, d, zeros_like(d)), grads, gp)
+                sent = ppermute(ga, bwd, axis_name=axis)
+                for m in range(M):
+                    if m in b_of:
+                        arrives = per_stage([s < S - 1 and b_of[s + 1] == m for s in range(S)])
+                        recv_ct[m] = where(arrives, sent, recv_ct[m])
+        loss = all_reduce(total / M, "sum", axes=axis)
+        grads = tree_map(lambda g: reshape(g, (1,) + tuple(g.shape)), grads)
+        if data_axis is not None:
+            loss = pmean(loss, axes=data_axis)
+            grads = tree_map(lambda g: pmean(g, axes=data_axis), grads)
+        return loss, grads
+
+    run = shard_map(body, mesh=mesh, in_specs=(p_spec, x_spec, x_spec), out_specs=(P(), p_spec))
+    return run(params, xs, ys)
