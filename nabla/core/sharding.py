@@ -439,11 +439,13 @@ def propagate(rule: FactorRule, in_specs, in_bytes, mesh: DeviceMesh):
     """Choose mesh axes for every factor of ``rule`` from the inputs' shardings.
 
     ``in_specs`` holds each input's ``ShardingSpec`` (None: unsharded, free to slice
-    locally). Priority: each factor takes the axes of the input whose resharding would move
-    the most bytes (``in_bytes``: its size), so the largest operand stays put; ties go to the
-    earlier operand. A mesh axis claimed by two factors stays with the factor of the larger
-    operand. A factor stays whole when it is blocked, reduced without a reduction kind, or
-    not divisible by its axes. Only the major factor of a merged dim carries axes.
+    locally). Priority, from the ring cost model: each factor takes the candidate axes (those
+    of an operand split on it) that make the other operands move the fewest bytes to match
+    (an ``all_gather`` of each operand split otherwise; ``in_bytes``: each operand's size);
+    ties keep the larger operand in place, then the earlier one. Factors are decided largest
+    operand first, and a mesh axis claimed twice stays with the first factor. A factor stays
+    whole when it is blocked, reduced without a reduction kind, or not divisible by its axes.
+    Only the major factor of a merged dim carries axes.
 
     Returns ``(input_dims, output_dims, output_partial)``: per input the axes each of its dims
     must have (the inputs are resharded to these), per output the same, and the partial axes
@@ -453,20 +455,32 @@ def propagate(rule: FactorRule, in_specs, in_bytes, mesh: DeviceMesh):
     for i, spec in enumerate(in_specs):
         if spec is None:
             continue
+        local = in_bytes[i] / prod(mesh.axis_size(a) for a in spec.sharded_axes)
         for d, axes in enumerate(spec.dims):
             if not axes:
                 continue
             factors = [f for f in rule.inputs[i][d] if rule.sizes.get(f, 1) != 1]
             if not factors:
                 continue
-            cands.setdefault(factors[0], []).append((in_bytes[i], -i, axes))
+            cands.setdefault(factors[0], []).append((in_bytes[i], -i, axes, local))
+
+    def regather_cost(options, axes) -> float:
+        """Bytes each device sends to bring the operands split otherwise to ``axes``."""
+        n = lambda ax: prod(mesh.axis_size(a) for a in ax)  # noqa: E731
+        return sum(
+            collective_bytes("all_gather", local, n(have))
+            for _, _, have, local in options
+            if have != axes
+        )
+
     chosen: dict[str, tuple] = {}
     used: set = set()
     order = sorted(cands.items(), key=lambda kv: max(c[:2] for c in kv[1]), reverse=True)
     for f, options in order:
         if f in rule.blocked or (f in rule.reduce and rule.reduce[f] is None):
             continue
-        for _, _, axes in sorted(options, reverse=True):
+        ranked = sorted(options, key=lambda o: (regather_cost(options, o[2]), -o[0], -o[1]))
+        for _, _, axes, _ in ranked:
             if used.intersection(axes):
                 continue
             if rule.sizes.get(f, 1) % prod(mesh.axis_size(a) for a in axes):

@@ -49,8 +49,15 @@ TOL = {
 # cache; each parity test waits for its graph's file and then loads it (ms). Should a
 # subprocess fail, the test compiles the graph itself and reports what went wrong.
 GROUPS = {
-    2: [["float_graph", "dtype_graph"], ["int_graph", "gather_graph", "control_graph"]],
-    3: [["float_graph"], ["int_graph", "control_graph"], ["gather_graph", "dtype_graph"]],
+    2: [
+        ["float_graph", "dtype_graph", "sharded_graph"],
+        ["int_graph", "gather_graph", "control_graph"],
+    ],
+    3: [
+        ["float_graph"],
+        ["int_graph", "control_graph", "sharded_graph"],
+        ["gather_graph", "dtype_graph"],
+    ],
 }
 JOBS = int(os.environ.get("NABLA_TEST_MAX_JOBS", "3"))
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -77,6 +84,7 @@ PARITY_TESTS = {
     "test_gather_scatter_graph_matches_numpy": "gather_graph",
     "test_float64_float16_bfloat16_graph_matches_numpy": "dtype_graph",
     "test_control_flow_graph_matches_numpy": "control_graph",
+    "test_sharded_graph_matches_numpy": "sharded_graph",
 }
 
 
@@ -664,6 +672,47 @@ def control_graph():
 def test_control_flow_graph_matches_numpy(prewarm_jobs):
     prog = run_both(control_graph, procs=prewarm_jobs)
     assert {"cond", "while_loop", "scan"} <= {i.op for i in prog.instructions}
+
+
+def sharded_graph():
+    """A simulated 2x2 mesh: a Megatron MLP (forward and grad), every collective and the
+    layout changes propagation inserts, in one program over every device's block."""
+    from nabla.ops.collectives import unshard
+
+    rng = np.random.default_rng(5)
+    f = np.float32
+    mesh = nb.DeviceMesh("mesh", (2, 2), ("dp", "tp"))
+    P = nb.P
+    x = nb.shard(c(rng.normal(size=(8, 6)).astype(f)), mesh, P("dp"))
+    w1 = nb.shard(c(rng.normal(size=(6, 8)).astype(f)), mesh, P(None, "tp"))
+    w2 = nb.shard(c(rng.normal(size=(8, 6)).astype(f)), mesh, P("tp"))
+
+    def loss(w1, w2):
+        h = nb.relu(x @ w1) @ w2  # partial over tp: one all_reduce before the softmax
+        return (nb.softmax(h, axis=1) * h).sum()
+
+    o = {}
+    o["loss"], (o["grad_w1"], o["grad_w2"]) = nb.value_and_grad(loss, argnums=(0, 1))(w1, w2)
+    y = nb.shard(c(rng.normal(size=(4, 8)).astype(f)), mesh, P("dp", "tp"))
+    o["all_gather"] = nb.all_gather(y, 1)
+    o["all_to_all"] = nb.all_to_all(y, 0, 1)
+    o["reshard_slice"] = nb.reshard(nb.all_gather(y, 0), mesh, P(("tp", "dp")))
+    o["sum_blocks"] = nb.all_reduce(y, "sum", axes="tp")
+    o["max_blocks"] = nb.all_reduce(y, "max", axes="dp")
+    part = nb.shard(c(rng.normal(size=(4, 6)).astype(f)), mesh, P(None, "tp")) @ nb.shard(
+        c(rng.normal(size=(6, 4)).astype(f)), mesh, P("tp")
+    )
+    o["reduce_scatter"] = nb.reduce_scatter(part, 0)
+    o["unshard_partial"] = unshard(part)
+    o["ring"] = nb.ppermute(y, [(0, 1), (1, 3), (3, 2), (2, 0)])
+    o["broadcast"] = nb.broadcast(y, root=1, axes="tp")
+    o["axis_index"] = nb.axis_index(mesh, "tp")
+    return o
+
+
+def test_sharded_graph_matches_numpy(prewarm_jobs):
+    prog = run_both(sharded_graph, procs=prewarm_jobs)
+    assert {"mesh_shard", "mesh_reduce", "mesh_permute"} <= {i.op for i in prog.instructions}
 
 
 # ----------------------------------------------------------------------------- coverage

@@ -978,6 +978,17 @@ LOWERINGS["custom_kernel"] = _custom_kernel
 _MESH_REDUCE = {"sum": ops.sum, "max": ops.max, "min": ops.min, "prod": ops.prod}
 
 
+def _repeat_to(x, shape):
+    """``x`` with its size-1 dims repeated up to ``shape`` by concatenation. MAX 26.7
+    miscompiles a ``broadcast_to`` of a reduction that another reduction then reads ("input
+    shape not broadcastable to result shape"); mesh dims are small, so copies are cheap."""
+    xs = _shape(x)
+    for a, (have, want) in enumerate(zip(xs, shape, strict=True)):
+        if have != want:
+            x = ops.concat([x] * want, axis=a)
+    return x
+
+
 def _take0(x, axes):
     """``x`` at index 0 of dims ``axes`` (which are dropped)."""
     if not axes:
@@ -1018,14 +1029,14 @@ def _mesh_merge_max(x, ndev, axes, dim):
     out = list(inter)
     for a in axes:
         out[a] = xs[a]
-    return ops.broadcast_to(y, tuple(out))
+    return _repeat_to(y, tuple(out))
 
 
 @_one("mesh_shard")
 def _mesh_shard(x, mesh_shape, dims):
     ndev = len(mesh_shape)
     xs = _shape(x)
-    y = ops.broadcast_to(ops.reshape(x, (1,) * ndev + xs), tuple(mesh_shape) + xs)
+    y = _repeat_to(ops.reshape(x, (1,) * ndev + xs), tuple(mesh_shape) + xs)
     for d, axes in enumerate(dims):
         if axes:
             y = _mesh_split_max(y, ndev, axes, d)
@@ -1047,7 +1058,7 @@ def _mesh_reduce(x, axes, kind):
     shape = _shape(x)
     for a in axes:
         x = _MESH_REDUCE[kind](x, axis=a)
-    return ops.broadcast_to(x, shape)
+    return _repeat_to(x, shape)
 
 
 @_one("mesh_gather")
@@ -1096,7 +1107,7 @@ def _mesh_select(x, axes, index):
     sel = [slice(None)] * len(shape)
     for a, i in zip(axes, index, strict=True):
         sel[a] = slice(i, i + 1)
-    return ops.broadcast_to(x[tuple(sel)], shape)
+    return _repeat_to(x[tuple(sel)], shape)
 
 
 @_one("mesh_iota")
@@ -1105,7 +1116,7 @@ def _mesh_iota(mesh_shape, axis, dtype, device):
     i = ops.range(0, n, 1, out_dim=n, dtype=MDType.int64, device=device_ref(device))
     view = [1] * len(mesh_shape)
     view[axis] = n
-    coords = ops.broadcast_to(ops.reshape(i, tuple(view)), tuple(mesh_shape))
+    coords = _repeat_to(ops.reshape(i, tuple(view)), tuple(mesh_shape))
     return ops.reshape(ops.cast(coords, max_dtype(dtype)), tuple(mesh_shape) + (1,))
 
 
@@ -1116,4 +1127,8 @@ def _mesh_local(x, drop, perm):
 
 @_one("mesh_global")
 def _mesh_global(x, perm, shape, dims):
-    return _broadcast_in_dim(ops.permute(x, list(perm)), shape, dims)
+    y = ops.permute(x, list(perm))
+    inter = [1] * len(shape)
+    for src, dst in enumerate(dims):
+        inter[dst] = _shape(y)[src]
+    return _repeat_to(ops.reshape(y, tuple(inter)), tuple(shape))
