@@ -61,6 +61,7 @@ class _Plan:
         self.consts = consts  # captured TensorImpls (realized)
         self.rng_slots = rng_slots  # const indices that get a fresh key per call
         self.arg_specs = arg_specs  # ((dtype, shape), ...) at trace time
+        self.arg_levels = ((),) * len(arg_specs)  # the arguments' vmap levels at trace time
         self.has_host_ops = any(op.host_only for op, *_ in nodes)
         # random draws (host ops) that read only arguments, constants and other draws run
         # before the plan's program on the fast path: their values are program inputs
@@ -128,8 +129,17 @@ class _Plan:
                 return consts[ref[1]]
             return vals[ref[1]][ref[2]]
 
+        # the arguments' vmap levels at this call stand for those of the trace (a vmap or
+        # shard_map around the call makes new levels each time)
+        rename = {}
+        for old, t in zip(self.arg_levels, args, strict=True):
+            new = t._impl.levels
+            if len(new) == len(old):
+                rename.update((o, n) for o, n in zip(old, new, strict=True) if o != n)
         for op, kwargs, refs, *_ in self.nodes:
             kw = substitute_dims(kwargs, sizes) if sizes else kwargs
+            if rename and op.physical:
+                kw = _rename_levels(kw, rename)
             ins = [get(r) for r in refs]
             if hasattr(op, "replay"):
                 out = op.replay(ins, kw)
@@ -226,6 +236,17 @@ class _Plan:
 
     def __eq__(self, other):
         return self is other
+
+
+def _rename_levels(kwargs, rename):
+    """vmap-plumbing kwargs with the trace's level ids replaced by this call's."""
+    out = dict(kwargs)
+    if "level" in out:
+        out["level"] = rename.get(out["level"], out["level"])
+    for key in ("levels", "drop"):
+        if key in out:
+            out[key] = tuple(sorted(rename.get(lv, lv) for lv in out[key]))
+    return out
 
 
 def _plain_value(obj):
@@ -599,6 +620,7 @@ def _build_plan(recorded, placeholders, out, rng_impls, traced_flat):
         (t.dtype, t._impl.shape, t.device) for t in traced_flat if isinstance(t, Tensor)
     )
     plan = _Plan(len(placeholders), nodes, outputs, out_tree, consts, rng_slots, arg_specs)
+    plan.arg_levels = tuple(t._impl.levels for t in traced_flat if isinstance(t, Tensor))
     # a plan that places values on a mesh replays (its outputs carry their layouts)
     plan.sharded = any(
         node.op.collective or any(i.sharding is not None for i in node.inputs)

@@ -314,3 +314,22 @@ def test_ops_that_need_whole_operands_gather_them():
     np.testing.assert_allclose(out[0].numpy(), arr(4, 6).sum(0))
     key = nb.random.key(0)
     assert nb.random.normal(key, (4,)).sharding is None
+
+
+def test_collectives_batch_under_vmap_and_differentiate_under_jacrev():
+    x = arr(3, 8, 2)
+    t = nb.shard(x, M4, P(None, "x"))
+    ring = [(i, (i + 1) % 4) for i in range(4)]
+    np.testing.assert_allclose(
+        nb.vmap(lambda r: nb.ppermute(r, ring))(t).numpy(), np.roll(x, 2, axis=1)
+    )
+    np.testing.assert_allclose(
+        nb.vmap(lambda r: nb.all_reduce(r, "sum"))(t).numpy(), x.reshape(3, 4, 2, 2).sum(1)
+    )
+    np.testing.assert_allclose(nb.vmap(lambda r: nb.all_gather(r, 0))(t).numpy(), x)
+    jac = nb.jacrev(lambda r: nb.all_reduce(r, "sum"))(nb.shard(x[0], M4, P("x")))
+    want = np.zeros((2, 2, 8, 2))
+    for k in range(4):
+        for i in range(2):
+            want[i, :, 2 * k + i, :] = np.eye(2)
+    np.testing.assert_allclose(jac.numpy(), want)

@@ -161,3 +161,17 @@ def test_vmap_spmd_axis_name_splits_the_batch_dim():
         nb.vmap(lambda r: r, spmd_axis_name="dp", mesh=M22)(nb.constant(arr(3, 2)))
     g = nb.grad(lambda w: nb.sum(f(nb.constant(x), w)))(nb.constant(w))
     np.testing.assert_allclose(g.numpy(), x.T @ (1 - np.tanh(x @ w) ** 2))
+
+
+def test_a_compiled_function_inside_the_body_replays_with_each_calls_levels():
+    a, w = arr(4, 6), arr(6, 3, seed=1)
+    inner = nb.compile(lambda a, w: nb.tanh(a) @ w)
+    f = nb.shard_map(
+        lambda a, w: nb.all_reduce(inner(a, w), axes="tp"),
+        mesh=M22,
+        in_specs=(P("dp", "tp"), P("tp")),
+        out_specs=P("dp"),
+    )
+    for _ in range(3):  # every call makes new mesh levels
+        np.testing.assert_allclose(f(a, w).numpy(), np.tanh(a) @ w)
+    assert inner.stats.misses == 1
