@@ -62,6 +62,7 @@ class _Plan:
         self.rng_slots = rng_slots  # const indices that get a fresh key per call
         self.arg_specs = arg_specs  # ((dtype, shape), ...) at trace time
         self.arg_levels = ((),) * len(arg_specs)  # the arguments' vmap levels at trace time
+        self.sharded = False  # places values on a mesh: always replayed
         self.has_host_ops = any(op.host_only for op, *_ in nodes)
         # random draws (host ops) that read only arguments, constants and other draws run
         # before the plan's program on the fast path: their values are program inputs
@@ -98,6 +99,7 @@ class _Plan:
                 sub(self.arg_specs),
             )
             plan.symbolic_ok = True
+            plan.sharded = self.sharded
             self._specialized[key] = plan
         return plan
 

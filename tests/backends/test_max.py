@@ -707,6 +707,13 @@ def sharded_graph():
     o["ring"] = nb.ppermute(y, [(0, 1), (1, 3), (3, 2), (2, 0)])
     o["broadcast"] = nb.broadcast(y, root=1, axes="tp")
     o["axis_index"] = nb.axis_index(mesh, "tp")
+    # shard_map: blocks in and out (a replicated axis dropped on entry, copied on exit)
+    o["shard_map"] = nb.shard_map(
+        lambda a, b: nb.all_reduce(a * b.sum(), "sum", axes="tp"),
+        mesh=mesh,
+        in_specs=(P("dp", "tp"), P("dp")),
+        out_specs=P("dp"),
+    )(y, c(rng.normal(size=(4,)).astype(f)))
     return o
 
 
