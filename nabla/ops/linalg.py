@@ -68,6 +68,8 @@ def _mm(a, b):
     ``(b^T @ a^T)^T``: the weight stays unbatched on the right, where every kernel
     broadcasts it, instead of being copied once per batch element (for a batched vector or
     column that is one GEMM with the batch as its rows: jacrev/jacfwd of ``W @ x``)."""
+    if a._impl.sharding is not None or b._impl.sharding is not None:
+        return _mm_sharded(a, b)
     if a.ndim == 2 and not a._impl.levels and b._impl.levels and b.ndim <= 2:
         at = view.swap_axes(a, -1, -2)
         if b.ndim == 1:
@@ -76,14 +78,45 @@ def _mm(a, b):
             out = _matmul.bind([view.reshape(b, b.shape[:-1]), at], {})
             return view.reshape(out, out.shape + (1,))
         return view.swap_axes(_matmul.bind([view.swap_axes(b, -1, -2), at], {}), -1, -2)
-    sharded = a._impl.sharding is not None or b._impl.sharding is not None
-    if sharded and b.ndim >= 2 and a.ndim > b.ndim:
-        # a block's kernel must not broadcast b's leading dims against the mesh dims
-        b = view.broadcast_to(b, a.shape[:-2] + b.shape[-2:])
-    if a.ndim == 1 and (b._impl.levels or b.ndim != 2 or sharded):
+    if a.ndim == 1 and (b._impl.levels or b.ndim != 2):
         out = _matmul.bind([view.reshape(a, (1,) + a.shape), b], {})
         return view.reshape(out, out.shape[:-2] + out.shape[-1:])
     return _matmul.bind([a, b], {})
+
+
+def _mm_sharded(a, b):
+    """``_mm`` on sharded operands. A block's buffer has mesh dims in front, so no kernel may
+    broadcast one operand's leading dims: a 2-D unbatched operand (a weight) meets the other
+    operand's vmap levels and leading dims folded into GEMM rows (never a copy of the weight
+    per batch element); other leading dims are broadcast explicitly."""
+    if b.ndim == 2 and not b._impl.levels and (a._impl.levels or a.ndim != 2):
+        return _rows_times(a, b)
+    if a.ndim == 2 and not a._impl.levels and (b._impl.levels or b.ndim != 2):
+        if b.ndim == 1:  # a @ v = v @ a^T
+            return _rows_times(b, view.swap_axes(a, -1, -2))
+        bt = view.swap_axes(b, -1, -2)
+        return view.swap_axes(_rows_times(bt, view.swap_axes(a, -1, -2)), -1, -2)
+    if b.ndim >= 2 and a.ndim > b.ndim:
+        b = view.broadcast_to(b, a.shape[:-2] + b.shape[-2:])
+    if a.ndim == 1:
+        out = _matmul.bind([view.reshape(a, (1,) + a.shape), b], {})
+        return view.reshape(out, out.shape[:-2] + out.shape[-1:])
+    return _matmul.bind([a, b], {})
+
+
+def _rows_times(a, w):
+    """``a @ w`` for a 2-D unbatched ``w``: ``a``'s vmap levels and leading dims become the
+    rows of one GEMM, then go back."""
+    levels = a._impl.levels
+    x = a
+    for k, level in enumerate(levels):
+        x = batching.from_batch(x, level, k)
+    lead = x.shape[:-1]
+    rows = view.reshape(x, (math.prod(lead), x.shape[-1]))
+    out = view.reshape(_matmul.bind([rows, w], {}), lead + (w.shape[-1],))
+    for level in levels:
+        out = batching.to_batch(out, 0, level)
+    return out
 
 
 def _weight_cotangent(x, ct, y):

@@ -246,15 +246,14 @@ def _passes_partial(op, impls, index: int, kind: str, kwargs) -> bool:
 
 
 def _reduce_partials(op, args, kwargs):
-    out = []
+    """Complete the partial operands ``op`` cannot take as they are (in place)."""
     for i, a in enumerate(args):
         s = a._impl.sharding
         if s is not None and s.partial:
-            impls = [x._impl for x in args]
+            impls = [x._impl for x in args]  # sees the operands completed so far
             if not all(_passes_partial(op, impls, i, k, kwargs) for _, k in s.partial):
-                a = collectives.complete_partial(a)
-        out.append(a)
-    return out
+                args[i] = collectives.complete_partial(a)
+    return args
 
 
 # ----------------------------------------------------------------------------- the pipeline
@@ -264,12 +263,13 @@ def bind_sharded(op, args, kwargs):
     mesh = mesh_of(op.name, impls)
     if not op.runs_sharded:
         return op.bind([collectives.unshard(a) if a._impl.sharding else a for a in args], kwargs)
-    args = _reduce_partials(op, list(args), kwargs)
-    # a partial operand of a bilinear op with both operands partial: reduce the smaller
+    args = list(args)
+    # a bilinear op with both operands partial: complete the smaller, the other passes
     bilinear = op.partial_sum == "bilinear" or (op.partial_sum is None and op.bilinear)
     if bilinear and all(a._impl.sharding is not None and a._impl.sharding.partial for a in args):
         k = min(range(len(args)), key=lambda i: prod(args[i]._impl.shape))
         args[k] = collectives.complete_partial(args[k])
+    args = _reduce_partials(op, args, kwargs)
     args = _align(op, args)
     impls = [a._impl for a in args]
     levels = impls[0].levels if impls else ()

@@ -175,3 +175,22 @@ def test_a_compiled_function_inside_the_body_replays_with_each_calls_levels():
     for _ in range(3):  # every call makes new mesh levels
         np.testing.assert_allclose(f(a, w).numpy(), np.tanh(a) @ w)
     assert inner.stats.misses == 1
+
+
+def test_spmd_vmap_never_copies_an_unbatched_weight_per_example():
+    x, w = arr(8, 6), arr(6, 4, seed=1)
+    for f, want in (
+        (lambda r, w: nb.tanh(r @ w), np.tanh(x @ w)),
+        (lambda r, w: w @ r[:4], x[:, :4] @ w.T),  # the weight on the left
+    ):
+        g = nb.vmap(f, in_axes=(0, None), spmd_axis_name="dp", mesh=M22)
+        np.testing.assert_allclose(g(nb.constant(x), nb.constant(w)).numpy(), want)
+        text = str(nb.trace(g)(nb.constant(x), nb.constant(w)))
+        assert "broadcast_levels" not in text and "broadcast_to" not in text, text
+    grad = nb.grad(
+        lambda w: nb.sum(
+            nb.vmap(lambda r: r @ w, spmd_axis_name="dp", mesh=M22)(nb.constant(x)) ** 2
+        )
+    )(nb.shard(w, M22, P(None, "tp")))
+    np.testing.assert_allclose(grad.numpy(), 2 * x.T @ (x @ w))
+    assert grad.sharding.to_partition_spec() == P(None, "tp")

@@ -391,10 +391,14 @@ def test_batched_key_gives_independent_draws():
 
 def test_spmd_axis_name_is_checked_and_values_unchanged(rng):
     xs = f32(rng.normal(size=(4, 3)))
-    out = nb.vmap(lambda x: nb.sin(x) * 2.0, spmd_axis_name="dp")(nb.constant(xs))
+    mesh = nb.DeviceMesh("m", (2,), ("dp",))
+    out = nb.vmap(lambda x: nb.sin(x) * 2.0, spmd_axis_name="dp", mesh=mesh)(nb.constant(xs))
     close(out, np.sin(xs) * 2)
+    assert out.sharding.to_partition_spec() == nb.P("dp")
     with pytest.raises(TypeError, match="spmd_axis_name"):
         nb.vmap(lambda x: x, spmd_axis_name=3)(nb.constant(xs))
+    with pytest.raises(nb.ShardingError, match="needs a mesh"):  # never silently ignored
+        nb.vmap(lambda x: x, spmd_axis_name="dp")(nb.constant(xs))
 
 
 # ----------------------------------------------------------------------------- with grad
