@@ -89,3 +89,32 @@ def test_lora_merge_and_checkpoint(tmp_path):
 def test_cnn_learns_the_task():
     out = _example("cnn_training").main(steps=60, plot_path=None, progress=False)
     assert out["accuracy"] > 0.6
+
+
+def test_pipeline_mlp_trains_like_the_unpipelined_model():
+    out = _example("pipeline_mlp").main(steps=3, verbose=False)
+    for schedule in ("gpipe", "1f1b"):
+        np.testing.assert_allclose(out["losses"][schedule], out["reference"], rtol=1e-10)
+    assert out["reference"][-1] < out["reference"][0]
+    assert out["bubble"]["gpipe"] == out["bubble"]["1f1b"] == pytest.approx(3 / 7)
+    assert out["peak_activations"]["1f1b"] == [4, 3, 2, 1]
+
+
+def test_pipeline_dp_trains_like_the_single_device_model():
+    out = _example("pipeline_dp").main(steps=2, verbose=False)
+    for schedule in ("gpipe", "1f1b"):
+        np.testing.assert_allclose(out["losses"][schedule], out["reference"], rtol=1e-10)
+
+
+def test_pipeline_inference_matches_for_every_microbatch_count():
+    out = _example("pipeline_inference").main(batches=2, microbatch_counts=(1, 4), verbose=False)
+    assert [r["microbatches"] for r in out["rows"]] == [1, 4]
+    assert out["rows"][0]["bubble"] > out["rows"][1]["bubble"]
+    assert all(r["max_error"] < 1e-12 for r in out["rows"])
+
+
+def test_tensor_parallel_transformer_block():
+    out = _example("tensor_parallel_transformer").main(verbose=False)
+    assert all(err < 1e-4 for err in out["errors"].values())
+    # Megatron: one all_reduce over tp per half of the block forward
+    assert out["forward_collectives"] == [("all_reduce", ("tp",))] * 2
