@@ -29,7 +29,7 @@ import numpy as np
 
 from ..core.pytree import tree_map
 from ..core.sharding import P, ShardingError
-from ..ops.binary import where
+from ..ops.binary import maximum, where
 from ..ops.collectives import all_reduce, axis_index, pmean, ppermute
 from ..ops.creation import constant, zeros_like
 from ..ops.indexing import take
@@ -309,14 +309,22 @@ def pipeline_value_and_grad(
         p = _stage_params(params)
         stage = axis_index(mesh, axis)
         last = stage == S - 1
+        slots = constant(np.arange(M, dtype=np.int32))
 
-        def per_stage(values, dtype=bool):
-            return take(constant(np.asarray(values, dtype=dtype)), stage)
+        def per_stage(values):
+            """This device's entry of a per-stage table (an int32 scalar per device)."""
+            return take(constant(np.asarray(values, dtype=np.int32)), stage)
 
-        zero = zeros_like(xs[0])
-        recv_act = [zero] * M  # the activation each microbatch arrived with
-        saved_in = [zero] * M  # forward inputs kept for the backward
-        recv_ct = [zero] * M  # cotangents arrived from the next stage
+        def pick(buf, m):  # microbatch m of a stacked buffer (m < 0: idle, any row)
+            return take(buf, maximum(m, 0), axis=0)
+
+        def put(buf, m, value):  # buf with row m replaced by value (m < 0: unchanged)
+            hit = reshape(slots == m, (M,) + (1,) * (buf.ndim - 1))
+            return where(hit, reshape(value, (1,) + tuple(value.shape)), buf)
+
+        recv_act = zeros_like(xs)  # the activation each microbatch arrived with
+        saved_in = zeros_like(xs)  # forward inputs kept for the backward
+        recv_ct = zeros_like(xs)  # cotangents arrived from the next stage
         grads = tree_map(zeros_like, p)
         total = None
         fwd = [(i, i + 1) for i in range(S - 1)]
@@ -324,53 +332,35 @@ def pipeline_value_and_grad(
         for row in table:
             f_of = [cell[1] if cell and cell[0] == "F" else -1 for cell in row]
             b_of = [cell[1] if cell and cell[0] == "B" else -1 for cell in row]
-            # forward slot: the microbatch this stage runs (zeros when idle)
-            if any(m >= 0 for m in f_of):
-                inp = zero
-                for m in range(M):
-                    mine = per_stage([f == m for f in f_of])
-                    src = where(stage == 0, xs[m], recv_act[m])
-                    inp = where(mine, src, inp)
-                    saved_in[m] = where(mine, inp, saved_in[m])
+            if any(m >= 0 for m in f_of):  # forward slot (idle stages compute on row 0)
+                mf = per_stage(f_of)
+                inp = where(stage == 0, pick(xs, mf), pick(recv_act, mf))
+                saved_in = put(saved_in, mf, inp)
                 out = stage_fn(p, inp)
-                for m in range(M):
-                    if m in f_of and f_of[S - 1] == m:  # the last stage finished m: its loss
-                        lm = loss_fn(out, ys[m])
-                        lm = where(last, lm, zeros_like(lm))
-                        total = lm if total is None else total + lm
+                if f_of[S - 1] >= 0:  # the last stage finished a microbatch: its loss
+                    lm = loss_fn(out, ys[f_of[S - 1]])
+                    lm = where(last, lm, zeros_like(lm))
+                    total = lm if total is None else total + lm
                 sent = ppermute(out, fwd, axis_name=axis)
-                for m in range(M):
-                    if m in f_of:
-                        arrives = per_stage([s > 0 and f_of[s - 1] == m for s in range(S)])
-                        recv_act[m] = where(arrives, sent, recv_act[m])
-            # backward slot
-            if any(m >= 0 for m in b_of):
-                a_in = zero
-                ct = zero
-                busy = per_stage([m >= 0 for m in b_of])
-                for m in range(M):
-                    mine = per_stage([b == m for b in b_of])
-                    a_in = where(mine, saved_in[m], a_in)
-                    ct = where(mine, recv_ct[m], ct)
-                y_m = ys[0]
-                for m in range(M):
-                    y_m = where(per_stage([b == m for b in b_of]), ys[m], y_m)
+                recv_act = put(recv_act, per_stage([-1] + f_of[:-1]), sent)
+            if any(m >= 0 for m in b_of):  # backward slot
+                mb = per_stage(b_of)
+                busy = mb >= 0
+
+                y_m = pick(ys, mb)
 
                 def through(q, a, y_m=y_m):
                     h = stage_fn(q, a)
                     return h, loss_fn(h, y_m)
 
-                (h, lm), pull = vjp(through, p, a_in)
+                (h, lm), pull = vjp(through, p, pick(saved_in, mb))
                 # the last stage starts from the loss; the others from what arrived
-                ct_h = where(last, zeros_like(h), ct)
+                ct_h = where(last, zeros_like(h), pick(recv_ct, mb))
                 ct_l = where(last, constant(1.0 / M, dtype=lm.dtype), zeros_like(lm))
                 gp, ga = pull((ct_h, ct_l))
                 grads = tree_map(lambda g, d: g + where(busy, d, zeros_like(d)), grads, gp)
                 sent = ppermute(ga, bwd, axis_name=axis)
-                for m in range(M):
-                    if m in b_of:
-                        arrives = per_stage([s < S - 1 and b_of[s + 1] == m for s in range(S)])
-                        recv_ct[m] = where(arrives, sent, recv_ct[m])
+                recv_ct = put(recv_ct, per_stage(b_of[1:] + [-1]), sent)
         loss = all_reduce(total / M, "sum", axes=axis)
         grads = tree_map(lambda g: reshape(g, (1,) + tuple(g.shape)), grads)
         if data_axis is not None:

@@ -356,6 +356,7 @@ def reshard_to(x: Tensor, target: ShardingSpec, op: str = "reshard") -> Tensor:
     drop = [a for a in s.partial_axes if a not in target.partial_axes]
     if drop:
         kinds = s.partial_kinds
+        rest: dict = {}  # kind -> the axes one all_reduce completes together
         for a in drop:
             dim = target.dim_of(a)
             cur = x._impl.sharding
@@ -366,7 +367,9 @@ def reshard_to(x: Tensor, target: ShardingSpec, op: str = "reshard") -> Tensor:
             ):
                 x = collectives.reduce_scatter_phys(x, dim, (a,))
             else:
-                x = collectives.all_reduce_phys(x, kinds[a], (a,))
+                rest.setdefault(kinds[a], []).append(a)
+        for kind, axes in rest.items():
+            x = collectives.all_reduce_phys(x, kind, tuple(axes))
     # 2. axes leaving a dim: all_to_all to the dim that gains them, else all_gather
     cur = x._impl.sharding
     for d in range(cur.ndim):
