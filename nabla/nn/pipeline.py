@@ -10,8 +10,9 @@ that flow from stage to stage with ``ppermute``.
   gradient with respect to ``params``, in the chosen schedule:
   - ``"gpipe"``: every forward, then the backward pass that differentiation derives from it;
   - ``"1f1b"``: the timetable of :class:`OneFOneB` runs explicitly, each stage alternating one
-    forward and one backward in the steady state, so a stage keeps at most ``S - s``
-    activations instead of ``M``.
+    forward and one backward in the steady state; a stage keeps at most ``S - s``
+    activations, so each device's buffers hold ``S`` slots (reused, microbatch ``m`` in slot
+    ``m % S``) whatever ``M`` is, where GPipe keeps all ``M``.
   Both give the unpipelined model's loss and gradients.
 - ``GPipe`` / ``OneFOneB``: the timetables, with ``bubble_fraction`` (idle share of the
   stage-steps, forward and backward each one unit) and ``peak_activations``.
@@ -172,6 +173,34 @@ SCHEDULES = {"gpipe": GPipe, "1f1b": OneFOneB}
 
 
 # ----------------------------------------------------------------------------- helpers
+def _ring_size(table, stages, microbatches) -> int:
+    """Slots per stage for the activations and cotangents 1F1B keeps: microbatch ``m`` uses
+    slot ``m % K``. ``K = S`` when no two microbatches live in one buffer at once with the
+    same slot (checked on the timetable: the schedule's bounded memory, made real), else M."""
+    K = min(stages, microbatches)
+    when = {}
+    for t, row in enumerate(table):
+        for s, cell in enumerate(row):
+            if cell is not None:
+                when[(cell[0], cell[1], s)] = t
+    for s in range(stages):
+        spans = []  # (microbatch, first step held, last step held) per buffer
+        for m in range(microbatches):
+            f, b = when[("F", m, s)], when[("B", m, s)]
+            spans.append(("saved", m, f, b))
+            if s > 0:
+                spans.append(("act", m, when[("F", m, s - 1)] + 1, f))
+            if s < stages - 1:
+                spans.append(("ct", m, when[("B", m, s + 1)] + 1, b))
+        for buf in ("saved", "act", "ct"):
+            live = [(m, a, z) for kind, m, a, z in spans if kind == buf]
+            for i, (m1, a1, z1) in enumerate(live):
+                for m2, a2, z2 in live[i + 1 :]:
+                    if m1 % K == m2 % K and a1 <= z2 and a2 <= z1:
+                        return microbatches
+    return K
+
+
 def _check(mesh, axis, microbatches, x, data_axis):
     S = mesh.axis_size(axis)
     if microbatches < 1 or x.shape[0] % microbatches:
@@ -304,27 +333,32 @@ def pipeline_value_and_grad(
         return value_and_grad(lambda p: run(p, xs, ys))(params)
 
     table = OneFOneB(S, M).table
+    K = _ring_size(table, S, M)  # activation slots per stage: S, not M
 
     def body(params, xs, ys):
         p = _stage_params(params)
         stage = axis_index(mesh, axis)
         last = stage == S - 1
-        slots = constant(np.arange(M, dtype=np.int32))
+        slots = constant(np.arange(K, dtype=np.int32))
 
         def per_stage(values):
             """This device's entry of a per-stage table (an int32 scalar per device)."""
             return take(constant(np.asarray(values, dtype=np.int32)), stage)
 
-        def pick(buf, m):  # microbatch m of a stacked buffer (m < 0: idle, any row)
-            return take(buf, maximum(m, 0), axis=0)
+        def slot(ms):  # this device's ring slot of microbatch ms[stage] (-1: none)
+            return per_stage([m % K if m >= 0 else -1 for m in ms])
 
-        def put(buf, m, value):  # buf with row m replaced by value (m < 0: unchanged)
-            hit = reshape(slots == m, (M,) + (1,) * (buf.ndim - 1))
+        def pick(buf, k):  # row k of a stacked buffer (k < 0: idle, any row)
+            return take(buf, maximum(k, 0), axis=0)
+
+        def put(buf, k, value):  # buf with row k replaced by value (k < 0: unchanged)
+            hit = reshape(slots == k, (K,) + (1,) * (buf.ndim - 1))
             return where(hit, reshape(value, (1,) + tuple(value.shape)), buf)
 
-        recv_act = zeros_like(xs)  # the activation each microbatch arrived with
-        saved_in = zeros_like(xs)  # forward inputs kept for the backward
-        recv_ct = zeros_like(xs)  # cotangents arrived from the next stage
+        ring = zeros_like(xs[:K])
+        recv_act = ring  # activations arrived from the previous stage, not yet run
+        saved_in = ring  # forward inputs kept for the backward
+        recv_ct = ring  # cotangents arrived from the next stage
         grads = tree_map(zeros_like, p)
         total = None
         fwd = [(i, i + 1) for i in range(S - 1)]
@@ -334,15 +368,16 @@ def pipeline_value_and_grad(
             b_of = [cell[1] if cell and cell[0] == "B" else -1 for cell in row]
             if any(m >= 0 for m in f_of):  # forward slot (idle stages compute on row 0)
                 mf = per_stage(f_of)
-                inp = where(stage == 0, pick(xs, mf), pick(recv_act, mf))
-                saved_in = put(saved_in, mf, inp)
+                kf = slot(f_of)
+                inp = where(stage == 0, pick(xs, mf), pick(recv_act, kf))
+                saved_in = put(saved_in, kf, inp)
                 out = stage_fn(p, inp)
                 if f_of[S - 1] >= 0:  # the last stage finished a microbatch: its loss
                     lm = loss_fn(out, ys[f_of[S - 1]])
                     lm = where(last, lm, zeros_like(lm))
                     total = lm if total is None else total + lm
                 sent = ppermute(out, fwd, axis_name=axis)
-                recv_act = put(recv_act, per_stage([-1] + f_of[:-1]), sent)
+                recv_act = put(recv_act, slot([-1] + f_of[:-1]), sent)
             if any(m >= 0 for m in b_of):  # backward slot
                 mb = per_stage(b_of)
                 busy = mb >= 0
@@ -353,14 +388,15 @@ def pipeline_value_and_grad(
                     h = stage_fn(q, a)
                     return h, loss_fn(h, y_m)
 
-                (h, lm), pull = vjp(through, p, pick(saved_in, mb))
+                kb = slot(b_of)
+                (h, lm), pull = vjp(through, p, pick(saved_in, kb))
                 # the last stage starts from the loss; the others from what arrived
-                ct_h = where(last, zeros_like(h), pick(recv_ct, mb))
+                ct_h = where(last, zeros_like(h), pick(recv_ct, kb))
                 ct_l = where(last, constant(1.0 / M, dtype=lm.dtype), zeros_like(lm))
                 gp, ga = pull((ct_h, ct_l))
                 grads = tree_map(lambda g, d: g + where(busy, d, zeros_like(d)), grads, gp)
                 sent = ppermute(ga, bwd, axis_name=axis)
-                recv_ct = put(recv_ct, per_stage(b_of[1:] + [-1]), sent)
+                recv_ct = put(recv_ct, slot(b_of[1:] + [-1]), sent)
         loss = all_reduce(total / M, "sum", axes=axis)
         grads = tree_map(lambda g: reshape(g, (1,) + tuple(g.shape)), grads)
         if data_axis is not None:

@@ -97,6 +97,8 @@ def test_bubble_fraction_is_the_gpipe_formula(stages, micro):
         min(stages - s, micro) for s in range(stages)
     ]
     assert pl.GPipe(stages, micro).peak_activations == [micro] * stages
+    # the 1F1B executor's activation buffers have S slots, whatever M is
+    assert pl._ring_size(pl.OneFOneB(stages, micro).table, stages, micro) == min(stages, micro)
 
 
 def test_bad_microbatch_counts_are_refused():

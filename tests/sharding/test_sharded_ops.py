@@ -18,6 +18,8 @@ MESHES = [
     nb.DeviceMesh("m23", (2, 3), ("a", "b")),
     nb.DeviceMesh("m222", (2, 2, 2), ("a", "b", "c")),
 ]
+
+
 def _has_operands(entry) -> bool:
     dtype = "float64" if "float64" in entry.dtypes else entry.dtypes[0]
     return any(array_positions(s, "fiub") for s in samples(entry, dtype))
