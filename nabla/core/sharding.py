@@ -361,9 +361,9 @@ def _show(spec) -> str:
 class FactorRule:
     """An op's sharding template: for each input and output, per dim, the factors it is made
     of (major first; a reshape merges several into one dim), their sizes, how a factor that
-    appears in no output is reduced (``sum``/``max``/``min``/``prod``; ``None``: it must not
-    be sharded), and ``blocked`` factors that must stay whole (a sliced, padded, flipped or
-    scanned dim).
+    appears in no output is reduced (``sum``/``max``/``min``/``prod``; ``None`` or absent: it
+    must not be sharded), and ``blocked`` factors that must stay whole (a sliced, padded,
+    flipped or scanned dim).
 
     ``FactorRule.parse("m k, k n -> m n", in_shapes, out_shapes, reduce={"k": "sum"})``
     builds one from text; ``(a b)`` writes a dim made of factors ``a`` and ``b``.
@@ -475,10 +475,11 @@ def propagate(rule: FactorRule, in_specs, in_bytes, mesh: DeviceMesh):
 
     chosen: dict[str, tuple] = {}
     used: set = set()
+    in_outputs = {f for groups in rule.outputs for fs in groups for f in fs}
     order = sorted(cands.items(), key=lambda kv: max(c[:2] for c in kv[1]), reverse=True)
     for f, options in order:
-        if f in rule.blocked or (f in rule.reduce and rule.reduce[f] is None):
-            continue
+        if f in rule.blocked or rule.reduce.get(f, f in in_outputs or None) is None:
+            continue  # kept whole: blocked, or contracted with no (declared) reduction
         ranked = sorted(options, key=lambda o: (regather_cost(options, o[2]), -o[0], -o[1]))
         for _, _, axes, _ in ranked:
             if used.intersection(axes):
@@ -507,12 +508,11 @@ def propagate(rule: FactorRule, in_specs, in_bytes, mesh: DeviceMesh):
                 chosen.pop(f, None)
     input_dims = tuple(dims_of(groups) for groups in rule.inputs)
     output_dims = tuple(dims_of(groups) for groups in rule.outputs)
-    in_outputs = {f for groups in rule.outputs for fs in groups for f in fs}
     partial = {}
     for f, axes in chosen.items():
         if f not in in_outputs:
             for a in axes:
-                partial[a] = rule.reduce.get(f, "sum")
+                partial[a] = rule.reduce[f]
     return input_dims, output_dims, partial
 
 
