@@ -34,6 +34,7 @@ from ..ops.binary import maximum, where
 from ..ops.collectives import all_reduce, axis_index, pmean, ppermute
 from ..ops.creation import constant, zeros_like
 from ..ops.indexing import take
+from ..ops.unary import stop_gradient
 from ..ops.view import reshape, stack
 from ..transforms.autodiff import value_and_grad, vjp
 from ..transforms.shard_map import shard_map
@@ -241,7 +242,13 @@ def _forward_steps(stage_fn, p, xs, S, M, axis, mesh):
     send = [(i, i + 1) for i in range(S - 1)]
     for t in range(M + S - 1):
         inp = where(first, xs[t] if t < M else zeros_like(xs[0]), state)
-        out = stage_fn(p, inp)
+        # an idle step (filling or draining) computes on zeros and its result is never
+        # used: no gradient may flow through it (0 times an infinite derivative at zero
+        # would be NaN), so its parameters and input are cut by a select, not a product
+        active = (stage <= t) & (stage > t - M)
+        q = tree_map(lambda leaf, active=active: where(active, leaf, stop_gradient(leaf)), p)
+        inp = where(active, inp, stop_gradient(inp))
+        out = stage_fn(q, inp)
         if t >= S - 1:
             outs.append(out)
         state = ppermute(out, send, axis_name=axis)

@@ -16,7 +16,7 @@ import numpy as np
 from ..core.dtypes import DType, get_default_dtype, result_type
 from ..core.ir import TensorImpl
 from ..runtime.tensor import Tensor
-from . import batching, reduction, unary, view
+from . import batching, creation, reduction, unary, view
 from ._util import as_tensor, doc_paragraph, is_scalar
 from .base import Operation, OpError
 
@@ -549,7 +549,7 @@ class WhereOp(Operation):
     def vjp_rule(self, primals, cotangents, outputs, kwargs):
         c, x, y = primals
         ct = cotangents[0]
-        zero = ct * 0.0
+        zero = creation.zeros_like(ct)  # a select, never ``ct * 0``: a NaN there stays out
         return [None, _sum_to_like(where(c, ct, zero), x), _sum_to_like(where(c, zero, ct), y)]
 
 
