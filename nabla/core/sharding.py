@@ -63,9 +63,15 @@ class DeviceMesh:
             shape = (shape,)
         if isinstance(axis_names, str):
             axis_names = (axis_names,)
+        if not isinstance(shape, tuple | list):
+            raise ShardingError(f"DeviceMesh {name!r}: shape must be positive ints, got {shape!r}")
+        if not isinstance(axis_names, tuple | list):
+            raise ShardingError(f"DeviceMesh {name!r}: axis names must be strings: {axis_names!r}")
         shape = tuple(shape)
         axis_names = tuple(axis_names)
-        if not shape or not all(isinstance(s, int | np.integer) and s >= 1 for s in shape):
+        if not shape or not all(
+            isinstance(s, int | np.integer) and not isinstance(s, bool) and s >= 1 for s in shape
+        ):
             raise ShardingError(f"DeviceMesh {name!r}: shape must be positive ints, got {shape}")
         if len(axis_names) != len(shape):
             raise ShardingError(
@@ -225,8 +231,23 @@ class ShardingSpec:
             entries = ()
         elif isinstance(spec, str | DimSpec):
             entries = (spec,)
-        else:
+        elif isinstance(spec, tuple | list):
             entries = tuple(spec)
+        else:
+            raise ShardingError(
+                f"{op}: a spec is a P(...), a list of entries or a ShardingSpec; got {spec!r}"
+            )
+        for e in entries:
+            ok = (
+                e is None
+                or isinstance(e, str | DimSpec)
+                or (isinstance(e, tuple | list) and all(isinstance(a, str) for a in e))
+            )
+            if not ok:
+                raise ShardingError(
+                    f"{op}: spec {_show(spec)}: an entry is an axis name, None or a tuple of "
+                    f"names; got {e!r}"
+                )
         if len(entries) > ndim:
             raise ShardingError(
                 f"{op}: spec {_show(spec)} has {len(entries)} entries but the value has rank {ndim}"

@@ -28,8 +28,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core.pytree import tree_map
-from ..core.sharding import P, ShardingError
+from ..core.pytree import tree_leaves, tree_map
+from ..core.sharding import DeviceMesh, P, ShardingError
 from ..ops.binary import maximum, where
 from ..ops.collectives import all_reduce, axis_index, pmean, ppermute
 from ..ops.creation import constant, zeros_like
@@ -202,8 +202,29 @@ def _ring_size(table, stages, microbatches) -> int:
     return K
 
 
-def _check(mesh, axis, microbatches, x, data_axis):
-    S = mesh.axis_size(axis)
+def _check(mesh, axis, microbatches, x, data_axis, params=None):
+    if not isinstance(mesh, DeviceMesh):
+        raise ShardingError(f"pipeline: mesh must be a DeviceMesh, got {type(mesh).__name__}")
+    S = mesh.shape[mesh.axis(axis, "pipeline")]
+    if data_axis is not None:
+        mesh.axis(data_axis, "pipeline")
+        if data_axis == axis:
+            raise ShardingError(
+                f"pipeline: data_axis {data_axis!r} is the pipeline axis; name another mesh axis"
+            )
+    if not isinstance(microbatches, int | np.integer) or isinstance(microbatches, bool):
+        raise ShardingError(f"pipeline: microbatches must be an int, got {microbatches!r}")
+    if not x.shape:
+        raise ShardingError(
+            f"pipeline: the batch must have a leading batch dim, got shape {x.shape}"
+        )
+    for leaf in tree_leaves(params):
+        shape = tuple(getattr(leaf, "shape", ()))
+        if not shape or shape[0] != S:
+            raise ShardingError(
+                f"pipeline: every parameter stacks the {S} stages of mesh axis {axis!r} along "
+                f"dim 0; got a parameter of shape {shape}"
+            )
     if microbatches < 1 or x.shape[0] % microbatches:
         raise ShardingError(
             f"pipeline: the batch of shape {x.shape} does not split into {microbatches} "
@@ -270,7 +291,7 @@ def pipeline_forward(stage_fn, params, x, *, mesh, axis="pp", microbatches=1, da
     Returns:
         The output batch, ``(B, ...)``.
     """
-    S, _ = _check(mesh, axis, microbatches, x, data_axis)
+    S, _ = _check(mesh, axis, microbatches, x, data_axis, params)
     p_spec, x_spec = _specs(params, axis, data_axis)
 
     def body(params, xs):
@@ -319,7 +340,12 @@ def pipeline_value_and_grad(
         ``(loss, grads)``: grads has the structure of ``params`` (stage rows split over
         ``axis``).
     """
-    S, _ = _check(mesh, axis, microbatches, x, data_axis)
+    S, _ = _check(mesh, axis, microbatches, x, data_axis, params)
+    if tuple(y.shape[:1]) != tuple(x.shape[:1]):
+        raise ShardingError(
+            f"pipeline: the targets of shape {tuple(y.shape)} and the batch of shape "
+            f"{tuple(x.shape)} have different numbers of rows"
+        )
     kind = SCHEDULES.get(schedule, schedule) if isinstance(schedule, str) else schedule
     if kind not in (GPipe, OneFOneB):
         raise ValueError(f"pipeline: schedule must be 'gpipe' or '1f1b', got {schedule!r}")

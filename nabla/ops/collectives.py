@@ -850,10 +850,21 @@ def _per_device(x: Tensor, axes) -> bool:
     return x._impl.sharding is None and bool(per_device.active_axes())
 
 
+def _names(op, axes) -> tuple:
+    """``axes`` (a mesh axis name or a sequence of names) as a tuple of names."""
+    if isinstance(axes, str):
+        return (axes,)
+    if not isinstance(axes, tuple | list) or not all(isinstance(a, str) for a in axes):
+        raise ShardingError(
+            f"{op}: axes must be a mesh axis name or a tuple of names, got {axes!r}"
+        )
+    return tuple(axes)
+
+
 def _body_axes(op, axes) -> tuple:
     if axes is None:
         return per_device.active_axes()
-    return (axes,) if isinstance(axes, str) else tuple(axes)
+    return _names(op, axes)
 
 
 def _one_level(op, axes) -> int:
@@ -873,9 +884,7 @@ def _sharded(x, op) -> Tensor:
 def _axes_arg(op, spec, axes) -> tuple:
     if axes is None:
         return None
-    if isinstance(axes, str):
-        axes = (axes,)
-    axes = tuple(axes)
+    axes = _names(op, axes)
     for a in axes:
         spec.mesh.axis(a, op)
     if len(set(axes)) != len(axes):
@@ -1012,6 +1021,11 @@ def all_to_all(x, split_axis: int, concat_axis: int, axes=None) -> Tensor:
     x = as_tensor(x, op="all_to_all")
     if _per_device(x, axes):
         s, c = _laxis("all_to_all", x, split_axis), _laxis("all_to_all", x, concat_axis)
+        if s == c:
+            raise ShardingError(
+                f"all_to_all: split_axis {split_axis} and concat_axis {concat_axis} are the same "
+                f"dim of shape {x.shape}"
+            )
         return per_device.all_to_all(x, s, c, _one_level("all_to_all", axes))
     x = _sharded(x, "all_to_all")
     spec = x._impl.sharding
@@ -1036,17 +1050,34 @@ def ppermute(x, perm, axis_name=None) -> Tensor:
     """
     x = as_tensor(x, op="ppermute")
     try:
-        pairs = tuple((int(s), int(d)) for s, d in perm)
+        pairs = tuple((s, d) for s, d in perm)
     except (TypeError, ValueError):
         raise ShardingError(
             f"ppermute: perm must be (source, destination) pairs, got {perm!r}"
         ) from None
+    if not all(_is_int(v) for p in pairs for v in p):
+        raise ShardingError(f"ppermute: perm must be pairs of int device indices, got {perm!r}")
+    pairs = tuple((int(s), int(d)) for s, d in pairs)
     if _per_device(x, axis_name):
         levels = per_device.levels_of("ppermute", _body_axes("ppermute", axis_name))
         _check_pairs(pairs, prod(level_sizes[lv] for lv in levels))
         return per_device.ppermute(x, pairs, levels)
     x = _sharded(x, "ppermute")
     return _ppermute.bind([x], {"pairs": pairs})
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int | np.integer) and not isinstance(v, bool)
+
+
+def _roots(root, axes) -> tuple:
+    """``root`` (an int, or one int per axis) as one position per mesh axis of ``axes``."""
+    root = (root,) * len(axes) if _is_int(root) else root
+    if not isinstance(root, tuple | list) or not all(_is_int(r) for r in root):
+        raise ShardingError(f"broadcast: root must be an int or one int per axis, got {root!r}")
+    if len(root) != len(axes):
+        raise ShardingError(f"broadcast: {len(root)} root positions for axes {axes}")
+    return tuple(int(r) for r in root)
 
 
 def axis_index(mesh: DeviceMesh, axis_name: str) -> Tensor:
@@ -1070,18 +1101,22 @@ def broadcast(x, root=0, axes=None) -> Tensor:
     """
     x = as_tensor(x, op="broadcast")
     if _per_device(x, axes):
-        levels = per_device.levels_of("broadcast", _body_axes("broadcast", axes))
-        root = (root,) * len(levels) if isinstance(root, int | np.integer) else tuple(root)
+        names = _body_axes("broadcast", axes)
+        levels = per_device.levels_of("broadcast", names)
+        root = _roots(root, names)
+        for a, r, lv in zip(names, root, levels, strict=True):
+            if not 0 <= r < level_sizes[lv]:
+                raise ShardingError(
+                    f"broadcast: root {r} is out of range for mesh axis {a!r} of size "
+                    f"{level_sizes[lv]}"
+                )
         return per_device.broadcast(x, root, levels)
     x = _sharded(x, "broadcast")
     spec = x._impl.sharding
     axes = _axes_arg("broadcast", spec, axes)
     if axes is None:
         axes = spec.sharded_axes + spec.partial_axes
-    root = (root,) * len(axes) if isinstance(root, int | np.integer) else tuple(root)
-    if len(root) != len(axes):
-        raise ShardingError(f"broadcast: {len(root)} root positions for axes {axes}")
-    return _broadcast.bind([x], {"axes": axes, "root": tuple(int(r) for r in root)})
+    return _broadcast.bind([x], {"axes": axes, "root": _roots(root, axes)})
 
 
 # Ops this module calls at run time; imported last because they are built on it.

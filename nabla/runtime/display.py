@@ -29,7 +29,7 @@ def sharding_table(x: Tensor):
     shape = tuple(x.shape)
     if spec is None:
         raise ShardingError(f"visualize_sharding: the tensor of shape {shape} is not sharded")
-    if len(shape) > 2:
+    if not 1 <= len(shape) <= 2:
         raise ShardingError(
             f"visualize_sharding: shows 1-D and 2-D tensors; this one has shape {shape}"
         )

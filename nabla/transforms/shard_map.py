@@ -36,7 +36,13 @@ def _is_spec(x) -> bool:
 def _specs_for(op, specs, tree, n_args=None):
     """``specs`` (a pytree prefix of ``tree`` made of ``P``/None, or the original's dict
     ``{arg index: spec}``) broadcast to one spec per leaf of ``tree``."""
-    if isinstance(specs, dict):
+    if isinstance(specs, dict) and n_args is not None:
+        bad = [k for k in specs if not isinstance(k, int) or not 0 <= k < n_args]
+        if bad:
+            raise ShardingError(
+                f"shard_map {op}: key {bad[0]!r} of {specs!r} is not the index of one of the "
+                f"{n_args} arguments"
+            )
         specs = tuple(specs.get(i) for i in range(n_args))
     if isinstance(specs, list):
         specs = tuple(specs)
@@ -96,6 +102,10 @@ def shard_map(f=None, mesh: DeviceMesh = None, in_specs=None, out_specs=None, ch
             out = f(*tree_unflatten(tree, local))
             outs, out_tree = tree_flatten(out)
             ospecs = _specs_for("out_specs", out_specs, out)
+            if len(ospecs) != len(outs):
+                raise ShardingError(
+                    f"shard_map: out_specs {out_specs!r} do not match the result {out!r}"
+                )
             return tree_unflatten(
                 out_tree,
                 [_exit(y, s, mesh, levels, check_rep) for y, s in zip(outs, ospecs, strict=True)],

@@ -396,7 +396,8 @@ def _mesh_unshard(x, ndev, dims, partial):
     for d, axes in enumerate(dims):
         if axes:
             x = _mesh_merge(x, ndev, axes, d)
-    return np.ascontiguousarray(x[(0,) * ndev])
+    # np.ascontiguousarray would turn device 0's 0-d value into shape (1,)
+    return np.array(x[(0,) * ndev], order="C")
 
 
 @_one("mesh_reduce")
