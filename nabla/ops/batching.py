@@ -35,6 +35,7 @@ class _LevelOp(Operation):
 
 class ToBatchOp(_LevelOp):
     name = "to_batch"
+    backend_name = "transpose"
 
     def sharding_rule(self, in_shapes, out_shapes, kwargs):
         return spmd.permute_rule(in_shapes[0], kwargs["phys"]["perm"])
@@ -42,8 +43,6 @@ class ToBatchOp(_LevelOp):
     def shard_physical(self, kwargs, mesh_shape, local_in, local_out):
         n = len(mesh_shape)
         return {"perm": tuple(range(n)) + tuple(p + n for p in kwargs["phys"]["perm"])}
-
-    backend_name = "transpose"
 
     def infer(self, shapes, dtypes, kwargs):
         s = shapes[0]
@@ -64,6 +63,7 @@ class ToBatchOp(_LevelOp):
 
 class FromBatchOp(_LevelOp):
     name = "from_batch"
+    backend_name = "transpose"
 
     def sharding_rule(self, in_shapes, out_shapes, kwargs):
         return spmd.permute_rule(in_shapes[0], kwargs["phys"]["perm"])
@@ -71,8 +71,6 @@ class FromBatchOp(_LevelOp):
     def shard_physical(self, kwargs, mesh_shape, local_in, local_out):
         n = len(mesh_shape)
         return {"perm": tuple(range(n)) + tuple(p + n for p in kwargs["phys"]["perm"])}
-
-    backend_name = "transpose"
 
     def infer(self, shapes, dtypes, kwargs):
         s = shapes[0]
@@ -91,6 +89,7 @@ class FromBatchOp(_LevelOp):
 
 class BroadcastLevelsOp(_LevelOp):
     name = "broadcast_levels"
+    backend_name = "broadcast_in_dim"
 
     def sharding_rule(self, in_shapes, out_shapes, kwargs):
         dims, out = kwargs["phys"]["dims"], out_shapes[0]
@@ -108,8 +107,6 @@ class BroadcastLevelsOp(_LevelOp):
         n = len(mesh_shape)
         dims = tuple(range(n)) + tuple(d + n for d in kwargs["phys"]["dims"])
         return {"shape": tuple(mesh_shape) + tuple(local_out[0]), "dims": dims}
-
-    backend_name = "broadcast_in_dim"
 
     def infer(self, shapes, dtypes, kwargs):
         return [shapes[0]], [dtypes[0]]
@@ -129,6 +126,7 @@ class SumLevelsOp(_LevelOp):
     name = "sum_levels"
     data_movement = False
     partial_reduce = "sum"
+    backend_name = "reduce_sum"
 
     def sharding_rule(self, in_shapes, out_shapes, kwargs):
         return spmd.reduce_rule(in_shapes[0], kwargs["phys"]["axes"], False, "sum")
@@ -136,8 +134,6 @@ class SumLevelsOp(_LevelOp):
     def shard_physical(self, kwargs, mesh_shape, local_in, local_out):
         n = len(mesh_shape)
         return {"axes": tuple(a + n for a in kwargs["phys"]["axes"]), "keepdims": False}
-
-    backend_name = "reduce_sum"
 
     def infer(self, shapes, dtypes, kwargs):
         return [shapes[0]], [dtypes[0]]

@@ -25,6 +25,7 @@ rebinds the op on a tangent with more vmap levels addresses the same logical dim
 
 from __future__ import annotations
 
+import weakref
 from math import prod
 
 import numpy as np
@@ -38,7 +39,7 @@ from ..core.sharding import (
     ShardingSpec,
     collective_bytes,
 )
-from ..core.state import level_sizes
+from ..core.state import STATE, level_sizes
 from ..runtime.tensor import Tensor
 from ._util import as_tensor
 from .base import Operation
@@ -319,8 +320,16 @@ class AllReduceOp(_MeshOp):
         kinds = spec.partial_kinds
         dims = [list(d) for d in spec.dims]
         shape = list(impl.shape)
+        if not axes:
+            raise ShardingError("all_reduce: no mesh axes given")
         for a in axes:
             if a in kinds:
+                if kinds[a] != kind:  # the terms' reduction is not what was asked
+                    raise ShardingError(
+                        f"all_reduce: the value of shape {_shape(impl)} is partial over mesh "
+                        f"axis {a!r} with {kinds[a]!r} terms (spec {spec}); all_reduce("
+                        f"{kinds[a]!r}) completes it, a {kind!r} of the terms is not its value"
+                    )
                 continue
             d = spec.dim_of(a)
             if d is None:
@@ -356,9 +365,10 @@ class AllReduceOp(_MeshOp):
         xi = x._impl
         if self.completes(xi, kwargs):
             return [_to_layout(ct, _no_partial(xi.sharding), xi)]
-        if any(a in xi.sharding.partial_kinds for a in kwargs["axes"]):
+        if kwargs["kind"] != "sum" and any(a in xi.sharding.partial_kinds for a in kwargs["axes"]):
             raise NotImplementedError(
-                "all_reduce: no gradient for reducing partial terms with another reduction"
+                f"all_reduce: no gradient for a {kwargs['kind']!r} that both completes "
+                "partial terms and reduces blocks; complete the terms first"
             )
         out = outputs[0]._impl
         ct = _relabel_back(_to_layout(ct, out.sharding, out), x, kwargs["axes"])
@@ -712,14 +722,26 @@ def shard_op(x: Tensor, target: ShardingSpec) -> Tensor:
     return _shard.bind([x], {"spec": target})
 
 
+# partial impl -> (recording, weakref to its completed impl): a partial value read by several
+# consumers is completed once, not once per consumer
+_COMPLETED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
 def complete_partial(x: Tensor) -> Tensor:
-    """``x`` with every partial axis reduced (grouped by kind)."""
-    spec = x._impl.sharding
+    """``x`` with every partial axis reduced (grouped by kind), once per partial value."""
+    impl = x._impl
+    hit = _COMPLETED.get(impl)
+    if hit is not None and hit[0] is STATE.recording:
+        done = hit[1]()
+        if done is not None:
+            return Tensor._wrap(done)
+    spec = impl.sharding
     by_kind: dict = {}
     for a, k in spec.partial:
         by_kind.setdefault(k, []).append(a)
     for k, axes in by_kind.items():
         x = _all_reduce.bind([x], {"axes": tuple(axes), "kind": k})
+    _COMPLETED[impl] = (STATE.recording, weakref.ref(x._impl))
     return x
 
 
@@ -825,13 +847,10 @@ def split_level(x: Tensor, level: int, mesh: DeviceMesh, axes) -> Tensor:
     if cur is not None and cur.mesh != mesh:
         raise ShardingError(f"vmap: an input is on {cur.mesh}, not on {mesh}")
     dims = list(cur.dims) if cur is not None else [()] * len(im.shape)
-    used = {a for d in dims for a in d}
-    clash = [a for a in axes if a in used]
-    if clash:
-        raise ShardingError(
-            f"vmap: spmd_axis_name {clash[0]!r} already splits a dim of an input of shape "
-            f"{x.shape} (spec {cur})"
-        )
+    if dims[pos][len(dims[pos]) - len(axes) :] == tuple(axes):
+        return x  # the mapped dim is split so already
+    # an axis that splits another dim moves to the mapped one (the planner reshards)
+    dims = [tuple(a for a in d if a not in axes) for d in dims]
     dims[pos] = dims[pos] + tuple(axes)
     partial = cur.partial if cur is not None else ()
     return spmd.reshard_to(x, ShardingSpec(mesh, dims, partial, op="vmap"), op="vmap")
@@ -845,7 +864,7 @@ def unshard(x) -> Tensor:
     return _unshard.bind([x], {})
 
 
-def _per_device(x: Tensor, axes) -> bool:
+def _per_device(x: Tensor) -> bool:
     """True inside a shard_map body for a per-device value (collectives over mesh axes)."""
     return x._impl.sharding is None and bool(per_device.active_axes())
 
@@ -928,7 +947,7 @@ def all_reduce(x, reduce_op: str = "sum", axes=None, *, reduce_axes=None) -> Ten
             raise TypeError("all_reduce: pass axes= or reduce_axes=, not both")
         axes = reduce_axes
     x = as_tensor(x, op="all_reduce")
-    if _per_device(x, axes):
+    if _per_device(x):
         levels = per_device.levels_of("all_reduce", _body_axes("all_reduce", axes))
         return per_device.all_reduce(x, reduce_op, levels)
     x = _sharded(x, "all_reduce")
@@ -947,7 +966,7 @@ def all_reduce(x, reduce_op: str = "sum", axes=None, *, reduce_axes=None) -> Ten
 def pmean(x, axes=None) -> Tensor:
     """``all_reduce(x, "sum", axes)`` divided by the number of devices along ``axes``."""
     x = as_tensor(x, op="pmean")
-    if _per_device(x, axes):
+    if _per_device(x):
         levels = per_device.levels_of("pmean", _body_axes("pmean", axes))
         n = prod(level_sizes[lv] for lv in levels)
         return per_device.all_reduce(x, "sum", levels) / n
@@ -969,7 +988,7 @@ def all_gather(x, axis: int, axes=None) -> Tensor:
         axes: the mesh axes to gather (the minor end of the dim's axes); None: all of them.
     """
     x = as_tensor(x, op="all_gather")
-    if _per_device(x, axes):
+    if _per_device(x):
         levels = per_device.levels_of("all_gather", _body_axes("all_gather", axes))
         return per_device.all_gather(x, _laxis("all_gather", x, axis), levels)
     x = _sharded(x, "all_gather")
@@ -996,7 +1015,7 @@ def reduce_scatter(x, axis: int, axes=None) -> Tensor:
         axes: mesh axes; None: every partial axis.
     """
     x = as_tensor(x, op="reduce_scatter")
-    if _per_device(x, axes):
+    if _per_device(x):
         d = _laxis("reduce_scatter", x, axis)
         return per_device.reduce_scatter(x, d, _one_level("reduce_scatter", axes))
     x = _sharded(x, "reduce_scatter")
@@ -1019,7 +1038,7 @@ def all_to_all(x, split_axis: int, concat_axis: int, axes=None) -> Tensor:
         axes: the mesh axes to move; None: all of ``concat_axis``'s.
     """
     x = as_tensor(x, op="all_to_all")
-    if _per_device(x, axes):
+    if _per_device(x):
         s, c = _laxis("all_to_all", x, split_axis), _laxis("all_to_all", x, concat_axis)
         if s == c:
             raise ShardingError(
@@ -1058,7 +1077,7 @@ def ppermute(x, perm, axis_name=None) -> Tensor:
     if not all(_is_int(v) for p in pairs for v in p):
         raise ShardingError(f"ppermute: perm must be pairs of int device indices, got {perm!r}")
     pairs = tuple((int(s), int(d)) for s, d in pairs)
-    if _per_device(x, axis_name):
+    if _per_device(x):
         levels = per_device.levels_of("ppermute", _body_axes("ppermute", axis_name))
         _check_pairs(pairs, prod(level_sizes[lv] for lv in levels))
         return per_device.ppermute(x, pairs, levels)
@@ -1100,7 +1119,7 @@ def broadcast(x, root=0, axes=None) -> Tensor:
         axes: mesh axes; None: every axis ``x`` is split or partial over.
     """
     x = as_tensor(x, op="broadcast")
-    if _per_device(x, axes):
+    if _per_device(x):
         names = _body_axes("broadcast", axes)
         levels = per_device.levels_of("broadcast", names)
         root = _roots(root, names)

@@ -25,7 +25,7 @@ from __future__ import annotations
 from math import prod
 
 from ..core.sharding import FactorRule, ShardingError, ShardingSpec, propagate
-from ..core.state import level_sizes
+from ..core.state import level_sizes, spmd_axes
 from ..runtime.tensor import Tensor
 
 __all__ = [
@@ -261,6 +261,14 @@ def bind_sharded(op, args, kwargs):
     """``op`` on operands of which at least one is sharded (see the module docstring)."""
     impls = [a._impl for a in args]
     mesh = mesh_of(op.name, impls)
+    if spmd_axes:
+        body = {lv for lv, _ in spmd_axes.values()}
+        if any(body.intersection(im.levels) for im in impls):
+            raise ShardingError(
+                f"{op.name}: a sharded value (laid out over all devices) meets a per-device "
+                "value inside a shard_map body; pass it to shard_map as an argument with an "
+                "in_specs entry instead of capturing it"
+            )
     if not op.runs_sharded:
         return op.bind([collectives.unshard(a) if a._impl.sharding else a for a in args], kwargs)
     args = list(args)
@@ -405,10 +413,6 @@ def reshard_to(x: Tensor, target: ShardingSpec, op: str = "reshard") -> Tensor:
     if cur != target:  # pragma: no cover - the planner covers every pair of specs
         raise ShardingError(f"{op}: could not reshard {s} to {target} (reached {cur})")
     return x
-
-
-def local_size(shape, spec: ShardingSpec) -> int:
-    return prod(spec.local_shape(shape))
 
 
 # Ops this module calls at run time; imported last because they are built on it.

@@ -331,11 +331,10 @@ def logical_not(x):
 
 class CastOp(Operation):
     name = "cast"
+    linear = True
 
     def sharding_rule(self, in_shapes, out_shapes, kwargs):
         return spmd.elementwise_rule(in_shapes, out_shapes)
-
-    linear = True
 
     def keeps_partial(self, kwargs):
         return kwargs["dtype"].is_float  # an integer cast truncates each partial term

@@ -48,14 +48,13 @@ __all__ = [
 class ReshapeOp(Operation):
     name = "reshape"
     data_movement = True
+    linear = True
 
     def sharding_rule(self, in_shapes, out_shapes, kwargs):
         return spmd.reshape_rule(in_shapes[0], out_shapes[0])
 
     def shard_kwargs(self, kwargs, local_in, local_out):
         return {"shape": tuple(local_out[0])}
-
-    linear = True
 
     def infer(self, shapes, dtypes, kwargs):
         return [kwargs["shape"]], [dtypes[0]]
@@ -104,14 +103,13 @@ class BroadcastToOp(Operation):
 
     name = "broadcast_to"
     data_movement = True
+    linear = True
 
     def sharding_rule(self, in_shapes, out_shapes, kwargs):
         return spmd.elementwise_rule(in_shapes, out_shapes)
 
     def shard_kwargs(self, kwargs, local_in, local_out):
         return {"shape": tuple(local_out[0])}
-
-    linear = True
 
     def infer(self, shapes, dtypes, kwargs):
         return [kwargs["shape"]], [dtypes[0]]
@@ -162,11 +160,10 @@ def expand(x, *shape) -> Tensor:
 class TransposeOp(Operation):
     name = "transpose"
     data_movement = True
+    linear = True
 
     def sharding_rule(self, in_shapes, out_shapes, kwargs):
         return spmd.permute_rule(in_shapes[0], kwargs["perm"])
-
-    linear = True
 
     def infer(self, shapes, dtypes, kwargs):
         return [tuple(shapes[0][p] for p in kwargs["perm"])], [dtypes[0]]
@@ -293,12 +290,11 @@ def moveaxis(x, source, destination) -> Tensor:
 class FlipOp(Operation):
     name = "flip"
     data_movement = True
+    linear = True
 
     def sharding_rule(self, in_shapes, out_shapes, kwargs):
         # a flipped dim would also reverse the order of its blocks: it stays whole
         return spmd.aligned_rule(in_shapes, out_shapes, blocked=kwargs["axes"])
-
-    linear = True
 
     def infer(self, shapes, dtypes, kwargs):
         return [shapes[0]], [dtypes[0]]
@@ -408,14 +404,13 @@ class SliceOp(Operation):
 
     name = "slice"
     data_movement = True
+    linear = True
 
     def sharding_rule(self, in_shapes, out_shapes, kwargs):
         return spmd.aligned_rule(in_shapes, out_shapes, _cut_dims(in_shapes[0], kwargs))
 
     def shard_kwargs(self, kwargs, local_in, local_out):
         return _local_slices(kwargs, local_in[0])
-
-    linear = True
 
     def infer(self, shapes, dtypes, kwargs):
         return [tuple(s[2] for s in kwargs["slices"])], [dtypes[0]]
@@ -432,15 +427,15 @@ class SliceUpdateOp(Operation):
 
     name = "slice_update"
     data_movement = True
+    arity = 2
+    linear = True
+    adapt_kwargs = SliceOp.adapt_kwargs
 
     def sharding_rule(self, in_shapes, out_shapes, kwargs):
         return spmd.aligned_rule(in_shapes, out_shapes, _cut_dims(in_shapes[0], kwargs))
 
     def shard_kwargs(self, kwargs, local_in, local_out):
         return _local_slices(kwargs, local_in[0])
-
-    arity = 2
-    linear = True
 
     def infer(self, shapes, dtypes, kwargs):
         want = tuple(s[2] for s in kwargs["slices"])
@@ -450,8 +445,6 @@ class SliceUpdateOp(Operation):
                 f"in tensor of shape {shapes[0]}"
             )
         return [shapes[0]], [dtypes[0]]
-
-    adapt_kwargs = SliceOp.adapt_kwargs
 
     def vjp_rule(self, primals, cotangents, outputs, kwargs):
         ct = cotangents[0]
@@ -680,12 +673,11 @@ def _edge_part(x, axis, k, mode, low):
 class ConcatenateOp(Operation):
     name = "concatenate"
     data_movement = True
+    arity = None
+    linear = True
 
     def sharding_rule(self, in_shapes, out_shapes, kwargs):
         return spmd.aligned_rule(in_shapes, out_shapes, (kwargs["axis"],))
-
-    arity = None
-    linear = True
 
     def infer(self, shapes, dtypes, kwargs):
         axis = kwargs["axis"]
@@ -711,12 +703,11 @@ class ConcatenateOp(Operation):
 class SplitOp(Operation):
     name = "split"
     data_movement = True
+    linear = True
+    multiple_results = True
 
     def sharding_rule(self, in_shapes, out_shapes, kwargs):
         return spmd.aligned_rule(in_shapes, out_shapes, (kwargs["axis"],))
-
-    linear = True
-    multiple_results = True
 
     def infer(self, shapes, dtypes, kwargs):
         axis = kwargs["axis"]

@@ -204,7 +204,9 @@ def _split_argnums(fun, args, kwargs, argnums, what, check_float=True):
 
 
 def _zeros_like(t: Tensor) -> Tensor:
-    return zeros_like(t)
+    z = zeros_like(t)
+    # the gradient of an unused sharded input is laid out like it, as every other gradient
+    return collectives.layout_like(z, t._impl) if t._impl.sharding is not None else z
 
 
 # ----------------------------------------------------------------------------- vjp / grad

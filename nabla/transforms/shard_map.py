@@ -19,7 +19,7 @@ import functools
 
 from ..core.pytree import broadcast_prefix, tree_flatten, tree_unflatten
 from ..core.sharding import DeviceMesh, PartitionSpec, ShardingError, ShardingSpec
-from ..core.state import new_level, spmd_axis, vmap_level
+from ..core.state import new_level, spmd_axes, spmd_axis, vmap_level
 from ..ops import collectives
 from ..ops._util import as_tensor
 from ..ops.batching import from_batch
@@ -84,6 +84,12 @@ def shard_map(f=None, mesh: DeviceMesh = None, in_specs=None, out_specs=None, ch
 
     @functools.wraps(f)
     def mapped(*args):
+        nested = [a for a in mesh.axis_names if a in spmd_axes]
+        if nested:
+            raise ShardingError(
+                f"shard_map: mesh axis {nested[0]!r} already belongs to an enclosing shard_map; "
+                "nesting over the same axes is not supported"
+            )
         leaves, tree = tree_flatten(args)
         specs = _specs_for("in_specs", in_specs, args, len(args))
         levels = tuple((a, new_level()) for a in mesh.axis_names)

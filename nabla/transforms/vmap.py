@@ -21,7 +21,7 @@ from ..core.pytree import (
     tree_flatten_with_path,
     tree_unflatten,
 )
-from ..core.sharding import ShardingError
+from ..core.sharding import DeviceMesh, ShardingError
 from ..core.state import new_level, vmap_level
 from ..ops._util import as_tensor
 from ..ops.batching import from_batch, to_batch
@@ -153,6 +153,8 @@ def vmap(fun=None, in_axes=0, out_axes=0, axis_size=None, spmd_axis_name=None, m
 def _spmd_target(names, mesh, leaves, size):
     """``(mesh, axes)`` for ``spmd_axis_name``: the mesh given, or the sharded inputs' one."""
     axes = (names,) if isinstance(names, str) else tuple(names)
+    if mesh is not None and not isinstance(mesh, DeviceMesh):
+        raise ShardingError(f"vmap: mesh must be a DeviceMesh, got {type(mesh).__name__}")
     if mesh is None:
         meshes = {
             leaf._impl.sharding.mesh

@@ -159,3 +159,98 @@ def test_pipeline_checks_arguments():
         pipeline.pipeline_value_and_grad(
             _stage, _mse, {"w": w}, xb, xb[:8], mesh=ring, microbatches=4
         )
+
+
+# ----------------------------------------------------------------------------- review findings
+M2X2 = nb.DeviceMesh("review", (2, 2), ("dp", "tp"))
+
+
+def test_sharded_values_captured_in_a_body_or_nested_bodies_are_refused():
+    x = nb.shard(np.ones((4, 4)), M2X2, P("dp", "tp"))
+    body = nb.shard_map(
+        lambda y: y + x[:2, :2], mesh=M2X2, in_specs=(P("dp", "tp"),), out_specs=P("dp", "tp")
+    )
+    with pytest.raises(nb.ShardingError, match="pass it to shard_map as an argument"):
+        body(x)
+    inner = nb.shard_map(lambda z: z, mesh=M2X2, in_specs=(P(),), out_specs=P())
+    outer = nb.shard_map(inner, mesh=M2X2, in_specs=(P("dp", "tp"),), out_specs=P("dp", "tp"))
+    with pytest.raises(nb.ShardingError, match="nesting over the same axes"):
+        outer(x)
+    with pytest.raises(nb.ShardingError, match="mesh must be a DeviceMesh"):
+        nb.vmap(lambda r: r, spmd_axis_name="dp", mesh="review")(np.ones((4, 2)))
+
+
+def test_all_reduce_refuses_a_reduction_that_is_not_the_terms_kind():
+    x = nb.shard(np.arange(16.0).reshape(4, 4), M2X2, P("dp", "tp"))
+    with pytest.raises(nb.ShardingError, match="'sum' terms"):
+        nb.all_reduce(nb.sum(x, axis=0), "max")
+    with pytest.raises(nb.ShardingError, match="no mesh axes"):
+        nb.all_reduce(x, axes=())
+
+
+def test_a_partial_value_read_twice_is_completed_once():
+    a, b = np.arange(24.0).reshape(4, 6), np.ones((6, 3))
+    args = (nb.shard(a, M2X2, P(None, "tp")), nb.shard(b, M2X2, P("tp")))
+    text = str(nb.trace(lambda a, b: nb.softmax(a @ b, axis=1))(*args))
+    assert text.count("all_reduce") == 1, text
+
+
+def test_partials_through_two_operand_data_movement_and_integer_ops():
+    a = np.arange(16.0).reshape(4, 4)
+    x = nb.shard(a, M2X2, P("dp", "tp"))
+    s = nb.sum(x, axis=0, keepdims=True)  # partial over dp
+    cat = nb.concatenate([s, s], axis=0)
+    assert cat.sharding.partial_kinds == {"dp": "sum"}
+    np.testing.assert_allclose(cat.numpy(), np.concatenate([a.sum(0, keepdims=True)] * 2))
+    upd = nb.slice_update(s, s[:, :2] * 2.0, start=[0, 0], stop=[1, 2])
+    want = a.sum(0, keepdims=True).copy()
+    want[:, :2] *= 2
+    np.testing.assert_allclose(upd.numpy(), want)
+    i = nb.sum(nb.shard(np.arange(16, dtype=np.int32).reshape(4, 4), M2X2, P("dp")), axis=0)
+    ref = np.arange(16).reshape(4, 4).sum(0)
+    np.testing.assert_array_equal(nb.floor_div(i, 3).numpy(), ref // 3)
+    np.testing.assert_array_equal(nb.mod(i, 3).numpy(), ref % 3)
+
+
+def test_unused_and_already_split_inputs_keep_their_layout():
+    x = nb.shard(np.ones((4, 4)), M2X2, P("dp", "tp"))
+    g = nb.grad(lambda a, b: nb.sum(a * 2.0), argnums=1)(x, x)
+    assert g.sharding == x.sharding
+    y = nb.vmap(lambda r: r * 2, in_axes=1, out_axes=1, spmd_axis_name="tp", mesh=M2X2)(
+        nb.shard(np.ones((4, 4)), M2X2, P(None, "tp"))
+    )
+    assert y.sharding.to_partition_spec() == P(None, "tp")
+
+
+def test_gpipe_gradients_of_a_stage_with_an_infinite_derivative_at_zero():
+    S, D = 4, 6
+    mesh = nb.DeviceMesh("rms", (S,), ("pp",))
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((S, D, D)) * 0.5
+    x, y = rng.standard_normal((12, D)), rng.standard_normal((12, D))
+
+    def stage(p, h):  # an RMS norm without eps: infinite derivative at h = 0
+        return (h @ p["w"]) / nb.sqrt(nb.mean(h * h, axis=-1, keepdims=True))
+
+    def mse(o, t):
+        return nb.mean((o - t) ** 2)
+
+    def ref(p):
+        h = nb.constant(x)
+        for s in range(S):
+            h = stage({"w": p["w"][s]}, h)
+        return mse(h, nb.constant(y))
+
+    _, want = nb.value_and_grad(ref)({"w": nb.constant(w)})
+    for schedule in ("gpipe", "1f1b"):
+        _, got = pipeline.pipeline_value_and_grad(
+            stage,
+            mse,
+            {"w": nb.shard(w, mesh, P("pp"))},
+            x,
+            y,
+            mesh=mesh,
+            microbatches=3,
+            schedule=schedule,
+        )
+        np.testing.assert_allclose(got["w"].numpy(), want["w"].numpy(), rtol=1e-9, atol=1e-12)
