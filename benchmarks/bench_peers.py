@@ -234,12 +234,15 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--backend", default="auto", choices=["auto", "numpy", "max"])
     ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--only", default=None, help="run the workloads whose name contains this")
     args = ap.parse_args()
     nb.set_backend(args.backend)
     cols = ["nabla lazy", "nabla compile", "JAX jit", "PyTorch"]
     print(f"backend={args.backend}; median ms of {args.reps}; ratio = compile / fastest peer")
     print(f"{'workload':<20}" + "".join(f"{c:>15}" for c in cols) + f"{'ratio':>8}")
     for name, make in WORKLOADS.items():
+        if args.only and args.only not in name:
+            continue
         ref, nabla_fn, jax_fn, torch_fn = make()
         want = _numpy(ref())
         row = {}
