@@ -62,7 +62,10 @@ class _Plan:
         self.rng_slots = rng_slots  # const indices that get a fresh key per call
         self.arg_specs = arg_specs  # ((dtype, shape), ...) at trace time
         self.arg_levels = ((),) * len(arg_specs)  # the arguments' vmap levels at trace time
-        self.sharded = False  # places values on a mesh: always replayed
+        # sharded arguments: their buffers' (block) shapes are the program's input shapes
+        self.arg_buffers = tuple(shape for _, shape, _ in arg_specs)
+        # per tensor output: (global physical shape, ShardingSpec or None), as traced
+        self.out_layouts = None
         self.has_host_ops = any(op.host_only for op, *_ in nodes)
         # random draws (host ops) that read only arguments, constants and other draws run
         # before the plan's program on the fast path: their values are program inputs
@@ -99,7 +102,8 @@ class _Plan:
                 sub(self.arg_specs),
             )
             plan.symbolic_ok = True
-            plan.sharded = self.sharded
+            plan.arg_buffers = sub(self.arg_buffers)
+            plan.out_layouts = self.out_layouts and sub(self.out_layouts)
             self._specialized[key] = plan
         return plan
 
@@ -199,8 +203,11 @@ class _Plan:
         another size verified the plan, so a backend may compile one model for every size."""
         if self._program is None:
             n_args = self.n_args
-            consts = tuple((c.dtype, c.shape, c.device) for c in self.consts)
-            inputs = list(self.arg_specs) + list(consts)
+            consts = tuple((c.dtype, c.buffer_shape, c.device) for c in self.consts)
+            inputs = [
+                (dt, buf, dev)
+                for (dt, _, dev), buf in zip(self.arg_specs, self.arg_buffers, strict=True)
+            ] + list(consts)
             host_slot = {}  # (node, output) of a random draw -> program input
             devices = iter(self._host_devices or ())
             for k in self.host_nodes or ():
@@ -263,11 +270,12 @@ def _plain_value(obj):
 
 
 class CompiledCallOp(Operation):
-    """One node that runs a whole recorded plan (the compile fast path)."""
+    """One node that runs a whole recorded plan (the compile fast path). It places its
+    outputs itself (``collective``): the plan's program already works on the blocks of
+    sharded arguments, and its outputs keep the layouts they had when traced."""
 
     name = "compiled_call"
-    # a compiled plan is traced for whole operands: operands are gathered to whole values first
-    runs_sharded = False
+    collective = True
     arity = None
     multiple_results = True
     physical = True
@@ -280,6 +288,26 @@ class CompiledCallOp(Operation):
     def infer(self, shapes, dtypes, kwargs):
         specs = kwargs["plan"].tensor_output_specs()
         return [tuple(int(d) for d in s) for _, s in specs], [dt for dt, _ in specs]
+
+    def bind_collective(self, args, kwargs):
+        plan = kwargs["plan"]
+        impls = [a._impl for a in args]
+        dtypes = [dt for dt, _ in plan.tensor_output_specs()]
+        layouts = plan.out_layouts
+        shapes = [tuple(int(d) for d in shape) for shape, _ in layouts]
+        shardings = [spec for _, spec in layouts]
+        device = self.device_of(impls, kwargs)
+        phys = self.adapt_kwargs(kwargs, 0, ())
+        return self.emit(
+            args,
+            kwargs,
+            phys,
+            (),
+            shapes,
+            dtypes,
+            [device] * len(shapes),
+            shardings if any(sp is not None for sp in shardings) else None,
+        )
 
 
 _compiled_call = CompiledCallOp()
@@ -465,7 +493,6 @@ class CompiledFunction:
         plan = entry
         tensors = [leaf for leaf in flat if isinstance(leaf, Tensor)]
         fast = _plain(tensors) and (not plan.has_host_ops or plan.host_nodes is not None)
-        fast = fast and not plan.sharded
         if fast and plan.symbolic_ok and not _same_shapes(plan, tensors):
             plan = plan.specialize(sizes)
         if fast and _same_shapes(plan, tensors):
@@ -548,8 +575,7 @@ def _nonempty(plan):
 def _plain(tensors) -> bool:
     for t in tensors:
         impl = t._impl
-        # sharded arguments replay the plan: each op re-binds on the blocks (one program)
-        if impl.levels or impl.tangents or is_live(impl.traced) or impl.sharding is not None:
+        if impl.levels or impl.tangents or is_live(impl.traced):
             return False
     return True
 
@@ -622,12 +648,11 @@ def _build_plan(recorded, placeholders, out, rng_impls, traced_flat):
         (t.dtype, t._impl.shape, t.device) for t in traced_flat if isinstance(t, Tensor)
     )
     plan = _Plan(len(placeholders), nodes, outputs, out_tree, consts, rng_slots, arg_specs)
-    plan.arg_levels = tuple(t._impl.levels for t in traced_flat if isinstance(t, Tensor))
-    # a plan that places values on a mesh replays (its outputs carry their layouts)
-    plan.sharded = any(
-        node.op.collective or any(i.sharding is not None for i in node.inputs)
-        for node in recorded
-        if id(node) in needed
+    tensors = [t for t in traced_flat if isinstance(t, Tensor)]
+    plan.arg_levels = tuple(t._impl.levels for t in tensors)
+    plan.arg_buffers = tuple(t._impl.buffer_shape for t in tensors)
+    plan.out_layouts = tuple(
+        (o._impl.shape, o._impl.sharding) for o in out_flat if isinstance(o, Tensor)
     )
     return plan
 

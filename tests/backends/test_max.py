@@ -714,6 +714,10 @@ def sharded_graph():
         in_specs=(P("dp", "tp"), P("dp")),
         out_specs=P("dp"),
     )(y, c(rng.normal(size=(4,)).astype(f)))
+    # compile over sharded arguments: the trace, then a hit (one compiled_call on blocks)
+    step = nb.compile(lambda a, b: nb.tanh(a @ b))
+    o["compiled_trace"] = step(x, w1)
+    o["compiled_call"] = step(x, w1 * 2.0)
     return o
 
 
