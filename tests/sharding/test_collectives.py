@@ -290,7 +290,7 @@ def test_megatron_mlp_has_one_all_reduce_and_no_all_gather():
 # ----------------------------------------------------------------------------- transforms
 def test_vmap_over_a_sharded_value_and_a_sharded_weight():
     x, w = arr(4, 6), arr(6, 3, seed=1)
-    tw = nb.shard(w, M22, P(None, "tp")) if False else nb.shard(w, M22, P("tp"))
+    tw = nb.shard(w, M22, P("tp"))
     f = nb.vmap(lambda r: nb.tanh(r @ tw))
     np.testing.assert_allclose(f(nb.constant(x)).numpy(), np.tanh(x @ w))
     tx = nb.shard(x, M22, P("dp"))
