@@ -193,7 +193,7 @@ class ShardingSpec:
         op: the op named in errors.
     """
 
-    __slots__ = ("mesh", "dims", "partial", "_hash")
+    __slots__ = ("mesh", "dims", "partial", "_hash", "_splits")
 
     def __init__(self, mesh: DeviceMesh, dims, partial=(), *, op: str = "ShardingSpec"):
         if not isinstance(mesh, DeviceMesh):
@@ -213,6 +213,8 @@ class ShardingSpec:
         if dup:
             raise ShardingError(f"{op}: mesh axis {dup[0]!r} is used twice in {self}")
         self._hash = hash((mesh, self.dims, self.partial))
+        # devices each dim is split over (read on every sharded op: computed once)
+        self._splits = tuple(prod(mesh.axis_size(a) for a in d) for d in self.dims)
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -294,11 +296,11 @@ class ShardingSpec:
         return None
 
     def splits(self, dim: int) -> int:
-        return prod(self.mesh.axis_size(a) for a in self.dims[dim])
+        return self._splits[dim]
 
     def local_shape(self, shape) -> tuple:
         """The block each device holds of a value of (global, physical) ``shape``."""
-        return tuple(s // self.splits(i) for i, s in enumerate(shape))
+        return tuple(s // n for s, n in zip(shape, self._splits, strict=True))
 
     def buffer_shape(self, shape) -> tuple:
         """The physical buffer: the mesh dims, then the local block."""

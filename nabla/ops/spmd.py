@@ -22,6 +22,7 @@ declare ``runs_sharded = False``: their operands are gathered to whole values fi
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from math import prod
 
 from ..core.sharding import FactorRule, ShardingError, ShardingSpec, propagate
@@ -289,10 +290,8 @@ def bind_sharded(op, args, kwargs):
         batch_shape = tuple(level_sizes[lv] for lv in levels)
     shapes, dtypes, devices = op.compute_physical_shape(impls, kwargs, levels, batch_shape)
 
-    rule = physical_rule(op, impls, shapes, kwargs, nb)
     specs = [im.sharding for im in impls]
-    sizes = [prod(im.shape) * im.dtype.itemsize for im in impls]
-    in_dims, out_dims, partial = propagate(rule, specs, sizes, mesh)
+    in_dims, out_dims, partial = _propagated(op, impls, shapes, kwargs, nb, specs, mesh)
     keep = {}
     for s in specs:
         if s is not None:
@@ -328,6 +327,38 @@ def bind_sharded(op, args, kwargs):
         local_batch = local_out[0][: len(levels)] if local_out else ()
         phys = op.adapt_kwargs(local, len(levels) + mesh.ndim, mesh.shape + tuple(local_batch))
     return op.emit(args, kwargs, phys, levels, shapes, dtypes, devices, out_specs)
+
+
+_PLANS: OrderedDict = OrderedDict()  # a propagation per (op, kwargs, operands), LRU
+
+
+def _propagated(op, impls, shapes, kwargs, nb, specs, mesh):
+    """``propagate`` of the op's rule for these operands, remembered: a training step binds
+    the same ops on the same layouts every time."""
+    try:
+        key = (
+            op.name,
+            tuple(kwargs.items()),
+            nb,
+            tuple((im.shape, im.dtype, im.sharding) for im in impls),
+            tuple(shapes),
+        )
+        hash(key)
+    except TypeError:  # kwargs that are not hashable: no memo
+        key = None
+    if key is not None:
+        hit = _PLANS.get(key)
+        if hit is not None:
+            _PLANS.move_to_end(key)
+            return hit
+    rule = physical_rule(op, impls, shapes, kwargs, nb)
+    sizes = [prod(im.shape) * im.dtype.itemsize for im in impls]
+    plan = propagate(rule, specs, sizes, mesh)
+    if key is not None:
+        _PLANS[key] = plan
+        if len(_PLANS) > 4096:
+            _PLANS.popitem(last=False)
+    return plan
 
 
 def _align(op, args):
