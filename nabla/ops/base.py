@@ -220,11 +220,6 @@ class Operation:
                 mixed = True
         if levels is None:
             levels = ()
-        if traced:
-            if STATE.no_grad or self.cuts_trace:
-                traced = EMPTY
-            else:
-                traced = traced & live_grad_levels  # finished transforms drop out
 
         # 2. adaptation: align batch levels, translate kwargs
         if mixed:
@@ -241,17 +236,13 @@ class Operation:
             levels = out_lv
             batch_shape = tuple(level_sizes[lv] for lv in levels)
 
-        # 3. static structural key of this node
-        key = (self.backend_name, tuple(phys_kwargs.items()))
-
-        # 4. eager shapes
+        # 4. eager shapes (3., the node's structural key, is made by ``_emit``)
         shapes, dtypes, devices = self.compute_physical_shape(impls, kwargs, levels, batch_shape)
         return self._emit(
             args,
             impls,
             kwargs,
             phys_kwargs,
-            key,
             levels,
             shapes,
             dtypes,
@@ -272,18 +263,11 @@ class Operation:
                 traced = traced | im.traced
             if im.tangents:
                 has_tangent = True
-        if traced:
-            if STATE.no_grad or self.cuts_trace:
-                traced = EMPTY
-            else:
-                traced = traced & live_grad_levels
-        key = (self.backend_name, tuple(phys_kwargs.items()))
         return self._emit(
             args,
             impls,
             kwargs,
             phys_kwargs,
-            key,
             levels,
             shapes,
             dtypes,
@@ -299,7 +283,6 @@ class Operation:
         impls,
         kwargs,
         phys_kwargs,
-        key,
         levels,
         shapes,
         dtypes,
@@ -308,7 +291,13 @@ class Operation:
         has_tangent,
         shardings,
     ):
-        # 6./7. packaging and the OpNode
+        if traced:
+            if STATE.no_grad or self.cuts_trace:
+                traced = EMPTY
+            else:
+                traced = traced & live_grad_levels  # finished transforms drop out
+        # 3. the node's static structural key; 6./7. packaging and the OpNode
+        key = (self.backend_name, tuple(phys_kwargs.items()))
         node = OpNode(self, tuple(impls), kwargs, phys_kwargs, key)
         outs = []
         # outputs bigger than memory are refused here; one of the first input's shape and

@@ -87,23 +87,23 @@ def aligned_rule(in_shapes, out_shapes, blocked=()) -> FactorRule:
     """Inputs and outputs of one rank whose dim ``i`` correspond (concatenate, split, slice,
     pad, flip, cumsum...): dim ``i`` is one shared factor unless ``i`` is in ``blocked``
     (the op needs that dim whole: each operand's is a factor of its own, never sharded)."""
-    sizes, ins, outs = {}, [], []
-    for k, shape in enumerate(in_shapes):
-        dims = []
-        for i, n in enumerate(shape):
-            f = f"i{k}_{i}" if i in blocked else f"d{i}"
-            sizes.setdefault(f, n)
-            dims.append((f,))
-        ins.append(dims)
-    for k, shape in enumerate(out_shapes):
-        dims = []
-        for i, n in enumerate(shape):
-            f = f"o{k}_{i}" if i in blocked else f"d{i}"
-            sizes.setdefault(f, n)
-            dims.append((f,))
-        outs.append(dims)
-    block = {f for dims in ins + outs for (f,) in dims if not f.startswith("d")}
-    return FactorRule(ins, outs, sizes, blocked=block)
+    sizes: dict = {}
+    block: set = set()
+
+    def side(shapes, prefix):
+        out = []
+        for k, shape in enumerate(shapes):
+            dims = []
+            for i, n in enumerate(shape):
+                f = f"{prefix}{k}_{i}" if i in blocked else f"d{i}"
+                if i in blocked:
+                    block.add(f)
+                sizes.setdefault(f, n)
+                dims.append((f,))
+            out.append(dims)
+        return out
+
+    return FactorRule(side(in_shapes, "i"), side(out_shapes, "o"), sizes, blocked=block)
 
 
 def permute_rule(shape, perm) -> FactorRule:
