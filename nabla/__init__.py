@@ -222,6 +222,7 @@ from .transforms.trace import Trace, communication_report, trace
 from .transforms.compile import CompiledFunction, compile
 from .transforms.control_flow import cond, fori_loop, scan, switch, while_loop
 from . import nn
+from . import distributed
 
 # Tensor methods that need transforms are attached here, above the layers they come from.
 Tensor.backward = backward
@@ -379,6 +380,7 @@ __all__ = [
     "neg",
     "negate",
     "nn",
+    "distributed",
     "no_grad",
     "normal",
     "not_equal",

@@ -13,7 +13,8 @@
 - ``collective_bytes``: the ring cost model (bytes each device sends).
 
 Physical layout of a sharded value (the invariant the backends rely on): one buffer of shape
-``mesh.shape + local_shape``, the leading mesh dims indexing devices; a dim split over axes
+``mesh.local_mesh_shape + local_shape``, the leading mesh dims indexing the devices this
+process holds (all of them in one process: ``local_mesh_shape == shape``); a dim split over axes
 ``(a, b)`` holds block ``i_a * size_b + i_b`` on device ``(.., i_a, .., i_b, ..)``; devices that
 replicate a value hold equal copies. Splits are exact: a dim that its axes do not divide is
 refused with an error naming the dim and the axes.
@@ -36,7 +37,28 @@ __all__ = [
     "propagate",
     "collective_bytes",
     "REDUCE_KINDS",
+    "PROCESS",
 ]
+
+
+class _Process:
+    """This process's place among the processes running one SPMD program (set by
+    ``nb.distributed.initialize``; one process of one by default). Pure data: the transport
+    lives in ``nabla.backends.mpi``."""
+
+    __slots__ = ("index", "count")
+
+    def __init__(self):
+        self.index = 0
+        self.count = 1
+
+    def set(self, index: int, count: int) -> None:
+        if not 0 <= index < count:
+            raise ValueError(f"process index {index} is not in [0, {count})")
+        self.index, self.count = int(index), int(count)
+
+
+PROCESS = _Process()
 
 REDUCE_KINDS = ("sum", "max", "min", "prod")
 
@@ -49,8 +71,11 @@ class ShardingError(ValueError):
 class DeviceMesh:
     """A named grid of devices: ``DeviceMesh("mesh", (2, 2), ("dp", "tp"))``.
 
-    ``devices`` holds the flat device indices in the mesh's shape (row-major). On one machine
-    the mesh is simulated: every device's buffer lives in one process.
+    ``devices`` holds the flat device indices in the mesh's shape (row-major). In one process
+    the mesh is simulated: every device's buffer lives in it. Over several processes
+    (``nb.distributed``), process ``p`` of ``P`` holds the flat devices
+    ``[p * size / P, (p + 1) * size / P)``, which must form a box of the mesh
+    (``local_box``): e.g. a ``(2, 2)`` mesh over 2 processes gives each a row.
 
     Args:
         name: the mesh's name (meshes are equal when name, shape and axis names are).
@@ -86,10 +111,77 @@ class DeviceMesh:
         self.shape = tuple(int(s) for s in shape)
         self.axis_names = axis_names
         self._key = (self.name, self.shape, self.axis_names)
+        self._boxes: dict = {}
 
     @property
     def size(self) -> int:
         return prod(self.shape)
+
+    # ------------------------------------------------------------------ processes
+    def process_box(self, process: int, count: int | None = None) -> tuple:
+        """``((start, size), ...)`` per mesh dim: the devices process ``process`` of
+        ``count`` (default: the running processes) holds. A clear error when the mesh's
+        devices cannot be dealt to the processes as equal boxes."""
+        count = PROCESS.count if count is None else count
+        key = (process, count)
+        box = self._boxes.get(key)
+        if box is not None:
+            return box
+        if self.size % count:
+            raise ShardingError(
+                f"DeviceMesh {self.name!r}{self.shape}: {self.size} devices cannot be dealt "
+                f"evenly to {count} processes"
+            )
+        per = self.size // count
+        sizes = [1] * self.ndim
+        rest = per
+        for k in range(self.ndim - 1, -1, -1):
+            if rest % self.shape[k] == 0:
+                sizes[k] = self.shape[k]
+                rest //= self.shape[k]
+                continue
+            if self.shape[k] % rest:
+                raise ShardingError(
+                    f"DeviceMesh {self.name!r}{self.shape}: {per} devices per process (of "
+                    f"{count}) do not form a box of the mesh; make the process count a "
+                    "product of leading mesh axes (e.g. one process per row)"
+                )
+            sizes[k] = rest
+            rest = 1
+            break
+        origin = np.unravel_index(process * per, self.shape)
+        box = tuple((int(o), s) for o, s in zip(origin, sizes, strict=True))
+        self._boxes[key] = box
+        return box
+
+    @property
+    def local_box(self) -> tuple:
+        """``((start, size), ...)`` per mesh dim: the devices this process holds."""
+        return self.process_box(PROCESS.index)
+
+    @property
+    def local_mesh_shape(self) -> tuple:
+        """The mesh dims of a sharded buffer in this process (``shape`` in one process)."""
+        if PROCESS.count == 1:
+            return self.shape
+        return tuple(s for _, s in self.local_box)
+
+    @property
+    def spans_processes(self) -> bool:
+        """True when the mesh's devices are dealt to several processes."""
+        return PROCESS.count > 1
+
+    @property
+    def local_devices(self) -> tuple:
+        """The flat indices of the devices this process holds (all in one process)."""
+        if PROCESS.count == 1:
+            return tuple(range(self.size))
+        grid = self.devices[tuple(slice(o, o + s) for o, s in self.local_box)]
+        return tuple(int(d) for d in grid.ravel())
+
+    def process_of(self, device: int) -> int:
+        """The process that holds flat device ``device``."""
+        return device // (self.size // PROCESS.count)
 
     @property
     def ndim(self) -> int:
@@ -303,8 +395,8 @@ class ShardingSpec:
         return tuple(s // n for s, n in zip(shape, self._splits, strict=True))
 
     def buffer_shape(self, shape) -> tuple:
-        """The physical buffer: the mesh dims, then the local block."""
-        return self.mesh.shape + self.local_shape(shape)
+        """The physical buffer: the mesh dims this process holds, then the local block."""
+        return self.mesh.local_mesh_shape + self.local_shape(shape)
 
     def check_shape(self, shape, op: str = "shard") -> None:
         """Refuse a spec whose rank differs from ``shape``'s or that splits a dim unevenly."""

@@ -33,6 +33,7 @@ import numpy as np
 from ..core.device import get_default_device
 from ..core.dtypes import DType
 from ..core.sharding import (
+    PROCESS,
     REDUCE_KINDS,
     DeviceMesh,
     ShardingError,
@@ -92,6 +93,12 @@ def layout_like(t: Tensor, like) -> Tensor:
     return _to_layout(t, spec, like)
 
 
+def _spanning(phys: dict, mesh: DeviceMesh) -> dict:
+    """A mesh op's backend kwargs, plus the mesh when its devices span processes (the MPI
+    lowerings need the whole mesh to find which processes exchange blocks)."""
+    return {**phys, "mesh": mesh} if mesh.spans_processes else phys
+
+
 def _no_partial(spec: ShardingSpec) -> ShardingSpec:
     return spec.with_partial(()) if spec.partial else spec
 
@@ -109,6 +116,7 @@ class _MeshOp(Operation):
                 f"{self.name}: the tensor of shape {_shape(im)} is not sharded (no mesh)"
             )
         shape, spec, phys = self.plan(im, kwargs)
+        phys = _spanning(phys, spec.mesh)
         return self.emit(args, kwargs, phys, im.levels, [shape], [im.dtype], [im.device], [spec])
 
     def plan(self, impl, kwargs):
@@ -160,6 +168,8 @@ class ShardOp(_LayoutOp):
         spec.check_shape(impl.shape, "shard")
         mesh = spec.mesh
         phys = {"mesh_shape": mesh.shape, "dims": tuple(_idx(mesh, d) for d in spec.dims)}
+        if mesh.spans_processes:  # each process cuts only the blocks of its devices
+            phys["box"] = mesh.local_box
         return impl.shape, spec, phys
 
     backend_name = "mesh_shard"
@@ -180,6 +190,7 @@ class UnshardOp(_LayoutOp):
             "dims": tuple(_idx(mesh, d) for d in im.sharding.dims),
             "partial": tuple((mesh.axis(a), k) for a, k in im.sharding.partial),
         }
+        phys = _spanning(phys, mesh)
         return self.emit(args, kwargs, phys, im.levels, [im.shape], [im.dtype], [im.device], None)
 
     def comm_bytes(self, impl, kwargs) -> float:
@@ -530,6 +541,8 @@ class AxisIndexOp(Operation):
         spec = ShardingSpec(mesh, ((axis,),))
         dev = _default_device()
         phys = {"mesh_shape": mesh.shape, "axis": k, "dtype": DType.int32, "device": dev}
+        if mesh.spans_processes:  # the coordinates of this process's devices
+            phys["box"] = mesh.local_box
         return self.emit([], kwargs, phys, (), [(mesh.shape[k],)], [DType.int32], [dev], [spec])
 
 
@@ -601,6 +614,12 @@ class ToLocalOp(Operation):
         spec = im.sharding
         mesh = spec.mesh
         varying = kwargs["varying"]
+        if mesh.spans_processes:
+            raise ShardingError(
+                f"shard_map: mesh {mesh.name!r}{mesh.shape} spans {PROCESS.count} processes; "
+                "shard_map bodies run on one process's mesh only (use the global-view "
+                "collectives nb.all_reduce/ppermute/... on sharded tensors across processes)"
+            )
         k = len(im.levels)
         if spec.partial or any(spec.dims[:k]):  # pragma: no cover - shard_map reshards first
             raise ShardingError(f"shard_map: cannot enter with layout {spec}")
@@ -656,7 +675,7 @@ class FromLocalOp(Operation):
         m = mesh.ndim
         phys = {
             "perm": perm,
-            "shape": mesh.shape + tuple(im.shape[:k]) + tuple(local),
+            "shape": mesh.local_mesh_shape + tuple(im.shape[:k]) + tuple(local),
             "dims": tuple(mesh.axis(a) for a in present) + tuple(range(m, m + k + r)),
         }
         return self.emit(args, kwargs, phys, outer, [shape], [im.dtype], [im.device], [spec])

@@ -319,13 +319,14 @@ def bind_sharded(op, args, kwargs):
     local_in = [t.local_shape(a._impl.shape) for t, a in zip(targets, args, strict=True)]
     local_out = [s.local_shape(shape) for s, shape in zip(out_specs, shapes, strict=True)]
     if op.physical:
-        phys = op.shard_physical(kwargs, mesh.shape, local_in, local_out)
+        phys = op.shard_physical(kwargs, mesh.local_mesh_shape, local_in, local_out)
     else:
         local = op.shard_kwargs(
             kwargs, [s[nb:] for s in local_in], [s[len(levels) :] for s in local_out]
         )
         local_batch = local_out[0][: len(levels)] if local_out else ()
-        phys = op.adapt_kwargs(local, len(levels) + mesh.ndim, mesh.shape + tuple(local_batch))
+        mesh_dims = mesh.local_mesh_shape
+        phys = op.adapt_kwargs(local, len(levels) + mesh.ndim, mesh_dims + tuple(local_batch))
     return op.emit(args, kwargs, phys, levels, shapes, dtypes, devices, out_specs)
 
 

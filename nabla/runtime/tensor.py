@@ -341,7 +341,8 @@ class Tensor:
 
     @property
     def addressable_shards(self) -> list:
-        """One ``Shard`` per mesh device (as in JAX): ``.device`` (flat mesh index),
+        """One ``Shard`` per mesh device this process holds (as in JAX; every device in one
+        process): ``.device`` (flat mesh index),
         ``.index`` (slices of the global value) and ``.data`` (that device's block, a NumPy
         array; for a partial value, that device's term). An unsharded tensor is one shard."""
         impl = self._impl
@@ -354,9 +355,14 @@ class Tensor:
             return [Shard(0, full, buffer_to_numpy(impl.buffer))]
         blocks = buffer_to_numpy(impl.buffer)
         mesh = spec.mesh
+        origin = [o for o, _ in mesh.local_box] if mesh.spans_processes else [0] * mesh.ndim
         return [
-            Shard(d, spec.block_index(d, impl.shape), blocks[mesh.coords(d)])
-            for d in range(mesh.size)
+            Shard(
+                d,
+                spec.block_index(d, impl.shape),
+                blocks[tuple(c - o for c, o in zip(mesh.coords(d), origin, strict=True))],
+            )
+            for d in mesh.local_devices
         ]
 
     def item(self):
@@ -469,6 +475,8 @@ def assemble(impl: TensorImpl) -> np.ndarray:
         "dims": tuple(tuple(mesh.axis(a) for a in d) for d in spec.dims),
         "partial": tuple((mesh.axis(a), k) for a, k in spec.partial),
     }
+    if mesh.spans_processes:  # every process gathers the others' blocks (all must call)
+        kw["mesh"] = mesh
     out = HOST_LOWERINGS["mesh_unshard"]([blocks], kw)[0]
     return np.asarray(out, dtype=impl.dtype.numpy)
 

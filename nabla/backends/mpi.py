@@ -1,0 +1,371 @@
+"""Collectives across processes with MPI (``mpi4py``): the ``mesh_*`` lowerings of a mesh whose
+devices span processes.
+
+A sharded buffer in process ``p`` holds only the blocks of its devices: the mesh dims of the
+buffer are the process's box of the mesh (``DeviceMesh.local_box``). Ordinary ops run on that
+slab unchanged; only the ``mesh_*`` ops move data between devices, so only they are replaced
+here (``activate`` installs this module's table over the NumPy interpreter's entries). Each
+one works on the mesh dims it names (``axes``): the processes whose boxes differ only along
+those dims form a group (an MPI sub-communicator made once per mesh and axes), and
+
+- ``mesh_reduce`` reduces the process's own devices first, then ``Allreduce``s in place;
+- ``mesh_gather``/``mesh_all_to_all``/``mesh_select``/``mesh_unshard`` ``Allgather`` the
+  group's slabs into the box widened along ``axes``, run the single-process lowering on it and
+  keep the process's own devices;
+- ``mesh_slice``/``mesh_reduce_scatter`` need no exchange beyond the reduction: every device
+  along ``axes`` already holds the value, each keeps its block;
+- ``mesh_permute`` sends each block to the process of its destination (``Isend``/``Irecv``);
+- ``mesh_shard``/``mesh_iota`` build the process's devices only.
+
+Safety: before every program that communicates (``agreed_program``, from the runtime), and
+before a collective run outside one, the processes agree on what it is (a 64-bit digest of a
+running count and the program's ops and shapes, or the op, its kwargs and the local shape
+and dtype, gathered non-blockingly). A
+mismatch raises ``DistributedError`` naming the collective on every process; a process that
+never arrives makes the others abort after ``NABLA_MPI_TIMEOUT`` seconds (default 300).
+``activate`` also makes an uncaught exception on any process abort every process
+(``MPI_Abort``) instead of leaving the others waiting.
+
+Only ``nabla.backends.mpi`` imports ``mpi4py``, and only when ``activate`` is called.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+import sys
+import time
+import traceback
+
+import numpy as np
+
+from ..core.sharding import PROCESS
+from .numpy import LOWERINGS as HOST
+from .numpy import lowerings as host
+
+__all__ = ["DistributedError", "activate", "world", "LOWERINGS", "agree", "agreed_program"]
+
+
+class DistributedError(RuntimeError):
+    """The processes of one SPMD program disagree (a different collective, shape or dtype on
+    some process), or MPI is needed and missing."""
+
+
+_STATE = {"comm": None, "MPI": None, "count": 0, "groups": {}, "hook": None, "depth": 0}
+
+LOWERINGS: dict = {}
+
+
+def world():
+    """The world communicator once ``activate`` ran, else None."""
+    return _STATE["comm"]
+
+
+def timeout() -> float:
+    return float(os.environ.get("NABLA_MPI_TIMEOUT", "300"))
+
+
+def activate(comm=None) -> None:
+    """Run collectives over MPI from now on: records this process's rank and size in
+    ``core.sharding.PROCESS``, installs the cross-process ``mesh_*`` lowerings and makes an
+    uncaught exception abort every process."""
+    from mpi4py import MPI  # noqa: PLC0415 - imported only when running distributed
+
+    comm = MPI.COMM_WORLD if comm is None else comm
+    _STATE.update(comm=comm, MPI=MPI, count=0, groups={})
+    PROCESS.set(comm.Get_rank(), comm.Get_size())
+    if comm.Get_size() > 1:
+        HOST.update(LOWERINGS)
+        if _STATE["hook"] is None:
+            _STATE["hook"] = sys.excepthook
+            sys.excepthook = _abort_on_exception
+
+
+def _abort(message: str, code: int) -> None:
+    """Print ``message`` and end every process. The pause lets the launcher forward the
+    message before MPI kills the job."""
+    os.write(2, message.encode())
+    time.sleep(0.2)
+    _STATE["comm"].Abort(code)
+
+
+def _abort_on_exception(kind, value, tb):
+    """An uncaught exception on one process ends all of them (a bounded failure, never a
+    hang): print it with the process index, then ``MPI_Abort``."""
+    text = "".join(traceback.format_exception(kind, value, tb))
+    sys.stderr.flush()
+    _abort(
+        f"[nabla process {PROCESS.index}/{PROCESS.count}] uncaught exception; aborting every "
+        f"process:\n{text}",
+        1,
+    )
+
+
+def _wait(request, what: str) -> None:
+    """Wait for a non-blocking MPI request, aborting every process after the timeout."""
+    deadline = time.monotonic() + timeout()
+    pause = 1e-6
+    while not request.Test():
+        if time.monotonic() > deadline:
+            _abort(
+                f"[nabla process {PROCESS.index}/{PROCESS.count}] waited {timeout():.0f} s at "
+                f"collective {what} for the other processes (NABLA_MPI_TIMEOUT); one of them "
+                "stopped or runs a different program: aborting every process\n",
+                3,
+            )
+        time.sleep(pause)
+        pause = min(pause * 2, 1e-3)
+
+
+def agree(what: str) -> None:
+    """Every process must be at the same collective: compare digests of ``what`` (with a
+    running count, so a skipped collective is caught too)."""
+    comm = _STATE["comm"]
+    _STATE["count"] += 1
+    what = f"#{_STATE['count']} {what}"
+    digest = hashlib.blake2b(what.encode(), digest_size=8).digest()
+    mine = np.frombuffer(digest, dtype=np.int64).copy()
+    every = np.empty(comm.Get_size(), dtype=np.int64)
+    _wait(comm.Iallgather(mine, every), what)
+    differ = [int(r) for r in np.flatnonzero(every != mine)]
+    if differ:
+        raise DistributedError(
+            f"process {PROCESS.index} is at collective {what}, but processes {differ} are at "
+            "a different collective or with other shapes/dtypes: every process must run the "
+            "same program (same ops, shapes and shardings) in the same order"
+        )
+
+
+# ----------------------------------------------------------------------------- groups and slabs
+def _group(mesh, axes: tuple):
+    """``(communicator, boxes)``: the processes whose boxes differ only along mesh dims
+    ``axes``, ordered by rank, with each one's box. Made once per (mesh, axes): a collective
+    call on every process (they all reach it together, after ``agree``)."""
+    key = (mesh, axes)
+    got = _STATE["groups"].get(key)
+    if got is not None:
+        return got
+    boxes = [mesh.process_box(p) for p in range(PROCESS.count)]
+
+    def color(box):
+        return tuple(box[k][0] for k in range(mesh.ndim) if k not in axes)
+
+    colors = sorted({color(b) for b in boxes})
+    mine = color(boxes[PROCESS.index])
+    sub = _STATE["comm"].Split(colors.index(mine), PROCESS.index)
+    members = [b for b in boxes if color(b) == mine]
+    got = _STATE["groups"][key] = (sub, members)
+    return got
+
+
+def _bytes(a: np.ndarray):
+    return [a, _STATE["MPI"].BYTE]
+
+
+def _widen(x: np.ndarray, mesh, axes: tuple) -> np.ndarray:
+    """The group's slabs joined along mesh dims ``axes`` (full mesh extent there, this
+    process's extent on the other mesh dims)."""
+    sub, boxes = _group(mesh, axes)
+    if sub.Get_size() == 1:
+        return x
+    x = np.ascontiguousarray(x)
+    every = np.empty((len(boxes),) + x.shape, dtype=x.dtype)
+    sub.Allgather(_bytes(x), _bytes(every))
+    shape = list(x.shape)
+    for k in axes:
+        shape[k] = mesh.shape[k]
+    out = np.empty(shape, dtype=x.dtype)
+    for slab, box in zip(every, boxes, strict=True):
+        sel = [slice(None)] * x.ndim
+        for k in axes:
+            sel[k] = slice(box[k][0], box[k][0] + box[k][1])
+        out[tuple(sel)] = slab
+    return out
+
+
+def _narrow(y: np.ndarray, mesh, axes: tuple) -> np.ndarray:
+    """This process's devices of a value widened along ``axes``."""
+    if y.shape[: mesh.ndim] == mesh.local_mesh_shape:
+        return y
+    sel = [slice(None)] * y.ndim
+    for k in axes:
+        o, s = mesh.local_box[k]
+        sel[k] = slice(o, o + s)
+    return y[tuple(sel)]
+
+
+def _spread(x: np.ndarray, mesh, axes: tuple) -> np.ndarray:
+    """A value equal along ``axes`` seen as widened along them (a view: no exchange)."""
+    sel = tuple(slice(0, 1) if k in axes else slice(None) for k in range(x.ndim))
+    shape = tuple(mesh.shape[k] if k in axes else n for k, n in enumerate(x.shape))
+    return np.broadcast_to(x[sel], shape)
+
+
+def _describe(name, x, kw) -> str:
+    kw = {k: v for k, v in kw.items() if k != "mesh"}
+    shape = None if x is None else (x.shape, str(x.dtype))
+    return f"{name}{kw} on {shape}"
+
+
+class agreed_program:
+    """Context: the processes agreed on the whole program about to run (its digest covers
+    every collective in it, in order), so its collectives skip their own check."""
+
+    def __init__(self, what: str):
+        self.what = what
+
+    def __enter__(self):
+        agree(self.what)
+        _STATE["depth"] += 1
+
+    def __exit__(self, *exc):
+        _STATE["depth"] -= 1
+
+
+def _collective(name):
+    """Register a cross-process lowering: agree first (unless inside an agreed program),
+    then run ``fn(x, mesh, **kw)``."""
+
+    def deco(fn):
+        def run(args, kw):
+            mesh = kw["mesh"]
+            x = args[0] if args else None
+            if not _STATE["depth"]:
+                agree(_describe(name, x, kw) + f" {mesh}")
+            rest = {k: v for k, v in kw.items() if k != "mesh"}
+            return [fn(*args, mesh=mesh, **rest)]
+
+        LOWERINGS[name] = run
+        return fn
+
+    return deco
+
+
+# ----------------------------------------------------------------------------- reductions
+_MPI_DTYPES = {np.dtype(t) for t in ("float32", "float64", "int8", "int16", "int32", "int64")}
+_MPI_DTYPES |= {np.dtype(t) for t in ("uint8", "uint16", "uint32", "uint64")}
+
+
+def _allreduce(y: np.ndarray, mesh, axes: tuple, kind: str) -> np.ndarray:
+    """``y`` (already reduced over this process's devices) reduced over the group."""
+    sub, _ = _group(mesh, axes)
+    if sub.Get_size() == 1:
+        return y
+    MPI = _STATE["MPI"]
+    op = {"sum": MPI.SUM, "max": MPI.MAX, "min": MPI.MIN, "prod": MPI.PROD}[kind]
+    wire = y.dtype if y.dtype in _MPI_DTYPES else np.dtype(np.float64)
+    send = np.ascontiguousarray(y, dtype=wire)  # no copy when it already is
+    out = np.empty(send.shape, dtype=wire)
+    sub.Allreduce(send, out, op=op)
+    return out.astype(y.dtype, copy=False)
+
+
+@_collective("mesh_reduce")
+def _mesh_reduce(x, axes, kind, mesh):
+    axes = tuple(axes)
+    # one device per process along the axes (the usual case): nothing to reduce locally
+    one = all(x.shape[a] == 1 for a in axes)
+    local = x if one else host._MESH_REDUCE[kind](x, axis=axes, keepdims=True)
+    return np.broadcast_to(_allreduce(local, mesh, axes, kind), x.shape)
+
+
+@_collective("mesh_reduce_scatter")
+def _mesh_reduce_scatter(x, ndev, axes, dim, kind, mesh):
+    axes = tuple(axes)
+    local = host._MESH_REDUCE[kind](x, axis=axes, keepdims=True)
+    total = _allreduce(local, mesh, axes, kind)
+    return _narrow(host._mesh_split(_spread(total, mesh, axes), ndev, axes, dim), mesh, axes)
+
+
+# ----------------------------------------------------------------------------- data movement
+@_collective("mesh_gather")
+def _mesh_gather(x, ndev, axes, dim, mesh):
+    axes = tuple(axes)
+    return _narrow(host._mesh_merge(_widen(x, mesh, axes), ndev, axes, dim), mesh, axes)
+
+
+@_collective("mesh_slice")
+def _mesh_slice(x, ndev, axes, dim, mesh):
+    axes = tuple(axes)
+    return _narrow(host._mesh_split(_spread(x, mesh, axes), ndev, axes, dim), mesh, axes)
+
+
+@_collective("mesh_all_to_all")
+def _mesh_all_to_all(x, ndev, axes, split_dim, concat_dim, mesh):
+    axes = tuple(axes)
+    y = host._mesh_merge(_widen(x, mesh, axes), ndev, axes, concat_dim)
+    return _narrow(host._mesh_split(y, ndev, axes, split_dim), mesh, axes)
+
+
+@_collective("mesh_select")
+def _mesh_select(x, axes, index, mesh):
+    axes = tuple(axes)
+    return _narrow(host._mesh_select(_widen(x, mesh, axes), axes, index), mesh, axes)
+
+
+@_collective("mesh_unshard")
+def _mesh_unshard(x, ndev, dims, partial, mesh):
+    for a, kind in partial:  # complete the terms first: then only blocks move
+        x = _mesh_reduce(x, (a,), kind, mesh)
+    split = tuple(sorted({a for d in dims for a in d}))
+    y = _widen(x, mesh, split) if split else x
+    return host._mesh_unshard(y, ndev, dims, ())
+
+
+@_collective("mesh_permute")
+def _mesh_permute(x, ndev, pairs, mesh):
+    """Each ``(src, dst)`` block goes from ``src``'s process to ``dst``'s; the rest get 0."""
+    MPI = _STATE["MPI"]
+    comm = _STATE["comm"]
+    box = mesh.local_box
+    lead = x.shape[:ndev]
+    src_flat = np.ascontiguousarray(x).reshape((math.prod(lead),) + x.shape[ndev:])
+    out = np.zeros(src_flat.shape, dtype=x.dtype)
+
+    def slot(device):
+        coords = mesh.coords(device)
+        return int(np.ravel_multi_index([c - o for c, (o, _) in zip(coords, box)], lead))
+
+    me = PROCESS.index
+    requests, keep = [], []
+    for src, dst in pairs:
+        ps, pd = mesh.process_of(src), mesh.process_of(dst)
+        if ps == me and pd == me:
+            out[slot(dst)] = src_flat[slot(src)]
+        elif ps == me:
+            block = np.ascontiguousarray(src_flat[slot(src)])
+            keep.append(block)
+            requests.append(comm.Isend(_bytes(block), dest=pd, tag=dst))
+        elif pd == me:
+            requests.append(comm.Irecv(_bytes(out[slot(dst)]), source=ps, tag=dst))
+    if requests:
+        MPI.Request.Waitall(requests)
+    return out.reshape(x.shape)
+
+
+# ----------------------------------------------------------------------------- local builders
+def _mesh_shard(args, kw):
+    """The blocks of this process's devices of a value every process holds whole."""
+    x = args[0]
+    mesh_shape, dims, box = kw["mesh_shape"], kw["dims"], kw["box"]
+    ndev = len(mesh_shape)
+    y = np.broadcast_to(x, tuple(mesh_shape) + x.shape)
+    for d, axes in enumerate(dims):
+        if axes:
+            y = host._mesh_split(y, ndev, axes, d)
+    return [np.ascontiguousarray(y[tuple(slice(o, o + s) for o, s in box)])]
+
+
+def _mesh_iota(args, kw):
+    """Each of this process's devices' coordinate along mesh dim ``axis``."""
+    box, axis = kw["box"], kw["axis"]
+    shape = [1] * len(box)
+    o, s = box[axis]
+    shape[axis] = s
+    coords = np.arange(o, o + s, dtype=kw["dtype"].numpy).reshape(shape)
+    return [np.broadcast_to(coords, tuple(n for _, n in box))[..., None]]
+
+
+LOWERINGS["mesh_shard"] = _mesh_shard
+LOWERINGS["mesh_iota"] = _mesh_iota

@@ -1,0 +1,182 @@
+"""One scenario of tests/distributed/test_mpi.py, run by every process under ``mpiexec``:
+``python mpi_worker.py SCENARIO``. Each process checks its results against the unsharded
+computation (which every process can run alone) and prints ``OK SCENARIO RANK``; a failed
+check raises, which aborts every process."""
+
+import sys
+
+import numpy as np
+
+import nabla as nb
+from nabla import P
+
+nb.distributed.initialize()
+RANK = nb.distributed.process_index()
+N = nb.distributed.process_count()
+
+
+def close(got, want, tol=1e-5):
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=tol, atol=tol)
+
+
+def data(*shape, seed=0):
+    return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+
+
+# ----------------------------------------------------------------------------- training
+def init_params():
+    return {
+        "w1": nb.constant(data(8, 16, seed=1) * 0.3),
+        "b1": nb.constant(np.zeros(16, np.float32)),
+        "w2": nb.constant(data(16, 3, seed=2) * 0.3),
+    }
+
+
+def loss_fn(params, x, y):
+    h = nb.tanh(x @ params["w1"] + params["b1"])
+    return nb.mean((h @ params["w2"] - y) ** 2)
+
+
+def sgd_step(params, x, y):
+    loss, grads = nb.value_and_grad(loss_fn)(params, x, y)
+    return loss, {k: params[k] - 0.1 * grads[k] for k in params}
+
+
+def train(params, x, y, steps, step_fn):
+    losses = []
+    for _ in range(steps):
+        loss, params = step_fn(params, x, y)
+        losses.append(float(loss.item()))
+    return losses, {k: v.numpy() for k, v in params.items()}
+
+
+def scenario_dp_train():
+    """Data-parallel training (batch split over every device, parameters replicated) equals
+    the single-process run, on one device per process and on processes x local devices,
+    eager and compiled."""
+    x, y = data(32, 8, seed=3), data(32, 3, seed=4)
+    want_losses, want_params = train(init_params(), nb.constant(x), nb.constant(y), 4, sgd_step)
+    meshes = [nb.DeviceMesh("procs", (N,), ("dp",)), nb.DeviceMesh("mixed", (N, 2), ("p", "l"))]
+    for mesh in meshes:
+        batch = P(mesh.axis_names)
+        rep = P()
+        for step_fn in (sgd_step, nb.compile(sgd_step)):
+            params = {k: nb.shard(v, mesh, rep) for k, v in init_params().items()}
+            xs, ys = nb.shard(x, mesh, batch), nb.shard(y, mesh, batch)
+            # each process holds only its rows
+            assert xs.addressable_shards[0].data.shape == (32 // mesh.size, 8)
+            losses, got = train(params, xs, ys, 4, step_fn)
+            close(losses, want_losses)
+            for k in want_params:
+                close(got[k], want_params[k])
+
+
+def scenario_tensor_parallel():
+    """A Megatron MLP whose hidden dim is split over the processes: the second matmul's
+    contraction crosses processes (one all_reduce), forward and grad equal unsharded."""
+    mesh = nb.DeviceMesh("tp", (N,), ("tp",))
+    x, w1, w2 = data(4, 8, seed=5), data(8, 4 * N, seed=6), data(4 * N, 6, seed=7)
+
+    def f(x, w1, w2):
+        return nb.sum(nb.tanh(nb.relu(x @ w1) @ w2))
+
+    want = nb.value_and_grad(f, argnums=(1, 2))(nb.constant(x), nb.constant(w1), nb.constant(w2))
+    args = (nb.shard(x, mesh, P()), nb.shard(w1, mesh, P(None, "tp")), nb.shard(w2, mesh, P("tp")))
+    trace = nb.trace(lambda *a: nb.relu(a[0] @ a[1]) @ a[2])(*args)
+    names = [c.name for c in trace.collectives()]
+    assert names.count("all_reduce") <= 1 and "all_gather" not in names, names
+    got = nb.value_and_grad(f, argnums=(1, 2))(*args)
+    close(got[0].item(), want[0].item())
+    assert got[1][0].sharding.to_partition_spec() == P(None, "tp")
+    for g, w in zip(got[1], want[1], strict=True):
+        close(g.numpy(), w.numpy())
+
+
+def scenario_collectives():
+    """Every explicit collective on tensors whose blocks live on different processes."""
+    mesh = nb.DeviceMesh("m", (N, 2), ("p", "l"))
+    x = data(4 * N, 2 * N, seed=8)
+    t = nb.shard(x, mesh, P(("p", "l")))
+    assert [s.device for s in t.addressable_shards] == [2 * RANK, 2 * RANK + 1]
+    for s in t.addressable_shards:
+        np.testing.assert_array_equal(s.data, x[s.index])
+    close(t.numpy(), x)
+    # partial sums completed across processes; max of a partial sum
+    close(nb.sum(t, axis=0).numpy(), x.sum(0))
+    close(nb.max(nb.sum(t, axis=0)).item(), x.sum(0).max())
+    blocks = x.reshape(2 * N, 2, 2 * N)
+    close(nb.all_reduce(t, "sum", axes=("p", "l")).numpy(), blocks.sum(0))
+    close(nb.all_reduce(t, "max", axes=("p", "l")).numpy(), blocks.max(0))
+    close(nb.pmean(t, axes=("p", "l")).numpy(), blocks.mean(0))
+    close(nb.all_gather(t, 0).numpy(), x)
+    wide = data(4 * N, 8 * N, seed=10)
+    terms = nb.sum(nb.shard(wide, mesh, P(("p", "l"))), axis=0)  # partial over p and l
+    scattered = nb.reduce_scatter(terms, 0)
+    assert scattered.sharding.to_partition_spec() == P(("p", "l"))
+    close(scattered.numpy(), wide.sum(0))
+    swapped = nb.all_to_all(nb.shard(wide, mesh, P(("p", "l"))), 1, 0)
+    assert swapped.sharding.to_partition_spec() == P(None, ("p", "l"))
+    close(swapped.numpy(), wide)
+    # a ring over every device (flat indices) crosses processes
+    ring = [(d, (d + 1) % mesh.size) for d in range(mesh.size)]
+    close(nb.ppermute(t, ring).numpy(), np.roll(blocks, 1, axis=0).reshape(x.shape))
+    close(nb.axis_index(mesh, "p").numpy(), np.arange(N))
+    close(nb.broadcast(t, root=N - 1, axes="p").numpy(), x.reshape(N, 4, 2 * N)[N - 1])
+    # every pair of layouts reshards to the same value
+    specs = [P(), P("p"), P("l"), P(("p", "l")), P(None, "p"), P("l", "p"), P(("l", "p"))]
+    for a in specs:
+        for b in specs:
+            close(nb.reshard(nb.shard(x, mesh, a), mesh, b).numpy(), x)
+    # grad through collectives that cross processes
+    g = nb.grad(lambda t: nb.sum(nb.all_gather(t, 0) ** 2))(t)
+    close(g.numpy(), 2 * x)
+    assert g.sharding.to_partition_spec() == P(("p", "l"))
+
+
+def scenario_process_local():
+    """from_process_local: each process gives only its rows (no process holds the whole)."""
+    mesh = nb.DeviceMesh("m", (N, 2), ("p", "l"))
+    x = data(4 * N, 3, seed=9)
+    mine = x[4 * RANK : 4 * RANK + 4]
+    t = nb.distributed.from_process_local(mine, mesh, P(("p", "l")))
+    assert t.shape == x.shape
+    close(t.numpy(), x)
+    close((t * 2).sum(axis=0).numpy(), 2 * x.sum(0))
+    # replicated columns, rows over processes only: each local device holds the same rows
+    u = nb.distributed.from_process_local(mine, mesh, P("p"))
+    close(u.numpy(), x)
+    close(nb.mean(u).item(), x.mean())
+
+
+# ----------------------------------------------------------------------------- failures
+def scenario_mismatch():
+    """Process 0 reduces another shape than the rest: an error naming the collective."""
+    mesh = nb.DeviceMesh("m", (N,), ("p",))
+    rows = 4 * N if RANK == 0 else 8 * N
+    t = nb.shard(np.ones((rows, 2), np.float32), mesh, P("p"))
+    nb.sum(t).item()
+
+
+def scenario_rank_fails():
+    """An exception on process 1 while the others wait in a collective ends every one."""
+    mesh = nb.DeviceMesh("m", (N,), ("p",))
+    t = nb.shard(np.ones((4 * N, 2), np.float32), mesh, P("p"))
+    if RANK == 1:
+        raise RuntimeError("process 1 fails on purpose")
+    nb.sum(t).item()
+
+
+def scenario_rank_leaves():
+    """Process 1 returns without reaching a collective the others wait in: they abort after
+    NABLA_MPI_TIMEOUT seconds instead of hanging."""
+    mesh = nb.DeviceMesh("m", (N,), ("p",))
+    t = nb.shard(np.ones((4 * N, 2), np.float32), mesh, P("p"))
+    if RANK == 1:
+        return
+    nb.sum(t).item()
+
+
+if __name__ == "__main__":
+    name = sys.argv[1]
+    globals()[f"scenario_{name}"]()
+    print(f"OK {name} {RANK}/{N}", flush=True)

@@ -1,0 +1,97 @@
+"""The same SPMD programs on several processes over MPI: each test launches ``mpiexec -n 2``
+or ``-n 4`` on ``mpi_worker.py`` (or on the sharded op suite) and checks every process ended
+well, or, for the failure scenarios, that every process ended in bounded time with a clear
+message. Skipped, with the reason, only when the ``mpi`` extra is not installed."""
+
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).parent
+_BIN = os.path.dirname(sys.executable)
+MPIEXEC = shutil.which("mpiexec", path=_BIN + os.pathsep + os.environ.get("PATH", ""))
+
+pytestmark = pytest.mark.skipif(
+    importlib.util.find_spec("mpi4py") is None or MPIEXEC is None,
+    reason='needs the mpi extra (pip install -e ".[mpi]": mpi4py and mpich, which brings mpiexec)',
+)
+
+
+def launch(n: int, args: list, timeout: float = 240, env: dict | None = None):
+    full_env = dict(os.environ, PYTHONPATH=str(HERE), NABLA_BACKEND="numpy")
+    full_env.update(env or {})
+    start = time.monotonic()
+    proc = subprocess.run(
+        [MPIEXEC, "-n", str(n), sys.executable, *args],
+        cwd=HERE,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    return proc, time.monotonic() - start
+
+
+def run_scenario(n: int, name: str, **kw):
+    return launch(n, [str(HERE / "mpi_worker.py"), name], **kw)
+
+
+@pytest.mark.parametrize("n", [2, 4])
+@pytest.mark.parametrize(
+    "scenario", ["dp_train", "tensor_parallel", "collectives", "process_local"]
+)
+def test_scenario_on_every_process(scenario, n):
+    proc, _ = run_scenario(n, scenario)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    for rank in range(n):
+        assert f"OK {scenario} {rank}/{n}" in proc.stdout, proc.stdout + proc.stderr
+
+
+def test_sharded_op_suite_across_two_processes():
+    """The registry-driven sharded suite (every op, forward and grad, several meshes) and
+    the collectives suite, with every mesh's devices dealt to 2 processes."""
+    suites = ["../sharding/test_sharded_ops.py", "../sharding/test_collectives.py"]
+    args = [
+        "-m",
+        "pytest",
+        *suites,
+        "-o",
+        "addopts=",
+        "-q",
+        "-x",
+        "-p",
+        "mpi_plugin",
+        "-p",
+        "no:cacheprovider",
+    ]
+    proc, _ = launch(2, args, timeout=600, env={"NABLA_MPI_TIMEOUT": "120"})
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    assert "passed" in proc.stdout and "failed" not in proc.stdout
+
+
+def test_mismatched_programs_are_an_error_on_every_process():
+    proc, _ = run_scenario(2, "mismatch", env={"NABLA_MPI_TIMEOUT": "30"})
+    assert proc.returncode != 0
+    assert "DistributedError" in proc.stderr
+    assert "every process must run the same program" in proc.stderr
+
+
+def test_an_exception_on_one_process_ends_every_process():
+    proc, took = run_scenario(2, "rank_fails", env={"NABLA_MPI_TIMEOUT": "60"})
+    assert proc.returncode != 0
+    assert "process 1 fails on purpose" in proc.stderr
+    assert "aborting every process" in proc.stderr
+    assert took < 30, took  # MPI_Abort, not the timeout
+
+
+def test_a_process_that_leaves_makes_the_others_abort_after_the_timeout():
+    proc, took = run_scenario(2, "rank_leaves", env={"NABLA_MPI_TIMEOUT": "3"})
+    assert proc.returncode != 0
+    assert "waited 3 s at collective" in proc.stderr
+    assert took < 60, took
