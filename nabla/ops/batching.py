@@ -16,7 +16,7 @@ from __future__ import annotations
 from ..core.ir import TensorImpl
 from ..core.state import STATE, is_live, level_sizes
 from ..runtime.tensor import Tensor
-from . import spmd
+from . import per_device, spmd
 from .base import Operation
 
 __all__ = ["to_batch", "from_batch", "broadcast_levels", "sum_levels"]
@@ -230,6 +230,12 @@ def sum_levels(x: Tensor, drop: tuple) -> Tensor:
     """Sum the batch dims of the levels in ``drop`` away."""
     if not drop:
         return x
+    across = tuple(lv for lv in drop if per_device.is_spanning_level(lv))
+    if across:  # shard_map levels whose devices are on other processes too
+        x = per_device.all_reduce(x, "sum", list(across))
+        drop = tuple(lv for lv in drop if lv not in across)
+        if not drop:
+            return x
     lv = x._impl.levels
     axes = tuple(lv.index(d) for d in drop)
     new = tuple(v for v in lv if v not in drop)

@@ -33,14 +33,13 @@ import numpy as np
 from ..core.device import get_default_device
 from ..core.dtypes import DType
 from ..core.sharding import (
-    PROCESS,
     REDUCE_KINDS,
     DeviceMesh,
     ShardingError,
     ShardingSpec,
     collective_bytes,
 )
-from ..core.state import STATE, level_sizes
+from ..core.state import STATE
 from ..runtime.tensor import Tensor
 from ._util import as_tensor
 from .base import Operation
@@ -614,19 +613,15 @@ class ToLocalOp(Operation):
         spec = im.sharding
         mesh = spec.mesh
         varying = kwargs["varying"]
-        if mesh.spans_processes:
-            raise ShardingError(
-                f"shard_map: mesh {mesh.name!r}{mesh.shape} spans {PROCESS.count} processes; "
-                "shard_map bodies run on one process's mesh only (use the global-view "
-                "collectives nb.all_reduce/ppermute/... on sharded tensors across processes)"
-            )
         k = len(im.levels)
         if spec.partial or any(spec.dims[:k]):  # pragma: no cover - shard_map reshards first
             raise ShardingError(f"shard_map: cannot enter with layout {spec}")
         new = tuple(lv for a, lv in kwargs["levels"] if a in varying)
         levels = im.levels + new
         local = spec.local_shape(im.shape)[k:]
-        shape = tuple(im.shape[:k]) + tuple(mesh.axis_size(a) for a in varying) + tuple(local)
+        # one batch entry per device this process holds along each axis (all in one process)
+        held = mesh.local_mesh_shape
+        shape = tuple(im.shape[:k]) + tuple(held[mesh.axis(a)] for a in varying) + tuple(local)
         drop = tuple(i for i, a in enumerate(mesh.axis_names) if a not in varying)
         v = len(varying)
         perm = tuple(range(v, v + k)) + tuple(range(v)) + tuple(range(v + k, v + k + len(local)))
@@ -987,7 +982,7 @@ def pmean(x, axes=None) -> Tensor:
     x = as_tensor(x, op="pmean")
     if _per_device(x):
         levels = per_device.levels_of("pmean", _body_axes("pmean", axes))
-        n = prod(level_sizes[lv] for lv in levels)
+        n = prod(per_device.axis_size(lv) for lv in levels)
         return per_device.all_reduce(x, "sum", levels) / n
     x = _sharded(x, "pmean")
     spec = x._impl.sharding
@@ -1098,7 +1093,7 @@ def ppermute(x, perm, axis_name=None) -> Tensor:
     pairs = tuple((int(s), int(d)) for s, d in pairs)
     if _per_device(x):
         levels = per_device.levels_of("ppermute", _body_axes("ppermute", axis_name))
-        _check_pairs(pairs, prod(level_sizes[lv] for lv in levels))
+        _check_pairs(pairs, prod(per_device.axis_size(lv) for lv in levels))
         return per_device.ppermute(x, pairs, levels)
     x = _sharded(x, "ppermute")
     return _ppermute.bind([x], {"pairs": pairs})
@@ -1143,10 +1138,10 @@ def broadcast(x, root=0, axes=None) -> Tensor:
         levels = per_device.levels_of("broadcast", names)
         root = _roots(root, names)
         for a, r, lv in zip(names, root, levels, strict=True):
-            if not 0 <= r < level_sizes[lv]:
+            if not 0 <= r < per_device.axis_size(lv):
                 raise ShardingError(
                     f"broadcast: root {r} is out of range for mesh axis {a!r} of size "
-                    f"{level_sizes[lv]}"
+                    f"{per_device.axis_size(lv)}"
                 )
         return per_device.broadcast(x, root, levels)
     x = _sharded(x, "broadcast")

@@ -10,6 +10,13 @@ differentiation, vmap and compile of these collectives come from the ops they ar
 A value that does not vary along an axis behaves as JAX's: ``all_reduce`` sums ``n`` equal
 copies, ``all_gather`` tiles it. Functions here take levels, not names: the rules of
 ``shard_map``'s boundary ops call them after the body has returned.
+
+When the mesh spans processes (``nb.distributed``), a level's batch dim holds only this
+process's devices along the axis, so a collective cannot be an op over that dim. It goes
+through the global view instead: the per-device values are stacked into a global tensor
+whose leading dim ``k`` is split over mesh axis ``k`` (``_stack``, shard_map's exit op), the
+global collective of ``collectives`` runs on it (MPI between processes), and each device's
+block comes back as its per-device value (``_unstack``, shard_map's entry op).
 """
 
 from __future__ import annotations
@@ -17,8 +24,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..core.dtypes import DType
-from ..core.sharding import ShardingError
-from ..core.state import level_sizes, spmd_axes
+from ..core.sharding import ShardingError, ShardingSpec
+from ..core.state import level_sizes, mesh_levels, spmd_axes
 from ..runtime.tensor import Tensor
 
 __all__ = [
@@ -31,6 +38,7 @@ __all__ = [
     "ppermute",
     "axis_index",
     "broadcast",
+    "axis_size",
 ]
 
 
@@ -52,6 +60,159 @@ def levels_of(op: str, axes) -> list:
     return out
 
 
+def _axis_of(level: int):
+    """``(axis name, mesh)`` of a shard_map level."""
+    got = mesh_levels.get(level)
+    if got is None:
+        raise ShardingError(f"level {level} is not a mesh axis of a shard_map")
+    return got[0], got[1]
+
+
+def is_spanning_level(level: int) -> bool:
+    """True for a shard_map level whose mesh spans processes (its batch dim holds only this
+    process's devices: a sum over it must cross processes)."""
+    got = mesh_levels.get(level)
+    return got is not None and got[1].spans_processes
+
+
+def axis_size(level: int) -> int:
+    """The devices along the mesh axis of ``level`` (the whole mesh's, on every process)."""
+    a, mesh = _axis_of(level)
+    return mesh.axis_size(a)
+
+
+def _spans(levels) -> bool:
+    return any(is_spanning_level(lv) for lv in levels)
+
+
+def _frame(levels):
+    """``(mesh, names of levels, ((axis, level), ...) for every axis of the mesh)``."""
+    names = tuple(_axis_of(lv)[0] for lv in levels)
+    _, mesh, frame = mesh_levels[levels[0]]
+    return mesh, names, frame
+
+
+def _stack(x: Tensor, mesh, frame, names) -> Tensor:
+    """The devices' values of ``x`` as one global tensor ``(n_1, ..., n_m) + x.shape``, its
+    leading dim ``k`` split over mesh axis ``k`` where ``x`` varies along it or the
+    collective runs over it (``names``); elsewhere that dim has size 1 (copies)."""
+    mesh_levels = {lv for _, lv in frame}
+    first = min(mesh_levels)
+    inner = [lv for lv in x._impl.levels if lv > first and lv not in mesh_levels]
+    if inner:
+        raise ShardingError(
+            f"shard_map: a collective across processes on a value batched by a vmap inside "
+            f"the body (shape {x.shape}) is not supported; vmap outside the shard_map instead"
+        )
+    m = mesh.ndim
+    y = view.reshape(x, (1,) * m + tuple(x.shape))
+    split = {a for a, lv in frame if lv in x._impl.levels} | set(names)
+    dims = tuple((a,) if a in split else () for a in mesh.axis_names) + ((),) * x.ndim
+    return collectives.from_local(y, mesh, dims, frame)
+
+
+def _unstack(g: Tensor, mesh, frame, shape) -> Tensor:
+    """Each device's block of ``g`` as its per-device value, reshaped to ``shape``."""
+    spec = ShardingSpec(mesh, g._impl.sharding.dims[len(g._impl.levels) :])
+    return view.reshape(collectives.to_local(g, mesh, spec, frame), tuple(shape))
+
+
+def _global_all_reduce(x, kind, levels):
+    mesh, names, frame = _frame(levels)
+    g = collectives.all_reduce_phys(_stack(x, mesh, frame, names), kind, names)
+    return _unstack(g, mesh, frame, x.shape)
+
+
+def _global_all_gather(x, axis, levels):
+    mesh, names, frame = _frame(levels)
+    g = _stack(x, mesh, frame, names)
+    for a in names:
+        g = collectives.all_gather_phys(g, len(g._impl.levels) + mesh.axis(a), (a,))
+    lead = tuple(mesh.axis_size(a) if a in names else 1 for a in mesh.axis_names)
+    y = _unstack(g, mesh, frame, lead + tuple(x.shape))
+    # the gathered dims in the order of ``levels`` (major first), then merged into ``axis``
+    order = [mesh.axis(a) for a in names]
+    order += [k for k in range(mesh.ndim) if k not in order]
+    order += list(range(mesh.ndim, y.ndim))
+    n = int(np.prod([mesh.axis_size(a) for a in names]))
+    y = view.reshape(view.permute(y, order), (n,) + tuple(x.shape))
+    y = view.moveaxis(y, 0, axis)
+    s = y.shape
+    return view.reshape(y, s[:axis] + (s[axis] * s[axis + 1],) + s[axis + 2 :])
+
+
+def _global_ppermute(x, pairs, levels):
+    mesh, names, frame = _frame(levels)
+    sizes = [mesh.axis_size(a) for a in names]
+    ks = [mesh.axis(a) for a in names]
+    dst_of = dict(pairs)
+    flat = []
+    for d in range(mesh.size):
+        c = list(mesh.coords(d))
+        p = int(np.ravel_multi_index([c[k] for k in ks], sizes))
+        if p in dst_of:
+            for k, v in zip(ks, np.unravel_index(dst_of[p], sizes), strict=True):
+                c[k] = int(v)
+            flat.append((d, int(np.ravel_multi_index(c, mesh.shape))))
+    g = collectives.ppermute(_stack(x, mesh, frame, names), flat)
+    return _unstack(g, mesh, frame, x.shape)
+
+
+def _global_broadcast(x, root, levels):
+    mesh, names, frame = _frame(levels)
+    g = collectives.broadcast(_stack(x, mesh, frame, names), tuple(root), names)
+    return _unstack(g, mesh, frame, x.shape)
+
+
+def _global_axis_index(level):
+    mesh, names, frame = _frame([level])
+    g = collectives._axis_index.bind([], {"mesh": mesh, "axis": names[0]})
+    return view.reshape(collectives.to_local(g, mesh, g._impl.sharding, frame), ())
+
+
+def _global_reduce_scatter(x, axis, level):
+    mesh, names, frame = _frame([level])
+    n = mesh.axis_size(names[0])
+    if x.shape[axis] % n:
+        raise ShardingError(
+            f"reduce_scatter: dim {axis} of shape {x.shape} is not divisible by the "
+            f"{n} devices of the axis"
+        )
+    g = collectives.all_reduce_phys(_stack(x, mesh, frame, names), "sum", names)
+    d = len(g._impl.levels) + mesh.ndim + axis
+    dims = list(g._impl.sharding.dims)
+    dims[d] = dims[d] + names
+    g = collectives.slice_phys(g, dims)
+    shape = list(x.shape)
+    shape[axis] //= n
+    return _unstack(g, mesh, frame, shape)
+
+
+def _global_all_to_all(x, split_axis, concat_axis, level):
+    mesh, names, frame = _frame([level])
+    a = names[0]
+    n = mesh.axis_size(a)
+    size = x.shape[split_axis]
+    if size % n:
+        raise ShardingError(
+            f"all_to_all: dim {split_axis} of shape {x.shape} is not divisible by the {n} "
+            "devices of the axis"
+        )
+    g = _stack(x, mesh, frame, names)  # (n_1..n_m, *s), dim k (axis a) split over a
+    m, nb_ = mesh.ndim, len(g._impl.levels)
+    s = tuple(x.shape)
+    g = view.reshape(g, g.shape[:m] + s[:split_axis] + (n, size // n) + s[split_axis + 1 :])
+    # sources (dim k) gathered, destinations (the new chunk dim) split over a
+    g = collectives.all_to_all_phys(g, nb_ + m + split_axis, nb_ + mesh.axis(a), (a,))
+    chunked = s[:split_axis] + (size // n,) + s[split_axis + 1 :]
+    y = _unstack(g, mesh, frame, (n,) + chunked)  # (source, *chunked)
+    y = view.moveaxis(y, 0, concat_axis)
+    t = y.shape
+    return view.reshape(
+        y, t[:concat_axis] + (t[concat_axis] * t[concat_axis + 1],) + t[concat_axis + 2 :]
+    )
+
+
 def _varies(x: Tensor, level: int) -> bool:
     return level in x._impl.levels
 
@@ -61,6 +222,8 @@ _REDUCE = {"sum": "reduce_sum", "max": "reduce_max", "min": "reduce_min", "prod"
 
 def all_reduce(x: Tensor, kind: str, levels) -> Tensor:
     """Every device gets the reduction (``kind``) over the devices along ``levels``."""
+    if _spans(levels):
+        return _global_all_reduce(x, kind, levels)
     for lv in levels:
         n = level_sizes[lv]
         if _varies(x, lv):
@@ -76,6 +239,8 @@ def all_reduce(x: Tensor, kind: str, levels) -> Tensor:
 def all_gather(x: Tensor, axis: int, levels) -> Tensor:
     """Every device gets the blocks of the devices along ``levels`` concatenated along
     ``axis`` (the first level major)."""
+    if _spans(levels):
+        return _global_all_gather(x, axis, levels)
     for lv in reversed(levels):  # minor axis first: the major one's blocks are outermost
         n = level_sizes[lv]
         if _varies(x, lv):
@@ -94,6 +259,8 @@ def all_gather(x: Tensor, axis: int, levels) -> Tensor:
 
 def reduce_scatter(x: Tensor, axis: int, level: int) -> Tensor:
     """The sum over the devices along ``level``, each device keeping its block of ``axis``."""
+    if _spans([level]):
+        return _global_reduce_scatter(x, axis, level)
     n = level_sizes[level]
     total = all_reduce(x, "sum", [level])
     size = total.shape[axis]
@@ -109,6 +276,8 @@ def reduce_scatter(x: Tensor, axis: int, level: int) -> Tensor:
 def all_to_all(x: Tensor, split_axis: int, concat_axis: int, level: int) -> Tensor:
     """Device ``i`` sends chunk ``j`` of its ``split_axis`` to device ``j``, which
     concatenates what it receives along ``concat_axis`` (in device order)."""
+    if _spans([level]):
+        return _global_all_to_all(x, split_axis, concat_axis, level)
     n = level_sizes[level]
     if not _varies(x, level):
         x = batching.broadcast_levels(x, tuple(sorted(x._impl.levels + (level,))))
@@ -137,6 +306,8 @@ def all_to_all(x: Tensor, split_axis: int, concat_axis: int, level: int) -> Tens
 def ppermute(x: Tensor, pairs, levels) -> Tensor:
     """Device ``src`` (a flat position along ``levels``, row-major) sends its value to device
     ``dst``; devices that receive nothing get zeros."""
+    if _spans(levels):
+        return _global_ppermute(x, pairs, levels)
     sizes = [level_sizes[lv] for lv in levels]
     total = int(np.prod(sizes))
     missing = [lv for lv in levels if not _varies(x, lv)]
@@ -161,12 +332,16 @@ def ppermute(x: Tensor, pairs, levels) -> Tensor:
 
 def axis_index(level: int) -> Tensor:
     """Each device's position along the axis of ``level`` (an int32 scalar per device)."""
+    if _spans([level]):
+        return _global_axis_index(level)
     n = level_sizes[level]
     return batching.to_batch(creation.arange(n, dtype=DType.int32), 0, level)
 
 
 def broadcast(x: Tensor, root, levels) -> Tensor:
     """Every device gets the value of the device at position ``root`` along ``levels``."""
+    if _spans(levels):
+        return _global_broadcast(x, root, levels)
     for lv, r in zip(levels, root, strict=True):
         if _varies(x, lv):
             stacked = batching.from_batch(x, lv, 0)
@@ -175,4 +350,4 @@ def broadcast(x: Tensor, root, levels) -> Tensor:
 
 
 # Ops this module calls at run time; imported last because they are built on it.
-from . import batching, binary, creation, indexing, reduction, view  # noqa: E402
+from . import batching, binary, collectives, creation, indexing, reduction, view  # noqa: E402

@@ -19,11 +19,9 @@ import functools
 
 from ..core.pytree import broadcast_prefix, tree_flatten, tree_unflatten
 from ..core.sharding import DeviceMesh, PartitionSpec, ShardingError, ShardingSpec
-from ..core.state import new_level, spmd_axes, spmd_axis, vmap_level
-from ..ops import collectives
+from ..core.state import mesh_levels, new_level, spmd_axes, spmd_axis, vmap_level
+from ..ops import collectives, per_device
 from ..ops._util import as_tensor
-from ..ops.batching import from_batch
-from ..ops.view import reshape, slice_tensor
 from ..runtime.tensor import Tensor
 
 __all__ = ["shard_map"]
@@ -93,8 +91,10 @@ def shard_map(f=None, mesh: DeviceMesh = None, in_specs=None, out_specs=None, ch
         leaves, tree = tree_flatten(args)
         specs = _specs_for("in_specs", in_specs, args, len(args))
         levels = tuple((a, new_level()) for a in mesh.axis_names)
+        mesh_levels.update((lv, (a, mesh, levels)) for a, lv in levels)
         with contextlib.ExitStack() as stack:
-            for (a, lv), n in zip(levels, mesh.shape, strict=True):
+            # a level's batch dim holds the devices this process has along the axis
+            for (a, lv), n in zip(levels, mesh.local_mesh_shape, strict=True):
                 stack.enter_context(vmap_level(lv, n))
                 stack.enter_context(spmd_axis(a, lv, mesh))
             local = []
@@ -132,6 +132,5 @@ def _exit(y, spec, mesh, levels, check_rep):
                     f"but the result of shape {y.shape} differs between devices along it; "
                     "split a dim over it, reduce it (all_reduce), or pass check_rep=False"
                 )
-            first = from_batch(y, lv, 0)  # the values of the first device along the axis
-            y = reshape(slice_tensor(first, [0], [1]), first.shape[1:])
+            y = per_device.broadcast(y, (0,), [lv])  # the first device's values along it
     return collectives.from_local(y, mesh, s.dims, levels)

@@ -53,26 +53,24 @@ def test_scenario_on_every_process(scenario, n):
         assert f"OK {scenario} {rank}/{n}" in proc.stdout, proc.stdout + proc.stderr
 
 
-def test_sharded_op_suite_across_two_processes():
-    """The registry-driven sharded suite (every op, forward and grad, several meshes) and
-    the collectives suite, with every mesh's devices dealt to 2 processes."""
-    suites = ["../sharding/test_sharded_ops.py", "../sharding/test_collectives.py"]
-    args = [
-        "-m",
-        "pytest",
-        *suites,
-        "-o",
-        "addopts=",
-        "-q",
-        "-x",
-        "-p",
-        "mpi_plugin",
-        "-p",
-        "no:cacheprovider",
-    ]
-    proc, _ = launch(2, args, timeout=600, env={"NABLA_MPI_TIMEOUT": "120"})
+def run_suite(n: int, suites: list):
+    args = ["-m", "pytest", *suites, "-o", "addopts=", "-q", "-x", "-p", "mpi_plugin"]
+    proc, _ = launch(
+        n, args + ["-p", "no:cacheprovider"], timeout=600, env={"NABLA_MPI_TIMEOUT": "120"}
+    )
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
-    assert "passed" in proc.stdout and "failed" not in proc.stdout
+    assert proc.stdout.count(" passed") == n and "failed" not in proc.stdout, proc.stdout[-2000:]
+
+
+def test_the_sharding_suite_across_two_processes():
+    """All of tests/sharding (every op forward and under grad on several meshes, the
+    collectives, shard_map with all_reduce and ppermute rings, GPipe and 1F1B pipelines,
+    the cost report and the errors), with every mesh's devices dealt to 2 processes."""
+    run_suite(2, ["../sharding"])
+
+
+def test_shard_map_and_pipelines_across_four_processes():
+    run_suite(4, ["../sharding/test_shard_map.py", "../sharding/test_pipeline.py"])
 
 
 def test_mismatched_programs_are_an_error_on_every_process():
