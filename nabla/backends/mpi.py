@@ -44,7 +44,15 @@ from ..core.sharding import PROCESS
 from .numpy import LOWERINGS as HOST
 from .numpy import lowerings as host
 
-__all__ = ["DistributedError", "activate", "world", "LOWERINGS", "agree", "agreed_program"]
+__all__ = [
+    "DistributedError",
+    "activate",
+    "world",
+    "LOWERINGS",
+    "agree",
+    "agreed_program",
+    "in_agreed_program",
+]
 
 
 class DistributedError(RuntimeError):
@@ -206,6 +214,11 @@ def _describe(name, x, kw) -> str:
     kw = {k: v for k, v in kw.items() if k != "mesh"}
     shape = None if x is None else (x.shape, str(x.dtype))
     return f"{name}{kw} on {shape}"
+
+
+def in_agreed_program() -> bool:
+    """True while a program the processes agreed on runs."""
+    return _STATE["depth"] > 0
 
 
 class agreed_program:

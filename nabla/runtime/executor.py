@@ -17,7 +17,8 @@ import numpy as np
 from ..backends import buffer_to_numpy, max_backend, mpi
 from ..backends import numpy as numpy_backend
 from ..core.config import CONFIG
-from ..core.ir import Program
+from ..core.device import get_default_device
+from ..core.ir import Program, build_program
 from ..core.sharding import PROCESS
 
 __all__ = ["select_backend", "run_program"]
@@ -59,8 +60,6 @@ def crosses_processes(program: Program) -> bool:
 def select_backend(program: Program, seen: int) -> str:
     """The backend that runs ``program`` now, given how often its structure was seen."""
     choice = CONFIG.backend
-    if PROCESS.count > 1 and crosses_processes(program):
-        return "numpy"
     if choice == "numpy":
         if _needs_max(program):
             raise RuntimeError("the numpy backend cannot run tensors on an Accelerator")
@@ -108,10 +107,114 @@ def _digest(program: Program) -> str:
 def run_program(program: Program, seen: int, inputs: list) -> list:
     """Run ``program`` on ``inputs`` (backend buffers) with the selected backend."""
     if PROCESS.count > 1 and crosses_processes(program):
+        if mpi.in_agreed_program():  # a nested program: the outer one's digest covers it
+            return _run_across(program, seen, inputs)
         # every process must run this same program: a mismatch is an error, not a deadlock
         with mpi.agreed_program(f"program {_digest(program)} ({len(program.instructions)} ops)"):
-            return _run(program, seen, inputs)
+            return _run_across(program, seen, inputs)
     return _run(program, seen, inputs)
+
+
+def _run_across(program: Program, seen: int, inputs: list) -> list:
+    """A program that communicates between processes: whole on the interpreter (whose
+    ``mesh_*`` lowerings are the MPI ones) when that is the backend; otherwise cut at its
+    collectives, each segment compiled and cached by its own backend choice."""
+    if CONFIG.backend == "numpy":
+        return _run(program, seen, inputs)
+    plan = program.executables.get("segments")
+    if plan is None:
+        plan = program.executables["segments"] = Segments(program)
+    return plan.run(seen, inputs)
+
+
+def _is_cut(instr) -> bool:
+    """A collective between processes (run by the MPI lowerings), or a call of a program
+    that holds one (run by ``run_program``, itself cut)."""
+    if instr.op.startswith("mesh_") and "mesh" in instr.kwargs:
+        return True
+    return instr.op == "compiled_call" and crosses_processes(instr.kwargs["program"])
+
+
+class Segments:
+    """A program cut at its cross-process collectives.
+
+    Each instruction gets a depth: how many collectives lie on its longest input path. The
+    ordinary instructions of one depth form one segment (a ``Program`` of its own, run by
+    whichever backend ``select_backend`` picks for it: MAX compiles and caches it as any
+    program); after segment ``d`` come the collectives of depth ``d``. Independent
+    collectives (say, every gradient's ``all_reduce``) so share one cut, and a
+    data-parallel step is two compiled segments around one round of collectives.
+    """
+
+    def __init__(self, program: Program):
+        instrs = program.instructions
+        producer: dict = {}
+        depth = []
+        for k, ins in enumerate(instrs):
+            d = 0
+            for slot in ins.inputs:
+                j = producer.get(slot)
+                if j is not None:
+                    d = max(d, depth[j] + (1 if _is_cut(instrs[j]) else 0))
+            depth.append(d)
+            for o in ins.outputs:
+                producer[o] = k
+        spec_of = {i: tuple(spec) for i, spec in enumerate(program.inputs)}
+        device = program.inputs[0].device if program.inputs else get_default_device()
+        for ins in instrs:
+            for o, (dt, shape) in zip(ins.outputs, ins.out_specs, strict=True):
+                spec_of[o] = (dt, shape, device)
+        needed_after = [set() for _ in range(max(depth, default=0) + 2)]
+        for k, ins in enumerate(instrs):  # slots read by a later depth (or a cut)
+            for slot in ins.inputs:
+                j = producer.get(slot)
+                if j is not None and (depth[j] != depth[k] or _is_cut(ins)):
+                    needed_after[depth[j]].add(slot)
+        self.stages = []
+        for d in range(max(depth, default=-1) + 1):
+            body = [k for k in range(len(instrs)) if depth[k] == d and not _is_cut(instrs[k])]
+            cuts = [instrs[k] for k in range(len(instrs)) if depth[k] == d and _is_cut(instrs[k])]
+            seg = self._segment(program, d, [instrs[k] for k in body], spec_of, needed_after[d])
+            self.stages.append((seg, cuts))
+        self.outputs = program.outputs
+
+    @staticmethod
+    def _segment(program, d, body, spec_of, needed):
+        if not body:
+            return None
+        made = {o for ins in body for o in ins.outputs}
+        ins_slots = []
+        for ins in body:
+            for slot in ins.inputs:
+                if slot not in made and slot not in ins_slots:
+                    ins_slots.append(slot)
+        outs = [o for ins in body for o in ins.outputs if o in needed or o in program.outputs]
+        ref = {slot: i for i, slot in enumerate(ins_slots)}
+        steps = []
+        for k, ins in enumerate(body):
+            refs = tuple(ref[s] if s in ref else s for s in ins.inputs)
+            steps.append((ins.op, refs, ins.kwargs, ins.out_specs))
+            for i, o in enumerate(ins.outputs):
+                ref[o] = (k, i)
+        key = (program.key, "segment", d)
+        sub = build_program(key, [spec_of[s] for s in ins_slots], steps, [ref[o] for o in outs])
+        return sub, ins_slots, outs
+
+    def run(self, seen: int, inputs: list) -> list:
+        env = dict(enumerate(inputs))
+        for seg, cuts in self.stages:
+            if seg is not None:
+                sub, ins_slots, outs = seg
+                env.update(zip(outs, _run(sub, seen, [env[s] for s in ins_slots]), strict=True))
+            for ins in cuts:
+                args = [buffer_to_numpy(env[s]) for s in ins.inputs]
+                if ins.op == "compiled_call":
+                    res = run_program(ins.kwargs["program"], seen, args)
+                else:
+                    res = numpy_backend.LOWERINGS[ins.op](args, ins.kwargs)
+                for o, r, (dt, _) in zip(ins.outputs, res, ins.out_specs, strict=True):
+                    env[o] = np.asarray(r, dtype=dt.numpy)
+        return [env[s] for s in self.outputs]
 
 
 def _run(program: Program, seen: int, inputs: list) -> list:

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from nabla.backends import max_available
+
 HERE = Path(__file__).parent
 _BIN = os.path.dirname(sys.executable)
 MPIEXEC = shutil.which("mpiexec", path=_BIN + os.pathsep + os.environ.get("PATH", ""))
@@ -53,11 +55,28 @@ def test_scenario_on_every_process(scenario, n):
         assert f"OK {scenario} {rank}/{n}" in proc.stdout, proc.stdout + proc.stderr
 
 
-def run_suite(n: int, suites: list):
+@pytest.mark.max
+def test_max_runs_the_segments_between_collectives():
+    if not max_available():
+        pytest.skip("needs the MAX backend (the max extra)")
+    proc, _ = run_scenario(2, "max_segments", timeout=900, env={"NABLA_MPI_TIMEOUT": "600"})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "OK max_segments 0/2" in proc.stdout and "OK max_segments 1/2" in proc.stdout
+
+
+def test_the_example_trains_across_two_processes():
+    example = HERE.parents[1] / "examples" / "distributed_train.py"
+    proc, _ = launch(2, [str(example)])
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "2 process(es) x 2 local devices" in proc.stdout
+    assert "collectives in one step: all_reduce" in proc.stdout
+    assert "matches the single-device run: True" in proc.stdout
+
+
+def run_suite(n: int, suites: list, env: dict | None = None):
     args = ["-m", "pytest", *suites, "-o", "addopts=", "-q", "-x", "-p", "mpi_plugin"]
-    proc, _ = launch(
-        n, args + ["-p", "no:cacheprovider"], timeout=600, env={"NABLA_MPI_TIMEOUT": "120"}
-    )
+    env = {"NABLA_MPI_TIMEOUT": "120", **(env or {})}
+    proc, _ = launch(n, args + ["-p", "no:cacheprovider"], timeout=600, env=env)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
     assert proc.stdout.count(" passed") == n and "failed" not in proc.stdout, proc.stdout[-2000:]
 
@@ -65,8 +84,11 @@ def run_suite(n: int, suites: list):
 def test_the_sharding_suite_across_two_processes():
     """All of tests/sharding (every op forward and under grad on several meshes, the
     collectives, shard_map with all_reduce and ppermute rings, GPipe and 1F1B pipelines,
-    the cost report and the errors), with every mesh's devices dealt to 2 processes."""
-    run_suite(2, ["../sharding"])
+    the cost report and the errors), with every mesh's devices dealt to 2 processes.
+
+    Under ``auto`` every program that communicates is cut into segments at its collectives
+    (the path MAX takes); the threshold keeps every segment on the interpreter here."""
+    run_suite(2, ["../sharding"], {"NABLA_BACKEND": "auto", "NABLA_AUTO_THRESHOLD": "1000000"})
 
 
 def test_shard_map_and_pipelines_across_four_processes():
