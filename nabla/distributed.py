@@ -74,6 +74,9 @@ def initialize() -> None:
     collectives cross processes. A single process (launched without MPI, or with ``-n 1``) is
     left as it was. Calling it again is a no-op. Raises ``DistributedError`` when the process
     was started by an MPI launcher but ``mpi4py`` is missing (``pip install "nabla[mpi]"``).
+
+    Call it first, before making meshes, sharded tensors or compiled functions: what was
+    built before it was laid out for one process.
     """
     if is_initialized():
         return
@@ -146,6 +149,8 @@ def from_process_local(local, mesh: DeviceMesh, spec) -> Tensor:
             )
         blocks_held.append(held)
         shape.append(local.shape[d] // len(held) * sharding.splits(d))
+    if PROCESS.count > 1:  # every process must build the same global tensor
+        _mpi.agree(f"{op}: global shape {tuple(shape)}, {local.dtype}, {sharding}")
     block_shape = sharding.local_shape(tuple(shape))
     slab = np.empty(mesh.local_mesh_shape + block_shape, dtype=local.dtype)
     for coords in _box_coords(box):

@@ -9,11 +9,15 @@ one works on the mesh dims it names (``axes``): the processes whose boxes differ
 those dims form a group (an MPI sub-communicator made once per mesh and axes), and
 
 - ``mesh_reduce`` reduces the process's own devices first, then ``Allreduce``s in place;
-- ``mesh_gather``/``mesh_all_to_all``/``mesh_select``/``mesh_unshard`` ``Allgather`` the
-  group's slabs into the box widened along ``axes``, run the single-process lowering on it and
-  keep the process's own devices;
-- ``mesh_slice``/``mesh_reduce_scatter`` need no exchange beyond the reduction: every device
-  along ``axes`` already holds the value, each keeps its block;
+- ``mesh_reduce_scatter`` and ``mesh_all_to_all`` are one ``Reduce_scatter_block`` or
+  ``Alltoall`` when each process holds one device along ``axes`` (the usual layout);
+  otherwise the first is an ``Allreduce`` after which each device keeps its block, the second
+  goes the ``Allgather`` way below;
+- ``mesh_gather``/``mesh_select``/``mesh_unshard`` (and ``mesh_all_to_all`` otherwise)
+  ``Allgather`` the group's slabs into the box widened along ``axes``, run the
+  single-process lowering on it and keep the process's own devices;
+- ``mesh_slice`` needs no exchange: every device along ``axes`` already holds the value,
+  each keeps its block;
 - ``mesh_permute`` sends each block to the process of its destination (``Isend``/``Irecv``);
 - ``mesh_shard``/``mesh_iota`` build the process's devices only.
 
@@ -35,6 +39,7 @@ import hashlib
 import math
 import os
 import sys
+import threading
 import time
 import traceback
 
@@ -60,7 +65,17 @@ class DistributedError(RuntimeError):
     some process), or MPI is needed and missing."""
 
 
-_STATE = {"comm": None, "MPI": None, "count": 0, "groups": {}, "hook": None, "depth": 0}
+_STATE = {
+    "comm": None,
+    "MPI": None,
+    "count": 0,
+    "groups": {},
+    "hook": None,
+    "depth": 0,
+    "watch": None,
+    "watchdog": None,
+    "tags": 0,
+}
 
 LOWERINGS: dict = {}
 
@@ -88,6 +103,12 @@ def activate(comm=None) -> None:
         if _STATE["hook"] is None:
             _STATE["hook"] = sys.excepthook
             sys.excepthook = _abort_on_exception
+            threading.excepthook = lambda a: _abort_on_exception(
+                a.exc_type, a.exc_value, a.exc_traceback
+            )
+        if _STATE["watchdog"] is None:
+            _STATE["watchdog"] = threading.Thread(target=_watchdog, daemon=True)
+            _STATE["watchdog"].start()
 
 
 def _abort(message: str, code: int) -> None:
@@ -110,24 +131,35 @@ def _abort_on_exception(kind, value, tb):
     )
 
 
-def _wait(request, what: str) -> None:
-    """Wait for a non-blocking MPI request, aborting every process after the timeout."""
-    start = time.monotonic()
-    deadline = start + timeout()
-    while not request.Test():  # spin first: peers usually arrive within a millisecond
-        if time.monotonic() - start > 2e-3:
-            break
-    pause = 1e-5
-    while not request.Test():
-        if time.monotonic() > deadline:
+class _watch:
+    """Context: a blocking MPI call is running; the watchdog thread aborts every process if
+    it lasts longer than ``NABLA_MPI_TIMEOUT`` (a peer stopped, or runs another program).
+    ``what`` is a string or a callable making one (formatted only on a timeout)."""
+
+    __slots__ = ("what",)
+
+    def __init__(self, what):
+        self.what = what
+
+    def __enter__(self):
+        _STATE["watch"] = (time.monotonic() + timeout(), self.what)
+
+    def __exit__(self, *exc):
+        _STATE["watch"] = None
+
+
+def _watchdog() -> None:
+    while True:
+        time.sleep(0.1)
+        watch = _STATE["watch"]
+        if watch is not None and time.monotonic() > watch[0]:
+            what = watch[1]() if callable(watch[1]) else watch[1]
             _abort(
                 f"[nabla process {PROCESS.index}/{PROCESS.count}] waited {timeout():.0f} s at "
                 f"collective {what} for the other processes (NABLA_MPI_TIMEOUT); one of them "
                 "stopped or runs a different program: aborting every process\n",
                 3,
             )
-        time.sleep(pause)
-        pause = min(pause * 2, 1e-3)
 
 
 def agree(what: str) -> None:
@@ -139,7 +171,8 @@ def agree(what: str) -> None:
     digest = hashlib.blake2b(what.encode(), digest_size=8).digest()
     mine = np.frombuffer(digest, dtype=np.int64).copy()
     every = np.empty(comm.Get_size(), dtype=np.int64)
-    _wait(comm.Iallgather(mine, every), what)
+    with _watch(what):
+        comm.Allgather(mine, every)
     differ = [int(r) for r in np.flatnonzero(every != mine)]
     if differ:
         raise DistributedError(
@@ -251,7 +284,8 @@ def _collective(name):
             if not _STATE["depth"]:
                 agree(_describe(name, x, kw) + f" {mesh}")
             rest = {k: v for k, v in kw.items() if k != "mesh"}
-            return [fn(*args, mesh=mesh, **rest)]
+            with _watch(lambda: _describe(name, x, kw)):
+                return [fn(*args, mesh=mesh, **rest)]
 
         LOWERINGS[name] = run
         return fn
@@ -287,9 +321,43 @@ def _mesh_reduce(x, axes, kind, mesh):
     return np.broadcast_to(_allreduce(local, mesh, axes, kind), x.shape)
 
 
+def _single_devices(x: np.ndarray, mesh, axes: tuple):
+    """``(communicator, block index of each member in rank order)`` when every process of
+    the group holds one device along ``axes`` (then a collective maps to one MPI call);
+    else None."""
+    if any(x.shape[k] != 1 for k in axes):
+        return None
+    sub, boxes = _group(mesh, axes)
+    if sub.Get_size() == 1:
+        return None
+    order = []
+    for box in boxes:  # a dim split over axes (a, b) holds block i_a * size_b + i_b
+        b = 0
+        for k in axes:
+            b = b * mesh.shape[k] + box[k][0]
+        order.append(b)
+    return sub, order
+
+
+def _chunks(x: np.ndarray, d: int, n: int) -> np.ndarray:
+    """``x``'s dim ``d`` cut into ``n`` blocks, the block index moved to the front."""
+    shape = x.shape[:d] + (n, x.shape[d] // n) + x.shape[d + 1 :]
+    return np.moveaxis(x.reshape(shape), d, 0)
+
+
 @_collective("mesh_reduce_scatter")
 def _mesh_reduce_scatter(x, ndev, axes, dim, kind, mesh):
     axes = tuple(axes)
+    single = _single_devices(x, mesh, axes)
+    if single is not None:  # Reduce_scatter_block: each process receives its reduced block
+        sub, order = single
+        MPI = _STATE["MPI"]
+        wire = x.dtype if x.dtype in _MPI_DTYPES else np.dtype(np.float64)
+        send = np.ascontiguousarray(_chunks(x, ndev + dim, len(order))[order], dtype=wire)
+        recv = np.empty(send.shape[1:], dtype=wire)
+        op = {"sum": MPI.SUM, "max": MPI.MAX, "min": MPI.MIN, "prod": MPI.PROD}[kind]
+        sub.Reduce_scatter_block(send, recv, op=op)
+        return recv.astype(x.dtype, copy=False)
     local = host._MESH_REDUCE[kind](x, axis=axes, keepdims=True)
     total = _allreduce(local, mesh, axes, kind)
     return _narrow(host._mesh_split(_spread(total, mesh, axes), ndev, axes, dim), mesh, axes)
@@ -311,6 +379,14 @@ def _mesh_slice(x, ndev, axes, dim, mesh):
 @_collective("mesh_all_to_all")
 def _mesh_all_to_all(x, ndev, axes, split_dim, concat_dim, mesh):
     axes = tuple(axes)
+    single = _single_devices(x, mesh, axes)
+    if single is not None:  # Alltoall: rank r gets the block of the split dim it holds
+        sub, order = single
+        send = np.ascontiguousarray(_chunks(x, ndev + split_dim, len(order))[order])
+        recv = np.empty_like(send)
+        sub.Alltoall(_bytes(send), _bytes(recv))
+        # what each sender sent, in the senders' block order, joined along the concat dim
+        return np.concatenate(list(recv[np.argsort(order)]), axis=ndev + concat_dim)
     y = host._mesh_merge(_widen(x, mesh, axes), ndev, axes, concat_dim)
     return _narrow(host._mesh_split(y, ndev, axes, split_dim), mesh, axes)
 
@@ -345,17 +421,19 @@ def _mesh_permute(x, ndev, pairs, mesh):
         return int(np.ravel_multi_index([c - o for c, (o, _) in zip(coords, box)], lead))
 
     me = PROCESS.index
-    requests, keep = [], []
+    # tags unique per call and destination: a message can never match another call's receive
+    _STATE["tags"] += 1
+    base = (_STATE["tags"] * mesh.size) % max(MPI.TAG_UB - mesh.size, 1)
+    requests = []
     for src, dst in pairs:
         ps, pd = mesh.process_of(src), mesh.process_of(dst)
+        i, j = slot(src) if ps == me else None, slot(dst) if pd == me else None
         if ps == me and pd == me:
-            out[slot(dst)] = src_flat[slot(src)]
-        elif ps == me:
-            block = np.ascontiguousarray(src_flat[slot(src)])
-            keep.append(block)
-            requests.append(comm.Isend(_bytes(block), dest=pd, tag=dst))
+            out[j] = src_flat[i]
+        elif ps == me:  # [i : i + 1]: a buffer even for a 0-d block
+            requests.append(comm.Isend(_bytes(src_flat[i : i + 1]), dest=pd, tag=base + dst))
         elif pd == me:
-            requests.append(comm.Irecv(_bytes(out[slot(dst)]), source=ps, tag=dst))
+            requests.append(comm.Irecv(_bytes(out[j : j + 1]), source=ps, tag=base + dst))
     if requests:
         MPI.Request.Waitall(requests)
     return out.reshape(x.shape)

@@ -39,9 +39,9 @@ level_sizes: dict[int, int] = {}
 # shard_map: mesh axis name -> (vmap level, mesh) of the device axes whose body is running
 # (a per-device value varies along an axis exactly when it carries that axis's level)
 spmd_axes: dict = {}
-# every shard_map level ever made: level -> (axis name, mesh, ((axis, level), ...) of its
-# call). Kept after the body returns (as ``level_sizes``): backward passes and compile
-# replays meet these levels when no body is running.
+# the levels of every shard_map whose mesh spans processes: level -> (axis name, mesh,
+# ((axis, level), ...) of its call). Kept after the body returns (as ``level_sizes``):
+# backward passes and compile replays meet these levels when no body is running.
 mesh_levels: dict = {}
 
 

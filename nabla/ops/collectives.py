@@ -540,8 +540,8 @@ class AxisIndexOp(Operation):
         spec = ShardingSpec(mesh, ((axis,),))
         dev = _default_device()
         phys = {"mesh_shape": mesh.shape, "axis": k, "dtype": DType.int32, "device": dev}
-        if mesh.spans_processes:  # the coordinates of this process's devices
-            phys["box"] = mesh.local_box
+        if mesh.spans_processes:  # the coordinates of this process's devices (an MPI lowering)
+            phys = _spanning({**phys, "box": mesh.local_box}, mesh)
         return self.emit([], kwargs, phys, (), [(mesh.shape[k],)], [DType.int32], [dev], [spec])
 
 

@@ -77,8 +77,8 @@ def is_spanning_level(level: int) -> bool:
 
 def axis_size(level: int) -> int:
     """The devices along the mesh axis of ``level`` (the whole mesh's, on every process)."""
-    a, mesh = _axis_of(level)
-    return mesh.axis_size(a)
+    got = mesh_levels.get(level)
+    return level_sizes[level] if got is None else got[1].axis_size(got[0])
 
 
 def _spans(levels) -> bool:

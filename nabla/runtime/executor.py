@@ -10,6 +10,7 @@ compiled form is kept on the program (``program.executables``).
 from __future__ import annotations
 
 import hashlib
+import re
 import weakref
 
 import numpy as np
@@ -96,12 +97,32 @@ def _digest(program: Program) -> str:
         parts = [repr([(s.dtype.name, tuple(s.shape)) for s in program.inputs])]
         for instr in program.instructions:
             shapes = [(dt.name, tuple(shape)) for dt, shape in instr.out_specs]
-            parts.append(f"{instr.op}{instr.inputs}{shapes}")
-            if instr.op == "compiled_call":  # the called program's collectives too
-                parts.append(_digest(instr.kwargs["program"]))
+            parts.append(f"{instr.op}{instr.inputs}{shapes}{_stable(instr.kwargs)}")
         text = ";".join(parts)
         got = _DIGESTS[program] = hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
     return got
+
+
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
+
+
+def _stable(kwargs: dict) -> str:
+    """An instruction's kwargs as text equal across processes: nested programs by their
+    digest, object addresses and each process's box dropped (axes, reduction kinds and
+    permutations stay)."""
+    out = []
+    for k in sorted(kwargs):
+        if k == "box":  # each process's own devices: differs by design
+            continue
+        v = kwargs[k]
+        if isinstance(v, Program):
+            text = _digest(v)
+        elif isinstance(v, tuple | list) and v and all(isinstance(p, Program) for p in v):
+            text = ",".join(_digest(p) for p in v)
+        else:
+            text = _ADDRESS.sub("", repr(v))
+        out.append(f"{k}={text}")
+    return "{" + ";".join(out) + "}"
 
 
 def run_program(program: Program, seen: int, inputs: list) -> list:

@@ -91,7 +91,8 @@ def shard_map(f=None, mesh: DeviceMesh = None, in_specs=None, out_specs=None, ch
         leaves, tree = tree_flatten(args)
         specs = _specs_for("in_specs", in_specs, args, len(args))
         levels = tuple((a, new_level()) for a in mesh.axis_names)
-        mesh_levels.update((lv, (a, mesh, levels)) for a, lv in levels)
+        if mesh.spans_processes:  # collectives over these levels cross processes
+            mesh_levels.update((lv, (a, mesh, levels)) for a, lv in levels)
         with contextlib.ExitStack() as stack:
             # a level's batch dim holds the devices this process has along the axis
             for (a, lv), n in zip(levels, mesh.local_mesh_shape, strict=True):

@@ -116,6 +116,27 @@ def scenario_collectives():
     swapped = nb.all_to_all(nb.shard(wide, mesh, P(("p", "l"))), 1, 0)
     assert swapped.sharding.to_partition_spec() == P(None, ("p", "l"))
     close(swapped.numpy(), wide)
+    # one device per process along the axes: one Reduce_scatter_block / Alltoall call
+    rows = nb.shard(wide, mesh, P("p"))
+    scattered = nb.reduce_scatter(nb.sum(rows, axis=0), 0)
+    assert scattered.sharding.to_partition_spec() == P("p")
+    close(scattered.numpy(), wide.sum(0))
+    swapped = nb.all_to_all(rows, 1, 0)
+    assert swapped.sharding.to_partition_spec() == P(None, "p")
+    close(swapped.numpy(), wide)
+    if N == 4:  # a dim split over two axes in the reverse of the mesh's order
+        grid = nb.DeviceMesh("grid", (2, 2), ("a", "b"))
+        rev = nb.shard(wide, grid, P(("b", "a")))
+        back = nb.reduce_scatter(nb.sum(rev, axis=0), 0, axes=("b", "a"))
+        assert back.sharding.to_partition_spec() == P(("b", "a"))
+        close(back.numpy(), wide.sum(0))
+        close(nb.all_to_all(rev, 1, 0).numpy(), wide)
+        for s in nb.all_to_all(rev, 1, 0).addressable_shards:
+            np.testing.assert_array_equal(s.data, wide[s.index])
+    # a 0-d block per device travels too
+    line = nb.DeviceMesh("line", (N,), ("q",))
+    scalar_ring = [(d, (d + 1) % N) for d in range(N)]
+    close(nb.ppermute(nb.shard(np.float32(3), line, P()), scalar_ring).numpy(), 3)
     # a ring over every device (flat indices) crosses processes
     ring = [(d, (d + 1) % mesh.size) for d in range(mesh.size)]
     close(nb.ppermute(t, ring).numpy(), np.roll(blocks, 1, axis=0).reshape(x.shape))
@@ -166,6 +187,9 @@ def scenario_max_segments():
     after = nb.backend_stats()
     nb.set_backend("numpy")
     losses += more
+    nb.set_backend("max")
+    close((nb.axis_index(mesh, "dp") + 1).numpy(), np.arange(1, N + 1))  # a cut, then MAX
+    nb.set_backend("numpy")
     ran = sum(after[f"max_{k}"] - before[f"max_{k}"] for k in ("compiles", "disk_hits"))
     assert ran > 0, (before, after)  # MAX compiled (or loaded) the segments
     assert after["max_unsupported_programs"] == before["max_unsupported_programs"]
@@ -181,6 +205,26 @@ def scenario_mismatch():
     rows = 4 * N if RANK == 0 else 8 * N
     t = nb.shard(np.ones((rows, 2), np.float32), mesh, P("p"))
     nb.sum(t).item()
+
+
+def scenario_mismatch_kind():
+    """Same shapes, another reduction on process 0: an error, not a wrong value."""
+    mesh = nb.DeviceMesh("m", (N,), ("p",))
+    t = nb.shard(np.ones((4 * N, 2), np.float32), mesh, P("p"))
+    nb.all_reduce(t, "max" if RANK == 0 else "sum", axes="p").numpy()
+
+
+def scenario_rank_leaves_midway():
+    """Process 1 leaves after the processes agreed, while the others are inside a data
+    collective: the watchdog aborts them after NABLA_MPI_TIMEOUT seconds."""
+    from nabla.backends import mpi
+
+    mpi.agree("both here")
+    if RANK == 1:
+        return
+    buf = np.ones(4, np.float32)
+    with mpi._watch("an Allreduce the others never join"):
+        mpi.world().Allreduce(buf.copy(), buf)
 
 
 def scenario_rank_fails():

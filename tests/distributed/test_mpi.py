@@ -102,6 +102,19 @@ def test_mismatched_programs_are_an_error_on_every_process():
     assert "every process must run the same program" in proc.stderr
 
 
+def test_mismatched_reductions_are_an_error_on_every_process():
+    proc, _ = run_scenario(2, "mismatch_kind", env={"NABLA_MPI_TIMEOUT": "30"})
+    assert proc.returncode != 0
+    assert "every process must run the same program" in proc.stderr
+
+
+def test_a_process_that_leaves_inside_a_collective_is_bounded_too():
+    proc, took = run_scenario(2, "rank_leaves_midway", env={"NABLA_MPI_TIMEOUT": "3"})
+    assert proc.returncode != 0
+    assert "waited 3 s at collective an Allreduce the others never join" in proc.stderr
+    assert took < 60, took
+
+
 def test_an_exception_on_one_process_ends_every_process():
     proc, took = run_scenario(2, "rank_fails", env={"NABLA_MPI_TIMEOUT": "60"})
     assert proc.returncode != 0
