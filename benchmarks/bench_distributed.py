@@ -21,28 +21,18 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 
 for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 
 import numpy as np  # noqa: E402
+from _timing import median_seconds  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, ".."))
 
 import nabla as nb  # noqa: E402
 from nabla import P  # noqa: E402
-
-
-def _median_s(fn, repeat):
-    fn()
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return float(np.median(times))
 
 
 def worker_allreduce(quick: bool):
@@ -72,9 +62,9 @@ def worker_allreduce(quick: bool):
         got = ours().addressable_shards[0].data
         assert np.allclose(got, n * (n + 1) / 2), "all_reduce is wrong"
         comm.Barrier()
-        t_raw = _median_s(raw, repeat)
+        t_raw = median_seconds(raw, repeat, warmup=1)
         comm.Barrier()
-        t_ours = _median_s(ours, repeat)
+        t_ours = median_seconds(ours, repeat, warmup=1)
         rows.append((nbytes, t_raw, t_ours))
     if comm.Get_rank() == 0:
         print(f"all_reduce over {n} processes (float32, median):")
@@ -121,7 +111,7 @@ def worker_dp(quick: bool):
         loss, new = step(params, xs, ys)
         nb.realize(loss, *new.values())
 
-    t = _median_s(one, 5 if quick else 20)
+    t = median_seconds(one, 5 if quick else 20, warmup=1)
     if nb.distributed.process_index() == 0:
         print(f"dp_step processes={n} ms={t * 1e3:.2f}")
 
