@@ -169,33 +169,27 @@ def scenario_process_local():
 
 
 def scenario_max_segments():
-    """A compiled data-parallel step on the MAX backend: the program is cut at its
-    collectives and each segment is a compiled MAX graph; two steps equal the NumPy run."""
-    x, y = data(16, 8, seed=3), data(16, 3, seed=4)
-    nb.set_backend("numpy")
-    want_losses, want_params = train(init_params(), nb.constant(x), nb.constant(y), 2, sgd_step)
+    """On the MAX backend a program that communicates is cut at its collectives and each
+    segment is a compiled MAX graph: here the ``all_reduce`` completing partial sums and
+    ``axis_index`` (both cuts, run over MPI), then ``tanh(.) + 1`` and ``axis_index + 1`` in
+    one compiled graph (one small graph: the cold compile stays cheap)."""
     mesh = nb.DeviceMesh("procs", (N,), ("dp",))
-    params = {k: nb.shard(v, mesh, P()) for k, v in init_params().items()}
-    xs, ys = nb.shard(x, mesh, P("dp")), nb.shard(y, mesh, P("dp"))
-    step = nb.compile(sgd_step)
-    loss, params = step(params, xs, ys)  # traced (and run) on NumPy
-    losses = [loss.item()]
-    nb.realize(*params.values())
-    nb.set_backend("max")  # the recorded program's segments: compiled MAX graphs
+    x = data(4 * N, 3, seed=3)
+    terms = nb.sum(nb.shard(x, mesh, P("dp")), axis=0)  # partial over dp
+    nb.realize(terms)
+    assert terms.sharding.partial_kinds == {"dp": "sum"}
+    nb.set_backend("max")
     before = nb.backend_stats()
-    more, got = train(params, xs, ys, 1, step)
+    out = nb.tanh(terms) + 1.0
+    idx = nb.axis_index(mesh, "dp") + 1
+    nb.realize(out, idx)
     after = nb.backend_stats()
     nb.set_backend("numpy")
-    losses += more
-    nb.set_backend("max")
-    close((nb.axis_index(mesh, "dp") + 1).numpy(), np.arange(1, N + 1))  # a cut, then MAX
-    nb.set_backend("numpy")
     ran = sum(after[f"max_{k}"] - before[f"max_{k}"] for k in ("compiles", "disk_hits"))
-    assert ran > 0, (before, after)  # MAX compiled (or loaded) the segments
+    assert ran >= 1, (before, after)  # the segment was compiled (or loaded) by MAX
     assert after["max_unsupported_programs"] == before["max_unsupported_programs"]
-    close(losses, want_losses, 1e-4)
-    for k in want_params:
-        close(got[k], want_params[k], 1e-4)
+    close(out.numpy(), np.tanh(x.sum(0)) + 1)
+    close(idx.numpy(), np.arange(1, N + 1))
 
 
 # ----------------------------------------------------------------------------- failures
