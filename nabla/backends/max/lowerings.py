@@ -78,7 +78,14 @@ def unsupported_reason(name: str, dtypes, device) -> str | None:
         names = {d.value for d in dtypes}
         if name == "matmul" and not names <= {"float32", "float16", "bfloat16"}:
             return "MAX matmul kernels on GPU take float32/float16/bfloat16 only"
+        if name in _NO_F64_ON_GPU and "float64" in names:
+            return f"MAX's {name} kernel has no float64 version on NVIDIA GPUs"
     return None
+
+
+# seen failing to compile on an H200 (Mojo's math: "DType.float64 is not supported for sin
+# on NVIDIA GPU"); tan is computed from them
+_NO_F64_ON_GPU = frozenset({"sin", "cos", "tan"})
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -100,6 +107,18 @@ def _is_bool(v) -> bool:
 def _c(value, like, dtype=None):
     """A 0-d constant with ``like``'s dtype (or ``dtype``) on ``like``'s device."""
     return ops.constant(value, dtype or like.dtype, device=like.device)
+
+
+def _host(value, like):
+    """A 0-d constant with ``like``'s dtype on the CPU: MAX takes scalar operands of some ops
+    (``pad``'s fill value) from the host whatever device the data is on."""
+    return ops.constant(value, like.dtype, device=DeviceRef.CPU())
+
+
+def _on_host(pred):
+    """A ``cond``/``while_loop`` predicate on the CPU, where MAX requires it (control flow
+    is driven by the host; a GPU predicate is copied back each time it is read)."""
+    return pred if pred.device == DeviceRef.CPU() else ops.transfer_to(pred, DeviceRef.CPU())
 
 
 def _shape(v) -> tuple:
@@ -684,11 +703,9 @@ def _slice_update(x, update, slices):
         pads = []
         for p, d in zip(pos, shape):
             pads += [p.start, d - p.stop]
-        placed = ops.pad(update, pads, mode="constant", value=_c(0, update))
+        placed = ops.pad(update, pads, mode="constant", value=_host(0, update))
         ones = ops.broadcast_to(ops.constant(True, MDType.bool, device=x.device), _shape(update))
-        mask = ops.pad(
-            ones, pads, mode="constant", value=ops.constant(False, MDType.bool, device=x.device)
-        )
+        mask = ops.pad(ones, pads, mode="constant", value=_host(False, ones))
         return ops.where(mask, placed, x)
     # Strided region: scatter_nd with an explicit index grid.
     ushape = _shape(update)
@@ -708,7 +725,7 @@ def _slice_update(x, update, slices):
 @_one("pad")
 def _pad(x, pads, value):
     flat = [int(v) for lo_hi in pads for v in lo_hi]
-    return ops.pad(x, flat, mode="constant", value=_c(value, x))
+    return ops.pad(x, flat, mode="constant", value=_host(value, x))
 
 
 def _concatenate(args, kw):
@@ -884,10 +901,11 @@ def _cond(args, kw):
         TensorType(max_dtype(dt), tuple(shape), device=index.device)
         for dt, shape in branches[0].output_specs
     ]
-    outs = list(ops.cond(ops.equal(index, k_const(1)), out_types, run(1), run(0)))
+    hit = lambda k: _on_host(ops.equal(index, k_const(k)))  # noqa: E731
+    outs = list(ops.cond(hit(1), out_types, run(1), run(0)))
     for k in range(2, len(branches)):
         prev = outs
-        outs = list(ops.cond(ops.equal(index, k_const(k)), out_types, run(k), lambda p=prev: p))
+        outs = list(ops.cond(hit(k), out_types, run(k), lambda p=prev: p))
     return outs
 
 
@@ -896,7 +914,7 @@ def _while_loop(args, kw):
     n = kw["n_carry"]
 
     def pred(*v):
-        return _in_region("loop", lambda: replay(kw["cond"], list(v))[0])
+        return _on_host(_in_region("loop", lambda: replay(kw["cond"], list(v))[0]))
 
     def body(*v):
         return _in_region("loop", lambda: replay(kw["body"], list(v))) + list(v[n:])
@@ -919,7 +937,7 @@ def _scan(args, kw):
     ny = len(ys0)
 
     def pred(i, *_):
-        return i < ops.constant(length, MDType.int64, device=dev)
+        return _on_host(i < ops.constant(length, MDType.int64, device=dev))
 
     def step(i, *state):
         c, ys = list(state[:n]), list(state[n : n + ny])
