@@ -64,12 +64,28 @@ class MatmulOp(Operation):
 def _mm(a, b):
     """The matmul primitive, promoting a 1-D left operand unless the kernel takes it.
 
-    An unbatched 2-D left operand (a weight) times an operand batched by vmap is computed as
+    An unbatched operand never meets vmap's batch as copies (spelled out in the branches):
+    an unbatched 2-D left operand (a weight) times an operand batched by vmap is computed as
     ``(b^T @ a^T)^T``: the weight stays unbatched on the right, where every kernel
     broadcasts it, instead of being copied once per batch element (for a batched vector or
-    column that is one GEMM with the batch as its rows: jacrev/jacfwd of ``W @ x``)."""
+    column that is one GEMM with the batch as its rows: jacrev/jacfwd of ``W @ x``). An
+    unbatched operand with leading dims of its own (einsum's batch indices, a grouped conv's
+    weight) gets the other side's vmap batch folded into that side's rows."""
     if a._impl.sharding is not None or b._impl.sharding is not None:
         return _mm_sharded(a, b)
+    al, bl = a._impl.levels, b._impl.levels
+    if bl and not al and a.ndim > 2 and b.ndim == 2:
+        # an unbatched left operand with leading dims (conv2d's patches) times a batched
+        # matrix: its leading dims are rows, so reshaping it copies nothing
+        lead = a.shape[:-1]
+        out = _mm(view.reshape(a, (math.prod(lead), a.shape[-1])), b)
+        return view.reshape(out, lead + (b.shape[-1],))
+    if al != bl and min(a.ndim, b.ndim) >= 2 and max(a.ndim, b.ndim) > 2:
+        if al and not bl and a.shape[:-2] == b.shape[:-2]:
+            return _levels_into_rows(a, b)
+        if bl and not al and a.shape[:-2] == b.shape[:-2]:  # (b^T a^T)^T
+            t = _levels_into_rows(view.swap_axes(b, -1, -2), view.swap_axes(a, -1, -2))
+            return view.swap_axes(t, -1, -2)
     if a.ndim == 2 and not a._impl.levels and b._impl.levels and b.ndim <= 2:
         at = view.swap_axes(a, -1, -2)
         if b.ndim == 1:
@@ -102,6 +118,24 @@ def _mm_sharded(a, b):
         out = _matmul.bind([view.reshape(a, (1,) + a.shape), b], {})
         return view.reshape(out, out.shape[:-2] + out.shape[-1:])
     return _matmul.bind([a, b], {})
+
+
+def _levels_into_rows(a, w):
+    """``a @ w`` for an operand ``w`` with leading (batch) dims and no vmap levels, where
+    ``a`` has vmap levels and the same leading dims: the levels join ``a``'s rows (one
+    batched GEMM over the leading dims), so ``w`` is never copied once per batch element."""
+    levels = a._impl.levels
+    p = a.ndim - 2  # where the levels go: after the leading dims, before the rows
+    x = a
+    for k, level in enumerate(levels):
+        x = batching.from_batch(x, level, p + k)
+    sizes = x.shape[p : p + len(levels)]
+    rows = view.reshape(x, a.shape[:-2] + (math.prod(sizes) * a.shape[-2], a.shape[-1]))
+    out = _matmul.bind([rows, w], {})
+    out = view.reshape(out, a.shape[:-2] + sizes + (a.shape[-2], w.shape[-1]))
+    for level in levels:
+        out = batching.to_batch(out, p, level)
+    return out
 
 
 def _rows_times(a, w):

@@ -20,9 +20,11 @@ from __future__ import annotations
 import functools
 import numbers
 import weakref
+from collections import OrderedDict
 
 import numpy as np
 
+from ..core.device import get_default_device
 from ..core.dtypes import from_numpy_dtype
 from ..core.ir import TensorImpl
 from ..core.pytree import tree_flatten, tree_map, tree_unflatten
@@ -36,7 +38,7 @@ from ..core.state import (
 )
 from ..ops import collectives
 from ..ops._util import as_tensor
-from ..ops.creation import eye, ones_like, zeros_like
+from ..ops.creation import constant, eye, ones_like, zeros_like
 from ..ops.unary import identity, stop_gradient
 from ..ops.view import moveaxis
 from ..runtime.graph import GRAPH
@@ -596,8 +598,25 @@ def jacfwd(fun, argnums=0, has_aux=False):
     return jac
 
 
+_BASES: OrderedDict = OrderedDict()  # (n, dtype, device) -> realized identity, LRU
+
+
 def _basis(n, dtype):
-    return eye(n, dtype=dtype)
+    """The ``n x n`` identity jacrev/jacfwd vmap over: made once per (size, dtype, device)
+    and reused. It is a realized constant, so a compiled Jacobian captures it instead of
+    filling it on every call. Bases over 16 MiB are made afresh (never kept alive)."""
+    if n * n * dtype.itemsize > 1 << 24:
+        return eye(n, dtype=dtype)
+    key = (n, dtype, get_default_device())
+    basis = _BASES.get(key)
+    if basis is None:
+        basis = constant(np.eye(n, dtype=dtype.numpy), device=key[2])
+        _BASES[key] = basis
+        if len(_BASES) > 16:
+            _BASES.popitem(last=False)
+    else:
+        _BASES.move_to_end(key)
+    return basis
 
 
 def hessian(fun, argnums=0, has_aux=False):

@@ -3,7 +3,7 @@
 
 import numpy as np
 import pytest
-from _helpers import array_positions, as_list, entry_params, samples
+from _helpers import array_positions, as_list, entry_params, samples, to_nb
 from op_registry import REGISTRY
 
 import nabla as nb
@@ -118,3 +118,41 @@ def test_vmap_nested(entry):
         np.testing.assert_allclose(
             g.numpy().astype(np.float64), want.astype(np.float64), atol=1e-5, rtol=1e-5
         )
+
+
+@pytest.mark.parametrize("entry", entry_params(ENTRIES, "vmap"))
+def test_vmap_never_copies_an_unbatched_operand_per_example(entry, monkeypatch):
+    """With one array operand batched and the others not, no unbatched operand is broadcast
+    over the batch into anything larger than the op's own result: an unbatched weight, table
+    or index array meets the batch inside the kernel (or the batch is folded into a GEMM's
+    rows), never as B copies. (Where the result holds the operand per example, as
+    ``concatenate`` or ``scatter`` into an unbatched array do, the copy is the result.)"""
+    from nabla.ops import batching
+
+    sizes = []
+    real = batching.broadcast_levels
+
+    def spy(x, levels):
+        out = real(x, levels)
+        if not x._impl.levels and out is not x:
+            sizes.append((x.shape, int(np.prod(out._impl.shape))))
+        return out
+
+    monkeypatch.setattr(batching, "broadcast_levels", spy)
+    dtype = entry.dtypes[0]
+    for s in samples(entry, dtype)[:4]:
+        pos = array_positions(s, "fiub")
+        if len(pos) < 2 or any(0 in s.args[i].shape for i in pos):
+            continue
+        for b in pos:
+            args = [to_nb(a) for a in s.args]
+            args[b] = nb.constant(np.stack([s.args[b]] * B))
+            in_axes = tuple(0 if i == b else None for i in range(len(args)))
+            sizes.clear()
+            outs = as_list(nb.vmap(lambda *xs: entry.fn(*xs, **s.kwargs), in_axes=in_axes)(*args))
+            result = sum(int(np.prod(o._impl.shape)) for o in outs)
+            for shape, size in sizes:
+                assert size <= result, (
+                    f"{entry.name}: vmap over operand {b} broadcast unbatched operand of shape "
+                    f"{shape} to {size} elements, more than the result's {result} ({s})"
+                )
