@@ -76,6 +76,9 @@ class _Config:
         self.eager_graph = env_bool("NABLA_EAGER_MAX_GRAPH", False)
         self.debug_compile = env_bool("NABLA_DEBUG_COMPILE", False)
         self.background_compile = env_bool("NABLA_BACKGROUND_COMPILE", True)
+        # auto: once MAX has compiled a hot structure, time it against the interpreter on
+        # the next calls and keep the faster (0: switch to MAX without measuring)
+        self.auto_race = env_bool("NABLA_AUTO_RACE", True)
         # the largest result (bytes) an op may create: checked at the op call (ops/base.py)
         self.max_alloc_bytes = env_int("NABLA_MAX_ALLOC_BYTES", None, 1)
         self.max_alloc_source = "NABLA_MAX_ALLOC_BYTES"

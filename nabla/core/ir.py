@@ -231,6 +231,13 @@ class Program:
     symbolic: bool = False
     executables: dict = field(default_factory=dict, repr=False)
 
+    def __getstate__(self):
+        # a program travels (to a compile worker process) without its executables
+        return {**self.__dict__, "executables": {}}
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+
     @property
     def num_inputs(self) -> int:
         return len(self.inputs)

@@ -1,16 +1,23 @@
 """Choosing an executor for a ``Program``: the backend policy and the ``auto`` tier.
 
 ``numpy`` interprets; ``max`` compiles with MAX; ``auto`` interprets a structure the first
-times it is seen and switches to MAX once it repeats ``CONFIG.auto_threshold`` times (always
-MAX when a value lives on an Accelerator, or when the program holds a custom kernel with no
-NumPy reference). Without MAX installed, ``auto`` is the interpreter. Each backend's
+times it is seen and compiles it with MAX once it repeats ``CONFIG.auto_threshold`` times
+(always MAX when a value lives on an Accelerator, or when the program holds a custom kernel
+with no NumPy reference). Without MAX installed, ``auto`` is the interpreter. Each backend's
 compiled form is kept on the program (``program.executables``).
+
+The fastest executor wins each hot structure: once MAX's model is ready, the next calls
+alternate MAX and the interpreter, timed (a ``Race``), and the faster runs from then on. MAX
+fuses elementwise chains, but on a CPU its GEMM trails the BLAS NumPy links, and a tiny
+program pays MAX's per-call cost; measuring settles each program on its own numbers.
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import re
+import time
 import weakref
 
 import numpy as np
@@ -22,7 +29,9 @@ from ..core.device import get_default_device
 from ..core.ir import Program, build_program
 from ..core.sharding import PROCESS
 
-__all__ = ["select_backend", "run_program"]
+__all__ = ["select_backend", "run_program", "Race", "RACE_STATS"]
+
+LOG = logging.getLogger("nabla.auto")
 
 
 def _needs_max(program: Program) -> bool:
@@ -81,9 +90,65 @@ def select_backend(program: Program, seen: int) -> str:
     if seen < CONFIG.auto_threshold:
         return "numpy"
     mx = max_backend()
-    if mx is None:
+    if mx is None or not mx.ready_for(program):
         return "numpy"
-    return "max" if mx.ready_for(program) else "numpy"
+    if not CONFIG.auto_race:
+        return "max"
+    race = program.executables.get("race")
+    if race is None:
+        race = program.executables["race"] = Race()
+    return race.winner or race.next_entrant()
+
+
+RACE_STATS = {"races_won_by_max": 0, "races_won_by_numpy": 0}
+
+
+def _debug_log(msg, *args):
+    if not LOG.handlers and not logging.getLogger().handlers:
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("[nabla.auto] %(message)s"))
+        LOG.addHandler(handler)
+    if LOG.level == logging.NOTSET or LOG.level > logging.INFO:
+        LOG.setLevel(logging.INFO)
+    LOG.info(msg, *args)
+
+
+class Race:
+    """The ``auto`` tier's measurement of one hot program: once MAX has a model, calls
+    alternate MAX and the interpreter; MAX's first call is a warm-up (first-touch pages),
+    then ``ROUNDS`` timed calls each; the executor with the faster best call wins for good.
+    Every call computes the requested values, so racing costs only the slower entrant's
+    few calls."""
+
+    ROUNDS = 3
+    __slots__ = ("times", "winner", "_calls")
+
+    def __init__(self):
+        self.times = {"max": [], "numpy": []}
+        self.winner = None
+        self._calls = 0
+
+    def next_entrant(self) -> str:
+        return "max" if self._calls % 2 == 0 else "numpy"
+
+    def record(self, name: str, seconds: float, program) -> None:
+        self._calls += 1
+        if self._calls == 1:
+            return  # MAX's warm-up call
+        self.times[name].append(seconds)
+        if min(len(t) for t in self.times.values()) < self.ROUNDS:
+            return
+        best = {k: min(t) for k, t in self.times.items()}
+        self.winner = "max" if best["max"] <= best["numpy"] else "numpy"
+        RACE_STATS[f"races_won_by_{self.winner}"] += 1
+        if CONFIG.debug_compile:
+            _debug_log(
+                "%d-op program runs on %s (best call: max %.3f ms, numpy %.3f ms)",
+                program.num_ops,
+                self.winner,
+                1e3 * best["max"],
+                1e3 * best["numpy"],
+            )
 
 
 _DIGESTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -249,4 +314,10 @@ def _run(program: Program, seen: int, inputs: list) -> list:
         program.executables[name] = exe
     if name == "numpy":
         inputs = [b if isinstance(b, np.ndarray) else buffer_to_numpy(b) for b in inputs]
-    return exe(inputs)
+    race = program.executables.get("race")
+    if race is None or race.winner is not None or CONFIG.backend != "auto":
+        return exe(inputs)
+    t0 = time.perf_counter()
+    outs = exe(inputs)
+    race.record(name, time.perf_counter() - t0, program)
+    return outs

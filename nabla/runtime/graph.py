@@ -29,7 +29,7 @@ from ..backends import buffer_to_numpy, max_backend
 from ..backends.numpy import LOWERINGS as HOST_LOWERINGS
 from ..core.ir import Program, TensorImpl, build_program
 from ..core.state import is_live
-from .executor import run_program
+from .executor import RACE_STATS, run_program
 
 __all__ = ["GRAPH", "backend_stats", "ConcretizationError"]
 
@@ -278,12 +278,15 @@ def backend_stats() -> dict:
 
     Returns:
         A dict: ``evaluations``, ``program_hits``/``program_misses`` (structural cache),
-        ``programs_cached``, and when MAX is installed ``max_*`` counters: compiles,
+        ``programs_cached``, ``races_won_by_max``/``races_won_by_numpy`` (hot programs the
+        ``auto`` tier timed on both executors, by the winner), and when MAX is installed
+        ``max_*`` counters: compiles,
         compile seconds, memory/disk cache hits, disk load seconds, background compiles and
         programs MAX could not run.
     """
     out = dict(GRAPH.stats)
     out["programs_cached"] = len(GRAPH.cache)
+    out.update(RACE_STATS)
     mx = max_backend()
     if mx is not None:
         out.update({f"max_{k}": v for k, v in mx.stats().items()})

@@ -282,3 +282,20 @@ def test_the_first_result_never_imports_max_or_mpi():
     res = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env)
     assert res.returncode == 0, res.stderr
     assert res.stdout.strip() == "False False"
+
+
+def test_a_race_alternates_after_a_warm_up_and_the_faster_best_call_wins():
+    from nabla.runtime.executor import Race
+
+    class Prog:
+        num_ops = 3
+
+    race = Race()
+    order = []
+    for t in (9.0, 1.0, 2.0, 0.5, 2.0, 3.0, 2.0):  # max warm-up, then numpy/max alternate
+        name = race.next_entrant()
+        order.append(name)
+        race.record(name, t, Prog())
+    assert order == ["max", "numpy", "max", "numpy", "max", "numpy", "max"]
+    assert race.times == {"max": [2.0, 2.0, 2.0], "numpy": [1.0, 0.5, 3.0]}
+    assert race.winner == "numpy"  # best 0.5 s against 2.0 s; the 9 s warm-up is not counted

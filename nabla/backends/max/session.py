@@ -4,10 +4,13 @@
 lowering table, then casts/reshapes every result to the physical (dtype, shape) the shape
 rules predicted. ``get_executable`` finds or makes the compiled model: memory cache, then the
 on-disk ``.mef`` cache, then ``session.compile`` + ``session.init`` (and ``export_mef``).
-Background compiles run one at a time on a daemon thread (MAX releases the GIL while it
-compiles, so the interpreter keeps serving calls). At interpreter exit, queued compiles are
-dropped and the one in progress is waited for (a thread still inside MAX during interpreter
-finalization aborts the process); its model lands in the disk cache for the next run.
+Background compiles run one at a time, each in a worker process (``worker.py``) that stores
+the model in the disk cache, from which this process then loads it in milliseconds; a daemon
+thread here waits for them, so the interpreter keeps serving calls. At interpreter exit,
+queued compiles are dropped and one in progress is left to finish in its process, caching
+its model for the next run: exit never waits for it. (A program the disk cache cannot hand
+over compiles on the thread itself; exit waits for that one, because a thread still inside
+MAX during interpreter finalization aborts the process.)
 
 An ``Executable`` takes NumPy arrays (CPU inputs, wrapped zero-copy with
 ``Buffer.from_numpy``) or MAX ``Buffer``s (accelerator inputs) and returns NumPy arrays for
@@ -18,9 +21,12 @@ crosses the NumPy boundary as a uint16 bit view.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import logging
 import os
+import pickle
 import queue
+import subprocess
 import sys
 import tempfile
 import threading
@@ -299,7 +305,7 @@ def _debug_log(msg, *args):
     LOG.info(msg, *args)
 
 
-def _make(program, devices, debug: bool) -> Executable:
+def make(program, devices, debug: bool) -> Executable:
     """Disk cache, else compile (and write the disk cache)."""
     symbolic = _symbolic_form(program)
     if symbolic is not None:
@@ -425,7 +431,7 @@ def get_executable(program, debug: bool = False) -> Executable:
     if fut is not None:
         return fut.result()
     devices = check_program(program)
-    exe = _make(program, devices, debug)
+    exe = make(program, devices, debug)
     MEMORY.put(key, exe)
     return exe
 
@@ -439,7 +445,7 @@ def _worker():
     while True:
         program, key, devices, debug, fut = _QUEUE.get()
         try:
-            exe = _make(program, devices, debug)
+            exe = _compile_in_child(program, devices, debug)
         except BaseException as e:  # noqa: BLE001 - reported through the future
             fut.set_exception(e)
         else:
@@ -449,6 +455,75 @@ def _worker():
         finally:
             with _STATE:
                 _INFLIGHT.pop(key, None)
+
+
+_CHILDREN: dict = {}  # pid -> Popen of a compile running in a worker process
+
+
+def _package_root() -> str:
+    """The directory holding the ``nabla`` package (the child imports it from there, even
+    when the parent found it through a ``sys.path`` entry made at run time)."""
+    return os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
+
+
+def _compile_in_child(program, devices, debug) -> Executable:
+    """Compile ``program`` in a worker process (``worker.py``) that stores the model in the
+    disk cache, then load it from there. A program that cannot be handed over that way (no
+    usable disk cache, no content digest, kwargs that do not pickle) compiles here."""
+    digest = cache.program_digest(program, _accelerator_tag(devices))
+    if digest is None or DISK.directory() is None:
+        return make(program, devices, debug)
+    try:
+        job = pickle.dumps((program, devices, debug), protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception:  # noqa: BLE001 - an object in the kwargs that does not pickle
+        return make(program, devices, debug)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (_package_root(), env.get("PYTHONPATH")) if p)
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        # files, not pipes: a child outliving this process must not die writing to them
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "nabla.backends.max.worker"],
+            stdin=subprocess.PIPE,
+            stdout=out,
+            stderr=err,
+            env=env,
+            start_new_session=True,  # a Ctrl-C aimed at this process does not stop it
+        )
+        _CHILDREN[proc.pid] = proc
+        try:
+            with contextlib.suppress(BrokenPipeError):  # a child that died at start
+                proc.stdin.write(job)
+                proc.stdin.close()
+            proc.wait()
+        finally:
+            _CHILDREN.pop(proc.pid, None)
+        out.seek(0)
+        err.seek(0)
+        reply, text = out.read(), err.read().decode("utf-8", errors="replace")
+    if text:
+        sys.stderr.write(text)
+    try:
+        status, value = pickle.loads(reply)
+    except Exception:  # noqa: BLE001 - the child died: say how
+        raise RuntimeError(
+            f"the MAX compile worker exited with status {proc.returncode} before replying"
+            + (f": {text.strip().splitlines()[-1]}" if text.strip() else "")
+        ) from None
+    if status == "error":
+        raise value
+    for name, amount in value.items():
+        cache.bump(name, amount)
+    exe = _load_stored(program, devices, digest)
+    return exe if exe is not None else make(program, devices, debug)
+
+
+def _load_stored(program, devices, digest) -> Executable | None:
+    """The model a worker process stored for ``digest`` (None if it is not there)."""
+    with DISK.locked(digest) as directory:
+        if directory is None:
+            return None
+        model = DISK.load(directory, digest, program, _session(devices).load)
+    return None if model is None else Executable(model, program, "compile")
 
 
 def _submit(program, key, devices, debug) -> Future:
@@ -466,7 +541,9 @@ def _submit(program, key, devices, debug) -> Future:
 
 
 def _finish_at_exit() -> None:
-    """Drop queued compiles and wait for the running one (see the module docstring)."""
+    """Drop queued compiles. One running in a worker process is left to finish on its own
+    (it caches its model for the next run); one running in this process (a program the
+    disk cache cannot hand over) is waited for (see the module docstring)."""
     while True:
         try:
             program, key, _, _, fut = _QUEUE.get_nowait()
@@ -477,13 +554,14 @@ def _finish_at_exit() -> None:
             _INFLIGHT.pop(key, None)
     with _STATE:
         running = [f for f in _INFLIGHT.values() if not f.done()]
-    if running:
-        print(
-            "nabla: finishing a background MAX compile before exit (it is cached for the "
-            "next run; NABLA_BACKGROUND_COMPILE=0 compiles in the foreground instead)",
-            file=sys.stderr,
-            flush=True,
-        )
+    if not running or _CHILDREN:
+        return
+    print(
+        "nabla: finishing a background MAX compile before exit (NABLA_BACKGROUND_COMPILE=0 "
+        "compiles in the foreground instead)",
+        file=sys.stderr,
+        flush=True,
+    )
     for fut in running:
         try:
             fut.result()
@@ -540,7 +618,7 @@ def ready(program, background: bool, debug: bool) -> bool:
         _submit(program, key, devices, debug)
         return False
     try:
-        exe = _make(program, devices, debug)
+        exe = make(program, devices, debug)
     except Exception as e:  # noqa: BLE001 - auto falls back to NumPy for this structure
         _remember_unsupported(key, e)
         LOG.warning("MAX compile failed; this structure stays on NumPy: %s", e)
