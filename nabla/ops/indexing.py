@@ -16,7 +16,7 @@ import numbers
 import numpy as np
 
 from ..core.dtypes import DType
-from ..core.state import is_live
+from ..core.state import is_live, live_grad_levels
 from ..runtime.tensor import Tensor
 from . import batching, binary, creation, spmd, view
 from ._util import as_tensor, norm_axis
@@ -157,12 +157,15 @@ def _gather_from(x, idx, axis):
     """The gather op; an unbatched ``x`` (a table) with indices batched by vmap is indexed
     with the batch as extra index dims instead of being copied once per batch element.
 
-    Only for an ``x`` no differentiation traces: the rewrite turns the batch into index
-    dims, and the VJP would then sum the table's cotangent over them, where a ``grad``
-    inside the ``vmap`` must keep one per example (those keep the broadcast)."""
+    The rewrite turns the batch into index dims, so the VJP sums the table's cotangent over
+    them. That is the gradient when every differentiation tracing the table began before
+    the vmap (``grad`` of a function that vmaps lookups: the vmap has finished when the
+    cotangent arrives). A differentiation begun inside the vmap needs one cotangent per
+    example (per-example gradients), which are as large as the broadcast table: those keep
+    the broadcast."""
     levels = idx._impl.levels
     xi = x._impl
-    if not levels or xi.levels or xi.tangents or is_live(xi.traced):
+    if not levels or xi.levels or xi.tangents or _differentiated_inside(xi, min(levels)):
         return _gather.bind([x, idx], {"axis": axis})
     for i, level in enumerate(levels):  # the batch dims become the leading index dims
         idx = batching.from_batch(idx, level, i)
@@ -170,6 +173,14 @@ def _gather_from(x, idx, axis):
     for level in levels:  # ... which land at ``axis``, outer level first: back to the prefix
         out = batching.to_batch(out, axis, level)
     return out
+
+
+def _differentiated_inside(impl, vmap_level: int) -> bool:
+    """True when a live differentiation tracing ``impl`` began after (inside) the vmap of
+    ``vmap_level`` (levels are numbered in creation order)."""
+    if not is_live(impl.traced):
+        return False
+    return max(lv for lv in impl.traced if lv in live_grad_levels) > vmap_level
 
 
 take = gather

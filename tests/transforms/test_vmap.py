@@ -499,3 +499,40 @@ def test_per_example_gradients_of_a_table_lookup_stay_per_example():
     batched = nb.vmap(g, in_axes=(None, 0))(table, ids).numpy()
     loop = np.stack([g(table, ids[k]).numpy() for k in range(3)])
     np.testing.assert_allclose(batched, loop, rtol=1e-6)
+
+
+def test_grad_of_vmapped_lookups_never_copies_the_table(monkeypatch):
+    """grad of a function that vmaps table lookups: the table meets the batch as index dims
+    (its cotangent is summed over the examples, as the finished vmap needs); per-example
+    gradients (grad inside the vmap) stay per example."""
+    from nabla.ops import batching
+
+    rng = np.random.default_rng(0)
+    table = rng.standard_normal((10, 4)).astype(np.float32)
+    ids = rng.integers(0, 10, (6, 3)).astype(np.int32)
+    broadcast = []
+    real = batching.broadcast_levels
+
+    def spy(x, levels):
+        if not x._impl.levels:
+            broadcast.append(x.shape)
+        return real(x, levels)
+
+    monkeypatch.setattr(batching, "broadcast_levels", spy)
+
+    def loss(t, i):
+        return (nb.tanh(t[i]) ** 2).sum()
+
+    g = nb.grad(lambda t: nb.vmap(lambda i: loss(t, i))(nb.constant(ids)).sum())(
+        nb.constant(table)
+    )
+    assert (10, 4) not in broadcast, broadcast
+    th = np.tanh(table[ids])
+    want = np.zeros_like(table)
+    np.add.at(want, ids, 2 * th * (1 - th**2))
+    np.testing.assert_allclose(g.numpy(), want, rtol=1e-5, atol=1e-6)
+    per_example = nb.vmap(nb.grad(loss), in_axes=(None, 0))(nb.constant(table), nb.constant(ids))
+    for k in range(len(ids)):
+        want_k = np.zeros_like(table)
+        np.add.at(want_k, ids[k], (2 * th * (1 - th**2))[k])
+        np.testing.assert_allclose(per_example.numpy()[k], want_k, rtol=1e-5, atol=1e-6)
