@@ -458,6 +458,16 @@ def _worker():
 
 
 _CHILDREN: dict = {}  # pid -> Popen of a compile running in a worker process
+_IN_PROCESS = threading.Event()  # set while the worker thread itself is inside MAX
+_EXITING = threading.Event()  # set at interpreter exit: start no worker process
+
+
+def _in_process(fn, *args):
+    _IN_PROCESS.set()
+    try:
+        return fn(*args)
+    finally:
+        _IN_PROCESS.clear()
 
 
 def _package_root() -> str:
@@ -472,11 +482,13 @@ def _compile_in_child(program, devices, debug) -> Executable:
     usable disk cache, no content digest, kwargs that do not pickle) compiles here."""
     digest = cache.program_digest(program, _accelerator_tag(devices))
     if digest is None or DISK.directory() is None:
-        return make(program, devices, debug)
+        return _in_process(make, program, devices, debug)
     try:
         job = pickle.dumps((program, devices, debug), protocol=pickle.HIGHEST_PROTOCOL)
     except Exception:  # noqa: BLE001 - an object in the kwargs that does not pickle
-        return make(program, devices, debug)
+        return _in_process(make, program, devices, debug)
+    if _EXITING.is_set():
+        raise RuntimeError("the interpreter is exiting: the background compile was dropped")
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (_package_root(), env.get("PYTHONPATH")) if p)
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
@@ -513,8 +525,8 @@ def _compile_in_child(program, devices, debug) -> Executable:
         raise value
     for name, amount in value.items():
         cache.bump(name, amount)
-    exe = _load_stored(program, devices, digest)
-    return exe if exe is not None else make(program, devices, debug)
+    exe = _in_process(_load_stored, program, devices, digest)
+    return exe if exe is not None else _in_process(make, program, devices, debug)
 
 
 def _load_stored(program, devices, digest) -> Executable | None:
@@ -542,8 +554,10 @@ def _submit(program, key, devices, debug) -> Future:
 
 def _finish_at_exit() -> None:
     """Drop queued compiles. One running in a worker process is left to finish on its own
-    (it caches its model for the next run); one running in this process (a program the
-    disk cache cannot hand over) is waited for (see the module docstring)."""
+    (it caches its model for the next run); MAX work of the worker thread itself (a program
+    the disk cache cannot hand over, or loading a finished model) is waited for (see the
+    module docstring)."""
+    _EXITING.set()
     while True:
         try:
             program, key, _, _, fut = _QUEUE.get_nowait()
@@ -552,16 +566,17 @@ def _finish_at_exit() -> None:
         fut.cancel()
         with _STATE:
             _INFLIGHT.pop(key, None)
+    if not _IN_PROCESS.is_set():
+        return
     with _STATE:
         running = [f for f in _INFLIGHT.values() if not f.done()]
-    if not running or _CHILDREN:
-        return
-    print(
-        "nabla: finishing a background MAX compile before exit (NABLA_BACKGROUND_COMPILE=0 "
-        "compiles in the foreground instead)",
-        file=sys.stderr,
-        flush=True,
-    )
+    if running:
+        print(
+            "nabla: finishing a background MAX compile before exit (NABLA_BACKGROUND_COMPILE=0 "
+            "compiles in the foreground instead)",
+            file=sys.stderr,
+            flush=True,
+        )
     for fut in running:
         try:
             fut.result()
