@@ -223,6 +223,12 @@ def matmul(x, y):
             f"matmul: contracted dims differ: shapes {x.shape} and {y.shape} "
             f"({x.shape[-1]} != {y.shape[-2]})"
         )
+    if y.ndim == 2 and x.ndim > 2 and whole and not squeeze_y:
+        # a stack times a matrix: the stack's leading dims are GEMM rows (one GEMM, and a
+        # matrix batched by vmap, say per-example weights, is never copied across them)
+        lead = x.shape[:-1]
+        out = _mm(view.reshape(x, (math.prod(lead), x.shape[-1])), y)
+        return view.reshape(out, lead + (y.shape[-1],))
     try:
         batch = binary.broadcast_shapes("matmul", x.shape[:-2], y.shape[:-2])
     except OpError:

@@ -7,6 +7,7 @@ from _helpers import array_positions, as_list, entry_params, samples, to_nb
 from op_registry import REGISTRY
 
 import nabla as nb
+from nabla.runtime.graph import GRAPH
 
 ENTRIES = [e for e in REGISTRY.values() if e.batchable and e.ref is not None]
 B = 3
@@ -156,3 +157,11 @@ def test_vmap_never_copies_an_unbatched_operand_per_example(entry, monkeypatch):
                     f"{entry.name}: vmap over operand {b} broadcast unbatched operand of shape "
                     f"{shape} to {size} elements, more than the result's {result} ({s})"
                 )
+            # and in the program that ran: no broadcast beyond the result and the inputs
+            nb.realize(*outs)
+            prog = GRAPH.programs()[-1]
+            bound = max([result] + [int(np.prod(i.shape)) for i in prog.inputs])
+            for ins in prog.instructions:
+                if ins.op in ("broadcast_in_dim", "broadcast_to"):
+                    size = int(np.prod(ins.out_specs[0][1]))
+                    assert size <= bound, f"{entry.name}: {ins.op} to {ins.out_specs[0][1]} ({s})"
