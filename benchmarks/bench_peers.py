@@ -2,8 +2,11 @@
 measured side by side in one run; every workload is checked against a NumPy reference
 before it is timed. JAX and PyTorch columns appear when those packages import.
 
-Columns: nabla lazy (program cache) and ``nb.compile``, both on ``--backend`` (default
-``auto``), JAX with ``jit``, PyTorch eager. The ratio is nabla compile over the fastest peer.
+Columns: the NumPy reference written by hand (where it is a plain computation: the
+transformer's reference also differentiates numerically, so it has none), nabla lazy
+(program cache) and ``nb.compile``, both on ``--backend`` (default ``auto``; timed once
+MAX compiles and the executor races have settled), JAX with ``jit``, PyTorch eager. The
+ratio is nabla compile over the fastest of JAX and PyTorch.
 
 Run: ``python benchmarks/bench_peers.py [--backend numpy|max|auto] [--reps N]``.
 """
@@ -347,9 +350,10 @@ def _numpy(out):
 
 
 def _settle(call, backend, timeout=900.0):
-    """Under ``auto``, call until the programs the call runs are past their MAX compile and
-    the executor race (``nabla.runtime.executor.Race``), so the timing sees the steady
-    state rather than the interpreter sharing the cores with a background compile."""
+    """Under ``auto``, call until every program the call runs is past its MAX compile (or
+    known to stay on NumPy) and its executor race (``nabla.runtime.executor.Race``), so the
+    timing sees the steady state rather than the interpreter sharing the cores with a
+    background compile."""
     if backend != "auto":
         return
     from nabla.backends.max import session
@@ -357,19 +361,24 @@ def _settle(call, backend, timeout=900.0):
     from nabla.runtime.graph import GRAPH
 
     races = getattr(CONFIG, "auto_race", False)  # older nabla: no race to wait for
+
+    def settled(p):
+        if session.pending_compile(p):
+            return False
+        if "max" not in p.executables:
+            return session.ident(p) in session._UNSUPPORTED
+        race = p.executables.get("race")
+        return not races or (race is not None and race.winner is not None)
+
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
+        before = {id(e.program): e.seen for e in GRAPH.cache.values()}
         call()
-        recent = GRAPH.programs()[-4:]
-        if any(session.pending_compile(p) for p in recent):
-            time.sleep(0.2)
-            continue
-        compiled = [p for p in recent if "max" in p.executables]
-        if compiled and (
-            not races
-            or all(p.executables.get("race") and p.executables["race"].winner for p in compiled)
-        ):
+        used = [e.program for e in GRAPH.cache.values() if e.seen != before.get(id(e.program))]
+        if all(settled(p) for p in used):
             return
+        time.sleep(0.05)
+    print("  (timed out waiting for MAX compiles)")
 
 
 def _check(name, got, want):
@@ -386,7 +395,7 @@ def main():
     ap.add_argument("--only", default=None, help="run the workloads whose name contains this")
     args = ap.parse_args()
     nb.set_backend(args.backend)
-    cols = ["nabla lazy", "nabla compile", "JAX jit", "PyTorch"]
+    cols = ["NumPy", "nabla lazy", "nabla compile", "JAX jit", "PyTorch"]
     print(f"backend={args.backend}; median ms of {args.reps}; ratio = compile / fastest peer")
     print(f"{'workload':<20}" + "".join(f"{c:>15}" for c in cols) + f"{'ratio':>8}")
     for name, make in WORKLOADS.items():
@@ -396,6 +405,8 @@ def main():
         check = custom[0] if custom else (lambda got, want, name=name: _check(name, got, want))
         want = _numpy(ref())
         row = {}
+        if not custom:  # the by-hand NumPy reference is itself a baseline
+            row["NumPy"] = median_ms(ref, args.reps)
         fn, fargs = nabla_fn()
         compiled = nb.compile(fn)
         for col, f in (("nabla lazy", fn), ("nabla compile", compiled)):
