@@ -12,9 +12,10 @@ MAX compile) and ``NABLA_BACKGROUND_COMPILE`` (default on), which accept
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 
-__all__ = ["set_backend", "get_backend_name", "backend", "BACKENDS"]
+__all__ = ["set_backend", "get_backend_name", "backend", "BACKENDS", "debug_log"]
 
 BACKENDS = ("auto", "numpy", "max")
 
@@ -131,3 +132,15 @@ def backend(name: str):
         yield
     finally:
         CONFIG.backend = old
+
+
+def debug_log(logger: logging.Logger, msg: str, *args) -> None:
+    """Log ``msg`` at INFO on ``logger``, shown even when the application configured no
+    logging (the messages ``NABLA_DEBUG_COMPILE=1`` asks for), as ``[logger name] msg``."""
+    if not logger.handlers and not logging.getLogger().handlers:
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter(f"[{logger.name}] %(message)s"))
+        logger.addHandler(handler)
+    if logger.level == logging.NOTSET or logger.level > logging.INFO:
+        logger.setLevel(logging.INFO)
+    logger.info(msg, *args)

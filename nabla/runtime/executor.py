@@ -24,7 +24,7 @@ import numpy as np
 
 from ..backends import buffer_to_numpy, max_backend, mpi
 from ..backends import numpy as numpy_backend
-from ..core.config import CONFIG
+from ..core.config import CONFIG, debug_log
 from ..core.device import get_default_device
 from ..core.ir import Program, build_program
 from ..core.sharding import PROCESS
@@ -103,16 +103,6 @@ def select_backend(program: Program, seen: int) -> str:
 RACE_STATS = {"races_won_by_max": 0, "races_won_by_numpy": 0}
 
 
-def _debug_log(msg, *args):
-    if not LOG.handlers and not logging.getLogger().handlers:
-        handler = logging.StreamHandler()
-        handler.setFormatter(logging.Formatter("[nabla.auto] %(message)s"))
-        LOG.addHandler(handler)
-    if LOG.level == logging.NOTSET or LOG.level > logging.INFO:
-        LOG.setLevel(logging.INFO)
-    LOG.info(msg, *args)
-
-
 class Race:
     """The ``auto`` tier's measurement of one hot program: once MAX has a model, calls
     alternate MAX and the interpreter; MAX's first call is a warm-up (first-touch pages),
@@ -142,7 +132,8 @@ class Race:
         self.winner = "max" if best["max"] <= best["numpy"] else "numpy"
         RACE_STATS[f"races_won_by_{self.winner}"] += 1
         if CONFIG.debug_compile:
-            _debug_log(
+            debug_log(
+                LOG,
                 "%d-op program runs on %s (best call: max %.3f ms, numpy %.3f ms)",
                 program.num_ops,
                 self.winner,

@@ -46,21 +46,7 @@ def run_on_gpu(build, tol=None, drop=()):
     after = mx.stats()
     assert after["compiles"] + after["disk_hits"] > before["compiles"] + before["disk_hits"]
     assert on_gpu, "nothing ran on the GPU"
-    bad = []
-    for k, a in ref.items():
-        b = got[k]
-        if a.dtype != b.dtype or a.shape != b.shape:
-            bad.append(f"{k}: numpy {a.dtype}{a.shape} vs gpu {b.dtype}{b.shape}")
-            continue
-        if a.dtype.kind in "biu":
-            if not np.array_equal(a, b):
-                bad.append(f"{k}: {a.ravel()[:8]} vs {b.ravel()[:8]}")
-            continue
-        rtol, atol = (tol or {}).get(k, test_max.TOL[a.dtype.name])
-        a64, b64 = a.astype(np.float64), b.astype(np.float64)
-        if not np.allclose(a64, b64, rtol=rtol, atol=atol, equal_nan=True):
-            err = np.nanmax(np.abs(a64 - b64))
-            bad.append(f"{k}: max abs err {err:.3g}: {a.ravel()[:4]} vs {b.ravel()[:4]}")
+    bad = test_max.differences(ref, got, tol)
     assert not bad, "the GPU differs from NumPy:\n" + "\n".join(bad)
 
 

@@ -523,9 +523,7 @@ def test_grad_of_vmapped_lookups_never_copies_the_table(monkeypatch):
     def loss(t, i):
         return (nb.tanh(t[i]) ** 2).sum()
 
-    g = nb.grad(lambda t: nb.vmap(lambda i: loss(t, i))(nb.constant(ids)).sum())(
-        nb.constant(table)
-    )
+    g = nb.grad(lambda t: nb.vmap(lambda i: loss(t, i))(nb.constant(ids)).sum())(nb.constant(table))
     assert (10, 4) not in broadcast, broadcast
     th = np.tanh(table[ids])
     want = np.zeros_like(table)

@@ -39,6 +39,7 @@ from max import driver, engine
 from max.dtype import DType as MDType
 from max.graph import Graph, TensorType, ops
 
+from ...core.config import debug_log
 from ...core.device import CPU, Device
 from ...core.ir import Program
 from ..kernels import KernelError, kernel_instructions
@@ -295,16 +296,6 @@ def _accelerator_tag(devices) -> str:
     return ",".join(tags)
 
 
-def _debug_log(msg, *args):
-    if not LOG.handlers and not logging.getLogger().handlers:
-        handler = logging.StreamHandler()
-        handler.setFormatter(logging.Formatter("[nabla.max] %(message)s"))
-        LOG.addHandler(handler)
-    if LOG.level == logging.NOTSET or LOG.level > logging.INFO:
-        LOG.setLevel(logging.INFO)
-    LOG.info(msg, *args)
-
-
 def make(program, devices, debug: bool) -> Executable:
     """Disk cache, else compile (and write the disk cache)."""
     symbolic = _symbolic_form(program)
@@ -324,7 +315,7 @@ def make(program, devices, debug: bool) -> Executable:
                 cache.bump("disk_hits")
                 cache.bump("disk_load_seconds", dt)
                 if debug:
-                    _debug_log("loaded %d-op program %s in %.3f s", program.num_ops, digest, dt)
+                    debug_log(LOG, "loaded %d-op program %s in %.3f s", program.num_ops, digest, dt)
                 return Executable(model, program, "disk")
         compiled, model = _compile(sess, program, digest, debug)
         if directory is not None and DISK.store(directory, digest, program, compiled):
@@ -363,7 +354,7 @@ def _compile(sess, program, digest, debug):
     cache.bump("compile_seconds", dt)
     if debug:
         kinds = len({i.op for i in program.instructions})
-        _debug_log("compiled %d ops (%d kinds) in %.2f s", program.num_ops, kinds, dt)
+        debug_log(LOG, "compiled %d ops (%d kinds) in %.2f s", program.num_ops, kinds, dt)
     return compiled, model
 
 
@@ -648,7 +639,7 @@ def ready(program, background: bool, debug: bool) -> bool:
     except Exception as e:  # noqa: BLE001 - UnsupportedOnMax, or no such accelerator
         _remember_unsupported(key, e)
         if debug:
-            _debug_log("staying on NumPy: %s", e)
+            debug_log(LOG, "staying on NumPy: %s", e)
         return False
     digest = cache.program_digest(program, _accelerator_tag(devices))
     on_disk = digest is not None and DISK.has(digest)
