@@ -73,13 +73,13 @@ def _mm(a, b):
     weight) gets the other side's vmap batch folded into that side's rows."""
     if a._impl.sharding is not None or b._impl.sharding is not None:
         return _mm_sharded(a, b)
-    al, bl = a._impl.levels, b._impl.levels
-    if bl and not al and a.ndim > 2 and b.ndim == 2:
-        # an unbatched left operand with leading dims (conv2d's patches) times a batched
-        # matrix: its leading dims are rows, so reshaping it copies nothing
+    if a.ndim > 2 and b.ndim == 2:
+        # a stack times a matrix: the stack's leading dims are GEMM rows (one GEMM, and a
+        # matrix batched by vmap, say per-example weights, is never copied across them)
         lead = a.shape[:-1]
         out = _mm(view.reshape(a, (math.prod(lead), a.shape[-1])), b)
         return view.reshape(out, lead + (b.shape[-1],))
+    al, bl = a._impl.levels, b._impl.levels
     if al != bl and min(a.ndim, b.ndim) >= 2 and max(a.ndim, b.ndim) > 2:
         if al and not bl and a.shape[:-2] == b.shape[:-2]:
             return _levels_into_rows(a, b)
@@ -223,12 +223,6 @@ def matmul(x, y):
             f"matmul: contracted dims differ: shapes {x.shape} and {y.shape} "
             f"({x.shape[-1]} != {y.shape[-2]})"
         )
-    if y.ndim == 2 and x.ndim > 2 and whole and not squeeze_y:
-        # a stack times a matrix: the stack's leading dims are GEMM rows (one GEMM, and a
-        # matrix batched by vmap, say per-example weights, is never copied across them)
-        lead = x.shape[:-1]
-        out = _mm(view.reshape(x, (math.prod(lead), x.shape[-1])), y)
-        return view.reshape(out, lead + (y.shape[-1],))
     try:
         batch = binary.broadcast_shapes("matmul", x.shape[:-2], y.shape[:-2])
     except OpError:
@@ -237,9 +231,9 @@ def matmul(x, y):
         ) from None
     if x.shape[:-2] != batch:
         x = view.broadcast_to(x, batch + x.shape[-2:])
-    # a 2-D right operand without vmap levels (a weight) is broadcast by every kernel; one
-    # with levels must share x's logical rank so the batch prefixes line up
-    if y.shape[:-2] != batch and (y.ndim > 2 or y._impl.levels):
+    # a 2-D right operand is never broadcast: ``_mm`` folds x's leading dims into its rows
+    # (sharded operands, whose blocks cannot be reshaped so, line up batch prefixes)
+    if y.shape[:-2] != batch and (y.ndim > 2 or (y._impl.levels and not whole)):
         y = view.broadcast_to(y, batch + y.shape[-2:])
     out = _mm(x, y)
     if squeeze_x and squeeze_y:
