@@ -7,7 +7,7 @@ with no NumPy reference). Without MAX installed, ``auto`` is the interpreter. Ea
 compiled form is kept on the program (``program.executables``).
 
 The fastest executor wins each hot structure: once MAX's model is ready, the next calls
-alternate MAX and the interpreter, timed (a ``Race``), and the faster runs from then on. MAX
+run on MAX and then on the interpreter, timed (a ``Race``), and the faster runs from then on. MAX
 fuses elementwise chains, but on a CPU its GEMM trails the BLAS NumPy links, and a tiny
 program pays MAX's per-call cost; measuring settles each program on its own numbers.
 """
@@ -104,27 +104,41 @@ RACE_STATS = {"races_won_by_max": 0, "races_won_by_numpy": 0}
 
 
 class Race:
-    """The ``auto`` tier's measurement of one hot program: once MAX has a model, calls
-    alternate MAX and the interpreter; MAX's first call is a warm-up (first-touch pages),
-    then ``ROUNDS`` timed calls each; the executor with the faster best call wins for good.
-    Every call computes the requested values, so racing costs only the slower entrant's
-    few calls."""
+    """The ``auto`` tier's measurement of one hot program: once MAX has a model, MAX warms
+    up first (its first calls after a load are several times slower: first-touch pages,
+    its thread pool spinning up), until a call is no more than 20% faster than the one
+    before or ``MAX_WARMUP`` calls have run; then ``ROUNDS`` timed calls run on MAX and
+    then ``ROUNDS`` on the interpreter, and the executor with the faster best call wins for
+    good. Runs of one executor rather than alternation: each executor's threads keep
+    spinning for a while after a call (OpenBLAS's for up to ~0.1 s) and would slow the other
+    one's next call, which the steady state (one executor per program) never sees. Every
+    call computes the requested values, so racing costs only the slower entrant's calls."""
 
-    ROUNDS = 3
-    __slots__ = ("times", "winner", "_calls")
+    ROUNDS = 5
+    MAX_WARMUP = 8
+    __slots__ = ("times", "winner", "_calls", "_warmups", "_warming", "_last")
 
     def __init__(self):
         self.times = {"max": [], "numpy": []}
         self.winner = None
-        self._calls = 0
+        self._calls = 0  # timed calls so far
+        self._warmups = 0
+        self._warming = True
+        self._last = None  # the previous warm-up call's time
 
     def next_entrant(self) -> str:
-        return "max" if self._calls % 2 == 0 else "numpy"
+        if self._warming:
+            return "max"
+        return "max" if self._calls < self.ROUNDS else "numpy"
 
     def record(self, name: str, seconds: float, program) -> None:
+        if self._warming:
+            last, self._last = self._last, seconds
+            self._warmups += 1
+            settled = last is not None and seconds >= 0.8 * last
+            self._warming = not settled and self._warmups < self.MAX_WARMUP
+            return
         self._calls += 1
-        if self._calls == 1:
-            return  # MAX's warm-up call
         self.times[name].append(seconds)
         if min(len(t) for t in self.times.values()) < self.ROUNDS:
             return

@@ -284,7 +284,7 @@ def test_the_first_result_never_imports_max_or_mpi():
     assert res.stdout.strip() == "False False"
 
 
-def test_a_race_alternates_after_a_warm_up_and_the_faster_best_call_wins():
+def test_a_race_times_each_executor_after_a_warm_up_and_the_faster_best_call_wins():
     from nabla.runtime.executor import Race
 
     class Prog:
@@ -292,10 +292,28 @@ def test_a_race_alternates_after_a_warm_up_and_the_faster_best_call_wins():
 
     race = Race()
     order = []
-    for t in (9.0, 1.0, 2.0, 0.5, 2.0, 3.0, 2.0):  # max warm-up, then numpy/max alternate
+    # MAX warms up until a call is no more than 20% faster than the one before (9, 4, 2, 1.9),
+    # then five timed calls on max, then five on numpy
+    times = (9.0, 4.0, 2.0, 1.9) + (2.0,) * 5 + (1.0, 0.5, 3.0, 1.0, 1.0)
+    for t in times:
         name = race.next_entrant()
         order.append(name)
         race.record(name, t, Prog())
-    assert order == ["max", "numpy", "max", "numpy", "max", "numpy", "max"]
-    assert race.times == {"max": [2.0, 2.0, 2.0], "numpy": [1.0, 0.5, 3.0]}
-    assert race.winner == "numpy"  # best 0.5 s against 2.0 s; the 9 s warm-up is not counted
+    assert order == ["max"] * 9 + ["numpy"] * 5
+    assert race.times == {"max": [2.0] * 5, "numpy": [1.0, 0.5, 3.0, 1.0, 1.0]}
+    assert race.winner == "numpy"  # best 0.5 s against 2.0 s; the warm-up is not counted
+
+
+def test_a_race_warm_up_is_bounded():
+    from nabla.runtime.executor import Race
+
+    race = Race()
+    for i in range(Race.MAX_WARMUP):
+        assert race.next_entrant() == "max"
+        race.record("max", 100.0 / 2**i, None)  # always twice as fast: never settles
+    assert race.times == {"max": [], "numpy": []}
+    for _ in range(Race.ROUNDS):
+        assert race.next_entrant() == "max"
+        race.record("max", 1.0, None)
+    assert race.next_entrant() == "numpy"
+    assert race.times == {"max": [1.0] * Race.ROUNDS, "numpy": []}
