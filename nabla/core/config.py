@@ -80,6 +80,9 @@ class _Config:
         # auto: once MAX has compiled a hot structure, time it against the interpreter on
         # the next calls and keep the faster (0: switch to MAX without measuring)
         self.auto_race = env_bool("NABLA_AUTO_RACE", True)
+        # the NumPy interpreter asks glibc to keep freed memory for reuse rather than hand it
+        # back to the OS (backends/numpy: keep_freed_memory); 0 leaves malloc as it is
+        self.malloc_reuse = env_bool("NABLA_MALLOC_REUSE", True)
         # the largest result (bytes) an op may create: checked at the op call (ops/base.py)
         self.max_alloc_bytes = env_int("NABLA_MAX_ALLOC_BYTES", None, 1)
         self.max_alloc_source = "NABLA_MAX_ALLOC_BYTES"
