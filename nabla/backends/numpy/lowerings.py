@@ -79,16 +79,12 @@ for _name, _fn in {
     "logical_not": np.logical_not,
     "bitwise_not": np.invert,
     "identity": lambda x: x,
-    "relu": lambda x: np.maximum(x, 0).astype(x.dtype),
     "add": np.add,
     "sub": np.subtract,
     "mul": np.multiply,
     "div": np.true_divide,
     "floor_div": np.floor_divide,
     "mod": np.mod,
-    "pow": np.power,
-    "maximum": np.maximum,
-    "minimum": np.minimum,
     "atan2": np.arctan2,
     "equal": np.equal,
     "not_equal": np.not_equal,
@@ -105,6 +101,58 @@ for _name, _fn in {
     "where": np.where,
 }.items():
     _elementwise(_name, _fn)
+
+
+_BLOCK = 4096
+_FILLS: dict = {}
+
+
+def _against_scalar(fn, x, value):
+    """``fn(x, value)`` for a ufunc ``fn`` and a 0-d ``value`` of x's dtype. NumPy's
+    maximum/minimum loops run 4-5x slower against a broadcast (stride-0) scalar than against
+    a contiguous operand, so a large contiguous ``x`` goes through in rows of a cached block
+    filled with the value (relu of a (16, 64, 512) activation: 0.40 -> 0.10 ms)."""
+    n = x.size
+    if n < 16 * _BLOCK or not x.flags.c_contiguous:
+        return fn(x, value)
+    value = np.asarray(value, dtype=x.dtype)
+    key = (x.dtype, value.tobytes())
+    block = _FILLS.get(key)
+    if block is None:
+        if len(_FILLS) > 64:
+            _FILLS.clear()
+        block = _FILLS[key] = np.full(_BLOCK, value, dtype=x.dtype)
+    out = np.empty_like(x)
+    flat, flat_out = x.reshape(-1), out.reshape(-1)
+    m = n - n % _BLOCK
+    fn(flat[:m].reshape(-1, _BLOCK), block, out=flat_out[:m].reshape(-1, _BLOCK))
+    if m < n:
+        fn(flat[m:], value, out=flat_out[m:])
+    return out
+
+
+def _clamp(fn):
+    def run(x, y):
+        if y.ndim == 0 and x.ndim > 0:
+            return _against_scalar(fn, x, y)
+        if x.ndim == 0 and y.ndim > 0:
+            return _against_scalar(fn, y, x)
+        return fn(x, y)
+
+    return run
+
+
+def _pow(x, y):
+    # the ** 2 of squared errors and norms: a multiply runs 3x faster than the power loop
+    if y.ndim == 0 and x.dtype.kind == "f" and y == 2:
+        return np.multiply(x, x)
+    return np.power(x, y)
+
+
+_elementwise("relu", lambda x: _against_scalar(np.maximum, x, x.dtype.type(0)))
+_elementwise("maximum", _clamp(np.maximum))
+_elementwise("minimum", _clamp(np.minimum))
+_elementwise("pow", _pow)
 
 
 @_one("cast")
