@@ -333,12 +333,17 @@ def test_auto_races_max_against_the_interpreter_and_keeps_the_faster(monkeypatch
     monkeypatch.setattr(CONFIG, "auto_threshold", 1)
     GRAPH.clear_cache()
     ns = _small_ns()
-    vals = [v - 7 for v in ns["VALUES"]] * 4  # same structure, new values
+    vals = [v - 7 for v in ns["VALUES"]] * 8  # same structure, new values
     with nb.backend("auto"):
-        for v in vals[: 2 * Race.ROUNDS + 1]:  # the warm-up call, then the timed rounds
+        # the threshold call, MAX's warm-up calls, then the timed rounds
+        for v in vals[: 1 + Race.MAX_WARMUP + 2 * Race.ROUNDS]:
             np.testing.assert_allclose(ns["small"](v).numpy(), _small_ref(v), rtol=1e-5)
+            race = _last_program().executables.get("race")
+            if race is not None and race.winner is not None:
+                break
         prog = _last_program()
         race = prog.executables["race"]
+        assert race.winner is not None
         assert len(race.times["max"]) == len(race.times["numpy"]) == Race.ROUNDS
         faster = min(race.times, key=lambda k: min(race.times[k]))
         assert race.winner == faster
