@@ -58,7 +58,35 @@ class MatmulOp(Operation):
     def vjp_rule(self, primals, cotangents, outputs, kwargs):
         x, y = primals
         ct = cotangents[0]
-        return [_mm(ct, view.swap_axes(y, -1, -2)), _weight_cotangent(x, ct, y)]
+        return [_mm_t(ct, y), _weight_cotangent(x, ct, y)]
+
+
+def _plain_2d(a, b) -> bool:
+    return a.ndim == b.ndim == 2 and not (a._impl.levels or b._impl.levels)
+
+
+def _t_mm(a, b):
+    """``a^T @ b``. For plain 2-D operands where ``b`` and the result together are smaller
+    than ``a``, computed as ``(b^T @ a)^T``: the large operand (the weight of a
+    matrix-vector product: HVPs, batch-1 layers) is never transposed. The NumPy interpreter
+    transposes as a view, but MAX copies (a 1000x1000 weight: 4 MB per call)."""
+    if (
+        _plain_2d(a, b)
+        and b.shape[0] * b.shape[1] + a.shape[1] * b.shape[1] < a.shape[0] * a.shape[1]
+    ):
+        return view.swap_axes(_mm(view.swap_axes(b, -1, -2), a), -1, -2)
+    return _mm(view.swap_axes(a, -1, -2), b)
+
+
+def _mm_t(a, b):
+    """``a @ b^T``; as ``(b @ a^T)^T`` when ``a`` and the result are smaller than ``b``
+    (see ``_t_mm``)."""
+    if (
+        _plain_2d(a, b)
+        and a.shape[0] * a.shape[1] + a.shape[0] * b.shape[0] < b.shape[0] * b.shape[1]
+    ):
+        return view.swap_axes(_mm(b, view.swap_axes(a, -1, -2)), -1, -2)
+    return _mm(a, view.swap_axes(b, -1, -2))
 
 
 def _mm(a, b):
@@ -178,7 +206,7 @@ def _weight_cotangent(x, ct, y):
         x2 = view.reshape(x, (-1, x.shape[-1]))
         dy = _mm(view.swap_axes(x2, -1, -2), view.reshape(ct, (-1, ct.shape[-1])))
     else:
-        dy = _mm(view.swap_axes(x, -1, -2), ct)
+        dy = _t_mm(x, ct)
     if dy._impl.levels != y._impl.levels:
         dy = batching.sum_finished_levels(dy, y)
     return dy

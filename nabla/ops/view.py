@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 import numbers
 
+from ..core.state import STATE
 from ..runtime.tensor import Tensor
 from . import binary, creation, reduction, spmd
 from ._util import as_tensor, norm_axes, norm_axis, norm_shape
@@ -200,7 +201,31 @@ def permute(x, *axes, order=None) -> Tensor:
         raise OpError(f"permute: {axes} is not a permutation of the axes of shape {x.shape}")
     if perm == tuple(range(x.ndim)):
         return x
+    inner = _transposed_from(x)
+    if inner is not None:  # a transpose of a transpose is one transpose, or none
+        first = x._impl.node.kwargs["perm"]
+        perm = tuple(first[p] for p in perm)
+        if perm == tuple(range(x.ndim)):
+            return inner
+        x = inner
     return _transpose.bind([x], {"perm": perm})
+
+
+def _transposed_from(x):
+    """The operand of the unrealized transpose that made ``x``, when ``x`` can be re-derived
+    from it: same vmap levels, no sharding, and not under ``no_grad`` (where a new op would
+    cut the trace). Autodiff rules swap a swapped weight back (the VJP of ``x @ W^T``); MAX
+    copies each transpose, so folding saves a full copy of the weight per call."""
+    impl = x._impl
+    node = impl.node
+    if node is None or node.op is not _transpose or impl.buffer is not None:
+        return None
+    (src,) = node.inputs
+    if src.levels != impl.levels or src.sharding is not None or impl.sharding is not None:
+        return None
+    if STATE.no_grad:
+        return None
+    return Tensor._wrap(src)
 
 
 def swap_axes(x, axis1=-2, axis2=-1) -> Tensor:

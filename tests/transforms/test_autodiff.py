@@ -667,3 +667,49 @@ def test_jacobians_never_copy_an_unbatched_weight_per_basis_element(jac):
     np.testing.assert_allclose(got, (1 - y**2)[:, None] * w_np, rtol=1e-4, atol=1e-5)
     sizes = [int(np.prod(shape)) for ins in program.instructions for _, shape in ins.out_specs]
     assert max(sizes) <= n * n, f"an intermediate of {max(sizes)} elements (n = {n})"
+
+
+@pytest.mark.parametrize("kind", ["hvp", "jacrev", "vjp"])
+def test_derivatives_of_a_matrix_vector_product_never_transpose_the_weight(kind):
+    # MAX copies a transpose (a 1000x1000 weight: 4 MB per call), so the weight of W @ x
+    # must reach every GEMM untransposed: the VJP transposes the vector and the result
+    # instead, and a transpose of a transpose folds away
+    from nabla.runtime.graph import GRAPH
+
+    rng = np.random.default_rng(0)
+    w_np = rng.standard_normal((5, 7)).astype(np.float32) / 3
+    x_np, v_np = rng.standard_normal(7).astype(np.float32), rng.standard_normal(7)
+    w, x, v = nb.constant(w_np), nb.constant(x_np), nb.constant(v_np.astype(np.float32))
+    y = np.tanh(w_np @ x_np)
+    if kind == "hvp":
+        g = nb.grad(lambda z: nb.tanh(w @ z).sum())
+        fn, want = (
+            (lambda: nb.jvp(g, (x,), (v,))[1]),
+            w_np.T @ (-2 * y * (1 - y**2) * (w_np @ v_np)),
+        )
+    elif kind == "jacrev":
+        fn, want = (lambda: nb.jacrev(lambda z: nb.tanh(w @ z))(x)), (1 - y**2)[:, None] * w_np
+    else:
+        fn, want = (lambda: nb.grad(lambda z: nb.tanh(w @ z).sum())(x)), w_np.T @ (1 - y**2)
+    with nb.backend("numpy"):
+        got = fn().numpy()
+        program = GRAPH.programs()[-1]
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+    transposed = [
+        ins
+        for ins in program.instructions
+        if ins.op == "transpose" and ins.out_specs[0][1] == (7, 5)
+    ]
+    assert not transposed, str(nb.trace(fn)())
+
+
+def test_a_transpose_of_a_transpose_is_one_transpose_or_none():
+    x = nb.constant(np.arange(24.0, dtype=np.float32).reshape(2, 3, 4))
+    assert nb.permute(nb.permute(x, (1, 2, 0)), (2, 0, 1))._impl is x._impl
+    z = nb.permute(nb.permute(x, (1, 2, 0)), (1, 0, 2))
+    assert z._impl.node.inputs == (x._impl,) and z._impl.node.kwargs["perm"] == (2, 1, 0)
+    np.testing.assert_array_equal(z.numpy(), x.numpy().transpose(2, 1, 0))
+    g = nb.grad(lambda a: (nb.swap_axes(nb.swap_axes(a, 0, 1), 0, 1) * a).sum())(x)
+    np.testing.assert_allclose(g.numpy(), 2 * x.numpy())
+    with nb.no_grad():  # a new op there cuts the trace; folding to x would not
+        assert nb.swap_axes(nb.swap_axes(x))._impl is not x._impl
