@@ -5,8 +5,9 @@ before it is timed. JAX and PyTorch columns appear when those packages import.
 Columns: the NumPy reference written by hand (where it is a plain computation: the
 transformer's reference also differentiates numerically, so it has none), nabla lazy
 (program cache) and ``nb.compile``, both on ``--backend`` (default ``auto``; timed once
-MAX compiles and the executor races have settled), JAX with ``jit``, PyTorch eager. The
-ratio is nabla compile over the fastest of JAX and PyTorch.
+MAX compiles and the executor races have settled), JAX with ``jit``, PyTorch eager. Every
+column is timed after 60 untimed calls (steady state). The ratio is nabla compile over the
+fastest of JAX and PyTorch.
 
 Run: ``python benchmarks/bench_peers.py [--backend numpy|max|auto] [--reps N]``.
 """
@@ -381,6 +382,13 @@ def _settle(call, backend, timeout=900.0):
     print("  (timed out waiting for MAX compiles)")
 
 
+def _warm(call, calls=60):
+    """Calls before timing, for every column alike: MAX's calls after a load (and the first
+    calls of any runtime) run several times slower for tens of calls."""
+    for _ in range(calls):
+        call()
+
+
 def _check(name, got, want):
     for g, w in zip(
         got if isinstance(got, list) else [got], want if isinstance(want, list) else [want]
@@ -412,14 +420,17 @@ def main():
         for col, f in (("nabla lazy", fn), ("nabla compile", compiled)):
             check(_numpy(f(*fargs)), want)
             _settle(lambda f=f: nb.realize(f(*fargs)), args.backend)
+            _warm(lambda f=f: nb.realize(f(*fargs)))
             row[col] = median_ms(lambda f=f: nb.realize(f(*fargs)), args.reps)
         if jax is not None:
             jf, jargs = jax_fn()
             check(_numpy(jf(*jargs)), want)
+            _warm(lambda: jax.block_until_ready(jf(*jargs)))
             row["JAX jit"] = median_ms(lambda: jax.block_until_ready(jf(*jargs)), args.reps)
         if torch is not None:
             tf, targs = torch_fn()
             check(_numpy(tf(*targs)), want)
+            _warm(lambda: tf(*targs))
             row["PyTorch"] = median_ms(lambda: tf(*targs), args.reps)
         peers = [row[c] for c in ("JAX jit", "PyTorch") if c in row]
         ratio = f"{row['nabla compile'] / min(peers):7.2f}x" if peers else "      -"

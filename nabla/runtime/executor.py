@@ -19,6 +19,7 @@ import logging
 import re
 import time
 import weakref
+from statistics import median
 
 import numpy as np
 
@@ -105,26 +106,28 @@ RACE_STATS = {"races_won_by_max": 0, "races_won_by_numpy": 0}
 
 class Race:
     """The ``auto`` tier's measurement of one hot program: once MAX has a model, MAX warms
-    up first (its first calls after a load are several times slower: first-touch pages,
-    its thread pool spinning up), until a call is no more than 20% faster than the one
-    before or ``MAX_WARMUP`` calls have run; then ``ROUNDS`` timed calls run on MAX and
-    then ``ROUNDS`` on the interpreter, and the executor with the faster best call wins for
-    good. Runs of one executor rather than alternation: each executor's threads keep
-    spinning for a while after a call (OpenBLAS's for up to ~0.1 s) and would slow the other
-    one's next call, which the steady state (one executor per program) never sees. Every
-    call computes the requested values, so racing costs only the slower entrant's calls."""
+    up first: its calls after a load run several times slower for tens of calls (2.8 ms
+    falling to 0.55 ms over ~50 calls of a per-example-gradient program here), so warm-up
+    lasts until the median of the last ``WINDOW`` calls is no more than 10% below the median
+    of the ``WINDOW`` before, or ``MAX_WARMUP`` calls have run. Then ``ROUNDS`` timed calls
+    run on MAX and then ``ROUNDS`` on the interpreter, and the executor with the faster best
+    call wins for good. Runs of one executor rather than alternation: each executor's
+    threads keep spinning for a while after a call (OpenBLAS's for up to ~0.1 s) and would
+    slow the other one's next call, which the steady state (one executor per program) never
+    sees. Every call computes the requested values, so racing costs only the slower
+    entrant's calls."""
 
     ROUNDS = 5
-    MAX_WARMUP = 8
-    __slots__ = ("times", "winner", "_calls", "_warmups", "_warming", "_last")
+    WINDOW = 8
+    MAX_WARMUP = 64
+    __slots__ = ("times", "winner", "_calls", "_warmup", "_warming")
 
     def __init__(self):
         self.times = {"max": [], "numpy": []}
         self.winner = None
         self._calls = 0  # timed calls so far
-        self._warmups = 0
+        self._warmup: list[float] = []  # MAX's warm-up call times
         self._warming = True
-        self._last = None  # the previous warm-up call's time
 
     def next_entrant(self) -> str:
         if self._warming:
@@ -133,10 +136,11 @@ class Race:
 
     def record(self, name: str, seconds: float, program) -> None:
         if self._warming:
-            last, self._last = self._last, seconds
-            self._warmups += 1
-            settled = last is not None and seconds >= 0.8 * last
-            self._warming = not settled and self._warmups < self.MAX_WARMUP
+            times = self._warmup
+            times.append(seconds)
+            w = self.WINDOW
+            settled = len(times) >= 2 * w and median(times[-w:]) >= 0.9 * median(times[-2 * w : -w])
+            self._warming = not settled and len(times) < self.MAX_WARMUP
             return
         self._calls += 1
         self.times[name].append(seconds)

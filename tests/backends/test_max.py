@@ -333,7 +333,7 @@ def test_auto_races_max_against_the_interpreter_and_keeps_the_faster(monkeypatch
     monkeypatch.setattr(CONFIG, "auto_threshold", 1)
     GRAPH.clear_cache()
     ns = _small_ns()
-    vals = [v - 7 for v in ns["VALUES"]] * 8  # same structure, new values
+    vals = [v - 7 for v in ns["VALUES"]] * 26  # same structure, new values
     with nb.backend("auto"):
         # the threshold call, MAX's warm-up calls, then the timed rounds
         for v in vals[: 1 + Race.MAX_WARMUP + 2 * Race.ROUNDS]:

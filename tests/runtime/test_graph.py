@@ -292,14 +292,17 @@ def test_a_race_times_each_executor_after_a_warm_up_and_the_faster_best_call_win
 
     race = Race()
     order = []
-    # MAX warms up until a call is no more than 20% faster than the one before (9, 4, 2, 1.9),
-    # then five timed calls on max, then five on numpy
-    times = (9.0, 4.0, 2.0, 1.9) + (2.0,) * 5 + (1.0, 0.5, 3.0, 1.0, 1.0)
+    # MAX warms up until the median of its last 8 calls is within 10% of the 8 before: 16
+    # calls falling from 9 to 2.3 s do not settle it (medians 2.65 against 5.5); calls at
+    # 2.0 s after them do from the 12th on (2.0 against 2.15). Then five timed calls on max,
+    # then five on numpy
+    falling = [9.0, 8.0, 7.0, 6.0, 5.0, 4.5, 4.0, 3.5, 3.0, 2.9, 2.8, 2.7, 2.6, 2.5, 2.4, 2.3]
+    times = falling + [2.0] * 12 + [2.0] * 5 + [1.0, 0.5, 3.0, 1.0, 1.0]
     for t in times:
         name = race.next_entrant()
         order.append(name)
         race.record(name, t, Prog())
-    assert order == ["max"] * 9 + ["numpy"] * 5
+    assert order == ["max"] * 33 + ["numpy"] * 5
     assert race.times == {"max": [2.0] * 5, "numpy": [1.0, 0.5, 3.0, 1.0, 1.0]}
     assert race.winner == "numpy"  # best 0.5 s against 2.0 s; the warm-up is not counted
 
