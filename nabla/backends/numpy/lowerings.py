@@ -133,10 +133,11 @@ def _against_scalar(fn, x, value):
 
 def _clamp(fn):
     def run(x, y):
-        if y.ndim == 0 and x.ndim > 0:
-            return _against_scalar(fn, x, y)
-        if x.ndim == 0 and y.ndim > 0:
-            return _against_scalar(fn, y, x)
+        if x.dtype == y.dtype:  # otherwise NumPy promotes: the value must not be cast to x's
+            if y.ndim == 0 and x.ndim > 0:
+                return _against_scalar(fn, x, y)
+            if x.ndim == 0 and y.ndim > 0:
+                return _against_scalar(fn, y, x)
         return fn(x, y)
 
     return run
