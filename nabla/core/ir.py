@@ -235,9 +235,6 @@ class Program:
         # a program travels (to a compile worker process) without its executables
         return {**self.__dict__, "executables": {}}
 
-    def __setstate__(self, state):
-        self.__dict__.update(state)
-
     @property
     def num_inputs(self) -> int:
         return len(self.inputs)

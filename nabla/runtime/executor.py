@@ -7,9 +7,9 @@ with no NumPy reference). Without MAX installed, ``auto`` is the interpreter. Ea
 compiled form is kept on the program (``program.executables``).
 
 The fastest executor wins each hot structure: once MAX's model is ready, the next calls
-run on MAX and then on the interpreter, timed (a ``Race``), and the faster runs from then on. MAX
-fuses elementwise chains, but on a CPU its GEMM trails the BLAS NumPy links, and a tiny
-program pays MAX's per-call cost; measuring settles each program on its own numbers.
+run on MAX and then on the interpreter, timed (a ``Race``), and the faster runs from then
+on. MAX fuses elementwise chains, but on a CPU its GEMM trails the BLAS NumPy links, and a
+tiny program pays MAX's per-call cost; measuring settles each program on its own numbers.
 """
 
 from __future__ import annotations

@@ -9,6 +9,8 @@ import sys
 
 import pytest
 
+from nabla.backends.numpy import _glibc
+
 # A program with 2 MiB intermediates run 20 times; prints minor page faults per call.
 FAULTS = """
 import resource
@@ -33,13 +35,6 @@ def _faults_per_call(reuse: str) -> float:
     )
     assert res.returncode == 0, res.stderr
     return float(res.stdout.strip())
-
-
-def _glibc() -> bool:
-    try:
-        return os.confstr("CS_GNU_LIBC_VERSION").startswith("glibc")
-    except (AttributeError, ValueError, OSError):
-        return False
 
 
 @pytest.mark.skipif(not _glibc(), reason="the allocator settings are glibc's")

@@ -8,6 +8,7 @@ cached program is one Python loop with no graph building.
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import weakref
 
@@ -50,7 +51,6 @@ def supports(program: Program) -> bool:
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
 _MMAP_THRESHOLD = 32 << 20  # glibc's own ceiling for its dynamic threshold on 64-bit
 _TRIM_THRESHOLD = 128 << 20
-_MALLOC_TUNED = []
 
 
 def _glibc() -> bool:
@@ -60,6 +60,7 @@ def _glibc() -> bool:
         return False
 
 
+@functools.cache
 def keep_freed_memory() -> bool:
     """Ask glibc to serve arrays up to 32 MiB from its heap and to keep up to 128 MiB of
     freed heap for reuse, once per process (``NABLA_MALLOC_REUSE=0`` opts out).
@@ -69,19 +70,15 @@ def keep_freed_memory() -> bool:
     page-faults on all its intermediates again: a transformer block's forward and backward
     took ~9,000 minor faults per call, a third of its time here. XLA and PyTorch's caching
     allocators exist for the same reason. Returns whether the settings were applied."""
-    if _MALLOC_TUNED:
-        return _MALLOC_TUNED[0]
-    ok = False
-    if CONFIG.malloc_reuse and _glibc():
-        try:
-            libc = ctypes.CDLL("libc.so.6")
-            ok = bool(libc.mallopt(_M_MMAP_THRESHOLD, _MMAP_THRESHOLD)) and bool(
-                libc.mallopt(_M_TRIM_THRESHOLD, _TRIM_THRESHOLD)
-            )
-        except (OSError, AttributeError):
-            ok = False
-    _MALLOC_TUNED.append(ok)
-    return ok
+    if not (CONFIG.malloc_reuse and _glibc()):
+        return False
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        return bool(libc.mallopt(_M_MMAP_THRESHOLD, _MMAP_THRESHOLD)) and bool(
+            libc.mallopt(_M_TRIM_THRESHOLD, _TRIM_THRESHOLD)
+        )
+    except (OSError, AttributeError):
+        return False
 
 
 def compile_program(program: Program):
