@@ -118,3 +118,35 @@ def test_tensor_parallel_transformer_block():
     assert all(err < 1e-4 for err in out["errors"].values())
     # Megatron: one all_reduce over tp per half of the block forward
     assert out["forward_collectives"] == [("all_reduce", ("tp",))] * 2
+
+
+# the README's first command installs no extras: MAX (and mpi4py) are then absent
+WITHOUT_MAX = """
+import importlib.abc, runpy, sys
+
+class NoMax(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("max", "mpi4py"):
+            raise ImportError(f"{name} is not installed (hidden by the test)")
+        return None
+
+sys.meta_path.insert(0, NoMax())
+runpy.run_path(sys.argv[1], run_name="__main__")
+import nabla as nb
+assert nb.backends.max_backend() is None
+assert not any(k.startswith("max_") for k in nb.backend_stats())
+print("ran without MAX")
+"""
+
+
+def test_quickstart_runs_without_max_installed():
+    import subprocess
+
+    res = subprocess.run(
+        [sys.executable, "-c", WITHOUT_MAX, str(EXAMPLES / "quickstart.py")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert "ran without MAX" in res.stdout

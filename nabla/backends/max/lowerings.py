@@ -993,7 +993,10 @@ LOWERINGS["custom_kernel"] = _custom_kernel
 # ----------------------------------------------------------------------------- mesh (sharding)
 # The simulated mesh (nabla.core.sharding): a sharded value is one buffer, mesh dims first;
 # collectives are data movement and reductions over them (mirrors the NumPy lowerings).
-_MESH_REDUCE = {"sum": ops.sum, "max": ops.max, "min": ops.min, "prod": ops.prod}
+def _mesh_reduce_op(kind):
+    # looked up at lowering time: without MAX installed ``ops`` is None, and this module
+    # must still import (the table's names)
+    return {"sum": ops.sum, "max": ops.max, "min": ops.min, "prod": ops.prod}[kind]
 
 
 def _repeat_to(x, shape):
@@ -1064,7 +1067,7 @@ def _mesh_shard(x, mesh_shape, dims):
 @_one("mesh_unshard")
 def _mesh_unshard(x, ndev, dims, partial):
     for a, kind in partial:
-        x = _MESH_REDUCE[kind](x, axis=a)
+        x = _mesh_reduce_op(kind)(x, axis=a)
     for d, axes in enumerate(dims):
         if axes:
             x = _mesh_merge_max(x, ndev, axes, d)
@@ -1075,7 +1078,7 @@ def _mesh_unshard(x, ndev, dims, partial):
 def _mesh_reduce(x, axes, kind):
     shape = _shape(x)
     for a in axes:
-        x = _MESH_REDUCE[kind](x, axis=a)
+        x = _mesh_reduce_op(kind)(x, axis=a)
     return _repeat_to(x, shape)
 
 
