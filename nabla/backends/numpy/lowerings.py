@@ -294,11 +294,18 @@ def _blas_ready(a):
     return np.ascontiguousarray(a)
 
 
+_OUTER_BY_EINSUM = 1 << 14  # output elements from which einsum beats the broadcast multiply
+
+
 @_one("matmul")
 def _matmul(x, y):
     if x.ndim >= 2 and y.ndim >= 2 and x.shape[-1] == 1:
-        # a contraction over one element is an outer product: NumPy's batched matmul runs
-        # it ~4x slower than the broadcast multiply (per-example gradients of a dense layer)
+        # a contraction over one element is an outer product (per-example gradients of a
+        # dense layer). NumPy's batched matmul runs it ~4x slower than a broadcast multiply,
+        # and einsum's loop runs large ones 1.4-1.7x faster than the multiply's, whose
+        # inner loop is one row against a stride-0 scalar
+        if max(x.size * y.shape[-1], y.size * x.shape[-2]) >= _OUTER_BY_EINSUM:
+            return np.einsum("...ik,...kj->...ij", x, y)
         return np.multiply(x, y)
     return np.matmul(_blas_ready(x), _blas_ready(y))
 
