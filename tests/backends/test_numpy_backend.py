@@ -65,3 +65,44 @@ def test_matmul_over_one_element_is_the_outer_product(a_shape, b_shape, dtype):
     b = rng.integers(-9, 9, b_shape).astype(dtype)
     (got,) = LOWERINGS["matmul"]([a, b], {})
     np.testing.assert_array_equal(got, np.matmul(a, b))
+
+
+@pytest.mark.parametrize(
+    "shape, axes",
+    [
+        ((16, 64, 128), (2,)),  # layer norm: trailing
+        ((16, 4, 64, 64), (3,)),  # softmax: trailing
+        ((16, 64, 128), (0, 1)),  # a bias gradient: leading
+        ((6, 5, 4), (1, 2)),
+        ((6, 5, 4), (-1,)),
+        ((6, 5, 4), (0, 2)),  # neither leading nor trailing: np.sum
+        ((3, 20000), (1,)),  # a long row: np.sum's pairwise summation
+        ((0, 5), (1,)),
+    ],
+)
+@pytest.mark.parametrize("keepdims", [False, True])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32])
+def test_reduce_sum_matches_numpy_on_every_path(shape, axes, keepdims, dtype):
+    """Sums over leading or trailing axes run as a product with ones (BLAS); every path
+    gives np.sum's shape and dtype and its value to rounding, and propagates inf and NaN."""
+    rng = np.random.default_rng(1)
+    x = (rng.standard_normal(shape) * 10).astype(dtype)
+    (got,) = LOWERINGS["reduce_sum"](
+        [
+            x,
+        ],
+        {"axes": axes, "keepdims": keepdims},
+    )
+    want = np.sum(x.astype(np.float64), axis=axes, keepdims=keepdims)
+    assert got.shape == want.shape
+    assert got.dtype == np.sum(x, axis=axes).dtype
+    np.testing.assert_allclose(got, want, rtol=1e-5 if dtype == np.float32 else 1e-12, atol=1e-3)
+    if x.size and dtype != np.int32:
+        x.flat[0], x.flat[-1] = np.inf, np.nan
+        (got,) = LOWERINGS["reduce_sum"]([x], {"axes": axes, "keepdims": keepdims})
+        np.testing.assert_array_equal(
+            np.isnan(got), np.isnan(np.sum(x, axis=axes, keepdims=keepdims))
+        )
+        np.testing.assert_array_equal(
+            np.isinf(got), np.isinf(np.sum(x, axis=axes, keepdims=keepdims))
+        )
