@@ -106,3 +106,13 @@ def test_reduce_sum_matches_numpy_on_every_path(shape, axes, keepdims, dtype):
         np.testing.assert_array_equal(
             np.isinf(got), np.isinf(np.sum(x, axis=axes, keepdims=keepdims))
         )
+
+
+@pytest.mark.parametrize("exponent", [1.0, 2.0, 3.0, 0.5])
+def test_pow_shortcuts_agree_with_np_power(exponent):
+    """x ** 2 runs as a multiply and x ** 1 returns x: both must equal np.power, at the
+    edge values too."""
+    x = np.array([-np.inf, -2.5, -0.0, 0.0, 1e-30, 3.5, np.inf, np.nan], np.float32)
+    with np.errstate(invalid="ignore"):  # as the interpreter runs every program
+        (got,) = LOWERINGS["pow"]([x, np.array(exponent, np.float32)], {})
+        np.testing.assert_array_equal(got, np.power(x, np.float32(exponent)))
