@@ -402,11 +402,13 @@ def _best_of_rounds_ms(calls: dict, reps: int, rounds: int = 3) -> dict:
     round times every column in turn, each after 60 untimed calls (``_warm``). This
     machine's speed drifts by up to 2x over seconds: repeating the rounds gives every column
     its steady state in a quiet stretch, so the ratios hold within one run. Blocks rather
-    than alternating calls: a runtime's threads keep spinning for a while after its calls
-    (OpenMP's, OpenBLAS's) and would slow the next column's first calls."""
+    than alternating calls, each after a pause: a runtime's threads keep spinning for a
+    while after its calls (OpenBLAS's for ~0.1 s, slowing MAX's calls 3-5x on 2 cores) and
+    would slow the next column's calls."""
     best: dict = {}
     for _ in range(rounds):
         for name, call in calls.items():
+            time.sleep(0.2)  # the last column's spinning threads park (OpenBLAS: ~0.1 s)
             _warm(call)
             times = []
             for _ in range(reps):

@@ -105,46 +105,55 @@ RACE_STATS = {"races_won_by_max": 0, "races_won_by_numpy": 0}
 
 
 class Race:
-    """The ``auto`` tier's measurement of one hot program: once MAX has a model, MAX warms
-    up first: its calls after a load run several times slower for tens of calls (2.8 ms
-    falling to 0.55 ms over ~50 calls of a per-example-gradient program here), so warm-up
-    lasts until the median of the last ``WINDOW`` calls is no more than 10% below the median
-    of the ``WINDOW`` before, or ``MAX_WARMUP`` calls have run. Then ``ROUNDS`` timed calls
-    run on MAX and then ``ROUNDS`` on the interpreter, and the executor with the faster best
-    call wins for good. Runs of one executor rather than alternation: each executor's
-    threads keep spinning for a while after a call (OpenBLAS's for up to ~0.1 s) and would
-    slow the other one's next call, which the steady state (one executor per program) never
-    sees. Every call computes the requested values, so racing costs only the slower
-    entrant's calls."""
+    """The ``auto`` tier's measurement of one hot program, once MAX has a model.
 
-    ROUNDS = 5
+    MAX warms up first, on its own, until two things hold. Its calls have settled: the
+    median of its last ``WINDOW`` calls is no more than 10% below the median of the
+    ``WINDOW`` before (calls after a load run several times slower for tens of calls:
+    2.8 ms falling to 0.55 ms over ~50 calls of a per-example-gradient program here), or
+    ``MAX_WARMUP`` calls have run. And ``QUIET_S`` seconds have passed since the
+    interpreter's last call: OpenBLAS's threads keep spinning for ~0.1 s after a NumPy
+    matmul, and on 2 cores they slow every MAX call meanwhile 3-5x (0.4 ms became 2-2.5 ms
+    for the per-example program), which had handed such programs to the interpreter.
+
+    Then ``CALLS`` timed calls run on MAX and ``CALLS`` on the interpreter, each executor in
+    one run (MAX's threads disturb the interpreter's next call less, and its best of 15
+    calls is taken), and the executor with the faster best call wins for good. Every call
+    computes the requested values, so racing costs only the slower entrant's calls."""
+
+    CALLS = 15
     WINDOW = 8
     MAX_WARMUP = 64
-    __slots__ = ("times", "winner", "_calls", "_warmup", "_warming")
+    QUIET_S = 0.25
+    __slots__ = ("times", "winner", "_warmup", "_warming", "_since")
 
     def __init__(self):
         self.times = {"max": [], "numpy": []}
         self.winner = None
-        self._calls = 0  # timed calls so far
         self._warmup: list[float] = []  # MAX's warm-up call times
         self._warming = True
+        self._since = None  # when MAX's warm-up began
 
     def next_entrant(self) -> str:
-        if self._warming:
+        if self._warming or len(self.times["max"]) < self.CALLS:
             return "max"
-        return "max" if self._calls < self.ROUNDS else "numpy"
+        return "numpy"
 
     def record(self, name: str, seconds: float, program) -> None:
         if self._warming:
+            now = time.perf_counter()
+            if self._since is None:
+                self._since = now - seconds
             times = self._warmup
             times.append(seconds)
             w = self.WINDOW
-            settled = len(times) >= 2 * w and median(times[-w:]) >= 0.9 * median(times[-2 * w : -w])
-            self._warming = not settled and len(times) < self.MAX_WARMUP
+            settled = len(times) >= self.MAX_WARMUP or (
+                len(times) >= 2 * w and median(times[-w:]) >= 0.9 * median(times[-2 * w : -w])
+            )
+            self._warming = not (settled and now - self._since >= self.QUIET_S)
             return
-        self._calls += 1
         self.times[name].append(seconds)
-        if min(len(t) for t in self.times.values()) < self.ROUNDS:
+        if len(self.times["numpy"]) < self.CALLS:
             return
         best = {k: min(t) for k, t in self.times.items()}
         self.winner = "max" if best["max"] <= best["numpy"] else "numpy"
