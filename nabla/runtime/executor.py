@@ -111,10 +111,13 @@ class Race:
     median of its last ``WINDOW`` calls is no more than 10% below the median of the
     ``WINDOW`` before (calls after a load run several times slower for tens of calls:
     2.8 ms falling to 0.55 ms over ~50 calls of a per-example-gradient program here), or
-    ``MAX_WARMUP`` calls have run. And ``QUIET_S`` seconds have passed since the
-    interpreter's last call: OpenBLAS's threads keep spinning for ~0.1 s after a NumPy
-    matmul, and on 2 cores they slow every MAX call meanwhile 3-5x (0.4 ms became 2-2.5 ms
-    for the per-example program), which had handed such programs to the interpreter.
+    ``MAX_WARMUP`` calls have run. And the warm-up has lasted ``QUIET_S`` seconds (it
+    starts right after the interpreter last ran this program): OpenBLAS's threads keep
+    spinning for ~0.1 s after a NumPy matmul, and on 2 cores they slow every MAX call
+    meanwhile 3-5x (0.4 ms became 2-2.5 ms for the per-example program), which had handed
+    such programs to the interpreter. A fast program thus warms up for QUIET_S, however
+    many calls that takes. Other programs that the interpreter runs between these calls
+    still disturb the measurement, as they disturb MAX's calls afterwards.
 
     Then ``CALLS`` timed calls run on MAX and ``CALLS`` on the interpreter, each executor in
     one run (MAX's threads disturb the interpreter's next call less, and its best of 15

@@ -109,7 +109,7 @@ def compile_program(program: Program):
         fn = LOWERINGS.get(name)
         if fn is None:
             raise UnsupportedOp(f"the numpy backend has no lowering for op '{name}'")
-        dtypes = tuple(np.dtype(dt.numpy) for dt, _ in specs)  # instances compare faster
+        dtypes = tuple(dt.numpy for dt, _ in specs)
         steps.append((fn, ins, kwargs, outs, dtypes, tuple(frees[k])))
     n_slots = program.num_inputs + sum(len(s[3]) for s in steps)
 

@@ -189,7 +189,9 @@ def _reduce(fn):
 
 
 _BLAS_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
-_SHORT_ROWS = 8192  # trailing-axis sums up to this length go through BLAS
+_MAX_ROW = 1024  # longer trailing sums keep np.sum's pairwise summation
+_MIN_KEPT = 16  # a leading sum keeping fewer values is a long contiguous sum: pairwise too
+_MAX_ONES = 1 << 16  # bounds the cached ones vectors (64 of them at most)
 
 
 @functools.lru_cache(maxsize=64)
@@ -203,8 +205,12 @@ def _ones(n, dtype):
 def _reduce_sum(x, axes, keepdims):
     """A sum over leading or trailing axes of a contiguous float array is a matrix-vector
     product with ones: BLAS runs it 2-6x faster than ``np.sum``, whose reduction pays per
-    row (layer-norm and softmax sums over a 64-128 long last axis; bias gradients). NumPy's
-    pairwise summation only helps long rows, which keep ``np.sum``."""
+    row (layer-norm and softmax sums over a 64-128 long last axis; bias gradients).
+    Trailing sums over more than ``_MAX_ROW`` values, and leading sums that keep fewer than
+    ``_MIN_KEPT`` (in effect one long contiguous sum), keep ``np.sum`` and its pairwise
+    summation: BLAS adds in a few float32 lanes, 30x less accurately at 10^5 values. A
+    leading sum that keeps more accumulates row by row in ``np.sum`` too, as accurate as
+    BLAS."""
     nd = x.ndim
     if nd >= 2 and x.dtype in _BLAS_FLOATS and x.flags.c_contiguous and x.size:
         ax = sorted(a % nd for a in axes)
@@ -214,13 +220,14 @@ def _reduce_sum(x, axes, keepdims):
             out = tuple(1 if i in ax else d for i, d in enumerate(shape)) if keepdims else None
             if ax == list(range(nd - k, nd)):  # trailing
                 n = math.prod(shape[nd - k :])
-                if n <= _SHORT_ROWS:
+                if n <= _MAX_ROW:
                     r = x.reshape(-1, n) @ _ones(n, x.dtype)
                     return r.reshape(out if keepdims else shape[: nd - k])
             elif ax == list(range(k)):  # leading
                 n = math.prod(shape[:k])
-                r = _ones(n, x.dtype) @ x.reshape(n, -1)
-                return r.reshape(out if keepdims else shape[k:])
+                if n <= _MAX_ONES and x.size // n >= _MIN_KEPT:
+                    r = _ones(n, x.dtype) @ x.reshape(n, -1)
+                    return r.reshape(out if keepdims else shape[k:])
     return np.sum(x, axis=axes, keepdims=keepdims)
 
 
@@ -345,7 +352,9 @@ def _matmul(x, y):
         # dense layer). NumPy's batched matmul runs it ~4x slower than a broadcast multiply,
         # and einsum's loop runs large ones 1.4-1.7x faster than the multiply's, whose
         # inner loop is one row against a stride-0 scalar
-        if max(x.size * y.shape[-1], y.size * x.shape[-2]) >= _OUTER_BY_EINSUM:
+        # einsum has no loops for ml_dtypes' bfloat16 (not a NumPy builtin dtype)
+        big = max(x.size * y.shape[-1], y.size * x.shape[-2]) >= _OUTER_BY_EINSUM
+        if big and x.dtype.isbuiltin == 1 and y.dtype.isbuiltin == 1:
             return np.einsum("...ik,...kj->...ij", x, y)
         return np.multiply(x, y)
     return np.matmul(_blas_ready(x), _blas_ready(y))
