@@ -76,6 +76,7 @@ class _Plan:
         self.host_nodes = tuple(host) if hoistable else None
         self._host_devices = None
         self._program = None
+        self._call_layouts = None
         # dynamic dims: None = not checked yet; True once a replay at another size produced
         # exactly the recorded ops with the sizes substituted (then every size is a fast hit)
         self.symbolic_ok = None
@@ -184,6 +185,19 @@ class _Plan:
             self._host_devices = tuple(o.device for o in outs)
         return outs
 
+    def call_layouts(self):
+        """(shapes, dtypes, shardings or None) of the tensor outputs of a fast-path call,
+        worked out once per plan (every call of the plan has the same)."""
+        got = self._call_layouts
+        if got is None:
+            dtypes = [dt for dt, _ in self.tensor_output_specs()]
+            shapes = [tuple(int(d) for d in shape) for shape, _ in self.out_layouts]
+            shardings = [spec for _, spec in self.out_layouts]
+            if all(sp is None for sp in shardings):
+                shardings = None
+            got = self._call_layouts = (shapes, dtypes, shardings)
+        return got
+
     def tensor_output_specs(self):
         specs = []
         for ref in self.outputs:
@@ -291,23 +305,10 @@ class CompiledCallOp(Operation):
 
     def bind_collective(self, args, kwargs):
         plan = kwargs["plan"]
-        impls = [a._impl for a in args]
-        dtypes = [dt for dt, _ in plan.tensor_output_specs()]
-        layouts = plan.out_layouts
-        shapes = [tuple(int(d) for d in shape) for shape, _ in layouts]
-        shardings = [spec for _, spec in layouts]
-        device = self.device_of(impls, kwargs)
+        shapes, dtypes, shardings = plan.call_layouts()
+        device = self.device_of([a._impl for a in args], kwargs)
         phys = self.adapt_kwargs(kwargs, 0, ())
-        return self.emit(
-            args,
-            kwargs,
-            phys,
-            (),
-            shapes,
-            dtypes,
-            [device] * len(shapes),
-            shardings if any(sp is not None for sp in shardings) else None,
-        )
+        return self.emit(args, kwargs, phys, (), shapes, dtypes, [device] * len(shapes), shardings)
 
 
 _compiled_call = CompiledCallOp()
