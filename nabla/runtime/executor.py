@@ -120,9 +120,10 @@ class Race:
     still disturb the measurement, as they disturb MAX's calls afterwards.
 
     Then ``CALLS`` timed calls run on MAX and ``CALLS`` on the interpreter, each executor in
-    one run (MAX's threads disturb the interpreter's next call less, and its best of 15
-    calls is taken), and the executor with the faster best call wins for good. Every call
-    computes the requested values, so racing costs only the slower entrant's calls."""
+    one run (MAX's threads disturb the interpreter's first calls after it less than the
+    reverse, and only each executor's best call counts), and the executor with the faster
+    best call wins for good. Every call computes the requested values, so racing costs
+    only the slower entrant's calls."""
 
     CALLS = 15
     WINDOW = 8

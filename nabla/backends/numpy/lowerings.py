@@ -351,8 +351,8 @@ def _matmul(x, y):
         # a contraction over one element is an outer product (per-example gradients of a
         # dense layer). NumPy's batched matmul runs it ~4x slower than a broadcast multiply,
         # and einsum's loop runs large ones 1.4-1.7x faster than the multiply's, whose
-        # inner loop is one row against a stride-0 scalar
-        # einsum has no loops for ml_dtypes' bfloat16 (not a NumPy builtin dtype)
+        # inner loop is one row against a stride-0 scalar. einsum has no loops for
+        # ml_dtypes' bfloat16 (not a NumPy builtin dtype), which keeps the multiply
         big = max(x.size * y.shape[-1], y.size * x.shape[-2]) >= _OUTER_BY_EINSUM
         if big and x.dtype.isbuiltin == 1 and y.dtype.isbuiltin == 1:
             return np.einsum("...ik,...kj->...ij", x, y)
