@@ -89,12 +89,7 @@ def test_reduce_sum_matches_numpy_on_every_path(shape, axes, keepdims, dtype):
     gives np.sum's shape and dtype and its value to rounding, and propagates inf and NaN."""
     rng = np.random.default_rng(1)
     x = (rng.standard_normal(shape) * 10).astype(dtype)
-    (got,) = LOWERINGS["reduce_sum"](
-        [
-            x,
-        ],
-        {"axes": axes, "keepdims": keepdims},
-    )
+    (got,) = LOWERINGS["reduce_sum"]([x], {"axes": axes, "keepdims": keepdims})
     want = np.sum(x.astype(np.float64), axis=axes, keepdims=keepdims)
     assert got.shape == want.shape
     assert got.dtype == np.sum(x, axis=axes).dtype
