@@ -18,6 +18,7 @@ Invariants:
 
 from __future__ import annotations
 
+import math
 import weakref
 
 import numpy as np
@@ -253,7 +254,7 @@ class Tensor:
     @property
     def size(self) -> int:
         """Number of elements, the product of ``x.shape`` (1 for a 0-d tensor)."""
-        return int(np.prod(self.shape, dtype=np.int64))
+        return math.prod(self.shape)  # exact Python ints; np.prod costs ~5 us a call
 
     @property
     def sharding(self):
