@@ -383,7 +383,7 @@ def mean(x, axis=None, keepdims=False):
     return reduce_sum(x, axes, keepdims) * (1.0 / n if n else float("nan"))
 
 
-def var(x, axis=None, keepdims=False, correction=0):
+def var(x, axis=None, keepdims=False, correction=0, *, ddof=None):
     """Variance over ``axis``: ``sum((x - mean) ** 2) / (n - correction)``.
 
     Integer and bool tensors are cast to the default float dtype first. The result is NaN
@@ -395,6 +395,7 @@ def var(x, axis=None, keepdims=False, correction=0):
         keepdims: keep the reduced axes as size-1 dims, so the result broadcasts against ``x``.
         correction: subtracted from the element count ``n``: 0 (default) gives the population
             variance (NumPy's ``ddof=0``), 1 the sample variance (PyTorch's default).
+        ddof: NumPy's and JAX's name for ``correction``; give one of the two.
 
     Returns:
         A float tensor.
@@ -402,8 +403,9 @@ def var(x, axis=None, keepdims=False, correction=0):
     Raises:
         TypeError: for an axis that is not an int.
         IndexError: for an axis out of range.
-        ValueError: for a repeated axis.
+        ValueError: for a repeated axis, or both ``ddof`` and a nonzero ``correction``.
     """
+    correction = _correction("var", correction, ddof)
     x = _float(x, "var")
     axes = norm_axes("var", axis, x.ndim, x.shape)
     mu = mean(x, axes, keepdims=True)
@@ -412,7 +414,15 @@ def var(x, axis=None, keepdims=False, correction=0):
     return reduce_sum(d * d, axes, keepdims) * (1.0 / n if n > 0 else float("nan"))
 
 
-def std(x, axis=None, keepdims=False, correction=0):
+def _correction(op, correction, ddof):
+    if ddof is None:
+        return correction
+    if correction:
+        raise ValueError(f"{op}: give ddof or correction, not both (got {ddof} and {correction})")
+    return ddof
+
+
+def std(x, axis=None, keepdims=False, correction=0, *, ddof=None):
     """Standard deviation over ``axis``: ``sqrt(var(x, axis, keepdims, correction))``.
 
     Integer and bool tensors are cast to the default float dtype first.
@@ -423,6 +433,7 @@ def std(x, axis=None, keepdims=False, correction=0):
         keepdims: keep the reduced axes as size-1 dims, so the result broadcasts against ``x``.
         correction: subtracted from the element count: 0 (default, population; NumPy's
             ``ddof=0``) or 1 (sample).
+        ddof: NumPy's and JAX's name for ``correction``; give one of the two.
 
     Returns:
         A float tensor.
@@ -430,10 +441,10 @@ def std(x, axis=None, keepdims=False, correction=0):
     Raises:
         TypeError: for an axis that is not an int.
         IndexError: for an axis out of range.
-        ValueError: for a repeated axis.
+        ValueError: for a repeated axis, or both ``ddof`` and a nonzero ``correction``.
     """
 
-    return unary.sqrt(var(x, axis, keepdims, correction))
+    return unary.sqrt(var(x, axis, keepdims, _correction("std", correction, ddof)))
 
 
 def logsumexp(x, axis=None, keepdims=False):

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 
 from ..core.dtypes import DType, get_default_dtype, to_dtype
+from ..core.pytree import tree_flatten, tree_unflatten
 from ..runtime.tensor import Tensor
 from . import binary, spmd
 from ._util import as_tensor, doc_paragraph
@@ -379,8 +380,16 @@ _stop_gradient = StopGradientOp()
 
 
 def stop_gradient(x):
-    """The value of ``x``, treated as a constant by every differentiation transform."""
-    return _stop_gradient(x)
+    """The value of ``x``, treated as a constant by every differentiation transform.
+
+    ``x`` may be a tensor (or a value convertible to one) or a pytree of them, as in JAX's
+    ``lax.stop_gradient``: each tensor leaf is stopped and the structure is kept."""
+    if isinstance(x, Tensor):
+        return _stop_gradient(x)
+    leaves, tree = tree_flatten(x)
+    if len(leaves) == 1 and leaves[0] is x:  # a leaf itself: a Python scalar or an array
+        return _stop_gradient(x)
+    return tree_unflatten(tree, [stop_gradient(leaf) for leaf in leaves])
 
 
 # ------------------------------------------------------------------ composites
@@ -407,7 +416,9 @@ def softplus(x):
     x = as_tensor(x, op="softplus")
     if not x.dtype.is_float:
         x = cast(x, get_default_dtype())
-    return binary.maximum(x, 0.0) + log1p(exp(-abs(x)))
+    # -|x| as min(x, -x): at 0 its derivative is the mean of the two sides, 0, so the
+    # derivative there is sigmoid(0) = 0.5 as in JAX (abs'(0) = 1 would give 0)
+    return binary.maximum(x, 0.0) + log1p(exp(binary.minimum(x, -x)))
 
 
 def square(x):

@@ -15,6 +15,7 @@ object; differentiation asks the rule:
 from __future__ import annotations
 
 import functools
+import threading
 
 from ..core.pytree import tree_flatten, tree_unflatten
 from ..core.state import grad_level, is_live
@@ -44,6 +45,9 @@ class CustomCallOp(Operation):
 
     def vjp_rule(self, primals, cotangents, outputs, kwargs):
         n = kwargs["n_in"]
+        # an output nobody kept is gone (None): its forward value, an input here, stands in
+        # for it, so an unused output gets a zero cotangent of its shape
+        outputs = [primals[n + i] if o is None else o for i, o in enumerate(outputs)]
         cts = kwargs["rule"].vjp(primals[:n], cotangents, outputs)
         return list(cts) + [None] * (len(primals) - n)
 
@@ -113,6 +117,7 @@ class custom_vjp:  # noqa: N801 - JAX's spelling
         self.fun = fun
         self.fwd = None
         self.bwd = None
+        self._in_fwd = threading.local()  # depth of this function's fwd on each thread
 
     def defvjp(self, fwd, bwd):
         """``fwd(*args) -> (out, residuals)``; ``bwd(residuals, ct) -> tuple of cts``."""
@@ -125,11 +130,17 @@ class custom_vjp:  # noqa: N801 - JAX's spelling
             raise TypeError(f"custom_vjp function {self.fun.__name__} has no defvjp rules")
         flat, tree, idx = _split_args(args)
         tensors = [flat[i] for i in idx]
-        if not _needs_rule(tensors):
+        # inside its own fwd the function is its primal computation (JAX's usual
+        # ``def f_fwd(x): return f(x), res``), not a second use of the rule
+        if not _needs_rule(tensors) or getattr(self._in_fwd, "depth", 0):
             return self.fun(*args)
         # fwd sees the real inputs: residuals keep their links for higher-order reverse mode,
         # while the rule returns no cotangent for the forward outputs (no double counting).
-        out, res = self.fwd(*args)
+        self._in_fwd.depth = 1
+        try:
+            out, res = self.fwd(*args)
+        finally:
+            self._in_fwd.depth = 0
         o_flat, o_tree = tree_flatten(out)
         rule = _VjpRule(self, res, o_tree, tree, idx, len(flat), flat)
         return tree_unflatten(o_tree, _bind(rule, tensors, o_flat))

@@ -201,3 +201,13 @@ def test_one_op_per_name():
     with pytest.raises(RuntimeError, match="two ops named 'reshape'"):
         Clash()
     assert type(OPS["reshape"]).__name__ == "ReshapeOp"
+
+
+def test_var_and_std_take_numpy_s_ddof():
+    x = np.arange(12.0, dtype=np.float32).reshape(3, 4) ** 1.5
+    t = nb.constant(x)
+    np.testing.assert_allclose(nb.var(t, axis=1, ddof=1).numpy(), x.var(1, ddof=1), rtol=1e-6)
+    np.testing.assert_allclose(nb.std(t, ddof=1).numpy(), x.std(ddof=1), rtol=1e-6)
+    np.testing.assert_allclose(t.var(axis=0, ddof=1).numpy(), x.var(0, ddof=1), rtol=1e-6)
+    with pytest.raises(ValueError, match="ddof or correction"):
+        nb.var(t, ddof=1, correction=1)

@@ -713,3 +713,65 @@ def test_a_transpose_of_a_transpose_is_one_transpose_or_none():
     np.testing.assert_allclose(g.numpy(), 2 * x.numpy())
     with nb.no_grad():  # a new op there cuts the trace; folding to x would not
         assert nb.swap_axes(nb.swap_axes(x))._impl is not x._impl
+
+
+def test_custom_vjp_fwd_may_call_the_function_itself():
+    """JAX's usual pattern ``def f_fwd(x): return f(x), res``: inside its fwd the function
+    is its primal computation, not a second use of the rule (which recursed forever)."""
+
+    @nb.custom_vjp
+    def f(x):
+        return nb.sin(x)
+
+    f.defvjp(lambda x: (f(x), nb.cos(x)), lambda res, g: (10.0 * res * g,))
+    x = nb.constant(np.array([0.1, 0.2], np.float32))
+    want = 10.0 * np.cos(x.numpy())
+    np.testing.assert_allclose(nb.grad(lambda v: f(v).sum())(x).numpy(), want, rtol=1e-6)
+    np.testing.assert_allclose(nb.vmap(nb.grad(f))(x).numpy(), want, rtol=1e-6)
+    np.testing.assert_allclose(f(x).numpy(), np.sin(x.numpy()), rtol=1e-6)
+
+
+def test_custom_rules_give_an_unused_output_a_zero_cotangent():
+    """An output of a custom_vjp/custom_jvp/checkpoint function that the loss never uses
+    reaches the rule as zeros of its shape (it failed making zeros of None)."""
+
+    @nb.custom_vjp
+    def f(x):
+        return nb.sin(x), x * 2.0
+
+    f.defvjp(lambda x: ((nb.sin(x), x * 2.0), nb.cos(x)), lambda c, g: (g[0] * c + g[1] * 2.0,))
+
+    @nb.custom_jvp
+    def h(x):
+        return nb.sin(x), x * 2.0
+
+    @h.defjvp
+    def _h_jvp(primals, tangents):
+        (x,), (t,) = primals, tangents
+        return h(x), (t * nb.cos(x), t * 2.0)
+
+    ck = nb.checkpoint(lambda y: (nb.sin(y), y * 2.0))
+    x = nb.constant(np.array([0.1, 0.2], np.float32))
+    for fn in (f, h, ck):
+        g = nb.grad(lambda v, fn=fn: fn(v)[0].sum())(x)
+        np.testing.assert_allclose(g.numpy(), np.cos(x.numpy()), rtol=1e-6)
+    jac = nb.jacrev(lambda v: f(v)[0])(x)
+    np.testing.assert_allclose(jac.numpy(), np.diag(np.cos(x.numpy())), rtol=1e-6)
+
+
+def test_softplus_derivative_is_sigmoid_also_at_zero():
+    xs = np.array([0.0, 1e-8, -1e-8, 1.0, -1.0, 30.0, -30.0], np.float32)
+    sigmoid = 1 / (1 + np.exp(-xs.astype(np.float64)))
+    g = nb.vmap(nb.grad(nb.softplus))(nb.constant(xs))
+    np.testing.assert_allclose(g.numpy(), sigmoid, rtol=1e-6)
+    t = nb.jvp(nb.softplus, (nb.constant(0.0),), (nb.constant(1.0),))[1]
+    assert float(t.numpy()) == 0.5  # JAX: 0.5 (it was 0: abs'(0) = 1 cancelled max's 0.5)
+
+
+def test_stop_gradient_maps_over_a_pytree():
+    x = nb.constant(np.array([1.0, 2.0], np.float32))
+    out = nb.stop_gradient({"a": x, "b": (x, 3.0)})
+    assert set(out) == {"a", "b"} and isinstance(out["b"], tuple)
+    np.testing.assert_array_equal(out["b"][0].numpy(), x.numpy())
+    g = nb.grad(lambda v: (nb.stop_gradient({"w": v})["w"] * v).sum())(x)
+    np.testing.assert_array_equal(g.numpy(), x.numpy())  # d/dv (c * v) with c = v stopped
