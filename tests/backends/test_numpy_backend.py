@@ -130,3 +130,17 @@ def test_long_float32_sums_keep_pairwise_accuracy(shape, axes):
     (got,) = LOWERINGS["reduce_sum"]([x], {"axes": axes, "keepdims": False})
     want = np.sum(x.astype(np.float64), axis=axes)
     np.testing.assert_allclose(got, want, rtol=5e-7)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, ml_dtypes.bfloat16])
+def test_half_float_sums_and_products_accumulate_in_float32(dtype):
+    """As in JAX: bfloat16 added in bfloat16 stalls at 256 (a sum of 1000 ones), float16's
+    cumsum at 2048."""
+    x = np.ones(3000, dtype)
+    (s,) = LOWERINGS["reduce_sum"]([x], {"axes": (0,), "keepdims": False})
+    assert float(s) == 3000.0
+    kw = {"axis": 0, "exclusive": False, "reverse": False}
+    (c,) = LOWERINGS["cumsum"]([x], kw)
+    assert float(c[-1]) == 3000.0
+    (p,) = LOWERINGS["reduce_prod"]([np.full(10, 1.5, dtype)], {"axes": (0,), "keepdims": False})
+    np.testing.assert_allclose(float(p), 1.5**10, rtol=1e-6)

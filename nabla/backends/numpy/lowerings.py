@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import math
 
+import ml_dtypes
 import numpy as np
 
 LOWERINGS: dict = {}
@@ -188,6 +189,16 @@ def _reduce(fn):
     return run
 
 
+_HALF_FLOATS = (np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16))
+
+
+def _accumulator(x):
+    """The dtype a sum or product of ``x`` accumulates in: float32 for 16-bit floats, as
+    JAX does (ml_dtypes' bfloat16 adds in bfloat16: a sum of 1000 ones is 256); None keeps
+    NumPy's choice. The interpreter casts the result back to the op's dtype."""
+    return np.float32 if x.dtype in _HALF_FLOATS else None
+
+
 _BLAS_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 _MAX_ROW = 1024  # longer trailing sums keep np.sum's pairwise summation
 _MIN_KEPT = 16  # a leading sum keeping fewer values is a long contiguous sum: pairwise too
@@ -228,10 +239,14 @@ def _reduce_sum(x, axes, keepdims):
                 if n <= _MAX_ONES and x.size // n >= _MIN_KEPT:
                     r = _ones(n, x.dtype) @ x.reshape(n, -1)
                     return r.reshape(out if keepdims else shape[k:])
-    return np.sum(x, axis=axes, keepdims=keepdims)
+    return np.sum(x, axis=axes, keepdims=keepdims, dtype=_accumulator(x))
 
 
-_one("reduce_prod")(_reduce(np.prod))
+@_one("reduce_prod")
+def _reduce_prod(x, axes, keepdims):
+    return np.prod(x, axis=axes, keepdims=keepdims, dtype=_accumulator(x))
+
+
 _one("reduce_max")(_reduce(np.max))
 _one("reduce_min")(_reduce(np.min))
 
@@ -250,7 +265,10 @@ def _argmin(x, axis, keepdims):
 def _cumsum(x, axis, exclusive, reverse):
     if reverse:
         x = np.flip(x, axis)
-    out = np.cumsum(x, axis=axis, dtype=x.dtype if x.dtype != np.bool_ else np.int32)
+    acc = _accumulator(x)
+    if acc is None:
+        acc = x.dtype if x.dtype != np.bool_ else np.int32
+    out = np.cumsum(x, axis=axis, dtype=acc)
     if exclusive:
         out = out - x
     if reverse:
