@@ -69,6 +69,7 @@ class UnaryOperation(Operation):
     """
 
     float_only = True  # promote ints/bools to the default float dtype
+    whole_is_identity = False  # rounding: integer and bool inputs come back unchanged
     out_dtype: DType | None = None  # e.g. bool for predicates
     allowed = None  # optional predicate on the input dtype
 
@@ -77,6 +78,8 @@ class UnaryOperation(Operation):
             x = as_tensor(x, op=self.name)
         if self.allowed is not None and not self.allowed(x.dtype):
             raise TypeError(f"{self.name}: unsupported dtype {x.dtype} (shape {x.shape})")
+        if self.whole_is_identity and not x.dtype.is_float:
+            return x
         if self.float_only and not x.dtype.is_float:
             x = cast(x, get_default_dtype())
         return self.bind([x], {})
@@ -117,7 +120,7 @@ def _dtype_phrase(dtypes) -> str:
     return "dtype " + " or ".join(d.value for d in dtypes)
 
 
-def _unary_doc(doc, *, float_only, out_dtype, allowed) -> str:
+def _unary_doc(doc, *, float_only, out_dtype, allowed, whole_is_identity=False) -> str:
     """The class docstring of a ``_unary`` op: ``doc`` (a one-line summary, optionally
     followed by a blank line and notes) plus the dtype rules, Args, Returns and Raises that
     follow from the op's flags."""
@@ -125,6 +128,9 @@ def _unary_doc(doc, *, float_only, out_dtype, allowed) -> str:
     if out_dtype is not None:
         rule = "" if notes else "Any input dtype is accepted."
         returns = f"A {out_dtype.value} tensor of ``x``'s shape."
+    elif whole_is_identity:
+        rule = "Integer and bool inputs are returned unchanged, as in JAX."
+        returns = "A tensor of ``x``'s shape and dtype."
     elif float_only:
         rule = (
             "Integer and bool inputs are first cast to the default float dtype "
@@ -143,15 +149,30 @@ def _unary_doc(doc, *, float_only, out_dtype, allowed) -> str:
 
 
 def _unary(
-    name, derivative=None, *, doc, float_only=True, out_dtype=None, allowed=None, linear=False
+    name,
+    derivative=None,
+    *,
+    doc,
+    float_only=True,
+    out_dtype=None,
+    allowed=None,
+    linear=False,
+    whole_is_identity=False,
 ):
     cls = type(
         f"{name.title().replace('_', '')}Op",
         (UnaryOperation,),
         {
-            "__doc__": _unary_doc(doc, float_only=float_only, out_dtype=out_dtype, allowed=allowed),
+            "__doc__": _unary_doc(
+                doc,
+                float_only=float_only,
+                out_dtype=out_dtype,
+                allowed=allowed,
+                whole_is_identity=whole_is_identity,
+            ),
             "name": name,
             "float_only": float_only,
+            "whole_is_identity": whole_is_identity,
             "out_dtype": out_dtype,
             "differentiable": derivative is not None,
             "allowed": staticmethod(allowed) if allowed else None,
@@ -265,16 +286,30 @@ sign = _unary(
     float_only=False,
     allowed=_not_bool,
 )
-floor = _unary("floor", lambda x, y: 0.0, doc="Elementwise floor (round toward -inf)." + _ZERO_GRAD)
-ceil = _unary("ceil", lambda x, y: 0.0, doc="Elementwise ceiling (round toward +inf)." + _ZERO_GRAD)
+floor = _unary(
+    "floor",
+    lambda x, y: 0.0,
+    doc="Elementwise floor (round toward -inf)." + _ZERO_GRAD,
+    whole_is_identity=True,
+)
+ceil = _unary(
+    "ceil",
+    lambda x, y: 0.0,
+    doc="Elementwise ceiling (round toward +inf)." + _ZERO_GRAD,
+    whole_is_identity=True,
+)
 round = _unary(  # noqa: A001 - half to even, like NumPy
     "round",
     lambda x, y: 0.0,
     doc="Elementwise rounding to the nearest integer, halves to even (NumPy's ``round``)."
     + _ZERO_GRAD,
+    whole_is_identity=True,
 )
 trunc = _unary(
-    "trunc", lambda x, y: 0.0, doc="Elementwise truncation (round toward zero)." + _ZERO_GRAD
+    "trunc",
+    lambda x, y: 0.0,
+    doc="Elementwise truncation (round toward zero)." + _ZERO_GRAD,
+    whole_is_identity=True,
 )
 is_nan = _unary(
     "is_nan",

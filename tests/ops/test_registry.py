@@ -211,3 +211,18 @@ def test_var_and_std_take_numpy_s_ddof():
     np.testing.assert_allclose(t.var(axis=0, ddof=1).numpy(), x.var(0, ddof=1), rtol=1e-6)
     with pytest.raises(ValueError, match="ddof or correction"):
         nb.var(t, ddof=1, correction=1)
+
+
+@pytest.mark.parametrize("name", ["floor", "ceil", "round", "trunc"])
+def test_rounding_returns_integer_and_bool_inputs_unchanged(name):
+    """JAX keeps the dtype (and the values) of integer and bool inputs to rounding ops."""
+    fn = getattr(nb, name)
+    for a in (
+        np.array([1, -2, 7], np.int32),
+        np.array([3, 250], np.uint8),
+        np.array([True, False]),
+    ):
+        t = nb.constant(a)
+        got = fn(t)
+        assert got.dtype == t.dtype
+        np.testing.assert_array_equal(got.numpy(), a)
