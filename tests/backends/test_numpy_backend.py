@@ -144,3 +144,13 @@ def test_half_float_sums_and_products_accumulate_in_float32(dtype):
     assert float(c[-1]) == 3000.0
     (p,) = LOWERINGS["reduce_prod"]([np.full(10, 1.5, dtype)], {"axes": (0,), "keepdims": False})
     np.testing.assert_allclose(float(p), 1.5**10, rtol=1e-6)
+
+
+def test_integer_power_with_negative_exponents_truncates_like_jax():
+    """NumPy raises for integers to negative integer powers; JAX gives the truncated
+    value: 1 for a base of 1, +-1 for -1, else 0."""
+    x = np.array([1, -1, -1, 2, -2, 0, 3], np.int32)
+    y = np.array([-3, -3, -2, -2, -1, 2, 2], np.int32)
+    (got,) = LOWERINGS["pow"]([x, y], {})
+    assert got.dtype == np.int32
+    np.testing.assert_array_equal(got, [1, -1, 1, 0, 0, 0, 9])

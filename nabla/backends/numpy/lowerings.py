@@ -153,6 +153,13 @@ def _pow(x, y):
             return np.multiply(x, x)
         if y == 1:
             return x
+    if x.dtype.kind in "iu" and y.dtype.kind in "iu":
+        negative = y < 0
+        if negative.any():  # NumPy raises; JAX truncates: 1, (-1) ** y, else 0
+            r = np.power(x, np.where(negative, 0, y))
+            odd = (y % 2) != 0
+            inverse = np.where(x == 1, 1, np.where(x == -1, np.where(odd, -1, 1), 0))
+            return np.where(negative, inverse, r).astype(r.dtype)
     return np.power(x, y)
 
 
