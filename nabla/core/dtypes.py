@@ -44,8 +44,10 @@ class DType(enum.Enum):
     for an unknown one). The ``dtype`` arguments of ops also accept NumPy dtypes, Python
     types (``float`` -> float32) and names. ``names``, ``module``, ``qualname``, ``type``,
     ``start`` and ``boundary`` belong to :class:`enum.Enum`'s functional API and are not used
-    by nabla. Properties: ``numpy`` (the NumPy dtype), ``is_float``, ``is_int``, ``is_bool``
-    and ``itemsize`` (bytes).
+    by nabla. Properties: ``numpy`` (the NumPy dtype; also ``dtype``), ``is_float``,
+    ``is_int``, ``is_bool`` and ``itemsize`` (bytes). A member equals its NumPy dtype, NumPy
+    or JAX scalar type and name (``x.dtype == np.float32``, ``== "float32"``), as a JAX
+    array's dtype does.
     """
 
     bool = "bool"
@@ -78,6 +80,28 @@ class DType(enum.Enum):
     @property
     def itemsize(self) -> int:
         return _TO_NUMPY[self].itemsize
+
+    @property
+    def dtype(self) -> np.dtype:
+        """The NumPy dtype again, under the name NumPy's dtype protocol reads:
+        ``np.dtype(x.dtype)`` works as it does for JAX and NumPy arrays."""
+        return _TO_NUMPY[self]
+
+    def __eq__(self, other):
+        # JAX users compare with NumPy dtypes and names: ``x.dtype == jnp.float32``
+        if isinstance(other, DType):
+            return self is other
+        if isinstance(other, str):
+            return other == self.value
+        if isinstance(other, np.dtype | type):
+            try:
+                return np.dtype(other) == _TO_NUMPY[self]
+            except TypeError:
+                return False
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self._name_)
 
     def __repr__(self) -> str:
         return f"nb.{self.value}"

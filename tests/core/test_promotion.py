@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 
+import ml_dtypes
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -188,3 +189,14 @@ def test_promote_types_is_associative():
 def test_promote_types_identity(a):
     assert nb.promote_types(a, a) is a
     assert nb.promote_types(a, nb.bool) is a
+
+
+def test_a_dtype_equals_its_numpy_dtype_scalar_type_and_name():
+    """As a JAX array's dtype does: ``x.dtype == np.float32`` and ``np.dtype(x.dtype)``."""
+    x = nb.ones((2,))
+    assert x.dtype == np.float32 and x.dtype == np.dtype("float32") and x.dtype == "float32"
+    assert x.dtype != np.float64 and x.dtype != "int32" and x.dtype != float
+    assert x.dtype != None and x.dtype != 5  # noqa: E711 - comparing with None is the test
+    assert np.dtype(x.dtype) == np.float32 and np.dtype(nb.bfloat16) == ml_dtypes.bfloat16
+    assert nb.bfloat16 == ml_dtypes.bfloat16 and nb.DType.bool == np.bool_
+    assert {nb.float32: 1}[nb.DType("float32")] == 1
