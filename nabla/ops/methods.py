@@ -89,6 +89,8 @@ _METHODS = {
     "__rfloordiv__": _swap(binary.floor_div),
     "__mod__": binary.mod,
     "__rmod__": _swap(binary.mod),
+    "__divmod__": lambda a, b: (binary.floor_div(a, b), binary.mod(a, b)),
+    "__rdivmod__": lambda a, b: (binary.floor_div(b, a), binary.mod(b, a)),
     "__pow__": binary.pow,
     "__rpow__": _swap(binary.pow),
     "__matmul__": linalg.matmul,

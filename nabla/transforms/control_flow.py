@@ -905,7 +905,7 @@ def _counted_while(c_fn, b_fn, flat, max_steps):
     return list(carry)
 
 
-def fori_loop(lower, upper, body_fun, init_val):
+def fori_loop(lower, upper, body_fun, init_val, *, unroll=None):
     """``for i in range(lower, upper): val = body_fun(i, val)`` (``jax.lax.fori_loop``).
 
     With Python-int bounds the loop is a ``scan`` (reverse-differentiable); with tensor
@@ -917,6 +917,8 @@ def fori_loop(lower, upper, body_fun, init_val):
         upper: end index, exclusive.
         body_fun: ``(i, val) -> val``; ``i`` is an int32 scalar tensor.
         init_val: the initial pytree.
+        unroll: accepted for JAX compatibility (how many iterations XLA fuses into one);
+            ignored: the result is the same.
 
     Returns:
         The final value.

@@ -17,7 +17,7 @@ from __future__ import annotations
 import functools
 import threading
 
-from ..core.pytree import tree_flatten, tree_unflatten
+from ..core.pytree import tree_flatten, tree_map, tree_unflatten
 from ..core.state import grad_level, is_live
 from ..ops.base import Operation
 from ..ops.unary import stop_gradient
@@ -205,6 +205,25 @@ class custom_jvp:  # noqa: N801
         """``jvp_fn(primals, tangents) -> (primal_out, tangent_out)``."""
         self.jvp_fn = jvp_fn
         return jvp_fn
+
+    def defjvps(self, *jvps):
+        """One rule per positional argument (JAX's ``defjvps``): ``jvp_i(tangent_i,
+        primal_out, *primals)`` is argument i's contribution to the output tangent (a pytree
+        like the output); None for an argument without one. The contributions are summed."""
+
+        def jvp_fn(primals, tangents):
+            out = self.fun(*primals)
+            total = None
+            for rule, t in zip(jvps, tangents, strict=False):
+                if rule is None or t is None:
+                    continue
+                part = rule(t, out, *primals)
+                total = part if total is None else tree_map(lambda a, b: a + b, total, part)
+            if total is None:
+                total = tree_map(_zeros_like, out)
+            return out, total
+
+        self.jvp_fn = jvp_fn
 
     def __call__(self, *args):
         if self.jvp_fn is None:

@@ -775,3 +775,31 @@ def test_stop_gradient_maps_over_a_pytree():
     np.testing.assert_array_equal(out["b"][0].numpy(), x.numpy())
     g = nb.grad(lambda v: (nb.stop_gradient({"w": v})["w"] * v).sum())(x)
     np.testing.assert_array_equal(g.numpy(), x.numpy())  # d/dv (c * v) with c = v stopped
+
+
+def test_custom_jvp_defjvps_sums_one_rule_per_argument():
+    @nb.custom_jvp
+    def f(x, y):
+        return x * nb.sin(y)
+
+    # a deliberately wrong factor 10 on y's rule shows the rules are used
+    f.defjvps(lambda tx, out, x, y: tx * nb.sin(y), lambda ty, out, x, y: 10.0 * ty * x * nb.cos(y))
+    x, y = nb.constant(2.0), nb.constant(0.5)
+    gx, gy = nb.grad(f, argnums=(0, 1))(x, y)
+    np.testing.assert_allclose(
+        [float(gx.numpy()), float(gy.numpy())], [np.sin(0.5), 20 * np.cos(0.5)], rtol=1e-6
+    )
+    t = nb.jvp(f, (x, y), (nb.constant(1.0), nb.constant(1.0)))[1]
+    np.testing.assert_allclose(float(t.numpy()), np.sin(0.5) + 20 * np.cos(0.5), rtol=1e-6)
+
+
+def test_divmod_and_fori_loop_unroll_as_in_jax():
+    a = nb.constant(np.array([7, -7], np.int32))
+    q, r = divmod(a, 3)
+    np.testing.assert_array_equal(q.numpy(), [2, -3])
+    np.testing.assert_array_equal(r.numpy(), [1, 2])
+    q, r = divmod(7, nb.constant(np.array([2, -2], np.int32)))
+    np.testing.assert_array_equal(q.numpy(), [3, -4])
+    np.testing.assert_array_equal(r.numpy(), [1, -1])
+    out = nb.fori_loop(0, 4, lambda i, v: v + i, nb.constant(0), unroll=2)
+    assert int(out.numpy()) == 6
