@@ -286,31 +286,19 @@ sign = _unary(
     float_only=False,
     allowed=_not_bool,
 )
-floor = _unary(
-    "floor",
-    lambda x, y: 0.0,
-    doc="Elementwise floor (round toward -inf)." + _ZERO_GRAD,
-    whole_is_identity=True,
+
+
+def _rounding(name, doc):
+    """A rounding op: derivative zero, integer and bool inputs returned unchanged."""
+    return _unary(name, lambda x, y: 0.0, doc=doc + _ZERO_GRAD, whole_is_identity=True)
+
+
+floor = _rounding("floor", "Elementwise floor (round toward -inf).")
+ceil = _rounding("ceil", "Elementwise ceiling (round toward +inf).")
+round = _rounding(  # noqa: A001 - half to even, like NumPy
+    "round", "Elementwise rounding to the nearest integer, halves to even (NumPy's ``round``)."
 )
-ceil = _unary(
-    "ceil",
-    lambda x, y: 0.0,
-    doc="Elementwise ceiling (round toward +inf)." + _ZERO_GRAD,
-    whole_is_identity=True,
-)
-round = _unary(  # noqa: A001 - half to even, like NumPy
-    "round",
-    lambda x, y: 0.0,
-    doc="Elementwise rounding to the nearest integer, halves to even (NumPy's ``round``)."
-    + _ZERO_GRAD,
-    whole_is_identity=True,
-)
-trunc = _unary(
-    "trunc",
-    lambda x, y: 0.0,
-    doc="Elementwise truncation (round toward zero)." + _ZERO_GRAD,
-    whole_is_identity=True,
-)
+trunc = _rounding("trunc", "Elementwise truncation (round toward zero).")
 is_nan = _unary(
     "is_nan",
     doc="Elementwise NaN test (NumPy's ``isnan``).\n\nAlways False for integer and bool tensors.",
