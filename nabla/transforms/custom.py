@@ -117,7 +117,7 @@ class custom_vjp:  # noqa: N801 - JAX's spelling
         self.fun = fun
         self.fwd = None
         self.bwd = None
-        self._in_fwd = threading.local()  # depth of this function's fwd on each thread
+        self._in_fwd = threading.local()  # .depth is 1 while this function's fwd runs
 
     def defvjp(self, fwd, bwd):
         """``fwd(*args) -> (out, residuals)``; ``bwd(residuals, ct) -> tuple of cts``."""
