@@ -14,6 +14,8 @@ from __future__ import annotations
 import math
 import numbers
 
+import numpy as np
+
 from ..core.state import STATE
 from ..runtime.tensor import Tensor
 from . import binary, creation, reduction, spmd
@@ -922,10 +924,13 @@ def tile(x, reps) -> Tensor:
 
 
 def repeat(x, repeats, axis=None) -> Tensor:
-    """Repeat each element ``repeats`` times along ``axis`` (flattened when None)."""
+    """Repeat each element ``repeats`` times along ``axis`` (flattened when None).
+
+    ``repeats`` is an int, or one int per element along ``axis`` (a list, tuple or NumPy
+    array: the output size must be known, as JAX requires)."""
     x = as_tensor(x, op="repeat")
     if not isinstance(repeats, numbers.Integral):
-        raise TypeError(f"repeat: repeats must be an int, got {repeats!r}")
+        return _repeat_each(x, repeats, axis)
     r = int(repeats)
     if r < 0:
         raise OpError(f"repeat: repeats must be non-negative, got {r} (tensor of shape {x.shape})")
@@ -940,3 +945,33 @@ def repeat(x, repeats, axis=None) -> Tensor:
     out = list(x.shape)
     out[axis] *= r
     return reshape(y, tuple(out))
+
+
+def _repeat_each(x, repeats, axis):
+    """``repeat`` with one count per element: a gather of each index its count of times."""
+    if isinstance(repeats, Tensor):
+        raise TypeError(
+            "repeat: per-element repeats must be a list, tuple or NumPy array of ints (the "
+            "output shape depends on their values), got a Tensor"
+        )
+    reps = np.asarray(repeats)
+    if reps.ndim != 1 or reps.dtype.kind not in "iu":
+        raise TypeError(
+            f"repeat: repeats must be an int or a 1-D sequence of ints, got {repeats!r}"
+        )
+    if axis is None:
+        x = reshape(x, (-1,))
+        axis = 0
+    axis = norm_axis("repeat", axis, x.ndim)
+    n = x.shape[axis]
+    if reps.size == 1:
+        return repeat(x, int(reps[0]), axis)
+    if reps.size != n or (reps < 0).any():
+        raise OpError(
+            f"repeat: got repeats {reps.tolist()} for axis {axis} of size {n} (tensor of shape "
+            f"{x.shape}): give one non-negative count per element"
+        )
+    from .indexing import take  # noqa: PLC0415 - same layer; indexing builds on this module
+
+    index = np.repeat(np.arange(n, dtype=np.int32), reps)
+    return take(x, creation.constant(index), axis=axis)

@@ -226,3 +226,19 @@ def test_rounding_returns_integer_and_bool_inputs_unchanged(name):
         got = fn(t)
         assert got.dtype == t.dtype
         np.testing.assert_array_equal(got.numpy(), a)
+
+
+def test_repeat_takes_one_count_per_element():
+    x = np.arange(6.0, dtype=np.float32).reshape(2, 3)
+    t = nb.constant(x)
+    np.testing.assert_array_equal(
+        nb.repeat(t, [1, 0, 2], axis=1).numpy(), np.repeat(x, [1, 0, 2], 1)
+    )
+    np.testing.assert_array_equal(nb.repeat(t, (2, 1), axis=0).numpy(), np.repeat(x, (2, 1), 0))
+    np.testing.assert_array_equal(nb.repeat(t, np.arange(6)).numpy(), np.repeat(x, np.arange(6)))
+    g = nb.grad(lambda v: nb.repeat(v, [1, 0, 2], axis=1).sum())(t)
+    np.testing.assert_array_equal(g.numpy(), [[1, 0, 2], [1, 0, 2]])
+    with pytest.raises(nb.OpError, match=r"repeats \[1, 2\] for axis 1 of size 3"):
+        nb.repeat(t, [1, 2], axis=1)
+    with pytest.raises(TypeError, match="1-D sequence of ints"):
+        nb.repeat(t, [1.5, 2, 3], axis=1)
