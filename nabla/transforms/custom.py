@@ -106,15 +106,20 @@ def _pull_back(fn, points, cotangents, outputs):
 class custom_vjp:  # noqa: N801 - JAX's spelling
     """Give a function a custom reverse-mode rule (JAX's ``custom_vjp``).
 
+    ``nondiff_argnums`` (JAX's) names positional arguments that get no cotangent (a
+    function, a static setting): ``bwd`` receives them first, ``bwd(*nondiff, residuals,
+    ct)``, and returns cotangents for the other arguments only.
+
     Example:
         >>> @nb.custom_vjp
         ... def f(x): return nb.sin(x)
         >>> f.defvjp(lambda x: (nb.sin(x), nb.cos(x)), lambda res, g: (g * res,))
     """
 
-    def __init__(self, fun):
+    def __init__(self, fun, nondiff_argnums=()):
         functools.update_wrapper(self, fun)
         self.fun = fun
+        self.nondiff_argnums = tuple(sorted(nondiff_argnums))
         self.fwd = None
         self.bwd = None
         self._in_fwd = threading.local()  # .depth is 1 while this function's fwd runs
@@ -163,10 +168,23 @@ class _VjpRule:
         return _recall(self.owner, self.flat, self.in_tree, self.idx, tensors)
 
     def vjp(self, primals, cotangents, outputs):
-        cts = _fill_zeros(cotangents, outputs)
-        got = self.owner.bwd(self.res, tree_unflatten(self.o_tree, cts))
+        cts = tree_unflatten(self.o_tree, _fill_zeros(cotangents, outputs))
+        nondiff = self.owner.nondiff_argnums
+        args = tree_unflatten(self.in_tree, self.flat)
+        got = self.owner.bwd(*[args[i] for i in nondiff], self.res, cts)
         if not isinstance(got, tuple):
             raise TypeError(f"custom_vjp bwd of {self.owner.fun.__name__} must return a tuple")
+        if nondiff:  # no cotangent for them: None at each of their leaves
+            if len(got) != len(args) - len(nondiff):
+                raise ValueError(
+                    f"custom_vjp bwd of {self.owner.fun.__name__} returned {len(got)} "
+                    f"cotangents for {len(args) - len(nondiff)} differentiable arguments"
+                )
+            rest = iter(got)
+            got = tuple(
+                tree_map(lambda _: None, a) if i in nondiff else next(rest)
+                for i, a in enumerate(args)
+            )
         flat, _ = tree_flatten(got, is_leaf=lambda x: x is None)
         if len(flat) != self.n_flat:
             raise ValueError(

@@ -803,3 +803,20 @@ def test_divmod_and_fori_loop_unroll_as_in_jax():
     np.testing.assert_array_equal(r.numpy(), [1, -1])
     out = nb.fori_loop(0, 4, lambda i, v: v + i, nb.constant(0), unroll=2)
     assert int(out.numpy()) == 6
+
+
+def test_custom_vjp_nondiff_argnums_reach_bwd_first():
+    import functools
+
+    @functools.partial(nb.custom_vjp, nondiff_argnums=(0,))
+    def apply(f, x):
+        return f(x)
+
+    apply.defvjp(lambda f, x: (apply(f, x), x), lambda f, x, g: (10.0 * g,))
+    x = nb.constant(np.array([1.0, 2.0], np.float32))
+    g = nb.grad(lambda v: apply(nb.sin, v).sum())(x)
+    np.testing.assert_array_equal(g.numpy(), [10.0, 10.0])
+    scale = nb.custom_vjp(lambda s, v: v * s, nondiff_argnums=(0,))
+    scale.defvjp(lambda s, v: (v * s, None), lambda s, res, ct: (ct, ct))
+    with pytest.raises(ValueError, match="2 cotangents for 1 differentiable arguments"):
+        nb.grad(lambda v: scale(3.0, v).sum())(x)
