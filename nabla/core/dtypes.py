@@ -81,11 +81,9 @@ class DType(enum.Enum):
     def itemsize(self) -> int:
         return _TO_NUMPY[self].itemsize
 
-    @property
-    def dtype(self) -> np.dtype:
-        """The NumPy dtype again, under the name NumPy's dtype protocol reads:
-        ``np.dtype(x.dtype)`` works as it does for JAX and NumPy arrays."""
-        return _TO_NUMPY[self]
+    # ``numpy`` again, under the name NumPy's dtype protocol reads: ``np.dtype(x.dtype)``
+    # works as it does for JAX and NumPy arrays
+    dtype = numpy
 
     def __eq__(self, other):
         # JAX users compare with NumPy dtypes and names: ``x.dtype == jnp.float32``

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 
 from ..core.dtypes import DType, get_default_dtype, to_dtype
-from ..core.pytree import tree_flatten, tree_unflatten
+from ..core.pytree import tree_map
 from ..runtime.tensor import Tensor
 from . import binary, spmd
 from ._util import as_tensor, doc_paragraph
@@ -407,12 +407,7 @@ def stop_gradient(x):
 
     ``x`` may be a tensor (or a value convertible to one) or a pytree of them, as in JAX's
     ``lax.stop_gradient``: each tensor leaf is stopped and the structure is kept."""
-    if isinstance(x, Tensor):
-        return _stop_gradient(x)
-    leaves, tree = tree_flatten(x)
-    if len(leaves) == 1 and leaves[0] is x:  # a leaf itself: a Python scalar or an array
-        return _stop_gradient(x)
-    return tree_unflatten(tree, [stop_gradient(leaf) for leaf in leaves])
+    return tree_map(_stop_gradient, x)
 
 
 # ------------------------------------------------------------------ composites
