@@ -155,6 +155,8 @@ class Race:
                 len(times) >= 2 * w and median(times[-w:]) >= 0.9 * median(times[-2 * w : -w])
             )
             self._warming = not (settled and now - self._since >= self.QUIET_S)
+            if not self._warming:
+                times.clear()  # thousands of calls for a fast program; the race keeps none
             return
         self.times[name].append(seconds)
         if len(self.times["numpy"]) < self.CALLS:
