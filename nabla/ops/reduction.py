@@ -58,7 +58,12 @@ class ReduceOperation(Operation):
         if not isinstance(x, Tensor):
             x = as_tensor(x, op=self.name)
         axes = norm_axes(self.name, axis, x.ndim, x.shape)
-        return self.bind([x], {"axes": axes, "keepdims": bool(keepdims)})
+        return self.bind([self.widen(x)], {"axes": axes, "keepdims": bool(keepdims)})
+
+    def widen(self, x):
+        """The input as this reduction accumulates it (sum and product: in int32 for
+        integers narrower than that)."""
+        return x
 
     def adapt_kwargs(self, kwargs, nb, batch_shape):
         return {"axes": tuple(a + nb for a in kwargs["axes"]), "keepdims": kwargs["keepdims"]}
@@ -82,11 +87,21 @@ class ReduceOperation(Operation):
         return d
 
 
+def _widen_small_int(x):
+    # JAX's rule (NumPy and PyTorch widen further, to int64): an int8/int16/uint8 sum or
+    # product accumulates in int32 instead of wrapping at 127 or 255. nabla has no uint32,
+    # so uint8 widens to int32 too. Bool already gives int32 (``out_dtype``).
+    d = x.dtype
+    if d.is_int and not d.is_bool and d.itemsize < 4:
+        return x.cast(DType.int32)
+    return x
+
+
 class ReduceSumOp(ReduceOperation):
     """Sum over ``axis`` (``nb.reduce_sum``, the op behind :func:`nabla.sum`).
 
-    Integer tensors keep their dtype (no widening to int64, unlike NumPy); bool tensors sum
-    to int32. An empty reduction gives 0.
+    int8, int16, uint8 and bool tensors sum in int32, as in JAX; wider integers and floats
+    keep their dtype (no widening to int64, unlike NumPy). An empty reduction gives 0.
 
     Args:
         x: a tensor, or a Python scalar, nested list or NumPy array.
@@ -94,7 +109,7 @@ class ReduceSumOp(ReduceOperation):
         keepdims: keep the reduced axes as size-1 dims, so the result broadcasts against ``x``.
 
     Returns:
-        A tensor of ``x``'s dtype (int32 for bool).
+        A tensor of ``x``'s dtype (int32 for bool and integers narrower than int32).
 
     Raises:
         TypeError: for an axis that is not an int.
@@ -105,6 +120,7 @@ class ReduceSumOp(ReduceOperation):
     name = "reduce_sum"
     linear = True
     partial_reduce = "sum"
+    widen = staticmethod(_widen_small_int)
 
     def out_dtype(self, d):
         return DType.int32 if d.is_bool else d
@@ -117,7 +133,8 @@ class ReduceSumOp(ReduceOperation):
 class ReduceProdOp(ReduceOperation):
     """Product over ``axis`` (the op behind :func:`nabla.prod`).
 
-    Bool tensors multiply to int32; an empty reduction gives 1. The gradient is exact when
+    int8, int16, uint8 and bool tensors multiply in int32, as in JAX; an empty reduction
+    gives 1. The gradient is exact when
     ``x`` holds zeros.
 
     Args:
@@ -126,7 +143,7 @@ class ReduceProdOp(ReduceOperation):
         keepdims: keep the reduced axes as size-1 dims, so the result broadcasts against ``x``.
 
     Returns:
-        A tensor of ``x``'s dtype (int32 for bool).
+        A tensor of ``x``'s dtype (int32 for bool and integers narrower than int32).
 
     Raises:
         TypeError: for an axis that is not an int.
@@ -136,6 +153,7 @@ class ReduceProdOp(ReduceOperation):
 
     name = "reduce_prod"
     partial_reduce = "prod"
+    widen = staticmethod(_widen_small_int)
 
     def out_dtype(self, d):
         return DType.int32 if d.is_bool else d
@@ -243,8 +261,8 @@ reduce_min = ReduceMinOp()
 def sum(x, axis=None, keepdims=False):  # noqa: A001
     """Sum of the elements over ``axis`` (NumPy's ``sum``; also ``x.sum(...)``).
 
-    Integer tensors keep their dtype (no widening to int64, unlike NumPy); bool tensors sum
-    to int32. An empty reduction gives 0.
+    int8, int16, uint8 and bool tensors sum in int32, as in JAX; wider integers and floats
+    keep their dtype (no widening to int64, unlike NumPy). An empty reduction gives 0.
 
     Args:
         x: a tensor, or a Python scalar, nested list or NumPy array.
@@ -252,7 +270,7 @@ def sum(x, axis=None, keepdims=False):  # noqa: A001
         keepdims: keep the reduced axes as size-1 dims, so the result broadcasts against ``x``.
 
     Returns:
-        A tensor of ``x``'s dtype (int32 for bool).
+        A tensor of ``x``'s dtype (int32 for bool and integers narrower than int32).
 
     Raises:
         TypeError: for an axis that is not an int.
@@ -321,7 +339,8 @@ def min(x, axis=None, keepdims=False):  # noqa: A001
 def prod(x, axis=None, keepdims=False):
     """Product of the elements over ``axis`` (NumPy's ``prod``; also ``x.prod(...)``).
 
-    Bool tensors multiply to int32; an empty reduction gives 1. The gradient is exact when
+    int8, int16, uint8 and bool tensors multiply in int32, as in JAX; an empty reduction
+    gives 1. The gradient is exact when
     ``x`` holds zeros.
 
     Args:
@@ -330,7 +349,7 @@ def prod(x, axis=None, keepdims=False):
         keepdims: keep the reduced axes as size-1 dims, so the result broadcasts against ``x``.
 
     Returns:
-        A tensor of ``x``'s dtype (int32 for bool).
+        A tensor of ``x``'s dtype (int32 for bool and integers narrower than int32).
 
     Raises:
         TypeError: for an axis that is not an int.

@@ -45,7 +45,9 @@ def vmap(fun=None, in_axes=0, out_axes=0, axis_size=None, spmd_axis_name=None, m
     """Vectorize ``fun`` over an axis of its inputs.
 
     Args:
-        fun: function of tensors/pytrees (keyword arguments are passed through unmapped).
+        fun: function of tensors/pytrees. As in JAX, keyword arguments are mapped over
+            their axis 0: every tensor or NumPy array leaf in them is; other leaves
+            (Python scalars, strings, None) are passed through unchanged (JAX raises).
         in_axes: int, None, or a pytree prefix of the positional arguments (a tuple with one
             entry per argument), giving the mapped axis of each input (negative counts from
             the end; None means not mapped).
@@ -97,9 +99,11 @@ def vmap(fun=None, in_axes=0, out_axes=0, axis_size=None, spmd_axis_name=None, m
                 "positional arguments"
             )
         spec = in_axes if isinstance(in_axes, tuple) else (in_axes,) * len(args)
-        leaves, treedef = tree_flatten(args)
+        leaves, treedef = tree_flatten((args, kwargs))
         axes = broadcast_prefix(spec, args, spec_name="vmap in_axes specification")
-        paths = _leaf_names(args)
+        # keyword arguments: JAX maps them over axis 0; non-array leaves pass unchanged
+        axes = axes + [0 if _is_array(x) else None for x in leaves[len(axes) :]]
+        paths = _leaf_names(args) + _leaf_names(kwargs, keyword=True)
         size = None
         sources = []
         prepared = []
@@ -144,7 +148,8 @@ def vmap(fun=None, in_axes=0, out_axes=0, axis_size=None, spmd_axis_name=None, m
                     b if ax is None else split_level(b, level, *spmd)
                     for b, (_, ax) in zip(batched, prepared, strict=True)
                 ]
-            out = fun(*tree_unflatten(treedef, batched), **kwargs)
+            args, kwargs = tree_unflatten(treedef, batched)
+            out = fun(*args, **kwargs)
             return _unbatch(out, level, size, out_axes)
 
     return vmapped
@@ -178,6 +183,10 @@ def _spmd_target(names, mesh, leaves, size):
             f"{axes} (spmd_axis_name)"
         )
     return mesh, axes
+
+
+def _is_array(leaf) -> bool:
+    return isinstance(leaf, Tensor | np.ndarray)
 
 
 def _to_tensor(leaf, where):
@@ -215,7 +224,7 @@ def _unbatch(out, level, size, out_axes):
     return tree_unflatten(treedef, result)
 
 
-def _leaf_names(args):
+def _leaf_names(args, keyword=False):
     pairs, _ = tree_flatten_with_path(args)
     names = []
     for path, _ in pairs:
@@ -223,7 +232,7 @@ def _leaf_names(args):
             head = path[0]
             idx = getattr(head, "idx", getattr(head, "key", "?"))
             rest = keystr(path[1:]) if len(path) > 1 else ""
-            names.append(f"argument {idx}{rest}")
+            names.append(f"keyword argument {idx!r}{rest}" if keyword else f"argument {idx}{rest}")
         else:
             names.append("argument")
     return names

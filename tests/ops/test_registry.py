@@ -242,3 +242,21 @@ def test_repeat_takes_one_count_per_element():
         nb.repeat(t, [1, 2], axis=1)
     with pytest.raises(TypeError, match="1-D sequence of ints"):
         nb.repeat(t, [1.5, 2, 3], axis=1)
+
+
+@pytest.mark.parametrize("name", ["sum", "prod", "reduce_sum"])
+def test_narrow_integer_sums_and_products_widen_to_int32(name):
+    """JAX's rule: int8/int16/uint8 (and bool) sums and products accumulate in int32, so
+    200 ones of uint8 sum to 200 instead of wrapping at 255; int32 keeps its dtype."""
+    fn = getattr(nb, name)
+    for dt, big in ((np.int8, 100), (np.int16, 300), (np.uint8, 200)):
+        a = np.full((2, big), 2 if name == "prod" else 1, dt)
+        if name == "prod":
+            a = a[:, :10]
+        want = np.prod(a.astype(np.int64), axis=1) if name == "prod" else a.sum(1, dtype=np.int64)
+        got = fn(nb.constant(a), axis=1)
+        assert got.dtype == nb.int32, (dt, got.dtype)
+        np.testing.assert_array_equal(got.numpy(), want)
+        assert getattr(nb.constant(a), "sum" if name != "prod" else "prod")().dtype == nb.int32
+    assert fn(nb.constant(np.ones(3, np.int32))).dtype == nb.int32
+    assert fn(nb.constant(np.ones(3, bool))).dtype == nb.int32

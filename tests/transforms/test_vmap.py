@@ -97,15 +97,30 @@ def test_in_axes_pytree_prefix_list_and_nested(rng):
     close(out, a - c.T)
 
 
-def test_kwargs_are_passed_unmapped(rng):
+def test_kwargs_are_mapped_over_axis_0_as_in_jax(rng):
     xs = f32(rng.normal(size=(4, 3)))
-    scale = f32(rng.normal(size=(3,)))
+    scales = f32(rng.normal(size=(4, 3)))
 
-    def f(x, *, scale, shift=0.0):
+    def f(x, *, scale, shift=0.0, tag=None):
+        assert tag == "static"
         return x * scale + shift
 
-    out = nb.vmap(f)(nb.constant(xs), scale=nb.constant(scale), shift=1.0)
-    close(out, xs * scale + 1.0)
+    # tensor and array leaves of keyword arguments are mapped over axis 0 (JAX's rule),
+    # even with in_axes given for the positional ones; Python scalars and strings pass as is
+    out = nb.vmap(f)(nb.constant(xs), scale=nb.constant(scales), shift=1.0, tag="static")
+    close(out, xs * scales + 1.0)
+    out = nb.vmap(f, in_axes=(None,))(nb.constant(xs[0]), scale={"a": scales}["a"], tag="static")
+    close(out, xs[0] * scales)
+    # a pytree keyword argument: every array leaf is mapped
+    g = nb.vmap(lambda x, *, p: x * p["w"] + p["b"])
+    close(g(nb.constant(xs), p={"w": nb.constant(scales), "b": scales}), xs * scales + scales)
+    # all positional in_axes None: the keyword arguments alone set the size
+    h = nb.vmap(lambda c, *, x: c + x, in_axes=(None,))
+    close(h(nb.constant(2.0), x=nb.constant(xs)), xs + 2.0)
+    with pytest.raises(ValueError, match="keyword argument 'scale'.*size 5"):
+        nb.vmap(f)(nb.constant(xs), scale=nb.constant(np.ones((5, 3), np.float32)), tag="static")
+    with pytest.raises(ValueError, match="keyword argument 'scale'.*0-d"):
+        nb.vmap(f)(nb.constant(xs), scale=nb.constant(2.0), tag="static")
 
 
 def test_decorator_forms(rng):
