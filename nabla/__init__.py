@@ -221,12 +221,27 @@ from .transforms.custom import checkpoint, custom_jvp, custom_vjp, remat
 from .transforms.trace import Trace, communication_report, trace
 from .transforms.compile import CompiledFunction, compile
 from .transforms.control_flow import cond, fori_loop, scan, switch, while_loop
-from . import nn
 from . import distributed
 
 # Tensor methods that need transforms are attached here, above the layers they come from.
 Tensor.backward = backward
 Tensor.detach = detach
+
+
+def __getattr__(name):
+    # ``nb.nn`` is imported on first use: a script without modules or optimizers does not
+    # pay for compiling the ~4000 lines of ``nabla.nn`` and importing safetensors (~50 ms of
+    # a ~0.5 s first result without bytecode). ``import nabla.nn`` works as usual.
+    if name == "nn":
+        import importlib  # noqa: PLC0415 - only on the first ``nb.nn``
+
+        return importlib.import_module(".nn", __name__)
+    raise AttributeError(f"module 'nabla' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | {"nn"})
+
 
 __all__ = [
     "DeviceMesh",

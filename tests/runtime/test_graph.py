@@ -265,9 +265,10 @@ def test_pending_promises_are_released_with_their_handles():
     assert len(GRAPH.pending) == before
 
 
-def test_the_first_result_never_imports_max_or_mpi():
+def test_the_first_result_never_imports_max_mpi_or_nn():
     # auto interprets a structure with NumPy until it repeats; MAX (a ~0.25 s import) must
-    # not be loaded before then; mpi4py only by nb.distributed.initialize()
+    # not be loaded before then; mpi4py only by nb.distributed.initialize(); nabla.nn (and
+    # safetensors) on the first nb.nn
     import os
     import subprocess
     import sys
@@ -276,12 +277,13 @@ def test_the_first_result_never_imports_max_or_mpi():
         "import sys, nabla as nb\n"
         "x = nb.constant([1.0, 2.0])\n"
         "assert ((x * 2.0 + 1.0).sum()).item() == 8.0\n"
-        "print('max' in sys.modules, 'mpi4py' in sys.modules)\n"
+        "print(*(m in sys.modules for m in ('max', 'mpi4py', 'nabla.nn', 'safetensors')))\n"
+        "print(nb.nn.Linear.__name__, 'nn' in dir(nb), 'nabla.nn' in sys.modules)\n"
     )
     env = {**os.environ, "NABLA_BACKEND": "auto"}
     res = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env)
     assert res.returncode == 0, res.stderr
-    assert res.stdout.strip() == "False False"
+    assert res.stdout.split("\n")[:2] == ["False False False False", "Linear True True"]
 
 
 def test_a_race_times_each_executor_after_a_warm_up_and_the_faster_best_call_wins():
