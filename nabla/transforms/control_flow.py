@@ -435,6 +435,28 @@ def _float_only(tangents, kwargs):
     return [t if dt.is_float else None for t, (dt, _) in zip(tangents, _out_avals(kwargs))]
 
 
+def _jvp_some(f, primals: list, tangents: list):
+    """``jvp`` of ``f(list of primals)`` with respect to the primals whose tangent is not
+    None. The others (constants a body captured, operands nobody differentiates) get no
+    tangent at all, as outside a construct: a zero tangent would make ``0 * inf`` (the
+    exponent's term of ``x ** 2.0`` at a negative x, a division by a constant 0) NaN."""
+    idx = [i for i, t in enumerate(tangents) if t is not None]
+
+    def g(*chosen):
+        full = list(primals)
+        for i, v in zip(idx, chosen, strict=True):
+            full[i] = v
+        return f(full)
+
+    return jvp(g, tuple(primals[i] for i in idx), tuple(tangents[i] for i in idx))
+
+
+def _given(tangents: list, has: list) -> list:
+    """The full tangent list from the given ones (``has[i]``: input i has one)."""
+    it = iter(tangents)
+    return [next(it) if h else None for h in has]
+
+
 def _specs(impls) -> tuple:
     return tuple((im.dtype, im.shape, im.device) for im in impls)
 
@@ -483,25 +505,26 @@ class CondOp(_ControlFlowOp):
 
     def jvp_rule(self, primals, tangents, outputs, kwargs):
         no = kwargs["n_operands"]
-        index, operands, caps = primals[0], primals[1 : 1 + no], primals[1 + no :]
-        zt = [_zeros_for(p) if t is None else t for p, t in zip(primals[1:], tangents[1:])]
+        index, ins = primals[0], list(primals[1:])  # operands, then captured
+        has = [t is not None for t in tangents[1:]]
+        given = [t for t in tangents[1:] if t is not None]
         branches, slots = kwargs["branches"], kwargs["cap_slots"]
 
         def push(k):
             # everything the rule needs is an operand: a closure over an outer tensor here
             # would be wrapped by jvp outside the trace (its tangent would leak out)
-            def fwd(ops_, caps_, t_ops, t_caps):
-                def f(o, c):
-                    return branches[k].call(list(o), [c[j] for j in slots[k]])
+            def fwd(ins_, given_):
+                def f(full):
+                    return branches[k].call(full[:no], [full[no:][j] for j in slots[k]])
 
-                return jvp(f, (list(ops_), list(caps_)), (list(t_ops), list(t_caps)))[1]
+                return _jvp_some(f, list(ins_), _given(given_, has))[1]
 
             return fwd
 
         outs = _switch(
             index,
             [push(k) for k in range(len(branches))],
-            (list(operands), list(caps), zt[:no], zt[no:]),
+            (ins, given),
             "cond (forward mode)",
             tuple(f"the pushforward of branch {k}" for k in range(len(branches))),
         )
@@ -595,6 +618,22 @@ def switch(index, branches, *operands):
     return _switch(i, branches, operands, "switch", names)
 
 
+def _lanes_taking(index, k, flat):
+    """The operands as branch ``k`` sees them under a batched index (JAX's rule): a
+    differentiated operand passes through a select that is live only in the lanes taking
+    branch ``k``, so no derivative reaches a lane's untaken branch (where ``0 * inf``, e.g.
+    ``sqrt`` of a negative, would be NaN)."""
+    hit = None
+    out = []
+    for x in flat:
+        if x.dtype.is_float and (is_live(x._impl.traced) or x._impl.tangents):
+            if hit is None:
+                hit = binary.equal(index, k)
+            x = binary.where(hit, x, unary.stop_gradient(x))
+        out.append(x)
+    return out
+
+
 def _switch(index, branches, operands, what, names):
     if len(branches) == 1:
         return branches[0](*operands)
@@ -604,7 +643,7 @@ def _switch(index, branches, operands, what, names):
         return lambda *a: branches[k](*tree_unflatten(tree, list(a)))
 
     if index._impl.levels:  # a batched index: every branch runs, results are selected
-        outs = [flat_fn(k)(*flat) for k in range(len(branches))]
+        outs = [flat_fn(k)(*_lanes_taking(index, k, flat)) for k in range(len(branches))]
         first_flat, first_tree = tree_flatten(outs[0])
         first_flat = [_leaf_tensor(o, what) for o in first_flat]
         result = first_flat
@@ -675,30 +714,34 @@ class WhileOp(_ControlFlowOp):
 
     def jvp_rule(self, primals, tangents, outputs, kwargs):
         n = kwargs["n_carry"]
-        zt = [_zeros_for(p) if t is None else t for p, t in zip(primals, tangents)]
+        # a carry's tangent is loop state (zeros to start with); a const or captured tensor
+        # without one gets none (``_jvp_some``)
+        zt = [_zeros_for(p) if t is None else t for p, t in zip(primals[:n], tangents[:n])]
+        m = len(primals) - n
+        has = [t is not None for t in tangents[n:]]
+        given = [t for t in tangents[n:] if t is not None]
         cond_b, body_b = kwargs["cond"], kwargs["body"]
         cs, bs = kwargs["cap_slots"]
         nk = kwargs["n_consts"]
 
         def cond2(c, k):
-            cc, kk = c[:n], k[: len(k) // 2]
+            cc, kk = c[:n], k[:m]
             return cond_b.call(list(cc) + kk[:nk], [kk[nk:][j] for j in cs])[0]
 
         def body2(c, k):
-            half = len(k) // 2
+            def f(full):
+                kk = full[n:]
+                return body_b.call(full[:n] + kk[:nk], [kk[nk:][j] for j in bs])
 
-            def f(cc, kk):
-                return body_b.call(list(cc) + list(kk[:nk]), [kk[nk:][j] for j in bs])
-
-            out, t_out = jvp(f, (list(c[:n]), list(k[:half])), (list(c[n:]), list(k[half:])))
+            out, t_out = _jvp_some(f, list(c[:n]) + list(k[:m]), list(c[n:]) + _given(k[m:], has))
             return list(out) + list(t_out)
 
         res = _while_flat(
             cond2,
             body2,
-            list(primals[:n]) + zt[:n],
+            list(primals[:n]) + zt,
             "while_loop",
-            consts=list(primals[n:]) + zt[n:],
+            consts=list(primals[n:]) + given,
         )
         return _float_only(res[n:], kwargs)
 
@@ -969,31 +1012,37 @@ class ScanOp(_ControlFlowOp):
 
     def jvp_rule(self, primals, tangents, outputs, kwargs):
         n, nx, nk = kwargs["n_carry"], kwargs["n_xs"], kwargs["n_consts"]
-        zt = [_zeros_for(p) if t is None else t for p, t in zip(primals, tangents)]
+        # a carry's tangent is loop state (zeros to start with); xs, consts and captured
+        # tensors without one get none (``_jvp_some``)
+        zt = [_zeros_for(p) if t is None else t for p, t in zip(primals[:n], tangents[:n])]
+        has_x = [t is not None for t in tangents[n : n + nx]]
+        given_x = [t for t in tangents[n : n + nx] if t is not None]
+        has_k = [t is not None for t in tangents[n + nx :]]
+        given_k = [t for t in tangents[n + nx :] if t is not None]
         body = kwargs["body"]
         rest = list(primals[n + nx :])  # consts then captured
+        r = len(rest)
 
         def step(c, x, k):
-            half = len(k) // 2
+            def f(full):
+                kk = full[n + nx :]
+                return body.call(full[: n + nx] + kk[:nk], kk[nk:])
 
-            def f(cc, xx, kk):
-                return body.call(list(cc) + list(xx) + list(kk[:nk]), list(kk[nk:]))
-
-            out, t_out = jvp(
+            out, t_out = _jvp_some(
                 f,
-                (list(c[:n]), list(x[:nx]), list(k[:half])),
-                (list(c[n:]), list(x[nx:]), list(k[half:])),
+                list(c[:n]) + list(x[:nx]) + list(k[:r]),
+                list(c[n:]) + _given(x[nx:], has_x) + _given(k[r:], has_k),
             )
             return list(out[:n]) + list(t_out[:n]), list(out[n:]) + list(t_out[n:])
 
         c, ys = _scan_flat(
             step,
-            list(primals[:n]) + zt[:n],
-            list(primals[n : n + nx]) + zt[n : n + nx],
+            list(primals[:n]) + zt,
+            list(primals[n : n + nx]) + given_x,
             kwargs["length"],
             kwargs["reverse"],
             "scan",
-            consts=rest + zt[n + nx :],
+            consts=rest + given_k,
         )
         m = len(ys) // 2
         return _float_only(c[n:] + ys[m:], kwargs)

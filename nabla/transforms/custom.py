@@ -18,7 +18,7 @@ import functools
 import threading
 
 from ..core.pytree import tree_flatten, tree_map, tree_unflatten
-from ..core.state import grad_level, is_live
+from ..core.state import STATE, grad_level, is_live
 from ..ops.base import Operation
 from ..ops.unary import stop_gradient
 from ..runtime.tensor import Tensor
@@ -65,7 +65,12 @@ _custom_call = CustomCallOp()
 
 
 def _needs_rule(tensors) -> bool:
-    return any(is_live(t._impl.traced) or t._impl.tangents for t in tensors)
+    # While ``compile`` or a control-flow body records, the rule is needed even on inputs
+    # nobody differentiates yet: a recorded node is re-bound later (compile's replay under
+    # grad, a body's derivative), and only the ``custom_call`` node brings the rule along.
+    return STATE.recording is not None or any(
+        is_live(t._impl.traced) or t._impl.tangents for t in tensors
+    )
 
 
 def _bind(rule, in_tensors, out_flat):
@@ -265,6 +270,9 @@ class _JvpRule:
             in_tree,
             idx,
         )
+
+    def call(self, tensors):
+        return _recall(self.owner, self.flat, self.in_tree, self.idx, tensors)
 
     def _call_user(self, primals, tangents):
         p = list(self.flat)

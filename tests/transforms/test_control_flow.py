@@ -513,3 +513,121 @@ def test_no_residuals_are_kept_under_no_grad():
         out, _ = nb.scan(lambda s, x: (s + x * w, None), c(np.zeros(3)), c(np.ones((4, 3))))
     assert out._impl.node.kwargs["saves"] is False
     close(out.numpy(), np.full(3, 4.0))
+
+
+# ----------------------------------------------------------------- rules inside bodies
+def _custom_sin():
+    @nb.custom_jvp
+    def f(x):
+        return nb.sin(x)
+
+    f.defjvp(lambda p, t: (nb.sin(p[0]), 10.0 * t[0]))
+    return f
+
+
+def _clipped_identity():
+    @nb.custom_vjp
+    def clipg(x):
+        return x
+
+    clipg.defvjp(lambda x: (x, None), lambda r, g: (nb.clip(g, -0.5, 0.5),))
+    return clipg
+
+
+def test_custom_rules_hold_inside_every_construct():
+    """A custom_jvp/custom_vjp function called in a branch or loop body keeps its rule in
+    both modes (the body used to differentiate the plain implementation: cos x, 3)."""
+    f, clipg = _custom_sin(), _clipped_identity()
+    x = c([1.0, -2.0, 3.0])
+    ones = nb.ones((3,), dtype=nb.float64)
+    bodies = {
+        "cond": lambda g, v: nb.cond(True, g, lambda u: u, v),
+        "switch": lambda g, v: nb.switch(1, [lambda u: u, g], v),
+        "scan": lambda g, v: nb.scan(lambda cc, _: (g(cc), None), v, None, length=1)[0],
+        "fori_loop": lambda g, v: nb.fori_loop(0, 1, lambda i, cc: g(cc), v),
+        "while_loop": lambda g, v: nb.while_loop(
+            lambda s: s[0] < 1, lambda s: (s[0] + 1, g(s[1])), (0, v)
+        )[1],
+    }
+    for name, run in bodies.items():
+        close(nb.jvp(lambda v: run(f, v), (x,), (ones,))[1].numpy(), [10.0] * 3)
+        if name != "while_loop":  # reverse mode: while_loop needs max_steps
+            close(nb.grad(lambda v: run(f, v).sum())(x).numpy(), [10.0] * 3)
+            close(nb.grad(lambda v: (run(clipg, v) * 3.0).sum())(x).numpy(), [0.5] * 3)
+    # the rule survives vmap and compile around the construct
+    close(
+        nb.vmap(nb.grad(lambda v: bodies["scan"](f, v).sum()))(nb.stack([x, x])).numpy(),
+        [[10.0] * 3] * 2,
+    )
+    step = nb.compile(nb.grad(lambda v: (bodies["cond"](clipg, v) * 3.0).sum()))
+    close(step(x).numpy(), [0.5] * 3)
+    close(step(x).numpy(), [0.5] * 3)
+
+
+def test_forward_mode_gives_constants_in_a_body_no_tangent():
+    """A constant read by a body (a Python scalar, a closed-over tensor) has no tangent, as
+    outside a construct: a zero tangent made 0 * log(-2) and 0 * inf NaN."""
+    x = c([1.0, -2.0, 0.0, 3.0])
+    t = nb.ones((4,), dtype=nb.float64)
+    e = c(2.0)
+    fns = {
+        "cond": lambda body: lambda v: nb.cond(True, body, lambda u: u, v),
+        "scan": lambda body: (
+            lambda v: nb.scan(lambda cc, _: (body(cc), None), v, None, length=1)[0]
+        ),
+        "fori_loop": lambda body: lambda v: nb.fori_loop(0, 1, lambda i, cc: body(cc), v),
+        "while_loop": lambda body: (
+            lambda v: nb.while_loop(lambda s: s[0] < 1, lambda s: (s[0] + 1, body(s[1])), (0, v))[1]
+        ),
+    }
+    xv = np.array([1.0, -2.0, 0.0, 3.0])
+    for name, wrap in fns.items():
+        close(nb.jvp(wrap(lambda u: u**2), (x,), (t,))[1].numpy(), 2 * xv, 1e-12)
+        close(nb.jvp(wrap(lambda u: u**3.0), (x,), (t,))[1].numpy(), 3 * xv**2, 1e-12)
+        close(nb.jvp(wrap(lambda u: u**e), (x,), (t,))[1].numpy(), 2 * xv, 1e-12)
+        with np.errstate(divide="ignore"):
+            got = nb.jvp(wrap(lambda u: u / 0.0), (x,), (t,))[1].numpy()
+        assert np.all(np.isinf(got)), (name, got)
+    h = nb.hessian(lambda v: nb.cond(True, lambda u: (u**3).sum(), lambda u: u.sum(), v))
+    close(h(c([1.0, -2.0, 3.0])).numpy(), np.diag([6.0, -12.0, 18.0]), 1e-12)
+    # a scan's xs and consts without tangents get none either
+    ys = nb.jvp(
+        lambda v: nb.scan(lambda cc, xx: (cc * xx**2.0, cc), v, c([-1.0, 2.0]))[0],
+        (c(3.0),),
+        (c(1.0),),
+    )
+    close(ys[1].numpy(), 4.0, 1e-12)
+
+
+def test_a_batched_predicate_keeps_the_untaken_branch_out_of_derivatives():
+    """JAX's rule: under vmap with a batched predicate, a lane's untaken branch gets no
+    derivative, so sqrt of a negative lane does not make its gradient NaN."""
+    fn = lambda s: nb.cond(s > 0, lambda u: nb.sqrt(u), lambda u: u * 2.0, s)  # noqa: E731
+    x = c([1.0, -2.0, 3.0, 0.0])
+    want = [0.5, 2.0, 0.5 / np.sqrt(3.0), 2.0]
+    close(nb.grad(lambda v: nb.vmap(fn)(v).sum())(x).numpy(), want, 1e-12)
+    close(nb.vmap(nb.grad(fn))(x).numpy(), want, 1e-12)
+    close(nb.jacrev(nb.vmap(fn))(x).numpy(), np.diag(want), 1e-12)
+    close(nb.jvp(nb.vmap(fn), (x,), (nb.ones((4,), dtype=nb.float64),))[1].numpy(), want, 1e-12)
+    sw = lambda i, s: nb.switch(i, [lambda u: u * 2.0, nb.sqrt, nb.log], s)  # noqa: E731
+    idx = nb.constant(np.array([0, 1, 2, 0], np.int32))
+    got = nb.grad(lambda v: nb.vmap(sw)(idx, v).sum())(c([-1.0, 4.0, 2.0, -3.0]))
+    close(got.numpy(), [2.0, 0.25, 0.5, 2.0], 1e-12)
+
+
+def test_custom_rules_survive_a_compile_traced_without_derivatives():
+    """compile traces once; a later call under grad or jvp replays the trace, which must
+    keep the custom rule (it replayed the plain implementation: 2 cos x)."""
+    f, clipg = _custom_sin(), _clipped_identity()
+    x = c([1.0, 2.0])
+    cf = nb.compile(lambda v: f(v) * 2.0)
+    close(cf(x).numpy(), 2 * np.sin([1.0, 2.0]))
+    close(nb.grad(lambda v: cf(v).sum())(x).numpy(), [20.0, 20.0])
+    close(nb.jvp(cf, (x,), (nb.ones((2,), dtype=nb.float64),))[1].numpy(), [20.0, 20.0])
+    cg = nb.compile(lambda v: clipg(v) * 3.0)
+    close(cg(x).numpy(), [3.0, 6.0])
+    close(nb.grad(lambda v: cg(v).sum())(x).numpy(), [0.5, 0.5])
+    # a compiled gradient of a compiled custom_jvp function (its replay used to raise)
+    g = nb.compile(nb.grad(lambda v: cf(v).sum()))
+    close(g(x).numpy(), [20.0, 20.0])
+    close(g(x).numpy(), [20.0, 20.0])
