@@ -18,7 +18,7 @@ from ..core.device import get_default_device
 from ..core.dtypes import DType, get_default_dtype, to_dtype
 from ..core.state import STATE, level_sizes
 from ..runtime.tensor import Tensor
-from . import batching, creation
+from . import batching, binary, creation, unary
 from ._util import norm_shape
 from .base import Operation
 
@@ -103,8 +103,13 @@ def key(seed: int) -> Tensor:
 PRNGKey = key
 
 
-def split(k, num: int = 2) -> Tensor:
-    """``num`` new independent keys from ``k``, stacked: shape ``(num, 2)``."""
+def split(k, num=2) -> Tensor:
+    """``num`` new independent keys from ``k``, stacked: shape ``(num, 2)``; ``num`` may be a
+    shape (``split(k, (2, 3))`` has shape ``(2, 3, 2)``), as in JAX."""
+    if isinstance(num, tuple | list):
+        shape = norm_shape("random.split", tuple(num))
+        keys = _split.bind([_as_key(k)], {"num": int(np.prod(shape, dtype=np.int64))})
+        return keys.reshape(shape + (2,))
     return _split.bind([_as_key(k)], {"num": int(num)})
 
 
@@ -178,7 +183,62 @@ def _split_args(key_or_shape, shape, params):
     return _global_key(), (() if key_or_shape is None else key_or_shape), params
 
 
-def uniform(key_or_shape=(), shape=None, low=None, high=None, *, dtype=None, device=None):
+def _alias(name, value, jax_name, jax_value):
+    """JAX's keyword (``minval=``) for nabla's (``low=``); both at once is an error."""
+    if jax_value is None:
+        return value
+    if value is not None:
+        raise TypeError(f"pass either {name}= or {jax_name}=, not both")
+    return jax_value
+
+
+def _is_default(value, default) -> bool:
+    """A Python number equal to the default: the affine step is skipped. A tensor always
+    takes it, so the draw differentiates and batches with respect to it."""
+    return isinstance(value, numbers.Number) and value == default
+
+
+def _float_dtype(name, dtype):
+    dtype = to_dtype(dtype) if dtype is not None else get_default_dtype()
+    if not dtype.is_float:
+        raise ValueError(f"{name}: dtype must be a float dtype, got {dtype.value}")
+    return dtype
+
+
+def _check_broadcast(name, shape, params):
+    """Parameters must broadcast to the draw's shape (the result keeps ``shape``)."""
+    shape = tuple(shape)
+    shapes = {k: tuple(np.shape(v)) for k, v in params.items()}
+    try:
+        ok = np.broadcast_shapes(shape, *shapes.values()) == shape
+    except ValueError:
+        ok = False
+    if not ok:
+        given = ", ".join(f"{k} of shape {s}" for k, s in shapes.items())
+        raise ValueError(f"{name}: {given} do not broadcast to the shape {shape}")
+
+
+def _affine(name, z, scale, shift, shape, params):
+    """``z * scale + shift`` (each skipped at its default), keeping the draw's ``shape``."""
+    _check_broadcast(name, shape, params)
+    if not _is_default(scale, 1.0):
+        z = z * scale
+    if not _is_default(shift, 0.0):
+        z = z + shift
+    return z
+
+
+def uniform(
+    key_or_shape=(),
+    shape=None,
+    low=None,
+    high=None,
+    *,
+    dtype=None,
+    device=None,
+    minval=None,
+    maxval=None,
+):
     """Uniform floats in ``[low, high)``.
 
     Call as ``uniform(key, shape, low, high)`` (reproducible) or ``uniform(shape, low, high)``
@@ -187,25 +247,29 @@ def uniform(key_or_shape=(), shape=None, low=None, high=None, *, dtype=None, dev
     Args:
         key_or_shape: a key (from :func:`nabla.random.key`), or the shape (int or tuple).
         shape: the shape when a key comes first (default ``()``).
-        low: the lower bound (inclusive), default 0.0.
-        high: the upper bound (exclusive), default 1.0.
+        low: the lower bound (inclusive), default 0.0; a number or a tensor that broadcasts
+            to ``shape`` (also ``minval=``, JAX's name).
+        high: the upper bound (exclusive), default 1.0 (also ``maxval=``).
         dtype: a float dtype (default: :func:`nabla.get_default_dtype`).
         device: the device of the result; drawn on the host, then moved.
 
     Returns:
-        A float tensor (not differentiable).
+        A float tensor of ``shape``: differentiable (and batched by ``vmap``) with respect to
+        tensor bounds, ``low + u * (high - low)``; never with respect to the key.
 
     Raises:
         TypeError: for a shape given twice or too many positional parameters.
+        ValueError: for a dtype that is not a float, or bounds that do not broadcast to
+            ``shape``.
     """
+    low, high = _alias("low", low, "minval", minval), _alias("high", high, "maxval", maxval)
     k, shape, (low, high, _) = _split_args(key_or_shape, shape, (low, high, None))
     low = 0.0 if low is None else low
     high = 1.0 if high is None else high
-    dtype = to_dtype(dtype) if dtype is not None else get_default_dtype()
+    dtype = _float_dtype("uniform", dtype)
     u = _draw(_uniform, k, shape, dtype)
-    if low != 0.0 or high != 1.0:
-        u = u * (high - low) + low
-    return _place(u, device)
+    span = 1.0 if _is_default(low, 0.0) and _is_default(high, 1.0) else high - low
+    return _place(_affine("uniform", u, span, low, shape, {"low": low, "high": high}), device)
 
 
 def normal(key_or_shape=(), shape=None, mean=None, std=None, *, dtype=None, device=None):
@@ -217,27 +281,27 @@ def normal(key_or_shape=(), shape=None, mean=None, std=None, *, dtype=None, devi
     Args:
         key_or_shape: a key (from :func:`nabla.random.key`), or the shape (int or tuple).
         shape: the shape when a key comes first (default ``()``).
-        mean: the mean, default 0.0.
-        std: the standard deviation, default 1.0.
+        mean: the mean, default 0.0; a number or a tensor that broadcasts to ``shape``.
+        std: the standard deviation, default 1.0; a number or such a tensor.
         dtype: a float dtype (default: :func:`nabla.get_default_dtype`).
         device: the device of the result; drawn on the host, then moved.
 
     Returns:
-        A float tensor (not differentiable).
+        A float tensor of ``shape``: differentiable (and batched by ``vmap``) with respect to
+        a tensor ``mean`` and ``std``, ``mean + z * std`` (the reparameterization); never
+        with respect to the key.
 
     Raises:
         TypeError: for a shape given twice or too many positional parameters.
+        ValueError: for a dtype that is not a float, or parameters that do not broadcast to
+            ``shape``.
     """
     k, shape, (mean, std, _) = _split_args(key_or_shape, shape, (mean, std, None))
     mean = 0.0 if mean is None else mean
     std = 1.0 if std is None else std
-    dtype = to_dtype(dtype) if dtype is not None else get_default_dtype()
+    dtype = _float_dtype("normal", dtype)
     z = _draw(_normal, k, shape, dtype)
-    if std != 1.0:
-        z = z * std
-    if mean != 0.0:
-        z = z + mean
-    return _place(z, device)
+    return _place(_affine("normal", z, std, mean, shape, {"mean": mean, "std": std}), device)
 
 
 gaussian = normal
@@ -273,7 +337,17 @@ def bernoulli(key_or_shape=(), p=0.5, shape=None, *, device=None):
     return _place(u < p, device)
 
 
-def randint(key_or_shape=(), shape=None, low=None, high=None, *, dtype=None, device=None):
+def randint(
+    key_or_shape=(),
+    shape=None,
+    low=None,
+    high=None,
+    *,
+    dtype=None,
+    device=None,
+    minval=None,
+    maxval=None,
+):
     """Uniform random integers in ``[low, high)``.
 
     Call as ``randint(key, (3,), 0, 10)`` (reproducible) or ``randint((3,), 0, 10)`` (global
@@ -284,9 +358,13 @@ def randint(key_or_shape=(), shape=None, low=None, high=None, *, dtype=None, dev
             shape (int or tuple of ints; default ``()``) for a draw from the global generator.
         shape: the shape of the result when a key comes first (default ``()``). After a
             shape, the positional parameters are ``low, high``.
-        low: the lowest value (inclusive), or the exclusive upper bound when ``high`` is None.
-        high: the exclusive upper bound.
-        dtype: an integer dtype (default int32).
+        low: the lowest value (inclusive), or the exclusive upper bound when ``high`` is None
+            (also ``minval=``, JAX's name). A number, or an integer tensor that broadcasts to
+            ``shape``.
+        high: the exclusive upper bound (also ``maxval=``).
+        dtype: an integer dtype (default int32). Bounds outside its range are clamped to it,
+            as in JAX (``randint(k, s, -5, 3, dtype=nb.uint8)`` draws from ``[0, 3)``);
+            where clamping empties the range, every value is the clamped ``low``.
         device: the device of the result (default: the default device); drawn on the host,
             then moved.
 
@@ -294,18 +372,48 @@ def randint(key_or_shape=(), shape=None, low=None, high=None, *, dtype=None, dev
         An integer tensor (not differentiable).
 
     Raises:
-        ValueError: unless ``low < high``.
-        TypeError: without bounds, or for a shape given twice.
+        ValueError: unless ``low < high`` (for number bounds), or for tensor bounds that do
+            not broadcast to ``shape``.
+        TypeError: without bounds, for a shape given twice, or a dtype that is not an
+            integer.
     """
+    low, high = _alias("low", low, "minval", minval), _alias("high", high, "maxval", maxval)
     k, shape, (low, high, _) = _split_args(key_or_shape, shape, (low, high, None))
     if low is None:
         raise TypeError("randint needs an upper bound: randint(key, shape, high) or low, high")
     if high is None:
         low, high = 0, low
+    dtype = to_dtype(dtype) if dtype is not None else DType.int32
+    if not dtype.is_int or dtype.is_bool:
+        raise TypeError(f"randint: dtype must be an integer dtype, got {dtype.value}")
+    info = np.iinfo(dtype.numpy)
+    if isinstance(low, Tensor | np.ndarray) or isinstance(high, Tensor | np.ndarray):
+        return _place(_randint_between(k, shape, low, high, dtype, info), device)
     if high <= low:
         raise ValueError(f"randint: need low < high, got [{low}, {high})")
-    dtype = to_dtype(dtype) if dtype is not None else DType.int32
-    return _place(_draw(_randint, k, shape, dtype, {"low": int(low), "high": int(high)}), device)
+    lo = min(max(int(low), int(info.min)), int(info.max))
+    hi = min(max(int(high), lo + 1), int(info.max) + 1)
+    return _place(_draw(_randint, k, shape, dtype, {"low": lo, "high": hi}), device)
+
+
+def _randint_between(k, shape, low, high, dtype, info):
+    """``randint`` with tensor bounds: ``low + r % (high - low)`` for raw draws ``r`` in
+    ``[0, 2**62)`` (a bias below ``span / 2**62``), bounds clamped to ``dtype``'s range and
+    an empty range giving ``low``, as JAX does."""
+    int64 = DType.int64
+
+    def bound(v, name):
+        t = creation.asarray(v)
+        if not t.dtype.is_int or t.dtype.is_bool:
+            raise TypeError(f"randint: {name} must be integers, got {t.dtype.value}")
+        return binary.clip(unary.cast(t, int64), int(info.min), int(info.max) + 1)
+
+    lo, hi = bound(low, "low"), bound(high, "high")
+    _check_broadcast("randint", norm_shape("randint", shape), {"low": lo, "high": hi})
+    lo = binary.minimum(lo, int(info.max))
+    span = binary.maximum(hi - lo, 1)
+    raw = _draw(_randint, k, shape, int64, {"low": 0, "high": 1 << 62})
+    return unary.cast(lo + raw % span, dtype)
 
 
 def _place(t, device):

@@ -86,3 +86,58 @@ def test_every_calling_form_keeps_its_parameters():
         nb.uniform((3,), 0.0, 1.0, 2.0)
     with pytest.raises(TypeError, match="upper bound"):
         nb.random.randint((3,))
+
+
+def test_tensor_parameters_differentiate_and_batch():
+    """A tensor mean/std/low/high always takes part (it was skipped when equal to the
+    default, leaving a zero gradient at std=1 and an error under vmap)."""
+    k = nb.random.key(0)
+    z = nb.random.normal(k, (3,)).numpy()
+    u = nb.random.uniform(k, (3,)).numpy()
+    np.testing.assert_allclose(
+        nb.grad(lambda s: nb.random.normal(k, (3,), 0.0, s).sum())(nb.constant(1.0)).item(),
+        z.sum(),
+        rtol=1e-6,
+    )
+    assert nb.grad(lambda m: nb.random.normal(k, (3,), m, 1.0).sum())(nb.constant(0.0)).item() == 3
+    gl, gh = nb.grad(lambda lo, hi: nb.random.uniform(k, (3,), lo, hi).sum(), argnums=(0, 1))(
+        nb.constant(0.0), nb.constant(1.0)
+    )
+    np.testing.assert_allclose([gl.item(), gh.item()], [3 - u.sum(), u.sum()], rtol=1e-6)
+    got = nb.vmap(lambda s: nb.random.normal(k, (3,), 0.0, s))(nb.constant([1.0, 2.0]))
+    np.testing.assert_allclose(got.numpy(), np.stack([z, 2 * z]), rtol=1e-6)
+    # array bounds broadcast to the shape; JAX's keyword names
+    lo, hi = nb.constant([0.0, 1.0, 2.0]), nb.constant([1.0, 2.0, 4.0])
+    np.testing.assert_allclose(
+        nb.random.uniform(k, (3,), lo, hi).numpy(), [0, 1, 2] + u * [1, 1, 2], rtol=1e-6
+    )
+    v = nb.random.uniform(k, shape=(2, 3), minval=-1.0, maxval=1.0).numpy()
+    assert v.shape == (2, 3) and v.min() >= -1 and v.max() < 1
+    with pytest.raises(ValueError, match=r"low of shape \(2,\).*shape \(3,\)"):
+        nb.random.uniform(k, (3,), nb.constant([0.0, 1.0]), 1.0)
+    with pytest.raises(TypeError, match="low= or minval="):
+        nb.random.uniform(k, (3,), low=0.0, minval=1.0)
+
+
+def test_dtypes_are_checked_and_randint_bounds_clamp_to_the_dtype():
+    k = nb.random.key(0)
+    with pytest.raises(ValueError, match="uniform: dtype must be a float"):
+        nb.random.uniform(k, (2,), dtype=nb.int32)
+    with pytest.raises(ValueError, match="normal: dtype must be a float"):
+        nb.random.normal(k, (2,), dtype=nb.int32)
+    with pytest.raises(TypeError, match="randint: dtype must be an integer"):
+        nb.random.randint(k, (2,), 0, 10, dtype=nb.float32)
+    # JAX clamps the bounds to the dtype's range (values wrapped around before)
+    assert set(np.unique(nb.random.randint(k, (500,), -200, -150, dtype=nb.int8).numpy())) == {-128}
+    assert set(np.unique(nb.random.randint(k, (500,), -5, 3, dtype=nb.uint8).numpy())) == {0, 1, 2}
+    assert nb.random.randint(k, (500,), 0, 256, dtype=nb.uint8).numpy().max() > 250
+    big = nb.random.randint(k, (500,), 0, 2**40).numpy()
+    assert big.dtype == np.int32 and big.min() >= 0
+    # tensor bounds broadcast, JAX's keyword names, a shaped split
+    r = nb.random.randint(k, (2, 500), nb.constant([[0], [10]]), nb.constant([[5], [12]]))
+    r = r.numpy()
+    assert set(np.unique(r[0])) == set(range(5)) and set(np.unique(r[1])) == {10, 11}
+    assert nb.random.randint(k, (300,), minval=2, maxval=4).numpy().min() == 2
+    assert nb.random.split(k, (2, 3)).shape == (2, 3, 2)
+    keys = nb.random.split(k, (2, 3)).numpy().reshape(6, 2)
+    np.testing.assert_array_equal(keys, nb.random.split(k, 6).numpy())
