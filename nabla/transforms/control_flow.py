@@ -307,6 +307,35 @@ def _to_tensors(tree, what):
     return out, treedef
 
 
+def _weak_leaves(tree) -> list[bool]:
+    """Which flat leaves are Python numbers: weakly typed, as in JAX."""
+    return [
+        isinstance(x, bool | int | float) and not isinstance(x, np.generic)
+        for x in tree_flatten(tree)[0]
+    ]
+
+
+def _kind(dtype) -> int:
+    return 0 if dtype.is_bool else 1 if dtype.is_int else 2
+
+
+def _promote_weak(flat, weak, carry_out, what, extra=()):
+    """JAX's rule for a loop's initial carry: a leaf given as a Python number is weakly typed
+    and takes the dtype the body returns for it, when that is of its kind or a higher one
+    (``while_loop(c, lambda v: v * 1.5, 1)`` carries float32). ``carry_out(flat, extra)``
+    gives the body's carry outputs; it is traced (not run) only when some leaf is weak."""
+    if not any(weak):
+        return flat
+    n = len(flat)
+    body = trace_body(lambda *a: carry_out(list(a[:n]), list(a[n:])), flat + list(extra), what)
+    out = list(flat)
+    for i, (w, (dt, logical)) in enumerate(zip(weak, _logical_avals(body))):
+        t = out[i]
+        if w and dt is not t.dtype and _kind(dt) >= _kind(t.dtype) and logical == t.shape:
+            out[i] = unary.cast(t, dt)
+    return out
+
+
 def _aval(dtype, shape) -> str:
     return f"{dtype.value}{list(shape)}"
 
@@ -812,6 +841,8 @@ def while_loop(cond_fun, body_fun, init_val, *, max_steps=None):
             )
         return out_flat
 
+    flat = _promote_weak(flat, _weak_leaves(init_val), lambda c, _x: b_fn(c, []), "while_loop")
+
     if max_steps is not None:
         if not isinstance(max_steps, numbers.Integral) or max_steps < 0:
             raise TypeError(f"while_loop: max_steps must be a non-negative int, got {max_steps!r}")
@@ -1182,6 +1213,13 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1):
         y_tree_box[:] = [y_tree]
         return nc_flat, y_flat
 
+    c_flat = _promote_weak(
+        c_flat,
+        _weak_leaves(init),
+        lambda c, x: step(c, x, [])[0],
+        "scan",
+        [_slice_aval(x) for x in x_flat],
+    )
     if unroll > 1 and n_steps > 1:
         c_out, ys = _scan_unrolled(step, c_flat, x_flat, n_steps, reverse, int(unroll))
     else:

@@ -631,3 +631,23 @@ def test_custom_rules_survive_a_compile_traced_without_derivatives():
     g = nb.compile(nb.grad(lambda v: cf(v).sum()))
     close(g(x).numpy(), [20.0, 20.0])
     close(g(x).numpy(), [20.0, 20.0])
+
+
+def test_a_python_number_in_the_initial_carry_takes_the_body_s_dtype():
+    """JAX's weak typing: a carry leaf given as a Python number takes the dtype the body
+    returns for it (these raised a carry dtype mismatch)."""
+    out = nb.while_loop(lambda v: v < 10, lambda v: v * 1.5, 1)
+    assert out.dtype == nb.float32 and out.item() == 11.390625
+    assert nb.fori_loop(0, 3, lambda i, v: v * 1.5, 1).item() == 3.375
+    assert nb.fori_loop(0, nb.constant(3), lambda i, v: v * 1.5, 1).item() == 3.375
+    carry, ys = nb.scan(lambda v, x: (v * 1.5, v), 1, None, length=2)
+    assert carry.dtype == nb.float32 and ys.numpy().tolist() == [1.0, 1.5]
+    carry, ys = nb.scan(lambda v, x: (v + x, v), 0, nb.constant([1.5, 2.0]))
+    assert carry.item() == 3.5 and ys.numpy().tolist() == [0.0, 1.5]
+    i, v = nb.while_loop(lambda s: s[0] < 3, lambda s: (s[0] + 1, s[1] + 0.5), (0, 0))
+    assert (i.dtype, i.item(), v.dtype, v.item()) == (nb.int32, 3, nb.float32, 1.5)
+    # a tensor keeps its dtype, and a weak float is not narrowed to an int
+    with pytest.raises(TypeError, match="carry leaf 0 is int32"):
+        nb.while_loop(lambda v: v < 10, lambda v: v * 1.5, nb.constant(1))
+    with pytest.raises(TypeError, match="carry leaf 0 is float32"):
+        nb.while_loop(lambda v: v < 10, lambda v: (v * 1.5).cast(nb.int32), 1.0)
