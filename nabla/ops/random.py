@@ -75,11 +75,28 @@ class DrawOp(_RandomOp):
         return [kwargs["shape"]], [kwargs["dtype"]]
 
 
+class FoldInOp(_RandomOp):
+    """``random_fold_in``: inputs ``(key, data)``; ``data`` is an integer scalar tensor, so
+    it may be traced or batched (``vmap(lambda i: fold_in(k, i))(nb.arange(3))``)."""
+
+    name = "random_fold_in"
+    arity = 2
+
+    def infer(self, shapes, dtypes, kwargs):
+        self._check_key(shapes)
+        if tuple(shapes[1]) != () or not dtypes[1].is_int or dtypes[1].is_bool:
+            raise TypeError(
+                f"random.fold_in: data must be an integer scalar, got {dtypes[1].value} of "
+                f"shape {tuple(shapes[1])}"
+            )
+        return [(2,)], [DType.int64]
+
+
 _split = SplitOp()
 _uniform = DrawOp("random_uniform")
 _normal = DrawOp("random_normal")
 _randint = DrawOp("random_randint")
-_fold = DrawOp("random_fold_in")
+_fold = FoldInOp()
 
 
 def _as_key(k) -> Tensor:
@@ -113,9 +130,14 @@ def split(k, num=2) -> Tensor:
     return _split.bind([_as_key(k)], {"num": int(num)})
 
 
-def fold_in(k, data: int) -> Tensor:
-    """A new key derived from ``k`` and an integer ``data``."""
-    return _fold.bind([_as_key(k)], {"shape": (2,), "dtype": DType.int64, "data": int(data)})
+def fold_in(k, data) -> Tensor:
+    """A new key derived from ``k`` and an integer ``data``: a Python int or an integer
+    scalar tensor (traced by ``compile``, batched by ``vmap``, as in JAX)."""
+    if isinstance(data, Tensor):
+        d = data if data.dtype is DType.int64 else data.cast(DType.int64)
+    else:
+        d = creation.constant(np.asarray(int(data), dtype=np.int64))
+    return _fold.bind([_as_key(k), d], {})
 
 
 # ----------------------------------------------------------------------------- global state

@@ -141,3 +141,27 @@ def test_dtypes_are_checked_and_randint_bounds_clamp_to_the_dtype():
     assert nb.random.split(k, (2, 3)).shape == (2, 3, 2)
     keys = nb.random.split(k, (2, 3)).numpy().reshape(6, 2)
     np.testing.assert_array_equal(keys, nb.random.split(k, 6).numpy())
+
+
+def test_fold_in_takes_a_traced_or_batched_integer():
+    """JAX's fold_in(key, i) with i a tensor: under vmap one key per i, under compile one
+    trace for every i; a Python int gives the same key as the matching tensor."""
+    k = nb.random.key(7)
+    each = np.stack([nb.random.fold_in(k, i).numpy() for i in range(4)])
+    np.testing.assert_array_equal(
+        nb.vmap(lambda i: nb.random.fold_in(k, i))(nb.arange(4)).numpy(), each
+    )
+    keys = nb.random.split(k, 3)
+    np.testing.assert_array_equal(
+        nb.vmap(lambda kk: nb.random.fold_in(kk, 2))(keys).numpy(),
+        np.stack([nb.random.fold_in(keys[i], 2).numpy() for i in range(3)]),
+    )
+    f = nb.compile(lambda kk, i: nb.random.uniform(nb.random.fold_in(kk, i), (2,)))
+    for i in (1, 2):
+        np.testing.assert_array_equal(
+            f(k, nb.constant(i)).numpy(), nb.random.uniform(nb.random.fold_in(k, i), (2,)).numpy()
+        )
+    assert f.stats.misses == 1
+    assert len({tuple(r) for r in each}) == 4
+    with pytest.raises(TypeError, match="fold_in: data must be an integer scalar"):
+        nb.random.fold_in(k, nb.constant([1, 2]))

@@ -451,11 +451,27 @@ LOWERINGS["random_normal"] = _per_key(
 LOWERINGS["random_randint"] = _per_key(
     lambda g, shape, dtype, low, high: g.integers(low, high, size=shape).astype(dtype.numpy)
 )
-LOWERINGS["random_fold_in"] = _per_key(
-    lambda g, shape, dtype, data: np.random.Generator(
-        np.random.Philox(key=int(g.integers(0, 1 << 62)) ^ (data * 0x9E3779B97F4A7C15 % (1 << 64)))
-    ).integers(0, 1 << 32, size=(2,), dtype=np.int64)
-)
+
+
+def _fold_in(args, kw):
+    """One new key per (key, data) pair; either may carry batch dims (they broadcast)."""
+    keys, data = args
+    lead = np.broadcast_shapes(keys.shape[:-1], data.shape)
+    flat = np.broadcast_to(keys, lead + (2,)).reshape(-1, 2)
+    values = np.broadcast_to(data, lead).reshape(-1)
+    outs = [
+        np.random.Generator(
+            np.random.Philox(
+                key=int(_generator(k).integers(0, 1 << 62))
+                ^ (int(d) * 0x9E3779B97F4A7C15 % (1 << 64))
+            )
+        ).integers(0, 1 << 32, size=(2,), dtype=np.int64)
+        for k, d in zip(flat, values)
+    ]
+    return [np.stack(outs).reshape(lead + (2,))]
+
+
+LOWERINGS["random_fold_in"] = _fold_in
 
 
 # --------------------------------------------------------------------------- custom calls
