@@ -182,7 +182,7 @@ def _argnums_tuple(argnums, n):
     nums = (argnums,) if single else tuple(argnums)
     for a in nums:
         if not -n <= a < n:
-            raise ValueError(f"argnums {argnums} out of range for a function of {n} arguments")
+            raise TypeError(f"argnums {argnums} out of range for a function of {n} arguments")
     return tuple(a % n for a in nums), single
 
 
@@ -242,7 +242,7 @@ def _vjp(fun, primals, has_aux, level):
     res = fun(*tree_unflatten(tree, wrapped))
     if has_aux:
         if not (isinstance(res, tuple) and len(res) == 2):
-            raise ValueError("has_aux=True needs the function to return a pair (out, aux)")
+            raise TypeError("has_aux=True needs the function to return a pair (out, aux)")
         out, aux = res
     else:
         out, aux = res, None
@@ -346,9 +346,9 @@ def grad(fun, argnums=0, has_aux=False, *, realize=False):
         A function of the same arguments as ``fun`` returning the gradient.
 
     Raises:
-        TypeError: if a differentiated argument is not float, or the output is not a float
-            scalar.
-        ValueError: for ``argnums`` out of range.
+        TypeError: if a differentiated argument is not float, the output is not a float
+            scalar, ``argnums`` is out of range or ``has_aux`` output is not a pair (as in
+            JAX).
 
     Example:
         >>> nb.grad(lambda x: nb.sin(x))(nb.constant(0.0)).item()
@@ -381,16 +381,16 @@ def jvp(fun, primals, tangents, has_aux=False):
         ``(out, tangent_out)`` or ``(out, tangent_out, aux)``.
 
     Raises:
-        TypeError: if ``primals``/``tangents`` are not tuples or lists, or a tangent's dtype
-            differs from its primal's (as in JAX).
-        ValueError: if the structures differ, or a tangent's shape differs from its primal's.
+        TypeError: if ``primals``/``tangents`` are not tuples or lists, their structures
+            differ, or a tangent's dtype differs from its primal's (as in JAX).
+        ValueError: if a tangent's shape differs from its primal's (as in JAX).
     """
     if not isinstance(primals, tuple | list) or not isinstance(tangents, tuple | list):
         raise TypeError("jvp expects primals and tangents as tuples")
     p_flat, p_tree = tree_flatten(tuple(primals))
     t_flat, t_tree = tree_flatten(tuple(tangents))
     if p_tree != t_tree:
-        raise ValueError(f"jvp: tangents structure {t_tree} does not match primals {p_tree}")
+        raise TypeError(f"jvp: tangents structure {t_tree} does not match primals {p_tree}")
     p_flat = [_to_tensor_leaf(p) for p in p_flat]
     t_flat = [
         _check_tangent(i, p, t) if isinstance(p, Tensor) else t

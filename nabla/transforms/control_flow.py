@@ -734,7 +734,7 @@ class WhileOp(_ControlFlowOp):
     name = "while_loop"
 
     def vjp_rule(self, primals, cotangents, outputs, kwargs):
-        raise TypeError(
+        raise ValueError(
             "Reverse-mode differentiation does not work for while_loop or fori_loop with "
             "dynamic start/stop values: the number of steps is unknown when the loop is "
             "traced. Give while_loop(..., max_steps=N) (or fori_loop Python-int bounds) to "
@@ -818,8 +818,8 @@ def while_loop(cond_fun, body_fun, init_val, *, max_steps=None):
 
     Raises:
         TypeError: if ``body_fun`` changes the structure, a shape or a dtype, or
-            ``cond_fun`` does not return a boolean scalar; reverse-mode differentiation
-            without ``max_steps``.
+            ``cond_fun`` does not return a boolean scalar.
+        ValueError: for reverse-mode differentiation without ``max_steps`` (JAX's error).
 
     Example:
         >>> nb.while_loop(lambda c: c[0] < 10, lambda c: (c[0] + 1, c[1] * 2.0), (0, x))
@@ -979,12 +979,29 @@ def _counted_while(c_fn, b_fn, flat, max_steps):
     return list(carry)
 
 
+def _concrete_bound(b):
+    """A bound whose value is known now (a realized, unbatched integer scalar tensor, as
+    ``nb.constant(3)``) as a Python int: the loop is then a reverse-differentiable scan, as
+    JAX does with concrete bounds. A traced or batched bound stays a tensor."""
+    if (
+        isinstance(b, Tensor)
+        and b._impl.buffer is not None
+        and not b._impl.levels
+        and b.shape == ()
+        and b.dtype.is_int
+        and not b.dtype.is_bool
+    ):
+        return int(b.item())
+    return b
+
+
 def fori_loop(lower, upper, body_fun, init_val, *, unroll=None):
     """``for i in range(lower, upper): val = body_fun(i, val)`` (``jax.lax.fori_loop``).
 
-    With Python-int bounds the loop is a ``scan`` (reverse-differentiable); with tensor
-    bounds a ``while_loop`` (forward-mode only; batched bounds under ``vmap`` run until every
-    example's loop is done).
+    With Python-int bounds, or tensor bounds whose value is known (a realized scalar such
+    as ``nb.constant(3)``), the loop is a ``scan`` (reverse-differentiable); with traced
+    tensor bounds (inside ``compile``) a ``while_loop`` (forward-mode only; batched bounds
+    under ``vmap`` run until every example's loop is done).
 
     Args:
         lower: start index (int or integer scalar tensor).
@@ -1001,6 +1018,7 @@ def fori_loop(lower, upper, body_fun, init_val, *, unroll=None):
         TypeError: for non-integer bounds, or a ``body_fun`` that changes the carry's
             structure, shapes or dtypes.
     """
+    lower, upper = _concrete_bound(lower), _concrete_bound(upper)
     static = all(
         isinstance(b, numbers.Integral) and not isinstance(b, bool) for b in (lower, upper)
     )

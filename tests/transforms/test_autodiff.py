@@ -820,3 +820,19 @@ def test_custom_vjp_nondiff_argnums_reach_bwd_first():
     scale.defvjp(lambda s, v: (v * s, None), lambda s, res, ct: (ct, ct))
     with pytest.raises(ValueError, match="2 cotangents for 1 differentiable arguments"):
         nb.grad(lambda v: scale(3.0, v).sum())(x)
+
+
+def test_misuse_raises_jax_s_exception_types():
+    x = nb.constant([1.0, 2.0])
+    with pytest.raises(TypeError, match="argnums 3 out of range"):
+        nb.grad(lambda a: a.sum(), argnums=3)(x)
+    with pytest.raises(TypeError, match="argnums"):
+        nb.jacrev(lambda a: a, argnums=(0, 2))(x)
+    with pytest.raises(TypeError, match="has_aux=True"):
+        nb.grad(lambda a: a.sum(), has_aux=True)(x)
+    with pytest.raises(TypeError, match="tangents structure"):
+        nb.jvp(lambda a, b: a, (x, x), (x,))
+    with pytest.raises(ValueError, match="shapes must be equal"):
+        nb.jvp(lambda a: a, (x,), (nb.ones((3,)),))
+    with pytest.raises(ValueError, match="Reverse-mode differentiation"):
+        nb.grad(lambda a: nb.while_loop(lambda c: c < 3.0, lambda c: c * 2.0, a))(nb.constant(1.0))

@@ -328,7 +328,7 @@ def test_while_loop_reverse_mode_error_and_max_steps():
     x = c(RNG.standard_normal(3))
     f = lambda v: nb.while_loop(lambda s: s[0] < 4, lambda s: (s[0] + 1, nb.sin(s[1])), (0, v))[1]
     with pytest.raises(
-        TypeError, match="Reverse-mode differentiation does not work for while_loop"
+        ValueError, match="Reverse-mode differentiation does not work for while_loop"
     ):
         nb.grad(lambda v: f(v).sum())(x)
     fm = lambda v: nb.while_loop(
@@ -651,3 +651,20 @@ def test_a_python_number_in_the_initial_carry_takes_the_body_s_dtype():
         nb.while_loop(lambda v: v < 10, lambda v: v * 1.5, nb.constant(1))
     with pytest.raises(TypeError, match="carry leaf 0 is float32"):
         nb.while_loop(lambda v: v < 10, lambda v: (v * 1.5).cast(nb.int32), 1.0)
+
+
+def test_fori_loop_with_known_tensor_bounds_is_a_reverse_differentiable_scan():
+    """JAX turns concrete bounds into a scan; a realized scalar bound does here too, while a
+    traced one (inside compile) stays a while_loop and a batched one runs per example."""
+    g = nb.grad(lambda v: nb.fori_loop(0, nb.constant(3), lambda i, cc: nb.sin(cc), v).sum())
+    a = 1.0
+    want = np.cos(a) * np.cos(np.sin(a)) * np.cos(np.sin(np.sin(a)))
+    close(g(c([a])).numpy(), [want], 1e-12)
+    out = nb.vmap(lambda n, v: nb.fori_loop(0, n, lambda i, x: x * 2.0, v))(
+        nb.constant([1, 3]), c([1.0, 1.0])
+    )
+    close(out.numpy(), [2.0, 8.0])
+    f = nb.compile(lambda n, v: nb.fori_loop(0, n, lambda i, x: x * 2.0, v))
+    close(f(nb.constant(3), c(1.0)).numpy(), 8.0)
+    close(f(nb.constant(4), c(1.0)).numpy(), 16.0)
+    assert f.stats.misses == 1
