@@ -980,16 +980,17 @@ def _counted_while(c_fn, b_fn, flat, max_steps):
 
 
 def _concrete_bound(b):
-    """A bound whose value is known now (a realized, unbatched integer scalar tensor, as
-    ``nb.constant(3)``) as a Python int: the loop is then a reverse-differentiable scan, as
-    JAX does with concrete bounds. A traced or batched bound stays a tensor."""
+    """A bound whose value can be known now as a Python int: an unbatched integer scalar
+    tensor that is realized, or lazy outside any trace (``compile``, a body). The loop is
+    then a reverse-differentiable scan, as JAX does with concrete bounds. A traced or
+    batched bound stays a tensor."""
     if (
         isinstance(b, Tensor)
-        and b._impl.buffer is not None
         and not b._impl.levels
         and b.shape == ()
         and b.dtype.is_int
         and not b.dtype.is_bool
+        and (b._impl.buffer is not None or STATE.recording is None)
     ):
         return int(b.item())
     return b
@@ -998,10 +999,10 @@ def _concrete_bound(b):
 def fori_loop(lower, upper, body_fun, init_val, *, unroll=None):
     """``for i in range(lower, upper): val = body_fun(i, val)`` (``jax.lax.fori_loop``).
 
-    With Python-int bounds, or tensor bounds whose value is known (a realized scalar such
-    as ``nb.constant(3)``), the loop is a ``scan`` (reverse-differentiable); with traced
-    tensor bounds (inside ``compile``) a ``while_loop`` (forward-mode only; batched bounds
-    under ``vmap`` run until every example's loop is done).
+    With Python-int bounds, or tensor bounds whose value can be known at the call (outside
+    ``compile`` and loop bodies, as JAX's concrete bounds), the loop is a ``scan``
+    (reverse-differentiable); with traced tensor bounds a ``while_loop`` (forward-mode
+    only; batched bounds under ``vmap`` run until every example's loop is done).
 
     Args:
         lower: start index (int or integer scalar tensor).

@@ -660,6 +660,9 @@ def test_fori_loop_with_known_tensor_bounds_is_a_reverse_differentiable_scan():
     a = 1.0
     want = np.cos(a) * np.cos(np.sin(a)) * np.cos(np.sin(np.sin(a)))
     close(g(c([a])).numpy(), [want], 1e-12)
+    lazy = nb.constant(1) + 2  # not realized yet: read at the call, outside any trace
+    h = nb.grad(lambda v: nb.fori_loop(0, lazy, lambda i, cc: nb.sin(cc), v).sum())
+    close(h(c([a])).numpy(), [want], 1e-12)
     out = nb.vmap(lambda n, v: nb.fori_loop(0, n, lambda i, x: x * 2.0, v))(
         nb.constant([1, 3]), c([1.0, 1.0])
     )
