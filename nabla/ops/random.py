@@ -240,9 +240,9 @@ def _check_broadcast(name, shape, params):
         raise ValueError(f"{name}: {given} do not broadcast to the shape {shape}")
 
 
-def _affine(name, z, scale, shift, shape, params):
-    """``z * scale + shift`` (each skipped at its default), keeping the draw's ``shape``."""
-    _check_broadcast(name, shape, params)
+def _affine(name, z, scale, shift, params):
+    """``z * scale + shift`` (each skipped at its default), keeping the draw's shape."""
+    _check_broadcast(name, z.shape, params)
     if not _is_default(scale, 1.0):
         z = z * scale
     if not _is_default(shift, 0.0):
@@ -291,7 +291,7 @@ def uniform(
     dtype = _float_dtype("uniform", dtype)
     u = _draw(_uniform, k, shape, dtype)
     span = 1.0 if _is_default(low, 0.0) and _is_default(high, 1.0) else high - low
-    return _place(_affine("uniform", u, span, low, shape, {"low": low, "high": high}), device)
+    return _place(_affine("uniform", u, span, low, {"low": low, "high": high}), device)
 
 
 def normal(key_or_shape=(), shape=None, mean=None, std=None, *, dtype=None, device=None):
@@ -323,7 +323,7 @@ def normal(key_or_shape=(), shape=None, mean=None, std=None, *, dtype=None, devi
     std = 1.0 if std is None else std
     dtype = _float_dtype("normal", dtype)
     z = _draw(_normal, k, shape, dtype)
-    return _place(_affine("normal", z, std, mean, shape, {"mean": mean, "std": std}), device)
+    return _place(_affine("normal", z, std, mean, {"mean": mean, "std": std}), device)
 
 
 gaussian = normal
