@@ -260,3 +260,15 @@ def test_narrow_integer_sums_and_products_widen_to_int32(name):
         assert getattr(nb.constant(a), "sum" if name != "prod" else "prod")().dtype == nb.int32
     assert fn(nb.constant(np.ones(3, np.int32))).dtype == nb.int32
     assert fn(nb.constant(np.ones(3, bool))).dtype == nb.int32
+
+
+def test_x_to_the_python_int_zero_is_ones_with_a_zero_derivative():
+    """JAX's integer power: a polynomial sum of c_k * x ** k differentiates at 0 (the general
+    rule gave 0 * 0 ** -1 = NaN there); a float exponent keeps the general rule."""
+    poly = lambda v: sum(c * v**k for k, c in enumerate([1.0, 2.0, 3.0]))  # noqa: E731
+    assert nb.grad(poly)(nb.constant(0.0)).item() == 2.0
+    assert nb.grad(lambda v: v**0)(nb.constant(0.0)).item() == 0.0
+    np.testing.assert_array_equal(nb.vmap(nb.grad(poly))(nb.constant([0.0, 1.0])).numpy(), [2, 8])
+    got = nb.constant(np.array([2, 3], np.int16)) ** 0
+    assert got.dtype == nb.int16 and got.numpy().tolist() == [1, 1]
+    assert nb.jvp(lambda v: v**0, (nb.constant(0.0),), (nb.constant(1.0),))[1].item() == 0.0
