@@ -329,11 +329,19 @@ def adam_init(params) -> dict:
 adamw_init = adam_init
 
 
+def _bias_correction(beta: float, t: Tensor) -> Tensor:
+    """``1 - beta ** t`` to float32's precision: ``-expm1(t * log(beta))``, with the log
+    in float64. ``1 - beta ** t`` in float32 cancels: 7e-6 relative error at the first step
+    with beta 0.999, 7e-4 with 0.99999 (PyTorch computes it in float64)."""
+    log_beta = math.log(beta) if beta > 0 else -math.inf
+    return -unary.expm1(t * log_beta)
+
+
 def _adam(params, grads, state, lr, betas, eps, weight_decay, decoupled):
     b1, b2 = betas
     t = state["step"] + 1.0
     rate = _lr_at(lr, state["step"])
-    c1, c2 = 1.0 - b1**t, 1.0 - b2**t
+    c1, c2 = _bias_correction(b1, t), _bias_correction(b2, t)
 
     def rule(p, g, moments):
         if weight_decay and not decoupled:

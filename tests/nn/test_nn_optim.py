@@ -52,6 +52,16 @@ def test_adam_and_adamw_by_hand(decoupled):
     np.testing.assert_allclose(params["w"].numpy(), ref, rtol=1e-5)
 
 
+@pytest.mark.parametrize("b2", [0.999, 0.99999])
+def test_adam_bias_correction_keeps_float32_precision(b2):
+    """1 - b2 ** t in float32 cancels (7e-4 relative error with b2 = 0.99999, every step);
+    a constant gradient moves the weight by exactly lr per step, as in float64."""
+    params, state = _p([0.0]), optim.adam_init(_p([0.0]))
+    for _ in range(5):
+        params, state = optim.adam_update(params, _p([1.0]), state, lr=1.0, betas=(0.9, b2))
+    np.testing.assert_allclose(params["w"].numpy(), [-5.0], rtol=1e-6)
+
+
 def test_schedules():
     warm = optim.linear_warmup(1.0, 4)
     assert [warm(s) for s in range(5)] == [0.25, 0.5, 0.75, 1.0, 1.0]
