@@ -306,25 +306,43 @@ class Module:
         for _, m in self.named_modules():
             yield m
 
-    def _named(self, table: str, prefix: str, recurse: bool):
-        for name, t in self.__dict__[table].items():
-            if t is not None:
-                yield (f"{prefix}.{name}" if prefix else name), t
+    def _named(self, tables: tuple, prefix: str, recurse: bool):
+        """Each module's own entries of ``tables`` in turn, then its children's (PyTorch's
+        order, and the pytree's)."""
+        for table in tables:
+            for name, t in self.__dict__[table].items():
+                if t is not None:
+                    yield (f"{prefix}.{name}" if prefix else name), t
         if recurse:
             for name, m in self.named_children():
-                yield from m._named(table, f"{prefix}.{name}" if prefix else name, True)
+                yield from m._named(tables, f"{prefix}.{name}" if prefix else name, True)
 
-    def named_parameters(self, prefix: str = "", recurse: bool = True):
+    @staticmethod
+    def _unique(named, remove_duplicate: bool):
+        """A tensor reached twice (a module used in two places) is listed once, under its
+        first name, as PyTorch does."""
+        seen = set()
+        for name, t in named:
+            if remove_duplicate:
+                if id(t) in seen:
+                    continue
+                seen.add(id(t))
+            yield name, t
+
+    def named_parameters(self, prefix: str = "", recurse: bool = True, remove_duplicate=True):
         """Parameters with qualified names (``"layers.0.weight"``).
 
         Args:
             prefix: prepended to every name.
             recurse: include the parameters of submodules (default True).
+            remove_duplicate: list a parameter shared by several submodules once, under its
+                first name (default True, as in PyTorch).
 
         Returns:
             An iterator of ``(name, Tensor)``.
         """
-        yield from self._named("_parameters", prefix, recurse)
+        named = self._named(("_parameters",), prefix, recurse)
+        yield from self._unique(named, remove_duplicate)
 
     def parameters(self, recurse: bool = True) -> Iterator[Tensor]:
         """Every parameter tensor.
@@ -338,17 +356,18 @@ class Module:
         for _, p in self.named_parameters(recurse=recurse):
             yield p
 
-    def named_buffers(self, prefix: str = "", recurse: bool = True):
+    def named_buffers(self, prefix: str = "", recurse: bool = True, remove_duplicate=True):
         """Buffers with qualified names.
 
         Args:
             prefix: prepended to every name.
             recurse: include the buffers of submodules (default True).
+            remove_duplicate: list a shared buffer once (default True, as in PyTorch).
 
         Returns:
             An iterator of ``(name, Tensor)``.
         """
-        yield from self._named("_buffers", prefix, recurse)
+        yield from self._unique(self._named(("_buffers",), prefix, recurse), remove_duplicate)
 
     def buffers(self, recurse: bool = True) -> Iterator[Tensor]:
         """Every buffer tensor.
@@ -372,14 +391,14 @@ class Module:
 
     # ------------------------------------------------------------------ state
     def state_dict(self) -> OrderedDict:
-        """Parameters and buffers by qualified name (what checkpoints store).
+        """Parameters and buffers by qualified name (what checkpoints store), in PyTorch's
+        order: each module's parameters, then its buffers, then its submodules'. A tensor
+        shared by several submodules appears under each name, as in PyTorch.
 
         Returns:
             An ``OrderedDict`` name -> Tensor.
         """
-        sd = OrderedDict(self.named_parameters())
-        sd.update(self.named_buffers())
-        return sd
+        return OrderedDict(self._named(("_parameters", "_buffers"), "", True))
 
     def _owner(self, qualified: str) -> tuple[Module, str]:
         *path, leaf = qualified.split(".")

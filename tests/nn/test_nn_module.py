@@ -92,7 +92,8 @@ def test_state_dict_round_trip_and_errors():
     b.load_state_dict(a.state_dict())
     np.testing.assert_array_equal(b.fc.weight.numpy(), a.fc.weight.numpy())
     assert b.fc.weight.requires_grad
-    assert list(a.state_dict()) == [n for n, _ in a.named_parameters()] + ["scale"]
+    # PyTorch's order: each module's own parameters, its own buffers, then its submodules'
+    assert list(a.state_dict()) == ["scale"] + [n for n, _ in a.named_parameters()]
 
     before = b.fc.bias.numpy().copy()
     sd = dict(a.state_dict())
@@ -188,3 +189,27 @@ def test_module_dict_and_module_list_slicing():
     assert len(layers[1:]) == 2 and layers[-1] is list(layers)[2]
     with pytest.raises(TypeError, match="expected a Module"):
         layers.append(nb.ones((2,)))
+
+
+def test_a_module_used_twice_is_listed_once_but_saved_under_each_name():
+    """PyTorch's rules for a shared (tied) submodule: parameters() lists its tensors once,
+    state_dict() under every name; the stateful path trains it as one set of weights."""
+    lin = nn.Linear(2, 2, key=nb.random.key(0))
+    m = nn.Sequential(lin, nn.Tanh(), lin)
+    assert [n for n, _ in m.named_parameters()] == ["0.weight", "0.bias"]
+    assert [n for n, _ in m.named_parameters(remove_duplicate=False)] == [
+        "0.weight",
+        "0.bias",
+        "2.weight",
+        "2.bias",
+    ]
+    assert m.num_parameters() == 6
+    assert list(m.state_dict()) == ["0.weight", "0.bias", "2.weight", "2.bias"]
+    x = nb.constant(np.array([[1.0, -1.0], [0.5, 2.0]], np.float32))
+    opt = nn.optim.SGD(m.parameters(), lr=0.1)
+    before = lin.weight.numpy().copy()
+    (m(x) ** 2).mean().backward()
+    g = lin.weight.grad.numpy()
+    opt.step()
+    assert m[0] is m[2]
+    np.testing.assert_allclose(lin.weight.numpy(), before - 0.1 * g, rtol=1e-6)
