@@ -122,8 +122,9 @@ def _index_tensor(op, idx, n=None, where="") -> Tensor:
         _check_bounds(op, idx, n, where)
 
         if idx.is_realized and not idx._impl.levels:
-            if (idx.numpy() < 0).any():
-                idx = binary.where(idx < 0, idx + n, idx)
+            a = idx.numpy()
+            if (a < 0).any():  # stays a realized constant: its values stay known
+                idx = as_tensor(np.where(a < 0, a + n, a).astype(a.dtype), op=op)
         else:
             idx = binary.where(idx < 0, idx + n, idx)
     return idx
@@ -436,8 +437,8 @@ def _update(x, key, value, mode):
         elif mode == "add":
             new_flat = scatter(flat, lin, v, 0, "add")
         else:
-            cur = gather(flat, lin, 0)
-            new_flat = scatter(flat, lin, combine[mode](cur, v), 0, "set")
+            sizes = [region.shape[d] for d, _ in adv]
+            new_flat = _combine_at(flat, lin, v, combine[mode], adv, sizes, len(basic_shape))
         dims = [d for d, _ in adv]
         moved = view.reshape(new_flat, tuple(region.shape[d] for d in dims) + basic_shape)
         order = dims + rest
@@ -451,6 +452,40 @@ def _update(x, key, value, mode):
         new_region,
         slices=[slice(s, s + st * n if s + st * n >= 0 else None, st) for s, st, n in slices],
     )
+
+
+def _combine_at(flat, lin, v, fn, adv, sizes, n_basic):
+    """``flat[lin] = fn(flat[lin], v)`` where every update at a repeated index takes part
+    (JAX's scatter multiply/min/max): one gather-combine-scatter would keep only the last
+    update of each position. With the index values known now (realized, unbatched index
+    tensors, as for NumPy arrays and lists) the updates go in rounds of distinct positions,
+    round r holding each position's r-th update. Traced indices take one round: repeated
+    ones are then not combined (documented on ``x.at``)."""
+    if not all(t.is_realized and not t._impl.levels for _, t in adv):
+        return scatter(flat, lin, fn(gather(flat, lin, 0), v), 0, "set")
+    # the linear positions from the index values (as ``_linear_index`` builds ``lin``),
+    # in NumPy: realizing ``lin`` would end a ``compile`` trace
+    arrays = [t.numpy().astype(np.int64) for _, t in adv]
+    shape = np.broadcast_shapes(*[a.shape for a in arrays])
+    pos, stride = np.zeros(shape, np.int64), 1
+    for a, n in reversed(list(zip(arrays, sizes))):
+        pos, stride = pos + a * stride, stride * n
+    pos = pos.reshape(-1)
+    order = np.argsort(pos, kind="stable")
+    ranked = pos[order]
+    starts = np.r_[True, ranked[1:] != ranked[:-1]] if pos.size else np.zeros(0, bool)
+    group_start = np.maximum.accumulate(np.where(starts, np.arange(pos.size), 0))
+    occurrence = np.empty_like(pos)
+    occurrence[order] = np.arange(pos.size) - group_start
+    if not pos.size or occurrence.max() == 0:
+        return scatter(flat, lin, fn(gather(flat, lin, 0), v), 0, "set")
+    lin_f = view.reshape(lin, (pos.size,))
+    v_f = view.reshape(v, (pos.size,) + tuple(v.shape[v.ndim - n_basic :]))
+    for r in range(int(occurrence.max()) + 1):
+        chosen = np.nonzero(occurrence == r)[0]
+        li, vi = gather(lin_f, chosen, 0), gather(v_f, chosen, 0)
+        flat = scatter(flat, li, fn(gather(flat, li, 0), vi), 0, "set")
+    return flat
 
 
 def _fit(value, shape):
@@ -491,14 +526,20 @@ class _AtRef:
         return _update(self.x, self.key, value, "add")
 
     def multiply(self, value):
+        """A copy of ``x`` with ``x[key] *= value``: every update at a repeated index takes
+        part, as in JAX, when the indices' values are known at the call (NumPy arrays,
+        lists, realized tensors); with traced (lazy or batched) indices a repeated index
+        keeps one of its updates. The same holds for :meth:`min` and :meth:`max`."""
         return _update(self.x, self.key, value, "mul")
 
     mul = multiply
 
     def min(self, value):
+        """A copy of ``x`` with ``x[key] = minimum(x[key], value)`` (see :meth:`multiply`)."""
         return _update(self.x, self.key, value, "min")
 
     def max(self, value):
+        """A copy of ``x`` with ``x[key] = maximum(x[key], value)`` (see :meth:`multiply`)."""
         return _update(self.x, self.key, value, "max")
 
     def get(self):

@@ -374,6 +374,29 @@ def test_at_set_add_are_functional():
     close(nb.constant(arr(4)).at[nb.constant([1, 1, 3])].add(1.0), [0.0, 3.0, 2.0, 4.0])
 
 
+def test_at_multiply_min_max_combine_every_update_at_a_repeated_index():
+    """JAX's scatter multiply/min/max: each update at a repeated index takes part (one
+    gather-combine-scatter kept only the last), with negative indices, several index
+    arrays, a slice beside them, gradients, and inside compile."""
+    x = nb.constant(np.full(4, 5.0, np.float32))
+    i = np.array([1, -3, 1, 2])
+    v = nb.constant(np.array([3.0, 1.0, 4.0, 9.0], np.float32))
+    close(x.at[i].multiply(v), [5.0, 60.0, 45.0, 5.0])
+    close(x.at[i].min(v), [5.0, 1.0, 5.0, 5.0])
+    close(x.at[i].max(v * 2.0), [5.0, 8.0, 18.0, 5.0])
+    close(nb.constant(np.ones((2, 4), np.float32)).at[:, [1, 1]].multiply(3.0), [[1, 9, 1, 1]] * 2)
+    m = nb.constant(arr(3, 4))
+    want = arr(3, 4)
+    want[0, 1], want[2, 3] = 60.0, 11.0
+    close(m.at[[0, 0, 2], [1, 1, -1]].max(nb.constant([50.0, 60.0, 7.0])), want)
+    grad = nb.grad(lambda u: x.at[i].multiply(u).sum())(v)
+    close(grad, [20.0, 60.0, 15.0, 5.0])  # 5 * the other updates at the same index
+    f = nb.compile(lambda a, u: a.at[np.array([1, 1, 1, 2])].multiply(u))
+    close(f(x, v), [5.0, 60.0, 45.0, 5.0])
+    close(f(x, v), [5.0, 60.0, 45.0, 5.0])
+    assert f.stats.misses == 1 and f.stats.fallbacks == 0
+
+
 def test_setitem_rebinds_only_that_handle():
     a = arr(2, 3)
     x = nb.constant(a)
