@@ -269,7 +269,9 @@ def arange(start=0, stop=None, step=1, *, dtype=None, device=None) -> Tensor:
     if step == 0:
         raise ValueError(f"arange: step must not be zero (start={start}, stop={stop}, step=0)")
     if dtype is None:
-        dtype = get_default_dtype() if any(isinstance(v, float) for v in vals) else DType.int32
+        # NumPy float scalars count as floats (np.float32(1.5) is no Python float)
+        floats = any(isinstance(v, float | np.floating) for v in vals)
+        dtype = get_default_dtype() if floats else DType.int32
     dtype = to_dtype(dtype)
     length = max(0, math.ceil((stop - start) / step))
     dev = device or get_default_device()

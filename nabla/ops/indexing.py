@@ -219,7 +219,14 @@ def _parse_key(x: Tensor, key, op="getitem"):
     entries = []
     for k in key:
         if isinstance(k, Tensor | np.ndarray | list):
+            if isinstance(k, list) and not k:
+                k = np.zeros(0, np.int64)  # x[[]]: an empty integer index, as in NumPy
             t = k if isinstance(k, Tensor) else as_tensor(np.asarray(k))
+            if t.dtype.is_bool and t.ndim == 0:
+                raise IndexError(
+                    f"{op}: a 0-d boolean index is not supported (tensor of shape {x.shape}); "
+                    "use x[None] for True"
+                )
             if t.dtype.is_bool:
                 if t._impl.levels:
                     raise IndexError(

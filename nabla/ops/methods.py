@@ -108,8 +108,8 @@ _METHODS = {
     "__xor__": lambda a, b: _bitwise(binary.logical_xor, binary.bitwise_xor, a, b),
     "__rxor__": lambda a, b: _bitwise(binary.logical_xor, binary.bitwise_xor, b, a),
     # comparisons
-    "__eq__": binary.equal,
-    "__ne__": binary.not_equal,
+    "__eq__": lambda a, b: NotImplemented if b is None else binary.equal(a, b),
+    "__ne__": lambda a, b: NotImplemented if b is None else binary.not_equal(a, b),
     "__gt__": binary.greater,
     "__ge__": binary.greater_equal,
     "__lt__": binary.less,

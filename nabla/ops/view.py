@@ -624,12 +624,11 @@ def _norm_pads(x, paddings):
     if isinstance(paddings, numbers.Integral):
         return ((int(paddings), int(paddings)),) * x.ndim
     paddings = list(paddings)
-    if (
-        len(paddings) == 2
-        and all(isinstance(p, numbers.Integral) for p in paddings)
-        and x.ndim != 2
-    ):
-        return ((int(paddings[0]), int(paddings[1])),) * x.ndim
+    if len(paddings) == 2 and all(isinstance(p, numbers.Integral) for p in paddings):
+        # one (low, high) pair for every dim, as NumPy and JAX read it
+        paddings = [tuple(paddings)] * x.ndim
+    elif len(paddings) == 1 and x.ndim != 1 and not isinstance(paddings[0], numbers.Integral):
+        paddings = list(paddings) * x.ndim  # ((low, high),): the same for every dim
     if all(isinstance(p, numbers.Integral) for p in paddings) and len(paddings) == 2 * x.ndim:
         return tuple((int(paddings[2 * i]), int(paddings[2 * i + 1])) for i in range(x.ndim))
     if len(paddings) != x.ndim:

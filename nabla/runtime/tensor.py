@@ -423,6 +423,14 @@ class Tensor:
     def __int__(self):
         return int(self.item())
 
+    def __format__(self, spec: str) -> str:
+        # f"{loss:.4f}" formats the value of a 0-d tensor, as NumPy and JAX arrays do
+        if not spec:
+            return str(self)
+        if self._impl.levels:
+            raise TypeError("cannot format a tensor batched by vmap with a format spec")
+        return format(self.numpy(), spec)
+
     def __index__(self):
         if not (self.dtype.is_int or self.dtype.is_bool):
             raise TypeError(f"only integer tensors can be used as an index, got {self.dtype}")

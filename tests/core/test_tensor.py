@@ -506,3 +506,24 @@ def test_dtype_aliases():
     assert nb.float64.is_float and nb.int8.is_int and nb.bool.is_bool
     assert nb.float32.itemsize == 4 and nb.bfloat16.itemsize == 2
     assert repr(nb.float32) == "nb.float32"
+
+
+def test_numpy_and_jax_conveniences():
+    """Small JAX/NumPy behaviours: NumPy float scalars make arange a float range; one
+    (low, high) pair pads every dim; x[[]] is an empty integer index; == None is False;
+    a 0-d tensor formats like its value; a 0-d boolean index is a clear IndexError."""
+    r = nb.arange(0, 5, np.float32(1.5))
+    assert r.dtype == nb.float32 and r.numpy().tolist() == [0.0, 1.5, 3.0, 4.5]
+    assert nb.arange(np.float32(3)).dtype == nb.float32
+    m = nb.constant(arr(2, 3))
+    for pads in ((1, 2), ((1, 2),)):
+        close(nb.pad(m, pads), np.pad(arr(2, 3), pads))
+    close(nb.pad(m, ((1, 0), (0, 2))), np.pad(arr(2, 3), ((1, 0), (0, 2))))
+    assert m[[]].shape == (0, 3)
+    x = nb.constant(arr(3))
+    assert (x == None) is False and (x != None) is True  # noqa: E711
+    assert f"{nb.constant(2.5):.2f}" == "2.50" and f"{nb.constant(7):03d}" == "007"
+    with pytest.raises(TypeError):
+        f"{x:.2f}"  # noqa: B018 - as NumPy: no format spec for arrays
+    with pytest.raises(IndexError, match="0-d boolean index"):
+        m[np.array(True)]
