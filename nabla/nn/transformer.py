@@ -129,6 +129,14 @@ def _activation(name):
     return _ACTIVATIONS[name]
 
 
+def _check_batch_first(name, batch_first):
+    if not batch_first:
+        raise ValueError(
+            f"{name}: batch_first=False is not supported: nabla's sequences are "
+            "(batch, length, features); move the axes with nb.swapaxes(x, 0, 1)"
+        )
+
+
 class TransformerEncoderLayer(Module):
     """Self-attention then a feed-forward block, each with a residual connection and
     ``LayerNorm`` (after the residual, or before the block with ``norm_first=True``).
@@ -139,9 +147,17 @@ class TransformerEncoderLayer(Module):
         dim_feedforward: hidden width of the feed-forward block (default 2048).
         dropout: dropout rate (default 0.1).
         activation: ``"relu"`` (default), ``"gelu"``, ``"silu"``, ``"tanh"`` or a callable.
-        norm_first: pre-norm instead of post-norm (default False).
         layer_norm_eps: LayerNorm epsilon (default 1e-5).
-        key: optional RNG key for the initial values.
+        batch_first: must be True (the default): sequences are ``(batch, length,
+            features)``. Accepted so PyTorch's positional order carries over.
+        norm_first: pre-norm instead of post-norm (default False).
+        key: optional RNG key for the initial values (keyword only).
+
+    The positional order is PyTorch's: ``(d_model, nhead, dim_feedforward, dropout,
+    activation, layer_norm_eps, batch_first, norm_first)``.
+
+    Raises:
+        ValueError: for ``batch_first=False``.
     """
 
     def __init__(
@@ -151,11 +167,14 @@ class TransformerEncoderLayer(Module):
         dim_feedforward: int = 2048,
         dropout: float = 0.1,
         activation="relu",
-        norm_first: bool = False,
         layer_norm_eps: float = 1e-5,
+        batch_first: bool = True,
+        norm_first: bool = False,
+        *,
         key=None,
     ):
         super().__init__()
+        _check_batch_first(type(self).__name__, batch_first)
         ka, k1, k2 = _keys(key, 3)
         self.self_attn = MultiHeadAttention(d_model, nhead, dropout, key=ka)
         self.linear1 = Linear(d_model, dim_feedforward, key=k1)
@@ -202,9 +221,17 @@ class TransformerDecoderLayer(Module):
         dim_feedforward: hidden width of the feed-forward block (default 2048).
         dropout: dropout rate (default 0.1).
         activation: ``"relu"`` (default), ``"gelu"``, ``"silu"``, ``"tanh"`` or a callable.
-        norm_first: pre-norm instead of post-norm (default False).
         layer_norm_eps: LayerNorm epsilon (default 1e-5).
-        key: optional RNG key for the initial values.
+        batch_first: must be True (the default): sequences are ``(batch, length,
+            features)``. Accepted so PyTorch's positional order carries over.
+        norm_first: pre-norm instead of post-norm (default False).
+        key: optional RNG key for the initial values (keyword only).
+
+    The positional order is PyTorch's: ``(d_model, nhead, dim_feedforward, dropout,
+    activation, layer_norm_eps, batch_first, norm_first)``.
+
+    Raises:
+        ValueError: for ``batch_first=False``.
     """
 
     def __init__(
@@ -214,11 +241,14 @@ class TransformerDecoderLayer(Module):
         dim_feedforward: int = 2048,
         dropout: float = 0.1,
         activation="relu",
-        norm_first: bool = False,
         layer_norm_eps: float = 1e-5,
+        batch_first: bool = True,
+        norm_first: bool = False,
+        *,
         key=None,
     ):
         super().__init__()
+        _check_batch_first(type(self).__name__, batch_first)
         ka, kc, k1, k2 = _keys(key, 4)
         self.self_attn = MultiHeadAttention(d_model, nhead, dropout, key=ka)
         self.cross_attn = MultiHeadAttention(d_model, nhead, dropout, key=kc)

@@ -283,7 +283,8 @@ def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1):
     """Max over ``kernel_size`` windows of NHWC ``x`` (stride defaults to the kernel size).
 
     Padding is filled with ``-inf`` (float) or the dtype's minimum (integers), so it never
-    wins.
+    wins. Where several elements of a window tie for the maximum, the gradient is shared
+    evenly among them, as for ``max`` (JAX and PyTorch send it all to one of them).
 
     Args:
         x: input ``(N, H, W, C)``.

@@ -219,3 +219,14 @@ def test_decoder_memory_padding_is_ignored():
     memory[0, 2:] = 50.0  # padded memory positions cannot change the result
     out2 = dec(tgt, t(memory), memory_key_padding_mask=pad).numpy()
     np.testing.assert_allclose(out2, out, rtol=1e-5, atol=1e-6)
+
+
+def test_transformer_layers_take_pytorch_s_positional_order():
+    """(d_model, nhead, dim_feedforward, dropout, activation, layer_norm_eps, batch_first,
+    norm_first): a sixth positional argument is the LayerNorm epsilon, as in PyTorch."""
+    for cls in (nn.TransformerEncoderLayer, nn.TransformerDecoderLayer):
+        layer = cls(8, 2, 16, 0.0, "relu", 1e-3)
+        assert layer.norm_first is False and layer.norm1.eps == 1e-3
+        assert cls(8, 2, 16, 0.0, "relu", 1e-5, True, True).norm_first is True
+        with pytest.raises(ValueError, match="batch_first=False is not supported"):
+            cls(8, 2, batch_first=False)
