@@ -27,6 +27,7 @@ use the functional form: a compiled function's side effects are not replayed on 
 from __future__ import annotations
 
 import math
+import numbers
 from collections import OrderedDict
 
 from ..core.dtypes import DType
@@ -272,11 +273,33 @@ def sgd_init(params, momentum: float = 0.0) -> dict:
     return {"step": _step0(), "momentum": _zeros_state(params) if momentum else []}
 
 
+def _check_settings(name, lr, *, momentum=0.0, nesterov=False, betas=None, eps=0.0, wd=0.0):
+    """PyTorch's checks of an optimizer's settings (a schedule or tensor ``lr`` is not
+    checked), so a typo fails at once instead of diverging."""
+    problems = []
+    if isinstance(lr, numbers.Real) and lr < 0:
+        problems.append(f"lr={lr} (must be >= 0)")
+    if momentum < 0:
+        problems.append(f"momentum={momentum} (must be >= 0)")
+    if nesterov and not momentum:
+        problems.append("nesterov=True with momentum=0 (Nesterov needs momentum)")
+    if betas is not None:
+        for i, b in enumerate(betas):
+            if not 0.0 <= b < 1.0:
+                problems.append(f"betas[{i}]={b} (must be in [0, 1))")
+    if eps < 0:
+        problems.append(f"eps={eps} (must be >= 0)")
+    if wd < 0:
+        problems.append(f"weight_decay={wd} (must be >= 0)")
+    if problems:
+        raise ValueError(f"{name}: invalid " + "; ".join(problems))
+
+
 def sgd_update(
     params,
     grads,
     state=None,
-    lr=1e-2,
+    lr=1e-3,
     momentum: float = 0.0,
     nesterov: bool = False,
     weight_decay: float = 0.0,
@@ -288,7 +311,7 @@ def sgd_update(
         params: the params pytree.
         grads: gradients, a pytree of the same structure (None leaves are skipped).
         state: from :func:`sgd_init` (None: a fresh state).
-        lr: learning rate or schedule (default 1e-2).
+        lr: learning rate or schedule (default 1e-3, PyTorch's).
         momentum: momentum factor (default 0).
         nesterov: use Nesterov momentum (default False).
         weight_decay: L2 penalty added to the gradient (default 0).
@@ -296,6 +319,7 @@ def sgd_update(
     Returns:
         ``(new_params, new_state)``.
     """
+    _check_settings("sgd_update", lr, momentum=momentum, nesterov=nesterov, wd=weight_decay)
     if state is None:
         state = sgd_init(params, momentum)
     if momentum and not state["momentum"]:
@@ -338,6 +362,8 @@ def _bias_correction(beta: float, t: Tensor) -> Tensor:
 
 
 def _adam(params, grads, state, lr, betas, eps, weight_decay, decoupled):
+    name = "adamw_update" if decoupled else "adam_update"
+    _check_settings(name, lr, betas=betas, eps=eps, wd=weight_decay)
     b1, b2 = betas
     t = state["step"] + 1.0
     rate = _lr_at(lr, state["step"])
@@ -587,7 +613,7 @@ class SGD(Optimizer):
 
     Args:
         params: a Module, a pytree of tensors or ``model.parameters()`` (updated in place).
-        lr: learning rate or schedule (default 1e-2).
+        lr: learning rate or schedule (default 1e-3, PyTorch's).
         momentum: momentum factor (default 0).
         nesterov: Nesterov momentum (default False).
         weight_decay: L2 penalty (default 0).
@@ -598,7 +624,8 @@ class SGD(Optimizer):
         [0.5, 0.5]
     """
 
-    def __init__(self, params, lr=1e-2, momentum=0.0, nesterov=False, weight_decay=0.0):
+    def __init__(self, params, lr=1e-3, momentum=0.0, nesterov=False, weight_decay=0.0):
+        _check_settings("SGD", lr, momentum=momentum, nesterov=nesterov, wd=weight_decay)
         self.momentum, self.nesterov, self.weight_decay = momentum, nesterov, weight_decay
         super().__init__(params, lr)
 
@@ -625,6 +652,7 @@ class Adam(Optimizer):
     decoupled = False
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0):
+        _check_settings(type(self).__name__, lr, betas=betas, eps=eps, wd=weight_decay)
         self.betas, self.eps, self.weight_decay = tuple(betas), eps, weight_decay
         super().__init__(params, lr)
 

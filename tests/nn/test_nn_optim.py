@@ -235,3 +235,18 @@ def test_compile_step_compiles_once_for_every_optimizer(make):
     step = make(m).compile_step(lambda m, x, y: nn.functional.mse_loss(m(x), y))
     losses = [step(x, y).item() for _ in range(4)]
     assert step.stats.misses == 1 and losses[-1] < losses[0]
+
+
+def test_settings_are_checked_and_sgd_defaults_to_pytorch_s_lr():
+    p = _p([1.0])
+    assert optim.SGD(p).lr == 1e-3
+    np.testing.assert_allclose(optim.sgd_update(p, _p([1.0]))[0]["w"].numpy(), [0.999])
+    for bad, match in (
+        (lambda: optim.SGD(p, lr=-0.1), "lr=-0.1"),
+        (lambda: optim.SGD(p, nesterov=True), "nesterov=True with momentum=0"),
+        (lambda: optim.Adam(p, betas=(0.9, 1.0)), r"betas\[1\]=1.0"),
+        (lambda: optim.AdamW(p, eps=-1.0, weight_decay=-0.1), "eps=-1.0.*weight_decay=-0.1"),
+        (lambda: optim.adam_update(p, p, optim.adam_init(p), lr=-1.0), "adam_update: invalid lr"),
+    ):
+        with pytest.raises(ValueError, match=match):
+            bad()
