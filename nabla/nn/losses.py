@@ -53,7 +53,7 @@ def _one_hot(target: Tensor, classes: int, dtype) -> Tensor:
     return binary.equal(creation.arange(classes), target.unsqueeze(-1)).cast(dtype)
 
 
-def _check_indices(fn, scores: Tensor, target: Tensor) -> None:
+def _check_indices(fn, scores: Tensor, target: Tensor, ignore_index=None) -> None:
     if target.shape != scores.shape[:-1]:
         raise ValueError(
             f"{fn}: class-index target of shape {target.shape} does not match input of shape "
@@ -66,10 +66,15 @@ def _check_indices(fn, scores: Tensor, target: Tensor) -> None:
         values = target.numpy()
         classes = scores.shape[-1]
         bad = (values < 0) | (values >= classes)
+        if ignore_index is not None:
+            bad &= values != ignore_index
         if bad.any():
+            value = int(values[bad].flat[0])
+            hint = "; pass ignore_index=-100 to skip such targets, as PyTorch does"
             raise IndexError(
-                f"{fn}: class index {int(values[bad].flat[0])} is out of range for {classes} "
-                f"classes (input of shape {scores.shape}, target of shape {target.shape})"
+                f"{fn}: class index {value} is out of range for {classes} classes (input of "
+                f"shape {scores.shape}, target of shape {target.shape})"
+                + (hint if value == -100 and fn == "cross_entropy_loss" else "")
             )
 
 
@@ -97,27 +102,41 @@ def nll_loss(log_probs, target, reduction: str = "mean") -> Tensor:
 
 
 def cross_entropy_loss(
-    logits, target, label_smoothing: float = 0.0, reduction: str = "mean"
+    logits,
+    target,
+    label_smoothing: float = 0.0,
+    reduction: str = "mean",
+    *,
+    weight=None,
+    ignore_index: int | None = None,
 ) -> Tensor:
     """Softmax cross-entropy between ``logits`` and class indices or class probabilities.
 
     With integer ``target`` of shape ``logits.shape[:-1]`` it is ``-log_softmax(logits)[target]``;
     with float ``target`` of the same shape as ``logits`` it is
     ``-(target * log_softmax(logits)).sum(-1)``. ``label_smoothing = e`` mixes the target
-    distribution with the uniform one: ``(1 - e) * target + e / C``.
+    distribution with the uniform one: ``(1 - e) * target + e / C``. ``weight`` and
+    ``ignore_index`` follow PyTorch: each class's term is scaled by its weight, and with
+    class indices ``"mean"`` divides by the summed weights of the counted targets.
 
     Args:
         logits: unnormalized scores ``(..., C)``.
         target: integer class indices, or probabilities of the same shape as ``logits``.
         label_smoothing: in ``[0, 1]`` (default 0).
         reduction: ``"mean"`` (default), ``"sum"`` or ``"none"``.
+        weight: optional per-class weights ``(C,)`` (keyword only; PyTorch's third
+            positional argument).
+        ignore_index: a class-index value whose targets count for nothing (keyword only;
+            PyTorch's default is -100, here None: every target counts, and a -100 target is
+            an out-of-range error unless ``ignore_index=-100`` is given).
 
     Returns:
         The reduced loss.
 
     Raises:
-        ValueError: for mismatched shapes, ``label_smoothing`` outside ``[0, 1]`` or an
-            unknown ``reduction``.
+        ValueError: for mismatched shapes, ``label_smoothing`` outside ``[0, 1]``, an
+            unknown ``reduction``, or ``ignore_index`` with probability targets.
+        TypeError: for a tensor passed as ``label_smoothing`` (a weight passed by position).
 
     Example:
         >>> F.cross_entropy_loss(nb.zeros((2, 4)), nb.constant([0, 3])).item()
@@ -125,6 +144,11 @@ def cross_entropy_loss(
     """
     logits = as_tensor(logits, op="cross_entropy_loss")
     target = as_tensor(target, op="cross_entropy_loss")
+    if not isinstance(label_smoothing, int | float):
+        raise TypeError(
+            "cross_entropy_loss: label_smoothing must be a number, got "
+            f"{type(label_smoothing).__name__}; class weights go by keyword: weight=..."
+        )
     if not 0.0 <= label_smoothing <= 1.0:
         raise ValueError(
             f"cross_entropy_loss: label_smoothing must be in [0, 1], got {label_smoothing}"
@@ -132,20 +156,45 @@ def cross_entropy_loss(
     if logits.ndim == 0:
         raise ValueError("cross_entropy_loss: logits need a class axis, got a scalar")
     classes = logits.shape[-1]
+    if weight is not None:
+        weight = as_tensor(weight, logits.dtype, "cross_entropy_loss")
+        if weight.shape != (classes,):
+            raise ValueError(
+                f"cross_entropy_loss: weight of shape {weight.shape} for {classes} classes "
+                f"(logits of shape {logits.shape})"
+            )
     logp = _reduction_ops.logsoftmax(logits, axis=-1)
+    counted = None
     if target.dtype.is_int:
-        _check_indices("cross_entropy_loss", logits, target)
+        _check_indices("cross_entropy_loss", logits, target, ignore_index)
+        if ignore_index is not None:
+            counted = binary.not_equal(target, ignore_index)
+            target = binary.where(counted, target, 0)
         probs = _one_hot(target, classes, logits.dtype)
     else:
+        if ignore_index is not None:
+            raise ValueError("cross_entropy_loss: ignore_index needs class-index targets")
         if target.shape != logits.shape:
             raise ValueError(
                 f"cross_entropy_loss: probability target of shape {target.shape} does not match "
                 f"logits of shape {logits.shape}"
             )
         probs = target.cast(logits.dtype)
+    one_hot = probs
     if label_smoothing:
         probs = probs * (1.0 - label_smoothing) + label_smoothing / classes
-    return _reduce(-(probs * logp).sum(axis=-1), reduction, "cross_entropy_loss")
+    terms = probs * logp if weight is None else probs * logp * weight
+    loss = -terms.sum(axis=-1)
+    if counted is None and weight is None or not target.dtype.is_int:
+        return _reduce(loss, reduction, "cross_entropy_loss")
+    # class indices with weights or ignored targets: PyTorch's weighted mean
+    share = one_hot.sum(axis=-1) if weight is None else (one_hot * weight).sum(axis=-1)
+    if counted is not None:
+        share = binary.where(counted, share, 0.0)
+        loss = binary.where(counted, loss, 0.0)
+    if reduction == "mean":
+        return loss.sum() / share.sum()
+    return _reduce(loss, reduction, "cross_entropy_loss")
 
 
 def binary_cross_entropy_with_logits(

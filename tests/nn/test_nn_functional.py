@@ -177,3 +177,38 @@ def test_class_indices_out_of_range_are_refused():
             fn(logits, nb.constant(np.array([1, 7], np.int32)))
         with pytest.raises(IndexError, match=r"class index -1"):
             fn(logits, nb.constant(np.array([-1, 0], np.int32)))
+
+
+def test_cross_entropy_weight_and_ignore_index_as_pytorch():
+    """PyTorch's weighted mean: each target's term scaled by its class weight, "mean"
+    divides by the summed weights of the counted targets; ignored targets count nothing."""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((6, 4)).astype(np.float32)
+    y = np.array([0, 3, -100, 1, 2, -100])
+    w = np.array([1.0, 2.0, 0.5, 3.0], np.float32)
+    logp = x - np.log(np.exp(x).sum(-1, keepdims=True))
+    keep = y != -100
+    yk = np.where(keep, y, 0)
+    for e in (0.0, 0.1):
+        probs = (1 - e) * np.eye(4)[yk] + e / 4
+        per = -(probs * logp * w).sum(-1) * keep
+        want = per.sum() / (w[yk] * keep).sum()
+        got = F.cross_entropy_loss(
+            nb.constant(x), nb.constant(y), e, weight=nb.constant(w), ignore_index=-100
+        )
+        np.testing.assert_allclose(got.item(), want, rtol=1e-5)
+        none = F.cross_entropy_loss(
+            nb.constant(x), nb.constant(y), e, "none", weight=w, ignore_index=-100
+        )
+        np.testing.assert_allclose(none.numpy(), per, rtol=1e-5, atol=1e-6)
+    # without weights: the mean over counted targets
+    got = F.cross_entropy_loss(nb.constant(x), nb.constant(y), ignore_index=-100).item()
+    np.testing.assert_allclose(got, -(logp[keep, y[keep]]).mean(), rtol=1e-5)
+    with pytest.raises(IndexError, match="ignore_index=-100"):
+        F.cross_entropy_loss(nb.constant(x), nb.constant(y))
+    with pytest.raises(IndexError, match="class index 7"):
+        F.cross_entropy_loss(
+            nb.constant(x), nb.constant(np.array([7, 0, 0, 0, 0, -100])), ignore_index=-100
+        )
+    with pytest.raises(TypeError, match="weight="):
+        F.cross_entropy_loss(nb.constant(x), nb.constant(yk), nb.constant(w))
