@@ -51,9 +51,36 @@ gelu = unary.gelu
 tanh = unary.tanh
 sigmoid = unary.sigmoid
 silu = unary.silu
-softplus = unary.softplus
 softmax = reduction.softmax
 log_softmax = reduction.logsoftmax
+
+
+def softplus(x, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
+    """``log(1 + exp(beta * x)) / beta``, and ``x`` itself where ``beta * x > threshold``
+    (PyTorch's ``softplus``).
+
+    Args:
+        x: the input.
+        beta: the sharpness (default 1).
+        threshold: above it (in ``beta * x``) the result is ``x`` (default 20, where the
+            two already agree to float32 precision, so it changes nothing there).
+
+    Returns:
+        A tensor like ``x``.
+
+    Raises:
+        ValueError: for ``beta <= 0``.
+    """
+    if beta <= 0:
+        raise ValueError(f"softplus: beta must be positive, got {beta}")
+    x = as_tensor(x, op="softplus")
+    if beta == 1.0:
+        y = unary.softplus(x)
+    else:
+        y = unary.softplus(x * beta) / beta
+    if threshold != 20.0:
+        y = binary.where(x * beta > threshold, x, y)
+    return y
 
 
 def leaky_relu(x, negative_slope: float = 0.01) -> Tensor:
@@ -170,7 +197,7 @@ def dropout(x, p: float = 0.5, training: bool = True, key: Tensor | None = None)
 
     Args:
         x: the input.
-        p: the drop probability in ``[0, 1)`` (default 0.5).
+        p: the drop probability in ``[0, 1]`` (default 0.5; 1 gives zeros).
         training: when False, return ``x`` unchanged.
         key: an RNG key for a reproducible mask; None uses the global generator.
 
@@ -178,13 +205,15 @@ def dropout(x, p: float = 0.5, training: bool = True, key: Tensor | None = None)
         A tensor like ``x``.
 
     Raises:
-        ValueError: for ``p`` outside ``[0, 1)``.
+        ValueError: for ``p`` outside ``[0, 1]``.
     """
-    if not 0.0 <= p < 1.0:
-        raise ValueError(f"dropout: p must be in [0, 1), got {p}")
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"dropout: p must be in [0, 1], got {p}")
     x = as_tensor(x, op="dropout")
     if not training or p == 0.0:
         return x
+    if p == 1.0:  # everything dropped, as PyTorch
+        return creation.zeros_like(x)
     keep = 1.0 - p
     if key is None:
         mask = _random.bernoulli(x.shape, keep)

@@ -366,13 +366,13 @@ class Dropout(Module):
     the identity in ``eval()`` mode.
 
     Args:
-        p: drop probability in ``[0, 1)`` (default 0.5).
+        p: drop probability in ``[0, 1]`` (default 0.5; 1 gives zeros while training).
     """
 
     def __init__(self, p: float = 0.5):
         super().__init__()
-        if not 0.0 <= p < 1.0:
-            raise ValueError(f"Dropout: p must be in [0, 1), got {p}")
+        if not 0.0 <= p <= 1.0:
+            raise ValueError(f"Dropout: p must be in [0, 1], got {p}")
         self.p = float(p)
 
     def forward(self, x, key=None):
@@ -430,10 +430,28 @@ class SiLU(_Activation):
     fn = staticmethod(unary.silu)
 
 
-class Softplus(_Activation):
-    """``log(1 + exp(x))``."""
+class Softplus(Module):
+    """``log(1 + exp(beta * x)) / beta``, ``x`` where ``beta * x > threshold`` (PyTorch's).
 
-    fn = staticmethod(unary.softplus)
+    Args:
+        beta: the sharpness (default 1).
+        threshold: the linear region's start in ``beta * x`` (default 20).
+    """
+
+    def __init__(self, beta: float = 1.0, threshold: float = 20.0):
+        super().__init__()
+        self.beta, self.threshold = float(beta), float(threshold)
+
+    def forward(self, x):
+        """Apply the activation.
+
+        Args:
+            x: the input.
+
+        Returns:
+            A tensor like ``x``.
+        """
+        return F.softplus(x, self.beta, self.threshold)
 
 
 class Identity(_Activation):

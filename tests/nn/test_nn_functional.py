@@ -57,7 +57,7 @@ def test_dropout_fresh_masks_scaling_and_eval():
         F.dropout(x, 0.5, key=k).numpy(), F.dropout(x, 0.5, key=k).numpy()
     )
     with pytest.raises(ValueError, match="p must be in"):
-        F.dropout(x, 1.0)
+        F.dropout(x, 1.5)
 
 
 def test_embedding():
@@ -212,3 +212,18 @@ def test_cross_entropy_weight_and_ignore_index_as_pytorch():
         )
     with pytest.raises(TypeError, match="weight="):
         F.cross_entropy_loss(nb.constant(x), nb.constant(yk), nb.constant(w))
+
+
+def test_softplus_beta_threshold_and_dropout_of_one_as_pytorch():
+    x = np.array([-3.0, -0.5, 0.0, 0.7, 4.0, 30.0], np.float32)
+    for beta, threshold in ((1.0, 20.0), (2.0, 20.0), (0.5, 1.0)):
+        want = np.where(beta * x > threshold, x, np.log1p(np.exp(beta * x)) / beta)
+        got = F.softplus(nb.constant(x), beta, threshold)
+        np.testing.assert_allclose(got.numpy(), want, rtol=1e-6)
+        np.testing.assert_allclose(
+            nb.nn.Softplus(beta, threshold)(nb.constant(x)).numpy(), want, rtol=1e-6
+        )
+    assert F.dropout(nb.constant(x), 1.0).numpy().tolist() == [0.0] * 6
+    assert nb.nn.Dropout(1.0).eval()(nb.constant(x)).numpy().tolist() == x.tolist()
+    with pytest.raises(ValueError, match="beta must be positive"):
+        F.softplus(nb.constant(x), 0.0)
