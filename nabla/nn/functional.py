@@ -222,12 +222,13 @@ def dropout(x, p: float = 0.5, training: bool = True, key: Tensor | None = None)
     return binary.where(mask, x / keep, creation.zeros((), dtype=x.dtype))
 
 
-def embedding(indices, weight) -> Tensor:
+def embedding(indices, weight, padding_idx=None) -> Tensor:
     """Rows of ``weight`` picked by integer ``indices``: shape ``indices.shape + (dim,)``.
 
     Args:
         indices: an integer tensor of row numbers in ``[0, num_embeddings)``.
         weight: the table ``(num_embeddings, dim)``.
+        padding_idx: optional row whose lookups pass no gradient to ``weight`` (PyTorch's).
 
     Returns:
         The gathered rows.
@@ -241,7 +242,11 @@ def embedding(indices, weight) -> Tensor:
         raise TypeError(f"embedding: indices must be integers, got {indices.dtype}")
     if weight.ndim != 2:
         raise ValueError(f"embedding: weight must be (num_embeddings, dim), got {weight.shape}")
-    return indexing.take(weight, indices, axis=0)
+    rows = indexing.take(weight, indices, axis=0)
+    if padding_idx is None:
+        return rows
+    pad = (indices == padding_idx % weight.shape[0]).unsqueeze(-1)
+    return binary.where(pad, unary.stop_gradient(rows), rows)
 
 
 def _neg_large(dtype) -> float:

@@ -327,14 +327,32 @@ class Embedding(Module):
     Args:
         num_embeddings: number of rows.
         embedding_dim: size of each row.
-        key: optional RNG key for the initial values (standard normal).
+        padding_idx: optional row (negative counts from the end) that starts as zeros and
+            gets no gradient, as PyTorch's (its third positional argument).
+        key: optional RNG key for the initial values (standard normal; keyword only).
         dtype: parameter dtype (default: the default dtype).
+
+    Raises:
+        ValueError: for a ``padding_idx`` out of range.
     """
 
-    def __init__(self, num_embeddings: int, embedding_dim: int, key=None, dtype=None):
+    def __init__(
+        self, num_embeddings: int, embedding_dim: int, padding_idx=None, *, key=None, dtype=None
+    ):
         super().__init__()
         self.num_embeddings, self.embedding_dim = int(num_embeddings), int(embedding_dim)
-        self.weight = init.normal((num_embeddings, embedding_dim), 0.0, 1.0, key, dtype)
+        if padding_idx is not None:
+            if not -num_embeddings <= padding_idx < num_embeddings:
+                raise ValueError(
+                    f"Embedding: padding_idx {padding_idx} is out of range for "
+                    f"{num_embeddings} rows"
+                )
+            padding_idx = int(padding_idx) % self.num_embeddings
+        self.padding_idx = padding_idx
+        weight = init.normal((num_embeddings, embedding_dim), 0.0, 1.0, key, dtype)
+        if padding_idx is not None:
+            weight = weight.at[padding_idx].set(0.0)
+        self.weight = weight
 
     def forward(self, indices):
         """Look up rows.
@@ -354,11 +372,12 @@ class Embedding(Module):
                 f"Embedding({self.extra_repr()}): indices of shape {indices.shape} have dtype "
                 f"{indices.dtype.name}; expected integers"
             )
-        return F.embedding(indices, self.weight)
+        return F.embedding(indices, self.weight, self.padding_idx)
 
     def extra_repr(self) -> str:
         """The configuration shown by ``repr``."""
-        return f"{self.num_embeddings}, {self.embedding_dim}"
+        pad = "" if self.padding_idx is None else f", padding_idx={self.padding_idx}"
+        return f"{self.num_embeddings}, {self.embedding_dim}{pad}"
 
 
 class Dropout(Module):

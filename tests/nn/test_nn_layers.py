@@ -230,3 +230,15 @@ def test_transformer_layers_take_pytorch_s_positional_order():
         assert cls(8, 2, 16, 0.0, "relu", 1e-5, True, True).norm_first is True
         with pytest.raises(ValueError, match="batch_first=False is not supported"):
             cls(8, 2, batch_first=False)
+
+
+def test_embedding_padding_idx_starts_at_zero_and_gets_no_gradient():
+    emb = nn.Embedding(5, 3, 1, key=nb.random.key(0))
+    assert emb.padding_idx == 1 and np.all(emb.weight.numpy()[1] == 0)
+    idx = nb.constant(np.array([1, 2, 1, 4]))
+    g = nb.grad(lambda m: (m(idx) * 2.0).sum())(emb).weight.numpy()
+    np.testing.assert_array_equal(g[1], 0.0)
+    np.testing.assert_array_equal(g[2], 2.0)
+    assert nn.Embedding(5, 3, -1).padding_idx == 4
+    with pytest.raises(ValueError, match="padding_idx 5 is out of range"):
+        nn.Embedding(5, 3, 5)
