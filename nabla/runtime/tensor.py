@@ -257,6 +257,16 @@ class Tensor:
         return math.prod(self.shape)  # exact Python ints; np.prod costs ~5 us a call
 
     @property
+    def itemsize(self) -> int:
+        """Bytes per element (NumPy's and JAX's ``itemsize``)."""
+        return self.dtype.itemsize
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the logical value, ``size * itemsize`` (NumPy's and JAX's ``nbytes``)."""
+        return self.size * self.dtype.itemsize
+
+    @property
     def sharding(self):
         """The ``ShardingSpec`` of a sharded tensor (over its logical dims), else None."""
         s = self._impl.sharding

@@ -527,3 +527,5 @@ def test_numpy_and_jax_conveniences():
         f"{x:.2f}"  # noqa: B018 - as NumPy: no format spec for arrays
     with pytest.raises(IndexError, match="0-d boolean index"):
         m[np.array(True)]
+    b = nb.ones((3, 4), dtype=nb.bfloat16)
+    assert (b.itemsize, b.nbytes, m.nbytes) == (2, 24, 24)
