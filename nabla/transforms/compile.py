@@ -18,7 +18,9 @@ On a cache hit the function is not run again:
   new arguments, so every transform sees exactly the ops the function would have produced.
 
 Cache key: function identity, argument pytree structure, per tensor (shape with symbolic
-dims named by ``dynamic_dims``, dtype, device, sharding), and non-tensor arguments by value.
+dims named by ``dynamic_dims``, dtype, device, sharding; NumPy arrays and scalars count as
+tensors, as in ``jax.jit``), and other non-tensor arguments (Python numbers, strings) by
+value.
 Tensors captured by closure are inputs of the plan: their value at trace time is used, and a
 later *rebinding* of the Python variable is not seen (as in ``jax.jit``); mutate via
 arguments instead.
@@ -34,6 +36,8 @@ import time
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
+
+import numpy as np
 
 from ..core.ir import Program, SymDim, build_program, substitute_dims
 from ..core.pytree import tree_flatten, tree_unflatten
@@ -404,6 +408,8 @@ class CompiledFunction:
         The key is ``(treedef, per-leaf entry, ...)``; a tensor's entry is (shape with
         dynamic dims replaced by their names, dtype, device, sharding)."""
         flat, tree = tree_flatten((args, kwargs))
+        # NumPy arrays and scalars are traced values, as in ``jax.jit`` (not static keys)
+        flat = [constant(x) if isinstance(x, np.ndarray | np.generic) else x for x in flat]
         dyn = self.dynamic_dims
         positions = None
         if dyn:

@@ -306,3 +306,16 @@ def test_random_draws_take_the_fast_path_with_fresh_values_per_call():
     for _ in range(2):
         np.testing.assert_array_equal(derived(key).numpy(), nb.random.normal(key, (2,)).numpy())
     assert derived.stats.replays == 1
+
+
+def test_numpy_arguments_are_traced_values_as_in_jax_jit():
+    """jax.jit traces NumPy inputs; they used to be static keys (unhashable: TypeError)."""
+    f = nb.compile(lambda x, s: (x * 2.0).sum() + s)
+    a = np.ones(3, np.float32)
+    assert f(a, 1.0).item() == 7.0
+    assert f(a * 3, 1.0).item() == 19.0  # new values, same trace
+    assert f.stats.misses == 1
+    assert f(np.float32(2.0), 1.0).item() == 5.0  # a NumPy scalar is a 0-d value
+    g = nb.compile(lambda p: p["w"] @ p["b"])
+    out = g({"w": np.eye(2, dtype=np.float32), "b": np.array([1.0, 2.0], np.float32)})
+    np.testing.assert_array_equal(out.numpy(), [1.0, 2.0])
