@@ -1113,10 +1113,27 @@ def _roots(root, axes) -> tuple:
     return tuple(int(r) for r in root)
 
 
-def axis_index(mesh: DeviceMesh, axis_name: str) -> Tensor:
+def axis_index(mesh: DeviceMesh, axis_name) -> Tensor:
     """Each device's coordinate along ``axis_name``: an int32 vector of length
-    ``mesh.shape[axis]``, split over that axis (device ``i`` along it holds ``[i]``)."""
+    ``mesh.shape[axis]``, split over that axis (device ``i`` along it holds ``[i]``).
+
+    Inside a ``shard_map`` body it is this device's int32 scalar position, and
+    ``axis_name`` may be a tuple of axes: the position along them taken together, the
+    first axis slowest (JAX's ``lax.axis_index`` of a tuple)."""
     _check_mesh("axis_index", mesh)
+    if isinstance(axis_name, tuple | list):
+        names = tuple(axis_name)
+        if not names or not all(n in per_device.active_axes() for n in names):
+            raise ShardingError(
+                f"axis_index: a tuple of mesh axes {names!r} is supported inside a shard_map "
+                "body over all of them; outside, ask for one axis at a time"
+            )
+        position = None
+        for n in names:
+            lv = per_device.levels_of("axis_index", (n,))[0]
+            here = per_device.axis_index(lv)
+            position = here if position is None else position * per_device.axis_size(lv) + here
+        return position
     mesh.axis(axis_name, "axis_index")
     if axis_name in per_device.active_axes():
         return per_device.axis_index(per_device.levels_of("axis_index", (axis_name,))[0])

@@ -194,3 +194,17 @@ def test_spmd_vmap_never_copies_an_unbatched_weight_per_example():
     )(nb.shard(w, M22, P(None, "tp")))
     np.testing.assert_allclose(grad.numpy(), 2 * x.T @ (x @ w))
     assert grad.sharding.to_partition_spec() == P(None, "tp")
+
+
+def test_axis_index_of_a_tuple_of_axes_counts_them_together():
+    """JAX's lax.axis_index(("dp", "tp")): the position along both, the first slowest."""
+    z = np.zeros(4, np.float32)
+
+    def run(names):
+        body = lambda b: b + nb.axis_index(M22, names).astype(nb.float32)  # noqa: E731
+        return nb.shard_map(body, M22, (P(("dp", "tp")),), P(("dp", "tp")))(z).numpy()
+
+    np.testing.assert_array_equal(run(("dp", "tp")), [0, 1, 2, 3])
+    np.testing.assert_array_equal(run(("tp", "dp")), [0, 2, 1, 3])
+    with pytest.raises(nb.ShardingError, match="inside a shard_map body"):
+        nb.axis_index(M22, ("dp", "tp"))
