@@ -16,7 +16,7 @@ import numpy as np
 from ..core.dtypes import DType, get_default_dtype, result_type
 from ..core.ir import TensorImpl
 from ..runtime.tensor import Tensor
-from . import batching, creation, reduction, unary, view
+from . import batching, creation, reduction, spmd, unary, view
 from ._util import as_tensor, doc_paragraph, is_scalar
 from .base import Operation, OpError
 
@@ -124,6 +124,8 @@ def _rank_align(op_name, ts):
     first = shapes[0]
     if all(s == first for s in shapes):
         return ts
+    # a captured sharded value has its global shape: say so rather than "cannot broadcast"
+    spmd.check_capture(op_name, [t._impl for t in ts])
     out = broadcast_shapes(op_name, *shapes)
     if any(t._impl.levels and t.ndim < len(out) for t in ts):
         ts = [

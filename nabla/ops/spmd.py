@@ -258,18 +258,25 @@ def _reduce_partials(op, args, kwargs):
 
 
 # ----------------------------------------------------------------------------- the pipeline
+def check_capture(op_name: str, impls) -> None:
+    """A sharded value (laid out over all devices) may not meet a per-device value of a
+    running ``shard_map`` body: it was captured instead of passed in."""
+    if not spmd_axes or all(im.sharding is None for im in impls):
+        return
+    body = {lv for lv, _ in spmd_axes.values()}
+    if any(body.intersection(im.levels) for im in impls):
+        raise ShardingError(
+            f"{op_name}: a sharded value (laid out over all devices) meets a per-device "
+            "value inside a shard_map body; pass it to shard_map as an argument with an "
+            "in_specs entry instead of capturing it"
+        )
+
+
 def bind_sharded(op, args, kwargs):
     """``op`` on operands of which at least one is sharded (see the module docstring)."""
     impls = [a._impl for a in args]
     mesh = mesh_of(op.name, impls)
-    if spmd_axes:
-        body = {lv for lv, _ in spmd_axes.values()}
-        if any(body.intersection(im.levels) for im in impls):
-            raise ShardingError(
-                f"{op.name}: a sharded value (laid out over all devices) meets a per-device "
-                "value inside a shard_map body; pass it to shard_map as an argument with an "
-                "in_specs entry instead of capturing it"
-            )
+    check_capture(op.name, impls)
     if not op.runs_sharded:
         return op.bind([collectives.unshard(a) if a._impl.sharding else a for a in args], kwargs)
     args = list(args)

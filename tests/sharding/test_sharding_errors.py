@@ -172,6 +172,12 @@ def test_sharded_values_captured_in_a_body_or_nested_bodies_are_refused():
     )
     with pytest.raises(nb.ShardingError, match="pass it to shard_map as an argument"):
         body(x)
+    # whatever the shapes: the captured value's global shape does not broadcast with a block
+    whole = nb.shard_map(
+        lambda y: y + x, mesh=M2X2, in_specs=(P("dp", "tp"),), out_specs=P("dp", "tp")
+    )
+    with pytest.raises(nb.ShardingError, match="add: a sharded value"):
+        whole(x)
     inner = nb.shard_map(lambda z: z, mesh=M2X2, in_specs=(P(),), out_specs=P())
     outer = nb.shard_map(inner, mesh=M2X2, in_specs=(P("dp", "tp"),), out_specs=P("dp", "tp"))
     with pytest.raises(nb.ShardingError, match="nesting over the same axes"):
