@@ -693,7 +693,15 @@ class FromLocalOp(Operation):
 
 def to_local(x: Tensor, mesh: DeviceMesh, spec: ShardingSpec, levels) -> Tensor:
     """``x`` laid out as ``spec`` (its logical dims) and seen per device (shard_map's
-    entry); ``levels``: ``((axis, level), ...)`` for every mesh axis, in mesh order."""
+    entry); ``levels``: ``((axis, level), ...)`` for every mesh axis, in mesh order.
+
+    Under ``vmap`` every device sees every example: batch dims split over the mesh (a
+    mapped input sharded along its batch dim, ``vmap(..., spmd_axis_name=)``) are gathered
+    first, so the body's mesh axes stay free for its own ``in_specs``."""
+    nb = len(x._impl.levels)
+    cur = x._impl.sharding
+    if nb and cur is not None and cur.mesh == mesh and any(cur.dims[:nb]):
+        x = spmd.reshard_to(x, ShardingSpec(mesh, ((),) * nb + cur.dims[nb:]), op="shard_map")
     x = shard(x, mesh, spec)
     varying = tuple(a for a in mesh.axis_names if a in spec.sharded_axes)
     return _to_local.bind([x], {"levels": tuple(levels), "varying": varying})

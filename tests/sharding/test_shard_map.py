@@ -208,3 +208,15 @@ def test_axis_index_of_a_tuple_of_axes_counts_them_together():
     np.testing.assert_array_equal(run(("tp", "dp")), [0, 2, 1, 3])
     with pytest.raises(nb.ShardingError, match="inside a shard_map body"):
         nb.axis_index(M22, ("dp", "tp"))
+
+
+def test_vmap_of_a_shard_map_whose_mapped_input_is_sharded_along_the_batch():
+    """The mapped dim split over a mesh axis (even the one in_specs uses, or by
+    spmd_axis_name) is gathered on entry: the body's mesh axes stay its own."""
+    sm = nb.shard_map(lambda x: x * 2.0, M22, (P("tp"),), P("tp"))
+    x = arr(4, 4)
+    for layout in (P("dp"), P("tp"), P(None, "dp")):
+        np.testing.assert_allclose(nb.vmap(sm)(nb.shard(x, M22, layout)).numpy(), 2 * x)
+    np.testing.assert_allclose(nb.vmap(sm, spmd_axis_name="dp", mesh=M22)(x).numpy(), 2 * x)
+    g = nb.grad(lambda v: nb.vmap(sm)(v).sum())(nb.shard(x, M22, P("dp")))
+    np.testing.assert_allclose(g.numpy(), np.full((4, 4), 2.0))
