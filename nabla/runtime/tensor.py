@@ -362,19 +362,32 @@ class Tensor:
         self.realize()
         spec = impl.sharding
         if spec is None:
-            full = tuple(slice(0, n) for n in impl.shape)
-            return [Shard(0, full, buffer_to_numpy(impl.buffer))]
+            full = (slice(None),) * len(impl.shape)
+            return [Shard(0, full, buffer_to_numpy(impl.buffer), 0)]
         blocks = buffer_to_numpy(impl.buffer)
         mesh = spec.mesh
         origin = [o for o, _ in mesh.local_box] if mesh.spans_processes else [0] * mesh.ndim
-        return [
-            Shard(
-                d,
-                spec.block_index(d, impl.shape),
-                blocks[tuple(c - o for c, o in zip(mesh.coords(d), origin, strict=True))],
-            )
-            for d in mesh.local_devices
+        # as JAX: a dim no axis splits is ``slice(None)``; ``replica_id`` numbers the
+        # devices holding the same block, along the axes that neither split nor hold terms
+        whole = [not axes for axes in spec.dims]
+        copies = [
+            k
+            for k, a in enumerate(mesh.axis_names)
+            if a not in spec.sharded_axes + spec.partial_axes
         ]
+        shards = []
+        for d in mesh.local_devices:
+            coords = mesh.coords(d)
+            index = tuple(
+                slice(None) if w else s
+                for w, s in zip(whole, spec.block_index(d, impl.shape), strict=True)
+            )
+            replica = 0
+            for k in copies:
+                replica = replica * mesh.shape[k] + coords[k]
+            local = blocks[tuple(c - o for c, o in zip(coords, origin, strict=True))]
+            shards.append(Shard(d, index, local, replica))
+        return shards
 
     def item(self):
         """The value of a one-element tensor as a Python scalar."""
@@ -470,14 +483,17 @@ class Tensor:
 
 
 class Shard:
-    """One device's block of a tensor (``Tensor.addressable_shards``)."""
+    """One device's block of a tensor (``Tensor.addressable_shards``): ``device`` (flat
+    mesh index), ``index`` (slices of the global value; ``slice(None)`` for a whole dim),
+    ``data`` and ``replica_id`` (which copy of this block it is, as in JAX)."""
 
-    __slots__ = ("device", "index", "data")
+    __slots__ = ("device", "index", "data", "replica_id")
 
-    def __init__(self, device: int, index: tuple, data):
+    def __init__(self, device: int, index: tuple, data, replica_id: int = 0):
         self.device = device
         self.index = index
         self.data = data
+        self.replica_id = replica_id
 
     def __repr__(self):
         return f"Shard(device={self.device}, index={self.index}, shape={self.data.shape})"

@@ -55,6 +55,14 @@ def test_addressable_shards_are_slices_of_the_value(mesh, spec):
     np.testing.assert_array_equal(t.numpy(), x)
     assert "sharding=ShardingSpec" in repr(t)
     assert t.sharding.to_partition_spec() == spec
+    # as JAX: a whole dim is slice(None); replica_id numbers the copies of each block
+    for s in shards:
+        for i, sl in enumerate(s.index):
+            assert (sl == slice(None)) == (not t.sharding.dims[i])
+    copies = {}
+    for s in shards:
+        copies.setdefault(tuple((sl.start, sl.stop) for sl in s.index), []).append(s.replica_id)
+    assert all(sorted(ids) == list(range(len(ids))) for ids in copies.values())
 
 
 def test_spec_errors_name_the_op_the_shape_and_the_spec():
