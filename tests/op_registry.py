@@ -671,21 +671,12 @@ register(
         dtypes=("float32", "float64", "int32"),
     )
 )
-
-
-def _take_samples(rng, dt):
-    # take's default axis is None: x is read flattened (JAX, NumPy, PyTorch)
-    return _gather_samples(rng, dt) + [
-        Sample((_vals(rng, (2, 3), dt), np.array([[5, 0], [-1, 2]])), {}),
-    ]
-
-
 register(
     OpEntry(
         "take",
         nb.take,
-        lambda x, i, axis=None: np.take(x, i, axis),
-        _take_samples,
+        lambda x, i, axis=0: np.take(x, i, axis),
+        _gather_samples,
         dtypes=("float32",),
     )
 )

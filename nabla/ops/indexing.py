@@ -184,28 +184,7 @@ def _differentiated_inside(impl, vmap_level: int) -> bool:
     return max(lv for lv in impl.traced if lv in live_grad_levels) > vmap_level
 
 
-def take(x, indices, axis=None) -> Tensor:
-    """Elements of ``x`` at integer ``indices`` along ``axis``; with ``axis=None`` (the
-    default, as in JAX, NumPy and PyTorch) ``x`` is read flattened.
-
-    Args:
-        x: the tensor to read.
-        indices: integer indices (a tensor, array, list or int); negative ones count from
-            the end.
-        axis: the axis to index, or None for the flattened ``x``.
-
-    Returns:
-        ``x.shape[:axis] + indices.shape + x.shape[axis + 1:]`` (``indices.shape`` when
-        flattened).
-
-    Raises:
-        IndexError: for an index out of range (when its value is known at the call).
-    """
-    if axis is None:
-        x = as_tensor(x, op="take")
-        x = view.reshape(x, (x.size,)) if x.ndim != 1 else x
-        axis = 0
-    return gather(x, indices, axis)
+take = gather
 
 
 def scatter(x, indices, updates, axis=0, mode="set") -> Tensor:
