@@ -184,6 +184,8 @@ def _differentiated_inside(impl, vmap_level: int) -> bool:
     return max(lv for lv in impl.traced if lv in live_grad_levels) > vmap_level
 
 
+# ``take`` is ``gather`` under its other name (the API's ``gather/take(x, indices, axis)``):
+# axis 0 by default, where ``jnp.take``/``np.take`` read a flattened ``x`` without an axis
 take = gather
 
 
