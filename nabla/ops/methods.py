@@ -75,6 +75,22 @@ def _at(self):
     return indexing.AtIndexer(self)
 
 
+def _numpy_reduction(fn):
+    """``fn`` as a method that also takes NumPy's keywords, so ``np.sum(t)``,
+    ``np.mean(t, axis=0)``, ``np.max(t)`` work on tensors (they call ``t.sum(axis=...,
+    dtype=..., out=...)``) and return a tensor, as they do for JAX arrays."""
+
+    def method(self, *args, dtype=None, out=None, **kwargs):
+        if out is not None:
+            raise TypeError(f"{fn.__name__}: out= is not supported (tensors are immutable)")
+        result = fn(self, *args, **kwargs)
+        return result if dtype is None else result.cast(dtype)
+
+    method.__name__ = fn.__name__
+    method.__doc__ = fn.__doc__
+    return method
+
+
 _METHODS = {
     # arithmetic operators
     "__add__": binary.add,
@@ -97,6 +113,9 @@ _METHODS = {
     "__rmatmul__": _swap(linalg.matmul),
     "__neg__": unary.neg,
     "__pos__": lambda self: self,
+    "__round__": lambda self, ndigits=None: (
+        unary.round(self) if not ndigits else unary.round(self * 10.0**ndigits) / 10.0**ndigits
+    ),
     "__abs__": unary.abs,
     "__invert__": lambda self: (
         unary.logical_not(self) if self.dtype.is_bool else unary.bitwise_not(self)
@@ -150,16 +169,16 @@ _METHODS = {
     "split": view.split,
     "chunk": view.chunk,
     "unbind": view.unbind,
-    # reductions
-    "sum": reduction.sum,
-    "mean": reduction.mean,
-    "max": reduction.max,
-    "min": reduction.min,
-    "prod": reduction.prod,
-    "var": reduction.var,
-    "std": reduction.std,
-    "argmax": reduction.argmax,
-    "argmin": reduction.argmin,
+    # reductions (NumPy's np.sum(t), np.mean(t), ... call these with dtype= and out=)
+    "sum": _numpy_reduction(reduction.sum),
+    "mean": _numpy_reduction(reduction.mean),
+    "max": _numpy_reduction(reduction.max),
+    "min": _numpy_reduction(reduction.min),
+    "prod": _numpy_reduction(reduction.prod),
+    "var": _numpy_reduction(reduction.var),
+    "std": _numpy_reduction(reduction.std),
+    "argmax": _numpy_reduction(reduction.argmax),
+    "argmin": _numpy_reduction(reduction.argmin),
     "cumsum": reduction.cumsum,
     "logsumexp": reduction.logsumexp,
     "all": reduction.all,

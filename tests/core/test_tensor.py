@@ -529,3 +529,12 @@ def test_numpy_and_jax_conveniences():
         m[np.array(True)]
     b = nb.ones((3, 4), dtype=nb.bfloat16)
     assert (b.itemsize, b.nbytes, m.nbytes) == (2, 24, 24)
+    # NumPy's reductions on tensors (they call t.sum(axis=..., dtype=..., out=...)), round()
+    assert isinstance(np.sum(m), nb.Tensor) and np.sum(m).item() == 15.0
+    close(np.mean(m, axis=0), arr(2, 3).mean(0))
+    assert np.max(m).item() == 5.0 and np.sum(m, dtype=np.float64).dtype == nb.float64
+    assert m.sum(0, True).shape == (1, 3)
+    with pytest.raises(TypeError, match="out= is not supported"):
+        np.sum(m, out=np.zeros(()))
+    assert round(nb.constant(2.567), 2).item() == pytest.approx(2.57)
+    assert round(nb.constant(2.5)).item() == 2.0  # half to even, as NumPy
