@@ -423,12 +423,15 @@ def _randint_between(k, shape, low, high, dtype, info):
     ``[0, 2**62)`` (a bias below ``span / 2**62``), bounds clamped to ``dtype``'s range and
     an empty range giving ``low``, as JAX does."""
     int64 = DType.int64
+    # the exclusive upper bound may pass the dtype's maximum by one (every int64 already
+    # fits below it)
+    top = min(int(info.max) + 1, int(np.iinfo(np.int64).max))
 
     def bound(v, name):
         t = creation.asarray(v)
         if not t.dtype.is_int or t.dtype.is_bool:
             raise TypeError(f"randint: {name} must be integers, got {t.dtype.value}")
-        return binary.clip(unary.cast(t, int64), int(info.min), int(info.max) + 1)
+        return binary.clip(unary.cast(t, int64), int(info.min), top)
 
     lo, hi = bound(low, "low"), bound(high, "high")
     _check_broadcast("randint", norm_shape("randint", shape), {"low": lo, "high": hi})

@@ -138,6 +138,8 @@ def test_dtypes_are_checked_and_randint_bounds_clamp_to_the_dtype():
     r = r.numpy()
     assert set(np.unique(r[0])) == set(range(5)) and set(np.unique(r[1])) == {10, 11}
     assert nb.random.randint(k, (300,), minval=2, maxval=4).numpy().min() == 2
+    wide = nb.random.randint(k, (2, 300), nb.constant([[0], [5]]), 7, dtype=nb.int64).numpy()
+    assert wide.dtype == np.int64 and set(np.unique(wide[1])) == {5, 6}
     assert nb.random.split(k, (2, 3)).shape == (2, 3, 2)
     keys = nb.random.split(k, (2, 3)).numpy().reshape(6, 2)
     np.testing.assert_array_equal(keys, nb.random.split(k, 6).numpy())
