@@ -134,8 +134,7 @@ class ReduceProdOp(ReduceOperation):
     """Product over ``axis`` (the op behind :func:`nabla.prod`).
 
     int8, int16, uint8 and bool tensors multiply in int32, as in JAX; an empty reduction
-    gives 1. The gradient is exact when
-    ``x`` holds zeros.
+    gives 1. The gradient is exact when ``x`` holds zeros.
 
     Args:
         x: a tensor, or a Python scalar, nested list or NumPy array.
@@ -340,8 +339,7 @@ def prod(x, axis=None, keepdims=False):
     """Product of the elements over ``axis`` (NumPy's ``prod``; also ``x.prod(...)``).
 
     int8, int16, uint8 and bool tensors multiply in int32, as in JAX; an empty reduction
-    gives 1. The gradient is exact when
-    ``x`` holds zeros.
+    gives 1. The gradient is exact when ``x`` holds zeros.
 
     Args:
         x: a tensor, or a Python scalar, nested list or NumPy array.

@@ -408,8 +408,6 @@ class CompiledFunction:
         The key is ``(treedef, per-leaf entry, ...)``; a tensor's entry is (shape with
         dynamic dims replaced by their names, dtype, device, sharding)."""
         flat, tree = tree_flatten((args, kwargs))
-        # NumPy arrays and scalars are traced values, as in ``jax.jit`` (not static keys)
-        flat = [constant(x) if isinstance(x, np.ndarray | np.generic) else x for x in flat]
         dyn = self.dynamic_dims
         positions = None
         if dyn:
@@ -420,6 +418,9 @@ class CompiledFunction:
         sizes: dict[str, int] = {}
         sym_shapes = {}
         for i, leaf in enumerate(flat):
+            if isinstance(leaf, np.ndarray | np.generic):
+                # NumPy arrays and scalars are traced values, as in ``jax.jit``
+                leaf = flat[i] = constant(leaf)
             if isinstance(leaf, Tensor):
                 impl = leaf._impl
                 shape = leaf.shape
@@ -600,7 +601,7 @@ def _arg_leaf_positions(args) -> dict:
     i = 0
     for pos, a in enumerate(args):
         n = len(tree_flatten(a)[0])
-        if n == 1 and isinstance(a, Tensor):
+        if n == 1 and isinstance(a, Tensor | np.ndarray):
             out[i] = pos
         i += n
     return out

@@ -319,3 +319,7 @@ def test_numpy_arguments_are_traced_values_as_in_jax_jit():
     g = nb.compile(lambda p: p["w"] @ p["b"])
     out = g({"w": np.eye(2, dtype=np.float32), "b": np.array([1.0, 2.0], np.float32)})
     np.testing.assert_array_equal(out.numpy(), [1.0, 2.0])
+    # dynamic_dims name a NumPy argument's dims as they do a tensor's
+    h = nb.compile(lambda x: (x * 2.0).sum(), dynamic_dims={0: {0: "n"}})
+    assert h(np.ones(3, np.float32)).item() == 6.0 and h(np.ones(5, np.float32)).item() == 10.0
+    assert h.stats.misses == 1
