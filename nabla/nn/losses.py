@@ -185,10 +185,11 @@ def cross_entropy_loss(
         probs = probs * (1.0 - label_smoothing) + label_smoothing / classes
     terms = probs * logp if weight is None else probs * logp * weight
     loss = -terms.sum(axis=-1)
-    if counted is None and weight is None or not target.dtype.is_int:
+    if not target.dtype.is_int or (counted is None and weight is None):
         return _reduce(loss, reduction, "cross_entropy_loss")
-    # class indices with weights or ignored targets: PyTorch's weighted mean
-    share = one_hot.sum(axis=-1) if weight is None else (one_hot * weight).sum(axis=-1)
+    # class indices with weights or ignored targets: PyTorch's weighted mean, each target
+    # counting its class's weight
+    share = creation.ones((), dtype=logits.dtype) if weight is None else (one_hot * weight).sum(-1)
     if counted is not None:
         share = binary.where(counted, share, 0.0)
         loss = binary.where(counted, loss, 0.0)
