@@ -10,8 +10,8 @@ import numpy as np
 from ..core.device import Device, get_default_device
 from ..core.dtypes import DType, from_numpy_dtype, get_default_dtype, to_dtype
 from ..runtime.tensor import Tensor, constant_impl, int_range, numpy_value, out_of_range_error
-from . import batching, binary, spmd, unary
-from ._util import as_tensor, dtype_or, norm_shape
+from . import batching, binary, spmd, unary, view
+from ._util import as_tensor, dtype_or, norm_axis, norm_shape
 from .base import Operation, OpError
 
 __all__ = [
@@ -146,13 +146,27 @@ def _scalar_value(value, dtype: DType, op: str = "full"):
     return float(value)
 
 
+def _full_of_array(shape, value, dtype, device) -> Tensor:
+    """``full`` with a tensor or array value: the value broadcast to ``shape`` (so a traced
+    value stays differentiable, as in JAX)."""
+    if not isinstance(value, Tensor):
+        value = constant_for(value, None if dtype is None else to_dtype(dtype), device, "full")
+    elif dtype is not None:
+        value = value.cast(to_dtype(dtype))
+    if binary.broadcast_shapes("full", value.shape, shape) != shape:
+        raise OpError(f"full: a value of shape {value.shape} does not broadcast to shape {shape}")
+    return view.broadcast_to(value, shape)
+
+
 def full(shape, value, *, dtype=None, device=None) -> Tensor:
     """A tensor of ``shape`` filled with ``value``.
 
     Args:
         shape: int or tuple of ints.
-        value: the fill value: a Python scalar or one-element tensor.
-        dtype: the dtype; default inferred from ``value`` (bool, int32 or the default float).
+        value: the fill value: a Python scalar, or a tensor or array that broadcasts to
+            ``shape`` (differentiable when a tensor).
+        dtype: the dtype; default inferred from ``value`` (bool, int32 or the default float
+            for a Python scalar, its own dtype for a tensor or array).
         device: the device to place it on (default: :func:`nabla.get_default_device`).
 
     Returns:
@@ -169,11 +183,12 @@ def full(shape, value, *, dtype=None, device=None) -> Tensor:
         [[7, 7, 7], [7, 7, 7]]
     """
     shape = norm_shape("full", shape)
-    if dtype is None:
-        dtype = numpy_value(value if not isinstance(value, Tensor) else value.item(), None, "full")
-        dtype = from_numpy_dtype(dtype.dtype)
-    dtype = to_dtype(dtype)
     dev = device or get_default_device()
+    if isinstance(value, Tensor) or np.ndim(value) > 0:
+        return _full_of_array(shape, value, dtype, dev)
+    if dtype is None:
+        dtype = from_numpy_dtype(numpy_value(value, None, "full").dtype)
+    dtype = to_dtype(dtype)
     return _full.bind(
         [], {"shape": shape, "value": _scalar_value(value, dtype), "dtype": dtype, "device": dev}
     )
@@ -280,24 +295,31 @@ def arange(start=0, stop=None, step=1, *, dtype=None, device=None) -> Tensor:
     )
 
 
-def linspace(start, stop, num=50, *, endpoint=True, dtype=None, device=None) -> Tensor:
+def linspace(start, stop, num=50, *, endpoint=True, retstep=False, dtype=None, axis=0, device=None):
     """``num`` evenly spaced values from ``start`` to ``stop`` (NumPy's ``linspace``).
 
     Args:
-        start: the first value.
+        start: the first value: a number, or an array/tensor for one sequence per element
+            (broadcast against ``stop``; differentiable when a tensor).
         stop: the last value (included when ``endpoint``).
         num: the number of values (default 50).
         endpoint: include ``stop`` (default True); otherwise the spacing is
             ``(stop - start) / num``.
+        retstep: also return the spacing, as JAX does (NaN when there is no spacing: ``num``
+            below 2 with ``endpoint``, or 0).
         dtype: the dtype (default: :func:`nabla.get_default_dtype`); values are computed in
             float and cast.
+        axis: where the ``num`` axis goes when ``start``/``stop`` are arrays (default 0).
         device: the device to place it on (default: :func:`nabla.get_default_device`).
 
     Returns:
-        A 1-D tensor of ``num`` values.
+        A tensor of shape ``(num,)`` for number bounds, else ``num`` inserted at ``axis`` in
+        their broadcast shape; with ``retstep``, the pair ``(values, step)``.
 
     Raises:
         ValueError: if ``num`` is negative.
+        IndexError: if ``axis`` is out of range.
+        OpError: if ``start`` and ``stop`` do not broadcast.
 
     Example:
         >>> nb.linspace(0, 1, 5).tolist()
@@ -307,16 +329,42 @@ def linspace(start, stop, num=50, *, endpoint=True, dtype=None, device=None) -> 
         raise ValueError(f"linspace: num must be non-negative, got {num}")
     dtype = dtype_or(dtype, get_default_dtype())
     div = (num - 1) if endpoint else num
+    work = DType.float64 if dtype is DType.float64 else DType.float32
+    if not (_is_number(start) and _is_number(stop)):
+        return _linspace_arrays(start, stop, num, div, endpoint, retstep, dtype, work, axis, device)
     step = (stop - start) / div if div > 0 else 0.0
-    idx = arange(
-        num, dtype=DType.float64 if dtype is DType.float64 else DType.float32, device=device
-    )
+    idx = arange(num, dtype=work, device=device)
     out = idx * step + start
     if endpoint and num > 1:
         out = binary.where(
             idx == (num - 1), full((num,), stop, dtype=out.dtype, device=device), out
         )
+    if retstep:
+        spacing = step if div > 0 else math.nan
+        return out.cast(dtype), constant(spacing, dtype=work, device=device).cast(dtype)
     return out.cast(dtype)
+
+
+def _is_number(v) -> bool:
+    return isinstance(v, int | float | np.integer | np.floating) and not isinstance(v, bool)
+
+
+def _linspace_arrays(start, stop, num, div, endpoint, retstep, dtype, work, axis, device):
+    """``linspace`` with array/tensor bounds: one sequence per element of their broadcast,
+    along a new leading axis that is then moved to ``axis``."""
+    start, stop = (
+        v.cast(work) if isinstance(v, Tensor) else constant_for(v, work, device, "linspace")
+        for v in (start, stop)
+    )
+    shape = binary.broadcast_shapes("linspace", start.shape, stop.shape)
+    axis = norm_axis("linspace", axis, len(shape) + 1)
+    step = (stop - start) / div if div > 0 else full_like(stop - start, math.nan)
+    idx = arange(num, dtype=work, device=device).reshape((num,) + (1,) * len(shape))
+    out = idx * step + start
+    if endpoint and num > 1:
+        out = binary.where(idx == (num - 1), stop, out)
+    out = view.moveaxis(view.broadcast_to(out, (num, *shape)), 0, axis).cast(dtype)
+    return (out, view.broadcast_to(step, shape).cast(dtype)) if retstep else out
 
 
 def eye(n, m=None, k=0, *, dtype=None, device=None) -> Tensor:

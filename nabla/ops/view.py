@@ -765,11 +765,15 @@ _split = SplitOp()
 
 
 def concatenate(tensors, axis=0) -> Tensor:
-    """Join tensors along an existing ``axis`` (dtypes promoted)."""
+    """Join tensors along an existing ``axis`` (dtypes promoted); ``axis=None`` joins them
+    flattened, as NumPy and JAX do."""
 
     tensors = list(tensors)
     if not tensors:
         raise ValueError("concatenate: needs at least one tensor")
+    if axis is None:
+        tensors = [reshape(as_tensor(t, op="concatenate"), (-1,)) for t in tensors]
+        axis = 0
     ts, _ = (
         binary.prepare("concatenate", tensors, broadcast=False)
         if _need_promote(tensors)

@@ -538,3 +538,33 @@ def test_numpy_and_jax_conveniences():
         np.sum(m, out=np.zeros(()))
     assert round(nb.constant(2.567), 2).item() == pytest.approx(2.57)
     assert round(nb.constant(2.5)).item() == 2.0  # half to even, as NumPy
+
+
+def test_creation_with_array_values_as_jax():
+    """``linspace`` with array bounds (``axis``, ``retstep``, differentiable), ``full`` with
+    a tensor or array value (broadcast; its gradient sums over the copies), and
+    ``concatenate(axis=None)`` joining flattened inputs."""
+    lo, hi = np.zeros(2, np.float32), np.array([1.0, 2.0], np.float32)
+    close(nb.linspace(lo, hi, 3, axis=1), np.linspace(lo, hi, 3, axis=1))
+    close(nb.linspace(0.0, hi, 4, endpoint=False), np.linspace(0.0, hi, 4, endpoint=False))
+    values, step = nb.linspace(0, 1, 5, retstep=True)
+    assert step.item() == 0.25 and values.shape == (5,)
+    assert np.isnan(nb.linspace(0, 1, 1, retstep=True)[1].item())  # no spacing: NaN, as JAX
+    _, steps = nb.linspace(lo, hi, 3, retstep=True)
+    close(steps, np.array([0.5, 1.0], np.float32))
+    g = nb.grad(lambda s: nb.linspace(s, nb.constant(hi), 4).sum())(nb.constant(lo))
+    close(g, np.full(2, 2.0, np.float32))  # d/dstart: (1 - i/3) summed over i < 3
+    with pytest.raises(IndexError, match="linspace"):
+        nb.linspace(lo, hi, 3, axis=2)
+    with pytest.raises(nb.OpError, match="linspace.*\\(2,\\), \\(3,\\)"):
+        nb.linspace(lo, np.ones(3), 3)
+    close(nb.full((2, 3), np.array([1.0, 2.0, 3.0])), np.full((2, 3), [1.0, 2.0, 3.0]))
+    assert nb.grad(lambda a: nb.full((2, 3), a).sum())(nb.constant(2.0)).item() == 6.0
+    assert nb.grad(lambda a: nb.full_like(nb.ones(3), a).sum())(nb.constant(2.0)).item() == 3.0
+    batched = nb.vmap(lambda a: nb.full((3,), a))(nb.constant([1.0, 2.0]))
+    close(batched, np.repeat(np.array([[1.0], [2.0]], np.float32), 3, 1))
+    assert nb.full((2,), nb.constant(2.7), dtype=nb.int32).tolist() == [2, 2]
+    with pytest.raises(nb.OpError, match="full"):
+        nb.full((2, 3), np.array([1.0, 2.0]))
+    joined = nb.concatenate([nb.constant(arr(2, 2)), nb.constant(arr(3))], axis=None)
+    close(joined, np.concatenate([arr(2, 2), arr(3)], axis=None))
