@@ -16,6 +16,7 @@ import numbers
 
 import numpy as np
 
+from ..core.dtypes import DType
 from ..core.state import STATE
 from ..runtime.tensor import Tensor
 from . import binary, creation, reduction, spmd
@@ -639,6 +640,18 @@ def _norm_pads(x, paddings):
     return out
 
 
+def _pad_with_tensor(x, pads, value) -> Tensor:
+    """Constant padding with a tensor ``value``: zero-pad, then select ``value`` outside the
+    original (so the value stays a differentiable input instead of a read-out number)."""
+    if value.size != 1:
+        raise OpError(f"pad: value must have one element, got shape {value.shape}")
+    zero = False if x.dtype.is_bool else (0 if x.dtype.is_int else 0.0)
+    ones = creation.ones(x.shape, dtype=DType.bool, device=x.device)
+    inside = _pad.bind([ones], {"pads": pads, "value": False})
+    padded = _pad.bind([x], {"pads": pads, "value": zero})
+    return binary.where(inside, padded, reshape(value.cast(x.dtype), ()))
+
+
 def pad(x, paddings, mode="constant", value=0.0) -> Tensor:
     """Pad ``x``: ``paddings`` is ((low, high), ...) per dim (or one int/pair for all dims).
 
@@ -650,8 +663,9 @@ def pad(x, paddings, mode="constant", value=0.0) -> Tensor:
     if mode == "constant":
         if all(p == (0, 0) for p in pads):
             return x
-        v = value.item() if isinstance(value, Tensor) else value
-        v = bool(v) if x.dtype.is_bool else (int(v) if x.dtype.is_int else float(v))
+        if isinstance(value, Tensor):
+            return _pad_with_tensor(x, pads, value)
+        v = bool(value) if x.dtype.is_bool else (int(value) if x.dtype.is_int else float(value))
         return _pad.bind([x], {"pads": pads, "value": v})
     if mode not in ("reflect", "edge", "replicate", "wrap", "circular"):
         raise ValueError(f"pad: unknown mode {mode!r}")

@@ -541,8 +541,8 @@ def test_numpy_and_jax_conveniences():
 
 
 def test_creation_with_array_values_as_jax():
-    """``linspace`` with array bounds (``axis``, ``retstep``, differentiable), ``full`` with
-    a tensor or array value (broadcast; its gradient sums over the copies), and
+    """``linspace`` with array bounds (``axis``, ``retstep``, differentiable), ``full`` and
+    ``pad`` with a tensor value (an input: its gradient sums over the copies), and
     ``concatenate(axis=None)`` joining flattened inputs."""
     lo, hi = np.zeros(2, np.float32), np.array([1.0, 2.0], np.float32)
     close(nb.linspace(lo, hi, 3, axis=1), np.linspace(lo, hi, 3, axis=1))
@@ -566,5 +566,9 @@ def test_creation_with_array_values_as_jax():
     assert nb.full((2,), nb.constant(2.7), dtype=nb.int32).tolist() == [2, 2]
     with pytest.raises(nb.OpError, match="full"):
         nb.full((2, 3), np.array([1.0, 2.0]))
+    # pad's value as a tensor is an input too: its gradient counts the padded cells
+    padv = nb.grad(lambda v: nb.pad(nb.constant(arr(2, 3)), ((1, 0), (0, 2)), value=v).sum())
+    assert padv(nb.constant(3.0)).item() == 9.0  # (3 x 5) - (2 x 3) cells
+    close(nb.pad(nb.constant(arr(2)), 1, value=nb.constant(9.0)), np.array([9, 0, 1, 9]))
     joined = nb.concatenate([nb.constant(arr(2, 2)), nb.constant(arr(3))], axis=None)
     close(joined, np.concatenate([arr(2, 2), arr(3)], axis=None))
