@@ -41,13 +41,16 @@ def constant(value, *, dtype=None, device: Device | None = None) -> Tensor:
 
     Args:
         value: a Python scalar, nested list of them, NumPy array or tensor (a tensor is
-            returned unchanged when ``dtype`` and ``device`` are None).
+            returned unchanged when ``dtype`` and ``device`` are None). Tensors, alone or
+            inside nested lists, stay in the graph (cast, moved or stacked, as
+            ``jnp.asarray`` does), so gradients flow through them; numbers beside them take
+            their dtype.
         dtype: the dtype to convert to (a ``DType``, NumPy dtype, Python type or name);
             default: inferred as above.
         device: the device to place it on (default: :func:`nabla.get_default_device`).
 
     Returns:
-        A realized tensor.
+        A tensor: realized, unless built from tensors.
 
     Raises:
         TypeError: for values of other kinds (strings, objects) or an unknown ``dtype``.
@@ -65,10 +68,68 @@ def constant(value, *, dtype=None, device: Device | None = None) -> Tensor:
 
 
 def constant_for(value, dtype, device, op: str) -> Tensor:
-    """:func:`constant` for an argument of op ``op``: conversion errors name ``op``."""
+    """:func:`constant` for an argument of op ``op``: conversion errors name ``op``.
+
+    A tensor, or a nested list holding tensors, stays in the graph (cast, moved or stacked),
+    as ``jnp.asarray`` does: its gradient flows and it works under ``vmap``."""
+    if isinstance(value, Tensor) or (isinstance(value, list | tuple) and _holds_tensor(value)):
+        return _from_tensors(value, None if dtype is None else to_dtype(dtype), device, op)
     impl = constant_impl(value, dtype, device, op)
     t = Tensor._wrap(impl)
     impl.wrapper = weakref.ref(t)
+    return t
+
+
+def _holds_tensor(value) -> bool:
+    if isinstance(value, Tensor):
+        return True
+    return isinstance(value, list | tuple) and any(_holds_tensor(v) for v in value)
+
+
+def _first_tensor_dtype(value):
+    if isinstance(value, Tensor):
+        return value.dtype
+    for v in value:
+        if isinstance(v, Tensor | list | tuple) and (d := _first_tensor_dtype(v)) is not None:
+            return d
+    return None
+
+
+def _weak(number, like):
+    """The dtype a Python number beside tensors of dtype ``like`` takes: ``like`` when it
+    can hold the number exactly as a kind (ints in int tensors, numbers in float tensors)."""
+    if like is None or isinstance(number, bool | np.bool_):
+        return None
+    if like.is_float and _is_number(number):
+        return like
+    if like.is_int and isinstance(number, int | np.integer):
+        return like
+    return None
+
+
+def _from_tensors(value, dtype, device, op) -> Tensor:
+    """``value`` (a tensor or a nested list mixing tensors and numbers) as one tensor built
+    from graph ops. Numbers take the first tensor's dtype (JAX's weak typing)."""
+
+    def build(v, like):
+        if isinstance(v, Tensor):
+            return v
+        if isinstance(v, list | tuple):
+            parts = [build(e, like) for e in v]
+            if not parts:
+                raise ValueError(f"{op}: cannot mix tensors with an empty list")
+            shapes = {p.shape for p in parts}
+            if len(shapes) > 1:
+                got = [p.shape for p in parts]
+                raise ValueError(f"{op}: cannot make a tensor from a ragged list: shapes {got}")
+            return view.stack(parts)
+        return constant_for(v, _weak(v, like), device, op)
+
+    t = build(value, _first_tensor_dtype(value))
+    if dtype is not None and t.dtype is not dtype:
+        t = t.cast(dtype)
+    if device is not None and t.device != device:
+        t = t.to(device)
     return t
 
 

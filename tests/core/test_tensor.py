@@ -572,3 +572,27 @@ def test_creation_with_array_values_as_jax():
     close(nb.pad(nb.constant(arr(2)), 1, value=nb.constant(9.0)), np.array([9, 0, 1, 9]))
     joined = nb.concatenate([nb.constant(arr(2, 2)), nb.constant(arr(3))], axis=None)
     close(joined, np.concatenate([arr(2, 2), arr(3)], axis=None))
+
+
+def test_constant_of_tensors_stays_in_the_graph():
+    """``constant``/``asarray`` of a tensor with a dtype or device, or of a nested list
+    holding tensors, builds graph ops (as ``jnp.asarray``): gradients flow (they were
+    silently zero: the values were read out) and ``vmap`` works; numbers take the tensors'
+    dtype."""
+    x = nb.constant(3.0)
+    assert nb.grad(lambda a: nb.constant([[a, 1.0], [2.0, a]]).sum())(x).item() == 2.0
+    assert nb.grad(lambda a: nb.sum([a, 2 * a]))(x).item() == 3.0
+    g = nb.grad(lambda a: nb.constant(a, dtype=nb.float64).astype(nb.float32) * 2)(x)
+    assert g.item() == 2.0
+    assert (
+        nb.grad(lambda a: nb.asarray([a], dtype=nb.float64).sum().astype(nb.float32))(x).item()
+        == 1.0
+    )
+    close(nb.constant([[x, 1.0], [2, x]]), np.array([[3, 1], [2, 3]], np.float32))
+    assert nb.constant([nb.constant(1), 2]).dtype == nb.int32
+    assert nb.constant([nb.constant(1.0, dtype=nb.float16), 2.5]).dtype == nb.float16
+    assert nb.constant([nb.constant(1), 2.5]).dtype == nb.float32
+    batched = nb.vmap(lambda a: nb.constant([a, 2 * a]))(nb.constant([1.0, 2.0]))
+    close(batched, np.array([[1, 2], [2, 4]], np.float32))
+    with pytest.raises(ValueError, match=r"ragged list: shapes \[\(\), \(2,\)\]"):
+        nb.constant([x, nb.ones(2)])
