@@ -583,7 +583,28 @@ def _unfill(grads, like):
     return [g if p.dtype.is_float else None for g, p in zip(grads, like)]
 
 
-def cond(pred, true_fun, false_fun, *operands):
+_UNSET = object()
+
+
+def _named(op, given: dict, aliases: dict, extra: dict) -> tuple:
+    """The parameters in ``given`` (``_UNSET`` where not passed) with those passed under
+    their other names (``extra``; ``aliases`` maps each such name to its parameter): the
+    names in nabla's API reference (``true_fn``, ``cond_fn``, ``init``, ``lo``...) beside
+    JAX's (``true_fun``, ``cond_fun``, ``init_val``, ``lower``...)."""
+    for name, value in extra.items():
+        target = aliases.get(name)
+        if target is None:
+            raise TypeError(f"{op}() got an unexpected keyword argument {name!r}")
+        if given[target] is not _UNSET:
+            raise TypeError(f"{op}() got two values for {target!r} (one as {name!r})")
+        given[target] = value
+    missing = [k for k, v in given.items() if v is _UNSET]
+    if missing:
+        raise TypeError(f"{op}() missing required argument(s): {', '.join(missing)}")
+    return tuple(given.values())
+
+
+def cond(pred, true_fun=_UNSET, false_fun=_UNSET, *operands, **names):
     """``true_fun(*operands)`` if ``pred`` else ``false_fun(*operands)`` (``jax.lax.cond``).
 
     Both branches are traced once (never run in Python per call) and must return the same
@@ -592,8 +613,8 @@ def cond(pred, true_fun, false_fun, *operands):
 
     Args:
         pred: a scalar boolean (or number: nonzero is true), Python or tensor.
-        true_fun: function of ``*operands``.
-        false_fun: function of ``*operands``.
+        true_fun: function of ``*operands`` (also accepted as ``true_fn=``).
+        false_fun: function of ``*operands`` (also ``false_fn=``).
         *operands: pytrees of tensors passed to the branch.
 
     Returns:
@@ -606,6 +627,12 @@ def cond(pred, true_fun, false_fun, *operands):
     Example:
         >>> nb.cond(x.sum() > 0, lambda v: v * 2.0, lambda v: -v, x)
     """
+    true_fun, false_fun = _named(
+        "cond",
+        {"true_fun": true_fun, "false_fun": false_fun},
+        {"true_fn": "true_fun", "false_fn": "false_fun"},
+        names,
+    )
     if not callable(true_fun) or not callable(false_fun):
         raise TypeError("cond: true_fun and false_fun must be callables")
     p = as_tensor(pred, op="cond")
@@ -794,7 +821,7 @@ class WhileOp(_ControlFlowOp):
 _while = WhileOp()
 
 
-def while_loop(cond_fun, body_fun, init_val, *, max_steps=None):
+def while_loop(cond_fun=_UNSET, body_fun=_UNSET, init_val=_UNSET, *, max_steps=None, **names):
     """Run ``body_fun`` while ``cond_fun`` holds (``jax.lax.while_loop``)::
 
         val = init_val
@@ -806,9 +833,10 @@ def while_loop(cond_fun, body_fun, init_val, *, max_steps=None):
     differentiable; under ``vmap`` a batched predicate runs until every example is done.
 
     Args:
-        cond_fun: ``val -> scalar bool``.
-        body_fun: ``val -> val`` with the same structure, shapes and dtypes.
-        init_val: the initial pytree of tensors (numbers become tensors).
+        cond_fun: ``val -> scalar bool`` (also accepted as ``cond_fn=``).
+        body_fun: ``val -> val`` with the same structure, shapes and dtypes (also
+            ``body_fn=``).
+        init_val: the initial pytree of tensors (numbers become tensors; also ``init=``).
         max_steps: optional Python int: at most this many iterations run. With it the loop
             is also reverse-differentiable (it becomes a ``scan`` of ``max_steps`` guarded
             steps when traced for reverse mode), which JAX's while_loop is not.
@@ -824,6 +852,12 @@ def while_loop(cond_fun, body_fun, init_val, *, max_steps=None):
     Example:
         >>> nb.while_loop(lambda c: c[0] < 10, lambda c: (c[0] + 1, c[1] * 2.0), (0, x))
     """
+    cond_fun, body_fun, init_val = _named(
+        "while_loop",
+        {"cond_fun": cond_fun, "body_fun": body_fun, "init_val": init_val},
+        {"cond_fn": "cond_fun", "body_fn": "body_fun", "init": "init_val"},
+        names,
+    )
     if not callable(cond_fun) or not callable(body_fun):
         raise TypeError("while_loop: cond_fun and body_fun must be callables")
     flat, tree = _to_tensors(init_val, "while_loop init_val")
@@ -996,7 +1030,9 @@ def _concrete_bound(b):
     return b
 
 
-def fori_loop(lower, upper, body_fun, init_val, *, unroll=None):
+def fori_loop(
+    lower=_UNSET, upper=_UNSET, body_fun=_UNSET, init_val=_UNSET, *, unroll=None, **names
+):
     """``for i in range(lower, upper): val = body_fun(i, val)`` (``jax.lax.fori_loop``).
 
     With Python-int bounds, or tensor bounds whose value can be known at the call (outside
@@ -1005,10 +1041,10 @@ def fori_loop(lower, upper, body_fun, init_val, *, unroll=None):
     only; batched bounds under ``vmap`` run until every example's loop is done).
 
     Args:
-        lower: start index (int or integer scalar tensor).
-        upper: end index, exclusive.
-        body_fun: ``(i, val) -> val``; ``i`` is an int32 scalar tensor.
-        init_val: the initial pytree.
+        lower: start index (int or integer scalar tensor; also accepted as ``lo=``).
+        upper: end index, exclusive (also ``hi=``).
+        body_fun: ``(i, val) -> val``; ``i`` is an int32 scalar tensor (also ``body=``).
+        init_val: the initial pytree (also ``init=``).
         unroll: accepted for JAX compatibility (how many iterations XLA fuses into one);
             ignored: the result is the same.
 
@@ -1019,6 +1055,12 @@ def fori_loop(lower, upper, body_fun, init_val, *, unroll=None):
         TypeError: for non-integer bounds, or a ``body_fun`` that changes the carry's
             structure, shapes or dtypes.
     """
+    lower, upper, body_fun, init_val = _named(
+        "fori_loop",
+        {"lower": lower, "upper": upper, "body_fun": body_fun, "init_val": init_val},
+        {"lo": "lower", "hi": "upper", "body": "body_fun", "init": "init_val"},
+        names,
+    )
     lower, upper = _concrete_bound(lower), _concrete_bound(upper)
     static = all(
         isinstance(b, numbers.Integral) and not isinstance(b, bool) for b in (lower, upper)

@@ -671,3 +671,22 @@ def test_fori_loop_with_known_tensor_bounds_is_a_reverse_differentiable_scan():
     close(f(nb.constant(3), c(1.0)).numpy(), 8.0)
     close(f(nb.constant(4), c(1.0)).numpy(), 16.0)
     assert f.stats.misses == 1
+
+
+def test_api_reference_and_jax_keyword_names_both_work():
+    """API.md's names (true_fn, cond_fn, body_fn, init, lo, hi, body) and JAX's (true_fun,
+    cond_fun, body_fun, init_val, lower, upper) are both accepted as keywords."""
+    x = nb.constant(2.0)
+    assert nb.cond(True, true_fn=lambda: x * 2, false_fn=lambda: x).item() == 4.0
+    assert nb.cond(False, true_fun=lambda: x * 2, false_fun=lambda: x).item() == 2.0
+    grow = {"cond_fn": lambda c: c < 10, "body_fn": lambda c: c * 2}
+    assert nb.while_loop(**grow, init=x).item() == 16.0
+    assert nb.while_loop(lambda c: c < 10, lambda c: c * 2, init_val=x).item() == 16.0
+    assert nb.fori_loop(lo=0, hi=3, body=lambda i, c: c + i, init=x).item() == 5.0
+    assert nb.fori_loop(0, 3, body_fun=lambda i, c: c + i, init_val=x).item() == 5.0
+    with pytest.raises(TypeError, match="two values for 'init_val'"):
+        nb.fori_loop(0, 3, lambda i, c: c, x, init=x)
+    with pytest.raises(TypeError, match="missing required argument.*init_val"):
+        nb.fori_loop(0, 3, lambda i, c: c)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'foo'"):
+        nb.while_loop(lambda c: c < 1, lambda c: c, x, foo=1)
