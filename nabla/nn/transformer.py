@@ -28,10 +28,21 @@ class MultiHeadAttention(Module):
         bias: biases in the projections (default True).
         key: optional RNG key for the initial values.
         dtype: parameter dtype (default: the default dtype).
+        kdim: features of the keys (default ``embed_dim``), as in PyTorch.
+        vdim: features of the values (default ``embed_dim``).
     """
 
     def __init__(
-        self, embed_dim: int, num_heads: int, dropout=0.0, bias=True, key=None, dtype=None
+        self,
+        embed_dim: int,
+        num_heads: int,
+        dropout=0.0,
+        bias=True,
+        key=None,
+        dtype=None,
+        *,
+        kdim: int | None = None,
+        vdim: int | None = None,
     ):
         super().__init__()
         if embed_dim % num_heads:
@@ -40,10 +51,12 @@ class MultiHeadAttention(Module):
                 f"num_heads={num_heads}"
             )
         self.embed_dim, self.num_heads, self.dropout = int(embed_dim), int(num_heads), dropout
+        self.kdim = self.embed_dim if kdim is None else int(kdim)
+        self.vdim = self.embed_dim if vdim is None else int(vdim)
         kq, kk, kv, ko = _keys(key, 4)
         self.q_proj = Linear(embed_dim, embed_dim, bias, kq, dtype)
-        self.k_proj = Linear(embed_dim, embed_dim, bias, kk, dtype)
-        self.v_proj = Linear(embed_dim, embed_dim, bias, kv, dtype)
+        self.k_proj = Linear(self.kdim, embed_dim, bias, kk, dtype)
+        self.v_proj = Linear(self.vdim, embed_dim, bias, kv, dtype)
         self.out_proj = Linear(embed_dim, embed_dim, bias, ko, dtype)
 
     def _heads(self, x: Tensor) -> Tensor:
@@ -63,8 +76,8 @@ class MultiHeadAttention(Module):
 
         Args:
             query: ``(N, L, embed_dim)``.
-            key: ``(N, S, embed_dim)`` (default: ``query``).
-            value: ``(N, S, embed_dim)`` (default: ``key``).
+            key: ``(N, S, kdim)`` (default: ``query``).
+            value: ``(N, S, vdim)`` (default: ``key``).
             key_padding_mask: optional bool ``(N, S)``: True marks padding that is ignored.
             attn_mask: optional mask broadcasting to ``(L, S)`` or ``(N, heads, L, S)``: bool
                 (True = may attend) or float (added to the scores).
@@ -79,12 +92,18 @@ class MultiHeadAttention(Module):
         query = as_tensor(query, op="MultiHeadAttention")
         key = query if key is None else as_tensor(key, op="MultiHeadAttention")
         value = key if value is None else as_tensor(value, op="MultiHeadAttention")
-        for name, t in (("query", query), ("key", key), ("value", value)):
-            if t.ndim != 3 or t.shape[-1] != self.embed_dim:
+        dims = (("query", query, self.embed_dim), ("key", key, self.kdim))
+        for name, t, d in (*dims, ("value", value, self.vdim)):
+            if t.ndim != 3 or t.shape[-1] != d:
                 raise ValueError(
-                    f"MultiHeadAttention(embed_dim={self.embed_dim}, num_heads={self.num_heads})"
-                    f": {name} of shape {t.shape} is not (batch, length, {self.embed_dim})"
+                    f"MultiHeadAttention({self.extra_repr()}): {name} of shape {t.shape} is "
+                    f"not (batch, length, {d})"
                 )
+        if key.shape[:2] != value.shape[:2]:
+            raise ValueError(
+                f"MultiHeadAttention: key {key.shape} and value {value.shape} differ in "
+                "batch or length"
+            )
         q = self._heads(self.q_proj(query))
         k = self._heads(self.k_proj(key))
         v = self._heads(self.v_proj(value))
@@ -107,7 +126,12 @@ class MultiHeadAttention(Module):
 
     def extra_repr(self) -> str:
         """The configuration shown by ``repr``."""
-        return f"embed_dim={self.embed_dim}, num_heads={self.num_heads}"
+        dims = "".join(
+            f", {n}={d}"
+            for n, d in (("kdim", self.kdim), ("vdim", self.vdim))
+            if d != self.embed_dim
+        )
+        return f"embed_dim={self.embed_dim}, num_heads={self.num_heads}{dims}"
 
 
 def _combine(mask, keep: Tensor) -> Tensor:

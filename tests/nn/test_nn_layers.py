@@ -88,7 +88,7 @@ def test_dropout_module_modes():
     np.testing.assert_array_equal(d(x).numpy(), 1.0)
 
 
-def _mha_ref(m, q, kv, keep):
+def _mha_ref(m, q, kv, keep, value=None):
     def proj(lin, v):
         return v @ lin.weight.numpy() + lin.bias.numpy()
 
@@ -96,7 +96,8 @@ def _mha_ref(m, q, kv, keep):
         n, length, _ = v.shape
         return v.reshape(n, length, m.num_heads, -1).transpose(0, 2, 1, 3)
 
-    qh, kh, vh = heads(proj(m.q_proj, q)), heads(proj(m.k_proj, kv)), heads(proj(m.v_proj, kv))
+    value = kv if value is None else value
+    qh, kh, vh = heads(proj(m.q_proj, q)), heads(proj(m.k_proj, kv)), heads(proj(m.v_proj, value))
     s = qh @ kh.transpose(0, 1, 3, 2) / np.sqrt(qh.shape[-1])
     s = np.where(keep, s, -1e9)
     w = np.exp(s - s.max(-1, keepdims=True))
@@ -128,6 +129,24 @@ def test_multi_head_attention_with_padding_and_causal_masks():
         m(nb.ones((2, 5)))
     with pytest.raises(ValueError, match="not a multiple"):
         nn.MultiHeadAttention(6, 4)
+
+
+def test_mha_keys_and_values_of_other_widths():
+    """``kdim``/``vdim`` as in PyTorch: keys and values of their own widths."""
+    m = nn.MultiHeadAttention(8, 2, key=nb.random.key(3), kdim=5, vdim=3)
+    assert "kdim=5, vdim=3" in repr(m) and m.k_proj.weight.shape == (5, 8)
+    q, k, v = (
+        rng.standard_normal((2, 4, 8)),
+        rng.standard_normal((2, 6, 5)),
+        rng.standard_normal((2, 6, 3)),
+    )
+    out = m(t(q), t(k), t(v)).numpy()
+    ref = _mha_ref(m, q, k, np.ones((1, 1, 1, 6), bool), value=v)
+    np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-5)
+    with pytest.raises(ValueError, match=r"key of shape \(2, 4, 8\) is not \(batch, length, 5\)"):
+        m(t(q), t(q), t(v))
+    with pytest.raises(ValueError, match="differ in batch or length"):
+        m(t(q), t(k), t(v[:, :4]))
 
 
 def test_mha_gradient_matches_finite_differences():
