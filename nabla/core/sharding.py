@@ -437,6 +437,12 @@ class ShardingSpec:
     def drop_prefix(self, n: int) -> ShardingSpec:
         return ShardingSpec(self.mesh, self.dims[n:], self.partial) if n else self
 
+    @property
+    def spec(self) -> PartitionSpec:
+        """The placement as a ``PartitionSpec`` (JAX's ``NamedSharding.spec``); trailing
+        replicated dims are left out, so ``P(None)`` reads back as ``P()``."""
+        return self.to_partition_spec()
+
     def to_partition_spec(self) -> PartitionSpec:
         entries = [None if not d else d[0] if len(d) == 1 else d for d in self.dims]
         while entries and entries[-1] is None:

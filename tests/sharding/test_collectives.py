@@ -55,6 +55,7 @@ def test_addressable_shards_are_slices_of_the_value(mesh, spec):
     np.testing.assert_array_equal(t.numpy(), x)
     assert "sharding=ShardingSpec" in repr(t)
     assert t.sharding.to_partition_spec() == spec
+    assert t.sharding.spec == spec  # JAX's NamedSharding.spec
     # as JAX: a whole dim is slice(None); replica_id numbers the copies of each block
     for s in shards:
         for i, sl in enumerate(s.index):
