@@ -194,8 +194,6 @@ _iota = IotaOp()
 
 
 def _scalar_value(value, dtype: DType, op: str = "full"):
-    if isinstance(value, Tensor):
-        value = value.item()
     if dtype.is_bool:
         return bool(value)
     if dtype.is_int:
