@@ -553,6 +553,14 @@ class CompiledFunction:
             recorded, rng = STATE.recording, STATE.recording_rng
         finally:
             STATE.recording, STATE.recording_rng = old_rec, old_rng
+        if old_rec is not None:
+            # traced inside another recording (an outer compile, a loop body, a custom
+            # rule): these ops are also the outer function's, which records the calls
+            # below this one's; without them its plan took this trace's outputs for
+            # constants (stale values, zero gradients)
+            old_rec.extend(recorded)
+            if old_rng is not None:
+                old_rng.extend(rng)
         if GRAPH.thread_epoch != epoch:
             if self.fullgraph:
                 raise RuntimeError(

@@ -323,3 +323,18 @@ def test_numpy_arguments_are_traced_values_as_in_jax_jit():
     h = nb.compile(lambda x: (x * 2.0).sum(), dynamic_dims={0: {0: "n"}})
     assert h(np.ones(3, np.float32)).item() == 6.0 and h(np.ones(5, np.float32)).item() == 10.0
     assert h.stats.misses == 1
+
+
+def test_a_compiled_function_first_called_inside_another_is_part_of_its_trace():
+    """The inner function's first trace happens inside the outer's: its ops belong to the
+    outer plan too (they were taken for constants: stale values, zero gradients)."""
+    inner = nb.compile(lambda x: x * 2)
+    outer = nb.compile(lambda x: inner(x) + 1)
+    assert [outer(nb.constant(v)).item() for v in (1.0, 5.0)] == [3.0, 11.0]
+    assert nb.grad(outer)(nb.constant(5.0)).item() == 2.0
+    cube = nb.compile(lambda x: x**3)
+    dcube = nb.compile(nb.grad(cube))
+    assert [dcube(nb.constant(v)).item() for v in (3.0, 6.0)] == [27.0, 108.0]
+    noisy = nb.compile(lambda x: x * nb.random.uniform(()))
+    twice = nb.compile(lambda x: noisy(x) + 1)
+    assert twice(nb.constant(1.0)).item() != twice(nb.constant(1.0)).item()  # fresh draws
