@@ -86,6 +86,7 @@ class _Plan:
         self.symbolic_ok = None
         self.base = None
         self._specialized: dict = {}
+        self.by_size: dict = {}  # sizes -> a trace at them, once symbolic_ok is False
 
     def specialize(self, sizes: dict) -> _Plan:
         """This plan with the dynamic dims set to ``sizes`` (cached per size)."""
@@ -112,16 +113,38 @@ class _Plan:
             self._specialized[key] = plan
         return plan
 
-    def matches(self, recorded, sizes) -> bool:
-        """Did a replay at ``sizes`` record exactly this plan with the sizes substituted?"""
-        if len(recorded) != len(self.nodes):
+    def same_trace(self, other: _Plan, sizes: dict) -> bool:
+        """Is ``other``, a trace of the same function at ``sizes``, this plan with the sizes
+        substituted: the same ops, inputs, kwargs, shapes and constant values? Only then
+        may one symbolic program serve every size. A size the function read as a Python
+        number (``mean``'s divisor, a ``reshape(-1)``) makes the traces differ."""
+        if (
+            len(self.nodes) != len(other.nodes)
+            or len(self.consts) != len(other.consts)
+            or tuple(self.rng_slots) != tuple(other.rng_slots)
+        ):
             return False
-        for node, (op, kw, _, _, specs, _) in zip(recorded, self.nodes):
-            if node.op is not op or _plain_value(node.kwargs) != _plain_value(
-                substitute_dims(kw, sizes)
-            ):
+        sub = lambda v: _plain_value(substitute_dims(v, sizes))  # noqa: E731
+        try:
+            if self.outputs != other.outputs:
                 return False
-            if _plain_value(node.out_specs) != _plain_value(substitute_dims(specs, sizes)):
+            # each trace numbers its vmap levels afresh: compare them by order of appearance
+            mine_kw, their_kw = _canonical_levels(self.nodes), _canonical_levels(other.nodes)
+            for mine, theirs, kw, kw2 in zip(self.nodes, other.nodes, mine_kw, their_kw):
+                op, _, refs, n, specs, _ = mine
+                op2, _, refs2, n2, specs2, _ = theirs
+                if op is not op2 or refs != refs2 or n != n2:
+                    return False
+                if sub(kw) != _plain_value(kw2) or sub(specs) != _plain_value(specs2):
+                    return False
+        except (TypeError, ValueError):  # kwargs that do not compare (arrays): not the same
+            return False
+        for j, (a, b) in enumerate(zip(self.consts, other.consts, strict=True)):
+            if j in self.rng_slots:
+                continue
+            if a.dtype is not b.dtype or a.shape != b.shape:
+                return False
+            if not np.array_equal(_host_value(a), _host_value(b), equal_nan=a.dtype.is_float):
                 return False
         return True
 
@@ -274,6 +297,28 @@ def _rename_levels(kwargs, rename):
         if key in out:
             out[key] = tuple(sorted(rename.get(lv, lv) for lv in out[key]))
     return out
+
+
+def _canonical_levels(nodes) -> list:
+    """The nodes' kwargs with vmap level ids (``level``, ``levels``, ``drop``) renumbered
+    by first appearance, so two traces of one function compare equal."""
+    ids: dict = {}
+    out = []
+    for _, kw, *_ in nodes:
+        if isinstance(kw, dict) and any(k in kw for k in ("level", "levels", "drop")):
+            kw = dict(kw)
+            for key in ("level", "levels", "drop"):
+                v = kw.get(key)
+                if isinstance(v, int):
+                    kw[key] = ids.setdefault(v, len(ids))
+                elif isinstance(v, tuple) and all(isinstance(x, int) for x in v):
+                    kw[key] = tuple(ids.setdefault(x, len(ids)) for x in v)
+        out.append(kw)
+    return out
+
+
+def _host_value(impl) -> np.ndarray:
+    return Tensor._wrap(impl).numpy()
 
 
 def _plain_value(obj):
@@ -497,12 +542,25 @@ class CompiledFunction:
         if entry == "fallback":
             self._stats.fallbacks += 1
             return self.fun(*args, **kwargs)
-        self._stats.hits += 1
         plan = entry
         tensors = [leaf for leaf in flat if isinstance(leaf, Tensor)]
         fast = _plain(tensors) and (not plan.has_host_ops or plan.host_nodes is not None)
-        if fast and plan.symbolic_ok and not _same_shapes(plan, tensors):
-            plan = plan.specialize(sizes)
+        if sizes and not _same_shapes(plan, tensors):
+            if plan.symbolic_ok is None:  # a first new size: trace again and compare
+                return self._trace_and_verify(plan, flat, tree, sym_shapes, sizes)
+            if plan.symbolic_ok:
+                plan = plan.specialize(sizes) if fast else plan
+            else:  # sizes change the trace: one trace per size
+                size_key = tuple(sorted(sizes.items()))
+                per_size = plan.by_size.get(size_key)
+                if per_size is None:
+                    self._stats.misses += 1
+                    value, out = self._trace(flat, tree, sym_shapes)
+                    if value != "fallback":
+                        plan.by_size[size_key] = value
+                    return out
+                plan = per_size
+        self._stats.hits += 1
         if fast and _same_shapes(plan, tensors):
             outs = []
             if _nonempty(plan):
@@ -513,24 +571,36 @@ class CompiledFunction:
             leaves = [ref[1] if ref[0] == "py" else next(it) for ref in plan.outputs]
             return tree_unflatten(plan.out_tree, leaves)
         self._stats.replays += 1
-        if fast and sizes and plan.symbolic_ok is None:
-            leaves = self._replay_and_verify(plan, tensors, sizes)
-        else:
-            leaves = plan.replay(tensors, sizes)
+        leaves = plan.replay(tensors, sizes)
         return tree_unflatten(plan.out_tree, leaves)
 
-    def _replay_and_verify(self, plan, tensors, sizes):
-        old = STATE.recording
-        STATE.recording = []
-        try:
-            leaves = plan.replay(tensors, sizes)
-            recorded = STATE.recording
-        finally:
-            STATE.recording = old
-        plan.symbolic_ok = plan.matches(recorded, sizes)
-        return leaves
+    def _trace_and_verify(self, plan, flat, tree, sym_shapes, sizes):
+        """Trace again at new sizes: the plan is symbolic (one program for every size) if
+        this trace is the plan with the sizes substituted; else each size gets its own."""
+        self._stats.misses += 1
+        value, out = self._trace(flat, tree, sym_shapes)
+        if value == "fallback":
+            plan.symbolic_ok = False
+        elif plan.same_trace(value, sizes):
+            plan.symbolic_ok = True
+        else:
+            plan.symbolic_ok = False
+            plan.by_size[tuple(sorted(sizes.items()))] = value
+            log.info(
+                "compile %s: the trace depends on the dynamic dims' sizes (a size read as a "
+                "number); each size is traced",
+                self.fun.__name__,
+            )
+        return out
 
     def _trace_and_store(self, key, flat, tree, sym_shapes):
+        value, out = self._trace(flat, tree, sym_shapes)
+        self._store(key, value)
+        return out
+
+    def _trace(self, flat, tree, sym_shapes):
+        """Run the function on placeholders, recording its ops: ``(plan, outputs)``, or
+        ``("fallback", outputs)`` when it realized a value while traced."""
         t0 = time.perf_counter()
         placeholders = {}
         traced_flat = list(flat)
@@ -569,12 +639,10 @@ class CompiledFunction:
                     "tensor); remove it or use fullgraph=False to fall back to lazy execution"
                 )
             self._stats.fallbacks += 1
-            self._store(key, "fallback")
-            return out
+            return "fallback", out
         plan = _build_plan(recorded, placeholders, out, rng, traced_flat)
         self._stats.compile_time_ms += 1000.0 * (time.perf_counter() - t0)
-        self._store(key, plan)
-        return out
+        return plan, out
 
     def _store(self, key, value):
         with self._lock:
@@ -693,8 +761,9 @@ def compile(fun=None, *, dynamic_dims=None, fullgraph=False, max_cache_size=64):
     Args:
         fun: the function (or use ``@nb.compile`` / ``@nb.compile(...)``).
         dynamic_dims: ``{arg_index: {dim: "name"}}`` indexed by *positional argument*: those
-            dims are symbolic, so one trace serves every size (the same name on two
-            arguments requires equal sizes).
+            dims are symbolic, so one plan serves every size once a trace at a second size
+            confirms it (if ``fun`` reads a size as a Python number, as ``mean`` does, each
+            size is traced instead); the same name on two arguments requires equal sizes.
         fullgraph: raise if ``fun`` realizes a value while traced; otherwise such a call
             falls back to plain lazy execution (counted in ``stats['fallbacks']``).
         max_cache_size: LRU bound on cached traces.

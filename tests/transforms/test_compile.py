@@ -56,19 +56,28 @@ def test_dynamic_batch_dim_served_by_one_trace():
         np.testing.assert_allclose(
             got.numpy(), np.maximum(x.numpy() @ w.numpy(), 0).sum(1), rtol=1e-5
         )
-    assert len(calls) == 1
-    assert f.stats["misses"] == 1 and f.stats["hits"] == 3
-    # one replay verified the plan at a second size; later sizes are one-node fast hits
-    assert f.stats["replays"] == 1
+    # a second trace, at the second size, confirmed the plan: later sizes are fast hits
+    assert len(calls) == 2
+    assert f.stats["misses"] == 2 and f.stats["hits"] == 2 and f.stats["replays"] == 0
 
 
 def test_dynamic_dim_with_derived_sizes_stays_exact():
-    # concatenate makes a 2n dim the plan cannot express symbolically: every size replays
+    # reshape(-1) of a 2n dim reads the size as a number: each size gets its own trace
     g = nb.compile(lambda x: nb.concatenate([x, x]).reshape(-1) * 2, dynamic_dims={0: {0: "n"}})
     for n in (2, 3, 4, 3):
         x = nb.constant(np.arange(n, dtype=np.float32))
         np.testing.assert_allclose(g(x).numpy(), np.concatenate([x.numpy(), x.numpy()]) * 2)
-    assert g.stats["misses"] == 1 and g.stats["replays"] == 3
+    assert g.stats["misses"] == 3 and g.stats["hits"] == 1
+
+
+def test_dynamic_dims_never_reuse_a_size_read_as_a_number():
+    """mean's divisor and a reshape(-1) depend on the size: the second size's trace differs
+    from the first, so each size is traced (the plan was replayed with stale values)."""
+    m = nb.compile(nb.mean, dynamic_dims={0: {0: "n"}})
+    got = [m(nb.arange(n, dtype=nb.float32)).item() for n in (2, 4, 7, 4)]
+    assert got == pytest.approx([0.5, 1.5, 3.0, 1.5])
+    flat = nb.compile(lambda x: x.reshape((-1,)), dynamic_dims={0: {0: "n"}})
+    assert [flat(nb.ones((n, 2))).numpy().shape for n in (2, 3, 5)] == [(4,), (6,), (10,)]
 
 
 def test_same_dynamic_name_requires_equal_sizes():
@@ -166,10 +175,11 @@ def test_vmap_of_compile_and_compile_of_vmap():
     assert cv.stats["misses"] == 1 and cv.stats["hits"] == 1
     # a new batch size with the vmapped axis dynamic
     cvd = nb.compile(nb.vmap(f), dynamic_dims={0: {0: "b"}})
-    for n in (2, 5):
+    for n in (2, 5, 7):
         x = _arr(n, 3, seed=n)
         np.testing.assert_allclose(cvd(x).numpy(), (x.numpy() ** 2).sum(1), rtol=1e-5)
-    assert cvd.stats["misses"] == 1
+    # the trace at the second size confirmed the plan; the third size is a hit
+    assert cvd.stats["misses"] == 2 and cvd.stats["hits"] == 1
 
 
 def test_fullgraph_raises_and_fallback_is_counted():
@@ -322,7 +332,8 @@ def test_numpy_arguments_are_traced_values_as_in_jax_jit():
     # dynamic_dims name a NumPy argument's dims as they do a tensor's
     h = nb.compile(lambda x: (x * 2.0).sum(), dynamic_dims={0: {0: "n"}})
     assert h(np.ones(3, np.float32)).item() == 6.0 and h(np.ones(5, np.float32)).item() == 10.0
-    assert h.stats.misses == 1
+    assert h(np.ones(7, np.float32)).item() == 14.0  # confirmed at the second size: a hit
+    assert h.stats.misses == 2 and h.stats.hits == 1
 
 
 def test_a_compiled_function_first_called_inside_another_is_part_of_its_trace():
