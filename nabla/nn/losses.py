@@ -50,7 +50,18 @@ def mse_loss(input, target, reduction: str = "mean") -> Tensor:  # noqa: A002 - 
 
 
 def _one_hot(target: Tensor, classes: int, dtype) -> Tensor:
-    return binary.equal(creation.arange(classes), target.unsqueeze(-1)).cast(dtype)
+    return _hits(target, classes).cast(dtype)
+
+
+def _hits(target: Tensor, classes: int) -> Tensor:
+    """True at each target's class (``(..., classes)``)."""
+    return binary.equal(creation.arange(classes), target.unsqueeze(-1))
+
+
+def _picked(scores: Tensor, target: Tensor) -> Tensor:
+    """``scores[..., target]``, by a select rather than a one-hot product: another class's
+    ``-inf`` score (a masked class) must not make ``0 * -inf = nan``."""
+    return binary.where(_hits(target, scores.shape[-1]), scores, 0.0).sum(axis=-1)
 
 
 def _check_indices(fn, scores: Tensor, target: Tensor, ignore_index=None) -> None:
@@ -97,8 +108,7 @@ def nll_loss(log_probs, target, reduction: str = "mean") -> Tensor:
     if not target.dtype.is_int:
         raise TypeError(f"nll_loss: target must hold integer class indices, got {target.dtype}")
     _check_indices("nll_loss", log_probs, target)
-    picked = (log_probs * _one_hot(target, log_probs.shape[-1], log_probs.dtype)).sum(axis=-1)
-    return _reduce(-picked, reduction, "nll_loss")
+    return _reduce(-_picked(log_probs, target), reduction, "nll_loss")
 
 
 def cross_entropy_loss(
@@ -183,8 +193,11 @@ def cross_entropy_loss(
     one_hot = probs
     if label_smoothing:
         probs = probs * (1.0 - label_smoothing) + label_smoothing / classes
-    terms = probs * logp if weight is None else probs * logp * weight
-    loss = -terms.sum(axis=-1)
+    if target.dtype.is_int and not label_smoothing:
+        loss = -_picked(logp if weight is None else logp * weight, target)
+    else:
+        terms = probs * logp if weight is None else probs * logp * weight
+        loss = -terms.sum(axis=-1)
     if not target.dtype.is_int or (counted is None and weight is None):
         return _reduce(loss, reduction, "cross_entropy_loss")
     # class indices with weights or ignored targets: PyTorch's weighted mean, each target

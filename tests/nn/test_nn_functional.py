@@ -227,3 +227,21 @@ def test_softplus_beta_threshold_and_dropout_of_one_as_pytorch():
     assert nb.nn.Dropout(1.0).eval()(nb.constant(x)).numpy().tolist() == x.tolist()
     with pytest.raises(ValueError, match="beta must be positive"):
         F.softplus(nb.constant(x), 0.0)
+
+
+def test_masked_classes_at_minus_inf_leave_the_loss_finite():
+    """A -inf logit (a masked class) that is not the target: PyTorch's finite loss, not
+    ``0 * -inf = nan`` from a one-hot product; the gradient is zero at the masked class."""
+    logits = np.array([[1.0, -np.inf, 0.5], [0.2, 0.1, -np.inf]], np.float32)
+    target = np.array([0, 1])
+    logp = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+    want = -logp[[0, 1], target]
+    got = F.cross_entropy_loss(t(logits), nb.constant(target), reduction="none")
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-6)
+    w = np.array([1.0, 2.0, 3.0], np.float32)
+    weighted = F.cross_entropy_loss(t(logits), nb.constant(target), weight=t(w))
+    assert np.isclose(weighted.item(), (want * w[target]).sum() / w[target].sum())
+    nll = F.nll_loss(t(logp), nb.constant(target), reduction="none")
+    np.testing.assert_allclose(nll.numpy(), want, rtol=1e-6)
+    g = nb.grad(lambda z: F.cross_entropy_loss(z, nb.constant(target)))(t(logits)).numpy()
+    assert np.isfinite(g).all() and g[0, 1] == 0 and g[1, 2] == 0
