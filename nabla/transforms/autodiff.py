@@ -195,6 +195,11 @@ def _split_argnums(fun, args, kwargs, argnums, what, check_float=True):
             for leaf in tree_flatten(d)[0]:
                 if isinstance(leaf, Tensor):
                     _check_float(leaf, f"argument {i} of {what}")
+                elif isinstance(leaf, bool | np.bool_):  # JAX's TypeError, not a None grad
+                    raise TypeError(
+                        f"argument {i} of {what} must have a float dtype to be "
+                        f"differentiated, got the Python bool {leaf}"
+                    )
 
     def f(*dyn_args):
         full = list(args)

@@ -177,11 +177,13 @@ class _VjpRule:
         nondiff = self.owner.nondiff_argnums
         args = tree_unflatten(self.in_tree, self.flat)
         got = self.owner.bwd(*[args[i] for i in nondiff], self.res, cts)
+        if isinstance(got, list):  # as JAX: a list of cotangents is taken as the tuple
+            got = tuple(got)
         if not isinstance(got, tuple):
             raise TypeError(f"custom_vjp bwd of {self.owner.fun.__name__} must return a tuple")
         if nondiff:  # no cotangent for them: None at each of their leaves
             if len(got) != len(args) - len(nondiff):
-                raise ValueError(
+                raise TypeError(
                     f"custom_vjp bwd of {self.owner.fun.__name__} returned {len(got)} "
                     f"cotangents for {len(args) - len(nondiff)} differentiable arguments"
                 )
@@ -191,8 +193,8 @@ class _VjpRule:
                 for i, a in enumerate(args)
             )
         flat, _ = tree_flatten(got, is_leaf=lambda x: x is None)
-        if len(flat) != self.n_flat:
-            raise ValueError(
+        if len(flat) != self.n_flat:  # a structure error: JAX's TypeError
+            raise TypeError(
                 f"custom_vjp bwd of {self.owner.fun.__name__} returned {len(flat)} cotangents "
                 f"for {self.n_flat} inputs"
             )
