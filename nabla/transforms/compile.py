@@ -482,7 +482,8 @@ class CompiledFunction:
                         f"compile: static argument (leaf {i}) of type {type(leaf).__name__} is "
                         "not hashable; pass tensors, or hashable Python values"
                     ) from None
-                parts.append(("static", type(leaf), leaf))
+                # a float by its bits: -0.0 is not 0.0 (atan2, 1/x) and NaN equals itself
+                parts.append(("static", type(leaf), leaf.hex() if type(leaf) is float else leaf))
         return tuple(parts), flat, tree, sizes, sym_shapes
 
     @staticmethod

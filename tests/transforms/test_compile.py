@@ -349,3 +349,12 @@ def test_a_compiled_function_first_called_inside_another_is_part_of_its_trace():
     noisy = nb.compile(lambda x: x * nb.random.uniform(()))
     twice = nb.compile(lambda x: noisy(x) + 1)
     assert twice(nb.constant(1.0)).item() != twice(nb.constant(1.0)).item()  # fresh draws
+
+
+def test_static_floats_are_keyed_by_their_bits():
+    """-0.0 and 0.0 are different static values (they shared a trace); NaN hits its trace."""
+    f = nb.compile(lambda x, s: nb.atan2(nb.constant(s), x))
+    assert f(nb.constant(-1.0), 0.0).item() > 0 > f(nb.constant(-1.0), -0.0).item()
+    for _ in range(3):
+        f(nb.constant(-1.0), float("nan"))
+    assert f.stats.misses == 3 and f.stats.hits == 2
