@@ -208,7 +208,15 @@ def clip_grad_norm_(parameters, max_norm: float) -> Tensor:
 def _split(params, grads):
     """Flat params, flat grads aligned with them, the treedef and the trainable mask."""
     leaves, tree = tree_flatten(params)
-    g_leaves = tree_leaves(grads, is_leaf=lambda x: x is None)
+    g_leaves, g_tree = tree_flatten(grads, is_leaf=lambda x: x is None)
+    if (
+        not isinstance(grads, list | tuple)
+        and g_tree != tree_flatten(params, is_leaf=lambda x: x is None)[1]
+    ):
+        raise ValueError(
+            f"optimizer: grads of structure {g_tree} for params of structure {tree}; pass the "
+            "gradient of the params tree (same structure) or a flat list"
+        )
     if len(g_leaves) != len(leaves):
         raise ValueError(
             f"optimizer: grads have {len(g_leaves)} leaves but params have {len(leaves)}; pass "
@@ -218,8 +226,12 @@ def _split(params, grads):
 
 
 def _zeros_state(params) -> list:
+    """One moment per params leaf, in leaf order: zeros for a trainable leaf, None for the
+    others (a leaf unfrozen later gets its zeros at its first update). Aligned with every
+    leaf, not only the trainable ones, so freezing or unfreezing after the optimizer was
+    made never hands one parameter's moments to another."""
     leaves = tree_leaves(params)
-    return [creation.zeros_like(p) for p, t in zip(leaves, trainable_mask(params)) if t]
+    return [creation.zeros_like(p) if t else None for p, t in zip(leaves, trainable_mask(params))]
 
 
 def _step0() -> Tensor:
@@ -244,20 +256,36 @@ def _apply(params, grads, state, moments, rule):
     that has a gradient; returns ``(new_params, new_state)``."""
     leaves, g_leaves, tree, mask = _split(params, grads)
     step = state["step"]
+    for m in moments:
+        if len(state[m]) != len(leaves):
+            raise ValueError(
+                f"optimizer: the state's {m!r} holds {len(state[m])} entries for params with "
+                f"{len(leaves)} leaves; make the state (or the optimizer) for these params"
+            )
     new_leaves, new_moments = list(leaves), {m: list(state[m]) for m in moments}
-    j = 0
     for i, (p, g, trainable) in enumerate(zip(leaves, g_leaves, mask)):
-        if not trainable:
+        if not trainable or g is None:
             continue
-        if g is not None:
-            g = as_tensor(g).cast(p.dtype)
-            new_p, values = rule(p, g, [state[m][j] for m in moments])
-            new_leaves[i] = _no_backward_history(new_p)
-            for m, v in zip(moments, values):
-                new_moments[m][j] = _no_backward_history(v)
-        j += 1
+        g = _checked_grad(g, p, i, tree)
+        old = [state[m][i] if state[m][i] is not None else creation.zeros_like(p) for m in moments]
+        new_p, values = rule(p, g, old)
+        new_leaves[i] = _no_backward_history(new_p)
+        for m, v in zip(moments, values):
+            new_moments[m][i] = _no_backward_history(v)
     new_state = {**state, "step": step + 1.0, **new_moments}  # same keys: same pytree
     return tree_unflatten(tree, new_leaves), new_state
+
+
+def _checked_grad(g, p: Tensor, i: int, tree) -> Tensor:
+    """``g`` as a tensor of ``p``'s dtype; a gradient of another shape is a clear error
+    naming the leaf (it would broadcast into the parameter, or fail deep in the update)."""
+    g = as_tensor(g)
+    if g.shape != p.shape:
+        raise ValueError(
+            f"optimizer: the gradient of params leaf {i} has shape {g.shape}, the parameter "
+            f"{p.shape} (params structure {tree})"
+        )
+    return g.cast(p.dtype)
 
 
 def sgd_init(params, momentum: float = 0.0) -> dict:
@@ -268,7 +296,8 @@ def sgd_init(params, momentum: float = 0.0) -> dict:
         momentum: when nonzero, allocate a momentum buffer per trainable leaf.
 
     Returns:
-        ``{"step": 0.0, "momentum": [...]}`` (an empty list without momentum).
+        ``{"step": 0.0, "momentum": [...]}``: one buffer per params leaf (None for a leaf
+        that is not trainable now); an empty list without momentum.
     """
     return {"step": _step0(), "momentum": _zeros_state(params) if momentum else []}
 
@@ -345,7 +374,8 @@ def adam_init(params) -> dict:
         params: the params pytree.
 
     Returns:
-        ``{"step": 0.0, "mu": [...], "nu": [...]}``: first and second moments, zeros.
+        ``{"step": 0.0, "mu": [...], "nu": [...]}``: first and second moments, one per
+        params leaf (zeros; None for a leaf that is not trainable now).
     """
     return {"step": _step0(), "mu": _zeros_state(params), "nu": _zeros_state(params)}
 
@@ -519,12 +549,13 @@ class Optimizer:
         Returns:
             An ``OrderedDict`` name -> Tensor.
         """
-        names = [n for n, m in zip(named_leaves(self.params), trainable_mask(self.params)) if m]
+        names = named_leaves(self.params)
         sd = OrderedDict(step=self.state["step"])
         for key, values in self.state.items():
             if key != "step":
                 for n, v in zip(names, values):
-                    sd[f"{key}.{n}"] = v
+                    if v is not None:  # a leaf never trained has no moments yet
+                        sd[f"{key}.{n}"] = v
         return sd
 
     def load_state_dict(self, state_dict) -> None:
@@ -538,8 +569,20 @@ class Optimizer:
                 listed in one message (nothing is changed).
         """
         own = self.state_dict()
+        names = named_leaves(self.params)
+        leaf_of = {n: p for n, p in zip(names, tree_leaves(self.params))}
+        # a saved moment may also fill a leaf that has none yet (trained before, or frozen
+        # when this optimizer was made)
+        known = {f"{key}.{n}" for key in self.state if key != "step" for n in names}
         problems = [f"missing key {k!r}" for k in own if k not in state_dict]
-        problems += [f"unexpected key {k!r}" for k in state_dict if k not in own]
+        problems += [f"unexpected key {k!r}" for k in state_dict if k not in own and k not in known]
+        for k in state_dict:
+            if k in own or k not in known:
+                continue
+            v = leaf_of[k.split(".", 1)[1]]
+            got = state_dict[k]
+            if tuple(got.shape) != tuple(v.shape):
+                problems.append(f"{k}: shape {tuple(got.shape)}, expected {tuple(v.shape)}")
         for k, v in own.items():
             if k not in state_dict:
                 continue
@@ -554,12 +597,14 @@ class Optimizer:
             raise ValueError(
                 f"{type(self).__name__}.load_state_dict: {'; '.join(problems)} (nothing loaded)"
             )
-        names = [n for n, m in zip(named_leaves(self.params), trainable_mask(self.params)) if m]
         conv = lambda v, like: as_tensor(v).cast(like.dtype)  # noqa: E731
         new = {"step": conv(state_dict["step"], self.state["step"])}
         for key, values in self.state.items():
             if key != "step":
-                new[key] = [conv(state_dict[f"{key}.{n}"], v) for n, v in zip(names, values)]
+                new[key] = [
+                    conv(state_dict[f"{key}.{n}"], leaf_of[n]) if f"{key}.{n}" in state_dict else v
+                    for n, v in zip(names, values)
+                ]
         self.state = new
 
 

@@ -250,3 +250,40 @@ def test_settings_are_checked_and_sgd_defaults_to_pytorch_s_lr():
     ):
         with pytest.raises(ValueError, match=match):
             bad()
+
+
+def test_freezing_or_unfreezing_after_the_optimizer_is_made_keeps_each_leaf_s_moments():
+    """Moments are kept per params leaf (None until a leaf trains): after freezing layer 0,
+    layer 2 goes on from its own moments (it was handed layer 0's: wrong values, or a
+    broadcast error for other shapes); unfreezing a leaf gives it fresh zeros."""
+    x, y = nb.ones((4, 3)), nb.ones((4, 2))
+    m = nn.Sequential(nn.Linear(3, 5), nn.Tanh(), nn.Linear(5, 2))
+    opt = optim.Adam(m, lr=0.05)
+
+    def loss(model):
+        return nn.functional.mse_loss(model(x), y)
+
+    opt.step(nb.grad(loss)(m))
+    mu_before = opt.state["mu"][2].numpy()  # leaves: 0.weight 0.bias 2.weight 2.bias
+    m[0].requires_grad_(False)
+    frozen = m[0].weight.numpy().copy()
+    g = nb.grad(loss)(m)
+    opt.step(g)
+    np.testing.assert_allclose(
+        opt.state["mu"][2].numpy(), 0.9 * mu_before + 0.1 * g[2].weight.numpy(), rtol=1e-6
+    )
+    np.testing.assert_array_equal(m[0].weight.numpy(), frozen)
+    assert "mu.0.weight" in opt.state_dict()  # its moments are kept while frozen
+    late = nn.Sequential(nn.Linear(3, 5), nn.Tanh(), nn.Linear(5, 2))
+    late[0].requires_grad_(False)
+    opt2 = optim.AdamW(late, lr=0.05)
+    assert opt2.state["mu"][0] is None and "mu.0.weight" not in opt2.state_dict()
+    late[0].requires_grad_(True)
+    before = late[0].weight.numpy().copy()
+    opt2.step(nb.grad(loss)(late))
+    assert not np.array_equal(late[0].weight.numpy(), before)
+    opt2.load_state_dict(opt.state_dict())  # moments for every leaf: all are taken
+    with pytest.raises(ValueError, match=r"grads of structure .*'v'.* for params .*'w'"):
+        optim.sgd_update({"w": nb.ones(2)}, {"v": nb.ones(2)}, lr=0.1)  # silently applied
+    with pytest.raises(ValueError, match=r"gradient of params leaf 1 has shape \(1,\)"):
+        optim.sgd_update({"a": nb.ones(2), "b": nb.ones((5, 2))}, [nb.ones(2), nb.ones(1)], lr=0.1)
