@@ -514,6 +514,8 @@ class Module:
                     continue
                 if requires_grad:
                     p.requires_grad = True
+                elif p._impl.requires_grad:
+                    p.requires_grad = False  # in place: the tensor keeps its identity
                 elif p.requires_grad:
                     d["_parameters"][name] = detach(p)  # a leaf with no backward history
         return self

@@ -295,9 +295,12 @@ class Tensor:
         value = bool(value)
         if value and not (self.dtype.is_float):
             raise TypeError(f"requires_grad needs a float tensor, got {self.dtype}")
+        was_leaf = self._impl.requires_grad
         self._impl.requires_grad = value
         if value:
             self._impl.traced = self._impl.traced | {0}
+        elif was_leaf:  # a leaf stops requiring grad (in place, as PyTorch)
+            self._impl.traced = self._impl.traced - {0}
 
     def requires_grad_(self, value: bool = True) -> Tensor:
         """Set ``requires_grad`` in place (PyTorch's ``requires_grad_``) and return ``self``.

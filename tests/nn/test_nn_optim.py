@@ -287,3 +287,20 @@ def test_freezing_or_unfreezing_after_the_optimizer_is_made_keeps_each_leaf_s_mo
         optim.sgd_update({"w": nb.ones(2)}, {"v": nb.ones(2)}, lr=0.1)  # silently applied
     with pytest.raises(ValueError, match=r"gradient of params leaf 1 has shape \(1,\)"):
         optim.sgd_update({"a": nb.ones(2), "b": nb.ones((5, 2))}, [nb.ones(2), nb.ones(1)], lr=0.1)
+
+
+def test_requires_grad_toggles_parameters_in_place():
+    """Freezing keeps the parameter tensors (PyTorch's identity): an optimizer made from
+    ``model.parameters()`` before a freeze and an unfreeze still updates them."""
+    m = nn.Linear(2, 2, key=nb.random.key(0))
+    opt = optim.SGD(m.parameters(), lr=0.1)
+    w = m.weight
+    m.requires_grad_(False)
+    assert m.weight is w and not w.requires_grad
+    assert not m(nb.ones((1, 2))).sum().requires_grad
+    m.requires_grad_(True)
+    before = w.numpy().copy()
+    m(nb.ones((1, 2))).sum().backward()
+    opt.step()
+    assert m.weight is w
+    np.testing.assert_allclose(w.numpy(), before - 0.1, rtol=1e-6)
