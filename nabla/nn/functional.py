@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import math
 
+import ml_dtypes
+
 from ..ops import binary, creation, indexing, reduction, unary
 from ..ops import random as _random
 from ..ops._util import as_tensor
@@ -169,14 +171,15 @@ def layer_norm(x, normalized_shape, weight=None, bias=None, eps: float = 1e-5) -
     return y
 
 
-def rms_norm(x, normalized_shape, weight=None, eps: float = 1e-6) -> Tensor:
+def rms_norm(x, normalized_shape, weight=None, eps: float | None = None) -> Tensor:
     """Root-mean-square norm: ``x / sqrt(mean(x ** 2) + eps) * weight`` over the trailing dims.
 
     Args:
         x: the input.
         normalized_shape: int or tuple: the trailing dims to normalize over.
         weight: optional scale of shape ``normalized_shape``.
-        eps: added to the mean square (default 1e-6).
+        eps: added to the mean square (default: the machine epsilon of ``x``'s dtype, as
+            PyTorch's ``rms_norm``).
 
     Returns:
         A tensor like ``x``.
@@ -186,6 +189,8 @@ def rms_norm(x, normalized_shape, weight=None, eps: float = 1e-6) -> Tensor:
     """
     x = as_tensor(x, op="rms_norm")
     axes = _check_normalized("rms_norm", x, normalized_shape)
+    if eps is None:
+        eps = float(ml_dtypes.finfo(x.dtype.numpy).eps) if x.dtype.is_float else 0.0
     y = x * unary.rsqrt(x.square().mean(axis=axes, keepdims=True) + eps)
     return y if weight is None else y * weight
 

@@ -291,14 +291,16 @@ class RMSNorm(Module):
 
     Args:
         normalized_shape: int or tuple.
-        eps: added to the mean square (default 1e-6).
+        eps: added to the mean square (default None: the machine epsilon of the input's
+            dtype, as PyTorch's ``RMSNorm``).
         dtype: parameter dtype (default: the default dtype).
     """
 
-    def __init__(self, normalized_shape, eps=1e-6, dtype=None):
+    def __init__(self, normalized_shape, eps=None, dtype=None):
         super().__init__()
         shape = (normalized_shape,) if isinstance(normalized_shape, int) else normalized_shape
-        self.normalized_shape, self.eps = tuple(shape), float(eps)
+        self.normalized_shape = tuple(shape)
+        self.eps = None if eps is None else float(eps)
         self.weight = init.ones(shape, dtype)
 
     def forward(self, x):

@@ -36,7 +36,13 @@ def test_layer_norm_and_rms_norm_values_and_grads():
         F.layer_norm(t(x), 5, t(w), t(b)).numpy(), _ln(x, w, b), rtol=1e-4, atol=1e-5
     )
     rms = x / np.sqrt((x**2).mean(-1, keepdims=True) + 1e-6) * w
-    np.testing.assert_allclose(F.rms_norm(t(x), (5,), t(w)).numpy(), rms, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(
+        F.rms_norm(t(x), (5,), t(w), eps=1e-6).numpy(), rms, rtol=1e-4, atol=1e-5
+    )
+    # eps defaults to the dtype's machine epsilon, as PyTorch: small inputs stay normalized
+    tiny = x * 1e-4
+    rms = tiny / np.sqrt((tiny**2).mean(-1, keepdims=True) + np.finfo(np.float32).eps)
+    np.testing.assert_allclose(F.rms_norm(t(tiny), 5).numpy(), rms, rtol=1e-4)
     c = rng.standard_normal((2, 5))
     g = nb.grad(lambda v: (F.layer_norm(v, 5, t(w), t(b)) * t(c)).sum())(t(x, np.float64))
     ref = fd_grad(lambda v: (_ln(v, w, b) * c).sum(), x)
