@@ -241,12 +241,23 @@ def embedding(indices, weight, padding_idx=None) -> Tensor:
     Raises:
         TypeError: if ``indices`` is not an integer tensor.
         ValueError: if ``weight`` is not a 2-D table.
+        IndexError: for an index outside ``[0, num_embeddings)`` (checked at the call when
+            the indices hold values).
     """
     indices, weight = as_tensor(indices, op="embedding"), as_tensor(weight, op="embedding")
     if not indices.dtype.is_int:
         raise TypeError(f"embedding: indices must be integers, got {indices.dtype}")
     if weight.ndim != 2:
         raise ValueError(f"embedding: weight must be (num_embeddings, dim), got {weight.shape}")
+    impl = indices._impl
+    if impl.buffer is not None and not impl.levels and indices.size:
+        # a known index is checked here: take() would read -1 as the last row (PyTorch raises)
+        low = int(indices.numpy().min())
+        if low < 0:
+            raise IndexError(
+                f"embedding: index {low} is out of range for {weight.shape[0]} rows (indices "
+                f"of shape {indices.shape}; negative indices are not rows)"
+            )
     rows = indexing.take(weight, indices, axis=0)
     if padding_idx is None:
         return rows

@@ -251,3 +251,11 @@ def test_masked_classes_at_minus_inf_leave_the_loss_finite():
     np.testing.assert_allclose(nll.numpy(), want, rtol=1e-6)
     g = nb.grad(lambda z: F.cross_entropy_loss(z, nb.constant(target)))(t(logits)).numpy()
     assert np.isfinite(g).all() and g[0, 1] == 0 and g[1, 2] == 0
+
+
+def test_embedding_refuses_negative_indices_as_pytorch():
+    table = nb.ones((6, 2))
+    with pytest.raises(IndexError, match="embedding: index -1 is out of range for 6 rows"):
+        F.embedding(nb.constant([0, -1]), table)
+    with pytest.raises(IndexError, match="index 6 is out of range"):
+        F.embedding(nb.constant([6]), table)
