@@ -433,6 +433,8 @@ class CompiledFunction:
         self._last_key = None
         self.explain = os.environ.get("NABLA_EXPLAIN_RETRACE", "0") == "1"
         self._stats = CompilationStats()
+        self.static_argnums: tuple = ()
+        self.static_argnames: tuple = ()
 
     @property
     def stats(self) -> CompilationStats:
@@ -528,7 +530,30 @@ class CompiledFunction:
                 return
 
     # ------------------------------------------------------------------ call
+    def _static(self, args, kwargs):
+        """The arguments named static, checked (hashable, not tensors or arrays) and NumPy
+        scalars among them made Python numbers, so that they key the trace by value."""
+        args, kwargs = list(args), dict(kwargs)
+
+        def fix(v, where):
+            if isinstance(v, Tensor | np.ndarray):
+                raise TypeError(
+                    f"compile: static argument {where} of {self.fun.__name__} is a "
+                    f"{type(v).__name__}: static arguments must be hashable Python values"
+                )
+            return v.item() if isinstance(v, np.generic) else v
+
+        for i in self.static_argnums:
+            if -len(args) <= i < len(args):
+                args[i] = fix(args[i], i)
+        for name in self.static_argnames:
+            if name in kwargs:
+                kwargs[name] = fix(kwargs[name], repr(name))
+        return args, kwargs
+
     def __call__(self, *args, **kwargs):
+        if self.static_argnums or self.static_argnames:
+            args, kwargs = self._static(args, kwargs)
         key, flat, tree, sizes, sym_shapes = self._signature(args, kwargs)
         with self._lock:
             entry = self._cache.get(key)
@@ -756,7 +781,15 @@ def _check_dynamic_dims(dd):
     return dd
 
 
-def compile(fun=None, *, dynamic_dims=None, fullgraph=False, max_cache_size=64):  # noqa: A001
+def compile(  # noqa: A001
+    fun=None,
+    *,
+    dynamic_dims=None,
+    fullgraph=False,
+    max_cache_size=64,
+    static_argnums=None,
+    static_argnames=None,
+):
     """Trace ``fun`` once per argument signature and reuse the recorded graph.
 
     Args:
@@ -768,6 +801,11 @@ def compile(fun=None, *, dynamic_dims=None, fullgraph=False, max_cache_size=64):
         fullgraph: raise if ``fun`` realizes a value while traced; otherwise such a call
             falls back to plain lazy execution (counted in ``stats['fallbacks']``).
         max_cache_size: LRU bound on cached traces.
+        static_argnums: as ``jax.jit``'s: positional arguments keyed by value (a new value
+            traces again). Python values are static already; a NumPy scalar given here
+            becomes a Python number instead of a traced value, and a tensor or array is
+            refused (not hashable).
+        static_argnames: the same for keyword arguments, by name.
 
     Returns:
         A :class:`CompiledFunction` with ``.stats`` and ``.clear_cache()``. Set
@@ -779,6 +817,20 @@ def compile(fun=None, *, dynamic_dims=None, fullgraph=False, max_cache_size=64):
     """
     if fun is None:
         return functools.partial(
-            compile, dynamic_dims=dynamic_dims, fullgraph=fullgraph, max_cache_size=max_cache_size
+            compile,
+            dynamic_dims=dynamic_dims,
+            fullgraph=fullgraph,
+            max_cache_size=max_cache_size,
+            static_argnums=static_argnums,
+            static_argnames=static_argnames,
         )
-    return CompiledFunction(fun, dynamic_dims, fullgraph, max_cache_size)
+    compiled = CompiledFunction(fun, dynamic_dims, fullgraph, max_cache_size)
+    compiled.static_argnums = _names_or_nums(static_argnums, int)
+    compiled.static_argnames = _names_or_nums(static_argnames, str)
+    return compiled
+
+
+def _names_or_nums(value, kind) -> tuple:
+    if value is None:
+        return ()
+    return (value,) if isinstance(value, kind) else tuple(value)

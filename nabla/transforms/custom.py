@@ -15,6 +15,7 @@ object; differentiation asks the rule:
 from __future__ import annotations
 
 import functools
+import inspect
 import threading
 
 from ..core.pytree import tree_flatten, tree_map, tree_unflatten
@@ -80,6 +81,24 @@ def _bind(rule, in_tensors, out_flat):
     return outs
 
 
+def _positional(fun, args, kwargs, what):
+    """``args`` with ``kwargs`` resolved to their positions in ``fun``'s signature, as JAX
+    does for custom rules (the rules see positional arguments only)."""
+    if not kwargs:
+        return args
+    try:
+        bound = inspect.signature(fun).bind(*args, **kwargs)
+    except TypeError as e:
+        raise TypeError(f"{what} {getattr(fun, '__name__', fun)}: {e}") from None
+    bound.apply_defaults()
+    if bound.kwargs:
+        raise TypeError(
+            f"{what} {getattr(fun, '__name__', fun)}: keyword-only arguments "
+            f"{sorted(bound.kwargs)} cannot be resolved to positions; pass them positionally"
+        )
+    return bound.args
+
+
 def _split_args(args):
     flat, tree = tree_flatten(args)
     return flat, tree, [i for i, x in enumerate(flat) if isinstance(x, Tensor)]
@@ -135,9 +154,10 @@ class custom_vjp:  # noqa: N801 - JAX's spelling
         self.bwd = bwd
         return self
 
-    def __call__(self, *args):
+    def __call__(self, *args, **kwargs):
         if self.fwd is None:
             raise TypeError(f"custom_vjp function {self.fun.__name__} has no defvjp rules")
+        args = _positional(self.fun, args, kwargs, "custom_vjp function")
         flat, tree, idx = _split_args(args)
         tensors = [flat[i] for i in idx]
         # inside its own fwd the function is its primal computation (JAX's usual
@@ -212,6 +232,10 @@ class custom_jvp:  # noqa: N801
     """Give a function a custom forward-mode rule (JAX's ``custom_jvp``); reverse mode is
     derived from it automatically.
 
+    ``nondiff_argnums`` (JAX's) names positional arguments that get no tangent (a function,
+    a static setting): the rule receives them first, ``jvp_fn(*nondiff, primals,
+    tangents)``, with ``primals``/``tangents`` holding the other arguments.
+
     Example:
         >>> @nb.custom_jvp
         ... def f(x): return nb.log1p(nb.exp(x))
@@ -221,13 +245,16 @@ class custom_jvp:  # noqa: N801
         ...     return f(x), t * nb.sigmoid(x)
     """
 
-    def __init__(self, fun):
+    def __init__(self, fun, nondiff_argnums=()):
         functools.update_wrapper(self, fun)
         self.fun = fun
         self.jvp_fn = None
+        self.nondiff_argnums = tuple(sorted(nondiff_argnums))
 
     def defjvp(self, jvp_fn):
-        """``jvp_fn(primals, tangents) -> (primal_out, tangent_out)``."""
+        """``jvp_fn(primals, tangents) -> (primal_out, tangent_out)``; with
+        ``nondiff_argnums`` (JAX's), ``jvp_fn(*nondiff, primals, tangents)`` where
+        ``primals``/``tangents`` hold the other arguments."""
         self.jvp_fn = jvp_fn
         return jvp_fn
 
@@ -250,9 +277,10 @@ class custom_jvp:  # noqa: N801
 
         self.jvp_fn = jvp_fn
 
-    def __call__(self, *args):
+    def __call__(self, *args, **kwargs):
         if self.jvp_fn is None:
             raise TypeError(f"custom_jvp function {self.fun.__name__} has no defjvp rule")
+        args = _positional(self.fun, args, kwargs, "custom_jvp function")
         flat, tree, idx = _split_args(args)
         tensors = [flat[i] for i in idx]
         if not _needs_rule(tensors):
@@ -287,7 +315,14 @@ class _JvpRule:
         ]
         p_args = tree_unflatten(self.in_tree, p)
         t_args = tree_unflatten(self.in_tree, t)
-        _, tout = self.owner.jvp_fn(tuple(p_args), tuple(t_args))
+        nondiff = self.owner.nondiff_argnums
+        if nondiff:  # JAX's order: the nondiff arguments first, then the others' pairs
+            keep = [i for i in range(len(p_args)) if i not in nondiff]
+            rule_args = [p_args[i] for i in nondiff]
+            p_args, t_args = [p_args[i] for i in keep], [t_args[i] for i in keep]
+            _, tout = self.owner.jvp_fn(*rule_args, tuple(p_args), tuple(t_args))
+        else:
+            _, tout = self.owner.jvp_fn(tuple(p_args), tuple(t_args))
         return tree_flatten(tout)[0]
 
     def jvp(self, primals, tangents, outputs):
@@ -304,7 +339,7 @@ class _JvpRule:
 
 
 # ----------------------------------------------------------------------------- checkpoint
-def checkpoint(fun=None, *, prevent_cse=True, policy=None):
+def checkpoint(fun=None, *, prevent_cse=True, policy=None, static_argnums=()):
     """Rematerialize ``fun`` in the backward pass instead of keeping its intermediates.
 
     The forward pass runs on stop-gradient copies (its intermediates are not kept for
@@ -317,15 +352,27 @@ def checkpoint(fun=None, *, prevent_cse=True, policy=None):
         prevent_cse: accepted for JAX compatibility; ignored.
         policy: accepted for JAX compatibility (which intermediates to save); ignored:
             nothing is saved.
+        static_argnums: accepted for JAX compatibility: arguments that are not tensors are
+            static already (tensors given at these positions are refused).
 
     Returns:
         The wrapped function (or a decorator when ``fun`` is None).
     """
     if fun is None:
-        return functools.partial(checkpoint, prevent_cse=prevent_cse, policy=policy)
+        return functools.partial(
+            checkpoint, prevent_cse=prevent_cse, policy=policy, static_argnums=static_argnums
+        )
+    static = (static_argnums,) if isinstance(static_argnums, int) else tuple(static_argnums)
 
     @functools.wraps(fun)
-    def wrapped(*args):
+    def wrapped(*args, **kwargs):
+        args = _positional(fun, args, kwargs, "checkpoint of")
+        for i in static:
+            if -len(args) <= i < len(args) and isinstance(args[i], Tensor):
+                raise TypeError(
+                    f"checkpoint of {getattr(fun, '__name__', fun)}: argument {i} is in "
+                    "static_argnums but is a tensor; static arguments are Python values"
+                )
         flat, tree, idx = _split_args(args)
         tensors = [flat[i] for i in idx]
         if not _needs_rule(tensors):

@@ -841,3 +841,40 @@ def test_misuse_raises_jax_s_exception_types():
         nb.jvp(lambda a: a, (x,), (nb.ones((3,)),))
     with pytest.raises(ValueError, match="Reverse-mode differentiation"):
         nb.grad(lambda a: nb.while_loop(lambda c: c < 3.0, lambda c: c * 2.0, a))(nb.constant(1.0))
+
+
+def test_custom_rules_take_keyword_arguments_and_custom_jvp_nondiff_argnums():
+    """As JAX: keyword arguments are resolved to positions for custom_vjp/custom_jvp and
+    checkpoint; custom_jvp's nondiff_argnums reach the rule first."""
+    import functools
+
+    x = nb.constant(2.0)
+
+    @nb.custom_vjp
+    def scaled(a, b=3.0):
+        return a * b
+
+    scaled.defvjp(lambda a, b: (a * b, (a, b)), lambda res, g: (g * res[1] * 10, g * res[0]))
+    assert nb.grad(lambda a: scaled(a, b=nb.constant(4.0)))(x).item() == 40.0
+
+    @nb.custom_jvp
+    def twice(a, scale=2.0):
+        return a * scale
+
+    twice.defjvp(lambda p, t: (twice(*p), t[0] * p[1] * 100))
+    assert nb.jvp(lambda a: twice(a, scale=3.0), (x,), (nb.constant(1.0),))[1].item() == 300.0
+
+    @functools.partial(nb.custom_jvp, nondiff_argnums=(0,))
+    def apply(fn, a):
+        return fn(a)
+
+    @apply.defjvp
+    def apply_jvp(fn, primals, tangents):
+        (a,), (t,) = primals, tangents
+        return fn(a), t * 7.0
+
+    assert nb.grad(lambda a: apply(nb.sin, a))(x).item() == 7.0
+    power = nb.checkpoint(lambda a, n=2: a**n, static_argnums=(1,))
+    assert nb.grad(lambda a: power(a, n=3))(x).item() == 12.0
+    with pytest.raises(TypeError, match="static_argnums but is a tensor"):
+        power(x, nb.constant(2))

@@ -358,3 +358,13 @@ def test_static_floats_are_keyed_by_their_bits():
     for _ in range(3):
         f(nb.constant(-1.0), float("nan"))
     assert f.stats.misses == 3 and f.stats.hits == 2
+
+
+def test_static_argnums_and_argnames_as_jax_jit():
+    f = nb.compile(lambda x, n: x * n, static_argnums=(1,))
+    assert [f(nb.constant(2.0), np.float32(v)).item() for v in (3.0, 4.0, 3.0)] == [6, 8, 6]
+    assert f.stats.misses == 2 and f.stats.hits == 1  # keyed by value, not traced
+    g = nb.compile(lambda x, *, mode="a": x * (2 if mode == "a" else 3), static_argnames="mode")
+    assert g(nb.constant(1.0), mode="b").item() == 3.0
+    with pytest.raises(TypeError, match="static argument 1 of <lambda> is a Tensor"):
+        f(nb.constant(2.0), nb.constant(3.0))
