@@ -315,8 +315,13 @@ def value_and_grad(fun, argnums=0, has_aux=False, *, realize=False):
     def _value_and_grad_at(f, dyn, level, single):
         res = _vjp(f, dyn, has_aux, level)
         out, pullback = res[0], res[1]
-        if isinstance(out, float | int) and not isinstance(out, bool):
-            out = as_tensor(float(out))  # a constant function: zero gradients
+        if isinstance(out, int) and not isinstance(out, bool):  # JAX: int32 output
+            raise TypeError(
+                f"grad requires a float output, got the Python int {out} (int32); return a "
+                "float, or use vjp for integer outputs"
+            )
+        if isinstance(out, float):
+            out = as_tensor(out)  # a constant function: zero gradients
         if not isinstance(out, Tensor):
             raise TypeError(f"grad needs the function to return a scalar tensor, got {type(out)}")
         if out.shape != ():

@@ -826,6 +826,9 @@ def test_misuse_raises_jax_s_exception_types():
     x = nb.constant([1.0, 2.0])
     with pytest.raises(TypeError, match="Python bool True"):  # was a None gradient
         nb.grad(lambda a: a * 2.0)(True)
+    with pytest.raises(TypeError, match="float output, got the Python int 1"):  # was 0.0
+        nb.grad(lambda a: 1)(2.0)
+    assert nb.grad(lambda a: 1.0)(2.0).item() == 0.0  # a float constant: zero, as JAX
     listed = nb.custom_vjp(lambda v: v * 2.0)
     listed.defvjp(lambda v: (v * 2.0, None), lambda res, ct: [ct * 3.0])  # a list, as JAX
     assert nb.grad(lambda v: listed(v).sum())(x).tolist() == [3.0, 3.0]
