@@ -11,6 +11,7 @@ from __future__ import annotations
 import weakref
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator
+from typing import NamedTuple
 
 import numpy as np
 
@@ -407,7 +408,7 @@ class Module:
             m = m.__dict__["_modules"][part]
         return m, leaf
 
-    def load_state_dict(self, state_dict, strict: bool = True) -> Module:
+    def load_state_dict(self, state_dict, strict: bool = True) -> IncompatibleKeys:
         """Copy tensors from ``state_dict`` into this module's parameters and buffers.
 
         Every entry is checked first (names, shapes, dtypes); on any problem nothing is
@@ -419,16 +420,17 @@ class Module:
                 does not have are errors; when False they are skipped.
 
         Returns:
-            This module.
+            ``IncompatibleKeys(missing_keys, unexpected_keys)``, PyTorch's named tuple: the
+            keys skipped with ``strict=False`` (both empty after a strict load).
 
         Raises:
             ValueError: listing missing/unexpected keys and shape or dtype mismatches.
         """
         own = self.state_dict()
         problems = []
+        missing = [k for k in own if k not in state_dict]
+        unexpected = [k for k in state_dict if k not in own]
         if strict:
-            missing = [k for k in own if k not in state_dict]
-            unexpected = [k for k in state_dict if k not in own]
             if missing:
                 problems.append(f"missing keys {missing}")
             if unexpected:
@@ -454,7 +456,7 @@ class Module:
             )
         for name, new in updates:
             self._assign(name, new)
-        return self
+        return IncompatibleKeys(missing, unexpected)
 
     def _assign(self, qualified: str, value: Tensor) -> None:
         """Give the parameter or buffer ``qualified`` the value of ``value``, in place."""
@@ -607,7 +609,94 @@ def named_leaves(tree, prefix: str = "") -> list[str]:
     return out
 
 
-class ModuleList(Module):
+class IncompatibleKeys(NamedTuple):
+    """What :meth:`Module.load_state_dict` skipped (PyTorch's ``_IncompatibleKeys``)."""
+
+    missing_keys: list
+    unexpected_keys: list
+
+
+class _ModuleSequence:
+    """The list operations of :class:`ModuleList` and :class:`Sequential`, as PyTorch's:
+    ``append``, ``extend``, ``insert``, ``pop``, ``seq[i] = module``, ``del seq[i]``.
+    Inserting or removing numbers the entries ``"0"``, ``"1"``, ... again."""
+
+    def _check(self, module, op):
+        if not isinstance(module, Module):
+            raise TypeError(
+                f"{type(self).__name__}.{op}: expected a Module, got {type(module).__name__}"
+            )
+
+    def _renumber(self, modules) -> None:
+        table = self.__dict__["_modules"]
+        table.clear()
+        for i, m in enumerate(modules):
+            table[str(i)] = m
+
+    def append(self, module: Module):
+        """Add ``module`` at the end.
+
+        Args:
+            module: the module.
+
+        Returns:
+            This container.
+        """
+        self._check(module, "append")
+        self.__dict__["_modules"][str(len(self.__dict__["_modules"]))] = module
+        return self
+
+    def extend(self, modules):
+        """Add every module of ``modules`` at the end.
+
+        Args:
+            modules: an iterable of modules.
+
+        Returns:
+            This container.
+        """
+        for m in modules:
+            self.append(m)
+        return self
+
+    def insert(self, index: int, module: Module) -> None:
+        """Insert ``module`` before position ``index`` (negative counts from the end).
+
+        Args:
+            index: the position.
+            module: the module.
+        """
+        self._check(module, "insert")
+        mods = list(self.__dict__["_modules"].values())
+        mods.insert(index, module)
+        self._renumber(mods)
+
+    def pop(self, index: int = -1) -> Module:
+        """Remove and return the module at ``index`` (default: the last).
+
+        Args:
+            index: the position.
+
+        Returns:
+            The removed module.
+        """
+        mods = list(self.__dict__["_modules"].values())
+        m = mods.pop(index)
+        self._renumber(mods)
+        return m
+
+    def __setitem__(self, index: int, module: Module) -> None:
+        self._check(module, "__setitem__")
+        keys = list(self.__dict__["_modules"])
+        self.__dict__["_modules"][keys[index]] = module
+
+    def __delitem__(self, index) -> None:
+        mods = list(self.__dict__["_modules"].values())
+        del mods[index]
+        self._renumber(mods)
+
+
+class ModuleList(_ModuleSequence, Module):
     """A list of submodules, named ``"0"``, ``"1"``, ... in qualified names.
 
     Args:
@@ -623,20 +712,6 @@ class ModuleList(Module):
         super().__init__()
         for m in modules:
             self.append(m)
-
-    def append(self, module: Module) -> ModuleList:
-        """Add ``module`` at the end.
-
-        Args:
-            module: the module.
-
-        Returns:
-            This list.
-        """
-        if not isinstance(module, Module):
-            raise TypeError(f"ModuleList.append: expected a Module, got {type(module).__name__}")
-        self.__dict__["_modules"][str(len(self))] = module
-        return self
 
     def __len__(self) -> int:
         return len(self.__dict__["_modules"])
@@ -691,7 +766,7 @@ class ModuleDict(Module):
         return self.__dict__["_modules"].values()
 
 
-class Sequential(Module):
+class Sequential(_ModuleSequence, Module):
     """Modules applied in order: ``Sequential(Linear(4, 8), ReLU(), Linear(8, 1))``.
 
     Args:

@@ -117,8 +117,27 @@ def test_state_dict_round_trip_and_errors():
     del sd["extra"]
     sd["fc.weight"] = a.fc.weight
     sd["layers.0.bias"] = a.layers[0].bias
-    b.load_state_dict(sd, strict=False)
+    sd["extra"] = a.fc.bias
+    skipped = b.load_state_dict(sd, strict=False)  # PyTorch's named tuple of skipped keys
+    assert skipped.unexpected_keys == ["extra"] and skipped.missing_keys == ["scale"]
     np.testing.assert_array_equal(b.fc.bias.numpy(), 0.0)
+
+
+def test_sequential_and_module_list_mutate_as_pytorch():
+    s = nn.Sequential(nn.Linear(2, 3), nn.ReLU())
+    s.append(nn.Linear(3, 1))
+    s.insert(0, nn.Tanh())
+    assert [n for n, _ in s.named_parameters()] == ["1.weight", "1.bias", "3.weight", "3.bias"]
+    assert isinstance(s.pop(0), nn.Tanh) and len(s) == 3
+    del s[1]
+    s[1] = nn.Linear(3, 2)
+    assert s(nb.ones((1, 2))).shape == (1, 2)
+    assert len(s.extend([nn.ReLU()])) == 3
+    layers = nn.ModuleList([nn.Linear(1, 1)])
+    layers.insert(0, nn.ReLU())
+    assert [type(m).__name__ for m in layers] == ["ReLU", "Linear"]
+    with pytest.raises(TypeError, match="Sequential.append: expected a Module, got int"):
+        s.append(3)
 
 
 def test_train_eval_and_requires_grad():
