@@ -17,27 +17,50 @@ from ..ops._util import as_tensor
 from ..ops.nn import avg_pool2d, conv2d, max_pool2d
 from ..runtime.tensor import Tensor
 from .init import he_normal, he_uniform, xavier_normal, xavier_uniform
-from .losses import binary_cross_entropy_with_logits, cross_entropy_loss, mse_loss, nll_loss
+from .losses import (
+    binary_cross_entropy,
+    binary_cross_entropy_with_logits,
+    cross_entropy_loss,
+    huber_loss,
+    kl_div,
+    l1_loss,
+    mse_loss,
+    nll_loss,
+    smooth_l1_loss,
+)
 
 __all__ = [
     "avg_pool2d",
+    "binary_cross_entropy",
     "binary_cross_entropy_with_logits",
     "conv2d",
     "cross_entropy_loss",
     "dropout",
+    "elu",
     "embedding",
     "gelu",
+    "hardsigmoid",
+    "hardswish",
+    "hardtanh",
     "he_normal",
     "he_uniform",
+    "huber_loss",
+    "kl_div",
+    "l1_loss",
     "layer_norm",
     "leaky_relu",
     "linear",
     "log_softmax",
+    "logsigmoid",
     "max_pool2d",
+    "mish",
     "mse_loss",
     "nll_loss",
     "relu",
+    "relu6",
     "rms_norm",
+    "selu",
+    "smooth_l1_loss",
     "scaled_dot_product_attention",
     "sigmoid",
     "silu",
@@ -97,6 +120,117 @@ def leaky_relu(x, negative_slope: float = 0.01) -> Tensor:
     """
     x = as_tensor(x, op="leaky_relu")
     return binary.where(x > 0, x, x * negative_slope)
+
+
+def relu6(x) -> Tensor:
+    """``min(max(x, 0), 6)`` (PyTorch's ``relu6``).
+
+    Args:
+        x: the input.
+
+    Returns:
+        A tensor like ``x``.
+    """
+    return hardtanh(as_tensor(x, op="relu6"), 0.0, 6.0)
+
+
+def hardtanh(x, min_val: float = -1.0, max_val: float = 1.0) -> Tensor:
+    """``x`` clipped to ``[min_val, max_val]`` (PyTorch's ``hardtanh``; its gradient is 1
+    strictly inside the interval and 0 elsewhere, at the bounds too, as PyTorch's).
+
+    Args:
+        x: the input.
+        min_val: the lower bound (default -1).
+        max_val: the upper bound (default 1).
+
+    Returns:
+        A tensor like ``x``.
+    """
+    x = as_tensor(x, op="hardtanh")
+    return binary.where(x <= min_val, min_val, binary.where(x >= max_val, max_val, x))
+
+
+def elu(x, alpha: float = 1.0) -> Tensor:
+    """``x`` where positive, ``alpha * (exp(x) - 1)`` elsewhere (PyTorch's ``elu``).
+
+    Args:
+        x: the input.
+        alpha: the scale of the negative part (default 1).
+
+    Returns:
+        A tensor like ``x``.
+    """
+    x = as_tensor(x, op="elu")
+    positive = x > 0
+    # expm1 only sees the negative part: a large x never makes inf * 0 in the gradient
+    return binary.where(positive, x, alpha * unary.expm1(binary.where(positive, 0.0, x)))
+
+
+_SELU_ALPHA = 1.6732632423543772
+_SELU_SCALE = 1.0507009873554805
+
+
+def selu(x) -> Tensor:
+    """``scale * elu(x, alpha)`` with the self-normalizing constants (PyTorch's ``selu``).
+
+    Args:
+        x: the input.
+
+    Returns:
+        A tensor like ``x``.
+    """
+    return _SELU_SCALE * elu(as_tensor(x, op="selu"), _SELU_ALPHA)
+
+
+def mish(x) -> Tensor:
+    """``x * tanh(softplus(x))`` (PyTorch's ``mish``).
+
+    Args:
+        x: the input.
+
+    Returns:
+        A tensor like ``x``.
+    """
+    x = as_tensor(x, op="mish")
+    return x * unary.tanh(unary.softplus(x))
+
+
+def hardsigmoid(x) -> Tensor:
+    """``relu6(x + 3) / 6`` (PyTorch's ``hardsigmoid``).
+
+    Args:
+        x: the input.
+
+    Returns:
+        A tensor like ``x``.
+    """
+    return hardtanh(as_tensor(x, op="hardsigmoid") / 6.0 + 0.5, 0.0, 1.0)
+
+
+def hardswish(x) -> Tensor:
+    """``x * relu6(x + 3) / 6`` (PyTorch's ``hardswish``).
+
+    Args:
+        x: the input.
+
+    Returns:
+        A tensor like ``x``.
+    """
+    x = as_tensor(x, op="hardswish")
+    # PyTorch's pieces with its boundaries (the gradient at -3 is 0, at 3 it is 1)
+    return binary.where(x <= -3.0, 0.0, binary.where(x < 3.0, x * (x + 3.0) / 6.0, x))
+
+
+def logsigmoid(x) -> Tensor:
+    """``log(sigmoid(x)) = -softplus(-x)``, without overflow (PyTorch's ``logsigmoid``).
+
+    Args:
+        x: the input.
+
+    Returns:
+        A tensor like ``x``.
+    """
+    return -unary.softplus(-as_tensor(x, op="logsigmoid"))
 
 
 def linear(x, weight, bias=None) -> Tensor:

@@ -23,17 +23,25 @@ __all__ = [
     "AvgPool2d",
     "Conv2d",
     "Dropout",
+    "ELU",
     "Embedding",
     "Flatten",
     "GELU",
+    "Hardsigmoid",
+    "Hardswish",
+    "Hardtanh",
     "Identity",
     "LayerNorm",
     "LeakyReLU",
     "Linear",
+    "LogSigmoid",
     "LogSoftmax",
     "MaxPool2d",
+    "Mish",
     "RMSNorm",
     "ReLU",
+    "ReLU6",
+    "SELU",
     "SiLU",
     "Sigmoid",
     "Softmax",
@@ -449,6 +457,99 @@ class SiLU(_Activation):
     """``x * sigmoid(x)`` (swish)."""
 
     fn = staticmethod(unary.silu)
+
+
+class ReLU6(_Activation):
+    """``min(max(x, 0), 6)``."""
+
+    fn = staticmethod(F.relu6)
+
+
+class SELU(_Activation):
+    """``scale * elu(x, alpha)`` with the self-normalizing constants."""
+
+    fn = staticmethod(F.selu)
+
+
+class Mish(_Activation):
+    """``x * tanh(softplus(x))``."""
+
+    fn = staticmethod(F.mish)
+
+
+class Hardsigmoid(_Activation):
+    """``relu6(x + 3) / 6``."""
+
+    fn = staticmethod(F.hardsigmoid)
+
+
+class Hardswish(_Activation):
+    """``x * relu6(x + 3) / 6``."""
+
+    fn = staticmethod(F.hardswish)
+
+
+class LogSigmoid(_Activation):
+    """``log(sigmoid(x))``, without overflow."""
+
+    fn = staticmethod(F.logsigmoid)
+
+
+class ELU(Module):
+    """``x`` where positive, ``alpha * (exp(x) - 1)`` elsewhere.
+
+    Args:
+        alpha: the scale of the negative part (default 1).
+    """
+
+    def __init__(self, alpha: float = 1.0):
+        super().__init__()
+        self.alpha = float(alpha)
+
+    def forward(self, x):
+        """Apply the activation.
+
+        Args:
+            x: the input.
+
+        Returns:
+            A tensor like ``x``.
+        """
+        return F.elu(x, self.alpha)
+
+    def extra_repr(self) -> str:
+        """The configuration shown by ``repr``."""
+        return f"alpha={self.alpha}"
+
+
+class Hardtanh(Module):
+    """``x`` clipped to ``[min_val, max_val]``.
+
+    Args:
+        min_val: the lower bound (default -1).
+        max_val: the upper bound (default 1).
+    """
+
+    def __init__(self, min_val: float = -1.0, max_val: float = 1.0):
+        super().__init__()
+        if max_val <= min_val:
+            raise ValueError(f"Hardtanh: max_val={max_val} must exceed min_val={min_val}")
+        self.min_val, self.max_val = float(min_val), float(max_val)
+
+    def forward(self, x):
+        """Apply the activation.
+
+        Args:
+            x: the input.
+
+        Returns:
+            A tensor like ``x``.
+        """
+        return F.hardtanh(x, self.min_val, self.max_val)
+
+    def extra_repr(self) -> str:
+        """The configuration shown by ``repr``."""
+        return f"min_val={self.min_val}, max_val={self.max_val}"
 
 
 class Softplus(Module):

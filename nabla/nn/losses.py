@@ -1,4 +1,6 @@
-"""Losses: ``mse_loss``, ``cross_entropy_loss``, ``nll_loss``, ``binary_cross_entropy_with_logits``.
+"""Losses: ``mse_loss``, ``l1_loss``, ``smooth_l1_loss``, ``huber_loss``,
+``cross_entropy_loss``, ``nll_loss``, ``kl_div``, ``binary_cross_entropy``,
+``binary_cross_entropy_with_logits``.
 
 Classes are on the **last** axis (``logits`` of shape ``(..., C)``), matching the channels-last
 layout of the rest of ``nabla.nn``. ``reduction`` is ``"mean"`` (default), ``"sum"`` or
@@ -12,7 +14,17 @@ from ..ops import reduction as _reduction_ops
 from ..ops._util import as_tensor
 from ..runtime.tensor import Tensor
 
-__all__ = ["binary_cross_entropy_with_logits", "cross_entropy_loss", "mse_loss", "nll_loss"]
+__all__ = [
+    "binary_cross_entropy",
+    "binary_cross_entropy_with_logits",
+    "cross_entropy_loss",
+    "huber_loss",
+    "kl_div",
+    "l1_loss",
+    "mse_loss",
+    "nll_loss",
+    "smooth_l1_loss",
+]
 
 _REDUCTIONS = ("mean", "sum", "none")
 
@@ -212,16 +224,19 @@ def cross_entropy_loss(
 
 
 def binary_cross_entropy_with_logits(
-    logits, target, pos_weight=None, reduction: str = "mean"
+    logits, target, weight=None, reduction: str = "mean", pos_weight=None
 ) -> Tensor:
     """Sigmoid cross-entropy, computed stably from logits:
-    ``-(pos_weight * t * log(sigmoid(x)) + (1 - t) * log(1 - sigmoid(x)))``.
+    ``-weight * (pos_weight * t * log(sigmoid(x)) + (1 - t) * log(1 - sigmoid(x)))``.
+
+    Arguments in PyTorch's order (``weight`` third, ``pos_weight`` by keyword).
 
     Args:
         logits: unnormalized scores.
         target: targets in ``[0, 1]`` of the same shape.
-        pos_weight: optional weight of the positive term (broadcasts against the last axis).
+        weight: optional weight of each element's loss (broadcasts against the loss).
         reduction: ``"mean"`` (default), ``"sum"`` or ``"none"``.
+        pos_weight: optional weight of the positive term (broadcasts against the last axis).
 
     Returns:
         The reduced loss.
@@ -239,4 +254,139 @@ def binary_cross_entropy_with_logits(
     # log(sigmoid(x)) = -softplus(-x) and log(1 - sigmoid(x)) = -softplus(x): no overflow
     log_p, log_not_p = -unary.softplus(-x), -unary.softplus(x)
     pos = t * log_p if pos_weight is None else pos_weight * t * log_p
-    return _reduce(-(pos + (1.0 - t) * log_not_p), reduction, "binary_cross_entropy_with_logits")
+    loss = -(pos + (1.0 - t) * log_not_p)
+    if weight is not None:
+        loss = loss * weight
+    return _reduce(loss, reduction, "binary_cross_entropy_with_logits")
+
+
+def _pair(fn: str, input, target):  # noqa: A002 - PyTorch name
+    pred, target = as_tensor(input, op=fn), as_tensor(target, op=fn)
+    if pred.shape != target.shape:
+        raise ValueError(
+            f"{fn}: input of shape {pred.shape} and target of shape {target.shape} differ"
+        )
+    return pred, target.cast(pred.dtype)
+
+
+def l1_loss(input, target, reduction: str = "mean") -> Tensor:  # noqa: A002 - PyTorch name
+    """Mean absolute error ``|input - target|``, reduced (PyTorch's ``l1_loss``).
+
+    Args:
+        input: predictions.
+        target: targets of the same shape.
+        reduction: ``"mean"`` (default), ``"sum"`` or ``"none"``.
+
+    Returns:
+        A scalar, or the elementwise loss for ``"none"``.
+
+    Raises:
+        ValueError: if the shapes differ, or for an unknown ``reduction``.
+    """
+    pred, target = _pair("l1_loss", input, target)
+    return _reduce(unary.abs(pred - target), reduction, "l1_loss")
+
+
+def smooth_l1_loss(input, target, reduction: str = "mean", beta: float = 1.0) -> Tensor:  # noqa: A002
+    """``0.5 d**2 / beta`` where ``|d| < beta``, else ``|d| - 0.5 beta`` (``d = input -
+    target``), reduced (PyTorch's ``smooth_l1_loss``; ``beta=0`` is the L1 loss).
+
+    Args:
+        input: predictions.
+        target: targets of the same shape.
+        reduction: ``"mean"`` (default), ``"sum"`` or ``"none"``.
+        beta: where the loss turns from quadratic to linear (default 1, >= 0).
+
+    Returns:
+        A scalar, or the elementwise loss for ``"none"``.
+
+    Raises:
+        ValueError: if the shapes differ, for a negative ``beta`` or an unknown ``reduction``.
+    """
+    if beta < 0:
+        raise ValueError(f"smooth_l1_loss: beta must be >= 0, got {beta}")
+    pred, target = _pair("smooth_l1_loss", input, target)
+    d = unary.abs(pred - target)
+    if beta == 0:
+        return _reduce(d, reduction, "smooth_l1_loss")
+    loss = binary.where(d < beta, 0.5 * d.square() / beta, d - 0.5 * beta)
+    return _reduce(loss, reduction, "smooth_l1_loss")
+
+
+def huber_loss(input, target, reduction: str = "mean", delta: float = 1.0) -> Tensor:  # noqa: A002
+    """``0.5 d**2`` where ``|d| <= delta``, else ``delta (|d| - 0.5 delta)`` (``d = input -
+    target``), reduced (PyTorch's ``huber_loss``).
+
+    Args:
+        input: predictions.
+        target: targets of the same shape.
+        reduction: ``"mean"`` (default), ``"sum"`` or ``"none"``.
+        delta: where the loss turns from quadratic to linear (default 1, > 0).
+
+    Returns:
+        A scalar, or the elementwise loss for ``"none"``.
+
+    Raises:
+        ValueError: if the shapes differ, for ``delta <= 0`` or an unknown ``reduction``.
+    """
+    if delta <= 0:
+        raise ValueError(f"huber_loss: delta must be > 0, got {delta}")
+    pred, target = _pair("huber_loss", input, target)
+    d = unary.abs(pred - target)
+    loss = binary.where(d <= delta, 0.5 * d.square(), delta * (d - 0.5 * delta))
+    return _reduce(loss, reduction, "huber_loss")
+
+
+def kl_div(input, target, reduction: str = "mean", log_target: bool = False) -> Tensor:  # noqa: A002
+    """Kullback-Leibler divergence of ``target`` from the log-probabilities ``input``:
+    ``target * (log(target) - input)`` elementwise (0 where ``target`` is 0), reduced
+    (PyTorch's ``kl_div``).
+
+    Args:
+        input: log-probabilities.
+        target: probabilities (log-probabilities with ``log_target``), same shape.
+        reduction: ``"mean"`` (default: over every element, as PyTorch), ``"batchmean"``
+            (the sum over the first axis's size: the true KL divergence per example),
+            ``"sum"`` or ``"none"``.
+        log_target: ``target`` holds log-probabilities.
+
+    Returns:
+        A scalar, or the elementwise loss for ``"none"``.
+
+    Raises:
+        ValueError: if the shapes differ, or for an unknown ``reduction``.
+    """
+    pred, target = _pair("kl_div", input, target)
+    if log_target:
+        loss = unary.exp(target) * (target - pred)
+    else:
+        safe = binary.where(target > 0, target, 1.0)  # log(0) never reaches the gradient
+        loss = binary.where(target > 0, target * (unary.log(safe) - pred), 0.0)
+    if reduction == "batchmean":
+        return loss.sum() / (pred.shape[0] if pred.ndim else 1)
+    return _reduce(loss, reduction, "kl_div")
+
+
+def binary_cross_entropy(input, target, weight=None, reduction: str = "mean") -> Tensor:  # noqa: A002
+    """Cross-entropy of probabilities: ``-(t log(p) + (1 - t) log(1 - p))``, each log
+    clamped at -100 as in PyTorch (so ``p`` of exactly 0 or 1 stays finite).
+
+    Args:
+        input: probabilities in ``[0, 1]``.
+        target: targets in ``[0, 1]`` of the same shape.
+        weight: optional weight of each element's loss (broadcasts against the loss).
+        reduction: ``"mean"`` (default), ``"sum"`` or ``"none"``.
+
+    Returns:
+        A scalar, or the elementwise loss for ``"none"``.
+
+    Raises:
+        ValueError: if the shapes differ, or for an unknown ``reduction``.
+    """
+    p, t = _pair("binary_cross_entropy", input, target)
+    log_p = binary.maximum(unary.log(p), -100.0)
+    log_not_p = binary.maximum(unary.log1p(-p), -100.0)
+    loss = -(t * log_p + (1.0 - t) * log_not_p)
+    if weight is not None:
+        loss = loss * weight
+    return _reduce(loss, reduction, "binary_cross_entropy")

@@ -8,6 +8,7 @@ from _nnref import fd_grad, t
 
 import nabla as nb
 
+nn = nb.nn
 F = nb.nn.functional
 rng = np.random.default_rng(0)
 
@@ -163,7 +164,9 @@ def test_bce_pos_weight():
     x, target = rng.standard_normal(5), (rng.random(5) > 0.5).astype(np.float64)
     sig = 1 / (1 + np.exp(-x))
     ref = -(3.0 * target * np.log(sig) + (1 - target) * np.log(1 - sig)).mean()
-    got = F.binary_cross_entropy_with_logits(t(x, np.float64), t(target, np.float64), 3.0)
+    got = F.binary_cross_entropy_with_logits(
+        t(x, np.float64), t(target, np.float64), pos_weight=3.0
+    )
     np.testing.assert_allclose(got.item(), ref, rtol=1e-6)
 
 
@@ -259,3 +262,87 @@ def test_embedding_refuses_negative_indices_as_pytorch():
         F.embedding(nb.constant([0, -1]), table)
     with pytest.raises(IndexError, match="index 6 is out of range"):
         F.embedding(nb.constant([6]), table)
+
+
+_X = np.array([-100.0, -6, -3, -1, -0.5, 0, 0.5, 1, 3, 6, 7, 100], np.float32)
+
+
+def _np_softplus(v):
+    return np.logaddexp(0, v)
+
+
+@pytest.mark.parametrize(
+    "name, ref, module",
+    [
+        ("relu6", lambda v: np.clip(v, 0, 6), nn.ReLU6()),
+        ("hardtanh", lambda v: np.clip(v, -1, 1), nn.Hardtanh()),
+        ("elu", lambda v: np.where(v > 0, v, np.expm1(np.minimum(v, 0))), nn.ELU()),
+        (
+            "selu",
+            lambda v: (
+                1.0507009873554805
+                * np.where(v > 0, v, 1.6732632423543772 * np.expm1(np.minimum(v, 0)))
+            ),
+            nn.SELU(),
+        ),
+        ("mish", lambda v: v * np.tanh(_np_softplus(v)), nn.Mish()),
+        ("hardsigmoid", lambda v: np.clip(v / 6 + 0.5, 0, 1), nn.Hardsigmoid()),
+        ("hardswish", lambda v: v * np.clip(v + 3, 0, 6) / 6, nn.Hardswish()),
+        ("logsigmoid", lambda v: -_np_softplus(-v), nn.LogSigmoid()),
+    ],
+)
+def test_more_activations_values_grads_and_modules(name, ref, module):
+    fn = getattr(F, name)
+    want = ref(_X.astype(np.float64))
+    np.testing.assert_allclose(fn(t(_X)).numpy(), want, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(module(t(_X)).numpy(), want, rtol=1e-5, atol=1e-6)
+    inner = np.array([-2.5, -0.7, 0.3, 2.2], np.float64)  # away from the kinks
+    g = nb.vmap(nb.grad(fn))(t(inner, np.float64)).numpy()
+    fd = (ref(inner + 1e-6) - ref(inner - 1e-6)) / 2e-6
+    np.testing.assert_allclose(g, fd, rtol=1e-5, atol=1e-7)
+    big = nb.vmap(nb.grad(fn))(t(_X)).numpy()
+    assert np.isfinite(big).all()  # no inf * 0 from the unused branch
+
+
+def test_kink_gradients_follow_pytorch():
+    at = t(np.array([-3.0, -1.0, 0.0, 1.0, 3.0, 6.0], np.float32))
+    assert nb.vmap(nb.grad(F.hardtanh))(at).tolist() == [0, 0, 1, 0, 0, 0]
+    assert nb.vmap(nb.grad(F.relu6))(at).tolist() == [0, 0, 0, 1, 1, 0]
+    assert nb.vmap(nb.grad(F.hardswish))(at).numpy()[[0, 4]].tolist() == [0.0, 1.0]
+
+
+def test_more_losses_against_their_formulas():
+    y = np.array([0.1, 2.0, -3.0, 0.4], np.float32)
+    z = np.zeros(4, np.float32)
+    d = np.abs(y)
+    assert np.isclose(F.l1_loss(t(y), t(z)).item(), d.mean())
+    sl1 = np.where(d < 0.5, 0.5 * d**2 / 0.5, d - 0.25).mean()
+    assert np.isclose(F.smooth_l1_loss(t(y), t(z), beta=0.5).item(), sl1)
+    assert np.isclose(F.smooth_l1_loss(t(y), t(z), beta=0.0).item(), d.mean())
+    huber = np.where(d <= 0.5, 0.5 * d**2, 0.5 * (d - 0.25)).mean()
+    assert np.isclose(F.huber_loss(t(y), t(z), delta=0.5).item(), huber)
+    with pytest.raises(ValueError, match="huber_loss: delta must be > 0"):
+        F.huber_loss(t(y), t(z), delta=0.0)
+    with pytest.raises(ValueError, match=r"l1_loss: input of shape \(4,\) and target of shape"):
+        F.l1_loss(t(y), t(z[:3]))
+    lp = np.log(np.array([[0.2, 0.3, 0.5], [0.1, 0.1, 0.8]], np.float32))
+    tg = np.array([[0.0, 0.5, 0.5], [0.3, 0.3, 0.4]], np.float32)
+    pointwise = np.where(tg > 0, tg * (np.log(np.where(tg > 0, tg, 1)) - lp), 0)
+    assert np.isclose(F.kl_div(t(lp), t(tg)).item(), pointwise.mean())
+    assert np.isclose(F.kl_div(t(lp), t(tg), reduction="batchmean").item(), pointwise.sum() / 2)
+    logt = np.log(tg + 1e-3)
+    as_log = F.kl_div(t(lp), t(logt), reduction="sum", log_target=True).item()
+    assert np.isclose(as_log, (np.exp(logt) * (logt - lp)).sum(), rtol=1e-5)
+    assert np.isfinite(nb.grad(lambda q: F.kl_div(q, t(tg)))(t(lp)).numpy()).all()
+    p = np.array([0.0, 1e-8, 0.3, 0.5, 0.99, 1.0], np.float32)
+    y01 = np.array([0.0, 1, 1, 0, 1, 0], np.float32)
+    with np.errstate(divide="ignore"):  # log(0): clamped to -100, as PyTorch
+        logs = np.maximum(np.log(p), -100), np.maximum(np.log1p(-p), -100)
+    bce = -(y01 * logs[0] + (1 - y01) * logs[1])
+    w = np.arange(1, 7, dtype=np.float32)
+    got = F.binary_cross_entropy(t(p), t(y01), t(w), reduction="none").numpy()
+    np.testing.assert_allclose(got, bce * w, rtol=1e-5)
+    x = np.array([-2.0, 0.5, 3, -1, 0, 2], np.float32)
+    with_logits = F.binary_cross_entropy_with_logits(t(x), t(y01), t(w), "none").numpy()
+    plain = F.binary_cross_entropy_with_logits(t(x), t(y01), reduction="none").numpy()
+    np.testing.assert_allclose(with_logits, plain * w, rtol=1e-6)  # weight third, as PyTorch
