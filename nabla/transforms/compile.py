@@ -581,10 +581,11 @@ class CompiledFunction:
                 per_size = plan.by_size.get(size_key)
                 if per_size is None:
                     self._stats.misses += 1
-                    value, out = self._trace(flat, tree, sym_shapes)
-                    if value != "fallback":
-                        plan.by_size[size_key] = value
+                    plan.by_size[size_key], out = self._trace(flat, tree, sym_shapes)
                     return out
+                if per_size == "fallback":
+                    self._stats.fallbacks += 1
+                    return self.fun(*args, **kwargs)
                 plan = per_size
         self._stats.hits += 1
         if fast and _same_shapes(plan, tensors):
@@ -605,9 +606,7 @@ class CompiledFunction:
         this trace is the plan with the sizes substituted; else each size gets its own."""
         self._stats.misses += 1
         value, out = self._trace(flat, tree, sym_shapes)
-        if value == "fallback":
-            plan.symbolic_ok = False
-        elif plan.same_trace(value, sizes):
+        if value != "fallback" and plan.same_trace(value, sizes):
             plan.symbolic_ok = True
         else:
             plan.symbolic_ok = False

@@ -368,3 +368,14 @@ def test_static_argnums_and_argnames_as_jax_jit():
     assert g(nb.constant(1.0), mode="b").item() == 3.0
     with pytest.raises(TypeError, match="static argument 1 of <lambda> is a Tensor"):
         f(nb.constant(2.0), nb.constant(3.0))
+
+
+def test_a_size_whose_trace_falls_back_runs_lazily_each_time():
+    def f(x):
+        if x.shape[0] > 2 and float(x.sum()) > 0:  # reads a value at larger sizes
+            return x * 2
+        return x * 3
+
+    c = nb.compile(f, dynamic_dims={0: {0: "n"}})
+    assert [c(nb.ones(n)).tolist()[0] for n in (2, 3, 3, 4, 2)] == [3, 2, 2, 2, 3]
+    assert c.stats.fallbacks == 3 and c.stats.misses == 3
