@@ -356,7 +356,14 @@ _PARTIAL_SUM = {"add": "joint", "sub": "joint", "mul": "bilinear", "div": "first
 
 
 def _pow_partials(x, y, out):
-    dx = y * (x ** (y - 1.0)) if x.dtype.is_float else 0.0
+    dx = 0.0
+    if x.dtype.is_float:
+        # y * x ** (y - 1), but 0 where y == 0 and computed on a safe base there: the next
+        # derivative of x ** 0 would be 0 * x ** -1 = 0 * inf = NaN at x = 0, which made the
+        # (n+1)-th derivative of x ** n NaN (JAX special-cases integer powers)
+        zero_exp = y == 0
+        base = where(zero_exp, 1.0, x)
+        dx = where(zero_exp, 0.0, y * (base ** (y - 1.0)))
     safe = where(x == 0, 1.0, x)
     dy = out * unary.log(safe)
     return dx, dy

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ..core.dtypes import DType, get_default_dtype
 from ..runtime.tensor import Tensor
-from . import binary, spmd, unary, view
+from . import binary, creation, spmd, unary, view
 from ._util import as_tensor, norm_axes, norm_axis
 from .base import Operation, OpError
 
@@ -158,15 +158,23 @@ class ReduceProdOp(ReduceOperation):
         return DType.int32 if d.is_bool else d
 
     def _others(self, x, kwargs):
-        # d prod / d x_i = product of all other elements, correct with zeros present.
-
+        """d prod / d x_i: the product of all the other elements, built from multiplies
+        only (no division, no select), so it is exact with zeros present and its own
+        derivatives are too (hessians of ``prod`` at zeros)."""
         axes = kwargs["axes"]
-        is_zero = x == 0
-        nz = reduce_sum(is_zero.cast(DType.int32), axes, True)
-        p = reduce_prod(binary.where(is_zero, 1.0, x), axes, True)
-        return binary.where(
-            nz == 0, p / binary.where(is_zero, 1.0, x), binary.where((nz == 1) & is_zero, p, 0.0)
-        )
+        if not axes:
+            return creation.ones_like(x)
+        kept = [d for d in range(x.ndim) if d not in axes]
+        perm = kept + list(axes)
+        n = 1
+        for a in axes:
+            n *= x.shape[a]
+        moved = view.permute(x, perm)
+        flat = view.reshape(moved, (*moved.shape[: len(kept)], n))
+        others = _products_of_others(flat)
+        back = view.reshape(others, moved.shape)
+        inverse = [perm.index(d) for d in range(x.ndim)]
+        return view.permute(back, inverse)
 
     def vjp_rule(self, primals, cotangents, outputs, kwargs):
         x = primals[0]
@@ -178,6 +186,22 @@ class ReduceProdOp(ReduceOperation):
         return [
             reduce_sum(tangents[0] * self._others(x, kwargs), kwargs["axes"], kwargs["keepdims"])
         ]
+
+
+def _products_of_others(x: Tensor) -> Tensor:
+    """``out[..., i] = prod_{j != i} x[..., j]`` along the last axis, by a tree of pairwise
+    products (O(n) multiplies over log2(n) levels): the products of the other pairs times
+    each element's partner."""
+    n = x.shape[-1]
+    if n == 1:
+        return creation.ones_like(x)
+    if n % 2:  # a neutral partner for the last element
+        pad = creation.ones((*x.shape[:-1], 1), dtype=x.dtype, device=x.device)
+        return _products_of_others(view.concatenate([x, pad], -1))[..., :n]
+    first, second = x[..., 0::2], x[..., 1::2]
+    rest = _products_of_others(first * second)  # per pair: the product of the other pairs
+    pairs = view.stack([rest * second, rest * first], -1)  # (..., n / 2, 2)
+    return view.reshape(pairs, (*x.shape[:-1], n))
 
 
 class _ExtremumOp(ReduceOperation):

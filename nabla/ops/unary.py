@@ -428,15 +428,28 @@ def gelu(x, approximate="none"):
     raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
 
 
+# where exp(-x) is below half an ulp of x: softplus(x) == x from there on
+_SOFTPLUS_LINEAR = {
+    DType.float64: 37.0,
+    DType.float32: 17.0,
+    DType.float16: 8.0,
+    DType.bfloat16: 6.0,
+}
+
+
 def softplus(x):
     """``log(1 + exp(x))``, computed stably."""
 
     x = as_tensor(x, op="softplus")
     if not x.dtype.is_float:
         x = cast(x, get_default_dtype())
-    # -|x| as min(x, -x): at 0 its derivative is the mean of the two sides, 0, so the
-    # derivative there is sigmoid(0) = 0.5 as in JAX (abs'(0) = 1 would give 0)
-    return binary.maximum(x, 0.0) + log1p(exp(binary.minimum(x, -x)))
+    # log1p(exp(x)) below a threshold where it equals x to the dtype's precision, x above:
+    # smooth, so every derivative is sigmoid's (a max(x, 0) + log1p(exp(-|x|)) form has a
+    # kink at 0 that zeroed the second derivative there). The selects keep exp's input
+    # at most the threshold, so no inf reaches the gradient of the branch not taken.
+    big = _SOFTPLUS_LINEAR.get(x.dtype, 17.0)
+    linear = x > big
+    return binary.where(linear, x, log1p(exp(binary.where(linear, big, x))))
 
 
 def square(x):

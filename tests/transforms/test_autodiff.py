@@ -881,3 +881,27 @@ def test_custom_rules_take_keyword_arguments_and_custom_jvp_nondiff_argnums():
     assert nb.grad(lambda a: power(a, n=3))(x).item() == 12.0
     with pytest.raises(TypeError, match="static_argnums but is a tensor"):
         power(x, nb.constant(2))
+
+
+def test_higher_derivatives_at_zeros_as_jax():
+    """prod's rule is built from multiplies only (its hessian at a zero was asymmetric),
+    x ** n has no 0 * inf at its (n+1)-th derivative at 0, and softplus is smooth (its
+    second derivative at 0 was 0, not sigmoid'(0) = 0.25)."""
+    h = nb.hessian(lambda a: nb.prod(a))(nb.constant(np.array([0.0, 2.0, 3.0], np.float32)))
+    np.testing.assert_array_equal(h.numpy(), [[0, 3, 2], [3, 0, 0], [2, 0, 0]])
+    h2 = nb.hessian(lambda a: nb.prod(a))(nb.constant(np.array([0.0, 0.0, 3.0], np.float32)))
+    np.testing.assert_array_equal(h2.numpy(), [[0, 3, 0], [3, 0, 0], [0, 0, 0]])
+    x = nb.constant(np.array([[1.0, 0.0, 2.0], [3.0, 4.0, 0.5]], np.float32))
+    g = nb.grad(lambda a: nb.prod(a, axis=(0, 1)))(x).numpy()
+    np.testing.assert_allclose(g, [[0, 12, 0], [0, 0, 0]])
+    z = nb.constant(np.float32(0.0))
+    assert nb.grad(nb.grad(lambda a: a**1))(z).item() == 0.0
+    assert nb.grad(nb.grad(nb.grad(lambda a: a**2)))(z).item() == 0.0
+    assert nb.grad(nb.grad(nb.grad(lambda a: a**3)))(z).item() == 6.0
+    third = nb.jacfwd(nb.hessian(lambda a: nb.sum(a**2)))(nb.constant([0.0, 1.0]))
+    assert np.array_equal(third.numpy(), np.zeros((2, 2, 2)))
+    hs = nb.hessian(lambda a: nb.sum(nb.softplus(a)))(nb.constant([0.0, 1.0])).numpy()
+    np.testing.assert_allclose(np.diag(hs), [0.25, 0.19661193], rtol=1e-6)
+    big = nb.constant(np.array([-200.0, 50.0, 1e4], np.float32))
+    np.testing.assert_allclose(nb.softplus(big).numpy(), [0.0, 50.0, 1e4])
+    assert np.isfinite(nb.vmap(nb.grad(nb.grad(nb.softplus)))(big).numpy()).all()
