@@ -188,6 +188,12 @@ def _placeholder(t: Tensor, levels=None) -> Tensor:
     return Tensor._wrap(TensorImpl(im.shape, im.dtype, im.device, im.levels))
 
 
+_DRAW_OUTSIDE = (
+    "draw the numbers outside instead, all steps at once (e.g. nb.random.normal(key, "
+    "(steps, *shape))), and pass them in as scan's xs or as operands"
+)
+
+
 def trace_body(fn, args: list, what: str, levels: list | None = None, out_levels=None) -> Body:
     """Trace ``fn(*placeholders)`` once into a :class:`Body`.
 
@@ -216,8 +222,7 @@ def trace_body(fn, args: list, what: str, levels: list | None = None, out_levels
     if rng:
         raise ValueError(
             f"{what} draws from nabla's global random generator, which would repeat the same "
-            "numbers every step; pass random keys in (nb.random.split a key outside, or carry "
-            "one) or draw the numbers outside the loop"
+            f"numbers every step; {_DRAW_OUTSIDE}"
         )
 
     dependent = set(arg_of)
@@ -226,8 +231,9 @@ def trace_body(fn, args: list, what: str, levels: list | None = None, out_levels
         if any(id(i) in dependent for i in node.inputs):
             if node.op.host_only:
                 raise ValueError(
-                    f"{what}: op {node.op.name} (a random draw) cannot run inside a loop body "
-                    "on a value computed there; draw the numbers outside and pass them in"
+                    f"{what}: op {node.op.name} (a random draw) cannot run on a key or bound "
+                    "that is an operand or computed inside (draws run on the host, before "
+                    f"the program, never inside cond/switch/scan/loop bodies); {_DRAW_OUTSIDE}"
                 )
             kept.append(node)
             for r in node.outputs:

@@ -229,8 +229,13 @@ def test_scan_errors_name_the_problem():
         nb.scan(lambda s, x: s, c(0.0), c(np.ones(3)))
     with pytest.raises(ConcretizationError, match="scan f: .*nb.cond"):
         nb.scan(lambda s, x: (s + 1.0 if x.item() > 0 else s, None), c(0.0), c(np.ones(3)))
-    with pytest.raises(ValueError, match="global random generator"):
+    with pytest.raises(ValueError, match="global random generator.*draw the numbers outside"):
         nb.scan(lambda s, x: (s + nb.uniform(()), None), c(0.0), c(np.ones(3)))
+    keys = nb.random.split(nb.random.key(0), 3)
+    with pytest.raises(ValueError, match=r"random_normal .*never inside cond/switch/scan"):
+        nb.scan(lambda s, k: (s + nb.random.normal(k, ()), None), c(0.0), keys)
+    with pytest.raises(ValueError, match="cond true_fun: op random_normal"):
+        nb.cond(True, lambda k: nb.random.normal(k, ()), lambda k: c(0.0), keys[0])
 
 
 # ----------------------------------------------------------------------------- cond / switch
