@@ -596,3 +596,11 @@ def test_constant_of_tensors_stays_in_the_graph():
     close(batched, np.array([[1, 2], [2, 4]], np.float32))
     with pytest.raises(ValueError, match=r"ragged list: shapes \[\(\), \(2,\)\]"):
         nb.constant([x, nb.ones(2)])
+
+
+def test_an_index_known_only_when_the_program_runs_names_the_op():
+    table = nb.constant(arr(4, 2))
+    with pytest.raises(IndexError, match=r"gather: index 7 is out of bounds.*JAX clamps"):
+        nb.vmap(lambda i: table[i])(nb.constant([1, 7, 2])).numpy()
+    with pytest.raises(IndexError, match=r"scatter: index 7 is out of bounds.*JAX drops"):
+        nb.vmap(lambda i: nb.zeros(4).at[i].set(1.0))(nb.constant([1, 7])).numpy()

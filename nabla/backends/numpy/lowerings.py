@@ -390,8 +390,27 @@ def _flat_batch(a, nb):
     return a.reshape((int(np.prod(lead, dtype=np.int64)),) + a.shape[nb:]), lead
 
 
+_JAX_OUT_OF_BOUNDS = {"gather": "JAX clamps such an index", "scatter": "JAX drops such an update"}
+
+
+def _index_error(op, err, x, idx):
+    """NumPy's bare out-of-bounds error with the op and shapes: an index known only when
+    the program runs (traced or batched) is checked here, not at the call."""
+    return IndexError(
+        f"{op}: {err} (input of shape {x.shape}, indices of shape {np.shape(idx)}; an index "
+        f"computed in the graph is checked when the program runs; {_JAX_OUT_OF_BOUNDS[op]})"
+    )
+
+
 @_one("gather")
 def _gather(x, idx, axis, batch_dims=0):
+    try:
+        return _gather_any(x, idx, axis, batch_dims)
+    except IndexError as err:
+        raise _index_error("gather", err, x, idx) from None
+
+
+def _gather_any(x, idx, axis, batch_dims):
     if batch_dims == 0:
         return np.take(x, idx, axis=axis)
     xf, lead = _flat_batch(x, batch_dims)
@@ -406,6 +425,13 @@ def _gather(x, idx, axis, batch_dims=0):
 
 @_one("scatter")
 def _scatter(x, idx, upd, axis, mode, batch_dims=0):
+    try:
+        return _scatter_any(x, idx, upd, axis, mode, batch_dims)
+    except IndexError as err:
+        raise _index_error("scatter", err, x, idx) from None
+
+
+def _scatter_any(x, idx, upd, axis, mode, batch_dims):
     out = np.array(x, copy=True)
     of, lead = _flat_batch(out, batch_dims)
     idf, _ = _flat_batch(idx, batch_dims)
