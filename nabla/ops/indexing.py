@@ -363,9 +363,10 @@ def getitem(x, key) -> Tensor:
     tensors/arrays/lists and concrete boolean masks)."""
 
     x = as_tensor(x, op="getitem")
+    plain = key is None or key is Ellipsis or (isinstance(key, tuple) and key == ())
     if (
         x.ndim == 0
-        and key not in ((), Ellipsis, None)
+        and not plain
         and not (isinstance(key, tuple) and all(k is None or k is Ellipsis for k in key))
     ):
         raise IndexError(f"getitem: cannot index a 0-d tensor with {key!r}")

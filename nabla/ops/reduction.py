@@ -536,6 +536,9 @@ def logsoftmax(x, axis=-1):
     return x - logsumexp(x, (axis,), keepdims=True)
 
 
+any_ = any  # the builtin, before ``any`` below shadows it
+
+
 def all(x, axis=None, keepdims=False):  # noqa: A001
     """Logical AND over ``axis``: True where every element is nonzero (NumPy's ``all``).
 
@@ -558,8 +561,14 @@ def all(x, axis=None, keepdims=False):  # noqa: A001
     """
     x = as_tensor(x, op="all")
     axes = norm_axes("all", axis, x.ndim, x.shape)
+    if _empty(x, axes):  # nothing to check: True, as NumPy and JAX
+        return creation.full(_reduced_shape(x.shape, axes, keepdims), True, device=x.device)
     b = x if x.dtype.is_bool else x != 0
     return reduce_min(b.cast(DType.int32), axes, keepdims) > 0
+
+
+def _empty(x, axes) -> bool:
+    return any_(x.shape[a] == 0 for a in axes)
 
 
 def any(x, axis=None, keepdims=False):  # noqa: A001
@@ -584,6 +593,8 @@ def any(x, axis=None, keepdims=False):  # noqa: A001
     """
     x = as_tensor(x, op="any")
     axes = norm_axes("any", axis, x.ndim, x.shape)
+    if _empty(x, axes):  # nothing is nonzero: False, as NumPy and JAX
+        return creation.full(_reduced_shape(x.shape, axes, keepdims), False, device=x.device)
     b = x if x.dtype.is_bool else x != 0
     return reduce_max(b.cast(DType.int32), axes, keepdims) > 0
 

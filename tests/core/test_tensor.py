@@ -604,3 +604,12 @@ def test_an_index_known_only_when_the_program_runs_names_the_op():
         nb.vmap(lambda i: table[i])(nb.constant([1, 7, 2])).numpy()
     with pytest.raises(IndexError, match=r"scatter: index 7 is out of bounds.*JAX drops"):
         nb.vmap(lambda i: nb.zeros(4).at[i].set(1.0))(nb.constant([1, 7])).numpy()
+
+
+def test_any_and_all_of_empty_input_as_numpy():
+    empty = nb.constant(np.zeros((0,), bool))
+    assert nb.any(empty).item() is False and nb.all(empty).item() is True
+    assert nb.any(nb.constant(np.zeros((0, 3))), axis=0).tolist() == [False] * 3
+    assert nb.all(nb.constant(np.zeros((2, 0))), axis=1, keepdims=True).shape == (2, 1)
+    with pytest.raises(IndexError, match="cannot index a 0-d tensor"):  # not a bool error
+        nb.constant(np.float32(3))[nb.constant(np.array(True))]
