@@ -91,7 +91,36 @@ class ScatterOp(Operation):
         ct_x = _scatter.bind(
             [ct, idx, creation.zeros_like(upd)], {"axis": kwargs["axis"], "mode": "set"}
         )
-        return [ct_x, None, _gather.bind([ct, idx], g)]
+        ct_upd = _gather.bind([ct, idx], g)
+        if _may_repeat(idx):  # only the update that was written gets the gradient
+            kept = _written(idx, x.shape[kwargs["axis"]], kwargs["axis"], x.ndim)
+            ct_upd = ct_upd * kept.cast(ct_upd.dtype)
+        return [ct_x, None, ct_upd]
+
+
+def _may_repeat(idx: Tensor) -> bool:
+    """False only for indices known at the call without repeats (the usual case)."""
+    impl = idx._impl
+    if impl.buffer is None or impl.levels:
+        return True
+    values = idx.numpy().ravel()
+    return len(np.unique(values)) != len(values)
+
+
+def _written(idx: Tensor, n: int, axis: int, ndim: int) -> Tensor:
+    """True for each index position whose update a ``set`` scatter kept (for a repeated
+    index, the one the backend wrote); shaped to broadcast against the updates. Found by
+    scattering the positions themselves and reading them back, so it agrees with the
+    backend's own choice among repeats."""
+    size = 1
+    for d in idx.shape:
+        size *= d
+    positions = view.reshape(creation.arange(size, dtype=DType.int32), idx.shape)
+    table = creation.zeros((n,), dtype=DType.int32)
+    table = _scatter.bind([table, idx, positions], {"axis": 0, "mode": "set"})
+    kept = _gather.bind([table, idx], {"axis": 0}) == positions
+    lead, trail = (1,) * axis, (1,) * (ndim - axis - 1)
+    return view.reshape(kept, lead + idx.shape + trail)
 
 
 _gather = GatherOp()

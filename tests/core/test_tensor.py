@@ -613,3 +613,20 @@ def test_any_and_all_of_empty_input_as_numpy():
     assert nb.all(nb.constant(np.zeros((2, 0))), axis=1, keepdims=True).shape == (2, 1)
     with pytest.raises(IndexError, match="cannot index a 0-d tensor"):  # not a bool error
         nb.constant(np.float32(3))[nb.constant(np.array(True))]
+
+
+def test_set_at_repeated_indices_differentiates_only_the_written_update():
+    """As JAX: of updates to one position only the one written (the last) gets the
+    cotangent (each got it), with concrete, computed and batched indices."""
+    w = nb.constant(np.array([1.0, 10, 100, 1000], np.float32))
+    b = nb.constant(np.array([1.0, 2.0, 3.0], np.float32))
+
+    def loss(upd, idx):
+        return (nb.zeros(4).at[idx].set(upd) * w).sum()
+
+    idx = nb.constant(np.array([1, 1, 1]))
+    assert nb.grad(loss)(b, idx).tolist() == [0.0, 0.0, 10.0]
+    assert nb.grad(loss)(b, idx + 0).tolist() == [0.0, 0.0, 10.0]  # a computed index
+    assert nb.grad(loss)(b, nb.constant(np.array([3, 0, 2]))).tolist() == [1000.0, 1.0, 100.0]
+    batched = nb.vmap(lambda i: nb.grad(loss)(b[:2], i))(nb.constant([[1, 1], [0, 2]]))
+    assert batched.tolist() == [[0.0, 10.0], [1.0, 100.0]]
