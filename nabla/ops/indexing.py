@@ -441,9 +441,37 @@ def getitem(x, key) -> Tensor:
     return view.reshape(out, tuple(shape))
 
 
+def _without_new_axes(x, key, value, op):
+    """``(key, value)`` with the ``None`` entries of ``key`` dropped and ``value`` fitted
+    to ``x[key]`` then reshaped without those size-1 axes, so a value shaped like ``x[key]``
+    is accepted, as NumPy does. Left as they are when a ``None`` sits between two array
+    indices (it moves their dims, so dropping it would reorder the value)."""
+    parts = key if isinstance(key, tuple) else (key,)
+    if not any(k is None for k in parts):
+        return key, value
+    arrayish = [
+        not (k is None or k is Ellipsis or isinstance(k, slice | numbers.Integral)) for k in parts
+    ]
+    firsts = [i for i, a in enumerate(arrayish) if a]
+    if firsts and any(parts[i] is None for i in range(firsts[0], firsts[-1])):
+        return key, value
+    rest = tuple(k for k in parts if k is not None)
+    target = getitem(x, key).shape
+    value = as_tensor(value, x.dtype, op)
+    try:
+        value = view.broadcast_to(value, target)
+    except OpError:
+        raise OpError(
+            f"{op}: value of shape {value.shape} cannot be broadcast to the indexed region of "
+            f"shape {target}"
+        ) from None
+    return rest, view.reshape(value, getitem(x, rest).shape)
+
+
 def _update(x, key, value, mode):
     op = "setitem" if mode == "set" else "at"
     x = as_tensor(x, op=op)
+    key, value = _without_new_axes(x, key, value, op)
     slices, int_dims, adv, layout = _parse_key(x, key, op)
     region = view._slice_n(x, slices)
     value = as_tensor(value, x.dtype, op)

@@ -630,3 +630,27 @@ def test_set_at_repeated_indices_differentiates_only_the_written_update():
     assert nb.grad(loss)(b, nb.constant(np.array([3, 0, 2]))).tolist() == [1000.0, 1.0, 100.0]
     batched = nb.vmap(lambda i: nb.grad(loss)(b[:2], i))(nb.constant([[1, 1], [0, 2]]))
     assert batched.tolist() == [[0.0, 10.0], [1.0, 100.0]]
+
+
+@pytest.mark.parametrize(
+    "key, vshape",
+    [
+        ((slice(None), None), (3, 1, 4)),
+        ((Ellipsis, None), (3, 4, 1)),
+        ((slice(None), 1, None), (3, 1)),
+        ((np.array([0, 2]), None), (2, 1, 4)),
+        ((slice(None), np.array([0, 3]), None), (3, 2, 1)),
+        (None, (1, 3, 4)),
+    ],
+)
+def test_setitem_takes_a_value_shaped_like_x_key_with_new_axes(key, vshape):
+    """As NumPy: ``y[:, None] = v`` with ``v`` of ``y[:, None]``'s shape (only leading 1s
+    were dropped before, so this raised)."""
+    want = np.zeros((3, 4), np.float32)
+    v = np.arange(np.prod(vshape), dtype=np.float32).reshape(vshape) + 1
+    want[key] = v
+    y = nb.constant(np.zeros((3, 4), np.float32))
+    y[key] = nb.constant(v)
+    np.testing.assert_array_equal(y.numpy(), want)
+    at = nb.constant(np.zeros((3, 4), np.float32)).at[key].add(nb.constant(v))
+    np.testing.assert_array_equal(at.numpy(), want)
