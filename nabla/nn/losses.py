@@ -54,10 +54,7 @@ def mse_loss(input, target, reduction: str = "mean") -> Tensor:  # noqa: A002 - 
         ValueError: if the shapes differ, or for an unknown ``reduction``.
     """
     pred, target = as_tensor(input, op="mse_loss"), as_tensor(target, op="mse_loss")
-    if pred.shape != target.shape:
-        raise ValueError(
-            f"mse_loss: input of shape {pred.shape} and target of shape {target.shape} differ"
-        )
+    _check_same_shape("mse_loss", pred, target)
     return _reduce((pred - target).square(), reduction, "mse_loss")
 
 
@@ -262,11 +259,15 @@ def binary_cross_entropy_with_logits(
 
 def _pair(fn: str, input, target):  # noqa: A002 - PyTorch name
     pred, target = as_tensor(input, op=fn), as_tensor(target, op=fn)
+    _check_same_shape(fn, pred, target)
+    return pred, target.cast(pred.dtype)
+
+
+def _check_same_shape(fn: str, pred: Tensor, target: Tensor) -> None:
     if pred.shape != target.shape:
         raise ValueError(
             f"{fn}: input of shape {pred.shape} and target of shape {target.shape} differ"
         )
-    return pred, target.cast(pred.dtype)
 
 
 def l1_loss(input, target, reduction: str = "mean") -> Tensor:  # noqa: A002 - PyTorch name

@@ -323,16 +323,6 @@ def _binary_doc(doc, *, result, kinds) -> str:
     return "\n\n".join([summary, body, args, returns, raises]) + "\n"
 
 
-class _PowOperation(BinaryOperation):
-    def __call__(self, x, y):
-        # JAX's integer power: ``x ** 0`` for a Python int 0 is ones with a zero derivative.
-        # Through the general rule, y * x ** (y - 1) is 0 * inf = NaN at x = 0, which broke
-        # polynomials (sum of c_k * x ** k) at 0.
-        if type(y) is int and y == 0 and type(x) is Tensor and not x.dtype.is_bool:
-            return creation.ones_like(x)
-        return super().__call__(x, y)
-
-
 def _binary(name, partials=None, *, doc, result="same", kinds="all", base=BinaryOperation):
     cls = type(
         f"{name.title().replace('_', '')}Op",
@@ -432,10 +422,9 @@ pow = _binary(  # noqa: A001
     "pow",
     _pow_partials,
     doc="Elementwise power ``x ** y`` (also ``nb.power``).\n\n"
-    "Integer operands give an integer result, as in NumPy. ``x ** 0`` with a Python int 0 "
-    "is ones, with a zero derivative everywhere (JAX's integer power).",
+    "Integer operands give an integer result, as in NumPy. The derivative of ``x ** 0`` is "
+    "zero everywhere, at ``x = 0`` too (JAX's integer power).",
     kinds="nobool",
-    base=_PowOperation,
 )
 maximum = _binary(
     "maximum",

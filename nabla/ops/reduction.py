@@ -536,9 +536,6 @@ def logsoftmax(x, axis=-1):
     return x - logsumexp(x, (axis,), keepdims=True)
 
 
-any_ = any  # the builtin, before ``any`` below shadows it
-
-
 def all(x, axis=None, keepdims=False):  # noqa: A001
     """Logical AND over ``axis``: True where every element is nonzero (NumPy's ``all``).
 
@@ -568,7 +565,7 @@ def all(x, axis=None, keepdims=False):  # noqa: A001
 
 
 def _empty(x, axes) -> bool:
-    return any_(x.shape[a] == 0 for a in axes)
+    return 0 in [x.shape[a] for a in axes]
 
 
 def any(x, axis=None, keepdims=False):  # noqa: A001

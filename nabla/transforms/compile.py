@@ -412,16 +412,27 @@ class CompiledFunction:
     Args:
         fun: the function to compile.
         dynamic_dims: ``{arg_index: {dim: "name"}}``: dims of positional arguments that are
-            symbolic, so one trace serves every size (None: none).
+            symbolic, so one plan serves every size once a second size confirms it (None:
+            none).
         fullgraph: raise RuntimeError if ``fun`` realizes a value while traced, instead of
             falling back to plain lazy execution.
         max_cache_size: LRU bound on the number of cached traces (default 64).
+        static_argnums: positional arguments keyed by value (see :func:`compile`).
+        static_argnames: keyword arguments keyed by value, by name.
 
     Raises:
         TypeError: for a malformed ``dynamic_dims``.
     """
 
-    def __init__(self, fun, dynamic_dims=None, fullgraph=False, max_cache_size=64):
+    def __init__(
+        self,
+        fun,
+        dynamic_dims=None,
+        fullgraph=False,
+        max_cache_size=64,
+        static_argnums=None,
+        static_argnames=None,
+    ):
         functools.update_wrapper(self, fun)
         self.fun = fun
         self.dynamic_dims = _check_dynamic_dims(dynamic_dims)
@@ -433,8 +444,8 @@ class CompiledFunction:
         self._last_key = None
         self.explain = os.environ.get("NABLA_EXPLAIN_RETRACE", "0") == "1"
         self._stats = CompilationStats()
-        self.static_argnums: tuple = ()
-        self.static_argnames: tuple = ()
+        self.static_argnums = _names_or_nums(static_argnums, int)
+        self.static_argnames = _names_or_nums(static_argnames, str)
 
     @property
     def stats(self) -> CompilationStats:
@@ -823,10 +834,9 @@ def compile(  # noqa: A001
             static_argnums=static_argnums,
             static_argnames=static_argnames,
         )
-    compiled = CompiledFunction(fun, dynamic_dims, fullgraph, max_cache_size)
-    compiled.static_argnums = _names_or_nums(static_argnums, int)
-    compiled.static_argnames = _names_or_nums(static_argnames, str)
-    return compiled
+    return CompiledFunction(
+        fun, dynamic_dims, fullgraph, max_cache_size, static_argnums, static_argnames
+    )
 
 
 def _names_or_nums(value, kind) -> tuple:
