@@ -15,6 +15,7 @@ import numpy as np
 
 from ..core.dtypes import DType, get_default_dtype, result_type
 from ..core.ir import TensorImpl
+from ..core.state import is_live
 from ..runtime.tensor import Tensor
 from . import batching, creation, reduction, spmd, unary, view
 from ._util import as_tensor, doc_paragraph, is_scalar
@@ -345,9 +346,39 @@ def _binary(name, partials=None, *, doc, result="same", kinds="all", base=Binary
 _PARTIAL_SUM = {"add": "joint", "sub": "joint", "mul": "bilinear", "div": "first"}
 
 
+def _known_scalar(t: Tensor):
+    """The value of a 0-d tensor that holds a host value and that no transform traces (a
+    Python exponent, say), as a Python number; else None. A rule may then build its
+    derivative from the number: nothing can differentiate through it or batch it."""
+    impl = t._impl
+    buf = impl.buffer
+    if (
+        type(buf) is not np.ndarray
+        or buf.shape != ()
+        or impl.levels
+        or impl.tangents
+        or impl.sharding is not None
+        or is_live(impl.traced)
+    ):
+        return None
+    return buf.item()
+
+
 def _pow_partials(x, y, out):
     dx = 0.0
-    if x.dtype.is_float:
+    c = _known_scalar(y) if x.dtype.is_float else None
+    if c is not None and not isinstance(c, complex):
+        # a known exponent (``x ** 2``): c * x ** (c - 1) with c - 1 a number, as JAX's
+        # integer_pow; a square's derivative is one multiply, not a guarded pow
+        if c == 0:
+            dx = 0.0
+        elif c == 1:
+            dx = 1.0
+        elif c == 2:
+            dx = x * 2.0
+        else:
+            dx = (x ** (c - 1)) * c
+    elif x.dtype.is_float:
         # y * x ** (y - 1), but 0 where y == 0 and computed on a safe base there: the next
         # derivative of x ** 0 would be 0 * x ** -1 = 0 * inf = NaN at x = 0, which made the
         # (n+1)-th derivative of x ** n NaN (JAX special-cases integer powers)

@@ -38,7 +38,7 @@ from ..core.state import (
 )
 from ..ops import collectives
 from ..ops._util import as_tensor
-from ..ops.creation import constant, eye, ones_like, zeros_like
+from ..ops.creation import constant, eye, full, ones_like, zeros_like
 from ..ops.unary import identity, stop_gradient
 from ..ops.view import moveaxis
 from ..runtime.graph import GRAPH
@@ -332,7 +332,9 @@ def value_and_grad(fun, argnums=0, has_aux=False, *, realize=False):
         if not out.dtype.is_float:
             raise TypeError(f"grad requires a float output, got {out.dtype}")
 
-        grads = pullback(ones_like(out))
+        # the seed is a constant, unbatched under vmap: the backward ops broadcast it
+        # inside their kernels rather than a copy per batch element
+        grads = pullback(full((), 1, dtype=out.dtype, device=out.device))
         g = grads[0] if single else grads
         if has_aux:
             return (out, res[2]), g

@@ -883,6 +883,29 @@ def test_custom_rules_take_keyword_arguments_and_custom_jvp_nondiff_argnums():
         power(x, nb.constant(2))
 
 
+def test_pow_with_a_known_exponent_differentiates_as_a_product():
+    """``x ** 2``'s derivative is ``2 * x``, one multiply (as JAX's integer_pow), with no
+    guarded pow; an exponent that a transform traces keeps the general rule, so mixed and
+    exponent derivatives stay right."""
+    text = str(nb.trace(nb.grad(lambda a: (a**2).sum()))(nb.constant([1.0, 2.0])))
+    assert "pow" not in text and "where" not in text
+    x = nb.constant(np.array([0.0, 1.5, -2.0], np.float32))
+    for c, want in [(2, 2 * x.numpy()), (3, 3 * x.numpy() ** 2), (0, 0 * x.numpy())]:
+        np.testing.assert_allclose(nb.grad(lambda a, c=c: (a**c).sum())(x).numpy(), want)
+    half = nb.constant(np.array([0.25, 4.0], np.float32))
+    np.testing.assert_allclose(nb.grad(lambda a: (a**0.5).sum())(half).numpy(), [1.0, 0.25])
+    # d/dy d/dx x ** y = x ** (y - 1) * (1 + y * log x): the exponent is traced
+    mixed = nb.grad(lambda y: nb.grad(lambda a: a**y)(nb.constant(2.0)))(nb.constant(3.0))
+    np.testing.assert_allclose(mixed.item(), 4.0 * (1 + 3.0 * np.log(2.0)), rtol=1e-6)
+    per_y = nb.vmap(lambda y: nb.grad(lambda a: a**y)(nb.constant(2.0)))(nb.constant([2.0, 3.0]))
+    np.testing.assert_allclose(per_y.numpy(), [4.0, 12.0])
+    powf = nb.compile(nb.grad(lambda a, y: (a**y).sum()))
+    for y in (2.0, 0.0):
+        np.testing.assert_allclose(
+            powf(x, nb.constant(y)).numpy(), nb.grad(lambda a, y=y: (a**y).sum())(x).numpy()
+        )
+
+
 def test_higher_derivatives_at_zeros_as_jax():
     """prod's rule is built from multiplies only (its hessian at a zero was asymmetric),
     x ** n has no 0 * inf at its (n+1)-th derivative at 0, and softplus is smooth (its

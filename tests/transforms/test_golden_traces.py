@@ -123,15 +123,14 @@ GOLDEN = {
     g:f32[2]@vmap[1] = mul f f
     i:f32[2]@vmap[1] = sub h g
     j:f32[] = full[shape=(), value=1.0, dtype=float32]
-    k:f32[]@vmap[1] = broadcast_levels[levels=(1,)] j
-    l:f32[1]@vmap[1] = reshape[shape=(1,)] k
-    m:f32[2]@vmap[1] = broadcast_to[shape=(2,)] l
-    n:f32[2]@vmap[1] = mul m i
-    o:f32[1,2]@vmap[1] = reshape[shape=(1, 2)] n
-    p:f32[3,1]@vmap[1] = reshape[shape=(3, 1)] d
-    q:f32[3,2]@vmap[1] = matmul p o
-    r:f32[4,3,2] = from_batch[axis=0, level=1, levels=()] q
-  in (r) }""",
+    k:f32[1] = reshape[shape=(1,)] j
+    l:f32[2] = broadcast_to[shape=(2,)] k
+    m:f32[2]@vmap[1] = mul l i
+    n:f32[1,2]@vmap[1] = reshape[shape=(1, 2)] m
+    o:f32[3,1]@vmap[1] = reshape[shape=(3, 1)] d
+    p:f32[3,2]@vmap[1] = matmul o n
+    q:f32[4,3,2] = from_batch[axis=0, level=1, levels=()] p
+  in (q) }""",
 }
 
 
