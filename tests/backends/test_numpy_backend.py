@@ -154,3 +154,29 @@ def test_integer_power_with_negative_exponents_truncates_like_jax():
     (got,) = LOWERINGS["pow"]([x, y], {})
     assert got.dtype == np.int32
     np.testing.assert_array_equal(got, [1, -1, 1, 0, 0, 0, 9])
+
+
+def test_instructions_that_pass_their_input_through_run_as_no_step():
+    """``identity`` and a transpose by the identity permutation read their input's slot;
+    an output that so reads a program input is still an array of the declared dtype."""
+    from nabla.backends.numpy import compile_program
+    from nabla.core.dtypes import DType
+    from nabla.core.ir import build_program
+
+    f32 = DType.float32
+    steps = [
+        ("identity", (0,), {}, ((f32, (2, 3)),)),
+        ("transpose", ((0, 0),), {"perm": (0, 1)}, ((f32, (2, 3)),)),
+        ("transpose", ((1, 0),), {"perm": (1, 0)}, ((f32, (3, 2)),)),
+    ]
+    program = build_program("pass", [(f32, (2, 3), None)], steps, [(1, 0), (2, 0), (0, 0)])
+    run = compile_program(program)
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    same, t, ident = run([x])
+    assert same is x and ident is x
+    np.testing.assert_array_equal(t, x.T)
+    scalar = build_program(
+        "scalar", [(f32, (), None)], [("identity", (0,), {}, ((f32, ()),))], [(0, 0)]
+    )
+    (out,) = compile_program(scalar)([np.float64(2.5)])
+    assert type(out) is np.ndarray and out.dtype == np.float32 and out == 2.5

@@ -92,26 +92,42 @@ def compile_program(program: Program):
             "NumPy reference, so the numpy backend cannot run it: give the op a numpy_fn, or "
             "run it with the 'max' or 'auto' backend"
         )
-    out_slots = program.outputs
+    # an instruction that hands its input through unchanged runs as no step: its output
+    # slot reads the input's (arrays are never written in place, and views alias anyway)
+    alias: dict = {}
+    instructions = []
+    for name, ins, kwargs, outs, specs in program.instructions:
+        ins = tuple(alias.get(i, i) for i in ins)
+        if _passes_through(name, kwargs, specs):
+            alias[outs[0]] = ins[0]
+            continue
+        instructions.append((name, ins, kwargs, outs, specs))
+    out_slots = [alias.get(s, s) for s in program.outputs]
     # free each intermediate after its last use: peak memory stays flat and hot data stays
     # in cache (program outputs are kept)
     last_use = {}
-    for k, instr in enumerate(program.instructions):
-        for i in instr.inputs:
+    for k, (_, ins, *_) in enumerate(instructions):
+        for i in ins:
             last_use[i] = k
     keep = set(out_slots)
-    frees = [[] for _ in program.instructions]
+    frees = [[] for _ in instructions]
     for slot, k in last_use.items():
         if slot not in keep:
             frees[k].append(slot)
     steps = []
-    for k, (name, ins, kwargs, outs, specs) in enumerate(program.instructions):
+    for k, (name, ins, kwargs, outs, specs) in enumerate(instructions):
         fn = LOWERINGS.get(name)
         if fn is None:
             raise UnsupportedOp(f"the numpy backend has no lowering for op '{name}'")
         dtypes = tuple(dt.numpy for dt, _ in specs)
         steps.append((fn, ins, kwargs, outs, dtypes, tuple(frees[k])))
-    n_slots = program.num_inputs + sum(len(s[3]) for s in steps)
+    n_slots = program.num_inputs + sum(len(ins.outputs) for ins in program.instructions)
+    # outputs that are program inputs (passed through) get the check results get
+    from_inputs = [
+        (k, dt.numpy)
+        for k, (slot, (dt, _)) in enumerate(zip(out_slots, program.output_specs, strict=True))
+        if slot < program.num_inputs
+    ]
 
     def raw(inputs):
         slots = list(inputs)
@@ -124,7 +140,12 @@ def compile_program(program: Program):
                 slots[o] = r
             for i in free:
                 slots[i] = None
-        return [slots[s] for s in out_slots]
+        outs = [slots[s] for s in out_slots]
+        for k, dt in from_inputs:  # as an instruction's result is: an array of its dtype
+            r = outs[k]
+            if type(r) is not np.ndarray or r.dtype != dt:
+                outs[k] = np.asarray(r, dtype=dt)
+        return outs
 
     def run(inputs):
         with np.errstate(all="ignore"):
@@ -132,6 +153,15 @@ def compile_program(program: Program):
 
     run.raw = raw  # for nested programs, which always run inside an outer ``run``
     return run
+
+
+def _passes_through(name, kwargs, specs) -> bool:
+    """Is this instruction its input unchanged: ``identity``, a transpose by the identity
+    permutation (vmap moving a batch dim that is already first)?"""
+    if name == "identity":
+        return True
+    perm = kwargs.get("perm") if name == "transpose" else None
+    return perm is not None and tuple(perm) == tuple(range(len(specs[0][1])))
 
 
 def _bound(program: Program):
