@@ -39,6 +39,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..backends.numpy import LOWERINGS as NUMPY_LOWERINGS
 from ..core.ir import Program, SymDim, build_program, substitute_dims
 from ..core.pytree import tree_flatten, tree_unflatten
 from ..core.state import STATE, is_live
@@ -87,6 +88,7 @@ class _Plan:
         self.base = None
         self._specialized: dict = {}
         self.by_size: dict = {}  # sizes -> a trace at them, once symbolic_ok is False
+        self.traced_shapes = None  # the arguments' shapes as ints (``_same_shapes``)
 
     def specialize(self, sizes: dict) -> _Plan:
         """This plan with the dynamic dims set to ``sizes`` (cached per size)."""
@@ -701,8 +703,11 @@ def _plain(tensors) -> bool:
 
 
 def _same_shapes(plan, tensors) -> bool:
-    for (_, shape, _), t in zip(plan.arg_specs, tensors):
-        if tuple(int(d) for d in shape) != t.shape:
+    shapes = plan.traced_shapes
+    if shapes is None:  # worked out once per plan: this runs on every call
+        shapes = plan.traced_shapes = [tuple(int(d) for d in s) for _, s, _ in plan.arg_specs]
+    for shape, t in zip(shapes, tensors):
+        if shape != t.shape:
             return False
     return True
 
@@ -719,22 +724,90 @@ def _arg_leaf_positions(args) -> dict:
     return out
 
 
-def _build_plan(recorded, placeholders, out, rng_impls, traced_flat):
-    out_flat, out_tree = tree_flatten(out)
-    node_index = {id(n): i for i, n in enumerate(recorded)}
-    # keep only nodes the outputs need (dead code is dropped)
+def _needed_nodes(out_flat, node_index, placeholders, folded=frozenset()) -> set:
+    """The ids of the recorded nodes the outputs need (dead code is dropped); a folded
+    node's outputs are constants, so what only it reads is dropped too."""
     needed = set()
     stack = [o._impl for o in out_flat if isinstance(o, Tensor)]
     while stack:
         impl = stack.pop()
         if id(impl) in placeholders or impl.node is None or id(impl.node) not in node_index:
             continue
-        if id(impl.node) in needed:
+        nid = id(impl.node)
+        if nid in needed or nid in folded:
             continue
-        needed.add(id(impl.node))
+        needed.add(nid)
         stack.extend(impl.node.inputs)
-    consts, const_idx = [], {}
+    return needed
+
+
+# outputs up to this many elements are folded: a constant subgraph of small values (a
+# seed of ones, an exponent minus one) runs once, while a large constant (a broadcast fill,
+# a captured weight's transpose) stays an op rather than a second copy held by the plan
+_FOLD_LIMIT = 1 << 14
+# ops that run programs of their own or code outside the lowering table are never folded
+_NOT_FOLDED = frozenset({"compiled_call", "cond", "while_loop", "scan", "custom_kernel"})
+
+
+def _fold_constants(recorded, needed, placeholders, rng_ids) -> set:
+    """Run now, once, the needed nodes that read only captured host constants (or other
+    such nodes) and give small unbatched host values; their outputs become the plan's
+    constants, so a call does not recompute them. Returns the folded node ids.
+
+    They run on the interpreter's lowerings whatever the backend: the values are small,
+    and a MAX compile for each would cost seconds."""
+    folded = set()
+    for node in recorded:  # recording order is topological
+        op = node.op
+        if (
+            id(node) not in needed
+            or op.host_only
+            or op.collective
+            or op.backend_name in _NOT_FOLDED
+            or op.backend_name not in NUMPY_LOWERINGS
+        ):
+            continue
+        if not all(_is_constant(i, placeholders, rng_ids, needed, folded) for i in node.inputs):
+            continue
+        outs = [ref() for ref in node.outputs]
+        if any(
+            int(np.prod(shape)) > _FOLD_LIMIT or any(isinstance(d, SymDim) for d in shape)
+            for _, shape in node.out_specs
+        ) or any(
+            o is not None and (o.levels or o.sharding is not None or not o.device.is_cpu)
+            for o in outs
+        ):
+            continue
+        values = NUMPY_LOWERINGS[op.backend_name]([i.buffer for i in node.inputs], node.phys_kwargs)
+        with np.errstate(all="ignore"):
+            values = [np.asarray(v, dtype=dt.numpy) for v, (dt, _) in zip(values, node.out_specs)]
+        for impl, value in zip(outs, values, strict=True):
+            if impl is not None and impl.buffer is None:
+                impl.buffer = value
+        folded.add(id(node))
+    return folded
+
+
+def _is_constant(impl, placeholders, rng_ids, needed, folded) -> bool:
+    """A host value the plan holds fixed: not an argument or a fresh random key, and
+    captured already realized or made by a folded node (not by a node the program runs)."""
+    if id(impl) in placeholders or id(impl) in rng_ids or impl.levels:
+        return False
+    if impl.sharding is not None or type(impl.buffer) is not np.ndarray:
+        return False
+    node = impl.node
+    return node is None or id(node) in folded or id(node) not in needed
+
+
+def _build_plan(recorded, placeholders, out, rng_impls, traced_flat):
+    out_flat, out_tree = tree_flatten(out)
+    node_index = {id(n): i for i, n in enumerate(recorded)}
+    needed = _needed_nodes(out_flat, node_index, placeholders)
     rng_ids = {id(r) for r in rng_impls}
+    folded = _fold_constants(recorded, needed, placeholders, rng_ids)
+    if folded:
+        needed = _needed_nodes(out_flat, node_index, placeholders, folded)
+    consts, const_idx = [], {}
     rng_slots = []
 
     def ref_of(impl):

@@ -379,3 +379,25 @@ def test_a_size_whose_trace_falls_back_runs_lazily_each_time():
     c = nb.compile(f, dynamic_dims={0: {0: "n"}})
     assert [c(nb.ones(n)).tolist()[0] for n in (2, 3, 3, 4, 2)] == [3, 2, 2, 2, 3]
     assert c.stats.fallbacks == 3 and c.stats.misses == 3
+
+
+def test_ops_on_captured_constants_run_once_when_traced():
+    """Small values computed from captured constants only are folded into the plan when it
+    is traced: a call runs just what depends on its arguments. A large one stays an op
+    (the plan would hold a second copy), and random draws are never folded."""
+    from nabla.runtime.graph import GRAPH
+
+    w_np = np.arange(6, dtype=np.float32).reshape(2, 3)
+    w, big = nb.constant(w_np), nb.constant(np.ones(1 << 15, np.float32))
+    f = nb.compile(lambda x: x @ (w.T * 2.0) + nb.exp(nb.zeros(())) + (big * 3.0).sum())
+    noisy = nb.compile(lambda x: x + nb.uniform(()) * 2.0)
+    x = nb.constant(np.ones((4, 3), np.float32))
+    want = np.ones((4, 3)) @ (w_np.T * 2.0) + 1.0 + 3.0 * (1 << 15)
+    with nb.backend("numpy"):
+        np.testing.assert_allclose(f(x).numpy(), want)  # the trace
+        np.testing.assert_allclose(f(x).numpy(), want)  # the plan
+        plan = GRAPH.programs()[-1].instructions[0].kwargs["program"]
+        a, b = noisy(x).numpy(), noisy(x).numpy()
+    ops = sorted(ins.op for ins in plan.instructions)
+    assert ops == ["add", "add", "matmul", "mul", "reduce_sum"], ops
+    assert not np.allclose(a, b)
