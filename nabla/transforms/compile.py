@@ -24,6 +24,8 @@ value.
 Tensors captured by closure are inputs of the plan: their value at trace time is used, and a
 later *rebinding* of the Python variable is not seen (as in ``jax.jit``); mutate via
 arguments instead.
+Small unbatched values computed from captured constants only are *folded*: they run once when
+the plan is built and become constants of it (``_fold_constants``).
 """
 
 from __future__ import annotations
