@@ -83,8 +83,10 @@ def _numpy_reduction(fn):
     def method(self, *args, dtype=None, out=None, **kwargs):
         if out is not None:
             raise TypeError(f"{fn.__name__}: out= is not supported (tensors are immutable)")
-        result = fn(self, *args, **kwargs)
-        return result if dtype is None else result.cast(dtype)
+        if dtype is None:
+            return fn(self, *args, **kwargs)
+        # computed in ``dtype``, as NumPy: an int8 sum with dtype=int64 does not wrap
+        return fn(self.cast(dtype), *args, **kwargs).cast(dtype)
 
     method.__name__ = fn.__name__
     method.__doc__ = fn.__doc__

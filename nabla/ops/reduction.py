@@ -281,7 +281,7 @@ reduce_max = ReduceMaxOp()
 reduce_min = ReduceMinOp()
 
 
-def sum(x, axis=None, keepdims=False):  # noqa: A001
+def sum(x, axis=None, keepdims=False, *, dtype=None):  # noqa: A001
     """Sum of the elements over ``axis`` (NumPy's ``sum``; also ``x.sum(...)``).
 
     int8, int16, uint8 and bool tensors sum in int32, as in JAX; wider integers and floats
@@ -291,9 +291,11 @@ def sum(x, axis=None, keepdims=False):  # noqa: A001
         x: a tensor, or a Python scalar, nested list or NumPy array.
         axis: int, tuple of ints or None (default: all axes); negative axes count from the end.
         keepdims: keep the reduced axes as size-1 dims, so the result broadcasts against ``x``.
+        dtype: compute in (and return) this dtype, as NumPy and JAX (``x`` is cast first).
 
     Returns:
-        A tensor of ``x``'s dtype (int32 for bool and integers narrower than int32).
+        A tensor of ``x``'s dtype (int32 for bool and integers narrower than int32), or of
+        ``dtype``.
 
     Raises:
         TypeError: for an axis that is not an int.
@@ -306,6 +308,8 @@ def sum(x, axis=None, keepdims=False):  # noqa: A001
     """
     if not isinstance(x, Tensor):
         x = as_tensor(x, op="sum")
+    if dtype is not None:
+        return reduce_sum(x.cast(dtype), axis, keepdims).cast(dtype)
     return reduce_sum(x, axis, keepdims)
 
 
@@ -359,7 +363,7 @@ def min(x, axis=None, keepdims=False):  # noqa: A001
     return reduce_min(x, axis, keepdims)
 
 
-def prod(x, axis=None, keepdims=False):
+def prod(x, axis=None, keepdims=False, *, dtype=None):
     """Product of the elements over ``axis`` (NumPy's ``prod``; also ``x.prod(...)``).
 
     int8, int16, uint8 and bool tensors multiply in int32, as in JAX; an empty reduction
@@ -369,9 +373,11 @@ def prod(x, axis=None, keepdims=False):
         x: a tensor, or a Python scalar, nested list or NumPy array.
         axis: int, tuple of ints or None (default: all axes); negative axes count from the end.
         keepdims: keep the reduced axes as size-1 dims, so the result broadcasts against ``x``.
+        dtype: compute in (and return) this dtype, as NumPy and JAX (``x`` is cast first).
 
     Returns:
-        A tensor of ``x``'s dtype (int32 for bool and integers narrower than int32).
+        A tensor of ``x``'s dtype (int32 for bool and integers narrower than int32), or of
+        ``dtype``.
 
     Raises:
         TypeError: for an axis that is not an int.
@@ -380,6 +386,8 @@ def prod(x, axis=None, keepdims=False):
     """
     if not isinstance(x, Tensor):
         x = as_tensor(x, op="prod")
+    if dtype is not None:
+        return reduce_prod(x.cast(dtype), axis, keepdims).cast(dtype)
     return reduce_prod(x, axis, keepdims)
 
 
@@ -395,7 +403,7 @@ def _float(x, op):
     return x if x.dtype.is_float else x.cast(get_default_dtype())
 
 
-def mean(x, axis=None, keepdims=False):
+def mean(x, axis=None, keepdims=False, *, dtype=None):
     """Arithmetic mean over ``axis`` (NumPy's ``mean``; also ``x.mean(...)``).
 
     Computed as sum / count (so sharded reductions stay exact). Integer and bool tensors are
@@ -405,9 +413,10 @@ def mean(x, axis=None, keepdims=False):
         x: a tensor, or a Python scalar, nested list or NumPy array.
         axis: int, tuple of ints or None (default: all axes); negative axes count from the end.
         keepdims: keep the reduced axes as size-1 dims, so the result broadcasts against ``x``.
+        dtype: compute in (and return) this dtype, as NumPy and JAX (``x`` is cast first).
 
     Returns:
-        A float tensor.
+        A float tensor (of ``dtype`` when given).
 
     Raises:
         TypeError: for an axis that is not an int.
@@ -418,10 +427,13 @@ def mean(x, axis=None, keepdims=False):
         >>> nb.mean(nb.constant([1, 2])).item()
         1.5
     """
+    if dtype is not None:
+        x = as_tensor(x, op="mean").cast(dtype)
     x = _float(x, "mean")
     axes = norm_axes("mean", axis, x.ndim, x.shape)
     n = _count(x, axes)
-    return reduce_sum(x, axes, keepdims) * (1.0 / n if n else float("nan"))
+    out = reduce_sum(x, axes, keepdims) * (1.0 / n if n else float("nan"))
+    return out if dtype is None else out.cast(dtype)
 
 
 def var(x, axis=None, keepdims=False, correction=0, *, ddof=None):
@@ -499,9 +511,10 @@ def logsumexp(x, axis=None, keepdims=False):
         x: a tensor, or a Python scalar, nested list or NumPy array.
         axis: int, tuple of ints or None (default: all axes); negative axes count from the end.
         keepdims: keep the reduced axes as size-1 dims, so the result broadcasts against ``x``.
+        dtype: compute in (and return) this dtype, as NumPy and JAX (``x`` is cast first).
 
     Returns:
-        A float tensor.
+        A float tensor (of ``dtype`` when given).
 
     Raises:
         TypeError: for an axis that is not an int.
@@ -714,9 +727,12 @@ class CumsumOp(Operation):
 _cumsum = CumsumOp()
 
 
-def cumsum(x, axis=-1, exclusive=False, reverse=False):
-    """Cumulative sum along ``axis``; ``exclusive`` starts from 0, ``reverse`` runs backwards."""
+def cumsum(x, axis=-1, exclusive=False, reverse=False, *, dtype=None):
+    """Cumulative sum along ``axis``; ``exclusive`` starts from 0, ``reverse`` runs backwards;
+    ``dtype`` casts ``x`` first (as NumPy, JAX and PyTorch)."""
     x = as_tensor(x, op="cumsum")
+    if dtype is not None:
+        x = x.cast(dtype)
     if x.ndim == 0:
         raise OpError(f"cumsum: needs rank >= 1, got shape {x.shape}")
     axis = norm_axis("cumsum", axis, x.ndim, x.shape)

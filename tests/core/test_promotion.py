@@ -200,3 +200,17 @@ def test_a_dtype_equals_its_numpy_dtype_scalar_type_and_name():
     assert np.dtype(x.dtype) == np.float32 and np.dtype(nb.bfloat16) == ml_dtypes.bfloat16
     assert nb.bfloat16 == ml_dtypes.bfloat16 and nb.DType.bool == np.bool_
     assert {nb.float32: 1}[nb.DType("float32")] == 1
+
+
+def test_reductions_compute_in_a_requested_dtype():
+    """``dtype=`` casts first, as NumPy and JAX: an int8 sum asked for int64 does not wrap,
+    and one asked for int8 does; methods (and so ``np.sum(t, dtype=...)``) do the same."""
+    x = nb.constant(np.array([100, 100, 100], np.int8))
+    assert nb.sum(x, dtype=nb.int64).item() == 300 and nb.sum(x, dtype=nb.int64).dtype == nb.int64
+    assert nb.sum(x, dtype=nb.int8).item() == 44
+    assert np.sum(x, dtype=np.int64).item() == 300 and x.sum(dtype=nb.int64).item() == 300
+    assert nb.prod(x, dtype=nb.float32).item() == 1e6
+    assert nb.cumsum(x, dtype=nb.int32).tolist() == [100, 200, 300]
+    i = nb.constant([1, 2, 4])
+    assert nb.mean(i, dtype=nb.float64).dtype == nb.float64
+    assert nb.mean(i, dtype=nb.int32).item() == 2
