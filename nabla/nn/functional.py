@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 
 import ml_dtypes
+import numpy as np
 
 from ..ops import binary, creation, indexing, reduction, unary
 from ..ops import random as _random
@@ -448,6 +449,34 @@ def scaled_dot_product_attention(
             f"scaled_dot_product_attention: query {q.shape}, key {k.shape} and value {v.shape} "
             "must share the feature dim (query/key) and the sequence length (key/value)"
         )
+    if attn_mask is not None:
+        attn_mask = as_tensor(attn_mask, op="scaled_dot_product_attention")
+        check_attention_mask("scaled_dot_product_attention", attn_mask, q.shape, k.shape)
+    out, _ = attention_with_weights(
+        q, k, v, attn_mask, dropout_p, is_causal, scale, training, rng_key
+    )
+    return out
+
+
+def check_attention_mask(op, mask, q_shape, k_shape) -> None:
+    """Refuse a mask that does not broadcast to the scores ``(..., L, S)``, naming it."""
+    scores = (*np.broadcast_shapes(q_shape[:-2], k_shape[:-2]), q_shape[-2], k_shape[-2])
+    try:
+        ok = np.broadcast_shapes(mask.shape, scores) == scores
+    except ValueError:
+        ok = False
+    if not ok:
+        raise ValueError(
+            f"{op}: attn_mask of shape {mask.shape} does not broadcast to the attention "
+            f"scores {scores} (..., query length, key length)"
+        )
+
+
+def attention_with_weights(
+    q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, training=True, rng_key=None
+):
+    """``scaled_dot_product_attention``'s output and its attention weights (after dropout),
+    for tensors whose shapes it has checked."""
     scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
     scores = (q @ k.swap_axes(-1, -2)) * scale
     neg = _neg_large(scores.dtype)
@@ -464,4 +493,4 @@ def scaled_dot_product_attention(
     weights = reduction.softmax(scores, axis=-1)
     if dropout_p > 0.0 and training:
         weights = dropout(weights, dropout_p, True, rng_key)
-    return weights @ v
+    return weights @ v, weights

@@ -1,9 +1,11 @@
 """Attention and transformer layers: ``MultiHeadAttention``, ``TransformerEncoderLayer``,
 ``TransformerDecoderLayer``.
 
-Sequences are ``(batch, length, features)``. Masks: a bool ``attn_mask`` is True where a query
-may attend (as in ``scaled_dot_product_attention``), a float one is added to the scores; a
-``key_padding_mask`` is True at padding positions, which are ignored.
+Sequences are ``(batch, length, features)``. Masks follow ``torch.nn.MultiheadAttention``: a
+bool ``attn_mask`` is True where a query may NOT attend, a float one is added to the scores,
+and a ``key_padding_mask`` is True at padding positions, which are ignored. (The functional
+``scaled_dot_product_attention`` takes a bool mask the other way round, as PyTorch's does:
+True where a query may attend.)
 """
 
 from __future__ import annotations
@@ -30,6 +32,12 @@ class MultiHeadAttention(Module):
         dtype: parameter dtype (default: the default dtype).
         kdim: features of the keys (default ``embed_dim``), as in PyTorch.
         vdim: features of the values (default ``embed_dim``).
+        batch_first: must be True (the default): sequences are ``(batch, length,
+            features)``. Accepted so PyTorch code that passes it carries over.
+
+    Raises:
+        ValueError: for ``embed_dim`` not a multiple of ``num_heads``, or
+            ``batch_first=False``.
     """
 
     def __init__(
@@ -43,8 +51,10 @@ class MultiHeadAttention(Module):
         *,
         kdim: int | None = None,
         vdim: int | None = None,
+        batch_first: bool = True,
     ):
         super().__init__()
+        _check_batch_first(type(self).__name__, batch_first)
         if embed_dim % num_heads:
             raise ValueError(
                 f"MultiHeadAttention: embed_dim={embed_dim} is not a multiple of "
@@ -71,6 +81,9 @@ class MultiHeadAttention(Module):
         key_padding_mask=None,
         attn_mask=None,
         is_causal: bool = False,
+        *,
+        need_weights: bool = False,
+        average_attn_weights: bool = True,
     ):
         """Attend from ``query`` to ``key``/``value`` (self-attention when they are None).
 
@@ -79,15 +92,21 @@ class MultiHeadAttention(Module):
             key: ``(N, S, kdim)`` (default: ``query``).
             value: ``(N, S, vdim)`` (default: ``key``).
             key_padding_mask: optional bool ``(N, S)``: True marks padding that is ignored.
-            attn_mask: optional mask broadcasting to ``(L, S)`` or ``(N, heads, L, S)``: bool
-                (True = may attend) or float (added to the scores).
+            attn_mask: optional mask of shape ``(L, S)``, ``(N * heads, L, S)`` (PyTorch's
+                per-head form) or broadcasting to ``(N, heads, L, S)``: bool (True = may NOT
+                attend, as in PyTorch's ``MultiheadAttention``) or float (added to the scores).
             is_causal: position ``i`` attends only to positions ``<= i``.
+            need_weights: also return the attention weights, as PyTorch (default False: the
+                output alone, as the original nabla's module).
+            average_attn_weights: with ``need_weights``, average the weights over the heads
+                (``(N, L, S)``) instead of ``(N, heads, L, S)``.
 
         Returns:
-            ``(N, L, embed_dim)``.
+            ``(N, L, embed_dim)``; with ``need_weights``, ``(output, weights)``.
 
         Raises:
-            ValueError: for inputs that are not ``(N, length, embed_dim)``.
+            ValueError: for inputs that are not ``(N, length, embed_dim)``, or a mask of
+                another shape.
         """
         query = as_tensor(query, op="MultiHeadAttention")
         key = query if key is None else as_tensor(key, op="MultiHeadAttention")
@@ -99,6 +118,10 @@ class MultiHeadAttention(Module):
                     f"MultiHeadAttention({self.extra_repr()}): {name} of shape {t.shape} is "
                     f"not (batch, length, {d})"
                 )
+        if query.shape[0] != key.shape[0]:
+            raise ValueError(
+                f"MultiHeadAttention: query {query.shape} and key {key.shape} differ in batch"
+            )
         if key.shape[:2] != value.shape[:2]:
             raise ValueError(
                 f"MultiHeadAttention: key {key.shape} and value {value.shape} differ in "
@@ -107,7 +130,7 @@ class MultiHeadAttention(Module):
         q = self._heads(self.q_proj(query))
         k = self._heads(self.k_proj(key))
         v = self._heads(self.v_proj(value))
-        mask = attn_mask
+        mask = None if attn_mask is None else self._keep_mask(attn_mask, q.shape, k.shape)
         if key_padding_mask is not None:
             kpm = as_tensor(key_padding_mask, op="MultiHeadAttention")
             if kpm.shape != (key.shape[0], key.shape[1]):
@@ -118,11 +141,24 @@ class MultiHeadAttention(Module):
             keep = unary.logical_not(kpm) if kpm.dtype.is_bool else kpm == 0
             keep = keep.reshape(kpm.shape[0], 1, 1, kpm.shape[1])
             mask = keep if mask is None else _combine(mask, keep)
-        out = F.scaled_dot_product_attention(
+        out, weights = F.attention_with_weights(
             q, k, v, mask, self.dropout, is_causal, training=self.training
         )
         n, _, length, _ = out.shape
-        return self.out_proj(out.swap_axes(1, 2).reshape(n, length, self.embed_dim))
+        out = self.out_proj(out.swap_axes(1, 2).reshape(n, length, self.embed_dim))
+        if not need_weights:
+            return out
+        return out, (weights.mean(axis=1) if average_attn_weights else weights)
+
+    def _keep_mask(self, attn_mask, q_shape, k_shape):
+        """The user's mask as the attention takes it: a bool one inverted (True = may
+        attend), PyTorch's ``(N * heads, L, S)`` form split into ``(N, heads, L, S)``."""
+        mask = as_tensor(attn_mask, op="MultiHeadAttention")
+        n, heads, length, source = q_shape[0], self.num_heads, q_shape[2], k_shape[2]
+        if mask.ndim == 3 and mask.shape == (n * heads, length, source):
+            mask = mask.reshape(n, heads, length, source)
+        F.check_attention_mask(f"MultiHeadAttention({self.extra_repr()})", mask, q_shape, k_shape)
+        return unary.logical_not(mask) if mask.dtype.is_bool else mask
 
     def extra_repr(self) -> str:
         """The configuration shown by ``repr``."""

@@ -88,7 +88,7 @@ def test_dropout_module_modes():
     np.testing.assert_array_equal(d(x).numpy(), 1.0)
 
 
-def _mha_ref(m, q, kv, keep, value=None):
+def _mha_ref(m, q, kv, keep, value=None, add=0.0, weights=False):
     def proj(lin, v):
         return v @ lin.weight.numpy() + lin.bias.numpy()
 
@@ -99,11 +99,40 @@ def _mha_ref(m, q, kv, keep, value=None):
     value = kv if value is None else value
     qh, kh, vh = heads(proj(m.q_proj, q)), heads(proj(m.k_proj, kv)), heads(proj(m.v_proj, value))
     s = qh @ kh.transpose(0, 1, 3, 2) / np.sqrt(qh.shape[-1])
-    s = np.where(keep, s, -1e9)
+    s = np.where(keep, s + add, -1e9)
     w = np.exp(s - s.max(-1, keepdims=True))
     w /= w.sum(-1, keepdims=True)
     o = (w @ vh).transpose(0, 2, 1, 3).reshape(q.shape[0], q.shape[1], -1)
-    return proj(m.out_proj, o)
+    return (proj(m.out_proj, o), w) if weights else proj(m.out_proj, o)
+
+
+def test_mha_masks_and_weights_as_pytorch():
+    """As ``torch.nn.MultiheadAttention``: a bool attn_mask is True where a query may not
+    attend, a float one may be per head ``(N * heads, L, S)``, and ``need_weights`` returns
+    the weights too (averaged over the heads unless ``average_attn_weights=False``)."""
+    m = nn.MultiHeadAttention(8, 2, key=nb.random.key(4))
+    q, mem = rng.standard_normal((2, 5, 8)), rng.standard_normal((2, 6, 8))
+    blocked = np.triu(np.ones((5, 6), bool), 1)
+    out, w = m(t(q), t(mem), attn_mask=nb.constant(blocked), need_weights=True)
+    ref, ref_w = _mha_ref(m, q, mem, ~blocked, weights=True)
+    np.testing.assert_allclose(out.numpy(), ref, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(w.numpy(), ref_w.mean(1), rtol=1e-4, atol=1e-6)
+    per_head = rng.standard_normal((4, 5, 6))
+    out, w = m(
+        t(q), t(mem), attn_mask=t(per_head), need_weights=True, average_attn_weights=False
+    )
+    ref, ref_w = _mha_ref(m, q, mem, True, add=per_head.reshape(2, 2, 5, 6), weights=True)
+    np.testing.assert_allclose(out.numpy(), ref, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(w.numpy(), ref_w, rtol=1e-4, atol=1e-6)
+    assert isinstance(m(t(q), t(mem)), nb.Tensor)  # the output alone by default
+    with pytest.raises(ValueError, match=r"attn_mask of shape \(3, 6\) does not broadcast"):
+        m(t(q), t(mem), attn_mask=nb.ones((3, 6)))
+    with pytest.raises(ValueError, match=r"query \(2, 5, 8\) and key \(1, 6, 8\) differ"):
+        m(t(q), t(mem[:1]))
+    with pytest.raises(ValueError, match="batch_first=False is not supported"):
+        nn.MultiHeadAttention(8, 2, batch_first=False)
+    with pytest.raises(ValueError, match=r"scaled_dot_product_attention: attn_mask of shape"):
+        nn.functional.scaled_dot_product_attention(t(q), t(mem), t(mem), attn_mask=nb.ones((4,)))
 
 
 def test_multi_head_attention_with_padding_and_causal_masks():
