@@ -118,9 +118,7 @@ def test_mha_masks_and_weights_as_pytorch():
     np.testing.assert_allclose(out.numpy(), ref, rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(w.numpy(), ref_w.mean(1), rtol=1e-4, atol=1e-6)
     per_head = rng.standard_normal((4, 5, 6))
-    out, w = m(
-        t(q), t(mem), attn_mask=t(per_head), need_weights=True, average_attn_weights=False
-    )
+    out, w = m(t(q), t(mem), attn_mask=t(per_head), need_weights=True, average_attn_weights=False)
     ref, ref_w = _mha_ref(m, q, mem, True, add=per_head.reshape(2, 2, 5, 6), weights=True)
     np.testing.assert_allclose(out.numpy(), ref, rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(w.numpy(), ref_w, rtol=1e-4, atol=1e-6)
