@@ -290,8 +290,14 @@ def uniform(
     high = 1.0 if high is None else high
     dtype = _float_dtype("uniform", dtype)
     u = _draw(_uniform, k, shape, dtype)
-    span = 1.0 if _is_default(low, 0.0) and _is_default(high, 1.0) else high - low
-    return _place(_affine("uniform", u, span, low, {"low": low, "high": high}), device)
+    unit = _is_default(low, 0.0) and _is_default(high, 1.0)
+    span = 1.0 if unit else high - low
+    out = _affine("uniform", u, span, low, {"low": low, "high": high})
+    if not unit and isinstance(high, int | float):
+        # low + u * span can round up to high: clamp to the largest value below it
+        top = np.array(high, dtype.numpy)
+        out = binary.minimum(out, float(np.nextafter(top, np.array(-np.inf, dtype.numpy))))
+    return _place(out, device)
 
 
 def normal(key_or_shape=(), shape=None, mean=None, std=None, *, dtype=None, device=None):

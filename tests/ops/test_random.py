@@ -47,6 +47,17 @@ def test_api_signatures_and_ranges():
     np.testing.assert_allclose(n, 5.0)
 
 
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_narrow_float_uniforms_never_reach_high(dtype):
+    """A draw rounded to a narrow float (or scaled in it) could round up to ``high``; the
+    range is [low, high) in every dtype."""
+    k = nb.random.key(0)
+    u = nb.random.uniform(k, (200_000,), dtype=getattr(nb, dtype)).numpy().astype(np.float64)
+    v = nb.random.uniform(k, (200_000,), 2.0, 4.0, dtype=getattr(nb, dtype)).numpy()
+    assert u.min() >= 0.0 and u.max() < 1.0 and abs(u.mean() - 0.5) < 0.01
+    assert v.astype(np.float64).min() >= 2.0 and v.astype(np.float64).max() < 4.0
+
+
 def test_bad_keys_and_ranges_raise():
     with pytest.raises(ValueError, match="key"):
         nb.random.uniform(nb.constant([1, 2, 3]), (2,))

@@ -468,9 +468,14 @@ def _per_key(fn):
 LOWERINGS["random_split"] = _per_key(
     lambda g, num: g.integers(0, 1 << 32, size=(num, 2), dtype=np.int64)
 )
-LOWERINGS["random_uniform"] = _per_key(
-    lambda g, shape, dtype: g.random(shape, dtype=np.float64).astype(dtype.numpy)
-)
+def _unit_uniform(g, shape, dtype):
+    """Uniform in [0, 1): a float64 draw rounded to a narrower float can round up to 1.0
+    (1 in ~4,000 draws for float16), so those become the largest value below 1."""
+    u = g.random(shape, dtype=np.float64).astype(dtype.numpy)
+    return np.minimum(u, 1 - ml_dtypes.finfo(dtype.numpy).epsneg).astype(dtype.numpy)
+
+
+LOWERINGS["random_uniform"] = _per_key(_unit_uniform)
 LOWERINGS["random_normal"] = _per_key(
     lambda g, shape, dtype: g.standard_normal(shape, dtype=np.float64).astype(dtype.numpy)
 )
