@@ -3,7 +3,8 @@
 - ``new_level()`` hands out unique, increasing transform level ids (vmap, jvp, grad all draw
   from one counter, so an inner transform's level is always larger than an outer one's).
 - ``level_sizes`` maps a vmap level id to its batch size.
-- ``active_vmap`` lists the vmap levels whose function is currently running.
+- ``active_vmap`` lists the vmap levels whose function is currently running;
+  ``shared_draw_levels`` those of them along which a global random draw is shared.
 - ``hidden``: intervals of transform levels whose tangents ops ignore. A jvp rule for level L
   runs with ``[L, newest level so far]`` hidden, so it sees only outer tangents (no
   perturbation confusion), while transforms started inside the rule get newer, visible
@@ -23,6 +24,9 @@ _newest = [0]
 class _State(threading.local):
     def __init__(self):
         self.active_vmap: list[int] = []
+        # vmap levels that batch one evaluation's tangents (jacfwd's basis), not separate
+        # evaluations: a global random draw is the same along them
+        self.shared_draw_levels: frozenset = frozenset()
         self.hidden: tuple = ()
         self.no_grad = False
         # set by compile while tracing: every new OpNode is appended (creation = topo order)
@@ -125,6 +129,17 @@ def vmap_level(level: int, size: int):
         yield level
     finally:
         STATE.active_vmap.pop()
+
+
+@contextlib.contextmanager
+def shared_draws(level: int):
+    """Within the body of vmap ``level``, make global random draws the same along it."""
+    old = STATE.shared_draw_levels
+    STATE.shared_draw_levels = old | {level}
+    try:
+        yield
+    finally:
+        STATE.shared_draw_levels = old
 
 
 @contextlib.contextmanager

@@ -163,12 +163,13 @@ def next_key_words() -> np.ndarray:
 
 
 def _global_key() -> Tensor:
-    """A fresh key; inside vmap, one independent key per element of every active level."""
+    """A fresh key; inside vmap, one independent key per element of every active level
+    (but one for all the tangents of ``jacfwd``'s basis: they belong to one evaluation)."""
 
     k = creation.constant(next_key_words())
     if STATE.recording_rng is not None:
         STATE.recording_rng.append(k._impl)  # compile feeds a fresh key on every call
-    levels = list(STATE.active_vmap)
+    levels = [lv for lv in STATE.active_vmap if lv not in STATE.shared_draw_levels]
     if not levels:
         return k
     sizes = [level_sizes[lv] for lv in levels]

@@ -30,10 +30,12 @@ from ..core.ir import TensorImpl
 from ..core.pytree import tree_flatten, tree_map, tree_unflatten
 from ..core.state import (
     REQUIRES_GRAD,
+    STATE,
     end_grad_level,
     grad_level,
     new_level,
     pulling_back,
+    shared_draws,
     start_grad_level,
 )
 from ..ops import collectives
@@ -580,7 +582,9 @@ def jacfwd(fun, argnums=0, has_aux=False):
 
             def push(t, k=k):
                 tans = [t if j == k else _zeros_like(xx) for j, xx in enumerate(d_flat)]
-                res = jvp(f, tuple(dyn), tuple(tree_unflatten(d_tree, tans)), has_aux=has_aux)
+                # the basis batches one evaluation's tangents: a global draw is shared
+                with shared_draws(STATE.active_vmap[-1]):
+                    res = jvp(f, tuple(dyn), tuple(tree_unflatten(d_tree, tans)), has_aux=has_aux)
                 return res[1] if not has_aux else (res[1], res[2])
 
             g = vmap(push, out_axes=0)(basis)

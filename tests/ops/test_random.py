@@ -178,3 +178,16 @@ def test_fold_in_takes_a_traced_or_batched_integer():
     assert len({tuple(r) for r in each}) == 4
     with pytest.raises(TypeError, match="fold_in: data must be an integer scalar"):
         nb.random.fold_in(k, nb.constant([1, 2]))
+
+
+def test_global_draws_are_shared_by_the_columns_of_jacfwd():
+    """jacfwd's basis batches one evaluation's tangents, so a global draw inside it is one
+    draw (as in jacrev); an outer vmap still draws per element."""
+    f = lambda a: nb.sum(a) * nb.uniform((3,))  # noqa: E731
+    for jac in (nb.jacfwd, nb.jacrev):
+        j = jac(f)(nb.ones((3,))).numpy()
+        np.testing.assert_array_equal(j, np.repeat(j[:, :1], 3, axis=1))
+    h = nb.hessian(lambda a: nb.sum(a) ** 2 * nb.sum(nb.uniform((3,))))(nb.ones((2,))).numpy()
+    np.testing.assert_array_equal(h, np.full((2, 2), h[0, 0]))
+    per = nb.vmap(nb.jacfwd(f))(nb.ones((2, 3))).numpy()
+    assert not np.allclose(per[0], per[1])

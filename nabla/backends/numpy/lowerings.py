@@ -468,6 +468,8 @@ def _per_key(fn):
 LOWERINGS["random_split"] = _per_key(
     lambda g, num: g.integers(0, 1 << 32, size=(num, 2), dtype=np.int64)
 )
+
+
 def _unit_uniform(g, shape, dtype):
     """Uniform in [0, 1): a float64 draw rounded to a narrower float can round up to 1.0
     (1 in ~4,000 draws for float16), so those become the largest value below 1."""
