@@ -73,7 +73,9 @@ def _picked(scores: Tensor, target: Tensor) -> Tensor:
     return binary.where(_hits(target, scores.shape[-1]), scores, 0.0).sum(axis=-1)
 
 
-def _check_indices(fn, scores: Tensor, target: Tensor, ignore_index=None) -> None:
+def _check_indices(fn, scores: Tensor, target: Tensor, ignore_index=None) -> bool:
+    """Check a class-index target against the scores; returns whether its values were
+    checked (False for a target that is traced or batched: see ``_nan_out_of_range``)."""
     if target.shape != scores.shape[:-1]:
         raise ValueError(
             f"{fn}: class-index target of shape {target.shape} does not match input of shape "
@@ -96,6 +98,16 @@ def _check_indices(fn, scores: Tensor, target: Tensor, ignore_index=None) -> Non
                 f"shape {scores.shape}, target of shape {target.shape})"
                 + (hint if value == -100 and fn == "cross_entropy_loss" else "")
             )
+        return True
+    return False
+
+
+def _nan_out_of_range(loss: Tensor, target: Tensor, classes: int) -> Tensor:
+    """NaN where a class index (known only when the program runs: traced by compile,
+    batched by vmap) is out of range, which would otherwise match no class and count as
+    zero loss; the check at the call covers targets that hold values."""
+    inside = binary.logical_and(target >= 0, target < classes)
+    return binary.where(inside, loss, float("nan"))
 
 
 def nll_loss(log_probs, target, reduction: str = "mean") -> Tensor:
@@ -112,12 +124,16 @@ def nll_loss(log_probs, target, reduction: str = "mean") -> Tensor:
     Raises:
         TypeError: if ``target`` is not an integer tensor.
         ValueError: for mismatched shapes or an unknown ``reduction``.
+        IndexError: for a class index out of range in a target that holds values (one
+            known only when the program runs gives a NaN loss there instead).
     """
     log_probs, target = as_tensor(log_probs, op="nll_loss"), as_tensor(target, op="nll_loss")
     if not target.dtype.is_int:
         raise TypeError(f"nll_loss: target must hold integer class indices, got {target.dtype}")
-    _check_indices("nll_loss", log_probs, target)
-    return _reduce(-_picked(log_probs, target), reduction, "nll_loss")
+    loss = -_picked(log_probs, target)
+    if not _check_indices("nll_loss", log_probs, target):
+        loss = _nan_out_of_range(loss, target, log_probs.shape[-1])
+    return _reduce(loss, reduction, "nll_loss")
 
 
 def cross_entropy_loss(
@@ -156,6 +172,9 @@ def cross_entropy_loss(
         ValueError: for mismatched shapes, ``label_smoothing`` outside ``[0, 1]``, an
             unknown ``reduction``, or ``ignore_index`` with probability targets.
         TypeError: for a tensor passed as ``label_smoothing`` (a weight passed by position).
+        IndexError: for a class index out of range in a target that holds values; one
+            known only when the program runs (traced by ``compile``, batched by ``vmap``)
+            gives a NaN loss there instead.
 
     Example:
         >>> F.cross_entropy_loss(nb.zeros((2, 4)), nb.constant([0, 3])).item()
@@ -185,10 +204,11 @@ def cross_entropy_loss(
     logp = _reduction_ops.logsoftmax(logits, axis=-1)
     counted = None
     if target.dtype.is_int:
-        _check_indices("cross_entropy_loss", logits, target, ignore_index)
+        checked = _check_indices("cross_entropy_loss", logits, target, ignore_index)
         if ignore_index is not None:
             counted = binary.not_equal(target, ignore_index)
             target = binary.where(counted, target, 0)
+        unchecked = None if checked else target
         probs = _one_hot(target, classes, logits.dtype)
     else:
         if ignore_index is not None:
@@ -207,6 +227,8 @@ def cross_entropy_loss(
     else:
         terms = probs * logp if weight is None else probs * logp * weight
         loss = -terms.sum(axis=-1)
+    if target.dtype.is_int and unchecked is not None:
+        loss = _nan_out_of_range(loss, unchecked, classes)
     if not target.dtype.is_int or (counted is None and weight is None):
         return _reduce(loss, reduction, "cross_entropy_loss")
     # class indices with weights or ignored targets: PyTorch's weighted mean, each target

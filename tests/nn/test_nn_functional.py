@@ -186,6 +186,20 @@ def test_class_indices_out_of_range_are_refused():
             fn(logits, nb.constant(np.array([1, 7], np.int32)))
         with pytest.raises(IndexError, match=r"class index -1"):
             fn(logits, nb.constant(np.array([-1, 0], np.int32)))
+    # a target known only when the program runs cannot raise at the call: its
+    # out-of-range entries give NaN (they matched no class and counted as zero loss)
+    bad, good = nb.constant([0, 7]), nb.constant([0, 3])
+    for fn in (
+        F.nll_loss,
+        F.cross_entropy_loss,
+        lambda lg, tg: F.cross_entropy_loss(lg, tg, label_smoothing=0.1),
+    ):
+        c = nb.compile(lambda lg, tg, fn=fn: fn(lg, tg))
+        assert np.isnan(c(logits, bad).item()) and np.isfinite(c(logits, good).item())
+    per = nb.vmap(lambda tg: F.cross_entropy_loss(logits[0], tg))(bad).numpy()
+    assert np.isfinite(per[0]) and np.isnan(per[1])
+    ignored = nb.compile(lambda lg, tg: F.cross_entropy_loss(lg, tg, ignore_index=-100))
+    np.testing.assert_allclose(ignored(logits, nb.constant([-100, 1])).item(), np.log(5))
 
 
 def test_cross_entropy_weight_and_ignore_index_as_pytorch():
