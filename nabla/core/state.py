@@ -132,6 +132,21 @@ def vmap_level(level: int, size: int):
 
 
 @contextlib.contextmanager
+def spmd_axes_as(snapshot: dict):
+    """Run with the shard_map bodies' mesh axes as they were when ``snapshot``
+    (``dict(spmd_axes)``) was taken: a rule that re-runs user code of a body after it
+    returned (a checkpoint's recompute in the backward pass) must see the same per-device
+    view (``axis_index``, collectives by axis name)."""
+    old = dict(spmd_axes)
+    spmd_axes.update(snapshot)
+    try:
+        yield
+    finally:
+        spmd_axes.clear()
+        spmd_axes.update(old)
+
+
+@contextlib.contextmanager
 def shared_draws(level: int):
     """Within the body of vmap ``level``, make global random draws the same along it."""
     old = STATE.shared_draw_levels

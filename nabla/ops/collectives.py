@@ -573,13 +573,28 @@ class BroadcastOp(_MeshOp):
     def vjp_rule(self, primals, cotangents, outputs, kwargs):
         x = primals[0]
         xi = x._impl
+        _no_partial_derivative(xi, kwargs)
         out = outputs[0]._impl
         ct = _relabel_back(_to_layout(cotangents[0], out.sharding, out), x, kwargs["axes"])
         return [ct * _root_mask(xi, kwargs, x.dtype)]
 
     def jvp_rule(self, primals, tangents, outputs, kwargs):
         x = primals[0]._impl
+        _no_partial_derivative(x, kwargs)
         return [self.bind([_to_layout(tangents[0], _no_partial(x.sharding), x)], kwargs)]
+
+
+def _no_partial_derivative(xi, kwargs) -> None:
+    """Broadcasting a value partial over an axis keeps the root device's term, which is no
+    function of the value itself: its derivative is refused rather than taken as the
+    whole sum's (a wrong gradient)."""
+    partial = [a for a in kwargs["axes"] if a in xi.sharding.partial_axes]
+    if partial:
+        raise ShardingError(
+            f"broadcast: no derivative for a value partial over {tuple(partial)} (it keeps "
+            "the root device's term, which is no function of the value); all_reduce it "
+            "first, or broadcast inside shard_map"
+        )
 
 
 def _root_mask(xi, kwargs, dtype):
@@ -973,6 +988,8 @@ def all_reduce(x, reduce_op: str = "sum", axes=None, *, reduce_axes=None) -> Ten
         levels = per_device.levels_of("all_reduce", _body_axes("all_reduce", axes))
         return per_device.all_reduce(x, reduce_op, levels)
     x = _sharded(x, "all_reduce")
+    if x.dtype.is_bool and reduce_op in ("sum", "prod"):
+        x = x.cast(DType.int32)  # a count, as JAX's psum (a bool sum was a logical OR)
     spec = x._impl.sharding
     axes = _axes_arg("all_reduce", spec, axes)
     if axes is None:

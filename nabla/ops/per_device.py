@@ -224,6 +224,7 @@ def all_reduce(x: Tensor, kind: str, levels) -> Tensor:
     """Every device gets the reduction (``kind``) over the devices along ``levels``."""
     if _spans(levels):
         return _global_all_reduce(x, kind, levels)
+    dtype = x.dtype
     for lv in levels:
         n = level_sizes[lv]
         if _varies(x, lv):
@@ -233,7 +234,9 @@ def all_reduce(x: Tensor, kind: str, levels) -> Tensor:
             x = x * n
         elif kind == "prod":
             x = x**n
-    return x
+    # as JAX's psum: a narrow int keeps its dtype (the reductions widen it to int32), a
+    # bool sum or product counts in int32
+    return x.cast(dtype) if dtype.is_int and x.dtype != dtype else x
 
 
 def all_gather(x: Tensor, axis: int, levels) -> Tensor:

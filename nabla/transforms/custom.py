@@ -19,7 +19,7 @@ import inspect
 import threading
 
 from ..core.pytree import tree_flatten, tree_map, tree_unflatten
-from ..core.state import STATE, grad_level, is_live
+from ..core.state import STATE, grad_level, is_live, spmd_axes, spmd_axes_as
 from ..ops.base import Operation
 from ..ops.unary import stop_gradient
 from ..runtime.tensor import Tensor
@@ -392,6 +392,7 @@ class _RematRule:
     def __init__(self, fun, flat, in_tree, idx, wrapped):
         self.fun, self.flat, self.in_tree, self.idx = fun, flat, in_tree, idx
         self.wrapped = wrapped
+        self.spmd = dict(spmd_axes)  # inside a shard_map body: its per-device view
 
     def call(self, tensors):
         return _recall(self.wrapped, self.flat, self.in_tree, self.idx, tensors)
@@ -400,7 +401,8 @@ class _RematRule:
         p = list(self.flat)
         for k, i in enumerate(self.idx):
             p[i] = inputs[k]
-        return tree_flatten(self.fun(*tree_unflatten(self.in_tree, p)))[0]
+        with spmd_axes_as(self.spmd):
+            return tree_flatten(self.fun(*tree_unflatten(self.in_tree, p)))[0]
 
     def vjp(self, primals, cotangents, outputs):
         return _pull_back(self._rerun, primals, cotangents, outputs)

@@ -342,3 +342,26 @@ def test_collectives_batch_under_vmap_and_differentiate_under_jacrev():
         for i in range(2):
             want[i, :, 2 * k + i, :] = np.eye(2)
     np.testing.assert_allclose(jac.numpy(), want)
+
+
+def test_psum_dtypes_and_checkpoint_and_partial_broadcast_inside_and_out():
+    """all_reduce keeps a narrow int's dtype and counts bools in int32 (JAX's psum), in a
+    shard_map body and on a sharded tensor alike; a checkpointed body function recomputes
+    with the body's per-device view; broadcasting a partial value has no derivative (it
+    keeps one device's term) and says so rather than giving the whole sum's."""
+    m = nb.DeviceMesh("m2", (2,), ("y",))
+    b = nb.constant(np.array([True, True, False, True]))
+    i8 = nb.constant(np.full(4, 100, np.int8))
+    psum = nb.shard_map(lambda t: nb.all_reduce(t, axes="y"), m, (P("y"),), P())
+    for got in (psum(b), nb.all_reduce(nb.shard(b, m, P("y")), "sum", axes="y")):
+        assert got.dtype == nb.int32 and got.tolist() == [1, 2]
+    for got in (psum(i8), nb.all_reduce(nb.shard(i8, m, P("y")), axes="y")):
+        assert got.dtype == nb.int8 and got.tolist() == [-56, -56]
+    body = lambda t: t * nb.axis_index(m, "y").astype(nb.float32)  # noqa: E731
+    for fn in (body, nb.checkpoint(body)):
+        f = nb.shard_map(fn, m, (P("y"),), P("y"))
+        assert nb.grad(lambda a, f=f: nb.sum(f(a)))(nb.arange(4.0)).tolist() == [0, 0, 1, 1]
+    h = lambda a: nb.broadcast(nb.shard(a, m, P("y")).sum(), root=1)  # noqa: E731
+    assert h(nb.arange(4.0)).item() == 5.0
+    with pytest.raises(nb.ShardingError, match="no derivative for a value partial"):
+        nb.grad(h)(nb.arange(4.0))
