@@ -632,14 +632,20 @@ class ToLocalOp(Operation):
         if spec.partial or any(spec.dims[:k]):  # pragma: no cover - shard_map reshards first
             raise ShardingError(f"shard_map: cannot enter with layout {spec}")
         new = tuple(lv for a, lv in kwargs["levels"] if a in varying)
-        levels = im.levels + new
         local = spec.local_shape(im.shape)[k:]
         # one batch entry per device this process holds along each axis (all in one process)
         held = mesh.local_mesh_shape
-        shape = tuple(im.shape[:k]) + tuple(held[mesh.axis(a)] for a in varying) + tuple(local)
         drop = tuple(i for i, a in enumerate(mesh.axis_names) if a not in varying)
         v = len(varying)
-        perm = tuple(range(v, v + k)) + tuple(range(v)) + tuple(range(v + k, v + k + len(local)))
+        # the kept mesh dims come first in the buffer, then the batch dims; the result's
+        # batch dims are in level order (an outer level may be newer than the mesh's:
+        # jacrev's vmap of a pullback)
+        src = [(lv, v + i, im.shape[i]) for i, lv in enumerate(im.levels)]
+        src += [(lv, j, held[mesh.axis(a)]) for j, (a, lv) in enumerate(zip(varying, new))]
+        src.sort()
+        levels = tuple(lv for lv, _, _ in src)
+        shape = tuple(n for _, _, n in src) + tuple(local)
+        perm = tuple(d for _, d, _ in src) + tuple(range(v + k, v + k + len(local)))
         phys = {"drop": drop, "perm": perm}
         return self.emit(args, kwargs, phys, levels, [shape], [im.dtype], [im.device], None)
 
@@ -674,18 +680,21 @@ class FromLocalOp(Operation):
         mesh_levels = set(level_of.values())
         outer = tuple(lv for lv in im.levels if lv not in mesh_levels)
         present = [a for a in mesh.axis_names if level_of[a] in im.levels]
-        if im.levels != outer + tuple(level_of[a] for a in present):  # pragma: no cover
-            raise ShardingError("shard_map: an outer vmap level is newer than the mesh's")
+        # batch dims in level order; an outer level may be newer than the mesh's (jacrev's
+        # vmap of the pullback), so the mesh's need not come last: the perm sorts them out
+        outer_pos = tuple(im.levels.index(lv) for lv in outer)
+        mesh_pos = tuple(im.levels.index(level_of[a]) for a in present)
         k, p = len(outer), len(present)
         local = im.shape[k + p :]
+        outer_shape = tuple(im.shape[i] for i in outer_pos)
         spec = ShardingSpec(mesh, ((),) * k + tuple(dims), op="shard_map")
-        shape = tuple(im.shape[:k]) + tuple(n * spec.splits(k + i) for i, n in enumerate(local))
+        shape = outer_shape + tuple(n * spec.splits(k + i) for i, n in enumerate(local))
         r = len(local)
-        perm = tuple(range(k, k + p)) + tuple(range(k)) + tuple(range(k + p, k + p + r))
+        perm = mesh_pos + outer_pos + tuple(range(k + p, k + p + r))
         m = mesh.ndim
         phys = {
             "perm": perm,
-            "shape": mesh.local_mesh_shape + tuple(im.shape[:k]) + tuple(local),
+            "shape": mesh.local_mesh_shape + outer_shape + tuple(local),
             "dims": tuple(mesh.axis(a) for a in present) + tuple(range(m, m + k + r)),
         }
         return self.emit(args, kwargs, phys, outer, [shape], [im.dtype], [im.device], [spec])
