@@ -13,6 +13,7 @@ import numbers
 
 import numpy as np
 
+from ..core.dtypes import DType
 from . import creation, linalg, reduction, view
 from ._util import as_tensor
 from .base import OpError
@@ -26,10 +27,12 @@ def _pair(v, name, op, minimum=1):
     given = v
     if isinstance(v, numbers.Integral):
         v = (int(v), int(v))
-    else:
+    elif isinstance(v, tuple | list) and all(isinstance(a, numbers.Integral) for a in v):
         v = tuple(int(a) for a in v)
+    else:
+        v = ()
     if len(v) != 2:
-        raise OpError(f"{op}: {name} must be an int or a pair, got {given!r}")
+        raise OpError(f"{op}: {name} must be an int or a pair of ints, got {given!r}")
     if min(v) < minimum:
         raise OpError(f"{op}: {name} must be >= {minimum}, got {given!r}")
     return v
@@ -50,17 +53,35 @@ def _padding(padding, op, k=None, d=None, s=None, size=None):
                 out.append((total // 2, total - total // 2))
             return tuple(out)
         raise OpError(f"{op}: padding must be 'SAME', 'VALID', an int or pairs, got {padding!r}")
+    out = _explicit_padding(padding)
+    if out is None:
+        raise OpError(
+            f"{op}: padding must be 'SAME', 'VALID', an int, a pair or ((top, bottom), "
+            f"(left, right)) of ints, got {padding!r}"
+        )
+    if min(min(out[0]), min(out[1])) < 0:
+        raise OpError(f"{op}: padding must be >= 0, got {padding!r}")
+    return out
+
+
+def _explicit_padding(padding):
+    """An int, a pair, ((top, bottom), (left, right)) or four ints as two pairs; None for
+    anything else."""
+
+    def ints(v, n):
+        ok = isinstance(v, tuple | list) and len(v) == n
+        return ok and all(isinstance(a, numbers.Integral) for a in v)
+
     if isinstance(padding, numbers.Integral):
         p = int(padding)
         return (p, p), (p, p)
-    padding = tuple(padding)
-    if len(padding) == 2 and all(isinstance(p, numbers.Integral) for p in padding):
+    if ints(padding, 2):
         return (int(padding[0]),) * 2, (int(padding[1]),) * 2
-    if len(padding) == 2:
+    if isinstance(padding, tuple | list) and len(padding) == 2 and all(ints(p, 2) for p in padding):
         return tuple(int(a) for a in padding[0]), tuple(int(a) for a in padding[1])
-    if len(padding) == 4:
+    if ints(padding, 4):
         return (int(padding[0]), int(padding[1])), (int(padding[2]), int(padding[3]))
-    raise OpError(f"{op}: cannot interpret padding {padding!r}")
+    return None
 
 
 def _check_conv(op, x, weight, groups, layout="HWIO"):
@@ -159,7 +180,12 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
         wg = view.permute(view.reshape(w, (kk * cg, g, o // g)), (1, 0, 2))
         out = view.reshape(linalg.einsum("nhwgk,gko->nhwgo", win, wg), (n, oh, ow, o))
     if bias is not None:
-        out = out + as_tensor(bias, out.dtype, op="conv2d")
+        b = as_tensor(bias, out.dtype, op="conv2d")
+        if b.shape != (o,):
+            raise OpError(
+                f"conv2d: bias of shape {b.shape} for {o} output channels (weight {w.shape})"
+            )
+        out = out + b
     return out
 
 
@@ -302,6 +328,8 @@ def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1):
     """
 
     x = as_tensor(x, op="max_pool2d")
+    if x.dtype.is_bool:  # a window's max is whether any element is True
+        return max_pool2d(x.cast(DType.int8), kernel_size, stride, padding, dilation) > 0
     fill = float("-inf") if x.dtype.is_float else np.iinfo(x.dtype.numpy).min
     win, *_ = _pool("max_pool2d", x, kernel_size, stride, padding, dilation, fill)
     return reduction.reduce_max(win, 3)

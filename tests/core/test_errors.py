@@ -266,6 +266,36 @@ CASES = [
         ["conv2d", "(1, 2, 2, 3)", "(3, 3, 3, 8)"],
     ),
     (
+        "conv2d_float_stride",
+        ValueError,
+        lambda: nb.conv2d(lazy(1, 5, 5, 3), lazy(3, 3, 3, 8), stride=1.5),
+        ["conv2d", "stride", "1.5"],
+    ),
+    (
+        "conv2d_padding_none",
+        ValueError,
+        lambda: nb.conv2d(lazy(1, 5, 5, 3), lazy(3, 3, 3, 8), padding=None),
+        ["conv2d", "padding", "None"],
+    ),
+    (
+        "conv2d_padding_triples",
+        ValueError,
+        lambda: nb.conv2d(lazy(1, 5, 5, 3), lazy(3, 3, 3, 8), padding=((1, 2, 3), (1, 1))),
+        ["conv2d", "padding", "((1, 2, 3), (1, 1))"],
+    ),
+    (
+        "conv2d_negative_padding",
+        ValueError,
+        lambda: nb.conv2d(lazy(1, 5, 5, 3), lazy(3, 3, 3, 8), padding=-1),
+        ["conv2d", "padding must be >= 0"],
+    ),
+    (
+        "conv2d_bias_shape",
+        ValueError,
+        lambda: nb.conv2d(lazy(1, 5, 5, 3), lazy(3, 3, 3, 8), bias=lazy(3)),
+        ["conv2d", "bias of shape (3,)", "8 output channels"],
+    ),
+    (
         "conv2d_rank",
         ValueError,
         lambda: nb.conv2d(lazy(5, 5, 3), lazy(3, 3, 3, 8)),

@@ -360,3 +360,9 @@ def test_more_losses_against_their_formulas():
     with_logits = F.binary_cross_entropy_with_logits(t(x), t(y01), t(w), "none").numpy()
     plain = F.binary_cross_entropy_with_logits(t(x), t(y01), reduction="none").numpy()
     np.testing.assert_allclose(with_logits, plain * w, rtol=1e-6)  # weight third, as PyTorch
+
+
+def test_max_pool_of_bools_is_any_per_window():
+    x = nb.constant(np.eye(4, dtype=bool).reshape(1, 4, 4, 1))
+    got = nb.max_pool2d(x, 2)
+    assert got.dtype == nb.bool and got.numpy().ravel().tolist() == [True, False, False, True]
