@@ -10,6 +10,7 @@ is reproducible; without one the seeded global generator is used. Layouts follow
 from __future__ import annotations
 
 import math
+import numbers
 
 from ..ops import random as _random
 from ..ops import reduction, unary
@@ -62,6 +63,13 @@ def _pair(v) -> tuple:
     return (v, v) if isinstance(v, int) else tuple(v)
 
 
+def _check_sizes(layer: str, **sizes) -> None:
+    """Each size a positive int, or an error naming the layer and the argument."""
+    for name, v in sizes.items():
+        if not isinstance(v, numbers.Integral) or isinstance(v, bool) or v < 1:
+            raise ValueError(f"{layer}: {name} must be a positive int, got {v!r}")
+
+
 class Linear(Module):
     """``y = x @ weight + bias`` with ``weight`` of shape ``(in_features, out_features)``.
 
@@ -83,6 +91,7 @@ class Linear(Module):
         self, in_features: int, out_features: int, bias: bool = True, key=None, dtype=None
     ):
         super().__init__()
+        _check_sizes("Linear", in_features=in_features, out_features=out_features)
         self.in_features, self.out_features = int(in_features), int(out_features)
         kw, kb = _keys(key, 2)
         bound = 1.0 / math.sqrt(self.in_features)
@@ -150,6 +159,9 @@ class Conv2d(Module):
         dtype=None,
     ):
         super().__init__()
+        _check_sizes("Conv2d", in_channels=in_channels, out_channels=out_channels, groups=groups)
+        for k in (kernel_size,) if isinstance(kernel_size, numbers.Integral) else kernel_size:
+            _check_sizes("Conv2d", kernel_size=k)
         if in_channels % groups or out_channels % groups:
             raise ValueError(
                 f"Conv2d: in_channels={in_channels} and out_channels={out_channels} must be "
@@ -350,6 +362,7 @@ class Embedding(Module):
         self, num_embeddings: int, embedding_dim: int, padding_idx=None, *, key=None, dtype=None
     ):
         super().__init__()
+        _check_sizes("Embedding", num_embeddings=num_embeddings, embedding_dim=embedding_dim)
         self.num_embeddings, self.embedding_dim = int(num_embeddings), int(embedding_dim)
         if padding_idx is not None:
             if not -num_embeddings <= padding_idx < num_embeddings:

@@ -127,6 +127,8 @@ def split(k, num=2) -> Tensor:
         shape = norm_shape("random.split", tuple(num))
         keys = _split.bind([_as_key(k)], {"num": int(np.prod(shape, dtype=np.int64))})
         return keys.reshape(shape + (2,))
+    if not isinstance(num, numbers.Integral) or isinstance(num, bool) or num < 0:
+        raise ValueError(f"random.split: num must be a non-negative int or a shape, got {num!r}")
     return _split.bind([_as_key(k)], {"num": int(num)})
 
 

@@ -288,3 +288,16 @@ def test_embedding_padding_idx_starts_at_zero_and_gets_no_gradient():
     assert nn.Embedding(5, 3, -1).padding_idx == 4
     with pytest.raises(ValueError, match="padding_idx 5 is out of range"):
         nn.Embedding(5, 3, 5)
+
+
+def test_layer_sizes_must_be_positive_ints():
+    for make, msg in [
+        (lambda: nn.Linear(0, 3), "Linear: in_features must be a positive int, got 0"),
+        (lambda: nn.Linear(2.5, 3), "Linear: in_features must be a positive int, got 2.5"),
+        (lambda: nn.Conv2d(4, 6, 0), "Conv2d: kernel_size must be a positive int, got 0"),
+        (lambda: nn.Conv2d(-4, 6, 3), "Conv2d: in_channels must be a positive int, got -4"),
+        (lambda: nn.Embedding(-3, 4), "Embedding: num_embeddings must be a positive int"),
+        (lambda: nb.random.split(nb.random.key(0), -1), "num must be a non-negative int"),
+    ]:
+        with pytest.raises(ValueError, match=msg):
+            make()
