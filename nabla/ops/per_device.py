@@ -222,9 +222,11 @@ _REDUCE = {"sum": "reduce_sum", "max": "reduce_max", "min": "reduce_min", "prod"
 
 def all_reduce(x: Tensor, kind: str, levels) -> Tensor:
     """Every device gets the reduction (``kind``) over the devices along ``levels``."""
-    if _spans(levels):
-        return _global_all_reduce(x, kind, levels)
     dtype = x.dtype
+    if dtype.is_bool and kind in ("sum", "prod"):
+        x = x.cast(DType.int32)  # a count, as JAX's psum
+    if _spans(levels):
+        return _narrow_back(_global_all_reduce(x, kind, levels), dtype)
     for lv in levels:
         n = level_sizes[lv]
         if _varies(x, lv):
@@ -234,8 +236,11 @@ def all_reduce(x: Tensor, kind: str, levels) -> Tensor:
             x = x * n
         elif kind == "prod":
             x = x**n
-    # as JAX's psum: a narrow int keeps its dtype (the reductions widen it to int32), a
-    # bool sum or product counts in int32
+    return _narrow_back(x, dtype)
+
+
+def _narrow_back(x: Tensor, dtype) -> Tensor:
+    """As JAX's psum, a narrow int keeps its dtype (the reductions widen it to int32)."""
     return x.cast(dtype) if dtype.is_int and x.dtype != dtype else x
 
 
