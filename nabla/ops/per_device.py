@@ -101,8 +101,9 @@ def _stack(x: Tensor, mesh, frame, names) -> Tensor:
     inner = [lv for lv in x._impl.levels if lv > first and lv not in mesh_levels]
     if inner:
         raise ShardingError(
-            f"shard_map: a collective across processes on a value batched by a vmap inside "
-            f"the body (shape {x.shape}) is not supported; vmap outside the shard_map instead"
+            f"shard_map: a collective across processes on a value batched by a vmap newer "
+            f"than the mesh (shape {x.shape}; a vmap inside the body, or jacrev/hessian's vmap "
+            "of the pullback) is not supported; vmap outside the shard_map, or use jacfwd"
         )
     m = mesh.ndim
     y = view.reshape(x, (1,) * m + tuple(x.shape))
