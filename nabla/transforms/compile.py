@@ -780,8 +780,10 @@ def _fold_constants(recorded, needed, placeholders, rng_ids) -> set:
             for o in outs
         ):
             continue
-        values = NUMPY_LOWERINGS[op.backend_name]([i.buffer for i in node.inputs], node.phys_kwargs)
-        with np.errstate(all="ignore"):
+        with np.errstate(all="ignore"):  # IEEE results, as the interpreter's programs
+            values = NUMPY_LOWERINGS[op.backend_name](
+                [i.buffer for i in node.inputs], node.phys_kwargs
+            )
             values = [np.asarray(v, dtype=dt.numpy) for v, (dt, _) in zip(values, node.out_specs)]
         for impl, value in zip(outs, values, strict=True):
             if impl is not None and impl.buffer is None:

@@ -122,7 +122,7 @@ def compile_program(program: Program):
         dtypes = tuple(dt.numpy for dt, _ in specs)
         steps.append((fn, ins, kwargs, outs, dtypes, tuple(frees[k])))
     n_slots = program.num_inputs + sum(len(ins.outputs) for ins in program.instructions)
-    # outputs that are program inputs (passed through) get the check results get
+    # an output that reads a program input (passed through) gets the check results get
     from_inputs = [
         (k, dt.numpy)
         for k, (slot, (dt, _)) in enumerate(zip(out_slots, program.output_specs, strict=True))
