@@ -233,6 +233,22 @@ class PartitionSpec(tuple):
                 )
         return super().__new__(cls, tuple(tuple(e) if isinstance(e, list) else e for e in entries))
 
+    def _canonical(self) -> tuple:
+        # a one-name tuple splits a dim exactly as the name does: P(("x",)) == P("x"), as JAX
+        return tuple(e[0] if isinstance(e, tuple) and len(e) == 1 else e for e in self)
+
+    def __eq__(self, other):
+        if isinstance(other, PartitionSpec):
+            return self._canonical() == other._canonical()
+        return tuple.__eq__(self, other)
+
+    def __ne__(self, other):
+        eq = self.__eq__(other)
+        return eq if eq is NotImplemented else not eq
+
+    def __hash__(self):
+        return hash(self._canonical())
+
     def __repr__(self):
         return "P(" + ", ".join(repr(e) for e in self) + ")"
 

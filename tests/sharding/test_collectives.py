@@ -365,3 +365,9 @@ def test_psum_dtypes_and_checkpoint_and_partial_broadcast_inside_and_out():
     assert h(nb.arange(4.0)).item() == 5.0
     with pytest.raises(nb.ShardingError, match="no derivative for a value partial"):
         nb.grad(h)(nb.arange(4.0))
+
+
+def test_a_one_name_tuple_entry_equals_the_name():
+    assert P(("x",)) == P("x") and not P(("x",)) != P("x")
+    assert hash(P(("x",), None)) == hash(P("x", None))
+    assert P(("x", "y")) != P("x") and P("x") == ("x",)
