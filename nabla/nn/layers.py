@@ -160,7 +160,7 @@ class Conv2d(Module):
     ):
         super().__init__()
         _check_sizes("Conv2d", in_channels=in_channels, out_channels=out_channels, groups=groups)
-        for k in (kernel_size,) if isinstance(kernel_size, numbers.Integral) else kernel_size:
+        for k in kernel_size if isinstance(kernel_size, tuple | list) else (kernel_size,):
             _check_sizes("Conv2d", kernel_size=k)
         if in_channels % groups or out_channels % groups:
             raise ValueError(

@@ -90,7 +90,8 @@ class _Plan:
         self.base = None
         self._specialized: dict = {}
         self.by_size: dict = {}  # sizes -> a trace at them, once symbolic_ok is False
-        self.traced_shapes = None  # the arguments' shapes as ints (``_same_shapes``)
+        # the arguments' traced shapes as ints, for the check on every call (``_same_shapes``)
+        self.traced_shapes = [tuple(int(d) for d in s) for _, s, _ in arg_specs]
 
     def specialize(self, sizes: dict) -> _Plan:
         """This plan with the dynamic dims set to ``sizes`` (cached per size)."""
@@ -705,10 +706,7 @@ def _plain(tensors) -> bool:
 
 
 def _same_shapes(plan, tensors) -> bool:
-    shapes = plan.traced_shapes
-    if shapes is None:  # worked out once per plan: this runs on every call
-        shapes = plan.traced_shapes = [tuple(int(d) for d in s) for _, s, _ in plan.arg_specs]
-    for shape, t in zip(shapes, tensors):
+    for shape, t in zip(plan.traced_shapes, tensors):
         if shape != t.shape:
             return False
     return True
