@@ -304,6 +304,28 @@ def test_second_evaluation_does_not_compile_again():
         assert after[k] == before[k], k
 
 
+def test_executable_keeps_small_input_buffers_that_alias_the_array():
+    """An input array that comes back keeps its Buffer (no wrap per call); the Buffer aliases
+    the array, so a write to it between calls is seen, and a new array is wrapped anew."""
+    ns = _small_ns()
+    with nb.backend("max"):
+        ns["small"](ns["VALUES"][0]).numpy()
+    exe = _last_program().executables["max"]
+    three = np.array(3.0, np.float32)
+    v = ns["VALUES"][0].copy()
+    np.testing.assert_allclose(exe([v, three])[0], _small_ref(v), rtol=1e-5)
+    kept = exe._kept[0][1]
+    v += 1.0  # in place: the same array object, new values
+    np.testing.assert_allclose(exe([v, three])[0], _small_ref(v), rtol=1e-5)
+    assert exe._kept[0][1] is kept
+    w = ns["VALUES"][2]
+    np.testing.assert_allclose(exe([w, three])[0], _small_ref(w), rtol=1e-5)
+    assert exe._kept[0][0] is w
+    strided = np.asfortranarray(ns["VALUES"][1])  # copied by the wrap: never kept
+    np.testing.assert_allclose(exe([strided, three])[0], _small_ref(strided), rtol=1e-5)
+    assert exe._kept[0][0] is w
+
+
 def test_auto_switches_to_max_after_threshold(monkeypatch):
     monkeypatch.setattr(CONFIG, "background_compile", False)
     monkeypatch.setattr(CONFIG, "auto_threshold", 2)
@@ -542,6 +564,9 @@ def float_graph():
     w = c(ya.T[:, :2].copy())  # (6, 2)
     o["vecmat"] = x[0] @ w
     o["vmap_vecmat"] = nb.vmap(lambda v: v @ w)(x)  # one GEMM, weight not broadcast
+    # a contraction over one element (K=1) is lowered as a broadcast multiply
+    o["outer_k1"] = x[:, :1] @ y[:1]
+    o["outer_k1_batched"] = c(xa.reshape(4, 6, 1)) @ c(ya.reshape(4, 1, 6))
     # devices, custom calls, vmap plumbing (transpose, broadcast_in_dim)
     o["transfer"] = x.to(nb.CPU(1))
     o["checkpoint_value"], o["checkpoint_grad"] = nb.value_and_grad(

@@ -745,6 +745,11 @@ LOWERINGS["split"] = _split
 # ----------------------------------------------------------------------------- linalg / indexing
 @_one("matmul")
 def _matmul(x, y):
+    if len(x.shape) >= 2 and len(y.shape) >= 2 and str(x.shape[-1]) == "1":
+        # a contraction over one element is an outer product (per-example gradients of a
+        # dense layer): as a broadcast multiply it is one fused, vectorized loop; MAX's
+        # matmul kernel runs it several times slower
+        return ops.mul(x, y)
     if "loop" in _REGIONS:
         y = _layout_barrier(y)
     return ops.matmul(x, y)
