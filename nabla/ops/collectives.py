@@ -39,7 +39,7 @@ from ..core.sharding import (
     ShardingSpec,
     collective_bytes,
 )
-from ..core.state import STATE
+from ..core.state import STATE, spmd_axes
 from ..runtime.tensor import Tensor
 from ._util import as_tensor
 from .base import Operation
@@ -929,14 +929,18 @@ def _names(op, axes) -> tuple:
 def _body_axes(op, axes) -> tuple:
     if axes is None:
         return per_device.active_axes()
-    return _names(op, axes)
+    names = _names(op, axes)
+    if len(set(names)) != len(names):
+        raise ShardingError(f"{op}: mesh axes {names} name an axis twice")
+    return names
 
 
-def _one_level(op, axes) -> int:
+def _body_levels(op, axes) -> list:
+    """The levels of one or more body axes (a tuple acts as one axis, the first major)."""
     names = _body_axes(op, axes)
-    if len(names) != 1:
-        raise ShardingError(f"{op}: name one mesh axis inside shard_map, got {names}")
-    return per_device.levels_of(op, names)[0]
+    if not names:
+        raise ShardingError(f"{op}: needs at least one mesh axis of the shard_map body, got ()")
+    return per_device.levels_of(op, names)
 
 
 def _sharded(x, op) -> Tensor:
@@ -1065,7 +1069,7 @@ def reduce_scatter(x, axis: int, axes=None) -> Tensor:
     x = as_tensor(x, op="reduce_scatter")
     if _per_device(x):
         d = _laxis("reduce_scatter", x, axis)
-        return per_device.reduce_scatter(x, d, _one_level("reduce_scatter", axes))
+        return per_device.reduce_scatter(x, d, _body_levels("reduce_scatter", axes))
     x = _sharded(x, "reduce_scatter")
     spec = x._impl.sharding
     d = _axis("reduce_scatter", x, axis)
@@ -1088,12 +1092,7 @@ def all_to_all(x, split_axis: int, concat_axis: int, axes=None) -> Tensor:
     x = as_tensor(x, op="all_to_all")
     if _per_device(x):
         s, c = _laxis("all_to_all", x, split_axis), _laxis("all_to_all", x, concat_axis)
-        if s == c:
-            raise ShardingError(
-                f"all_to_all: split_axis {split_axis} and concat_axis {concat_axis} are the same "
-                f"dim of shape {x.shape}"
-            )
-        return per_device.all_to_all(x, s, c, _one_level("all_to_all", axes))
+        return per_device.all_to_all(x, s, c, _body_levels("all_to_all", axes))
     x = _sharded(x, "all_to_all")
     spec = x._impl.sharding
     s = _axis("all_to_all", x, split_axis)
@@ -1155,6 +1154,12 @@ def axis_index(mesh: DeviceMesh, axis_name) -> Tensor:
     ``axis_name`` may be a tuple of axes: the position along them taken together, the
     first axis slowest (JAX's ``lax.axis_index`` of a tuple)."""
     _check_mesh("axis_index", mesh)
+    body = {m.name: m for _lv, m in spmd_axes.values()}
+    if body and mesh not in body.values():
+        raise ShardingError(
+            f"axis_index: mesh {mesh.name!r} is not the mesh of the enclosing shard_map body "
+            f"({', '.join(map(repr, body))}); inside a body, ask for a position along its mesh"
+        )
     if isinstance(axis_name, tuple | list):
         names = tuple(axis_name)
         if not names or not all(n in per_device.active_axes() for n in names):

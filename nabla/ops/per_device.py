@@ -171,18 +171,18 @@ def _global_axis_index(level):
     return view.reshape(collectives.to_local(g, mesh, g._impl.sharding, frame), ())
 
 
-def _global_reduce_scatter(x, axis, level):
-    mesh, names, frame = _frame([level])
-    n = mesh.axis_size(names[0])
+def _global_reduce_scatter(x, axis, levels):
+    mesh, names, frame = _frame(levels)
+    n = int(np.prod([mesh.axis_size(a) for a in names]))
     if x.shape[axis] % n:
         raise ShardingError(
             f"reduce_scatter: dim {axis} of shape {x.shape} is not divisible by the "
-            f"{n} devices of the axis"
+            f"{n} devices of the axes"
         )
     g = collectives.all_reduce_phys(_stack(x, mesh, frame, names), "sum", names)
     d = len(g._impl.levels) + mesh.ndim + axis
     dims = list(g._impl.sharding.dims)
-    dims[d] = dims[d] + names
+    dims[d] = dims[d] + names  # split over the axes in the order named, the first major
     g = collectives.slice_phys(g, dims)
     shape = list(x.shape)
     shape[axis] //= n
@@ -266,41 +266,70 @@ def all_gather(x: Tensor, axis: int, levels) -> Tensor:
     return x
 
 
-def reduce_scatter(x: Tensor, axis: int, level: int) -> Tensor:
-    """The sum over the devices along ``level``, each device keeping its block of ``axis``."""
-    if _spans([level]):
-        return _global_reduce_scatter(x, axis, level)
-    n = level_sizes[level]
-    total = all_reduce(x, "sum", [level])
+def reduce_scatter(x: Tensor, axis: int, levels) -> Tensor:
+    """The sum over the devices along ``levels``, each device keeping its block of ``axis``
+    (blocks in row-major order of the positions along ``levels``, the first major)."""
+    if _spans(levels):
+        return _global_reduce_scatter(x, axis, levels)
+    sizes = tuple(level_sizes[lv] for lv in levels)
+    n = int(np.prod(sizes))
+    total = all_reduce(x, "sum", levels)
     size = total.shape[axis]
     if size % n:
         raise ShardingError(
             f"reduce_scatter: dim {axis} of shape {total.shape} is not divisible by the "
-            f"{n} devices of the axis"
+            f"{n} devices of the axes"
         )
-    split = view.reshape(total, total.shape[:axis] + (n, size // n) + total.shape[axis + 1 :])
-    return batching.to_batch(split, axis, level)
+    split = view.reshape(total, total.shape[:axis] + sizes + (size // n,) + total.shape[axis + 1 :])
+    for lv in levels:  # each takes the leading device dim left at ``axis``
+        split = batching.to_batch(split, axis, lv)
+    return split
 
 
-def all_to_all(x: Tensor, split_axis: int, concat_axis: int, level: int) -> Tensor:
+def _stack_levels(x: Tensor, levels) -> Tensor:
+    """``x``'s values on the devices along ``levels`` as one leading dim (row-major over
+    ``levels``, the first major); a value the same along a level is broadcast to it."""
+    missing = [lv for lv in levels if not _varies(x, lv)]
+    if missing:
+        x = batching.broadcast_levels(x, tuple(sorted(set(x._impl.levels) | set(missing))))
+    for k, lv in enumerate(levels):
+        x = batching.from_batch(x, lv, k)
+    total = int(np.prod([level_sizes[lv] for lv in levels]))
+    return view.reshape(x, (total,) + x.shape[len(levels) :])
+
+
+def _unstack_levels(y: Tensor, levels) -> Tensor:
+    """Inverse of ``_stack_levels``: leading dim ``k`` is the device along ``levels``."""
+    y = view.reshape(y, tuple(level_sizes[lv] for lv in levels) + y.shape[1:])
+    for lv in levels:
+        y = batching.to_batch(y, 0, lv)
+    return y
+
+
+def all_to_all(x: Tensor, split_axis: int, concat_axis: int, levels) -> Tensor:
     """Device ``i`` sends chunk ``j`` of its ``split_axis`` to device ``j``, which
-    concatenates what it receives along ``concat_axis`` (in device order)."""
-    if _spans([level]):
-        return _global_all_to_all(x, split_axis, concat_axis, level)
-    n = level_sizes[level]
-    if not _varies(x, level):
-        x = batching.broadcast_levels(x, tuple(sorted(x._impl.levels + (level,))))
+    concatenates what it receives along ``concat_axis`` (in device order; several levels
+    act as one axis, row-major, the first major)."""
+    if _spans(levels):
+        if len(levels) > 1:
+            raise ShardingError(
+                "all_to_all: inside a shard_map over a mesh that spans processes it takes one "
+                "mesh axis at a time"
+            )
+        return _global_all_to_all(x, split_axis, concat_axis, levels[0])
+    n = int(np.prod([level_sizes[lv] for lv in levels]))
     size = x.shape[split_axis]
     if size % n:
         raise ShardingError(
             f"all_to_all: dim {split_axis} of shape {x.shape} is not divisible by the {n} "
-            "devices of the axis"
+            "devices of the axes"
         )
-    src = batching.from_batch(x, level, 0)  # (source i, ...)
+    src = _stack_levels(x, levels)  # (source i, ...)
     s, c = split_axis + 1, concat_axis + 1
     parts = view.reshape(src, src.shape[:s] + (n, size // n) + src.shape[s + 1 :])
-    # dims: 0 = source i, s = destination j, then the rest (c shifts when after s)
-    c2 = c + 1 if c > s else c
+    # dims: 0 = source i, s = destination j, then the rest (c shifts when not before s:
+    # with c == s the sources' chunks are concatenated back along that dim)
+    c2 = c + 1 if c >= s else c
     rest = [d for d in range(parts.ndim) if d not in (0, s)]
     pos = rest.index(c2)
     order = [s] + rest[:pos] + [0] + rest[pos:]
@@ -309,23 +338,18 @@ def all_to_all(x: Tensor, split_axis: int, concat_axis: int, level: int) -> Tens
     merged = view.reshape(
         moved, shape[: pos + 1] + (shape[pos + 1] * shape[pos + 2],) + shape[pos + 3 :]
     )
-    return batching.to_batch(merged, 0, level)
+    return _unstack_levels(merged, levels)
 
 
 def ppermute(x: Tensor, pairs, levels) -> Tensor:
-    """Device ``src`` (a flat position along ``levels``, row-major) sends its value to device
-    ``dst``; devices that receive nothing get zeros."""
+    """Device ``src`` (a flat position along ``levels``, row-major in mesh order as JAX's
+    ``ppermute``, whatever order the axes were named in) sends its value to device ``dst``;
+    devices that receive nothing get zeros."""
+    levels = sorted(levels)  # a shard_map's levels are made in mesh order
     if _spans(levels):
         return _global_ppermute(x, pairs, levels)
-    sizes = [level_sizes[lv] for lv in levels]
-    total = int(np.prod(sizes))
-    missing = [lv for lv in levels if not _varies(x, lv)]
-    if missing:
-        x = batching.broadcast_levels(x, tuple(sorted(set(x._impl.levels) | set(missing))))
-    stacked = x
-    for k, lv in enumerate(levels):
-        stacked = batching.from_batch(stacked, lv, k)
-    flat = view.reshape(stacked, (total,) + stacked.shape[len(levels) :])
+    flat = _stack_levels(x, levels)
+    total = flat.shape[0]
     src_of = dict((d, s) for s, d in pairs)
     idx = np.array([src_of.get(d, 0) for d in range(total)], dtype=np.int32)
     keep = np.array([d in src_of for d in range(total)])
@@ -333,10 +357,7 @@ def ppermute(x: Tensor, pairs, levels) -> Tensor:
     if not keep.all():
         mask = creation.constant(keep.reshape((total,) + (1,) * (flat.ndim - 1)))
         moved = binary.where(mask, moved, creation.zeros_like(moved))
-    out = view.reshape(moved, tuple(sizes) + moved.shape[1:])
-    for lv in levels:
-        out = batching.to_batch(out, 0, lv)
-    return out
+    return _unstack_levels(moved, levels)
 
 
 def axis_index(level: int) -> Tensor:

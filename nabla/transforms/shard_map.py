@@ -82,6 +82,14 @@ def shard_map(f=None, mesh: DeviceMesh = None, in_specs=None, out_specs=None, ch
 
     @functools.wraps(f)
     def mapped(*args):
+        others = {m.name for _lv, m in spmd_axes.values() if m != mesh}
+        if others:
+            raise ShardingError(
+                f"shard_map over mesh {mesh.name!r} is called inside a shard_map body over mesh "
+                f"{sorted(others)[0]!r}: a body sees one device's blocks, which another mesh's "
+                "shard_map cannot lay out; call the inner function directly, or use collectives "
+                "over the enclosing mesh's axes"
+            )
         nested = [a for a in mesh.axis_names if a in spmd_axes]
         if nested:
             raise ShardingError(

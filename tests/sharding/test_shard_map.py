@@ -210,6 +210,64 @@ def test_axis_index_of_a_tuple_of_axes_counts_them_together():
         nb.axis_index(M22, ("dp", "tp"))
 
 
+def test_collectives_over_a_tuple_of_axes_follow_jax():
+    """JAX's orders, checked against a NumPy simulation of the 2x2 devices: ppermute numbers
+    devices in mesh order whatever order the axes are named in; psum_scatter and all_to_all
+    treat a tuple as one axis in the order named (the first slowest), as all_gather does."""
+    y = np.arange(16.0, dtype=np.float32).reshape(2, 8)
+    blocks = {(a, b): y[a : a + 1, 4 * b : 4 * b + 4] for a in range(2) for b in range(2)}
+    ring = [(i, (i + 1) % 4) for i in range(4)]
+    for names in (("dp", "tp"), ("tp", "dp")):
+
+        def pos(dev, names=names):  # a device's position along ``names``
+            return dev[0] * 2 + dev[1] if names == ("dp", "tp") else dev[1] * 2 + dev[0]
+
+        by_pos = {pos(d): d for d in blocks}
+        # ppermute: the flat index is the mesh-order one for both namings
+        f = nb.shard_map(
+            lambda v, n=names: nb.ppermute(v, ring, axis_name=n),
+            M22,
+            (P("dp", "tp"),),
+            P("dp", "tp"),
+        )
+        want = np.empty_like(y)
+        for (a, b), blk in blocks.items():
+            dst = (a * 2 + b + 1) % 4
+            want[dst // 2, 4 * (dst % 2) : 4 * (dst % 2) + 4] = blk
+        np.testing.assert_array_equal(f(y).numpy(), want)
+        # psum_scatter: device at position p keeps block p of the sum of its dim 1
+        rs = nb.shard_map(
+            lambda v, n=names: nb.reduce_scatter(v, 1, axes=n), M22, (P(),), P(None, ("dp", "tp"))
+        )
+        total = 4 * y
+        want = np.concatenate(
+            [
+                total[:, 2 * pos(d) : 2 * pos(d) + 2]
+                for d in sorted(blocks, key=lambda d: d[0] * 2 + d[1])
+            ],
+            axis=1,
+        )
+        np.testing.assert_array_equal(rs(y).numpy(), want)
+        # all_to_all, split and concat the same dim: device j gets chunk j of each source i
+        a2a = nb.shard_map(
+            lambda v, n=names: nb.all_to_all(v, 1, 1, axes=n), M22, (P("dp", "tp"),), P("dp", "tp")
+        )
+        if nb.distributed.process_count() > 1:  # several axes across processes: refused
+            with pytest.raises(nb.ShardingError, match="one mesh axis at a time"):
+                a2a(y).numpy()
+            continue
+        want = np.empty_like(y)
+        for a, b in blocks:
+            j = pos((a, b))
+            got = np.stack([blocks[by_pos[i]][0, j] for i in range(4)])
+            want[a, 4 * b : 4 * b + 4] = got
+        np.testing.assert_array_equal(a2a(y).numpy(), want)
+    with pytest.raises(nb.ShardingError, match="at least one mesh axis"):
+        nb.shard_map(lambda v: nb.reduce_scatter(v, 1, axes=()), M22, (P(),), P())(y)
+    with pytest.raises(nb.ShardingError, match="name an axis twice"):
+        nb.shard_map(lambda v: nb.all_to_all(v, 1, 1, axes=("dp", "dp")), M22, (P(),), P())(y)
+
+
 def test_vmap_of_a_shard_map_whose_mapped_input_is_sharded_along_the_batch():
     """The mapped dim split over a mesh axis (even the one in_specs uses, or by
     spmd_axis_name) is gathered on entry: the body's mesh axes stay its own."""

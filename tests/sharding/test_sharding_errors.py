@@ -116,17 +116,6 @@ def test_broadcast_in_shard_map_checks_root(root, match):
         body(np.ones((4, 4)))
 
 
-def test_all_to_all_in_shard_map_refuses_same_dims():
-    body = nb.shard_map(
-        lambda b: nb.all_to_all(b, 0, 0, axes="tp"),
-        mesh=MESH,
-        in_specs=(P(None, "tp"),),
-        out_specs=P("tp"),
-    )
-    with _err("all_to_all: split_axis 0 and concat_axis 0 are the same"):
-        body(np.ones((4, 4)))
-
-
 def test_visualize_sharding_refuses_0d():
     with _err("shows 1-D and 2-D tensors"):
         nb.visualize_sharding(nb.shard(nb.asarray(1.0), MESH, P()))
@@ -182,6 +171,23 @@ def test_sharded_values_captured_in_a_body_or_nested_bodies_are_refused():
     outer = nb.shard_map(inner, mesh=M2X2, in_specs=(P("dp", "tp"),), out_specs=P("dp", "tp"))
     with pytest.raises(nb.ShardingError, match="nesting over the same axes"):
         outer(x)
+    other = nb.DeviceMesh("other", (2,), ("r",))
+    inner = nb.shard_map(lambda z: z * 2, mesh=other, in_specs=(P("r"),), out_specs=P("r"))
+    outer = nb.shard_map(inner, mesh=M2X2, in_specs=(P("dp", "tp"),), out_specs=P("dp", "tp"))
+    with pytest.raises(nb.ShardingError, match="inside a shard_map body over mesh 'review'"):
+        outer(x)
+    # axis_index of another mesh (even one with the body's axis names) inside a body
+    twin = nb.DeviceMesh("twin", (2, 2), ("dp", "tp"))
+    for mesh in (twin, other):
+        name = mesh.axis_names[0]
+        body = nb.shard_map(
+            lambda y, mesh=mesh, name=name: y + nb.axis_index(mesh, name),
+            mesh=M2X2,
+            in_specs=(P("dp", "tp"),),
+            out_specs=P("dp", "tp"),
+        )
+        with pytest.raises(nb.ShardingError, match="not the mesh of the enclosing shard_map"):
+            body(x)
     with pytest.raises(nb.ShardingError, match="mesh must be a DeviceMesh"):
         nb.vmap(lambda r: r, spmd_axis_name="dp", mesh="review")(np.ones((4, 2)))
 
