@@ -115,6 +115,12 @@ class Operation:
     def out_levels(self, impls: list[TensorImpl], levels: tuple, kwargs: dict) -> tuple:
         return levels
 
+    def levels_per_output(self, impls: list[TensorImpl], kwargs: dict) -> list | None:
+        """One tuple of vmap levels per output, for an op whose outputs do not share the
+        aligned operands' levels (``custom_call``'s outputs pass operands through as they
+        are); None: every output has the call's levels."""
+        return None
+
     def vjp_rule(self, primals, cotangents, outputs, kwargs) -> list:
         raise NotImplementedError(f"op {self.name} has no vjp_rule")
 
@@ -250,6 +256,7 @@ class Operation:
             traced,
             has_tangent,
             None,
+            self.levels_per_output(impls, kwargs),
         )
 
     def emit(self, args, kwargs, phys_kwargs, levels, shapes, dtypes, devices, shardings):
@@ -290,6 +297,7 @@ class Operation:
         traced,
         has_tangent,
         shardings,
+        levels_each=None,
     ):
         if traced:
             if STATE.no_grad or self.cuts_trace:
@@ -304,9 +312,10 @@ class Operation:
         # dtype is no bigger than a tensor that exists already (the common case, unsized)
         first = impls[0] if impls else None
         for i, (shape, dtype, dev) in enumerate(zip(shapes, dtypes, devices, strict=True)):
+            lv = levels if levels_each is None else levels_each[i]
             if first is None or shape is not first.shape or dtype is not first.dtype:
-                _check_alloc(self, shape, dtype, len(levels))
-            outs.append(TensorImpl(shape, dtype, dev, levels, node, i, None, traced))
+                _check_alloc(self, shape, dtype, len(lv))
+            outs.append(TensorImpl(shape, dtype, dev, lv, node, i, None, traced))
         if shardings is None:
             node.out_specs = tuple(zip(dtypes, shapes, strict=True))
         else:

@@ -44,6 +44,19 @@ class CustomCallOp(Operation):
         n = kwargs["n_in"]
         return list(shapes[n:]), list(dtypes[n:])
 
+    # the outputs are the forward outputs passed through as they are: operands are never
+    # broadcast to one set of vmap levels, and each output keeps its forward value's (a
+    # value replicated over a shard_map axis stays so)
+    def implicit_broadcast(self, index, impl):
+        return True
+
+    def levels_per_output(self, impls, kwargs):
+        return [im.levels for im in impls[kwargs["n_in"] :]]
+
+    def compute_physical_shape(self, impls, kwargs, levels, batch_shape):
+        outs = impls[kwargs["n_in"] :]
+        return [im.shape for im in outs], [im.dtype for im in outs], [im.device for im in outs]
+
     def vjp_rule(self, primals, cotangents, outputs, kwargs):
         n = kwargs["n_in"]
         # an output nobody kept is gone (None): its forward value, an input here, stands in

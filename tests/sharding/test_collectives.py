@@ -347,7 +347,8 @@ def test_collectives_batch_under_vmap_and_differentiate_under_jacrev():
 def test_psum_dtypes_and_checkpoint_and_partial_broadcast_inside_and_out():
     """all_reduce keeps a narrow int's dtype and counts bools in int32 (JAX's psum), in a
     shard_map body and on a sharded tensor alike; a checkpointed body function recomputes
-    with the body's per-device view; broadcasting a partial value has no derivative (it
+    with the body's per-device view, its results varying along the body's axes as the
+    function's do; broadcasting a partial value has no derivative (it
     keeps one device's term) and says so rather than giving the whole sum's."""
     m = nb.DeviceMesh("m2", (2,), ("y",))
     b = nb.constant(np.array([True, True, False, True]))
@@ -361,6 +362,11 @@ def test_psum_dtypes_and_checkpoint_and_partial_broadcast_inside_and_out():
     for fn in (body, nb.checkpoint(body)):
         f = nb.shard_map(fn, m, (P("y"),), P("y"))
         assert nb.grad(lambda a, f=f: nb.sum(f(a)))(nb.arange(4.0)).tolist() == [0, 0, 1, 1]
+    # a checkpointed function whose result is replicated (an all_reduce) stays replicated
+    sq = lambda t: nb.all_reduce((t * t).sum(), axes="y")  # noqa: E731
+    for fn in (sq, nb.checkpoint(sq)):
+        f = nb.shard_map(fn, m, (P("y"),), P())
+        assert nb.grad(lambda a, f=f: f(a))(nb.arange(4.0)).tolist() == [0, 2, 4, 6]
     h = lambda a: nb.broadcast(nb.shard(a, m, P("y")).sum(), root=1)  # noqa: E731
     assert h(nb.arange(4.0)).item() == 5.0
     with pytest.raises(nb.ShardingError, match="no derivative for a value partial"):
