@@ -686,10 +686,11 @@ def _np_scatter(x, i, u, axis=0, mode="set"):
     out = x.copy()
     axis %= x.ndim
     idx = (slice(None),) * axis + (i,)
-    if mode == "add":
-        np.add.at(out, idx, u)
-    else:
+    combine = {"add": np.add, "mul": np.multiply, "min": np.minimum, "max": np.maximum}
+    if mode == "set":
         out[idx] = u
+    else:
+        combine[mode].at(out, idx, u)
     return out
 
 
@@ -701,6 +702,12 @@ def _scatter_samples(rng, dt):
             {"axis": 1, "mode": "add"},
         ),
         Sample((_vals(rng, (2, 5), dt), np.array([4, 0]), _vals(rng, (2, 2), dt)), {"axis": -1}),
+    ] + [  # every update at a repeated index takes part
+        Sample(
+            (_vals(rng, (4, 3), dt), np.array([2, 0, 2, 2]), _vals(rng, (4, 3), dt)),
+            {"axis": 0, "mode": mode},
+        )
+        for mode in ("mul", "min", "max")
     ]
 
 

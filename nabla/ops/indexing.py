@@ -98,6 +98,78 @@ class ScatterOp(Operation):
         return [ct_x, None, ct_upd]
 
 
+class ScatterCombineOp(ScatterOp):
+    """``x`` with ``updates`` combined into it at ``indices`` along ``axis`` by ``mode``
+    (``"mul"``, ``"min"``, ``"max"``): every update at a repeated index takes part, as in
+    JAX's ``scatter_mul``/``scatter_min``/``scatter_max``. Not linear: its own rules."""
+
+    name = "scatter_combine"
+    backend_name = "scatter"
+    linear = False
+
+    def vjp_rule(self, primals, cotangents, outputs, kwargs):
+        x, idx, upd = primals
+        ct = cotangents[0]
+        a = kwargs["axis"]
+        if kwargs["mode"] == "mul":
+            total, others = _mul_factors(x, idx, upd, a)
+            return [ct * total, None, _gather.bind([ct * x, idx], {"axis": a}) * others]
+        hit_x, hit_u, count = _extremal_hits(x, idx, upd, outputs[0], a)
+        share = ct / count
+        ct_x = binary.where(hit_x, share, creation.zeros_like(share))
+        ct_u = _gather.bind([share, idx], {"axis": a})
+        return [ct_x, None, binary.where(hit_u, ct_u, creation.zeros_like(ct_u))]
+
+    def jvp_rule(self, primals, tangents, outputs, kwargs):
+        x, idx, upd = primals
+        tx, tu = tangents[0], tangents[2]
+        a = kwargs["axis"]
+        tx = creation.zeros_like(x) if tx is None else tx
+        tu = creation.zeros_like(upd) if tu is None else tu
+        if kwargs["mode"] == "mul":
+            total, others = _mul_factors(x, idx, upd, a)
+            return [tx * total + x * _scatter_add(x, idx, tu * others, a)]
+        hit_x, hit_u, count = _extremal_hits(x, idx, upd, outputs[0], a)
+        picked = binary.where(hit_x, tx, creation.zeros_like(tx))
+        picked = picked + _scatter_add(x, idx, binary.where(hit_u, tu, creation.zeros_like(tu)), a)
+        return [picked / count]
+
+
+def _scatter_add(like, idx, upd, axis):
+    return _scatter.bind([creation.zeros_like(like), idx, upd], {"axis": axis, "mode": "add"})
+
+
+def _extremal_hits(x, idx, upd, out, axis):
+    """For scatter min/max: which of ``x`` and of the updates reached each result, and how
+    many did per position (ties share the derivative, as a max reduction's do)."""
+    hit_x = x == out
+    hit_u = upd == _gather.bind([out, idx], {"axis": axis})
+    count = hit_x.cast(x.dtype) + _scatter_add(x, idx, hit_u.cast(x.dtype), axis)
+    return hit_x, hit_u, count
+
+
+def _mul_factors(x, idx, upd, axis):
+    """For scatter mul: the product of every update per position (1 where none), and per
+    update the product of the *other* updates at its position, exact with zeros (no
+    division by a zero update)."""
+    ones = creation.ones_like(x)
+    combine = {"axis": axis, "mode": "mul"}
+    total = _scatter_combine.bind([ones, idx, upd], combine)
+    zero = upd == 0
+    safe = binary.where(zero, creation.ones_like(upd), upd)
+    at = {"axis": axis}
+    nonzero_product = _gather.bind([_scatter_combine.bind([ones, idx, safe], combine), idx], at)
+    zeros_here = _gather.bind([_scatter_add(x, idx, zero.cast(x.dtype), axis), idx], at)
+    others = binary.where(
+        zeros_here == 0,
+        nonzero_product / safe,
+        binary.where(
+            binary.logical_and(zero, zeros_here == 1), nonzero_product, creation.zeros_like(upd)
+        ),
+    )
+    return total, others
+
+
 def _may_repeat(idx: Tensor) -> bool:
     """False only for indices known at the call without repeats (the usual case)."""
     impl = idx._impl
@@ -125,6 +197,7 @@ def _written(idx: Tensor, n: int, axis: int, ndim: int) -> Tensor:
 
 _gather = GatherOp()
 _scatter = ScatterOp()
+_scatter_combine = ScatterCombineOp()
 
 
 def _take_rule(in_shapes, out_shapes, axis, scatter):
@@ -218,15 +291,21 @@ def _differentiated_inside(impl, vmap_level: int) -> bool:
 take = gather
 
 
+_SCATTER_MODES = ("set", "add", "mul", "min", "max")
+
+
 def scatter(x, indices, updates, axis=0, mode="set") -> Tensor:
-    """``x`` with ``updates`` written at ``indices`` along ``axis`` (``mode="add"`` adds).
+    """``x`` with ``updates`` written at ``indices`` along ``axis``; ``mode="add"`` adds them
+    and ``"mul"``, ``"min"``, ``"max"`` combine them (JAX's ``scatter_add``/``scatter_mul``/
+    ``scatter_min``/``scatter_max``): every update at a repeated index takes part. With
+    ``"set"`` a repeated index keeps one of its updates.
 
     ``updates`` must broadcast to ``x.shape[:axis] + indices.shape + x.shape[axis+1:]``.
     """
 
     x = as_tensor(x, op="scatter")
-    if mode not in ("set", "add"):
-        raise ValueError(f"scatter: mode must be 'set' or 'add', got {mode!r}")
+    if mode not in _SCATTER_MODES:
+        raise ValueError(f"scatter: mode must be one of {_SCATTER_MODES}, got {mode!r}")
     axis = norm_axis("scatter", axis, x.ndim, x.shape)
     idx = _index_tensor("scatter", indices, x.shape[axis], f" (axis {axis} of shape {x.shape})")
     want = x.shape[:axis] + idx.shape + x.shape[axis + 1 :]
@@ -240,7 +319,8 @@ def scatter(x, indices, updates, axis=0, mode="set") -> Tensor:
                 f"of x[indices] for x of shape {x.shape} and indices of shape {idx.shape} "
                 f"along axis {axis}"
             ) from None
-    return _scatter.bind([x, idx, upd], {"axis": axis, "mode": mode})
+    op = _scatter if mode in ("set", "add") else _scatter_combine
+    return op.bind([x, idx, upd], {"axis": axis, "mode": mode})
 
 
 # ----------------------------------------------------------------------------- key parsing
@@ -499,13 +579,8 @@ def _update(x, key, value, mode):
                 v = view.moveaxis(v, list(range(nb_before, nb_before + k)), list(range(k)))
         else:
             v = _fit(value, tuple(ishape) + basic_shape)
-        if mode == "set":
-            new_flat = scatter(flat, lin, v, 0, "set")
-        elif mode == "add":
-            new_flat = scatter(flat, lin, v, 0, "add")
-        else:
-            sizes = [region.shape[d] for d, _ in adv]
-            new_flat = _combine_at(flat, lin, v, combine[mode], adv, sizes, len(basic_shape))
+        # every update at a repeated index takes part, but for ``set`` (one is kept)
+        new_flat = scatter(flat, lin, v, 0, mode)
         dims = [d for d, _ in adv]
         moved = view.reshape(new_flat, tuple(region.shape[d] for d in dims) + basic_shape)
         order = dims + rest
@@ -519,40 +594,6 @@ def _update(x, key, value, mode):
         new_region,
         slices=[slice(s, s + st * n if s + st * n >= 0 else None, st) for s, st, n in slices],
     )
-
-
-def _combine_at(flat, lin, v, fn, adv, sizes, n_basic):
-    """``flat[lin] = fn(flat[lin], v)`` where every update at a repeated index takes part
-    (JAX's scatter multiply/min/max): one gather-combine-scatter would keep only the last
-    update of each position. With the index values known now (realized, unbatched index
-    tensors, as for NumPy arrays and lists) the updates go in rounds of distinct positions,
-    round r holding each position's r-th update. Traced indices take one round: repeated
-    ones are then not combined (documented on ``x.at``)."""
-    if not all(t.is_realized and not t._impl.levels for _, t in adv):
-        return scatter(flat, lin, fn(gather(flat, lin, 0), v), 0, "set")
-    # the linear positions from the index values (as ``_linear_index`` builds ``lin``),
-    # in NumPy: realizing ``lin`` would end a ``compile`` trace
-    arrays = [t.numpy().astype(np.int64) for _, t in adv]
-    shape = np.broadcast_shapes(*[a.shape for a in arrays])
-    pos, stride = np.zeros(shape, np.int64), 1
-    for a, n in reversed(list(zip(arrays, sizes))):
-        pos, stride = pos + a * stride, stride * n
-    pos = pos.reshape(-1)
-    order = np.argsort(pos, kind="stable")
-    ranked = pos[order]
-    starts = np.r_[True, ranked[1:] != ranked[:-1]] if pos.size else np.zeros(0, bool)
-    group_start = np.maximum.accumulate(np.where(starts, np.arange(pos.size), 0))
-    occurrence = np.empty_like(pos)
-    occurrence[order] = np.arange(pos.size) - group_start
-    if not pos.size or occurrence.max() == 0:
-        return scatter(flat, lin, fn(gather(flat, lin, 0), v), 0, "set")
-    lin_f = view.reshape(lin, (pos.size,))
-    v_f = view.reshape(v, (pos.size,) + tuple(v.shape[v.ndim - n_basic :]))
-    for r in range(int(occurrence.max()) + 1):
-        chosen = np.nonzero(occurrence == r)[0]
-        li, vi = gather(lin_f, chosen, 0), gather(v_f, chosen, 0)
-        flat = scatter(flat, li, fn(gather(flat, li, 0), vi), 0, "set")
-    return flat
 
 
 def _fit(value, shape):
@@ -594,9 +635,7 @@ class _AtRef:
 
     def multiply(self, value):
         """A copy of ``x`` with ``x[key] *= value``: every update at a repeated index takes
-        part, as in JAX, when the indices' values are known at the call (NumPy arrays,
-        lists, realized tensors); with traced (lazy or batched) indices a repeated index
-        keeps one of its updates. The same holds for :meth:`min` and :meth:`max`."""
+        part, as in JAX (also for :meth:`min` and :meth:`max`)."""
         return _update(self.x, self.key, value, "mul")
 
     mul = multiply

@@ -675,6 +675,11 @@ def gather_graph():
         lambda a, i, u: nb.scatter(a, i, u, axis=0, mode="add"), in_axes=(0, 0, None)
     )(xb, ib, nb.ones((2, 4)))
     o["at_add"] = x.at[c([0, 0, 2])].add(1.0)
+    for mode in ("mul", "min", "max"):  # every update at a repeated index takes part
+        o[f"scatter_{mode}_dup"] = nb.scatter(x, c(np.array([1, 3, 1])), upd[:, :1], 1, mode)
+    bools = c(np.array([True, False, False, True]))
+    for mode in ("add", "mul", "max"):
+        o[f"scatter_{mode}_bool"] = nb.scatter(bools, c([0, 0, 1]), c([False, True, True]), 0, mode)
     return o
 
 

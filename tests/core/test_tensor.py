@@ -377,7 +377,8 @@ def test_at_set_add_are_functional():
 def test_at_multiply_min_max_combine_every_update_at_a_repeated_index():
     """JAX's scatter multiply/min/max: each update at a repeated index takes part (one
     gather-combine-scatter kept only the last), with negative indices, several index
-    arrays, a slice beside them, gradients, and inside compile."""
+    arrays, a slice beside them, gradients, and inside compile, also where the indices are
+    traced (compile and vmap arguments)."""
     x = nb.constant(np.full(4, 5.0, np.float32))
     i = np.array([1, -3, 1, 2])
     v = nb.constant(np.array([3.0, 1.0, 4.0, 9.0], np.float32))
@@ -395,6 +396,15 @@ def test_at_multiply_min_max_combine_every_update_at_a_repeated_index():
     close(f(x, v), [5.0, 60.0, 45.0, 5.0])
     close(f(x, v), [5.0, 60.0, 45.0, 5.0])
     assert f.stats.misses == 1 and f.stats.fallbacks == 0
+    traced = nb.compile(lambda a, j, u: (a.at[j].multiply(u), a.at[j].min(u), a.at[j].max(u)))
+    for got, want in zip(
+        traced(x, nb.constant(i), v), ([5, 60, 45, 5], [5, 1, 5, 5], [5, 5, 9, 5])
+    ):
+        close(got, want)
+    per_row = nb.vmap(lambda j: x.at[j].max(v * 2.0))(nb.constant(np.stack([i, i[::-1]])))
+    close(per_row, [[5.0, 8.0, 18.0, 5.0], [5.0, 18.0, 6.0, 5.0]])
+    grad = nb.compile(nb.grad(lambda u, j: x.at[j].multiply(u).sum()))(v, nb.constant(i))
+    close(grad, [20.0, 60.0, 15.0, 5.0])
 
 
 def test_setitem_rebinds_only_that_handle():

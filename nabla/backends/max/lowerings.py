@@ -802,7 +802,7 @@ def _gather(x, idx, axis, batch_dims=0):
 @_one("scatter")
 def _scatter(x, idx, upd, axis, mode, batch_dims=0):
     dt = None
-    if _is_bool(x) and mode == "add":
+    if _is_bool(x) and mode != "set":
         dt = x.dtype
         x, upd = ops.cast(x, MDType.int32), ops.cast(upd, MDType.int32)
     xs = _shape(x)
@@ -824,11 +824,22 @@ def _scatter(x, idx, upd, axis, mode, batch_dims=0):
     pid = ops.range(0, p, 1, out_dim=p, dtype=MDType.int64, device=x.device)
     pid = ops.broadcast_to(ops.reshape(pid, (p,) + (1,) * k), (p,) + ish)
     nd = ops.stack([pid, idf], axis=-1)
-    fn = ops.scatter_nd_add if mode == "add" else ops.scatter_nd
-    out = fn(xt, ut, nd)  # (P, rest[a], rest[:a], rest[a+1:])
+    out = _SCATTER_ND[mode](xt, ut, nd)  # (P, rest[a], rest[:a], rest[a+1:])
     inv = [0] + list(range(2, 2 + a)) + [1] + list(range(2 + a, 1 + r))
     out = ops.reshape(ops.permute(out, inv), xs)
-    return ops.cast(out, dt) if dt is not None else out
+    if dt is None:
+        return out
+    # bools went through int32: a sum (or) and a product (and) are then nonzero tests
+    return ops.not_equal(out, ops.constant(0, MDType.int32, device=out.device))
+
+
+_SCATTER_ND = {
+    "set": ops.scatter_nd,
+    "add": ops.scatter_nd_add,
+    "mul": ops.scatter_nd_mul,
+    "min": ops.scatter_nd_min,
+    "max": ops.scatter_nd_max,
+}
 
 
 # ----------------------------------------------------------------------------- devices

@@ -437,13 +437,26 @@ def _scatter_any(x, idx, upd, axis, mode, batch_dims):
     idf, _ = _flat_batch(idx, batch_dims)
     uf, _ = _flat_batch(upd, batch_dims)
     a = axis - batch_dims
+    combine = _SCATTER_COMBINE.get(mode)
+    if combine is not None and out.dtype == np.bool_:
+        combine = _SCATTER_COMBINE_BOOL[mode]
     for p in range(of.shape[0]):
         where = (slice(None),) * a + (idf[p],)
-        if mode == "add":
-            np.add.at(of[p], where, uf[p])
-        else:
+        if combine is None:
             of[p][where] = uf[p]
+        else:  # every update at a repeated index takes part
+            combine.at(of[p], where, uf[p])
     return of.reshape(out.shape)
+
+
+_SCATTER_COMBINE = {"add": np.add, "mul": np.multiply, "min": np.minimum, "max": np.maximum}
+# bools: a sum is a logical or, a product a logical and (as the elementwise ops)
+_SCATTER_COMBINE_BOOL = {
+    "add": np.logical_or,
+    "mul": np.logical_and,
+    "min": np.minimum,
+    "max": np.maximum,
+}
 
 
 # --------------------------------------------------------------------------- random (host ops)
