@@ -824,7 +824,7 @@ def _scatter(x, idx, upd, axis, mode, batch_dims=0):
     pid = ops.range(0, p, 1, out_dim=p, dtype=MDType.int64, device=x.device)
     pid = ops.broadcast_to(ops.reshape(pid, (p,) + (1,) * k), (p,) + ish)
     nd = ops.stack([pid, idf], axis=-1)
-    out = _SCATTER_ND[mode](xt, ut, nd)  # (P, rest[a], rest[:a], rest[a+1:])
+    out = getattr(ops, _SCATTER_ND[mode])(xt, ut, nd)  # (P, rest[a], rest[:a], rest[a+1:])
     inv = [0] + list(range(2, 2 + a)) + [1] + list(range(2 + a, 1 + r))
     out = ops.reshape(ops.permute(out, inv), xs)
     if dt is None:
@@ -834,11 +834,11 @@ def _scatter(x, idx, upd, axis, mode, batch_dims=0):
 
 
 _SCATTER_ND = {
-    "set": ops.scatter_nd,
-    "add": ops.scatter_nd_add,
-    "mul": ops.scatter_nd_mul,
-    "min": ops.scatter_nd_min,
-    "max": ops.scatter_nd_max,
+    "set": "scatter_nd",
+    "add": "scatter_nd_add",
+    "mul": "scatter_nd_mul",
+    "min": "scatter_nd_min",
+    "max": "scatter_nd_max",
 }
 
 
