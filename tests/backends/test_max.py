@@ -575,7 +575,9 @@ def float_graph():
     o["vmap_bcast"] = nb.vmap(lambda a, b: a * b, in_axes=(1, None))(x, y[0, :4])
     compiled = nb.compile(lambda a, b: nb.sin(a) * b + 1.0)
     o["compiled_trace"] = compiled(x, y)
-    o["compiled_call"] = compiled(y, x)  # a cache hit: one compiled_call node, inlined
+    # a cache hit on a lazy argument: one compiled_call node, inlined (realized arguments
+    # would run the plan at the call)
+    o["compiled_call"] = compiled(y + 1.0, x)
     return o
 
 

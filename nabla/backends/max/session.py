@@ -419,9 +419,12 @@ def _compile_kernels(sess, graph, kernels):
 
 # ----------------------------------------------------------------------------- symbolic dims
 def _symbolic_form(program: Program) -> Program | None:
-    """When ``program`` is one ``compiled_call`` of a program verified for every size of its
-    dynamic dims (``Program.symbolic``), that program with the dims as MAX symbolic names:
-    one compiled model (cached in memory and on disk like any other) serves every size."""
+    """When ``program`` is verified for every size of its dynamic dims (``Program.symbolic``:
+    a compiled plan run at the call), or is one ``compiled_call`` of such a program, that
+    program with the dims as MAX symbolic names: one compiled model (cached in memory and
+    on disk like any other) serves every size."""
+    if program.symbolic:
+        return program.symbolized()
     if len(program.instructions) != 1:
         return None
     instr = program.instructions[0]
