@@ -193,14 +193,15 @@ class _Plan:
         return [ref[1] if ref[0] == "py" else get(ref) for ref in self.outputs]
 
     # ------------------------------------------------------------------ fast path
-    def run_now(self, inputs: list) -> list:
-        """Run the plan's program on realized, unsharded ``inputs`` at the call and return
+    def run_now(self, args: list) -> list:
+        """Run the plan's program on realized, unsharded ``args`` at the call and return
         realized tensors: what realizing one ``compiled_call`` node does, without building
         and looking up the one-node graph (~40 us a call). The plan counts its own calls
         for the ``auto`` tier, as the graph cache counts a structure's evaluations."""
         shapes, dtypes, _ = self.call_layouts()
         program = self.program()
-        impls = [t._impl for t in inputs]
+        consts = [t._impl for t in self.call_consts()] if self.rng_slots else self.consts
+        impls = [t._impl for t in args] + list(consts)
         device = _compiled_call.device_of(impls, {})
         with GRAPH.lock:
             self.calls += 1
@@ -629,10 +630,10 @@ class CompiledFunction:
         if fast and _same_shapes(plan, tensors):
             outs = []
             if _nonempty(plan):
-                consts = plan.call_consts()
                 if _runs_now(plan, tensors):
-                    outs = plan.run_now(tensors + consts)
+                    outs = plan.run_now(tensors)
                 else:
+                    consts = plan.call_consts()
                     drawn = plan.bind_host_nodes(tensors, consts) if plan.has_host_ops else []
                     outs = _compiled_call.bind(tensors + consts + drawn, {"plan": plan})
             it = iter(outs)
