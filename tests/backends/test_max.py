@@ -515,6 +515,10 @@ def float_graph():
     o["pow_negbase"] = nb.pow(x, c(np.round(ya)))
     o["floor_div"] = nb.floor_div(x, c(yy))
     o["mod"] = nb.mod(x, c(yy))
+    # NumPy's edges: a finite x over an infinite y, an infinite x
+    ea = c(np.array([5, -5, np.inf, -np.inf, 5, 0, np.nan, 7.5, 0, -3], f))
+    eb = c(np.array([np.inf, np.inf, 2, 2, -np.inf, 3, 2, -2, -np.inf, -np.inf], f))
+    o["mod_edges"], o["floor_div_edges"] = nb.mod(ea, eb), nb.floor_div(ea, eb)
     nan_a = c(np.array([1.0, np.nan, 3.0, -1.0], f))
     nan_b = c(np.array([np.nan, 2.0, 1.0, -2.0], f))
     o["maximum_nan"] = nb.maximum(nan_a, nan_b)
@@ -527,6 +531,7 @@ def float_graph():
     o["where"] = nb.where(o["greater"], x, y)
     o["cast_i32"] = x.cast(nb.int32)
     o["cast_bool"] = xr.cast(nb.bool)
+    o["cast_bool_nan"] = d["s"].cast(nb.bool)  # NaN is True (MAX folds x != 0 to a cast)
     o["full"] = nb.full((2, 3), 1.5)
     o["arange_f"] = nb.arange(0.0, 5.0, 0.5)
     o["arange_i"] = nb.arange(2, 20, 3)

@@ -398,9 +398,29 @@ def _int_div_guard(x, y):
     return ops.where(ops.logical_or(zero, m1), _c(1, y), y), zero, m1
 
 
+def _float_div_edges(x, y, res, kind):
+    """NumPy's ``floor_divide``/``mod`` where MAX's ``x - floor(x / y) * y`` differs: a
+    finite ``x`` over an infinite ``y`` (NumPy: ``x`` or ``y`` for the remainder, 0 or -1
+    for the quotient, by the signs) and an infinite ``x`` (NaN for both, but ``x / 0``)."""
+    zero = _c(0, x)
+    finite_x = ops.logical_not(ops.logical_or(ops.is_inf(x), ops.is_nan(x)))
+    over_inf = ops.logical_and(ops.is_inf(y), finite_x)
+    y_negative = ops.greater(zero, y)
+    same = ops.equal(ops.greater(zero, x), y_negative)
+    is_zero = ops.equal(x, zero)
+    if kind == "mod":  # a zero remainder takes the divisor's sign
+        signed_zero = ops.where(y_negative, _c(-0.0, x), zero)
+        edge = ops.where(is_zero, signed_zero, ops.where(same, x, y))
+        return ops.where(over_inf, edge, res)
+    edge = ops.where(is_zero, ops.div(x, y), ops.where(same, zero, _c(-1, x)))
+    res = ops.where(over_inf, edge, res)
+    inf_x = ops.logical_and(ops.is_inf(x), ops.logical_not(ops.equal(y, zero)))  # inf/0: inf
+    return ops.where(inf_x, _c(float("nan"), x), res)
+
+
 def _floor_div(x, y):
     if _is_float(x):
-        return ops.floor_div(x, y)
+        return _float_div_edges(x, y, ops.floor_div(x, y), "floor_div")
     safe, zero, m1 = _int_div_guard(x, y)
     q = ops.floor_div(x, safe)
     if m1 is not None:
@@ -410,13 +430,13 @@ def _floor_div(x, y):
 
 def _mod(x, y):
     if _is_float(x):
-        return ops.mod(x, y)
+        return _float_div_edges(x, y, ops.mod(x, y), "mod")
     safe, zero, m1 = _int_div_guard(x, y)
     r = ops.mod(x, safe)
     return ops.where(zero, _c(0, x), r)
 
 
-def _not_equal(x, y):
+def ieee_not_equal(x, y):
     # MAX's not_equal is False for NaN operands; IEEE (NumPy) says NaN != anything
     if _is_float(x):
         return ops.logical_not(ops.equal(x, y))
@@ -526,7 +546,7 @@ for _n, _f in {
     "minimum": _minimum,
     "atan2": _upcast(_atan2),
     "equal": lambda x, y: ops.equal(x, y),
-    "not_equal": _not_equal,
+    "not_equal": ieee_not_equal,
     "greater": lambda x, y: ops.greater(x, y),
     "greater_equal": lambda x, y: ops.greater_equal(x, y),
     "less": lambda x, y: ops.greater(y, x),
@@ -548,7 +568,7 @@ def _cast(x, dtype):
     if target == x.dtype:
         return x
     if dtype.is_bool:
-        return ops.not_equal(x, _c(0, x))
+        return ieee_not_equal(x, _c(0, x))  # NaN is True, as NumPy's cast
     return ops.cast(x, target)
 
 

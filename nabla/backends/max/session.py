@@ -46,7 +46,14 @@ from ..kernels import KernelError, kernel_instructions
 from . import cache
 from .disk import DISK
 from .kernels import compiler_message, extensions_for
-from .lowerings import LOWERINGS, UnsupportedOnMax, device_ref, max_dtype, unsupported_reason
+from .lowerings import (
+    LOWERINGS,
+    UnsupportedOnMax,
+    device_ref,
+    ieee_not_equal,
+    max_dtype,
+    unsupported_reason,
+)
 
 __all__ = [
     "get_executable",
@@ -166,7 +173,7 @@ def _fix(value, dtype, shape):
     mdt = max_dtype(dtype)
     if value.dtype != mdt:
         if dtype.is_bool:
-            value = ops.not_equal(value, ops.constant(0, value.dtype, device=value.device))
+            value = ieee_not_equal(value, ops.constant(0, value.dtype, device=value.device))
         else:
             value = ops.cast(value, mdt)
     if [str(d) for d in value.shape] != [str(d) for d in shape]:
