@@ -164,14 +164,21 @@ def next_key_words() -> np.ndarray:
     return ss.generate_state(2, np.uint32).astype(np.int64)
 
 
-def _global_key() -> Tensor:
-    """A fresh key; inside vmap, one independent key per element of every active level
-    (but one for all the tangents of ``jacfwd``'s basis: they belong to one evaluation)."""
+def drawing_levels() -> list:
+    """The vmap levels a global draw is independent along: the active ones, but those of
+    ``jacfwd``'s basis (its tangents belong to one evaluation)."""
+    return [lv for lv in STATE.active_vmap if lv not in STATE.shared_draw_levels]
+
+
+def global_key(batched: bool = True) -> Tensor:
+    """A fresh key from the global generator, recorded as one by an enclosing ``compile``
+    (which feeds a fresh key on every call). ``batched``: inside vmap, one independent key
+    per element of every level of ``drawing_levels()``."""
 
     k = creation.constant(next_key_words())
     if STATE.recording_rng is not None:
         STATE.recording_rng.append(k._impl)  # compile feeds a fresh key on every call
-    levels = [lv for lv in STATE.active_vmap if lv not in STATE.shared_draw_levels]
+    levels = drawing_levels() if batched else []
     if not levels:
         return k
     sizes = [level_sizes[lv] for lv in levels]
@@ -205,7 +212,7 @@ def _split_args(key_or_shape, shape, params):
             raise TypeError("too many positional parameters after the shape")
     elif shape is not None:
         raise TypeError("pass either a key and a shape, or only a shape")
-    return _global_key(), (() if key_or_shape is None else key_or_shape), params
+    return global_key(), (() if key_or_shape is None else key_or_shape), params
 
 
 def _alias(name, value, jax_name, jax_value):
@@ -363,7 +370,7 @@ def bernoulli(key_or_shape=(), p=0.5, shape=None, *, device=None):
         k = _as_key(key_or_shape)
         shape = () if shape is None else shape
     else:
-        k, shape = _global_key(), (key_or_shape if shape is None else shape)
+        k, shape = global_key(), (key_or_shape if shape is None else shape)
     u = _draw(_uniform, k, shape, DType.float32)
     return _place(u < p, device)
 

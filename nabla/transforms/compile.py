@@ -50,7 +50,7 @@ from ..core.pytree import tree_flatten, tree_unflatten
 from ..core.state import STATE, is_live
 from ..ops.base import Operation
 from ..ops.creation import constant
-from ..ops.random import next_key_words
+from ..ops.random import drawing_levels, global_key
 from ..ops.unary import identity
 from ..runtime.executor import run_program
 from ..runtime.graph import GRAPH
@@ -89,6 +89,8 @@ class _Plan:
         self._program = None
         self._call_layouts = None
         self.calls = 0  # fast-path calls run at the call (``run_now``): the auto tier's count
+        # traced inside vmap: the recorded ops already split the random keys per element
+        self.traced_in_vmap = False
         # dynamic dims: None = not checked yet; True once a replay at another size produced
         # exactly the recorded ops with the sizes substituted (then every size is a fast hit)
         self.symbolic_ok = None
@@ -161,8 +163,8 @@ class _Plan:
     # ------------------------------------------------------------------ replay path
     def replay(self, args: list[Tensor], sizes: dict) -> list:
         consts = [Tensor._wrap(c) for c in self.consts]
-        for j in self.rng_slots:
-            consts[j] = constant(next_key_words())
+        for j in self.rng_slots:  # under a vmap the trace did not see: a key per element
+            consts[j] = global_key(batched=not self.traced_in_vmap)
         vals: list = []
 
         def get(ref):
@@ -214,8 +216,8 @@ class _Plan:
     def call_consts(self) -> list:
         """The captured constants for one call: a fresh key in every random-key slot."""
         consts = [Tensor._wrap(c) for c in self.consts]
-        for j in self.rng_slots:
-            consts[j] = constant(next_key_words())
+        for j in self.rng_slots:  # an enclosing compile records it as a key to renew
+            consts[j] = global_key(batched=False)
         return consts
 
     def bind_host_nodes(self, args: list, consts: list) -> list:
@@ -610,6 +612,8 @@ class CompiledFunction:
         plan = entry
         tensors = [leaf for leaf in flat if isinstance(leaf, Tensor)]
         fast = _plain(tensors) and (not plan.has_host_ops or plan.host_nodes is not None)
+        if fast and plan.rng_slots and not plan.traced_in_vmap and drawing_levels():
+            fast = False  # draws independent per element of a vmap around the call: replay
         if sizes and not _same_shapes(plan, tensors):
             if plan.symbolic_ok is None:  # a first new size: trace again and compare
                 return self._trace_and_verify(plan, flat, tree, sym_shapes, sizes)
@@ -708,6 +712,7 @@ class CompiledFunction:
             self._stats.fallbacks += 1
             return "fallback", out
         plan = _build_plan(recorded, placeholders, out, rng, traced_flat)
+        plan.traced_in_vmap = bool(drawing_levels())
         self._stats.compile_time_ms += 1000.0 * (time.perf_counter() - t0)
         return plan, out
 

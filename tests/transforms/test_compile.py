@@ -318,6 +318,22 @@ def test_random_draws_take_the_fast_path_with_fresh_values_per_call():
     assert derived.stats.replays == 1
 
 
+def test_draws_of_a_compiled_function_stay_independent_under_vmap_and_an_outer_compile():
+    """A cache hit under vmap draws per element (as the function run without compile), and a
+    compiled function called from another renews its draws on every outer call."""
+    f = nb.compile(lambda a: a + nb.normal(a.shape))
+    x = nb.zeros((3, 2))
+    f(x[0]), f(x[0])  # warm: the trace, then a plan hit
+    rows = nb.vmap(f)(x).numpy()
+    assert len({r.tobytes() for r in rows}) == 3
+    outer = nb.compile(lambda a: f(a) * 1.0)
+    assert len({outer(x[0]).numpy().tobytes() for _ in range(3)}) == 3
+    mapped = nb.compile(lambda a: nb.vmap(f)(a))
+    calls = [mapped(x).numpy() for _ in range(3)]
+    assert len({c.tobytes() for c in calls}) == 3
+    assert all(len({r.tobytes() for r in c}) == 3 for c in calls)
+
+
 def test_numpy_arguments_are_traced_values_as_in_jax_jit():
     """jax.jit traces NumPy inputs; they used to be static keys (unhashable: TypeError)."""
     f = nb.compile(lambda x, s: (x * 2.0).sum() + s)
