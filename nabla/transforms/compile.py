@@ -91,6 +91,8 @@ class _Plan:
         self.calls = 0  # fast-path calls run at the call (``run_now``): the auto tier's count
         # traced inside vmap: the recorded ops already split the random keys per element
         self.traced_in_vmap = False
+        # captured values folded into constants: the plan is stale once one requires grad
+        self.folded_sources = ()
         # dynamic dims: None = not checked yet; True once a replay at another size produced
         # exactly the recorded ops with the sizes substituted (then every size is a fast hit)
         self.symbolic_ok = None
@@ -610,8 +612,14 @@ class CompiledFunction:
             self._stats.fallbacks += 1
             return self.fun(*args, **kwargs)
         plan = entry
+        if any(is_live(s.traced) for s in plan.folded_sources):
+            # a captured value folded into the plan now requires grad: trace again
+            self._stats.misses += 1
+            return self._trace_and_store(key, flat, tree, sym_shapes)
         tensors = [leaf for leaf in flat if isinstance(leaf, Tensor)]
         fast = _plain(tensors) and (not plan.has_host_ops or plan.host_nodes is not None)
+        if fast and any(is_live(c.traced) for c in plan.consts):
+            fast = False  # a captured requires_grad value: replay, so its gradient flows
         if fast and plan.rng_slots and not plan.traced_in_vmap and drawing_levels():
             fast = False  # draws independent per element of a vmap around the call: replay
         if sizes and not _same_shapes(plan, tensors):
@@ -793,10 +801,11 @@ _FOLD_LIMIT = 1 << 14
 _NOT_FOLDED = frozenset({"compiled_call", "cond", "while_loop", "scan", "custom_kernel"})
 
 
-def _fold_constants(recorded, needed, placeholders, rng_ids) -> set:
+def _fold_constants(recorded, needed, placeholders, rng_ids, sources: list) -> set:
     """Run now, once, the needed nodes that read only captured host constants (or other
     such nodes) and give small unbatched host values; their outputs become the plan's
-    constants, so a call does not recompute them. Returns the folded node ids.
+    constants, so a call does not recompute them. Returns the folded node ids; the
+    captured values they read are appended to ``sources``.
 
     They run on the interpreter's lowerings whatever the backend: the values are small,
     and a MAX compile for each would cost seconds."""
@@ -831,6 +840,7 @@ def _fold_constants(recorded, needed, placeholders, rng_ids) -> set:
             if impl is not None and impl.buffer is None:
                 impl.buffer = value
         folded.add(id(node))
+        sources.extend(i for i in node.inputs if i.node is None or id(i.node) not in folded)
     return folded
 
 
@@ -838,6 +848,8 @@ def _is_constant(impl, placeholders, rng_ids, needed, folded) -> bool:
     """A host value the plan holds fixed: not an argument or a fresh random key, and
     captured already realized or made by a folded node (not by a node the program runs)."""
     if id(impl) in placeholders or id(impl) in rng_ids or impl.levels:
+        return False
+    if is_live(impl.traced):  # a requires_grad value: its derivative must reach it
         return False
     if impl.sharding is not None or type(impl.buffer) is not np.ndarray:
         return False
@@ -850,7 +862,8 @@ def _build_plan(recorded, placeholders, out, rng_impls, traced_flat):
     node_index = {id(n): i for i, n in enumerate(recorded)}
     needed = _needed_nodes(out_flat, node_index, placeholders)
     rng_ids = {id(r) for r in rng_impls}
-    folded = _fold_constants(recorded, needed, placeholders, rng_ids)
+    sources: list = []
+    folded = _fold_constants(recorded, needed, placeholders, rng_ids, sources)
     if folded:
         needed = _needed_nodes(out_flat, node_index, placeholders, folded)
     consts, const_idx = [], {}
@@ -888,6 +901,7 @@ def _build_plan(recorded, placeholders, out, rng_impls, traced_flat):
     )
     plan = _Plan(len(placeholders), nodes, outputs, out_tree, consts, rng_slots, arg_specs)
     tensors = [t for t in traced_flat if isinstance(t, Tensor)]
+    plan.folded_sources = tuple({id(i): i for i in sources}.values())
     plan.arg_levels = tuple(t._impl.levels for t in tensors)
     plan.arg_buffers = tuple(t._impl.buffer_shape for t in tensors)
     plan.out_layouts = tuple(

@@ -334,6 +334,30 @@ def test_draws_of_a_compiled_function_stay_independent_under_vmap_and_an_outer_c
     assert all(len({r.tobytes() for r in c}) == 3 for c in calls)
 
 
+def test_a_captured_requires_grad_tensor_gets_its_gradient_on_every_call():
+    """PyTorch style: a parameter captured by closure with requires_grad=True gets its
+    .grad from backward() on cache hits too (they replay instead of running the plan as
+    constants), and a captured value folded into the plan before it required grad makes
+    the next call trace again."""
+    w = nb.constant([1.0, 2.0, 3.0])
+    w.requires_grad = True
+    f = nb.compile(lambda a: (a * w).sum())
+    a = nb.ones((3,))
+    for arg in (a, a, a + 0.0):
+        w.grad = None
+        f(arg).backward()
+        np.testing.assert_array_equal(w.grad.numpy(), [1.0, 1.0, 1.0])
+    v = nb.constant(np.arange(6.0, dtype=np.float32).reshape(2, 3))
+    g = nb.compile(lambda b: (b @ (v.T * 2.0)).sum())
+    b = nb.ones((4, 3))
+    g(b), g(b)  # v.T * 2.0 is folded into a constant of the plan
+    v.requires_grad = True
+    for _ in range(2):
+        v.grad = None
+        g(b).backward()
+        np.testing.assert_array_equal(v.grad.numpy(), np.full((2, 3), 8.0))
+
+
 def test_numpy_arguments_are_traced_values_as_in_jax_jit():
     """jax.jit traces NumPy inputs; they used to be static keys (unhashable: TypeError)."""
     f = nb.compile(lambda x, s: (x * 2.0).sum() + s)
