@@ -127,6 +127,12 @@ class _Plan:
             self._specialized[key] = plan
         return plan
 
+    def sizes(self) -> dict:
+        """The dynamic dims' sizes this plan was traced at."""
+        return {
+            d.name: int(d) for _, shape, _ in self.arg_specs for d in shape if isinstance(d, SymDim)
+        }
+
     def same_trace(self, other: _Plan, sizes: dict) -> bool:
         """Is ``other``, a trace of the same function at ``sizes``, this plan with the sizes
         substituted: the same ops, inputs, kwargs, shapes and constant values? Only then
@@ -623,11 +629,13 @@ class CompiledFunction:
         if fast and plan.rng_slots and not plan.traced_in_vmap and drawing_levels():
             fast = False  # draws independent per element of a vmap around the call: replay
         if sizes and not _same_shapes(plan, tensors):
-            if plan.symbolic_ok is None:  # a first new size: trace again and compare
+            undecided = plan.symbolic_ok is None
+            if undecided and tuple(sorted(sizes.items())) not in plan.by_size:
+                # a new size: trace again and compare
                 return self._trace_and_verify(plan, flat, tree, sym_shapes, sizes)
             if plan.symbolic_ok:
                 plan = plan.specialize(sizes) if fast else plan
-            else:  # sizes change the trace: one trace per size
+            else:  # sizes change the trace (or not known yet): one trace per size
                 size_key = tuple(sorted(sizes.items()))
                 per_size = plan.by_size.get(size_key)
                 if per_size is None:
@@ -660,7 +668,12 @@ class CompiledFunction:
         this trace is the plan with the sizes substituted; else each size gets its own."""
         self._stats.misses += 1
         value, out = self._trace(flat, tree, sym_shapes)
-        if value != "fallback" and plan.same_trace(value, sizes):
+        same = value != "fallback" and plan.same_trace(value, sizes)
+        if same and not _telling(plan.sizes(), sizes):
+            # equal traces at sizes that could hide a size-derived number (n + m where the
+            # sizes swapped): no conclusion yet; this size keeps its own trace meanwhile
+            plan.by_size[tuple(sorted(sizes.items()))] = value
+        elif same:
             plan.symbolic_ok = True
         else:
             plan.symbolic_ok = False
@@ -743,6 +756,20 @@ def _runs_now(plan, tensors) -> bool:
         if impl.buffer is None or impl.sharding is not None:
             return False
     return True
+
+
+def _telling(old: dict, new: dict) -> bool:
+    """Can equal traces at sizes ``old`` and ``new`` show that no number in the trace was
+    derived from the sizes? A derived number (a concatenation's n + m, a reshape's n * m, a
+    slice's n - m) is a plain int in both traces, equal when the sizes' changes cancel out.
+    They cannot for the usual derivations when every size moves, all the same way, each by
+    a different amount. (A size read through a many-to-one function, such as ``n // 2``,
+    can still go unseen.)"""
+    deltas = [new[k] - old[k] for k in old if k in new]
+    if len(deltas) != len(old) or 0 in deltas:
+        return False
+    same_way = all(d > 0 for d in deltas) or all(d < 0 for d in deltas)
+    return same_way and len(set(deltas)) == len(deltas)
 
 
 def _nonempty(plan):

@@ -80,6 +80,20 @@ def test_dynamic_dims_never_reuse_a_size_read_as_a_number():
     assert [flat(nb.ones((n, 2))).numpy().shape for n in (2, 3, 5)] == [(4,), (6,), (10,)]
 
 
+def test_two_dynamic_dims_whose_sizes_swap_do_not_hide_a_derived_size():
+    """(2, 3) then (3, 2) give equal traces (the concatenation is 5 long both times): the
+    plan is not taken for every size until sizes that all move one way agree too."""
+    f = nb.compile(lambda a, b: nb.concatenate([a, b]), dynamic_dims={0: {0: "n"}, 1: {0: "m"}})
+    for n, m in [(2, 3), (3, 2), (4, 4), (3, 2), (6, 9)]:
+        out = f(nb.zeros((n,)), nb.ones((m,)))
+        assert out.shape == (n + m,)
+        np.testing.assert_array_equal(out.numpy(), [0.0] * n + [1.0] * m)
+    g = nb.compile(lambda a, b: a.sum() + b.sum(), dynamic_dims={0: {0: "n"}, 1: {0: "m"}})
+    for n, m in [(2, 3), (3, 2), (4, 6), (7, 1), (5, 5)]:
+        assert g(nb.ones((n,)), nb.ones((m,))).item() == n + m
+    assert g.stats.misses == 3 and g.stats.hits == 2  # one plan after (4, 6) confirmed it
+
+
 def test_same_dynamic_name_requires_equal_sizes():
     f = nb.compile(lambda a, b: a + b, dynamic_dims={0: {0: "n"}, 1: {0: "n"}})
     f(_arr(3), _arr(3))
