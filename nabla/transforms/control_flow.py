@@ -190,7 +190,8 @@ def _placeholder(t: Tensor, levels=None) -> Tensor:
 
 _DRAW_OUTSIDE = (
     "draw the numbers outside instead, all steps at once (e.g. nb.random.normal(key, "
-    "(steps, *shape))), and pass them in as scan's xs or as operands"
+    "(steps, *shape))), and pass them in as scan's xs or as operands (a fori_loop reads "
+    "step i's with the loop index)"
 )
 
 
@@ -220,6 +221,12 @@ def trace_body(fn, args: list, what: str, levels: list | None = None, out_levels
     finally:
         STATE.recording, STATE.recording_rng = outer, outer_rng
     if rng:
+        if what.startswith(("cond", "switch")):  # a branch: traced once for every call
+            raise ValueError(
+                f"{what} draws from nabla's global random generator, which would repeat the "
+                "same numbers on every call; draw them outside (e.g. nb.random.normal(key, "
+                "shape)) and pass them in as operands"
+            )
         raise ValueError(
             f"{what} draws from nabla's global random generator, which would repeat the same "
             f"numbers every step; {_DRAW_OUTSIDE}"
@@ -1079,7 +1086,12 @@ def fori_loop(
             return (i + 1, body_fun(i, val)), None
 
         i0 = creation.constant(lo, dtype=int32)
-        (_, val), _ = scan(step, (i0, init_val), None, length=max(hi - lo, 0))
+        try:
+            (_, val), _ = scan(step, (i0, init_val), None, length=max(hi - lo, 0))
+        except (ValueError, TypeError, ConcretizationError) as e:  # the user's construct
+            if "scan f" not in str(e):
+                raise
+            raise type(e)(str(e).replace("scan f", "fori_loop body_fun")) from None
         return val
     lo = as_tensor(lower, op="fori_loop")
     hi = as_tensor(upper, op="fori_loop")

@@ -231,6 +231,12 @@ def test_scan_errors_name_the_problem():
         nb.scan(lambda s, x: (s + 1.0 if x.item() > 0 else s, None), c(0.0), c(np.ones(3)))
     with pytest.raises(ValueError, match="global random generator.*draw the numbers outside"):
         nb.scan(lambda s, x: (s + nb.uniform(()), None), c(0.0), c(np.ones(3)))
+    with pytest.raises(ValueError, match="fori_loop body_fun draws .* every step"):
+        nb.fori_loop(0, 3, lambda i, v: v + nb.uniform(()), c(0.0))
+    with pytest.raises(ConcretizationError, match="fori_loop body_fun: "):
+        nb.fori_loop(0, 3, lambda i, v: v + 1.0 if v.item() > 0 else v, c(0.0))
+    with pytest.raises(ValueError, match="cond true_fun draws .* on every call; draw them"):
+        nb.cond(True, lambda v: v + nb.uniform(()), lambda v: v, c(0.0))
     keys = nb.random.split(nb.random.key(0), 3)
     with pytest.raises(ValueError, match=r"random_normal .*never inside cond/switch/scan"):
         nb.scan(lambda s, k: (s + nb.random.normal(k, ()), None), c(0.0), keys)
