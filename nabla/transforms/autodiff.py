@@ -552,7 +552,7 @@ def jacrev(fun, argnums=0, has_aux=False):
 
 
 def jacfwd(fun, argnums=0, has_aux=False):
-    """Jacobian by forward mode: one pushforward vmapped over each input's basis.
+    """Jacobian by forward mode: one pushforward vmapped over the basis of every input leaf.
 
     Efficient when the input is smaller than the output. Same result layout as
     :func:`jacrev`: each leaf has shape ``out.shape + in.shape``.
@@ -573,37 +573,41 @@ def jacfwd(fun, argnums=0, has_aux=False):
     def jac(*args, **kwargs):
         f, dyn, single = _split_argnums(fun, args, kwargs, argnums, "jacfwd")
         d_flat, d_tree = tree_flatten(tuple(dyn))
-        cols = []  # per input leaf: output pytree with leaves (*out_shape, *in_shape)
+        # one pushforward vmapped over the basis of every input leaf at once (one
+        # evaluation of ``f``: its random draws are the same for every leaf's columns)
+        sizes = [x.size for x in d_flat]
+        total = sum(sizes)
+        offsets = [sum(sizes[:k]) for k in range(len(sizes))]
+        bases = []
+        for x, off, n in zip(d_flat, offsets, sizes, strict=True):
+            basis = _basis(total, x.dtype)
+            if n != total:  # leaf k's coordinates of the whole basis
+                basis = basis[:, off : off + n]
+            bases.append(basis.reshape((total,) + x.shape))
+
+        def push(*tans):
+            # the basis batches one evaluation's tangents: a global draw is shared
+            with shared_draws(STATE.active_vmap[-1]):
+                res = jvp(f, tuple(dyn), tuple(tree_unflatten(d_tree, list(tans))), has_aux=has_aux)
+            return res[1] if not has_aux else (res[1], res[2])
+
         aux = None
-        out_tree = None
-        for k, x in enumerate(d_flat):
-            n = x.size
-            basis = _basis(n, x.dtype).reshape((n,) + x.shape)
-
-            def push(t, k=k):
-                tans = [t if j == k else _zeros_like(xx) for j, xx in enumerate(d_flat)]
-                # the basis batches one evaluation's tangents: a global draw is shared
-                with shared_draws(STATE.active_vmap[-1]):
-                    res = jvp(f, tuple(dyn), tuple(tree_unflatten(d_tree, tans)), has_aux=has_aux)
-                return res[1] if not has_aux else (res[1], res[2])
-
-            g = vmap(push, out_axes=0)(basis)
-            if has_aux:
-                g, aux_b = g
-                aux = tree_map(lambda a: a[0] if isinstance(a, Tensor) else a, aux_b)
-            go, out_tree = tree_flatten(g)
-            cols.append(
-                [
-                    moveaxis(
-                        leaf.reshape(x.shape + leaf.shape[1:]),
-                        list(range(x.ndim)),
-                        list(range(leaf.ndim - 1, leaf.ndim - 1 + x.ndim)),
-                    )
-                    if x.ndim
-                    else leaf.reshape(leaf.shape[1:])
-                    for leaf in go
-                ]
-            )
+        g = vmap(push, out_axes=0)(*bases)
+        if has_aux:
+            g, aux_b = g
+            aux = tree_map(lambda a: a[0] if isinstance(a, Tensor) else a, aux_b)
+        go, out_tree = tree_flatten(g)
+        cols = []  # per input leaf: output pytree with leaves (*out_shape, *in_shape)
+        for x, off, n in zip(d_flat, offsets, sizes, strict=True):
+            col = []
+            for leaf in go:
+                block = leaf if n == total else leaf[off : off + n]
+                block = block.reshape(x.shape + leaf.shape[1:])
+                if x.ndim:
+                    nd = block.ndim
+                    block = moveaxis(block, list(range(x.ndim)), list(range(nd - x.ndim, nd)))
+                col.append(block)
+            cols.append(col)
         per_out = []
         for j in range(len(cols[0]) if cols else 0):
             per_in = tree_unflatten(d_tree, [cols[k][j] for k in range(len(d_flat))])

@@ -182,7 +182,8 @@ def test_fold_in_takes_a_traced_or_batched_integer():
 
 def test_global_draws_are_shared_by_the_columns_of_jacfwd():
     """jacfwd's basis batches one evaluation's tangents, so a global draw inside it is one
-    draw (as in jacrev); an outer vmap still draws per element."""
+    draw (as in jacrev), also across several differentiated arguments; an outer vmap still
+    draws per element."""
     f = lambda a: nb.sum(a) * nb.uniform((3,))  # noqa: E731
     for jac in (nb.jacfwd, nb.jacrev):
         j = jac(f)(nb.ones((3,))).numpy()
@@ -191,3 +192,8 @@ def test_global_draws_are_shared_by_the_columns_of_jacfwd():
     np.testing.assert_array_equal(h, np.full((2, 2), h[0, 0]))
     per = nb.vmap(nb.jacfwd(f))(nb.ones((2, 3))).numpy()
     assert not np.allclose(per[0], per[1])
+    # several arguments: one evaluation for all their columns, so one draw
+    da, db = nb.jacfwd(lambda a, b: a * b * nb.normal(()), argnums=(0, 1))(
+        nb.constant(2.0), nb.constant(3.0)
+    )
+    np.testing.assert_allclose(da.item() / 3.0, db.item() / 2.0, rtol=1e-6)
