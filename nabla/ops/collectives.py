@@ -836,6 +836,14 @@ def _logical_spec(x: Tensor, mesh, spec, op) -> ShardingSpec:
     if nb:
         cur = x._impl.sharding
         batch = cur.dims[:nb] if cur is not None and cur.mesh == mesh else ((),) * nb
+        taken = {a for d in batch for a in d}
+        again = [a for d in s.dims for a in d if a in taken]
+        if again:
+            raise ShardingError(
+                f"{op}: inside vmap the mapped dim is split over mesh axis {again[0]!r} "
+                f"(spmd_axis_name, or a mapped input sharded along it), so the spec {spec!r} "
+                f"for each element of shape {x.shape} cannot use it too"
+            )
         s = ShardingSpec(mesh, batch + s.dims)
     return s
 

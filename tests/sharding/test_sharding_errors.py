@@ -266,3 +266,13 @@ def test_gpipe_gradients_of_a_stage_with_an_infinite_derivative_at_zero():
             schedule=schedule,
         )
         np.testing.assert_allclose(got["w"].numpy(), want["w"].numpy(), rtol=1e-9, atol=1e-12)
+
+
+def test_shard_inside_vmap_names_the_axis_the_mapped_dim_already_uses():
+    x = np.arange(16.0, dtype=np.float32).reshape(4, 4)
+    with _err("inside vmap the mapped dim is split over mesh axis 'tp'"):
+        nb.vmap(lambda r: nb.shard(r, MESH, P("tp")), spmd_axis_name="tp", mesh=MESH)(x)
+    with _err("inside vmap the mapped dim is split over mesh axis 'tp'"):
+        nb.vmap(lambda r: nb.reshard(r, MESH, P("tp")))(nb.shard(x, MESH, P("tp")))
+    out = nb.vmap(lambda r: nb.shard(r, MESH, P("dp")), spmd_axis_name="tp", mesh=MESH)(x)
+    np.testing.assert_array_equal(out.numpy(), x)
