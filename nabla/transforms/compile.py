@@ -15,10 +15,12 @@ On a cache hit the function is not run again:
   a larger program, so the plan's program runs at the call and the results come back
   realized (``jax.jit``'s dispatch); a lazy argument keeps the node lazy.
   Random draws in the plan (host ops) that read only arguments, constants and other draws
-  are re-bound first, with a fresh key per call, and feed the program as inputs.
-- *replay path* (otherwise, e.g. ``grad``/``jvp``/``vmap`` of a compiled function, or a new
-  size of a dynamic dim): the recorded ops are re-bound through the ordinary pipeline on the
-  new arguments, so every transform sees exactly the ops the function would have produced.
+  are re-bound first, with a fresh key per call, and feed the program as inputs. Under a
+  vmap the trace did not see, a plan with draws takes the replay path (a key per element).
+- *replay path* (otherwise, e.g. ``grad``/``jvp``/``vmap`` of a compiled function, a new
+  size of a dynamic dim, or a captured tensor that requires grad): the recorded ops are
+  re-bound through the ordinary pipeline on the new arguments, so every transform sees
+  exactly the ops the function would have produced.
 
 Cache key: function identity, argument pytree structure, per tensor (shape with symbolic
 dims named by ``dynamic_dims``, dtype, device, sharding; NumPy arrays and scalars count as
