@@ -13,6 +13,7 @@ from ..ops import binary, creation, unary
 from ..ops import reduction as _reduction_ops
 from ..ops._util import as_tensor
 from ..runtime.tensor import Tensor
+from ..transforms.custom import custom_jvp
 
 __all__ = [
     "binary_cross_entropy",
@@ -292,6 +293,12 @@ def _check_same_shape(fn: str, pred: Tensor, target: Tensor) -> None:
         )
 
 
+def _abs_torch(d):
+    """``|d|`` whose derivative is ``sign(d)``, 0 at 0 as in PyTorch's L1 losses (``abs``'s
+    own derivative there is 1, as JAX's)."""
+    return d * unary.sign(unary.stop_gradient(d))
+
+
 def l1_loss(input, target, reduction: str = "mean") -> Tensor:  # noqa: A002 - PyTorch name
     """Mean absolute error ``|input - target|``, reduced (PyTorch's ``l1_loss``).
 
@@ -307,7 +314,7 @@ def l1_loss(input, target, reduction: str = "mean") -> Tensor:  # noqa: A002 - P
         ValueError: if the shapes differ, or for an unknown ``reduction``.
     """
     pred, target = _pair("l1_loss", input, target)
-    return _reduce(unary.abs(pred - target), reduction, "l1_loss")
+    return _reduce(_abs_torch(pred - target), reduction, "l1_loss")
 
 
 def smooth_l1_loss(input, target, reduction: str = "mean", beta: float = 1.0) -> Tensor:  # noqa: A002
@@ -329,9 +336,9 @@ def smooth_l1_loss(input, target, reduction: str = "mean", beta: float = 1.0) ->
     if beta < 0:
         raise ValueError(f"smooth_l1_loss: beta must be >= 0, got {beta}")
     pred, target = _pair("smooth_l1_loss", input, target)
-    d = unary.abs(pred - target)
     if beta == 0:
-        return _reduce(d, reduction, "smooth_l1_loss")
+        return _reduce(_abs_torch(pred - target), reduction, "smooth_l1_loss")
+    d = unary.abs(pred - target)
     loss = binary.where(d < beta, 0.5 * d.square() / beta, d - 0.5 * beta)
     return _reduce(loss, reduction, "smooth_l1_loss")
 
@@ -390,9 +397,31 @@ def kl_div(input, target, reduction: str = "mean", log_target: bool = False) -> 
     return _reduce(loss, reduction, "kl_div")
 
 
+def _clamped_logs(p):
+    return binary.maximum(unary.log(p), -100.0), binary.maximum(unary.log1p(-p), -100.0)
+
+
+@custom_jvp
+def _bce(p, t):
+    log_p, log_not_p = _clamped_logs(p)
+    return -(t * log_p + (1.0 - t) * log_not_p)
+
+
+@_bce.defjvp
+def _bce_jvp(primals, tangents):
+    # PyTorch's derivative: (p - t) / p(1 - p), the denominator clamped at 1e-12. Through
+    # the clamped logs autodiff gave NaN where p is exactly 0 or 1 (inf * 0), which a
+    # saturated sigmoid reaches in float32
+    (p, t), (tp, tt) = primals, tangents
+    log_p, log_not_p = _clamped_logs(p)
+    d_p = (p - t) / binary.maximum(p * (1.0 - p), 1e-12)
+    return _bce(p, t), d_p * tp + (log_not_p - log_p) * tt
+
+
 def binary_cross_entropy(input, target, weight=None, reduction: str = "mean") -> Tensor:  # noqa: A002
     """Cross-entropy of probabilities: ``-(t log(p) + (1 - t) log(1 - p))``, each log
-    clamped at -100 as in PyTorch (so ``p`` of exactly 0 or 1 stays finite).
+    clamped at -100 as in PyTorch (so ``p`` of exactly 0 or 1 stays finite), with
+    PyTorch's derivative ``(p - t) / max(p (1 - p), 1e-12)`` (finite there too).
 
     Args:
         input: probabilities in ``[0, 1]``.
@@ -407,9 +436,7 @@ def binary_cross_entropy(input, target, weight=None, reduction: str = "mean") ->
         ValueError: if the shapes differ, or for an unknown ``reduction``.
     """
     p, t = _pair("binary_cross_entropy", input, target)
-    log_p = binary.maximum(unary.log(p), -100.0)
-    log_not_p = binary.maximum(unary.log1p(-p), -100.0)
-    loss = -(t * log_p + (1.0 - t) * log_not_p)
+    loss = _bce(p, t)
     if weight is not None:
         loss = loss * weight
     return _reduce(loss, reduction, "binary_cross_entropy")

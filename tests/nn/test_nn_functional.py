@@ -170,6 +170,34 @@ def test_bce_pos_weight():
     np.testing.assert_allclose(got.item(), ref, rtol=1e-6)
 
 
+def test_bce_and_l1_derivatives_are_pytorchs_at_the_edges():
+    """BCE's derivative (p - t) / max(p (1 - p), 1e-12) stays finite where p is exactly 0 or
+    1 (a saturated sigmoid; it was NaN); |d|'s derivative in the L1 losses is sign(d), 0 at
+    0. Expected values are PyTorch's."""
+    p = t(np.array([0.0, 1.0, 0.0, 1.0, 0.5], np.float32))
+    target = nb.constant(np.array([0.3, 0.3, 0.0, 1.0, 1.0], np.float32))
+    g = nb.grad(lambda a: F.binary_cross_entropy(a, target, reduction="sum"))(p)
+    np.testing.assert_allclose(g.numpy(), [-3e11, 7e11, 0.0, 0.0, -2.0], rtol=1e-6)
+    logits = t(np.array([20.0, -120.0, 0.3], np.float32))
+    ones = nb.constant(np.array([1.0, 0.0, 1.0], np.float32))
+    g = nb.grad(lambda a: F.binary_cross_entropy(nb.sigmoid(a), ones))(logits)
+    np.testing.assert_allclose(g.numpy(), [0.0, 0.0, -0.14185], rtol=1e-4)
+    # inside (0, 1): the exact derivative, in p, in the target, and a second derivative
+    pv, tv = rng.uniform(0.05, 0.95, 4), rng.uniform(0, 1, 4)
+    gp, gt = nb.grad(lambda a, b: F.binary_cross_entropy(a, b), argnums=(0, 1))(
+        t(pv, np.float64), t(tv, np.float64)
+    )
+    np.testing.assert_allclose(gp.numpy(), (pv - tv) / (pv * (1 - pv)) / 4, rtol=1e-10)
+    np.testing.assert_allclose(gt.numpy(), (np.log1p(-pv) - np.log(pv)) / 4, rtol=1e-10)
+    h = nb.hessian(lambda a: F.binary_cross_entropy(a, t(tv, np.float64)))(t(pv, np.float64))
+    np.testing.assert_allclose(np.diag(h.numpy()), (tv / pv**2 + (1 - tv) / (1 - pv) ** 2) / 4)
+    z, y = np.array([0.0, 1.0, -2.0, 0.5]), np.array([0.0, 0.5, -2.0, 1.0])
+    for loss in (F.l1_loss, lambda a, b: F.smooth_l1_loss(a, b, beta=0.0)):
+        assert loss(t(z), t(y)).item() == pytest.approx(0.25)
+        g = nb.grad(lambda a, loss=loss: loss(a, t(y)))(t(z))
+        np.testing.assert_array_equal(g.numpy(), [0.0, 0.25, 0.0, -0.25])
+
+
 def test_sdpa_float_mask_is_added():
     q, k, v = (rng.standard_normal((3, 4)) for _ in range(3))
     bias = rng.standard_normal((3, 3))
