@@ -210,10 +210,16 @@ class Conv2d(Module):
 
 class _Pool(Module):
     fn = None
+    option = None  # the functional's one further argument: (name, default)
 
-    def __init__(self, kernel_size, stride=None, padding=0):
+    def __init__(self, kernel_size, stride=None, padding=0, **option):
         super().__init__()
         self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
+        name, default = self.option
+        unknown = sorted(set(option) - {name})
+        if unknown:
+            raise TypeError(f"{type(self).__name__}: unexpected argument(s) {unknown}")
+        setattr(self, name, option.get(name, default))
 
     def forward(self, x):
         """Pool ``x`` of shape ``(N, H, W, C)``.
@@ -224,11 +230,18 @@ class _Pool(Module):
         Returns:
             The pooled images.
         """
-        return type(self).fn(x, self.kernel_size, self.stride, self.padding)
+        name = self.option[0]
+        return type(self).fn(
+            x, self.kernel_size, self.stride, self.padding, **{name: getattr(self, name)}
+        )
 
     def extra_repr(self) -> str:
         """The configuration shown by ``repr``."""
-        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+        name = self.option[0]
+        return (
+            f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
+            f"{name}={getattr(self, name)}"
+        )
 
 
 class MaxPool2d(_Pool):
@@ -238,9 +251,11 @@ class MaxPool2d(_Pool):
         kernel_size: int or pair.
         stride: int or pair (default: ``kernel_size``).
         padding: int or pair (default 0).
+        dilation: int or pair: spacing between window elements (default 1).
     """
 
     fn = staticmethod(F.max_pool2d)
+    option = ("dilation", 1)
 
 
 class AvgPool2d(_Pool):
@@ -250,9 +265,12 @@ class AvgPool2d(_Pool):
         kernel_size: int or pair.
         stride: int or pair (default: ``kernel_size``).
         padding: int or pair (default 0).
+        count_include_pad: divide by the whole window, padding included (default True, as
+            PyTorch); False: by the input elements in it.
     """
 
     fn = staticmethod(F.avg_pool2d)
+    option = ("count_include_pad", True)
 
 
 class LayerNorm(Module):

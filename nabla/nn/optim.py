@@ -332,9 +332,11 @@ def sgd_update(
     momentum: float = 0.0,
     nesterov: bool = False,
     weight_decay: float = 0.0,
+    dampening: float = 0.0,
 ):
-    """One SGD step: ``g += weight_decay * p``; with momentum ``buf = momentum * buf + g`` and
-    the direction ``buf`` (or ``g + momentum * buf`` with ``nesterov``); ``p -= lr * direction``.
+    """One SGD step: ``g += weight_decay * p``; with momentum ``buf = momentum * buf + (1 -
+    dampening) * g`` (``buf = g`` at the first step, as PyTorch) and the direction ``buf``
+    (or ``g + momentum * buf`` with ``nesterov``); ``p -= lr * direction``.
 
     Args:
         params: the params pytree.
@@ -344,40 +346,51 @@ def sgd_update(
         momentum: momentum factor (default 0).
         nesterov: use Nesterov momentum (default False).
         weight_decay: L2 penalty added to the gradient (default 0).
+        dampening: the share of the gradient held back from the momentum buffer after the
+            first step (default 0).
 
     Returns:
         ``(new_params, new_state)``.
     """
     _check_settings("sgd_update", lr, momentum=momentum, nesterov=nesterov, wd=weight_decay)
+    if dampening and nesterov:
+        raise ValueError("sgd_update: Nesterov momentum needs dampening=0 (as PyTorch)")
     if state is None:
         state = sgd_init(params, momentum)
     if momentum and not state["momentum"]:
         state = {**state, "momentum": _zeros_state(params)}
     rate = _lr_at(lr, state["step"])
+    # the first step's buffer is the gradient itself; dampening applies from the second on
+    kept = 1.0 - dampening * (state["step"] > 0).cast(state["step"].dtype) if dampening else 1.0
 
     def rule(p, g, moments):
         if weight_decay:
             g = g + weight_decay * p
         if not momentum:
             return p - rate * g, []
-        buf = momentum * moments[0] + g
+        share = kept if isinstance(kept, float) else kept.cast(g.dtype)
+        buf = momentum * moments[0] + share * g
         direction = g + momentum * buf if nesterov else buf
         return p - rate * direction, [buf]
 
     return _apply(params, grads, state, ["momentum"] if momentum else [], rule)
 
 
-def adam_init(params) -> dict:
+def adam_init(params, amsgrad: bool = False) -> dict:
     """The state of :func:`adam_update` / :func:`adamw_update` for ``params``.
 
     Args:
         params: the params pytree.
+        amsgrad: also keep the running maximum of the second moment (``"nu_max"``).
 
     Returns:
         ``{"step": 0.0, "mu": [...], "nu": [...]}``: first and second moments, one per
         params leaf (zeros; None for a leaf that is not trainable now).
     """
-    return {"step": _step0(), "mu": _zeros_state(params), "nu": _zeros_state(params)}
+    state = {"step": _step0(), "mu": _zeros_state(params), "nu": _zeros_state(params)}
+    if amsgrad:
+        state["nu_max"] = _zeros_state(params)
+    return state
 
 
 adamw_init = adam_init
@@ -391,9 +404,11 @@ def _bias_correction(beta: float, t: Tensor) -> Tensor:
     return -unary.expm1(t * log_beta)
 
 
-def _adam(params, grads, state, lr, betas, eps, weight_decay, decoupled):
+def _adam(params, grads, state, lr, betas, eps, weight_decay, decoupled, amsgrad=False):
     name = "adamw_update" if decoupled else "adam_update"
     _check_settings(name, lr, betas=betas, eps=eps, wd=weight_decay)
+    if amsgrad and "nu_max" not in state:
+        state = {**state, "nu_max": _zeros_state(params)}
     b1, b2 = betas
     t = state["step"] + 1.0
     rate = _lr_at(lr, state["step"])
@@ -404,15 +419,21 @@ def _adam(params, grads, state, lr, betas, eps, weight_decay, decoupled):
             g = g + weight_decay * p
         mu = b1 * moments[0] + (1.0 - b1) * g
         nu = b2 * moments[1] + (1.0 - b2) * g.square()
+        kept = [mu, nu]
+        if amsgrad:  # the denominator never shrinks: the largest second moment so far
+            nu = binary.maximum(moments[2], nu)
+            kept.append(nu)
         step = (mu / c1.cast(p.dtype)) / ((nu / c2.cast(p.dtype)).sqrt() + eps)
         if weight_decay and decoupled:
             p = p - (rate * weight_decay) * p
-        return p - rate * step, [mu, nu]
+        return p - rate * step, kept
 
-    return _apply(params, grads, state, ["mu", "nu"], rule)
+    return _apply(params, grads, state, ["mu", "nu"] + (["nu_max"] if amsgrad else []), rule)
 
 
-def adam_update(params, grads, state, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0):
+def adam_update(
+    params, grads, state, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, amsgrad=False
+):
     """One Adam step (with ``weight_decay`` as an L2 penalty added to the gradient).
 
     Args:
@@ -423,14 +444,17 @@ def adam_update(params, grads, state, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, wei
         betas: decay rates of the two moments (default ``(0.9, 0.999)``).
         eps: added to the denominator (default 1e-8).
         weight_decay: L2 penalty (default 0).
+        amsgrad: divide by the largest second moment so far (AMSGrad; default False).
 
     Returns:
         ``(new_params, new_state)``.
     """
-    return _adam(params, grads, state, lr, betas, eps, weight_decay, decoupled=False)
+    return _adam(params, grads, state, lr, betas, eps, weight_decay, False, amsgrad)
 
 
-def adamw_update(params, grads, state, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2):
+def adamw_update(
+    params, grads, state, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2, amsgrad=False
+):
     """One AdamW step: Adam with decoupled weight decay ``p -= lr * weight_decay * p``.
 
     Args:
@@ -441,6 +465,7 @@ def adamw_update(params, grads, state, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, we
         betas: decay rates of the two moments (default ``(0.9, 0.999)``).
         eps: added to the denominator (default 1e-8).
         weight_decay: decoupled decay (default 1e-2).
+        amsgrad: divide by the largest second moment so far (AMSGrad; default False).
 
     Returns:
         ``(new_params, new_state)``.
@@ -451,7 +476,7 @@ def adamw_update(params, grads, state, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, we
         >>> p["w"].numpy().round(3).tolist()
         [0.899, 0.899]
     """
-    return _adam(params, grads, state, lr, betas, eps, weight_decay, decoupled=True)
+    return _adam(params, grads, state, lr, betas, eps, weight_decay, True, amsgrad)
 
 
 # ----------------------------------------------------------------------------- stateful
@@ -660,8 +685,9 @@ class SGD(Optimizer):
         params: a Module, a pytree of tensors or ``model.parameters()`` (updated in place).
         lr: learning rate or schedule (default 1e-3, PyTorch's).
         momentum: momentum factor (default 0).
-        nesterov: Nesterov momentum (default False).
+        dampening: share of the gradient held back from the momentum buffer (default 0).
         weight_decay: L2 penalty (default 0).
+        nesterov: Nesterov momentum (default False).
 
     Example:
         >>> opt = SGD({"w": nb.ones((2,))}, lr=0.5)
@@ -669,9 +695,14 @@ class SGD(Optimizer):
         [0.5, 0.5]
     """
 
-    def __init__(self, params, lr=1e-3, momentum=0.0, nesterov=False, weight_decay=0.0):
+    def __init__(
+        self, params, lr=1e-3, momentum=0.0, dampening=0.0, weight_decay=0.0, nesterov=False
+    ):
         _check_settings("SGD", lr, momentum=momentum, nesterov=nesterov, wd=weight_decay)
+        if dampening and nesterov:
+            raise ValueError("SGD: Nesterov momentum needs dampening=0 (as PyTorch)")
         self.momentum, self.nesterov, self.weight_decay = momentum, nesterov, weight_decay
+        self.dampening = dampening
         super().__init__(params, lr)
 
     def _init(self, params):
@@ -679,7 +710,14 @@ class SGD(Optimizer):
 
     def _update(self, params, grads, state):
         return sgd_update(
-            params, grads, state, self.lr, self.momentum, self.nesterov, self.weight_decay
+            params,
+            grads,
+            state,
+            self.lr,
+            self.momentum,
+            self.nesterov,
+            self.weight_decay,
+            self.dampening,
         )
 
 
@@ -692,21 +730,33 @@ class Adam(Optimizer):
         betas: moment decay rates (default ``(0.9, 0.999)``).
         eps: denominator epsilon (default 1e-8).
         weight_decay: L2 penalty added to the gradient (default 0).
+        amsgrad: divide by the largest second moment so far (AMSGrad; default False).
     """
 
     decoupled = False
 
-    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0):
+    def __init__(
+        self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, amsgrad=False
+    ):
         _check_settings(type(self).__name__, lr, betas=betas, eps=eps, wd=weight_decay)
         self.betas, self.eps, self.weight_decay = tuple(betas), eps, weight_decay
+        self.amsgrad = bool(amsgrad)
         super().__init__(params, lr)
 
     def _init(self, params):
-        return adam_init(params)
+        return adam_init(params, self.amsgrad)
 
     def _update(self, params, grads, state):
         return _adam(
-            params, grads, state, self.lr, self.betas, self.eps, self.weight_decay, self.decoupled
+            params,
+            grads,
+            state,
+            self.lr,
+            self.betas,
+            self.eps,
+            self.weight_decay,
+            self.decoupled,
+            self.amsgrad,
         )
 
 
@@ -719,9 +769,12 @@ class AdamW(Adam):
         betas: moment decay rates (default ``(0.9, 0.999)``).
         eps: denominator epsilon (default 1e-8).
         weight_decay: decoupled decay (default 1e-2).
+        amsgrad: divide by the largest second moment so far (AMSGrad; default False).
     """
 
     decoupled = True
 
-    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2):
-        super().__init__(params, lr, betas, eps, weight_decay)
+    def __init__(
+        self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2, amsgrad=False
+    ):
+        super().__init__(params, lr, betas, eps, weight_decay, amsgrad)

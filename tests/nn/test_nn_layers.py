@@ -49,6 +49,16 @@ def test_conv2d_pools_and_flatten():
     np.testing.assert_allclose(mp, y.reshape(1, 2, 2, 2, 2, 2).max(axis=(2, 4)), rtol=1e-6)
     ap = nn.AvgPool2d(2)(t(y)).numpy()
     np.testing.assert_allclose(ap, y.reshape(1, 2, 2, 2, 2, 2).mean(axis=(2, 4)), rtol=1e-5)
+    # PyTorch's module options: count_include_pad, dilation (by keyword)
+    F = nn.functional
+    got = nn.AvgPool2d(3, 1, 1, count_include_pad=False)(t(y)).numpy()
+    want = F.avg_pool2d(t(y), 3, 1, 1, count_include_pad=False).numpy()
+    np.testing.assert_allclose(got, want)
+    np.testing.assert_allclose(got[0, 0, 0], y[0, :2, :2].mean(axis=(0, 1)), rtol=1e-6)
+    got = nn.MaxPool2d(2, 1, dilation=2)(t(y)).numpy()
+    np.testing.assert_allclose(got[0, 0, 0], y[0, ::2, ::2].max(axis=(0, 1)))
+    with pytest.raises(TypeError, match=r"MaxPool2d: unexpected argument\(s\) \['ceil_mode'\]"):
+        nn.MaxPool2d(2, ceil_mode=True)
     assert nn.Flatten()(t(y)).shape == (1, 32)
     assert nn.Flatten(1, 2)(t(y)).shape == (1, 16, 2)
 

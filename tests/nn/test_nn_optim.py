@@ -52,6 +52,37 @@ def test_adam_and_adamw_by_hand(decoupled):
     np.testing.assert_allclose(params["w"].numpy(), ref, rtol=1e-5)
 
 
+def test_sgd_dampening_and_adam_amsgrad_by_hand():
+    """PyTorch's dampening (not applied to the first step's buffer) and AMSGrad (the
+    largest second moment so far in the denominator), functional and as classes."""
+    p, lr, mu, damp = np.array([1.0, -2.0]), 0.1, 0.9, 0.3
+    grads = [np.array([0.5, 0.25]), np.array([-0.1, 0.4]), np.array([0.2, -0.3])]
+    params, state = _p(p), optim.sgd_init(_p(p), momentum=mu)
+    buf, ref = None, p.copy()
+    for g in grads:
+        params, state = optim.sgd_update(params, _p(g), state, lr, mu, dampening=damp)
+        buf = g.copy() if buf is None else mu * buf + (1 - damp) * g
+        ref = ref - lr * buf
+    np.testing.assert_allclose(params["w"].numpy(), ref, rtol=1e-6)
+    opt = optim.SGD(_p(p), 0.1, 0.9, 0.3)  # PyTorch's positional order
+    for g in grads:
+        opt.step(_p(g))
+    np.testing.assert_allclose(opt.params["w"].numpy(), ref, rtol=1e-6)
+    with pytest.raises(ValueError, match="Nesterov momentum needs dampening=0"):
+        optim.SGD(_p(p), momentum=0.9, dampening=0.1, nesterov=True)
+    b1, b2, eps = 0.9, 0.99, 1e-8
+    grads = [np.array([1.0, -0.5]), np.array([0.1, 0.05]), np.array([0.01, -0.02])]
+    opt = optim.Adam(_p(p), lr=0.01, betas=(b1, b2), amsgrad=True)
+    m, v, v_max, ref = np.zeros(2), np.zeros(2), np.zeros(2), p.copy()
+    for i, g in enumerate(grads, 1):
+        opt.step(_p(g))
+        m, v = b1 * m + (1 - b1) * g, b2 * v + (1 - b2) * g**2
+        v_max = np.maximum(v_max, v)
+        ref = ref - 0.01 * (m / (1 - b1**i)) / (np.sqrt(v_max / (1 - b2**i)) + eps)
+    np.testing.assert_allclose(opt.params["w"].numpy(), ref, rtol=1e-5)
+    assert sorted(opt.state) == ["mu", "nu", "nu_max", "step"]
+
+
 @pytest.mark.parametrize("b2", [0.999, 0.99999])
 def test_adam_bias_correction_keeps_float32_precision(b2):
     """1 - b2 ** t in float32 cancels (7e-4 relative error with b2 = 0.99999, every step);
