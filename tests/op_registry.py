@@ -957,8 +957,13 @@ register(
     OpEntry(
         "max_pool2d",
         nb.max_pool2d,
-        lambda x, kernel_size, stride=None, padding=0: _windows_ref(
-            x,
+        lambda x, kernel_size, stride=None, padding=0, ceil_mode=False: _windows_ref(
+            # ceil_mode without padding: one more row and column of the fill at the end
+            np.pad(
+                x,
+                ((0, 0), (0, int(ceil_mode)), (0, int(ceil_mode)), (0, 0)),
+                constant_values=-np.inf if x.dtype.kind == "f" else np.iinfo(x.dtype).min,
+            ),
             kernel_size,
             stride or kernel_size,
             -np.inf if x.dtype.kind == "f" else np.iinfo(x.dtype).min,
@@ -967,6 +972,7 @@ register(
         lambda rng, dt: [
             Sample((_vals(rng, (2, 6, 6, 3), dt),), {"kernel_size": 2}),
             Sample((_vals(rng, (1, 5, 5, 2), dt),), {"kernel_size": 3, "stride": 1, "padding": 1}),
+            Sample((_vals(rng, (1, 5, 5, 2), dt),), {"kernel_size": 2, "ceil_mode": True}),
         ],
         # integer inputs: padding takes the dtype's minimum (int8 once overflowed)
         dtypes=("float32", "float64", "int8", "int32"),

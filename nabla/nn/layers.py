@@ -210,16 +210,16 @@ class Conv2d(Module):
 
 class _Pool(Module):
     fn = None
-    option = None  # the functional's one further argument: (name, default)
+    options: dict = {}  # the functional's further arguments (keyword only): name -> default
 
-    def __init__(self, kernel_size, stride=None, padding=0, **option):
+    def __init__(self, kernel_size, stride=None, padding=0, **options):
         super().__init__()
         self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
-        name, default = self.option
-        unknown = sorted(set(option) - {name})
+        unknown = sorted(set(options) - set(self.options))
         if unknown:
             raise TypeError(f"{type(self).__name__}: unexpected argument(s) {unknown}")
-        setattr(self, name, option.get(name, default))
+        for name, default in self.options.items():
+            setattr(self, name, options.get(name, default))
 
     def forward(self, x):
         """Pool ``x`` of shape ``(N, H, W, C)``.
@@ -230,17 +230,15 @@ class _Pool(Module):
         Returns:
             The pooled images.
         """
-        name = self.option[0]
-        return type(self).fn(
-            x, self.kernel_size, self.stride, self.padding, **{name: getattr(self, name)}
-        )
+        options = {name: getattr(self, name) for name in self.options}
+        return type(self).fn(x, self.kernel_size, self.stride, self.padding, **options)
 
     def extra_repr(self) -> str:
         """The configuration shown by ``repr``."""
-        name = self.option[0]
+        options = "".join(f", {name}={getattr(self, name)}" for name in self.options)
         return (
-            f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
-            f"{name}={getattr(self, name)}"
+            f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+            + options
         )
 
 
@@ -252,10 +250,11 @@ class MaxPool2d(_Pool):
         stride: int or pair (default: ``kernel_size``).
         padding: int or pair (default 0).
         dilation: int or pair: spacing between window elements (default 1).
+        ceil_mode: round the output size up, as PyTorch (default False).
     """
 
     fn = staticmethod(F.max_pool2d)
-    option = ("dilation", 1)
+    options = {"dilation": 1, "ceil_mode": False}
 
 
 class AvgPool2d(_Pool):
@@ -267,10 +266,11 @@ class AvgPool2d(_Pool):
         padding: int or pair (default 0).
         count_include_pad: divide by the whole window, padding included (default True, as
             PyTorch); False: by the input elements in it.
+        ceil_mode: round the output size up, as PyTorch (default False).
     """
 
     fn = staticmethod(F.avg_pool2d)
-    option = ("count_include_pad", True)
+    options = {"count_include_pad": True, "ceil_mode": False}
 
 
 class LayerNorm(Module):

@@ -290,7 +290,21 @@ def conv2d_transpose(
     return out
 
 
-def _pool(op, x, kernel_size, stride, padding, dilation, fill):
+def _ceil_extra(size, k, s, d, p) -> tuple:
+    """PyTorch's ``ceil_mode``: the rows/columns to add after the padding so a last,
+    partial window counts, unless it would start past the input and the leading padding."""
+    extra = []
+    for i in range(2):
+        span = size[i] + p[i][0] + p[i][1]
+        eff = d[i] * (k[i] - 1) + 1
+        n = -(-max(span - eff, 0) // s[i]) + 1
+        if (n - 1) * s[i] >= size[i] + p[i][0]:
+            n -= 1
+        extra.append(max((n - 1) * s[i] + eff - span, 0))
+    return tuple(extra)
+
+
+def _pool(op, x, kernel_size, stride, padding, dilation, fill, ceil_mode=False, extra=None):
     x = as_tensor(x, op=op)
     if x.ndim != 4:
         raise OpError(f"{op}: expects x of shape (N, H, W, C), got {x.shape}")
@@ -298,14 +312,19 @@ def _pool(op, x, kernel_size, stride, padding, dilation, fill):
     s = k if stride is None else _pair(stride, "stride", op)
     d = _pair(dilation, "dilation", op)
     p = _padding(padding, op, k, d, s, x.shape[1:3])
-    oh, ow = _out_size(x.shape[1:3], k, s, d, p)
+    if extra is None:
+        extra = _ceil_extra(x.shape[1:3], k, s, d, p) if ceil_mode else (0, 0)
+    full = tuple((p[i][0], p[i][1] + extra[i]) for i in range(2))
+    oh, ow = _out_size(x.shape[1:3], k, s, d, full)
     if oh <= 0 or ow <= 0:
         raise OpError(f"{op}: input {x.shape} is too small for kernel {k}")
-    xp = view.pad(x, ((0, 0), p[0], p[1], (0, 0)), value=fill) if any(p[0] + p[1]) else x
-    return _windows(xp, k, s, d, (oh, ow)), k, s, d, p
+    xp = x
+    if any(full[0] + full[1]):
+        xp = view.pad(x, ((0, 0), full[0], full[1], (0, 0)), value=fill)
+    return _windows(xp, k, s, d, (oh, ow)), k, s, d, p, extra
 
 
-def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1):
+def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False):
     """Max over ``kernel_size`` windows of NHWC ``x`` (stride defaults to the kernel size).
 
     Padding is filled with ``-inf`` (float) or the dtype's minimum (integers), so it never
@@ -318,6 +337,8 @@ def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1):
         stride: int, pair or None (default: ``kernel_size``).
         padding: int, pair, ``((top, bottom), (left, right))``, ``"SAME"`` or ``"VALID"``.
         dilation: int or pair: spacing between window elements.
+        ceil_mode: round the output size up, as PyTorch: a last window that runs past the
+            input (but starts inside it or its leading padding) counts.
 
     Returns:
         ``(N, OH, OW, C)``, of ``x``'s dtype.
@@ -329,13 +350,14 @@ def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1):
 
     x = as_tensor(x, op="max_pool2d")
     if x.dtype.is_bool:  # a window's max is whether any element is True
-        return max_pool2d(x.cast(DType.int8), kernel_size, stride, padding, dilation) > 0
+        win = max_pool2d(x.cast(DType.int8), kernel_size, stride, padding, dilation, ceil_mode)
+        return win > 0
     fill = float("-inf") if x.dtype.is_float else np.iinfo(x.dtype.numpy).min
-    win, *_ = _pool("max_pool2d", x, kernel_size, stride, padding, dilation, fill)
+    win, *_ = _pool("max_pool2d", x, kernel_size, stride, padding, dilation, fill, ceil_mode)
     return reduction.reduce_max(win, 3)
 
 
-def avg_pool2d(x, kernel_size, stride=None, padding=0, count_include_pad=True):
+def avg_pool2d(x, kernel_size, stride=None, padding=0, count_include_pad=True, ceil_mode=False):
     """Mean over ``kernel_size`` windows of NHWC ``x`` (stride defaults to the kernel size).
 
     Args:
@@ -346,6 +368,8 @@ def avg_pool2d(x, kernel_size, stride=None, padding=0, count_include_pad=True):
             padded positions hold 0.
         count_include_pad: divide by the full window size (default, padding counts toward the
             mean) or, if False, by the number of non-padding elements in each window.
+        ceil_mode: round the output size up, as PyTorch; what a last window has past the
+            padding never counts toward its mean.
 
     Returns:
         ``(N, OH, OW, C)``, of ``x``'s dtype.
@@ -359,17 +383,14 @@ def avg_pool2d(x, kernel_size, stride=None, padding=0, count_include_pad=True):
     x = as_tensor(x, op="avg_pool2d")
     if not x.dtype.is_float:
         raise TypeError(f"avg_pool2d: needs a float tensor, got {x.dtype}")
-    win, k, s, d, p = _pool("avg_pool2d", x, kernel_size, stride, padding, 1, 0.0)
+    win, k, s, d, p, extra = _pool("avg_pool2d", x, kernel_size, stride, padding, 1, 0.0, ceil_mode)
     total = reduction.reduce_sum(win, 3)
-    if count_include_pad or not any(p[0] + p[1]):
+    if not any(extra) and (count_include_pad or not any(p[0] + p[1])):
         return total * (1.0 / (k[0] * k[1]))
-    ones_win, *_ = _pool(
-        "avg_pool2d",
-        creation.ones((1,) + x.shape[1:3] + (1,), dtype=x.dtype),
-        k,
-        s,
-        padding,
-        1,
-        0.0,
-    )
+    # each window's count: the input, and the padding too with count_include_pad
+    counted = creation.ones((1,) + x.shape[1:3] + (1,), dtype=x.dtype)
+    if count_include_pad and any(p[0] + p[1]):
+        counted = view.pad(counted, ((0, 0), p[0], p[1], (0, 0)), value=1.0)
+        p = ((0, 0), (0, 0))
+    ones_win, *_ = _pool("avg_pool2d", counted, k, s, p, 1, 0.0, extra=extra)
     return total / reduction.reduce_sum(ones_win, 3)

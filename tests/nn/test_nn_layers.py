@@ -57,8 +57,25 @@ def test_conv2d_pools_and_flatten():
     np.testing.assert_allclose(got[0, 0, 0], y[0, :2, :2].mean(axis=(0, 1)), rtol=1e-6)
     got = nn.MaxPool2d(2, 1, dilation=2)(t(y)).numpy()
     np.testing.assert_allclose(got[0, 0, 0], y[0, ::2, ::2].max(axis=(0, 1)))
-    with pytest.raises(TypeError, match=r"MaxPool2d: unexpected argument\(s\) \['ceil_mode'\]"):
-        nn.MaxPool2d(2, ceil_mode=True)
+    with pytest.raises(TypeError, match=r"MaxPool2d: unexpected argument\(s\) \['groups'\]"):
+        nn.MaxPool2d(2, groups=2)
+    # ceil_mode (PyTorch's): 5 rows, kernel 2, stride 2 -> 3 windows, the last one row tall
+    z = rng.standard_normal((1, 5, 5, 1))
+    got = nn.MaxPool2d(2, ceil_mode=True)(t(z)).numpy()
+    assert got.shape == (1, 3, 3, 1)
+    np.testing.assert_allclose(got[0, 2, 2, 0], z[0, 4, 4, 0])
+    np.testing.assert_allclose(got[0, 0, 2, 0], z[0, :2, 4, 0].max())
+    avg = nn.AvgPool2d(2, ceil_mode=True)(t(z)).numpy()  # the part past the input not counted
+    np.testing.assert_allclose(avg[0, 2, 1, 0], z[0, 4, 2:4, 0].mean(), rtol=1e-6)
+    # 6 rows, kernel 3, stride 2, padding 1: a fourth window starts on the last row; its
+    # mean counts that row and the padding row (count_include_pad), not what lies past them
+    w6 = rng.standard_normal((1, 6, 6, 1))
+    avg = F.avg_pool2d(t(w6), 3, 2, 1, ceil_mode=True).numpy()
+    assert avg.shape == (1, 4, 4, 1)
+    np.testing.assert_allclose(avg[0, 3, 3, 0], w6[0, 5, 5, 0] / 4, rtol=1e-6)
+    # 5 rows, kernel 2, stride 2, padding 1: a fourth window would start in the trailing
+    # padding, so PyTorch drops it
+    assert F.max_pool2d(t(z), 2, 2, 1, ceil_mode=True).shape == (1, 3, 3, 1)
     assert nn.Flatten()(t(y)).shape == (1, 32)
     assert nn.Flatten(1, 2)(t(y)).shape == (1, 16, 2)
 
