@@ -40,6 +40,7 @@ import logging
 import os
 import threading
 import time
+import warnings
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -709,6 +710,7 @@ class CompiledFunction:
                 placeholders[id(ph._impl)] = len(placeholders)
                 traced_flat[i] = ph
         args, kwargs = tree_unflatten(tree, traced_flat)
+        before = {i: t._impl for i, t in enumerate(traced_flat) if isinstance(t, Tensor)}
         epoch = GRAPH.thread_epoch  # this thread's: other threads may realize meanwhile
         old_rec, old_rng = STATE.recording, STATE.recording_rng
         STATE.recording, STATE.recording_rng = [], []
@@ -717,6 +719,15 @@ class CompiledFunction:
             recorded, rng = STATE.recording, STATE.recording_rng
         finally:
             STATE.recording, STATE.recording_rng = old_rec, old_rng
+        assigned = [i for i, impl in before.items() if traced_flat[i]._impl is not impl]
+        if assigned:  # ``x[...] = v`` on an argument: eagerly the caller's tensor changes
+            warnings.warn(
+                f"compile: {getattr(self.fun, '__name__', 'the function')} assigns into its "
+                f"tensor argument (leaf {assigned[0]}, x[...] = ...); under compile the "
+                "caller's tensor is not updated (without compile it is): return the new "
+                "value instead (x.at[...].set(v) gives it without assigning)",
+                stacklevel=4,
+            )
         if old_rec is not None:
             # traced inside another recording (an outer compile, a loop body, a custom
             # rule): these ops are also the outer function's, which records the calls

@@ -372,6 +372,19 @@ def test_a_captured_requires_grad_tensor_gets_its_gradient_on_every_call():
         np.testing.assert_array_equal(v.grad.numpy(), np.full((2, 3), 8.0))
 
 
+def test_assigning_into_an_argument_warns_that_the_caller_is_not_updated():
+    def f(a):
+        a[0] = 7.0
+        return a * 2.0
+
+    c = nb.compile(f)
+    x = nb.ones((3,))
+    with pytest.warns(UserWarning, match=r"f assigns into its tensor argument \(leaf 0"):
+        np.testing.assert_array_equal(c(x).numpy(), [14.0, 2.0, 2.0])
+    np.testing.assert_array_equal(x.numpy(), [1.0, 1.0, 1.0])  # unlike f(x) without compile
+    np.testing.assert_array_equal(c(x).numpy(), [14.0, 2.0, 2.0])  # a hit: no trace, no warning
+
+
 def test_numpy_arguments_are_traced_values_as_in_jax_jit():
     """jax.jit traces NumPy inputs; they used to be static keys (unhashable: TypeError)."""
     f = nb.compile(lambda x, s: (x * 2.0).sum() + s)
