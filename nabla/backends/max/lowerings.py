@@ -768,7 +768,7 @@ def _matmul(x, y):
     if len(x.shape) >= 2 and len(y.shape) >= 2 and str(x.shape[-1]) == "1":
         # a contraction over one element is an outer product (per-example gradients of a
         # dense layer): as a broadcast multiply it is one fused, vectorized loop; MAX's
-        # matmul kernel runs it several times slower
+        # matmul kernel ran per-example outer products 1.2-1.3x slower
         return ops.mul(x, y)
     if "loop" in _REGIONS:
         y = _layout_barrier(y)
