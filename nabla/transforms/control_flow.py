@@ -1086,12 +1086,9 @@ def fori_loop(
             return (i + 1, body_fun(i, val)), None
 
         i0 = creation.constant(lo, dtype=int32)
-        try:
-            (_, val), _ = scan(step, (i0, init_val), None, length=max(hi - lo, 0))
-        except (ValueError, TypeError, ConcretizationError) as e:  # the user's construct
-            if "scan f" not in str(e):
-                raise
-            raise type(e)(str(e).replace("scan f", "fori_loop body_fun")) from None
+        (_, val), _ = _scan_tree(
+            step, (i0, init_val), None, max(hi - lo, 0), False, 1, "fori_loop", "body_fun"
+        )
         return val
     lo = as_tensor(lower, op="fori_loop")
     hi = as_tensor(upper, op="fori_loop")
@@ -1265,28 +1262,34 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1):
     Example:
         >>> final, ys = nb.scan(lambda c, x: (c + x, c * x), nb.zeros((3,)), xs)
     """
+    return _scan_tree(f, init, xs, length, reverse, unroll)
+
+
+def _scan_tree(f, init, xs, length, reverse, unroll, what="scan", fn_name="f"):
+    """``scan`` over pytrees; ``what`` and ``fn_name`` name the construct and its function
+    in errors (a ``fori_loop`` with static bounds runs as a scan of its ``body_fun``)."""
     if not callable(f):
-        raise TypeError("scan: f must be callable")
-    c_flat, c_tree = _to_tensors(init, "scan init")
-    x_flat, x_tree = _to_tensors(xs, "scan xs") if xs is not None else ([], None)
+        raise TypeError(f"{what}: {fn_name} must be callable")
+    c_flat, c_tree = _to_tensors(init, f"{what} init")
+    x_flat, x_tree = _to_tensors(xs, f"{what} xs") if xs is not None else ([], None)
     n_steps = _scan_length(x_flat, x_tree, length)
     if isinstance(unroll, bool):
         unroll = max(n_steps, 1) if unroll else 1
     if not isinstance(unroll, numbers.Integral) or unroll < 1:
-        raise TypeError(f"scan: unroll must be a positive int or a bool, got {unroll!r}")
+        raise TypeError(f"{what}: unroll must be a positive int or a bool, got {unroll!r}")
     y_tree_box = []
 
     def step(c, x, _k):
         xv = None if x_tree is None else tree_unflatten(x_tree, list(x))
         out = f(tree_unflatten(c_tree, list(c)), xv)
         if not (isinstance(out, tuple) and len(out) == 2):
-            raise TypeError("scan: f must return a pair (carry, y)")
+            raise TypeError(f"{what}: {fn_name} must return a pair (carry, y)")
         new_c, y = out
         nc_flat, nc_tree = tree_flatten(new_c)
         if nc_tree != c_tree:
             raise TypeError(
-                f"scan: f must return the carry with the structure of init: got {nc_tree}, "
-                f"init is {c_tree}"
+                f"{what}: {fn_name} must return the carry with the structure of init: got "
+                f"{nc_tree}, init is {c_tree}"
             )
         y_flat, y_tree = tree_flatten(y)
         y_tree_box[:] = [y_tree]
@@ -1296,13 +1299,13 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1):
         c_flat,
         _weak_leaves(init),
         lambda c, x: step(c, x, [])[0],
-        "scan",
+        what,
         [_slice_aval(x) for x in x_flat],
     )
     if unroll > 1 and n_steps > 1:
         c_out, ys = _scan_unrolled(step, c_flat, x_flat, n_steps, reverse, int(unroll))
     else:
-        c_out, ys = _scan_flat(step, c_flat, x_flat, n_steps, reverse, "scan")
+        c_out, ys = _scan_flat(step, c_flat, x_flat, n_steps, reverse, what, fn_name=fn_name)
     if not y_tree_box:  # f never ran (no carry and no xs): trace it once for ys's structure
         step(c_flat, [_slice_aval(x) for x in x_flat], [])
     return tree_unflatten(c_tree, c_out), tree_unflatten(y_tree_box[0], ys)
@@ -1341,8 +1344,10 @@ def _slice_aval(t: Tensor) -> Tensor:
     return Tensor._wrap(TensorImpl(shape, im.dtype, im.device, im.levels))
 
 
-def _scan_flat(step, carry, xs, length, reverse, what, consts=()):
-    """The core: ``step(carry, x, consts) -> (carry, ys)`` (lists) over ``length`` steps."""
+def _scan_flat(step, carry, xs, length, reverse, what, consts=(), fn_name="f"):
+    """The core: ``step(carry, x, consts) -> (carry, ys)`` (lists) over ``length`` steps;
+    ``what`` and ``fn_name`` name the construct and its function in errors."""
+    traced = f"{what} {fn_name}"
     n, nx = len(carry), len(xs)
     consts = list(consts)
     x_ex = [_slice_aval(x) for x in xs]
@@ -1353,29 +1358,30 @@ def _scan_flat(step, carry, xs, length, reverse, what, consts=()):
     def body_fn(*a):
         c, y = step(list(a[:n]), list(a[n : n + nx]), list(a[n + nx :]))
         ny_box[0] = len(y)
-        c = [_leaf_tensor(v, f"{what} f") for v in c]
-        y = [_leaf_tensor(v, f"{what} f") for v in y]
+        c = [_leaf_tensor(v, traced) for v in c]
+        y = [_leaf_tensor(v, traced) for v in y]
         return c + y + (list(a[:n]) if saves[0] else [])
 
     levels = _union(*[t._impl.levels for t in carry])
     k_levels = [x._impl.levels for x in x_ex] + [k._impl.levels for k in consts]
     while True:
         lv = [levels] * n + k_levels
-        body = trace_body(body_fn, list(carry) + x_ex + consts, f"{what} f", levels=lv)
+        body = trace_body(body_fn, list(carry) + x_ex + consts, traced, levels=lv)
         if not saves[0] and (live or _live([Tensor._wrap(c) for c in body.captured])):
             saves[0] = True  # traced for reverse mode: also output each step's carry
             continue
         if len(body.out_impls) < n:
-            raise TypeError(f"{what}: f returned fewer carry leaves than init has")
+            raise TypeError(f"{what}: {fn_name} returned fewer carry leaves than init has")
         out_levels = _union(levels, *[o[3] for o in body.out_impls])
         if out_levels == levels:
             break
         levels = out_levels
     ny = ny_box[0]
-    _check_carry(what, "init", [(t.dtype, t.shape) for t in carry], "f", _logical_avals(body)[:n])
+    init_avals = [(t.dtype, t.shape) for t in carry]
+    _check_carry(what, "init", init_avals, fn_name, _logical_avals(body)[:n])
     if any(o[3] != levels for o in body.out_impls):
         body = trace_body(
-            body_fn, list(carry) + x_ex + consts, f"{what} f", levels=lv, out_levels=levels
+            body_fn, list(carry) + x_ex + consts, traced, levels=lv, out_levels=levels
         )
     caps, (slots,) = _cap_layout([body])
     nb = len(levels)
