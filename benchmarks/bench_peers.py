@@ -6,10 +6,10 @@ Columns: the NumPy reference written by hand (where it is a plain computation: t
 transformer's reference also differentiates numerically, so it has none), nabla lazy
 (program cache) and ``nb.compile``, both on ``--backend`` (default ``auto``; timed once
 MAX compiles and the executor races have settled), JAX with ``jit``, PyTorch eager. Every
-column is timed after 60 untimed calls (steady state), in three rounds over all columns,
-keeping each column's best round: the machine's speed drifts, and each column then shows
-its steady state in a quiet stretch. The ratio is nabla compile over the fastest of JAX
-and PyTorch.
+column is timed after at least 60 untimed calls and 0.5 s of them (steady state), in
+three rounds over all columns, keeping each column's best round: the machine's speed
+drifts, and each column then shows its steady state in a quiet stretch. The ratio is
+nabla compile over the fastest of JAX and PyTorch.
 
 Run: ``python benchmarks/bench_peers.py [--backend numpy|max|auto] [--reps N]``.
 """
@@ -392,11 +392,18 @@ def _settle(call, backend, fn=None, timeout=900.0):
     print("  (timed out waiting for MAX compiles)")
 
 
-def _warm(call, calls=60):
-    """Calls before timing, for every column alike: MAX's calls after a load (and the first
-    calls of any runtime) run several times slower for tens of calls."""
-    for _ in range(calls):
+def _warm(call, calls=60, seconds=0.5):
+    """Calls before timing, for every column alike, until both ``calls`` calls and
+    ``seconds`` have passed: MAX's calls after a load (and the first calls of any runtime)
+    run several times slower for tens of calls, and a runtime whose worker threads parked
+    during the pause before the column needs a stretch of calls to speed up again (JAX's
+    per-example-gradient call: 0.2-0.3 ms for the first few hundred calls after a 0.2 s
+    pause, 0.08 ms from there on, on this 2-core machine)."""
+    deadline = time.perf_counter() + seconds
+    done = 0
+    while done < calls or time.perf_counter() < deadline:
         call()
+        done += 1
 
 
 def _check(name, got, want):
@@ -408,12 +415,12 @@ def _check(name, got, want):
 
 def _best_of_rounds_ms(calls: dict, reps: int, rounds: int = 3) -> dict:
     """Per column, the best over ``rounds`` rounds of the median ms of ``reps`` calls; each
-    round times every column in turn, each after 60 untimed calls (``_warm``). This
-    machine's speed drifts by up to 2x over seconds: repeating the rounds gives every column
-    its steady state in a quiet stretch, so the ratios hold within one run. Blocks rather
-    than alternating calls, each after a pause: a runtime's threads keep spinning for a
-    while after its calls (OpenBLAS's for ~0.1 s, slowing MAX's calls 3-5x on 2 cores) and
-    would slow the next column's calls."""
+    round times every column in turn, each after at least 60 untimed calls and 0.5 s of
+    them (``_warm``). This machine's speed drifts by up to 2x over seconds: repeating the
+    rounds gives every column its steady state in a quiet stretch, so the ratios hold
+    within one run. Blocks rather than alternating calls, each after a pause: a runtime's
+    threads keep spinning for a while after its calls (OpenBLAS's for ~0.1 s, slowing MAX's
+    calls 3-5x on 2 cores) and would slow the next column's calls."""
     best: dict = {}
     for _ in range(rounds):
         for name, call in calls.items():
