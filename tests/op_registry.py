@@ -211,16 +211,38 @@ register(
     OpEntry(
         "cast",
         lambda x, dtype: nb.cast(x, dtype),
-        lambda x, dtype: x.astype(_np_dtype(dtype)),
-        lambda rng, dt: [
-            Sample((_vals(rng, s, dt),), {"dtype": to})
-            for s in SHAPES
-            for to in ("float64", "int32", "float16")
-        ],
+        lambda x, dtype: _cast_ref(x, dtype),
+        lambda rng, dt: (
+            [
+                Sample((_vals(rng, s, dt),), {"dtype": to})
+                for s in SHAPES
+                for to in ("float64", "int32", "float16")
+            ]
+            + [  # float -> int beyond the range saturates, NaN is 0 (as JAX)
+                Sample((np.array(_CAST_EDGES, dt),), {"dtype": to})
+                for to in ("int8", "uint8", "int32", "int64")
+                if np.dtype(dt).kind == "f"
+            ]
+        ),
         differentiable=False,
         out_dtype=lambda d: None,
     )
 )
+_CAST_EDGES = [1e10, -1e10, np.nan, np.inf, -np.inf, 2.7, -2.7, 127.9, 128, -129, 255.5, 256, -0.5]
+
+
+def _cast_ref(x, dtype):
+    """``astype``, except float -> int as JAX: saturating, NaN -> 0 (worked in Python ints)."""
+    to = np.dtype(_np_dtype(dtype))
+    if x.dtype.kind != "f" or to.kind not in "iu":
+        return x.astype(to)
+    lo, hi = int(np.iinfo(to).min), int(np.iinfo(to).max)
+
+    def one(v):
+        return 0 if np.isnan(v) else hi if v >= hi + 1 else lo if v < lo else int(v)
+
+    flat = [one(v) for v in x.astype(np.float64).ravel().tolist()]
+    return np.array(flat, to).reshape(x.shape)
 
 
 def _np_dtype(name):

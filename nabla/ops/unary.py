@@ -379,7 +379,9 @@ _cast = CastOp()
 def cast(x, dtype) -> Tensor:  # noqa: F821
     """Convert ``x`` to ``dtype`` (``x.cast(dtype)`` / ``x.astype(dtype)``).
 
-    Float to int truncates toward zero (like NumPy's ``astype``).
+    Float to int truncates toward zero (like NumPy's ``astype``); a value beyond the
+    integer dtype's range saturates to its min or max and NaN becomes 0 (as JAX; NumPy's
+    result there is platform-defined).
     """
     x = as_tensor(x, op="cast")
     try:

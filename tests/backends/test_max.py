@@ -532,6 +532,11 @@ def float_graph():
     o["cast_i32"] = x.cast(nb.int32)
     o["cast_bool"] = xr.cast(nb.bool)
     o["cast_bool_nan"] = d["s"].cast(nb.bool)  # NaN is True (MAX folds x != 0 to a cast)
+    # float -> int beyond the range saturates and NaN is 0 (as JAX), from float16 too
+    edges = c(np.array([1e10, -1e10, np.nan, np.inf, -np.inf, 2.7, -2.7, 128, -129, 256, -0.5], f))
+    for to in ("int8", "uint8", "int32", "int64"):
+        o[f"cast_saturate_{to}"] = edges.cast(getattr(nb, to))
+    o["cast_saturate_f16"] = edges.cast(nb.float16).cast(nb.int32)
     o["full"] = nb.full((2, 3), 1.5)
     o["arange_f"] = nb.arange(0.0, 5.0, 0.5)
     o["arange_i"] = nb.arange(2, 20, 3)

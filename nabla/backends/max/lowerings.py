@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 try:  # MAX is optional: the table (names) stays importable without it.
     from max.dtype import DType as MDType
     from max.graph import DeviceRef, TensorType, ops
@@ -569,7 +571,17 @@ def _cast(x, dtype):
         return x
     if dtype.is_bool:
         return ieee_not_equal(x, _c(0, x))  # NaN is True, as NumPy's cast
-    return ops.cast(x, target)
+    out = ops.cast(x, target)
+    if _is_float(x) and not dtype.is_float:
+        # float -> int saturates and NaN is 0, as JAX/XLA and the NumPy backend
+        info = np.iinfo(dtype.numpy)
+        lo, hi = float(info.min), float(info.max) + 1.0  # powers of two (or 0)
+        # exact in float32/64; a 16-bit float is compared in float32 (2**31 is inf there)
+        w = ops.cast(x, MDType.float32) if _name(x) in ("float16", "bfloat16") else x
+        out = ops.where(ops.greater_equal(w, _c(hi, w)), _c(int(info.max), out), out)
+        out = ops.where(ops.greater(_c(lo, w), w), _c(int(info.min), out), out)
+        out = ops.where(ops.is_nan(w), _c(0, out), out)
+    return out
 
 
 # ----------------------------------------------------------------------------- creation
