@@ -179,13 +179,26 @@ def _to_tensor_leaf(x):
     return x
 
 
+def _scalar_output(o):
+    """A Python number a differentiated function returns, as the 0-d tensor JAX makes it
+    (its derivative is zero); any other value is returned as it is."""
+    if isinstance(o, numbers.Number) and not isinstance(o, bool):
+        return as_tensor(o)
+    return o
+
+
 def _argnums_tuple(argnums, n):
     single = isinstance(argnums, int)
     nums = (argnums,) if single else tuple(argnums)
+    if not nums:
+        raise ValueError("argnums is empty: name at least one argument to differentiate")
     for a in nums:
         if not -n <= a < n:
             raise TypeError(f"argnums {argnums} out of range for a function of {n} arguments")
-    return tuple(a % n for a in nums), single
+    nums = tuple(a % n for a in nums)
+    if len(set(nums)) != len(nums):  # one gradient would overwrite the other's input
+        raise ValueError(f"argnums {argnums} names an argument twice")
+    return nums, single
 
 
 def _split_argnums(fun, args, kwargs, argnums, what, check_float=True):
@@ -426,12 +439,15 @@ def jvp(fun, primals, tangents, has_aux=False):
         wrapped.append(w)
     res = fun(*tree_unflatten(p_tree, wrapped))
     if has_aux:
+        if not (isinstance(res, tuple) and len(res) == 2):
+            raise TypeError("has_aux=True needs the function to return a pair (out, aux)")
         out, aux = res
     else:
         out, aux = res, None
     o_flat, o_tree = tree_flatten(out)
     outs, touts = [], []
     for o in o_flat:
+        o = _scalar_output(o)  # as JAX: a Python number out is a 0-d array, tangent 0
         if not isinstance(o, Tensor):
             outs.append(o)
             touts.append(None)
@@ -530,6 +546,7 @@ def jacrev(fun, argnums=0, has_aux=False):
         o_flat, o_tree = tree_flatten(out)
         per_out = []
         for k, o in enumerate(o_flat):
+            o = _scalar_output(o)  # its pullback is zero (the pullback skips the number)
             if not isinstance(o, Tensor) or not o.dtype.is_float:
                 raise TypeError(
                     f"jacrev requires real-valued (float) outputs, got "
@@ -539,7 +556,10 @@ def jacrev(fun, argnums=0, has_aux=False):
             basis = _basis(n, o.dtype).reshape((n,) + o.shape)
 
             def pb(ct, k=k):
-                cts = [ct if j == k else _zeros_like(oo) for j, oo in enumerate(o_flat)]
+                cts = [
+                    ct if j == k else _zeros_like(oo) if isinstance(oo, Tensor) else oo
+                    for j, oo in enumerate(o_flat)
+                ]
                 return pullback(tree_unflatten(o_tree, cts))
 
             g = vmap(pb)(basis)

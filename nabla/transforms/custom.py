@@ -16,10 +16,15 @@ from __future__ import annotations
 
 import functools
 import inspect
+import numbers
 import threading
+
+import numpy as np
 
 from ..core.pytree import tree_flatten, tree_map, tree_unflatten
 from ..core.state import STATE, grad_level, is_live, spmd_axes, spmd_axes_as
+from ..ops import batching
+from ..ops._util import as_tensor
 from ..ops.base import Operation
 from ..ops.unary import stop_gradient
 from ..runtime.tensor import Tensor
@@ -87,17 +92,31 @@ def _needs_rule(tensors) -> bool:
     )
 
 
-def _bind(rule, in_tensors, out_flat):
+def _bind(rule, in_tensors, out_flat, what):
+    out_flat = [_output_leaf(o, what) for o in out_flat]
     outs = _custom_call.bind(
         list(in_tensors) + list(out_flat), {"n_in": len(in_tensors), "rule": rule}
     )
     return outs
 
 
+def _output_leaf(o, what):
+    """An output leaf as the node passes it: a Python number is a 0-d tensor (JAX: an
+    array), anything else but a tensor is refused."""
+    if isinstance(o, Tensor):
+        return o
+    if isinstance(o, numbers.Number | np.ndarray | np.generic):
+        return as_tensor(o, op=what)
+    raise TypeError(
+        f"{what} returned an output leaf of type {type(o).__name__}; outputs are tensors"
+    )
+
+
 def _positional(fun, args, kwargs, what):
-    """``args`` with ``kwargs`` resolved to their positions in ``fun``'s signature, as JAX
-    does for custom rules (the rules see positional arguments only)."""
-    if not kwargs:
+    """``args`` with ``kwargs`` and the defaults of omitted arguments resolved to their
+    positions in ``fun``'s signature, as JAX does for custom rules (the rules see every
+    positional argument)."""
+    if not kwargs and len(args) >= _n_positional(fun):
         return args
     try:
         bound = inspect.signature(fun).bind(*args, **kwargs)
@@ -110,6 +129,30 @@ def _positional(fun, args, kwargs, what):
             f"{sorted(bound.kwargs)} cannot be resolved to positions; pass them positionally"
         )
     return bound.args
+
+
+@functools.lru_cache(maxsize=256)
+def _n_positional(fun) -> int:
+    """How many positional parameters ``fun`` has (0 when it has no inspectable
+    signature): fewer arguments than this leave defaults to fill in."""
+    try:
+        params = inspect.signature(fun).parameters.values()
+    except (TypeError, ValueError):
+        return 0
+    kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    return sum(p.kind in kinds for p in params)
+
+
+def _none_prefix(ct, arg):
+    """``ct`` with a None standing for a whole subtree of ``arg`` (JAX: a None cotangent is
+    zero for every leaf under it) expanded to one None per leaf."""
+    if ct is None:
+        return tree_map(lambda _: None, arg)
+    if type(ct) is type(arg) and isinstance(arg, tuple | list) and len(ct) == len(arg):
+        return type(arg)(_none_prefix(c, a) for c, a in zip(ct, arg))
+    if isinstance(arg, dict) and isinstance(ct, dict) and ct.keys() == arg.keys():
+        return {k: _none_prefix(ct[k], arg[k]) for k in arg}
+    return ct
 
 
 def _split_args(args):
@@ -186,7 +229,8 @@ class custom_vjp:  # noqa: N801 - JAX's spelling
             self._in_fwd.depth = 0
         o_flat, o_tree = tree_flatten(out)
         rule = _VjpRule(self, res, o_tree, tree, idx, len(flat), flat)
-        return tree_unflatten(o_tree, _bind(rule, tensors, o_flat))
+        what = f"custom_vjp fwd of {self.fun.__name__}"
+        return tree_unflatten(o_tree, _bind(rule, tensors, o_flat, what))
 
 
 def _recall(fn, flat, in_tree, idx, tensors):
@@ -225,13 +269,32 @@ class _VjpRule:
                 tree_map(lambda _: None, a) if i in nondiff else next(rest)
                 for i, a in enumerate(args)
             )
+        if len(got) == len(args):  # None for a whole argument: no cotangent for its leaves
+            got = tuple(_none_prefix(g, a) for g, a in zip(got, args))
         flat, _ = tree_flatten(got, is_leaf=lambda x: x is None)
         if len(flat) != self.n_flat:  # a structure error: JAX's TypeError
             raise TypeError(
                 f"custom_vjp bwd of {self.owner.fun.__name__} returned {len(flat)} cotangents "
                 f"for {self.n_flat} inputs"
             )
-        return [flat[i] for i in self.idx]
+        return [self._fit(flat[i], p) for i, p in zip(self.idx, primals)]
+
+    def _fit(self, ct, primal):
+        """A cotangent from ``bwd`` as the pipeline takes it. Under a vmap that has finished
+        (``grad`` of a function that vmaps this one), an input the vmap did not batch gets
+        the sum over its elements, as every op's rule gives (``bwd`` computes per element)."""
+        if ct is None:
+            return None
+        if not isinstance(ct, Tensor):
+            ct = as_tensor(ct, primal.dtype, "custom_vjp bwd")
+        if ct._impl.levels != primal._impl.levels:
+            ct = batching.sum_finished_levels(ct, primal)
+        if ct.shape != primal.shape:
+            raise ValueError(
+                f"custom_vjp bwd of {self.owner.fun.__name__} returned a cotangent of shape "
+                f"{ct.shape} for an input of shape {primal.shape}"
+            )
+        return ct
 
     def jvp(self, primals, tangents, outputs):
         raise TypeError(
@@ -301,7 +364,18 @@ class custom_jvp:  # noqa: N801
         out = self.fun(*_detached_args(flat, tree, idx))
         o_flat, o_tree = tree_flatten(out)
         rule = _JvpRule(self, o_tree, flat, tree, idx)
-        return tree_unflatten(o_tree, _bind(rule, tensors, o_flat))
+        what = f"custom_jvp function {self.fun.__name__}"
+        return tree_unflatten(o_tree, _bind(rule, tensors, o_flat, what))
+
+
+def _zero_tangent(x):
+    """The tangent of an argument nobody differentiates: zeros, for a Python number too (a
+    rule computes with every tangent, as in JAX); None for a value that is not a number."""
+    if isinstance(x, Tensor):
+        return _zeros_like(x)
+    if isinstance(x, numbers.Number) and not isinstance(x, bool):
+        return type(x)(0)
+    return None
 
 
 class _JvpRule:
@@ -323,9 +397,7 @@ class _JvpRule:
         for k, i in enumerate(self.idx):
             p[i] = primals[k]
             t[i] = tangents[k]
-        t = [
-            _zeros_like(x) if (tt is None and isinstance(x, Tensor)) else tt for tt, x in zip(t, p)
-        ]
+        t = [tt if tt is not None else _zero_tangent(x) for tt, x in zip(t, p)]
         p_args = tree_unflatten(self.in_tree, p)
         t_args = tree_unflatten(self.in_tree, t)
         nondiff = self.owner.nondiff_argnums
@@ -336,7 +408,10 @@ class _JvpRule:
             _, tout = self.owner.jvp_fn(*rule_args, tuple(p_args), tuple(t_args))
         else:
             _, tout = self.owner.jvp_fn(tuple(p_args), tuple(t_args))
-        return tree_flatten(tout)[0]
+        return [
+            _output_leaf(t, f"custom_jvp rule of {self.owner.fun.__name__}")
+            for t in tree_flatten(tout)[0]
+        ]
 
     def jvp(self, primals, tangents, outputs):
         return self._call_user(primals, tangents)
@@ -393,7 +468,8 @@ def checkpoint(fun=None, *, prevent_cse=True, policy=None, static_argnums=()):
         out = fun(*_detached_args(flat, tree, idx))
         o_flat, o_tree = tree_flatten(out)
         rule = _RematRule(fun, flat, tree, idx, wrapped)
-        return tree_unflatten(o_tree, _bind(rule, tensors, o_flat))
+        what = f"checkpoint of {getattr(fun, '__name__', fun)}"
+        return tree_unflatten(o_tree, _bind(rule, tensors, o_flat, what))
 
     return wrapped
 

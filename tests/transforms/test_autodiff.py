@@ -883,6 +883,91 @@ def test_custom_rules_take_keyword_arguments_and_custom_jvp_nondiff_argnums():
         power(x, nb.constant(2))
 
 
+def test_custom_vjp_under_vmap_sums_the_cotangent_of_an_unbatched_input():
+    """``bwd`` runs per element of a vmap; when the vmap has finished (``grad`` of a function
+    that vmaps the custom function), an input the vmap did not batch gets the sum over the
+    elements, as with any op. Under a vmap around the grad it stays per element."""
+
+    @nb.custom_vjp
+    def f(x, w):
+        return x * w
+
+    f.defvjp(lambda x, w: (x * w, (x, w)), lambda r, g: (g * r[1], g * r[0]))
+    xs = nb.constant(np.arange(6.0, dtype=np.float32).reshape(2, 3))
+    w = nb.ones(3)
+    close(nb.grad(lambda w: nb.sum(nb.vmap(lambda x: f(x, w))(xs)))(w), [3.0, 5.0, 7.0])
+    jac = nb.jacrev(lambda w: nb.vmap(lambda x: f(x, w))(xs))(w)
+    close(jac, xs.numpy()[:, :, None] * np.eye(3, dtype=np.float32))
+    cube = xs.reshape(2, 3, 1) * nb.ones((2, 3, 3))
+    close(nb.grad(lambda w: nb.sum(nb.vmap(nb.vmap(lambda x: f(x, w)))(cube)))(w), [15.0] * 3)
+    per_example = nb.vmap(nb.grad(lambda w, x: nb.sum(f(x, w))), in_axes=(None, 0))(w, xs)
+    close(per_example, xs.numpy())
+
+
+def test_custom_vjp_bwd_cotangents_none_for_a_whole_argument_and_shapes_checked():
+    """As JAX: None stands for a zero cotangent of every leaf under it; a cotangent whose
+    shape is not its input's is refused, naming the function."""
+
+    @nb.custom_vjp
+    def g(d, y):
+        return d["a"] * y
+
+    g.defvjp(lambda d, y: (g(d, y), y), lambda r, c: (None, c * 5.0))
+    ones = nb.ones(3)
+    gd, gy = nb.grad(lambda d, y: nb.sum(g(d, y)), argnums=(0, 1))({"a": ones, "b": ones}, ones)
+    close(gd["a"], [0.0] * 3), close(gd["b"], [0.0] * 3), close(gy, [5.0] * 3)
+
+    @nb.custom_vjp
+    def bad(x):
+        return x * 2
+
+    bad.defvjp(lambda x: (x * 2, None), lambda r, c: (nb.ones(5),))
+    with pytest.raises(ValueError, match=r"bwd of bad returned a cotangent of shape \(5,\)"):
+        nb.grad(lambda x: nb.sum(bad(x)))(ones)
+
+
+def test_custom_rules_fill_in_defaults_and_number_arguments_get_zero_tangents():
+    """As JAX: an omitted argument's default reaches fwd/bwd and the jvp rule as a
+    positional argument, and a Python-number argument has a zero tangent in the rule."""
+    x = nb.constant(3.0)
+    h = nb.custom_vjp(lambda a, c=2.0: a * c)
+    h.defvjp(lambda a, c=2.0: (a * c, c), lambda c, g: (g * c * 10.0, None))
+    assert nb.grad(lambda a: h(a))(x).item() == 20.0
+    k = nb.custom_jvp(lambda a, c=2.0: a * c)
+    k.defjvp(lambda p, t: (p[0] * p[1], t[0] * p[1] * 10))
+    assert nb.grad(lambda a: k(a))(x).item() == 20.0
+    m = nb.custom_jvp(lambda a, c: a * c)
+    m.defjvp(lambda p, t: (p[0] * p[1], t[0] * p[1] + t[1] * p[0]))
+    assert nb.grad(lambda a: m(a, 2.0))(x).item() == 2.0
+    assert nb.jvp(lambda a: m(a, 2.0), (x,), (nb.constant(1.0),))[1].item() == 2.0
+
+
+def test_python_number_outputs_are_zero_derivative_arrays():
+    """As JAX, a Python number a differentiated function returns is a 0-d array whose
+    derivative is zero, in every transform and through checkpoint and custom_vjp."""
+    x = nb.ones(3)
+    close(nb.jacrev(lambda a: (a, 2.0))(x)[1], np.zeros(3))
+    close(nb.jacfwd(lambda a: (a, 2.0))(x)[1], np.zeros(3))
+    out, tan = nb.jvp(lambda a: (a, 2.0), (x,), (x,))
+    assert out[1].item() == 2.0 and tan[1].item() == 0.0
+    close(nb.grad(lambda a: nb.sum(nb.checkpoint(lambda z: (z * 2, 1.0))(a)[0]))(x), [2.0] * 3)
+    c = nb.custom_vjp(lambda a: (a * 2, 1.0))
+    c.defvjp(lambda a: ((a * 2, 1.0), None), lambda r, g: (g[0] * 2,))
+    close(nb.grad(lambda a: nb.sum(c(a)[0]))(x), [2.0] * 3)
+
+
+def test_forward_mode_has_aux_needs_a_pair_and_argnums_must_be_distinct():
+    x = nb.ones(2)
+    with pytest.raises(TypeError, match="needs the function to return a pair"):
+        nb.jvp(lambda a: a * 2, (x,), (x,), has_aux=True)
+    with pytest.raises(TypeError, match="needs the function to return a pair"):
+        nb.jacfwd(lambda a: a * 2, has_aux=True)(x)
+    for bad, msg in [((0, 0), "names an argument twice"), ((), "argnums is empty")]:
+        for transform in (nb.grad, nb.jacrev, nb.jacfwd):
+            with pytest.raises(ValueError, match=msg):
+                transform(lambda a, b: nb.sum(a * b), argnums=bad)(x, x)
+
+
 def test_pow_with_a_known_exponent_differentiates_as_a_product():
     """``x ** 2``'s derivative is ``2 * x``, one multiply (as JAX's integer_pow), with no
     guarded pow; an exponent that a transform traces keeps the general rule, so mixed and
