@@ -319,6 +319,12 @@ def scatter(x, indices, updates, axis=0, mode="set") -> Tensor:
                 f"of x[indices] for x of shape {x.shape} and indices of shape {idx.shape} "
                 f"along axis {axis}"
             ) from None
+    return _scatter_at(x, idx, upd, axis, mode)
+
+
+def _scatter_at(x, idx, upd, axis, mode):
+    """The scatter op on indices already counted from the end (``_index_tensor``: counting
+    again would wrap an index below ``-n`` into range) and updates of the right shape."""
     op = _scatter if mode in ("set", "add") else _scatter_combine
     return op.bind([x, idx, upd], {"axis": axis, "mode": mode})
 
@@ -463,6 +469,15 @@ def _linear_index(y, adv):
         term = t if stride == 1 else t * stride
         lin = term if lin is None else lin + term
         stride *= n
+    if len(idxs) > 1 and not all(t.is_realized and not t._impl.levels for _, t in adv):
+        # an index known only when the program runs, out of range in its own dim, could
+        # land in range of the flattened dims (x[0, 5] of a (3, 4) x is x[1, 1]): such a
+        # position is made out of range of the whole, for the backend's bounds check
+        bad = None
+        for t, n in zip(idxs, sizes):
+            out = (t < 0) | (t >= n)
+            bad = out if bad is None else bad | out
+        lin = binary.where(bad, creation.full_like(lin, stride), lin)
     flat = view.reshape(yt, (math.prod(sizes),) + tuple(y.shape[i] for i in rest))
     return flat, lin, shape, rest
 
@@ -580,7 +595,7 @@ def _update(x, key, value, mode):
         else:
             v = _fit(value, tuple(ishape) + basic_shape)
         # every update at a repeated index takes part, but for ``set`` (one is kept)
-        new_flat = scatter(flat, lin, v, 0, mode)
+        new_flat = _scatter_at(flat, lin, as_tensor(v, flat.dtype, op="setitem"), 0, mode)
         dims = [d for d, _ in adv]
         moved = view.reshape(new_flat, tuple(region.shape[d] for d in dims) + basic_shape)
         order = dims + rest

@@ -699,6 +699,44 @@ def test_gather_scatter_graph_matches_numpy(prewarm_jobs):
     run_both(gather_graph, procs=prewarm_jobs)
 
 
+def test_out_of_range_graph_indices_clamp_or_drop_on_max_and_raise_on_numpy():
+    """An index computed in the graph, out of range when the program runs: a graph cannot
+    raise, so MAX follows JAX (a gather clamps, a scatter drops the update; MAX's own
+    scatter_nd leaves such a write undefined); the NumPy backend raises IndexError."""
+    x = c(np.arange(4.0, dtype=np.float32))
+    m = c(np.arange(12.0, dtype=np.float32).reshape(3, 4))
+
+    def build():
+        i = c(np.array([5, -5, 1, -9, -1])) + 0  # computed in the graph
+        return {
+            "gather": x[i],
+            "set": x.at[i].set(10.0),
+            "add": x.at[i].add(10.0),
+            "max": x.at[i].max(10.0),
+            "at_2d": m.at[c([0, 2]) + 0, c([5, 1]) + 0].add(100.0),  # x[0, 5] is not x[1, 1]
+            "vmap_set": nb.vmap(lambda r, j: r.at[j].set(-1.0))(m, c([1, 7, -2]) + 0),
+        }
+
+    with nb.backend("max"):
+        outs = build()
+        nb.realize(*outs.values())  # one program
+        got = {k: v.numpy() for k, v in outs.items()}
+    want = {
+        "gather": [3, 0, 1, 0, 3],
+        "set": [0, 10, 2, 10],
+        "add": [0, 11, 2, 13],
+        "max": [0, 10, 2, 10],
+        "at_2d": np.arange(12.0).reshape(3, 4) + np.eye(1, 12, 9).reshape(3, 4) * 100,
+        "vmap_set": [[0, -1, 2, 3], [4, 5, 6, 7], [8, 9, -1, 11]],
+    }
+    for k, w in want.items():
+        np.testing.assert_array_equal(got[k], np.asarray(w, np.float32), err_msg=k)
+    with nb.backend("numpy"):
+        for k, v in build().items():
+            with pytest.raises(IndexError, match="out of bounds"):
+                v.numpy()
+
+
 def dtype_graph():
     rng = np.random.default_rng(3)
     o = {}

@@ -614,6 +614,22 @@ def test_an_index_known_only_when_the_program_runs_names_the_op():
         nb.vmap(lambda i: table[i])(nb.constant([1, 7, 2])).numpy()
     with pytest.raises(IndexError, match=r"scatter: index 7 is out of bounds.*JAX drops"):
         nb.vmap(lambda i: nb.zeros(4).at[i].set(1.0))(nb.constant([1, 7])).numpy()
+    # below -n: counted from the end once (NumPy would wrap it a second time)
+    x, i = nb.constant(arr(4)), nb.constant([-5, 1])
+    with pytest.raises(IndexError, match=r"gather: index -5 is out of bounds for axis 0 with"):
+        x[i + 0].numpy()
+    with pytest.raises(IndexError, match=r"scatter: index -5 is out of bounds"):
+        x.at[i + 0].add(10.0).numpy()
+    with pytest.raises(IndexError, match=r"gather: index -8 is out of bounds"):
+        nb.vmap(lambda j: x[j])(nb.constant([-5, -8])).numpy()
+    close(x[nb.constant([-4, -1]) + 0], arr(4)[[0, 3]])
+    # out of range in one dim of several: never another element of the flattened dims
+    m = nb.constant(arr(3, 4))
+    with pytest.raises(IndexError, match="gather: index 12 is out of bounds"):
+        m[nb.constant([0]) + 0, nb.constant([5]) + 0].numpy()
+    with pytest.raises(IndexError, match="scatter: index 12 is out of bounds"):
+        m.at[nb.constant([0]) + 0, nb.constant([5]) + 0].set(1.0).numpy()
+    close(m[nb.constant([2]) + 0, nb.constant([-1]) + 0], arr(3, 4)[[2], [-1]])
 
 
 def test_any_and_all_of_empty_input_as_numpy():

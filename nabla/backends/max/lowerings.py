@@ -812,9 +812,19 @@ def _flatten_batch(v, nb):
     return ops.reshape(v, (math.prod(s[:nb]),) + s[nb:])
 
 
+# An index computed in the graph can be out of range when the program runs; a graph cannot
+# raise (the NumPy backend does), so MAX follows JAX there: a gather clamps the index into
+# range and a scatter drops the update (MAX's own scatter_nd leaves an out-of-range write
+# undefined). Negative indices arrive counted from the end already: one still negative was
+# below -n (MAX would wrap it again).
+def _clamped(idx, n):
+    lo, hi = _c(0, idx), _c(n - 1, idx)
+    return ops.min(ops.max(idx, lo), hi)
+
+
 @_one("gather")
 def _gather(x, idx, axis, batch_dims=0):
-    idx = _int64(idx)
+    idx = _clamped(_int64(idx), max(_shape(x)[axis], 1))
     if batch_dims == 0:
         return ops.gather(x, idx, axis=axis)
     a = axis - batch_dims
@@ -847,16 +857,24 @@ def _scatter(x, idx, upd, axis, mode, batch_dims=0):
     r = len(rest)
     xf = ops.reshape(x, (p,) + rest)
     xt = ops.permute(xf, [0, a + 1] + [i + 1 for i in range(r) if i != a])
+    # one spare slot past the end takes every out-of-range update, then is cut off
+    n = rest[a]
+    xt = ops.concat([xt, ops.broadcast_to(_c(0, xt), (p, 1) + _shape(xt)[2:])], axis=1)
     uf = ops.reshape(upd, (p,) + rest[:a] + ish + rest[a + 1 :])
     # (P, rest[:a], ish, rest[a+1:]) -> (P, ish, rest[:a], rest[a+1:])
     uperm = [0] + list(range(1 + a, 1 + a + k)) + list(range(1, 1 + a))
     uperm += list(range(1 + a + k, 1 + k + r - 1))
     ut = ops.permute(uf, uperm)
     idf = ops.reshape(_int64(idx), (p,) + ish)
+    spare = _c(n, idf)
+    idf = ops.where(
+        ops.logical_or(ops.greater(_c(0, idf), idf), ops.greater_equal(idf, spare)), spare, idf
+    )
     pid = ops.range(0, p, 1, out_dim=p, dtype=MDType.int64, device=x.device)
     pid = ops.broadcast_to(ops.reshape(pid, (p,) + (1,) * k), (p,) + ish)
     nd = ops.stack([pid, idf], axis=-1)
-    out = getattr(ops, _SCATTER_ND[mode])(xt, ut, nd)  # (P, rest[a], rest[:a], rest[a+1:])
+    out = getattr(ops, _SCATTER_ND[mode])(xt, ut, nd)  # (P, rest[a] + 1, rest[:a], ...)
+    out = out[:, :n]
     inv = [0] + list(range(2, 2 + a)) + [1] + list(range(2 + a, 1 + r))
     out = ops.reshape(ops.permute(out, inv), xs)
     if dt is None:

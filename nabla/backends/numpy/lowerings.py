@@ -420,8 +420,18 @@ def _index_error(op, err, x, idx):
     )
 
 
+def _below_range(op, x, idx, axis):
+    """The ops' indices arrive with negative ones already counted from the end (``idx +
+    n``): one still negative was below ``-n``, which NumPy would wrap again."""
+    if idx.size and idx.min() < 0:
+        n = x.shape[axis]
+        err = f"index {int(idx.min()) - n} is out of bounds for axis {axis} with size {n}"
+        raise _index_error(op, err, x, idx)
+
+
 @_one("gather")
 def _gather(x, idx, axis, batch_dims=0):
+    _below_range("gather", x, idx, axis)
     try:
         return _gather_any(x, idx, axis, batch_dims)
     except IndexError as err:
@@ -443,6 +453,7 @@ def _gather_any(x, idx, axis, batch_dims):
 
 @_one("scatter")
 def _scatter(x, idx, upd, axis, mode, batch_dims=0):
+    _below_range("scatter", x, idx, axis)
     try:
         return _scatter_any(x, idx, upd, axis, mode, batch_dims)
     except IndexError as err:
