@@ -211,11 +211,16 @@ for _n in unary.__all__:
 
 
 def _bitwise(logical, bitwise, a, b):
-    ta = as_tensor(a, op=bitwise.name)
-    tb = as_tensor(b, op=bitwise.name)
-    if ta.dtype.is_bool and tb.dtype.is_bool:
+    # a Python int stays a weak scalar (int8 & 2 is int8, as JAX), not an int32 tensor
+    ta = a if isinstance(a, int) else as_tensor(a, op=bitwise.name)
+    tb = b if isinstance(b, int) else as_tensor(b, op=bitwise.name)
+    if _is_bool(ta) and _is_bool(tb):
         return logical(ta, tb)
     return bitwise(ta, tb)
+
+
+def _is_bool(v) -> bool:
+    return isinstance(v, bool) or (not isinstance(v, int) and v.dtype.is_bool)
 
 
 def _as_method(fn):

@@ -261,6 +261,11 @@ def test_bitwise_and_logical_operators():
     assert (~i).tolist() == [-2, -3, -4, -13]
     assert (6 & i).tolist() == [0, 2, 2, 4]
     assert (i & j).dtype is nb.int32
+    # a Python int is a weak scalar: the small int dtype stays (as JAX)
+    small = nb.constant(np.array([3, 5], np.int8))
+    for got, want in [(small & 2, [2, 0]), (1 | small, [3, 5]), (small ^ True, [2, 4])]:
+        assert got.dtype is nb.int8 and got.tolist() == want
+    assert (nb.constant(np.array([2], np.uint8)) | 1).dtype is nb.uint8
 
 
 # ----------------------------------------------------------------------------- methods
