@@ -432,8 +432,14 @@ def mean(x, axis=None, keepdims=False, *, dtype=None):
     x = _float(x, "mean")
     axes = norm_axes("mean", axis, x.ndim, x.shape)
     n = _count(x, axes)
-    out = reduce_sum(x, axes, keepdims) * (1.0 / n if n else float("nan"))
-    return out if dtype is None else out.cast(dtype)
+    out = reduce_sum(_wide(x), axes, keepdims) * (1.0 / n if n else float("nan"))
+    return out.cast(x.dtype if dtype is None else dtype)
+
+
+def _wide(x):
+    """A 16-bit float computed in float32, as JAX's mean and var do: the sum of two float16
+    60000s overflows, and each rounding of a long float16 sum loses a digit."""
+    return x.cast(DType.float32) if x.dtype in (DType.float16, DType.bfloat16) else x
 
 
 def var(x, axis=None, keepdims=False, correction=0, *, ddof=None):
@@ -461,10 +467,10 @@ def var(x, axis=None, keepdims=False, correction=0, *, ddof=None):
     correction = _correction("var", correction, ddof)
     x = _float(x, "var")
     axes = norm_axes("var", axis, x.ndim, x.shape)
-    mu = mean(x, axes, keepdims=True)
-    d = x - mu
+    w = _wide(x)
+    d = w - mean(w, axes, keepdims=True)
     n = _count(x, axes) - correction
-    return reduce_sum(d * d, axes, keepdims) * (1.0 / n if n > 0 else float("nan"))
+    return (reduce_sum(d * d, axes, keepdims) * (1.0 / n if n > 0 else float("nan"))).cast(x.dtype)
 
 
 def _correction(op, correction, ddof):

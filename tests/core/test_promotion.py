@@ -214,3 +214,14 @@ def test_reductions_compute_in_a_requested_dtype():
     i = nb.constant([1, 2, 4])
     assert nb.mean(i, dtype=nb.float64).dtype == nb.float64
     assert nb.mean(i, dtype=nb.int32).item() == 2
+
+
+def test_mean_and_var_of_16_bit_floats_are_computed_in_float32():
+    """As JAX: the sum of two float16 60000s overflows float16, and a long float16 sum
+    rounds at every step; the result keeps the input's dtype."""
+    big = nb.constant(np.array([60000, 60000], np.float16))
+    assert nb.mean(big).item() == 60000.0 and nb.mean(big).dtype == nb.float16
+    assert nb.var(big).item() == 0.0 and nb.std(big).item() == 0.0
+    tenths = nb.constant(np.full(10000, 0.1, np.float16))
+    assert nb.mean(tenths).item() == np.float16(0.1)
+    assert nb.mean(nb.constant(np.full(4, 3.0, np.float32)), dtype=nb.float16).dtype == nb.float16
