@@ -9,7 +9,14 @@ import numpy as np
 
 from ..core.device import Device, get_default_device
 from ..core.dtypes import DType, from_numpy_dtype, get_default_dtype, to_dtype
-from ..runtime.tensor import Tensor, constant_impl, int_range, numpy_value, out_of_range_error
+from ..runtime.tensor import (
+    Tensor,
+    TensorImpl,
+    constant_impl,
+    int_range,
+    numpy_value,
+    out_of_range_error,
+)
 from . import batching, binary, spmd, unary, view
 from ._util import as_tensor, dtype_or, norm_axis, norm_shape
 from .base import Operation, OpError
@@ -154,8 +161,17 @@ def asarray(value, dtype=None, *, device=None) -> Tensor:
 
 
 def from_dlpack(x) -> Tensor:
-    """A tensor from any object exporting DLPack (a NumPy array, a torch CPU tensor, ...)."""
-    return constant(np.from_dlpack(x))
+    """A tensor from any object exporting DLPack (a NumPy array, a torch CPU tensor, ...),
+    sharing its memory (unlike :func:`constant`, which copies): the producer must not write
+    to it while the tensor is in use."""
+    arr = np.from_dlpack(x)
+    device = get_default_device()
+    if arr.dtype == np.uint32 or arr.dtype == np.uint64 or not device.is_cpu:
+        return constant(arr)  # converted or moved: a copy either way
+    impl = TensorImpl(arr.shape, from_numpy_dtype(arr.dtype), device, buffer=arr)
+    t = Tensor._wrap(impl)
+    impl.wrapper = weakref.ref(t)
+    return t
 
 
 class FullOp(Operation):

@@ -86,7 +86,10 @@ def numpy_value(value, dtype: DType | None, op: str = "constant") -> np.ndarray:
 
     Python ints (alone or in lists) that the integer dtype cannot hold raise
     ``OverflowError`` naming ``op`` (the op the user called), the value and the range;
-    NumPy arrays are converted as ``astype`` does."""
+    NumPy arrays are converted as ``astype`` does, into a copy: the tensor never shares
+    memory with the caller's array (as ``jnp.array``/``torch.tensor``), so writing to the
+    array later changes neither the tensor nor a lazy op reading it (``from_dlpack``
+    shares)."""
     if isinstance(value, Tensor):
         value = value.numpy()
     if isinstance(value, np.ndarray | np.generic):
@@ -94,7 +97,7 @@ def numpy_value(value, dtype: DType | None, op: str = "constant") -> np.ndarray:
         if arr.dtype == np.uint32 or arr.dtype == np.uint64:
             arr = arr.astype(np.int64)
         target = from_numpy_dtype(arr.dtype) if dtype is None else dtype
-        return np.asarray(arr, dtype=target.numpy)
+        return np.array(arr, dtype=target.numpy, copy=True)
     if dtype is None:
         if isinstance(value, bool):
             dtype = DType.bool
@@ -339,7 +342,8 @@ class Tensor:
         return self
 
     def numpy(self) -> np.ndarray:
-        """The value as a NumPy array (computes it if needed)."""
+        """The value as a read-only NumPy array sharing the tensor's memory (computes it if
+        needed), as JAX gives; ``np.array(t)`` makes a writable copy."""
         impl = self._impl
         if impl.levels:
             raise ValueError(
@@ -349,7 +353,11 @@ class Tensor:
         self.realize()
         if impl.sharding is not None:
             return assemble(impl)
-        return buffer_to_numpy(impl.buffer)
+        # a read-only view, as JAX gives: a write would change this tensor's value under
+        # every lazy op reading it (nb.asarray(t.numpy()) or np.array(t) copy it)
+        out = buffer_to_numpy(impl.buffer).view()
+        out.flags.writeable = False
+        return out
 
     to_numpy = numpy
 
@@ -408,18 +416,18 @@ class Tensor:
         return self.numpy().tolist()
 
     def __array__(self, dtype=None, copy=None):
-        a = self.numpy()
+        a = self.numpy()  # read-only: np.array(t) (copy=True) gets a writable copy
         if dtype is not None:
-            a = a.astype(dtype)
-        return a
+            return a.astype(dtype)
+        return a.copy() if copy else a
 
     def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
         """Export the value through DLPack (``np/jnp/torch.from_dlpack(x)``).
 
-        Zero-copy when the host value is C-contiguous (a 0-d tensor stays 0-d). A read-only
-        value (one imported from JAX, or a view of it) is exported read-only to consumers that
-        speak DLPack 1.0 (``max_version``), and as a copy to older ones, which cannot be told
-        the buffer is read-only.
+        Zero-copy when the host value is C-contiguous (a 0-d tensor stays 0-d). The value is
+        read-only (as ``.numpy()``), so it is exported read-only to consumers that speak
+        DLPack 1.0 (``max_version``), and as a copy to older ones, which cannot be told the
+        buffer is read-only.
         """
         a = self.numpy()
         if not a.flags.c_contiguous:

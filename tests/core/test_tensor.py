@@ -105,6 +105,26 @@ def test_dlpack_round_trip():
     np.testing.assert_array_equal(back.numpy(), arr(3, dtype=np.float64))
 
 
+def test_tensors_never_share_memory_a_caller_can_write():
+    """As JAX: ``constant``/``Tensor`` copy a NumPy array (a later write changes neither the
+    tensor nor a lazy op reading it) and ``.numpy()`` is read-only; ``np.array(t)`` is a
+    writable copy and ``from_dlpack`` shares, as documented."""
+    src = arr(3)
+    t, lazy, made = nb.constant(src), nb.constant(src) + 1, nb.Tensor(src)
+    src[:] = 99
+    assert t.tolist() == [0, 1, 2] and lazy.tolist() == [1, 2, 3] and made.tolist() == [0, 1, 2]
+    view = t.numpy()
+    with pytest.raises(ValueError, match="read-only"):
+        view[0] = -1
+    copy = np.array(t)
+    copy[0] = -1
+    assert t.tolist() == [0, 1, 2] and np.asarray(t).flags.writeable is False
+    shared = np.arange(3, dtype=np.float32)
+    d = nb.from_dlpack(shared)
+    shared[0] = 7
+    assert d.tolist() == [7, 1, 2]
+
+
 # ----------------------------------------------------------------------------- realization
 def test_promise_tensors_are_lazy():
     x = nb.constant(arr(3))
