@@ -456,6 +456,9 @@ def eye(n, m=None, k=0, *, dtype=None, device=None) -> Tensor:
         A tensor of shape ``(n, m)``.
     """
     m = n if m is None else m
+    for name, v in (("n", n), ("m", m)):
+        if not isinstance(v, int | np.integer) or v < 0:
+            raise ValueError(f"eye: {name} must be a non-negative int, got {v!r} (n={n}, m={m})")
     rows = arange(n, device=device).reshape((n, 1))
     cols = arange(m, device=device).reshape((1, m))
     return ((cols - rows) == k).cast(dtype_or(dtype, get_default_dtype()))

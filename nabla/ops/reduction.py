@@ -7,6 +7,8 @@ size 1. Kernels receive physical axes (shifted past the vmap batch prefix).
 
 from __future__ import annotations
 
+import math
+
 from ..core.dtypes import DType, get_default_dtype
 from ..runtime.tensor import Tensor
 from . import binary, creation, spmd, unary, view
@@ -530,6 +532,9 @@ def logsumexp(x, axis=None, keepdims=False):
 
     x = _float(x, "logsumexp")
     axes = norm_axes("logsumexp", axis, x.ndim, x.shape)
+    if _count(x, axes) == 0:  # the log of an empty sum, as JAX (max has no identity)
+        shape = _reduced_shape(x.shape, axes, keepdims)
+        return creation.full(shape, -math.inf, dtype=x.dtype, device=x.device)
     m = unary.stop_gradient(reduce_max(x, axes, True))
 
     m = binary.where(unary.is_inf(m), 0.0, m)

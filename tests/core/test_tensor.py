@@ -657,6 +657,19 @@ def test_an_index_known_only_when_the_program_runs_names_the_op():
     close(m[nb.constant([2]) + 0, nb.constant([-1]) + 0], arr(3, 4)[[2], [-1]])
 
 
+def test_logsumexp_of_nothing_is_minus_inf_and_eye_refuses_negative_sizes():
+    """As JAX: the log of an empty sum (max has no identity to start from), and eye's
+    sizes are dimensions (JAX: negative dimensions are not allowed)."""
+    empty = nb.constant(np.zeros((0, 3), np.float32))
+    assert nb.logsumexp(empty, axis=0).tolist() == [-np.inf] * 3
+    assert nb.logsumexp(empty, axis=0, keepdims=True).shape == (1, 3)
+    assert nb.logsumexp(empty).item() == -np.inf and nb.logsumexp(empty, axis=1).shape == (0,)
+    for args in [(-1,), (2, -1)]:
+        with pytest.raises(ValueError, match="eye: [nm] must be a non-negative int"):
+            nb.eye(*args)
+    assert nb.eye(2, 0).shape == (2, 0)
+
+
 def test_any_and_all_of_empty_input_as_numpy():
     empty = nb.constant(np.zeros((0,), bool))
     assert nb.any(empty).item() is False and nb.all(empty).item() is True
