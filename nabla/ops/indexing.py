@@ -539,8 +539,9 @@ def getitem(x, key) -> Tensor:
 def _without_new_axes(x, key, value, op):
     """``(key, value)`` with the ``None`` entries of ``key`` dropped and ``value`` fitted
     to ``x[key]`` then reshaped without those size-1 axes, so a value shaped like ``x[key]``
-    is accepted, as NumPy does. Left as they are when a ``None`` sits between two array
-    indices (it moves their dims, so dropping it would reorder the value)."""
+    is accepted, as NumPy does. When a ``None`` sits between two array indices it keeps
+    their dims in front (NumPy's rule for separated array indices), so the key keeps it and
+    only the value loses the new axes."""
     parts = key if isinstance(key, tuple) else (key,)
     if not any(k is None for k in parts):
         return key, value
@@ -548,9 +549,8 @@ def _without_new_axes(x, key, value, op):
         not (k is None or k is Ellipsis or isinstance(k, slice | numbers.Integral)) for k in parts
     ]
     firsts = [i for i, a in enumerate(arrayish) if a]
-    if firsts and any(parts[i] is None for i in range(firsts[0], firsts[-1])):
-        return key, value
-    rest = tuple(k for k in parts if k is not None)
+    separated = firsts and any(parts[i] is None for i in range(firsts[0], firsts[-1]))
+    rest = key if separated else tuple(k for k in parts if k is not None)
     target = getitem(x, key).shape
     value = as_tensor(value, x.dtype, op)
     try:
@@ -560,7 +560,34 @@ def _without_new_axes(x, key, value, op):
             f"{op}: value of shape {value.shape} cannot be broadcast to the indexed region of "
             f"shape {target}"
         ) from None
+    if separated:
+        return key, view.reshape(value, _without_none_axes(x, parts, target))
     return rest, view.reshape(value, getitem(x, rest).shape)
+
+
+def _without_none_axes(x, parts, target):
+    """``target`` (the shape of ``x[key]`` for a key whose array indices are separated, so
+    their dims come first) without the size-1 axes its ``None`` entries made: after the
+    array dims come the slices', the ``None``s' and the unindexed dims, in key order."""
+    consumed = sum(
+        0
+        if k is None or k is Ellipsis
+        else 1
+        if isinstance(k, slice | numbers.Integral)
+        else (k.ndim if getattr(k, "dtype", None) in (bool, np.bool_, DType.bool) else 1)
+        for k in parts
+    )
+    unindexed = x.ndim - consumed
+    basic = sum(1 for k in parts if k is None or isinstance(k, slice)) + unindexed
+    pos, drop = len(target) - basic, set()
+    for k in parts:
+        if k is None:
+            drop.add(pos)
+        if k is None or isinstance(k, slice):
+            pos += 1
+        elif k is Ellipsis:
+            pos += unindexed
+    return tuple(d for i, d in enumerate(target) if i not in drop)
 
 
 def _update(x, key, value, mode):

@@ -705,6 +705,9 @@ def test_set_at_repeated_indices_differentiates_only_the_written_update():
         ((np.array([0, 2]), None), (2, 1, 4)),
         ((slice(None), np.array([0, 3]), None), (3, 2, 1)),
         (None, (1, 3, 4)),
+        # array indices separated by None: their dims come first
+        ((np.array([0, 2]), None, np.array([1, 3])), (2, 1)),
+        ((None, np.array([2, 0, 1]), None, np.array([3, 3, 0])), (3, 1, 1)),
     ],
 )
 def test_setitem_takes_a_value_shaped_like_x_key_with_new_axes(key, vshape):
