@@ -817,14 +817,18 @@ def _flatten_batch(v, nb):
 # range and a scatter drops the update (MAX's own scatter_nd leaves an out-of-range write
 # undefined). Negative indices arrive counted from the end already: one still negative was
 # below -n (MAX would wrap it again).
-def _clamped(idx, n):
-    lo, hi = _c(0, idx), _c(n - 1, idx)
+def _clamped(idx, x, axis):
+    try:
+        n = int(x.shape[axis])
+    except (TypeError, ValueError):  # a symbolic dim: MAX's own bounds check stays
+        return idx
+    lo, hi = _c(0, idx), _c(max(n, 1) - 1, idx)
     return ops.min(ops.max(idx, lo), hi)
 
 
 @_one("gather")
 def _gather(x, idx, axis, batch_dims=0):
-    idx = _clamped(_int64(idx), max(_shape(x)[axis], 1))
+    idx = _clamped(_int64(idx), x, axis)
     if batch_dims == 0:
         return ops.gather(x, idx, axis=axis)
     a = axis - batch_dims
