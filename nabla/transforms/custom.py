@@ -18,6 +18,7 @@ import functools
 import inspect
 import numbers
 import threading
+import weakref
 
 import numpy as np
 
@@ -131,16 +132,28 @@ def _positional(fun, args, kwargs, what):
     return bound.args
 
 
-@functools.lru_cache(maxsize=256)
+_N_POSITIONAL: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
 def _n_positional(fun) -> int:
     """How many positional parameters ``fun`` has (0 when it has no inspectable
-    signature): fewer arguments than this leave defaults to fill in."""
+    signature): fewer arguments than this leave defaults to fill in. Kept per function
+    (weakly: a checkpointed lambda made every step must not be held, nor what it holds)."""
+    try:
+        return _N_POSITIONAL[fun]
+    except (KeyError, TypeError):
+        pass
     try:
         params = inspect.signature(fun).parameters.values()
     except (TypeError, ValueError):
         return 0
     kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
-    return sum(p.kind in kinds for p in params)
+    n = sum(p.kind in kinds for p in params)
+    try:
+        _N_POSITIONAL[fun] = n
+    except TypeError:  # not weakly referenceable
+        pass
+    return n
 
 
 def _none_prefix(ct, arg):
@@ -149,7 +162,8 @@ def _none_prefix(ct, arg):
     if ct is None:
         return tree_map(lambda _: None, arg)
     if type(ct) is type(arg) and isinstance(arg, tuple | list) and len(ct) == len(arg):
-        return type(arg)(_none_prefix(c, a) for c, a in zip(ct, arg))
+        items = [_none_prefix(c, a) for c, a in zip(ct, arg)]
+        return type(arg)(*items) if hasattr(arg, "_fields") else type(arg)(items)
     if isinstance(arg, dict) and isinstance(ct, dict) and ct.keys() == arg.keys():
         return {k: _none_prefix(ct[k], arg[k]) for k in arg}
     return ct

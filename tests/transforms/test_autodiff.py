@@ -916,6 +916,16 @@ def test_custom_vjp_bwd_cotangents_none_for_a_whole_argument_and_shapes_checked(
     ones = nb.ones(3)
     gd, gy = nb.grad(lambda d, y: nb.sum(g(d, y)), argnums=(0, 1))({"a": ones, "b": ones}, ones)
     close(gd["a"], [0.0] * 3), close(gd["b"], [0.0] * 3), close(gy, [5.0] * 3)
+    pair = collections.namedtuple("pair", "a b")
+
+    @nb.custom_vjp
+    def h(p, y):
+        return p.a * y
+
+    h.defvjp(lambda p, y: (h(p, y), y), lambda r, c: (pair(None, c * 2.0), c * 5.0))
+    gp, _ = nb.grad(lambda p, y: nb.sum(h(p, y)), argnums=(0, 1))(pair(ones, ones), ones)
+    assert isinstance(gp, pair)
+    close(gp.a, [0.0] * 3), close(gp.b, [2.0] * 3)
 
     @nb.custom_vjp
     def bad(x):
