@@ -215,6 +215,29 @@ def _split_args(key_or_shape, shape, params):
     return global_key(), (() if key_or_shape is None else key_or_shape), params
 
 
+def _dtype_like(v) -> bool:
+    """A dtype where JAX's draws take one positionally (``uniform(key, shape, dtype)``)."""
+    return isinstance(v, DType | np.dtype) or (isinstance(v, type) and v is not bool)
+
+
+def _one_dtype(op, dtype, positional):
+    if dtype is not None:
+        raise TypeError(f"{op}: dtype given twice (positionally and as dtype=)")
+    return positional
+
+
+class _DefaultFloat(float):
+    """A parameter default that reads as its value (``inspect.signature`` shows 0.0) but is
+    told apart from the same number passed: the key form shifts the positional slots."""
+
+
+_ZERO, _ONE = _DefaultFloat(0.0), _DefaultFloat(1.0)
+
+
+def _given(value, default):
+    return None if value is default else value
+
+
 def _alias(name, value, jax_name, jax_value):
     """JAX's keyword (``minval=``) for nabla's (``low=``); both at once is an error."""
     if jax_value is None:
@@ -294,6 +317,8 @@ def uniform(
         ValueError: for a dtype that is not a float, or bounds that do not broadcast to
             ``shape``.
     """
+    if isinstance(key_or_shape, Tensor) and _dtype_like(low):  # JAX: (key, shape, dtype, ...)
+        dtype, low, high = _one_dtype("uniform", dtype, low), high, None
     low, high = _alias("low", low, "minval", minval), _alias("high", high, "maxval", maxval)
     k, shape, (low, high, _) = _split_args(key_or_shape, shape, (low, high, None))
     low = 0.0 if low is None else low
@@ -334,6 +359,8 @@ def normal(key_or_shape=(), shape=None, mean=None, std=None, *, dtype=None, devi
         ValueError: for a dtype that is not a float, or parameters that do not broadcast to
             ``shape``.
     """
+    if isinstance(key_or_shape, Tensor) and _dtype_like(mean):  # JAX: normal(key, shape, dtype)
+        dtype, mean, std = _one_dtype("normal", dtype, mean), std, None
     k, shape, (mean, std, _) = _split_args(key_or_shape, shape, (mean, std, None))
     mean = 0.0 if mean is None else mean
     std = 1.0 if std is None else std
@@ -415,6 +442,8 @@ def randint(
         TypeError: without bounds, for a shape given twice, or a dtype that is not an
             integer.
     """
+    if isinstance(key_or_shape, Tensor) and _dtype_like(low):  # JAX: (key, shape, dtype, ...)
+        dtype, low, high = _one_dtype("uniform", dtype, low), high, None
     low, high = _alias("low", low, "minval", minval), _alias("high", high, "maxval", maxval)
     k, shape, (low, high, _) = _split_args(key_or_shape, shape, (low, high, None))
     if low is None:
@@ -464,7 +493,7 @@ def _place(t, device):
 
 
 # ----------------------------------------------------------------------------- nb.* (shape first)
-def uniform_(shape=(), low=None, high=None, *rest, dtype=None, device=None):
+def uniform_(shape=(), low=_ZERO, high=_ONE, *rest, dtype=None, device=None):
     """Uniform floats in ``[low, high)`` from the global generator.
 
     Each call draws fresh values (seeded by :func:`nabla.random.seed`), independent per
@@ -490,6 +519,7 @@ def uniform_(shape=(), low=None, high=None, *rest, dtype=None, device=None):
         >>> nb.uniform((2, 3), -1.0, 1.0).shape
         (2, 3)
     """
+    low, high = _given(low, _ZERO), _given(high, _ONE)
     if isinstance(shape, Tensor):  # nb.uniform(key, shape, low, high): nb.random.uniform's form
         return uniform(shape, low, high, *rest, dtype=dtype, device=device)
     if rest:
@@ -497,7 +527,7 @@ def uniform_(shape=(), low=None, high=None, *rest, dtype=None, device=None):
     return uniform(shape, None, low, high, dtype=dtype, device=device)
 
 
-def normal_(shape=(), mean=None, std=None, *rest, dtype=None, device=None):
+def normal_(shape=(), mean=_ZERO, std=_ONE, *rest, dtype=None, device=None):
     """Normal samples with ``mean`` and ``std`` from the global generator (also ``nb.gaussian``).
 
     Each call draws fresh values (seeded by :func:`nabla.random.seed`), independent per
@@ -519,6 +549,7 @@ def normal_(shape=(), mean=None, std=None, *rest, dtype=None, device=None):
     Raises:
         TypeError: for more positional parameters than ``shape, mean, std``.
     """
+    mean, std = _given(mean, _ZERO), _given(std, _ONE)
     if isinstance(shape, Tensor):  # nb.normal(key, shape, mean, std): nb.random.normal's form
         return normal(shape, mean, std, *rest, dtype=dtype, device=device)
     if rest:

@@ -197,3 +197,25 @@ def test_global_draws_are_shared_by_the_columns_of_jacfwd():
         nb.constant(2.0), nb.constant(3.0)
     )
     np.testing.assert_allclose(da.item() / 3.0, db.item() / 2.0, rtol=1e-6)
+
+
+def test_jax_positional_dtype_and_documented_defaults():
+    """JAX's ``uniform(key, shape, dtype, minval)`` / ``normal(key, shape, dtype)`` take the
+    dtype third; the top-level draws' signatures show API.md's defaults."""
+    import inspect
+
+    k = nb.random.key(0)
+    assert nb.random.uniform(k, (3,), nb.float64).dtype == nb.float64
+    b = nb.random.uniform(k, (50,), np.float64, 5.0, maxval=6.0).numpy()
+    assert b.dtype == np.float64 and b.min() >= 5.0 and b.max() < 6.0
+    assert nb.random.normal(k, (2,), np.float16).dtype == nb.float16
+    assert nb.normal(k, (2,), nb.float64).dtype == nb.float64
+    with pytest.raises(TypeError, match="dtype given twice"):
+        nb.random.uniform(k, (3,), nb.float64, dtype=nb.float32)
+    params = inspect.signature(nb.uniform).parameters
+    assert params["low"].default == 0.0 and params["high"].default == 1.0
+    params = inspect.signature(nb.normal).parameters
+    assert params["mean"].default == 0.0 and params["std"].default == 1.0
+    # the defaults are still told apart from numbers passed in the key form
+    u = nb.uniform(k, (100,), 2.0, 3.0).numpy()
+    assert u.min() >= 2.0 and u.max() < 3.0
