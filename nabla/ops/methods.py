@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from ..core.device import CPU, Device
+import collections
+
+from ..core.device import CPU, Accelerator, Device
 from ..runtime.tensor import Tensor
 from . import binary, collectives, creation, indexing, linalg, reduction, transfer, unary, view
 from ._util import as_tensor
@@ -16,16 +18,31 @@ def _to(self, target):
     """The tensor on another device or with another dtype: ``x.to(device)``/``x.to(dtype)``.
 
     Args:
-        target: a :class:`nabla.Device` (a tensor already there is returned as is), or a
+        target: a :class:`nabla.Device` (a tensor already there is returned as is), a
+            device name as PyTorch spells it (``"cpu"``, ``"cuda"``, ``"gpu:1"``), or a
             dtype in any form :func:`nabla.cast` accepts.
 
     Returns:
         The moved or cast tensor (differentiable; casts only between float dtypes).
     """
 
+    if isinstance(target, str):
+        device = _device_named(target)
+        if device is not None:
+            target = device
     if isinstance(target, Device):
         return transfer.to_device(self, target)
     return unary.cast(self, target)
+
+
+def _device_named(name: str):
+    """``"cpu"``, ``"cpu:1"``, ``"cuda"``, ``"cuda:0"``, ``"gpu:1"`` as a Device; None for any
+    other string (a dtype name)."""
+    kind, _, index = name.lower().partition(":")
+    if kind not in ("cpu", "cuda", "gpu") or (index and not index.isdigit()):
+        return None
+    n = int(index) if index else 0
+    return CPU(n) if kind == "cpu" else Accelerator(n)
 
 
 def _cpu(self):
@@ -83,10 +100,43 @@ def _numpy_reduction(fn):
     def method(self, *args, dtype=None, out=None, **kwargs):
         if out is not None:
             raise TypeError(f"{fn.__name__}: out= is not supported (tensors are immutable)")
+        torch_dim = "dim" in kwargs
+        kwargs = _torch_keywords(fn.__name__, kwargs)
+        if torch_dim and fn.__name__ in ("max", "min"):
+            # PyTorch's x.max(dim=d): the values and where they are
+            which = reduction.argmax if fn.__name__ == "max" else reduction.argmin
+            return MinMax(fn(self, *args, **kwargs), which(self, *args, **kwargs))
         if dtype is None:
             return fn(self, *args, **kwargs)
         # computed in ``dtype``, as NumPy: an int8 sum with dtype=int64 does not wrap
         return fn(self.cast(dtype), *args, **kwargs).cast(dtype)
+
+    method.__name__ = fn.__name__
+    method.__doc__ = fn.__doc__
+    return method
+
+
+MinMax = collections.namedtuple("MinMax", "values indices")
+
+
+def _torch_keywords(name, kwargs):
+    """PyTorch's ``dim=``/``keepdim=`` as ``axis=``/``keepdims=`` (``x.sum(dim=1)``)."""
+    if "dim" not in kwargs and "keepdim" not in kwargs:
+        return kwargs
+    kwargs = dict(kwargs)
+    for torch_name, name_here in (("dim", "axis"), ("keepdim", "keepdims")):
+        if torch_name in kwargs:
+            if name_here in kwargs:
+                raise TypeError(f"{name}: pass either {torch_name}= or {name_here}=, not both")
+            kwargs[name_here] = kwargs.pop(torch_name)
+    return kwargs
+
+
+def _torch_dim(fn):
+    """``fn`` as a method that also takes PyTorch's ``dim=``/``keepdim=``."""
+
+    def method(self, *args, **kwargs):
+        return fn(self, *args, **_torch_keywords(fn.__name__, kwargs))
 
     method.__name__ = fn.__name__
     method.__doc__ = fn.__doc__
@@ -181,12 +231,12 @@ _METHODS = {
     "std": _numpy_reduction(reduction.std),
     "argmax": _numpy_reduction(reduction.argmax),
     "argmin": _numpy_reduction(reduction.argmin),
-    "cumsum": reduction.cumsum,
-    "logsumexp": reduction.logsumexp,
-    "all": reduction.all,
-    "any": reduction.any,
-    "softmax": reduction.softmax,
-    "logsoftmax": reduction.logsoftmax,
+    "cumsum": _torch_dim(reduction.cumsum),
+    "logsumexp": _torch_dim(reduction.logsumexp),
+    "all": _torch_dim(reduction.all),
+    "any": _torch_dim(reduction.any),
+    "softmax": _torch_dim(reduction.softmax),
+    "logsoftmax": _torch_dim(reduction.logsoftmax),
     # elementwise
     "clip": binary.clip,
     "clamp": binary.clip,

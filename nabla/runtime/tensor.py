@@ -92,6 +92,8 @@ def numpy_value(value, dtype: DType | None, op: str = "constant") -> np.ndarray:
     shares)."""
     if isinstance(value, Tensor):
         value = value.numpy()
+    elif hasattr(value, "__array__") and not isinstance(value, np.ndarray | np.generic):
+        value = np.asarray(value)  # a JAX or PyTorch array keeps its dtype, as NumPy's
     if isinstance(value, np.ndarray | np.generic):
         arr = np.asarray(value)
         if arr.dtype == np.uint32 or arr.dtype == np.uint64:

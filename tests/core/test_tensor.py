@@ -543,6 +543,33 @@ def test_dtype_aliases():
     assert repr(nb.float32) == "nb.float32"
 
 
+def test_pytorch_spellings_dim_keepdim_device_names_and_foreign_arrays():
+    """PyTorch's ``dim=``/``keepdim=`` on reduction methods (``x.max(dim=d)`` gives values
+    and indices, as PyTorch), ``.to("cpu")``, and JAX/PyTorch arrays converted with their
+    dtype (through ``__array__``)."""
+    a = np.random.default_rng(0).standard_normal((2, 3, 4)).astype(np.float32)
+    x = nb.constant(a)
+    close(x.sum(dim=1), a.sum(1), rtol=1e-6)
+    close(x.mean(dim=-1, keepdim=True), a.mean(-1, keepdims=True), rtol=1e-6)
+    close(x.argmax(dim=-1, keepdim=True), a.argmax(-1)[..., None])
+    close(x.cumsum(dim=1), np.cumsum(a, 1), rtol=1e-6)
+    close(x.softmax(dim=0).sum(0), np.ones((3, 4)), rtol=1e-6)
+    values, indices = x.max(dim=1)
+    close(values, a.max(1)), close(indices, a.argmax(1))
+    assert x.min(dim=2, keepdim=True).indices.shape == (2, 3, 1)
+    assert x.max(axis=1).shape == (2, 4)  # NumPy's spelling: the values only
+    with pytest.raises(TypeError, match="either dim= or axis="):
+        x.sum(dim=1, axis=1)
+    assert x.to("cpu").device == nb.CPU() and x.to("CPU:1").device == nb.CPU(1)
+    assert x.to("float64").dtype == nb.float64
+
+    class Foreign:  # any array-like: JAX and PyTorch arrays convert through __array__
+        def __array__(self, dtype=None, copy=None):
+            return np.ones(2, np.int16)
+
+    assert nb.constant(Foreign()).dtype == nb.int16 and nb.asarray(Foreign()).dtype == nb.int16
+
+
 def test_numpy_and_jax_conveniences():
     """Small JAX/NumPy behaviours: NumPy float scalars make arange a float range; one
     (low, high) pair pads every dim; x[[]] is an empty integer index; == None is False;
