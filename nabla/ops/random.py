@@ -442,8 +442,6 @@ def randint(
         TypeError: without bounds, for a shape given twice, or a dtype that is not an
             integer.
     """
-    if isinstance(key_or_shape, Tensor) and _dtype_like(low):  # JAX: (key, shape, dtype, ...)
-        dtype, low, high = _one_dtype("uniform", dtype, low), high, None
     low, high = _alias("low", low, "minval", minval), _alias("high", high, "maxval", maxval)
     k, shape, (low, high, _) = _split_args(key_or_shape, shape, (low, high, None))
     if low is None:
