@@ -156,6 +156,11 @@ def expand(x, *shape) -> Tensor:
     if len(shape) == 1 and isinstance(shape[0], list | tuple):
         shape = tuple(shape[0])
     lead = len(shape) - x.ndim
+    if any(s == -1 for s in shape[: max(lead, 0)]):
+        raise OpError(
+            f"expand: -1 keeps an existing dim's size, but a leading new dim has none "
+            f"(tensor of shape {x.shape}, sizes {tuple(shape)})"
+        )
     full = tuple(x.shape[i - lead] if s == -1 else s for i, s in enumerate(shape))
     return broadcast_to(x, full)
 

@@ -351,6 +351,9 @@ def test_shape_methods():
     close(x.flip(1), a[:, ::-1])
     assert x.broadcast_to((4, 2, 3)).shape == (4, 2, 3)
     assert nb.constant(arr(1, 3)).expand(5, -1).shape == (5, 3)
+    assert nb.constant(arr(3, 1)).expand(2, -1, 4).shape == (2, 3, 4)
+    with pytest.raises(ValueError, match="expand: -1 keeps an existing dim's size"):
+        nb.constant(arr(3, 1)).expand(-1, 3, 4)  # as PyTorch: a new dim has no size to keep
 
 
 def test_dtype_conversion_methods():
