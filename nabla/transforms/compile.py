@@ -482,6 +482,8 @@ class CompiledFunction:
         self._cache: OrderedDict = OrderedDict()
         self._lock = threading.Lock()  # the LRU is shared by every thread calling the function
         self._positions: dict = {}  # treedef -> {flat leaf index: positional arg index}
+        self._tensor_trees: dict = {}  # n -> the treedef of ((n tensors), {})
+        self._newest = None  # the plan at the LRU's end: a hit on it needs no reordering
         self._last_key = None
         self.explain = os.environ.get("NABLA_EXPLAIN_RETRACE", "0") == "1"
         self._stats = CompilationStats()
@@ -498,6 +500,7 @@ class CompiledFunction:
         """Forget every trace (the next call of each signature traces again)."""
         with self._lock:
             self._cache.clear()
+            self._newest = None
         self._last_key = None
 
     # ------------------------------------------------------------------ key
@@ -506,8 +509,15 @@ class CompiledFunction:
 
         The key is ``(treedef, per-leaf entry, ...)``; a tensor's entry is (shape with
         dynamic dims replaced by their names, dtype, device, sharding)."""
-        flat, tree = tree_flatten((args, kwargs))
         dyn = self.dynamic_dims
+        if not kwargs and all(type(a) is Tensor for a in args):
+            # the usual call, tensors only: their structure is known without flattening
+            flat = list(args)
+            tree = self._tensor_trees.get(len(args))
+            if tree is None:
+                tree = self._tensor_trees[len(args)] = tree_flatten((args, kwargs))[1]
+        else:
+            flat, tree = tree_flatten((args, kwargs))
         positions = None
         if dyn:
             positions = self._positions.get(tree)
@@ -609,8 +619,9 @@ class CompiledFunction:
         key, flat, tree, sizes, sym_shapes = self._signature(args, kwargs)
         with self._lock:
             entry = self._cache.get(key)
-            if entry is not None:
+            if entry is not None and entry is not self._newest:
                 self._cache.move_to_end(key)
+                self._newest = entry if entry != "fallback" else None
         if entry is None:
             self._stats.misses += 1
             if self.explain or log.isEnabledFor(logging.DEBUG):
@@ -753,6 +764,8 @@ class CompiledFunction:
     def _store(self, key, value):
         with self._lock:
             self._cache[key] = value
+            self._cache.move_to_end(key)  # a trace stored again under its key is the newest
+            self._newest = value if value != "fallback" else None
             while len(self._cache) > self.max_cache_size:
                 self._cache.popitem(last=False)
                 self._stats.evictions += 1

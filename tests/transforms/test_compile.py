@@ -219,6 +219,14 @@ def test_lru_bound_and_clear_cache():
     assert f.stats["misses"] == 4
     f.clear_cache()
     assert f.stats["cache_size"] == 0
+    # least recently *used* goes first: a hit refreshes its trace (a, b, a, c evicts b)
+    for n in (1, 2, 1, 3):
+        f(nb.ones((n,)))
+    misses = f.stats["misses"]
+    f(nb.ones((1,)))
+    assert f.stats["misses"] == misses
+    f(nb.ones((2,)))
+    assert f.stats["misses"] == misses + 1
 
 
 def test_retrace_explanation_names_the_changed_field(caplog):
