@@ -257,10 +257,16 @@ class AllToAllOp(_LayoutOp):
         spec, axes = impl.sharding, kwargs["axes"]
         c, s = _phys(impl, kwargs["concat"]), _phys(impl, kwargs["split"])
         have = spec.dims[c]
-        if c == s or not axes or have[len(have) - len(axes) :] != axes:
+        dim = c - len(impl.levels)
+        if not have:
             raise ShardingError(
-                f"all_to_all: concat dim {c - len(impl.levels)} of shape {_shape(impl)} is "
-                f"split over {have}, not over {axes} (spec {spec})"
+                f"all_to_all: concat dim {dim} of shape {_shape(impl)} is not split over any "
+                f"mesh axis, so there is nothing to move (spec {spec})"
+            )
+        if c == s or not axes or have[len(have) - len(axes) :] != axes:
+            why = "is the split dim too" if c == s else f"is split over {have}, not over {axes}"
+            raise ShardingError(
+                f"all_to_all: concat dim {dim} of shape {_shape(impl)} {why} (spec {spec})"
             )
         dims = list(spec.dims)
         dims[c] = have[: len(have) - len(axes)]

@@ -382,7 +382,8 @@ class Tensor:
         origin = [o for o, _ in mesh.local_box] if mesh.spans_processes else [0] * mesh.ndim
         # as JAX: a dim no axis splits is ``slice(None)``; ``replica_id`` numbers the
         # devices holding the same block, along the axes that neither split nor hold terms
-        whole = [not axes for axes in spec.dims]
+        size = dict(zip(mesh.axis_names, mesh.shape, strict=True))
+        whole = [all(size[a] == 1 for a in axes) for axes in spec.dims]  # size-1 axes: whole
         copies = [
             k
             for k, a in enumerate(mesh.axis_names)

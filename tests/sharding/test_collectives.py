@@ -66,6 +66,16 @@ def test_addressable_shards_are_slices_of_the_value(mesh, spec):
     assert all(sorted(ids) == list(range(len(ids))) for ids in copies.values())
 
 
+def test_a_dim_split_over_size_1_axes_only_is_whole_in_shard_indices():
+    """As JAX: an axis of size 1 splits nothing, so such a dim's index is slice(None)."""
+    mesh = nb.DeviceMesh("m14", (1, 4), ("a", "b"))
+    x = arr(2, 8)
+    t = nb.shard(x, mesh, P("a", "b"))
+    for s in t.addressable_shards:
+        assert s.index[0] == slice(None) and s.index[1] != slice(None)
+        np.testing.assert_array_equal(s.data, x[s.index])
+
+
 def test_spec_errors_name_the_op_the_shape_and_the_spec():
     x = nb.constant(arr(4, 6))
     with pytest.raises(nb.ShardingError, match="unknown mesh axis 'q'"):
@@ -99,6 +109,10 @@ def test_all_gather_all_to_all_reduce_scatter_keep_the_value():
     a = nb.all_to_all(nb.shard(y, M4, P("x")), 1, 0)
     assert a.sharding.to_partition_spec() == P(None, "x")
     np.testing.assert_allclose(a.numpy(), y)
+    with pytest.raises(nb.ShardingError, match="concat dim 1 .* not split over any mesh axis"):
+        nb.all_to_all(nb.shard(y, M4, P("x")), 1, 1)
+    with pytest.raises(nb.ShardingError, match="concat dim 0 .* is the split dim too"):
+        nb.all_to_all(nb.shard(y, M4, P("x")), 0, 0)
     w = arr(6, 5)
     part = nb.shard(x, M22, P(None, "tp")) @ nb.shard(w, M22, P("tp"))
     assert part.sharding.partial == (("tp", "sum"),)
