@@ -561,32 +561,17 @@ def _without_new_axes(x, key, value, op):
             f"shape {target}"
         ) from None
     if separated:
-        return key, view.reshape(value, _without_none_axes(x, parts, target))
+        return key, view.reshape(value, _without_none_axes(x, key, target))
     return rest, view.reshape(value, getitem(x, rest).shape)
 
 
-def _without_none_axes(x, parts, target):
+def _without_none_axes(x, key, target):
     """``target`` (the shape of ``x[key]`` for a key whose array indices are separated, so
     their dims come first) without the size-1 axes its ``None`` entries made: after the
-    array dims come the slices', the ``None``s' and the unindexed dims, in key order."""
-    consumed = sum(
-        0
-        if k is None or k is Ellipsis
-        else 1
-        if isinstance(k, slice | numbers.Integral)
-        else (k.ndim if getattr(k, "dtype", None) in (bool, np.bool_, DType.bool) else 1)
-        for k in parts
-    )
-    unindexed = x.ndim - consumed
-    basic = sum(1 for k in parts if k is None or isinstance(k, slice)) + unindexed
-    pos, drop = len(target) - basic, set()
-    for k in parts:
-        if k is None:
-            drop.add(pos)
-        if k is None or isinstance(k, slice):
-            pos += 1
-        elif k is Ellipsis:
-            pos += unindexed
+    array dims come the other entries' dims in key order (``_parse_key``'s layout)."""
+    rest = [e for e in _parse_key(x, key)[3] if e[0] != "adv"]
+    start = len(target) - len(rest)
+    drop = {start + i for i, e in enumerate(rest) if e[0] == "new"}
     return tuple(d for i, d in enumerate(target) if i not in drop)
 
 
