@@ -176,21 +176,15 @@ def _cast(x, dtype):
         out = x.astype(target)
     if x.size and target.kind in "iu" and (x.dtype.kind == "f" or x.dtype == ml_dtypes.bfloat16):
         # float -> int saturates and NaN is 0, as JAX/XLA (a C cast is undefined there,
-        # and NumPy's gives INT_MIN); min/max first keep the in-range case to two passes
-        lo, hi = _int_range(target)
+        # and NumPy's gives INT_MIN); min/max first keep the in-range case to two passes.
+        # [lo, hi) are powers of two (or 0), float64 scalars: a float16 x compares exactly
+        info = np.iinfo(target)
+        lo, hi = np.float64(info.min), np.float64(info.max) + 1.0
         if not (x.min() >= lo and x.max() < hi):  # also False for a NaN
-            info = np.iinfo(target)
             out[x >= hi] = info.max
             out[x < lo] = info.min
             out[np.isnan(x)] = 0
     return out
-
-
-def _int_range(target):
-    """``[lo, hi)``: the floats that a cast to the integer dtype ``target`` represents
-    (both are powers of two, or 0, so exact in every float dtype)."""
-    info = np.iinfo(target)  # float64 scalars: a float16 comparison is made in float64
-    return np.float64(info.min), np.float64(info.max) + 1.0
 
 
 # --------------------------------------------------------------------------- creation
