@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import weakref
 
 import numpy as np
 
@@ -81,10 +80,7 @@ def constant_for(value, dtype, device, op: str) -> Tensor:
     as ``jnp.asarray`` does: its gradient flows and it works under ``vmap``."""
     if isinstance(value, Tensor) or (isinstance(value, list | tuple) and _holds_tensor(value)):
         return _from_tensors(value, None if dtype is None else to_dtype(dtype), device, op)
-    impl = constant_impl(value, dtype, device, op)
-    t = Tensor._wrap(impl)
-    impl.wrapper = weakref.ref(t)
-    return t
+    return Tensor._wrap(constant_impl(value, dtype, device, op))  # _wrap sets impl.wrapper
 
 
 def _holds_tensor(value) -> bool:
@@ -168,10 +164,7 @@ def from_dlpack(x) -> Tensor:
     device = get_default_device()
     if arr.dtype == np.uint32 or arr.dtype == np.uint64 or not device.is_cpu:
         return constant(arr)  # converted or moved: a copy either way
-    impl = TensorImpl(arr.shape, from_numpy_dtype(arr.dtype), device, buffer=arr)
-    t = Tensor._wrap(impl)
-    impl.wrapper = weakref.ref(t)
-    return t
+    return Tensor._wrap(TensorImpl(arr.shape, from_numpy_dtype(arr.dtype), device, buffer=arr))
 
 
 class FullOp(Operation):
