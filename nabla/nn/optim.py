@@ -302,7 +302,9 @@ def sgd_init(params, momentum: float = 0.0) -> dict:
     return {"step": _step0(), "momentum": _zeros_state(params) if momentum else []}
 
 
-def _check_settings(name, lr, *, momentum=0.0, nesterov=False, betas=None, eps=0.0, wd=0.0):
+def _check_settings(
+    name, lr, *, momentum=0.0, nesterov=False, dampening=0.0, betas=None, eps=0.0, wd=0.0
+):
     """PyTorch's checks of an optimizer's settings (a schedule or tensor ``lr`` is not
     checked), so a typo fails at once instead of diverging."""
     problems = []
@@ -312,6 +314,8 @@ def _check_settings(name, lr, *, momentum=0.0, nesterov=False, betas=None, eps=0
         problems.append(f"momentum={momentum} (must be >= 0)")
     if nesterov and not momentum:
         problems.append("nesterov=True with momentum=0 (Nesterov needs momentum)")
+    if nesterov and dampening:
+        problems.append(f"dampening={dampening} (Nesterov momentum needs dampening=0, as PyTorch)")
     if betas is not None:
         for i, b in enumerate(betas):
             if not 0.0 <= b < 1.0:
@@ -352,9 +356,9 @@ def sgd_update(
     Returns:
         ``(new_params, new_state)``.
     """
-    _check_settings("sgd_update", lr, momentum=momentum, nesterov=nesterov, wd=weight_decay)
-    if dampening and nesterov:
-        raise ValueError("sgd_update: Nesterov momentum needs dampening=0 (as PyTorch)")
+    _check_settings(
+        "sgd_update", lr, momentum=momentum, nesterov=nesterov, dampening=dampening, wd=weight_decay
+    )
     if state is None:
         state = sgd_init(params, momentum)
     if momentum and not state["momentum"]:
@@ -698,9 +702,9 @@ class SGD(Optimizer):
     def __init__(
         self, params, lr=1e-3, momentum=0.0, dampening=0.0, weight_decay=0.0, nesterov=False
     ):
-        _check_settings("SGD", lr, momentum=momentum, nesterov=nesterov, wd=weight_decay)
-        if dampening and nesterov:
-            raise ValueError("SGD: Nesterov momentum needs dampening=0 (as PyTorch)")
+        _check_settings(
+            "SGD", lr, momentum=momentum, nesterov=nesterov, dampening=dampening, wd=weight_decay
+        )
         self.momentum, self.nesterov, self.weight_decay = momentum, nesterov, weight_decay
         self.dampening = dampening
         super().__init__(params, lr)
