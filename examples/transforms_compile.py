@@ -46,8 +46,8 @@ def main(steps: int = 20, verbose: bool = True) -> dict:
     )
     say("stats", step.stats)
 
-    # Dynamic dims: once a trace at a second batch size confirms the plan, one plan serves
-    # every batch size.
+    # Dynamic dims: the batch size is symbolic while tracing, so one trace serves every
+    # batch size (each later size is a cache hit).
     @nb.compile(dynamic_dims={0: {0: "batch"}})
     def row_norms(v):
         return (v * v).sum(axis=1).sqrt()

@@ -12,11 +12,15 @@ This module is data only: it runs nothing, and imports nothing above ``nabla.cor
 
 from __future__ import annotations
 
+import numbers
+import os
+import sys
 from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
 from .device import Device
 from .dtypes import DType
+from .state import STATE
 
 __all__ = [
     "SymDim",
@@ -28,33 +32,206 @@ __all__ = [
     "build_program",
     "symbolize",
     "substitute_dims",
+    "has_symdim",
+    "as_dim",
+    "DIM_TAG",
+    "eval_dim_expr",
 ]
 
 
 # ----------------------------------------------------------------------------- symbolic dims
-class SymDim(int):
-    """A dimension size that ``compile`` treats as symbolic: an int carrying a name.
+_NABLA_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+_STDLIB_DIR = os.path.dirname(os.__file__) + os.sep
 
-    It behaves as its current size everywhere (shape rules, kwargs); backends that can
-    compile one model for every size see the name through :func:`symbolize`.
+# the first entry of a symbolized derived size: (DIM_TAG, op, a, b)
+DIM_TAG = "symdim"
+
+# expression operators a size supports, with Python's (floor) semantics
+_DIM_OPS = {
+    "+": lambda a, b: a + b,
+    "-": lambda a, b: a - b,
+    "*": lambda a, b: a * b,
+    "//": lambda a, b: a // b,
+    "%": lambda a, b: a % b,
+}
+
+
+def _expr_str(e) -> str:
+    if isinstance(e, tuple):
+        return f"({_expr_str(e[1])} {e[0]} {_expr_str(e[2])})"
+    return str(e)
+
+
+def eval_dim_expr(expr, sizes: dict) -> int:
+    """The value of a size expression (a name, an int or ``(op, a, b)``) at ``sizes``."""
+    if isinstance(expr, str):
+        return int(sizes[expr])
+    if isinstance(expr, tuple):
+        return _DIM_OPS[expr[0]](eval_dim_expr(expr[1], sizes), eval_dim_expr(expr[2], sizes))
+    return int(expr)
+
+
+def _in_library(filename: str) -> bool:
+    return "site-packages" in filename or filename.startswith(("<frozen", _STDLIB_DIR))
+
+
+def _note_read(dim, what: str, anywhere: bool = False) -> None:
+    """Python code outside nabla decided on a symbolic size (``if n > 3``, ``int(n)``,
+    ``n / 2``): the trace is then only valid for this size. Recorded while ``compile``
+    traces (``STATE.size_reads``); nabla's own shape logic is checked by re-inferring the
+    plan's shapes at each new size instead."""
+    reads = STATE.size_reads
+    if reads is None:
+        return
+    frame = sys._getframe(2)
+    while frame.f_back is not None and _in_library(frame.f_code.co_filename):
+        frame = frame.f_back  # NumPy or the standard library, called by nabla or by the user
+    filename = frame.f_code.co_filename
+    if filename.startswith(_NABLA_DIR):
+        if not anywhere:
+            return
+        while frame.f_back is not None and frame.f_code.co_filename.startswith(_NABLA_DIR):
+            frame = frame.f_back  # name the user's line that called into nabla
+        filename = frame.f_code.co_filename
+    reads.append(f"{what} of dynamic size {dim.describe()} at {filename}:{frame.f_lineno}")
+
+
+def _arith(op, reflected=False):
+    fn = _DIM_OPS[op]
+
+    def method(self, other):
+        if isinstance(other, SymDim):
+            oe = other.expr
+        elif isinstance(other, numbers.Integral) and not isinstance(other, bool):
+            oe = other = int(other)  # a NumPy integer too
+        elif isinstance(other, float):
+            _note_read(self, f"'{op}' with a float", True)
+            a, b = (other, int.__int__(self)) if reflected else (int.__int__(self), other)
+            return fn(a, b)
+        else:
+            return NotImplemented
+        a, b = (oe, self.expr) if reflected else (self.expr, oe)
+        mine, theirs = int.__int__(self), int.__int__(other)
+        value = fn(theirs, mine) if reflected else fn(mine, theirs)
+        return SymDim.of(value, _simplify(op, a, b))
+
+    return method
+
+
+def _simplify(op, a, b):
+    if isinstance(a, int) and isinstance(b, int):
+        return _DIM_OPS[op](a, b)
+    if (op == "+" and b == 0) or (op == "-" and b == 0) or (op in ("*", "//") and b == 1):
+        return a
+    if op == "+" and a == 0 or op == "*" and a == 1:
+        return b
+    if op == "*" and (a == 0 or b == 0):
+        return 0
+    return (op, a, b)
+
+
+def _decide(name):
+    base = getattr(int, name)
+
+    def method(self, *args):
+        _note_read(self, {"__bool__": "a truth test", "__int__": "int()"}.get(name, "a comparison"))
+        return base(self, *args)
+
+    return method
+
+
+class SymDim(int):
+    """A dimension size that ``compile`` treats as symbolic: an int (its size at this trace
+    or call) carrying an expression over the dynamic dims' names.
+
+    ``expr`` is a name (a dynamic dim), or ``(op, a, b)`` built by ``+ - * // %`` with ints
+    and other sizes (``n * 4``, ``n // 2``, ``n + m``), so sizes derived from a dynamic dim
+    stay symbolic in shapes and kwargs. It behaves as its current size everywhere;
+    ``substitute_dims`` evaluates it at other sizes and backends that compile one model
+    for every size see the expression through :func:`symbolize`. Python decisions on it
+    in user code (a comparison, ``bool``, ``int()``, arithmetic with a float) are recorded
+    while tracing: that trace then serves only its own sizes.
     """
 
-    def __new__(cls, value, name):
+    def __new__(cls, value, expr):
         obj = super().__new__(cls, value)
-        obj.name = name
+        obj.expr = expr
         return obj
+
+    @staticmethod
+    def of(value, expr):
+        """A SymDim, or a plain int when ``expr`` reads no dynamic dim."""
+        return int(value) if isinstance(expr, int) else SymDim(value, expr)
+
+    @property
+    def name(self):
+        """The dynamic dim's name, or None for a derived size (``n * 4``)."""
+        return self.expr if isinstance(self.expr, str) else None
+
+    def describe(self) -> str:
+        """The expression and its current size, for messages (``n=6``, ``(n * 4)=24``)."""
+        return f"{_expr_str(self.expr)}={int.__repr__(self)}"
 
     def __repr__(self):
         return int.__repr__(self)
 
     __str__ = __repr__
+    __hash__ = int.__hash__
+    __add__, __radd__ = _arith("+"), _arith("+", True)
+    __sub__, __rsub__ = _arith("-"), _arith("-", True)
+    __mul__, __rmul__ = _arith("*"), _arith("*", True)
+    __floordiv__, __rfloordiv__ = _arith("//"), _arith("//", True)
+    __mod__, __rmod__ = _arith("%"), _arith("%", True)
+
+    def __neg__(self):
+        return SymDim.of(-int.__int__(self), _simplify("-", 0, self.expr))
+
+    def __pos__(self):
+        return self
+
+    def __truediv__(self, other):
+        _note_read(self, "'/'", True)
+        return int.__truediv__(self, other)
+
+    def __rtruediv__(self, other):
+        _note_read(self, "'/'", True)
+        return int.__rtruediv__(self, other)
+
+    def __float__(self):
+        _note_read(self, "float()", True)
+        return int.__float__(self)
+
+    __bool__ = _decide("__bool__")
+    __int__ = _decide("__int__")
+    __eq__ = _decide("__eq__")
+    __ne__ = _decide("__ne__")
+    __lt__ = _decide("__lt__")
+    __le__ = _decide("__le__")
+    __gt__ = _decide("__gt__")
+    __ge__ = _decide("__ge__")
+
+    def __reduce__(self):  # pickled into a compile worker's program
+        return (SymDim, (int.__int__(self), self.expr))
+
+
+def as_dim(s):
+    """A shape entry as an int, keeping a ``SymDim`` (and its expression) as it is."""
+    return s if isinstance(s, SymDim) else int(s)
+
+
+def _tagged(expr):
+    if isinstance(expr, tuple):
+        return (DIM_TAG, expr[0], _tagged(expr[1]), _tagged(expr[2]))
+    return expr
 
 
 def symbolize(obj):
     """``obj`` (nested tuples/dicts of kwargs, shapes, specs) with every ``SymDim`` replaced
-    by its name: the form a backend compiles once for every size."""
+    by its expression: a dynamic dim's name, or for a derived size a tuple
+    ``(DIM_TAG, op, a, b)`` (told apart from kwargs' own tuples by the tag). The form a
+    backend compiles once for every size."""
     if isinstance(obj, SymDim):
-        return obj.name
+        return _tagged(obj.expr)
     if isinstance(obj, tuple):
         out = tuple(symbolize(o) for o in obj)
         return type(obj)(*out) if hasattr(obj, "_fields") else out
@@ -64,15 +241,26 @@ def symbolize(obj):
 
 
 def substitute_dims(obj, sizes: dict):
-    """``obj`` with each ``SymDim`` named in ``sizes`` set to that size (name kept)."""
+    """``obj`` with each ``SymDim`` evaluated at ``sizes`` (its expression kept)."""
     if isinstance(obj, SymDim):
-        return SymDim(sizes.get(obj.name, int(obj)), obj.name)
+        return SymDim(eval_dim_expr(obj.expr, sizes), obj.expr)
     if isinstance(obj, tuple):
         out = tuple(substitute_dims(o, sizes) for o in obj)
         return type(obj)(*out) if hasattr(obj, "_fields") else out
     if isinstance(obj, dict):
         return {k: substitute_dims(v, sizes) for k, v in obj.items()}
     return obj
+
+
+def has_symdim(obj) -> bool:
+    """Does ``obj`` (nested tuples, lists and dicts) hold a ``SymDim``?"""
+    if isinstance(obj, SymDim):
+        return True
+    if isinstance(obj, tuple | list):
+        return any(has_symdim(o) for o in obj)
+    if isinstance(obj, dict):
+        return any(has_symdim(v) for v in obj.values())
+    return False
 
 
 # ----------------------------------------------------------------------------- graph records

@@ -33,6 +33,9 @@ class _State(threading.local):
         self.recording: list | None = None
         # keys drawn from the global generator while recording (fresh per compiled call)
         self.recording_rng: list | None = None
+        # set by compile while tracing with dynamic dims: where user code decided on a
+        # symbolic size (``core.ir.SymDim``); such a trace serves only its own sizes
+        self.size_reads: list | None = None
         # grad levels whose backward pass is running: the ops it records are never walked
         # back through at those levels again (only at outer ones)
         self.pulling_back: frozenset = frozenset()

@@ -8,6 +8,7 @@ import textwrap
 import numpy as np
 
 from ..core.dtypes import DType, to_dtype
+from ..core.ir import as_dim
 from ..runtime.tensor import Tensor
 
 __all__ = [
@@ -66,9 +67,9 @@ def norm_axes(op: str, axis, ndim: int, shape=None) -> tuple[int, ...]:
 
 def norm_shape(op: str, shape) -> tuple[int, ...]:
     if isinstance(shape, numbers.Integral):
-        shape = (int(shape),)
+        shape = (as_dim(shape),)
     try:
-        out = tuple(int(s) for s in shape)
+        out = tuple(as_dim(s) for s in shape)
     except TypeError:
         raise TypeError(f"{op}: shape must be a sequence of ints, got {shape!r}") from None
     for s in shape:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..core.dtypes import DType, get_default_dtype, result_type
-from ..core.ir import TensorImpl
+from ..core.ir import SymDim, TensorImpl
 from ..core.state import is_live
 from ..runtime.tensor import Tensor
 from . import batching, creation, reduction, spmd, unary, view
@@ -65,7 +65,8 @@ def broadcast_shapes(op: str, *shapes) -> tuple:
                         f"{op}: shapes {', '.join(str(tuple(x)) for x in shapes)} "
                         "cannot be broadcast together"
                     )
-                size = d
+                if size == 1 or not isinstance(size, SymDim):  # keep a symbolic size
+                    size = d
         out.append(size)
     return tuple(out)
 
@@ -148,7 +149,7 @@ def _bshape(a, b):
     n = max(len(a), len(b))
     a = (1,) * (n - len(a)) + tuple(a)
     b = (1,) * (n - len(b)) + tuple(b)
-    return tuple(x if y == 1 else y for x, y in zip(a, b))
+    return tuple(x if y == 1 or (x == y and isinstance(x, SymDim)) else y for x, y in zip(a, b))
 
 
 def _weak_scalar(value, t: Tensor, result: str):

@@ -8,6 +8,7 @@ import numpy as np
 
 from ..core.device import Device, get_default_device
 from ..core.dtypes import DType, from_numpy_dtype, get_default_dtype, to_dtype
+from ..core.ir import SymDim
 from ..runtime.tensor import (
     Tensor,
     TensorImpl,
@@ -80,6 +81,8 @@ def constant_for(value, dtype, device, op: str) -> Tensor:
     as ``jnp.asarray`` does: its gradient flows and it works under ``vmap``."""
     if isinstance(value, Tensor) or (isinstance(value, list | tuple) and _holds_tensor(value)):
         return _from_tensors(value, None if dtype is None else to_dtype(dtype), device, op)
+    if isinstance(value, SymDim):  # a dynamic size as a value: computed at each call's size
+        return full((), value, dtype=dtype or DType.int32, device=device)
     return Tensor._wrap(constant_impl(value, dtype, device, op))  # _wrap sets impl.wrapper
 
 
@@ -203,6 +206,8 @@ _iota = IotaOp()
 
 
 def _scalar_value(value, dtype: DType, op: str = "full"):
+    if isinstance(value, SymDim) and not dtype.is_bool:
+        return value  # a dynamic size under compile: evaluated at each call's sizes
     if dtype.is_bool:
         return bool(value)
     if dtype.is_int:
@@ -356,7 +361,14 @@ def arange(start=0, stop=None, step=1, *, dtype=None, device=None) -> Tensor:
         floats = any(isinstance(v, float | np.floating) for v in vals)
         dtype = get_default_dtype() if floats else DType.int32
     dtype = to_dtype(dtype)
-    length = max(0, math.ceil((stop - start) / step))
+    if isinstance(start, SymDim) or isinstance(stop, SymDim):  # a size under compile
+        step = int(step)
+        length = (
+            (stop - start + step - 1) // step if step > 0 else (start - stop - step - 1) // -step
+        )
+        length = length if length > 0 else 0
+    else:
+        length = max(0, math.ceil((stop - start) / step))
     dev = device or get_default_device()
     return _iota.bind(
         [], {"start": start, "step": step, "length": length, "dtype": dtype, "device": dev}

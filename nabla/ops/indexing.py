@@ -16,6 +16,7 @@ import numbers
 import numpy as np
 
 from ..core.dtypes import DType
+from ..core.ir import SymDim
 from ..core.state import is_live, live_grad_levels
 from ..runtime.tensor import Tensor
 from . import batching, binary, creation, spmd, view
@@ -414,8 +415,7 @@ def _parse_key(x: Tensor, key, op="getitem"):
             s = e[1]
             if s.step == 0:
                 raise ValueError(f"{op}: slice step cannot be zero (tensor of shape {x.shape})")
-            start, stop, step = s.indices(n)
-            slices.append((start, step, len(range(start, stop, step))))
+            slices.append(_slice_entry(s, n))
             layout.append(("basic", dim))
         elif kind == "int":
             i = e[1]
@@ -444,6 +444,33 @@ def _parse_key(x: Tensor, key, op="getitem"):
             layout.append(("adv", len(adv) - 1))
         dim += 1
     return tuple(slices), int_dims, adv, layout
+
+
+def _slice_entry(s: slice, n) -> tuple:
+    """(start, step, length) of slice ``s`` over a dim of size ``n``. With a symbolic size
+    (``compile``'s dynamic dims) a forward slice keeps its start and length as expressions
+    in the size (``x[1:]`` has ``n - 1`` elements, ``x[: n // 2]`` has ``n // 2``); the
+    compiled plan checks them again at each new size."""
+    start, stop, step = s.indices(n)
+    length = len(range(start, stop, step))
+    if step > 0 and length > 0 and any(isinstance(v, SymDim) for v in (n, s.start, s.stop)):
+        lo = _symbolic_end(s.start, n, 0)
+        hi = _symbolic_end(s.stop, n, n)
+        if lo is not None and hi is not None and int(lo) == start and int(hi) == stop:
+            return (lo, step, (hi - lo + (step - 1)) // step)
+    return (start, step, length)
+
+
+def _symbolic_end(v, n, default):
+    """A slice end as an expression in the dim's size ``n`` (None: not one we keep)."""
+    if v is None:
+        return default
+    if isinstance(v, SymDim):
+        return v if 0 <= v <= n else None
+    if isinstance(v, numbers.Integral):
+        v = int(v)
+        return n + v if -n <= v < 0 else (v if v <= n else None)
+    return None
 
 
 def _adv_contiguous(layout):

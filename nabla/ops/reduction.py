@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 
 from ..core.dtypes import DType, get_default_dtype
+from ..core.ir import SymDim
 from ..runtime.tensor import Tensor
 from . import binary, creation, spmd, unary, view
 from ._util import as_tensor, norm_axes, norm_axis
@@ -434,8 +435,17 @@ def mean(x, axis=None, keepdims=False, *, dtype=None):
     x = _float(x, "mean")
     axes = norm_axes("mean", axis, x.ndim, x.shape)
     n = _count(x, axes)
-    out = reduce_sum(_wide(x), axes, keepdims) * (1.0 / n if n else float("nan"))
+    out = reduce_sum(_wide(x), axes, keepdims)
+    out = _divide_by_count(out, n)
     return out.cast(x.dtype if dtype is None else dtype)
+
+
+def _divide_by_count(total, n):
+    """``total / n`` for an element count ``n``: NaN for none. A symbolic count (a dynamic
+    dim under ``compile``) divides as a value computed at each call's size."""
+    if isinstance(n, SymDim):
+        return total / creation.full((), n, dtype=total.dtype)
+    return total * (1.0 / n if n > 0 else float("nan"))
 
 
 def _wide(x):
@@ -472,7 +482,7 @@ def var(x, axis=None, keepdims=False, correction=0, *, ddof=None):
     w = _wide(x)
     d = w - mean(w, axes, keepdims=True)
     n = _count(x, axes) - correction
-    return (reduce_sum(d * d, axes, keepdims) * (1.0 / n if n > 0 else float("nan"))).cast(x.dtype)
+    return _divide_by_count(reduce_sum(d * d, axes, keepdims), n).cast(x.dtype)
 
 
 def _correction(op, correction, ddof):

@@ -17,6 +17,7 @@ import numbers
 import numpy as np
 
 from ..core.dtypes import DType
+from ..core.ir import as_dim
 from ..core.state import STATE
 from ..runtime.tensor import Tensor
 from . import binary, creation, reduction, spmd
@@ -61,7 +62,10 @@ class ReshapeOp(Operation):
         return {"shape": tuple(local_out[0])}
 
     def infer(self, shapes, dtypes, kwargs):
-        return [kwargs["shape"]], [dtypes[0]]
+        shape = kwargs["shape"]
+        if math.prod(shape) != math.prod(shapes[0]):  # also a compiled plan's new sizes
+            raise OpError(f"reshape: cannot reshape tensor of shape {shapes[0]} into {shape}")
+        return [shape], [dtypes[0]]
 
     def adapt_kwargs(self, kwargs, nb, batch_shape):
         return {"shape": batch_shape + kwargs["shape"]}
@@ -77,7 +81,7 @@ def _resolve_shape(op, shape, size, in_shape):
     shape = tuple(shape)
     if any(isinstance(s, float) for s in shape):
         raise TypeError(f"{op}: shape entries must be ints, got {shape}")
-    shape = tuple(int(s) for s in shape)
+    shape = tuple(as_dim(s) for s in shape)
     if shape.count(-1) > 1:
         raise OpError(f"{op}: only one dimension can be -1, got {shape}")
     if -1 in shape:
@@ -446,6 +450,10 @@ class SliceOp(Operation):
         return _local_slices(kwargs, local_in[0])
 
     def infer(self, shapes, dtypes, kwargs):
+        for (start, step, length), n in zip(kwargs["slices"], shapes[0]):
+            # also a compiled plan's slices at new sizes: each one stays inside its dim
+            if length and not (0 <= start < n and 0 <= start + step * (length - 1) < n):
+                raise OpError(f"slice: {kwargs['slices']} reaches outside shape {shapes[0]}")
         return [tuple(s[2] for s in kwargs["slices"])], [dtypes[0]]
 
     def adapt_kwargs(self, kwargs, nb, batch_shape):
@@ -756,6 +764,10 @@ class SplitOp(Operation):
 
     def infer(self, shapes, dtypes, kwargs):
         axis = kwargs["axis"]
+        if sum(kwargs["sizes"]) != shapes[0][axis]:  # also a compiled plan's new sizes
+            raise OpError(
+                f"split: sizes {kwargs['sizes']} do not add up to axis {axis} of {shapes[0]}"
+            )
         outs = []
         for n in kwargs["sizes"]:
             s = list(shapes[0])
@@ -853,7 +865,7 @@ def split(x, num_or_sizes=None, axis=0, *, num_splits=None) -> tuple[Tensor, ...
             raise OpError(f"split: axis {axis} of shape {x.shape} is not divisible into {k} parts")
         sizes = (n // k,) * k
     else:
-        sizes = tuple(int(s) for s in num_or_sizes)
+        sizes = tuple(as_dim(s) for s in num_or_sizes)
         if sum(sizes) != n or any(s < 0 for s in sizes):
             raise OpError(f"split: sizes {sizes} do not add up to {n} (axis {axis} of {x.shape})")
     return tuple(_split.bind([x], {"sizes": sizes, "axis": axis}))

@@ -17,25 +17,36 @@ On a cache hit the function is not run again:
   Random draws in the plan (host ops) that read only arguments, constants and other draws
   are re-bound first, with a fresh key per call, and feed the program as inputs. Under a
   vmap the trace did not see, a plan with draws takes the replay path (a key per element).
-- *replay path* (otherwise, e.g. ``grad``/``jvp``/``vmap`` of a compiled function, a new
-  size of a dynamic dim, or a captured tensor that requires grad): the recorded ops are
-  re-bound through the ordinary pipeline on the new arguments, so every transform sees
-  exactly the ops the function would have produced.
+- *replay path* (otherwise, e.g. ``grad``/``jvp``/``vmap`` of a compiled function, or a
+  captured tensor that requires grad): the recorded ops are re-bound through the ordinary
+  pipeline on the new arguments, so every transform sees exactly the ops the function
+  would have produced.
 
-Cache key: function identity, argument pytree structure, per tensor (shape with symbolic
-dims named by ``dynamic_dims``, dtype, device, sharding; NumPy arrays and scalars count as
-tensors, as in ``jax.jit``), and other non-tensor arguments (Python numbers, strings) by
+Cache key: function identity, argument pytree structure, per tensor (shape with the dims
+named by ``dynamic_dims`` as names, dtype, device, sharding; NumPy arrays and scalars count
+as tensors, as in ``jax.jit``), and other non-tensor arguments (Python numbers, strings) by
 value.
-Tensors captured by closure are inputs of the plan: their value at trace time is used, and a
-later *rebinding* of the Python variable is not seen (as in ``jax.jit``); mutate via
-arguments instead.
-Small unbatched values computed from captured constants only are *folded*: they run once when
+
+Captured state: tensors the function reaches without receiving them (closures, globals,
+``self``/module attributes) are inputs of the plan, read at every call
+(``_Plan.call_inputs``), as ``torch.compile`` makes parameters graph inputs. In-place
+updates (``opt.step()``, ``load_state_dict``, ``x[i] = v``) are seen; so is a rebound name,
+found again through the path the trace recorded (``_captures.py``); a captured tensor of
+another shape or dtype retraces, as a guard would. Python numbers are baked in (``jax.jit``).
+Small values computed only from the trace's own literals are *folded*: they run once when
 the plan is built and become constants of it (``_fold_constants``).
+
+Dynamic dims: the trace runs with those sizes as ``SymDim`` expressions (``n * 4``,
+``n // 2`` stay symbolic in shapes and kwargs). Another size evaluates the plan there
+(``_Plan.specialize``), checked once per size by re-inferring every op's shapes; a Python
+decision on a size (``if n > 3``, ``int(n)``) while tracing makes the trace serve its own
+sizes only, and each other size is traced (``by_size``), with the reason logged.
 """
 
 from __future__ import annotations
 
 import functools
+import inspect
 import logging
 import os
 import threading
@@ -44,11 +55,12 @@ import warnings
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
 from ..backends.numpy import LOWERINGS as NUMPY_LOWERINGS
-from ..core.ir import Program, SymDim, TensorImpl, build_program, substitute_dims
+from ..core.ir import Program, SymDim, TensorImpl, build_program, has_symdim, substitute_dims
 from ..core.pytree import tree_flatten, tree_unflatten
 from ..core.state import STATE, is_live
 from ..ops.base import Operation
@@ -58,6 +70,7 @@ from ..ops.unary import identity
 from ..runtime.executor import run_program
 from ..runtime.graph import GRAPH
 from ..runtime.tensor import Tensor
+from ._captures import Path, find_paths
 
 __all__ = ["compile", "CompiledFunction", "CompilationStats"]
 
@@ -94,19 +107,29 @@ class _Plan:
         self.calls = 0  # fast-path calls run at the call (``run_now``): the auto tier's count
         # traced inside vmap: the recorded ops already split the random keys per element
         self.traced_in_vmap = False
-        # captured values folded into constants: the plan is stale once one requires grad
-        self.folded_sources = ()
-        # dynamic dims: None = not checked yet; True once a replay at another size produced
-        # exactly the recorded ops with the sizes substituted (then every size is a fast hit)
-        self.symbolic_ok = None
-        self.base = None
-        self._specialized: dict = {}
-        self.by_size: dict = {}  # sizes -> a trace at them, once symbolic_ok is False
+        # captured state (``_Capture``): consts read anew at every call (``call_inputs``)
+        self.captures = ()
+        # dynamic dims: where user code decided on a symbolic size while traced (then the
+        # plan serves only its own sizes); each other size gets its own trace (``by_size``)
+        self.size_reads: list = []
+        self.by_size: dict = {}
+        self._specialized: dict = {}  # sizes -> this plan evaluated there, or why it can't be
         # the arguments' traced shapes as ints, for the check on every call (``_same_shapes``)
-        self.traced_shapes = [tuple(int(d) for d in s) for _, s, _ in arg_specs]
+        self.traced_shapes = [tuple(int.__int__(d) for d in s) for _, s, _ in arg_specs]
 
-    def specialize(self, sizes: dict) -> _Plan:
-        """This plan with the dynamic dims set to ``sizes`` (cached per size)."""
+    @property
+    def symbolic(self) -> bool:
+        """Valid for every size of its dynamic dims (no Python decision on a size)."""
+        return not self.size_reads and any(
+            isinstance(d, SymDim) for _, shape, _ in self.arg_specs for d in shape
+        )
+
+    def specialize(self, sizes: dict, args: list):
+        """This plan with its dynamic dims evaluated at ``sizes`` (cached per size), or a
+        string saying why it does not hold there: each op's shapes are inferred again on
+        arguments of the new sizes and must be the plan's symbolic shapes evaluated there
+        (a size the function took as a plain number, such as a reshape to ``int(n) * 4``,
+        would differ)."""
         key = tuple(sorted(sizes.items()))
         plan = self._specialized.get(key)
         if plan is None:
@@ -124,56 +147,42 @@ class _Plan:
                 self.rng_slots,
                 sub(self.arg_specs),
             )
-            plan.symbolic_ok = True
+            plan.captures = self.captures
+            plan.traced_in_vmap = self.traced_in_vmap
+            plan.arg_levels = self.arg_levels
             plan.arg_buffers = sub(self.arg_buffers)
             plan.out_layouts = self.out_layouts and sub(self.out_layouts)
+            plan = plan.check_shapes(args) or plan
             self._specialized[key] = plan
         return plan
 
-    def sizes(self) -> dict:
-        """The dynamic dims' sizes this plan was traced at."""
-        return {
-            d.name: int(d) for _, shape, _ in self.arg_specs for d in shape if isinstance(d, SymDim)
-        }
-
-    def same_trace(self, other: _Plan, sizes: dict) -> bool:
-        """Is ``other``, a trace of the same function at ``sizes``, this plan with the sizes
-        substituted: the same ops, inputs, kwargs, shapes and constant values? Only then
-        may one symbolic program serve every size. A size the function read as a Python
-        number (``mean``'s divisor, a ``reshape(-1)``) makes the traces differ."""
-        if (
-            len(self.nodes) != len(other.nodes)
-            or len(self.consts) != len(other.consts)
-            or tuple(self.rng_slots) != tuple(other.rng_slots)
-        ):
-            return False
-        sub = lambda v: _plain_value(substitute_dims(v, sizes))  # noqa: E731
+    def check_shapes(self, args) -> str | None:
+        """Re-bind the plan's ops on shape-only stand-ins for ``args`` (nothing runs) and
+        compare every result's dtype and shape with the plan's: None when they all agree,
+        else what differs."""
+        stand_ins = []
+        for t in args:
+            impl = t._impl
+            ph = TensorImpl(impl.shape, impl.dtype, impl.device, impl.levels)
+            ph.sharding = impl.sharding
+            stand_ins.append(Tensor._wrap(ph))
+        old = STATE.recording
+        STATE.recording = []  # nothing recorded here reaches an enclosing trace
         try:
-            if self.outputs != other.outputs:
-                return False
-            # each trace numbers its vmap levels afresh: compare them by order of appearance
-            mine_kw, their_kw = _canonical_levels(self.nodes), _canonical_levels(other.nodes)
-            for mine, theirs, kw, kw2 in zip(self.nodes, other.nodes, mine_kw, their_kw):
-                op, _, refs, n, specs, _ = mine
-                op2, _, refs2, n2, specs2, _ = theirs
-                if op is not op2 or refs != refs2 or n != n2:
-                    return False
-                if sub(kw) != _plain_value(kw2) or sub(specs) != _plain_value(specs2):
-                    return False
-        except (TypeError, ValueError):  # kwargs that do not compare (arrays): not the same
-            return False
-        for j, (a, b) in enumerate(zip(self.consts, other.consts, strict=True)):
-            if j in self.rng_slots:
-                continue
-            if a.dtype is not b.dtype or a.shape != b.shape:
-                return False
-            if not np.array_equal(_host_value(a), _host_value(b), equal_nan=a.dtype.is_float):
-                return False
-        return True
+            self.replay(stand_ins, self.consts, expect=True)
+        except _ShapeMismatch as e:
+            return str(e)
+        except Exception as e:  # an op refused the new sizes: the trace does not hold there
+            return f"an op refused the sizes ({type(e).__name__}: {e})"
+        finally:
+            STATE.recording = old
+        return None
 
     # ------------------------------------------------------------------ replay path
-    def replay(self, args: list[Tensor], sizes: dict) -> list:
-        consts = [Tensor._wrap(c) for c in self.consts]
+    def replay(self, args: list[Tensor], const_impls: list, expect: bool = False) -> list:
+        """Re-bind the recorded ops through the ordinary pipeline on ``args``; ``expect``
+        raises ``_ShapeMismatch`` where a result's dtype or shape is not the recorded one."""
+        consts = [Tensor._wrap(c) for c in const_impls]
         for j in self.rng_slots:  # under a vmap the trace did not see: a key per element
             consts[j] = global_key(batched=not self.traced_in_vmap)
         vals: list = []
@@ -193,28 +202,36 @@ class _Plan:
             new = t._impl.levels
             if len(new) == len(old):
                 rename.update((o, n) for o, n in zip(old, new, strict=True) if o != n)
-        for op, kwargs, refs, *_ in self.nodes:
-            kw = substitute_dims(kwargs, sizes) if sizes else kwargs
-            if rename and op.physical:
-                kw = _rename_levels(kw, rename)
+        for op, kwargs, refs, _, specs, _ in self.nodes:
+            kw = _rename_levels(kwargs, rename) if rename and op.physical else kwargs
             ins = [get(r) for r in refs]
             if hasattr(op, "replay"):
                 out = op.replay(ins, kw)
             else:
                 out = op.bind(ins, kw)
-            vals.append(out if op.multiple_results else [out])
+            outs = out if op.multiple_results else [out]
+            if expect:
+                got = [(o._impl.dtype, tuple(o._impl.shape)) for o in outs]
+                want = [(dt, tuple(shape)) for dt, shape in specs]
+                if got != want:
+                    raise _ShapeMismatch(
+                        f"{op.name} gives {_specs_str(got)} at these sizes where the trace "
+                        f"says {_specs_str(want)} (a size taken as a plain number)"
+                    )
+            vals.append(outs)
         return [ref[1] if ref[0] == "py" else get(ref) for ref in self.outputs]
 
     # ------------------------------------------------------------------ fast path
-    def run_now(self, args: list) -> list:
+    def run_now(self, args: list, const_impls: list) -> list:
         """Run the plan's program on realized, unsharded ``args`` at the call and return
         realized tensors: what realizing one ``compiled_call`` node does, without building
         and looking up the one-node graph (~40 us a call). The plan counts its own calls
         for the ``auto`` tier, as the graph cache counts a structure's evaluations."""
         shapes, dtypes, _ = self.call_layouts()
         program = self.program()
-        consts = [t._impl for t in self.call_consts()] if self.rng_slots else self.consts
-        impls = [t._impl for t in args] + list(consts)
+        if self.rng_slots:
+            const_impls = [t._impl for t in self.call_consts(const_impls)]
+        impls = [t._impl for t in args] + list(const_impls)
         device = _compiled_call.device_of(impls, {})
         with GRAPH.lock:
             self.calls += 1
@@ -224,9 +241,41 @@ class _Plan:
             for shape, dt, out in zip(shapes, dtypes, outs, strict=True)
         ]
 
-    def call_consts(self) -> list:
-        """The captured constants for one call: a fresh key in every random-key slot."""
-        consts = [Tensor._wrap(c) for c in self.consts]
+    def call_inputs(self, fun):
+        """The constants' impls for one call: each captured tensor as it is now (its
+        path from ``fun`` followed again, so a rebound name is seen). Returns
+        ``(impls, None)``, or ``(None, reason)`` when a captured value no longer matches
+        the trace (another shape, dtype, device or sharding, or not a tensor): the
+        function must be traced again."""
+        if not self.captures:
+            return self.consts, None
+        impls = list(self.consts)
+        for cap in self.captures:
+            t = cap.tensor
+            if cap.path is not None:
+                try:
+                    now = cap.path.follow(fun)
+                except LookupError:
+                    now = t
+                if now is not t:
+                    if not isinstance(now, Tensor):
+                        where = cap.path.describe(_name(fun))
+                        return None, f"{where} is now a {type(now).__name__}, not a tensor"
+                    t = now
+            impl = t._impl
+            if impl is not impls[cap.index]:
+                if (impl.shape, impl.dtype, impl.device, impl.sharding) != cap.spec:
+                    where = cap.path.describe(_name(fun)) if cap.path else "a captured tensor"
+                    return None, (
+                        f"{where} changed from {cap.spec[1].value}{list(cap.spec[0])} to "
+                        f"{impl.dtype.value}{list(impl.shape)}"
+                    )
+                impls[cap.index] = impl
+        return impls, None
+
+    def call_consts(self, const_impls) -> list:
+        """The constants for one call as tensors: a fresh key in every random-key slot."""
+        consts = [Tensor._wrap(c) for c in const_impls]
         for j in self.rng_slots:  # an enclosing compile records it as a key to renew
             consts[j] = global_key(batched=False)
         return consts
@@ -318,7 +367,7 @@ class _Plan:
                 tuple(inputs),
                 steps,
                 outputs,
-                symbolic=bool(self.symbolic_ok),
+                symbolic=self.symbolic,
             )
         return self._program
 
@@ -340,37 +389,12 @@ def _rename_levels(kwargs, rename):
     return out
 
 
-def _canonical_levels(nodes) -> list:
-    """The nodes' kwargs with vmap level ids (``level``, ``levels``, ``drop``) renumbered
-    by first appearance, so two traces of one function compare equal."""
-    ids: dict = {}
-    out = []
-    for _, kw, *_ in nodes:
-        if isinstance(kw, dict) and any(k in kw for k in ("level", "levels", "drop")):
-            kw = dict(kw)
-            for key in ("level", "levels", "drop"):
-                v = kw.get(key)
-                if isinstance(v, int):
-                    kw[key] = ids.setdefault(v, len(ids))
-                elif isinstance(v, tuple) and all(isinstance(x, int) for x in v):
-                    kw[key] = tuple(ids.setdefault(x, len(ids)) for x in v)
-        out.append(kw)
-    return out
+class _ShapeMismatch(Exception):
+    """A re-bound op's result differs from the recorded one (``_Plan.check_shapes``)."""
 
 
-def _host_value(impl) -> np.ndarray:
-    return Tensor._wrap(impl).numpy()
-
-
-def _plain_value(obj):
-    """Nested kwargs/specs with SymDims as plain ints and rule objects by identity."""
-    if isinstance(obj, tuple):
-        return tuple(_plain_value(o) for o in obj)
-    if isinstance(obj, dict):
-        return {k: _plain_value(v) for k, v in obj.items() if k not in ("rule", "plan", "saved")}
-    if isinstance(obj, SymDim):
-        return int(obj)
-    return obj
+def _specs_str(specs) -> str:
+    return ", ".join(f"{dt.value}{list(shape)}" for dt, shape in specs)
 
 
 class CompiledCallOp(Operation):
@@ -489,6 +513,8 @@ class CompiledFunction:
         self._stats = CompilationStats()
         self.static_argnums = _names_or_nums(static_argnums, int)
         self.static_argnames = _names_or_nums(static_argnames, str)
+        # dynamic_dims and static arguments are checked against the first call's arguments
+        self._unchecked = bool(self.dynamic_dims or self.static_argnums or self.static_argnames)
 
     @property
     def stats(self) -> CompilationStats:
@@ -592,6 +618,54 @@ class CompiledFunction:
                 return
 
     # ------------------------------------------------------------------ call
+    def _check_arguments(self, args, kwargs):
+        """Refuse, naming them, a ``dynamic_dims`` entry for an argument or dim the call
+        does not have, and static argument numbers or names the function does not take
+        (they would be silently ignored)."""
+        name = _name(self.fun)
+        try:
+            params = list(inspect.signature(self.fun).parameters.values())
+        except (TypeError, ValueError):  # a builtin without a signature: check the call only
+            params = None
+        kinds = {p.kind for p in params} if params is not None else set()
+        if params is None or inspect.Parameter.VAR_POSITIONAL in kinds:
+            n_pos = len(args)
+        else:
+            n_pos = sum(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in params)
+        for i in self.static_argnums:
+            if not -n_pos <= i < n_pos:
+                raise ValueError(
+                    f"compile({name}): static_argnums names argument {i}, but {name} takes "
+                    f"{n_pos} positional argument(s)"
+                )
+        if params is not None and inspect.Parameter.VAR_KEYWORD not in kinds:
+            names = {p.name for p in params if p.kind is not p.POSITIONAL_ONLY}
+            for arg in self.static_argnames:
+                if arg not in names:
+                    raise ValueError(
+                        f"compile({name}): static_argnames names {arg!r}, which is not a "
+                        f"parameter of {name} (its parameters: {sorted(names)})"
+                    )
+        for pos, dims in self.dynamic_dims.items():
+            if not 0 <= pos < len(args):
+                raise ValueError(
+                    f"compile({name}): dynamic_dims names positional argument {pos}, but the "
+                    f"call passed {len(args)} positional argument(s)"
+                )
+            a = args[pos]
+            if not isinstance(a, Tensor | np.ndarray):
+                raise TypeError(
+                    f"compile({name}): dynamic_dims names argument {pos}, which is a "
+                    f"{type(a).__name__}, not a tensor or array"
+                )
+            for d, dim_name in dims.items():
+                if not -a.ndim <= d < a.ndim:
+                    raise ValueError(
+                        f"compile({name}): dynamic_dims gives dim {d} of argument {pos} the "
+                        f"name {dim_name!r}, but that argument has shape {tuple(a.shape)}"
+                    )
+        self._unchecked = False
+
     def _static(self, args, kwargs):
         """The arguments named static, checked (hashable, not tensors or arrays) and NumPy
         scalars among them made Python numbers, so that they key the trace by value."""
@@ -614,6 +688,8 @@ class CompiledFunction:
         return args, kwargs
 
     def __call__(self, *args, **kwargs):
+        if self._unchecked:
+            self._check_arguments(args, kwargs)
         if self.static_argnums or self.static_argnames:
             args, kwargs = self._static(args, kwargs)
         key, flat, tree, sizes, sym_shapes = self._signature(args, kwargs)
@@ -632,72 +708,68 @@ class CompiledFunction:
             self._stats.fallbacks += 1
             return self.fun(*args, **kwargs)
         plan = entry
-        if any(is_live(s.traced) for s in plan.folded_sources):
-            # a captured value folded into the plan now requires grad: trace again
-            self._stats.misses += 1
-            return self._trace_and_store(key, flat, tree, sym_shapes)
         tensors = [leaf for leaf in flat if isinstance(leaf, Tensor)]
+        if sizes and not _same_shapes(plan, tensors):
+            plan, reason = self._plan_at_sizes(plan, sizes, tensors)
+            if plan == "fallback":
+                self._stats.fallbacks += 1
+                return self.fun(*args, **kwargs)
+            if plan is None:  # this size gets its own trace (a miss, counted and logged)
+                value, out = self._trace(flat, tree, sym_shapes)
+                if isinstance(value, _Plan):  # valid at this size only
+                    value.size_reads = value.size_reads or [reason]
+                entry.by_size[tuple(sorted(sizes.items()))] = value
+                return out
+        const_impls, stale = plan.call_inputs(self.fun)
+        if stale is not None:  # a captured tensor changed shape or dtype: as a guard would
+            self._stats.misses += 1
+            self._log_retrace(f"retrace because {stale}")
+            return self._trace_and_store(key, flat, tree, sym_shapes)
+        self._stats.hits += 1
         fast = _plain(tensors) and (not plan.has_host_ops or plan.host_nodes is not None)
-        if fast and any(is_live(c.traced) for c in plan.consts):
-            fast = False  # a captured requires_grad value: replay, so its gradient flows
+        if fast and plan.captures and not _plain_consts(plan, const_impls):
+            fast = False  # a captured requires_grad (or traced) value: replay, so it flows
         if fast and plan.rng_slots and not plan.traced_in_vmap and drawing_levels():
             fast = False  # draws independent per element of a vmap around the call: replay
-        if sizes and not _same_shapes(plan, tensors):
-            undecided = plan.symbolic_ok is None
-            if undecided and tuple(sorted(sizes.items())) not in plan.by_size:
-                # a new size: trace again and compare
-                return self._trace_and_verify(plan, flat, tree, sym_shapes, sizes)
-            if plan.symbolic_ok:
-                plan = plan.specialize(sizes) if fast else plan
-            else:  # sizes change the trace (or not known yet): one trace per size
-                size_key = tuple(sorted(sizes.items()))
-                per_size = plan.by_size.get(size_key)
-                if per_size is None:
-                    self._stats.misses += 1
-                    plan.by_size[size_key], out = self._trace(flat, tree, sym_shapes)
-                    return out
-                if per_size == "fallback":
-                    self._stats.fallbacks += 1
-                    return self.fun(*args, **kwargs)
-                plan = per_size
-        self._stats.hits += 1
-        if fast and _same_shapes(plan, tensors):
+        if fast:
             outs = []
             if _nonempty(plan):
-                if _runs_now(plan, tensors):
-                    outs = plan.run_now(tensors)
+                if _runs_now(plan, tensors, const_impls):
+                    outs = plan.run_now(tensors, const_impls)
                 else:
-                    consts = plan.call_consts()
+                    consts = plan.call_consts(const_impls)
                     drawn = plan.bind_host_nodes(tensors, consts) if plan.has_host_ops else []
                     outs = _compiled_call.bind(tensors + consts + drawn, {"plan": plan})
             it = iter(outs)
             leaves = [ref[1] if ref[0] == "py" else next(it) for ref in plan.outputs]
             return tree_unflatten(plan.out_tree, leaves)
         self._stats.replays += 1
-        leaves = plan.replay(tensors, sizes)
+        leaves = plan.replay(tensors, const_impls)
         return tree_unflatten(plan.out_tree, leaves)
 
-    def _trace_and_verify(self, plan, flat, tree, sym_shapes, sizes):
-        """Trace again at new sizes: the plan is symbolic (one program for every size) if
-        this trace is the plan with the sizes substituted; else each size gets its own."""
+    def _plan_at_sizes(self, plan, sizes, tensors):
+        """The plan for new sizes of the dynamic dims: the symbolic plan evaluated at them
+        (checked once per size by re-inferring its shapes), or this size's own trace when
+        the function decided on a size in Python or a shape did not follow the symbols.
+        Returns ``(plan or "fallback", None)``, or ``(None, why)`` when the size must be
+        traced (a miss, counted here, with the reason logged)."""
+        size_key = tuple(sorted(sizes.items()))
+        own = plan.by_size.get(size_key)
+        if own is not None:
+            return own, None
+        reason = plan.size_reads[0] if plan.size_reads else None
+        if reason is None:
+            at = plan.specialize(sizes, tensors)
+            if isinstance(at, _Plan):
+                return at, None
+            reason = at
         self._stats.misses += 1
-        value, out = self._trace(flat, tree, sym_shapes)
-        same = value != "fallback" and plan.same_trace(value, sizes)
-        if same and not _telling(plan.sizes(), sizes):
-            # equal traces at sizes that could hide a size-derived number (n + m where the
-            # sizes swapped): no conclusion yet; this size keeps its own trace meanwhile
-            plan.by_size[tuple(sorted(sizes.items()))] = value
-        elif same:
-            plan.symbolic_ok = True
-        else:
-            plan.symbolic_ok = False
-            plan.by_size[tuple(sorted(sizes.items()))] = value
-            log.info(
-                "compile %s: the trace depends on the dynamic dims' sizes (a size read as a "
-                "number); each size is traced",
-                self.fun.__name__,
-            )
-        return out
+        self._log_retrace(f"trace for sizes {dict(sizes)} because {reason}")
+        return None, reason
+
+    def _log_retrace(self, message):
+        if self.explain or log.isEnabledFor(logging.INFO):
+            log.info("compile %s: %s", _name(self.fun), message)
 
     def _trace_and_store(self, key, flat, tree, sym_shapes):
         value, out = self._trace(flat, tree, sym_shapes)
@@ -723,13 +795,15 @@ class CompiledFunction:
         args, kwargs = tree_unflatten(tree, traced_flat)
         before = {i: t._impl for i, t in enumerate(traced_flat) if isinstance(t, Tensor)}
         epoch = GRAPH.thread_epoch  # this thread's: other threads may realize meanwhile
-        old_rec, old_rng = STATE.recording, STATE.recording_rng
+        old_rec, old_rng, old_reads = STATE.recording, STATE.recording_rng, STATE.size_reads
         STATE.recording, STATE.recording_rng = [], []
+        STATE.size_reads = [] if sym_shapes else None
         try:
             out = self.fun(*args, **kwargs)
-            recorded, rng = STATE.recording, STATE.recording_rng
+            recorded, rng, reads = STATE.recording, STATE.recording_rng, STATE.size_reads
         finally:
             STATE.recording, STATE.recording_rng = old_rec, old_rng
+            STATE.size_reads = old_reads
         assigned = [i for i, impl in before.items() if traced_flat[i]._impl is not impl]
         if assigned:  # ``x[...] = v`` on an argument: eagerly the caller's tensor changes
             warnings.warn(
@@ -756,8 +830,11 @@ class CompiledFunction:
                 )
             self._stats.fallbacks += 1
             return "fallback", out
-        plan = _build_plan(recorded, placeholders, out, rng, traced_flat)
+        plan = _build_plan(recorded, placeholders, out, rng, traced_flat, self.fun)
         plan.traced_in_vmap = bool(drawing_levels())
+        if reads:
+            plan.size_reads = reads
+            self._log_retrace(f"the trace serves only its own sizes: {reads[0]}")
         self._stats.compile_time_ms += 1000.0 * (time.perf_counter() - t0)
         return plan, out
 
@@ -771,31 +848,33 @@ class CompiledFunction:
                 self._stats.evictions += 1
 
 
-def _runs_now(plan, tensors) -> bool:
+def _runs_now(plan, tensors, const_impls) -> bool:
     """Does this fast-path call run at the call (``_Plan.run_now``)? Only when nothing
-    would join its node in a larger program anyway: every argument realized and unsharded,
-    no sharded results, no random draws to bind first, and no trace recording it."""
+    would join its node in a larger program anyway: every argument (and captured tensor)
+    realized and unsharded, no sharded results, no random draws to bind first, and no
+    trace recording it."""
     if plan.has_host_ops or STATE.recording is not None or plan.call_layouts()[2] is not None:
         return False
     for t in tensors:
         impl = t._impl
         if impl.buffer is None or impl.sharding is not None:
             return False
+    if plan.captures:
+        for cap in plan.captures:
+            impl = const_impls[cap.index]
+            if impl.buffer is None or impl.sharding is not None:
+                return False
     return True
 
 
-def _telling(old: dict, new: dict) -> bool:
-    """Can equal traces at sizes ``old`` and ``new`` show that no number in the trace was
-    derived from the sizes? A derived number (a concatenation's n + m, a reshape's n * m, a
-    slice's n - m) is a plain int in both traces, equal when the sizes' changes cancel out.
-    They cannot for the usual derivations when every size moves, all the same way, each by
-    a different amount. (A size read through a many-to-one function, such as ``n // 2``,
-    can still go unseen.)"""
-    deltas = [new[k] - old[k] for k in old if k in new]
-    if len(deltas) != len(old) or 0 in deltas:
-        return False
-    same_way = all(d > 0 for d in deltas) or all(d < 0 for d in deltas)
-    return same_way and len(set(deltas)) == len(deltas)
+def _plain_consts(plan, const_impls) -> bool:
+    """Are the captured tensors of this call free of autodiff history, tangents and vmap
+    levels (else the call replays, so their derivatives and batching flow)?"""
+    for cap in plan.captures:
+        impl = const_impls[cap.index]
+        if impl.levels or impl.tangents or is_live(impl.traced):
+            return False
+    return True
 
 
 def _nonempty(plan):
@@ -854,11 +933,11 @@ _FOLD_LIMIT = 1 << 14
 _NOT_FOLDED = frozenset({"compiled_call", "cond", "while_loop", "scan", "custom_kernel"})
 
 
-def _fold_constants(recorded, needed, placeholders, rng_ids, sources: list) -> set:
-    """Run now, once, the needed nodes that read only captured host constants (or other
-    such nodes) and give small unbatched host values; their outputs become the plan's
-    constants, so a call does not recompute them. Returns the folded node ids; the
-    captured values they read are appended to ``sources``.
+def _fold_constants(recorded, needed, placeholders, rng_ids) -> set:
+    """Run now, once, the needed nodes that read only the trace's own host constants
+    (literals made while tracing, never captured state, which is read at every call) or
+    other such nodes, and give small unbatched host values; their outputs become the
+    plan's constants, so a call does not recompute them. Returns the folded node ids.
 
     They run on the interpreter's lowerings whatever the backend: the values are small,
     and a MAX compile for each would cost seconds."""
@@ -871,6 +950,7 @@ def _fold_constants(recorded, needed, placeholders, rng_ids, sources: list) -> s
             or op.collective
             or op.backend_name in _NOT_FOLDED
             or op.backend_name not in NUMPY_LOWERINGS
+            or has_symdim(node.kwargs)  # a dynamic size: its value changes per call
         ):
             continue
         if not all(_is_constant(i, placeholders, rng_ids, needed, folded) for i in node.inputs):
@@ -893,7 +973,6 @@ def _fold_constants(recorded, needed, placeholders, rng_ids, sources: list) -> s
             if impl is not None and impl.buffer is None:
                 impl.buffer = value
         folded.add(id(node))
-        sources.extend(i for i in node.inputs if i.node is None or id(i.node) not in folded)
     return folded
 
 
@@ -904,23 +983,49 @@ def _is_constant(impl, placeholders, rng_ids, needed, folded) -> bool:
         return False
     if is_live(impl.traced):  # a requires_grad value: its derivative must reach it
         return False
+    if _captured_tensor(impl) is not None:  # captured state: read at every call
+        return False
     if impl.sharding is not None or type(impl.buffer) is not np.ndarray:
         return False
     node = impl.node
     return node is None or id(node) in folded or id(node) not in needed
 
 
-def _build_plan(recorded, placeholders, out, rng_impls, traced_flat):
+class _Capture(NamedTuple):
+    """A captured tensor: the plan's const ``index`` is read from ``tensor`` at every call,
+    or from what ``path`` (from the compiled function) leads to now when that is another
+    tensor; ``spec`` is (shape, dtype, device, sharding) as traced: another one retraces."""
+
+    index: int
+    tensor: Tensor
+    path: Path | None
+    spec: tuple
+
+
+def _captured_tensor(impl):
+    """The live ``Tensor`` whose value ``impl`` is, or None: an impl a user-held tensor
+    holds is captured state, while one nothing holds any more was made during the trace (a
+    literal) and stays a constant of the plan."""
+    ref = impl.wrapper
+    t = ref() if ref is not None else None
+    return t if t is not None and t._impl is impl else None
+
+
+def _name(fun) -> str:
+    return getattr(fun, "__name__", None) or type(fun).__name__
+
+
+def _build_plan(recorded, placeholders, out, rng_impls, traced_flat, fun=None):
     out_flat, out_tree = tree_flatten(out)
     node_index = {id(n): i for i, n in enumerate(recorded)}
     needed = _needed_nodes(out_flat, node_index, placeholders)
     rng_ids = {id(r) for r in rng_impls}
-    sources: list = []
-    folded = _fold_constants(recorded, needed, placeholders, rng_ids, sources)
+    folded = _fold_constants(recorded, needed, placeholders, rng_ids)
     if folded:
         needed = _needed_nodes(out_flat, node_index, placeholders, folded)
     consts, const_idx = [], {}
     rng_slots = []
+    captured = {}  # const index -> the Tensor holding it
 
     def ref_of(impl):
         if id(impl) in placeholders:
@@ -936,6 +1041,10 @@ def _build_plan(recorded, placeholders, out, rng_impls, traced_flat):
             consts.append(impl)
             if id(impl) in rng_ids:
                 rng_slots.append(j)
+            elif not impl.levels and not impl.tangents:
+                t = _captured_tensor(impl)
+                if t is not None:
+                    captured[j] = t
         return ("const", j)
 
     nodes = []
@@ -954,7 +1063,17 @@ def _build_plan(recorded, placeholders, out, rng_impls, traced_flat):
     )
     plan = _Plan(len(placeholders), nodes, outputs, out_tree, consts, rng_slots, arg_specs)
     tensors = [t for t in traced_flat if isinstance(t, Tensor)]
-    plan.folded_sources = tuple({id(i): i for i in sources}.values())
+    if captured:
+        paths = find_paths(fun, {id(t): t for t in captured.values()}) if fun is not None else {}
+        plan.captures = tuple(
+            _Capture(
+                j,
+                t,
+                paths.get(id(t)),
+                (consts[j].shape, consts[j].dtype, consts[j].device, consts[j].sharding),
+            )
+            for j, t in captured.items()
+        )
     plan.arg_levels = tuple(t._impl.levels for t in tensors)
     plan.arg_buffers = tuple(t._impl.buffer_shape for t in tensors)
     plan.out_layouts = tuple(

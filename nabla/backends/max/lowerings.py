@@ -19,17 +19,21 @@ import numpy as np
 
 try:  # MAX is optional: the table (names) stays importable without it.
     from max.dtype import DType as MDType
-    from max.graph import DeviceRef, TensorType, ops
+    from max.graph import DeviceRef, Dim, TensorType, ops
 except ImportError:  # pragma: no cover - exercised only in NumPy-only installs
     MDType = None
     DeviceRef = None
+    Dim = None
     TensorType = None
     ops = None
 
 from ...core.dtypes import DType
+from ...core.ir import DIM_TAG
 
 __all__ = [
     "LOWERINGS",
+    "SIZE_KWARGS",
+    "max_dims",
     "UNSUPPORTED",
     "UnsupportedOnMax",
     "unsupported_reason",
@@ -584,10 +588,61 @@ def _cast(x, dtype):
     return out
 
 
+# ----------------------------------------------------------------------------- symbolic sizes
+# kwargs whose sizes may be symbolic in a program compiled once for every size (a dynamic
+# dim's name, or a derived size ``(DIM_TAG, op, a, b)``): the graph builder turns them into
+# MAX dims (``max_dims``) before the lowering sees them
+SIZE_KWARGS = {
+    "reshape": ("shape",),
+    "broadcast_to": ("shape",),
+    "broadcast_in_dim": ("shape",),
+    "full": ("shape", "value"),
+    "arange": ("length",),
+    "slice": ("slices",),
+}
+
+_DIM_ARITH = {
+    "+": lambda a, b: a + b,
+    "-": lambda a, b: a - b,
+    "*": lambda a, b: a * b,
+    "//": lambda a, b: a // b,
+}
+
+
+def max_dims(obj):
+    """``obj`` (nested tuples of sizes) with each symbolic size as a MAX ``Dim``."""
+    if isinstance(obj, str):
+        return Dim(obj)
+    if isinstance(obj, tuple):
+        if len(obj) == 4 and obj[0] == DIM_TAG:
+            a, b = max_dims(obj[2]), max_dims(obj[3])
+            if not isinstance(a, Dim):  # int op Dim: MAX's dims compose from the left
+                a = Dim(a)
+            return _DIM_ARITH[obj[1]](a, b)
+        return tuple(max_dims(o) for o in obj)
+    return obj
+
+
+def _symbolic_shape(shape) -> bool:
+    return any(Dim is not None and isinstance(d, Dim) and not _static(d) for d in shape)
+
+
+def _static(d) -> bool:
+    try:
+        int(d)
+        return True
+    except (TypeError, ValueError):
+        return False
+
+
 # ----------------------------------------------------------------------------- creation
 @_one("full")
 def _full(shape, value, dtype, device):
-    v = ops.constant(value, max_dtype(dtype), device=device_ref(device))
+    if Dim is not None and isinstance(value, Dim):  # a dynamic size as a value
+        v = ops.reshape(ops.shape_to_tensor([value]), ())
+        v = ops.transfer_to(ops.cast(v, max_dtype(dtype)), device_ref(device))
+    else:
+        v = ops.constant(value, max_dtype(dtype), device=device_ref(device))
     return ops.broadcast_to(v, tuple(shape)) if shape else v
 
 

@@ -41,16 +41,18 @@ from max.graph import Graph, TensorType, ops
 
 from ...core.config import debug_log
 from ...core.device import CPU, Device
-from ...core.ir import Program
+from ...core.ir import Program, SymDim, has_symdim
 from ..kernels import KernelError, kernel_instructions
 from . import cache
 from .disk import DISK
 from .kernels import compiler_message, extensions_for
 from .lowerings import (
     LOWERINGS,
+    SIZE_KWARGS,
     UnsupportedOnMax,
     device_ref,
     ieee_not_equal,
+    max_dims,
     max_dtype,
     unsupported_reason,
 )
@@ -176,8 +178,14 @@ def _fix(value, dtype, shape):
             value = ieee_not_equal(value, ops.constant(0, value.dtype, device=value.device))
         else:
             value = ops.cast(value, mdt)
-    if [str(d) for d in value.shape] != [str(d) for d in shape]:
-        value = ops.reshape(value, tuple(shape))
+    target = max_dims(tuple(shape))
+    if [str(d) for d in value.shape] != [str(d) for d in target]:
+        # a derived symbolic size prints as MAX simplified it ((n * 4) // 2 as n * 2): at
+        # the same rank the lowering's own dims stand; a rank change (a reduction's kept
+        # axis) or a static shape gets the reshape
+        symbolic = any(not isinstance(d, int) for d in shape)
+        if len(value.shape) != len(target) or not symbolic:
+            value = ops.reshape(value, target)
     return value
 
 
@@ -190,6 +198,9 @@ def replay(program, inputs: list) -> list:
         if op != "transfer":
             ref = device_ref(dev)
             args = [a if a.device == ref else ops.transfer_to(a, ref) for a in args]
+        sized = SIZE_KWARGS.get(op)
+        if sized:  # symbolic sizes (a program compiled once for every size) as MAX dims
+            kwargs = {k: max_dims(v) if k in sized else v for k, v in kwargs.items()}
         try:
             res = LOWERINGS[op](args, kwargs)
             res = [_fix(v, dt, shape) for v, (dt, shape) in zip(res, specs, strict=True)]
@@ -436,7 +447,7 @@ def _symbolic_form(program: Program) -> Program | None:
     program with the dims as MAX symbolic names: one compiled model (cached in memory and
     on disk like any other) serves every size."""
     if program.symbolic:
-        return program.symbolized()
+        return program.symbolized() if _max_symbolic(program) else None
     if len(program.instructions) != 1:
         return None
     instr = program.instructions[0]
@@ -444,7 +455,39 @@ def _symbolic_form(program: Program) -> Program | None:
         return None
     if instr.inputs != tuple(range(program.num_inputs)) or instr.outputs != program.outputs:
         return None
-    return instr.kwargs["program"].symbolized()
+    inner = instr.kwargs["program"]
+    return inner.symbolized() if _max_symbolic(inner) else None
+
+
+def _max_symbolic(program: Program) -> bool:
+    """Can MAX take this program's symbolic sizes as its own symbolic dims? Each one must
+    sit in a kwarg the lowerings build as MAX dims (``SIZE_KWARGS``: shapes, a fill value,
+    an iota's length, slice bounds) and use only MAX's dim arithmetic (``+ - * //``, no
+    ``%``). Otherwise MAX compiles the program once per size."""
+
+    def supported(obj) -> bool:
+        if isinstance(obj, SymDim):
+            return _no_mod(obj.expr)
+        if isinstance(obj, tuple | list):
+            return all(supported(o) for o in obj)
+        if isinstance(obj, dict):
+            return all(supported(v) for v in obj.values())
+        return True
+
+    for instr in program.instructions:
+        allowed = SIZE_KWARGS.get(instr.op, ())
+        for key, value in instr.kwargs.items():
+            if has_symdim(value) and (key not in allowed or not supported(value)):
+                return False
+        if not supported(instr.out_specs):
+            return False
+    return supported(tuple(spec.shape for spec in program.inputs))
+
+
+def _no_mod(expr) -> bool:
+    if isinstance(expr, tuple):
+        return expr[0] != "%" and _no_mod(expr[1]) and _no_mod(expr[2])
+    return True
 
 
 def get_executable(program, debug: bool = False) -> Executable:

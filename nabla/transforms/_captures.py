@@ -1,0 +1,161 @@
+"""Where a compiled function finds the tensors it captured, so each call reads them anew.
+
+A tensor that a function reaches without receiving it as an argument (a closure variable, a
+global, a module's parameter through ``self``) is *captured state*: ``compile`` makes it an
+input of the plan and reads it at every call, as ``torch.compile`` makes parameters graph
+inputs. An in-place update (``opt.step()``, ``load_state_dict``, ``x[i] = v``) keeps the
+tensor object and changes its value, so holding the object is enough for those. A *rebound
+name* (``w = new_tensor``) replaces the object: to see it, the trace remembers the path from
+the function to each captured tensor (a ``Path``) and follows it again at each call.
+
+The search is a bounded walk over plain Python objects: a function's closure cells and the
+globals its code names, a bound method's ``__self__``, ``functools.partial`` parts, an
+object's instance attributes, and the items of dicts, lists and tuples.
+"""
+
+from __future__ import annotations
+
+import functools
+import types
+from typing import NamedTuple
+
+__all__ = ["Path", "find_paths"]
+
+# the walk stops at this depth and after this many objects (a trace-time cost only)
+_MAX_DEPTH = 8
+_MAX_VISITS = 20_000
+_ATOMS = (str, bytes, int, float, complex, bool, type(None), range, slice)
+
+
+class Path(NamedTuple):
+    """How to reach one captured object from the compiled function: a tuple of steps,
+    each ``(kind, key)`` with kind ``"attr"``, ``"item"``, ``"cell"`` (a function's closure
+    cell ``key``) or ``"global"`` (a function's global ``key``)."""
+
+    steps: tuple
+
+    def follow(self, root):
+        """The object this path leads to from ``root`` now; raises LookupError if a step
+        no longer exists."""
+        obj = root
+        try:
+            for kind, key in self.steps:
+                if kind == "attr":
+                    obj = getattr(obj, key)
+                elif kind == "item":
+                    obj = obj[key]
+                elif kind == "cell":
+                    obj = obj.__closure__[key].cell_contents
+                else:
+                    obj = obj.__globals__[key]
+        except (AttributeError, KeyError, IndexError, TypeError, ValueError) as e:
+            raise LookupError(str(e)) from None
+        return obj
+
+    def describe(self, fun_name: str) -> str:
+        """The path in Python spelling, for messages (``f.<closure m>._parameters['w']``)."""
+        out = fun_name
+        for kind, key in self.steps:
+            if kind == "attr":
+                out += f".{key}"
+            elif kind == "item":
+                out += f"[{key!r}]"
+            elif kind == "cell":
+                out += f".<closure {key}>"
+            else:
+                out += f".<global {key}>"
+        return out
+
+
+def _children(obj):
+    """(step, child) pairs of ``obj`` the walk descends into."""
+    if isinstance(obj, types.FunctionType):
+        code = obj.__code__
+        for i, cell in enumerate(obj.__closure__ or ()):
+            try:
+                yield ("cell", i), cell.cell_contents
+            except ValueError:  # an empty cell
+                continue
+        g = obj.__globals__
+        for name in _code_names(code):
+            if name in g:
+                yield ("global", name), g[name]
+        return
+    if isinstance(obj, types.MethodType):
+        yield ("attr", "__self__"), obj.__self__
+        yield ("attr", "__func__"), obj.__func__
+        return
+    if isinstance(obj, functools.partial):
+        yield ("attr", "func"), obj.func
+        yield ("attr", "args"), obj.args
+        yield ("attr", "keywords"), obj.keywords
+        return
+    if isinstance(obj, dict):
+        for k, v in list(obj.items()):
+            if isinstance(k, str | int):
+                yield ("item", k), v
+        return
+    if isinstance(obj, list | tuple):
+        for i, v in enumerate(obj):
+            yield ("item", i), v
+        return
+    if isinstance(obj, types.ModuleType | type | types.BuiltinFunctionType):
+        return
+    d = getattr(obj, "__dict__", None)
+    if isinstance(d, dict):
+        # nabla's own objects (a compiled function, an optimizer) are walked through their
+        # public attributes only: their caches hold old tensors; a module's parameter
+        # tables (``_parameters``) are walked
+        own = type(obj).__module__.startswith("nabla.") and "_parameters" not in d
+        for k, v in list(d.items()):
+            if isinstance(k, str) and not (own and k.startswith("_")):
+                yield ("attr", k), v
+    wrapped = getattr(obj, "__wrapped__", None)  # functools.wraps: the function inside
+    if wrapped is not None and (d is None or "__wrapped__" not in d):
+        yield ("attr", "__wrapped__"), wrapped
+
+
+@functools.lru_cache(maxsize=1024)
+def _code_names(code) -> tuple:
+    """The global names a code object (and the code nested in it) may read."""
+    names = list(code.co_names)
+    for c in code.co_consts:
+        if isinstance(c, types.CodeType):
+            names.extend(_code_names(c))
+    return tuple(dict.fromkeys(names))
+
+
+def find_paths(root, targets: dict) -> dict:
+    """Breadth-first search from ``root`` for the objects in ``targets`` (id -> object):
+    returns id -> ``Path`` for each one found (the shortest path; unreached ones are left
+    out). Skips NumPy arrays and other values that cannot hold a tensor."""
+    found: dict = {}
+    if not targets:
+        return found
+    seen = {id(root)}
+    frontier = [((), root)]
+    visits = 0
+    for _ in range(_MAX_DEPTH):
+        nxt = []
+        for steps, obj in frontier:
+            for step, child in _children(obj):
+                cid = id(child)
+                if cid in seen or isinstance(child, _ATOMS):
+                    continue
+                seen.add(cid)
+                visits += 1
+                path = steps + (step,)
+                if cid in targets and targets[cid] is child:
+                    found[cid] = Path(path)
+                    if len(found) == len(targets):
+                        return found
+                    continue
+                if type(child).__module__ == "numpy" or visits > _MAX_VISITS:
+                    continue
+                nxt.append((path, child))
+            if visits > _MAX_VISITS:
+                return found
+        if not nxt:
+            break
+        frontier = nxt
+    return found

@@ -1,0 +1,213 @@
+"""compile reads captured state at every call, and one symbolic trace serves every size.
+
+Captured tensors (closures, globals, ``self``/module attributes) are inputs of the plan, as
+``torch.compile`` makes parameters graph inputs: in-place updates, ``load_state_dict`` and a
+rebound name are seen, and gradients reach them. Under ``dynamic_dims`` a size is a
+symbolic expression (``n * 4``, ``n // 2``): one trace, checked once per new size."""
+
+import logging
+
+import numpy as np
+import pytest
+
+import nabla as nb
+from nabla.nn import functional as F
+
+X = np.random.default_rng(0).standard_normal((8, 4)).astype(np.float32)
+Y = np.random.default_rng(1).standard_normal((8, 2)).astype(np.float32)
+W0 = np.linspace(-1.0, 1.0, 8, dtype=np.float32).reshape(4, 2)
+
+
+def _model():
+    m = nb.nn.Linear(4, 2)
+    m.load_state_dict({"weight": W0, "bias": np.zeros(2, np.float32)})
+    return m
+
+
+def _pytorch_losses(style: str, steps: int = 4) -> list:
+    """Losses of a PyTorch-style loop (forward, backward, SGD step, zero_grad)."""
+    m = _model()
+    # compile_step's loss takes what the optimizer was built on: the model itself
+    opt = nb.nn.optim.SGD(m if style == "compile_step" else m.parameters(), lr=0.1, momentum=0.9)
+    x, y = nb.constant(X), nb.constant(Y)
+    if style == "compile_step":
+        step = opt.compile_step(lambda model, a, b: F.mse_loss(model(a), b))
+        return [float(step(x, y).item()) for _ in range(steps)]
+    fwd = {"eager": m, "module": nb.compile(m), "lambda": nb.compile(lambda a: m(a))}[style]
+    losses = []
+    for _ in range(steps):
+        loss = ((fwd(x) - y) ** 2).mean()
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        losses.append(float(loss.item()))
+    if style != "eager":
+        assert fwd.stats.misses == 1
+    return losses
+
+
+def test_pytorch_style_training_under_compile_matches_eager_step_for_step():
+    eager = _pytorch_losses("eager")
+    assert eager[0] > eager[-1]  # it trains
+    for style in ("module", "lambda", "compile_step"):
+        np.testing.assert_allclose(_pytorch_losses(style), eager, rtol=1e-5, err_msg=style)
+
+
+@pytest.mark.max
+def test_pytorch_style_training_under_compile_matches_eager_on_max():
+    pytest.importorskip("max")
+    # two steps (the second reads updated parameters); nb.compile(model) replays the same
+    # graphs as the lambda, so it adds nothing on MAX but compile time
+    with nb.backend("max"):
+        eager = _pytorch_losses("eager", 2)
+        for style in ("lambda", "compile_step"):
+            np.testing.assert_allclose(_pytorch_losses(style, 2), eager, rtol=1e-4)
+
+
+def test_compiled_output_follows_load_state_dict_in_place_updates_and_rebinding():
+    m = _model()
+    fwd = nb.compile(m)
+    x = nb.constant(X)
+    np.testing.assert_allclose(fwd(x).numpy(), X @ W0, rtol=1e-6)
+    w1 = np.full((4, 2), 0.5, np.float32)
+    m.load_state_dict({"weight": w1, "bias": np.ones(2, np.float32)})
+    np.testing.assert_allclose(fwd(x).numpy(), X @ w1 + 1, rtol=1e-6)
+    m.weight[0] = 5.0  # x[i] = v on a parameter
+    w1[0] = 5.0
+    np.testing.assert_allclose(fwd(x).numpy(), X @ w1 + 1, rtol=1e-6)
+    m.weight = nb.constant(np.eye(4, 2, dtype=np.float32))  # a new tensor, same shape
+    np.testing.assert_allclose(fwd(x).numpy(), X @ np.eye(4, 2) + 1, rtol=1e-6)
+    assert fwd.stats.misses == 1 and fwd.stats.hits == 3
+
+    w = nb.constant([1.0, 2.0])
+    f = nb.compile(lambda a: a * w)  # a closure over a global-like name
+    a = nb.constant([1.0, 1.0])
+    assert f(a).tolist() == [1.0, 2.0]
+    w[1] = 7.0
+    assert f(a).tolist() == [1.0, 7.0]
+    w = nb.constant([3.0, 3.0])  # rebinding the name: the new tensor is used
+    assert f(a).tolist() == [3.0, 3.0]
+    assert f.stats.misses == 1
+
+
+_G = nb.constant([1.0, 1.0, 1.0])
+
+
+def _uses_global(a):
+    return a * _G
+
+
+def test_a_rebound_global_or_attribute_of_another_shape_retraces(caplog):
+    global _G
+    f = nb.compile(lambda a: _uses_global(a).sum())
+    assert f(nb.ones(3)).item() == 3.0
+    _G = nb.constant([2.0, 2.0, 2.0])
+    assert f(nb.ones(3)).item() == 6.0 and f.stats.misses == 1
+    _G = nb.constant([[1.0, 1.0, 1.0], [2.0, 2.0, 2.0]])  # a new shape: as a guard, retrace
+    with caplog.at_level(logging.INFO, logger="nabla.compile"):
+        assert f(nb.ones(3)).item() == 9.0
+    assert f.stats.misses == 2
+    assert "changed from float32[3] to float32[2, 3]" in caplog.text
+    _G = nb.constant([1, 2, 3])  # a new dtype
+    assert f(nb.ones(3)).item() == 6.0 and f.stats.misses == 3
+    _G = nb.constant([1.0, 1.0, 1.0])
+
+
+def test_gradients_reach_captured_tensors_by_backward_and_grad():
+    w = nb.constant([1.0, 2.0, 3.0])
+    w.requires_grad = True
+    f = nb.compile(lambda a: (a * w).sum())
+    x = nb.constant([4.0, 5.0, 6.0])
+    for _ in range(3):
+        f(x).backward()
+        assert w.grad.tolist() == [4.0, 5.0, 6.0]
+        w.grad = None
+    # nb.grad through a captured slot rebound to the differentiated value (functional_call)
+    params = {"w": nb.constant([1.0, 1.0, 1.0])}
+    g = nb.compile(lambda a: (a * params["w"] ** 2).sum())
+
+    def loss(v):
+        params["w"] = v
+        return g(x)
+
+    for v in ([1.0, 2.0, 3.0], [0.5, 0.5, 0.5]):
+        want = 2 * np.array(v) * [4.0, 5.0, 6.0]
+        np.testing.assert_allclose(nb.grad(loss)(nb.constant(v)).numpy(), want)
+    assert g.stats.misses == 1
+
+
+def test_python_numbers_are_baked_in_at_trace_time():
+    scale = 2.0
+    f = nb.compile(lambda a: a * scale)
+    assert f(nb.constant(1.0)).item() == 2.0
+    scale = 3.0  # noqa: F841 - a Python number is part of the trace, as in jax.jit
+    assert f(nb.constant(1.0)).item() == 2.0
+
+
+# ----------------------------------------------------------------------------- dynamic dims
+def _derived(x):
+    n = x.shape[0]
+    wide = nb.reshape(nb.broadcast_to(x[:, None], (n, 4)), (n * 4,))  # n * 4
+    half = wide[: n // 2]  # slicing by n // 2
+    tail = nb.concatenate([half, nb.zeros((n % 3,))])
+    parts = nb.split(x, [n // 2, n - n // 2])
+    padded = nb.pad(parts[1], [(1, 2)])
+    return tail.sum() + nb.arange(n).astype(nb.float32).sum() + x.mean(), tail, padded, x / n
+
+
+def _derived_ref(x):
+    n = x.shape[0]
+    wide = np.broadcast_to(x[:, None], (n, 4)).reshape(n * 4)
+    tail = np.concatenate([wide[: n // 2], np.zeros(n % 3)])
+    padded = np.pad(x[n // 2 :], (1, 2))
+    return tail.sum() + np.arange(n).sum() + x.mean(), tail, padded, x / n
+
+
+def test_one_symbolic_trace_serves_every_size_with_derived_sizes():
+    c = nb.compile(_derived, dynamic_dims={0: {0: "n"}})
+    for n in (6, 7, 9, 12, 5, 7):
+        x = np.arange(n, dtype=np.float32) + 1
+        got, want = c(nb.constant(x)), _derived_ref(x)
+        for g, w in zip(got, want):
+            assert g.shape == w.shape
+            np.testing.assert_allclose(g.numpy(), w, rtol=1e-6)
+    assert c.stats.misses == 1 and c.stats.hits == 5 and c.stats.replays == 0
+
+
+def test_a_python_decision_on_a_dynamic_size_traces_per_size_and_says_why(caplog):
+    def f(x):
+        return x * 2 if x.shape[0] > 3 else x  # decided in Python
+
+    c = nb.compile(f, dynamic_dims={0: {0: "n"}})
+    with caplog.at_level(logging.INFO, logger="nabla.compile"):
+        got = [c(nb.ones(n)).tolist()[0] for n in (2, 5, 2, 5)]
+    assert got == [1.0, 2.0, 1.0, 2.0]
+    assert c.stats.misses == 2 and c.stats.hits == 2
+    assert "a comparison of dynamic size n=2 at" in caplog.text
+    assert "test_compile_state.py" in caplog.text
+    g = nb.compile(lambda x: x.reshape((int(x.shape[0]), 1)), dynamic_dims={0: {0: "n"}})
+    assert [g(nb.ones(n)).shape for n in (2, 3, 3)] == [(2, 1), (3, 1), (3, 1)]
+    assert g.stats.misses == 2
+
+
+def test_bad_dynamic_dims_are_named_at_the_first_call():
+    f = nb.compile(lambda x: x * 2, dynamic_dims={1: {0: "n"}})
+    with pytest.raises(ValueError, match="dynamic_dims names positional argument 1"):
+        f(nb.ones(3))
+    g = nb.compile(lambda x: x * 2, dynamic_dims={0: {2: "n"}})
+    with pytest.raises(ValueError, match=r"dim 2 of argument 0 the name 'n'.*shape \(3,\)"):
+        g(nb.ones(3))
+    h = nb.compile(lambda x, k: x * k, dynamic_dims={1: {0: "n"}})
+    with pytest.raises(TypeError, match="argument 1, which is a int"):
+        h(nb.ones(3), 2)
+
+
+def test_bad_static_argnums_and_argnames_are_named_at_the_first_call():
+    f = nb.compile(lambda x, k: x * k, static_argnums=(2,))
+    with pytest.raises(ValueError, match="static_argnums names argument 2, but <lambda> takes 2"):
+        f(nb.ones(3), 2)
+    g = nb.compile(lambda x, *, k=1: x * k, static_argnames="kk")
+    with pytest.raises(ValueError, match="static_argnames names 'kk'"):
+        g(nb.ones(3), k=2)
+    ok = nb.compile(lambda x, **kw: x * kw["k"], static_argnames="k")  # **kwargs takes any
+    assert ok(nb.ones(1), k=3).item() == 3.0
