@@ -1,4 +1,5 @@
-"""``Operation``: the base of every op, and the ``__call__`` pipeline (spec/01).
+"""``Operation``: the base of every op, and the ``__call__`` pipeline (``docs/architecture.md``,
+"The op call pipeline").
 
 An op is a stateless singleton. Its user-facing ``__call__`` normalizes arguments (Python
 scalars, dtype promotion, broadcasting, negative axes) and then calls ``bind(args, kwargs)``,
@@ -16,11 +17,11 @@ the pipeline every op shares:
 7. the ``OpNode`` (original kwargs for rules, physical kwargs for backends);
 8. forward-mode tangents, one transform level at a time.
 
-When an operand is sharded, ``bind`` hands the call to ``spmd.bind_sharded`` (spec/01's
-steps 2 and 8: resharding the operands, partial outputs completed lazily where a consumer
+When an operand is sharded, ``bind`` hands the call to ``spmd.bind_sharded`` (the sharded
+stages: resharding the operands, partial outputs completed lazily where a consumer
 needs them); it ends in the same ``emit`` as the unsharded path.
 
-Unified internal signatures (spec/05): ``vjp_rule(primals, cotangents, outputs, kwargs)`` and
+Unified internal signatures: ``vjp_rule(primals, cotangents, outputs, kwargs)`` and
 ``jvp_rule(primals, tangents, outputs, kwargs)`` take and return lists; backends lower
 ``(op_name, args, phys_kwargs) -> list``.
 

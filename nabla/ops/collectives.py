@@ -1,4 +1,4 @@
-"""Placing values on a device mesh, and the collectives (DESIGN.md §4).
+"""Placing values on a device mesh, and the collectives (``docs/architecture.md``, "Sharding").
 
 A sharded tensor keeps its global (logical) shape; its buffer holds one block per mesh
 device (``nabla.core.sharding``). Two kinds of ops live here:

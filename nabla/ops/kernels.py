@@ -344,7 +344,7 @@ _CALL = CustomKernelOp("custom_kernel", register=True)
 
 
 def call_custom_kernel(name: str, kernel_path, values, out_types, *, numpy_fn=None, **params):
-    """Run the Mojo kernel registered as ``name`` on ``values`` (spec/01's custom_op).
+    """Run the Mojo kernel registered as ``name`` on ``values`` (``docs/custom_kernels.md``).
 
     The kernel has no derivative rules (use ``custom_op`` for that); vmap prefixes its batch
     dims to every input and output (the kernel must map over leading dims).

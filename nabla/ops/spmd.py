@@ -1,4 +1,5 @@
-"""The sharded path of the op pipeline (spec/01 steps 2 and 8) and the resharding planner.
+"""The sharded path of the op pipeline (``docs/architecture.md``, "Sharding") and the
+resharding planner.
 
 ``Operation.bind`` hands an op to :func:`bind_sharded` when an operand is sharded. There:
 

@@ -1,10 +1,11 @@
 """``vmap``: vectorize a function over a batch axis, with JAX semantics.
 
-Mechanism (spec/03): on entry each mapped input's axis moves into the physical batch prefix
-and is tagged with a fresh vmap *level*; the function sees logical shapes; on exit the
-level's dim moves to ``out_axes``. Ops align operands carrying different levels (missing
-levels broadcast), so closures over outer levels, unbatched captures, equal-sized levels and
-outputs that do not depend on the mapped input all give JAX's answers.
+Mechanism (``docs/architecture.md``, "Transforms as interpreters"): on entry each mapped
+input's axis moves into the physical batch prefix and is tagged with a fresh vmap *level*;
+the function sees logical shapes; on exit the level's dim moves to ``out_axes``. Ops align
+operands carrying different levels (missing levels broadcast), so closures over outer
+levels, unbatched captures, equal-sized levels and outputs that do not depend on the mapped
+input all give JAX's answers.
 """
 
 from __future__ import annotations

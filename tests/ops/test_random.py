@@ -1,5 +1,5 @@
 """Random numbers: explicit keys reproduce exactly, the global generator differs per call,
-distributions have the right statistics, and the API signatures of API.md hold."""
+distributions have the right statistics, and the documented signatures hold."""
 
 import numpy as np
 import pytest
@@ -201,7 +201,7 @@ def test_global_draws_are_shared_by_the_columns_of_jacfwd():
 
 def test_jax_positional_dtype_and_documented_defaults():
     """JAX's ``uniform(key, shape, dtype, minval)`` / ``normal(key, shape, dtype)`` take the
-    dtype third; the top-level draws' signatures show API.md's defaults."""
+    dtype third; the top-level draws' signatures show the documented defaults (0.0 and 1.0)."""
     import inspect
 
     k = nb.random.key(0)

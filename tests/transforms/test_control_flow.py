@@ -685,7 +685,7 @@ def test_fori_loop_with_known_tensor_bounds_is_a_reverse_differentiable_scan():
 
 
 def test_api_reference_and_jax_keyword_names_both_work():
-    """API.md's names (true_fn, cond_fn, body_fn, init, lo, hi, body) and JAX's (true_fun,
+    """The documented names (true_fn, cond_fn, body_fn, init, lo, hi, body) and JAX's (true_fun,
     cond_fun, body_fun, init_val, lower, upper) are both accepted as keywords."""
     x = nb.constant(2.0)
     assert nb.cond(True, true_fn=lambda: x * 2, false_fn=lambda: x).item() == 4.0
