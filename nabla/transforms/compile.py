@@ -869,10 +869,13 @@ def _runs_now(plan, tensors, const_impls) -> bool:
 
 def _plain_consts(plan, const_impls) -> bool:
     """Are the captured tensors of this call free of autodiff history, tangents and vmap
-    levels (else the call replays, so their derivatives and batching flow)?"""
+    levels (else the call replays, so their derivatives and batching flow)? Under
+    ``nb.no_grad()`` a parameter's ``requires_grad`` records nothing, so an evaluation
+    loop over ``nb.compile(model)`` takes the fast path."""
+    no_grad = STATE.no_grad
     for cap in plan.captures:
         impl = const_impls[cap.index]
-        if impl.levels or impl.tangents or is_live(impl.traced):
+        if impl.levels or impl.tangents or (is_live(impl.traced) and not no_grad):
             return False
     return True
 

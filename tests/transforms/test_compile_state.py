@@ -78,6 +78,10 @@ def test_compiled_output_follows_load_state_dict_in_place_updates_and_rebinding(
     m.weight = nb.constant(np.eye(4, 2, dtype=np.float32))  # a new tensor, same shape
     np.testing.assert_allclose(fwd(x).numpy(), X @ np.eye(4, 2) + 1, rtol=1e-6)
     assert fwd.stats.misses == 1 and fwd.stats.hits == 3
+    replays = fwd.stats.replays  # parameters require grad: each call above replayed
+    with nb.no_grad():  # an evaluation loop: nothing to record, the compiled fast path
+        np.testing.assert_allclose(fwd(x).numpy(), X @ np.eye(4, 2) + 1, rtol=1e-6)
+    assert fwd.stats.replays == replays
 
     w = nb.constant([1.0, 2.0])
     f = nb.compile(lambda a: a * w)  # a closure over a global-like name
