@@ -67,40 +67,41 @@ class Path(NamedTuple):
         return out
 
 
-def _children(obj):
-    """(step, child) pairs of ``obj`` the walk descends into."""
-    if isinstance(obj, types.FunctionType):
-        code = obj.__code__
-        for i, cell in enumerate(obj.__closure__ or ()):
-            try:
-                yield ("cell", i), cell.cell_contents
-            except ValueError:  # an empty cell
-                continue
-        g = obj.__globals__
-        for name in _code_names(code):
-            if name in g:
-                yield ("global", name), g[name]
-        return
-    if isinstance(obj, types.MethodType):
-        yield ("attr", "__self__"), obj.__self__
-        yield ("attr", "__func__"), obj.__func__
-        return
-    if isinstance(obj, functools.partial):
-        yield ("attr", "func"), obj.func
-        yield ("attr", "args"), obj.args
-        yield ("attr", "keywords"), obj.keywords
-        return
-    if isinstance(obj, dict):
-        for k, v in list(obj.items()):
-            if isinstance(k, str | int):
-                yield ("item", k), v
-        return
-    if isinstance(obj, list | tuple):
-        for i, v in enumerate(obj):
-            yield ("item", i), v
-        return
-    if isinstance(obj, types.ModuleType | type | types.BuiltinFunctionType):
-        return
+def _function_children(fn):
+    for i, cell in enumerate(fn.__closure__ or ()):
+        try:
+            yield ("cell", i), cell.cell_contents
+        except ValueError:  # an empty cell
+            continue
+    g = fn.__globals__
+    for name in _code_names(fn.__code__):
+        if name in g:
+            yield ("global", name), g[name]
+
+
+def _method_children(m):
+    yield ("attr", "__self__"), m.__self__
+    yield ("attr", "__func__"), m.__func__
+
+
+def _partial_children(p):
+    yield ("attr", "func"), p.func
+    yield ("attr", "args"), p.args
+    yield ("attr", "keywords"), p.keywords
+
+
+def _dict_children(d):
+    for k, v in list(d.items()):
+        if isinstance(k, str | int):
+            yield ("item", k), v
+
+
+def _sequence_children(seq):
+    for i, v in enumerate(seq):
+        yield ("item", i), v
+
+
+def _object_children(obj):
     d = getattr(obj, "__dict__", None)
     if isinstance(d, dict):
         # nabla's own objects (a compiled function, an optimizer) are walked through their
@@ -113,6 +114,25 @@ def _children(obj):
     wrapped = getattr(obj, "__wrapped__", None)  # functools.wraps: the function inside
     if wrapped is not None and (d is None or "__wrapped__" not in d):
         yield ("attr", "__wrapped__"), wrapped
+
+
+# how the walk descends into each kind of object (the first matching type wins)
+_WALKERS = (
+    (types.FunctionType, _function_children),
+    (types.MethodType, _method_children),
+    (functools.partial, _partial_children),
+    (dict, _dict_children),
+    (list | tuple, _sequence_children),
+    (types.ModuleType | type | types.BuiltinFunctionType, lambda obj: ()),
+)
+
+
+def _children(obj):
+    """(step, child) pairs of ``obj`` the walk descends into."""
+    for kind, walk in _WALKERS:
+        if isinstance(obj, kind):
+            return walk(obj)
+    return _object_children(obj)
 
 
 @functools.lru_cache(maxsize=1024)

@@ -71,6 +71,7 @@ from ..runtime.executor import run_program
 from ..runtime.graph import GRAPH
 from ..runtime.tensor import Tensor
 from ._captures import Path, find_paths
+from ._records import PyOut, RecordedNode, Ref
 
 __all__ = ["compile", "CompiledFunction", "CompilationStats"]
 
@@ -78,12 +79,13 @@ log = logging.getLogger("nabla.compile")
 
 
 class _Plan:
-    """A recorded graph: nodes as (op, kwargs, input refs, n outputs)."""
+    """A recorded graph: ``RecordedNode``s over ``Ref``s to the arguments, the constants
+    (captured tensors, literals, random keys) and earlier nodes."""
 
     def __init__(self, n_args, nodes, outputs, out_tree, consts, rng_slots, arg_specs):
         self.n_args = n_args
         self.nodes = nodes
-        self.outputs = outputs  # ("node", i, k) | ("arg", k) | ("const", j) | ("py", value)
+        self.outputs = outputs  # a Ref per tensor output, a PyOut per Python value
         self.out_tree = out_tree
         self.consts = consts  # captured TensorImpls (realized)
         self.rng_slots = rng_slots  # const indices that get a fresh key per call
@@ -98,7 +100,7 @@ class _Plan:
         # before the plan's program on the fast path: their values are program inputs
         host = [k for k, (op, *_) in enumerate(nodes) if op.host_only]
         hoistable = all(
-            r[0] != "node" or nodes[r[1]][0].host_only for k in host for r in nodes[k][2]
+            r.kind != "node" or nodes[r.index].op.host_only for k in host for r in nodes[k].refs
         )
         self.host_nodes = tuple(host) if hoistable else None
         self._host_devices = None
@@ -135,8 +137,8 @@ class _Plan:
         if plan is None:
             sub = lambda v: substitute_dims(v, sizes)  # noqa: E731
             nodes = [
-                (op, sub(kw), refs, n, sub(specs), sub(phys))
-                for op, kw, refs, n, specs, phys in self.nodes
+                RecordedNode(n.op, sub(n.kwargs), n.refs, sub(n.out_specs), sub(n.phys_kwargs))
+                for n in self.nodes
             ]
             plan = _Plan(
                 self.n_args,
@@ -188,12 +190,12 @@ class _Plan:
         vals: list = []
 
         def get(ref):
-            kind = ref[0]
+            kind = ref.kind
             if kind == "arg":
-                return args[ref[1]]
+                return args[ref.index]
             if kind == "const":
-                return consts[ref[1]]
-            return vals[ref[1]][ref[2]]
+                return consts[ref.index]
+            return vals[ref.index][ref.output]
 
         # the arguments' vmap levels at this call stand for those of the trace (a vmap or
         # shard_map around the call makes new levels each time)
@@ -202,7 +204,7 @@ class _Plan:
             new = t._impl.levels
             if len(new) == len(old):
                 rename.update((o, n) for o, n in zip(old, new, strict=True) if o != n)
-        for op, kwargs, refs, _, specs, _ in self.nodes:
+        for op, kwargs, refs, specs, _ in self.nodes:
             kw = _rename_levels(kwargs, rename) if rename and op.physical else kwargs
             ins = [get(r) for r in refs]
             if hasattr(op, "replay"):
@@ -219,7 +221,7 @@ class _Plan:
                         f"says {_specs_str(want)} (a size taken as a plain number)"
                     )
             vals.append(outs)
-        return [ref[1] if ref[0] == "py" else get(ref) for ref in self.outputs]
+        return [ref.value if type(ref) is PyOut else get(ref) for ref in self.outputs]
 
     # ------------------------------------------------------------------ fast path
     def run_now(self, args: list, const_impls: list) -> list:
@@ -286,11 +288,11 @@ class _Plan:
         vals: dict = {}
 
         def get(ref):
-            if ref[0] == "arg":
-                return args[ref[1]]
-            if ref[0] == "const":
-                return consts[ref[1]]
-            return vals[ref[1]][ref[2]]
+            if ref.kind == "arg":
+                return args[ref.index]
+            if ref.kind == "const":
+                return consts[ref.index]
+            return vals[ref.index][ref.output]
 
         outs = []
         for k in self.host_nodes:
@@ -318,20 +320,23 @@ class _Plan:
     def tensor_output_specs(self):
         specs = []
         for ref in self.outputs:
-            if ref[0] == "node":
-                specs.append(self.nodes[ref[1]][4][ref[2]])
-            elif ref[0] == "arg":
-                specs.append(self.arg_specs[ref[1]][:2])
-            elif ref[0] == "const":
-                c = self.consts[ref[1]]
+            if type(ref) is PyOut:
+                continue
+            if ref.kind == "node":
+                specs.append(self.nodes[ref.index].out_specs[ref.output])
+            elif ref.kind == "arg":
+                specs.append(self.arg_specs[ref.index][:2])
+            else:
+                c = self.consts[ref.index]
                 specs.append((c.dtype, c.shape))
         return specs
 
     def program(self) -> Program:
         """The plan as a backend ``Program`` over (args, consts) -> tensor outputs.
 
-        Dynamic dims stay ``SymDim``s in its shapes; ``symbolic`` is set once a replay at
-        another size verified the plan, so a backend may compile one model for every size."""
+        Dynamic dims stay ``SymDim``s in its shapes; ``symbolic`` is set when no Python
+        decision on a size was recorded, so a backend may compile one model for every
+        size."""
         if self._program is None:
             n_args = self.n_args
             consts = tuple((c.dtype, c.buffer_shape, c.device) for c in self.consts)
@@ -342,26 +347,26 @@ class _Plan:
             host_slot = {}  # (node, output) of a random draw -> program input
             devices = iter(self._host_devices or ())
             for k in self.host_nodes or ():
-                for i, (dt, shape) in enumerate(self.nodes[k][4]):
+                for i, (dt, shape) in enumerate(self.nodes[k].out_specs):
                     host_slot[(k, i)] = len(inputs)
                     inputs.append((dt, shape, next(devices)))
             step_of = {}  # plan node -> program step (draws are not steps)
 
             def ref(r):
-                if r[0] == "arg":
-                    return r[1]
-                if r[0] == "const":
-                    return n_args + r[1]
-                slot = host_slot.get((r[1], r[2]))
-                return slot if slot is not None else (step_of[r[1]], r[2])
+                if r.kind == "arg":
+                    return r.index
+                if r.kind == "const":
+                    return n_args + r.index
+                slot = host_slot.get((r.index, r.output))
+                return slot if slot is not None else (step_of[r.index], r.output)
 
             steps = []
-            for k, (op, _kwargs, refs, _n_out, specs, phys) in enumerate(self.nodes):
+            for k, (op, _kwargs, refs, specs, phys) in enumerate(self.nodes):
                 if (k, 0) in host_slot:
                     continue
                 step_of[k] = len(steps)
                 steps.append((op.backend_name, tuple(ref(r) for r in refs), phys, specs))
-            outputs = [ref(r) for r in self.outputs if r[0] != "py"]
+            outputs = [ref(r) for r in self.outputs if type(r) is not PyOut]
             self._program = build_program(
                 ("plan", id(self)),
                 tuple(inputs),
@@ -741,7 +746,7 @@ class CompiledFunction:
                     drawn = plan.bind_host_nodes(tensors, consts) if plan.has_host_ops else []
                     outs = _compiled_call.bind(tensors + consts + drawn, {"plan": plan})
             it = iter(outs)
-            leaves = [ref[1] if ref[0] == "py" else next(it) for ref in plan.outputs]
+            leaves = [ref.value if type(ref) is PyOut else next(it) for ref in plan.outputs]
             return tree_unflatten(plan.out_tree, leaves)
         self._stats.replays += 1
         leaves = plan.replay(tensors, const_impls)
@@ -881,7 +886,7 @@ def _plain_consts(plan, const_impls) -> bool:
 
 
 def _nonempty(plan):
-    return any(ref[0] != "py" for ref in plan.outputs)
+    return any(type(ref) is not PyOut for ref in plan.outputs)
 
 
 def _plain(tensors) -> bool:
@@ -1032,10 +1037,10 @@ def _build_plan(recorded, placeholders, out, rng_impls, traced_flat, fun=None):
 
     def ref_of(impl):
         if id(impl) in placeholders:
-            return ("arg", placeholders[id(impl)])
+            return Ref("arg", placeholders[id(impl)])
         node = impl.node
         if node is not None and id(node) in node_index and id(node) in needed:
-            return ("node", kept_index[id(node)], impl.index)
+            return Ref("node", kept_index[id(node)], impl.index)
         j = const_idx.get(id(impl))
         if j is None:
             if impl.buffer is None:
@@ -1048,7 +1053,7 @@ def _build_plan(recorded, placeholders, out, rng_impls, traced_flat, fun=None):
                 t = _captured_tensor(impl)
                 if t is not None:
                     captured[j] = t
-        return ("const", j)
+        return Ref("const", j)
 
     nodes = []
     kept_index = {}
@@ -1057,10 +1062,8 @@ def _build_plan(recorded, placeholders, out, rng_impls, traced_flat, fun=None):
             continue
         refs = tuple(ref_of(i) for i in node.inputs)
         kept_index[id(node)] = len(nodes)
-        nodes.append(
-            (node.op, node.kwargs, refs, len(node.outputs), node.out_specs, node.phys_kwargs)
-        )
-    outputs = [ref_of(o._impl) if isinstance(o, Tensor) else ("py", o) for o in out_flat]
+        nodes.append(RecordedNode(node.op, node.kwargs, refs, node.out_specs, node.phys_kwargs))
+    outputs = [ref_of(o._impl) if isinstance(o, Tensor) else PyOut(o) for o in out_flat]
     arg_specs = tuple(
         (t.dtype, t._impl.shape, t.device) for t in traced_flat if isinstance(t, Tensor)
     )

@@ -50,6 +50,7 @@ from ..ops._util import as_tensor
 from ..ops.base import Operation
 from ..runtime.graph import ConcretizationError
 from ..runtime.tensor import Tensor
+from ._records import InSpec, OutAval, RecordedNode, Ref
 from .autodiff import jvp, vjp
 from .trace import _HIDDEN_KWARGS, _SHORT
 
@@ -62,9 +63,9 @@ class Body:
 
     Attributes:
         what: the construct and role, for messages (``"scan body"``).
-        in_specs: per placeholder ``(dtype, physical shape, device, levels)``.
-        nodes: ``(op, kwargs, input refs, out_specs, phys_kwargs)`` in topological order; a
-            ref is ``("arg", i)``, ``("cap", j)`` or ``("node", k, output)``.
+        in_specs: an ``InSpec`` per placeholder (dtype, physical shape, device, levels).
+        nodes: ``RecordedNode``s in topological order, over ``Ref``s of kind ``"arg"``
+            (a placeholder), ``"cap"`` (a captured tensor) or ``"node"``.
         outputs: refs of the flat outputs; ``out_tree`` their pytree structure.
         captured: the outer ``TensorImpl``s the body reads (inputs of the construct).
     """
@@ -78,7 +79,7 @@ class Body:
         self.outputs = outputs
         self.out_tree = out_tree
         self.captured = captured
-        # (dtype, physical shape, device, levels) of each output as traced
+        # an OutAval per output: (dtype, physical shape, device, levels, logical shape)
         self.out_impls = out_impls
 
     def __repr__(self):
@@ -99,11 +100,13 @@ class Body:
         caps = [f"k{j}:{ty(im.dtype, im.shape, im.levels)}" for j, im in enumerate(self.captured)]
 
         def name(r):
-            if r[0] == "arg":
-                return f"a{r[1]}"
-            if r[0] == "cap":
-                return f"k{r[1]}"
-            return f"v{r[1]}_{r[2]}" if self.nodes[r[1]][0].multiple_results else f"v{r[1]}"
+            if r.kind == "arg":
+                return f"a{r.index}"
+            if r.kind == "cap":
+                return f"k{r.index}"
+            if self.nodes[r.index].op.multiple_results:
+                return f"v{r.index}_{r.output}"
+            return f"v{r.index}"
 
         lines = [f"{{ lambda {' '.join(caps)} ; {' '.join(ins)}. let"]
         for k, (op, kwargs, refs, specs, _phys) in enumerate(self.nodes):
@@ -130,11 +133,11 @@ class Body:
         vals: list = []
 
         def get(ref):
-            if ref[0] == "arg":
-                return args[ref[1]]
-            if ref[0] == "cap":
-                return captured[ref[1]]
-            return vals[ref[1]][ref[2]]
+            if ref.kind == "arg":
+                return args[ref.index]
+            if ref.kind == "cap":
+                return captured[ref.index]
+            return vals[ref.index][ref.output]
 
         for op, kwargs, refs, _specs, _phys in self.nodes:
             ins = [get(r) for r in refs]
@@ -151,11 +154,11 @@ class Body:
         inputs = tuple((dt, shape, dev) for dt, shape, dev, _ in self.in_specs) + cap_specs
 
         def ref(r):
-            if r[0] == "arg":
-                return r[1]
-            if r[0] == "cap":
-                return n + cap_slots[r[1]]
-            return (r[1], r[2])
+            if r.kind == "arg":
+                return r.index
+            if r.kind == "cap":
+                return n + cap_slots[r.index]
+            return (r.index, r.output)
 
         steps = tuple(
             (op.backend_name, tuple(ref(r) for r in refs), phys, specs)
@@ -270,24 +273,26 @@ def trace_body(fn, args: list, what: str, levels: list | None = None, out_levels
     def ref_of(im):
         i = arg_of.get(id(im))
         if i is not None:
-            return ("arg", i)
+            return Ref("arg", i)
         if id(im) in dependent:
-            return ("node", node_index[id(im.node)], im.index)
+            return Ref("node", node_index[id(im.node)], im.index)
         j = cap_of.get(id(im))
         if j is None:
             j = cap_of[id(im)] = len(captured)
             captured.append(im)
-        return ("cap", j)
+        return Ref("cap", j)
 
     for node in kept:
         if id(node) not in needed:
             continue
         refs = tuple(ref_of(i) for i in node.inputs)
         node_index[id(node)] = len(nodes)
-        nodes.append((node.op, node.kwargs, refs, node.out_specs, node.phys_kwargs))
+        nodes.append(RecordedNode(node.op, node.kwargs, refs, node.out_specs, node.phys_kwargs))
     outputs = tuple(ref_of(o._impl) for o in out_flat)
-    in_specs = tuple((p.dtype, p._impl.shape, p.device, p._impl.levels) for p in phs)
-    out_impls = tuple((o.dtype, o._impl.shape, o.device, o._impl.levels, o.shape) for o in out_flat)
+    in_specs = tuple(InSpec(p.dtype, p._impl.shape, p.device, p._impl.levels) for p in phs)
+    out_impls = tuple(
+        OutAval(o.dtype, o._impl.shape, o.device, o._impl.levels, o.shape) for o in out_flat
+    )
     return Body(what, in_specs, tuple(nodes), outputs, out_tree, captured, out_impls)
 
 
@@ -743,8 +748,8 @@ def _switch(index, branches, operands, what, names):
             bodies[k].out_tree,
             _logical_avals(bodies[k]),
         )
-    levels = _union(*[o[3] for b in bodies for o in b.out_impls])
-    if any(o[3] != levels for b in bodies for o in b.out_impls):
+    levels = _union(*[o.levels for b in bodies for o in b.out_impls])
+    if any(o.levels != levels for b in bodies for o in b.out_impls):
         bodies = [
             trace_body(flat_fn(k), flat, f"{what} {names[k]}", out_levels=levels)
             for k in range(len(branches))
@@ -931,13 +936,13 @@ def _while_flat(c_fn, b_fn, flat, what, consts=(), max_steps=None):
             raise TypeError(
                 f"{what}: body_fun returned {len(body_b.out_impls)} carry leaves for {n}"
             )
-        out_levels = _union(levels, *[o[3] for o in body_b.out_impls])
+        out_levels = _union(levels, *[o.levels for o in body_b.out_impls])
         if out_levels == levels:
             break
         levels = out_levels
     in_avals = [(t.dtype, t.shape) for t in flat]
     _check_carry(what, "init_val", in_avals, "body_fun", _logical_avals(body_b))
-    if any(o[3] != levels for o in body_b.out_impls):
+    if any(o.levels != levels for o in body_b.out_impls):
         body_b = trace_body(
             b_traced, flat + consts, f"{what} body_fun", levels=lv, out_levels=levels
         )
@@ -1372,14 +1377,14 @@ def _scan_flat(step, carry, xs, length, reverse, what, consts=(), fn_name="f"):
             continue
         if len(body.out_impls) < n:
             raise TypeError(f"{what}: {fn_name} returned fewer carry leaves than init has")
-        out_levels = _union(levels, *[o[3] for o in body.out_impls])
+        out_levels = _union(levels, *[o.levels for o in body.out_impls])
         if out_levels == levels:
             break
         levels = out_levels
     ny = ny_box[0]
     init_avals = [(t.dtype, t.shape) for t in carry]
     _check_carry(what, "init", init_avals, fn_name, _logical_avals(body)[:n])
-    if any(o[3] != levels for o in body.out_impls):
+    if any(o.levels != levels for o in body.out_impls):
         body = trace_body(
             body_fn, list(carry) + x_ex + consts, traced, levels=lv, out_levels=levels
         )
