@@ -434,6 +434,18 @@ _compiled_call = CompiledCallOp()
 
 
 # ----------------------------------------------------------------------------- the transform
+class _Call(NamedTuple):
+    """One call of a compiled function, as its cache lookup and trace see it."""
+
+    key: tuple  # (treedef, per-leaf entry, ...)
+    flat: list  # the leaves (NumPy arrays made tensors)
+    tree: object  # the treedef of (args, kwargs)
+    sizes: dict  # dynamic dim name -> size at this call
+    sym_shapes: dict  # leaf index -> shape with dynamic dims as names
+    args: tuple  # as passed (a fallback runs the function on them)
+    kwargs: dict
+
+
 @dataclass
 class CompilationStats(Mapping):
     """Counters of one :class:`CompiledFunction` (``f.stats``).
@@ -535,8 +547,9 @@ class CompiledFunction:
         self._last_key = None
 
     # ------------------------------------------------------------------ key
-    def _signature(self, args, kwargs):
-        """-> (key, flat leaves, treedef, {dim name: size}, {leaf index: symbolic shape}).
+    def _signature(self, args, kwargs) -> _Call:
+        """This call as a ``_Call``: its cache key, flat leaves, treedef, the dynamic dims'
+        sizes and the symbolic shapes of the leaves that have them.
 
         The key is ``(treedef, per-leaf entry, ...)``; a tensor's entry is (shape with
         dynamic dims replaced by their names, dtype, device, sharding)."""
@@ -579,7 +592,7 @@ class CompiledFunction:
                     ) from None
                 # a float by its bits: -0.0 is not 0.0 (atan2, 1/x) and NaN equals itself
                 parts.append(("static", type(leaf), leaf.hex() if type(leaf) is float else leaf))
-        return tuple(parts), flat, tree, sizes, sym_shapes
+        return _Call(tuple(parts), flat, tree, sizes, sym_shapes, args, kwargs)
 
     @staticmethod
     def _symbolic(shape, names, sizes, pos):
@@ -697,97 +710,89 @@ class CompiledFunction:
             self._check_arguments(args, kwargs)
         if self.static_argnums or self.static_argnames:
             args, kwargs = self._static(args, kwargs)
-        key, flat, tree, sizes, sym_shapes = self._signature(args, kwargs)
-        with self._lock:
-            entry = self._cache.get(key)
-            if entry is not None and entry is not self._newest:
-                self._cache.move_to_end(key)
-                self._newest = entry if entry != "fallback" else None
+        call = self._signature(args, kwargs)
+        entry = self._lookup(call.key)
         if entry is None:
             self._stats.misses += 1
             if self.explain or log.isEnabledFor(logging.DEBUG):
-                self._explain(key)
-            self._last_key = key
-            return self._trace_and_store(key, flat, tree, sym_shapes)
+                self._explain(call.key)
+            self._last_key = call.key
+            return self._trace_and_store(call)
         if entry == "fallback":
             self._stats.fallbacks += 1
             return self.fun(*args, **kwargs)
+        tensors = [leaf for leaf in call.flat if isinstance(leaf, Tensor)]
         plan = entry
-        tensors = [leaf for leaf in flat if isinstance(leaf, Tensor)]
-        if sizes and not _same_shapes(plan, tensors):
-            plan, reason = self._plan_at_sizes(plan, sizes, tensors)
-            if plan == "fallback":
-                self._stats.fallbacks += 1
-                return self.fun(*args, **kwargs)
-            if plan is None:  # this size gets its own trace (a miss, counted and logged)
-                value, out = self._trace(flat, tree, sym_shapes)
-                if isinstance(value, _Plan):  # valid at this size only
-                    value.size_reads = value.size_reads or [reason]
-                entry.by_size[tuple(sorted(sizes.items()))] = value
+        if call.sizes and not _same_shapes(plan, tensors):
+            plan, out = self._plan_at_sizes(entry, call, tensors)
+            if plan is None:  # this size's own trace ran (or fell back)
                 return out
         const_impls, stale = plan.call_inputs(self.fun)
         if stale is not None:  # a captured tensor changed shape or dtype: as a guard would
             self._stats.misses += 1
             self._log_retrace(f"retrace because {stale}")
-            return self._trace_and_store(key, flat, tree, sym_shapes)
+            return self._trace_and_store(call)
         self._stats.hits += 1
-        fast = _plain(tensors) and (not plan.has_host_ops or plan.host_nodes is not None)
-        if fast and plan.captures and not _plain_consts(plan, const_impls):
-            fast = False  # a captured requires_grad (or traced) value: replay, so it flows
-        if fast and plan.rng_slots and not plan.traced_in_vmap and drawing_levels():
-            fast = False  # draws independent per element of a vmap around the call: replay
-        if fast:
-            outs = []
-            if _nonempty(plan):
-                if _runs_now(plan, tensors, const_impls):
-                    outs = plan.run_now(tensors, const_impls)
-                else:
-                    consts = plan.call_consts(const_impls)
-                    drawn = plan.bind_host_nodes(tensors, consts) if plan.has_host_ops else []
-                    outs = _compiled_call.bind(tensors + consts + drawn, {"plan": plan})
-            it = iter(outs)
-            leaves = [ref.value if type(ref) is PyOut else next(it) for ref in plan.outputs]
-            return tree_unflatten(plan.out_tree, leaves)
-        self._stats.replays += 1
-        leaves = plan.replay(tensors, const_impls)
+        if _takes_fast_path(plan, tensors, const_impls):
+            leaves = _run_fast(plan, tensors, const_impls)
+        else:
+            self._stats.replays += 1
+            leaves = plan.replay(tensors, const_impls)
         return tree_unflatten(plan.out_tree, leaves)
 
-    def _plan_at_sizes(self, plan, sizes, tensors):
+    def _lookup(self, key):
+        """The cached trace under ``key`` (None on a miss), made the LRU's newest."""
+        with self._lock:
+            entry = self._cache.get(key)
+            if entry is not None and entry is not self._newest:
+                self._cache.move_to_end(key)
+                self._newest = entry if entry != "fallback" else None
+        return entry
+
+    def _plan_at_sizes(self, plan, call, tensors):
         """The plan for new sizes of the dynamic dims: the symbolic plan evaluated at them
         (checked once per size by re-inferring its shapes), or this size's own trace when
         the function decided on a size in Python or a shape did not follow the symbols.
-        Returns ``(plan or "fallback", None)``, or ``(None, why)`` when the size must be
-        traced (a miss, counted here, with the reason logged)."""
-        size_key = tuple(sorted(sizes.items()))
+        Returns ``(plan, None)``, or ``(None, outputs)`` when this call traced the size
+        (a miss, logged with its reason) or ran as plain lazy code (a fallback)."""
+        size_key = tuple(sorted(call.sizes.items()))
         own = plan.by_size.get(size_key)
+        if own == "fallback":
+            self._stats.fallbacks += 1
+            return None, self.fun(*call.args, **call.kwargs)
         if own is not None:
             return own, None
         reason = plan.size_reads[0] if plan.size_reads else None
         if reason is None:
-            at = plan.specialize(sizes, tensors)
+            at = plan.specialize(call.sizes, tensors)
             if isinstance(at, _Plan):
                 return at, None
             reason = at
         self._stats.misses += 1
-        self._log_retrace(f"trace for sizes {dict(sizes)} because {reason}")
-        return None, reason
+        self._log_retrace(f"trace for sizes {dict(call.sizes)} because {reason}")
+        value, out = self._trace(call)
+        if isinstance(value, _Plan):  # valid at this size only
+            value.size_reads = value.size_reads or [reason]
+        plan.by_size[size_key] = value
+        return None, out
 
     def _log_retrace(self, message):
         if self.explain or log.isEnabledFor(logging.INFO):
             log.info("compile %s: %s", _name(self.fun), message)
 
-    def _trace_and_store(self, key, flat, tree, sym_shapes):
-        value, out = self._trace(flat, tree, sym_shapes)
-        self._store(key, value)
+    def _trace_and_store(self, call):
+        value, out = self._trace(call)
+        self._store(call.key, value)
         return out
 
-    def _trace(self, flat, tree, sym_shapes):
+    def _trace(self, call):
         """Run the function on placeholders, recording its ops: ``(plan, outputs)``, or
         ``("fallback", outputs)`` when it realized a value while traced."""
         t0 = time.perf_counter()
+        sym_shapes = call.sym_shapes
         placeholders = {}
-        traced_flat = list(flat)
-        for i, leaf in enumerate(flat):
+        traced_flat = list(call.flat)
+        for i, leaf in enumerate(call.flat):
             if isinstance(leaf, Tensor):
                 ph = identity(leaf)
                 shape = sym_shapes.get(i, ())
@@ -797,7 +802,7 @@ class CompiledFunction:
                     )
                 placeholders[id(ph._impl)] = len(placeholders)
                 traced_flat[i] = ph
-        args, kwargs = tree_unflatten(tree, traced_flat)
+        args, kwargs = tree_unflatten(call.tree, traced_flat)
         before = {i: t._impl for i, t in enumerate(traced_flat) if isinstance(t, Tensor)}
         epoch = GRAPH.thread_epoch  # this thread's: other threads may realize meanwhile
         old_rec, old_rng, old_reads = STATE.recording, STATE.recording_rng, STATE.size_reads
@@ -851,6 +856,33 @@ class CompiledFunction:
             while len(self._cache) > self.max_cache_size:
                 self._cache.popitem(last=False)
                 self._stats.evictions += 1
+
+
+def _takes_fast_path(plan, tensors, const_impls) -> bool:
+    """Can this hit run the plan's program (else it replays the recorded ops)? Only with
+    arguments and captured tensors free of autodiff history, tangents and vmap levels, and
+    random draws that can be bound before the program (and not per element of a vmap the
+    trace did not see)."""
+    if not _plain(tensors) or (plan.has_host_ops and plan.host_nodes is None):
+        return False
+    if plan.captures and not _plain_consts(plan, const_impls):
+        return False  # a captured requires_grad (or traced) value: replay, so it flows
+    return not (plan.rng_slots and not plan.traced_in_vmap and drawing_levels())
+
+
+def _run_fast(plan, tensors, const_impls) -> list:
+    """The output leaves of a fast-path hit: the plan's program run at the call, or one
+    lazy ``compiled_call`` node (with the random draws bound first)."""
+    outs = []
+    if _nonempty(plan):
+        if _runs_now(plan, tensors, const_impls):
+            outs = plan.run_now(tensors, const_impls)
+        else:
+            consts = plan.call_consts(const_impls)
+            drawn = plan.bind_host_nodes(tensors, consts) if plan.has_host_ops else []
+            outs = _compiled_call.bind(tensors + consts + drawn, {"plan": plan})
+    it = iter(outs)
+    return [ref.value if type(ref) is PyOut else next(it) for ref in plan.outputs]
 
 
 def _runs_now(plan, tensors, const_impls) -> bool:
@@ -951,29 +983,15 @@ def _fold_constants(recorded, needed, placeholders, rng_ids) -> set:
     and a MAX compile for each would cost seconds."""
     folded = set()
     for node in recorded:  # recording order is topological
-        op = node.op
-        if (
-            id(node) not in needed
-            or op.host_only
-            or op.collective
-            or op.backend_name in _NOT_FOLDED
-            or op.backend_name not in NUMPY_LOWERINGS
-            or has_symdim(node.kwargs)  # a dynamic size: its value changes per call
-        ):
+        if id(node) not in needed or not _foldable_op(node):
             continue
         if not all(_is_constant(i, placeholders, rng_ids, needed, folded) for i in node.inputs):
             continue
         outs = [ref() for ref in node.outputs]
-        if any(
-            int(np.prod(shape)) > _FOLD_LIMIT or any(isinstance(d, SymDim) for d in shape)
-            for _, shape in node.out_specs
-        ) or any(
-            o is not None and (o.levels or o.sharding is not None or not o.device.is_cpu)
-            for o in outs
-        ):
+        if not _small_host_values(node, outs):
             continue
         with np.errstate(all="ignore"):  # IEEE results, as the interpreter's programs
-            values = NUMPY_LOWERINGS[op.backend_name](
+            values = NUMPY_LOWERINGS[node.op.backend_name](
                 [i.buffer for i in node.inputs], node.phys_kwargs
             )
             values = [np.asarray(v, dtype=dt.numpy) for v, (dt, _) in zip(values, node.out_specs)]
@@ -982,6 +1000,30 @@ def _fold_constants(recorded, needed, placeholders, rng_ids) -> set:
                 impl.buffer = value
         folded.add(id(node))
     return folded
+
+
+def _foldable_op(node) -> bool:
+    """Could this node's op run once at trace time: an ordinary interpreted op (no host
+    draw, collective or program of its own) whose kwargs hold no dynamic size?"""
+    op = node.op
+    return not (
+        op.host_only
+        or op.collective
+        or op.backend_name in _NOT_FOLDED
+        or op.backend_name not in NUMPY_LOWERINGS
+        or has_symdim(node.kwargs)  # a dynamic size: its value changes per call
+    )
+
+
+def _small_host_values(node, outs) -> bool:
+    """Are the node's outputs small, static-shaped, unbatched and unsharded on the CPU?"""
+    for _, shape in node.out_specs:
+        if int(np.prod(shape)) > _FOLD_LIMIT or any(isinstance(d, SymDim) for d in shape):
+            return False
+    return not any(
+        o is not None and (o.levels or o.sharding is not None or not o.device.is_cpu)
+        for o in outs
+    )
 
 
 def _is_constant(impl, placeholders, rng_ids, needed, folded) -> bool:
@@ -1069,23 +1111,30 @@ def _build_plan(recorded, placeholders, out, rng_impls, traced_flat, fun=None):
     )
     plan = _Plan(len(placeholders), nodes, outputs, out_tree, consts, rng_slots, arg_specs)
     tensors = [t for t in traced_flat if isinstance(t, Tensor)]
-    if captured:
-        paths = find_paths(fun, {id(t): t for t in captured.values()}) if fun is not None else {}
-        plan.captures = tuple(
-            _Capture(
-                j,
-                t,
-                paths.get(id(t)),
-                (consts[j].shape, consts[j].dtype, consts[j].device, consts[j].sharding),
-            )
-            for j, t in captured.items()
-        )
+    plan.captures = _captures(fun, captured, consts)
     plan.arg_levels = tuple(t._impl.levels for t in tensors)
     plan.arg_buffers = tuple(t._impl.buffer_shape for t in tensors)
     plan.out_layouts = tuple(
         (o._impl.shape, o._impl.sharding) for o in out_flat if isinstance(o, Tensor)
     )
     return plan
+
+
+def _captures(fun, captured: dict, consts: list) -> tuple:
+    """A ``_Capture`` per captured tensor (const index -> tensor), with the path from
+    ``fun`` to it where the walk finds one."""
+    if not captured:
+        return ()
+    paths = find_paths(fun, {id(t): t for t in captured.values()}) if fun is not None else {}
+    return tuple(
+        _Capture(
+            j,
+            t,
+            paths.get(id(t)),
+            (consts[j].shape, consts[j].dtype, consts[j].device, consts[j].sharding),
+        )
+        for j, t in captured.items()
+    )
 
 
 def _check_dynamic_dims(dd):
