@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-__all__ = ["Ref", "RecordedNode", "PyOut", "InSpec", "OutAval"]
+__all__ = ["Ref", "RecordedNode", "PyOut", "InSpec", "OutAval", "LoopLayout", "LoopOperands"]
 
 
 class Ref(NamedTuple):
@@ -60,3 +60,54 @@ class OutAval(NamedTuple):
     device: Any
     levels: tuple
     logical_shape: tuple
+
+
+class LoopOperands(NamedTuple):
+    """A loop node's operands split by role (``LoopLayout.split``)."""
+
+    carry: list
+    xs: list
+    consts: list
+    captured: list
+
+    @property
+    def rest(self) -> list:
+        """The consts and then the captured tensors: what every step reads unchanged."""
+        return self.consts + self.captured
+
+
+class LoopLayout(NamedTuple):
+    """How a ``while_loop``/``scan`` node lays out its operands, ``(*carry, *xs, *consts,
+    *captured)``, and a scan its outputs, ``(*carry, *ys, *saved carries)``; read from the
+    node's kwargs (``n_carry``, ``n_xs``, ``n_consts``, ``n_ys``) with ``of``."""
+
+    n_carry: int
+    n_xs: int
+    n_consts: int
+    n_ys: int
+
+    @classmethod
+    def of(cls, kwargs) -> LoopLayout:
+        return cls(
+            kwargs["n_carry"], kwargs.get("n_xs", 0), kwargs["n_consts"], kwargs.get("n_ys", 0)
+        )
+
+    def split(self, values) -> LoopOperands:
+        """``values`` laid out as the node's operands, by role."""
+        values = list(values)
+        a = self.n_carry
+        b = a + self.n_xs
+        c = b + self.n_consts
+        return LoopOperands(values[:a], values[a:b], values[b:c], values[c:])
+
+    def split_rest(self, rest) -> tuple[list, list]:
+        """A step's ``rest`` (consts then captured) as ``(consts, captured)``."""
+        rest = list(rest)
+        return rest[: self.n_consts], rest[self.n_consts :]
+
+    def outputs(self, values) -> tuple[list, list, list]:
+        """A scan node's outputs as ``(carry, ys, saved carries)``."""
+        values = list(values)
+        a = self.n_carry
+        b = a + self.n_ys
+        return values[:a], values[a:b], values[b:]

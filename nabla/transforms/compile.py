@@ -1021,8 +1021,7 @@ def _small_host_values(node, outs) -> bool:
         if int(np.prod(shape)) > _FOLD_LIMIT or any(isinstance(d, SymDim) for d in shape):
             return False
     return not any(
-        o is not None and (o.levels or o.sharding is not None or not o.device.is_cpu)
-        for o in outs
+        o is not None and (o.levels or o.sharding is not None or not o.device.is_cpu) for o in outs
     )
 
 

@@ -50,7 +50,7 @@ from ..ops._util import as_tensor
 from ..ops.base import Operation
 from ..runtime.graph import ConcretizationError
 from ..runtime.tensor import Tensor
-from ._records import InSpec, OutAval, RecordedNode, Ref
+from ._records import InSpec, LoopLayout, OutAval, RecordedNode, Ref
 from .autodiff import jvp, vjp
 from .trace import _HIDDEN_KWARGS, _SHORT
 
@@ -787,41 +787,36 @@ class WhileOp(_ControlFlowOp):
         )
 
     def jvp_rule(self, primals, tangents, outputs, kwargs):
-        n = kwargs["n_carry"]
+        layout = LoopLayout.of(kwargs)
+        n = layout.n_carry
+        ops, t_ops = layout.split(primals), layout.split(tangents)
         # a carry's tangent is loop state (zeros to start with); a const or captured tensor
         # without one gets none (``_jvp_some``)
-        zt = [_zeros_for(p) if t is None else t for p, t in zip(primals[:n], tangents[:n])]
-        m = len(primals) - n
-        has = [t is not None for t in tangents[n:]]
-        given = [t for t in tangents[n:] if t is not None]
+        zt = [_zeros_for(p) if t is None else t for p, t in zip(ops.carry, t_ops.carry)]
+        m = len(ops.rest)
+        has = [t is not None for t in t_ops.rest]
+        given = [t for t in t_ops.rest if t is not None]
         cond_b, body_b = kwargs["cond"], kwargs["body"]
         cs, bs = kwargs["cap_slots"]
-        nk = kwargs["n_consts"]
 
         def cond2(c, k):
-            cc, kk = c[:n], k[:m]
-            return cond_b.call(list(cc) + kk[:nk], [kk[nk:][j] for j in cs])[0]
+            consts, caps = layout.split_rest(k[:m])
+            return cond_b.call(list(c[:n]) + consts, [caps[j] for j in cs])[0]
 
         def body2(c, k):
             def f(full):
-                kk = full[n:]
-                return body_b.call(full[:n] + kk[:nk], [kk[nk:][j] for j in bs])
+                consts, caps = layout.split_rest(full[n:])
+                return body_b.call(full[:n] + consts, [caps[j] for j in bs])
 
             out, t_out = _jvp_some(f, list(c[:n]) + list(k[:m]), list(c[n:]) + _given(k[m:], has))
             return list(out) + list(t_out)
 
-        res = _while_flat(
-            cond2,
-            body2,
-            list(primals[:n]) + zt,
-            "while_loop",
-            consts=list(primals[n:]) + given,
-        )
+        res = _while_flat(cond2, body2, ops.carry + zt, "while_loop", consts=ops.rest + given)
         return _float_only(res[n:], kwargs)
 
     def replay(self, args, kwargs):
-        n, nk = kwargs["n_carry"], kwargs["n_consts"]
-        carry, consts, caps = list(args[:n]), list(args[n : n + nk]), list(args[n + nk :])
+        ops = LoopLayout.of(kwargs).split(args)
+        carry, consts, caps = ops.carry, ops.consts, ops.captured
         cond_b, body_b = kwargs["cond"], kwargs["body"]
         cs, bs = kwargs["cap_slots"]
 
@@ -1123,22 +1118,24 @@ class ScanOp(_ControlFlowOp):
     name = "scan"
 
     def jvp_rule(self, primals, tangents, outputs, kwargs):
-        n, nx, nk = kwargs["n_carry"], kwargs["n_xs"], kwargs["n_consts"]
+        layout = LoopLayout.of(kwargs)
+        n, nx = layout.n_carry, layout.n_xs
+        ops, t_ops = layout.split(primals), layout.split(tangents)
         # a carry's tangent is loop state (zeros to start with); xs, consts and captured
         # tensors without one get none (``_jvp_some``)
-        zt = [_zeros_for(p) if t is None else t for p, t in zip(primals[:n], tangents[:n])]
-        has_x = [t is not None for t in tangents[n : n + nx]]
-        given_x = [t for t in tangents[n : n + nx] if t is not None]
-        has_k = [t is not None for t in tangents[n + nx :]]
-        given_k = [t for t in tangents[n + nx :] if t is not None]
+        zt = [_zeros_for(p) if t is None else t for p, t in zip(ops.carry, t_ops.carry)]
+        has_x = [t is not None for t in t_ops.xs]
+        given_x = [t for t in t_ops.xs if t is not None]
+        has_k = [t is not None for t in t_ops.rest]
+        given_k = [t for t in t_ops.rest if t is not None]
         body = kwargs["body"]
-        rest = list(primals[n + nx :])  # consts then captured
+        rest = ops.rest
         r = len(rest)
 
         def step(c, x, k):
             def f(full):
-                kk = full[n + nx :]
-                return body.call(full[: n + nx] + kk[:nk], kk[nk:])
+                consts, caps = layout.split_rest(full[n + nx :])
+                return body.call(full[: n + nx] + consts, caps)
 
             out, t_out = _jvp_some(
                 f,
@@ -1149,8 +1146,8 @@ class ScanOp(_ControlFlowOp):
 
         c, ys = _scan_flat(
             step,
-            list(primals[:n]) + zt,
-            list(primals[n : n + nx]) + given_x,
+            ops.carry + zt,
+            ops.xs + given_x,
             kwargs["length"],
             kwargs["reverse"],
             "scan",
@@ -1160,11 +1157,12 @@ class ScanOp(_ControlFlowOp):
         return _float_only(c[n:] + ys[m:], kwargs)
 
     def vjp_rule(self, primals, cotangents, outputs, kwargs):
-        n, nx, ny, nk = kwargs["n_carry"], kwargs["n_xs"], kwargs["n_ys"], kwargs["n_consts"]
+        layout = LoopLayout.of(kwargs)
+        n, nx, ny = layout.n_carry, layout.n_xs, layout.n_ys
         if not kwargs["saves"]:
             raise RuntimeError("scan: reverse mode reached a scan that saved no carries")
-        carry, xs = list(primals[:n]), list(primals[n : n + nx])
-        rest = list(primals[n + nx :])  # consts then captured
+        ops = layout.split(primals)
+        carry, xs, rest = ops.carry, ops.xs, ops.rest
         cts = _zero_cts(cotangents, kwargs)
         saved = [Tensor._wrap(im) for im in kwargs["saved"]]
         body = kwargs["body"]
@@ -1174,9 +1172,10 @@ class ScanOp(_ControlFlowOp):
         acc_init = [_zeros_for(k) for k, w in zip(rest, want_k) if w]
         # a saved carry is the carry entering its step: its cotangent joins that step's
         # (only reached by higher-order reverse mode through this rule's own scan)
-        ct_saved = cotangents[n + ny : n + ny + n]
+        ct_saved = layout.outputs(cotangents)[2]
         with_saved = any(c is not None for c in ct_saved)
-        extra = cts[n + ny : n + ny + n] if with_saved else []
+        ct_carry, ct_ys, ct_saves = layout.outputs(cts)
+        extra = ct_saves if with_saved else []
 
         def step(c, x, k):
             g_c, g_k = c[:n], c[n:]
@@ -1184,7 +1183,8 @@ class ScanOp(_ControlFlowOp):
             ct_y, ct_s = x[n + nx : n + nx + ny], x[n + nx + ny :]
 
             def f(cc, xx, kk):
-                out = body.call(list(cc) + list(xx) + list(kk[:nk]), list(kk[nk:]))
+                consts, caps = layout.split_rest(kk)
+                out = body.call(list(cc) + list(xx) + consts, caps)
                 return out[:n], out[n : n + ny]
 
             _, pull = vjp(f, list(c_t), list(x_t), list(k))
@@ -1198,8 +1198,8 @@ class ScanOp(_ControlFlowOp):
 
         c, ct_xs_w = _scan_flat(
             step,
-            cts[:n] + acc_init,
-            saved + xs + cts[n : n + ny] + extra,
+            ct_carry + acc_init,
+            saved + xs + ct_ys + extra,
             kwargs["length"],
             not kwargs["reverse"],
             "scan",
@@ -1211,9 +1211,11 @@ class ScanOp(_ControlFlowOp):
         return _unfill(c[:n], carry) + ct_xs + ct_rest
 
     def replay(self, args, kwargs):
-        n, nx, nk, ny = kwargs["n_carry"], kwargs["n_xs"], kwargs["n_consts"], kwargs["n_ys"]
+        layout = LoopLayout.of(kwargs)
+        n, ny = layout.n_carry, layout.n_ys
         body = kwargs["body"]
-        consts, caps = list(args[n + nx : n + nx + nk]), list(args[n + nx + nk :])
+        ops = layout.split(args)
+        caps = ops.captured
 
         def step(c, x, k):
             out = body.call(list(c) + list(x) + list(k), caps)
@@ -1221,12 +1223,12 @@ class ScanOp(_ControlFlowOp):
 
         c, ys = _scan_flat(
             step,
-            list(args[:n]),
-            list(args[n : n + nx]),
+            ops.carry,
+            ops.xs,
             kwargs["length"],
             kwargs["reverse"],
             "scan",
-            consts=consts,
+            consts=ops.consts,
         )
         return c + ys
 
