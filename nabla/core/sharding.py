@@ -23,6 +23,7 @@ refused with an error naming the dim and the axes.
 from __future__ import annotations
 
 from math import prod
+from typing import NamedTuple
 
 import numpy as np
 
@@ -35,6 +36,7 @@ __all__ = [
     "ShardingError",
     "FactorRule",
     "propagate",
+    "Propagation",
     "collective_bytes",
     "REDUCE_KINDS",
     "PROCESS",
@@ -572,7 +574,26 @@ class FactorRule:
     __repr__ = __str__
 
 
-def propagate(rule: FactorRule, in_specs, in_bytes, mesh: DeviceMesh):
+class _Candidate(NamedTuple):
+    """An operand's mesh axes offered for a factor: the operand's size (its global bytes),
+    ``-index`` (earlier operands win ties), the axes, and the bytes of one device's block."""
+
+    nbytes: float
+    order: int
+    axes: tuple
+    local_bytes: float
+
+
+class Propagation(NamedTuple):
+    """What :func:`propagate` decided: per input the axes each of its dims must have, per
+    output the same, and the partial axes ``{axis: kind}`` on the outputs."""
+
+    input_dims: tuple
+    output_dims: tuple
+    partial: dict
+
+
+def propagate(rule: FactorRule, in_specs, in_bytes, mesh: DeviceMesh) -> Propagation:
     """Choose mesh axes for every factor of ``rule`` from the inputs' shardings.
 
     ``in_specs`` holds each input's ``ShardingSpec`` (None: unsharded, free to slice
@@ -584,73 +605,91 @@ def propagate(rule: FactorRule, in_specs, in_bytes, mesh: DeviceMesh):
     whole when it is blocked, reduced without a reduction kind, or not divisible by its axes.
     Only the major factor of a merged dim carries axes.
 
-    Returns ``(input_dims, output_dims, output_partial)``: per input the axes each of its dims
-    must have (the inputs are resharded to these), per output the same, and the partial axes
-    ``{axis: kind}`` contracted sharded factors leave on the outputs.
+    Returns a :class:`Propagation` ``(input_dims, output_dims, partial)``: per input the axes
+    each of its dims must have (the inputs are resharded to these), per output the same, and
+    the partial axes ``{axis: kind}`` contracted sharded factors leave on the outputs.
     """
+    chosen = _choose_axes(rule, _candidates(rule, in_specs, in_bytes, mesh), mesh)
+    # a merged dim keeps the axes of its major factor only: the other factors stay whole
+    for groups in rule.inputs + rule.outputs:
+        for fs in groups:
+            for f in _major_factors(rule, fs)[1:]:
+                chosen.pop(f, None)
+    in_outputs = {f for groups in rule.outputs for fs in groups for f in fs}
+    partial = {}
+    for f, axes in chosen.items():
+        if f not in in_outputs:
+            for a in axes:
+                partial[a] = rule.reduce[f]
+    return Propagation(
+        tuple(_dims_of(rule, groups, chosen) for groups in rule.inputs),
+        tuple(_dims_of(rule, groups, chosen) for groups in rule.outputs),
+        partial,
+    )
+
+
+def _major_factors(rule: FactorRule, factors) -> list:
+    """The factors of one dim that are not of size 1, major first."""
+    return [f for f in factors if rule.sizes.get(f, 1) != 1]
+
+
+def _candidates(rule: FactorRule, in_specs, in_bytes, mesh: DeviceMesh) -> dict:
+    """factor -> the ``_Candidate``s of the sharded operands whose dim it is major in."""
     cands: dict[str, list] = {}
     for i, spec in enumerate(in_specs):
         if spec is None:
             continue
         local = in_bytes[i] / prod(mesh.axis_size(a) for a in spec.sharded_axes)
         for d, axes in enumerate(spec.dims):
-            if not axes:
-                continue
-            factors = [f for f in rule.inputs[i][d] if rule.sizes.get(f, 1) != 1]
-            if not factors:
-                continue
-            cands.setdefault(factors[0], []).append((in_bytes[i], -i, axes, local))
+            factors = _major_factors(rule, rule.inputs[i][d]) if axes else ()
+            if factors:
+                cands.setdefault(factors[0], []).append(_Candidate(in_bytes[i], -i, axes, local))
+    return cands
+
+
+def _choose_axes(rule: FactorRule, cands: dict, mesh: DeviceMesh) -> dict:
+    """factor -> the axes it takes: factors of the largest operands first, each the
+    candidate whose adoption makes the others move the fewest bytes."""
+
+    def size(axes):
+        return prod(mesh.axis_size(a) for a in axes)
 
     def regather_cost(options, axes) -> float:
         """Bytes each device sends to bring the operands split otherwise to ``axes``."""
-        n = lambda ax: prod(mesh.axis_size(a) for a in ax)  # noqa: E731
         return sum(
-            collective_bytes("all_gather", local, n(have))
-            for _, _, have, local in options
-            if have != axes
+            collective_bytes("all_gather", o.local_bytes, size(o.axes))
+            for o in options
+            if o.axes != axes
         )
 
     chosen: dict[str, tuple] = {}
     used: set = set()
     in_outputs = {f for groups in rule.outputs for fs in groups for f in fs}
-    order = sorted(cands.items(), key=lambda kv: max(c[:2] for c in kv[1]), reverse=True)
+    order = sorted(
+        cands.items(), key=lambda kv: max((c.nbytes, c.order) for c in kv[1]), reverse=True
+    )
     for f, options in order:
         if f in rule.blocked or rule.reduce.get(f, f in in_outputs or None) is None:
             continue  # kept whole: blocked, or contracted with no (declared) reduction
-        ranked = sorted(options, key=lambda o: (regather_cost(options, o[2]), -o[0], -o[1]))
-        for _, _, axes, _ in ranked:
-            if used.intersection(axes):
+        ranked = sorted(
+            options, key=lambda o: (regather_cost(options, o.axes), -o.nbytes, -o.order)
+        )
+        for o in ranked:
+            if used.intersection(o.axes) or rule.sizes.get(f, 1) % size(o.axes):
                 continue
-            if rule.sizes.get(f, 1) % prod(mesh.axis_size(a) for a in axes):
-                continue
-            chosen[f] = axes
-            used.update(axes)
+            chosen[f] = o.axes
+            used.update(o.axes)
             break
+    return chosen
 
-    def dims_of(groups):
-        out = []
-        for fs in groups:
-            major = [f for f in fs if rule.sizes.get(f, 1) != 1]
-            axes = ()
-            if major and major[0] in chosen:
-                axes = chosen[major[0]]
-            out.append(axes)
-        return tuple(out)
 
-    # a merged dim keeps the axes of its major factor only: the other factors stay whole
-    for groups in rule.inputs + rule.outputs:
-        for fs in groups:
-            major = [f for f in fs if rule.sizes.get(f, 1) != 1]
-            for f in major[1:]:
-                chosen.pop(f, None)
-    input_dims = tuple(dims_of(groups) for groups in rule.inputs)
-    output_dims = tuple(dims_of(groups) for groups in rule.outputs)
-    partial = {}
-    for f, axes in chosen.items():
-        if f not in in_outputs:
-            for a in axes:
-                partial[a] = rule.reduce[f]
-    return input_dims, output_dims, partial
+def _dims_of(rule: FactorRule, groups, chosen: dict) -> tuple:
+    """Per dim (its factor group), the axes its major factor took."""
+    out = []
+    for fs in groups:
+        major = _major_factors(rule, fs)
+        out.append(chosen[major[0]] if major and major[0] in chosen else ())
+    return tuple(out)
 
 
 # ----------------------------------------------------------------------------- cost model
