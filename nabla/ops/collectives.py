@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import weakref
 from math import prod
+from typing import NamedTuple
 
 import numpy as np
 
@@ -102,6 +103,15 @@ def _no_partial(spec: ShardingSpec) -> ShardingSpec:
     return spec.with_partial(()) if spec.partial else spec
 
 
+class MeshPlan(NamedTuple):
+    """Where a collective puts its output: the global output shape, its
+    ``ShardingSpec``, and the backend kwargs of the data movement."""
+
+    shape: tuple
+    spec: ShardingSpec
+    phys: dict
+
+
 class _MeshOp(Operation):
     """A collective: places its output itself (``plan``) instead of factor propagation."""
 
@@ -114,12 +124,14 @@ class _MeshOp(Operation):
             raise ShardingError(
                 f"{self.name}: the tensor of shape {_shape(im)} is not sharded (no mesh)"
             )
-        shape, spec, phys = self.plan(im, kwargs)
-        phys = _spanning(phys, spec.mesh)
-        return self.emit(args, kwargs, phys, im.levels, [shape], [im.dtype], [im.device], [spec])
+        plan = self.plan(im, kwargs)
+        phys = _spanning(plan.phys, plan.spec.mesh)
+        return self.emit(
+            args, kwargs, phys, im.levels, [plan.shape], [im.dtype], [im.device], [plan.spec]
+        )
 
-    def plan(self, impl, kwargs):
-        """``(global output shape, output ShardingSpec, backend kwargs)``; validates."""
+    def plan(self, impl, kwargs) -> MeshPlan:
+        """Where the output goes (a ``MeshPlan``); validates the call."""
         raise NotImplementedError
 
     def comm_bytes(self, impl, kwargs) -> float:
@@ -169,7 +181,7 @@ class ShardOp(_LayoutOp):
         phys = {"mesh_shape": mesh.shape, "dims": tuple(_idx(mesh, d) for d in spec.dims)}
         if mesh.spans_processes:  # each process cuts only the blocks of its devices
             phys["box"] = mesh.local_box
-        return impl.shape, spec, phys
+        return MeshPlan(impl.shape, spec, phys)
 
     backend_name = "mesh_shard"
 
@@ -222,7 +234,7 @@ class AllGatherOp(_LayoutOp):
         dims = list(spec.dims)
         dims[d] = have[: len(have) - len(axes)]
         phys = {"ndev": spec.mesh.ndim, "axes": _idx(spec.mesh, axes), "dim": d}
-        return impl.shape, spec.with_dims(dims), phys
+        return MeshPlan(impl.shape, spec.with_dims(dims), phys)
 
 
 class ShardSliceOp(_LayoutOp):
@@ -241,7 +253,7 @@ class ShardSliceOp(_LayoutOp):
         out = ShardingSpec(spec.mesh, dims, spec.partial, op="shard_slice")
         out.check_shape(impl.shape, "shard_slice")
         phys = {"ndev": spec.mesh.ndim, "axes": _idx(spec.mesh, axes), "dim": d}
-        return impl.shape, out, phys
+        return MeshPlan(impl.shape, out, phys)
 
 
 class AllToAllOp(_LayoutOp):
@@ -279,7 +291,7 @@ class AllToAllOp(_LayoutOp):
             "split_dim": s,
             "concat_dim": c,
         }
-        return impl.shape, out, phys
+        return MeshPlan(impl.shape, out, phys)
 
 
 class ReduceScatterOp(_LayoutOp):
@@ -317,7 +329,7 @@ class ReduceScatterOp(_LayoutOp):
             "dim": d,
             "kind": kind.pop(),
         }
-        return impl.shape, out, phys
+        return MeshPlan(impl.shape, out, phys)
 
 
 # ----------------------------------------------------------------------------- all_reduce
@@ -358,7 +370,7 @@ class AllReduceOp(_MeshOp):
         partial = tuple((a, k) for a, k in spec.partial if a not in axes)
         out = ShardingSpec(spec.mesh, dims, partial)
         phys = {"axes": _idx(spec.mesh, axes), "kind": kind}
-        return tuple(shape), out, phys
+        return MeshPlan(tuple(shape), out, phys)
 
     def completes(self, impl, kwargs) -> bool:
         """True when the call only completes partial terms (a layout change)."""
@@ -419,7 +431,7 @@ class RelabelOp(_MeshOp):
             added = [a for a in full if a not in dims[d]]
             dims[d] = full
             shape[d] *= prod(spec.mesh.axis_size(a) for a in added)
-        return tuple(shape), ShardingSpec(spec.mesh, dims, spec.partial), {}
+        return MeshPlan(tuple(shape), ShardingSpec(spec.mesh, dims, spec.partial), {})
 
     def vjp_rule(self, primals, cotangents, outputs, kwargs):
         out = outputs[0]._impl
@@ -460,7 +472,7 @@ class PPermuteOp(_MeshOp):
         mesh = spec.mesh
         pairs = kwargs["pairs"]
         _check_perm(mesh, pairs, spec, _shape(impl))
-        return impl.shape, spec, {"ndev": mesh.ndim, "pairs": pairs}
+        return MeshPlan(impl.shape, spec, {"ndev": mesh.ndim, "pairs": pairs})
 
     def comm_bytes(self, impl, kwargs) -> float:
         spec = impl.sharding
@@ -574,7 +586,7 @@ class BroadcastOp(_MeshOp):
                 shape[d] //= spec.mesh.axis_size(a)
         partial = tuple((a, k) for a, k in spec.partial if a not in axes)
         phys = {"axes": _idx(spec.mesh, axes), "index": tuple(root)}
-        return tuple(shape), ShardingSpec(spec.mesh, dims, partial), phys
+        return MeshPlan(tuple(shape), ShardingSpec(spec.mesh, dims, partial), phys)
 
     def vjp_rule(self, primals, cotangents, outputs, kwargs):
         x = primals[0]
