@@ -42,6 +42,8 @@ import sys
 import threading
 import time
 import traceback
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -65,24 +67,29 @@ class DistributedError(RuntimeError):
     some process), or MPI is needed and missing."""
 
 
-_STATE = {
-    "comm": None,
-    "MPI": None,
-    "count": 0,
-    "groups": {},
-    "hook": None,
-    "depth": 0,
-    "watch": None,
-    "watchdog": None,
-    "tags": 0,
-}
+@dataclass(slots=True)
+class _MPIState:
+    """This process's MPI state (one per process; the watchdog thread reads ``watch``)."""
+
+    comm: Any = None  # the world communicator, once ``activate`` ran
+    MPI: Any = None  # the ``mpi4py.MPI`` module
+    count: int = 0  # collectives agreed so far (part of each agreement's digest)
+    groups: dict = field(default_factory=dict)  # (mesh, axes) -> (sub-communicator, members)
+    hook: Any = None  # the excepthook ``activate`` replaced
+    depth: int = 0  # nesting of agreed programs running now
+    watch: tuple | None = None  # (deadline, what) of the wait the watchdog guards
+    watchdog: threading.Thread | None = None
+    tags: int = 0  # point-to-point tag counter (ppermute)
+
+
+_STATE = _MPIState()
 
 LOWERINGS: dict = {}
 
 
 def world():
     """The world communicator once ``activate`` ran, else None."""
-    return _STATE["comm"]
+    return _STATE.comm
 
 
 def timeout() -> float:
@@ -96,19 +103,19 @@ def activate(comm=None) -> None:
     from mpi4py import MPI  # noqa: PLC0415 - imported only when running distributed
 
     comm = MPI.COMM_WORLD if comm is None else comm
-    _STATE.update(comm=comm, MPI=MPI, count=0, groups={})
+    _STATE.comm, _STATE.MPI, _STATE.count, _STATE.groups = comm, MPI, 0, {}
     PROCESS.set(comm.Get_rank(), comm.Get_size())
     if comm.Get_size() > 1:
         HOST.update(LOWERINGS)
-        if _STATE["hook"] is None:
-            _STATE["hook"] = sys.excepthook
+        if _STATE.hook is None:
+            _STATE.hook = sys.excepthook
             sys.excepthook = _abort_on_exception
             threading.excepthook = lambda a: _abort_on_exception(
                 a.exc_type, a.exc_value, a.exc_traceback
             )
-        if _STATE["watchdog"] is None:
-            _STATE["watchdog"] = threading.Thread(target=_watchdog, daemon=True)
-            _STATE["watchdog"].start()
+        if _STATE.watchdog is None:
+            _STATE.watchdog = threading.Thread(target=_watchdog, daemon=True)
+            _STATE.watchdog.start()
 
 
 def _abort(message: str, code: int) -> None:
@@ -116,7 +123,7 @@ def _abort(message: str, code: int) -> None:
     message before MPI kills the job."""
     os.write(2, message.encode())
     time.sleep(0.2)
-    _STATE["comm"].Abort(code)
+    _STATE.comm.Abort(code)
 
 
 def _abort_on_exception(kind, value, tb):
@@ -142,16 +149,16 @@ class _watch:
         self.what = what
 
     def __enter__(self):
-        _STATE["watch"] = (time.monotonic() + timeout(), self.what)
+        _STATE.watch = (time.monotonic() + timeout(), self.what)
 
     def __exit__(self, *exc):
-        _STATE["watch"] = None
+        _STATE.watch = None
 
 
 def _watchdog() -> None:
     while True:
         time.sleep(0.1)
-        watch = _STATE["watch"]
+        watch = _STATE.watch
         if watch is not None and time.monotonic() > watch[0]:
             what = watch[1]() if callable(watch[1]) else watch[1]
             _abort(
@@ -165,9 +172,9 @@ def _watchdog() -> None:
 def agree(what: str) -> None:
     """Every process must be at the same collective: compare digests of ``what`` (with a
     running count, so a skipped collective is caught too)."""
-    comm = _STATE["comm"]
-    _STATE["count"] += 1
-    what = f"#{_STATE['count']} {what}"
+    comm = _STATE.comm
+    _STATE.count += 1
+    what = f"#{_STATE.count} {what}"
     digest = hashlib.blake2b(what.encode(), digest_size=8).digest()
     mine = np.frombuffer(digest, dtype=np.int64).copy()
     every = np.empty(comm.Get_size(), dtype=np.int64)
@@ -188,7 +195,7 @@ def _group(mesh, axes: tuple):
     ``axes``, ordered by rank, with each one's box. Made once per (mesh, axes): a collective
     call on every process (they all reach it together, after ``agree``)."""
     key = (mesh, axes)
-    got = _STATE["groups"].get(key)
+    got = _STATE.groups.get(key)
     if got is not None:
         return got
     boxes = [mesh.process_box(p) for p in range(PROCESS.count)]
@@ -198,14 +205,14 @@ def _group(mesh, axes: tuple):
 
     colors = sorted({color(b) for b in boxes})
     mine = color(boxes[PROCESS.index])
-    sub = _STATE["comm"].Split(colors.index(mine), PROCESS.index)
+    sub = _STATE.comm.Split(colors.index(mine), PROCESS.index)
     members = [b for b in boxes if color(b) == mine]
-    got = _STATE["groups"][key] = (sub, members)
+    got = _STATE.groups[key] = (sub, members)
     return got
 
 
 def _bytes(a: np.ndarray):
-    return [a, _STATE["MPI"].BYTE]
+    return [a, _STATE.MPI.BYTE]
 
 
 def _widen(x: np.ndarray, mesh, axes: tuple) -> np.ndarray:
@@ -255,7 +262,7 @@ def _describe(name, x, kw) -> str:
 
 def in_agreed_program() -> bool:
     """True while a program the processes agreed on runs."""
-    return _STATE["depth"] > 0
+    return _STATE.depth > 0
 
 
 class agreed_program:
@@ -267,10 +274,10 @@ class agreed_program:
 
     def __enter__(self):
         agree(self.what)
-        _STATE["depth"] += 1
+        _STATE.depth += 1
 
     def __exit__(self, *exc):
-        _STATE["depth"] -= 1
+        _STATE.depth -= 1
 
 
 def _collective(name):
@@ -281,7 +288,7 @@ def _collective(name):
         def run(args, kw):
             mesh = kw["mesh"]
             x = args[0] if args else None
-            if not _STATE["depth"]:
+            if not _STATE.depth:
                 agree(_describe(name, x, kw) + f" {mesh}")
             rest = {k: v for k, v in kw.items() if k != "mesh"}
             with _watch(lambda: _describe(name, x, kw)):
@@ -303,7 +310,7 @@ def _allreduce(y: np.ndarray, mesh, axes: tuple, kind: str) -> np.ndarray:
     sub, _ = _group(mesh, axes)
     if sub.Get_size() == 1:
         return y
-    MPI = _STATE["MPI"]
+    MPI = _STATE.MPI
     op = {"sum": MPI.SUM, "max": MPI.MAX, "min": MPI.MIN, "prod": MPI.PROD}[kind]
     wire = y.dtype if y.dtype in _MPI_DTYPES else np.dtype(np.float64)
     send = np.ascontiguousarray(y, dtype=wire)  # no copy when it already is
@@ -317,7 +324,7 @@ def _mesh_reduce(x, axes, kind, mesh):
     axes = tuple(axes)
     # one device per process along the axes (the usual case): nothing to reduce locally
     one = all(x.shape[a] == 1 for a in axes)
-    local = x if one else host._MESH_REDUCE[kind](x, axis=axes, keepdims=True)
+    local = x if one else host.MESH_REDUCE[kind](x, axis=axes, keepdims=True)
     return np.broadcast_to(_allreduce(local, mesh, axes, kind), x.shape)
 
 
@@ -351,29 +358,29 @@ def _mesh_reduce_scatter(x, ndev, axes, dim, kind, mesh):
     single = _single_devices(x, mesh, axes)
     if single is not None:  # Reduce_scatter_block: each process receives its reduced block
         sub, order = single
-        MPI = _STATE["MPI"]
+        MPI = _STATE.MPI
         wire = x.dtype if x.dtype in _MPI_DTYPES else np.dtype(np.float64)
         send = np.ascontiguousarray(_chunks(x, ndev + dim, len(order))[order], dtype=wire)
         recv = np.empty(send.shape[1:], dtype=wire)
         op = {"sum": MPI.SUM, "max": MPI.MAX, "min": MPI.MIN, "prod": MPI.PROD}[kind]
         sub.Reduce_scatter_block(send, recv, op=op)
         return recv.astype(x.dtype, copy=False)
-    local = host._MESH_REDUCE[kind](x, axis=axes, keepdims=True)
+    local = host.MESH_REDUCE[kind](x, axis=axes, keepdims=True)
     total = _allreduce(local, mesh, axes, kind)
-    return _narrow(host._mesh_split(_spread(total, mesh, axes), ndev, axes, dim), mesh, axes)
+    return _narrow(host.mesh_split(_spread(total, mesh, axes), ndev, axes, dim), mesh, axes)
 
 
 # ----------------------------------------------------------------------------- data movement
 @_collective("mesh_gather")
 def _mesh_gather(x, ndev, axes, dim, mesh):
     axes = tuple(axes)
-    return _narrow(host._mesh_merge(_widen(x, mesh, axes), ndev, axes, dim), mesh, axes)
+    return _narrow(host.mesh_merge(_widen(x, mesh, axes), ndev, axes, dim), mesh, axes)
 
 
 @_collective("mesh_slice")
 def _mesh_slice(x, ndev, axes, dim, mesh):
     axes = tuple(axes)
-    return _narrow(host._mesh_split(_spread(x, mesh, axes), ndev, axes, dim), mesh, axes)
+    return _narrow(host.mesh_split(_spread(x, mesh, axes), ndev, axes, dim), mesh, axes)
 
 
 @_collective("mesh_all_to_all")
@@ -387,30 +394,30 @@ def _mesh_all_to_all(x, ndev, axes, split_dim, concat_dim, mesh):
         sub.Alltoall(_bytes(send), _bytes(recv))
         # what each sender sent, in the senders' block order, joined along the concat dim
         return np.concatenate(list(recv[np.argsort(order)]), axis=ndev + concat_dim)
-    y = host._mesh_merge(_widen(x, mesh, axes), ndev, axes, concat_dim)
-    return _narrow(host._mesh_split(y, ndev, axes, split_dim), mesh, axes)
+    y = host.mesh_merge(_widen(x, mesh, axes), ndev, axes, concat_dim)
+    return _narrow(host.mesh_split(y, ndev, axes, split_dim), mesh, axes)
 
 
 @_collective("mesh_select")
-def _mesh_select(x, axes, index, mesh):
+def mesh_select(x, axes, index, mesh):
     axes = tuple(axes)
-    return _narrow(host._mesh_select(_widen(x, mesh, axes), axes, index), mesh, axes)
+    return _narrow(host.mesh_select(_widen(x, mesh, axes), axes, index), mesh, axes)
 
 
 @_collective("mesh_unshard")
-def _mesh_unshard(x, ndev, dims, partial, mesh):
+def mesh_unshard(x, ndev, dims, partial, mesh):
     for a, kind in partial:  # complete the terms first: then only blocks move
         x = _mesh_reduce(x, (a,), kind, mesh)
     split = tuple(sorted({a for d in dims for a in d}))
     y = _widen(x, mesh, split) if split else x
-    return host._mesh_unshard(y, ndev, dims, ())
+    return host.mesh_unshard(y, ndev, dims, ())
 
 
 @_collective("mesh_permute")
 def _mesh_permute(x, ndev, pairs, mesh):
     """Each ``(src, dst)`` block goes from ``src``'s process to ``dst``'s; the rest get 0."""
-    MPI = _STATE["MPI"]
-    comm = _STATE["comm"]
+    MPI = _STATE.MPI
+    comm = _STATE.comm
     box = mesh.local_box
     lead = x.shape[:ndev]
     src_flat = np.ascontiguousarray(x).reshape((math.prod(lead),) + x.shape[ndev:])
@@ -422,8 +429,8 @@ def _mesh_permute(x, ndev, pairs, mesh):
 
     me = PROCESS.index
     # tags unique per call and destination: a message can never match another call's receive
-    _STATE["tags"] += 1
-    base = (_STATE["tags"] * mesh.size) % max(MPI.TAG_UB - mesh.size, 1)
+    _STATE.tags += 1
+    base = (_STATE.tags * mesh.size) % max(MPI.TAG_UB - mesh.size, 1)
     requests = []
     for src, dst in pairs:
         ps, pd = mesh.process_of(src), mesh.process_of(dst)
@@ -448,7 +455,7 @@ def _mesh_shard(args, kw):
     y = np.broadcast_to(x, tuple(mesh_shape) + x.shape)
     for d, axes in enumerate(dims):
         if axes:
-            y = host._mesh_split(y, ndev, axes, d)
+            y = host.mesh_split(y, ndev, axes, d)
     return [np.ascontiguousarray(y[tuple(slice(o, o + s) for o, s in box)])]
 
 

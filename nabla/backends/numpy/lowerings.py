@@ -15,6 +15,8 @@ import math
 import ml_dtypes
 import numpy as np
 
+__all__ = ["LOWERINGS", "MESH_REDUCE", "mesh_merge", "mesh_select", "mesh_split", "mesh_unshard"]
+
 LOWERINGS: dict = {}
 
 
@@ -563,12 +565,13 @@ LOWERINGS["transfer"] = lambda args, kw: [_transfer(args[0], kw["device"])]
 # A sharded value is one buffer ``mesh.shape + local_shape`` (``nabla.core.sharding``); the
 # collectives of a simulated mesh are data movement and reductions over its leading mesh dims.
 # Kwargs: ``ndev`` leading mesh dims; ``axes`` mesh dim indices, major first; ``dim`` a local
-# dim (0-based after the mesh dims).
-_MESH_REDUCE = {"sum": np.sum, "max": np.max, "min": np.min, "prod": np.prod}
+# dim (0-based after the mesh dims). ``MESH_REDUCE`` and the ``mesh_*`` functions below
+# (split, merge, select, unshard) are public: the MPI backend runs them on a process's slab.
+MESH_REDUCE = {"sum": np.sum, "max": np.max, "min": np.min, "prod": np.prod}
 
 
-def _mesh_split(x, ndev, axes, dim):
-    """Inverse of ``_mesh_merge``: ``x`` equal over mesh dims ``axes``; local ``dim`` is cut
+def mesh_split(x, ndev, axes, dim):
+    """Inverse of ``mesh_merge``: ``x`` equal over mesh dims ``axes``; local ``dim`` is cut
     into blocks, block ``i`` going to mesh coordinate ``i`` (row-major over ``axes``)."""
     sel = tuple(0 if i in axes else slice(None) for i in range(ndev))
     y = x[sel]
@@ -585,7 +588,7 @@ def _mesh_split(x, ndev, axes, dim):
     return np.transpose(y, [labels.index(t) for t in target])
 
 
-def _mesh_merge(x, ndev, axes, dim):
+def mesh_merge(x, ndev, axes, dim):
     """Concatenate the blocks along mesh dims ``axes`` into local ``dim`` on every device."""
     rest = [i for i in range(x.ndim) if i not in axes]
     pos = rest.index(ndev + dim)
@@ -605,44 +608,45 @@ def _mesh_shard(x, mesh_shape, dims):
     y = np.broadcast_to(x, tuple(mesh_shape) + x.shape)
     for d, axes in enumerate(dims):
         if axes:
-            y = _mesh_split(y, ndev, axes, d)
+            y = mesh_split(y, ndev, axes, d)
     return np.ascontiguousarray(y)
 
 
 @_one("mesh_unshard")
-def _mesh_unshard(x, ndev, dims, partial):
+def mesh_unshard(x, ndev, dims, partial):
+    """The whole value of a sharded buffer: partial axes reduced, split dims merged."""
     for a, kind in partial:
-        x = _MESH_REDUCE[kind](x, axis=a, keepdims=True)
+        x = MESH_REDUCE[kind](x, axis=a, keepdims=True)
     for d, axes in enumerate(dims):
         if axes:
-            x = _mesh_merge(x, ndev, axes, d)
+            x = mesh_merge(x, ndev, axes, d)
     # np.ascontiguousarray would turn device 0's 0-d value into shape (1,)
     return np.array(x[(0,) * ndev], order="C")
 
 
 @_one("mesh_reduce")
 def _mesh_reduce(x, axes, kind):
-    return np.broadcast_to(_MESH_REDUCE[kind](x, axis=tuple(axes), keepdims=True), x.shape)
+    return np.broadcast_to(MESH_REDUCE[kind](x, axis=tuple(axes), keepdims=True), x.shape)
 
 
 @_one("mesh_gather")
 def _mesh_gather(x, ndev, axes, dim):
-    return _mesh_merge(x, ndev, axes, dim)
+    return mesh_merge(x, ndev, axes, dim)
 
 
 @_one("mesh_slice")
 def _mesh_slice(x, ndev, axes, dim):
-    return _mesh_split(x, ndev, axes, dim)
+    return mesh_split(x, ndev, axes, dim)
 
 
 @_one("mesh_reduce_scatter")
 def _mesh_reduce_scatter(x, ndev, axes, dim, kind):
-    return _mesh_split(_mesh_reduce(x, axes, kind), ndev, axes, dim)
+    return mesh_split(_mesh_reduce(x, axes, kind), ndev, axes, dim)
 
 
 @_one("mesh_all_to_all")
 def _mesh_all_to_all(x, ndev, axes, split_dim, concat_dim):
-    return _mesh_split(_mesh_merge(x, ndev, axes, concat_dim), ndev, axes, split_dim)
+    return mesh_split(mesh_merge(x, ndev, axes, concat_dim), ndev, axes, split_dim)
 
 
 @_one("mesh_permute")
@@ -656,7 +660,8 @@ def _mesh_permute(x, ndev, pairs):
 
 
 @_one("mesh_select")
-def _mesh_select(x, axes, index):
+def mesh_select(x, axes, index):
+    """Every device along mesh dims ``axes`` gets the block of the device at ``index``."""
     sel = [slice(None)] * x.ndim
     for a, i in zip(axes, index, strict=True):
         sel[a] = slice(i, i + 1)
