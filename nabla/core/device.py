@@ -32,6 +32,7 @@ class Device:
 
     @property
     def is_cpu(self) -> bool:
+        """Whether this is the host CPU (else an accelerator)."""
         return self.kind == "cpu"
 
     def __eq__(self, other):

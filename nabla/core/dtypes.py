@@ -63,22 +63,27 @@ class DType(enum.Enum):
 
     @property
     def numpy(self) -> np.dtype:
+        """The NumPy dtype (``ml_dtypes.bfloat16`` for bfloat16)."""
         return _TO_NUMPY[self]
 
     @property
     def is_float(self) -> bool:
+        """A floating-point dtype (float16, bfloat16, float32, float64)."""
         return self in _FLOATS
 
     @property
     def is_int(self) -> bool:
+        """A signed or unsigned integer dtype."""
         return self in _INTS
 
     @property
     def is_bool(self) -> bool:
+        """The bool dtype."""
         return self is DType.bool
 
     @property
     def itemsize(self) -> int:
+        """Bytes per element."""
         return _TO_NUMPY[self].itemsize
 
     # ``numpy`` again, under the name NumPy's dtype protocol reads: ``np.dtype(x.dtype)``

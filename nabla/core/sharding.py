@@ -117,6 +117,7 @@ class DeviceMesh:
 
     @property
     def size(self) -> int:
+        """The number of devices."""
         return prod(self.shape)
 
     # ------------------------------------------------------------------ processes
@@ -187,10 +188,12 @@ class DeviceMesh:
 
     @property
     def ndim(self) -> int:
+        """The number of mesh axes."""
         return len(self.shape)
 
     @property
     def devices(self) -> np.ndarray:
+        """The flat device indices laid out in the mesh's shape."""
         return np.arange(self.size).reshape(self.shape)
 
     def axis(self, name: str, op: str = "DeviceMesh") -> int:
@@ -203,9 +206,11 @@ class DeviceMesh:
             ) from None
 
     def axis_size(self, name: str) -> int:
+        """How many devices lie along mesh axis ``name``."""
         return self.shape[self.axis(name)]
 
     def coords(self, device: int) -> tuple:
+        """The mesh coordinates of flat device index ``device``."""
         return tuple(int(c) for c in np.unravel_index(device, self.shape))
 
     def __eq__(self, other):
@@ -369,27 +374,33 @@ class ShardingSpec:
 
     @classmethod
     def replicated(cls, mesh: DeviceMesh, ndim: int) -> ShardingSpec:
+        """The spec of an ``ndim``-dim value every device of ``mesh`` holds whole."""
         return cls(mesh, ((),) * ndim)
 
     # ------------------------------------------------------------------ queries
     @property
     def ndim(self) -> int:
+        """The number of dims the spec places (physical: vmap batch dims included)."""
         return len(self.dims)
 
     @property
     def partial_axes(self) -> tuple:
+        """The mesh axes over which devices hold terms still to be reduced."""
         return tuple(a for a, _ in self.partial)
 
     @property
     def partial_kinds(self) -> dict:
+        """``{axis: kind}`` of the partial axes (``"sum"``, ``"max"``, ``"min"``, ``"prod"``)."""
         return dict(self.partial)
 
     @property
     def sharded_axes(self) -> tuple:
+        """Every mesh axis some dim is split over, dim by dim."""
         return tuple(a for d in self.dims for a in d)
 
     @property
     def replicated_axes(self) -> tuple:
+        """The mesh axes along which devices hold equal copies (neither split nor partial)."""
         used = set(self.sharded_axes) | set(self.partial_axes)
         return tuple(a for a in self.mesh.axis_names if a not in used)
 
@@ -406,6 +417,7 @@ class ShardingSpec:
         return None
 
     def splits(self, dim: int) -> int:
+        """Into how many blocks ``dim`` is cut (the product of its axes' sizes)."""
         return self._splits[dim]
 
     def local_shape(self, shape) -> tuple:
@@ -447,12 +459,15 @@ class ShardingSpec:
 
     # ------------------------------------------------------------------ derived specs
     def with_dims(self, dims) -> ShardingSpec:
+        """This spec with other per-dim axes (the same mesh and partial axes)."""
         return ShardingSpec(self.mesh, dims, self.partial)
 
     def with_partial(self, partial) -> ShardingSpec:
+        """This spec with other partial axes (``((axis, kind), ...)``)."""
         return ShardingSpec(self.mesh, self.dims, partial)
 
     def drop_prefix(self, n: int) -> ShardingSpec:
+        """This spec without its first ``n`` dims (a value's vmap batch dims)."""
         return ShardingSpec(self.mesh, self.dims[n:], self.partial) if n else self
 
     @property
@@ -462,6 +477,7 @@ class ShardingSpec:
         return self.to_partition_spec()
 
     def to_partition_spec(self) -> PartitionSpec:
+        """The placement as a ``PartitionSpec`` (see :attr:`spec`)."""
         entries = [None if not d else d[0] if len(d) == 1 else d for d in self.dims]
         while entries and entries[-1] is None:
             entries.pop()

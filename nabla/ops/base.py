@@ -114,6 +114,8 @@ class Operation:
         return kwargs
 
     def out_levels(self, impls: list[TensorImpl], levels: tuple, kwargs: dict) -> tuple:
+        """The vmap levels of the outputs, given the operands' aligned ``levels`` (ops that
+        add or drop a level, such as vmap's entry and exit, override it)."""
         return levels
 
     def levels_per_output(self, impls: list[TensorImpl], kwargs: dict) -> list | None:
@@ -123,9 +125,20 @@ class Operation:
         return None
 
     def vjp_rule(self, primals, cotangents, outputs, kwargs) -> list:
+        """Reverse mode: one cotangent (or None) per primal input, from the cotangents of
+        the outputs. Written with nabla ops, so it is itself differentiable and lazy.
+
+        Args:
+            primals: the input tensors of the call.
+            cotangents: one per output (None where an output has none).
+            outputs: the call's output tensors.
+            kwargs: the call's logical kwargs.
+        """
         raise NotImplementedError(f"op {self.name} has no vjp_rule")
 
     def jvp_rule(self, primals, tangents, outputs, kwargs) -> list:
+        """Forward mode: one tangent per output, from one tangent (or None) per input
+        (``linear``/``bilinear`` ops get theirs derived; see :meth:`jvp`)."""
         raise NotImplementedError(f"op {self.name} has no jvp_rule")
 
     def sharding_rule(self, in_shapes, out_shapes, kwargs):
@@ -174,9 +187,12 @@ class Operation:
 
     @property
     def has_vjp(self) -> bool:
+        """Whether reverse mode can go through this op (it declares a ``vjp_rule``)."""
         return self.differentiable and type(self).vjp_rule is not Operation.vjp_rule
 
     def device_of(self, impls, kwargs):
+        """Where the call runs: a ``device`` kwarg, else the first accelerator operand,
+        else the first operand's device (the default device for an op with none)."""
         dev = kwargs.get("device")
         if dev is not None:
             return dev
@@ -199,6 +215,9 @@ class Operation:
 
     # ----------------------------------------------------------------- the pipeline
     def bind(self, args: list[Tensor], kwargs: dict):
+        """The op call pipeline on normalized operands (the module docstring's steps;
+        ``docs/architecture.md``, "The op call pipeline"): returns the output tensor, or a
+        list of them for an op with ``multiple_results``."""
         impls = [a._impl for a in args]
         if self.arity is not None and len(impls) != self.arity:
             raise TypeError(f"op {self.name} takes {self.arity} tensors, got {len(impls)}")
@@ -340,6 +359,8 @@ class Operation:
         return results if self.multiple_results else results[0]
 
     def bind_collective(self, args, kwargs):
+        """The pipeline of an op that places its outputs itself (``collective``): it
+        decides the outputs' shardings and emits the node."""
         raise NotImplementedError(f"op {self.name} is not a collective")
 
     def implicit_broadcast(self, index: int, impl) -> bool:
