@@ -76,10 +76,11 @@ def _in_library(filename: str) -> bool:
 
 
 def _note_read(dim, what: str, anywhere: bool = False) -> None:
-    """Python code outside nabla decided on a symbolic size (``if n > 3``, ``int(n)``,
-    ``n / 2``): the trace is then only valid for this size. Recorded while ``compile``
-    traces (``STATE.size_reads``); nabla's own shape logic is checked by re-inferring the
-    plan's shapes at each new size instead."""
+    """Python code decided on a symbolic size or took it as a plain number (``if n > 3``,
+    ``int(n)``, ``n / 2``): the trace is then only valid for this size. Recorded while
+    ``compile`` traces (``STATE.size_reads``). Comparisons and truth tests in nabla's own
+    shape code are not recorded (``anywhere=False``): their consequences are shapes, which
+    the plan re-infers at each new size; conversions to a number are recorded anywhere."""
     reads = STATE.size_reads
     if reads is None:
         return
@@ -130,11 +131,12 @@ def _simplify(op, a, b):
     return (op, a, b)
 
 
-def _decide(name):
+def _decide(name, anywhere=False):
     base = getattr(int, name)
+    what = {"__bool__": "a truth test", "__int__": "int()"}.get(name, "a comparison")
 
     def method(self, *args):
-        _note_read(self, {"__bool__": "a truth test", "__int__": "int()"}.get(name, "a comparison"))
+        _note_read(self, what, anywhere)
         return base(self, *args)
 
     return method
@@ -202,7 +204,9 @@ class SymDim(int):
         return int.__float__(self)
 
     __bool__ = _decide("__bool__")
-    __int__ = _decide("__int__")
+    # int() drops the expression wherever it happens (nabla's shape code keeps SymDims with
+    # ``as_dim``): a size taken as a plain number may be baked into a kwarg or a value
+    __int__ = _decide("__int__", anywhere=True)
     __eq__ = _decide("__eq__")
     __ne__ = _decide("__ne__")
     __lt__ = _decide("__lt__")

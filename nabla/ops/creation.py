@@ -257,7 +257,7 @@ def full(shape, value, *, dtype=None, device=None) -> Tensor:
     """
     shape = norm_shape("full", shape)
     dev = device or get_default_device()
-    if isinstance(value, Tensor) or np.ndim(value) > 0:
+    if isinstance(value, Tensor) or (not isinstance(value, SymDim) and np.ndim(value) > 0):
         return _full_of_array(shape, value, dtype, dev)
     if dtype is None:
         dtype = from_numpy_dtype(numpy_value(value, None, "full").dtype)

@@ -456,7 +456,12 @@ def _slice_entry(s: slice, n) -> tuple:
     if step > 0 and length > 0 and any(isinstance(v, SymDim) for v in (n, s.start, s.stop)):
         lo = _symbolic_end(s.start, n, 0)
         hi = _symbolic_end(s.stop, n, n)
-        if lo is not None and hi is not None and int(lo) == start and int(hi) == stop:
+        if (
+            lo is not None
+            and hi is not None
+            and int.__int__(lo) == start
+            and int.__int__(hi) == stop
+        ):
             return (lo, step, (hi - lo + (step - 1)) // step)
     return (start, step, length)
 

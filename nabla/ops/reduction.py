@@ -444,7 +444,8 @@ def _divide_by_count(total, n):
     """``total / n`` for an element count ``n``: NaN for none. A symbolic count (a dynamic
     dim under ``compile``) divides as a value computed at each call's size."""
     if isinstance(n, SymDim):
-        return total / creation.full((), n, dtype=total.dtype)
+        count = creation.full((), n, dtype=total.dtype)
+        return binary.where(count > 0, total / count, float("nan"))
     return total * (1.0 / n if n > 0 else float("nan"))
 
 

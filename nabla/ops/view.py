@@ -644,10 +644,10 @@ def _norm_pads(x, paddings):
     elif len(paddings) == 1 and x.ndim != 1 and not isinstance(paddings[0], numbers.Integral):
         paddings = list(paddings) * x.ndim  # ((low, high),): the same for every dim
     if all(isinstance(p, numbers.Integral) for p in paddings) and len(paddings) == 2 * x.ndim:
-        return tuple((int(paddings[2 * i]), int(paddings[2 * i + 1])) for i in range(x.ndim))
+        return tuple((as_dim(paddings[2 * i]), as_dim(paddings[2 * i + 1])) for i in range(x.ndim))
     if len(paddings) != x.ndim:
         raise OpError(f"pad: paddings {paddings} do not match a tensor of shape {x.shape}")
-    out = tuple((int(lo), int(hi)) for lo, hi in paddings)
+    out = tuple((as_dim(lo), as_dim(hi)) for lo, hi in paddings)
     if any(lo < 0 or hi < 0 for lo, hi in out):
         raise OpError(f"pad: negative padding {out} for shape {x.shape}")
     return out

@@ -78,6 +78,18 @@ __all__ = ["compile", "CompiledFunction", "CompilationStats"]
 log = logging.getLogger("nabla.compile")
 
 
+def _show_explanations() -> None:
+    """``NABLA_EXPLAIN_RETRACE=1`` asks to see why each trace happened: when no logging is
+    configured, print the ``nabla.compile`` logger's INFO messages to stderr."""
+    if log.handlers or logging.getLogger().handlers:
+        log.setLevel(min(log.level or logging.INFO, logging.INFO))
+        return
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("%(name)s: %(message)s"))
+    log.addHandler(handler)
+    log.setLevel(logging.INFO)
+
+
 class _Plan:
     """A recorded graph: ``RecordedNode``s over ``Ref``s to the arguments, the constants
     (captured tensors, literals, random keys) and earlier nodes."""
@@ -87,7 +99,9 @@ class _Plan:
         self.nodes = nodes
         self.outputs = outputs  # a Ref per tensor output, a PyOut per Python value
         self.out_tree = out_tree
-        self.consts = consts  # captured TensorImpls (realized)
+        # the constants' impls as traced (realized): literals, random keys, and captured
+        # tensors, which ``call_inputs`` replaces by their current values at each call
+        self.consts = consts
         self.rng_slots = rng_slots  # const indices that get a fresh key per call
         self.arg_specs = arg_specs  # ((dtype, shape), ...) at trace time
         self.arg_levels = ((),) * len(arg_specs)  # the arguments' vmap levels at trace time
@@ -527,6 +541,8 @@ class CompiledFunction:
         self._newest = None  # the plan at the LRU's end: a hit on it needs no reordering
         self._last_key = None
         self.explain = os.environ.get("NABLA_EXPLAIN_RETRACE", "0") == "1"
+        if self.explain:
+            _show_explanations()
         self._stats = CompilationStats()
         self.static_argnums = _names_or_nums(static_argnums, int)
         self.static_argnames = _names_or_nums(static_argnames, str)

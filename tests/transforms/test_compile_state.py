@@ -155,16 +155,18 @@ def _derived(x):
     half = wide[: n // 2]  # slicing by n // 2
     tail = nb.concatenate([half, nb.zeros((n % 3,))])
     parts = nb.split(x, [n // 2, n - n // 2])
-    padded = nb.pad(parts[1], [(1, 2)])
-    return tail.sum() + nb.arange(n).astype(nb.float32).sum() + x.mean(), tail, padded, x / n
+    padded = nb.pad(parts[1], [(1, n // 2)])  # a width derived from n
+    total = tail.sum() + nb.arange(n).astype(nb.float32).sum() + x.mean()
+    return total, tail, padded, x / n, nb.var(x, correction=1)
 
 
 def _derived_ref(x):
     n = x.shape[0]
     wide = np.broadcast_to(x[:, None], (n, 4)).reshape(n * 4)
     tail = np.concatenate([wide[: n // 2], np.zeros(n % 3)])
-    padded = np.pad(x[n // 2 :], (1, 2))
-    return tail.sum() + np.arange(n).sum() + x.mean(), tail, padded, x / n
+    padded = np.pad(x[n // 2 :], (1, n // 2))
+    total = tail.sum() + np.arange(n).sum() + x.mean()
+    return total, tail, padded, x / n, np.var(x, ddof=1)
 
 
 def test_one_symbolic_trace_serves_every_size_with_derived_sizes():
