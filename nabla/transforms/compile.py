@@ -823,7 +823,8 @@ class CompiledFunction:
         epoch = GRAPH.thread_epoch  # this thread's: other threads may realize meanwhile
         old_rec, old_rng, old_reads = STATE.recording, STATE.recording_rng, STATE.size_reads
         STATE.recording, STATE.recording_rng = [], []
-        STATE.size_reads = [] if sym_shapes else None
+        # a trace inside a dynamic-dims trace reports its size reads to it too (below)
+        STATE.size_reads = [] if sym_shapes or old_reads is not None else None
         try:
             out = self.fun(*args, **kwargs)
             recorded, rng, reads = STATE.recording, STATE.recording_rng, STATE.size_reads
@@ -847,6 +848,8 @@ class CompiledFunction:
             old_rec.extend(recorded)
             if old_rng is not None:
                 old_rng.extend(rng)
+        if old_reads is not None and reads:
+            old_reads.extend(reads)
         if GRAPH.thread_epoch != epoch:
             if self.fullgraph:
                 raise RuntimeError(

@@ -217,3 +217,10 @@ def test_bad_static_argnums_and_argnames_are_named_at_the_first_call():
         g(nb.ones(3), k=2)
     ok = nb.compile(lambda x, **kw: x * kw["k"], static_argnames="k")  # **kwargs takes any
     assert ok(nb.ones(1), k=3).item() == 3.0
+
+
+def test_a_size_decision_inside_an_inner_compiled_function_limits_the_outer_trace():
+    inner = nb.compile(lambda x: x * 2 if x.shape[0] > 3 else x)
+    outer = nb.compile(lambda x: inner(x) + 1, dynamic_dims={0: {0: "n"}})
+    assert [outer(nb.ones(n)).tolist()[0] for n in (2, 5, 2)] == [2.0, 3.0, 2.0]
+    assert outer.stats.misses == 2
