@@ -491,34 +491,34 @@ class PPermuteOp(_MeshOp):
         return [self.bind([ct], {"pairs": inv})]
 
 
-def _check_pairs(pairs, n):
-    srcs = [s for s, _ in pairs]
-    dsts = [d for _, d in pairs]
-    for v in srcs + dsts:
-        if not 0 <= v < n:
-            raise ShardingError(
-                f"ppermute: position {v} is out of range for {n} devices (perm {list(pairs)})"
-            )
-    for label, vals in (("source", srcs), ("destination", dsts)):
-        dup = sorted({v for v in vals if vals.count(v) > 1})
-        if dup:
-            raise ShardingError(f"ppermute: device {dup[0]} is a {label} twice in {list(pairs)}")
-
-
-def _check_perm(mesh, pairs, spec, shape):
-    n = mesh.size
+def _check_pairs(pairs, n, what):
+    """``ppermute``'s pairs: each entry in ``range(n)`` (``what`` says what an entry is,
+    for the error), no device twice as a source or as a destination. The one check of both
+    the per-device and the global form."""
     srcs = [s for s, _ in pairs]
     dsts = [d for _, d in pairs]
     for v in srcs + dsts:
         if not isinstance(v, int | np.integer) or not 0 <= v < n:
-            raise ShardingError(
-                f"ppermute: device {v!r} is not a flat index of mesh {mesh.name!r} with "
-                f"{n} devices (perm {list(pairs)})"
-            )
+            raise ShardingError(f"ppermute: {v!r} is not {what} (perm {list(pairs)})")
     for label, vals in (("source", srcs), ("destination", dsts)):
         dup = sorted({v for v in vals if vals.count(v) > 1})
         if dup:
             raise ShardingError(f"ppermute: device {dup[0]} is a {label} twice in {list(pairs)}")
+
+
+def _check_roots(axes, roots, sizes) -> None:
+    """``broadcast``'s root positions, one per mesh axis, each inside its axis. The one
+    check of both the per-device and the global form."""
+    for a, r, n in zip(axes, roots, sizes, strict=True):
+        if not 0 <= r < n:
+            raise ShardingError(
+                f"broadcast: root {r} is out of range for mesh axis {a!r} of size {n}"
+            )
+
+
+def _check_perm(mesh, pairs, spec, shape):
+    n = mesh.size
+    _check_pairs(pairs, n, f"a flat index of mesh {mesh.name!r} with {n} devices")
     # devices holding the same block (they differ only along unsplit axes) must receive the
     # same block, or the result is no longer one global value
     split = [mesh.axis(a) for a in spec.sharded_axes]
@@ -574,12 +574,8 @@ class BroadcastOp(_MeshOp):
         spec, axes, root = impl.sharding, kwargs["axes"], kwargs["root"]
         dims = [list(d) for d in spec.dims]
         shape = list(impl.shape)
-        for a, r in zip(axes, root, strict=True):
-            if not 0 <= r < spec.mesh.axis_size(a):
-                raise ShardingError(
-                    f"broadcast: root {r} is out of range for mesh axis {a!r} of size "
-                    f"{spec.mesh.axis_size(a)}"
-                )
+        _check_roots(axes, root, [spec.mesh.axis_size(a) for a in axes])
+        for a in axes:
             d = spec.dim_of(a)
             if d is not None:
                 dims[d].remove(a)
@@ -936,6 +932,17 @@ def unshard(x) -> Tensor:
     return _unshard.bind([x], {})
 
 
+def _dispatch(op: str, x, per_device_form, global_form):
+    """The one place a public collective decides its form: a per-device value inside a
+    ``shard_map`` body goes to ``per_device_form(x)`` (collectives over the body's mesh
+    axes, ``ops/per_device.py``); anything else must be sharded and goes to
+    ``global_form(x)`` (the op on the global value)."""
+    x = as_tensor(x, op=op)
+    if _per_device(x):
+        return per_device_form(x)
+    return global_form(_sharded(x, op))
+
+
 def _per_device(x: Tensor) -> bool:
     """True inside a shard_map body for a per-device value (collectives over mesh axes)."""
     return x._impl.sharding is None and bool(per_device.active_axes())
@@ -1022,39 +1029,45 @@ def all_reduce(x, reduce_op: str = "sum", axes=None, *, reduce_axes=None) -> Ten
         if axes is not None:
             raise TypeError("all_reduce: pass axes= or reduce_axes=, not both")
         axes = reduce_axes
-    x = as_tensor(x, op="all_reduce")
-    if _per_device(x):
+
+    def local(x):
         levels = per_device.levels_of("all_reduce", _body_axes("all_reduce", axes))
         return per_device.all_reduce(x, reduce_op, levels)
-    x = _sharded(x, "all_reduce")
-    if x.dtype.is_bool and reduce_op in ("sum", "prod"):
-        x = x.cast(DType.int32)  # a count, as JAX's psum (a bool sum was a logical OR)
-    spec = x._impl.sharding
-    axes = _axes_arg("all_reduce", spec, axes)
-    if axes is None:
-        axes = spec.partial_axes or spec.sharded_axes
-        if not axes:
-            raise ShardingError(
-                f"all_reduce: the tensor of shape {x.shape} (spec {spec}) is replicated: there "
-                "is nothing to reduce"
-            )
-    return _all_reduce.bind([x], {"axes": axes, "kind": reduce_op})
+
+    def whole(x):
+        if x.dtype.is_bool and reduce_op in ("sum", "prod"):
+            x = x.cast(DType.int32)  # a count, as JAX's psum (a bool sum was a logical OR)
+        spec = x._impl.sharding
+        names = _axes_arg("all_reduce", spec, axes)
+        if names is None:
+            names = spec.partial_axes or spec.sharded_axes
+            if not names:
+                raise ShardingError(
+                    f"all_reduce: the tensor of shape {x.shape} (spec {spec}) is replicated: "
+                    "there is nothing to reduce"
+                )
+        return _all_reduce.bind([x], {"axes": names, "kind": reduce_op})
+
+    return _dispatch("all_reduce", x, local, whole)
 
 
 def pmean(x, axes=None) -> Tensor:
     """``all_reduce(x, "sum", axes)`` divided by the number of devices along ``axes``."""
-    x = as_tensor(x, op="pmean")
-    if _per_device(x):
+
+    def local(x):
         levels = per_device.levels_of("pmean", _body_axes("pmean", axes))
         n = prod(per_device.axis_size(lv) for lv in levels)
         return per_device.all_reduce(x, "sum", levels) / n
-    x = _sharded(x, "pmean")
-    spec = x._impl.sharding
-    axes = _axes_arg("pmean", spec, axes)
-    if axes is None:
-        axes = spec.partial_axes or spec.sharded_axes
-    n = prod(spec.mesh.axis_size(a) for a in axes)
-    return all_reduce(x, "sum", axes) / n
+
+    def whole(x):
+        spec = x._impl.sharding
+        names = _axes_arg("pmean", spec, axes)
+        if names is None:
+            names = spec.partial_axes or spec.sharded_axes
+        n = prod(spec.mesh.axis_size(a) for a in names)
+        return all_reduce(x, "sum", names) / n
+
+    return _dispatch("pmean", x, local, whole)
 
 
 def all_gather(x, axis: int, axes=None) -> Tensor:
@@ -1065,22 +1078,25 @@ def all_gather(x, axis: int, axes=None) -> Tensor:
         axis: the dim to gather.
         axes: the mesh axes to gather (the minor end of the dim's axes); None: all of them.
     """
-    x = as_tensor(x, op="all_gather")
-    if _per_device(x):
+
+    def local(x):
         levels = per_device.levels_of("all_gather", _body_axes("all_gather", axes))
         return per_device.all_gather(x, _laxis("all_gather", x, axis), levels)
-    x = _sharded(x, "all_gather")
-    spec = x._impl.sharding
-    d = _axis("all_gather", x, axis)
-    axes = _axes_arg("all_gather", spec, axes)
-    if axes is None:
-        axes = spec.dims[d]
-        if not axes:
-            raise ShardingError(
-                f"all_gather: dim {axis} of the tensor of shape {x.shape} is not split (spec "
-                f"{x.sharding})"
-            )
-    return all_gather_phys(x, d, axes)
+
+    def whole(x):
+        spec = x._impl.sharding
+        d = _axis("all_gather", x, axis)
+        names = _axes_arg("all_gather", spec, axes)
+        if names is None:
+            names = spec.dims[d]
+            if not names:
+                raise ShardingError(
+                    f"all_gather: dim {axis} of the tensor of shape {x.shape} is not split "
+                    f"(spec {x.sharding})"
+                )
+        return all_gather_phys(x, d, names)
+
+    return _dispatch("all_gather", x, local, whole)
 
 
 def reduce_scatter(x, axis: int, axes=None) -> Tensor:
@@ -1092,17 +1108,18 @@ def reduce_scatter(x, axis: int, axes=None) -> Tensor:
         axis: the dim to split.
         axes: mesh axes; None: every partial axis.
     """
-    x = as_tensor(x, op="reduce_scatter")
-    if _per_device(x):
+
+    def local(x):
         d = _laxis("reduce_scatter", x, axis)
         return per_device.reduce_scatter(x, d, _body_levels("reduce_scatter", axes))
-    x = _sharded(x, "reduce_scatter")
-    spec = x._impl.sharding
-    d = _axis("reduce_scatter", x, axis)
-    axes = _axes_arg("reduce_scatter", spec, axes)
-    if axes is None:
-        axes = spec.partial_axes
-    return reduce_scatter_phys(x, d, axes)
+
+    def whole(x):
+        spec = x._impl.sharding
+        d = _axis("reduce_scatter", x, axis)
+        names = _axes_arg("reduce_scatter", spec, axes)
+        return reduce_scatter_phys(x, d, spec.partial_axes if names is None else names)
+
+    return _dispatch("reduce_scatter", x, local, whole)
 
 
 def all_to_all(x, split_axis: int, concat_axis: int, axes=None) -> Tensor:
@@ -1115,18 +1132,19 @@ def all_to_all(x, split_axis: int, concat_axis: int, axes=None) -> Tensor:
         concat_axis: the dim that becomes whole.
         axes: the mesh axes to move; None: all of ``concat_axis``'s.
     """
-    x = as_tensor(x, op="all_to_all")
-    if _per_device(x):
+
+    def local(x):
         s, c = _laxis("all_to_all", x, split_axis), _laxis("all_to_all", x, concat_axis)
         return per_device.all_to_all(x, s, c, _body_levels("all_to_all", axes))
-    x = _sharded(x, "all_to_all")
-    spec = x._impl.sharding
-    s = _axis("all_to_all", x, split_axis)
-    c = _axis("all_to_all", x, concat_axis)
-    axes = _axes_arg("all_to_all", spec, axes)
-    if axes is None:
-        axes = spec.dims[c]
-    return all_to_all_phys(x, s, c, axes)
+
+    def whole(x):
+        spec = x._impl.sharding
+        s = _axis("all_to_all", x, split_axis)
+        c = _axis("all_to_all", x, concat_axis)
+        names = _axes_arg("all_to_all", spec, axes)
+        return all_to_all_phys(x, s, c, spec.dims[c] if names is None else names)
+
+    return _dispatch("all_to_all", x, local, whole)
 
 
 def ppermute(x, perm, axis_name=None) -> Tensor:
@@ -1140,7 +1158,6 @@ def ppermute(x, perm, axis_name=None) -> Tensor:
         axis_name: inside ``shard_map``, the mesh axis (or tuple of axes) the positions run
             along; default: every mesh axis of the body.
     """
-    x = as_tensor(x, op="ppermute")
     try:
         pairs = tuple((s, d) for s, d in perm)
     except (TypeError, ValueError):
@@ -1150,12 +1167,14 @@ def ppermute(x, perm, axis_name=None) -> Tensor:
     if not all(_is_int(v) for p in pairs for v in p):
         raise ShardingError(f"ppermute: perm must be pairs of int device indices, got {perm!r}")
     pairs = tuple((int(s), int(d)) for s, d in pairs)
-    if _per_device(x):
+
+    def local(x):
         levels = per_device.levels_of("ppermute", _body_axes("ppermute", axis_name))
-        _check_pairs(pairs, prod(per_device.axis_size(lv) for lv in levels))
+        n = prod(per_device.axis_size(lv) for lv in levels)
+        _check_pairs(pairs, n, f"a position along the body's axes (0 to {n - 1})")
         return per_device.ppermute(x, pairs, levels)
-    x = _sharded(x, "ppermute")
-    return _ppermute.bind([x], {"pairs": pairs})
+
+    return _dispatch("ppermute", x, local, lambda x: _ppermute.bind([x], {"pairs": pairs}))
 
 
 def _is_int(v) -> bool:
@@ -1214,24 +1233,22 @@ def broadcast(x, root=0, axes=None) -> Tensor:
         root: the source position along each axis.
         axes: mesh axes; None: every axis ``x`` is split or partial over.
     """
-    x = as_tensor(x, op="broadcast")
-    if _per_device(x):
+
+    def local(x):
         names = _body_axes("broadcast", axes)
         levels = per_device.levels_of("broadcast", names)
-        root = _roots(root, names)
-        for a, r, lv in zip(names, root, levels, strict=True):
-            if not 0 <= r < per_device.axis_size(lv):
-                raise ShardingError(
-                    f"broadcast: root {r} is out of range for mesh axis {a!r} of size "
-                    f"{per_device.axis_size(lv)}"
-                )
-        return per_device.broadcast(x, root, levels)
-    x = _sharded(x, "broadcast")
-    spec = x._impl.sharding
-    axes = _axes_arg("broadcast", spec, axes)
-    if axes is None:
-        axes = spec.sharded_axes + spec.partial_axes
-    return _broadcast.bind([x], {"axes": axes, "root": _roots(root, axes)})
+        roots = _roots(root, names)
+        _check_roots(names, roots, [per_device.axis_size(lv) for lv in levels])
+        return per_device.broadcast(x, roots, levels)
+
+    def whole(x):
+        spec = x._impl.sharding
+        names = _axes_arg("broadcast", spec, axes)
+        if names is None:
+            names = spec.sharded_axes + spec.partial_axes
+        return _broadcast.bind([x], {"axes": names, "root": _roots(root, names)})
+
+    return _dispatch("broadcast", x, local, whole)
 
 
 # Ops this module calls at run time; imported last because they are built on it.
