@@ -833,23 +833,13 @@ class CompiledFunction:
             STATE.size_reads = old_reads
         assigned = [i for i, impl in before.items() if traced_flat[i]._impl is not impl]
         if assigned:  # ``x[...] = v`` on an argument: eagerly the caller's tensor changes
-            warnings.warn(
-                f"compile: {getattr(self.fun, '__name__', 'the function')} assigns into its "
-                f"tensor argument (leaf {assigned[0]}, x[...] = ...); under compile the "
-                "caller's tensor is not updated (without compile it is): return the new "
-                "value instead (x.at[...].set(v) gives it without assigning)",
-                stacklevel=4,
-            )
+            self._warn_assigned(assigned[0])
         if old_rec is not None:
             # traced inside another recording (an outer compile, a loop body, a custom
             # rule): these ops are also the outer function's, which records the calls
             # below this one's; without them its plan took this trace's outputs for
-            # constants (stale values, zero gradients)
-            old_rec.extend(recorded)
-            if old_rng is not None:
-                old_rng.extend(rng)
-        if old_reads is not None and reads:
-            old_reads.extend(reads)
+            # constants (stale values, zero gradients). Its size decisions are the outer's too
+            _report_to_outer((old_rec, old_rng, old_reads), (recorded, rng, reads))
         if GRAPH.thread_epoch != epoch:
             if self.fullgraph:
                 raise RuntimeError(
@@ -867,6 +857,15 @@ class CompiledFunction:
         self._stats.compile_time_ms += 1000.0 * (time.perf_counter() - t0)
         return plan, out
 
+    def _warn_assigned(self, leaf):
+        warnings.warn(
+            f"compile: {getattr(self.fun, '__name__', 'the function')} assigns into its "
+            f"tensor argument (leaf {leaf}, x[...] = ...); under compile the "
+            "caller's tensor is not updated (without compile it is): return the new "
+            "value instead (x.at[...].set(v) gives it without assigning)",
+            stacklevel=5,
+        )
+
     def _store(self, key, value):
         with self._lock:
             self._cache[key] = value
@@ -875,6 +874,14 @@ class CompiledFunction:
             while len(self._cache) > self.max_cache_size:
                 self._cache.popitem(last=False)
                 self._stats.evictions += 1
+
+
+def _report_to_outer(outer, inner) -> None:
+    """Add what a trace recorded (nodes, random keys, size reads) to the enclosing
+    recording's lists (None where the enclosing one keeps none)."""
+    for mine, theirs in zip(outer, inner, strict=True):
+        if mine is not None and theirs:
+            mine.extend(theirs)
 
 
 def _takes_fast_path(plan, tensors, const_impls) -> bool:
