@@ -24,9 +24,18 @@ declare ``runs_sharded = False``: their operands are gathered to whole values fi
 from __future__ import annotations
 
 from collections import OrderedDict
+from dataclasses import dataclass, field
 from math import prod
+from typing import Any
 
-from ..core.sharding import FactorRule, ShardingError, ShardingSpec, propagate
+from ..core.sharding import (
+    DeviceMesh,
+    FactorRule,
+    Propagation,
+    ShardingError,
+    ShardingSpec,
+    propagate,
+)
 from ..core.state import level_sizes, spmd_axes
 from ..runtime.tensor import Tensor
 
@@ -273,69 +282,134 @@ def check_capture(op_name: str, impls) -> None:
         )
 
 
+@dataclass(slots=True)
+class _ShardedCall:
+    """One sharded op call as its stages fill it in (``bind_sharded``)."""
+
+    op: Any
+    kwargs: dict
+    mesh: DeviceMesh
+    args: list
+    impls: list = field(default_factory=list)
+    levels: tuple = ()  # the outputs' vmap levels
+    nb: int = 0  # the operands' vmap batch dims
+    shapes: list = field(default_factory=list)  # global physical output shapes
+    dtypes: list = field(default_factory=list)
+    devices: list = field(default_factory=list)
+    plan: Propagation | None = None
+    keep: dict = field(default_factory=dict)  # the operands' partial axes -> kind
+
+
 def bind_sharded(op, args, kwargs):
-    """``op`` on operands of which at least one is sharded (see the module docstring)."""
+    """``op`` on operands of which at least one is sharded, in the stages of the module
+    docstring: (1) partial operands completed where the op needs it, (2) operands aligned,
+    (3) global shapes, (4) the layout planned (a partial axis the op's factors need is
+    completed and the planning starts again), operands resharded, (5) the block's kwargs;
+    then the node is emitted as for any op."""
     impls = [a._impl for a in args]
-    mesh = mesh_of(op.name, impls)
-    check_capture(op.name, impls)
     if not op.runs_sharded:
+        mesh_of(op.name, impls)
+        check_capture(op.name, impls)
         return op.bind([collectives.unshard(a) if a._impl.sharding else a for a in args], kwargs)
-    args = list(args)
-    # a bilinear op with both operands partial: complete the smaller, the other passes
+    call = _ShardedCall(op, kwargs, mesh_of(op.name, impls), list(args))
+    while True:
+        check_capture(op.name, [a._impl for a in call.args])
+        _complete_partials(call)
+        call.args = _align(op, call.args)
+        _global_shapes(call)
+        clash = _plan_layout(call)
+        if not clash:
+            break
+        # a partial axis that the op's factors need: complete those operands, plan again
+        call.args = [
+            collectives.complete_partial(a)
+            if a._impl.sharding is not None and set(a._impl.sharding.partial_axes) & clash
+            else a
+            for a in call.args
+        ]
+        call.mesh = mesh_of(op.name, [a._impl for a in call.args])
+    targets, out_specs = _reshard_operands(call)
+    phys = _block_kwargs(call, targets, out_specs)
+    return op.emit(
+        call.args, kwargs, phys, call.levels, call.shapes, call.dtypes, call.devices, out_specs
+    )
+
+
+def _complete_partials(call: _ShardedCall) -> None:
+    """Stage 1: partial operands the op is not linear in are reduced; a bilinear op with
+    both operands partial completes the smaller one (the other passes through)."""
+    op, args = call.op, call.args
     bilinear = op.partial_sum == "bilinear" or (op.partial_sum is None and op.bilinear)
     if bilinear and all(a._impl.sharding is not None and a._impl.sharding.partial for a in args):
         k = min(range(len(args)), key=lambda i: prod(args[i]._impl.shape))
+        args = list(args)
         args[k] = collectives.complete_partial(args[k])
-    args = _reduce_partials(op, args, kwargs)
-    args = _align(op, args)
-    impls = [a._impl for a in args]
+    call.args = _reduce_partials(op, args, call.kwargs)
+
+
+def _global_shapes(call: _ShardedCall) -> None:
+    """Stage 3: the outputs' levels and global shapes (validating the call as unsharded)."""
+    op, kwargs = call.op, call.kwargs
+    impls = call.impls = [a._impl for a in call.args]
     levels = impls[0].levels if impls else ()
-    nb = len(levels)
+    call.nb = len(levels)
     batch_shape = tuple(level_sizes[lv] for lv in levels)
     out_lv = op.out_levels(impls, levels, kwargs)
     if out_lv is not levels:
         levels = out_lv
         batch_shape = tuple(level_sizes[lv] for lv in levels)
-    shapes, dtypes, devices = op.compute_physical_shape(impls, kwargs, levels, batch_shape)
+    call.levels = levels
+    call.shapes, call.dtypes, call.devices = op.compute_physical_shape(
+        impls, kwargs, levels, batch_shape
+    )
 
-    specs = [im.sharding for im in impls]
-    in_dims, out_dims, partial = _propagated(op, impls, shapes, kwargs, nb, specs, mesh)
-    keep = {}
+
+def _plan_layout(call: _ShardedCall) -> set:
+    """Stage 4: every factor's mesh axes (``propagate``); returns the operands' partial
+    axes that the factors would split (empty when the plan stands)."""
+    specs = [im.sharding for im in call.impls]
+    call.plan = _propagated(
+        call.op, call.impls, call.shapes, call.kwargs, call.nb, specs, call.mesh
+    )
+    call.keep = {}
     for s in specs:
         if s is not None:
-            keep.update(s.partial)
-    clash = set(keep) & ({a for d in in_dims for ax in d for a in ax} | set(partial))
-    if clash:  # a partial axis that the op's factors need: complete the partial first
-        args = [
-            collectives.complete_partial(a)
-            if a._impl.sharding is not None and set(a._impl.sharding.partial_axes) & clash
-            else a
-            for a in args
-        ]
-        return bind_sharded(op, args, kwargs)
+            call.keep.update(s.partial)
+    used = {a for d in call.plan.input_dims for ax in d for a in ax} | set(call.plan.partial)
+    return set(call.keep) & used
+
+
+def _reshard_operands(call: _ShardedCall) -> tuple[list, list]:
+    """Stage 4, continued: operands resharded to the planned layouts; returns their
+    target specs and the outputs' specs (checked against the output shapes)."""
+    mesh, specs = call.mesh, [im.sharding for im in call.impls]
     targets = [
         ShardingSpec(mesh, dims, specs[i].partial if specs[i] is not None else ())
-        for i, dims in enumerate(in_dims)
+        for i, dims in enumerate(call.plan.input_dims)
     ]
-    args = [reshard_to(a, t, op=op.name) for a, t in zip(args, targets, strict=True)]
-    out_partial = dict(keep)
-    out_partial.update(partial)
-    out_specs = [ShardingSpec(mesh, dims, out_partial) for dims in out_dims]
-    for spec, shape in zip(out_specs, shapes, strict=True):
-        spec.check_shape(shape, op.name)
+    call.args = [reshard_to(a, t, op=call.op.name) for a, t in zip(call.args, targets, strict=True)]
+    out_partial = dict(call.keep)
+    out_partial.update(call.plan.partial)
+    out_specs = [ShardingSpec(mesh, dims, out_partial) for dims in call.plan.output_dims]
+    for spec, shape in zip(out_specs, call.shapes, strict=True):
+        spec.check_shape(shape, call.op.name)
+    return targets, out_specs
 
-    local_in = [t.local_shape(a._impl.shape) for t, a in zip(targets, args, strict=True)]
-    local_out = [s.local_shape(shape) for s, shape in zip(out_specs, shapes, strict=True)]
+
+def _block_kwargs(call: _ShardedCall, targets, out_specs) -> dict:
+    """Stage 5: the physical kwargs of one device's block, behind the mesh dims."""
+    op, mesh, nb, levels = call.op, call.mesh, call.nb, call.levels
+    local_in = [t.local_shape(a._impl.shape) for t, a in zip(targets, call.args, strict=True)]
+    local_out = [s.local_shape(shape) for s, shape in zip(out_specs, call.shapes, strict=True)]
     if op.physical:
-        phys = op.shard_physical(kwargs, mesh.local_mesh_shape, local_in, local_out)
-    else:
-        local = op.shard_kwargs(
-            kwargs, [s[nb:] for s in local_in], [s[len(levels) :] for s in local_out]
-        )
-        local_batch = local_out[0][: len(levels)] if local_out else ()
-        mesh_dims = mesh.local_mesh_shape
-        phys = op.adapt_kwargs(local, len(levels) + mesh.ndim, mesh_dims + tuple(local_batch))
-    return op.emit(args, kwargs, phys, levels, shapes, dtypes, devices, out_specs)
+        return op.shard_physical(call.kwargs, mesh.local_mesh_shape, local_in, local_out)
+    local = op.shard_kwargs(
+        call.kwargs, [s[nb:] for s in local_in], [s[len(levels) :] for s in local_out]
+    )
+    local_batch = local_out[0][: len(levels)] if local_out else ()
+    return op.adapt_kwargs(
+        local, len(levels) + mesh.ndim, mesh.local_mesh_shape + tuple(local_batch)
+    )
 
 
 _PLANS: OrderedDict = OrderedDict()  # a propagation per (op, kwargs, operands), LRU
