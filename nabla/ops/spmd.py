@@ -24,7 +24,7 @@ declare ``runs_sharded = False``: their operands are gathered to whole values fi
 from __future__ import annotations
 
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from math import prod
 from typing import Any
 
@@ -290,14 +290,14 @@ class _ShardedCall:
     kwargs: dict
     mesh: DeviceMesh
     args: list
-    impls: list = field(default_factory=list)
+    impls: list | None = None
     levels: tuple = ()  # the outputs' vmap levels
     nb: int = 0  # the operands' vmap batch dims
-    shapes: list = field(default_factory=list)  # global physical output shapes
-    dtypes: list = field(default_factory=list)
-    devices: list = field(default_factory=list)
+    shapes: list | None = None  # global physical output shapes
+    dtypes: list | None = None
+    devices: list | None = None
     plan: Propagation | None = None
-    keep: dict = field(default_factory=dict)  # the operands' partial axes -> kind
+    keep: dict | None = None  # the operands' partial axes -> kind
 
 
 def bind_sharded(op, args, kwargs):
