@@ -120,7 +120,12 @@ class BroadcastToOp(Operation):
         return {"shape": tuple(local_out[0])}
 
     def infer(self, shapes, dtypes, kwargs):
-        return [kwargs["shape"]], [dtypes[0]]
+        shape = kwargs["shape"]
+        have = shapes[0]
+        # also a compiled plan's new sizes: each dim is kept or stretched from 1
+        if len(have) != len(shape) or any(a != b and a != 1 for a, b in zip(have, shape)):
+            raise OpError(f"broadcast_to: cannot broadcast shape {have} to {shape}")
+        return [shape], [dtypes[0]]
 
     def adapt_kwargs(self, kwargs, nb, batch_shape):
         return {"shape": batch_shape + kwargs["shape"]}

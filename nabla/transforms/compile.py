@@ -135,9 +135,12 @@ class _Plan:
 
     @property
     def symbolic(self) -> bool:
-        """Valid for every size of its dynamic dims (no Python decision on a size)."""
-        return not self.size_reads and any(
-            isinstance(d, SymDim) for _, shape, _ in self.arg_specs for d in shape
+        """Valid for every size of its dynamic dims: no Python decision on a size, and no
+        nested program (a control-flow body) whose sizes are the trace's."""
+        return (
+            not self.size_reads
+            and any(isinstance(d, SymDim) for _, shape, _ in self.arg_specs for d in shape)
+            and _nested_programs(self) is None
         )
 
     def specialize(self, sizes: dict, args: list):
@@ -778,7 +781,7 @@ class CompiledFunction:
             return None, self.fun(*call.args, **call.kwargs)
         if own is not None:
             return own, None
-        reason = plan.size_reads[0] if plan.size_reads else None
+        reason = plan.size_reads[0] if plan.size_reads else _nested_programs(plan)
         if reason is None:
             at = plan.specialize(call.sizes, tensors)
             if isinstance(at, _Plan):
@@ -874,6 +877,19 @@ class CompiledFunction:
             while len(self._cache) > self.max_cache_size:
                 self._cache.popitem(last=False)
                 self._stats.evictions += 1
+
+
+def _nested_programs(plan) -> str | None:
+    """Why a plan cannot be evaluated at other sizes by substitution: a control-flow body
+    or a nested compiled call keeps its own recorded program, whose sizes stay those of
+    the trace. None when it has none."""
+    for node in plan.nodes:
+        for v in node.phys_kwargs.values():
+            if isinstance(v, Program) or (
+                isinstance(v, tuple) and any(isinstance(p, Program) for p in v)
+            ):
+                return f"its {node.op.name} node holds a program of its own (traced per size)"
+    return None
 
 
 def _report_to_outer(outer, inner) -> None:

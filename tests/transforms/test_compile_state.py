@@ -224,3 +224,22 @@ def test_a_size_decision_inside_an_inner_compiled_function_limits_the_outer_trac
     outer = nb.compile(lambda x: inner(x) + 1, dynamic_dims={0: {0: "n"}})
     assert [outer(nb.ones(n)).tolist()[0] for n in (2, 5, 2)] == [2.0, 3.0, 2.0]
     assert outer.stats.misses == 2
+
+
+def test_control_flow_under_dynamic_dims_is_traced_per_size():
+    """A scan body keeps its own recorded program, whose sizes are the trace's: the plan
+    cannot be evaluated at another size by substitution, so each size is traced."""
+
+    def f(x):
+        def body(c, xi):
+            return c + nb.broadcast_to(xi[:, None], (xi.shape[0], 2)).sum(), xi * 2
+
+        return nb.scan(body, nb.zeros(()), nb.stack([x, x * 2]))
+
+    c = nb.compile(f, dynamic_dims={0: {0: "n"}})
+    for n in (4, 6, 6):
+        x = np.arange(n, dtype=np.float32)
+        (got_c, got_ys), (want_c, want_ys) = c(nb.constant(x)), f(nb.constant(x))
+        np.testing.assert_allclose(got_c.numpy(), want_c.numpy())
+        np.testing.assert_allclose(got_ys.numpy(), want_ys.numpy())
+    assert c.stats.misses == 2 and c.stats.hits == 1

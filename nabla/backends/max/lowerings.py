@@ -623,18 +623,6 @@ def max_dims(obj):
     return obj
 
 
-def _symbolic_shape(shape) -> bool:
-    return any(Dim is not None and isinstance(d, Dim) and not _static(d) for d in shape)
-
-
-def _static(d) -> bool:
-    try:
-        int(d)
-        return True
-    except (TypeError, ValueError):
-        return False
-
-
 # ----------------------------------------------------------------------------- creation
 @_one("full")
 def _full(shape, value, dtype, device):

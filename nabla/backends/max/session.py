@@ -475,6 +475,8 @@ def _max_symbolic(program: Program) -> bool:
         return True
 
     for instr in program.instructions:
+        if _nested_programs(instr.kwargs):  # a body's own sizes are not symbolized
+            return False
         allowed = SIZE_KWARGS.get(instr.op, ())
         for key, value in instr.kwargs.items():
             if has_symdim(value) and (key not in allowed or not supported(value)):
