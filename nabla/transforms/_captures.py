@@ -19,7 +19,7 @@ import functools
 import types
 from typing import NamedTuple
 
-__all__ = ["Path", "find_paths"]
+__all__ = ["Path", "find_paths", "find_modules"]
 
 # the walk stops at this depth and after this many objects (a trace-time cost only)
 _MAX_DEPTH = 8
@@ -179,3 +179,37 @@ def find_paths(root, targets: dict) -> dict:
             break
         frontier = nxt
     return found
+
+
+def find_modules(root) -> tuple:
+    """The modules (objects with parameter tables and a ``training`` flag, as
+    ``nabla.nn.Module``) reachable from ``root`` by the same walk, submodules included:
+    their train/eval mode is Python state a compiled function reads while traced."""
+    found: dict = {}
+    seen = {id(root)}
+    frontier = [root]
+    if _is_module(root):
+        found[id(root)] = root
+    visits = 0
+    for _ in range(_MAX_DEPTH):
+        nxt = []
+        for obj in frontier:
+            for _step, child in _children(obj):
+                cid = id(child)
+                if cid in seen or isinstance(child, _ATOMS) or type(child).__module__ == "numpy":
+                    continue
+                seen.add(cid)
+                visits += 1
+                if _is_module(child):
+                    found[cid] = child
+                if visits <= _MAX_VISITS:
+                    nxt.append(child)
+        if not nxt or visits > _MAX_VISITS:
+            break
+        frontier = nxt
+    return tuple(found.values())
+
+
+def _is_module(obj) -> bool:
+    d = getattr(obj, "__dict__", None)
+    return isinstance(d, dict) and "_parameters" in d and isinstance(d.get("training"), bool)

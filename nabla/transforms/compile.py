@@ -70,7 +70,7 @@ from ..ops.unary import identity
 from ..runtime.executor import run_program
 from ..runtime.graph import GRAPH
 from ..runtime.tensor import Tensor
-from ._captures import Path, find_paths
+from ._captures import Path, find_modules, find_paths
 from ._records import PyOut, RecordedNode, Ref
 
 __all__ = ["compile", "CompiledFunction", "CompilationStats"]
@@ -551,6 +551,9 @@ class CompiledFunction:
         self.static_argnames = _names_or_nums(static_argnames, str)
         # dynamic_dims and static arguments are checked against the first call's arguments
         self._unchecked = bool(self.dynamic_dims or self.static_argnums or self.static_argnames)
+        # the modules the function reaches (found at the first call): their train/eval mode
+        # is part of the key, as torch.compile guards on it
+        self._modules = None
 
     @property
     def stats(self) -> CompilationStats:
@@ -611,6 +614,8 @@ class CompiledFunction:
                     ) from None
                 # a float by its bits: -0.0 is not 0.0 (atan2, 1/x) and NaN equals itself
                 parts.append(("static", type(leaf), leaf.hex() if type(leaf) is float else leaf))
+        if self._modules:  # model.train()/model.eval() on a module the function reads
+            parts.append(("modes", tuple(m.__dict__["training"] for m in self._modules)))
         return _Call(tuple(parts), flat, tree, sizes, sym_shapes, args, kwargs)
 
     @staticmethod
@@ -644,6 +649,13 @@ class CompiledFunction:
             )
             return
         for i, (a, b) in enumerate(zip(old[1:], key[1:])):
+            if a != b and a[0] == "modes":
+                log.info(
+                    "compile %s: retrace because a module it reads switched between train() "
+                    "and eval()",
+                    self.fun.__name__,
+                )
+                return
             if a != b:
                 log.info(
                     "compile %s: retrace because leaf %d changed: %r -> %r",
@@ -727,6 +739,8 @@ class CompiledFunction:
     def __call__(self, *args, **kwargs):
         if self._unchecked:
             self._check_arguments(args, kwargs)
+        if self._modules is None:
+            self._modules = find_modules(self.fun)
         if self.static_argnums or self.static_argnames:
             args, kwargs = self._static(args, kwargs)
         call = self._signature(args, kwargs)

@@ -243,3 +243,18 @@ def test_control_flow_under_dynamic_dims_is_traced_per_size():
         np.testing.assert_allclose(got_c.numpy(), want_c.numpy())
         np.testing.assert_allclose(got_ys.numpy(), want_ys.numpy())
     assert c.stats.misses == 2 and c.stats.hits == 1
+
+
+def test_train_and_eval_switch_a_compiled_module_and_each_mode_is_traced_once():
+    m = nb.nn.Sequential(nb.nn.Linear(4, 8), nb.nn.Dropout(0.5), nb.nn.Linear(8, 2))
+    x = nb.constant(X)
+    for fwd in (nb.compile(m), nb.compile(lambda t: m(t))):
+        m.train()
+        fwd(x)
+        m.eval()  # dropout off: the compiled forward must not keep the training trace
+        np.testing.assert_allclose(fwd(x).numpy(), m(x).numpy(), rtol=1e-6)
+        m.train()
+        fwd(x)
+        m.eval()
+        np.testing.assert_allclose(fwd(x).numpy(), m(x).numpy(), rtol=1e-6)
+        assert fwd.stats.misses == 2 and fwd.stats.hits == 2
