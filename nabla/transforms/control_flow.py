@@ -223,18 +223,38 @@ def trace_body(fn, args: list, what: str, levels: list | None = None, out_levels
         raise ConcretizationError(f"{what}: {e}") from None
     finally:
         STATE.recording, STATE.recording_rng = outer, outer_rng
-    if rng:
-        if what.startswith(("cond", "switch")):  # a branch: traced once for every call
-            raise ValueError(
-                f"{what} draws from nabla's global random generator, which would repeat the "
-                "same numbers on every call; draw them outside (e.g. nb.random.normal(key, "
-                "shape)) and pass them in as operands"
-            )
-        raise ValueError(
-            f"{what} draws from nabla's global random generator, which would repeat the same "
-            f"numbers every step; {_DRAW_OUTSIDE}"
-        )
+    _refuse_draws(what, rng)
+    kept, hoisted, dependent = _split_dependent(recorded, arg_of, what)
+    if outer is not None:  # hoisted nodes belong to the enclosing trace (e.g. compile)
+        outer.extend(hoisted)
+    needed = _needed_nodes(out_flat, arg_of, dependent)
+    nodes, outputs, captured = _body_records(kept, needed, arg_of, dependent, out_flat)
+    in_specs = tuple(InSpec(p.dtype, p._impl.shape, p.device, p._impl.levels) for p in phs)
+    out_impls = tuple(
+        OutAval(o.dtype, o._impl.shape, o.device, o._impl.levels, o.shape) for o in out_flat
+    )
+    return Body(what, in_specs, nodes, outputs, out_tree, captured, out_impls)
 
+
+def _refuse_draws(what, rng) -> None:
+    """A body traced once cannot draw from the global generator (it would repeat)."""
+    if not rng:
+        return
+    if what.startswith(("cond", "switch")):  # a branch: traced once for every call
+        raise ValueError(
+            f"{what} draws from nabla's global random generator, which would repeat the "
+            "same numbers on every call; draw them outside (e.g. nb.random.normal(key, "
+            "shape)) and pass them in as operands"
+        )
+    raise ValueError(
+        f"{what} draws from nabla's global random generator, which would repeat the same "
+        f"numbers every step; {_DRAW_OUTSIDE}"
+    )
+
+
+def _split_dependent(recorded, arg_of, what):
+    """The recorded nodes that depend on a placeholder (kept in the body) and the others
+    (hoisted to the enclosing graph), and the ids of the impls that depend on one."""
     dependent = set(arg_of)
     kept, hoisted = [], []
     for node in recorded:
@@ -252,10 +272,11 @@ def trace_body(fn, args: list, what: str, levels: list | None = None, out_levels
                     dependent.add(id(o))
         else:
             hoisted.append(node)
-    if outer is not None:  # hoisted nodes belong to the enclosing trace (e.g. compile)
-        outer.extend(hoisted)
+    return kept, hoisted, dependent
 
-    # keep only what the outputs need
+
+def _needed_nodes(out_flat, arg_of, dependent) -> set:
+    """The ids of the kept nodes the outputs need (dead code is dropped)."""
     needed: set = set()
     stack = [o._impl for o in out_flat]
     while stack:
@@ -265,7 +286,11 @@ def trace_body(fn, args: list, what: str, levels: list | None = None, out_levels
             continue
         needed.add(id(node))
         stack.extend(node.inputs)
+    return needed
 
+
+def _body_records(kept, needed, arg_of, dependent, out_flat):
+    """The body's ``RecordedNode``s, its output ``Ref``s and the outer impls it reads."""
     captured, cap_of = [], {}
     node_index = {}
     nodes = []
@@ -289,11 +314,7 @@ def trace_body(fn, args: list, what: str, levels: list | None = None, out_levels
         node_index[id(node)] = len(nodes)
         nodes.append(RecordedNode(node.op, node.kwargs, refs, node.out_specs, node.phys_kwargs))
     outputs = tuple(ref_of(o._impl) for o in out_flat)
-    in_specs = tuple(InSpec(p.dtype, p._impl.shape, p.device, p._impl.levels) for p in phs)
-    out_impls = tuple(
-        OutAval(o.dtype, o._impl.shape, o.device, o._impl.levels, o.shape) for o in out_flat
-    )
-    return Body(what, in_specs, tuple(nodes), outputs, out_tree, captured, out_impls)
+    return tuple(nodes), outputs, captured
 
 
 def _leaf_tensor(x, what):
