@@ -88,13 +88,14 @@ def bench_jax(params_np, x_np, y_np, n):
 
 def bench_hit_overhead(n=5000):
     """Per-call cost of a cache hit on tiny functions: arguments only, a captured tensor
-    (read again at every call), and a compiled ``Linear`` module (its two parameters)."""
+    (read again at every call), and a compiled ``Linear`` module (its two parameters) in an
+    evaluation loop (``nb.no_grad()``; with grad on, its parameters make each call replay)."""
     w = nb.ones((4,))
     model = nb.nn.Linear(4, 4)
     cases = {
         "tiny function, arguments only": (nb.compile(lambda a, b: a * b + 1.0), 2),
         "tiny function, one captured tensor": (nb.compile(lambda a, b: a * b + w), 2),
-        "nb.compile(Linear(4, 4))": (nb.compile(model), 1),
+        "nb.compile(Linear(4, 4)), no_grad": (nb.compile(model), 1),
     }
     out = {}
     for name, (f, arity) in cases.items():
@@ -102,8 +103,9 @@ def bench_hit_overhead(n=5000):
         f(*args)
 
         def hits(f=f, args=args):
-            for _ in range(100):
-                f(*args)
+            with nb.no_grad():
+                for _ in range(100):
+                    f(*args)
 
         out[name] = median_seconds(hits, n // 100) / 100
     return out
