@@ -200,10 +200,13 @@ class _Plan:
     # ------------------------------------------------------------------ replay path
     def replay(self, args: list[Tensor], const_impls: list, expect: bool = False) -> list:
         """Re-bind the recorded ops through the ordinary pipeline on ``args``; ``expect``
-        raises ``_ShapeMismatch`` where a result's dtype or shape is not the recorded one."""
+        raises ``_ShapeMismatch`` where a result's dtype or shape is not the recorded one
+        (a shape check: the traced random keys stand, no key is drawn from the global
+        generator)."""
         consts = [Tensor._wrap(c) for c in const_impls]
-        for j in self.rng_slots:  # under a vmap the trace did not see: a key per element
-            consts[j] = global_key(batched=not self.traced_in_vmap)
+        if not expect:
+            for j in self.rng_slots:  # under a vmap the trace did not see: a key per element
+                consts[j] = global_key(batched=not self.traced_in_vmap)
         vals: list = []
 
         def get(ref):

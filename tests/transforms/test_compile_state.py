@@ -258,3 +258,16 @@ def test_train_and_eval_switch_a_compiled_module_and_each_mode_is_traced_once():
         m.eval()
         np.testing.assert_allclose(fwd(x).numpy(), m(x).numpy(), rtol=1e-6)
         assert fwd.stats.misses == 2 and fwd.stats.hits == 2
+
+
+def test_a_new_dynamic_size_draws_no_extra_key_from_the_global_generator():
+    """The once-per-size shape check re-binds the plan's ops with the traced keys: a call
+    at a new size draws one key, as a call at a known size does."""
+    from nabla.ops import random as nb_random
+
+    c = nb.compile(lambda x: x * nb.uniform(()), dynamic_dims={0: {0: "n"}})
+    c(nb.ones(4))
+    for n in (4, 6, 9):
+        before = nb_random._GLOBAL.counter
+        c(nb.ones(n))
+        assert nb_random._GLOBAL.counter - before == 1, n
