@@ -30,6 +30,7 @@ __all__ = [
     "Instruction",
     "Program",
     "build_program",
+    "nested_programs",
     "symbolize",
     "substitute_dims",
     "has_symdim",
@@ -446,6 +447,18 @@ class Program:
             symbolic=False,
             executables={},
         )
+
+
+def nested_programs(kwargs: dict) -> list:
+    """The ``Program``s an instruction's kwargs carry (a compiled call's plan, control-flow
+    bodies), each given alone or in a tuple."""
+    out = []
+    for v in kwargs.values():
+        if isinstance(v, Program):
+            out.append(v)
+        elif isinstance(v, tuple):
+            out.extend(p for p in v if isinstance(p, Program))
+    return out
 
 
 def build_program(key, inputs, steps, outputs, symbolic: bool = False) -> Program:

@@ -60,7 +60,15 @@ from typing import NamedTuple
 import numpy as np
 
 from ..backends.numpy import LOWERINGS as NUMPY_LOWERINGS
-from ..core.ir import Program, SymDim, TensorImpl, build_program, has_symdim, substitute_dims
+from ..core.ir import (
+    Program,
+    SymDim,
+    TensorImpl,
+    build_program,
+    has_symdim,
+    nested_programs,
+    substitute_dims,
+)
 from ..core.pytree import tree_flatten, tree_unflatten
 from ..core.state import STATE, is_live
 from ..ops.base import Operation
@@ -140,7 +148,7 @@ class _Plan:
         return (
             not self.size_reads
             and any(isinstance(d, SymDim) for _, shape, _ in self.arg_specs for d in shape)
-            and _nested_programs(self) is None
+            and _per_size_reason(self) is None
         )
 
     def specialize(self, sizes: dict, args: list):
@@ -798,7 +806,7 @@ class CompiledFunction:
             return None, self.fun(*call.args, **call.kwargs)
         if own is not None:
             return own, None
-        reason = plan.size_reads[0] if plan.size_reads else _nested_programs(plan)
+        reason = plan.size_reads[0] if plan.size_reads else _per_size_reason(plan)
         if reason is None:
             at = plan.specialize(call.sizes, tensors)
             if isinstance(at, _Plan):
@@ -896,16 +904,13 @@ class CompiledFunction:
                 self._stats.evictions += 1
 
 
-def _nested_programs(plan) -> str | None:
+def _per_size_reason(plan) -> str | None:
     """Why a plan cannot be evaluated at other sizes by substitution: a control-flow body
     or a nested compiled call keeps its own recorded program, whose sizes stay those of
     the trace. None when it has none."""
     for node in plan.nodes:
-        for v in node.phys_kwargs.values():
-            if isinstance(v, Program) or (
-                isinstance(v, tuple) and any(isinstance(p, Program) for p in v)
-            ):
-                return f"its {node.op.name} node holds a program of its own (traced per size)"
+        if nested_programs(node.phys_kwargs):
+            return f"its {node.op.name} node holds a program of its own (traced per size)"
     return None
 
 

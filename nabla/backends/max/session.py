@@ -41,7 +41,7 @@ from max.graph import Graph, TensorType, ops
 
 from ...core.config import debug_log
 from ...core.device import CPU, Device
-from ...core.ir import Program, SymDim, has_symdim
+from ...core.ir import Program, SymDim, has_symdim, nested_programs
 from ..kernels import KernelError, kernel_instructions
 from . import cache
 from .disk import DISK
@@ -135,21 +135,11 @@ def _walk(program):
             devs[o] = dev
 
 
-def _nested_programs(kwargs) -> list:
-    out = []
-    for v in kwargs.values():
-        if isinstance(v, Program):
-            out.append(v)
-        elif isinstance(v, tuple):
-            out.extend(p for p in v if isinstance(p, Program))
-    return out
-
-
 def check_program(program) -> tuple:
     """Raise ``UnsupportedOnMax`` for the first op MAX cannot run; else return the devices."""
     used = {s.device for s in program.inputs}
     for instr, in_dts, dev in _walk(program):
-        nested = _nested_programs(instr.kwargs)
+        nested = nested_programs(instr.kwargs)
         for sub in nested:  # compiled_call and control-flow bodies: check their instructions
             used.update(check_program(sub))
         if instr.op == "compiled_call":
@@ -475,7 +465,7 @@ def _max_symbolic(program: Program) -> bool:
         return True
 
     for instr in program.instructions:
-        if _nested_programs(instr.kwargs):  # a body's own sizes are not symbolized
+        if nested_programs(instr.kwargs):  # a body's own sizes are not symbolized
             return False
         allowed = SIZE_KWARGS.get(instr.op, ())
         for key, value in instr.kwargs.items():
