@@ -145,13 +145,10 @@ def _code_names(code) -> tuple:
     return tuple(dict.fromkeys(names))
 
 
-def find_paths(root, targets: dict) -> dict:
-    """Breadth-first search from ``root`` for the objects in ``targets`` (id -> object):
-    returns id -> ``Path`` for each one found (the shortest path; unreached ones are left
-    out). Skips NumPy arrays and other values that cannot hold a tensor."""
-    found: dict = {}
-    if not targets:
-        return found
+def _walk(root):
+    """Breadth-first ``(steps, object)`` pairs for every object reachable from ``root``
+    (each once, the shortest steps first), up to ``_MAX_DEPTH`` steps and about
+    ``_MAX_VISITS`` objects; NumPy values are reached but not entered."""
     seen = {id(root)}
     frontier = [((), root)]
     visits = 0
@@ -165,19 +162,27 @@ def find_paths(root, targets: dict) -> dict:
                 seen.add(cid)
                 visits += 1
                 path = steps + (step,)
-                if cid in targets and targets[cid] is child:
-                    found[cid] = Path(path)
-                    if len(found) == len(targets):
-                        return found
-                    continue
-                if type(child).__module__ == "numpy" or visits > _MAX_VISITS:
-                    continue
-                nxt.append((path, child))
+                yield path, child
+                if type(child).__module__ != "numpy" and visits <= _MAX_VISITS:
+                    nxt.append((path, child))
             if visits > _MAX_VISITS:
-                return found
+                return
         if not nxt:
-            break
+            return
         frontier = nxt
+
+
+def find_paths(root, targets: dict) -> dict:
+    """Search from ``root`` for the objects in ``targets`` (id -> object): returns
+    id -> ``Path`` for each one found (the shortest path; unreached ones are left out)."""
+    found: dict = {}
+    if not targets:
+        return found
+    for steps, obj in _walk(root):
+        if targets.get(id(obj)) is obj:
+            found[id(obj)] = Path(steps)
+            if len(found) == len(targets):
+                break
     return found
 
 
@@ -185,29 +190,9 @@ def find_modules(root) -> tuple:
     """The modules (objects with parameter tables and a ``training`` flag, as
     ``nabla.nn.Module``) reachable from ``root`` by the same walk, submodules included:
     their train/eval mode is Python state a compiled function reads while traced."""
-    found: dict = {}
-    seen = {id(root)}
-    frontier = [root]
-    if _is_module(root):
-        found[id(root)] = root
-    visits = 0
-    for _ in range(_MAX_DEPTH):
-        nxt = []
-        for obj in frontier:
-            for _step, child in _children(obj):
-                cid = id(child)
-                if cid in seen or isinstance(child, _ATOMS) or type(child).__module__ == "numpy":
-                    continue
-                seen.add(cid)
-                visits += 1
-                if _is_module(child):
-                    found[cid] = child
-                if visits <= _MAX_VISITS:
-                    nxt.append(child)
-        if not nxt or visits > _MAX_VISITS:
-            break
-        frontier = nxt
-    return tuple(found.values())
+    found = [root] if _is_module(root) else []
+    found.extend(obj for _, obj in _walk(root) if _is_module(obj))
+    return tuple(found)
 
 
 def _is_module(obj) -> bool:
