@@ -625,13 +625,13 @@ def propagate(rule: FactorRule, in_specs, in_bytes, mesh: DeviceMesh) -> Propaga
     each of its dims must have (the inputs are resharded to these), per output the same, and
     the partial axes ``{axis: kind}`` contracted sharded factors leave on the outputs.
     """
-    chosen = _choose_axes(rule, _candidates(rule, in_specs, in_bytes, mesh), mesh)
+    in_outputs = {f for groups in rule.outputs for fs in groups for f in fs}
+    chosen = _choose_axes(rule, _candidates(rule, in_specs, in_bytes, mesh), mesh, in_outputs)
     # a merged dim keeps the axes of its major factor only: the other factors stay whole
     for groups in rule.inputs + rule.outputs:
         for fs in groups:
             for f in _major_factors(rule, fs)[1:]:
                 chosen.pop(f, None)
-    in_outputs = {f for groups in rule.outputs for fs in groups for f in fs}
     partial = {}
     for f, axes in chosen.items():
         if f not in in_outputs:
@@ -663,9 +663,10 @@ def _candidates(rule: FactorRule, in_specs, in_bytes, mesh: DeviceMesh) -> dict:
     return cands
 
 
-def _choose_axes(rule: FactorRule, cands: dict, mesh: DeviceMesh) -> dict:
+def _choose_axes(rule: FactorRule, cands: dict, mesh: DeviceMesh, in_outputs: set) -> dict:
     """factor -> the axes it takes: factors of the largest operands first, each the
-    candidate whose adoption makes the others move the fewest bytes."""
+    candidate whose adoption makes the others move the fewest bytes (``in_outputs``: the
+    factors some output keeps)."""
 
     def size(axes):
         return prod(mesh.axis_size(a) for a in axes)
@@ -680,7 +681,6 @@ def _choose_axes(rule: FactorRule, cands: dict, mesh: DeviceMesh) -> dict:
 
     chosen: dict[str, tuple] = {}
     used: set = set()
-    in_outputs = {f for groups in rule.outputs for fs in groups for f in fs}
     order = sorted(
         cands.items(), key=lambda kv: max((c.nbytes, c.order) for c in kv[1]), reverse=True
     )

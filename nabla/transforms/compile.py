@@ -294,7 +294,7 @@ class _Plan:
                     t = now
             impl = t._impl
             if impl is not impls[cap.index]:
-                if (impl.shape, impl.dtype, impl.device, impl.sharding) != cap.spec:
+                if _layout(impl) != cap.spec:
                     where = cap.path.describe(_name(fun)) if cap.path else "a captured tensor"
                     return None, (
                         f"{where} changed from {cap.spec[1].value}{list(cap.spec[0])} to "
@@ -1189,15 +1189,13 @@ def _captures(fun, captured: dict, consts: list) -> tuple:
     if not captured:
         return ()
     paths = find_paths(fun, {id(t): t for t in captured.values()}) if fun is not None else {}
-    return tuple(
-        _Capture(
-            j,
-            t,
-            paths.get(id(t)),
-            (consts[j].shape, consts[j].dtype, consts[j].device, consts[j].sharding),
-        )
-        for j, t in captured.items()
-    )
+    return tuple(_Capture(j, t, paths.get(id(t)), _layout(consts[j])) for j, t in captured.items())
+
+
+def _layout(impl) -> tuple:
+    """What a captured tensor must keep for its plan to stand: (shape, dtype, device,
+    sharding); another one retraces."""
+    return (impl.shape, impl.dtype, impl.device, impl.sharding)
 
 
 def _check_dynamic_dims(dd):
