@@ -35,6 +35,7 @@ __all__ = [
     "substitute_dims",
     "has_symdim",
     "as_dim",
+    "range_length",
     "DIM_TAG",
     "eval_dim_expr",
 ]
@@ -217,6 +218,16 @@ class SymDim(int):
 
     def __reduce__(self):  # pickled into a compile worker's program
         return (SymDim, (int.__int__(self), self.expr))
+
+
+def range_length(start, stop, step: int):
+    """``len(range(start, stop, step))`` for ends that may be ``SymDim``s: an expression
+    in the dynamic dims when they are (0 when the current sizes give no element)."""
+    if step > 0:
+        n = (stop - start + (step - 1)) // step
+    else:
+        n = (start - stop + (-step - 1)) // -step
+    return n if n > 0 else 0
 
 
 def as_dim(s):

@@ -8,7 +8,7 @@ import numpy as np
 
 from ..core.device import Device, get_default_device
 from ..core.dtypes import DType, from_numpy_dtype, get_default_dtype, to_dtype
-from ..core.ir import SymDim
+from ..core.ir import SymDim, range_length
 from ..runtime.tensor import (
     Tensor,
     TensorImpl,
@@ -363,10 +363,7 @@ def arange(start=0, stop=None, step=1, *, dtype=None, device=None) -> Tensor:
     dtype = to_dtype(dtype)
     if isinstance(start, SymDim) or isinstance(stop, SymDim):  # a size under compile
         step = int(step)
-        length = (
-            (stop - start + step - 1) // step if step > 0 else (start - stop - step - 1) // -step
-        )
-        length = length if length > 0 else 0
+        length = range_length(start, stop, step)
     else:
         length = max(0, math.ceil((stop - start) / step))
     dev = device or get_default_device()

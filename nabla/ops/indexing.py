@@ -16,7 +16,7 @@ import numbers
 import numpy as np
 
 from ..core.dtypes import DType
-from ..core.ir import SymDim
+from ..core.ir import SymDim, range_length
 from ..core.state import is_live, live_grad_levels
 from ..runtime.tensor import Tensor
 from . import batching, binary, creation, spmd, view
@@ -462,7 +462,7 @@ def _slice_entry(s: slice, n) -> tuple:
             and int.__int__(lo) == start
             and int.__int__(hi) == stop
         ):
-            return (lo, step, (hi - lo + (step - 1)) // step)
+            return (lo, step, range_length(lo, hi, step))
     return (start, step, length)
 
 
