@@ -296,6 +296,7 @@ class _ShardedCall:
     shapes: list | None = None  # global physical output shapes
     dtypes: list | None = None
     devices: list | None = None
+    specs: list | None = None  # the operands' shardings as planned from
     plan: Propagation | None = None
     keep: dict | None = None  # the operands' partial axes -> kind
 
@@ -367,7 +368,7 @@ def _global_shapes(call: _ShardedCall) -> None:
 def _plan_layout(call: _ShardedCall) -> set:
     """Stage 4: every factor's mesh axes (``propagate``); returns the operands' partial
     axes that the factors would split (empty when the plan stands)."""
-    specs = [im.sharding for im in call.impls]
+    specs = call.specs = [im.sharding for im in call.impls]
     call.plan = _propagated(
         call.op, call.impls, call.shapes, call.kwargs, call.nb, specs, call.mesh
     )
@@ -382,7 +383,7 @@ def _plan_layout(call: _ShardedCall) -> set:
 def _reshard_operands(call: _ShardedCall) -> tuple[list, list]:
     """Stage 4, continued: operands resharded to the planned layouts; returns their
     target specs and the outputs' specs (checked against the output shapes)."""
-    mesh, specs = call.mesh, [im.sharding for im in call.impls]
+    mesh, specs = call.mesh, call.specs
     targets = [
         ShardingSpec(mesh, dims, specs[i].partial if specs[i] is not None else ())
         for i, dims in enumerate(call.plan.input_dims)
