@@ -37,6 +37,7 @@ __all__ = [
     "as_dim",
     "range_length",
     "DIM_TAG",
+    "DIM_OPS",
     "eval_dim_expr",
 ]
 
@@ -48,8 +49,9 @@ _STDLIB_DIR = os.path.dirname(os.__file__) + os.sep
 # the first entry of a symbolized derived size: (DIM_TAG, op, a, b)
 DIM_TAG = "symdim"
 
-# expression operators a size supports, with Python's (floor) semantics
-_DIM_OPS = {
+# expression operators a size supports, with Python's (floor) semantics; backends that
+# build symbolic dims apply the same table to their own dim objects
+DIM_OPS = {
     "+": lambda a, b: a + b,
     "-": lambda a, b: a - b,
     "*": lambda a, b: a * b,
@@ -69,7 +71,7 @@ def eval_dim_expr(expr, sizes: dict) -> int:
     if isinstance(expr, str):
         return int(sizes[expr])
     if isinstance(expr, tuple):
-        return _DIM_OPS[expr[0]](eval_dim_expr(expr[1], sizes), eval_dim_expr(expr[2], sizes))
+        return DIM_OPS[expr[0]](eval_dim_expr(expr[1], sizes), eval_dim_expr(expr[2], sizes))
     return int(expr)
 
 
@@ -100,7 +102,7 @@ def _note_read(dim, what: str, anywhere: bool = False) -> None:
 
 
 def _arith(op, reflected=False):
-    fn = _DIM_OPS[op]
+    fn = DIM_OPS[op]
 
     def method(self, other):
         if isinstance(other, SymDim):
@@ -123,7 +125,7 @@ def _arith(op, reflected=False):
 
 def _simplify(op, a, b):
     if isinstance(a, int) and isinstance(b, int):
-        return _DIM_OPS[op](a, b)
+        return DIM_OPS[op](a, b)
     if (op == "+" and b == 0) or (op == "-" and b == 0) or (op in ("*", "//") and b == 1):
         return a
     if op == "+" and a == 0 or op == "*" and a == 1:

@@ -28,7 +28,7 @@ except ImportError:  # pragma: no cover - exercised only in NumPy-only installs
     ops = None
 
 from ...core.dtypes import DType
-from ...core.ir import DIM_TAG
+from ...core.ir import DIM_OPS, DIM_TAG
 
 __all__ = [
     "LOWERINGS",
@@ -601,13 +601,6 @@ SIZE_KWARGS = {
     "slice": ("slices",),
 }
 
-_DIM_ARITH = {
-    "+": lambda a, b: a + b,
-    "-": lambda a, b: a - b,
-    "*": lambda a, b: a * b,
-    "//": lambda a, b: a // b,
-}
-
 
 def max_dims(obj):
     """``obj`` (nested tuples of sizes) with each symbolic size as a MAX ``Dim``."""
@@ -618,7 +611,7 @@ def max_dims(obj):
             a, b = max_dims(obj[2]), max_dims(obj[3])
             if not isinstance(a, Dim):  # int op Dim: MAX's dims compose from the left
                 a = Dim(a)
-            return _DIM_ARITH[obj[1]](a, b)
+            return DIM_OPS[obj[1]](a, b)  # + - * // (a % is compiled per size)
         return tuple(max_dims(o) for o in obj)
     return obj
 
