@@ -9,7 +9,16 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-__all__ = ["Ref", "RecordedNode", "PyOut", "InSpec", "OutAval", "LoopLayout", "LoopOperands"]
+__all__ = [
+    "Ref",
+    "RecordedNode",
+    "PyOut",
+    "InSpec",
+    "OutAval",
+    "LoopLayout",
+    "LoopOperands",
+    "ScanOutputs",
+]
 
 
 class Ref(NamedTuple):
@@ -76,6 +85,14 @@ class LoopOperands(NamedTuple):
         return self.consts + self.captured
 
 
+class ScanOutputs(NamedTuple):
+    """A scan node's outputs split by role (``LoopLayout.outputs``)."""
+
+    carry: list
+    ys: list
+    saved: list  # the carry entering each step, kept for reverse mode
+
+
 class LoopLayout(NamedTuple):
     """How a ``while_loop``/``scan`` node lays out its operands, ``(*carry, *xs, *consts,
     *captured)``, and a scan its outputs, ``(*carry, *ys, *saved carries)``; read from the
@@ -105,9 +122,9 @@ class LoopLayout(NamedTuple):
         rest = list(rest)
         return rest[: self.n_consts], rest[self.n_consts :]
 
-    def outputs(self, values) -> tuple[list, list, list]:
-        """A scan node's outputs as ``(carry, ys, saved carries)``."""
+    def outputs(self, values) -> ScanOutputs:
+        """A scan node's outputs (or their cotangents) by role."""
         values = list(values)
         a = self.n_carry
         b = a + self.n_ys
-        return values[:a], values[a:b], values[b:]
+        return ScanOutputs(values[:a], values[a:b], values[b:])

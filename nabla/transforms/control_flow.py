@@ -1193,7 +1193,7 @@ class ScanOp(_ControlFlowOp):
         acc_init = [_zeros_for(k) for k, w in zip(rest, want_k) if w]
         # a saved carry is the carry entering its step: its cotangent joins that step's
         # (only reached by higher-order reverse mode through this rule's own scan)
-        ct_saved = layout.outputs(cotangents)[2]
+        ct_saved = layout.outputs(cotangents).saved
         with_saved = any(c is not None for c in ct_saved)
         ct_carry, ct_ys, ct_saves = layout.outputs(cts)
         extra = ct_saves if with_saved else []
