@@ -297,7 +297,7 @@ class _Plan:
                 if _layout(impl) != cap.spec:
                     where = cap.path.describe(_name(fun)) if cap.path else "a captured tensor"
                     return None, (
-                        f"{where} changed from {cap.spec[1].value}{list(cap.spec[0])} to "
+                        f"{where} changed from {cap.spec.dtype.value}{list(cap.spec.shape)} to "
                         f"{impl.dtype.value}{list(impl.shape)}"
                     )
                 impls[cap.index] = impl
@@ -1107,12 +1107,21 @@ def _is_constant(impl, placeholders, rng_ids, needed, folded) -> bool:
 class _Capture(NamedTuple):
     """A captured tensor: the plan's const ``index`` is read from ``tensor`` at every call,
     or from what ``path`` (from the compiled function) leads to now when that is another
-    tensor; ``spec`` is (shape, dtype, device, sharding) as traced: another one retraces."""
+    tensor; ``spec`` is its ``_Layout`` as traced: another one retraces."""
 
     index: int
     tensor: Tensor
     path: Path | None
-    spec: tuple
+    spec: _Layout
+
+
+class _Layout(NamedTuple):
+    """What a captured tensor must keep for its plan to stand (``_layout``)."""
+
+    shape: tuple
+    dtype: object
+    device: object
+    sharding: object
 
 
 def _captured_tensor(impl):
@@ -1192,10 +1201,10 @@ def _captures(fun, captured: dict, consts: list) -> tuple:
     return tuple(_Capture(j, t, paths.get(id(t)), _layout(consts[j])) for j, t in captured.items())
 
 
-def _layout(impl) -> tuple:
-    """What a captured tensor must keep for its plan to stand: (shape, dtype, device,
-    sharding); another one retraces."""
-    return (impl.shape, impl.dtype, impl.device, impl.sharding)
+def _layout(impl) -> _Layout:
+    """A tensor's shape, dtype, device and sharding: a captured tensor whose layout is no
+    longer the traced one retraces."""
+    return _Layout(impl.shape, impl.dtype, impl.device, impl.sharding)
 
 
 def _check_dynamic_dims(dd):
