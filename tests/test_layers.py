@@ -160,3 +160,62 @@ def test_the_check_wants_a_reason_for_an_in_function_import(tmp_path):
     )
     problems = layering_violations(pkg)
     assert len(problems) == 1 and "ops/a.py:2" in problems[0] and "why" in problems[0]
+
+
+def package_import_graph(root: Path, package: str) -> dict[str, set[str]]:
+    """Module -> the modules of the same subpackage it imports (wherever the import stands)."""
+    graph: dict[str, set[str]] = {}
+    prefix = f"{root.name}.{package}."
+    for path in sorted((root / package).glob("*.py")):
+        module, is_pkg = _module_name(path, root)
+        if is_pkg:
+            continue
+        deps = graph.setdefault(module, set())
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import | ast.ImportFrom):
+                for target in _targets(node, module, is_pkg):
+                    if target.startswith(prefix) and target != module:
+                        deps.add(prefix + target[len(prefix) :].split(".")[0])
+    return graph
+
+
+def import_circle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import circle of ``graph`` (its modules in order), or None."""
+    import graphlib
+
+    try:
+        graphlib.TopologicalSorter(graph).prepare()
+    except graphlib.CycleError as e:
+        return list(e.args[1])
+    return None
+
+
+def test_ops_modules_import_each_other_in_one_order():
+    """Inside ``ops/`` the pipeline sits below the op families and no module imports one
+    that imports it back: families reach each other through ``ops.functions.fn``."""
+    graph = package_import_graph(ROOT, "ops")
+    assert import_circle(graph) is None, " -> ".join(import_circle(graph))
+    pipeline = {f"nabla.ops.{m}" for m in ("functions", "_util", "spmd", "base", "batching")}
+    for module in graph.keys() - pipeline - {"nabla.ops.methods"}:
+        others = graph[module] - pipeline
+        if module == "nabla.ops.collectives":  # one family in two modules
+            others -= {"nabla.ops.per_device"}
+        assert not others, f"{module} imports the families {sorted(others)} (use fn)"
+    for module in pipeline:
+        assert graph[module] <= pipeline, f"{module} imports {sorted(graph[module] - pipeline)}"
+
+
+def test_the_circle_check_finds_a_circle(tmp_path):
+    pkg = _write(
+        tmp_path / "nabla",
+        {
+            "__init__.py": "",
+            "ops/__init__.py": "",
+            "ops/a.py": "from . import b\n",
+            "ops/b.py": "def f():\n    from .c import g  # late\n",
+            "ops/c.py": "from .a import x\n",
+            "ops/d.py": "from . import a\n",
+        },
+    )
+    circle = import_circle(package_import_graph(pkg, "ops"))
+    assert circle is not None and set(circle) == {"nabla.ops.a", "nabla.ops.b", "nabla.ops.c"}

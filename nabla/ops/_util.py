@@ -10,6 +10,7 @@ import numpy as np
 from ..core.dtypes import DType, to_dtype
 from ..core.ir import as_dim
 from ..runtime.tensor import Tensor
+from .functions import fn
 
 __all__ = [
     "as_tensor",
@@ -31,9 +32,9 @@ def as_tensor(x, dtype: DType | None = None, op: str = "constant") -> Tensor:
     user called) is named in conversion errors."""
     if isinstance(x, Tensor):
         if dtype is not None and x.dtype is not dtype:
-            return unary.cast(x, dtype)
+            return fn.cast(x, dtype)
         return x
-    return creation.constant_for(x, dtype, None, op)
+    return fn.constant_for(x, dtype, None, op)
 
 
 def _of(ndim: int, shape) -> str:
@@ -90,7 +91,3 @@ def doc_paragraph(text: str, width: int = 92) -> str:
     parts = text.split("``")
     parts[1::2] = [p.replace(" ", "\0") for p in parts[1::2]]
     return textwrap.fill("``".join(parts), width=width).replace("\0", " ")
-
-
-# Ops this module calls at run time; imported last because they are built on it.
-from . import creation, unary  # noqa: E402

@@ -42,6 +42,8 @@ from ..core.ir import OpNode, TensorImpl
 from ..core.state import EMPTY, STATE, hide_levels_from, level_sizes, live_grad_levels, visible
 from ..runtime.graph import GRAPH
 from ..runtime.tensor import Tensor
+from . import spmd
+from .functions import fn
 
 __all__ = ["Operation", "OpError"]
 
@@ -373,7 +375,7 @@ class Operation:
         new_args = []
         for i, (a, im) in enumerate(zip(args, impls, strict=True)):
             if im.levels != union and not self.implicit_broadcast(i, im):
-                a = batching.broadcast_levels(a, union)
+                a = fn.broadcast_levels(a, union)
             new_args.append(a)
         return new_args, [a._impl for a in new_args], union
 
@@ -409,7 +411,7 @@ def _linear_jvp(op, primals, tangents, outputs, kwargs) -> list:
     if not any(o.dtype.is_float for o in outputs):
         return [None] * n
     args = [
-        p if i in index_args else (creation.zeros_like(p) if t is None else t)
+        p if i in index_args else (fn.zeros_like(p) if t is None else t)
         for i, (p, t) in enumerate(zip(primals, tangents, strict=True))
     ]
     out = op.rebind(args, kwargs)
@@ -471,7 +473,3 @@ def _verify_eager(op, outs):
                 f"op {op.name}: backend produced {dtype} {tuple(shape)} but the shape rule "
                 f"predicted {o.dtype} {o.buffer_shape}"
             )
-
-
-# Ops this module calls at run time; imported last because they are built on it.
-from . import batching, creation, spmd  # noqa: E402

@@ -16,8 +16,9 @@ from __future__ import annotations
 from ..core.ir import TensorImpl
 from ..core.state import STATE, is_live, level_sizes
 from ..runtime.tensor import Tensor
-from . import per_device, spmd
+from . import spmd
 from .base import Operation
+from .functions import fn, provide
 
 __all__ = ["to_batch", "from_batch", "broadcast_levels", "sum_levels"]
 
@@ -230,9 +231,9 @@ def sum_levels(x: Tensor, drop: tuple) -> Tensor:
     """Sum the batch dims of the levels in ``drop`` away."""
     if not drop:
         return x
-    across = tuple(lv for lv in drop if per_device.is_spanning_level(lv))
+    across = tuple(lv for lv in drop if fn.is_spanning_level(lv))
     if across:  # shard_map levels whose devices are on other processes too
-        x = per_device.all_reduce(x, "sum", list(across))
+        x = fn.per_device_all_reduce(x, "sum", list(across))
         drop = tuple(lv for lv in drop if lv not in across)
         if not drop:
             return x
@@ -245,3 +246,6 @@ def sum_levels(x: Tensor, drop: tuple) -> Tensor:
         "phys": {"axes": tuple(sorted(axes)), "keepdims": False},
     }
     return _sum_levels.bind([x], kwargs)
+
+
+provide(globals(), __all__)

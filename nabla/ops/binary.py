@@ -17,9 +17,10 @@ from ..core.dtypes import DType, get_default_dtype, result_type
 from ..core.ir import SymDim, TensorImpl
 from ..core.state import is_live
 from ..runtime.tensor import Tensor
-from . import batching, creation, reduction, spmd, unary, view
+from . import batching, spmd
 from ._util import as_tensor, doc_paragraph, is_scalar
 from .base import Operation, OpError
+from .functions import fn, provide
 
 __all__ = [
     "add",
@@ -98,7 +99,7 @@ def _value_dtype(op_name: str, v, values) -> DType:
         ) from None
 
 
-def prepare(op_name: str, values, dtype: DType | None = None, *, broadcast=True):
+def promote_operands(op_name: str, values, dtype: DType | None = None, *, broadcast=True):
     """Promote ``values`` to one dtype and (unless ``broadcast=False``, for ops such as
     matmul/concatenate whose operands legitimately differ in shape) broadcast them to one
     logical shape."""
@@ -131,7 +132,7 @@ def _rank_align(op_name, ts):
     out = broadcast_shapes(op_name, *shapes)
     if any(t._impl.levels and t.ndim < len(out) for t in ts):
         ts = [
-            view.reshape(t, (1,) * (len(out) - t.ndim) + t.shape)
+            fn.reshape(t, (1,) * (len(out) - t.ndim) + t.shape)
             if t._impl.levels and t.ndim < len(out)
             else t
             for t in ts
@@ -182,9 +183,9 @@ def _sum_to_like(ct, like):
             lead + i for i, d in enumerate(xs) if d == 1 and cs[lead + i] != 1
         )
         if axes:
-            ct = reduction.reduce_sum(ct, axes, keepdims=True)
+            ct = fn.reduce_sum(ct, axes, keepdims=True)
         if tuple(ct.shape) != xs:
-            ct = view.reshape(ct, xs)
+            ct = fn.reshape(ct, xs)
     if ct._impl.levels != like._impl.levels:
         ct = batching.sum_finished_levels(ct, like)
     return ct
@@ -219,7 +220,7 @@ class BinaryOperation(Operation):
             if not dtype.is_float:
                 dtype = get_default_dtype()
         operands = (x, y)
-        (x, y), dtype = prepare(self.name, [x, y], dtype)
+        (x, y), dtype = promote_operands(self.name, [x, y], dtype)
         if self.kinds == "int" and not (dtype.is_int or dtype.is_bool):
             raise TypeError(
                 f"{self.name}: needs integer or bool tensors, got "
@@ -260,7 +261,7 @@ class BinaryOperation(Operation):
             t = _times(ty, dy)
             out = t if out is None else out + t
         if out is not None and tuple(out.shape) != tuple(outputs[0].shape):
-            out = view.broadcast_to(out, outputs[0].shape)
+            out = fn.broadcast_to(out, outputs[0].shape)
         return [out]
 
 
@@ -387,7 +388,7 @@ def _pow_partials(x, y, out):
         base = where(zero_exp, 1.0, x)
         dx = where(zero_exp, 0.0, y * (base ** (y - 1.0)))
     safe = where(x == 0, 1.0, x)
-    dy = out * unary.log(safe)
+    dy = out * fn.log(safe)
     return dx, dy
 
 
@@ -591,7 +592,7 @@ class WhereOp(Operation):
     def vjp_rule(self, primals, cotangents, outputs, kwargs):
         c, x, y = primals
         ct = cotangents[0]
-        zero = creation.zeros_like(ct)  # a select, never ``ct * 0``: a NaN there stays out
+        zero = fn.zeros_like(ct)  # a select, never ``ct * 0``: a NaN there stays out
         return [None, _sum_to_like(where(c, ct, zero), x), _sum_to_like(where(c, zero, ct), y)]
 
 
@@ -608,7 +609,7 @@ def where(condition, x, y):
     c = as_tensor(condition, op="where")
     if not c.dtype.is_bool:
         c = c != 0
-    (x, y), dtype = prepare("where", [x, y], broadcast=False)
+    (x, y), dtype = promote_operands("where", [x, y], broadcast=False)
     c, x, y = _rank_align("where", [c, x, y])
     return _where.bind([c, x, y], {})
 
@@ -621,3 +622,6 @@ def clip(x, min=None, max=None):  # noqa: A002
     if max is not None:
         x = minimum(x, max)
     return x
+
+
+provide(globals(), [*__all__, "promote_operands"])

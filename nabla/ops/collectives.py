@@ -42,8 +42,10 @@ from ..core.sharding import (
 )
 from ..core.state import STATE, spmd_axes
 from ..runtime.tensor import Tensor
+from . import per_device, spmd
 from ._util import as_tensor
 from .base import Operation
+from .functions import provide
 
 __all__ = [
     "shard",
@@ -1221,6 +1223,12 @@ def axis_index(mesh: DeviceMesh, axis_name) -> Tensor:
     mesh.axis(axis_name, "axis_index")
     if axis_name in per_device.active_axes():
         return per_device.axis_index(per_device.levels_of("axis_index", (axis_name,))[0])
+    return mesh_axis_index(mesh, axis_name)
+
+
+def mesh_axis_index(mesh: DeviceMesh, axis_name: str) -> Tensor:
+    """The global form of :func:`axis_index` (no checks): each device's position along
+    ``axis_name``, split over that axis."""
     return _axis_index.bind([], {"mesh": mesh, "axis": axis_name})
 
 
@@ -1251,5 +1259,19 @@ def broadcast(x, root=0, axes=None) -> Tensor:
     return _dispatch("broadcast", x, local, whole)
 
 
-# Ops this module calls at run time; imported last because they are built on it.
-from . import per_device, spmd  # noqa: E402
+provide(
+    globals(),
+    [
+        *__all__,
+        "complete_partial",
+        "shard_op",
+        "to_local",
+        "from_local",
+        "mesh_axis_index",
+        "all_reduce_phys",
+        "all_gather_phys",
+        "reduce_scatter_phys",
+        "all_to_all_phys",
+        "slice_phys",
+    ],
+)

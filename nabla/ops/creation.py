@@ -17,9 +17,10 @@ from ..runtime.tensor import (
     numpy_value,
     out_of_range_error,
 )
-from . import batching, binary, spmd, unary, view
+from . import batching, spmd
 from ._util import as_tensor, dtype_or, norm_axis, norm_shape
 from .base import Operation, OpError
+from .functions import fn, provide
 
 __all__ = [
     "constant",
@@ -128,7 +129,7 @@ def _from_tensors(value, dtype, device, op) -> Tensor:
             if len(shapes) > 1:
                 got = [p.shape for p in parts]
                 raise ValueError(f"{op}: cannot make a tensor from a ragged list: shapes {got}")
-            return view.stack(parts)
+            return fn.stack(parts)
         return constant_for(v, _weak(v, like), device, op)
 
     t = build(value, _first_tensor_dtype(value))
@@ -226,9 +227,9 @@ def _full_of_array(shape, value, dtype, device) -> Tensor:
         value = constant_for(value, None if dtype is None else to_dtype(dtype), device, "full")
     elif dtype is not None:
         value = value.cast(to_dtype(dtype))
-    if binary.broadcast_shapes("full", value.shape, shape) != shape:
+    if fn.broadcast_shapes("full", value.shape, shape) != shape:
         raise OpError(f"full: a value of shape {value.shape} does not broadcast to shape {shape}")
-    return view.broadcast_to(value, shape)
+    return fn.broadcast_to(value, shape)
 
 
 def full(shape, value, *, dtype=None, device=None) -> Tensor:
@@ -413,9 +414,7 @@ def linspace(start, stop, num=50, *, endpoint=True, retstep=False, dtype=None, a
     idx = arange(num, dtype=work, device=device)
     out = idx * step + start
     if endpoint and num > 1:
-        out = binary.where(
-            idx == (num - 1), full((num,), stop, dtype=out.dtype, device=device), out
-        )
+        out = fn.where(idx == (num - 1), full((num,), stop, dtype=out.dtype, device=device), out)
     if retstep:
         spacing = step if div > 0 else math.nan
         return out.cast(dtype), constant(spacing, dtype=work, device=device).cast(dtype)
@@ -433,15 +432,15 @@ def _linspace_arrays(start, stop, num, div, endpoint, retstep, dtype, work, axis
         v.cast(work) if isinstance(v, Tensor) else constant_for(v, work, device, "linspace")
         for v in (start, stop)
     )
-    shape = binary.broadcast_shapes("linspace", start.shape, stop.shape)
+    shape = fn.broadcast_shapes("linspace", start.shape, stop.shape)
     axis = norm_axis("linspace", axis, len(shape) + 1)
     step = (stop - start) / div if div > 0 else full_like(stop - start, math.nan)
     idx = arange(num, dtype=work, device=device).reshape((num,) + (1,) * len(shape))
     out = idx * step + start
     if endpoint and num > 1:
-        out = binary.where(idx == (num - 1), stop, out)
-    out = view.moveaxis(view.broadcast_to(out, (num, *shape)), 0, axis).cast(dtype)
-    return (out, view.broadcast_to(step, shape).cast(dtype)) if retstep else out
+        out = fn.where(idx == (num - 1), stop, out)
+    out = fn.moveaxis(fn.broadcast_to(out, (num, *shape)), 0, axis).cast(dtype)
+    return (out, fn.broadcast_to(step, shape).cast(dtype)) if retstep else out
 
 
 def eye(n, m=None, k=0, *, dtype=None, device=None) -> Tensor:
@@ -490,7 +489,7 @@ def triu(x, k: int = 0) -> Tensor:
     """
 
     x = as_tensor(x, op="triu")
-    return binary.where(_tri_mask(x, k, True), x, zeros_like(x))
+    return fn.where(_tri_mask(x, k, True), x, zeros_like(x))
 
 
 def tril(x, k: int = 0) -> Tensor:
@@ -508,7 +507,7 @@ def tril(x, k: int = 0) -> Tensor:
     """
 
     x = as_tensor(x, op="tril")
-    return binary.where(_tri_mask(x, k, False), x, zeros_like(x))
+    return fn.where(_tri_mask(x, k, False), x, zeros_like(x))
 
 
 def hann_window(window_length: int, periodic: bool = True, *, dtype=None, device=None) -> Tensor:
@@ -530,4 +529,7 @@ def hann_window(window_length: int, periodic: bool = True, *, dtype=None, device
         return ones((window_length,), dtype=dtype, device=device)
     n = arange(window_length, dtype=dtype_or(dtype, get_default_dtype()), device=device)
     denom = window_length if periodic else window_length - 1
-    return 0.5 - 0.5 * unary.cos(n * (2.0 * math.pi / denom))
+    return 0.5 - 0.5 * fn.cos(n * (2.0 * math.pi / denom))
+
+
+provide(globals(), [*__all__, "constant_for"])

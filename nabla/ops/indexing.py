@@ -19,9 +19,10 @@ from ..core.dtypes import DType
 from ..core.ir import SymDim, range_length
 from ..core.state import is_live, live_grad_levels
 from ..runtime.tensor import Tensor
-from . import batching, binary, creation, spmd, view
+from . import batching, spmd
 from ._util import as_tensor, norm_axis
 from .base import Operation, OpError
+from .functions import fn, provide
 
 __all__ = ["gather", "take", "scatter", "getitem", "setitem", "AtIndexer"]
 
@@ -49,7 +50,7 @@ class GatherOp(Operation):
         x, idx = primals
         return [
             _scatter.bind(
-                [creation.zeros_like(x), idx, cotangents[0]],
+                [fn.zeros_like(x), idx, cotangents[0]],
                 {"axis": kwargs["axis"], "mode": "add"},
             ),
             None,
@@ -89,9 +90,7 @@ class ScatterOp(Operation):
         if kwargs["mode"] == "add":
             return [ct, None, _gather.bind([ct, idx], g)]
         # "set": overwritten positions get no gradient from x.
-        ct_x = _scatter.bind(
-            [ct, idx, creation.zeros_like(upd)], {"axis": kwargs["axis"], "mode": "set"}
-        )
+        ct_x = _scatter.bind([ct, idx, fn.zeros_like(upd)], {"axis": kwargs["axis"], "mode": "set"})
         ct_upd = _gather.bind([ct, idx], g)
         if _may_repeat(idx):  # only the update that was written gets the gradient
             kept = _written(idx, x.shape[kwargs["axis"]], kwargs["axis"], x.ndim)
@@ -117,27 +116,27 @@ class ScatterCombineOp(ScatterOp):
             return [ct * total, None, _gather.bind([ct * x, idx], {"axis": a}) * others]
         hit_x, hit_u, count = _extremal_hits(x, idx, upd, outputs[0], a)
         share = ct / count
-        ct_x = binary.where(hit_x, share, creation.zeros_like(share))
+        ct_x = fn.where(hit_x, share, fn.zeros_like(share))
         ct_u = _gather.bind([share, idx], {"axis": a})
-        return [ct_x, None, binary.where(hit_u, ct_u, creation.zeros_like(ct_u))]
+        return [ct_x, None, fn.where(hit_u, ct_u, fn.zeros_like(ct_u))]
 
     def jvp_rule(self, primals, tangents, outputs, kwargs):
         x, idx, upd = primals
         tx, tu = tangents[0], tangents[2]
         a = kwargs["axis"]
-        tx = creation.zeros_like(x) if tx is None else tx
-        tu = creation.zeros_like(upd) if tu is None else tu
+        tx = fn.zeros_like(x) if tx is None else tx
+        tu = fn.zeros_like(upd) if tu is None else tu
         if kwargs["mode"] == "mul":
             total, others = _mul_factors(x, idx, upd, a)
             return [tx * total + x * _scatter_add(x, idx, tu * others, a)]
         hit_x, hit_u, count = _extremal_hits(x, idx, upd, outputs[0], a)
-        picked = binary.where(hit_x, tx, creation.zeros_like(tx))
-        picked = picked + _scatter_add(x, idx, binary.where(hit_u, tu, creation.zeros_like(tu)), a)
+        picked = fn.where(hit_x, tx, fn.zeros_like(tx))
+        picked = picked + _scatter_add(x, idx, fn.where(hit_u, tu, fn.zeros_like(tu)), a)
         return [picked / count]
 
 
 def _scatter_add(like, idx, upd, axis):
-    return _scatter.bind([creation.zeros_like(like), idx, upd], {"axis": axis, "mode": "add"})
+    return _scatter.bind([fn.zeros_like(like), idx, upd], {"axis": axis, "mode": "add"})
 
 
 def _extremal_hits(x, idx, upd, out, axis):
@@ -153,20 +152,18 @@ def _mul_factors(x, idx, upd, axis):
     """For scatter mul: the product of every update per position (1 where none), and per
     update the product of the *other* updates at its position, exact with zeros (no
     division by a zero update)."""
-    ones = creation.ones_like(x)
+    ones = fn.ones_like(x)
     combine = {"axis": axis, "mode": "mul"}
     total = _scatter_combine.bind([ones, idx, upd], combine)
     zero = upd == 0
-    safe = binary.where(zero, creation.ones_like(upd), upd)
+    safe = fn.where(zero, fn.ones_like(upd), upd)
     at = {"axis": axis}
     nonzero_product = _gather.bind([_scatter_combine.bind([ones, idx, safe], combine), idx], at)
     zeros_here = _gather.bind([_scatter_add(x, idx, zero.cast(x.dtype), axis), idx], at)
-    others = binary.where(
+    others = fn.where(
         zeros_here == 0,
         nonzero_product / safe,
-        binary.where(
-            binary.logical_and(zero, zeros_here == 1), nonzero_product, creation.zeros_like(upd)
-        ),
+        fn.where(fn.logical_and(zero, zeros_here == 1), nonzero_product, fn.zeros_like(upd)),
     )
     return total, others
 
@@ -188,12 +185,12 @@ def _written(idx: Tensor, n: int, axis: int, ndim: int) -> Tensor:
     size = 1
     for d in idx.shape:
         size *= d
-    positions = view.reshape(creation.arange(size, dtype=DType.int32), idx.shape)
-    table = creation.zeros((n,), dtype=DType.int32)
+    positions = fn.reshape(fn.arange(size, dtype=DType.int32), idx.shape)
+    table = fn.zeros((n,), dtype=DType.int32)
     table = _scatter.bind([table, idx, positions], {"axis": 0, "mode": "set"})
     kept = _gather.bind([table, idx], {"axis": 0}) == positions
     lead, trail = (1,) * axis, (1,) * (ndim - axis - 1)
-    return view.reshape(kept, lead + idx.shape + trail)
+    return fn.reshape(kept, lead + idx.shape + trail)
 
 
 _gather = GatherOp()
@@ -229,7 +226,7 @@ def _index_tensor(op, idx, n=None, where="") -> Tensor:
             if (a < 0).any():  # stays a realized constant: its values stay known
                 idx = as_tensor(np.where(a < 0, a + n, a).astype(a.dtype), op=op)
         else:
-            idx = binary.where(idx < 0, idx + n, idx)
+            idx = fn.where(idx < 0, idx + n, idx)
     return idx
 
 
@@ -313,7 +310,7 @@ def scatter(x, indices, updates, axis=0, mode="set") -> Tensor:
     upd = as_tensor(updates, x.dtype, op="scatter")
     if upd.shape != want:
         try:
-            upd = view.broadcast_to(upd, want)
+            upd = fn.broadcast_to(upd, want)
         except OpError:
             raise OpError(
                 f"scatter: updates of shape {upd.shape} do not broadcast to {want}, the shape "
@@ -487,13 +484,13 @@ def _linear_index(y, adv):
     """Move advanced dims of ``y`` to the front and flatten them; return (flat y, index)."""
 
     dims = [d for d, _ in adv]
-    shape = binary.broadcast_shapes("getitem", *[t.shape for _, t in adv])
+    shape = fn.broadcast_shapes("getitem", *[t.shape for _, t in adv])
     idxs = [
-        view.broadcast_to(t.cast(DType.int64) if t.dtype is not DType.int64 else t, shape)
+        fn.broadcast_to(t.cast(DType.int64) if t.dtype is not DType.int64 else t, shape)
         for _, t in adv
     ]
     rest = [i for i in range(y.ndim) if i not in dims]
-    yt = view.permute(y, dims + rest) if dims + rest != list(range(y.ndim)) else y
+    yt = fn.permute(y, dims + rest) if dims + rest != list(range(y.ndim)) else y
     sizes = [y.shape[d] for d in dims]
     lin = None
     stride = 1
@@ -509,8 +506,8 @@ def _linear_index(y, adv):
         for t, n in zip(idxs, sizes):
             out = (t < 0) | (t >= n)
             bad = out if bad is None else bad | out
-        lin = binary.where(bad, creation.full_like(lin, stride), lin)
-    flat = view.reshape(yt, (math.prod(sizes),) + tuple(y.shape[i] for i in rest))
+        lin = fn.where(bad, fn.full_like(lin, stride), lin)
+    flat = fn.reshape(yt, (math.prod(sizes),) + tuple(y.shape[i] for i in rest))
     return flat, lin, shape, rest
 
 
@@ -527,13 +524,13 @@ def getitem(x, key) -> Tensor:
     ):
         raise IndexError(f"getitem: cannot index a 0-d tensor with {key!r}")
     slices, int_dims, adv, layout = _parse_key(x, key)
-    y = view._slice_n(x, slices)
+    y = fn.slice_normalized(x, slices)
     if not adv:
         shape = []
         basic = iter(d for d in range(x.ndim) if d not in int_dims)
         for e in layout:
             shape.append(1 if e[0] == "new" else y.shape[next(basic)])
-        return view.reshape(y, tuple(shape))
+        return fn.reshape(y, tuple(shape))
     flat, lin, ishape, rest = _linear_index(y, adv)
     out = _gather_from(flat, lin, 0)  # (ishape..., rest...)
     # insert None dims and place advanced dims as NumPy does
@@ -543,9 +540,7 @@ def getitem(x, key) -> Tensor:
         first = next(i for i, e in enumerate(layout) if e[0] == "adv")
         n_basic_before = sum(1 for e in layout[:first] if e[0] == "basic")
         if n_basic_before:
-            out = view.moveaxis(
-                out, list(range(k)), list(range(n_basic_before, n_basic_before + k))
-            )
+            out = fn.moveaxis(out, list(range(k)), list(range(n_basic_before, n_basic_before + k)))
         shape, bi, done = [], 0, False
         for e in layout:
             if e[0] == "new":
@@ -556,7 +551,7 @@ def getitem(x, key) -> Tensor:
             elif not done:
                 shape.extend(ishape)
                 done = True
-        return view.reshape(out, tuple(shape))
+        return fn.reshape(out, tuple(shape))
     shape = list(ishape)
     bi = 0
     for e in layout:
@@ -565,7 +560,7 @@ def getitem(x, key) -> Tensor:
         elif e[0] == "basic":
             shape.append(basic_shapes[bi])
             bi += 1
-    return view.reshape(out, tuple(shape))
+    return fn.reshape(out, tuple(shape))
 
 
 def _without_new_axes(x, key, value, op):
@@ -586,15 +581,15 @@ def _without_new_axes(x, key, value, op):
     target = getitem(x, key).shape
     value = as_tensor(value, x.dtype, op)
     try:
-        value = view.broadcast_to(value, target)
+        value = fn.broadcast_to(value, target)
     except OpError:
         raise OpError(
             f"{op}: value of shape {value.shape} cannot be broadcast to the indexed region of "
             f"shape {target}"
         ) from None
     if separated:
-        return key, view.reshape(value, _without_none_axes(x, key, target))
-    return rest, view.reshape(value, getitem(x, rest).shape)
+        return key, fn.reshape(value, _without_none_axes(x, key, target))
+    return rest, fn.reshape(value, getitem(x, rest).shape)
 
 
 def _without_none_axes(x, key, target):
@@ -612,18 +607,18 @@ def _update(x, key, value, mode):
     x = as_tensor(x, op=op)
     key, value = _without_new_axes(x, key, value, op)
     slices, int_dims, adv, layout = _parse_key(x, key, op)
-    region = view._slice_n(x, slices)
+    region = fn.slice_normalized(x, slices)
     value = as_tensor(value, x.dtype, op)
     combine = {
         "add": lambda a, b: a + b,
         "mul": lambda a, b: a * b,
-        "min": binary.minimum,
-        "max": binary.maximum,
+        "min": fn.minimum,
+        "max": fn.maximum,
     }
     if not adv:
         view_shape = tuple(d for i, d in enumerate(region.shape) if i not in int_dims)
         v = _fit(value, view_shape)
-        v = view.reshape(v, region.shape)
+        v = fn.reshape(v, region.shape)
         new_region = v if mode == "set" else combine[mode](region, v)
     else:
         flat, lin, ishape, rest = _linear_index(region, adv)
@@ -635,20 +630,20 @@ def _update(x, key, value, mode):
             vshape = basic_shape[:nb_before] + tuple(ishape) + basic_shape[nb_before:]
             v = _fit(value, vshape)
             if nb_before:
-                v = view.moveaxis(v, list(range(nb_before, nb_before + k)), list(range(k)))
+                v = fn.moveaxis(v, list(range(nb_before, nb_before + k)), list(range(k)))
         else:
             v = _fit(value, tuple(ishape) + basic_shape)
         # every update at a repeated index takes part, but for ``set`` (one is kept)
         new_flat = _scatter_at(flat, lin, as_tensor(v, flat.dtype, op="setitem"), 0, mode)
         dims = [d for d, _ in adv]
-        moved = view.reshape(new_flat, tuple(region.shape[d] for d in dims) + basic_shape)
+        moved = fn.reshape(new_flat, tuple(region.shape[d] for d in dims) + basic_shape)
         order = dims + rest
         inv = [order.index(i) for i in range(region.ndim)]
 
-        new_region = view.permute(moved, inv)
+        new_region = fn.permute(moved, inv)
     if all(s == (0, 1, d) for s, d in zip(slices, x.shape)):
         return new_region
-    return view.slice_update(
+    return fn.slice_update(
         x,
         new_region,
         slices=[slice(s, s + st * n if s + st * n >= 0 else None, st) for s, st, n in slices],
@@ -657,10 +652,10 @@ def _update(x, key, value, mode):
 
 def _fit(value, shape):
     while value.ndim > len(shape) and value.shape[0] == 1:
-        value = view.reshape(value, value.shape[1:])
+        value = fn.reshape(value, value.shape[1:])
     if value.shape != tuple(shape):
         try:
-            value = view.broadcast_to(value, tuple(shape))
+            value = fn.broadcast_to(value, tuple(shape))
         except OpError:
             raise OpError(
                 f"setitem: value of shape {value.shape} cannot be broadcast to the indexed "
@@ -719,3 +714,6 @@ class AtIndexer:
 
     def __getitem__(self, key):
         return _AtRef(self.x, key)
+
+
+provide(globals(), __all__)

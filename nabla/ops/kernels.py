@@ -29,8 +29,9 @@ from typing import NamedTuple
 from ..backends.kernels import NUMPY_REFERENCES, KernelPackage, find_kernel
 from ..core.dtypes import DType, to_dtype
 from ..runtime.tensor import Tensor
-from . import _util
+from . import _util, batching
 from .base import Operation, OpError
+from .functions import fn
 
 __all__ = ["ShapeDtype", "CustomKernelOp", "custom_op", "call_custom_kernel"]
 
@@ -269,12 +270,12 @@ def _loop(op: CustomKernelOp, tensors, kwargs):
         for i, lv in enumerate(levels):
             t = batching.from_batch(t, lv, i)
         batch_shape = tuple(t.shape[: len(levels)])
-        flat.append(view.reshape(t, (prod(batch_shape),) + tuple(t.shape[len(levels) :])))
+        flat.append(fn.reshape(t, (prod(batch_shape),) + tuple(t.shape[len(levels) :])))
     results = [op.bind([x[b] for x in flat], kwargs) for b in range(prod(batch_shape))]
     outs = []
     for k, (_, shape) in enumerate(kwargs["out_types"]):
-        y = view.stack([r[k] for r in results], axis=0)
-        y = view.reshape(y, batch_shape + tuple(shape))
+        y = fn.stack([r[k] for r in results], axis=0)
+        y = fn.reshape(y, batch_shape + tuple(shape))
         for lv in levels:
             y = batching.to_batch(y, 0, lv)
         outs.append(y)
@@ -384,7 +385,3 @@ def call_custom_kernel(name: str, kernel_path, values, out_types, *, numpy_fn=No
 def package_digest(kernel_path) -> str:
     """The content digest of the kernel package at ``kernel_path`` (what keys its caches)."""
     return KernelPackage.load(kernel_path).digest
-
-
-# Ops this module calls at run time; imported last because they are built on it.
-from . import batching, view  # noqa: E402

@@ -7,9 +7,10 @@ import string
 
 from ..core.state import STATE
 from ..runtime.tensor import Tensor
-from . import batching, binary, reduction, spmd, view
+from . import batching, spmd
 from ._util import as_tensor
 from .base import Operation, OpError, describe
+from .functions import fn, provide
 
 __all__ = ["matmul", "outer", "einsum", "dot"]
 
@@ -74,8 +75,8 @@ def _t_mm(a, b):
         _plain_2d(a, b)
         and b.shape[0] * b.shape[1] + a.shape[1] * b.shape[1] < a.shape[0] * a.shape[1]
     ):
-        return view.swap_axes(_mm(view.swap_axes(b, -1, -2), a), -1, -2)
-    return _mm(view.swap_axes(a, -1, -2), b)
+        return fn.swap_axes(_mm(fn.swap_axes(b, -1, -2), a), -1, -2)
+    return _mm(fn.swap_axes(a, -1, -2), b)
 
 
 def _mm_t(a, b):
@@ -85,8 +86,8 @@ def _mm_t(a, b):
         _plain_2d(a, b)
         and a.shape[0] * a.shape[1] + a.shape[0] * b.shape[0] < b.shape[0] * b.shape[1]
     ):
-        return view.swap_axes(_mm(b, view.swap_axes(a, -1, -2)), -1, -2)
-    return _mm(a, view.swap_axes(b, -1, -2))
+        return fn.swap_axes(_mm(b, fn.swap_axes(a, -1, -2)), -1, -2)
+    return _mm(a, fn.swap_axes(b, -1, -2))
 
 
 def _mm(a, b):
@@ -105,26 +106,26 @@ def _mm(a, b):
         # a stack times a matrix: the stack's leading dims are GEMM rows (one GEMM, and a
         # matrix batched by vmap, say per-example weights, is never copied across them)
         lead = a.shape[:-1]
-        out = _mm(view.reshape(a, (math.prod(lead), a.shape[-1])), b)
-        return view.reshape(out, lead + (b.shape[-1],))
+        out = _mm(fn.reshape(a, (math.prod(lead), a.shape[-1])), b)
+        return fn.reshape(out, lead + (b.shape[-1],))
     al, bl = a._impl.levels, b._impl.levels
     if al != bl and min(a.ndim, b.ndim) >= 2 and max(a.ndim, b.ndim) > 2:
         if al and not bl and a.shape[:-2] == b.shape[:-2]:
             return _levels_into_rows(a, b)
         if bl and not al and a.shape[:-2] == b.shape[:-2]:  # (b^T a^T)^T
-            t = _levels_into_rows(view.swap_axes(b, -1, -2), view.swap_axes(a, -1, -2))
-            return view.swap_axes(t, -1, -2)
+            t = _levels_into_rows(fn.swap_axes(b, -1, -2), fn.swap_axes(a, -1, -2))
+            return fn.swap_axes(t, -1, -2)
     if a.ndim == 2 and not a._impl.levels and b._impl.levels and b.ndim <= 2:
-        at = view.swap_axes(a, -1, -2)
+        at = fn.swap_axes(a, -1, -2)
         if b.ndim == 1:
             return _matmul.bind([b, at], {})
         if b.shape[-1] == 1:
-            out = _matmul.bind([view.reshape(b, b.shape[:-1]), at], {})
-            return view.reshape(out, out.shape + (1,))
-        return view.swap_axes(_matmul.bind([view.swap_axes(b, -1, -2), at], {}), -1, -2)
+            out = _matmul.bind([fn.reshape(b, b.shape[:-1]), at], {})
+            return fn.reshape(out, out.shape + (1,))
+        return fn.swap_axes(_matmul.bind([fn.swap_axes(b, -1, -2), at], {}), -1, -2)
     if a.ndim == 1 and (b._impl.levels or b.ndim != 2):
-        out = _matmul.bind([view.reshape(a, (1,) + a.shape), b], {})
-        return view.reshape(out, out.shape[:-2] + out.shape[-1:])
+        out = _matmul.bind([fn.reshape(a, (1,) + a.shape), b], {})
+        return fn.reshape(out, out.shape[:-2] + out.shape[-1:])
     return _matmul.bind([a, b], {})
 
 
@@ -137,14 +138,14 @@ def _mm_sharded(a, b):
         return _rows_times(a, b)
     if a.ndim == 2 and not a._impl.levels and (b._impl.levels or b.ndim != 2):
         if b.ndim == 1:  # a @ v = v @ a^T
-            return _rows_times(b, view.swap_axes(a, -1, -2))
-        bt = view.swap_axes(b, -1, -2)
-        return view.swap_axes(_rows_times(bt, view.swap_axes(a, -1, -2)), -1, -2)
+            return _rows_times(b, fn.swap_axes(a, -1, -2))
+        bt = fn.swap_axes(b, -1, -2)
+        return fn.swap_axes(_rows_times(bt, fn.swap_axes(a, -1, -2)), -1, -2)
     if b.ndim >= 2 and a.ndim > b.ndim:
-        b = view.broadcast_to(b, a.shape[:-2] + b.shape[-2:])
+        b = fn.broadcast_to(b, a.shape[:-2] + b.shape[-2:])
     if a.ndim == 1:
-        out = _matmul.bind([view.reshape(a, (1,) + a.shape), b], {})
-        return view.reshape(out, out.shape[:-2] + out.shape[-1:])
+        out = _matmul.bind([fn.reshape(a, (1,) + a.shape), b], {})
+        return fn.reshape(out, out.shape[:-2] + out.shape[-1:])
     return _matmul.bind([a, b], {})
 
 
@@ -158,9 +159,9 @@ def _levels_into_rows(a, w):
     for k, level in enumerate(levels):
         x = batching.from_batch(x, level, p + k)
     sizes = x.shape[p : p + len(levels)]
-    rows = view.reshape(x, a.shape[:-2] + (math.prod(sizes) * a.shape[-2], a.shape[-1]))
+    rows = fn.reshape(x, a.shape[:-2] + (math.prod(sizes) * a.shape[-2], a.shape[-1]))
     out = _matmul.bind([rows, w], {})
-    out = view.reshape(out, a.shape[:-2] + sizes + (a.shape[-2], w.shape[-1]))
+    out = fn.reshape(out, a.shape[:-2] + sizes + (a.shape[-2], w.shape[-1]))
     for level in levels:
         out = batching.to_batch(out, p, level)
     return out
@@ -174,8 +175,8 @@ def _rows_times(a, w):
     for k, level in enumerate(levels):
         x = batching.from_batch(x, level, k)
     lead = x.shape[:-1]
-    rows = view.reshape(x, (math.prod(lead), x.shape[-1]))
-    out = view.reshape(_matmul.bind([rows, w], {}), lead + (w.shape[-1],))
+    rows = fn.reshape(x, (math.prod(lead), x.shape[-1]))
+    out = fn.reshape(_matmul.bind([rows, w], {}), lead + (w.shape[-1],))
     for level in levels:
         out = batching.to_batch(out, 0, level)
     return out
@@ -196,15 +197,15 @@ def _weight_cotangent(x, ct, y):
         for i, level in enumerate(lv):
             xl = batching.from_batch(xl, level, i)
             cl = batching.from_batch(cl, level, i)
-        xl = view.reshape(xl, (-1, y.shape[0]))
-        cl = view.reshape(cl, (-1, y.shape[1]))
-        return _matmul.bind([view.swap_axes(xl, -1, -2), cl], {})
+        xl = fn.reshape(xl, (-1, y.shape[0]))
+        cl = fn.reshape(cl, (-1, y.shape[1]))
+        return _matmul.bind([fn.swap_axes(xl, -1, -2), cl], {})
     if x.ndim == 1:
-        dy = _mm(view.reshape(x, x.shape + (1,)), view.reshape(ct, (1,) + ct.shape))
+        dy = _mm(fn.reshape(x, x.shape + (1,)), fn.reshape(ct, (1,) + ct.shape))
     elif y.ndim == 2 and x.ndim > 2:
         # a matrix the kernel broadcast over x's leading dims: fold them into one GEMM
-        x2 = view.reshape(x, (-1, x.shape[-1]))
-        dy = _mm(view.swap_axes(x2, -1, -2), view.reshape(ct, (-1, ct.shape[-1])))
+        x2 = fn.reshape(x, (-1, x.shape[-1]))
+        dy = _mm(fn.swap_axes(x2, -1, -2), fn.reshape(ct, (-1, ct.shape[-1])))
     else:
         dy = _t_mm(x, ct)
     if dy._impl.levels != y._impl.levels:
@@ -224,7 +225,7 @@ def matmul(x, y):
     """
 
     (x, y), dtype = (
-        binary.prepare("matmul", [x, y], broadcast=False)
+        fn.promote_operands("matmul", [x, y], broadcast=False)
         if _differ(x, y)
         else ((as_tensor(x, op="matmul"), as_tensor(y, op="matmul")), None)
     )
@@ -243,33 +244,33 @@ def matmul(x, y):
     squeeze_x = x.ndim == 1
     squeeze_y = y.ndim == 1
     if squeeze_x:
-        x = view.reshape(x, (1, x.shape[0]))
+        x = fn.reshape(x, (1, x.shape[0]))
     if squeeze_y:
-        y = view.reshape(y, (y.shape[0], 1))
+        y = fn.reshape(y, (y.shape[0], 1))
     if x.shape[-1] != y.shape[-2]:
         raise OpError(
             f"matmul: contracted dims differ: shapes {x.shape} and {y.shape} "
             f"({x.shape[-1]} != {y.shape[-2]})"
         )
     try:
-        batch = binary.broadcast_shapes("matmul", x.shape[:-2], y.shape[:-2])
+        batch = fn.broadcast_shapes("matmul", x.shape[:-2], y.shape[:-2])
     except OpError:
         raise OpError(
             f"matmul: batch dims of shapes {x.shape} and {y.shape} cannot be broadcast together"
         ) from None
     if x.shape[:-2] != batch:
-        x = view.broadcast_to(x, batch + x.shape[-2:])
+        x = fn.broadcast_to(x, batch + x.shape[-2:])
     # a 2-D right operand is never broadcast: ``_mm`` folds x's leading dims into its rows
     # (sharded operands, whose blocks cannot be reshaped so, line up batch prefixes)
     if y.shape[:-2] != batch and (y.ndim > 2 or (y._impl.levels and not whole)):
-        y = view.broadcast_to(y, batch + y.shape[-2:])
+        y = fn.broadcast_to(y, batch + y.shape[-2:])
     out = _mm(x, y)
     if squeeze_x and squeeze_y:
-        return view.reshape(out, batch)
+        return fn.reshape(out, batch)
     if squeeze_x:
-        return view.reshape(out, batch + (out.shape[-1],))
+        return fn.reshape(out, batch + (out.shape[-1],))
     if squeeze_y:
-        return view.reshape(out, batch + (out.shape[-2],))
+        return fn.reshape(out, batch + (out.shape[-2],))
     return out
 
 
@@ -317,7 +318,7 @@ def outer(x, y):
 
     x = as_tensor(x, op="outer")
     y = as_tensor(y, op="outer")
-    return view.reshape(x, (-1, 1)) * view.reshape(y, (1, -1))
+    return fn.reshape(x, (-1, 1)) * fn.reshape(y, (1, -1))
 
 
 # ----------------------------------------------------------------------------- einsum
@@ -375,10 +376,10 @@ def _diagonal(x, term):
         n = x.shape[i]
         if x.shape[j] != n:
             raise OpError(f"einsum: repeated index {dup!r} has sizes {x.shape[i]} and {x.shape[j]}")
-        x = view.moveaxis(x, (i, j), (-2, -1))
+        x = fn.moveaxis(x, (i, j), (-2, -1))
         rest = x.shape[:-2]
-        x = view.reshape(x, rest + (n * n,))
-        x = view.slice_tensor(x, slices=[slice(None)] * len(rest) + [slice(0, None, n + 1)])
+        x = fn.reshape(x, rest + (n * n,))
+        x = fn.slice_tensor(x, slices=[slice(None)] * len(rest) + [slice(0, None, n + 1)])
         term = "".join(c for k, c in enumerate(term) if k not in (i, j)) + dup
 
 
@@ -412,7 +413,7 @@ def einsum(equation: str, *operands):
         operands = tuple(operands[0])
     ops = [as_tensor(o, op="einsum") for o in operands]
     if len({o.dtype for o in ops}) > 1:
-        ops, _ = binary.prepare("einsum", ops, broadcast=False)
+        ops, _ = fn.promote_operands("einsum", ops, broadcast=False)
         ops = list(ops)
     terms, out = _parse(equation, ops)
     sizes = {}
@@ -426,7 +427,7 @@ def einsum(equation: str, *operands):
             sizes[c] = max(sizes.get(c, d), d)
     # broadcast size-1 dims (only ellipsis dims can legitimately differ)
     ops = [
-        view.broadcast_to(x, tuple(sizes[c] for c in t))
+        fn.broadcast_to(x, tuple(sizes[c] for c in t))
         if any(sizes[c] != d for c, d in zip(t, x.shape))
         else x
         for t, x in zip(terms, ops)
@@ -441,7 +442,7 @@ def einsum(equation: str, *operands):
     def reduce_unneeded(x, t, keep):
         drop = tuple(i for i, c in enumerate(t) if c not in keep)
         if drop:
-            x = reduction.reduce_sum(x, drop)
+            x = fn.reduce_sum(x, drop)
             t = "".join(c for c in t if c in keep)
         return x, t
 
@@ -455,19 +456,22 @@ def einsum(equation: str, *operands):
         contract = [c for c in t if c in u and c not in later]
         fa = [c for c in t if c not in u]
         fb = [c for c in u if c not in t]
-        xa = view.permute(x, [t.index(c) for c in batch + fa + contract])
-        yb = view.permute(y, [u.index(c) for c in batch + contract + fb])
+        xa = fn.permute(x, [t.index(c) for c in batch + fa + contract])
+        yb = fn.permute(y, [u.index(c) for c in batch + contract + fb])
         nb_ = math.prod(sizes[c] for c in batch)
         na = math.prod(sizes[c] for c in fa)
         nk = math.prod(sizes[c] for c in contract)
         nbb = math.prod(sizes[c] for c in fb)
         if batch:
-            r = matmul(view.reshape(xa, (nb_, na, nk)), view.reshape(yb, (nb_, nk, nbb)))
+            r = matmul(fn.reshape(xa, (nb_, na, nk)), fn.reshape(yb, (nb_, nk, nbb)))
         else:  # a plain 2-D product, so an unbatched operand under vmap stays unbatched
-            r = matmul(view.reshape(xa, (na, nk)), view.reshape(yb, (nk, nbb)))
-        x = view.reshape(r, tuple(sizes[c] for c in batch + fa + fb))
+            r = matmul(fn.reshape(xa, (na, nk)), fn.reshape(yb, (nk, nbb)))
+        x = fn.reshape(r, tuple(sizes[c] for c in batch + fa + fb))
         t = "".join(batch + fa + fb)
     x, t = reduce_unneeded(x, t, set(out))
     if t != out:
-        x = view.permute(x, [t.index(c) for c in out])
+        x = fn.permute(x, [t.index(c) for c in out])
     return x
+
+
+provide(globals(), __all__)

@@ -14,9 +14,9 @@ import numbers
 import numpy as np
 
 from ..core.dtypes import DType
-from . import creation, linalg, reduction, view
 from ._util import as_tensor
 from .base import OpError
+from .functions import fn, provide
 
 __all__ = ["conv2d", "conv2d_transpose", "avg_pool2d", "max_pool2d"]
 
@@ -119,7 +119,7 @@ def _windows(xp, k, s, d, out_hw):
         for j in range(k[1]):
             h0, w0 = i * d[0], j * d[1]
             parts.append(
-                view.slice_tensor(
+                fn.slice_tensor(
                     xp,
                     slices=[
                         slice(None),
@@ -129,7 +129,7 @@ def _windows(xp, k, s, d, out_hw):
                     ],
                 )
             )
-    return view.stack(parts, axis=3)
+    return fn.stack(parts, axis=3)
 
 
 def _out_size(size, k, s, d, p):
@@ -168,17 +168,17 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
         raise OpError(
             f"conv2d: input {x.shape} is too small for filter {w.shape} (dilation {d}, padding {p})"
         )
-    xp = view.pad(x, ((0, 0), p[0], p[1], (0, 0))) if any(p[0] + p[1]) else x
+    xp = fn.pad(x, ((0, 0), p[0], p[1], (0, 0))) if any(p[0] + p[1]) else x
     win = _windows(xp, (kh, kw), s, d, (oh, ow))  # (N, OH, OW, K, C)
     kk = kh * kw
     if groups == 1:
-        out = linalg.matmul(view.reshape(win, (n, oh, ow, kk * c)), view.reshape(w, (kk * c, o)))
+        out = fn.matmul(fn.reshape(win, (n, oh, ow, kk * c)), fn.reshape(w, (kk * c, o)))
     else:
         g = groups
-        win = view.reshape(win, (n, oh, ow, kk, g, cg))
-        win = view.reshape(view.permute(win, (0, 1, 2, 4, 3, 5)), (n, oh, ow, g, kk * cg))
-        wg = view.permute(view.reshape(w, (kk * cg, g, o // g)), (1, 0, 2))
-        out = view.reshape(linalg.einsum("nhwgk,gko->nhwgo", win, wg), (n, oh, ow, o))
+        win = fn.reshape(win, (n, oh, ow, kk, g, cg))
+        win = fn.reshape(fn.permute(win, (0, 1, 2, 4, 3, 5)), (n, oh, ow, g, kk * cg))
+        wg = fn.permute(fn.reshape(w, (kk * cg, g, o // g)), (1, 0, 2))
+        out = fn.reshape(fn.einsum("nhwgk,gko->nhwgo", win, wg), (n, oh, ow, o))
     if bias is not None:
         b = as_tensor(bias, out.dtype, op="conv2d")
         if b.shape != (o,):
@@ -246,7 +246,7 @@ def conv2d_transpose(
     if layout not in ("HWIO", "HWOI"):
         raise OpError(f"conv2d_transpose: filter_layout must be 'HWIO' or 'HWOI', got {layout!r}")
     if layout == "HWOI":
-        weight = view.permute(as_tensor(weight, op="conv2d_transpose"), (0, 1, 3, 2))
+        weight = fn.permute(as_tensor(weight, op="conv2d_transpose"), (0, 1, 3, 2))
     x, w = _check_conv("conv2d_transpose", x, weight, groups, layout)
     n, h, wd, c = x.shape
     kh, kw, cg, o = w.shape
@@ -261,22 +261,22 @@ def conv2d_transpose(
     p = _padding(padding, "conv2d_transpose")
     # dilate the input by the stride: (N, H, 1, W, 1, C) padded to (N, H, s, W, s, C)
     if s != (1, 1):
-        xd = view.reshape(x, (n, h, 1, wd, 1, c))
-        xd = view.pad(xd, ((0, 0), (0, 0), (0, s[0] - 1), (0, 0), (0, s[1] - 1), (0, 0)))
-        xd = view.reshape(xd, (n, h * s[0], wd * s[1], c))
-        xd = view.slice_tensor(
+        xd = fn.reshape(x, (n, h, 1, wd, 1, c))
+        xd = fn.pad(xd, ((0, 0), (0, 0), (0, s[0] - 1), (0, 0), (0, s[1] - 1), (0, 0)))
+        xd = fn.reshape(xd, (n, h * s[0], wd * s[1], c))
+        xd = fn.slice_tensor(
             xd, slices=[slice(None), slice(0, (h - 1) * s[0] + 1), slice(0, (wd - 1) * s[1] + 1)]
         )
     else:
         xd = x
     lo = [d[i] * ((kh, kw)[i] - 1) - p[i][0] for i in range(2)]
     hi = [d[i] * ((kh, kw)[i] - 1) - p[i][1] + op_[i] for i in range(2)]
-    xd = view.pad(
+    xd = fn.pad(
         xd, ((0, 0), (max(lo[0], 0), max(hi[0], 0)), (max(lo[1], 0), max(hi[1], 0)), (0, 0))
     )
     if min(lo + hi) < 0:
         hh, ww = xd.shape[1], xd.shape[2]
-        xd = view.slice_tensor(
+        xd = fn.slice_tensor(
             xd,
             slices=[
                 slice(None),
@@ -284,7 +284,7 @@ def conv2d_transpose(
                 slice(max(-lo[1], 0), ww - max(-hi[1], 0)),
             ],
         )
-    out = conv2d(xd, view.flip(w, (0, 1)), None, 1, 0, d, groups)
+    out = conv2d(xd, fn.flip(w, (0, 1)), None, 1, 0, d, groups)
     if bias is not None:
         out = out + as_tensor(bias, out.dtype, op="conv2d_transpose")
     return out
@@ -320,7 +320,7 @@ def _pool(op, x, kernel_size, stride, padding, dilation, fill, ceil_mode=False, 
         raise OpError(f"{op}: input {x.shape} is too small for kernel {k}")
     xp = x
     if any(full[0] + full[1]):
-        xp = view.pad(x, ((0, 0), full[0], full[1], (0, 0)), value=fill)
+        xp = fn.pad(x, ((0, 0), full[0], full[1], (0, 0)), value=fill)
     return _windows(xp, k, s, d, (oh, ow)), k, s, d, p, extra
 
 
@@ -354,7 +354,7 @@ def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=Fal
         return win > 0
     fill = float("-inf") if x.dtype.is_float else np.iinfo(x.dtype.numpy).min
     win, *_ = _pool("max_pool2d", x, kernel_size, stride, padding, dilation, fill, ceil_mode)
-    return reduction.reduce_max(win, 3)
+    return fn.reduce_max(win, 3)
 
 
 def avg_pool2d(x, kernel_size, stride=None, padding=0, count_include_pad=True, ceil_mode=False):
@@ -384,13 +384,16 @@ def avg_pool2d(x, kernel_size, stride=None, padding=0, count_include_pad=True, c
     if not x.dtype.is_float:
         raise TypeError(f"avg_pool2d: needs a float tensor, got {x.dtype}")
     win, k, s, d, p, extra = _pool("avg_pool2d", x, kernel_size, stride, padding, 1, 0.0, ceil_mode)
-    total = reduction.reduce_sum(win, 3)
+    total = fn.reduce_sum(win, 3)
     if not any(extra) and (count_include_pad or not any(p[0] + p[1])):
         return total * (1.0 / (k[0] * k[1]))
     # each window's count: the input, and the padding too with count_include_pad
-    counted = creation.ones((1,) + x.shape[1:3] + (1,), dtype=x.dtype)
+    counted = fn.ones((1,) + x.shape[1:3] + (1,), dtype=x.dtype)
     if count_include_pad and any(p[0] + p[1]):
-        counted = view.pad(counted, ((0, 0), p[0], p[1], (0, 0)), value=1.0)
+        counted = fn.pad(counted, ((0, 0), p[0], p[1], (0, 0)), value=1.0)
         p = ((0, 0), (0, 0))
     ones_win, *_ = _pool("avg_pool2d", counted, k, s, p, 1, 0.0, extra=extra)
-    return total / reduction.reduce_sum(ones_win, 3)
+    return total / fn.reduce_sum(ones_win, 3)
+
+
+provide(globals(), __all__)

@@ -27,6 +27,8 @@ from ..core.dtypes import DType
 from ..core.sharding import ShardingError, ShardingSpec
 from ..core.state import level_sizes, mesh_levels, spmd_axes
 from ..runtime.tensor import Tensor
+from . import batching
+from .functions import fn, provide
 
 __all__ = [
     "active_axes",
@@ -106,21 +108,21 @@ def _stack(x: Tensor, mesh, frame, names) -> Tensor:
             "of the pullback) is not supported; vmap outside the shard_map, or use jacfwd"
         )
     m = mesh.ndim
-    y = view.reshape(x, (1,) * m + tuple(x.shape))
+    y = fn.reshape(x, (1,) * m + tuple(x.shape))
     split = {a for a, lv in frame if lv in x._impl.levels} | set(names)
     dims = tuple((a,) if a in split else () for a in mesh.axis_names) + ((),) * x.ndim
-    return collectives.from_local(y, mesh, dims, frame)
+    return fn.from_local(y, mesh, dims, frame)
 
 
 def _unstack(g: Tensor, mesh, frame, shape) -> Tensor:
     """Each device's block of ``g`` as its per-device value, reshaped to ``shape``."""
     spec = ShardingSpec(mesh, g._impl.sharding.dims[len(g._impl.levels) :])
-    return view.reshape(collectives.to_local(g, mesh, spec, frame), tuple(shape))
+    return fn.reshape(fn.to_local(g, mesh, spec, frame), tuple(shape))
 
 
 def _global_all_reduce(x, kind, levels):
     mesh, names, frame = _frame(levels)
-    g = collectives.all_reduce_phys(_stack(x, mesh, frame, names), kind, names)
+    g = fn.all_reduce_phys(_stack(x, mesh, frame, names), kind, names)
     return _unstack(g, mesh, frame, x.shape)
 
 
@@ -128,7 +130,7 @@ def _global_all_gather(x, axis, levels):
     mesh, names, frame = _frame(levels)
     g = _stack(x, mesh, frame, names)
     for a in names:
-        g = collectives.all_gather_phys(g, len(g._impl.levels) + mesh.axis(a), (a,))
+        g = fn.all_gather_phys(g, len(g._impl.levels) + mesh.axis(a), (a,))
     lead = tuple(mesh.axis_size(a) if a in names else 1 for a in mesh.axis_names)
     y = _unstack(g, mesh, frame, lead + tuple(x.shape))
     # the gathered dims in the order of ``levels`` (major first), then merged into ``axis``
@@ -136,10 +138,10 @@ def _global_all_gather(x, axis, levels):
     order += [k for k in range(mesh.ndim) if k not in order]
     order += list(range(mesh.ndim, y.ndim))
     n = int(np.prod([mesh.axis_size(a) for a in names]))
-    y = view.reshape(view.permute(y, order), (n,) + tuple(x.shape))
-    y = view.moveaxis(y, 0, axis)
+    y = fn.reshape(fn.permute(y, order), (n,) + tuple(x.shape))
+    y = fn.moveaxis(y, 0, axis)
     s = y.shape
-    return view.reshape(y, s[:axis] + (s[axis] * s[axis + 1],) + s[axis + 2 :])
+    return fn.reshape(y, s[:axis] + (s[axis] * s[axis + 1],) + s[axis + 2 :])
 
 
 def _global_ppermute(x, pairs, levels):
@@ -155,20 +157,20 @@ def _global_ppermute(x, pairs, levels):
             for k, v in zip(ks, np.unravel_index(dst_of[p], sizes), strict=True):
                 c[k] = int(v)
             flat.append((d, int(np.ravel_multi_index(c, mesh.shape))))
-    g = collectives.ppermute(_stack(x, mesh, frame, names), flat)
+    g = fn.ppermute(_stack(x, mesh, frame, names), flat)
     return _unstack(g, mesh, frame, x.shape)
 
 
 def _global_broadcast(x, root, levels):
     mesh, names, frame = _frame(levels)
-    g = collectives.broadcast(_stack(x, mesh, frame, names), tuple(root), names)
+    g = fn.broadcast(_stack(x, mesh, frame, names), tuple(root), names)
     return _unstack(g, mesh, frame, x.shape)
 
 
 def _global_axis_index(level):
     mesh, names, frame = _frame([level])
-    g = collectives._axis_index.bind([], {"mesh": mesh, "axis": names[0]})
-    return view.reshape(collectives.to_local(g, mesh, g._impl.sharding, frame), ())
+    g = fn.mesh_axis_index(mesh, names[0])
+    return fn.reshape(fn.to_local(g, mesh, g._impl.sharding, frame), ())
 
 
 def _global_reduce_scatter(x, axis, levels):
@@ -179,11 +181,11 @@ def _global_reduce_scatter(x, axis, levels):
             f"reduce_scatter: dim {axis} of shape {x.shape} is not divisible by the "
             f"{n} devices of the axes"
         )
-    g = collectives.all_reduce_phys(_stack(x, mesh, frame, names), "sum", names)
+    g = fn.all_reduce_phys(_stack(x, mesh, frame, names), "sum", names)
     d = len(g._impl.levels) + mesh.ndim + axis
     dims = list(g._impl.sharding.dims)
     dims[d] = dims[d] + names  # split over the axes in the order named, the first major
-    g = collectives.slice_phys(g, dims)
+    g = fn.slice_phys(g, dims)
     shape = list(x.shape)
     shape[axis] //= n
     return _unstack(g, mesh, frame, shape)
@@ -202,14 +204,14 @@ def _global_all_to_all(x, split_axis, concat_axis, level):
     g = _stack(x, mesh, frame, names)  # (n_1..n_m, *s), dim k (axis a) split over a
     m, nb_ = mesh.ndim, len(g._impl.levels)
     s = tuple(x.shape)
-    g = view.reshape(g, g.shape[:m] + s[:split_axis] + (n, size // n) + s[split_axis + 1 :])
+    g = fn.reshape(g, g.shape[:m] + s[:split_axis] + (n, size // n) + s[split_axis + 1 :])
     # sources (dim k) gathered, destinations (the new chunk dim) split over a
-    g = collectives.all_to_all_phys(g, nb_ + m + split_axis, nb_ + mesh.axis(a), (a,))
+    g = fn.all_to_all_phys(g, nb_ + m + split_axis, nb_ + mesh.axis(a), (a,))
     chunked = s[:split_axis] + (size // n,) + s[split_axis + 1 :]
     y = _unstack(g, mesh, frame, (n,) + chunked)  # (source, *chunked)
-    y = view.moveaxis(y, 0, concat_axis)
+    y = fn.moveaxis(y, 0, concat_axis)
     t = y.shape
-    return view.reshape(
+    return fn.reshape(
         y, t[:concat_axis] + (t[concat_axis] * t[concat_axis + 1],) + t[concat_axis + 2 :]
     )
 
@@ -232,7 +234,7 @@ def all_reduce(x: Tensor, kind: str, levels) -> Tensor:
         n = level_sizes[lv]
         if _varies(x, lv):
             stacked = batching.from_batch(x, lv, 0)
-            x = getattr(reduction, _REDUCE[kind])(stacked, 0)
+            x = getattr(fn, _REDUCE[kind])(stacked, 0)
         elif kind == "sum":
             x = x * n
         elif kind == "prod":
@@ -255,14 +257,12 @@ def all_gather(x: Tensor, axis: int, levels) -> Tensor:
         if _varies(x, lv):
             stacked = batching.from_batch(x, lv, axis)
         else:
-            stacked = view.broadcast_to(
-                view.reshape(x, x.shape[:axis] + (1,) + x.shape[axis:]),
+            stacked = fn.broadcast_to(
+                fn.reshape(x, x.shape[:axis] + (1,) + x.shape[axis:]),
                 x.shape[:axis] + (n,) + x.shape[axis:],
             )
         shape = stacked.shape
-        x = view.reshape(
-            stacked, shape[:axis] + (shape[axis] * shape[axis + 1],) + shape[axis + 2 :]
-        )
+        x = fn.reshape(stacked, shape[:axis] + (shape[axis] * shape[axis + 1],) + shape[axis + 2 :])
     return x
 
 
@@ -280,7 +280,7 @@ def reduce_scatter(x: Tensor, axis: int, levels) -> Tensor:
             f"reduce_scatter: dim {axis} of shape {total.shape} is not divisible by the "
             f"{n} devices of the axes"
         )
-    split = view.reshape(total, total.shape[:axis] + sizes + (size // n,) + total.shape[axis + 1 :])
+    split = fn.reshape(total, total.shape[:axis] + sizes + (size // n,) + total.shape[axis + 1 :])
     for lv in levels:  # each takes the leading device dim left at ``axis``
         split = batching.to_batch(split, axis, lv)
     return split
@@ -295,12 +295,12 @@ def _stack_levels(x: Tensor, levels) -> Tensor:
     for k, lv in enumerate(levels):
         x = batching.from_batch(x, lv, k)
     total = int(np.prod([level_sizes[lv] for lv in levels]))
-    return view.reshape(x, (total,) + x.shape[len(levels) :])
+    return fn.reshape(x, (total,) + x.shape[len(levels) :])
 
 
 def _unstack_levels(y: Tensor, levels) -> Tensor:
     """Inverse of ``_stack_levels``: leading dim ``k`` is the device along ``levels``."""
-    y = view.reshape(y, tuple(level_sizes[lv] for lv in levels) + y.shape[1:])
+    y = fn.reshape(y, tuple(level_sizes[lv] for lv in levels) + y.shape[1:])
     for lv in levels:
         y = batching.to_batch(y, 0, lv)
     return y
@@ -326,16 +326,16 @@ def all_to_all(x: Tensor, split_axis: int, concat_axis: int, levels) -> Tensor:
         )
     src = _stack_levels(x, levels)  # (source i, ...)
     s, c = split_axis + 1, concat_axis + 1
-    parts = view.reshape(src, src.shape[:s] + (n, size // n) + src.shape[s + 1 :])
+    parts = fn.reshape(src, src.shape[:s] + (n, size // n) + src.shape[s + 1 :])
     # dims: 0 = source i, s = destination j, then the rest (c shifts when not before s:
     # with c == s the sources' chunks are concatenated back along that dim)
     c2 = c + 1 if c >= s else c
     rest = [d for d in range(parts.ndim) if d not in (0, s)]
     pos = rest.index(c2)
     order = [s] + rest[:pos] + [0] + rest[pos:]
-    moved = view.permute(parts, order)  # (j, ..., i, concat dim, ...)
+    moved = fn.permute(parts, order)  # (j, ..., i, concat dim, ...)
     shape = moved.shape
-    merged = view.reshape(
+    merged = fn.reshape(
         moved, shape[: pos + 1] + (shape[pos + 1] * shape[pos + 2],) + shape[pos + 3 :]
     )
     return _unstack_levels(merged, levels)
@@ -353,10 +353,10 @@ def ppermute(x: Tensor, pairs, levels) -> Tensor:
     src_of = dict((d, s) for s, d in pairs)
     idx = np.array([src_of.get(d, 0) for d in range(total)], dtype=np.int32)
     keep = np.array([d in src_of for d in range(total)])
-    moved = indexing.take(flat, creation.constant(idx), axis=0)
+    moved = fn.take(flat, fn.constant(idx), axis=0)
     if not keep.all():
-        mask = creation.constant(keep.reshape((total,) + (1,) * (flat.ndim - 1)))
-        moved = binary.where(mask, moved, creation.zeros_like(moved))
+        mask = fn.constant(keep.reshape((total,) + (1,) * (flat.ndim - 1)))
+        moved = fn.where(mask, moved, fn.zeros_like(moved))
     return _unstack_levels(moved, levels)
 
 
@@ -365,7 +365,7 @@ def axis_index(level: int) -> Tensor:
     if _spans([level]):
         return _global_axis_index(level)
     n = level_sizes[level]
-    return batching.to_batch(creation.arange(n, dtype=DType.int32), 0, level)
+    return batching.to_batch(fn.arange(n, dtype=DType.int32), 0, level)
 
 
 def broadcast(x: Tensor, root, levels) -> Tensor:
@@ -375,9 +375,10 @@ def broadcast(x: Tensor, root, levels) -> Tensor:
     for lv, r in zip(levels, root, strict=True):
         if _varies(x, lv):
             stacked = batching.from_batch(x, lv, 0)
-            x = view.reshape(view.slice_tensor(stacked, [r], [1]), stacked.shape[1:])
+            x = fn.reshape(fn.slice_tensor(stacked, [r], [1]), stacked.shape[1:])
     return x
 
 
-# Ops this module calls at run time; imported last because they are built on it.
-from . import batching, binary, collectives, creation, indexing, reduction, view  # noqa: E402
+# the per-device collectives share their names with the public ones they serve
+provide(globals(), ["is_spanning_level"])
+provide(globals(), ["all_reduce"], prefix="per_device_")

@@ -18,9 +18,10 @@ from ..core.device import get_default_device
 from ..core.dtypes import DType, get_default_dtype, to_dtype
 from ..core.state import STATE, level_sizes
 from ..runtime.tensor import Tensor
-from . import batching, binary, creation, unary
+from . import batching
 from ._util import norm_shape
 from .base import Operation
+from .functions import fn
 
 __all__ = [
     "key",
@@ -114,7 +115,7 @@ def key(seed: int) -> Tensor:
     seed = int(seed)
     words = np.array([(seed >> 32) & _MASK, seed & _MASK], dtype=np.int64)
 
-    return creation.constant(words)
+    return fn.constant(words)
 
 
 PRNGKey = key
@@ -138,7 +139,7 @@ def fold_in(k, data) -> Tensor:
     if isinstance(data, Tensor):
         d = data if data.dtype is DType.int64 else data.cast(DType.int64)
     else:
-        d = creation.constant(np.asarray(int(data), dtype=np.int64))
+        d = fn.constant(np.asarray(int(data), dtype=np.int64))
     return _fold.bind([_as_key(k), d], {})
 
 
@@ -175,7 +176,7 @@ def global_key(batched: bool = True) -> Tensor:
     (which feeds a fresh key on every call). ``batched``: inside vmap, one independent key
     per element of every level of ``drawing_levels()``."""
 
-    k = creation.constant(next_key_words())
+    k = fn.constant(next_key_words())
     if STATE.recording_rng is not None:
         STATE.recording_rng.append(k._impl)  # compile feeds a fresh key on every call
     levels = drawing_levels() if batched else []
@@ -331,7 +332,7 @@ def uniform(
     if not unit and isinstance(high, int | float):
         # low + u * span can round up to high: clamp to the largest value below it
         top = np.array(high, dtype.numpy)
-        out = binary.minimum(out, float(np.nextafter(top, np.array(-np.inf, dtype.numpy))))
+        out = fn.minimum(out, float(np.nextafter(top, np.array(-np.inf, dtype.numpy))))
     return _place(out, device)
 
 
@@ -471,17 +472,17 @@ def _randint_between(k, shape, low, high, dtype, info):
     top = min(int(info.max) + 1, int(np.iinfo(np.int64).max))
 
     def bound(v, name):
-        t = creation.asarray(v)
+        t = fn.asarray(v)
         if not t.dtype.is_int or t.dtype.is_bool:
             raise TypeError(f"randint: {name} must be integers, got {t.dtype.value}")
-        return binary.clip(unary.cast(t, int64), int(info.min), top)
+        return fn.clip(fn.cast(t, int64), int(info.min), top)
 
     lo, hi = bound(low, "low"), bound(high, "high")
     _check_broadcast("randint", norm_shape("randint", shape), {"low": lo, "high": hi})
-    lo = binary.minimum(lo, int(info.max))
-    span = binary.maximum(hi - lo, 1)
+    lo = fn.minimum(lo, int(info.max))
+    span = fn.maximum(hi - lo, 1)
     raw = _draw(_randint, k, shape, int64, {"low": 0, "high": 1 << 62})
-    return unary.cast(lo + raw % span, dtype)
+    return fn.cast(lo + raw % span, dtype)
 
 
 def _place(t, device):

@@ -12,9 +12,10 @@ import math
 from ..core.dtypes import DType, get_default_dtype
 from ..core.ir import SymDim
 from ..runtime.tensor import Tensor
-from . import binary, creation, spmd, unary, view
+from . import spmd
 from ._util import as_tensor, norm_axes, norm_axis
 from .base import Operation, OpError
+from .functions import fn, provide
 
 __all__ = [
     "reduce_sum",
@@ -50,8 +51,8 @@ def _expand_back(ct, in_shape, axes, keepdims):
     """Broadcast a reduced cotangent back to the input's logical shape."""
 
     if not keepdims:
-        ct = view.reshape(ct, _reduced_shape(in_shape, axes, True))
-    return view.broadcast_to(ct, in_shape)
+        ct = fn.reshape(ct, _reduced_shape(in_shape, axes, True))
+    return fn.broadcast_to(ct, in_shape)
 
 
 class ReduceOperation(Operation):
@@ -166,18 +167,18 @@ class ReduceProdOp(ReduceOperation):
         derivatives are too (hessians of ``prod`` at zeros)."""
         axes = kwargs["axes"]
         if not axes:
-            return creation.ones_like(x)
+            return fn.ones_like(x)
         kept = [d for d in range(x.ndim) if d not in axes]
         perm = kept + list(axes)
         n = 1
         for a in axes:
             n *= x.shape[a]
-        moved = view.permute(x, perm)
-        flat = view.reshape(moved, (*moved.shape[: len(kept)], n))
+        moved = fn.permute(x, perm)
+        flat = fn.reshape(moved, (*moved.shape[: len(kept)], n))
         others = _products_of_others(flat)
-        back = view.reshape(others, moved.shape)
+        back = fn.reshape(others, moved.shape)
         inverse = [perm.index(d) for d in range(x.ndim)]
-        return view.permute(back, inverse)
+        return fn.permute(back, inverse)
 
     def vjp_rule(self, primals, cotangents, outputs, kwargs):
         x = primals[0]
@@ -197,14 +198,14 @@ def _products_of_others(x: Tensor) -> Tensor:
     each element's partner."""
     n = x.shape[-1]
     if n == 1:
-        return creation.ones_like(x)
+        return fn.ones_like(x)
     if n % 2:  # a neutral partner for the last element
-        pad = creation.ones((*x.shape[:-1], 1), dtype=x.dtype, device=x.device)
-        return _products_of_others(view.concatenate([x, pad], -1))[..., :n]
+        pad = fn.ones((*x.shape[:-1], 1), dtype=x.dtype, device=x.device)
+        return _products_of_others(fn.concatenate([x, pad], -1))[..., :n]
     first, second = x[..., 0::2], x[..., 1::2]
     rest = _products_of_others(first * second)  # per pair: the product of the other pairs
-    pairs = view.stack([rest * second, rest * first], -1)  # (..., n / 2, 2)
-    return view.reshape(pairs, (*x.shape[:-1], n))
+    pairs = fn.stack([rest * second, rest * first], -1)  # (..., n / 2, 2)
+    return fn.reshape(pairs, (*x.shape[:-1], n))
 
 
 class _ExtremumOp(ReduceOperation):
@@ -444,8 +445,8 @@ def _divide_by_count(total, n):
     """``total / n`` for an element count ``n``: NaN for none. A symbolic count (a dynamic
     dim under ``compile``) divides as a value computed at each call's size."""
     if isinstance(n, SymDim):
-        count = creation.full((), n, dtype=total.dtype)
-        return binary.where(count > 0, total / count, float("nan"))
+        count = fn.full((), n, dtype=total.dtype)
+        return fn.where(count > 0, total / count, float("nan"))
     return total * (1.0 / n if n > 0 else float("nan"))
 
 
@@ -516,7 +517,7 @@ def std(x, axis=None, keepdims=False, correction=0, *, ddof=None):
         ValueError: for a repeated axis, or both ``ddof`` and a nonzero ``correction``.
     """
 
-    return unary.sqrt(var(x, axis, keepdims, _correction("std", correction, ddof)))
+    return fn.sqrt(var(x, axis, keepdims, _correction("std", correction, ddof)))
 
 
 def logsumexp(x, axis=None, keepdims=False):
@@ -545,13 +546,13 @@ def logsumexp(x, axis=None, keepdims=False):
     axes = norm_axes("logsumexp", axis, x.ndim, x.shape)
     if _count(x, axes) == 0:  # the log of an empty sum, as JAX (max has no identity)
         shape = _reduced_shape(x.shape, axes, keepdims)
-        return creation.full(shape, -math.inf, dtype=x.dtype, device=x.device)
-    m = unary.stop_gradient(reduce_max(x, axes, True))
+        return fn.full(shape, -math.inf, dtype=x.dtype, device=x.device)
+    m = fn.stop_gradient(reduce_max(x, axes, True))
 
-    m = binary.where(unary.is_inf(m), 0.0, m)
-    s = unary.log(reduce_sum(unary.exp(x - m), axes, True)) + m
+    m = fn.where(fn.is_inf(m), 0.0, m)
+    s = fn.log(reduce_sum(fn.exp(x - m), axes, True)) + m
     if not keepdims:
-        s = view.reshape(s, _reduced_shape(x.shape, axes, False))
+        s = fn.reshape(s, _reduced_shape(x.shape, axes, False))
     return s
 
 
@@ -560,7 +561,7 @@ def softmax(x, axis=-1):
 
     x = _float(x, "softmax")
     axis = norm_axis("softmax", axis, x.ndim, x.shape)
-    e = unary.exp(x - unary.stop_gradient(reduce_max(x, (axis,), True)))
+    e = fn.exp(x - fn.stop_gradient(reduce_max(x, (axis,), True)))
     return e / reduce_sum(e, (axis,), True)
 
 
@@ -594,7 +595,7 @@ def all(x, axis=None, keepdims=False):  # noqa: A001
     x = as_tensor(x, op="all")
     axes = norm_axes("all", axis, x.ndim, x.shape)
     if _empty(x, axes):  # nothing to check: True, as NumPy and JAX
-        return creation.full(_reduced_shape(x.shape, axes, keepdims), True, device=x.device)
+        return fn.full(_reduced_shape(x.shape, axes, keepdims), True, device=x.device)
     b = x if x.dtype.is_bool else x != 0
     return reduce_min(b.cast(DType.int32), axes, keepdims) > 0
 
@@ -626,7 +627,7 @@ def any(x, axis=None, keepdims=False):  # noqa: A001
     x = as_tensor(x, op="any")
     axes = norm_axes("any", axis, x.ndim, x.shape)
     if _empty(x, axes):  # nothing is nonzero: False, as NumPy and JAX
-        return creation.full(_reduced_shape(x.shape, axes, keepdims), False, device=x.device)
+        return fn.full(_reduced_shape(x.shape, axes, keepdims), False, device=x.device)
     b = x if x.dtype.is_bool else x != 0
     return reduce_max(b.cast(DType.int32), axes, keepdims) > 0
 
@@ -672,10 +673,10 @@ _argmin = ArgminOp()
 def _arg(op, x, axis, keepdims):
     x = as_tensor(x, op=op.name)
     if axis is None:
-        flat = view.reshape(x, (-1,))
+        flat = fn.reshape(x, (-1,))
         out = op.bind([flat], {"axis": 0, "keepdims": False})
         if keepdims:
-            out = view.reshape(out, (1,) * x.ndim)
+            out = fn.reshape(out, (1,) * x.ndim)
         return out
     if x.ndim == 0:
         raise OpError(f"{op.name}: axis {axis} given for a 0-d tensor")
@@ -777,3 +778,6 @@ def minmax(x) -> list[Tensor]:
     x = as_tensor(x, op="minmax")
     axes = tuple(range(x.ndim))
     return [reduce_min(x, axes), reduce_max(x, axes)]
+
+
+provide(globals(), [*__all__, "reduce_prod"])

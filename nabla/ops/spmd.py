@@ -38,6 +38,7 @@ from ..core.sharding import (
 )
 from ..core.state import level_sizes, spmd_axes
 from ..runtime.tensor import Tensor
+from .functions import fn
 
 __all__ = [
     "FactorRule",
@@ -263,7 +264,7 @@ def _reduce_partials(op, args, kwargs):
         if s is not None and s.partial:
             impls = [x._impl for x in args]  # sees the operands completed so far
             if not all(_passes_partial(op, impls, i, k, kwargs) for _, k in s.partial):
-                args[i] = collectives.complete_partial(a)
+                args[i] = fn.complete_partial(a)
     return args
 
 
@@ -311,7 +312,7 @@ def bind_sharded(op, args, kwargs):
     if not op.runs_sharded:
         mesh_of(op.name, impls)
         check_capture(op.name, impls)
-        return op.bind([collectives.unshard(a) if a._impl.sharding else a for a in args], kwargs)
+        return op.bind([fn.unshard(a) if a._impl.sharding else a for a in args], kwargs)
     call = _ShardedCall(op, kwargs, mesh_of(op.name, impls), list(args))
     while True:
         check_capture(op.name, [a._impl for a in call.args])
@@ -323,7 +324,7 @@ def bind_sharded(op, args, kwargs):
             break
         # a partial axis that the op's factors need: complete those operands, plan again
         call.args = [
-            collectives.complete_partial(a)
+            fn.complete_partial(a)
             if a._impl.sharding is not None and set(a._impl.sharding.partial_axes) & clash
             else a
             for a in call.args
@@ -344,7 +345,7 @@ def _complete_partials(call: _ShardedCall) -> None:
     if bilinear and all(a._impl.sharding is not None and a._impl.sharding.partial for a in args):
         k = min(range(len(args)), key=lambda i: prod(args[i]._impl.shape))
         args = list(args)
-        args[k] = collectives.complete_partial(args[k])
+        args[k] = fn.complete_partial(args[k])
     call.args = _reduce_partials(op, args, call.kwargs)
 
 
@@ -452,12 +453,12 @@ def _align(op, args):
     if op.scalar_operands and len(args) > 1:
         rank = max(len(im.logical_shape) for im in impls)
         args = [
-            view.reshape(a, (1,) * (rank - a.ndim) + a.shape) if a.ndim < rank else a for a in args
+            fn.reshape(a, (1,) * (rank - a.ndim) + a.shape) if a.ndim < rank else a for a in args
         ]
         impls = [a._impl for a in args]
     union = tuple(sorted({lv for im in impls for lv in im.levels}))
     if any(im.levels != union for im in impls):
-        args = [a if a._impl.levels == union else batching.broadcast_levels(a, union) for a in args]
+        args = [a if a._impl.levels == union else fn.broadcast_levels(a, union) for a in args]
     return args
 
 
@@ -470,7 +471,7 @@ def reshard_to(x: Tensor, target: ShardingSpec, op: str = "reshard") -> Tensor:
     ``all_gather``ed (minor first); axes a dim gains are local slices (no communication)."""
     s = x._impl.sharding
     if s is None:
-        return collectives.shard_op(x, target)
+        return fn.shard_op(x, target)
     if s == target:
         return x
     if s.mesh != target.mesh:
@@ -488,11 +489,11 @@ def reshard_to(x: Tensor, target: ShardingSpec, op: str = "reshard") -> Tensor:
                 and target.dims[dim][: len(cur.dims[dim]) + 1] == cur.dims[dim] + (a,)
                 and a not in cur.sharded_axes
             ):
-                x = collectives.reduce_scatter_phys(x, dim, (a,))
+                x = fn.reduce_scatter_phys(x, dim, (a,))
             else:
                 rest.setdefault(kinds[a], []).append(a)
         for kind, axes in rest.items():
-            x = collectives.all_reduce_phys(x, kind, tuple(axes))
+            x = fn.all_reduce_phys(x, kind, tuple(axes))
     # 2. axes leaving a dim: all_to_all to the dim that gains them, else all_gather
     cur = x._impl.sharding
     for d in range(cur.ndim):
@@ -514,21 +515,17 @@ def reshard_to(x: Tensor, target: ShardingSpec, op: str = "reshard") -> Tensor:
                 and dest != d
                 and target.dims[dest][: len(cur.dims[dest]) + 1] == cur.dims[dest] + (a,)
             ):
-                x = collectives.all_to_all_phys(x, dest, d, (a,))
+                x = fn.all_to_all_phys(x, dest, d, (a,))
                 extra = extra[:-1]
             else:
                 break
         if extra:
-            x = collectives.all_gather_phys(x, d, extra)
+            x = fn.all_gather_phys(x, d, extra)
     # 3. axes a dim gains: local slices
     cur = x._impl.sharding
     if cur.dims != target.dims:
-        x = collectives.slice_phys(x, target.dims)
+        x = fn.slice_phys(x, target.dims)
     cur = x._impl.sharding
     if cur != target:  # pragma: no cover - the planner covers every pair of specs
         raise ShardingError(f"{op}: could not reshard {s} to {target} (reached {cur})")
     return x
-
-
-# Ops this module calls at run time; imported last because they are built on it.
-from . import batching, collectives, view  # noqa: E402

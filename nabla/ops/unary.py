@@ -14,9 +14,10 @@ import math
 from ..core.dtypes import DType, get_default_dtype, to_dtype
 from ..core.pytree import tree_map
 from ..runtime.tensor import Tensor
-from . import binary, spmd
+from . import spmd
 from ._util import as_tensor, doc_paragraph
 from .base import Operation
+from .functions import fn, provide
 
 __all__ = [
     "abs",
@@ -451,10 +452,13 @@ def softplus(x):
     # at most the threshold, so no inf reaches the gradient of the branch not taken.
     big = _SOFTPLUS_LINEAR.get(x.dtype, 17.0)
     linear = x > big
-    return binary.where(linear, x, log1p(exp(binary.where(linear, big, x))))
+    return fn.where(linear, x, log1p(exp(fn.where(linear, big, x))))
 
 
 def square(x):
     """``x * x``."""
     x = as_tensor(x, op="square")
     return x * x
+
+
+provide(globals(), __all__)

@@ -20,9 +20,10 @@ from ..core.dtypes import DType
 from ..core.ir import as_dim
 from ..core.state import STATE
 from ..runtime.tensor import Tensor
-from . import binary, creation, reduction, spmd
+from . import spmd
 from ._util import as_tensor, norm_axes, norm_axis, norm_shape
 from .base import Operation, OpError, describe
+from .functions import fn, provide
 
 __all__ = [
     "reshape",
@@ -134,7 +135,7 @@ class BroadcastToOp(Operation):
         in_shape = primals[0].shape
         axes = tuple(i for i, (a, b) in enumerate(zip(in_shape, kwargs["shape"])) if a != b)
         ct = cotangents[0]
-        return [reduction.reduce_sum(ct, axes, keepdims=True) if axes else ct]
+        return [fn.reduce_sum(ct, axes, keepdims=True) if axes else ct]
 
 
 _broadcast_to = BroadcastToOp()
@@ -465,7 +466,7 @@ class SliceOp(Operation):
         return {"slices": tuple((0, 1, b) for b in batch_shape) + kwargs["slices"]}
 
     def vjp_rule(self, primals, cotangents, outputs, kwargs):
-        return [_slice_update.bind([creation.zeros_like(primals[0]), cotangents[0]], kwargs)]
+        return [_slice_update.bind([fn.zeros_like(primals[0]), cotangents[0]], kwargs)]
 
 
 class SliceUpdateOp(Operation):
@@ -495,7 +496,7 @@ class SliceUpdateOp(Operation):
     def vjp_rule(self, primals, cotangents, outputs, kwargs):
         ct = cotangents[0]
         return [
-            _slice_update.bind([ct, creation.zeros_like(primals[1])], kwargs),
+            _slice_update.bind([ct, fn.zeros_like(primals[1])], kwargs),
             _slice.bind([ct], kwargs),
         ]
 
@@ -557,10 +558,12 @@ def slice_tensor(x, start=None, size=None, *, stop=None, step=None, slices=None)
     if len(slices) > x.ndim:
         raise IndexError(f"slice_tensor: {len(slices)} slices for a tensor of shape {x.shape}")
     norm = normalize_slices("slice_tensor", x.shape, slices)
-    return _slice_n(x, norm)
+    return slice_normalized(x, norm)
 
 
-def _slice_n(x, norm):
+def slice_normalized(x, norm):
+    """``x[...]`` for slices already normalized to ``(start, step, count)`` per dim (no
+    node when they take everything)."""
     if all(s == (0, 1, d) for s, d in zip(norm, x.shape)):
         return x
     return _slice.bind([x], {"slices": norm})
@@ -664,10 +667,10 @@ def _pad_with_tensor(x, pads, value) -> Tensor:
     if value.size != 1:
         raise OpError(f"pad: value must have one element, got shape {value.shape}")
     zero = False if x.dtype.is_bool else (0 if x.dtype.is_int else 0.0)
-    ones = creation.ones(x.shape, dtype=DType.bool, device=x.device)
+    ones = fn.ones(x.shape, dtype=DType.bool, device=x.device)
     inside = _pad.bind([ones], {"pads": pads, "value": False})
     padded = _pad.bind([x], {"pads": pads, "value": zero})
-    return binary.where(inside, padded, reshape(value.cast(x.dtype), ()))
+    return fn.where(inside, padded, reshape(value.cast(x.dtype), ()))
 
 
 def pad(x, paddings, mode="constant", value=0.0) -> Tensor:
@@ -708,7 +711,7 @@ def pad(x, paddings, mode="constant", value=0.0) -> Tensor:
 def _take_range(x, axis, start, step, length):
     norm = [(0, 1, d) for d in x.shape]
     norm[axis] = (start, step, length)
-    return _slice_n(x, tuple(norm))
+    return slice_normalized(x, tuple(norm))
 
 
 def _edge_part(x, axis, k, mode, low):
@@ -791,7 +794,7 @@ class SplitOp(Operation):
             if ct is None:
                 s = list(x.shape)
                 s[axis] = n
-                ct = creation.zeros(tuple(s), dtype=x.dtype)
+                ct = fn.zeros(tuple(s), dtype=x.dtype)
             parts.append(ct)
         return [_concatenate.bind(parts, {"axis": axis})]
 
@@ -811,7 +814,7 @@ def concatenate(tensors, axis=0) -> Tensor:
         tensors = [reshape(as_tensor(t, op="concatenate"), (-1,)) for t in tensors]
         axis = 0
     ts, _ = (
-        binary.prepare("concatenate", tensors, broadcast=False)
+        fn.promote_operands("concatenate", tensors, broadcast=False)
         if _need_promote(tensors)
         else ([as_tensor(t, op="concatenate") for t in tensors], None)
     )
@@ -1010,7 +1013,8 @@ def _repeat_each(x, repeats, axis):
             f"repeat: got repeats {reps.tolist()} for axis {axis} of size {n} (tensor of shape "
             f"{x.shape}): give one non-negative count per element"
         )
-    from .indexing import take  # noqa: PLC0415 - same layer; indexing builds on this module
-
     index = np.repeat(np.arange(n, dtype=np.int32), reps)
-    return take(x, creation.constant(index), axis=axis)
+    return fn.take(x, fn.constant(index), axis=axis)
+
+
+provide(globals(), [*__all__, "slice_normalized"])
