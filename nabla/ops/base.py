@@ -1,25 +1,14 @@
-"""``Operation``: the base of every op, and the ``__call__`` pipeline (``docs/architecture.md``,
-"The op call pipeline").
+"""``Operation``: the base of every op, the op protocol (shape rule, derivative rules,
+sharding rule), and ``bind``, the entry to the op call pipeline (``ops/pipeline.py``;
+``docs/architecture.md``, "The op call pipeline").
 
 An op is a stateless singleton. Its user-facing ``__call__`` normalizes arguments (Python
 scalars, dtype promotion, broadcasting, negative axes) and then calls ``bind(args, kwargs)``,
-the pipeline every op shares:
-
-1. metadata: batch levels, traced flag, tangents of the inputs;
-2. adaptation: align inputs to one set of vmap levels; translate logical kwargs to physical
-   ones (``adapt_kwargs``);
-3. the node's static structural key ``(backend op name, physical kwargs)``;
-4. ``compute_physical_shape``: output shapes/dtypes/devices, eagerly, validating inputs;
-   an output larger than ``CONFIG.max_alloc_bytes`` (``NABLA_MAX_ALLOC_BYTES``, default the
-   machine's physical memory) is refused here, on every backend;
-5. optional eager execution (``NABLA_EAGER_MAX_GRAPH=1``), checked against step 4;
-6. packaging: promise tensors registered as pending;
-7. the ``OpNode`` (original kwargs for rules, physical kwargs for backends);
-8. forward-mode tangents, one transform level at a time.
-
-When an operand is sharded, ``bind`` hands the call to ``spmd.bind_sharded`` (the sharded
-stages: resharding the operands, partial outputs completed lazily where a consumer
-needs them); it ends in the same ``emit`` as the unsharded path.
+which makes one ``pipeline.Call`` record and runs the stages every op shares: align the
+operands' vmap levels, compute the output shapes eagerly, translate the kwargs to the
+physical layout, emit the node (``ops/pipeline.py`` lists them). When an operand is sharded,
+``bind`` hands the record to ``spmd.bind_sharded`` (the sharded stages: partial operands
+completed, the layout planned, operands resharded); it ends in the same ``emit``.
 
 Unified internal signatures: ``vjp_rule(primals, cotangents, outputs, kwargs)`` and
 ``jvp_rule(primals, tangents, outputs, kwargs)`` take and return lists; backends lower
@@ -32,24 +21,14 @@ Structure is declared, rules derived (JAX's ``deflinear``/``defbilinear``): an o
 
 from __future__ import annotations
 
-import weakref
-from math import prod
-
-from ..backends import buffer_shape_dtype
-from ..core.config import CONFIG
 from ..core.device import get_default_device
-from ..core.ir import OpNode, TensorImpl
-from ..core.state import EMPTY, STATE, hide_levels_from, level_sizes, live_grad_levels, visible
-from ..runtime.graph import GRAPH
+from ..core.ir import TensorImpl
 from ..runtime.tensor import Tensor
 from . import spmd
 from .functions import fn
+from .pipeline import Call, OpError, align, emit, physical_kwargs, shapes
 
 __all__ = ["Operation", "OpError"]
-
-
-class OpError(ValueError):
-    """Raised for a bad argument to an op (wrong shape, axis, ...)."""
 
 
 def describe(shapes) -> str:
@@ -217,148 +196,16 @@ class Operation:
 
     # ----------------------------------------------------------------- the pipeline
     def bind(self, args: list[Tensor], kwargs: dict):
-        """The op call pipeline on normalized operands (the module docstring's steps;
-        ``docs/architecture.md``, "The op call pipeline"): returns the output tensor, or a
-        list of them for an op with ``multiple_results``."""
-        impls = [a._impl for a in args]
-        if self.arity is not None and len(impls) != self.arity:
-            raise TypeError(f"op {self.name} takes {self.arity} tensors, got {len(impls)}")
+        """The op call pipeline on normalized operands (``ops/pipeline.py``): returns the
+        output tensor, or a list of them for an op with ``multiple_results``."""
+        if self.arity is not None and len(args) != self.arity:
+            raise TypeError(f"op {self.name} takes {self.arity} tensors, got {len(args)}")
         if self.collective:
             return self.bind_collective(args, kwargs)
-        for im in impls:
-            if im.sharding is not None:
-                return spmd.bind_sharded(self, args, kwargs)
-
-        # 1. metadata
-        levels = None
-        mixed = False
-        traced = EMPTY
-        has_tangent = False
-        for i, im in enumerate(impls):
-            t = im.traced
-            if t and t is not traced:
-                traced = t if not traced else traced | t
-            if im.tangents:
-                has_tangent = True
-            if self.implicit_broadcast(i, im):
-                continue  # the kernel broadcasts this operand itself (e.g. a scalar constant)
-            if levels is None:
-                levels = im.levels
-            elif im.levels != levels:
-                mixed = True
-        if levels is None:
-            levels = ()
-
-        # 2. adaptation: align batch levels, translate kwargs
-        if mixed:
-            args, impls, levels = self._align(args, impls)
-        nb = len(levels)
-        batch_shape = ()
-        if nb:
-            batch_shape = tuple(level_sizes[lv] for lv in levels)
-        phys_kwargs = (
-            self.adapt_kwargs(kwargs, nb, batch_shape) if (nb or self.physical) else kwargs
-        )
-        out_lv = self.out_levels(impls, levels, kwargs)
-        if out_lv is not levels:
-            levels = out_lv
-            batch_shape = tuple(level_sizes[lv] for lv in levels)
-
-        # 4. eager shapes (3., the node's structural key, is made by ``_emit``)
-        shapes, dtypes, devices = self.compute_physical_shape(impls, kwargs, levels, batch_shape)
-        return self._emit(
-            args,
-            impls,
-            kwargs,
-            phys_kwargs,
-            levels,
-            shapes,
-            dtypes,
-            devices,
-            traced,
-            has_tangent,
-            None,
-            self.levels_per_output(impls, kwargs),
-        )
-
-    def emit(self, args, kwargs, phys_kwargs, levels, shapes, dtypes, devices, shardings):
-        """Steps 6-8 for a call whose operands, physical kwargs, global output shapes and
-        output shardings (one ``ShardingSpec`` or None per output) are decided."""
-        impls = [a._impl for a in args]
-        traced = EMPTY
-        has_tangent = False
-        for im in impls:
-            if im.traced:
-                traced = traced | im.traced
-            if im.tangents:
-                has_tangent = True
-        return self._emit(
-            args,
-            impls,
-            kwargs,
-            phys_kwargs,
-            levels,
-            shapes,
-            dtypes,
-            devices,
-            traced,
-            has_tangent,
-            shardings,
-        )
-
-    def _emit(
-        self,
-        args,
-        impls,
-        kwargs,
-        phys_kwargs,
-        levels,
-        shapes,
-        dtypes,
-        devices,
-        traced,
-        has_tangent,
-        shardings,
-        levels_each=None,
-    ):
-        if traced:
-            if STATE.no_grad or self.cuts_trace:
-                traced = EMPTY
-            else:
-                traced = traced & live_grad_levels  # finished transforms drop out
-        # 3. the node's static structural key; 6./7. packaging and the OpNode
-        key = (self.backend_name, tuple(phys_kwargs.items()))
-        node = OpNode(self, tuple(impls), kwargs, phys_kwargs, key)
-        outs = []
-        # outputs bigger than memory are refused here; one of the first input's shape and
-        # dtype is no bigger than a tensor that exists already (the common case, unsized)
-        first = impls[0] if impls else None
-        for i, (shape, dtype, dev) in enumerate(zip(shapes, dtypes, devices, strict=True)):
-            lv = levels if levels_each is None else levels_each[i]
-            if first is None or shape is not first.shape or dtype is not first.dtype:
-                _check_alloc(self, shape, dtype, len(lv))
-            outs.append(TensorImpl(shape, dtype, dev, lv, node, i, None, traced))
-        if shardings is None:
-            node.out_specs = tuple(zip(dtypes, shapes, strict=True))
-        else:
-            for o, spec in zip(outs, shardings, strict=True):
-                o.sharding = spec
-            node.out_specs = tuple((o.dtype, o.buffer_shape) for o in outs)
-        node.outputs = tuple(weakref.ref(o) for o in outs)
-        GRAPH.pending.add_node(node)
-        if STATE.recording is not None:
-            STATE.recording.append(node)
-        results = [Tensor._wrap(o) for o in outs]
-
-        # 8. forward-mode tangents
-        if has_tangent and self.differentiable:
-            _apply_jvp(self, args, results, kwargs)
-
-        # 5. eager execution (debug/verification mode): realize now and check step 4.
-        if CONFIG.eager_graph:
-            _verify_eager(self, outs)
-
-        return results if self.multiple_results else results[0]
+        call = Call(self, args, kwargs)
+        if call.sharded:
+            return spmd.bind_sharded(call)
+        return emit(physical_kwargs(shapes(align(call))))
 
     def bind_collective(self, args, kwargs):
         """The pipeline of an op that places its outputs itself (``collective``): it
@@ -369,36 +216,6 @@ class Operation:
         """True when operand ``index`` needs no level alignment because every backend's
         kernel broadcasts it (by default: an unbatched operand of an elementwise op)."""
         return self.scalar_operands and not impl.levels
-
-    def _align(self, args, impls):
-        union = tuple(sorted({lv for im in impls for lv in im.levels}))
-        new_args = []
-        for i, (a, im) in enumerate(zip(args, impls, strict=True)):
-            if im.levels != union and not self.implicit_broadcast(i, im):
-                a = fn.broadcast_levels(a, union)
-            new_args.append(a)
-        return new_args, [a._impl for a in new_args], union
-
-
-def _apply_jvp(op: Operation, args, results, kwargs):
-    lvls = set()
-    for a in args:
-        t = a._impl.tangents
-        if t:
-            lvls.update(lv for lv in t if visible(lv))
-    for lv in sorted(lvls):
-        tans = []
-        for a in args:
-            t = a._impl.tangents
-            tans.append(Tensor._wrap(t[lv]) if t and lv in t else None)
-        with hide_levels_from(lv):
-            out_t = op.jvp(args, tans, results, kwargs)
-        for r, t in zip(results, out_t, strict=True):
-            if t is None or not r._impl.dtype.is_float:
-                continue
-            if r._impl.tangents is None:
-                r._impl.tangents = {}
-            r._impl.tangents[lv] = t._impl
 
 
 def _linear_jvp(op, primals, tangents, outputs, kwargs) -> list:
@@ -426,50 +243,3 @@ def _bilinear_jvp(op, primals, tangents, kwargs) -> list:
         t = op.rebind([x, ty], kwargs)
         out = t if out is None else out + t
     return [out]
-
-
-def _bytes(n: int) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
-        if n < 1024 or unit == "PiB":
-            return f"{n} B" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n} B"  # not reached
-
-
-def _check_alloc(op, shape, dtype, nb):
-    """Refuse an output of ``shape`` (physical, ``nb`` vmap batch dims first) whose bytes
-    exceed ``CONFIG.max_alloc_bytes``, naming the logical shape the user asked for and the
-    vmap batch size."""
-    n = prod(shape)
-    limit = CONFIG.max_alloc_bytes
-    if n << 3 <= limit:  # 8 bytes: the widest dtype
-        return
-    size = n * dtype.itemsize
-    if size <= limit:
-        return
-    logical, batch = tuple(shape[nb:]), tuple(shape[:nb])
-    where = ""
-    if batch:
-        sizes = batch[0] if len(batch) == 1 else batch
-        where = f", batched by vmap (batch size {sizes}; physical shape {tuple(shape)})"
-    source = CONFIG.max_alloc_source
-    bound = (
-        "NABLA_MAX_ALLOC_BYTES"
-        if source == "NABLA_MAX_ALLOC_BYTES"
-        else "this machine's physical memory; NABLA_MAX_ALLOC_BYTES overrides it"
-    )
-    raise OpError(
-        f"{op.name}: the result of shape {logical} and dtype {dtype.value}{where} would take "
-        f"{_bytes(size)}, more than the {_bytes(limit)} allowed ({bound})"
-    )
-
-
-def _verify_eager(op, outs):
-    GRAPH.evaluate(outs)
-    for o in outs:
-        shape, dtype = buffer_shape_dtype(o.buffer)
-        if tuple(shape) != tuple(o.buffer_shape) or dtype != o.dtype:
-            raise RuntimeError(
-                f"op {op.name}: backend produced {dtype} {tuple(shape)} but the shape rule "
-                f"predicted {o.dtype} {o.buffer_shape}"
-            )

@@ -46,6 +46,7 @@ from . import per_device, spmd
 from ._util import as_tensor
 from .base import Operation
 from .functions import provide
+from .pipeline import Call, emit
 
 __all__ = [
     "shard",
@@ -128,9 +129,9 @@ class _MeshOp(Operation):
             )
         plan = self.plan(im, kwargs)
         phys = _spanning(plan.phys, plan.spec.mesh)
-        return self.emit(
-            args, kwargs, phys, im.levels, [plan.shape], [im.dtype], [im.device], [plan.spec]
-        )
+        call = Call(self, args, kwargs)
+        call.placed(phys, [plan.shape], [im.dtype], [im.device], [plan.spec], im.levels)
+        return emit(call)
 
     def plan(self, impl, kwargs) -> MeshPlan:
         """Where the output goes (a ``MeshPlan``); validates the call."""
@@ -204,7 +205,7 @@ class UnshardOp(_LayoutOp):
             "partial": tuple((mesh.axis(a), k) for a, k in im.sharding.partial),
         }
         phys = _spanning(phys, mesh)
-        return self.emit(args, kwargs, phys, im.levels, [im.shape], [im.dtype], [im.device], None)
+        return emit(Call(self, args, kwargs).placed(phys, [im.shape], [im.dtype], [im.device]))
 
     def comm_bytes(self, impl, kwargs) -> float:
         spec = impl.sharding
@@ -562,7 +563,8 @@ class AxisIndexOp(Operation):
         phys = {"mesh_shape": mesh.shape, "axis": k, "dtype": DType.int32, "device": dev}
         if mesh.spans_processes:  # the coordinates of this process's devices (an MPI lowering)
             phys = _spanning({**phys, "box": mesh.local_box}, mesh)
-        return self.emit([], kwargs, phys, (), [(mesh.shape[k],)], [DType.int32], [dev], [spec])
+        call = Call(self, [], kwargs)
+        return emit(call.placed(phys, [(mesh.shape[k],)], [DType.int32], [dev], [spec]))
 
 
 class BroadcastOp(_MeshOp):
@@ -663,7 +665,8 @@ class ToLocalOp(Operation):
         shape = tuple(n for _, _, n in src) + tuple(local)
         perm = tuple(d for _, d, _ in src) + tuple(range(v + k, v + k + len(local)))
         phys = {"drop": drop, "perm": perm}
-        return self.emit(args, kwargs, phys, levels, [shape], [im.dtype], [im.device], None)
+        call = Call(self, args, kwargs)
+        return emit(call.placed(phys, [shape], [im.dtype], [im.device], None, levels))
 
     def jvp_rule(self, primals, tangents, outputs, kwargs):
         return [self.bind([layout_like(tangents[0], primals[0]._impl)], kwargs)]
@@ -713,7 +716,8 @@ class FromLocalOp(Operation):
             "shape": mesh.local_mesh_shape + outer_shape + tuple(local),
             "dims": tuple(mesh.axis(a) for a in present) + tuple(range(m, m + k + r)),
         }
-        return self.emit(args, kwargs, phys, outer, [shape], [im.dtype], [im.device], [spec])
+        call = Call(self, args, kwargs)
+        return emit(call.placed(phys, [shape], [im.dtype], [im.device], [spec], outer))
 
     def jvp_rule(self, primals, tangents, outputs, kwargs):
         return [self.bind([tangents[0]], kwargs)]

@@ -4,16 +4,16 @@ The families' rules call each other's ops: the gradient of a broadcast is a sum,
 gradient of a sum is a broadcast, a matmul's is a transpose. Importing each other would make
 ``ops/`` one circle of modules. Instead each family enters the functions it offers here when
 it is imported (:func:`provide`, at the end of the module), and rules call them as
-``fn.reshape(...)``, looked up when the rule runs. The pipeline below the families (``spmd``,
-``base``, ``batching``, ``_util``) reaches the few ops it needs (``zeros_like``, ``cast``,
-``reshape``, the collectives that reshard) the same way. ``nabla.ops`` imports every family,
-so the table is full before any op runs.
+``fn.reshape(...)``, looked up when the rule runs. The pipeline below the families
+(``_util``, ``pipeline``, ``spmd``, ``base``, ``batching``) reaches the few ops it needs
+(``zeros_like``, ``cast``, ``reshape``, the collectives that reshard) the same way.
+``nabla.ops`` imports every family, so the table is full before any op runs.
 
 The order inside ``ops/`` (``docs/architecture.md``, "The op call pipeline"), each module
-importing only those before it: ``functions`` → ``_util`` → ``spmd`` → ``base`` →
+importing only those before it: ``functions`` → ``_util`` → ``pipeline`` → ``spmd`` → ``base`` →
 ``batching`` → the families (``creation``, ``unary``, ``binary``, ``view``, ``reduction``,
 ``indexing``, ``linalg``, ``nn``, ``random``, ``kernels``, ``transfer``, ``per_device`` →
-``collectives``) → ``methods``. ``tests/test_lint.py`` checks it.
+``collectives``) → ``methods``. ``tests/test_layers.py`` checks it.
 """
 
 from __future__ import annotations

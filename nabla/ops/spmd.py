@@ -24,21 +24,18 @@ declare ``runs_sharded = False``: their operands are gathered to whole values fi
 from __future__ import annotations
 
 from collections import OrderedDict
-from dataclasses import dataclass
 from math import prod
-from typing import Any
 
 from ..core.sharding import (
-    DeviceMesh,
     FactorRule,
-    Propagation,
     ShardingError,
     ShardingSpec,
     propagate,
 )
-from ..core.state import level_sizes, spmd_axes
+from ..core.state import spmd_axes
 from ..runtime.tensor import Tensor
 from .functions import fn
+from .pipeline import Call, emit, shapes
 
 __all__ = [
     "FactorRule",
@@ -283,141 +280,109 @@ def check_capture(op_name: str, impls) -> None:
         )
 
 
-@dataclass(slots=True)
-class _ShardedCall:
-    """One sharded op call as its stages fill it in (``bind_sharded``)."""
-
-    op: Any
-    kwargs: dict
-    mesh: DeviceMesh
-    args: list
-    impls: list | None = None
-    levels: tuple = ()  # the outputs' vmap levels
-    nb: int = 0  # the operands' vmap batch dims
-    shapes: list | None = None  # global physical output shapes
-    dtypes: list | None = None
-    devices: list | None = None
-    specs: list | None = None  # the operands' shardings as planned from
-    plan: Propagation | None = None
-    keep: dict | None = None  # the operands' partial axes -> kind
-
-
-def bind_sharded(op, args, kwargs):
-    """``op`` on operands of which at least one is sharded, in the stages of the module
-    docstring: (1) partial operands completed where the op needs it, (2) operands aligned,
-    (3) global shapes, (4) the layout planned (a partial axis the op's factors need is
-    completed and the planning starts again), operands resharded, (5) the block's kwargs;
-    then the node is emitted as for any op."""
-    impls = [a._impl for a in args]
+def bind_sharded(call: Call):
+    """The call (``pipeline.Call``) of an op with a sharded operand, in the stages of the
+    module docstring: (1) partial operands completed where the op needs it, (2) operands
+    aligned, (3) global shapes, (4) the layout planned (a partial axis the op's factors
+    need is completed and the planning starts again), operands resharded, (5) the block's
+    kwargs; then the node is emitted as for any op (``pipeline.emit``)."""
+    op = call.op
     if not op.runs_sharded:
-        mesh_of(op.name, impls)
-        check_capture(op.name, impls)
-        return op.bind([fn.unshard(a) if a._impl.sharding else a for a in args], kwargs)
-    call = _ShardedCall(op, kwargs, mesh_of(op.name, impls), list(args))
+        mesh_of(op.name, call.impls)
+        check_capture(op.name, call.impls)
+        return op.bind([fn.unshard(a) if a._impl.sharding else a for a in call.args], call.kwargs)
+    call.mesh = mesh_of(op.name, call.impls)
     while True:
-        check_capture(op.name, [a._impl for a in call.args])
-        _complete_partials(call)
-        call.args = _align(op, call.args)
-        _global_shapes(call)
-        clash = _plan_layout(call)
+        check_capture(op.name, call.impls)
+        clash = _plan_layout(shapes(_align(_complete_partials(call))))
         if not clash:
             break
         # a partial axis that the op's factors need: complete those operands, plan again
-        call.args = [
-            fn.complete_partial(a)
-            if a._impl.sharding is not None and set(a._impl.sharding.partial_axes) & clash
-            else a
-            for a in call.args
-        ]
-        call.mesh = mesh_of(op.name, [a._impl for a in call.args])
-    targets, out_specs = _reshard_operands(call)
-    phys = _block_kwargs(call, targets, out_specs)
-    return op.emit(
-        call.args, kwargs, phys, call.levels, call.shapes, call.dtypes, call.devices, out_specs
-    )
+        call.operands(
+            [
+                fn.complete_partial(a)
+                if a._impl.sharding is not None and set(a._impl.sharding.partial_axes) & clash
+                else a
+                for a in call.args
+            ]
+        )
+        call.mesh = mesh_of(op.name, call.impls)
+    return emit(_block_kwargs(_reshard_operands(call)))
 
 
-def _complete_partials(call: _ShardedCall) -> None:
+def _complete_partials(call: Call) -> Call:
     """Stage 1: partial operands the op is not linear in are reduced; a bilinear op with
     both operands partial completes the smaller one (the other passes through)."""
-    op, args = call.op, call.args
+    op, args = call.op, list(call.args)
     bilinear = op.partial_sum == "bilinear" or (op.partial_sum is None and op.bilinear)
     if bilinear and all(a._impl.sharding is not None and a._impl.sharding.partial for a in args):
         k = min(range(len(args)), key=lambda i: prod(args[i]._impl.shape))
-        args = list(args)
         args[k] = fn.complete_partial(args[k])
-    call.args = _reduce_partials(op, args, call.kwargs)
+    return call.operands(_reduce_partials(op, args, call.kwargs))
 
 
-def _global_shapes(call: _ShardedCall) -> None:
-    """Stage 3: the outputs' levels and global shapes (validating the call as unsharded)."""
-    op, kwargs = call.op, call.kwargs
-    impls = call.impls = [a._impl for a in call.args]
-    levels = impls[0].levels if impls else ()
-    call.nb = len(levels)
-    batch_shape = tuple(level_sizes[lv] for lv in levels)
-    out_lv = op.out_levels(impls, levels, kwargs)
-    if out_lv is not levels:
-        levels = out_lv
-        batch_shape = tuple(level_sizes[lv] for lv in levels)
-    call.levels = levels
-    call.shapes, call.dtypes, call.devices = op.compute_physical_shape(
-        impls, kwargs, levels, batch_shape
-    )
+def _kept_partials(impls) -> dict:
+    """The operands' partial axes (axis -> reduction kind), all together."""
+    keep: dict = {}
+    for im in impls:
+        if im.sharding is not None:
+            keep.update(im.sharding.partial)
+    return keep
 
 
-def _plan_layout(call: _ShardedCall) -> set:
+def _plan_layout(call: Call) -> set:
     """Stage 4: every factor's mesh axes (``propagate``); returns the operands' partial
     axes that the factors would split (empty when the plan stands)."""
-    specs = call.specs = [im.sharding for im in call.impls]
-    call.plan = _propagated(
-        call.op, call.impls, call.shapes, call.kwargs, call.nb, specs, call.mesh
-    )
-    call.keep = {}
-    for s in specs:
-        if s is not None:
-            call.keep.update(s.partial)
+    impls = call.impls
+    call.plan = _propagated(call.op, impls, call.shapes, call.kwargs, len(call.levels), call.mesh)
     used = {a for d in call.plan.input_dims for ax in d for a in ax} | set(call.plan.partial)
-    return set(call.keep) & used
+    return set(_kept_partials(impls)) & used
 
 
-def _reshard_operands(call: _ShardedCall) -> tuple[list, list]:
-    """Stage 4, continued: operands resharded to the planned layouts; returns their
-    target specs and the outputs' specs (checked against the output shapes)."""
-    mesh, specs = call.mesh, call.specs
+def _reshard_operands(call: Call) -> Call:
+    """Stage 4, continued: operands resharded to the planned layouts, and the outputs'
+    shardings (checked against the output shapes)."""
+    mesh, impls, plan = call.mesh, call.impls, call.plan
     targets = [
-        ShardingSpec(mesh, dims, specs[i].partial if specs[i] is not None else ())
-        for i, dims in enumerate(call.plan.input_dims)
+        ShardingSpec(mesh, dims, im.sharding.partial if im.sharding is not None else ())
+        for im, dims in zip(impls, plan.input_dims, strict=True)
     ]
-    call.args = [reshard_to(a, t, op=call.op.name) for a, t in zip(call.args, targets, strict=True)]
-    out_partial = dict(call.keep)
-    out_partial.update(call.plan.partial)
-    out_specs = [ShardingSpec(mesh, dims, out_partial) for dims in call.plan.output_dims]
-    for spec, shape in zip(out_specs, call.shapes, strict=True):
-        spec.check_shape(shape, call.op.name)
-    return targets, out_specs
+    out_partial = _kept_partials(impls)
+    out_partial.update(plan.partial)
+    name = call.op.name
+    call.operands([reshard_to(a, t, op=name) for a, t in zip(call.args, targets, strict=True)])
+    call.shardings = [ShardingSpec(mesh, dims, out_partial) for dims in plan.output_dims]
+    for spec, shape in zip(call.shardings, call.shapes, strict=True):
+        spec.check_shape(shape, name)
+    return call
 
 
-def _block_kwargs(call: _ShardedCall, targets, out_specs) -> dict:
-    """Stage 5: the physical kwargs of one device's block, behind the mesh dims."""
-    op, mesh, nb, levels = call.op, call.mesh, call.nb, call.levels
-    local_in = [t.local_shape(a._impl.shape) for t, a in zip(targets, call.args, strict=True)]
-    local_out = [s.local_shape(shape) for s, shape in zip(out_specs, call.shapes, strict=True)]
+def _block_kwargs(call: Call) -> Call:
+    """Stage 5: the physical kwargs of one device's block, behind the mesh dims (the
+    operands now have the planned layouts)."""
+    op, mesh, levels = call.op, call.mesh, call.out_levels
+    nb = len(call.levels)
+    local_in = [im.sharding.local_shape(im.shape) for im in call.impls]
+    local_out = [s.local_shape(shape) for s, shape in zip(call.shardings, call.shapes, strict=True)]
     if op.physical:
-        return op.shard_physical(call.kwargs, mesh.local_mesh_shape, local_in, local_out)
+        call.phys_kwargs = op.shard_physical(
+            call.kwargs, mesh.local_mesh_shape, local_in, local_out
+        )
+        return call
     local = op.shard_kwargs(
         call.kwargs, [s[nb:] for s in local_in], [s[len(levels) :] for s in local_out]
     )
     local_batch = local_out[0][: len(levels)] if local_out else ()
-    return op.adapt_kwargs(
+    call.phys_kwargs = op.adapt_kwargs(
         local, len(levels) + mesh.ndim, mesh.local_mesh_shape + tuple(local_batch)
     )
+    return call
 
 
 _PLANS: OrderedDict = OrderedDict()  # a propagation per (op, kwargs, operands), LRU
 
 
-def _propagated(op, impls, shapes, kwargs, nb, specs, mesh):
+def _propagated(op, impls, shapes, kwargs, nb, mesh):
     """``propagate`` of the op's rule for these operands, remembered: a training step binds
     the same ops on the same layouts every time."""
     try:
@@ -438,7 +403,7 @@ def _propagated(op, impls, shapes, kwargs, nb, specs, mesh):
             return hit
     rule = physical_rule(op, impls, shapes, kwargs, nb)
     sizes = [prod(im.shape) * im.dtype.itemsize for im in impls]
-    plan = propagate(rule, specs, sizes, mesh)
+    plan = propagate(rule, [im.sharding for im in impls], sizes, mesh)
     if key is not None:
         _PLANS[key] = plan
         if len(_PLANS) > 4096:
@@ -446,20 +411,26 @@ def _propagated(op, impls, shapes, kwargs, nb, specs, mesh):
     return plan
 
 
-def _align(op, args):
-    """Same vmap levels on every operand (no kernel-side broadcasting of an unbatched
-    operand: its buffer has mesh dims in front) and, for elementwise ops, the same rank."""
-    impls = [a._impl for a in args]
+def _align(call: Call) -> Call:
+    """Stage 2: the same vmap levels on every operand (no kernel-side broadcasting of an
+    unbatched operand: its buffer has mesh dims in front) and, for elementwise ops, the
+    same rank."""
+    op, args, impls = call.op, call.args, call.impls
     if op.scalar_operands and len(args) > 1:
         rank = max(len(im.logical_shape) for im in impls)
-        args = [
-            fn.reshape(a, (1,) * (rank - a.ndim) + a.shape) if a.ndim < rank else a for a in args
-        ]
-        impls = [a._impl for a in args]
+        if any(len(im.logical_shape) < rank for im in impls):
+            args = [
+                fn.reshape(a, (1,) * (rank - a.ndim) + a.shape) if a.ndim < rank else a
+                for a in args
+            ]
+            impls = [a._impl for a in args]
     union = tuple(sorted({lv for im in impls for lv in im.levels}))
     if any(im.levels != union for im in impls):
         args = [a if a._impl.levels == union else fn.broadcast_levels(a, union) for a in args]
-    return args
+    if args is not call.args:
+        call.operands(args)
+    call.levels = union
+    return call
 
 
 # ----------------------------------------------------------------------------- resharding

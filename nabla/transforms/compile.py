@@ -73,6 +73,7 @@ from ..core.pytree import tree_flatten, tree_unflatten
 from ..core.state import STATE, is_live
 from ..ops.base import Operation
 from ..ops.creation import constant
+from ..ops.pipeline import Call, emit
 from ..ops.random import drawing_levels, global_key
 from ..ops.unary import identity
 from ..runtime.executor import run_program
@@ -455,7 +456,8 @@ class CompiledCallOp(Operation):
         shapes, dtypes, shardings = plan.call_layouts()
         device = self.device_of([a._impl for a in args], kwargs)
         phys = self.adapt_kwargs(kwargs, 0, ())
-        return self.emit(args, kwargs, phys, (), shapes, dtypes, [device] * len(shapes), shardings)
+        call = Call(self, args, kwargs)
+        return emit(call.placed(phys, shapes, dtypes, [device] * len(shapes), shardings, ()))
 
 
 _compiled_call = CompiledCallOp()
