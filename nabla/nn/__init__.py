@@ -6,75 +6,21 @@
 
 from __future__ import annotations
 
-from . import finetune, functional, init, optim, pipeline
+from . import finetune, functional, init, layers, optim, pipeline
 from .checkpoint import load, load_metadata, merge_state_dicts, save, split_state_dict
 from .data import DataLoader
-from .layers import (
-    ELU,
-    GELU,
-    SELU,
-    AvgPool2d,
-    Conv2d,
-    Dropout,
-    Embedding,
-    Flatten,
-    Hardsigmoid,
-    Hardswish,
-    Hardtanh,
-    Identity,
-    LayerNorm,
-    LeakyReLU,
-    Linear,
-    LogSigmoid,
-    LogSoftmax,
-    MaxPool2d,
-    Mish,
-    ReLU,
-    ReLU6,
-    RMSNorm,
-    Sigmoid,
-    SiLU,
-    Softmax,
-    Softplus,
-    Tanh,
-)
+from .layers import *  # noqa: F403 - every layer (layers.__all__)
 from .module import Module, ModuleDict, ModuleList, Sequential
 from .transformer import MultiHeadAttention, TransformerDecoderLayer, TransformerEncoderLayer
 
 __all__ = [
-    "AvgPool2d",
-    "Conv2d",
+    *layers.__all__,
     "DataLoader",
-    "Dropout",
-    "ELU",
-    "Embedding",
-    "Flatten",
-    "GELU",
-    "Hardsigmoid",
-    "Hardswish",
-    "Hardtanh",
-    "Identity",
-    "LayerNorm",
-    "LeakyReLU",
-    "Linear",
-    "LogSigmoid",
-    "LogSoftmax",
-    "MaxPool2d",
-    "Mish",
     "Module",
     "ModuleDict",
     "ModuleList",
     "MultiHeadAttention",
-    "RMSNorm",
-    "ReLU",
-    "ReLU6",
-    "SELU",
     "Sequential",
-    "SiLU",
-    "Sigmoid",
-    "Softmax",
-    "Softplus",
-    "Tanh",
     "TransformerDecoderLayer",
     "TransformerEncoderLayer",
     "finetune",

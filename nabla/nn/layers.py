@@ -454,6 +454,11 @@ class Dropout(Module):
 
 # ----------------------------------------------------------------------------- activations
 class _Activation(Module):
+    """A function as a layer: ``fn(x, *settings)``, ``settings`` naming the attributes (set
+    by the subclass's constructor) passed after ``x``, in order."""
+
+    settings: tuple = ()
+
     def forward(self, x):
         """Apply the activation.
 
@@ -463,7 +468,7 @@ class _Activation(Module):
         Returns:
             A tensor like ``x``.
         """
-        return type(self).fn(x)
+        return type(self).fn(x, *[getattr(self, name) for name in self.settings])
 
 
 class ReLU(_Activation):
@@ -526,34 +531,26 @@ class LogSigmoid(_Activation):
     fn = staticmethod(F.logsigmoid)
 
 
-class ELU(Module):
+class ELU(_Activation):
     """``x`` where positive, ``alpha * (exp(x) - 1)`` elsewhere.
 
     Args:
         alpha: the scale of the negative part (default 1).
     """
 
+    fn = staticmethod(F.elu)
+    settings = ("alpha",)
+
     def __init__(self, alpha: float = 1.0):
         super().__init__()
         self.alpha = float(alpha)
-
-    def forward(self, x):
-        """Apply the activation.
-
-        Args:
-            x: the input.
-
-        Returns:
-            A tensor like ``x``.
-        """
-        return F.elu(x, self.alpha)
 
     def extra_repr(self) -> str:
         """The configuration shown by ``repr``."""
         return f"alpha={self.alpha}"
 
 
-class Hardtanh(Module):
+class Hardtanh(_Activation):
     """``x`` clipped to ``[min_val, max_val]``.
 
     Args:
@@ -561,29 +558,21 @@ class Hardtanh(Module):
         max_val: the upper bound (default 1).
     """
 
+    fn = staticmethod(F.hardtanh)
+    settings = ("min_val", "max_val")
+
     def __init__(self, min_val: float = -1.0, max_val: float = 1.0):
         super().__init__()
         if max_val <= min_val:
             raise ValueError(f"Hardtanh: max_val={max_val} must exceed min_val={min_val}")
         self.min_val, self.max_val = float(min_val), float(max_val)
 
-    def forward(self, x):
-        """Apply the activation.
-
-        Args:
-            x: the input.
-
-        Returns:
-            A tensor like ``x``.
-        """
-        return F.hardtanh(x, self.min_val, self.max_val)
-
     def extra_repr(self) -> str:
         """The configuration shown by ``repr``."""
         return f"min_val={self.min_val}, max_val={self.max_val}"
 
 
-class Softplus(Module):
+class Softplus(_Activation):
     """``log(1 + exp(beta * x)) / beta``, ``x`` where ``beta * x > threshold`` (PyTorch's).
 
     Args:
@@ -591,20 +580,12 @@ class Softplus(Module):
         threshold: the linear region's start in ``beta * x`` (default 20).
     """
 
+    fn = staticmethod(F.softplus)
+    settings = ("beta", "threshold")
+
     def __init__(self, beta: float = 1.0, threshold: float = 20.0):
         super().__init__()
         self.beta, self.threshold = float(beta), float(threshold)
-
-    def forward(self, x):
-        """Apply the activation.
-
-        Args:
-            x: the input.
-
-        Returns:
-            A tensor like ``x``.
-        """
-        return F.softplus(x, self.beta, self.threshold)
 
 
 class Identity(_Activation):
@@ -613,73 +594,49 @@ class Identity(_Activation):
     fn = staticmethod(lambda x: x)
 
 
-class GELU(Module):
+class GELU(_Activation):
     """Gaussian error linear unit.
 
     Args:
         approximate: ``"none"`` (exact, default) or ``"tanh"``.
     """
 
+    fn = staticmethod(unary.gelu)
+    settings = ("approximate",)
+
     def __init__(self, approximate: str = "none"):
         super().__init__()
         self.approximate = approximate
 
-    def forward(self, x):
-        """Apply GELU.
 
-        Args:
-            x: the input.
-
-        Returns:
-            A tensor like ``x``.
-        """
-        return unary.gelu(x, approximate=self.approximate)
-
-
-class LeakyReLU(Module):
+class LeakyReLU(_Activation):
     """``x`` where positive, ``negative_slope * x`` elsewhere.
 
     Args:
         negative_slope: default 0.01.
     """
 
+    fn = staticmethod(F.leaky_relu)
+    settings = ("negative_slope",)
+
     def __init__(self, negative_slope: float = 0.01):
         super().__init__()
         self.negative_slope = float(negative_slope)
 
-    def forward(self, x):
-        """Apply the activation.
 
-        Args:
-            x: the input.
-
-        Returns:
-            A tensor like ``x``.
-        """
-        return F.leaky_relu(x, self.negative_slope)
-
-
-class Softmax(Module):
+class Softmax(_Activation):
     """Softmax along ``axis``.
 
     Args:
         axis: the axis that sums to one (default -1).
     """
 
+    fn = staticmethod(reduction.softmax)
+    settings = ("axis",)
+
     def __init__(self, axis: int = -1):
         super().__init__()
         self.axis = int(axis)
-
-    def forward(self, x):
-        """Apply softmax.
-
-        Args:
-            x: the input.
-
-        Returns:
-            A tensor like ``x``.
-        """
-        return reduction.softmax(x, axis=self.axis)
 
 
 class LogSoftmax(Softmax):
@@ -689,16 +646,7 @@ class LogSoftmax(Softmax):
         axis: the normalized axis (default -1).
     """
 
-    def forward(self, x):
-        """Apply log-softmax.
-
-        Args:
-            x: the input.
-
-        Returns:
-            A tensor like ``x``.
-        """
-        return reduction.logsoftmax(x, axis=self.axis)
+    fn = staticmethod(reduction.logsoftmax)
 
 
 class Flatten(Module):

@@ -183,6 +183,29 @@ def cross_entropy_loss(
     """
     logits = as_tensor(logits, op="cross_entropy_loss")
     target = as_tensor(target, op="cross_entropy_loss")
+    weight = _cross_entropy_weight(logits, label_smoothing, weight)
+    logp = _reduction_ops.logsoftmax(logits, axis=-1)
+    if target.dtype.is_int:
+        loss, share = _class_index_cross_entropy(
+            logp, target, label_smoothing, weight, ignore_index
+        )
+        if share is not None and reduction == "mean":
+            return loss.sum() / share.sum()
+        return _reduce(loss, reduction, "cross_entropy_loss")
+    if ignore_index is not None:
+        raise ValueError("cross_entropy_loss: ignore_index needs class-index targets")
+    if target.shape != logits.shape:
+        raise ValueError(
+            f"cross_entropy_loss: probability target of shape {target.shape} does not match "
+            f"logits of shape {logits.shape}"
+        )
+    loss = _soft_cross_entropy(target.cast(logits.dtype), logp, label_smoothing, weight)
+    return _reduce(loss, reduction, "cross_entropy_loss")
+
+
+def _cross_entropy_weight(logits: Tensor, label_smoothing, weight) -> Tensor | None:
+    """Check ``cross_entropy_loss``'s settings against ``logits``; returns ``weight`` as a
+    tensor of the logits' dtype (None without one)."""
     if not isinstance(label_smoothing, int | float):
         raise TypeError(
             "cross_entropy_loss: label_smoothing must be a number, got "
@@ -194,53 +217,51 @@ def cross_entropy_loss(
         )
     if logits.ndim == 0:
         raise ValueError("cross_entropy_loss: logits need a class axis, got a scalar")
+    if weight is None:
+        return None
+    weight = as_tensor(weight, logits.dtype, "cross_entropy_loss")
     classes = logits.shape[-1]
-    if weight is not None:
-        weight = as_tensor(weight, logits.dtype, "cross_entropy_loss")
-        if weight.shape != (classes,):
-            raise ValueError(
-                f"cross_entropy_loss: weight of shape {weight.shape} for {classes} classes "
-                f"(logits of shape {logits.shape})"
-            )
-    logp = _reduction_ops.logsoftmax(logits, axis=-1)
-    counted = None
-    if target.dtype.is_int:
-        checked = _check_indices("cross_entropy_loss", logits, target, ignore_index)
-        if ignore_index is not None:
-            counted = binary.not_equal(target, ignore_index)
-            target = binary.where(counted, target, 0)
-        unchecked = None if checked else target
-        probs = _one_hot(target, classes, logits.dtype)
-    else:
-        if ignore_index is not None:
-            raise ValueError("cross_entropy_loss: ignore_index needs class-index targets")
-        if target.shape != logits.shape:
-            raise ValueError(
-                f"cross_entropy_loss: probability target of shape {target.shape} does not match "
-                f"logits of shape {logits.shape}"
-            )
-        probs = target.cast(logits.dtype)
-    one_hot = probs
+    if weight.shape != (classes,):
+        raise ValueError(
+            f"cross_entropy_loss: weight of shape {weight.shape} for {classes} classes "
+            f"(logits of shape {logits.shape})"
+        )
+    return weight
+
+
+def _soft_cross_entropy(probs: Tensor, logp: Tensor, label_smoothing, weight) -> Tensor:
+    """``-(probs * logp * weight).sum(-1)``, the target distribution ``probs`` first mixed
+    with the uniform one: ``(1 - e) * probs + e / C`` for ``label_smoothing = e``."""
     if label_smoothing:
-        probs = probs * (1.0 - label_smoothing) + label_smoothing / classes
-    if target.dtype.is_int and not label_smoothing:
-        loss = -_picked(logp if weight is None else logp * weight, target)
+        probs = probs * (1.0 - label_smoothing) + label_smoothing / logp.shape[-1]
+    terms = probs * logp if weight is None else probs * logp * weight
+    return -terms.sum(axis=-1)
+
+
+def _class_index_cross_entropy(logp, target, label_smoothing, weight, ignore_index):
+    """Cross-entropy of each class-index target: ``(loss, share)``, ``share`` being each
+    target's part in a ``"mean"`` (None: every target counts alike, a plain mean)."""
+    classes = logp.shape[-1]
+    checked = _check_indices("cross_entropy_loss", logp, target, ignore_index)
+    counted = None if ignore_index is None else binary.not_equal(target, ignore_index)
+    if counted is not None:
+        target = binary.where(counted, target, 0)
+    one_hot = _one_hot(target, classes, logp.dtype)
+    if label_smoothing:
+        loss = _soft_cross_entropy(one_hot, logp, label_smoothing, weight)
     else:
-        terms = probs * logp if weight is None else probs * logp * weight
-        loss = -terms.sum(axis=-1)
-    if target.dtype.is_int and unchecked is not None:
-        loss = _nan_out_of_range(loss, unchecked, classes)
-    if not target.dtype.is_int or (counted is None and weight is None):
-        return _reduce(loss, reduction, "cross_entropy_loss")
-    # class indices with weights or ignored targets: PyTorch's weighted mean, each target
-    # counting its class's weight
-    share = creation.ones((), dtype=logits.dtype) if weight is None else (one_hot * weight).sum(-1)
+        loss = -_picked(logp if weight is None else logp * weight, target)
+    if not checked:
+        loss = _nan_out_of_range(loss, target, classes)
+    if counted is None and weight is None:
+        return loss, None
+    # with weights or ignored targets, PyTorch's weighted mean: each target counts its
+    # class's weight, an ignored one nothing
+    share = creation.ones((), dtype=logp.dtype) if weight is None else (one_hot * weight).sum(-1)
     if counted is not None:
         share = binary.where(counted, share, 0.0)
         loss = binary.where(counted, loss, 0.0)
-    if reduction == "mean":
-        return loss.sum() / share.sum()
-    return _reduce(loss, reduction, "cross_entropy_loss")
+    return loss, share
 
 
 def binary_cross_entropy_with_logits(

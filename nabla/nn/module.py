@@ -11,6 +11,7 @@ from __future__ import annotations
 import weakref
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
@@ -80,18 +81,16 @@ def _holds_tensor(value) -> bool:
     return isinstance(value, list | tuple) and any(isinstance(v, Tensor) for v in value)
 
 
+@dataclass(slots=True, eq=False)  # equality and hash below: static values compare loosely
 class _ModuleDef:
     """A module's static part (the treedef's node data): class, names and static attributes."""
 
-    __slots__ = ("cls", "params", "buffers", "modules", "static", "frozen")
-
-    def __init__(self, cls, params, buffers, modules, static, frozen):
-        self.cls = cls
-        self.params = params
-        self.buffers = buffers
-        self.modules = modules
-        self.static = static  # tuple of (name, value), in definition order
-        self.frozen = frozen
+    cls: type
+    params: tuple
+    buffers: tuple
+    modules: tuple
+    static: tuple  # of (name, value), in definition order
+    frozen: frozenset
 
     def _key(self):
         return (self.cls, self.params, self.buffers, self.modules, self.frozen)
@@ -695,6 +694,22 @@ class _ModuleSequence:
         del mods[index]
         self._renumber(mods)
 
+    def __len__(self) -> int:
+        return len(self.__dict__["_modules"])
+
+    def __iter__(self):
+        return iter(self.__dict__["_modules"].values())
+
+    def __getitem__(self, i):
+        items = list(self.__dict__["_modules"].items())
+        if isinstance(i, slice):
+            return self._of_items(items[i])
+        return items[i][1]
+
+    def _of_items(self, items):
+        """A new container of this kind holding the ``(name, module)`` pairs ``items``."""
+        raise NotImplementedError
+
 
 class ModuleList(_ModuleSequence, Module):
     """A list of submodules, named ``"0"``, ``"1"``, ... in qualified names.
@@ -713,17 +728,8 @@ class ModuleList(_ModuleSequence, Module):
         for m in modules:
             self.append(m)
 
-    def __len__(self) -> int:
-        return len(self.__dict__["_modules"])
-
-    def __iter__(self):
-        return iter(self.__dict__["_modules"].values())
-
-    def __getitem__(self, i):
-        items = list(self.__dict__["_modules"].values())
-        if isinstance(i, slice):
-            return ModuleList(items[i])
-        return items[i]
+    def _of_items(self, items):
+        return ModuleList(m for _, m in items)
 
 
 class ModuleDict(Module):
@@ -804,16 +810,10 @@ class Sequential(_ModuleSequence, Module):
             x = m(x)
         return x
 
-    def __len__(self) -> int:
-        return len(self.__dict__["_modules"])
-
-    def __iter__(self):
-        return iter(self.__dict__["_modules"].values())
-
     def __getitem__(self, i):
-        items = list(self.__dict__["_modules"].items())
-        if isinstance(i, slice):
-            return Sequential(OrderedDict(items[i]))
         if isinstance(i, str):
             return self.__dict__["_modules"][i]
-        return items[i][1]
+        return super().__getitem__(i)
+
+    def _of_items(self, items):
+        return Sequential(OrderedDict(items))

@@ -29,6 +29,7 @@ from __future__ import annotations
 import math
 import numbers
 from collections import OrderedDict
+from typing import NamedTuple
 
 from ..core.dtypes import DType
 from ..core.pytree import tree_flatten, tree_leaves, tree_unflatten
@@ -408,7 +409,18 @@ def _bias_correction(beta: float, t: Tensor) -> Tensor:
     return -unary.expm1(t * log_beta)
 
 
-def _adam(params, grads, state, lr, betas, eps, weight_decay, decoupled, amsgrad=False):
+class _AdamSettings(NamedTuple):
+    """The settings of one Adam or AdamW update (``decoupled``: AdamW's weight decay)."""
+
+    betas: tuple
+    eps: float
+    weight_decay: float
+    decoupled: bool
+    amsgrad: bool
+
+
+def _adam(params, grads, state, lr, settings: _AdamSettings):
+    betas, eps, weight_decay, decoupled, amsgrad = settings
     name = "adamw_update" if decoupled else "adam_update"
     _check_settings(name, lr, betas=betas, eps=eps, wd=weight_decay)
     if amsgrad and "nu_max" not in state:
@@ -453,7 +465,7 @@ def adam_update(
     Returns:
         ``(new_params, new_state)``.
     """
-    return _adam(params, grads, state, lr, betas, eps, weight_decay, False, amsgrad)
+    return _adam(params, grads, state, lr, _AdamSettings(betas, eps, weight_decay, False, amsgrad))
 
 
 def adamw_update(
@@ -480,7 +492,7 @@ def adamw_update(
         >>> p["w"].numpy().round(3).tolist()
         [0.899, 0.899]
     """
-    return _adam(params, grads, state, lr, betas, eps, weight_decay, True, amsgrad)
+    return _adam(params, grads, state, lr, _AdamSettings(betas, eps, weight_decay, True, amsgrad))
 
 
 # ----------------------------------------------------------------------------- stateful
@@ -597,31 +609,9 @@ class Optimizer:
             ValueError: for missing or unexpected keys, or shape or dtype mismatches, all
                 listed in one message (nothing is changed).
         """
-        own = self.state_dict()
         names = named_leaves(self.params)
-        leaf_of = {n: p for n, p in zip(names, tree_leaves(self.params))}
-        # a saved moment may also fill a leaf that has none yet (trained before, or frozen
-        # when this optimizer was made)
-        known = {f"{key}.{n}" for key in self.state if key != "step" for n in names}
-        problems = [f"missing key {k!r}" for k in own if k not in state_dict]
-        problems += [f"unexpected key {k!r}" for k in state_dict if k not in own and k not in known]
-        for k in state_dict:
-            if k in own or k not in known:
-                continue
-            v = leaf_of[k.split(".", 1)[1]]
-            got = state_dict[k]
-            if tuple(got.shape) != tuple(v.shape):
-                problems.append(f"{k}: shape {tuple(got.shape)}, expected {tuple(v.shape)}")
-        for k, v in own.items():
-            if k not in state_dict:
-                continue
-            got = state_dict[k]
-            if tuple(got.shape) != tuple(v.shape):
-                problems.append(f"{k}: shape {tuple(got.shape)}, expected {tuple(v.shape)}")
-            elif as_tensor(got).dtype is not v.dtype:
-                problems.append(
-                    f"{k}: dtype {as_tensor(got).dtype.value}, expected {v.dtype.value}"
-                )
+        leaf_of = dict(zip(names, tree_leaves(self.params)))
+        problems = self._load_problems(state_dict, leaf_of)
         if problems:
             raise ValueError(
                 f"{type(self).__name__}.load_state_dict: {'; '.join(problems)} (nothing loaded)"
@@ -635,6 +625,42 @@ class Optimizer:
                     for n, v in zip(names, values)
                 ]
         self.state = new
+
+    def _load_problems(self, state_dict, leaf_of: dict) -> list:
+        """What keeps ``state_dict`` from loading: missing and unexpected keys, then shape
+        (and, for entries this state holds, dtype) mismatches."""
+        own = self.state_dict()
+        # a saved moment may also fill a leaf that has none yet (trained before, or frozen
+        # when this optimizer was made): it must have the leaf's shape
+        fillable = {
+            f"{key}.{n}": leaf
+            for key in self.state
+            if key != "step"
+            for n, leaf in leaf_of.items()
+            if f"{key}.{n}" not in own
+        }
+        problems = [f"missing key {k!r}" for k in own if k not in state_dict]
+        problems += [
+            f"unexpected key {k!r}" for k in state_dict if k not in own and k not in fillable
+        ]
+        problems += [
+            _mismatch(k, got, fillable[k], dtype=False)
+            for k, got in state_dict.items()
+            if k in fillable
+        ]
+        problems += [
+            _mismatch(k, state_dict[k], v, dtype=True) for k, v in own.items() if k in state_dict
+        ]
+        return [p for p in problems if p is not None]
+
+
+def _mismatch(key: str, got, like: Tensor, dtype: bool) -> str | None:
+    """How the loaded value ``got`` differs from ``like`` in shape (or ``dtype``), if it does."""
+    if tuple(got.shape) != tuple(like.shape):
+        return f"{key}: shape {tuple(got.shape)}, expected {tuple(like.shape)}"
+    if dtype and as_tensor(got).dtype is not like.dtype:
+        return f"{key}: dtype {as_tensor(got).dtype.value}, expected {like.dtype.value}"
+    return None
 
 
 class CompiledStep:
@@ -751,17 +777,10 @@ class Adam(Optimizer):
         return adam_init(params, self.amsgrad)
 
     def _update(self, params, grads, state):
-        return _adam(
-            params,
-            grads,
-            state,
-            self.lr,
-            self.betas,
-            self.eps,
-            self.weight_decay,
-            self.decoupled,
-            self.amsgrad,
+        settings = _AdamSettings(
+            self.betas, self.eps, self.weight_decay, self.decoupled, self.amsgrad
         )
+        return _adam(params, grads, state, self.lr, settings)
 
 
 class AdamW(Adam):

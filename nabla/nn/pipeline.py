@@ -26,6 +26,9 @@ and its result is masked out, as on real hardware where the step's slot is empty
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+
 import numpy as np
 
 from ..core.pytree import tree_leaves, tree_map
@@ -248,15 +251,29 @@ def _stage_params(params):
     return tree_map(lambda leaf: reshape(leaf, leaf.shape[1:]), params)
 
 
-def _specs(params, axis, data_axis):
-    p_spec = tree_map(lambda _: P(axis), params)
-    x_spec = P(None, data_axis)
-    return p_spec, x_spec
+@dataclass(frozen=True, slots=True)
+class _Run:
+    """A pipelined run's fixed parts, which the code each device runs reads: the stage
+    function, the loss (None for a forward only), the mesh axes and the sizes."""
+
+    stage_fn: Callable
+    loss_fn: Callable | None
+    mesh: DeviceMesh
+    axis: str
+    data_axis: str | None
+    stages: int
+    microbatches: int
+
+    def specs(self, params):
+        """``shard_map``'s specs: of ``params`` (stage rows over the pipeline axis) and of the
+        stacked microbatches (rows over the data axis)."""
+        return tree_map(lambda _: P(self.axis), params), P(None, self.data_axis)
 
 
-def _forward_steps(stage_fn, p, xs, S, M, axis, mesh):
+def _forward_steps(run: _Run, p, xs):
     """GPipe's forward: returns the last stage's output per microbatch (valid there)."""
-    stage = axis_index(mesh, axis)
+    S, M, axis = run.stages, run.microbatches, run.axis
+    stage = axis_index(run.mesh, axis)
     first = stage == 0
     state = zeros_like(xs[0])
     outs = []
@@ -269,7 +286,7 @@ def _forward_steps(stage_fn, p, xs, S, M, axis, mesh):
         active = (stage <= t) & (stage > t - M)
         q = tree_map(lambda leaf, active=active: where(active, leaf, stop_gradient(leaf)), p)
         inp = where(active, inp, stop_gradient(inp))
-        out = stage_fn(q, inp)
+        out = run.stage_fn(q, inp)
         if t >= S - 1:
             outs.append(out)
         state = ppermute(out, send, axis_name=axis)
@@ -292,17 +309,17 @@ def pipeline_forward(stage_fn, params, x, *, mesh, axis="pp", microbatches=1, da
         The output batch, ``(B, ...)``.
     """
     S, _ = _check(mesh, axis, microbatches, x, data_axis, params)
-    p_spec, x_spec = _specs(params, axis, data_axis)
+    run = _Run(stage_fn, None, mesh, axis, data_axis, S, microbatches)
+    p_spec, x_spec = run.specs(params)
 
     def body(params, xs):
-        p = _stage_params(params)
-        outs, stage = _forward_steps(stage_fn, p, xs, S, microbatches, axis, mesh)
+        outs, stage = _forward_steps(run, _stage_params(params), xs)
         ys = stack(outs)
         # only the last stage's outputs are real: move them to every stage
         return all_reduce(where(stage == S - 1, ys, zeros_like(ys)), "sum", axes=axis)
 
-    run = shard_map(body, mesh=mesh, in_specs=(p_spec, x_spec), out_specs=x_spec)
-    ys = run(params, _microbatches(x, microbatches))
+    mapped = shard_map(body, mesh=mesh, in_specs=(p_spec, x_spec), out_specs=x_spec)
+    ys = mapped(params, _microbatches(x, microbatches))
     return reshape(ys, tuple(x.shape[:1]) + tuple(ys.shape[2:]))
 
 
@@ -349,93 +366,137 @@ def pipeline_value_and_grad(
     kind = SCHEDULES.get(schedule, schedule) if isinstance(schedule, str) else schedule
     if kind not in (GPipe, OneFOneB):
         raise ValueError(f"pipeline: schedule must be 'gpipe' or '1f1b', got {schedule!r}")
-    p_spec, x_spec = _specs(params, axis, data_axis)
+    run = _Run(stage_fn, loss_fn, mesh, axis, data_axis, S, microbatches)
     xs, ys = _microbatches(x, microbatches), _microbatches(y, microbatches)
-    M = microbatches
-
     if kind is GPipe:
+        return _gpipe_value_and_grad(run, params, xs, ys)
+    return _one_f_one_b_value_and_grad(run, params, xs, ys)
 
-        def body(params, xs, ys):
-            p = _stage_params(params)
-            outs, stage = _forward_steps(stage_fn, p, xs, S, M, axis, mesh)
-            total = sum(loss_fn(outs[m], ys[m]) for m in range(M)) / M
-            loss = all_reduce(where(stage == S - 1, total, zeros_like(total)), "sum", axes=axis)
-            return pmean(loss, axes=data_axis) if data_axis is not None else loss
 
-        run = shard_map(body, mesh=mesh, in_specs=(p_spec, x_spec, x_spec), out_specs=P())
-        return value_and_grad(lambda p: run(p, xs, ys))(params)
-
-    table = OneFOneB(S, M).table
-    K = _ring_size(table, S, M)  # activation slots per stage: S, not M
+def _gpipe_value_and_grad(run: _Run, params, xs, ys):
+    """GPipe: every forward, then the backward that differentiation derives from them."""
+    S, M = run.stages, run.microbatches
+    p_spec, x_spec = run.specs(params)
 
     def body(params, xs, ys):
-        p = _stage_params(params)
-        stage = axis_index(mesh, axis)
-        last = stage == S - 1
-        slots = constant(np.arange(K, dtype=np.int32))
+        outs, stage = _forward_steps(run, _stage_params(params), xs)
+        total = sum(run.loss_fn(outs[m], ys[m]) for m in range(M)) / M
+        loss = all_reduce(where(stage == S - 1, total, zeros_like(total)), "sum", axes=run.axis)
+        return pmean(loss, axes=run.data_axis) if run.data_axis is not None else loss
 
-        def per_stage(values):
-            """This device's entry of a per-stage table (an int32 scalar per device)."""
-            return take(constant(np.asarray(values, dtype=np.int32)), stage)
+    mapped = shard_map(body, mesh=run.mesh, in_specs=(p_spec, x_spec, x_spec), out_specs=P())
+    return value_and_grad(lambda p: mapped(p, xs, ys))(params)
 
-        def slot(ms):  # this device's ring slot of microbatch ms[stage] (-1: none)
-            return per_stage([m % K if m >= 0 else -1 for m in ms])
 
-        def pick(buf, k):  # row k of a stacked buffer (k < 0: idle, any row)
-            return take(buf, maximum(k, 0), axis=0)
+def _one_f_one_b_value_and_grad(run: _Run, params, xs, ys):
+    """1F1B: the timetable of :class:`OneFOneB` run step by step on every device."""
+    table = OneFOneB(run.stages, run.microbatches).table
+    slots = _ring_size(table, run.stages, run.microbatches)  # per stage: S, not M
+    p_spec, x_spec = run.specs(params)
 
-        def put(buf, k, value):  # buf with row k replaced by value (k < 0: unchanged)
-            hit = reshape(slots == k, (K,) + (1,) * (buf.ndim - 1))
-            return where(hit, reshape(value, (1,) + tuple(value.shape)), buf)
-
-        ring = zeros_like(xs[:K])
-        recv_act = ring  # activations arrived from the previous stage, not yet run
-        saved_in = ring  # forward inputs kept for the backward
-        recv_ct = ring  # cotangents arrived from the next stage
-        grads = tree_map(zeros_like, p)
-        total = None
-        fwd = [(i, i + 1) for i in range(S - 1)]
-        bwd = [(i + 1, i) for i in range(S - 1)]
+    def body(params, xs, ys):
+        device = _OneFOneBDevice(run, _stage_params(params), xs, ys, slots)
         for row in table:
-            f_of = [cell[1] if cell and cell[0] == "F" else -1 for cell in row]
-            b_of = [cell[1] if cell and cell[0] == "B" else -1 for cell in row]
-            if any(m >= 0 for m in f_of):  # forward slot (idle stages compute on row 0)
-                mf = per_stage(f_of)
-                kf = slot(f_of)
-                inp = where(stage == 0, pick(xs, mf), pick(recv_act, kf))
-                saved_in = put(saved_in, kf, inp)
-                out = stage_fn(p, inp)
-                if f_of[S - 1] >= 0:  # the last stage finished a microbatch: its loss
-                    lm = loss_fn(out, ys[f_of[S - 1]])
-                    lm = where(last, lm, zeros_like(lm))
-                    total = lm if total is None else total + lm
-                sent = ppermute(out, fwd, axis_name=axis)
-                recv_act = put(recv_act, slot([-1] + f_of[:-1]), sent)
-            if any(m >= 0 for m in b_of):  # backward slot
-                mb = per_stage(b_of)
-                busy = mb >= 0
+            device.step(row)
+        return device.result()
 
-                y_m = pick(ys, mb)
+    out_specs = (P(), p_spec)
+    mapped = shard_map(body, mesh=run.mesh, in_specs=(p_spec, x_spec, x_spec), out_specs=out_specs)
+    return mapped(params, xs, ys)
 
-                def through(q, a, y_m=y_m):
-                    h = stage_fn(q, a)
-                    return h, loss_fn(h, y_m)
 
-                kb = slot(b_of)
-                (h, lm), pull = vjp(through, p, pick(saved_in, kb))
-                # the last stage starts from the loss; the others from what arrived
-                ct_h = where(last, zeros_like(h), pick(recv_ct, kb))
-                ct_l = where(last, constant(1.0 / M, dtype=lm.dtype), zeros_like(lm))
-                gp, ga = pull((ct_h, ct_l))
-                grads = tree_map(lambda g, d: g + where(busy, d, zeros_like(d)), grads, gp)
-                sent = ppermute(ga, bwd, axis_name=axis)
-                recv_ct = put(recv_ct, slot(b_of[1:] + [-1]), sent)
-        loss = all_reduce(total / M, "sum", axes=axis)
-        grads = tree_map(lambda g: reshape(g, (1,) + tuple(g.shape)), grads)
-        if data_axis is not None:
-            loss = pmean(loss, axes=data_axis)
-            grads = tree_map(lambda g: pmean(g, axes=data_axis), grads)
+class _OneFOneBDevice:
+    """One device's part of a 1F1B run: its stage's forwards and backwards, the ring buffers
+    (``slots`` rows, microbatch ``m`` in row ``m % slots``) that activations and cotangents
+    wait in, and the gradient and loss summed so far."""
+
+    def __init__(self, run: _Run, p, xs, ys, slots: int):
+        self.run, self.p, self.xs, self.ys = run, p, xs, ys
+        self.stage = axis_index(run.mesh, run.axis)
+        self.last = self.stage == run.stages - 1
+        self.size = slots
+        self.slots = constant(np.arange(slots, dtype=np.int32))
+        ring = zeros_like(xs[:slots])
+        self.recv_act = ring  # activations arrived from the previous stage, not yet run
+        self.saved_in = ring  # forward inputs kept for the backward
+        self.recv_ct = ring  # cotangents arrived from the next stage
+        self.grads = tree_map(zeros_like, p)
+        self.total = None
+        S = run.stages
+        self.fwd = [(i, i + 1) for i in range(S - 1)]
+        self.bwd = [(i + 1, i) for i in range(S - 1)]
+
+    def _per_stage(self, values):
+        """This device's entry of a per-stage table (an int32 scalar per device)."""
+        return take(constant(np.asarray(values, dtype=np.int32)), self.stage)
+
+    def _slot(self, ms):
+        """This device's ring slot of microbatch ``ms[stage]`` (-1: none)."""
+        return self._per_stage([m % self.size if m >= 0 else -1 for m in ms])
+
+    @staticmethod
+    def _pick(buf, k):
+        """Row ``k`` of a stacked buffer (``k < 0``: idle, any row)."""
+        return take(buf, maximum(k, 0), axis=0)
+
+    def _put(self, buf, k, value):
+        """``buf`` with row ``k`` replaced by ``value`` (``k < 0``: unchanged)."""
+        hit = reshape(self.slots == k, (self.size,) + (1,) * (buf.ndim - 1))
+        return where(hit, reshape(value, (1,) + tuple(value.shape)), buf)
+
+    def step(self, row) -> None:
+        """Run one time step of the timetable: its forward cells, then its backward cells."""
+        f_of = [cell[1] if cell and cell[0] == "F" else -1 for cell in row]
+        b_of = [cell[1] if cell and cell[0] == "B" else -1 for cell in row]
+        if any(m >= 0 for m in f_of):
+            self._forward(f_of)
+        if any(m >= 0 for m in b_of):
+            self._backward(b_of)
+
+    def _forward(self, f_of) -> None:
+        """The forward slot: stage ``s`` runs microbatch ``f_of[s]`` (idle stages compute on
+        row 0); the last stage adds its loss."""
+        run, S = self.run, self.run.stages
+        mf = self._per_stage(f_of)
+        kf = self._slot(f_of)
+        inp = where(self.stage == 0, self._pick(self.xs, mf), self._pick(self.recv_act, kf))
+        self.saved_in = self._put(self.saved_in, kf, inp)
+        out = run.stage_fn(self.p, inp)
+        if f_of[S - 1] >= 0:  # the last stage finished a microbatch: its loss
+            lm = run.loss_fn(out, self.ys[f_of[S - 1]])
+            lm = where(self.last, lm, zeros_like(lm))
+            self.total = lm if self.total is None else self.total + lm
+        sent = ppermute(out, self.fwd, axis_name=run.axis)
+        self.recv_act = self._put(self.recv_act, self._slot([-1] + f_of[:-1]), sent)
+
+    def _backward(self, b_of) -> None:
+        """The backward slot: stage ``s`` differentiates microbatch ``b_of[s]`` from its
+        saved input and sends the input's cotangent to the previous stage."""
+        run = self.run
+        mb = self._per_stage(b_of)
+        busy = mb >= 0
+        y_m = self._pick(self.ys, mb)
+
+        def through(q, a):
+            h = run.stage_fn(q, a)
+            return h, run.loss_fn(h, y_m)
+
+        kb = self._slot(b_of)
+        (h, lm), pull = vjp(through, self.p, self._pick(self.saved_in, kb))
+        # the last stage starts from the loss; the others from what arrived
+        ct_h = where(self.last, zeros_like(h), self._pick(self.recv_ct, kb))
+        ct_l = where(self.last, constant(1.0 / run.microbatches, dtype=lm.dtype), zeros_like(lm))
+        gp, ga = pull((ct_h, ct_l))
+        self.grads = tree_map(lambda g, d: g + where(busy, d, zeros_like(d)), self.grads, gp)
+        sent = ppermute(ga, self.bwd, axis_name=run.axis)
+        self.recv_ct = self._put(self.recv_ct, self._slot(b_of[1:] + [-1]), sent)
+
+    def result(self):
+        """``(loss, grads)`` of the whole run, averaged over the data axis if there is one."""
+        run = self.run
+        loss = all_reduce(self.total / run.microbatches, "sum", axes=run.axis)
+        grads = tree_map(lambda g: reshape(g, (1,) + tuple(g.shape)), self.grads)
+        if run.data_axis is not None:
+            loss = pmean(loss, axes=run.data_axis)
+            grads = tree_map(lambda g: pmean(g, axes=run.data_axis), grads)
         return loss, grads
-
-    run = shard_map(body, mesh=mesh, in_specs=(p_spec, x_spec, x_spec), out_specs=(P(), p_spec))
-    return run(params, xs, ys)

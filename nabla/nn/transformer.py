@@ -197,7 +197,45 @@ def _check_batch_first(name, batch_first):
         )
 
 
-class TransformerEncoderLayer(Module):
+class _TransformerLayer(Module):
+    """What the encoder and decoder layers share: their construction (the attention blocks
+    named in ``attentions``, the feed-forward block, a ``LayerNorm`` per block, dropout and
+    the activation; parameters registered and drawn in that order) and the feed-forward
+    block itself."""
+
+    attentions: tuple = ()
+
+    def __init__(
+        self,
+        d_model: int,
+        nhead: int,
+        dim_feedforward: int = 2048,
+        dropout: float = 0.1,
+        activation="relu",
+        layer_norm_eps: float = 1e-5,
+        batch_first: bool = True,
+        norm_first: bool = False,
+        *,
+        key=None,
+    ):
+        super().__init__()
+        _check_batch_first(type(self).__name__, batch_first)
+        *attention_keys, k1, k2 = _keys(key, len(self.attentions) + 2)
+        for name, k in zip(self.attentions, attention_keys):
+            setattr(self, name, MultiHeadAttention(d_model, nhead, dropout, key=k))
+        self.linear1 = Linear(d_model, dim_feedforward, key=k1)
+        self.linear2 = Linear(dim_feedforward, d_model, key=k2)
+        for i in range(1, len(self.attentions) + 2):  # norm1, norm2, ...: one per block
+            setattr(self, f"norm{i}", LayerNorm(d_model, layer_norm_eps))
+        self.dropout = Dropout(dropout)
+        self.activation = _activation(activation)
+        self.norm_first = bool(norm_first)
+
+    def _ff(self, x):
+        return self.dropout(self.linear2(self.dropout(self.activation(self.linear1(x)))))
+
+
+class TransformerEncoderLayer(_TransformerLayer):
     """Self-attention then a feed-forward block, each with a residual connection and
     ``LayerNorm`` (after the residual, or before the block with ``norm_first=True``).
 
@@ -220,36 +258,10 @@ class TransformerEncoderLayer(Module):
         ValueError: for ``batch_first=False``.
     """
 
-    def __init__(
-        self,
-        d_model: int,
-        nhead: int,
-        dim_feedforward: int = 2048,
-        dropout: float = 0.1,
-        activation="relu",
-        layer_norm_eps: float = 1e-5,
-        batch_first: bool = True,
-        norm_first: bool = False,
-        *,
-        key=None,
-    ):
-        super().__init__()
-        _check_batch_first(type(self).__name__, batch_first)
-        ka, k1, k2 = _keys(key, 3)
-        self.self_attn = MultiHeadAttention(d_model, nhead, dropout, key=ka)
-        self.linear1 = Linear(d_model, dim_feedforward, key=k1)
-        self.linear2 = Linear(dim_feedforward, d_model, key=k2)
-        self.norm1 = LayerNorm(d_model, layer_norm_eps)
-        self.norm2 = LayerNorm(d_model, layer_norm_eps)
-        self.dropout = Dropout(dropout)
-        self.activation = _activation(activation)
-        self.norm_first = bool(norm_first)
+    attentions = ("self_attn",)
 
     def _sa(self, x, mask, kpm, causal):
         return self.dropout(self.self_attn(x, x, x, kpm, mask, causal))
-
-    def _ff(self, x):
-        return self.dropout(self.linear2(self.dropout(self.activation(self.linear1(x)))))
 
     def forward(self, src, src_mask=None, src_key_padding_mask=None, is_causal: bool = False):
         """Apply the layer.
@@ -271,7 +283,7 @@ class TransformerEncoderLayer(Module):
         return self.norm2(x + self._ff(x))
 
 
-class TransformerDecoderLayer(Module):
+class TransformerDecoderLayer(_TransformerLayer):
     """Causal-capable self-attention, cross-attention to ``memory`` and a feed-forward block,
     each with a residual connection and ``LayerNorm``.
 
@@ -294,32 +306,7 @@ class TransformerDecoderLayer(Module):
         ValueError: for ``batch_first=False``.
     """
 
-    def __init__(
-        self,
-        d_model: int,
-        nhead: int,
-        dim_feedforward: int = 2048,
-        dropout: float = 0.1,
-        activation="relu",
-        layer_norm_eps: float = 1e-5,
-        batch_first: bool = True,
-        norm_first: bool = False,
-        *,
-        key=None,
-    ):
-        super().__init__()
-        _check_batch_first(type(self).__name__, batch_first)
-        ka, kc, k1, k2 = _keys(key, 4)
-        self.self_attn = MultiHeadAttention(d_model, nhead, dropout, key=ka)
-        self.cross_attn = MultiHeadAttention(d_model, nhead, dropout, key=kc)
-        self.linear1 = Linear(d_model, dim_feedforward, key=k1)
-        self.linear2 = Linear(dim_feedforward, d_model, key=k2)
-        self.norm1 = LayerNorm(d_model, layer_norm_eps)
-        self.norm2 = LayerNorm(d_model, layer_norm_eps)
-        self.norm3 = LayerNorm(d_model, layer_norm_eps)
-        self.dropout = Dropout(dropout)
-        self.activation = _activation(activation)
-        self.norm_first = bool(norm_first)
+    attentions = ("self_attn", "cross_attn")
 
     def forward(
         self,
@@ -353,14 +340,11 @@ class TransformerDecoderLayer(Module):
         def ca(x):
             return drop(self.cross_attn(x, memory, memory, memory_key_padding_mask, memory_mask))
 
-        def ff(x):
-            return drop(self.linear2(drop(self.activation(self.linear1(x)))))
-
         x = tgt
         if self.norm_first:
             x = x + sa(self.norm1(x))
             x = x + ca(self.norm2(x))
-            return x + ff(self.norm3(x))
+            return x + self._ff(self.norm3(x))
         x = self.norm1(x + sa(x))
         x = self.norm2(x + ca(x))
-        return self.norm3(x + ff(x))
+        return self.norm3(x + self._ff(x))
