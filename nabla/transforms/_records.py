@@ -12,6 +12,7 @@ from typing import Any, NamedTuple
 __all__ = [
     "Ref",
     "RecordedNode",
+    "BodyRecords",
     "PyOut",
     "InSpec",
     "OutAval",
@@ -49,6 +50,15 @@ class RecordedNode(NamedTuple):
     refs: tuple
     out_specs: tuple
     phys_kwargs: dict
+
+
+class BodyRecords(NamedTuple):
+    """What a control-flow body keeps of its recording: the ``RecordedNode``s, the ``Ref``
+    of each flat output, and the outer ``TensorImpl``s it reads (its captured tensors)."""
+
+    nodes: tuple
+    outputs: tuple
+    captured: list
 
 
 class InSpec(NamedTuple):

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import numbers
 import weakref
+from typing import NamedTuple
 
 import numpy as np
 
@@ -50,7 +51,7 @@ from ..ops._util import as_tensor
 from ..ops.base import Operation
 from ..runtime.graph import ConcretizationError
 from ..runtime.tensor import Tensor
-from ._records import InSpec, LoopLayout, OutAval, RecordedNode, Ref
+from ._records import BodyRecords, InSpec, LoopLayout, OutAval, RecordedNode, Ref
 from .autodiff import jvp, vjp
 from .trace import _HIDDEN_KWARGS, _SHORT
 
@@ -72,13 +73,11 @@ class Body:
 
     __slots__ = ("what", "in_specs", "nodes", "outputs", "out_tree", "captured", "out_impls")
 
-    def __init__(self, what, in_specs, nodes, outputs, out_tree, captured, out_impls):
+    def __init__(self, what, in_specs, records: BodyRecords, out_tree, out_impls):
         self.what = what
         self.in_specs = in_specs
-        self.nodes = nodes
-        self.outputs = outputs
+        self.nodes, self.outputs, self.captured = records
         self.out_tree = out_tree
-        self.captured = captured
         # an OutAval per output: (dtype, physical shape, device, levels, logical shape)
         self.out_impls = out_impls
 
@@ -228,12 +227,12 @@ def trace_body(fn, args: list, what: str, levels: list | None = None, out_levels
     if outer is not None:  # hoisted nodes belong to the enclosing trace (e.g. compile)
         outer.extend(hoisted)
     needed = _needed_nodes(out_flat, arg_of, dependent)
-    nodes, outputs, captured = _body_records(kept, needed, arg_of, dependent, out_flat)
+    records = _body_records(kept, needed, arg_of, dependent, out_flat)
     in_specs = tuple(InSpec(p.dtype, p._impl.shape, p.device, p._impl.levels) for p in phs)
     out_impls = tuple(
         OutAval(o.dtype, o._impl.shape, o.device, o._impl.levels, o.shape) for o in out_flat
     )
-    return Body(what, in_specs, nodes, outputs, out_tree, captured, out_impls)
+    return Body(what, in_specs, records, out_tree, out_impls)
 
 
 def _refuse_draws(what, rng) -> None:
@@ -289,7 +288,7 @@ def _needed_nodes(out_flat, arg_of, dependent) -> set:
     return needed
 
 
-def _body_records(kept, needed, arg_of, dependent, out_flat):
+def _body_records(kept, needed, arg_of, dependent, out_flat) -> BodyRecords:
     """The body's ``RecordedNode``s, its output ``Ref``s and the outer impls it reads."""
     captured, cap_of = [], {}
     node_index = {}
@@ -314,7 +313,7 @@ def _body_records(kept, needed, arg_of, dependent, out_flat):
         node_index[id(node)] = len(nodes)
         nodes.append(RecordedNode(node.op, node.kwargs, refs, node.out_specs, node.phys_kwargs))
     outputs = tuple(ref_of(o._impl) for o in out_flat)
-    return tuple(nodes), outputs, captured
+    return BodyRecords(tuple(nodes), outputs, captured)
 
 
 def _leaf_tensor(x, what):
@@ -385,8 +384,19 @@ def _paths(treedef) -> list[str]:
     return [keystr(p) or "(the value)" for p, _ in tree_flatten_with_path(dummy)[0]]
 
 
-def _check_match(what, a_name, a_tree, a_avals, b_name, b_tree, b_avals):
+class _Outs(NamedTuple):
+    """One side of an output comparison: who produced it (for messages), its pytree
+    structure and the logical ``(dtype, shape)`` of each leaf."""
+
+    name: str
+    tree: object
+    avals: list
+
+
+def _check_match(what, a: _Outs, b: _Outs):
     """Raise TypeError naming both sides unless the structures, shapes and dtypes agree."""
+    a_name, a_tree, a_avals = a
+    b_name, b_tree, b_avals = b
     if a_tree != b_tree:
         raise TypeError(
             f"{what}: {a_name} and {b_name} must have the same structure, got {a_tree} from "
@@ -737,43 +747,43 @@ def _switch(index, branches, operands, what, names):
     def flat_fn(k):
         return lambda *a: branches[k](*tree_unflatten(tree, list(a)))
 
+    fns = [flat_fn(k) for k in range(len(branches))]
     if index._impl.levels:  # a batched index: every branch runs, results are selected
-        outs = [flat_fn(k)(*_lanes_taking(index, k, flat)) for k in range(len(branches))]
-        first_flat, first_tree = tree_flatten(outs[0])
-        first_flat = [_leaf_tensor(o, what) for o in first_flat]
-        result = first_flat
-        for k in range(1, len(branches)):
-            o_flat, o_tree = tree_flatten(outs[k])
-            o_flat = [_leaf_tensor(o, what) for o in o_flat]
-            _check_match(
-                what,
-                names[0],
-                first_tree,
-                [(o.dtype, o.shape) for o in first_flat],
-                names[k],
-                o_tree,
-                [(o.dtype, o.shape) for o in o_flat],
-            )
-            hit = binary.equal(index, k)
-            result = [binary.where(hit, b, a) for a, b in zip(result, o_flat)]
-        return tree_unflatten(first_tree, result)
+        return _select_branches(index, fns, flat, what, names)
+    return _cond_node(index, fns, flat, what, names)
 
-    bodies = [trace_body(flat_fn(k), flat, f"{what} {names[k]}") for k in range(len(branches))]
+
+def _select_branches(index, fns, flat, what, names):
+    """Every branch run on the lanes taking it, the results selected per lane by ``index``."""
+    results, sides = [], []
+    for k, fn in enumerate(fns):
+        o_flat, o_tree = tree_flatten(fn(*_lanes_taking(index, k, flat)))
+        o_flat = [_leaf_tensor(o, what) for o in o_flat]
+        results.append(o_flat)
+        sides.append(_Outs(names[k], o_tree, [(o.dtype, o.shape) for o in o_flat]))
+    result = results[0]
+    for k in range(1, len(fns)):
+        _check_match(what, sides[0], sides[k])
+        hit = binary.equal(index, k)
+        result = [binary.where(hit, b, a) for a, b in zip(result, results[k])]
+    return tree_unflatten(sides[0].tree, result)
+
+
+def _cond_node(index, fns, flat, what, names):
+    """One ``cond`` node running branch ``index``, its branches traced into bodies whose
+    results share one set of vmap levels."""
+
+    def branch_outs(k, body):
+        return _Outs(names[k], body.out_tree, _logical_avals(body))
+
+    bodies = [trace_body(fn, flat, f"{what} {names[k]}") for k, fn in enumerate(fns)]
     for k in range(1, len(bodies)):
-        _check_match(
-            what,
-            names[0],
-            bodies[0].out_tree,
-            _logical_avals(bodies[0]),
-            names[k],
-            bodies[k].out_tree,
-            _logical_avals(bodies[k]),
-        )
+        _check_match(what, branch_outs(0, bodies[0]), branch_outs(k, bodies[k]))
     levels = _union(*[o.levels for b in bodies for o in b.out_impls])
     if any(o.levels != levels for b in bodies for o in b.out_impls):
         bodies = [
-            trace_body(flat_fn(k), flat, f"{what} {names[k]}", out_levels=levels)
-            for k in range(len(branches))
+            trace_body(fn, flat, f"{what} {names[k]}", out_levels=levels)
+            for k, fn in enumerate(fns)
         ]
     caps, slots = _cap_layout(bodies)
     cap_specs = _specs(caps)
@@ -946,7 +956,7 @@ def _while_flat(c_fn, b_fn, flat, what, consts=(), max_steps=None):
                 f"{what}: cond_fun must return a boolean scalar, got {_aval(dt, logical)}"
             )
         if c_levels:  # a batched predicate: loop until every lane is done
-            return _batched_while(c_fn, b_fn, flat, what, consts, max_steps)
+            return _while_flat(*_until_all_lanes(c_fn, b_fn), flat, what, consts, max_steps)
         body_b = trace_body(b_traced, flat + consts, f"{what} body_fun", levels=lv)
         if len(body_b.out_impls) != n:
             raise TypeError(
@@ -993,7 +1003,10 @@ def _check_carry(what, a_name, a_avals, b_name, b_avals):
             )
 
 
-def _batched_while(c_fn, b_fn, flat, what, consts, max_steps):
+def _until_all_lanes(c_fn, b_fn) -> tuple:
+    """A loop with a batched predicate as one with an unbatched one: it runs while any lane's
+    ``c_fn`` holds, and a lane whose own has stopped keeps its carry."""
+
     def any_lane(c, k):
         p = c_fn(c, k)
         for lv in reversed(p._impl.levels):
@@ -1005,7 +1018,7 @@ def _batched_while(c_fn, b_fn, flat, what, consts, max_steps):
         new = b_fn(c, k)
         return [binary.where(p, a, b) for a, b in zip(new, c)]
 
-    return _while_flat(any_lane, masked_body, flat, what, consts, max_steps)
+    return any_lane, masked_body
 
 
 def _bounded_while(c_fn, b_fn, flat, max_steps):
