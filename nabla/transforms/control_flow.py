@@ -1120,9 +1120,8 @@ def fori_loop(
             return (i + 1, body_fun(i, val)), None
 
         i0 = creation.constant(lo, dtype=int32)
-        (_, val), _ = _scan_tree(
-            step, (i0, init_val), None, max(hi - lo, 0), False, 1, "fori_loop", "body_fun"
-        )
+        spec = _ScanSpec(max(hi - lo, 0), False, what="fori_loop", fn_name="body_fun")
+        (_, val), _ = _scan_tree(step, (i0, init_val), None, spec)
         return val
     lo = as_tensor(lower, op="fori_loop")
     hi = as_tensor(upper, op="fori_loop")
@@ -1145,6 +1144,28 @@ def fori_loop(
 
 
 # -------------------------------------------------------------------- scan
+class _ScanSpec(NamedTuple):
+    """How a scan runs: ``length`` steps (None until ``xs`` gives it), from the end of
+    ``xs`` with ``reverse``, ``unroll`` steps per loop iteration; ``what`` and ``fn_name``
+    name the construct and its function in errors (a ``fori_loop`` with static bounds runs
+    as a scan of its ``body_fun``)."""
+
+    length: int | None
+    reverse: bool
+    unroll: int | bool = 1
+    what: str = "scan"
+    fn_name: str = "f"
+
+    @classmethod
+    def of(cls, kwargs) -> _ScanSpec:
+        """The spec of a scan node, from its kwargs."""
+        return cls(kwargs["length"], kwargs["reverse"])
+
+    def reversed(self) -> _ScanSpec:
+        """The same steps, run the other way."""
+        return self._replace(reverse=not self.reverse)
+
+
 class ScanOp(_ControlFlowOp):
     """``scan``'s node: inputs ``(*carry, *xs, *consts, *captured)``; outputs ``(*carry,
     *ys, *saved carries)``. The body takes ``(*carry, *x slices, *consts)`` placeholders."""
@@ -1179,13 +1200,7 @@ class ScanOp(_ControlFlowOp):
             return list(out[:n]) + list(t_out[:n]), list(out[n:]) + list(t_out[n:])
 
         c, ys = _scan_flat(
-            step,
-            ops.carry + zt,
-            ops.xs + given_x,
-            kwargs["length"],
-            kwargs["reverse"],
-            "scan",
-            consts=rest + given_k,
+            step, ops.carry + zt, ops.xs + given_x, _ScanSpec.of(kwargs), consts=rest + given_k
         )
         m = len(ys) // 2
         return _float_only(c[n:] + ys[m:], kwargs)
@@ -1234,9 +1249,7 @@ class ScanOp(_ControlFlowOp):
             step,
             ct_carry + acc_init,
             saved + xs + ct_ys + extra,
-            kwargs["length"],
-            not kwargs["reverse"],
-            "scan",
+            _ScanSpec.of(kwargs).reversed(),
             consts=rest,
         )
         it_x, it_k = iter(ct_xs_w), iter(c[n:])
@@ -1255,15 +1268,7 @@ class ScanOp(_ControlFlowOp):
             out = body.call(list(c) + list(x) + list(k), caps)
             return out[:n], out[n : n + ny]
 
-        c, ys = _scan_flat(
-            step,
-            ops.carry,
-            ops.xs,
-            kwargs["length"],
-            kwargs["reverse"],
-            "scan",
-            consts=ops.consts,
-        )
+        c, ys = _scan_flat(step, ops.carry, ops.xs, _ScanSpec.of(kwargs), consts=ops.consts)
         return c + ys
 
 
@@ -1303,21 +1308,24 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1):
     Example:
         >>> final, ys = nb.scan(lambda c, x: (c + x, c * x), nb.zeros((3,)), xs)
     """
-    return _scan_tree(f, init, xs, length, reverse, unroll)
+    return _scan_tree(f, init, xs, _ScanSpec(length, reverse, unroll))
 
 
-def _scan_tree(f, init, xs, length, reverse, unroll, what="scan", fn_name="f"):
-    """``scan`` over pytrees; ``what`` and ``fn_name`` name the construct and its function
-    in errors (a ``fori_loop`` with static bounds runs as a scan of its ``body_fun``)."""
+def _scan_tree(f, init, xs, spec: _ScanSpec):
+    """``scan`` over pytrees; ``spec.length`` is checked against ``xs`` (or taken from
+    it)."""
+    what, fn_name = spec.what, spec.fn_name
     if not callable(f):
         raise TypeError(f"{what}: {fn_name} must be callable")
     c_flat, c_tree = _to_tensors(init, f"{what} init")
     x_flat, x_tree = _to_tensors(xs, f"{what} xs") if xs is not None else ([], None)
-    n_steps = _scan_length(x_flat, x_tree, length)
+    n_steps = _scan_length(x_flat, x_tree, spec.length)
+    unroll = spec.unroll
     if isinstance(unroll, bool):
         unroll = max(n_steps, 1) if unroll else 1
     if not isinstance(unroll, numbers.Integral) or unroll < 1:
         raise TypeError(f"{what}: unroll must be a positive int or a bool, got {unroll!r}")
+    spec = spec._replace(length=n_steps, unroll=int(unroll))
     y_tree_box = []
 
     def step(c, x, _k):
@@ -1343,10 +1351,10 @@ def _scan_tree(f, init, xs, length, reverse, unroll, what="scan", fn_name="f"):
         what,
         [_slice_aval(x) for x in x_flat],
     )
-    if unroll > 1 and n_steps > 1:
-        c_out, ys = _scan_unrolled(step, c_flat, x_flat, n_steps, reverse, int(unroll))
+    if spec.unroll > 1 and n_steps > 1:
+        c_out, ys = _scan_unrolled(step, c_flat, x_flat, spec)
     else:
-        c_out, ys = _scan_flat(step, c_flat, x_flat, n_steps, reverse, what, fn_name=fn_name)
+        c_out, ys = _scan_flat(step, c_flat, x_flat, spec)
     if not y_tree_box:  # f never ran (no carry and no xs): trace it once for ys's structure
         step(c_flat, [_slice_aval(x) for x in x_flat], [])
     return tree_unflatten(c_tree, c_out), tree_unflatten(y_tree_box[0], ys)
@@ -1385,12 +1393,62 @@ def _slice_aval(t: Tensor) -> Tensor:
     return Tensor._wrap(TensorImpl(shape, im.dtype, im.device, im.levels))
 
 
-def _scan_flat(step, carry, xs, length, reverse, what, consts=(), fn_name="f"):
-    """The core: ``step(carry, x, consts) -> (carry, ys)`` (lists) over ``length`` steps;
-    ``what`` and ``fn_name`` name the construct and its function in errors."""
-    traced = f"{what} {fn_name}"
-    n, nx = len(carry), len(xs)
+class _ScanTrace(NamedTuple):
+    """A scan's body as traced: its vmap levels (those of carry and ys), how many ys it
+    outputs, and whether it also outputs each step's carry (traced for reverse mode)."""
+
+    body: Body
+    levels: tuple
+    n_ys: int
+    saves: bool
+
+
+def _scan_flat(step, carry, xs, spec: _ScanSpec, consts=()):
+    """The core: ``step(carry, x, consts) -> (carry, ys)`` (lists) over ``spec.length``
+    steps."""
     consts = list(consts)
+    traced = _trace_scan(step, carry, xs, consts, spec)
+    body, levels, ny, saves = traced
+    n, nx = len(carry), len(xs)
+    caps, (slots,) = _cap_layout([body])
+    out_specs = _scan_out_specs(traced, n, spec.length)
+    reverse = bool(spec.reverse)
+    kwargs = {
+        "body": body,
+        "n_carry": n,
+        "n_xs": nx,
+        "n_consts": len(consts),
+        "n_ys": ny,
+        "saves": saves,
+        "length": spec.length,
+        "reverse": reverse,
+        "levels": levels,
+        "phys": {
+            "body": body.program(slots, _specs(caps)),
+            "n_carry": n,
+            "n_xs": nx,
+            "length": spec.length,
+            "reverse": reverse,
+            "x_axes": tuple(len(x._impl.levels) for x in xs),
+            "y_axis": len(levels),
+            "out_specs": out_specs,
+        },
+    }
+    if not out_specs:
+        return [], []
+    init = [_at_levels(t, levels) for t in carry]
+    outs = list(_scan.bind([*init, *xs, *consts, *[Tensor._wrap(c) for c in caps]], kwargs))
+    if saves:  # the node keeps its saved carries alive for its vjp (nobody else holds them)
+        kwargs["saved"] = tuple(o._impl for o in outs[n + ny :])
+    return outs[:n], outs[n : n + ny]
+
+
+def _trace_scan(step, carry, xs, consts, spec: _ScanSpec) -> _ScanTrace:
+    """Trace ``step`` once into a scan body: at the carry's vmap levels, widened until the
+    body adds none (the carry is batched from the start when a step makes it so), and also
+    outputting the carry entering each step when reverse mode may walk back through it."""
+    traced = f"{spec.what} {spec.fn_name}"
+    n, nx = len(carry), len(xs)
     x_ex = [_slice_aval(x) for x in xs]
     live = _live(carry) or _live(xs) or _live(consts)
     saves = [False]
@@ -1412,59 +1470,36 @@ def _scan_flat(step, carry, xs, length, reverse, what, consts=(), fn_name="f"):
             saves[0] = True  # traced for reverse mode: also output each step's carry
             continue
         if len(body.out_impls) < n:
-            raise TypeError(f"{what}: {fn_name} returned fewer carry leaves than init has")
+            raise TypeError(
+                f"{spec.what}: {spec.fn_name} returned fewer carry leaves than init has"
+            )
         out_levels = _union(levels, *[o.levels for o in body.out_impls])
         if out_levels == levels:
             break
         levels = out_levels
-    ny = ny_box[0]
     init_avals = [(t.dtype, t.shape) for t in carry]
-    _check_carry(what, "init", init_avals, fn_name, _logical_avals(body)[:n])
+    _check_carry(spec.what, "init", init_avals, spec.fn_name, _logical_avals(body)[:n])
     if any(o.levels != levels for o in body.out_impls):
         body = trace_body(
             body_fn, list(carry) + x_ex + consts, traced, levels=lv, out_levels=levels
         )
-    caps, (slots,) = _cap_layout([body])
-    nb = len(levels)
-    out_specs = []
-    for k, (dt, shape, _d, _l, _lg) in enumerate(body.out_impls):
-        if k < n:
-            out_specs.append((dt, shape))
-        else:  # stacked: the step axis follows the batch dims
-            out_specs.append((dt, shape[:nb] + (length,) + shape[nb:]))
-    kwargs = {
-        "body": body,
-        "n_carry": n,
-        "n_xs": nx,
-        "n_consts": len(consts),
-        "n_ys": ny,
-        "saves": saves[0],
-        "length": length,
-        "reverse": bool(reverse),
-        "levels": levels,
-        "phys": {
-            "body": body.program(slots, _specs(caps)),
-            "n_carry": n,
-            "n_xs": nx,
-            "length": length,
-            "reverse": bool(reverse),
-            "x_axes": tuple(len(x._impl.levels) for x in xs),
-            "y_axis": nb,
-            "out_specs": tuple(out_specs),
-        },
-    }
-    if not out_specs:
-        return [], []
-    init = [_at_levels(t, levels) for t in carry]
-    outs = list(_scan.bind([*init, *xs, *consts, *[Tensor._wrap(c) for c in caps]], kwargs))
-    if saves[0]:  # the node keeps its saved carries alive for its vjp (nobody else holds them)
-        kwargs["saved"] = tuple(o._impl for o in outs[n + ny :])
-    return outs[:n], outs[n : n + ny]
+    return _ScanTrace(body, levels, ny_box[0], saves[0])
 
 
-def _scan_unrolled(step, carry, xs, length, reverse, unroll):
-    """``unroll`` steps per loop iteration: xs reshaped to (length // unroll, unroll, ...),
-    then the remainder as a second scan."""
+def _scan_out_specs(traced: _ScanTrace, n: int, length: int) -> tuple:
+    """The scan node's physical ``(dtype, shape)`` per output: the ``n`` carries as the body
+    returns them; ys and saved carries stacked, the step axis after the batch dims."""
+    nb = len(traced.levels)
+    return tuple(
+        (dt, shape if k < n else shape[:nb] + (length,) + shape[nb:])
+        for k, (dt, shape, _d, _l, _lg) in enumerate(traced.body.out_impls)
+    )
+
+
+def _scan_unrolled(step, carry, xs, spec: _ScanSpec):
+    """``spec.unroll`` steps per loop iteration: xs reshaped to (length // unroll, unroll,
+    ...), then the remainder as a second scan."""
+    length, reverse, unroll = spec.length, spec.reverse, spec.unroll
     main = (length // unroll) * unroll
     rest = length - main
 
@@ -1483,10 +1518,10 @@ def _scan_unrolled(step, carry, xs, length, reverse, unroll):
         main_x = [x[:main] for x in xs]
         tail_x = [x[main:] for x in xs]
     blocked = [x.reshape((main // unroll, unroll) + x.shape[1:]) for x in main_x]
-    c, ys_b = _scan_flat(block, carry, blocked, main // unroll, reverse, "scan")
+    c, ys_b = _scan_flat(block, carry, blocked, spec._replace(length=main // unroll))
     ys_main = [y.reshape((main,) + y.shape[2:]) for y in ys_b]
     if not rest:
         return c, ys_main
-    c, ys_tail = _scan_flat(step, c, tail_x, rest, reverse, "scan")
+    c, ys_tail = _scan_flat(step, c, tail_x, spec._replace(length=rest))
     pairs = zip(ys_tail, ys_main) if reverse else zip(ys_main, ys_tail)
     return c, [view.concatenate([a, b], 0) for a, b in pairs]
