@@ -51,7 +51,7 @@ from ..ops._util import as_tensor
 from ..ops.base import Operation
 from ..runtime.graph import ConcretizationError
 from ..runtime.tensor import Tensor
-from ._records import BodyRecords, InSpec, LoopLayout, OutAval, RecordedNode, Ref
+from ._records import InSpec, LoopLayout, OutAval, RecordedNode, Recording, Ref
 from .autodiff import jvp, vjp
 from .trace import _HIDDEN_KWARGS, _SHORT
 
@@ -73,10 +73,10 @@ class Body:
 
     __slots__ = ("what", "in_specs", "nodes", "outputs", "out_tree", "captured", "out_impls")
 
-    def __init__(self, what, in_specs, records: BodyRecords, out_tree, out_impls):
+    def __init__(self, what, in_specs, recording: Recording, out_tree, out_impls):
         self.what = what
         self.in_specs = in_specs
-        self.nodes, self.outputs, self.captured = records
+        self.nodes, self.outputs, self.captured = recording
         self.out_tree = out_tree
         # an OutAval per output: (dtype, physical shape, device, levels, logical shape)
         self.out_impls = out_impls
@@ -130,20 +130,12 @@ class Body:
         """The body's flat outputs for other inputs: its recorded ops re-bound on ``args``
         (one per placeholder) and ``captured`` (one per captured tensor)."""
         vals: list = []
-
-        def get(ref):
-            if ref.kind == "arg":
-                return args[ref.index]
-            if ref.kind == "cap":
-                return captured[ref.index]
-            return vals[ref.index][ref.output]
-
         for op, kwargs, refs, _specs, _phys in self.nodes:
-            ins = [get(r) for r in refs]
+            ins = [r.lookup(args, captured, vals) for r in refs]
             replay = getattr(op, "replay", None)
             out = replay(ins, kwargs) if replay is not None else op.bind(ins, kwargs)
             vals.append(out if op.multiple_results else [out])
-        return [get(r) for r in self.outputs]
+        return [r.lookup(args, captured, vals) for r in self.outputs]
 
     def program(self, cap_slots: tuple, cap_specs: tuple):
         """The backend program over (placeholders, the construct's captured inputs):
@@ -227,12 +219,12 @@ def trace_body(fn, args: list, what: str, levels: list | None = None, out_levels
     if outer is not None:  # hoisted nodes belong to the enclosing trace (e.g. compile)
         outer.extend(hoisted)
     needed = _needed_nodes(out_flat, arg_of, dependent)
-    records = _body_records(kept, needed, arg_of, dependent, out_flat)
+    recording = _body_records(kept, needed, arg_of, dependent, out_flat)
     in_specs = tuple(InSpec(p.dtype, p._impl.shape, p.device, p._impl.levels) for p in phs)
     out_impls = tuple(
         OutAval(o.dtype, o._impl.shape, o.device, o._impl.levels, o.shape) for o in out_flat
     )
-    return Body(what, in_specs, records, out_tree, out_impls)
+    return Body(what, in_specs, recording, out_tree, out_impls)
 
 
 def _refuse_draws(what, rng) -> None:
@@ -288,7 +280,7 @@ def _needed_nodes(out_flat, arg_of, dependent) -> set:
     return needed
 
 
-def _body_records(kept, needed, arg_of, dependent, out_flat) -> BodyRecords:
+def _body_records(kept, needed, arg_of, dependent, out_flat) -> Recording:
     """The body's ``RecordedNode``s, its output ``Ref``s and the outer impls it reads."""
     captured, cap_of = [], {}
     node_index = {}
@@ -313,7 +305,7 @@ def _body_records(kept, needed, arg_of, dependent, out_flat) -> BodyRecords:
         node_index[id(node)] = len(nodes)
         nodes.append(RecordedNode(node.op, node.kwargs, refs, node.out_specs, node.phys_kwargs))
     outputs = tuple(ref_of(o._impl) for o in out_flat)
-    return BodyRecords(tuple(nodes), outputs, captured)
+    return Recording(tuple(nodes), outputs, captured)
 
 
 def _leaf_tensor(x, what):
