@@ -12,6 +12,7 @@ from typing import Any, NamedTuple
 __all__ = [
     "Ref",
     "RecordedNode",
+    "Recording",
     "PyOut",
     "InSpec",
     "OutAval",
@@ -32,6 +33,15 @@ class Ref(NamedTuple):
     index: int
     output: int = 0
 
+    def lookup(self, args, outer, vals):
+        """The value this names, given the arguments, the outer values (a body's captured
+        tensors or a plan's constants) and the outputs of each earlier node."""
+        if self.kind == "arg":
+            return args[self.index]
+        if self.kind == "node":
+            return vals[self.index][self.output]
+        return outer[self.index]
+
 
 class PyOut(NamedTuple):
     """A traced function's output that is a Python value, not a tensor."""
@@ -49,6 +59,17 @@ class RecordedNode(NamedTuple):
     refs: tuple
     out_specs: tuple
     phys_kwargs: dict
+
+
+class Recording(NamedTuple):
+    """What a trace keeps of a function: the ``RecordedNode``s it kept, the ``Ref`` of each
+    flat output (a compiled plan's Python outputs are ``PyOut``s), and the outer
+    ``TensorImpl``s it reads: a body's captured tensors (``"cap"`` refs), a plan's constants
+    (``"const"`` refs)."""
+
+    nodes: tuple | list
+    outputs: tuple | list
+    outer: list
 
 
 class InSpec(NamedTuple):

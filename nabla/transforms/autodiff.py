@@ -105,54 +105,18 @@ def backward_pass(outputs, cotangents, targets: list[TensorImpl]) -> dict:
     target_ids = {id(t) for t in targets}
     out_impls = [o._impl for o in outputs]
     order = _toposort(out_impls, target_ids)
-    # which nodes lie on a path from a target
-    live: set[int] = set()
-    for node in order:
-        for inp in node.inputs:
-            if id(inp) in target_ids or (
-                inp.node is not None and id(inp.node) in live and inp.traced
-            ):
-                live.add(id(node))
-                break
-    cts: dict[int, tuple] = {}
-
-    def add_ct(impl, ct):
-        prev = cts.get(id(impl))
-        cts[id(impl)] = (impl, ct if prev is None else prev[1] + ct)
-
+    live = _live_nodes(order, target_ids)
+    cts: dict[int, tuple] = {}  # id(impl) -> (impl, its cotangent so far)
     for o, ct in zip(out_impls, cotangents):
         if ct is not None:
-            add_ct(o, ct)
+            _accumulate(cts, o, ct)
     for node in reversed(order):
         if id(node) not in live:
             continue
-        outs = [ref() for ref in node.outputs]
-        node_cts = [None if o is None or id(o) not in cts else cts[id(o)][1] for o in outs]
-        if all(c is None for c in node_cts):
-            continue
-        op = node.op
-        if not op.differentiable:
-            continue
-        primals = [Tensor._wrap(i) for i in node.inputs]
-        out_ts = [None if o is None else Tensor._wrap(o) for o in outs]
-        try:
-            in_cts = op.vjp_rule(primals, node_cts, out_ts, node.kwargs)
-        except NotImplementedError as e:
-            raise NotImplementedError(f"reverse-mode differentiation of op {op.name}: {e}") from e
+        in_cts = _pull_node(node, cts)
         for inp, g in zip(node.inputs, in_cts):
-            if g is None or not inp.dtype.is_float:
-                continue
-            if id(inp) in target_ids or (
-                inp.node is not None and id(inp.node) in live and inp.traced
-            ):
-                if tuple(g.shape) != inp.logical_shape:
-                    raise RuntimeError(
-                        f"vjp_rule of op {op.name} returned a cotangent of shape {g.shape} for "
-                        f"an input of shape {inp.logical_shape}"
-                    )
-                if g.dtype is not inp.dtype:
-                    g = g.cast(inp.dtype)
-                add_ct(inp, g)
+            if g is not None and inp.dtype.is_float and _reaches(inp, target_ids, live):
+                _accumulate(cts, inp, _fit_cotangent(node.op, inp, g))
     out = {}
     for tid, (impl, ct) in cts.items():
         if tid in target_ids:
@@ -161,6 +125,51 @@ def backward_pass(outputs, cotangents, targets: list[TensorImpl]) -> dict:
                 ct = collectives.layout_like(ct, impl)
             out[tid] = ct
     return out
+
+
+def _reaches(inp: TensorImpl, target_ids: set, live: set) -> bool:
+    """Does a cotangent of ``inp`` lead to a target: it is one, or a live node's output?"""
+    return id(inp) in target_ids or (inp.node is not None and id(inp.node) in live and inp.traced)
+
+
+def _live_nodes(order: list, target_ids: set) -> set[int]:
+    """The ids of the nodes of ``order`` (inputs first) that lie on a path from a target."""
+    live: set[int] = set()
+    for node in order:
+        if any(_reaches(inp, target_ids, live) for inp in node.inputs):
+            live.add(id(node))
+    return live
+
+
+def _accumulate(cts: dict, impl: TensorImpl, ct: Tensor) -> None:
+    prev = cts.get(id(impl))
+    cts[id(impl)] = (impl, ct if prev is None else prev[1] + ct)
+
+
+def _pull_node(node, cts: dict) -> list:
+    """The cotangents of ``node``'s inputs from its outputs' in ``cts`` (its op's
+    ``vjp_rule``); empty when none reached it or the op is not differentiable."""
+    outs = [ref() for ref in node.outputs]
+    node_cts = [None if o is None or id(o) not in cts else cts[id(o)][1] for o in outs]
+    op = node.op
+    if all(c is None for c in node_cts) or not op.differentiable:
+        return []
+    primals = [Tensor._wrap(i) for i in node.inputs]
+    out_ts = [None if o is None else Tensor._wrap(o) for o in outs]
+    try:
+        return op.vjp_rule(primals, node_cts, out_ts, node.kwargs)
+    except NotImplementedError as e:
+        raise NotImplementedError(f"reverse-mode differentiation of op {op.name}: {e}") from e
+
+
+def _fit_cotangent(op, inp: TensorImpl, g: Tensor) -> Tensor:
+    """A rule's cotangent ``g`` for input ``inp``: its shape checked, cast to its dtype."""
+    if tuple(g.shape) != inp.logical_shape:
+        raise RuntimeError(
+            f"vjp_rule of op {op.name} returned a cotangent of shape {g.shape} for "
+            f"an input of shape {inp.logical_shape}"
+        )
+    return g if g.dtype is inp.dtype else g.cast(inp.dtype)
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -225,6 +234,15 @@ def _split_argnums(fun, args, kwargs, argnums, what, check_float=True):
     return f, dyn, single
 
 
+def _split_aux(res, has_aux):
+    """A function's result as ``(out, aux)``: ``aux`` is None without ``has_aux``."""
+    if not has_aux:
+        return res, None
+    if not (isinstance(res, tuple) and len(res) == 2):
+        raise TypeError("has_aux=True needs the function to return a pair (out, aux)")
+    return res
+
+
 def _zeros_like(t: Tensor) -> Tensor:
     z = zeros_like(t)
     # the gradient of an unused sharded input is laid out like it, as every other gradient
@@ -260,12 +278,7 @@ def _vjp(fun, primals, has_aux, level):
     flat = [_to_tensor_leaf(x) for x in flat]
     wrapped = [_fresh(x, level) if isinstance(x, Tensor) and x.dtype.is_float else x for x in flat]
     res = fun(*tree_unflatten(tree, wrapped))
-    if has_aux:
-        if not (isinstance(res, tuple) and len(res) == 2):
-            raise TypeError("has_aux=True needs the function to return a pair (out, aux)")
-        out, aux = res
-    else:
-        out, aux = res, None
+    out, aux = _split_aux(res, has_aux)
     out_flat, out_tree = tree_flatten(out)
     targets = [w._impl for w in wrapped if isinstance(w, Tensor) and w.dtype.is_float]
 
@@ -424,42 +437,12 @@ def jvp(fun, primals, tangents, has_aux=False):
         for i, (p, t) in enumerate(zip(p_flat, t_flat))
     ]
     level = new_level()
-    wrapped = []
-    for p, t in zip(p_flat, t_flat):
-        if not isinstance(p, Tensor):
-            wrapped.append(p)
-            continue
-        w = identity(p)
-        if p.dtype.is_float and t is not None:
-            if w._impl.tangents is None:
-                w._impl.tangents = {}
-            else:
-                w._impl.tangents = dict(w._impl.tangents)
-            w._impl.tangents[level] = t._impl
-        wrapped.append(w)
-    res = fun(*tree_unflatten(p_tree, wrapped))
-    if has_aux:
-        if not (isinstance(res, tuple) and len(res) == 2):
-            raise TypeError("has_aux=True needs the function to return a pair (out, aux)")
-        out, aux = res
-    else:
-        out, aux = res, None
+    wrapped = [_with_tangent(p, t, level) for p, t in zip(p_flat, t_flat)]
+    out, aux = _split_aux(fun(*tree_unflatten(p_tree, wrapped)), has_aux)
     o_flat, o_tree = tree_flatten(out)
-    outs, touts = [], []
-    for o in o_flat:
-        o = _scalar_output(o)  # as JAX: a Python number out is a 0-d array, tangent 0
-        if not isinstance(o, Tensor):
-            outs.append(o)
-            touts.append(None)
-            continue
-        tans = o._impl.tangents
-        t = tans.get(level) if tans else None
-        if t is not None:
-            o = _strip_level(o, level)
-        outs.append(o)
-        touts.append(Tensor._wrap(t) if t is not None else _zeros_like(o))
-    out = tree_unflatten(o_tree, outs)
-    tout = tree_unflatten(o_tree, touts)
+    pairs = [_take_tangent(o, level) for o in o_flat]
+    out = tree_unflatten(o_tree, [o for o, _ in pairs])
+    tout = tree_unflatten(o_tree, [t for _, t in pairs])
     if has_aux:
         aux = tree_map(
             lambda a: (
@@ -471,6 +454,32 @@ def jvp(fun, primals, tangents, has_aux=False):
         )
         return out, tout, aux
     return out, tout
+
+
+def _with_tangent(p, t, level: int):
+    """A fresh identity of primal leaf ``p`` carrying tangent ``t`` at ``level`` (a float
+    primal's only); a leaf that is not a tensor as it is."""
+    if not isinstance(p, Tensor):
+        return p
+    w = identity(p)
+    if p.dtype.is_float and t is not None:
+        # copied: the identity may share its tangents with the primal's
+        w._impl.tangents = dict(w._impl.tangents or {})
+        w._impl.tangents[level] = t._impl
+    return w
+
+
+def _take_tangent(o, level: int) -> tuple:
+    """An output leaf as ``(primal, tangent at level)``: the primal without that tangent,
+    and zeros when none reached it; ``(o, None)`` for a leaf that is not a tensor."""
+    o = _scalar_output(o)  # as JAX: a Python number out is a 0-d array, tangent 0
+    if not isinstance(o, Tensor):
+        return o, None
+    tans = o._impl.tangents
+    t = tans.get(level) if tans else None
+    if t is None:
+        return o, _zeros_like(o)
+    return _strip_level(o, level), Tensor._wrap(t)
 
 
 def _check_tangent(i: int, p: Tensor, t):

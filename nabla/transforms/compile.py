@@ -80,7 +80,7 @@ from ..runtime.executor import run_program
 from ..runtime.graph import GRAPH
 from ..runtime.tensor import Tensor
 from ._captures import Path, find_modules, find_paths
-from ._records import PyOut, RecordedNode, Ref
+from ._records import PyOut, RecordedNode, Recording, Ref
 
 __all__ = ["compile", "CompiledFunction", "CompilationStats"]
 
@@ -99,25 +99,31 @@ def _show_explanations() -> None:
     log.setLevel(logging.INFO)
 
 
+class _PlanArgs(NamedTuple):
+    """A plan's tensor arguments as traced: ``(dtype, shape, device)`` each, their vmap
+    levels, and their buffers' shapes (a sharded argument's block shape is the program's
+    input shape)."""
+
+    specs: tuple
+    levels: tuple
+    buffers: tuple
+
+
 class _Plan:
     """A recorded graph: ``RecordedNode``s over ``Ref``s to the arguments, the constants
     (captured tensors, literals, random keys) and earlier nodes."""
 
-    def __init__(self, n_args, nodes, outputs, out_tree, consts, rng_slots, arg_specs):
-        self.n_args = n_args
-        self.nodes = nodes
-        self.outputs = outputs  # a Ref per tensor output, a PyOut per Python value
+    def __init__(self, recording: Recording, out_tree, rng_slots, args: _PlanArgs):
+        # outputs: a Ref per tensor output, a PyOut per Python value; consts: the constants'
+        # impls as traced (realized): literals, random keys, and captured tensors, which
+        # ``call_inputs`` replaces by their current values at each call
+        self.nodes, self.outputs, self.consts = recording
         self.out_tree = out_tree
-        # the constants' impls as traced (realized): literals, random keys, and captured
-        # tensors, which ``call_inputs`` replaces by their current values at each call
-        self.consts = consts
         self.rng_slots = rng_slots  # const indices that get a fresh key per call
-        self.arg_specs = arg_specs  # ((dtype, shape), ...) at trace time
-        self.arg_levels = ((),) * len(arg_specs)  # the arguments' vmap levels at trace time
-        # sharded arguments: their buffers' (block) shapes are the program's input shapes
-        self.arg_buffers = tuple(shape for _, shape, _ in arg_specs)
+        self.arg_specs, self.arg_levels, self.arg_buffers = args
         # per tensor output: (global physical shape, ShardingSpec or None), as traced
         self.out_layouts = None
+        nodes = self.nodes
         self.has_host_ops = any(op.host_only for op, *_ in nodes)
         # random draws (host ops) that read only arguments, constants and other draws run
         # before the plan's program on the fast path: their values are program inputs
@@ -140,7 +146,7 @@ class _Plan:
         self.by_size: dict = {}
         self._specialized: dict = {}  # sizes -> this plan evaluated there, or why it can't be
         # the arguments' traced shapes as ints, for the check on every call (``_same_shapes``)
-        self.traced_shapes = [tuple(int.__int__(d) for d in s) for _, s, _ in arg_specs]
+        self.traced_shapes = [tuple(int.__int__(d) for d in s) for _, s, _ in self.arg_specs]
 
     @property
     def symbolic(self) -> bool:
@@ -166,19 +172,11 @@ class _Plan:
                 RecordedNode(n.op, sub(n.kwargs), n.refs, sub(n.out_specs), sub(n.phys_kwargs))
                 for n in self.nodes
             ]
-            plan = _Plan(
-                self.n_args,
-                nodes,
-                self.outputs,
-                self.out_tree,
-                self.consts,
-                self.rng_slots,
-                sub(self.arg_specs),
-            )
+            at_sizes = _PlanArgs(sub(self.arg_specs), self.arg_levels, sub(self.arg_buffers))
+            recording = Recording(nodes, self.outputs, self.consts)
+            plan = _Plan(recording, self.out_tree, self.rng_slots, at_sizes)
             plan.captures = self.captures
             plan.traced_in_vmap = self.traced_in_vmap
-            plan.arg_levels = self.arg_levels
-            plan.arg_buffers = sub(self.arg_buffers)
             plan.out_layouts = self.out_layouts and sub(self.out_layouts)
             plan = plan.check_shapes(args) or plan
             self._specialized[key] = plan
@@ -218,14 +216,6 @@ class _Plan:
                 consts[j] = global_key(batched=not self.traced_in_vmap)
         vals: list = []
 
-        def get(ref):
-            kind = ref.kind
-            if kind == "arg":
-                return args[ref.index]
-            if kind == "const":
-                return consts[ref.index]
-            return vals[ref.index][ref.output]
-
         # the arguments' vmap levels at this call stand for those of the trace (a vmap or
         # shard_map around the call makes new levels each time)
         rename = {}
@@ -235,7 +225,7 @@ class _Plan:
                 rename.update((o, n) for o, n in zip(old, new, strict=True) if o != n)
         for op, kwargs, refs, specs, _ in self.nodes:
             kw = _rename_levels(kwargs, rename) if rename and op.physical else kwargs
-            ins = [get(r) for r in refs]
+            ins = [r.lookup(args, consts, vals) for r in refs]
             if hasattr(op, "replay"):
                 out = op.replay(ins, kw)
             else:
@@ -250,7 +240,10 @@ class _Plan:
                         f"says {_specs_str(want)} (a size taken as a plain number)"
                     )
             vals.append(outs)
-        return [ref.value if type(ref) is PyOut else get(ref) for ref in self.outputs]
+        return [
+            ref.value if type(ref) is PyOut else ref.lookup(args, consts, vals)
+            for ref in self.outputs
+        ]
 
     # ------------------------------------------------------------------ fast path
     def run_now(self, args: list, const_impls: list) -> list:
@@ -315,18 +308,10 @@ class _Plan:
         """Re-bind the plan's random draws on this call's inputs (they run with NumPy before
         the program); returns every output of every draw, in plan order."""
         vals: dict = {}
-
-        def get(ref):
-            if ref.kind == "arg":
-                return args[ref.index]
-            if ref.kind == "const":
-                return consts[ref.index]
-            return vals[ref.index][ref.output]
-
         outs = []
         for k in self.host_nodes:
             op, kwargs, refs, *_ = self.nodes[k]
-            out = op.bind([get(r) for r in refs], kwargs)
+            out = op.bind([r.lookup(args, consts, vals) for r in refs], kwargs)
             vals[k] = list(out) if op.multiple_results else [out]
             outs.extend(vals[k])
         if self._host_devices is None:
@@ -367,7 +352,7 @@ class _Plan:
         decision on a size was recorded, so a backend may compile one model for every
         size."""
         if self._program is None:
-            n_args = self.n_args
+            n_args = len(self.arg_specs)
             consts = tuple((c.dtype, c.buffer_shape, c.device) for c in self.consts)
             inputs = [
                 (dt, buf, dev)
@@ -1180,14 +1165,14 @@ def _build_plan(recorded, placeholders, out, rng_impls, traced_flat, fun=None):
         kept_index[id(node)] = len(nodes)
         nodes.append(RecordedNode(node.op, node.kwargs, refs, node.out_specs, node.phys_kwargs))
     outputs = [ref_of(o._impl) if isinstance(o, Tensor) else PyOut(o) for o in out_flat]
-    arg_specs = tuple(
-        (t.dtype, t._impl.shape, t.device) for t in traced_flat if isinstance(t, Tensor)
-    )
-    plan = _Plan(len(placeholders), nodes, outputs, out_tree, consts, rng_slots, arg_specs)
     tensors = [t for t in traced_flat if isinstance(t, Tensor)]
+    args = _PlanArgs(
+        tuple((t.dtype, t._impl.shape, t.device) for t in tensors),
+        tuple(t._impl.levels for t in tensors),
+        tuple(t._impl.buffer_shape for t in tensors),
+    )
+    plan = _Plan(Recording(nodes, outputs, consts), out_tree, rng_slots, args)
     plan.captures = _captures(fun, captured, consts)
-    plan.arg_levels = tuple(t._impl.levels for t in tensors)
-    plan.arg_buffers = tuple(t._impl.buffer_shape for t in tensors)
     plan.out_layouts = tuple(
         (o._impl.shape, o._impl.sharding) for o in out_flat if isinstance(o, Tensor)
     )

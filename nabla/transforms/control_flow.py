@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import numbers
 import weakref
+from typing import NamedTuple
 
 import numpy as np
 
@@ -50,7 +51,7 @@ from ..ops._util import as_tensor
 from ..ops.base import Operation
 from ..runtime.graph import ConcretizationError
 from ..runtime.tensor import Tensor
-from ._records import InSpec, LoopLayout, OutAval, RecordedNode, Ref
+from ._records import InSpec, LoopLayout, OutAval, RecordedNode, Recording, Ref
 from .autodiff import jvp, vjp
 from .trace import _HIDDEN_KWARGS, _SHORT
 
@@ -72,13 +73,11 @@ class Body:
 
     __slots__ = ("what", "in_specs", "nodes", "outputs", "out_tree", "captured", "out_impls")
 
-    def __init__(self, what, in_specs, nodes, outputs, out_tree, captured, out_impls):
+    def __init__(self, what, in_specs, recording: Recording, out_tree, out_impls):
         self.what = what
         self.in_specs = in_specs
-        self.nodes = nodes
-        self.outputs = outputs
+        self.nodes, self.outputs, self.captured = recording
         self.out_tree = out_tree
-        self.captured = captured
         # an OutAval per output: (dtype, physical shape, device, levels, logical shape)
         self.out_impls = out_impls
 
@@ -131,20 +130,12 @@ class Body:
         """The body's flat outputs for other inputs: its recorded ops re-bound on ``args``
         (one per placeholder) and ``captured`` (one per captured tensor)."""
         vals: list = []
-
-        def get(ref):
-            if ref.kind == "arg":
-                return args[ref.index]
-            if ref.kind == "cap":
-                return captured[ref.index]
-            return vals[ref.index][ref.output]
-
         for op, kwargs, refs, _specs, _phys in self.nodes:
-            ins = [get(r) for r in refs]
+            ins = [r.lookup(args, captured, vals) for r in refs]
             replay = getattr(op, "replay", None)
             out = replay(ins, kwargs) if replay is not None else op.bind(ins, kwargs)
             vals.append(out if op.multiple_results else [out])
-        return [get(r) for r in self.outputs]
+        return [r.lookup(args, captured, vals) for r in self.outputs]
 
     def program(self, cap_slots: tuple, cap_specs: tuple):
         """The backend program over (placeholders, the construct's captured inputs):
@@ -228,12 +219,12 @@ def trace_body(fn, args: list, what: str, levels: list | None = None, out_levels
     if outer is not None:  # hoisted nodes belong to the enclosing trace (e.g. compile)
         outer.extend(hoisted)
     needed = _needed_nodes(out_flat, arg_of, dependent)
-    nodes, outputs, captured = _body_records(kept, needed, arg_of, dependent, out_flat)
+    recording = _body_records(kept, needed, arg_of, dependent, out_flat)
     in_specs = tuple(InSpec(p.dtype, p._impl.shape, p.device, p._impl.levels) for p in phs)
     out_impls = tuple(
         OutAval(o.dtype, o._impl.shape, o.device, o._impl.levels, o.shape) for o in out_flat
     )
-    return Body(what, in_specs, nodes, outputs, out_tree, captured, out_impls)
+    return Body(what, in_specs, recording, out_tree, out_impls)
 
 
 def _refuse_draws(what, rng) -> None:
@@ -289,7 +280,7 @@ def _needed_nodes(out_flat, arg_of, dependent) -> set:
     return needed
 
 
-def _body_records(kept, needed, arg_of, dependent, out_flat):
+def _body_records(kept, needed, arg_of, dependent, out_flat) -> Recording:
     """The body's ``RecordedNode``s, its output ``Ref``s and the outer impls it reads."""
     captured, cap_of = [], {}
     node_index = {}
@@ -314,7 +305,7 @@ def _body_records(kept, needed, arg_of, dependent, out_flat):
         node_index[id(node)] = len(nodes)
         nodes.append(RecordedNode(node.op, node.kwargs, refs, node.out_specs, node.phys_kwargs))
     outputs = tuple(ref_of(o._impl) for o in out_flat)
-    return tuple(nodes), outputs, captured
+    return Recording(tuple(nodes), outputs, captured)
 
 
 def _leaf_tensor(x, what):
@@ -385,8 +376,19 @@ def _paths(treedef) -> list[str]:
     return [keystr(p) or "(the value)" for p, _ in tree_flatten_with_path(dummy)[0]]
 
 
-def _check_match(what, a_name, a_tree, a_avals, b_name, b_tree, b_avals):
+class _Outs(NamedTuple):
+    """One side of an output comparison: who produced it (for messages), its pytree
+    structure and the logical ``(dtype, shape)`` of each leaf."""
+
+    name: str
+    tree: object
+    avals: list
+
+
+def _check_match(what, a: _Outs, b: _Outs):
     """Raise TypeError naming both sides unless the structures, shapes and dtypes agree."""
+    a_name, a_tree, a_avals = a
+    b_name, b_tree, b_avals = b
     if a_tree != b_tree:
         raise TypeError(
             f"{what}: {a_name} and {b_name} must have the same structure, got {a_tree} from "
@@ -737,43 +739,43 @@ def _switch(index, branches, operands, what, names):
     def flat_fn(k):
         return lambda *a: branches[k](*tree_unflatten(tree, list(a)))
 
+    fns = [flat_fn(k) for k in range(len(branches))]
     if index._impl.levels:  # a batched index: every branch runs, results are selected
-        outs = [flat_fn(k)(*_lanes_taking(index, k, flat)) for k in range(len(branches))]
-        first_flat, first_tree = tree_flatten(outs[0])
-        first_flat = [_leaf_tensor(o, what) for o in first_flat]
-        result = first_flat
-        for k in range(1, len(branches)):
-            o_flat, o_tree = tree_flatten(outs[k])
-            o_flat = [_leaf_tensor(o, what) for o in o_flat]
-            _check_match(
-                what,
-                names[0],
-                first_tree,
-                [(o.dtype, o.shape) for o in first_flat],
-                names[k],
-                o_tree,
-                [(o.dtype, o.shape) for o in o_flat],
-            )
-            hit = binary.equal(index, k)
-            result = [binary.where(hit, b, a) for a, b in zip(result, o_flat)]
-        return tree_unflatten(first_tree, result)
+        return _select_branches(index, fns, flat, what, names)
+    return _cond_node(index, fns, flat, what, names)
 
-    bodies = [trace_body(flat_fn(k), flat, f"{what} {names[k]}") for k in range(len(branches))]
+
+def _select_branches(index, fns, flat, what, names):
+    """Every branch run on the lanes taking it, the results selected per lane by ``index``."""
+    results, sides = [], []
+    for k, fn in enumerate(fns):
+        o_flat, o_tree = tree_flatten(fn(*_lanes_taking(index, k, flat)))
+        o_flat = [_leaf_tensor(o, what) for o in o_flat]
+        results.append(o_flat)
+        sides.append(_Outs(names[k], o_tree, [(o.dtype, o.shape) for o in o_flat]))
+    result = results[0]
+    for k in range(1, len(fns)):
+        _check_match(what, sides[0], sides[k])
+        hit = binary.equal(index, k)
+        result = [binary.where(hit, b, a) for a, b in zip(result, results[k])]
+    return tree_unflatten(sides[0].tree, result)
+
+
+def _cond_node(index, fns, flat, what, names):
+    """One ``cond`` node running branch ``index``, its branches traced into bodies whose
+    results share one set of vmap levels."""
+
+    def branch_outs(k, body):
+        return _Outs(names[k], body.out_tree, _logical_avals(body))
+
+    bodies = [trace_body(fn, flat, f"{what} {names[k]}") for k, fn in enumerate(fns)]
     for k in range(1, len(bodies)):
-        _check_match(
-            what,
-            names[0],
-            bodies[0].out_tree,
-            _logical_avals(bodies[0]),
-            names[k],
-            bodies[k].out_tree,
-            _logical_avals(bodies[k]),
-        )
+        _check_match(what, branch_outs(0, bodies[0]), branch_outs(k, bodies[k]))
     levels = _union(*[o.levels for b in bodies for o in b.out_impls])
     if any(o.levels != levels for b in bodies for o in b.out_impls):
         bodies = [
-            trace_body(flat_fn(k), flat, f"{what} {names[k]}", out_levels=levels)
-            for k in range(len(branches))
+            trace_body(fn, flat, f"{what} {names[k]}", out_levels=levels)
+            for k, fn in enumerate(fns)
         ]
     caps, slots = _cap_layout(bodies)
     cap_specs = _specs(caps)
@@ -946,7 +948,7 @@ def _while_flat(c_fn, b_fn, flat, what, consts=(), max_steps=None):
                 f"{what}: cond_fun must return a boolean scalar, got {_aval(dt, logical)}"
             )
         if c_levels:  # a batched predicate: loop until every lane is done
-            return _batched_while(c_fn, b_fn, flat, what, consts, max_steps)
+            return _while_flat(*_until_all_lanes(c_fn, b_fn), flat, what, consts, max_steps)
         body_b = trace_body(b_traced, flat + consts, f"{what} body_fun", levels=lv)
         if len(body_b.out_impls) != n:
             raise TypeError(
@@ -993,7 +995,10 @@ def _check_carry(what, a_name, a_avals, b_name, b_avals):
             )
 
 
-def _batched_while(c_fn, b_fn, flat, what, consts, max_steps):
+def _until_all_lanes(c_fn, b_fn) -> tuple:
+    """A loop with a batched predicate as one with an unbatched one: it runs while any lane's
+    ``c_fn`` holds, and a lane whose own has stopped keeps its carry."""
+
     def any_lane(c, k):
         p = c_fn(c, k)
         for lv in reversed(p._impl.levels):
@@ -1005,7 +1010,7 @@ def _batched_while(c_fn, b_fn, flat, what, consts, max_steps):
         new = b_fn(c, k)
         return [binary.where(p, a, b) for a, b in zip(new, c)]
 
-    return _while_flat(any_lane, masked_body, flat, what, consts, max_steps)
+    return any_lane, masked_body
 
 
 def _bounded_while(c_fn, b_fn, flat, max_steps):
@@ -1107,9 +1112,8 @@ def fori_loop(
             return (i + 1, body_fun(i, val)), None
 
         i0 = creation.constant(lo, dtype=int32)
-        (_, val), _ = _scan_tree(
-            step, (i0, init_val), None, max(hi - lo, 0), False, 1, "fori_loop", "body_fun"
-        )
+        spec = _ScanSpec(max(hi - lo, 0), False, what="fori_loop", fn_name="body_fun")
+        (_, val), _ = _scan_tree(step, (i0, init_val), None, spec)
         return val
     lo = as_tensor(lower, op="fori_loop")
     hi = as_tensor(upper, op="fori_loop")
@@ -1132,6 +1136,28 @@ def fori_loop(
 
 
 # -------------------------------------------------------------------- scan
+class _ScanSpec(NamedTuple):
+    """How a scan runs: ``length`` steps (None until ``xs`` gives it), from the end of
+    ``xs`` with ``reverse``, ``unroll`` steps per loop iteration; ``what`` and ``fn_name``
+    name the construct and its function in errors (a ``fori_loop`` with static bounds runs
+    as a scan of its ``body_fun``)."""
+
+    length: int | None
+    reverse: bool
+    unroll: int | bool = 1
+    what: str = "scan"
+    fn_name: str = "f"
+
+    @classmethod
+    def of(cls, kwargs) -> _ScanSpec:
+        """The spec of a scan node, from its kwargs."""
+        return cls(kwargs["length"], kwargs["reverse"])
+
+    def reversed(self) -> _ScanSpec:
+        """The same steps, run the other way."""
+        return self._replace(reverse=not self.reverse)
+
+
 class ScanOp(_ControlFlowOp):
     """``scan``'s node: inputs ``(*carry, *xs, *consts, *captured)``; outputs ``(*carry,
     *ys, *saved carries)``. The body takes ``(*carry, *x slices, *consts)`` placeholders."""
@@ -1166,13 +1192,7 @@ class ScanOp(_ControlFlowOp):
             return list(out[:n]) + list(t_out[:n]), list(out[n:]) + list(t_out[n:])
 
         c, ys = _scan_flat(
-            step,
-            ops.carry + zt,
-            ops.xs + given_x,
-            kwargs["length"],
-            kwargs["reverse"],
-            "scan",
-            consts=rest + given_k,
+            step, ops.carry + zt, ops.xs + given_x, _ScanSpec.of(kwargs), consts=rest + given_k
         )
         m = len(ys) // 2
         return _float_only(c[n:] + ys[m:], kwargs)
@@ -1221,9 +1241,7 @@ class ScanOp(_ControlFlowOp):
             step,
             ct_carry + acc_init,
             saved + xs + ct_ys + extra,
-            kwargs["length"],
-            not kwargs["reverse"],
-            "scan",
+            _ScanSpec.of(kwargs).reversed(),
             consts=rest,
         )
         it_x, it_k = iter(ct_xs_w), iter(c[n:])
@@ -1242,15 +1260,7 @@ class ScanOp(_ControlFlowOp):
             out = body.call(list(c) + list(x) + list(k), caps)
             return out[:n], out[n : n + ny]
 
-        c, ys = _scan_flat(
-            step,
-            ops.carry,
-            ops.xs,
-            kwargs["length"],
-            kwargs["reverse"],
-            "scan",
-            consts=ops.consts,
-        )
+        c, ys = _scan_flat(step, ops.carry, ops.xs, _ScanSpec.of(kwargs), consts=ops.consts)
         return c + ys
 
 
@@ -1290,21 +1300,24 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1):
     Example:
         >>> final, ys = nb.scan(lambda c, x: (c + x, c * x), nb.zeros((3,)), xs)
     """
-    return _scan_tree(f, init, xs, length, reverse, unroll)
+    return _scan_tree(f, init, xs, _ScanSpec(length, reverse, unroll))
 
 
-def _scan_tree(f, init, xs, length, reverse, unroll, what="scan", fn_name="f"):
-    """``scan`` over pytrees; ``what`` and ``fn_name`` name the construct and its function
-    in errors (a ``fori_loop`` with static bounds runs as a scan of its ``body_fun``)."""
+def _scan_tree(f, init, xs, spec: _ScanSpec):
+    """``scan`` over pytrees; ``spec.length`` is checked against ``xs`` (or taken from
+    it)."""
+    what, fn_name = spec.what, spec.fn_name
     if not callable(f):
         raise TypeError(f"{what}: {fn_name} must be callable")
     c_flat, c_tree = _to_tensors(init, f"{what} init")
     x_flat, x_tree = _to_tensors(xs, f"{what} xs") if xs is not None else ([], None)
-    n_steps = _scan_length(x_flat, x_tree, length)
+    n_steps = _scan_length(x_flat, x_tree, spec.length)
+    unroll = spec.unroll
     if isinstance(unroll, bool):
         unroll = max(n_steps, 1) if unroll else 1
     if not isinstance(unroll, numbers.Integral) or unroll < 1:
         raise TypeError(f"{what}: unroll must be a positive int or a bool, got {unroll!r}")
+    spec = spec._replace(length=n_steps, unroll=int(unroll))
     y_tree_box = []
 
     def step(c, x, _k):
@@ -1330,10 +1343,10 @@ def _scan_tree(f, init, xs, length, reverse, unroll, what="scan", fn_name="f"):
         what,
         [_slice_aval(x) for x in x_flat],
     )
-    if unroll > 1 and n_steps > 1:
-        c_out, ys = _scan_unrolled(step, c_flat, x_flat, n_steps, reverse, int(unroll))
+    if spec.unroll > 1 and n_steps > 1:
+        c_out, ys = _scan_unrolled(step, c_flat, x_flat, spec)
     else:
-        c_out, ys = _scan_flat(step, c_flat, x_flat, n_steps, reverse, what, fn_name=fn_name)
+        c_out, ys = _scan_flat(step, c_flat, x_flat, spec)
     if not y_tree_box:  # f never ran (no carry and no xs): trace it once for ys's structure
         step(c_flat, [_slice_aval(x) for x in x_flat], [])
     return tree_unflatten(c_tree, c_out), tree_unflatten(y_tree_box[0], ys)
@@ -1372,12 +1385,62 @@ def _slice_aval(t: Tensor) -> Tensor:
     return Tensor._wrap(TensorImpl(shape, im.dtype, im.device, im.levels))
 
 
-def _scan_flat(step, carry, xs, length, reverse, what, consts=(), fn_name="f"):
-    """The core: ``step(carry, x, consts) -> (carry, ys)`` (lists) over ``length`` steps;
-    ``what`` and ``fn_name`` name the construct and its function in errors."""
-    traced = f"{what} {fn_name}"
-    n, nx = len(carry), len(xs)
+class _ScanTrace(NamedTuple):
+    """A scan's body as traced: its vmap levels (those of carry and ys), how many ys it
+    outputs, and whether it also outputs each step's carry (traced for reverse mode)."""
+
+    body: Body
+    levels: tuple
+    n_ys: int
+    saves: bool
+
+
+def _scan_flat(step, carry, xs, spec: _ScanSpec, consts=()):
+    """The core: ``step(carry, x, consts) -> (carry, ys)`` (lists) over ``spec.length``
+    steps."""
     consts = list(consts)
+    traced = _trace_scan(step, carry, xs, consts, spec)
+    body, levels, ny, saves = traced
+    n, nx = len(carry), len(xs)
+    caps, (slots,) = _cap_layout([body])
+    out_specs = _scan_out_specs(traced, n, spec.length)
+    reverse = bool(spec.reverse)
+    kwargs = {
+        "body": body,
+        "n_carry": n,
+        "n_xs": nx,
+        "n_consts": len(consts),
+        "n_ys": ny,
+        "saves": saves,
+        "length": spec.length,
+        "reverse": reverse,
+        "levels": levels,
+        "phys": {
+            "body": body.program(slots, _specs(caps)),
+            "n_carry": n,
+            "n_xs": nx,
+            "length": spec.length,
+            "reverse": reverse,
+            "x_axes": tuple(len(x._impl.levels) for x in xs),
+            "y_axis": len(levels),
+            "out_specs": out_specs,
+        },
+    }
+    if not out_specs:
+        return [], []
+    init = [_at_levels(t, levels) for t in carry]
+    outs = list(_scan.bind([*init, *xs, *consts, *[Tensor._wrap(c) for c in caps]], kwargs))
+    if saves:  # the node keeps its saved carries alive for its vjp (nobody else holds them)
+        kwargs["saved"] = tuple(o._impl for o in outs[n + ny :])
+    return outs[:n], outs[n : n + ny]
+
+
+def _trace_scan(step, carry, xs, consts, spec: _ScanSpec) -> _ScanTrace:
+    """Trace ``step`` once into a scan body: at the carry's vmap levels, widened until the
+    body adds none (the carry is batched from the start when a step makes it so), and also
+    outputting the carry entering each step when reverse mode may walk back through it."""
+    traced = f"{spec.what} {spec.fn_name}"
+    n, nx = len(carry), len(xs)
     x_ex = [_slice_aval(x) for x in xs]
     live = _live(carry) or _live(xs) or _live(consts)
     saves = [False]
@@ -1399,59 +1462,36 @@ def _scan_flat(step, carry, xs, length, reverse, what, consts=(), fn_name="f"):
             saves[0] = True  # traced for reverse mode: also output each step's carry
             continue
         if len(body.out_impls) < n:
-            raise TypeError(f"{what}: {fn_name} returned fewer carry leaves than init has")
+            raise TypeError(
+                f"{spec.what}: {spec.fn_name} returned fewer carry leaves than init has"
+            )
         out_levels = _union(levels, *[o.levels for o in body.out_impls])
         if out_levels == levels:
             break
         levels = out_levels
-    ny = ny_box[0]
     init_avals = [(t.dtype, t.shape) for t in carry]
-    _check_carry(what, "init", init_avals, fn_name, _logical_avals(body)[:n])
+    _check_carry(spec.what, "init", init_avals, spec.fn_name, _logical_avals(body)[:n])
     if any(o.levels != levels for o in body.out_impls):
         body = trace_body(
             body_fn, list(carry) + x_ex + consts, traced, levels=lv, out_levels=levels
         )
-    caps, (slots,) = _cap_layout([body])
-    nb = len(levels)
-    out_specs = []
-    for k, (dt, shape, _d, _l, _lg) in enumerate(body.out_impls):
-        if k < n:
-            out_specs.append((dt, shape))
-        else:  # stacked: the step axis follows the batch dims
-            out_specs.append((dt, shape[:nb] + (length,) + shape[nb:]))
-    kwargs = {
-        "body": body,
-        "n_carry": n,
-        "n_xs": nx,
-        "n_consts": len(consts),
-        "n_ys": ny,
-        "saves": saves[0],
-        "length": length,
-        "reverse": bool(reverse),
-        "levels": levels,
-        "phys": {
-            "body": body.program(slots, _specs(caps)),
-            "n_carry": n,
-            "n_xs": nx,
-            "length": length,
-            "reverse": bool(reverse),
-            "x_axes": tuple(len(x._impl.levels) for x in xs),
-            "y_axis": nb,
-            "out_specs": tuple(out_specs),
-        },
-    }
-    if not out_specs:
-        return [], []
-    init = [_at_levels(t, levels) for t in carry]
-    outs = list(_scan.bind([*init, *xs, *consts, *[Tensor._wrap(c) for c in caps]], kwargs))
-    if saves[0]:  # the node keeps its saved carries alive for its vjp (nobody else holds them)
-        kwargs["saved"] = tuple(o._impl for o in outs[n + ny :])
-    return outs[:n], outs[n : n + ny]
+    return _ScanTrace(body, levels, ny_box[0], saves[0])
 
 
-def _scan_unrolled(step, carry, xs, length, reverse, unroll):
-    """``unroll`` steps per loop iteration: xs reshaped to (length // unroll, unroll, ...),
-    then the remainder as a second scan."""
+def _scan_out_specs(traced: _ScanTrace, n: int, length: int) -> tuple:
+    """The scan node's physical ``(dtype, shape)`` per output: the ``n`` carries as the body
+    returns them; ys and saved carries stacked, the step axis after the batch dims."""
+    nb = len(traced.levels)
+    return tuple(
+        (dt, shape if k < n else shape[:nb] + (length,) + shape[nb:])
+        for k, (dt, shape, _d, _l, _lg) in enumerate(traced.body.out_impls)
+    )
+
+
+def _scan_unrolled(step, carry, xs, spec: _ScanSpec):
+    """``spec.unroll`` steps per loop iteration: xs reshaped to (length // unroll, unroll,
+    ...), then the remainder as a second scan."""
+    length, reverse, unroll = spec.length, spec.reverse, spec.unroll
     main = (length // unroll) * unroll
     rest = length - main
 
@@ -1470,10 +1510,10 @@ def _scan_unrolled(step, carry, xs, length, reverse, unroll):
         main_x = [x[:main] for x in xs]
         tail_x = [x[main:] for x in xs]
     blocked = [x.reshape((main // unroll, unroll) + x.shape[1:]) for x in main_x]
-    c, ys_b = _scan_flat(block, carry, blocked, main // unroll, reverse, "scan")
+    c, ys_b = _scan_flat(block, carry, blocked, spec._replace(length=main // unroll))
     ys_main = [y.reshape((main,) + y.shape[2:]) for y in ys_b]
     if not rest:
         return c, ys_main
-    c, ys_tail = _scan_flat(step, c, tail_x, rest, reverse, "scan")
+    c, ys_tail = _scan_flat(step, c, tail_x, spec._replace(length=rest))
     pairs = zip(ys_tail, ys_main) if reverse else zip(ys_main, ys_tail)
     return c, [view.concatenate([a, b], 0) for a, b in pairs]

@@ -19,6 +19,7 @@ import inspect
 import numbers
 import threading
 import weakref
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -169,16 +170,43 @@ def _none_prefix(ct, arg):
     return ct
 
 
-def _split_args(args):
-    flat, tree = tree_flatten(args)
-    return flat, tree, [i for i, x in enumerate(flat) if isinstance(x, Tensor)]
+class _CallArgs(NamedTuple):
+    """A call's positional arguments, flattened: the leaves, their structure, and the
+    positions of the tensor leaves (the node's inputs, what the rules differentiate). A rule
+    keeps it to call the function again with other tensors in those positions."""
 
+    flat: list
+    tree: Any
+    idx: list
 
-def _detached_args(flat, tree, idx):
-    det = list(flat)
-    for i in idx:
-        det[i] = stop_gradient(flat[i])
-    return tree_unflatten(tree, det)
+    @classmethod
+    def of(cls, args) -> _CallArgs:
+        flat, tree = tree_flatten(args)
+        return cls(flat, tree, [i for i, x in enumerate(flat) if isinstance(x, Tensor)])
+
+    @property
+    def tensors(self) -> list:
+        return [self.flat[i] for i in self.idx]
+
+    def leaves_with(self, tensors, base=None) -> list:
+        """The leaves (or ``base``) with ``tensors`` in the tensor leaves' positions."""
+        out = list(self.flat if base is None else base)
+        for k, i in enumerate(self.idx):
+            out[i] = tensors[k]
+        return out
+
+    def rebuilt(self, tensors):
+        """The arguments with ``tensors`` in place of the tensor leaves."""
+        return tree_unflatten(self.tree, self.leaves_with(tensors))
+
+    def detached(self):
+        """The arguments with stop-gradient copies of the tensor leaves."""
+        return self.rebuilt([stop_gradient(t) for t in self.tensors])
+
+    def recall(self, fn, tensors) -> list:
+        """The tensor leaves of ``fn``'s output on the arguments rebuilt with ``tensors``."""
+        out = fn(*self.rebuilt(tensors))
+        return [o for o in tree_flatten(out)[0] if isinstance(o, Tensor)]
 
 
 def _fill_zeros(cts, like):
@@ -228,8 +256,8 @@ class custom_vjp:  # noqa: N801 - JAX's spelling
         if self.fwd is None:
             raise TypeError(f"custom_vjp function {self.fun.__name__} has no defvjp rules")
         args = _positional(self.fun, args, kwargs, "custom_vjp function")
-        flat, tree, idx = _split_args(args)
-        tensors = [flat[i] for i in idx]
+        split = _CallArgs.of(args)
+        tensors = split.tensors
         # inside its own fwd the function is its primal computation (JAX's usual
         # ``def f_fwd(x): return f(x), res``), not a second use of the rule
         if not _needs_rule(tensors) or getattr(self._in_fwd, "depth", 0):
@@ -242,31 +270,22 @@ class custom_vjp:  # noqa: N801 - JAX's spelling
         finally:
             self._in_fwd.depth = 0
         o_flat, o_tree = tree_flatten(out)
-        rule = _VjpRule(self, res, o_tree, tree, idx, len(flat), flat)
+        rule = _VjpRule(self, res, o_tree, split)
         what = f"custom_vjp fwd of {self.fun.__name__}"
         return tree_unflatten(o_tree, _bind(rule, tensors, o_flat, what))
 
 
-def _recall(fn, flat, in_tree, idx, tensors):
-    p = list(flat)
-    for k, i in enumerate(idx):
-        p[i] = tensors[k]
-    out = fn(*tree_unflatten(in_tree, p))
-    return [o for o in tree_flatten(out)[0] if isinstance(o, Tensor)]
-
-
 class _VjpRule:
-    def __init__(self, owner, res, o_tree, in_tree, idx, n_flat, flat):
-        self.owner, self.res, self.o_tree = owner, res, o_tree
-        self.in_tree, self.idx, self.n_flat, self.flat = in_tree, idx, n_flat, flat
+    def __init__(self, owner, res, o_tree, args: _CallArgs):
+        self.owner, self.res, self.o_tree, self.args = owner, res, o_tree, args
 
     def call(self, tensors):
-        return _recall(self.owner, self.flat, self.in_tree, self.idx, tensors)
+        return self.args.recall(self.owner, tensors)
 
     def vjp(self, primals, cotangents, outputs):
         cts = tree_unflatten(self.o_tree, _fill_zeros(cotangents, outputs))
         nondiff = self.owner.nondiff_argnums
-        args = tree_unflatten(self.in_tree, self.flat)
+        args = tree_unflatten(self.args.tree, self.args.flat)
         got = self.owner.bwd(*[args[i] for i in nondiff], self.res, cts)
         if isinstance(got, list):  # as JAX: a list of cotangents is taken as the tuple
             got = tuple(got)
@@ -286,12 +305,13 @@ class _VjpRule:
         if len(got) == len(args):  # None for a whole argument: no cotangent for its leaves
             got = tuple(_none_prefix(g, a) for g, a in zip(got, args))
         flat, _ = tree_flatten(got, is_leaf=lambda x: x is None)
-        if len(flat) != self.n_flat:  # a structure error: JAX's TypeError
+        n_flat = len(self.args.flat)
+        if len(flat) != n_flat:  # a structure error: JAX's TypeError
             raise TypeError(
                 f"custom_vjp bwd of {self.owner.fun.__name__} returned {len(flat)} cotangents "
-                f"for {self.n_flat} inputs"
+                f"for {n_flat} inputs"
             )
-        return [self._fit(flat[i], p) for i, p in zip(self.idx, primals)]
+        return [self._fit(flat[i], p) for i, p in zip(self.args.idx, primals)]
 
     def _fit(self, ct, primal):
         """A cotangent from ``bwd`` as the pipeline takes it. Under a vmap that has finished
@@ -371,13 +391,13 @@ class custom_jvp:  # noqa: N801
         if self.jvp_fn is None:
             raise TypeError(f"custom_jvp function {self.fun.__name__} has no defjvp rule")
         args = _positional(self.fun, args, kwargs, "custom_jvp function")
-        flat, tree, idx = _split_args(args)
-        tensors = [flat[i] for i in idx]
+        split = _CallArgs.of(args)
+        tensors = split.tensors
         if not _needs_rule(tensors):
             return self.fun(*args)
-        out = self.fun(*_detached_args(flat, tree, idx))
+        out = self.fun(*split.detached())
         o_flat, o_tree = tree_flatten(out)
-        rule = _JvpRule(self, o_tree, flat, tree, idx)
+        rule = _JvpRule(self, split)
         what = f"custom_jvp function {self.fun.__name__}"
         return tree_unflatten(o_tree, _bind(rule, tensors, o_flat, what))
 
@@ -393,27 +413,18 @@ def _zero_tangent(x):
 
 
 class _JvpRule:
-    def __init__(self, owner, o_tree, flat, in_tree, idx):
-        self.owner, self.o_tree, self.flat, self.in_tree, self.idx = (
-            owner,
-            o_tree,
-            flat,
-            in_tree,
-            idx,
-        )
+    def __init__(self, owner, args: _CallArgs):
+        self.owner, self.args = owner, args
 
     def call(self, tensors):
-        return _recall(self.owner, self.flat, self.in_tree, self.idx, tensors)
+        return self.args.recall(self.owner, tensors)
 
     def _call_user(self, primals, tangents):
-        p = list(self.flat)
-        t = [None] * len(self.flat)
-        for k, i in enumerate(self.idx):
-            p[i] = primals[k]
-            t[i] = tangents[k]
+        p = self.args.leaves_with(primals)
+        t = self.args.leaves_with(tangents, [None] * len(p))
         t = [tt if tt is not None else _zero_tangent(x) for tt, x in zip(t, p)]
-        p_args = tree_unflatten(self.in_tree, p)
-        t_args = tree_unflatten(self.in_tree, t)
+        p_args = tree_unflatten(self.args.tree, p)
+        t_args = tree_unflatten(self.args.tree, t)
         nondiff = self.owner.nondiff_argnums
         if nondiff:  # JAX's order: the nondiff arguments first, then the others' pairs
             keep = [i for i in range(len(p_args)) if i not in nondiff]
@@ -475,13 +486,13 @@ def checkpoint(fun=None, *, prevent_cse=True, policy=None, static_argnums=()):
                     f"checkpoint of {getattr(fun, '__name__', fun)}: argument {i} is in "
                     "static_argnums but is a tensor; static arguments are Python values"
                 )
-        flat, tree, idx = _split_args(args)
-        tensors = [flat[i] for i in idx]
+        split = _CallArgs.of(args)
+        tensors = split.tensors
         if not _needs_rule(tensors):
             return fun(*args)
-        out = fun(*_detached_args(flat, tree, idx))
+        out = fun(*split.detached())
         o_flat, o_tree = tree_flatten(out)
-        rule = _RematRule(fun, flat, tree, idx, wrapped)
+        rule = _RematRule(fun, split, wrapped)
         what = f"checkpoint of {getattr(fun, '__name__', fun)}"
         return tree_unflatten(o_tree, _bind(rule, tensors, o_flat, what))
 
@@ -492,20 +503,16 @@ remat = checkpoint
 
 
 class _RematRule:
-    def __init__(self, fun, flat, in_tree, idx, wrapped):
-        self.fun, self.flat, self.in_tree, self.idx = fun, flat, in_tree, idx
-        self.wrapped = wrapped
+    def __init__(self, fun, args: _CallArgs, wrapped):
+        self.fun, self.args, self.wrapped = fun, args, wrapped
         self.spmd = dict(spmd_axes)  # inside a shard_map body: its per-device view
 
     def call(self, tensors):
-        return _recall(self.wrapped, self.flat, self.in_tree, self.idx, tensors)
+        return self.args.recall(self.wrapped, tensors)
 
     def _rerun(self, inputs):
-        p = list(self.flat)
-        for k, i in enumerate(self.idx):
-            p[i] = inputs[k]
         with spmd_axes_as(self.spmd):
-            return tree_flatten(self.fun(*tree_unflatten(self.in_tree, p)))[0]
+            return tree_flatten(self.fun(*self.args.rebuilt(inputs)))[0]
 
     def vjp(self, primals, cotangents, outputs):
         return _pull_back(self._rerun, primals, cotangents, outputs)

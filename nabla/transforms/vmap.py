@@ -42,6 +42,20 @@ def _check_axes_spec(name, spec):
             raise TypeError(f"vmap {name} must be ints or None, got {leaf!r}")
 
 
+def _checked_in_axes(in_axes):
+    """``in_axes`` as vmap reads it: a list is a tuple (one entry per positional argument);
+    a dict, or a leaf that is not an int or None, is refused."""
+    if isinstance(in_axes, list):
+        in_axes = tuple(in_axes)
+    if isinstance(in_axes, dict):
+        raise TypeError(
+            "vmap in_axes must be an int, None, or a tuple with one entry per positional "
+            f"argument, got a dict {in_axes!r}; wrap it in a tuple: in_axes=({{...}},)"
+        )
+    _check_axes_spec("in_axes", in_axes)
+    return in_axes
+
+
 def vmap(fun=None, in_axes=0, out_axes=0, axis_size=None, spmd_axis_name=None, mesh=None):
     """Vectorize ``fun`` over an axis of its inputs.
 
@@ -80,14 +94,7 @@ def vmap(fun=None, in_axes=0, out_axes=0, axis_size=None, spmd_axis_name=None, m
             spmd_axis_name=spmd_axis_name,
             mesh=mesh,
         )
-    if isinstance(in_axes, list):
-        in_axes = tuple(in_axes)
-    if isinstance(in_axes, dict):
-        raise TypeError(
-            "vmap in_axes must be an int, None, or a tuple with one entry per positional "
-            f"argument, got a dict {in_axes!r}; wrap it in a tuple: in_axes=({{...}},)"
-        )
-    _check_axes_spec("in_axes", in_axes)
+    in_axes = _checked_in_axes(in_axes)
     _check_axes_spec("out_axes", out_axes)
     if spmd_axis_name is not None and not isinstance(spmd_axis_name, str | tuple):
         raise TypeError(f"vmap spmd_axis_name must be a str, got {spmd_axis_name!r}")
@@ -105,38 +112,7 @@ def vmap(fun=None, in_axes=0, out_axes=0, axis_size=None, spmd_axis_name=None, m
         # keyword arguments: JAX maps them over axis 0; non-array leaves pass unchanged
         axes = axes + [0 if _is_array(x) else None for x in leaves[len(axes) :]]
         paths = _leaf_names(args) + _leaf_names(kwargs, keyword=True)
-        size = None
-        sources = []
-        prepared = []
-        for leaf, ax, where in zip(leaves, axes, paths):
-            if ax is None:
-                prepared.append((leaf, None))
-                continue
-            t = leaf if isinstance(leaf, Tensor) else _to_tensor(leaf, where)
-            if t.ndim == 0:
-                raise ValueError(
-                    f"vmap was asked to map axis {ax} of {where}, but it is a 0-d (scalar) value"
-                )
-            if not -t.ndim <= ax < t.ndim:
-                raise ValueError(
-                    f"vmap in_axes {ax} is out of range for {where} of shape {t.shape}"
-                )
-            ax %= t.ndim
-            n = t.shape[ax]
-            sources.append(f"{where} of shape {t.shape} (axis {ax}: size {n})")
-            if size is None:
-                size = n
-            elif n != size:
-                raise ValueError(
-                    "vmap got inconsistent sizes for the mapped axis: " + "; ".join(sources)
-                )
-            prepared.append((t, ax))
-        if size is None:
-            if axis_size is None:
-                raise ValueError("vmap needs axis_size when no input is mapped (all in_axes None)")
-            size = int(axis_size)
-        elif axis_size is not None and int(axis_size) != size:
-            raise ValueError(f"vmap axis_size={axis_size} differs from the mapped size {size}")
+        prepared, size = _mapped_leaves(leaves, axes, paths, axis_size)
 
         spmd = None
         if spmd_axis_name is not None:
@@ -154,6 +130,43 @@ def vmap(fun=None, in_axes=0, out_axes=0, axis_size=None, spmd_axis_name=None, m
             return _unbatch(out, level, size, out_axes)
 
     return vmapped
+
+
+def _mapped_leaves(leaves, axes, paths, axis_size) -> tuple[list, int]:
+    """Each input leaf as ``(value, mapped axis or None)``, a mapped one as a tensor with its
+    axis counted from the start, and the batch size: the mapped axes' common size (named by
+    ``paths`` in errors), or ``axis_size`` when nothing is mapped."""
+    size = None
+    sources = []
+    prepared = []
+    for leaf, ax, where in zip(leaves, axes, paths):
+        if ax is None:
+            prepared.append((leaf, None))
+            continue
+        t = leaf if isinstance(leaf, Tensor) else _to_tensor(leaf, where)
+        if t.ndim == 0:
+            raise ValueError(
+                f"vmap was asked to map axis {ax} of {where}, but it is a 0-d (scalar) value"
+            )
+        if not -t.ndim <= ax < t.ndim:
+            raise ValueError(f"vmap in_axes {ax} is out of range for {where} of shape {t.shape}")
+        ax %= t.ndim
+        n = t.shape[ax]
+        sources.append(f"{where} of shape {t.shape} (axis {ax}: size {n})")
+        if size is None:
+            size = n
+        elif n != size:
+            raise ValueError(
+                "vmap got inconsistent sizes for the mapped axis: " + "; ".join(sources)
+            )
+        prepared.append((t, ax))
+    if size is None:
+        if axis_size is None:
+            raise ValueError("vmap needs axis_size when no input is mapped (all in_axes None)")
+        size = int(axis_size)
+    elif axis_size is not None and int(axis_size) != size:
+        raise ValueError(f"vmap axis_size={axis_size} differs from the mapped size {size}")
+    return prepared, size
 
 
 def _spmd_target(names, mesh, leaves, size):
