@@ -139,6 +139,35 @@ def reduce_rule(shape, axes, keepdims, kind) -> FactorRule:
     return FactorRule([ins], [outs], sizes, reduce={f"d{a}": kind for a in axes})
 
 
+def _reshape_runs(in_shape, out_shape):
+    """A reshape's dims in runs of equal products, in order, as ``(in_dims, out_dims)``;
+    a size-1 dim facing a dim that is not is a run of its own (``([i], [])``)."""
+    i = j = 0
+    n_in, n_out = len(in_shape), len(out_shape)
+    while i < n_in or j < n_out:
+        if i < n_in and in_shape[i] == 1 and (j >= n_out or out_shape[j] != 1):
+            yield [i], []
+            i += 1
+        elif j < n_out and out_shape[j] == 1 and (i >= n_in or in_shape[i] != 1):
+            yield [], [j]
+            j += 1
+        else:
+            a, b = [i], [j]
+            pa, pb = in_shape[i], out_shape[j]
+            while pa != pb:
+                if pa < pb:
+                    i += 1
+                    a.append(i)
+                    pa *= in_shape[i]
+                else:
+                    j += 1
+                    b.append(j)
+                    pb *= out_shape[j]
+            i += 1
+            j += 1
+            yield a, b
+
+
 def reshape_rule(in_shape, out_shape) -> FactorRule:
     """Dims grouped into runs with equal products; a run of one input dim split into
     several output dims (or the reverse) shares factors, the major one carrying the axes;
@@ -146,63 +175,32 @@ def reshape_rule(in_shape, out_shape) -> FactorRule:
     ins: list = []
     outs: list = []
     sizes: dict = {}
-    blocked = set()
-    i = j = 0
-    n_in, n_out = len(in_shape), len(out_shape)
-    g = 0
-    while i < n_in or j < n_out:
-        # size-1 dims on either side are factors of their own
-        if i < n_in and in_shape[i] == 1 and (j >= n_out or out_shape[j] != 1):
-            f = f"u{g}_i{i}"
+    blocked: set = set()
+
+    def factors(g, dims, shape, tag=""):
+        # named by place in the run; a whole run's by dim and side (``tag``)
+        fs = tuple(f"g{g}_{tag}{k if not tag else d}" for k, d in enumerate(dims))
+        sizes.update(zip(fs, (shape[d] for d in dims), strict=True))
+        return fs
+
+    for g, (a, b) in enumerate(_reshape_runs(in_shape, out_shape)):
+        if not b or not a:  # a size-1 dim: a factor of its own
+            f = f"u{g}_i{a[0]}" if a else f"u{g}_o{b[0]}"
             sizes[f] = 1
-            ins.append((f,))
-            i += 1
-            g += 1
-            continue
-        if j < n_out and out_shape[j] == 1 and (i >= n_in or in_shape[i] != 1):
-            f = f"u{g}_o{j}"
-            sizes[f] = 1
-            outs.append((f,))
-            j += 1
-            g += 1
-            continue
-        a, b = [i], [j]
-        pa, pb = in_shape[i], out_shape[j]
-        while pa != pb:
-            if pa < pb:
-                i += 1
-                a.append(i)
-                pa *= in_shape[i]
-            else:
-                j += 1
-                b.append(j)
-                pb *= out_shape[j]
-        i += 1
-        j += 1
-        if len(a) == 1:
-            fs = tuple(f"g{g}_{k}" for k in range(len(b)))
-            for f, d in zip(fs, b, strict=True):
-                sizes[f] = out_shape[d]
-                outs.append((f,))
+            (ins if a else outs).append((f,))
+        elif len(a) == 1:  # one input dim split into several
+            fs = factors(g, b, out_shape)
+            outs.extend((f,) for f in fs)
             ins.append(fs)
-        elif len(b) == 1:
-            fs = tuple(f"g{g}_{k}" for k in range(len(a)))
-            for f, d in zip(fs, a, strict=True):
-                sizes[f] = in_shape[d]
-                ins.append((f,))
+        elif len(b) == 1:  # several input dims merged into one
+            fs = factors(g, a, in_shape)
+            ins.extend((f,) for f in fs)
             outs.append(fs)
-        else:
-            for d in a:
-                f = f"g{g}_i{d}"
-                sizes[f] = in_shape[d]
-                blocked.add(f)
-                ins.append((f,))
-            for d in b:
-                f = f"g{g}_o{d}"
-                sizes[f] = out_shape[d]
-                blocked.add(f)
-                outs.append((f,))
-        g += 1
+        else:  # many to many: every dim whole
+            fi, fo = factors(g, a, in_shape, "i"), factors(g, b, out_shape, "o")
+            blocked.update(fi + fo)
+            ins.extend((f,) for f in fi)
+            outs.extend((f,) for f in fo)
     return FactorRule([ins], [outs], sizes, blocked=blocked)
 
 
@@ -235,23 +233,31 @@ def physical_rule(op, impls, out_shapes, kwargs, nb: int) -> FactorRule:
 
 
 # ----------------------------------------------------------------------------- partials
+def _partial_mode(op, kind: str) -> str | None:
+    """How ``op`` lets partial terms of ``kind`` through: ``"joint"`` (linear in all data
+    operands together), ``"bilinear"`` (linear in each), ``"first"`` (in the first only), or
+    None (it does not commute with that reduction)."""
+    if op.data_movement or op.partial_reduce == kind:
+        return "joint"
+    if kind != "sum":
+        return None
+    return op.partial_sum or ("joint" if op.linear else "bilinear" if op.bilinear else None)
+
+
 def _passes_partial(op, impls, index: int, kind: str, kwargs) -> bool:
     """Whether operand ``index`` may stay partial (``kind``) through ``op``: the op commutes
     with the reduction that completes it."""
     data = [i for i in range(len(impls)) if i not in op.index_args]
     if index not in data or not op.keeps_partial(kwargs):
         return False
+    mode = _partial_mode(op, kind)
     parts = [impls[i].sharding.partial if impls[i].sharding is not None else () for i in data]
-    mode = op.partial_sum or ("joint" if op.linear else "bilinear" if op.bilinear else None)
-    if op.data_movement or op.partial_reduce == kind or (mode == "joint" and kind == "sum"):
-        # linear in all data operands jointly: each must carry the same partial terms
+    if mode == "joint":  # each data operand must carry the same partial terms
         return all(p == parts[0] for p in parts)
-    if mode == "bilinear" and kind == "sum":
-        others = [p for i, p in zip(data, parts, strict=True) if i != index]
-        return all(not p for p in others)
-    if mode == "first" and kind == "sum":
-        return index == data[0] and all(not p for p in parts[1:])
-    return False
+    others_whole = not any(p for i, p in zip(data, parts, strict=True) if i != index)
+    if mode == "bilinear":
+        return others_whole
+    return mode == "first" and index == data[0] and others_whole
 
 
 def _reduce_partials(op, args, kwargs):
@@ -334,7 +340,7 @@ def _plan_layout(call: Call) -> set:
     """Stage 4: every factor's mesh axes (``propagate``); returns the operands' partial
     axes that the factors would split (empty when the plan stands)."""
     impls = call.impls
-    call.plan = _propagated(call.op, impls, call.shapes, call.kwargs, len(call.levels), call.mesh)
+    call.plan = _propagated(call)
     used = {a for d in call.plan.input_dims for ax in d for a in ax} | set(call.plan.partial)
     return set(_kept_partials(impls)) & used
 
@@ -382,9 +388,10 @@ def _block_kwargs(call: Call) -> Call:
 _PLANS: OrderedDict = OrderedDict()  # a propagation per (op, kwargs, operands), LRU
 
 
-def _propagated(op, impls, shapes, kwargs, nb, mesh):
-    """``propagate`` of the op's rule for these operands, remembered: a training step binds
-    the same ops on the same layouts every time."""
+def _propagated(call: Call):
+    """``propagate`` of the op's rule for the call's operands, remembered: a training step
+    binds the same ops on the same layouts every time."""
+    op, impls, shapes, kwargs, nb = call.op, call.impls, call.shapes, call.kwargs, len(call.levels)
     try:
         key = (
             op.name,
@@ -403,7 +410,7 @@ def _propagated(op, impls, shapes, kwargs, nb, mesh):
             return hit
     rule = physical_rule(op, impls, shapes, kwargs, nb)
     sizes = [prod(im.shape) * im.dtype.itemsize for im in impls]
-    plan = propagate(rule, [im.sharding for im in impls], sizes, mesh)
+    plan = propagate(rule, [im.sharding for im in impls], sizes, call.mesh)
     if key is not None:
         _PLANS[key] = plan
         if len(_PLANS) > 4096:
@@ -447,56 +454,55 @@ def reshard_to(x: Tensor, target: ShardingSpec, op: str = "reshard") -> Tensor:
         return x
     if s.mesh != target.mesh:
         raise ShardingError(f"{op}: cannot reshard a value on {s.mesh} to {target.mesh}")
-    # 1. partial axes target does not keep
-    drop = [a for a in s.partial_axes if a not in target.partial_axes]
-    if drop:
-        kinds = s.partial_kinds
-        rest: dict = {}  # kind -> the axes one all_reduce completes together
-        for a in drop:
-            dim = target.dim_of(a)
-            cur = x._impl.sharding
-            if (
-                dim is not None
-                and target.dims[dim][: len(cur.dims[dim]) + 1] == cur.dims[dim] + (a,)
-                and a not in cur.sharded_axes
-            ):
-                x = fn.reduce_scatter_phys(x, dim, (a,))
-            else:
-                rest.setdefault(kinds[a], []).append(a)
-        for kind, axes in rest.items():
-            x = fn.all_reduce_phys(x, kind, tuple(axes))
-    # 2. axes leaving a dim: all_to_all to the dim that gains them, else all_gather
-    cur = x._impl.sharding
-    for d in range(cur.ndim):
-        cur = x._impl.sharding
-        have, want = cur.dims[d], target.dims[d]
-        k = 0
-        while k < min(len(have), len(want)) and have[k] == want[k]:
-            k += 1
-        extra = have[k:]
-        if not extra:
-            continue
-        # try moving the minor axes one by one with all_to_all
-        while extra:
-            a = extra[-1]
-            dest = target.dim_of(a)
-            cur = x._impl.sharding
-            if (
-                dest is not None
-                and dest != d
-                and target.dims[dest][: len(cur.dims[dest]) + 1] == cur.dims[dest] + (a,)
-            ):
-                x = fn.all_to_all_phys(x, dest, d, (a,))
-                extra = extra[:-1]
-            else:
-                break
-        if extra:
-            x = fn.all_gather_phys(x, d, extra)
-    # 3. axes a dim gains: local slices
-    cur = x._impl.sharding
-    if cur.dims != target.dims:
+    x = _reduce_dropped_partials(x, target)
+    for d in range(s.ndim):
+        x = _release_axes(x, target, d)
+    if x._impl.sharding.dims != target.dims:  # 3. axes a dim gains: local slices
         x = fn.slice_phys(x, target.dims)
     cur = x._impl.sharding
     if cur != target:  # pragma: no cover - the planner covers every pair of specs
         raise ShardingError(f"{op}: could not reshard {s} to {target} (reached {cur})")
+    return x
+
+
+def _extends(target: ShardingSpec, cur: ShardingSpec, dim: int, axis: str) -> bool:
+    """Whether ``target``'s dim ``dim`` is ``cur``'s with ``axis`` added at the minor end."""
+    return target.dims[dim][: len(cur.dims[dim]) + 1] == cur.dims[dim] + (axis,)
+
+
+def _reduce_dropped_partials(x: Tensor, target: ShardingSpec) -> Tensor:
+    """1. The partial axes ``target`` does not keep, reduced: a ``reduce_scatter`` where the
+    axis then splits a dim at its minor end, one ``all_reduce`` per kind for the rest."""
+    s = x._impl.sharding
+    rest: dict = {}  # kind -> the axes one all_reduce completes together
+    for a in s.partial_axes:
+        if a in target.partial_axes:
+            continue
+        dim = target.dim_of(a)
+        cur = x._impl.sharding
+        if dim is not None and _extends(target, cur, dim, a) and a not in cur.sharded_axes:
+            x = fn.reduce_scatter_phys(x, dim, (a,))
+        else:
+            rest.setdefault(s.partial_kinds[a], []).append(a)
+    for kind, axes in rest.items():
+        x = fn.all_reduce_phys(x, kind, tuple(axes))
+    return x
+
+
+def _release_axes(x: Tensor, target: ShardingSpec, d: int) -> Tensor:
+    """2. The axes dim ``d`` holds beyond what ``target`` keeps there: each minor one that
+    another dim gains at its minor end moves there (``all_to_all``), the rest are gathered
+    (``all_gather``)."""
+    have, want = x._impl.sharding.dims[d], target.dims[d]
+    k = 0
+    while k < min(len(have), len(want)) and have[k] == want[k]:
+        k += 1
+    extra = have[k:]
+    while extra:
+        a = extra[-1]
+        dest = target.dim_of(a)
+        if dest is None or dest == d or not _extends(target, x._impl.sharding, dest, a):
+            return fn.all_gather_phys(x, d, extra)
+        x = fn.all_to_all_phys(x, dest, d, (a,))
+        extra = extra[:-1]
     return x
