@@ -34,8 +34,9 @@ class _LevelOp(Operation):
         return kwargs["levels"]
 
 
-class ToBatchOp(_LevelOp):
-    name = "to_batch"
+class _MoveLevelOp(_LevelOp):
+    """A level entering or leaving: a transpose of the buffer (``kwargs["phys"]["perm"]``)."""
+
     backend_name = "transpose"
 
     def sharding_rule(self, in_shapes, out_shapes, kwargs):
@@ -44,6 +45,10 @@ class ToBatchOp(_LevelOp):
     def shard_physical(self, kwargs, mesh_shape, local_in, local_out):
         n = len(mesh_shape)
         return {"perm": tuple(range(n)) + tuple(p + n for p in kwargs["phys"]["perm"])}
+
+
+class ToBatchOp(_MoveLevelOp):
+    name = "to_batch"
 
     def infer(self, shapes, dtypes, kwargs):
         s = shapes[0]
@@ -62,16 +67,8 @@ class ToBatchOp(_LevelOp):
         return [to_batch(tangents[0], kwargs["axis"], kwargs["level"])]
 
 
-class FromBatchOp(_LevelOp):
+class FromBatchOp(_MoveLevelOp):
     name = "from_batch"
-    backend_name = "transpose"
-
-    def sharding_rule(self, in_shapes, out_shapes, kwargs):
-        return spmd.permute_rule(in_shapes[0], kwargs["phys"]["perm"])
-
-    def shard_physical(self, kwargs, mesh_shape, local_in, local_out):
-        n = len(mesh_shape)
-        return {"perm": tuple(range(n)) + tuple(p + n for p in kwargs["phys"]["perm"])}
 
     def infer(self, shapes, dtypes, kwargs):
         s = shapes[0]
