@@ -24,6 +24,7 @@ __all__ = [
 
 
 def is_scalar(x) -> bool:
+    """Whether ``x`` is a Python or NumPy scalar (not an array)."""
     return isinstance(x, numbers.Number | np.bool_) and not isinstance(x, np.ndarray)
 
 
@@ -67,6 +68,8 @@ def norm_axes(op: str, axis, ndim: int, shape=None) -> tuple[int, ...]:
 
 
 def norm_shape(op: str, shape) -> tuple[int, ...]:
+    """``shape`` (an int or a sequence of sizes, symbolic sizes kept) as a tuple; errors
+    name ``op``."""
     if isinstance(shape, numbers.Integral):
         shape = (as_dim(shape),)
     try:
@@ -82,6 +85,7 @@ def norm_shape(op: str, shape) -> tuple[int, ...]:
 
 
 def dtype_or(dtype, default) -> DType:
+    """``dtype`` as a ``DType``, or ``default`` when it is None."""
     return default if dtype is None else to_dtype(dtype)
 
 

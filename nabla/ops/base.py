@@ -32,6 +32,7 @@ __all__ = ["Operation", "OpError"]
 
 
 def describe(shapes) -> str:
+    """Shapes as ``(2, 3), (3,)`` for error messages."""
     return ", ".join(str(tuple(s)) for s in shapes)
 
 

@@ -812,18 +812,24 @@ def complete_partial(x: Tensor) -> Tensor:
 
 
 def all_reduce_phys(x, kind, axes):
+    """``x``'s partial terms over mesh ``axes`` reduced (``kind``: sum, max, min, prod)."""
     return _all_reduce.bind([x], {"axes": tuple(axes), "kind": kind})
 
 
 def reduce_scatter_phys(x, dim, axes):
+    """``x``'s partial terms over ``axes`` reduced, physical dim ``dim`` then split over
+    them."""
     return _reduce_scatter.bind([x], {"dim": _neg(x._impl, dim), "axes": tuple(axes)})
 
 
 def all_gather_phys(x, dim, axes):
+    """Physical dim ``dim`` of ``x`` no longer split over ``axes`` (its minor axes)."""
     return _all_gather.bind([x], {"dim": _neg(x._impl, dim), "axes": tuple(axes)})
 
 
 def all_to_all_phys(x, split, concat, axes):
+    """Mesh ``axes`` moved from the minor end of physical dim ``concat`` to that of
+    ``split``."""
     im = x._impl
     return _all_to_all.bind(
         [x], {"split": _neg(im, split), "concat": _neg(im, concat), "axes": tuple(axes)}
@@ -831,6 +837,8 @@ def all_to_all_phys(x, split, concat, axes):
 
 
 def slice_phys(x, target_dims):
+    """``x`` split further to ``target_dims`` (each dim's axes extend its current ones):
+    each device keeps its block, no communication."""
     cur = x._impl.sharding
     for d, (have, want) in enumerate(zip(cur.dims, target_dims, strict=True)):
         if have != want:

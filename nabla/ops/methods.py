@@ -287,6 +287,7 @@ def _as_method(fn):
 
 
 def install() -> None:
+    """Attach the op table as ``Tensor`` methods and operators (run once, on import)."""
     for name, fn in _METHODS.items():
         setattr(Tensor, name, _as_method(fn))
     Tensor.__hash__ = object.__hash__
