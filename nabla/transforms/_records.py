@@ -72,6 +72,19 @@ class Recording(NamedTuple):
     outer: list
 
 
+def keep_nodes(recorded, needed: set, ref_of, index: dict) -> list:
+    """The ``RecordedNode``s of the nodes of ``recorded`` whose ids are in ``needed``, in
+    order, each input as ``ref_of(impl)``; ``index`` receives each kept node's position by
+    id (what ``ref_of`` reads for an input an earlier kept node made)."""
+    nodes = []
+    for node in recorded:
+        if id(node) in needed:
+            refs = tuple(ref_of(i) for i in node.inputs)
+            index[id(node)] = len(nodes)
+            nodes.append(RecordedNode(node.op, node.kwargs, refs, node.out_specs, node.phys_kwargs))
+    return nodes
+
+
 class InSpec(NamedTuple):
     """A traced body's placeholder: physical dtype, shape, device and vmap levels."""
 

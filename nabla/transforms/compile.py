@@ -80,7 +80,7 @@ from ..runtime.executor import run_program
 from ..runtime.graph import GRAPH
 from ..runtime.tensor import Tensor
 from ._captures import Path, find_modules, find_paths
-from ._records import PyOut, RecordedNode, Recording, Ref
+from ._records import PyOut, RecordedNode, Recording, Ref, keep_nodes
 
 __all__ = ["compile", "CompiledFunction", "CompilationStats"]
 
@@ -1156,14 +1156,8 @@ def _build_plan(recorded, placeholders, out, rng_impls, traced_flat, fun=None):
                     captured[j] = t
         return Ref("const", j)
 
-    nodes = []
     kept_index = {}
-    for node in recorded:
-        if id(node) not in needed:
-            continue
-        refs = tuple(ref_of(i) for i in node.inputs)
-        kept_index[id(node)] = len(nodes)
-        nodes.append(RecordedNode(node.op, node.kwargs, refs, node.out_specs, node.phys_kwargs))
+    nodes = keep_nodes(recorded, needed, ref_of, kept_index)
     outputs = [ref_of(o._impl) if isinstance(o, Tensor) else PyOut(o) for o in out_flat]
     tensors = [t for t in traced_flat if isinstance(t, Tensor)]
     args = _PlanArgs(

@@ -51,7 +51,7 @@ from ..ops._util import as_tensor
 from ..ops.base import Operation
 from ..runtime.graph import ConcretizationError
 from ..runtime.tensor import Tensor
-from ._records import InSpec, LoopLayout, OutAval, RecordedNode, Recording, Ref
+from ._records import InSpec, LoopLayout, OutAval, Recording, Ref, keep_nodes
 from .autodiff import jvp, vjp
 from .trace import _HIDDEN_KWARGS, _SHORT
 
@@ -284,7 +284,6 @@ def _body_records(kept, needed, arg_of, dependent, out_flat) -> Recording:
     """The body's ``RecordedNode``s, its output ``Ref``s and the outer impls it reads."""
     captured, cap_of = [], {}
     node_index = {}
-    nodes = []
 
     def ref_of(im):
         i = arg_of.get(id(im))
@@ -298,12 +297,7 @@ def _body_records(kept, needed, arg_of, dependent, out_flat) -> Recording:
             captured.append(im)
         return Ref("cap", j)
 
-    for node in kept:
-        if id(node) not in needed:
-            continue
-        refs = tuple(ref_of(i) for i in node.inputs)
-        node_index[id(node)] = len(nodes)
-        nodes.append(RecordedNode(node.op, node.kwargs, refs, node.out_specs, node.phys_kwargs))
+    nodes = keep_nodes(kept, needed, ref_of, node_index)
     outputs = tuple(ref_of(o._impl) for o in out_flat)
     return Recording(tuple(nodes), outputs, captured)
 
