@@ -521,10 +521,11 @@ def normalize_slices(op, shape, index) -> tuple:
     return tuple(out)
 
 
-def _region(op, start, size, stop, step, slices) -> list:
+def _region(op, start=None, size=None, *, stop=None, step=None, slices=None) -> list:
     """The ``slice`` per leading dim named by one of the two spellings: ``start``/``size``
     (the original Nabla's, as ``lax.dynamic_slice``) or ``start``/``stop``/``step``, or
-    ``slices``."""
+    ``slices`` (the region arguments of ``slice_tensor`` and ``slice_update``, taken as
+    they do)."""
     if slices is not None:
         if any(v is not None for v in (start, size, stop, step)):
             raise TypeError(f"{op}: pass either slices= or start/size/stop/step, not both")
@@ -554,7 +555,7 @@ def slice_tensor(x, start=None, size=None, *, stop=None, step=None, slices=None)
         IndexError: for more entries than dims.
     """
     x = as_tensor(x, op="slice_tensor")
-    slices = _region("slice_tensor", start, size, stop, step, slices)
+    slices = _region("slice_tensor", start, size, stop=stop, step=step, slices=slices)
     if len(slices) > x.ndim:
         raise IndexError(f"slice_tensor: {len(slices)} slices for a tensor of shape {x.shape}")
     norm = normalize_slices("slice_tensor", x.shape, slices)
@@ -600,7 +601,7 @@ def slice_update(x, update, start=None, size=None, *, stop=None, step=None, slic
         [0.0, 1.0, 1.0, 0.0]
     """
     x = as_tensor(x, op="slice_update")
-    slices = _region("slice_update", start, size, stop, step, slices)
+    slices = _region("slice_update", start, size, stop=stop, step=step, slices=slices)
     norm = normalize_slices("slice_update", x.shape, slices)
     region = tuple(s[2] for s in norm)
     update = as_tensor(update, x.dtype, op="slice_update")
