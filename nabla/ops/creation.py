@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 
@@ -406,41 +407,63 @@ def linspace(start, stop, num=50, *, endpoint=True, retstep=False, dtype=None, a
     if num < 0:
         raise ValueError(f"linspace: num must be non-negative, got {num}")
     dtype = dtype_or(dtype, get_default_dtype())
-    div = (num - 1) if endpoint else num
     work = DType.float64 if dtype is DType.float64 else DType.float32
-    if not (_is_number(start) and _is_number(stop)):
-        return _linspace_arrays(start, stop, num, div, endpoint, retstep, dtype, work, axis, device)
-    step = (stop - start) / div if div > 0 else 0.0
-    idx = arange(num, dtype=work, device=device)
-    out = idx * step + start
-    if endpoint and num > 1:
-        out = fn.where(idx == (num - 1), full((num,), stop, dtype=out.dtype, device=device), out)
-    if retstep:
-        spacing = step if div > 0 else math.nan
-        return out.cast(dtype), constant(spacing, dtype=work, device=device).cast(dtype)
-    return out.cast(dtype)
+    spacing = _Spacing(num, (num - 1) if endpoint else num, endpoint, retstep, dtype, work, device)
+    if _is_number(start) and _is_number(stop):
+        return _linspace_numbers(start, stop, spacing)
+    return _linspace_arrays(start, stop, spacing, axis)
+
+
+class _Spacing(NamedTuple):
+    """``linspace``'s points, whatever its bounds: ``num`` of them, ``div`` steps from
+    start to stop (``stop`` itself the last point with ``endpoint``), computed in ``work``
+    and returned as ``dtype`` on ``device`` (with the step when ``retstep``)."""
+
+    num: int
+    div: int
+    endpoint: bool
+    retstep: bool
+    dtype: DType
+    work: DType
+    device: Device | None
 
 
 def _is_number(v) -> bool:
     return isinstance(v, int | float | np.integer | np.floating) and not isinstance(v, bool)
 
 
-def _linspace_arrays(start, stop, num, div, endpoint, retstep, dtype, work, axis, device):
+def _linspace_numbers(start, stop, sp: _Spacing):
+    """``linspace`` with number bounds: one sequence."""
+    step = (stop - start) / sp.div if sp.div > 0 else 0.0
+    idx = arange(sp.num, dtype=sp.work, device=sp.device)
+    out = idx * step + start
+    if sp.endpoint and sp.num > 1:
+        last = full((sp.num,), stop, dtype=out.dtype, device=sp.device)
+        out = fn.where(idx == (sp.num - 1), last, out)
+    if sp.retstep:
+        spacing = step if sp.div > 0 else math.nan
+        return out.cast(sp.dtype), constant(spacing, dtype=sp.work, device=sp.device).cast(sp.dtype)
+    return out.cast(sp.dtype)
+
+
+def _linspace_arrays(start, stop, sp: _Spacing, axis):
     """``linspace`` with array/tensor bounds: one sequence per element of their broadcast,
     along a new leading axis that is then moved to ``axis``."""
     start, stop = (
-        v.cast(work) if isinstance(v, Tensor) else constant_for(v, work, device, "linspace")
+        v.cast(sp.work)
+        if isinstance(v, Tensor)
+        else constant_for(v, sp.work, sp.device, "linspace")
         for v in (start, stop)
     )
     shape = fn.broadcast_shapes("linspace", start.shape, stop.shape)
     axis = norm_axis("linspace", axis, len(shape) + 1)
-    step = (stop - start) / div if div > 0 else full_like(stop - start, math.nan)
-    idx = arange(num, dtype=work, device=device).reshape((num,) + (1,) * len(shape))
+    step = (stop - start) / sp.div if sp.div > 0 else full_like(stop - start, math.nan)
+    idx = arange(sp.num, dtype=sp.work, device=sp.device).reshape((sp.num,) + (1,) * len(shape))
     out = idx * step + start
-    if endpoint and num > 1:
-        out = fn.where(idx == (num - 1), stop, out)
-    out = fn.moveaxis(fn.broadcast_to(out, (num, *shape)), 0, axis).cast(dtype)
-    return (out, fn.broadcast_to(step, shape).cast(dtype)) if retstep else out
+    if sp.endpoint and sp.num > 1:
+        out = fn.where(idx == (sp.num - 1), stop, out)
+    out = fn.moveaxis(fn.broadcast_to(out, (sp.num, *shape)), 0, axis).cast(sp.dtype)
+    return (out, fn.broadcast_to(step, shape).cast(sp.dtype)) if sp.retstep else out
 
 
 def eye(n, m=None, k=0, *, dtype=None, device=None) -> Tensor:
@@ -465,13 +488,17 @@ def eye(n, m=None, k=0, *, dtype=None, device=None) -> Tensor:
     return ((cols - rows) == k).cast(dtype_or(dtype, get_default_dtype()))
 
 
-def _tri_mask(x, k, upper):
+def _triangle(x, k, upper):
+    """``triu`` (``upper``) or ``tril`` of ``x``: the other elements zeroed."""
+    op = "triu" if upper else "tril"
+    x = as_tensor(x, op=op)
     if x.ndim < 2:
-        raise OpError(f"{'triu' if upper else 'tril'}: needs rank >= 2, got shape {x.shape}")
+        raise OpError(f"{op}: needs rank >= 2, got shape {x.shape}")
     n, m = x.shape[-2:]
     rows = arange(n, device=x.device).reshape((n, 1))
     cols = arange(m, device=x.device).reshape((1, m))
-    return (cols - rows) >= k if upper else (cols - rows) <= k
+    keep = (cols - rows) >= k if upper else (cols - rows) <= k
+    return fn.where(keep, x, zeros_like(x))
 
 
 def triu(x, k: int = 0) -> Tensor:
@@ -488,8 +515,7 @@ def triu(x, k: int = 0) -> Tensor:
         ValueError: (:class:`nabla.OpError`) if ``x`` has rank < 2.
     """
 
-    x = as_tensor(x, op="triu")
-    return fn.where(_tri_mask(x, k, True), x, zeros_like(x))
+    return _triangle(x, k, upper=True)
 
 
 def tril(x, k: int = 0) -> Tensor:
@@ -506,8 +532,7 @@ def tril(x, k: int = 0) -> Tensor:
         ValueError: (:class:`nabla.OpError`) if ``x`` has rank < 2.
     """
 
-    x = as_tensor(x, op="tril")
-    return fn.where(_tri_mask(x, k, False), x, zeros_like(x))
+    return _triangle(x, k, upper=False)
 
 
 def hann_window(window_length: int, periodic: bool = True, *, dtype=None, device=None) -> Tensor:

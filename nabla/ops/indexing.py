@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import numbers
+from typing import NamedTuple
 
 import numpy as np
 
@@ -328,47 +329,100 @@ def _scatter_at(x, idx, upd, axis, mode):
 
 
 # ----------------------------------------------------------------------------- key parsing
-def _parse_key(x: Tensor, key, op="getitem"):
-    if not isinstance(key, tuple):
-        key = (key,)
-    entries = []
-    for k in key:
-        if isinstance(k, Tensor | np.ndarray | list):
-            if isinstance(k, list) and not k:
-                k = np.zeros(0, np.int64)  # x[[]]: an empty integer index, as in NumPy
-            t = k if isinstance(k, Tensor) else as_tensor(np.asarray(k))
-            if t.dtype.is_bool and t.ndim == 0:
-                raise IndexError(
-                    f"{op}: a 0-d boolean index is not supported (tensor of shape {x.shape}); "
-                    "use x[None] for True"
-                )
-            if t.dtype.is_bool:
-                if t._impl.levels:
-                    raise IndexError(
-                        "boolean mask indexing needs a concrete mask; it cannot be batched by vmap"
-                    )
-                nz = np.nonzero(t.numpy())
-                idx = [as_tensor(a.astype(np.int64)) for a in nz]
-                entries.append(("mask", idx, t.ndim, t.shape))
-            else:
-                entries.append(("adv", t, 1))
-        elif k is None:
-            entries.append(("new", None, 0))
-        elif k is Ellipsis:
-            entries.append(("ell", None, 0))
-        elif isinstance(k, slice):
-            entries.append(("slice", k, 1))
-        elif isinstance(k, numbers.Integral) and not isinstance(k, bool):
-            entries.append(("int", int(k), 1))
-        elif isinstance(k, bool):
-            raise IndexError(
-                f"{op}: indexing with a Python bool is not supported (tensor of shape {x.shape})"
-            )
-        else:
-            raise IndexError(
-                f"{op}: invalid index {k!r} of type {type(k).__name__} for a tensor of shape "
-                f"{x.shape} (use ints, slices, ..., None, or integer/bool tensors)"
-            )
+# An entry of a key, as the parsing stages pass it on: (kind, value, dims it consumes), kind
+# one of "int", "slice", "adv" (an integer index tensor), "new" (None), "ell" (...), and
+# ("mask", index tensors, mask rank, mask shape) until the mask is split into its dims.
+_WHOLE = ("slice", slice(None), 1)
+_NEW = ("new",)
+
+
+class _Key(NamedTuple):
+    """An index key resolved against a tensor's shape (``_parse_key``)."""
+
+    slices: tuple  # one (start, step, length) per input dim; an advanced index takes it whole
+    int_dims: list  # the dims an int removes (none with an advanced index: ints join those)
+    adv: list  # (input dim, index tensor) per advanced index, counted from the end once
+    layout: list  # per entry in key order: ("basic", input dim) | ("adv", k) | ("new",)
+
+    def adv_block(self):
+        """Where NumPy puts the advanced indices' dims (call with ``adv``): after this many
+        basic dims when the advanced entries are adjacent, else None (in front)."""
+        pos = [i for i, e in enumerate(self.layout) if e[0] == "adv"]
+        if pos != list(range(pos[0], pos[0] + len(pos))):
+            return None
+        return sum(1 for e in self.layout[: pos[0]] if e[0] == "basic")
+
+    def result_shape(self, sliced, ishape=(), front=False) -> tuple:
+        """The shape of ``x[key]``: ``None`` entries as 1, basic entries as their dims of
+        ``sliced`` (``x`` after ``slices``) and the advanced dims ``ishape`` at the first
+        advanced entry or, ``front``, before everything."""
+        shape = list(ishape) if front else []
+        placed = front
+        for e in self.layout:
+            if e[0] == "new":
+                shape.append(1)
+            elif e[0] == "basic":
+                shape.append(sliced[e[1]])
+            elif not placed:
+                shape.extend(ishape)
+                placed = True
+        return tuple(shape)
+
+
+def _parse_key(x: Tensor, key, op="getitem") -> _Key:
+    """``key`` (NumPy's index forms) resolved against ``x``'s shape, validated: each entry
+    classified, ``...`` and boolean masks expanded to the dims they cover, then every dim
+    given its slice or advanced index."""
+    entries = [_key_entry(x, k, op) for k in _entries_of(key)]
+    return _resolve_entries(x, _expand_entries(x, entries, op), op)
+
+
+def _key_entry(x, k, op) -> tuple:
+    """The entry of one element ``k`` of a key."""
+    if isinstance(k, Tensor | np.ndarray | list):
+        return _array_entry(x, k, op)
+    if k is None:
+        return ("new", None, 0)
+    if k is Ellipsis:
+        return ("ell", None, 0)
+    if isinstance(k, slice):
+        return ("slice", k, 1)
+    if isinstance(k, numbers.Integral) and not isinstance(k, bool):
+        return ("int", int(k), 1)
+    if isinstance(k, bool):
+        raise IndexError(
+            f"{op}: indexing with a Python bool is not supported (tensor of shape {x.shape})"
+        )
+    raise IndexError(
+        f"{op}: invalid index {k!r} of type {type(k).__name__} for a tensor of shape "
+        f"{x.shape} (use ints, slices, ..., None, or integer/bool tensors)"
+    )
+
+
+def _array_entry(x, k, op) -> tuple:
+    """The entry of an index array: an integer index, or a concrete boolean mask as the
+    integer indices of its True elements."""
+    if isinstance(k, list) and not k:
+        k = np.zeros(0, np.int64)  # x[[]]: an empty integer index, as in NumPy
+    t = k if isinstance(k, Tensor) else as_tensor(np.asarray(k))
+    if not t.dtype.is_bool:
+        return ("adv", t, 1)
+    if t.ndim == 0:
+        raise IndexError(
+            f"{op}: a 0-d boolean index is not supported (tensor of shape {x.shape}); "
+            "use x[None] for True"
+        )
+    if t._impl.levels:
+        raise IndexError(
+            "boolean mask indexing needs a concrete mask; it cannot be batched by vmap"
+        )
+    idx = [as_tensor(a.astype(np.int64)) for a in np.nonzero(t.numpy())]
+    return ("mask", idx, t.ndim, t.shape)
+
+
+def _expand_entries(x, entries, op) -> list:
+    """``entries`` with ``...`` (or, without one, the end of the key) standing for the dims
+    no entry indexes, and each boolean mask as one advanced index per dim it covers."""
     n_ell = sum(1 for e in entries if e[0] == "ell")
     if n_ell > 1:
         raise IndexError(f"{op}: an index can only have a single ellipsis ('...')")
@@ -377,12 +431,13 @@ def _parse_key(x: Tensor, key, op="getitem"):
         raise IndexError(
             f"{op}: too many indices for a tensor of shape {x.shape}: {consumed} were indexed"
         )
+    rest = [_WHOLE] * (x.ndim - consumed)
     out = []
     at = 0  # the input dim the entry indexes
     for e in entries:
         if e[0] == "ell":
-            out.extend([("slice", slice(None), 1)] * (x.ndim - consumed))
-            at += x.ndim - consumed
+            out.extend(rest)
+            at += len(rest)
             continue
         if e[0] == "mask":
             covered = x.shape[at : at + e[2]]
@@ -396,51 +451,57 @@ def _parse_key(x: Tensor, key, op="getitem"):
             out.append(e)
         at += e[2]
     if n_ell == 0:
-        out.extend([("slice", slice(None), 1)] * (x.ndim - consumed))
-    any_adv = any(e[0] == "adv" for e in out)
+        out.extend(rest)
+    return out
+
+
+def _resolve_entries(x, entries, op) -> _Key:
+    """The slice or advanced index of every input dim, from entries covering all of them."""
+    any_adv = any(e[0] == "adv" for e in entries)
+    slices, int_dims, adv, layout = [], [], [], []
     dim = 0
-    slices, adv = [], []  # adv: (input dim, index tensor)
-    int_dims = []
-    layout = []  # per entry in order: ("basic", in_dim) | ("adv", k) | ("new",)
-    for e in out:
-        kind = e[0]
+    for kind, v, _ in entries:
         if kind == "new":
-            layout.append(("new",))
+            layout.append(_NEW)
             continue
         n = x.shape[dim]
         if kind == "slice":
-            s = e[1]
-            if s.step == 0:
+            if v.step == 0:
                 raise ValueError(f"{op}: slice step cannot be zero (tensor of shape {x.shape})")
-            slices.append(_slice_entry(s, n))
+            slices.append(_slice_entry(v, n))
             layout.append(("basic", dim))
-        elif kind == "int":
-            i = e[1]
-            if not -n <= i < n:
-                raise IndexError(
-                    f"{op}: index {i} is out of bounds for axis {dim} with size {n} "
-                    f"(tensor of shape {x.shape})"
-                )
-            i %= n
-            if any_adv:
-                slices.append((0, 1, n))
-                adv.append((dim, as_tensor(np.asarray(i, np.int64))))
-                layout.append(("adv", len(adv) - 1))
-            else:
-                slices.append((i, 1, 1))
-                int_dims.append(dim)
-        else:
+        elif kind == "int" and not any_adv:
+            slices.append((_int_index(x, v, dim, op), 1, 1))
+            int_dims.append(dim)
+        else:  # an advanced index (an int among advanced indices is one too, as in NumPy)
             slices.append((0, 1, n))
-            idx = e[1]
-            if not (idx.dtype.is_int):
-                raise IndexError(
-                    f"{op}: index tensors must be integer or bool, got {idx.dtype} "
-                    f"(tensor of shape {x.shape})"
-                )
-            adv.append((dim, _index_tensor(op, idx, n, f" (axis {dim} of shape {x.shape})")))
+            adv.append((dim, _advanced_index(x, kind, v, dim, op)))
             layout.append(("adv", len(adv) - 1))
         dim += 1
-    return tuple(slices), int_dims, adv, layout
+    return _Key(tuple(slices), int_dims, adv, layout)
+
+
+def _int_index(x, i, dim, op) -> int:
+    """An int index into ``dim`` of ``x``, counted from the end when negative."""
+    n = x.shape[dim]
+    if not -n <= i < n:
+        raise IndexError(
+            f"{op}: index {i} is out of bounds for axis {dim} with size {n} "
+            f"(tensor of shape {x.shape})"
+        )
+    return i % n
+
+
+def _advanced_index(x, kind, v, dim, op) -> Tensor:
+    """The index tensor of an advanced entry (an int or an integer tensor) into ``dim``."""
+    if kind == "int":
+        return as_tensor(np.asarray(_int_index(x, v, dim, op), np.int64))
+    if not v.dtype.is_int:
+        raise IndexError(
+            f"{op}: index tensors must be integer or bool, got {v.dtype} "
+            f"(tensor of shape {x.shape})"
+        )
+    return _index_tensor(op, v, x.shape[dim], f" (axis {dim} of shape {x.shape})")
 
 
 def _slice_entry(s: slice, n) -> tuple:
@@ -473,11 +534,6 @@ def _symbolic_end(v, n, default):
         v = int(v)
         return n + v if -n <= v < 0 else (v if v <= n else None)
     return None
-
-
-def _adv_contiguous(layout):
-    pos = [i for i, e in enumerate(layout) if e[0] == "adv"]
-    return pos == list(range(pos[0], pos[0] + len(pos))) if pos else True
 
 
 def _linear_index(y, adv):
@@ -516,51 +572,23 @@ def getitem(x, key) -> Tensor:
     tensors/arrays/lists and concrete boolean masks)."""
 
     x = as_tensor(x, op="getitem")
-    plain = key is None or key is Ellipsis or (isinstance(key, tuple) and key == ())
-    if (
-        x.ndim == 0
-        and not plain
-        and not (isinstance(key, tuple) and all(k is None or k is Ellipsis for k in key))
-    ):
+    if x.ndim == 0 and not all(k is None or k is Ellipsis for k in _entries_of(key)):
         raise IndexError(f"getitem: cannot index a 0-d tensor with {key!r}")
-    slices, int_dims, adv, layout = _parse_key(x, key)
-    y = fn.slice_normalized(x, slices)
-    if not adv:
-        shape = []
-        basic = iter(d for d in range(x.ndim) if d not in int_dims)
-        for e in layout:
-            shape.append(1 if e[0] == "new" else y.shape[next(basic)])
-        return fn.reshape(y, tuple(shape))
-    flat, lin, ishape, rest = _linear_index(y, adv)
+    k = _parse_key(x, key)
+    y = fn.slice_normalized(x, k.slices)
+    if not k.adv:
+        return fn.reshape(y, k.result_shape(y.shape))
+    flat, lin, ishape, _ = _linear_index(y, k.adv)
     out = _gather_from(flat, lin, 0)  # (ishape..., rest...)
-    # insert None dims and place advanced dims as NumPy does
-    k = len(ishape)
-    basic_shapes = [y.shape[i] for i in rest]
-    if _adv_contiguous(layout):
-        first = next(i for i, e in enumerate(layout) if e[0] == "adv")
-        n_basic_before = sum(1 for e in layout[:first] if e[0] == "basic")
-        if n_basic_before:
-            out = fn.moveaxis(out, list(range(k)), list(range(n_basic_before, n_basic_before + k)))
-        shape, bi, done = [], 0, False
-        for e in layout:
-            if e[0] == "new":
-                shape.append(1)
-            elif e[0] == "basic":
-                shape.append(basic_shapes[bi])
-                bi += 1
-            elif not done:
-                shape.extend(ishape)
-                done = True
-        return fn.reshape(out, tuple(shape))
-    shape = list(ishape)
-    bi = 0
-    for e in layout:
-        if e[0] == "new":
-            shape.append(1)
-        elif e[0] == "basic":
-            shape.append(basic_shapes[bi])
-            bi += 1
-    return fn.reshape(out, tuple(shape))
+    at = k.adv_block()
+    if at:  # adjacent advanced indices: their dims go after the basic dims before them
+        n = len(ishape)
+        out = fn.moveaxis(out, list(range(n)), list(range(at, at + n)))
+    return fn.reshape(out, k.result_shape(y.shape, ishape, front=at is None))
+
+
+def _entries_of(key) -> tuple:
+    return key if isinstance(key, tuple) else (key,)
 
 
 def _without_new_axes(x, key, value, op):
@@ -569,7 +597,7 @@ def _without_new_axes(x, key, value, op):
     is accepted, as NumPy does. When a ``None`` sits between two array indices it keeps
     their dims in front (NumPy's rule for separated array indices), so the key keeps it and
     only the value loses the new axes."""
-    parts = key if isinstance(key, tuple) else (key,)
+    parts = _entries_of(key)
     if not any(k is None for k in parts):
         return key, value
     arrayish = [
@@ -596,57 +624,51 @@ def _without_none_axes(x, key, target):
     """``target`` (the shape of ``x[key]`` for a key whose array indices are separated, so
     their dims come first) without the size-1 axes its ``None`` entries made: after the
     array dims come the other entries' dims in key order (``_parse_key``'s layout)."""
-    rest = [e for e in _parse_key(x, key)[3] if e[0] != "adv"]
+    rest = [e for e in _parse_key(x, key).layout if e[0] != "adv"]
     start = len(target) - len(rest)
     drop = {start + i for i, e in enumerate(rest) if e[0] == "new"}
     return tuple(d for i, d in enumerate(target) if i not in drop)
+
+
+_COMBINE = {  # x.at[key].<mode>(value) on the indexed region
+    "add": lambda a, b: a + b,
+    "mul": lambda a, b: a * b,
+    "min": lambda a, b: fn.minimum(a, b),
+    "max": lambda a, b: fn.maximum(a, b),
+}
 
 
 def _update(x, key, value, mode):
     op = "setitem" if mode == "set" else "at"
     x = as_tensor(x, op=op)
     key, value = _without_new_axes(x, key, value, op)
-    slices, int_dims, adv, layout = _parse_key(x, key, op)
-    region = fn.slice_normalized(x, slices)
+    k = _parse_key(x, key, op)
+    region = fn.slice_normalized(x, k.slices)
     value = as_tensor(value, x.dtype, op)
-    combine = {
-        "add": lambda a, b: a + b,
-        "mul": lambda a, b: a * b,
-        "min": fn.minimum,
-        "max": fn.maximum,
-    }
-    if not adv:
-        view_shape = tuple(d for i, d in enumerate(region.shape) if i not in int_dims)
-        v = _fit(value, view_shape)
-        v = fn.reshape(v, region.shape)
-        new_region = v if mode == "set" else combine[mode](region, v)
+    if not k.adv:
+        view_shape = tuple(d for i, d in enumerate(region.shape) if i not in k.int_dims)
+        v = fn.reshape(_fit(value, view_shape), region.shape)
+        new_region = v if mode == "set" else _COMBINE[mode](region, v)
     else:
-        flat, lin, ishape, rest = _linear_index(region, adv)
+        flat, lin, ishape, rest = _linear_index(region, k.adv)
         basic_shape = tuple(region.shape[i] for i in rest)
-        k = len(ishape)
-        if _adv_contiguous(layout):
-            first = next(i for i, e in enumerate(layout) if e[0] == "adv")
-            nb_before = sum(1 for e in layout[:first] if e[0] == "basic")
-            vshape = basic_shape[:nb_before] + tuple(ishape) + basic_shape[nb_before:]
-            v = _fit(value, vshape)
-            if nb_before:
-                v = fn.moveaxis(v, list(range(nb_before, nb_before + k)), list(range(k)))
-        else:
-            v = _fit(value, tuple(ishape) + basic_shape)
+        at = k.adv_block() or 0  # separated advanced indices: their dims come first
+        v = _fit(value, basic_shape[:at] + tuple(ishape) + basic_shape[at:])
+        if at:
+            n = len(ishape)
+            v = fn.moveaxis(v, list(range(at, at + n)), list(range(n)))
         # every update at a repeated index takes part, but for ``set`` (one is kept)
         new_flat = _scatter_at(flat, lin, as_tensor(v, flat.dtype, op="setitem"), 0, mode)
-        dims = [d for d, _ in adv]
+        dims = [d for d, _ in k.adv]
         moved = fn.reshape(new_flat, tuple(region.shape[d] for d in dims) + basic_shape)
         order = dims + rest
-        inv = [order.index(i) for i in range(region.ndim)]
-
-        new_region = fn.permute(moved, inv)
-    if all(s == (0, 1, d) for s, d in zip(slices, x.shape)):
+        new_region = fn.permute(moved, [order.index(i) for i in range(region.ndim)])
+    if all(s == (0, 1, d) for s, d in zip(k.slices, x.shape)):
         return new_region
     return fn.slice_update(
         x,
         new_region,
-        slices=[slice(s, s + st * n if s + st * n >= 0 else None, st) for s, st, n in slices],
+        slices=[slice(s, s + st * n if s + st * n >= 0 else None, st) for s, st, n in k.slices],
     )
 
 

@@ -90,6 +90,15 @@ def out_specs(op: str, out_types) -> tuple[list[ShapeDtype], bool]:
     )
 
 
+class _KernelRef(NamedTuple):
+    """The kernel a call runs: its registered name, the package (or list of packages) to
+    find it in and its NumPy reference (None: none)."""
+
+    name: str
+    path: object
+    numpy_fn: object
+
+
 def _params(op: str, params: dict) -> tuple:
     for k, v in params.items():
         if not isinstance(v, _PARAM_TYPES):
@@ -166,7 +175,8 @@ class CustomKernelOp(Operation):
         tensors = [_util.as_tensor(a, op=self.name) for a in args]
         specs = [ShapeDtype(tuple(t.shape), t.dtype) for t in tensors]
         outs, single = self.out_types(specs, **params)
-        results = self._record(tensors, self.kernel, self.kernel_path, outs, params, self.numpy_fn)
+        kernel = _KernelRef(self.kernel, self.kernel_path, self.numpy_fn)
+        results = self._record(tensors, kernel, outs, params)
         return results[0] if single else results
 
     def out_types(self, specs: list[ShapeDtype], **params):
@@ -190,17 +200,17 @@ class CustomKernelOp(Operation):
             rule = rule(*specs, **params)
         return out_specs(self.name, rule)
 
-    def _record(self, tensors, kernel, kernel_path, outs, params, numpy_fn):
+    def _record(self, tensors, kernel: _KernelRef, outs, params):
         label = self.name if self is not _CALL else "call_custom_kernel"
         # one-off calls get their own op name: a custom_op named like the kernel keeps its
         # NumPy reference (references are keyed by op, kernel and package digest)
-        kwargs_op = self.name if self is not _CALL else f"call_custom_kernel({kernel!r})"
-        pkg = find_kernel(kernel, kernel_path, caller=label)
-        if numpy_fn is not None:
-            NUMPY_REFERENCES[(kwargs_op, kernel, pkg.digest)] = numpy_fn
+        kwargs_op = self.name if self is not _CALL else f"call_custom_kernel({kernel.name!r})"
+        pkg = find_kernel(kernel.name, kernel.path, caller=label)
+        if kernel.numpy_fn is not None:
+            NUMPY_REFERENCES[(kwargs_op, kernel.name, pkg.digest)] = kernel.numpy_fn
         kwargs = {
             "op": kwargs_op,
-            "kernel": kernel,
+            "kernel": kernel.name,
             "package": str(pkg.path),
             "digest": pkg.digest,
             "out_types": tuple((s.dtype, s.shape) for s in outs),
@@ -232,14 +242,7 @@ class CustomKernelOp(Operation):
 
     # ------------------------------------------------------------------ rules
     def vjp_rule(self, primals, cotangents, outputs, kwargs):
-        if self._vjp is None:
-            raise NotImplementedError(
-                f"custom op {kwargs['op']!r} (kernel {kwargs['kernel']!r}) has no vjp rule: give "
-                "it one (custom_op(..., vjp=...)) to differentiate through it in reverse mode"
-            )
-        cts = list(
-            self._vjp(list(primals), list(cotangents), list(outputs), **dict(kwargs["params"]))
-        )
+        cts = self._user_rule("vjp", primals, cotangents, outputs, kwargs)
         if len(cts) != len(primals):
             raise OpError(
                 f"custom op {kwargs['op']!r}: its vjp returned {len(cts)} cotangent(s) for "
@@ -248,14 +251,21 @@ class CustomKernelOp(Operation):
         return cts
 
     def jvp_rule(self, primals, tangents, outputs, kwargs):
-        if self._jvp is None:
+        return self._user_rule("jvp", primals, tangents, outputs, kwargs)
+
+    def _user_rule(self, which, primals, others, outputs, kwargs) -> list:
+        """The result of the rule ``which`` (``"vjp"``/``"jvp"``) given to ``custom_op``, on
+        the primals, the cotangents or tangents and the outputs, with the call's kernel
+        parameters."""
+        rule = self._vjp if which == "vjp" else self._jvp
+        if rule is None:
+            mode = "reverse" if which == "vjp" else "forward"
             raise NotImplementedError(
-                f"custom op {kwargs['op']!r} (kernel {kwargs['kernel']!r}) has no jvp rule: give "
-                "it one (custom_op(..., jvp=...)) to differentiate through it in forward mode"
+                f"custom op {kwargs['op']!r} (kernel {kwargs['kernel']!r}) has no {which} rule: "
+                f"give it one (custom_op(..., {which}=...)) to differentiate through it in "
+                f"{mode} mode"
             )
-        return list(
-            self._jvp(list(primals), list(tangents), list(outputs), **dict(kwargs["params"]))
-        )
+        return list(rule(list(primals), list(others), list(outputs), **dict(kwargs["params"])))
 
 
 def _loop(op: CustomKernelOp, tensors, kwargs):
@@ -378,7 +388,7 @@ def call_custom_kernel(name: str, kernel_path, values, out_types, *, numpy_fn=No
         values = [values]
     tensors = [_util.as_tensor(v, op="call_custom_kernel") for v in values]
     outs, single = out_specs("call_custom_kernel", out_types)
-    results = _CALL._record(tensors, name, kernel_path, outs, params, numpy_fn)
+    results = _CALL._record(tensors, _KernelRef(name, kernel_path, numpy_fn), outs, params)
     return results[0] if single else results
 
 

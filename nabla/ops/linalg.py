@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import string
+from typing import NamedTuple
 
 from ..core.state import STATE
 from ..runtime.tensor import Tensor
@@ -109,24 +110,41 @@ def _mm(a, b):
         out = _mm(fn.reshape(a, (math.prod(lead), a.shape[-1])), b)
         return fn.reshape(out, lead + (b.shape[-1],))
     al, bl = a._impl.levels, b._impl.levels
-    if al != bl and min(a.ndim, b.ndim) >= 2 and max(a.ndim, b.ndim) > 2:
-        if al and not bl and a.shape[:-2] == b.shape[:-2]:
+    if (
+        al != bl
+        and min(a.ndim, b.ndim) >= 2
+        and max(a.ndim, b.ndim) > 2
+        and a.shape[:-2] == b.shape[:-2]
+    ):
+        if not bl:
             return _levels_into_rows(a, b)
-        if bl and not al and a.shape[:-2] == b.shape[:-2]:  # (b^T a^T)^T
+        if not al:  # (b^T a^T)^T
             t = _levels_into_rows(fn.swap_axes(b, -1, -2), fn.swap_axes(a, -1, -2))
             return fn.swap_axes(t, -1, -2)
-    if a.ndim == 2 and not a._impl.levels and b._impl.levels and b.ndim <= 2:
-        at = fn.swap_axes(a, -1, -2)
-        if b.ndim == 1:
-            return _matmul.bind([b, at], {})
-        if b.shape[-1] == 1:
-            out = _matmul.bind([fn.reshape(b, b.shape[:-1]), at], {})
-            return fn.reshape(out, out.shape + (1,))
-        return fn.swap_axes(_matmul.bind([fn.swap_axes(b, -1, -2), at], {}), -1, -2)
-    if a.ndim == 1 and (b._impl.levels or b.ndim != 2):
-        out = _matmul.bind([fn.reshape(a, (1,) + a.shape), b], {})
-        return fn.reshape(out, out.shape[:-2] + out.shape[-1:])
+    if a.ndim == 2 and not al and bl and b.ndim <= 2:
+        return _weight_times_batched(a, b)
+    if a.ndim == 1 and (bl or b.ndim != 2):
+        return _vector_times(a, b)
     return _matmul.bind([a, b], {})
+
+
+def _weight_times_batched(w, b):
+    """``w @ b`` for an unbatched 2-D ``w`` and a vector or matrix ``b`` batched by vmap, as
+    ``(b^T @ w^T)^T``: the weight stays on the right, where the kernel broadcasts it."""
+    wt = fn.swap_axes(w, -1, -2)
+    if b.ndim == 1:
+        return _matmul.bind([b, wt], {})
+    if b.shape[-1] == 1:
+        out = _matmul.bind([fn.reshape(b, b.shape[:-1]), wt], {})
+        return fn.reshape(out, out.shape + (1,))
+    return fn.swap_axes(_matmul.bind([fn.swap_axes(b, -1, -2), wt], {}), -1, -2)
+
+
+def _vector_times(v, b):
+    """``v @ b`` for a vector ``v`` the kernel does not take as it is: promoted to a row,
+    and the row dim dropped again."""
+    out = _matmul.bind([fn.reshape(v, (1,) + v.shape), b], {})
+    return fn.reshape(out, out.shape[:-2] + out.shape[-1:])
 
 
 def _mm_sharded(a, b):
@@ -144,8 +162,7 @@ def _mm_sharded(a, b):
     if b.ndim >= 2 and a.ndim > b.ndim:
         b = fn.broadcast_to(b, a.shape[:-2] + b.shape[-2:])
     if a.ndim == 1:
-        out = _matmul.bind([fn.reshape(a, (1,) + a.shape), b], {})
-        return fn.reshape(out, out.shape[:-2] + out.shape[-1:])
+        return _vector_times(a, b)
     return _matmul.bind([a, b], {})
 
 
@@ -224,22 +241,10 @@ def matmul(x, y):
         ValueError: when the contracted dims differ, naming both shapes.
     """
 
-    (x, y), dtype = (
-        fn.promote_operands("matmul", [x, y], broadcast=False)
-        if _differ(x, y)
-        else ((as_tensor(x, op="matmul"), as_tensor(y, op="matmul")), None)
-    )
-    if x.dtype.is_bool:
-        raise TypeError("matmul: bool tensors are not supported")
-    if x.ndim == 0 or y.ndim == 0:
-        raise OpError(f"matmul: operands must be at least 1-D, got shapes {x.shape} and {y.shape}")
+    x, y = _matmul_operands(x, y)
     whole = x._impl.sharding is None and y._impl.sharding is None
     if x.ndim == 1 and y.ndim == 2 and not y._impl.levels and whole:
-        if x.shape[0] != y.shape[0]:
-            raise OpError(
-                f"matmul: contracted dims differ: shapes {x.shape} and {y.shape} "
-                f"({x.shape[0]} != {y.shape[0]})"
-            )
+        _check_contracted(x, y)
         return _matmul.bind([x, y], {})  # vector @ matrix: the kernel takes it directly
     squeeze_x = x.ndim == 1
     squeeze_y = y.ndim == 1
@@ -247,11 +252,7 @@ def matmul(x, y):
         x = fn.reshape(x, (1, x.shape[0]))
     if squeeze_y:
         y = fn.reshape(y, (y.shape[0], 1))
-    if x.shape[-1] != y.shape[-2]:
-        raise OpError(
-            f"matmul: contracted dims differ: shapes {x.shape} and {y.shape} "
-            f"({x.shape[-1]} != {y.shape[-2]})"
-        )
+    _check_contracted(x, y)
     try:
         batch = fn.broadcast_shapes("matmul", x.shape[:-2], y.shape[:-2])
     except OpError:
@@ -265,13 +266,34 @@ def matmul(x, y):
     if y.shape[:-2] != batch and (y.ndim > 2 or (y._impl.levels and not whole)):
         y = fn.broadcast_to(y, batch + y.shape[-2:])
     out = _mm(x, y)
-    if squeeze_x and squeeze_y:
-        return fn.reshape(out, batch)
-    if squeeze_x:
-        return fn.reshape(out, batch + (out.shape[-1],))
-    if squeeze_y:
-        return fn.reshape(out, batch + (out.shape[-2],))
-    return out
+    if not (squeeze_x or squeeze_y):
+        return out
+    # the dims added to 1-D operands go again
+    rows = () if squeeze_x else (out.shape[-2],)
+    cols = () if squeeze_y else (out.shape[-1],)
+    return fn.reshape(out, batch + rows + cols)
+
+
+def _matmul_operands(x, y):
+    """``matmul``'s operands as tensors of one dtype (promoted only when they differ),
+    validated."""
+    if _differ(x, y):
+        (x, y), _ = fn.promote_operands("matmul", [x, y], broadcast=False)
+    else:
+        x, y = as_tensor(x, op="matmul"), as_tensor(y, op="matmul")
+    if x.dtype.is_bool:
+        raise TypeError("matmul: bool tensors are not supported")
+    if x.ndim == 0 or y.ndim == 0:
+        raise OpError(f"matmul: operands must be at least 1-D, got shapes {x.shape} and {y.shape}")
+    return x, y
+
+
+def _check_contracted(x, y):
+    if x.shape[-1] != y.shape[-2]:
+        raise OpError(
+            f"matmul: contracted dims differ: shapes {x.shape} and {y.shape} "
+            f"({x.shape[-1]} != {y.shape[-2]})"
+        )
 
 
 def _differ(x, y):
@@ -415,6 +437,36 @@ def einsum(equation: str, *operands):
     if len({o.dtype for o in ops}) > 1:
         ops, _ = fn.promote_operands("einsum", ops, broadcast=False)
         ops = list(ops)
+    spec = _spec(equation, ops)
+    # broadcast size-1 dims (only ellipsis dims can legitimately differ)
+    ops = [_broadcast_term(x, t, spec.sizes) for x, t in zip(ops, spec.terms)]
+    pairs = [_diagonal(x, t) for x, t in zip(ops, spec.terms)]
+    for c in spec.out:
+        if not any(c in t for _, t in pairs):
+            raise OpError(
+                f"einsum: output index {c!r} does not appear in the inputs of {equation!r}"
+            )
+    x, t = pairs[0]
+    for k in range(1, len(pairs)):
+        later = set(spec.out).union(*[set(u) for _, u in pairs[k + 1 :]])
+        x, t = _contract((x, t), pairs[k], later, spec.sizes)
+    x, t = _sum_unneeded(x, t, set(spec.out))
+    if t != spec.out:
+        x = fn.permute(x, [t.index(c) for c in spec.out])
+    return x
+
+
+class _Spec(NamedTuple):
+    """An einsum equation fitted to its operands: one index term per operand (``...``
+    spelled out), the output term and each index's size (the largest: size-1 dims
+    broadcast)."""
+
+    terms: list
+    out: str
+    sizes: dict
+
+
+def _spec(equation, ops) -> _Spec:
     terms, out = _parse(equation, ops)
     sizes = {}
     for t, x in zip(terms, ops):
@@ -425,53 +477,42 @@ def einsum(equation: str, *operands):
                     f"{describe([o.shape for o in ops])}"
                 )
             sizes[c] = max(sizes.get(c, d), d)
-    # broadcast size-1 dims (only ellipsis dims can legitimately differ)
-    ops = [
-        fn.broadcast_to(x, tuple(sizes[c] for c in t))
-        if any(sizes[c] != d for c, d in zip(t, x.shape))
-        else x
-        for t, x in zip(terms, ops)
-    ]
-    pairs = [_diagonal(x, t) for x, t in zip(ops, terms)]
-    for c in out:
-        if not any(c in t for _, t in pairs):
-            raise OpError(
-                f"einsum: output index {c!r} does not appear in the inputs of {equation!r}"
-            )
+    return _Spec(terms, out, sizes)
 
-    def reduce_unneeded(x, t, keep):
-        drop = tuple(i for i, c in enumerate(t) if c not in keep)
-        if drop:
-            x = fn.reduce_sum(x, drop)
-            t = "".join(c for c in t if c in keep)
-        return x, t
 
-    x, t = pairs[0]
-    for k in range(1, len(pairs)):
-        y, u = pairs[k]
-        later = set(out).union(*[set(tt) for _, tt in pairs[k + 1 :]])
-        x, t = reduce_unneeded(x, t, later | set(u))
-        y, u = reduce_unneeded(y, u, later | set(t))
-        batch = [c for c in t if c in u and c in later]
-        contract = [c for c in t if c in u and c not in later]
-        fa = [c for c in t if c not in u]
-        fb = [c for c in u if c not in t]
-        xa = fn.permute(x, [t.index(c) for c in batch + fa + contract])
-        yb = fn.permute(y, [u.index(c) for c in batch + contract + fb])
-        nb_ = math.prod(sizes[c] for c in batch)
-        na = math.prod(sizes[c] for c in fa)
-        nk = math.prod(sizes[c] for c in contract)
-        nbb = math.prod(sizes[c] for c in fb)
-        if batch:
-            r = matmul(fn.reshape(xa, (nb_, na, nk)), fn.reshape(yb, (nb_, nk, nbb)))
-        else:  # a plain 2-D product, so an unbatched operand under vmap stays unbatched
-            r = matmul(fn.reshape(xa, (na, nk)), fn.reshape(yb, (nk, nbb)))
-        x = fn.reshape(r, tuple(sizes[c] for c in batch + fa + fb))
-        t = "".join(batch + fa + fb)
-    x, t = reduce_unneeded(x, t, set(out))
-    if t != out:
-        x = fn.permute(x, [t.index(c) for c in out])
-    return x
+def _broadcast_term(x, term, sizes):
+    want = tuple(sizes[c] for c in term)
+    return fn.broadcast_to(x, want) if want != x.shape else x
+
+
+def _sum_unneeded(x, term, keep):
+    """``x`` summed over the indices of ``term`` not in ``keep``, and its new term."""
+    drop = tuple(i for i, c in enumerate(term) if c not in keep)
+    if drop:
+        x = fn.reduce_sum(x, drop)
+        term = "".join(c for c in term if c in keep)
+    return x, term
+
+
+def _contract(a, b, later, sizes):
+    """The product of two ``(tensor, term)`` operands as one ``matmul``, summing the
+    indices that neither the other operand nor ``later`` (the operands still to come and the
+    output) has first; returns ``(tensor, term)``: the batch, ``a``'s, then ``b``'s free
+    indices."""
+    x, t = _sum_unneeded(*a, later | set(b[1]))
+    y, u = _sum_unneeded(*b, later | set(t))
+    batch = [c for c in t if c in u and c in later]
+    contract = [c for c in t if c in u and c not in later]
+    fa = [c for c in t if c not in u]
+    fb = [c for c in u if c not in t]
+    xa = fn.permute(x, [t.index(c) for c in batch + fa + contract])
+    yb = fn.permute(y, [u.index(c) for c in batch + contract + fb])
+    nb_, na, nk, nbb = (math.prod(sizes[c] for c in cs) for cs in (batch, fa, contract, fb))
+    if batch:
+        r = matmul(fn.reshape(xa, (nb_, na, nk)), fn.reshape(yb, (nb_, nk, nbb)))
+    else:  # a plain 2-D product, so an unbatched operand under vmap stays unbatched
+        r = matmul(fn.reshape(xa, (na, nk)), fn.reshape(yb, (nk, nbb)))
+    return fn.reshape(r, tuple(sizes[c] for c in batch + fa + fb)), "".join(batch + fa + fb)
 
 
 provide(globals(), __all__)

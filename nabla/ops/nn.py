@@ -10,6 +10,7 @@ differentiable, batchable under ``vmap`` and lowered on every backend by constru
 from __future__ import annotations
 
 import numbers
+from typing import NamedTuple
 
 import numpy as np
 
@@ -237,19 +238,11 @@ def conv2d_transpose(
             and the layout; for an unknown ``filter_layout``.
         TypeError: for both ``output_padding`` and ``output_paddings``.
     """
-    if output_paddings is not None:
-        if output_padding != 0:
-            raise TypeError("conv2d_transpose: pass output_padding or output_paddings, not both")
-        output_padding = output_paddings
-        filter_layout = filter_layout or "HWOI"
-    layout = str(filter_layout or "HWIO").upper()
-    if layout not in ("HWIO", "HWOI"):
-        raise OpError(f"conv2d_transpose: filter_layout must be 'HWIO' or 'HWOI', got {layout!r}")
+    output_padding, layout = _transpose_layout(output_padding, output_paddings, filter_layout)
     if layout == "HWOI":
         weight = fn.permute(as_tensor(weight, op="conv2d_transpose"), (0, 1, 3, 2))
     x, w = _check_conv("conv2d_transpose", x, weight, groups, layout)
-    n, h, wd, c = x.shape
-    kh, kw, cg, o = w.shape
+    kh, kw = w.shape[:2]
     s = _pair(stride, "stride", "conv2d_transpose")
     d = _pair(dilation, "dilation", "conv2d_transpose")
     op_ = _pair(output_padding, "output_padding", "conv2d_transpose", minimum=0)
@@ -259,35 +252,60 @@ def conv2d_transpose(
             f"pairs); x {x.shape}, weight {w.shape}"
         )
     p = _padding(padding, "conv2d_transpose")
-    # dilate the input by the stride: (N, H, 1, W, 1, C) padded to (N, H, s, W, s, C)
-    if s != (1, 1):
-        xd = fn.reshape(x, (n, h, 1, wd, 1, c))
-        xd = fn.pad(xd, ((0, 0), (0, 0), (0, s[0] - 1), (0, 0), (0, s[1] - 1), (0, 0)))
-        xd = fn.reshape(xd, (n, h * s[0], wd * s[1], c))
-        xd = fn.slice_tensor(
-            xd, slices=[slice(None), slice(0, (h - 1) * s[0] + 1), slice(0, (wd - 1) * s[1] + 1)]
-        )
-    else:
-        xd = x
+    # the full output needs d*(k-1) rows/cols on each side of the dilated input; the
+    # padding takes rows/cols off them again, the output padding adds more at the end
     lo = [d[i] * ((kh, kw)[i] - 1) - p[i][0] for i in range(2)]
     hi = [d[i] * ((kh, kw)[i] - 1) - p[i][1] + op_[i] for i in range(2)]
-    xd = fn.pad(
-        xd, ((0, 0), (max(lo[0], 0), max(hi[0], 0)), (max(lo[1], 0), max(hi[1], 0)), (0, 0))
-    )
-    if min(lo + hi) < 0:
-        hh, ww = xd.shape[1], xd.shape[2]
-        xd = fn.slice_tensor(
-            xd,
-            slices=[
-                slice(None),
-                slice(max(-lo[0], 0), hh - max(-hi[0], 0)),
-                slice(max(-lo[1], 0), ww - max(-hi[1], 0)),
-            ],
-        )
+    xd = _pad_or_crop(_dilate(x, s), lo, hi)
     out = conv2d(xd, fn.flip(w, (0, 1)), None, 1, 0, d, groups)
     if bias is not None:
         out = out + as_tensor(bias, out.dtype, op="conv2d_transpose")
     return out
+
+
+def _transpose_layout(output_padding, output_paddings, filter_layout):
+    """``conv2d_transpose``'s ``(output_padding, filter layout)``: the original Nabla's
+    ``output_paddings=`` selects its ``"HWOI"`` filters unless a layout is given."""
+    if output_paddings is not None:
+        if output_padding != 0:
+            raise TypeError("conv2d_transpose: pass output_padding or output_paddings, not both")
+        output_padding = output_paddings
+        filter_layout = filter_layout or "HWOI"
+    layout = str(filter_layout or "HWIO").upper()
+    if layout not in ("HWIO", "HWOI"):
+        raise OpError(f"conv2d_transpose: filter_layout must be 'HWIO' or 'HWOI', got {layout!r}")
+    return output_padding, layout
+
+
+def _dilate(x, s):
+    """NHWC ``x`` with ``s - 1`` zero rows/cols between its rows/cols (stride ``s``)."""
+    if s == (1, 1):
+        return x
+    n, h, wd, c = x.shape
+    # (N, H, 1, W, 1, C) padded to (N, H, s, W, s, C), then the trailing zeros cut
+    xd = fn.reshape(x, (n, h, 1, wd, 1, c))
+    xd = fn.pad(xd, ((0, 0), (0, 0), (0, s[0] - 1), (0, 0), (0, s[1] - 1), (0, 0)))
+    xd = fn.reshape(xd, (n, h * s[0], wd * s[1], c))
+    return fn.slice_tensor(
+        xd, slices=[slice(None), slice(0, (h - 1) * s[0] + 1), slice(0, (wd - 1) * s[1] + 1)]
+    )
+
+
+def _pad_or_crop(x, lo, hi):
+    """NHWC ``x`` with ``lo[i]``/``hi[i]`` rows (i=0) or cols (i=1) added before/after,
+    zeros where positive, removed where negative."""
+    x = fn.pad(x, ((0, 0), (max(lo[0], 0), max(hi[0], 0)), (max(lo[1], 0), max(hi[1], 0)), (0, 0)))
+    if min(lo + hi) >= 0:
+        return x
+    hh, ww = x.shape[1], x.shape[2]
+    return fn.slice_tensor(
+        x,
+        slices=[
+            slice(None),
+            slice(max(-lo[0], 0), hh - max(-hi[0], 0)),
+            slice(max(-lo[1], 0), ww - max(-hi[1], 0)),
+        ],
+    )
 
 
 def _ceil_extra(size, k, s, d, p) -> tuple:
@@ -304,24 +322,40 @@ def _ceil_extra(size, k, s, d, p) -> tuple:
     return tuple(extra)
 
 
-def _pool(op, x, kernel_size, stride, padding, dilation, fill, ceil_mode=False, extra=None):
-    x = as_tensor(x, op=op)
+class _PoolWindow(NamedTuple):
+    """The windows a pooling op reduces over NHWC's (H, W), each field a pair: kernel size,
+    stride, dilation, padding ``((top, bottom), (left, right))`` and the rows/cols
+    ``ceil_mode`` adds after the padding."""
+
+    kernel: tuple
+    stride: tuple
+    dilation: tuple
+    padding: tuple
+    extra: tuple
+
+
+def _pool_window(op, x, kernel_size, stride, padding, dilation=1, ceil_mode=False):
+    """The validated window of pooling op ``op`` over ``x``."""
     if x.ndim != 4:
         raise OpError(f"{op}: expects x of shape (N, H, W, C), got {x.shape}")
     k = _pair(kernel_size, "kernel_size", op)
     s = k if stride is None else _pair(stride, "stride", op)
     d = _pair(dilation, "dilation", op)
     p = _padding(padding, op, k, d, s, x.shape[1:3])
-    if extra is None:
-        extra = _ceil_extra(x.shape[1:3], k, s, d, p) if ceil_mode else (0, 0)
+    extra = _ceil_extra(x.shape[1:3], k, s, d, p) if ceil_mode else (0, 0)
+    return _PoolWindow(k, s, d, p, extra)
+
+
+def _pooled(op, x, window: _PoolWindow, fill):
+    """The windows of ``x`` stacked: ``(N, OH, OW, KH*KW, C)``, padded with ``fill``."""
+    k, s, d, p, extra = window
     full = tuple((p[i][0], p[i][1] + extra[i]) for i in range(2))
     oh, ow = _out_size(x.shape[1:3], k, s, d, full)
     if oh <= 0 or ow <= 0:
         raise OpError(f"{op}: input {x.shape} is too small for kernel {k}")
-    xp = x
     if any(full[0] + full[1]):
-        xp = fn.pad(x, ((0, 0), full[0], full[1], (0, 0)), value=fill)
-    return _windows(xp, k, s, d, (oh, ow)), k, s, d, p, extra
+        x = fn.pad(x, ((0, 0), full[0], full[1], (0, 0)), value=fill)
+    return _windows(x, k, s, d, (oh, ow))
 
 
 def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False):
@@ -353,8 +387,8 @@ def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=Fal
         win = max_pool2d(x.cast(DType.int8), kernel_size, stride, padding, dilation, ceil_mode)
         return win > 0
     fill = float("-inf") if x.dtype.is_float else np.iinfo(x.dtype.numpy).min
-    win, *_ = _pool("max_pool2d", x, kernel_size, stride, padding, dilation, fill, ceil_mode)
-    return fn.reduce_max(win, 3)
+    window = _pool_window("max_pool2d", x, kernel_size, stride, padding, dilation, ceil_mode)
+    return fn.reduce_max(_pooled("max_pool2d", x, window, fill), 3)
 
 
 def avg_pool2d(x, kernel_size, stride=None, padding=0, count_include_pad=True, ceil_mode=False):
@@ -383,17 +417,17 @@ def avg_pool2d(x, kernel_size, stride=None, padding=0, count_include_pad=True, c
     x = as_tensor(x, op="avg_pool2d")
     if not x.dtype.is_float:
         raise TypeError(f"avg_pool2d: needs a float tensor, got {x.dtype}")
-    win, k, s, d, p, extra = _pool("avg_pool2d", x, kernel_size, stride, padding, 1, 0.0, ceil_mode)
-    total = fn.reduce_sum(win, 3)
-    if not any(extra) and (count_include_pad or not any(p[0] + p[1])):
+    window = _pool_window("avg_pool2d", x, kernel_size, stride, padding, 1, ceil_mode)
+    total = fn.reduce_sum(_pooled("avg_pool2d", x, window, 0.0), 3)
+    k, p = window.kernel, window.padding
+    if not any(window.extra) and (count_include_pad or not any(p[0] + p[1])):
         return total * (1.0 / (k[0] * k[1]))
     # each window's count: the input, and the padding too with count_include_pad
     counted = fn.ones((1,) + x.shape[1:3] + (1,), dtype=x.dtype)
     if count_include_pad and any(p[0] + p[1]):
         counted = fn.pad(counted, ((0, 0), p[0], p[1], (0, 0)), value=1.0)
-        p = ((0, 0), (0, 0))
-    ones_win, *_ = _pool("avg_pool2d", counted, k, s, p, 1, 0.0, extra=extra)
-    return total / fn.reduce_sum(ones_win, 3)
+        window = window._replace(padding=((0, 0), (0, 0)))
+    return total / fn.reduce_sum(_pooled("avg_pool2d", counted, window, 0.0), 3)
 
 
 provide(globals(), __all__)

@@ -452,21 +452,22 @@ def randint(
     dtype = to_dtype(dtype) if dtype is not None else DType.int32
     if not dtype.is_int or dtype.is_bool:
         raise TypeError(f"randint: dtype must be an integer dtype, got {dtype.value}")
-    info = np.iinfo(dtype.numpy)
     if isinstance(low, Tensor | np.ndarray) or isinstance(high, Tensor | np.ndarray):
-        return _place(_randint_between(k, shape, low, high, dtype, info), device)
+        return _place(_randint_between(k, shape, low, high, dtype), device)
     if high <= low:
         raise ValueError(f"randint: need low < high, got [{low}, {high})")
+    info = np.iinfo(dtype.numpy)
     lo = min(max(int(low), int(info.min)), int(info.max))
     hi = min(max(int(high), lo + 1), int(info.max) + 1)
     return _place(_draw(_randint, k, shape, dtype, {"low": lo, "high": hi}), device)
 
 
-def _randint_between(k, shape, low, high, dtype, info):
+def _randint_between(k, shape, low, high, dtype):
     """``randint`` with tensor bounds: ``low + r % (high - low)`` for raw draws ``r`` in
     ``[0, 2**62)`` (a bias below ``span / 2**62``), bounds clamped to ``dtype``'s range and
     an empty range giving ``low``, as JAX does."""
     int64 = DType.int64
+    info = np.iinfo(dtype.numpy)
     # the exclusive upper bound may pass the dtype's maximum by one (every int64 already
     # fits below it)
     top = min(int(info.max) + 1, int(np.iinfo(np.int64).max))

@@ -521,10 +521,11 @@ def normalize_slices(op, shape, index) -> tuple:
     return tuple(out)
 
 
-def _region(op, start, size, stop, step, slices) -> list:
+def _region(op, start=None, size=None, *, stop=None, step=None, slices=None) -> list:
     """The ``slice`` per leading dim named by one of the two spellings: ``start``/``size``
     (the original Nabla's, as ``lax.dynamic_slice``) or ``start``/``stop``/``step``, or
-    ``slices``."""
+    ``slices`` (the region arguments of ``slice_tensor`` and ``slice_update``, taken as
+    they do)."""
     if slices is not None:
         if any(v is not None for v in (start, size, stop, step)):
             raise TypeError(f"{op}: pass either slices= or start/size/stop/step, not both")
@@ -554,7 +555,7 @@ def slice_tensor(x, start=None, size=None, *, stop=None, step=None, slices=None)
         IndexError: for more entries than dims.
     """
     x = as_tensor(x, op="slice_tensor")
-    slices = _region("slice_tensor", start, size, stop, step, slices)
+    slices = _region("slice_tensor", start, size, stop=stop, step=step, slices=slices)
     if len(slices) > x.ndim:
         raise IndexError(f"slice_tensor: {len(slices)} slices for a tensor of shape {x.shape}")
     norm = normalize_slices("slice_tensor", x.shape, slices)
@@ -600,7 +601,7 @@ def slice_update(x, update, start=None, size=None, *, stop=None, step=None, slic
         [0.0, 1.0, 1.0, 0.0]
     """
     x = as_tensor(x, op="slice_update")
-    slices = _region("slice_update", start, size, stop, step, slices)
+    slices = _region("slice_update", start, size, stop=stop, step=step, slices=slices)
     norm = normalize_slices("slice_update", x.shape, slices)
     region = tuple(s[2] for s in norm)
     update = as_tensor(update, x.dtype, op="slice_update")
@@ -708,6 +709,11 @@ def pad(x, paddings, mode="constant", value=0.0) -> Tensor:
     return x
 
 
+def _with_dim(shape, axis, n) -> tuple:
+    """``shape`` with dim ``axis`` of size ``n``."""
+    return (*shape[:axis], n, *shape[axis + 1 :])
+
+
 def _take_range(x, axis, start, step, length):
     norm = [(0, 1, d) for d in x.shape]
     norm[axis] = (start, step, length)
@@ -720,9 +726,7 @@ def _edge_part(x, axis, k, mode, low):
         return _take_range(x, axis, k, -1, k) if low else _take_range(x, axis, n - 2, -1, k)
     if mode in ("edge", "replicate"):
         edge = _take_range(x, axis, 0 if low else n - 1, 1, 1)
-        shape = list(x.shape)
-        shape[axis] = k
-        return broadcast_to(edge, tuple(shape))
+        return broadcast_to(edge, _with_dim(x.shape, axis, k))
     # wrap / circular
     reps = [_take_range(x, axis, 0, 1, n)] * (k // n + 1)
     tiled = concatenate(reps, axis) if len(reps) > 1 else reps[0]
@@ -748,9 +752,7 @@ class ConcatenateOp(Operation):
                 a != b for i, (a, b) in enumerate(zip(s, first)) if i != axis
             ):
                 raise OpError(f"concatenate: shapes {describe(shapes)} differ outside axis {axis}")
-        out = list(first)
-        out[axis] = sum(s[axis] for s in shapes)
-        return [tuple(out)], [dtypes[0]]
+        return [_with_dim(first, axis, sum(s[axis] for s in shapes))], [dtypes[0]]
 
     def adapt_kwargs(self, kwargs, nb, batch_shape):
         return {"axis": kwargs["axis"] + nb}
@@ -776,11 +778,7 @@ class SplitOp(Operation):
             raise OpError(
                 f"split: sizes {kwargs['sizes']} do not add up to axis {axis} of {shapes[0]}"
             )
-        outs = []
-        for n in kwargs["sizes"]:
-            s = list(shapes[0])
-            s[axis] = n
-            outs.append(tuple(s))
+        outs = [_with_dim(shapes[0], axis, n) for n in kwargs["sizes"]]
         return outs, [dtypes[0]] * len(outs)
 
     def adapt_kwargs(self, kwargs, nb, batch_shape):
@@ -792,9 +790,7 @@ class SplitOp(Operation):
         parts = []
         for ct, n in zip(cotangents, kwargs["sizes"]):
             if ct is None:
-                s = list(x.shape)
-                s[axis] = n
-                ct = fn.zeros(tuple(s), dtype=x.dtype)
+                ct = fn.zeros(_with_dim(x.shape, axis, n), dtype=x.dtype)
             parts.append(ct)
         return [_concatenate.bind(parts, {"axis": axis})]
 
@@ -981,12 +977,8 @@ def repeat(x, repeats, axis=None) -> Tensor:
         axis = 0
     axis = norm_axis("repeat", axis, x.ndim)
     y = unsqueeze(x, axis + 1)
-    shape = list(y.shape)
-    shape[axis + 1] = r
-    y = broadcast_to(y, tuple(shape))
-    out = list(x.shape)
-    out[axis] *= r
-    return reshape(y, tuple(out))
+    y = broadcast_to(y, _with_dim(y.shape, axis + 1, r))
+    return reshape(y, _with_dim(x.shape, axis, x.shape[axis] * r))
 
 
 def _repeat_each(x, repeats, axis):
