@@ -91,18 +91,35 @@ _NONE_NODE = (_NoneType, None, ())
 
 
 class _KeyEntry:
-    """Base class of the path entries produced by :func:`tree_flatten_with_path`."""
+    """Base class of the path entries produced by :func:`tree_flatten_with_path`.
+
+    An entry holds one value, in the attribute its subclass names in ``_field`` (JAX's
+    names: ``idx``, ``key``, ``name``); entries are equal when of the same kind and value."""
 
     __slots__ = ()
+    _field: str
+
+    def _value(self) -> Any:
+        return getattr(self, self._field)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self._field}={self._value()!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and other._value() == self._value()
+
+    def __hash__(self) -> int:
+        return hash((type(self), self._value()))
 
     def _simple(self) -> str:
-        raise NotImplementedError
+        return str(self._value())
 
 
 class SequenceKey(_KeyEntry):
     """Path entry for a child of a tuple or list, printed as ``[idx]``."""
 
     __slots__ = ("idx",)
+    _field = "idx"
 
     def __init__(self, idx: int):
         self.idx = idx
@@ -110,23 +127,12 @@ class SequenceKey(_KeyEntry):
     def __str__(self) -> str:
         return f"[{self.idx!r}]"
 
-    def __repr__(self) -> str:
-        return f"SequenceKey(idx={self.idx!r})"
-
-    def __eq__(self, other: object) -> bool:
-        return type(other) is SequenceKey and other.idx == self.idx
-
-    def __hash__(self) -> int:
-        return hash((SequenceKey, self.idx))
-
-    def _simple(self) -> str:
-        return str(self.idx)
-
 
 class DictKey(_KeyEntry):
     """Path entry for a value of a dict-like node, printed as ``[key]`` (``['a']``)."""
 
     __slots__ = ("key",)
+    _field = "key"
 
     def __init__(self, key: Hashable):
         self.key = key
@@ -134,38 +140,18 @@ class DictKey(_KeyEntry):
     def __str__(self) -> str:
         return f"[{self.key!r}]"
 
-    def __repr__(self) -> str:
-        return f"DictKey(key={self.key!r})"
-
-    def __eq__(self, other: object) -> bool:
-        return type(other) is DictKey and other.key == self.key
-
-    def __hash__(self) -> int:
-        return hash((DictKey, self.key))
-
-    def _simple(self) -> str:
-        return str(self.key)
-
 
 class GetAttrKey(_KeyEntry):
     """Path entry for an attribute (namedtuple or dataclass field), printed as ``.name``."""
 
     __slots__ = ("name",)
+    _field = "name"
 
     def __init__(self, name: str):
         self.name = name
 
     def __str__(self) -> str:
         return f".{self.name}"
-
-    def __repr__(self) -> str:
-        return f"GetAttrKey(name={self.name!r})"
-
-    def __eq__(self, other: object) -> bool:
-        return type(other) is GetAttrKey and other.name == self.name
-
-    def __hash__(self) -> int:
-        return hash((GetAttrKey, self.name))
 
     def _simple(self) -> str:
         return self.name
@@ -175,24 +161,13 @@ class FlattenedIndexKey(_KeyEntry):
     """Path entry for the i-th child of a custom node registered without key information."""
 
     __slots__ = ("key",)
+    _field = "key"
 
     def __init__(self, key: int):
         self.key = key
 
     def __str__(self) -> str:
         return f"[<flat index {self.key}>]"
-
-    def __repr__(self) -> str:
-        return f"FlattenedIndexKey(key={self.key!r})"
-
-    def __eq__(self, other: object) -> bool:
-        return type(other) is FlattenedIndexKey and other.key == self.key
-
-    def __hash__(self) -> int:
-        return hash((FlattenedIndexKey, self.key))
-
-    def _simple(self) -> str:
-        return str(self.key)
 
 
 # --------------------------------------------------------------------------------------------
