@@ -43,7 +43,7 @@ import threading
 import time
 import traceback
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -74,7 +74,7 @@ class _MPIState:
     comm: Any = None  # the world communicator, once ``activate`` ran
     MPI: Any = None  # the ``mpi4py.MPI`` module
     count: int = 0  # collectives agreed so far (part of each agreement's digest)
-    groups: dict = field(default_factory=dict)  # (mesh, axes) -> (sub-communicator, members)
+    groups: dict = field(default_factory=dict)  # _Group -> (sub-communicator, members)
     hook: Any = None  # the excepthook ``activate`` replaced
     depth: int = 0  # nesting of agreed programs running now
     watch: tuple | None = None  # (deadline, what) of the wait the watchdog guards
@@ -190,14 +190,22 @@ def agree(what: str) -> None:
 
 
 # ----------------------------------------------------------------------------- groups and slabs
-def _group(mesh, axes: tuple):
-    """``(communicator, boxes)``: the processes whose boxes differ only along mesh dims
-    ``axes``, ordered by rank, with each one's box. Made once per (mesh, axes): a collective
-    call on every process (they all reach it together, after ``agree``)."""
-    key = (mesh, axes)
-    got = _STATE.groups.get(key)
+class _Group(NamedTuple):
+    """What a collective over mesh dims ``axes`` of ``mesh`` exchanges with: the processes
+    whose boxes differ only along ``axes`` (the op's ``mesh`` and ``axes`` kwargs)."""
+
+    mesh: Any  # the DeviceMesh
+    axes: tuple  # mesh dims
+
+
+def _group(group: _Group):
+    """``(communicator, boxes)``: the processes of ``group``, ordered by rank, with each
+    one's box. Made once per group: a collective call on every process (they all reach it
+    together, after ``agree``)."""
+    got = _STATE.groups.get(group)
     if got is not None:
         return got
+    mesh, axes = group
     boxes = [mesh.process_box(p) for p in range(PROCESS.count)]
 
     def color(box):
@@ -207,7 +215,7 @@ def _group(mesh, axes: tuple):
     mine = color(boxes[PROCESS.index])
     sub = _STATE.comm.Split(colors.index(mine), PROCESS.index)
     members = [b for b in boxes if color(b) == mine]
-    got = _STATE.groups[key] = (sub, members)
+    got = _STATE.groups[group] = (sub, members)
     return got
 
 
@@ -215,10 +223,11 @@ def _bytes(a: np.ndarray):
     return [a, _STATE.MPI.BYTE]
 
 
-def _widen(x: np.ndarray, mesh, axes: tuple) -> np.ndarray:
-    """The group's slabs joined along mesh dims ``axes`` (full mesh extent there, this
-    process's extent on the other mesh dims)."""
-    sub, boxes = _group(mesh, axes)
+def _widen(x: np.ndarray, group: _Group) -> np.ndarray:
+    """The group's slabs joined along its mesh dims (full mesh extent there, this process's
+    extent on the other mesh dims)."""
+    sub, boxes = _group(group)
+    mesh, axes = group
     if sub.Get_size() == 1:
         return x
     x = np.ascontiguousarray(x)
@@ -236,8 +245,9 @@ def _widen(x: np.ndarray, mesh, axes: tuple) -> np.ndarray:
     return out
 
 
-def _narrow(y: np.ndarray, mesh, axes: tuple) -> np.ndarray:
-    """This process's devices of a value widened along ``axes``."""
+def _narrow(y: np.ndarray, group: _Group) -> np.ndarray:
+    """This process's devices of a value widened along the group's mesh dims."""
+    mesh, axes = group
     if y.shape[: mesh.ndim] == mesh.local_mesh_shape:
         return y
     sel = [slice(None)] * y.ndim
@@ -247,8 +257,10 @@ def _narrow(y: np.ndarray, mesh, axes: tuple) -> np.ndarray:
     return y[tuple(sel)]
 
 
-def _spread(x: np.ndarray, mesh, axes: tuple) -> np.ndarray:
-    """A value equal along ``axes`` seen as widened along them (a view: no exchange)."""
+def _spread(x: np.ndarray, group: _Group) -> np.ndarray:
+    """A value equal along the group's mesh dims seen as widened along them (a view: no
+    exchange)."""
+    mesh, axes = group
     sel = tuple(slice(0, 1) if k in axes else slice(None) for k in range(x.ndim))
     shape = tuple(mesh.shape[k] if k in axes else n for k, n in enumerate(x.shape))
     return np.broadcast_to(x[sel], shape)
@@ -280,9 +292,11 @@ class agreed_program:
         _STATE.depth -= 1
 
 
-def _collective(name):
+def _collective(name, *, over_axes: bool = True):
     """Register a cross-process lowering: agree first (unless inside an agreed program),
-    then run ``fn(x, mesh, **kw)``."""
+    then run ``fn(x, **kw)`` with the op's kwargs, its ``mesh`` and ``axes`` given as one
+    ``group`` (a ``_Group``), or ``mesh`` alone for an op with no ``axes`` (``over_axes``
+    False)."""
 
     def deco(fn):
         def run(args, kw):
@@ -291,8 +305,12 @@ def _collective(name):
             if not _STATE.depth:
                 agree(_describe(name, x, kw) + f" {mesh}")
             rest = {k: v for k, v in kw.items() if k != "mesh"}
+            if over_axes:
+                rest["group"] = _Group(mesh, tuple(rest.pop("axes")))
+            else:
+                rest["mesh"] = mesh
             with _watch(lambda: _describe(name, x, kw)):
-                return [fn(*args, mesh=mesh, **rest)]
+                return [fn(*args, **rest)]
 
         LOWERINGS[name] = run
         return fn
@@ -305,9 +323,9 @@ _MPI_DTYPES = {np.dtype(t) for t in ("float32", "float64", "int8", "int16", "int
 _MPI_DTYPES |= {np.dtype(t) for t in ("uint8", "uint16", "uint32", "uint64")}
 
 
-def _allreduce(y: np.ndarray, mesh, axes: tuple, kind: str) -> np.ndarray:
+def _allreduce(y: np.ndarray, group: _Group, kind: str) -> np.ndarray:
     """``y`` (already reduced over this process's devices) reduced over the group."""
-    sub, _ = _group(mesh, axes)
+    sub, _ = _group(group)
     if sub.Get_size() == 1:
         return y
     MPI = _STATE.MPI
@@ -320,21 +338,21 @@ def _allreduce(y: np.ndarray, mesh, axes: tuple, kind: str) -> np.ndarray:
 
 
 @_collective("mesh_reduce")
-def _mesh_reduce(x, axes, kind, mesh):
-    axes = tuple(axes)
+def _mesh_reduce(x, kind, group):
     # one device per process along the axes (the usual case): nothing to reduce locally
-    one = all(x.shape[a] == 1 for a in axes)
-    local = x if one else host.MESH_REDUCE[kind](x, axis=axes, keepdims=True)
-    return np.broadcast_to(_allreduce(local, mesh, axes, kind), x.shape)
+    one = all(x.shape[a] == 1 for a in group.axes)
+    local = x if one else host.MESH_REDUCE[kind](x, axis=group.axes, keepdims=True)
+    return np.broadcast_to(_allreduce(local, group, kind), x.shape)
 
 
-def _single_devices(x: np.ndarray, mesh, axes: tuple):
+def _single_devices(x: np.ndarray, group: _Group):
     """``(communicator, block index of each member in rank order)`` when every process of
-    the group holds one device along ``axes`` (then a collective maps to one MPI call);
-    else None."""
+    the group holds one device along its mesh dims (then a collective maps to one MPI
+    call); else None."""
+    mesh, axes = group
     if any(x.shape[k] != 1 for k in axes):
         return None
-    sub, boxes = _group(mesh, axes)
+    sub, boxes = _group(group)
     if sub.Get_size() == 1:
         return None
     order = []
@@ -353,9 +371,8 @@ def _chunks(x: np.ndarray, d: int, n: int) -> np.ndarray:
 
 
 @_collective("mesh_reduce_scatter")
-def _mesh_reduce_scatter(x, ndev, axes, dim, kind, mesh):
-    axes = tuple(axes)
-    single = _single_devices(x, mesh, axes)
+def _mesh_reduce_scatter(x, ndev, dim, kind, group):
+    single = _single_devices(x, group)
     if single is not None:  # Reduce_scatter_block: each process receives its reduced block
         sub, order = single
         MPI = _STATE.MPI
@@ -365,28 +382,25 @@ def _mesh_reduce_scatter(x, ndev, axes, dim, kind, mesh):
         op = {"sum": MPI.SUM, "max": MPI.MAX, "min": MPI.MIN, "prod": MPI.PROD}[kind]
         sub.Reduce_scatter_block(send, recv, op=op)
         return recv.astype(x.dtype, copy=False)
-    local = host.MESH_REDUCE[kind](x, axis=axes, keepdims=True)
-    total = _allreduce(local, mesh, axes, kind)
-    return _narrow(host.mesh_split(_spread(total, mesh, axes), ndev, axes, dim), mesh, axes)
+    local = host.MESH_REDUCE[kind](x, axis=group.axes, keepdims=True)
+    total = _allreduce(local, group, kind)
+    return _narrow(host.mesh_split(_spread(total, group), ndev, group.axes, dim), group)
 
 
 # ----------------------------------------------------------------------------- data movement
 @_collective("mesh_gather")
-def _mesh_gather(x, ndev, axes, dim, mesh):
-    axes = tuple(axes)
-    return _narrow(host.mesh_merge(_widen(x, mesh, axes), ndev, axes, dim), mesh, axes)
+def _mesh_gather(x, ndev, dim, group):
+    return _narrow(host.mesh_merge(_widen(x, group), ndev, group.axes, dim), group)
 
 
 @_collective("mesh_slice")
-def _mesh_slice(x, ndev, axes, dim, mesh):
-    axes = tuple(axes)
-    return _narrow(host.mesh_split(_spread(x, mesh, axes), ndev, axes, dim), mesh, axes)
+def _mesh_slice(x, ndev, dim, group):
+    return _narrow(host.mesh_split(_spread(x, group), ndev, group.axes, dim), group)
 
 
 @_collective("mesh_all_to_all")
-def _mesh_all_to_all(x, ndev, axes, split_dim, concat_dim, mesh):
-    axes = tuple(axes)
-    single = _single_devices(x, mesh, axes)
+def _mesh_all_to_all(x, ndev, split_dim, concat_dim, group):
+    single = _single_devices(x, group)
     if single is not None:  # Alltoall: rank r gets the block of the split dim it holds
         sub, order = single
         send = np.ascontiguousarray(_chunks(x, ndev + split_dim, len(order))[order])
@@ -394,26 +408,25 @@ def _mesh_all_to_all(x, ndev, axes, split_dim, concat_dim, mesh):
         sub.Alltoall(_bytes(send), _bytes(recv))
         # what each sender sent, in the senders' block order, joined along the concat dim
         return np.concatenate(list(recv[np.argsort(order)]), axis=ndev + concat_dim)
-    y = host.mesh_merge(_widen(x, mesh, axes), ndev, axes, concat_dim)
-    return _narrow(host.mesh_split(y, ndev, axes, split_dim), mesh, axes)
+    y = host.mesh_merge(_widen(x, group), ndev, group.axes, concat_dim)
+    return _narrow(host.mesh_split(y, ndev, group.axes, split_dim), group)
 
 
 @_collective("mesh_select")
-def mesh_select(x, axes, index, mesh):
-    axes = tuple(axes)
-    return _narrow(host.mesh_select(_widen(x, mesh, axes), axes, index), mesh, axes)
+def mesh_select(x, index, group):
+    return _narrow(host.mesh_select(_widen(x, group), group.axes, index), group)
 
 
-@_collective("mesh_unshard")
+@_collective("mesh_unshard", over_axes=False)
 def mesh_unshard(x, ndev, dims, partial, mesh):
     for a, kind in partial:  # complete the terms first: then only blocks move
-        x = _mesh_reduce(x, (a,), kind, mesh)
+        x = _mesh_reduce(x, kind, _Group(mesh, (a,)))
     split = tuple(sorted({a for d in dims for a in d}))
-    y = _widen(x, mesh, split) if split else x
+    y = _widen(x, _Group(mesh, split)) if split else x
     return host.mesh_unshard(y, ndev, dims, ())
 
 
-@_collective("mesh_permute")
+@_collective("mesh_permute", over_axes=False)
 def _mesh_permute(x, ndev, pairs, mesh):
     """Each ``(src, dst)`` block goes from ``src``'s process to ``dst``'s; the rest get 0."""
     MPI = _STATE.MPI

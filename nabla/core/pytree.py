@@ -46,7 +46,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import functools
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from typing import Any
 
 __all__ = [
@@ -91,18 +91,35 @@ _NONE_NODE = (_NoneType, None, ())
 
 
 class _KeyEntry:
-    """Base class of the path entries produced by :func:`tree_flatten_with_path`."""
+    """Base class of the path entries produced by :func:`tree_flatten_with_path`.
+
+    An entry holds one value, in the attribute its subclass names in ``_field`` (JAX's
+    names: ``idx``, ``key``, ``name``); entries are equal when of the same kind and value."""
 
     __slots__ = ()
+    _field: str
+
+    def _value(self) -> Any:
+        return getattr(self, self._field)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self._field}={self._value()!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and other._value() == self._value()
+
+    def __hash__(self) -> int:
+        return hash((type(self), self._value()))
 
     def _simple(self) -> str:
-        raise NotImplementedError
+        return str(self._value())
 
 
 class SequenceKey(_KeyEntry):
     """Path entry for a child of a tuple or list, printed as ``[idx]``."""
 
     __slots__ = ("idx",)
+    _field = "idx"
 
     def __init__(self, idx: int):
         self.idx = idx
@@ -110,23 +127,12 @@ class SequenceKey(_KeyEntry):
     def __str__(self) -> str:
         return f"[{self.idx!r}]"
 
-    def __repr__(self) -> str:
-        return f"SequenceKey(idx={self.idx!r})"
-
-    def __eq__(self, other: object) -> bool:
-        return type(other) is SequenceKey and other.idx == self.idx
-
-    def __hash__(self) -> int:
-        return hash((SequenceKey, self.idx))
-
-    def _simple(self) -> str:
-        return str(self.idx)
-
 
 class DictKey(_KeyEntry):
     """Path entry for a value of a dict-like node, printed as ``[key]`` (``['a']``)."""
 
     __slots__ = ("key",)
+    _field = "key"
 
     def __init__(self, key: Hashable):
         self.key = key
@@ -134,38 +140,18 @@ class DictKey(_KeyEntry):
     def __str__(self) -> str:
         return f"[{self.key!r}]"
 
-    def __repr__(self) -> str:
-        return f"DictKey(key={self.key!r})"
-
-    def __eq__(self, other: object) -> bool:
-        return type(other) is DictKey and other.key == self.key
-
-    def __hash__(self) -> int:
-        return hash((DictKey, self.key))
-
-    def _simple(self) -> str:
-        return str(self.key)
-
 
 class GetAttrKey(_KeyEntry):
     """Path entry for an attribute (namedtuple or dataclass field), printed as ``.name``."""
 
     __slots__ = ("name",)
+    _field = "name"
 
     def __init__(self, name: str):
         self.name = name
 
     def __str__(self) -> str:
         return f".{self.name}"
-
-    def __repr__(self) -> str:
-        return f"GetAttrKey(name={self.name!r})"
-
-    def __eq__(self, other: object) -> bool:
-        return type(other) is GetAttrKey and other.name == self.name
-
-    def __hash__(self) -> int:
-        return hash((GetAttrKey, self.name))
 
     def _simple(self) -> str:
         return self.name
@@ -175,24 +161,13 @@ class FlattenedIndexKey(_KeyEntry):
     """Path entry for the i-th child of a custom node registered without key information."""
 
     __slots__ = ("key",)
+    _field = "key"
 
     def __init__(self, key: int):
         self.key = key
 
     def __str__(self) -> str:
         return f"[<flat index {self.key}>]"
-
-    def __repr__(self) -> str:
-        return f"FlattenedIndexKey(key={self.key!r})"
-
-    def __eq__(self, other: object) -> bool:
-        return type(other) is FlattenedIndexKey and other.key == self.key
-
-    def __hash__(self) -> int:
-        return hash((FlattenedIndexKey, self.key))
-
-    def _simple(self) -> str:
-        return str(self.key)
 
 
 # --------------------------------------------------------------------------------------------
@@ -593,56 +568,57 @@ def _flatten_up_to(node, x: Any, out: list) -> None:
         raise _StructureMismatch(
             f"expected a {_type_name(t)} node, got a value of type {_type_name(type(x))}"
         )
-    if t is tuple or t is list:
+    if t is tuple or t is list:  # the common case, inline
         if len(x) != len(children):
             raise _StructureMismatch(
                 f"expected a {t.__name__} of length {len(children)}, got length {len(x)}"
             )
-        i = 0
-        try:
-            for i, c in enumerate(children):
-                if c is _LEAF:
-                    out.append(x[i])
-                else:
-                    _flatten_up_to(c, x[i], out)
-        except _StructureMismatch as e:
-            e.path.append(SequenceKey(i))
-            raise
+        values = x
+    elif t is _NoneType:
         return
+    else:
+        values = _matching_children(t, aux, len(children), x)
+    i = 0
+    try:
+        for i, c in enumerate(children):
+            if c is _LEAF:
+                out.append(values[i])
+            else:
+                _flatten_up_to(c, values[i], out)
+    except _StructureMismatch as e:
+        e.path.append(_child_key(t, aux, x, i))
+        raise
+
+
+def _matching_children(t: type, aux: Any, n: int, x: Any) -> Sequence:
+    """The children of ``x``, a dict or custom node of type ``t``, in the order of an encoded
+    node with node data ``aux`` and ``n`` children; ``_StructureMismatch`` when they differ.
+    (Tuples and lists, the common case, are checked inline by :func:`_flatten_up_to`.)"""
     if t is dict:
         if len(x) != len(aux) or any(k not in x for k in aux):
             raise _StructureMismatch(
                 f"expected a dict with keys {list(aux)!r}, got keys {list(_dict_keys(x))!r}"
             )
-        i = 0
-        try:
-            for i, c in enumerate(children):
-                if c is _LEAF:
-                    out.append(x[aux[i]])
-                else:
-                    _flatten_up_to(c, x[aux[i]], out)
-        except _StructureMismatch as e:
-            e.path.append(DictKey(aux[i]))
-            raise
-        return
-    if t is _NoneType:
-        return
-    handler = _handlers[t]
-    x_children, x_aux = handler.flatten(x)
+        return [x[k] for k in aux]
+    x_children, x_aux = _handlers[t].flatten(x)
     x_children = tuple(x_children)
-    if len(x_children) != len(children):
+    if len(x_children) != n:
         raise _StructureMismatch(
-            f"expected a {t.__name__} node with {len(children)} children, got {len(x_children)}"
+            f"expected a {t.__name__} node with {n} children, got {len(x_children)}"
         )
     if x_aux != aux:
         raise _StructureMismatch(f"{t.__name__} node data differs: expected {aux!r}, got {x_aux!r}")
-    i = 0
-    try:
-        for i, c in enumerate(children):
-            _flatten_up_to(c, x_children[i], out)
-    except _StructureMismatch as e:
-        e.path.append(handler.flatten_with_keys(x)[0][i][0])
-        raise
+    return x_children
+
+
+def _child_key(t: type, aux: Any, x: Any, i: int) -> _KeyEntry:
+    """The path entry of child ``i`` of ``x``, a value of node type ``t`` whose encoded node
+    has node data ``aux`` (worked out only for an error's path)."""
+    if t is tuple or t is list:
+        return SequenceKey(i)
+    if t is dict:
+        return DictKey(aux[i])
+    return _handlers[t].flatten_with_keys(x)[0][i][0]
 
 
 def _flatten_with_path(x: Any, path: tuple, out: list, is_leaf: IsLeafFn | None):
@@ -1116,6 +1092,18 @@ def _broadcast_prefix(prefix: Any, full: Any, is_leaf: IsLeafFn | None, out: lis
         _flatten_any(full, count, is_leaf)
         out.extend([prefix] * len(count))
         return
+    for key, p_child, f_child in _paired_children(handler, prefix, full, is_leaf):
+        try:
+            _broadcast_prefix(p_child, f_child, is_leaf, out)
+        except _StructureMismatch as e:
+            e.path.append(key)
+            raise
+
+
+def _paired_children(handler, prefix: Any, full: Any, is_leaf: IsLeafFn | None) -> list:
+    """``(key, prefix child, value child)`` per child of the prefix node ``prefix`` (whose
+    node type ``handler`` flattens) and the value node ``full``, in the value's order;
+    ``_StructureMismatch`` when the two nodes differ."""
     t = type(prefix)
     if is_leaf is not None and is_leaf(full):
         raise _StructureMismatch(f"the prefix has a {t.__name__} node where the value has a leaf")
@@ -1127,31 +1115,29 @@ def _broadcast_prefix(prefix: Any, full: Any, is_leaf: IsLeafFn | None, out: lis
     p_keyed, p_aux = handler.flatten_with_keys(prefix)
     f_keyed, f_aux = handler.flatten_with_keys(full)
     if t is dict or t is collections.OrderedDict or t is collections.defaultdict:
-        # Pair children by key, in the full tree's order (the order of its leaves).
-        p_by_key = {k.key: c for k, c in p_keyed}
-        if len(p_keyed) != len(f_keyed) or any(k.key not in p_by_key for k, _ in f_keyed):
-            raise _StructureMismatch(
-                f"the prefix has a {t.__name__} with keys {[k.key for k, _ in p_keyed]!r} "
-                f"where the value has keys {[k.key for k, _ in f_keyed]!r}"
-            )
-        pairs = [(k, p_by_key[k.key], c) for k, c in f_keyed]
-    else:
-        if len(p_keyed) != len(f_keyed):
-            raise _StructureMismatch(
-                f"the prefix has a {t.__name__} with {len(p_keyed)} children where the value "
-                f"has {len(f_keyed)}"
-            )
-        if p_aux != f_aux:
-            raise _StructureMismatch(
-                f"{t.__name__} node data differs: prefix has {p_aux!r}, value has {f_aux!r}"
-            )
-        pairs = [(k, pc, fc) for (k, pc), (_, fc) in zip(p_keyed, f_keyed)]
-    for key, p_child, f_child in pairs:
-        try:
-            _broadcast_prefix(p_child, f_child, is_leaf, out)
-        except _StructureMismatch as e:
-            e.path.append(key)
-            raise
+        return _paired_by_key(t, p_keyed, f_keyed)
+    if len(p_keyed) != len(f_keyed):
+        raise _StructureMismatch(
+            f"the prefix has a {t.__name__} with {len(p_keyed)} children where the value "
+            f"has {len(f_keyed)}"
+        )
+    if p_aux != f_aux:
+        raise _StructureMismatch(
+            f"{t.__name__} node data differs: prefix has {p_aux!r}, value has {f_aux!r}"
+        )
+    return [(k, pc, fc) for (k, pc), (_, fc) in zip(p_keyed, f_keyed)]
+
+
+def _paired_by_key(t: type, p_keyed: list, f_keyed: list) -> list:
+    """A dict-like node's children paired by key, in the value's order (the order of its
+    leaves); ``_StructureMismatch`` when the key sets differ."""
+    p_by_key = {k.key: c for k, c in p_keyed}
+    if len(p_keyed) != len(f_keyed) or any(k.key not in p_by_key for k, _ in f_keyed):
+        raise _StructureMismatch(
+            f"the prefix has a {t.__name__} with keys {[k.key for k, _ in p_keyed]!r} "
+            f"where the value has keys {[k.key for k, _ in f_keyed]!r}"
+        )
+    return [(k, p_by_key[k.key], c) for k, c in f_keyed]
 
 
 def _short_repr(x: Any, limit: int = 200) -> str:

@@ -20,6 +20,7 @@ import re
 import time
 import weakref
 from statistics import median
+from typing import NamedTuple
 
 import numpy as np
 
@@ -245,6 +246,22 @@ def _is_cut(instr) -> bool:
     return instr.op == "compiled_call" and crosses_processes(instr.kwargs["program"])
 
 
+class _Segment(NamedTuple):
+    """The ordinary instructions of one depth as a program of their own."""
+
+    program: Program
+    inputs: list  # the outer program's slots it reads, in its input order
+    outputs: list  # the outer program's slots it fills, in its output order
+
+
+class _Stage(NamedTuple):
+    """One depth of a cut program: its segment (None when it has no ordinary instruction),
+    then its collectives."""
+
+    segment: _Segment | None
+    cuts: list
+
+
 class Segments:
     """A program cut at its cross-process collectives.
 
@@ -258,38 +275,26 @@ class Segments:
 
     def __init__(self, program: Program):
         instrs = program.instructions
-        producer: dict = {}
-        depth = []
-        for k, ins in enumerate(instrs):
-            d = 0
-            for slot in ins.inputs:
-                j = producer.get(slot)
-                if j is not None:
-                    d = max(d, depth[j] + (1 if _is_cut(instrs[j]) else 0))
-            depth.append(d)
-            for o in ins.outputs:
-                producer[o] = k
-        spec_of = {i: tuple(spec) for i, spec in enumerate(program.inputs)}
-        device = program.inputs[0].device if program.inputs else get_default_device()
-        for ins in instrs:
-            for o, (dt, shape) in zip(ins.outputs, ins.out_specs, strict=True):
-                spec_of[o] = (dt, shape, device)
-        needed_after = [set() for _ in range(max(depth, default=0) + 2)]
-        for k, ins in enumerate(instrs):  # slots read by a later depth (or a cut)
-            for slot in ins.inputs:
-                j = producer.get(slot)
-                if j is not None and (depth[j] != depth[k] or _is_cut(ins)):
-                    needed_after[depth[j]].add(slot)
-        self.stages = []
-        for d in range(max(depth, default=-1) + 1):
-            body = [k for k in range(len(instrs)) if depth[k] == d and not _is_cut(instrs[k])]
-            cuts = [instrs[k] for k in range(len(instrs)) if depth[k] == d and _is_cut(instrs[k])]
-            seg = self._segment(program, d, [instrs[k] for k in body], spec_of, needed_after[d])
-            self.stages.append((seg, cuts))
+        is_cut = [_is_cut(ins) for ins in instrs]
+        producer = {o: k for k, ins in enumerate(instrs) for o in ins.outputs}
+        depth = _cut_depths(instrs, producer, is_cut)
+        n = max(depth, default=-1) + 1
+        bodies: list[list] = [[] for _ in range(n)]
+        cuts: list[list] = [[] for _ in range(n)]
+        for ins, d, cut in zip(instrs, depth, is_cut, strict=True):
+            (cuts if cut else bodies)[d].append(ins)
+        spec_of = _slot_specs(program)
+        needed = _read_later(instrs, producer, depth, is_cut)
+        self.stages = [
+            _Stage(self._segment(program, d, bodies[d], spec_of, needed[d]), cuts[d])
+            for d in range(n)
+        ]
         self.outputs = program.outputs
 
     @staticmethod
-    def _segment(program, d, body, spec_of, needed):
+    def _segment(program, d, body, spec_of, needed) -> _Segment | None:
+        """Depth ``d``'s ordinary instructions ``body`` as a program, returning the slots of
+        ``needed`` (read by a later depth or a collective) and the outer program's outputs."""
         if not body:
             return None
         made = {o for ins in body for o in ins.outputs}
@@ -308,14 +313,14 @@ class Segments:
                 ref[o] = (k, i)
         key = (program.key, "segment", d)
         sub = build_program(key, [spec_of[s] for s in ins_slots], steps, [ref[o] for o in outs])
-        return sub, ins_slots, outs
+        return _Segment(sub, ins_slots, outs)
 
     def run(self, seen: int, inputs: list) -> list:
         env = dict(enumerate(inputs))
         for seg, cuts in self.stages:
             if seg is not None:
-                sub, ins_slots, outs = seg
-                env.update(zip(outs, _run(sub, seen, [env[s] for s in ins_slots]), strict=True))
+                outs = _run(seg.program, seen, [env[s] for s in seg.inputs])
+                env.update(zip(seg.outputs, outs, strict=True))
             for ins in cuts:
                 args = [buffer_to_numpy(env[s]) for s in ins.inputs]
                 if ins.op == "compiled_call":
@@ -325,6 +330,42 @@ class Segments:
                 for o, r, (dt, _) in zip(ins.outputs, res, ins.out_specs, strict=True):
                     env[o] = np.asarray(r, dtype=dt.numpy)
         return [env[s] for s in self.outputs]
+
+
+def _cut_depths(instrs, producer: dict, is_cut: list) -> list[int]:
+    """Per instruction, how many collectives lie on its longest input path."""
+    depth: list[int] = []
+    for ins in instrs:
+        d = 0
+        for slot in ins.inputs:
+            j = producer.get(slot)
+            if j is not None:
+                d = max(d, depth[j] + is_cut[j])
+        depth.append(d)
+    return depth
+
+
+def _slot_specs(program: Program) -> dict:
+    """``(dtype, shape, device)`` per slot of ``program``; every value lives on the device
+    of its inputs (the default device when it has none)."""
+    spec_of = {i: tuple(spec) for i, spec in enumerate(program.inputs)}
+    device = program.inputs[0].device if program.inputs else get_default_device()
+    for ins in program.instructions:
+        for o, (dt, shape) in zip(ins.outputs, ins.out_specs, strict=True):
+            spec_of[o] = (dt, shape, device)
+    return spec_of
+
+
+def _read_later(instrs, producer: dict, depth: list, is_cut: list) -> list[set]:
+    """Per depth, its slots read by a later depth or by a collective: its segment's
+    outputs."""
+    needed: list[set] = [set() for _ in range(max(depth, default=-1) + 1)]
+    for ins, d, cut in zip(instrs, depth, is_cut, strict=True):
+        for slot in ins.inputs:
+            j = producer.get(slot)
+            if j is not None and (depth[j] != d or cut):
+                needed[depth[j]].add(slot)
+    return needed
 
 
 def _run(program: Program, seen: int, inputs: list) -> list:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import threading
 import weakref
 from collections import OrderedDict
+from typing import NamedTuple
 
 import numpy as np
 
@@ -126,19 +127,21 @@ class _Graph:
             return
         with self.lock:
             while True:
-                built = self._build(targets)
-                if built[0] is not None:
+                order, host = _topological_order(targets)
+                if not host:
                     break
-                self._run_host_nodes(built[1])
+                self._run_host_nodes(host)
                 targets = [t for t in targets if t.buffer is None]
                 if not targets:
                     return
-            entry, leaves, stored = built
+            structure = _Structure.of(order, targets)
+            entry = self._entry(structure, order)
             self.epoch += 1
             self._local.epoch = getattr(self._local, "epoch", 0) + 1
             self.stats["evaluations"] += 1
-            outs = run_program(entry.program, entry.seen, [leaf.buffer for leaf in leaves])
-            for impl, value in zip(stored, outs, strict=True):
+            leaves = [leaf.buffer for leaf in structure.leaves]
+            outs = run_program(entry.program, entry.seen, leaves)
+            for impl, value in zip(structure.stored, outs, strict=True):
                 impl.buffer = value
                 if not is_live(impl.traced):
                     impl.node = None
@@ -158,46 +161,94 @@ class _Graph:
                     if not is_live(impl.traced):
                         impl.node = None
 
-    def _build(self, targets):
-        """Topologically order the unrealized subgraph and look up (or make) its program.
+    def _entry(self, structure: _Structure, order: list) -> _Entry:
+        """The cached program of ``structure`` (made from ``order`` on a miss), counted as
+        seen once more."""
+        key = structure.key
+        entry = self.cache.get(key)
+        if entry is not None:
+            self.cache.move_to_end(key)
+            self.stats["program_hits"] += 1
+        else:
+            self.stats["program_misses"] += 1
+            entry = _Entry(_make_program(structure, order))
+            self.cache[key] = entry
+            if len(self.cache) > self.cache_size:
+                self.cache.popitem(last=False)
+        entry.seen += 1
+        return entry
 
-        Returns ``(None, host_nodes)`` when host ops must run first."""
-        order: list = []
-        host: list = []
-        seen_nodes: dict[int, int] = {}
-        for t in targets:
-            root = t.node
-            if root is None:
-                raise ConcretizationError(_PLACEHOLDER_HINT)
-            if id(root) in seen_nodes:
+    def programs(self) -> list[Program]:
+        """The cached programs, least recently used first."""
+        return [e.program for e in self.cache.values()]
+
+    def seen(self, program: Program) -> int:
+        """How many evaluations used the cached ``program`` (0 when not cached)."""
+        entry = self.cache.get(program.key)
+        return entry.seen if entry is not None and entry.program is program else 0
+
+    def clear_cache(self) -> None:
+        with self.lock:
+            self.cache.clear()
+
+
+def _topological_order(targets: list[TensorImpl]) -> tuple[list, list]:
+    """The unrealized op nodes the targets need, each after the nodes of its inputs, and the
+    host-only nodes among them (the walk stops there: their outputs must be realized first,
+    and ``order`` is then incomplete)."""
+    order: list = []
+    host: list = []
+    seen: set[int] = set()
+    for t in targets:
+        root = t.node
+        if root is None:
+            raise ConcretizationError(_PLACEHOLDER_HINT)
+        if id(root) in seen:
+            continue
+        # iterative post-order: a node is placed when popped the second time (expanded)
+        stack = [(root, False)]
+        while stack:
+            node, expanded = stack.pop()
+            nid = id(node)
+            if expanded:
+                if nid not in seen:
+                    seen.add(nid)
+                    order.append(node)
                 continue
-            stack = [(root, False)]
-            while stack:
-                node, expanded = stack.pop()
-                nid = id(node)
-                if expanded:
-                    if nid not in seen_nodes:
-                        seen_nodes[nid] = len(order)
-                        order.append(node)
-                    continue
-                if nid in seen_nodes:
-                    continue
-                if node.op.host_only:
-                    seen_nodes[nid] = -1
-                    host.append(node)
-                    continue
-                stack.append((node, True))
-                for inp in node.inputs:
-                    if inp.buffer is None and id(inp.node) not in seen_nodes:
-                        if inp.node is None:
-                            raise ConcretizationError(_PLACEHOLDER_HINT)
-                        stack.append((inp.node, False))
+            if nid in seen:
+                continue
+            if node.op.host_only:
+                seen.add(nid)
+                host.append(node)
+                continue
+            stack.append((node, True))
+            for inp in node.inputs:
+                if inp.buffer is None and id(inp.node) not in seen:
+                    if inp.node is None:
+                        raise ConcretizationError(_PLACEHOLDER_HINT)
+                    stack.append((inp.node, False))
+    return order, host
 
-        if host:
-            return None, host, None
+
+class _Structure(NamedTuple):
+    """An ordered subgraph read as a program: its cache key and what the run needs.
+
+    A node's input refs are ``-1 - leaf`` for a realized leaf, else the running number of
+    the node output (over all nodes' outputs, in order) that produces it."""
+
+    key: tuple
+    node_keys: list  # per node: (node.key, input refs)
+    leaves: list  # the realized TensorImpls read, in first-use order
+    leaf_specs: tuple  # (dtype, buffer_shape, device) per leaf
+    stored: list  # the TensorImpls that receive a value: targets and those a user holds
+    stored_refs: list  # the output number of each stored impl
+
+    @classmethod
+    def of(cls, order: list, targets: list[TensorImpl]) -> _Structure:
+        """The structure of the nodes ``order`` (topologically sorted) computing ``targets``."""
         leaves: list[TensorImpl] = []
         leaf_idx: dict[int, int] = {}
-        out_slot: dict[int, int] = {}  # id(impl) -> node-output slot number (0-based)
+        out_slot: dict[int, int] = {}  # id(impl) -> node-output number
         target_ids = {id(t) for t in targets}
         stored: list[TensorImpl] = []
         stored_refs: list[int] = []
@@ -231,43 +282,19 @@ class _Graph:
         # a sharded leaf's buffer holds blocks: its sharding is part of the structure
         shardings = tuple(leaf.sharding for leaf in leaves if leaf.sharding is not None)
         key = (tuple(node_keys), leaf_specs, tuple(stored_refs), shardings)
-
-        entry = self.cache.get(key)
-        if entry is not None:
-            self.cache.move_to_end(key)
-            self.stats["program_hits"] += 1
-        else:
-            self.stats["program_misses"] += 1
-            entry = _Entry(_make_program(key, order, node_keys, leaf_specs, stored_refs))
-            self.cache[key] = entry
-            if len(self.cache) > self.cache_size:
-                self.cache.popitem(last=False)
-        entry.seen += 1
-        return entry, leaves, stored
-
-    def programs(self) -> list[Program]:
-        """The cached programs, least recently used first."""
-        return [e.program for e in self.cache.values()]
-
-    def seen(self, program: Program) -> int:
-        """How many evaluations used the cached ``program`` (0 when not cached)."""
-        entry = self.cache.get(program.key)
-        return entry.seen if entry is not None and entry.program is program else 0
-
-    def clear_cache(self) -> None:
-        with self.lock:
-            self.cache.clear()
+        return cls(key, node_keys, leaves, leaf_specs, stored, stored_refs)
 
 
-def _make_program(key, order, node_keys, leaf_specs, stored_refs) -> Program:
-    """Node refs (``-1 - leaf`` for a leaf, else a running output number) -> a Program."""
+def _make_program(structure: _Structure, order: list) -> Program:
+    """The Program of ``structure``, whose nodes are ``order``."""
     step_of_out = []  # running output number -> (step, output index)
     steps = []
-    for k, (node, (nkey, refs)) in enumerate(zip(order, node_keys, strict=True)):
+    for k, (node, (nkey, refs)) in enumerate(zip(order, structure.node_keys, strict=True)):
         ins = tuple(-1 - r if r < 0 else step_of_out[r] for r in refs)
         steps.append((nkey[0], ins, node.phys_kwargs, node.out_specs))
         step_of_out.extend((k, i) for i in range(len(node.outputs)))
-    return build_program(key, leaf_specs, steps, [step_of_out[r] for r in stored_refs])
+    outputs = [step_of_out[r] for r in structure.stored_refs]
+    return build_program(structure.key, structure.leaf_specs, steps, outputs)
 
 
 GRAPH = _Graph()

@@ -95,28 +95,39 @@ def numpy_value(value, dtype: DType | None, op: str = "constant") -> np.ndarray:
     elif hasattr(value, "__array__") and not isinstance(value, np.ndarray | np.generic):
         value = np.asarray(value)  # a JAX or PyTorch array keeps its dtype, as NumPy's
     if isinstance(value, np.ndarray | np.generic):
-        arr = np.asarray(value)
-        if arr.dtype == np.uint32 or arr.dtype == np.uint64:
-            arr = arr.astype(np.int64)
-        target = from_numpy_dtype(arr.dtype) if dtype is None else dtype
-        return np.array(arr, dtype=target.numpy, copy=True)
-    if dtype is None:
-        if isinstance(value, bool):
-            dtype = DType.bool
-        elif isinstance(value, int):
-            if not -2147483648 <= value <= 2147483647:
-                raise out_of_range_error(op, value, DType.int32, inferred=True)
-            return np.asarray(value, dtype=np.int32)
-        elif isinstance(value, float):
-            dtype = get_default_dtype()
-        else:
-            return _infer_array(op, value)
-    elif value is None or isinstance(value, str | bytes):
+        return _array_copy(value, dtype)
+    if dtype is not None:
+        return _python_value(op, value, dtype)
+    if isinstance(value, bool):
+        return _python_value(op, value, DType.bool)
+    if isinstance(value, int):
+        if not -2147483648 <= value <= 2147483647:
+            raise out_of_range_error(op, value, DType.int32, inferred=True)
+        return np.asarray(value, dtype=np.int32)
+    if isinstance(value, float):
+        return _python_value(op, value, get_default_dtype())
+    return _infer_array(op, value)
+
+
+def _array_copy(value, dtype: DType | None) -> np.ndarray:
+    """A NumPy array or scalar as a new array of ``dtype`` (default: its own, with 32- and
+    64-bit unsigned ints as int64)."""
+    arr = np.asarray(value)
+    if arr.dtype == np.uint32 or arr.dtype == np.uint64:
+        arr = arr.astype(np.int64)
+    target = from_numpy_dtype(arr.dtype) if dtype is None else dtype
+    return np.array(arr, dtype=target.numpy, copy=True)
+
+
+def _python_value(op: str, value, dtype: DType) -> np.ndarray:
+    """A Python scalar or nested lists of them as an array of ``dtype``; a value of another
+    kind, or one ``dtype`` cannot hold, raises an error naming ``op``."""
+    if value is None or isinstance(value, str | bytes):
         raise TypeError(
             f"{op}: cannot make a tensor from {type(value).__name__} {value!r:.80}; supported: "
             "bool, int and float values, nested lists of them, NumPy arrays and tensors"
         )
-    elif type(value) is int and dtype.is_int:
+    if type(value) is int and dtype.is_int:
         lo, hi = int_range(dtype)
         if not lo <= value <= hi:
             raise out_of_range_error(op, value, dtype)

@@ -450,27 +450,22 @@ def _gather_any(x, idx, axis, batch_dims):
 @_one("scatter")
 def _scatter(x, idx, upd, axis, mode, batch_dims=0):
     _below_range("scatter", x, idx, axis)
-    try:
-        return _scatter_any(x, idx, upd, axis, mode, batch_dims)
-    except IndexError as err:
-        raise _index_error("scatter", err, x, idx) from None
-
-
-def _scatter_any(x, idx, upd, axis, mode, batch_dims):
     out = np.array(x, copy=True)
-    of, lead = _flat_batch(out, batch_dims)
+    # the ufunc merging the updates at a repeated index (every one takes part); None: replace
+    combine = (_SCATTER_COMBINE_BOOL if out.dtype == np.bool_ else _SCATTER_COMBINE).get(mode)
+    of, _ = _flat_batch(out, batch_dims)
     idf, _ = _flat_batch(idx, batch_dims)
     uf, _ = _flat_batch(upd, batch_dims)
-    a = axis - batch_dims
-    combine = _SCATTER_COMBINE.get(mode)
-    if combine is not None and out.dtype == np.bool_:
-        combine = _SCATTER_COMBINE_BOOL[mode]
-    for p in range(of.shape[0]):
-        where = (slice(None),) * a + (idf[p],)
-        if combine is None:
-            of[p][where] = uf[p]
-        else:  # every update at a repeated index takes part
-            combine.at(of[p], where, uf[p])
+    lead = (slice(None),) * (axis - batch_dims)
+    try:
+        for p in range(of.shape[0]):
+            where = lead + (idf[p],)
+            if combine is None:
+                of[p][where] = uf[p]
+            else:
+                combine.at(of[p], where, uf[p])
+    except IndexError as err:
+        raise _index_error("scatter", err, x, idx) from None
     return of.reshape(out.shape)
 
 
