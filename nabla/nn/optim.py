@@ -306,25 +306,37 @@ def sgd_init(params, momentum: float = 0.0) -> dict:
 def _check_settings(
     name, lr, *, momentum=0.0, nesterov=False, dampening=0.0, betas=None, eps=0.0, wd=0.0
 ):
-    """PyTorch's checks of an optimizer's settings (a schedule or tensor ``lr`` is not
-    checked), so a typo fails at once instead of diverging."""
+    """PyTorch's checks of an optimizer's settings, also refusing NaN and infinity (a schedule
+    or tensor ``lr`` is not checked), so a typo fails at once instead of diverging."""
     problems = []
-    if isinstance(lr, numbers.Real) and lr < 0:
-        problems.append(f"lr={lr} (must be >= 0)")
-    if momentum < 0:
-        problems.append(f"momentum={momentum} (must be >= 0)")
+
+    def number(label, value, low=0.0, high=None):
+        """``value`` must be a finite real in ``[low, high)`` (no upper end when None); a
+        tensor is not checked."""
+        if isinstance(value, Tensor):
+            return
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            problems.append(f"{label}={value!r} (must be a number)")
+        elif not (math.isfinite(value) and value >= low and (high is None or value < high)):
+            where = f">= {low:g}" if high is None else f"in [{low:g}, {high:g})"
+            problems.append(f"{label}={value} (must be a finite number {where})")
+
+    if not callable(lr):
+        number("lr", lr)
+    number("momentum", momentum)
+    number("dampening", dampening)
     if nesterov and not momentum:
         problems.append("nesterov=True with momentum=0 (Nesterov needs momentum)")
     if nesterov and dampening:
         problems.append(f"dampening={dampening} (Nesterov momentum needs dampening=0, as PyTorch)")
     if betas is not None:
-        for i, b in enumerate(betas):
-            if not 0.0 <= b < 1.0:
-                problems.append(f"betas[{i}]={b} (must be in [0, 1))")
-    if eps < 0:
-        problems.append(f"eps={eps} (must be >= 0)")
-    if wd < 0:
-        problems.append(f"weight_decay={wd} (must be >= 0)")
+        if not isinstance(betas, list | tuple) or len(betas) != 2:
+            problems.append(f"betas={betas!r} (must be a pair (beta1, beta2))")
+        else:
+            for i, b in enumerate(betas):
+                number(f"betas[{i}]", b, 0.0, 1.0)
+    number("eps", eps)
+    number("weight_decay", wd)
     if problems:
         raise ValueError(f"{name}: invalid " + "; ".join(problems))
 
