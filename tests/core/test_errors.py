@@ -87,6 +87,15 @@ CASES = [
     ("reshape_method", ValueError, lambda: lazy(2, 3).reshape(5, -1), ["reshape", "(2, 3)"]),
     ("reshape_two_minus_one", ValueError, lambda: nb.reshape(lazy(2, 3), (-1, -1)), ["reshape"]),
     ("reshape_float", TypeError, lambda: nb.reshape(lazy(2, 3), (2.0, 3)), ["reshape", "2.0"]),
+    (
+        "reshape_str_entry",
+        TypeError,
+        lambda: lazy(2, 3).reshape("a", 3),
+        ["reshape", "('a', 3)", "(2, 3)"],
+    ),
+    ("reshape_str_shape", TypeError, lambda: lazy(2, 3).reshape("6"), ["reshape", "'6'", "(2, 3)"]),
+    ("reshape_str_fn", TypeError, lambda: nb.reshape(lazy(2, 3), "6"), ["shape entry", "str '6'"]),
+    ("zeros_str_shape", TypeError, lambda: nb.zeros("12"), ["shape", "'12'"]),
     # --- reductions and axes
     ("sum_axis_range", IndexError, lambda: nb.sum(lazy(2, 3), axis=2), ["sum", "2", "(2, 3)"]),
     ("sum_axis_neg", IndexError, lambda: lazy(2, 3).sum(axis=-3), ["sum", "-3", "(2, 3)"]),
