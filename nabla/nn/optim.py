@@ -39,7 +39,7 @@ from ..ops._util import as_tensor
 from ..runtime.tensor import Tensor, realize
 from ..transforms.autodiff import detach, value_and_grad
 from ..transforms.compile import compile as _compile
-from .module import Module, named_leaves, rebind, trainable_mask
+from .module import Module, loaded_tensor, named_leaves, rebind, trainable_mask
 
 __all__ = [
     "SGD",
@@ -651,17 +651,25 @@ class Optimizer:
             for n, leaf in leaf_of.items()
             if f"{key}.{n}" not in own
         }
-        problems = [f"missing key {k!r}" for k in own if k not in state_dict]
+        loaded, problems = {}, []
+        for k, v in state_dict.items():
+            if k in own or k in fillable:
+                loaded[k], problem = loaded_tensor(k, v)
+                if problem is not None:
+                    problems.append(problem)
+        problems += [f"missing key {k!r}" for k in own if k not in state_dict]
         problems += [
             f"unexpected key {k!r}" for k in state_dict if k not in own and k not in fillable
         ]
         problems += [
             _mismatch(k, got, fillable[k], dtype=False)
-            for k, got in state_dict.items()
-            if k in fillable
+            for k, got in loaded.items()
+            if k in fillable and got is not None
         ]
         problems += [
-            _mismatch(k, state_dict[k], v, dtype=True) for k, v in own.items() if k in state_dict
+            _mismatch(k, loaded[k], v, dtype=True)
+            for k, v in own.items()
+            if loaded.get(k) is not None
         ]
         return [p for p in problems if p is not None]
 

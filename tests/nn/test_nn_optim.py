@@ -197,6 +197,8 @@ def test_optimizer_state_dict_round_trip():
     wrong = dict(sd, step=sd["step"].cast(nb.int32))
     with pytest.raises(ValueError, match="step: dtype int32, expected float32"):
         other.load_state_dict(wrong)
+    with pytest.raises(ValueError, match=r"Adam.load_state_dict: mu.bias: a str 'abcd' is not"):
+        other.load_state_dict(dict(sd, **{"mu.bias": "abcd"}))
     assert math.isfinite(float(sd["mu.bias"].numpy()[0]))
 
 
