@@ -655,11 +655,53 @@ def test_max_alloc_bytes_env(monkeypatch):
     assert cfg.max_alloc_bytes == 12345 and cfg.max_alloc_source == "NABLA_MAX_ALLOC_BYTES"
     monkeypatch.delenv("NABLA_MAX_ALLOC_BYTES")
     cfg = config._Config()
-    assert cfg.max_alloc_bytes == (config.physical_memory_bytes() or 1 << 62)
+    assert (cfg.max_alloc_bytes, cfg.max_alloc_source) == config.memory_bound()
+    assert cfg.max_alloc_bytes <= (config.physical_memory_bytes() or 1 << 62)
     for bad in ("lots", "0", "-5", "1.5e9"):
         monkeypatch.setenv("NABLA_MAX_ALLOC_BYTES", bad)
         with pytest.raises(ValueError, match="NABLA_MAX_ALLOC_BYTES"):
             config._Config()
+
+
+_LIMITED = """
+import os
+import resource
+limit = int(os.environ["LIMIT"])
+resource.setrlimit(resource.RLIMIT_AS, (limit, resource.getrlimit(resource.RLIMIT_AS)[1]))
+import nabla as nb
+from nabla.core.config import CONFIG
+print(CONFIG.max_alloc_bytes, CONFIG.max_alloc_source)
+try:
+    nb.ones((60000, 60000)).sum()
+except ValueError as e:
+    print(type(e).__name__, e)
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="POSIX resource limits")
+def test_alloc_bound_follows_the_process_s_address_space_limit():
+    """Under ``ulimit -v`` (``RLIMIT_AS``) smaller than physical memory, a too-big result is
+    refused at the call (an ``OpError`` naming the op and the shape), not NumPy's raw
+    ``MemoryError``."""
+    limit = min(4 << 30, (config.physical_memory_bytes() or 1 << 40) // 2)  # below physical
+    env = {**os.environ, "NABLA_BACKEND": "numpy", "OPENBLAS_NUM_THREADS": "1"}
+    env.update(LIMIT=str(limit))
+    env.pop("NABLA_MAX_ALLOC_BYTES", None)
+    r = subprocess.run(
+        [sys.executable, "-c", _LIMITED], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert r.returncode == 0, r.stderr
+    bound, _, error = r.stdout.partition("\n")
+    assert bound == f"{limit} the process's RLIMIT_AS limit (ulimit -v)", r.stdout
+    assert error.startswith("OpError full: the result of shape (60000, 60000)"), r.stdout
+    assert "would take 13.4 GiB, more than the" in error, r.stdout
+
+
+def test_cgroup_memory_limit_bounds_allocations(monkeypatch):
+    monkeypatch.setattr(config, "_cgroup_memory_limits", lambda: [3 << 20])
+    assert config.memory_bound() == (3 << 20, "the process's cgroup memory limit (memory.max)")
+    monkeypatch.delenv("NABLA_MAX_ALLOC_BYTES", raising=False)
+    assert config._Config().max_alloc_bytes == 3 << 20
 
 
 # --- environment variables
