@@ -26,7 +26,9 @@ pytestmark = pytest.mark.skipif(
 
 
 def launch(n: int, args: list, timeout: float = 240, env: dict | None = None):
-    full_env = dict(os.environ, PYTHONPATH=str(HERE), NABLA_BACKEND="numpy")
+    # the checkout these tests belong to first (not an installed nabla), then the workers
+    path = os.pathsep.join([str(HERE.parents[1]), str(HERE)])
+    full_env = dict(os.environ, PYTHONPATH=path, NABLA_BACKEND="numpy")
     full_env.update(env or {})
     start = time.monotonic()
     proc = subprocess.run(
