@@ -26,7 +26,8 @@ before a collective run outside one, the processes agree on what it is (a 64-bit
 running count and the program's ops and shapes, or the op, its kwargs and the local shape
 and dtype, gathered non-blockingly). A
 mismatch raises ``DistributedError`` naming the collective on every process; a process that
-never arrives makes the others abort after ``NABLA_MPI_TIMEOUT`` seconds (default 300).
+never arrives makes the others abort after ``NABLA_MPI_TIMEOUT`` seconds (default 300; a
+number > 0, checked when nabla is imported).
 ``activate`` also makes an uncaught exception on any process abort every process
 (``MPI_Abort``) instead of leaving the others waiting.
 
@@ -93,7 +94,28 @@ def world():
 
 
 def timeout() -> float:
-    return float(os.environ.get("NABLA_MPI_TIMEOUT", "300"))
+    """``NABLA_MPI_TIMEOUT``: the seconds a process waits at a collective for the others
+    before aborting every process (default 300).
+
+    Raises:
+        ValueError: naming the variable and its value unless it is a number > 0 (checked
+            when nabla is imported and again by ``activate``).
+    """
+    raw = os.environ.get("NABLA_MPI_TIMEOUT")
+    if raw is None or not raw.strip():
+        return 300.0
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not value > 0:  # NaN too: it would never time out
+        raise ValueError(
+            f"NABLA_MPI_TIMEOUT must be a number of seconds > 0 (e.g. 300), got {raw!r}"
+        )
+    return value
+
+
+timeout()  # a bad setting fails the import, not the first collective
 
 
 def activate(comm=None) -> None:
@@ -102,6 +124,7 @@ def activate(comm=None) -> None:
     uncaught exception abort every process."""
     from mpi4py import MPI  # noqa: PLC0415 - imported only when running distributed
 
+    timeout()  # checked again: the environment may have changed since the import
     comm = MPI.COMM_WORLD if comm is None else comm
     _STATE.comm, _STATE.MPI, _STATE.count, _STATE.groups = comm, MPI, 0, {}
     PROCESS.set(comm.Get_rank(), comm.Get_size())

@@ -760,3 +760,16 @@ def test_bad_env_fails_the_import_with_the_variable_named():
     )
     assert r.returncode != 0
     assert "ValueError: NABLA_AUTO_THRESHOLD must be an integer, got 'abc'" in r.stderr
+
+
+@pytest.mark.parametrize("value", ["abc", "0", "-5", "nan"])
+def test_bad_mpi_timeout_fails_the_import_with_the_variable_and_value_named(value):
+    env = {**os.environ, "NABLA_MPI_TIMEOUT": value}
+    r = subprocess.run(
+        [sys.executable, "-c", "import nabla"], env=env, capture_output=True, text=True
+    )
+    assert r.returncode != 0
+    want = (
+        f"ValueError: NABLA_MPI_TIMEOUT must be a number of seconds > 0 (e.g. 300), got {value!r}"
+    )
+    assert want in r.stderr, r.stderr

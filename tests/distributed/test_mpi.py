@@ -110,6 +110,21 @@ def test_mismatched_reductions_are_an_error_on_every_process():
     assert "every process must run the same program" in proc.stderr
 
 
+def test_a_bad_timeout_set_after_the_import_is_refused_by_initialize():
+    """Checked when the setting is read (at import, and again by initialize), naming the
+    variable and the value, not a raw float() error at the first collective."""
+    code = (
+        "import os, nabla as nb\n"
+        "os.environ['NABLA_MPI_TIMEOUT'] = 'abc'\n"
+        "nb.distributed.initialize()\n"
+    )
+    proc, _ = launch(2, ["-c", code], timeout=120)
+    assert proc.returncode != 0
+    assert "NABLA_MPI_TIMEOUT must be a number of seconds > 0 (e.g. 300), got 'abc'" in (
+        proc.stderr
+    ), proc.stderr
+
+
 def test_a_process_that_leaves_inside_a_collective_is_bounded_too():
     proc, took = run_scenario(2, "rank_leaves_midway", env={"NABLA_MPI_TIMEOUT": "3"})
     assert proc.returncode != 0
