@@ -125,6 +125,35 @@ def test_a_bad_timeout_set_after_the_import_is_refused_by_initialize():
     ), proc.stderr
 
 
+def test_mismatched_programs_name_the_first_op_that_differs_on_each_process():
+    proc, _ = run_scenario(2, "mismatch_described", env={"NABLA_MPI_TIMEOUT": "30"})
+    assert proc.returncode != 0
+    assert (
+        "the first difference is op 1: process 0 runs reduce_sum((8,) float32) -> () float32, "
+        "process 1 runs reduce_sum((16,) float32) -> () float32" in proc.stderr
+    ), proc.stderr
+
+
+def test_first_difference_and_describe_program():
+    from nabla.backends import mpi
+    from nabla.core.dtypes import DType
+    from nabla.core.ir import Instruction, Program, TensorSpec
+
+    def program(n, op):
+        spec = TensorSpec(DType.float32, (n,), None)
+        red = Instruction(op, (0,), {"axes": (0,)}, (1,), ((DType.float32, ()),))
+        return Program(None, (spec,), (red,), (1,), ((DType.float32, ()),))
+
+    a, b = mpi.describe_program(program(8, "sum")), mpi.describe_program(program(16, "max"))
+    assert a == ["sum((8,) float32) -> () float32 {'axes': (0,)}"]
+    got = mpi.first_difference(1, [("p", a), ("q", b)])
+    assert got == (
+        "the first difference is op 0: process 1 runs max((16,) float32) -> () float32 "
+        "{'axes': (0,)}, process 0 runs sum((8,) float32) -> () float32 {'axes': (0,)}"
+    )
+    assert "op 1: process 0 runs (no more ops)" in mpi.first_difference(0, [("p", a), ("q", a + a)])
+
+
 def test_a_process_that_leaves_inside_a_collective_is_bounded_too():
     proc, took = run_scenario(2, "rank_leaves_midway", env={"NABLA_MPI_TIMEOUT": "3"})
     assert proc.returncode != 0
