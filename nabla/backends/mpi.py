@@ -25,8 +25,11 @@ Safety: before every program that communicates (``agreed_program``, from the run
 before a collective run outside one, the processes agree on what it is (a 64-bit digest of a
 running count and the program's ops and shapes, or the op, its kwargs and the local shape
 and dtype, gathered non-blockingly). A
-mismatch raises ``DistributedError`` naming the collective on every process; a process that
-never arrives makes the others abort after ``NABLA_MPI_TIMEOUT`` seconds (default 300).
+mismatch raises ``DistributedError`` on every process naming the first op that differs and
+its shapes and dtypes on each process (the processes exchange a line per op,
+``describe_program``, only then); a process that
+never arrives makes the others abort after ``NABLA_MPI_TIMEOUT`` seconds (default 300; a
+number > 0, checked when nabla is imported).
 ``activate`` also makes an uncaught exception on any process abort every process
 (``MPI_Abort``) instead of leaving the others waiting.
 
@@ -58,6 +61,8 @@ __all__ = [
     "LOWERINGS",
     "agree",
     "agreed_program",
+    "describe_program",
+    "first_difference",
     "in_agreed_program",
 ]
 
@@ -93,7 +98,28 @@ def world():
 
 
 def timeout() -> float:
-    return float(os.environ.get("NABLA_MPI_TIMEOUT", "300"))
+    """``NABLA_MPI_TIMEOUT``: the seconds a process waits at a collective for the others
+    before aborting every process (default 300).
+
+    Raises:
+        ValueError: naming the variable and its value unless it is a number > 0 (checked
+            when nabla is imported and again by ``activate``).
+    """
+    raw = os.environ.get("NABLA_MPI_TIMEOUT")
+    if raw is None or not raw.strip():
+        return 300.0
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not value > 0:  # NaN too: it would never time out
+        raise ValueError(
+            f"NABLA_MPI_TIMEOUT must be a number of seconds > 0 (e.g. 300), got {raw!r}"
+        )
+    return value
+
+
+timeout()  # a bad setting fails the import, not the first collective
 
 
 def activate(comm=None) -> None:
@@ -102,6 +128,7 @@ def activate(comm=None) -> None:
     uncaught exception abort every process."""
     from mpi4py import MPI  # noqa: PLC0415 - imported only when running distributed
 
+    timeout()  # checked again: the environment may have changed since the import
     comm = MPI.COMM_WORLD if comm is None else comm
     _STATE.comm, _STATE.MPI, _STATE.count, _STATE.groups = comm, MPI, 0, {}
     PROCESS.set(comm.Get_rank(), comm.Get_size())
@@ -169,9 +196,14 @@ def _watchdog() -> None:
             )
 
 
-def agree(what: str) -> None:
+def agree(what: str, describe=None) -> None:
     """Every process must be at the same collective: compare digests of ``what`` (with a
-    running count, so a skipped collective is caught too)."""
+    running count, so a skipped collective is caught too).
+
+    On a mismatch (every process sees one, so all take this path together) the processes
+    exchange their descriptions, ``describe()`` (one line per op: :func:`describe_program`)
+    or ``what`` itself, and the error names the first op that differs, as each process has
+    it."""
     comm = _STATE.comm
     _STATE.count += 1
     what = f"#{_STATE.count} {what}"
@@ -182,11 +214,56 @@ def agree(what: str) -> None:
         comm.Allgather(mine, every)
     differ = [int(r) for r in np.flatnonzero(every != mine)]
     if differ:
+        lines = list(describe()) if describe is not None else [what]
+        with _watch(f"{what} (exchanging the programs to name the difference)"):
+            theirs = comm.allgather((what, lines))
         raise DistributedError(
             f"process {PROCESS.index} is at collective {what}, but processes {differ} are at "
             "a different collective or with other shapes/dtypes: every process must run the "
-            "same program (same ops, shapes and shardings) in the same order"
+            "same program (same ops, shapes and shardings) in the same order; "
+            + first_difference(PROCESS.index, theirs)
         )
+
+
+def first_difference(me: int, programs: list) -> str:
+    """The first op where another process's program differs from process ``me``'s, as
+    text naming both: ``programs`` holds each process's ``(what, op lines)``."""
+    what, mine = programs[me]
+    for rank, (their_what, theirs) in enumerate(programs):
+        if rank == me or (their_what, theirs) == (what, mine):
+            continue
+        for i in range(max(len(mine), len(theirs))):
+            a = mine[i] if i < len(mine) else "(no more ops)"
+            b = theirs[i] if i < len(theirs) else "(no more ops)"
+            if a != b:
+                return (
+                    f"the first difference is op {i}: process {me} runs {a}, process {rank} "
+                    f"runs {b}"
+                )
+        return f"process {me} is at {what}, process {rank} at {their_what}"
+    return "no difference found in the programs' descriptions"
+
+
+def describe_program(program) -> list[str]:
+    """One line per instruction of ``program`` (a ``core.ir.Program``), equal across
+    processes running the same program: the op, its inputs' and outputs' shapes and dtypes,
+    and its collective parameters (mesh axes, reduction kind)."""
+    specs = {i: (s.dtype.name, tuple(s.shape)) for i, s in enumerate(program.inputs)}
+
+    def text(spec):
+        return f"{spec[1]} {spec[0]}"
+
+    lines = []
+    for instr in program.instructions:
+        outs = [(dt.name, tuple(shape)) for dt, shape in instr.out_specs]
+        specs.update(zip(instr.outputs, outs))
+        ins = ", ".join(text(specs[i]) if i in specs else "?" for i in instr.inputs)
+        params = {
+            k: instr.kwargs[k] for k in ("axes", "kind", "dims", "pairs") if k in instr.kwargs
+        }
+        extra = f" {params}" if params else ""
+        lines.append(f"{instr.op}({ins}) -> {', '.join(text(o) for o in outs)}{extra}")
+    return lines
 
 
 # ----------------------------------------------------------------------------- groups and slabs
@@ -281,11 +358,11 @@ class agreed_program:
     """Context: the processes agreed on the whole program about to run (its digest covers
     every collective in it, in order), so its collectives skip their own check."""
 
-    def __init__(self, what: str):
-        self.what = what
+    def __init__(self, what: str, describe=None):
+        self.what, self.describe = what, describe
 
     def __enter__(self):
-        agree(self.what)
+        agree(self.what, self.describe)
         _STATE.depth += 1
 
     def __exit__(self, *exc):
@@ -303,7 +380,7 @@ def _collective(name, *, over_axes: bool = True):
             mesh = kw["mesh"]
             x = args[0] if args else None
             if not _STATE.depth:
-                agree(_describe(name, x, kw) + f" {mesh}")
+                agree(_describe(name, x, kw) + f" {mesh}", lambda: [_describe(name, x, kw)])
             rest = {k: v for k, v in kw.items() if k != "mesh"}
             if over_axes:
                 rest["group"] = _Group(mesh, tuple(rest.pop("axes")))

@@ -3,10 +3,11 @@
 Environment variables read at import (each is validated, and a bad value raises ValueError
 naming the variable): ``NABLA_BACKEND`` (``auto``|``numpy``|``max``), ``NABLA_AUTO_THRESHOLD``
 (int >= 0, default 2), ``NABLA_MAX_ALLOC_BYTES`` (int > 0: the largest result an op may
-create, default the machine's physical memory), and the switches ``NABLA_EAGER_MAX_GRAPH``
-(builds and checks each op's backend value at the call), ``NABLA_DEBUG_COMPILE`` (logs every
-MAX compile) and ``NABLA_BACKGROUND_COMPILE`` (default on), which accept
-``1/0``, ``true/false``, ``yes/no`` and ``on/off`` in any case.
+create, default the smallest of the machine's physical memory, the process's ``ulimit -v``
+(``RLIMIT_AS``/``RLIMIT_DATA``) and its cgroups' ``memory.max``), and the switches
+``NABLA_EAGER_MAX_GRAPH`` (builds and checks each op's backend value at the call),
+``NABLA_DEBUG_COMPILE`` (logs every MAX compile) and ``NABLA_BACKGROUND_COMPILE`` (default
+on), which accept ``1/0``, ``true/false``, ``yes/no`` and ``on/off`` in any case.
 """
 
 from __future__ import annotations
@@ -65,6 +66,63 @@ def physical_memory_bytes() -> int | None:
     return pages * page
 
 
+_UNLIMITED = 1 << 62  # larger values (cgroup v1's "no limit", RLIM_INFINITY) bound nothing
+
+
+def _cgroup_memory_limits() -> list[int]:
+    """The memory limits of this process's cgroups (v2 ``memory.max`` of its group and every
+    ancestor, v1 ``memory.limit_in_bytes``), in bytes; empty where none is set or readable."""
+    limits = []
+
+    def read(file):
+        try:
+            with open(file) as f:
+                text = f.read().strip()
+        except OSError:
+            return
+        if text.isdigit() and 0 < int(text) < _UNLIMITED:
+            limits.append(int(text))
+
+    try:
+        with open("/proc/self/cgroup") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return limits
+    for line in lines:
+        _, controllers, group = line.split(":", 2)
+        if controllers == "":  # v2: the limit of the group and of each ancestor applies
+            parts = [p for p in group.split("/") if p]
+            for k in range(len(parts), -1, -1):
+                read(os.path.join("/sys/fs/cgroup", *parts[:k], "memory.max"))
+        elif "memory" in controllers.split(","):  # v1 (in a container: the mount's root)
+            for base in (os.path.join("/sys/fs/cgroup/memory", group.lstrip("/")), ""):
+                read(os.path.join(base or "/sys/fs/cgroup/memory", "memory.limit_in_bytes"))
+    return limits
+
+
+def memory_bound() -> tuple[int, str]:
+    """``(bytes, what)``: the smallest of the machine's physical memory, the process's
+    address-space and data limits (``ulimit -v``: ``RLIMIT_AS``, ``RLIMIT_DATA``) and its
+    cgroups' memory limits (``memory.max``), with a description of which one it is."""
+    bounds = []
+    phys = physical_memory_bytes()
+    if phys is not None:
+        bounds.append((phys, "this machine's physical memory"))
+    try:
+        import resource  # noqa: PLC0415 - POSIX only
+
+        for name, flag in (("RLIMIT_AS", "-v"), ("RLIMIT_DATA", "-d")):
+            soft = resource.getrlimit(getattr(resource, name))[0]
+            if soft != resource.RLIM_INFINITY and 0 < soft < _UNLIMITED:
+                bounds.append((soft, f"the process's {name} limit (ulimit {flag})"))
+    except (ImportError, AttributeError, ValueError, OSError):
+        pass
+    bounds += [
+        (n, "the process's cgroup memory limit (memory.max)") for n in _cgroup_memory_limits()
+    ]
+    return min(bounds, key=lambda b: b[0]) if bounds else (_UNLIMITED, "no known bound")
+
+
 class _Config:
     """Process-wide (not per thread): background compile workers see the same settings."""
 
@@ -87,8 +145,7 @@ class _Config:
         self.max_alloc_bytes = env_int("NABLA_MAX_ALLOC_BYTES", None, 1)
         self.max_alloc_source = "NABLA_MAX_ALLOC_BYTES"
         if self.max_alloc_bytes is None:
-            self.max_alloc_bytes = physical_memory_bytes() or 1 << 62
-            self.max_alloc_source = "physical memory"
+            self.max_alloc_bytes, self.max_alloc_source = memory_bound()
 
 
 CONFIG = _Config()

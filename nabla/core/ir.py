@@ -233,8 +233,13 @@ def range_length(start, stop, step: int):
 
 
 def as_dim(s):
-    """A shape entry as an int, keeping a ``SymDim`` (and its expression) as it is."""
-    return s if isinstance(s, SymDim) else int(s)
+    """A shape entry as an int, keeping a ``SymDim`` (and its expression) as it is; a string
+    is a ``TypeError`` (``int("12")`` would parse it), as in NumPy."""
+    if type(s) is int or isinstance(s, SymDim):
+        return s
+    if isinstance(s, str | bytes):
+        raise TypeError(f"a shape entry must be an int, got the {type(s).__name__} {s!r}")
+    return int(s)
 
 
 def _tagged(expr):

@@ -3,13 +3,15 @@
 A checkpoint is a flat mapping name -> tensor (``model.state_dict()``, ``opt.state_dict()``, or
 both merged under prefixes with :func:`merge_state_dicts`). Values round-trip bit for bit,
 ``bfloat16`` included. Writing goes to a temporary file that replaces ``path`` only once it is
-complete, so an interrupted save never leaves a truncated checkpoint; reading checks the whole
-file before returning anything.
+complete, so an interrupted save never leaves a truncated checkpoint (the next save removes
+such a leftover once its process is gone); reading checks the whole file before returning
+anything.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import struct
@@ -51,6 +53,8 @@ def save(state_dict: Mapping, path, metadata: Mapping | None = None) -> None:
 
     Raises:
         TypeError: for a key that is not a string or a value that is not a tensor or array.
+        OSError: (``FileNotFoundError`` for a missing folder) naming ``path`` when it cannot
+            be written.
     """
     names, values = [], []
     for name, value in state_dict.items():
@@ -71,15 +75,51 @@ def save(state_dict: Mapping, path, metadata: Mapping | None = None) -> None:
     meta = {str(k): str(v) for k, v in (metadata or {}).items()}
     data = safetensors.numpy.save(arrays, metadata=meta or None)
     path = os.fspath(path)
+    folder = os.path.dirname(path) or "."
+    if not os.path.isdir(folder):
+        raise FileNotFoundError(
+            errno.ENOENT, f"save: cannot write the checkpoint {path!r}: no folder {folder!r}"
+        )
+    _remove_orphans(path)
     tmp = f"{path}.tmp-{os.getpid()}"
     try:
         with open(tmp, "wb") as f:
             f.write(data)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         with contextlib.suppress(OSError):  # a failed write leaves no partial file behind
             os.remove(tmp)
+        if isinstance(e, OSError) and e.errno is not None:  # name the path given, not tmp
+            raise type(e)(
+                e.errno, f"save: cannot write the checkpoint {path!r}: {e.strerror}"
+            ) from None
         raise
+
+
+def _remove_orphans(path: str) -> None:
+    """Remove ``path``'s temporary files (``path.tmp-PID``) left by an interrupted save of a
+    process that is gone; a live process's file (it may be saving now) is left alone."""
+    folder, base = os.path.split(path)
+    prefix = base + ".tmp-"
+    with contextlib.suppress(OSError), os.scandir(folder or ".") as entries:
+        for entry in entries:
+            pid = entry.name[len(prefix) :]
+            if entry.name.startswith(prefix) and pid.isdigit() and not _alive(int(pid)):
+                with contextlib.suppress(OSError):
+                    os.remove(entry.path)
+
+
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` exists on this machine (signal 0 probes without sending)."""
+    if pid == os.getpid() or os.name != "posix":  # (Windows' os.kill would end it)
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (OverflowError, OSError):
+        return True  # another user's process, or a PID we cannot probe: keep its file
+    return True
 
 
 def _read(path) -> bytes:

@@ -379,19 +379,27 @@ def embedding(indices, weight, padding_idx=None) -> Tensor:
         IndexError: for an index outside ``[0, num_embeddings)`` (checked at the call when
             the indices hold values).
     """
-    indices, weight = as_tensor(indices, op="embedding"), as_tensor(weight, op="embedding")
+    return _embedding(indices, weight, padding_idx, "embedding")
+
+
+def _embedding(indices, weight, padding_idx, who: str) -> Tensor:
+    """:func:`embedding`, its errors naming ``who`` (``nn.Embedding`` names itself)."""
+    indices, weight = as_tensor(indices, op=who), as_tensor(weight, op=who)
     if not indices.dtype.is_int:
-        raise TypeError(f"embedding: indices must be integers, got {indices.dtype}")
+        raise TypeError(f"{who}: indices must be integers, got {indices.dtype}")
     if weight.ndim != 2:
-        raise ValueError(f"embedding: weight must be (num_embeddings, dim), got {weight.shape}")
+        raise ValueError(f"{who}: weight must be (num_embeddings, dim), got {weight.shape}")
     impl = indices._impl
     if impl.buffer is not None and not impl.levels and indices.size:
-        # a known index is checked here: take() would read -1 as the last row (PyTorch raises)
-        low = int(indices.numpy().min())
-        if low < 0:
+        # a known index is checked here, naming the table: take() would read -1 as the last
+        # row (PyTorch raises) and name only its internal gather for one past the end
+        values = indices.numpy()
+        rows = weight.shape[0]
+        bad = values[(values < 0) | (values >= rows)]
+        if bad.size:
             raise IndexError(
-                f"embedding: index {low} is out of range for {weight.shape[0]} rows (indices "
-                f"of shape {indices.shape}; negative indices are not rows)"
+                f"{who}: index {int(bad[0])} is out of range for {rows} rows (indices of shape "
+                f"{indices.shape}; valid indices are 0 to {rows - 1})"
             )
     rows = indexing.take(weight, indices, axis=0)
     if padding_idx is None:

@@ -413,7 +413,9 @@ class Embedding(Module):
                 f"Embedding({self.extra_repr()}): indices of shape {indices.shape} have dtype "
                 f"{indices.dtype.name}; expected integers"
             )
-        return F.embedding(indices, self.weight, self.padding_idx)
+        return F._embedding(
+            indices, self.weight, self.padding_idx, f"Embedding({self.extra_repr()})"
+        )
 
     def extra_repr(self) -> str:
         """The configuration shown by ``repr``."""

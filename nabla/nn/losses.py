@@ -9,6 +9,7 @@ layout of the rest of ``nabla.nn``. ``reduction`` is ``"mean"`` (default), ``"su
 
 from __future__ import annotations
 
+from ..core.state import STATE
 from ..ops import binary, creation, unary
 from ..ops import reduction as _reduction_ops
 from ..ops._util import as_tensor
@@ -83,9 +84,11 @@ def _check_indices(fn, scores: Tensor, target: Tensor, ignore_index=None) -> boo
             f"{scores.shape} (expected target shape {scores.shape[:-1]}; classes are the last axis)"
         )
     impl = target._impl
-    if impl.buffer is not None and not impl.levels and target.size:
-        # a target with a value already (the usual case: labels from data) is checked here;
-        # an out-of-range index would otherwise match no class and count as zero loss
+    if not impl.levels and target.size and (impl.buffer is not None or STATE.recording is None):
+        # a target with a value already (the usual case: labels from data) is checked here,
+        # and so is one computed lazily outside compile (its value is computed now, alone:
+        # a NaN loss would hide the bad index); an out-of-range index would otherwise match
+        # no class and count as zero loss
         values = target.numpy()
         classes = scores.shape[-1]
         bad = (values < 0) | (values >= classes)
@@ -125,8 +128,9 @@ def nll_loss(log_probs, target, reduction: str = "mean") -> Tensor:
     Raises:
         TypeError: if ``target`` is not an integer tensor.
         ValueError: for mismatched shapes or an unknown ``reduction``.
-        IndexError: for a class index out of range in a target that holds values (one
-            known only when the program runs gives a NaN loss there instead).
+        IndexError: for a class index out of range in a target that holds values or is
+            computed lazily (one known only when the program runs, traced by ``compile`` or
+            batched by ``vmap``, gives a NaN loss there instead).
     """
     log_probs, target = as_tensor(log_probs, op="nll_loss"), as_tensor(target, op="nll_loss")
     if not target.dtype.is_int:
@@ -173,9 +177,10 @@ def cross_entropy_loss(
         ValueError: for mismatched shapes, ``label_smoothing`` outside ``[0, 1]``, an
             unknown ``reduction``, or ``ignore_index`` with probability targets.
         TypeError: for a tensor passed as ``label_smoothing`` (a weight passed by position).
-        IndexError: for a class index out of range in a target that holds values; one
-            known only when the program runs (traced by ``compile``, batched by ``vmap``)
-            gives a NaN loss there instead.
+        IndexError: for a class index out of range (that is not ``ignore_index``) in a
+            target that holds values or is computed lazily (its value is computed at the
+            call); one known only when the program runs (traced by ``compile``, batched by
+            ``vmap``) gives a NaN loss there instead.
 
     Example:
         >>> F.cross_entropy_loss(nb.zeros((2, 4)), nb.constant([0, 3])).item()

@@ -26,6 +26,7 @@ __all__ = [
     "ModuleDict",
     "ModuleList",
     "Sequential",
+    "loaded_tensor",
     "named_leaves",
     "rebind",
     "trainable_mask",
@@ -438,10 +439,10 @@ class Module:
         for name, old in own.items():
             if name not in state_dict:
                 continue
-            new = state_dict[name]
-            if not isinstance(new, Tensor):
-                new = creation.constant(np.asarray(new))
-            if tuple(new.shape) != tuple(old.shape):
+            new, problem = loaded_tensor(name, state_dict[name])
+            if problem is not None:
+                problems.append(problem)
+            elif tuple(new.shape) != tuple(old.shape):
                 problems.append(f"{name}: shape {tuple(new.shape)}, expected {tuple(old.shape)}")
             elif new.dtype is not old.dtype:
                 problems.append(f"{name}: dtype {new.dtype}, expected {old.dtype}")
@@ -577,6 +578,19 @@ def trainable_mask(tree) -> list[bool]:
         else:
             out.append(isinstance(leaf, Tensor) and leaf.dtype.is_float)
     return out
+
+
+def loaded_tensor(key: str, value) -> tuple[Tensor | None, str | None]:
+    """``(tensor, None)`` for a state dict entry (a Tensor, NumPy array or nested list), or
+    ``(None, problem)`` naming ``key`` when it cannot be a tensor (a string, an object array)."""
+    if isinstance(value, Tensor):
+        return value, None
+    try:
+        return creation.constant(np.asarray(value)), None
+    except (TypeError, ValueError) as e:
+        shown = repr(value)
+        shown = shown if len(shown) <= 40 else shown[:37] + "..."
+        return None, f"{key}: a {type(value).__name__} {shown} is not a tensor ({e})"
 
 
 def named_leaves(tree, prefix: str = "") -> list[str]:

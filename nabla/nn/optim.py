@@ -39,7 +39,7 @@ from ..ops._util import as_tensor
 from ..runtime.tensor import Tensor, realize
 from ..transforms.autodiff import detach, value_and_grad
 from ..transforms.compile import compile as _compile
-from .module import Module, named_leaves, rebind, trainable_mask
+from .module import Module, loaded_tensor, named_leaves, rebind, trainable_mask
 
 __all__ = [
     "SGD",
@@ -306,25 +306,37 @@ def sgd_init(params, momentum: float = 0.0) -> dict:
 def _check_settings(
     name, lr, *, momentum=0.0, nesterov=False, dampening=0.0, betas=None, eps=0.0, wd=0.0
 ):
-    """PyTorch's checks of an optimizer's settings (a schedule or tensor ``lr`` is not
-    checked), so a typo fails at once instead of diverging."""
+    """PyTorch's checks of an optimizer's settings, also refusing NaN and infinity (a schedule
+    or tensor ``lr`` is not checked), so a typo fails at once instead of diverging."""
     problems = []
-    if isinstance(lr, numbers.Real) and lr < 0:
-        problems.append(f"lr={lr} (must be >= 0)")
-    if momentum < 0:
-        problems.append(f"momentum={momentum} (must be >= 0)")
+
+    def number(label, value, low=0.0, high=None):
+        """``value`` must be a finite real in ``[low, high)`` (no upper end when None); a
+        tensor is not checked."""
+        if isinstance(value, Tensor):
+            return
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            problems.append(f"{label}={value!r} (must be a number)")
+        elif not (math.isfinite(value) and value >= low and (high is None or value < high)):
+            where = f">= {low:g}" if high is None else f"in [{low:g}, {high:g})"
+            problems.append(f"{label}={value} (must be a finite number {where})")
+
+    if not callable(lr):
+        number("lr", lr)
+    number("momentum", momentum)
+    number("dampening", dampening)
     if nesterov and not momentum:
         problems.append("nesterov=True with momentum=0 (Nesterov needs momentum)")
     if nesterov and dampening:
         problems.append(f"dampening={dampening} (Nesterov momentum needs dampening=0, as PyTorch)")
     if betas is not None:
-        for i, b in enumerate(betas):
-            if not 0.0 <= b < 1.0:
-                problems.append(f"betas[{i}]={b} (must be in [0, 1))")
-    if eps < 0:
-        problems.append(f"eps={eps} (must be >= 0)")
-    if wd < 0:
-        problems.append(f"weight_decay={wd} (must be >= 0)")
+        if not isinstance(betas, list | tuple) or len(betas) != 2:
+            problems.append(f"betas={betas!r} (must be a pair (beta1, beta2))")
+        else:
+            for i, b in enumerate(betas):
+                number(f"betas[{i}]", b, 0.0, 1.0)
+    number("eps", eps)
+    number("weight_decay", wd)
     if problems:
         raise ValueError(f"{name}: invalid " + "; ".join(problems))
 
@@ -639,17 +651,25 @@ class Optimizer:
             for n, leaf in leaf_of.items()
             if f"{key}.{n}" not in own
         }
-        problems = [f"missing key {k!r}" for k in own if k not in state_dict]
+        loaded, problems = {}, []
+        for k, v in state_dict.items():
+            if k in own or k in fillable:
+                loaded[k], problem = loaded_tensor(k, v)
+                if problem is not None:
+                    problems.append(problem)
+        problems += [f"missing key {k!r}" for k in own if k not in state_dict]
         problems += [
             f"unexpected key {k!r}" for k in state_dict if k not in own and k not in fillable
         ]
         problems += [
             _mismatch(k, got, fillable[k], dtype=False)
-            for k, got in state_dict.items()
-            if k in fillable
+            for k, got in loaded.items()
+            if k in fillable and got is not None
         ]
         problems += [
-            _mismatch(k, state_dict[k], v, dtype=True) for k, v in own.items() if k in state_dict
+            _mismatch(k, loaded[k], v, dtype=True)
+            for k, v in own.items()
+            if loaded.get(k) is not None
         ]
         return [p for p in problems if p is not None]
 

@@ -76,10 +76,19 @@ def _reshape(self, *shape):
 
     Raises:
         ValueError: (:class:`nabla.OpError`) if the element count does not match.
+        TypeError: for a shape entry that is not an int (a string such as ``"12"`` too).
     """
     if len(shape) == 1 and isinstance(shape[0], list | tuple):
         shape = tuple(shape[0])
-    return view.reshape(self, shape)
+    try:
+        return view.reshape(self, shape)
+    except TypeError:
+        if any(isinstance(s, str | bytes) for s in shape):  # named here, as NumPy refuses them
+            raise TypeError(
+                f"reshape: shape entries must be ints, got {shape!r} for a tensor of shape "
+                f"{self.shape}"
+            ) from None
+        raise
 
 
 def _at(self):

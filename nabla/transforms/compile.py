@@ -1189,16 +1189,24 @@ def _layout(impl) -> _Layout:
 
 
 def _check_dynamic_dims(dd):
+    """``dd`` checked to be ``{arg_index: {dim: "name"}}``; a bad entry is shown as given."""
     if dd is None:
         return {}
+    form = "{arg_index: {dim: 'name'}}, e.g. {0: {0: 'batch'}}"
     if not isinstance(dd, dict):
-        raise TypeError("compile: dynamic_dims must be {arg_index: {dim: 'name'}}")
+        raise TypeError(f"compile: dynamic_dims must be {form}, got {dd!r}")
     for k, v in dd.items():
         if not isinstance(k, int) or not isinstance(v, dict):
-            raise TypeError("compile: dynamic_dims must be {arg_index: {dim: 'name'}}")
+            raise TypeError(
+                f"compile: dynamic_dims must be {form}; the entry {k!r}: {v!r} is not "
+                "an int argument index mapped to a dict"
+            )
         for d, name in v.items():
             if not isinstance(d, int) or not isinstance(name, str):
-                raise TypeError("compile: dynamic_dims entries map an int dim to a str name")
+                raise TypeError(
+                    f"compile: dynamic_dims entries map an int dim to a str name; argument "
+                    f"{k}'s entry {d!r}: {name!r} does not (in dynamic_dims={dd!r})"
+                )
     return dd
 
 

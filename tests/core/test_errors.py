@@ -87,6 +87,15 @@ CASES = [
     ("reshape_method", ValueError, lambda: lazy(2, 3).reshape(5, -1), ["reshape", "(2, 3)"]),
     ("reshape_two_minus_one", ValueError, lambda: nb.reshape(lazy(2, 3), (-1, -1)), ["reshape"]),
     ("reshape_float", TypeError, lambda: nb.reshape(lazy(2, 3), (2.0, 3)), ["reshape", "2.0"]),
+    (
+        "reshape_str_entry",
+        TypeError,
+        lambda: lazy(2, 3).reshape("a", 3),
+        ["reshape", "('a', 3)", "(2, 3)"],
+    ),
+    ("reshape_str_shape", TypeError, lambda: lazy(2, 3).reshape("6"), ["reshape", "'6'", "(2, 3)"]),
+    ("reshape_str_fn", TypeError, lambda: nb.reshape(lazy(2, 3), "6"), ["shape entry", "str '6'"]),
+    ("zeros_str_shape", TypeError, lambda: nb.zeros("12"), ["shape", "'12'"]),
     # --- reductions and axes
     ("sum_axis_range", IndexError, lambda: nb.sum(lazy(2, 3), axis=2), ["sum", "2", "(2, 3)"]),
     ("sum_axis_neg", IndexError, lambda: lazy(2, 3).sum(axis=-3), ["sum", "-3", "(2, 3)"]),
@@ -646,11 +655,53 @@ def test_max_alloc_bytes_env(monkeypatch):
     assert cfg.max_alloc_bytes == 12345 and cfg.max_alloc_source == "NABLA_MAX_ALLOC_BYTES"
     monkeypatch.delenv("NABLA_MAX_ALLOC_BYTES")
     cfg = config._Config()
-    assert cfg.max_alloc_bytes == (config.physical_memory_bytes() or 1 << 62)
+    assert (cfg.max_alloc_bytes, cfg.max_alloc_source) == config.memory_bound()
+    assert cfg.max_alloc_bytes <= (config.physical_memory_bytes() or 1 << 62)
     for bad in ("lots", "0", "-5", "1.5e9"):
         monkeypatch.setenv("NABLA_MAX_ALLOC_BYTES", bad)
         with pytest.raises(ValueError, match="NABLA_MAX_ALLOC_BYTES"):
             config._Config()
+
+
+_LIMITED = """
+import os
+import resource
+limit = int(os.environ["LIMIT"])
+resource.setrlimit(resource.RLIMIT_AS, (limit, resource.getrlimit(resource.RLIMIT_AS)[1]))
+import nabla as nb
+from nabla.core.config import CONFIG
+print(CONFIG.max_alloc_bytes, CONFIG.max_alloc_source)
+try:
+    nb.ones((60000, 60000)).sum()
+except ValueError as e:
+    print(type(e).__name__, e)
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="POSIX resource limits")
+def test_alloc_bound_follows_the_process_s_address_space_limit():
+    """Under ``ulimit -v`` (``RLIMIT_AS``) smaller than physical memory, a too-big result is
+    refused at the call (an ``OpError`` naming the op and the shape), not NumPy's raw
+    ``MemoryError``."""
+    limit = min(4 << 30, (config.physical_memory_bytes() or 1 << 40) // 2)  # below physical
+    env = {**os.environ, "NABLA_BACKEND": "numpy", "OPENBLAS_NUM_THREADS": "1"}
+    env.update(LIMIT=str(limit))
+    env.pop("NABLA_MAX_ALLOC_BYTES", None)
+    r = subprocess.run(
+        [sys.executable, "-c", _LIMITED], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert r.returncode == 0, r.stderr
+    bound, _, error = r.stdout.partition("\n")
+    assert bound == f"{limit} the process's RLIMIT_AS limit (ulimit -v)", r.stdout
+    assert error.startswith("OpError full: the result of shape (60000, 60000)"), r.stdout
+    assert "would take 13.4 GiB, more than the" in error, r.stdout
+
+
+def test_cgroup_memory_limit_bounds_allocations(monkeypatch):
+    monkeypatch.setattr(config, "_cgroup_memory_limits", lambda: [3 << 20])
+    assert config.memory_bound() == (3 << 20, "the process's cgroup memory limit (memory.max)")
+    monkeypatch.delenv("NABLA_MAX_ALLOC_BYTES", raising=False)
+    assert config._Config().max_alloc_bytes == 3 << 20
 
 
 # --- environment variables
@@ -709,3 +760,16 @@ def test_bad_env_fails_the_import_with_the_variable_named():
     )
     assert r.returncode != 0
     assert "ValueError: NABLA_AUTO_THRESHOLD must be an integer, got 'abc'" in r.stderr
+
+
+@pytest.mark.parametrize("value", ["abc", "0", "-5", "nan"])
+def test_bad_mpi_timeout_fails_the_import_with_the_variable_and_value_named(value):
+    env = {**os.environ, "NABLA_MPI_TIMEOUT": value}
+    r = subprocess.run(
+        [sys.executable, "-c", "import nabla"], env=env, capture_output=True, text=True
+    )
+    assert r.returncode != 0
+    want = (
+        f"ValueError: NABLA_MPI_TIMEOUT must be a number of seconds > 0 (e.g. 300), got {value!r}"
+    )
+    assert want in r.stderr, r.stderr

@@ -208,6 +208,20 @@ def scenario_mismatch_kind():
     nb.all_reduce(t, "max" if RANK == 0 else "sum", axes="p").numpy()
 
 
+def scenario_mismatch_described():
+    """The processes agree on programs described op by op (``describe_program``'s lines):
+    on a mismatch each names the first op that differs, with both processes' shapes."""
+    from nabla.backends import mpi
+
+    rows = 8 if RANK == 0 else 16
+
+    def describe():
+        return ["mesh_iota() -> (2,) int32", f"reduce_sum(({rows},) float32) -> () float32"]
+
+    with mpi.agreed_program(f"program of {rows} rows", describe):
+        pass
+
+
 def scenario_rank_leaves_midway():
     """Process 1 leaves after the processes agreed, while the others are inside a data
     collective: the watchdog aborts them after NABLA_MPI_TIMEOUT seconds."""

@@ -26,7 +26,9 @@ pytestmark = pytest.mark.skipif(
 
 
 def launch(n: int, args: list, timeout: float = 240, env: dict | None = None):
-    full_env = dict(os.environ, PYTHONPATH=str(HERE), NABLA_BACKEND="numpy")
+    # the checkout these tests belong to first (not an installed nabla), then the workers
+    path = os.pathsep.join([str(HERE.parents[1]), str(HERE)])
+    full_env = dict(os.environ, PYTHONPATH=path, NABLA_BACKEND="numpy")
     full_env.update(env or {})
     start = time.monotonic()
     proc = subprocess.run(
@@ -106,6 +108,50 @@ def test_mismatched_reductions_are_an_error_on_every_process():
     proc, _ = run_scenario(2, "mismatch_kind", env={"NABLA_MPI_TIMEOUT": "30"})
     assert proc.returncode != 0
     assert "every process must run the same program" in proc.stderr
+
+
+def test_a_bad_timeout_set_after_the_import_is_refused_by_initialize():
+    """Checked when the setting is read (at import, and again by initialize), naming the
+    variable and the value, not a raw float() error at the first collective."""
+    code = (
+        "import os, nabla as nb\n"
+        "os.environ['NABLA_MPI_TIMEOUT'] = 'abc'\n"
+        "nb.distributed.initialize()\n"
+    )
+    proc, _ = launch(2, ["-c", code], timeout=120)
+    assert proc.returncode != 0
+    assert "NABLA_MPI_TIMEOUT must be a number of seconds > 0 (e.g. 300), got 'abc'" in (
+        proc.stderr
+    ), proc.stderr
+
+
+def test_mismatched_programs_name_the_first_op_that_differs_on_each_process():
+    proc, _ = run_scenario(2, "mismatch_described", env={"NABLA_MPI_TIMEOUT": "30"})
+    assert proc.returncode != 0
+    assert (
+        "the first difference is op 1: process 0 runs reduce_sum((8,) float32) -> () float32, "
+        "process 1 runs reduce_sum((16,) float32) -> () float32" in proc.stderr
+    ), proc.stderr
+
+
+def test_first_difference_and_describe_program():
+    from nabla.backends import mpi
+    from nabla.core.dtypes import DType
+    from nabla.core.ir import Instruction, Program, TensorSpec
+
+    def program(n, op):
+        spec = TensorSpec(DType.float32, (n,), None)
+        red = Instruction(op, (0,), {"axes": (0,)}, (1,), ((DType.float32, ()),))
+        return Program(None, (spec,), (red,), (1,), ((DType.float32, ()),))
+
+    a, b = mpi.describe_program(program(8, "sum")), mpi.describe_program(program(16, "max"))
+    assert a == ["sum((8,) float32) -> () float32 {'axes': (0,)}"]
+    got = mpi.first_difference(1, [("p", a), ("q", b)])
+    assert got == (
+        "the first difference is op 0: process 1 runs max((16,) float32) -> () float32 "
+        "{'axes': (0,)}, process 0 runs sum((8,) float32) -> () float32 {'axes': (0,)}"
+    )
+    assert "op 1: process 0 runs (no more ops)" in mpi.first_difference(0, [("p", a), ("q", a + a)])
 
 
 def test_a_process_that_leaves_inside_a_collective_is_bounded_too():

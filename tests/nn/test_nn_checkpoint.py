@@ -1,5 +1,9 @@
 """safetensors checkpoints: exact round trips, optimizer state, bad files, the data loader."""
 
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -85,6 +89,45 @@ def test_bad_files_give_clear_errors_and_no_partial_model(tmp_path):
         np.testing.assert_array_equal(p.numpy(), b)
     with pytest.raises(TypeError, match="holds tensors only"):
         nn.save({"x": 1.0}, tmp_path / "bad.safetensors")
+
+
+def test_save_into_a_missing_folder_names_the_path_given(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(
+        FileNotFoundError,
+        match=r"save: cannot write the checkpoint 'no_such_dir/m.safetensors': no folder "
+        r"'no_such_dir'",
+    ) as e:
+        nn.save({"x": nb.ones((2,))}, "no_such_dir/m.safetensors")
+    assert ".tmp-" not in str(e.value)
+    assert not os.path.exists("no_such_dir")
+
+
+def test_save_removes_a_dead_process_s_leftover_tmp_file_but_not_a_live_one_s(tmp_path):
+    """An interrupted save leaves ``path.tmp-PID``; the next save removes it once that
+    process is gone, and leaves the file of a process that may be saving now."""
+    done = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    dead = int(done.stdout)  # exited: its PID names no process now
+    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        path = tmp_path / "m.safetensors"
+        orphan = tmp_path / f"m.safetensors.tmp-{dead}"
+        busy = tmp_path / f"m.safetensors.tmp-{live.pid}"
+        other = tmp_path / f"other.safetensors.tmp-{dead}"
+        for f in (orphan, busy, other):
+            f.write_bytes(b"partial")
+        nn.save({"x": nb.ones((2,))}, path)
+        assert not orphan.exists()
+        assert busy.exists() and other.exists()  # a live saver's; another checkpoint's
+        np.testing.assert_array_equal(nn.load(path)["x"].numpy(), [1.0, 1.0])
+    finally:
+        live.kill()
+        live.wait()
 
 
 def test_data_loader():

@@ -230,6 +230,25 @@ def test_class_indices_out_of_range_are_refused():
     np.testing.assert_allclose(ignored(logits, nb.constant([-100, 1])).item(), np.log(5))
 
 
+def test_lazily_computed_class_indices_out_of_range_raise_naming_the_loss():
+    """A target computed by ops outside compile (a promise, not yet a value) is computed at
+    the call and checked like a concrete one, not turned into a NaN loss."""
+    logits = nb.constant(np.zeros((2, 3), np.float32))
+    lazy = nb.constant([0, 2]) + 3  # [3, 5]
+    assert lazy._impl.buffer is None
+    for fn, name in ((F.cross_entropy_loss, "cross_entropy_loss"), (F.nll_loss, "nll_loss")):
+        with pytest.raises(
+            IndexError,
+            match=rf"{name}: class index 3 is out of range for 3 classes \(input of shape "
+            r"\(2, 3\), target of shape \(2,\)\)",
+        ):
+            fn(logits, lazy)
+    # ignore_index is followed: a computed -100 counts for nothing
+    skipped = nb.constant([-50, 1]) * 2  # [-100, 2]
+    got = F.cross_entropy_loss(logits, skipped, ignore_index=-100).item()
+    np.testing.assert_allclose(got, np.log(3), rtol=1e-6)
+
+
 def test_cross_entropy_weight_and_ignore_index_as_pytorch():
     """PyTorch's weighted mean: each target's term scaled by its class weight, "mean"
     divides by the summed weights of the counted targets; ignored targets count nothing."""
@@ -302,7 +321,7 @@ def test_embedding_refuses_negative_indices_as_pytorch():
     table = nb.ones((6, 2))
     with pytest.raises(IndexError, match="embedding: index -1 is out of range for 6 rows"):
         F.embedding(nb.constant([0, -1]), table)
-    with pytest.raises(IndexError, match="index 6 is out of range"):
+    with pytest.raises(IndexError, match=r"embedding: index 6 is out of range for 6 rows .*0 to 5"):
         F.embedding(nb.constant([6]), table)
 
 

@@ -317,6 +317,19 @@ def test_embedding_padding_idx_starts_at_zero_and_gets_no_gradient():
         nn.Embedding(5, 3, 5)
 
 
+def test_embedding_index_out_of_range_names_the_layer_its_size_and_the_index():
+    """Not the internal gather: the layer, its table size and the first bad index."""
+    emb = nn.Embedding(5, 2)
+    with pytest.raises(
+        IndexError,
+        match=r"Embedding\(5, 2\): index 7 is out of range for 5 rows \(indices of shape "
+        r"\(2,\); valid indices are 0 to 4\)",
+    ):
+        emb(nb.constant([1, 7]))
+    with pytest.raises(IndexError, match=r"Embedding\(5, 2\): index -1 is out of range"):
+        emb(nb.constant([[0, -1]]))
+
+
 def test_layer_sizes_must_be_positive_ints():
     for make, msg in [
         (lambda: nn.Linear(0, 3), "Linear: in_features must be a positive int, got 0"),

@@ -123,6 +123,19 @@ def test_state_dict_round_trip_and_errors():
     np.testing.assert_array_equal(b.fc.bias.numpy(), 0.0)
 
 
+def test_load_state_dict_names_the_key_of_a_value_that_is_not_a_tensor():
+    m = nn.Linear(3, 2)
+    before = m.bias.numpy().copy()
+    with pytest.raises(
+        ValueError,
+        match=r"Linear.load_state_dict: weight: a str 'abcd' is not a tensor \(unsupported "
+        r"dtype dtype\('<U4'\).*nothing loaded",
+    ):
+        m.load_state_dict({"weight": "abcd", "bias": np.zeros(2, np.float32)})
+    np.testing.assert_array_equal(m.bias.numpy(), before)
+    m.load_state_dict({"weight": np.ones((3, 2), np.float32), "bias": np.zeros(2, np.float32)})
+
+
 def test_sequential_and_module_list_mutate_as_pytorch():
     s = nn.Sequential(nn.Linear(2, 3), nn.ReLU())
     s.append(nn.Linear(3, 1))

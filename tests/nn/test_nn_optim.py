@@ -197,6 +197,8 @@ def test_optimizer_state_dict_round_trip():
     wrong = dict(sd, step=sd["step"].cast(nb.int32))
     with pytest.raises(ValueError, match="step: dtype int32, expected float32"):
         other.load_state_dict(wrong)
+    with pytest.raises(ValueError, match=r"Adam.load_state_dict: mu.bias: a str 'abcd' is not"):
+        other.load_state_dict(dict(sd, **{"mu.bias": "abcd"}))
     assert math.isfinite(float(sd["mu.bias"].numpy()[0]))
 
 
@@ -281,6 +283,30 @@ def test_settings_are_checked_and_sgd_defaults_to_pytorch_s_lr():
     ):
         with pytest.raises(ValueError, match=match):
             bad()
+
+
+def test_nan_inf_and_non_numeric_settings_are_refused_by_every_optimizer():
+    """As PyTorch's ``Invalid learning rate: nan``: a NaN setting would make the weights NaN
+    after one step. Schedules and tensors are not checked."""
+    p, nan, inf = _p([1.0]), float("nan"), float("inf")
+    for bad, match in (
+        (lambda: optim.Adam(p, lr=nan), r"Adam: invalid lr=nan \(must be a finite number >= 0\)"),
+        (lambda: optim.AdamW(p, lr=inf), r"AdamW: invalid lr=inf"),
+        (lambda: optim.SGD(p, lr="0.1"), r"SGD: invalid lr='0.1' \(must be a number\)"),
+        (lambda: optim.SGD(p, momentum=nan), r"SGD: invalid momentum=nan"),
+        (lambda: optim.SGD(p, momentum=0.9, dampening=nan), r"SGD: invalid dampening=nan"),
+        (lambda: optim.SGD(p, weight_decay=nan), r"SGD: invalid weight_decay=nan"),
+        (lambda: optim.Adam(p, betas=(nan, 0.9)), r"betas\[0\]=nan \(must be a finite number in"),
+        (lambda: optim.Adam(p, betas=(0.9,)), r"betas=\(0.9,\) \(must be a pair"),
+        (lambda: optim.Adam(p, eps=nan), r"Adam: invalid eps=nan"),
+        (lambda: optim.adamw_update(p, p, optim.adam_init(p), lr=nan), "adamw_update: invalid lr"),
+        (lambda: optim.sgd_update(p, p, lr=nan), "sgd_update: invalid lr=nan"),
+    ):
+        with pytest.raises(ValueError, match=match):
+            bad()
+    optim.Adam(p, lr=optim.linear_warmup(0.1, 10))
+    optim.Adam(p, lr=nb.constant(0.1), eps=0.0, weight_decay=0.0)
+    optim.SGD(p, lr=np.float32(0.5), momentum=np.float64(0.9))
 
 
 def test_freezing_or_unfreezing_after_the_optimizer_is_made_keeps_each_leaf_s_moments():

@@ -208,6 +208,17 @@ def test_bad_dynamic_dims_are_named_at_the_first_call():
         h(nb.ones(3), 2)
 
 
+def test_malformed_dynamic_dims_show_the_bad_entry_at_compile():
+    with pytest.raises(
+        TypeError, match=r"argument 0's entry 0: 5 does not \(in dynamic_dims=\{0: \{0: 5\}\}\)"
+    ):
+        nb.compile(lambda x: x * 2, dynamic_dims={0: {0: 5}})
+    with pytest.raises(TypeError, match=r"the entry 0: 'n' is not an int argument index mapped"):
+        nb.compile(lambda x: x * 2, dynamic_dims={0: "n"})
+    with pytest.raises(TypeError, match=r"dynamic_dims must be .*, got \[0\]"):
+        nb.compile(lambda x: x * 2, dynamic_dims=[0])
+
+
 def test_bad_static_argnums_and_argnames_are_named_at_the_first_call():
     f = nb.compile(lambda x, k: x * k, static_argnums=(2,))
     with pytest.raises(ValueError, match="static_argnums names argument 2, but <lambda> takes 2"):
