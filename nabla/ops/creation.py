@@ -501,38 +501,32 @@ def _triangle(x, k, upper):
     return fn.where(keep, x, zeros_like(x))
 
 
-def triu(x, k: int = 0) -> Tensor:
-    """Upper triangle of the last two dims (elements below the ``k``-th diagonal zeroed).
+_TRIANGLE_DOC = """\
+{Side} triangle of the last two dims (elements {beyond} the ``k``-th diagonal zeroed).
 
     Args:
         x: a tensor (or nested list / NumPy array) of rank >= 2; leading dims are batch dims.
         k: the diagonal: 0 (default) the main one, positive above it, negative below.
 
     Returns:
-        A tensor of ``x``'s shape and dtype (NumPy's ``triu``).
+        A tensor of ``x``'s shape and dtype (NumPy's ``{name}``).
 
     Raises:
         ValueError: (:class:`nabla.OpError`) if ``x`` has rank < 2.
     """
 
+
+def triu(x, k: int = 0) -> Tensor:
     return _triangle(x, k, upper=True)
 
 
 def tril(x, k: int = 0) -> Tensor:
-    """Lower triangle of the last two dims (elements above the ``k``-th diagonal zeroed).
-
-    Args:
-        x: a tensor (or nested list / NumPy array) of rank >= 2; leading dims are batch dims.
-        k: the diagonal: 0 (default) the main one, positive above it, negative below.
-
-    Returns:
-        A tensor of ``x``'s shape and dtype (NumPy's ``tril``).
-
-    Raises:
-        ValueError: (:class:`nabla.OpError`) if ``x`` has rank < 2.
-    """
-
     return _triangle(x, k, upper=False)
+
+
+# one text for the pair, its words filled in per side
+triu.__doc__ = _TRIANGLE_DOC.format(Side="Upper", beyond="below", name="triu")
+tril.__doc__ = _TRIANGLE_DOC.format(Side="Lower", beyond="above", name="tril")
 
 
 def hann_window(window_length: int, periodic: bool = True, *, dtype=None, device=None) -> Tensor:
