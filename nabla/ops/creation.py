@@ -269,8 +269,7 @@ def full(shape, value, *, dtype=None, device=None) -> Tensor:
     )
 
 
-def zeros(shape, *, dtype=None, device=None) -> Tensor:
-    """A tensor of ``shape`` filled with zeros.
+_FILLED_DOC = """A tensor of ``shape`` filled with {what}.
 
     Args:
         shape: int or tuple of ints.
@@ -280,21 +279,19 @@ def zeros(shape, *, dtype=None, device=None) -> Tensor:
     Returns:
         A tensor of ``shape``.
     """
+
+
+def zeros(shape, *, dtype=None, device=None) -> Tensor:
     return full(shape, 0, dtype=dtype_or(dtype, get_default_dtype()), device=device)
 
 
 def ones(shape, *, dtype=None, device=None) -> Tensor:
-    """A tensor of ``shape`` filled with ones.
-
-    Args:
-        shape: int or tuple of ints.
-        dtype: the dtype (default: :func:`nabla.get_default_dtype`).
-        device: the device to place it on (default: :func:`nabla.get_default_device`).
-
-    Returns:
-        A tensor of ``shape``.
-    """
     return full(shape, 1, dtype=dtype_or(dtype, get_default_dtype()), device=device)
+
+
+# one text for the pair, the fill named per function
+zeros.__doc__ = _FILLED_DOC.format(what="zeros")
+ones.__doc__ = _FILLED_DOC.format(what="ones")
 
 
 def _like(x, dtype, op):
