@@ -513,3 +513,42 @@ def build_program(key, inputs, steps, outputs, symbolic: bool = False) -> Progra
         specs_of_slot[s] if s in specs_of_slot else inputs[s][:2] for s in out_slots
     )
     return Program(key, inputs, tuple(instructions), out_slots, output_specs, symbolic)
+
+
+def post_order(roots, children) -> tuple[list, list]:
+    """The nodes reachable from ``roots``, each after the nodes it depends on (the roots'
+    subgraphs in the order given), and the nodes the walk stopped at.
+
+    ``children(node)`` lists the nodes to place before ``node``, or returns ``None`` to
+    stop there: ``node`` goes to the second list instead, and what it depends on is not
+    walked. Iterative, as graphs can be deeper than Python's recursion limit; each node is
+    visited once, by ``id``.
+    """
+    order: list = []
+    stopped: list = []
+    seen: set[int] = set()
+    for root in roots:
+        if id(root) in seen:
+            continue
+        # a node is placed when popped the second time (expanded)
+        stack = [(root, False)]
+        while stack:
+            node, expanded = stack.pop()
+            nid = id(node)
+            if expanded:
+                if nid not in seen:
+                    seen.add(nid)
+                    order.append(node)
+                continue
+            if nid in seen:
+                continue
+            kids = children(node)
+            if kids is None:
+                seen.add(nid)
+                stopped.append(node)
+                continue
+            stack.append((node, True))
+            for kid in kids:
+                if id(kid) not in seen:
+                    stack.append((kid, False))
+    return order, stopped

@@ -150,25 +150,24 @@ def spmd_axes_as(snapshot: dict):
 
 
 @contextlib.contextmanager
+def _with_level(field: str, level: int):
+    """Add ``level`` to the level set ``STATE.<field>`` for the block (restored after)."""
+    old = getattr(STATE, field)
+    setattr(STATE, field, old | {level})
+    try:
+        yield
+    finally:
+        setattr(STATE, field, old)
+
+
 def shared_draws(level: int):
     """Within the body of vmap ``level``, make global random draws the same along it."""
-    old = STATE.shared_draw_levels
-    STATE.shared_draw_levels = old | {level}
-    try:
-        yield
-    finally:
-        STATE.shared_draw_levels = old
+    return _with_level("shared_draw_levels", level)
 
 
-@contextlib.contextmanager
 def pulling_back(level: int):
     """Mark ``level``'s backward pass as running (see ``_State.pulling_back``)."""
-    old = STATE.pulling_back
-    STATE.pulling_back = old | {level}
-    try:
-        yield
-    finally:
-        STATE.pulling_back = old
+    return _with_level("pulling_back", level)
 
 
 def may_be_pulled_back(traced) -> bool:

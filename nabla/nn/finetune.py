@@ -112,6 +112,13 @@ def lora_linear(x, weight, adapter, alpha: float = 1.0, bias=None) -> Tensor:
     return y if bias is None else y + bias
 
 
+def _weight_and_update(fn: str, weight, adapter, alpha: float):
+    """``weight`` as a tensor and the adapter's update ``(alpha / rank) * A @ B`` to it."""
+    weight = as_tensor(weight, op=fn)
+    a, b, scale = _delta(fn, adapter, weight.shape, alpha)
+    return weight, (a @ b) * scale
+
+
 def merge_lora_weight(weight, adapter, alpha: float = 1.0) -> Tensor:
     """The merged weight ``weight + (alpha / rank) * A @ B`` (for inference without adapters).
 
@@ -123,9 +130,8 @@ def merge_lora_weight(weight, adapter, alpha: float = 1.0) -> Tensor:
     Returns:
         A tensor like ``weight``.
     """
-    weight = as_tensor(weight, op="merge_lora_weight")
-    a, b, scale = _delta("merge_lora_weight", adapter, weight.shape, alpha)
-    return weight + (a @ b) * scale
+    weight, delta = _weight_and_update("merge_lora_weight", weight, adapter, alpha)
+    return weight + delta
 
 
 def unmerge_lora_weight(weight, adapter, alpha: float = 1.0) -> Tensor:
@@ -133,15 +139,14 @@ def unmerge_lora_weight(weight, adapter, alpha: float = 1.0) -> Tensor:
 
     Args:
         weight: merged weight ``(in, out)``.
-        adapter: ``{"A", "B"}``.
-        alpha: LoRA scaling numerator (default 1).
+        adapter: the ``{"A", "B"}`` adapter that was merged into it.
+        alpha: the LoRA scaling numerator it was merged with (default 1).
 
     Returns:
         A tensor like ``weight``.
     """
-    weight = as_tensor(weight, op="unmerge_lora_weight")
-    a, b, scale = _delta("unmerge_lora_weight", adapter, weight.shape, alpha)
-    return weight - (a @ b) * scale
+    weight, delta = _weight_and_update("unmerge_lora_weight", weight, adapter, alpha)
+    return weight - delta
 
 
 # ----------------------------------------------------------------------------- NF4

@@ -41,10 +41,10 @@ def _reduce(loss: Tensor, reduction_: str, fn: str) -> Tensor:
     raise ValueError(f"{fn}: reduction must be one of {_REDUCTIONS}, got {reduction_!r}")
 
 
-def mse_loss(input, target, reduction: str = "mean") -> Tensor:  # noqa: A002 - PyTorch name
-    """Mean squared error ``(input - target) ** 2``, reduced.
-
-    Args:
+# the arguments, result and errors of the losses that compare input and target pointwise,
+# written once for their docstrings
+_POINTWISE_LOSS_PARTS = """\
+Args:
         input: predictions.
         target: targets of the same shape.
         reduction: ``"mean"`` (default), ``"sum"`` or ``"none"``.
@@ -53,7 +53,19 @@ def mse_loss(input, target, reduction: str = "mean") -> Tensor:  # noqa: A002 - 
         A scalar, or the elementwise loss for ``"none"``.
 
     Raises:
-        ValueError: if the shapes differ, or for an unknown ``reduction``.
+        ValueError: if the shapes differ, or for an unknown ``reduction``."""
+
+
+def _pointwise_loss_doc(fn):
+    fn.__doc__ = fn.__doc__.replace("{pointwise_loss_parts}", _POINTWISE_LOSS_PARTS)
+    return fn
+
+
+@_pointwise_loss_doc
+def mse_loss(input, target, reduction: str = "mean") -> Tensor:  # noqa: A002 - PyTorch name
+    """Mean squared error ``(input - target) ** 2``, reduced.
+
+    {pointwise_loss_parts}
     """
     pred, target = as_tensor(input, op="mse_loss"), as_tensor(target, op="mse_loss")
     _check_same_shape("mse_loss", pred, target)
@@ -325,19 +337,11 @@ def _abs_torch(d):
     return d * unary.sign(unary.stop_gradient(d))
 
 
+@_pointwise_loss_doc
 def l1_loss(input, target, reduction: str = "mean") -> Tensor:  # noqa: A002 - PyTorch name
     """Mean absolute error ``|input - target|``, reduced (PyTorch's ``l1_loss``).
 
-    Args:
-        input: predictions.
-        target: targets of the same shape.
-        reduction: ``"mean"`` (default), ``"sum"`` or ``"none"``.
-
-    Returns:
-        A scalar, or the elementwise loss for ``"none"``.
-
-    Raises:
-        ValueError: if the shapes differ, or for an unknown ``reduction``.
+    {pointwise_loss_parts}
     """
     pred, target = _pair("l1_loss", input, target)
     return _reduce(_abs_torch(pred - target), reduction, "l1_loss")

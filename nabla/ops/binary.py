@@ -499,16 +499,6 @@ bitwise_xor = _binary(
     doc="Elementwise bitwise XOR ``x ^ y`` (logical XOR for bool operands).",
     kinds="int",
 )
-_LOGICAL = "the primitive of :func:`nabla.logical_{}`; the operands are bool tensors"
-_logical_and = _binary(
-    "logical_and", doc=f"Elementwise logical AND ({_LOGICAL.format('and')}).", result="bool"
-)
-_logical_or = _binary(
-    "logical_or", doc=f"Elementwise logical OR ({_LOGICAL.format('or')}).", result="bool"
-)
-_logical_xor = _binary(
-    "logical_xor", doc=f"Elementwise logical XOR ({_LOGICAL.format('xor')}).", result="bool"
-)
 
 
 def _as_bool(v, op_name):
@@ -516,8 +506,22 @@ def _as_bool(v, op_name):
     return t if t.dtype.is_bool else t != 0
 
 
-def logical_and(x, y):
-    """Elementwise logical AND (NumPy's ``logical_and``).
+def _logical(word: str, example: str):
+    """The public ``logical_<word>`` (NumPy's): its bool primitive op, applied to the
+    operands compared with zero. ``example`` is what the docstring's example prints."""
+    name = f"logical_{word}"
+    prim = _binary(
+        name,
+        doc=f"Elementwise logical {word.upper()} (the primitive of :func:`nabla.{name}`; "
+        "the operands are bool tensors).",
+        result="bool",
+    )
+
+    def logical(x, y):
+        return prim(_as_bool(x, name), _as_bool(y, name))
+
+    logical.__name__ = logical.__qualname__ = name
+    logical.__doc__ = f"""Elementwise logical {word.upper()} (NumPy's ``{name}``).
 
     Args:
         x: a tensor, Python scalar, nested list or NumPy array of any dtype; non-bool values
@@ -531,52 +535,15 @@ def logical_and(x, y):
         ValueError: (:class:`nabla.OpError`) if the shapes cannot be broadcast together.
 
     Example:
-        >>> nb.logical_and(nb.constant([0, 2]), True).tolist()
-        [False, True]
+        >>> nb.{name}(nb.constant([0, 2]), True).tolist()
+        {example}
     """
-    return _logical_and(_as_bool(x, "logical_and"), _as_bool(y, "logical_and"))
+    return logical
 
 
-def logical_or(x, y):
-    """Elementwise logical OR (NumPy's ``logical_or``).
-
-    Args:
-        x: a tensor, Python scalar, nested list or NumPy array of any dtype; non-bool values
-            are compared with zero first (nonzero is True).
-        y: the second operand, in the same forms; its shape must broadcast with ``x``'s.
-
-    Returns:
-        A bool tensor of the broadcast shape.
-
-    Raises:
-        ValueError: (:class:`nabla.OpError`) if the shapes cannot be broadcast together.
-
-    Example:
-        >>> nb.logical_or(nb.constant([0, 2]), True).tolist()
-        [True, True]
-    """
-    return _logical_or(_as_bool(x, "logical_or"), _as_bool(y, "logical_or"))
-
-
-def logical_xor(x, y):
-    """Elementwise logical XOR (NumPy's ``logical_xor``).
-
-    Args:
-        x: a tensor, Python scalar, nested list or NumPy array of any dtype; non-bool values
-            are compared with zero first (nonzero is True).
-        y: the second operand, in the same forms; its shape must broadcast with ``x``'s.
-
-    Returns:
-        A bool tensor of the broadcast shape.
-
-    Raises:
-        ValueError: (:class:`nabla.OpError`) if the shapes cannot be broadcast together.
-
-    Example:
-        >>> nb.logical_xor(nb.constant([0, 2]), True).tolist()
-        [True, False]
-    """
-    return _logical_xor(_as_bool(x, "logical_xor"), _as_bool(y, "logical_xor"))
+logical_and = _logical("and", "[False, True]")
+logical_or = _logical("or", "[True, True]")
+logical_xor = _logical("xor", "[True, False]")
 
 
 class WhereOp(Operation):

@@ -269,8 +269,7 @@ def full(shape, value, *, dtype=None, device=None) -> Tensor:
     )
 
 
-def zeros(shape, *, dtype=None, device=None) -> Tensor:
-    """A tensor of ``shape`` filled with zeros.
+_FILLED_DOC = """A tensor of ``shape`` filled with {what}.
 
     Args:
         shape: int or tuple of ints.
@@ -280,21 +279,19 @@ def zeros(shape, *, dtype=None, device=None) -> Tensor:
     Returns:
         A tensor of ``shape``.
     """
+
+
+def zeros(shape, *, dtype=None, device=None) -> Tensor:
     return full(shape, 0, dtype=dtype_or(dtype, get_default_dtype()), device=device)
 
 
 def ones(shape, *, dtype=None, device=None) -> Tensor:
-    """A tensor of ``shape`` filled with ones.
-
-    Args:
-        shape: int or tuple of ints.
-        dtype: the dtype (default: :func:`nabla.get_default_dtype`).
-        device: the device to place it on (default: :func:`nabla.get_default_device`).
-
-    Returns:
-        A tensor of ``shape``.
-    """
     return full(shape, 1, dtype=dtype_or(dtype, get_default_dtype()), device=device)
+
+
+# one text for the pair, the fill named per function
+zeros.__doc__ = _FILLED_DOC.format(what="zeros")
+ones.__doc__ = _FILLED_DOC.format(what="ones")
 
 
 def _like(x, dtype, op):
@@ -501,38 +498,32 @@ def _triangle(x, k, upper):
     return fn.where(keep, x, zeros_like(x))
 
 
-def triu(x, k: int = 0) -> Tensor:
-    """Upper triangle of the last two dims (elements below the ``k``-th diagonal zeroed).
+_TRIANGLE_DOC = """\
+{Side} triangle of the last two dims (elements {beyond} the ``k``-th diagonal zeroed).
 
     Args:
         x: a tensor (or nested list / NumPy array) of rank >= 2; leading dims are batch dims.
         k: the diagonal: 0 (default) the main one, positive above it, negative below.
 
     Returns:
-        A tensor of ``x``'s shape and dtype (NumPy's ``triu``).
+        A tensor of ``x``'s shape and dtype (NumPy's ``{name}``).
 
     Raises:
         ValueError: (:class:`nabla.OpError`) if ``x`` has rank < 2.
     """
 
+
+def triu(x, k: int = 0) -> Tensor:
     return _triangle(x, k, upper=True)
 
 
 def tril(x, k: int = 0) -> Tensor:
-    """Lower triangle of the last two dims (elements above the ``k``-th diagonal zeroed).
-
-    Args:
-        x: a tensor (or nested list / NumPy array) of rank >= 2; leading dims are batch dims.
-        k: the diagonal: 0 (default) the main one, positive above it, negative below.
-
-    Returns:
-        A tensor of ``x``'s shape and dtype (NumPy's ``tril``).
-
-    Raises:
-        ValueError: (:class:`nabla.OpError`) if ``x`` has rank < 2.
-    """
-
     return _triangle(x, k, upper=False)
+
+
+# one text for the pair, its words filled in per side
+triu.__doc__ = _TRIANGLE_DOC.format(Side="Upper", beyond="below", name="triu")
+tril.__doc__ = _TRIANGLE_DOC.format(Side="Lower", beyond="above", name="tril")
 
 
 def hann_window(window_length: int, periodic: bool = True, *, dtype=None, device=None) -> Tensor:

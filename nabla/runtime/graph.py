@@ -28,7 +28,7 @@ import numpy as np
 
 from ..backends import buffer_to_numpy, max_backend
 from ..backends.numpy import LOWERINGS as HOST_LOWERINGS
-from ..core.ir import Program, TensorImpl, build_program
+from ..core.ir import Program, TensorImpl, build_program, post_order
 from ..core.state import is_live
 from .executor import RACE_STATS, run_program
 
@@ -192,42 +192,28 @@ class _Graph:
             self.cache.clear()
 
 
+def _unrealized_inputs(node) -> list | None:
+    """The producers of ``node``'s unrealized inputs; ``None`` for a host-only node (its
+    inputs must be realized before it runs)."""
+    if node.op.host_only:
+        return None
+    kids = []
+    for inp in node.inputs:
+        if inp.buffer is None:
+            if inp.node is None:
+                raise ConcretizationError(_PLACEHOLDER_HINT)
+            kids.append(inp.node)
+    return kids
+
+
 def _topological_order(targets: list[TensorImpl]) -> tuple[list, list]:
     """The unrealized op nodes the targets need, each after the nodes of its inputs, and the
     host-only nodes among them (the walk stops there: their outputs must be realized first,
     and ``order`` is then incomplete)."""
-    order: list = []
-    host: list = []
-    seen: set[int] = set()
-    for t in targets:
-        root = t.node
-        if root is None:
-            raise ConcretizationError(_PLACEHOLDER_HINT)
-        if id(root) in seen:
-            continue
-        # iterative post-order: a node is placed when popped the second time (expanded)
-        stack = [(root, False)]
-        while stack:
-            node, expanded = stack.pop()
-            nid = id(node)
-            if expanded:
-                if nid not in seen:
-                    seen.add(nid)
-                    order.append(node)
-                continue
-            if nid in seen:
-                continue
-            if node.op.host_only:
-                seen.add(nid)
-                host.append(node)
-                continue
-            stack.append((node, True))
-            for inp in node.inputs:
-                if inp.buffer is None and id(inp.node) not in seen:
-                    if inp.node is None:
-                        raise ConcretizationError(_PLACEHOLDER_HINT)
-                    stack.append((inp.node, False))
-    return order, host
+    roots = [t.node for t in targets]
+    if None in roots:
+        raise ConcretizationError(_PLACEHOLDER_HINT)
+    return post_order(roots, _unrealized_inputs)
 
 
 class _Structure(NamedTuple):

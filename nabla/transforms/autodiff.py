@@ -26,7 +26,7 @@ import numpy as np
 
 from ..core.device import get_default_device
 from ..core.dtypes import from_numpy_dtype
-from ..core.ir import TensorImpl
+from ..core.ir import TensorImpl, post_order
 from ..core.pytree import tree_flatten, tree_map, tree_unflatten
 from ..core.state import (
     REQUIRES_GRAD,
@@ -73,28 +73,15 @@ def _fresh(x: Tensor, level: int) -> Tensor:
 
 def _toposort(roots: list[TensorImpl], stop: set[int]) -> list:
     """Traced nodes reachable from ``roots`` (inputs first), not expanding ``stop`` impls."""
-    order = []
-    done: set[int] = set()
-    stack = []
-    for r in roots:
-        if r.node is not None and r.traced and id(r) not in stop:
-            stack.append((r.node, False))
-    while stack:
-        node, expanded = stack.pop()
-        nid = id(node)
-        if expanded:
-            if nid not in done:
-                done.add(nid)
-                order.append(node)
-            continue
-        if nid in done:
-            continue
-        stack.append((node, True))
-        for inp in node.inputs:
-            if inp.node is not None and inp.traced and id(inp) not in stop:
-                if id(inp.node) not in done:
-                    stack.append((inp.node, False))
-    return order
+
+    def through(impl) -> bool:
+        return impl.node is not None and impl.traced and id(impl) not in stop
+
+    def children(node):
+        return [i.node for i in node.inputs if through(i)]
+
+    # the last root's subgraph first: the order the backward pass has always summed in
+    return post_order([r.node for r in reversed(roots) if through(r)], children)[0]
 
 
 def backward_pass(outputs, cotangents, targets: list[TensorImpl]) -> dict:
@@ -520,6 +507,22 @@ def _strip_level(o: Tensor, level: int) -> Tensor:
 
 
 # ----------------------------------------------------------------------------- jacobians
+# what jacrev and jacfwd take and return alike, written once for both docstrings
+_JACOBIAN_OPTIONS = """\
+argnums: int or tuple of ints: which positional arguments to differentiate (default
+            0). With a tuple each output leaf gets a tuple with one Jacobian per argument.
+        has_aux: ``fun`` returns ``(out, aux)``; the result is then ``(jacobian, aux)``.
+
+    Returns:
+        A function of the same arguments as ``fun`` returning the Jacobian."""
+
+
+def _jacobian_doc(fn):
+    fn.__doc__ = fn.__doc__.replace("{jacobian_options}", _JACOBIAN_OPTIONS)
+    return fn
+
+
+@_jacobian_doc
 def jacrev(fun, argnums=0, has_aux=False):
     """Jacobian by reverse mode: one pullback vmapped over the output basis.
 
@@ -529,12 +532,7 @@ def jacrev(fun, argnums=0, has_aux=False):
 
     Args:
         fun: a function of tensors returning a float tensor or a pytree of them.
-        argnums: int or tuple of ints: which positional arguments to differentiate (default
-            0). With a tuple each output leaf gets a tuple with one Jacobian per argument.
-        has_aux: ``fun`` returns ``(out, aux)``; the result is then ``(jacobian, aux)``.
-
-    Returns:
-        A function of the same arguments as ``fun`` returning the Jacobian.
+        {jacobian_options}
 
     Raises:
         TypeError: for a non-float output or differentiated argument.
@@ -580,6 +578,7 @@ def jacrev(fun, argnums=0, has_aux=False):
     return jac
 
 
+@_jacobian_doc
 def jacfwd(fun, argnums=0, has_aux=False):
     """Jacobian by forward mode: one pushforward vmapped over the basis of every input leaf.
 
@@ -588,12 +587,7 @@ def jacfwd(fun, argnums=0, has_aux=False):
 
     Args:
         fun: a function of tensors returning a tensor or a pytree of them.
-        argnums: int or tuple of ints: which positional arguments to differentiate (default
-            0). With a tuple each output leaf gets a tuple with one Jacobian per argument.
-        has_aux: ``fun`` returns ``(out, aux)``; the result is then ``(jacobian, aux)``.
-
-    Returns:
-        A function of the same arguments as ``fun`` returning the Jacobian.
+        {jacobian_options}
 
     Raises:
         TypeError: for a differentiated argument that is not float.
