@@ -250,7 +250,8 @@ def full(shape, value, *, dtype=None, device=None) -> Tensor:
     Raises:
         TypeError: if ``shape`` is not an int or a sequence of ints.
         ValueError: for a negative dim, or a result larger than the memory bound
-            (``NABLA_MAX_ALLOC_BYTES``, default: the machine's physical memory).
+            (``NABLA_MAX_ALLOC_BYTES``, default: the smallest of physical memory and the
+            process's memory limits).
         OverflowError: for an int ``value`` out of the integer dtype's range.
 
     Example:

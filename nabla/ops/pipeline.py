@@ -264,7 +264,7 @@ def _check_alloc(op, shape, dtype, nb):
     bound = (
         "NABLA_MAX_ALLOC_BYTES"
         if source == "NABLA_MAX_ALLOC_BYTES"
-        else "this machine's physical memory; NABLA_MAX_ALLOC_BYTES overrides it"
+        else f"{source}; NABLA_MAX_ALLOC_BYTES overrides it"
     )
     raise OpError(
         f"{op.name}: the result of shape {logical} and dtype {dtype.value}{where} would take "

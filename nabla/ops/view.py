@@ -79,9 +79,16 @@ _reshape = ReshapeOp()
 
 
 def _resolve_shape(op, shape, size, in_shape):
+    if isinstance(shape, str | bytes):  # NumPy: a TypeError, never one dim per character
+        raise TypeError(
+            f"{op}: shape must be an int or a sequence of ints, got {shape!r} for a tensor of "
+            f"shape {in_shape}"
+        )
     shape = tuple(shape)
-    if any(isinstance(s, float) for s in shape):
-        raise TypeError(f"{op}: shape entries must be ints, got {shape}")
+    if any(isinstance(s, float | str | bytes) for s in shape):
+        raise TypeError(
+            f"{op}: shape entries must be ints, got {shape} for a tensor of shape {in_shape}"
+        )
     shape = tuple(as_dim(s) for s in shape)
     if shape.count(-1) > 1:
         raise OpError(f"{op}: only one dimension can be -1, got {shape}")

@@ -221,7 +221,8 @@ def run_program(program: Program, seen: int, inputs: list) -> list:
         if mpi.in_agreed_program():  # a nested program: the outer one's digest covers it
             return _run_across(program, seen, inputs)
         # every process must run this same program: a mismatch is an error, not a deadlock
-        with mpi.agreed_program(f"program {_digest(program)} ({len(program.instructions)} ops)"):
+        what = f"program {_digest(program)} ({len(program.instructions)} ops)"
+        with mpi.agreed_program(what, lambda: mpi.describe_program(program)):
             return _run_across(program, seen, inputs)
     return _run(program, seen, inputs)
 

@@ -102,12 +102,16 @@ def test_mismatched_programs_are_an_error_on_every_process():
     assert proc.returncode != 0
     assert "DistributedError" in proc.stderr
     assert "every process must run the same program" in proc.stderr
+    # the runtime's program describes itself: the first op whose shapes differ is named
+    assert "the first difference is op 0: process" in proc.stderr, proc.stderr
+    assert "mesh_shard((8, 2) float32)" in proc.stderr and "((16, 2) float32)" in proc.stderr
 
 
 def test_mismatched_reductions_are_an_error_on_every_process():
     proc, _ = run_scenario(2, "mismatch_kind", env={"NABLA_MPI_TIMEOUT": "30"})
     assert proc.returncode != 0
     assert "every process must run the same program" in proc.stderr
+    assert "the first difference is op" in proc.stderr, proc.stderr
 
 
 def test_a_bad_timeout_set_after_the_import_is_refused_by_initialize():
