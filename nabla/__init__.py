@@ -197,6 +197,7 @@ tree_util = _pytree
 
 __version__ = "0.1.0"
 
+from .core.debug import debug_infs, debug_nans
 from .core.state import no_grad
 from .ops import random
 from .ops.random import bernoulli, randint
@@ -397,6 +398,8 @@ __all__ = [
     "nn",
     "distributed",
     "no_grad",
+    "debug_nans",
+    "debug_infs",
     "normal",
     "not_equal",
     "ones",

@@ -6,6 +6,8 @@ naming the variable): ``NABLA_BACKEND`` (``auto``|``numpy``|``max``), ``NABLA_AU
 create, default the smallest of the machine's physical memory, the process's ``ulimit -v``
 (``RLIMIT_AS``/``RLIMIT_DATA``) and its cgroups' ``memory.max``), and the switches
 ``NABLA_EAGER_MAX_GRAPH`` (builds and checks each op's backend value at the call),
+``NABLA_DEBUG_NANS`` and ``NABLA_DEBUG_INFS`` (``nb.debug_nans``: find the op that made a
+NaN or an infinity),
 ``NABLA_DEBUG_COMPILE`` (logs every MAX compile) and ``NABLA_BACKGROUND_COMPILE`` (default
 on), which accept ``1/0``, ``true/false``, ``yes/no`` and ``on/off`` in any case.
 """
@@ -133,6 +135,10 @@ class _Config:
         self.backend = name
         self.auto_threshold = env_int("NABLA_AUTO_THRESHOLD", 2, 0)
         self.eager_graph = env_bool("NABLA_EAGER_MAX_GRAPH", False)
+        # nb.debug_nans / nb.debug_infs (core/debug.py)
+        self.debug_nans = env_bool("NABLA_DEBUG_NANS", False)
+        self.debug_infs = env_bool("NABLA_DEBUG_INFS", False)
+        self.debug_values = self.debug_nans or self.debug_infs  # either: one read per op
         self.debug_compile = env_bool("NABLA_DEBUG_COMPILE", False)
         self.background_compile = env_bool("NABLA_BACKGROUND_COMPILE", True)
         # auto: once MAX has compiled a hot structure, time it against the interpreter on

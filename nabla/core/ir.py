@@ -303,6 +303,7 @@ class OpNode:
         "key",
         "outputs",
         "out_specs",
+        "site",
         "__weakref__",
     )
 
@@ -314,6 +315,7 @@ class OpNode:
         self.key = key
         self.outputs: tuple = ()  # weakrefs to output impls (set by the pipeline)
         self.out_specs: tuple = ()  # physical (dtype, shape) per output
+        self.site = None  # the user's call (a core.debug.Site) while nb.debug_nans is on
 
     def __repr__(self):
         return f"OpNode({self.op.name}, {len(self.inputs)} inputs)"
@@ -441,10 +443,13 @@ class Program:
     output_specs: tuple  # ((dtype, shape), ...) per output
     symbolic: bool = False
     executables: dict = field(default_factory=dict, repr=False)
+    # the user's call site of each instruction (``core.debug.Site`` or None), filled in by
+    # the trace that made a nested program while ``nb.debug_nans`` was on; not structure
+    sites: list = field(default_factory=list, repr=False)
 
     def __getstate__(self):
         # a program travels (to a compile worker process) without its executables
-        return {**self.__dict__, "executables": {}}
+        return {**self.__dict__, "executables": {}, "sites": []}
 
     @property
     def num_inputs(self) -> int:

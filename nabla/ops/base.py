@@ -206,7 +206,9 @@ class Operation:
         call = Call(self, args, kwargs)
         if call.sharded:
             return spmd.bind_sharded(call)
-        return emit(physical_kwargs(shapes(align(call))))
+        if call.mixed:
+            align(call)
+        return emit(physical_kwargs(shapes(call)))
 
     def bind_collective(self, args, kwargs):
         """The pipeline of an op that places its outputs itself (``collective``): it

@@ -29,6 +29,7 @@ from math import prod
 
 from ..backends import buffer_shape_dtype
 from ..core.config import CONFIG
+from ..core.debug import user_site
 from ..core.ir import OpNode, TensorImpl
 from ..core.state import EMPTY, STATE, hide_levels_from, level_sizes, live_grad_levels, visible
 from ..runtime.graph import GRAPH
@@ -80,18 +81,10 @@ class Call:
     def __init__(self, op, args: list, kwargs: dict):
         self.op = op
         self.kwargs = kwargs
-        self.shardings = None
-        self.levels_each = None
-        self.mesh = None
-        self.plan = None
-        self.operands(args)
-
-    def operands(self, args: list) -> Call:
-        """Take ``args`` as the call's operands and read their metadata (also after the
-        sharded stages replace them: resharded operands are new tensors)."""
+        self.shardings = None  # the sharded stages' ``mesh`` and ``plan`` are set by them
         self.args = args
         impls = self.impls = [a._impl for a in args]
-        implicit = self.op.implicit_broadcast
+        implicit = op.implicit_broadcast
         levels = None
         mixed = sharded = has_tangent = False
         traced = EMPTY
@@ -114,6 +107,11 @@ class Call:
         self.traced = traced
         self.has_tangent = has_tangent
         self.sharded = sharded
+
+    def operands(self, args: list) -> Call:
+        """Take ``args`` as the call's operands and read their metadata again (the sharded
+        stages replace operands: resharded operands are new tensors)."""
+        self.__init__(self.op, args, self.kwargs)
         return self
 
     def placed(self, phys_kwargs: dict, shapes, dtypes, devices, shardings=None, levels=None):
@@ -125,6 +123,7 @@ class Call:
         self.shapes, self.dtypes, self.devices = shapes, dtypes, devices
         self.shardings = shardings
         self.out_levels = self.levels if levels is None else levels
+        self.levels_each = None
         return self
 
 
@@ -204,6 +203,8 @@ def emit(call: Call):
             o.sharding = spec
         node.out_specs = tuple((o.dtype, o.buffer_shape) for o in outs)
     node.outputs = tuple(weakref.ref(o) for o in outs)
+    if CONFIG.debug_values:  # nb.debug_nans / debug_infs: remember the user's line
+        node.site = user_site()
     GRAPH.pending.add_node(node)
     if STATE.recording is not None:
         STATE.recording.append(node)

@@ -28,9 +28,11 @@ import numpy as np
 
 from ..backends import buffer_to_numpy, max_backend
 from ..backends.numpy import LOWERINGS as HOST_LOWERINGS
+from ..core.config import CONFIG
 from ..core.ir import Program, TensorImpl, build_program, post_order
 from ..core.state import is_live
 from .executor import RACE_STATS, run_program
+from .nans import check_outputs
 
 __all__ = ["GRAPH", "backend_stats", "ConcretizationError"]
 
@@ -145,6 +147,8 @@ class _Graph:
                 impl.buffer = value
                 if not is_live(impl.traced):
                     impl.node = None
+            if CONFIG.debug_values:  # nb.debug_nans: find the op
+                check_outputs(entry.program, leaves, outs, order)
 
     def _run_host_nodes(self, nodes) -> None:
         """Run host ops (random draws) with NumPy, after realizing their inputs."""

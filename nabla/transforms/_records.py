@@ -59,6 +59,7 @@ class RecordedNode(NamedTuple):
     refs: tuple
     out_specs: tuple
     phys_kwargs: dict
+    site: Any = None  # the user's call (``core.debug.Site``) while nb.debug_nans is on
 
 
 class Recording(NamedTuple):
@@ -81,7 +82,11 @@ def keep_nodes(recorded, needed: set, ref_of, index: dict) -> list:
         if id(node) in needed:
             refs = tuple(ref_of(i) for i in node.inputs)
             index[id(node)] = len(nodes)
-            nodes.append(RecordedNode(node.op, node.kwargs, refs, node.out_specs, node.phys_kwargs))
+            nodes.append(
+                RecordedNode(
+                    node.op, node.kwargs, refs, node.out_specs, node.phys_kwargs, node.site
+                )
+            )
     return nodes
 
 

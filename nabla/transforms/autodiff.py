@@ -24,6 +24,8 @@ from collections import OrderedDict
 
 import numpy as np
 
+from ..core.config import CONFIG
+from ..core.debug import site_in_rule
 from ..core.device import get_default_device
 from ..core.dtypes import from_numpy_dtype
 from ..core.ir import TensorImpl, post_order
@@ -144,6 +146,9 @@ def _pull_node(node, cts: dict) -> list:
     primals = [Tensor._wrap(i) for i in node.inputs]
     out_ts = [None if o is None else Tensor._wrap(o) for o in outs]
     try:
+        if CONFIG.debug_values:  # the rule's ops take the node's site
+            with site_in_rule(node):
+                return op.vjp_rule(primals, node_cts, out_ts, node.kwargs)
         return op.vjp_rule(primals, node_cts, out_ts, node.kwargs)
     except NotImplementedError as e:
         raise NotImplementedError(f"reverse-mode differentiation of op {op.name}: {e}") from e

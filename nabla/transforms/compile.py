@@ -60,6 +60,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..backends.numpy import LOWERINGS as NUMPY_LOWERINGS
+from ..core.config import CONFIG
 from ..core.ir import (
     Program,
     SymDim,
@@ -78,9 +79,10 @@ from ..ops.random import drawing_levels, global_key
 from ..ops.unary import identity
 from ..runtime.executor import run_program
 from ..runtime.graph import GRAPH
+from ..runtime.nans import check_outputs
 from ..runtime.tensor import Tensor
 from ._captures import Path, find_modules, find_paths
-from ._records import PyOut, RecordedNode, Recording, Ref, keep_nodes
+from ._records import PyOut, Recording, Ref, keep_nodes
 
 __all__ = ["compile", "CompiledFunction", "CompilationStats"]
 
@@ -169,7 +171,9 @@ class _Plan:
         if plan is None:
             sub = lambda v: substitute_dims(v, sizes)  # noqa: E731
             nodes = [
-                RecordedNode(n.op, sub(n.kwargs), n.refs, sub(n.out_specs), sub(n.phys_kwargs))
+                n._replace(
+                    kwargs=sub(n.kwargs), out_specs=sub(n.out_specs), phys_kwargs=sub(n.phys_kwargs)
+                )
                 for n in self.nodes
             ]
             at_sizes = _PlanArgs(sub(self.arg_specs), self.arg_levels, sub(self.arg_buffers))
@@ -223,7 +227,7 @@ class _Plan:
             new = t._impl.levels
             if len(new) == len(old):
                 rename.update((o, n) for o, n in zip(old, new, strict=True) if o != n)
-        for op, kwargs, refs, specs, _ in self.nodes:
+        for op, kwargs, refs, specs, *_ in self.nodes:
             kw = _rename_levels(kwargs, rename) if rename and op.physical else kwargs
             ins = [r.lookup(args, consts, vals) for r in refs]
             if hasattr(op, "replay"):
@@ -259,7 +263,10 @@ class _Plan:
         device = _compiled_call.device_of(impls, {})
         with GRAPH.lock:
             self.calls += 1
-            outs = run_program(program, self.calls, [im.buffer for im in impls])
+            inputs = [im.buffer for im in impls]
+            outs = run_program(program, self.calls, inputs)
+        if CONFIG.debug_values:  # nb.debug_nans: find the op
+            check_outputs(program, inputs, outs, (), "compiled function")
         return [
             Tensor._wrap(TensorImpl(shape, dt, device, (), None, 0, out))
             for shape, dt, out in zip(shapes, dtypes, outs, strict=True)
@@ -375,7 +382,7 @@ class _Plan:
                 return slot if slot is not None else (step_of[r.index], r.output)
 
             steps = []
-            for k, (op, _kwargs, refs, specs, phys) in enumerate(self.nodes):
+            for k, (op, _kwargs, refs, specs, phys, _site) in enumerate(self.nodes):
                 if (k, 0) in host_slot:
                     continue
                 step_of[k] = len(steps)
@@ -388,6 +395,7 @@ class _Plan:
                 outputs,
                 symbolic=self.symbolic,
             )
+            self._program.sites[:] = [self.nodes[k].site for k in step_of]
         return self._program
 
     def __hash__(self):
@@ -612,6 +620,8 @@ class CompiledFunction:
                     ) from None
                 # a float by its bits: -0.0 is not 0.0 (atan2, 1/x) and NaN equals itself
                 parts.append(("static", type(leaf), leaf.hex() if type(leaf) is float else leaf))
+        if CONFIG.debug_values:  # a trace that records the ops' lines
+            parts.append(("debug_nans",))
         if self._modules:  # model.train()/model.eval() on a module the function reads
             parts.append(("modes", tuple(m.__dict__["training"] for m in self._modules)))
         return _Call(tuple(parts), flat, tree, sizes, sym_shapes, args, kwargs)

@@ -108,7 +108,7 @@ class Body:
             return f"v{r.index}"
 
         lines = [f"{{ lambda {' '.join(caps)} ; {' '.join(ins)}. let"]
-        for k, (op, kwargs, refs, specs, _phys) in enumerate(self.nodes):
+        for k, (op, kwargs, refs, specs, *_) in enumerate(self.nodes):
             many = op.multiple_results
             outs = " ".join(
                 f"{f'v{k}_{i}' if many else f'v{k}'}:{ty(dt, sh)}"
@@ -130,7 +130,7 @@ class Body:
         """The body's flat outputs for other inputs: its recorded ops re-bound on ``args``
         (one per placeholder) and ``captured`` (one per captured tensor)."""
         vals: list = []
-        for op, kwargs, refs, _specs, _phys in self.nodes:
+        for op, kwargs, refs, *_ in self.nodes:
             ins = [r.lookup(args, captured, vals) for r in refs]
             replay = getattr(op, "replay", None)
             out = replay(ins, kwargs) if replay is not None else op.bind(ins, kwargs)
@@ -153,7 +153,7 @@ class Body:
 
         steps = tuple(
             (op.backend_name, tuple(ref(r) for r in refs), phys, specs)
-            for op, _kw, refs, specs, phys in self.nodes
+            for op, _kw, refs, specs, phys, _site in self.nodes
         )
         outputs = tuple(ref(r) for r in self.outputs)
         key = (
@@ -166,6 +166,8 @@ class Body:
         if program is None:
             program = build_program(key, inputs, steps, outputs)
             _PROGRAMS[key] = program
+        if self.nodes and self.nodes[0].site is not None:  # traced under nb.debug_nans
+            program.sites[:] = [n.site for n in self.nodes]
         return program
 
 

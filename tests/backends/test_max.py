@@ -304,6 +304,23 @@ def test_second_evaluation_does_not_compile_again():
         assert after[k] == before[k], k
 
 
+def test_debug_nans_reruns_a_max_program_op_by_op():
+    """The program runs on MAX; its NaN output is traced to the op that made it by running
+    the same program again op by op (no new MAX graph: the small program's)."""
+    ns = _small_ns()
+    v = np.zeros((5, 2), np.float32)
+    v[0, 1], v[1, 1] = np.inf, -np.inf  # the sum over axis 0 is inf + -inf
+    with nb.backend("max"), nb.debug_nans():
+        ns["small"](ns["VALUES"][0]).numpy()  # no NaN, no error
+        with pytest.raises(FloatingPointError) as e:
+            ns["small"](v).numpy()
+    msg = str(e.value)
+    assert msg.startswith("reduce_sum made NaN in 1 of 2 elements from operands without one")
+    assert "<string>:7 in small" in msg and "operands: float32 (5, 2)" in msg
+    program = next(p for p in GRAPH.programs() if p.output_specs[0][1] == (2,))
+    assert "max" in program.executables  # the program itself ran on MAX
+
+
 def test_executable_keeps_small_input_buffers_that_alias_the_array():
     """An input array that comes back keeps its Buffer (no wrap per call); the Buffer aliases
     the array, so a write to it between calls is seen, and a new array is wrapped anew."""
