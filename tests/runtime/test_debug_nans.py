@@ -174,3 +174,34 @@ def test_sharded_names_the_shard(mode):
     for msg in msgs:
         assert msg.startswith("sqrt made NaN") and "y = nb.sqrt(x)" in msg
     assert "on the shard at mesh 'm' (d=2)" in msgs[0]
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_while_loop_names_the_step(mode):
+    def f(x):
+        def body(c):
+            i, v = c
+            v = nb.log(v - 0.5)  # 2 -> 0.405 -> nan at the second step
+            return i + 1, v
+
+        return nb.while_loop(lambda c: c[0] < 4, body, (nb.constant(np.int32(0)), x))[1]
+
+    x = nb.constant(np.float32(2.0))
+    for msg in _messages(f, x, mode=mode):
+        assert msg.startswith("log made NaN") and "v = nb.log(v - 0.5)" in msg
+        assert "inside the while_loop called at" in msg and "step 1" in msg
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_cond_names_the_branch_op(mode):
+    def f(p, x):
+        def neg(v):
+            w = nb.sqrt(v - 3.0)
+            return w
+
+        return nb.cond(p, neg, lambda v: v, x)
+
+    x = nb.constant(np.array([1.0, 4.0], np.float32))
+    for msg in _messages(f, nb.constant(True), x, mode=mode):
+        assert msg.startswith("sqrt made NaN in 1 of 2 elements") and "w = nb.sqrt(v - 3.0)" in msg
+        assert "inside the cond branch" in msg
