@@ -186,7 +186,8 @@ class Operation:
         return impls[0].device
 
     def compute_physical_shape(self, impls, kwargs, levels, batch_shape):
-        """Step 4: physical shapes, dtypes and devices of the outputs."""
+        """Stage 3 of the pipeline (``pipeline.shapes``): physical shapes, dtypes and devices
+        of the outputs."""
         shapes, dtypes = self.infer(
             [im.logical_shape for im in impls], [im.dtype for im in impls], kwargs
         )

@@ -201,8 +201,9 @@ def emit(call: Call):
     else:
         for o, spec in zip(outs, call.shardings, strict=True):
             o.sharding = spec
-        node.out_specs = tuple((o.dtype, o.buffer_shape) for o in outs)
-    node.outputs = tuple(weakref.ref(o) for o in outs)
+        node.out_specs = tuple([(o.dtype, o.buffer_shape) for o in outs])
+    # (list comprehensions: a generator costs ~0.2 us more per call on this hot path)
+    node.outputs = tuple([weakref.ref(o) for o in outs])
     if CONFIG.debug_values:  # nb.debug_nans / debug_infs: remember the user's line
         node.site = user_site()
     GRAPH.pending.add_node(node)
