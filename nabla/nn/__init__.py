@@ -11,10 +11,15 @@ from .checkpoint import load, load_metadata, merge_state_dicts, save, split_stat
 from .data import DataLoader
 from .layers import *  # noqa: F403 - every layer (layers.__all__)
 from .module import Module, ModuleDict, ModuleList, Sequential
+from .normalization import BatchNorm1d, BatchNorm2d, GroupNorm, InstanceNorm2d
 from .transformer import MultiHeadAttention, TransformerDecoderLayer, TransformerEncoderLayer
 
 __all__ = [
     *layers.__all__,
+    "BatchNorm1d",
+    "BatchNorm2d",
+    "GroupNorm",
+    "InstanceNorm2d",
     "DataLoader",
     "Module",
     "ModuleDict",

@@ -29,9 +29,13 @@ from .losses import (
     nll_loss,
     smooth_l1_loss,
 )
+from .normalization import batch_norm, group_norm, instance_norm
 
 __all__ = [
     "avg_pool2d",
+    "batch_norm",
+    "group_norm",
+    "instance_norm",
     "binary_cross_entropy",
     "binary_cross_entropy_with_logits",
     "conv2d",

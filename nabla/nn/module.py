@@ -17,6 +17,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..core.pytree import GetAttrKey, register_pytree_node, tree_flatten
+from ..core.state import STATE
 from ..ops import creation
 from ..runtime.tensor import Tensor
 from ..transforms.autodiff import detach
@@ -67,6 +68,8 @@ def rebind(t: Tensor, value: Tensor) -> None:
         t: the tensor to update.
         value: its new value (same shape and dtype).
     """
+    if STATE.writes is not None:  # traced by compile: the update is replayed at each call
+        STATE.writes.append((t, t._impl))
     requires_grad, grad = t._impl.requires_grad, t._impl.grad
     t._impl = value._impl
     t._impl.wrapper = weakref.ref(t)

@@ -32,7 +32,11 @@ Captured state: tensors the function reaches without receiving them (closures, g
 (``_Plan.call_inputs``), as ``torch.compile`` makes parameters graph inputs. In-place
 updates (``opt.step()``, ``load_state_dict``, ``x[i] = v``) are seen; so is a rebound name,
 found again through the path the trace recorded (``_captures.py``); a captured tensor of
-another shape or dtype retraces, as a guard would. Python numbers are baked in (``jax.jit``).
+another shape or dtype retraces, as a guard would. A tensor the function itself updates in
+place with ``nn.module.rebind`` (a module's running statistics in training mode), captured
+or an argument, is *written state*: its new value is an output of the plan, and every call
+writes it back into the caller's tensor, as torch.compile replays input mutations.
+Python numbers are baked in (``jax.jit``).
 Small values computed only from the trace's own literals are *folded*: they run once when
 the plan is built and become constants of it (``_fold_constants``).
 
@@ -52,6 +56,7 @@ import os
 import threading
 import time
 import warnings
+import weakref
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -142,6 +147,9 @@ class _Plan:
         self.traced_in_vmap = False
         # captured state (``_Capture``): consts read anew at every call (``call_inputs``)
         self.captures = ()
+        # written state: per tensor the function updated in place, ``("arg", k)`` or
+        # ``("capture", tensor, path)``; their new values end the outputs (``_write_back``)
+        self.writes = ()
         # dynamic dims: where user code decided on a symbolic size while traced (then the
         # plan serves only its own sizes); each other size gets its own trace (``by_size``)
         self.size_reads: list = []
@@ -180,6 +188,7 @@ class _Plan:
             recording = Recording(nodes, self.outputs, self.consts)
             plan = _Plan(recording, self.out_tree, self.rng_slots, at_sizes)
             plan.captures = self.captures
+            plan.writes = self.writes
             plan.traced_in_vmap = self.traced_in_vmap
             plan.out_layouts = self.out_layouts and sub(self.out_layouts)
             plan = plan.check_shapes(args) or plan
@@ -779,7 +788,8 @@ class CompiledFunction:
         else:
             self._stats.replays += 1
             leaves = plan.replay(tensors, const_impls)
-        return tree_unflatten(plan.out_tree, leaves)
+        out = tree_unflatten(plan.out_tree, leaves)
+        return _write_back(plan, out, tensors, self.fun) if plan.writes else out
 
     def _lookup(self, key):
         """The cached trace under ``key`` (None on a miss), made the LRU's newest."""
@@ -847,16 +857,25 @@ class CompiledFunction:
         before = {i: t._impl for i, t in enumerate(traced_flat) if isinstance(t, Tensor)}
         epoch = GRAPH.thread_epoch  # this thread's: other threads may realize meanwhile
         old_rec, old_rng, old_reads = STATE.recording, STATE.recording_rng, STATE.size_reads
-        STATE.recording, STATE.recording_rng = [], []
+        old_writes = STATE.writes
+        STATE.recording, STATE.recording_rng, STATE.writes = [], [], []
         # a trace inside a dynamic-dims trace reports its size reads to it too (below)
         STATE.size_reads = [] if sym_shapes or old_reads is not None else None
         try:
             out = self.fun(*args, **kwargs)
             recorded, rng, reads = STATE.recording, STATE.recording_rng, STATE.size_reads
+            writes = STATE.writes
         finally:
             STATE.recording, STATE.recording_rng = old_rec, old_rng
-            STATE.size_reads = old_reads
-        assigned = [i for i, impl in before.items() if traced_flat[i]._impl is not impl]
+            STATE.size_reads, STATE.writes = old_reads, old_writes
+        if old_writes is not None:  # an enclosing trace writes them back too
+            old_writes.extend(writes)
+        state = _written_state(writes, placeholders, recorded)
+        assigned = [
+            i
+            for i, impl in before.items()
+            if traced_flat[i]._impl is not impl and id(impl) not in state.written
+        ]
         if assigned:  # ``x[...] = v`` on an argument: eagerly the caller's tensor changes
             self._warn_assigned(assigned[0])
         if old_rec is not None:
@@ -874,7 +893,16 @@ class CompiledFunction:
                 )
             self._stats.fallbacks += 1
             return "fallback", out
-        plan = _build_plan(recorded, placeholders, out, rng, traced_flat, self.fun)
+        if state.targets:  # the new values are outputs too; the callers' tensors get them
+            plan = _build_plan(
+                recorded, placeholders, (out, state.values), rng, traced_flat, self.fun, state
+            )
+            tensors = [leaf for leaf in call.flat if isinstance(leaf, Tensor)]
+            for target, value in zip(plan.writes, state.values):
+                if target[0] == "arg":
+                    _assign(tensors[target[1]], value)
+        else:
+            plan = _build_plan(recorded, placeholders, out, rng, traced_flat, self.fun)
         plan.traced_in_vmap = bool(drawing_levels())
         if reads:
             plan.size_reads = reads
@@ -1034,7 +1062,7 @@ _FOLD_LIMIT = 1 << 14
 _NOT_FOLDED = frozenset({"compiled_call", "cond", "while_loop", "scan", "custom_kernel"})
 
 
-def _fold_constants(recorded, needed, placeholders, rng_ids) -> set:
+def _fold_constants(recorded, needed, placeholders, rng_ids, written=()) -> set:
     """Run now, once, the needed nodes that read only the trace's own host constants
     (literals made while tracing, never captured state, which is read at every call) or
     other such nodes, and give small unbatched host values; their outputs become the
@@ -1046,7 +1074,9 @@ def _fold_constants(recorded, needed, placeholders, rng_ids) -> set:
     for node in recorded:  # recording order is topological
         if id(node) not in needed or not _foldable_op(node):
             continue
-        if not all(_is_constant(i, placeholders, rng_ids, needed, folded) for i in node.inputs):
+        if not all(
+            _is_constant(i, placeholders, rng_ids, needed, folded, written) for i in node.inputs
+        ):
             continue
         outs = [ref() for ref in node.outputs]
         if not _small_host_values(node, outs):
@@ -1086,10 +1116,11 @@ def _small_host_values(node, outs) -> bool:
     )
 
 
-def _is_constant(impl, placeholders, rng_ids, needed, folded) -> bool:
-    """A host value the plan holds fixed: not an argument or a fresh random key, and
-    captured already realized or made by a folded node (not by a node the program runs)."""
-    if id(impl) in placeholders or id(impl) in rng_ids or impl.levels:
+def _is_constant(impl, placeholders, rng_ids, needed, folded, written=()) -> bool:
+    """A host value the plan holds fixed: not an argument, a fresh random key or written
+    state, and captured already realized or made by a folded node (not by a node the
+    program runs)."""
+    if id(impl) in placeholders or id(impl) in rng_ids or impl.levels or id(impl) in written:
         return False
     if is_live(impl.traced):  # a requires_grad value: its derivative must reach it
         return False
@@ -1134,12 +1165,13 @@ def _name(fun) -> str:
     return getattr(fun, "__name__", None) or type(fun).__name__
 
 
-def _build_plan(recorded, placeholders, out, rng_impls, traced_flat, fun=None):
+def _build_plan(recorded, placeholders, out, rng_impls, traced_flat, fun=None, state=None):
     out_flat, out_tree = tree_flatten(out)
     node_index = {id(n): i for i, n in enumerate(recorded)}
     needed = _needed_nodes(out_flat, node_index, placeholders)
     rng_ids = {id(r) for r in rng_impls}
-    folded = _fold_constants(recorded, needed, placeholders, rng_ids)
+    written = state.written if state is not None else {}
+    folded = _fold_constants(recorded, needed, placeholders, rng_ids, written)
     if folded:
         needed = _needed_nodes(out_flat, node_index, placeholders, folded)
     consts, const_idx = [], {}
@@ -1162,6 +1194,8 @@ def _build_plan(recorded, placeholders, out, rng_impls, traced_flat, fun=None):
                 rng_slots.append(j)
             elif not impl.levels and not impl.tangents:
                 t = _captured_tensor(impl)
+                if t is None:
+                    t = written.get(id(impl))
                 if t is not None:
                     captured[j] = t
         return Ref("const", j)
@@ -1177,10 +1211,90 @@ def _build_plan(recorded, placeholders, out, rng_impls, traced_flat, fun=None):
     )
     plan = _Plan(Recording(nodes, outputs, consts), out_tree, rng_slots, args)
     plan.captures = _captures(fun, captured, consts)
+    if state is not None:
+        plan.writes = _write_targets(fun, state.targets)
     plan.out_layouts = tuple(
         (o._impl.shape, o._impl.sharding) for o in out_flat if isinstance(o, Tensor)
     )
     return plan
+
+
+class _Written(NamedTuple):
+    """What a trace updated in place (``_written_state``)."""
+
+    targets: list  # ("arg", k) or ("capture", tensor), per written tensor
+    values: tuple  # their new values (the tensors themselves, as they are after the trace)
+    written: dict  # id(impl before the update) -> tensor
+
+
+def _written_state(writes, placeholders, recorded) -> _Written:
+    """The tensors the trace updated in place (``writes``: (tensor, impl before) in update
+    order) that the caller holds: an argument (its placeholder was updated) or captured
+    state (a value that existed before the trace). A tensor made during the trace (a copy
+    inside ``grad``, a module built by the function) is the function's own: not written
+    back."""
+    first = {}
+    for t, impl in writes:
+        first.setdefault(id(t), (t, impl))
+    node_ids = {id(n) for n in recorded}
+    targets, values, written = [], [], {}
+    for t, impl in first.values():
+        if t._impl is impl or impl.levels or impl.tangents:
+            continue
+        if id(impl) in placeholders:
+            targets.append(("arg", placeholders[id(impl)]))
+        elif impl.node is not None and id(impl.node) in node_ids:
+            continue
+        else:
+            targets.append(("capture", t))
+        written[id(impl)] = t
+        values.append(t)
+    return _Written(targets, tuple(values), written)
+
+
+def _write_targets(fun, targets) -> tuple:
+    """``plan.writes``: each captured target with the path from ``fun`` to it (None where
+    the walk finds none), so a rebound name is written too."""
+    held = {id(tg[1]): tg[1] for tg in targets if tg[0] == "capture"}
+    paths = find_paths(fun, held) if fun is not None and held else {}
+    return tuple(
+        tg if tg[0] == "arg" else ("capture", tg[1], paths.get(id(tg[1]))) for tg in targets
+    )
+
+
+def _write_back(plan, out, tensors, fun):
+    """A hit's outputs without the written state, which goes into the caller's tensors:
+    the arguments of this call, or the captured tensors (found again by their paths)."""
+    out, values = out
+    for target, value in zip(plan.writes, values, strict=True):
+        if target[0] == "arg":
+            t = tensors[target[1]]
+        else:
+            t, path = target[1], target[2]
+            if path is not None:
+                try:
+                    now = path.follow(fun)
+                except LookupError:
+                    now = t
+                if isinstance(now, Tensor):
+                    t = now
+        _assign(t, value)
+    return out
+
+
+def _assign(t: Tensor, value: Tensor) -> None:
+    """Give tensor ``t`` the value of ``value`` in place (``nn.module.rebind``'s rule: same
+    object, ``requires_grad`` and ``.grad``); an enclosing trace records the update."""
+    if value is t:
+        return
+    old = t._impl
+    if STATE.writes is not None:
+        STATE.writes.append((t, old))
+    t._impl = value._impl
+    t._impl.wrapper = weakref.ref(t)
+    if old.requires_grad:
+        t.requires_grad = True
+    t._impl.grad = old.grad
 
 
 def _captures(fun, captured: dict, consts: list) -> tuple:

@@ -1,0 +1,646 @@
+"""Normalization layers with running statistics: ``BatchNorm1d``, ``BatchNorm2d``,
+``GroupNorm``, ``InstanceNorm2d``, and their functional forms ``batch_norm``, ``group_norm``
+and ``instance_norm`` (re-exported by :mod:`nabla.nn.functional`).
+
+PyTorch's semantics and ``state_dict`` names (``weight``, ``bias``, ``running_mean``,
+``running_var``, ``num_batches_tracked``), in Nabla's channels-last layouts: the channel
+axis is the *last* one (``(N, C)``, ``(N, L, C)``, NHWC images), as ``Conv2d`` and the
+pools produce and consume.
+
+Statistics: normalization uses the biased batch variance; the running variance is updated
+with the unbiased one, ``running = (1 - momentum) * running + momentum * batch`` (a
+cumulative average when ``momentum=None``). The running statistics are updated *in place*
+(the buffer tensors keep their identity and get new values with no autodiff history, as an
+optimizer updates parameters), so every reference to the module sees them; under
+``nb.compile`` the update is an output of the compiled program that each call writes back.
+On a mesh with the batch sharded, the batch statistics are reductions over the global batch
+(SyncBatchNorm's semantics, with no extra code).
+"""
+
+from __future__ import annotations
+
+from ..core.dtypes import float32, int64
+from ..ops import creation
+from ..ops._util import as_tensor
+from ..runtime.tensor import Tensor
+from ..transforms.autodiff import detach
+from . import init
+from .module import Module, rebind
+
+__all__ = [
+    "BatchNorm1d",
+    "BatchNorm2d",
+    "GroupNorm",
+    "InstanceNorm2d",
+    "batch_norm",
+    "group_norm",
+    "instance_norm",
+]
+
+
+# ----------------------------------------------------------------------------- helpers
+def _moments(x: Tensor, axes: tuple) -> tuple[Tensor, Tensor]:
+    """Mean and biased variance of ``x`` over ``axes`` (kept as size-1 dims)."""
+    mean = x.mean(axis=axes, keepdims=True)
+    var = (x - mean).square().mean(axis=axes, keepdims=True)
+    return mean, var
+
+
+def _count(shape, axes) -> int:
+    n = 1
+    for a in axes:
+        n *= int(shape[a])
+    return n
+
+
+def _affine(y: Tensor, weight, bias) -> Tensor:
+    if weight is not None:
+        y = y * weight
+    if bias is not None:
+        y = y + bias
+    return y
+
+
+def _check_vector(who: str, name: str, v, channels: int):
+    """``v`` (a per-channel tensor or None) as a tensor, checked to have shape ``(C,)``."""
+    if v is None:
+        return None
+    v = as_tensor(v, op=who)
+    if tuple(v.shape) != (channels,):
+        raise ValueError(
+            f"{who}: {name} has shape {tuple(v.shape)}, expected ({channels},) "
+            f"(one value per channel of the input's last axis)"
+        )
+    return v
+
+
+def _check_float(who: str, x: Tensor) -> None:
+    if not x.dtype.is_float:
+        raise TypeError(f"{who}: input must be a floating-point tensor, got {x.dtype.name}")
+
+
+def _set_stat(who: str, buf, value: Tensor) -> None:
+    """Give the running-statistic tensor ``buf`` the value ``value`` in place (cast to its
+    dtype, with no autodiff history). Refused when ``value`` varies along a vmap axis that
+    ``buf`` does not: one buffer cannot hold a statistic per mapped element."""
+    _check_updatable(who, buf, value)
+    if value.dtype is not buf.dtype:
+        value = value.cast(buf.dtype)
+    rebind(buf, detach(value))
+
+
+def _check_updatable(who: str, buf, value: Tensor) -> None:
+    if not isinstance(buf, Tensor):
+        raise TypeError(
+            f"{who}: running statistics must be tensors to be updated in place, got "
+            f"{type(buf).__name__}"
+        )
+    if set(value._impl.levels) - set(buf._impl.levels):
+        raise ValueError(
+            f"{who}: training mode under vmap computes batch statistics per mapped element, "
+            "so they cannot update one set of running statistics; use eval() (running "
+            "statistics) or track_running_stats=False (batch statistics only)"
+        )
+
+
+def _factor(momentum, num_batches_tracked):
+    """The weight of the new batch statistics: ``momentum``, or ``1 / num_batches_tracked``
+    (a cumulative average) when ``momentum`` is None."""
+    if momentum is not None:
+        return float(momentum)
+    return 1.0 / num_batches_tracked.cast(float32)
+
+
+def _check_momentum(who: str, momentum, allow_none=True) -> None:
+    if momentum is None and allow_none:
+        return
+    if isinstance(momentum, Tensor):
+        return
+    try:
+        m = float(momentum)
+    except (TypeError, ValueError):
+        raise TypeError(f"{who}: momentum must be a number or None, got {momentum!r}") from None
+    if not 0.0 <= m <= 1.0:
+        raise ValueError(f"{who}: momentum must be in [0, 1], got {momentum}")
+
+
+def _check_eps(who: str, eps) -> float:
+    try:
+        e = float(eps)
+    except (TypeError, ValueError):
+        raise TypeError(f"{who}: eps must be a number, got {eps!r}") from None
+    if not e >= 0.0:
+        raise ValueError(f"{who}: eps must be >= 0, got {eps}")
+    return e
+
+
+# ----------------------------------------------------------------------------- functional
+def _batch_norm(who, x, running_mean, running_var, weight, bias, training, factor, eps):
+    """Batch norm over every axis but the last: ``(y, batch_mean, batch_var_unbiased)``;
+    the statistics are None when the running ones are used."""
+    c = int(x.shape[-1])
+    axes = tuple(range(x.ndim - 1))
+    if training or running_mean is None:
+        n = _count(x.shape, axes)
+        if training and n <= 1:
+            raise ValueError(
+                f"{who}: expected more than 1 value per channel when training, got input of "
+                f"shape {tuple(x.shape)}"
+            )
+        mean, var = _moments(x, axes)
+        y = (x - mean) * (var + eps).rsqrt()
+        unbiased = var.reshape((c,)) * (n / max(n - 1, 1))
+        stats = (mean.reshape((c,)), unbiased)
+    else:
+        rm = running_mean.cast(x.dtype) if running_mean.dtype is not x.dtype else running_mean
+        rv = running_var.cast(x.dtype) if running_var.dtype is not x.dtype else running_var
+        y = (x - rm) * (rv + eps).rsqrt()
+        stats = (None, None)
+    return _affine(y, weight, bias), stats
+
+
+def batch_norm(
+    input,  # noqa: A002 - PyTorch's name
+    running_mean,
+    running_var,
+    weight=None,
+    bias=None,
+    training: bool = False,
+    momentum: float = 0.1,
+    eps: float = 1e-5,
+) -> Tensor:
+    """Batch normalization over every axis but the last (the channel axis), PyTorch's
+    ``F.batch_norm`` in channels-last layout.
+
+    In training mode (or without running statistics) the input is normalized with the
+    batch's mean and biased variance; given running statistics in training mode, they are
+    updated **in place** (as PyTorch does): ``running = (1 - momentum) * running + momentum
+    * batch``, with the unbiased batch variance. In evaluation mode the running statistics
+    normalize.
+
+    Args:
+        input: a float tensor ``(N, C)``, ``(N, L, C)``, ``(N, H, W, C)``, ... (C last).
+        running_mean: a ``(C,)`` tensor or None.
+        running_var: a ``(C,)`` tensor or None.
+        weight: optional per-channel scale ``(C,)``.
+        bias: optional per-channel shift ``(C,)``.
+        training: use (and update) batch statistics (default False).
+        momentum: the weight of the batch statistics in the running update (default 0.1).
+        eps: added to the variance (default 1e-5).
+
+    Returns:
+        A tensor like ``input``.
+
+    Raises:
+        ValueError: for an input of rank < 2, per-channel tensors of the wrong shape, one
+            running statistic without the other, or a single value per channel in training.
+    """
+    who = "batch_norm"
+    x = as_tensor(input, op=who)
+    _check_float(who, x)
+    if x.ndim < 2:
+        raise ValueError(
+            f"{who}: expected an input of rank >= 2 (N, ..., C), got shape {tuple(x.shape)}"
+        )
+    if (running_mean is None) != (running_var is None):
+        raise ValueError(f"{who}: give both running_mean and running_var, or neither")
+    c = int(x.shape[-1])
+    rm = _check_vector(who, "running_mean", running_mean, c)
+    rv = _check_vector(who, "running_var", running_var, c)
+    weight = _check_vector(who, "weight", weight, c)
+    bias = _check_vector(who, "bias", bias, c)
+    _check_momentum(who, momentum, allow_none=False)
+    eps = _check_eps(who, eps)
+    y, (mean, var) = _batch_norm(who, x, rm, rv, weight, bias, training, momentum, eps)
+    if training and running_mean is not None:
+        m = float(momentum)
+        _set_stat(who, running_mean, (1.0 - m) * rm + m * mean.cast(rm.dtype))
+        _set_stat(who, running_var, (1.0 - m) * rv + m * var.cast(rv.dtype))
+    return y
+
+
+def group_norm(
+    input,  # noqa: A002 - PyTorch's name
+    num_groups: int,
+    weight=None,
+    bias=None,
+    eps: float = 1e-5,
+) -> Tensor:
+    """Group normalization (PyTorch's ``F.group_norm``, channels last): the channels (last
+    axis) are split into ``num_groups`` groups, and each example is normalized over each
+    group's channels and all other non-batch axes, then scaled and shifted per channel.
+
+    Args:
+        input: a float tensor ``(N, ..., C)`` with ``C`` divisible by ``num_groups``.
+        num_groups: the number of groups.
+        weight: optional per-channel scale ``(C,)``.
+        bias: optional per-channel shift ``(C,)``.
+        eps: added to the variance (default 1e-5).
+
+    Returns:
+        A tensor like ``input``.
+
+    Raises:
+        ValueError: for an input of rank < 2, ``C`` not divisible by ``num_groups``, or
+            per-channel tensors of the wrong shape.
+    """
+    who = "group_norm"
+    x = as_tensor(input, op=who)
+    _check_float(who, x)
+    if x.ndim < 2:
+        raise ValueError(
+            f"{who}: expected an input of rank >= 2 (N, ..., C), got shape {tuple(x.shape)}"
+        )
+    g = _check_groups(who, num_groups)
+    c = int(x.shape[-1])
+    if c % g:
+        raise ValueError(
+            f"{who}: the {c} channels of the input (shape {tuple(x.shape)}) do not split "
+            f"into num_groups={g} groups"
+        )
+    weight = _check_vector(who, "weight", weight, c)
+    bias = _check_vector(who, "bias", bias, c)
+    eps = _check_eps(who, eps)
+    shape = tuple(x.shape)
+    grouped = x.reshape(shape[:-1] + (g, c // g))
+    axes = tuple(range(1, x.ndim - 1)) + (x.ndim,)
+    mean, var = _moments(grouped, axes)
+    y = ((grouped - mean) * (var + eps).rsqrt()).reshape(shape)
+    return _affine(y, weight, bias)
+
+
+def _check_groups(who: str, num_groups) -> int:
+    if isinstance(num_groups, bool) or not isinstance(num_groups, int) or num_groups < 1:
+        raise ValueError(f"{who}: num_groups must be a positive int, got {num_groups!r}")
+    return num_groups
+
+
+def instance_norm(
+    input,  # noqa: A002 - PyTorch's name
+    running_mean=None,
+    running_var=None,
+    weight=None,
+    bias=None,
+    use_input_stats: bool = True,
+    momentum: float = 0.1,
+    eps: float = 1e-5,
+) -> Tensor:
+    """Instance normalization (PyTorch's ``F.instance_norm``, channels last): each example
+    and channel is normalized over the spatial axes (every axis but the first and last).
+
+    With ``use_input_stats`` (default) the instance statistics normalize, and given running
+    statistics they are updated **in place** with the batch average of the instance means
+    and unbiased variances; without it the running statistics normalize.
+
+    Args:
+        input: a float tensor ``(N, ..., C)`` with at least one spatial axis.
+        running_mean: a ``(C,)`` tensor or None.
+        running_var: a ``(C,)`` tensor or None.
+        weight: optional per-channel scale ``(C,)``.
+        bias: optional per-channel shift ``(C,)``.
+        use_input_stats: normalize with each instance's statistics (default True).
+        momentum: the weight of the new statistics in the running update (default 0.1).
+        eps: added to the variance (default 1e-5).
+
+    Returns:
+        A tensor like ``input``.
+
+    Raises:
+        ValueError: for an input of rank < 3, per-channel tensors of the wrong shape, one
+            running statistic without the other, or ``use_input_stats=False`` without
+            running statistics.
+    """
+    who = "instance_norm"
+    x = as_tensor(input, op=who)
+    _check_float(who, x)
+    if x.ndim < 3:
+        raise ValueError(
+            f"{who}: expected an input of rank >= 3 (N, spatial..., C), got shape {tuple(x.shape)}"
+        )
+    if (running_mean is None) != (running_var is None):
+        raise ValueError(f"{who}: give both running_mean and running_var, or neither")
+    if not use_input_stats and running_mean is None:
+        raise ValueError(f"{who}: use_input_stats=False needs running_mean and running_var")
+    c = int(x.shape[-1])
+    rm = _check_vector(who, "running_mean", running_mean, c)
+    rv = _check_vector(who, "running_var", running_var, c)
+    weight = _check_vector(who, "weight", weight, c)
+    bias = _check_vector(who, "bias", bias, c)
+    _check_momentum(who, momentum, allow_none=False)
+    eps = _check_eps(who, eps)
+    y, (mean, var) = _instance_norm(who, x, rm, rv, weight, bias, use_input_stats, eps)
+    if use_input_stats and running_mean is not None:
+        m = float(momentum)
+        _set_stat(who, running_mean, (1.0 - m) * rm + m * mean.cast(rm.dtype))
+        _set_stat(who, running_var, (1.0 - m) * rv + m * var.cast(rv.dtype))
+    return y
+
+
+def _instance_norm(who, x, rm, rv, weight, bias, use_input_stats, eps):
+    """Instance norm of ``(N, spatial..., C)``: ``(y, (mean, var))``, the batch averages of
+    the instance means and unbiased variances (None when the running ones are used)."""
+    c = int(x.shape[-1])
+    if not use_input_stats:
+        y, _ = _batch_norm(who, x, rm, rv, None, None, False, 0.0, eps)
+        return _affine(y, weight, bias), (None, None)
+    axes = tuple(range(1, x.ndim - 1))
+    n = _count(x.shape, axes)
+    mean, var = _moments(x, axes)
+    y = (x - mean) * (var + eps).rsqrt()
+    batch = int(x.shape[0])
+    avg_mean = mean.reshape((batch, c)).mean(axis=0)
+    avg_var = var.reshape((batch, c)).mean(axis=0) * (n / max(n - 1, 1))
+    return _affine(y, weight, bias), (avg_mean, avg_var)
+
+
+# ----------------------------------------------------------------------------- modules
+def _check_features(cls: str, name: str, n) -> int:
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise ValueError(f"{cls}: {name} must be a positive int, got {n!r}")
+    return n
+
+
+class _NormBase(Module):
+    """Parameters and running statistics shared by batch and instance norm."""
+
+    _ranks: tuple = ()
+    _layout: str = ""
+
+    def __init__(self, num_features, eps, momentum, affine, track_running_stats, dtype):
+        super().__init__()
+        cls = type(self).__name__
+        self.num_features = _check_features(cls, "num_features", num_features)
+        self.eps = _check_eps(cls, eps)
+        _check_momentum(cls, momentum)
+        self.momentum = None if momentum is None else float(momentum)
+        self.affine = bool(affine)
+        self.track_running_stats = bool(track_running_stats)
+        c = self.num_features
+        self.weight = init.ones((c,), dtype) if self.affine else None
+        self.bias = init.zeros((c,), dtype) if self.affine else None
+        if self.track_running_stats:
+            self.register_buffer("running_mean", init.zeros((c,), dtype))
+            self.register_buffer("running_var", init.ones((c,), dtype))
+            self.register_buffer("num_batches_tracked", creation.constant(0, dtype=int64))
+        else:
+            for name in ("running_mean", "running_var", "num_batches_tracked"):
+                self.register_buffer(name, None)
+
+    def reset_running_stats(self) -> None:
+        """Reset the running statistics in place: mean 0, variance 1, count 0."""
+        if self.track_running_stats:
+            c = self.num_features
+            rebind(self.running_mean, init.zeros((c,), self.running_mean.dtype))
+            rebind(self.running_var, init.ones((c,), self.running_var.dtype))
+            rebind(self.num_batches_tracked, creation.constant(0, dtype=int64))
+
+    def reset_parameters(self) -> None:
+        """Reset the running statistics, and ``weight``/``bias`` to ones/zeros, in place."""
+        self.reset_running_stats()
+        if self.affine:
+            c = self.num_features
+            rebind(self.weight, init.ones((c,), self.weight.dtype))
+            rebind(self.bias, init.zeros((c,), self.bias.dtype))
+
+    def _check_input(self, x) -> Tensor:
+        cls = type(self).__name__
+        x = as_tensor(x, op=cls)
+        if x.ndim not in self._ranks:
+            raise ValueError(
+                f"{cls}({self.extra_repr()}): expected input {self._layout}, got shape "
+                f"{tuple(x.shape)} (rank {x.ndim})"
+            )
+        if int(x.shape[-1]) != self.num_features:
+            raise ValueError(
+                f"{cls}({self.extra_repr()}): input of shape {tuple(x.shape)} has "
+                f"{x.shape[-1]} channels on its last axis, expected {self.num_features}"
+            )
+        _check_float(cls, x)
+        return x
+
+    def _update_running(self, cls, mean, var, count: bool) -> None:
+        """The in-place update of the running statistics with this batch's ones."""
+        _check_updatable(cls, self.running_mean, mean)  # before anything changes
+        nbt = self.num_batches_tracked
+        if count:
+            nbt = nbt + 1
+            _set_stat(cls, self.num_batches_tracked, nbt)
+        f = _factor(self.momentum, nbt) if count else (self.momentum or 0.0)
+        rm, rv = self.running_mean, self.running_var
+        _set_stat(cls, rm, (1.0 - f) * rm + f * mean.cast(rm.dtype))
+        _set_stat(cls, rv, (1.0 - f) * rv + f * var.cast(rv.dtype))
+
+    def extra_repr(self) -> str:
+        """The configuration shown by ``repr``."""
+        return (
+            f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, "
+            f"affine={self.affine}, track_running_stats={self.track_running_stats}"
+        )
+
+
+class _BatchNorm(_NormBase):
+    def __init__(
+        self,
+        num_features: int,
+        eps: float = 1e-5,
+        momentum: float | None = 0.1,
+        affine: bool = True,
+        track_running_stats: bool = True,
+        dtype=None,
+    ):
+        super().__init__(num_features, eps, momentum, affine, track_running_stats, dtype)
+
+    def forward(self, x):
+        """Normalize ``x`` with batch statistics (training mode, updating the running ones
+        in place) or the running statistics (evaluation mode).
+
+        Args:
+            x: the input, channels last.
+
+        Returns:
+            A tensor like ``x``.
+
+        Raises:
+            ValueError: for a wrong rank or channel count, or a single value per channel
+                in training mode.
+        """
+        cls = type(self).__name__
+        x = self._check_input(x)
+        use_batch = self.training or not self.track_running_stats
+        y, (mean, var) = _batch_norm(
+            f"{cls}({self.extra_repr()})",
+            x,
+            None if use_batch else self.running_mean,
+            None if use_batch else self.running_var,
+            self.weight,
+            self.bias,
+            self.training,
+            None,
+            self.eps,
+        )
+        if self.training and self.track_running_stats:
+            self._update_running(cls, mean, var, count=True)
+        return y
+
+
+class BatchNorm1d(_BatchNorm):
+    """Batch normalization of ``(N, C)`` or ``(N, L, C)`` inputs (PyTorch's ``BatchNorm1d``,
+    channels last: ``C`` is the last axis, as in ``(batch, length, features)`` sequences).
+
+    In training mode (``train()``) each channel is normalized with the batch's mean and
+    biased variance, and the running statistics are updated in place (with the unbiased
+    variance); in evaluation mode (``eval()``) the running statistics normalize.
+    ``state_dict`` names: ``weight``, ``bias``, ``running_mean``, ``running_var``,
+    ``num_batches_tracked`` (int64), so a PyTorch state dict loads as is.
+
+    Args:
+        num_features: ``C``, the number of channels.
+        eps: added to the variance (default 1e-5).
+        momentum: the weight of each batch in the running statistics (default 0.1), or None
+            for a cumulative average over the batches seen.
+        affine: learn a per-channel scale ``weight`` (ones) and shift ``bias`` (zeros)
+            (default True).
+        track_running_stats: keep running statistics (default True); when False, batch
+            statistics are used in both modes.
+        dtype: dtype of the parameters and running statistics (default: the default dtype).
+
+    Example:
+        >>> bn = BatchNorm1d(3)
+        >>> y = bn(nb.ones((4, 3)))           # training mode: running stats updated
+        >>> int(bn.num_batches_tracked.item())
+        1
+    """
+
+    _ranks = (2, 3)
+    _layout = "(N, C) or (N, L, C)"
+
+
+class BatchNorm2d(_BatchNorm):
+    """Batch normalization of NHWC images (PyTorch's ``BatchNorm2d``, channels last as
+    ``Conv2d``'s output): each channel is normalized over the batch and spatial axes.
+
+    See :class:`BatchNorm1d` for the modes, the running statistics and the state dict.
+
+    Args:
+        num_features: ``C``, the number of channels.
+        eps: added to the variance (default 1e-5).
+        momentum: the weight of each batch in the running statistics (default 0.1), or None
+            for a cumulative average.
+        affine: learn a per-channel ``weight`` and ``bias`` (default True).
+        track_running_stats: keep running statistics (default True).
+        dtype: dtype of the parameters and running statistics (default: the default dtype).
+    """
+
+    _ranks = (4,)
+    _layout = "(N, H, W, C)"
+
+
+class InstanceNorm2d(_NormBase):
+    """Instance normalization of NHWC images (PyTorch's ``InstanceNorm2d``, channels last):
+    each image and channel is normalized over its spatial axes. An unbatched ``(H, W, C)``
+    image is accepted too.
+
+    With ``track_running_stats=True`` the running statistics (batch averages of the instance
+    statistics) are updated in place in training mode and normalize in evaluation mode.
+
+    Args:
+        num_features: ``C``, the number of channels.
+        eps: added to the variance (default 1e-5).
+        momentum: the weight of each batch in the running statistics (default 0.1; None
+            keeps them fixed, as PyTorch).
+        affine: learn a per-channel ``weight`` and ``bias`` (default False).
+        track_running_stats: keep running statistics (default False).
+        dtype: dtype of the parameters and running statistics (default: the default dtype).
+    """
+
+    _ranks = (3, 4)
+    _layout = "(N, H, W, C) or (H, W, C)"
+
+    def __init__(
+        self,
+        num_features: int,
+        eps: float = 1e-5,
+        momentum: float | None = 0.1,
+        affine: bool = False,
+        track_running_stats: bool = False,
+        dtype=None,
+    ):
+        super().__init__(num_features, eps, momentum, affine, track_running_stats, dtype)
+
+    def forward(self, x):
+        """Normalize each instance of ``x``.
+
+        Args:
+            x: ``(N, H, W, C)`` or ``(H, W, C)``.
+
+        Returns:
+            A tensor like ``x``.
+
+        Raises:
+            ValueError: for a wrong rank or channel count.
+        """
+        cls = type(self).__name__
+        x = self._check_input(x)
+        unbatched = x.ndim == 3
+        if unbatched:
+            x = x.reshape((1,) + tuple(x.shape))
+        use_input = self.training or not self.track_running_stats
+        y, (mean, var) = _instance_norm(
+            cls, x, self.running_mean, self.running_var, self.weight, self.bias, use_input, self.eps
+        )
+        if self.training and self.track_running_stats:
+            self._update_running(cls, mean, var, count=False)
+        return y.reshape(tuple(y.shape[1:])) if unbatched else y
+
+
+class GroupNorm(Module):
+    """Group normalization (PyTorch's ``GroupNorm``, channels last): the ``C`` channels of
+    an ``(N, ..., C)`` input are split into ``num_groups`` groups, each example is normalized
+    over each group (its channels and all spatial axes), then scaled and shifted per channel.
+    No running statistics: training and evaluation modes compute the same.
+
+    Args:
+        num_groups: the number of groups (must divide ``num_channels``).
+        num_channels: ``C``.
+        eps: added to the variance (default 1e-5).
+        affine: learn a per-channel ``weight`` (ones) and ``bias`` (zeros) (default True).
+        dtype: dtype of the parameters (default: the default dtype).
+    """
+
+    def __init__(self, num_groups: int, num_channels: int, eps=1e-5, affine=True, dtype=None):
+        super().__init__()
+        self.num_groups = _check_groups("GroupNorm", num_groups)
+        self.num_channels = _check_features("GroupNorm", "num_channels", num_channels)
+        if num_channels % num_groups:
+            raise ValueError(
+                f"GroupNorm: num_channels={num_channels} is not divisible by "
+                f"num_groups={num_groups}"
+            )
+        self.eps = _check_eps("GroupNorm", eps)
+        self.affine = bool(affine)
+        self.weight = init.ones((num_channels,), dtype) if self.affine else None
+        self.bias = init.zeros((num_channels,), dtype) if self.affine else None
+
+    def forward(self, x):
+        """Normalize ``x``.
+
+        Args:
+            x: ``(N, ..., C)``.
+
+        Returns:
+            A tensor like ``x``.
+
+        Raises:
+            ValueError: for an input of rank < 2 or with another channel count.
+        """
+        x = as_tensor(x, op="GroupNorm")
+        if x.ndim < 2 or int(x.shape[-1]) != self.num_channels:
+            raise ValueError(
+                f"GroupNorm({self.extra_repr()}): expected input (N, ..., {self.num_channels}),"
+                f" got shape {tuple(x.shape)}"
+            )
+        return group_norm(x, self.num_groups, self.weight, self.bias, self.eps)
+
+    def extra_repr(self) -> str:
+        """The configuration shown by ``repr``."""
+        return f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}"
