@@ -52,15 +52,10 @@ class DigitsCNN(nn.Module):
         self.head = nn.Linear(2 * channels * 16, 10, key=k[2])
 
     def forward(self, x):
-        x = F.relu(_batch_norm_nhwc(self.bn1, self.conv1(x)))
-        x = F.relu(_batch_norm_nhwc(self.bn2, self.conv2(x)))
+        x = F.relu(self.bn1(self.conv1(x)))
+        x = F.relu(self.bn2(self.conv2(x)))
         x = F.max_pool2d(x, 2)
         return self.head(x.reshape(x.shape[0], -1))
-
-
-def _batch_norm_nhwc(bn, x):
-    """``BatchNorm2d`` normalizes dim 1 (NCHW, as PyTorch); the convolutions are NHWC."""
-    return bn(x.permute(0, 3, 1, 2)).permute(0, 2, 3, 1)
 
 
 def accuracy(model, images, labels) -> float:
