@@ -31,15 +31,15 @@ import numbers
 from collections import OrderedDict
 from typing import NamedTuple
 
-from ..core.dtypes import DType
-from ..core.pytree import tree_flatten, tree_leaves, tree_unflatten
-from ..core.state import REQUIRES_GRAD, STATE, is_live
-from ..ops import binary, creation, unary
-from ..ops._util import as_tensor
-from ..runtime.tensor import Tensor, realize
-from ..transforms.autodiff import detach, value_and_grad
-from ..transforms.compile import compile as _compile
-from .module import Module, loaded_tensor, named_leaves, rebind, trainable_mask
+from ...core.dtypes import DType
+from ...core.pytree import tree_flatten, tree_leaves, tree_unflatten
+from ...core.state import REQUIRES_GRAD, STATE, is_live
+from ...ops import binary, creation, unary
+from ...ops._util import as_tensor
+from ...runtime.tensor import Tensor, realize
+from ...transforms.autodiff import detach, value_and_grad
+from ...transforms.compile import compile as _compile
+from ..module import Module, loaded_tensor, named_leaves, rebind, trainable_mask
 
 __all__ = [
     "SGD",
