@@ -62,6 +62,7 @@ __all__ = [
     "cosine_decay",
     "global_norm",
     "linear_warmup",
+    "lr_scheduler",
     "rmsprop_init",
     "rmsprop_update",
     "sgd_init",
@@ -1239,3 +1240,7 @@ class Adagrad(Optimizer):
             h["initial_accumulator_value"],
             h["eps"],
         )
+
+
+# the schedulers drive the optimizers above (``torch.optim.lr_scheduler``)
+from . import lr_scheduler  # noqa: E402
