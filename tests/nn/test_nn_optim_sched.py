@@ -386,3 +386,17 @@ def test_scheduler_api_is_documented(qual, obj):
     assert doc and doc.strip(), f"lr_scheduler.{qual} has no docstring"
     missing = [p for p in params if p not in doc]
     assert not missing, f"lr_scheduler.{qual}: docstring does not explain {missing}"
+
+
+def test_functional_updates_under_vmap_match_a_loop():
+    """An ensemble of parameter sets updated by one vmapped rmsprop/adagrad step."""
+    ps = nb.constant(np.arange(6, dtype=np.float32).reshape(3, 2) + 1)
+    gs = nb.constant(np.random.default_rng(2).standard_normal((3, 2)).astype(np.float32))
+
+    def one(p, g):
+        p, _ = optim.rmsprop_update({"w": p}, {"w": g}, None, lr=0.01, momentum=0.9, centered=True)
+        p, _ = optim.adagrad_update(p, {"w": g}, None, lr=0.1, lr_decay=0.1)
+        return p["w"]
+
+    looped = np.stack([one(ps[i], gs[i]).numpy() for i in range(3)])
+    np.testing.assert_allclose(nb.vmap(one)(ps, gs).numpy(), looped, rtol=1e-6)
