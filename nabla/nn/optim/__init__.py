@@ -31,31 +31,40 @@ import numbers
 from collections import OrderedDict
 from typing import NamedTuple
 
-from ..core.dtypes import DType
-from ..core.pytree import tree_flatten, tree_leaves, tree_unflatten
-from ..core.state import REQUIRES_GRAD, STATE, is_live
-from ..ops import binary, creation, unary
-from ..ops._util import as_tensor
-from ..runtime.tensor import Tensor, realize
-from ..transforms.autodiff import detach, value_and_grad
-from ..transforms.compile import compile as _compile
-from .module import Module, loaded_tensor, named_leaves, rebind, trainable_mask
+from ...core.dtypes import DType
+from ...core.pytree import tree_flatten, tree_leaves, tree_unflatten
+from ...core.state import REQUIRES_GRAD, STATE, is_live
+from ...ops import binary, creation, unary
+from ...ops._util import as_tensor
+from ...runtime.tensor import Tensor, realize
+from ...transforms.autodiff import detach, value_and_grad
+from ...transforms.compile import compile as _compile
+from ..module import Module, loaded_tensor, named_leaves, rebind, trainable_mask
 
 __all__ = [
     "SGD",
+    "Adagrad",
     "Adam",
     "AdamW",
+    "RMSprop",
     "CompiledStep",
     "Optimizer",
     "adam_init",
+    "adagrad_init",
+    "adagrad_update",
     "adam_update",
     "adamw_init",
     "adamw_update",
     "clip_grad_norm",
     "clip_grad_norm_",
+    "clip_grad_value",
+    "clip_grad_value_",
     "cosine_decay",
     "global_norm",
     "linear_warmup",
+    "lr_scheduler",
+    "rmsprop_init",
+    "rmsprop_update",
     "sgd_init",
     "sgd_update",
     "warmup_cosine",
@@ -148,6 +157,18 @@ def _lr_at(lr, step: Tensor):
     return lr(step) if callable(lr) else lr
 
 
+def _on(value) -> bool:
+    """Is a setting such as ``momentum`` in use? A tensor (a value that a scheduler changes,
+    passed into a compiled step) counts as in use; a number when it is nonzero."""
+    return isinstance(value, Tensor) or bool(value)
+
+
+def _like(value, p: Tensor):
+    """A setting or rate as a factor of ``p``: a tensor is cast to ``p``'s dtype (a float32
+    rate must not promote a bfloat16 parameter); a number is left to broadcasting."""
+    return value.cast(p.dtype) if isinstance(value, Tensor) else value
+
+
 # ----------------------------------------------------------------------------- clipping
 def global_norm(tree) -> Tensor:
     """The L2 norm of all the float leaves of ``tree`` taken together.
@@ -205,6 +226,65 @@ def clip_grad_norm_(parameters, max_norm: float) -> Tensor:
     return norm
 
 
+def _checked_clip_value(name: str, clip_value) -> float:
+    if (
+        isinstance(clip_value, bool)
+        or not isinstance(clip_value, numbers.Real)
+        or not (math.isfinite(clip_value) and clip_value >= 0)
+    ):
+        raise ValueError(
+            f"{name}: invalid clip_value={clip_value!r} (must be a finite number >= 0)"
+        )
+    return float(clip_value)
+
+
+def clip_grad_value(grads, clip_value: float):
+    """Clamp every gradient element into ``[-clip_value, clip_value]`` (functional).
+
+    Args:
+        grads: a pytree of gradient tensors (None leaves are kept).
+        clip_value: the largest allowed magnitude (a finite number >= 0).
+
+    Returns:
+        A tree like ``grads`` with each tensor clamped.
+
+    Raises:
+        ValueError: for a negative, NaN or infinite ``clip_value``.
+    """
+    c = _checked_clip_value("clip_grad_value", clip_value)
+    leaves, tree = tree_flatten(grads)
+    clipped = [binary.clip(g, -c, c) if isinstance(g, Tensor) else g for g in leaves]
+    return tree_unflatten(tree, clipped)
+
+
+def clip_grad_value_(parameters, clip_value: float) -> None:
+    """Clamp the ``.grad`` of ``parameters`` in place into ``[-clip_value, clip_value]``
+    (``torch.nn.utils.clip_grad_value_``, after ``backward``); parameters without a
+    ``.grad`` are skipped.
+
+    Args:
+        parameters: a Module, a tensor, or an iterable of tensors.
+        clip_value: the largest allowed magnitude of a gradient element (a finite number
+            >= 0).
+
+    Raises:
+        ValueError: for a negative, NaN or infinite ``clip_value``.
+    """
+    c = _checked_clip_value("clip_grad_value_", clip_value)
+    if isinstance(parameters, Module):
+        params = list(parameters.parameters())
+    elif isinstance(parameters, Tensor):
+        params = [parameters]
+    else:
+        params = list(parameters)
+    with_grad = [p for p in params if p.grad is not None]
+    clipped = [binary.clip(p.grad, -c, c) for p in with_grad]
+    if STATE.recording is None:
+        realize(*clipped)
+    for p, g in zip(with_grad, clipped):
+        p.grad = g
+
+
 # ----------------------------------------------------------------------------- functional core
 def _split(params, grads):
     """Flat params, flat grads aligned with them, the treedef and the trainable mask."""
@@ -226,13 +306,18 @@ def _split(params, grads):
     return leaves, g_leaves, tree, trainable_mask(params)
 
 
-def _zeros_state(params) -> list:
+def _filled(p: Tensor, value: float) -> Tensor:
+    zeros = creation.zeros_like(p)
+    return zeros + value if value else zeros
+
+
+def _zeros_state(params, value: float = 0.0) -> list:
     """One moment per params leaf, in leaf order: zeros for a trainable leaf, None for the
     others (a leaf unfrozen later gets its zeros at its first update). Aligned with every
     leaf, not only the trainable ones, so freezing or unfreezing after the optimizer was
     made never hands one parameter's moments to another."""
     leaves = tree_leaves(params)
-    return [creation.zeros_like(p) if t else None for p, t in zip(leaves, trainable_mask(params))]
+    return [_filled(p, value) if t else None for p, t in zip(leaves, trainable_mask(params))]
 
 
 def _step0() -> Tensor:
@@ -252,9 +337,10 @@ def _no_backward_history(t):
     return t
 
 
-def _apply(params, grads, state, moments, rule):
+def _apply(params, grads, state, moments, rule, initial: float = 0.0):
     """Run ``rule(p, g, moment_values) -> (new_p, new_moment_values)`` on each trainable leaf
-    that has a gradient; returns ``(new_params, new_state)``."""
+    that has a gradient; returns ``(new_params, new_state)``. A leaf without moments yet
+    (unfrozen after the state was made) starts from ``initial``."""
     leaves, g_leaves, tree, mask = _split(params, grads)
     step = state["step"]
     for m in moments:
@@ -268,7 +354,7 @@ def _apply(params, grads, state, moments, rule):
         if not trainable or g is None:
             continue
         g = _checked_grad(g, p, i, tree)
-        old = [state[m][i] if state[m][i] is not None else creation.zeros_like(p) for m in moments]
+        old = [state[m][i] if state[m][i] is not None else _filled(p, initial) for m in moments]
         new_p, values = rule(p, g, old)
         new_leaves[i] = _no_backward_history(new_p)
         for m, v in zip(moments, values):
@@ -300,11 +386,22 @@ def sgd_init(params, momentum: float = 0.0) -> dict:
         ``{"step": 0.0, "momentum": [...]}``: one buffer per params leaf (None for a leaf
         that is not trainable now); an empty list without momentum.
     """
-    return {"step": _step0(), "momentum": _zeros_state(params) if momentum else []}
+    return {"step": _step0(), "momentum": _zeros_state(params) if _on(momentum) else []}
 
 
 def _check_settings(
-    name, lr, *, momentum=0.0, nesterov=False, dampening=0.0, betas=None, eps=0.0, wd=0.0
+    name,
+    lr,
+    *,
+    momentum=0.0,
+    nesterov=False,
+    dampening=0.0,
+    betas=None,
+    eps=0.0,
+    wd=0.0,
+    alpha=0.0,
+    lr_decay=0.0,
+    initial_accumulator_value=0.0,
 ):
     """PyTorch's checks of an optimizer's settings, also refusing NaN and infinity (a schedule
     or tensor ``lr`` is not checked), so a typo fails at once instead of diverging."""
@@ -325,7 +422,7 @@ def _check_settings(
         number("lr", lr)
     number("momentum", momentum)
     number("dampening", dampening)
-    if nesterov and not momentum:
+    if nesterov and not _on(momentum):
         problems.append("nesterov=True with momentum=0 (Nesterov needs momentum)")
     if nesterov and dampening:
         problems.append(f"dampening={dampening} (Nesterov momentum needs dampening=0, as PyTorch)")
@@ -337,6 +434,9 @@ def _check_settings(
                 number(f"betas[{i}]", b, 0.0, 1.0)
     number("eps", eps)
     number("weight_decay", wd)
+    number("alpha", alpha)
+    number("lr_decay", lr_decay)
+    number("initial_accumulator_value", initial_accumulator_value)
     if problems:
         raise ValueError(f"{name}: invalid " + "; ".join(problems))
 
@@ -374,7 +474,7 @@ def sgd_update(
     )
     if state is None:
         state = sgd_init(params, momentum)
-    if momentum and not state["momentum"]:
+    if _on(momentum) and not state["momentum"]:
         state = {**state, "momentum": _zeros_state(params)}
     rate = _lr_at(lr, state["step"])
     # the first step's buffer is the gradient itself; dampening applies from the second on
@@ -383,14 +483,14 @@ def sgd_update(
     def rule(p, g, moments):
         if weight_decay:
             g = g + weight_decay * p
-        if not momentum:
-            return p - rate * g, []
-        share = kept if isinstance(kept, float) else kept.cast(g.dtype)
-        buf = momentum * moments[0] + share * g
-        direction = g + momentum * buf if nesterov else buf
-        return p - rate * direction, [buf]
+        if not _on(momentum):
+            return p - _like(rate, p) * g, []
+        share, mom = _like(kept, p), _like(momentum, p)
+        buf = mom * moments[0] + share * g
+        direction = g + mom * buf if nesterov else buf
+        return p - _like(rate, p) * direction, [buf]
 
-    return _apply(params, grads, state, ["momentum"] if momentum else [], rule)
+    return _apply(params, grads, state, ["momentum"] if _on(momentum) else [], rule)
 
 
 def adam_init(params, amsgrad: bool = False) -> dict:
@@ -417,6 +517,8 @@ def _bias_correction(beta: float, t: Tensor) -> Tensor:
     """``1 - beta ** t`` to float32's precision: ``-expm1(t * log(beta))``, with the log
     in float64. ``1 - beta ** t`` in float32 cancels: 7e-6 relative error at the first step
     with beta 0.999, 7e-4 with 0.99999 (PyTorch computes it in float64)."""
+    if isinstance(beta, Tensor):  # beta1 cycled by a scheduler inside a compiled step
+        return -unary.expm1(t * unary.log(beta.cast(t.dtype)))
     log_beta = math.log(beta) if beta > 0 else -math.inf
     return -unary.expm1(t * log_beta)
 
@@ -445,7 +547,8 @@ def _adam(params, grads, state, lr, settings: _AdamSettings):
     def rule(p, g, moments):
         if weight_decay and not decoupled:
             g = g + weight_decay * p
-        mu = b1 * moments[0] + (1.0 - b1) * g
+        beta1 = _like(b1, p)
+        mu = beta1 * moments[0] + (1.0 - beta1) * g
         nu = b2 * moments[1] + (1.0 - b2) * g.square()
         kept = [mu, nu]
         if amsgrad:  # the denominator never shrinks: the largest second moment so far
@@ -453,8 +556,8 @@ def _adam(params, grads, state, lr, settings: _AdamSettings):
             kept.append(nu)
         step = (mu / c1.cast(p.dtype)) / ((nu / c2.cast(p.dtype)).sqrt() + eps)
         if weight_decay and decoupled:
-            p = p - (rate * weight_decay) * p
-        return p - rate * step, kept
+            p = p - (_like(rate, p) * weight_decay) * p
+        return p - _like(rate, p) * step, kept
 
     return _apply(params, grads, state, ["mu", "nu"] + (["nu_max"] if amsgrad else []), rule)
 
@@ -507,15 +610,196 @@ def adamw_update(
     return _adam(params, grads, state, lr, _AdamSettings(betas, eps, weight_decay, True, amsgrad))
 
 
+def rmsprop_init(params, momentum: float = 0.0, centered: bool = False) -> dict:
+    """The state of :func:`rmsprop_update` for ``params``.
+
+    Args:
+        params: the params pytree.
+        momentum: when nonzero, also keep a momentum buffer per trainable leaf.
+        centered: also keep the running mean of the gradient (centered RMSprop).
+
+    Returns:
+        ``{"step": 0.0, "square_avg": [...], "momentum_buffer": [...], "grad_avg": [...]}``
+        (PyTorch's state names): zeros per params leaf (None for a leaf that is not trainable
+        now); ``momentum_buffer`` and ``grad_avg`` are empty lists when not in use.
+    """
+    return {
+        "step": _step0(),
+        "square_avg": _zeros_state(params),
+        "momentum_buffer": _zeros_state(params) if _on(momentum) else [],
+        "grad_avg": _zeros_state(params) if centered else [],
+    }
+
+
+def rmsprop_update(
+    params,
+    grads,
+    state=None,
+    lr=1e-2,
+    alpha: float = 0.99,
+    eps: float = 1e-8,
+    weight_decay: float = 0.0,
+    momentum: float = 0.0,
+    centered: bool = False,
+):
+    """One RMSprop step, as ``torch.optim.RMSprop``: ``g += weight_decay * p``;
+    ``square_avg = alpha * square_avg + (1 - alpha) * g**2``; the denominator ``avg =
+    sqrt(square_avg) + eps`` (``sqrt(square_avg - grad_avg**2) + eps`` when ``centered``, with
+    ``grad_avg`` the running mean of ``g``); with momentum ``buf = momentum * buf + g / avg``
+    and ``p -= lr * buf``, else ``p -= lr * g / avg``.
+
+    Args:
+        params: the params pytree.
+        grads: gradients, a pytree of the same structure (None leaves are skipped).
+        state: from :func:`rmsprop_init` (None: a fresh state).
+        lr: learning rate or schedule (default 1e-2, PyTorch's).
+        alpha: smoothing constant of the running averages (default 0.99).
+        eps: added to the denominator (default 1e-8).
+        weight_decay: L2 penalty added to the gradient (default 0).
+        momentum: momentum factor (default 0).
+        centered: normalize by the estimated variance of the gradient instead of its
+            uncentered second moment (default False).
+
+    Returns:
+        ``(new_params, new_state)``.
+    """
+    _check_settings("rmsprop_update", lr, momentum=momentum, eps=eps, wd=weight_decay, alpha=alpha)
+    if state is None:
+        state = rmsprop_init(params, momentum, centered)
+    if _on(momentum) and not state["momentum_buffer"]:
+        state = {**state, "momentum_buffer": _zeros_state(params)}
+    if centered and not state["grad_avg"]:
+        state = {**state, "grad_avg": _zeros_state(params)}
+    rate = _lr_at(lr, state["step"])
+    moments = (
+        ["square_avg"]
+        + (["momentum_buffer"] if _on(momentum) else [])
+        + (["grad_avg"] if centered else [])
+    )
+
+    def rule(p, g, old):
+        if weight_decay:
+            g = g + weight_decay * p
+        square_avg = alpha * old[0] + (1.0 - alpha) * g.square()
+        kept = [square_avg]
+        if centered:
+            grad_avg = alpha * old[-1] + (1.0 - alpha) * g
+            avg = (square_avg - grad_avg.square()).sqrt() + eps
+        else:
+            avg = square_avg.sqrt() + eps
+        if _on(momentum):
+            buf = _like(momentum, p) * old[1] + g / avg
+            kept.append(buf)
+            new_p = p - _like(rate, p) * buf
+        else:
+            new_p = p - _like(rate, p) * (g / avg)
+        if centered:
+            kept.append(grad_avg)
+        return new_p, kept
+
+    return _apply(params, grads, state, moments, rule)
+
+
+def adagrad_init(params, initial_accumulator_value: float = 0.0) -> dict:
+    """The state of :func:`adagrad_update` for ``params``.
+
+    Args:
+        params: the params pytree.
+        initial_accumulator_value: the starting value of each sum of squared gradients.
+
+    Returns:
+        ``{"step": 0.0, "sum": [...]}`` (PyTorch's state name): one accumulator per params
+        leaf, filled with ``initial_accumulator_value`` (None for a leaf that is not
+        trainable now).
+    """
+    return {"step": _step0(), "sum": _zeros_state(params, initial_accumulator_value)}
+
+
+def adagrad_update(
+    params,
+    grads,
+    state=None,
+    lr=1e-2,
+    lr_decay: float = 0.0,
+    weight_decay: float = 0.0,
+    initial_accumulator_value: float = 0.0,
+    eps: float = 1e-10,
+):
+    """One Adagrad step, as ``torch.optim.Adagrad``: ``g += weight_decay * p``; ``sum +=
+    g**2``; ``p -= lr / (1 + (t - 1) * lr_decay) * g / (sqrt(sum) + eps)`` at update ``t``
+    (1 for the first).
+
+    Args:
+        params: the params pytree.
+        grads: gradients, a pytree of the same structure (None leaves are skipped).
+        state: from :func:`adagrad_init` (None: a fresh state).
+        lr: learning rate or schedule (default 1e-2, PyTorch's).
+        lr_decay: the rate's decay per update (default 0).
+        weight_decay: L2 penalty added to the gradient (default 0).
+        initial_accumulator_value: the sum a fresh accumulator starts from (for a fresh
+            state, and for a leaf first trained after the state was made; default 0).
+        eps: added to the denominator (default 1e-10).
+
+    Returns:
+        ``(new_params, new_state)``.
+    """
+    _check_settings(
+        "adagrad_update",
+        lr,
+        eps=eps,
+        wd=weight_decay,
+        lr_decay=lr_decay,
+        initial_accumulator_value=initial_accumulator_value,
+    )
+    if state is None:
+        state = adagrad_init(params, initial_accumulator_value)
+    rate = _lr_at(lr, state["step"])
+    if lr_decay:  # state["step"] counts completed updates: PyTorch's t - 1
+        rate = rate / (state["step"] * lr_decay + 1.0)
+
+    def rule(p, g, old):
+        if weight_decay:
+            g = g + weight_decay * p
+        total = old[0] + g.square()
+        return p - _like(rate, p) * (g / (total.sqrt() + eps)), [total]
+
+    return _apply(params, grads, state, ["sum"], rule, initial=initial_accumulator_value)
+
+
 # ----------------------------------------------------------------------------- stateful
+def _scalar_input(value) -> Tensor:
+    return creation.full((), float(value), dtype=DType.float32)
+
+
+def _as_input(value, always: bool = False):
+    """A setting as an input of a compiled step: a number becomes a float32 scalar tensor (a
+    zero one stays 0.0 unless ``always``); a pair such as ``betas`` has its first entry so
+    converted (the one a scheduler cycles); a schedule or a tensor is left as is."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real | tuple):
+        return value
+    if isinstance(value, tuple):
+        return (_as_input(value[0]), *value[1:]) if value else value
+    return _scalar_input(value) if always or value else 0.0
+
+
 class Optimizer:
     """Base of the stateful optimizers: holds the params and the state.
+
+    The settings are attributes (``opt.lr``, ``opt.momentum``, ``opt.betas``, ...) read at
+    each update, so a learning-rate scheduler (:mod:`nabla.nn.optim.lr_scheduler`) or the
+    user may change them between steps; :meth:`compile_step` passes the ones a scheduler
+    changes as tensor inputs, so changing them does not retrace.
 
     Args:
         params: a Module, a pytree of tensors, or an iterable of tensors such as
             ``model.parameters()``; updated in place.
         lr: learning rate or schedule.
     """
+
+    #: the settings an update reads, by attribute name
+    _hyper_names: tuple = ("lr",)
+    #: those a scheduler changes from step to step (tensor inputs of a compiled step)
+    _dynamic: tuple = ("lr",)
 
     def __init__(self, params, lr):
         self.model = params if isinstance(params, Module) else None
@@ -524,12 +808,27 @@ class Optimizer:
         self.params = params
         self.lr = lr
         self.state = self._init(params)
+        self._step_count = 0  # updates applied (a scheduler warns when stepped before)
 
     def _init(self, params) -> dict:
         raise NotImplementedError
 
-    def _update(self, params, grads, state):
+    def _update(self, params, grads, state, hyper=None):
+        """``(new_params, new_state)``; ``hyper`` (default :meth:`_settings`) holds the
+        settings by name."""
         raise NotImplementedError
+
+    def _settings(self, traced: bool = False) -> dict:
+        """The settings by name. ``traced``: for a compiled step, the changing ones
+        (``_dynamic``) as float32 scalar tensors, so a new value is a new input, not a new
+        trace; a zero momentum stays the number 0.0 (it decides whether buffers exist)."""
+        out = {}
+        for name in self._hyper_names:
+            value = getattr(self, name)
+            if traced and name in self._dynamic:
+                value = _as_input(value, always=name == "lr")
+            out[name] = value
+        return out
 
     def _grads_from_attr(self, params) -> list:
         leaves = tree_leaves(params)
@@ -569,6 +868,7 @@ class Optimizer:
         for old, new in pairs:
             rebind(old, new)
         self.state = new_state
+        self._step_count += 1
         return self.model if self.model is not None else params
 
     def compile_step(self, loss_fn) -> CompiledStep:
@@ -695,9 +995,9 @@ class CompiledStep:
     def __init__(self, optimizer: Optimizer, loss_fn):
         self.optimizer, self.loss_fn = optimizer, loss_fn
 
-        def train_step(params, state, *batch):
+        def train_step(params, state, hyper, *batch):
             loss, grads = value_and_grad(loss_fn)(params, *batch)
-            new_params, new_state = optimizer._update(params, grads, state)
+            new_params, new_state = optimizer._update(params, grads, state, hyper)
             return new_params, new_state, loss
 
         train_step.__name__ = f"{type(optimizer).__name__}.compile_step"
@@ -713,7 +1013,11 @@ class CompiledStep:
         # detached views: arguments without backward history take compile's fast path
         leaves, tree = tree_flatten(opt.params)
         plain = tree_unflatten(tree, [detach(p) if isinstance(p, Tensor) else p for p in leaves])
-        new_params, new_state, loss = self.compiled(plain, opt.state, *batch)
+        # the settings are an argument: the learning rate (and a cycled momentum) as tensor
+        # inputs, so a scheduler's new value each step runs the same trace; the others are
+        # Python values, part of the trace's key (changing one retraces)
+        hyper = opt._settings(traced=True)
+        new_params, new_state, loss = self.compiled(plain, opt.state, hyper, *batch)
         mask = trainable_mask(opt.params)
         pairs = [
             (old, new)
@@ -724,6 +1028,7 @@ class CompiledStep:
         for old, new in pairs:
             rebind(old, new)
         opt.state = new_state
+        opt._step_count += 1
         return loss
 
 
@@ -755,19 +1060,23 @@ class SGD(Optimizer):
         self.dampening = dampening
         super().__init__(params, lr)
 
+    _hyper_names = ("lr", "momentum", "dampening", "weight_decay", "nesterov")
+    _dynamic = ("lr", "momentum")
+
     def _init(self, params):
         return sgd_init(params, self.momentum)
 
-    def _update(self, params, grads, state):
+    def _update(self, params, grads, state, hyper=None):
+        h = self._settings() if hyper is None else hyper
         return sgd_update(
             params,
             grads,
             state,
-            self.lr,
-            self.momentum,
-            self.nesterov,
-            self.weight_decay,
-            self.dampening,
+            h["lr"],
+            h["momentum"],
+            h["nesterov"],
+            h["weight_decay"],
+            h["dampening"],
         )
 
 
@@ -793,14 +1102,18 @@ class Adam(Optimizer):
         self.amsgrad = bool(amsgrad)
         super().__init__(params, lr)
 
+    _hyper_names = ("lr", "betas", "eps", "weight_decay", "amsgrad")
+    _dynamic = ("lr", "betas")
+
     def _init(self, params):
         return adam_init(params, self.amsgrad)
 
-    def _update(self, params, grads, state):
+    def _update(self, params, grads, state, hyper=None):
+        h = self._settings() if hyper is None else hyper
         settings = _AdamSettings(
-            self.betas, self.eps, self.weight_decay, self.decoupled, self.amsgrad
+            tuple(h["betas"]), h["eps"], h["weight_decay"], self.decoupled, h["amsgrad"]
         )
-        return _adam(params, grads, state, self.lr, settings)
+        return _adam(params, grads, state, h["lr"], settings)
 
 
 class AdamW(Adam):
@@ -821,3 +1134,113 @@ class AdamW(Adam):
         self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2, amsgrad=False
     ):
         super().__init__(params, lr, betas, eps, weight_decay, amsgrad)
+
+
+class RMSprop(Optimizer):
+    """RMSprop, as ``torch.optim.RMSprop`` (see :func:`rmsprop_update`).
+
+    Args:
+        params: a Module, a pytree of tensors or ``model.parameters()`` (updated in place).
+        lr: learning rate or schedule (default 1e-2).
+        alpha: smoothing constant of the running averages (default 0.99).
+        eps: denominator epsilon (default 1e-8).
+        weight_decay: L2 penalty added to the gradient (default 0).
+        momentum: momentum factor (default 0).
+        centered: normalize by the estimated variance of the gradient (default False).
+
+    Example:
+        >>> opt = RMSprop({"w": nb.ones((2,))}, lr=0.01)
+        >>> [round(v, 4) for v in opt.step({"w": nb.ones((2,))})["w"].tolist()]
+        [0.9, 0.9]
+    """
+
+    _hyper_names = ("lr", "alpha", "eps", "weight_decay", "momentum", "centered")
+    _dynamic = ("lr", "momentum")
+
+    def __init__(
+        self, params, lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0.0, momentum=0.0, centered=False
+    ):
+        _check_settings("RMSprop", lr, momentum=momentum, eps=eps, wd=weight_decay, alpha=alpha)
+        self.alpha, self.eps, self.weight_decay = alpha, eps, weight_decay
+        self.momentum, self.centered = momentum, bool(centered)
+        super().__init__(params, lr)
+
+    def _init(self, params):
+        return rmsprop_init(params, self.momentum, self.centered)
+
+    def _update(self, params, grads, state, hyper=None):
+        h = self._settings() if hyper is None else hyper
+        return rmsprop_update(
+            params,
+            grads,
+            state,
+            h["lr"],
+            h["alpha"],
+            h["eps"],
+            h["weight_decay"],
+            h["momentum"],
+            h["centered"],
+        )
+
+
+class Adagrad(Optimizer):
+    """Adagrad, as ``torch.optim.Adagrad`` (see :func:`adagrad_update`).
+
+    Args:
+        params: a Module, a pytree of tensors or ``model.parameters()`` (updated in place).
+        lr: learning rate or schedule (default 1e-2).
+        lr_decay: the rate's decay per update (default 0).
+        weight_decay: L2 penalty added to the gradient (default 0).
+        initial_accumulator_value: the starting value of the sums of squared gradients
+            (default 0).
+        eps: denominator epsilon (default 1e-10).
+
+    Example:
+        >>> opt = Adagrad({"w": nb.ones((2,))}, lr=0.1)
+        >>> [round(v, 4) for v in opt.step({"w": nb.ones((2,))})["w"].tolist()]
+        [0.9, 0.9]
+    """
+
+    _hyper_names = ("lr", "lr_decay", "weight_decay", "initial_accumulator_value", "eps")
+    _dynamic = ("lr",)
+
+    def __init__(
+        self,
+        params,
+        lr=1e-2,
+        lr_decay=0.0,
+        weight_decay=0.0,
+        initial_accumulator_value=0.0,
+        eps=1e-10,
+    ):
+        _check_settings(
+            "Adagrad",
+            lr,
+            eps=eps,
+            wd=weight_decay,
+            lr_decay=lr_decay,
+            initial_accumulator_value=initial_accumulator_value,
+        )
+        self.lr_decay, self.weight_decay, self.eps = lr_decay, weight_decay, eps
+        self.initial_accumulator_value = initial_accumulator_value
+        super().__init__(params, lr)
+
+    def _init(self, params):
+        return adagrad_init(params, self.initial_accumulator_value)
+
+    def _update(self, params, grads, state, hyper=None):
+        h = self._settings() if hyper is None else hyper
+        return adagrad_update(
+            params,
+            grads,
+            state,
+            h["lr"],
+            h["lr_decay"],
+            h["weight_decay"],
+            h["initial_accumulator_value"],
+            h["eps"],
+        )
+
+
+# the schedulers drive the optimizers above (``torch.optim.lr_scheduler``)
+from . import lr_scheduler  # noqa: E402
