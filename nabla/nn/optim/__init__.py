@@ -996,7 +996,20 @@ class CompiledStep:
         self.optimizer, self.loss_fn = optimizer, loss_fn
 
         def train_step(params, state, hyper, *batch):
-            loss, grads = value_and_grad(loss_fn)(params, *batch)
+            # differentiate the trainable leaves only: buffers (BatchNorm's running
+            # statistics, an int64 step count) stay the module's own tensors, so an update
+            # the forward makes to them in place is written back by compile
+            leaves, tree = tree_flatten(params)
+            mask = trainable_mask(params)
+
+            def loss_of(trainable):
+                it = iter(trainable)
+                full = [next(it) if m else leaf for leaf, m in zip(leaves, mask, strict=True)]
+                return loss_fn(tree_unflatten(tree, full), *batch)
+
+            loss, g = value_and_grad(loss_of)([x for x, m in zip(leaves, mask) if m])
+            it = iter(g)
+            grads = [next(it) if m else None for m in mask]
             new_params, new_state = optimizer._update(params, grads, state, hyper)
             return new_params, new_state, loss
 
@@ -1010,15 +1023,19 @@ class CompiledStep:
 
     def __call__(self, *batch) -> Tensor:
         opt = self.optimizer
-        # detached views: arguments without backward history take compile's fast path
+        # detached views of the trainable leaves: arguments without backward history take
+        # compile's fast path; buffers go as they are, so updates written back reach them
         leaves, tree = tree_flatten(opt.params)
-        plain = tree_unflatten(tree, [detach(p) if isinstance(p, Tensor) else p for p in leaves])
+        mask = trainable_mask(opt.params)
+        plain = tree_unflatten(
+            tree,
+            [detach(p) if m and isinstance(p, Tensor) else p for p, m in zip(leaves, mask)],
+        )
         # the settings are an argument: the learning rate (and a cycled momentum) as tensor
         # inputs, so a scheduler's new value each step runs the same trace; the others are
         # Python values, part of the trace's key (changing one retraces)
         hyper = opt._settings(traced=True)
         new_params, new_state, loss = self.compiled(plain, opt.state, hyper, *batch)
-        mask = trainable_mask(opt.params)
         pairs = [
             (old, new)
             for old, new, m in zip(leaves, tree_leaves(new_params), mask)
