@@ -11,11 +11,14 @@ from .checkpoint import load, load_metadata, merge_state_dicts, save, split_stat
 from .data import DataLoader
 from .layers import *  # noqa: F403 - every layer (layers.__all__)
 from .module import Module, ModuleDict, ModuleList, Sequential
+from .recurrent import GRU, LSTM
 from .transformer import MultiHeadAttention, TransformerDecoderLayer, TransformerEncoderLayer
 
 __all__ = [
     *layers.__all__,
     "DataLoader",
+    "GRU",
+    "LSTM",
     "Module",
     "ModuleDict",
     "ModuleList",
