@@ -14,8 +14,11 @@ Rows:
 - JAX: the same math written with ``jax.numpy``, ``jax.jit`` of the whole step;
 - PyTorch: ``torch.nn.TransformerEncoderLayer`` + ``torch.optim.AdamW``, eager.
 
+With ``--lstm``: one more row pair, an ``nn.LSTM`` forward + backward (sum of the outputs; no
+optimizer) with ``nb.compile(nb.grad(...))`` beside PyTorch eager, from the same weights.
+
 Run: ``python benchmarks/bench_nn.py [--backend numpy|max|auto] [--reps N] [--batch B]
-[--seq L] [--d-model D]``.
+[--seq L] [--d-model D] [--lstm]``.
 """
 
 from __future__ import annotations
@@ -177,6 +180,42 @@ def torch_row(sd, x, y, d_model, nhead, ff):
     return run
 
 
+# ----------------------------------------------------------------------------- LSTM
+def lstm_rows(args, seq=64, batch=32, hidden=256, features=256):
+    """``nn.LSTM`` forward + backward: nabla (compiled gradient) and PyTorch eager."""
+    x = np.random.default_rng(1).standard_normal((seq, batch, features)).astype(np.float32)
+    lstm = nn.LSTM(features, hidden, key=nb.random.key(1))
+    grad = nb.compile(nb.value_and_grad(lambda m, x: m(x)[0].sum()))
+    xn, functional = nb.constant(x), nb.tree_map(nb.detach, lstm)
+
+    def nabla_step():
+        loss, g = grad(functional, xn)
+        nb.realize(loss, *nb.tree_leaves(g))
+        return float(loss.numpy())
+
+    rows = {"nabla LSTM fwd+bwd": nabla_step}
+    if torch is not None:
+        t = torch.nn.LSTM(features, hidden)
+        t.load_state_dict({k: torch.tensor(v.numpy()) for k, v in lstm.state_dict().items()})
+        xt = torch.from_numpy(x)
+
+        def torch_step():
+            t.zero_grad()
+            loss = t(xt)[0].sum()
+            loss.backward()
+            return float(loss.detach())
+
+        rows["PyTorch LSTM fwd+bwd"] = torch_step
+    print(
+        f"\nLSTM input {features}, hidden {hidden}, seq {seq} x batch {batch}; forward + backward"
+    )
+    losses = {name: fn() for name, fn in rows.items()}
+    if max(losses.values()) - min(losses.values()) > 1e-3 * max(1.0, abs(min(losses.values()))):
+        raise SystemExit(f"LSTM losses differ: {losses}")
+    for name, fn in rows.items():
+        print(f"{name:<22}{median_ms(fn, args.reps):>12.2f} ms")
+
+
 # ----------------------------------------------------------------------------- main
 def main():
     ap = argparse.ArgumentParser()
@@ -186,6 +225,7 @@ def main():
     ap.add_argument("--seq", type=int, default=64)
     ap.add_argument("--d-model", type=int, default=128)
     ap.add_argument("--nhead", type=int, default=4)
+    ap.add_argument("--lstm", action="store_true", help="also time an nn.LSTM step")
     args = ap.parse_args()
     nb.set_backend(args.backend)
     d, ff = args.d_model, 4 * args.d_model
@@ -222,6 +262,8 @@ def main():
         ratio = f"{ms / best:16.2f}x" if best else f"{'-':>17}"
         print(f"{name:<22}{first[name + ' first call s']:>14.2f}{ms:>12.2f}{ratio}")
     print(f"first-step loss {ref:.6f} (all rows agree); nabla compile stats: {step.stats}")
+    if args.lstm:
+        lstm_rows(args)
 
 
 if __name__ == "__main__":

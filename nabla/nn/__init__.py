@@ -12,6 +12,7 @@ from .data import DataLoader
 from .layers import *  # noqa: F403 - every layer (layers.__all__)
 from .module import Module, ModuleDict, ModuleList, Sequential
 from .normalization import BatchNorm1d, BatchNorm2d, GroupNorm, InstanceNorm2d
+from .recurrent import GRU, LSTM
 from .transformer import MultiHeadAttention, TransformerDecoderLayer, TransformerEncoderLayer
 
 __all__ = [
@@ -21,6 +22,8 @@ __all__ = [
     "GroupNorm",
     "InstanceNorm2d",
     "DataLoader",
+    "GRU",
+    "LSTM",
     "Module",
     "ModuleDict",
     "ModuleList",

@@ -15,7 +15,7 @@ import numpy as np
 from ..ops import binary, creation, indexing, reduction, unary
 from ..ops import random as _random
 from ..ops._util import as_tensor
-from ..ops.nn import avg_pool2d, conv2d, max_pool2d
+from ..ops.nn import avg_pool2d, conv2d, conv2d_transpose, max_pool2d
 from ..runtime.tensor import Tensor
 from .init import he_normal, he_uniform, xavier_normal, xavier_uniform
 from .losses import (
@@ -506,3 +506,274 @@ def attention_with_weights(
     if dropout_p > 0.0 and training:
         weights = dropout(weights, dropout_p, True, rng_key)
     return weights @ v, weights
+
+
+# ------------------------------------------------------------------ conv1d, conv_transpose2d
+__all__ += ["conv1d", "conv_transpose2d", "interpolate"]
+
+
+def _conv_int(fn_name: str, name: str, v, n: int, minimum: int) -> tuple:
+    """``v`` (an int or ``n`` ints) as ``n`` ints, each ``>= minimum``, or an error naming the
+    function and the argument."""
+    vals = (v,) * n if isinstance(v, int) and not isinstance(v, bool) else v
+    ok = isinstance(vals, tuple | list) and len(vals) == n
+    ok = ok and all(isinstance(a, int) and not isinstance(a, bool) for a in vals)
+    if not ok or min(vals) < minimum:
+        kind = "an int" if n == 1 else f"an int or {n} ints"
+        raise ValueError(f"{fn_name}: {name} must be {kind} >= {minimum}, got {v!r}")
+    return tuple(int(a) for a in vals)
+
+
+def _channels_last(fn_name: str, x: Tensor, spatial: int, layout: str) -> tuple[Tensor, bool]:
+    """``x`` with a batch dim (added when it is unbatched) and whether one was added."""
+    if x.ndim == spatial + 1:
+        return x.unsqueeze(0), True
+    if x.ndim != spatial + 2:
+        raise ValueError(
+            f"{fn_name}: input of shape {x.shape} is not {layout} (channels last) or unbatched"
+        )
+    return x, False
+
+
+def conv1d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1) -> Tensor:
+    """1-D convolution (cross-correlation) over sequences ``(N, L, C)``, channels last as
+    every Nabla layer, with PyTorch's filter layout ``(out_channels, C / groups, K)`` (so a
+    ``torch.nn.Conv1d`` weight is used as it is).
+
+    Args:
+        x: input ``(N, L, C)``, or ``(L, C)`` unbatched.
+        weight: filter ``(O, C // groups, K)``.
+        bias: optional ``(O,)``.
+        stride: int or 1-tuple (default 1).
+        padding: int or 1-tuple (zeros at both ends), ``"same"`` (output as long as the
+            input; stride 1 only, the odd extra zero at the end as PyTorch) or ``"valid"``
+            (none).
+        dilation: int or 1-tuple: spacing between filter taps (default 1).
+        groups: channel groups; ``C`` and ``O`` must be divisible by it.
+
+    Returns:
+        ``(N, L_out, O)`` (``(L_out, O)`` for an unbatched input), with
+        ``L_out = (L + 2 * padding - dilation * (K - 1) - 1) // stride + 1``.
+
+    Raises:
+        ValueError: on rank, channel or size mismatches, or a bad argument, naming the shapes
+            and the argument.
+    """
+    x, w = as_tensor(x, op="conv1d"), as_tensor(weight, op="conv1d")
+    x, unbatched = _channels_last("conv1d", x, 1, "(N, L, C)")
+    (s,) = _conv_int("conv1d", "stride", stride, 1, 1)
+    (d,) = _conv_int("conv1d", "dilation", dilation, 1, 1)
+    (g,) = _conv_int("conv1d", "groups", groups, 1, 1)
+    c = x.shape[-1]
+    if w.ndim != 3 or c % g or w.shape[0] % g or w.shape[1] != c // g:
+        raise ValueError(
+            f"conv1d: input of shape {x.shape} ({c} channels), weight of shape {w.shape} and "
+            f"groups={g} do not match (weight needs (O, {c // g}, K), O divisible by {g})"
+        )
+    k = w.shape[2]
+    if isinstance(padding, str):
+        mode = padding.lower()
+        if mode not in ("same", "valid"):
+            raise ValueError(f"conv1d: padding must be 'same', 'valid' or an int, got {padding!r}")
+        if mode == "same" and s != 1:
+            raise ValueError(f"conv1d: padding='same' needs stride 1, got stride={stride!r}")
+        total = d * (k - 1) if mode == "same" else 0
+        pads = (total // 2, total - total // 2)
+    else:
+        pads = _conv_int("conv1d", "padding", padding, 1, 0) * 2
+    if x.shape[1] + sum(pads) < d * (k - 1) + 1:
+        raise ValueError(
+            f"conv1d: input of shape {x.shape} (padded by {pads}) is shorter than the filter "
+            f"{w.shape} spans (dilation {d})"
+        )
+    # a sequence is an image of height 1; the filter (O, C/g, K) becomes HWIO (1, K, C/g, O)
+    w4 = w.permute(2, 1, 0).unsqueeze(0)
+    y = conv2d(x.unsqueeze(1), w4, bias, (1, s), ((0, 0), pads), (1, d), g).squeeze(1)
+    return y.squeeze(0) if unbatched else y
+
+
+def conv_transpose2d(
+    x, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1
+) -> Tensor:
+    """Transposed 2-D convolution over NHWC images (the gradient of a convolution with
+    respect to its input), with PyTorch's argument order and filter layout
+    ``(C, O / groups, KH, KW)`` (so a ``torch.nn.ConvTranspose2d`` weight is used as it is).
+
+    Args:
+        x: input ``(N, H, W, C)``, or ``(H, W, C)`` unbatched.
+        weight: filter ``(C, O // groups, KH, KW)``.
+        bias: optional ``(O,)``.
+        stride: int or pair: the upsampling factor (default 1).
+        padding: int or pair: ``dilation * (K - 1) - padding`` zeros are added on each side
+            of the dilated input (default 0).
+        output_padding: int or pair: extra rows/cols at the bottom/right; each must be
+            smaller than the stride or the dilation (default 0).
+        groups: channel groups; ``C`` must be divisible by it (default 1).
+        dilation: int or pair: spacing between filter taps (default 1).
+
+    Returns:
+        ``(N, OH, OW, O)`` with ``OH = (H - 1) * stride - 2 * padding + dilation * (KH - 1)
+        + output_padding + 1`` (likewise ``OW``).
+
+    Raises:
+        ValueError: on rank or channel mismatches or a bad argument, naming the shapes.
+    """
+    x, w = as_tensor(x, op="conv_transpose2d"), as_tensor(weight, op="conv_transpose2d")
+    x, unbatched = _channels_last("conv_transpose2d", x, 2, "(N, H, W, C)")
+    s = _conv_int("conv_transpose2d", "stride", stride, 2, 1)
+    d = _conv_int("conv_transpose2d", "dilation", dilation, 2, 1)
+    p = _conv_int("conv_transpose2d", "padding", padding, 2, 0)
+    op_ = _conv_int("conv_transpose2d", "output_padding", output_padding, 2, 0)
+    (g,) = _conv_int("conv_transpose2d", "groups", groups, 1, 1)
+    c = x.shape[-1]
+    if w.ndim != 4 or c % g or w.shape[0] != c:
+        raise ValueError(
+            f"conv_transpose2d: input of shape {x.shape} ({c} channels), weight of shape "
+            f"{w.shape} and groups={g} do not match (weight needs ({c}, O / groups, KH, KW), "
+            f"{c} divisible by groups)"
+        )
+    for i in range(2):
+        if op_[i] >= max(s[i], d[i]):
+            raise ValueError(
+                f"conv_transpose2d: output_padding {output_padding!r} must be smaller than "
+                f"the stride {stride!r} or the dilation {dilation!r}"
+            )
+    _, og, kh, kw = w.shape
+    # (C, O/g, KH, KW) -> HWIO (KH, KW, C/g, O): group j's inputs feed outputs j*O/g ...
+    w = w.reshape((g, c // g, og, kh, kw)).permute(3, 4, 1, 0, 2).reshape((kh, kw, c // g, g * og))
+    pads = ((p[0], p[0]), (p[1], p[1]))
+    y = conv2d_transpose(x, w, bias, s, pads, op_, d, g)
+    return y.squeeze(0) if unbatched else y
+
+
+# ------------------------------------------------------------------------------ interpolate
+_INTERP_MODES = {"nearest": None, "nearest-exact": None, "linear": 1, "bilinear": 2, "trilinear": 3}
+
+
+def interpolate(
+    x,
+    size=None,
+    scale_factor=None,
+    mode: str = "nearest",
+    align_corners: bool | None = None,
+    recompute_scale_factor: bool | None = None,
+) -> Tensor:
+    """Resize the spatial dims of a channels-last batch, with PyTorch's ``interpolate``
+    semantics (which source position each output reads, and with what weights).
+
+    Built from ``take`` along each spatial axis and arithmetic on constant weights, so it
+    is differentiable and works under ``vmap`` and ``compile``.
+
+    Args:
+        x: ``(N, L, C)``, ``(N, H, W, C)`` or ``(N, D, H, W, C)`` (channels last).
+        size: the output's spatial size: an int (every spatial dim) or one int per dim.
+        scale_factor: a float (every spatial dim) or one per dim; the output size is
+            ``floor(in * scale_factor)``. Exactly one of ``size`` and ``scale_factor``.
+        mode: ``"nearest"`` (PyTorch's: source ``floor(out * scale)``),
+            ``"nearest-exact"`` (``floor((out + 0.5) * scale)``), ``"linear"`` (3-D
+            input), ``"bilinear"`` (4-D) or ``"trilinear"`` (5-D).
+        align_corners: linear modes only: True maps the corner pixels' centers onto each
+            other (source ``out * (in - 1) / (out - 1)``); False/None (default) maps the
+            corners' edges (source ``(out + 0.5) * scale - 0.5``).
+        recompute_scale_factor: with ``scale_factor``, True computes the sampling scale
+            from the output size (``in / out``) instead of ``1 / scale_factor``.
+
+    Returns:
+        A tensor like ``x`` with the spatial dims resized.
+
+    Raises:
+        ValueError: for an unknown mode, a mode that does not fit the rank, both or neither
+            of ``size`` and ``scale_factor``, or ``align_corners`` with a nearest mode.
+    """
+    x = as_tensor(x, op="interpolate")
+    spatial = x.ndim - 2
+    if mode not in _INTERP_MODES:
+        raise ValueError(f"interpolate: mode must be one of {sorted(_INTERP_MODES)}, got {mode!r}")
+    if spatial not in (1, 2, 3) or _INTERP_MODES[mode] not in (None, spatial):
+        want = {1: "(N, L, C)", 2: "(N, H, W, C)", 3: "(N, D, H, W, C)"}
+        need = want.get(_INTERP_MODES[mode], "(N, L, C), (N, H, W, C) or (N, D, H, W, C)")
+        raise ValueError(
+            f"interpolate: mode={mode!r} needs an input {need} (channels last), got shape {x.shape}"
+        )
+    if not x.dtype.is_float:
+        raise TypeError(f"interpolate: needs a float tensor, got {x.dtype} of shape {x.shape}")
+    linear = _INTERP_MODES[mode] is not None
+    if align_corners is not None and not linear:
+        raise ValueError(
+            f"interpolate: align_corners can only be set with a linear mode, not mode={mode!r}"
+        )
+    in_sizes = x.shape[1:-1]
+    out_sizes, scales = _interp_sizes(in_sizes, size, scale_factor, recompute_scale_factor)
+    for i, (n_in, n_out, scale) in enumerate(zip(in_sizes, out_sizes, scales, strict=True)):
+        if n_in == n_out and scale is None:
+            continue  # same size, scale in/out = 1: every output reads its own position
+        if linear:
+            x = _linear_axis(x, 1 + i, n_in, n_out, scale, bool(align_corners))
+        else:
+            x = _nearest_axis(x, 1 + i, n_in, n_out, scale, mode == "nearest-exact")
+    return x
+
+
+def _interp_sizes(in_sizes, size, scale_factor, recompute) -> tuple:
+    """The output sizes and the scale factors the sampling uses (None: from the sizes)."""
+    n = len(in_sizes)
+    if (size is None) == (scale_factor is None):
+        raise ValueError(
+            f"interpolate: pass exactly one of size and scale_factor, got size={size!r} and "
+            f"scale_factor={scale_factor!r}"
+        )
+    if size is not None:
+        sizes = _conv_int("interpolate", "size", size, n, 1)
+        return sizes, (None,) * n
+    factors = (scale_factor,) * n if isinstance(scale_factor, int | float) else scale_factor
+    ok = isinstance(factors, tuple | list) and len(factors) == n
+    if not ok or not all(isinstance(f, int | float) and f > 0 for f in factors):
+        raise ValueError(
+            f"interpolate: scale_factor must be a positive number or {n} of them, got "
+            f"{scale_factor!r}"
+        )
+    sizes = tuple(int(math.floor(float(i) * float(f))) for i, f in zip(in_sizes, factors))
+    if min(sizes) < 1:
+        raise ValueError(
+            f"interpolate: scale_factor {scale_factor!r} makes an empty output from spatial "
+            f"size {tuple(in_sizes)}"
+        )
+    scales = (None,) * n if recompute else tuple(float(f) for f in factors)
+    return sizes, scales
+
+
+def _source_scale(n_in, n_out, scale_factor) -> np.float32:
+    """PyTorch's sampling scale: ``1 / scale_factor`` when given, else ``in / out``."""
+    if scale_factor is not None and scale_factor > 0:
+        return np.float32(1.0 / scale_factor)
+    return np.float32(n_in / n_out)
+
+
+def _along(x: Tensor, axis: int, values: np.ndarray) -> Tensor:
+    """``values`` (one per position of ``axis``) as a constant broadcasting against ``x``."""
+    shape = (len(values),) + (1,) * (x.ndim - 1 - axis)
+    return creation.constant(values.reshape(shape), dtype=x.dtype)
+
+
+def _nearest_axis(x, axis, n_in, n_out, scale_factor, exact) -> Tensor:
+    scale = _source_scale(n_in, n_out, scale_factor)
+    dst = np.arange(n_out, dtype=np.float32) + (np.float32(0.5) if exact else np.float32(0))
+    src = np.minimum(np.floor(dst * scale).astype(np.int64), n_in - 1)
+    return indexing.take(x, src, axis=axis)
+
+
+def _linear_axis(x, axis, n_in, n_out, scale_factor, align_corners) -> Tensor:
+    dst = np.arange(n_out, dtype=np.float32)
+    if align_corners:
+        scale = np.float32((n_in - 1) / (n_out - 1)) if n_out > 1 else np.float32(0)
+        src = dst * scale
+    else:
+        scale = _source_scale(n_in, n_out, scale_factor)
+        src = np.maximum((dst + np.float32(0.5)) * scale - np.float32(0.5), np.float32(0))
+    i0 = np.minimum(np.floor(src).astype(np.int64), n_in - 1)
+    i1 = np.minimum(i0 + 1, n_in - 1)
+    w1 = (src - i0.astype(np.float32)).astype(np.float32)
+    w0 = (np.float32(1) - w1).astype(np.float32)
+    lo = indexing.take(x, i0, axis=axis)
+    hi = indexing.take(x, i1, axis=axis)
+    return lo * _along(x, axis, w0) + hi * _along(x, axis, w1)

@@ -22,7 +22,9 @@ from .module import Module
 
 __all__ = [
     "AvgPool2d",
+    "Conv1d",
     "Conv2d",
+    "ConvTranspose2d",
     "Dropout",
     "ELU",
     "Embedding",
@@ -48,6 +50,7 @@ __all__ = [
     "Softmax",
     "Softplus",
     "Tanh",
+    "Upsample",
 ]
 
 
@@ -206,6 +209,277 @@ class Conv2d(Module):
             f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
             f"stride={self.stride}, padding={self.padding!r}"
         )
+
+
+def _conv_weight(layer, key, shape, fan_in, bias, out_channels, dtype):
+    """PyTorch's default conv initialization: weight and bias uniform in
+    ``±1 / sqrt(fan_in)``."""
+    kw, kb = _keys(key, 2)
+    bound = 1.0 / math.sqrt(fan_in)
+    layer.weight = init.uniform(shape, -bound, bound, kw, dtype)
+    layer.bias = init.uniform((out_channels,), -bound, bound, kb, dtype) if bias else None
+
+
+def _check_conv_layer(layer, in_channels, out_channels, groups, kernel_size, n) -> tuple:
+    """The kernel size as ``n`` ints, after checking the channel counts and groups."""
+    _check_sizes(layer, in_channels=in_channels, out_channels=out_channels, groups=groups)
+    ks = (kernel_size,) * n if isinstance(kernel_size, numbers.Integral) else kernel_size
+    if not isinstance(ks, tuple | list) or len(ks) != n:
+        raise ValueError(f"{layer}: kernel_size must be an int or {n} ints, got {kernel_size!r}")
+    for k in ks:
+        _check_sizes(layer, kernel_size=k)
+    if in_channels % groups or out_channels % groups:
+        raise ValueError(
+            f"{layer}: in_channels={in_channels} and out_channels={out_channels} must be "
+            f"divisible by groups={groups}"
+        )
+    return tuple(int(k) for k in ks)
+
+
+class Conv1d(Module):
+    """1-D convolution over sequences ``(N, L, C)`` (channels last, as every Nabla layer).
+
+    The weight has PyTorch's layout and name, ``weight`` ``(out_channels, in_channels /
+    groups, kernel_size)`` and ``bias`` ``(out_channels,)``, so a ``torch.nn.Conv1d``
+    state_dict loads as it is; both start uniform in ``±1 / sqrt(in / groups * K)``.
+
+    Args:
+        in_channels: channels of the input (last axis).
+        out_channels: channels of the output.
+        kernel_size: int (or a 1-tuple).
+        stride: int (default 1).
+        padding: int, ``"same"`` (stride 1 only) or ``"valid"`` (default 0).
+        dilation: int: spacing between filter taps (default 1).
+        groups: channel groups (default 1).
+        bias: whether to add a learned bias (default True).
+        key: optional RNG key for the initial values.
+        dtype: parameter dtype (default: the default dtype).
+    """
+
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        kernel_size,
+        stride=1,
+        padding=0,
+        dilation=1,
+        groups: int = 1,
+        bias: bool = True,
+        key=None,
+        dtype=None,
+    ):
+        super().__init__()
+        (k,) = _check_conv_layer("Conv1d", in_channels, out_channels, groups, kernel_size, 1)
+        if isinstance(padding, str) and padding.lower() == "same" and stride not in (1, (1,)):
+            raise ValueError(f"Conv1d: padding='same' needs stride 1, got stride={stride!r}")
+        self.in_channels, self.out_channels = int(in_channels), int(out_channels)
+        self.kernel_size, self.groups = (k,), int(groups)
+        self.stride, self.padding, self.dilation = stride, padding, dilation
+        shape = (out_channels, in_channels // groups, k)
+        _conv_weight(self, key, shape, in_channels // groups * k, bias, out_channels, dtype)
+
+    def forward(self, x):
+        """Convolve ``x`` of shape ``(N, L, in_channels)`` (or ``(L, in_channels)``).
+
+        Args:
+            x: the input sequences.
+
+        Returns:
+            ``(N, L_out, out_channels)``.
+
+        Raises:
+            ValueError: if ``x`` is not ``(N, L, in_channels)`` or ``(L, in_channels)``.
+        """
+        x = as_tensor(x, op="Conv1d")
+        if x.ndim not in (2, 3) or x.shape[-1] != self.in_channels:
+            raise ValueError(
+                f"Conv1d({self.extra_repr()}): input of shape {x.shape} is not "
+                f"(N, L, {self.in_channels}) (sequences are channels last)"
+            )
+        return F.conv1d(
+            x, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups
+        )
+
+    def extra_repr(self) -> str:
+        """The configuration shown by ``repr``."""
+        return (
+            f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
+            f"stride={self.stride}, padding={self.padding!r}"
+        )
+
+
+class ConvTranspose2d(Module):
+    """Transposed 2-D convolution over NHWC images (upsampling by ``stride``).
+
+    The weight has PyTorch's layout and name, ``weight`` ``(in_channels, out_channels /
+    groups, KH, KW)`` and ``bias`` ``(out_channels,)``, so a ``torch.nn.ConvTranspose2d``
+    state_dict loads as it is; both start uniform in ``±1 / sqrt(out / groups * KH * KW)``
+    (PyTorch's fan-in for this layout).
+
+    Args:
+        in_channels: channels of the input (last axis).
+        out_channels: channels of the output.
+        kernel_size: int or ``(KH, KW)``.
+        stride: int or pair (default 1).
+        padding: int or pair: removed from each border of the full output (default 0).
+        output_padding: int or pair: added at the bottom/right (default 0; smaller than the
+            stride or the dilation).
+        groups: channel groups (default 1).
+        bias: whether to add a learned bias (default True).
+        dilation: int or pair (default 1).
+        key: optional RNG key for the initial values.
+        dtype: parameter dtype (default: the default dtype).
+    """
+
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        kernel_size,
+        stride=1,
+        padding=0,
+        output_padding=0,
+        groups: int = 1,
+        bias: bool = True,
+        dilation=1,
+        key=None,
+        dtype=None,
+    ):
+        super().__init__()
+        k = _check_conv_layer("ConvTranspose2d", in_channels, out_channels, groups, kernel_size, 2)
+        self.in_channels, self.out_channels = int(in_channels), int(out_channels)
+        self.kernel_size, self.groups = k, int(groups)
+        self.stride, self.padding, self.dilation = stride, padding, dilation
+        self.output_padding = output_padding
+        shape = (in_channels, out_channels // groups) + k
+        fan_in = out_channels // groups * k[0] * k[1]
+        _conv_weight(self, key, shape, fan_in, bias, out_channels, dtype)
+
+    def forward(self, x, output_size=None):
+        """Apply the layer to ``x`` of shape ``(N, H, W, in_channels)``.
+
+        Args:
+            x: the input images (or one unbatched ``(H, W, in_channels)`` image).
+            output_size: optional ``(OH, OW)`` (or with the batch and channel dims too):
+                the output padding is chosen to reach it, as PyTorch's ``output_size``.
+
+        Returns:
+            ``(N, OH, OW, out_channels)``.
+
+        Raises:
+            ValueError: if ``x`` is not NHWC with ``in_channels`` channels, or no output
+                padding reaches ``output_size``.
+        """
+        x = as_tensor(x, op="ConvTranspose2d")
+        if x.ndim not in (3, 4) or x.shape[-1] != self.in_channels:
+            raise ValueError(
+                f"ConvTranspose2d({self.extra_repr()}): input of shape {x.shape} is not "
+                f"(N, H, W, {self.in_channels}) (images are NHWC)"
+            )
+        output_padding = self.output_padding
+        if output_size is not None:
+            output_padding = self._padding_for(x.shape[-3:-1], output_size)
+        return F.conv_transpose2d(
+            x,
+            self.weight,
+            self.bias,
+            self.stride,
+            self.padding,
+            output_padding,
+            self.groups,
+            self.dilation,
+        )
+
+    def _padding_for(self, hw, output_size) -> tuple:
+        """The output padding that makes the spatial output ``output_size``."""
+        size = tuple(output_size)[-3:-1] if len(output_size) > 2 else tuple(output_size)
+        s, p, d = (_pair(v) for v in (self.stride, self.padding, self.dilation))
+        pads = []
+        for i in range(2):
+            least = (hw[i] - 1) * s[i] - 2 * p[i] + d[i] * (self.kernel_size[i] - 1) + 1
+            extra = size[i] - least if len(size) == 2 else -1
+            if not 0 <= extra < max(s[i], d[i]):
+                raise ValueError(
+                    f"ConvTranspose2d({self.extra_repr()}): output_size {output_size!r} cannot "
+                    f"be reached from input spatial size {tuple(hw)} (it must be {least} to "
+                    f"{least + max(s[i], d[i]) - 1} along dim {i})"
+                )
+            pads.append(extra)
+        return tuple(pads)
+
+    def extra_repr(self) -> str:
+        """The configuration shown by ``repr``."""
+        return (
+            f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
+            f"stride={self.stride}, padding={self.padding!r}"
+        )
+
+
+class Upsample(Module):
+    """Resize channels-last batches (``F.interpolate`` as a layer, PyTorch's ``Upsample``).
+
+    Args:
+        size: the output's spatial size (an int or one per spatial dim).
+        scale_factor: the spatial multiplier (a number or one per spatial dim); exactly one
+            of ``size`` and ``scale_factor``.
+        mode: ``"nearest"`` (default), ``"nearest-exact"``, ``"linear"``, ``"bilinear"``
+            or ``"trilinear"``.
+        align_corners: linear modes only (see ``F.interpolate``; default None: False).
+        recompute_scale_factor: sample with ``in / out`` instead of ``1 / scale_factor``.
+    """
+
+    def __init__(
+        self,
+        size=None,
+        scale_factor=None,
+        mode: str = "nearest",
+        align_corners: bool | None = None,
+        recompute_scale_factor: bool | None = None,
+    ):
+        super().__init__()
+        if (size is None) == (scale_factor is None):
+            raise ValueError(
+                f"Upsample: pass exactly one of size and scale_factor, got size={size!r} and "
+                f"scale_factor={scale_factor!r}"
+            )
+        if mode not in F._INTERP_MODES:
+            raise ValueError(
+                f"Upsample: mode must be one of {sorted(F._INTERP_MODES)}, got {mode!r}"
+            )
+        if align_corners is not None and F._INTERP_MODES[mode] is None:
+            raise ValueError(
+                f"Upsample: align_corners can only be set with a linear mode, not mode={mode!r}"
+            )
+        self.size = tuple(size) if isinstance(size, list) else size
+        self.scale_factor = tuple(scale_factor) if isinstance(scale_factor, list) else scale_factor
+        self.mode, self.align_corners = mode, align_corners
+        self.recompute_scale_factor = recompute_scale_factor
+
+    def forward(self, x):
+        """Resize ``x``.
+
+        Args:
+            x: ``(N, L, C)``, ``(N, H, W, C)`` or ``(N, D, H, W, C)``.
+
+        Returns:
+            ``x`` with its spatial dims resized.
+        """
+        return F.interpolate(
+            x,
+            self.size,
+            self.scale_factor,
+            self.mode,
+            self.align_corners,
+            self.recompute_scale_factor,
+        )
+
+    def extra_repr(self) -> str:
+        """The configuration shown by ``repr``."""
+        which = (
+            f"size={self.size}" if self.size is not None else f"scale_factor={self.scale_factor}"
+        )
+        return f"{which}, mode={self.mode!r}"
 
 
 class _Pool(Module):

@@ -1,0 +1,340 @@
+"""Recurrent layers: ``LSTM`` and ``GRU``, with PyTorch's signatures, call convention,
+parameter names, layouts and gate order, so a ``torch.nn.LSTM``/``GRU`` state_dict loads as it
+is.
+
+Each layer and direction is one ``nb.scan``: the step is traced once whatever the sequence
+length, the input projection of every time step is one matmul before the loop, and the loop
+carries only the hidden (and cell) state. Reverse mode recomputes each step in the backward
+scan; ``vmap`` batches the loop; ``compile`` traces it once.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..ops import unary, view
+from ..ops._util import as_tensor
+from ..ops.creation import zeros
+from ..runtime.tensor import Tensor
+from ..transforms.control_flow import scan
+from . import functional as F
+from . import init
+from .layers import _check_sizes, _keys
+from .module import Module
+
+__all__ = ["GRU", "LSTM"]
+
+
+def _lstm_step(w_hh_t, hidden):
+    """The LSTM step for one direction: gates ``i, f, g, o`` (PyTorch's order)."""
+
+    def step(carry, gx):
+        h, c = carry
+        gates = gx + h @ w_hh_t
+        i = unary.sigmoid(gates[..., :hidden])
+        f = unary.sigmoid(gates[..., hidden : 2 * hidden])
+        g = unary.tanh(gates[..., 2 * hidden : 3 * hidden])
+        o = unary.sigmoid(gates[..., 3 * hidden :])
+        c = f * c + i * g
+        h = o * unary.tanh(c)
+        return (h, c), h
+
+    return step
+
+
+def _gru_step(w_hh_t, b_hh, hidden):
+    """The GRU step for one direction: gates ``r, z, n`` (PyTorch's order); the reset gate
+    scales the hidden projection *with* its bias, as PyTorch's."""
+
+    def step(h, gx):
+        gh = h @ w_hh_t
+        if b_hh is not None:
+            gh = gh + b_hh
+        r = unary.sigmoid(gx[..., :hidden] + gh[..., :hidden])
+        z = unary.sigmoid(gx[..., hidden : 2 * hidden] + gh[..., hidden : 2 * hidden])
+        n = unary.tanh(gx[..., 2 * hidden :] + r * gh[..., 2 * hidden :])
+        h = (1.0 - z) * n + z * h
+        return h, h
+
+    return step
+
+
+class _RNNBase(Module):
+    """The shared parts of ``LSTM`` and ``GRU``: parameters, argument checks, the layer and
+    direction loop (each direction one scan) and dropout between layers."""
+
+    gates = 0  # gate blocks per weight: 4 for LSTM, 3 for GRU
+
+    def __init__(
+        self,
+        input_size: int,
+        hidden_size: int,
+        num_layers: int = 1,
+        bias: bool = True,
+        batch_first: bool = False,
+        dropout: float = 0.0,
+        bidirectional: bool = False,
+        *,
+        key=None,
+        dtype=None,
+    ):
+        super().__init__()
+        name = type(self).__name__
+        _check_sizes(name, input_size=input_size, hidden_size=hidden_size, num_layers=num_layers)
+        if isinstance(dropout, bool) or not isinstance(dropout, int | float):
+            raise ValueError(f"{name}: dropout must be a number in [0, 1], got {dropout!r}")
+        if not 0.0 <= dropout <= 1.0:
+            raise ValueError(f"{name}: dropout must be in [0, 1], got {dropout}")
+        self.input_size, self.hidden_size = int(input_size), int(hidden_size)
+        self.num_layers, self.bias = int(num_layers), bool(bias)
+        self.batch_first, self.dropout = bool(batch_first), float(dropout)
+        self.bidirectional = bool(bidirectional)
+        directions = 2 if bidirectional else 1
+        h, rows = self.hidden_size, self.gates * self.hidden_size
+        bound = 1.0 / math.sqrt(h)
+        keys = iter(_keys(key, 4 * self.num_layers * directions))
+        # assignment order is PyTorch's parameter order: per layer, per direction, w_ih,
+        # w_hh, b_ih, b_hh (so parameters() and state_dict() list them as it does)
+        for layer in range(self.num_layers):
+            cols = self.input_size if layer == 0 else h * directions
+            for suffix in ("", "_reverse")[:directions]:
+                tag = f"l{layer}{suffix}"
+                draw = [next(keys) for _ in range(4)]
+                setattr(
+                    self,
+                    f"weight_ih_{tag}",
+                    init.uniform((rows, cols), -bound, bound, draw[0], dtype),
+                )
+                setattr(
+                    self, f"weight_hh_{tag}", init.uniform((rows, h), -bound, bound, draw[1], dtype)
+                )
+                if self.bias:
+                    setattr(
+                        self, f"bias_ih_{tag}", init.uniform((rows,), -bound, bound, draw[2], dtype)
+                    )
+                    setattr(
+                        self, f"bias_hh_{tag}", init.uniform((rows,), -bound, bound, draw[3], dtype)
+                    )
+
+    # -------------------------------------------------------------------------- checks
+    def _name(self) -> str:
+        return f"{type(self).__name__}({self.extra_repr()})"
+
+    def _sequence(self, x) -> tuple[Tensor, bool]:
+        """``x`` time-major ``(L, N, input_size)`` and whether it came unbatched."""
+        x = as_tensor(x, op=type(self).__name__)
+        layout = "(N, L, input_size)" if self.batch_first else "(L, N, input_size)"
+        if x.ndim not in (2, 3) or x.shape[-1] != self.input_size:
+            raise ValueError(
+                f"{self._name()}: input of shape {x.shape} is not {layout} or unbatched "
+                f"(L, {self.input_size})"
+            )
+        if not x.dtype.is_float:
+            raise TypeError(f"{self._name()}: input must be floating point, got {x.dtype}")
+        if x.ndim == 2:
+            return x.unsqueeze(1), True
+        return (x.swap_axes(0, 1) if self.batch_first else x), False
+
+    def _state(self, given, what: str, batch: int, unbatched: bool, like: Tensor) -> Tensor:
+        """An initial state ``(num_layers * directions, N, hidden_size)``: zeros when not
+        given, else checked and given a batch dim when the input has none."""
+        d = self.num_layers * (2 if self.bidirectional else 1)
+        want = (d, self.hidden_size) if unbatched else (d, batch, self.hidden_size)
+        if given is None:
+            return zeros((d, batch, self.hidden_size), dtype=like.dtype)
+        given = as_tensor(given, op=type(self).__name__)
+        if tuple(given.shape) != want:
+            raise ValueError(
+                f"{self._name()}: {what} of shape {given.shape} should be {want} "
+                "(num_layers * num_directions, batch, hidden_size)"
+            )
+        return given.unsqueeze(1) if unbatched else given
+
+    # -------------------------------------------------------------------------- running
+    def _params(self, tag: str) -> tuple:
+        b_ih = getattr(self, f"bias_ih_{tag}") if self.bias else None
+        b_hh = getattr(self, f"bias_hh_{tag}") if self.bias else None
+        return getattr(self, f"weight_ih_{tag}"), getattr(self, f"weight_hh_{tag}"), b_ih, b_hh
+
+    def _run(self, x, states: list[tuple], dropout_key=None) -> tuple[Tensor, list]:
+        """Every layer over time-major ``x``; ``states[k]`` is the initial carry of layer
+        and direction ``k``. Returns the last layer's outputs and every final carry."""
+        directions = 2 if self.bidirectional else 1
+        finals = []
+        for layer in range(self.num_layers):
+            outs = []
+            for di, suffix in enumerate(("", "_reverse")[:directions]):
+                w_ih, w_hh, b_ih, b_hh = self._params(f"l{layer}{suffix}")
+                carry, ys = self._direction(
+                    x, w_ih, w_hh, b_ih, b_hh, states[layer * directions + di], di == 1
+                )
+                outs.append(ys)
+                finals.append(carry)
+            x = outs[0] if directions == 1 else view.concatenate(outs, axis=-1)
+            if layer < self.num_layers - 1 and self.training and self.dropout > 0.0:
+                x = F.dropout(x, self.dropout, True, dropout_key)
+        return x, finals
+
+    def _direction(self, x, w_ih, w_hh, b_ih, b_hh, carry, reverse):
+        raise NotImplementedError
+
+    def _projection(self, x, w_ih, b_ih, b_hh_too=None) -> Tensor:
+        """Every step's input projection at once: ``x @ w_ih^T + b_ih (+ b_hh)``."""
+        gx = x @ w_ih.swap_axes(0, 1)
+        if b_ih is not None:
+            gx = gx + (b_ih if b_hh_too is None else b_ih + b_hh_too)
+        return gx
+
+    def _output(self, y, unbatched: bool) -> Tensor:
+        if unbatched:
+            return y.squeeze(1)
+        return y.swap_axes(0, 1) if self.batch_first else y
+
+    def extra_repr(self) -> str:
+        """The configuration shown by ``repr``."""
+        extra = ""
+        if self.num_layers != 1:
+            extra += f", num_layers={self.num_layers}"
+        if not self.bias:
+            extra += ", bias=False"
+        if self.batch_first:
+            extra += ", batch_first=True"
+        if self.dropout:
+            extra += f", dropout={self.dropout}"
+        if self.bidirectional:
+            extra += ", bidirectional=True"
+        return f"{self.input_size}, {self.hidden_size}{extra}"
+
+
+class LSTM(_RNNBase):
+    """A multi-layer long short-term memory network, as PyTorch's ``nn.LSTM``.
+
+    For each step: ``i, f, g, o`` = sigmoid, sigmoid, tanh, sigmoid of
+    ``x W_ih^T + b_ih + h W_hh^T + b_hh`` (the four blocks in that order),
+    ``c' = f * c + i * g``, ``h' = o * tanh(c')``. Parameters ``weight_ih_l{k}``
+    ``(4 * hidden_size, in)``, ``weight_hh_l{k}`` ``(4 * hidden_size, hidden_size)``,
+    ``bias_ih_l{k}``, ``bias_hh_l{k}`` ``(4 * hidden_size,)`` and their ``_reverse``
+    twins when bidirectional, all uniform in ``±1 / sqrt(hidden_size)``.
+
+    Args:
+        input_size: features of the input.
+        hidden_size: features of the hidden and cell states.
+        num_layers: stacked layers (default 1); layer ``k > 0`` reads layer ``k - 1``'s
+            output.
+        bias: whether to learn the biases (default True).
+        batch_first: input and output ``(N, L, features)`` instead of ``(L, N, features)``
+            (the states are ``(layers * directions, N, hidden_size)`` either way).
+        dropout: dropout on each layer's output but the last's, in training mode only
+            (default 0).
+        bidirectional: also run each layer from the end; outputs are concatenated
+            (forward first) (default False).
+        key: optional RNG key for the initial values (keyword).
+        dtype: parameter dtype (default: the default dtype).
+
+    Example:
+        >>> lstm = nb.nn.LSTM(8, 16, num_layers=2)
+        >>> out, (h_n, c_n) = lstm(nb.ones((5, 3, 8)))     # (5, 3, 16), (2, 3, 16) x 2
+    """
+
+    gates = 4
+
+    def forward(self, x, hx=None, dropout_key=None):
+        """Run the network.
+
+        Args:
+            x: ``(L, N, input_size)`` (``(N, L, input_size)`` with ``batch_first``), or
+                unbatched ``(L, input_size)``.
+            hx: optional ``(h_0, c_0)``, each ``(num_layers * num_directions, N,
+                hidden_size)`` (without ``N`` for an unbatched input); zeros when omitted.
+            dropout_key: optional RNG key for the masks of the dropout between layers.
+
+        Returns:
+            ``(output, (h_n, c_n))``: ``output`` the last layer's hidden state at every step
+            ``(L, N, num_directions * hidden_size)`` (batch first with ``batch_first``),
+            ``h_n``/``c_n`` each layer's and direction's final states, shaped as ``h_0``.
+
+        Raises:
+            ValueError: for an input or state of the wrong shape.
+            TypeError: for a non-float input, or ``hx`` that is not a pair.
+        """
+        x, unbatched = self._sequence(x)
+        if hx is None:
+            hx = (None, None)
+        if not (isinstance(hx, tuple | list) and len(hx) == 2):
+            raise TypeError(
+                f"{self._name()}: hx must be a pair (h_0, c_0), got {type(hx).__name__}"
+            )
+        h0 = self._state(hx[0], "h_0", x.shape[1], unbatched, x)
+        c0 = self._state(hx[1], "c_0", x.shape[1], unbatched, x)
+        states = [(h0[k], c0[k]) for k in range(h0.shape[0])]
+        y, finals = self._run(x, states, dropout_key)
+        h_n = view.stack([h for h, _ in finals], axis=0)
+        c_n = view.stack([c for _, c in finals], axis=0)
+        if unbatched:
+            h_n, c_n = h_n.squeeze(1), c_n.squeeze(1)
+        return self._output(y, unbatched), (h_n, c_n)
+
+    def _direction(self, x, w_ih, w_hh, b_ih, b_hh, carry, reverse):
+        gx = self._projection(x, w_ih, b_ih, b_hh)
+        step = _lstm_step(w_hh.swap_axes(0, 1), self.hidden_size)
+        return scan(step, carry, gx, reverse=reverse)
+
+
+class GRU(_RNNBase):
+    """A multi-layer gated recurrent unit network, as PyTorch's ``nn.GRU``.
+
+    For each step: ``r = sigmoid(x W_ir^T + b_ir + h W_hr^T + b_hr)``, ``z`` likewise,
+    ``n = tanh(x W_in^T + b_in + r * (h W_hn^T + b_hn))``, ``h' = (1 - z) * n + z * h``.
+    Parameters ``weight_ih_l{k}`` ``(3 * hidden_size, in)``, ``weight_hh_l{k}``
+    ``(3 * hidden_size, hidden_size)``, ``bias_ih_l{k}``, ``bias_hh_l{k}``
+    ``(3 * hidden_size,)`` (blocks ``r, z, n``) and their ``_reverse`` twins when
+    bidirectional, all uniform in ``±1 / sqrt(hidden_size)``.
+
+    Args:
+        input_size: features of the input.
+        hidden_size: features of the hidden state.
+        num_layers: stacked layers (default 1).
+        bias: whether to learn the biases (default True).
+        batch_first: input and output ``(N, L, features)`` instead of ``(L, N, features)``.
+        dropout: dropout on each layer's output but the last's, in training mode only
+            (default 0).
+        bidirectional: also run each layer from the end; outputs are concatenated
+            (forward first) (default False).
+        key: optional RNG key for the initial values (keyword).
+        dtype: parameter dtype (default: the default dtype).
+
+    Example:
+        >>> gru = nb.nn.GRU(8, 16, batch_first=True)
+        >>> out, h_n = gru(nb.ones((3, 5, 8)))              # (3, 5, 16), (1, 3, 16)
+    """
+
+    gates = 3
+
+    def forward(self, x, hx=None, dropout_key=None):
+        """Run the network.
+
+        Args:
+            x: ``(L, N, input_size)`` (``(N, L, input_size)`` with ``batch_first``), or
+                unbatched ``(L, input_size)``.
+            hx: optional ``h_0`` ``(num_layers * num_directions, N, hidden_size)`` (without
+                ``N`` for an unbatched input); zeros when omitted.
+            dropout_key: optional RNG key for the masks of the dropout between layers.
+
+        Returns:
+            ``(output, h_n)``: ``output`` ``(L, N, num_directions * hidden_size)`` (batch
+            first with ``batch_first``), ``h_n`` shaped as ``h_0``.
+
+        Raises:
+            ValueError: for an input or state of the wrong shape.
+            TypeError: for a non-float input.
+        """
+        x, unbatched = self._sequence(x)
+        h0 = self._state(hx, "h_0", x.shape[1], unbatched, x)
+        y, finals = self._run(x, [h0[k] for k in range(h0.shape[0])], dropout_key)
+        h_n = view.stack(finals, axis=0)
+        return self._output(y, unbatched), (h_n.squeeze(1) if unbatched else h_n)
+
+    def _direction(self, x, w_ih, w_hh, b_ih, b_hh, carry, reverse):
+        gx = self._projection(x, w_ih, b_ih)
+        step = _gru_step(w_hh.swap_axes(0, 1), b_hh, self.hidden_size)
+        return scan(step, carry, gx, reverse=reverse)
