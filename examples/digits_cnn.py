@@ -65,7 +65,7 @@ def accuracy(model, images, labels) -> float:
 
 
 def main(
-    epochs: int = 12,
+    epochs: int = 6,
     batch_size: int = 64,
     channels: int = 16,
     lr: float = 3e-3,

@@ -150,3 +150,21 @@ def test_quickstart_runs_without_max_installed():
     )
     assert res.returncode == 0, res.stderr[-3000:]
     assert "ran without MAX" in res.stdout
+
+
+def test_digits_cnn_reaches_97_percent_on_held_out_digits(tmp_path):
+    """Real data: scikit-learn's bundled digits, a held-out 20%, BatchNorm in the model."""
+    pytest.importorskip("sklearn")  # in the test extra; skipped only outside it
+    plot = tmp_path / "digits.png"
+    out = _example("digits_cnn").main(epochs=4, plot_path=plot, progress=False)
+    assert out["test_accuracy"] >= 0.97, out["test_curve"]
+    assert out["retraces"] == 1  # one compiled step for every batch, BatchNorm included
+    assert out["losses"][-1] < out["losses"][0] / 10
+    assert plot.exists() and plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_char_lstm_beats_the_unigram_entropy():
+    out = _example("char_lstm").main(
+        steps=150, hidden=64, batch_size=16, seq_len=48, plot_path=None, progress=False
+    )
+    assert out["final_loss"] < out["unigram_entropy"] - 0.5, out["final_loss"]
