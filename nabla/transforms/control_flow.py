@@ -51,7 +51,7 @@ from ..ops._util import as_tensor
 from ..ops.base import Operation
 from ..runtime.graph import ConcretizationError
 from ..runtime.tensor import Tensor
-from ._records import InSpec, LoopLayout, OutAval, Recording, Ref, keep_nodes
+from ._records import InSpec, LoopLayout, OutAval, Recording, Ref, ScanOutputs, keep_nodes
 from .autodiff import jvp, vjp
 from .trace import _HIDDEN_KWARGS, _SHORT
 
@@ -1256,8 +1256,11 @@ class ScanOp(_ControlFlowOp):
             out = body.call(list(c) + list(x) + list(k), caps)
             return out[:n], out[n : n + ny]
 
-        c, ys = _scan_flat(step, ops.carry, ops.xs, _ScanSpec.of(kwargs), consts=ops.consts)
-        return c + ys
+        # the recorded node's outputs, saved carries included when it had them
+        out = _scan_node(
+            step, ops.carry, ops.xs, _ScanSpec.of(kwargs), ops.consts, saves=kwargs["saves"]
+        )
+        return out.carry + out.ys + out.saved
 
 
 _scan = ScanOp()
@@ -1394,8 +1397,16 @@ class _ScanTrace(NamedTuple):
 def _scan_flat(step, carry, xs, spec: _ScanSpec, consts=()):
     """The core: ``step(carry, x, consts) -> (carry, ys)`` (lists) over ``spec.length``
     steps."""
+    out = _scan_node(step, carry, xs, spec, consts)
+    return out.carry, out.ys
+
+
+def _scan_node(step, carry, xs, spec: _ScanSpec, consts=(), saves: bool = False):
+    """The scan node's outputs by role (``ScanOutputs``). ``saves``: output each step's
+    carry even where nothing is differentiated now (a compiled plan replays a node traced
+    for reverse mode, whose saved carries its later nodes read)."""
     consts = list(consts)
-    traced = _trace_scan(step, carry, xs, consts, spec)
+    traced = _trace_scan(step, carry, xs, consts, spec, saves)
     body, levels, ny, saves = traced
     n, nx = len(carry), len(xs)
     caps, (slots,) = _cap_layout([body])
@@ -1423,15 +1434,15 @@ def _scan_flat(step, carry, xs, spec: _ScanSpec, consts=()):
         },
     }
     if not out_specs:
-        return [], []
+        return ScanOutputs([], [], [])
     init = [_at_levels(t, levels) for t in carry]
     outs = list(_scan.bind([*init, *xs, *consts, *[Tensor._wrap(c) for c in caps]], kwargs))
     if saves:  # the node keeps its saved carries alive for its vjp (nobody else holds them)
         kwargs["saved"] = tuple(o._impl for o in outs[n + ny :])
-    return outs[:n], outs[n : n + ny]
+    return ScanOutputs(outs[:n], outs[n : n + ny], outs[n + ny :])
 
 
-def _trace_scan(step, carry, xs, consts, spec: _ScanSpec) -> _ScanTrace:
+def _trace_scan(step, carry, xs, consts, spec: _ScanSpec, saves: bool = False) -> _ScanTrace:
     """Trace ``step`` once into a scan body: at the carry's vmap levels, widened until the
     body adds none (the carry is batched from the start when a step makes it so), and also
     outputting the carry entering each step when reverse mode may walk back through it."""
@@ -1439,7 +1450,7 @@ def _trace_scan(step, carry, xs, consts, spec: _ScanSpec) -> _ScanTrace:
     n, nx = len(carry), len(xs)
     x_ex = [_slice_aval(x) for x in xs]
     live = _live(carry) or _live(xs) or _live(consts)
-    saves = [False]
+    saves = [saves]
     ny_box = [0]
 
     def body_fn(*a):

@@ -243,22 +243,6 @@ def test_rnn_backward_compile_and_vmap(i):
     close(ys.numpy()[1], m(r["x"] * 0.5)[0].numpy())
 
 
-@pytest.mark.xfail(strict=True, raises=IndexError, reason="compile replay of a scan's gradient")
-def test_compiled_grad_of_scan_replays_with_requires_grad_arguments():
-    # nb.compile(nb.grad(f)) over a scan, called again with an argument that requires grad
-    # (every module parameter does), fails in the replay path of nabla/transforms/compile.py
-    w = nb.ones((3, 3)).requires_grad_(True)
-    xs = nb.ones((5, 2, 3))
-
-    def f(w, xs):
-        _, ys = nb.scan(lambda c, x: (nb.tanh(c @ w + x), c), nb.zeros((2, 3)), xs)
-        return ys.sum()
-
-    g = nb.compile(nb.grad(f))
-    for _ in range(2):
-        nb.realize(g(w, xs))
-
-
 def test_rnn_defaults_unbatched_and_dropout():
     lstm = nn.LSTM(3, 4, key=nb.random.key(1))
     assert list(lstm.state_dict()) == ["weight_ih_l0", "weight_hh_l0", "bias_ih_l0", "bias_hh_l0"]

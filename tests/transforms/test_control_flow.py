@@ -701,3 +701,21 @@ def test_api_reference_and_jax_keyword_names_both_work():
         nb.fori_loop(0, 3, lambda i, c: c)
     with pytest.raises(TypeError, match="unexpected keyword argument 'foo'"):
         nb.while_loop(lambda c: c < 1, lambda c: c, x, foo=1)
+
+
+def test_compiled_grad_of_scan_replays_with_its_saved_carries():
+    """``nb.compile(nb.grad(f))`` over a scan, called again with an argument that requires
+    grad (the replay path): the scan node traced for reverse mode is replayed with its
+    saved carries, which the transposed scan after it reads."""
+    w = nb.ones((3, 3)).requires_grad_(True)
+    xs = nb.ones((5, 2, 3))
+
+    def f(w, xs):
+        _, ys = nb.scan(lambda c, x: (nb.tanh(c @ w + x), c), nb.zeros((2, 3)), xs)
+        return ys.sum()
+
+    want = nb.grad(f)(w, xs).numpy()
+    g = nb.compile(nb.grad(f))
+    for _ in range(3):
+        np.testing.assert_allclose(g(w, xs).numpy(), want, rtol=1e-6)
+    assert g.stats.misses == 1
