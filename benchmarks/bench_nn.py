@@ -17,8 +17,13 @@ Rows:
 With ``--lstm``: one more row pair, an ``nn.LSTM`` forward + backward (sum of the outputs; no
 optimizer) with ``nb.compile(nb.grad(...))`` beside PyTorch eager, from the same weights.
 
+With ``--cnn``: a BatchNorm CNN training step (``examples/digits_cnn.py``'s model: two 3x3
+convolutions with BatchNorm, max pooling, a linear head; batch 64 of 8x8 images;
+cross-entropy, Adam) with ``opt.compile_step`` beside PyTorch eager and ``torch.compile``
+(when it works here), from the same weights, first-step losses checked equal.
+
 Run: ``python benchmarks/bench_nn.py [--backend numpy|max|auto] [--reps N] [--batch B]
-[--seq L] [--d-model D] [--lstm]``.
+[--seq L] [--d-model D] [--lstm] [--cnn]``.
 """
 
 from __future__ import annotations
@@ -216,6 +221,93 @@ def lstm_rows(args, seq=64, batch=32, hidden=256, features=256):
         print(f"{name:<22}{median_ms(fn, args.reps):>12.2f} ms")
 
 
+def cnn_rows(args, batch=64, channels=16):
+    """A BatchNorm CNN training step: nabla ``compile_step`` and PyTorch (eager, compiled)."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
+    from digits_cnn import DigitsCNN  # noqa: PLC0415 - the example's model, benchmarks only
+
+    rng = np.random.default_rng(2)
+    x = rng.random((batch, 8, 8, 1), dtype=np.float32)
+    y = rng.integers(0, 10, batch).astype(np.int32)
+    model = DigitsCNN(channels, key=nb.random.key(3))
+    weights = {k: v.numpy() for k, v in model.state_dict().items()}
+    opt = nn.optim.Adam(model, lr=1e-3)
+    step = opt.compile_step(lambda m, x, y: nn.functional.cross_entropy_loss(m(x), y))
+    xn, yn = nb.constant(x), nb.constant(y)
+    rows = {"nabla compile_step": lambda: float(step(xn, yn).numpy())}
+    if torch is not None:
+        for name, compiled in (("PyTorch eager", False), ("torch.compile", True)):
+            fn = _torch_cnn(weights, x, y, channels, compiled)
+            if fn is not None:
+                rows[name] = fn
+    print(f"\nBatchNorm CNN, batch {batch} of 8x8, channels {channels}; forward + backward + Adam")
+    first = {name: fn() for name, fn in rows.items()}
+    ref = first["nabla compile_step"]
+    for name, value in first.items():
+        if abs(value - ref) > 1e-3 * max(1.0, abs(ref)):
+            raise SystemExit(f"CNN first-step loss differs: {name} {value} vs nabla {ref}")
+    times = {name: median_ms(fn, args.reps) for name, fn in rows.items()}
+    peers = [ms for name, ms in times.items() if "nabla" not in name]
+    best = min(peers) if peers else None
+    for name, ms in times.items():
+        ratio = f"{ms / best:10.2f}x" if best else ""
+        print(f"{name:<22}{ms:>12.2f} ms{ratio}")
+
+
+def _torch_cnn(weights, x, y, channels, compiled):
+    """The same model and step in PyTorch (NCHW), from nabla's weights; None when
+    ``torch.compile`` cannot build here."""
+    tnn = torch.nn
+
+    class Net(tnn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv1 = tnn.Conv2d(1, channels, 3, padding=1, bias=False)
+            self.bn1 = tnn.BatchNorm2d(channels)
+            self.conv2 = tnn.Conv2d(channels, 2 * channels, 3, padding=1, bias=False)
+            self.bn2 = tnn.BatchNorm2d(2 * channels)
+            self.head = tnn.Linear(2 * channels * 16, 10)
+
+        def forward(self, v):
+            v = torch.relu(self.bn1(self.conv1(v)))
+            v = torch.relu(self.bn2(self.conv2(v)))
+            v = torch.nn.functional.max_pool2d(v, 2)  # NCHW -> flatten as NHWC for the head
+            return self.head(v.permute(0, 2, 3, 1).reshape(v.shape[0], -1))
+
+    net = Net()
+    state = {}
+    for k, v in weights.items():
+        v = torch.tensor(v)
+        if k.endswith(("conv1.weight", "conv2.weight")):
+            v = v.permute(3, 2, 0, 1)  # HWIO -> OIHW
+        elif k == "head.weight":
+            v = v.T  # nabla's Linear keeps (in, out)
+        state[k] = v
+    net.load_state_dict(state)
+    opt = torch.optim.Adam(net.parameters(), lr=1e-3)
+    xt = torch.from_numpy(np.ascontiguousarray(x.transpose(0, 3, 1, 2)))
+    yt = torch.from_numpy(y.astype(np.int64))
+
+    def step():
+        opt.zero_grad()
+        loss = torch.nn.functional.cross_entropy(net(xt), yt)
+        loss.backward()
+        opt.step()
+        return float(loss.detach())
+
+    if not compiled:
+        return step
+    try:
+        fast = torch.compile(step)
+        fast()  # builds here or fails here
+        net.load_state_dict(state)  # the build step moved the weights: start again
+        opt.state.clear()
+        return fast
+    except Exception as e:  # noqa: BLE001 - no C++ toolchain, unsupported platform, ...
+        print(f"(torch.compile unavailable here: {type(e).__name__})")
+        return None
+
+
 # ----------------------------------------------------------------------------- main
 def main():
     ap = argparse.ArgumentParser()
@@ -226,6 +318,7 @@ def main():
     ap.add_argument("--d-model", type=int, default=128)
     ap.add_argument("--nhead", type=int, default=4)
     ap.add_argument("--lstm", action="store_true", help="also time an nn.LSTM step")
+    ap.add_argument("--cnn", action="store_true", help="also time a BatchNorm CNN step")
     args = ap.parse_args()
     nb.set_backend(args.backend)
     d, ff = args.d_model, 4 * args.d_model
@@ -264,6 +357,8 @@ def main():
     print(f"first-step loss {ref:.6f} (all rows agree); nabla compile stats: {step.stats}")
     if args.lstm:
         lstm_rows(args)
+    if args.cnn:
+        cnn_rows(args)
 
 
 if __name__ == "__main__":
