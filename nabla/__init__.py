@@ -22,6 +22,9 @@ from .core.dtypes import (
     int64,
     promote_types,
     uint8,
+    uint16,
+    uint32,
+    uint64,
 )
 from .core.dtypes import bool_ as bool  # noqa: A001 - nb.bool as in the API
 from .core.pytree import (
@@ -467,6 +470,9 @@ __all__ = [
     "triu",
     "trunc",
     "uint8",
+    "uint16",
+    "uint32",
+    "uint64",
     "unbind",
     "uniform",
     "unsqueeze",

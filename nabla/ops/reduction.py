@@ -92,20 +92,21 @@ class ReduceOperation(Operation):
 
 
 def _widen_small_int(x):
-    # JAX's rule (NumPy and PyTorch widen further, to int64): an int8/int16/uint8 sum or
-    # product accumulates in int32 instead of wrapping at 127 or 255. nabla has no uint32,
-    # so uint8 widens to int32 too. Bool already gives int32 (``out_dtype``).
+    # JAX's rule (NumPy and PyTorch widen further, to int64 and uint64): an int8/int16 sum
+    # or product accumulates in int32 and a uint8/uint16 one in uint32, instead of wrapping
+    # at 127 or 255. Bool already gives int32 (``out_dtype``).
     d = x.dtype
     if d.is_int and not d.is_bool and d.itemsize < 4:
-        return x.cast(DType.int32)
+        return x.cast(DType.uint32 if d.is_unsigned else DType.int32)
     return x
 
 
 class ReduceSumOp(ReduceOperation):
     """Sum over ``axis`` (``nb.reduce_sum``, the op behind :func:`nabla.sum`).
 
-    int8, int16, uint8 and bool tensors sum in int32, as in JAX; wider integers and floats
-    keep their dtype (no widening to int64, unlike NumPy). An empty reduction gives 0.
+    int8, int16 and bool tensors sum in int32 and uint8, uint16 ones in uint32, as in JAX;
+    wider integers and floats keep their dtype (no widening to int64, unlike NumPy). An
+    empty reduction gives 0.
 
     Args:
         x: a tensor, or a Python scalar, nested list or NumPy array.
@@ -113,7 +114,8 @@ class ReduceSumOp(ReduceOperation):
         keepdims: keep the reduced axes as size-1 dims, so the result broadcasts against ``x``.
 
     Returns:
-        A tensor of ``x``'s dtype (int32 for bool and integers narrower than int32).
+        A tensor of ``x``'s dtype (int32 for bool, int8 and int16; uint32 for uint8 and
+        uint16).
 
     Raises:
         TypeError: for an axis that is not an int.
@@ -137,8 +139,8 @@ class ReduceSumOp(ReduceOperation):
 class ReduceProdOp(ReduceOperation):
     """Product over ``axis`` (the op behind :func:`nabla.prod`).
 
-    int8, int16, uint8 and bool tensors multiply in int32, as in JAX; an empty reduction
-    gives 1. The gradient is exact when ``x`` holds zeros.
+    int8, int16 and bool tensors multiply in int32 and uint8, uint16 ones in uint32, as in
+    JAX; an empty reduction gives 1. The gradient is exact when ``x`` holds zeros.
 
     Args:
         x: a tensor, or a Python scalar, nested list or NumPy array.
@@ -146,7 +148,8 @@ class ReduceProdOp(ReduceOperation):
         keepdims: keep the reduced axes as size-1 dims, so the result broadcasts against ``x``.
 
     Returns:
-        A tensor of ``x``'s dtype (int32 for bool and integers narrower than int32).
+        A tensor of ``x``'s dtype (int32 for bool, int8 and int16; uint32 for uint8 and
+        uint16).
 
     Raises:
         TypeError: for an axis that is not an int.
@@ -288,8 +291,9 @@ reduce_min = ReduceMinOp()
 def sum(x, axis=None, keepdims=False, *, dtype=None):  # noqa: A001
     """Sum of the elements over ``axis`` (NumPy's ``sum``; also ``x.sum(...)``).
 
-    int8, int16, uint8 and bool tensors sum in int32, as in JAX; wider integers and floats
-    keep their dtype (no widening to int64, unlike NumPy). An empty reduction gives 0.
+    int8, int16 and bool tensors sum in int32 and uint8, uint16 ones in uint32, as in JAX;
+    wider integers and floats keep their dtype (no widening to int64, unlike NumPy). An
+    empty reduction gives 0.
 
     Args:
         x: a tensor, or a Python scalar, nested list or NumPy array.
@@ -298,7 +302,8 @@ def sum(x, axis=None, keepdims=False, *, dtype=None):  # noqa: A001
         dtype: compute in (and return) this dtype, as NumPy and JAX (``x`` is cast first).
 
     Returns:
-        A tensor of ``x``'s dtype (int32 for bool and integers narrower than int32), or of
+        A tensor of ``x``'s dtype (int32 for bool, int8 and int16; uint32 for uint8 and
+        uint16), or of
         ``dtype``.
 
     Raises:
@@ -370,8 +375,8 @@ def min(x, axis=None, keepdims=False):  # noqa: A001
 def prod(x, axis=None, keepdims=False, *, dtype=None):
     """Product of the elements over ``axis`` (NumPy's ``prod``; also ``x.prod(...)``).
 
-    int8, int16, uint8 and bool tensors multiply in int32, as in JAX; an empty reduction
-    gives 1. The gradient is exact when ``x`` holds zeros.
+    int8, int16 and bool tensors multiply in int32 and uint8, uint16 ones in uint32, as in
+    JAX; an empty reduction gives 1. The gradient is exact when ``x`` holds zeros.
 
     Args:
         x: a tensor, or a Python scalar, nested list or NumPy array.
@@ -380,7 +385,8 @@ def prod(x, axis=None, keepdims=False, *, dtype=None):
         dtype: compute in (and return) this dtype, as NumPy and JAX (``x`` is cast first).
 
     Returns:
-        A tensor of ``x``'s dtype (int32 for bool and integers narrower than int32), or of
+        A tensor of ``x``'s dtype (int32 for bool, int8 and int16; uint32 for uint8 and
+        uint16), or of
         ``dtype``.
 
     Raises:
