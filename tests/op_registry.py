@@ -285,6 +285,16 @@ for _n, _f in [
     ("bitwise_xor", np.bitwise_xor),
 ]:
     binary(_n, _f, dtypes=("int32", "bool"), differentiable=False)
+for _n, _f in [("left_shift", np.left_shift), ("right_shift", np.right_shift)]:
+    # counts from -3 to 69: negative and too-large shifts (0, or -1 for a negative x >> y)
+    binary(
+        _n,
+        _f,
+        dtypes=("int32", "int8", "uint8", "uint32", "int64", "uint64"),
+        differentiable=False,
+        domain_x=(-1000, 1000),
+        domain_y=(-3, 70),
+    )
 
 
 def _where_samples(rng, dt):
