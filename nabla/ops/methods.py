@@ -245,6 +245,7 @@ _METHODS = {
     "argmax": _numpy_reduction(reduction.argmax),
     "argmin": _numpy_reduction(reduction.argmin),
     "cumsum": _torch_dim(reduction.cumsum),
+    "cumprod": _torch_dim(reduction.cumprod),
     "logsumexp": _torch_dim(reduction.logsumexp),
     "all": _torch_dim(reduction.all),
     "any": _torch_dim(reduction.any),

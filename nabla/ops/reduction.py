@@ -1,4 +1,4 @@
-"""Reductions (sum, max, min, prod, argmax, argmin), cumsum, and composites built on them
+"""Reductions (sum, max, min, prod, argmax, argmin), cumsum, cumprod, and composites built on them
 (mean, var, std, logsumexp, all, any, softmax, logsoftmax).
 
 ``axis`` is an int, a tuple of ints, or None (all axes); ``keepdims`` keeps reduced axes as
@@ -32,6 +32,7 @@ __all__ = [
     "argmax",
     "argmin",
     "cumsum",
+    "cumprod",
     "all",
     "any",
     "minmax",
@@ -766,6 +767,118 @@ def cumsum(x, axis=-1, exclusive=False, reverse=False, *, dtype=None):
         raise OpError(f"cumsum: needs rank >= 1, got shape {x.shape}")
     axis = norm_axis("cumsum", axis, x.ndim, x.shape)
     return _cumsum.bind([x], {"axis": axis, "exclusive": bool(exclusive), "reverse": bool(reverse)})
+
+
+def _shift(v, axis, d, fill):
+    """``v`` moved ``d`` places along ``axis`` (toward higher indices for ``d > 0``, lower
+    for ``d < 0``), the vacated places holding ``fill``."""
+    n = v.shape[axis]
+    key = [slice(None)] * v.ndim
+    pads = [(0, 0)] * v.ndim
+    if d > 0:
+        key[axis], pads[axis] = slice(0, n - d), (d, 0)
+    else:
+        key[axis], pads[axis] = slice(-d, n), (0, -d)
+    return fn.pad(v[tuple(key)], pads, value=fill)
+
+
+def _linear_scan(a, b, axis):
+    """``r[j] = b[j] + a[j] * r[j - 1]`` along ``axis`` (``r[-1] = 0``), by log2(n) rounds of
+    composing the affine maps ``r -> b + a * r`` (Hillis and Steele): only multiplies and
+    adds, so it is exact with zeros in ``a`` and its derivatives are too."""
+    n = b.shape[axis]
+    d = 1
+    while d < n:
+        b = b + a * _shift(b, axis, d, 0)
+        if 2 * d < n:
+            a = a * _shift(a, axis, d, 0)
+        d *= 2
+    return b
+
+
+class CumprodOp(Operation):
+    """Cumulative product along ``axis`` (the op behind :func:`nabla.cumprod`).
+
+    Its derivatives are exact where ``x`` holds zeros (no division by ``x``, no log): the
+    VJP is ``exclusive_cumprod(x) * r`` with ``r[i] = ct[i] + x[i + 1] * r[i + 1]`` and the
+    JVP ``t_out[j] = t[j] * exclusive_cumprod(x)[j] + x[j] * t_out[j - 1]``, both linear
+    recurrences run by multiplies and adds only (``_linear_scan``), as JAX's cumprod
+    differentiates through an associative scan.
+    """
+
+    name = "cumprod"
+
+    def infer(self, shapes, dtypes, kwargs):
+        d = dtypes[0]
+        return [shapes[0]], [DType.int32 if d.is_bool else d]
+
+    def adapt_kwargs(self, kwargs, nb, batch_shape):
+        return {**kwargs, "axis": kwargs["axis"] + nb}
+
+    def sharding_rule(self, in_shapes, out_shapes, kwargs):
+        # a running product crosses block boundaries: the scanned dim stays whole
+        return spmd.aligned_rule(in_shapes, out_shapes, (kwargs["axis"],))
+
+    def vjp_rule(self, primals, cotangents, outputs, kwargs):
+        x, out, ct = primals[0], outputs[0], cotangents[0]
+        axis = kwargs["axis"]
+        before = _shift(out, axis, 1, 1)  # exclusive cumprod: the product of x[:i]
+        a = fn.flip(_shift(x, axis, -1, 0), axis)  # x[i + 1], run from the end
+        r = fn.flip(_linear_scan(a, fn.flip(ct, axis), axis), axis)
+        return [before * r]
+
+    def jvp_rule(self, primals, tangents, outputs, kwargs):
+        x, t = primals[0], tangents[0]
+        if t is None:
+            return [None]
+        axis = kwargs["axis"]
+        before = _shift(outputs[0], axis, 1, 1)
+        return [_linear_scan(x, t * before, axis)]
+
+
+_cumprod = CumprodOp()
+
+
+def cumprod(x, axis=-1, exclusive=False, reverse=False, *, dtype=None):
+    """Cumulative product along ``axis`` (NumPy's ``cumprod``, PyTorch's ``torch.cumprod``;
+    also ``x.cumprod(axis)``).
+
+    ``out[..., j] = x[..., 0] * ... * x[..., j]``. Bool tensors multiply in int32; other
+    dtypes are kept (integers wrap on overflow). Gradients are exact where ``x`` holds zeros.
+
+    Args:
+        x: a tensor of rank >= 1, or a nested list or NumPy array.
+        axis: the axis to run along (default: the last); negative counts from the end.
+        exclusive: start from 1, leaving ``x[..., j]`` out of ``out[..., j]``.
+        reverse: run from the end of the axis toward its start.
+        dtype: cast ``x`` to this dtype first (as NumPy, JAX and PyTorch).
+
+    Returns:
+        A tensor of ``x``'s shape and dtype (int32 for bool).
+
+    Raises:
+        ValueError: (:class:`nabla.OpError`) for a 0-d ``x``.
+        TypeError: for an axis that is not an int.
+        IndexError: for an axis out of range.
+
+    Example:
+        >>> nb.cumprod(nb.constant([1.0, 2.0, 0.0, 4.0])).tolist()
+        [1.0, 2.0, 0.0, 0.0]
+    """
+    x = as_tensor(x, op="cumprod")
+    if dtype is not None:
+        x = x.cast(dtype)
+    if x.ndim == 0:
+        raise OpError(f"cumprod: needs rank >= 1, got shape {x.shape}")
+    axis = norm_axis("cumprod", axis, x.ndim, x.shape)
+    if reverse:
+        x = fn.flip(x, axis)
+    out = _cumprod.bind([x], {"axis": axis})
+    if exclusive:
+        out = _shift(out, axis, 1, 1)
+    if reverse:
+        out = fn.flip(out, axis)
+    return out
 
 
 def minmax(x) -> list[Tensor]:

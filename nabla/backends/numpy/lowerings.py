@@ -299,6 +299,14 @@ def _cumsum(x, axis, exclusive, reverse):
     return out
 
 
+@_one("cumprod")
+def _cumprod(x, axis):
+    acc = _accumulator(x)
+    if acc is None:
+        acc = x.dtype if x.dtype != np.bool_ else np.int32
+    return np.cumprod(x, axis=axis, dtype=acc)
+
+
 # --------------------------------------------------------------------------- views
 @_one("reshape")
 def _reshape(x, shape):
