@@ -285,6 +285,16 @@ for _n, _f in [
     ("bitwise_xor", np.bitwise_xor),
 ]:
     binary(_n, _f, dtypes=("int32", "bool"), differentiable=False)
+for _n, _f in [("left_shift", np.left_shift), ("right_shift", np.right_shift)]:
+    # counts from -3 to 69: negative and too-large shifts (0, or -1 for a negative x >> y)
+    binary(
+        _n,
+        _f,
+        dtypes=("int32", "int8", "uint8", "uint32", "int64", "uint64"),
+        differentiable=False,
+        domain_x=(-1000, 1000),
+        domain_y=(-3, 70),
+    )
 
 
 def _where_samples(rng, dt):
@@ -438,6 +448,47 @@ register(
             for r in (False, True)
         ],
         dtypes=("float32", "float64", "int32"),
+    )
+)
+
+
+def _np_cumprod(x, axis=-1, exclusive=False, reverse=False):
+    if reverse:
+        x = np.flip(x, axis)
+    out = np.cumprod(x, axis=axis, dtype=np.int32 if x.dtype == np.bool_ else x.dtype)
+    if exclusive:
+        n = x.shape[axis]
+        out = np.concatenate(
+            [np.ones_like(np.take(out, [0], axis)), np.take(out, range(n - 1), axis)], axis
+        )
+    return np.flip(out, axis) if reverse else out
+
+
+def _cumprod_samples(rng, dt):
+    x = _vals(rng, (2, 3, 5), dt)
+    z = x.copy()  # zeros, one and two along a row: the gradient must stay exact there
+    z[0, 0, 2] = z[1, 1, 0] = z[1, 1, 3] = z[0, 2, 4] = 0
+    out = [
+        Sample((v,), {"axis": a, "exclusive": e, "reverse": r})
+        for v in (x, z)
+        for a in (-1, 0)
+        for e, r in ((False, False), (True, True))
+    ]
+    out.append(Sample((z,), {"axis": 2, "exclusive": True}))
+    out.append(Sample((z,), {"axis": 1, "reverse": True}))
+    out.append(Sample((_vals(rng, (7,), dt),)))
+    out.append(Sample((_vals(rng, (0, 3), dt),), {"axis": 0}))
+    return out
+
+
+register(
+    OpEntry(
+        "cumprod",
+        nb.cumprod,
+        _np_cumprod,
+        _cumprod_samples,
+        dtypes=("float32", "float64", "int32", "uint16", "bool"),
+        out_dtype=lambda d: "int32" if d == "bool" else d,
     )
 )
 

@@ -34,6 +34,9 @@ __all__ = [
     "result_type",
     "to_dtype",
     "uint8",
+    "uint16",
+    "uint32",
+    "uint64",
 ]
 
 
@@ -45,13 +48,16 @@ class DType(enum.Enum):
     types (``float`` -> float32) and names. ``names``, ``module``, ``qualname``, ``type``,
     ``start`` and ``boundary`` belong to :class:`enum.Enum`'s functional API and are not used
     by nabla. Properties: ``numpy`` (the NumPy dtype; also ``dtype``), ``is_float``,
-    ``is_int``, ``is_bool`` and ``itemsize`` (bytes). A member equals its NumPy dtype, NumPy
-    or JAX scalar type and name (``x.dtype == np.float32``, ``== "float32"``), as a JAX
-    array's dtype does.
+    ``is_int``, ``is_unsigned``, ``is_bool`` and ``itemsize`` (bytes). A member equals its
+    NumPy dtype, NumPy or JAX scalar type and name (``x.dtype == np.float32``,
+    ``== "float32"``), as a JAX array's dtype does.
     """
 
     bool = "bool"
     uint8 = "uint8"
+    uint16 = "uint16"
+    uint32 = "uint32"
+    uint64 = "uint64"
     int8 = "int8"
     int16 = "int16"
     int32 = "int32"
@@ -75,6 +81,11 @@ class DType(enum.Enum):
     def is_int(self) -> bool:
         """A signed or unsigned integer dtype."""
         return self in _INTS
+
+    @property
+    def is_unsigned(self) -> bool:
+        """An unsigned integer dtype (uint8, uint16, uint32, uint64)."""
+        return self in _UINTS
 
     @property
     def is_bool(self) -> bool:
@@ -115,6 +126,9 @@ class DType(enum.Enum):
 _TO_NUMPY = {
     DType.bool: np.dtype(np.bool_),
     DType.uint8: np.dtype(np.uint8),
+    DType.uint16: np.dtype(np.uint16),
+    DType.uint32: np.dtype(np.uint32),
+    DType.uint64: np.dtype(np.uint64),
     DType.int8: np.dtype(np.int8),
     DType.int16: np.dtype(np.int16),
     DType.int32: np.dtype(np.int32),
@@ -126,10 +140,14 @@ _TO_NUMPY = {
 }
 _FROM_NUMPY = {v: k for k, v in _TO_NUMPY.items()}
 _FLOATS = frozenset({DType.float16, DType.bfloat16, DType.float32, DType.float64})
-_INTS = frozenset({DType.uint8, DType.int8, DType.int16, DType.int32, DType.int64})
+_UINTS = frozenset({DType.uint8, DType.uint16, DType.uint32, DType.uint64})
+_INTS = _UINTS | {DType.int8, DType.int16, DType.int32, DType.int64}
 
 bool_ = DType.bool
 uint8 = DType.uint8
+uint16 = DType.uint16
+uint32 = DType.uint32
+uint64 = DType.uint64
 int8 = DType.int8
 int16 = DType.int16
 int32 = DType.int32
@@ -165,8 +183,6 @@ def to_dtype(d) -> DType:
         nd = None
     if nd is not None and nd in _FROM_NUMPY:
         return _FROM_NUMPY[nd]
-    if nd is not None and nd == np.dtype(np.uint32):
-        return DType.int64
     raise TypeError(f"unsupported dtype {d!r}; supported: {', '.join(x.value for x in DType)}")
 
 
@@ -213,8 +229,10 @@ def promote_types(a: DType, b: DType) -> DType:
     """The dtype two tensor dtypes promote to (both "strong", unlike Python scalars).
 
     bool < integers < floats: a float wins over any integer (``int32`` with ``float16`` gives
-    ``float16``, as in JAX), integers promote as in NumPy, and ``float16`` with ``bfloat16``
-    gives ``float32``.
+    ``float16``, as in JAX), integers promote as in NumPy and JAX (``uint8`` with ``int8``
+    gives ``int16``, ``uint32`` with ``int32`` gives ``int64``; ``uint64`` with a signed
+    integer has no integer to go to and gives ``float64``), and ``float16`` with
+    ``bfloat16`` gives ``float32``.
 
     Args:
         a: the first :class:`nabla.DType`.

@@ -45,6 +45,8 @@ __all__ = [
     "bitwise_and",
     "bitwise_or",
     "bitwise_xor",
+    "left_shift",
+    "right_shift",
     "where",
     "clip",
     "broadcast_shapes",
@@ -197,7 +199,7 @@ class BinaryOperation(Operation):
     arity = 2
     scalar_operands = True
     result: str = "same"  # "same" | "bool" | "float"
-    kinds: str = "all"  # "all" | "int" (ints/bools only) | "nobool"
+    kinds: str = "all"  # "all" | "int" (ints/bools only) | "intonly" (no bools) | "nobool"
 
     def __call__(self, x, y):
         tx, ty = type(x), type(y)
@@ -224,6 +226,13 @@ class BinaryOperation(Operation):
         if self.kinds == "int" and not (dtype.is_int or dtype.is_bool):
             raise TypeError(
                 f"{self.name}: needs integer or bool tensors, got "
+                f"{_describe_operands(operands)} (promoted to {dtype.value})"
+            )
+        if self.kinds == "intonly" and (
+            not dtype.is_int or any(_is_bool_operand(v) for v in operands)
+        ):
+            raise TypeError(
+                f"{self.name}: needs integer tensors (no bool or float), got "
                 f"{_describe_operands(operands)} (promoted to {dtype.value})"
             )
         if self.kinds == "nobool" and dtype.is_bool:
@@ -265,6 +274,12 @@ class BinaryOperation(Operation):
         return [out]
 
 
+def _is_bool_operand(v) -> bool:
+    if isinstance(v, Tensor):
+        return v.dtype.is_bool
+    return isinstance(v, bool | np.bool_) or (isinstance(v, np.ndarray) and v.dtype == np.bool_)
+
+
 def _times(a, b):
     if isinstance(b, float) and b == 1.0:
         return a
@@ -302,6 +317,7 @@ _BINARY_RESULTS = {
 _BINARY_KIND_ERRORS = {
     "all": "",
     "int": ",\n        or if the operands do not promote to an integer or bool dtype",
+    "intonly": ",\n        or if an operand is a float or bool",
     "nobool": " or the operands promote to bool",
 }
 
@@ -498,6 +514,24 @@ bitwise_xor = _binary(
     "bitwise_xor",
     doc="Elementwise bitwise XOR ``x ^ y`` (logical XOR for bool operands).",
     kinds="int",
+)
+
+_SHIFT_RANGE = (
+    "As in NumPy, a shift by a negative count or by at least the number of bits of the "
+    "dtype gives 0 (for a right shift of a negative value: -1). Not differentiable."
+)
+left_shift = _binary(
+    "left_shift",
+    doc="Elementwise left shift ``x << y`` of integers (NumPy's ``left_shift``): ``x * 2**y``, "
+    f"wrapping at the dtype's width.\n\n{_SHIFT_RANGE}",
+    kinds="intonly",
+)
+right_shift = _binary(
+    "right_shift",
+    doc="Elementwise right shift ``x >> y`` of integers (NumPy's ``right_shift``): "
+    "arithmetic for signed dtypes (the sign is kept: ``-5 >> 1 == -3``), logical for "
+    f"unsigned ones.\n\n{_SHIFT_RANGE}",
+    kinds="intonly",
 )
 
 

@@ -46,7 +46,7 @@ def constant(value, *, dtype=None, device: Device | None = None) -> Tensor:
     """Make a realized tensor from a Python value or NumPy array.
 
     Python ``bool`` -> bool, ``int`` -> int32, ``float`` -> the default float dtype (float32);
-    a NumPy array keeps its dtype (uint32/uint64 become int64).
+    a NumPy array keeps its dtype.
 
     Args:
         value: a Python scalar, nested list of them, NumPy array or tensor (a tensor is
@@ -167,8 +167,8 @@ def from_dlpack(x) -> Tensor:
     to it while the tensor is in use."""
     arr = np.from_dlpack(x)
     device = get_default_device()
-    if arr.dtype == np.uint32 or arr.dtype == np.uint64 or not device.is_cpu:
-        return constant(arr)  # converted or moved: a copy either way
+    if not device.is_cpu:
+        return constant(arr)  # moved: a copy
     return Tensor._wrap(TensorImpl(arr.shape, from_numpy_dtype(arr.dtype), device, buffer=arr))
 
 

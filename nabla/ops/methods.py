@@ -187,6 +187,10 @@ _METHODS = {
     "__ror__": lambda a, b: _bitwise(binary.logical_or, binary.bitwise_or, b, a),
     "__xor__": lambda a, b: _bitwise(binary.logical_xor, binary.bitwise_xor, a, b),
     "__rxor__": lambda a, b: _bitwise(binary.logical_xor, binary.bitwise_xor, b, a),
+    "__lshift__": binary.left_shift,
+    "__rlshift__": _swap(binary.left_shift),
+    "__rshift__": binary.right_shift,
+    "__rrshift__": _swap(binary.right_shift),
     # comparisons
     "__eq__": lambda a, b: NotImplemented if b is None else binary.equal(a, b),
     "__ne__": lambda a, b: NotImplemented if b is None else binary.not_equal(a, b),
@@ -241,6 +245,7 @@ _METHODS = {
     "argmax": _numpy_reduction(reduction.argmax),
     "argmin": _numpy_reduction(reduction.argmin),
     "cumsum": _torch_dim(reduction.cumsum),
+    "cumprod": _torch_dim(reduction.cumprod),
     "logsumexp": _torch_dim(reduction.logsumexp),
     "all": _torch_dim(reduction.all),
     "any": _torch_dim(reduction.any),

@@ -1,4 +1,4 @@
-"""Reductions (sum, max, min, prod, argmax, argmin), cumsum, and composites built on them
+"""Reductions (sum, max, min, prod, argmax, argmin), cumsum, cumprod, and composites built on them
 (mean, var, std, logsumexp, all, any, softmax, logsoftmax).
 
 ``axis`` is an int, a tuple of ints, or None (all axes); ``keepdims`` keeps reduced axes as
@@ -32,6 +32,7 @@ __all__ = [
     "argmax",
     "argmin",
     "cumsum",
+    "cumprod",
     "all",
     "any",
     "minmax",
@@ -92,20 +93,21 @@ class ReduceOperation(Operation):
 
 
 def _widen_small_int(x):
-    # JAX's rule (NumPy and PyTorch widen further, to int64): an int8/int16/uint8 sum or
-    # product accumulates in int32 instead of wrapping at 127 or 255. nabla has no uint32,
-    # so uint8 widens to int32 too. Bool already gives int32 (``out_dtype``).
+    # JAX's rule (NumPy and PyTorch widen further, to int64 and uint64): an int8/int16 sum
+    # or product accumulates in int32 and a uint8/uint16 one in uint32, instead of wrapping
+    # at 127 or 255. Bool already gives int32 (``out_dtype``).
     d = x.dtype
     if d.is_int and not d.is_bool and d.itemsize < 4:
-        return x.cast(DType.int32)
+        return x.cast(DType.uint32 if d.is_unsigned else DType.int32)
     return x
 
 
 class ReduceSumOp(ReduceOperation):
     """Sum over ``axis`` (``nb.reduce_sum``, the op behind :func:`nabla.sum`).
 
-    int8, int16, uint8 and bool tensors sum in int32, as in JAX; wider integers and floats
-    keep their dtype (no widening to int64, unlike NumPy). An empty reduction gives 0.
+    int8, int16 and bool tensors sum in int32 and uint8, uint16 ones in uint32, as in JAX;
+    wider integers and floats keep their dtype (no widening to int64, unlike NumPy). An
+    empty reduction gives 0.
 
     Args:
         x: a tensor, or a Python scalar, nested list or NumPy array.
@@ -113,7 +115,8 @@ class ReduceSumOp(ReduceOperation):
         keepdims: keep the reduced axes as size-1 dims, so the result broadcasts against ``x``.
 
     Returns:
-        A tensor of ``x``'s dtype (int32 for bool and integers narrower than int32).
+        A tensor of ``x``'s dtype (int32 for bool, int8 and int16; uint32 for uint8 and
+        uint16).
 
     Raises:
         TypeError: for an axis that is not an int.
@@ -137,8 +140,8 @@ class ReduceSumOp(ReduceOperation):
 class ReduceProdOp(ReduceOperation):
     """Product over ``axis`` (the op behind :func:`nabla.prod`).
 
-    int8, int16, uint8 and bool tensors multiply in int32, as in JAX; an empty reduction
-    gives 1. The gradient is exact when ``x`` holds zeros.
+    int8, int16 and bool tensors multiply in int32 and uint8, uint16 ones in uint32, as in
+    JAX; an empty reduction gives 1. The gradient is exact when ``x`` holds zeros.
 
     Args:
         x: a tensor, or a Python scalar, nested list or NumPy array.
@@ -146,7 +149,8 @@ class ReduceProdOp(ReduceOperation):
         keepdims: keep the reduced axes as size-1 dims, so the result broadcasts against ``x``.
 
     Returns:
-        A tensor of ``x``'s dtype (int32 for bool and integers narrower than int32).
+        A tensor of ``x``'s dtype (int32 for bool, int8 and int16; uint32 for uint8 and
+        uint16).
 
     Raises:
         TypeError: for an axis that is not an int.
@@ -288,8 +292,9 @@ reduce_min = ReduceMinOp()
 def sum(x, axis=None, keepdims=False, *, dtype=None):  # noqa: A001
     """Sum of the elements over ``axis`` (NumPy's ``sum``; also ``x.sum(...)``).
 
-    int8, int16, uint8 and bool tensors sum in int32, as in JAX; wider integers and floats
-    keep their dtype (no widening to int64, unlike NumPy). An empty reduction gives 0.
+    int8, int16 and bool tensors sum in int32 and uint8, uint16 ones in uint32, as in JAX;
+    wider integers and floats keep their dtype (no widening to int64, unlike NumPy). An
+    empty reduction gives 0.
 
     Args:
         x: a tensor, or a Python scalar, nested list or NumPy array.
@@ -298,7 +303,8 @@ def sum(x, axis=None, keepdims=False, *, dtype=None):  # noqa: A001
         dtype: compute in (and return) this dtype, as NumPy and JAX (``x`` is cast first).
 
     Returns:
-        A tensor of ``x``'s dtype (int32 for bool and integers narrower than int32), or of
+        A tensor of ``x``'s dtype (int32 for bool, int8 and int16; uint32 for uint8 and
+        uint16), or of
         ``dtype``.
 
     Raises:
@@ -370,8 +376,8 @@ def min(x, axis=None, keepdims=False):  # noqa: A001
 def prod(x, axis=None, keepdims=False, *, dtype=None):
     """Product of the elements over ``axis`` (NumPy's ``prod``; also ``x.prod(...)``).
 
-    int8, int16, uint8 and bool tensors multiply in int32, as in JAX; an empty reduction
-    gives 1. The gradient is exact when ``x`` holds zeros.
+    int8, int16 and bool tensors multiply in int32 and uint8, uint16 ones in uint32, as in
+    JAX; an empty reduction gives 1. The gradient is exact when ``x`` holds zeros.
 
     Args:
         x: a tensor, or a Python scalar, nested list or NumPy array.
@@ -380,7 +386,8 @@ def prod(x, axis=None, keepdims=False, *, dtype=None):
         dtype: compute in (and return) this dtype, as NumPy and JAX (``x`` is cast first).
 
     Returns:
-        A tensor of ``x``'s dtype (int32 for bool and integers narrower than int32), or of
+        A tensor of ``x``'s dtype (int32 for bool, int8 and int16; uint32 for uint8 and
+        uint16), or of
         ``dtype``.
 
     Raises:
@@ -760,6 +767,118 @@ def cumsum(x, axis=-1, exclusive=False, reverse=False, *, dtype=None):
         raise OpError(f"cumsum: needs rank >= 1, got shape {x.shape}")
     axis = norm_axis("cumsum", axis, x.ndim, x.shape)
     return _cumsum.bind([x], {"axis": axis, "exclusive": bool(exclusive), "reverse": bool(reverse)})
+
+
+def _shift(v, axis, d, fill):
+    """``v`` moved ``d`` places along ``axis`` (toward higher indices for ``d > 0``, lower
+    for ``d < 0``), the vacated places holding ``fill``."""
+    n = v.shape[axis]
+    key = [slice(None)] * v.ndim
+    pads = [(0, 0)] * v.ndim
+    if d > 0:
+        key[axis], pads[axis] = slice(0, n - d), (d, 0)
+    else:
+        key[axis], pads[axis] = slice(-d, n), (0, -d)
+    return fn.pad(v[tuple(key)], pads, value=fill)
+
+
+def _linear_scan(a, b, axis):
+    """``r[j] = b[j] + a[j] * r[j - 1]`` along ``axis`` (``r[-1] = 0``), by log2(n) rounds of
+    composing the affine maps ``r -> b + a * r`` (Hillis and Steele): only multiplies and
+    adds, so it is exact with zeros in ``a`` and its derivatives are too."""
+    n = b.shape[axis]
+    d = 1
+    while d < n:
+        b = b + a * _shift(b, axis, d, 0)
+        if 2 * d < n:
+            a = a * _shift(a, axis, d, 0)
+        d *= 2
+    return b
+
+
+class CumprodOp(Operation):
+    """Cumulative product along ``axis`` (the op behind :func:`nabla.cumprod`).
+
+    Its derivatives are exact where ``x`` holds zeros (no division by ``x``, no log): the
+    VJP is ``exclusive_cumprod(x) * r`` with ``r[i] = ct[i] + x[i + 1] * r[i + 1]`` and the
+    JVP ``t_out[j] = t[j] * exclusive_cumprod(x)[j] + x[j] * t_out[j - 1]``, both linear
+    recurrences run by multiplies and adds only (``_linear_scan``), as JAX's cumprod
+    differentiates through an associative scan.
+    """
+
+    name = "cumprod"
+
+    def infer(self, shapes, dtypes, kwargs):
+        d = dtypes[0]
+        return [shapes[0]], [DType.int32 if d.is_bool else d]
+
+    def adapt_kwargs(self, kwargs, nb, batch_shape):
+        return {**kwargs, "axis": kwargs["axis"] + nb}
+
+    def sharding_rule(self, in_shapes, out_shapes, kwargs):
+        # a running product crosses block boundaries: the scanned dim stays whole
+        return spmd.aligned_rule(in_shapes, out_shapes, (kwargs["axis"],))
+
+    def vjp_rule(self, primals, cotangents, outputs, kwargs):
+        x, out, ct = primals[0], outputs[0], cotangents[0]
+        axis = kwargs["axis"]
+        before = _shift(out, axis, 1, 1)  # exclusive cumprod: the product of x[:i]
+        a = fn.flip(_shift(x, axis, -1, 0), axis)  # x[i + 1], run from the end
+        r = fn.flip(_linear_scan(a, fn.flip(ct, axis), axis), axis)
+        return [before * r]
+
+    def jvp_rule(self, primals, tangents, outputs, kwargs):
+        x, t = primals[0], tangents[0]
+        if t is None:
+            return [None]
+        axis = kwargs["axis"]
+        before = _shift(outputs[0], axis, 1, 1)
+        return [_linear_scan(x, t * before, axis)]
+
+
+_cumprod = CumprodOp()
+
+
+def cumprod(x, axis=-1, exclusive=False, reverse=False, *, dtype=None):
+    """Cumulative product along ``axis`` (NumPy's ``cumprod``, PyTorch's ``torch.cumprod``;
+    also ``x.cumprod(axis)``).
+
+    ``out[..., j] = x[..., 0] * ... * x[..., j]``. Bool tensors multiply in int32; other
+    dtypes are kept (integers wrap on overflow). Gradients are exact where ``x`` holds zeros.
+
+    Args:
+        x: a tensor of rank >= 1, or a nested list or NumPy array.
+        axis: the axis to run along (default: the last); negative counts from the end.
+        exclusive: start from 1, leaving ``x[..., j]`` out of ``out[..., j]``.
+        reverse: run from the end of the axis toward its start.
+        dtype: cast ``x`` to this dtype first (as NumPy, JAX and PyTorch).
+
+    Returns:
+        A tensor of ``x``'s shape and dtype (int32 for bool).
+
+    Raises:
+        ValueError: (:class:`nabla.OpError`) for a 0-d ``x``.
+        TypeError: for an axis that is not an int.
+        IndexError: for an axis out of range.
+
+    Example:
+        >>> nb.cumprod(nb.constant([1.0, 2.0, 0.0, 4.0])).tolist()
+        [1.0, 2.0, 0.0, 0.0]
+    """
+    x = as_tensor(x, op="cumprod")
+    if dtype is not None:
+        x = x.cast(dtype)
+    if x.ndim == 0:
+        raise OpError(f"cumprod: needs rank >= 1, got shape {x.shape}")
+    axis = norm_axis("cumprod", axis, x.ndim, x.shape)
+    if reverse:
+        x = fn.flip(x, axis)
+    out = _cumprod.bind([x], {"axis": axis})
+    if exclusive:
+        out = _shift(out, axis, 1, 1)
+    if reverse:
+        out = fn.flip(out, axis)
+    return out
 
 
 def minmax(x) -> list[Tensor]:

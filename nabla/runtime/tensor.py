@@ -110,11 +110,8 @@ def numpy_value(value, dtype: DType | None, op: str = "constant") -> np.ndarray:
 
 
 def _array_copy(value, dtype: DType | None) -> np.ndarray:
-    """A NumPy array or scalar as a new array of ``dtype`` (default: its own, with 32- and
-    64-bit unsigned ints as int64)."""
+    """A NumPy array or scalar as a new array of ``dtype`` (default: its own)."""
     arr = np.asarray(value)
-    if arr.dtype == np.uint32 or arr.dtype == np.uint64:
-        arr = arr.astype(np.int64)
     target = from_numpy_dtype(arr.dtype) if dtype is None else dtype
     return np.array(arr, dtype=target.numpy, copy=True)
 

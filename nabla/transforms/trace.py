@@ -28,6 +28,9 @@ _SHORT = {
     "int32": "i32",
     "int64": "i64",
     "uint8": "u8",
+    "uint16": "u16",
+    "uint32": "u32",
+    "uint64": "u64",
     "bool": "bool",
 }
 

@@ -572,6 +572,11 @@ def float_graph():
     o["argmax_ties"] = nb.argmax(c(np.array([[1, 3, 3, 0], [2, 2, 2, 2]], f)), axis=1)
     o["cumsum"] = nb.cumsum(x, axis=1)
     o["cumsum_excl_rev"] = nb.cumsum(x, axis=0, exclusive=True, reverse=True)
+    xz = nb.where(c(np.abs(xa) < 0.6), 0.0, x)  # zeros: cumprod and its gradient stay exact
+    o["cumprod"] = nb.cumprod(xz, axis=1)
+    o["cumprod_excl_rev"] = nb.cumprod(x, axis=0, exclusive=True, reverse=True)
+    o["cumprod_grad"] = nb.grad(lambda v: (nb.cumprod(v, axis=1) * y).sum())(xz)
+    o["cumprod_f16"] = nb.cumprod(c(np.linspace(0.5, 1.6, 12).astype(np.float16)))
     # views
     o["reshape"] = x.reshape(3, 8)
     o["broadcast"] = nb.broadcast_to(c(rng.uniform(size=(1, 6)).astype(f)), (4, 6))
@@ -662,6 +667,27 @@ def int_graph():
     o["argmin_bool"] = nb.argmin(bx, axis=1)
     o["cumsum_int"] = nb.cumsum(a, axis=0, reverse=True)
     o["cumsum_bool"] = nb.cumsum(bx, axis=1, exclusive=True)
+    o["cumprod_int"] = nb.cumprod(b, axis=1)
+    o["cumprod_bool"] = nb.cumprod(bx, axis=0)
+    # shifts: every count from -3 to 70 (NumPy: 0, or -1 for a negative value shifted right)
+    for dt in ("int32", "int8", "int64", "uint8", "uint32", "uint64"):
+        info = np.iinfo(dt)
+        p = c(rng.integers(info.min, info.max, (74,), dtype=dt, endpoint=True))
+        k = c(np.arange(-3, 71) if info.min else np.arange(0, 74), dt)
+        o[f"left_shift_{dt}"], o[f"right_shift_{dt}"] = p << k, p >> k
+    o["shift_scalar_bcast"] = (a << c(np.array([[1], [2], [0], [5]], i32))) >> 2
+    # uint32: wrapping arithmetic, division, widening, comparison, casts both ways
+    u = c(rng.integers(0, 2**32, (4, 6), dtype=np.uint32, endpoint=False))
+    v = c(rng.integers(1, 2**32, (4, 6), dtype=np.uint32, endpoint=False))
+    o["u32_arith"] = (u * v + 7) // (v % 1000 + 1)
+    o["u32_mod_cmp"] = nb.where(u > v, u % v, v - u)
+    o["u32_sum_cumsum"] = nb.cumsum(nb.sum(u, axis=1), axis=0)
+    o["u16_sum"] = nb.sum(u.cast(nb.uint16), axis=0)  # uint16 sums in uint32
+    o["u32_max_argmin"] = nb.max(u, axis=0) + nb.argmin(u, axis=1).cast(nb.uint32).sum()
+    o["u32_to_f"] = u.cast(nb.float32)
+    o["f_to_u32"] = c(np.array([-3.0, 2.7, 4e9, 1e20], np.float32)).cast(nb.uint32)
+    o["u32_and_i64"] = u + c(np.array([-5], np.int64))
+    o["u32_xor"] = nb.bitwise_xor(u, v)
     o["any"] = nb.any(a > 45)
     o["cast_f"] = a.cast(nb.float32)
     o["cast_b"] = a.cast(nb.bool)

@@ -497,6 +497,9 @@ def test_default_dtype_context():
 ALL_DTYPES = [
     nb.bool,
     nb.uint8,
+    nb.uint16,
+    nb.uint32,
+    nb.uint64,
     nb.int8,
     nb.int16,
     nb.int32,

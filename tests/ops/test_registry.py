@@ -245,20 +245,27 @@ def test_repeat_takes_one_count_per_element():
 
 
 @pytest.mark.parametrize("name", ["sum", "prod", "reduce_sum"])
-def test_narrow_integer_sums_and_products_widen_to_int32(name):
-    """JAX's rule: int8/int16/uint8 (and bool) sums and products accumulate in int32, so
-    200 ones of uint8 sum to 200 instead of wrapping at 255; int32 keeps its dtype."""
+def test_narrow_integer_sums_and_products_widen_to_32_bits(name):
+    """JAX's rule: int8/int16 (and bool) sums and products accumulate in int32 and
+    uint8/uint16 ones in uint32, so 200 ones of uint8 sum to 200 instead of wrapping at 255;
+    32- and 64-bit integers keep their dtype."""
     fn = getattr(nb, name)
-    for dt, big in ((np.int8, 100), (np.int16, 300), (np.uint8, 200)):
+    for dt, big, to in (
+        (np.int8, 100, nb.int32),
+        (np.int16, 300, nb.int32),
+        (np.uint8, 200, nb.uint32),
+        (np.uint16, 70000, nb.uint32),
+    ):
         a = np.full((2, big), 2 if name == "prod" else 1, dt)
         if name == "prod":
             a = a[:, :10]
         want = np.prod(a.astype(np.int64), axis=1) if name == "prod" else a.sum(1, dtype=np.int64)
         got = fn(nb.constant(a), axis=1)
-        assert got.dtype == nb.int32, (dt, got.dtype)
+        assert got.dtype == to, (dt, got.dtype)
         np.testing.assert_array_equal(got.numpy(), want)
-        assert getattr(nb.constant(a), "sum" if name != "prod" else "prod")().dtype == nb.int32
-    assert fn(nb.constant(np.ones(3, np.int32))).dtype == nb.int32
+        assert getattr(nb.constant(a), "sum" if name != "prod" else "prod")().dtype == to
+    for dt in (np.int32, np.uint32, np.int64, np.uint64):
+        assert fn(nb.constant(np.ones(3, dt))).dtype == nb.DType(np.dtype(dt).name)
     assert fn(nb.constant(np.ones(3, bool))).dtype == nb.int32
 
 

@@ -505,7 +505,16 @@ def _lut(kind: str):
     return t
 
 
-_INT_BYTES = {"uint8": 1, "int8": 1, "int16": 2, "int32": 4, "int64": 8}
+_INT_BYTES = {
+    "uint8": 1,
+    "uint16": 2,
+    "uint32": 4,
+    "uint64": 8,
+    "int8": 1,
+    "int16": 2,
+    "int32": 4,
+    "int64": 8,
+}
 
 
 def _bitwise(logical, kind):
@@ -540,6 +549,37 @@ _bit_and = _bitwise(lambda x, y: ops.logical_and(x, y), "and")
 _bit_or = _bitwise(lambda x, y: ops.logical_or(x, y), "or")
 _bit_xor = _bitwise(lambda x, y: ops.logical_xor(x, y), "xor")
 
+
+def _shift(left: bool):
+    """``x << y`` / ``x >> y`` with NumPy's results (MAX has no shift ops): a multiply by, or
+    a floor division by, ``2**y`` read from a table of the dtype's powers of two. Counts
+    outside the table (negative, or at least the bit width) give 0; a signed right shift by
+    ``bits - 1`` or more gives the sign (-1 or 0), as the arithmetic shift does."""
+
+    def run(x, y):
+        import numpy as np
+
+        name = _name(x)
+        bits = 8 * _INT_BYTES[name]
+        signed = not name.startswith("uint")
+        top = bits - 1 if signed and not left else bits  # counts the table covers
+        inside = ops.greater(_c(top, y), y)
+        if signed:
+            inside = ops.logical_and(inside, ops.greater_equal(y, _c(0, y)))
+        # 2**(bits - 1) wraps to the minimum of a signed dtype: x * it is still x << (bits - 1)
+        table = np.array([1 << k for k in range(top)], np.uint64).astype(name)
+        count = ops.cast(ops.where(inside, y, _c(0, y)), MDType.int64)
+        p = ops.gather(ops.constant(table, x.dtype, device=x.device), count, axis=0)
+        if left:
+            return ops.where(inside, ops.mul(x, p), _c(0, x))
+        outside = _c(0, x)
+        if signed:
+            outside = ops.where(ops.greater(_c(0, x), x), _c(-1, x), _c(0, x))
+        return ops.where(inside, ops.floor_div(x, p), outside)
+
+    return run
+
+
 for _n, _f in {
     "add": _add,
     "sub": lambda x, y: ops.sub(x, y),
@@ -560,6 +600,8 @@ for _n, _f in {
     "bitwise_and": _bit_and,
     "bitwise_or": _bit_or,
     "bitwise_xor": _bit_xor,
+    "left_shift": _shift(left=True),
+    "right_shift": _shift(left=False),
     "logical_and": lambda x, y: ops.logical_and(x, y),
     "logical_or": lambda x, y: ops.logical_or(x, y),
     "logical_xor": lambda x, y: ops.logical_xor(x, y),
@@ -690,6 +732,28 @@ def _cumsum(x, axis, exclusive, reverse):
     if _is_bool(x):
         x = ops.cast(x, MDType.int32)
     return ops.cumsum(x, axis=axis, exclusive=exclusive, reverse=reverse)
+
+
+@_one("cumprod")
+def _cumprod(x, axis):
+    """MAX has no cumulative product (and ``exp(cumsum(log x))`` fails on zeros and negative
+    values): log2(n) rounds of multiplying by the values ``d`` places before (Hillis and
+    Steele), in float32 for 16-bit floats as the NumPy backend accumulates."""
+    if _is_bool(x):
+        x = ops.cast(x, MDType.int32)
+    dt = x.dtype
+    if _name(x) in _HALF:
+        x = ops.cast(x, MDType.float32)
+    n = _shape(x)[axis]
+    d = 1
+    while d < n:
+        key = [slice(None)] * len(_shape(x))
+        key[axis] = slice(0, n - d)
+        pads = [0, 0] * len(_shape(x))
+        pads[2 * axis] = d
+        x = x * ops.pad(x[tuple(key)], pads, mode="constant", value=_host(1, x))
+        d *= 2
+    return ops.cast(x, dt) if x.dtype != dt else x
 
 
 # ----------------------------------------------------------------------------- views

@@ -99,6 +99,8 @@ for _name, _fn in {
     "bitwise_and": np.bitwise_and,
     "bitwise_or": np.bitwise_or,
     "bitwise_xor": np.bitwise_xor,
+    "left_shift": np.left_shift,
+    "right_shift": np.right_shift,
     "logical_and": np.logical_and,
     "logical_or": np.logical_or,
     "logical_xor": np.logical_xor,
@@ -295,6 +297,14 @@ def _cumsum(x, axis, exclusive, reverse):
     if reverse:
         out = np.flip(out, axis)
     return out
+
+
+@_one("cumprod")
+def _cumprod(x, axis):
+    acc = _accumulator(x)
+    if acc is None:
+        acc = x.dtype if x.dtype != np.bool_ else np.int32
+    return np.cumprod(x, axis=axis, dtype=acc)
 
 
 # --------------------------------------------------------------------------- views
