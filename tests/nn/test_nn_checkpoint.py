@@ -143,3 +143,15 @@ def test_data_loader():
     assert len(dropped) == 2 and [b.shape for b in dropped] == [(4, 2), (4, 2)]
     with pytest.raises(ValueError, match="same non-zero first dim"):
         nn.DataLoader((x, y[:5]))
+
+
+def test_unsigned_dtypes_round_trip(tmp_path):
+    sd = {
+        k: nb.constant(np.array([0, 1, np.iinfo(t).max], t))
+        for k, t in (("u16", np.uint16), ("u32", np.uint32), ("u64", np.uint64))
+    }
+    nb.nn.save(sd, tmp_path / "u.safetensors")
+    back = nb.nn.load(tmp_path / "u.safetensors")
+    for k, v in sd.items():
+        assert back[k].dtype is v.dtype
+        np.testing.assert_array_equal(back[k].numpy(), v.numpy())
