@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from .config import CONFIG
 
-__all__ = ["Site", "debug_nans", "debug_infs", "checking", "user_site", "site_in_rule"]
+__all__ = ["Site", "debug_nans", "debug_infs", "user_site", "site_in_rule"]
 
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
@@ -92,11 +92,6 @@ class debug_infs(_Switch):  # noqa: N801 - a switch read as a function, as torch
     """
 
     _attr = "debug_infs"
-
-
-def checking() -> bool:
-    """Whether either switch is on."""
-    return CONFIG.debug_values
 
 
 _RULE_OF: list = []  # the forward nodes whose derivative rules are running, innermost last

@@ -58,7 +58,7 @@ def describe_finding(finding: Finding, nodes, inside: str | None = None) -> str:
         where = f"{site.grad_of} was called at {site.where()}"
     else:
         head = f"{name} made {made} from operands without one"
-        where = f"called at {site.where()}" if site is not None else _no_site(node)
+        where = f"called at {site.where()}" if site is not None else _NO_SITE
     lines = [head, f"  {where}"]
     if inside:
         lines.append(f"  inside the {inside}")
@@ -70,11 +70,10 @@ def describe_finding(finding: Finding, nodes, inside: str | None = None) -> str:
     return "\n".join(lines)
 
 
-def _no_site(node) -> str:
-    return (
-        "(its call site was not recorded: the value was built before nb.debug_nans was on; "
-        "turn it on before the computation runs)"
-    )
+_NO_SITE = (
+    "(its call site was not recorded: the value was built before nb.debug_nans was on; "
+    "turn it on before the computation runs)"
+)
 
 
 def _site_and_context(finding: Finding, node):
