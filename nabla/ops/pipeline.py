@@ -4,7 +4,8 @@ them, in this order; each takes the record and returns it:
 
 1. ``Call(op, args, kwargs)``: the metadata, read once: the operands' vmap levels, their
    traced levels and tangents, whether any is sharded;
-2. :func:`align`: the operands brought to one set of vmap levels;
+2. :func:`align`: the operands brought to one set of vmap levels (run only when their
+   levels differ, ``Call.mixed``);
 3. :func:`shapes`: the outputs' vmap levels, shapes, dtypes and devices, eagerly
    (``infer``), validating the call;
 4. :func:`physical_kwargs`: the logical kwargs translated to the buffers' layout
@@ -12,7 +13,8 @@ them, in this order; each takes the record and returns it:
 5. :func:`emit`: the node's structural key ``(backend op name, physical kwargs)``, the
    ``OpNode`` and its outputs (promise tensors, registered as pending; an output larger
    than ``CONFIG.max_alloc_bytes`` is refused), forward-mode tangents one transform level
-   at a time, and with ``NABLA_EAGER_MAX_GRAPH=1`` the node run at once and checked
+   at a time; while ``nb.debug_nans`` is on, the user's line that called the op
+   (``core.debug``); with ``NABLA_EAGER_MAX_GRAPH=1`` the node run at once and checked
    against step 3.
 
 A call with a sharded operand takes the same record through ``spmd.bind_sharded``: partial
