@@ -235,6 +235,20 @@ Tensor.backward = backward
 Tensor.detach = detach
 
 
+def _clear_caches() -> None:
+    """Forget the cached programs of lazy evaluation and, when the MAX backend is loaded, its
+    in-memory compiled models (the original nabla's ``nb._clear_caches``; the disk cache and
+    each ``nb.compile``d function's own traces stay)."""
+    import sys  # noqa: PLC0415 - only here
+
+    from .runtime.graph import GRAPH  # noqa: PLC0415
+
+    GRAPH.clear_cache()
+    max_backend = sys.modules.get(f"{__name__}.backends.max")
+    if max_backend is not None:
+        max_backend.clear_caches()
+
+
 def __getattr__(name):
     # ``nb.nn`` is imported on first use: a script without modules or optimizers does not
     # pay for compiling the ~4000 lines of ``nabla.nn`` and importing safetensors (~50 ms of

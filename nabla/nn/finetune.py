@@ -34,11 +34,13 @@ __all__ = [
     "dequantize_nf4",
     "init_lora_adapter",
     "load_finetune_checkpoint",
+    "lora_delta",
     "lora_linear",
     "merge_lora_weight",
     "qlora_linear",
     "quantize_nf4",
     "save_finetune_checkpoint",
+    "tree_lora_delta",
     "unmerge_lora_weight",
 ]
 
@@ -110,6 +112,59 @@ def lora_linear(x, weight, adapter, alpha: float = 1.0, bias=None) -> Tensor:
         )
     y = x @ weight + ((x @ a) @ b) * scale
     return y if bias is None else y + bias
+
+
+def lora_delta(adapter, alpha: float = 1.0) -> Tensor:
+    """The adapter's weight update ``(alpha / rank) * A @ B`` (the original nabla's
+    ``lora_delta``; what :func:`merge_lora_weight` adds).
+
+    Args:
+        adapter: ``{"A": (in, rank), "B": (rank, out)}``.
+        alpha: LoRA scaling numerator (default 1).
+
+    Returns:
+        A tensor ``(in, out)``.
+
+    Raises:
+        ValueError: if ``A`` and ``B`` are not ``(in, r)`` and ``(r, out)``.
+    """
+    a, b = as_tensor(adapter["A"], op="lora_delta"), as_tensor(adapter["B"], op="lora_delta")
+    _, _, scale = _delta("lora_delta", {"A": a, "B": b}, (a.shape[0], b.shape[-1]), alpha)
+    return (a @ b) * scale
+
+
+def _is_adapter(x) -> bool:
+    return isinstance(x, dict) and "A" in x and "B" in x
+
+
+def tree_lora_delta(adapters, alpha: float = 1.0, *, is_leaf=None):
+    """:func:`lora_delta` of every adapter in a pytree (the original nabla's
+    ``tree_lora_delta``): each ``{"A", "B"}`` dict becomes its update tensor, everything else
+    is kept.
+
+    Args:
+        adapters: a pytree of adapters, e.g. ``{"layer0": {"A": ..., "B": ...}}``, or one
+            adapter.
+        alpha: LoRA scaling numerator (default 1).
+        is_leaf: optional predicate marking the subtrees that are adapters (default: a dict
+            with keys ``"A"`` and ``"B"``).
+
+    Returns:
+        A pytree like ``adapters`` with an update tensor in place of each adapter.
+    """
+    test = _is_adapter if is_leaf is None else is_leaf
+
+    def go(node):
+        if test(node) and _is_adapter(node):
+            return lora_delta(node, alpha)
+        if isinstance(node, dict):
+            return {k: go(v) for k, v in node.items()}
+        if isinstance(node, list | tuple):
+            items = [go(v) for v in node]
+            return type(node)(*items) if hasattr(node, "_fields") else type(node)(items)
+        return node
+
+    return go(adapters)
 
 
 def _weight_and_update(fn: str, weight, adapter, alpha: float):
@@ -187,6 +242,45 @@ class NF4Weight:
 
     def __repr__(self) -> str:
         return f"NF4Weight(shape={self.shape}, block_size={self.block_size})"
+
+    #: the original nabla's dict keys (its ``quantize_nf4`` returned a dict), read as a mapping
+    _KEYS = ("indices", "scales", "original_shape", "original_numel", "padded_numel", "block_size")
+
+    def keys(self) -> tuple:
+        """The keys the original nabla's quantized-weight dict had (``qw["scales"]``...).
+
+        Returns:
+            ``("indices", "scales", "original_shape", "original_numel", "padded_numel",
+            "block_size")``.
+        """
+        return self._KEYS
+
+    def __contains__(self, key) -> bool:
+        return key in self._KEYS
+
+    def __getitem__(self, key):
+        """The original's entries: ``indices`` (one uint8 code in 0..15 per value, padded to
+        whole blocks), ``scales``, ``original_shape``, ``original_numel``, ``padded_numel``
+        and ``block_size``."""
+        size = math.prod(self.shape)
+        padded = self.scales.shape[0] * self.block_size
+        if key == "indices":
+            p = self.packed.cast(DType.int32)
+            codes = view.stack([binary.floor_div(p, 16), binary.mod(p, 16)], axis=-1).reshape(-1)
+            if codes.shape[0] < padded:
+                pad = creation.full((padded - codes.shape[0],), 7, dtype=DType.int32)
+                codes = view.concatenate([codes, pad], axis=0)
+            return codes[:padded].cast(DType.uint8)
+        values = {
+            "scales": self.scales,
+            "original_shape": self.shape,
+            "original_numel": size,
+            "padded_numel": padded,
+            "block_size": self.block_size,
+        }
+        if key not in values:
+            raise KeyError(f"NF4Weight has no entry {key!r}; its entries are {self._KEYS}")
+        return values[key]
 
 
 register_pytree_node(
@@ -267,7 +361,9 @@ def dequantize_nf4(qweight: NF4Weight, dtype=None) -> Tensor:
     return out if dtype is None else out.cast(dtype)
 
 
-def qlora_linear(x, qweight: NF4Weight, adapter, alpha: float = 1.0, bias=None) -> Tensor:
+def qlora_linear(
+    x, qweight: NF4Weight, adapter, alpha: float = 1.0, bias=None, *, compute_dtype=None
+) -> Tensor:
     """:func:`lora_linear` on an NF4 base: ``x @ dequantize_nf4(qweight) + LoRA delta``.
 
     Args:
@@ -276,11 +372,18 @@ def qlora_linear(x, qweight: NF4Weight, adapter, alpha: float = 1.0, bias=None) 
         adapter: ``{"A", "B"}`` from :func:`init_lora_adapter`.
         alpha: LoRA scaling numerator (default 1).
         bias: optional ``(out,)``.
+        compute_dtype: the dtype the product is computed in (keyword only, as the original
+            nabla's): ``x``, the dequantized weight and the adapter are cast to it. Default:
+            ``x``'s dtype.
 
     Returns:
-        ``(..., out)``.
+        ``(..., out)``, of ``compute_dtype``.
     """
     x = as_tensor(x, op="qlora_linear")
+    if compute_dtype is not None:
+        x = x.cast(compute_dtype)
+        adapter = {**adapter, "A": adapter["A"].cast(compute_dtype)}
+        adapter["B"] = adapter["B"].cast(compute_dtype)
     return lora_linear(x, dequantize_nf4(qweight, x.dtype), adapter, alpha, bias)
 
 
@@ -325,7 +428,9 @@ def _unflatten_tree(items: dict):
     return lists(root)
 
 
-def save_finetune_checkpoint(path, adapters, optimizer_state=None, metadata=None) -> None:
+def save_finetune_checkpoint(
+    path, adapters=None, optimizer_state=None, metadata=None, *, lora_params=None
+) -> None:
     """Save LoRA adapters (and optionally the optimizer state) to one safetensors file.
 
     Args:
@@ -333,11 +438,18 @@ def save_finetune_checkpoint(path, adapters, optimizer_state=None, metadata=None
         adapters: nested dicts/lists of tensors, e.g. ``{"layer0": {"A": ..., "B": ...}}``.
         optimizer_state: optional state of the functional optimizers (``adamw_init``), or a
             stateful optimizer's ``state_dict()``.
-        metadata: optional str -> str annotations (rank, alpha, base model name...).
+        metadata: optional annotations (rank, alpha, base model name...), stored as strings.
+        lora_params: the original nabla's name of ``adapters`` (keyword only; give one).
 
     Raises:
-        TypeError: for a value that is not a tensor, dict or list.
+        TypeError: for a value that is not a tensor, dict or list, or for both or neither of
+            ``adapters`` and ``lora_params``.
     """
+    if (adapters is None) == (lora_params is None):
+        raise TypeError(
+            "save_finetune_checkpoint: pass the adapters once: adapters= or lora_params="
+        )
+    adapters = lora_params if adapters is None else adapters
     flat: OrderedDict = OrderedDict()
     _flatten_tree("adapters", adapters, flat)
     if optimizer_state is not None:
@@ -345,18 +457,26 @@ def save_finetune_checkpoint(path, adapters, optimizer_state=None, metadata=None
     checkpoint.save(flat, path, metadata)
 
 
-def load_finetune_checkpoint(path):
+def load_finetune_checkpoint(path, *, lora_template=None, optimizer_template=None):
     """Load what :func:`save_finetune_checkpoint` wrote.
 
     Args:
         path: the file.
+        lora_template: optional adapters laid out as the result should be (the original
+            nabla's keyword): the loaded adapters take its structure (tuples, lists, dicts)
+            and each tensor its dtype; every tensor must be in the file with its shape.
+        optimizer_template: optional optimizer state laid out the same way (e.g.
+            ``adamw_init(lora_template)``), checked and restored like ``lora_template``.
 
     Returns:
         ``(adapters, optimizer_state, metadata)``; ``optimizer_state`` is None when none was
-        saved. Nested dicts with keys ``"0"``, ``"1"``, ... come back as lists.
+        saved. Without a template, nested dicts with keys ``"0"``, ``"1"``, ... come back as
+        lists.
 
     Raises:
-        ValueError: for a corrupt file or one without adapters.
+        FileNotFoundError: when ``path`` does not exist.
+        ValueError: for a corrupt file, one without adapters, or one that does not hold every
+            tensor of a template with its shape (all such problems listed).
     """
     flat = checkpoint.load(path)
     adapters = {k[len("adapters/") :]: v for k, v in flat.items() if k.startswith("adapters/")}
@@ -364,4 +484,39 @@ def load_finetune_checkpoint(path):
     if not adapters:
         raise ValueError(f"load_finetune_checkpoint: {path!r} holds no adapters")
     meta = checkpoint.load_metadata(path)
-    return _unflatten_tree(adapters), (_unflatten_tree(opt) if opt else None), meta
+    adapters_out = _unflatten_tree(adapters)
+    if lora_template is not None:
+        adapters_out = _like_template(path, "adapters", flat, lora_template)
+    opt_out = _unflatten_tree(opt) if opt else None
+    if opt and optimizer_template is not None:
+        opt_out = _like_template(path, "optimizer", flat, dict(optimizer_template))
+    return adapters_out, opt_out, meta
+
+
+def _like_template(path, prefix: str, flat: dict, template):
+    """``template`` with each tensor replaced by the file's tensor of the same path (cast to
+    the template's dtype); every missing or misshapen tensor is listed in one error."""
+    wanted: OrderedDict = OrderedDict()
+    _flatten_tree(prefix, template, wanted)
+    problems = [f"missing {k!r}" for k in wanted if k not in flat]
+    problems += [
+        f"{k!r}: shape {tuple(flat[k].shape)}, template {tuple(t.shape)}"
+        for k, t in wanted.items()
+        if k in flat and tuple(flat[k].shape) != tuple(t.shape)
+    ]
+    if problems:
+        raise ValueError(
+            f"load_finetune_checkpoint: {path!r} does not fit the template: {'; '.join(problems)}"
+        )
+    loaded = iter([flat[k].cast(t.dtype) for k, t in wanted.items()])
+    return _fill(template, loaded)
+
+
+def _fill(node, loaded):
+    """``node`` (dicts, lists, tuples of tensors) with its tensors taken from ``loaded``, in
+    the order ``_flatten_tree`` visits them."""
+    if isinstance(node, dict):
+        return {k: _fill(v, loaded) for k, v in node.items()}
+    if isinstance(node, list | tuple):
+        return type(node)(_fill(v, loaded) for v in node)
+    return next(loaded)

@@ -280,25 +280,57 @@ def _check_normalized(fn, x: Tensor, normalized_shape) -> tuple:
     return tuple(range(-n, 0))
 
 
-def layer_norm(x, normalized_shape, weight=None, bias=None, eps: float = 1e-5) -> Tensor:
-    """Normalize over the trailing ``normalized_shape`` dims to zero mean and unit variance, then
-    scale by ``weight`` and shift by ``bias``.
+def _check_norm_axes(fn, x: Tensor, axis) -> tuple:
+    """``axis`` (an int or a tuple of ints, negative counting from the end) as a tuple of
+    distinct non-negative axes of ``x``."""
+    axes = (axis,) if isinstance(axis, int) else tuple(axis)
+    if not axes or not all(isinstance(a, int) and not isinstance(a, bool) for a in axes):
+        raise ValueError(f"{fn}: axis must be an int or a non-empty tuple of ints, got {axis!r}")
+    if any(not -x.ndim <= a < x.ndim for a in axes):
+        raise ValueError(f"{fn}: axis {axis!r} is out of range for an input of shape {x.shape}")
+    axes = tuple(a % x.ndim for a in axes)
+    if len(set(axes)) != len(axes):
+        raise ValueError(f"{fn}: axis {axis!r} repeats an axis")
+    return axes
+
+
+def layer_norm(
+    x, normalized_shape=None, weight=None, bias=None, eps: float = 1e-5, *, axis=None
+) -> Tensor:
+    """Normalize over the trailing ``normalized_shape`` dims (or the dims ``axis``) to zero mean
+    and unit variance, then scale by ``weight`` and shift by ``bias``.
 
     Args:
         x: the input.
-        normalized_shape: int or tuple: the trailing dims to normalize over.
-        weight: optional scale of shape ``normalized_shape``.
-        bias: optional shift of shape ``normalized_shape``.
+        normalized_shape: int or tuple: the trailing dims to normalize over (PyTorch's form).
+        weight: optional scale, broadcast against ``x`` (shape ``normalized_shape``).
+        bias: optional shift, broadcast against ``x``.
         eps: added to the variance (default 1e-5).
+        axis: the original nabla's form (keyword only): an axis or a tuple of axes to
+            normalize over, any of ``x``'s, not only trailing ones. With neither
+            ``normalized_shape`` nor ``axis``, the last axis.
 
     Returns:
         A tensor like ``x``.
 
     Raises:
-        ValueError: if ``x`` does not end with ``normalized_shape``.
+        ValueError: if ``x`` does not end with ``normalized_shape``, for an ``axis`` out of
+            range or repeated, or for both ``normalized_shape`` and ``axis``.
+
+    Example:
+        >>> F.layer_norm(nb.constant([[1.0, 3.0]]), axis=-1).tolist()
+        [[-0.9999949932098389, 0.9999949932098389]]
     """
     x = as_tensor(x, op="layer_norm")
-    axes = _check_normalized("layer_norm", x, normalized_shape)
+    if normalized_shape is not None and axis is not None:
+        raise ValueError(
+            f"layer_norm: got both normalized_shape={normalized_shape!r} and axis={axis!r}; "
+            "pass one"
+        )
+    if normalized_shape is not None:
+        axes = _check_normalized("layer_norm", x, normalized_shape)
+    else:
+        axes = _check_norm_axes("layer_norm", x, -1 if axis is None else axis)
     mean = x.mean(axis=axes, keepdims=True)
     centered = x - mean
     var = centered.square().mean(axis=axes, keepdims=True)

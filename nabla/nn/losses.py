@@ -10,7 +10,7 @@ layout of the rest of ``nabla.nn``. ``reduction`` is ``"mean"`` (default), ``"su
 from __future__ import annotations
 
 from ..core.state import STATE
-from ..ops import binary, creation, unary
+from ..ops import binary, creation, unary, view
 from ..ops import reduction as _reduction_ops
 from ..ops._util import as_tensor
 from ..runtime.tensor import Tensor
@@ -161,6 +161,7 @@ def cross_entropy_loss(
     *,
     weight=None,
     ignore_index: int | None = None,
+    axis: int = -1,
 ) -> Tensor:
     """Softmax cross-entropy between ``logits`` and class indices or class probabilities.
 
@@ -181,6 +182,9 @@ def cross_entropy_loss(
         ignore_index: a class-index value whose targets count for nothing (keyword only;
             PyTorch's default is -100, here None: every target counts, and a -100 target is
             an out-of-range error unless ``ignore_index=-100`` is given).
+        axis: the class axis of ``logits`` (keyword only; default -1, the last, as the
+            original nabla's ``axis``; PyTorch's class axis 1 is ``axis=1``). Class-index
+            targets have the other axes; probability targets have their class axis there too.
 
     Returns:
         The reduced loss.
@@ -200,6 +204,7 @@ def cross_entropy_loss(
     """
     logits = as_tensor(logits, op="cross_entropy_loss")
     target = as_tensor(target, op="cross_entropy_loss")
+    logits, target = _classes_last(logits, target, axis)
     weight = _cross_entropy_weight(logits, label_smoothing, weight)
     logp = _reduction_ops.logsoftmax(logits, axis=-1)
     if target.dtype.is_int:
@@ -218,6 +223,26 @@ def cross_entropy_loss(
         )
     loss = _soft_cross_entropy(target.cast(logits.dtype), logp, label_smoothing, weight)
     return _reduce(loss, reduction, "cross_entropy_loss")
+
+
+def _classes_last(logits: Tensor, target: Tensor, axis) -> tuple:
+    """``logits`` (and a probability ``target`` of the same rank) with the class ``axis``
+    moved last."""
+    if isinstance(axis, bool) or not isinstance(axis, int):
+        raise TypeError(f"cross_entropy_loss: axis must be an int, got {axis!r}")
+    if logits.ndim == 0:
+        raise ValueError("cross_entropy_loss: logits need a class axis, got a scalar")
+    if not -logits.ndim <= axis < logits.ndim:
+        raise ValueError(
+            f"cross_entropy_loss: axis={axis} is out of range for logits of shape {logits.shape}"
+        )
+    axis %= logits.ndim
+    if axis == logits.ndim - 1:
+        return logits, target
+    logits_last = view.moveaxis(logits, axis, -1)
+    if not target.dtype.is_int and target.ndim == logits.ndim:
+        target = view.moveaxis(target, axis, -1)
+    return logits_last, target
 
 
 def _cross_entropy_weight(logits: Tensor, label_smoothing, weight) -> Tensor | None:

@@ -19,7 +19,7 @@ import numpy as np
 from ..core.pytree import GetAttrKey, register_pytree_node, tree_flatten
 from ..core.state import STATE
 from ..ops import creation
-from ..runtime.tensor import Tensor
+from ..runtime.tensor import Tensor, realize
 from ..transforms.autodiff import detach
 
 __all__ = [
@@ -266,8 +266,81 @@ class Module:
         """
         raise NotImplementedError(f"{type(self).__name__} does not define forward()")
 
+    #: the execution policy (see :meth:`set_execution_policy`), shared by all modules
+    _auto_realize_forward: bool = False
+    _auto_realize_grads: bool = False
+    _call_depth: int = 0  # module calls in progress (the outermost is the user's)
+
     def __call__(self, *args, **kwargs):
-        return self.forward(*args, **kwargs)
+        if not Module._auto_realize_forward:
+            return self.forward(*args, **kwargs)
+        Module._call_depth += 1
+        try:
+            out = self.forward(*args, **kwargs)
+        finally:
+            Module._call_depth -= 1
+        if Module._call_depth == 0 and STATE.recording is None:
+            pending = [t for t in tree_flatten(out)[0] if isinstance(t, Tensor)]
+            if pending:
+                realize(*pending)
+        return out
+
+    @classmethod
+    def set_execution_policy(
+        cls,
+        *,
+        auto_realize_toplevel_forward: bool | None = None,
+        auto_realize_backward_grads: bool | None = None,
+    ) -> None:
+        """The original nabla's execution policy of modules (one setting for all modules).
+
+        Args:
+            auto_realize_toplevel_forward: compute the output of a module called by the user
+                (not one called by another module's forward) at once instead of leaving it
+                lazy (default False; never while ``compile`` traces). None: unchanged.
+            auto_realize_backward_grads: realize the gradients :meth:`backward` writes. They
+                are always realized here (``Tensor.backward`` computes the loss and all
+                gradients as one graph), so this only records the setting. None: unchanged.
+        """
+        if auto_realize_toplevel_forward is not None:
+            Module._auto_realize_forward = bool(auto_realize_toplevel_forward)
+        if auto_realize_backward_grads is not None:
+            Module._auto_realize_grads = bool(auto_realize_backward_grads)
+
+    @classmethod
+    def get_execution_policy(cls) -> dict:
+        """The policy :meth:`set_execution_policy` sets.
+
+        Returns:
+            ``{"auto_realize_toplevel_forward": bool, "auto_realize_backward_grads": bool}``.
+        """
+        return {
+            "auto_realize_toplevel_forward": Module._auto_realize_forward,
+            "auto_realize_backward_grads": Module._auto_realize_grads,
+        }
+
+    def backward(self, loss, gradient=None, retain_graph=None, *, realize_grads=None) -> None:
+        """``loss.backward(gradient)``: accumulate the gradient of ``loss`` into ``.grad`` of
+        every parameter it depends on (the original nabla's ``Module.backward``).
+
+        Args:
+            loss: a scalar tensor computed from this module's parameters (any tensor with
+                ``gradient``).
+            gradient: the cotangent of ``loss`` (default 1 for a scalar).
+            retain_graph: accepted as ``Tensor.backward`` does (the graph is always kept).
+            realize_grads: accepted for the original's signature; the gradients are always
+                realized.
+        """
+        loss.backward(gradient, retain_graph)
+
+    @property
+    def _training(self) -> bool:
+        """The original nabla's name of :attr:`training` (this module's mode only)."""
+        return self.__dict__["training"]
+
+    @_training.setter
+    def _training(self, mode: bool) -> None:
+        self.__dict__["training"] = bool(mode)
 
     # ------------------------------------------------------------------ traversal
     def named_children(self) -> Iterator[tuple[str, Module]]:

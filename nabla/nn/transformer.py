@@ -20,6 +20,16 @@ from .module import Module
 __all__ = ["MultiHeadAttention", "TransformerDecoderLayer", "TransformerEncoderLayer"]
 
 
+def _one_of(owner: str, name: str, value, alias: str, alias_value):
+    """``value`` or its alias's (the original nabla's spelling of the same argument): one of
+    them must be given, not both."""
+    if value is not None and alias_value is not None:
+        raise TypeError(f"{owner}: got both {name}={value!r} and {alias}={alias_value!r}; pass one")
+    if value is None and alias_value is None:
+        raise TypeError(f"{owner}: missing the argument {name!r} (or its alias {alias!r})")
+    return value if value is not None else alias_value
+
+
 class MultiHeadAttention(Module):
     """Multi-head attention over ``(batch, length, embed_dim)`` sequences.
 
@@ -34,16 +44,18 @@ class MultiHeadAttention(Module):
         vdim: features of the values (default ``embed_dim``).
         batch_first: must be True (the default): sequences are ``(batch, length,
             features)``. Accepted so PyTorch code that passes it carries over.
+        d_model: the original nabla's name of ``embed_dim`` (keyword only; give one of them).
 
     Raises:
         ValueError: for ``embed_dim`` not a multiple of ``num_heads``, or
             ``batch_first=False``.
+        TypeError: for both or neither of ``embed_dim`` and ``d_model``.
     """
 
     def __init__(
         self,
-        embed_dim: int,
-        num_heads: int,
+        embed_dim: int | None = None,
+        num_heads: int | None = None,
         dropout=0.0,
         bias=True,
         key=None,
@@ -52,13 +64,17 @@ class MultiHeadAttention(Module):
         kdim: int | None = None,
         vdim: int | None = None,
         batch_first: bool = True,
+        d_model: int | None = None,
     ):
         super().__init__()
+        embed_dim = _one_of("MultiHeadAttention", "embed_dim", embed_dim, "d_model", d_model)
+        if num_heads is None:
+            raise TypeError("MultiHeadAttention: missing the argument 'num_heads'")
         _check_batch_first(type(self).__name__, batch_first)
         if embed_dim % num_heads:
             raise ValueError(
                 f"MultiHeadAttention: embed_dim={embed_dim} is not a multiple of "
-                f"num_heads={num_heads}"
+                f"num_heads={num_heads} (it must be divisible by num_heads)"
             )
         self.embed_dim, self.num_heads, self.dropout = int(embed_dim), int(num_heads), dropout
         self.kdim = self.embed_dim if kdim is None else int(kdim)
@@ -208,7 +224,7 @@ class _TransformerLayer(Module):
     def __init__(
         self,
         d_model: int,
-        nhead: int,
+        nhead: int | None = None,
         dim_feedforward: int = 2048,
         dropout: float = 0.1,
         activation="relu",
@@ -217,8 +233,10 @@ class _TransformerLayer(Module):
         norm_first: bool = False,
         *,
         key=None,
+        num_heads: int | None = None,
     ):
         super().__init__()
+        nhead = _one_of(type(self).__name__, "nhead", nhead, "num_heads", num_heads)
         _check_batch_first(type(self).__name__, batch_first)
         *attention_keys, k1, k2 = _keys(key, len(self.attentions) + 2)
         for name, k in zip(self.attentions, attention_keys):
@@ -250,12 +268,14 @@ class TransformerEncoderLayer(_TransformerLayer):
             features)``. Accepted so PyTorch's positional order carries over.
         norm_first: pre-norm instead of post-norm (default False).
         key: optional RNG key for the initial values (keyword only).
+        num_heads: the original nabla's name of ``nhead`` (keyword only; give one of them).
 
     The positional order is PyTorch's: ``(d_model, nhead, dim_feedforward, dropout,
     activation, layer_norm_eps, batch_first, norm_first)``.
 
     Raises:
         ValueError: for ``batch_first=False``.
+        TypeError: for both or neither of ``nhead`` and ``num_heads``.
     """
 
     attentions = ("self_attn",)
@@ -298,12 +318,14 @@ class TransformerDecoderLayer(_TransformerLayer):
             features)``. Accepted so PyTorch's positional order carries over.
         norm_first: pre-norm instead of post-norm (default False).
         key: optional RNG key for the initial values (keyword only).
+        num_heads: the original nabla's name of ``nhead`` (keyword only; give one of them).
 
     The positional order is PyTorch's: ``(d_model, nhead, dim_feedforward, dropout,
     activation, layer_norm_eps, batch_first, norm_first)``.
 
     Raises:
         ValueError: for ``batch_first=False``.
+        TypeError: for both or neither of ``nhead`` and ``num_heads``.
     """
 
     attentions = ("self_attn", "cross_attn")
@@ -317,6 +339,8 @@ class TransformerDecoderLayer(_TransformerLayer):
         tgt_key_padding_mask=None,
         memory_key_padding_mask=None,
         tgt_is_causal: bool = False,
+        *,
+        is_causal: bool | None = None,
     ):
         """Apply the layer.
 
@@ -328,10 +352,18 @@ class TransformerDecoderLayer(_TransformerLayer):
             tgt_key_padding_mask: optional bool ``(N, L)``, True at padding.
             memory_key_padding_mask: optional bool ``(N, S)``, True at padding.
             tgt_is_causal: causal self-attention.
+            is_causal: the original nabla's name of ``tgt_is_causal`` (keyword only).
 
         Returns:
             ``(N, L, d_model)``.
         """
+        if is_causal is not None:
+            if tgt_is_causal and not is_causal:
+                raise TypeError(
+                    "TransformerDecoderLayer: got both tgt_is_causal=True and "
+                    "is_causal=False; pass one"
+                )
+            tgt_is_causal = bool(is_causal)
         drop = self.dropout
 
         def sa(x):

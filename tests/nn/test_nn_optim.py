@@ -228,7 +228,9 @@ def test_stateful_step_with_a_grads_module():
     loss_fn = lambda mod: nn.functional.mse_loss(mod(x), y)  # noqa: E731
     for _ in range(2):
         assert opt.step(nb.grad(loss_fn)(m)) is m
-        ref, ref_state = optim.adamw_update(ref, nb.grad(loss_fn)(ref), ref_state, lr=0.05)
+        ref, ref_state = optim.adamw_update(
+            ref, nb.grad(loss_fn)(ref), ref_state, lr=0.05, weight_decay=0.01
+        )
     for pa, pb in zip(m.parameters(), ref.parameters()):
         np.testing.assert_allclose(pa.numpy(), pb.numpy(), rtol=1e-6)
     with pytest.raises(ValueError, match="grads have 1 leaves but params have 4"):

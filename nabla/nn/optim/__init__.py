@@ -54,6 +54,7 @@ __all__ = [
     "adagrad_update",
     "adam_update",
     "adamw_init",
+    "adamw_step",
     "adamw_update",
     "clip_grad_norm",
     "clip_grad_norm_",
@@ -66,6 +67,7 @@ __all__ = [
     "rmsprop_init",
     "rmsprop_update",
     "sgd_init",
+    "sgd_step",
     "sgd_update",
     "warmup_cosine",
 ]
@@ -531,10 +533,11 @@ class _AdamSettings(NamedTuple):
     weight_decay: float
     decoupled: bool
     amsgrad: bool
+    bias_correction: bool = True
 
 
 def _adam(params, grads, state, lr, settings: _AdamSettings):
-    betas, eps, weight_decay, decoupled, amsgrad = settings
+    betas, eps, weight_decay, decoupled, amsgrad, bias_correction = settings
     name = "adamw_update" if decoupled else "adam_update"
     _check_settings(name, lr, betas=betas, eps=eps, wd=weight_decay)
     if amsgrad and "nu_max" not in state:
@@ -542,7 +545,10 @@ def _adam(params, grads, state, lr, settings: _AdamSettings):
     b1, b2 = betas
     t = state["step"] + 1.0
     rate = _lr_at(lr, state["step"])
-    c1, c2 = _bias_correction(b1, t), _bias_correction(b2, t)
+    if bias_correction:
+        c1, c2 = _bias_correction(b1, t), _bias_correction(b2, t)
+    else:  # the raw moments (the original nabla's bias_correction=False)
+        c1 = c2 = creation.ones((), dtype=DType.float32)
 
     def rule(p, g, moments):
         if weight_decay and not decoupled:
@@ -583,10 +589,35 @@ def adam_update(
     return _adam(params, grads, state, lr, _AdamSettings(betas, eps, weight_decay, False, amsgrad))
 
 
+def _betas(fn: str, betas, beta1, beta2) -> tuple:
+    """``betas`` with the original nabla's separate ``beta1``/``beta2`` keywords applied."""
+    if beta1 is None and beta2 is None:
+        return betas
+    if betas is not None:
+        raise TypeError(f"{fn}: got both betas={betas!r} and beta1/beta2; pass one form")
+    return (0.9 if beta1 is None else beta1, 0.999 if beta2 is None else beta2)
+
+
 def adamw_update(
-    params, grads, state, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2, amsgrad=False
+    params,
+    grads,
+    state,
+    lr=1e-3,
+    betas=None,
+    eps=1e-8,
+    weight_decay=0.0,
+    amsgrad=False,
+    *,
+    beta1=None,
+    beta2=None,
+    bias_correction: bool = True,
+    realize: bool | None = None,
 ):
     """One AdamW step: Adam with decoupled weight decay ``p -= lr * weight_decay * p``.
+
+    Its keywords and defaults are the original nabla's functional ``adamw_update`` (``lr``,
+    ``weight_decay=0.0``, ``beta1``, ``beta2``, ``eps``, ``bias_correction``, ``realize``);
+    the stateful :class:`AdamW` keeps PyTorch's ``weight_decay=1e-2``.
 
     Args:
         params: the params pytree.
@@ -595,19 +626,132 @@ def adamw_update(
         lr: learning rate or schedule (default 1e-3).
         betas: decay rates of the two moments (default ``(0.9, 0.999)``).
         eps: added to the denominator (default 1e-8).
-        weight_decay: decoupled decay (default 1e-2).
+        weight_decay: decoupled decay (default 0).
         amsgrad: divide by the largest second moment so far (AMSGrad; default False).
+        beta1: the first moment's decay rate, instead of ``betas`` (keyword only).
+        beta2: the second moment's decay rate, instead of ``betas`` (keyword only).
+        bias_correction: divide the moments by ``1 - beta ** t`` (default True); False uses
+            the raw moments.
+        realize: compute the new params now (True) or leave them lazy (False); None follows
+            :meth:`Optimizer.set_execution_policy` (default: lazy; the new state is realized
+            with them when ``auto_realize_updated_state`` is on). Ignored while tracing.
 
     Returns:
         ``(new_params, new_state)``.
 
+    Raises:
+        TypeError: for both ``betas`` and ``beta1``/``beta2``.
+
     Example:
         >>> p = {"w": nb.ones((2,))}
-        >>> p, s = adamw_update(p, {"w": nb.ones((2,))}, adamw_init(p), lr=0.1)
+        >>> p, s = adamw_update(p, {"w": nb.ones((2,))}, adamw_init(p), lr=0.1, weight_decay=0.01)
         >>> p["w"].numpy().round(3).tolist()
         [0.899, 0.899]
     """
-    return _adam(params, grads, state, lr, _AdamSettings(betas, eps, weight_decay, True, amsgrad))
+    betas = _betas("adamw_update", betas, beta1, beta2) or (0.9, 0.999)
+    settings = _AdamSettings(betas, eps, weight_decay, True, amsgrad, bool(bias_correction))
+    new_params, new_state = _adam(params, grads, state, lr, settings)
+    _realize_per_policy(new_params, new_state, realize, functional=True)
+    return new_params, new_state
+
+
+def _realize_per_policy(new_params, new_state, realize_params, functional: bool) -> None:
+    """Realize the updated params (and state) as the execution policy (or ``realize_params``)
+    says; nothing while a function is being traced."""
+    if STATE.recording is not None:
+        return
+    if realize_params is None:
+        realize_params = Optimizer._auto_realize_params and not functional
+    todo = [t for t in tree_leaves(new_params) if isinstance(t, Tensor)] if realize_params else []
+    if Optimizer._auto_realize_state and (realize_params or not functional):
+        todo += [t for t in tree_leaves(new_state) if isinstance(t, Tensor)]
+    if todo:
+        realize(*todo)
+
+
+def sgd_step(param, grad, momentum_buffer=None, *, lr, weight_decay=0.0, momentum=0.0):
+    """One SGD update of a single tensor, the original nabla's ``sgd_step``: the rule of
+    :func:`sgd_update` (``g += weight_decay * p``; with momentum ``buf = momentum * buf + g``,
+    or ``buf = g`` when there is no buffer yet; ``p -= lr * buf``).
+
+    Args:
+        param: the parameter tensor.
+        grad: its gradient (same shape).
+        momentum_buffer: the momentum buffer from the previous step, or None.
+        lr: learning rate (keyword only).
+        weight_decay: L2 penalty added to the gradient (default 0).
+        momentum: momentum factor (default 0: no buffer).
+
+    Returns:
+        ``(new_param, new_momentum_buffer)``; the buffer is None without momentum.
+
+    Raises:
+        ValueError: for a gradient or buffer of another shape, or invalid settings.
+
+    Example:
+        >>> p, buf = sgd_step(nb.ones((2,)), nb.ones((2,)), lr=0.5)
+        >>> p.tolist(), buf
+        ([0.5, 0.5], None)
+    """
+    param = as_tensor(param, op="sgd_step")
+    state = sgd_init(param, momentum)
+    if momentum_buffer is not None and _on(momentum):
+        state["momentum"] = [_checked_buffer("sgd_step", "momentum_buffer", momentum_buffer, param)]
+        state["step"] = state["step"] + 1.0  # a buffer exists: not the first step
+    new_param, new_state = sgd_update(param, grad, state, lr, momentum, False, weight_decay)
+    return new_param, (new_state["momentum"][0] if _on(momentum) else None)
+
+
+def adamw_step(
+    param,
+    grad,
+    m,
+    v,
+    step,
+    *,
+    lr,
+    beta1=0.9,
+    beta2=0.999,
+    eps=1e-8,
+    weight_decay=0.0,
+    bias_correction: bool = True,
+):
+    """One AdamW update of a single tensor, the original nabla's ``adamw_step``: the rule of
+    :func:`adamw_update` for one parameter with its moments.
+
+    Args:
+        param: the parameter tensor.
+        grad: its gradient (same shape).
+        m: the first moment before this update (zeros at the start).
+        v: the second moment before this update.
+        step: the number of this update, counting from 1 (a number or a scalar tensor).
+        lr: learning rate (keyword only).
+        beta1: first moment decay rate (default 0.9).
+        beta2: second moment decay rate (default 0.999).
+        eps: added to the denominator (default 1e-8).
+        weight_decay: decoupled decay (default 0).
+        bias_correction: divide the moments by ``1 - beta ** step`` (default True).
+
+    Returns:
+        ``(new_param, new_m, new_v)``.
+
+    Raises:
+        ValueError: for a gradient or moment of another shape, or invalid settings.
+    """
+    param = as_tensor(param, op="adamw_step")
+    moments = [_checked_buffer("adamw_step", n, t, param) for n, t in (("m", m), ("v", v))]
+    done = as_tensor(step, op="adamw_step").cast(DType.float32) - 1.0
+    state = {"step": done.reshape(()), "mu": [moments[0]], "nu": [moments[1]]}
+    settings = _AdamSettings((beta1, beta2), eps, weight_decay, True, False, bool(bias_correction))
+    new_param, new_state = _adam(param, grad, state, lr, settings)
+    return new_param, new_state["mu"][0], new_state["nu"][0]
+
+
+def _checked_buffer(fn: str, name: str, t, param: Tensor) -> Tensor:
+    t = as_tensor(t, op=fn)
+    if t.shape != param.shape:
+        raise ValueError(f"{fn}: {name} of shape {t.shape} for a parameter of shape {param.shape}")
+    return t.cast(param.dtype)
 
 
 def rmsprop_init(params, momentum: float = 0.0, centered: bool = False) -> dict:
@@ -796,6 +940,10 @@ class Optimizer:
         lr: learning rate or schedule.
     """
 
+    #: the execution policy (see :meth:`set_execution_policy`), shared by all optimizers
+    _auto_realize_params: bool = True
+    _auto_realize_state: bool = True
+
     #: the settings an update reads, by attribute name
     _hyper_names: tuple = ("lr",)
     #: those a scheduler changes from step to step (tensor inputs of a compiled step)
@@ -809,6 +957,37 @@ class Optimizer:
         self.lr = lr
         self.state = self._init(params)
         self._step_count = 0  # updates applied (a scheduler warns when stepped before)
+
+    @classmethod
+    def set_execution_policy(
+        cls, *, auto_realize_updated_params: bool | None = None, auto_realize_updated_state=None
+    ) -> None:
+        """Choose whether :meth:`step` computes the updated values at once (the default) or
+        leaves them lazy, to be computed with whatever uses them next (the original nabla's
+        policy; one setting for all optimizers).
+
+        Args:
+            auto_realize_updated_params: compute the updated parameters in each step (None:
+                unchanged).
+            auto_realize_updated_state: compute the updated optimizer state in each step
+                (None: unchanged).
+        """
+        if auto_realize_updated_params is not None:
+            Optimizer._auto_realize_params = bool(auto_realize_updated_params)
+        if auto_realize_updated_state is not None:
+            Optimizer._auto_realize_state = bool(auto_realize_updated_state)
+
+    @classmethod
+    def get_execution_policy(cls) -> dict:
+        """The policy :meth:`set_execution_policy` sets.
+
+        Returns:
+            ``{"auto_realize_updated_params": bool, "auto_realize_updated_state": bool}``.
+        """
+        return {
+            "auto_realize_updated_params": Optimizer._auto_realize_params,
+            "auto_realize_updated_state": Optimizer._auto_realize_state,
+        }
 
     def _init(self, params) -> dict:
         raise NotImplementedError
@@ -863,8 +1042,8 @@ class Optimizer:
             for old, new, m in zip(tree_leaves(params), tree_leaves(new_params), mask)
             if m and new is not old
         ]
-        if STATE.recording is None:  # one evaluation for all new values, outside compile
-            realize(*[new for _, new in pairs], *tree_leaves(new_state))
+        # one evaluation for all new values, outside compile (as the execution policy says)
+        _realize_per_policy([new for _, new in pairs], new_state, None, functional=False)
         for old, new in pairs:
             rebind(old, new)
         self.state = new_state
