@@ -60,8 +60,8 @@ def _gather(self, *args, **kwargs):
     ``x.gather()``): partial terms reduced (``all_reduce``), split dims gathered
     (``all_gather``); lazy, differentiable, and listed by ``nb.trace`` by those names.
 
-    The result stays on the mesh, replicated (``x.is_sharded`` is still True); an unsharded
-    tensor is returned as is. :func:`nabla.unshard` gives a single-device tensor instead.
+    The result stays on the mesh, replicated (``x.is_sharded`` is still True): the same as
+    ``x.reshard(mesh, nb.P())``. An unsharded tensor is returned as is.
     Not PyTorch's ``x.gather(dim, index)``: for indexing use :func:`nabla.gather` or
     :func:`nabla.take`.
 
