@@ -228,7 +228,7 @@ from .transforms.custom import checkpoint, custom_jvp, custom_vjp, remat
 from .transforms.trace import Trace, communication_report, trace
 from .transforms.compile import CompiledFunction, compile
 from .transforms.control_flow import cond, fori_loop, scan, switch, while_loop
-from . import distributed
+from . import distributed, testing
 
 # Tensor methods that need transforms are attached here, above the layers they come from.
 Tensor.backward = backward
@@ -419,6 +419,7 @@ __all__ = [
     "negate",
     "nn",
     "distributed",
+    "testing",
     "no_grad",
     "debug_nans",
     "debug_infs",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import collections
 
 from ..core.device import CPU, Accelerator, Device
+from ..core.sharding import P
 from ..runtime.tensor import Tensor
 from . import binary, collectives, creation, indexing, linalg, reduction, transfer, unary, view
 from ._util import as_tensor
@@ -52,6 +53,35 @@ def _cpu(self):
         A tensor on the CPU; differentiable (gradients flow back to the original device).
     """
     return _to(self, CPU())
+
+
+def _gather(self, *args, **kwargs):
+    """The whole value on every device of the tensor's mesh (the original Nabla's
+    ``x.gather()``): partial terms reduced (``all_reduce``), split dims gathered
+    (``all_gather``); lazy, differentiable, and listed by ``nb.trace`` by those names.
+
+    The result stays on the mesh, replicated (``x.is_sharded`` is still True): the same as
+    ``x.reshard(mesh, nb.P())``. An unsharded tensor is returned as is.
+    Not PyTorch's ``x.gather(dim, index)``: for indexing use :func:`nabla.gather` or
+    :func:`nabla.take`.
+
+    Returns:
+        A tensor with the same global value, replicated on its mesh.
+
+    Raises:
+        TypeError: when given arguments (the indexing gather is ``nb.gather(x, indices,
+            axis)``).
+    """
+    if args or kwargs:
+        raise TypeError(
+            f"Tensor.gather() takes no arguments (it gathers a sharded tensor's blocks), got "
+            f"{len(args)} positional and {sorted(kwargs)} keyword; to index, use "
+            "nb.gather(x, indices, axis) or nb.take"
+        )
+    spec = self.sharding
+    if spec is None:
+        return self
+    return collectives.reshard(self, spec.mesh, P())
 
 
 def _T(self):  # noqa: N802
@@ -213,6 +243,7 @@ _METHODS = {
     # placement on a device mesh
     "shard": collectives.shard,
     "reshard": collectives.reshard,
+    "gather": _gather,
     # shape
     "T": property(_T),
     "mT": property(_mT),

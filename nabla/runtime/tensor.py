@@ -29,6 +29,7 @@ from ..core.device import Device, get_default_device
 from ..core.dtypes import DType, from_numpy_dtype, get_default_dtype, to_dtype
 from ..core.ir import TensorImpl
 from ..core.pytree import tree_leaves
+from ..core.state import REQUIRES_GRAD, is_live
 from .graph import GRAPH
 
 __all__ = ["Tensor", "constant_impl", "numpy_value", "realize"]
@@ -291,6 +292,33 @@ class Tensor:
         """True once the value has been computed (False for a pending, lazy result)."""
         return self._impl.buffer is not None
 
+    @property
+    def real(self) -> bool:
+        """``x.is_realized``, as the original Nabla spells it: True once the value has been
+        computed, False for a pending, lazy result.
+
+        Not NumPy's or PyTorch's real part: Nabla has no complex dtypes, so the real part of a
+        tensor would be the tensor itself.
+        """
+        return self._impl.buffer is not None
+
+    @property
+    def is_sharded(self) -> bool:
+        """True for a tensor held as blocks on a device mesh (``x.sharding`` is set, even when
+        every device holds the whole value), False for one on a single device."""
+        return self._impl.sharding is not None
+
+    @property
+    def op_kwargs(self) -> dict:
+        """The keyword arguments of the op that produced this tensor, as a new dict.
+
+        Known while the tensor still records its op: a pending result, or one with autodiff
+        history (``x.is_traced``). Empty for a leaf (made from data) and for a realized value
+        whose op was dropped.
+        """
+        node = self._impl.node
+        return {} if node is None else dict(node.kwargs)
+
     def __len__(self) -> int:
         if not self.shape:
             raise TypeError("len() of a 0-d tensor")
@@ -314,6 +342,43 @@ class Tensor:
             self._impl.traced = self._impl.traced | {0}
         elif was_leaf:  # a leaf stops requiring grad (in place, as PyTorch)
             self._impl.traced = self._impl.traced - {0}
+
+    @property
+    def is_traced(self) -> bool:
+        """True when the tensor carries autodiff history that a live differentiation can walk
+        back through: a ``requires_grad`` leaf or anything computed from one, a value inside
+        ``nb.grad``/``nb.vjp`` that depends on the differentiated inputs, or a tensor marked
+        with :meth:`Tensor.trace`. The ops on a traced tensor keep their graph after
+        realization, so :meth:`Tensor.backward` can reach it.
+
+        Assigning True marks the tensor (as :meth:`Tensor.trace`) without making it a leaf
+        whose ``.grad`` :meth:`Tensor.backward` fills (that is ``requires_grad``); as in
+        PyTorch, a tensor with history reports ``requires_grad`` True. Assigning False cuts it
+        from the :meth:`Tensor.backward` graph in place (a running transform's history stays).
+        """
+        return is_live(self._impl.traced)
+
+    @is_traced.setter
+    def is_traced(self, value: bool):
+        impl = self._impl
+        if value:
+            impl.traced = impl.traced | {REQUIRES_GRAD}
+        else:
+            impl.requires_grad = False
+            impl.traced = impl.traced - {REQUIRES_GRAD}
+
+    def trace(self) -> Tensor:
+        """Mark the tensor as traced (``x.is_traced = True``) and return it, as the original
+        Nabla's ``x.trace()``: the ops applied to it keep their graph for autodiff.
+
+        Not PyTorch's ``trace`` (the sum of a matrix's diagonal): for that use
+        ``nb.einsum("ii->", x)``.
+
+        Returns:
+            This tensor.
+        """
+        self.is_traced = True
+        return self
 
     def requires_grad_(self, value: bool = True) -> Tensor:
         """Set ``requires_grad`` in place (PyTorch's ``requires_grad_``) and return ``self``.
