@@ -3,7 +3,8 @@
 - ``DeviceMesh(name, shape, axis_names)``: a named grid of devices (flat indices, row-major).
 - ``PartitionSpec``/``P``: JAX's user-facing spec, one entry per leading dim (an axis name,
   ``None`` or a tuple of names); a spec shorter than the rank replicates the trailing dims.
-- ``DimSpec``: the mesh axes one dim is split over, major to minor.
+- ``DimSpec``: the mesh axes one dim is split over, major to minor, whether propagation may
+  change them (open) or not (closed), and its priority (lower numbers propagate first).
 - ``ShardingSpec``: a mesh, one ``DimSpec`` per *physical* dim (vmap batch dims first) and
   the *partial* axes with their reduction kind (``sum``, ``max``, ``min``, ``prod``): over a
   partial axis each device holds a term whose reduction is the value.
