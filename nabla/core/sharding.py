@@ -3,7 +3,8 @@
 - ``DeviceMesh(name, shape, axis_names)``: a named grid of devices (flat indices, row-major).
 - ``PartitionSpec``/``P``: JAX's user-facing spec, one entry per leading dim (an axis name,
   ``None`` or a tuple of names); a spec shorter than the rank replicates the trailing dims.
-- ``DimSpec``: the mesh axes one dim is split over, major to minor.
+- ``DimSpec``: the mesh axes one dim is split over, major to minor, whether propagation may
+  change them (open) or not (closed), and its priority (lower numbers propagate first).
 - ``ShardingSpec``: a mesh, one ``DimSpec`` per *physical* dim (vmap batch dims first) and
   the *partial* axes with their reduction kind (``sum``, ``max``, ``min``, ``prod``): over a
   partial axis each device holds a term whose reduction is the value.
@@ -232,11 +233,13 @@ class PartitionSpec(tuple):
             ok = (
                 e is None
                 or isinstance(e, str)
+                or isinstance(e, _Unconstrained)
                 or (isinstance(e, tuple | list) and all(isinstance(a, str) for a in e))
             )
             if not ok:
                 raise ShardingError(
-                    f"PartitionSpec: an entry is an axis name, None or a tuple of names; got {e!r}"
+                    "PartitionSpec: an entry is an axis name, None, a tuple of names or "
+                    f"P.UNCONSTRAINED; got {e!r}"
                 )
         return super().__new__(cls, tuple(tuple(e) if isinstance(e, list) else e for e in entries))
 
@@ -263,30 +266,100 @@ class PartitionSpec(tuple):
 P = PartitionSpec
 
 
+class _Unconstrained:
+    """``P.UNCONSTRAINED``: a dim whose layout is left open (JAX's meaning)."""
+
+    __slots__ = ()
+
+    def __repr__(self):
+        return "P.UNCONSTRAINED"
+
+    def __reduce__(self):
+        return "UNCONSTRAINED"
+
+
+UNCONSTRAINED = _Unconstrained()
+PartitionSpec.UNCONSTRAINED = UNCONSTRAINED
+
+
 class DimSpec:
-    """The mesh axes one dim is split over (major to minor); ``DimSpec([])`` replicates."""
+    """The mesh axes one dim is split over (major to minor), and how propagation may treat
+    the dim (Shardy's open/closed dims with priorities).
 
-    __slots__ = ("axes",)
+    Args:
+        axes: the mesh axis names (a name, a tuple/list of names; ``[]`` or None: replicated).
+        is_open: False (closed): ops that read the value keep exactly ``axes`` on this dim
+            (propagation never adds axes to it, and the dim's factor takes ``axes``); True
+            (open): propagation may extend or replace them (a replicated open dim is sliced
+            to match another operand for free).
+        priority: a non-negative int; lower numbers propagate first (their factors are
+            decided, and claim their mesh axes, before those of higher numbers). A closed
+            replicated dim has nothing to propagate: its priority must be 0.
 
-    def __init__(self, axes=()):
+    ``DimSpec(["x"])`` is closed; a ``P(...)`` entry is open (see ``ShardingSpec``).
+    """
+
+    __slots__ = ("axes", "is_open", "priority")
+
+    def __init__(self, axes=(), is_open: bool = False, priority: int = 0):
         if axes is None:
             axes = ()
         elif isinstance(axes, str):
             axes = (axes,)
+        if not isinstance(axes, tuple | list) or not all(isinstance(a, str) for a in axes):
+            raise ShardingError(f"DimSpec: axes are mesh axis names; got {axes!r}")
+        if not isinstance(is_open, bool | np.bool_):
+            raise ShardingError(f"DimSpec: is_open must be a bool, got {is_open!r}")
+        if isinstance(priority, bool) or not isinstance(priority, int | np.integer) or priority < 0:
+            raise ShardingError(f"DimSpec: priority must be an int >= 0, got {priority!r}")
+        if not axes and not is_open and priority:
+            raise ShardingError(
+                f"DimSpec: a closed replicated dim cannot have a priority (got {priority}); "
+                "it has nothing to propagate"
+            )
         self.axes = tuple(axes)
+        self.is_open = bool(is_open)
+        self.priority = int(priority)
+
+    @staticmethod
+    def from_raw(raw) -> DimSpec:
+        """A ``DimSpec`` from a ``P`` entry: a ``DimSpec`` (returned as is), None
+        (replicated), a name, or a tuple/list of names; closed (the ``DimSpec`` default);
+        ``P.UNCONSTRAINED`` gives an open replicated dim."""
+        if isinstance(raw, DimSpec):
+            return raw
+        if raw is UNCONSTRAINED:
+            return DimSpec((), is_open=True)
+        if raw is None or isinstance(raw, str | tuple | list):
+            return DimSpec(raw)
+        raise ShardingError(
+            f"DimSpec.from_raw: expected None, a name, a tuple/list of names or a DimSpec; "
+            f"got {raw!r}"
+        )
+
+    def is_replicated(self) -> bool:
+        """True when the dim is split over no mesh axis."""
+        return not self.axes
 
     def __eq__(self, other):
-        return isinstance(other, DimSpec) and other.axes == self.axes
+        return (
+            isinstance(other, DimSpec)
+            and other.axes == self.axes
+            and other.is_open == self.is_open
+            and other.priority == self.priority
+        )
 
     def __hash__(self):
-        return hash(self.axes)
+        return hash((self.axes, self.is_open, self.priority))
 
     def __repr__(self):
-        return f"DimSpec({list(self.axes)})"
+        extra = ", is_open=True" if self.is_open else ""
+        extra += f", priority={self.priority}" if self.priority else ""
+        return f"DimSpec({list(self.axes)}{extra})"
 
 
 def _entry_axes(entry) -> tuple:
-    if entry is None:
+    if entry is None or entry is UNCONSTRAINED:
         return ()
     if isinstance(entry, DimSpec):
         return entry.axes
@@ -296,25 +369,59 @@ def _entry_axes(entry) -> tuple:
 
 
 class ShardingSpec:
-    """How a value is laid out on a mesh. Mesh axes used by neither ``dims`` nor
-    ``partial`` are replicated. Immutable and hashable.
+    """How a value is laid out on a mesh, and how propagation may treat that layout. Mesh
+    axes used by neither ``dims`` nor ``partial`` are replicated. Immutable and hashable.
+
+    Each dim is open or closed, with a priority (``DimSpec``): an entry given as a
+    ``DimSpec`` keeps its ``is_open``/``priority``; a name, tuple, None or
+    ``P.UNCONSTRAINED`` entry is open at priority 0, which is how ops treat every layout
+    they produce (see ``propagate``).
 
     Args:
         mesh: the ``DeviceMesh``.
         dims: per dim, the mesh axes it is split over (a ``DimSpec``, a tuple/list of names,
-            a name or None).
+            a name, None or ``P.UNCONSTRAINED``).
         partial: ``{axis: kind}`` (or pairs): over these axes each device holds a term, and
             the value is their reduction ``kind`` (``sum``, ``max``, ``min``, ``prod``).
+        replicated_axes: mesh axes the value is explicitly replicated over (Shardy's
+            ``replicated={...}``): propagation never splits one of its dims over them. An
+            axis here may not split a dim or be partial.
         op: the op named in errors.
     """
 
-    __slots__ = ("mesh", "dims", "partial", "_hash", "_splits")
+    __slots__ = (
+        "mesh",
+        "dims",
+        "partial",
+        "open",
+        "priority",
+        "fixed_replicated",
+        "_hash",
+        "_splits",
+    )
 
-    def __init__(self, mesh: DeviceMesh, dims, partial=(), *, op: str = "ShardingSpec"):
+    def __init__(
+        self,
+        mesh: DeviceMesh,
+        dims,
+        partial=(),
+        *,
+        replicated_axes=(),
+        op: str = "ShardingSpec",
+    ):
         if not isinstance(mesh, DeviceMesh):
             raise ShardingError(f"{op}: expected a DeviceMesh, got {type(mesh).__name__}")
         self.mesh = mesh
+        dims = tuple(dims)
         self.dims = tuple(_entry_axes(d) for d in dims)
+        self.open = tuple(d.is_open if isinstance(d, DimSpec) else True for d in dims)
+        self.priority = tuple(d.priority if isinstance(d, DimSpec) else 0 for d in dims)
+        if isinstance(replicated_axes, str):
+            replicated_axes = (replicated_axes,)
+        fixed = set(replicated_axes or ())
+        for a in fixed:
+            mesh.axis(a, op)
+        self.fixed_replicated = tuple(a for a in mesh.axis_names if a in fixed)
         part = dict(partial.items() if isinstance(partial, dict) else partial)
         for ax, kind in part.items():
             mesh.axis(ax, op)
@@ -327,15 +434,34 @@ class ShardingSpec:
         dup = sorted({a for a in used if used.count(a) > 1})
         if dup:
             raise ShardingError(f"{op}: mesh axis {dup[0]!r} is used twice in {self}")
-        self._hash = hash((mesh, self.dims, self.partial))
+        clash = [a for a in self.fixed_replicated if a in used]
+        if clash:
+            raise ShardingError(
+                f"{op}: mesh axis {clash[0]!r} is explicitly replicated but also splits a dim "
+                f"or is partial in {self}"
+            )
+        self._hash = hash((mesh, self.dims, self.partial) + self._constraints())
         # devices each dim is split over (read on every sharded op: computed once)
         self._splits = tuple(prod(mesh.axis_size(a) for a in d) for d in self.dims)
 
     # ------------------------------------------------------------------ construction
     @classmethod
-    def from_spec(cls, mesh: DeviceMesh, spec, ndim: int, op: str = "shard") -> ShardingSpec:
+    def from_spec(
+        cls,
+        mesh: DeviceMesh,
+        spec,
+        ndim: int,
+        op: str = "shard",
+        *,
+        current=None,
+        replicated_axes=(),
+    ) -> ShardingSpec:
         """A ``ShardingSpec`` for a rank-``ndim`` value from a ``P``, a list of ``DimSpec``/
-        entries, or a ``ShardingSpec`` (whose mesh must be ``mesh``)."""
+        entries, or a ``ShardingSpec`` (whose mesh must be ``mesh``).
+
+        ``current``: the value's present per-dim axes (or None): a ``P.UNCONSTRAINED`` entry
+        keeps them (less the axes other entries name), as JAX leaves an unconstrained dim as
+        it is; without ``current`` it is replicated. ``replicated_axes``: see the class."""
         if isinstance(spec, ShardingSpec):
             if spec.mesh != mesh:
                 raise ShardingError(f"{op}: spec is on {spec.mesh}, not on {mesh}")
@@ -357,6 +483,7 @@ class ShardingSpec:
         for e in entries:
             ok = (
                 e is None
+                or e is UNCONSTRAINED
                 or isinstance(e, str | DimSpec)
                 or (isinstance(e, tuple | list) and all(isinstance(a, str) for a in e))
             )
@@ -369,8 +496,16 @@ class ShardingSpec:
             raise ShardingError(
                 f"{op}: spec {_show(spec)} has {len(entries)} entries but the value has rank {ndim}"
             )
-        dims = tuple(_entry_axes(e) for e in entries) + ((),) * (ndim - len(entries))
-        return cls(mesh, dims, op=op)
+        entries = entries + (None,) * (ndim - len(entries))
+        if current is not None and any(e is UNCONSTRAINED for e in entries):
+            named = {a for e in entries for a in _entry_axes(e)}
+            entries = tuple(
+                DimSpec(tuple(a for a in current[i] if a not in named), is_open=True)
+                if e is UNCONSTRAINED
+                else e
+                for i, e in enumerate(entries)
+            )
+        return cls(mesh, entries, replicated_axes=replicated_axes, op=op)
 
     @classmethod
     def replicated(cls, mesh: DeviceMesh, ndim: int) -> ShardingSpec:
@@ -400,7 +535,8 @@ class ShardingSpec:
 
     @property
     def replicated_axes(self) -> tuple:
-        """The mesh axes along which devices hold equal copies (neither split nor partial)."""
+        """The mesh axes along which devices hold equal copies (neither split nor partial;
+        the explicitly replicated ``fixed_replicated`` among them)."""
         used = set(self.sharded_axes) | set(self.partial_axes)
         return tuple(a for a in self.mesh.axis_names if a not in used)
 
@@ -408,6 +544,37 @@ class ShardingSpec:
     def is_replicated(self) -> bool:
         """True when every device holds the whole value."""
         return not self.partial and not any(self.dims)
+
+    @property
+    def dim_specs(self) -> tuple:
+        """One ``DimSpec`` per dim: its axes, ``is_open`` and ``priority``."""
+        return tuple(
+            DimSpec(d, is_open=o, priority=p)
+            for d, o, p in zip(self.dims, self.open, self.priority, strict=True)
+        )
+
+    @property
+    def is_constrained(self) -> bool:
+        """True when a dim is closed, has a priority, or an axis is explicitly replicated
+        (a layout ops produce is never constrained)."""
+        return bool(self.fixed_replicated) or not all(self.open) or any(self.priority)
+
+    def _constraints(self) -> tuple:
+        return (self.open, self.priority, self.fixed_replicated) if self.is_constrained else ()
+
+    def same_layout(self, other: ShardingSpec) -> bool:
+        """True when ``other`` places the value the same way (mesh, dims, partial axes),
+        whatever either's open/closed dims and priorities."""
+        return (
+            isinstance(other, ShardingSpec)
+            and other.mesh == self.mesh
+            and other.dims == self.dims
+            and other.partial == self.partial
+        )
+
+    def unconstrained(self) -> ShardingSpec:
+        """This layout with every dim open at priority 0 (how ops' outputs are placed)."""
+        return ShardingSpec(self.mesh, self.dims, self.partial) if self.is_constrained else self
 
     def dim_of(self, axis: str) -> int | None:
         """The dim split over mesh ``axis`` (None if none)."""
@@ -467,8 +634,28 @@ class ShardingSpec:
         return ShardingSpec(self.mesh, self.dims, partial)
 
     def drop_prefix(self, n: int) -> ShardingSpec:
-        """This spec without its first ``n`` dims (a value's vmap batch dims)."""
-        return ShardingSpec(self.mesh, self.dims[n:], self.partial) if n else self
+        """This spec without its first ``n`` dims (a value's vmap batch dims); the other
+        dims keep their open/closed flags and priorities."""
+        if not n:
+            return self
+        return ShardingSpec(
+            self.mesh,
+            self.dim_specs[n:] if self.is_constrained else self.dims[n:],
+            self.partial,
+            replicated_axes=self.fixed_replicated,
+        )
+
+    def with_prefix(self, dims) -> ShardingSpec:
+        """This spec behind leading (open) dims split over ``dims`` (vmap batch dims)."""
+        if not dims:
+            return self
+        body = self.dim_specs if self.is_constrained else self.dims
+        return ShardingSpec(
+            self.mesh,
+            tuple(dims) + tuple(body),
+            self.partial,
+            replicated_axes=self.fixed_replicated,
+        )
 
     @property
     def spec(self) -> PartitionSpec:
@@ -490,6 +677,7 @@ class ShardingSpec:
             and other.mesh == self.mesh
             and other.dims == self.dims
             and other.partial == self.partial
+            and other._constraints() == self._constraints()
         )
 
     def __hash__(self):
@@ -499,6 +687,14 @@ class ShardingSpec:
         parts = [repr(self.to_partition_spec())]
         if self.partial:
             parts.append("partial={" + ", ".join(f"{a!r}: {k!r}" for a, k in self.partial) + "}")
+        if self.is_constrained:
+            closed = [i for i, o in enumerate(self.open) if not o]
+            if closed:
+                parts.append(f"closed={closed}")
+            if any(self.priority):
+                parts.append(f"priority={list(self.priority)}")
+            if self.fixed_replicated:
+                parts.append(f"replicated_axes={list(self.fixed_replicated)}")
         return f"ShardingSpec({self.mesh.name!r}{self.mesh.shape}, {', '.join(parts)})"
 
     def short(self) -> str:
@@ -591,13 +787,25 @@ class FactorRule:
 
 
 class _Candidate(NamedTuple):
-    """An operand's mesh axes offered for a factor: the operand's size (its global bytes),
-    ``-index`` (earlier operands win ties), the axes, and the bytes of one device's block."""
+    """An operand's mesh axes offered for a factor: the operand's dim priority (lower
+    first), the operand's size (its global bytes), ``-index`` (earlier operands win ties),
+    the axes, and the bytes of one device's block."""
 
+    priority: int
     nbytes: float
     order: int
     axes: tuple
     local_bytes: float
+
+
+class _Offers(NamedTuple):
+    """What the inputs say about one factor: the candidates of the dims split on it, the
+    closed dims on it (``_Candidate``s, axes maybe empty), and the mesh axes some operand
+    holding it explicitly replicates (``forbidden``)."""
+
+    cands: list
+    closed: list
+    forbidden: set
 
 
 class Propagation(NamedTuple):
@@ -613,13 +821,32 @@ def propagate(rule: FactorRule, in_specs, in_bytes, mesh: DeviceMesh) -> Propaga
     """Choose mesh axes for every factor of ``rule`` from the inputs' shardings.
 
     ``in_specs`` holds each input's ``ShardingSpec`` (None: unsharded, free to slice
-    locally). Priority, from the ring cost model: each factor takes the candidate axes (those
-    of an operand split on it) that make the other operands move the fewest bytes to match
+    locally). Each input dim is open or closed with a priority (``DimSpec``; every layout
+    an op produces, and every ``P`` entry, is open at priority 0).
+
+    Open dims, by the ring cost model: each factor takes the candidate axes (those of an
+    operand dim split on it) that make the other operands move the fewest bytes to match
     (an ``all_gather`` of each operand split otherwise; ``in_bytes``: each operand's size);
-    ties keep the larger operand in place, then the earlier one. Factors are decided largest
-    operand first, and a mesh axis claimed twice stays with the first factor. A factor stays
-    whole when it is blocked, reduced without a reduction kind, or not divisible by its axes.
-    Only the major factor of a merged dim carries axes.
+    ties keep the larger operand in place, then the earlier one. An open dim accepts what
+    its factor takes: a replicated one is sliced to it (free), a split one resharded.
+
+    Closed dims: a factor that is the major factor of a closed dim takes exactly that dim's
+    axes (none, for a closed replicated dim: the other operands are gathered on it), so a
+    closed dim is never split further nor resharded. When closed dims disagree on a factor,
+    the one of lowest priority number wins, then the larger operand, then the earlier; the
+    others are resharded (an op cannot honour both). If the closed axes cannot be taken (the
+    factor is blocked, reduced without a kind, not divisible by them, or an earlier factor
+    claimed one of them) the factor stays whole.
+
+    Priorities: a factor's priority is the lowest among the dims on it (split or closed);
+    factors are decided in priority order, then largest operand first, and a mesh axis
+    claimed twice stays with the first factor, so lower numbers propagate first. Among a
+    factor's open candidates the lowest priority number wins before the cost model.
+
+    Explicitly replicated axes (``ShardingSpec(..., replicated_axes=...)``) are never given
+    to a factor of that operand. A factor stays whole when it is blocked, reduced without a
+    reduction kind, or not divisible by its axes. Only the major factor of a merged dim
+    carries axes. With every dim open at priority 0 this is the plain cost-model rule.
 
     Returns a :class:`Propagation` ``(input_dims, output_dims, partial)``: per input the axes
     each of its dims must have (the inputs are resharded to these), per output the same, and
@@ -650,23 +877,34 @@ def _major_factors(rule: FactorRule, factors) -> list:
 
 
 def _candidates(rule: FactorRule, in_specs, in_bytes, mesh: DeviceMesh) -> dict:
-    """factor -> the ``_Candidate``s of the sharded operands whose dim it is major in."""
-    cands: dict[str, list] = {}
+    """factor -> the ``_Offers`` of the operands whose dim it is major in."""
+    offers: dict[str, _Offers] = {}
     for i, spec in enumerate(in_specs):
         if spec is None:
             continue
         local = in_bytes[i] / prod(mesh.axis_size(a) for a in spec.sharded_axes)
         for d, axes in enumerate(spec.dims):
-            factors = _major_factors(rule, rule.inputs[i][d]) if axes else ()
-            if factors:
-                cands.setdefault(factors[0], []).append(_Candidate(in_bytes[i], -i, axes, local))
-    return cands
+            factors = _major_factors(rule, rule.inputs[i][d])
+            if not factors:
+                continue
+            closed = not spec.open[d]
+            if not (axes or closed or spec.fixed_replicated):
+                continue
+            o = offers.setdefault(factors[0], _Offers([], [], set()))
+            c = _Candidate(spec.priority[d], in_bytes[i], -i, axes, local)
+            if axes:
+                o.cands.append(c)
+            if closed:
+                o.closed.append(c)
+            o.forbidden.update(spec.fixed_replicated)
+    return offers
 
 
-def _choose_axes(rule: FactorRule, cands: dict, mesh: DeviceMesh, in_outputs: set) -> dict:
-    """factor -> the axes it takes: factors of the largest operands first, each the
-    candidate whose adoption makes the others move the fewest bytes (``in_outputs``: the
-    factors some output keeps)."""
+def _choose_axes(rule: FactorRule, offers: dict, mesh: DeviceMesh, in_outputs: set) -> dict:
+    """factor -> the axes it takes: factors in priority order, then those of the largest
+    operands first, each the closed dim's axes when it has one, else the candidate whose
+    adoption makes the others move the fewest bytes (``in_outputs``: the factors some output
+    keeps)."""
 
     def size(axes):
         return prod(mesh.axis_size(a) for a in axes)
@@ -679,19 +917,32 @@ def _choose_axes(rule: FactorRule, cands: dict, mesh: DeviceMesh, in_outputs: se
             if o.axes != axes
         )
 
+    def rank(kv):
+        entries = kv[1].cands + kv[1].closed
+        best = max((c.nbytes, c.order) for c in entries)
+        return (min(c.priority for c in entries), -best[0], -best[1])
+
     chosen: dict[str, tuple] = {}
     used: set = set()
-    order = sorted(
-        cands.items(), key=lambda kv: max((c.nbytes, c.order) for c in kv[1]), reverse=True
-    )
-    for f, options in order:
+    order = sorted(((f, o) for f, o in offers.items() if o.cands or o.closed), key=rank)
+    for f, offer in order:
         if f in rule.blocked or rule.reduce.get(f, f in in_outputs or None) is None:
             continue  # kept whole: blocked, or contracted with no (declared) reduction
-        ranked = sorted(
-            options, key=lambda o: (regather_cost(options, o.axes), -o.nbytes, -o.order)
-        )
+        options = offer.cands
+        if offer.closed:  # the winning closed dim's axes, or nothing
+            win = min(offer.closed, key=lambda c: (c.priority, -c.nbytes, -c.order))
+            ranked = [win] if win.axes else []
+        else:
+            ranked = sorted(
+                options,
+                key=lambda o: (o.priority, regather_cost(options, o.axes), -o.nbytes, -o.order),
+            )
         for o in ranked:
-            if used.intersection(o.axes) or rule.sizes.get(f, 1) % size(o.axes):
+            if (
+                used.intersection(o.axes)
+                or offer.forbidden.intersection(o.axes)
+                or rule.sizes.get(f, 1) % size(o.axes)
+            ):
                 continue
             chosen[f] = o.axes
             used.update(o.axes)

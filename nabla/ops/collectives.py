@@ -178,7 +178,7 @@ class ShardOp(_LayoutOp):
     def plan(self, impl, kwargs):
         spec = kwargs["spec"]
         nb = len(impl.shape) - spec.ndim
-        spec = ShardingSpec(spec.mesh, ((),) * nb + spec.dims) if nb else spec
+        spec = spec.with_prefix(((),) * nb)
         spec.check_shape(impl.shape, "shard")
         mesh = spec.mesh
         phys = {"mesh_shape": mesh.shape, "dims": tuple(_idx(mesh, d) for d in spec.dims)}
@@ -187,6 +187,21 @@ class ShardOp(_LayoutOp):
         return MeshPlan(impl.shape, spec, phys)
 
     backend_name = "mesh_shard"
+
+
+class ConstrainOp(_LayoutOp):
+    """The same blocks under a spec that differs only in open/closed dims, priorities or
+    explicitly replicated axes (no data moves)."""
+
+    name = "shard_constrain"
+    backend_name = "identity"
+    data_movement = True
+
+    def plan(self, impl, kwargs):
+        spec = kwargs["spec"]
+        if not spec.same_layout(impl.sharding):  # pragma: no cover - shard() checks
+            raise ShardingError(f"shard: {spec} is not the layout of {impl.sharding}")
+        return MeshPlan(impl.shape, spec, {})
 
 
 class UnshardOp(_LayoutOp):
@@ -765,6 +780,7 @@ _all_to_all = AllToAllOp()
 _reduce_scatter = ReduceScatterOp()
 _all_reduce = AllReduceOp()
 _relabel = RelabelOp()
+_constrain = ConstrainOp()
 _ppermute = PPermuteOp()
 _axis_index = AxisIndexOp()
 _broadcast = BroadcastOp()
@@ -854,9 +870,14 @@ def _check_mesh(op, mesh):
         raise ShardingError(f"{op}: expected a DeviceMesh, got {type(mesh).__name__}")
 
 
-def _logical_spec(x: Tensor, mesh, spec, op) -> ShardingSpec:
+def _logical_spec(x: Tensor, mesh, spec, op, replicated_axes=()) -> ShardingSpec:
     _check_mesh(op, mesh)
-    s = ShardingSpec.from_spec(mesh, spec, x.ndim, op)
+    cur = x._impl.sharding
+    nb = len(x._impl.levels)
+    current = cur.dims[nb:] if cur is not None and cur.mesh == mesh else None
+    s = ShardingSpec.from_spec(
+        mesh, spec, x.ndim, op, current=current, replicated_axes=replicated_axes
+    )
     if s.partial:
         raise ShardingError(f"{op}: a target spec cannot be partial ({s})")
     s.check_shape(x.shape, op)
@@ -872,19 +893,24 @@ def _logical_spec(x: Tensor, mesh, spec, op) -> ShardingSpec:
                 f"(spmd_axis_name, or a mapped input sharded along it), so the spec {spec!r} "
                 f"for each element of shape {x.shape} cannot use it too"
             )
-        s = ShardingSpec(mesh, batch + s.dims)
+        s = s.with_prefix(batch)
     return s
 
 
-def shard(x, mesh: DeviceMesh, spec) -> Tensor:
+def shard(x, mesh: DeviceMesh, spec=None, *, replicated_axes=None, dim_specs=None) -> Tensor:
     """``x`` split over ``mesh`` as ``spec``: each device holds its block.
 
     Args:
         x: a tensor (or array-like); if already sharded on ``mesh`` it is resharded.
         mesh: the ``DeviceMesh``.
         spec: a ``P(...)`` (JAX semantics: one entry per leading dim, an axis name, None or a
-            tuple of names; missing trailing entries replicate), a list of ``DimSpec``, or a
-            ``ShardingSpec``.
+            tuple of names; missing trailing entries replicate; ``P.UNCONSTRAINED`` keeps
+            the dim's present axes and leaves it open), a list of ``DimSpec`` (closed by
+            default: ops that read the result keep exactly those axes on the dim; see
+            ``propagate``), or a ``ShardingSpec``.
+        replicated_axes: mesh axes the result is explicitly replicated over: no op that
+            reads it splits one of its dims over them (default: none).
+        dim_specs: another name for ``spec`` (a list of ``DimSpec``); give one of the two.
 
     Returns:
         The same global value, sharded. Raises ``ShardingError`` for an unknown axis, an
@@ -895,6 +921,10 @@ def shard(x, mesh: DeviceMesh, spec) -> Tensor:
         >>> nb.shard(nb.arange(4.0), mesh, nb.P("x")).addressable_shards[1].data.tolist()
         [2.0, 3.0]
     """
+    if dim_specs is not None:
+        if spec is not None:
+            raise TypeError("shard: give spec or dim_specs, not both")
+        spec = dim_specs
     x = as_tensor(x, op="shard")
     cur = x._impl.sharding
     if cur is not None and cur.mesh != mesh:
@@ -903,8 +933,11 @@ def shard(x, mesh: DeviceMesh, spec) -> Tensor:
             f"shard: the tensor of shape {x.shape} is on {cur.mesh}, not on {mesh}; unshard it "
             "first"
         )
-    target = _logical_spec(x, mesh, spec, "shard")
-    return spmd.reshard_to(x, target, op="shard")
+    target = _logical_spec(x, mesh, spec, "shard", replicated_axes or ())
+    y = spmd.reshard_to(x, target, op="shard")
+    if y._impl.sharding != target:  # same layout, other open/closed dims or priorities
+        y = _constrain.bind([y], {"spec": target})
+    return y
 
 
 def reshard(x, mesh: DeviceMesh, spec) -> Tensor:
