@@ -223,3 +223,20 @@ def test_conv_and_pool_argument_errors_in_the_originals_words(call, pattern):
     with pytest.raises(ValueError, match=pattern) as info:
         call()
     assert isinstance(info.value, nb.OpError)
+
+
+def test_collective_keywords_of_the_original():
+    mesh = nb.DeviceMesh("m", (4,), ("x",))
+    a = np.arange(8.0, dtype=np.float32)
+    t = nb.shard(nb.constant(a), mesh, nb.P("x"))
+    perm = [(i, (i + 1) % 4) for i in range(4)]
+    np.testing.assert_array_equal(
+        nb.ppermute(t, permutation=perm).numpy(), nb.ppermute(t, perm).numpy()
+    )
+    np.testing.assert_array_equal(nb.pmean(t, axis_name="x").numpy(), nb.pmean(t, "x").numpy())
+    with pytest.raises(TypeError, match="not both"):
+        nb.ppermute(t, perm, permutation=perm)
+    with pytest.raises(TypeError, match="not both"):
+        nb.pmean(t, "x", axis_name="x")
+    with pytest.raises(TypeError, match="missing"):
+        nb.ppermute(t)
