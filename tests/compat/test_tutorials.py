@@ -69,7 +69,7 @@ def _cases():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", _cases())
+@pytest.mark.parametrize("name", list(_cases()))
 def test_tutorial_runs_to_the_end(name, tmp_path):
     notebook = ORIGINAL / "examples" / f"{name}.ipynb"
     if not notebook.exists():
