@@ -35,6 +35,7 @@ from .core.pytree import (
     tree_structure,
     tree_unflatten,
 )
+from .runtime.graph import GRAPH as _GRAPH
 from .runtime.graph import ConcretizationError, backend_stats
 from .runtime.display import visualize_sharding
 from .runtime.tensor import Tensor, realize
@@ -69,6 +70,7 @@ from .ops.binary import (
     sub,
     where,
 )
+from .backends import max_backend as _max_backend
 from .backends.kernels import KernelError, KernelNotFoundError
 from .ops.kernels import CustomKernelOp, ShapeDtype, call_custom_kernel, custom_op
 from .ops.creation import (
@@ -228,7 +230,8 @@ from .transforms.custom import checkpoint, custom_jvp, custom_vjp, remat
 from .transforms.trace import Trace, communication_report, trace
 from .transforms.compile import CompiledFunction, compile
 from .transforms.control_flow import cond, fori_loop, scan, switch, while_loop
-from . import distributed, testing
+from . import config, distributed, testing
+from . import _compat  # noqa: F401 - the original's module paths (nabla.core.trace, ...)
 
 # Tensor methods that need transforms are attached here, above the layers they come from.
 Tensor.backward = backward
@@ -236,15 +239,10 @@ Tensor.detach = detach
 
 
 def _clear_caches() -> None:
-    """Forget the cached programs of lazy evaluation and, when the MAX backend is loaded, its
-    in-memory compiled models (the original nabla's ``nb._clear_caches``; the disk cache and
-    each ``nb.compile``d function's own traces stay)."""
-    import sys  # noqa: PLC0415 - only here
-
-    from .runtime.graph import GRAPH  # noqa: PLC0415
-
-    GRAPH.clear_cache()
-    max_backend = sys.modules.get(f"{__name__}.backends.max")
+    """Forget cached programs and compiled models (the original Nabla's ``nb._clear_caches``):
+    later evaluations build them again; values already computed are kept."""
+    _GRAPH.clear_cache()
+    max_backend = _max_backend()
     if max_backend is not None:
         max_backend.clear_caches()
 
@@ -336,6 +334,7 @@ __all__ = [
     "concat",
     "concatenate",
     "cond",
+    "config",
     "constant",
     "conv2d",
     "conv2d_transpose",

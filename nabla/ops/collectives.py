@@ -1098,8 +1098,19 @@ def all_reduce(x, reduce_op: str = "sum", axes=None, *, reduce_axes=None) -> Ten
     return _dispatch("all_reduce", x, local, whole)
 
 
-def pmean(x, axes=None) -> Tensor:
-    """``all_reduce(x, "sum", axes)`` divided by the number of devices along ``axes``."""
+def pmean(x, axes=None, *, axis_name=None) -> Tensor:
+    """``all_reduce(x, "sum", axes)`` divided by the number of devices along ``axes``.
+
+    Args:
+        x: a sharded tensor, or a per-device value inside ``shard_map``.
+        axes: the mesh axes to average over; None: the value's partial (else sharded) axes,
+            or inside ``shard_map`` every mesh axis of the body.
+        axis_name: the original Nabla's (and JAX's) name for ``axes``.
+    """
+    if axis_name is not None:
+        if axes is not None:
+            raise TypeError("pmean: pass axes or axis_name, not both")
+        axes = axis_name
 
     def local(x):
         levels = per_device.levels_of("pmean", _body_axes("pmean", axes))
@@ -1194,7 +1205,7 @@ def all_to_all(x, split_axis: int, concat_axis: int, axes=None) -> Tensor:
     return _dispatch("all_to_all", x, local, whole)
 
 
-def ppermute(x, perm, axis_name=None) -> Tensor:
+def ppermute(x, perm=None, axis_name=None, *, permutation=None) -> Tensor:
     """Send each device's block to another: ``perm`` holds ``(source, destination)`` pairs
     of flat mesh device indices (inside ``shard_map``: positions along ``axis_name``, or
     along the whole mesh, row-major); devices that receive nothing get zeros.
@@ -1204,7 +1215,14 @@ def ppermute(x, perm, axis_name=None) -> Tensor:
         perm: pairs ``(src, dst)``; no device twice as a source or a destination.
         axis_name: inside ``shard_map``, the mesh axis (or tuple of axes) the positions run
             along; default: every mesh axis of the body.
+        permutation: the original Nabla's name for ``perm``.
     """
+    if permutation is not None:
+        if perm is not None:
+            raise TypeError("ppermute: pass perm or permutation, not both")
+        perm = permutation
+    if perm is None:
+        raise TypeError("ppermute: missing the (source, destination) pairs perm")
     try:
         pairs = tuple((s, d) for s, d in perm)
     except (TypeError, ValueError):

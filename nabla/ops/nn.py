@@ -34,8 +34,9 @@ def _pair(v, name, op, minimum=1):
         v = ()
     if len(v) != 2:
         raise OpError(f"{op}: {name} must be an int or a pair of ints, got {given!r}")
-    if min(v) < minimum:
-        raise OpError(f"{op}: {name} must be >= {minimum}, got {given!r}")
+    if min(v) < minimum:  # the original Nabla's wording, and the bound
+        rule = "> 0" if minimum == 1 else f">= {minimum}"
+        raise OpError(f"{op}: {name} values must be {rule} (each >= {minimum}), got {given!r}")
     return v
 
 
@@ -61,7 +62,7 @@ def _padding(padding, op, k=None, d=None, s=None, size=None):
             f"(left, right)) of ints, got {padding!r}"
         )
     if min(min(out[0]), min(out[1])) < 0:
-        raise OpError(f"{op}: padding must be >= 0, got {padding!r}")
+        raise OpError(f"{op}: padding values must be >= 0, got {padding!r}")
     return out
 
 
@@ -105,7 +106,7 @@ def _check_conv(op, x, weight, groups, layout="HWIO"):
         if op == "conv2d_transpose" and layout == "HWIO" and given[3] == c:
             hint = "; a (KH, KW, O, C) filter, as the original Nabla's, needs filter_layout='HWOI'"
         raise OpError(
-            f"{op}: input channels {c}, filter {given} ({layout}) and groups={groups} do "
+            f"{op}: Input channels {c}, filter {given} ({layout}) and groups={groups} do "
             f"not match (filter needs shape {want}){hint}"
         )
     return x, w
@@ -158,11 +159,11 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
         ValueError: on rank, channel or size mismatches, naming the shapes.
     """
 
+    s = _pair(stride, "stride", "conv2d")  # the arguments first, then the shapes
+    d = _pair(dilation, "dilation", "conv2d")
     x, w = _check_conv("conv2d", x, weight, groups)
     n, h, wd, c = x.shape
     kh, kw, cg, o = w.shape
-    s = _pair(stride, "stride", "conv2d")
-    d = _pair(dilation, "dilation", "conv2d")
     p = _padding(padding, "conv2d", (kh, kw), d, s, (h, wd))
     oh, ow = _out_size((h, wd), (kh, kw), s, d, p)
     if oh <= 0 or ow <= 0:
@@ -184,7 +185,8 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
         b = as_tensor(bias, out.dtype, op="conv2d")
         if b.shape != (o,):
             raise OpError(
-                f"conv2d: bias of shape {b.shape} for {o} output channels (weight {w.shape})"
+                f"conv2d: bias size {b.size} does not match {o} output channels (bias of "
+                f"shape {b.shape}, weight {w.shape})"
             )
         out = out + b
     return out
@@ -239,19 +241,21 @@ def conv2d_transpose(
         TypeError: for both ``output_padding`` and ``output_paddings``.
     """
     output_padding, layout = _transpose_layout(output_padding, output_paddings, filter_layout)
+    # the arguments first, then the shapes
+    s = _pair(stride, "stride", "conv2d_transpose")
+    d = _pair(dilation, "dilation", "conv2d_transpose")
+    op_ = _pair(output_padding, "output_padding", "conv2d_transpose", minimum=0)
+    same = isinstance(padding, str) and padding.upper() != "VALID"
+    p = None if same else _padding(padding, "conv2d_transpose")
     if layout == "HWOI":
         weight = fn.permute(as_tensor(weight, op="conv2d_transpose"), (0, 1, 3, 2))
     x, w = _check_conv("conv2d_transpose", x, weight, groups, layout)
     kh, kw = w.shape[:2]
-    s = _pair(stride, "stride", "conv2d_transpose")
-    d = _pair(dilation, "dilation", "conv2d_transpose")
-    op_ = _pair(output_padding, "output_padding", "conv2d_transpose", minimum=0)
-    if isinstance(padding, str) and padding.upper() != "VALID":
+    if same:
         raise OpError(
             f"conv2d_transpose: padding {padding!r} is not supported (use 'VALID', ints or "
             f"pairs); x {x.shape}, weight {w.shape}"
         )
-    p = _padding(padding, "conv2d_transpose")
     # the full output needs d*(k-1) rows/cols on each side of the dilated input; the
     # padding takes rows/cols off them again, the output padding adds more at the end
     lo = [d[i] * ((kh, kw)[i] - 1) - p[i][0] for i in range(2)]
@@ -259,7 +263,14 @@ def conv2d_transpose(
     xd = _pad_or_crop(_dilate(x, s), lo, hi)
     out = conv2d(xd, fn.flip(w, (0, 1)), None, 1, 0, d, groups)
     if bias is not None:
-        out = out + as_tensor(bias, out.dtype, op="conv2d_transpose")
+        b = as_tensor(bias, out.dtype, op="conv2d_transpose")
+        o = out.shape[-1]
+        if b.shape != (o,):
+            raise OpError(
+                f"conv2d_transpose: bias size {b.size} does not match {o} output channels "
+                f"(bias of shape {b.shape}, weight {w.shape} ({layout}))"
+            )
+        out = out + b
     return out
 
 

@@ -270,6 +270,10 @@ class Tensor:
         """Number of elements, the product of ``x.shape`` (1 for a 0-d tensor)."""
         return math.prod(self.shape)  # exact Python ints; np.prod costs ~5 us a call
 
+    def numel(self) -> int:
+        """Number of elements, as PyTorch's and the original Nabla's ``x.numel()``: ``x.size``."""
+        return self.size
+
     @property
     def itemsize(self) -> int:
         """Bytes per element (NumPy's and JAX's ``itemsize``)."""

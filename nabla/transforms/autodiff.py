@@ -309,7 +309,9 @@ def value_and_grad(fun, argnums=0, has_aux=False, *, realize=False):
     """``value_and_grad(f)(*args) -> (value, grad)`` for a scalar-valued ``f``.
 
     Args:
-        fun: returns a scalar float tensor (or ``(scalar, aux)`` with ``has_aux``).
+        fun: returns a scalar float tensor (or ``(scalar, aux)`` with ``has_aux``); a
+            single-element output such as shape ``(1,)`` counts as a scalar (as in the
+            original Nabla and ``torch.autograd``), and the value keeps its shape.
         argnums: int or tuple of ints: which positional arguments to differentiate.
         has_aux: see :func:`vjp`.
         realize: compute the value and gradients (one program) before returning, as the
@@ -344,9 +346,9 @@ def value_and_grad(fun, argnums=0, has_aux=False, *, realize=False):
             out = as_tensor(out)  # a constant function: zero gradients
         if not isinstance(out, Tensor):
             raise TypeError(f"grad needs the function to return a scalar tensor, got {type(out)}")
-        if out.shape != ():
+        if any(d != 1 for d in out.shape):  # a single element, e.g. (1,), as torch.autograd
             raise TypeError(
-                f"grad requires a scalar output, got shape {out.shape}; "
+                f"grad requires a scalar (single-element) output, got shape {out.shape}; "
                 "use vjp or jacrev for non-scalar outputs"
             )
         if not out.dtype.is_float:
@@ -354,7 +356,7 @@ def value_and_grad(fun, argnums=0, has_aux=False, *, realize=False):
 
         # the seed is a constant, unbatched under vmap: the backward ops broadcast it
         # inside their kernels rather than a copy per batch element
-        grads = pullback(full((), 1, dtype=out.dtype, device=out.device))
+        grads = pullback(full(out.shape, 1, dtype=out.dtype, device=out.device))
         g = grads[0] if single else grads
         if has_aux:
             return (out, res[2]), g
@@ -367,7 +369,8 @@ def grad(fun, argnums=0, has_aux=False, *, realize=False):
     """Gradient of a scalar-valued function: ``grad(f)(x)`` has the structure of ``x``.
 
     Args:
-        fun: returns a scalar float tensor (or ``(scalar, aux)`` with ``has_aux``).
+        fun: returns a scalar float tensor (or ``(scalar, aux)`` with ``has_aux``); a
+            single-element output such as shape ``(1,)`` counts as a scalar.
         argnums: int or tuple of ints: which positional arguments to differentiate (default
             0). With a tuple the gradient is a tuple with one entry per argument.
         has_aux: ``fun`` returns ``(out, aux)``; the result is then ``(grad, aux)``.

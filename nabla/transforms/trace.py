@@ -263,8 +263,16 @@ class CommReport:
     __repr__ = __str__
 
 
-def trace(fn):
+def trace(fn, *args, **kwargs):
     """Return a function that records ``fn(*args)`` and returns a printable :class:`Trace`.
+
+    ``trace(fn, *args, **kwargs)``, the original Nabla's form (``nabla.core.trace``), records
+    the call at once and returns its :class:`Trace`: ``trace(fn)(*args, **kwargs)``.
+
+    Args:
+        fn: the function to record (any transform of one works too).
+        *args: when given, the arguments to record ``fn`` with right away.
+        **kwargs: keyword arguments of that call (only with ``args``).
 
     Example:
         >>> print(nb.trace(lambda x: nb.sin(x) * 2.0)(nb.ones((3,))))
@@ -281,6 +289,13 @@ def trace(fn):
             out = fn(*tree_unflatten(tree, ins), **kwargs)
             return Trace([x for x in ins if isinstance(x, Tensor)], tree_flatten(out)[0])
 
+    if args:
+        return traced(*args, **kwargs)
+    if kwargs:
+        raise TypeError(
+            f"trace: keyword arguments {sorted(kwargs)} without positional ones; call "
+            "trace(fn)(**kwargs)"
+        )
     return traced
 
 

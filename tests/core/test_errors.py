@@ -301,7 +301,7 @@ CASES = [
         "conv2d_negative_padding",
         ValueError,
         lambda: nb.conv2d(lazy(1, 5, 5, 3), lazy(3, 3, 3, 8), padding=-1),
-        ["conv2d", "padding must be >= 0"],
+        ["conv2d", "padding values must be >= 0"],
     ),
     (
         "conv2d_bias_shape",
