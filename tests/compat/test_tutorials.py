@@ -1,10 +1,15 @@
 """The original Nabla's 15 tutorials (``examples/*.ipynb`` in nabla-ml/nabla) run unchanged.
 
 Their text is not part of this repository: each notebook's code cells are joined into one
-script, on the fly, from a checkout of the original named by ``NABLA_ORIGINAL_REPO``
-(default ``/tmp/w/orig`` where it exists), and run in a subprocess on the NumPy backend
-with a timeout. Without a checkout every case is skipped. Notebook 12 compiles a Mojo
-kernel, so it runs on the MAX backend and is skipped where MAX or ``mojo`` is missing.
+script, on the fly, from a checkout of the original named by ``NABLA_ORIGINAL_REPO``, and
+run in a subprocess on the NumPy backend with a timeout. Without a checkout every case is
+skipped. Notebook 12 compiles a Mojo kernel, so it runs on the MAX backend and is skipped
+where MAX or ``mojo`` is missing.
+
+Two are expected to stop (``KNOWN``): 03 takes ``grad`` of a two-element output, which the
+original differentiates as its sum and we refuse as JAX does (README, "Coming from the
+original Nabla"); 12 defines ops in the original's protocol (``kernel(args, kwargs)`` on MAX
+graph values), which we do not provide (ours: ``nb.custom_op``).
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-ORIGINAL = Path(os.environ.get("NABLA_ORIGINAL_REPO", "/tmp/w/orig"))
+ORIGINAL = Path(os.environ.get("NABLA_ORIGINAL_REPO", "") or "/nonexistent")
 TIMEOUT_S = float(os.environ.get("NABLA_TUTORIAL_TIMEOUT", "900"))
 
 NOTEBOOKS = [
@@ -41,6 +46,10 @@ NOTEBOOKS = [
     "13_cnn_training",
 ]
 NEEDS_MAX = {"12_custom_mojo_kernels"}  # builds a Mojo kernel: MAX backend and toolchain
+KNOWN = {  # deliberate differences (module docstring)
+    "03_graph_tracing": "grad of a non-scalar output is an error here, as in JAX",
+    "12_custom_mojo_kernels": "the original's op-class protocol (kernel on MAX values)",
+}
 
 
 def notebook_script(path: Path) -> str:
@@ -65,6 +74,8 @@ def _has_max() -> bool:
 def _cases():
     for name in NOTEBOOKS:
         marks = [pytest.mark.max] if name in NEEDS_MAX else []
+        if name in KNOWN:
+            marks.append(pytest.mark.xfail(reason=KNOWN[name], strict=False))
         yield pytest.param(name, marks=marks, id=name)
 
 
