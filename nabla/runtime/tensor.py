@@ -420,6 +420,20 @@ class Tensor:
             GRAPH.evaluate([self._impl])
         return self
 
+    @staticmethod
+    def to_numpy_all(*tensors: Tensor) -> tuple:
+        """The values of several tensors as NumPy arrays, computed in one evaluation (the
+        original Nabla's ``Tensor.to_numpy_all``; ``nb.realize(*ts)`` then ``.numpy()``).
+
+        Args:
+            *tensors: the tensors to read.
+
+        Returns:
+            A tuple of read-only arrays, one per tensor (see :meth:`numpy`).
+        """
+        GRAPH.evaluate([t._impl for t in tensors if t._impl.buffer is None])
+        return tuple(t.numpy() for t in tensors)
+
     def numpy(self) -> np.ndarray:
         """The value as a read-only NumPy array sharing the tensor's memory (computes it if
         needed), as JAX gives; ``np.array(t)`` makes a writable copy."""

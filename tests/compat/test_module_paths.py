@@ -240,3 +240,11 @@ def test_collective_keywords_of_the_original():
         nb.pmean(t, "x", axis_name="x")
     with pytest.raises(TypeError, match="missing"):
         nb.ppermute(t)
+
+
+def test_to_numpy_all_and_adam_beta_spellings():
+    a, b = nb.ones((2,)) * 2.0, nb.arange(3)
+    x, y = nb.Tensor.to_numpy_all(a, b)
+    assert x.tolist() == [2.0, 2.0] and y.tolist() == [0, 1, 2]
+    opt = nb.nn.optim.AdamW({"w": nb.ones((2,))}, lr=1e-3, betas=(0.8, 0.95))
+    assert (opt.beta1, opt.beta2) == (0.8, 0.95)

@@ -1301,6 +1301,16 @@ class Adam(Optimizer):
     _hyper_names = ("lr", "betas", "eps", "weight_decay", "amsgrad")
     _dynamic = ("lr", "betas")
 
+    @property
+    def beta1(self) -> float:
+        """``betas[0]`` (the original Nabla's spelling)."""
+        return self.betas[0]
+
+    @property
+    def beta2(self) -> float:
+        """``betas[1]`` (the original Nabla's spelling)."""
+        return self.betas[1]
+
     def _init(self, params):
         return adam_init(params, self.amsgrad)
 
