@@ -119,6 +119,7 @@ TESTED_ELSEWHERE = {
         )
     },
     "mesh_to_local": "shard_map's entry (tests/sharding/test_shard_map.py)",
+    "shard_constrain": "open/closed dims re-labelled by shard (tests/sharding/test_dimspec.py)",
     "mesh_from_local": "shard_map's exit (tests/sharding/test_shard_map.py)",
 }
 
