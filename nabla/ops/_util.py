@@ -19,6 +19,7 @@ __all__ = [
     "norm_shape",
     "is_scalar",
     "dtype_or",
+    "alias_arg",
     "doc_paragraph",
 ]
 
@@ -82,6 +83,16 @@ def norm_shape(op: str, shape) -> tuple[int, ...]:
     if any(s < 0 for s in out):
         raise ValueError(f"{op}: negative dimension in shape {out}")
     return out
+
+
+def alias_arg(op: str, name: str, value, alias: str, alias_value):
+    """The argument passed as ``name`` or under another spelling ``alias`` (the original
+    Nabla's or JAX's name for it); both at once is a ``TypeError`` naming ``op``."""
+    if alias_value is None:
+        return value
+    if value is not None:
+        raise TypeError(f"{op}: pass {name} or {alias}, not both")
+    return alias_value
 
 
 def dtype_or(dtype, default) -> DType:

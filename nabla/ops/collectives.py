@@ -43,7 +43,7 @@ from ..core.sharding import (
 from ..core.state import STATE, spmd_axes
 from ..runtime.tensor import Tensor
 from . import per_device, spmd
-from ._util import as_tensor
+from ._util import alias_arg, as_tensor
 from .base import Operation
 from .functions import provide
 from .pipeline import Call, emit
@@ -921,10 +921,7 @@ def shard(x, mesh: DeviceMesh, spec=None, *, replicated_axes=None, dim_specs=Non
         >>> nb.shard(nb.arange(4.0), mesh, nb.P("x")).addressable_shards[1].data.tolist()
         [2.0, 3.0]
     """
-    if dim_specs is not None:
-        if spec is not None:
-            raise TypeError("shard: give spec or dim_specs, not both")
-        spec = dim_specs
+    spec = alias_arg("shard", "spec", spec, "dim_specs", dim_specs)
     x = as_tensor(x, op="shard")
     cur = x._impl.sharding
     if cur is not None and cur.mesh != mesh:
@@ -1072,10 +1069,7 @@ def all_reduce(x, reduce_op: str = "sum", axes=None, *, reduce_axes=None) -> Ten
         raise ShardingError(
             f"all_reduce: reduce_op must be one of {REDUCE_KINDS}, got {reduce_op!r}"
         )
-    if reduce_axes is not None:
-        if axes is not None:
-            raise TypeError("all_reduce: pass axes= or reduce_axes=, not both")
-        axes = reduce_axes
+    axes = alias_arg("all_reduce", "axes", axes, "reduce_axes", reduce_axes)
 
     def local(x):
         levels = per_device.levels_of("all_reduce", _body_axes("all_reduce", axes))
@@ -1107,10 +1101,7 @@ def pmean(x, axes=None, *, axis_name=None) -> Tensor:
             or inside ``shard_map`` every mesh axis of the body.
         axis_name: the original Nabla's (and JAX's) name for ``axes``.
     """
-    if axis_name is not None:
-        if axes is not None:
-            raise TypeError("pmean: pass axes or axis_name, not both")
-        axes = axis_name
+    axes = alias_arg("pmean", "axes", axes, "axis_name", axis_name)
 
     def local(x):
         levels = per_device.levels_of("pmean", _body_axes("pmean", axes))
@@ -1217,10 +1208,7 @@ def ppermute(x, perm=None, axis_name=None, *, permutation=None) -> Tensor:
             along; default: every mesh axis of the body.
         permutation: the original Nabla's name for ``perm``.
     """
-    if permutation is not None:
-        if perm is not None:
-            raise TypeError("ppermute: pass perm or permutation, not both")
-        perm = permutation
+    perm = alias_arg("ppermute", "perm", perm, "permutation", permutation)
     if perm is None:
         raise TypeError("ppermute: missing the (source, destination) pairs perm")
     try:

@@ -181,15 +181,22 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
         win = fn.reshape(fn.permute(win, (0, 1, 2, 4, 3, 5)), (n, oh, ow, g, kk * cg))
         wg = fn.permute(fn.reshape(w, (kk * cg, g, o // g)), (1, 0, 2))
         out = fn.reshape(fn.einsum("nhwgk,gko->nhwgo", win, wg), (n, oh, ow, o))
-    if bias is not None:
-        b = as_tensor(bias, out.dtype, op="conv2d")
-        if b.shape != (o,):
-            raise OpError(
-                f"conv2d: bias size {b.size} does not match {o} output channels (bias of "
-                f"shape {b.shape}, weight {w.shape})"
-            )
-        out = out + b
-    return out
+    return _add_bias("conv2d", out, bias, f"weight {w.shape}")
+
+
+def _add_bias(op: str, out, bias, weight: str):
+    """``out`` plus a per-output-channel ``bias`` (None: none); a bias of another size is
+    an error naming ``op``, the sizes and the ``weight`` described."""
+    if bias is None:
+        return out
+    b = as_tensor(bias, out.dtype, op=op)
+    o = out.shape[-1]
+    if b.shape != (o,):
+        raise OpError(
+            f"{op}: bias size {b.size} does not match {o} output channels (bias of shape "
+            f"{b.shape}, {weight})"
+        )
+    return out + b
 
 
 def conv2d_transpose(
@@ -262,16 +269,7 @@ def conv2d_transpose(
     hi = [d[i] * ((kh, kw)[i] - 1) - p[i][1] + op_[i] for i in range(2)]
     xd = _pad_or_crop(_dilate(x, s), lo, hi)
     out = conv2d(xd, fn.flip(w, (0, 1)), None, 1, 0, d, groups)
-    if bias is not None:
-        b = as_tensor(bias, out.dtype, op="conv2d_transpose")
-        o = out.shape[-1]
-        if b.shape != (o,):
-            raise OpError(
-                f"conv2d_transpose: bias size {b.size} does not match {o} output channels "
-                f"(bias of shape {b.shape}, weight {w.shape} ({layout}))"
-            )
-        out = out + b
-    return out
+    return _add_bias("conv2d_transpose", out, bias, f"weight {w.shape} ({layout})")
 
 
 def _transpose_layout(output_padding, output_paddings, filter_layout):

@@ -21,7 +21,7 @@ from ..core.ir import as_dim
 from ..core.state import STATE
 from ..runtime.tensor import Tensor
 from . import spmd
-from ._util import as_tensor, norm_axes, norm_axis, norm_shape
+from ._util import alias_arg, as_tensor, norm_axes, norm_axis, norm_shape
 from .base import Operation, OpError, describe
 from .functions import fn, provide
 
@@ -860,10 +860,7 @@ def split(x, num_or_sizes=None, axis=0, *, num_splits=None) -> tuple[Tensor, ...
             the axis, or sizes that do not add up to it.
     """
     x = as_tensor(x, op="split")
-    if num_splits is not None:
-        if num_or_sizes is not None:
-            raise TypeError("split: pass either num_or_sizes or num_splits=, not both")
-        num_or_sizes = num_splits
+    num_or_sizes = alias_arg("split", "num_or_sizes", num_or_sizes, "num_splits", num_splits)
     if num_or_sizes is None:
         raise TypeError("split: missing the number of parts (num_or_sizes or num_splits=)")
     if x.ndim == 0:

@@ -188,7 +188,7 @@ def test_shard_relabels_an_equal_layout_and_keywords():
     np.testing.assert_array_equal(np.asarray(y), a)
     z = nb.shard(a, MESH, dim_specs=[DimSpec(["y"]), None])
     assert z.sharding.dims == (("y",), ())
-    with pytest.raises(TypeError, match="spec or dim_specs"):
+    with pytest.raises(TypeError, match="spec or dim_specs, not both"):
         nb.shard(a, MESH, P("x"), dim_specs=[DimSpec([])])
     r = nb.shard(a, MESH, P(), replicated_axes={"x"})
     assert r.sharding.fixed_replicated == ("x",)
