@@ -19,6 +19,8 @@ On a mesh with the batch sharded, the batch statistics are reductions over the g
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from ..core.dtypes import float32, int64
 from ..ops import creation
 from ..ops._util import as_tensor
@@ -39,6 +41,30 @@ __all__ = [
 
 
 # ----------------------------------------------------------------------------- helpers
+@dataclass(frozen=True, slots=True)
+class _NormParams:
+    """What normalizes and rescales one input: the running statistics (None to use the
+    input's own), the per-channel affine ``weight``/``bias`` (None to skip) and ``eps``."""
+
+    running_mean: Tensor | None
+    running_var: Tensor | None
+    weight: Tensor | None
+    bias: Tensor | None
+    eps: float
+
+    def checked(self, who: str, channels: int) -> _NormParams:
+        """These parameters as tensors of shape ``(channels,)``, ``eps`` a float."""
+        if (self.running_mean is None) != (self.running_var is None):
+            raise ValueError(f"{who}: give both running_mean and running_var, or neither")
+        return _NormParams(
+            _check_vector(who, "running_mean", self.running_mean, channels),
+            _check_vector(who, "running_var", self.running_var, channels),
+            _check_vector(who, "weight", self.weight, channels),
+            _check_vector(who, "bias", self.bias, channels),
+            _check_eps(who, self.eps),
+        )
+
+
 def _moments(x: Tensor, axes: tuple) -> tuple[Tensor, Tensor]:
     """Mean and biased variance of ``x`` over ``axes`` (kept as size-1 dims)."""
     mean = x.mean(axis=axes, keepdims=True)
@@ -51,6 +77,17 @@ def _count(shape, axes) -> int:
     for a in axes:
         n *= int(shape[a])
     return n
+
+
+def _float_input(who: str, value, min_rank: int, layout: str) -> Tensor:
+    """``value`` as a float tensor of rank ``>= min_rank``."""
+    x = as_tensor(value, op=who)
+    _check_float(who, x)
+    if x.ndim < min_rank:
+        raise ValueError(
+            f"{who}: expected an input of rank >= {min_rank} {layout}, got shape {tuple(x.shape)}"
+        )
+    return x
 
 
 def _affine(y: Tensor, weight, bias) -> Tensor:
@@ -87,6 +124,14 @@ def _set_stat(who: str, buf, value: Tensor) -> None:
     if value.dtype is not buf.dtype:
         value = value.cast(buf.dtype)
     rebind(buf, detach(value))
+
+
+def _update_stats(who: str, buffers: tuple, batch: tuple, f, current: tuple | None = None):
+    """Blend the batch statistics ``batch`` (mean, var) into the running-statistic tensors
+    ``buffers`` in place: ``(1 - f) * current + f * batch``, ``current`` the buffers' values
+    as tensors (the buffers themselves by default)."""
+    for buf, old, new in zip(buffers, current or buffers, batch, strict=True):
+        _set_stat(who, buf, (1.0 - f) * old + f * new.cast(old.dtype))
 
 
 def _check_updatable(who: str, buf, value: Tensor) -> None:
@@ -135,12 +180,12 @@ def _check_eps(who: str, eps) -> float:
 
 
 # ----------------------------------------------------------------------------- functional
-def _batch_norm(who, x, running_mean, running_var, weight, bias, training, factor, eps):
-    """Batch norm over every axis but the last: ``(y, batch_mean, batch_var_unbiased)``;
+def _batch_norm(who: str, x: Tensor, p: _NormParams, training: bool):
+    """Batch norm over every axis but the last: ``(y, (batch_mean, batch_var_unbiased))``;
     the statistics are None when the running ones are used."""
     c = int(x.shape[-1])
     axes = tuple(range(x.ndim - 1))
-    if training or running_mean is None:
+    if training or p.running_mean is None:
         n = _count(x.shape, axes)
         if training and n <= 1:
             raise ValueError(
@@ -148,15 +193,16 @@ def _batch_norm(who, x, running_mean, running_var, weight, bias, training, facto
                 f"shape {tuple(x.shape)}"
             )
         mean, var = _moments(x, axes)
-        y = (x - mean) * (var + eps).rsqrt()
+        y = (x - mean) * (var + p.eps).rsqrt()
         unbiased = var.reshape((c,)) * (n / max(n - 1, 1))
         stats = (mean.reshape((c,)), unbiased)
     else:
-        rm = running_mean.cast(x.dtype) if running_mean.dtype is not x.dtype else running_mean
-        rv = running_var.cast(x.dtype) if running_var.dtype is not x.dtype else running_var
-        y = (x - rm) * (rv + eps).rsqrt()
+        rm, rv = p.running_mean, p.running_var
+        rm = rm.cast(x.dtype) if rm.dtype is not x.dtype else rm
+        rv = rv.cast(x.dtype) if rv.dtype is not x.dtype else rv
+        y = (x - rm) * (rv + p.eps).rsqrt()
         stats = (None, None)
-    return _affine(y, weight, bias), stats
+    return _affine(y, p.weight, p.bias), stats
 
 
 def batch_norm(
@@ -196,26 +242,13 @@ def batch_norm(
             running statistic without the other, or a single value per channel in training.
     """
     who = "batch_norm"
-    x = as_tensor(input, op=who)
-    _check_float(who, x)
-    if x.ndim < 2:
-        raise ValueError(
-            f"{who}: expected an input of rank >= 2 (N, ..., C), got shape {tuple(x.shape)}"
-        )
-    if (running_mean is None) != (running_var is None):
-        raise ValueError(f"{who}: give both running_mean and running_var, or neither")
-    c = int(x.shape[-1])
-    rm = _check_vector(who, "running_mean", running_mean, c)
-    rv = _check_vector(who, "running_var", running_var, c)
-    weight = _check_vector(who, "weight", weight, c)
-    bias = _check_vector(who, "bias", bias, c)
+    x = _float_input(who, input, 2, "(N, ..., C)")
+    p = _NormParams(running_mean, running_var, weight, bias, eps).checked(who, int(x.shape[-1]))
     _check_momentum(who, momentum, allow_none=False)
-    eps = _check_eps(who, eps)
-    y, (mean, var) = _batch_norm(who, x, rm, rv, weight, bias, training, momentum, eps)
+    y, stats = _batch_norm(who, x, p, training)
     if training and running_mean is not None:
-        m = float(momentum)
-        _set_stat(who, running_mean, (1.0 - m) * rm + m * mean.cast(rm.dtype))
-        _set_stat(who, running_var, (1.0 - m) * rv + m * var.cast(rv.dtype))
+        running = (running_mean, running_var)
+        _update_stats(who, running, stats, float(momentum), (p.running_mean, p.running_var))
     return y
 
 
@@ -245,12 +278,7 @@ def group_norm(
             per-channel tensors of the wrong shape.
     """
     who = "group_norm"
-    x = as_tensor(input, op=who)
-    _check_float(who, x)
-    if x.ndim < 2:
-        raise ValueError(
-            f"{who}: expected an input of rank >= 2 (N, ..., C), got shape {tuple(x.shape)}"
-        )
+    x = _float_input(who, input, 2, "(N, ..., C)")
     g = _check_groups(who, num_groups)
     c = int(x.shape[-1])
     if c % g:
@@ -311,46 +339,32 @@ def instance_norm(
             running statistics.
     """
     who = "instance_norm"
-    x = as_tensor(input, op=who)
-    _check_float(who, x)
-    if x.ndim < 3:
-        raise ValueError(
-            f"{who}: expected an input of rank >= 3 (N, spatial..., C), got shape {tuple(x.shape)}"
-        )
-    if (running_mean is None) != (running_var is None):
-        raise ValueError(f"{who}: give both running_mean and running_var, or neither")
-    if not use_input_stats and running_mean is None:
+    x = _float_input(who, input, 3, "(N, spatial..., C)")
+    if not use_input_stats and running_mean is None and running_var is None:
         raise ValueError(f"{who}: use_input_stats=False needs running_mean and running_var")
-    c = int(x.shape[-1])
-    rm = _check_vector(who, "running_mean", running_mean, c)
-    rv = _check_vector(who, "running_var", running_var, c)
-    weight = _check_vector(who, "weight", weight, c)
-    bias = _check_vector(who, "bias", bias, c)
+    p = _NormParams(running_mean, running_var, weight, bias, eps).checked(who, int(x.shape[-1]))
     _check_momentum(who, momentum, allow_none=False)
-    eps = _check_eps(who, eps)
-    y, (mean, var) = _instance_norm(who, x, rm, rv, weight, bias, use_input_stats, eps)
+    y, stats = _instance_norm(who, x, p, use_input_stats)
     if use_input_stats and running_mean is not None:
-        m = float(momentum)
-        _set_stat(who, running_mean, (1.0 - m) * rm + m * mean.cast(rm.dtype))
-        _set_stat(who, running_var, (1.0 - m) * rv + m * var.cast(rv.dtype))
+        running = (running_mean, running_var)
+        _update_stats(who, running, stats, float(momentum), (p.running_mean, p.running_var))
     return y
 
 
-def _instance_norm(who, x, rm, rv, weight, bias, use_input_stats, eps):
+def _instance_norm(who: str, x: Tensor, p: _NormParams, use_input_stats: bool):
     """Instance norm of ``(N, spatial..., C)``: ``(y, (mean, var))``, the batch averages of
     the instance means and unbiased variances (None when the running ones are used)."""
     c = int(x.shape[-1])
     if not use_input_stats:
-        y, _ = _batch_norm(who, x, rm, rv, None, None, False, 0.0, eps)
-        return _affine(y, weight, bias), (None, None)
+        return _batch_norm(who, x, p, False)
     axes = tuple(range(1, x.ndim - 1))
     n = _count(x.shape, axes)
     mean, var = _moments(x, axes)
-    y = (x - mean) * (var + eps).rsqrt()
+    y = (x - mean) * (var + p.eps).rsqrt()
     batch = int(x.shape[0])
     avg_mean = mean.reshape((batch, c)).mean(axis=0)
     avg_var = var.reshape((batch, c)).mean(axis=0) * (n / max(n - 1, 1))
-    return _affine(y, weight, bias), (avg_mean, avg_var)
+    return _affine(y, p.weight, p.bias), (avg_mean, avg_var)
 
 
 # ----------------------------------------------------------------------------- modules
@@ -366,7 +380,16 @@ class _NormBase(Module):
     _ranks: tuple = ()
     _layout: str = ""
 
-    def __init__(self, num_features, eps, momentum, affine, track_running_stats, dtype):
+    # batch norm's constructor (PyTorch's defaults); InstanceNorm2d overrides the defaults
+    def __init__(
+        self,
+        num_features: int,
+        eps: float = 1e-5,
+        momentum: float | None = 0.1,
+        affine: bool = True,
+        track_running_stats: bool = True,
+        dtype=None,
+    ):
         super().__init__()
         cls = type(self).__name__
         self.num_features = _check_features(cls, "num_features", num_features)
@@ -418,17 +441,20 @@ class _NormBase(Module):
         _check_float(cls, x)
         return x
 
-    def _update_running(self, cls, mean, var, count: bool) -> None:
-        """The in-place update of the running statistics with this batch's ones."""
-        _check_updatable(cls, self.running_mean, mean)  # before anything changes
+    def _params(self, use_running: bool) -> _NormParams:
+        """This module's parameters, with the running statistics only if ``use_running``."""
+        rm, rv = (self.running_mean, self.running_var) if use_running else (None, None)
+        return _NormParams(rm, rv, self.weight, self.bias, self.eps)
+
+    def _update_running(self, cls, stats: tuple, count: bool) -> None:
+        """The in-place update of the running statistics with this batch's ``(mean, var)``."""
+        _check_updatable(cls, self.running_mean, stats[0])  # before anything changes
         nbt = self.num_batches_tracked
         if count:
             nbt = nbt + 1
             _set_stat(cls, self.num_batches_tracked, nbt)
         f = _factor(self.momentum, nbt) if count else (self.momentum or 0.0)
-        rm, rv = self.running_mean, self.running_var
-        _set_stat(cls, rm, (1.0 - f) * rm + f * mean.cast(rm.dtype))
-        _set_stat(cls, rv, (1.0 - f) * rv + f * var.cast(rv.dtype))
+        _update_stats(cls, (self.running_mean, self.running_var), stats, f)
 
     def extra_repr(self) -> str:
         """The configuration shown by ``repr``."""
@@ -439,17 +465,6 @@ class _NormBase(Module):
 
 
 class _BatchNorm(_NormBase):
-    def __init__(
-        self,
-        num_features: int,
-        eps: float = 1e-5,
-        momentum: float | None = 0.1,
-        affine: bool = True,
-        track_running_stats: bool = True,
-        dtype=None,
-    ):
-        super().__init__(num_features, eps, momentum, affine, track_running_stats, dtype)
-
     def forward(self, x):
         """Normalize ``x`` with batch statistics (training mode, updating the running ones
         in place) or the running statistics (evaluation mode).
@@ -467,19 +482,10 @@ class _BatchNorm(_NormBase):
         cls = type(self).__name__
         x = self._check_input(x)
         use_batch = self.training or not self.track_running_stats
-        y, (mean, var) = _batch_norm(
-            f"{cls}({self.extra_repr()})",
-            x,
-            None if use_batch else self.running_mean,
-            None if use_batch else self.running_var,
-            self.weight,
-            self.bias,
-            self.training,
-            None,
-            self.eps,
-        )
+        who = f"{cls}({self.extra_repr()})"
+        y, stats = _batch_norm(who, x, self._params(not use_batch), self.training)
         if self.training and self.track_running_stats:
-            self._update_running(cls, mean, var, count=True)
+            self._update_running(cls, stats, count=True)
         return y
 
 
@@ -585,11 +591,9 @@ class InstanceNorm2d(_NormBase):
         if unbatched:
             x = x.reshape((1,) + tuple(x.shape))
         use_input = self.training or not self.track_running_stats
-        y, (mean, var) = _instance_norm(
-            cls, x, self.running_mean, self.running_var, self.weight, self.bias, use_input, self.eps
-        )
+        y, stats = _instance_norm(cls, x, self._params(True), use_input)
         if self.training and self.track_running_stats:
-            self._update_running(cls, mean, var, count=False)
+            self._update_running(cls, stats, count=False)
         return y.reshape(tuple(y.shape[1:])) if unbatched else y
 
 

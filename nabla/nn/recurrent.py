@@ -11,6 +11,7 @@ scan; ``vmap`` batches the loop; ``compile`` traces it once.
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 from ..ops import unary, view
 from ..ops._util import as_tensor
@@ -23,6 +24,16 @@ from .layers import _check_sizes, _keys
 from .module import Module
 
 __all__ = ["GRU", "LSTM"]
+
+
+class _Weights(NamedTuple):
+    """One layer-direction's parameters (PyTorch's ``weight_ih``, ``weight_hh``,
+    ``bias_ih``, ``bias_hh``; the biases None when the network has none)."""
+
+    w_ih: Tensor
+    w_hh: Tensor
+    b_ih: Tensor | None
+    b_hh: Tensor | None
 
 
 def _lstm_step(w_hh_t, hidden):
@@ -64,6 +75,9 @@ class _RNNBase(Module):
     direction loop (each direction one scan) and dropout between layers."""
 
     gates = 0  # gate blocks per weight: 4 for LSTM, 3 for GRU
+    # whether b_hh joins b_ih in the input projection (LSTM); GRU's reset gate scales the
+    # hidden projection with its bias, so there b_hh stays in the step
+    fold_hidden_bias = False
 
     def __init__(
         self,
@@ -151,10 +165,12 @@ class _RNNBase(Module):
         return given.unsqueeze(1) if unbatched else given
 
     # -------------------------------------------------------------------------- running
-    def _params(self, tag: str) -> tuple:
+    def _params(self, tag: str) -> _Weights:
         b_ih = getattr(self, f"bias_ih_{tag}") if self.bias else None
         b_hh = getattr(self, f"bias_hh_{tag}") if self.bias else None
-        return getattr(self, f"weight_ih_{tag}"), getattr(self, f"weight_hh_{tag}"), b_ih, b_hh
+        return _Weights(
+            getattr(self, f"weight_ih_{tag}"), getattr(self, f"weight_hh_{tag}"), b_ih, b_hh
+        )
 
     def _run(self, x, states: list[tuple], dropout_key=None) -> tuple[Tensor, list]:
         """Every layer over time-major ``x``; ``states[k]`` is the initial carry of layer
@@ -164,10 +180,8 @@ class _RNNBase(Module):
         for layer in range(self.num_layers):
             outs = []
             for di, suffix in enumerate(("", "_reverse")[:directions]):
-                w_ih, w_hh, b_ih, b_hh = self._params(f"l{layer}{suffix}")
-                carry, ys = self._direction(
-                    x, w_ih, w_hh, b_ih, b_hh, states[layer * directions + di], di == 1
-                )
+                weights = self._params(f"l{layer}{suffix}")
+                carry, ys = self._direction(x, weights, states[layer * directions + di], di == 1)
                 outs.append(ys)
                 finals.append(carry)
             x = outs[0] if directions == 1 else view.concatenate(outs, axis=-1)
@@ -175,15 +189,18 @@ class _RNNBase(Module):
                 x = F.dropout(x, self.dropout, True, dropout_key)
         return x, finals
 
-    def _direction(self, x, w_ih, w_hh, b_ih, b_hh, carry, reverse):
-        raise NotImplementedError
+    def _direction(self, x, w: _Weights, carry, reverse: bool):
+        """One layer and direction over time-major ``x`` as one scan from ``carry``: every
+        step's input projection ``x @ w_ih^T + b_ih (+ b_hh)`` in one matmul, then the
+        recurrence. Returns the final carry and every step's hidden state."""
+        gx = x @ w.w_ih.swap_axes(0, 1)
+        if w.b_ih is not None:
+            gx = gx + (w.b_ih + w.b_hh if self.fold_hidden_bias else w.b_ih)
+        return scan(self._step(w), carry, gx, reverse=reverse)
 
-    def _projection(self, x, w_ih, b_ih, b_hh_too=None) -> Tensor:
-        """Every step's input projection at once: ``x @ w_ih^T + b_ih (+ b_hh)``."""
-        gx = x @ w_ih.swap_axes(0, 1)
-        if b_ih is not None:
-            gx = gx + (b_ih if b_hh_too is None else b_ih + b_hh_too)
-        return gx
+    def _step(self, w: _Weights):
+        """The scan body ``(carry, gx) -> (carry, h)`` of one direction."""
+        raise NotImplementedError
 
     def _output(self, y, unbatched: bool) -> Tensor:
         if unbatched:
@@ -237,6 +254,7 @@ class LSTM(_RNNBase):
     """
 
     gates = 4
+    fold_hidden_bias = True
 
     def forward(self, x, hx=None, dropout_key=None):
         """Run the network.
@@ -274,10 +292,8 @@ class LSTM(_RNNBase):
             h_n, c_n = h_n.squeeze(1), c_n.squeeze(1)
         return self._output(y, unbatched), (h_n, c_n)
 
-    def _direction(self, x, w_ih, w_hh, b_ih, b_hh, carry, reverse):
-        gx = self._projection(x, w_ih, b_ih, b_hh)
-        step = _lstm_step(w_hh.swap_axes(0, 1), self.hidden_size)
-        return scan(step, carry, gx, reverse=reverse)
+    def _step(self, w: _Weights):
+        return _lstm_step(w.w_hh.swap_axes(0, 1), self.hidden_size)
 
 
 class GRU(_RNNBase):
@@ -334,7 +350,5 @@ class GRU(_RNNBase):
         h_n = view.stack(finals, axis=0)
         return self._output(y, unbatched), (h_n.squeeze(1) if unbatched else h_n)
 
-    def _direction(self, x, w_ih, w_hh, b_ih, b_hh, carry, reverse):
-        gx = self._projection(x, w_ih, b_ih)
-        step = _gru_step(w_hh.swap_axes(0, 1), b_hh, self.hidden_size)
-        return scan(step, carry, gx, reverse=reverse)
+    def _step(self, w: _Weights):
+        return _gru_step(w.w_hh.swap_axes(0, 1), w.b_hh, self.hidden_size)
