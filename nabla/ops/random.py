@@ -19,7 +19,7 @@ from ..core.dtypes import DType, get_default_dtype, to_dtype
 from ..core.state import STATE, level_sizes
 from ..runtime.tensor import Tensor
 from . import batching
-from ._util import norm_shape
+from ._util import alias_arg, norm_shape
 from .base import Operation
 from .functions import fn
 
@@ -239,15 +239,6 @@ def _given(value, default):
     return None if value is default else value
 
 
-def _alias(name, value, jax_name, jax_value):
-    """JAX's keyword (``minval=``) for nabla's (``low=``); both at once is an error."""
-    if jax_value is None:
-        return value
-    if value is not None:
-        raise TypeError(f"pass either {name}= or {jax_name}=, not both")
-    return jax_value
-
-
 def _is_default(value, default) -> bool:
     """A Python number equal to the default: the affine step is skipped. A tensor always
     takes it, so the draw differentiates and batches with respect to it."""
@@ -320,7 +311,8 @@ def uniform(
     """
     if isinstance(key_or_shape, Tensor) and _dtype_like(low):  # JAX: (key, shape, dtype, ...)
         dtype, low, high = _one_dtype("uniform", dtype, low), high, None
-    low, high = _alias("low", low, "minval", minval), _alias("high", high, "maxval", maxval)
+    low = alias_arg("uniform", "low", low, "minval", minval)  # JAX's names as well
+    high = alias_arg("uniform", "high", high, "maxval", maxval)
     k, shape, (low, high, _) = _split_args(key_or_shape, shape, (low, high, None))
     low = 0.0 if low is None else low
     high = 1.0 if high is None else high
@@ -443,7 +435,8 @@ def randint(
         TypeError: without bounds, for a shape given twice, or a dtype that is not an
             integer.
     """
-    low, high = _alias("low", low, "minval", minval), _alias("high", high, "maxval", maxval)
+    low = alias_arg("randint", "low", low, "minval", minval)  # JAX's names as well
+    high = alias_arg("randint", "high", high, "maxval", maxval)
     k, shape, (low, high, _) = _split_args(key_or_shape, shape, (low, high, None))
     if low is None:
         raise TypeError("randint needs an upper bound: randint(key, shape, high) or low, high")

@@ -126,7 +126,7 @@ def test_tensor_parameters_differentiate_and_batch():
     assert v.shape == (2, 3) and v.min() >= -1 and v.max() < 1
     with pytest.raises(ValueError, match=r"low of shape \(2,\).*shape \(3,\)"):
         nb.random.uniform(k, (3,), nb.constant([0.0, 1.0]), 1.0)
-    with pytest.raises(TypeError, match="low= or minval="):
+    with pytest.raises(TypeError, match="low or minval, not both"):
         nb.random.uniform(k, (3,), low=0.0, minval=1.0)
 
 
