@@ -992,10 +992,15 @@ class Optimizer:
     def _init(self, params) -> dict:
         raise NotImplementedError
 
+    #: the pure update function; it takes the settings as keywords named as in
+    #: ``_hyper_names`` (a subclass that assembles them otherwise overrides :meth:`_update`)
+    _update_rule = None
+
     def _update(self, params, grads, state, hyper=None):
         """``(new_params, new_state)``; ``hyper`` (default :meth:`_settings`) holds the
         settings by name."""
-        raise NotImplementedError
+        h = self._settings() if hyper is None else hyper
+        return self._update_rule(params, grads, state, **h)
 
     def _settings(self, traced: bool = False) -> dict:
         """The settings by name. ``traced``: for a compiled step, the changing ones
@@ -1257,23 +1262,11 @@ class SGD(Optimizer):
         super().__init__(params, lr)
 
     _hyper_names = ("lr", "momentum", "dampening", "weight_decay", "nesterov")
+    _update_rule = staticmethod(sgd_update)
     _dynamic = ("lr", "momentum")
 
     def _init(self, params):
         return sgd_init(params, self.momentum)
-
-    def _update(self, params, grads, state, hyper=None):
-        h = self._settings() if hyper is None else hyper
-        return sgd_update(
-            params,
-            grads,
-            state,
-            h["lr"],
-            h["momentum"],
-            h["nesterov"],
-            h["weight_decay"],
-            h["dampening"],
-        )
 
 
 class Adam(Optimizer):
@@ -1361,6 +1354,7 @@ class RMSprop(Optimizer):
     """
 
     _hyper_names = ("lr", "alpha", "eps", "weight_decay", "momentum", "centered")
+    _update_rule = staticmethod(rmsprop_update)
     _dynamic = ("lr", "momentum")
 
     def __init__(
@@ -1373,20 +1367,6 @@ class RMSprop(Optimizer):
 
     def _init(self, params):
         return rmsprop_init(params, self.momentum, self.centered)
-
-    def _update(self, params, grads, state, hyper=None):
-        h = self._settings() if hyper is None else hyper
-        return rmsprop_update(
-            params,
-            grads,
-            state,
-            h["lr"],
-            h["alpha"],
-            h["eps"],
-            h["weight_decay"],
-            h["momentum"],
-            h["centered"],
-        )
 
 
 class Adagrad(Optimizer):
@@ -1408,6 +1388,7 @@ class Adagrad(Optimizer):
     """
 
     _hyper_names = ("lr", "lr_decay", "weight_decay", "initial_accumulator_value", "eps")
+    _update_rule = staticmethod(adagrad_update)
     _dynamic = ("lr",)
 
     def __init__(
@@ -1433,19 +1414,6 @@ class Adagrad(Optimizer):
 
     def _init(self, params):
         return adagrad_init(params, self.initial_accumulator_value)
-
-    def _update(self, params, grads, state, hyper=None):
-        h = self._settings() if hyper is None else hyper
-        return adagrad_update(
-            params,
-            grads,
-            state,
-            h["lr"],
-            h["lr_decay"],
-            h["weight_decay"],
-            h["initial_accumulator_value"],
-            h["eps"],
-        )
 
 
 # the schedulers drive the optimizers above (``torch.optim.lr_scheduler``)
