@@ -39,7 +39,15 @@ from ...ops._util import as_tensor
 from ...runtime.tensor import Tensor, realize
 from ...transforms.autodiff import detach, value_and_grad
 from ...transforms.compile import compile as _compile
-from ..module import Module, loaded_tensor, named_leaves, rebind, trainable_mask
+from ..module import (
+    Module,
+    get_policy,
+    loaded_tensor,
+    named_leaves,
+    rebind,
+    set_policy,
+    trainable_mask,
+)
 
 __all__ = [
     "SGD",
@@ -943,6 +951,11 @@ class Optimizer:
     #: the execution policy (see :meth:`set_execution_policy`), shared by all optimizers
     _auto_realize_params: bool = True
     _auto_realize_state: bool = True
+    #: each policy setting's class attribute
+    _policy_attrs = {
+        "auto_realize_updated_params": "_auto_realize_params",
+        "auto_realize_updated_state": "_auto_realize_state",
+    }
 
     #: the settings an update reads, by attribute name
     _hyper_names: tuple = ("lr",)
@@ -972,10 +985,11 @@ class Optimizer:
             auto_realize_updated_state: compute the updated optimizer state in each step
                 (None: unchanged).
         """
-        if auto_realize_updated_params is not None:
-            Optimizer._auto_realize_params = bool(auto_realize_updated_params)
-        if auto_realize_updated_state is not None:
-            Optimizer._auto_realize_state = bool(auto_realize_updated_state)
+        settings = {
+            "auto_realize_updated_params": auto_realize_updated_params,
+            "auto_realize_updated_state": auto_realize_updated_state,
+        }
+        set_policy(Optimizer, Optimizer._policy_attrs, settings)
 
     @classmethod
     def get_execution_policy(cls) -> dict:
@@ -984,10 +998,7 @@ class Optimizer:
         Returns:
             ``{"auto_realize_updated_params": bool, "auto_realize_updated_state": bool}``.
         """
-        return {
-            "auto_realize_updated_params": Optimizer._auto_realize_params,
-            "auto_realize_updated_state": Optimizer._auto_realize_state,
-        }
+        return get_policy(Optimizer, Optimizer._policy_attrs)
 
     def _init(self, params) -> dict:
         raise NotImplementedError
