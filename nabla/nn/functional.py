@@ -8,6 +8,7 @@ initializers are re-exported from :mod:`nabla.nn.losses` and :mod:`nabla.nn.init
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import ml_dtypes
 import numpy as np
@@ -739,10 +740,11 @@ def interpolate(
     for i, (n_in, n_out, scale) in enumerate(zip(in_sizes, out_sizes, scales, strict=True)):
         if n_in == n_out and scale is None:
             continue  # same size, scale in/out = 1: every output reads its own position
+        axis = _AxisResample(1 + i, n_in, n_out, scale)
         if linear:
-            x = _linear_axis(x, 1 + i, n_in, n_out, scale, bool(align_corners))
+            x = _linear_axis(x, axis, bool(align_corners))
         else:
-            x = _nearest_axis(x, 1 + i, n_in, n_out, scale, mode == "nearest-exact")
+            x = _nearest_axis(x, axis, mode == "nearest-exact")
     return x
 
 
@@ -774,11 +776,20 @@ def _interp_sizes(in_sizes, size, scale_factor, recompute) -> tuple:
     return sizes, scales
 
 
-def _source_scale(n_in, n_out, scale_factor) -> np.float32:
-    """PyTorch's sampling scale: ``1 / scale_factor`` when given, else ``in / out``."""
-    if scale_factor is not None and scale_factor > 0:
-        return np.float32(1.0 / scale_factor)
-    return np.float32(n_in / n_out)
+class _AxisResample(NamedTuple):
+    """One spatial axis of an ``interpolate``: its position, sizes in and out, and the
+    scale factor the sampling uses (None: from the sizes)."""
+
+    axis: int
+    n_in: int
+    n_out: int
+    scale_factor: float | None
+
+    def source_scale(self) -> np.float32:
+        """PyTorch's sampling scale: ``1 / scale_factor`` when given, else ``in / out``."""
+        if self.scale_factor is not None and self.scale_factor > 0:
+            return np.float32(1.0 / self.scale_factor)
+        return np.float32(self.n_in / self.n_out)
 
 
 def _along(x: Tensor, axis: int, values: np.ndarray) -> Tensor:
@@ -787,25 +798,27 @@ def _along(x: Tensor, axis: int, values: np.ndarray) -> Tensor:
     return creation.constant(values.reshape(shape), dtype=x.dtype)
 
 
-def _nearest_axis(x, axis, n_in, n_out, scale_factor, exact) -> Tensor:
-    scale = _source_scale(n_in, n_out, scale_factor)
+def _nearest_axis(x, ax: _AxisResample, exact) -> Tensor:
+    n_in, n_out = ax.n_in, ax.n_out
+    scale = ax.source_scale()
     dst = np.arange(n_out, dtype=np.float32) + (np.float32(0.5) if exact else np.float32(0))
     src = np.minimum(np.floor(dst * scale).astype(np.int64), n_in - 1)
-    return indexing.take(x, src, axis=axis)
+    return indexing.take(x, src, axis=ax.axis)
 
 
-def _linear_axis(x, axis, n_in, n_out, scale_factor, align_corners) -> Tensor:
+def _linear_axis(x, ax: _AxisResample, align_corners) -> Tensor:
+    n_in, n_out = ax.n_in, ax.n_out
     dst = np.arange(n_out, dtype=np.float32)
     if align_corners:
         scale = np.float32((n_in - 1) / (n_out - 1)) if n_out > 1 else np.float32(0)
         src = dst * scale
     else:
-        scale = _source_scale(n_in, n_out, scale_factor)
+        scale = ax.source_scale()
         src = np.maximum((dst + np.float32(0.5)) * scale - np.float32(0.5), np.float32(0))
     i0 = np.minimum(np.floor(src).astype(np.int64), n_in - 1)
     i1 = np.minimum(i0 + 1, n_in - 1)
     w1 = (src - i0.astype(np.float32)).astype(np.float32)
     w0 = (np.float32(1) - w1).astype(np.float32)
-    lo = indexing.take(x, i0, axis=axis)
-    hi = indexing.take(x, i1, axis=axis)
-    return lo * _along(x, axis, w0) + hi * _along(x, axis, w1)
+    lo = indexing.take(x, i0, axis=ax.axis)
+    hi = indexing.take(x, i1, axis=ax.axis)
+    return lo * _along(x, ax.axis, w0) + hi * _along(x, ax.axis, w1)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import numbers
+from typing import NamedTuple
 
 from ..ops import random as _random
 from ..ops import reduction, unary
@@ -211,17 +212,28 @@ class Conv2d(Module):
         )
 
 
-def _conv_weight(layer, key, shape, fan_in, bias, out_channels, dtype):
+def _conv_weight(layer, key, shape, bias, dtype):
     """PyTorch's default conv initialization: weight and bias uniform in
-    ``±1 / sqrt(fan_in)``."""
+    ``±1 / sqrt(fan_in)``. ``shape`` is in PyTorch's layout, so the fan-in is the product
+    of every dim but the first; the bias has ``layer.out_channels`` entries."""
     kw, kb = _keys(key, 2)
-    bound = 1.0 / math.sqrt(fan_in)
+    bound = 1.0 / math.sqrt(math.prod(shape[1:]))
     layer.weight = init.uniform(shape, -bound, bound, kw, dtype)
-    layer.bias = init.uniform((out_channels,), -bound, bound, kb, dtype) if bias else None
+    layer.bias = init.uniform((layer.out_channels,), -bound, bound, kb, dtype) if bias else None
 
 
-def _check_conv_layer(layer, in_channels, out_channels, groups, kernel_size, n) -> tuple:
+class _ConvChannels(NamedTuple):
+    """A conv layer's channel counts and groups: checked together, since both counts
+    must divide by the groups."""
+
+    in_channels: int
+    out_channels: int
+    groups: int
+
+
+def _check_conv_layer(layer, channels: _ConvChannels, kernel_size, n) -> tuple:
     """The kernel size as ``n`` ints, after checking the channel counts and groups."""
+    in_channels, out_channels, groups = channels
     _check_sizes(layer, in_channels=in_channels, out_channels=out_channels, groups=groups)
     ks = (kernel_size,) * n if isinstance(kernel_size, numbers.Integral) else kernel_size
     if not isinstance(ks, tuple | list) or len(ks) != n:
@@ -270,14 +282,14 @@ class Conv1d(Module):
         dtype=None,
     ):
         super().__init__()
-        (k,) = _check_conv_layer("Conv1d", in_channels, out_channels, groups, kernel_size, 1)
+        channels = _ConvChannels(in_channels, out_channels, groups)
+        (k,) = _check_conv_layer("Conv1d", channels, kernel_size, 1)
         if isinstance(padding, str) and padding.lower() == "same" and stride not in (1, (1,)):
             raise ValueError(f"Conv1d: padding='same' needs stride 1, got stride={stride!r}")
         self.in_channels, self.out_channels = int(in_channels), int(out_channels)
         self.kernel_size, self.groups = (k,), int(groups)
         self.stride, self.padding, self.dilation = stride, padding, dilation
-        shape = (out_channels, in_channels // groups, k)
-        _conv_weight(self, key, shape, in_channels // groups * k, bias, out_channels, dtype)
+        _conv_weight(self, key, (out_channels, in_channels // groups, k), bias, dtype)
 
     def forward(self, x):
         """Convolve ``x`` of shape ``(N, L, in_channels)`` (or ``(L, in_channels)``).
@@ -347,14 +359,13 @@ class ConvTranspose2d(Module):
         dtype=None,
     ):
         super().__init__()
-        k = _check_conv_layer("ConvTranspose2d", in_channels, out_channels, groups, kernel_size, 2)
+        channels = _ConvChannels(in_channels, out_channels, groups)
+        k = _check_conv_layer("ConvTranspose2d", channels, kernel_size, 2)
         self.in_channels, self.out_channels = int(in_channels), int(out_channels)
         self.kernel_size, self.groups = k, int(groups)
         self.stride, self.padding, self.dilation = stride, padding, dilation
         self.output_padding = output_padding
-        shape = (in_channels, out_channels // groups) + k
-        fan_in = out_channels // groups * k[0] * k[1]
-        _conv_weight(self, key, shape, fan_in, bias, out_channels, dtype)
+        _conv_weight(self, key, (in_channels, out_channels // groups) + k, bias, dtype)
 
     def forward(self, x, output_size=None):
         """Apply the layer to ``x`` of shape ``(N, H, W, in_channels)``.

@@ -151,6 +151,32 @@ def _unflatten(aux: _ModuleDef, children) -> Module:
     return m
 
 
+def set_policy(owner: type, attrs: dict, settings: dict) -> None:
+    """Store an execution policy's settings on the class that shares them.
+
+    Args:
+        owner: the class whose attributes hold the policy (one setting for all subclasses).
+        attrs: each setting's name -> the class attribute holding it.
+        settings: each setting's name -> its new value (None: unchanged).
+    """
+    for name, value in settings.items():
+        if value is not None:
+            setattr(owner, attrs[name], bool(value))
+
+
+def get_policy(owner: type, attrs: dict) -> dict:
+    """The execution policy :func:`set_policy` stores on ``owner``.
+
+    Args:
+        owner: the class whose attributes hold the policy.
+        attrs: each setting's name -> the class attribute holding it.
+
+    Returns:
+        Each setting's name -> its value.
+    """
+    return {name: getattr(owner, attr) for name, attr in attrs.items()}
+
+
 class Module:
     """Base class of layers and models: holds parameters, buffers and submodules.
 
@@ -269,6 +295,11 @@ class Module:
     #: the execution policy (see :meth:`set_execution_policy`), shared by all modules
     _auto_realize_forward: bool = False
     _auto_realize_grads: bool = False
+    #: each policy setting's class attribute
+    _policy_attrs = {
+        "auto_realize_toplevel_forward": "_auto_realize_forward",
+        "auto_realize_backward_grads": "_auto_realize_grads",
+    }
     _call_depth: int = 0  # module calls in progress (the outermost is the user's)
 
     def __call__(self, *args, **kwargs):
@@ -302,10 +333,11 @@ class Module:
                 are always realized here (``Tensor.backward`` computes the loss and all
                 gradients as one graph), so this only records the setting. None: unchanged.
         """
-        if auto_realize_toplevel_forward is not None:
-            Module._auto_realize_forward = bool(auto_realize_toplevel_forward)
-        if auto_realize_backward_grads is not None:
-            Module._auto_realize_grads = bool(auto_realize_backward_grads)
+        settings = {
+            "auto_realize_toplevel_forward": auto_realize_toplevel_forward,
+            "auto_realize_backward_grads": auto_realize_backward_grads,
+        }
+        set_policy(Module, Module._policy_attrs, settings)
 
     @classmethod
     def get_execution_policy(cls) -> dict:
@@ -314,10 +346,7 @@ class Module:
         Returns:
             ``{"auto_realize_toplevel_forward": bool, "auto_realize_backward_grads": bool}``.
         """
-        return {
-            "auto_realize_toplevel_forward": Module._auto_realize_forward,
-            "auto_realize_backward_grads": Module._auto_realize_grads,
-        }
+        return get_policy(Module, Module._policy_attrs)
 
     def backward(self, loss, gradient=None, retain_graph=None, *, realize_grads=None) -> None:
         """``loss.backward(gradient)``: accumulate the gradient of ``loss`` into ``.grad`` of

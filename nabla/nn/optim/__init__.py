@@ -39,7 +39,15 @@ from ...ops._util import as_tensor
 from ...runtime.tensor import Tensor, realize
 from ...transforms.autodiff import detach, value_and_grad
 from ...transforms.compile import compile as _compile
-from ..module import Module, loaded_tensor, named_leaves, rebind, trainable_mask
+from ..module import (
+    Module,
+    get_policy,
+    loaded_tensor,
+    named_leaves,
+    rebind,
+    set_policy,
+    trainable_mask,
+)
 
 __all__ = [
     "SGD",
@@ -943,6 +951,11 @@ class Optimizer:
     #: the execution policy (see :meth:`set_execution_policy`), shared by all optimizers
     _auto_realize_params: bool = True
     _auto_realize_state: bool = True
+    #: each policy setting's class attribute
+    _policy_attrs = {
+        "auto_realize_updated_params": "_auto_realize_params",
+        "auto_realize_updated_state": "_auto_realize_state",
+    }
 
     #: the settings an update reads, by attribute name
     _hyper_names: tuple = ("lr",)
@@ -972,10 +985,11 @@ class Optimizer:
             auto_realize_updated_state: compute the updated optimizer state in each step
                 (None: unchanged).
         """
-        if auto_realize_updated_params is not None:
-            Optimizer._auto_realize_params = bool(auto_realize_updated_params)
-        if auto_realize_updated_state is not None:
-            Optimizer._auto_realize_state = bool(auto_realize_updated_state)
+        settings = {
+            "auto_realize_updated_params": auto_realize_updated_params,
+            "auto_realize_updated_state": auto_realize_updated_state,
+        }
+        set_policy(Optimizer, Optimizer._policy_attrs, settings)
 
     @classmethod
     def get_execution_policy(cls) -> dict:
@@ -984,18 +998,20 @@ class Optimizer:
         Returns:
             ``{"auto_realize_updated_params": bool, "auto_realize_updated_state": bool}``.
         """
-        return {
-            "auto_realize_updated_params": Optimizer._auto_realize_params,
-            "auto_realize_updated_state": Optimizer._auto_realize_state,
-        }
+        return get_policy(Optimizer, Optimizer._policy_attrs)
 
     def _init(self, params) -> dict:
         raise NotImplementedError
 
+    #: the pure update function; it takes the settings as keywords named as in
+    #: ``_hyper_names`` (a subclass that assembles them otherwise overrides :meth:`_update`)
+    _update_rule = None
+
     def _update(self, params, grads, state, hyper=None):
         """``(new_params, new_state)``; ``hyper`` (default :meth:`_settings`) holds the
         settings by name."""
-        raise NotImplementedError
+        h = self._settings() if hyper is None else hyper
+        return self._update_rule(params, grads, state, **h)
 
     def _settings(self, traced: bool = False) -> dict:
         """The settings by name. ``traced``: for a compiled step, the changing ones
@@ -1257,23 +1273,11 @@ class SGD(Optimizer):
         super().__init__(params, lr)
 
     _hyper_names = ("lr", "momentum", "dampening", "weight_decay", "nesterov")
+    _update_rule = staticmethod(sgd_update)
     _dynamic = ("lr", "momentum")
 
     def _init(self, params):
         return sgd_init(params, self.momentum)
-
-    def _update(self, params, grads, state, hyper=None):
-        h = self._settings() if hyper is None else hyper
-        return sgd_update(
-            params,
-            grads,
-            state,
-            h["lr"],
-            h["momentum"],
-            h["nesterov"],
-            h["weight_decay"],
-            h["dampening"],
-        )
 
 
 class Adam(Optimizer):
@@ -1361,6 +1365,7 @@ class RMSprop(Optimizer):
     """
 
     _hyper_names = ("lr", "alpha", "eps", "weight_decay", "momentum", "centered")
+    _update_rule = staticmethod(rmsprop_update)
     _dynamic = ("lr", "momentum")
 
     def __init__(
@@ -1373,20 +1378,6 @@ class RMSprop(Optimizer):
 
     def _init(self, params):
         return rmsprop_init(params, self.momentum, self.centered)
-
-    def _update(self, params, grads, state, hyper=None):
-        h = self._settings() if hyper is None else hyper
-        return rmsprop_update(
-            params,
-            grads,
-            state,
-            h["lr"],
-            h["alpha"],
-            h["eps"],
-            h["weight_decay"],
-            h["momentum"],
-            h["centered"],
-        )
 
 
 class Adagrad(Optimizer):
@@ -1408,6 +1399,7 @@ class Adagrad(Optimizer):
     """
 
     _hyper_names = ("lr", "lr_decay", "weight_decay", "initial_accumulator_value", "eps")
+    _update_rule = staticmethod(adagrad_update)
     _dynamic = ("lr",)
 
     def __init__(
@@ -1433,19 +1425,6 @@ class Adagrad(Optimizer):
 
     def _init(self, params):
         return adagrad_init(params, self.initial_accumulator_value)
-
-    def _update(self, params, grads, state, hyper=None):
-        h = self._settings() if hyper is None else hyper
-        return adagrad_update(
-            params,
-            grads,
-            state,
-            h["lr"],
-            h["lr_decay"],
-            h["weight_decay"],
-            h["initial_accumulator_value"],
-            h["eps"],
-        )
 
 
 # the schedulers drive the optimizers above (``torch.optim.lr_scheduler``)
