@@ -205,6 +205,20 @@ def _batch_norm(who: str, x: Tensor, p: _NormParams, training: bool):
     return _affine(y, p.weight, p.bias), stats
 
 
+# the per-channel arguments batch_norm and instance_norm take alike, written once
+_PER_CHANNEL_ARGS = """\
+running_mean: a ``(C,)`` tensor or None.
+        running_var: a ``(C,)`` tensor or None.
+        weight: optional per-channel scale ``(C,)``.
+        bias: optional per-channel shift ``(C,)``."""
+
+
+def _per_channel_doc(fn):
+    fn.__doc__ = fn.__doc__.replace("{per_channel_args}", _PER_CHANNEL_ARGS)
+    return fn
+
+
+@_per_channel_doc
 def batch_norm(
     input,  # noqa: A002 - PyTorch's name
     running_mean,
@@ -226,10 +240,7 @@ def batch_norm(
 
     Args:
         input: a float tensor ``(N, C)``, ``(N, L, C)``, ``(N, H, W, C)``, ... (C last).
-        running_mean: a ``(C,)`` tensor or None.
-        running_var: a ``(C,)`` tensor or None.
-        weight: optional per-channel scale ``(C,)``.
-        bias: optional per-channel shift ``(C,)``.
+        {per_channel_args}
         training: use (and update) batch statistics (default False).
         momentum: the weight of the batch statistics in the running update (default 0.1).
         eps: added to the variance (default 1e-5).
@@ -303,6 +314,7 @@ def _check_groups(who: str, num_groups) -> int:
     return num_groups
 
 
+@_per_channel_doc
 def instance_norm(
     input,  # noqa: A002 - PyTorch's name
     running_mean=None,
@@ -322,10 +334,7 @@ def instance_norm(
 
     Args:
         input: a float tensor ``(N, ..., C)`` with at least one spatial axis.
-        running_mean: a ``(C,)`` tensor or None.
-        running_var: a ``(C,)`` tensor or None.
-        weight: optional per-channel scale ``(C,)``.
-        bias: optional per-channel shift ``(C,)``.
+        {per_channel_args}
         use_input_stats: normalize with each instance's statistics (default True).
         momentum: the weight of the new statistics in the running update (default 0.1).
         eps: added to the variance (default 1e-5).

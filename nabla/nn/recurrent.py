@@ -223,6 +223,22 @@ class _RNNBase(Module):
         return f"{self.input_size}, {self.hidden_size}{extra}"
 
 
+# the options LSTM and GRU take alike, written once for both docstrings
+_RNN_OPTIONS = """\
+dropout: dropout on each layer's output but the last's, in training mode only
+            (default 0).
+        bidirectional: also run each layer from the end; outputs are concatenated
+            (forward first) (default False).
+        key: optional RNG key for the initial values (keyword).
+        dtype: parameter dtype (default: the default dtype)."""
+
+
+def _rnn_doc(cls):
+    cls.__doc__ = cls.__doc__.replace("{rnn_options}", _RNN_OPTIONS)
+    return cls
+
+
+@_rnn_doc
 class LSTM(_RNNBase):
     """A multi-layer long short-term memory network, as PyTorch's ``nn.LSTM``.
 
@@ -241,12 +257,7 @@ class LSTM(_RNNBase):
         bias: whether to learn the biases (default True).
         batch_first: input and output ``(N, L, features)`` instead of ``(L, N, features)``
             (the states are ``(layers * directions, N, hidden_size)`` either way).
-        dropout: dropout on each layer's output but the last's, in training mode only
-            (default 0).
-        bidirectional: also run each layer from the end; outputs are concatenated
-            (forward first) (default False).
-        key: optional RNG key for the initial values (keyword).
-        dtype: parameter dtype (default: the default dtype).
+        {rnn_options}
 
     Example:
         >>> lstm = nb.nn.LSTM(8, 16, num_layers=2)
@@ -296,6 +307,7 @@ class LSTM(_RNNBase):
         return _lstm_step(w.w_hh.swap_axes(0, 1), self.hidden_size)
 
 
+@_rnn_doc
 class GRU(_RNNBase):
     """A multi-layer gated recurrent unit network, as PyTorch's ``nn.GRU``.
 
@@ -312,12 +324,7 @@ class GRU(_RNNBase):
         num_layers: stacked layers (default 1).
         bias: whether to learn the biases (default True).
         batch_first: input and output ``(N, L, features)`` instead of ``(L, N, features)``.
-        dropout: dropout on each layer's output but the last's, in training mode only
-            (default 0).
-        bidirectional: also run each layer from the end; outputs are concatenated
-            (forward first) (default False).
-        key: optional RNG key for the initial values (keyword).
-        dtype: parameter dtype (default: the default dtype).
+        {rnn_options}
 
     Example:
         >>> gru = nb.nn.GRU(8, 16, batch_first=True)

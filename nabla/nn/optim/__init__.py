@@ -576,18 +576,32 @@ def _adam(params, grads, state, lr, settings: _AdamSettings):
     return _apply(params, grads, state, ["mu", "nu"] + (["nu_max"] if amsgrad else []), rule)
 
 
+# the arguments adam_update and adamw_update take alike, written once for both docstrings
+_ADAM_ARGS = """\
+params: the params pytree.
+        grads: gradients, a pytree of the same structure (None leaves are skipped).
+        state: from :func:`{init}`.
+        lr: learning rate or schedule (default 1e-3).
+        betas: decay rates of the two moments (default ``(0.9, 0.999)``).
+        eps: added to the denominator (default 1e-8)."""
+
+
+def _adam_doc(init: str):
+    def fill(fn):
+        fn.__doc__ = fn.__doc__.replace("{adam_args}", _ADAM_ARGS.replace("{init}", init))
+        return fn
+
+    return fill
+
+
+@_adam_doc("adam_init")
 def adam_update(
     params, grads, state, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, amsgrad=False
 ):
     """One Adam step (with ``weight_decay`` as an L2 penalty added to the gradient).
 
     Args:
-        params: the params pytree.
-        grads: gradients, a pytree of the same structure (None leaves are skipped).
-        state: from :func:`adam_init`.
-        lr: learning rate or schedule (default 1e-3).
-        betas: decay rates of the two moments (default ``(0.9, 0.999)``).
-        eps: added to the denominator (default 1e-8).
+        {adam_args}
         weight_decay: L2 penalty (default 0).
         amsgrad: divide by the largest second moment so far (AMSGrad; default False).
 
@@ -606,6 +620,7 @@ def _betas(fn: str, betas, beta1, beta2) -> tuple:
     return (0.9 if beta1 is None else beta1, 0.999 if beta2 is None else beta2)
 
 
+@_adam_doc("adamw_init")
 def adamw_update(
     params,
     grads,
@@ -628,12 +643,7 @@ def adamw_update(
     the stateful :class:`AdamW` keeps PyTorch's ``weight_decay=1e-2``.
 
     Args:
-        params: the params pytree.
-        grads: gradients, a pytree of the same structure (None leaves are skipped).
-        state: from :func:`adamw_init`.
-        lr: learning rate or schedule (default 1e-3).
-        betas: decay rates of the two moments (default ``(0.9, 0.999)``).
-        eps: added to the denominator (default 1e-8).
+        {adam_args}
         weight_decay: decoupled decay (default 0).
         amsgrad: divide by the largest second moment so far (AMSGrad; default False).
         beta1: the first moment's decay rate, instead of ``betas`` (keyword only).
