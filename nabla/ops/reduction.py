@@ -735,9 +735,9 @@ def argmin(x, axis=None, keepdims=False):
     return _arg(_argmin, x, axis, keepdims)
 
 
-class CumsumOp(Operation):
-    name = "cumsum"
-    linear = True
+class _RunningOp(Operation):
+    """A running reduction along ``kwargs["axis"]`` (cumsum, cumprod): the input's shape,
+    bools counted in int32, the scanned dim kept whole on a mesh."""
 
     def infer(self, shapes, dtypes, kwargs):
         d = dtypes[0]
@@ -747,8 +747,24 @@ class CumsumOp(Operation):
         return {**kwargs, "axis": kwargs["axis"] + nb}
 
     def sharding_rule(self, in_shapes, out_shapes, kwargs):
-        # a running sum crosses block boundaries: the scanned dim stays whole
+        # a running result crosses block boundaries: the scanned dim stays whole
         return spmd.aligned_rule(in_shapes, out_shapes, (kwargs["axis"],))
+
+
+def _running_operand(op: str, x, axis, dtype):
+    """``(x, axis)`` for a running reduction: ``x`` as a tensor (cast to ``dtype`` first),
+    of rank >= 1, and ``axis`` normalized; errors name ``op``."""
+    x = as_tensor(x, op=op)
+    if dtype is not None:
+        x = x.cast(dtype)
+    if x.ndim == 0:
+        raise OpError(f"{op}: needs rank >= 1, got shape {x.shape}")
+    return x, norm_axis(op, axis, x.ndim, x.shape)
+
+
+class CumsumOp(_RunningOp):
+    name = "cumsum"
+    linear = True
 
     def vjp_rule(self, primals, cotangents, outputs, kwargs):
         return [cumsum(cotangents[0], kwargs["axis"], kwargs["exclusive"], not kwargs["reverse"])]
@@ -760,12 +776,7 @@ _cumsum = CumsumOp()
 def cumsum(x, axis=-1, exclusive=False, reverse=False, *, dtype=None):
     """Cumulative sum along ``axis``; ``exclusive`` starts from 0, ``reverse`` runs backwards;
     ``dtype`` casts ``x`` first (as NumPy, JAX and PyTorch)."""
-    x = as_tensor(x, op="cumsum")
-    if dtype is not None:
-        x = x.cast(dtype)
-    if x.ndim == 0:
-        raise OpError(f"cumsum: needs rank >= 1, got shape {x.shape}")
-    axis = norm_axis("cumsum", axis, x.ndim, x.shape)
+    x, axis = _running_operand("cumsum", x, axis, dtype)
     return _cumsum.bind([x], {"axis": axis, "exclusive": bool(exclusive), "reverse": bool(reverse)})
 
 
@@ -796,7 +807,7 @@ def _linear_scan(a, b, axis):
     return b
 
 
-class CumprodOp(Operation):
+class CumprodOp(_RunningOp):
     """Cumulative product along ``axis`` (the op behind :func:`nabla.cumprod`).
 
     Its derivatives are exact where ``x`` holds zeros (no division by ``x``, no log): the
@@ -807,17 +818,6 @@ class CumprodOp(Operation):
     """
 
     name = "cumprod"
-
-    def infer(self, shapes, dtypes, kwargs):
-        d = dtypes[0]
-        return [shapes[0]], [DType.int32 if d.is_bool else d]
-
-    def adapt_kwargs(self, kwargs, nb, batch_shape):
-        return {**kwargs, "axis": kwargs["axis"] + nb}
-
-    def sharding_rule(self, in_shapes, out_shapes, kwargs):
-        # a running product crosses block boundaries: the scanned dim stays whole
-        return spmd.aligned_rule(in_shapes, out_shapes, (kwargs["axis"],))
 
     def vjp_rule(self, primals, cotangents, outputs, kwargs):
         x, out, ct = primals[0], outputs[0], cotangents[0]
@@ -865,12 +865,7 @@ def cumprod(x, axis=-1, exclusive=False, reverse=False, *, dtype=None):
         >>> nb.cumprod(nb.constant([1.0, 2.0, 0.0, 4.0])).tolist()
         [1.0, 2.0, 0.0, 0.0]
     """
-    x = as_tensor(x, op="cumprod")
-    if dtype is not None:
-        x = x.cast(dtype)
-    if x.ndim == 0:
-        raise OpError(f"cumprod: needs rank >= 1, got shape {x.shape}")
-    axis = norm_axis("cumprod", axis, x.ndim, x.shape)
+    x, axis = _running_operand("cumprod", x, axis, dtype)
     if reverse:
         x = fn.flip(x, axis)
     out = _cumprod.bind([x], {"axis": axis})
