@@ -163,16 +163,9 @@ class Conv2d(Module):
         dtype=None,
     ):
         super().__init__()
-        _check_sizes("Conv2d", in_channels=in_channels, out_channels=out_channels, groups=groups)
-        for k in kernel_size if isinstance(kernel_size, tuple | list) else (kernel_size,):
-            _check_sizes("Conv2d", kernel_size=k)
-        if in_channels % groups or out_channels % groups:
-            raise ValueError(
-                f"Conv2d: in_channels={in_channels} and out_channels={out_channels} must be "
-                f"divisible by groups={groups}"
-            )
+        channels = _ConvChannels(in_channels, out_channels, groups)
+        self.kernel_size = _check_conv_layer("Conv2d", channels, kernel_size, 2)
         self.in_channels, self.out_channels = int(in_channels), int(out_channels)
-        self.kernel_size = _pair(kernel_size)
         self.stride, self.dilation, self.groups = stride, dilation, int(groups)
         self.padding = padding if isinstance(padding, str | int) else tuple(padding)
         kw, kb = _keys(key, 2)
