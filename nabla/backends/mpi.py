@@ -38,6 +38,7 @@ Only ``nabla.backends.mpi`` imports ``mpi4py``, and only when ``activate`` is ca
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import math
 import os
@@ -64,6 +65,9 @@ __all__ = [
     "describe_program",
     "first_difference",
     "in_agreed_program",
+    "read_value",
+    "barrier",
+    "broadcast_object",
 ]
 
 
@@ -143,6 +147,7 @@ def activate(comm=None) -> None:
         if _STATE.watchdog is None:
             _STATE.watchdog = threading.Thread(target=_watchdog, daemon=True)
             _STATE.watchdog.start()
+            atexit.register(_at_exit)  # Python's exit hooks run before mpi4py finalizes MPI
 
 
 def _abort(message: str, code: int) -> None:
@@ -211,7 +216,8 @@ def agree(what: str, describe=None) -> None:
     mine = np.frombuffer(digest, dtype=np.int64).copy()
     every = np.empty(comm.Get_size(), dtype=np.int64)
     with _watch(what):
-        comm.Allgather(mine, every)
+        # the agreement is where a process waits for late peers: wait without spinning
+        _wait(comm.Iallgather(mine, every))
     differ = [int(r) for r in np.flatnonzero(every != mine)]
     if differ:
         lines = list(describe()) if describe is not None else [what]
@@ -222,7 +228,98 @@ def agree(what: str, describe=None) -> None:
             "a different collective or with other shapes/dtypes: every process must run the "
             "same program (same ops, shapes and shardings) in the same order; "
             + first_difference(PROCESS.index, theirs)
+            + _advice([w for w, _ in theirs])
         )
+
+
+# a blocking MPI wait polls in a loop that spends most of its time in the kernel; the Test
+# loop below spins only briefly, then sleeps, the sleep doubling up to this long
+_SPIN_S = 200e-6
+_MAX_SLEEP_S = 1e-3
+
+
+def _wait(request) -> None:
+    """Wait for a nonblocking MPI request: ``Test`` back to back for a short while (peers
+    that are already there answer within microseconds), then sleep between tests, the
+    sleep doubling from 20 us to 1 ms, so a process waiting for a late peer uses no CPU."""
+    if request.Test():
+        return
+    start = time.perf_counter()
+    while time.perf_counter() - start < _SPIN_S:
+        if request.Test():
+            return
+    pause = 20e-6
+    while not request.Test():
+        time.sleep(pause)
+        pause = min(2 * pause, _MAX_SLEEP_S)
+
+
+_READ = "read of "
+_END = "the end of the program"
+
+
+def _advice(whats: list) -> str:
+    """What to do about a mismatch that involves reading a value or a finished process."""
+    text = ""
+    if any(_END in w for w in whats):
+        text += "; a process finished the program while the others still wait at a collective"
+    if any(_READ in w for w in whats):
+        text += (
+            "; reading a value that spans processes (.numpy(), .item(), print) is a "
+            "collective: every process must read it, or read a value this process holds "
+            "whole (a replicated one: compiled steps return their reduced outputs "
+            "replicated, and nb.reshard(x, mesh, P()) on every process makes one), or read "
+            "only this process's blocks with x.addressable_shards"
+        )
+    return text
+
+
+def read_value(label: str, blocks: np.ndarray, kw: dict) -> np.ndarray:
+    """The global value of sharded ``blocks`` (``mesh_unshard``'s kwargs ``kw``, with its
+    ``mesh``) gathered from every process: a collective every process must call. ``label``
+    names the value in the agreement, so a process that reads alone gets an error saying
+    which value and what to do instead of waiting for the others."""
+    if not _STATE.depth:  # (inside an agreed program its digest covers the read)
+        agree(f"{_READ}{label}")
+    _STATE.depth += 1
+    try:
+        return HOST["mesh_unshard"]([blocks], kw)[0]
+    finally:
+        _STATE.depth -= 1
+
+
+def barrier(what: str) -> None:
+    """Wait until every process reaches this point (a no-op in one process); waits
+    without spinning, and a process that never arrives makes the others abort after
+    ``NABLA_MPI_TIMEOUT`` seconds, the message naming ``what``."""
+    comm = _STATE.comm
+    if comm is None or comm.Get_size() == 1:
+        return
+    with _watch(f"barrier: {what}"):
+        _wait(comm.Ibarrier())
+
+
+def broadcast_object(obj, what: str, root: int = 0):
+    """Process ``root``'s ``obj`` (a small picklable value) on every process (``obj`` itself
+    in one process); bounded by ``NABLA_MPI_TIMEOUT`` like every wait."""
+    comm = _STATE.comm
+    if comm is None or comm.Get_size() == 1:
+        return obj
+    barrier(what)  # the wait for late peers happens here, without spinning
+    with _watch(f"broadcast: {what}"):
+        return comm.bcast(obj, root=root)
+
+
+def _at_exit() -> None:
+    """A process that finished the program joins one last agreement: a peer still waiting
+    at a collective (e.g. a value read on one process only) gets an error naming it at
+    once, instead of waiting ``NABLA_MPI_TIMEOUT`` for a process that is gone."""
+    if _STATE.comm is None or _STATE.comm.Get_size() == 1:
+        return
+    try:
+        agree(_END)
+    except DistributedError as e:
+        _abort(f"[nabla process {PROCESS.index}/{PROCESS.count}] {e}\n", 4)
 
 
 def first_difference(me: int, programs: list) -> str:

@@ -23,8 +23,8 @@ import weakref
 
 import numpy as np
 
-from ..backends import buffer_to_numpy, max_backend
-from ..backends.numpy import LOWERINGS as HOST_LOWERINGS
+from ..backends import buffer_to_numpy, max_backend, mpi
+from ..backends.numpy import lowerings as numpy_backend
 from ..core.device import Device, get_default_device
 from ..core.dtypes import DType, from_numpy_dtype, get_default_dtype, to_dtype
 from ..core.ir import TensorImpl
@@ -604,9 +604,18 @@ class Shard:
         return f"Shard(device={self.device}, index={self.index}, shape={self.data.shape})"
 
 
+# impl -> (its buffer, its global value): a value gathered from every process once (partial
+# sums completed) is kept, so reading it again needs no collective
+_GATHERED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
 def assemble(impl: TensorImpl) -> np.ndarray:
     """The global value of a realized sharded tensor, from its blocks (partial terms
-    reduced), as a NumPy array."""
+    reduced), as a NumPy array.
+
+    Across processes, a value this process holds whole (its devices span every mesh axis
+    the value is split or partial over, e.g. a replicated one) is read locally; any other
+    value is gathered from every process (a collective: all must call) once, then kept."""
     spec = impl.sharding
     mesh = spec.mesh
     blocks = buffer_to_numpy(impl.buffer)
@@ -615,10 +624,36 @@ def assemble(impl: TensorImpl) -> np.ndarray:
         "dims": tuple(tuple(mesh.axis(a) for a in d) for d in spec.dims),
         "partial": tuple((mesh.axis(a), k) for a, k in spec.partial),
     }
-    if mesh.spans_processes:  # every process gathers the others' blocks (all must call)
+    if not mesh.spans_processes or _held_whole(mesh, spec):
+        out = numpy_backend.mesh_unshard(blocks, **kw)
+    else:
+        kept = _GATHERED.get(impl)
+        if kept is not None and kept[0] is impl.buffer:
+            return kept[1]
         kw["mesh"] = mesh
-    out = HOST_LOWERINGS["mesh_unshard"]([blocks], kw)[0]
+        out = mpi.read_value(_read_label(impl), blocks, kw)
+        out = np.asarray(out, dtype=impl.dtype.numpy)
+        out.flags.writeable = False  # shared by every later read
+        _GATHERED[impl] = (impl.buffer, out)
+        return out
     return np.asarray(out, dtype=impl.dtype.numpy)
+
+
+def _held_whole(mesh, spec) -> bool:
+    """Whether this process's devices span every mesh axis ``spec`` splits a dim over or
+    holds partial terms over (then its own blocks make the whole value)."""
+    box = mesh.local_box
+    axes = spec.sharded_axes + spec.partial_axes
+    return all(box[mesh.axis(a)][1] == mesh.shape[mesh.axis(a)] for a in axes)
+
+
+def _read_label(impl: TensorImpl) -> str:
+    """The value being read, as the processes' agreement (and a mismatch error) names it."""
+    spec = impl.sharding
+    text = f"a {impl.dtype.value} value of shape {tuple(impl.shape)} sharded {spec}"
+    if spec.partial:
+        text += f" (its partial terms are completed: all_reduce over {spec.partial_axes})"
+    return text + " (.numpy()/.item()/print)"
 
 
 def realize(*tensors):

@@ -76,8 +76,10 @@ from ..core.ir import (
     substitute_dims,
 )
 from ..core.pytree import tree_flatten, tree_unflatten
+from ..core.sharding import PROCESS
 from ..core.state import STATE, is_live
 from ..ops.base import Operation
+from ..ops.collectives import complete_partial
 from ..ops.creation import constant
 from ..ops.pipeline import Call, emit
 from ..ops.random import drawing_levels, global_key
@@ -761,6 +763,12 @@ class CompiledFunction:
         if self.static_argnums or self.static_argnames:
             args, kwargs = self._static(args, kwargs)
         call = self._signature(args, kwargs)
+        out = self._call(call, args, kwargs)
+        if PROCESS.count > 1:
+            _dispatch_across(out)
+        return out
+
+    def _call(self, call, args, kwargs):
         entry = self._lookup(call.key)
         if entry is None:
             self._stats.misses += 1
@@ -862,7 +870,7 @@ class CompiledFunction:
         # a trace inside a dynamic-dims trace reports its size reads to it too (below)
         STATE.size_reads = [] if sym_shapes or old_reads is not None else None
         try:
-            out = self.fun(*args, **kwargs)
+            out = _complete_outputs(self.fun(*args, **kwargs))
             recorded, rng, reads = STATE.recording, STATE.recording_rng, STATE.size_reads
             writes = STATE.writes
         finally:
@@ -927,6 +935,42 @@ class CompiledFunction:
             while len(self._cache) > self.max_cache_size:
                 self._cache.popitem(last=False)
                 self._stats.evictions += 1
+
+
+def _dispatch_across(out) -> None:
+    """Across processes, a step with sharded results runs at the call (``jax.jit``'s
+    dispatch): every process calls it at the same point of the program, so every process
+    runs the same program then, and a later read on one process alone (a replicated loss)
+    finds the value computed and needs no other process. Not inside a trace, a vmap or a
+    differentiation, where the outputs are not plain values."""
+    if STATE.recording is not None:
+        return
+    impls = []
+    for leaf in tree_flatten(out)[0]:
+        if isinstance(leaf, Tensor):
+            impl = leaf._impl
+            if impl.levels or impl.tangents or is_live(impl.traced):
+                return
+            impls.append(impl)
+    if any(impl.sharding is not None for impl in impls):
+        GRAPH.evaluate(impls)
+
+
+def _complete_outputs(out):
+    """The function's outputs with their partial terms completed, as ``jax.jit`` returns
+    them: a mean loss or a metric of a data-parallel step comes back replicated, so any one
+    process can read it without the others (the reduction joins the step's own round of
+    collectives instead of a later read's)."""
+    flat, tree = tree_flatten(out)
+    if not any(_is_partial(leaf) for leaf in flat):
+        return out
+    return tree_unflatten(tree, [complete_partial(v) if _is_partial(v) else v for v in flat])
+
+
+def _is_partial(leaf) -> bool:
+    return isinstance(leaf, Tensor) and bool(
+        leaf._impl.sharding is not None and leaf._impl.sharding.partial
+    )
 
 
 def _per_size_reason(plan) -> str | None:

@@ -192,6 +192,64 @@ def scenario_max_segments():
     close(idx.numpy(), np.arange(1, N + 1))
 
 
+def scenario_reads():
+    """Reads that need no other process: a compiled data-parallel step returns its mean loss
+    replicated, so ``if RANK == 0: print(loss.item())`` runs on process 0 alone; a value
+    gathered once (partial sums completed) is kept; a value this process holds whole is
+    read locally. And a process waiting for a late peer sleeps instead of spinning."""
+    import time
+
+    x, y = data(32, 8, seed=3), data(32, 3, seed=4)
+    want_losses, want_params = train(init_params(), nb.constant(x), nb.constant(y), 3, sgd_step)
+    mesh = nb.DeviceMesh("procs", (N,), ("dp",))
+    params = {k: nb.shard(v, mesh, P()) for k, v in init_params().items()}
+    xs, ys = nb.shard(x, mesh, P("dp")), nb.shard(y, mesh, P("dp"))
+    step = nb.compile(sgd_step)
+    for i in range(3):
+        loss, params = step(params, xs, ys)
+        assert not loss.sharding.partial, loss.sharding  # replicated, as jax.jit returns it
+        if RANK == 0:
+            close(loss.item(), want_losses[i])
+            print(f"step {i} loss {loss.item():.4f}", flush=True)
+    for k in want_params:
+        close(params[k].numpy(), want_params[k])
+    # gathered once on every process, then read on process 0 alone
+    total = nb.sum(xs)
+    assert total.sharding.partial
+    close(total.item(), x.sum())
+    if RANK == 0:
+        close(total.item(), x.sum())
+        close(float(total), x.sum())
+    # a (2, 2) mesh over 2 processes: a value split over the local axis only is held whole
+    if N == 2:
+        grid = nb.DeviceMesh("grid", (2, 2), ("p", "l"))
+        cols = nb.shard(x, grid, P(None, "l"))
+        part = nb.sum(cols, axis=1)
+        nb.realize(cols, part)  # computing them is a program every process runs
+        if RANK == 1:
+            close(cols.numpy(), x)
+            close(part.numpy(), x.sum(1))  # partial over l: completed locally
+    # waiting for a late peer costs (almost) no CPU: the agreement sleeps between tests
+    if RANK == 1:
+        time.sleep(3)
+    cpu = time.process_time()
+    close(nb.sum(xs * 2).item(), 2 * x.sum())
+    cpu = time.process_time() - cpu
+    if RANK == 0:
+        print(f"cpu while waiting {cpu:.2f} s", flush=True)
+        assert cpu < 1.0, f"process 0 used {cpu:.2f} s of CPU waiting 3 s for process 1"
+
+
+def scenario_read_alone():
+    """Process 0 reads a value split over the processes that the others never read, and
+    they finish: process 0 fails at once with an error naming the value and what to do."""
+    mesh = nb.DeviceMesh("procs", (N,), ("dp",))
+    t = nb.sum(nb.shard(np.ones((4 * N, 2), np.float32), mesh, P("dp")), axis=0)
+    nb.realize(t)  # every process holds its partial sums
+    if RANK == 0:
+        print(t.numpy())
+
+
 # ----------------------------------------------------------------------------- failures
 def scenario_mismatch():
     """Process 0 reduces another shape than the rest: an error naming the collective."""
@@ -223,12 +281,15 @@ def scenario_mismatch_described():
 
 
 def scenario_rank_leaves_midway():
-    """Process 1 leaves after the processes agreed, while the others are inside a data
-    collective: the watchdog aborts them after NABLA_MPI_TIMEOUT seconds."""
+    """Process 1 stops answering after the processes agreed, while the others are inside a
+    data collective: the watchdog aborts them after NABLA_MPI_TIMEOUT seconds."""
+    import time
+
     from nabla.backends import mpi
 
     mpi.agree("both here")
     if RANK == 1:
+        time.sleep(120)  # hangs elsewhere (a process that leaves is caught at its exit)
         return
     buf = np.ones(4, np.float32)
     with mpi._watch("an Allreduce the others never join"):
@@ -245,8 +306,8 @@ def scenario_rank_fails():
 
 
 def scenario_rank_leaves():
-    """Process 1 returns without reaching a collective the others wait in: they abort after
-    NABLA_MPI_TIMEOUT seconds instead of hanging."""
+    """Process 1 returns without reaching a collective the others wait in: its exit joins
+    their agreement, so they fail at once instead of waiting for NABLA_MPI_TIMEOUT."""
     mesh = nb.DeviceMesh("m", (N,), ("p",))
     t = nb.shard(np.ones((4 * N, 2), np.float32), mesh, P("p"))
     if RANK == 1:
