@@ -13,6 +13,7 @@ from .layers import *  # noqa: F403 - every layer (layers.__all__)
 from .module import Module, ModuleDict, ModuleList, Sequential
 from .normalization import BatchNorm1d, BatchNorm2d, GroupNorm, InstanceNorm2d
 from .recurrent import GRU, LSTM
+from .sharded_checkpoint import load_sharded, save_sharded
 from .transformer import MultiHeadAttention, TransformerDecoderLayer, TransformerEncoderLayer
 
 __all__ = [
@@ -36,9 +37,11 @@ __all__ = [
     "init",
     "load",
     "load_metadata",
+    "load_sharded",
     "merge_state_dicts",
     "optim",
     "pipeline",
     "save",
+    "save_sharded",
     "split_state_dict",
 ]

@@ -43,7 +43,7 @@ def launch(n: int, args: list, timeout: float = 240, env: dict | None = None):
 
 
 def run_scenario(n: int, name: str, **kw):
-    return launch(n, [str(HERE / "mpi_worker.py"), name], **kw)
+    return launch(n, [str(HERE / "mpi_worker.py"), *name.split()], **kw)
 
 
 @pytest.mark.parametrize("n", [2, 4])
@@ -198,3 +198,19 @@ def test_a_value_read_on_one_process_alone_fails_at_once_naming_it():
     assert "all_reduce over ('dp',)" in err and "every process must read it" in err, err
     assert "addressable_shards" in err
     assert took < 60, took
+
+
+def test_sharded_checkpoint_saved_on_two_processes_loads_on_one_two_and_four(tmp_path):
+    """Save on 2 processes (tensors split over one mesh axis, over two, a dim over two axes
+    at once, a partial sum, replicated and unsharded values, scalars) and load it into
+    other layouts on 2; a second save killed (SIGKILL on process 1) after writing its
+    blocks leaves the first checkpoint loadable, on 4 and on 1 processes; the next save
+    (on 1 process, a simulated mesh) removes the leftovers."""
+    directory = str(tmp_path / "ckpt")
+    proc, _ = run_scenario(2, f"ckpt_save {directory}")
+    assert "OK saved 0/2" in proc.stdout and "OK saved 1/2" in proc.stdout, proc.stderr
+    assert proc.returncode != 0  # process 1 was killed during the second save
+    for n in (4, 1):
+        proc, _ = run_scenario(n, f"ckpt_load {directory}")
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert f"OK ckpt_load {n - 1}/{n}" in proc.stdout

@@ -1,0 +1,462 @@
+"""Sharded checkpoints: ``save_sharded(state, directory)`` and ``load_sharded(directory, like)``.
+
+A checkpoint is a directory. Every process writes only the blocks of the tensors its devices
+own (a block held by several devices, a replicated value, is written once, by the device
+with replica id 0), as one safetensors file per process; one index (``index.json``) lists
+every value of the state pytree by its path (``model.0.weight``, ``opt.mu.2``, ``step``): a
+tensor's global shape, dtype, mesh and spec, and which file holds each block; Python values
+(step counters, learning rates) are stored in the index itself.
+
+    ckpt/
+      index.json                              the commit: written last, renamed into place
+      data-<save id>/process-00000-of-00002.safetensors
+      data-<save id>/process-00001-of-00002.safetensors
+
+Atomic: a save writes its files into a new ``data-<save id>`` folder, waits for every
+process (a barrier), then process 0 writes the index next to it and renames it over the old
+one, so a checkpoint becomes visible only once every process has finished. A kill at any
+moment leaves the previous index and the folder it names intact; the next save removes the
+folders no index names (leftovers of an interrupted save) and, after its commit, the one the
+previous index named. Partial sums are completed before saving (a collective).
+
+Loading reads only what this process needs: ``like`` (a pytree of the same structure) gives
+each tensor's layout, on any mesh and process count; for each of its devices a process
+reads, from each stored block that overlaps that device's block, only the overlap (memory
+mapped byte ranges), and builds its blocks directly, with no process holding a whole value
+it does not own. With one process and a simulated mesh it is the same code, one file.
+
+Every process must call both (they are collectives over processes); the directory must be
+one every process sees (one host, or a shared file system).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+import os
+import shutil
+import struct
+import time
+from typing import NamedTuple
+
+import numpy as np
+import safetensors.numpy
+
+from ..backends import mpi
+from ..core.device import get_default_device
+from ..core.dtypes import DType
+from ..core.ir import TensorImpl
+from ..core.pytree import keystr, tree_flatten_with_path, tree_unflatten
+from ..core.sharding import PROCESS, DeviceMesh, ShardingSpec
+from ..ops import creation
+from ..ops.collectives import complete_partial
+from ..runtime.tensor import Tensor, realize
+
+__all__ = ["save_sharded", "load_sharded"]
+
+FORMAT = "nabla.sharded_checkpoint"
+VERSION = 1
+INDEX = "index.json"
+_DATA = "data-"
+_SCALARS = (bool, int, float, str, type(None))
+
+
+class _Block(NamedTuple):
+    """One stored block of a tensor: where it starts in the global value, its shape, and
+    the flat mesh device that owns it (its process writes it)."""
+
+    start: tuple
+    shape: tuple
+    device: int
+
+
+def _blocks(spec: ShardingSpec | None, shape: tuple) -> list:
+    """Every distinct block of a value of global ``shape`` laid out as ``spec`` (partial
+    axes completed), each with the device that owns it: the one holding it with replica id
+    0 (coordinate 0 along every mesh axis no dim is split over)."""
+    if spec is None:
+        return [_Block((0,) * len(shape), tuple(shape), 0)]
+    mesh = spec.mesh
+    local = spec.local_shape(shape)
+    out = []
+    for index in itertools.product(*(range(spec.splits(d)) for d in range(len(shape)))):
+        coords = [0] * mesh.ndim
+        for d, axes in enumerate(spec.dims):
+            b = index[d]
+            for a in reversed(axes):  # block i_a * size_b + i_b is on (.., i_a, .., i_b, ..)
+                k = mesh.axis(a)
+                coords[k] = b % mesh.shape[k]
+                b //= mesh.shape[k]
+        device = int(np.ravel_multi_index(coords, mesh.shape))
+        start = tuple(i * n for i, n in zip(index, local, strict=True))
+        out.append(_Block(start, tuple(local), device))
+    return out
+
+
+def _owner(spec: ShardingSpec | None, block: _Block) -> int:
+    """The process that writes ``block``."""
+    return 0 if spec is None else spec.mesh.process_of(block.device)
+
+
+def _key(name: str, start: tuple) -> str:
+    return f"{name}@{','.join(map(str, start))}"
+
+
+def _file(process: int, count: int) -> str:
+    return f"process-{process:05d}-of-{count:05d}.safetensors"
+
+
+def _names(state, op: str) -> list:
+    """``(name, leaf)`` for every leaf of ``state``, named by its path; an error naming the
+    path for a leaf a checkpoint cannot hold, or two paths with one name."""
+    out, seen = [], set()
+    for path, leaf in tree_flatten_with_path(state)[0]:
+        name = keystr(path, simple=True, separator=".") or "value"
+        if name in seen:
+            raise ValueError(f"{op}: two values of the state are both named {name!r}")
+        seen.add(name)
+        if not isinstance(leaf, (Tensor, np.ndarray, np.generic, *_SCALARS)):
+            raise TypeError(
+                f"{op}: {name!r} is a {type(leaf).__name__}; a checkpoint holds tensors, "
+                "NumPy arrays and Python scalars (bool, int, float, str, None)"
+            )
+        out.append((name, leaf))
+    return out
+
+
+# ----------------------------------------------------------------------------- save
+def save_sharded(state, directory) -> None:
+    """Save a pytree of (sharded) tensors, arrays and Python scalars as a sharded checkpoint.
+
+    Every process calls it with the same structure; each writes only the blocks its devices
+    own, replicated values once. Partial sums are completed first. Atomic across processes:
+    the checkpoint in ``directory`` is replaced only once every process has written its
+    part (see the module docstring), so a kill at any moment leaves the previous one
+    loadable.
+
+    Args:
+        state: a pytree (dicts, lists, modules, optimizer states) whose leaves are Tensors,
+            NumPy arrays or Python scalars (step counters and RNG keys included, so a
+            resumed run continues exactly).
+        directory: the checkpoint's folder (made if missing; parent folders too).
+
+    Raises:
+        TypeError: naming the path of a leaf that is not a tensor, array or scalar.
+        ValueError: when two paths of ``state`` give one name.
+        OSError: naming the path that cannot be written.
+    """
+    op = "save_sharded"
+    directory = os.fspath(directory)
+    leaves = _names(state, op)
+    tensors = [
+        complete_partial(v) if isinstance(v, Tensor) and _partial(v) else v for _, v in leaves
+    ]
+    realize(*[t for t in tensors if isinstance(t, Tensor)])  # one evaluation for them all
+    me, count = PROCESS.index, PROCESS.count
+    entries, mine = {}, {}
+    for (name, _), value in zip(leaves, tensors, strict=True):
+        if isinstance(value, _SCALARS):
+            entries[name] = {"kind": type(value).__name__, "value": value}
+            continue
+        if isinstance(value, np.ndarray | np.generic):
+            array = np.asarray(value)
+            entries[name] = _tensor_entry(name, array.shape, str(array.dtype), None, count)
+            entries[name]["kind"] = "ndarray"
+            if me == 0:
+                mine[_key(name, (0,) * array.ndim)] = np.ascontiguousarray(array)
+            continue
+        impl = value._impl
+        if impl.levels:
+            raise ValueError(f"{op}: {name!r} is batched by vmap; save outside vmap")
+        spec = impl.sharding
+        entries[name] = _tensor_entry(name, tuple(impl.shape), impl.dtype.value, spec, count)
+        held = None
+        for block in _blocks(spec, tuple(impl.shape)):
+            if _owner(spec, block) != me:
+                continue
+            if held is None:
+                held = {s.device: s.data for s in value.addressable_shards}
+            data = held[block.device] if spec is not None else value.numpy()
+            mine[_key(name, block.start)] = np.ascontiguousarray(data)
+    index = {"format": FORMAT, "version": VERSION, "processes": count, "entries": entries}
+    if count > 1:  # every process must save the same structure, shapes and layouts
+        mpi.agree(f"{op} {json.dumps(entries, sort_keys=True, default=str)}")
+    token = mpi.broadcast_object(
+        f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}-{time.time_ns() % 10**9:09d}",
+        f"{op} {directory!r}: the save's name",
+    )
+    data_dir = os.path.join(directory, _DATA + token)
+    if me == 0:
+        _guard(op, directory, lambda: os.makedirs(directory, exist_ok=True))
+        _remove_leftovers(directory, keep=_committed_data(directory))
+        _guard(op, data_dir, lambda: os.makedirs(data_dir))
+    mpi.barrier(f"{op} {directory!r}: folder made")
+    if mine:
+        path = os.path.join(data_dir, _file(me, count))
+        _guard(op, path, lambda: _write_file(path, mine))
+    mpi.barrier(f"{op} {directory!r}: every process wrote its blocks")
+    if me == 0:
+        old = _committed_data(directory)
+        index["data"] = _DATA + token
+        _guard(op, directory, lambda: _commit_index(directory, index))
+        if old is not None and old != index["data"]:
+            shutil.rmtree(os.path.join(directory, old), ignore_errors=True)
+    mpi.barrier(f"{op} {directory!r}: committed")
+
+
+def _partial(t: Tensor) -> bool:
+    spec = t._impl.sharding
+    return spec is not None and bool(spec.partial)
+
+
+def _tensor_entry(name, shape, dtype, spec, count) -> dict:
+    """The index's record of one tensor: its global shape and dtype, mesh and spec, and
+    where each of its blocks is."""
+    entry = {"kind": "tensor", "shape": list(shape), "dtype": dtype, "mesh": None, "spec": None}
+    if spec is not None:
+        mesh = spec.mesh
+        entry["mesh"] = {
+            "name": mesh.name,
+            "shape": list(mesh.shape),
+            "axes": list(mesh.axis_names),
+        }
+        entry["spec"] = [list(axes) for axes in spec.dims]
+    entry["blocks"] = [
+        {
+            "file": _file(_owner(spec, b), count),
+            "key": _key(name, b.start),
+            "start": list(b.start),
+            "shape": list(b.shape),
+        }
+        for b in _blocks(spec, tuple(shape))
+    ]
+    return entry
+
+
+def _guard(op: str, path: str, fn):
+    """Run ``fn``; an OSError names ``path`` and ``op``."""
+    try:
+        return fn()
+    except OSError as e:
+        raise type(e)(e.errno, f"{op}: cannot write {path!r}: {e.strerror}") from None
+
+
+def _write_file(path: str, arrays: dict) -> None:
+    """One process's blocks as a safetensors file, flushed to disk before the commit."""
+    data = safetensors.numpy.save(arrays)
+    with open(path, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _commit_index(directory: str, index: dict) -> None:
+    """Write the index beside the data and rename it into place: the one atomic step."""
+    tmp = os.path.join(directory, f"{INDEX}.tmp-{os.getpid()}")
+    with open(tmp, "w") as f:
+        json.dump(index, f, separators=(",", ":"), sort_keys=True)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, os.path.join(directory, INDEX))
+    with contextlib.suppress(OSError):  # make the rename itself durable where supported
+        fd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def _committed_data(directory: str) -> str | None:
+    """The data folder the committed index names (None without a readable index)."""
+    try:
+        with open(os.path.join(directory, INDEX)) as f:
+            return json.load(f).get("data")
+    except (OSError, ValueError):
+        return None
+
+
+def _remove_leftovers(directory: str, keep: str | None) -> None:
+    """Remove what interrupted saves left: data folders no index names, index temp files."""
+    with contextlib.suppress(OSError), os.scandir(directory) as entries:
+        for entry in entries:
+            if entry.name.startswith(_DATA) and entry.name != keep and entry.is_dir():
+                shutil.rmtree(entry.path, ignore_errors=True)
+            elif entry.name.startswith(f"{INDEX}.tmp-"):
+                with contextlib.suppress(OSError):
+                    os.remove(entry.path)
+
+
+# ----------------------------------------------------------------------------- load
+def load_sharded(directory, like):
+    """Load a checkpoint written by :func:`save_sharded`, laid out as ``like``.
+
+    Every process calls it. ``like`` has the structure of the saved state; each of its
+    tensors gives the layout the loaded value gets (its mesh and spec, or unsharded), on any
+    mesh and any process count, whatever the layout it was saved with. Each process reads
+    only the parts of the stored blocks its own devices need.
+
+    Args:
+        directory: the checkpoint's folder.
+        like: a pytree of the saved structure: Tensors (their shape, dtype and layout),
+            NumPy arrays and Python scalars (placeholders: the saved values come back).
+
+    Returns:
+        A pytree of ``like``'s structure holding the saved values.
+
+    Raises:
+        FileNotFoundError: when ``directory`` holds no committed checkpoint.
+        KeyError: listing the paths ``like`` has that the checkpoint lacks, and the reverse.
+        ValueError: naming a path whose shape or dtype differs from ``like``'s.
+    """
+    op = "load_sharded"
+    directory = os.fspath(directory)
+    index = _read_index(directory, op)
+    entries = index["entries"]
+    leaves = _names(like, op)
+    names = [n for n, _ in leaves]
+    missing = sorted(set(names) - set(entries))
+    extra = sorted(set(entries) - set(names))
+    if missing or extra:
+        raise KeyError(
+            f"{op}: the checkpoint in {directory!r} does not match the structure of `like`: "
+            f"missing from the checkpoint {missing}, not in `like` {extra}"
+        )
+    files = _Files(os.path.join(directory, index["data"]), op)
+    out = []
+    try:
+        for name, leaf in leaves:
+            out.append(_load_leaf(op, name, leaf, entries[name], files))
+    finally:
+        files.close()
+    return tree_unflatten(tree_flatten_with_path(like)[1], out)
+
+
+def _read_index(directory: str, op: str) -> dict:
+    path = os.path.join(directory, INDEX)
+    if not os.path.exists(path):
+        raise FileNotFoundError(
+            f"{op}: no committed checkpoint in {directory!r} (no {INDEX}; a save that was "
+            "interrupted before its commit leaves none)"
+        )
+    with open(path) as f:
+        index = json.load(f)
+    if index.get("format") != FORMAT or index.get("version") != VERSION:
+        raise ValueError(
+            f"{op}: {path!r} is not a {FORMAT} index of version {VERSION} "
+            f"(format {index.get('format')!r}, version {index.get('version')!r})"
+        )
+    return index
+
+
+def _load_leaf(op, name, leaf, entry, files):
+    kind = entry["kind"]
+    if kind not in ("tensor", "ndarray"):
+        return entry["value"]
+    shape, dtype = tuple(entry["shape"]), entry["dtype"]
+    if isinstance(leaf, Tensor):
+        want = (tuple(leaf.shape), leaf.dtype.value)
+    elif isinstance(leaf, np.ndarray | np.generic):
+        want = (np.shape(leaf), str(np.asarray(leaf).dtype))
+    else:
+        want = None
+    if want is not None and want != (shape, dtype):
+        raise ValueError(
+            f"{op}: {name!r} was saved with shape {shape} and dtype {dtype}, but `like` has "
+            f"shape {want[0]} and dtype {want[1]}"
+        )
+    np_dtype = DType(dtype).numpy if kind == "tensor" else np.dtype(dtype)
+    stored = [(b["file"], b["key"], tuple(b["start"]), tuple(b["shape"])) for b in entry["blocks"]]
+
+    def region(sel: tuple) -> np.ndarray:
+        return _read_region(files, stored, sel, shape, np_dtype)
+
+    whole = tuple(slice(0, n) for n in shape)
+    if not isinstance(leaf, Tensor):
+        return region(whole)
+    spec = leaf._impl.sharding
+    if spec is None:
+        return creation.constant(region(whole), dtype=leaf.dtype)
+    if spec.partial:  # the loaded value is whole: its terms are already summed
+        spec = spec.with_partial(())
+    return _build_sharded(spec, shape, leaf.dtype, region)
+
+
+def _build_sharded(spec: ShardingSpec, shape: tuple, dtype: DType, region) -> Tensor:
+    """A tensor laid out as ``spec`` whose blocks on this process's devices are read with
+    ``region`` (one read per distinct block: replicas share it)."""
+    mesh: DeviceMesh = spec.mesh
+    local = spec.local_shape(shape)
+    slab = np.empty(mesh.local_mesh_shape + tuple(local), dtype=dtype.numpy)
+    origin = [o for o, _ in mesh.local_box] if mesh.spans_processes else [0] * mesh.ndim
+    read: dict = {}
+    for d in mesh.local_devices:
+        sel = spec.block_index(d, shape)
+        key = tuple((s.start, s.stop) for s in sel)
+        if key not in read:
+            read[key] = region(sel)
+        coords = mesh.coords(d)
+        slab[tuple(c - o for c, o in zip(coords, origin, strict=True))] = read[key]
+    impl = TensorImpl(tuple(shape), dtype, get_default_device(), buffer=slab)
+    impl.sharding = spec
+    return Tensor._wrap(impl)
+
+
+def _read_region(files, stored, sel, shape, dtype) -> np.ndarray:
+    """The part ``sel`` (slices with start and stop) of the global value, copied from the
+    stored blocks that overlap it (each read as a memory map: only those bytes are read)."""
+    sel = tuple(slice(*s.indices(n)[:2]) for s, n in zip(sel, shape, strict=True))
+    out = np.empty(tuple(s.stop - s.start for s in sel), dtype=dtype)
+    for file, key, start, bshape in stored:
+        lo = [max(s.start, b) for s, b in zip(sel, start, strict=True)]
+        hi = [min(s.stop, b + n) for s, b, n in zip(sel, start, bshape, strict=True)]
+        if any(h <= low for low, h in zip(lo, hi, strict=True)):
+            continue
+        src = tuple(slice(low - b, h - b) for low, h, b in zip(lo, hi, start, strict=True))
+        dst = tuple(
+            slice(low - s.start, h - s.start) for low, h, s in zip(lo, hi, sel, strict=True)
+        )
+        out[dst] = files.array(file, key, bshape, dtype)[src]
+    return out
+
+
+class _Files:
+    """The safetensors files of one checkpoint, opened on demand: each file's header read
+    once, each block memory mapped (nothing is read until sliced)."""
+
+    def __init__(self, folder: str, op: str):
+        self.folder, self.op = folder, op
+        self.headers: dict = {}
+
+    def array(self, file: str, key: str, shape: tuple, dtype) -> np.ndarray:
+        path = os.path.join(self.folder, file)
+        header = self.headers.get(file)
+        if header is None:
+            header = self.headers[file] = _header(path, self.op)
+        base, entries = header
+        info = entries.get(key)
+        if info is None:
+            raise ValueError(f"{self.op}: {path!r} lacks the block {key!r} its index names")
+        begin, end = info["data_offsets"]
+        if end - begin != int(np.prod(shape)) * np.dtype(dtype).itemsize:
+            raise ValueError(f"{self.op}: the block {key!r} in {path!r} has the wrong size")
+        if begin == end:
+            return np.zeros(shape, dtype=dtype)
+        return np.memmap(path, dtype=dtype, mode="r", offset=base + begin, shape=shape)
+
+    def close(self) -> None:
+        self.headers.clear()
+
+
+def _header(path: str, op: str) -> tuple:
+    """``(offset of the data, {key: entry})`` of a safetensors file."""
+    try:
+        with open(path, "rb") as f:
+            (n,) = struct.unpack("<Q", f.read(8))
+            header = json.loads(f.read(n))
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{op}: the checkpoint's file {path!r} is missing") from None
+    except (struct.error, ValueError) as e:
+        raise ValueError(f"{op}: {path!r} is not a valid safetensors file: {e}") from e
+    header.pop("__metadata__", None)
+    return 8 + n, header

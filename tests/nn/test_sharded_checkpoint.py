@@ -1,0 +1,137 @@
+"""save_sharded/load_sharded in one process with a simulated mesh (the multi-process cases
+are in tests/distributed): round trips into other layouts, module and optimizer state,
+atomic replacement, and the errors."""
+
+import json
+import os
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import nabla as nb
+from nabla import P
+from nabla.nn import sharded_checkpoint as sc
+
+
+def values():
+    rng = np.random.default_rng(0)
+    return {
+        "w": rng.standard_normal((8, 12)).astype(np.float32),
+        "terms": rng.standard_normal((8, 4)).astype(np.float32),
+        "half": rng.standard_normal((4, 6)).astype(ml_dtypes.bfloat16),
+    }
+
+
+def state(mesh):
+    v = values()
+    return {
+        "w": nb.shard(v["w"], mesh, P("dp", "tp")),
+        "terms": nb.sum(nb.shard(v["terms"], mesh, P(("dp", "tp"))), axis=0),  # partial
+        "half": nb.shard(nb.constant(v["half"]), mesh, P(None, "tp")),
+        "ids": nb.constant(np.arange(5, dtype=np.int64)),
+        "seen": np.array([3, 1], np.int32),
+        "step": 12,
+        "lr": 0.25,
+        "name": "run-1",
+        "none": None,
+    }
+
+
+def test_round_trip_into_other_layouts(tmp_path):
+    mesh = nb.DeviceMesh("m", (2, 2), ("dp", "tp"))
+    saved = state(mesh)
+    assert saved["terms"].sharding.partial
+    nb.nn.save_sharded(saved, tmp_path / "ck")
+    index = json.loads((tmp_path / "ck" / "index.json").read_text())
+    w = index["entries"]["w"]
+    assert w["shape"] == [8, 12] and w["spec"] == [["dp"], ["tp"]]
+    assert w["mesh"] == {"name": "m", "shape": [2, 2], "axes": ["dp", "tp"]}
+    assert len(w["blocks"]) == 4  # one per distinct block
+    assert len(index["entries"]["half"]["blocks"]) == 2  # replicas along dp stored once
+    assert index["entries"]["terms"]["spec"] == [[]]  # completed before saving
+    v = values()
+    other = nb.DeviceMesh("o", (4,), ("x",))
+    like = state(mesh)
+    like.update(
+        w=nb.shard(np.zeros((8, 12), np.float32), other, P(None, "x")),
+        terms=nb.shard(np.zeros(4, np.float32), other, P("x")),
+        half=nb.constant(np.zeros((4, 6), ml_dtypes.bfloat16)),
+        step=0,
+        lr=0.0,
+        name="",
+    )
+    out = nb.nn.load_sharded(tmp_path / "ck", like)
+    assert out["w"].sharding.to_partition_spec() == P(None, "x")
+    for s in out["w"].addressable_shards:
+        np.testing.assert_array_equal(s.data, v["w"][s.index])
+    np.testing.assert_allclose(out["terms"].numpy(), v["terms"].sum(0), rtol=1e-6)
+    assert out["half"].dtype == nb.bfloat16 and out["half"].sharding is None
+    np.testing.assert_array_equal(out["half"].numpy(), v["half"])  # bit for bit
+    np.testing.assert_array_equal(out["ids"].numpy(), np.arange(5))
+    np.testing.assert_array_equal(out["seen"], [3, 1])
+    assert (out["step"], out["lr"], out["name"], out["none"]) == (12, 0.25, "run-1", None)
+
+
+def test_module_and_optimizer_state_resume_exactly(tmp_path):
+    def loss_fn(model, x):
+        return nb.mean(model(x) ** 2)
+
+    nb.random.seed(0)
+    model = nb.nn.Sequential(nb.nn.Linear(4, 8), nb.nn.Tanh(), nb.nn.Linear(8, 2))
+    opt = nb.nn.optim.adamw_init(model)
+    x = nb.constant(np.random.default_rng(1).standard_normal((16, 4)).astype(np.float32))
+
+    def step(model, opt):
+        grads = nb.grad(loss_fn)(model, x)
+        return nb.nn.optim.adamw_update(model, grads, opt, lr=0.01)
+
+    for _ in range(2):
+        model, opt = step(model, opt)
+    nb.nn.save_sharded({"model": model, "opt": opt, "step": 2}, tmp_path / "ck")
+    straight = (model, opt)
+    for _ in range(3):
+        straight = step(*straight)
+    back = nb.nn.load_sharded(tmp_path / "ck", {"model": model, "opt": opt, "step": 0})
+    assert back["step"] == 2
+    resumed = (back["model"], back["opt"])
+    for _ in range(3):
+        resumed = step(*resumed)
+    for a, b in zip(nb.tree_leaves(resumed), nb.tree_leaves(straight), strict=True):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+
+
+def test_an_interrupted_save_leaves_the_previous_checkpoint(tmp_path, monkeypatch):
+    mesh = nb.DeviceMesh("m", (2, 2), ("dp", "tp"))
+    directory = tmp_path / "ck"
+    nb.nn.save_sharded({"w": nb.shard(np.ones((4, 4), np.float32), mesh, P("dp"))}, directory)
+
+    def killed(*args):
+        raise KeyboardInterrupt("killed before the commit")
+
+    monkeypatch.setattr(sc, "_commit_index", killed)
+    with pytest.raises(KeyboardInterrupt):
+        nb.nn.save_sharded({"w": nb.shard(np.zeros((4, 4), np.float32), mesh, P())}, directory)
+    assert len([f for f in os.listdir(directory) if f.startswith("data-")]) == 2
+    like = {"w": nb.constant(np.zeros((4, 4), np.float32))}
+    np.testing.assert_array_equal(nb.nn.load_sharded(directory, like)["w"].numpy(), 1)
+    monkeypatch.undo()
+    nb.nn.save_sharded({"w": nb.constant(np.full((4, 4), 2, np.float32))}, directory)
+    assert len([f for f in os.listdir(directory) if f.startswith("data-")]) == 1
+    np.testing.assert_array_equal(nb.nn.load_sharded(directory, like)["w"].numpy(), 2)
+
+
+def test_errors_name_the_values(tmp_path):
+    with pytest.raises(
+        TypeError, match=r"save_sharded: 'a.f' is a builtin_function_or_method; a checkpoint holds"
+    ):
+        nb.nn.save_sharded({"a": {"f": len}}, tmp_path / "x")
+    with pytest.raises(FileNotFoundError, match="load_sharded: no committed checkpoint"):
+        nb.nn.load_sharded(tmp_path / "none", {})
+    nb.nn.save_sharded({"a": nb.constant(np.zeros(3, np.float32)), "n": 1}, tmp_path / "ck")
+    with pytest.raises(
+        KeyError, match=r"missing from the checkpoint \['b'\], not in `like` \['n'\]"
+    ):
+        nb.nn.load_sharded(tmp_path / "ck", {"a": nb.constant(np.zeros(3, np.float32)), "b": 1})
+    with pytest.raises(ValueError, match=r"'a' was saved with shape \(3,\) and dtype float32"):
+        nb.nn.load_sharded(tmp_path / "ck", {"a": nb.constant(np.zeros(4, np.float32)), "n": 0})
