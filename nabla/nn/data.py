@@ -1,9 +1,12 @@
-"""``DataLoader``: minibatches of in-memory arrays, with seeded shuffling."""
+"""``DataLoader``: minibatches of in-memory (or memory-mapped) arrays, with seeded shuffling,
+each process of a multi-process run reading only its slice of every batch, and resumable
+mid-epoch."""
 
 from __future__ import annotations
 
 import numpy as np
 
+from ..core.sharding import PROCESS
 from ..ops import creation
 from ..runtime.tensor import Tensor
 
@@ -14,19 +17,35 @@ class DataLoader:
     """Iterate over minibatches of one array or a tuple of arrays sharing their first dim.
 
     Each epoch (each ``iter``) draws a new order when ``shuffle`` is set; the orders come from
-    ``seed``, so a run is reproducible. Batches are tensors (a tuple of tensors for tuple data).
+    ``seed`` and the epoch number only, so a run is reproducible and every process count
+    sees the same global batches. Batches are tensors (a tuple of tensors for tuple data).
     Keep ``drop_last=True`` in a compiled loop: a smaller last batch is a new shape, so a
     second trace.
 
+    Over several processes (``nb.distributed``), ``batch_size`` is the *global* batch: each
+    global batch is cut into ``num_replicas`` equal consecutive parts and this process
+    yields part ``rank`` only (``batch_size // num_replicas`` examples), which is what
+    ``nb.distributed.from_process_local(part, mesh, P("dp"))`` takes to build the global
+    batch. Only those rows are indexed, so data in a ``np.memmap`` is read per slice.
+
+    ``state_dict()`` (the epoch and the batches already taken in it, two ints) and
+    ``load_state_dict`` resume the iteration where it was: put it in a checkpoint, and the
+    resumed run, on any process count, continues with the same global batches.
+
     Args:
         data: a Tensor or array, or a tuple/list of them with the same length.
-        batch_size: examples per batch (default 32).
+        batch_size: examples per (global) batch (default 32).
         shuffle: reshuffle every epoch (default False).
         drop_last: skip the last batch when it is smaller than ``batch_size`` (default False).
         seed: seed of the shuffling (default 0).
+        num_replicas: how many parts each batch is cut into (default: the process count,
+            ``nb.distributed.process_count()``).
+        rank: which part this loader yields (default: ``nb.distributed.process_index()``).
 
     Raises:
-        ValueError: for an empty dataset, arrays of different lengths, or ``batch_size < 1``.
+        ValueError: for an empty dataset, arrays of different lengths, ``batch_size < 1``,
+            a rank outside ``[0, num_replicas)``, or a batch (the last one too, unless
+            ``drop_last``) that ``num_replicas`` does not divide.
 
     Example:
         >>> loader = DataLoader((np.zeros((10, 2)), np.arange(10)), batch_size=4)
@@ -34,9 +53,19 @@ class DataLoader:
         (3, [(4, 2), (4, 2), (2, 2)])
     """
 
-    def __init__(self, data, batch_size: int = 32, shuffle=False, drop_last=False, seed=0):
+    def __init__(
+        self,
+        data,
+        batch_size: int = 32,
+        shuffle=False,
+        drop_last=False,
+        seed=0,
+        num_replicas: int | None = None,
+        rank: int | None = None,
+    ):
         self.is_tuple = isinstance(data, tuple | list)
         parts = list(data) if self.is_tuple else [data]
+        # np.asarray keeps a memmap's pages on disk until rows are indexed
         self.arrays = [p.numpy() if isinstance(p, Tensor) else np.asarray(p) for p in parts]
         lengths = {a.shape[0] if a.ndim else 0 for a in self.arrays}
         if len(lengths) != 1 or 0 in lengths:
@@ -47,19 +76,73 @@ class DataLoader:
         self.n = lengths.pop()
         self.batch_size, self.shuffle, self.drop_last = int(batch_size), shuffle, drop_last
         self.seed, self.epoch = int(seed), 0
+        self.num_replicas = PROCESS.count if num_replicas is None else int(num_replicas)
+        self.rank = PROCESS.index if rank is None else int(rank)
+        if self.num_replicas < 1 or not 0 <= self.rank < self.num_replicas:
+            raise ValueError(
+                f"DataLoader: rank must be in [0, num_replicas), got rank={rank} and "
+                f"num_replicas={num_replicas}"
+            )
+        last = self.n % self.batch_size if not drop_last else 0
+        for size in (self.batch_size, last):
+            if size and size % self.num_replicas:
+                raise ValueError(
+                    f"DataLoader: a batch of {size} examples (batch_size={batch_size}, "
+                    f"{self.n} examples, drop_last={drop_last}) cannot be cut into "
+                    f"{self.num_replicas} equal parts (num_replicas); choose a batch_size "
+                    "that num_replicas divides, or drop_last=True"
+                )
+        self._start = 0  # the batch the next iteration starts at (load_state_dict)
+        self._taken: int | None = None  # batches taken in the epoch being iterated
 
     def __len__(self) -> int:
         if self.drop_last:
             return self.n // self.batch_size
         return -(-self.n // self.batch_size)
 
-    def __iter__(self):
+    def state_dict(self) -> dict:
+        """Where the iteration is: ``{"epoch": e, "batch": b}``, the epoch being iterated
+        and the batches already taken from it (the next epoch and 0 between epochs)."""
+        if self._taken is not None and self._taken < len(self):
+            return {"epoch": self.epoch - 1, "batch": self._taken}
+        return {"epoch": self.epoch, "batch": self._start}
+
+    def load_state_dict(self, state) -> None:
+        """Continue from ``state`` (a :meth:`state_dict`): the next ``iter`` yields batch
+        ``state["batch"]`` of epoch ``state["epoch"]`` and goes on from there.
+
+        Raises:
+            ValueError: naming the state when it is not an epoch >= 0 and a batch in
+                ``[0, len(self)]``.
+        """
+        try:
+            epoch, batch = int(state["epoch"]), int(state["batch"])
+        except (KeyError, TypeError, ValueError):
+            raise ValueError(
+                f"DataLoader.load_state_dict: expected {{'epoch': int, 'batch': int}}, got "
+                f"{state!r}"
+            ) from None
+        if epoch < 0 or not 0 <= batch <= len(self):
+            raise ValueError(
+                f"DataLoader.load_state_dict: epoch {epoch} and batch {batch} are not a "
+                f"position of this loader ({len(self)} batches per epoch)"
+            )
+        self.epoch, self._start, self._taken = epoch, batch, None
+
+    def order(self, epoch: int) -> np.ndarray:
+        """The example order of ``epoch`` (every process computes the same one)."""
         if self.shuffle:
-            order = np.random.default_rng((self.seed, self.epoch)).permutation(self.n)
-        else:
-            order = np.arange(self.n)
-        self.epoch += 1
-        for b in range(len(self)):
+            return np.random.default_rng((self.seed, epoch)).permutation(self.n)
+        return np.arange(self.n)
+
+    def __iter__(self):
+        epoch, start = self.epoch, self._start
+        order = self.order(epoch)
+        self.epoch, self._start, self._taken = epoch + 1, 0, start
+        for b in range(start, len(self)):
             idx = order[b * self.batch_size : (b + 1) * self.batch_size]
+            part = len(idx) // self.num_replicas
+            idx = idx[self.rank * part : (self.rank + 1) * part]
             batch = tuple(creation.constant(a[idx]) for a in self.arrays)
+            self._taken = b + 1
             yield batch if self.is_tuple else batch[0]

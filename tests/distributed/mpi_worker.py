@@ -310,6 +310,21 @@ def check_loaded(version, directory):
         assert out["step"] == 10 + version and out["lr"] == 0.5
 
 
+def check_data_order():
+    """DataLoader's defaults come from nb.distributed: each process reads its part of every
+    global batch, and the global batches are the single-process ones, shuffled alike."""
+    x = np.arange(64 * 3, dtype=np.float32).reshape(64, 3)
+    mesh = nb.DeviceMesh("line", (N,), ("dp",))
+    mine = nb.nn.DataLoader(x, batch_size=16, shuffle=True, seed=5)
+    whole = nb.nn.DataLoader(x, batch_size=16, shuffle=True, seed=5, num_replicas=1, rank=0)
+    assert (mine.num_replicas, mine.rank) == (N, RANK)
+    for _ in range(2):  # two epochs, two orders
+        for part, want in zip(mine, whole, strict=True):
+            assert part.shape == (16 // N, 3)
+            got = nb.distributed.from_process_local(part, mesh, P("dp"))
+            np.testing.assert_array_equal(got.numpy(), want.numpy())
+
+
 def scenario_ckpt_save():
     """On 2 processes: save version 1 (check it loads back here), then start saving version
     2 into the same folder and kill process 1 (SIGKILL) after it wrote its blocks, before
@@ -330,6 +345,7 @@ def scenario_ckpt_save():
     stored = sorted(os.listdir(os.path.join(directory, data_dir[0])))
     assert stored == [f"process-0000{p}-of-0000{N}.safetensors" for p in range(N)], stored
     check_loaded(1, directory)
+    check_data_order()
     print(f"OK saved {RANK}/{N}", flush=True)
     write = sc._write_file
 
@@ -351,6 +367,7 @@ def scenario_ckpt_load():
     directory = sys.argv[2]
     assert len([f for f in os.listdir(directory) if f.startswith("data-")]) == 2
     check_loaded(1, directory)
+    check_data_order()
     if N == 1:  # one process, a simulated mesh: the same format
         nb.nn.save_sharded(ckpt_state(3, nb.DeviceMesh("m", (2, 2), ("p", "l"))), directory)
         left = sorted(f for f in os.listdir(directory) if f.startswith("data-"))

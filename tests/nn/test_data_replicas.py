@@ -1,0 +1,72 @@
+"""DataLoader over several processes (num_replicas/rank): every process count sees the same
+global batches, each replica its own consecutive part; resuming mid-epoch continues them."""
+
+import numpy as np
+import pytest
+
+from nabla import nn
+
+
+def data():
+    x = np.arange(40, dtype=np.float32).reshape(20, 2)
+    return x, np.arange(20)
+
+
+def global_batches(replicas, epochs=2, **kw):
+    """Each batch as the replicas' parts joined in rank order."""
+    loaders = [nn.DataLoader(data(), num_replicas=replicas, rank=r, **kw) for r in range(replicas)]
+    out = []
+    for _ in range(epochs):
+        for parts in zip(*loaders, strict=True):
+            assert len({p[1].shape[0] for p in parts}) == 1
+            out.append(np.concatenate([p[1].numpy() for p in parts]))
+    return out
+
+
+def test_every_process_count_sees_the_same_global_batches():
+    kw = {"batch_size": 8, "shuffle": True, "seed": 3, "drop_last": True}
+    one = global_batches(1, **kw)
+    assert len(one) == 4 and not np.array_equal(one[0], np.arange(8))  # shuffled
+    assert not np.array_equal(one[0], one[2])  # each epoch its own order
+    for replicas in (2, 4):
+        got = global_batches(replicas, **kw)
+        for a, b in zip(got, one, strict=True):
+            np.testing.assert_array_equal(a, b)
+    # the last, smaller batch is cut too when the replicas divide it
+    short = global_batches(2, epochs=1, batch_size=8)
+    assert [len(b) for b in short] == [8, 8, 4]
+    np.testing.assert_array_equal(np.concatenate(short), np.arange(20))
+
+
+def test_resuming_mid_epoch_on_another_replica_count_continues_the_batches():
+    kw = {"batch_size": 4, "shuffle": True, "seed": 7, "drop_last": True}
+    want = global_batches(1, epochs=3, **kw)
+    first = nn.DataLoader(data(), num_replicas=2, rank=0, **kw)
+    it = iter(first)
+    for _ in range(3):
+        next(it)
+    state = first.state_dict()
+    assert state == {"epoch": 0, "batch": 3}
+    loaders = [nn.DataLoader(data(), num_replicas=4, rank=r, **kw) for r in range(4)]
+    for loader in loaders:
+        loader.load_state_dict(state)
+    got = []
+    for _ in range(3):  # the rest of epoch 0, then two whole epochs
+        for parts in zip(*loaders, strict=True):
+            got.append(np.concatenate([p[1].numpy() for p in parts]))
+    assert len(got) == len(want) - 3
+    for a, b in zip(got, want[3:], strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert loaders[0].state_dict() == {"epoch": 3, "batch": 0}
+
+
+def test_bad_replica_settings_are_refused():
+    with pytest.raises(ValueError, match=r"rank must be in \[0, num_replicas\), got rank=2"):
+        nn.DataLoader(data(), num_replicas=2, rank=2)
+    with pytest.raises(ValueError, match="a batch of 6 examples .* cannot be cut into 4"):
+        nn.DataLoader(data(), batch_size=6, num_replicas=4, rank=0)
+    with pytest.raises(ValueError, match="a batch of 2 examples .* drop_last=False"):
+        nn.DataLoader(data(), batch_size=6, num_replicas=3, rank=0)
+    nn.DataLoader(data(), batch_size=6, num_replicas=3, rank=0, drop_last=True)
+    with pytest.raises(ValueError, match="epoch 0 and batch 9 are not a position"):
+        nn.DataLoader(data(), batch_size=4).load_state_dict({"epoch": 0, "batch": 9})
