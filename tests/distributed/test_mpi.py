@@ -205,7 +205,8 @@ def test_sharded_checkpoint_saved_on_two_processes_loads_on_one_two_and_four(tmp
     at once, a partial sum, replicated and unsharded values, scalars) and load it into
     other layouts on 2; a second save killed (SIGKILL on process 1) after writing its
     blocks leaves the first checkpoint loadable, on 4 and on 1 processes; the next save
-    (on 1 process, a simulated mesh) removes the leftovers."""
+    (on 1 process, a simulated mesh) removes the leftovers. Each launch also checks the
+    DataLoader's global batches on its process count."""
     directory = str(tmp_path / "ckpt")
     proc, _ = run_scenario(2, f"ckpt_save {directory}")
     assert "OK saved 0/2" in proc.stdout and "OK saved 1/2" in proc.stdout, proc.stderr
@@ -214,3 +215,31 @@ def test_sharded_checkpoint_saved_on_two_processes_loads_on_one_two_and_four(tmp
         proc, _ = run_scenario(n, f"ckpt_load {directory}")
         assert proc.returncode == 0, proc.stdout + proc.stderr
         assert f"OK ckpt_load {n - 1}/{n}" in proc.stdout
+
+
+def test_training_killed_on_two_processes_resumes_on_four_and_on_one(tmp_path):
+    """examples/resume_training.py: DP x TP training on 2 processes, killed (SIGKILL) at
+    step 7 with its last checkpoint at step 6, resumed from that checkpoint on 4 processes
+    and, separately, on 1: both end with the parameters of an uninterrupted run, bit for
+    bit (every reduction has two terms, so its order cannot change the sum)."""
+    import numpy as np
+
+    example = str(HERE.parents[1] / "examples" / "resume_training.py")
+
+    def run(n, ckpt, *extra):
+        return launch(n, [example, "--ckpt", str(tmp_path / ckpt), *extra])[0]
+
+    ref = run(1, "ref", "--out", str(tmp_path / "ref.npz"))
+    assert ref.returncode == 0, ref.stdout + ref.stderr
+    killed = run(2, "ck", "--kill-at", "7")
+    assert killed.returncode != 0 and "step   7 loss" in killed.stdout, killed.stderr
+    assert "step   8" not in killed.stdout
+    shutil.copytree(tmp_path / "ck", tmp_path / "ck1")
+    want = np.load(tmp_path / "ref.npz")
+    for n, ckpt in ((4, "ck"), (1, "ck1")):
+        proc = run(n, ckpt, "--out", str(tmp_path / f"p{n}.npz"))
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert f"resumed from {tmp_path / ckpt} at step 6 on {n} process(es)" in proc.stdout
+        got = np.load(tmp_path / f"p{n}.npz")
+        for name in want:
+            np.testing.assert_array_equal(got[name], want[name], err_msg=f"{name} on {n}")
