@@ -89,6 +89,7 @@ class _MPIState:
     watch: tuple | None = None  # (deadline, what) of the wait the watchdog guards
     watchdog: threading.Thread | None = None
     tags: int = 0  # point-to-point tag counter (ppermute)
+    timeout: float = 300.0  # NABLA_MPI_TIMEOUT, read by ``activate``
 
 
 _STATE = _MPIState()
@@ -132,7 +133,7 @@ def activate(comm=None) -> None:
     uncaught exception abort every process."""
     from mpi4py import MPI  # noqa: PLC0415 - imported only when running distributed
 
-    timeout()  # checked again: the environment may have changed since the import
+    _STATE.timeout = timeout()  # checked again: the environment may have changed
     comm = MPI.COMM_WORLD if comm is None else comm
     _STATE.comm, _STATE.MPI, _STATE.count, _STATE.groups = comm, MPI, 0, {}
     PROCESS.set(comm.Get_rank(), comm.Get_size())
@@ -181,7 +182,7 @@ class _watch:
         self.what = what
 
     def __enter__(self):
-        _STATE.watch = (time.monotonic() + timeout(), self.what)
+        _STATE.watch = (time.monotonic() + _STATE.timeout, self.what)
 
     def __exit__(self, *exc):
         _STATE.watch = None
@@ -194,7 +195,7 @@ def _watchdog() -> None:
         if watch is not None and time.monotonic() > watch[0]:
             what = watch[1]() if callable(watch[1]) else watch[1]
             _abort(
-                f"[nabla process {PROCESS.index}/{PROCESS.count}] waited {timeout():.0f} s at "
+                f"[nabla process {PROCESS.index}/{PROCESS.count}] waited {_STATE.timeout:.0f} s at "
                 f"collective {what} for the other processes (NABLA_MPI_TIMEOUT); one of them "
                 "stopped or runs a different program: aborting every process\n",
                 3,
@@ -232,26 +233,38 @@ def agree(what: str, describe=None) -> None:
         )
 
 
-# a blocking MPI wait polls in a loop that spends most of its time in the kernel; the Test
-# loop below spins only briefly, then sleeps, the sleep doubling up to this long
-_SPIN_S = 200e-6
+# A blocking MPI wait polls in a loop that, on a busy machine, spends its time in the
+# kernel. The Test loop below polls back to back briefly (a peer that is already there
+# answers within microseconds), then yields the core between tests (a peer descheduled on a
+# busy machine gets it sooner), and only then sleeps, the sleep doubling up to 1 ms: a late
+# peer costs no CPU, while a peer that arrives within a few ms is seen at once (a sleeping
+# waiter would delay the collective that follows for the whole group).
+_SPIN_S = 50e-6
+_YIELD_S = 5e-3
 _MAX_SLEEP_S = 1e-3
 
 
 def _wait(request) -> None:
-    """Wait for a nonblocking MPI request: ``Test`` back to back for a short while (peers
-    that are already there answer within microseconds), then sleep between tests, the
-    sleep doubling from 20 us to 1 ms, so a process waiting for a late peer uses no CPU."""
+    """Wait for a nonblocking MPI request without spinning on the CPU for long: ``Test``
+    back to back for 50 us, then with ``sched_yield`` between tests up to 5 ms, then with
+    sleeps doubling from 50 us to 1 ms."""
     if request.Test():
         return
     start = time.perf_counter()
     while time.perf_counter() - start < _SPIN_S:
         if request.Test():
             return
-    pause = 20e-6
+    while time.perf_counter() - start < _YIELD_S:
+        _yield()
+        if request.Test():
+            return
+    pause = 50e-6
     while not request.Test():
         time.sleep(pause)
         pause = min(2 * pause, _MAX_SLEEP_S)
+
+
+_yield = getattr(os, "sched_yield", lambda: time.sleep(0))
 
 
 _READ = "read of "
@@ -492,21 +505,55 @@ def _collective(name, *, over_axes: bool = True):
     return deco
 
 
+# ----------------------------------------------------------------------------- output buffers
+# Received values land in buffers recycled once nothing else references them (the tensor
+# holding the last result died): a fresh multi-MiB buffer costs a page fault per 4 KiB on
+# first touch, which made a collective 2x slower than MPI on its own reused buffers.
+_POOL: list = []
+_POOL_MIN_BYTES = 1 << 16
+_POOL_MAX_BYTES = 1 << 29
+_POOL_MAX = 8
+
+
+def _out_buffer(shape: tuple, dtype) -> np.ndarray:
+    """An uninitialized array of ``shape``: a recycled one when the pool holds an array of
+    that size that only the pool references (CPython's reference count says so)."""
+    dtype = np.dtype(dtype)
+    nbytes = math.prod(shape) * dtype.itemsize
+    if nbytes < _POOL_MIN_BYTES:
+        return np.empty(shape, dtype=dtype)
+    for i in range(len(_POOL)):
+        base = _POOL[i]
+        # 3: the pool's list, ``base`` and getrefcount's argument
+        if base.nbytes == nbytes and sys.getrefcount(base) == 3:
+            _POOL.append(_POOL.pop(i))  # the most recently used last
+            return base.view(dtype).reshape(shape)
+    base = np.empty(nbytes, dtype=np.uint8)
+    _POOL.append(base)
+    while len(_POOL) > _POOL_MAX or sum(b.nbytes for b in _POOL) > _POOL_MAX_BYTES:
+        _POOL.pop(0)  # dropped from the pool; freed when its last user is gone
+    return base.view(dtype).reshape(shape)
+
+
 # ----------------------------------------------------------------------------- reductions
 _MPI_DTYPES = {np.dtype(t) for t in ("float32", "float64", "int8", "int16", "int32", "int64")}
 _MPI_DTYPES |= {np.dtype(t) for t in ("uint8", "uint16", "uint32", "uint64")}
 
 
-def _allreduce(y: np.ndarray, group: _Group, kind: str) -> np.ndarray:
-    """``y`` (already reduced over this process's devices) reduced over the group."""
+def _allreduce(y: np.ndarray, group: _Group, kind: str, own: bool = False) -> np.ndarray:
+    """``y`` (already reduced over this process's devices) reduced over the group; in
+    place when ``own`` (``y`` is this lowering's own temporary) and ``y`` allows it."""
     sub, _ = _group(group)
     if sub.Get_size() == 1:
         return y
     MPI = _STATE.MPI
     op = {"sum": MPI.SUM, "max": MPI.MAX, "min": MPI.MIN, "prod": MPI.PROD}[kind]
     wire = y.dtype if y.dtype in _MPI_DTYPES else np.dtype(np.float64)
+    if own and y.dtype == wire and y.flags.c_contiguous and y.flags.writeable:
+        sub.Allreduce(MPI.IN_PLACE, y, op=op)
+        return y
     send = np.ascontiguousarray(y, dtype=wire)  # no copy when it already is
-    out = np.empty(send.shape, dtype=wire)
+    out = _out_buffer(send.shape, wire)
     sub.Allreduce(send, out, op=op)
     return out.astype(y.dtype, copy=False)
 
@@ -516,7 +563,7 @@ def _mesh_reduce(x, kind, group):
     # one device per process along the axes (the usual case): nothing to reduce locally
     one = all(x.shape[a] == 1 for a in group.axes)
     local = x if one else host.MESH_REDUCE[kind](x, axis=group.axes, keepdims=True)
-    return np.broadcast_to(_allreduce(local, group, kind), x.shape)
+    return np.broadcast_to(_allreduce(local, group, kind, own=not one), x.shape)
 
 
 def _single_devices(x: np.ndarray, group: _Group):
@@ -551,19 +598,33 @@ def _mesh_reduce_scatter(x, ndev, dim, kind, group):
         sub, order = single
         MPI = _STATE.MPI
         wire = x.dtype if x.dtype in _MPI_DTYPES else np.dtype(np.float64)
-        send = np.ascontiguousarray(_chunks(x, ndev + dim, len(order))[order], dtype=wire)
-        recv = np.empty(send.shape[1:], dtype=wire)
+        chunks = _chunks(x, ndev + dim, len(order))
+        if order != sorted(order):  # else a view; contiguous when dim is the leading one
+            chunks = chunks[order]
+        send = np.ascontiguousarray(chunks, dtype=wire)
+        recv = _out_buffer(send.shape[1:], wire)
         op = {"sum": MPI.SUM, "max": MPI.MAX, "min": MPI.MIN, "prod": MPI.PROD}[kind]
         sub.Reduce_scatter_block(send, recv, op=op)
         return recv.astype(x.dtype, copy=False)
     local = host.MESH_REDUCE[kind](x, axis=group.axes, keepdims=True)
-    total = _allreduce(local, group, kind)
+    total = _allreduce(local, group, kind, own=True)
     return _narrow(host.mesh_split(_spread(total, group), ndev, group.axes, dim), group)
 
 
 # ----------------------------------------------------------------------------- data movement
 @_collective("mesh_gather")
 def _mesh_gather(x, ndev, dim, group):
+    single = _single_devices(x, group)
+    if single is not None:  # Allgather straight into the blocks' order: at most one copy
+        sub, order = single
+        x = np.ascontiguousarray(x)
+        recv = _out_buffer((len(order),) + x.shape, x.dtype)
+        sub.Allgather(_bytes(x), _bytes(recv))
+        d = ndev + dim
+        if order == sorted(order) and all(n == 1 for n in x.shape[:d]):
+            # (members, 1, .., 1, block, rest) is already the joined value: no copy
+            return recv.reshape(x.shape[:d] + (len(order) * x.shape[d],) + x.shape[d + 1 :])
+        return np.concatenate(list(recv[np.argsort(order)]), axis=d)
     return _narrow(host.mesh_merge(_widen(x, group), ndev, group.axes, dim), group)
 
 

@@ -22,6 +22,11 @@ On a cache hit the function is not run again:
   pipeline on the new arguments, so every transform sees exactly the ops the function
   would have produced.
 
+Sharded outputs: a result holding partial terms (a mean loss over a sharded batch) is
+completed inside the plan, so it comes back replicated as ``jax.jit`` returns it; across
+processes a call with sharded results runs at the call (``_dispatch_across``), so every
+process runs it at the same point and one process alone can then read a replicated result.
+
 Cache key: function identity, argument pytree structure, per tensor (shape with the dims
 named by ``dynamic_dims`` as names, dtype, device, sharding; NumPy arrays and scalars count
 as tensors, as in ``jax.jit``), and other non-tensor arguments (Python numbers, strings) by
