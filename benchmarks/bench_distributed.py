@@ -1,17 +1,23 @@
-"""Collectives and data-parallel training across processes over MPI (``nb.distributed``).
+"""Collectives, data-parallel training and sharded checkpoints across MPI processes
+(``nb.distributed``).
 
-1. ``all_reduce`` bandwidth, 1 KiB to 64 MiB of float32 per process: ``nb.all_reduce`` of a
-   tensor sharded one block per process (building the lazy graph, agreeing on the program
-   and the collective, realizing), against raw ``mpi4py`` ``Allreduce`` on the same
-   buffers. Raw MPI is the floor; the ratio is raw time / nabla time (1.0 = no overhead).
-2. A data-parallel MLP step (784-512-10, batch 256 split over the processes, SGD) on 1, 2
-   and 4 processes: ms per step, checked first against the single-process step.
+1. ``all_reduce``, ``all_gather`` and ``reduce_scatter`` on 2 processes, 1 KiB to 64 MiB of
+   float32 per process: the nabla call (building the lazy op, agreeing on it, realizing)
+   beside raw ``mpi4py`` on preallocated buffers (``Allreduce``, ``Allgather``,
+   ``Reduce_scatter_block``). Raw MPI is the floor; ``raw/nabla`` is raw time / nabla time
+   (1.0 = no overhead).
+2. A data-parallel MLP step (784-512-512-10, global batch 256 split over the processes, SGD,
+   compiled) on 1, 2 and 4 processes, beside PyTorch DDP (gloo over loopback) on the same
+   model and batch when torch imports (one thread per process each).
+3. ``save_sharded``/``load_sharded`` of a 64 MiB state split over 2 processes, in MB/s of
+   the state's bytes, beside each process writing (``save_file`` + fsync, as
+   ``save_sharded`` flushes) and reading (``load_file``) its half with plain safetensors.
 
 Processes share this machine's cores, so more processes do not mean more compute here; the
 figures show the framework's overhead over the transport, not a scaling curve.
 
-Run: ``python benchmarks/bench_distributed.py`` (it launches ``mpiexec`` itself; about a
-minute; ``--quick``: fewer sizes and steps). Needs the ``mpi`` extra.
+Run: ``python benchmarks/bench_distributed.py`` (it launches ``mpiexec`` itself; a few
+minutes; ``--quick``: fewer sizes and steps). Needs the ``mpi`` extra.
 """
 
 from __future__ import annotations
@@ -21,6 +27,8 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
+import time
 
 for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
@@ -35,52 +43,96 @@ import nabla as nb  # noqa: E402
 from nabla import P  # noqa: E402
 
 
-def worker_allreduce(quick: bool):
+def _sizes(quick: bool) -> list:
+    if quick:
+        return [1 << 10, 1 << 18, 1 << 22, 1 << 26]
+    return [1 << k for k in range(10, 27, 2)]
+
+
+def worker_collectives(quick: bool):
     from mpi4py import MPI  # noqa: PLC0415 - the bench's own reference
 
     nb.distributed.initialize()
     comm = MPI.COMM_WORLD
-    n = nb.distributed.process_count()
+    rank, n = comm.Get_rank(), comm.Get_size()
     mesh = nb.DeviceMesh("procs", (n,), ("p",))
-    sizes = [1 << 10, 1 << 16, 1 << 20, 1 << 26] if quick else [1 << k for k in range(10, 27, 2)]
-    rows = []
-    for nbytes in sizes:
+    tables = {"all_reduce": [], "all_gather": [], "reduce_scatter": []}
+    for nbytes in _sizes(quick):
         count = nbytes // 4
-        local = np.full(count, comm.Get_rank() + 1, dtype=np.float32)
-        x = nb.distributed.from_process_local(local, mesh, P("p"))
-        out = np.empty_like(local)
         repeat = 5 if nbytes >= 1 << 24 else 30
-
-        def raw():
-            comm.Allreduce(local, out, op=MPI.SUM)
-
-        def ours():
-            y = nb.all_reduce(x, "sum", axes="p")
-            y.realize()
-            return y
-
-        got = ours().addressable_shards[0].data
-        assert np.allclose(got, n * (n + 1) / 2), "all_reduce is wrong"
-        comm.Barrier()
-        t_raw = median_seconds(raw, repeat, warmup=1)
-        comm.Barrier()
-        t_ours = median_seconds(ours, repeat, warmup=1)
-        rows.append((nbytes, t_raw, t_ours))
-    if comm.Get_rank() == 0:
-        print(f"all_reduce over {n} processes (float32, median):")
-        print(
-            f"{'bytes':>10} {'mpi4py ms':>10} {'nabla ms':>10} {'GB/s nabla':>11} {'raw/nabla':>10}"
+        local = np.full(count, rank + 1, dtype=np.float32)
+        x = nb.distributed.from_process_local(local, mesh, P("p"))
+        # a partial value whose terms are this process's n blocks: reduce_scatter's operand
+        terms = nb.sum(nb.distributed.from_process_local(local.reshape(1, count), mesh, P("p")), 0)
+        wide = np.full(count * n, rank + 1, dtype=np.float32)
+        terms_n = nb.sum(
+            nb.distributed.from_process_local(wide.reshape(1, -1), mesh, P("p")), axis=0
         )
-        for nbytes, t_raw, t_ours in rows:
+        nb.realize(x, terms, terms_n)
+        out_reduce = np.empty_like(local)
+        out_gather = np.empty(count * n, np.float32)
+        out_scatter = np.empty(count, np.float32)
+        cases = {
+            "all_reduce": (
+                lambda: comm.Allreduce(local, out_reduce, op=MPI.SUM),
+                lambda: nb.all_reduce(x, "sum", axes="p").realize(),
+            ),
+            "all_gather": (
+                lambda: comm.Allgather(local, out_gather),
+                lambda: nb.all_gather(x, 0).realize(),
+            ),
+            "reduce_scatter": (
+                lambda: comm.Reduce_scatter_block(wide, out_scatter, op=MPI.SUM),
+                lambda: nb.reduce_scatter(terms_n, 0).realize(),
+            ),
+        }
+        # right answers first
+        total = n * (n + 1) / 2
+        assert np.allclose(cases["all_reduce"][1]().addressable_shards[0].data, total)
+        assert np.allclose(cases["reduce_scatter"][1]().addressable_shards[0].data, total)
+        gathered = cases["all_gather"][1]().addressable_shards[0].data
+        assert np.allclose(gathered, np.repeat(np.arange(1, n + 1), count)), "all_gather"
+        for name, (raw, ours) in cases.items():
+            comm.Barrier()
+            t_raw = median_seconds(raw, repeat, warmup=1)
+            comm.Barrier()
+            t_ours = median_seconds(ours, repeat, warmup=1)
+            tables[name].append((nbytes, t_raw, t_ours))
+    if rank == 0:
+        for name, rows in tables.items():
+            print(f"\n{name} over {n} processes (float32 per process, median):")
+            print(f"{'bytes':>10} {'mpi4py ms':>10} {'nabla ms':>10} {'raw/nabla':>10}")
+            for nbytes, t_raw, t_ours in rows:
+                print(
+                    f"{nbytes:>10} {t_raw * 1e3:>10.3f} {t_ours * 1e3:>10.3f} "
+                    f"{t_raw / t_ours:>10.2f}"
+                )
+            fixed_raw, fixed_ours = rows[0][1], rows[0][2]
             print(
-                f"{nbytes:>10} {t_raw * 1e3:>10.3f} {t_ours * 1e3:>10.3f} "
-                f"{nbytes / t_ours / 1e9:>11.2f} {t_raw / t_ours:>10.2f}"
+                f"fixed cost per call (1 KiB): nabla {fixed_ours * 1e6:.0f} us, mpi4py "
+                f"{fixed_raw * 1e6:.0f} us ({fixed_ours / fixed_raw:.1f}x)"
             )
 
 
+D = (784, 512, 512, 10)
+BATCH = 256
+
+
+def _init(rng):
+    params = {}
+    for i, (a, b) in enumerate(zip(D[:-1], D[1:], strict=True)):
+        params[f"w{i}"] = (rng.standard_normal((a, b)) / np.sqrt(a)).astype(np.float32)
+        params[f"b{i}"] = np.zeros(b, np.float32)
+    return params
+
+
 def _mlp(params, x, y):
-    h = nb.relu(x @ params["w1"] + params["b1"])
-    return nb.mean((h @ params["w2"] - y) ** 2)
+    h = x
+    for i in range(len(D) - 1):
+        h = h @ params[f"w{i}"] + params[f"b{i}"]
+        if i < len(D) - 2:
+            h = nb.relu(h)
+    return nb.mean((h - y) ** 2)
 
 
 def _step(params, x, y):
@@ -88,21 +140,23 @@ def _step(params, x, y):
     return loss, {k: params[k] - 0.01 * g[k] for k in params}
 
 
+def _data():
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((BATCH, D[0])).astype(np.float32)
+    y = rng.standard_normal((BATCH, D[-1])).astype(np.float32)
+    return x, y, _init(rng)
+
+
 def worker_dp(quick: bool):
     nb.distributed.initialize()
-    n = nb.distributed.process_count()
-    rng = np.random.default_rng(0)
-    x = rng.standard_normal((256, 784)).astype(np.float32)
-    y = rng.standard_normal((256, 10)).astype(np.float32)
-    init = {
-        "w1": (rng.standard_normal((784, 512)) * 0.03).astype(np.float32),
-        "b1": np.zeros(512, np.float32),
-        "w2": (rng.standard_normal((512, 10)) * 0.03).astype(np.float32),
-    }
+    n, rank = nb.distributed.process_count(), nb.distributed.process_index()
+    x, y, init = _data()
     want, _ = _step({k: nb.constant(v) for k, v in init.items()}, nb.constant(x), nb.constant(y))
     mesh = nb.DeviceMesh("dp", (n,), ("dp",))
     params = {k: nb.shard(v, mesh, P()) for k, v in init.items()}
-    xs, ys = nb.shard(x, mesh, P("dp")), nb.shard(y, mesh, P("dp"))
+    rows = slice(rank * BATCH // n, (rank + 1) * BATCH // n)
+    xs = nb.distributed.from_process_local(x[rows], mesh, P("dp"))
+    ys = nb.distributed.from_process_local(y[rows], mesh, P("dp"))
     step = nb.compile(_step)
     loss, _ = step(params, xs, ys)
     assert abs(loss.item() - want.item()) < 1e-4 * abs(want.item()), "dp step differs"
@@ -111,30 +165,150 @@ def worker_dp(quick: bool):
         loss, new = step(params, xs, ys)
         nb.realize(loss, *new.values())
 
-    t = median_seconds(one, 5 if quick else 20, warmup=1)
-    if nb.distributed.process_index() == 0:
-        print(f"dp_step processes={n} ms={t * 1e3:.2f}")
+    t = median_seconds(one, 5 if quick else 20, warmup=2)
+    cpu = time.process_time()
+    for _ in range(5):
+        one()
+    cpu = (time.process_time() - cpu) / 5
+    if rank == 0:
+        print(f"nabla  processes={n} ms={t * 1e3:.2f} cpu_ms={cpu * 1e3:.2f}", flush=True)
+
+
+def worker_ddp(quick: bool):
+    import torch  # noqa: PLC0415 - optional peer
+    import torch.distributed as dist  # noqa: PLC0415
+
+    torch.set_num_threads(1)
+    rank = int(os.environ.get("PMI_RANK", "0"))
+    n = int(os.environ.get("PMI_SIZE", "1"))
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    os.environ.setdefault("MASTER_PORT", "29533")
+    dist.init_process_group("gloo", rank=rank, world_size=n)
+    x, y, init = _data()
+    layers = []
+    for i in range(len(D) - 1):
+        lin = torch.nn.Linear(D[i], D[i + 1])
+        with torch.no_grad():
+            lin.weight.copy_(torch.from_numpy(init[f"w{i}"].T.copy()))
+            lin.bias.zero_()
+        layers += [lin, torch.nn.ReLU()] if i < len(D) - 2 else [lin]
+    model = torch.nn.parallel.DistributedDataParallel(torch.nn.Sequential(*layers))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    rows = slice(rank * BATCH // n, (rank + 1) * BATCH // n)
+    xb, yb = torch.from_numpy(x[rows]), torch.from_numpy(y[rows])
+
+    def one():
+        opt.zero_grad()
+        loss = torch.nn.functional.mse_loss(model(xb), yb)
+        loss.backward()
+        opt.step()
+
+    t = median_seconds(one, 5 if quick else 20, warmup=2)
+    if rank == 0:
+        print(f"torch  processes={n} ms={t * 1e3:.2f} (DDP, gloo)", flush=True)
+    dist.destroy_process_group()
+
+
+def worker_checkpoint(quick: bool):
+    import safetensors.numpy  # noqa: PLC0415
+
+    nb.distributed.initialize()
+    from mpi4py import MPI  # noqa: PLC0415
+
+    comm = MPI.COMM_WORLD
+    n, rank = nb.distributed.process_count(), nb.distributed.process_index()
+    if not hasattr(nb.nn, "save_sharded"):
+        if rank == 0:
+            print("checkpoint: this build has no save_sharded")
+        return
+    mesh = nb.DeviceMesh("procs", (n,), ("p",))
+    total = (16 if quick else 64) << 20
+    rng = np.random.default_rng(rank)
+    per = total // 4 // n // 8  # 8 tensors of (rows, 1024) float32 per process
+    mine = {f"t{i}": rng.standard_normal((per // 1024, 1024)).astype(np.float32) for i in range(8)}
+    state = {k: nb.distributed.from_process_local(v, mesh, P("p")) for k, v in mine.items()}
+    nb.realize(*state.values())
+    root = comm.bcast(tempfile.mkdtemp(dir=os.environ.get("BENCH_TMP")) if rank == 0 else None)
+    like = {
+        k: nb.distributed.from_process_local(np.zeros_like(v), mesh, P("p"))
+        for k, v in mine.items()
+    }
+    reps = 3
+
+    def save():
+        nb.nn.save_sharded(state, os.path.join(root, "ck"))
+
+    def load():
+        out = nb.nn.load_sharded(os.path.join(root, "ck"), like)
+        nb.realize(*out.values())
+
+    plain = os.path.join(root, f"plain-{rank}.safetensors")
+
+    def plain_save():
+        safetensors.numpy.save_file(mine, plain)
+        with open(plain, "rb+") as f:
+            os.fsync(f.fileno())
+        comm.Barrier()
+
+    def plain_load():
+        safetensors.numpy.load_file(plain)
+        comm.Barrier()
+
+    times = {}
+    for name, fn in (
+        ("save", save),
+        ("plain_save", plain_save),
+        ("load", load),
+        ("plain_load", plain_load),
+    ):
+        comm.Barrier()
+        times[name] = median_seconds(fn, reps, warmup=1)
+    got = nb.nn.load_sharded(os.path.join(root, "ck"), like)
+    for k, v in mine.items():
+        np.testing.assert_array_equal(got[k].addressable_shards[0].data, v)
+    comm.Barrier()
+    if rank == 0:
+        mb = total / 1e6
+        print(f"\ncheckpoint of {mb:.0f} MB over {n} processes (each writes/reads its half), MB/s:")
+        print(f"{'':>6} {'nabla':>8} {'plain safetensors':>18} {'nabla/plain':>12}")
+        for op in ("save", "load"):
+            ours, ref = mb / times[op], mb / times[f"plain_{op}"]
+            print(f"{op:>6} {ours:>8.0f} {ref:>18.0f} {ours / ref:>12.2f}")
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--worker", choices=["allreduce", "dp"])
+    ap.add_argument("--worker", choices=["collectives", "dp", "ddp", "checkpoint"])
+    ap.add_argument("--only", choices=["collectives", "dp", "checkpoint"], default=None)
     args = ap.parse_args()
-    if args.worker == "allreduce":
-        return worker_allreduce(args.quick)
-    if args.worker == "dp":
-        return worker_dp(args.quick)
+    if args.worker:
+        return globals()[f"worker_{args.worker}"](args.quick)
     bindir = os.path.dirname(sys.executable)
     mpiexec = shutil.which("mpiexec", path=bindir + os.pathsep + os.environ.get("PATH", ""))
     if mpiexec is None:
         sys.exit('needs mpiexec: pip install -e ".[mpi]"')
     env = dict(os.environ, NABLA_BACKEND="numpy")
     me = [sys.executable, os.path.abspath(__file__)] + (["--quick"] if args.quick else [])
-    subprocess.run([mpiexec, "-n", "2", *me, "--worker", "allreduce"], check=True, env=env)
-    print("\ndata-parallel MLP step (784-512-10, batch 256, compiled), same machine:")
-    for n in (1, 2, 4):
-        subprocess.run([mpiexec, "-n", str(n), *me, "--worker", "dp"], check=True, env=env)
+
+    def run(n, worker):
+        subprocess.run([mpiexec, "-n", str(n), *me, "--worker", worker], check=True, env=env)
+
+    if args.only in (None, "collectives"):
+        run(2, "collectives")
+    if args.only in (None, "dp"):
+        print(f"\ndata-parallel MLP step ({'-'.join(map(str, D))}, global batch {BATCH}):")
+        try:
+            import torch  # noqa: F401, PLC0415
+        except ImportError:
+            torch = None
+        for n in (1, 2, 4):
+            run(n, "dp")
+            if torch is not None:
+                run(n, "ddp")
+    if args.only in (None, "checkpoint"):
+        run(2, "checkpoint")
 
 
 if __name__ == "__main__":

@@ -244,10 +244,8 @@ def _guard(op: str, path: str, fn):
 
 def _write_file(path: str, arrays: dict) -> None:
     """One process's blocks as a safetensors file, flushed to disk before the commit."""
-    data = safetensors.numpy.save(arrays)
-    with open(path, "wb") as f:
-        f.write(data)
-        f.flush()
+    safetensors.numpy.save_file(arrays, path)  # straight to the file, no bytes in between
+    with open(path, "rb+") as f:
         os.fsync(f.fileno())
 
 
