@@ -135,3 +135,28 @@ def test_errors_name_the_values(tmp_path):
         nb.nn.load_sharded(tmp_path / "ck", {"a": nb.constant(np.zeros(3, np.float32)), "b": 1})
     with pytest.raises(ValueError, match=r"'a' was saved with shape \(3,\) and dtype float32"):
         nb.nn.load_sharded(tmp_path / "ck", {"a": nb.constant(np.zeros(4, np.float32)), "n": 0})
+
+
+def test_a_device_reads_only_the_stored_blocks_its_block_overlaps(tmp_path):
+    """Saved as 4 row blocks: reading rows 2:4 touches one stored block, a region across
+    rows 1:5 and columns 3:6 the three it overlaps, each as a memory map."""
+    mesh = nb.DeviceMesh("m", (4,), ("x",))
+    w = np.arange(8 * 6, dtype=np.float32).reshape(8, 6)
+    nb.nn.save_sharded({"w": nb.shard(w, mesh, P("x"))}, tmp_path / "ck")
+    index = json.loads((tmp_path / "ck" / "index.json").read_text())
+    blocks = index["entries"]["w"]["blocks"]
+    stored = [(b["file"], b["key"], tuple(b["start"]), tuple(b["shape"])) for b in blocks]
+    files = sc._Files(str(tmp_path / "ck" / index["data"]), "test")
+    read = []
+    array = files.array
+    files.array = lambda file, key, shape, dtype: read.append(key) or array(file, key, shape, dtype)
+    got = sc._read_region(files, stored, (slice(2, 4), slice(0, 6)), (8, 6), np.float32)
+    np.testing.assert_array_equal(got, w[2:4])
+    assert read == ["w@2,0"]  # one of the four blocks
+    read.clear()
+    got = sc._read_region(files, stored, (slice(1, 5), slice(3, 6)), (8, 6), np.float32)
+    np.testing.assert_array_equal(got, w[1:5, 3:])
+    assert read == ["w@0,0", "w@2,0", "w@4,0"]
+    assert isinstance(
+        array("process-00000-of-00001.safetensors", "w@0,0", (2, 6), np.float32), np.memmap
+    )
