@@ -1,8 +1,9 @@
 """Two hot programs in one process: does each run as fast as alone, and the same every run?
 
 The programs are two rows of ``bench_peers.py``: per-example gradients of an MLP (64
-examples; under ``auto`` its race usually goes to MAX) and a Hessian-vector product (n=1000;
-usually the interpreter), both ``nb.compile``d. Each run starts three fresh processes:
+examples), run on MAX (``--pe-on``; its ``auto`` race goes either way by a few percent on
+a quiet 2-core machine), and a Hessian-vector product (n=1000) under ``auto`` (whose race
+goes to the interpreter), both ``nb.compile``d. Each run starts three fresh processes:
 
 - ``alone``: one program only (a process each), warmed and settled (MAX's compile and the
   executor race over), then timed;
@@ -31,8 +32,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 CALLS = 300
 
 
-def _program(make, backend):
-    """A settled compiled call of workload ``make`` and a function naming its executor."""
+def _program(make, backend, pin=None):
+    """A settled compiled call of workload ``make`` and a function naming its executor;
+    ``pin``: the backend its calls run under (None: the process's)."""
     from bench_peers import _settle  # noqa: PLC0415
 
     import nabla as nb  # noqa: PLC0415 - in the child process only
@@ -44,6 +46,14 @@ def _program(make, backend):
     def call():
         return nb.realize(compiled(*args))
 
+    if pin is not None:
+        plain = call
+
+        def call():
+            with nb.backend(pin):
+                return plain()
+
+        return call, lambda: pin
     _settle(call, backend, compiled)
 
     def executor():
@@ -53,6 +63,12 @@ def _program(make, backend):
         return race.winner if race is not None else "+".join(k for k in ex if k != "race")
 
     return call, executor
+
+
+def _max_available() -> bool:
+    from nabla.backends import max_available  # noqa: PLC0415
+
+    return max_available()
 
 
 def _median_us(call, calls=CALLS, warm=60) -> float:
@@ -66,7 +82,7 @@ def _median_us(call, calls=CALLS, warm=60) -> float:
     return 1e6 * statistics.median(times)
 
 
-def child(mode: str, backend: str) -> dict:
+def child(mode: str, backend: str, pe_on: str) -> dict:
     """One process: time the programs of ``mode``; returns what it measured."""
     from bench_peers import hvp, per_example_grads  # noqa: PLC0415
 
@@ -75,7 +91,7 @@ def child(mode: str, backend: str) -> dict:
     nb.set_backend(backend)
     out = {}
     if mode in ("alone-pe", "mixed"):
-        pe, pe_on = _program(per_example_grads, backend)
+        pe, pe_on = _program(per_example_grads, backend, None if pe_on == "auto" else pe_on)
         out["pe"] = _median_us(pe)
     if mode in ("alone-hvp", "mixed"):
         hv, hv_on = _program(hvp, backend)
@@ -95,12 +111,12 @@ def child(mode: str, backend: str) -> dict:
     return out
 
 
-def _run_child(mode: str, backend: str) -> dict:
+def _run_child(mode: str, backend: str, pe_on: str) -> dict:
     env = dict(os.environ)
     root = os.path.dirname(HERE)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (HERE, root, env.get("PYTHONPATH")) if p)
     res = subprocess.run(
-        [sys.executable, __file__, "--child", mode, "--backend", backend],
+        [sys.executable, __file__, "--child", mode, "--backend", backend, "--pe-on", pe_on],
         env=env,
         capture_output=True,
         text=True,
@@ -115,19 +131,31 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--backend", default="auto", choices=["auto", "numpy", "max"])
+    ap.add_argument(
+        "--pe-on",
+        default="max",
+        choices=["auto", "numpy", "max"],
+        help="the backend the per-example program runs on (default max: the executor of "
+        "the two the other does not choose; auto: its own race)",
+    )
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.pe_on == "max" and not _max_available():
+        args.pe_on = "auto"
     if args.child:
-        print(json.dumps(child(args.child, args.backend)))
+        print(json.dumps(child(args.child, args.backend, args.pe_on)))
         return
     print(
-        f"backend={args.backend}; median us of {CALLS} calls per program, per run "
-        f"(load average at start {os.getloadavg()[0]:.1f})"
+        f"backend={args.backend}, per-example gradients on {args.pe_on}; median us of {CALLS} "
+        f"calls per program, per run (load average at start {os.getloadavg()[0]:.1f})"
     )
     rows = []
     for run in range(args.runs):
-        alone = {**_run_child("alone-pe", args.backend), **_run_child("alone-hvp", args.backend)}
-        mixed = _run_child("mixed", args.backend)
+        alone = {
+            **_run_child("alone-pe", args.backend, args.pe_on),
+            **_run_child("alone-hvp", args.backend, args.pe_on),
+        }
+        mixed = _run_child("mixed", args.backend, args.pe_on)
         rows.append((alone, mixed))
         print(
             f"run {run + 1}: per-example alone {alone['pe']:8.1f} ({alone['pe_on']}), "

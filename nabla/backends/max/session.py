@@ -610,7 +610,9 @@ def _compile_in_child(program, devices, debug) -> Executable:
         # them. By default the child stays in this process group (it ends with it, see
         # worker.py); a detached one gets its own session, out of reach of our signals
         proc = subprocess.Popen(
-            [sys.executable, "-m", "nabla.backends.max.worker"],
+            # -P: not the current directory first on its path, where another checkout's
+            # nabla (speaking another job format) may be; our package root comes first
+            [sys.executable, "-P", "-m", "nabla.backends.max.worker"],
             stdin=subprocess.PIPE,
             stdout=out,
             stderr=err,
