@@ -833,7 +833,7 @@ class CompiledFunction:
                 impl.buffer is None
                 or impl.shape != shape
                 or impl.dtype is not dtype
-                or impl.device != device
+                or (impl.device is not device and impl.device != device)
                 or impl.sharding is not None
                 or impl.levels
                 or impl.tangents
