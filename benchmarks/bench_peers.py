@@ -446,7 +446,7 @@ def main():
     cols = ["NumPy", "nabla lazy", "nabla compile", "JAX jit", "PyTorch"]
     print(
         f"backend={args.backend}; best of 3 rounds of the median ms of {args.reps} calls; "
-        "ratio = compile / fastest peer"
+        f"ratio = compile / fastest peer (load average {os.getloadavg()[0]:.1f} at start)"
     )
     print(f"{'workload':<20}" + "".join(f"{c:>15}" for c in cols) + f"{'ratio':>8}")
     for name, make in WORKLOADS.items():
@@ -476,7 +476,7 @@ def main():
         peers = [row[c] for c in ("JAX jit", "PyTorch") if c in row]
         ratio = f"{row['nabla compile'] / min(peers):7.2f}x" if peers else "      -"
         cells = "".join(f"{row[c]:>15.3f}" if c in row else f"{'-':>15}" for c in cols)
-        print(f"{name:<20}{cells}{ratio}")
+        print(f"{name:<20}{cells}{ratio}  [load {os.getloadavg()[0]:.1f}]", flush=True)
 
 
 if __name__ == "__main__":

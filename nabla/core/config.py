@@ -141,6 +141,8 @@ class _Config:
         self.debug_values = self.debug_nans or self.debug_infs  # either: one read per op
         self.debug_compile = env_bool("NABLA_DEBUG_COMPILE", False)
         self.background_compile = env_bool("NABLA_BACKGROUND_COMPILE", True)
+        # a background compile finishes after the program exits (default: it ends with it)
+        self.compile_detach = env_bool("NABLA_COMPILE_DETACH", False)
         # auto: once MAX has compiled a hot structure, time it against the interpreter on
         # the next calls and keep the faster (0: switch to MAX without measuring)
         self.auto_race = env_bool("NABLA_AUTO_RACE", True)

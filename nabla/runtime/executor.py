@@ -7,15 +7,22 @@ with no NumPy reference). Without MAX installed, ``auto`` is the interpreter. Ea
 compiled form is kept on the program (``program.executables``).
 
 The fastest executor wins each hot structure: once MAX's model is ready, the next calls
-run on MAX and then on the interpreter, timed (a ``Race``), and the faster runs from then
-on. MAX fuses elementwise chains, but on a CPU its GEMM trails the BLAS NumPy links, and a
-tiny program pays MAX's per-call cost; measuring settles each program on its own numbers.
+run on each executor of ``RACE_ENTRANTS`` in turn, timed (a ``Race``), and the fastest runs
+from then on. MAX fuses elementwise chains, but on a CPU its GEMM trails the BLAS NumPy
+links, and a tiny program pays MAX's per-call cost; measuring settles each program on its
+own numbers.
+
+Executors share the cores: in a process where MAX runs CPU programs, the interpreter's
+programs whose matrix products are small run NumPy's BLAS on one thread (``backends/blas.py``):
+OpenBLAS's helper threads spin after each call and would take the cores MAX's thread pool
+works on (MAX's own threads do not spin when idle).
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
+import math
 import re
 import time
 import weakref
@@ -24,28 +31,88 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..backends import buffer_to_numpy, max_backend, mpi
+from ..backends import blas, buffer_to_numpy, max_backend, mpi
 from ..backends import numpy as numpy_backend
 from ..core.config import CONFIG, debug_log
 from ..core.device import get_default_device
-from ..core.ir import Program, build_program
+from ..core.ir import Program, build_program, nested_programs
 from ..core.sharding import PROCESS
 
-__all__ = ["select_backend", "run_program", "Race", "RACE_STATS"]
+__all__ = [
+    "select_backend",
+    "run_program",
+    "Race",
+    "RACE_STATS",
+    "EXECUTORS",
+    "HOST_EXECUTORS",
+    "RACE_ENTRANTS",
+]
 
 LOG = logging.getLogger("nabla.auto")
 
+# The executors a program can run on, by name: each makes ``f(inputs) -> outputs`` of a
+# program once (kept in ``program.executables[name]``). ``HOST_EXECUTORS`` take NumPy arrays.
+EXECUTORS = {
+    "numpy": lambda program: numpy_backend.compile_program(program),
+    "max": lambda program: max_backend().compile_program(program),
+}
+HOST_EXECUTORS = {"numpy"}
+# The executors the ``auto`` tier races on a hot program once MAX has a model, in order of
+# preference: on a near tie (``Race.MARGIN``) the earlier one wins
+RACE_ENTRANTS = ["numpy", "max"]
+
+_NEEDS_MAX: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
 
 def _needs_max(program: Program) -> bool:
-    """True when any input lives on, or any instruction places a value on, an accelerator."""
-    for spec in program.inputs:
-        if spec.device is not None and not spec.device.is_cpu:
-            return True
+    """True when any input lives on, or any instruction places a value on, an accelerator
+    (memoized per program: asked at every call)."""
+    got = _NEEDS_MAX.get(program)
+    if got is None:
+        got = any(spec.device is not None and not spec.device.is_cpu for spec in program.inputs)
+        for instr in program.instructions:
+            dev = instr.kwargs.get("device")
+            if dev is not None and not dev.is_cpu:
+                got = True
+        _NEEDS_MAX[program] = got
+    return got
+
+
+_PRODUCTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+# a program whose largest matrix product has at least this many multiply-adds keeps BLAS's
+# threads: there the second core pays for the helpers' spinning (a 1024 matmul runs ~2x
+# faster on two), below it a product is over before a helper's help matters
+_THREADED_PRODUCT = 1 << 24
+
+
+def _small_products(program: Program) -> bool:
+    """True when ``program`` (or a program it holds) multiplies matrices, each of fewer
+    than ``_THREADED_PRODUCT`` multiply-adds (memoized per program)."""
+    got = _PRODUCTS.get(program)
+    if got is None:
+        largest = _largest_product(program)
+        got = _PRODUCTS[program] = 0 < largest < _THREADED_PRODUCT
+    return got
+
+
+def _largest_product(program: Program) -> int:
+    """Multiply-adds of the largest matrix product in ``program`` or its nested programs
+    (0 when it has none; a symbolic size counts as unbounded)."""
+    shapes = {i: spec.shape for i, spec in enumerate(program.inputs)}
+    largest = 0
     for instr in program.instructions:
-        dev = instr.kwargs.get("device")
-        if dev is not None and not dev.is_cpu:
-            return True
-    return False
+        for o, (_, shape) in zip(instr.outputs, instr.out_specs, strict=True):
+            shapes[o] = shape
+        for sub in nested_programs(instr.kwargs):
+            largest = max(largest, _largest_product(sub))
+        if instr.op != "matmul":
+            continue
+        a, out = shapes.get(instr.inputs[0], ()), instr.out_specs[0][1]
+        dims = [*out, *(a[-1:] if len(a) > 1 else a)]
+        if not all(type(d) is int for d in dims):
+            return 1 << 62
+        largest = max(largest, math.prod(dims))
+    return largest
 
 
 _CROSSES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -83,6 +150,9 @@ def select_backend(program: Program, seen: int) -> str:
                 "install it with: pip install 'nabla[max]'"
             )
         return "max"
+    race = program.executables.get("race")
+    if race is not None and race.winner is not None:  # settled: the common case, first
+        return race.winner
     # auto: a structure the interpreter cannot run (a custom kernel without a NumPy
     # reference) is compiled by MAX now; without MAX, the interpreter's error says why
     if not numpy_backend.supports(program):
@@ -96,9 +166,8 @@ def select_backend(program: Program, seen: int) -> str:
         return "numpy"
     if not CONFIG.auto_race:
         return "max"
-    race = program.executables.get("race")
     if race is None:
-        race = program.executables["race"] = Race()
+        race = program.executables["race"] = Race(RACE_ENTRANTS)
     return race.winner or race.next_entrant()
 
 
@@ -108,43 +177,52 @@ RACE_STATS = {"races_won_by_max": 0, "races_won_by_numpy": 0}
 class Race:
     """The ``auto`` tier's measurement of one hot program, once MAX has a model.
 
-    MAX warms up first, on its own, until two things hold. Its calls have settled: the
-    median of its last ``WINDOW`` calls is no more than 10% below the median of the
-    ``WINDOW`` before (calls after a load run several times slower for tens of calls:
-    2.8 ms falling to 0.55 ms over ~50 calls of a per-example-gradient program here), or
-    ``MAX_WARMUP`` calls have run. And the warm-up has lasted ``QUIET_S`` seconds (it
-    starts right after the interpreter last ran this program): OpenBLAS's threads keep
-    spinning for ~0.1 s after a NumPy matmul, and on 2 cores they slow every MAX call
-    meanwhile 3-5x (0.4 ms became 2-2.5 ms for the per-example program), which had handed
-    such programs to the interpreter. A fast program thus warms up for QUIET_S, however
-    many calls that takes. Other programs that the interpreter runs between these calls
-    still disturb the measurement, as they disturb MAX's calls afterwards.
+    ``entrants``: the executors raced, in order of preference. MAX warms up first, on its
+    own, until two things hold. Its calls have settled: the median of its last ``WINDOW``
+    calls is no more than 10% below the median of the ``WINDOW`` before (calls after a load
+    run several times slower for tens of calls: 2.8 ms falling to 0.55 ms over ~50 calls of
+    a per-example-gradient program here), or ``MAX_WARMUP`` calls have run. And the warm-up
+    has lasted ``QUIET_S`` seconds (it starts right after the interpreter last ran this
+    program), so whatever the interpreter's last call left running has stopped.
 
-    Then ``CALLS`` timed calls run on MAX and ``CALLS`` on the interpreter, each executor in
-    one run (MAX's threads disturb the interpreter's first calls after it less than the
-    reverse, and only each executor's best call counts), and the executor with the faster
-    best call wins for good. Every call computes the requested values, so racing costs
-    only the slower entrant's calls."""
+    Then ``ROUNDS`` rounds: in each, every entrant runs ``CALLS`` timed calls in a row (MAX
+    first, then the others in order). These are the program's real calls, between whatever
+    else the user's code runs, so each executor is timed in the conditions it will run in;
+    and repeating the rounds spreads each executor's calls over the stretch of the race, so
+    a slow stretch of the machine does not fall on one executor only. An executor's score
+    is its best round's median call, the winner the entrant of the lowest score, except
+    that an earlier entrant within ``MARGIN`` of it wins instead: two executors that are
+    nearly equal do not swap between runs of the same script on noise. Every call computes
+    the requested values, so racing costs only the slower entrants' calls."""
 
-    CALLS = 15
+    ROUNDS = 3
+    CALLS = 7
     WINDOW = 8
     MAX_WARMUP = 64
     QUIET_S = 0.25
-    __slots__ = ("times", "winner", "_warmup", "_warming", "_since")
+    MARGIN = 0.1
+    __slots__ = ("entrants", "times", "winner", "_order", "_warmup", "_warming", "_since")
 
-    def __init__(self):
-        self.times = {"max": [], "numpy": []}
+    def __init__(self, entrants=("numpy", "max")):
+        self.entrants = tuple(entrants)
+        self.times = {name: [] for name in self.entrants}  # the timed calls, per entrant
         self.winner = None
+        # the timed calls' executors, in the order they run
+        first = [n for n in self.entrants if n == "max"] + [n for n in self.entrants if n != "max"]
+        self._order = [n for _ in range(self.ROUNDS) for n in first for _ in range(self.CALLS)]
         self._warmup: list[float] = []  # MAX's warm-up call times
-        self._warming = True
+        self._warming = "max" in self.entrants
         self._since = None  # when MAX's warm-up began
 
     def next_entrant(self) -> str:
-        if self._warming or len(self.times["max"]) < self.CALLS:
+        """The executor that runs the program's next call."""
+        if self._warming:
             return "max"
-        return "numpy"
+        done = sum(len(t) for t in self.times.values())
+        return self._order[min(done, len(self._order) - 1)]
 
     def record(self, name: str, seconds: float, program) -> None:
+        """Count one call of ``seconds`` on executor ``name``; decides once all have run."""
         if self._warming:
             now = time.perf_counter()
             if self._since is None:
@@ -160,20 +238,27 @@ class Race:
                 times.clear()  # thousands of calls for a fast program; the race keeps none
             return
         self.times[name].append(seconds)
-        if len(self.times["numpy"]) < self.CALLS:
+        if sum(len(t) for t in self.times.values()) < len(self._order):
             return
-        best = {k: min(t) for k, t in self.times.items()}
-        self.winner = "max" if best["max"] <= best["numpy"] else "numpy"
-        RACE_STATS[f"races_won_by_{self.winner}"] += 1
+        scores = {k: self.score(k) for k in self.entrants}
+        best = min(scores.values())
+        self.winner = next(k for k in self.entrants if scores[k] <= best * (1 + self.MARGIN))
+        key = f"races_won_by_{self.winner}"
+        RACE_STATS[key] = RACE_STATS.get(key, 0) + 1
         if CONFIG.debug_compile:
             debug_log(
                 LOG,
-                "%d-op program runs on %s (best call: max %.3f ms, numpy %.3f ms)",
+                "%d-op program runs on %s (best round's median call: %s)",
                 program.num_ops,
                 self.winner,
-                1e3 * best["max"],
-                1e3 * best["numpy"],
+                ", ".join(f"{k} {1e3 * v:.3f} ms" for k, v in scores.items()),
             )
+
+    def score(self, name: str) -> float:
+        """``name``'s best round's median call (seconds; inf before it ran)."""
+        t = self.times[name]
+        rounds = [t[i : i + self.CALLS] for i in range(0, len(t), self.CALLS)]
+        return min((median(r) for r in rounds if r), default=float("inf"))
 
 
 _DIGESTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -369,17 +454,26 @@ def _read_later(instrs, producer: dict, depth: list, is_cut: list) -> list[set]:
     return needed
 
 
+_MAX_ON_CPU: list = []  # non-empty once MAX ran a CPU program in this process
+
+
 def _run(program: Program, seen: int, inputs: list) -> list:
     name = select_backend(program, seen)
     exe = program.executables.get(name)
     if exe is None:
-        if name == "numpy":
-            exe = numpy_backend.compile_program(program)
-        else:
-            exe = max_backend().compile_program(program)
-        program.executables[name] = exe
-    if name == "numpy":
+        exe = program.executables[name] = EXECUTORS[name](program)
+    if name in HOST_EXECUTORS:
         inputs = [b if isinstance(b, np.ndarray) else buffer_to_numpy(b) for b in inputs]
+        if _MAX_ON_CPU and _small_products(program):  # MAX's threads have the cores
+            with blas.one_thread():
+                return _call(program, name, exe, inputs)
+    elif name == "max" and not _MAX_ON_CPU and not _needs_max(program):
+        _MAX_ON_CPU.append(True)
+    return _call(program, name, exe, inputs)
+
+
+def _call(program: Program, name: str, exe, inputs: list) -> list:
+    """``exe(inputs)``, timed for the program's race while it runs."""
     race = program.executables.get("race")
     if race is None or race.winner is not None or CONFIG.backend != "auto":
         return exe(inputs)

@@ -485,6 +485,24 @@ class _Call(NamedTuple):
     kwargs: dict
 
 
+class _Hot(NamedTuple):
+    """The last hit that ran its plan at the call (``_Plan.run_now``), kept so the same call
+    again skips the general path (the key, the lookup, the fast-path checks): each argument
+    is checked against ``specs`` directly. Valid while its plan is the newest cache entry
+    (any other lookup or store drops it)."""
+
+    plan: _Plan
+    specs: tuple  # per argument: (shape, dtype, device), as keyed
+    modes: tuple  # train/eval mode of each module the function reads, as keyed
+    program: Program
+    layouts: tuple  # per tensor output: (shape, dtype)
+    device: object  # where the outputs live
+    single: bool  # the function returns its one tensor output itself (no tree to build)
+
+
+_COLD = object()  # a call the hot lane does not serve
+
+
 @dataclass
 class CompilationStats(Mapping):
     """Counters of one :class:`CompiledFunction` (``f.stats``).
@@ -564,6 +582,7 @@ class CompiledFunction:
         self._positions: dict = {}  # treedef -> {flat leaf index: positional arg index}
         self._tensor_trees: dict = {}  # n -> the treedef of ((n tensors), {})
         self._newest = None  # the plan at the LRU's end: a hit on it needs no reordering
+        self._hot = None  # a _Hot for the newest plan's last call, or None
         self._last_key = None
         self.explain = os.environ.get("NABLA_EXPLAIN_RETRACE", "0") == "1"
         if self.explain:
@@ -588,6 +607,7 @@ class CompiledFunction:
         with self._lock:
             self._cache.clear()
             self._newest = None
+            self._hot = None
         self._last_key = None
 
     # ------------------------------------------------------------------ key
@@ -761,6 +781,11 @@ class CompiledFunction:
         return args, kwargs
 
     def __call__(self, *args, **kwargs):
+        hot = self._hot
+        if hot is not None and not kwargs:
+            out = self._call_hot(hot, args)
+            if out is not _COLD:
+                return out
         if self._unchecked:
             self._check_arguments(args, kwargs)
         if self._modules is None:
@@ -798,11 +823,67 @@ class CompiledFunction:
         self._stats.hits += 1
         if _takes_fast_path(plan, tensors, const_impls):
             leaves = _run_fast(plan, tensors, const_impls)
+            if plan is entry and plan is self._newest and not kwargs and len(tensors) == len(args):
+                self._hot = _hot_lane(plan, tensors, self._modules, bool(self.dynamic_dims))
         else:
             self._stats.replays += 1
             leaves = plan.replay(tensors, const_impls)
         out = tree_unflatten(plan.out_tree, leaves)
         return _write_back(plan, out, tensors, self.fun) if plan.writes else out
+
+    def _call_hot(self, hot: _Hot, args: tuple):
+        """Serve a call like the hot lane's last one (same argument layouts, all realized,
+        plain and unsharded; nothing recording; the modules in the same modes): run the
+        plan's program and wrap its outputs. ``_COLD`` when the call is not such a call."""
+        specs = hot.specs
+        if len(args) != len(specs) or CONFIG.debug_values or STATE.recording is not None:
+            return _COLD
+        for a, (shape, dtype, device) in zip(args, specs):
+            if type(a) is not Tensor:
+                return _COLD
+            impl = a._impl
+            if (
+                impl.buffer is None
+                or impl.shape != shape
+                or impl.dtype is not dtype
+                or (impl.device is not device and impl.device != device)
+                or impl.sharding is not None
+                or impl.levels
+                or impl.tangents
+                or (impl.traced and is_live(impl.traced))
+            ):
+                return _COLD
+        if hot.modes and tuple(m.__dict__["training"] for m in self._modules) != hot.modes:
+            return _COLD
+        plan = hot.plan
+        consts = plan.consts
+        if plan.captures:  # read anew at every call: as the general path does
+            consts, stale = plan.call_inputs(self.fun)
+            if stale is not None or not _plain_consts(plan, consts):
+                return _COLD
+            for cap in plan.captures:
+                impl = consts[cap.index]
+                if impl.buffer is None or impl.sharding is not None:
+                    return _COLD
+        self._stats.hits += 1
+        inputs = [a._impl.buffer for a in args]
+        inputs += [c.buffer for c in consts]
+        with GRAPH.lock:
+            plan.calls += 1
+            outs = run_program(hot.program, plan.calls, inputs)
+        device = hot.device
+        wrapped = [
+            Tensor._wrap(TensorImpl(shape, dt, device, (), None, 0, out))
+            for (shape, dt), out in zip(hot.layouts, outs, strict=True)
+        ]
+        if hot.single:
+            out = wrapped[0]
+        else:
+            it = iter(wrapped)
+            out = tree_unflatten(
+                plan.out_tree, [r.value if type(r) is PyOut else next(it) for r in plan.outputs]
+            )
+        return _write_back(plan, out, list(args), self.fun) if plan.writes else out
 
     def _lookup(self, key):
         """The cached trace under ``key`` (None on a miss), made the LRU's newest."""
@@ -811,6 +892,7 @@ class CompiledFunction:
             if entry is not None and entry is not self._newest:
                 self._cache.move_to_end(key)
                 self._newest = entry if entry != "fallback" else None
+                self._hot = None
         return entry
 
     def _plan_at_sizes(self, plan, call, tensors):
@@ -937,6 +1019,7 @@ class CompiledFunction:
             self._cache[key] = value
             self._cache.move_to_end(key)  # a trace stored again under its key is the newest
             self._newest = value if value != "fallback" else None
+            self._hot = None
             while len(self._cache) > self.max_cache_size:
                 self._cache.popitem(last=False)
                 self._stats.evictions += 1
@@ -1021,6 +1104,38 @@ def _run_fast(plan, tensors, const_impls) -> list:
             outs = _compiled_call.bind(tensors + consts + drawn, {"plan": plan})
     it = iter(outs)
     return [ref.value if type(ref) is PyOut else next(it) for ref in plan.outputs]
+
+
+_LEAF_TREE = tree_flatten(0)[1]
+
+
+def _hot_lane(plan, tensors, modules, dynamic: bool) -> _Hot | None:
+    """A ``_Hot`` for a call that just ran ``plan`` at the call with ``tensors`` as its
+    whole argument list (None when such calls need the general path: dynamic dims, random
+    draws, a sharded result, or a call that did not run at the call)."""
+    if dynamic or plan.rng_slots or plan.has_host_ops or not _nonempty(plan):
+        return None
+    shapes, dtypes, shardings = plan.call_layouts()
+    if shardings is not None or STATE.recording is not None or CONFIG.debug_values:
+        return None
+    specs = []
+    for t in tensors:
+        impl = t._impl
+        if impl.buffer is None or impl.sharding is not None:
+            return None
+        specs.append((impl.shape, impl.dtype, impl.device))
+    program = plan.program()
+    consts = plan.consts
+    impls = [t._impl for t in tensors] + list(consts)
+    device = _compiled_call.device_of(impls, {})
+    single = (
+        plan.out_tree == _LEAF_TREE
+        and len(plan.outputs) == 1
+        and type(plan.outputs[0]) is not PyOut
+    )
+    modes = tuple(m.__dict__["training"] for m in modules) if modules else ()
+    layouts = tuple(zip(shapes, dtypes, strict=True))
+    return _Hot(plan, tuple(specs), modes, program, layouts, device, single)
 
 
 def _runs_now(plan, tensors, const_impls) -> bool:

@@ -259,10 +259,12 @@ def test_background_compile_then_disk_cache_in_a_second_process(max_cache_dir, m
     np.testing.assert_allclose(eval(vals), _small_ref(ns["VALUES"][2]), rtol=1e-5)
 
 
-def test_exit_never_waits_for_a_background_compile(tmp_path):
-    # A compile in progress at exit is left to its worker process, which caches the model
-    # for the next run: the exit itself is immediate and clean (queued compiles are dropped;
-    # a thread inside MAX at interpreter finalization used to abort the process, exit 134).
+def test_exit_never_waits_for_a_detached_compile(tmp_path):
+    # With NABLA_COMPILE_DETACH=1 a compile in progress at exit is left to its worker
+    # process, which caches the model for the next run: the exit itself is immediate and
+    # clean (queued compiles are dropped; a thread inside MAX at interpreter finalization
+    # used to abort the process, exit 134). By default the worker ends with the program
+    # (test_compile_lifetime.py).
     script = SMALL_SRC + textwrap.dedent(
         """
         from nabla.core.config import CONFIG
@@ -276,7 +278,9 @@ def test_exit_never_waits_for_a_background_compile(tmp_path):
         print(next(iter(session._CHILDREN)))
         """
     )
-    env = _env(NABLA_CACHE_DIR=str(tmp_path), NABLA_BACKGROUND_COMPILE="1")
+    env = _env(
+        NABLA_CACHE_DIR=str(tmp_path), NABLA_BACKGROUND_COMPILE="1", NABLA_COMPILE_DETACH="1"
+    )
     res = subprocess.run(
         [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=600
     )
@@ -385,9 +389,11 @@ def test_auto_races_max_against_the_interpreter_and_keeps_the_faster(monkeypatch
         prog = _last_program()
         race = prog.executables["race"]
         assert race.winner is not None
-        assert len(race.times["max"]) == len(race.times["numpy"]) == Race.CALLS
-        faster = min(race.times, key=lambda k: min(race.times[k]))
-        assert race.winner == faster
+        assert len(race.times["max"]) == len(race.times["numpy"]) == Race.ROUNDS * Race.CALLS
+        scores = {k: race.score(k) for k in race.times}
+        assert race.winner == (
+            "numpy" if scores["numpy"] <= (1 + Race.MARGIN) * scores["max"] else "max"
+        )
         calls = {"max": 0, "numpy": 0}
         for name in calls:
             exe = prog.executables[name]

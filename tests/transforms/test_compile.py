@@ -465,3 +465,47 @@ def test_ops_on_the_traces_own_constants_run_once_when_traced():
     ops = sorted(ins.op for ins in plan.instructions)
     assert ops == ["add", "add", "matmul", "mul", "mul", "reduce_sum", "transpose"], ops
     assert not np.allclose(a, b)
+
+
+def test_a_repeated_call_takes_the_hot_lane_and_anything_else_the_general_path():
+    # the hot lane serves a call like the last one (same layouts, realized, plain); every
+    # other call goes the general way, with the same results and counts as without it
+    w = nb.constant(np.float32([1.0, 2.0, 3.0]))
+    f = nb.compile(lambda a: a * w + 1)
+    x = nb.constant(np.float32([1.0, 1.0, 1.0]))
+    np.testing.assert_allclose(f(x).numpy(), [2.0, 3.0, 4.0])  # traced
+    np.testing.assert_allclose(f(x).numpy(), [2.0, 3.0, 4.0])  # general path: hot lane set
+    assert f._hot is not None
+    np.testing.assert_allclose(f(x).numpy(), [2.0, 3.0, 4.0])  # hot
+    np.testing.assert_allclose(f(x * 2).numpy(), [3.0, 5.0, 7.0])  # a promise: general path
+    np.testing.assert_allclose(f(nb.constant(np.float32([0, 1, 2]))).numpy(), [1.0, 3.0, 7.0])
+    w = nb.constant(np.float32([0.0, 0.0, 5.0]))  # a rebound capture is read anew
+    np.testing.assert_allclose(f(x).numpy(), [1.0, 1.0, 6.0])
+    assert f(nb.constant(np.ones((2, 3), np.float32))).shape == (2, 3)  # a new shape: traced
+    np.testing.assert_allclose(f(x).numpy(), [1.0, 1.0, 6.0])
+    np.testing.assert_allclose(f(nb.constant(np.float64([1, 1, 1]))).numpy(), [1.0, 1.0, 6.0])
+    assert (f.stats.misses, f.stats.hits) == (3, 6)
+    g = nb.grad(lambda v: f(v).sum())(x)  # a traced argument: the replay, with its gradient
+    np.testing.assert_allclose(g.numpy(), [0.0, 0.0, 5.0])
+    y = nb.vmap(f)(nb.constant(np.ones((2, 3), np.float32)))  # a batched argument
+    np.testing.assert_allclose(y.numpy(), [[1.0, 1.0, 6.0]] * 2)
+    np.testing.assert_allclose(f(x).numpy(), [1.0, 1.0, 6.0])
+
+
+def test_the_hot_lane_follows_a_modules_mode_and_writes_state_back():
+    bn = nb.nn.BatchNorm1d(3)
+    f = nb.compile(bn)
+    x = nb.constant(np.arange(6, dtype=np.float32).reshape(2, 3))
+    means = []
+    for _ in range(4):  # training: every call updates the running mean, hot or not
+        f(x)
+        means.append(bn.running_mean.numpy().copy())
+    assert all(np.all(b > a) for a, b in zip(means, means[1:]))
+    bn.eval()
+    out = f(x).numpy()
+    for _ in range(2):
+        np.testing.assert_allclose(f(x).numpy(), out)
+    np.testing.assert_allclose(bn.running_mean.numpy(), means[-1])  # eval: no update
+    bn.train()
+    f(x)
+    assert np.all(bn.running_mean.numpy() > means[-1])

@@ -7,10 +7,12 @@ on-disk ``.mef`` cache, then ``session.compile`` + ``session.init`` (and ``expor
 Background compiles run one at a time, each in a worker process (``worker.py``) that stores
 the model in the disk cache, from which this process then loads it in milliseconds; a daemon
 thread here waits for them, so the interpreter keeps serving calls. At interpreter exit,
-queued compiles are dropped and one in progress is left to finish in its process, caching
-its model for the next run: exit never waits for it. (A program the disk cache cannot hand
-over compiles on the thread itself; exit waits for that one, because a thread still inside
-MAX during interpreter finalization aborts the process.)
+queued compiles are dropped and one in progress ends with the program: the worker process
+is told to stop (it keeps a model it has finished by writing it first) and no process
+outlives this one; with ``NABLA_COMPILE_DETACH=1`` it is left to finish and cache its
+model for the next run instead (``worker.py``). Exit never waits for a compile. (A program
+the disk cache cannot hand over compiles on the thread itself; exit waits for that one,
+because a thread still inside MAX during interpreter finalization aborts the process.)
 
 An ``Executable`` takes NumPy arrays (CPU inputs, wrapped zero-copy with
 ``Buffer.from_numpy``) or MAX ``Buffer``s (accelerator inputs) and returns NumPy arrays for
@@ -32,6 +34,7 @@ import tempfile
 import threading
 import time
 from concurrent.futures import Future
+from typing import NamedTuple
 
 import ml_dtypes
 import numpy as np
@@ -39,7 +42,7 @@ from max import driver, engine
 from max.dtype import DType as MDType
 from max.graph import Graph, TensorType, ops
 
-from ...core.config import debug_log
+from ...core.config import CONFIG, debug_log
 from ...core.device import CPU, Device
 from ...core.ir import Program, SymDim, has_symdim, nested_programs
 from ..kernels import KernelError, kernel_instructions
@@ -56,6 +59,7 @@ from .lowerings import (
     max_dtype,
     unsupported_reason,
 )
+from .worker import Job
 
 __all__ = [
     "get_executable",
@@ -335,8 +339,9 @@ def _accelerator_tag(devices) -> str:
     return ",".join(tags)
 
 
-def make(program, devices, debug: bool) -> Executable:
-    """Disk cache, else compile (and write the disk cache)."""
+def make(program, devices, debug: bool, storing: threading.Event | None = None) -> Executable:
+    """Disk cache, else compile (and write the disk cache). ``storing`` is set while a
+    compiled model is written (a worker process's watchdog waits for that, ``worker.py``)."""
     symbolic = _symbolic_form(program)
     if symbolic is not None:
         return get_executable(symbolic, debug)
@@ -357,8 +362,14 @@ def make(program, devices, debug: bool) -> Executable:
                     debug_log(LOG, "loaded %d-op program %s in %.3f s", program.num_ops, digest, dt)
                 return Executable(model, program, "disk")
         compiled, model = _compile(sess, program, digest, debug)
-        if directory is not None and DISK.store(directory, digest, program, compiled):
-            cache.bump("disk_writes")
+        if storing is not None:
+            storing.set()
+        try:
+            if directory is not None and DISK.store(directory, digest, program, compiled):
+                cache.bump("disk_writes")
+        finally:
+            if storing is not None:
+                storing.clear()
     return Executable(model, program, "compile")
 
 
@@ -525,7 +536,17 @@ def _worker():
                 _INFLIGHT.pop(key, None)
 
 
-_CHILDREN: dict = {}  # pid -> Popen of a compile running in a worker process
+class _Child(NamedTuple):
+    """A compile running in a worker process."""
+
+    proc: subprocess.Popen
+    detach: bool  # it finishes after this process exits (NABLA_COMPILE_DETACH=1)
+
+
+_CHILDREN: dict = {}  # pid -> _Child
+# how long the exit handler waits for a worker it ended (it exits at once unless it is
+# writing a finished model, a few ms) before it kills it
+_END_WAIT_S = 2.0
 _IN_PROCESS = threading.Event()  # set while the worker thread itself is inside MAX
 _EXITING = threading.Event()  # set at interpreter exit: start no worker process
 
@@ -573,8 +594,11 @@ def _compile_in_child(program, devices, debug) -> Executable:
     digest = cache.program_digest(program, _accelerator_tag(devices))
     if digest is None or DISK.directory() is None:
         return _in_process(make, program, devices, debug)
+    detach = CONFIG.compile_detach
     try:
-        job = pickle.dumps((program, devices, debug), protocol=pickle.HIGHEST_PROTOCOL)
+        job = pickle.dumps(
+            Job(program, devices, debug, os.getpid(), detach), protocol=pickle.HIGHEST_PROTOCOL
+        )
     except Exception:  # noqa: BLE001 - an object in the kwargs that does not pickle
         return _in_process(make, program, devices, debug)
     if _EXITING.is_set():
@@ -582,16 +606,20 @@ def _compile_in_child(program, devices, debug) -> Executable:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (_package_root(), env.get("PYTHONPATH")) if p)
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        # files, not pipes: a child outliving this process must not die writing to them
+        # files, not pipes: a detached child outliving this process must not die writing to
+        # them. By default the child stays in this process group (it ends with it, see
+        # worker.py); a detached one gets its own session, out of reach of our signals
         proc = subprocess.Popen(
-            [sys.executable, "-m", "nabla.backends.max.worker"],
+            # -P: not the current directory first on its path, where another checkout's
+            # nabla (speaking another job format) may be; our package root comes first
+            [sys.executable, "-P", "-m", "nabla.backends.max.worker"],
             stdin=subprocess.PIPE,
             stdout=out,
             stderr=err,
             env=env,
-            start_new_session=True,  # a Ctrl-C aimed at this process does not stop it
+            start_new_session=detach,
         )
-        _CHILDREN[proc.pid] = proc
+        _CHILDREN[proc.pid] = _Child(proc, detach)
         try:
             with contextlib.suppress(BrokenPipeError):  # a child that died at start
                 proc.stdin.write(job)
@@ -607,6 +635,8 @@ def _compile_in_child(program, devices, debug) -> Executable:
     try:
         status, value = pickle.loads(reply)
     except Exception:  # noqa: BLE001 - the child died: say how
+        if _EXITING.is_set():  # ended by our exit handler: nothing to report
+            raise RuntimeError("the background compile ended with the program") from None
         raise RuntimeError(
             f"the MAX compile worker exited with status {proc.returncode} before replying"
             + (f": {text.strip().splitlines()[-1]}" if text.strip() else "")
@@ -643,10 +673,10 @@ def _submit(program, key, devices, debug) -> Future:
 
 
 def _finish_at_exit() -> None:
-    """Drop queued compiles. One running in a worker process is left to finish on its own
-    (it caches its model for the next run); MAX work of the worker thread itself (a program
-    the disk cache cannot hand over, or loading a finished model) is waited for (see the
-    module docstring)."""
+    """Drop queued compiles and end the worker processes still compiling (a detached one,
+    ``NABLA_COMPILE_DETACH=1``, is left to finish and cache its model for the next run);
+    MAX work of the worker thread itself (a program the disk cache cannot hand over, or
+    loading a finished model) is waited for (see the module docstring)."""
     _EXITING.set()
     while True:
         try:
@@ -656,6 +686,7 @@ def _finish_at_exit() -> None:
         fut.cancel()
         with _STATE:
             _INFLIGHT.pop(key, None)
+    _end_children()
     if not _IN_PROCESS.is_set():
         return
     with _STATE:
@@ -671,6 +702,24 @@ def _finish_at_exit() -> None:
         try:
             fut.result()
         except BaseException:  # noqa: BLE001 - exiting anyway
+            pass
+
+
+def _end_children() -> None:
+    """SIGTERM to every worker process that ends with this one, then wait for them (a
+    finished model being written is kept: the worker exits once it is stored)."""
+    ending = [c.proc for c in list(_CHILDREN.values()) if not c.detach]
+    for proc in ending:
+        with contextlib.suppress(OSError):
+            proc.terminate()
+    deadline = time.monotonic() + _END_WAIT_S
+    for proc in ending:
+        try:
+            proc.wait(max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(OSError):
+                proc.kill()
+        except (OSError, RuntimeError):  # reaped by the compile thread meanwhile
             pass
 
 
