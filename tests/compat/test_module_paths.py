@@ -256,7 +256,7 @@ def test_max_dtypes_are_read_as_ours():
     t = nb.Tensor.constant(np.ones(3), dtype=max_dtype.DType.float16)
     assert t.dtype is nb.float16
     assert nb.cast(t, max_dtype.DType.int32).dtype is nb.int32
-    assert nb.zeros((2,), dtype=max_dtype.DType.bool).dtype is nb.bool_
+    assert nb.zeros((2,), dtype=max_dtype.DType.bool).dtype is nb.DType.bool
     with pytest.raises(TypeError, match="unsupported dtype float8_e5m2"):
         nb.ones((2,), dtype=max_dtype.DType.float8_e5m2)
 
