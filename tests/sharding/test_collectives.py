@@ -391,6 +391,28 @@ def test_ops_that_need_whole_operands_gather_them():
     assert nb.random.normal(key, (4,)).sharding is None
 
 
+def test_a_value_sharded_inside_a_control_flow_body_leaves_it_whole():
+    """A branch or step that shards a value (a partial sum included) returns it whole: the
+    node's outputs are whole values, as its operands are."""
+    x = arr(8, 4)
+
+    def branch(v):
+        return nb.sum(nb.shard(v, M4, P("x")), axis=0)  # partial over x inside the body
+
+    r = nb.cond(nb.constant(True), branch, lambda v: nb.sum(v, axis=0), nb.constant(x))
+    assert r.shape == (4,) and r.sharding is None
+    np.testing.assert_allclose(r.numpy(), x.sum(0))
+    g = nb.grad(lambda v: nb.sum(nb.cond(nb.constant(True), branch, branch, v) ** 2))(x)
+    np.testing.assert_allclose(g.numpy(), np.broadcast_to(2 * x.sum(0), x.shape))
+    c, ys = nb.scan(
+        lambda c, r: (c + branch(r), nb.shard(r, M4, P("x")) * 2.0),
+        nb.zeros((4,), dtype=nb.float64),
+        x.reshape(2, 4, 4),
+    )
+    np.testing.assert_allclose(c.numpy(), x.sum(0))
+    np.testing.assert_allclose(ys.numpy(), 2 * x.reshape(2, 4, 4))
+
+
 def test_collectives_batch_under_vmap_and_differentiate_under_jacrev():
     x = arr(3, 8, 2)
     t = nb.shard(x, M4, P(None, "x"))
