@@ -45,7 +45,7 @@ from ..runtime.tensor import Tensor
 from . import per_device, spmd
 from ._util import alias_arg, as_tensor
 from .base import Operation
-from .functions import provide
+from .functions import fn, provide
 from .pipeline import Call, emit
 
 __all__ = [
@@ -1267,11 +1267,17 @@ def all_to_all(x, split_axis: int, concat_axis: int, axes=None) -> Tensor:
     """Move mesh ``axes`` from dim ``concat_axis`` (which each device then holds whole) to
     dim ``split_axis`` (same value).
 
+    With ``split_axis == concat_axis`` (as JAX's and the original Nabla's ``all_to_all``)
+    each device cuts its block into ``n`` chunks, sends chunk ``j`` to device ``j``, and
+    concatenates what it receives in device order: the layout stays, and the global value
+    is the dim's ``n x n`` chunks transposed.
+
     Args:
         x: a tensor split along ``concat_axis``.
         split_axis: the dim that becomes split.
         concat_axis: the dim that becomes whole.
-        axes: the mesh axes to move; None: all of ``concat_axis``'s.
+        axes: the mesh axes to move; None: all of ``concat_axis``'s (with ``split_axis ==
+            concat_axis`` they must be all of them).
     """
 
     def local(x):
@@ -1283,9 +1289,38 @@ def all_to_all(x, split_axis: int, concat_axis: int, axes=None) -> Tensor:
         s = _axis("all_to_all", x, split_axis)
         c = _axis("all_to_all", x, concat_axis)
         names = _axes_arg("all_to_all", spec, axes)
-        return all_to_all_phys(x, s, c, spec.dims[c] if names is None else names)
+        names = spec.dims[c] if names is None else names
+        if s == c and spec.dims[c]:
+            return _chunk_transpose(x, _laxis("all_to_all", x, concat_axis), names)
+        return all_to_all_phys(x, s, c, names)
 
     return _dispatch("all_to_all", x, local, whole)
+
+
+def _chunk_transpose(x: Tensor, d: int, axes) -> Tensor:
+    """``all_to_all`` with split dim = concat dim ``d`` (logical) over mesh ``axes``, all of
+    the dim's: the ``n x n`` chunks of dim ``d`` transposed, in ``x``'s layout."""
+    spec = x._impl.sharding
+    have = spec.dims[d + len(x._impl.levels)]
+    if not axes or tuple(axes) != tuple(have):
+        raise ShardingError(
+            f"all_to_all: with split dim = concat dim {d}, the mesh axes must be all those "
+            f"the dim is split over, {have}; got {tuple(axes)} (spec {spec})"
+        )
+    n = prod(spec.mesh.axis_size(a) for a in axes)
+    shape = tuple(x.shape)
+    if shape[d] % (n * n):
+        raise ShardingError(
+            f"all_to_all: dim {d} of shape {shape} is not divisible by {n * n}: each of the "
+            f"{n} devices' blocks is cut into {n} chunks"
+        )
+    y = fn.reshape(x, shape[:d] + (n, n, shape[d] // (n * n)) + shape[d + 1 :])
+    nb = len(x._impl.levels)
+    if y._impl.sharding is not None and y._impl.sharding.dims[nb + d] == tuple(axes):
+        # the exchange itself: the axes move to the chunk dim, then back by the transpose
+        y = all_to_all_phys(y, nb + d + 1, nb + d, axes)
+    y = fn.reshape(fn.transpose(y, d, d + 1), shape)
+    return layout_like(y, x._impl)
 
 
 def ppermute(x, perm=None, axis_name=None, *, permutation=None) -> Tensor:

@@ -163,8 +163,19 @@ def test_all_gather_all_to_all_reduce_scatter_keep_the_value():
     np.testing.assert_allclose(a.numpy(), y)
     with pytest.raises(nb.ShardingError, match="concat dim 1 .* not split over any mesh axis"):
         nb.all_to_all(nb.shard(y, M4, P("x")), 1, 1)
-    with pytest.raises(nb.ShardingError, match="concat dim 0 .* is the split dim too"):
-        nb.all_to_all(nb.shard(y, M4, P("x")), 0, 0)
+    # split dim = concat dim (as JAX's): each device's block cut into 4 chunks, chunk j to
+    # device j: the 4 x 4 chunks of the dim transposed, in the same layout
+    z = arr(16, 3)
+    chunks_t = lambda a: a.reshape(4, 4, 1, 3).swapaxes(0, 1).reshape(16, 3)  # noqa: E731
+    same = nb.all_to_all(nb.shard(z, M4, P("x")), 0, 0)
+    assert same.sharding.to_partition_spec() == P("x")
+    np.testing.assert_allclose(same.numpy(), chunks_t(z))
+    assert "all_to_all" in str(nb.trace(lambda v: nb.all_to_all(v, 0, 0))(nb.shard(z, M4, P("x"))))
+    w = arr(16, 3, seed=3)
+    g = nb.grad(lambda v: nb.sum(nb.all_to_all(nb.shard(v, M4, P("x")), 0, 0) * w))(z)
+    np.testing.assert_allclose(g.numpy(), chunks_t(w))  # the transpose is its own inverse
+    with pytest.raises(nb.ShardingError, match="not divisible by 16"):
+        nb.all_to_all(nb.shard(arr(4, 2), M4, P("x")), 0, 0)
     w = arr(6, 5)
     part = nb.shard(x, M22, P(None, "tp")) @ nb.shard(w, M22, P("tp"))
     assert part.sharding.partial == (("tp", "sum"),)
