@@ -1153,8 +1153,8 @@ def pmean(x, axes=None, *, axis_name=None) -> Tensor:
 
     Args:
         x: a sharded tensor, or a per-device value inside ``shard_map``.
-        axes: the mesh axes to average over; None: the value's partial (else sharded) axes,
-            or inside ``shard_map`` every mesh axis of the body.
+        axes: the mesh axes to average over; None: the value's partial (else sharded, else
+            every) axes, or inside ``shard_map`` every mesh axis of the body.
         axis_name: the original Nabla's (and JAX's) name for ``axes``.
     """
     axes = alias_arg("pmean", "axes", axes, "axis_name", axis_name)
@@ -1168,7 +1168,7 @@ def pmean(x, axes=None, *, axis_name=None) -> Tensor:
         spec = x._impl.sharding
         names = _axes_arg("pmean", spec, axes)
         if names is None:
-            names = spec.partial_axes or spec.sharded_axes
+            names = spec.partial_axes or spec.sharded_axes or spec.mesh.axis_names
         n = prod(spec.mesh.axis_size(a) for a in names)
         return all_reduce(x, "sum", names) / n
 

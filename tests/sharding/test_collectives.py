@@ -115,6 +115,7 @@ def test_collectives_over_replicated_axes_reduce_the_equal_copies():
     r = nb.shard(x, M22, P())
     np.testing.assert_allclose(nb.all_reduce(r).numpy(), 4 * x)  # default: every mesh axis
     np.testing.assert_allclose(nb.pmean(r, axis_name="dp").numpy(), x)
+    np.testing.assert_allclose(nb.pmean(r).numpy(), x)
     rs = nb.reduce_scatter(a, 1, axes="tp")
     assert rs.sharding.to_partition_spec() == P("dp", "tp")
     np.testing.assert_allclose(rs.numpy(), 2 * x)
