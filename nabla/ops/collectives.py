@@ -10,7 +10,9 @@ device (``nabla.core.sharding``). Two kinds of ops live here:
   gradients are the reverse layout change.
 - **Per-device collectives**, which change the global value because they act on each
   device's block: ``all_reduce`` over axes a dim is split on (every device gets the
-  reduction of the blocks: the dim shrinks to one block, replicated), ``ppermute`` (blocks
+  reduction of the blocks: the dim shrinks to one block, replicated) or the value is
+  replicated on (the equal copies are reduced: ``sum`` is ``n * x``, as JAX's ``psum``;
+  ``reduce_scatter`` over such axes is that, then a split), ``ppermute`` (blocks
   move between devices), ``broadcast`` (every device gets the root's block) and
   ``axis_index`` (each device's coordinate).
 
