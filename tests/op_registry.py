@@ -368,7 +368,7 @@ _reduction("reduce_min", _np_red(np.min), samples=_nonempty_samples)
 register(
     OpEntry(
         "minmax",
-        nb.minmax,
+        lambda x: list(nb.minmax(x).values()),  # {"min": ..., "max": ...}
         lambda x: [np.min(x), np.max(x)],
         lambda rng, dt: [Sample((_vals(rng, s, dt),)) for s in SHAPES],
         dtypes=("float32", "float64", "int32"),

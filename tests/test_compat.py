@@ -182,7 +182,9 @@ def test_chunk_sizes_and_minmax_as_the_original():
     assert [c.shape[0] for c in nb.chunk(x, 3)] == [4, 3, 3]
     assert [c.shape[0] for c in nb.chunk(nb.arange(2), 3)] == [1, 1]
     np.testing.assert_array_equal(nb.concatenate(nb.chunk(x, 4)).numpy(), np.arange(10))
-    lo, hi = nb.minmax(nb.constant([[3.0, -1.0], [7.0, 2.0]]))
+    got = nb.minmax(nb.constant([[3.0, -1.0], [7.0, 2.0]]))  # a dict, as the original's
+    assert isinstance(got, dict) and list(got) == ["min", "max"]
+    lo, hi = got["min"], got["max"]
     assert (lo.item(), hi.item()) == (-1.0, 7.0) and lo.shape == hi.shape == ()
 
 

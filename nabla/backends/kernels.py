@@ -15,6 +15,7 @@ reference is kept out of the instruction so that the program's digest stays cano
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
@@ -31,6 +32,9 @@ __all__ = [
     "find_kernel",
     "NUMPY_REFERENCES",
     "kernel_instructions",
+    "KernelLowering",
+    "graph_kernel_calls",
+    "graph_kernel_call",
 ]
 
 RECHECK_SECONDS = 1.0
@@ -170,3 +174,45 @@ def kernel_instructions(program):
             for sub in v if isinstance(v, tuple) else (v,):
                 if isinstance(sub, Program):
                     yield from kernel_instructions(sub)
+
+
+class KernelLowering:
+    """A custom op lowered by the user's own Python: ``fn(values, kwargs) -> list`` of graph
+    values, run by a graph backend (MAX) on its graph values (the original Nabla's op-class
+    protocol, ``kernel(args, kwargs)``). It has no canonical form (its code is not part of
+    the program's content), so a program holding one is compiled in this process and never
+    cached on disk. Compared by identity: one per op.
+
+    Args:
+        name: the op's name (in errors).
+        fn: ``fn(values, kwargs)``.
+    """
+
+    __slots__ = ("name", "fn")
+
+    def __init__(self, name: str, fn):
+        self.name, self.fn = name, fn
+
+    def __repr__(self):
+        return f"<kernel() lowering of {self.name}>"
+
+
+_GRAPH_CALL = threading.local()
+
+
+@contextlib.contextmanager
+def graph_kernel_calls(call):
+    """While a graph backend runs a ``KernelLowering``: ``call(name, kernel_path, values,
+    out_types, device=None, **params)`` builds a kernel call on its graph values (what
+    ``call_custom_kernel`` does when given graph values instead of tensors)."""
+    saved = getattr(_GRAPH_CALL, "call", None)
+    _GRAPH_CALL.call = call
+    try:
+        yield
+    finally:
+        _GRAPH_CALL.call = saved
+
+
+def graph_kernel_call():
+    """The active graph backend's kernel call (``graph_kernel_calls``), or None."""
+    return getattr(_GRAPH_CALL, "call", None)

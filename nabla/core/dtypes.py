@@ -164,6 +164,10 @@ _BY_NAME.update({"bool_": DType.bool, "float": DType.float32, "int": DType.int32
 def to_dtype(d) -> DType:
     """Normalize a DType, NumPy dtype, Python type or name to a ``DType``.
 
+    MAX's ``max.dtype.DType`` members (the original Nabla's dtype objects) are read by their
+    name: ``DType.float32`` of MAX is ours. Matched by duck typing, since only the MAX
+    backend may import ``max``.
+
     Raises:
         TypeError: if ``d`` names no supported dtype.
     """
@@ -177,6 +181,8 @@ def to_dtype(d) -> DType:
         return DType.float32
     if isinstance(d, str) and d in _BY_NAME:
         return _BY_NAME[d]
+    if isinstance(d, enum.Enum) and type(d).__name__ == "DType" and d.name in _BY_NAME:
+        return _BY_NAME[d.name]
     try:
         nd = np.dtype(d)
     except TypeError:

@@ -210,6 +210,10 @@ class DeviceMesh:
         """How many devices lie along mesh axis ``name``."""
         return self.shape[self.axis(name)]
 
+    def get_axis_size(self, name: str) -> int:
+        """``axis_size`` (the original Nabla's spelling)."""
+        return self.axis_size(name)
+
     def coords(self, device: int) -> tuple:
         """The mesh coordinates of flat device index ``device``."""
         return tuple(int(c) for c in np.unravel_index(device, self.shape))
@@ -297,9 +301,11 @@ class DimSpec:
             replicated dim has nothing to propagate: its priority must be 0.
 
     ``DimSpec(["x"])`` is closed; a ``P(...)`` entry is open (see ``ShardingSpec``).
+    ``d.axes`` reads the names as a new list (the original Nabla's type: ``d.axes == ["x"]``);
+    the ``DimSpec`` itself is immutable and hashable.
     """
 
-    __slots__ = ("axes", "is_open", "priority")
+    __slots__ = ("_axes", "is_open", "priority")
 
     def __init__(self, axes=(), is_open: bool = False, priority: int = 0):
         if axes is None:
@@ -317,9 +323,14 @@ class DimSpec:
                 f"DimSpec: a closed replicated dim cannot have a priority (got {priority}); "
                 "it has nothing to propagate"
             )
-        self.axes = tuple(axes)
+        self._axes = tuple(axes)
         self.is_open = bool(is_open)
         self.priority = int(priority)
+
+    @property
+    def axes(self) -> list:
+        """The mesh axis names, major to minor (a new list; ``[]``: replicated)."""
+        return list(self._axes)
 
     @staticmethod
     def from_raw(raw) -> DimSpec:
@@ -339,30 +350,30 @@ class DimSpec:
 
     def is_replicated(self) -> bool:
         """True when the dim is split over no mesh axis."""
-        return not self.axes
+        return not self._axes
 
     def __eq__(self, other):
         return (
             isinstance(other, DimSpec)
-            and other.axes == self.axes
+            and other._axes == self._axes
             and other.is_open == self.is_open
             and other.priority == self.priority
         )
 
     def __hash__(self):
-        return hash((self.axes, self.is_open, self.priority))
+        return hash((self._axes, self.is_open, self.priority))
 
     def __repr__(self):
         extra = ", is_open=True" if self.is_open else ""
         extra += f", priority={self.priority}" if self.priority else ""
-        return f"DimSpec({list(self.axes)}{extra})"
+        return f"DimSpec({list(self._axes)}{extra})"
 
 
 def _entry_axes(entry) -> tuple:
     if entry is None or entry is UNCONSTRAINED:
         return ()
     if isinstance(entry, DimSpec):
-        return entry.axes
+        return entry._axes
     if isinstance(entry, str):
         return (entry,)
     return tuple(entry)
@@ -544,6 +555,10 @@ class ShardingSpec:
     def is_replicated(self) -> bool:
         """True when every device holds the whole value."""
         return not self.partial and not any(self.dims)
+
+    def is_fully_replicated(self) -> bool:
+        """``is_replicated`` (the original Nabla's spelling, a method there)."""
+        return self.is_replicated
 
     @property
     def dim_specs(self) -> tuple:

@@ -10,7 +10,9 @@ device (``nabla.core.sharding``). Two kinds of ops live here:
   gradients are the reverse layout change.
 - **Per-device collectives**, which change the global value because they act on each
   device's block: ``all_reduce`` over axes a dim is split on (every device gets the
-  reduction of the blocks: the dim shrinks to one block, replicated), ``ppermute`` (blocks
+  reduction of the blocks: the dim shrinks to one block, replicated) or the value is
+  replicated on (the equal copies are reduced: ``sum`` is ``n * x``, as JAX's ``psum``;
+  ``reduce_scatter`` over such axes is that, then a split), ``ppermute`` (blocks
   move between devices), ``broadcast`` (every device gets the root's block) and
   ``axis_index`` (each device's coordinate).
 
@@ -45,7 +47,7 @@ from ..runtime.tensor import Tensor
 from . import per_device, spmd
 from ._util import alias_arg, as_tensor
 from .base import Operation
-from .functions import provide
+from .functions import fn, provide
 from .pipeline import Call, emit
 
 __all__ = [
@@ -355,7 +357,10 @@ class AllReduceOp(_MeshOp):
     """Every device gets the reduction (``kind``) over ``axes`` of the devices' values.
 
     Over a partial axis of the same kind that completes the value (a layout change); over an
-    axis that splits a dim, it reduces the blocks: that dim shrinks to one block."""
+    axis that splits a dim, it reduces the blocks: that dim shrinks to one block; over axes
+    the value is replicated along, it reduces the equal copies (``sum``: ``n * x``, as JAX's
+    ``psum`` of a replicated value). One bind reduces either only such replicated axes or
+    none of them (``all_reduce`` splits a call), so each rule sees one case."""
 
     name = "all_reduce"
     backend_name = "mesh_reduce"
@@ -378,11 +383,14 @@ class AllReduceOp(_MeshOp):
                     )
                 continue
             d = spec.dim_of(a)
-            if d is None:
-                raise ShardingError(
-                    f"all_reduce: the value of shape {_shape(impl)} is not sharded over mesh "
-                    f"axis {a!r} (spec {spec}): every device along it holds the same value"
-                )
+            if d is None:  # replicated along ``a``: the copies are the terms
+                if kind == "prod" and spec.partial:
+                    raise ShardingError(
+                        f"all_reduce: a 'prod' over the copies along mesh axis {a!r} of a "
+                        f"value that is partial (spec {spec}) is no product of its values; "
+                        "complete the value first"
+                    )
+                continue
             dims[d].remove(a)
             shape[d] //= spec.mesh.axis_size(a)
         partial = tuple((a, k) for a, k in spec.partial if a not in axes)
@@ -398,6 +406,8 @@ class AllReduceOp(_MeshOp):
     def jvp_rule(self, primals, tangents, outputs, kwargs):
         x, t = primals[0], tangents[0]
         out = outputs[0]._impl
+        if _copies(x._impl.sharding, kwargs["axes"]):
+            return [_copies_derivative(x, t, outputs[0], kwargs)]
         if self.completes(x._impl, kwargs):
             return [_to_layout(t, out.sharding, out)]
         t = _to_layout(t, _no_partial(x._impl.sharding), x._impl)
@@ -409,6 +419,10 @@ class AllReduceOp(_MeshOp):
     def vjp_rule(self, primals, cotangents, outputs, kwargs):
         x, ct = primals[0], cotangents[0]
         xi = x._impl
+        if _copies(xi.sharding, kwargs["axes"]):
+            out = outputs[0]._impl
+            ct = _to_layout(ct, out.sharding, out)
+            return [_copies_derivative(x, ct, outputs[0], kwargs)]
         if self.completes(xi, kwargs):
             return [_to_layout(ct, _no_partial(xi.sharding), xi)]
         if kwargs["kind"] != "sum" and any(a in xi.sharding.partial_kinds for a in kwargs["axes"]):
@@ -424,6 +438,25 @@ class AllReduceOp(_MeshOp):
         if kind == "prod":
             return [ct * _relabel_back(outputs[0], x, kwargs["axes"]) / x]
         return [ct * _argext_mask(x, outputs[0], kwargs)]
+
+
+def _copies(spec: ShardingSpec, axes) -> tuple:
+    """The ``axes`` along which ``spec``'s value is replicated (neither split nor partial)."""
+    used = set(spec.sharded_axes) | set(spec.partial_axes)
+    return tuple(a for a in axes if a not in used)
+
+
+def _copies_derivative(x, t, out, kwargs):
+    """The tangent (or cotangent: the map is self-adjoint) of reducing the ``n`` equal
+    copies of ``x`` along replicated axes: ``sum`` is ``n * x``, ``max``/``min`` ``x``,
+    ``prod`` ``x ** n`` (derivative ``n * out / x``, as a sum of ``out / x`` over the
+    copies)."""
+    kind = kwargs["kind"]
+    if kind in ("max", "min"):
+        return t
+    if kind == "prod":
+        t = t * out / x
+    return _all_reduce.bind([t], {"axes": kwargs["axes"], "kind": "sum"})
 
 
 def _argext_mask(x, out, kwargs):
@@ -976,15 +1009,34 @@ def unshard(x) -> Tensor:
     return _unshard.bind([x], {})
 
 
-def _dispatch(op: str, x, per_device_form, global_form):
+def _dispatch(op: str, x, per_device_form, global_form, one_device=None):
     """The one place a public collective decides its form: a per-device value inside a
     ``shard_map`` body goes to ``per_device_form(x)`` (collectives over the body's mesh
-    axes, ``ops/per_device.py``); anything else must be sharded and goes to
+    axes, ``ops/per_device.py``); a tensor with no mesh to ``one_device(x)`` when given (it
+    lives on one device, where a reduction or gather is the identity, as on a mesh of one
+    device and as in the original Nabla); anything else must be sharded and goes to
     ``global_form(x)`` (the op on the global value)."""
     x = as_tensor(x, op=op)
     if _per_device(x):
         return per_device_form(x)
+    if one_device is not None and x._impl.sharding is None:
+        return one_device(x)
     return global_form(_sharded(x, op))
+
+
+def _same(x: Tensor) -> Tensor:
+    """A collective over the one device of a tensor with no mesh: its value."""
+    return x
+
+
+def _same_along(op: str, axis):
+    """``_same`` for a collective along dim ``axis`` (checked against the shape)."""
+
+    def same(x: Tensor) -> Tensor:
+        _laxis(op, x, axis)
+        return x
+
+    return same
 
 
 def _per_device(x: Tensor) -> bool:
@@ -1056,13 +1108,16 @@ def all_reduce(x, reduce_op: str = "sum", axes=None, *, reduce_axes=None) -> Ten
 
     Over axes where ``x`` is partial with the same reduction this completes the value (the
     global value is unchanged). Over axes that split a dim of ``x`` it reduces the blocks:
-    every device gets the reduction of the blocks, and that dim shrinks to one block.
+    every device gets the reduction of the blocks, and that dim shrinks to one block. Over
+    axes along which ``x`` is replicated it reduces the equal copies, as JAX's ``psum`` of a
+    replicated value: ``sum`` gives ``n * x`` (``n`` devices along them), ``max``/``min``
+    give ``x``, ``prod`` gives ``x ** n``.
 
     Args:
         x: a sharded tensor.
         reduce_op: ``"sum"``, ``"max"``, ``"min"`` or ``"prod"``.
         axes: mesh axis name(s); None: every partial axis of ``x`` if it has any, else every
-            axis it is split over.
+            axis it is split over, else (a replicated ``x``) every mesh axis.
         reduce_axes: the original API's name for ``axes``.
     """
     if reduce_op not in REDUCE_KINDS:
@@ -1081,15 +1136,18 @@ def all_reduce(x, reduce_op: str = "sum", axes=None, *, reduce_axes=None) -> Ten
         spec = x._impl.sharding
         names = _axes_arg("all_reduce", spec, axes)
         if names is None:
-            names = spec.partial_axes or spec.sharded_axes
-            if not names:
-                raise ShardingError(
-                    f"all_reduce: the tensor of shape {x.shape} (spec {spec}) is replicated: "
-                    "there is nothing to reduce"
-                )
-        return _all_reduce.bind([x], {"axes": names, "kind": reduce_op})
+            names = spec.partial_axes or spec.sharded_axes or spec.mesh.axis_names
+        if not names:
+            raise ShardingError("all_reduce: no mesh axes given")
+        copies = _copies(spec, names)
+        rest = tuple(a for a in names if a not in copies)
+        if rest:
+            x = _all_reduce.bind([x], {"axes": rest, "kind": reduce_op})
+        if copies:
+            x = _all_reduce.bind([x], {"axes": copies, "kind": reduce_op})
+        return x
 
-    return _dispatch("all_reduce", x, local, whole)
+    return _dispatch("all_reduce", x, local, whole, _same)
 
 
 def pmean(x, axes=None, *, axis_name=None) -> Tensor:
@@ -1097,8 +1155,8 @@ def pmean(x, axes=None, *, axis_name=None) -> Tensor:
 
     Args:
         x: a sharded tensor, or a per-device value inside ``shard_map``.
-        axes: the mesh axes to average over; None: the value's partial (else sharded) axes,
-            or inside ``shard_map`` every mesh axis of the body.
+        axes: the mesh axes to average over; None: the value's partial (else sharded, else
+            every) axes, or inside ``shard_map`` every mesh axis of the body.
         axis_name: the original Nabla's (and JAX's) name for ``axes``.
     """
     axes = alias_arg("pmean", "axes", axes, "axis_name", axis_name)
@@ -1112,11 +1170,11 @@ def pmean(x, axes=None, *, axis_name=None) -> Tensor:
         spec = x._impl.sharding
         names = _axes_arg("pmean", spec, axes)
         if names is None:
-            names = spec.partial_axes or spec.sharded_axes
+            names = spec.partial_axes or spec.sharded_axes or spec.mesh.axis_names
         n = prod(spec.mesh.axis_size(a) for a in names)
         return all_reduce(x, "sum", names) / n
 
-    return _dispatch("pmean", x, local, whole)
+    return _dispatch("pmean", x, local, whole, _same)
 
 
 def all_gather(x, axis: int, axes=None) -> Tensor:
@@ -1145,20 +1203,39 @@ def all_gather(x, axis: int, axes=None) -> Tensor:
                 )
         return all_gather_phys(x, d, names)
 
-    return _dispatch("all_gather", x, local, whole)
+    return _dispatch("all_gather", x, local, whole, _same_along("all_gather", axis))
 
 
-def reduce_scatter(x, axis: int, axes=None) -> Tensor:
-    """Complete ``x``'s partial terms over ``axes`` and split dim ``axis`` over them (same
-    value; half the traffic of an ``all_reduce``).
+def reduce_scatter(x, axis: int, axes=None, *, reduce_op: str = "sum") -> Tensor:
+    """Reduce ``x``'s terms over mesh ``axes`` and split dim ``axis`` over them (half the
+    traffic of an ``all_reduce``).
+
+    Over axes where ``x`` is partial this completes the value (the global value is
+    unchanged). Over other axes it is ``all_reduce`` over them (the equal copies along an
+    axis ``x`` is replicated on are the terms, as JAX's ``psum_scatter`` of a replicated
+    value: ``sum`` gives ``n * x``; blocks of a dim split over one are reduced), then each
+    device keeps its block of dim ``axis``. Partial axes come first in the dim's split.
 
     Args:
-        x: a tensor partial over ``axes``.
+        x: a sharded tensor (or a per-device value inside ``shard_map``).
         axis: the dim to split.
-        axes: mesh axes; None: every partial axis.
+        axes: mesh axes; None: every partial axis, or for a value with none every mesh axis
+            (all devices' values are the terms, as the original Nabla).
+        reduce_op: the reduction, ``"sum"`` (default), ``"max"``, ``"min"`` or ``"prod"``;
+            a partial value's terms are reduced by their own kind, which it must match.
+            Inside ``shard_map`` only ``"sum"``.
     """
+    if reduce_op not in REDUCE_KINDS:
+        raise ShardingError(
+            f"reduce_scatter: reduce_op must be one of {REDUCE_KINDS}, got {reduce_op!r}"
+        )
 
     def local(x):
+        if reduce_op != "sum":
+            raise ShardingError(
+                f"reduce_scatter: inside shard_map only reduce_op='sum' is supported, got "
+                f"{reduce_op!r}"
+            )
         d = _laxis("reduce_scatter", x, axis)
         return per_device.reduce_scatter(x, d, _body_levels("reduce_scatter", axes))
 
@@ -1166,20 +1243,43 @@ def reduce_scatter(x, axis: int, axes=None) -> Tensor:
         spec = x._impl.sharding
         d = _axis("reduce_scatter", x, axis)
         names = _axes_arg("reduce_scatter", spec, axes)
-        return reduce_scatter_phys(x, d, spec.partial_axes if names is None else names)
+        if names is None:
+            names = spec.partial_axes or spec.mesh.axis_names
+        terms = tuple(a for a in names if a in spec.partial_kinds)
+        copies = tuple(a for a in names if a not in terms)  # copies or blocks
+        kinds = spec.partial_kinds
+        wrong = [a for a in terms if a in kinds and kinds[a] != reduce_op]
+        if wrong:
+            raise ShardingError(
+                f"reduce_scatter: the value of shape {x.shape} is partial over {wrong[0]!r} "
+                f"with {kinds[wrong[0]]!r} terms (spec {spec}); reduce_op={reduce_op!r} is "
+                "not their reduction"
+            )
+        if terms or not copies:
+            x = reduce_scatter_phys(x, d, terms)
+        if copies:
+            x = all_reduce(x, reduce_op, copies)
+            x = _shard_slice.bind([x], {"dim": _neg(x._impl, d), "axes": copies})
+        return x
 
-    return _dispatch("reduce_scatter", x, local, whole)
+    return _dispatch("reduce_scatter", x, local, whole, _same_along("reduce_scatter", axis))
 
 
 def all_to_all(x, split_axis: int, concat_axis: int, axes=None) -> Tensor:
     """Move mesh ``axes`` from dim ``concat_axis`` (which each device then holds whole) to
     dim ``split_axis`` (same value).
 
+    With ``split_axis == concat_axis`` (as JAX's and the original Nabla's ``all_to_all``)
+    each device cuts its block into ``n`` chunks, sends chunk ``j`` to device ``j``, and
+    concatenates what it receives in device order: the layout stays, and the global value
+    is the dim's ``n x n`` chunks transposed.
+
     Args:
         x: a tensor split along ``concat_axis``.
         split_axis: the dim that becomes split.
         concat_axis: the dim that becomes whole.
-        axes: the mesh axes to move; None: all of ``concat_axis``'s.
+        axes: the mesh axes to move; None: all of ``concat_axis``'s (with ``split_axis ==
+            concat_axis`` they must be all of them).
     """
 
     def local(x):
@@ -1191,9 +1291,38 @@ def all_to_all(x, split_axis: int, concat_axis: int, axes=None) -> Tensor:
         s = _axis("all_to_all", x, split_axis)
         c = _axis("all_to_all", x, concat_axis)
         names = _axes_arg("all_to_all", spec, axes)
-        return all_to_all_phys(x, s, c, spec.dims[c] if names is None else names)
+        names = spec.dims[c] if names is None else names
+        if s == c and spec.dims[c]:
+            return _chunk_transpose(x, _laxis("all_to_all", x, concat_axis), names)
+        return all_to_all_phys(x, s, c, names)
 
     return _dispatch("all_to_all", x, local, whole)
+
+
+def _chunk_transpose(x: Tensor, d: int, axes) -> Tensor:
+    """``all_to_all`` with split dim = concat dim ``d`` (logical) over mesh ``axes``, all of
+    the dim's: the ``n x n`` chunks of dim ``d`` transposed, in ``x``'s layout."""
+    spec = x._impl.sharding
+    have = spec.dims[d + len(x._impl.levels)]
+    if not axes or tuple(axes) != tuple(have):
+        raise ShardingError(
+            f"all_to_all: with split dim = concat dim {d}, the mesh axes must be all those "
+            f"the dim is split over, {have}; got {tuple(axes)} (spec {spec})"
+        )
+    n = prod(spec.mesh.axis_size(a) for a in axes)
+    shape = tuple(x.shape)
+    if shape[d] % (n * n):
+        raise ShardingError(
+            f"all_to_all: dim {d} of shape {shape} is not divisible by {n * n}: each of the "
+            f"{n} devices' blocks is cut into {n} chunks"
+        )
+    y = fn.reshape(x, shape[:d] + (n, n, shape[d] // (n * n)) + shape[d + 1 :])
+    nb = len(x._impl.levels)
+    if y._impl.sharding is not None and y._impl.sharding.dims[nb + d] == tuple(axes):
+        # the exchange itself: the axes move to the chunk dim, then back by the transpose
+        y = all_to_all_phys(y, nb + d + 1, nb + d, axes)
+    y = fn.reshape(fn.transpose(y, d, d + 1), shape)
+    return layout_like(y, x._impl)
 
 
 def ppermute(x, perm=None, axis_name=None, *, permutation=None) -> Tensor:

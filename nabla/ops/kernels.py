@@ -26,14 +26,22 @@ import numbers
 from math import prod
 from typing import NamedTuple
 
-from ..backends.kernels import NUMPY_REFERENCES, KernelPackage, find_kernel
+from ..backends.kernels import (
+    NUMPY_REFERENCES,
+    KernelLowering,
+    KernelPackage,
+    find_kernel,
+    graph_kernel_call,
+)
 from ..core.dtypes import DType, to_dtype
 from ..runtime.tensor import Tensor
 from . import _util, batching
 from .base import Operation, OpError
-from .functions import fn
+from .functions import fn, provide
 
 __all__ = ["ShapeDtype", "CustomKernelOp", "custom_op", "call_custom_kernel"]
+
+_PROTOCOL_DOC = "the original Nabla's op-class protocol"
 
 
 class ShapeDtype(NamedTuple):
@@ -375,6 +383,12 @@ def call_custom_kernel(name: str, kernel_path, values, out_types, *, numpy_fn=No
             backend.
         **params: compile-time kernel parameters (bool, int, float, str or DType).
 
+    Inside ``kernel(args, kwargs)`` of an op in the original Nabla's protocol
+    (``kernel_protocol``), ``values`` are MAX graph values and ``out_types`` MAX tensor types
+    (``x.type``): the call is built into the graph MAX is building, and graph values come
+    back (the original's ``call_custom_kernel(name, path, x, x.type)``); ``device=`` may
+    name the MAX device there.
+
     Returns:
         A Tensor, or a list of Tensors when ``out_types`` is a list.
 
@@ -384,14 +398,110 @@ def call_custom_kernel(name: str, kernel_path, values, out_types, *, numpy_fn=No
         KernelError: at realization on MAX, a Mojo compile error or output types the kernel
             rejects, with the compiler's message.
     """
+    graph_call = graph_kernel_call()
+    if graph_call is not None:  # inside an op's kernel() (the original's protocol): MAX values
+        return graph_call(name, kernel_path, values, out_types, **params)
     if isinstance(values, Tensor) or not isinstance(values, tuple | list):
         values = [values]
+    foreign = [v for v in values if type(v).__module__.startswith("max.")]
+    if foreign:
+        raise TypeError(
+            f"call_custom_kernel: got a MAX graph value ({type(foreign[0]).__name__}) outside "
+            "an op's kernel(): graph values are passed to kernel() of a UnaryOperation "
+            "subclass while MAX builds its graph; call it on tensors otherwise"
+        )
     tensors = [_util.as_tensor(v, op="call_custom_kernel") for v in values]
     outs, single = out_specs("call_custom_kernel", out_types)
     results = _CALL._record(tensors, _KernelRef(name, kernel_path, numpy_fn), outs, params)
     return results[0] if single else results
 
 
+class ProtocolOp(CustomKernelOp):
+    """The op behind a ``UnaryOperation`` subclass written in the original Nabla's protocol
+    (``kernel_protocol``): elementwise (output of the input's shape and dtype, vmap batch
+    dims prefixed), derivative ``user._derivative(x, y)`` times the (co)tangent, lowered on
+    MAX by ``user.kernel(values, kwargs)`` (a ``KernelLowering``). No NumPy reference: the
+    ``numpy`` backend refuses it naming the op, ``auto`` compiles it with MAX.
+
+    Args:
+        user: the user's op instance.
+    """
+
+    def __init__(self, user):
+        name = user.name
+        if not isinstance(name, str) or not name:
+            raise TypeError(
+                f"{type(user).__name__}: an op in {_PROTOCOL_DOC} needs a name (a non-empty "
+                f"str property), got {name!r}"
+            )
+        super().__init__(name, None, kernel=f"{type(user).__qualname__}.kernel")
+        self.user = user
+        self.lowering = KernelLowering(name, user.kernel)
+
+    def call(self, args, kwargs) -> list:
+        """``op([x], {})``: the one output, in a list (the original's calling convention)."""
+        if not isinstance(args, list | tuple) or len(args) != 1:
+            raise OpError(
+                f"{self.name}: a unary op is called as op([x], kwargs) with one tensor, got "
+                f"{args!r}"
+            )
+        if not isinstance(kwargs, dict):
+            raise OpError(f"{self.name}: kwargs must be a dict, got {kwargs!r}")
+        x = _util.as_tensor(args[0], op=self.name)
+        record = {
+            "op": self.name,
+            "kernel": self.kernel,
+            "package": None,
+            "digest": None,
+            "out_types": ((x.dtype, tuple(x.shape)),),
+            "params": _params(self.name, kwargs),
+            "lower": self.lowering,
+        }
+        return self.apply([x], record)
+
+    def _factor(self, x, y):
+        d = self.user._derivative(x, y)
+        if d is NotImplemented or d is None:
+            raise NotImplementedError(
+                f"custom op {self.name!r} has no derivative: define _derivative(self, primals, "
+                "output) returning d(output)/d(input) elementwise"
+            )
+        return d
+
+    def vjp_rule(self, primals, cotangents, outputs, kwargs):
+        return [cotangents[0] * self._factor(primals[0], outputs[0])]
+
+    def jvp_rule(self, primals, tangents, outputs, kwargs):
+        return [tangents[0] * self._factor(primals[0], outputs[0])]
+
+
+def kernel_protocol(cls) -> None:
+    """Make ``cls``, a ``UnaryOperation`` subclass that defines ``kernel(self, args,
+    kwargs)`` (the original Nabla's protocol), a front for a ``ProtocolOp``: instances are
+    called ``op([x], kwargs)`` and return ``[y]``. ``name`` names the op; ``kernel`` gets
+    the MAX graph values of the arguments (vmap batch dims first) and returns a list of
+    graph values, typically from ``call_custom_kernel(name, path, x, x.type)``;
+    ``_derivative(self, primals, output)`` returns d(output)/d(input) as a tensor."""
+
+    def __init__(self):
+        self._op = ProtocolOp(self)
+
+    def __call__(self, args, kwargs=None):
+        return self._op.call(args, {} if kwargs is None else kwargs)
+
+    def __repr__(self):
+        return f"<custom op {self.name} ({_PROTOCOL_DOC}: {type(self).__qualname__})>"
+
+    __init__.__doc__ = "Make the op behind this class's instance (a ``ProtocolOp``)."
+    __call__.__doc__ = ProtocolOp.call.__doc__
+    for attr, value in (("__init__", __init__), ("__call__", __call__), ("__repr__", __repr__)):
+        if attr not in cls.__dict__:
+            setattr(cls, attr, value)
+
+
 def package_digest(kernel_path) -> str:
     """The content digest of the kernel package at ``kernel_path`` (what keys its caches)."""
     return KernelPackage.load(kernel_path).digest
+
+
+provide(globals(), ["kernel_protocol"])  # ops/unary.py's UnaryOperation calls it

@@ -876,22 +876,23 @@ def cumprod(x, axis=-1, exclusive=False, reverse=False, *, dtype=None):
     return out
 
 
-def minmax(x) -> list[Tensor]:
-    """``[min, max]`` of all elements of ``x`` (the original Nabla's ``nb.minmax``), as two
+def minmax(x) -> dict:
+    """The min and max of all elements of ``x`` (the original Nabla's ``nb.minmax``), as two
     0-d tensors computed in the same program.
 
     Args:
         x: a non-empty tensor, or a Python scalar, nested list or NumPy array.
 
     Returns:
-        A list ``[min, max]`` of 0-d tensors of ``x``'s dtype (NaN propagates).
+        ``{"min": min, "max": max}`` (the original's dict), 0-d tensors of ``x``'s dtype
+        (NaN propagates).
 
     Raises:
         ValueError: (:class:`nabla.OpError`) for an empty ``x``.
     """
     x = as_tensor(x, op="minmax")
     axes = tuple(range(x.ndim))
-    return [reduce_min(x, axes), reduce_max(x, axes)]
+    return {"min": reduce_min(x, axes), "max": reduce_max(x, axes)}
 
 
 provide(globals(), [*__all__, "reduce_prod"])

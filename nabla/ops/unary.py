@@ -67,9 +67,19 @@ class UnaryOperation(Operation):
     """Elementwise op of one tensor: output has the input's shape.
 
     Subclasses give ``derivative(x, y)`` (dy/dx as a tensor) or set ``differentiable=False``.
+    A subclass that defines ``kernel(self, args, kwargs)`` is an op in the original Nabla's
+    protocol, lowered on MAX by that method (``ops.kernels.kernel_protocol``,
+    ``docs/custom_kernels.md``).
     """
 
     float_only = True  # promote ints/bools to the default float dtype
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "kernel" in cls.__dict__:
+            # the original Nabla's protocol: a user op lowered by its kernel() on MAX values
+            fn.kernel_protocol(cls)  # ops/kernels.py
+
     whole_is_identity = False  # rounding: integer and bool inputs come back unchanged
     out_dtype: DType | None = None  # e.g. bool for predicates
     allowed = None  # optional predicate on the input dtype

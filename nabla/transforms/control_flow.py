@@ -46,7 +46,7 @@ from ..core.dtypes import int32
 from ..core.ir import TensorImpl, build_program
 from ..core.pytree import keystr, tree_flatten, tree_flatten_with_path, tree_unflatten
 from ..core.state import STATE, is_live, level_sizes, may_be_pulled_back
-from ..ops import batching, binary, creation, reduction, unary, view
+from ..ops import batching, binary, collectives, creation, reduction, unary, view
 from ..ops._util import as_tensor
 from ..ops.base import Operation
 from ..runtime.graph import ConcretizationError
@@ -209,6 +209,9 @@ def trace_body(fn, args: list, what: str, levels: list | None = None, out_levels
         out = fn(*phs)
         out_flat, out_tree = tree_flatten(out)
         out_flat = [_leaf_tensor(o, what) for o in out_flat]
+        # control flow runs on whole values: one sharded inside the body (a partial sum
+        # included) leaves it whole, as its operands entered it
+        out_flat = [collectives.unshard(o) if o._impl.sharding else o for o in out_flat]
         if out_levels is not None:
             out_flat = [_at_levels(o, out_levels) for o in out_flat]
         recorded, rng = STATE.recording, STATE.recording_rng

@@ -71,6 +71,25 @@ row_sum_loop = nb.custom_op(
 softplus_maxonly = nb.custom_op("softplus_maxonly", KERNELS, kernel="softplus")
 
 
+class SoftplusProtocol(nb.ops.UnaryOperation):
+    """softplus as an op in the original Nabla's protocol: ``kernel`` builds the kernel call
+    on MAX graph values, ``_derivative`` gives dy/dx."""
+
+    @property
+    def name(self) -> str:
+        return "softplus_protocol"
+
+    def kernel(self, args, kwargs):
+        x = args[0]
+        return [nb.ops.call_custom_kernel("softplus", KERNELS, x, x.type)]
+
+    def _derivative(self, primals, output):
+        return nb.sigmoid(primals)
+
+
+softplus_protocol = SoftplusProtocol()
+
+
 def loss(x):
     return nb.sum(row_sum(softplus(x)) ** 2)
 
@@ -171,6 +190,63 @@ def test_numpy_backend_without_reference_names_op_and_backend(numpy_backend):
     y = softplus_maxonly(nb.asarray(X))
     with pytest.raises(UnsupportedOp, match=r"'softplus_maxonly'.*numpy backend"):
         y.numpy()
+
+
+def test_protocol_op_records_elementwise_and_numpy_names_it(numpy_backend):
+    """The original's protocol: op([x], {}) -> [y] of x's shape and dtype, under vmap too;
+    the numpy backend cannot run a kernel() lowering and says so naming the op."""
+    from nabla.backends import numpy as np_backend
+    from nabla.backends.max import cache
+    from nabla.core.ir import TensorSpec, build_program
+    from nabla.ops.kernels import ProtocolOp
+
+    x = nb.asarray(X)
+    (y,) = softplus_protocol([x], {})
+    assert isinstance(softplus_protocol._op, ProtocolOp)
+    assert (y.shape, y.dtype) == (x.shape, x.dtype)
+    v = nb.vmap(lambda a: softplus_protocol([a])[0])(x)
+    assert v.shape == x.shape
+    op = softplus_protocol._op
+    kw = {
+        "op": op.name,
+        "kernel": op.kernel,
+        "package": None,
+        "digest": None,
+        "out_types": ((nb.float32, (2,)),),
+        "params": (),
+        "lower": op.lowering,
+    }
+    spec = TensorSpec(nb.float32, (2,), nb.CPU())
+    prog = build_program(
+        "k", (spec,), [("custom_kernel", (0,), kw, (kw["out_types"][0],))], [(0, 0)]
+    )
+    assert not np_backend.supports(prog)  # auto compiles it with MAX
+    assert cache.content_digest(prog) is None  # user code: compiled here, not cached on disk
+    with pytest.raises(UnsupportedOp, match=r"'softplus_protocol' is lowered by its kernel\(\)"):
+        y.numpy()
+    with pytest.raises(nb.OpError, match=r"softplus_protocol: a unary op is called as op\(\[x\]"):
+        softplus_protocol([x, x], {})
+
+    class Nameless(nb.ops.UnaryOperation):
+        name = ""
+
+        def kernel(self, args, kwargs):
+            return list(args)
+
+    with pytest.raises(
+        TypeError, match="Nameless: an op in the original Nabla's op-class protocol needs a name"
+    ):
+        Nameless()
+
+
+def test_call_custom_kernel_refuses_max_values_outside_a_kernel():
+    graph = pytest.importorskip("max.graph")
+    from max.dtype import DType
+
+    t = graph.TensorType(DType.float32, (2,), graph.DeviceRef.CPU())
+    with graph.Graph("g", input_types=[t]) as g:
+        with pytest.raises(TypeError, match="MAX graph value .* outside an op's kernel"):
+            nb.ops.call_custom_kernel("softplus", KERNELS, g.inputs[0].tensor, t)
 
 
 def test_auto_sends_a_kernel_without_reference_to_max():
@@ -306,6 +382,22 @@ def test_max_parity_grad_vmap_compile(max_backend):
     outs = workload(nb.asarray(X))
     nb.realize(*outs)
     _check([o.numpy() for o in outs], X, 2e-5, 2e-5)
+
+
+@needs_max
+def test_max_protocol_op_forward_grad_jvp_vmap(max_backend):
+    """One program: the protocol op's kernel() lowered on MAX, with its _derivative."""
+    x = nb.asarray(X)
+    (y,) = softplus_protocol([x], {})
+    g = nb.grad(lambda a: nb.sum(softplus_protocol([a], {})[0] * a))(x)
+    _, t = nb.jvp(lambda a: softplus_protocol([a], {})[0], (x,), (nb.ones_like(x),))
+    v = nb.vmap(lambda a: softplus_protocol([a], {})[0])(x)
+    nb.realize(y, g, t, v)
+    sp, sig = np.logaddexp(0, X), _sigmoid(X)
+    np.testing.assert_allclose(y.numpy(), sp, rtol=2e-5, atol=2e-5)
+    np.testing.assert_allclose(g.numpy(), sig * X + sp, rtol=2e-5, atol=2e-5)
+    np.testing.assert_allclose(t.numpy(), sig, rtol=2e-5, atol=2e-5)
+    np.testing.assert_allclose(v.numpy(), sp, rtol=2e-5, atol=2e-5)
 
 
 CHILD = """

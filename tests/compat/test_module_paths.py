@@ -248,3 +248,23 @@ def test_to_numpy_all_and_adam_beta_spellings():
     assert x.tolist() == [2.0, 2.0] and y.tolist() == [0, 1, 2]
     opt = nb.nn.optim.AdamW({"w": nb.ones((2,))}, lr=1e-3, betas=(0.8, 0.95))
     assert (opt.beta1, opt.beta2) == (0.8, 0.95)
+
+
+def test_max_dtypes_are_read_as_ours():
+    """The original's users pass MAX's ``DType`` members: read by name as ours."""
+    max_dtype = pytest.importorskip("max.dtype")
+    t = nb.Tensor.constant(np.ones(3), dtype=max_dtype.DType.float16)
+    assert t.dtype is nb.float16
+    assert nb.cast(t, max_dtype.DType.int32).dtype is nb.int32
+    assert nb.zeros((2,), dtype=max_dtype.DType.bool).dtype is nb.DType.bool
+    with pytest.raises(TypeError, match="unsupported dtype float8_e5m2"):
+        nb.ones((2,), dtype=max_dtype.DType.float8_e5m2)
+
+
+def test_original_sharding_spellings():
+    mesh = nb.DeviceMesh("m", (2, 4), ("x", "y"))
+    assert mesh.get_axis_size("y") == mesh.axis_size("y") == 4
+    t = nb.shard(np.ones((4, 8), np.float32), mesh, [nb.DimSpec(["x"]), nb.DimSpec([])])
+    assert not t.sharding.is_fully_replicated()
+    assert nb.all_gather(t, 0).sharding.is_fully_replicated()
+    assert t.sharding.dim_specs[0].axes == ["x"] and t.sharding.dim_specs[1].axes == []

@@ -90,12 +90,65 @@ def test_spec_errors_name_the_op_the_shape_and_the_spec():
     b = nb.shard(x, nb.DeviceMesh("other", (2, 2), ("dp", "tp")), P("dp"))
     with pytest.raises(nb.ShardingError, match="add: operands are on different meshes"):
         a + b
-    with pytest.raises(nb.ShardingError, match="not sharded over mesh axis 'tp'"):
-        nb.all_reduce(a, axes="tp")
     with pytest.raises(nb.ShardingError, match="not sharded"):
-        nb.all_gather(x, 0)
-    with pytest.raises(nb.ShardingError, match="not partial"):
-        nb.reduce_scatter(a, 1, axes="tp")
+        nb.all_to_all(x, 0, 1)
+    with pytest.raises(nb.ShardingError, match=r"axis 2 is out of range for shape \(4, 6\)"):
+        nb.all_gather(x, 2)
+    with pytest.raises(nb.ShardingError, match="partial over 'tp' with 'sum' terms"):
+        nb.reduce_scatter(nb.sum(nb.shard(x, M22, P(None, "tp")), axis=1), 0, reduce_op="max")
+    with pytest.raises(nb.ShardingError, match="reduce_op must be one of"):
+        nb.reduce_scatter(a, 1, reduce_op="mean")
+
+
+def test_collectives_over_replicated_axes_reduce_the_equal_copies():
+    """As JAX's psum/psum_scatter of a replicated value: the n copies along an axis are the
+    terms (the original Nabla's all_reduce/reduce_scatter of a replicated value)."""
+    x = arr(4, 6) + 1.0
+    a = nb.shard(x, M22, P("dp"))  # replicated along tp (size 2)
+    np.testing.assert_allclose(nb.all_reduce(a, axes="tp").numpy(), 2 * x)
+    np.testing.assert_allclose(nb.all_reduce(a, "max", axes="tp").numpy(), x)
+    np.testing.assert_allclose(nb.all_reduce(a, "prod", axes="tp").numpy(), x**2, rtol=1e-6)
+    # blocks over dp then copies over tp: 2 * (block 0 + block 1)
+    both = nb.all_reduce(a, axes=("dp", "tp"))
+    assert both.shape == (2, 6) and both.sharding.is_replicated
+    np.testing.assert_allclose(both.numpy(), 2 * (x[:2] + x[2:]))
+    r = nb.shard(x, M22, P())
+    np.testing.assert_allclose(nb.all_reduce(r).numpy(), 4 * x)  # default: every mesh axis
+    np.testing.assert_allclose(nb.pmean(r, axis_name="dp").numpy(), x)
+    np.testing.assert_allclose(nb.pmean(r).numpy(), x)
+    rs = nb.reduce_scatter(a, 1, axes="tp")
+    assert rs.sharding.to_partition_spec() == P("dp", "tp")
+    np.testing.assert_allclose(rs.numpy(), 2 * x)
+    rs = nb.reduce_scatter(r, 0)  # default: every replicated axis
+    assert rs.sharding.to_partition_spec() == P(("dp", "tp"))
+    np.testing.assert_allclose(rs.numpy(), 4 * x)
+    # derivatives: n * ct for sum, ct for max, n * x ** (n - 1) * ct for prod
+    w = arr(4, 6)
+    for kind, d in [("sum", 2 * w), ("max", w), ("prod", 2 * x * w)]:
+        g = nb.grad(lambda v, k=kind: nb.sum(nb.all_reduce(v, k, axes="tp") * w))(a)
+        np.testing.assert_allclose(g.numpy(), d, rtol=1e-6, err_msg=kind)
+        _, t = nb.jvp(lambda v, k=kind: nb.all_reduce(v, k, axes="tp"), (a,), (a * 0 + w,))
+        np.testing.assert_allclose(t.numpy(), d, rtol=1e-6, err_msg=kind)
+    g = nb.grad(lambda v: nb.sum(nb.reduce_scatter(v, 0) * w))(r)
+    np.testing.assert_allclose(g.numpy(), 4 * w)
+    # over split axes the blocks are the terms: all_reduce, then split again
+    b = nb.reduce_scatter(nb.shard(x, M22, P("dp")), 0, axes="dp")
+    assert b.shape == (2, 6) and b.sharding.to_partition_spec() == P("dp")
+    np.testing.assert_allclose(b.numpy(), x[:2] + x[2:])
+
+
+def test_reductions_and_gathers_of_a_tensor_with_no_mesh_are_its_value():
+    """A tensor with no mesh lives on one device: as on a mesh of one device (and in the
+    original Nabla) a reduction or gather over it is the identity."""
+    x = nb.constant(arr(4, 6))
+    for y in (
+        nb.all_reduce(x),
+        nb.all_reduce(x, "max"),
+        nb.pmean(x),
+        nb.all_gather(x, 1),
+        nb.reduce_scatter(x, 0),
+    ):
+        np.testing.assert_array_equal(y.numpy(), arr(4, 6))
 
 
 # ----------------------------------------------------------------------------- layout ops
@@ -111,8 +164,19 @@ def test_all_gather_all_to_all_reduce_scatter_keep_the_value():
     np.testing.assert_allclose(a.numpy(), y)
     with pytest.raises(nb.ShardingError, match="concat dim 1 .* not split over any mesh axis"):
         nb.all_to_all(nb.shard(y, M4, P("x")), 1, 1)
-    with pytest.raises(nb.ShardingError, match="concat dim 0 .* is the split dim too"):
-        nb.all_to_all(nb.shard(y, M4, P("x")), 0, 0)
+    # split dim = concat dim (as JAX's): each device's block cut into 4 chunks, chunk j to
+    # device j: the 4 x 4 chunks of the dim transposed, in the same layout
+    z = arr(16, 3)
+    chunks_t = lambda a: a.reshape(4, 4, 1, 3).swapaxes(0, 1).reshape(16, 3)  # noqa: E731
+    same = nb.all_to_all(nb.shard(z, M4, P("x")), 0, 0)
+    assert same.sharding.to_partition_spec() == P("x")
+    np.testing.assert_allclose(same.numpy(), chunks_t(z))
+    assert "all_to_all" in str(nb.trace(lambda v: nb.all_to_all(v, 0, 0))(nb.shard(z, M4, P("x"))))
+    w = arr(16, 3, seed=3)
+    g = nb.grad(lambda v: nb.sum(nb.all_to_all(nb.shard(v, M4, P("x")), 0, 0) * w))(z)
+    np.testing.assert_allclose(g.numpy(), chunks_t(w))  # the transpose is its own inverse
+    with pytest.raises(nb.ShardingError, match="not divisible by 16"):
+        nb.all_to_all(nb.shard(arr(4, 2), M4, P("x")), 0, 0)
     w = arr(6, 5)
     part = nb.shard(x, M22, P(None, "tp")) @ nb.shard(w, M22, P("tp"))
     assert part.sharding.partial == (("tp", "sum"),)
@@ -337,6 +401,28 @@ def test_ops_that_need_whole_operands_gather_them():
     np.testing.assert_allclose(out[0].numpy(), arr(4, 6).sum(0))
     key = nb.random.key(0)
     assert nb.random.normal(key, (4,)).sharding is None
+
+
+def test_a_value_sharded_inside_a_control_flow_body_leaves_it_whole():
+    """A branch or step that shards a value (a partial sum included) returns it whole: the
+    node's outputs are whole values, as its operands are."""
+    x = arr(8, 4)
+
+    def branch(v):
+        return nb.sum(nb.shard(v, M4, P("x")), axis=0)  # partial over x inside the body
+
+    r = nb.cond(nb.constant(True), branch, lambda v: nb.sum(v, axis=0), nb.constant(x))
+    assert r.shape == (4,) and r.sharding is None
+    np.testing.assert_allclose(r.numpy(), x.sum(0))
+    g = nb.grad(lambda v: nb.sum(nb.cond(nb.constant(True), branch, branch, v) ** 2))(x)
+    np.testing.assert_allclose(g.numpy(), np.broadcast_to(2 * x.sum(0), x.shape))
+    c, ys = nb.scan(
+        lambda c, r: (c + branch(r), nb.shard(r, M4, P("x")) * 2.0),
+        nb.zeros((4,), dtype=nb.float64),
+        x.reshape(2, 4, 4),
+    )
+    np.testing.assert_allclose(c.numpy(), x.sum(0))
+    np.testing.assert_allclose(ys.numpy(), 2 * x.reshape(2, 4, 4))
 
 
 def test_collectives_batch_under_vmap_and_differentiate_under_jacrev():

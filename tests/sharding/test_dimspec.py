@@ -24,9 +24,11 @@ def prop(rule, *specs, sizes=None):
 # ----------------------------------------------------------------------------- spellings
 def test_dimspec_defaults_and_keywords():
     d = DimSpec(["x"])
-    assert (d.axes, d.is_open, d.priority) == (("x",), False, 0)
+    assert (d.axes, d.is_open, d.priority) == (["x"], False, 0)  # a list, as the original's
     o = DimSpec("y", is_open=True, priority=2)
-    assert (o.axes, o.is_open, o.priority) == (("y",), True, 2)
+    assert (o.axes, o.is_open, o.priority) == (["y"], True, 2)
+    o.axes.append("x")  # a copy: the DimSpec (hashable) does not change
+    assert o.axes == ["y"] and o == DimSpec(("y",), is_open=True, priority=2)
     assert d != DimSpec(["x"], is_open=True)
     assert hash(d) == hash(DimSpec(("x",)))
     assert repr(o) == "DimSpec(['y'], is_open=True, priority=2)"

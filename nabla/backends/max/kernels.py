@@ -29,11 +29,11 @@ import threading
 import time
 from pathlib import Path
 
-from ..kernels import KernelError, KernelPackage, kernel_instructions
+from ..kernels import KernelError, KernelPackage, find_kernel, kernel_instructions
 from . import cache
 from .disk import DISK
 
-__all__ = ["extension_for", "extensions_for", "kernel_dir", "compiler_message"]
+__all__ = ["extension_for", "extensions_for", "kernel_dir", "compiler_message", "graph_call"]
 
 _LOCK = threading.Lock()
 _BUILT: dict = {}  # (package path, digest) -> .mojoc path, this process
@@ -134,7 +134,36 @@ def extensions_for(program) -> list[Path]:
     """The ``custom_extensions`` a graph of ``program`` needs (empty without custom kernels)."""
     seen: dict = {}
     for instr in kernel_instructions(program):
+        if instr.kwargs["package"] is None:  # lowered by user code: it loads its packages
+            continue
         key = (instr.kwargs["package"], instr.kwargs["digest"])
         if key not in seen:
             seen[key] = extension_for(*key)
     return list(dict.fromkeys(seen.values()))
+
+
+def graph_call(name: str, kernel_path, values, out_types, device=None, **params):
+    """``call_custom_kernel`` on MAX graph values, inside a graph being built (an op's
+    ``kernel()``, the original Nabla's protocol): the package's ``.mojoc`` (precompiled once,
+    as for ``custom_op``) joins the graph's kernel library, and the call is ``ops.custom``.
+
+    ``values``: a graph value or a list; ``out_types``: a ``max.graph.TensorType`` (``x.type``)
+    or a list of them (then a list is returned). ``params``: compile-time kernel parameters.
+    """
+    from max.graph import Graph, TensorValue, ops  # noqa: PLC0415 - MAX only while lowering
+
+    pkg = find_kernel(name, kernel_path, caller="call_custom_kernel")
+    mojoc = extension_for(str(pkg.path), pkg.digest)
+    graph = Graph.current
+    if str(mojoc) not in {str(p) for p in graph._kernel_library.library_paths()}:
+        # MAX takes packages at Graph construction (custom_extensions); a kernel() names its
+        # package only now, so it is added to the open graph's library
+        graph._import_kernels([mojoc])
+    values = list(values) if isinstance(values, list | tuple) else [values]
+    single = not isinstance(out_types, list | tuple)
+    types = [out_types] if single else list(out_types)
+    if device is None:
+        device = values[0].device if values else types[0].device
+    res = ops.custom(name, device=device, values=values, out_types=types, parameters=params or None)
+    res = [r if isinstance(r, TensorValue) else r.tensor for r in res]
+    return res[0] if single else res

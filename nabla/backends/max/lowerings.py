@@ -29,6 +29,7 @@ except ImportError:  # pragma: no cover - exercised only in NumPy-only installs
 
 from ...core.dtypes import DType
 from ...core.ir import DIM_OPS, DIM_TAG
+from ..kernels import KernelError, graph_kernel_calls
 
 __all__ = [
     "LOWERINGS",
@@ -1141,7 +1142,23 @@ LOWERINGS["scan"] = _scan
 
 def _custom_kernel(args, kw):
     """A user's Mojo kernel (``ops.custom``); the graph was built with its package among
-    ``custom_extensions`` (``session.build_graph``). ``out_types`` are physical specs."""
+    ``custom_extensions`` (``session.build_graph``). ``out_types`` are physical specs.
+    A ``lower`` (``KernelLowering``: an op in the original Nabla's protocol) is the user's
+    ``kernel(values, kwargs)``, run on the graph values; its ``call_custom_kernel`` calls
+    build the kernel calls (``kernels.graph_call``)."""
+    lowering = kw.get("lower")
+    if lowering is not None:
+        from .kernels import graph_call  # noqa: PLC0415 - kernels imports the disk cache
+
+        with graph_kernel_calls(graph_call):
+            res = lowering.fn(list(args), dict(kw["params"]))
+        res = list(res) if isinstance(res, list | tuple) else [res]
+        if len(res) != len(kw["out_types"]):
+            raise KernelError(
+                f"custom op {kw['op']!r}: its kernel() returned {len(res)} value(s), the op "
+                f"has {len(kw['out_types'])} output(s) (kernel() returns a list)"
+            )
+        return res
     device = args[0].device if args else DeviceRef.CPU()
     out_types = [
         TensorType(max_dtype(dt), tuple(shape), device=device) for dt, shape in kw["out_types"]

@@ -205,7 +205,7 @@ def replay(program, inputs: list) -> list:
                 raise _lowering_error(op, in_dts, specs, dev, e) from None
             raise KernelError(
                 f"custom op {kwargs['op']!r}: MAX rejected Mojo kernel {kwargs['kernel']!r} "
-                f"from {kwargs['package']}: {e}"
+                f"from {kwargs['package'] or 'its kernel()'}: {e}"
             ) from None
         for o, v in zip(outs, res):
             vals[o] = v

@@ -87,6 +87,11 @@ def compile_program(program: Program):
     missing = _missing_reference(program)
     if missing is not None:
         kw = missing.kwargs
+        if kw["package"] is None:
+            raise UnsupportedOp(
+                f"custom op {kw['op']!r} is lowered by its kernel() on MAX graph values, so "
+                "the numpy backend cannot run it: run it with the 'max' or 'auto' backend"
+            )
         raise UnsupportedOp(
             f"custom op {kw['op']!r} (Mojo kernel {kw['kernel']!r} from {kw['package']}) has no "
             "NumPy reference, so the numpy backend cannot run it: give the op a numpy_fn, or "
