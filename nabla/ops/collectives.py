@@ -837,18 +837,22 @@ def shard_op(x: Tensor, target: ShardingSpec) -> Tensor:
     return _shard.bind([x], {"spec": target})
 
 
-# partial impl -> (recording, weakref to its completed impl): a partial value read by several
-# consumers is completed once, not once per consumer
+# partial impl -> (where its completion sits in the recording, weakref to the completed
+# impl): a partial value read by several consumers is completed once, not once per consumer.
+# The recording is named by a position in it, not held: a value held strongly here would
+# keep every node of a finished trace (and the key itself) alive, pending forever.
 _COMPLETED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def complete_partial(x: Tensor) -> Tensor:
     """``x`` with every partial axis reduced (grouped by kind), once per partial value."""
     impl = x._impl
+    rec = STATE.recording
     hit = _COMPLETED.get(impl)
-    if hit is not None and hit[0] is STATE.recording:
-        done = hit[1]()
-        if done is not None:
+    if hit is not None:
+        pos, ref = hit
+        done = ref()
+        if done is not None and _recorded_here(rec, pos, done):
             return Tensor._wrap(done)
     spec = impl.sharding
     by_kind: dict = {}
@@ -856,8 +860,25 @@ def complete_partial(x: Tensor) -> Tensor:
         by_kind.setdefault(k, []).append(a)
     for k, axes in by_kind.items():
         x = _all_reduce.bind([x], {"axes": tuple(axes), "kind": k})
-    _COMPLETED[impl] = (STATE.recording, weakref.ref(x._impl))
+    _COMPLETED[impl] = (_position(rec, x._impl.node), weakref.ref(x._impl))
     return x
+
+
+def _position(rec, node):
+    """Where ``node`` sits in recording ``rec`` (None outside a trace, or not recorded)."""
+    if rec is None or node is None:
+        return None
+    for i in range(len(rec) - 1, max(-1, len(rec) - 9), -1):  # just appended (JVP after)
+        if rec[i] is node:
+            return i
+    return None
+
+
+def _recorded_here(rec, pos, done) -> bool:
+    """Whether a completion made at ``pos`` belongs to the current recording ``rec``."""
+    if rec is None:
+        return pos is None
+    return pos is not None and pos < len(rec) and rec[pos] is done.node
 
 
 def all_reduce_phys(x, kind, axes):

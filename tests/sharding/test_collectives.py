@@ -1,6 +1,7 @@
 """Meshes, specs, sharded tensors and the collectives: values against NumPy, VJP/JVP, the
 errors at the call, and named regressions of the original's failures."""
 
+import gc
 import itertools
 
 import numpy as np
@@ -8,6 +9,7 @@ import pytest
 
 import nabla as nb
 from nabla import P
+from nabla.runtime.graph import GRAPH
 
 M4 = nb.DeviceMesh("m4", (4,), ("x",))
 M22 = nb.DeviceMesh("m22", (2, 2), ("dp", "tp"))
@@ -423,6 +425,22 @@ def test_a_value_sharded_inside_a_control_flow_body_leaves_it_whole():
     )
     np.testing.assert_allclose(c.numpy(), x.sum(0))
     np.testing.assert_allclose(ys.numpy(), 2 * x.reshape(2, 4, 4))
+
+
+def test_a_partial_completed_inside_a_body_leaves_nothing_pending():
+    """The completion cache does not keep a finished body's nodes alive: their inputs are
+    the body's placeholders, so a later ``nb.realize()`` of everything pending would fail."""
+    nb.realize()  # flush what other tests left pending
+    x = arr(8, 4)
+
+    def step(c, r):
+        return c + nb.sum(nb.shard(r, M4, P("x")), axis=0), r * 2.0
+
+    c, _ = nb.scan(step, nb.zeros((4,), dtype=nb.float64), x.reshape(2, 4, 4))
+    np.testing.assert_allclose(c.numpy(), x.sum(0))
+    gc.collect()
+    assert not [impl for impl in GRAPH.pending if impl.node is not None]
+    nb.realize()
 
 
 def test_collectives_batch_under_vmap_and_differentiate_under_jacrev():
