@@ -618,6 +618,11 @@ _MPI_DTYPES = {np.dtype(t) for t in ("float32", "float64", "int8", "int16", "int
 _MPI_DTYPES |= {np.dtype(t) for t in ("uint8", "uint16", "uint32", "uint64")}
 
 
+def _mpi_op(kind: str):
+    """The MPI reduction of ``kind`` ("sum", "max", "min" or "prod")."""
+    return getattr(_STATE.MPI, kind.upper())
+
+
 def _allreduce(y: np.ndarray, group: _Group, kind: str, own: bool = False) -> np.ndarray:
     """``y`` (already reduced over this process's devices) reduced over the group; in
     place when ``own`` (``y`` is this lowering's own temporary) and ``y`` allows it."""
@@ -625,7 +630,7 @@ def _allreduce(y: np.ndarray, group: _Group, kind: str, own: bool = False) -> np
     if sub.Get_size() == 1:
         return y
     MPI = _STATE.MPI
-    op = {"sum": MPI.SUM, "max": MPI.MAX, "min": MPI.MIN, "prod": MPI.PROD}[kind]
+    op = _mpi_op(kind)
     wire = y.dtype if y.dtype in _MPI_DTYPES else np.dtype(np.float64)
     if own and y.dtype == wire and y.flags.c_contiguous and y.flags.writeable:
         sub.Allreduce(MPI.IN_PLACE, y, op=op)
@@ -662,8 +667,8 @@ def _fold_reduce(x, share, kind, group):
     if send.nbytes > _PAYLOAD_MAX:
         return None
     rows = share(send)
-    total = _combine(rows, _members(group), send.shape, wire, kind)
-    return np.broadcast_to(total.astype(x.dtype, copy=False), x.shape)
+    total = _combine(rows, _members(group), send.shape, wire, kind).astype(x.dtype, copy=False)
+    return total if one else np.broadcast_to(total, x.shape)
 
 
 @_collective("mesh_reduce", fold=_fold_reduce)
@@ -671,7 +676,9 @@ def _mesh_reduce(x, kind, group):
     # one device per process along the axes (the usual case): nothing to reduce locally
     one = all(x.shape[a] == 1 for a in group.axes)
     local = x if one else host.MESH_REDUCE[kind](x, axis=group.axes, keepdims=True)
-    return np.broadcast_to(_allreduce(local, group, kind, own=not one), x.shape)
+    total = _allreduce(local, group, kind, own=not one)
+    # the received value has the op's shape already: no broadcast view (never ``x`` itself)
+    return total if one and total is not x else np.broadcast_to(total, x.shape)
 
 
 def _block_order(x: np.ndarray, group: _Group) -> list | None:
@@ -740,11 +747,9 @@ def _mesh_reduce_scatter(x, ndev, dim, kind, group):
     single = _single_devices(x, group)
     if single is not None:  # Reduce_scatter_block: each process receives its reduced block
         sub, order = single
-        MPI = _STATE.MPI
         send = _scatter_blocks(x, ndev, dim, order)
         recv = _out_buffer(send.shape[1:], send.dtype)
-        op = {"sum": MPI.SUM, "max": MPI.MAX, "min": MPI.MIN, "prod": MPI.PROD}[kind]
-        sub.Reduce_scatter_block(send, recv, op=op)
+        sub.Reduce_scatter_block(send, recv, op=_mpi_op(kind))
         return recv.astype(x.dtype, copy=False)
     local = host.MESH_REDUCE[kind](x, axis=group.axes, keepdims=True)
     total = _allreduce(local, group, kind, own=True)
