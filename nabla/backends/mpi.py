@@ -24,7 +24,10 @@ those dims form a group (an MPI sub-communicator made once per mesh and axes), a
 Safety: before every program that communicates (``agreed_program``, from the runtime), and
 before a collective run outside one, the processes agree on what it is (a 64-bit digest of a
 running count and the program's ops and shapes, or the op, its kwargs and the local shape
-and dtype, gathered non-blockingly). A
+and dtype, gathered non-blockingly). Every agreement exchanges one fixed-size slot per
+process, so a collective run alone (an eager call) whose data fit in it (4 KiB) sends them in
+the same exchange and costs one synchronization, not two; a larger one runs its MPI call
+after the agreement. A
 mismatch raises ``DistributedError`` on every process naming the first op that differs and
 its shapes and dtypes on each process (the processes exchange a line per op,
 ``describe_program``, only then); a process that
@@ -202,25 +205,51 @@ def _watchdog() -> None:
             )
 
 
-def agree(what: str, describe=None) -> None:
+# Every agreement is one ``Iallgather`` of a fixed-size slot per process: a 64-bit digest,
+# then room for a small collective's data. The slot's size is the same for every agreement,
+# so processes at different collectives (or one with data, one without) still exchange
+# matching messages and see the mismatch in the digests, never a hang or a truncated
+# receive; a small eager collective so costs one synchronization instead of two.
+_PAYLOAD_MAX = 4096
+_SLOT = 8 + _PAYLOAD_MAX
+_SLOTS: dict = {}  # process count -> (this process's slot, every process's slots)
+
+
+def _slots(size: int):
+    got = _SLOTS.get(size)
+    if got is None:
+        got = _SLOTS[size] = (np.zeros(_SLOT, np.uint8), np.zeros(size * _SLOT, np.uint8))
+    return got
+
+
+def agree(what: str, describe=None, payload: np.ndarray | None = None):
     """Every process must be at the same collective: compare digests of ``what`` (with a
     running count, so a skipped collective is caught too).
+
+    ``payload`` (a C-contiguous array of at most ``_PAYLOAD_MAX`` bytes, the same size on
+    every process once they agree) travels in the same exchange: the result is then every
+    process's payload bytes, one row per process (a view valid until the next agreement);
+    else None.
 
     On a mismatch (every process sees one, so all take this path together) the processes
     exchange their descriptions, ``describe()`` (one line per op: :func:`describe_program`)
     or ``what`` itself, and the error names the first op that differs, as each process has
-    it."""
+    it; no payload is used."""
     comm = _STATE.comm
     _STATE.count += 1
     what = f"#{_STATE.count} {what}"
-    digest = hashlib.blake2b(what.encode(), digest_size=8).digest()
-    mine = np.frombuffer(digest, dtype=np.int64).copy()
-    every = np.empty(comm.Get_size(), dtype=np.int64)
+    size = comm.Get_size()
+    mine, every = _slots(size)
+    mine[:8] = np.frombuffer(hashlib.blake2b(what.encode(), digest_size=8).digest(), np.uint8)
+    if payload is not None:
+        mine[8 : 8 + payload.nbytes] = payload.reshape(-1).view(np.uint8)
     with _watch(what):
         # the agreement is where a process waits for late peers: wait without spinning
         _wait(comm.Iallgather(mine, every))
-    differ = [int(r) for r in np.flatnonzero(every != mine)]
-    if differ:
+    rows = every.reshape(size, _SLOT)
+    heads = rows[:, :8]
+    if not (heads == mine[:8]).all():
+        differ = [r for r in range(size) if bytes(heads[r]) != bytes(mine[:8])]
         lines = list(describe()) if describe is not None else [what]
         with _watch(f"{what} (exchanging the programs to name the difference)"):
             theirs = comm.allgather((what, lines))
@@ -231,6 +260,7 @@ def agree(what: str, describe=None) -> None:
             + first_difference(PROCESS.index, theirs)
             + _advice([w for w, _ in theirs])
         )
+    return None if payload is None else rows[:, 8 : 8 + payload.nbytes]
 
 
 # The agreement before each program is where a process waits for late peers (one still
@@ -389,6 +419,25 @@ class _Group(NamedTuple):
     axes: tuple  # mesh dims
 
 
+def _members(group: _Group) -> list[int]:
+    """The processes of ``group`` in rank order (the order of its sub-communicator's
+    ranks); computed from the mesh alone, no MPI call."""
+    got = _MEMBERS.get(group)
+    if got is None:
+        mesh, axes = group
+        boxes = [mesh.process_box(p) for p in range(PROCESS.count)]
+
+        def color(box):
+            return tuple(box[k][0] for k in range(mesh.ndim) if k not in axes)
+
+        mine = color(boxes[PROCESS.index])
+        got = _MEMBERS[group] = [p for p, b in enumerate(boxes) if color(b) == mine]
+    return got
+
+
+_MEMBERS: dict = {}
+
+
 def _group(group: _Group):
     """``(communicator, boxes)``: the processes of ``group``, ordered by rank, with each
     one's box. Made once per group: a collective call on every process (they all reach it
@@ -405,7 +454,7 @@ def _group(group: _Group):
     colors = sorted({color(b) for b in boxes})
     mine = color(boxes[PROCESS.index])
     sub = _STATE.comm.Split(colors.index(mine), PROCESS.index)
-    members = [b for b in boxes if color(b) == mine]
+    members = [boxes[p] for p in _members(group)]
     got = _STATE.groups[group] = (sub, members)
     return got
 
@@ -463,6 +512,23 @@ def _describe(name, x, kw) -> str:
     return f"{name}{kw} on {shape}"
 
 
+_TEXTS: dict = {}  # id(kwargs) -> (kwargs, shape, dtype, text); holding kwargs keeps the id
+
+
+def _agreement_text(name, x, kw) -> str:
+    """What a collective run alone agrees on: the op, its kwargs, the local shape and dtype
+    and the mesh. A program run again passes the same kwargs dict: its text is reused."""
+    shape, dtype = (None, None) if x is None else (x.shape, x.dtype)
+    got = _TEXTS.get(id(kw))
+    if got is not None and got[0] is kw and got[1] == shape and got[2] == dtype:
+        return got[3]
+    text = _describe(name, x, kw) + f" {kw['mesh']}"
+    if len(_TEXTS) >= 1024:
+        _TEXTS.clear()
+    _TEXTS[id(kw)] = (kw, shape, dtype, text)
+    return text
+
+
 def in_agreed_program() -> bool:
     """True while a program the processes agreed on runs."""
     return _STATE.depth > 0
@@ -483,27 +549,52 @@ class agreed_program:
         _STATE.depth -= 1
 
 
-def _collective(name, *, over_axes: bool = True):
+_SELF_AGREEING: set = set()
+
+
+def agrees_itself(op: str) -> bool:
+    """True when ``op``'s cross-process lowering agrees on it before it communicates (run
+    outside an agreed program): a program of that one op needs no agreement of its own,
+    and a small one's data then travel in the agreement itself."""
+    return op in _SELF_AGREEING
+
+
+def _collective(name, *, over_axes: bool = True, fold=None):
     """Register a cross-process lowering: agree first (unless inside an agreed program),
     then run ``fn(x, **kw)`` with the op's kwargs, its ``mesh`` and ``axes`` given as one
     ``group`` (a ``_Group``), or ``mesh`` alone for an op with no ``axes`` (``over_axes``
-    False)."""
+    False).
+
+    ``fold(x, share, **kw)``, when given, is tried first outside an agreed program: it either
+    returns None without communicating (the data do not fit the agreement), or calls
+    ``share(payload)`` once (the agreement, carrying ``payload``; it returns every
+    process's payload bytes, one row per process) and returns the op's result."""
 
     def deco(fn):
         def run(args, kw):
             mesh = kw["mesh"]
             x = args[0] if args else None
-            if not _STATE.depth:
-                agree(_describe(name, x, kw) + f" {mesh}", lambda: [_describe(name, x, kw)])
             rest = {k: v for k, v in kw.items() if k != "mesh"}
             if over_axes:
                 rest["group"] = _Group(mesh, tuple(rest.pop("axes")))
             else:
                 rest["mesh"] = mesh
+            if not _STATE.depth:
+                text = _agreement_text(name, x, kw)
+
+                def describe():
+                    return [_describe(name, x, kw)]
+
+                if fold is not None:
+                    out = fold(x, lambda payload: agree(text, describe, payload), **rest)
+                    if out is not None:
+                        return [out]
+                agree(text, describe)
             with _watch(lambda: _describe(name, x, kw)):
                 return [fn(*args, **rest)]
 
         LOWERINGS[name] = run
+        _SELF_AGREEING.add(name)
         return fn
 
     return deco
@@ -544,6 +635,11 @@ _MPI_DTYPES = {np.dtype(t) for t in ("float32", "float64", "int8", "int16", "int
 _MPI_DTYPES |= {np.dtype(t) for t in ("uint8", "uint16", "uint32", "uint64")}
 
 
+def _mpi_op(kind: str):
+    """The MPI reduction of ``kind`` ("sum", "max", "min" or "prod")."""
+    return getattr(_STATE.MPI, kind.upper())
+
+
 def _allreduce(y: np.ndarray, group: _Group, kind: str, own: bool = False) -> np.ndarray:
     """``y`` (already reduced over this process's devices) reduced over the group; in
     place when ``own`` (``y`` is this lowering's own temporary) and ``y`` allows it."""
@@ -551,7 +647,7 @@ def _allreduce(y: np.ndarray, group: _Group, kind: str, own: bool = False) -> np
     if sub.Get_size() == 1:
         return y
     MPI = _STATE.MPI
-    op = {"sum": MPI.SUM, "max": MPI.MAX, "min": MPI.MIN, "prod": MPI.PROD}[kind]
+    op = _mpi_op(kind)
     wire = y.dtype if y.dtype in _MPI_DTYPES else np.dtype(np.float64)
     if own and y.dtype == wire and y.flags.c_contiguous and y.flags.writeable:
         sub.Allreduce(MPI.IN_PLACE, y, op=op)
@@ -562,31 +658,74 @@ def _allreduce(y: np.ndarray, group: _Group, kind: str, own: bool = False) -> np
     return out.astype(y.dtype, copy=False)
 
 
-@_collective("mesh_reduce")
+_UFUNCS = {"sum": np.add, "max": np.maximum, "min": np.minimum, "prod": np.multiply}
+
+
+def _combine(rows, members: list, shape: tuple, dtype, kind: str) -> np.ndarray:
+    """The group members' payloads (rows of ``agree``'s result) reduced in rank order:
+    a new array, equal on every member."""
+    parts = [rows[p].view(dtype).reshape(shape) for p in members]
+    ufunc = _UFUNCS[kind]
+    if len(parts) == 1:
+        return parts[0].copy()
+    total = ufunc(parts[0], parts[1])
+    for part in parts[2:]:
+        ufunc(total, part, out=total)
+    return total
+
+
+def _fold_reduce(x, share, kind, group):
+    """``mesh_reduce`` of a small value inside the agreement: every member's locally reduced
+    value arrives with the digests, and each reduces them in rank order."""
+    one = all(x.shape[a] == 1 for a in group.axes)
+    local = x if one else host.MESH_REDUCE[kind](x, axis=group.axes, keepdims=True)
+    wire = local.dtype if local.dtype in _MPI_DTYPES else np.dtype(np.float64)
+    send = np.ascontiguousarray(local, dtype=wire)
+    if send.nbytes > _PAYLOAD_MAX:
+        return None
+    rows = share(send)
+    total = _combine(rows, _members(group), send.shape, wire, kind).astype(x.dtype, copy=False)
+    return total if one else np.broadcast_to(total, x.shape)
+
+
+@_collective("mesh_reduce", fold=_fold_reduce)
 def _mesh_reduce(x, kind, group):
     # one device per process along the axes (the usual case): nothing to reduce locally
     one = all(x.shape[a] == 1 for a in group.axes)
     local = x if one else host.MESH_REDUCE[kind](x, axis=group.axes, keepdims=True)
-    return np.broadcast_to(_allreduce(local, group, kind, own=not one), x.shape)
+    total = _allreduce(local, group, kind, own=not one)
+    # the received value has the op's shape already: no broadcast view (never ``x`` itself)
+    return total if one and total is not x else np.broadcast_to(total, x.shape)
+
+
+def _block_order(x: np.ndarray, group: _Group) -> list | None:
+    """The block index of each member of ``group`` in rank order when every process of the
+    group holds one device along its mesh dims and the group has several processes (then a
+    collective maps to one MPI call); else None. No MPI call."""
+    mesh, axes = group
+    if any(x.shape[k] != 1 for k in axes):
+        return None
+    members = _members(group)
+    if len(members) == 1:
+        return None
+    order = []
+    for p in members:  # a dim split over axes (a, b) holds block i_a * size_b + i_b
+        box = mesh.process_box(p)
+        b = 0
+        for k in axes:
+            b = b * mesh.shape[k] + box[k][0]
+        order.append(b)
+    return order
 
 
 def _single_devices(x: np.ndarray, group: _Group):
     """``(communicator, block index of each member in rank order)`` when every process of
     the group holds one device along its mesh dims (then a collective maps to one MPI
     call); else None."""
-    mesh, axes = group
-    if any(x.shape[k] != 1 for k in axes):
+    order = _block_order(x, group)
+    if order is None:
         return None
-    sub, boxes = _group(group)
-    if sub.Get_size() == 1:
-        return None
-    order = []
-    for box in boxes:  # a dim split over axes (a, b) holds block i_a * size_b + i_b
-        b = 0
-        for k in axes:
-            b = b * mesh.shape[k] + box[k][0]
-        order.append(b)
-    return sub, order
+    return _group(group)[0], order
 
 
 def _chunks(x: np.ndarray, d: int, n: int) -> np.ndarray:
@@ -595,20 +734,39 @@ def _chunks(x: np.ndarray, d: int, n: int) -> np.ndarray:
     return np.moveaxis(x.reshape(shape), d, 0)
 
 
-@_collective("mesh_reduce_scatter")
+def _scatter_blocks(x, ndev, dim, order):
+    """What ``Reduce_scatter_block`` sends: the blocks along ``dim`` in the members' rank
+    order, on the wire dtype; a view when they already are."""
+    wire = x.dtype if x.dtype in _MPI_DTYPES else np.dtype(np.float64)
+    chunks = _chunks(x, ndev + dim, len(order))
+    if order != sorted(order):  # else a view; contiguous when dim is the leading one
+        chunks = chunks[order]
+    return np.ascontiguousarray(chunks, dtype=wire)
+
+
+def _fold_reduce_scatter(x, share, ndev, dim, kind, group):
+    """``mesh_reduce_scatter`` of a small value inside the agreement: every member's blocks
+    arrive with the digests; each reduces them and keeps its own block."""
+    order = _block_order(x, group)
+    if order is None:
+        return None
+    send = _scatter_blocks(x, ndev, dim, order)
+    if send.nbytes > _PAYLOAD_MAX:
+        return None
+    members = _members(group)
+    rows = share(send)
+    total = _combine(rows, members, send.shape, send.dtype, kind)
+    return total[members.index(PROCESS.index)].astype(x.dtype, copy=False)
+
+
+@_collective("mesh_reduce_scatter", fold=_fold_reduce_scatter)
 def _mesh_reduce_scatter(x, ndev, dim, kind, group):
     single = _single_devices(x, group)
     if single is not None:  # Reduce_scatter_block: each process receives its reduced block
         sub, order = single
-        MPI = _STATE.MPI
-        wire = x.dtype if x.dtype in _MPI_DTYPES else np.dtype(np.float64)
-        chunks = _chunks(x, ndev + dim, len(order))
-        if order != sorted(order):  # else a view; contiguous when dim is the leading one
-            chunks = chunks[order]
-        send = np.ascontiguousarray(chunks, dtype=wire)
-        recv = _out_buffer(send.shape[1:], wire)
-        op = {"sum": MPI.SUM, "max": MPI.MAX, "min": MPI.MIN, "prod": MPI.PROD}[kind]
-        sub.Reduce_scatter_block(send, recv, op=op)
+        send = _scatter_blocks(x, ndev, dim, order)
+        recv = _out_buffer(send.shape[1:], send.dtype)
+        sub.Reduce_scatter_block(send, recv, op=_mpi_op(kind))
         return recv.astype(x.dtype, copy=False)
     local = host.MESH_REDUCE[kind](x, axis=group.axes, keepdims=True)
     total = _allreduce(local, group, kind, own=True)
@@ -616,7 +774,31 @@ def _mesh_reduce_scatter(x, ndev, dim, kind, group):
 
 
 # ----------------------------------------------------------------------------- data movement
-@_collective("mesh_gather")
+def _joined(recv: np.ndarray, shape: tuple, order: list, d: int) -> np.ndarray:
+    """The members' slabs ``recv`` (rank order, each of ``shape``) joined along dim ``d``
+    in their blocks' order."""
+    if order == sorted(order) and all(n == 1 for n in shape[:d]):
+        # (members, 1, .., 1, block, rest) is already the joined value: no copy
+        return recv.reshape(shape[:d] + (len(order) * shape[d],) + shape[d + 1 :])
+    return np.concatenate(list(recv[np.argsort(order)]), axis=d)
+
+
+def _fold_gather(x, share, ndev, dim, group):
+    """``mesh_gather`` of a small value inside the agreement: every member's slab arrives
+    with the digests."""
+    order = _block_order(x, group)
+    if order is None:
+        return None
+    x = np.ascontiguousarray(x)
+    if x.nbytes > _PAYLOAD_MAX or x.dtype.hasobject:
+        return None
+    rows = share(x)
+    # a copy out of the agreement's buffer, which the next agreement reuses
+    recv = np.stack([rows[p].view(x.dtype).reshape(x.shape) for p in _members(group)])
+    return _joined(recv, x.shape, order, ndev + dim)
+
+
+@_collective("mesh_gather", fold=_fold_gather)
 def _mesh_gather(x, ndev, dim, group):
     single = _single_devices(x, group)
     if single is not None:  # Allgather straight into the blocks' order: at most one copy
@@ -624,11 +806,7 @@ def _mesh_gather(x, ndev, dim, group):
         x = np.ascontiguousarray(x)
         recv = _out_buffer((len(order),) + x.shape, x.dtype)
         sub.Allgather(_bytes(x), _bytes(recv))
-        d = ndev + dim
-        if order == sorted(order) and all(n == 1 for n in x.shape[:d]):
-            # (members, 1, .., 1, block, rest) is already the joined value: no copy
-            return recv.reshape(x.shape[:d] + (len(order) * x.shape[d],) + x.shape[d + 1 :])
-        return np.concatenate(list(recv[np.argsort(order)]), axis=d)
+        return _joined(recv, x.shape, order, ndev + dim)
     return _narrow(host.mesh_merge(_widen(x, group), ndev, group.axes, dim), group)
 
 

@@ -117,6 +117,35 @@ class MeshPlan(NamedTuple):
     phys: dict
 
 
+# A plan depends only on the op, the input's global shape and sharding, and the call's
+# kwargs: the same collective called again (every training step, every eager call in a
+# loop) reuses it instead of validating and building the output spec again.
+_PLANS: dict = {}
+_PLANS_MAX = 4096
+
+
+def _plan_key(op, impl, kwargs) -> tuple | None:
+    """The cache key of ``op.plan(impl, kwargs)``, or None when it cannot be cached (under
+    vmap levels, no sharding, or unhashable kwargs)."""
+    spec = impl.sharding
+    if impl.levels or spec is None:
+        return None
+    key = (
+        op.name,
+        tuple(impl.shape),
+        spec,
+        spec.open,
+        spec.priority,
+        spec.fixed_replicated,
+        tuple(sorted(kwargs.items())),
+    )
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
+
+
 class _MeshOp(Operation):
     """A collective: places its output itself (``plan``) instead of factor propagation."""
 
@@ -129,10 +158,18 @@ class _MeshOp(Operation):
             raise ShardingError(
                 f"{self.name}: the tensor of shape {_shape(im)} is not sharded (no mesh)"
             )
-        plan = self.plan(im, kwargs)
-        phys = _spanning(plan.phys, plan.spec.mesh)
+        key = _plan_key(self, im, kwargs)
+        got = _PLANS.get(key) if key is not None else None
+        if got is None:
+            plan = self.plan(im, kwargs)
+            got = (plan.shape, plan.spec, _spanning(plan.phys, plan.spec.mesh))
+            if key is not None:
+                if len(_PLANS) >= _PLANS_MAX:
+                    _PLANS.clear()
+                _PLANS[key] = got
+        shape, spec, phys = got
         call = Call(self, args, kwargs)
-        call.placed(phys, [plan.shape], [im.dtype], [im.device], [plan.spec], im.levels)
+        call.placed(phys, [shape], [im.dtype], [im.device], [spec], im.levels)
         return emit(call)
 
     def plan(self, impl, kwargs) -> MeshPlan:

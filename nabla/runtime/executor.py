@@ -305,6 +305,11 @@ def run_program(program: Program, seen: int, inputs: list) -> list:
     if PROCESS.count > 1 and crosses_processes(program):
         if mpi.in_agreed_program():  # a nested program: the outer one's digest covers it
             return _run_across(program, seen, inputs)
+        instrs = program.instructions
+        if len(instrs) == 1 and mpi.agrees_itself(instrs[0].op):
+            # one collective (an eager call): its lowering agrees on it, a small one with
+            # its data in the same exchange, so the call synchronizes once, not twice
+            return _run_across(program, seen, inputs)
         # every process must run this same program: a mismatch is an error, not a deadlock
         what = f"program {_digest(program)} ({len(program.instructions)} ops)"
         with mpi.agreed_program(what, lambda: mpi.describe_program(program)):

@@ -133,6 +133,9 @@ def scenario_collectives():
         close(nb.all_to_all(rev, 1, 0).numpy(), wide)
         for s in nb.all_to_all(rev, 1, 0).addressable_shards:
             np.testing.assert_array_equal(s.data, wide[s.index])
+    # small values travel inside the agreement, large ones by their own MPI call: equal
+    for cols in (8, 4096):  # 32 B and 16 KiB per device
+        check_small_and_large(cols)
     # a 0-d block per device travels too
     line = nb.DeviceMesh("line", (N,), ("q",))
     scalar_ring = [(d, (d + 1) % N) for d in range(N)]
@@ -151,6 +154,31 @@ def scenario_collectives():
     g = nb.grad(lambda t: nb.sum(nb.all_gather(t, 0) ** 2))(t)
     close(g.numpy(), 2 * x)
     assert g.sharding.to_partition_spec() == P(("p", "l"))
+
+
+def check_small_and_large(cols: int):
+    """all_reduce, all_gather and reduce_scatter of ``cols`` float32 per device, over every
+    process and (on 4) over a sub-group of a 2-D mesh, against NumPy."""
+    x = data(2 * N, cols, seed=cols)
+    line = nb.DeviceMesh("line", (N,), ("q",))
+    t = nb.shard(x, line, P("q"))
+    blocks = x.reshape(N, 2, cols)
+    close(nb.all_reduce(t, "sum", axes="q").numpy(), blocks.sum(0))
+    close(nb.all_reduce(t, "max", axes="q").numpy(), blocks.max(0))
+    close(nb.all_gather(t, 0).numpy(), x)
+    close(nb.all_gather(nb.shard(x, line, P(None, "q")), 1).numpy(), x)
+    scattered = nb.reduce_scatter(nb.sum(nb.shard(x, line, P("q")), axis=0), 0)
+    close(scattered.numpy(), x.sum(0))
+    whole = nb.all_reduce(nb.shard(x.astype(np.int32), line, P("q")), "sum", axes="q")
+    np.testing.assert_array_equal(whole.numpy(), blocks.astype(np.int32).sum(0))
+    if N == 4:  # groups of 2 processes: each reduces with its own row of the grid only
+        grid = nb.DeviceMesh("grid", (2, 2), ("a", "b"))
+        g = nb.shard(x, grid, P(("a", "b")))
+        by_a = x.reshape(2, 2, 2, cols).sum(0).reshape(4, cols)
+        got = nb.all_reduce(g, "sum", axes="a")
+        for s in got.addressable_shards:
+            close(s.data, by_a[2 * (s.device % 2) : 2 * (s.device % 2) + 2])
+        close(nb.all_gather(nb.shard(x, grid, P("b")), 0, axes="b").numpy(), x)
 
 
 def scenario_process_local():
@@ -389,6 +417,16 @@ def scenario_mismatch_kind():
     mesh = nb.DeviceMesh("m", (N,), ("p",))
     t = nb.shard(np.ones((4 * N, 2), np.float32), mesh, P("p"))
     nb.all_reduce(t, "max" if RANK == 0 else "sum", axes="p").numpy()
+
+
+def scenario_mismatch_sizes():
+    """Process 0 reduces a small value (its data travel inside the agreement), the others a
+    large one (an agreement, then an Allreduce): an error on every process, not a hang."""
+    mesh = nb.DeviceMesh("m", (N,), ("p",))
+    small = nb.shard(np.ones((N, 4), np.float32), mesh, P("p"))
+    large = nb.shard(np.ones((N, 8192), np.float32), mesh, P("p"))
+    nb.realize(small, large)
+    nb.all_reduce(small if RANK == 0 else large, "sum", axes="p").realize()
 
 
 def scenario_mismatch_described():

@@ -114,6 +114,16 @@ def test_mismatched_reductions_are_an_error_on_every_process():
     assert "the first difference is op" in proc.stderr, proc.stderr
 
 
+def test_a_small_and_a_large_collective_are_an_error_on_every_process():
+    """One process's data travel inside the agreement, the other's after it: the exchanges
+    still match, so the mismatch is an error at once, not a hang or a truncated message."""
+    proc, took = run_scenario(2, "mismatch_sizes", env={"NABLA_MPI_TIMEOUT": "60"})
+    assert proc.returncode != 0
+    assert "every process must run the same program" in proc.stderr, proc.stderr
+    assert "(1, 1, 4)" in proc.stderr and "(1, 1, 8192)" in proc.stderr, proc.stderr
+    assert took < 50, took
+
+
 def test_a_bad_timeout_set_after_the_import_is_refused_by_initialize():
     """Checked when the setting is read (at import, and again by initialize), naming the
     variable and the value, not a raw float() error at the first collective."""
