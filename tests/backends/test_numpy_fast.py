@@ -190,3 +190,28 @@ def test_compiled_calls_are_inlined_and_scan_bodies_lowered(monkeypatch):
             carry, ys = nb.scan(step, nb.zeros((3,)), y)
             np.testing.assert_allclose(ys.numpy()[0], np.exp(np.tanh(x.numpy()[0] + 1) * 2 + 1))
             carry.numpy()
+
+
+@pytest.mark.parametrize("dtype", [DType.float32, DType.float64, DType.float16])
+def test_sigmoid_and_rsqrt_chains_in_scratch_give_the_lowerings_bits(dtype, rng):
+    sig = lambda *shape: ((dtype, shape),)  # noqa: E731
+    steps = [
+        ("sigmoid", (0,), {}, sig(4, 6)),
+        ("abs", (0,), {}, sig(4, 6)),
+        ("rsqrt", ((1, 0),), {}, sig(4, 6)),
+        ("mul", ((0, 0), (2, 0)), {}, sig(4, 6)),
+        ("slice", (0,), {"slices": ((0, 1, 4), (1, 2, 3))}, sig(4, 3)),
+        ("sigmoid", ((4, 0),), {}, sig(4, 3)),  # of a strided view
+        ("exp", ((5, 0),), {}, sig(4, 3)),
+    ]
+    program = build_program(
+        ("chains", id(steps)), [(dtype, (4, 6), CPU())], steps, [(3, 0), (6, 0)]
+    )
+    run = fast.lower(program)
+    if dtype != DType.float16:  # float16 keeps the lowering
+        assert "logaddexp" in run.source and "true_divide(1" in run.source
+    x = (rng.standard_normal((4, 6)) * 30).astype(dtype.numpy)
+    x[0, :2] = [0.0, np.nan]
+    want = compile_program(program)([x])
+    for _ in range(2):
+        assert [_bits(a) for a in run([x])] == [_bits(a) for a in want]

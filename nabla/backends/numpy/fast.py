@@ -345,6 +345,12 @@ class _Lowering:
         in_specs = [spec[i] for i in step.inputs]
         for o in step.outputs:
             self.name[o] = f"v{o}"
+        direct = DIRECT.get(op)
+        if direct is None or direct[0] is not LOWERINGS.get(op):
+            # no lowering of ours, or one replaced in the table (``mpi.activate``, a test):
+            # the table's entry runs, as in the interpreter
+            self._call(k, step, ins)
+            return
 
         fn = UFUNCS.get(op)
         extra = ""
@@ -374,6 +380,8 @@ class _Lowering:
             return
         if op in _VIEWS:
             self._view(k, step, ins[0], in_specs[0])
+            return
+        if op in ("sigmoid", "rsqrt") and self._chain(k, step, ins[0]):
             return
         self._call(k, step, ins)
 
@@ -443,15 +451,25 @@ class _Lowering:
             self._release(dying)
             return
         self.guard |= relies
+        b = self._target(step, dying, elementwise)
+        self.lines.append(f"{v} = {fname}({args}, out=b{b})")
+        self._written(k, step, b, dying)
+
+    def _target(self, step, dying, elementwise: bool) -> int:
+        """The buffer step's result goes to: in place over an elementwise operand that is
+        the buffer and dies here, else a free one of its dtype and shape, else a new one."""
+        dt, shape = step.specs[0]
         reuse = None
-        if elementwise:  # in place over an operand that is the buffer and dies here
+        if elementwise:
             for b in dying:
                 owners = [i for i in step.inputs if b in self.roots.get(i, ())]
                 if self.buffers[b] == (dt, shape) and all(self.owner.get(i) == b for i in owners):
                     reuse = b
                     break
-        b = self._take((dt, shape), reuse)
-        self.lines.append(f"{v} = {fname}({args}, out=b{b})")
+        return self._take((dt, shape), reuse)
+
+    def _written(self, k, step, b, dying):
+        out = step.outputs[0]
         self.owner[out] = b
         self.roots[out] = (b,)
         self.layout[out] = ("C", frozenset())
@@ -459,6 +477,39 @@ class _Lowering:
         self.buf_last[b] = self.last.get(out, k)
         self.sure.add(out)
         self._release([d for d in dying if d != b])
+
+    def _chain(self, k, step, x) -> bool:
+        """``sigmoid`` and ``rsqrt`` of a float32/float64 value that stays inside: the
+        interpreter's NumPy calls, one after the other in one buffer (its lowerings run
+        the same loops on fresh arrays). False where the lowering is called instead."""
+        dt, shape = step.specs[0]
+        kind, relies = self.layout.get(step.inputs[0], _NO_LAYOUT)
+        floats = (np.dtype(np.float32), np.dtype(np.float64))
+        if (
+            step.outputs[0] in self.escaping
+            or kind not in ("C", "B")
+            or dt not in floats
+            or self.spec[step.inputs[0]] != (dt, shape)
+        ):
+            return False
+        self.guard |= relies
+        dying = self._dying(k, step)
+        t = f"b{self._target(step, dying, True)}"
+        v = self.name[step.outputs[0]]
+        if step.op == "sigmoid":  # exp(-logaddexp(0, -x))
+            zero = self._const(dt.type(0), "zero")
+            self.ns.update(negative=np.negative, logaddexp=np.logaddexp, exp=np.exp)
+            self.lines += [
+                f"negative({x}, out={t})",
+                f"logaddexp({zero}, {t}, out={t})",
+                f"negative({t}, out={t})",
+                f"{v} = exp({t}, out={t})",
+            ]
+        else:  # rsqrt: 1 / sqrt(x)
+            self.ns.update(sqrt=np.sqrt, true_divide=np.true_divide)
+            self.lines += [f"sqrt({x}, out={t})", f"{v} = true_divide(1, {t}, out={t})"]
+        self._written(k, step, int(t[1:]), dying)
+        return True
 
     def _release(self, bufs):
         for b in bufs:
