@@ -97,19 +97,31 @@ def _programs(call) -> list:
     return seen
 
 
-def _time_ms(fn, reps, rounds=3) -> float:
-    best = None
+def _side_by_side(fns: dict, reps: int, rounds: int = 3) -> dict:
+    """Per entry, the best over ``rounds`` of the median ms of ``reps`` calls; each round
+    times every entry in turn (after a few untimed calls), so drifts in the machine's
+    speed reach both alike."""
+    best: dict = {}
     for _ in range(rounds):
-        for _ in range(max(5, reps // 4)):
-            fn()
-        times = []
-        for _ in range(reps):
-            t0 = time.perf_counter()
-            fn()
-            times.append(time.perf_counter() - t0)
-        ms = 1e3 * statistics.median(times)
-        best = ms if best is None else min(best, ms)
+        for name, fn in fns.items():
+            for _ in range(max(5, reps // 4)):
+                fn()
+            times = []
+            for _ in range(reps):
+                t0 = time.perf_counter()
+                fn()
+                times.append(time.perf_counter() - t0)
+            ms = 1e3 * statistics.median(times)
+            best[name] = min(ms, best.get(name, ms))
     return best
+
+
+def _switched(call, on: bool):
+    def run():
+        CONFIG.fast_numpy = on
+        call()
+
+    return run
 
 
 def main():
@@ -118,7 +130,10 @@ def main():
     ap.add_argument("--only", default=None, help="run the workloads whose name contains this")
     args = ap.parse_args()
     nb.set_backend("numpy")
-    print(f"load average {os.getloadavg()[0]:.2f}; numpy backend; median ms, best of 3 rounds")
+    print(
+        f"load average {os.getloadavg()[0]:.2f}; numpy backend; median ms, best of 3 "
+        f"rounds; OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS', 'unset')}"
+    )
     print(f"{'workload / program':<34}{'ops':>6}{'interpreter':>13}{'straight':>11}{'ratio':>8}")
     for name, make in WORKLOADS.items():
         if args.only and args.only not in name:
@@ -131,14 +146,16 @@ def main():
             straight = numpy_backend.compile_fast(program)
             for a, b in zip(interp(inputs), straight(inputs), strict=True):
                 np.testing.assert_array_equal(a, b)
-            t_i = _time_ms(lambda f=interp, x=inputs: f(x), args.reps)
-            t_s = _time_ms(lambda f=straight, x=inputs: f(x), args.reps)
+            t = _side_by_side(
+                {"i": lambda f=interp, x=inputs: f(x), "s": lambda f=straight, x=inputs: f(x)},
+                args.reps,
+            )
             label = f"{name} #{k}"
-            print(f"{label:<34}{program.num_ops:>6}{t_i:>13.4f}{t_s:>11.4f}{t_i / t_s:>7.2f}x")
-        whole = {}
-        for on in (False, True):
-            CONFIG.fast_numpy = on
-            whole[on] = _time_ms(call, args.reps)
+            print(
+                f"{label:<34}{program.num_ops:>6}{t['i']:>13.4f}{t['s']:>11.4f}"
+                f"{t['i'] / t['s']:>7.2f}x"
+            )
+        whole = _side_by_side({on: _switched(call, on) for on in (False, True)}, args.reps)
         CONFIG.fast_numpy = True
         label = f"{name}: whole call"
         print(

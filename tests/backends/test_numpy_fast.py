@@ -77,14 +77,17 @@ def test_same_bits_as_the_interpreter_with_folding_dead_code_and_in_place_chains
 
 def test_a_call_on_inputs_of_another_layout_gives_the_interpreters_bits(rng):
     """NumPy lays a new result out in its operands' order, and a later lowering's bits may
-    depend on that layout: a transposed input runs that call in the interpreter."""
+    depend on that layout: a transposed input runs a variant lowered for it."""
     program = _program()
     run, interp = fast.lower(program), compile_program(program)
     assert "v0.flags.c_contiguous" in run.source
     x, w = _inputs(rng)
-    xs = [np.asfortranarray(x), w]
-    got, want = run(xs), interp(xs)
-    assert [_bits(g) + (g.strides,) for g in got] == [_bits(a) + (a.strides,) for a in want]
+    wide = np.zeros((3, 8), np.float32)
+    wide[:, ::2] = x  # strided, in C order: NumPy's results stay C-contiguous
+    for xs in ([np.asfortranarray(x), w], [wide[:, ::2], w]):
+        got, want = run(xs), interp(xs)
+        assert [_bits(g) + (g.strides,) for g in got] == [_bits(a) + (a.strides,) for a in want]
+    assert fast._c_ordered(wide[:, ::2]) and not fast._c_ordered(np.asfortranarray(x))
 
 
 def test_outputs_are_never_scratch_and_inputs_are_never_written(rng):

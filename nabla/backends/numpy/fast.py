@@ -228,6 +228,19 @@ def _interpret_step(step: _Step, args: list) -> list:
     return out
 
 
+def _c_ordered(x) -> bool:
+    """Are ``x``'s strides in C order (non-negative, non-increasing over its dims longer
+    than 1)? A scan's step of its ``xs`` along a later axis is, though not contiguous;
+    NumPy lays a new result of such operands out C-contiguous."""
+    last = None
+    for n, stride in zip(x.shape, x.strides, strict=True):
+        if n > 1:
+            if stride < 0 or (last is not None and stride > last):
+                return False
+            last = stride
+    return True
+
+
 def _ufunc_ok(fn, dtypes, shapes, spec) -> bool:
     """Does ``fn(*operands)`` produce the predicted dtype and shape by itself (so writing
     it into a buffer of that dtype changes nothing)?"""
@@ -244,7 +257,7 @@ def _ufunc_ok(fn, dtypes, shapes, spec) -> bool:
 class _Lowering:
     """The source of one straight-line function and the constants it names."""
 
-    def __init__(self, program: Program):
+    def __init__(self, program: Program, unordered: frozenset = frozenset()):
         from . import _control_flow, _passes_through, _unsupported  # noqa: PLC0415
 
         err = _unsupported(program)
@@ -259,6 +272,7 @@ class _Lowering:
             "ready": _blas_ready,
             "matmul": np.matmul,
             "multiply": np.multiply,
+            "ordered": _c_ordered,
         }
         self.lines: list[str] = []
         self.num_inputs = program.num_inputs
@@ -273,14 +287,16 @@ class _Lowering:
         # bits, may depend on its operands' strides: np.sum's order, _reduce_sum's BLAS
         # path). Per slot: "C" (strides in C order: C-contiguous, any 1-d array, a slice
         # or reshape of such), "B" (a broadcast of a "C" value, dims in order), or None
-        # (unknown), with the program inputs of 2 or more dims whose C-contiguity that
-        # relies on. A value is written into a (C-contiguous) buffer only where NumPy's
-        # own result would be C-contiguous: every operand "C" or "B". The inputs so relied
-        # on are checked at each call (``guard``); a call where one is not C-contiguous
-        # runs in the interpreter.
+        # (unknown), with the program inputs of 2 or more dims whose layout that relies
+        # on. A value is written into a (C-contiguous) buffer only where NumPy's own result
+        # would be C-contiguous: every operand "C" or "B". The inputs so relied on are
+        # checked at each call (``guard``, ``_c_ordered``); a call where one is laid out
+        # otherwise (a transposed view) runs in the variant lowered for the inputs not in
+        # C order (``unordered``), which writes no buffer from those.
         self.layout: dict = {
             i: ("C", frozenset((i,) if len(s.shape) >= 2 else ()))
             for i, s in enumerate(program.inputs)
+            if i not in unordered
         }
         self.guard: set = set()
         # slots BLAS takes as they are (C- or F-contiguous: a scratch buffer, a reshape of
@@ -639,8 +655,10 @@ class _Lowering:
         if self.num_inputs:
             body.append(f"{''.join(f'v{i}, ' for i in range(self.num_inputs))}= inputs")
         if self.guard:
-            test = " and ".join(f"v{i}.flags.c_contiguous" for i in sorted(self.guard))
-            body.append(f"if not ({test}): return interpret(inputs)")
+            test = " and ".join(
+                f"(v{i}.flags.c_contiguous or ordered(v{i}))" for i in sorted(self.guard)
+            )
+            body.append(f"if not ({test}): return relower(inputs)")
         if self.buffers:
             names = "".join(f"b{i}, " for i in range(len(self.buffers)))
             body.append("S = pop() if pool else scratch()")
@@ -665,39 +683,36 @@ class _Lowering:
 _COUNT = itertools.count()
 
 
+_MAX_VARIANTS = 4  # layouts of the inputs lowered for, per program (then: the interpreter)
+
+
 def lower(program: Program):
-    """``program`` as one generated function: ``run(list of arrays) -> list of arrays``,
-    with ``run.raw`` (without ``np.errstate``, for nested programs) and ``run.source``.
-    Raises ``CannotLower`` where the interpreter must run it."""
+    """``program`` as generated straight-line code: ``run(list of arrays) -> list of
+    arrays``, with ``run.raw`` (without ``np.errstate``, for nested programs) and
+    ``run.source``. The code is lowered for inputs in C order; a call whose inputs are laid
+    out otherwise runs a variant lowered once for that layout (``_MAX_VARIANTS``, then the
+    interpreter). Raises ``CannotLower`` where the interpreter must run the program."""
     from . import compile_program  # noqa: PLC0415
 
-    low = _Lowering(program)
-    src = low.source()
-    ns = low.ns
-    if low.guard:
-        interpreter = program.executables.get("numpy") or compile_program(program)
-        program.executables.setdefault("numpy", interpreter)
-        ns["interpret"] = interpreter.raw
-    buffers = list(low.buffers)
-    pool: list = []
-    ns.update(
-        pool=pool,
-        pop=pool.pop,
-        push=pool.append,
-        scratch=lambda: [np.empty(shape, dt) for dt, shape in buffers],
-    )
-    name = f"<nabla numpy program {next(_COUNT)}: {program.num_ops} ops>"
-    exec(compile(src, name, "exec"), ns)  # noqa: S102 - source generated from our own IR
-    raw = ns["raw"]
-    if CONFIG.debug_compile:
-        debug_log(
-            LOG,
-            "%d-op program lowered to straight-line code (%d scratch buffers, %d bytes):\n%s",
-            program.num_ops,
-            len(buffers),
-            sum(dt.itemsize * int(np.prod(shape, dtype=np.int64)) for dt, shape in buffers),
-            src,
+    variants: dict = {}
+    wide = [i for i, spec in enumerate(program.inputs) if len(spec.shape) >= 2]
+
+    def respecialize(inputs):
+        unordered = frozenset(
+            i for i in wide if not (inputs[i].flags.c_contiguous or _c_ordered(inputs[i]))
         )
+        fn = variants.get(unordered)
+        if fn is None:
+            if len(variants) < _MAX_VARIANTS:
+                fn = variants[unordered] = _generate(program, unordered, respecialize)[0]
+            else:
+                interpreter = program.executables.get("numpy") or compile_program(program)
+                program.executables.setdefault("numpy", interpreter)
+                fn = interpreter.raw
+        return fn(inputs)
+
+    raw, src = _generate(program, frozenset(), respecialize)
+    variants[frozenset()] = raw
 
     def run(inputs):
         with np.errstate(all="ignore"):
@@ -706,6 +721,36 @@ def lower(program: Program):
     run.raw = raw
     run.source = src
     return run
+
+
+def _generate(program: Program, unordered: frozenset, respecialize):
+    """The straight-line function for inputs laid out as ``unordered`` says, and its
+    source."""
+    low = _Lowering(program, unordered)
+    src = low.source()
+    ns = low.ns
+    buffers = list(low.buffers)
+    pool: list = []
+    ns.update(
+        relower=respecialize,
+        pool=pool,
+        pop=pool.pop,
+        push=pool.append,
+        scratch=lambda: [np.empty(shape, dt) for dt, shape in buffers],
+    )
+    name = f"<nabla numpy program {next(_COUNT)}: {program.num_ops} ops>"
+    exec(compile(src, name, "exec"), ns)  # noqa: S102 - source generated from our own IR
+    if CONFIG.debug_compile:
+        debug_log(
+            LOG,
+            "%d-op program lowered to straight-line code%s (%d scratch buffers, %d bytes):\n%s",
+            program.num_ops,
+            f" for inputs {sorted(unordered)} not in C order" if unordered else "",
+            len(buffers),
+            sum(dt.itemsize * int(np.prod(shape, dtype=np.int64)) for dt, shape in buffers),
+            src,
+        )
+    return ns["raw"], src
 
 
 def _same(a, b) -> bool:
