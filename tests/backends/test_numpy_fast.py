@@ -218,3 +218,29 @@ def test_sigmoid_and_rsqrt_chains_in_scratch_give_the_lowerings_bits(dtype, rng)
     want = compile_program(program)([x])
     for _ in range(2):
         assert [_bits(a) for a in run([x])] == [_bits(a) for a in want]
+
+
+def test_common_subexpressions_merge_only_equal_bits():
+    """Two instructions merge when op, operands and kwargs agree (``full`` of 0.0 and of
+    -0.0 compare equal in Python and must not), and two outputs stay two arrays."""
+    full = {"shape": (2,), "dtype": F32, "device": CPU()}
+    steps = [
+        ("full", (), {**full, "value": 0.0}, _spec(2)),
+        ("full", (), {**full, "value": -0.0}, _spec(2)),
+        ("full", (), {**full, "value": 0.0}, _spec(2)),
+        ("exp", (0,), {}, _spec(2)),
+        ("exp", (0,), {}, _spec(2)),
+    ]
+    program = build_program(
+        ("cse", id(steps)), [(F32, (2,), CPU())], steps, [(0, 0), (1, 0), (2, 0), (3, 0), (4, 0)]
+    )
+    run = fast.lower(program)
+    x = np.array([0.5, -1.0], np.float32)
+    got, want = run([x]), compile_program(program)([x])
+    assert len({id(a) for a in got}) == len(got)
+    steps = steps[:3] + [("exp", (0,), {}, _spec(2)), ("exp", (0,), {}, _spec(2))]
+    steps += [("add", ((3, 0), (4, 0)), {}, _spec(2))]
+    inner = build_program(("cse2", id(steps)), [(F32, (2,), CPU())], steps, [(5, 0)])
+    assert fast.lower(inner).source.count("exp(") == 1
+    assert [_bits(a) for a in got] == [_bits(a) for a in want]
+    assert np.signbit(got[1]).all() and not np.signbit(got[0]).any()

@@ -149,7 +149,6 @@ def _flatten(program: Program, passes_through) -> tuple[list, dict, list]:
     spec = {i: (s.dtype.numpy, _ints(s.shape)) for i, s in enumerate(program.inputs)}
     steps: list = []
     fresh = itertools.count(program.num_inputs)
-    seen: dict = {}  # common subexpressions: (op, operands, kwargs, specs) -> slots
 
     def walk(prog, args):
         env = dict(enumerate(args))
@@ -163,14 +162,9 @@ def _flatten(program: Program, passes_through) -> tuple[list, dict, list]:
             elif passes_through(ins.op, ins.kwargs, ins.out_specs):
                 outs = a[:1]
             else:
-                key = _cse_key(ins.op, a, ins.kwargs, specs)
-                outs = seen.get(key) if key is not None else None
-                if outs is None:  # not computed before with the same operands
-                    outs = tuple(next(fresh) for _ in ins.outputs)
-                    steps.append(_Step(ins.op, a, ins.kwargs, outs, specs))
-                    spec.update(zip(outs, specs))
-                    if key is not None:
-                        seen[key] = outs
+                outs = tuple(next(fresh) for _ in ins.outputs)
+                steps.append(_Step(ins.op, a, ins.kwargs, outs, specs))
+                spec.update(zip(outs, specs))
             for o, s in zip(outs, specs, strict=True):
                 if spec[o][0] != s[0]:  # the interpreter would cast here
                     raise CannotLower(f"{ins.op} hands on {spec[o][0]} as {s[0]}")
@@ -184,17 +178,55 @@ def _flatten(program: Program, passes_through) -> tuple[list, dict, list]:
     return steps, spec, list(outs)
 
 
+def _merge_common(steps: list, outputs: list) -> list:
+    """``steps`` with each instruction that repeats an earlier one (op, operands, kwargs)
+    dropped and its readers reading the earlier results. A program output is never such
+    a repeat: two outputs stay two arrays, as in the interpreter."""
+    seen: dict = {}
+    rename: dict = {}
+    out_slots = set(outputs)
+    kept = []
+    for step in steps:
+        ins = tuple(rename.get(i, i) for i in step.inputs)
+        step = step._replace(inputs=ins)
+        key = _cse_key(step.op, ins, step.kwargs, step.specs)
+        earlier = seen.get(key) if key is not None else None
+        if earlier is not None and not out_slots.intersection(step.outputs):
+            rename.update(zip(step.outputs, earlier))
+            continue
+        kept.append(step)
+        if key is not None and earlier is None:
+            seen[key] = step.outputs
+    return kept
+
+
 def _cse_key(op, inputs, kwargs, specs):
     """What makes two instructions compute the same values, or None (not a pure function
     of its operands, or kwargs that do not hash)."""
     if op.startswith("random_") or op in _KEEP or op.startswith("mesh_"):
         return None
     try:
-        key = (op, inputs, tuple(sorted(kwargs.items())), specs)
+        key = (op, inputs, _frozen(kwargs), specs)
         hash(key)
     except TypeError:
         return None
     return key
+
+
+def _frozen(v):
+    """``v`` as a key that tells apart what ``==`` does not: 0.0 and -0.0 (by the float's
+    bits), 1 and 1.0 and True (by type)."""
+    if isinstance(v, dict):
+        return tuple((k, _frozen(x)) for k, x in sorted(v.items()))
+    if isinstance(v, tuple | list):
+        return (type(v).__name__, *(_frozen(x) for x in v))
+    if isinstance(v, float | np.floating):
+        return (type(v).__name__, float(v).hex())
+    if isinstance(v, complex | np.complexfloating):
+        return (type(v).__name__, complex(v).real.hex(), complex(v).imag.hex())
+    if isinstance(v, int | np.integer):
+        return (type(v).__name__, int(v))
+    return v
 
 
 def _may_alias(step: _Step) -> bool:
@@ -265,6 +297,7 @@ class _Lowering:
             raise err
         self.control = _control_flow
         self.steps, self.spec, self.outputs = _flatten(program, _passes_through)
+        self.steps = _merge_common(self.steps, self.outputs)
         self.ns: dict = {
             "ndarray": np.ndarray,
             "asarray": np.asarray,
