@@ -11,8 +11,8 @@ NaN or an infinity),
 ``NABLA_DEBUG_COMPILE`` (logs every MAX compile and the source of every program lowered to
 straight-line NumPy code), ``NABLA_BACKGROUND_COMPILE`` and ``NABLA_FAST_NUMPY`` (hot
 programs on NumPy as straight-line code; both default on) and ``NABLA_FAST_NUMPY_CHECK``
-(every NumPy program also run that way and compared bit for bit), which accept ``1/0``,
-``true/false``, ``yes/no`` and ``on/off`` in any case.
+(every NumPy program's first calls also run that way and compared bit for bit), which
+accept ``1/0``, ``true/false``, ``yes/no`` and ``on/off`` in any case.
 """
 
 from __future__ import annotations

@@ -244,3 +244,15 @@ def test_common_subexpressions_merge_only_equal_bits():
     assert fast.lower(inner).source.count("exp(") == 1
     assert [_bits(a) for a in got] == [_bits(a) for a in want]
     assert np.signbit(got[1]).all() and not np.signbit(got[0]).any()
+
+
+def test_check_mode_checks_the_first_calls_of_each_program(rng):
+    program = _program()
+    interp = compile_program(program)
+    calls = []
+    run = fast.checked(program, fast.lower(program), lambda xs: calls.append(1) or interp(xs))
+    xs = _inputs(rng)
+    want = [_bits(a) for a in interp(xs)]
+    for _ in range(fast.CHECKED_CALLS + 2):
+        assert [_bits(a) for a in run(xs)] == want
+    assert len(calls) == fast.CHECKED_CALLS
