@@ -8,6 +8,10 @@ sys.path.insert(0, os.path.dirname(__file__))
 
 # The generated suites check the NumPy interpreter; MAX parity is tests/backends.
 os.environ.setdefault("NABLA_BACKEND", "numpy")
+# Every program the suite runs on NumPy runs both ways on its first calls, the interpreter
+# and its straight-line form (backends/numpy/fast.py), and the results must agree bit for
+# bit.
+os.environ.setdefault("NABLA_FAST_NUMPY_CHECK", "1")
 
 
 @pytest.fixture

@@ -8,8 +8,11 @@ create, default the smallest of the machine's physical memory, the process's ``u
 ``NABLA_EAGER_MAX_GRAPH`` (builds and checks each op's backend value at the call),
 ``NABLA_DEBUG_NANS`` and ``NABLA_DEBUG_INFS`` (``nb.debug_nans``: find the op that made a
 NaN or an infinity),
-``NABLA_DEBUG_COMPILE`` (logs every MAX compile) and ``NABLA_BACKGROUND_COMPILE`` (default
-on), which accept ``1/0``, ``true/false``, ``yes/no`` and ``on/off`` in any case.
+``NABLA_DEBUG_COMPILE`` (logs every MAX compile and the source of every program lowered to
+straight-line NumPy code), ``NABLA_BACKGROUND_COMPILE`` and ``NABLA_FAST_NUMPY`` (hot
+programs on NumPy as straight-line code; both default on) and ``NABLA_FAST_NUMPY_CHECK``
+(every NumPy program's first calls also run that way and compared bit for bit), which
+accept ``1/0``, ``true/false``, ``yes/no`` and ``on/off`` in any case.
 """
 
 from __future__ import annotations
@@ -149,6 +152,11 @@ class _Config:
         # the NumPy interpreter asks glibc to keep freed memory for reuse rather than hand it
         # back to the OS (backends/numpy: keep_freed_memory); 0 leaves malloc as it is
         self.malloc_reuse = env_bool("NABLA_MALLOC_REUSE", True)
+        # a hot program on the NumPy executor runs as straight-line code generated from the
+        # program (backends/numpy/fast.py); 0 keeps the interpreter. The check mode runs
+        # every program both ways and compares the results bit for bit (for tests)
+        self.fast_numpy = env_bool("NABLA_FAST_NUMPY", True)
+        self.fast_numpy_check = env_bool("NABLA_FAST_NUMPY_CHECK", False)
         # the largest result (bytes) an op may create: checked at the op call (ops/base.py)
         self.max_alloc_bytes = env_int("NABLA_MAX_ALLOC_BYTES", None, 1)
         self.max_alloc_source = "NABLA_MAX_ALLOC_BYTES"

@@ -54,6 +54,8 @@ LOG = logging.getLogger("nabla.auto")
 # program once (kept in ``program.executables[name]``). ``HOST_EXECUTORS`` take NumPy arrays.
 EXECUTORS = {
     "numpy": lambda program: numpy_backend.compile_program(program),
+    # a hot program's NumPy executable: its straight-line form (``numpy_backend.use_fast``)
+    "numpy_fast": lambda program: numpy_backend.compile_fast(program),
     "max": lambda program: max_backend().compile_program(program),
 }
 HOST_EXECUTORS = {"numpy"}
@@ -464,9 +466,11 @@ _MAX_ON_CPU: list = []  # non-empty once MAX ran a CPU program in this process
 
 def _run(program: Program, seen: int, inputs: list) -> list:
     name = select_backend(program, seen)
-    exe = program.executables.get(name)
+    # a hot program's NumPy entrant (in the race too) is its straight-line form
+    key = "numpy_fast" if name == "numpy" and numpy_backend.use_fast(seen) else name
+    exe = program.executables.get(key)
     if exe is None:
-        exe = program.executables[name] = EXECUTORS[name](program)
+        exe = program.executables[key] = EXECUTORS[key](program)
     if name in HOST_EXECUTORS:
         inputs = [b if isinstance(b, np.ndarray) else buffer_to_numpy(b) for b in inputs]
         if _MAX_ON_CPU and _small_products(program):  # MAX's threads have the cores

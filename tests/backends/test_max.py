@@ -396,8 +396,9 @@ def test_auto_races_max_against_the_interpreter_and_keeps_the_faster(monkeypatch
         )
         calls = {"max": 0, "numpy": 0}
         for name in calls:
-            exe = prog.executables[name]
-            prog.executables[name] = lambda xs, exe=exe, name=name: (
+            key = "numpy_fast" if name == "numpy" else name  # a hot program's NumPy form
+            exe = prog.executables[key]
+            prog.executables[key] = lambda xs, exe=exe, name=name: (
                 calls.__setitem__(name, calls[name] + 1) or exe(xs)
             )
         for v in vals + vals[:1]:

@@ -2,7 +2,8 @@
 
 ``LOWERINGS`` maps each backend op name to ``fn(args: list[ndarray], kwargs) -> list``;
 ``compile_program`` binds a ``Program``'s instructions to those functions once, so running a
-cached program is one Python loop with no graph building.
+cached program is one Python loop with no graph building. ``compile_fast`` lowers a hot
+program once into a straight-line Python function (``fast.py``) that gives the same bits.
 """
 
 from __future__ import annotations
@@ -14,12 +15,20 @@ import weakref
 
 import numpy as np
 
-from ...core.config import CONFIG
+from ...core.config import CONFIG, debug_log
 from ...core.ir import Program
 from ..kernels import NUMPY_REFERENCES, kernel_instructions
+from . import fast
 from .lowerings import LOWERINGS
 
-__all__ = ["LOWERINGS", "compile_program", "UnsupportedOp", "supports"]
+__all__ = [
+    "LOWERINGS",
+    "compile_program",
+    "compile_fast",
+    "use_fast",
+    "UnsupportedOp",
+    "supports",
+]
 
 
 class UnsupportedOp(RuntimeError):
@@ -81,22 +90,30 @@ def keep_freed_memory() -> bool:
         return False
 
 
+def _unsupported(program: Program) -> UnsupportedOp | None:
+    """The error for a custom kernel the interpreter cannot run, or None."""
+    missing = _missing_reference(program)
+    if missing is None:
+        return None
+    kw = missing.kwargs
+    if kw["package"] is None:  # an op in the original Nabla's protocol: kernel() on MAX values
+        return UnsupportedOp(
+            f"custom op {kw['op']!r} is lowered by its kernel() on MAX graph values, so "
+            "the numpy backend cannot run it: run it with the 'max' or 'auto' backend"
+        )
+    return UnsupportedOp(
+        f"custom op {kw['op']!r} (Mojo kernel {kw['kernel']!r} from {kw['package']}) has no "
+        "NumPy reference, so the numpy backend cannot run it: give the op a numpy_fn, or "
+        "run it with the 'max' or 'auto' backend"
+    )
+
+
 def compile_program(program: Program):
     """``program`` bound to the lowering table: ``run(list of arrays) -> list of arrays``."""
     keep_freed_memory()
-    missing = _missing_reference(program)
-    if missing is not None:
-        kw = missing.kwargs
-        if kw["package"] is None:
-            raise UnsupportedOp(
-                f"custom op {kw['op']!r} is lowered by its kernel() on MAX graph values, so "
-                "the numpy backend cannot run it: run it with the 'max' or 'auto' backend"
-            )
-        raise UnsupportedOp(
-            f"custom op {kw['op']!r} (Mojo kernel {kw['kernel']!r} from {kw['package']}) has no "
-            "NumPy reference, so the numpy backend cannot run it: give the op a numpy_fn, or "
-            "run it with the 'max' or 'auto' backend"
-        )
+    err = _unsupported(program)
+    if err is not None:
+        raise err
     # an instruction that hands its input through unchanged runs as no step: its output
     # slot reads the input's (arrays are never written in place, and views alias anyway)
     alias: dict = {}
@@ -178,6 +195,41 @@ def _bound(program: Program):
     return run.raw
 
 
+def use_fast(seen: int) -> bool:
+    """Does a program whose structure was evaluated ``seen`` times run as straight-line
+    code (``compile_fast``)? From the ``auto`` threshold on (a hot program; also under the
+    ``numpy`` backend), unless ``NABLA_FAST_NUMPY=0``; always in check mode."""
+    return CONFIG.fast_numpy and (seen >= CONFIG.auto_threshold or CONFIG.fast_numpy_check)
+
+
+def compile_fast(program: Program):
+    """``program`` lowered once into a straight-line function (``fast.lower``), or the
+    interpreter where it cannot be (``fast.CannotLower``: a size left symbolic, a
+    collective between processes). In check mode (``NABLA_FAST_NUMPY_CHECK=1``) every call
+    also runs the interpreter and compares the results bit for bit."""
+    keep_freed_memory()
+    try:
+        run = fast.lower(program)
+    except fast.CannotLower as why:
+        if CONFIG.debug_compile:
+            debug_log(fast.LOG, "%d-op program stays interpreted: %s", program.num_ops, why)
+        run = program.executables.get("numpy") or compile_program(program)
+        program.executables.setdefault("numpy", run)
+        return run
+    if CONFIG.fast_numpy_check:
+        interpreter = program.executables.get("numpy") or compile_program(program)
+        run = fast.checked(program, run, interpreter)
+    return run
+
+
+def _fast_bound(program: Program):
+    """A nested program (a control-flow body) as straight-line code, lowered once."""
+    run = program.executables.get("numpy_fast")
+    if run is None:
+        run = program.executables["numpy_fast"] = compile_fast(program)
+    return run.raw
+
+
 def _compiled_call(args, kwargs):
     """A nested program (``nb.compile``'s fast path), interpreted once bound."""
     return _bound(kwargs["program"])(list(args))
@@ -185,28 +237,29 @@ def _compiled_call(args, kwargs):
 
 # ----------------------------------------------------------------------------- control flow
 # Bodies are nested programs over (their operands, the construct's captured inputs).
-def _cond(args, kwargs):
+# ``bound``: how a body runs (interpreted, or as straight-line code: ``_fast_bound``)
+def _cond(args, kwargs, bound=_bound):
     """Run branch ``args[0]`` (clamped) on the remaining inputs."""
     branches = kwargs["branches"]
     index = min(max(int(args[0]), 0), len(branches) - 1)
-    return _bound(branches[index])(list(args[1:]))
+    return bound(branches[index])(list(args[1:]))
 
 
-def _while_loop(args, kwargs):
+def _while_loop(args, kwargs, bound=_bound):
     n = kwargs["n_carry"]
     carry, caps = list(args[:n]), list(args[n:])
-    cond, body = _bound(kwargs["cond"]), _bound(kwargs["body"])
+    cond, body = bound(kwargs["cond"]), bound(kwargs["body"])
     while bool(cond(carry + caps)[0]):
         carry = body(carry + caps)
     return carry
 
 
-def _scan(args, kwargs):
+def _scan(args, kwargs, bound=_bound):
     """A Python loop over the body; each step's ``xs`` are views, ``ys`` are written in
     place into preallocated outputs (the step axis follows the batch dims)."""
     n, nx, length = kwargs["n_carry"], kwargs["n_xs"], kwargs["length"]
     carry, xs, caps = list(args[:n]), args[n : n + nx], list(args[n + nx :])
-    body = _bound(kwargs["body"])
+    body = bound(kwargs["body"])
     ys = [np.empty(tuple(shape), dtype.numpy) for dtype, shape in kwargs["out_specs"][n:]]
     x_pre = [(slice(None),) * a for a in kwargs["x_axes"]]
     y_pre = (slice(None),) * kwargs["y_axis"]
@@ -223,6 +276,11 @@ LOWERINGS["compiled_call"] = _compiled_call
 LOWERINGS["cond"] = _cond
 LOWERINGS["while_loop"] = _while_loop
 LOWERINGS["scan"] = _scan
+# the same loops with bodies as straight-line code, for ``fast.py``
+_control_flow = {
+    name: functools.partial(fn, bound=_fast_bound)
+    for name, fn in (("cond", _cond), ("while_loop", _while_loop), ("scan", _scan))
+}
 
 
 def _custom_kernel(args, kwargs):

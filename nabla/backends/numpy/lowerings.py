@@ -15,21 +15,40 @@ import math
 import ml_dtypes
 import numpy as np
 
-__all__ = ["LOWERINGS", "MESH_REDUCE", "mesh_merge", "mesh_select", "mesh_split", "mesh_unshard"]
+__all__ = [
+    "LOWERINGS",
+    "DIRECT",
+    "UFUNCS",
+    "MESH_REDUCE",
+    "mesh_merge",
+    "mesh_select",
+    "mesh_split",
+    "mesh_unshard",
+]
 
 LOWERINGS: dict = {}
+# For the straight-line lowering of hot programs (``fast.py``): per op of one result, the
+# table entry and the function it wraps, called as ``fn(*args, **kwargs)`` (the entry is
+# compared first: ``mpi.activate`` replaces some entries); per elementwise op that is a
+# plain NumPy ufunc, that ufunc (then ``out=`` and in-place updates are open to it).
+DIRECT: dict = {}
+UFUNCS: dict = {}
 
 
 def _one(name):
     def deco(fn):
-        LOWERINGS[name] = lambda args, kw: [fn(*args, **kw)]
+        entry = LOWERINGS[name] = lambda args, kw: [fn(*args, **kw)]
+        DIRECT[name] = (entry, fn)
         return fn
 
     return deco
 
 
 def _elementwise(name, fn):
-    LOWERINGS[name] = lambda args, kw: [fn(*args)]
+    entry = LOWERINGS[name] = lambda args, kw: [fn(*args)]
+    DIRECT[name] = (entry, fn)
+    if isinstance(fn, np.ufunc):
+        UFUNCS[name] = fn
 
 
 # --------------------------------------------------------------------------- elementwise

@@ -1,0 +1,848 @@
+"""Hot programs lowered once into straight-line Python over NumPy.
+
+``lower(program)`` turns a ``Program`` into the source of one Python function, compiled in
+memory (never read from disk; ``NABLA_DEBUG_COMPILE=1`` logs it), that computes exactly
+what the interpreter (``compile_program``) computes, bit for bit:
+
+- one line per instruction calling the NumPy function itself (a ufunc, an ndarray
+  method, or the lowering's own function with its kwargs bound as constants): no table
+  lookup, no kwargs dict, no slot list at call time;
+- nested compiled calls inlined; control-flow bodies (``cond``/``while_loop``/``scan``)
+  lowered the same way and run by the interpreter's control-flow loops;
+- constant folding (instructions whose inputs are all constants run once, here) and
+  dead-code removal, done once;
+- intermediate results of elementwise ufuncs and matmuls written with ``out=`` into
+  scratch buffers that persist across calls, assigned by liveness: a chain of elementwise
+  ops runs in place in one buffer.
+
+Buffer rules (what keeps the function pure): a scratch buffer holds only values that
+never reach an output, not even through a view (``_escaping``); an output is always a
+fresh array (or a view of an input, as in the interpreter). A value is written in place
+over an operand only when the operand is the buffer itself (not a view of it), has the
+result's dtype and shape, and nothing reads that buffer later. Constants never reach an
+output either (one that would is computed per call instead) and are never written.
+Program inputs are never written. Each call takes a set of scratch buffers from a pool
+and puts it back at the end, so concurrent or re-entrant calls never share one.
+
+What the interpreter casts (each result to the dtype its shape rule predicted) the code
+casts too, except where the dtype is known statically: an ``out=`` result has the
+buffer's dtype, which is used only where NumPy's own loop produces that dtype.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from typing import NamedTuple
+
+import numpy as np
+
+from ...core.config import CONFIG, debug_log
+from ...core.ir import Program
+from .lowerings import _BLOCK, DIRECT, LOWERINGS, UFUNCS, _blas_ready, _py_slices
+
+__all__ = ["lower", "CannotLower", "FastPathMismatch", "checked"]
+
+LOG = logging.getLogger("nabla.numpy")
+
+
+class CannotLower(Exception):
+    """The program has something the straight-line form does not take (a symbolic size,
+    a collective between processes): the interpreter runs it."""
+
+
+class FastPathMismatch(AssertionError):
+    """The straight-line function and the interpreter disagreed (check mode)."""
+
+
+class _Step(NamedTuple):
+    """One instruction after inlining: ``op`` on slots ``inputs`` fills slots ``outputs``
+    with ``specs`` (NumPy dtype, shape of ints) each."""
+
+    op: str
+    inputs: tuple
+    kwargs: dict
+    outputs: tuple
+    specs: tuple
+
+
+# results are views of (or may be) an operand
+_VIEWS = frozenset({"reshape", "transpose", "broadcast_to", "broadcast_in_dim", "slice"})
+# lowerings whose results are always new arrays (never an operand or a view of one)
+_FRESH = frozenset(
+    {
+        "cast",
+        "full",
+        "arange",
+        "reduce_sum",
+        "reduce_prod",
+        "argmax",
+        "argmin",
+        "cumsum",
+        "cumprod",
+        "matmul",
+        "concatenate",
+        "pad",
+        "gather",
+        "scatter",
+        "slice_update",
+        "relu",
+        "maximum",
+        "minimum",
+        "erf",
+        "sigmoid",
+        "rsqrt",
+        "where",
+    }
+    | set(UFUNCS)
+)
+_CONTROL = frozenset({"cond", "while_loop", "scan"})
+# kept even when nothing reads them: they may raise, as in the interpreter
+_KEEP = frozenset({"gather", "scatter", "custom_kernel", "transfer"}) | _CONTROL
+_BIG = 1 << 16  # bytes from which a dead intermediate is dropped at its last use
+# elementwise-like lowerings (and reductions) whose result is C-contiguous when their
+# operands are: NumPy lays a new result out in its operands' order
+_KEEPS_C = frozenset(
+    {
+        "cast",
+        "sigmoid",
+        "rsqrt",
+        "erf",
+        "where",
+        "maximum",
+        "minimum",
+        "relu",
+        "reduce_sum",
+        "reduce_prod",
+        "reduce_max",
+        "reduce_min",
+        "argmax",
+        "argmin",
+        "matmul",
+    }
+    | set(UFUNCS)
+)
+_NO_LAYOUT = (None, frozenset())
+
+
+def _no_fold(step: _Step) -> bool:
+    op = step.op
+    return (
+        op.startswith("random_")
+        or op in _KEEP
+        or (op.startswith("mesh_") and "mesh" in step.kwargs)
+    )
+
+
+def _ints(shape) -> tuple:
+    out = []
+    for d in shape:
+        if not isinstance(d, int) or isinstance(d, bool):
+            raise CannotLower(f"size {d!r} is not a number")
+        out.append(int.__int__(d))
+    return tuple(out)
+
+
+def _flatten(program: Program, passes_through) -> tuple[list, dict, list]:
+    """The program's instructions with compiled calls inlined and pass-through
+    instructions dropped: ``(steps, spec per slot, output slots)``."""
+    spec = {i: (s.dtype.numpy, _ints(s.shape)) for i, s in enumerate(program.inputs)}
+    steps: list = []
+    fresh = itertools.count(program.num_inputs)
+
+    def walk(prog, args):
+        env = dict(enumerate(args))
+        for ins in prog.instructions:
+            a = tuple(env[i] for i in ins.inputs)
+            if ins.op.startswith("mesh_") and "mesh" in ins.kwargs:
+                raise CannotLower("a collective between processes")
+            specs = tuple((dt.numpy, _ints(shape)) for dt, shape in ins.out_specs)
+            if ins.op == "compiled_call":
+                outs = walk(ins.kwargs["program"], a)
+            elif passes_through(ins.op, ins.kwargs, ins.out_specs):
+                outs = a[:1]
+            else:
+                outs = tuple(next(fresh) for _ in ins.outputs)
+                steps.append(_Step(ins.op, a, ins.kwargs, outs, specs))
+                spec.update(zip(outs, specs))
+            for o, s in zip(outs, specs, strict=True):
+                if spec[o][0] != s[0]:  # the interpreter would cast here
+                    raise CannotLower(f"{ins.op} hands on {spec[o][0]} as {s[0]}")
+            env.update(zip(ins.outputs, outs))
+        return tuple(env[s] for s in prog.outputs)
+
+    outs = walk(program, tuple(range(program.num_inputs)))
+    for s, (dt, _) in zip(outs, program.output_specs, strict=True):
+        if spec[s][0] != dt.numpy:
+            raise CannotLower("an output of another dtype than its value")
+    return steps, spec, list(outs)
+
+
+def _merge_common(steps: list, outputs: list) -> list:
+    """``steps`` with each instruction that repeats an earlier one (op, operands, kwargs)
+    dropped and its readers reading the earlier results. A program output is never such
+    a repeat: two outputs stay two arrays, as in the interpreter."""
+    seen: dict = {}
+    rename: dict = {}
+    out_slots = set(outputs)
+    kept = []
+    for step in steps:
+        ins = tuple(rename.get(i, i) for i in step.inputs)
+        step = step._replace(inputs=ins)
+        key = _cse_key(step.op, ins, step.kwargs, step.specs)
+        earlier = seen.get(key) if key is not None else None
+        if earlier is not None and not out_slots.intersection(step.outputs):
+            rename.update(zip(step.outputs, earlier))
+            continue
+        kept.append(step)
+        if key is not None and earlier is None:
+            seen[key] = step.outputs
+    return kept
+
+
+def _cse_key(op, inputs, kwargs, specs):
+    """What makes two instructions compute the same values, or None (not a pure function
+    of its operands, or kwargs that do not hash)."""
+    if op.startswith("random_") or op in _KEEP or op.startswith("mesh_"):
+        return None
+    try:
+        key = (op, inputs, _frozen(kwargs), specs)
+        hash(key)
+    except TypeError:
+        return None
+    return key
+
+
+def _frozen(v):
+    """``v`` as a key that tells apart what ``==`` does not: 0.0 and -0.0 (by the float's
+    bits), 1 and 1.0 and True (by type)."""
+    if isinstance(v, dict):
+        return tuple((k, _frozen(x)) for k, x in sorted(v.items()))
+    if isinstance(v, tuple | list):
+        return (type(v).__name__, *(_frozen(x) for x in v))
+    if isinstance(v, float | np.floating):
+        return (type(v).__name__, float(v).hex())
+    if isinstance(v, complex | np.complexfloating):
+        return (type(v).__name__, complex(v).real.hex(), complex(v).imag.hex())
+    if isinstance(v, int | np.integer):
+        return (type(v).__name__, int(v))
+    return v
+
+
+def _may_alias(step: _Step) -> bool:
+    """May a result of ``step`` share memory with an operand?"""
+    return step.op not in _FRESH or step.op in _VIEWS
+
+
+def _escaping(steps: list, outputs: list) -> set:
+    """The slots an output is, or may be a view of."""
+    esc = set(outputs)
+    for step in reversed(steps):
+        if _may_alias(step) and any(o in esc for o in step.outputs):
+            esc.update(step.inputs)
+    return esc
+
+
+def _interpret_step(step: _Step, args: list) -> list:
+    """``step`` run as the interpreter runs it (constant folding)."""
+    fn = LOWERINGS.get(step.op)
+    if fn is None:
+        raise CannotLower(f"no lowering for {step.op!r}")
+    with np.errstate(all="ignore"):
+        res = fn(args, step.kwargs)
+    out = []
+    for r, (dt, _) in zip(res, step.specs, strict=True):
+        if type(r) is not np.ndarray or r.dtype != dt:
+            r = np.asarray(r, dtype=dt)
+        if r.flags.owndata:  # shared by every call: nothing may write it
+            r.flags.writeable = False
+        out.append(r)
+    return out
+
+
+def _c_ordered(x) -> bool:
+    """Are ``x``'s strides in C order (non-negative, non-increasing over its dims longer
+    than 1)? A scan's step of its ``xs`` along a later axis is, though not contiguous;
+    NumPy lays a new result of such operands out C-contiguous."""
+    last = None
+    for n, stride in zip(x.shape, x.strides, strict=True):
+        if n > 1:
+            if stride < 0 or (last is not None and stride > last):
+                return False
+            last = stride
+    return True
+
+
+def _ufunc_ok(fn, dtypes, shapes, spec) -> bool:
+    """Does ``fn(*operands)`` produce the predicted dtype and shape by itself (so writing
+    it into a buffer of that dtype changes nothing)?"""
+    dt, shape = spec
+    if any(d.isbuiltin != 1 for d in (*dtypes, dt)):
+        return False  # ml_dtypes' bfloat16: loops outside NumPy's resolution
+    try:
+        resolved = fn.resolve_dtypes((*dtypes, None))
+        return resolved[-1] == dt and np.broadcast_shapes(*shapes) == shape
+    except (TypeError, ValueError, np.exceptions.DTypePromotionError):
+        return False
+
+
+class _Lowering:
+    """The source of one straight-line function and the constants it names."""
+
+    def __init__(self, program: Program, unordered: frozenset = frozenset()):
+        from . import _control_flow, _passes_through, _unsupported  # noqa: PLC0415
+
+        err = _unsupported(program)
+        if err is not None:
+            raise err
+        self.control = _control_flow
+        self.steps, self.spec, self.outputs = _flatten(program, _passes_through)
+        self.steps = _merge_common(self.steps, self.outputs)
+        self.ns: dict = {
+            "ndarray": np.ndarray,
+            "asarray": np.asarray,
+            "broadcast_to": np.broadcast_to,
+            "ready": _blas_ready,
+            "matmul": np.matmul,
+            "multiply": np.multiply,
+            "ordered": _c_ordered,
+        }
+        self.lines: list[str] = []
+        self.num_inputs = program.num_inputs
+        self.name: dict = {i: f"v{i}" for i in range(program.num_inputs)}
+        self.sure: set = set()  # slots known to hold an ndarray of their spec's dtype
+        self.buffers: list = []  # (dtype, shape) per scratch buffer
+        self.owner: dict = {}  # slot -> the buffer it is (written with out=)
+        self.roots: dict = {}  # slot -> the buffers it may be a view of
+        self.buf_last: dict = {}  # buffer -> the last step reading it
+        self.pool: dict = {}  # (dtype, shape) -> free buffers
+        # Layouts, as NumPy makes them in the interpreter (a lowering's result, and its
+        # bits, may depend on its operands' strides: np.sum's order, _reduce_sum's BLAS
+        # path). Per slot: "C" (strides in C order: C-contiguous, any 1-d array, a slice
+        # or reshape of such), "B" (a broadcast of a "C" value, dims in order), or None
+        # (unknown), with the program inputs of 2 or more dims whose layout that relies
+        # on. A value is written into a (C-contiguous) buffer only where NumPy's own result
+        # would be C-contiguous: every operand "C" or "B". The inputs so relied on are
+        # checked at each call (``guard``, ``_c_ordered``); a call where one is laid out
+        # otherwise (a transposed view) runs in the variant lowered for the inputs not in
+        # C order (``unordered``), which writes no buffer from those.
+        self.layout: dict = {
+            i: ("C", frozenset((i,) if len(s.shape) >= 2 else ()))
+            for i, s in enumerate(program.inputs)
+            if i not in unordered
+        }
+        self.guard: set = set()
+        # slots BLAS takes as they are (C- or F-contiguous: a scratch buffer, a reshape of
+        # one, a 2-d transpose of one): their matmul operands skip ``_blas_ready``
+        self.blas: set = set()
+        self._n = 0
+        self._fold()
+        self._emit_all()
+
+    # ----------------------------------------------------------------- analysis
+    def _fold(self):
+        esc = _escaping(self.steps, self.outputs)
+        const: dict = {}
+        kept = []
+        for step in self.steps:
+            if (
+                not _no_fold(step)
+                and all(i in const for i in step.inputs)
+                and not any(o in esc for o in step.outputs)
+            ):
+                values = _interpret_step(step, [const[i] for i in step.inputs])
+                const.update(zip(step.outputs, values))
+            else:
+                kept.append(step)
+        need = set(self.outputs)
+        live = []
+        for step in reversed(kept):  # dead-code removal
+            if step.op in _KEEP or any(o in need for o in step.outputs):
+                live.append(step)
+                need.update(step.inputs)
+        self.steps = live[::-1]
+        self.escaping = esc
+        for slot, value in const.items():
+            if slot in need:
+                self.name[slot] = self._const(value, f"c{slot}")
+                self.sure.add(slot)
+                if value.flags.c_contiguous:
+                    self.layout[slot] = ("C", frozenset())
+        self.const = const
+        last = {}
+        for k, step in enumerate(self.steps):
+            for i in step.inputs:
+                last[i] = k
+        for s in self.outputs:
+            last[s] = len(self.steps)
+        self.last = last
+
+    def _const(self, value, hint: str) -> str:
+        self._n += 1
+        name = f"{hint}_{self._n}"
+        self.ns[name] = value
+        return name
+
+    # ----------------------------------------------------------------- emission
+    def _emit_all(self):
+        for k, step in enumerate(self.steps):
+            self._emit(k, step)
+
+    def _emit(self, k: int, step: _Step):
+        op, spec = step.op, self.spec
+        ins = [self.name[i] for i in step.inputs]
+        in_specs = [spec[i] for i in step.inputs]
+        for o in step.outputs:
+            self.name[o] = f"v{o}"
+        direct = DIRECT.get(op)
+        if direct is None or direct[0] is not LOWERINGS.get(op):
+            # no lowering of ours, or one replaced in the table (``mpi.activate``, a test):
+            # the table's entry runs, as in the interpreter
+            self._call(k, step, ins)
+            return
+
+        fn = UFUNCS.get(op)
+        extra = ""
+        if op == "relu":
+            fn, extra = np.maximum, self._const(in_specs[0][0].type(0), "zero")
+            in_specs = in_specs + [(in_specs[0][0], ())]
+        elif op in ("maximum", "minimum"):
+            fn = np.maximum if op == "maximum" else np.minimum
+            big = [s for s in in_specs if s[1] and np.prod(s[1]) >= 16 * _BLOCK]
+            if big and any(not s[1] for s in in_specs):
+                fn = None  # the interpreter's blocked loop against a scalar is faster
+        if op == "relu" and np.prod(in_specs[0][1]) >= 16 * _BLOCK:
+            fn = None
+        if (
+            fn is not None
+            and len(step.outputs) == 1
+            and _ufunc_ok(fn, [s[0] for s in in_specs], [s[1] for s in in_specs], step.specs[0])
+        ):
+            args = ", ".join(ins + ([extra] if extra else []))
+            self._out_call(k, step, self._fn(fn, op), args, elementwise=True)
+            return
+        if op == "matmul" and self._matmul_ok(in_specs, step.specs[0]):
+            x, y = (n if i in self.blas else f"ready({n})" for i, n in zip(step.inputs, ins))
+            self._out_call(k, step, "matmul", f"{x}, {y}", False)
+            return
+        if op == "pow" and self._square(k, step, ins, in_specs):
+            return
+        if op in _VIEWS:
+            self._view(k, step, ins[0], in_specs[0])
+            return
+        if op in ("sigmoid", "rsqrt") and self._chain(k, step, ins[0]):
+            return
+        self._call(k, step, ins)
+
+    def _fn(self, fn, op) -> str:
+        name = getattr(fn, "__name__", op)
+        if self.ns.get(name, fn) is not fn:
+            name = f"{name}_{op}"
+        self.ns[name] = fn
+        return name
+
+    @staticmethod
+    def _matmul_ok(in_specs, out_spec) -> bool:
+        (dx, sx), (dy, sy) = in_specs
+        floats = (np.dtype(np.float32), np.dtype(np.float64))
+        outer = len(sx) >= 2 and len(sy) >= 2 and sx[-1] == 1  # the interpreter's outer product
+        return dx == dy == out_spec[0] and dx in floats and len(out_spec[1]) >= 1 and not outer
+
+    def _square(self, k, step, ins, in_specs) -> bool:
+        """``x ** c`` with a folded 0-d float ``c`` of 2 or 1: what ``_pow`` does at run
+        time (``x * x``, ``x``), decided here."""
+        y = self.const.get(step.inputs[1])
+        (dx, _), (_, sy) = in_specs
+        if y is None or sy != () or dx.kind != "f":
+            return False
+        if y == 2:
+            self._out_call(k, step, "multiply", f"{ins[0]}, {ins[0]}", True)
+            return True
+        if y == 1:
+            self._alias(k, step, ins[0])
+            return True
+        return False
+
+    def _dying(self, k, step) -> list:
+        """The buffers the operands of step ``k`` view and nothing reads after it."""
+        out = []
+        for i in step.inputs:
+            for b in self.roots.get(i, ()):
+                if self.buf_last[b] <= k and b not in out:
+                    out.append(b)
+        return out
+
+    def _take(self, key, reuse=None):
+        if reuse is not None:
+            return reuse
+        free = self.pool.get(key)
+        if free:
+            return free.pop()
+        self.buffers.append(key)
+        return len(self.buffers) - 1
+
+    def _out_call(self, k, step, fname, args, elementwise: bool):
+        out = step.outputs[0]
+        v = self.name[out]
+        dt, shape = step.specs[0]
+        dying = self._dying(k, step)
+        lays = [self.layout.get(i, _NO_LAYOUT) for i in step.inputs]
+        c_like = not elementwise or all(kind in ("C", "B") for kind, _ in lays)
+        relies = frozenset().union(*(r for _, r in lays)) if elementwise else frozenset()
+        if out in self.escaping or not c_like:  # a fresh array per call, laid out by NumPy
+            self.lines.append(f"{v} = {fname}({args})")
+            if shape:
+                self.sure.add(out)
+            else:  # a 0-d result comes back as a NumPy scalar
+                self._check(out)
+            if c_like:
+                self.layout[out] = ("C", relies)
+            self._release(dying)
+            return
+        self.guard |= relies
+        b = self._target(step, dying, elementwise)
+        self.lines.append(f"{v} = {fname}({args}, out=b{b})")
+        self._written(k, step, b, dying)
+
+    def _target(self, step, dying, elementwise: bool) -> int:
+        """The buffer step's result goes to: in place over an elementwise operand that is
+        the buffer and dies here, else a free one of its dtype and shape, else a new one."""
+        dt, shape = step.specs[0]
+        reuse = None
+        if elementwise:
+            for b in dying:
+                owners = [i for i in step.inputs if b in self.roots.get(i, ())]
+                if self.buffers[b] == (dt, shape) and all(self.owner.get(i) == b for i in owners):
+                    reuse = b
+                    break
+        return self._take((dt, shape), reuse)
+
+    def _written(self, k, step, b, dying):
+        out = step.outputs[0]
+        self.owner[out] = b
+        self.roots[out] = (b,)
+        self.layout[out] = ("C", frozenset())
+        self.blas.add(out)
+        self.buf_last[b] = self.last.get(out, k)
+        self.sure.add(out)
+        self._release([d for d in dying if d != b])
+
+    def _chain(self, k, step, x) -> bool:
+        """``sigmoid`` and ``rsqrt`` of a float32/float64 value that stays inside: the
+        interpreter's NumPy calls, one after the other in one buffer (its lowerings run
+        the same loops on fresh arrays). False where the lowering is called instead."""
+        dt, shape = step.specs[0]
+        kind, relies = self.layout.get(step.inputs[0], _NO_LAYOUT)
+        floats = (np.dtype(np.float32), np.dtype(np.float64))
+        if (
+            step.outputs[0] in self.escaping
+            or kind not in ("C", "B")
+            or dt not in floats
+            or self.spec[step.inputs[0]] != (dt, shape)
+        ):
+            return False
+        self.guard |= relies
+        dying = self._dying(k, step)
+        t = f"b{self._target(step, dying, True)}"
+        v = self.name[step.outputs[0]]
+        if step.op == "sigmoid":  # exp(-logaddexp(0, -x))
+            zero = self._const(dt.type(0), "zero")
+            self.ns.update(negative=np.negative, logaddexp=np.logaddexp, exp=np.exp)
+            self.lines += [
+                f"negative({x}, out={t})",
+                f"logaddexp({zero}, {t}, out={t})",
+                f"negative({t}, out={t})",
+                f"{v} = exp({t}, out={t})",
+            ]
+        else:  # rsqrt: 1 / sqrt(x)
+            self.ns.update(sqrt=np.sqrt, true_divide=np.true_divide)
+            self.lines += [f"sqrt({x}, out={t})", f"{v} = true_divide(1, {t}, out={t})"]
+        self._written(k, step, int(t[1:]), dying)
+        return True
+
+    def _release(self, bufs):
+        for b in bufs:
+            self.pool.setdefault(self.buffers[b], []).append(b)
+
+    def _alias_roots(self, k, step):
+        roots = tuple({b for i in step.inputs for b in self.roots.get(i, ())})
+        for o in step.outputs:
+            self.roots[o] = roots
+            for b in roots:
+                self.buf_last[b] = max(self.buf_last[b], self.last.get(o, k))
+
+    def _alias(self, k, step, x):
+        self.lines.append(f"{self.name[step.outputs[0]]} = {x}")
+        self.layout[step.outputs[0]] = self.layout.get(step.inputs[0], _NO_LAYOUT)
+        self._after_alias(k, step)
+
+    def _after_alias(self, k, step):
+        self._alias_roots(k, step)
+        if all(i in self.sure for i in step.inputs[:1]):
+            self.sure.update(step.outputs)
+        else:
+            self._check(step.outputs[0])
+        self._release(self._dying(k, step))
+
+    def _view(self, k, step, x, in_spec):
+        kw, (_, shape) = step.kwargs, step.specs[0]
+        v = self.name[step.outputs[0]]
+        op = step.op
+        kind, relies = self.layout.get(step.inputs[0], _NO_LAYOUT)
+        lay = _NO_LAYOUT
+        if op == "reshape":
+            line = f"{x}.reshape({_ints(kw['shape'])!r})" if in_spec[1] != shape else x
+            if kind == "C" or in_spec[1] == shape:
+                lay = (kind, relies)
+        elif op == "transpose":
+            perm = tuple(int(p) for p in kw["perm"])
+            line = f"{x}.transpose({perm!r})"
+        elif op == "broadcast_to":
+            line = f"broadcast_to({x}, {shape!r})" if in_spec[1] != shape else x
+            if in_spec[1] == shape:
+                lay = (kind, relies)
+            elif kind == "C":
+                lay = ("B", relies)
+        elif op == "broadcast_in_dim":
+            inter = [1] * len(shape)
+            for src, dst in enumerate(kw["dims"]):
+                inter[dst] = in_spec[1][src]
+            inter = tuple(inter)
+            line = f"{x}.reshape({inter!r})" if inter != in_spec[1] else x
+            if inter != shape:
+                line = f"broadcast_to({line}, {shape!r})"
+            in_order = list(kw["dims"]) == sorted(kw["dims"])
+            if kind == "C" and in_order:
+                lay = ("C" if inter == shape else "B", relies)
+            elif line == x:
+                lay = (kind, relies)
+        else:  # slice
+            line = f"{x}[{self._const(_py_slices(kw['slices']), 'sl')}]"
+            if kind == "C" and all(step > 0 for _, step, _ in kw["slices"]):
+                lay = (kind, relies)
+        self.layout[step.outputs[0]] = lay
+        if step.inputs[0] in self.blas and (
+            op == "reshape" or (op == "transpose" and len(shape) == 2) or line == x
+        ):
+            self.blas.add(step.outputs[0])
+        self.lines.append(f"{v} = {line}")
+        self._after_alias(k, step)
+
+    def _call(self, k, step, ins):
+        """Any other instruction: its lowering's function, called directly."""
+        op, kw = step.op, step.kwargs
+        outs = [self.name[o] for o in step.outputs]
+        entry = LOWERINGS.get(op)
+        if entry is None:
+            from . import UnsupportedOp  # noqa: PLC0415
+
+            raise UnsupportedOp(f"the numpy backend has no lowering for op '{op}'")
+        direct = DIRECT.get(op)
+        if op in _CONTROL:
+            f = self._const(self.control[op], op)
+            args = ", ".join(ins)
+            self.lines.append(f"{', '.join(outs)}, = {f}([{args}], {self._const(kw, 'kw')})")
+        elif direct is not None and direct[0] is entry and len(step.outputs) == 1:
+            f = self._const(direct[1], op)
+            args = ins + [f"{key}={self._const(val, key)}" for key, val in kw.items()]
+            self.lines.append(f"{outs[0]} = {f}({', '.join(args)})")
+        else:
+            f = self._const(entry, op)
+            self.lines.append(
+                f"{', '.join(outs)}, = {f}([{', '.join(ins)}], {self._const(kw, 'kw')})"
+            )
+        for o in step.outputs:
+            self._check(o)
+        lays = [self.layout.get(i, _NO_LAYOUT) for i in step.inputs]
+        if op in _KEEPS_C and len(step.outputs) == 1 and all(kind == "C" for kind, _ in lays):
+            self.layout[step.outputs[0]] = ("C", frozenset().union(*(r for _, r in lays)))
+        if _may_alias(step):
+            self._alias_roots(k, step)
+        self._release(self._dying(k, step))
+        for i in sorted(set(step.inputs)):  # drop large dead intermediates: memory stays flat
+            if (
+                self.last.get(i) == k
+                and i >= self.num_inputs
+                and i not in self.owner
+                and i not in self.const
+                and self._nbytes(i) >= _BIG
+            ):
+                self.lines.append(f"del {self.name[i]}")
+
+    def _nbytes(self, slot) -> int:
+        dt, shape = self.spec[slot]
+        return dt.itemsize * int(np.prod(shape, dtype=np.int64))
+
+    def _check(self, slot):
+        """The interpreter's cast of a result to its predicted dtype."""
+        v = self.name[slot]
+        dt = self._const(self.spec[slot][0], "dt")
+        self.lines.append(
+            f"if type({v}) is not ndarray or {v}.dtype != {dt}: {v} = asarray({v}, dtype={dt})"
+        )
+        self.sure.add(slot)
+
+    # ----------------------------------------------------------------- source
+    def source(self) -> str:
+        body = []
+        if self.num_inputs:
+            body.append(f"{''.join(f'v{i}, ' for i in range(self.num_inputs))}= inputs")
+        if self.guard:
+            test = " and ".join(
+                f"(v{i}.flags.c_contiguous or ordered(v{i}))" for i in sorted(self.guard)
+            )
+            body.append(f"if not ({test}): return relower(inputs)")
+        if self.buffers:
+            names = "".join(f"b{i}, " for i in range(len(self.buffers)))
+            body.append("S = pop() if pool else scratch()")
+            body.append(f"{names}= S")
+        body += self.lines
+        if self.buffers:
+            body.append("push(S)")
+        for s in self.outputs:
+            if s not in self.sure:
+                self._check_line(body, s)
+        body.append(f"return [{', '.join(self.name[s] for s in self.outputs)}]")
+        return "def raw(inputs):\n" + "".join(f"    {line}\n" for line in body)
+
+    def _check_line(self, body, slot):
+        v = self.name[slot]
+        dt = self._const(self.spec[slot][0], "dt")
+        body.append(
+            f"if type({v}) is not ndarray or {v}.dtype != {dt}: {v} = asarray({v}, dtype={dt})"
+        )
+
+
+_COUNT = itertools.count()
+
+
+_MAX_VARIANTS = 4  # layouts of the inputs lowered for, per program (then: the interpreter)
+
+
+def lower(program: Program):
+    """``program`` as generated straight-line code: ``run(list of arrays) -> list of
+    arrays``, with ``run.raw`` (without ``np.errstate``, for nested programs) and
+    ``run.source``. The code is lowered for inputs in C order; a call whose inputs are laid
+    out otherwise runs a variant lowered once for that layout (``_MAX_VARIANTS``, then the
+    interpreter). Raises ``CannotLower`` where the interpreter must run the program."""
+    from . import compile_program  # noqa: PLC0415
+
+    variants: dict = {}
+    wide = [i for i, spec in enumerate(program.inputs) if len(spec.shape) >= 2]
+
+    def respecialize(inputs):
+        unordered = frozenset(
+            i for i in wide if not (inputs[i].flags.c_contiguous or _c_ordered(inputs[i]))
+        )
+        fn = variants.get(unordered)
+        if fn is None:
+            if len(variants) < _MAX_VARIANTS:
+                fn = variants[unordered] = _generate(program, unordered, respecialize)[0]
+            else:
+                interpreter = program.executables.get("numpy") or compile_program(program)
+                program.executables.setdefault("numpy", interpreter)
+                fn = interpreter.raw
+        return fn(inputs)
+
+    raw, src = _generate(program, frozenset(), respecialize)
+    variants[frozenset()] = raw
+
+    def run(inputs):
+        with np.errstate(all="ignore"):
+            return raw(inputs)
+
+    run.raw = raw
+    run.source = src
+    return run
+
+
+def _generate(program: Program, unordered: frozenset, respecialize):
+    """The straight-line function for inputs laid out as ``unordered`` says, and its
+    source."""
+    low = _Lowering(program, unordered)
+    src = low.source()
+    ns = low.ns
+    buffers = list(low.buffers)
+    pool: list = []
+    ns.update(
+        relower=respecialize,
+        pool=pool,
+        pop=pool.pop,
+        push=pool.append,
+        scratch=lambda: [np.empty(shape, dt) for dt, shape in buffers],
+    )
+    name = f"<nabla numpy program {next(_COUNT)}: {program.num_ops} ops>"
+    exec(compile(src, name, "exec"), ns)  # noqa: S102 - source generated from our own IR
+    if CONFIG.debug_compile:
+        debug_log(
+            LOG,
+            "%d-op program lowered to straight-line code%s (%d scratch buffers, %d bytes):\n%s",
+            program.num_ops,
+            f" for inputs {sorted(unordered)} not in C order" if unordered else "",
+            len(buffers),
+            sum(dt.itemsize * int(np.prod(shape, dtype=np.int64)) for dt, shape in buffers),
+            src,
+        )
+    return ns["raw"], src
+
+
+def _layout(a) -> tuple:
+    """The strides that lay ``a`` out: those of its dims longer than 1 (NumPy ignores the
+    others; a broadcast to the same shape sets them to 0)."""
+    return tuple(s for n, s in zip(a.shape, a.strides, strict=True) if n > 1)
+
+
+def _same(a, b) -> bool:
+    return (
+        type(a) is np.ndarray
+        and type(b) is np.ndarray
+        and a.dtype == b.dtype
+        and a.shape == b.shape
+        and _layout(a) == _layout(b)
+        and a.tobytes() == b.tobytes()
+    )
+
+
+CHECKED_CALLS = 3  # calls of each program checked; later ones run the straight-line form
+
+
+def checked(program: Program, fast, interpreter):
+    """Check mode (``NABLA_FAST_NUMPY_CHECK=1``): each of a program's first
+    ``CHECKED_CALLS`` calls runs the interpreter and the straight-line function twice (the
+    second call reuses the scratch buffers of the first), and every output of both calls
+    must equal the interpreter's bit for bit, with the inputs unchanged; a difference
+    raises ``FastPathMismatch`` naming the output. (A training loop's thousand steps of
+    one program are checked on their first ones, at a bounded cost.)"""
+    calls = [0]
+
+    def run(inputs):
+        if calls[0] >= CHECKED_CALLS:
+            return fast(inputs)
+        calls[0] += 1
+        before = [np.array(x, copy=True, order="C") for x in inputs]
+        want = interpreter(inputs)
+        first = fast(inputs)
+        second = fast(inputs)
+        for call, got in (("first", first), ("second", second)):
+            for k, (g, w) in enumerate(zip(got, want, strict=True)):
+                if not _same(g, w):
+                    raise FastPathMismatch(
+                        f"the straight-line form of a {program.num_ops}-op program differs "
+                        f"from the interpreter at output {k} on its {call} call: got "
+                        f"{type(g).__name__} {getattr(g, 'dtype', '?')} "
+                        f"{getattr(g, 'shape', '?')} strides {getattr(g, 'strides', '?')}, "
+                        f"want {w.dtype} {w.shape} strides {w.strides}; values equal: "
+                        f"{np.array_equal(g, w, equal_nan=True)}\n{fast.source}"
+                    )
+        for k, (x, b) in enumerate(zip(inputs, before, strict=True)):
+            x = np.asarray(x)
+            if x.shape != b.shape or np.ascontiguousarray(x).tobytes() != b.tobytes():
+                raise FastPathMismatch(
+                    f"the straight-line form of a {program.num_ops}-op program wrote its "
+                    f"input {k}\n{fast.source}"
+                )
+        return first
+
+    run.raw = fast.raw
+    run.source = fast.source
+    return run

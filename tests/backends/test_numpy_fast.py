@@ -1,0 +1,258 @@
+"""The straight-line form of hot programs on the NumPy executor (backends/numpy/fast.py):
+the interpreter's bits, scratch buffers that never escape, folding and dead-code removal,
+the switch and the check mode. (Every program of the op, transform, runtime and nn suites
+is compared with the interpreter bit for bit by the check mode tests/conftest.py turns on.)"""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import sys
+import threading
+
+import numpy as np
+import pytest
+
+import nabla as nb
+from nabla.backends.numpy import compile_fast, compile_program, fast
+from nabla.backends.numpy.lowerings import UFUNCS
+from nabla.core.config import CONFIG
+from nabla.core.device import CPU
+from nabla.core.dtypes import DType
+from nabla.core.ir import build_program
+from nabla.runtime import executor
+
+F32 = DType.float32
+
+
+def _spec(*shape):
+    return ((F32, shape),)
+
+
+def _program():
+    """x (3, 4), w (4, 5): a constant folded once, an elementwise chain, a matmul, a
+    reduction, a view as an output, and an instruction nothing reads."""
+    full = {"shape": (3, 4), "value": 0.5, "dtype": F32, "device": CPU()}
+    steps = [
+        ("full", (), full, _spec(3, 4)),  # 0: folded
+        ("mul", (0, (0, 0)), {}, _spec(3, 4)),  # 1
+        ("exp", ((1, 0),), {}, _spec(3, 4)),  # 2: in place over 1
+        ("tanh", ((2, 0),), {}, _spec(3, 4)),  # 3: in place
+        ("add", ((3, 0), (1, 0)), {}, _spec(3, 4)),  # 4
+        ("matmul", ((4, 0), 1), {}, _spec(3, 5)),  # 5
+        ("reduce_sum", ((5, 0),), {"axes": (1,), "keepdims": False}, _spec(3)),  # 6
+        ("sin", (0,), {}, _spec(3, 4)),  # 7: dead
+        ("neg", ((4, 0),), {}, _spec(3, 4)),  # 8
+        ("transpose", ((8, 0),), {"perm": (1, 0)}, _spec(4, 3)),  # 9: a view of 8, returned
+    ]
+    inputs = [(F32, (3, 4), CPU()), (F32, (4, 5), CPU())]
+    return build_program(("fast-test", id(steps)), inputs, steps, [(6, 0), (9, 0), (5, 0)])
+
+
+def _inputs(rng):
+    return [rng.standard_normal(shape).astype(np.float32) for shape in ((3, 4), (4, 5))]
+
+
+def _bits(a):
+    return (type(a), a.dtype, a.shape, np.ascontiguousarray(a).tobytes())
+
+
+def test_same_bits_as_the_interpreter_with_folding_dead_code_and_in_place_chains(rng):
+    program = _program()
+    run = fast.lower(program)
+    src = run.source
+    assert "full" not in src and "sin" not in src  # folded once; dead
+    assert "exp(v" in src and "out=b0" in src
+    # the chain mul -> exp -> tanh runs in one buffer
+    chain = [line for line in src.splitlines() if "= exp(" in line or "= tanh(" in line]
+    assert len(chain) == 2 and chain[0].endswith("out=b1)") and chain[1].endswith("out=b1)"), src
+    interp = compile_program(program)
+    for _ in range(3):
+        xs = _inputs(rng)
+        want = interp(xs)
+        got = run(xs)
+        assert [_bits(g) for g in got] == [_bits(w) for w in want]
+
+
+def test_a_call_on_inputs_of_another_layout_gives_the_interpreters_bits(rng):
+    """NumPy lays a new result out in its operands' order, and a later lowering's bits may
+    depend on that layout: a transposed input runs a variant lowered for it."""
+    program = _program()
+    run, interp = fast.lower(program), compile_program(program)
+    assert "v0.flags.c_contiguous" in run.source
+    x, w = _inputs(rng)
+    wide = np.zeros((3, 8), np.float32)
+    wide[:, ::2] = x  # strided, in C order: NumPy's results stay C-contiguous
+    for xs in ([np.asfortranarray(x), w], [wide[:, ::2], w]):
+        got, want = run(xs), interp(xs)
+        assert [_bits(g) + (g.strides,) for g in got] == [_bits(a) + (a.strides,) for a in want]
+    assert fast._c_ordered(wide[:, ::2]) and not fast._c_ordered(np.asfortranarray(x))
+
+
+def test_outputs_are_never_scratch_and_inputs_are_never_written(rng):
+    run = fast.lower(_program())
+    xs = _inputs(rng)
+    keep = [x.copy() for x in xs]
+    first = run(xs)
+    first_bits = [_bits(a) for a in first]
+    second = run(_inputs(rng))  # reuses the scratch buffers of the first call
+    assert [_bits(a) for a in first] == first_bits
+    assert all(a is not b for a, b in zip(first, second))
+    for x, k in zip(xs, keep):
+        np.testing.assert_array_equal(x, k)
+
+
+def test_concurrent_calls_each_get_their_own_scratch(rng):
+    program = _program()
+    run, interp = fast.lower(program), compile_program(program)
+    cases = [_inputs(rng) for _ in range(4)]
+    wants = [[_bits(a) for a in interp(xs)] for xs in cases]
+    errors = []
+
+    def worker(xs, want):
+        for _ in range(200):
+            if [_bits(a) for a in run(xs)] != want:
+                errors.append("differs")
+                return
+
+    threads = [threading.Thread(target=worker, args=c) for c in zip(cases, wants)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+
+
+def test_a_size_left_symbolic_stays_interpreted():
+    steps = [("exp", (0,), {}, ((F32, ("n",)),))]
+    program = build_program("symbolic", [(F32, ("n",), CPU())], steps, [(0, 0)])
+    with pytest.raises(fast.CannotLower, match="'n'"):
+        fast.lower(program)
+    run = compile_fast(program)  # the interpreter, which takes any size
+    assert not hasattr(run, "source")
+    np.testing.assert_array_equal(run([np.zeros(3, np.float32)])[0], np.ones(3, np.float32))
+
+
+def test_the_executor_runs_hot_programs_straight_line_unless_switched_off(monkeypatch, rng):
+    monkeypatch.setattr(CONFIG, "backend", "numpy")
+    monkeypatch.setattr(CONFIG, "fast_numpy_check", False)
+    xs = _inputs(rng)
+    cold = _program()
+    executor.run_program(cold, 1, xs)  # seen once: interpreted
+    assert "numpy" in cold.executables and "numpy_fast" not in cold.executables
+    hot = _program()
+    want = compile_program(hot)(xs)
+    got = executor.run_program(hot, CONFIG.auto_threshold, xs)
+    assert hasattr(hot.executables["numpy_fast"], "source")
+    assert [_bits(a) for a in got] == [_bits(a) for a in want]
+    monkeypatch.setattr(CONFIG, "fast_numpy", False)
+    off = _program()
+    executor.run_program(off, 100, xs)
+    assert "numpy_fast" not in off.executables
+
+
+def test_the_switch_is_read_from_the_environment():
+    code = "from nabla.core.config import CONFIG; print(CONFIG.fast_numpy)"
+    env = {**os.environ, "NABLA_FAST_NUMPY": "0"}
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert res.stdout.strip() == "False", res.stderr
+    env["NABLA_FAST_NUMPY"] = "maybe"
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert res.returncode != 0 and "NABLA_FAST_NUMPY must be one of" in res.stderr
+
+
+def test_debug_compile_shows_the_generated_source(monkeypatch, caplog):
+    monkeypatch.setattr(CONFIG, "debug_compile", True)
+    with caplog.at_level(logging.INFO, logger="nabla.numpy"):
+        run = fast.lower(_program())
+    assert run.source in caplog.text and "def raw(inputs):" in caplog.text
+
+
+def test_check_mode_catches_a_lowering_that_differs(monkeypatch, rng):
+    program = _program()
+    monkeypatch.setitem(UFUNCS, "exp", np.expm1)  # a wrong straight-line lowering
+    monkeypatch.setattr(CONFIG, "fast_numpy_check", True)
+    run = compile_fast(program)
+    with pytest.raises(fast.FastPathMismatch, match="differs from the interpreter at output"):
+        run(_inputs(rng))
+
+
+def test_compiled_calls_are_inlined_and_scan_bodies_lowered(monkeypatch):
+    monkeypatch.setattr(CONFIG, "fast_numpy_check", True)
+    with nb.backend("numpy"):
+        inner = nb.compile(lambda a: nb.tanh(a) * 2.0)
+
+        def step(c, x):
+            c = c * 0.5 + x
+            return c, nb.exp(c)
+
+        x = nb.constant(np.linspace(-1, 1, 12, dtype=np.float32).reshape(4, 3))
+        for _ in range(3):
+            y = inner(x + 1.0) + 1.0  # a compiled call inside a lazy graph
+            carry, ys = nb.scan(step, nb.zeros((3,)), y)
+            np.testing.assert_allclose(ys.numpy()[0], np.exp(np.tanh(x.numpy()[0] + 1) * 2 + 1))
+            carry.numpy()
+
+
+@pytest.mark.parametrize("dtype", [DType.float32, DType.float64, DType.float16])
+def test_sigmoid_and_rsqrt_chains_in_scratch_give_the_lowerings_bits(dtype, rng):
+    sig = lambda *shape: ((dtype, shape),)  # noqa: E731
+    steps = [
+        ("sigmoid", (0,), {}, sig(4, 6)),
+        ("abs", (0,), {}, sig(4, 6)),
+        ("rsqrt", ((1, 0),), {}, sig(4, 6)),
+        ("mul", ((0, 0), (2, 0)), {}, sig(4, 6)),
+        ("slice", (0,), {"slices": ((0, 1, 4), (1, 2, 3))}, sig(4, 3)),
+        ("sigmoid", ((4, 0),), {}, sig(4, 3)),  # of a strided view
+        ("exp", ((5, 0),), {}, sig(4, 3)),
+    ]
+    program = build_program(
+        ("chains", id(steps)), [(dtype, (4, 6), CPU())], steps, [(3, 0), (6, 0)]
+    )
+    run = fast.lower(program)
+    if dtype != DType.float16:  # float16 keeps the lowering
+        assert "logaddexp" in run.source and "true_divide(1" in run.source
+    x = (rng.standard_normal((4, 6)) * 30).astype(dtype.numpy)
+    x[0, :2] = [0.0, np.nan]
+    want = compile_program(program)([x])
+    for _ in range(2):
+        assert [_bits(a) for a in run([x])] == [_bits(a) for a in want]
+
+
+def test_common_subexpressions_merge_only_equal_bits():
+    """Two instructions merge when op, operands and kwargs agree (``full`` of 0.0 and of
+    -0.0 compare equal in Python and must not), and two outputs stay two arrays."""
+    full = {"shape": (2,), "dtype": F32, "device": CPU()}
+    steps = [
+        ("full", (), {**full, "value": 0.0}, _spec(2)),
+        ("full", (), {**full, "value": -0.0}, _spec(2)),
+        ("full", (), {**full, "value": 0.0}, _spec(2)),
+        ("exp", (0,), {}, _spec(2)),
+        ("exp", (0,), {}, _spec(2)),
+    ]
+    program = build_program(
+        ("cse", id(steps)), [(F32, (2,), CPU())], steps, [(0, 0), (1, 0), (2, 0), (3, 0), (4, 0)]
+    )
+    run = fast.lower(program)
+    x = np.array([0.5, -1.0], np.float32)
+    got, want = run([x]), compile_program(program)([x])
+    assert len({id(a) for a in got}) == len(got)
+    steps = steps[:3] + [("exp", (0,), {}, _spec(2)), ("exp", (0,), {}, _spec(2))]
+    steps += [("add", ((3, 0), (4, 0)), {}, _spec(2))]
+    inner = build_program(("cse2", id(steps)), [(F32, (2,), CPU())], steps, [(5, 0)])
+    assert fast.lower(inner).source.count("exp(") == 1
+    assert [_bits(a) for a in got] == [_bits(a) for a in want]
+    assert np.signbit(got[1]).all() and not np.signbit(got[0]).any()
+
+
+def test_check_mode_checks_the_first_calls_of_each_program(rng):
+    program = _program()
+    interp = compile_program(program)
+    calls = []
+    run = fast.checked(program, fast.lower(program), lambda xs: calls.append(1) or interp(xs))
+    xs = _inputs(rng)
+    want = [_bits(a) for a in interp(xs)]
+    for _ in range(fast.CHECKED_CALLS + 2):
+        assert [_bits(a) for a in run(xs)] == want
+    assert len(calls) == fast.CHECKED_CALLS
