@@ -6,8 +6,8 @@ import statistics
 import time
 
 
-def median_seconds(fn, reps: int = 30, warmup: int = 3) -> float:
-    """Median seconds of ``reps`` calls of ``fn`` after ``warmup`` untimed calls."""
+def call_seconds(fn, reps: int = 30, warmup: int = 3) -> list:
+    """Seconds of each of ``reps`` calls of ``fn`` after ``warmup`` untimed calls."""
     for _ in range(warmup):
         fn()
     times = []
@@ -15,7 +15,12 @@ def median_seconds(fn, reps: int = 30, warmup: int = 3) -> float:
         t0 = time.perf_counter()
         fn()
         times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+    return times
+
+
+def median_seconds(fn, reps: int = 30, warmup: int = 3) -> float:
+    """Median seconds of ``reps`` calls of ``fn`` after ``warmup`` untimed calls."""
+    return statistics.median(call_seconds(fn, reps, warmup))
 
 
 def median_ms(fn, reps: int = 30, warmup: int = 3) -> float:

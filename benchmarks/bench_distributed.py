@@ -37,7 +37,7 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 
 import numpy as np  # noqa: E402
-from _timing import median_seconds  # noqa: E402
+from _timing import call_seconds, median_seconds  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, ".."))
@@ -162,12 +162,7 @@ def _median_and_best(fn, reps: int) -> list:
     """Median and fastest seconds of ``reps`` calls: on a shared machine the median pays
     for the moments one process waits for the other to be scheduled, the fastest call
     shows the cost when both run."""
-    fn()
-    times = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
+    times = call_seconds(fn, reps, warmup=1)
     return [statistics.median(times), min(times)]
 
 

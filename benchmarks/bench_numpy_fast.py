@@ -16,9 +16,7 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
-import time
 
 import numpy as np
 
@@ -27,6 +25,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
 
 import bench_peers  # noqa: E402
+from _timing import median_ms  # noqa: E402
 
 import nabla as nb  # noqa: E402
 from nabla.backends import numpy as numpy_backend  # noqa: E402
@@ -104,14 +103,7 @@ def _side_by_side(fns: dict, reps: int, rounds: int = 3) -> dict:
     best: dict = {}
     for _ in range(rounds):
         for name, fn in fns.items():
-            for _ in range(max(5, reps // 4)):
-                fn()
-            times = []
-            for _ in range(reps):
-                t0 = time.perf_counter()
-                fn()
-                times.append(time.perf_counter() - t0)
-            ms = 1e3 * statistics.median(times)
+            ms = median_ms(fn, reps, warmup=max(5, reps // 4))
             best[name] = min(ms, best.get(name, ms))
     return best
 
