@@ -2,7 +2,7 @@
 tensor on ``nb.Accelerator(0)``, compared with the NumPy backend on the CPU; training, the
 auto tier and a sharded program on the one GPU. Skipped (with the reason) on a machine
 without an accelerator, which is where CI runs: run them on a GPU machine with
-``python -m pytest -m gpu tests/backends/test_gpu.py``. Cold, MAX compiles GPU programs
+``python -m pytest -vv -m gpu tests/backends/test_gpu.py``. Cold, MAX compiles GPU programs
 slowly (an H100 took 16-67 s for programs of 2-14 ops, and over 150 s for the 114-op float
 parity graph): allow several minutes per parity graph on empty caches.
 """
