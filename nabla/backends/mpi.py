@@ -69,6 +69,7 @@ __all__ = [
     "first_difference",
     "in_agreed_program",
     "read_value",
+    "run_now",
     "barrier",
     "broadcast_object",
 ]
@@ -212,13 +213,44 @@ def _watchdog() -> None:
 # receive; a small eager collective so costs one synchronization instead of two.
 _PAYLOAD_MAX = 4096
 _SLOT = 8 + _PAYLOAD_MAX
-_SLOTS: dict = {}  # process count -> (this process's slot, every process's slots)
+_SLOTS: dict = {}  # process count -> _Slots
 
 
-def _slots(size: int):
+class _Slots(NamedTuple):
+    """The agreement's buffers for one process count: this process's slot, every
+    process's slots, and 64-bit views of this process's digest and of every digest."""
+
+    mine: np.ndarray
+    every: np.ndarray
+    digest: np.ndarray  # mine's first 8 bytes as one uint64
+    heads: np.ndarray  # every slot's first 8 bytes, one uint64 each
+
+
+def _slots(size: int) -> _Slots:
     got = _SLOTS.get(size)
     if got is None:
-        got = _SLOTS[size] = (np.zeros(_SLOT, np.uint8), np.zeros(size * _SLOT, np.uint8))
+        mine, every = np.zeros(_SLOT, np.uint8), np.zeros(size * _SLOT, np.uint8)
+        got = _SLOTS[size] = _Slots(
+            mine, every, mine[:8].view(np.uint64), every.view(np.uint64)[:: _SLOT // 8]
+        )
+    return got
+
+
+# An agreement's digest: a 64-bit hash of its text (kept per text: an eager collective or a
+# program agrees on the same text every time) plus the running count times an odd constant,
+# so a skipped collective changes every later digest.
+_HASHES: dict = {}
+_COUNT_MIX = 0x9E3779B97F4A7C15
+_MASK64 = (1 << 64) - 1
+
+
+def _hash(what: str) -> int:
+    got = _HASHES.get(what)
+    if got is None:
+        if len(_HASHES) >= 4096:
+            _HASHES.clear()
+        digest = hashlib.blake2b(what.encode(), digest_size=8).digest()
+        got = _HASHES[what] = int.from_bytes(digest, "little")
     return got
 
 
@@ -235,24 +267,37 @@ def agree(what: str, describe=None, payload: np.ndarray | None = None):
     exchange their descriptions, ``describe()`` (one line per op: :func:`describe_program`)
     or ``what`` itself, and the error names the first op that differs, as each process has
     it; no payload is used."""
-    comm = _STATE.comm
-    _STATE.count += 1
-    what = f"#{_STATE.count} {what}"
-    size = comm.Get_size()
-    mine, every = _slots(size)
-    mine[:8] = np.frombuffer(hashlib.blake2b(what.encode(), digest_size=8).digest(), np.uint8)
+    what, mine, every = _slot_for(what)
     if payload is not None:
         mine[8 : 8 + payload.nbytes] = payload.reshape(-1).view(np.uint8)
     with _watch(what):
         # the agreement is where a process waits for late peers: wait without spinning
-        _wait(comm.Iallgather(mine, every))
-    rows = every.reshape(size, _SLOT)
-    heads = rows[:, :8]
-    if not (heads == mine[:8]).all():
-        differ = [r for r in range(size) if bytes(heads[r]) != bytes(mine[:8])]
+        _wait(_STATE.comm.Iallgather(mine, every))
+    rows = _checked(what, describe)
+    return None if payload is None else rows[:, 8 : 8 + payload.nbytes]
+
+
+def _slot_for(what: str):
+    """The next agreement's name (``what`` numbered by the running count) and this
+    process's slot (its digest written) beside the buffer for every process's slots."""
+    _STATE.count += 1
+    slots = _slots(_STATE.comm.Get_size())
+    slots.digest[0] = (_hash(what) + _STATE.count * _COUNT_MIX) & _MASK64
+    return f"#{_STATE.count} {what}", slots.mine, slots.every
+
+
+def _checked(what: str, describe) -> np.ndarray:
+    """Every process's slot, one row each, once the agreement's exchange completed; raises
+    ``DistributedError`` (``agree``'s docstring) when a digest differs from this process's."""
+    size = _STATE.comm.Get_size()
+    slots = _slots(size)
+    heads = slots.heads.tolist()
+    mine_head = int(slots.digest[0])
+    if heads.count(mine_head) != size:
+        differ = [r for r in range(size) if heads[r] != mine_head]
         lines = list(describe()) if describe is not None else [what]
         with _watch(f"{what} (exchanging the programs to name the difference)"):
-            theirs = comm.allgather((what, lines))
+            theirs = _STATE.comm.allgather((what, lines))
         raise DistributedError(
             f"process {PROCESS.index} is at collective {what}, but processes {differ} are at "
             "a different collective or with other shapes/dtypes: every process must run the "
@@ -260,7 +305,7 @@ def agree(what: str, describe=None, payload: np.ndarray | None = None):
             + first_difference(PROCESS.index, theirs)
             + _advice([w for w, _ in theirs])
         )
-    return None if payload is None else rows[:, 8 : 8 + payload.nbytes]
+    return slots.every.reshape(size, _SLOT)
 
 
 # The agreement before each program is where a process waits for late peers (one still
@@ -705,17 +750,21 @@ def _block_order(x: np.ndarray, group: _Group) -> list | None:
     mesh, axes = group
     if any(x.shape[k] != 1 for k in axes):
         return None
-    members = _members(group)
-    if len(members) == 1:
-        return None
-    order = []
-    for p in members:  # a dim split over axes (a, b) holds block i_a * size_b + i_b
-        box = mesh.process_box(p)
-        b = 0
-        for k in axes:
-            b = b * mesh.shape[k] + box[k][0]
-        order.append(b)
-    return order
+    order = _ORDERS.get(group)
+    if order is None:
+        members = _members(group)
+        order = []
+        for p in members:  # a dim split over axes (a, b) holds block i_a * size_b + i_b
+            box = mesh.process_box(p)
+            b = 0
+            for k in axes:
+                b = b * mesh.shape[k] + box[k][0]
+            order.append(b)
+        _ORDERS[group] = order
+    return order if len(order) > 1 else None
+
+
+_ORDERS: dict = {}  # _Group -> its members' block indices in rank order
 
 
 def _single_devices(x: np.ndarray, group: _Group):
@@ -901,3 +950,128 @@ def _mesh_iota(args, kw):
 
 LOWERINGS["mesh_shard"] = _mesh_shard
 LOWERINGS["mesh_iota"] = _mesh_iota
+
+
+# ----------------------------------------------------------------------------- eager calls
+# An eager all_reduce / all_gather / reduce_scatter of a realized buffer (``run_now``, from
+# the op's bind) skips the lazy graph: the data collective works on the buffer itself (no
+# copy in; the output is the receive buffer) and is posted beside its agreement, both
+# nonblocking, so the call costs one round trip, not two. The agreement keeps every
+# guarantee of the lazy path: agreements always match each other (a process here and one
+# reading a value alone, at another collective or at its exit all see different digests
+# and raise at once), and the received data are used only once the digests match. A data
+# collective posted beside an agreement that failed is never completed (its peers are not
+# in it): its buffers are kept alive here, since MPI may still write into them.
+_ABANDONED: list = []
+_NOW: dict = {}  # backend op name -> fn(x, **kw) -> _Posting | None
+_LANES: dict = {}  # id(kwargs) -> (kwargs, the lowering's arguments with their _Group)
+
+
+class _Posting(NamedTuple):
+    """A data collective ready to post beside its agreement: ``start()`` posts it (returns
+    its request), ``result()`` reads the output once it completed, ``buffers`` are what MPI
+    reads and writes meanwhile."""
+
+    start: Any
+    result: Any
+    buffers: tuple
+
+
+def run_now(name: str, x: np.ndarray, kw: dict):
+    """The cross-process lowering of ``name`` (``mesh_reduce``, ``mesh_gather``,
+    ``mesh_reduce_scatter``) run at once on ``x``, a realized host buffer, with the
+    physical kwargs ``kw`` (with ``mesh``): the output array, or None (nothing done, no
+    MPI call) when this call has no direct form here (another op, several devices per
+    process along the axes, a dtype MPI has no type for, or inside an agreed program). A
+    collective every process must call, as the lazy op's realization is."""
+    fn = _NOW.get(name)
+    if fn is None or _STATE.depth or _STATE.comm is None:
+        return None
+    got = _LANES.get(id(kw))
+    if got is None or got[0] is not kw:  # the plan's kwargs: the same dict every call
+        rest = {k: v for k, v in kw.items() if k != "mesh"}
+        rest["group"] = _Group(kw["mesh"], tuple(rest.pop("axes")))
+        if len(_LANES) >= 1024:
+            _LANES.clear()
+        got = _LANES[id(kw)] = (kw, rest)
+    rest = got[1]
+    group = rest["group"]
+    posting = fn(x, **rest)
+    if posting is None:
+        return None
+    text = _agreement_text(name, x, kw)
+
+    def describe():
+        return [_describe(name, x, kw)]
+
+    if group not in _STATE.groups:
+        # the group's communicator is made by a collective call: agree first, as the lazy
+        # path does (once per mesh and axes)
+        agree(text, describe)
+        _group(group)
+        with _watch(text):
+            posting.start().Wait()
+        return posting.result()
+    what, mine, every = _slot_for(text)
+    with _watch(what):
+        check = _STATE.comm.Iallgather(mine, every)
+        data = posting.start()
+        _wait(check)
+    try:
+        _checked(what, describe)
+    except DistributedError:
+        _ABANDONED.append((data, posting.buffers))
+        raise
+    with _watch(what):
+        data.Wait()
+    return posting.result()
+
+
+def _direct(x: np.ndarray, group: _Group, reduces: bool):
+    """The block index of each member of the group in rank order when ``x`` can go to MPI
+    as it is: one device per process along the group's axes, C-contiguous, a dtype MPI has
+    (to reduce) or plain data (to move); else None."""
+    if not x.flags.c_contiguous or (x.dtype not in _MPI_DTYPES if reduces else x.dtype.hasobject):
+        return None
+    return _block_order(x, group)
+
+
+def _sub(group: _Group):
+    return _STATE.groups[group][0]
+
+
+def _now_reduce(x, kind, group):
+    if _direct(x, group, reduces=True) is None:
+        return None
+    out = _out_buffer(x.shape, x.dtype)
+    return _Posting(lambda: _sub(group).Iallreduce(x, out, op=_mpi_op(kind)), lambda: out, (x, out))
+
+
+def _now_gather(x, ndev, dim, group):
+    order = _direct(x, group, reduces=False)
+    if order is None:
+        return None
+    recv = _out_buffer((len(order),) + x.shape, x.dtype)
+    return _Posting(
+        lambda: _sub(group).Iallgather(_bytes(x), _bytes(recv)),
+        lambda: _joined(recv, x.shape, order, ndev + dim),
+        (x, recv),
+    )
+
+
+def _now_reduce_scatter(x, ndev, dim, kind, group):
+    order = _direct(x, group, reduces=True)
+    if order is None:
+        return None
+    send = _scatter_blocks(x, ndev, dim, order)  # a view of ``x`` when already in order
+    recv = _out_buffer(send.shape[1:], send.dtype)
+    return _Posting(
+        lambda: _sub(group).Ireduce_scatter_block(send, recv, op=_mpi_op(kind)),
+        lambda: recv,
+        (send, recv),
+    )
+
+
+_NOW.update(
+    mesh_reduce=_now_reduce, mesh_gather=_now_gather, mesh_reduce_scatter=_now_reduce_scatter
+)

@@ -48,7 +48,7 @@ def run_scenario(n: int, name: str, **kw):
 
 @pytest.mark.parametrize("n", [2, 4])
 @pytest.mark.parametrize(
-    "scenario", ["dp_train", "tensor_parallel", "collectives", "process_local"]
+    "scenario", ["dp_train", "tensor_parallel", "collectives", "process_local", "eager_lane"]
 )
 def test_scenario_on_every_process(scenario, n):
     proc, _ = run_scenario(n, scenario)
@@ -122,6 +122,31 @@ def test_a_small_and_a_large_collective_are_an_error_on_every_process():
     assert "every process must run the same program" in proc.stderr, proc.stderr
     assert "(1, 1, 4)" in proc.stderr and "(1, 1, 8192)" in proc.stderr, proc.stderr
     assert took < 50, took
+
+
+@pytest.mark.parametrize("what", ["sizes", "ops"])
+def test_mismatched_eager_collectives_on_their_buffers_are_an_error_on_every_process(what):
+    """An eager collective of a realized value posts its data collective beside its
+    agreement: another size, or another op, on the same group is still an error at once on
+    every process, and the mismatched data are never used."""
+    proc, took = run_scenario(2, f"mismatch_eager_{what}", env={"NABLA_MPI_TIMEOUT": "60"})
+    assert proc.returncode != 0
+    assert "every process must run the same program" in proc.stderr, proc.stderr
+    assert "the first difference is op 0" in proc.stderr, proc.stderr
+    if what == "sizes":
+        assert "(1, 1, 4)" in proc.stderr and "(1, 1, 8192)" in proc.stderr, proc.stderr
+    else:
+        assert "mesh_gather" in proc.stderr and "mesh_reduce" in proc.stderr, proc.stderr
+    assert took < 50, took
+
+
+def test_a_read_alone_beside_an_eager_collective_fails_at_once():
+    proc, took = run_scenario(2, "read_alone_beside_eager", env={"NABLA_MPI_TIMEOUT": "120"})
+    assert proc.returncode != 0
+    err = proc.stderr
+    assert "read of a float32 value of shape (2,)" in err and "every process must read it" in err
+    assert "mesh_reduce" in err, err
+    assert took < 60, took
 
 
 def test_a_bad_timeout_set_after_the_import_is_refused_by_initialize():
