@@ -649,30 +649,46 @@ def _collective(name, *, over_axes: bool = True, fold=None):
 # Received values land in buffers recycled once nothing else references them (the tensor
 # holding the last result died): a fresh multi-MiB buffer costs a page fault per 4 KiB on
 # first touch, which made a collective 2x slower than MPI on its own reused buffers.
+#
+# A receive buffer also starts half a 4 KiB page away from the buffer it is computed from
+# (``beside``): large arrays from the allocator start at nearly the same offset in their
+# page, and when a store address trails a load address by a few bytes modulo 4 KiB the CPU
+# takes it for a dependence ("4K aliasing"). MPI's copy into the receive buffer and its
+# reduction loop then ran at half speed: an Allreduce of 256 KiB from one fresh array into
+# another took 2x as long as into a buffer offset by 2 KiB (measured here, 2 processes).
 _POOL: list = []
 _POOL_MIN_BYTES = 1 << 16
 _POOL_MAX_BYTES = 1 << 29
 _POOL_MAX = 8
+_APART_MIN_BYTES = 1 << 14  # below this the loops are too short to matter
+_PAGE = 4096
 
 
-def _out_buffer(shape: tuple, dtype) -> np.ndarray:
-    """An uninitialized array of ``shape``: a recycled one when the pool holds an array of
-    that size that only the pool references (CPython's reference count says so)."""
+def _out_buffer(shape: tuple, dtype, beside: np.ndarray | None = None) -> np.ndarray:
+    """An uninitialized array of ``shape``, starting half a page away (modulo 4 KiB) from
+    ``beside`` when given: a recycled one when the pool holds one of that size that only
+    the pool references (CPython's reference count says so)."""
     dtype = np.dtype(dtype)
     nbytes = math.prod(shape) * dtype.itemsize
-    if nbytes < _POOL_MIN_BYTES:
+    if nbytes < _APART_MIN_BYTES:
         return np.empty(shape, dtype=dtype)
+    size = nbytes + _PAGE  # room to place the start anywhere in a page
     for i in range(len(_POOL)):
-        base = _POOL[i]
-        # 3: the pool's list, ``base`` and getrefcount's argument
-        if base.nbytes == nbytes and sys.getrefcount(base) == 3:
+        base, address = _POOL[i]
+        # 3: the pool's entry, ``base`` and getrefcount's argument
+        if base.nbytes == size and sys.getrefcount(base) == 3:
             _POOL.append(_POOL.pop(i))  # the most recently used last
-            return base.view(dtype).reshape(shape)
-    base = np.empty(nbytes, dtype=np.uint8)
-    _POOL.append(base)
-    while len(_POOL) > _POOL_MAX or sum(b.nbytes for b in _POOL) > _POOL_MAX_BYTES:
-        _POOL.pop(0)  # dropped from the pool; freed when its last user is gone
-    return base.view(dtype).reshape(shape)
+            break
+    else:
+        base = np.empty(size, dtype=np.uint8)
+        address = base.ctypes.data
+        if nbytes >= _POOL_MIN_BYTES:
+            _POOL.append((base, address))
+            while len(_POOL) > _POOL_MAX or sum(b.nbytes for b, _ in _POOL) > _POOL_MAX_BYTES:
+                _POOL.pop(0)  # dropped from the pool; freed when its last user is gone
+    near = beside.ctypes.data if beside is not None else 0
+    start = (near + _PAGE // 2 - address) % _PAGE
+    return base[start : start + nbytes].view(dtype).reshape(shape)
 
 
 # ----------------------------------------------------------------------------- reductions
@@ -698,7 +714,7 @@ def _allreduce(y: np.ndarray, group: _Group, kind: str, own: bool = False) -> np
         sub.Allreduce(MPI.IN_PLACE, y, op=op)
         return y
     send = np.ascontiguousarray(y, dtype=wire)  # no copy when it already is
-    out = _out_buffer(send.shape, wire)
+    out = _out_buffer(send.shape, wire, send)
     sub.Allreduce(send, out, op=op)
     return out.astype(y.dtype, copy=False)
 
@@ -814,7 +830,7 @@ def _mesh_reduce_scatter(x, ndev, dim, kind, group):
     if single is not None:  # Reduce_scatter_block: each process receives its reduced block
         sub, order = single
         send = _scatter_blocks(x, ndev, dim, order)
-        recv = _out_buffer(send.shape[1:], send.dtype)
+        recv = _out_buffer(send.shape[1:], send.dtype, send)
         sub.Reduce_scatter_block(send, recv, op=_mpi_op(kind))
         return recv.astype(x.dtype, copy=False)
     local = host.MESH_REDUCE[kind](x, axis=group.axes, keepdims=True)
@@ -853,7 +869,7 @@ def _mesh_gather(x, ndev, dim, group):
     if single is not None:  # Allgather straight into the blocks' order: at most one copy
         sub, order = single
         x = np.ascontiguousarray(x)
-        recv = _out_buffer((len(order),) + x.shape, x.dtype)
+        recv = _out_buffer((len(order),) + x.shape, x.dtype, x)
         sub.Allgather(_bytes(x), _bytes(recv))
         return _joined(recv, x.shape, order, ndev + dim)
     return _narrow(host.mesh_merge(_widen(x, group), ndev, group.axes, dim), group)
@@ -963,18 +979,49 @@ LOWERINGS["mesh_iota"] = _mesh_iota
 # collective posted beside an agreement that failed is never completed (its peers are not
 # in it): its buffers are kept alive here, since MPI may still write into them.
 _ABANDONED: list = []
-_NOW: dict = {}  # backend op name -> fn(x, **kw) -> _Posting | None
-_LANES: dict = {}  # id(kwargs) -> (kwargs, the lowering's arguments with their _Group)
+_NOW: dict = {}  # backend op name -> fn(x, order, **kwargs) -> _Posting
 
 
 class _Posting(NamedTuple):
-    """A data collective ready to post beside its agreement: ``start()`` posts it (returns
-    its request), ``result()`` reads the output once it completed, ``buffers`` are what MPI
-    reads and writes meanwhile."""
+    """A data collective ready to post beside its agreement: ``start(sub)`` posts it on the
+    group's communicator (returns its request), ``result()`` reads the output once it
+    completed, ``buffers`` are what MPI reads and writes meanwhile."""
 
     start: Any
     result: Any
     buffers: tuple
+
+
+class _Lane(NamedTuple):
+    """What an eager call needs beyond its buffer, worked out once per (kwargs, buffer shape
+    and dtype): the op's posting function and its arguments, the group and its members'
+    block order, the agreement's text and the description a mismatch error shows."""
+
+    post: Any
+    args: dict
+    group: _Group
+    order: list
+    text: str
+    line: str
+
+
+_LANES: dict = {}  # (id(kwargs), shape, dtype) -> (kwargs, _Lane or None: no direct form)
+
+
+def _lane(name: str, x: np.ndarray, kw: dict):
+    """The ``_Lane`` of ``name`` on a buffer like ``x`` with kwargs ``kw``, or None when the
+    call has no direct form: several devices per process along the axes, one process in
+    the group, or a dtype MPI cannot reduce or an object dtype."""
+    post = _NOW.get(name)
+    if post is None:
+        return None
+    args = {k: v for k, v in kw.items() if k not in ("mesh", "axes")}
+    group = _Group(kw["mesh"], tuple(kw["axes"]))
+    order = _block_order(x, group)
+    reduces = name != "mesh_gather"
+    if order is None or (x.dtype not in _MPI_DTYPES if reduces else x.dtype.hasobject):
+        return None
+    return _Lane(post, args, group, order, _agreement_text(name, x, kw), _describe(name, x, kw))
 
 
 def run_now(name: str, x: np.ndarray, kw: dict):
@@ -982,43 +1029,36 @@ def run_now(name: str, x: np.ndarray, kw: dict):
     ``mesh_reduce_scatter``) run at once on ``x``, a realized host buffer, with the
     physical kwargs ``kw`` (with ``mesh``): the output array, or None (nothing done, no
     MPI call) when this call has no direct form here (another op, several devices per
-    process along the axes, a dtype MPI has no type for, or inside an agreed program). A
-    collective every process must call, as the lazy op's realization is."""
-    fn = _NOW.get(name)
-    if fn is None or _STATE.depth or _STATE.comm is None:
+    process along the axes, a dtype MPI has no type for, a buffer that is not C-contiguous,
+    or inside an agreed program). A collective every process must call, as the lazy op's
+    realization is."""
+    if _STATE.depth or _STATE.comm is None or not x.flags.c_contiguous:
         return None
-    got = _LANES.get(id(kw))
-    if got is None or got[0] is not kw:  # the plan's kwargs: the same dict every call
-        rest = {k: v for k, v in kw.items() if k != "mesh"}
-        rest["group"] = _Group(kw["mesh"], tuple(rest.pop("axes")))
+    key = (id(kw), x.shape, x.dtype)
+    got = _LANES.get(key)
+    if got is None or got[0] is not kw:  # (the plan's kwargs: the same dict every call)
         if len(_LANES) >= 1024:
             _LANES.clear()
-        got = _LANES[id(kw)] = (kw, rest)
-    rest = got[1]
-    group = rest["group"]
-    posting = fn(x, **rest)
-    if posting is None:
+        got = _LANES[key] = (kw, _lane(name, x, kw))
+    lane = got[1]
+    if lane is None:
         return None
-    text = _agreement_text(name, x, kw)
-
-    def describe():
-        return [_describe(name, x, kw)]
-
-    if group not in _STATE.groups:
+    posting = lane.post(x, lane.order, **lane.args)
+    found = _STATE.groups.get(lane.group)
+    if found is None:
         # the group's communicator is made by a collective call: agree first, as the lazy
         # path does (once per mesh and axes)
-        agree(text, describe)
-        _group(group)
-        with _watch(text):
-            posting.start().Wait()
+        agree(lane.text, lambda: [lane.line])
+        with _watch(lane.text):
+            posting.start(_group(lane.group)[0]).Wait()
         return posting.result()
-    what, mine, every = _slot_for(text)
+    what, mine, every = _slot_for(lane.text)
     with _watch(what):
         check = _STATE.comm.Iallgather(mine, every)
-        data = posting.start()
+        data = posting.start(found[0])
         _wait(check)
     try:
-        _checked(what, describe)
+        _checked(what, lambda: [lane.line])
     except DistributedError:
         _ABANDONED.append((data, posting.buffers))
         raise
@@ -1027,48 +1067,27 @@ def run_now(name: str, x: np.ndarray, kw: dict):
     return posting.result()
 
 
-def _direct(x: np.ndarray, group: _Group, reduces: bool):
-    """The block index of each member of the group in rank order when ``x`` can go to MPI
-    as it is: one device per process along the group's axes, C-contiguous, a dtype MPI has
-    (to reduce) or plain data (to move); else None."""
-    if not x.flags.c_contiguous or (x.dtype not in _MPI_DTYPES if reduces else x.dtype.hasobject):
-        return None
-    return _block_order(x, group)
+def _now_reduce(x, order, kind):
+    out = _out_buffer(x.shape, x.dtype, x)
+    op = _mpi_op(kind)
+    return _Posting(lambda sub: sub.Iallreduce(x, out, op=op), lambda: out, (x, out))
 
 
-def _sub(group: _Group):
-    return _STATE.groups[group][0]
-
-
-def _now_reduce(x, kind, group):
-    if _direct(x, group, reduces=True) is None:
-        return None
-    out = _out_buffer(x.shape, x.dtype)
-    return _Posting(lambda: _sub(group).Iallreduce(x, out, op=_mpi_op(kind)), lambda: out, (x, out))
-
-
-def _now_gather(x, ndev, dim, group):
-    order = _direct(x, group, reduces=False)
-    if order is None:
-        return None
-    recv = _out_buffer((len(order),) + x.shape, x.dtype)
+def _now_gather(x, order, ndev, dim):
+    recv = _out_buffer((len(order),) + x.shape, x.dtype, x)
     return _Posting(
-        lambda: _sub(group).Iallgather(_bytes(x), _bytes(recv)),
+        lambda sub: sub.Iallgather(_bytes(x), _bytes(recv)),
         lambda: _joined(recv, x.shape, order, ndev + dim),
         (x, recv),
     )
 
 
-def _now_reduce_scatter(x, ndev, dim, kind, group):
-    order = _direct(x, group, reduces=True)
-    if order is None:
-        return None
+def _now_reduce_scatter(x, order, ndev, dim, kind):
     send = _scatter_blocks(x, ndev, dim, order)  # a view of ``x`` when already in order
-    recv = _out_buffer(send.shape[1:], send.dtype)
+    recv = _out_buffer(send.shape[1:], send.dtype, send)
+    op = _mpi_op(kind)
     return _Posting(
-        lambda: _sub(group).Ireduce_scatter_block(send, recv, op=_mpi_op(kind)),
-        lambda: recv,
-        (send, recv),
+        lambda sub: sub.Ireduce_scatter_block(send, recv, op=op), lambda: recv, (send, recv)
     )
 
 
