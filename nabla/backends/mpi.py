@@ -27,7 +27,9 @@ running count and the program's ops and shapes, or the op, its kwargs and the lo
 and dtype, gathered non-blockingly). Every agreement exchanges one fixed-size slot per
 process, so a collective run alone (an eager call) whose data fit in it (4 KiB) sends them in
 the same exchange and costs one synchronization, not two; a larger one runs its MPI call
-after the agreement. A
+after the agreement. An eager collective of a realized buffer (``run_now``, called from the
+op's bind instead of building a graph) posts its nonblocking MPI collective on the buffer
+itself beside its agreement. A
 mismatch raises ``DistributedError`` on every process naming the first op that differs and
 its shapes and dtypes on each process (the processes exchange a line per op,
 ``describe_program``, only then); a process that
