@@ -508,9 +508,20 @@ class AllReduceOp(_MeshOp):
 
 
 def _copies(spec: ShardingSpec, axes) -> tuple:
-    """The ``axes`` along which ``spec``'s value is replicated (neither split nor partial)."""
-    used = set(spec.sharded_axes) | set(spec.partial_axes)
-    return tuple(a for a in axes if a not in used)
+    """The ``axes`` along which ``spec``'s value is replicated (neither split nor partial).
+    Kept per (spec, axes): every eager call asks it again, and a spec hashes cheaply."""
+    key = (spec, tuple(axes))
+    got = _COPIES.get(key)
+    if got is None:
+        used = set(spec.sharded_axes) | set(spec.partial_axes)
+        got = tuple(a for a in key[1] if a not in used)
+        if len(_COPIES) >= 4096:
+            _COPIES.clear()
+        _COPIES[key] = got
+    return got
+
+
+_COPIES: dict = {}
 
 
 def _copies_derivative(x, t, out, kwargs):
