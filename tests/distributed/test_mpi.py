@@ -193,6 +193,29 @@ def test_first_difference_and_describe_program():
     assert "op 1: process 0 runs (no more ops)" in mpi.first_difference(0, [("p", a), ("q", a + a)])
 
 
+def test_receive_buffers_start_half_a_page_from_their_send_buffer():
+    """4K aliasing: MPI's copy and reduction loops ran at half speed when a receive buffer
+    started a few bytes after its send buffer modulo 4 KiB. From 16 KiB up a receive buffer
+    starts 2 KiB away, recycled from the pool once its last user is gone."""
+    import numpy as np
+
+    from nabla.backends import mpi
+
+    for nbytes, offset in ((1 << 14, 0), (1 << 16, 16), (1 << 18, 4000)):
+        raw = np.zeros(nbytes + 4096, np.uint8)
+        send = raw[offset : offset + nbytes].view(np.float32)
+        out = mpi._out_buffer((1, nbytes // 4), np.float32, send)
+        assert out.shape == (1, nbytes // 4) and out.dtype == np.float32
+        assert (out.ctypes.data - send.ctypes.data) % 4096 == 2048
+        assert out.flags.c_contiguous and out.flags.writeable and out.flags.aligned
+        if nbytes >= 1 << 16:  # pooled: the same memory once ``out`` is gone
+            first = out.ctypes.data
+            del out
+            assert mpi._out_buffer((1, nbytes // 4), np.float32, send).ctypes.data == first
+    small = mpi._out_buffer((4,), np.float64)
+    assert small.shape == (4,) and small.dtype == np.float64
+
+
 def test_a_process_that_leaves_inside_a_collective_is_bounded_too():
     proc, took = run_scenario(2, "rank_leaves_midway", env={"NABLA_MPI_TIMEOUT": "3"})
     assert proc.returncode != 0
