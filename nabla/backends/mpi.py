@@ -27,7 +27,9 @@ running count and the program's ops and shapes, or the op, its kwargs and the lo
 and dtype, gathered non-blockingly). Every agreement exchanges one fixed-size slot per
 process, so a collective run alone (an eager call) whose data fit in it (4 KiB) sends them in
 the same exchange and costs one synchronization, not two; a larger one runs its MPI call
-after the agreement. A
+after the agreement. An eager collective of a realized buffer (``run_now``, called from the
+op's bind instead of building a graph) posts its nonblocking MPI collective on the buffer
+itself beside its agreement. A
 mismatch raises ``DistributedError`` on every process naming the first op that differs and
 its shapes and dtypes on each process (the processes exchange a line per op,
 ``describe_program``, only then); a process that
@@ -69,6 +71,7 @@ __all__ = [
     "first_difference",
     "in_agreed_program",
     "read_value",
+    "run_now",
     "barrier",
     "broadcast_object",
 ]
@@ -212,13 +215,44 @@ def _watchdog() -> None:
 # receive; a small eager collective so costs one synchronization instead of two.
 _PAYLOAD_MAX = 4096
 _SLOT = 8 + _PAYLOAD_MAX
-_SLOTS: dict = {}  # process count -> (this process's slot, every process's slots)
+_SLOTS: dict = {}  # process count -> _Slots
 
 
-def _slots(size: int):
+class _Slots(NamedTuple):
+    """The agreement's buffers for one process count: this process's slot, every
+    process's slots, and 64-bit views of this process's digest and of every digest."""
+
+    mine: np.ndarray
+    every: np.ndarray
+    digest: np.ndarray  # mine's first 8 bytes as one uint64
+    heads: np.ndarray  # every slot's first 8 bytes, one uint64 each
+
+
+def _slots(size: int) -> _Slots:
     got = _SLOTS.get(size)
     if got is None:
-        got = _SLOTS[size] = (np.zeros(_SLOT, np.uint8), np.zeros(size * _SLOT, np.uint8))
+        mine, every = np.zeros(_SLOT, np.uint8), np.zeros(size * _SLOT, np.uint8)
+        got = _SLOTS[size] = _Slots(
+            mine, every, mine[:8].view(np.uint64), every.view(np.uint64)[:: _SLOT // 8]
+        )
+    return got
+
+
+# An agreement's digest: a 64-bit hash of its text (kept per text: an eager collective or a
+# program agrees on the same text every time) plus the running count times an odd constant,
+# so a skipped collective changes every later digest.
+_HASHES: dict = {}
+_COUNT_MIX = 0x9E3779B97F4A7C15
+_MASK64 = (1 << 64) - 1
+
+
+def _hash(what: str) -> int:
+    got = _HASHES.get(what)
+    if got is None:
+        if len(_HASHES) >= 4096:
+            _HASHES.clear()
+        digest = hashlib.blake2b(what.encode(), digest_size=8).digest()
+        got = _HASHES[what] = int.from_bytes(digest, "little")
     return got
 
 
@@ -235,24 +269,37 @@ def agree(what: str, describe=None, payload: np.ndarray | None = None):
     exchange their descriptions, ``describe()`` (one line per op: :func:`describe_program`)
     or ``what`` itself, and the error names the first op that differs, as each process has
     it; no payload is used."""
-    comm = _STATE.comm
-    _STATE.count += 1
-    what = f"#{_STATE.count} {what}"
-    size = comm.Get_size()
-    mine, every = _slots(size)
-    mine[:8] = np.frombuffer(hashlib.blake2b(what.encode(), digest_size=8).digest(), np.uint8)
+    what, mine, every = _slot_for(what)
     if payload is not None:
         mine[8 : 8 + payload.nbytes] = payload.reshape(-1).view(np.uint8)
     with _watch(what):
         # the agreement is where a process waits for late peers: wait without spinning
-        _wait(comm.Iallgather(mine, every))
-    rows = every.reshape(size, _SLOT)
-    heads = rows[:, :8]
-    if not (heads == mine[:8]).all():
-        differ = [r for r in range(size) if bytes(heads[r]) != bytes(mine[:8])]
+        _wait(_STATE.comm.Iallgather(mine, every))
+    rows = _checked(what, describe)
+    return None if payload is None else rows[:, 8 : 8 + payload.nbytes]
+
+
+def _slot_for(what: str):
+    """The next agreement's name (``what`` numbered by the running count) and this
+    process's slot (its digest written) beside the buffer for every process's slots."""
+    _STATE.count += 1
+    slots = _slots(_STATE.comm.Get_size())
+    slots.digest[0] = (_hash(what) + _STATE.count * _COUNT_MIX) & _MASK64
+    return f"#{_STATE.count} {what}", slots.mine, slots.every
+
+
+def _checked(what: str, describe) -> np.ndarray:
+    """Every process's slot, one row each, once the agreement's exchange completed; raises
+    ``DistributedError`` (``agree``'s docstring) when a digest differs from this process's."""
+    size = _STATE.comm.Get_size()
+    slots = _slots(size)
+    heads = slots.heads.tolist()
+    mine_head = int(slots.digest[0])
+    if heads.count(mine_head) != size:
+        differ = [r for r in range(size) if heads[r] != mine_head]
         lines = list(describe()) if describe is not None else [what]
         with _watch(f"{what} (exchanging the programs to name the difference)"):
-            theirs = comm.allgather((what, lines))
+            theirs = _STATE.comm.allgather((what, lines))
         raise DistributedError(
             f"process {PROCESS.index} is at collective {what}, but processes {differ} are at "
             "a different collective or with other shapes/dtypes: every process must run the "
@@ -260,7 +307,7 @@ def agree(what: str, describe=None, payload: np.ndarray | None = None):
             + first_difference(PROCESS.index, theirs)
             + _advice([w for w, _ in theirs])
         )
-    return None if payload is None else rows[:, 8 : 8 + payload.nbytes]
+    return slots.every.reshape(size, _SLOT)
 
 
 # The agreement before each program is where a process waits for late peers (one still
@@ -604,30 +651,46 @@ def _collective(name, *, over_axes: bool = True, fold=None):
 # Received values land in buffers recycled once nothing else references them (the tensor
 # holding the last result died): a fresh multi-MiB buffer costs a page fault per 4 KiB on
 # first touch, which made a collective 2x slower than MPI on its own reused buffers.
+#
+# A receive buffer also starts half a 4 KiB page away from the buffer it is computed from
+# (``beside``): large arrays from the allocator start at nearly the same offset in their
+# page, and when a store address trails a load address by a few bytes modulo 4 KiB the CPU
+# takes it for a dependence ("4K aliasing"). MPI's copy into the receive buffer and its
+# reduction loop then ran at half speed: an Allreduce of 256 KiB from one fresh array into
+# another took 2x as long as into a buffer offset by 2 KiB (measured here, 2 processes).
 _POOL: list = []
 _POOL_MIN_BYTES = 1 << 16
 _POOL_MAX_BYTES = 1 << 29
 _POOL_MAX = 8
+_APART_MIN_BYTES = 1 << 14  # below this the loops are too short to matter
+_PAGE = 4096
 
 
-def _out_buffer(shape: tuple, dtype) -> np.ndarray:
-    """An uninitialized array of ``shape``: a recycled one when the pool holds an array of
-    that size that only the pool references (CPython's reference count says so)."""
+def _out_buffer(shape: tuple, dtype, beside: np.ndarray | None = None) -> np.ndarray:
+    """An uninitialized array of ``shape``, starting half a page away (modulo 4 KiB) from
+    ``beside`` when given: a recycled one when the pool holds one of that size that only
+    the pool references (CPython's reference count says so)."""
     dtype = np.dtype(dtype)
     nbytes = math.prod(shape) * dtype.itemsize
-    if nbytes < _POOL_MIN_BYTES:
+    if nbytes < _APART_MIN_BYTES:
         return np.empty(shape, dtype=dtype)
+    size = nbytes + _PAGE  # room to place the start anywhere in a page
     for i in range(len(_POOL)):
-        base = _POOL[i]
-        # 3: the pool's list, ``base`` and getrefcount's argument
-        if base.nbytes == nbytes and sys.getrefcount(base) == 3:
+        base, address = _POOL[i]
+        # 3: the pool's entry, ``base`` and getrefcount's argument
+        if base.nbytes == size and sys.getrefcount(base) == 3:
             _POOL.append(_POOL.pop(i))  # the most recently used last
-            return base.view(dtype).reshape(shape)
-    base = np.empty(nbytes, dtype=np.uint8)
-    _POOL.append(base)
-    while len(_POOL) > _POOL_MAX or sum(b.nbytes for b in _POOL) > _POOL_MAX_BYTES:
-        _POOL.pop(0)  # dropped from the pool; freed when its last user is gone
-    return base.view(dtype).reshape(shape)
+            break
+    else:
+        base = np.empty(size, dtype=np.uint8)
+        address = base.ctypes.data
+        if nbytes >= _POOL_MIN_BYTES:
+            _POOL.append((base, address))
+            while len(_POOL) > _POOL_MAX or sum(b.nbytes for b, _ in _POOL) > _POOL_MAX_BYTES:
+                _POOL.pop(0)  # dropped from the pool; freed when its last user is gone
+    near = beside.ctypes.data if beside is not None else 0
+    start = (near + _PAGE // 2 - address) % _PAGE
+    return base[start : start + nbytes].view(dtype).reshape(shape)
 
 
 # ----------------------------------------------------------------------------- reductions
@@ -653,7 +716,7 @@ def _allreduce(y: np.ndarray, group: _Group, kind: str, own: bool = False) -> np
         sub.Allreduce(MPI.IN_PLACE, y, op=op)
         return y
     send = np.ascontiguousarray(y, dtype=wire)  # no copy when it already is
-    out = _out_buffer(send.shape, wire)
+    out = _out_buffer(send.shape, wire, send)
     sub.Allreduce(send, out, op=op)
     return out.astype(y.dtype, copy=False)
 
@@ -705,17 +768,21 @@ def _block_order(x: np.ndarray, group: _Group) -> list | None:
     mesh, axes = group
     if any(x.shape[k] != 1 for k in axes):
         return None
-    members = _members(group)
-    if len(members) == 1:
-        return None
-    order = []
-    for p in members:  # a dim split over axes (a, b) holds block i_a * size_b + i_b
-        box = mesh.process_box(p)
-        b = 0
-        for k in axes:
-            b = b * mesh.shape[k] + box[k][0]
-        order.append(b)
-    return order
+    order = _ORDERS.get(group)
+    if order is None:
+        members = _members(group)
+        order = []
+        for p in members:  # a dim split over axes (a, b) holds block i_a * size_b + i_b
+            box = mesh.process_box(p)
+            b = 0
+            for k in axes:
+                b = b * mesh.shape[k] + box[k][0]
+            order.append(b)
+        _ORDERS[group] = order
+    return order if len(order) > 1 else None
+
+
+_ORDERS: dict = {}  # _Group -> its members' block indices in rank order
 
 
 def _single_devices(x: np.ndarray, group: _Group):
@@ -765,7 +832,7 @@ def _mesh_reduce_scatter(x, ndev, dim, kind, group):
     if single is not None:  # Reduce_scatter_block: each process receives its reduced block
         sub, order = single
         send = _scatter_blocks(x, ndev, dim, order)
-        recv = _out_buffer(send.shape[1:], send.dtype)
+        recv = _out_buffer(send.shape[1:], send.dtype, send)
         sub.Reduce_scatter_block(send, recv, op=_mpi_op(kind))
         return recv.astype(x.dtype, copy=False)
     local = host.MESH_REDUCE[kind](x, axis=group.axes, keepdims=True)
@@ -804,7 +871,7 @@ def _mesh_gather(x, ndev, dim, group):
     if single is not None:  # Allgather straight into the blocks' order: at most one copy
         sub, order = single
         x = np.ascontiguousarray(x)
-        recv = _out_buffer((len(order),) + x.shape, x.dtype)
+        recv = _out_buffer((len(order),) + x.shape, x.dtype, x)
         sub.Allgather(_bytes(x), _bytes(recv))
         return _joined(recv, x.shape, order, ndev + dim)
     return _narrow(host.mesh_merge(_widen(x, group), ndev, group.axes, dim), group)
@@ -901,3 +968,131 @@ def _mesh_iota(args, kw):
 
 LOWERINGS["mesh_shard"] = _mesh_shard
 LOWERINGS["mesh_iota"] = _mesh_iota
+
+
+# ----------------------------------------------------------------------------- eager calls
+# An eager all_reduce / all_gather / reduce_scatter of a realized buffer (``run_now``, from
+# the op's bind) skips the lazy graph: the data collective works on the buffer itself (no
+# copy in; the output is the receive buffer) and is posted beside its agreement, both
+# nonblocking, so the call costs one round trip, not two. The agreement keeps every
+# guarantee of the lazy path: agreements always match each other (a process here and one
+# reading a value alone, at another collective or at its exit all see different digests
+# and raise at once), and the received data are used only once the digests match. A data
+# collective posted beside an agreement that failed is never completed (its peers are not
+# in it): its buffers are kept alive here, since MPI may still write into them.
+_ABANDONED: list = []
+_NOW: dict = {}  # backend op name -> fn(x, order, **kwargs) -> _Posting
+
+
+class _Posting(NamedTuple):
+    """A data collective ready to post beside its agreement: ``start(sub)`` posts it on the
+    group's communicator (returns its request), ``result()`` reads the output once it
+    completed, ``buffers`` are what MPI reads and writes meanwhile."""
+
+    start: Any
+    result: Any
+    buffers: tuple
+
+
+class _Lane(NamedTuple):
+    """What an eager call needs beyond its buffer, worked out once per (kwargs, buffer shape
+    and dtype): the op's posting function and its arguments, the group and its members'
+    block order, the agreement's text and the description a mismatch error shows."""
+
+    post: Any
+    args: dict
+    group: _Group
+    order: list
+    text: str
+    line: str
+
+
+_LANES: dict = {}  # (id(kwargs), shape, dtype) -> (kwargs, _Lane or None: no direct form)
+
+
+def _lane(name: str, x: np.ndarray, kw: dict):
+    """The ``_Lane`` of ``name`` on a buffer like ``x`` with kwargs ``kw``, or None when the
+    call has no direct form: several devices per process along the axes, one process in
+    the group, or a dtype MPI cannot reduce or an object dtype."""
+    post = _NOW.get(name)
+    if post is None:
+        return None
+    args = {k: v for k, v in kw.items() if k not in ("mesh", "axes")}
+    group = _Group(kw["mesh"], tuple(kw["axes"]))
+    order = _block_order(x, group)
+    reduces = name != "mesh_gather"
+    if order is None or (x.dtype not in _MPI_DTYPES if reduces else x.dtype.hasobject):
+        return None
+    return _Lane(post, args, group, order, _agreement_text(name, x, kw), _describe(name, x, kw))
+
+
+def run_now(name: str, x: np.ndarray, kw: dict):
+    """The cross-process lowering of ``name`` (``mesh_reduce``, ``mesh_gather``,
+    ``mesh_reduce_scatter``) run at once on ``x``, a realized host buffer, with the
+    physical kwargs ``kw`` (with ``mesh``): the output array, or None (nothing done, no
+    MPI call) when this call has no direct form here (another op, several devices per
+    process along the axes, a dtype MPI has no type for, a buffer that is not C-contiguous,
+    or inside an agreed program). A collective every process must call, as the lazy op's
+    realization is."""
+    if _STATE.depth or _STATE.comm is None or not x.flags.c_contiguous:
+        return None
+    key = (id(kw), x.shape, x.dtype)
+    got = _LANES.get(key)
+    if got is None or got[0] is not kw:  # (the plan's kwargs: the same dict every call)
+        if len(_LANES) >= 1024:
+            _LANES.clear()
+        got = _LANES[key] = (kw, _lane(name, x, kw))
+    lane = got[1]
+    if lane is None:
+        return None
+    posting = lane.post(x, lane.order, **lane.args)
+    found = _STATE.groups.get(lane.group)
+    if found is None:
+        # the group's communicator is made by a collective call: agree first, as the lazy
+        # path does (once per mesh and axes)
+        agree(lane.text, lambda: [lane.line])
+        with _watch(lane.text):
+            posting.start(_group(lane.group)[0]).Wait()
+        return posting.result()
+    what, mine, every = _slot_for(lane.text)
+    with _watch(what):
+        check = _STATE.comm.Iallgather(mine, every)
+        data = posting.start(found[0])
+        _wait(check)
+    try:
+        _checked(what, lambda: [lane.line])
+    except DistributedError:
+        _ABANDONED.append((data, posting.buffers))
+        raise
+    with _watch(what):
+        data.Wait()
+    return posting.result()
+
+
+def _now_reduce(x, order, kind):
+    out = _out_buffer(x.shape, x.dtype, x)
+    op = _mpi_op(kind)
+    return _Posting(lambda sub: sub.Iallreduce(x, out, op=op), lambda: out, (x, out))
+
+
+def _now_gather(x, order, ndev, dim):
+    recv = _out_buffer((len(order),) + x.shape, x.dtype, x)
+    return _Posting(
+        lambda sub: sub.Iallgather(_bytes(x), _bytes(recv)),
+        lambda: _joined(recv, x.shape, order, ndev + dim),
+        (x, recv),
+    )
+
+
+def _now_reduce_scatter(x, order, ndev, dim, kind):
+    send = _scatter_blocks(x, ndev, dim, order)  # a view of ``x`` when already in order
+    recv = _out_buffer(send.shape[1:], send.dtype, send)
+    op = _mpi_op(kind)
+    return _Posting(
+        lambda sub: sub.Ireduce_scatter_block(send, recv, op=op), lambda: recv, (send, recv)
+    )
+
+
+_NOW.update(
+    mesh_reduce=_now_reduce, mesh_gather=_now_gather, mesh_reduce_scatter=_now_reduce_scatter
+)

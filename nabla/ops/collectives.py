@@ -33,8 +33,11 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ..backends import mpi
+from ..core.config import CONFIG
 from ..core.device import get_default_device
 from ..core.dtypes import DType
+from ..core.ir import TensorImpl
 from ..core.sharding import (
     REDUCE_KINDS,
     DeviceMesh,
@@ -42,13 +45,13 @@ from ..core.sharding import (
     ShardingSpec,
     collective_bytes,
 )
-from ..core.state import STATE, spmd_axes
+from ..core.state import STATE, live_grad_levels, spmd_axes
 from ..runtime.tensor import Tensor
 from . import per_device, spmd
 from ._util import alias_arg, as_tensor
 from .base import Operation
 from .functions import fn, provide
-from .pipeline import Call, emit
+from .pipeline import Call, _check_alloc, emit
 
 __all__ = [
     "shard",
@@ -146,6 +149,25 @@ def _plan_key(op, impl, kwargs) -> tuple | None:
     return key
 
 
+def _runs_now(im) -> bool:
+    """Whether a collective on ``im`` (its mesh spans processes) may run at once instead of
+    as a lazy op: ``im`` is a realized host buffer with no vmap levels, no autodiff history
+    or tangents, and no transform, trace or ``shard_map`` body is running (those keep the
+    graph); ``nb.debug_nans`` checks programs, so it keeps the lazy path too. The result is
+    the lazy op's, computed by the same MPI collective; only the graph is skipped."""
+    return (
+        type(im.buffer) is np.ndarray
+        and not im.levels
+        and not im.traced
+        and not im.tangents
+        and STATE.recording is None
+        and len(live_grad_levels) == 1
+        and not spmd_axes
+        and not STATE.active_vmap
+        and not CONFIG.debug_values
+    )
+
+
 class _MeshOp(Operation):
     """A collective: places its output itself (``plan``) instead of factor propagation."""
 
@@ -168,6 +190,14 @@ class _MeshOp(Operation):
                     _PLANS.clear()
                 _PLANS[key] = got
         shape, spec, phys = got
+        if "mesh" in phys and _runs_now(im):
+            out = mpi.run_now(self.backend_name, im.buffer, phys)
+            if out is not None:  # the realized result, as the lazy op would compute it
+                if shape != im.shape:
+                    _check_alloc(self, shape, im.dtype, 0)
+                impl = TensorImpl(shape, im.dtype, im.device, buffer=out)
+                impl.sharding = spec
+                return Tensor._wrap(impl)
         call = Call(self, args, kwargs)
         call.placed(phys, [shape], [im.dtype], [im.device], [spec], im.levels)
         return emit(call)
@@ -478,9 +508,20 @@ class AllReduceOp(_MeshOp):
 
 
 def _copies(spec: ShardingSpec, axes) -> tuple:
-    """The ``axes`` along which ``spec``'s value is replicated (neither split nor partial)."""
-    used = set(spec.sharded_axes) | set(spec.partial_axes)
-    return tuple(a for a in axes if a not in used)
+    """The ``axes`` along which ``spec``'s value is replicated (neither split nor partial).
+    Kept per (spec, axes): every eager call asks it again, and a spec hashes cheaply."""
+    key = (spec, tuple(axes))
+    got = _COPIES.get(key)
+    if got is None:
+        used = set(spec.sharded_axes) | set(spec.partial_axes)
+        got = tuple(a for a in key[1] if a not in used)
+        if len(_COPIES) >= 4096:
+            _COPIES.clear()
+        _COPIES[key] = got
+    return got
+
+
+_COPIES: dict = {}
 
 
 def _copies_derivative(x, t, out, kwargs):

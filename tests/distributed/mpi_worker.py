@@ -181,6 +181,105 @@ def check_small_and_large(cols: int):
         close(nb.all_gather(nb.shard(x, grid, P("b")), 0, axes="b").numpy(), x)
 
 
+def scenario_eager_lane():
+    """all_reduce, all_gather and reduce_scatter of a realized value run at once, straight
+    on its buffer (no graph node), with the graph's result: the same collective of an
+    unrealized operand (``x * 1``) takes the lazy path. A layout with several devices per
+    process along the axes keeps the lazy path."""
+
+    def lane(fn, x):
+        got = fn(x)
+        assert got._impl.node is None and got._impl.buffer is not None, "not run at once"
+        want = fn(x * 1)
+        assert want._impl.node is not None, "an unrealized operand stays lazy"
+        assert got.sharding == want.sharding, (got.sharding, want.sharding)
+        for g, w in zip(got.addressable_shards, want.addressable_shards, strict=True):
+            assert g.data.dtype == w.data.dtype and g.data.shape == w.data.shape
+            np.testing.assert_array_equal(g.data, w.data)
+        return got
+
+    line = nb.DeviceMesh("line", (N,), ("q",))
+    for dtype in (np.float32, np.float64, np.int32):
+        for cols in (3, 1024):  # data inside the agreement's 4 KiB on the lazy path, and not
+            x = (data(2 * N, cols, seed=cols) * 8).astype(dtype)
+            t = nb.shard(x, line, P("q"))
+            nb.realize(t)
+            blocks = x.reshape(N, 2, cols)
+            for kind, ref in (("sum", np.sum), ("max", np.max), ("min", np.min)):
+                got = lane(lambda v, kind=kind: nb.all_reduce(v, kind, axes="q"), t)
+                close(got.numpy(), ref(blocks, axis=0))
+            close(lane(lambda v: nb.all_gather(v, 0), t).numpy(), x)
+            cols_split = nb.shard(x, line, P(None, "q")) if cols % N == 0 else None
+            if cols_split is not None:  # joined along a dim that is not the leading one
+                close(lane(lambda v: nb.all_gather(v, 1), nb.realize(cols_split)).numpy(), x)
+            wide = (data(2 * N, 4 * N, seed=cols + 1) * 8).astype(dtype)
+            terms = nb.realize(nb.sum(nb.shard(wide, line, P("q")), axis=0))
+            close(lane(lambda v: nb.reduce_scatter(v, 0), terms).numpy(), wide.sum(0))
+            close(lane(lambda v: nb.all_reduce(v, "sum"), terms).numpy(), wide.sum(0))
+    # several devices per process along the axes: the lazy path
+    mesh = nb.DeviceMesh("m", (N, 2), ("p", "l"))
+    x = data(4 * N, 3, seed=5)
+    t = nb.realize(nb.shard(x, mesh, P(("p", "l"))))
+    got = nb.all_reduce(t, "sum", axes=("p", "l"))
+    assert got._impl.node is not None
+    close(got.numpy(), x.reshape(2 * N, 2, 3).sum(0))
+    if N == 4:  # groups of 2 processes; a dim split over two axes in reverse mesh order
+        grid = nb.DeviceMesh("grid", (2, 2), ("a", "b"))
+        g = nb.realize(nb.shard(x, grid, P(("a", "b"))))
+        got = lane(lambda v: nb.all_reduce(v, "sum", axes="a"), g)
+        by_a = x.reshape(2, 2, 4, 3).sum(0).reshape(8, 3)
+        for s in got.addressable_shards:
+            close(s.data, by_a[4 * (s.device % 2) : 4 * (s.device % 2) + 4])
+        close(lane(lambda v: nb.all_gather(v, 0, axes="b"), g).numpy(), x)
+        wide = data(4, 16, seed=6)
+        rev = nb.realize(nb.sum(nb.shard(wide, grid, P(("b", "a"))), axis=0))
+        back = lane(lambda v: nb.reduce_scatter(v, 0, axes=("b", "a")), rev)
+        assert back.sharding.to_partition_spec() == P(("b", "a"))
+        close(back.numpy(), wide.sum(0))
+    # under grad, vmap or compile the collective stays in the graph
+    t = nb.realize(nb.shard(data(2 * N, 4, seed=7), line, P("q")))
+    g = nb.grad(lambda v: nb.sum(nb.all_gather(v, 0) ** 2))(t)
+    close(g.numpy(), 2 * t.numpy())
+    step = nb.compile(lambda v: nb.all_reduce(v, "sum", axes="q"))
+    close(step(t).numpy(), t.numpy().reshape(N, 2, 4).sum(0))
+
+
+def scenario_read_alone_beside_eager():
+    """Process 0 reads a value split over the processes alone while the others run an
+    eager all_reduce straight on its buffer: every process fails at once, naming the
+    read, as when the others run a program."""
+    mesh = nb.DeviceMesh("procs", (N,), ("dp",))
+    x = nb.realize(nb.shard(np.ones((4 * N, 2), np.float32), mesh, P("dp")))
+    nb.all_reduce(x, "sum", axes="dp").numpy()  # the group's communicator exists
+    t = nb.realize(nb.sum(x, axis=0))
+    if RANK == 0:
+        print(t.numpy())
+    else:
+        nb.all_reduce(x, "sum", axes="dp")
+
+
+def scenario_mismatch_eager(ops: bool):
+    """Different eager collectives (another size, or another op) on the same group, each
+    posted beside its agreement: an error on every process, not a hang or a wrong value."""
+    mesh = nb.DeviceMesh("m", (N,), ("p",))
+    small = nb.realize(nb.shard(np.ones((N, 4), np.float32), mesh, P("p")))
+    large = nb.realize(nb.shard(np.ones((N, 8192), np.float32), mesh, P("p")))
+    nb.all_reduce(small, "sum", axes="p").numpy()  # the group's communicator exists
+    if ops:
+        out = nb.all_gather(large, 0) if RANK == 0 else nb.all_reduce(large, "sum", axes="p")
+    else:
+        out = nb.all_reduce(small if RANK == 0 else large, "sum", axes="p")
+    print(out.addressable_shards[0].data.sum())  # not reached
+
+
+def scenario_mismatch_eager_sizes():
+    scenario_mismatch_eager(ops=False)
+
+
+def scenario_mismatch_eager_ops():
+    scenario_mismatch_eager(ops=True)
+
+
 def scenario_process_local():
     """from_process_local: each process gives only its rows (no process holds the whole)."""
     mesh = nb.DeviceMesh("m", (N, 2), ("p", "l"))

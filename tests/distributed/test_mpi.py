@@ -48,7 +48,7 @@ def run_scenario(n: int, name: str, **kw):
 
 @pytest.mark.parametrize("n", [2, 4])
 @pytest.mark.parametrize(
-    "scenario", ["dp_train", "tensor_parallel", "collectives", "process_local"]
+    "scenario", ["dp_train", "tensor_parallel", "collectives", "process_local", "eager_lane"]
 )
 def test_scenario_on_every_process(scenario, n):
     proc, _ = run_scenario(n, scenario)
@@ -124,6 +124,31 @@ def test_a_small_and_a_large_collective_are_an_error_on_every_process():
     assert took < 50, took
 
 
+@pytest.mark.parametrize("what", ["sizes", "ops"])
+def test_mismatched_eager_collectives_on_their_buffers_are_an_error_on_every_process(what):
+    """An eager collective of a realized value posts its data collective beside its
+    agreement: another size, or another op, on the same group is still an error at once on
+    every process, and the mismatched data are never used."""
+    proc, took = run_scenario(2, f"mismatch_eager_{what}", env={"NABLA_MPI_TIMEOUT": "60"})
+    assert proc.returncode != 0
+    assert "every process must run the same program" in proc.stderr, proc.stderr
+    assert "the first difference is op 0" in proc.stderr, proc.stderr
+    if what == "sizes":
+        assert "(1, 1, 4)" in proc.stderr and "(1, 1, 8192)" in proc.stderr, proc.stderr
+    else:
+        assert "mesh_gather" in proc.stderr and "mesh_reduce" in proc.stderr, proc.stderr
+    assert took < 50, took
+
+
+def test_a_read_alone_beside_an_eager_collective_fails_at_once():
+    proc, took = run_scenario(2, "read_alone_beside_eager", env={"NABLA_MPI_TIMEOUT": "120"})
+    assert proc.returncode != 0
+    err = proc.stderr
+    assert "read of a float32 value of shape (2,)" in err and "every process must read it" in err
+    assert "mesh_reduce" in err, err
+    assert took < 60, took
+
+
 def test_a_bad_timeout_set_after_the_import_is_refused_by_initialize():
     """Checked when the setting is read (at import, and again by initialize), naming the
     variable and the value, not a raw float() error at the first collective."""
@@ -166,6 +191,29 @@ def test_first_difference_and_describe_program():
         "{'axes': (0,)}, process 0 runs sum((8,) float32) -> () float32 {'axes': (0,)}"
     )
     assert "op 1: process 0 runs (no more ops)" in mpi.first_difference(0, [("p", a), ("q", a + a)])
+
+
+def test_receive_buffers_start_half_a_page_from_their_send_buffer():
+    """4K aliasing: MPI's copy and reduction loops ran at half speed when a receive buffer
+    started a few bytes after its send buffer modulo 4 KiB. From 16 KiB up a receive buffer
+    starts 2 KiB away, recycled from the pool once its last user is gone."""
+    import numpy as np
+
+    from nabla.backends import mpi
+
+    for nbytes, offset in ((1 << 14, 0), (1 << 16, 16), (1 << 18, 4000)):
+        raw = np.zeros(nbytes + 4096, np.uint8)
+        send = raw[offset : offset + nbytes].view(np.float32)
+        out = mpi._out_buffer((1, nbytes // 4), np.float32, send)
+        assert out.shape == (1, nbytes // 4) and out.dtype == np.float32
+        assert (out.ctypes.data - send.ctypes.data) % 4096 == 2048
+        assert out.flags.c_contiguous and out.flags.writeable and out.flags.aligned
+        if nbytes >= 1 << 16:  # pooled: the same memory once ``out`` is gone
+            first = out.ctypes.data
+            del out
+            assert mpi._out_buffer((1, nbytes // 4), np.float32, send).ctypes.data == first
+    small = mpi._out_buffer((4,), np.float64)
+    assert small.shape == (4,) and small.dtype == np.float64
 
 
 def test_a_process_that_leaves_inside_a_collective_is_bounded_too():
