@@ -395,6 +395,53 @@ def _split(args, kw):
 LOWERINGS["split"] = _split
 
 
+def _window_slices(kw, i: int, j: int, lead: int) -> tuple:
+    """The positions window tap ``(i, j)`` of every window reads, as slices of
+    ``(*lead, H, W, C)``."""
+    (sh, sw), (dh, dw), (oh, ow) = kw["stride"], kw["dilation"], kw["out"]
+    rows = slice(i * dh, i * dh + sh * (oh - 1) + 1, sh)
+    cols = slice(j * dw, j * dw + sw * (ow - 1) + 1, sw)
+    return (slice(None),) * lead + (rows, cols)
+
+
+@_one("windows")
+def _windows(x, **kw):
+    # one copy out of a strided view of all windows (no per-tap pieces to join), always
+    # into a new C-contiguous array
+    (kh, kw_), (sh, sw), (dh, dw) = kw["kernel"], kw["stride"], kw["dilation"]
+    *lead, _, _, c = x.shape
+    st = x.strides
+    shape = (*lead, *kw["out"], kh, kw_, c)
+    view = np.lib.stride_tricks.as_strided(
+        x,
+        shape,
+        (*st[:-3], st[-3] * sh, st[-2] * sw, st[-3] * dh, st[-2] * dw, st[-1]),
+        writeable=False,
+    )
+    out = np.empty(shape, x.dtype)
+    np.copyto(out, view)
+    return out.reshape(*lead, *kw["out"], kh * kw_, c)
+
+
+_SLAB_BYTES = 512  # channel rows shorter than this are added from a tap-major copy
+
+
+@_one("windows_sum")
+def _windows_sum(cols, **kw):
+    # one zero buffer, each window tap added into its strided region, taps in order
+    (kh, kw_), (h, w) = kw["kernel"], kw["size"]
+    *lead, _, _, _, c = cols.shape
+    out = np.zeros((*lead, h, w, c), cols.dtype)
+    taps = np.moveaxis(cols, -2, 0)
+    if c * cols.itemsize < _SLAB_BYTES:  # short rows: strided adds are slow, copy tap-major
+        taps = np.ascontiguousarray(taps)
+    for i in range(kh):
+        for j in range(kw_):
+            region = out[_window_slices(kw, i, j, len(lead))]
+            np.add(region, taps[i * kw_ + j], out=region)
+    return out
+
+
 # --------------------------------------------------------------------------- linalg / indexing
 def _blas_ready(a):
     # np.matmul leaves BLAS for a slow loop on broadcast (stride-0) or scattered views.
