@@ -51,10 +51,11 @@ def _ref_windows_sum(cols, kw):
     return out
 
 
+@pytest.mark.parametrize("channels", [1, 3, 64])  # 1: a copy per tap; 64: no tap-major copy
 @pytest.mark.parametrize("case", CASES)
-def test_windows_and_windows_sum_match_numpy(case, rng):
+def test_windows_and_windows_sum_match_numpy(case, channels, rng):
     kw = _kwargs(*case)
-    x = rng.standard_normal((2, *kw["size"], 3))
+    x = rng.standard_normal((2, *kw["size"], channels))
     got = WINDOWS.bind([nb.constant(x)], kw)
     np.testing.assert_array_equal(got.numpy(), _ref_windows(x, kw))
     cols = rng.standard_normal(got.shape)
