@@ -255,7 +255,7 @@ class BinaryOperation(Operation):
         x, y = primals
         ct = cotangents[0]
         dx, dy = self.partials(x, y, outputs[0])
-        return [_operand_grad(ct, dx, x), _operand_grad(ct, dy, y)]
+        return [_sum_to_like(_times(ct, dx), x), _sum_to_like(_times(ct, dy), y)]
 
     def jvp_rule(self, primals, tangents, outputs, kwargs):
         if not self.differentiable:
@@ -278,14 +278,6 @@ def _is_bool_operand(v) -> bool:
     if isinstance(v, Tensor):
         return v.dtype.is_bool
     return isinstance(v, bool | np.bool_) or (isinstance(v, np.ndarray) and v.dtype == np.bool_)
-
-
-def _operand_grad(ct, partial, like):
-    """``ct * partial`` summed to ``like``'s shape; a partial of -1 negates the sum rather
-    than the (broadcast, larger) cotangent: the same bits, one pass less."""
-    if isinstance(partial, float) and partial == -1.0:
-        return -_sum_to_like(ct, like)
-    return _sum_to_like(_times(ct, partial), like)
 
 
 def _times(a, b):
