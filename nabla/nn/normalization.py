@@ -192,17 +192,28 @@ def _batch_norm(who: str, x: Tensor, p: _NormParams, training: bool):
                 f"{who}: expected more than 1 value per channel when training, got input of "
                 f"shape {tuple(x.shape)}"
             )
-        mean, var = _moments(x, axes)
-        y = (x - mean) * (var + p.eps).rsqrt()
+        mean = x.mean(axis=axes, keepdims=True)
+        centered = x - mean
+        var = centered.square().mean(axis=axes, keepdims=True)
+        y = centered * _channel_scale(var, p)
         unbiased = var.reshape((c,)) * (n / max(n - 1, 1))
         stats = (mean.reshape((c,)), unbiased)
     else:
         rm, rv = p.running_mean, p.running_var
         rm = rm.cast(x.dtype) if rm.dtype is not x.dtype else rm
         rv = rv.cast(x.dtype) if rv.dtype is not x.dtype else rv
-        y = (x - rm) * (rv + p.eps).rsqrt()
-        stats = (None, None)
-    return _affine(y, p.weight, p.bias), stats
+        scale = _channel_scale(rv, p)
+        # one pass over the input: x * scale + (bias - mean * scale)
+        shift = -rm * scale if p.bias is None else p.bias - rm * scale
+        return x * scale + shift, (None, None)
+    return (y if p.bias is None else y + p.bias), stats
+
+
+def _channel_scale(var: Tensor, p: _NormParams) -> Tensor:
+    """``weight / sqrt(var + eps)`` per channel (the weight folded in before the input is
+    scaled: one pass over the input, and one less in its gradient)."""
+    inv = (var + p.eps).rsqrt()
+    return inv if p.weight is None else inv * p.weight
 
 
 # the per-channel arguments batch_norm and instance_norm take alike, written once

@@ -1,10 +1,14 @@
 """Convolution and pooling (NHWC activations, HWIO filters).
 
 All four are composites: ``conv2d`` gathers the ``KH*KW`` strided windows of the padded
-input with ``slice`` (im2col) and contracts them in one ``matmul`` (an ``einsum`` per group
-when ``groups > 1``); ``conv2d_transpose`` dilates and pads its input and runs ``conv2d``
-with the flipped filter; pooling reduces over the stacked windows. So they are
+input with one ``windows`` op (im2col) and contracts them in one ``matmul`` (an ``einsum``
+per group when ``groups > 1``); ``conv2d_transpose`` dilates and pads its input and runs
+``conv2d`` with the flipped filter; pooling reduces over the stacked windows. So they are
 differentiable, batchable under ``vmap`` and lowered on every backend by construction.
+
+``windows`` and its adjoint ``windows_sum`` (col2im: each window added back where it came
+from) are the two primitives here, each the other's VJP: an input gradient is one
+accumulation into one buffer, not a zero-filled ``slice_update`` per window summed.
 """
 
 from __future__ import annotations
@@ -15,8 +19,9 @@ from typing import NamedTuple
 import numpy as np
 
 from ..core.dtypes import DType
+from . import spmd
 from ._util import as_tensor
-from .base import OpError
+from .base import Operation, OpError
 from .functions import fn, provide
 
 __all__ = ["conv2d", "conv2d_transpose", "avg_pool2d", "max_pool2d"]
@@ -112,26 +117,102 @@ def _check_conv(op, x, weight, groups, layout="HWIO"):
     return x, w
 
 
+class _WindowOp(Operation):
+    """Shared by ``windows`` and ``windows_sum``. kwargs (each a pair of ints, for the two
+    spatial dims): ``kernel``, ``stride``, ``dilation``, ``size`` (the input's H, W) and
+    ``out`` (OH, OW). Dims are counted from the end (``(..., H, W, C)`` and
+    ``(..., OH, OW, KH*KW, C)``), so vmap's batch prefix needs no kwargs of its own."""
+
+    linear = True
+
+    def _check(self, spatial, k, kwargs):
+        """Raise unless the windows ``kwargs`` describe fit a ``spatial`` (H, W) with
+        ``k`` taps per window."""
+        (kh, kw), st, d = kwargs["kernel"], kwargs["stride"], kwargs["dilation"]
+        size, out = kwargs["size"], kwargs["out"]
+        ok = tuple(spatial) == tuple(size) and k == kh * kw
+        ok = ok and all((out[i] - 1) * st[i] + ((kh, kw)[i] - 1) * d[i] < size[i] for i in range(2))
+        if not ok or min(out) < 1:
+            raise OpError(
+                f"{self.name}: windows {kwargs} do not fit spatial size {tuple(spatial)} with "
+                f"{k} taps per window"
+            )
+
+    def _rule(self, in_shapes, out_shapes, windows_in: bool):
+        """Leading dims and channels are shared factors; the spatial and window dims stay
+        whole (a window reaches across blocks)."""
+        lead = len(in_shapes[0] if windows_in else out_shapes[0]) - 3
+        shared = [(f"n{i}",) for i in range(lead)]
+        image = [*shared, ("h",), ("w",), ("c",)]
+        cols = [*shared, ("oh",), ("ow",), ("k",), ("c",)]
+        ins, outs = (image, cols) if windows_in else (cols, image)
+        return spmd.FactorRule.parse_dims(
+            [ins], [outs], in_shapes, out_shapes, blocked={"h", "w", "oh", "ow", "k"}
+        )
+
+
+class WindowsOp(_WindowOp):
+    """im2col: the ``KH*KW`` strided windows of ``(..., H, W, C)`` stacked as
+    ``(..., OH, OW, KH*KW, C)`` (window tap ``i*KW + j`` at ``[oh*s + i*d, ow*s + j*d]``)."""
+
+    name = "windows"
+    data_movement = True
+
+    def infer(self, shapes, dtypes, kwargs):
+        shape = shapes[0]
+        if len(shape) < 3:
+            raise OpError(f"windows: expects (..., H, W, C), got shape {shape}")
+        kh, kw = kwargs["kernel"]
+        self._check(shape[-3:-1], kh * kw, kwargs)
+        return [(*shape[:-3], *kwargs["out"], kh * kw, shape[-1])], [dtypes[0]]
+
+    def sharding_rule(self, in_shapes, out_shapes, kwargs):
+        return self._rule(in_shapes, out_shapes, True)
+
+    def vjp_rule(self, primals, cotangents, outputs, kwargs):
+        return [_WINDOWS_SUM.bind([cotangents[0]], kwargs)]
+
+
+class WindowsSumOp(_WindowOp):
+    """col2im, the adjoint of ``windows``: ``(..., OH, OW, KH*KW, C)`` -> ``(..., H, W, C)``,
+    each window tap added at the position ``windows`` took it from (zeros elsewhere)."""
+
+    name = "windows_sum"
+
+    def infer(self, shapes, dtypes, kwargs):
+        shape = shapes[0]
+        if len(shape) < 4 or tuple(shape[-4:-2]) != tuple(kwargs["out"]):
+            raise OpError(
+                f"windows_sum: expects (..., OH, OW, KH*KW, C) with (OH, OW) = "
+                f"{kwargs['out']}, got shape {shape}"
+            )
+        self._check(kwargs["size"], shape[-2], kwargs)
+        return [(*shape[:-4], *kwargs["size"], shape[-1])], [dtypes[0]]
+
+    def sharding_rule(self, in_shapes, out_shapes, kwargs):
+        return self._rule(in_shapes, out_shapes, False)
+
+    def vjp_rule(self, primals, cotangents, outputs, kwargs):
+        return [_WINDOWS.bind([cotangents[0]], kwargs)]
+
+
+_WINDOWS = WindowsOp()
+_WINDOWS_SUM = WindowsSumOp()
+
+
+def _windows_kwargs(xp, k, s, d, out_hw) -> dict:
+    return {
+        "kernel": tuple(k),
+        "stride": tuple(s),
+        "dilation": tuple(d),
+        "size": tuple(xp.shape[1:3]),
+        "out": tuple(out_hw),
+    }
+
+
 def _windows(xp, k, s, d, out_hw):
     """Stack the KH*KW strided windows of padded NHWC ``xp``: (N, OH, OW, KH*KW, C)."""
-
-    oh, ow = out_hw
-    parts = []
-    for i in range(k[0]):
-        for j in range(k[1]):
-            h0, w0 = i * d[0], j * d[1]
-            parts.append(
-                fn.slice_tensor(
-                    xp,
-                    slices=[
-                        slice(None),
-                        slice(h0, h0 + s[0] * (oh - 1) + 1, s[0]),
-                        slice(w0, w0 + s[1] * (ow - 1) + 1, s[1]),
-                        slice(None),
-                    ],
-                )
-            )
-    return fn.stack(parts, axis=3)
+    return _WINDOWS.bind([xp], _windows_kwargs(xp, k, s, d, out_hw))
 
 
 def _out_size(size, k, s, d, p):

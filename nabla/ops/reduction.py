@@ -223,9 +223,16 @@ class _ExtremumOp(ReduceOperation):
         return hit / reduce_sum(hit, axes, True)
 
     def vjp_rule(self, primals, cotangents, outputs, kwargs):
-        x = primals[0]
-        ct = _expand_back(cotangents[0], x.shape, kwargs["axes"], kwargs["keepdims"])
-        return [ct * self._weights(x, outputs[0], kwargs)]
+        # each extremum's share of the cotangent is divided out at the reduced size, then
+        # placed with the mask: one pass over the input less than ct * (hit / count)
+        x, axes, keepdims = primals[0], kwargs["axes"], kwargs["keepdims"]
+        outk = outputs[0] if keepdims else _expand_back(outputs[0], x.shape, axes, False)
+        hit = (x == outk).cast(x.dtype)
+        ct = cotangents[0]
+        if not keepdims:
+            ct = fn.reshape(ct, _reduced_shape(x.shape, axes, True))
+        share = ct / reduce_sum(hit, axes, True)
+        return [hit * fn.broadcast_to(share, x.shape)]
 
     def jvp_rule(self, primals, tangents, outputs, kwargs):
         x = primals[0]

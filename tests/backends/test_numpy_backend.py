@@ -90,6 +90,8 @@ def test_matmul_over_one_element_is_the_outer_product(a_shape, b_shape, dtype):
         ((6, 5, 4), (1, 2)),
         ((6, 5, 4), (-1,)),
         ((6, 5, 4), (0, 2)),  # neither leading nor trailing: np.sum
+        ((8, 4, 4, 4, 32), (3,)),  # one short middle axis (pooling windows): by slices
+        ((6, 5, 40), (-2,)),
         ((3, 20000), (1,)),  # a long row: np.sum's pairwise summation
         ((0, 5), (1,)),
     ],
@@ -115,6 +117,25 @@ def test_reduce_sum_matches_numpy_on_every_path(shape, axes, keepdims, dtype):
         np.testing.assert_array_equal(
             np.isinf(got), np.isinf(np.sum(x, axis=axes, keepdims=keepdims))
         )
+
+
+@pytest.mark.parametrize("name", ["reduce_max", "reduce_min"])
+@pytest.mark.parametrize("dtype", [np.float32, np.int8, np.bool_])
+@pytest.mark.parametrize("keepdims", [False, True])
+def test_max_and_min_over_one_short_middle_axis_match_numpy(name, dtype, keepdims):
+    """Folded slice by slice (pooling windows): np.max's values, shape and dtype, and NaN
+    wherever a slice holds one."""
+    rng = np.random.default_rng(2)
+    x = (rng.standard_normal((5, 3, 4, 2, 16)) * 50).astype(dtype)
+    if dtype == np.float32:
+        x[0, 1, 2, 0, 3] = np.nan
+        x[1, 0, 0, 1, 5] = -np.inf
+    ref = np.max if name == "reduce_max" else np.min
+    for axes in ((2,), (-3,), (1,)):
+        (got,) = LOWERINGS[name]([x], {"axes": axes, "keepdims": keepdims})
+        want = ref(x, axis=axes, keepdims=keepdims)
+        assert got.shape == want.shape and got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)
 
 
 @pytest.mark.parametrize("exponent", [1.0, 2.0])

@@ -99,6 +99,7 @@ TESTED_ELSEWHERE = {
     "custom_call": "custom_vjp/custom_jvp/checkpoint (tests/transforms/test_autodiff.py)",
     "custom_kernel": "call_custom_kernel / custom_op (tests/backends/test_custom_kernels.py)",
     "compiled_call": "compile's fast path (tests/transforms/test_compile.py)",
+    "windows_sum": "the VJP of conv2d's and pooling's windows (tests/ops/test_windows.py)",
     "cond": "cond/switch (tests/transforms/test_control_flow.py)",
     "while_loop": "while_loop/fori_loop (tests/transforms/test_control_flow.py)",
     "scan": "scan/fori_loop (tests/transforms/test_control_flow.py)",

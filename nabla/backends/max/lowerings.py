@@ -855,6 +855,43 @@ def _slice_update(x, update, slices):
     return ops.scatter_nd(x, update, idx)
 
 
+def _tap_region(kw, i: int, j: int):
+    """Window tap ``(i, j)``'s positions in ``(H, W)`` as ``(start, step, length)`` each."""
+    (sh, sw), (dh, dw), (oh, ow) = kw["stride"], kw["dilation"], kw["out"]
+    return (i * dh, sh, oh), (j * dw, sw, ow)
+
+
+@_one("windows")
+def _windows(x, **kw):
+    lead = len(x.shape) - 3
+    kh, kw_ = kw["kernel"]
+    taps = []
+    for i in range(kh):
+        for j in range(kw_):
+            pos, _ = _pos_slices(_tap_region(kw, i, j))
+            taps.append(x[(slice(None),) * lead + tuple(pos) + (slice(None),)])
+    return ops.stack(taps, axis=lead + 2)
+
+
+@_one("windows_sum")
+def _windows_sum(cols, **kw):
+    lead = len(cols.shape) - 4
+    kh, kw_ = kw["kernel"]
+    shape = _shape(cols)
+    out_shape = (*shape[:lead], *kw["size"], shape[-1])
+    zeros = ops.broadcast_to(_c(0, cols), out_shape)
+    parts = ops.split(cols, [1] * (kh * kw_), axis=lead + 2)
+    total = None
+    for k, part in enumerate(parts):
+        rows, cs = _tap_region(kw, *divmod(k, kw_))
+        region = ((0, 1, n) for n in shape[:lead])
+        placed = _slice_update(
+            zeros, ops.squeeze(part, lead + 2), (*region, rows, cs, (0, 1, shape[-1]))
+        )
+        total = placed if total is None else total + placed
+    return total
+
+
 @_one("pad")
 def _pad(x, pads, value):
     flat = [int(v) for lo_hi in pads for v in lo_hi]

@@ -93,6 +93,8 @@ _FRESH = frozenset(
         "sigmoid",
         "rsqrt",
         "where",
+        "windows",
+        "windows_sum",
     }
     | set(UFUNCS)
 )
@@ -119,6 +121,8 @@ _KEEPS_C = frozenset(
         "argmax",
         "argmin",
         "matmul",
+        "windows",
+        "windows_sum",
     }
     | set(UFUNCS)
 )

@@ -224,8 +224,37 @@ def _arange(start, step, length, dtype, device):
 
 
 # --------------------------------------------------------------------------- reductions
-def _reduce(fn):
+_MAX_STEPS = 64  # a middle axis at most this long is reduced slice by slice
+
+
+def _middle_axis(x, axes):
+    """The one axis of ``axes`` when it is a short axis neither first nor last, over
+    slices of at least 16 values: NumPy reduces such an axis in a strided inner loop
+    (3-4x slower than one ufunc call per slice, as pooling windows and their counts are
+    reduced); else None."""
+    if len(axes) != 1 or x.ndim < 3:
+        return None
+    a = axes[0] % x.ndim
+    if not 0 < a < x.ndim - 1 or not 0 < x.shape[a] <= _MAX_STEPS:
+        return None
+    return a if math.prod(x.shape[a + 1 :]) >= 16 else None
+
+
+def _by_slices(ufunc, x, a, keepdims):
+    """``ufunc`` folded over axis ``a`` of ``x`` one slice at a time, in order (the order
+    NumPy adds along a non-contiguous axis too)."""
+    lead = (slice(None),) * a
+    out = x[(*lead, 0)].copy()
+    for k in range(1, x.shape[a]):
+        ufunc(out, x[(*lead, k)], out=out)
+    return np.expand_dims(out, a) if keepdims else out
+
+
+def _reduce(fn, ufunc):
     def run(x, axes, keepdims):
+        a = _middle_axis(x, axes)
+        if a is not None and x.dtype.isbuiltin == 1:
+            return _by_slices(ufunc, x, a, keepdims)
         return fn(x, axis=axes, keepdims=keepdims)
 
     return run
@@ -281,6 +310,10 @@ def _reduce_sum(x, axes, keepdims):
                 if n <= _MAX_ONES and x.size // n >= _MIN_KEPT:
                     r = _ones(n, x.dtype) @ x.reshape(n, -1)
                     return r.reshape(out if keepdims else shape[k:])
+    if x.dtype in _BLAS_FLOATS:
+        a = _middle_axis(x, axes)
+        if a is not None:
+            return _by_slices(np.add, x, a, keepdims)
     return np.sum(x, axis=axes, keepdims=keepdims, dtype=_accumulator(x))
 
 
@@ -289,8 +322,8 @@ def _reduce_prod(x, axes, keepdims):
     return np.prod(x, axis=axes, keepdims=keepdims, dtype=_accumulator(x))
 
 
-_one("reduce_max")(_reduce(np.max))
-_one("reduce_min")(_reduce(np.min))
+_one("reduce_max")(_reduce(np.max, np.maximum))
+_one("reduce_min")(_reduce(np.min, np.minimum))
 
 
 @_one("argmax")
@@ -378,7 +411,10 @@ def _slice_update(x, update, slices):
 
 @_one("pad")
 def _pad(x, pads, value):
-    return np.pad(x, pads, mode="constant", constant_values=value)
+    # a filled array with x copied in: np.pad's general machinery costs 2x for this
+    out = np.full(tuple(d + lo + hi for d, (lo, hi) in zip(x.shape, pads)), value, x.dtype)
+    out[tuple(slice(lo, lo + d) for d, (lo, _) in zip(x.shape, pads))] = x
+    return out
 
 
 @_one("concatenate")
@@ -393,6 +429,59 @@ def _split(args, kw):
 
 
 LOWERINGS["split"] = _split
+
+
+def _window_slices(kw, i: int, j: int, lead: int) -> tuple:
+    """The positions window tap ``(i, j)`` of every window reads, as slices of
+    ``(*lead, H, W, C)``."""
+    (sh, sw), (dh, dw), (oh, ow) = kw["stride"], kw["dilation"], kw["out"]
+    rows = slice(i * dh, i * dh + sh * (oh - 1) + 1, sh)
+    cols = slice(j * dw, j * dw + sw * (ow - 1) + 1, sw)
+    return (slice(None),) * lead + (rows, cols)
+
+
+@_one("windows")
+def _windows(x, **kw):
+    # one copy out of a strided view of all windows (no per-tap pieces to join), always
+    # into a new C-contiguous array
+    (kh, kw_), (sh, sw), (dh, dw) = kw["kernel"], kw["stride"], kw["dilation"]
+    *lead, _, _, c = x.shape
+    if c == 1:  # one channel (an image's first layer): a copy per tap is 2x faster
+        out = np.empty((*lead, *kw["out"], kh * kw_, 1), x.dtype)
+        for i in range(kh):
+            for j in range(kw_):
+                out[..., i * kw_ + j, :] = x[_window_slices(kw, i, j, len(lead))]
+        return out
+    st = x.strides
+    shape = (*lead, *kw["out"], kh, kw_, c)
+    view = np.lib.stride_tricks.as_strided(
+        x,
+        shape,
+        (*st[:-3], st[-3] * sh, st[-2] * sw, st[-3] * dh, st[-2] * dw, st[-1]),
+        writeable=False,
+    )
+    out = np.empty(shape, x.dtype)
+    np.copyto(out, view)
+    return out.reshape(*lead, *kw["out"], kh * kw_, c)
+
+
+_SLAB_BYTES = 512  # channel rows shorter than this are added from a tap-major copy
+
+
+@_one("windows_sum")
+def _windows_sum(cols, **kw):
+    # one zero buffer, each window tap added into its strided region, taps in order
+    (kh, kw_), (h, w) = kw["kernel"], kw["size"]
+    *lead, _, _, _, c = cols.shape
+    out = np.zeros((*lead, h, w, c), cols.dtype)
+    taps = np.moveaxis(cols, -2, 0)
+    if c * cols.itemsize < _SLAB_BYTES:  # short rows: strided adds are slow, copy tap-major
+        taps = np.ascontiguousarray(taps)
+    for i in range(kh):
+        for j in range(kw_):
+            region = out[_window_slices(kw, i, j, len(lead))]
+            np.add(region, taps[i * kw_ + j], out=region)
+    return out
 
 
 # --------------------------------------------------------------------------- linalg / indexing
