@@ -742,6 +742,12 @@ def gather_graph():
     bools = c(np.array([True, False, False, True]))
     for mode in ("add", "mul", "max"):
         o[f"scatter_{mode}_bool"] = nb.scatter(bools, c([0, 0, 1]), c([False, True, True]), 0, mode)
+    # convolution's windows (im2col) and, in its input gradient, their adjoint (col2im)
+    img = c(rng.normal(size=(2, 6, 5, 3)).astype(f))
+    filt = c(rng.normal(size=(3, 2, 3, 4)).astype(f))
+    conv = lambda a: nb.conv2d(a, filt, stride=(2, 1), padding=1, dilation=(1, 2))  # noqa: E731
+    o["conv"] = conv(img)
+    o["conv_input_grad"] = nb.grad(lambda a: (conv(a) ** 2).sum())(img)
     return o
 
 
