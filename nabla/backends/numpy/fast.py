@@ -545,14 +545,15 @@ class _Lowering:
         dying = self._dying(k, step)
         t = f"b{self._target(step, dying, True)}"
         v = self.name[step.outputs[0]]
-        if step.op == "sigmoid":  # exp(-logaddexp(0, -x))
-            zero = self._const(dt.type(0), "zero")
-            self.ns.update(negative=np.negative, logaddexp=np.logaddexp, exp=np.exp)
+        if step.op == "sigmoid":  # 1 / (1 + exp(-x))
+            one = self._const(dt.type(1), "one")
+            self.ns.update(negative=np.negative, exp=np.exp, add=np.add)
+            self.ns.update(true_divide=np.true_divide)
             self.lines += [
                 f"negative({x}, out={t})",
-                f"logaddexp({zero}, {t}, out={t})",
-                f"negative({t}, out={t})",
-                f"{v} = exp({t}, out={t})",
+                f"exp({t}, out={t})",
+                f"add({t}, {one}, out={t})",
+                f"{v} = true_divide(1, {t}, out={t})",
             ]
         else:  # rsqrt: 1 / sqrt(x)
             self.ns.update(sqrt=np.sqrt, true_divide=np.true_divide)

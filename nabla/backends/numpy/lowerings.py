@@ -59,9 +59,18 @@ def _erf(x):
     return np.asarray(_erf_scalar(x), dtype=x.dtype)
 
 
+_SIGMOID_NATIVE = (np.dtype(np.float32), np.dtype(np.float64))
+
+
 def _sigmoid(x):
+    """``1 / (1 + exp(-x))``: four fast loops (a ``logaddexp`` form is ~8x slower and no
+    more accurate above the subnormals, where this one gives 0 as XLA's does); float16 and
+    bfloat16 go through float32, whose ``exp`` overflows only where the result is ~0."""
+    dt = x.dtype
+    w = x if dt in _SIGMOID_NATIVE else x.astype(np.float32)
     with np.errstate(over="ignore"):
-        return np.exp(-np.logaddexp(0, -x)).astype(x.dtype)
+        e = np.true_divide(1, np.add(np.exp(np.negative(w)), w.dtype.type(1)))
+    return np.asarray(e, dtype=dt)
 
 
 def _rsqrt(x):
