@@ -54,6 +54,7 @@ from ..runtime.tensor import Tensor
 from ._records import InSpec, LoopLayout, OutAval, Recording, Ref, ScanOutputs, keep_nodes
 from .autodiff import jvp, vjp
 from .trace import _HIDDEN_KWARGS, _SHORT
+from .vmap import vmap
 
 __all__ = ["cond", "switch", "while_loop", "fori_loop", "scan", "Body"]
 
@@ -1410,6 +1411,10 @@ def _scan_node(step, carry, xs, spec: _ScanSpec, consts=(), saves: bool = False)
     for reverse mode, whose saved carries its later nodes read)."""
     consts = list(consts)
     traced = _trace_scan(step, carry, xs, consts, spec, saves)
+    mapped = _map_hoisted(traced, len(carry), xs, consts, spec)
+    if mapped is not None:  # the body again, without its carry-free part
+        step, xs = mapped
+        traced = _trace_scan(step, carry, xs, consts, spec, saves)
     body, levels, ny, saves = traced
     n, nx = len(carry), len(xs)
     caps, (slots,) = _cap_layout([body])
@@ -1443,6 +1448,125 @@ def _scan_node(step, carry, xs, spec: _ScanSpec, consts=(), saves: bool = False)
     if saves:  # the node keeps its saved carries alive for its vjp (nobody else holds them)
         kwargs["saved"] = tuple(o._impl for o in outs[n + ny :])
     return ScanOutputs(outs[:n], outs[n : n + ny], outs[n + ny :])
+
+
+# how a scan body's node depends on the step's inputs (``_map_hoisted``)
+_INVARIANT, _PER_STEP, _CARRIED = 0, 1, 2
+
+
+def _map_hoisted(traced: _ScanTrace, n: int, xs: list, consts: list, spec: _ScanSpec):
+    """Hoist the carry-free part of a scan body out of the loop, mapped over every step at
+    once: ``(new step, new xs)``, or None when there is none.
+
+    A body node that depends on the step's ``xs`` but not on the carry (a backward scan's
+    recomputed forward, which reads the saved carries as xs; any work on ``x`` alone) gives
+    the same values whether it runs step by step or for all steps at once. Here it runs
+    once, ``vmap``-ed over the steps (one large matmul instead of ``length`` small ones,
+    one elementwise pass instead of ``length`` Python-dispatched ones), and the loop reads
+    its results as extra ``xs``. The new body replays the recorded nodes that depend on
+    the carry; nothing is traced from the user's function again.
+
+    Only nodes whose recording means the same with a batch dim more are hoisted (the
+    recording is replayed under the new vmap level): not vmap plumbing or nested
+    constructs (``physical`` ops, ops with their own ``replay``), and not a node whose
+    per-step operands have fewer dims than another operand (an op wrapper aligned those
+    ranks only where it saw batch dims); such a node stays in the loop. Under
+    ``nb.debug_nans`` the body stays whole, so a NaN is reported at its step."""
+    body, nx, nk = traced.body, len(xs), len(consts)
+    if spec.length < 2 or not nx or not _has_per_step_work(body, n, nx):
+        return None
+    if body.nodes[0].site is not None:  # nb.debug_nans names the step a NaN came from
+        return None
+    kind: list = []
+    caps = [Tensor._wrap(im) for im in body.captured]
+    outputs = list(body.outputs)
+
+    def of(r):
+        if r.kind == "arg":
+            return _CARRIED if r.index < n else _PER_STEP if r.index < n + nx else _INVARIANT
+        return _INVARIANT if r.kind == "cap" else kind[r.index]
+
+    def per_step(*a):  # one step's hoisted values from its x slices and the consts
+        args = [None] * n + list(a)
+        vals: list = []
+        for node in body.nodes:
+            k = max((of(r) for r in node.refs), default=_INVARIANT)
+            out = None
+            if k != _CARRIED:
+                ins = [r.lookup(args, caps, vals) for r in node.refs]
+                if k == _PER_STEP and not _maps_cleanly(node, ins, [of(r) for r in node.refs]):
+                    k = _CARRIED
+                else:
+                    out = node.op.bind(ins, node.kwargs)
+                    out = out if node.op.multiple_results else [out]
+            kind.append(k)
+            vals.append(out)
+        # the hoisted values the loop still reads: operands of its nodes, body outputs
+        readers = [r for node, k in zip(body.nodes, kind) if k == _CARRIED for r in node.refs]
+        for r in readers + outputs:
+            if r.kind == "node" and kind[r.index] == _PER_STEP and (r.index, r.output) not in b:
+                b.append((r.index, r.output))
+        kept_x.extend(
+            sorted({r.index - n for r in readers + outputs if r.kind == "arg" and n <= r.index})
+        )
+        return [vals[i][o] for i, o in b]
+
+    b: list = []  # (node, output) of each hoisted value the loop reads
+    kept_x: list = []  # the xs (and consts) the loop still reads
+    stacked = vmap(per_step, in_axes=(0,) * nx + (None,) * nk)(*xs, *consts)
+    if not b:
+        return None
+    kept_x = [i for i in kept_x if i < nx]
+    given_of: dict = {}
+    for j, (i, o) in enumerate(b):
+        given_of.setdefault(i, {})[o] = j
+
+    def step(c, x, k):
+        full_x: list = [None] * nx
+        for j, xi in enumerate(kept_x):
+            full_x[xi] = x[j]
+        hoisted = x[len(kept_x) :]
+        args = list(c) + full_x + list(k)
+        vals: list = []
+        for i, node in enumerate(body.nodes):
+            if kind[i] == _PER_STEP:
+                at = given_of.get(i, {})
+                width = len(node.out_specs)
+                vals.append([hoisted[at[o]] if o in at else None for o in range(width)])
+                continue
+            ins = [r.lookup(args, caps, vals) for r in node.refs]
+            run = getattr(node.op, "replay", None)
+            out = run(ins, node.kwargs) if run is not None else node.op.bind(ins, node.kwargs)
+            vals.append(out if node.op.multiple_results else [out])
+        outs = [r.lookup(args, caps, vals) for r in outputs]
+        return outs[:n], outs[n : n + traced.n_ys]
+
+    return step, [xs[i] for i in kept_x] + list(stacked)
+
+
+def _has_per_step_work(body: Body, n: int, nx: int) -> bool:
+    """Does a body node that reads the step's xs but not the carry feed the rest of the
+    loop (what ``_map_hoisted`` could take out)?"""
+    per_step = set()
+    for i, node in enumerate(body.nodes):
+        carried = any(
+            (r.kind == "arg" and r.index < n) or (r.kind == "node" and r.index not in per_step)
+            for r in node.refs
+        )
+        if not carried and any(
+            (r.kind == "arg" and n <= r.index < n + nx) or r.kind == "node" for r in node.refs
+        ):
+            per_step.add(i)
+    return bool(per_step)
+
+
+def _maps_cleanly(node, ins: list, kinds: list) -> bool:
+    """May ``node`` be replayed with a batch dim more on its per-step operands?"""
+    op = node.op
+    if op.physical or hasattr(op, "replay"):
+        return False
+    rank = max(t.ndim for t in ins)
+    return all(t.ndim == rank for t, k in zip(ins, kinds) if k == _PER_STEP)
 
 
 def _trace_scan(step, carry, xs, consts, spec: _ScanSpec, saves: bool = False) -> _ScanTrace:
