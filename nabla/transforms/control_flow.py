@@ -29,7 +29,9 @@ Transforms:
 - jvp: a new construct over (primals, tangents) whose body is the ``jvp`` of the old one.
 - vjp: ``cond``/``switch`` pull back through a ``switch`` of the branches' pullbacks;
   ``scan`` saves the carry of every step when traced for reverse mode and pulls back with a
-  reverse ``scan`` (each step recomputes its body's forward: a per-step checkpoint);
+  reverse ``scan`` (which recomputes each step's forward from the saved carry: a per-step
+  checkpoint; that recomputation reads no cotangent, so it runs before the loop for all
+  steps at once, as any carry-free work of a scan body does);
   ``fori_loop`` with Python-int bounds is a ``scan``; ``while_loop`` raises JAX's error
   unless given ``max_steps``, which makes it a ``scan`` of at most that many steps.
 """
