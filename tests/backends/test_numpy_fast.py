@@ -257,3 +257,38 @@ def test_check_mode_checks_the_first_calls_of_each_program(rng):
     for _ in range(fast.CHECKED_CALLS + 2):
         assert [_bits(a) for a in run(xs)] == want
     assert len(calls) == fast.CHECKED_CALLS
+
+
+def test_a_stack_times_a_matrix_is_one_gemm_in_both_executors(rng, monkeypatch):
+    """(T, m, k) @ (k, n) from a C-contiguous stack runs as one (T*m, k) GEMM, in a scratch
+    buffer or as an output, with the interpreter's bits; a stack in another layout keeps
+    NumPy's per-matrix loop."""
+    from nabla.backends.numpy import lowerings
+
+    steps = [
+        ("matmul", (0, 1), {}, _spec(6, 4, 5)),  # an output
+        ("matmul", (0, 2), {}, _spec(6, 4, 5)),  # into scratch: exp reads it
+        ("exp", ((1, 0),), {}, _spec(6, 4, 5)),
+    ]
+    inputs = [(F32, (6, 4, 3), CPU()), (F32, (3, 5), CPU()), (F32, (3, 5), CPU())]
+    program = build_program(("gemm", id(steps)), inputs, steps, [(0, 0), (2, 0)])
+    run, interp = fast.lower(program), compile_program(program)
+    assert "out=b0" in run.source
+    calls = []
+    real = np.matmul
+    monkeypatch.setattr(
+        lowerings.np, "matmul", lambda *a, **k: calls.append(a[0].shape) or real(*a, **k)
+    )
+    x, w = (
+        rng.standard_normal((6, 4, 3)).astype(np.float32),
+        rng.standard_normal((3, 5)).astype(np.float32),
+    )
+    other = np.ascontiguousarray(x.transpose(1, 0, 2)).transpose(1, 0, 2)
+    for xs in ([x, w, w + 1], [other, w, w + 1]):
+        calls.clear()
+        want = interp(xs)
+        got = run(xs)
+        assert [_bits(g) for g in got] == [_bits(a) for a in want]
+        np.testing.assert_allclose(got[0], x @ w, rtol=1e-5, atol=1e-6)
+        folded = xs[0].flags.c_contiguous
+        assert set(calls) == ({(24, 3)} if folded else {xs[0].shape}), calls

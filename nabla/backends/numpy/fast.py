@@ -39,7 +39,7 @@ import numpy as np
 
 from ...core.config import CONFIG, debug_log
 from ...core.ir import Program
-from .lowerings import _BLOCK, DIRECT, LOWERINGS, UFUNCS, _blas_ready, _py_slices
+from .lowerings import _BLOCK, DIRECT, LOWERINGS, UFUNCS, _blas_ready, _py_slices, gemm
 
 __all__ = ["lower", "CannotLower", "FastPathMismatch", "checked"]
 
@@ -303,7 +303,7 @@ class _Lowering:
             "asarray": np.asarray,
             "broadcast_to": np.broadcast_to,
             "ready": _blas_ready,
-            "matmul": np.matmul,
+            "matmul": gemm,
             "multiply": np.multiply,
             "ordered": _c_ordered,
         }

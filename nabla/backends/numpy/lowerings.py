@@ -434,7 +434,21 @@ def _matmul(x, y):
         if big and x.dtype.isbuiltin == 1 and y.dtype.isbuiltin == 1:
             return np.einsum("...ik,...kj->...ij", x, y)
         return np.multiply(x, y)
-    return np.matmul(_blas_ready(x), _blas_ready(y))
+    return gemm(_blas_ready(x), _blas_ready(y))
+
+
+def gemm(x, y, out=None):
+    """``np.matmul``, except that a C-contiguous stack times a matrix is one GEMM over all
+    the stack's rows (NumPy runs one small GEMM per matrix of the stack: a vmapped
+    ``x @ w``, a scan's steps at once). The straight-line form calls it too, so both
+    executors take the same BLAS calls."""
+    if x.ndim > 2 and y.ndim == 2 and x.flags.c_contiguous:
+        n = y.shape[-1]
+        if out is None:
+            return np.matmul(x.reshape(-1, x.shape[-1]), y).reshape(x.shape[:-1] + (n,))
+        np.matmul(x.reshape(-1, x.shape[-1]), y, out=out.reshape(-1, n))
+        return out
+    return np.matmul(x, y, out=out)
 
 
 def _flat_batch(a, nb):
