@@ -1219,6 +1219,18 @@ class ScanOp(_ControlFlowOp):
         with_saved = any(c is not None for c in ct_saved)
         ct_carry, ct_ys, ct_saves = layout.outputs(cts)
         extra = ct_saves if with_saved else []
+        spec = _ScanSpec.of(kwargs).reversed()
+        if (any(want_x) or any(want_k)) and _steps_map(body, layout, saved, xs, rest, spec):
+            return self._vjp_after_loop(
+                layout,
+                body,
+                spec,
+                (carry, xs, rest),
+                saved,
+                (ct_carry, ct_ys, extra),
+                want_x,
+                want_k,
+            )
 
         def step(c, x, k):
             g_c, g_k = c[:n], c[n:]
@@ -1250,6 +1262,53 @@ class ScanOp(_ControlFlowOp):
         ct_xs = [_own_levels(next(it_x), x) if w else None for x, w in zip(xs, want_x)]
         ct_rest = [_own_levels(next(it_k), k) if w else None for k, w in zip(rest, want_k)]
         return _unfill(c[:n], carry) + ct_xs + ct_rest
+
+    @staticmethod
+    def _vjp_after_loop(layout, body, spec, operands, saved, cts, want_x, want_k):
+        """Reverse mode with only the carry's cotangent in the loop: each backward step
+        pulls back through its step's carry alone and also outputs the cotangent its
+        step's outputs got; after the loop, one ``vjp`` of the body ``vmap``-ed over every
+        step gives the xs' and the constants' cotangents at once (a weight's is one GEMM
+        over all steps' rows, not a product per step added to a carry)."""
+        n, nx, ny = layout.n_carry, layout.n_xs, layout.n_ys
+        carry, xs, rest = operands
+        ct_carry, ct_ys, extra = cts
+
+        def step(c, x, k):
+            c_t, x_t = x[:n], x[n : n + nx]
+            ct_y, ct_s = x[n + nx : n + nx + ny], x[n + nx + ny :]
+
+            def f(cc):
+                consts, caps = layout.split_rest(k)
+                out = body.call(list(cc) + list(x_t) + consts, caps)
+                return out[:n], out[n : n + ny]
+
+            _, pull = vjp(f, list(c_t))
+            (d_c,) = pull((list(c), list(ct_y)))
+            d_c = _fill(d_c, c_t)
+            if ct_s:
+                d_c = [d + e if d.dtype.is_float else d for d, e in zip(d_c, ct_s)]
+            return d_c, list(c)  # the cotangent of this step's carry output
+
+        d_c, g_out = _scan_flat(step, ct_carry, saved + xs + ct_ys + extra, spec, consts=rest)
+
+        def every_step(*chosen):
+            it = iter(chosen)
+            xs_ = [next(it) if w else x for x, w in zip(xs, want_x)]
+            rest_ = [next(it) if w else k for k, w in zip(rest, want_k)]
+            out = vmap(
+                lambda c_t, x_t, k: _replay_step(body, layout, c_t, x_t, k),
+                in_axes=(0, 0, None),
+                axis_size=spec.length,
+            )(saved, xs_, rest_)
+            return out[:n], out[n : n + ny]
+
+        wanted = [x for x, w in zip(xs, want_x) if w] + [k for k, w in zip(rest, want_k) if w]
+        _, pull = vjp(every_step, *wanted)
+        got = iter(pull((g_out, ct_ys)))
+        ct_xs = [_own_levels(next(got), x) if w else None for x, w in zip(xs, want_x)]
+        ct_rest = [_own_levels(next(got), k) if w else None for k, w in zip(rest, want_k)]
+        return _unfill(d_c, carry) + ct_xs + ct_rest
 
     def replay(self, args, kwargs):
         layout = LoopLayout.of(kwargs)
@@ -1560,6 +1619,54 @@ def _has_per_step_work(body: Body, n: int, nx: int) -> bool:
         ):
             per_step.add(i)
     return bool(per_step)
+
+
+class _Unmappable(Exception):
+    """A recorded node that cannot be replayed with a batch dim more (``_maps_cleanly``)."""
+
+
+def _replay_step(body: Body, layout, c_t, x_t, rest, check: bool = False) -> list:
+    """The body's outputs for one step's carry ``c_t``, xs ``x_t`` and ``rest`` (consts,
+    then captured), replayed under a vmap over the steps. With ``check``, a node
+    ``_maps_cleanly`` refuses raises ``_Unmappable``."""
+    n, nx = layout.n_carry, layout.n_xs
+    consts, caps = layout.split_rest(rest)
+    args = list(c_t) + list(x_t) + consts
+    mapped: list = []
+
+    def is_mapped(r):
+        if r.kind == "arg":
+            return r.index < n + nx
+        return r.kind == "node" and mapped[r.index]
+
+    vals: list = []
+    for node in body.nodes:
+        ins = [r.lookup(args, caps, vals) for r in node.refs]
+        kinds = [_PER_STEP if is_mapped(r) else _INVARIANT for r in node.refs]
+        m = _PER_STEP in kinds
+        if check and m and not _maps_cleanly(node, ins, kinds):
+            raise _Unmappable(node.op.name)
+        out = node.op.bind(ins, node.kwargs)
+        vals.append(out if node.op.multiple_results else [out])
+        mapped.append(m)
+    return [r.lookup(args, caps, vals) for r in body.outputs]
+
+
+def _steps_map(body: Body, layout, saved, xs, rest, spec: _ScanSpec) -> bool:
+    """May reverse mode take the xs' and constants' cotangents after the loop, from the
+    body replayed for every step at once? Not under ``nb.debug_nans`` (which names a
+    NaN's step), nor where a node would not replay with a batch dim more."""
+    if not body.nodes or body.nodes[0].site is not None:
+        return False
+    try:
+        vmap(
+            lambda c_t, x_t, k: _replay_step(body, layout, c_t, x_t, k, check=True),
+            in_axes=(0, 0, None),
+            axis_size=spec.length,
+        )(saved, xs, rest)
+    except _Unmappable:
+        return False
+    return True
 
 
 def _maps_cleanly(node, ins: list, kinds: list) -> bool:
