@@ -1656,7 +1656,7 @@ def _steps_map(body: Body, layout, saved, xs, rest, spec: _ScanSpec) -> bool:
     """May reverse mode take the xs' and constants' cotangents after the loop, from the
     body replayed for every step at once? Not under ``nb.debug_nans`` (which names a
     NaN's step), nor where a node would not replay with a batch dim more."""
-    if not body.nodes or body.nodes[0].site is not None:
+    if spec.length < 2 or not body.nodes or body.nodes[0].site is not None:
         return False
     try:
         vmap(
