@@ -16,7 +16,7 @@ Rows:
 
 With ``--lstm``: one more row pair, an ``nn.LSTM`` forward + backward (sum of the outputs; no
 optimizer) with ``nb.compile(nb.grad(...))`` beside PyTorch eager, from the same weights,
-timed in interleaved rounds, with their ratio and the load average.
+their calls alternating, with their ratio and the load average.
 
 With ``--cnn``: a BatchNorm CNN training step (``examples/digits_cnn.py``'s model: two 3x3
 convolutions with BatchNorm, max pooling, a linear head; batch 64 of 8x8 images;
@@ -219,20 +219,17 @@ def lstm_rows(args, seq=64, batch=32, hidden=256, features=256):
     losses = {name: fn() for name, fn in rows.items()}
     if max(losses.values()) - min(losses.values()) > 1e-3 * max(1.0, abs(min(losses.values()))):
         raise SystemExit(f"LSTM losses differ: {losses}")
-    # interleaved rounds, so a change of load on a shared machine hits every row alike
+    # the rows' calls alternate, so a change of load on a shared machine hits each alike
     times = {name: [] for name in rows}
-    for _ in range(_ROUNDS):
+    for _ in range(args.reps):
         for name, fn in rows.items():
-            times[name] += call_seconds(fn, max(1, args.reps // _ROUNDS), warmup=1)
+            times[name] += call_seconds(fn, 1, warmup=0)
     ms = {name: 1e3 * statistics.median(t) for name, t in times.items()}
     for name in rows:
         print(f"{name:<22}{ms[name]:>12.2f} ms")
     if len(ms) == 2:
         print(f"nabla / PyTorch LSTM: {ms['nabla LSTM fwd+bwd'] / ms['PyTorch LSTM fwd+bwd']:.2f}x")
     print(f"load average {os.getloadavg()[0]:.2f}")
-
-
-_ROUNDS = 4
 
 
 def cnn_rows(args, batch=64, channels=16):
