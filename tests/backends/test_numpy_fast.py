@@ -292,3 +292,31 @@ def test_a_stack_times_a_matrix_is_one_gemm_in_both_executors(rng, monkeypatch):
         np.testing.assert_allclose(got[0], x @ w, rtol=1e-5, atol=1e-6)
         folded = xs[0].flags.c_contiguous
         assert set(calls) == ({(24, 3)} if folded else {xs[0].shape}), calls
+
+
+def test_split_parts_keep_their_layout_for_the_chains(rng):
+    """A split's parts are slices of its operand: of a C-ordered value they stay in C order,
+    so a sigmoid of each runs as the in-scratch chain, with the interpreter's bits (also on
+    an input laid out otherwise, whose variant calls the lowering)."""
+    steps = [
+        ("exp", (0,), {}, _spec(4, 8)),
+        ("split", ((0, 0),), {"sizes": (2, 6), "axis": 1}, _spec(4, 2) + _spec(4, 6)),
+        ("sigmoid", ((1, 0),), {}, _spec(4, 2)),
+        ("sigmoid", ((1, 1),), {}, _spec(4, 6)),
+        ("add", ((2, 0), (2, 0)), {}, _spec(4, 2)),
+        ("mul", ((3, 0), (3, 0)), {}, _spec(4, 6)),
+    ]
+    program = build_program(
+        ("split-chain", id(steps)), [(F32, (4, 8), CPU())], steps, [(4, 0), (5, 0), (1, 1)]
+    )
+    run, interp = fast.lower(program), compile_program(program)
+    assert "sigmoid" not in run.source and run.source.count("true_divide(1") == 2
+    x = rng.standard_normal((4, 8)).astype(np.float32)
+    for xs in ([x], [np.asfortranarray(x)]):
+        got, want = run(xs), interp(xs)
+        assert [_bits(g) + (g.strides,) for g in got] == [_bits(a) + (a.strides,) for a in want]
+    parts = np.split(x, [2], axis=1)
+    from nabla.backends.numpy.lowerings import LOWERINGS
+
+    mine = LOWERINGS["split"]([x], {"sizes": (2, 6), "axis": 1})
+    assert all(a.strides == b.strides and np.array_equal(a, b) for a, b in zip(mine, parts))

@@ -657,6 +657,8 @@ class _Lowering:
         lays = [self.layout.get(i, _NO_LAYOUT) for i in step.inputs]
         if op in _KEEPS_C and len(step.outputs) == 1 and all(kind == "C" for kind, _ in lays):
             self.layout[step.outputs[0]] = ("C", frozenset().union(*(r for _, r in lays)))
+        elif op == "split" and lays[0][0] == "C":  # slices of it: their strides stay in order
+            self.layout.update((o, lays[0]) for o in step.outputs)
         if _may_alias(step):
             self._alias_roots(k, step)
         self._release(self._dying(k, step))

@@ -396,9 +396,14 @@ def _concatenate(*xs, axis):
 
 
 def _split(args, kw):
-    x = args[0]
-    idx = np.cumsum(kw["sizes"])[:-1]
-    return np.split(x, idx, axis=kw["axis"])
+    """Views of ``x``'s consecutive parts along ``axis``: what ``np.split`` returns, by
+    plain slicing (``np.split``'s Python costs ~20 us a call: an LSTM step's gates)."""
+    x, start, out = args[0], 0, []
+    lead = (slice(None),) * kw["axis"]
+    for n in kw["sizes"]:
+        out.append(x[lead + (slice(start, start + n),)])
+        start += n
+    return out
 
 
 LOWERINGS["split"] = _split
