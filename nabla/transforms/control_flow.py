@@ -1558,8 +1558,7 @@ def _map_hoisted(traced: _ScanTrace, n: int, xs: list, consts: list, spec: _Scan
                 if k == _PER_STEP and not _maps_cleanly(node, ins, [of(r) for r in node.refs]):
                     k = _CARRIED
                 else:
-                    out = node.op.bind(ins, node.kwargs)
-                    out = out if node.op.multiple_results else [out]
+                    out = _rebind(node, ins)
             kind.append(k)
             vals.append(out)
         # the hoisted values the loop still reads: operands of its nodes, body outputs
@@ -1595,10 +1594,7 @@ def _map_hoisted(traced: _ScanTrace, n: int, xs: list, consts: list, spec: _Scan
                 width = len(node.out_specs)
                 vals.append([hoisted[at[o]] if o in at else None for o in range(width)])
                 continue
-            ins = [r.lookup(args, caps, vals) for r in node.refs]
-            run = getattr(node.op, "replay", None)
-            out = run(ins, node.kwargs) if run is not None else node.op.bind(ins, node.kwargs)
-            vals.append(out if node.op.multiple_results else [out])
+            vals.append(_rebind(node, [r.lookup(args, caps, vals) for r in node.refs]))
         outs = [r.lookup(args, caps, vals) for r in outputs]
         return outs[:n], outs[n : n + traced.n_ys]
 
@@ -1619,6 +1615,14 @@ def _has_per_step_work(body: Body, n: int, nx: int) -> bool:
         ):
             per_step.add(i)
     return bool(per_step)
+
+
+def _rebind(node, ins: list) -> list:
+    """A recorded node's op on ``ins`` (through its ``replay`` where it has one, as
+    ``Body.call``), as a list of outputs."""
+    run = getattr(node.op, "replay", None)
+    out = run(ins, node.kwargs) if run is not None else node.op.bind(ins, node.kwargs)
+    return out if node.op.multiple_results else [out]
 
 
 class _Unmappable(Exception):
@@ -1646,8 +1650,7 @@ def _replay_step(body: Body, layout, c_t, x_t, rest, check: bool = False) -> lis
         m = _PER_STEP in kinds
         if check and m and not _maps_cleanly(node, ins, kinds):
             raise _Unmappable(node.op.name)
-        out = node.op.bind(ins, node.kwargs)
-        vals.append(out if node.op.multiple_results else [out])
+        vals.append(_rebind(node, ins))
         mapped.append(m)
     return [r.lookup(args, caps, vals) for r in body.outputs]
 

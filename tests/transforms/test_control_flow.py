@@ -276,6 +276,37 @@ def test_scan_hoisting_under_vmap_and_with_mixed_ranks():
     close(gs.numpy(), fd_grad(lambda v: ref(XS_B, v), scale))
 
 
+def test_scan_with_a_nested_construct_on_x_keeps_it_in_the_loop():
+    """A cond that reads only the step's x is carry-free but a nested construct: it stays in
+    the loop (its recording is not replayed under the steps' vmap); the work around it is
+    still hoisted, and values and gradients are the loop's."""
+
+    def f(w, xs):
+        def step(h, x):
+            u = nb.cond(x.sum() > 0, lambda v: nb.sin(v), lambda v: v * 3.0, x)
+            e = nb.exp(x * 0.5)  # hoisted
+            h = nb.tanh(h @ w + u * e)
+            return h, h.sum()
+
+        h, ys = nb.scan(step, c(H0_B), xs)
+        return (h * h).sum() + ys.sum()
+
+    def ref(w, xs):
+        h, tot = H0_B, 0.0
+        for x in xs:
+            u = np.sin(x) if x.sum() > 0 else x * 3.0
+            h = np.tanh(h @ w + u * np.exp(x * 0.5))
+            tot += h.sum()
+        return (h * h).sum() + tot
+
+    (body,) = _scan_bodies(f, c(W), c(XS_B))
+    assert "cond" in _ops(body) and "exp" not in _ops(body)
+    close(f(c(W), c(XS_B)).item(), ref(W, XS_B), 1e-12)
+    gw, gx = nb.grad(f, argnums=(0, 1))(c(W), c(XS_B))
+    close(gw.numpy(), fd_grad(lambda v: ref(v, XS_B), W))
+    close(gx.numpy(), fd_grad(lambda v: ref(W, v), XS_B))
+
+
 @pytest.mark.parametrize("reverse", [False, True])
 @pytest.mark.parametrize("unroll", [1, 3, True])
 def test_scan_unroll_gives_identical_results(unroll, reverse):
