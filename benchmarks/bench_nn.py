@@ -15,7 +15,8 @@ Rows:
 - PyTorch: ``torch.nn.TransformerEncoderLayer`` + ``torch.optim.AdamW``, eager.
 
 With ``--lstm``: one more row pair, an ``nn.LSTM`` forward + backward (sum of the outputs; no
-optimizer) with ``nb.compile(nb.grad(...))`` beside PyTorch eager, from the same weights.
+optimizer) with ``nb.compile(nb.grad(...))`` beside PyTorch eager, from the same weights,
+their calls alternating, with their ratio and the load average.
 
 With ``--cnn``: a BatchNorm CNN training step (``examples/digits_cnn.py``'s model: two 3x3
 convolutions with BatchNorm, max pooling, a linear head; batch 64 of 8x8 images;
@@ -32,6 +33,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import statistics
 import sys
 import time
 
@@ -40,7 +42,7 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from _timing import median_ms  # noqa: E402
+from _timing import call_seconds, median_ms  # noqa: E402
 
 import nabla as nb  # noqa: E402
 
@@ -218,8 +220,17 @@ def lstm_rows(args, seq=64, batch=32, hidden=256, features=256):
     losses = {name: fn() for name, fn in rows.items()}
     if max(losses.values()) - min(losses.values()) > 1e-3 * max(1.0, abs(min(losses.values()))):
         raise SystemExit(f"LSTM losses differ: {losses}")
-    for name, fn in rows.items():
-        print(f"{name:<22}{median_ms(fn, args.reps):>12.2f} ms")
+    # the rows' calls alternate, so a change of load on a shared machine hits each alike
+    times = {name: [] for name in rows}
+    for _ in range(args.reps):
+        for name, fn in rows.items():
+            times[name] += call_seconds(fn, 1, warmup=0)
+    ms = {name: 1e3 * statistics.median(t) for name, t in times.items()}
+    for name in rows:
+        print(f"{name:<22}{ms[name]:>12.2f} ms")
+    if len(ms) == 2:
+        print(f"nabla / PyTorch LSTM: {ms['nabla LSTM fwd+bwd'] / ms['PyTorch LSTM fwd+bwd']:.2f}x")
+    print(f"load average {os.getloadavg()[0]:.2f}")
 
 
 CNN_ROUNDS = 3

@@ -4,8 +4,10 @@ is.
 
 Each layer and direction is one ``nb.scan``: the step is traced once whatever the sequence
 length, the input projection of every time step is one matmul before the loop, and the loop
-carries only the hidden (and cell) state. Reverse mode recomputes each step in the backward
-scan; ``vmap`` batches the loop; ``compile`` traces it once.
+carries only the hidden (and cell) state. Reverse mode recomputes the steps' gates from the
+saved states (all steps at once, before the backward loop, which carries only the states'
+cotangents; the weights' come after it as one matmul each); ``vmap`` batches the loop;
+``compile`` traces it once.
 """
 
 from __future__ import annotations
@@ -36,16 +38,15 @@ class _Weights(NamedTuple):
     b_hh: Tensor | None
 
 
-def _lstm_step(w_hh_t, hidden):
+def _lstm_step(w_hh_t):
     """The LSTM step for one direction: gates ``i, f, g, o`` (PyTorch's order)."""
 
     def step(carry, gx):
         h, c = carry
-        gates = gx + h @ w_hh_t
-        i = unary.sigmoid(gates[..., :hidden])
-        f = unary.sigmoid(gates[..., hidden : 2 * hidden])
-        g = unary.tanh(gates[..., 2 * hidden : 3 * hidden])
-        o = unary.sigmoid(gates[..., 3 * hidden :])
+        # one split, not four slices: its cotangent is one concatenation, where four
+        # slices' would be four zero-filled updates added together
+        i, f, g, o = view.split(gx + h @ w_hh_t, 4, axis=-1)
+        i, f, g, o = unary.sigmoid(i), unary.sigmoid(f), unary.tanh(g), unary.sigmoid(o)
         c = f * c + i * g
         h = o * unary.tanh(c)
         return (h, c), h
@@ -53,7 +54,7 @@ def _lstm_step(w_hh_t, hidden):
     return step
 
 
-def _gru_step(w_hh_t, b_hh, hidden):
+def _gru_step(w_hh_t, b_hh):
     """The GRU step for one direction: gates ``r, z, n`` (PyTorch's order); the reset gate
     scales the hidden projection *with* its bias, as PyTorch's."""
 
@@ -61,9 +62,11 @@ def _gru_step(w_hh_t, b_hh, hidden):
         gh = h @ w_hh_t
         if b_hh is not None:
             gh = gh + b_hh
-        r = unary.sigmoid(gx[..., :hidden] + gh[..., :hidden])
-        z = unary.sigmoid(gx[..., hidden : 2 * hidden] + gh[..., hidden : 2 * hidden])
-        n = unary.tanh(gx[..., 2 * hidden :] + r * gh[..., 2 * hidden :])
+        x_r, x_z, x_n = view.split(gx, 3, axis=-1)  # splits, not slices: as in the LSTM
+        h_r, h_z, h_n = view.split(gh, 3, axis=-1)
+        r = unary.sigmoid(x_r + h_r)
+        z = unary.sigmoid(x_z + h_z)
+        n = unary.tanh(x_n + r * h_n)
         h = (1.0 - z) * n + z * h
         return h, h
 
@@ -304,7 +307,7 @@ class LSTM(_RNNBase):
         return self._output(y, unbatched), (h_n, c_n)
 
     def _step(self, w: _Weights):
-        return _lstm_step(w.w_hh.swap_axes(0, 1), self.hidden_size)
+        return _lstm_step(w.w_hh.swap_axes(0, 1))
 
 
 @_rnn_doc
@@ -358,4 +361,4 @@ class GRU(_RNNBase):
         return self._output(y, unbatched), (h_n.squeeze(1) if unbatched else h_n)
 
     def _step(self, w: _Weights):
-        return _gru_step(w.w_hh.swap_axes(0, 1), w.b_hh, self.hidden_size)
+        return _gru_step(w.w_hh.swap_axes(0, 1), w.b_hh)

@@ -29,7 +29,9 @@ Transforms:
 - jvp: a new construct over (primals, tangents) whose body is the ``jvp`` of the old one.
 - vjp: ``cond``/``switch`` pull back through a ``switch`` of the branches' pullbacks;
   ``scan`` saves the carry of every step when traced for reverse mode and pulls back with a
-  reverse ``scan`` (each step recomputes its body's forward: a per-step checkpoint);
+  reverse ``scan`` (which recomputes each step's forward from the saved carry: a per-step
+  checkpoint; that recomputation reads no cotangent, so it runs before the loop for all
+  steps at once, as any carry-free work of a scan body does);
   ``fori_loop`` with Python-int bounds is a ``scan``; ``while_loop`` raises JAX's error
   unless given ``max_steps``, which makes it a ``scan`` of at most that many steps.
 """
@@ -54,6 +56,7 @@ from ..runtime.tensor import Tensor
 from ._records import InSpec, LoopLayout, OutAval, Recording, Ref, ScanOutputs, keep_nodes
 from .autodiff import jvp, vjp
 from .trace import _HIDDEN_KWARGS, _SHORT
+from .vmap import vmap
 
 __all__ = ["cond", "switch", "while_loop", "fori_loop", "scan", "Body"]
 
@@ -1216,6 +1219,18 @@ class ScanOp(_ControlFlowOp):
         with_saved = any(c is not None for c in ct_saved)
         ct_carry, ct_ys, ct_saves = layout.outputs(cts)
         extra = ct_saves if with_saved else []
+        spec = _ScanSpec.of(kwargs).reversed()
+        if (any(want_x) or any(want_k)) and _steps_map(body, layout, saved, xs, rest, spec):
+            return self._vjp_after_loop(
+                layout,
+                body,
+                spec,
+                (carry, xs, rest),
+                saved,
+                (ct_carry, ct_ys, extra),
+                want_x,
+                want_k,
+            )
 
         def step(c, x, k):
             g_c, g_k = c[:n], c[n:]
@@ -1247,6 +1262,53 @@ class ScanOp(_ControlFlowOp):
         ct_xs = [_own_levels(next(it_x), x) if w else None for x, w in zip(xs, want_x)]
         ct_rest = [_own_levels(next(it_k), k) if w else None for k, w in zip(rest, want_k)]
         return _unfill(c[:n], carry) + ct_xs + ct_rest
+
+    @staticmethod
+    def _vjp_after_loop(layout, body, spec, operands, saved, cts, want_x, want_k):
+        """Reverse mode with only the carry's cotangent in the loop: each backward step
+        pulls back through its step's carry alone and also outputs the cotangent its
+        step's outputs got; after the loop, one ``vjp`` of the body ``vmap``-ed over every
+        step gives the xs' and the constants' cotangents at once (a weight's is one GEMM
+        over all steps' rows, not a product per step added to a carry)."""
+        n, nx, ny = layout.n_carry, layout.n_xs, layout.n_ys
+        carry, xs, rest = operands
+        ct_carry, ct_ys, extra = cts
+
+        def step(c, x, k):
+            c_t, x_t = x[:n], x[n : n + nx]
+            ct_y, ct_s = x[n + nx : n + nx + ny], x[n + nx + ny :]
+
+            def f(cc):
+                consts, caps = layout.split_rest(k)
+                out = body.call(list(cc) + list(x_t) + consts, caps)
+                return out[:n], out[n : n + ny]
+
+            _, pull = vjp(f, list(c_t))
+            (d_c,) = pull((list(c), list(ct_y)))
+            d_c = _fill(d_c, c_t)
+            if ct_s:
+                d_c = [d + e if d.dtype.is_float else d for d, e in zip(d_c, ct_s)]
+            return d_c, list(c)  # the cotangent of this step's carry output
+
+        d_c, g_out = _scan_flat(step, ct_carry, saved + xs + ct_ys + extra, spec, consts=rest)
+
+        def every_step(*chosen):
+            it = iter(chosen)
+            xs_ = [next(it) if w else x for x, w in zip(xs, want_x)]
+            rest_ = [next(it) if w else k for k, w in zip(rest, want_k)]
+            out = vmap(
+                lambda c_t, x_t, k: _replay_step(body, layout, c_t, x_t, k),
+                in_axes=(0, 0, None),
+                axis_size=spec.length,
+            )(saved, xs_, rest_)
+            return out[:n], out[n : n + ny]
+
+        wanted = [x for x, w in zip(xs, want_x) if w] + [k for k, w in zip(rest, want_k) if w]
+        _, pull = vjp(every_step, *wanted)
+        got = iter(pull((g_out, ct_ys)))
+        ct_xs = [_own_levels(next(got), x) if w else None for x, w in zip(xs, want_x)]
+        ct_rest = [_own_levels(next(got), k) if w else None for k, w in zip(rest, want_k)]
+        return _unfill(d_c, carry) + ct_xs + ct_rest
 
     def replay(self, args, kwargs):
         layout = LoopLayout.of(kwargs)
@@ -1410,6 +1472,10 @@ def _scan_node(step, carry, xs, spec: _ScanSpec, consts=(), saves: bool = False)
     for reverse mode, whose saved carries its later nodes read)."""
     consts = list(consts)
     traced = _trace_scan(step, carry, xs, consts, spec, saves)
+    mapped = _map_hoisted(traced, len(carry), xs, consts, spec)
+    if mapped is not None:  # the body again, without its carry-free part
+        step, xs = mapped
+        traced = _trace_scan(step, carry, xs, consts, spec, saves)
     body, levels, ny, saves = traced
     n, nx = len(carry), len(xs)
     caps, (slots,) = _cap_layout([body])
@@ -1443,6 +1509,176 @@ def _scan_node(step, carry, xs, spec: _ScanSpec, consts=(), saves: bool = False)
     if saves:  # the node keeps its saved carries alive for its vjp (nobody else holds them)
         kwargs["saved"] = tuple(o._impl for o in outs[n + ny :])
     return ScanOutputs(outs[:n], outs[n : n + ny], outs[n + ny :])
+
+
+# how a scan body's node depends on the step's inputs (``_map_hoisted``)
+_INVARIANT, _PER_STEP, _CARRIED = 0, 1, 2
+
+
+def _map_hoisted(traced: _ScanTrace, n: int, xs: list, consts: list, spec: _ScanSpec):
+    """Hoist the carry-free part of a scan body out of the loop, mapped over every step at
+    once: ``(new step, new xs)``, or None when there is none.
+
+    A body node that depends on the step's ``xs`` but not on the carry (a backward scan's
+    recomputed forward, which reads the saved carries as xs; any work on ``x`` alone) gives
+    the same values whether it runs step by step or for all steps at once. Here it runs
+    once, ``vmap``-ed over the steps (one large matmul instead of ``length`` small ones,
+    one elementwise pass instead of ``length`` Python-dispatched ones), and the loop reads
+    its results as extra ``xs``. The new body replays the recorded nodes that depend on
+    the carry; nothing is traced from the user's function again.
+
+    Only nodes whose recording means the same with a batch dim more are hoisted (the
+    recording is replayed under the new vmap level): not vmap plumbing or nested
+    constructs (``physical`` ops, ops with their own ``replay``), and not a node whose
+    per-step operands have fewer dims than another operand (an op wrapper aligned those
+    ranks only where it saw batch dims); such a node stays in the loop. Under
+    ``nb.debug_nans`` the body stays whole, so a NaN is reported at its step."""
+    body, nx, nk = traced.body, len(xs), len(consts)
+    if spec.length < 2 or not nx or not _has_per_step_work(body, n, nx):
+        return None
+    if body.nodes[0].site is not None:  # nb.debug_nans names the step a NaN came from
+        return None
+    kind: list = []
+    caps = [Tensor._wrap(im) for im in body.captured]
+    outputs = list(body.outputs)
+
+    def of(r):
+        if r.kind == "arg":
+            return _CARRIED if r.index < n else _PER_STEP if r.index < n + nx else _INVARIANT
+        return _INVARIANT if r.kind == "cap" else kind[r.index]
+
+    def per_step(*a):  # one step's hoisted values from its x slices and the consts
+        args = [None] * n + list(a)
+        vals: list = []
+        for node in body.nodes:
+            k = max((of(r) for r in node.refs), default=_INVARIANT)
+            out = None
+            if k != _CARRIED:
+                ins = [r.lookup(args, caps, vals) for r in node.refs]
+                if k == _PER_STEP and not _maps_cleanly(node, ins, [of(r) for r in node.refs]):
+                    k = _CARRIED
+                else:
+                    out = _rebind(node, ins)
+            kind.append(k)
+            vals.append(out)
+        # the hoisted values the loop still reads: operands of its nodes, body outputs
+        readers = [r for node, k in zip(body.nodes, kind) if k == _CARRIED for r in node.refs]
+        for r in readers + outputs:
+            if r.kind == "node" and kind[r.index] == _PER_STEP and (r.index, r.output) not in b:
+                b.append((r.index, r.output))
+        kept_x.extend(
+            sorted({r.index - n for r in readers + outputs if r.kind == "arg" and n <= r.index})
+        )
+        return [vals[i][o] for i, o in b]
+
+    b: list = []  # (node, output) of each hoisted value the loop reads
+    kept_x: list = []  # the xs (and consts) the loop still reads
+    stacked = vmap(per_step, in_axes=(0,) * nx + (None,) * nk)(*xs, *consts)
+    if not b:
+        return None
+    kept_x = [i for i in kept_x if i < nx]
+    given_of: dict = {}
+    for j, (i, o) in enumerate(b):
+        given_of.setdefault(i, {})[o] = j
+
+    def step(c, x, k):
+        full_x: list = [None] * nx
+        for j, xi in enumerate(kept_x):
+            full_x[xi] = x[j]
+        hoisted = x[len(kept_x) :]
+        args = list(c) + full_x + list(k)
+        vals: list = []
+        for i, node in enumerate(body.nodes):
+            if kind[i] == _PER_STEP:
+                at = given_of.get(i, {})
+                width = len(node.out_specs)
+                vals.append([hoisted[at[o]] if o in at else None for o in range(width)])
+                continue
+            vals.append(_rebind(node, [r.lookup(args, caps, vals) for r in node.refs]))
+        outs = [r.lookup(args, caps, vals) for r in outputs]
+        return outs[:n], outs[n : n + traced.n_ys]
+
+    return step, [xs[i] for i in kept_x] + list(stacked)
+
+
+def _has_per_step_work(body: Body, n: int, nx: int) -> bool:
+    """Does a body node that reads the step's xs but not the carry feed the rest of the
+    loop (what ``_map_hoisted`` could take out)?"""
+    per_step = set()
+    for i, node in enumerate(body.nodes):
+        carried = any(
+            (r.kind == "arg" and r.index < n) or (r.kind == "node" and r.index not in per_step)
+            for r in node.refs
+        )
+        if not carried and any(
+            (r.kind == "arg" and n <= r.index < n + nx) or r.kind == "node" for r in node.refs
+        ):
+            per_step.add(i)
+    return bool(per_step)
+
+
+def _rebind(node, ins: list) -> list:
+    """A recorded node's op on ``ins`` (through its ``replay`` where it has one, as
+    ``Body.call``), as a list of outputs."""
+    run = getattr(node.op, "replay", None)
+    out = run(ins, node.kwargs) if run is not None else node.op.bind(ins, node.kwargs)
+    return out if node.op.multiple_results else [out]
+
+
+class _Unmappable(Exception):
+    """A recorded node that cannot be replayed with a batch dim more (``_maps_cleanly``)."""
+
+
+def _replay_step(body: Body, layout, c_t, x_t, rest, check: bool = False) -> list:
+    """The body's outputs for one step's carry ``c_t``, xs ``x_t`` and ``rest`` (consts,
+    then captured), replayed under a vmap over the steps. With ``check``, a node
+    ``_maps_cleanly`` refuses raises ``_Unmappable``."""
+    n, nx = layout.n_carry, layout.n_xs
+    consts, caps = layout.split_rest(rest)
+    args = list(c_t) + list(x_t) + consts
+    mapped: list = []
+
+    def is_mapped(r):
+        if r.kind == "arg":
+            return r.index < n + nx
+        return r.kind == "node" and mapped[r.index]
+
+    vals: list = []
+    for node in body.nodes:
+        ins = [r.lookup(args, caps, vals) for r in node.refs]
+        kinds = [_PER_STEP if is_mapped(r) else _INVARIANT for r in node.refs]
+        m = _PER_STEP in kinds
+        if check and m and not _maps_cleanly(node, ins, kinds):
+            raise _Unmappable(node.op.name)
+        vals.append(_rebind(node, ins))
+        mapped.append(m)
+    return [r.lookup(args, caps, vals) for r in body.outputs]
+
+
+def _steps_map(body: Body, layout, saved, xs, rest, spec: _ScanSpec) -> bool:
+    """May reverse mode take the xs' and constants' cotangents after the loop, from the
+    body replayed for every step at once? Not under ``nb.debug_nans`` (which names a
+    NaN's step), nor where a node would not replay with a batch dim more."""
+    if spec.length < 2 or not body.nodes or body.nodes[0].site is not None:
+        return False
+    try:
+        vmap(
+            lambda c_t, x_t, k: _replay_step(body, layout, c_t, x_t, k, check=True),
+            in_axes=(0, 0, None),
+            axis_size=spec.length,
+        )(saved, xs, rest)
+    except _Unmappable:
+        return False
+    return True
+
+
+def _maps_cleanly(node, ins: list, kinds: list) -> bool:
+    """May ``node`` be replayed with a batch dim more on its per-step operands?"""
+    op = node.op
+    if op.physical or hasattr(op, "replay"):
+        return False
+    rank = max(t.ndim for t in ins)
+    return all(t.ndim == rank for t, k in zip(ins, kinds) if k == _PER_STEP)
 
 
 def _trace_scan(step, carry, xs, consts, spec: _ScanSpec, saves: bool = False) -> _ScanTrace:

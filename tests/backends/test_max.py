@@ -830,7 +830,8 @@ def control_graph():
     f = np.float32
     w = c((rng.normal(size=(3, 3)) * 0.5).astype(f))
     xs = c(rng.normal(size=(5, 3)).astype(f))
-    h0 = c(rng.normal(size=(3,)).astype(f))
+    # a batch of 2 states: the reverse scan takes its carry-free part out of the loop
+    h0 = c(rng.normal(size=(2, 3)).astype(f))
 
     def loss(w, h0):
         def step(h, x):

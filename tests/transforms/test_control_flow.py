@@ -155,6 +155,158 @@ def test_scan_trace_does_not_grow_with_length():
     close(carry.item(), 2.0 * (1 - 0.5**10_000))
 
 
+# a batched recurrence whose step also works on x alone: that part is hoisted out of the
+# loop (vmapped over the steps) and must give the same values and derivatives
+W_IN = RNG.standard_normal((3, 3)) * 0.5
+XS_B = RNG.standard_normal((5, 2, 3))
+H0_B = RNG.standard_normal((2, 3))
+
+
+def xwork_np(w, w_in, h0, xs, reverse=False):
+    h, out = h0, [None] * len(xs)
+    for t in range(len(xs) - 1, -1, -1) if reverse else range(len(xs)):
+        u = np.tanh(xs[t] @ w_in) * 2.0
+        h = np.tanh(h @ w + u)
+        out[t] = (u * h).sum()
+    return (h * h).sum() + np.array(out).sum()
+
+
+def xwork_nb(w, w_in, h0, xs, reverse=False):
+    def step(h, x):
+        u = nb.tanh(x @ w_in) * 2.0  # reads x and a closure only: hoisted
+        h = nb.tanh(h @ w + u)
+        return h, (u * h).sum()
+
+    h, ys = nb.scan(step, h0, xs, reverse=reverse)
+    return (h * h).sum() + ys.sum()
+
+
+def _scan_bodies(f, *args):
+    """The bodies of the scan nodes ``f`` records, in order."""
+    from nabla.core.state import STATE
+
+    rec, old = [], STATE.recording
+    STATE.recording = rec
+    try:
+        f(*args)
+    finally:
+        STATE.recording = old
+    return [n.kwargs["body"] for n in rec if n.op.name == "scan"]
+
+
+def _ops(body) -> list:
+    return [node.op.name for node in body.nodes]
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+def test_scan_hoists_carry_free_work_with_same_values_and_derivatives(reverse):
+    args = (c(W), c(W_IN), c(H0_B), c(XS_B))
+    f = lambda w, wi, h, x: xwork_nb(w, wi, h, x, reverse)  # noqa: E731
+    ref = lambda w, wi, h, x: xwork_np(w, wi, h, x, reverse)  # noqa: E731
+    (body,) = _scan_bodies(f, *args)
+    assert _ops(body).count("matmul") == 1  # h @ w; x @ w_in ran once for every step
+    assert "tanh" in _ops(body)
+    close(f(*args).item(), ref(W, W_IN, H0_B, XS_B), 1e-12)
+    close(nb.compile(f)(*args).item(), ref(W, W_IN, H0_B, XS_B), 1e-12)
+    grads = nb.grad(f, argnums=(0, 1, 2, 3))(*args)
+    want = [
+        fd_grad(lambda v: ref(v, W_IN, H0_B, XS_B), W),
+        fd_grad(lambda v: ref(W, v, H0_B, XS_B), W_IN),
+        fd_grad(lambda v: ref(W, W_IN, v, XS_B), H0_B),
+        fd_grad(lambda v: ref(W, W_IN, H0_B, v), XS_B),
+    ]
+    for g, w in zip(grads, want):
+        close(g.numpy(), w)
+    t = RNG.standard_normal((3, 3))
+    _, tan = nb.jvp(f, args, (c(np.zeros((3, 3))), c(t), c(np.zeros((2, 3))), c(XS_B * 0)))
+    close(tan.item(), (want[1] * t).sum())
+    # second order through the hoisted scans (the backward scan is hoisted too)
+    hv = nb.grad(lambda wi: (nb.grad(f, argnums=1)(c(W), wi, c(H0_B), c(XS_B)) ** 2).sum())
+    g2 = lambda v: (nb.grad(f, argnums=1)(c(W), c(v), c(H0_B), c(XS_B)).numpy() ** 2).sum()  # noqa: E731
+    close(hv(c(W_IN)).numpy(), fd_grad(g2, W_IN), 1e-5)
+
+
+def test_scan_backward_loop_keeps_only_the_carrys_pullback():
+    """Reverse mode recomputes each step's forward from its saved carry; that work reads no
+    cotangent, so it runs before the backward loop, and the xs' and weights' cotangents
+    come after it from all steps at once. The loop keeps the carry's pullback: one matmul
+    (``ct @ w^T``), none recomputing ``h @ w`` and none for ``w``'s cotangent."""
+    args = (c(W), c(W_IN), c(H0_B), c(XS_B))
+    fwd, bwd = _scan_bodies(nb.grad(xwork_nb, argnums=(0, 1)), *args)
+    assert _ops(fwd).count("matmul") == 1
+    assert _ops(bwd).count("matmul") == 1 and "tanh" not in _ops(bwd)
+
+
+def test_scan_hoisting_under_vmap_and_with_mixed_ranks():
+    """Under vmap the hoisted part maps over the steps inside the batch; a node whose
+    per-step operands have fewer dims than another operand stays in the loop."""
+    xs_b = RNG.standard_normal((4, 5, 2, 3))
+    got = nb.vmap(xwork_nb, in_axes=(None, None, None, 0))(c(W), c(W_IN), c(H0_B), c(xs_b))
+    close(got.numpy(), [xwork_np(W, W_IN, H0_B, xs_b[i]) for i in range(4)], 1e-12)
+    per_ex = nb.vmap(nb.grad(xwork_nb, argnums=1), in_axes=(None, None, None, 0))(
+        c(W), c(W_IN), c(H0_B), c(xs_b)
+    )
+    for i in range(4):
+        close(per_ex.numpy()[i], fd_grad(lambda v: xwork_np(W, v, H0_B, xs_b[i]), W_IN))
+
+    scale = RNG.standard_normal(5)
+
+    def step(h, x):
+        v, s = x
+        u = nb.exp(v * s)  # (2, 3) * (): stays in the loop (its exp with it)
+        w = nb.sin(v) + 1.0  # hoisted
+        return h * u + w, u.sum()
+
+    def f(xs, s):
+        h, ys = nb.scan(step, c(H0_B), (xs, s))
+        return h.sum() + ys.sum()
+
+    def ref(xs, s):
+        h, tot = H0_B, 0.0
+        for t in range(5):
+            u = np.exp(xs[t] * s[t])
+            h, tot = h * u + np.sin(xs[t]) + 1.0, tot + u.sum()
+        return h.sum() + tot
+
+    (body,) = _scan_bodies(f, c(XS_B), c(scale))
+    assert "exp" in _ops(body) and "sin" not in _ops(body)
+    close(f(c(XS_B), c(scale)).item(), ref(XS_B, scale), 1e-12)
+    gx, gs = nb.grad(f, argnums=(0, 1))(c(XS_B), c(scale))
+    close(gx.numpy(), fd_grad(lambda v: ref(v, scale), XS_B))
+    close(gs.numpy(), fd_grad(lambda v: ref(XS_B, v), scale))
+
+
+def test_scan_with_a_nested_construct_on_x_keeps_it_in_the_loop():
+    """A cond that reads only the step's x is carry-free but a nested construct: it stays in
+    the loop (its recording is not replayed under the steps' vmap); the work around it is
+    still hoisted, and values and gradients are the loop's."""
+
+    def f(w, xs):
+        def step(h, x):
+            u = nb.cond(x.sum() > 0, lambda v: nb.sin(v), lambda v: v * 3.0, x)
+            e = nb.exp(x * 0.5)  # hoisted
+            h = nb.tanh(h @ w + u * e)
+            return h, h.sum()
+
+        h, ys = nb.scan(step, c(H0_B), xs)
+        return (h * h).sum() + ys.sum()
+
+    def ref(w, xs):
+        h, tot = H0_B, 0.0
+        for x in xs:
+            u = np.sin(x) if x.sum() > 0 else x * 3.0
+            h = np.tanh(h @ w + u * np.exp(x * 0.5))
+            tot += h.sum()
+        return (h * h).sum() + tot
+
+    (body,) = _scan_bodies(f, c(W), c(XS_B))
+    assert "cond" in _ops(body) and "exp" not in _ops(body)
+    close(f(c(W), c(XS_B)).item(), ref(W, XS_B), 1e-12)
+    gw, gx = nb.grad(f, argnums=(0, 1))(c(W), c(XS_B))
+    close(gw.numpy(), fd_grad(lambda v: ref(v, XS_B), W))
+    close(gx.numpy(), fd_grad(lambda v: ref(W, v), XS_B))
+
+
 @pytest.mark.parametrize("reverse", [False, True])
 @pytest.mark.parametrize("unroll", [1, 3, True])
 def test_scan_unroll_gives_identical_results(unroll, reverse):

@@ -39,7 +39,7 @@ import numpy as np
 
 from ...core.config import CONFIG, debug_log
 from ...core.ir import Program
-from .lowerings import _BLOCK, DIRECT, LOWERINGS, UFUNCS, _blas_ready, _py_slices
+from .lowerings import _BLOCK, DIRECT, LOWERINGS, UFUNCS, _blas_ready, _py_slices, gemm
 
 __all__ = ["lower", "CannotLower", "FastPathMismatch", "checked"]
 
@@ -307,7 +307,7 @@ class _Lowering:
             "asarray": np.asarray,
             "broadcast_to": np.broadcast_to,
             "ready": _blas_ready,
-            "matmul": np.matmul,
+            "matmul": gemm,
             "multiply": np.multiply,
             "ordered": _c_ordered,
         }
@@ -549,14 +549,15 @@ class _Lowering:
         dying = self._dying(k, step)
         t = f"b{self._target(step, dying, True)}"
         v = self.name[step.outputs[0]]
-        if step.op == "sigmoid":  # exp(-logaddexp(0, -x))
-            zero = self._const(dt.type(0), "zero")
-            self.ns.update(negative=np.negative, logaddexp=np.logaddexp, exp=np.exp)
+        if step.op == "sigmoid":  # 1 / (1 + exp(-x))
+            one = self._const(dt.type(1), "one")
+            self.ns.update(negative=np.negative, exp=np.exp, add=np.add)
+            self.ns.update(true_divide=np.true_divide)
             self.lines += [
                 f"negative({x}, out={t})",
-                f"logaddexp({zero}, {t}, out={t})",
-                f"negative({t}, out={t})",
-                f"{v} = exp({t}, out={t})",
+                f"exp({t}, out={t})",
+                f"add({t}, {one}, out={t})",
+                f"{v} = true_divide(1, {t}, out={t})",
             ]
         else:  # rsqrt: 1 / sqrt(x)
             self.ns.update(sqrt=np.sqrt, true_divide=np.true_divide)
@@ -660,6 +661,8 @@ class _Lowering:
         lays = [self.layout.get(i, _NO_LAYOUT) for i in step.inputs]
         if op in _KEEPS_C and len(step.outputs) == 1 and all(kind == "C" for kind, _ in lays):
             self.layout[step.outputs[0]] = ("C", frozenset().union(*(r for _, r in lays)))
+        elif op == "split" and lays[0][0] == "C":  # slices of it: their strides stay in order
+            self.layout.update((o, lays[0]) for o in step.outputs)
         if _may_alias(step):
             self._alias_roots(k, step)
         self._release(self._dying(k, step))
