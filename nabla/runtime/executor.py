@@ -174,6 +174,9 @@ def select_backend(program: Program, seen: int) -> str:
 
 
 RACE_STATS = {"races_won_by_max": 0, "races_won_by_numpy": 0}
+# the settled races of this process, by where they run ("max" or a "host" executor): the
+# per-process choice of ``Race`` reads them
+_SETTLED = {"max": weakref.WeakSet(), "host": weakref.WeakSet()}
 
 
 class Race:
@@ -195,7 +198,16 @@ class Race:
     is its best round's median call, the winner the entrant of the lowest score, except
     that an earlier entrant within ``MARGIN`` of it wins instead: two executors that are
     nearly equal do not swap between runs of the same script on noise. Every call computes
-    the requested values, so racing costs only the slower entrants' calls."""
+    the requested values, so racing costs only the slower entrants' calls.
+
+    The process's programs share its cores (a per-process choice). After each call MAX's
+    worker threads use 50-300 us of CPU that whatever runs next pays for: a NumPy program
+    called between two MAX calls ran 1.8x slower, and the MAX program itself 3x (MAX 26.7
+    cannot turn those threads down). So once a hot program of the process runs on a host
+    executor, MAX keeps a program only if it beats the best host entrant by more than
+    ``MAX_TAIL_S`` a call: such a race goes to the host entrant, and races MAX won earlier
+    by less are moved to theirs. A program much faster on MAX keeps it; a process of MAX
+    programs only is not affected."""
 
     ROUNDS = 3
     CALLS = 7
@@ -203,7 +215,17 @@ class Race:
     MAX_WARMUP = 64
     QUIET_S = 0.25
     MARGIN = 0.1
-    __slots__ = ("entrants", "times", "winner", "_order", "_warmup", "_warming", "_since")
+    MAX_TAIL_S = 3e-4
+    __slots__ = (
+        "entrants",
+        "times",
+        "winner",
+        "_order",
+        "_warmup",
+        "_warming",
+        "_since",
+        "__weakref__",
+    )
 
     def __init__(self, entrants=("numpy", "max")):
         self.entrants = tuple(entrants)
@@ -244,9 +266,19 @@ class Race:
             return
         scores = {k: self.score(k) for k in self.entrants}
         best = min(scores.values())
-        self.winner = next(k for k in self.entrants if scores[k] <= best * (1 + self.MARGIN))
-        key = f"races_won_by_{self.winner}"
-        RACE_STATS[key] = RACE_STATS.get(key, 0) + 1
+        winner = next(k for k in self.entrants if scores[k] <= best * (1 + self.MARGIN))
+        if winner == "max" and _SETTLED["host"]:
+            winner = self.host_alternative() or winner
+        self._settle(winner)
+        if winner != "max":
+            _SETTLED["host"].add(self)
+            for race in list(_SETTLED["max"]):  # MAX's narrow wins now cost the others
+                host = race.host_alternative()
+                if host is not None:
+                    RACE_STATS["races_won_by_max"] -= 1
+                    race._settle(host, "moved: this process runs hot programs on the host")
+        else:
+            _SETTLED["max"].add(self)
         if CONFIG.debug_compile:
             debug_log(
                 LOG,
@@ -255,6 +287,24 @@ class Race:
                 self.winner,
                 ", ".join(f"{k} {1e3 * v:.3f} ms" for k, v in scores.items()),
             )
+
+    def _settle(self, winner: str, why: str = "") -> None:
+        self.winner = winner
+        key = f"races_won_by_{winner}"
+        RACE_STATS[key] = RACE_STATS.get(key, 0) + 1
+        if winner == "max":
+            return
+        _SETTLED["max"].discard(self)
+        if why and CONFIG.debug_compile:
+            debug_log(LOG, "a program MAX had won runs on %s (%s)", winner, why)
+
+    def host_alternative(self) -> str | None:
+        """The best host entrant, if it is within ``MAX_TAIL_S`` a call of MAX's score."""
+        host = [k for k in self.entrants if k != "max"]
+        if "max" not in self.entrants or not host:
+            return None
+        best = min(host, key=self.score)
+        return best if self.score(best) <= self.score("max") + self.MAX_TAIL_S else None
 
     def score(self, name: str) -> float:
         """``name``'s best round's median call (seconds; inf before it ran)."""

@@ -371,8 +371,14 @@ def test_auto_switches_to_max_after_threshold(monkeypatch):
 
 
 def test_auto_races_max_against_the_interpreter_and_keeps_the_faster(monkeypatch):
+    import weakref
+
+    from nabla.runtime import executor
     from nabla.runtime.executor import Race
 
+    # alone in its process: hot programs the suite settled before would bring in the
+    # per-process choice (tests/runtime/test_graph.py tests it)
+    monkeypatch.setattr(executor, "_SETTLED", {"max": weakref.WeakSet(), "host": weakref.WeakSet()})
     monkeypatch.setattr(CONFIG, "background_compile", False)
     monkeypatch.setattr(CONFIG, "auto_threshold", 1)
     GRAPH.clear_cache()

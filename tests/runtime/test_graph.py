@@ -330,6 +330,39 @@ def test_a_race_between_nearly_equal_executors_goes_to_the_earlier_entrant():
         assert race.winner == winner
 
 
+def test_a_process_with_hot_host_programs_keeps_max_only_for_clear_wins(monkeypatch):
+    """Once a hot program runs on the host, MAX keeps only programs it runs more than
+    MAX_TAIL_S a call faster (its threads' CPU after each call lands on the others): a
+    narrow earlier win is moved to the host, a clear one stays, a later narrow one goes to
+    the host at once. Alone, each race is decided on its own times."""
+    import weakref
+
+    from nabla.runtime import executor
+    from nabla.runtime.executor import Race
+
+    fresh = {"max": weakref.WeakSet(), "host": weakref.WeakSet()}
+    monkeypatch.setattr(executor, "_SETTLED", fresh)
+
+    def settle(on_max, on_numpy):
+        race = Race(("numpy", "max"))
+        race._warming = False
+        while race.winner is None:
+            name = race.next_entrant()
+            race.record(name, on_max if name == "max" else on_numpy, None)
+        return race
+
+    narrow = settle(1.0e-3, 1.2e-3)  # MAX 20% faster: more than MARGIN, less than the tail
+    clear = settle(1.0e-3, 5.0e-3)
+    assert narrow.winner == clear.winner == "max"
+    assert set(fresh["max"]) == {narrow, clear}
+    host = settle(2.0e-3, 1.0e-3)
+    assert host.winner == "numpy"
+    assert narrow.winner == "numpy" and clear.winner == "max"
+    assert set(fresh["max"]) == {clear} and set(fresh["host"]) == {host, narrow}
+    assert settle(1.0e-3, 1.25e-3).winner == "numpy"
+    assert settle(10e-3, 12e-3).winner == "max"  # 2 ms a call is worth MAX's tail
+
+
 def test_a_race_takes_any_list_of_executors():
     from nabla.runtime.executor import RACE_STATS, Race
 
