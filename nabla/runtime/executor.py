@@ -271,14 +271,11 @@ class Race:
             winner = self.host_alternative() or winner
         self._settle(winner)
         if winner != "max":
-            _SETTLED["host"].add(self)
             for race in list(_SETTLED["max"]):  # MAX's narrow wins now cost the others
                 host = race.host_alternative()
                 if host is not None:
                     RACE_STATS["races_won_by_max"] -= 1
                     race._settle(host, "moved: this process runs hot programs on the host")
-        else:
-            _SETTLED["max"].add(self)
         if CONFIG.debug_compile:
             debug_log(
                 LOG,
@@ -293,8 +290,10 @@ class Race:
         key = f"races_won_by_{winner}"
         RACE_STATS[key] = RACE_STATS.get(key, 0) + 1
         if winner == "max":
+            _SETTLED["max"].add(self)
             return
         _SETTLED["max"].discard(self)
+        _SETTLED["host"].add(self)
         if why and CONFIG.debug_compile:
             debug_log(LOG, "a program MAX had won runs on %s (%s)", winner, why)
 
