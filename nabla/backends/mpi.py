@@ -28,8 +28,9 @@ and dtype, gathered non-blockingly). Every agreement exchanges one fixed-size sl
 process, so a collective run alone (an eager call) whose data fit in it (4 KiB) sends them in
 the same exchange and costs one synchronization, not two; a larger one runs its MPI call
 after the agreement. An eager collective of a realized buffer (``run_now``, called from the
-op's bind instead of building a graph) posts its nonblocking MPI collective on the buffer
-itself beside its agreement. A
+op's bind instead of building a graph) whose data fit the slot sends them in the agreement
+as the lazy path does (the same result, one exchange); a larger one posts its nonblocking
+MPI collective on the buffer itself beside its agreement. A
 mismatch raises ``DistributedError`` on every process naming the first op that differs and
 its shapes and dtypes on each process (the processes exchange a line per op,
 ``describe_program``, only then); a process that
@@ -972,7 +973,9 @@ LOWERINGS["mesh_iota"] = _mesh_iota
 
 # ----------------------------------------------------------------------------- eager calls
 # An eager all_reduce / all_gather / reduce_scatter of a realized buffer (``run_now``, from
-# the op's bind) skips the lazy graph: the data collective works on the buffer itself (no
+# the op's bind) skips the lazy graph. Data that fit the agreement's slot (4 KiB) travel in
+# it, reduced or joined as the lazy path's fold does (the same bits, one exchange). Above
+# that, the data collective works on the buffer itself (no
 # copy in; the output is the receive buffer) and is posted beside its agreement, both
 # nonblocking, so the call costs one round trip, not two. The agreement keeps every
 # guarantee of the lazy path: agreements always match each other (a process here and one
@@ -1005,9 +1008,22 @@ class _Lane(NamedTuple):
     order: list
     text: str
     line: str
+    fold: Any  # the op's fold when its data fit the agreement (the lazy path's way), else None
+    share: Any  # payload -> every process's payload bytes: the agreement carrying them
 
 
 _LANES: dict = {}  # (id(kwargs), shape, dtype) -> (kwargs, _Lane or None: no direct form)
+
+
+def _folds_alike(kw: dict, x: np.ndarray, order: list) -> bool:
+    """Whether folding the data into the agreement gives the bits MPI's own reduction
+    would (the graph's result inside a program): always for a gather; for a reduction of
+    integers (exact in any order), or a sum or product over two processes (commutative).
+    Else the order of a floating reduction could differ, and MPI's call is kept."""
+    kind = kw.get("kind")
+    if kind is None or x.dtype.kind in "iu":
+        return True
+    return len(order) == 2 and kind in ("sum", "prod")
 
 
 def _lane(name: str, x: np.ndarray, kw: dict):
@@ -1023,7 +1039,13 @@ def _lane(name: str, x: np.ndarray, kw: dict):
     reduces = name != "mesh_gather"
     if order is None or (x.dtype not in _MPI_DTYPES if reduces else x.dtype.hasobject):
         return None
-    return _Lane(post, args, group, order, _agreement_text(name, x, kw), _describe(name, x, kw))
+    text, line = _agreement_text(name, x, kw), _describe(name, x, kw)
+    fold = _FOLDS[name] if x.nbytes <= _PAYLOAD_MAX and _folds_alike(kw, x, order) else None
+
+    def share(payload):
+        return agree(text, lambda: [line], payload)
+
+    return _Lane(post, args, group, order, text, line, fold, share)
 
 
 def run_now(name: str, x: np.ndarray, kw: dict):
@@ -1045,6 +1067,10 @@ def run_now(name: str, x: np.ndarray, kw: dict):
     lane = got[1]
     if lane is None:
         return None
+    if lane.fold is not None:  # small: the data travel in the agreement, as on the lazy path
+        out = lane.fold(x, lane.share, group=lane.group, **lane.args)
+        if out is not None:
+            return out
     posting = lane.post(x, lane.order, **lane.args)
     found = _STATE.groups.get(lane.group)
     if found is None:
@@ -1096,3 +1122,8 @@ def _now_reduce_scatter(x, order, ndev, dim, kind):
 _NOW.update(
     mesh_reduce=_now_reduce, mesh_gather=_now_gather, mesh_reduce_scatter=_now_reduce_scatter
 )
+_FOLDS = {
+    "mesh_reduce": _fold_reduce,
+    "mesh_gather": _fold_gather,
+    "mesh_reduce_scatter": _fold_reduce_scatter,
+}
