@@ -1008,8 +1008,7 @@ class _Lane(NamedTuple):
     order: list
     text: str
     line: str
-    fold: Any  # the op's fold when its data fit the agreement (the lazy path's way), else None
-    share: Any  # payload -> every process's payload bytes: the agreement carrying them
+    fold: Any  # a _Fold when the data fit the agreement (the lazy path's way), else None
 
 
 _LANES: dict = {}  # (id(kwargs), shape, dtype) -> (kwargs, _Lane or None: no direct form)
@@ -1040,12 +1039,9 @@ def _lane(name: str, x: np.ndarray, kw: dict):
     if order is None or (x.dtype not in _MPI_DTYPES if reduces else x.dtype.hasobject):
         return None
     text, line = _agreement_text(name, x, kw), _describe(name, x, kw)
-    fold = _FOLDS[name] if x.nbytes <= _PAYLOAD_MAX and _folds_alike(kw, x, order) else None
-
-    def share(payload):
-        return agree(text, lambda: [line], payload)
-
-    return _Lane(post, args, group, order, text, line, fold, share)
+    small = x.nbytes <= _PAYLOAD_MAX and _folds_alike(kw, x, order)
+    fold = _FOLDS[name](x, order, group, **args) if small else None
+    return _Lane(post, args, group, order, text, line, fold)
 
 
 def run_now(name: str, x: np.ndarray, kw: dict):
@@ -1067,10 +1063,14 @@ def run_now(name: str, x: np.ndarray, kw: dict):
     lane = got[1]
     if lane is None:
         return None
-    if lane.fold is not None:  # small: the data travel in the agreement, as on the lazy path
-        out = lane.fold(x, lane.share, group=lane.group, **lane.args)
-        if out is not None:
-            return out
+    fold = lane.fold
+    if fold is not None:  # small: the data travel in the agreement, as on the lazy path
+        what, mine, every = _slot_for(lane.text)
+        fold.fill(x)
+        with _watch(what):
+            _wait(_STATE.comm.Iallgather(mine, every))
+        _checked(what, lambda: [lane.line])
+        return fold.finish()
     posting = lane.post(x, lane.order, **lane.args)
     found = _STATE.groups.get(lane.group)
     if found is None:
@@ -1122,8 +1122,80 @@ def _now_reduce_scatter(x, order, ndev, dim, kind):
 _NOW.update(
     mesh_reduce=_now_reduce, mesh_gather=_now_gather, mesh_reduce_scatter=_now_reduce_scatter
 )
+
+
+# An eager collective whose data fit the agreement's slot: they are written into this
+# process's slot and read back from every member's, through views made once per lane (the
+# slots are the same buffers for every agreement of a process count). ``finish`` computes
+# what the lazy path's fold (``_fold_reduce`` etc.) computes, with the same operations in
+# the same order, so the bits are the same.
+class _Fold(NamedTuple):
+    """``fill(x)`` writes the data into this process's slot; ``finish()``, once the
+    agreement's exchange completed and the digests matched, makes the result (a new array:
+    the slots are reused by the next agreement)."""
+
+    fill: Any
+    finish: Any
+
+
+def _payload_views(shape: tuple, dtype, members: list):
+    """Views of ``shape`` and ``dtype`` of this process's payload and of each member's
+    (rank order) in the agreement's slots."""
+    slots = _slots(_STATE.comm.Get_size())
+    nbytes = math.prod(shape) * np.dtype(dtype).itemsize
+    rows = slots.every.reshape(-1, _SLOT)
+
+    def view(row):
+        return row[8 : 8 + nbytes].view(dtype).reshape(shape)
+
+    return view(slots.mine), [view(rows[p]) for p in members]
+
+
+def _reduced(parts: list, kind: str):
+    """``_combine``'s reduction of the members' parts in rank order, as a function."""
+    ufunc = _UFUNCS[kind]
+    first, second, rest = parts[0], parts[1], parts[2:]
+
+    def finish():
+        total = ufunc(first, second)
+        for part in rest:
+            ufunc(total, part, out=total)
+        return total
+
+    return finish
+
+
+def _fold_now_reduce(x, order, group, kind):
+    mine, parts = _payload_views(x.shape, x.dtype, _members(group))
+    return _Fold(lambda x: np.copyto(mine, x), _reduced(parts, kind))
+
+
+def _fold_now_gather(x, order, group, ndev, dim):
+    mine, parts = _payload_views(x.shape, x.dtype, _members(group))
+    joined = [parts[i] for i in np.argsort(order)]  # in the blocks' order
+    d = ndev + dim
+    return _Fold(lambda x: np.copyto(mine, x), lambda: np.concatenate(joined, axis=d))
+
+
+def _fold_now_reduce_scatter(x, order, group, ndev, dim, kind):
+    members = _members(group)
+    blocks = _scatter_blocks(x, ndev, dim, order)
+    mine, parts = _payload_views(blocks.shape, blocks.dtype, members)
+    own = members.index(PROCESS.index)  # each member reduces only the block it keeps
+    if blocks.flags.c_contiguous and np.shares_memory(blocks, x):
+        # the blocks are ``x``'s bytes in order (a contiguous view of all of them)
+        def fill(x):
+            np.copyto(mine, x.reshape(mine.shape))
+    else:
+
+        def fill(x):
+            np.copyto(mine, _scatter_blocks(x, ndev, dim, order))
+
+    return _Fold(fill, _reduced([p[own] for p in parts], kind))
+
+
 _FOLDS = {
-    "mesh_reduce": _fold_reduce,
-    "mesh_gather": _fold_gather,
-    "mesh_reduce_scatter": _fold_reduce_scatter,
+    "mesh_reduce": _fold_now_reduce,
+    "mesh_gather": _fold_now_gather,
+    "mesh_reduce_scatter": _fold_now_reduce_scatter,
 }

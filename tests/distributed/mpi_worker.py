@@ -236,6 +236,13 @@ def scenario_eager_lane():
         back = lane(lambda v: nb.reduce_scatter(v, 0, axes=("b", "a")), rev)
         assert back.sharding.to_partition_spec() == P(("b", "a"))
         close(back.numpy(), wide.sum(0))
+        # integers: their blocks travel in the agreement, in the members' block order
+        iwide = (wide * 8).astype(np.int32)
+        irev = nb.realize(nb.sum(nb.shard(iwide, grid, P(("b", "a"))), axis=0))
+        back = lane(lambda v: nb.reduce_scatter(v, 0, axes=("b", "a")), irev)
+        np.testing.assert_array_equal(back.numpy(), iwide.sum(0))
+        split = nb.realize(nb.shard(iwide, grid, P(("b", "a"))))
+        np.testing.assert_array_equal(lane(lambda v: nb.all_gather(v, 0), split).numpy(), iwide)
     # under grad, vmap or compile the collective stays in the graph
     t = nb.realize(nb.shard(data(2 * N, 4, seed=7), line, P("q")))
     g = nb.grad(lambda v: nb.sum(nb.all_gather(v, 0) ** 2))(t)
