@@ -28,8 +28,9 @@ and dtype, gathered non-blockingly). Every agreement exchanges one fixed-size sl
 process, so a collective run alone (an eager call) whose data fit in it (4 KiB) sends them in
 the same exchange and costs one synchronization, not two; a larger one runs its MPI call
 after the agreement. An eager collective of a realized buffer (``run_now``, called from the
-op's bind instead of building a graph) posts its nonblocking MPI collective on the buffer
-itself beside its agreement. A
+op's bind instead of building a graph) whose data fit the slot sends them in the agreement
+as the lazy path does (the same result, one exchange); a larger one posts its nonblocking
+MPI collective on the buffer itself beside its agreement. A
 mismatch raises ``DistributedError`` on every process naming the first op that differs and
 its shapes and dtypes on each process (the processes exchange a line per op,
 ``describe_program``, only then); a process that
@@ -972,7 +973,9 @@ LOWERINGS["mesh_iota"] = _mesh_iota
 
 # ----------------------------------------------------------------------------- eager calls
 # An eager all_reduce / all_gather / reduce_scatter of a realized buffer (``run_now``, from
-# the op's bind) skips the lazy graph: the data collective works on the buffer itself (no
+# the op's bind) skips the lazy graph. Data that fit the agreement's slot (4 KiB) travel in
+# it, reduced or joined as the lazy path's fold does (the same bits, one exchange). Above
+# that, the data collective works on the buffer itself (no
 # copy in; the output is the receive buffer) and is posted beside its agreement, both
 # nonblocking, so the call costs one round trip, not two. The agreement keeps every
 # guarantee of the lazy path: agreements always match each other (a process here and one
@@ -1005,9 +1008,21 @@ class _Lane(NamedTuple):
     order: list
     text: str
     line: str
+    fold: Any  # a _Fold when the data fit the agreement (the lazy path's way), else None
 
 
 _LANES: dict = {}  # (id(kwargs), shape, dtype) -> (kwargs, _Lane or None: no direct form)
+
+
+def _folds_alike(kw: dict, x: np.ndarray, order: list) -> bool:
+    """Whether folding the data into the agreement gives the bits MPI's own reduction
+    would (the graph's result inside a program): always for a gather; for a reduction of
+    integers (exact in any order), or a sum or product over two processes (commutative).
+    Else the order of a floating reduction could differ, and MPI's call is kept."""
+    kind = kw.get("kind")
+    if kind is None or x.dtype.kind in "iu":
+        return True
+    return len(order) == 2 and kind in ("sum", "prod")
 
 
 def _lane(name: str, x: np.ndarray, kw: dict):
@@ -1023,7 +1038,10 @@ def _lane(name: str, x: np.ndarray, kw: dict):
     reduces = name != "mesh_gather"
     if order is None or (x.dtype not in _MPI_DTYPES if reduces else x.dtype.hasobject):
         return None
-    return _Lane(post, args, group, order, _agreement_text(name, x, kw), _describe(name, x, kw))
+    text, line = _agreement_text(name, x, kw), _describe(name, x, kw)
+    small = x.nbytes <= _PAYLOAD_MAX and _folds_alike(kw, x, order)
+    fold = _FOLDS[name](x, order, group, **args) if small else None
+    return _Lane(post, args, group, order, text, line, fold)
 
 
 def run_now(name: str, x: np.ndarray, kw: dict):
@@ -1045,6 +1063,14 @@ def run_now(name: str, x: np.ndarray, kw: dict):
     lane = got[1]
     if lane is None:
         return None
+    fold = lane.fold
+    if fold is not None:  # small: the data travel in the agreement, as on the lazy path
+        what, mine, every = _slot_for(lane.text)
+        fold.fill(x)
+        with _watch(what):
+            _wait(_STATE.comm.Iallgather(mine, every))
+        _checked(what, lambda: [lane.line])
+        return fold.finish()
     posting = lane.post(x, lane.order, **lane.args)
     found = _STATE.groups.get(lane.group)
     if found is None:
@@ -1096,3 +1122,80 @@ def _now_reduce_scatter(x, order, ndev, dim, kind):
 _NOW.update(
     mesh_reduce=_now_reduce, mesh_gather=_now_gather, mesh_reduce_scatter=_now_reduce_scatter
 )
+
+
+# An eager collective whose data fit the agreement's slot: they are written into this
+# process's slot and read back from every member's, through views made once per lane (the
+# slots are the same buffers for every agreement of a process count). ``finish`` computes
+# what the lazy path's fold (``_fold_reduce`` etc.) computes, with the same operations in
+# the same order, so the bits are the same.
+class _Fold(NamedTuple):
+    """``fill(x)`` writes the data into this process's slot; ``finish()``, once the
+    agreement's exchange completed and the digests matched, makes the result (a new array:
+    the slots are reused by the next agreement)."""
+
+    fill: Any
+    finish: Any
+
+
+def _payload_views(shape: tuple, dtype, members: list):
+    """Views of ``shape`` and ``dtype`` of this process's payload and of each member's
+    (rank order) in the agreement's slots."""
+    slots = _slots(_STATE.comm.Get_size())
+    nbytes = math.prod(shape) * np.dtype(dtype).itemsize
+    rows = slots.every.reshape(-1, _SLOT)
+
+    def view(row):
+        return row[8 : 8 + nbytes].view(dtype).reshape(shape)
+
+    return view(slots.mine), [view(rows[p]) for p in members]
+
+
+def _reduced(parts: list, kind: str):
+    """``_combine``'s reduction of the members' parts in rank order, as a function."""
+    ufunc = _UFUNCS[kind]
+    first, second, rest = parts[0], parts[1], parts[2:]
+
+    def finish():
+        total = ufunc(first, second)
+        for part in rest:
+            ufunc(total, part, out=total)
+        return total
+
+    return finish
+
+
+def _fold_now_reduce(x, order, group, kind):
+    mine, parts = _payload_views(x.shape, x.dtype, _members(group))
+    return _Fold(lambda x: np.copyto(mine, x), _reduced(parts, kind))
+
+
+def _fold_now_gather(x, order, group, ndev, dim):
+    mine, parts = _payload_views(x.shape, x.dtype, _members(group))
+    joined = [parts[i] for i in np.argsort(order)]  # in the blocks' order
+    d = ndev + dim
+    return _Fold(lambda x: np.copyto(mine, x), lambda: np.concatenate(joined, axis=d))
+
+
+def _fold_now_reduce_scatter(x, order, group, ndev, dim, kind):
+    members = _members(group)
+    blocks = _scatter_blocks(x, ndev, dim, order)
+    mine, parts = _payload_views(blocks.shape, blocks.dtype, members)
+    own = members.index(PROCESS.index)  # each member reduces only the block it keeps
+    if blocks.flags.c_contiguous and np.shares_memory(blocks, x):
+        # the blocks are ``x``'s bytes in order (a contiguous view of all of them)
+        def fill(x):
+            np.copyto(mine, x.reshape(mine.shape))
+    else:
+
+        def fill(x):
+            np.copyto(mine, _scatter_blocks(x, ndev, dim, order))
+
+    return _Fold(fill, _reduced([p[own] for p in parts], kind))
+
+
+_FOLDS = {
+    "mesh_reduce": _fold_now_reduce,
+    "mesh_gather": _fold_now_gather,
+    "mesh_reduce_scatter": _fold_now_reduce_scatter,
+}

@@ -168,6 +168,80 @@ def _runs_now(im) -> bool:
     )
 
 
+class _Eager(NamedTuple):
+    """An eager collective run at once (``_runs_now``): the op, its output's global shape
+    and spec, and the physical kwargs ``mpi.run_now`` takes."""
+
+    op: Operation
+    shape: tuple
+    spec: ShardingSpec
+    phys: dict
+
+
+def _now_result(plan: _Eager, im, out) -> Tensor:
+    """The tensor of an eager collective's result ``out`` (realized, no graph node)."""
+    if plan.shape != im.shape:
+        _check_alloc(plan.op, plan.shape, im.dtype, 0)
+    impl = TensorImpl(plan.shape, im.dtype, im.device, buffer=out)
+    impl.sharding = plan.spec
+    return Tensor._wrap(impl)
+
+
+# The last bind that ran at once (set by ``bind_collective``; read by ``_bind_one``).
+_RAN_NOW: list = [None]
+
+# A public collective called again on a value of the same layout (every step of an eager
+# loop) makes the same single bind: the memo maps the call (its name and arguments, the
+# operand's global shape, dtype and spec) to that bind's ``_Eager``, so a repeat skips the
+# argument checks, the plan lookup and the op's bind and goes straight to MPI. Only calls
+# that made exactly one bind that ran at once, on the operand itself, are kept; the checks
+# depend on nothing but the key, so a hit would have passed them.
+_EAGER: dict = {}
+_EAGER_MAX = 1024
+
+
+def _eager_key(name: str, x, args: tuple):
+    """The memo key of public collective ``name`` on ``x`` with ``args``, or None when the
+    call could not run at once (not a realized sharded tensor, or a transform running) or
+    has unhashable arguments."""
+    if type(x) is not Tensor:
+        return None
+    im = x._impl
+    spec = im.sharding
+    if spec is None or not _runs_now(im):
+        return None
+    key = (name, args, im.shape, im.dtype, spec, spec.open, spec.priority, spec.fixed_replicated)
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
+
+
+def _eager_call(key, x):
+    """The memoized call ``key`` run at once on ``x``, or None (not memoized, or MPI has
+    no direct form for it now: the caller takes the general path)."""
+    plan = _EAGER.get(key)
+    if plan is None:
+        return None
+    im = x._impl
+    out = mpi.run_now(plan.op.backend_name, im.buffer, plan.phys)
+    return None if out is None else _now_result(plan, im, out)
+
+
+def _bind_one(key, op, x, kwargs) -> Tensor:
+    """``op.bind([x], kwargs)``, the public call's only bind; memoized under ``key`` (from
+    ``_eager_key`` on the same ``x``) when it ran at once."""
+    _RAN_NOW[0] = None
+    y = op.bind([x], kwargs)
+    ran, _RAN_NOW[0] = _RAN_NOW[0], None
+    if key is not None and ran is not None and ran.op is op:
+        if len(_EAGER) >= _EAGER_MAX:
+            _EAGER.clear()
+        _EAGER[key] = ran
+    return y
+
+
 class _MeshOp(Operation):
     """A collective: places its output itself (``plan``) instead of factor propagation."""
 
@@ -193,11 +267,8 @@ class _MeshOp(Operation):
         if "mesh" in phys and _runs_now(im):
             out = mpi.run_now(self.backend_name, im.buffer, phys)
             if out is not None:  # the realized result, as the lazy op would compute it
-                if shape != im.shape:
-                    _check_alloc(self, shape, im.dtype, 0)
-                impl = TensorImpl(shape, im.dtype, im.device, buffer=out)
-                impl.sharding = spec
-                return Tensor._wrap(impl)
+                _RAN_NOW[0] = _Eager(self, shape, spec, phys)
+                return _now_result(_RAN_NOW[0], im, out)
         call = Call(self, args, kwargs)
         call.placed(phys, [shape], [im.dtype], [im.device], [spec], im.levels)
         return emit(call)
@@ -1219,6 +1290,11 @@ def all_reduce(x, reduce_op: str = "sum", axes=None, *, reduce_axes=None) -> Ten
             axis it is split over, else (a replicated ``x``) every mesh axis.
         reduce_axes: the original API's name for ``axes``.
     """
+    key = _eager_key("all_reduce", x, (reduce_op, axes, reduce_axes))
+    if key is not None:
+        y = _eager_call(key, x)
+        if y is not None:
+            return y
     if reduce_op not in REDUCE_KINDS:
         raise ShardingError(
             f"all_reduce: reduce_op must be one of {REDUCE_KINDS}, got {reduce_op!r}"
@@ -1240,12 +1316,13 @@ def all_reduce(x, reduce_op: str = "sum", axes=None, *, reduce_axes=None) -> Ten
             raise ShardingError("all_reduce: no mesh axes given")
         copies = _copies(spec, names)
         rest = tuple(a for a in names if a not in copies)
-        if rest:
+        if rest and copies:
             x = _all_reduce.bind([x], {"axes": rest, "kind": reduce_op})
-        if copies:
-            x = _all_reduce.bind([x], {"axes": copies, "kind": reduce_op})
-        return x
+            return _all_reduce.bind([x], {"axes": copies, "kind": reduce_op})
+        one = key if x is x0 else None  # (not a cast of the operand)
+        return _bind_one(one, _all_reduce, x, {"axes": rest or copies, "kind": reduce_op})
 
+    x0 = x
     return _dispatch("all_reduce", x, local, whole, _same)
 
 
@@ -1285,6 +1362,12 @@ def all_gather(x, axis: int, axes=None) -> Tensor:
         axes: the mesh axes to gather (the minor end of the dim's axes); None: all of them.
     """
 
+    key = _eager_key("all_gather", x, (axis, axes))
+    if key is not None:
+        y = _eager_call(key, x)
+        if y is not None:
+            return y
+
     def local(x):
         levels = per_device.levels_of("all_gather", _body_axes("all_gather", axes))
         return per_device.all_gather(x, _laxis("all_gather", x, axis), levels)
@@ -1300,7 +1383,7 @@ def all_gather(x, axis: int, axes=None) -> Tensor:
                     f"all_gather: dim {axis} of the tensor of shape {x.shape} is not split "
                     f"(spec {x.sharding})"
                 )
-        return all_gather_phys(x, d, names)
+        return _bind_one(key, _all_gather, x, {"dim": _neg(x._impl, d), "axes": tuple(names)})
 
     return _dispatch("all_gather", x, local, whole, _same_along("all_gather", axis))
 
@@ -1324,6 +1407,11 @@ def reduce_scatter(x, axis: int, axes=None, *, reduce_op: str = "sum") -> Tensor
             a partial value's terms are reduced by their own kind, which it must match.
             Inside ``shard_map`` only ``"sum"``.
     """
+    key = _eager_key("reduce_scatter", x, (axis, axes, reduce_op))
+    if key is not None:
+        y = _eager_call(key, x)
+        if y is not None:
+            return y
     if reduce_op not in REDUCE_KINDS:
         raise ShardingError(
             f"reduce_scatter: reduce_op must be one of {REDUCE_KINDS}, got {reduce_op!r}"
@@ -1354,7 +1442,9 @@ def reduce_scatter(x, axis: int, axes=None, *, reduce_op: str = "sum") -> Tensor
                 f"with {kinds[wrong[0]]!r} terms (spec {spec}); reduce_op={reduce_op!r} is "
                 "not their reduction"
             )
-        if terms or not copies:
+        if not copies:
+            return _bind_one(key, _reduce_scatter, x, {"dim": _neg(x._impl, d), "axes": terms})
+        if terms:
             x = reduce_scatter_phys(x, d, terms)
         if copies:
             x = all_reduce(x, reduce_op, copies)

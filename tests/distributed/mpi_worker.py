@@ -236,12 +236,70 @@ def scenario_eager_lane():
         back = lane(lambda v: nb.reduce_scatter(v, 0, axes=("b", "a")), rev)
         assert back.sharding.to_partition_spec() == P(("b", "a"))
         close(back.numpy(), wide.sum(0))
+        # integers: their blocks travel in the agreement, in the members' block order
+        iwide = (wide * 8).astype(np.int32)
+        irev = nb.realize(nb.sum(nb.shard(iwide, grid, P(("b", "a"))), axis=0))
+        back = lane(lambda v: nb.reduce_scatter(v, 0, axes=("b", "a")), irev)
+        np.testing.assert_array_equal(back.numpy(), iwide.sum(0))
+        split = nb.realize(nb.shard(iwide, grid, P(("b", "a"))))
+        np.testing.assert_array_equal(lane(lambda v: nb.all_gather(v, 0), split).numpy(), iwide)
     # under grad, vmap or compile the collective stays in the graph
     t = nb.realize(nb.shard(data(2 * N, 4, seed=7), line, P("q")))
     g = nb.grad(lambda v: nb.sum(nb.all_gather(v, 0) ** 2))(t)
     close(g.numpy(), 2 * t.numpy())
     step = nb.compile(lambda v: nb.all_reduce(v, "sum", axes="q"))
     close(step(t).numpy(), t.numpy().reshape(N, 2, 4).sum(0))
+
+
+def scenario_eager_memo():
+    """A public collective called again on a value of the same layout reuses its memoized
+    call; another dtype, shape, spec or argument is a new entry with its own checks and
+    result, never the stale one."""
+    from nabla.ops import collectives as C  # noqa: PLC0415 - the memo under test
+
+    line = nb.DeviceMesh("line", (N,), ("q",))
+    x = data(2 * N, 4 * N, seed=11)
+    rows = nb.realize(nb.shard(x, line, P("q")))
+    C._EAGER.clear()
+    for _ in range(3):  # the first call fills the memo, the others hit it
+        got = nb.all_reduce(rows, "sum", axes="q")
+        assert got._impl.node is None
+        close(got.numpy(), x.reshape(N, 2, 4 * N).sum(0))
+    assert len(C._EAGER) == 1, list(C._EAGER)
+    # another dtype: its own entry, an int32 result
+    ints = nb.realize(nb.shard((x * 8).astype(np.int32), line, P("q")))
+    got = nb.all_reduce(ints, "sum", axes="q")
+    assert got.dtype == nb.int32, got.dtype
+    np.testing.assert_array_equal(got.numpy(), (x * 8).astype(np.int32).reshape(N, 2, -1).sum(0))
+    # another kind: max, not the memoized sum
+    close(nb.all_reduce(rows, "max", axes="q").numpy(), x.reshape(N, 2, 4 * N).max(0))
+    # another shape
+    wide = data(4 * N, 4 * N, seed=12)
+    got = nb.all_reduce(nb.realize(nb.shard(wide, line, P("q"))), "sum", axes="q")
+    close(got.numpy(), wide.reshape(N, 4, 4 * N).sum(0))
+    # all_gather of dim 0 memoized, then the same call on a value split along dim 1: the
+    # check runs again and fails
+    close(nb.all_gather(rows, 0).numpy(), x)
+    close(nb.all_gather(rows, 0).numpy(), x)
+    cols = nb.realize(nb.shard(x, line, P(None, "q")))
+    try:
+        nb.all_gather(cols, 0)
+    except nb.ShardingError as e:
+        assert "not split" in str(e), e
+    else:
+        raise AssertionError("all_gather of an unsplit dim passed")
+    close(nb.all_gather(cols, 1).numpy(), x)
+    # reduce_scatter memoized, then on a value that is not partial: all_reduce then a slice
+    terms = nb.realize(nb.sum(nb.shard(x, line, P("q")), axis=0))
+    for _ in range(2):
+        close(nb.reduce_scatter(terms, 0).numpy(), x.sum(0))
+    plain = nb.realize(nb.shard(x[0], line, P()))
+    close(nb.reduce_scatter(plain, 0).numpy(), N * x[0])
+    # a bool operand is cast to a count first: never memoized as the bool call
+    flags = nb.realize(nb.shard(x > 0, line, P("q")))
+    for _ in range(2):
+        got = nb.all_reduce(flags, "sum", axes="q")
+        np.testing.assert_array_equal(got.numpy(), (x > 0).reshape(N, 2, -1).sum(0))
 
 
 def scenario_read_alone_beside_eager():

@@ -48,7 +48,8 @@ def run_scenario(n: int, name: str, **kw):
 
 @pytest.mark.parametrize("n", [2, 4])
 @pytest.mark.parametrize(
-    "scenario", ["dp_train", "tensor_parallel", "collectives", "process_local", "eager_lane"]
+    "scenario",
+    ["dp_train", "tensor_parallel", "collectives", "process_local", "eager_lane", "eager_memo"],
 )
 def test_scenario_on_every_process(scenario, n):
     proc, _ = run_scenario(n, scenario)
