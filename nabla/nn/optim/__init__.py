@@ -944,6 +944,16 @@ def _as_input(value, always: bool = False):
     return _scalar_input(value) if always or value else 0.0
 
 
+def _same_numbers(a, b) -> bool:
+    """Are ``a`` and ``b`` the same Python number (or tuple of numbers), type included?
+    False for anything else (a tensor, a schedule) and for NaN."""
+    if type(a) is not type(b):
+        return False
+    if type(a) is tuple:
+        return len(a) == len(b) and all(map(_same_numbers, a, b))
+    return type(a) in (float, int) and a == b
+
+
 class Optimizer:
     """Base of the stateful optimizers: holds the params and the state.
 
@@ -980,6 +990,7 @@ class Optimizer:
         self.lr = lr
         self.state = self._init(params)
         self._step_count = 0  # updates applied (a scheduler warns when stepped before)
+        self._inputs: dict = {}  # setting name -> (value, its input form), see _settings
 
     @classmethod
     def set_execution_policy(
@@ -1031,7 +1042,16 @@ class Optimizer:
         for name in self._hyper_names:
             value = getattr(self, name)
             if traced and name in self._dynamic:
-                value = _as_input(value, always=name == "lr")
+                # the tensor made for the same value last step is reused: a new scalar tensor
+                # per setting per step costs more than the lookup
+                seen = self._inputs.get(name)
+                if seen is not None and _same_numbers(seen[0], value):
+                    value = seen[1]
+                else:
+                    converted = _as_input(value, always=name == "lr")
+                    if _same_numbers(value, value):
+                        self._inputs[name] = (value, converted)
+                    value = converted
             out[name] = value
         return out
 
