@@ -22,7 +22,9 @@ With ``--cnn``: a BatchNorm CNN training step (``examples/digits_cnn.py``'s mode
 convolutions with BatchNorm, max pooling, a linear head; batch 64 of 8x8 images;
 cross-entropy, Adam) with ``opt.compile_step`` beside PyTorch eager and ``torch.compile``
 (when it works here), from the same weights, first-step losses checked equal; each row's
-median over ``--reps`` steps, best of three rounds that time the rows in turn.
+median over ``--reps`` steps, best of three rounds that time the rows in turn; then single
+steps timed in pairs (nabla, then PyTorch eager) and the median of the pairs' ratios, which a
+shared machine's changing speed moves less than either time.
 
 Run: ``python benchmarks/bench_nn.py [--backend numpy|max|auto] [--reps N] [--batch B]
 [--seq L] [--d-model D] [--lstm] [--cnn]``.
@@ -234,6 +236,7 @@ def lstm_rows(args, seq=64, batch=32, hidden=256, features=256):
 
 
 CNN_ROUNDS = 3
+CNN_PAIRS = 300
 
 
 def cnn_rows(args, batch=64, channels=16):
@@ -274,6 +277,19 @@ def cnn_rows(args, batch=64, channels=16):
     for name, ms in times.items():
         ratio = f"{ms / best:10.2f}x" if best else ""
         print(f"{name:<22}{ms:>12.2f} ms{ratio}")
+    if "PyTorch eager" in rows:
+        ours, theirs = rows["nabla compile_step"], rows["PyTorch eager"]
+        ratios = []
+        for _ in range(CNN_PAIRS):
+            t0 = time.perf_counter()
+            ours()
+            t1 = time.perf_counter()
+            theirs()
+            ratios.append((t1 - t0) / (time.perf_counter() - t1))
+        print(
+            f"single steps in {CNN_PAIRS} pairs: nabla / PyTorch eager median "
+            f"{float(np.median(ratios)):.2f}x (load {os.getloadavg()[0]:.1f})"
+        )
 
 
 def _torch_cnn(weights, x, y, channels, compiled):

@@ -693,7 +693,17 @@ def hessian(fun, argnums=0, has_aux=False):
 # ----------------------------------------------------------------------------- PyTorch style
 def detach(x: Tensor) -> Tensor:
     """The value of ``x`` with no autodiff history and ``requires_grad=False``."""
-
+    if type(x) is Tensor and STATE.recording is None:
+        impl = x._impl
+        if (
+            impl.buffer is not None
+            and impl.sharding is None
+            and not impl.levels
+            and not impl.tangents
+        ):
+            # a realized plain value: a new handle on the same buffer, without an op call
+            # (a compiled training step detaches every parameter at every call)
+            return Tensor._wrap(TensorImpl(impl.shape, impl.dtype, impl.device, buffer=impl.buffer))
     return stop_gradient(x)
 
 

@@ -272,6 +272,37 @@ def test_compile_step_compiles_once_for_every_optimizer(make):
     assert step.stats.misses == 1 and losses[-1] < losses[0]
 
 
+def test_compile_step_retraces_when_the_module_s_python_state_changes():
+    """The parameters reach the compiled step as leaves plus their treedef, a static
+    argument: a module attribute the forward reads (part of the treedef) retraces, as it did
+    when the module itself was the argument, and the step still updates in place."""
+
+    class Scaled(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(3, 1, key=nb.random.key(0))
+            self.scale = 1.0
+
+        def forward(self, x):
+            return self.lin(x) * self.scale
+
+    x, y = _data()
+    m = Scaled()
+    step = optim.SGD(m, lr=0.1).compile_step(lambda m, x, y: nn.functional.mse_loss(m(x), y))
+    step(x, y)
+    step(x, y)
+    assert step.stats.misses == 1
+    m.scale = 0.0  # the loss no longer depends on the weights: they stay as they are
+    w = m.lin.weight.numpy().copy()
+    step(x, y)
+    assert step.stats.misses == 2
+    np.testing.assert_array_equal(m.lin.weight.numpy(), w)
+    m.scale = 1.0
+    step(x, y)
+    assert step.stats.misses == 2  # the first trace again
+    assert not np.array_equal(m.lin.weight.numpy(), w)
+
+
 def test_settings_are_checked_and_sgd_defaults_to_pytorch_s_lr():
     p = _p([1.0])
     assert optim.SGD(p).lr == 1e-3

@@ -123,6 +123,29 @@ def test_compile_step_sees_a_hand_changed_lr_and_retraces_only_for_structure():
     assert len(opt.state["momentum"]) == 1
 
 
+def test_compile_step_reuses_a_settings_input_only_while_its_value_is_unchanged():
+    """The lr tensor passed to the compiled step is made once per value: the same object
+    while the value stays, a new one holding the new value when it changes (to 0.0 as well),
+    and never shared between optimizers."""
+    params = {"w": nb.constant(np.ones(3, np.float32))}
+    opt = optim.Adam(params, lr=0.1, betas=(0.9, 0.999))
+    first = opt._settings(traced=True)
+    again = opt._settings(traced=True)
+    assert again["lr"] is first["lr"] and again["betas"][0] is first["betas"][0]
+    opt.lr = 0.25
+    new = opt._settings(traced=True)
+    assert new["lr"] is not first["lr"] and float(new["lr"].numpy()) == 0.25
+    assert new["betas"][0] is first["betas"][0]
+    opt.lr = 0
+    assert float(opt._settings(traced=True)["lr"].numpy()) == 0.0
+    other = optim.Adam(params, lr=0)
+    assert other._settings(traced=True)["lr"] is not opt._settings(traced=True)["lr"]
+    opt.betas = (0.8, 0.999)
+    assert float(opt._settings(traced=True)["betas"][0].numpy()) == np.float32(0.8)
+    opt.lr = nb.constant(np.float32(0.5))  # a tensor goes as it is
+    assert opt._settings(traced=True)["lr"] is opt.lr
+
+
 @pytest.mark.parametrize("name", ["sequential3", "onecycle_adam_linear_3phase", "lambda"])
 def test_scheduler_state_dict_resumes_the_schedule(name, tmp_path):
     """Stop after 8 steps, save the optimizer (nn.save) and the scheduler (pickled, as

@@ -254,6 +254,22 @@ def test_backward_finds_leaves_through_graph_and_detach():
     assert not a.detach().requires_grad
 
 
+def test_detach_of_a_realized_value_is_a_plain_handle_on_its_buffer():
+    """A realized leaf detaches without an op: same values, no requires_grad, no history;
+    a gradient does not flow through it, and inside a trace detach stays an op."""
+    a = nb.constant(f32([1.0, 2.0]))
+    a.requires_grad = True
+    d = a.detach()
+    assert not d.requires_grad and d._impl is not a._impl and d._impl.node is None
+    np.testing.assert_array_equal(d.numpy(), f32([1.0, 2.0]))
+    (a * d).sum().backward()
+    close(a.grad, f32([1.0, 2.0]))
+    g = nb.grad(lambda x: (x * x.detach()).sum())(nb.constant(f32([3.0, 4.0])))
+    close(g, f32([3.0, 4.0]))
+    c = nb.compile(lambda x: (x * x.detach()).sum())
+    close(nb.grad(c)(nb.constant(f32([3.0, 4.0]))), f32([3.0, 4.0]))
+
+
 def test_nonleaf_requires_grad_like_pytorch():
     a = nb.constant(f32([1.0, 2.0]))
     a.requires_grad = True

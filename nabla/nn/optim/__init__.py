@@ -944,6 +944,16 @@ def _as_input(value, always: bool = False):
     return _scalar_input(value) if always or value else 0.0
 
 
+def _same_numbers(a, b) -> bool:
+    """Are ``a`` and ``b`` the same Python number (or tuple of numbers), type included?
+    False for anything else (a tensor, a schedule) and for NaN."""
+    if type(a) is not type(b):
+        return False
+    if type(a) is tuple:
+        return len(a) == len(b) and all(map(_same_numbers, a, b))
+    return type(a) in (float, int) and a == b
+
+
 class Optimizer:
     """Base of the stateful optimizers: holds the params and the state.
 
@@ -980,6 +990,7 @@ class Optimizer:
         self.lr = lr
         self.state = self._init(params)
         self._step_count = 0  # updates applied (a scheduler warns when stepped before)
+        self._inputs: dict = {}  # setting name -> (value, its input form), see _settings
 
     @classmethod
     def set_execution_policy(
@@ -1031,7 +1042,16 @@ class Optimizer:
         for name in self._hyper_names:
             value = getattr(self, name)
             if traced and name in self._dynamic:
-                value = _as_input(value, always=name == "lr")
+                # the tensor made for the same value last step is reused: a new scalar tensor
+                # per setting per step costs more than the lookup
+                seen = self._inputs.get(name)
+                if seen is not None and _same_numbers(seen[0], value):
+                    value = seen[1]
+                else:
+                    converted = _as_input(value, always=name == "lr")
+                    if _same_numbers(value, value):
+                        self._inputs[name] = (value, converted)
+                    value = converted
             out[name] = value
         return out
 
@@ -1200,11 +1220,13 @@ class CompiledStep:
     def __init__(self, optimizer: Optimizer, loss_fn):
         self.optimizer, self.loss_fn = optimizer, loss_fn
 
-        def train_step(params, state, hyper, *batch):
-            # differentiate the trainable leaves only: buffers (BatchNorm's running
-            # statistics, an int64 step count) stay the module's own tensors, so an update
-            # the forward makes to them in place is written back by compile
-            leaves, tree = tree_flatten(params)
+        def train_step(leaves, tree, state, hyper, *batch):
+            # the parameters come as their flat leaves and (a static argument) their treedef:
+            # a module is not flattened again as an argument and rebuilt from the outputs at
+            # every call. Differentiate the trainable leaves only: buffers (BatchNorm's
+            # running statistics, an int64 step count) stay the module's own tensors, so an
+            # update the forward makes to them in place is written back by compile
+            params = tree_unflatten(tree, leaves)
             mask = trainable_mask(params)
 
             def loss_of(trainable):
@@ -1216,10 +1238,11 @@ class CompiledStep:
             it = iter(g)
             grads = [next(it) if m else None for m in mask]
             new_params, new_state = optimizer._update(params, grads, state, hyper)
-            return new_params, new_state, loss
+            return tree_leaves(new_params), new_state, loss
 
         train_step.__name__ = f"{type(optimizer).__name__}.compile_step"
         self.compiled = _compile(train_step)
+        self._tree = None  # the last call's params treedef: an equal one is passed as this
 
     @property
     def stats(self):
@@ -1231,19 +1254,19 @@ class CompiledStep:
         # detached views of the trainable leaves: arguments without backward history take
         # compile's fast path; buffers go as they are, so updates written back reach them
         leaves, tree = tree_flatten(opt.params)
+        if tree == self._tree:  # the same object: its hash is kept, the key compares by id
+            tree = self._tree
+        self._tree = tree
         mask = trainable_mask(opt.params)
-        plain = tree_unflatten(
-            tree,
-            [detach(p) if m and isinstance(p, Tensor) else p for p, m in zip(leaves, mask)],
-        )
+        plain = [detach(p) if m and isinstance(p, Tensor) else p for p, m in zip(leaves, mask)]
         # the settings are an argument: the learning rate (and a cycled momentum) as tensor
         # inputs, so a scheduler's new value each step runs the same trace; the others are
         # Python values, part of the trace's key (changing one retraces)
         hyper = opt._settings(traced=True)
-        new_params, new_state, loss = self.compiled(plain, opt.state, hyper, *batch)
+        new_leaves, new_state, loss = self.compiled(plain, tree, opt.state, hyper, *batch)
         pairs = [
             (old, new)
-            for old, new, m in zip(leaves, tree_leaves(new_params), mask)
+            for old, new, m in zip(leaves, new_leaves, mask)
             if m and isinstance(old, Tensor)
         ]
         realize(loss, *[new for _, new in pairs], *tree_leaves(new_state))
