@@ -28,6 +28,8 @@ import subprocess
 import sys
 import time
 
+from _timing import median_seconds
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 CALLS = 300
 
@@ -72,14 +74,7 @@ def _max_available() -> bool:
 
 
 def _median_us(call, calls=CALLS, warm=60) -> float:
-    for _ in range(warm):
-        call()
-    times = []
-    for _ in range(calls):
-        t0 = time.perf_counter()
-        call()
-        times.append(time.perf_counter() - t0)
-    return 1e6 * statistics.median(times)
+    return 1e6 * median_seconds(call, calls, warm)
 
 
 def child(mode: str, backend: str, pe_on: str) -> dict:

@@ -219,9 +219,9 @@ def _eager_key(name: str, x, args: tuple):
 
 
 def _eager_call(key, x):
-    """The memoized call ``key`` run at once on ``x``, or None (not memoized, or MPI has
-    no direct form for it now: the caller takes the general path)."""
-    plan = _EAGER.get(key)
+    """The memoized call ``key`` run at once on ``x``, or None (no key, not memoized, or
+    MPI has no direct form for it now: the caller takes the general path)."""
+    plan = None if key is None else _EAGER.get(key)
     if plan is None:
         return None
     im = x._impl
@@ -1291,10 +1291,8 @@ def all_reduce(x, reduce_op: str = "sum", axes=None, *, reduce_axes=None) -> Ten
         reduce_axes: the original API's name for ``axes``.
     """
     key = _eager_key("all_reduce", x, (reduce_op, axes, reduce_axes))
-    if key is not None:
-        y = _eager_call(key, x)
-        if y is not None:
-            return y
+    if (y := _eager_call(key, x)) is not None:
+        return y
     if reduce_op not in REDUCE_KINDS:
         raise ShardingError(
             f"all_reduce: reduce_op must be one of {REDUCE_KINDS}, got {reduce_op!r}"
@@ -1363,10 +1361,8 @@ def all_gather(x, axis: int, axes=None) -> Tensor:
     """
 
     key = _eager_key("all_gather", x, (axis, axes))
-    if key is not None:
-        y = _eager_call(key, x)
-        if y is not None:
-            return y
+    if (y := _eager_call(key, x)) is not None:
+        return y
 
     def local(x):
         levels = per_device.levels_of("all_gather", _body_axes("all_gather", axes))
@@ -1408,10 +1404,8 @@ def reduce_scatter(x, axis: int, axes=None, *, reduce_op: str = "sum") -> Tensor
             Inside ``shard_map`` only ``"sum"``.
     """
     key = _eager_key("reduce_scatter", x, (axis, axes, reduce_op))
-    if key is not None:
-        y = _eager_call(key, x)
-        if y is not None:
-            return y
+    if (y := _eager_call(key, x)) is not None:
+        return y
     if reduce_op not in REDUCE_KINDS:
         raise ShardingError(
             f"reduce_scatter: reduce_op must be one of {REDUCE_KINDS}, got {reduce_op!r}"

@@ -237,6 +237,15 @@ def test_scan_backward_loop_keeps_only_the_carrys_pullback():
     assert _ops(bwd).count("matmul") == 1 and "tanh" not in _ops(bwd)
 
 
+def _matches_loop(f, ref, a, b):
+    """``f(a, b)`` and its gradients in both arguments equal the NumPy loop ``ref``'s (the
+    gradients by central finite differences)."""
+    close(f(c(a), c(b)).item(), ref(a, b), 1e-12)
+    ga, gb = nb.grad(f, argnums=(0, 1))(c(a), c(b))
+    close(ga.numpy(), fd_grad(lambda v: ref(v, b), a))
+    close(gb.numpy(), fd_grad(lambda v: ref(a, v), b))
+
+
 def test_scan_hoisting_under_vmap_and_with_mixed_ranks():
     """Under vmap the hoisted part maps over the steps inside the batch; a node whose
     per-step operands have fewer dims than another operand stays in the loop."""
@@ -270,10 +279,7 @@ def test_scan_hoisting_under_vmap_and_with_mixed_ranks():
 
     (body,) = _scan_bodies(f, c(XS_B), c(scale))
     assert "exp" in _ops(body) and "sin" not in _ops(body)
-    close(f(c(XS_B), c(scale)).item(), ref(XS_B, scale), 1e-12)
-    gx, gs = nb.grad(f, argnums=(0, 1))(c(XS_B), c(scale))
-    close(gx.numpy(), fd_grad(lambda v: ref(v, scale), XS_B))
-    close(gs.numpy(), fd_grad(lambda v: ref(XS_B, v), scale))
+    _matches_loop(f, ref, XS_B, scale)
 
 
 def test_scan_with_a_nested_construct_on_x_keeps_it_in_the_loop():
@@ -301,10 +307,7 @@ def test_scan_with_a_nested_construct_on_x_keeps_it_in_the_loop():
 
     (body,) = _scan_bodies(f, c(W), c(XS_B))
     assert "cond" in _ops(body) and "exp" not in _ops(body)
-    close(f(c(W), c(XS_B)).item(), ref(W, XS_B), 1e-12)
-    gw, gx = nb.grad(f, argnums=(0, 1))(c(W), c(XS_B))
-    close(gw.numpy(), fd_grad(lambda v: ref(v, XS_B), W))
-    close(gx.numpy(), fd_grad(lambda v: ref(W, v), XS_B))
+    _matches_loop(f, ref, W, XS_B)
 
 
 @pytest.mark.parametrize("reverse", [False, True])
