@@ -12,6 +12,9 @@ os.environ.setdefault("NABLA_BACKEND", "numpy")
 # and its straight-line form (backends/numpy/fast.py), and the results must agree bit for
 # bit.
 os.environ.setdefault("NABLA_FAST_NUMPY_CHECK", "1")
+# Races decide afresh: a race recorded by an earlier run of the suite (in the compiled-model
+# cache, runtime/race_records.py) would settle a test's program before it is timed.
+os.environ.setdefault("NABLA_RACE_MEMORY", "0")
 
 
 @pytest.fixture

@@ -149,6 +149,9 @@ class _Config:
         # auto: once MAX has compiled a hot structure, time it against the interpreter on
         # the next calls and keep the faster (0: switch to MAX without measuring)
         self.auto_race = env_bool("NABLA_AUTO_RACE", True)
+        # a finished race's scores are kept beside the compiled models and settle the same
+        # program's race in later processes at once (runtime/race_records.py); 0: race anew
+        self.race_memory = env_bool("NABLA_RACE_MEMORY", True)
         # the NumPy interpreter asks glibc to keep freed memory for reuse rather than hand it
         # back to the OS (backends/numpy: keep_freed_memory); 0 leaves malloc as it is
         self.malloc_reuse = env_bool("NABLA_MALLOC_REUSE", True)

@@ -37,6 +37,7 @@ from ..core.config import CONFIG, debug_log
 from ..core.device import get_default_device
 from ..core.ir import Program, build_program, nested_programs
 from ..core.sharding import PROCESS
+from . import race_records
 
 __all__ = [
     "select_backend",
@@ -164,7 +165,20 @@ def select_backend(program: Program, seen: int) -> str:
     if seen < CONFIG.auto_threshold:
         return "numpy"
     mx = max_backend()
-    if mx is None or not mx.ready_for(program):
+    if mx is None:
+        return "numpy"
+    if race is None and CONFIG.auto_race:
+        # a race this program ran in an earlier process settles it now: the same executor
+        # as then, and no MAX compile when a host executor won
+        scores = race_records.recall(program, RACE_ENTRANTS)
+        if scores is not None:
+            race = Race(RACE_ENTRANTS)
+            if race.choose(scores) != "max" or mx.ready_for(program):
+                program.executables["race"] = race
+                race.decide(scores, program, recalled=True)
+                return race.winner
+            return "numpy"  # MAX won then: the interpreter runs until its model is ready
+    if not mx.ready_for(program):
         return "numpy"
     if not CONFIG.auto_race:
         return "max"
@@ -220,6 +234,7 @@ class Race:
         "entrants",
         "times",
         "winner",
+        "scores",
         "_order",
         "_warmup",
         "_warming",
@@ -231,6 +246,7 @@ class Race:
         self.entrants = tuple(entrants)
         self.times = {name: [] for name in self.entrants}  # the timed calls, per entrant
         self.winner = None
+        self.scores = None  # seconds per entrant, once decided
         # the timed calls' executors, in the order they run
         first = [n for n in self.entrants if n == "max"] + [n for n in self.entrants if n != "max"]
         self._order = [n for _ in range(self.ROUNDS) for n in first for _ in range(self.CALLS)]
@@ -265,10 +281,15 @@ class Race:
         if sum(len(t) for t in self.times.values()) < len(self._order):
             return
         scores = {k: self.score(k) for k in self.entrants}
-        best = min(scores.values())
-        winner = next(k for k in self.entrants if scores[k] <= best * (1 + self.MARGIN))
-        if winner == "max" and _SETTLED["host"]:
-            winner = self.host_alternative() or winner
+        self.decide(scores, program)
+        race_records.keep(program, scores)
+
+    def decide(self, scores: dict, program, recalled: bool = False) -> None:
+        """Settle on ``scores`` (seconds per entrant: this race's, or a past process's
+        recalled from disk, ``race_records``)."""
+        winner = self.choose(scores)
+        self.scores = dict(scores)
+        self._warming = False
         self._settle(winner)
         if winner != "max":
             for race in list(_SETTLED["max"]):  # MAX's narrow wins now cost the others
@@ -279,11 +300,22 @@ class Race:
         if CONFIG.debug_compile:
             debug_log(
                 LOG,
-                "%d-op program runs on %s (best round's median call: %s)",
+                "%d-op program runs on %s (%s: %s)",
                 program.num_ops,
                 self.winner,
+                "as its race in an earlier process decided"
+                if recalled
+                else "best round's median call",
                 ", ".join(f"{k} {1e3 * v:.3f} ms" for k, v in scores.items()),
             )
+
+    def choose(self, scores: dict) -> str:
+        """The winner on ``scores``, in this process (changes nothing)."""
+        best = min(scores.values())
+        winner = next(k for k in self.entrants if scores[k] <= best * (1 + self.MARGIN))
+        if winner == "max" and _SETTLED["host"]:
+            winner = self._host_within_tail(scores) or winner
+        return winner
 
     def _settle(self, winner: str, why: str = "") -> None:
         self.winner = winner
@@ -299,14 +331,20 @@ class Race:
 
     def host_alternative(self) -> str | None:
         """The best host entrant, if it is within ``MAX_TAIL_S`` a call of MAX's score."""
+        return self._host_within_tail({k: self.score(k) for k in self.entrants})
+
+    def _host_within_tail(self, scores: dict) -> str | None:
         host = [k for k in self.entrants if k != "max"]
         if "max" not in self.entrants or not host:
             return None
-        best = min(host, key=self.score)
-        return best if self.score(best) <= self.score("max") + self.MAX_TAIL_S else None
+        best = min(host, key=scores.__getitem__)
+        return best if scores[best] <= scores["max"] + self.MAX_TAIL_S else None
 
     def score(self, name: str) -> float:
-        """``name``'s best round's median call (seconds; inf before it ran)."""
+        """``name``'s best round's median call (seconds; inf before it ran), or its recalled
+        score when the race was settled from a record."""
+        if self.scores is not None:
+            return self.scores[name]
         t = self.times[name]
         rounds = [t[i : i + self.CALLS] for i in range(0, len(t), self.CALLS)]
         return min((median(r) for r in rounds if r), default=float("inf"))

@@ -457,3 +457,99 @@ def test_the_interpreter_multiplies_on_one_blas_thread_once_max_runs_cpu_program
     finally:
         for p, n in zip(pools, saved):
             p.set(n)
+
+
+def test_a_finished_race_settles_the_same_program_in_a_later_process(monkeypatch, tmp_path):
+    """A race's scores are kept beside the compiled models; a later process meeting the same
+    program settles from them at once: no timed calls, no MAX compile when the host won,
+    and when MAX won, the interpreter until MAX's model is ready. ``MAX`` here is the
+    interpreter slowed down, so the first race's outcome is known."""
+    import time
+    import weakref
+
+    from nabla.backends import max_backend
+    from nabla.backends import numpy as numpy_backend
+    from nabla.core.config import CONFIG
+    from nabla.runtime import executor, race_records
+    from nabla.runtime.executor import Race
+
+    mx = max_backend()
+    if mx is None:
+        pytest.skip("the race needs the MAX backend installed")
+    monkeypatch.setenv("NABLA_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(CONFIG, "race_memory", True)
+    monkeypatch.setattr(CONFIG, "auto_threshold", 1)
+    monkeypatch.setattr(executor, "_MAX_ON_CPU", [])
+    monkeypatch.setattr(Race, "QUIET_S", 0.0)
+    on_max = []
+
+    def slow_max(program):
+        run = numpy_backend.compile_program(program)
+
+        def call(inputs):
+            on_max.append(program)
+            time.sleep(1e-3)
+            return run(inputs)
+
+        return call
+
+    monkeypatch.setitem(executor.EXECUTORS, "max", slow_max)
+    asked = []
+    monkeypatch.setattr(mx, "ready_for", lambda program: asked.append(program) or True)
+    x = nb.constant(np.arange(6.0, dtype=np.float32))
+    entrants = ("numpy", "max")
+
+    def new_process():
+        GRAPH.clear_cache()
+        asked.clear()
+        on_max.clear()
+        fresh = {"max": weakref.WeakSet(), "host": weakref.WeakSet()}
+        monkeypatch.setattr(executor, "_SETTLED", fresh)
+        monkeypatch.setattr(race_records, "_RECALLED", weakref.WeakKeyDictionary())
+
+    def call():
+        np.testing.assert_allclose((x * 2.0 + 1.0).numpy(), np.arange(6.0) * 2 + 1)
+        return GRAPH.programs()[-1]
+
+    with nb.backend("auto"):
+        new_process()
+        for _ in range(500):
+            program = call()
+            race = program.executables.get("race")
+            if race is not None and race.winner is not None:
+                break
+        assert race.winner == "numpy" and asked
+        assert len(race.times["max"]) == Race.ROUNDS * Race.CALLS
+        [path] = (tmp_path / "races").glob("*.json")
+        assert race_records.recall(program, entrants) == race.scores
+
+        new_process()  # the same program again: settled from the record, MAX never asked
+        for _ in range(3):
+            program = call()
+        race = program.executables["race"]
+        assert race.winner == "numpy" and race.scores == race_records.recall(program, entrants)
+        assert race.times == {"numpy": [], "max": []}
+        assert not asked and not on_max and "max" not in program.executables
+
+        # a record that MAX won: the interpreter until MAX's model is ready, then MAX, untimed
+        race_records.keep(program, {"numpy": 5e-3, "max": 1e-3})
+        new_process()
+        ready = [False, True]
+        monkeypatch.setattr(mx, "ready_for", lambda program: ready.pop(0) if ready else True)
+        for _ in range(3):
+            program = call()
+        race = program.executables["race"]
+        assert race.winner == "max" and race.times["max"] == []
+        assert len(on_max) == 2  # the second and third calls
+
+        # a record naming other executors is ignored
+        race_records.keep(program, {"numpy": 5e-3, "other": 1e-3})
+        new_process()
+        assert race_records.recall(program, entrants) is None
+
+    # NABLA_RACE_MEMORY=0 neither reads nor writes
+    monkeypatch.setattr(CONFIG, "race_memory", False)
+    assert race_records.recall(program, entrants) is None
+    path.unlink()
+    race_records.keep(program, {"numpy": 1.0, "max": 2.0})
+    assert not path.exists()

@@ -12,6 +12,8 @@ Contract used by ``nabla.backends``:
 - ``ready_for(program)``: for the ``auto`` policy; True once a compiled model is ready,
   otherwise starts compiling (in the background when ``CONFIG.background_compile``).
 - ``buffer_to_numpy(buf)``, ``to_device(arr, device)``, ``stats()``.
+- ``note_path(program, kind, extra)``: where a note about ``program`` (the executor race's
+  outcome) is kept beside its compiled model, or None without a usable disk cache.
 """
 
 from __future__ import annotations
@@ -19,7 +21,8 @@ from __future__ import annotations
 import numpy as np
 
 from ...core.config import CONFIG
-from .cache import reset_stats, stats
+from .cache import program_digest, reset_stats, stats
+from .disk import DISK
 from .lowerings import LOWERINGS, UNSUPPORTED, UnsupportedOnMax, unsupported_reason
 
 __all__ = [
@@ -32,6 +35,7 @@ __all__ = [
     "reset_stats",
     "clear_caches",
     "accelerator_count",
+    "note_path",
     "UnsupportedOnMax",
     "LOWERINGS",
     "UNSUPPORTED",
@@ -118,6 +122,25 @@ def accelerator_count() -> int:
     from max import driver  # noqa: PLC0415
 
     return driver.accelerator_count()
+
+
+def note_path(program, kind: str, extra: str = ""):
+    """``<cache dir>/<kind>/<digest>.json``: the file for a note of kind ``kind`` about
+    ``program`` (its digest covers the program's content, MAX's version, the CPU, our
+    lowerings and ``extra``), or None when the disk cache cannot be used or the program has
+    no stable digest. The ``kind`` directory is made on first use."""
+    directory = DISK.directory()
+    if directory is None:
+        return None
+    digest = program_digest(program, f"{kind}|{extra}")
+    if digest is None:
+        return None
+    folder = directory / kind
+    try:
+        folder.mkdir(mode=0o700, exist_ok=True)
+    except OSError:
+        return None
+    return folder / f"{digest[:40]}.json"
 
 
 def clear_caches() -> None:
