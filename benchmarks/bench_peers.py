@@ -371,12 +371,14 @@ def _settle(call, backend, fn=None, timeout=900.0):
     races = getattr(CONFIG, "auto_race", False)  # older nabla: no race to wait for
 
     def settled(p):
+        race = p.executables.get("race")
+        if race is not None and race.winner is not None:
+            return True  # raced (or settled from an earlier run's race: no MAX model then)
         if session.pending_compile(p):
             return False
         if "max" not in p.executables:
             return session.ident(p) in session._UNSUPPORTED
-        race = p.executables.get("race")
-        return not races or (race is not None and race.winner is not None)
+        return not races
 
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

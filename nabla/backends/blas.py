@@ -6,8 +6,8 @@ MAX's own CPU thread pool that was measured at 3-5x on MAX's calls (and the spin
 slows NumPy's own small products too when another process loads the machine: a 1000x1000
 matrix-vector product in 0.12-0.19 ms on a quiet machine took 0.6-4 ms at load 4-5, with
 one thread 0.19-0.25 ms). The runtime runs the interpreter's programs whose matrix
-products are small on one BLAS thread in a process where MAX runs CPU programs
-(``runtime/executor.py``); the user's own NumPy calls keep the pool as it is.
+products are small on one BLAS thread (``runtime/executor.py``); the user's own NumPy calls
+keep the pool as it is.
 
 The pool is found through ``threadpoolctl`` (installed with the ``max`` extra, as MAX is);
 without it ``one_thread`` does nothing. Setting the count is one C call (~0.3 us).
