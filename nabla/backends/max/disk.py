@@ -10,7 +10,9 @@ out. Layout under the cache directory (``cache_dir()``):
 - ``<name>.lock``: the entry's ``fcntl`` lock: one process compiles an entry while the others
   wait for it, then load it;
 - ``quarantine/``: entries that failed verification, moved aside (never executed), newest
-  ``QUARANTINE_KEEP`` kept.
+  ``QUARANTINE_KEEP`` kept;
+- ``<kind>/<name>.json``: small notes about a program, such as its executor race's scores
+  (``note_path`` in ``__init__.py``; ``runtime/race_records.py`` reads and writes them).
 
 Verification before ``InferenceSession.load``: the sidecar parses and names this program's
 digest, MAX version and signature; the model's size and sha256 match. After loading, MAX's own
@@ -22,7 +24,7 @@ writable by group/others without the sticky bit, is refused with a warning namin
 the fix (the process then keeps compiled models in memory only). A directory that cannot be
 written gets one warning per process. The cache is bounded: ``NABLA_CACHE_MAX_BYTES`` (default
 2 GiB) with least-recently-used eviction (a load refreshes the entry's time). Temporary files
-left by a killed writer are removed after an hour.
+left by a killed writer (here or in a notes' folder) are removed after an hour.
 """
 
 from __future__ import annotations
@@ -144,7 +146,7 @@ class DiskCache:
     @staticmethod
     def _clean_stale(path: Path) -> None:
         now = time.time()
-        for tmp in path.glob(".*.tmp"):
+        for tmp in [*path.glob(".*.tmp"), *path.glob("*/.*.tmp")]:  # and notes' folders
             with contextlib.suppress(OSError):
                 if now - tmp.stat().st_mtime > STALE_TMP_SECONDS:
                     tmp.unlink()
