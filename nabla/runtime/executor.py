@@ -171,16 +171,9 @@ def select_backend(program: Program, seen: int) -> str:
     if mx is None:
         return "numpy"
     if race is None and CONFIG.auto_race:
-        # a race this program ran in an earlier process settles it now: the same executor
-        # as then, and no MAX compile when a host executor won
-        scores = race_records.recall(program, RACE_ENTRANTS)
-        if scores is not None:
-            race = Race(RACE_ENTRANTS)
-            if race.choose(scores) != "max" or mx.ready_for(program):
-                program.executables["race"] = race
-                race.decide(scores, program, recalled=True)
-                return race.winner
-            return "numpy"  # MAX won then: the interpreter runs until its model is ready
+        recalled = _recalled(program, mx)
+        if recalled is not None:
+            return recalled
     if not mx.ready_for(program):
         return "numpy"
     if not CONFIG.auto_race:
@@ -188,6 +181,20 @@ def select_backend(program: Program, seen: int) -> str:
     if race is None:
         race = program.executables["race"] = Race(RACE_ENTRANTS)
     return race.winner or race.next_entrant()
+
+
+def _recalled(program: Program, mx) -> str | None:
+    """The executor for ``program`` when a race it ran in an earlier process settles it now
+    (the same as then, with no MAX compile when a host executor won), else None."""
+    scores = race_records.recall(program, RACE_ENTRANTS)
+    if scores is None:
+        return None
+    race = Race(RACE_ENTRANTS)
+    if race.choose(scores) == "max" and not mx.ready_for(program):
+        return "numpy"  # MAX won then: the interpreter runs until its model is ready
+    program.executables["race"] = race
+    race.decide(scores, program, recalled=True)
+    return race.winner
 
 
 RACE_STATS = {"races_won_by_max": 0, "races_won_by_numpy": 0}
