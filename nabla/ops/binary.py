@@ -255,7 +255,7 @@ class BinaryOperation(Operation):
         x, y = primals
         ct = cotangents[0]
         dx, dy = self.partials(x, y, outputs[0])
-        return [_sum_to_like(_times(ct, dx), x), _sum_to_like(_times(ct, dy), y)]
+        return [_partial_cotangent(ct, d, v) for d, v in ((dx, x), (dy, y))]
 
     def jvp_rule(self, primals, tangents, outputs, kwargs):
         if not self.differentiable:
@@ -272,6 +272,16 @@ class BinaryOperation(Operation):
         if out is not None and tuple(out.shape) != tuple(outputs[0].shape):
             out = fn.broadcast_to(out, outputs[0].shape)
         return [out]
+
+
+def _partial_cotangent(ct, partial, operand):
+    """``ct * partial`` summed to ``operand``'s shape. A partial of -1 (a subtrahend) is
+    applied after the sum: negation commutes with the sum exactly, and a broadcast
+    operand's negated cotangent is then one pass over the reduced values, not the whole
+    cotangent (a mean subtracted per channel, as BatchNorm does)."""
+    if isinstance(partial, float) and partial == -1.0 and ct is not None:
+        return -_sum_to_like(ct, operand)
+    return _sum_to_like(_times(ct, partial), operand)
 
 
 def _is_bool_operand(v) -> bool:

@@ -11,12 +11,14 @@ from nabla.ops import OPS
 
 WINDOWS, WINDOWS_SUM = OPS["windows"], OPS["windows_sum"]
 
-# (H, W), kernel, stride, dilation: overlapping, strided, dilated and non-overlapping windows
+# (H, W), kernel, stride, dilation: overlapping, strided, dilated, tiling and apart (some
+# positions in no window) windows
 CASES = [
     ((5, 6), (3, 3), (1, 1), (1, 1)),
     ((7, 6), (3, 2), (2, 1), (1, 2)),
     ((6, 6), (2, 2), (2, 2), (1, 1)),
     ((4, 5), (1, 1), (2, 2), (1, 1)),
+    ((7, 9), (2, 2), (3, 3), (1, 1)),
 ]
 
 
@@ -61,6 +63,19 @@ def test_windows_and_windows_sum_match_numpy(case, channels, rng):
     cols = rng.standard_normal(got.shape)
     back = WINDOWS_SUM.bind([nb.constant(cols)], kw)
     np.testing.assert_allclose(back.numpy(), _ref_windows_sum(cols, kw), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("case", CASES[:3])
+def test_windows_sum_of_channels_not_contiguous(case, rng):
+    # cols whose channel rows are strided (a permuted view): the tap-major copy that moves
+    # each contiguous row as one item must fall back
+    kw = _kwargs(*case)
+    k = kw["kernel"][0] * kw["kernel"][1]
+    c_first = rng.standard_normal((3, 2, *kw["out"], k))
+    cols = nb.permute(nb.constant(c_first), (1, 2, 3, 4, 0))
+    back = WINDOWS_SUM.bind([cols], kw)
+    want = _ref_windows_sum(np.moveaxis(c_first, 0, -1), kw)
+    np.testing.assert_allclose(back.numpy(), want, rtol=1e-12, atol=1e-12)
 
 
 @pytest.mark.parametrize("case", CASES)
