@@ -3,7 +3,9 @@
 The programs are two rows of ``bench_peers.py``: per-example gradients of an MLP (64
 examples), run on MAX (``--pe-on``; its ``auto`` race goes either way by a few percent on
 a quiet 2-core machine), and a Hessian-vector product (n=1000) under ``auto`` (whose race
-goes to the interpreter), both ``nb.compile``d. Each run starts three fresh processes:
+goes to the interpreter), both ``nb.compile``d. Races are remembered across processes
+(``runtime/race_records.py``): the first process to race a program decides for the later
+ones, unless ``NABLA_RACE_MEMORY=0``. Each run starts three fresh processes:
 
 - ``alone``: one program only (a process each), warmed and settled (MAX's compile and the
   executor race over), then timed;
