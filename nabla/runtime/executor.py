@@ -249,6 +249,7 @@ class Race:
         "_warmup",
         "_warming",
         "_since",
+        "_beside_compile",
         "__weakref__",
     )
 
@@ -263,6 +264,7 @@ class Race:
         self._warmup: list[float] = []  # MAX's warm-up call times
         self._warming = "max" in self.entrants
         self._since = None  # when MAX's warm-up began
+        self._beside_compile = False  # a background compile ran during a timed call
 
     def next_entrant(self) -> str:
         """The executor that runs the program's next call."""
@@ -288,11 +290,15 @@ class Race:
                 times.clear()  # thousands of calls for a fast program; the race keeps none
             return
         self.times[name].append(seconds)
+        if not self._beside_compile:
+            mx = max_backend()
+            self._beside_compile = mx is not None and mx.compiling()
         if sum(len(t) for t in self.times.values()) < len(self._order):
             return
         scores = {k: self.score(k) for k in self.entrants}
         self.decide(scores, program)
-        race_records.keep(program, scores)
+        if not self._beside_compile:  # a compile took a core meanwhile: the next run races
+            race_records.keep(program, scores)
 
     def decide(self, scores: dict, program, recalled: bool = False) -> None:
         """Settle on ``scores`` (seconds per entrant: this race's, or a past process's

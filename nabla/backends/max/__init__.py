@@ -12,11 +12,14 @@ Contract used by ``nabla.backends``:
 - ``ready_for(program)``: for the ``auto`` policy; True once a compiled model is ready,
   otherwise starts compiling (in the background when ``CONFIG.background_compile``).
 - ``buffer_to_numpy(buf)``, ``to_device(arr, device)``, ``stats()``.
+- ``compiling()``: True while a background compile of this process is in flight.
 - ``note_path(program, kind, extra)``: where a note about ``program`` (the executor race's
   outcome) is kept beside its compiled model, or None without a usable disk cache.
 """
 
 from __future__ import annotations
+
+import sys
 
 import numpy as np
 
@@ -36,6 +39,7 @@ __all__ = [
     "clear_caches",
     "accelerator_count",
     "note_path",
+    "compiling",
     "UnsupportedOnMax",
     "LOWERINGS",
     "UNSUPPORTED",
@@ -122,6 +126,13 @@ def accelerator_count() -> int:
     from max import driver  # noqa: PLC0415
 
     return driver.accelerator_count()
+
+
+def compiling() -> bool:
+    """True while a background compile of this process is in flight (it takes a core: a
+    race timed beside it is not kept, ``runtime/race_records.py``)."""
+    session = sys.modules.get(f"{__name__}.session")  # not imported: nothing compiled yet
+    return session is not None and session.compiling()
 
 
 def note_path(program, kind: str, extra: str = ""):

@@ -723,6 +723,12 @@ def _end_children() -> None:
             pass
 
 
+def compiling() -> bool:
+    """True while any background compile of this process is in flight."""
+    with _STATE:
+        return any(not fut.done() for fut in _INFLIGHT.values())
+
+
 def pending_compile(program) -> Future | None:
     """The background compile of ``program`` still in flight, if any."""
     with _STATE:
