@@ -194,10 +194,11 @@ def _recalled(program: Program, mx) -> str | None:
         return "numpy"  # MAX won then: the interpreter runs until its model is ready
     program.executables["race"] = race
     race.decide(scores, program, recalled=True)
+    RACE_STATS["races_recalled"] += 1
     return race.winner
 
 
-RACE_STATS = {"races_won_by_max": 0, "races_won_by_numpy": 0}
+RACE_STATS = {"races_won_by_max": 0, "races_won_by_numpy": 0, "races_recalled": 0}
 # the settled races of this process, by where they run ("max" or a "host" executor): the
 # per-process choice of ``Race`` reads them
 _SETTLED = {"max": weakref.WeakSet(), "host": weakref.WeakSet()}

@@ -522,8 +522,10 @@ def test_a_finished_race_settles_the_same_program_in_a_later_process(monkeypatch
         assert race_records.recall(program, entrants) == race.scores
 
         new_process()  # the same program again: settled from the record, MAX never asked
+        recalled = nb.backend_stats()["races_recalled"]
         for _ in range(3):
             program = call()
+        assert nb.backend_stats()["races_recalled"] == recalled + 1
         race = program.executables["race"]
         assert race.winner == "numpy" and race.scores == race_records.recall(program, entrants)
         assert race.times == {"numpy": [], "max": []}
