@@ -1065,11 +1065,8 @@ def run_now(name: str, x: np.ndarray, kw: dict):
         return None
     fold = lane.fold
     if fold is not None:  # small: the data travel in the agreement, as on the lazy path
-        what, mine, every = _slot_for(lane.text)
-        fold.fill(x)
-        with _watch(what):
-            _wait(_STATE.comm.Iallgather(mine, every))
-        _checked(what, lambda: [lane.line])
+        fold.fill(x)  # (into this process's slot, past the digest ``agree`` writes)
+        agree(lane.text, lambda: [lane.line])
         return fold.finish()
     posting = lane.post(x, lane.order, **lane.args)
     found = _STATE.groups.get(lane.group)
