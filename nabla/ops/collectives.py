@@ -229,11 +229,11 @@ def _eager_call(key, x):
     return None if out is None else _now_result(plan, im, out)
 
 
-def _bind_one(key, op, x, kwargs) -> Tensor:
-    """``op.bind([x], kwargs)``, the public call's only bind; memoized under ``key`` (from
-    ``_eager_key`` on the same ``x``) when it ran at once."""
+def _bind_one(key, op, bind) -> Tensor:
+    """``bind()``, the public call's only bind (of ``op``, on the operand ``key`` was made
+    from by ``_eager_key``); memoized under ``key`` when it ran at once."""
     _RAN_NOW[0] = None
-    y = op.bind([x], kwargs)
+    y = bind()
     ran, _RAN_NOW[0] = _RAN_NOW[0], None
     if key is not None and ran is not None and ran.op is op:
         if len(_EAGER) >= _EAGER_MAX:
@@ -1318,7 +1318,8 @@ def all_reduce(x, reduce_op: str = "sum", axes=None, *, reduce_axes=None) -> Ten
             x = _all_reduce.bind([x], {"axes": rest, "kind": reduce_op})
             return _all_reduce.bind([x], {"axes": copies, "kind": reduce_op})
         one = key if x is x0 else None  # (not a cast of the operand)
-        return _bind_one(one, _all_reduce, x, {"axes": rest or copies, "kind": reduce_op})
+        kwargs = {"axes": rest or copies, "kind": reduce_op}
+        return _bind_one(one, _all_reduce, lambda: _all_reduce.bind([x], kwargs))
 
     x0 = x
     return _dispatch("all_reduce", x, local, whole, _same)
@@ -1379,7 +1380,7 @@ def all_gather(x, axis: int, axes=None) -> Tensor:
                     f"all_gather: dim {axis} of the tensor of shape {x.shape} is not split "
                     f"(spec {x.sharding})"
                 )
-        return _bind_one(key, _all_gather, x, {"dim": _neg(x._impl, d), "axes": tuple(names)})
+        return _bind_one(key, _all_gather, lambda: all_gather_phys(x, d, names))
 
     return _dispatch("all_gather", x, local, whole, _same_along("all_gather", axis))
 
@@ -1437,13 +1438,11 @@ def reduce_scatter(x, axis: int, axes=None, *, reduce_op: str = "sum") -> Tensor
                 "not their reduction"
             )
         if not copies:
-            return _bind_one(key, _reduce_scatter, x, {"dim": _neg(x._impl, d), "axes": terms})
+            return _bind_one(key, _reduce_scatter, lambda: reduce_scatter_phys(x, d, terms))
         if terms:
             x = reduce_scatter_phys(x, d, terms)
-        if copies:
-            x = all_reduce(x, reduce_op, copies)
-            x = _shard_slice.bind([x], {"dim": _neg(x._impl, d), "axes": copies})
-        return x
+        x = all_reduce(x, reduce_op, copies)
+        return _shard_slice.bind([x], {"dim": _neg(x._impl, d), "axes": copies})
 
     return _dispatch("reduce_scatter", x, local, whole, _same_along("reduce_scatter", axis))
 
