@@ -215,19 +215,23 @@ def _products_of_others(x: Tensor) -> Tensor:
 class _ExtremumOp(ReduceOperation):
     """Max/min reduction; the gradient is shared evenly among the elements at the extremum."""
 
-    def _weights(self, x, out, kwargs):
-        # Gradient is shared evenly among the elements equal to the extremum (JAX's rule).
+    @staticmethod
+    def _hits(x, out, kwargs):
+        """1 where ``x`` equals its extremum ``out``, else 0 (``x``'s dtype and shape)."""
         axes = kwargs["axes"]
         outk = out if kwargs["keepdims"] else _expand_back(out, x.shape, axes, False)
-        hit = (x == outk).cast(x.dtype)
-        return hit / reduce_sum(hit, axes, True)
+        return (x == outk).cast(x.dtype)
+
+    def _weights(self, x, out, kwargs):
+        # Gradient is shared evenly among the elements equal to the extremum (JAX's rule).
+        hit = self._hits(x, out, kwargs)
+        return hit / reduce_sum(hit, kwargs["axes"], True)
 
     def vjp_rule(self, primals, cotangents, outputs, kwargs):
         # each extremum's share of the cotangent is divided out at the reduced size, then
         # placed with the mask: one pass over the input less than ct * (hit / count)
         x, axes, keepdims = primals[0], kwargs["axes"], kwargs["keepdims"]
-        outk = outputs[0] if keepdims else _expand_back(outputs[0], x.shape, axes, False)
-        hit = (x == outk).cast(x.dtype)
+        hit = self._hits(x, outputs[0], kwargs)
         ct = cotangents[0]
         if not keepdims:
             ct = fn.reshape(ct, _reduced_shape(x.shape, axes, True))
