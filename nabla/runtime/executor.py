@@ -347,8 +347,9 @@ class Race:
             debug_log(LOG, "a program MAX had won runs on %s (%s)", winner, why)
 
     def host_alternative(self) -> str | None:
-        """The best host entrant, if it is within ``MAX_TAIL_S`` a call of MAX's score."""
-        return self._host_within_tail({k: self.score(k) for k in self.entrants})
+        """The best host entrant of a settled race, if it is within ``MAX_TAIL_S`` a call of
+        MAX's score."""
+        return self._host_within_tail(self.scores)
 
     def _host_within_tail(self, scores: dict) -> str | None:
         host = [k for k in self.entrants if k != "max"]
