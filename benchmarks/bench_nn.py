@@ -44,7 +44,7 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from _timing import call_seconds, median_ms  # noqa: E402
+from _timing import best_of_rounds_ms, call_seconds, median_ms  # noqa: E402
 
 import nabla as nb  # noqa: E402
 
@@ -264,13 +264,7 @@ def cnn_rows(args, batch=64, channels=16):
     for name, value in first.items():
         if abs(value - ref) > 1e-3 * max(1.0, abs(ref)):
             raise SystemExit(f"CNN first-step loss differs: {name} {value} vs nabla {ref}")
-    # rounds that time every row in turn, each row's best round kept: a drift in the
-    # machine's speed (other jobs on shared cores) reaches every row alike
-    times: dict = {}
-    for _ in range(CNN_ROUNDS):
-        for name, fn in rows.items():
-            ms = median_ms(fn, args.reps)
-            times[name] = min(ms, times.get(name, ms))
+    times = best_of_rounds_ms(rows, args.reps, CNN_ROUNDS)
     peers = [ms for name, ms in times.items() if "nabla" not in name]
     best = min(peers) if peers else None
     print(f"(median of {args.reps} steps, best of {CNN_ROUNDS} interleaved rounds)")

@@ -25,7 +25,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
 
 import bench_peers  # noqa: E402
-from _timing import median_ms  # noqa: E402
+from _timing import best_of_rounds_ms  # noqa: E402
 
 import nabla as nb  # noqa: E402
 from nabla.backends import numpy as numpy_backend  # noqa: E402
@@ -100,12 +100,7 @@ def _side_by_side(fns: dict, reps: int, rounds: int = 3) -> dict:
     """Per entry, the best over ``rounds`` of the median ms of ``reps`` calls; each round
     times every entry in turn (after a few untimed calls), so drifts in the machine's
     speed reach both alike."""
-    best: dict = {}
-    for _ in range(rounds):
-        for name, fn in fns.items():
-            ms = median_ms(fn, reps, warmup=max(5, reps // 4))
-            best[name] = min(ms, best.get(name, ms))
-    return best
+    return best_of_rounds_ms(fns, reps, rounds, warmup=max(5, reps // 4))
 
 
 def _switched(call, on: bool):

@@ -18,13 +18,15 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
 import time
 
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from _timing import best_of_rounds_ms  # noqa: E402
 
 import nabla as nb  # noqa: E402
 
@@ -423,19 +425,12 @@ def _best_of_rounds_ms(calls: dict, reps: int, rounds: int = 3) -> dict:
     within one run. Blocks rather than alternating calls, each after a pause: a runtime's
     threads keep spinning for a while after its calls (OpenBLAS's for ~0.1 s, slowing MAX's
     calls 3-5x on 2 cores) and would slow the next column's calls."""
-    best: dict = {}
-    for _ in range(rounds):
-        for name, call in calls.items():
-            time.sleep(0.2)  # the last column's spinning threads park (OpenBLAS: ~0.1 s)
-            _warm(call)
-            times = []
-            for _ in range(reps):
-                t0 = time.perf_counter()
-                call()
-                times.append(time.perf_counter() - t0)
-            ms = 1e3 * statistics.median(times)
-            best[name] = min(ms, best.get(name, ms))
-    return best
+
+    def before(call):
+        time.sleep(0.2)  # the last column's spinning threads park (OpenBLAS: ~0.1 s)
+        _warm(call)
+
+    return best_of_rounds_ms(calls, reps, rounds, warmup=0, before=before)
 
 
 def main():
