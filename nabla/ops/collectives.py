@@ -27,6 +27,7 @@ rebinds the op on a tangent with more vmap levels addresses the same logical dim
 
 from __future__ import annotations
 
+import contextlib
 import weakref
 from math import prod
 from typing import NamedTuple
@@ -202,26 +203,24 @@ _EAGER_MAX = 1024
 
 def _eager_key(name: str, x, args: tuple):
     """The memo key of public collective ``name`` on ``x`` with ``args``, or None when the
-    call could not run at once (not a realized sharded tensor, or a transform running) or
-    has unhashable arguments."""
+    call could not run at once (not a realized sharded tensor, or a transform running). A
+    key with unhashable arguments is never found nor kept (hashed once, by the lookup)."""
     if type(x) is not Tensor:
         return None
     im = x._impl
     spec = im.sharding
     if spec is None or not _runs_now(im):
         return None
-    key = (name, args, im.shape, im.dtype, spec, spec.open, spec.priority, spec.fixed_replicated)
-    try:
-        hash(key)
-    except TypeError:
-        return None
-    return key
+    return (name, args, im.shape, im.dtype, spec, spec.open, spec.priority, spec.fixed_replicated)
 
 
 def _eager_call(key, x):
     """The memoized call ``key`` run at once on ``x``, or None (no key, not memoized, or
     MPI has no direct form for it now: the caller takes the general path)."""
-    plan = None if key is None else _EAGER.get(key)
+    try:
+        plan = None if key is None else _EAGER.get(key)
+    except TypeError:  # unhashable arguments: the general path
+        return None
     if plan is None:
         return None
     im = x._impl
@@ -238,7 +237,8 @@ def _bind_one(key, op, bind) -> Tensor:
     if key is not None and ran is not None and ran.op is op:
         if len(_EAGER) >= _EAGER_MAX:
             _EAGER.clear()
-        _EAGER[key] = ran
+        with contextlib.suppress(TypeError):  # unhashable arguments are not kept
+            _EAGER[key] = ran
     return y
 
 

@@ -251,6 +251,54 @@ def scenario_eager_lane():
     close(step(t).numpy(), t.numpy().reshape(N, 2, 4).sum(0))
 
 
+def scenario_exchanges():
+    """Agreements and collectives back to back with the processes out of step: each
+    process pauses at random before some calls, so one is often a call or two behind
+    (on the shared-memory exchange it writes its next slot while a peer still reads the
+    last one). Every result is checked, over sizes that fit the exchange's slots and
+    sizes that do not (their data then go by MPI), eager and inside a compiled program."""
+    import os
+    import time
+
+    from nabla.backends import mpi
+
+    shared = os.environ.get("NABLA_MPI_SHARED", "1") != "0"
+    assert mpi._STATE.exchange.shared is shared, type(mpi._STATE.exchange)
+    line = nb.DeviceMesh("line", (N,), ("q",))
+    rng = np.random.default_rng(RANK)
+    ranks = np.arange(N).reshape(N, 1)
+    # small, mid-size, past the MPI slot (4 KiB), past the shared gather limit (1 MiB) and
+    # past the shared slots (4 MiB)
+    for cols in (3, 1000, 5000, (1 << 18) + 5, (1 << 20) + 7):
+        for step in range(40 if cols < 1 << 16 else 4):
+            if rng.random() < 0.3:
+                time.sleep(rng.random() * 3e-4)
+            mine = np.full((1, cols), 10 * step + RANK, np.int32)
+            t = nb.distributed.from_process_local(mine, line, P("q"))
+            nb.realize(t)
+            want = np.broadcast_to(10 * step + ranks, (N, cols))
+            np.testing.assert_array_equal(nb.all_gather(t, 0).numpy(), want)
+            total = nb.all_reduce(t, "sum", axes="q").numpy()
+            np.testing.assert_array_equal(total, want.sum(0, keepdims=True))
+            vals = nb.distributed.from_process_local(mine.astype(np.float32), line, P("q"))
+            terms = nb.realize(nb.sum(vals * 1, axis=0))  # a partial value, realized
+            if cols % N == 0:
+                got = nb.reduce_scatter(terms, 0).numpy()
+                np.testing.assert_array_equal(got, want.sum(0).astype(np.float32))
+    # inside one compiled program: several collectives of different sizes, one agreement
+    step = nb.compile(lambda a, b: (nb.all_reduce(a, "sum", axes="q"), nb.all_gather(b, 0)))
+    for cols in (4, 3000, (1 << 20) + 4):
+        a = nb.distributed.from_process_local(np.full((1, cols), RANK + 1.0), line, P("q"))
+        b = nb.distributed.from_process_local(np.full((2, 5), float(RANK)), line, P("q"))
+        for _ in range(3):
+            if rng.random() < 0.5:
+                time.sleep(rng.random() * 3e-4)
+            s, g = step(a, b)
+            np.testing.assert_array_equal(s.numpy(), np.full((1, cols), N * (N + 1) / 2))
+            want = np.repeat(np.arange(N, dtype=np.float64), 2)[:, None] * np.ones((1, 5))
+            np.testing.assert_array_equal(g.numpy(), want)
+
+
 def scenario_eager_memo():
     """A public collective called again on a value of the same layout reuses its memoized
     call; another dtype, shape, spec or argument is a new entry with its own checks and

@@ -49,13 +49,31 @@ def run_scenario(n: int, name: str, **kw):
 @pytest.mark.parametrize("n", [2, 4])
 @pytest.mark.parametrize(
     "scenario",
-    ["dp_train", "tensor_parallel", "collectives", "process_local", "eager_lane", "eager_memo"],
+    [
+        "dp_train",
+        "tensor_parallel",
+        "collectives",
+        "process_local",
+        "eager_lane",
+        "eager_memo",
+        "exchanges",
+    ],
 )
 def test_scenario_on_every_process(scenario, n):
     proc, _ = run_scenario(n, scenario)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     for rank in range(n):
         assert f"OK {scenario} {rank}/{n}" in proc.stdout, proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize("scenario", ["collectives", "eager_lane", "exchanges"])
+def test_scenario_over_mpi_alone(scenario):
+    """The same collectives with the shared-memory exchange off (``NABLA_MPI_SHARED=0``,
+    as between machines): agreements and data travel by MPI calls."""
+    proc, _ = run_scenario(2, scenario, env={"NABLA_MPI_SHARED": "0"})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    for rank in range(2):
+        assert f"OK {scenario} {rank}/2" in proc.stdout, proc.stdout + proc.stderr
 
 
 @pytest.mark.max
@@ -125,12 +143,15 @@ def test_a_small_and_a_large_collective_are_an_error_on_every_process():
     assert took < 50, took
 
 
+@pytest.mark.parametrize("shared", ["1", "0"])
 @pytest.mark.parametrize("what", ["sizes", "ops"])
-def test_mismatched_eager_collectives_on_their_buffers_are_an_error_on_every_process(what):
-    """An eager collective of a realized value posts its data collective beside its
-    agreement: another size, or another op, on the same group is still an error at once on
-    every process, and the mismatched data are never used."""
-    proc, took = run_scenario(2, f"mismatch_eager_{what}", env={"NABLA_MPI_TIMEOUT": "60"})
+def test_mismatched_eager_collectives_on_their_buffers_are_an_error_on_every_process(what, shared):
+    """An eager collective of a realized value sends its data in its agreement (shared
+    memory) or posts its data collective beside it (MPI alone): another size, or another
+    op, on the same group is still an error at once on every process, and the mismatched
+    data are never used."""
+    env = {"NABLA_MPI_TIMEOUT": "60", "NABLA_MPI_SHARED": shared}
+    proc, took = run_scenario(2, f"mismatch_eager_{what}", env=env)
     assert proc.returncode != 0
     assert "every process must run the same program" in proc.stderr, proc.stderr
     assert "the first difference is op 0" in proc.stderr, proc.stderr
