@@ -299,7 +299,7 @@ class _SharedExchange:
 
     def __init__(self, comm, MPI, capacity: int):
         size, me = comm.Get_size(), comm.Get_rank()
-        slot = _LINE + capacity
+        slot = _LINE + _PAGE + capacity  # (a page of room to place the payload in it)
         region = _LINE + 2 * slot
         self.win = MPI.Win.Allocate_shared(region, 1, comm=comm)
         regions = [
@@ -312,7 +312,7 @@ class _SharedExchange:
         slots = [[r[_LINE + j * slot : _LINE + (j + 1) * slot] for r in regions] for j in (0, 1)]
         self.heads = [[s[:8].view(np.uint64) for s in both] for both in slots]
         self.mine = [self.heads[0][me], self.heads[1][me]]
-        self.rows = [[s[_LINE:] for s in both] for both in slots]
+        self.rows = [[_placed(s[_LINE:], capacity) for s in both] for both in slots]
         self.posted[0] = 0
         self.win.Sync()
         comm.Barrier()  # every count is zero before anyone posts
@@ -351,6 +351,20 @@ class _SharedExchange:
     def close(self) -> None:
         self.win.Unlock_all()
         self.win.Free()
+
+
+# A slot's payload starts 2 KiB + 16 bytes into a page: large arrays from the allocator start
+# 16 bytes into theirs, so the copy into the slot and the reductions out of it (into receive
+# buffers placed half a page from it, ``_out_buffer``) never have stores trailing loads by a
+# few bytes modulo 4 KiB (4K aliasing, below). The placement is the same in every process's
+# mapping (a mapping starts on a page).
+_PAYLOAD_PHASE = 2048 + 16
+
+
+def _placed(room: np.ndarray, capacity: int) -> np.ndarray:
+    """``capacity`` bytes of ``room`` (at least a page more) starting at the payload phase."""
+    skip = (_PAYLOAD_PHASE - room.ctypes.data) % _PAGE
+    return room[skip : skip + capacity]
 
 
 def _shared_capacity(comm, MPI) -> int:
