@@ -21,16 +21,26 @@ those dims form a group (an MPI sub-communicator made once per mesh and axes), a
 - ``mesh_permute`` sends each block to the process of its destination (``Isend``/``Irecv``);
 - ``mesh_shard``/``mesh_iota`` build the process's devices only.
 
+When every process runs on one machine (the usual case; ``NABLA_MPI_SHARED=0`` turns it
+off), ``activate`` maps one MPI shared-memory window into every process, and exchanges go
+through it (``_SharedExchange``): each process writes its slot, posts a count, and reads the
+others' slots in place. ``mesh_reduce``, ``mesh_reduce_scatter`` and ``mesh_gather`` with
+one device per process along ``axes`` then move their data that way up to 4 MiB per
+process (gathers up to 1 MiB, above which MPI's single-copy ``Allgather`` is faster), with
+no MPI call, each process reducing its group's slots in rank order; larger data take the
+MPI calls above.
+
 Safety: before every program that communicates (``agreed_program``, from the runtime), and
 before a collective run outside one, the processes agree on what it is (a 64-bit digest of a
 running count and the program's ops and shapes, or the op, its kwargs and the local shape
-and dtype, gathered non-blockingly). Every agreement exchanges one fixed-size slot per
-process, so a collective run alone (an eager call) whose data fit in it (4 KiB) sends them in
-the same exchange and costs one synchronization, not two; a larger one runs its MPI call
-after the agreement. An eager collective of a realized buffer (``run_now``, called from the
-op's bind instead of building a graph) whose data fit the slot sends them in the agreement
-as the lazy path does (the same result, one exchange); a larger one posts its nonblocking
-MPI collective on the buffer itself beside its agreement. A
+and dtype). Every agreement exchanges one fixed-size slot per process (4 MiB of room in
+shared memory; 4 KiB, one ``Iallgather``, over MPI alone), so a collective run alone (an
+eager call) whose data fit in it sends them in the same exchange and costs one
+synchronization, not two; a larger one runs its MPI call after the agreement. An eager
+collective of a realized buffer (``run_now``, called from the op's bind instead of building
+a graph) whose data fit the slot sends them in the agreement as the lazy path does (the same
+result, one exchange); a larger one runs its MPI collective on the buffer itself after the
+agreement (over MPI alone: posted beside it, nonblocking). A
 mismatch raises ``DistributedError`` on every process naming the first op that differs and
 its shapes and dtypes on each process (the processes exchange a line per op,
 ``describe_program``, only then); a process that
