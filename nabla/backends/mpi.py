@@ -491,15 +491,23 @@ def _checked(what: str, describe, digests: list, mine: int) -> None:
         )
 
 
+_IN_PROGRAM = "a collective inside an agreed program"
+
+
 def _shared_rows(send: np.ndarray) -> list:
-    """Inside an agreed program, on the shared-memory exchange: every process's ``send``
-    (at most ``_payload_max()`` bytes) as bytes, one array per process, through one
-    exchange with no digest to check (the program's agreement covered it)."""
+    """Inside an agreed program (or after its own agreement), on the shared-memory
+    exchange: every process's ``send`` (at most ``_payload_max()`` bytes) as bytes, one
+    array per process, through one exchange. The program's agreement covered what it is;
+    the fixed digest still catches a peer that left the program (it caught an error) and
+    is at an agreement instead: both raise, never reading the other's data."""
     ex = _STATE.exchange
     parity = ex.parity()
     nbytes = send.nbytes
     ex.outgoing(parity)[:nbytes] = send.reshape(-1).view(np.uint8)
-    ex.run(0)
+    digest = _hash(_IN_PROGRAM)
+    ex.run(digest)
+    if not ex.agreed(parity, digest):
+        _checked(_IN_PROGRAM, None, ex.digests(parity), digest)
     return [row[:nbytes] for row in ex.incoming(parity)]
 
 

@@ -648,6 +648,19 @@ def scenario_mismatch_described():
         pass
 
 
+def scenario_left_a_program():
+    """Process 1 leaves an agreed program early (as after catching an error) and reaches
+    the next agreement while process 0 is at a collective inside the program: on the
+    shared-memory exchange both raise at once; neither reads the other's slot as data."""
+    from nabla.backends import mpi
+
+    assert mpi._STATE.exchange.shared
+    with mpi.agreed_program("a step"):
+        if RANK == 0:
+            mpi._shared_rows(np.ones(4, np.float32))
+    mpi.agree("the next step")
+
+
 def scenario_rank_leaves_midway():
     """Process 1 stops answering after the processes agreed, while the others are inside a
     data collective: the watchdog aborts them after NABLA_MPI_TIMEOUT seconds."""

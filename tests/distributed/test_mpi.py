@@ -162,6 +162,14 @@ def test_mismatched_eager_collectives_on_their_buffers_are_an_error_on_every_pro
     assert took < 50, took
 
 
+def test_a_process_that_left_a_program_early_is_an_error_not_wrong_data():
+    proc, took = run_scenario(2, "left_a_program", env={"NABLA_MPI_TIMEOUT": "60"})
+    assert proc.returncode != 0
+    assert "a collective inside an agreed program" in proc.stderr, proc.stderr
+    assert "the next step" in proc.stderr, proc.stderr
+    assert took < 50, took
+
+
 def test_a_read_alone_beside_an_eager_collective_fails_at_once():
     proc, took = run_scenario(2, "read_alone_beside_eager", env={"NABLA_MPI_TIMEOUT": "120"})
     assert proc.returncode != 0
