@@ -404,11 +404,6 @@ def _shared_capacity(comm, MPI) -> int:
     return capacity if capacity >= _APART_MIN_BYTES else 0
 
 
-def _exchange():
-    """This process's exchange transport (``activate`` made it)."""
-    return _STATE.exchange
-
-
 # An agreement's digest: a 64-bit hash of its text (kept per text: an eager collective or a
 # program agrees on the same text every time) plus the running count times an odd constant,
 # so a skipped collective changes every later digest.
@@ -1110,7 +1105,7 @@ def _mesh_gather(x, ndev, dim, group):
     if order is not None and _fits_shared(x.nbytes, _SHARED_GATHER_BYTES):
         x = np.ascontiguousarray(x)
         rows = _shared_rows(x)
-        recv = _out_buffer((len(order),) + x.shape, x.dtype, x)
+        recv = _out_buffer((len(order),) + x.shape, x.dtype, _PAYLOAD_PHASE)  # (from slots)
         for i, p in enumerate(_members(group)):
             recv[i] = rows[p].view(x.dtype).reshape(x.shape)
         return _joined(recv, x.shape, order, ndev + dim)
