@@ -67,6 +67,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from ..core.config import CONFIG
 from ..core.sharding import PROCESS
 from .numpy import LOWERINGS as HOST
 from .numpy import lowerings as host
@@ -381,7 +382,7 @@ def _shared_capacity(comm, MPI) -> int:
     """The payload bytes per slot of a shared-memory exchange, or 0 for none: processes on
     several machines, ``NABLA_MPI_SHARED=0``, or too little room in ``/dev/shm`` (the whole
     window kept under an eighth of what is free there; the same answer on every process)."""
-    if os.environ.get("NABLA_MPI_SHARED", "1").strip() == "0":
+    if not CONFIG.mpi_shared:
         return 0
     node = comm.Split_type(MPI.COMM_TYPE_SHARED)
     try:

@@ -160,6 +160,9 @@ class _Config:
         # every program both ways and compares the results bit for bit (for tests)
         self.fast_numpy = env_bool("NABLA_FAST_NUMPY", True)
         self.fast_numpy_check = env_bool("NABLA_FAST_NUMPY_CHECK", False)
+        # processes on one machine exchange collectives through an MPI shared-memory window
+        # (backends/mpi.py); 0 keeps MPI's calls alone, as between machines
+        self.mpi_shared = env_bool("NABLA_MPI_SHARED", True)
         # the largest result (bytes) an op may create: checked at the op call (ops/base.py)
         self.max_alloc_bytes = env_int("NABLA_MAX_ALLOC_BYTES", None, 1)
         self.max_alloc_source = "NABLA_MAX_ALLOC_BYTES"
