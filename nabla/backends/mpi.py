@@ -26,9 +26,9 @@ off), ``activate`` maps one MPI shared-memory window into every process, and exc
 through it (``_SharedExchange``): each process writes its slot, posts a count, and reads the
 others' slots in place. ``mesh_reduce``, ``mesh_reduce_scatter`` and ``mesh_gather`` with
 one device per process along ``axes`` then move their data that way up to 4 MiB per
-process (gathers up to 1 MiB, above which MPI's single-copy ``Allgather`` is faster), with
-no MPI call, each process reducing its group's slots in rank order; larger data take the
-MPI calls above.
+process (gathers up to 1 MiB, above which MPI's single-copy ``Allgather`` is faster; a
+reduce-scatter writes only the blocks the others keep), with no MPI call, each process
+reducing its group's slots in rank order; larger data take the MPI calls above.
 
 Safety: before every program that communicates (``agreed_program``, from the runtime), and
 before a collective run outside one, the processes agree on what it is (a 64-bit digest of a
@@ -490,16 +490,19 @@ def _checked(what: str, describe, digests: list, mine: int) -> None:
 _IN_PROGRAM = "a collective inside an agreed program"
 
 
-def _shared_rows(send: np.ndarray) -> list:
+def _shared_rows(*sends: np.ndarray) -> list:
     """Inside an agreed program (or after its own agreement), on the shared-memory
-    exchange: every process's ``send`` (at most ``_payload_max()`` bytes) as bytes, one
-    array per process, through one exchange. The program's agreement covered what it is;
-    the fixed digest still catches a peer that left the program (it caught an error) and
-    is at an agreement instead: both raise, never reading the other's data."""
+    exchange: every process's ``sends`` (C-contiguous arrays, one after the other, at most
+    ``_payload_max()`` bytes in all) as bytes, one array per process, through one exchange.
+    The program's agreement covered what it is; the fixed digest still catches a peer
+    that left the program (it caught an error) and is at an agreement instead: both
+    raise, never reading the other's data."""
     ex = _STATE.exchange
     parity = ex.parity()
-    nbytes = send.nbytes
-    ex.outgoing(parity)[:nbytes] = send.reshape(-1).view(np.uint8)
+    out, nbytes = ex.outgoing(parity), 0
+    for send in sends:
+        out[nbytes : nbytes + send.nbytes] = send.reshape(-1).view(np.uint8)
+        nbytes += send.nbytes
     digest = _hash(_IN_PROGRAM)
     ex.run(digest)
     if not ex.agreed(parity, digest):
@@ -1037,32 +1040,64 @@ def _scatter_blocks(x, ndev, dim, order):
     return np.ascontiguousarray(chunks, dtype=wire)
 
 
+# A reduce-scatter through a slot carries only the blocks the other members keep: member
+# ``i`` writes every block but block ``i`` (in member order), and reads its own block from
+# its own buffer. On 2 processes that is half the bytes of the whole send.
+def _others_shape(blocks_shape: tuple) -> tuple:
+    """The shape of what a member writes: its blocks but one."""
+    return (blocks_shape[0] - 1,) + tuple(blocks_shape[1:])
+
+
+def _put_others(dst: np.ndarray, blocks: np.ndarray, own: int) -> None:
+    """Every block of ``blocks`` but block ``own``, in order, into ``dst``."""
+    if own:
+        np.copyto(dst[:own], blocks[:own])
+    if own < len(blocks) - 1:
+        np.copyto(dst[own:], blocks[own + 1 :])
+
+
+def _received_blocks(rows, members: list, own: int, blocks: np.ndarray) -> list:
+    """Block ``own`` (this process's) of every member's send, in member order: from the
+    others' payloads (``rows``, one bytes array per process) and from ``blocks``."""
+    shape = _others_shape(blocks.shape)
+    parts = []
+    for q, p in enumerate(members):
+        if q == own:
+            parts.append(blocks[own])
+        else:  # member q skipped its own block: ours moved down one past it
+            parts.append(rows[p].view(blocks.dtype).reshape(shape)[own if own < q else own - 1])
+    return parts
+
+
 def _fold_reduce_scatter(x, share, ndev, dim, kind, group):
     """``mesh_reduce_scatter`` of a small value inside the agreement: every member's blocks
-    arrive with the digests; each reduces them and keeps its own block."""
+    for the others arrive with the digests; each reduces its own block of every member's
+    send, in rank order."""
     order = _block_order(x, group)
     if order is None:
         return None
     send = _scatter_blocks(x, ndev, dim, order)
-    if send.nbytes > _payload_max():
+    if send.nbytes // len(order) * (len(order) - 1) > _payload_max():
         return None
     members = _members(group)
-    rows = share(send)
-    total = _combine(rows, members, send.shape, send.dtype, kind)
-    return total[members.index(PROCESS.index)].astype(x.dtype, copy=False)
+    own = members.index(PROCESS.index)
+    others = np.empty(_others_shape(send.shape), send.dtype)
+    _put_others(others, send, own)
+    parts = _received_blocks(share(others), members, own, send)
+    return _reduced(parts, kind)().astype(x.dtype, copy=False)
 
 
 @_collective("mesh_reduce_scatter", fold=_fold_reduce_scatter)
 def _mesh_reduce_scatter(x, ndev, dim, kind, group):
     order = _block_order(x, group)
-    if order is not None and _fits_shared(x.size * _wire(x.dtype).itemsize):
+    n = 0 if order is None else len(order)
+    if n and _fits_shared(x.size // n * (n - 1) * _wire(x.dtype).itemsize):
         send = _scatter_blocks(x, ndev, dim, order)
         members = _members(group)
-        rows = _shared_rows(send)
         own = members.index(PROCESS.index)  # only the block this process keeps is reduced
-        parts = [rows[p].view(send.dtype).reshape(send.shape)[own] for p in members]
-        near = _PAYLOAD_PHASE + own * parts[0].nbytes
-        return _reduced(parts, kind, near)().astype(x.dtype, copy=False)
+        rows = _shared_rows(send[:own], send[own + 1 :])
+        parts = _received_blocks(rows, members, own, send)
+        return _reduced(parts, kind)().astype(x.dtype, copy=False)
     single = _single_devices(x, group)
     if single is not None:  # Reduce_scatter_block: each process receives its reduced block
         sub, order = single
@@ -1283,7 +1318,9 @@ def _lane(name: str, x: np.ndarray, kw: dict):
         return None
     text, line = _agreement_text(name, x, kw), _describe(name, x, kw)
     limit = _payload_max(gather=not reduces)
-    small = x.nbytes <= limit and _folds_alike(kw, x, order)
+    n = len(order)  # a reduce-scatter sends every block but its own
+    sent = x.nbytes // n * (n - 1) if name == "mesh_reduce_scatter" else x.nbytes
+    small = sent <= limit and _folds_alike(kw, x, order)
     fold = _FOLDS[name](x, order, group, **args) if small else None
     return _Lane(post, args, group, order, text, line, fold)
 
@@ -1419,6 +1456,19 @@ def _reduced(parts: list, kind: str, near: int | None = None):
     return finish
 
 
+def _reduce(parts: list, kind: str, near: int) -> np.ndarray:
+    """``_reduced(parts, kind, near)()`` for parts that change per call."""
+    ufunc = _UFUNCS[kind]
+    first = parts[0]
+    if first.nbytes < _APART_MIN_BYTES:
+        total = ufunc(first, parts[1])
+    else:
+        total = ufunc(first, parts[1], out=_out_buffer(first.shape, first.dtype, near))
+    for part in parts[2:]:
+        ufunc(total, part, out=total)
+    return total
+
+
 def _fold_now_reduce(x, order, group, kind):
     views = _payload_views(x.shape, x.dtype, _members(group))
     finishes = [_reduced(parts, kind) for _, parts in views]
@@ -1444,20 +1494,37 @@ def _fold_now_gather(x, order, group, ndev, dim):
 def _fold_now_reduce_scatter(x, order, group, ndev, dim, kind):
     members = _members(group)
     blocks = _scatter_blocks(x, ndev, dim, order)
-    views = _payload_views(blocks.shape, blocks.dtype, members)
+    shape = blocks.shape
+    views = _payload_views(_others_shape(shape), blocks.dtype, members)
     own = members.index(PROCESS.index)  # each member reduces only the block it keeps
-    if blocks.flags.c_contiguous and np.shares_memory(blocks, x):
-        # the blocks are ``x``'s bytes in order (a contiguous view of all of them)
-        def fill(x, j):
-            mine = views[j][0]
-            np.copyto(mine, x.reshape(mine.shape))
-    else:
+    # the others' parts, fixed per set of slots; this process's own block is the call's
+    received = [
+        _received_blocks(_rows_of(parts, members), members, own, blocks) for _, parts in views
+    ]
+    in_order = blocks.flags.c_contiguous and np.shares_memory(blocks, x)
+    now: list = [None]  # the call's blocks, from ``fill`` to ``finish``
 
-        def fill(x, j):
-            np.copyto(views[j][0], _scatter_blocks(x, ndev, dim, order))
+    def fill(x, j):
+        # in order: the blocks are ``x``'s bytes (a contiguous view of all of them)
+        b = x.reshape(shape) if in_order else _scatter_blocks(x, ndev, dim, order)
+        now[0] = b
+        _put_others(views[j][0], b, own)
 
-    finishes = [_reduced([p[own] for p in parts], kind) for _, parts in views]
-    return _Fold(fill, lambda j: finishes[j]())
+    # the result goes half a page from a part in a slot (their phase is known)
+    near = _PAYLOAD_PHASE + (own - 1 if own else 0) * (blocks.nbytes // len(blocks))
+
+    def finish(j):
+        parts = received[j].copy()
+        parts[own] = now[0][own]
+        now[0] = None
+        return _reduce(parts, kind, near)
+
+    return _Fold(fill, finish)
+
+
+def _rows_of(parts: list, members: list) -> dict:
+    """``_received_blocks``'s rows (by process index) from payload views in member order."""
+    return {p: view.reshape(-1).view(np.uint8) for p, view in zip(members, parts, strict=True)}
 
 
 _FOLDS = {
