@@ -441,8 +441,8 @@ def agree(what: str, describe=None, payload: np.ndarray | None = None):
     if payload is not None:
         nbytes = payload.nbytes
         ex.outgoing(parity)[:nbytes] = payload.reshape(-1).view(np.uint8)
-    _STATE.count = count = _STATE.count + 1
-    digest = (_hash(what) + count * _COUNT_MIX) & _MASK64
+    digest = _counted_digest(what)
+    count = _STATE.count
     # (``_watch`` inlined: this is every eager collective's path; the name is made only
     # when needed)
     _STATE.watch = (time.monotonic() + _STATE.timeout, lambda: f"#{count} {what}")
@@ -462,11 +462,11 @@ def _payload_max(gather: bool = False) -> int:
     return min(ex.capacity, _SHARED_GATHER_BYTES) if gather else ex.capacity
 
 
-def _numbered(what: str):
-    """The next agreement's name (``what`` numbered by the running count) and digest."""
+def _counted_digest(what: str) -> int:
+    """Count the next agreement (``_STATE.count``, which names it ``#count what``) and
+    return its digest."""
     _STATE.count += 1
-    digest = (_hash(what) + _STATE.count * _COUNT_MIX) & _MASK64
-    return f"#{_STATE.count} {what}", digest
+    return (_hash(what) + _STATE.count * _COUNT_MIX) & _MASK64
 
 
 def _checked(what: str, describe, digests: list, mine: int) -> None:
@@ -928,7 +928,7 @@ def _allreduce(y: np.ndarray, group: _Group, kind: str, own: bool = False) -> np
     members = _members(group)
     if len(members) == 1:
         return y
-    wire = y.dtype if y.dtype in _MPI_DTYPES else np.dtype(np.float64)
+    wire = _wire(y.dtype)
     if _fits_shared(y.size * wire.itemsize):
         send = np.ascontiguousarray(y, dtype=wire)
         total = _combine(_shared_rows(send), members, send.shape, wire, kind)
@@ -955,7 +955,7 @@ def _combine(rows, members: list, shape: tuple, dtype, kind: str) -> np.ndarray:
     if len(parts) == 1:
         return parts[0].copy()
     # (a payload large enough to place its result starts at the shared slots' phase)
-    return _reduced(parts, kind, _PAYLOAD_PHASE)()
+    return _reduce(parts, kind, _PAYLOAD_PHASE)
 
 
 def _fits_shared(nbytes: int, limit: int = _SHARED_BYTES) -> bool:
@@ -971,7 +971,7 @@ def _fold_reduce(x, share, kind, group):
     value arrives with the digests, and each reduces them in rank order."""
     one = all(x.shape[a] == 1 for a in group.axes)
     local = x if one else host.MESH_REDUCE[kind](x, axis=group.axes, keepdims=True)
-    wire = local.dtype if local.dtype in _MPI_DTYPES else np.dtype(np.float64)
+    wire = _wire(local.dtype)
     send = np.ascontiguousarray(local, dtype=wire)
     if send.nbytes > _payload_max():
         return None
@@ -1060,12 +1060,14 @@ def _received_blocks(rows, members: list, own: int, blocks: np.ndarray) -> list:
     """Block ``own`` (this process's) of every member's send, in member order: from the
     others' payloads (``rows``, one bytes array per process) and from ``blocks``."""
     shape = _others_shape(blocks.shape)
+    nbytes = blocks.nbytes // len(blocks) * shape[0]
     parts = []
     for q, p in enumerate(members):
         if q == own:
             parts.append(blocks[own])
         else:  # member q skipped its own block: ours moved down one past it
-            parts.append(rows[p].view(blocks.dtype).reshape(shape)[own if own < q else own - 1])
+            sent = rows[p][:nbytes].view(blocks.dtype).reshape(shape)
+            parts.append(sent[own if own < q else own - 1])
     return parts
 
 
@@ -1084,7 +1086,7 @@ def _fold_reduce_scatter(x, share, ndev, dim, kind, group):
     others = np.empty(_others_shape(send.shape), send.dtype)
     _put_others(others, send, own)
     parts = _received_blocks(share(others), members, own, send)
-    return _reduced(parts, kind)().astype(x.dtype, copy=False)
+    return _reduce(parts, kind).astype(x.dtype, copy=False)
 
 
 @_collective("mesh_reduce_scatter", fold=_fold_reduce_scatter)
@@ -1097,7 +1099,7 @@ def _mesh_reduce_scatter(x, ndev, dim, kind, group):
         own = members.index(PROCESS.index)  # only the block this process keeps is reduced
         rows = _shared_rows(send[:own], send[own + 1 :])
         parts = _received_blocks(rows, members, own, send)
-        return _reduced(parts, kind)().astype(x.dtype, copy=False)
+        return _reduce(parts, kind).astype(x.dtype, copy=False)
     single = _single_devices(x, group)
     if single is not None:  # Reduce_scatter_block: each process receives its reduced block
         sub, order = single
@@ -1129,10 +1131,17 @@ def _fold_gather(x, share, ndev, dim, group):
     x = np.ascontiguousarray(x)
     if x.nbytes > _payload_max(gather=True) or x.dtype.hasobject:
         return None
-    rows = share(x)
-    # a copy out of the agreement's buffer, which the next agreement reuses
-    recv = np.stack([rows[p].view(x.dtype).reshape(x.shape) for p in _members(group)])
-    return _joined(recv, x.shape, order, ndev + dim)
+    return _joined_rows(share(x), x, group, order, ndev + dim)
+
+
+def _joined_rows(rows, x: np.ndarray, group: _Group, order: list, d: int) -> np.ndarray:
+    """The group's slabs like ``x`` from every process's payload bytes ``rows`` joined along
+    dim ``d`` in their blocks' order: a copy out of the slots, which a later exchange
+    reuses."""
+    recv = _out_buffer((len(order),) + x.shape, x.dtype, _PAYLOAD_PHASE)  # (from slots)
+    for i, p in enumerate(_members(group)):
+        recv[i] = rows[p].view(x.dtype).reshape(x.shape)
+    return _joined(recv, x.shape, order, d)
 
 
 @_collective("mesh_gather", fold=_fold_gather)
@@ -1140,11 +1149,7 @@ def _mesh_gather(x, ndev, dim, group):
     order = _block_order(x, group)
     if order is not None and _fits_shared(x.nbytes, _SHARED_GATHER_BYTES):
         x = np.ascontiguousarray(x)
-        rows = _shared_rows(x)
-        recv = _out_buffer((len(order),) + x.shape, x.dtype, _PAYLOAD_PHASE)  # (from slots)
-        for i, p in enumerate(_members(group)):
-            recv[i] = rows[p].view(x.dtype).reshape(x.shape)
-        return _joined(recv, x.shape, order, ndev + dim)
+        return _joined_rows(_shared_rows(x), x, group, order, ndev + dim)
     single = _single_devices(x, group)
     if single is not None:  # Allgather straight into the blocks' order: at most one copy
         sub, order = single
@@ -1361,7 +1366,8 @@ def run_now(name: str, x: np.ndarray, kw: dict):
         with _watch(lane.text):
             posting.start(_group(lane.group)[0]).Wait()
         return posting.result()
-    what, digest = _numbered(lane.text)
+    digest = _counted_digest(lane.text)
+    what = f"#{_STATE.count} {lane.text}"
     with _watch(what):
         check = ex.post(digest)
         data = posting.start(found[0])
@@ -1432,41 +1438,27 @@ def _payload_views(shape: tuple, dtype, members: list) -> list:
     return [(view(ex.outgoing(j)), [view(ex.incoming(j)[p]) for p in members]) for j in (0, 1)]
 
 
-def _reduced(parts: list, kind: str, near: int | None = None):
-    """``_combine``'s reduction of the members' parts in rank order, as a function (into
-    a pooled buffer half a page from ``near``, the first part's address modulo 4 KiB when
-    the caller knows it; a new array each call)."""
-    ufunc = _UFUNCS[kind]
-    first, second, rest = parts[0], parts[1], parts[2:]
-
-    small = first.nbytes < _APART_MIN_BYTES  # (no pooled buffer to find)
-    if near is None and not small:
-        near = first.ctypes.data
-    shape, dtype = first.shape, first.dtype
-
-    def finish():
-        if small:
-            total = ufunc(first, second)
-        else:
-            total = ufunc(first, second, out=_out_buffer(shape, dtype, near))
-        for part in rest:
-            ufunc(total, part, out=total)
-        return total
-
-    return finish
-
-
-def _reduce(parts: list, kind: str, near: int) -> np.ndarray:
-    """``_reduced(parts, kind, near)()`` for parts that change per call."""
+def _reduce(parts: list, kind: str, near: int | None = None) -> np.ndarray:
+    """The members' parts reduced in rank order (``_combine``'s reduction): a new array,
+    from 16 KiB in a pooled buffer half a page from ``near``, the first part's address
+    modulo 4 KiB (asked of NumPy, ~2 us, when the caller does not know it)."""
     ufunc = _UFUNCS[kind]
     first = parts[0]
-    if first.nbytes < _APART_MIN_BYTES:
+    if first.nbytes < _APART_MIN_BYTES:  # (no pooled buffer to find)
         total = ufunc(first, parts[1])
     else:
-        total = ufunc(first, parts[1], out=_out_buffer(first.shape, first.dtype, near))
+        out = _out_buffer(first.shape, first.dtype, first if near is None else near)
+        total = ufunc(first, parts[1], out=out)
     for part in parts[2:]:
         ufunc(total, part, out=total)
     return total
+
+
+def _reduced(parts: list, kind: str):
+    """``_reduce`` of parts fixed once per lane (views of the slots), as a function: the
+    first part's address is asked once."""
+    near = parts[0].ctypes.data if parts[0].nbytes >= _APART_MIN_BYTES else None
+    return lambda: _reduce(parts, kind, near)
 
 
 def _fold_now_reduce(x, order, group, kind):
@@ -1495,12 +1487,12 @@ def _fold_now_reduce_scatter(x, order, group, ndev, dim, kind):
     members = _members(group)
     blocks = _scatter_blocks(x, ndev, dim, order)
     shape = blocks.shape
-    views = _payload_views(_others_shape(shape), blocks.dtype, members)
+    # this process's slot per set of slots (the others' parts are read as blocks, below)
+    mine = [view for view, _ in _payload_views(_others_shape(shape), blocks.dtype, [])]
     own = members.index(PROCESS.index)  # each member reduces only the block it keeps
     # the others' parts, fixed per set of slots; this process's own block is the call's
-    received = [
-        _received_blocks(_rows_of(parts, members), members, own, blocks) for _, parts in views
-    ]
+    ex = _STATE.exchange
+    received = [_received_blocks(ex.incoming(j), members, own, blocks) for j in (0, 1)]
     in_order = blocks.flags.c_contiguous and np.shares_memory(blocks, x)
     now: list = [None]  # the call's blocks, from ``fill`` to ``finish``
 
@@ -1508,7 +1500,7 @@ def _fold_now_reduce_scatter(x, order, group, ndev, dim, kind):
         # in order: the blocks are ``x``'s bytes (a contiguous view of all of them)
         b = x.reshape(shape) if in_order else _scatter_blocks(x, ndev, dim, order)
         now[0] = b
-        _put_others(views[j][0], b, own)
+        _put_others(mine[j], b, own)
 
     # the result goes half a page from a part in a slot (their phase is known)
     near = _PAYLOAD_PHASE + (own - 1 if own else 0) * (blocks.nbytes // len(blocks))
@@ -1520,11 +1512,6 @@ def _fold_now_reduce_scatter(x, order, group, ndev, dim, kind):
         return _reduce(parts, kind, near)
 
     return _Fold(fill, finish)
-
-
-def _rows_of(parts: list, members: list) -> dict:
-    """``_received_blocks``'s rows (by process index) from payload views in member order."""
-    return {p: view.reshape(-1).view(np.uint8) for p, view in zip(members, parts, strict=True)}
 
 
 _FOLDS = {

@@ -732,6 +732,7 @@ SWITCHES = [
     ("NABLA_BACKGROUND_COMPILE", "background_compile", True),
     ("NABLA_EAGER_MAX_GRAPH", "eager_graph", False),
     ("NABLA_DEBUG_COMPILE", "debug_compile", False),
+    ("NABLA_MPI_SHARED", "mpi_shared", True),
 ]
 
 

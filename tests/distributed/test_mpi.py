@@ -203,16 +203,6 @@ def test_mismatched_programs_name_the_first_op_that_differs_on_each_process():
     ), proc.stderr
 
 
-def test_the_shared_memory_switch_is_checked_at_import():
-    code = "from nabla.core.config import CONFIG; print(CONFIG.mpi_shared)"
-    env = {**os.environ, "NABLA_MPI_SHARED": "off"}
-    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
-    assert res.stdout.strip() == "False", res.stderr
-    env["NABLA_MPI_SHARED"] = "sometimes"
-    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
-    assert res.returncode != 0 and "NABLA_MPI_SHARED must be one of" in res.stderr
-
-
 def test_first_difference_and_describe_program():
     from nabla.backends import mpi
     from nabla.core.dtypes import DType
