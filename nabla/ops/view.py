@@ -279,25 +279,36 @@ def swap_axes(x, axis1=-2, axis2=-1) -> Tensor:
 def transpose(x, axis1=-2, axis2=-1) -> Tensor:
     """Swap two dims (default: the last two), like ``torch.transpose``.
 
-    Unlike NumPy's ``transpose``, which reverses every dim; use :func:`nabla.permute` for a
-    full permutation.
+    Unlike NumPy's ``transpose``, which reverses every dim when given no axes. A sequence
+    in place of ``axis1`` is NumPy's and JAX's spelling, ``transpose(x, axes)``: the full
+    permutation, as :func:`nabla.permute`.
 
     Args:
         x: a tensor, or a Python scalar, nested list or NumPy array.
-        axis1: the first dim (default -2); negative counts from the end.
-        axis2: the second dim (default -1).
+        axis1: the first dim (default -2); negative counts from the end. Or a sequence of
+            every dim: output dim ``i`` is input dim ``axis1[i]``.
+        axis2: the second dim (default -1); not given with a sequence.
 
     Returns:
-        ``x`` with dims ``axis1`` and ``axis2`` exchanged.
+        ``x`` with dims ``axis1`` and ``axis2`` exchanged (or permuted by ``axis1``).
 
     Raises:
-        TypeError: for an axis that is not an int.
+        TypeError: for an axis that is not an int, or a sequence given with ``axis2``.
         IndexError: for an axis out of range.
 
     Example:
         >>> nb.transpose(nb.zeros((2, 3, 4))).shape
         (2, 4, 3)
+        >>> nb.transpose(nb.zeros((2, 3, 4)), (2, 0, 1)).shape
+        (4, 2, 3)
     """
+    if isinstance(axis1, list | tuple):
+        if axis2 != -1:
+            raise TypeError(
+                f"transpose: pass either a permutation or two dims, got axes {tuple(axis1)} "
+                f"and axis2={axis2!r}"
+            )
+        return permute(x, tuple(axis1))
     return swap_axes(x, axis1, axis2)
 
 

@@ -348,6 +348,13 @@ def test_shape_methods():
     assert x.unsqueeze(0).squeeze(0).shape == (2, 3)
     close(x.permute(1, 0), a.T)
     close(x.transpose(0, 1), a.T)
+    b = arr(2, 3, 4)  # NumPy's and JAX's spelling: one sequence, the full permutation
+    close(nb.transpose(nb.constant(b), (2, 0, 1)), b.transpose(2, 0, 1))
+    close(nb.constant(b).transpose([1, 2, 0]), b.transpose(1, 2, 0))
+    with pytest.raises(TypeError, match=r"transpose: pass either a permutation or two dims"):
+        nb.transpose(nb.constant(b), (2, 0, 1), 0)
+    with pytest.raises(ValueError, match="permute"):
+        nb.transpose(nb.constant(b), (0, 1))
     close(x.flip(1), a[:, ::-1])
     assert x.broadcast_to((4, 2, 3)).shape == (4, 2, 3)
     assert nb.constant(arr(1, 3)).expand(5, -1).shape == (5, 3)
