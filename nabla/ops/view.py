@@ -212,18 +212,23 @@ def permute(x, *axes, order=None) -> Tensor:
     ``axes`` is given as separate ints, one sequence, or (the original Nabla's spelling) the
     keyword ``order=``.
     """
-    x = as_tensor(x, op="permute")
     if order is not None:
         if axes:
             raise TypeError("permute: pass the axes either positionally or as order=, not both")
         axes = (order,)
     if len(axes) == 1 and isinstance(axes[0], list | tuple):
         axes = tuple(axes[0])
+    return _permuted(x, axes, "permute")
+
+
+def _permuted(x, axes: tuple, op: str) -> Tensor:
+    """``permute`` of ``x`` by ``axes``, its errors naming ``op``, the function called."""
+    x = as_tensor(x, op=op)
     if len(axes) != x.ndim:
-        raise OpError(f"permute: axes {axes} do not match a tensor of shape {x.shape}")
-    perm = tuple(norm_axis("permute", a, x.ndim) for a in axes)
+        raise OpError(f"{op}: axes {axes} do not match a tensor of shape {x.shape}")
+    perm = tuple(norm_axis(op, a, x.ndim) for a in axes)
     if sorted(perm) != list(range(x.ndim)):
-        raise OpError(f"permute: {axes} is not a permutation of the axes of shape {x.shape}")
+        raise OpError(f"{op}: {axes} is not a permutation of the axes of shape {x.shape}")
     if perm == tuple(range(x.ndim)):
         return x
     inner = _transposed_from(x)
@@ -268,12 +273,17 @@ def swap_axes(x, axis1=-2, axis2=-1) -> Tensor:
         TypeError: for an axis that is not an int.
         IndexError: for an axis out of range.
     """
-    x = as_tensor(x, op="swap_axes")
-    a = norm_axis("swap_axes", axis1, x.ndim)
-    b = norm_axis("swap_axes", axis2, x.ndim)
+    return _swapped(x, axis1, axis2, "swap_axes")
+
+
+def _swapped(x, axis1, axis2, op: str) -> Tensor:
+    """``x`` with two dims exchanged, its errors naming ``op``, the function called."""
+    x = as_tensor(x, op=op)
+    a = norm_axis(op, axis1, x.ndim)
+    b = norm_axis(op, axis2, x.ndim)
     perm = list(range(x.ndim))
     perm[a], perm[b] = perm[b], perm[a]
-    return permute(x, perm)
+    return _permuted(x, tuple(perm), op)
 
 
 def transpose(x, axis1=-2, axis2=-1) -> Tensor:
@@ -308,8 +318,8 @@ def transpose(x, axis1=-2, axis2=-1) -> Tensor:
                 f"transpose: pass either a permutation or two dims, got axes {tuple(axis1)} "
                 f"and axis2={axis2!r}"
             )
-        return permute(x, tuple(axis1))
-    return swap_axes(x, axis1, axis2)
+        return _permuted(x, tuple(axis1), "transpose")
+    return _swapped(x, axis1, axis2, "transpose")
 
 
 def moveaxis(x, source, destination) -> Tensor:

@@ -353,8 +353,12 @@ def test_shape_methods():
     close(nb.constant(b).transpose([1, 2, 0]), b.transpose(1, 2, 0))
     with pytest.raises(TypeError, match=r"transpose: pass either a permutation or two dims"):
         nb.transpose(nb.constant(b), (2, 0, 1), 0)
-    with pytest.raises(ValueError, match="permute"):
+    with pytest.raises(ValueError, match=r"transpose: axes \(0, 1\) do not match"):
         nb.transpose(nb.constant(b), (0, 1))
+    with pytest.raises(IndexError, match="transpose"):  # errors name the function called
+        nb.transpose(nb.constant(b), 3, 0)
+    with pytest.raises(IndexError, match="swap_axes"):
+        nb.swap_axes(nb.constant(b), 3, 0)
     close(x.flip(1), a[:, ::-1])
     assert x.broadcast_to((4, 2, 3)).shape == (4, 2, 3)
     assert nb.constant(arr(1, 3)).expand(5, -1).shape == (5, 3)
