@@ -175,6 +175,16 @@ def test_slice_tensor_and_slice_update_take_start_and_size():
         nb.slice_tensor(x, [0, 0], [1, 1], stop=[1, 1])
     with pytest.raises(TypeError, match="one entry per dim"):
         nb.slice_tensor(x, [0, 0], [1])
+    # a sequence of slice objects in start's place is the slices (one reading only)
+    np.testing.assert_array_equal(
+        nb.slice_tensor(x, (slice(1, 3), slice(2, 4))).numpy(), part.numpy()
+    )
+    np.testing.assert_array_equal(
+        nb.slice_update(x, nb.zeros((2, 2), dtype=nb.int32), [slice(1, 3), slice(2, 4)]).numpy(),
+        want,
+    )
+    with pytest.raises(TypeError, match=r"slice_update: start mixes slices and indices"):
+        nb.slice_update(x, 0, [slice(1, 3), 2], [2, 1])
 
 
 def test_chunk_sizes_and_minmax_as_the_original():

@@ -553,11 +553,28 @@ def _region(op, start=None, size=None, *, stop=None, step=None, slices=None) -> 
     """The ``slice`` per leading dim named by one of the two spellings: ``start``/``size``
     (the original Nabla's, as ``lax.dynamic_slice``) or ``start``/``stop``/``step``, or
     ``slices`` (the region arguments of ``slice_tensor`` and ``slice_update``, taken as
-    they do)."""
+    they do). A sequence of ``slice`` objects alone in ``start``'s place is ``slices``;
+    slices mixed into an index sequence are an error naming ``op``."""
+    if (
+        slices is None
+        and size is None
+        and stop is None
+        and step is None
+        and isinstance(start, list | tuple)
+        and start
+        and all(isinstance(a, slice) for a in start)
+    ):
+        slices, start = start, None  # slices given positionally: one spelling, no doubt
     if slices is not None:
         if any(v is not None for v in (start, size, stop, step)):
             raise TypeError(f"{op}: pass either slices= or start/size/stop/step, not both")
         return list(slices)
+    for name, seq in (("start", start), ("size", size), ("stop", stop), ("step", step)):
+        if isinstance(seq, list | tuple) and any(isinstance(a, slice) for a in seq):
+            raise TypeError(
+                f"{op}: {name} mixes slices and indices, got {seq!r}; pass either a sequence "
+                f"of slice objects or one of ints"
+            )
     if size is not None:
         if stop is not None or step is not None:
             raise TypeError(f"{op}: pass either size or stop=/step=, not both")
@@ -576,7 +593,8 @@ def slice_tensor(x, start=None, size=None, *, stop=None, step=None, slices=None)
     """The region of ``x`` from ``start`` with ``size`` elements per dim (the original
     Nabla's spelling: ``slice_tensor(x, [1, 2], [2, 2])`` has shape ``(2, 2)``), or given by
     ``start=``/``stop=``/``step=`` sequences (NumPy-like, steps may be negative), or by
-    ``slices=[slice(...), ...]``. Dims not covered are taken whole.
+    ``slices=[slice(...), ...]`` (also taken positionally, in ``start``'s place). Dims not
+    covered are taken whole.
 
     Raises:
         TypeError: for mixed or missing region arguments.
@@ -613,7 +631,7 @@ def slice_update(x, update, start=None, size=None, *, stop=None, step=None, slic
         stop: sequence of per-dim stop indices (ints or None).
         step: sequence of per-dim steps (ints or None; nonzero, may be negative).
         slices: instead of ``start``/``stop``/``step``, a sequence of ``slice`` objects, one
-            per leading dim.
+            per leading dim (also taken positionally, in ``start``'s place).
 
     Returns:
         A tensor of ``x``'s shape and dtype.
@@ -621,8 +639,8 @@ def slice_update(x, update, start=None, size=None, *, stop=None, step=None, slic
     Raises:
         ValueError: if ``update`` does not fit the region (:class:`nabla.OpError`) or a step
             is zero.
-        TypeError: for an entry of ``slices`` that is not a ``slice``, or mixed or missing
-            region arguments.
+        TypeError: for an entry of ``slices`` that is not a ``slice``, slices mixed with
+            indices, or mixed or missing region arguments.
 
     Example:
         >>> nb.slice_update(nb.zeros((4,)), 1.0, [1], [2]).tolist()
