@@ -246,13 +246,13 @@ def matmul(x, y):
     if x.ndim == 1 and y.ndim == 2 and not y._impl.levels and whole:
         _check_contracted(x, y)
         return _matmul.bind([x, y], {})  # vector @ matrix: the kernel takes it directly
+    _check_contracted(x, y)
     squeeze_x = x.ndim == 1
     squeeze_y = y.ndim == 1
     if squeeze_x:
         x = fn.reshape(x, (1, x.shape[0]))
     if squeeze_y:
         y = fn.reshape(y, (y.shape[0], 1))
-    _check_contracted(x, y)
     try:
         batch = fn.broadcast_shapes("matmul", x.shape[:-2], y.shape[:-2])
     except OpError:
@@ -289,10 +289,12 @@ def _matmul_operands(x, y):
 
 
 def _check_contracted(x, y):
-    if x.shape[-1] != y.shape[-2]:
+    """The contracted dims agree (a 1-D ``y`` contracts its only dim), checked on the
+    shapes the user passed."""
+    k = y.shape[0] if y.ndim == 1 else y.shape[-2]
+    if x.shape[-1] != k:
         raise OpError(
-            f"matmul: contracted dims differ: shapes {x.shape} and {y.shape} "
-            f"({x.shape[-1]} != {y.shape[-2]})"
+            f"matmul: contracted dims differ: shapes {x.shape} and {y.shape} ({x.shape[-1]} != {k})"
         )
 
 

@@ -71,6 +71,9 @@ CASES = [
     ),
     ("matmul_operator", ValueError, lambda: lazy(2, 3) @ lazy(2, 3), ["matmul", "(2, 3)"]),
     ("matmul_0d", ValueError, lambda: nb.matmul(lazy(), lazy(3)), ["matmul", "()", "(3,)"]),
+    # 1-D operands are named as passed, not as the matrices they become
+    ("matmul_vectors", ValueError, lambda: nb.matmul(lazy(3), lazy(4)), ["(3,) and (4,)"]),
+    ("matmul_matrix_vector", ValueError, lambda: lazy(2, 3) @ lazy(4), ["(2, 3) and (4,)"]),
     (
         "matmul_batch",
         ValueError,
