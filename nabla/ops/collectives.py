@@ -1125,16 +1125,20 @@ def shard(x, mesh: DeviceMesh, spec=None, *, replicated_axes=None, dim_specs=Non
         [2.0, 3.0]
     """
     spec = alias_arg("shard", "spec", spec, "dim_specs", dim_specs)
-    x = as_tensor(x, op="shard")
+    return _laid_out(x, mesh, spec, replicated_axes, "shard")
+
+
+def _laid_out(x, mesh: DeviceMesh, spec, replicated_axes, op: str) -> Tensor:
+    """``shard``'s body, its errors naming ``op``, the function called."""
+    x = as_tensor(x, op=op)
     cur = x._impl.sharding
     if cur is not None and cur.mesh != mesh:
-        _check_mesh("shard", mesh)
+        _check_mesh(op, mesh)
         raise ShardingError(
-            f"shard: the tensor of shape {x.shape} is on {cur.mesh}, not on {mesh}; unshard it "
-            "first"
+            f"{op}: the tensor of shape {x.shape} is on {cur.mesh}, not on {mesh}; unshard it first"
         )
-    target = _logical_spec(x, mesh, spec, "shard", replicated_axes or ())
-    y = spmd.reshard_to(x, target, op="shard")
+    target = _logical_spec(x, mesh, spec, op, replicated_axes or ())
+    y = spmd.reshard_to(x, target, op=op)
     if y._impl.sharding != target:  # same layout, other open/closed dims or priorities
         y = _constrain.bind([y], {"spec": target})
     return y
@@ -1150,7 +1154,7 @@ def reshard(x, mesh: DeviceMesh, spec) -> Tensor:
         mesh: the ``DeviceMesh``.
         spec: the target (``P``, list of ``DimSpec``, or ``ShardingSpec``).
     """
-    return shard(x, mesh, spec)
+    return _laid_out(x, mesh, spec, None, "reshard")
 
 
 def split_level(x: Tensor, level: int, mesh: DeviceMesh, axes) -> Tensor:

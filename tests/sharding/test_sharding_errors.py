@@ -38,6 +38,14 @@ def test_shard_refuses_malformed_spec(spec):
         nb.shard(nb.ones((4, 4)), MESH, spec)
 
 
+def test_reshard_errors_name_reshard():
+    x = nb.shard(nb.ones((4, 4)), MESH, P("dp"))
+    with _err("reshard: unknown mesh axis 'zz'"):
+        nb.reshard(x, MESH, P("zz"))
+    with _err(r"reshard: dim 0 of shape \(3, 4\) has size 3"):
+        nb.reshard(nb.ones((3, 4)), MESH, P("dp"))
+
+
 def test_shard_map_refuses_malformed_specs():
     f = nb.shard_map(lambda x: x, mesh=MESH, in_specs=(0,), out_specs=P())
     with _err("shard_map: .*got 0"):
