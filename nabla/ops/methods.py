@@ -282,6 +282,7 @@ _METHODS = {
     "any": _torch_dim(reduction.any),
     "softmax": _torch_dim(reduction.softmax),
     "logsoftmax": _torch_dim(reduction.logsoftmax),
+    "log_softmax": _torch_dim(reduction.logsoftmax),  # PyTorch's name for the method
     # elementwise
     "clip": binary.clip,
     "clamp": binary.clip,

@@ -328,6 +328,9 @@ def test_reduction_methods():
     close(x.argmin(axis=1), a.argmin(1))
     close(x.cumsum(axis=1), a.cumsum(1))
     close(x.softmax(axis=-1), np.exp(a) / np.exp(a).sum(-1, keepdims=True), rtol=1e-6)
+    log_p = a - np.log(np.exp(a).sum(0, keepdims=True))
+    close(x.log_softmax(dim=0), log_p, rtol=1e-5)  # PyTorch's method name
+    close(x.logsoftmax(0), log_p, rtol=1e-5)
     assert (x > 2).any().item() is True and (x > 2).all().item() is False
 
 
