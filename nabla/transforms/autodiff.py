@@ -188,23 +188,24 @@ def _scalar_output(o):
     return o
 
 
-def _argnums_tuple(argnums, n):
+def _argnums_tuple(argnums, n, what):
     single = isinstance(argnums, int)
     nums = (argnums,) if single else tuple(argnums)
     if not nums:
-        raise ValueError("argnums is empty: name at least one argument to differentiate")
+        raise ValueError(f"{what}: argnums is empty: name at least one argument to differentiate")
     for a in nums:
         if not -n <= a < n:
-            raise TypeError(f"argnums {argnums} out of range for a function of {n} arguments")
+            called = f"{n} positional argument{'' if n == 1 else 's'}"
+            raise TypeError(f"{what}: argnums {argnums} is out of range for a call with {called}")
     nums = tuple(a % n for a in nums)
     if len(set(nums)) != len(nums):  # one gradient would overwrite the other's input
-        raise ValueError(f"argnums {argnums} names an argument twice")
+        raise ValueError(f"{what}: argnums {argnums} names an argument twice")
     return nums, single
 
 
 def _split_argnums(fun, args, kwargs, argnums, what, check_float=True):
     """-> (f over the differentiated arguments, their values, single?) for ``argnums``."""
-    nums, single = _argnums_tuple(argnums, len(args))
+    nums, single = _argnums_tuple(argnums, len(args), what)
     dyn = [tree_map(_to_tensor_leaf, args[i]) for i in nums]
     if check_float:
         for i, d in zip(nums, dyn):

@@ -848,9 +848,9 @@ def test_misuse_raises_jax_s_exception_types():
     listed = nb.custom_vjp(lambda v: v * 2.0)
     listed.defvjp(lambda v: (v * 2.0, None), lambda res, ct: [ct * 3.0])  # a list, as JAX
     assert nb.grad(lambda v: listed(v).sum())(x).tolist() == [3.0, 3.0]
-    with pytest.raises(TypeError, match="argnums 3 out of range"):
+    with pytest.raises(TypeError, match="grad: argnums 3 is out of range for a call with 1 "):
         nb.grad(lambda a: a.sum(), argnums=3)(x)
-    with pytest.raises(TypeError, match="argnums"):
+    with pytest.raises(TypeError, match=r"jacrev: argnums \(0, 2\) .* with 1 positional arg"):
         nb.jacrev(lambda a: a, argnums=(0, 2))(x)
     with pytest.raises(TypeError, match="has_aux=True"):
         nb.grad(lambda a: a.sum(), has_aux=True)(x)
