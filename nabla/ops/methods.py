@@ -299,6 +299,105 @@ _METHODS = {
     "logical_not": unary.logical_not,
 }
 
+
+# PyTorch's spellings of what the table already has, for code ported from it: each one is
+# a method of ours under another name (no new semantics). ``x.repeat`` stays NumPy's and
+# JAX's (``repeat(repeats, axis)``), as the ops list it; PyTorch's is ``x.tile``.
+def _caster(dtype: str):
+    def cast(self):
+        return unary.cast(self, dtype)
+
+    cast.__name__ = {"float32": "float", "float64": "double", "float16": "half"}.get(dtype, dtype)
+    cast.__doc__ = f"``x.astype({dtype})`` (PyTorch's spelling)."
+    return cast
+
+
+def _new_filled(value):
+    def new(self, *size, dtype=None, device=None):
+        """A tensor of ``size`` (ints, or one sequence) filled with ``value``, in ``x``'s
+        dtype and on its device unless given (PyTorch's ``new_zeros``/``new_ones``)."""
+        shape = tuple(size[0]) if len(size) == 1 and isinstance(size[0], list | tuple) else size
+        return creation.full(shape, value, dtype=dtype or self.dtype, device=device or self.device)
+
+    return new
+
+
+def _new_full(self, size, fill_value, *, dtype=None, device=None):
+    """A tensor of ``size`` filled with ``fill_value``, in ``x``'s dtype and on its device
+    unless given (PyTorch's ``new_full``)."""
+    return creation.full(
+        tuple(size), fill_value, dtype=dtype or self.dtype, device=device or self.device
+    )
+
+
+def _type_as(self, other):
+    """``x`` cast to the dtype of ``other`` (PyTorch's ``type_as``)."""
+    return unary.cast(self, other.dtype)
+
+
+def _dim(self):
+    """The number of dims, ``x.ndim`` (PyTorch's ``dim()``)."""
+    return self.ndim
+
+
+def _contiguous(self):
+    """``x`` itself: every tensor is logically contiguous (PyTorch's ``contiguous()``)."""
+    return self
+
+
+def _is_contiguous(self):
+    """True: every tensor is logically contiguous (PyTorch's ``is_contiguous()``)."""
+    return True
+
+
+def _view_as(self, other):
+    """``x`` reshaped to the shape of ``other`` (PyTorch's ``view_as``/``reshape_as``)."""
+    return _reshape(self, other.shape)
+
+
+def _expand_as(self, other):
+    """``x`` broadcast to the shape of ``other`` (PyTorch's ``expand_as``)."""
+    return view.broadcast_to(self, other.shape)
+
+
+def _masked_fill(self, mask, value):
+    """``x`` with ``value`` where ``mask`` is True (PyTorch's ``masked_fill``; ``mask``
+    broadcasts against ``x``): ``nb.where(mask, value, x)`` in ``x``'s dtype."""
+    return binary.where(mask, unary.cast(as_tensor(value, op="masked_fill"), self.dtype), self)
+
+
+_METHODS.update(
+    {
+        "float": _caster("float32"),
+        "double": _caster("float64"),
+        "half": _caster("float16"),
+        "bfloat16": _caster("bfloat16"),
+        "int": _caster("int32"),
+        "long": _caster("int64"),
+        "bool": _caster("bool"),
+        "type_as": _type_as,
+        "dim": _dim,
+        "clone": unary.identity,  # a new tensor with the value; differentiable
+        "contiguous": _contiguous,
+        "is_contiguous": _is_contiguous,
+        "view_as": _view_as,
+        "reshape_as": _view_as,
+        "expand_as": _expand_as,
+        "masked_fill": _masked_fill,
+        "new_zeros": _new_filled(0),
+        "new_ones": _new_filled(1),
+        "new_full": _new_full,
+        "eq": binary.equal,
+        "ne": binary.not_equal,
+        "gt": binary.greater,
+        "ge": binary.greater_equal,
+        "lt": binary.less,
+        "le": binary.less_equal,
+        "isnan": unary.is_nan,
+        "isinf": unary.is_inf,
+    }
+)
+
 # every elementwise unary op is also a method (x.exp(), x.tanh(), ...)
 for _n in unary.__all__:
     _obj = getattr(unary, _n)

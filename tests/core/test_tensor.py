@@ -370,6 +370,34 @@ def test_shape_methods():
         nb.constant(arr(3, 1)).expand(-1, 3, 4)  # as PyTorch: a new dim has no size to keep
 
 
+def test_pytorch_method_spellings():
+    a = np.array([[1.5, -2.0], [0.0, 3.0]], np.float32)
+    x = nb.constant(a)
+    for name, dtype in [("float", nb.float32), ("double", nb.float64), ("half", nb.float16)]:
+        assert getattr(x, name)().dtype is dtype
+    for name, dtype in [("int", nb.int32), ("long", nb.int64), ("bool", nb.bool)]:
+        assert getattr(x, name)().dtype is dtype
+    assert x.int().tolist() == [[1, -2], [0, 3]]
+    assert x.type_as(nb.zeros((1,), dtype=nb.int64)).dtype is nb.int64
+    assert x.dim() == 2 and x.contiguous() is x and x.is_contiguous()
+    assert x.view_as(nb.zeros(4)).shape == (4,) and x.reshape_as(nb.zeros((4, 1))).shape == (4, 1)
+    assert x[:1].expand_as(x).shape == (2, 2)
+    close(x.masked_fill(x > 0, -1), np.where(a > 0, -1, a))
+    close(x.masked_fill(nb.constant([True, False]), 9), np.where([True, False], 9, a))
+    assert x.new_zeros(3).dtype is nb.float32 and x.new_zeros((2, 3)).shape == (2, 3)
+    assert x.new_ones(2, 2).tolist() == [[1.0, 1.0], [1.0, 1.0]]
+    assert x.new_full((2,), 7).tolist() == [7.0, 7.0]
+    assert x.new_zeros(2, dtype=nb.int32).dtype is nb.int32
+    assert x.eq(0.0).tolist() == (a == 0).tolist() and x.le(0).tolist() == (a <= 0).tolist()
+    assert x.gt(0).tolist() == (a > 0).tolist() and x.ne(3).tolist() == (a != 3).tolist()
+    assert x.isnan().tolist() == [[False, False], [False, False]]
+    c = x.clone()
+    c[0, 0] = 100.0  # a clone is its own tensor
+    assert x.tolist()[0][0] == 1.5 and c.tolist()[0][0] == 100.0
+    close(nb.grad(lambda v: nb.sum(v.clone() * 2))(x), np.full((2, 2), 2.0))
+    close(nb.grad(lambda v: nb.sum(v.masked_fill(v > 0, 0.0)))(x), (a <= 0).astype(np.float32))
+
+
 def test_dtype_conversion_methods():
     x = nb.constant(np.array([1.7, -2.5], np.float32))
     assert x.astype(nb.int32).dtype is nb.int32
