@@ -373,7 +373,8 @@ def test_shape_methods():
 def test_pytorch_method_spellings():
     a = np.array([[1.5, -2.0], [0.0, 3.0]], np.float32)
     x = nb.constant(a)
-    for name, dtype in [("float", nb.float32), ("double", nb.float64), ("half", nb.float16)]:
+    floats = [("float", nb.float32), ("double", nb.float64), ("half", nb.float16)]
+    for name, dtype in floats + [("bfloat16", nb.bfloat16)]:
         assert getattr(x, name)().dtype is dtype
     for name, dtype in [("int", nb.int32), ("long", nb.int64), ("bool", nb.bool)]:
         assert getattr(x, name)().dtype is dtype
