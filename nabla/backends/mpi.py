@@ -1048,6 +1048,11 @@ def _others_shape(blocks_shape: tuple) -> tuple:
     return (blocks_shape[0] - 1,) + tuple(blocks_shape[1:])
 
 
+def _others_nbytes(nbytes: int, n: int) -> int:
+    """The bytes a member writes of a send of ``nbytes`` in ``n`` blocks: all blocks but one."""
+    return nbytes // n * (n - 1)
+
+
 def _put_others(dst: np.ndarray, blocks: np.ndarray, own: int) -> None:
     """Every block of ``blocks`` but block ``own``, in order, into ``dst``."""
     if own:
@@ -1071,6 +1076,16 @@ def _received_blocks(rows, members: list, own: int, blocks: np.ndarray) -> list:
     return parts
 
 
+def _own_block_reduced(send: np.ndarray, group: _Group, kind: str, exchange) -> np.ndarray:
+    """This process's block of the group's reduce-scatter of ``send`` (its blocks in member
+    order), reduced in rank order: ``exchange(before, after)`` carries every block but its
+    own (those before it and those after it) and returns every process's payload bytes."""
+    members = _members(group)
+    own = members.index(PROCESS.index)  # only the block this process keeps is reduced
+    rows = exchange(send[:own], send[own + 1 :])
+    return _reduce(_received_blocks(rows, members, own, send), kind)
+
+
 def _fold_reduce_scatter(x, share, ndev, dim, kind, group):
     """``mesh_reduce_scatter`` of a small value inside the agreement: every member's blocks
     for the others arrive with the digests; each reduces its own block of every member's
@@ -1079,27 +1094,19 @@ def _fold_reduce_scatter(x, share, ndev, dim, kind, group):
     if order is None:
         return None
     send = _scatter_blocks(x, ndev, dim, order)
-    if send.nbytes // len(order) * (len(order) - 1) > _payload_max():
+    if _others_nbytes(send.nbytes, len(order)) > _payload_max():
         return None
-    members = _members(group)
-    own = members.index(PROCESS.index)
-    others = np.empty(_others_shape(send.shape), send.dtype)
-    _put_others(others, send, own)
-    parts = _received_blocks(share(others), members, own, send)
-    return _reduce(parts, kind).astype(x.dtype, copy=False)
+    total = _own_block_reduced(send, group, kind, lambda *p: share(np.concatenate(p)))
+    return total.astype(x.dtype, copy=False)
 
 
 @_collective("mesh_reduce_scatter", fold=_fold_reduce_scatter)
 def _mesh_reduce_scatter(x, ndev, dim, kind, group):
     order = _block_order(x, group)
     n = 0 if order is None else len(order)
-    if n and _fits_shared(x.size // n * (n - 1) * _wire(x.dtype).itemsize):
+    if n and _fits_shared(_others_nbytes(x.size * _wire(x.dtype).itemsize, n)):
         send = _scatter_blocks(x, ndev, dim, order)
-        members = _members(group)
-        own = members.index(PROCESS.index)  # only the block this process keeps is reduced
-        rows = _shared_rows(send[:own], send[own + 1 :])
-        parts = _received_blocks(rows, members, own, send)
-        return _reduce(parts, kind).astype(x.dtype, copy=False)
+        return _own_block_reduced(send, group, kind, _shared_rows).astype(x.dtype, copy=False)
     single = _single_devices(x, group)
     if single is not None:  # Reduce_scatter_block: each process receives its reduced block
         sub, order = single
@@ -1324,7 +1331,7 @@ def _lane(name: str, x: np.ndarray, kw: dict):
     text, line = _agreement_text(name, x, kw), _describe(name, x, kw)
     limit = _payload_max(gather=not reduces)
     n = len(order)  # a reduce-scatter sends every block but its own
-    sent = x.nbytes // n * (n - 1) if name == "mesh_reduce_scatter" else x.nbytes
+    sent = _others_nbytes(x.nbytes, n) if name == "mesh_reduce_scatter" else x.nbytes
     small = sent <= limit and _folds_alike(kw, x, order)
     fold = _FOLDS[name](x, order, group, **args) if small else None
     return _Lane(post, args, group, order, text, line, fold)
