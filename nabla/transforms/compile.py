@@ -267,11 +267,12 @@ class _Plan:
 
     # ------------------------------------------------------------------ fast path
     def run_now(self, args: list, const_impls: list) -> list:
-        """Run the plan's program on realized, unsharded ``args`` at the call and return
-        realized tensors: what realizing one ``compiled_call`` node does, without building
-        and looking up the one-node graph (~40 us a call). The plan counts its own calls
-        for the ``auto`` tier, as the graph cache counts a structure's evaluations."""
-        shapes, dtypes, _ = self.call_layouts()
+        """Run the plan's program on realized ``args`` at the call and return realized
+        tensors, laid out as traced: what realizing one ``compiled_call`` node does, without
+        building and looking up the one-node graph (~40 us a call; ~100 us for sharded
+        arguments). The plan counts its own calls for the ``auto`` tier, as the graph
+        cache counts a structure's evaluations."""
+        shapes, dtypes, shardings = self.call_layouts()
         program = self.program()
         if self.rng_slots:
             const_impls = [t._impl for t in self.call_consts(const_impls)]
@@ -283,10 +284,14 @@ class _Plan:
             outs = run_program(program, self.calls, inputs)
         if CONFIG.debug_values:  # nb.debug_nans: find the op
             check_outputs(program, inputs, outs, (), "compiled function")
-        return [
-            Tensor._wrap(TensorImpl(shape, dt, device, (), None, 0, out))
+        impls = [
+            TensorImpl(shape, dt, device, (), None, 0, out)
             for shape, dt, out in zip(shapes, dtypes, outs, strict=True)
         ]
+        if shardings is not None:
+            for impl, spec in zip(impls, shardings, strict=True):
+                impl.sharding = spec
+        return [Tensor._wrap(impl) for impl in impls]
 
     def call_inputs(self, fun):
         """The constants' impls for one call: each captured tensor as it is now (its
@@ -492,10 +497,10 @@ class _Hot(NamedTuple):
     (any other lookup or store drops it)."""
 
     plan: _Plan
-    specs: tuple  # per argument: (shape, dtype, device), as keyed
+    specs: tuple  # per argument: (shape, dtype, device, sharding), as keyed
     modes: tuple  # train/eval mode of each module the function reads, as keyed
     program: Program
-    layouts: tuple  # per tensor output: (shape, dtype)
+    layouts: tuple  # per tensor output: (shape, dtype, sharding)
     device: object  # where the outputs live
     single: bool  # the function returns its one tensor output itself (no tree to build)
 
@@ -832,13 +837,13 @@ class CompiledFunction:
         return _write_back(plan, out, tensors, self.fun) if plan.writes else out
 
     def _call_hot(self, hot: _Hot, args: tuple):
-        """Serve a call like the hot lane's last one (same argument layouts, all realized,
-        plain and unsharded; nothing recording; the modules in the same modes): run the
+        """Serve a call like the hot lane's last one (same argument layouts and shardings,
+        all realized and plain; nothing recording; the modules in the same modes): run the
         plan's program and wrap its outputs. ``_COLD`` when the call is not such a call."""
         specs = hot.specs
         if len(args) != len(specs) or CONFIG.debug_values or STATE.recording is not None:
             return _COLD
-        for a, (shape, dtype, device) in zip(args, specs):
+        for a, (shape, dtype, device, sharding) in zip(args, specs):
             if type(a) is not Tensor:
                 return _COLD
             impl = a._impl
@@ -847,7 +852,7 @@ class CompiledFunction:
                 or impl.shape != shape
                 or impl.dtype is not dtype
                 or (impl.device is not device and impl.device != device)
-                or impl.sharding is not None
+                or (impl.sharding is not sharding and impl.sharding != sharding)
                 or impl.levels
                 or impl.tangents
                 or (impl.traced and is_live(impl.traced))
@@ -862,8 +867,7 @@ class CompiledFunction:
             if stale is not None or not _plain_consts(plan, consts):
                 return _COLD
             for cap in plan.captures:
-                impl = consts[cap.index]
-                if impl.buffer is None or impl.sharding is not None:
+                if consts[cap.index].buffer is None:
                     return _COLD
         self._stats.hits += 1
         inputs = [a._impl.buffer for a in args]
@@ -872,10 +876,11 @@ class CompiledFunction:
             plan.calls += 1
             outs = run_program(hot.program, plan.calls, inputs)
         device = hot.device
-        wrapped = [
-            Tensor._wrap(TensorImpl(shape, dt, device, (), None, 0, out))
-            for (shape, dt), out in zip(hot.layouts, outs, strict=True)
-        ]
+        wrapped = []
+        for (shape, dt, sharding), out in zip(hot.layouts, outs, strict=True):
+            impl = TensorImpl(shape, dt, device, (), None, 0, out)
+            impl.sharding = sharding
+            wrapped.append(Tensor._wrap(impl))
         if hot.single:
             out = wrapped[0]
         else:
@@ -1112,18 +1117,18 @@ _LEAF_TREE = tree_flatten(0)[1]
 def _hot_lane(plan, tensors, modules, dynamic: bool) -> _Hot | None:
     """A ``_Hot`` for a call that just ran ``plan`` at the call with ``tensors`` as its
     whole argument list (None when such calls need the general path: dynamic dims, random
-    draws, a sharded result, or a call that did not run at the call)."""
+    draws, or a call that did not run at the call)."""
     if dynamic or plan.rng_slots or plan.has_host_ops or not _nonempty(plan):
         return None
     shapes, dtypes, shardings = plan.call_layouts()
-    if shardings is not None or STATE.recording is not None or CONFIG.debug_values:
+    if STATE.recording is not None or CONFIG.debug_values:
         return None
     specs = []
     for t in tensors:
         impl = t._impl
-        if impl.buffer is None or impl.sharding is not None:
+        if impl.buffer is None:
             return None
-        specs.append((impl.shape, impl.dtype, impl.device))
+        specs.append((impl.shape, impl.dtype, impl.device, impl.sharding))
     program = plan.program()
     consts = plan.consts
     impls = [t._impl for t in tensors] + list(consts)
@@ -1134,25 +1139,25 @@ def _hot_lane(plan, tensors, modules, dynamic: bool) -> _Hot | None:
         and type(plan.outputs[0]) is not PyOut
     )
     modes = tuple(m.__dict__["training"] for m in modules) if modules else ()
-    layouts = tuple(zip(shapes, dtypes, strict=True))
+    layouts = tuple(zip(shapes, dtypes, shardings or [None] * len(shapes), strict=True))
     return _Hot(plan, tuple(specs), modes, program, layouts, device, single)
 
 
 def _runs_now(plan, tensors, const_impls) -> bool:
     """Does this fast-path call run at the call (``_Plan.run_now``)? Only when nothing
     would join its node in a larger program anyway: every argument (and captured tensor)
-    realized and unsharded, no sharded results, no random draws to bind first, and no
-    trace recording it."""
-    if plan.has_host_ops or STATE.recording is not None or plan.call_layouts()[2] is not None:
+    realized, no random draws to bind first, and no trace recording it. Sharded arguments
+    and results are fine: their buffers hold the blocks the plan's program was traced on,
+    and across processes ``run_program`` agrees on that program as it would on the
+    one-node graph around it."""
+    if plan.has_host_ops or STATE.recording is not None:
         return False
     for t in tensors:
-        impl = t._impl
-        if impl.buffer is None or impl.sharding is not None:
+        if t._impl.buffer is None:
             return False
     if plan.captures:
         for cap in plan.captures:
-            impl = const_impls[cap.index]
-            if impl.buffer is None or impl.sharding is not None:
+            if const_impls[cap.index].buffer is None:
                 return False
     return True
 

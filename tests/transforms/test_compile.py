@@ -492,6 +492,34 @@ def test_a_repeated_call_takes_the_hot_lane_and_anything_else_the_general_path()
     np.testing.assert_allclose(f(x).numpy(), [1.0, 1.0, 6.0])
 
 
+def test_a_call_on_sharded_realized_arguments_runs_at_the_call_laid_out_as_traced():
+    # jax.jit's dispatch on a mesh: no lazy node around the plan; the outputs keep the
+    # traced layouts (a partial sum comes back completed where the function reduces), and
+    # a repeated call takes the hot lane, which checks each argument's sharding too
+    mesh = nb.DeviceMesh("m", (2,), ("p",))
+    x_np = np.arange(8, dtype=np.float32).reshape(4, 2)
+    f = nb.compile(lambda v: (v * 2.0 + 1.0, nb.sum(v, axis=0)))
+    x = nb.realize(nb.shard(x_np, mesh, nb.P("p")))
+    for call in range(3):  # traced, then the plan at the call, then the hot lane
+        y, s = f(x)
+        for out in (y, s) if call else ():
+            assert out._impl.node is None and out._impl.buffer is not None, call
+        assert y.sharding == x.sharding and not s._impl.sharding.partial
+        np.testing.assert_allclose(y.numpy(), x_np * 2 + 1)
+        np.testing.assert_allclose(s.numpy(), x_np.sum(0))
+    assert f._hot is not None and (f.stats.misses, f.stats.hits) == (1, 2)
+    # the same shape laid out otherwise is another trace, never the hot lane's program
+    by_cols = nb.realize(nb.shard(x_np, mesh, nb.P(None, "p")))
+    y, s = f(by_cols)
+    assert y.sharding == by_cols.sharding and f.stats.misses == 2
+    np.testing.assert_allclose(y.numpy(), x_np * 2 + 1)
+    np.testing.assert_allclose(s.numpy(), x_np.sum(0))
+    # an unrealized sharded argument still joins its producer's program (one lazy node)
+    lazy, _ = f(x * 1.0)
+    assert lazy._impl.node is not None
+    np.testing.assert_allclose(lazy.numpy(), x_np * 2 + 1)
+
+
 def test_the_hot_lane_follows_a_modules_mode_and_writes_state_back():
     bn = nb.nn.BatchNorm1d(3)
     f = nb.compile(bn)
