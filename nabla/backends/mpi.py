@@ -503,11 +503,17 @@ def _shared_rows(*sends: np.ndarray) -> list:
     for send in sends:
         out[nbytes : nbytes + send.nbytes] = send.reshape(-1).view(np.uint8)
         nbytes += send.nbytes
+    _exchange_in_program(ex, parity)
+    return [row[:nbytes] for row in ex.incoming(parity)]
+
+
+def _exchange_in_program(ex, parity: int) -> None:
+    """The shared-memory exchange of a collective inside an agreed program, its payload
+    already in this process's slot ``parity``: under the fixed digest (``_shared_rows``)."""
     digest = _hash(_IN_PROGRAM)
     ex.run(digest)
     if not ex.agreed(parity, digest):
         _checked(_IN_PROGRAM, None, ex.digests(parity), digest)
-    return [row[:nbytes] for row in ex.incoming(parity)]
 
 
 # The agreement before each program is where a process waits for late peers (one still
@@ -848,6 +854,10 @@ def _collective(name, *, over_axes: bool = True, fold=None):
                     if out is not None:
                         return [out]
                 agree(text, describe)
+            elif _STATE.exchange.shared:
+                out = _folded_in_program(name, x, kw)
+                if out is not None:
+                    return [out]
             with _watch(lambda: _describe(name, x, kw)):
                 return [fn(*args, **rest)]
 
@@ -1337,6 +1347,41 @@ def _lane(name: str, x: np.ndarray, kw: dict):
     return _Lane(post, args, group, order, text, line, fold)
 
 
+def _lane_of(name: str, x: np.ndarray, kw: dict):
+    """``_lane(name, x, kw)``, made once per (kwargs, buffer shape and dtype): a program
+    run again, or an eager op's plan, passes the same kwargs dict every call."""
+    key = (id(kw), x.shape, x.dtype)
+    got = _LANES.get(key)
+    if got is None or got[0] is not kw:
+        if len(_LANES) >= 1024:
+            _LANES.clear()
+        got = _LANES[key] = (kw, _lane(name, x, kw))
+    return got[1]
+
+
+def _folded_in_program(name: str, x, kw: dict):
+    """Inside an agreed program on the shared-memory exchange: ``name`` on ``x`` through
+    its lane's fold when it has one (data that fit the slots), as an eager call's data go
+    (views into the slots made once per lane, not per call). The lowering's own path
+    (``_shared_rows``) computes the same with the same operations in the same order: the
+    bits are the same. None (nothing exchanged) when there is no fold."""
+    if type(x) is not np.ndarray or not x.flags.c_contiguous or name not in _NOW:
+        return None
+    lane = _lane_of(name, x, kw)
+    fold = None if lane is None else lane.fold
+    if fold is None:
+        return None
+    ex = _STATE.exchange
+    parity = ex.parity()
+    fold.fill(x, parity)
+    _STATE.watch = (time.monotonic() + _STATE.timeout, lane.line)  # (``_watch``, inlined)
+    try:
+        _exchange_in_program(ex, parity)
+    finally:
+        _STATE.watch = None
+    return fold.finish(parity)
+
+
 def run_now(name: str, x: np.ndarray, kw: dict):
     """The cross-process lowering of ``name`` (``mesh_reduce``, ``mesh_gather``,
     ``mesh_reduce_scatter``) run at once on ``x``, a realized host buffer, with the
@@ -1347,13 +1392,7 @@ def run_now(name: str, x: np.ndarray, kw: dict):
     realization is."""
     if _STATE.depth or _STATE.comm is None or not x.flags.c_contiguous:
         return None
-    key = (id(kw), x.shape, x.dtype)
-    got = _LANES.get(key)
-    if got is None or got[0] is not kw:  # (the plan's kwargs: the same dict every call)
-        if len(_LANES) >= 1024:
-            _LANES.clear()
-        got = _LANES[key] = (kw, _lane(name, x, kw))
-    lane = got[1]
+    lane = _lane_of(name, x, kw)
     if lane is None:
         return None
     fold = lane.fold

@@ -249,6 +249,56 @@ def scenario_eager_lane():
     close(g.numpy(), 2 * t.numpy())
     step = nb.compile(lambda v: nb.all_reduce(v, "sum", axes="q"))
     close(step(t).numpy(), t.numpy().reshape(N, 2, 4).sum(0))
+    program_lane(line)
+
+
+def program_lane(line):
+    """Inside a compiled program on the shared-memory exchange, collectives whose data fit
+    the slots go through their lane's fold, with the bits of the lowering's own path."""
+    from nabla.backends import mpi
+
+    def step(v, terms):
+        return (
+            nb.all_reduce(v, "sum", axes="q"),
+            nb.all_gather(v, 0),
+            nb.reduce_scatter(terms, 0),
+        )
+
+    x, wide = data(2 * N, 6, seed=8), data(2 * N, 4 * N, seed=9)
+    v = nb.realize(nb.shard(x, line, P("q")))
+    terms = nb.realize(nb.sum(nb.shard(wide, line, P("q")), axis=0))
+    real, folded = mpi._folded_in_program, []
+
+    def counted(*args):
+        out = real(*args)
+        folded.append(out is not None)
+        return out
+
+    try:
+        mpi._folded_in_program = counted
+        fast = [nb.compile(step)(v, terms) for _ in range(3)]  # traced, then the plan
+        mpi._folded_in_program = lambda *args: None  # the lowerings' own path
+        slow = nb.compile(step)(v, terms)
+    finally:
+        mpi._folded_in_program = real
+    if mpi._STATE.exchange.shared:
+        assert len(folded) == 9 and all(folded), folded
+    else:  # agreements and data go by MPI calls: no slots to fold into
+        assert not folded, folded
+    want = (x.reshape(N, 2, 6).sum(0), x, wide.sum(0))
+    for got in fast:
+        for g, s, w in zip(got, slow, want, strict=True):
+            close(g.numpy(), w)
+            for a, b in zip(g.addressable_shards, s.addressable_shards, strict=True):
+                np.testing.assert_array_equal(a.data, b.data)
+    # a hot step that only lays out a constant as its operand's blocks (``mesh_shard``, no
+    # exchange) runs as straight-line code, with the interpreter's values
+    affine = nb.compile(lambda a: a * 2.0 + 1.0)
+    for _ in range(8):
+        close(affine(v).numpy(), x * 2 + 1)
+    if nb.get_backend_name() == "numpy":
+        ran = next(iter(affine._cache.values())).program().executables["numpy_fast"]
+        assert hasattr(ran, "source"), "stayed interpreted"
 
 
 def scenario_exchanges():

@@ -39,7 +39,16 @@ import numpy as np
 
 from ...core.config import CONFIG, debug_log
 from ...core.ir import Program
-from .lowerings import _BLOCK, DIRECT, LOWERINGS, UFUNCS, _blas_ready, _py_slices, gemm
+from .lowerings import (
+    _BLOCK,
+    DIRECT,
+    LOWERINGS,
+    UFUNCS,
+    _blas_ready,
+    _py_slices,
+    exchanges_data,
+    gemm,
+)
 
 __all__ = ["lower", "CannotLower", "FastPathMismatch", "checked"]
 
@@ -158,7 +167,7 @@ def _flatten(program: Program, passes_through) -> tuple[list, dict, list]:
         env = dict(enumerate(args))
         for ins in prog.instructions:
             a = tuple(env[i] for i in ins.inputs)
-            if ins.op.startswith("mesh_") and "mesh" in ins.kwargs:
+            if exchanges_data(ins.op, ins.kwargs):
                 raise CannotLower("a collective between processes")
             specs = tuple((dt.numpy, _ints(shape)) for dt, shape in ins.out_specs)
             if ins.op == "compiled_call":

@@ -20,6 +20,7 @@ __all__ = [
     "DIRECT",
     "UFUNCS",
     "MESH_REDUCE",
+    "exchanges_data",
     "mesh_merge",
     "mesh_select",
     "mesh_split",
@@ -768,6 +769,21 @@ def mesh_merge(x, ndev, axes, dim):
     for a in axes:
         out[a] = x.shape[a]
     return np.broadcast_to(y, out)
+
+
+# Mesh ops that only select or label this process's own blocks: on a mesh spanning
+# processes (kwargs with ``mesh``; ``mpi.activate`` installs their lowerings, given the
+# process's ``box``) they still exchange nothing, so a program of them may run as
+# straight-line code. (Such a program is still agreed on across processes, as any program
+# with a mesh op of such a mesh: that is what catches processes that laid out different
+# shapes.)
+_OWN_BLOCKS = frozenset({"mesh_shard", "mesh_iota"})
+
+
+def exchanges_data(op: str, kwargs: dict) -> bool:
+    """Whether an instruction exchanges data between processes: a ``mesh_*`` op on a mesh
+    that spans them (its kwargs carry the ``mesh``), other than ``_OWN_BLOCKS``."""
+    return "mesh" in kwargs and op.startswith("mesh_") and op not in _OWN_BLOCKS
 
 
 @_one("mesh_shard")
