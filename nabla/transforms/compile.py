@@ -269,7 +269,7 @@ class _Plan:
     def run_now(self, args: list, const_impls: list) -> list:
         """Run the plan's program on realized ``args`` at the call and return realized
         tensors, laid out as traced: what realizing one ``compiled_call`` node does, without
-        building and looking up the one-node graph (~40 us a call; ~100 us for sharded
+        building and looking up the one-node graph (~40 us a call; ~80 us for sharded
         arguments). The plan counts its own calls for the ``auto`` tier, as the graph
         cache counts a structure's evaluations."""
         shapes, dtypes, shardings = self.call_layouts()
