@@ -219,6 +219,13 @@ def bench_tiny_call(quick: bool):
     rows += [row(f"  {name}", us) for name, us in pieces]
     rows.append(row("  sum of the pieces", [sum(us[i] for _, us in pieces) for i in (0, 1)]))
     rows.append(row("numpy: xa * 2 + 1", _both(lambda: xa * 2 + 1, batch, batches)))
+    # a JAX-style step's arguments: a pytree of parameters beside the batch
+    params = {"w": nb.constant(xa), "b": nb.constant(xa + 1)}
+    fp = nb.compile(lambda p, a: a * p["w"] + p["b"])
+    np.testing.assert_allclose(fp(params, x).numpy(), xa * xa + xa + 1)
+    _settle_tiny(fp, params, x)
+    tree = _both(lambda: fp(params, x), batch, batches)
+    rows.append(row("nb.compile: f(params, x), params a dict of 2", tree))
     try:
         import jax
         import jax.numpy as jnp
@@ -232,6 +239,13 @@ def bench_tiny_call(quick: bool):
         rows.append(row("jax.jit: f(x), block_until_ready", jax_us))
         ratio = [whole[i] / jax_us[i] for i in (0, 1)]
         rows.append(("ratio nb.compile / jax.jit", f"{ratio[0]:6.2f}x", f"{ratio[1]:6.2f}x"))
+        fpj = jax.jit(lambda p, a: a * p["w"] + p["b"])
+        pj = {"w": jnp.asarray(xa), "b": jnp.asarray(xa + 1)}
+        fpj(pj, xj).block_until_ready()
+        jax_tree = _both(lambda: fpj(pj, xj).block_until_ready(), batch, batches)
+        rows.append(row("jax.jit: f(params, x), block_until_ready", jax_tree))
+        ratio = [tree[i] / jax_tree[i] for i in (0, 1)]
+        rows.append(("ratio, params a dict", f"{ratio[0]:6.2f}x", f"{ratio[1]:6.2f}x"))
     table(
         f"(d) tiny compiled call, x * 2 + 1 on 8 float32, backend={nb.get_backend_name()}, "
         f"load average {os.getloadavg()[0]:.1f}",
@@ -240,16 +254,16 @@ def bench_tiny_call(quick: bool):
     )
 
 
-def _settle_tiny(f, x, timeout=120.0):
+def _settle_tiny(f, *args, timeout=120.0):
     """Under ``auto``, call until the tiny program's MAX compile and race are over."""
     if nb.get_backend_name() != "auto":
         return
     from nabla.backends import max_available
 
     deadline = time.monotonic() + timeout
-    plan = f._lookup(f._signature((x,), {}).key)
+    plan = f._lookup(f._signature(args, {}).key)
     while time.monotonic() < deadline:
-        f(x)
+        f(*args)
         ex = plan.program().executables
         race = ex.get("race")
         if race is not None and race.winner is not None:

@@ -492,12 +492,13 @@ class _Call(NamedTuple):
 
 class _Hot(NamedTuple):
     """The last hit that ran its plan at the call (``_Plan.run_now``), kept so the same call
-    again skips the general path (the key, the lookup, the fast-path checks): each argument
-    is checked against ``specs`` directly. Valid while its plan is the newest cache entry
-    (any other lookup or store drops it)."""
+    again skips the general path (the key, the lookup, the fast-path checks): the arguments'
+    structure is compared with ``tree`` and each leaf checked against ``specs`` directly.
+    Valid while its plan is the newest cache entry (any other lookup or store drops it)."""
 
     plan: _Plan
-    specs: tuple  # per argument: (shape, dtype, device, sharding), as keyed
+    tree: object  # the PyTreeDef of the positional arguments; None: they are the tensors
+    specs: tuple  # per argument leaf: (shape, dtype, device, sharding), as keyed
     modes: tuple  # train/eval mode of each module the function reads, as keyed
     program: Program
     layouts: tuple  # per tensor output: (shape, dtype, sharding)
@@ -828,8 +829,17 @@ class CompiledFunction:
         self._stats.hits += 1
         if _takes_fast_path(plan, tensors, const_impls):
             leaves = _run_fast(plan, tensors, const_impls)
-            if plan is entry and plan is self._newest and not kwargs and len(tensors) == len(args):
-                self._hot = _hot_lane(plan, tensors, self._modules, bool(self.dynamic_dims))
+            if (
+                plan is entry
+                and plan is self._newest
+                and not kwargs
+                and len(tensors) == len(call.flat)  # every leaf a tensor: none static
+                and not (self.static_argnums or self.static_argnames)
+            ):
+                tree = None  # the arguments are the tensors themselves
+                if len(args) != len(tensors) or any(type(a) is not Tensor for a in args):
+                    tree = tree_flatten(args)[1]
+                self._hot = _hot_lane(plan, tensors, self._modules, bool(self.dynamic_dims), tree)
         else:
             self._stats.replays += 1
             leaves = plan.replay(tensors, const_impls)
@@ -837,9 +847,14 @@ class CompiledFunction:
         return _write_back(plan, out, tensors, self.fun) if plan.writes else out
 
     def _call_hot(self, hot: _Hot, args: tuple):
-        """Serve a call like the hot lane's last one (same argument layouts and shardings,
-        all realized and plain; nothing recording; the modules in the same modes): run the
-        plan's program and wrap its outputs. ``_COLD`` when the call is not such a call."""
+        """Serve a call like the hot lane's last one (same argument structure, layouts and
+        shardings, all realized and plain; nothing recording; the modules in the same
+        modes): run the plan's program and wrap its outputs. ``_COLD`` when the call is not
+        such a call."""
+        if hot.tree is not None:  # pytrees of tensors (a step's params, its batch)
+            args, tree = tree_flatten(args)
+            if tree != hot.tree:
+                return _COLD
         specs = hot.specs
         if len(args) != len(specs) or CONFIG.debug_values or STATE.recording is not None:
             return _COLD
@@ -1114,10 +1129,11 @@ def _run_fast(plan, tensors, const_impls) -> list:
 _LEAF_TREE = tree_flatten(0)[1]
 
 
-def _hot_lane(plan, tensors, modules, dynamic: bool) -> _Hot | None:
-    """A ``_Hot`` for a call that just ran ``plan`` at the call with ``tensors`` as its
-    whole argument list (None when such calls need the general path: dynamic dims, random
-    draws, or a call that did not run at the call)."""
+def _hot_lane(plan, tensors, modules, dynamic: bool, tree=None) -> _Hot | None:
+    """A ``_Hot`` for a call that just ran ``plan`` at the call with ``tensors`` as the
+    leaves of its positional arguments (their structure ``tree``; None: the arguments are
+    the tensors), or None when such calls need the general path: dynamic dims, random
+    draws, or a call that did not run at the call."""
     if dynamic or plan.rng_slots or plan.has_host_ops or not _nonempty(plan):
         return None
     shapes, dtypes, shardings = plan.call_layouts()
@@ -1140,7 +1156,7 @@ def _hot_lane(plan, tensors, modules, dynamic: bool) -> _Hot | None:
     )
     modes = tuple(m.__dict__["training"] for m in modules) if modules else ()
     layouts = tuple(zip(shapes, dtypes, shardings or [None] * len(shapes), strict=True))
-    return _Hot(plan, tuple(specs), modes, program, layouts, device, single)
+    return _Hot(plan, tree, tuple(specs), modes, program, layouts, device, single)
 
 
 def _runs_now(plan, tensors, const_impls) -> bool:

@@ -492,6 +492,32 @@ def test_a_repeated_call_takes_the_hot_lane_and_anything_else_the_general_path()
     np.testing.assert_allclose(f(x).numpy(), [1.0, 1.0, 6.0])
 
 
+def test_pytrees_of_tensors_take_the_hot_lane_and_another_structure_does_not():
+    # a JAX-style step(params, batch): the hot lane compares the arguments' structure,
+    # then each leaf as for plain tensor arguments
+    f = nb.compile(lambda p, batch: (p["w"] * batch[0] + p["b"], [batch[1] * 2.0]))
+    p = {"w": nb.constant(np.float32([1, 2])), "b": nb.constant(np.float32([3, 4]))}
+    batch = (nb.constant(np.float32([1, 1])), nb.constant(np.float32([5, 6])))
+    for _ in range(3):  # traced, general path (hot lane set), hot
+        y, (z,) = f(p, batch)
+        np.testing.assert_allclose(y.numpy(), [4, 6])
+        np.testing.assert_allclose(z.numpy(), [10, 12])
+    assert f._hot is not None and f._hot.tree is not None
+    assert (f.stats.misses, f.stats.hits) == (1, 2)
+    # another structure with the same leaves: another trace, not the hot lane's program
+    y, (z,) = f({"b": p["b"], "w": p["w"], "c": p["w"]}, batch)
+    np.testing.assert_allclose(y.numpy(), [4, 6])
+    assert f.stats.misses == 2
+    f(p, batch)  # the first trace again (general path: hot lane set anew)
+    y, _ = f(p, (nb.constant(np.float32([2, 2])), batch[1]))  # new values, same layouts
+    np.testing.assert_allclose(y.numpy(), [5, 8])
+    y, _ = f(p, (np.float32([2, 2]), batch[1]))  # a NumPy leaf: the general path
+    np.testing.assert_allclose(y.numpy(), [5, 8])
+    y, _ = f(p, (nb.constant(np.ones((3, 2), np.float32)), batch[1]))  # another shape
+    assert y.shape == (3, 2) and f.stats.misses == 3
+    np.testing.assert_allclose(y.numpy(), [[4, 6]] * 3)
+
+
 def test_a_call_on_sharded_realized_arguments_runs_at_the_call_laid_out_as_traced():
     # jax.jit's dispatch on a mesh: no lazy node around the plan; the outputs keep the
     # traced layouts (a partial sum comes back completed where the function reduces), and
