@@ -497,7 +497,9 @@ class _Hot(NamedTuple):
     Valid while its plan is the newest cache entry (any other lookup or store drops it)."""
 
     plan: _Plan
-    tree: object  # the PyTreeDef of the positional arguments; None: they are the tensors
+    # (PyTreeDef of the positional arguments, ((leaf index, key) per Python leaf), the
+    # tensor leaves' indices); None: the arguments are the tensors themselves
+    tree: tuple | None
     specs: tuple  # per argument leaf: (shape, dtype, device, sharding), as keyed
     modes: tuple  # train/eval mode of each module the function reads, as keyed
     program: Program
@@ -660,8 +662,7 @@ class CompiledFunction:
                         f"compile: static argument (leaf {i}) of type {type(leaf).__name__} is "
                         "not hashable; pass tensors, or hashable Python values"
                     ) from None
-                # a float by its bits: -0.0 is not 0.0 (atan2, 1/x) and NaN equals itself
-                parts.append(("static", type(leaf), leaf.hex() if type(leaf) is float else leaf))
+                parts.append(_static_key(leaf))
         if CONFIG.debug_values:  # a trace that records the ops' lines
             parts.append(("debug_nans",))
         if self._modules:  # model.train()/model.eval() on a module the function reads
@@ -833,28 +834,49 @@ class CompiledFunction:
                 plan is entry
                 and plan is self._newest
                 and not kwargs
-                and len(tensors) == len(call.flat)  # every leaf a tensor: none static
                 and not (self.static_argnums or self.static_argnames)
             ):
-                tree = None  # the arguments are the tensors themselves
-                if len(args) != len(tensors) or any(type(a) is not Tensor for a in args):
-                    tree = tree_flatten(args)[1]
-                self._hot = _hot_lane(plan, tensors, self._modules, bool(self.dynamic_dims), tree)
+                self._hot = self._hot_for(plan, args, tensors)
         else:
             self._stats.replays += 1
             leaves = plan.replay(tensors, const_impls)
         out = tree_unflatten(plan.out_tree, leaves)
         return _write_back(plan, out, tensors, self.fun) if plan.writes else out
 
+    def _hot_for(self, plan, args: tuple, tensors: list) -> _Hot | None:
+        """The hot lane for calls like this one (positional ``args``, whose tensor leaves are
+        ``tensors``), or None: a leaf that is a NumPy value (traced, a new constant each
+        call) or a tensor of a subclass takes the general path."""
+        dynamic = bool(self.dynamic_dims)
+        if len(args) == len(tensors) and all(type(a) is Tensor for a in args):
+            return _hot_lane(plan, tensors, self._modules, dynamic)
+        leaves, tree = tree_flatten(args)
+        statics, at = [], []
+        for i, leaf in enumerate(leaves):
+            if type(leaf) is Tensor:
+                at.append(i)
+            elif isinstance(leaf, Tensor | np.ndarray | np.generic):
+                return None
+            else:
+                statics.append((i, _static_key(leaf)))
+        if len(at) != len(tensors):
+            return None
+        return _hot_lane(plan, tensors, self._modules, dynamic, (tree, tuple(statics), tuple(at)))
+
     def _call_hot(self, hot: _Hot, args: tuple):
         """Serve a call like the hot lane's last one (same argument structure, layouts and
         shardings, all realized and plain; nothing recording; the modules in the same
         modes): run the plan's program and wrap its outputs. ``_COLD`` when the call is not
         such a call."""
-        if hot.tree is not None:  # pytrees of tensors (a step's params, its batch)
-            args, tree = tree_flatten(args)
-            if tree != hot.tree:
+        if hot.tree is not None:  # pytrees (a step's params, its settings, its batch)
+            tree, statics, at = hot.tree
+            leaves, got = tree_flatten(args)
+            if got != tree:
                 return _COLD
+            for i, key in statics:  # Python values, compared as the cache key does
+                if _static_key(leaves[i]) != key:
+                    return _COLD
+            args = [leaves[i] for i in at] if statics else leaves
         specs = hot.specs
         if len(args) != len(specs) or CONFIG.debug_values or STATE.recording is not None:
             return _COLD
@@ -1099,6 +1121,12 @@ def _report_to_outer(outer, inner) -> None:
             mine.extend(theirs)
 
 
+def _static_key(leaf) -> tuple:
+    """A Python leaf's part of the cache key: by value, a float by its bits (-0.0 is not
+    0.0 for atan2 or 1/x, and NaN equals itself)."""
+    return ("static", type(leaf), leaf.hex() if type(leaf) is float else leaf)
+
+
 def _takes_fast_path(plan, tensors, const_impls) -> bool:
     """Can this hit run the plan's program (else it replays the recorded ops)? Only with
     arguments and captured tensors free of autodiff history, tangents and vmap levels, and
@@ -1131,9 +1159,9 @@ _LEAF_TREE = tree_flatten(0)[1]
 
 def _hot_lane(plan, tensors, modules, dynamic: bool, tree=None) -> _Hot | None:
     """A ``_Hot`` for a call that just ran ``plan`` at the call with ``tensors`` as the
-    leaves of its positional arguments (their structure ``tree``; None: the arguments are
-    the tensors), or None when such calls need the general path: dynamic dims, random
-    draws, or a call that did not run at the call."""
+    tensor leaves of its positional arguments (their structure and Python leaves ``tree``,
+    as ``_Hot.tree``; None: the arguments are the tensors), or None when such calls need
+    the general path: dynamic dims, random draws, or a call that did not run at the call."""
     if dynamic or plan.rng_slots or plan.has_host_ops or not _nonempty(plan):
         return None
     shapes, dtypes, shardings = plan.call_layouts()

@@ -518,6 +518,34 @@ def test_pytrees_of_tensors_take_the_hot_lane_and_another_structure_does_not():
     np.testing.assert_allclose(y.numpy(), [[4, 6]] * 3)
 
 
+def test_python_leaves_are_compared_by_value_on_the_hot_lane():
+    # settings among the arguments (a step's learning-rate schedule flags, a treedef):
+    # each compared as the cache key compares it, a float by its bits
+    f = nb.compile(lambda p, cfg: p["w"] * cfg["scale"] + (1.0 if cfg["mode"] == "a" else 2.0))
+    p = {"w": nb.constant(np.float32([1, -2]))}
+    for _ in range(3):
+        np.testing.assert_allclose(f(p, {"scale": 2.0, "mode": "a"}).numpy(), [3, -3])
+    assert f._hot is not None and (f.stats.misses, f.stats.hits) == (1, 2)
+    np.testing.assert_allclose(f(p, {"scale": 3.0, "mode": "a"}).numpy(), [4, -5])
+    np.testing.assert_allclose(f(p, {"scale": 3.0, "mode": "b"}).numpy(), [5, -4])
+    zero = f(p, {"scale": 0.0, "mode": "a"})
+    f(p, {"scale": 0.0, "mode": "a"})  # hot lane set for 0.0
+    neg = f(p, {"scale": -0.0, "mode": "a"})  # equal to 0.0, another key: traced
+    assert f.stats.misses == 5
+    np.testing.assert_allclose(zero.numpy(), neg.numpy())
+    # a NumPy leaf is a traced value: the general path each time (never the hot lane)
+    np.testing.assert_allclose(
+        f({"w": np.float32([1, 1])}, {"scale": 2.0, "mode": "a"}).numpy(), [3, 3]
+    )
+    # an optimizer's compiled step passes Python settings and its params' treedef
+    model = nb.nn.Linear(3, 2)
+    opt = nb.nn.optim.SGD(model, lr=0.1)
+    step = opt.compile_step(lambda m, x: (m(x) ** 2).mean())
+    x = nb.constant(np.ones((4, 3), np.float32))
+    losses = [float(step(x).item()) for _ in range(4)]
+    assert step.compiled._hot is not None and losses[-1] < losses[0]
+
+
 def test_a_call_on_sharded_realized_arguments_runs_at_the_call_laid_out_as_traced():
     # jax.jit's dispatch on a mesh: no lazy node around the plan; the outputs keep the
     # traced layouts (a partial sum comes back completed where the function reduces), and
