@@ -276,7 +276,8 @@ def program_lane(line):
 
     try:
         mpi._folded_in_program = counted
-        fast = [nb.compile(step)(v, terms) for _ in range(3)]  # traced, then the plan
+        compiled = nb.compile(step)
+        fast = [compiled(v, terms) for _ in range(3)]  # traced, then the plan twice
         mpi._folded_in_program = lambda *args: None  # the lowerings' own path
         slow = nb.compile(step)(v, terms)
     finally:
