@@ -1526,7 +1526,11 @@ def _fold_now_gather(x, order, group, ndev, dim):
         out = _out_buffer(shape, x.dtype, near[j])
         return np.concatenate(joined[j], axis=d, out=out)
 
-    return _Fold(lambda x, j: np.copyto(views[j][0], x), finish)
+    def finish_small(j):  # no buffer to place or pool below 16 KiB: NumPy's own
+        return np.concatenate(joined[j], axis=d)
+
+    small = math.prod(shape) * x.dtype.itemsize < _APART_MIN_BYTES
+    return _Fold(lambda x, j: np.copyto(views[j][0], x), finish_small if small else finish)
 
 
 def _fold_now_reduce_scatter(x, order, group, ndev, dim, kind):
