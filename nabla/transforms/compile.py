@@ -490,6 +490,15 @@ class _Call(NamedTuple):
     kwargs: dict
 
 
+class _HotArgs(NamedTuple):
+    """How the hot lane reads positional arguments that are not just tensors: their
+    structure, each Python leaf's cache-key part, and where the tensor leaves sit."""
+
+    tree: object  # the PyTreeDef of the positional arguments
+    statics: tuple  # (leaf index, ``_static_key`` of the leaf) per Python leaf
+    tensor_at: tuple  # the leaf index of each tensor argument, in order
+
+
 class _Hot(NamedTuple):
     """The last hit that ran its plan at the call (``_Plan.run_now``), kept so the same call
     again skips the general path (the key, the lookup, the fast-path checks): the arguments'
@@ -497,9 +506,7 @@ class _Hot(NamedTuple):
     Valid while its plan is the newest cache entry (any other lookup or store drops it)."""
 
     plan: _Plan
-    # (PyTreeDef of the positional arguments, ((leaf index, key) per Python leaf), the
-    # tensor leaves' indices); None: the arguments are the tensors themselves
-    tree: tuple | None
+    tree: _HotArgs | None  # None: the positional arguments are the tensors themselves
     specs: tuple  # per argument leaf: (shape, dtype, device, sharding), as keyed
     modes: tuple  # train/eval mode of each module the function reads, as keyed
     program: Program
@@ -861,22 +868,23 @@ class CompiledFunction:
                 statics.append((i, _static_key(leaf)))
         if len(at) != len(tensors):
             return None
-        return _hot_lane(plan, tensors, self._modules, dynamic, (tree, tuple(statics), tuple(at)))
+        hot_args = _HotArgs(tree, tuple(statics), tuple(at))
+        return _hot_lane(plan, tensors, self._modules, dynamic, hot_args)
 
     def _call_hot(self, hot: _Hot, args: tuple):
         """Serve a call like the hot lane's last one (same argument structure, layouts and
         shardings, all realized and plain; nothing recording; the modules in the same
         modes): run the plan's program and wrap its outputs. ``_COLD`` when the call is not
         such a call."""
-        if hot.tree is not None:  # pytrees (a step's params, its settings, its batch)
-            tree, statics, at = hot.tree
-            leaves, got = tree_flatten(args)
-            if got != tree:
+        shaped = hot.tree
+        if shaped is not None:  # pytrees (a step's params, its settings, its batch)
+            leaves, tree = tree_flatten(args)
+            if tree != shaped.tree:
                 return _COLD
-            for i, key in statics:  # Python values, compared as the cache key does
+            for i, key in shaped.statics:  # Python values, compared as the cache key does
                 if _static_key(leaves[i]) != key:
                     return _COLD
-            args = [leaves[i] for i in at] if statics else leaves
+            args = [leaves[i] for i in shaped.tensor_at] if shaped.statics else leaves
         specs = hot.specs
         if len(args) != len(specs) or CONFIG.debug_values or STATE.recording is not None:
             return _COLD
@@ -1159,8 +1167,8 @@ _LEAF_TREE = tree_flatten(0)[1]
 
 def _hot_lane(plan, tensors, modules, dynamic: bool, tree=None) -> _Hot | None:
     """A ``_Hot`` for a call that just ran ``plan`` at the call with ``tensors`` as the
-    tensor leaves of its positional arguments (their structure and Python leaves ``tree``,
-    as ``_Hot.tree``; None: the arguments are the tensors), or None when such calls need
+    tensor leaves of its positional arguments (read as ``tree`` says; None: the arguments
+    are the tensors), or None when such calls need
     the general path: dynamic dims, random draws, or a call that did not run at the call."""
     if dynamic or plan.rng_slots or plan.has_host_ops or not _nonempty(plan):
         return None
