@@ -223,6 +223,19 @@ def test_first_difference_and_describe_program():
     assert "op 1: process 0 runs (no more ops)" in mpi.first_difference(0, [("p", a), ("q", a + a)])
 
 
+def test_the_mesh_ops_that_exchange_nothing_are_those_mpi_runs_without_agreeing():
+    """The straight-line executor lowers ``lowerings._OWN_BLOCKS`` on a mesh spanning
+    processes: they must be exactly the MPI lowerings registered without an agreement
+    (every other one communicates)."""
+    from nabla.backends import mpi
+    from nabla.backends.numpy import lowerings
+
+    local = {name for name in mpi.LOWERINGS if not mpi.agrees_itself(name)}
+    assert local == lowerings._OWN_BLOCKS
+    assert not any(lowerings.exchanges_data(op, {"mesh": None}) for op in local)
+    assert all(lowerings.exchanges_data(op, {"mesh": None}) for op in mpi.LOWERINGS.keys() - local)
+
+
 def test_receive_buffers_start_half_a_page_from_their_send_buffer():
     """4K aliasing: MPI's copy and reduction loops ran at half speed when a receive buffer
     started a few bytes after its send buffer modulo 4 KiB. From 16 KiB up a receive buffer
