@@ -13,7 +13,9 @@ what the interpreter (``compile_program``) computes, bit for bit:
   dead-code removal, done once;
 - intermediate results of elementwise ufuncs and matmuls written with ``out=`` into
   scratch buffers that persist across calls, assigned by liveness: a chain of elementwise
-  ops runs in place in one buffer.
+  ops runs in place in one buffer;
+- a per-channel operand (one short row of the last dim) against a whole channels-last
+  operand computed over rows of the row tiled (``_rowwise``), not one short row at a time.
 
 Buffer rules (what keeps the function pure): a scratch buffer holds only values that
 never reach an output, not even through a view (``_escaping``); an output is always a
@@ -286,6 +288,27 @@ def _c_ordered(x) -> bool:
     return True
 
 
+_ROW_MIN_SIZE = 8192  # elements: below, the tiling costs more than the short rows
+_ROW_MAX_BYTES = 128  # a channel row of 32 float32 values or fewer counts as short
+_ROW_WIDTH = 512  # elements per tiled row, the fastest measured for 8-32 channels
+
+
+def _rowwise(fn, big, row, out, tile: int, row_at: int):
+    """``fn(big, row)`` (``fn(row, big)`` for ``row_at == 0``) into ``out``, for a C-ordered
+    ``big`` of ``out``'s shape and a ``row`` of its last dim: the same values and bits as
+    NumPy's broadcast, computed over rows of ``tile`` copies of ``row``."""
+    c = row.shape[-1]
+    tiled = np.empty((tile, c), row.dtype)
+    tiled[...] = row.reshape(1, c)
+    width = tile * c
+    wide, flat = big.reshape(-1, width), tiled.reshape(width)
+    if row_at:
+        fn(wide, flat, out=out.reshape(-1, width))
+    else:
+        fn(flat, wide, out=out.reshape(-1, width))
+    return out
+
+
 def _ufunc_ok(fn, dtypes, shapes, spec) -> bool:
     """Does ``fn(*operands)`` produce the predicted dtype and shape by itself (so writing
     it into a buffer of that dtype changes nothing)?"""
@@ -319,6 +342,7 @@ class _Lowering:
             "matmul": gemm,
             "multiply": np.multiply,
             "ordered": _c_ordered,
+            "rowwise": _rowwise,
         }
         self.lines: list[str] = []
         self.num_inputs = program.num_inputs
@@ -514,8 +538,45 @@ class _Lowering:
             return
         self.guard |= relies
         b = self._target(step, dying, elementwise)
-        self.lines.append(f"{v} = {fname}({args}, out=b{b})")
+        row = self._row_operand(step, lays) if elementwise else None
+        if row is not None:  # one channel row against every row of the other operand
+            at, tile = row
+            big, small = (self.name[step.inputs[1 - at]], self.name[step.inputs[at]])
+            self.lines.append(f"{v} = rowwise({fname}, {big}, {small}, b{b}, {tile}, {at})")
+        else:
+            self.lines.append(f"{v} = {fname}({args}, out=b{b})")
         self._written(k, step, b, dying)
+
+    def _row_operand(self, step, lays):
+        """``(index, tile)`` when binary elementwise ``step`` combines a C-ordered operand of
+        the result's shape with one row of its last dim broadcast over the rest (a
+        per-channel scale or shift in channels-last layout) and that row is short: NumPy
+        then pays its inner loop once per short row. ``rowwise`` runs it over rows of
+        ``tile`` copies of the row instead (2.5x faster for 16 float32 channels and 64x8x8
+        positions). None otherwise."""
+        if len(step.inputs) != 2:
+            return None
+        dt, shape = step.specs[0]
+        size = int(np.prod(shape)) if shape else 0
+        if not shape or size < _ROW_MIN_SIZE or shape[-1] * dt.itemsize > _ROW_MAX_BYTES:
+            return None
+        c = shape[-1]
+        specs = [self.spec[i][1] for i in step.inputs]
+        for at in (0, 1):
+            big, small = specs[1 - at], specs[at]
+            if (
+                tuple(big) == tuple(shape)
+                and lays[1 - at][0] == "C"
+                and small
+                and small[-1] == c
+                and len(small) <= len(shape)
+                and all(n == 1 for n in small[:-1])
+            ):
+                tile = _ROW_WIDTH // c
+                while tile > 1 and size % (tile * c):
+                    tile //= 2
+                return (at, tile) if tile > 1 else None
+        return None
 
     def _target(self, step, dying, elementwise: bool) -> int:
         """The buffer step's result goes to: in place over an elementwise operand that is
