@@ -106,7 +106,8 @@ def test_outputs_are_never_scratch_and_inputs_are_never_written(rng):
 def test_a_short_row_broadcast_over_many_rows_runs_tiled_with_the_same_bits(rng):
     """A per-channel operand (a row of the last dim) against a C-ordered operand of the
     result's shape runs over rows of tiled copies of the row (``rowwise``), on either side,
-    for floats, integers and comparisons, with the interpreter's bits."""
+    for floats, integers and comparisons, and for a broadcast view of such a row, with the
+    interpreter's bits."""
     i32, b8 = DType.int32, DType.bool
     steps = [
         ("sub", (0, 1), {}, _spec(512, 24)),  # 0: 24 channels, tiled twice (12288 = 256 * 48)
@@ -117,13 +118,17 @@ def test_a_short_row_broadcast_over_many_rows_runs_tiled_with_the_same_bits(rng)
         ("mul", (5, 6), {}, _spec(64, 8, 16)),  # 5: a (1, 1, 16) row
         ("greater", ((5, 0), 6), {}, ((b8, (64, 8, 16)),)),  # 6: a comparison
         ("logical_not", ((6, 0),), {}, ((b8, (64, 8, 16)),)),  # 7
+        ("broadcast_to", (6,), {"shape": (64, 8, 16)}, _spec(64, 8, 16)),  # 8: a view
+        ("sub", ((5, 0), (8, 0)), {}, _spec(64, 8, 16)),  # 9: takes the view's row
+        ("exp", ((9, 0),), {}, _spec(64, 8, 16)),  # 10
     ]
     shapes = [(512, 24), (1, 24), (24,), (64, 8, 16), (16,), (64, 8, 16), (1, 1, 16)]
     dtypes = [F32, F32, F32, i32, i32, F32, F32]
     inputs = [(d, s, CPU()) for d, s in zip(dtypes, shapes, strict=True)]
-    program = build_program(("rowwise", id(steps)), inputs, steps, [(2, 0), (4, 0), (7, 0)])
+    outputs = [(2, 0), (4, 0), (7, 0), (10, 0)]
+    program = build_program(("rowwise", id(steps)), inputs, steps, outputs)
     run = fast.lower(program)
-    assert run.source.count("rowwise(") == 5, run.source
+    assert run.source.count("rowwise(") == 6, run.source
     interp = compile_program(program)
     for _ in range(2):
         xs = [

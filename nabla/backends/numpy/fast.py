@@ -293,6 +293,16 @@ _ROW_MAX_BYTES = 128  # a channel row of 32 float32 values or fewer counts as sh
 _ROW_WIDTH = 512  # elements per tiled row, the fastest measured for 8-32 channels
 
 
+def _is_row(small, shape) -> bool:
+    """Is ``small`` one row of ``shape``'s last dim (``(C,)``, ``(1, C)``, ...)?"""
+    return (
+        bool(small)
+        and small[-1] == shape[-1]
+        and len(small) <= len(shape)
+        and all(n == 1 for n in small[:-1])
+    )
+
+
 def _rowwise(fn, big, row, out, tile: int, row_at: int):
     """``fn(big, row)`` (``fn(row, big)`` for ``row_at == 0``) into ``out``, for a C-ordered
     ``big`` of ``out``'s shape and a ``row`` of its last dim: the same values and bits as
@@ -369,6 +379,8 @@ class _Lowering:
             if i not in unordered
         }
         self.guard: set = set()
+        # slot -> the slot of the short row it broadcasts (see ``_row_operand``)
+        self.row_source: dict = {}
         # slots BLAS takes as they are (C- or F-contiguous: a scratch buffer, a reshape of
         # one, a 2-d transpose of one): their matmul operands skip ``_blas_ready``
         self.blas: set = set()
@@ -541,7 +553,8 @@ class _Lowering:
         row = self._row_operand(step, lays) if elementwise else None
         if row is not None:  # one channel row against every row of the other operand
             at, tile = row
-            big, small = (self.name[step.inputs[1 - at]], self.name[step.inputs[at]])
+            small = self.row_source.get(step.inputs[at], step.inputs[at])
+            big, small = self.name[step.inputs[1 - at]], self.name[small]
             self.lines.append(f"{v} = rowwise({fname}, {big}, {small}, b{b}, {tile}, {at})")
         else:
             self.lines.append(f"{v} = {fname}({args}, out=b{b})")
@@ -561,16 +574,13 @@ class _Lowering:
         if not shape or size < _ROW_MIN_SIZE or shape[-1] * dt.itemsize > _ROW_MAX_BYTES:
             return None
         c = shape[-1]
-        specs = [self.spec[i][1] for i in step.inputs]
         for at in (0, 1):
-            big, small = specs[1 - at], specs[at]
+            big, small = step.inputs[1 - at], step.inputs[at]
+            small = self.row_source.get(small, small)  # a broadcast view: its row
             if (
-                tuple(big) == tuple(shape)
+                tuple(self.spec[big][1]) == tuple(shape)
                 and lays[1 - at][0] == "C"
-                and small
-                and small[-1] == c
-                and len(small) <= len(shape)
-                and all(n == 1 for n in small[:-1])
+                and _is_row(self.spec[small][1], shape)
             ):
                 tile = _ROW_WIDTH // c
                 while tile > 1 and size % (tile * c):
@@ -674,6 +684,8 @@ class _Lowering:
             line = f"{x}.transpose({perm!r})"
         elif op == "broadcast_to":
             line = f"broadcast_to({x}, {shape!r})" if in_spec[1] != shape else x
+            if in_spec[1] != shape and _is_row(in_spec[1], shape):
+                self.row_source[step.outputs[0]] = step.inputs[0]
             if in_spec[1] == shape:
                 lay = (kind, relies)
             elif kind == "C":
