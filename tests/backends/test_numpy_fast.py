@@ -121,14 +121,17 @@ def test_a_short_row_broadcast_over_many_rows_runs_tiled_with_the_same_bits(rng)
         ("broadcast_to", (6,), {"shape": (64, 8, 16)}, _spec(64, 8, 16)),  # 8: a view
         ("sub", ((5, 0), (8, 0)), {}, _spec(64, 8, 16)),  # 9: takes the view's row
         ("exp", ((9, 0),), {}, _spec(64, 8, 16)),  # 10
+        ("mul", (7, 8), {}, _spec(8192, 1)),  # 11: one channel is a scalar: left as it is
+        ("exp", ((11, 0),), {}, _spec(8192, 1)),  # 12
     ]
     shapes = [(512, 24), (1, 24), (24,), (64, 8, 16), (16,), (64, 8, 16), (1, 1, 16)]
-    dtypes = [F32, F32, F32, i32, i32, F32, F32]
+    shapes += [(8192, 1), (1,)]
+    dtypes = [F32, F32, F32, i32, i32, F32, F32, F32, F32]
     inputs = [(d, s, CPU()) for d, s in zip(dtypes, shapes, strict=True)]
-    outputs = [(2, 0), (4, 0), (7, 0), (10, 0)]
+    outputs = [(2, 0), (4, 0), (7, 0), (10, 0), (12, 0)]
     program = build_program(("rowwise", id(steps)), inputs, steps, outputs)
     run = fast.lower(program)
-    assert run.source.count("rowwise(") == 6, run.source
+    assert run.source.count("rowwise(") == 6 and "multiply(v7, v8" in run.source, run.source
     interp = compile_program(program)
     for _ in range(2):
         xs = [

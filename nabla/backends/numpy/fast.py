@@ -573,6 +573,8 @@ class _Lowering:
         size = int(np.prod(shape)) if shape else 0
         if not shape or size < _ROW_MIN_SIZE or shape[-1] * dt.itemsize > _ROW_MAX_BYTES:
             return None
+        if shape[-1] == 1:  # a scalar's broadcast: NumPy's loop is one long one already
+            return None
         c = shape[-1]
         for at in (0, 1):
             big, small = step.inputs[1 - at], step.inputs[at]
