@@ -222,6 +222,23 @@ def test_grad_at_set_and_add(rng):
 
 
 # ----------------------------------------------------------------------------- backward()
+def test_a_square_s_two_equal_cotangents_are_one_doubled_term(rng):
+    """``x * x``'s VJP gives ``x`` the doubled product once (the second operand none), the
+    same bits as adding its two equal terms; both orders of a second derivative agree."""
+    from nabla.ops import OPS
+
+    x = nb.constant(f32(rng.standard_normal((4, 5))))
+    ct = nb.constant(f32(rng.standard_normal((4, 5))))
+    dx, dy = OPS["mul"].vjp_rule([x, x], [ct], [x * x], {})
+    assert dy is None
+    term = ct.numpy() * x.numpy()
+    np.testing.assert_array_equal(dx.numpy(), term + term)
+    g = nb.grad(lambda v: (v.square() * ct).sum())(x)
+    np.testing.assert_array_equal(g.numpy(), term + term)
+    h = nb.jacfwd(nb.grad(lambda v: (v * v).sum()))(nb.constant(f32([1.5, -2.0])))
+    close(h, 2 * np.eye(2))
+
+
 def test_backward_accumulates_and_resets():
     x = nb.constant(f32([1.0, 2.0, 3.0]))
     x.requires_grad = True
