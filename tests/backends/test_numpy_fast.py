@@ -110,28 +110,31 @@ def test_a_short_row_broadcast_over_many_rows_runs_tiled_with_the_same_bits(rng)
     interpreter's bits."""
     i32, b8 = DType.int32, DType.bool
     steps = [
-        ("sub", (0, 1), {}, _spec(512, 24)),  # 0: 24 channels, tiled twice (12288 = 256 * 48)
-        ("mul", (2, (0, 0)), {}, _spec(512, 24)),  # 1: the row first
-        ("exp", ((1, 0),), {}, _spec(512, 24)),  # 2
-        ("add", (3, 4), {}, ((i32, (64, 8, 16)),)),  # 3: integers
-        ("neg", ((3, 0),), {}, ((i32, (64, 8, 16)),)),  # 4
-        ("mul", (5, 6), {}, _spec(64, 8, 16)),  # 5: a (1, 1, 16) row
-        ("greater", ((5, 0), 6), {}, ((b8, (64, 8, 16)),)),  # 6: a comparison
-        ("logical_not", ((6, 0),), {}, ((b8, (64, 8, 16)),)),  # 7
-        ("broadcast_to", (6,), {"shape": (64, 8, 16)}, _spec(64, 8, 16)),  # 8: a view
-        ("sub", ((5, 0), (8, 0)), {}, _spec(64, 8, 16)),  # 9: takes the view's row
-        ("exp", ((9, 0),), {}, _spec(64, 8, 16)),  # 10
+        ("sub", (0, 1), {}, _spec(1024, 24)),  # 0: 24 channels, tiled twice (24576 = 512 * 48)
+        ("mul", (2, (0, 0)), {}, _spec(1024, 24)),  # 1: the row first
+        ("exp", ((1, 0),), {}, _spec(1024, 24)),  # 2
+        ("add", (3, 4), {}, ((i32, (128, 8, 16)),)),  # 3: integers
+        ("neg", ((3, 0),), {}, ((i32, (128, 8, 16)),)),  # 4
+        ("mul", (5, 6), {}, _spec(128, 8, 16)),  # 5: a (1, 1, 16) row
+        ("greater", ((5, 0), 6), {}, ((b8, (128, 8, 16)),)),  # 6: a comparison
+        ("logical_not", ((6, 0),), {}, ((b8, (128, 8, 16)),)),  # 7
+        ("broadcast_to", (6,), {"shape": (128, 8, 16)}, _spec(128, 8, 16)),  # 8: a view
+        ("sub", ((5, 0), (8, 0)), {}, _spec(128, 8, 16)),  # 9: takes the view's row
+        ("exp", ((9, 0),), {}, _spec(128, 8, 16)),  # 10
         ("mul", (7, 8), {}, _spec(8192, 1)),  # 11: one channel is a scalar: left as it is
         ("exp", ((11, 0),), {}, _spec(8192, 1)),  # 12
+        ("mul", (9, 10), {}, _spec(512, 16)),  # 13: 512 rows are too few to pay
+        ("exp", ((13, 0),), {}, _spec(512, 16)),  # 14
     ]
-    shapes = [(512, 24), (1, 24), (24,), (64, 8, 16), (16,), (64, 8, 16), (1, 1, 16)]
-    shapes += [(8192, 1), (1,)]
-    dtypes = [F32, F32, F32, i32, i32, F32, F32, F32, F32]
+    shapes = [(1024, 24), (1, 24), (24,), (128, 8, 16), (16,), (128, 8, 16), (1, 1, 16)]
+    shapes += [(8192, 1), (1,), (512, 16), (16,)]
+    dtypes = [F32, F32, F32, i32, i32, F32, F32, F32, F32, F32, F32]
     inputs = [(d, s, CPU()) for d, s in zip(dtypes, shapes, strict=True)]
-    outputs = [(2, 0), (4, 0), (7, 0), (10, 0), (12, 0)]
+    outputs = [(2, 0), (4, 0), (7, 0), (10, 0), (12, 0), (14, 0)]
     program = build_program(("rowwise", id(steps)), inputs, steps, outputs)
     run = fast.lower(program)
-    assert run.source.count("rowwise(") == 6 and "multiply(v7, v8" in run.source, run.source
+    assert run.source.count("rowwise(") == 6, run.source
+    assert "multiply(v7, v8" in run.source and "multiply(v9, v10" in run.source, run.source
     interp = compile_program(program)
     for _ in range(2):
         xs = [

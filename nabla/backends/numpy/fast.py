@@ -288,7 +288,7 @@ def _c_ordered(x) -> bool:
     return True
 
 
-_ROW_MIN_SIZE = 8192  # elements: below, the tiling costs more than the short rows
+_ROW_MIN_ROWS = 1024  # rows of the last dim: below, the tiling costs more than it saves
 _ROW_MAX_BYTES = 128  # a channel row of 32 float32 values or fewer counts as short
 _ROW_WIDTH = 512  # elements per tiled row, the fastest measured for 8-32 channels
 
@@ -571,11 +571,11 @@ class _Lowering:
             return None
         dt, shape = step.specs[0]
         size = int(np.prod(shape)) if shape else 0
-        if not shape or size < _ROW_MIN_SIZE or shape[-1] * dt.itemsize > _ROW_MAX_BYTES:
-            return None
-        if shape[-1] == 1:  # a scalar's broadcast: NumPy's loop is one long one already
+        if not shape or shape[-1] * dt.itemsize > _ROW_MAX_BYTES:
             return None
         c = shape[-1]
+        if c == 1 or size < _ROW_MIN_ROWS * c:  # one channel: a scalar's loop is long already
+            return None
         for at in (0, 1):
             big, small = step.inputs[1 - at], step.inputs[at]
             small = self.row_source.get(small, small)  # a broadcast view: its row
