@@ -254,10 +254,6 @@ class BinaryOperation(Operation):
             return [None, None]
         x, y = primals
         ct = cotangents[0]
-        if self.name == "mul" and x._impl is y._impl and ct is not None and x.dtype.is_float:
-            # a square ``x * x``: its two equal terms doubled, one pass over the values less
-            # than adding them (and the same bits: doubling is exact)
-            return [_sum_to_like(ct * x, x) * 2.0, None]
         dx, dy = self.partials(x, y, outputs[0])
         return [_partial_cotangent(ct, d, v) for d, v in ((dx, x), (dy, y))]
 
@@ -354,6 +350,19 @@ def _binary_doc(doc, *, result, kinds) -> str:
     )
     returns = f"Returns:\n    {_BINARY_RESULTS[result]}"
     return "\n\n".join([summary, body, args, returns, raises]) + "\n"
+
+
+class _ProductOp(BinaryOperation):
+    """``mul``: a square ``x * x`` gives ``x`` its two equal cotangent terms as one doubled
+    product, one pass over the values less than adding them (the same bits: doubling is
+    exact)."""
+
+    def vjp_rule(self, primals, cotangents, outputs, kwargs):
+        x, y = primals
+        ct = cotangents[0]
+        if x._impl is y._impl and ct is not None and x.dtype.is_float:
+            return [_sum_to_like(ct * x, x) * 2.0, None]
+        return super().vjp_rule(primals, cotangents, outputs, kwargs)
 
 
 def _binary(name, partials=None, *, doc, result="same", kinds="all", base=BinaryOperation):
@@ -457,6 +466,7 @@ sub = _binary(
 mul = _binary(
     "mul",
     lambda x, y, o: (y, x),
+    base=_ProductOp,
     doc="Elementwise product ``x * y`` (also ``nb.multiply``).\n\n"
     "For two bool operands it is logical AND, as in NumPy.",
 )

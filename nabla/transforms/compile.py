@@ -284,14 +284,11 @@ class _Plan:
             outs = run_program(program, self.calls, inputs)
         if CONFIG.debug_values:  # nb.debug_nans: find the op
             check_outputs(program, inputs, outs, (), "compiled function")
-        impls = [
-            TensorImpl(shape, dt, device, (), None, 0, out)
-            for shape, dt, out in zip(shapes, dtypes, outs, strict=True)
+        specs = shardings or [None] * len(shapes)
+        return [
+            _realized(shape, dt, device, spec, out)
+            for shape, dt, spec, out in zip(shapes, dtypes, specs, outs, strict=True)
         ]
-        if shardings is not None:
-            for impl, spec in zip(impls, shardings, strict=True):
-                impl.sharding = spec
-        return [Tensor._wrap(impl) for impl in impls]
 
     def call_inputs(self, fun):
         """The constants' impls for one call: each captured tensor as it is now (its
@@ -921,11 +918,10 @@ class CompiledFunction:
             plan.calls += 1
             outs = run_program(hot.program, plan.calls, inputs)
         device = hot.device
-        wrapped = []
-        for (shape, dt, sharding), out in zip(hot.layouts, outs, strict=True):
-            impl = TensorImpl(shape, dt, device, (), None, 0, out)
-            impl.sharding = sharding
-            wrapped.append(Tensor._wrap(impl))
+        wrapped = [
+            _realized(shape, dt, device, sharding, out)
+            for (shape, dt, sharding), out in zip(hot.layouts, outs, strict=True)
+        ]
         if hot.single:
             out = wrapped[0]
         else:
@@ -1129,6 +1125,13 @@ def _report_to_outer(outer, inner) -> None:
             mine.extend(theirs)
 
 
+def _realized(shape, dtype, device, sharding, buffer) -> Tensor:
+    """A realized tensor of a compiled program's output ``buffer``, laid out as traced."""
+    impl = TensorImpl(shape, dtype, device, (), None, 0, buffer)
+    impl.sharding = sharding
+    return Tensor._wrap(impl)
+
+
 def _static_key(leaf) -> tuple:
     """A Python leaf's part of the cache key: by value, a float by its bits (-0.0 is not
     0.0 for atan2 or 1/x, and NaN equals itself)."""
@@ -1168,8 +1171,8 @@ _LEAF_TREE = tree_flatten(0)[1]
 def _hot_lane(plan, tensors, modules, dynamic: bool, tree=None) -> _Hot | None:
     """A ``_Hot`` for a call that just ran ``plan`` at the call with ``tensors`` as the
     tensor leaves of its positional arguments (read as ``tree`` says; None: the arguments
-    are the tensors), or None when such calls need
-    the general path: dynamic dims, random draws, or a call that did not run at the call."""
+    are the tensors), or None when such calls need the general path: dynamic dims, random
+    draws, or a call that did not run at the call."""
     if dynamic or plan.rng_slots or plan.has_host_ops or not _nonempty(plan):
         return None
     shapes, dtypes, shardings = plan.call_layouts()
