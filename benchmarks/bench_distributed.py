@@ -107,10 +107,13 @@ def worker_collectives(quick: bool):
         gathered = cases["all_gather"][1]().addressable_shards[0].data
         assert np.allclose(gathered, np.repeat(np.arange(1, n + 1), count)), "all_gather"
         for name, (raw, ours) in cases.items():
-            comm.Barrier()
-            t_raw = _median_and_best(raw, repeat)
-            comm.Barrier()
-            t_ours = _median_and_best(ours, repeat)
+            if nbytes == _sizes(quick)[0]:
+                t_raw, t_ours = _fixed_cost(comm, raw, ours)
+            else:
+                comm.Barrier()
+                t_raw = _median_and_best(raw, repeat)
+                comm.Barrier()
+                t_ours = _median_and_best(ours, repeat)
             tables[name].append((nbytes, t_raw, t_ours))
         # K collectives inside one compiled program: one agreement for all of them, as a
         # training step pays it; beside K raw calls
@@ -152,8 +155,11 @@ def worker_collectives(quick: bool):
                     f"{ours_best * 1e3:>11.3f} {raw_best / ours_best:>11.2f}"
                 )
             (raw_med, raw_best), (ours_med, ours_best) = rows[0][1], rows[0][2]
+            how = (
+                "; lowest median of 5 alternating blocks of 400 calls" if name in _COMPILED else ""
+            )
             print(
-                f"fixed cost per collective (1 KiB): nabla {ours_med * 1e6:.0f} us median, "
+                f"fixed cost per collective (1 KiB{how}): nabla {ours_med * 1e6:.0f} us median, "
                 f"{ours_best * 1e6:.0f} us best; mpi4py {raw_med * 1e6:.0f} us median, "
                 f"{raw_best * 1e6:.0f} us best ({ours_med / raw_med:.1f}x median, "
                 f"{ours_best / raw_best:.1f}x best)"
@@ -168,6 +174,19 @@ def _apart(count: int, beside: np.ndarray) -> np.ndarray:
     raw = np.empty(count * 4 + 4096, np.uint8)
     start = (beside.ctypes.data + 2048 - raw.ctypes.data) % 4096
     return raw[start : start + count * 4].view(np.float32)
+
+
+def _fixed_cost(comm, raw, ours, rounds: int = 5, reps: int = 400) -> tuple:
+    """``_median_and_best`` of ``raw`` and of ``ours`` for the smallest message, where a
+    call takes a few us and this shared machine's speed drifts by more than that between
+    blocks: ``rounds`` blocks of ``reps`` calls each, alternating the two, and per side
+    the lowest median over the blocks (and the fastest call)."""
+    got = {raw: [], ours: []}
+    for _ in range(rounds):
+        for fn in (raw, ours):
+            comm.Barrier()
+            got[fn].append(_median_and_best(fn, reps))
+    return tuple([min(m for m, _ in got[fn]), min(b for _, b in got[fn])] for fn in (raw, ours))
 
 
 def _median_and_best(fn, reps: int) -> list:
