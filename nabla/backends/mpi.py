@@ -322,10 +322,10 @@ class _SharedExchange:
         ]
         self.win.Lock_all()  # one passive epoch for the window's life: Sync is the fence
         self.capacity, self.me, self.count = capacity, me, 0
-        self.posted = regions[me][:8].view(np.uint64)
-        self.others = [r[:8].view(np.uint64) for p, r in enumerate(regions) if p != me]
+        self.posted = _word(regions[me])
+        self.others = [_word(r) for p, r in enumerate(regions) if p != me]
         slots = [[r[_LINE + j * slot : _LINE + (j + 1) * slot] for r in regions] for j in (0, 1)]
-        self.heads = [[s[:8].view(np.uint64) for s in both] for both in slots]
+        self.heads = [[_word(s) for s in both] for both in slots]
         self.mine = [self.heads[0][me], self.heads[1][me]]
         self.rows = [[_placed(s[_LINE:], capacity) for s in both] for both in slots]
         self.posted[0] = 0
@@ -369,6 +369,13 @@ class _SharedExchange:
     def close(self) -> None:
         self.win.Unlock_all()
         self.win.Free()
+
+
+def _word(room: np.ndarray) -> memoryview:
+    """The first 8 bytes of ``room`` as one unsigned 64-bit word (a count or a digest):
+    a memoryview, whose item reads and writes are Python ints (~2x quicker than a NumPy
+    scalar's, and an eager call makes several)."""
+    return memoryview(room[:8]).cast("Q")
 
 
 # A slot's payload starts 2 KiB + 16 bytes into a page: large arrays from the allocator start
@@ -1574,10 +1581,21 @@ def _reduced(parts: list, kind: str):
     return lambda: _reduce(parts, kind, near)
 
 
+def _copy_into(slots: list):
+    """A fold's ``fill`` that copies the buffer into this process's slot of the set
+    (``slots[parity]``, a view of its shape and dtype): an item assignment, ~0.2-0.3 us
+    quicker than ``np.copyto``'s dispatch at 1 KiB."""
+
+    def fill(x, j):
+        slots[j][...] = x
+
+    return fill
+
+
 def _fold_now_reduce(x, order, group, kind):
     views = _payload_views(x.shape, x.dtype, _members(group))
     finishes = [_reduced(parts, kind) for _, parts in views]
-    return _Fold(lambda x, j: np.copyto(views[j][0], x), lambda j: finishes[j]())
+    return _Fold(_copy_into([mine for mine, _ in views]), lambda j: finishes[j]())
 
 
 def _fold_now_gather(x, order, group, ndev, dim):
@@ -1597,7 +1615,7 @@ def _fold_now_gather(x, order, group, ndev, dim):
         return np.concatenate(joined[j], axis=d)
 
     small = math.prod(shape) * x.dtype.itemsize < _APART_MIN_BYTES
-    return _Fold(lambda x, j: np.copyto(views[j][0], x), finish_small if small else finish)
+    return _Fold(_copy_into([mine for mine, _ in views]), finish_small if small else finish)
 
 
 def _fold_now_reduce_scatter(x, order, group, ndev, dim, kind):
