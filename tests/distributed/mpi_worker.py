@@ -399,6 +399,17 @@ def scenario_eager_memo():
     for _ in range(2):
         got = nb.all_reduce(flags, "sum", axes="q")
         np.testing.assert_array_equal(got.numpy(), (x > 0).reshape(N, 2, -1).sum(0))
+    # a new transport (``activate`` with another communicator): a memoized call's function
+    # holds the old one's slots, so it steps aside and the call takes the general path
+    from nabla.backends import mpi  # noqa: PLC0415 - the transport under test
+
+    old = mpi._STATE.exchange
+    mpi.activate(mpi.world().Dup())
+    assert mpi._STATE.exchange is not old
+    for _ in range(2):
+        close(nb.all_reduce(rows, "sum", axes="q").numpy(), x.reshape(N, 2, 4 * N).sum(0))
+        close(nb.all_gather(rows, 0).numpy(), x)
+        close(nb.reduce_scatter(terms, 0).numpy(), x.sum(0))
 
 
 def scenario_read_alone_beside_eager():
