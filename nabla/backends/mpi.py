@@ -1647,12 +1647,18 @@ def _fold_now_reduce_scatter(x, order, group, ndev, dim, kind):
         return _reduce(parts, kind, near)
 
     if len(members) == 2 and blocks.nbytes // 2 < _APART_MIN_BYTES:
-        # ``_reduce`` of the two parts in member order, inlined (a small block: no pooled
-        # buffer to place)
+        # two members and a small block: ``_put_others`` and ``_reduce`` of the two parts in
+        # member order, inlined (no pooled buffer to place)
         ufunc, other = _UFUNCS[kind], [parts[1 - own] for parts in received]
+        sent = [slot[0] for slot in mine]  # the one block the other member keeps
+
+        def fill(x, j):  # noqa: F811 - the two-member form of the one above
+            b = x.reshape(shape) if in_order else _scatter_blocks(x, ndev, dim, order)
+            now[0] = b[own]
+            sent[j][...] = b[1 - own]
 
         def finish(j):  # noqa: F811 - the two-member form of the one above
-            block, now[0] = now[0][own], None
+            block, now[0] = now[0], None
             return ufunc(block, other[j]) if own == 0 else ufunc(other[j], block)
 
     return _Fold(fill, finish)

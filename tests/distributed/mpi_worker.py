@@ -216,6 +216,11 @@ def scenario_eager_lane():
             terms = nb.realize(nb.sum(nb.shard(wide, line, P("q")), axis=0))
             close(lane(lambda v: nb.reduce_scatter(v, 0), terms).numpy(), wide.sum(0))
             close(lane(lambda v: nb.all_reduce(v, "sum"), terms).numpy(), wide.sum(0))
+            # scattered along a dim that is not the leading one: the blocks are gathered
+            # out of the buffer (not a view of it)
+            deep = (data(2 * N, 12 * N, seed=cols + 2) * 8).astype(dtype).reshape(2 * N, 3, -1)
+            terms = nb.realize(nb.sum(nb.shard(deep, line, P("q")), axis=0))
+            close(lane(lambda v: nb.reduce_scatter(v, 1), terms).numpy(), deep.sum(0))
     # several devices per process along the axes: the lazy path
     mesh = nb.DeviceMesh("m", (N, 2), ("p", "l"))
     x = data(4 * N, 3, seed=5)
