@@ -1435,10 +1435,6 @@ def _now_of(lane: _Lane):
     of Python per call against 2.7 us for the same steps written out)."""
     st, ex = _STATE, _STATE.exchange
     text = lane.text
-
-    def lines():
-        return [lane.line]
-
     if lane.fold is None:
 
         def posted(x):
@@ -1453,6 +1449,9 @@ def _now_of(lane: _Lane):
 
     def name() -> str:  # the watchdog's (read while this call waits: the count is its own)
         return f"#{st.count} {text}"
+
+    def lines() -> list:  # a mismatch error's description of this process's call
+        return [lane.line]
 
     def folded(x):
         if st.depth or st.exchange is not ex or not x.flags.c_contiguous:
@@ -1629,37 +1628,42 @@ def _fold_now_reduce_scatter(x, order, group, ndev, dim, kind):
     ex = _STATE.exchange
     received = [_received_blocks(ex.incoming(j), members, own, blocks) for j in (0, 1)]
     in_order = blocks.flags.c_contiguous and np.shares_memory(blocks, x)
-    now: list = [None]  # the call's blocks, from ``fill`` to ``finish``
+    now: list = [None]  # the call's blocks (or its own block), from ``fill`` to ``finish``
 
-    def fill(x, j):
+    def blocks_of(x):
         # in order: the blocks are ``x``'s bytes (a contiguous view of all of them)
-        b = x.reshape(shape) if in_order else _scatter_blocks(x, ndev, dim, order)
-        now[0] = b
-        _put_others(mine[j], b, own)
+        return x.reshape(shape) if in_order else _scatter_blocks(x, ndev, dim, order)
+
+    if len(members) == 2 and blocks.nbytes // 2 < _APART_MIN_BYTES:
+        # two members and a small block: the one block the other member keeps is written,
+        # and the two parts reduced in member order (``_put_others`` and ``_reduce``,
+        # inlined: no pooled buffer to place at this size)
+        ufunc, other = _UFUNCS[kind], [parts[1 - own] for parts in received]
+        sent = [slot[0] for slot in mine]
+
+        def fill(x, j):
+            b = blocks_of(x)
+            now[0] = b[own]
+            sent[j][...] = b[1 - own]
+
+        def finish(j):
+            block, now[0] = now[0], None
+            return ufunc(block, other[j]) if own == 0 else ufunc(other[j], block)
+
+        return _Fold(fill, finish)
 
     # the result goes half a page from a part in a slot (their phase is known)
     near = _PAYLOAD_PHASE + (own - 1 if own else 0) * (blocks.nbytes // len(blocks))
+
+    def fill(x, j):
+        b = now[0] = blocks_of(x)
+        _put_others(mine[j], b, own)
 
     def finish(j):
         parts = received[j].copy()
         parts[own] = now[0][own]
         now[0] = None
         return _reduce(parts, kind, near)
-
-    if len(members) == 2 and blocks.nbytes // 2 < _APART_MIN_BYTES:
-        # two members and a small block: ``_put_others`` and ``_reduce`` of the two parts in
-        # member order, inlined (no pooled buffer to place)
-        ufunc, other = _UFUNCS[kind], [parts[1 - own] for parts in received]
-        sent = [slot[0] for slot in mine]  # the one block the other member keeps
-
-        def fill(x, j):  # noqa: F811 - the two-member form of the one above
-            b = x.reshape(shape) if in_order else _scatter_blocks(x, ndev, dim, order)
-            now[0] = b[own]
-            sent[j][...] = b[1 - own]
-
-        def finish(j):  # noqa: F811 - the two-member form of the one above
-            block, now[0] = now[0], None
-            return ufunc(block, other[j]) if own == 0 else ufunc(other[j], block)
 
     return _Fold(fill, finish)
 
