@@ -79,6 +79,8 @@ __all__ = [
     "LOWERINGS",
     "agree",
     "agreed_program",
+    "coalesce_capacity",
+    "coalescible",
     "describe_program",
     "first_difference",
     "in_agreed_program",
@@ -1095,9 +1097,10 @@ def _put_others(dst: np.ndarray, blocks: np.ndarray, own: int) -> None:
         np.copyto(dst[own:], blocks[own + 1 :])
 
 
-def _received_blocks(rows, members: list, own: int, blocks: np.ndarray) -> list:
+def _received_blocks(rows, members: list, own: int, blocks: np.ndarray, at: int = 0) -> list:
     """Block ``own`` (this process's) of every member's send, in member order: from the
-    others' payloads (``rows``, one bytes array per process) and from ``blocks``."""
+    others' payloads (``rows``, one bytes array per process, the send ``at`` bytes into
+    each) and from ``blocks``."""
     shape = _others_shape(blocks.shape)
     nbytes = blocks.nbytes // len(blocks) * shape[0]
     parts = []
@@ -1105,7 +1108,7 @@ def _received_blocks(rows, members: list, own: int, blocks: np.ndarray) -> list:
         if q == own:
             parts.append(blocks[own])
         else:  # member q skipped its own block: ours moved down one past it
-            sent = rows[p][:nbytes].view(blocks.dtype).reshape(shape)
+            sent = rows[p][at : at + nbytes].view(blocks.dtype).reshape(shape)
             parts.append(sent[own if own < q else own - 1])
     return parts
 
@@ -1404,6 +1407,127 @@ def _folded_in_program(name: str, x, kw: dict):
     return fold.finish(parity)
 
 
+# ----------------------------------------------------------------------------- coalesced
+# Small collectives of one program that do not depend on each other (every gradient's
+# all-reduce in a data-parallel step) share one exchange: each one's data at its own place
+# in the slots, one wait for the peers, then each one's fold as if it ran alone. The
+# runtime rewrites a program once (``runtime/executor.py``) from what ``coalescible`` says,
+# and ``mesh_coalesced`` runs each group. A part's result comes from the same fold, with the
+# same operations in the same order, as alone: the same bits. ``COALESCE = False`` turns it
+# off (tests compare both).
+COALESCE = True
+_ALIGN = 64  # each part's data start on a cache line of their own
+
+
+def coalescible(name: str, dtype, shape: tuple, kw: dict) -> int:
+    """The bytes collective ``name`` (physical kwargs ``kw``) on a buffer of NumPy ``dtype``
+    and ``shape`` puts in the exchange when it shares one with others inside a program
+    (rounded up to a cache line), or 0 when it cannot share one: no shared-memory exchange,
+    another op, a layout with no direct form, or data that do not fit the slots."""
+    ex = _STATE.exchange
+    if not COALESCE or ex is None or not ex.shared or name not in _FOLDS or "mesh" not in kw:
+        return 0
+    x = np.zeros(shape, dtype)
+    lane = _lane_of(name, x, kw)
+    if lane is None or lane.fold is None or not x.nbytes:
+        return 0
+    return _room(name, x, lane)
+
+
+def _room(name: str, x: np.ndarray, lane: _Lane) -> int:
+    """The bytes ``lane``'s fold sends of ``x``, rounded up to a cache line."""
+    n = len(lane.order)
+    sent = _others_nbytes(x.nbytes, n) if name == "mesh_reduce_scatter" else x.nbytes
+    return -(-sent // _ALIGN) * _ALIGN
+
+
+def coalesce_capacity() -> int:
+    """The bytes one exchange carries per process (the parts of a group must fit)."""
+    ex = _STATE.exchange
+    return 0 if ex is None else ex.capacity
+
+
+_GROUPS: dict = {}  # id(kwargs) -> (kwargs, exchange, [_Fold per part] or None)
+
+
+def _coalesced_folds(args: list, kw: dict):
+    """Each part's fold at its place in the slots (made once per program's kwargs and
+    transport), or None when they cannot share the slots (the transport changed)."""
+    got = _GROUPS.get(id(kw))
+    ex = _STATE.exchange
+    if got is None or got[0] is not kw or got[1] is not ex:
+        folds = _placed_folds(args, kw["parts"], ex) if ex is not None and ex.shared else None
+        if len(_GROUPS) >= 1024:
+            _GROUPS.clear()
+        got = _GROUPS[id(kw)] = (kw, ex, folds)
+    return got[2]
+
+
+def _placed_folds(args: list, parts: tuple, ex):
+    """The parts' folds one after the other in the slots, or None when one has no fold or
+    they do not fit."""
+    folds, at = [], 0
+    for (name, pkw), x in zip(parts, args, strict=True):
+        lane = _lane_of(name, x, pkw)
+        if lane is None or lane.fold is None:
+            return None
+        folds.append(_FOLDS[name](x, lane.order, lane.group, at=at, **lane.args))
+        at += _room(name, x, lane)
+    return folds if at <= ex.capacity else None
+
+
+_GROUP_TEXTS: dict = {}  # id(kwargs) -> (kwargs, shapes and dtypes, text); as _TEXTS
+
+
+def _group_text(args: list, kw: dict) -> str:
+    """What a group run alone agrees on: each part's ``_agreement_text``."""
+    layout = tuple((x.shape, x.dtype) for x in args)
+    got = _GROUP_TEXTS.get(id(kw))
+    if got is None or got[0] is not kw or got[1] != layout:
+        texts = [_agreement_text(name, x, pkw) for (name, pkw), x in zip(kw["parts"], args)]
+        if len(_GROUP_TEXTS) >= 1024:
+            _GROUP_TEXTS.clear()
+        got = _GROUP_TEXTS[id(kw)] = (kw, layout, "mesh_coalesced: " + "; ".join(texts))
+    return got[2]
+
+
+def _mesh_coalesced(args, kw):
+    """Several small collectives of a program through one exchange (``coalescible``):
+    ``kw["parts"]`` holds each one's ``(op name, physical kwargs)``, ``args`` their operands
+    in the same order; returns their outputs in that order. Run alone (a program of this
+    one instruction, which ``run_program`` does not agree on) the exchange is also the
+    agreement, its digest naming every part, as an eager collective's is."""
+    parts = kw["parts"]
+
+    def lines():  # (a mismatch error's description, made only then)
+        return [_describe(name, x, pkw) for (name, pkw), x in zip(parts, args)]
+
+    folds = _coalesced_folds(args, kw)
+    if folds is None:  # the parts no longer fit the slots: each on its own, in order
+        if _STATE.depth:
+            return [LOWERINGS[name]([x], pkw)[0] for (name, pkw), x in zip(parts, args)]
+        with agreed_program(_group_text(args, kw), lines):
+            return [LOWERINGS[name]([x], pkw)[0] for (name, pkw), x in zip(parts, args)]
+    ex = _STATE.exchange
+    parity = ex.parity()
+    for (fill, _), x in zip(folds, args, strict=True):
+        fill(x, parity)
+    if _STATE.depth:
+        _exchange_in_program(ex, parity, kw["what"])
+    else:
+        text = _group_text(args, kw)
+        digest = _counted_digest(text)
+        count = _STATE.count
+        ex.run(digest, lambda: f"#{count} {text}")
+        if not ex.agreed(parity, digest):
+            _checked(f"#{count} {text}", lines, ex.digests(parity), digest)
+    return [finish(parity) for _, finish in folds]
+
+
+LOWERINGS["mesh_coalesced"] = _mesh_coalesced
+_SELF_AGREEING.add("mesh_coalesced")
+
+
 def run_now(name: str, x: np.ndarray, kw: dict):
     """The cross-process lowering of ``name`` (``mesh_reduce``, ``mesh_gather``,
     ``mesh_reduce_scatter``) run at once on ``x``, a realized host buffer, with the
@@ -1542,14 +1666,15 @@ class _Fold(NamedTuple):
     finish: Any
 
 
-def _payload_views(shape: tuple, dtype, members: list) -> list:
+def _payload_views(shape: tuple, dtype, members: list, at: int = 0) -> list:
     """Per set of slots (parity 0 and 1), views of ``shape`` and ``dtype`` of this
-    process's payload and of each member's (rank order) in the exchange's slots."""
+    process's payload and of each member's (rank order) in the exchange's slots, ``at``
+    bytes into each payload."""
     ex = _STATE.exchange
     nbytes = math.prod(shape) * np.dtype(dtype).itemsize
 
     def view(row):
-        return row[:nbytes].view(dtype).reshape(shape)
+        return row[at : at + nbytes].view(dtype).reshape(shape)
 
     return [(view(ex.outgoing(j)), [view(ex.incoming(j)[p]) for p in members]) for j in (0, 1)]
 
@@ -1591,14 +1716,14 @@ def _copy_into(slots: list):
     return fill
 
 
-def _fold_now_reduce(x, order, group, kind):
-    views = _payload_views(x.shape, x.dtype, _members(group))
+def _fold_now_reduce(x, order, group, kind, at=0):
+    views = _payload_views(x.shape, x.dtype, _members(group), at)
     finishes = [_reduced(parts, kind) for _, parts in views]
     return _Fold(_copy_into([mine for mine, _ in views]), lambda j: finishes[j]())
 
 
-def _fold_now_gather(x, order, group, ndev, dim):
-    views = _payload_views(x.shape, x.dtype, _members(group))
+def _fold_now_gather(x, order, group, ndev, dim, at=0):
+    views = _payload_views(x.shape, x.dtype, _members(group), at)
     blocks = np.argsort(order)  # the members in the blocks' order
     joined = [[parts[i] for i in blocks] for _, parts in views]
     d = ndev + dim
@@ -1617,16 +1742,16 @@ def _fold_now_gather(x, order, group, ndev, dim):
     return _Fold(_copy_into([mine for mine, _ in views]), finish_small if small else finish)
 
 
-def _fold_now_reduce_scatter(x, order, group, ndev, dim, kind):
+def _fold_now_reduce_scatter(x, order, group, ndev, dim, kind, at=0):
     members = _members(group)
     blocks = _scatter_blocks(x, ndev, dim, order)
     shape = blocks.shape
     # this process's slot per set of slots (the others' parts are read as blocks, below)
-    mine = [view for view, _ in _payload_views(_others_shape(shape), blocks.dtype, [])]
+    mine = [view for view, _ in _payload_views(_others_shape(shape), blocks.dtype, [], at)]
     own = members.index(PROCESS.index)  # each member reduces only the block it keeps
     # the others' parts, fixed per set of slots; this process's own block is the call's
     ex = _STATE.exchange
-    received = [_received_blocks(ex.incoming(j), members, own, blocks) for j in (0, 1)]
+    received = [_received_blocks(ex.incoming(j), members, own, blocks, at) for j in (0, 1)]
     in_order = blocks.flags.c_contiguous and np.shares_memory(blocks, x)
     now: list = [None]  # the call's blocks (or its own block), from ``fill`` to ``finish``
 

@@ -41,6 +41,7 @@ from ..core.sharding import PROCESS
 from . import race_records
 
 __all__ = [
+    "coalesced",
     "select_backend",
     "run_program",
     "Race",
@@ -410,6 +411,7 @@ def _stable(kwargs: dict) -> str:
 def run_program(program: Program, seen: int, inputs: list) -> list:
     """Run ``program`` on ``inputs`` (backend buffers) with the selected backend."""
     if PROCESS.count > 1 and crosses_processes(program):
+        program = coalesced(program)
         if mpi.in_agreed_program():  # a nested program: the outer one's digest covers it
             return _run_across(program, seen, inputs)
         instrs = program.instructions
@@ -422,6 +424,80 @@ def run_program(program: Program, seen: int, inputs: list) -> list:
         with mpi.agreed_program(what, lambda: mpi.describe_program(program)):
             return _run_across(program, seen, inputs)
     return _run(program, seen, inputs)
+
+
+def coalesced(program: Program) -> Program:
+    """``program`` with its small independent collectives grouped, each group one
+    ``mesh_coalesced`` instruction that shares one exchange (``mpi.coalescible``), or
+    ``program`` itself when no two can share one. Made once per program.
+
+    A collective joins the open group unless it reads a group member's output (the group
+    runs first, then it opens the next); the group runs where the first instruction that
+    reads one of its outputs stands (or at the end), so every member moves later, never
+    earlier, and what it reads is computed by then. A group also closes when the next
+    member's data would overflow the exchange's slots. Every process runs the same program
+    and makes the same groups."""
+    got = program.executables.get("coalesced")
+    if got is None:
+        got = program.executables["coalesced"] = _coalesce(program)
+    return got
+
+
+def _coalesce(program: Program) -> Program:
+    spec_of = _slot_specs(program)
+    capacity = mpi.coalesce_capacity()
+    steps: list = []
+    ref = {i: i for i in range(program.num_inputs)}  # slot -> build_program ref
+    group: list = []  # (instruction, bytes) of the open group
+    pending: set = set()  # the open group's outputs
+
+    def emit(op, ins_slots, kwargs, out_specs, outs):
+        steps.append((op, tuple(ref[s] for s in ins_slots), kwargs, tuple(out_specs)))
+        for i, o in enumerate(outs):
+            ref[o] = (len(steps) - 1, i)
+
+    def close():
+        if len(group) == 1:
+            ins = group[0][0]
+            emit(ins.op, ins.inputs, ins.kwargs, ins.out_specs, ins.outputs)
+        elif group:
+            members = [ins for ins, _ in group]
+            kwargs = {
+                "mesh": members[0].kwargs["mesh"],
+                "parts": tuple((ins.op, ins.kwargs) for ins in members),
+                "what": f"{len(members)} collectives sharing one exchange",
+            }
+            emit(
+                "mesh_coalesced",
+                [s for ins in members for s in ins.inputs],
+                kwargs,
+                [spec for ins in members for spec in ins.out_specs],
+                [o for ins in members for o in ins.outputs],
+            )
+        group.clear()
+        pending.clear()
+
+    for ins in program.instructions:
+        if pending.intersection(ins.inputs):
+            close()
+        nbytes = 0
+        if len(ins.inputs) == 1 and len(ins.outputs) == 1:
+            dtype, shape = spec_of[ins.inputs[0]][:2]
+            if all(type(d) is int for d in shape):
+                nbytes = mpi.coalescible(ins.op, dtype.numpy, tuple(shape), ins.kwargs)
+        if nbytes:
+            if sum(b for _, b in group) + nbytes > capacity:
+                close()
+            group.append((ins, nbytes))
+            pending.update(ins.outputs)
+            continue
+        emit(ins.op, ins.inputs, ins.kwargs, ins.out_specs, ins.outputs)
+    close()
+    if len(steps) == len(program.instructions):
+        return program  # no two collectives share an exchange: nothing changed
+    inputs = [spec_of[i] for i in range(program.num_inputs)]
+    outputs = [ref[s] for s in program.outputs]
+    return build_program((program.key, "coalesced"), inputs, steps, outputs, program.symbolic)
 
 
 def _run_across(program: Program, seen: int, inputs: list) -> list:

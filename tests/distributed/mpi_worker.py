@@ -259,7 +259,8 @@ def scenario_eager_lane():
 
 def program_lane(line):
     """Inside a compiled program on the shared-memory exchange, collectives whose data fit
-    the slots go through their lane's fold, with the bits of the lowering's own path."""
+    the slots go through their lane's fold, with the bits of the lowering's own path
+    (each collective alone: ``scenario_coalesced`` checks a group against that)."""
     from nabla.backends import mpi
 
     def step(v, terms):
@@ -280,6 +281,7 @@ def program_lane(line):
         return out
 
     try:
+        mpi.COALESCE = False
         mpi._folded_in_program = counted
         compiled = nb.compile(step)
         fast = [compiled(v, terms) for _ in range(3)]  # traced, then the plan twice
@@ -287,6 +289,7 @@ def program_lane(line):
         slow = nb.compile(step)(v, terms)
     finally:
         mpi._folded_in_program = real
+        mpi.COALESCE = True
     if mpi._STATE.exchange.shared:
         assert len(folded) == 9 and all(folded), folded
     else:  # agreements and data go by MPI calls: no slots to fold into
@@ -305,6 +308,77 @@ def program_lane(line):
     if nb.get_backend_name() == "numpy":
         ran = next(iter(affine._cache.values())).program().executables["numpy_fast"]
         assert hasattr(ran, "source"), "stayed interpreted"
+
+
+def scenario_coalesced():
+    """Small collectives of one compiled program that do not depend on each other share
+    one exchange (``mesh_coalesced``): the values are the same, bit for bit, as with each
+    collective alone, and the step makes fewer exchanges. A value computed from a grouped
+    collective's output closes the group first."""
+    from nabla.backends import mpi  # noqa: PLC0415 - the transport under test
+    from nabla.runtime import executor  # noqa: PLC0415
+
+    line = nb.DeviceMesh("line", (N,), ("q",))
+
+    def step(a, b, c):
+        s1 = nb.all_reduce(a, "sum", axes="q")
+        g1 = nb.all_gather(b, 0)
+        t = nb.reduce_scatter(nb.sum(c * 1.5, axis=0), 0)
+        u = s1 * 2.0  # reads s1: the group above runs before it
+        s2 = nb.all_reduce(u, "max", axes="q")
+        g2 = nb.all_gather(b * 3.0, 0)
+        return s1, g1, t, s2, g2
+
+    fn = nb.compile(step)
+    rng = np.random.default_rng(7 + RANK)
+    a, b, c = (
+        nb.distributed.from_process_local(rng.standard_normal(shape).astype(dt), line, P("q"))
+        for shape, dt in (((1, 33), np.float64), ((2, 5), np.float32), ((1, 4 * N), np.float32))
+    )
+    nb.realize(a, b, c)
+    ex = mpi._STATE.exchange
+
+    def run():
+        before = ex.count
+        outs = nb.realize(*fn(a, b, c))
+        made = ex.count - before
+        return [o.numpy() for o in outs], made
+
+    mpi.COALESCE = False
+    try:
+        alone, alone_made = run()
+        alone, alone_made = run()
+        prog = next(iter(fn._cache.values())).program()
+        assert executor.coalesced(prog) is prog, "grouped with coalescing off"
+    finally:
+        mpi.COALESCE = True
+    prog.executables.pop("coalesced")
+    together, made = run()
+    together, made = run()
+    grouped = executor.coalesced(prog)
+    parts = [len(i.kwargs["parts"]) for i in grouped.instructions if i.op == "mesh_coalesced"]
+    assert parts and max(parts) >= 2, [i.op for i in grouped.instructions]
+    assert made < alone_made, (made, alone_made)
+    for x, y in zip(alone, together, strict=True):
+        assert x.dtype == y.dtype and x.shape == y.shape
+        np.testing.assert_array_equal(x.view(np.uint8), y.view(np.uint8))
+    # and the values are the collectives' own
+    av, bv = a.numpy(), b.numpy()
+    close(together[0], av.sum(0, keepdims=True))
+    close(together[1], bv)
+    close(together[3], 2 * together[0])  # the max of equal copies
+    close(together[4], 3 * bv)
+    # a program of collectives only is one group run alone: its exchange is also the
+    # agreement (one exchange a call)
+    gathers = nb.compile(lambda xs: [nb.all_gather(v, 0) for v in xs])
+    operands = nb.realize(b, b * 2.0, b * 3.0)
+    nb.realize(*gathers(list(operands)))  # (the first call traces)
+    for _ in range(3):
+        before = ex.count
+        outs = nb.realize(*gathers(list(operands)))
+        assert ex.count - before == 1, ex.count - before
+        for k, o in enumerate(outs):
+            close(o.numpy(), (k + 1) * bv)
 
 
 def scenario_exchanges():
@@ -443,6 +517,21 @@ def scenario_mismatch_eager(ops: bool):
     else:
         out = nb.all_reduce(small if RANK == 0 else large, "sum", axes="p")
     print(out.addressable_shards[0].data.sum())  # not reached
+
+
+def scenario_mismatch_coalesced():
+    """A compiled program of collectives only (one group that shares one exchange and
+    agrees in it) run on one process while the other traces the call again for another
+    shape: an error on every process, not a hang or a wrong value."""
+    mesh = nb.DeviceMesh("m", (N,), ("p",))
+    a, five, six = (
+        nb.realize(nb.shard(np.ones((N, n), np.float32), mesh, P("p"))) for n in (4, 5, 6)
+    )
+    gathers = nb.compile(lambda xs: [nb.all_gather(v, 0) for v in xs])
+    for _ in range(2):  # traced, then the group alone
+        nb.realize(*gathers([a, five]))
+    outs = gathers([a, six if RANK else five])
+    print([o.addressable_shards[0].data.sum() for o in outs])  # not reached
 
 
 def scenario_mismatch_eager_sizes():

@@ -57,6 +57,7 @@ def run_scenario(n: int, name: str, **kw):
         "eager_lane",
         "eager_memo",
         "exchanges",
+        "coalesced",
     ],
 )
 def test_scenario_on_every_process(scenario, n):
@@ -159,6 +160,18 @@ def test_mismatched_eager_collectives_on_their_buffers_are_an_error_on_every_pro
         assert "(1, 1, 4)" in proc.stderr and "(1, 1, 8192)" in proc.stderr, proc.stderr
     else:
         assert "mesh_gather" in proc.stderr and "mesh_reduce" in proc.stderr, proc.stderr
+    assert took < 50, took
+
+
+def test_mismatched_coalesced_groups_are_an_error_on_every_process():
+    """A program of small collectives only is one group whose shared exchange is also its
+    agreement: a process there while another is elsewhere (tracing the call again for
+    another shape) fails at once, naming the group's parts, and so does the other."""
+    proc, took = run_scenario(2, "mismatch_coalesced", env={"NABLA_MPI_TIMEOUT": "60"})
+    assert proc.returncode != 0
+    assert proc.stderr.count("every process must run the same program") >= 2, proc.stderr
+    assert "mesh_coalesced: mesh_gather" in proc.stderr, proc.stderr
+    assert "((1, 1, 5), 'float32')" in proc.stderr, proc.stderr
     assert took < 50, took
 
 
