@@ -55,6 +55,7 @@ Only ``nabla.backends.mpi`` imports ``mpi4py``, and only when ``activate`` is ca
 from __future__ import annotations
 
 import atexit
+import functools
 import hashlib
 import math
 import os
@@ -1427,11 +1428,21 @@ def coalescible(name: str, dtype, shape: tuple, kw: dict) -> int:
     ex = _STATE.exchange
     if not COALESCE or ex is None or not ex.shared or name not in _FOLDS or "mesh" not in kw:
         return 0
+    if not _one_device_each(kw["mesh"], tuple(kw["axes"]), PROCESS.count):
+        return 0  # (asked of every process's box: each process must group alike)
     x = np.zeros(shape, dtype)
     lane = _lane_of(name, x, kw)
     if lane is None or lane.fold is None or not x.nbytes:
         return 0
     return _room(name, x, lane)
+
+
+@functools.lru_cache(maxsize=256)
+def _one_device_each(mesh, axes: tuple, count: int) -> bool:
+    """Whether every process holds one device along mesh dims ``axes``: the answer is the
+    same on every process (a lane is asked of this process's buffer only), so every
+    process groups a program's collectives the same way and their exchanges meet."""
+    return all(mesh.process_box(p)[k][1] == 1 for p in range(count) for k in axes)
 
 
 def _room(name: str, x: np.ndarray, lane: _Lane) -> int:
