@@ -163,6 +163,17 @@ def test_mismatched_eager_collectives_on_their_buffers_are_an_error_on_every_pro
     assert took < 50, took
 
 
+def test_coalesced_groups_run_as_cuts_of_a_segmented_program():
+    """Under ``auto`` a program across processes is cut at its collectives
+    (``Segments``): a group of collectives is one cut, run by the MPI lowering between
+    the compiled segments, with the same values as each collective alone."""
+    env = {"NABLA_BACKEND": "auto", "NABLA_AUTO_THRESHOLD": "1000000"}
+    proc, _ = run_scenario(2, "coalesced", env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    for rank in range(2):
+        assert f"OK coalesced {rank}/2" in proc.stdout, proc.stdout + proc.stderr
+
+
 def test_mismatched_coalesced_groups_are_an_error_on_every_process():
     """A program of small collectives only is one group whose shared exchange is also its
     agreement: a process there while another is elsewhere (tracing the call again for
