@@ -31,7 +31,6 @@ import numpy as np
 from .backends import mpi as _mpi
 from .core.device import get_default_device
 from .core.dtypes import from_numpy_dtype
-from .core.ir import TensorImpl
 from .core.sharding import PROCESS, DeviceMesh, ShardingError, ShardingSpec
 from .runtime.graph import GRAPH
 from .runtime.tensor import Tensor
@@ -159,11 +158,8 @@ def from_process_local(local, mesh: DeviceMesh, spec) -> Tensor:
             b = _block(mesh, axes, coords) - blocks_held[d][0]
             sel.append(slice(b * block_shape[d], (b + 1) * block_shape[d]))
         slab[tuple(c - o for c, (o, _) in zip(coords, box, strict=True))] = local[tuple(sel)]
-    impl = TensorImpl(
-        tuple(shape), from_numpy_dtype(local.dtype), get_default_device(), buffer=slab
-    )
-    impl.sharding = sharding
-    return Tensor._wrap(impl)
+    dtype = from_numpy_dtype(local.dtype)
+    return Tensor._from_buffer(tuple(shape), dtype, get_default_device(), slab, sharding)
 
 
 def _box_coords(box) -> list:

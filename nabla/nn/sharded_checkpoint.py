@@ -46,7 +46,6 @@ import safetensors.numpy
 from ..backends import mpi
 from ..core.device import get_default_device
 from ..core.dtypes import DType
-from ..core.ir import TensorImpl
 from ..core.pytree import keystr, tree_flatten_with_path, tree_unflatten
 from ..core.sharding import PROCESS, DeviceMesh, ShardingSpec
 from ..ops import creation
@@ -395,9 +394,7 @@ def _build_sharded(spec: ShardingSpec, shape: tuple, dtype: DType, region) -> Te
             read[key] = region(sel)
         coords = mesh.coords(d)
         slab[tuple(c - o for c, o in zip(coords, origin, strict=True))] = read[key]
-    impl = TensorImpl(tuple(shape), dtype, get_default_device(), buffer=slab)
-    impl.sharding = spec
-    return Tensor._wrap(impl)
+    return Tensor._from_buffer(tuple(shape), dtype, get_default_device(), slab, spec)
 
 
 def _read_region(files, stored, sel, shape, dtype) -> np.ndarray:

@@ -38,7 +38,6 @@ from ..backends import mpi
 from ..core.config import CONFIG
 from ..core.device import get_default_device
 from ..core.dtypes import DType
-from ..core.ir import TensorImpl
 from ..core.sharding import (
     REDUCE_KINDS,
     DeviceMesh,
@@ -185,9 +184,7 @@ def _now_result(plan: _Eager, im, out) -> Tensor:
     """The tensor of an eager collective's result ``out`` (realized, no graph node)."""
     if plan.shape != im.shape:
         _check_alloc(plan.op, plan.shape, im.dtype, 0)
-    impl = TensorImpl(plan.shape, im.dtype, im.device, (), None, 0, out)  # (positional: quicker)
-    impl.sharding = plan.spec
-    return Tensor._wrap(impl)
+    return Tensor._from_buffer(plan.shape, im.dtype, im.device, out, plan.spec)
 
 
 # The last bind that ran at once (set by ``bind_collective``; read by ``_bind_one``).

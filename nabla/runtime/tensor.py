@@ -233,6 +233,15 @@ class Tensor:
         self._impl.wrapper = weakref.ref(self)
 
     @classmethod
+    def _from_buffer(cls, shape, dtype, device, buffer, sharding=None) -> Tensor:
+        """A realized tensor holding ``buffer`` (a backend value laid out as ``sharding``
+        says: a process's blocks, or the whole value for None), made by no op: no graph
+        node, no history."""
+        impl = TensorImpl(shape, dtype, device, (), None, 0, buffer)  # (positional: quicker)
+        impl.sharding = sharding
+        return cls._wrap(impl)
+
+    @classmethod
     def _wrap(cls, impl: TensorImpl) -> Tensor:
         t = object.__new__(cls)
         t._impl = impl

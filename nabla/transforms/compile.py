@@ -286,7 +286,7 @@ class _Plan:
             check_outputs(program, inputs, outs, (), "compiled function")
         specs = shardings or [None] * len(shapes)
         return [
-            _realized(shape, dt, device, spec, out)
+            Tensor._from_buffer(shape, dt, device, out, spec)
             for shape, dt, spec, out in zip(shapes, dtypes, specs, outs, strict=True)
         ]
 
@@ -919,7 +919,7 @@ class CompiledFunction:
             outs = run_program(hot.program, plan.calls, inputs)
         device = hot.device
         wrapped = [
-            _realized(shape, dt, device, sharding, out)
+            Tensor._from_buffer(shape, dt, device, out, sharding)
             for (shape, dt, sharding), out in zip(hot.layouts, outs, strict=True)
         ]
         if hot.single:
@@ -1123,13 +1123,6 @@ def _report_to_outer(outer, inner) -> None:
     for mine, theirs in zip(outer, inner, strict=True):
         if mine is not None and theirs:
             mine.extend(theirs)
-
-
-def _realized(shape, dtype, device, sharding, buffer) -> Tensor:
-    """A realized tensor of a compiled program's output ``buffer``, laid out as traced."""
-    impl = TensorImpl(shape, dtype, device, (), None, 0, buffer)
-    impl.sharding = sharding
-    return Tensor._wrap(impl)
 
 
 def _static_key(leaf) -> tuple:
