@@ -1513,25 +1513,23 @@ def _mesh_coalesced(args, kw):
     def lines():  # (a mismatch error's description, made only then)
         return [_describe(name, x, pkw) for (name, pkw), x in zip(parts, args)]
 
+    def each():
+        return [LOWERINGS[name]([x], pkw)[0] for (name, pkw), x in zip(parts, args)]
+
     folds = _coalesced_folds(args, kw)
     if folds is None:  # the parts no longer fit the slots: each on its own, in order
         if _STATE.depth:
-            return [LOWERINGS[name]([x], pkw)[0] for (name, pkw), x in zip(parts, args)]
+            return each()
         with agreed_program(_group_text(args, kw), lines):
-            return [LOWERINGS[name]([x], pkw)[0] for (name, pkw), x in zip(parts, args)]
+            return each()
     ex = _STATE.exchange
     parity = ex.parity()
     for (fill, _), x in zip(folds, args, strict=True):
         fill(x, parity)
     if _STATE.depth:
         _exchange_in_program(ex, parity, kw["what"])
-    else:
-        text = _group_text(args, kw)
-        digest = _counted_digest(text)
-        count = _STATE.count
-        ex.run(digest, lambda: f"#{count} {text}")
-        if not ex.agreed(parity, digest):
-            _checked(f"#{count} {text}", lines, ex.digests(parity), digest)
+    else:  # the data are in the slots already: the agreement's exchange carries them
+        agree(_group_text(args, kw), lines)
     return [finish(parity) for _, finish in folds]
 
 
