@@ -37,7 +37,7 @@ and dtype). Every agreement exchanges one fixed-size slot per process (4 MiB of 
 shared memory; 4 KiB, one ``Iallgather``, over MPI alone), so a collective run alone (an
 eager call) whose data fit in it sends them in the same exchange and costs one
 synchronization, not two; a larger one runs its MPI call after the agreement. An eager
-collective of a realized buffer (``run_now``, called from the op's bind instead of building
+collective of a realized buffer (``now_function``, called from the op's bind instead of building
 a graph) whose data fit the slot sends them in the agreement as the lazy path does (the same
 result, one exchange); a larger one runs its MPI collective on the buffer itself after the
 agreement (over MPI alone: posted beside it, nonblocking). A
@@ -87,7 +87,6 @@ __all__ = [
     "in_agreed_program",
     "now_function",
     "read_value",
-    "run_now",
     "barrier",
     "broadcast_object",
 ]
@@ -1299,7 +1298,7 @@ LOWERINGS["mesh_iota"] = _mesh_iota
 
 
 # ----------------------------------------------------------------------------- eager calls
-# An eager all_reduce / all_gather / reduce_scatter of a realized buffer (``run_now``, from
+# An eager all_reduce / all_gather / reduce_scatter of a realized buffer (``now_function``, from
 # the op's bind) skips the lazy graph. Data that fit the agreement's slot (4 KiB) travel in
 # it, reduced or joined as the lazy path's fold does (the same bits, one exchange). Above
 # that, the data collective works on the buffer itself (no
@@ -1537,24 +1536,18 @@ LOWERINGS["mesh_coalesced"] = _mesh_coalesced
 _SELF_AGREEING.add("mesh_coalesced")
 
 
-def run_now(name: str, x: np.ndarray, kw: dict):
-    """The cross-process lowering of ``name`` (``mesh_reduce``, ``mesh_gather``,
-    ``mesh_reduce_scatter``) run at once on ``x``, a realized host buffer, with the
-    physical kwargs ``kw`` (with ``mesh``): the output array, or None (nothing done, no
-    MPI call) when this call has no direct form here (another op, several devices per
-    process along the axes, a dtype MPI has no type for, a buffer that is not C-contiguous,
-    or inside an agreed program). A collective every process must call, as the lazy op's
-    realization is."""
-    now = now_function(name, x, kw)
-    return None if now is None else now(x)
-
-
 def now_function(name: str, x: np.ndarray, kw: dict):
-    """``run_now(name, ., kw)`` for buffers of ``x``'s shape and dtype, as one function
-    made once (an eager call repeated every step keeps it: no lookup per call), or None
-    when the call has no direct form. The function returns None (nothing done) on a
-    buffer that is not C-contiguous, inside an agreed program, or once MPI's transport
-    changed (``activate`` with another communicator): the caller takes the lazy path."""
+    """The cross-process lowering of ``name`` (``mesh_reduce``, ``mesh_gather``,
+    ``mesh_reduce_scatter``) with the physical kwargs ``kw`` (with ``mesh``), run at once
+    on a realized host buffer like ``x``: one function of the buffer, made once per
+    kwargs, shape and dtype (an eager call repeated every step keeps it: no lookup per
+    call), returning the output array. None when the call has no direct form here (another
+    op, several devices per process along the axes, a dtype MPI has no type for, a buffer
+    that is not C-contiguous, or inside an agreed program). The function itself returns
+    None, doing nothing, on a buffer that is not C-contiguous, inside an agreed program, or
+    once MPI's transport changed (``activate`` with another communicator): the caller then
+    takes the lazy path. A collective every process must call, as the lazy op's
+    realization is."""
     if _STATE.depth or _STATE.comm is None or not x.flags.c_contiguous:
         return None
     lane = _lane_of(name, x, kw)

@@ -170,7 +170,7 @@ def _runs_now(im) -> bool:
 
 class _Eager(NamedTuple):
     """An eager collective run at once (``_runs_now``): the op, its output's global shape
-    and spec, the physical kwargs ``mpi.run_now`` takes, and the call made one function of
+    and spec, the physical kwargs ``mpi.now_function`` takes, and the call made one function of
     the buffer (``mpi.now_function``) for the memo's repeats."""
 
     op: Operation
