@@ -80,6 +80,7 @@ __all__ = [
     "LOWERINGS",
     "agree",
     "agreed_program",
+    "CoalescedPart",
     "coalesce_capacity",
     "coalescible",
     "describe_program",
@@ -1419,6 +1420,14 @@ COALESCE = True
 _ALIGN = 64  # each part's data start on a cache line of their own
 
 
+class CoalescedPart(NamedTuple):
+    """One collective of a ``mesh_coalesced`` group: its op and physical kwargs, as its
+    own instruction had them."""
+
+    op: str
+    kwargs: dict
+
+
 def coalescible(name: str, dtype, shape: tuple, kw: dict) -> int:
     """The bytes collective ``name`` (physical kwargs ``kw``) on a buffer of NumPy ``dtype``
     and ``shape`` puts in the exchange when it shares one with others inside a program
@@ -1457,7 +1466,7 @@ def coalesce_capacity() -> int:
     return 0 if ex is None else ex.capacity
 
 
-_GROUPS: dict = {}  # id(kwargs) -> (kwargs, exchange, [_Fold per part] or None)
+_GROUPS: dict = {}  # id(kwargs) -> (kwargs, exchange, [_Fold per part] or None): as _TEXTS
 
 
 def _coalesced_folds(args: list, kw: dict):
@@ -1503,7 +1512,7 @@ def _group_text(args: list, kw: dict) -> str:
 
 def _mesh_coalesced(args, kw):
     """Several small collectives of a program through one exchange (``coalescible``):
-    ``kw["parts"]`` holds each one's ``(op name, physical kwargs)``, ``args`` their operands
+    ``kw["parts"]`` holds each one's ``CoalescedPart``, ``args`` their operands
     in the same order; returns their outputs in that order. Run alone (a program of this
     one instruction, which ``run_program`` does not agree on) the exchange is also the
     agreement, its digest naming every part, as an eager collective's is."""

@@ -464,7 +464,7 @@ def _coalesce(program: Program) -> Program:
             members = [ins for ins, _ in group]
             kwargs = {
                 "mesh": members[0].kwargs["mesh"],
-                "parts": tuple((ins.op, ins.kwargs) for ins in members),
+                "parts": tuple(mpi.CoalescedPart(ins.op, ins.kwargs) for ins in members),
                 "what": f"{len(members)} collectives sharing one exchange",
             }
             emit(
