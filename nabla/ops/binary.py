@@ -365,6 +365,22 @@ class _ProductOp(BinaryOperation):
         return super().vjp_rule(primals, cotangents, outputs, kwargs)
 
 
+class _QuotientOp(BinaryOperation):
+    """``div``: the cotangents JAX's rule gives, ``ct / y`` and ``-ct * out / y``, with the
+    divisor's summed to its shape before it is divided. Where ``y`` was broadcast (the row
+    sum of a softmax, the deviation of a norm) it is constant along the summed dims, so
+    ``-sum(ct * out) / y`` divides the reduced values: one pass over the cotangent (the
+    product) where ``ct * (-out / y)`` took three, and the dividend's ``ct / y`` is one pass
+    where ``ct * (1 / y)`` took two for a ``y`` of the full shape."""
+
+    def vjp_rule(self, primals, cotangents, outputs, kwargs):
+        x, y = primals
+        ct = cotangents[0]
+        if ct is None:
+            return [None, None]
+        return [_sum_to_like(ct / y, x), -(_sum_to_like(ct * outputs[0], y) / y)]
+
+
 def _binary(name, partials=None, *, doc, result="same", kinds="all", base=BinaryOperation):
     cls = type(
         f"{name.title().replace('_', '')}Op",
@@ -476,6 +492,7 @@ div = _binary(
     doc="Elementwise true division ``x / y`` (also ``nb.divide``).\n\n"
     "Division by zero gives ``inf`` or NaN.",
     result="float",
+    base=_QuotientOp,
 )
 floor_div = _binary(
     "floor_div",

@@ -239,6 +239,45 @@ def test_a_square_s_two_equal_cotangents_are_one_doubled_term(rng):
     close(h, 2 * np.eye(2))
 
 
+def test_a_broadcast_divisor_s_cotangent_is_summed_before_it_is_divided(rng):
+    """``x / y`` with ``y`` broadcast along rows (a softmax's row sum, a norm's deviation):
+    the divisor's cotangent is ``-sum(ct * out) / y``, a division of the summed values, so
+    the rule makes two passes over the cotangent's shape. The values match the quotient
+    rule for a broadcast, a full and a scalar divisor, batched on either side, and a
+    second derivative."""
+    from nabla.ops import OPS
+    from nabla.runtime.graph import GRAPH
+
+    a = f32(rng.standard_normal((6, 8)))
+    rows = f32(rng.uniform(0.5, 2.0, (6, 1)))
+    ct = f32(rng.standard_normal((6, 8)))
+    x, y, c = nb.constant(a), nb.constant(rows), nb.constant(ct)
+    with nb.backend("numpy"):
+        dx, dy = OPS["div"].vjp_rule([x, y], [c], [x / y], {})
+        nb.realize(dx, dy)
+        program = GRAPH.programs()[-1]
+    close(dx, ct / rows)
+    close(dy, -(ct * a / rows**2).sum(1, keepdims=True))
+    # passes over the whole shape: the forward's x / y, then ct / y and ct * out (the rule
+    # as partials, ct * (1 / y) and ct * (-out / y), made four)
+    whole = [ins.op for ins in program.instructions if ins.out_specs[0][1] == (6, 8)]
+    assert whole == ["div", "div", "mul"], whole
+
+    full = f32(rng.uniform(0.5, 2.0, (6, 8)))
+    for div_by, summed in ((rows, (1,)), (full, ()), (f32(1.7), (0, 1))):
+        gx, gy = nb.grad(lambda u, v: ((u / v) * c).sum(), argnums=(0, 1))(x, nb.constant(div_by))
+        close(gx, ct / div_by)
+        terms = -ct * a / div_by**2
+        close(gy, terms.sum(summed, keepdims=True).reshape(div_by.shape))
+    per_row = nb.vmap(nb.grad(lambda u, v: (u / v).sum(), argnums=1), in_axes=(0, None))
+    close(per_row(x, nb.constant(f32(1.5))), -a.sum(1) / 1.5**2, rtol=1e-4)
+    vs = f32(rng.uniform(0.5, 2.0, 6))
+    per_divisor = nb.vmap(nb.grad(lambda u, v: (u / v).sum(), argnums=1), in_axes=(None, 0))
+    close(per_divisor(nb.constant(a[0]), nb.constant(vs)), -a[0].sum() / vs**2, rtol=1e-4)
+    d2 = nb.grad(nb.grad(lambda v: (x / v).sum()))(nb.constant(f32(2.0)))
+    close(d2, 2 * a.sum() / 8.0, rtol=1e-4)
+
+
 def test_backward_accumulates_and_resets():
     x = nb.constant(f32([1.0, 2.0, 3.0]))
     x.requires_grad = True
