@@ -285,7 +285,9 @@ sigmoid = _unary(
 )
 relu = _unary(
     "relu",
-    lambda x, y: (x > 0).cast(x.dtype),
+    # from the output (y > 0 exactly where x > 0, and both false at NaN): the backward then
+    # keeps y, which the next layer reads anyway, and x dies at the relu (written over in place)
+    lambda x, y: (y > 0).cast(x.dtype),
     doc="Elementwise rectified linear unit ``max(x, 0)``.\n\nIts derivative at 0 is taken as 0.",
     float_only=False,
     allowed=_not_bool,

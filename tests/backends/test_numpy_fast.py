@@ -262,6 +262,30 @@ def test_sigmoid_and_rsqrt_chains_in_scratch_give_the_lowerings_bits(dtype, rng)
         assert [_bits(a) for a in run([x])] == [_bits(a) for a in want]
 
 
+def test_a_large_relu_inside_runs_the_blocked_max_into_scratch(rng):
+    """A relu of 16 or more blocks that stays inside runs the interpreter's blocked max
+    against 0 into a scratch buffer (a fresh array per call before), with its bits (NaN
+    and -0.0 included); of a strided view, NumPy's own max into the buffer."""
+    n = 16 * 4096
+    steps = [
+        ("neg", (0,), {}, _spec(8, 2 * n)),
+        ("relu", ((0, 0),), {}, _spec(8, 2 * n)),  # in place over the neg
+        ("mul", ((1, 0), (1, 0)), {}, _spec(8, 2 * n)),
+        ("slice", ((2, 0),), {"slices": ((0, 1, 8), (0, 2, n))}, _spec(8, n)),
+        ("relu", ((3, 0),), {}, _spec(8, n)),  # of a strided view
+        ("reduce_sum", ((4, 0),), {"axes": (1,), "keepdims": False}, _spec(8)),
+    ]
+    program = build_program(("relu", id(steps)), [(F32, (8, 2 * n), CPU())], steps, [(5, 0)])
+    run = fast.lower(program)
+    relus = [line for line in run.source.splitlines() if "against_scalar(maximum" in line]
+    assert len(relus) == 2 and relus[0].endswith("b0)"), run.source
+    x = rng.standard_normal((8, 2 * n)).astype(np.float32)
+    x[0, :5] = [np.nan, -0.0, 0.0, np.inf, -np.inf]
+    want = compile_program(program)([x])
+    for _ in range(2):
+        assert [_bits(a) for a in run([x])] == [_bits(a) for a in want]
+
+
 def test_common_subexpressions_merge_only_equal_bits():
     """Two instructions merge when op, operands and kwargs agree (``full`` of 0.0 and of
     -0.0 compare equal in Python and must not), and two outputs stay two arrays."""

@@ -71,21 +71,22 @@ GOLDEN = {
     i:f32[] = mul g h
   in (i) }""",
     "grad_of_mlp_loss": """\
-{ lambda c:f32[5,3], e:f32[], h:f32[4,1], k:f32[] ; a:f32[3,4]. let
+{ lambda c:f32[5,3], f:f32[], i:f32[4,1], l:f32[] ; a:f32[3,4]. let
     b:f32[3,4] = identity a
     d:f32[5,4] = matmul c b
-    f:bool[5,4] = greater d e
-    g:f32[5,4] = cast[dtype=float32] f
-    i:f32[1,4] = transpose[perm=(1, 0)] h
-    j:f32[] = full[shape=(), value=1.0, dtype=float32]
-    l:f32[] = mul j k
-    m:f32[1,1] = reshape[shape=(1, 1)] l
-    n:f32[5,1] = broadcast_to[shape=(5, 1)] m
-    o:f32[5,4] = matmul n i
-    p:f32[5,4] = mul o g
-    q:f32[3,5] = transpose[perm=(1, 0)] c
-    r:f32[3,4] = matmul q p
-  in (r) }""",
+    e:f32[5,4] = relu d
+    g:bool[5,4] = greater e f
+    h:f32[5,4] = cast[dtype=float32] g
+    j:f32[1,4] = transpose[perm=(1, 0)] i
+    k:f32[] = full[shape=(), value=1.0, dtype=float32]
+    m:f32[] = mul k l
+    n:f32[1,1] = reshape[shape=(1, 1)] m
+    o:f32[5,1] = broadcast_to[shape=(5, 1)] n
+    p:f32[5,4] = matmul o j
+    q:f32[5,4] = mul p h
+    r:f32[3,5] = transpose[perm=(1, 0)] c
+    s:f32[3,4] = matmul r q
+  in (s) }""",
     "vmap_of_attention": """\
 { lambda i:f32[] ; a:f32[2,4,8], b:f32[2,6,8], c:f32[2,6,8]. let
     d:f32[6,8]@vmap[1] = to_batch[axis=0, level=1, levels=(1,)] c

@@ -46,6 +46,7 @@ from .lowerings import (
     DIRECT,
     LOWERINGS,
     UFUNCS,
+    _against_scalar,
     _blas_ready,
     _py_slices,
     exchanges_data,
@@ -479,7 +480,7 @@ class _Lowering:
         if op in _VIEWS:
             self._view(k, step, ins[0], in_specs[0])
             return
-        if op in ("sigmoid", "rsqrt") and self._chain(k, step, ins[0]):
+        if op in ("sigmoid", "rsqrt", "relu") and self._chain(k, step, ins[0]):
             return
         self._call(k, step, ins)
 
@@ -614,9 +615,10 @@ class _Lowering:
         self._release([d for d in dying if d != b])
 
     def _chain(self, k, step, x) -> bool:
-        """``sigmoid`` and ``rsqrt`` of a float32/float64 value that stays inside: the
-        interpreter's NumPy calls, one after the other in one buffer (its lowerings run
-        the same loops on fresh arrays). False where the lowering is called instead."""
+        """``sigmoid``, ``rsqrt`` and a large ``relu`` of a float32/float64 value that stays
+        inside: the interpreter's NumPy calls, one after the other in one buffer (its
+        lowerings run the same loops on fresh arrays). False where the lowering is called
+        instead."""
         dt, shape = step.specs[0]
         kind, relies = self.layout.get(step.inputs[0], _NO_LAYOUT)
         floats = (np.dtype(np.float32), np.dtype(np.float64))
@@ -641,6 +643,10 @@ class _Lowering:
                 f"add({t}, {one}, out={t})",
                 f"{v} = true_divide(1, {t}, out={t})",
             ]
+        elif step.op == "relu":  # the interpreter's blocked max against 0, into the buffer
+            zero = self._const(dt.type(0), "zero")
+            self.ns.update(against_scalar=_against_scalar, maximum=np.maximum)
+            self.lines.append(f"{v} = against_scalar(maximum, {x}, {zero}, {t})")
         else:  # rsqrt: 1 / sqrt(x)
             self.ns.update(sqrt=np.sqrt, true_divide=np.true_divide)
             self.lines += [f"sqrt({x}, out={t})", f"{v} = true_divide(1, {t}, out={t})"]

@@ -142,14 +142,15 @@ _BLOCK = 4096
 _FILLS: dict = {}
 
 
-def _against_scalar(fn, x, value):
-    """``fn(x, value)`` for a ufunc ``fn`` and a 0-d ``value`` of x's dtype. NumPy's
-    maximum/minimum loops run 4-5x slower against a broadcast (stride-0) scalar than against
-    a contiguous operand, so a large contiguous ``x`` goes through in rows of a cached block
-    filled with the value (relu of a (16, 64, 512) activation: 0.40 -> 0.10 ms)."""
+def _against_scalar(fn, x, value, out=None):
+    """``fn(x, value)`` for a ufunc ``fn`` and a 0-d ``value`` of x's dtype, into ``out``
+    (an array of x's dtype and shape, x itself allowed) when given. NumPy's maximum/minimum
+    loops run 4-5x slower against a broadcast (stride-0) scalar than against a contiguous
+    operand, so a large contiguous ``x`` goes through in rows of a cached block filled with
+    the value (relu of a (16, 64, 512) activation: 0.40 -> 0.10 ms)."""
     n = x.size
-    if n < 16 * _BLOCK or not x.flags.c_contiguous:
-        return fn(x, value)
+    if n < 16 * _BLOCK or not x.flags.c_contiguous or not (out is None or out.flags.c_contiguous):
+        return fn(x, value) if out is None else fn(x, value, out=out)
     value = np.asarray(value, dtype=x.dtype)
     key = (x.dtype, value.tobytes())
     block = _FILLS.get(key)
@@ -157,7 +158,8 @@ def _against_scalar(fn, x, value):
         if len(_FILLS) > 64:
             _FILLS.clear()
         block = _FILLS[key] = np.full(_BLOCK, value, dtype=x.dtype)
-    out = np.empty_like(x)
+    if out is None:
+        out = np.empty_like(x)
     flat, flat_out = x.reshape(-1), out.reshape(-1)
     m = n - n % _BLOCK
     fn(flat[:m].reshape(-1, _BLOCK), block, out=flat_out[:m].reshape(-1, _BLOCK))
