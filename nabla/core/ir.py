@@ -101,6 +101,14 @@ def _note_read(dim, what: str, anywhere: bool = False) -> None:
     reads.append(f"{what} of dynamic size {dim.describe()} at {filename}:{frame.f_lineno}")
 
 
+def note_size_decision(dim, what: str) -> None:
+    """nabla's own code made a result depend on symbolic size ``dim`` in a way the trace
+    cannot keep as an expression (``what``: "a clamped or empty slice", say): recorded
+    as a size read (``_note_read``), naming the user's line, so the trace then serves only
+    its own sizes and another size traces again instead of reusing a stale number."""
+    _note_read(dim, what, True)
+
+
 def _arith(op, reflected=False):
     fn = DIM_OPS[op]
 

@@ -17,7 +17,6 @@ from typing import NamedTuple
 import numpy as np
 
 from ..core.dtypes import DType
-from ..core.ir import SymDim, range_length
 from ..core.state import is_live, live_grad_levels
 from ..runtime.tensor import Tensor
 from . import batching, spmd
@@ -468,7 +467,7 @@ def _resolve_entries(x, entries, op) -> _Key:
         if kind == "slice":
             if v.step == 0:
                 raise ValueError(f"{op}: slice step cannot be zero (tensor of shape {x.shape})")
-            slices.append(_slice_entry(v, n))
+            slices.append(fn.slice_entry(v, n))
             layout.append(("basic", dim))
         elif kind == "int" and not any_adv:
             slices.append((_int_index(x, v, dim, op), 1, 1))
@@ -502,38 +501,6 @@ def _advanced_index(x, kind, v, dim, op) -> Tensor:
             f"(tensor of shape {x.shape})"
         )
     return _index_tensor(op, v, x.shape[dim], f" (axis {dim} of shape {x.shape})")
-
-
-def _slice_entry(s: slice, n) -> tuple:
-    """(start, step, length) of slice ``s`` over a dim of size ``n``. With a symbolic size
-    (``compile``'s dynamic dims) a forward slice keeps its start and length as expressions
-    in the size (``x[1:]`` has ``n - 1`` elements, ``x[: n // 2]`` has ``n // 2``); the
-    compiled plan checks them again at each new size."""
-    start, stop, step = s.indices(n)
-    length = len(range(start, stop, step))
-    if step > 0 and length > 0 and any(isinstance(v, SymDim) for v in (n, s.start, s.stop)):
-        lo = _symbolic_end(s.start, n, 0)
-        hi = _symbolic_end(s.stop, n, n)
-        if (
-            lo is not None
-            and hi is not None
-            and int.__int__(lo) == start
-            and int.__int__(hi) == stop
-        ):
-            return (lo, step, range_length(lo, hi, step))
-    return (start, step, length)
-
-
-def _symbolic_end(v, n, default):
-    """A slice end as an expression in the dim's size ``n`` (None: not one we keep)."""
-    if v is None:
-        return default
-    if isinstance(v, SymDim):
-        return v if 0 <= v <= n else None
-    if isinstance(v, numbers.Integral):
-        v = int(v)
-        return n + v if -n <= v < 0 else (v if v <= n else None)
-    return None
 
 
 def _linear_index(y, adv):
@@ -665,11 +632,9 @@ def _update(x, key, value, mode):
         new_region = fn.permute(moved, [order.index(i) for i in range(region.ndim)])
     if all(s == (0, 1, d) for s, d in zip(k.slices, x.shape)):
         return new_region
-    return fn.slice_update(
-        x,
-        new_region,
-        slices=[slice(s, s + st * n if s + st * n >= 0 else None, st) for s, st, n in k.slices],
-    )
+    # the normalized region as it is: turned back into slices, its starts would be
+    # normalized again and lose their expressions in compile's dynamic sizes
+    return fn.slice_update_normalized(x, new_region, k.slices)
 
 
 def _fit(value, shape):

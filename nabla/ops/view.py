@@ -17,7 +17,7 @@ import numbers
 import numpy as np
 
 from ..core.dtypes import DType
-from ..core.ir import as_dim
+from ..core.ir import SymDim, as_dim, note_size_decision, range_length
 from ..core.state import STATE
 from ..runtime.tensor import Tensor
 from . import spmd
@@ -540,13 +540,59 @@ def normalize_slices(op, shape, index) -> tuple:
         if isinstance(sl, slice):
             if sl.step == 0:
                 raise ValueError(f"{op}: slice step cannot be zero")
-            start, stop, step = sl.indices(d)
-            out.append((start, step, len(range(start, stop, step))))
+            out.append(slice_entry(sl, d))
         else:
             raise TypeError(f"{op}: expected a slice, got {sl!r}")
     for d in shape[len(index) :]:
         out.append((0, 1, d))
     return tuple(out)
+
+
+def slice_entry(s: slice, n) -> tuple:
+    """``(start, step, length)`` of slice ``s`` (nonzero step) over a dim of size ``n``.
+
+    Under ``compile``'s dynamic dims (``n`` or an end a ``SymDim``) the start and length
+    stay expressions in the sizes wherever the ends are: None, a negative end counted from
+    the end, or an end inside the dim, in either direction (``x[1:]`` has ``n - 1``
+    elements, ``x[::-2]`` starts at ``n - 1`` and has ``(n + 1) // 2``); the compiled plan
+    checks them again at each new size. ``slice.indices`` alone would give this size's
+    numbers, which a later size would reuse. A slice whose numbers cannot be kept so (an
+    end past the dim, clamped; an empty slice; a symbolic step) is recorded as a decision
+    on the size: the trace then serves that size only."""
+    start, stop, step = s.indices(int.__int__(n) if isinstance(n, SymDim) else n)
+    length = len(range(start, stop, step))
+    symbolic = [v for v in (n, s.start, s.stop, s.step) if isinstance(v, SymDim)]
+    if not symbolic:
+        return (start, step, length)
+    lo = _symbolic_end(s.start, n, step, True)
+    hi = _symbolic_end(s.stop, n, step, False)
+    if (
+        length > 0
+        and not isinstance(s.step, SymDim)
+        and lo is not None
+        and hi is not None
+        and int.__int__(lo) == start
+        and int.__int__(hi) == stop
+    ):
+        return (lo, step, range_length(lo, hi, step))
+    for dim in symbolic:
+        note_size_decision(dim, "a clamped or empty slice")
+    return (start, step, length)
+
+
+def _symbolic_end(v, n, step: int, at_start: bool):
+    """A slice end as ``slice.indices`` gives it, as an expression in the dim's size ``n``
+    (None: an end it clamps, which no expression keeps)."""
+    if v is None:
+        if step > 0:
+            return 0 if at_start else n
+        return n - 1 if at_start else -1  # backwards: from the last element to before 0
+    if isinstance(v, numbers.Integral) and not isinstance(v, bool):
+        if v < 0:
+            return n + v if -n <= v else None
+        inside = v <= n if step > 0 else v < n
+        return v if inside else None
+    return None
 
 
 def _region(op, start=None, size=None, *, stop=None, step=None, slices=None) -> list:
@@ -653,6 +699,13 @@ def slice_update(x, update, start=None, size=None, *, stop=None, step=None, slic
     update = as_tensor(update, x.dtype, op="slice_update")
     if update.shape != region:
         update = broadcast_to(update, region) if _broadcastable(update.shape, region) else update
+    return _slice_update.bind([x, update], {"slices": norm})
+
+
+def slice_update_normalized(x, update, norm):
+    """``x`` with the region of slices already normalized to ``(start, step, count)`` per
+    dim replaced by ``update`` (of the region's shape): the region of an indexed update,
+    whose starts may be expressions in ``compile``'s dynamic sizes."""
     return _slice_update.bind([x, update], {"slices": norm})
 
 
@@ -1052,4 +1105,4 @@ def _repeat_each(x, repeats, axis):
     return fn.take(x, fn.constant(index), axis=axis)
 
 
-provide(globals(), [*__all__, "slice_normalized"])
+provide(globals(), [*__all__, "slice_normalized", "slice_entry", "slice_update_normalized"])

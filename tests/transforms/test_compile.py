@@ -82,6 +82,69 @@ def test_dynamic_dims_never_reuse_a_size_read_as_a_number():
     assert m.stats.misses == 1 and flat.stats.misses == 1
 
 
+@pytest.mark.parametrize(
+    "name",
+    [
+        "[::-1]",
+        "[::-2]",
+        "[-2::-1]",
+        "[:1:-1]",
+        "[-1:-4:-1]",
+        "[1:-1:2]",
+        "[5:]",
+        "[:10]",
+        "[-10:]",
+    ],
+)
+def test_dynamic_dims_slice_from_the_end_at_every_size(name):
+    """Slices whose numbers depend on the size: backwards (the start is the size minus
+    one), ends counted from the end, and ends past the dim (clamped) or empty. Each call's
+    values are NumPy's at its own size, never the first trace's numbers (a backwards slice
+    gave [3, 1] for every size). Those kept as expressions serve every size from one
+    trace; a slice clamped or empty at its trace's size traces per size."""
+    f = nb.compile(lambda a: eval(f"a{name}"), dynamic_dims={0: {0: "n"}})
+    for n in (4, 5, 7, 12, 3, 1):
+        a = np.arange(n, dtype=np.float32)
+        got = f(nb.constant(a)).numpy()
+        want = eval(f"a{name}")
+        assert got.shape == want.shape and np.array_equal(got, want), (n, got, want)
+    if name in ("[::-1]", "[::-2]", "[-2::-1]", "[1:-1:2]"):  # expressions at every size
+        assert f.stats.misses == 1
+    elif name in ("[5:]", "[:10]", "[-10:]"):  # clamped or empty at the first size
+        assert f.stats.misses == 6
+
+
+def test_dynamic_dims_update_a_region_counted_from_the_end():
+    """``x.at[-1].set``, ``x[-2:] = v`` and ``slice_tensor(stop=[-1])`` at every size: an
+    indexed update's region went through slices again and lost its expressions (the second
+    size wrote the first size's last position; a smaller one failed to broadcast)."""
+
+    def assign(a):
+        a = a * 1
+        a[-2:] = 0.0
+        return a
+
+    cases = [
+        (lambda a: a.at[-1].set(0.0), lambda a: np.concatenate([a[:-1], [0.0]])),
+        (assign, lambda a: np.concatenate([a[:-2], [0.0, 0.0]])),
+        (lambda a: a.at[::-2].add(1.0), lambda a: a + (np.arange(a.size)[::-1] % 2 == 0)),
+        (lambda a: nb.slice_tensor(a, start=[0], stop=[-1]), lambda a: a[:-1]),
+        (lambda a: nb.slice_update(a, 9.0, stop=[-2], step=[-1]), lambda a: _set(a, -1, -2)),
+    ]
+    for fun, want in cases:
+        f = nb.compile(fun, dynamic_dims={0: {0: "n"}})
+        for n in (4, 5, 3, 7):
+            a = np.arange(1, n + 1, dtype=np.float32)
+            np.testing.assert_array_equal(f(nb.constant(a)).numpy(), want(a))
+        assert f.stats.misses == 1
+
+
+def _set(a, start, stop):
+    a = a.copy()
+    a[start:stop:-1] = 9.0
+    return a
+
+
 def test_two_dynamic_dims_whose_sizes_swap_do_not_hide_a_derived_size():
     """(2, 3) then (3, 2) give equal traces (the concatenation is 5 long both times): the
     plan is not taken for every size until sizes that all move one way agree too."""

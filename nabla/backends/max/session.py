@@ -479,6 +479,9 @@ def _max_symbolic(program: Program) -> bool:
         if nested_programs(instr.kwargs):  # a body's own sizes are not symbolized
             return False
         allowed = SIZE_KWARGS.get(instr.op, ())
+        slices = instr.kwargs.get("slices", ()) if instr.op == "slice" else ()
+        if any(step < 0 and has_symdim((start, length)) for start, step, length in slices):
+            return False  # the lowering flips a backwards slice by its length as a number
         for key, value in instr.kwargs.items():
             if has_symdim(value) and (key not in allowed or not supported(value)):
                 return False

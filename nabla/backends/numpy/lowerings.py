@@ -404,6 +404,9 @@ def _flip(x, axes):
 def _py_slices(slices):
     out = []
     for start, step, length in slices:
+        if length == 0:  # any start (a compiled plan's at a new size may be -1): empty
+            out.append(slice(0, 0, 1))
+            continue
         stop = start + step * length
         out.append(slice(start, None if stop < 0 else stop, step))
     return tuple(out)
