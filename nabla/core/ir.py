@@ -145,7 +145,10 @@ def _simplify(op, a, b):
 
 def _decide(name, anywhere=False):
     base = getattr(int, name)
-    what = {"__bool__": "a truth test", "__int__": "int()"}.get(name, "a comparison")
+    what = {"__bool__": "a truth test", "__int__": "int()"}.get(name)
+    if what is None:
+        plain = name.strip("_").removeprefix("r") if name.startswith("__r") else name.strip("_")
+        what = "a comparison" if plain in ("eq", "ne", "lt", "le", "gt", "ge") else f"'{plain}'"
 
     def method(self, *args):
         _note_read(self, what, anywhere)
@@ -225,6 +228,31 @@ class SymDim(int):
     __le__ = _decide("__le__")
     __gt__ = _decide("__gt__")
     __ge__ = _decide("__ge__")
+
+    # int's other operators give a plain number: in user code a decision on the size
+    # (``n ** -0.5``, ``abs(n - 5)``, ``n >> 1``; nabla's own checks, such as the bytes
+    # bound ``n << 3``, are not; a float on the left of a size, ``0.5 * n`` or ``1.0 / n``,
+    # runs float's own operator and cannot be seen)
+    __pow__ = _decide("__pow__")
+    __rpow__ = _decide("__rpow__")
+    __abs__ = _decide("__abs__")
+    __divmod__ = _decide("__divmod__")
+    __rdivmod__ = _decide("__rdivmod__")
+    __lshift__ = _decide("__lshift__")
+    __rlshift__ = _decide("__rlshift__")
+    __rshift__ = _decide("__rshift__")
+    __rrshift__ = _decide("__rrshift__")
+    __and__ = _decide("__and__")
+    __rand__ = _decide("__rand__")
+    __or__ = _decide("__or__")
+    __ror__ = _decide("__ror__")
+    __xor__ = _decide("__xor__")
+    __rxor__ = _decide("__rxor__")
+    __invert__ = _decide("__invert__")
+    __round__ = _decide("__round__")
+    __trunc__ = _decide("__trunc__")
+    __floor__ = _decide("__floor__")
+    __ceil__ = _decide("__ceil__")
 
     def __reduce__(self):  # pickled into a compile worker's program
         return (SymDim, (int.__int__(self), self.expr))

@@ -275,7 +275,9 @@ def _soft_cross_entropy(probs: Tensor, logp: Tensor, label_smoothing, weight) ->
     """``-(probs * logp * weight).sum(-1)``, the target distribution ``probs`` first mixed
     with the uniform one: ``(1 - e) * probs + e / C`` for ``label_smoothing = e``."""
     if label_smoothing:
-        probs = probs * (1.0 - label_smoothing) + label_smoothing / logp.shape[-1]
+        # e / C as the tensor's division: a dynamic class count stays a value of each call
+        share = binary.div(creation.constant(label_smoothing, dtype=probs.dtype), logp.shape[-1])
+        probs = probs * (1.0 - label_smoothing) + share
     terms = probs * logp if weight is None else probs * logp * weight
     return -terms.sum(axis=-1)
 

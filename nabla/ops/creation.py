@@ -9,7 +9,7 @@ import numpy as np
 
 from ..core.device import Device, get_default_device
 from ..core.dtypes import DType, from_numpy_dtype, get_default_dtype, to_dtype
-from ..core.ir import SymDim, range_length
+from ..core.ir import SymDim, note_size_decision, range_length
 from ..runtime.tensor import (
     Tensor,
     TensorImpl,
@@ -406,6 +406,8 @@ def linspace(start, stop, num=50, *, endpoint=True, retstep=False, dtype=None, a
         raise ValueError(f"linspace: num must be non-negative, got {num}")
     dtype = dtype_or(dtype, get_default_dtype())
     work = DType.float64 if dtype is DType.float64 else DType.float32
+    if isinstance(num, SymDim):  # the step and the ends' fixes are numbers of the size
+        note_size_decision(num, "linspace's number of values")
     spacing = _Spacing(num, (num - 1) if endpoint else num, endpoint, retstep, dtype, work, device)
     if _is_number(start) and _is_number(stop):
         return _linspace_numbers(start, stop, spacing)
@@ -542,6 +544,8 @@ def hann_window(window_length: int, periodic: bool = True, *, dtype=None, device
         A 1-D tensor of ``window_length`` values.
     """
 
+    if isinstance(window_length, SymDim):  # its step and the one-sample case are numbers
+        note_size_decision(window_length, "hann_window's length")
     if window_length <= 1:
         return ones((window_length,), dtype=dtype, device=device)
     n = arange(window_length, dtype=dtype_or(dtype, get_default_dtype()), device=device)

@@ -1101,6 +1101,8 @@ def _repeat_each(x, repeats, axis):
             f"repeat: got repeats {reps.tolist()} for axis {axis} of size {n} (tensor of shape "
             f"{x.shape}): give one non-negative count per element"
         )
+    if isinstance(n, SymDim):  # one count per element: the index is numbers of the size
+        note_size_decision(n, "repeat's counts per element")
     index = np.repeat(np.arange(n, dtype=np.int32), reps)
     return fn.take(x, fn.constant(index), axis=axis)
 

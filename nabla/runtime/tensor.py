@@ -27,7 +27,7 @@ from ..backends import buffer_to_numpy, max_backend, mpi
 from ..backends.numpy import lowerings as numpy_backend
 from ..core.device import Device, get_default_device
 from ..core.dtypes import DType, from_numpy_dtype, get_default_dtype, to_dtype
-from ..core.ir import TensorImpl
+from ..core.ir import SymDim, TensorImpl, note_size_decision
 from ..core.pytree import tree_leaves
 from ..core.state import REQUIRES_GRAD, is_live
 from .graph import GRAPH
@@ -335,7 +335,10 @@ class Tensor:
     def __len__(self) -> int:
         if not self.shape:
             raise TypeError("len() of a 0-d tensor")
-        return self.shape[0]
+        n = self.shape[0]
+        if isinstance(n, SymDim):  # len() returns a plain int: the size as a number
+            note_size_decision(n, "len()")
+        return n
 
     # ------------------------------------------------------------------ autodiff state
     @property

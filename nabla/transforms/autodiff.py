@@ -28,7 +28,7 @@ from ..core.config import CONFIG
 from ..core.debug import site_in_rule
 from ..core.device import get_default_device
 from ..core.dtypes import from_numpy_dtype
-from ..core.ir import TensorImpl, post_order
+from ..core.ir import SymDim, TensorImpl, post_order
 from ..core.pytree import tree_flatten, tree_map, tree_unflatten
 from ..core.state import (
     REQUIRES_GRAD,
@@ -656,8 +656,9 @@ _BASES: OrderedDict = OrderedDict()  # (n, dtype, device) -> realized identity, 
 def _basis(n, dtype):
     """The ``n x n`` identity jacrev/jacfwd vmap over: made once per (size, dtype, device)
     and reused. It is a realized constant, so a compiled Jacobian captures it instead of
-    filling it on every call. Bases over 16 MiB are made afresh (never kept alive)."""
-    if n * n * dtype.itemsize > 1 << 24:
+    filling it on every call. Bases over 16 MiB, and a basis whose size is one of
+    ``compile``'s dynamic dims (filled at each call's size), are made afresh."""
+    if isinstance(n, SymDim) or n * n * dtype.itemsize > 1 << 24:
         return eye(n, dtype=dtype)
     key = (n, dtype, get_default_device())
     basis = _BASES.get(key)

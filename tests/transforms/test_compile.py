@@ -139,6 +139,35 @@ def test_dynamic_dims_update_a_region_counted_from_the_end():
         assert f.stats.misses == 1
 
 
+def test_dynamic_dims_sizes_taken_as_numbers_are_never_reused():
+    """Each of these takes a dynamic size as a plain number, in nabla's code or the user's
+    (``linspace``'s step, ``hann_window``'s, ``n ** -0.5``, ``len(x)``, ``abs``, a
+    Jacobian's identity basis, label smoothing's ``e / C``): every size gets its own
+    values, as uncompiled (the first trace's numbers were served at every size)."""
+    from nabla.nn import functional as F
+
+    smooth = lambda z: F.cross_entropy_loss(z, nb.zeros((2,), dtype=nb.int32), label_smoothing=0.1)  # noqa: E731
+    cases = [
+        lambda a: nb.linspace(0.0, 1.0, a.shape[0]) + a,
+        lambda a: nb.linspace(0.0, 1.0, a.shape[0], endpoint=False) * a,
+        lambda a: nb.hann_window(a.shape[0]) + a,
+        lambda a: nb.hann_window(a.shape[0], periodic=False) + a,
+        lambda a: a * a.shape[0] ** -0.5,
+        lambda a: a * len(a),
+        lambda a: a + abs(a.shape[0] - 5) + (a.shape[0] >> 1),
+        lambda a: nb.jacrev(lambda y: nb.cumsum(y * 2.0))(a),
+        lambda a: nb.jacfwd(lambda y: y[::-1] * 2.0)(a),
+        lambda a: smooth(nb.broadcast_to(a, (2, a.shape[0]))),
+    ]
+    for k, fun in enumerate(cases):
+        f = nb.compile(fun, dynamic_dims={0: {0: "n"}})
+        for n in (4, 5, 7, 2, 4):
+            a = nb.constant(np.linspace(-1.0, 1.0, n, dtype=np.float32))
+            np.testing.assert_allclose(
+                f(a).numpy(), fun(a).numpy(), rtol=1e-6, atol=1e-6, err_msg=f"case {k}, n={n}"
+            )
+
+
 def _set(a, start, stop):
     a = a.copy()
     a[start:stop:-1] = 9.0
