@@ -143,12 +143,30 @@ def _simplify(op, a, b):
     return (op, a, b)
 
 
+# what a decision on a size is called in a retrace's reason (other names: a comparison)
+_DECISIONS = {"__bool__": "a truth test", "__int__": "int()", "__abs__": "abs()"}
+_DECISIONS.update(
+    (f"__{r}{op}__", f"'{sign}'")
+    for op, sign in (
+        ("pow", "**"),
+        ("lshift", "<<"),
+        ("rshift", ">>"),
+        ("and", "&"),
+        ("or", "|"),
+        ("xor", "^"),
+    )
+    for r in ("", "r")
+)
+_DECISIONS.update(
+    {"__invert__": "'~'", "__round__": "round()", "__trunc__": "math.trunc()"}
+    | {"__floor__": "math.floor()", "__ceil__": "math.ceil()"}
+    | {"__divmod__": "divmod()", "__rdivmod__": "divmod()"}
+)
+
+
 def _decide(name, anywhere=False):
     base = getattr(int, name)
-    what = {"__bool__": "a truth test", "__int__": "int()"}.get(name)
-    if what is None:
-        plain = name.strip("_").removeprefix("r") if name.startswith("__r") else name.strip("_")
-        what = "a comparison" if plain in ("eq", "ne", "lt", "le", "gt", "ge") else f"'{plain}'"
+    what = _DECISIONS.get(name, "a comparison")
 
     def method(self, *args):
         _note_read(self, what, anywhere)
