@@ -39,6 +39,9 @@ class _State(threading.local):
         # set by compile while tracing with dynamic dims: where user code decided on a
         # symbolic size (``core.ir.SymDim``); such a trace serves only its own sizes
         self.size_reads: list | None = None
+        # set by control flow while tracing a body: its placeholders' impl ids (a sharded
+        # value none of them reaches was captured from outside, and enters the body whole)
+        self.body_args: dict | None = None
         # grad levels whose backward pass is running: the ops it records are never walked
         # back through at those levels again (only at outer ones)
         self.pulling_back: frozenset = frozenset()

@@ -32,7 +32,7 @@ from ..core.sharding import (
     ShardingSpec,
     propagate,
 )
-from ..core.state import spmd_axes
+from ..core.state import STATE, spmd_axes
 from ..runtime.tensor import Tensor
 from .functions import fn
 from .pipeline import Call, emit, shapes
@@ -286,6 +286,20 @@ def check_capture(op_name: str, impls) -> None:
         )
 
 
+def _captured_into_body(impls) -> set:
+    """The ids of the sharded ``impls`` that a control-flow body being traced captured from
+    outside (none of its operands reaches them). A body runs on whole values (its
+    construct gathers its operands and captured inputs to whole values first), so such a
+    value enters it whole: its gather is recorded here and, reaching no operand, is hoisted
+    out of the body with the capture. Operands are found forward over the body's
+    recording, which is in creation order."""
+    reached = set(STATE.body_args)
+    for node in STATE.recording:
+        if any(id(i) in reached for i in node.inputs):
+            reached.update(id(o) for o in (r() for r in node.outputs) if o is not None)
+    return {id(im) for im in impls if im.sharding is not None and id(im) not in reached}
+
+
 def bind_sharded(call: Call):
     """The call (``pipeline.Call``) of an op with a sharded operand, in the stages of the
     module docstring: (1) partial operands completed where the op needs it, (2) operands
@@ -297,6 +311,11 @@ def bind_sharded(call: Call):
         mesh_of(op.name, call.impls)
         check_capture(op.name, call.impls)
         return op.bind([fn.unshard(a) if a._impl.sharding else a for a in call.args], call.kwargs)
+    if STATE.body_args is not None:
+        captured = _captured_into_body(call.impls)
+        if captured:
+            args = [fn.unshard(a) if id(a._impl) in captured else a for a in call.args]
+            return op.bind(args, call.kwargs)
     call.mesh = mesh_of(op.name, call.impls)
     while True:
         check_capture(op.name, call.impls)

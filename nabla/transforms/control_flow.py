@@ -206,8 +206,8 @@ def trace_body(fn, args: list, what: str, levels: list | None = None, out_levels
     """
     phs = [_placeholder(a, None if levels is None else levels[i]) for i, a in enumerate(args)]
     arg_of = {id(p._impl): i for i, p in enumerate(phs)}
-    outer, outer_rng = STATE.recording, STATE.recording_rng
-    STATE.recording, STATE.recording_rng = [], []
+    outer, outer_rng, outer_args = STATE.recording, STATE.recording_rng, STATE.body_args
+    STATE.recording, STATE.recording_rng, STATE.body_args = [], [], arg_of
     try:
         out = fn(*phs)
         out_flat, out_tree = tree_flatten(out)
@@ -221,7 +221,7 @@ def trace_body(fn, args: list, what: str, levels: list | None = None, out_levels
     except ConcretizationError as e:
         raise ConcretizationError(f"{what}: {e}") from None
     finally:
-        STATE.recording, STATE.recording_rng = outer, outer_rng
+        STATE.recording, STATE.recording_rng, STATE.body_args = outer, outer_rng, outer_args
     _refuse_draws(what, rng)
     kept, hoisted, dependent = _split_dependent(recorded, arg_of, what)
     if outer is not None:  # hoisted nodes belong to the enclosing trace (e.g. compile)

@@ -427,6 +427,45 @@ def test_a_value_sharded_inside_a_control_flow_body_leaves_it_whole():
     np.testing.assert_allclose(ys.numpy(), 2 * x.reshape(2, 4, 4))
 
 
+def test_a_sharded_value_captured_by_a_control_flow_body_enters_it_whole():
+    """A branch or step that closes over a sharded tensor (not passed as an operand) sees
+    its whole value, in every construct, compiled, differentiated, and for a partial sum
+    or a collective's result: the body had been traced on the blocks and run on the
+    gathered value (a (2, 2) result read back as (4, 2), its sum doubled)."""
+    a_np, p_np = arr(4, 4), arr(8, 4, seed=1)
+    a = nb.shard(a_np, M22, P("dp", "tp"))
+    partial = nb.sum(nb.shard(p_np, M22, P("dp")), axis=0)  # partial over dp
+    assert partial.sharding.partial
+    z = nb.zeros((4, 4), dtype=nb.float64)
+    ones = nb.ones((4,), dtype=nb.float64)
+    want = a_np + p_np.sum(0)
+    runs = {
+        "cond": lambda: nb.cond(nb.constant(True), lambda v: v + a + partial, lambda v: v, z),
+        "switch": lambda: nb.switch(nb.constant(1), [lambda v: v, lambda v: v + a + partial], z),
+        "fori_loop": lambda: nb.fori_loop(0, 2, lambda i, v: v + (a + partial) * 0.5, z),
+        "while_loop": lambda: nb.while_loop(
+            lambda s: s[0] < 1, lambda s: (s[0] + 1, s[1] + a + partial), (0, z)
+        )[1],
+        "scan": lambda: nb.scan(lambda c, r: (c + r, c), z, nb.stack([a + partial, a * 0]))[0],
+        "gathered": lambda: nb.cond(
+            nb.constant(True), lambda v: v + nb.all_gather(a, 1) + partial, lambda v: v, z
+        ),
+    }
+    for name, run in runs.items():
+        got = run()
+        assert got.shape == (4, 4) and got.numpy().shape == (4, 4), name
+        np.testing.assert_allclose(got.numpy(), want, rtol=1e-12, err_msg=name)
+        np.testing.assert_allclose(nb.compile(run)().numpy(), want, rtol=1e-12, err_msg=name)
+    w = nb.shard(arr(4, seed=2), M4, P("x"))
+    c, _ = nb.scan(lambda c, r: (c * w + r, c), ones, nb.constant(arr(3, 4, seed=3)))
+    want_c = np.ones(4)
+    for r in arr(3, 4, seed=3):
+        want_c = want_c * arr(4, seed=2) + r
+    np.testing.assert_allclose(c.numpy(), want_c, rtol=1e-12)
+    g = nb.grad(lambda v: nb.sum(nb.cond(nb.constant(True), lambda u: u * a, lambda u: u, v)))(z)
+    np.testing.assert_allclose(g.numpy(), a_np, rtol=1e-12)
+
+
 def test_a_partial_completed_inside_a_body_leaves_nothing_pending():
     """The completion cache does not keep a finished body's nodes alive: their inputs are
     the body's placeholders, so a later ``nb.realize()`` of everything pending would fail."""
