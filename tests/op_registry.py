@@ -646,6 +646,9 @@ shaped(
         ((2, 3), (((1, 2), (0, 1)),), {}),
         ((2, 3), (((1, 0), (2, 2)),), {"value": 1.5}),
         ((3, 4), (((1, 2), (2, 1)),), {"mode": "reflect"}),
+        # wider than the dim less one: reflected again at each end (a single element repeats)
+        ((3, 2), (((4, 5), (1, 3)),), {"mode": "reflect"}),
+        ((1, 3), (((2, 1), (0, 0)),), {"mode": "reflect"}),
         ((3, 4), (((1, 2), (0, 3)),), {"mode": "edge"}),
         ((3, 4), (((2, 0), (1, 5)),), {"mode": "wrap"}),
     ],

@@ -777,7 +777,8 @@ def pad(x, paddings, mode="constant", value=0.0) -> Tensor:
     """Pad ``x``: ``paddings`` is ((low, high), ...) per dim (or one int/pair for all dims).
 
     ``mode``: ``"constant"`` (with ``value``), ``"reflect"``, ``"edge"``/``"replicate"``,
-    ``"wrap"``/``"circular"``.
+    ``"wrap"``/``"circular"``. Reflect padding wider than the dim less one reflects again
+    at each end, as in NumPy and JAX.
     """
     x = as_tensor(x, op="pad")
     pads = _norm_pads(x, paddings)
@@ -794,10 +795,11 @@ def pad(x, paddings, mode="constant", value=0.0) -> Tensor:
         if lo == 0 and hi == 0:
             continue
         n = x.shape[axis]
-        if mode == "reflect" and (lo >= n or hi >= n):
-            raise OpError(f"pad: reflect padding {(lo, hi)} too large for dim {axis} of {x.shape}")
         if n == 0:
             raise OpError(f"pad: cannot {mode}-pad empty dim {axis} of shape {x.shape}")
+        if mode == "reflect" and (lo >= n or hi >= n):
+            x = _reflect_far(x, axis, lo, hi)
+            continue
         parts = []
         if lo:
             parts.append(_edge_part(x, axis, lo, mode, low=True))
@@ -806,6 +808,20 @@ def pad(x, paddings, mode="constant", value=0.0) -> Tensor:
             parts.append(_edge_part(x, axis, hi, mode, low=False))
         x = concatenate(parts, axis)
     return x
+
+
+def _reflect_far(x, axis, lo, hi):
+    """Reflect padding wider than the dim less one, as NumPy and JAX do it: reflected again
+    at each end, a period of ``2 (n - 1)`` (a single element repeats). One gather of the
+    reflected positions."""
+    n = x.shape[axis]
+    if isinstance(n, SymDim):  # the positions are numbers of the size
+        note_size_decision(n, "reflect padding wider than the dim")
+    n = int.__int__(n)
+    period = max(2 * (n - 1), 1)
+    at = np.arange(-lo, n + hi) % period
+    index = np.where(at < n, at, period - at) if n > 1 else np.zeros_like(at)
+    return fn.take(x, fn.constant(index.astype(np.int32)), axis=axis)
 
 
 def _with_dim(shape, axis, n) -> tuple:
