@@ -107,7 +107,8 @@ class MultiHeadAttention(Module):
             query: ``(N, L, embed_dim)``.
             key: ``(N, S, kdim)`` (default: ``query``).
             value: ``(N, S, vdim)`` (default: ``key``).
-            key_padding_mask: optional bool ``(N, S)``: True marks padding that is ignored.
+            key_padding_mask: optional ``(N, S)``: bool (True marks padding that is
+                ignored) or float (added to the scores, as in PyTorch).
             attn_mask: optional mask of shape ``(L, S)``, ``(N * heads, L, S)`` (PyTorch's
                 per-head form) or broadcasting to ``(N, heads, L, S)``: bool (True = may NOT
                 attend, as in PyTorch's ``MultiheadAttention``) or float (added to the scores).
@@ -154,9 +155,13 @@ class MultiHeadAttention(Module):
                     f"MultiHeadAttention: key_padding_mask of shape {kpm.shape}, expected "
                     f"(batch, source length) = {(key.shape[0], key.shape[1])}"
                 )
-            keep = unary.logical_not(kpm) if kpm.dtype.is_bool else kpm == 0
-            keep = keep.reshape(kpm.shape[0], 1, 1, kpm.shape[1])
-            mask = keep if mask is None else _combine(mask, keep)
+            at = (kpm.shape[0], 1, 1, kpm.shape[1])
+            if kpm.dtype.is_float:  # added to the scores, as in PyTorch (-inf at padding)
+                add = kpm.cast(q.dtype).reshape(*at)
+                mask = add if mask is None else _add_scores(mask, add)
+            else:  # True (or nonzero) marks padding
+                keep = (unary.logical_not(kpm) if kpm.dtype.is_bool else kpm == 0).reshape(*at)
+                mask = keep if mask is None else _combine(mask, keep)
         out, weights = F.attention_with_weights(
             q, k, v, mask, self.dropout, is_causal, training=self.training
         )
@@ -192,6 +197,13 @@ def _combine(mask, keep: Tensor) -> Tensor:
     if mask.dtype.is_bool:
         return mask & keep
     return mask + (1.0 - keep.cast(mask.dtype)) * F._neg_large(mask.dtype)
+
+
+def _add_scores(mask, add: Tensor) -> Tensor:
+    """A user mask (bool keep-mask or additive float) with a float mask ``add`` added."""
+    if mask.dtype.is_bool:
+        return add + (1.0 - mask.cast(add.dtype)) * F._neg_large(add.dtype)
+    return mask + add
 
 
 _ACTIVATIONS = {"relu": unary.relu, "gelu": unary.gelu, "silu": unary.silu, "tanh": unary.tanh}

@@ -160,6 +160,23 @@ def test_mha_masks_and_weights_as_pytorch():
         nn.functional.scaled_dot_product_attention(t(q), t(mem), t(mem), attn_mask=nb.ones((4,)))
 
 
+def test_mha_float_key_padding_mask_is_added_to_the_scores():
+    """As PyTorch: a float ``key_padding_mask`` is added to the scores (it was read as a
+    bool mask, every nonzero entry padding), alone and with a bool ``attn_mask``."""
+    m = nn.MultiHeadAttention(8, 2, key=nb.random.key(5))
+    q, mem = rng.standard_normal((2, 5, 8)), rng.standard_normal((2, 6, 8))
+    kpm = rng.standard_normal((2, 6)).astype(np.float32)
+    kpm[1, 4:] = -np.inf
+    out, w = m(t(q), t(mem), key_padding_mask=t(kpm), need_weights=True)
+    ref, ref_w = _mha_ref(m, q, mem, True, add=kpm[:, None, None, :], weights=True)
+    np.testing.assert_allclose(out.numpy(), ref, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(w.numpy(), ref_w.mean(1), rtol=1e-4, atol=1e-6)
+    blocked = np.triu(np.ones((5, 6), bool), 1)
+    out = m(t(q), t(mem), attn_mask=nb.constant(blocked), key_padding_mask=t(kpm))
+    ref = _mha_ref(m, q, mem, ~blocked, add=kpm[:, None, None, :])
+    np.testing.assert_allclose(out.numpy(), ref, rtol=1e-4, atol=1e-5)
+
+
 def test_multi_head_attention_with_padding_and_causal_masks():
     m = nn.MultiHeadAttention(8, 2, key=nb.random.key(0))
     x = rng.standard_normal((2, 5, 8))
