@@ -19,7 +19,7 @@ import functools
 import types
 from typing import NamedTuple
 
-__all__ = ["Path", "find_paths", "find_modules"]
+__all__ = ["Path", "find_paths", "find_modules", "ModuleGuard"]
 
 # the walk stops at this depth and after this many objects (a trace-time cost only)
 _MAX_DEPTH = 8
@@ -198,3 +198,94 @@ def find_modules(root) -> tuple:
 def _is_module(obj) -> bool:
     d = getattr(obj, "__dict__", None)
     return isinstance(d, dict) and "_parameters" in d and isinstance(d.get("training"), bool)
+
+
+_VALUES = (str, bytes, int, float, complex, bool, type(None), range)  # keyed by value
+_NONE: dict = {}
+
+# a module's own tables: its tensors are read anew at each call; the rest of its state is
+# Python the trace read
+_TABLES = ("_parameters", "_buffers", "_modules", "_frozen")
+
+
+def _snapshot(dicts) -> tuple:
+    """The Python state of the modules whose ``__dict__`` are ``dicts``, as it stands: each
+    one's attribute values (``training``, a dropout's ``p``, an activation's choice) then
+    its submodules. Cheap to take and to compare at every call (``_same``); an attribute
+    added or removed changes the lengths. (Frozen names are not in it: freezing sets the
+    parameter's ``requires_grad``, which the trace's key follows.)"""
+    return tuple([(*d.values(), *d.get("_modules", _NONE).values()) for d in dicts])
+
+
+def _same(a: tuple, b: tuple) -> bool:
+    """Snapshots equal: compared in C, the same objects at once; an attribute whose
+    comparison fails (an array) counts as changed."""
+    try:
+        return a == b
+    except Exception:  # noqa: BLE001 - an attribute that does not compare: changed
+        return False
+
+
+def _keyed(value):
+    """An attribute as the key holds it: numbers, strings and tuples of them by value,
+    any other object by identity (a submodule, a callable)."""
+    if isinstance(value, _VALUES):
+        return ("=", type(value), repr(value) if isinstance(value, float) else value)
+    if isinstance(value, tuple) and all(isinstance(v, _VALUES) for v in value):
+        return ("=", tuple, tuple(_keyed(v) for v in value))
+    return ("is", id(value))
+
+
+class ModuleGuard:
+    """What a compiled function's trace read of the modules it reaches, besides their
+    tensors: their train/eval mode, their other Python attributes and which submodules
+    they hold (as ``torch.compile`` guards on them). ``key()`` is part of the cache key
+    and is the same object while nothing changed, so a trace is never served to a model
+    whose dropout rate, activation or submodule was replaced after it was traced.
+
+    Changes are seen by taking a snapshot of the modules' attribute values at each call
+    (``_snapshot``, ~0.4 us a module); the modules themselves are found again (the whole
+    walk) only when it differs, or when a module the function reaches through its closure
+    or globals was rebound (each such root is reached by its ``Path``)."""
+
+    __slots__ = ("fun", "modules", "dicts", "roots", "snapshot", "_key")
+
+    def __init__(self, fun):
+        self.fun = fun
+        self._find()
+
+    def _find(self):
+        self.modules = find_modules(self.fun)
+        inner = {id(s) for m in self.modules for s in m.__dict__.get("_modules", _NONE).values()}
+        roots = {id(m): m for m in self.modules if id(m) not in inner and m is not self.fun}
+        paths = find_paths(self.fun, roots)
+        self.roots = tuple((paths[i], m) for i, m in roots.items() if i in paths)
+        self.dicts = [m.__dict__ for m in self.modules]
+        self.snapshot = _snapshot(self.dicts)
+        self._key = tuple(
+            (
+                id(m),
+                type(m),
+                tuple((k, _keyed(v)) for k, v in d.items() if k not in _TABLES),
+                tuple(map(id, d.get("_modules", _NONE).values())),
+                frozenset(d.get("_frozen", ())),
+            )
+            for m, d in zip(self.modules, self.dicts)
+        )
+
+    def key(self):
+        """The modules' state for the cache key (None without modules); the same object
+        until something in it changed."""
+        if not self.modules:
+            return None
+        for path, m in self.roots:
+            try:
+                if path.follow(self.fun) is not m:
+                    self._find()
+                    return self._key
+            except LookupError:
+                self._find()
+                return self._key
+        if not _same(_snapshot(self.dicts), self.snapshot):
+            self._find()
+        return self._key

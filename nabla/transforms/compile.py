@@ -93,7 +93,7 @@ from ..runtime.executor import run_program
 from ..runtime.graph import GRAPH
 from ..runtime.nans import check_outputs
 from ..runtime.tensor import Tensor
-from ._captures import Path, find_modules, find_paths
+from ._captures import ModuleGuard, Path, find_paths
 from ._records import PyOut, Recording, Ref, keep_nodes
 
 __all__ = ["compile", "CompiledFunction", "CompilationStats"]
@@ -505,7 +505,7 @@ class _Hot(NamedTuple):
     plan: _Plan
     tree: _HotArgs | None  # None: the positional arguments are the tensors themselves
     specs: tuple  # per argument leaf: (shape, dtype, device, sharding), as keyed
-    modes: tuple  # train/eval mode of each module the function reads, as keyed
+    modules: object  # the modules' state as keyed (``ModuleGuard.key``), or None
     program: Program
     layouts: tuple  # per tensor output: (shape, dtype, sharding)
     device: object  # where the outputs live
@@ -604,9 +604,9 @@ class CompiledFunction:
         self.static_argnames = _names_or_nums(static_argnames, str)
         # dynamic_dims and static arguments are checked against the first call's arguments
         self._unchecked = bool(self.dynamic_dims or self.static_argnums or self.static_argnames)
-        # the modules the function reaches (found at the first call): their train/eval mode
-        # is part of the key, as torch.compile guards on it
-        self._modules = None
+        # the modules the function reaches (found at the first call): their train/eval mode,
+        # other attributes and submodules are part of the key, as torch.compile guards on them
+        self._guard: ModuleGuard | None = None
 
     @property
     def stats(self) -> CompilationStats:
@@ -669,8 +669,9 @@ class CompiledFunction:
                 parts.append(_static_key(leaf))
         if CONFIG.debug_values:  # a trace that records the ops' lines
             parts.append(("debug_nans",))
-        if self._modules:  # model.train()/model.eval() on a module the function reads
-            parts.append(("modes", tuple(m.__dict__["training"] for m in self._modules)))
+        guard = self._guard
+        if guard is not None and guard.modules:  # model.eval(), m.act = ReLU(), m.p = 0.0
+            parts.append(("modules", guard.key()))
         return _Call(tuple(parts), flat, tree, sizes, sym_shapes, args, kwargs)
 
     @staticmethod
@@ -704,10 +705,10 @@ class CompiledFunction:
             )
             return
         for i, (a, b) in enumerate(zip(old[1:], key[1:])):
-            if a != b and a[0] == "modes":
+            if a != b and a[0] == "modules":
                 log.info(
-                    "compile %s: retrace because a module it reads switched between train() "
-                    "and eval()",
+                    "compile %s: retrace because a module it reads changed: train()/eval(), "
+                    "an attribute, or a submodule",
                     self.fun.__name__,
                 )
                 return
@@ -799,8 +800,8 @@ class CompiledFunction:
                 return out
         if self._unchecked:
             self._check_arguments(args, kwargs)
-        if self._modules is None:
-            self._modules = find_modules(self.fun)
+        if self._guard is None:
+            self._guard = ModuleGuard(self.fun)
         if self.static_argnums or self.static_argnames:
             args, kwargs = self._static(args, kwargs)
         call = self._signature(args, kwargs)
@@ -853,7 +854,7 @@ class CompiledFunction:
         call) or a tensor of a subclass takes the general path."""
         dynamic = bool(self.dynamic_dims)
         if len(args) == len(tensors) and all(type(a) is Tensor for a in args):
-            return _hot_lane(plan, tensors, self._modules, dynamic)
+            return _hot_lane(plan, tensors, self._guard, dynamic)
         leaves, tree = tree_flatten(args)
         statics, at = [], []
         for i, leaf in enumerate(leaves):
@@ -866,7 +867,7 @@ class CompiledFunction:
         if len(at) != len(tensors):
             return None
         hot_args = _HotArgs(tree, tuple(statics), tuple(at))
-        return _hot_lane(plan, tensors, self._modules, dynamic, hot_args)
+        return _hot_lane(plan, tensors, self._guard, dynamic, hot_args)
 
     def _call_hot(self, hot: _Hot, args: tuple):
         """Serve a call like the hot lane's last one (same argument structure, layouts and
@@ -900,7 +901,7 @@ class CompiledFunction:
                 or (impl.traced and is_live(impl.traced))
             ):
                 return _COLD
-        if hot.modes and tuple(m.__dict__["training"] for m in self._modules) != hot.modes:
+        if hot.modules is not None and self._guard.key() is not hot.modules:
             return _COLD
         plan = hot.plan
         consts = plan.consts
@@ -1161,7 +1162,7 @@ def _run_fast(plan, tensors, const_impls) -> list:
 _LEAF_TREE = tree_flatten(0)[1]
 
 
-def _hot_lane(plan, tensors, modules, dynamic: bool, tree=None) -> _Hot | None:
+def _hot_lane(plan, tensors, guard, dynamic: bool, tree=None) -> _Hot | None:
     """A ``_Hot`` for a call that just ran ``plan`` at the call with ``tensors`` as the
     tensor leaves of its positional arguments (read as ``tree`` says; None: the arguments
     are the tensors), or None when such calls need the general path: dynamic dims, random
@@ -1186,9 +1187,9 @@ def _hot_lane(plan, tensors, modules, dynamic: bool, tree=None) -> _Hot | None:
         and len(plan.outputs) == 1
         and type(plan.outputs[0]) is not PyOut
     )
-    modes = tuple(m.__dict__["training"] for m in modules) if modules else ()
+    modules = guard.key() if guard is not None and guard.modules else None
     layouts = tuple(zip(shapes, dtypes, shardings or [None] * len(shapes), strict=True))
-    return _Hot(plan, tree, tuple(specs), modes, program, layouts, device, single)
+    return _Hot(plan, tree, tuple(specs), modules, program, layouts, device, single)
 
 
 def _runs_now(plan, tensors, const_impls) -> bool:

@@ -666,6 +666,51 @@ def test_a_call_on_sharded_realized_arguments_runs_at_the_call_laid_out_as_trace
     np.testing.assert_allclose(lazy.numpy(), x_np * 2 + 1)
 
 
+def test_a_module_changed_after_tracing_is_never_served_the_old_trace():
+    """As ``torch.compile`` guards on them: a submodule swapped (``m.act = ReLU()``, a
+    Sequential's item), a Python attribute changed (a dropout's ``p``), a module rebound
+    in a closure's dict and put in eval mode. Each was served the first trace (tanh
+    after the swap, dropout masks after ``p = 0`` and after ``eval()``)."""
+
+    class Net(nb.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nb.nn.Linear(3, 4, key=nb.random.key(0))
+            self.act = nb.nn.Tanh()
+            self.drop = nb.nn.Dropout(0.5)
+
+        def forward(self, x):
+            return self.drop(self.act(self.lin(x)))
+
+    x = nb.constant(np.linspace(-2, 2, 6, dtype=np.float32).reshape(2, 3))
+    m = Net()
+    m.drop.p = 0.0
+    for f in (nb.compile(m), nb.compile(lambda v: m(v))):
+        m.act = nb.nn.Tanh()
+        for _ in range(3):  # the hot lane too
+            np.testing.assert_allclose(f(x).numpy(), m(x).numpy(), rtol=1e-6)
+        m.act = nb.nn.ReLU()
+        for _ in range(3):
+            np.testing.assert_allclose(f(x).numpy(), m(x).numpy(), rtol=1e-6)
+        assert (f(x).numpy() >= 0).all()
+        m.drop.p = 0.5
+        assert (f(x).numpy() == 0).any()  # masked now: the trace with p = 0 kept nothing
+        m.drop.p = 0.0
+    seq = nb.nn.Sequential(nb.nn.Linear(3, 4, key=nb.random.key(1)), nb.nn.Tanh())
+    g = nb.compile(seq)
+    g(x)
+    seq[1] = nb.nn.ReLU()
+    np.testing.assert_allclose(g(x).numpy(), seq(x).numpy(), rtol=1e-6)
+    reg = {"m": nb.nn.Dropout(0.5)}
+    h = nb.compile(lambda v: reg["m"](v))
+    h(nb.ones((64,)))
+    reg["m"] = nb.nn.Dropout(0.5)
+    reg["m"].eval()
+    for _ in range(3):
+        np.testing.assert_array_equal(h(nb.ones((64,))).numpy(), np.ones(64))
+    assert g.stats.misses == 2 and h.stats.misses == 2
+
+
 def test_the_hot_lane_follows_a_modules_mode_and_writes_state_back():
     bn = nb.nn.BatchNorm1d(3)
     f = nb.compile(bn)
