@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import math
 import numbers
+import weakref
 from typing import NamedTuple
 
 import numpy as np
 
 from ..core.dtypes import DType
-from ..core.state import is_live, live_grad_levels
+from ..core.state import STATE, is_live, live_grad_levels
 from ..runtime.tensor import Tensor
 from . import batching, spmd
 from ._util import as_tensor, norm_axis
@@ -651,14 +652,36 @@ def _fit(value, shape):
     return value
 
 
+class ItemWrite(tuple):
+    """A ``(tensor, impl before)`` write of ``x[key] = v`` recorded while ``compile``
+    traces (``STATE.writes``): captured state is written back at each call; an argument
+    is not (the caller's tensor keeps its value, with a warning at the trace)."""
+
+    __slots__ = ()
+
+
 def setitem(x: Tensor, key, value) -> None:
     """``x[key] = value``: rebinds ``x`` to the updated tensor (other handles of the old value
-    are unchanged; the update is recorded like any op, so it is differentiable)."""
-    new = _update(x, key, value, "set")
-    x._impl = new._impl
-    import weakref
+    are unchanged; the update is recorded like any op, so it is differentiable).
 
+    On a ``requires_grad`` leaf (a parameter) the value changes and the tensor stays that
+    leaf, with its ``.grad``, as under PyTorch's ``no_grad``: ``loss.backward()`` still
+    reaches it (it had made the parameter a computed value that ``backward`` skipped). A
+    compiled function that assigns into captured state writes it back at each call."""
+    old = x._impl
+    leaf = old.requires_grad
+    if leaf:
+        v = value.detach() if isinstance(value, Tensor) else value
+        new = _update(x.detach(), key, v, "set")
+    else:
+        new = _update(x, key, value, "set")
+    if STATE.writes is not None:  # traced by compile: captured state is written back
+        STATE.writes.append(ItemWrite((x, old)))
+    x._impl = new._impl
     x._impl.wrapper = weakref.ref(x)
+    if leaf:
+        x.requires_grad = True
+        x._impl.grad = old.grad
 
 
 class _AtRef:

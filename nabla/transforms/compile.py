@@ -86,6 +86,7 @@ from ..core.state import STATE, is_live
 from ..ops.base import Operation
 from ..ops.collectives import complete_partial
 from ..ops.creation import constant
+from ..ops.indexing import ItemWrite
 from ..ops.pipeline import Call, emit
 from ..ops.random import drawing_levels, global_key
 from ..ops.unary import identity
@@ -1452,14 +1453,17 @@ def _written_state(writes, placeholders, recorded) -> _Written:
     inside ``grad``, a module built by the function) is the function's own: not written
     back."""
     first = {}
-    for t, impl in writes:
-        first.setdefault(id(t), (t, impl))
+    for entry in writes:
+        first.setdefault(id(entry[0]), entry)
     node_ids = {id(n) for n in recorded}
     targets, values, written = [], [], {}
-    for t, impl in first.values():
+    for entry in first.values():
+        t, impl = entry
         if t._impl is impl or impl.levels or impl.tangents:
             continue
         if id(impl) in placeholders:
+            if isinstance(entry, ItemWrite):  # x[i] = v on an argument: warned, not written
+                continue
             targets.append(("arg", placeholders[id(impl)]))
         elif impl.node is not None and id(impl.node) in node_ids:
             continue

@@ -278,6 +278,44 @@ def test_a_broadcast_divisor_s_cotangent_is_summed_before_it_is_divided(rng):
     close(d2, 2 * a.sum() / 8.0, rtol=1e-4)
 
 
+def test_assigning_into_a_parameter_keeps_it_the_leaf_backward_reaches():
+    """``w[i] = v`` on a ``requires_grad`` leaf (a parameter) changes its value and keeps it
+    that leaf, with its ``.grad``, as under PyTorch's ``no_grad``: ``backward`` had skipped
+    it (``.grad`` None) and a manual SGD step ``w[...] = w.detach() - lr * w.grad`` had
+    turned ``requires_grad`` off. Eager and compiled alike."""
+    for compiled in (False, True):
+        lin = nb.nn.Linear(2, 1, key=nb.random.key(0))
+        f = nb.compile(lin) if compiled else lin
+        x = nb.constant(f32([[1.0, 2.0]]))
+        lin.weight[0] = nb.constant(f32([5.0]))
+        assert lin.weight.requires_grad
+        f(x).sum().backward()
+        close(lin.weight.grad, f32([[1.0], [2.0]]))
+        close(lin.weight, f32([[5.0], [lin.weight.numpy()[1, 0]]]))
+        for _ in range(2):  # manual SGD: the parameter stays a leaf with its gradient
+            lin.weight[...] = lin.weight.detach() - 0.5 * lin.weight.grad
+            assert lin.weight.requires_grad and lin.weight.grad is not None
+            lin.weight.grad = None
+            f(x).sum().backward()
+            close(lin.weight.grad, f32([[1.0], [2.0]]))
+
+
+def test_a_compiled_function_writes_back_captured_state_it_assigns_into():
+    """``w[0] = v`` on a captured tensor inside a compiled function updates ``w`` at each
+    call, as the function does uncompiled (the trace's write was dropped: ``w`` kept its
+    first value); an argument assigned into is not written back (warned at the trace)."""
+    w = nb.constant(f32([1.0, 2.0]))
+
+    def f(x):
+        w[0] = x.sum()
+        return w * 1.0
+
+    c = nb.compile(f)
+    for k in range(3):
+        close(c(nb.constant(f32([k, 1.0]))), f32([k + 1.0, 2.0]))
+        close(w, f32([k + 1.0, 2.0]))
+
+
 def test_backward_accumulates_and_resets():
     x = nb.constant(f32([1.0, 2.0, 3.0]))
     x.requires_grad = True
