@@ -135,6 +135,11 @@ class _Plan:
         self.nodes, self.outputs, self.consts = recording
         self.out_tree = out_tree
         self.rng_slots = rng_slots  # const indices that get a fresh key per call
+        # the global keys the trace drew, in order (dead draws too), and which of them each
+        # slot takes: a call draws as many as the function does uncompiled, so a seeded
+        # stream goes on as it would (``_renew_keys``)
+        self.rng_draws = len(rng_slots)
+        self.rng_order = tuple(range(len(rng_slots)))
         self.arg_specs, self.arg_levels, self.arg_buffers = args
         # per tensor output: (global physical shape, ShardingSpec or None), as traced
         self.out_layouts = None
@@ -195,6 +200,7 @@ class _Plan:
             at_sizes = _PlanArgs(sub(self.arg_specs), self.arg_levels, sub(self.arg_buffers))
             recording = Recording(nodes, self.outputs, self.consts)
             plan = _Plan(recording, self.out_tree, self.rng_slots, at_sizes)
+            plan.rng_draws, plan.rng_order = self.rng_draws, self.rng_order
             plan.captures = self.captures
             plan.writes = self.writes
             plan.traced_in_vmap = self.traced_in_vmap
@@ -232,9 +238,8 @@ class _Plan:
         (a shape check: the traced random keys stand, no key is drawn from the global
         generator)."""
         consts = [Tensor._wrap(c) for c in const_impls]
-        if not expect:
-            for j in self.rng_slots:  # under a vmap the trace did not see: a key per element
-                consts[j] = global_key(batched=not self.traced_in_vmap)
+        if not expect:  # under a vmap the trace did not see: a key per element
+            self._renew_keys(consts, batched=not self.traced_in_vmap)
         vals: list = []
 
         # the arguments' vmap levels at this call stand for those of the trace (a vmap or
@@ -275,7 +280,7 @@ class _Plan:
         cache counts a structure's evaluations."""
         shapes, dtypes, shardings = self.call_layouts()
         program = self.program()
-        if self.rng_slots:
+        if self.rng_draws:
             const_impls = [t._impl for t in self.call_consts(const_impls)]
         impls = [t._impl for t in args] + list(const_impls)
         device = _compiled_call.device_of(impls, {})
@@ -326,9 +331,17 @@ class _Plan:
     def call_consts(self, const_impls) -> list:
         """The constants for one call as tensors: a fresh key in every random-key slot."""
         consts = [Tensor._wrap(c) for c in const_impls]
-        for j in self.rng_slots:  # an enclosing compile records it as a key to renew
-            consts[j] = global_key(batched=False)
+        self._renew_keys(consts, batched=False)  # an enclosing compile records them
         return consts
+
+    def _renew_keys(self, consts: list, batched: bool) -> None:
+        """A fresh global key in every random-key slot of ``consts``, drawn as the function
+        draws uncompiled: one per draw the trace made, a dead one's included."""
+        if not self.rng_draws:
+            return
+        keys = [global_key(batched=batched) for _ in range(self.rng_draws)]
+        for j, k in zip(self.rng_slots, self.rng_order, strict=True):
+            consts[j] = keys[k]
 
     def bind_host_nodes(self, args: list, consts: list) -> list:
         """Re-bind the plan's random draws on this call's inputs (they run with NumPy before
@@ -1168,7 +1181,7 @@ def _hot_lane(plan, tensors, guard, dynamic: bool, tree=None) -> _Hot | None:
     tensor leaves of its positional arguments (read as ``tree`` says; None: the arguments
     are the tensors), or None when such calls need the general path: dynamic dims, random
     draws, or a call that did not run at the call."""
-    if dynamic or plan.rng_slots or plan.has_host_ops or not _nonempty(plan):
+    if dynamic or plan.rng_draws or plan.has_host_ops or not _nonempty(plan):
         return None
     shapes, dtypes, shardings = plan.call_layouts()
     if STATE.recording is not None or CONFIG.debug_values:
@@ -1429,6 +1442,9 @@ def _build_plan(recorded, placeholders, out, rng_impls, traced_flat, fun=None, s
         tuple(t._impl.buffer_shape for t in tensors),
     )
     plan = _Plan(Recording(nodes, outputs, consts), out_tree, rng_slots, args)
+    order = {id(r): k for k, r in enumerate(rng_impls)}
+    plan.rng_draws = len(rng_impls)
+    plan.rng_order = tuple(order[id(consts[j])] for j in rng_slots)
     plan.captures = _captures(fun, captured, consts)
     if state is not None:
         plan.writes = _write_targets(fun, state.targets)

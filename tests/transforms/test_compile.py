@@ -402,6 +402,29 @@ def test_realizations_in_other_threads_never_turn_a_trace_into_a_fallback():
     assert lazy.stats.hits + lazy.stats.misses == 40
 
 
+def test_a_seeded_stream_goes_on_as_uncompiled_past_a_draw_nobody_reads():
+    """A compiled call draws as many global keys as the function does uncompiled, a draw
+    whose value is unused (dead code in the plan) included, so a seeded run gives the same
+    numbers with and without compile (the dead draw's key was skipped from the second call
+    on, shifting every later draw)."""
+
+    def read_one(x):
+        nb.uniform((2,))  # drawn, never read
+        return x + nb.uniform((2,))
+
+    def read_none(x):
+        nb.uniform((2,))
+        return x * 2.0
+
+    x = nb.zeros((2,))
+    for fun in (read_one, read_none):
+        runs = []
+        for f in (fun, nb.compile(fun)):
+            nb.random.seed(0)
+            runs.append([f(x).numpy() for _ in range(3)] + [nb.uniform((2,)).numpy()])
+        np.testing.assert_array_equal(np.array(runs[1]), np.array(runs[0]))
+
+
 def test_random_draws_take_the_fast_path_with_fresh_values_per_call():
     f = nb.compile(lambda x: x * 2.0 + nb.uniform((4,)))
     x = nb.ones((4,))
