@@ -316,8 +316,13 @@ def uniform(
     k, shape, (low, high, _) = _split_args(key_or_shape, shape, (low, high, None))
     low = 0.0 if low is None else low
     high = 1.0 if high is None else high
+    numbers_given = isinstance(low, int | float) and isinstance(high, int | float)
+    if numbers_given and low > high:  # as PyTorch (the clamp below high left every value out)
+        raise ValueError(f"uniform: low ({low}) must not be above high ({high})")
     dtype = _float_dtype("uniform", dtype)
     u = _draw(_uniform, k, shape, dtype)
+    if numbers_given and low == high:  # an empty range: the one value (a key is still drawn)
+        return _place(fn.full_like(u, low), device)
     unit = _is_default(low, 0.0) and _is_default(high, 1.0)
     span = 1.0 if unit else high - low
     out = _affine("uniform", u, span, low, {"low": low, "high": high})

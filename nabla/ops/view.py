@@ -351,6 +351,9 @@ def moveaxis(x, source, destination) -> Tensor:
         raise OpError("moveaxis: source and destination must have the same length")
     src = [norm_axis("moveaxis", a, x.ndim) for a in src]
     dst = [norm_axis("moveaxis", a, x.ndim) for a in dst]
+    for name, axes in (("source", src), ("destination", dst)):
+        if len(set(axes)) != len(axes):
+            raise OpError(f"moveaxis: repeated axis in {name} {axes} (tensor of shape {x.shape})")
     order = [i for i in range(x.ndim) if i not in src]
     for d, s in sorted(zip(dst, src)):
         order.insert(d, s)
@@ -409,6 +412,8 @@ def unsqueeze(x, axis) -> Tensor:
     axes = [axis] if isinstance(axis, numbers.Integral) else list(axis)
     out_ndim = x.ndim + len(axes)
     axes = sorted(norm_axis("unsqueeze", a, out_ndim) for a in axes)
+    if len(set(axes)) != len(axes):
+        raise OpError(f"unsqueeze: repeated axis in {axis} (tensor of shape {x.shape})")
     shape = list(x.shape)
     for a in axes:
         shape.insert(a, 1)
@@ -595,7 +600,23 @@ def _symbolic_end(v, n, step: int, at_start: bool):
     return None
 
 
-def _region(op, start=None, size=None, *, stop=None, step=None, slices=None) -> list:
+def _sized(op, shape, dim, start: int, size: int) -> slice:
+    """The slice of ``size`` elements from ``start`` (negative: counted from the end) in
+    dim ``dim``; a clear error where that region is not inside the dim (a slice would
+    clip or wrap it silently, giving another shape than ``size``)."""
+    n = shape[dim] if dim < len(shape) else None
+    if n is None:
+        raise IndexError(f"{op}: {dim + 1} start/size entries for a tensor of shape {shape}")
+    at = start + n if start < 0 else start
+    if size < 0 or at < 0 or at + size > n:
+        raise IndexError(
+            f"{op}: a region of size {size} from index {start} does not fit in dim {dim} of "
+            f"size {n} (tensor of shape {shape})"
+        )
+    return slice(at, at + size)
+
+
+def _region(op, start=None, size=None, *, stop=None, step=None, slices=None, shape=()) -> list:
     """The ``slice`` per leading dim named by one of the two spellings: ``start``/``size``
     (the original Nabla's, as ``lax.dynamic_slice``) or ``start``/``stop``/``step``, or
     ``slices`` (the region arguments of ``slice_tensor`` and ``slice_update``, taken as
@@ -626,7 +647,7 @@ def _region(op, start=None, size=None, *, stop=None, step=None, slices=None) -> 
             raise TypeError(f"{op}: pass either size or stop=/step=, not both")
         if start is None or len(start) != len(size):
             raise TypeError(f"{op}: start {start!r} and size {size!r} need one entry per dim")
-        return [slice(int(a), int(a) + int(n)) for a, n in zip(start, size)]
+        return [_sized(op, shape, d, int(a), int(n)) for d, (a, n) in enumerate(zip(start, size))]
     given = [v for v in (start, stop, step) if v is not None]
     if not given:
         raise TypeError(f"{op}: missing the region (start and size, stop=, or slices=)")
@@ -647,7 +668,9 @@ def slice_tensor(x, start=None, size=None, *, stop=None, step=None, slices=None)
         IndexError: for more entries than dims.
     """
     x = as_tensor(x, op="slice_tensor")
-    slices = _region("slice_tensor", start, size, stop=stop, step=step, slices=slices)
+    slices = _region(
+        "slice_tensor", start, size, stop=stop, step=step, slices=slices, shape=x.shape
+    )
     if len(slices) > x.ndim:
         raise IndexError(f"slice_tensor: {len(slices)} slices for a tensor of shape {x.shape}")
     norm = normalize_slices("slice_tensor", x.shape, slices)
@@ -693,7 +716,9 @@ def slice_update(x, update, start=None, size=None, *, stop=None, step=None, slic
         [0.0, 1.0, 1.0, 0.0]
     """
     x = as_tensor(x, op="slice_update")
-    slices = _region("slice_update", start, size, stop=stop, step=step, slices=slices)
+    slices = _region(
+        "slice_update", start, size, stop=stop, step=step, slices=slices, shape=x.shape
+    )
     norm = normalize_slices("slice_update", x.shape, slices)
     region = tuple(s[2] for s in norm)
     update = as_tensor(update, x.dtype, op="slice_update")
@@ -753,12 +778,25 @@ def _norm_pads(x, paddings):
         paddings = list(paddings) * x.ndim  # ((low, high),): the same for every dim
     if all(isinstance(p, numbers.Integral) for p in paddings) and len(paddings) == 2 * x.ndim:
         return tuple((as_dim(paddings[2 * i]), as_dim(paddings[2 * i + 1])) for i in range(x.ndim))
-    if len(paddings) != x.ndim:
-        raise OpError(f"pad: paddings {paddings} do not match a tensor of shape {x.shape}")
+    if len(paddings) != x.ndim or not all(_pair_of_ints(p) for p in paddings):
+        raise OpError(
+            f"pad: paddings {paddings} are not one (low, high) pair of ints per dim of a "
+            f"tensor of shape {x.shape}"
+        )
     out = tuple((as_dim(lo), as_dim(hi)) for lo, hi in paddings)
     if any(lo < 0 or hi < 0 for lo, hi in out):
         raise OpError(f"pad: negative padding {out} for shape {x.shape}")
     return out
+
+
+def _pair_of_ints(p) -> bool:
+    if isinstance(p, np.ndarray):
+        p = p.tolist()
+    return (
+        isinstance(p, list | tuple)
+        and len(p) == 2
+        and all(isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in p)
+    )
 
 
 def _pad_with_tensor(x, pads, value) -> Tensor:

@@ -950,7 +950,7 @@ def _while_flat(c_fn, b_fn, flat, what, consts=(), max_steps=None):
                 f"{what}: cond_fun must return a boolean scalar, got {_aval(dt, logical)}"
             )
         if c_levels:  # a batched predicate: loop until every lane is done
-            return _while_flat(*_until_all_lanes(c_fn, b_fn), flat, what, consts, max_steps)
+            return _while_flat(*_until_all_lanes(c_fn, b_fn, what), flat, what, consts, max_steps)
         body_b = trace_body(b_traced, flat + consts, f"{what} body_fun", levels=lv)
         if len(body_b.out_impls) != n:
             raise TypeError(
@@ -997,9 +997,11 @@ def _check_carry(what, a_name, a_avals, b_name, b_avals):
             )
 
 
-def _until_all_lanes(c_fn, b_fn) -> tuple:
+def _until_all_lanes(c_fn, b_fn, what) -> tuple:
     """A loop with a batched predicate as one with an unbatched one: it runs while any lane's
-    ``c_fn`` holds, and a lane whose own has stopped keeps its carry."""
+    ``c_fn`` holds, and a lane whose own has stopped keeps its carry. The body's carry is
+    checked before the lanes are merged: ``where`` would broadcast or promote it (a body
+    that summed a (3,) carry to a scalar came back (3,), filled)."""
 
     def any_lane(c, k):
         p = c_fn(c, k)
@@ -1010,6 +1012,10 @@ def _until_all_lanes(c_fn, b_fn) -> tuple:
     def masked_body(c, k):
         p = c_fn(c, k)
         new = b_fn(c, k)
+        if len(new) != len(c):
+            raise TypeError(f"{what}: body_fun returned {len(new)} carry leaves for {len(c)}")
+        avals = [[(t.dtype, t.shape) for t in leaves] for leaves in (c, new)]
+        _check_carry(what, "init_val", avals[0], "body_fun", avals[1])
         return [binary.where(p, a, b) for a, b in zip(new, c)]
 
     return any_lane, masked_body

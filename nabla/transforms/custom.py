@@ -438,13 +438,28 @@ class _JvpRule:
             for t in tree_flatten(tout)[0]
         ]
 
+    def _tangents_of(self, primals, tangents, outputs):
+        """The rule's output tangents, each checked against its primal output (JAX's
+        check: a tangent of another shape or dtype would flow on silently)."""
+        got = self._call_user(primals, tangents)
+        name = f"custom_jvp rule of {self.owner.fun.__name__}"
+        if len(got) != len(outputs):
+            raise TypeError(f"{name}: {len(got)} tangent leaves for {len(outputs)} outputs")
+        for k, (t, o) in enumerate(zip(got, outputs)):
+            if isinstance(t, Tensor) and (tuple(t.shape) != tuple(o.shape) or t.dtype != o.dtype):
+                raise TypeError(
+                    f"{name}: tangent output {k} is {t.dtype.value}{list(t.shape)} for the "
+                    f"primal output {o.dtype.value}{list(o.shape)}; they must match"
+                )
+        return got
+
     def jvp(self, primals, tangents, outputs):
-        return self._call_user(primals, tangents)
+        return self._tangents_of(primals, tangents, outputs)
 
     def vjp(self, primals, cotangents, outputs):
         # The tangent map is linear: transpose it with our own reverse mode.
         return _pull_back(
-            lambda probes: self._call_user(primals, probes),
+            lambda probes: self._tangents_of(primals, probes, outputs),
             [_zeros_like(p) for p in primals],
             cotangents,
             outputs,

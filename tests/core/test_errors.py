@@ -511,7 +511,74 @@ CASES = [
         ["jvp", "(3,)", "()"],
     ),
     ("jvp_tangent_string", TypeError, lambda: nb.jvp(nb.sin, (lazy(3),), ("a",)), ["jvp", "str"]),
+    # --- each of these returned a wrong shape or value silently, where NumPy or JAX raise
+    (
+        "moveaxis_repeated_destination",
+        ValueError,
+        lambda: nb.moveaxis(lazy(2, 3, 4), (0, 1), (1, 1)),
+        ["moveaxis", "repeated", "destination", "(2, 3, 4)"],
+    ),
+    (
+        "unsqueeze_repeated_axis",
+        ValueError,
+        lambda: nb.unsqueeze(lazy(2, 3), (0, 0)),
+        ["unsqueeze", "repeated", "(2, 3)"],
+    ),
+    (
+        "pad_float_width",
+        ValueError,
+        lambda: nb.pad(lazy(2, 3), [(1.5, 1), (0, 0)]),
+        ["pad", "(1.5, 1)", "(2, 3)"],
+    ),
+    (
+        "slice_tensor_region_past_the_end",
+        IndexError,
+        lambda: nb.slice_tensor(lazy(2, 3), [0, 0], [3, 3]),
+        ["slice_tensor", "size 3", "dim 0", "(2, 3)"],
+    ),
+    (
+        "slice_tensor_negative_size",
+        IndexError,
+        lambda: nb.slice_tensor(lazy(2, 3), [0, 0], [-1, 3]),
+        ["slice_tensor", "size -1", "(2, 3)"],
+    ),
+    (
+        "slice_update_start_past_the_end",
+        IndexError,
+        lambda: nb.slice_update(lazy(2, 3), 1.0, [5, 5], [1, 1]),
+        ["slice_update", "index 5", "(2, 3)"],
+    ),
+    (
+        "uniform_low_above_high",
+        ValueError,
+        lambda: nb.uniform((4,), 2.0, 1.0),
+        ["uniform", "low (2.0)", "high (1.0)"],
+    ),
+    (
+        "while_loop_under_vmap_carry_shape",
+        TypeError,
+        lambda: nb.vmap(lambda a: nb.while_loop(lambda c: c.sum() < 10, lambda c: c.sum(), a))(
+            lazy(2, 3)
+        ),
+        ["while_loop", "float32[3]", "float32[]"],
+    ),
+    (
+        "custom_jvp_tangent_shape",
+        TypeError,
+        lambda: nb.jvp(_bad_jvp, (lazy(3),), (lazy(3),)),
+        ["custom_jvp rule of _bad_jvp", "float32[5]", "float32[3]"],
+    ),
 ]
+
+
+@nb.custom_jvp
+def _bad_jvp(x):
+    return x * 2.0
+
+
+@_bad_jvp.defjvp
+def _bad_jvp_rule(primals, tangents):
+    return _bad_jvp(primals[0]), nb.ones((5,))
 
 
 @pytest.mark.parametrize("exc, thunk, fragments", [c[1:] for c in CASES], ids=[c[0] for c in CASES])

@@ -126,6 +126,15 @@ def test_clip_grad_norm():
     )
 
 
+def test_clip_grad_norm_without_gradients_realizes_nothing_else():
+    """A model with no gradients yet: nothing to clip, and nothing else pending is run (it
+    realized every pending tensor, so an unrelated lazy error surfaced from it)."""
+    m = nn.Linear(2, 1, key=nb.random.key(0))
+    pending = nb.constant(np.ones(3, np.float32)) * 2.0
+    assert optim.clip_grad_norm_(m, 1.0).item() == 0.0
+    assert not pending.is_realized
+
+
 def _data():
     rng = np.random.default_rng(0)
     x = rng.standard_normal((32, 3)).astype(np.float32)

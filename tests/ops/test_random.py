@@ -67,6 +67,13 @@ def test_bad_keys_and_ranges_raise():
         nb.random.randint(nb.random.key(0), (2,), 5, 5)
 
 
+def test_a_uniform_range_of_one_value_gives_that_value():
+    """low == high: the value itself (the clamp below high gave a value below low)."""
+    np.testing.assert_array_equal(nb.uniform((3,), 1.0, 1.0).numpy(), [1.0, 1.0, 1.0])
+    k = nb.random.key(0)
+    np.testing.assert_array_equal(nb.random.uniform(k, (2,), low=-2.0, high=-2.0).numpy(), [-2, -2])
+
+
 def test_draws_are_identical_on_every_backend():
     k = nb.random.key(9)
     with nb.backend("numpy"):

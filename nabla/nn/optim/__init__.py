@@ -229,7 +229,7 @@ def clip_grad_norm_(parameters, max_norm: float) -> Tensor:
     params = list(parameters.parameters() if isinstance(parameters, Module) else parameters)
     with_grad = [p for p in params if p.grad is not None]
     clipped, norm = clip_grad_norm([p.grad for p in with_grad], max_norm)
-    if STATE.recording is None:
+    if STATE.recording is None and clipped:  # (realize() of nothing realizes everything)
         realize(*clipped)
     for p, g in zip(with_grad, clipped):
         p.grad = g
