@@ -95,6 +95,14 @@ def alias_arg(op: str, name: str, value, alias: str, alias_value):
     return alias_value
 
 
+def check_callable(transform: str, fun) -> None:
+    """A transform given something that is not a function fails where it is applied, as in
+    JAX, naming the transform (not later, at the first call, with Python's "'int' object is
+    not callable")."""
+    if not callable(fun):
+        raise TypeError(f"{transform}: expected a function, got {type(fun).__name__} {fun!r:.60}")
+
+
 def dtype_or(dtype, default) -> DType:
     """``dtype`` as a ``DType``, or ``default`` when it is None."""
     return default if dtype is None else to_dtype(dtype)

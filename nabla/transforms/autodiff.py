@@ -41,7 +41,7 @@ from ..core.state import (
     start_grad_level,
 )
 from ..ops import collectives
-from ..ops._util import as_tensor
+from ..ops._util import as_tensor, check_callable
 from ..ops.creation import constant, eye, full, ones_like, zeros_like
 from ..ops.unary import identity, stop_gradient
 from ..ops.view import moveaxis
@@ -255,6 +255,7 @@ def vjp(fun, *primals, has_aux=False):
     Returns:
         ``(out, pullback)`` or ``(out, pullback, aux)``.
     """
+    check_callable("vjp", fun)
     level = start_grad_level()
     try:
         res = _vjp(fun, primals, has_aux, level)
@@ -325,6 +326,7 @@ def value_and_grad(fun, argnums=0, has_aux=False, *, realize=False):
     Example:
         >>> nb.value_and_grad(lambda x: (x * x).sum())(nb.constant([1.0, 2.0]))
     """
+    check_callable("value_and_grad", fun)
 
     @functools.wraps(fun)
     def wrapper(*args, **kwargs):
@@ -390,6 +392,7 @@ def grad(fun, argnums=0, has_aux=False, *, realize=False):
         >>> nb.grad(lambda x: nb.sin(x))(nb.constant(0.0)).item()
         1.0
     """
+    check_callable("grad", fun)
     vg = value_and_grad(fun, argnums, has_aux, realize=realize)
 
     @functools.wraps(fun)
@@ -421,6 +424,7 @@ def jvp(fun, primals, tangents, has_aux=False):
             differ, or a tangent's dtype differs from its primal's (as in JAX).
         ValueError: if a tangent's shape differs from its primal's (as in JAX).
     """
+    check_callable("jvp", fun)
     if not isinstance(primals, tuple | list) or not isinstance(tangents, tuple | list):
         raise TypeError("jvp expects primals and tangents as tuples")
     p_flat, p_tree = tree_flatten(tuple(primals))
@@ -550,6 +554,7 @@ def jacrev(fun, argnums=0, has_aux=False):
         >>> nb.jacrev(lambda x: x * x)(nb.constant([1.0, 2.0])).tolist()
         [[2.0, 0.0], [0.0, 4.0]]
     """
+    check_callable("jacrev", fun)
 
     def jac(*args, **kwargs):
         f, dyn, single = _split_argnums(fun, args, kwargs, argnums, "jacrev")
@@ -601,6 +606,7 @@ def jacfwd(fun, argnums=0, has_aux=False):
     Raises:
         TypeError: for a differentiated argument that is not float.
     """
+    check_callable("jacfwd", fun)
 
     def jac(*args, **kwargs):
         f, dyn, single = _split_argnums(fun, args, kwargs, argnums, "jacfwd")
@@ -689,6 +695,7 @@ def hessian(fun, argnums=0, has_aux=False):
         >>> nb.hessian(lambda x: (x ** 3).sum())(nb.constant([1.0, 2.0])).tolist()
         [[6.0, 0.0], [0.0, 12.0]]
     """
+    check_callable("hessian", fun)
     return jacfwd(jacrev(fun, argnums, has_aux), argnums, has_aux)
 
 

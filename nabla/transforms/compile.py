@@ -83,6 +83,7 @@ from ..core.ir import (
 from ..core.pytree import tree_flatten, tree_unflatten
 from ..core.sharding import PROCESS
 from ..core.state import STATE, is_live
+from ..ops._util import check_callable
 from ..ops.base import Operation
 from ..ops.collectives import complete_partial
 from ..ops.creation import constant
@@ -1615,6 +1616,7 @@ def compile(  # noqa: A001
             static_argnums=static_argnums,
             static_argnames=static_argnames,
         )
+    check_callable("compile", fun)
     return CompiledFunction(
         fun, dynamic_dims, fullgraph, max_cache_size, static_argnums, static_argnames
     )

@@ -24,7 +24,7 @@ from ..core.pytree import (
 )
 from ..core.sharding import DeviceMesh, ShardingError
 from ..core.state import new_level, vmap_level
-from ..ops._util import as_tensor
+from ..ops._util import as_tensor, check_callable
 from ..ops.batching import from_batch, to_batch
 from ..ops.collectives import split_level
 from ..runtime.tensor import Tensor
@@ -94,6 +94,7 @@ def vmap(fun=None, in_axes=0, out_axes=0, axis_size=None, spmd_axis_name=None, m
             spmd_axis_name=spmd_axis_name,
             mesh=mesh,
         )
+    check_callable("vmap", fun)
     in_axes = _checked_in_axes(in_axes)
     _check_axes_spec("out_axes", out_axes)
     if spmd_axis_name is not None and not isinstance(spmd_axis_name, str | tuple):

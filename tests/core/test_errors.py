@@ -562,6 +562,10 @@ CASES = [
         ),
         ["while_loop", "float32[3]", "float32[]"],
     ),
+    *[
+        (f"{t}_of_a_non_function", TypeError, lambda t=t: getattr(nb, t)(3), [t, "int 3"])
+        for t in ("grad", "value_and_grad", "jacrev", "jacfwd", "hessian", "vmap", "compile")
+    ],
     (
         "custom_jvp_tangent_shape",
         TypeError,
