@@ -512,7 +512,9 @@ pow = _binary(  # noqa: A001
     "pow",
     _pow_partials,
     doc="Elementwise power ``x ** y`` (also ``nb.power``).\n\n"
-    "Integer operands give an integer result, as in NumPy. The derivative of ``x ** 0`` is "
+    "Integer operands give an integer result, as in NumPy; a negative integer exponent "
+    "gives JAX's truncated result (1 for a base of 1, +-1 for -1, else 0) where NumPy and "
+    "PyTorch raise. The derivative of ``x ** 0`` is "
     "zero everywhere, at ``x = 0`` too (JAX's integer power).",
     kinds="nobool",
 )

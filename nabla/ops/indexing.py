@@ -668,18 +668,24 @@ def setitem(x: Tensor, key, value) -> None:
     leaf, with its ``.grad``, as under PyTorch's ``no_grad``: ``loss.backward()`` still
     reaches it (it had made the parameter a computed value that ``backward`` skipped). A
     compiled function that assigns into captured state writes it back at each call."""
-    old = x._impl
-    leaf = old.requires_grad
-    if leaf:
+    if x._impl.requires_grad:
         v = value.detach() if isinstance(value, Tensor) else value
-        new = _update(x.detach(), key, v, "set")
+        rebind(x, _update(x.detach(), key, v, "set"))
     else:
-        new = _update(x, key, value, "set")
-    if STATE.writes is not None:  # traced by compile: captured state is written back
+        rebind(x, _update(x, key, value, "set"))
+
+
+def rebind(x: Tensor, new: Tensor) -> None:
+    """Give tensor object ``x`` the value of ``new`` (a fresh tensor nothing else holds), as
+    an in-place update: every reference to ``x`` sees it; a ``requires_grad`` leaf stays
+    that leaf, with its ``.grad``; a compiled function that updates captured state writes
+    it back at each call (``ItemWrite``)."""
+    old = x._impl
+    if STATE.writes is not None:
         STATE.writes.append(ItemWrite((x, old)))
     x._impl = new._impl
     x._impl.wrapper = weakref.ref(x)
-    if leaf:
+    if old.requires_grad:
         x.requires_grad = True
         x._impl.grad = old.grad
 

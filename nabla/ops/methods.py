@@ -182,7 +182,33 @@ def _torch_dim(fn):
     return method
 
 
+def _in_place(op, name):
+    """``x op= y``. A ``requires_grad`` leaf (a parameter) is updated in place and stays that
+    leaf, as PyTorch's in-place ops under ``no_grad`` (``with nb.no_grad(): w -= lr *
+    w.grad``: it was rebound to a new tensor that no longer required grad); any other
+    tensor gets a new value (``x = x op y``), as JAX's arrays."""
+
+    def run(x, y):
+        if not x._impl.requires_grad:
+            return op(x, y)
+        new = op(x.detach(), y.detach() if isinstance(y, Tensor) else y)
+        if new.shape != x.shape or new.dtype is not x.dtype:
+            raise ValueError(
+                f"{name}: the in-place result {new.dtype.value}{list(new.shape)} does not fit "
+                f"the requires_grad tensor {x.dtype.value}{list(x.shape)} it updates"
+            )
+        indexing.rebind(x, new)
+        return x
+
+    return run
+
+
 _METHODS = {
+    # in-place operators: a parameter's value changes in place
+    "__iadd__": _in_place(binary.add, "+="),
+    "__isub__": _in_place(binary.sub, "-="),
+    "__imul__": _in_place(binary.mul, "*="),
+    "__itruediv__": _in_place(binary.div, "/="),
     # arithmetic operators
     "__add__": binary.add,
     "__radd__": _swap(binary.add),

@@ -730,7 +730,7 @@ def backward(t: Tensor, gradient=None, retain_graph=None) -> None:
         RuntimeError: for a non-scalar ``t`` without ``gradient``.
     """
     if gradient is None:
-        if t.shape != ():
+        if t.size != 1:  # one element of any shape, as torch.autograd
             raise RuntimeError(
                 f"backward() on a non-scalar tensor of shape {t.shape} needs a gradient argument"
             )
@@ -753,6 +753,7 @@ def backward(t: Tensor, gradient=None, retain_graph=None) -> None:
     # the output is realized with its gradients: one graph runs the forward pass once
     GRAPH.evaluate([t._impl] + [g._impl for _, g in grads])
     for leaf, g in grads:
+        leaf = _current_leaf(leaf)
         new = TensorImpl(leaf.shape, leaf.dtype, leaf.device, leaf.levels, buffer=g._impl.buffer)
         new.sharding = g._impl.sharding
         if leaf.grad is not None:
@@ -763,6 +764,25 @@ def backward(t: Tensor, gradient=None, retain_graph=None) -> None:
             )
             new.sharding = acc._impl.sharding
         leaf.grad = new
+
+
+def _current_leaf(leaf: TensorImpl) -> TensorImpl:
+    """Where ``leaf``'s gradient accumulates: the leaf its tensor holds now. A parameter
+    updated in place (``w[i] = v``, an optimizer step, ``load_state_dict``) holds a new
+    leaf; a graph built before the update reaches the old one, whose gradient is the same
+    parameter's, as in PyTorch (it was kept on the old leaf, where nothing reads it)."""
+    ref = leaf.wrapper
+    owner = ref() if ref is not None else None
+    now = owner._impl if owner is not None else None
+    if (
+        now is not None
+        and now is not leaf
+        and now.requires_grad
+        and now.shape == leaf.shape
+        and now.dtype is leaf.dtype
+    ):
+        return now
+    return leaf
 
 
 def _requires_grad_leaves(root: TensorImpl) -> list[TensorImpl]:

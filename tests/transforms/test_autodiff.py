@@ -300,6 +300,47 @@ def test_assigning_into_a_parameter_keeps_it_the_leaf_backward_reaches():
             close(lin.weight.grad, f32([[1.0], [2.0]]))
 
 
+def test_a_parameter_updated_in_place_keeps_one_gradient_for_graphs_before_and_after():
+    """As PyTorch: a graph built before ``w[0] = v`` (under ``no_grad``) and one built after
+    both reach the same ``w.grad`` (the earlier one's part was dropped); the SGD idiom
+    ``with no_grad(): w -= lr * w.grad`` keeps ``w`` the leaf (``-=`` had rebound it to a
+    new tensor that no longer required grad), while ``x += 1`` on any other tensor gives a
+    new value, as JAX; and ``backward()`` of a one-element (1,) output needs no gradient."""
+    w = nb.constant(f32([1.0, 2.0, 3.0]))
+    w.requires_grad = True
+    y = (w * 3.0).sum()
+    with nb.no_grad():
+        w[0] = 10.0
+    z = (w * w).sum()
+    (y + z).backward()
+    close(w.grad, f32([23.0, 7.0, 9.0]))
+
+    p = nb.constant(f32([1.0, 2.0]))
+    p.requires_grad = True
+    same = p
+    for _ in range(2):
+        p.grad = None
+        (p * p).sum().backward()
+        g = p.grad.numpy()
+        with nb.no_grad():
+            p -= 0.25 * p.grad
+        assert p is same and p.requires_grad
+    close(p, g / 2 * 0.5)  # p <- p - 0.25 * 2p = p / 2, twice: [0.25, 0.5]
+    with pytest.raises(ValueError, match=r"-=: the in-place result float32\[2, 2\]"):
+        p -= nb.ones((2, 2))
+
+    x = nb.constant(f32([1.0, 2.0]))
+    alias = x
+    x += 1.0
+    close(x, f32([2.0, 3.0]))
+    close(alias, f32([1.0, 2.0]))
+
+    q = nb.constant(f32([2.0]))
+    q.requires_grad = True
+    (q * q).backward()
+    close(q.grad, f32([4.0]))
+
+
 def test_a_compiled_function_writes_back_captured_state_it_assigns_into():
     """``w[0] = v`` on a captured tensor inside a compiled function updates ``w`` at each
     call, as the function does uncompiled (the trace's write was dropped: ``w`` kept its
