@@ -186,7 +186,7 @@ def merge_lora_weight(weight, adapter, alpha: float = 1.0) -> Tensor:
         A tensor like ``weight``.
     """
     weight, delta = _weight_and_update("merge_lora_weight", weight, adapter, alpha)
-    return weight + delta
+    return weight + delta.cast(weight.dtype)  # an NF4 base's adapter is float32
 
 
 def unmerge_lora_weight(weight, adapter, alpha: float = 1.0) -> Tensor:
@@ -201,7 +201,7 @@ def unmerge_lora_weight(weight, adapter, alpha: float = 1.0) -> Tensor:
         A tensor like ``weight``.
     """
     weight, delta = _weight_and_update("unmerge_lora_weight", weight, adapter, alpha)
-    return weight - delta
+    return weight - delta.cast(weight.dtype)
 
 
 # ----------------------------------------------------------------------------- NF4
@@ -384,6 +384,8 @@ def qlora_linear(
         x = x.cast(compute_dtype)
         adapter = {**adapter, "A": adapter["A"].cast(compute_dtype)}
         adapter["B"] = adapter["B"].cast(compute_dtype)
+        if bias is not None:  # the result stays compute_dtype (a float32 bias promoted it)
+            bias = as_tensor(bias, op="qlora_linear").cast(compute_dtype)
     return lora_linear(x, dequantize_nf4(qweight, x.dtype), adapter, alpha, bias)
 
 
@@ -391,11 +393,18 @@ def qlora_linear(
 def _flatten_tree(prefix: str, tree, out: OrderedDict) -> None:
     if isinstance(tree, dict):
         for k, v in tree.items():
+            if "/" in str(k):  # the file's names join the path with "/": it would split
+                raise ValueError(
+                    f"save_finetune_checkpoint: the key {k!r} under {prefix!r} holds a '/', "
+                    "which separates the levels of a name in the file; use nested dicts"
+                )
             _flatten_tree(f"{prefix}/{k}", v, out)
     elif isinstance(tree, list | tuple):
         for i, v in enumerate(tree):
             _flatten_tree(f"{prefix}/{i}", v, out)
     elif isinstance(tree, Tensor):
+        if prefix in out:
+            raise ValueError(f"save_finetune_checkpoint: two values are both named {prefix!r}")
         out[prefix] = tree
     else:
         raise TypeError(

@@ -94,3 +94,26 @@ def test_qlora_adapter_trains_on_a_frozen_base(tmp_path):
     np.testing.assert_array_equal(back["layer"]["B"].numpy(), adapter["B"].numpy())
     assert isinstance(opt_state["mu"], list) and len(opt_state["mu"]) == 2
     assert opt_state["step"].item() == 60.0 and meta == {"rank": "4"}
+
+
+def test_dtypes_and_names_stay_as_documented(tmp_path):
+    """A bfloat16 weight merged with an NF4 base's float32 adapter stays bfloat16, as does
+    a QLoRA output with a float32 bias under ``compute_dtype`` (the float32 parts promoted
+    them); an adapter key holding '/' or two values of one name in a finetune checkpoint
+    are errors (they were split into levels, or one was dropped, silently)."""
+    w = nb.ones((4, 3), dtype=nb.bfloat16)
+    ad = {"A": nb.full((4, 2), 0.5), "B": nb.full((2, 3), 0.25)}
+    assert ft.merge_lora_weight(w, ad).dtype == nb.bfloat16
+    assert ft.unmerge_lora_weight(w, ad).dtype == nb.bfloat16
+    np.testing.assert_allclose(
+        ft.merge_lora_weight(w, ad).cast(nb.float32).numpy(), 1 + 2 * 0.5 * 0.25 / 2, rtol=1e-2
+    )
+    q = ft.quantize_nf4(nb.ones((8, 4)), block_size=8)
+    qad = {"A": nb.zeros((8, 2)), "B": nb.zeros((2, 4))}
+    y = ft.qlora_linear(nb.ones((2, 8)), q, qad, bias=nb.ones((4,)), compute_dtype=nb.bfloat16)
+    assert y.dtype == nb.bfloat16
+    path = tmp_path / "a.safetensors"
+    with pytest.raises(ValueError, match="'model/q_proj' under 'adapters' holds a '/'"):
+        ft.save_finetune_checkpoint(path, {"model/q_proj": ad})
+    with pytest.raises(ValueError, match="both named 'adapters/0/A'"):
+        ft.save_finetune_checkpoint(path, {"0": ad, 0: ad})
