@@ -604,6 +604,8 @@ class CompiledFunction:
         self.dynamic_dims = _check_dynamic_dims(dynamic_dims)
         self.fullgraph = bool(fullgraph)
         self.max_cache_size = int(max_cache_size)
+        if self.max_cache_size < 1:  # it failed at the first call, in the LRU's eviction
+            raise ValueError(f"compile: max_cache_size must be at least 1, got {max_cache_size}")
         self._cache: OrderedDict = OrderedDict()
         self._lock = threading.Lock()  # the LRU is shared by every thread calling the function
         self._positions: dict = {}  # treedef -> {flat leaf index: positional arg index}

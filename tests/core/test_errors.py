@@ -562,6 +562,12 @@ CASES = [
         ),
         ["while_loop", "float32[3]", "float32[]"],
     ),
+    (
+        "compile_cache_of_no_entries",
+        ValueError,
+        lambda: nb.compile(lambda a: a, max_cache_size=0),
+        ["compile", "max_cache_size", "0"],
+    ),
     *[
         (f"{t}_of_a_non_function", TypeError, lambda t=t: getattr(nb, t)(3), [t, "int 3"])
         for t in ("grad", "value_and_grad", "jacrev", "jacfwd", "hessian", "vmap", "compile")
