@@ -116,9 +116,9 @@ def _mm(a, b):
         and max(a.ndim, b.ndim) > 2
         and a.shape[:-2] == b.shape[:-2]
     ):
-        if not bl:
+        if not bl and _batch_sum_ok(a, b):
             return _levels_into_rows(a, b)
-        if not al:  # (b^T a^T)^T
+        if not al and _batch_sum_ok(b, a):  # (b^T a^T)^T
             t = _levels_into_rows(fn.swap_axes(b, -1, -2), fn.swap_axes(a, -1, -2))
             return fn.swap_axes(t, -1, -2)
     if a.ndim == 2 and not al and bl and b.ndim <= 2:
@@ -152,6 +152,11 @@ def _mm_sharded(a, b):
     broadcast one operand's leading dims: a 2-D unbatched operand (a weight) meets the other
     operand's vmap levels and leading dims folded into GEMM rows (never a copy of the weight
     per batch element); other leading dims are broadcast explicitly."""
+    al, bl = a._impl.levels, b._impl.levels
+    if al and not bl and not _batch_sum_ok(a, b):  # per-example gradients of b: its own copy
+        b = batching.broadcast_levels(b, al)
+    elif bl and not al and not _batch_sum_ok(b, a):
+        a = batching.broadcast_levels(a, bl)
     if b.ndim == 2 and not b._impl.levels and (a._impl.levels or a.ndim != 2):
         return _rows_times(a, b)
     if a.ndim == 2 and not a._impl.levels and (b._impl.levels or b.ndim != 2):
@@ -164,6 +169,16 @@ def _mm_sharded(a, b):
     if a.ndim == 1:
         return _vector_times(a, b)
     return _matmul.bind([a, b], {})
+
+
+def _batch_sum_ok(batched, w) -> bool:
+    """May ``batched``'s vmap levels be folded into GEMM rows against the unbatched ``w``?
+    Its cotangent then sums over that batch: right for a differentiation that began
+    before those vmaps (the gradient of a vmapped loss), wrong for one inside them
+    (``vmap(grad)``: per-example gradients, which had each come back as the batch's sum).
+    Levels are numbered in the order the transforms began."""
+    traced = w._impl.traced
+    return not traced or max(traced) < min(batched._impl.levels)
 
 
 def _levels_into_rows(a, w):

@@ -549,3 +549,36 @@ def test_grad_of_vmapped_lookups_never_copies_the_table(monkeypatch):
         want_k = np.zeros_like(table)
         np.add.at(want_k, ids[k], (2 * th * (1 - th**2))[k])
         np.testing.assert_allclose(per_example.numpy()[k], want_k, rtol=1e-5, atol=1e-6)
+
+
+def test_per_example_gradients_of_an_unbatched_operand_are_each_examples_own():
+    """``vmap(grad)`` with respect to an operand the vmap does not batch: a 3-D matmul
+    operand, a grouped convolution's weight and a sharded weight each give every example
+    its own gradient (each had come back as the sum over the batch: folding the batch into
+    GEMM rows is right only for a gradient taken outside the vmap, which still sums)."""
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((3, 2, 3, 4)).astype(np.float32)
+    b = rng.standard_normal((2, 4, 5)).astype(np.float32)
+    x = rng.standard_normal((3, 1, 5, 5, 6)).astype(np.float32)
+    w = rng.standard_normal((2, 2, 3, 6)).astype(np.float32)
+
+    def mm(a, b):
+        return nb.sum(nb.sin(a @ b))
+
+    def conv(x, w):
+        return nb.sum(nb.tanh(nb.conv2d(x, w, groups=2)))
+
+    mesh = nb.DeviceMesh("pe", (2,), ("x",))
+    s = rng.standard_normal((4, 4, 6)).astype(np.float32)
+    v = rng.standard_normal((6, 4)).astype(np.float32)
+    sharded = (nb.shard(s, mesh, nb.P(None, "x")), nb.shard(v, mesh, nb.P(None, "x")))
+    for f, (p, q) in ((mm, (a, b)), (conv, (x, w)), (mm, sharded)):
+        p, q = (
+            nb.constant(p) if isinstance(p, np.ndarray) else p,
+            nb.constant(q) if isinstance(q, np.ndarray) else q,
+        )
+        per = nb.vmap(nb.grad(f, argnums=1), in_axes=(0, None))(p, q).numpy()
+        want = np.stack([nb.grad(f, argnums=1)(p[i], q).numpy() for i in range(p.shape[0])])
+        np.testing.assert_allclose(per, want, rtol=1e-4, atol=1e-5)
+        summed = nb.grad(lambda q: nb.sum(nb.vmap(f, in_axes=(0, None))(p, q)))(q).numpy()
+        np.testing.assert_allclose(summed, want.sum(0), rtol=1e-4, atol=1e-4)
