@@ -14,7 +14,7 @@ ordinary backend ops ``transpose``, ``broadcast_in_dim`` and ``reduce_sum``.
 from __future__ import annotations
 
 from ..core.ir import TensorImpl
-from ..core.state import STATE, is_live, level_sizes
+from ..core.state import STATE, is_live, level_sizes, live_grad_levels
 from ..runtime.tensor import Tensor
 from . import spmd
 from .base import Operation
@@ -212,6 +212,16 @@ def broadcast_levels(x: Tensor, levels: tuple) -> Tensor:
     dims += [len(levels) + i for i in range(len(logical))]
     kwargs = {"levels": levels, "phys": {"shape": out_shape, "dims": tuple(dims)}}
     return _broadcast_levels.bind([x], kwargs)
+
+
+def differentiated_inside(impl, vmap_level: int) -> bool:
+    """True when a live differentiation tracing ``impl`` began after (inside) the vmap of
+    ``vmap_level`` (levels are numbered in creation order): its cotangent must stay one per
+    example, so a rewrite that folds that vmap's batch into a contraction or an index (and
+    so sums over it in the backward) is wrong for it."""
+    if not is_live(impl.traced):
+        return False
+    return max(lv for lv in impl.traced if lv in live_grad_levels) > vmap_level
 
 
 def sum_finished_levels(ct: Tensor, primal: Tensor) -> Tensor:

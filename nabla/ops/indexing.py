@@ -18,7 +18,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..core.dtypes import DType
-from ..core.state import STATE, is_live, live_grad_levels
+from ..core.state import STATE
 from ..runtime.tensor import Tensor
 from . import batching, spmd
 from ._util import as_tensor, norm_axis
@@ -267,7 +267,7 @@ def _gather_from(x, idx, axis):
     the broadcast."""
     levels = idx._impl.levels
     xi = x._impl
-    if not levels or xi.levels or xi.tangents or _differentiated_inside(xi, min(levels)):
+    if not levels or xi.levels or xi.tangents or batching.differentiated_inside(xi, min(levels)):
         return _gather.bind([x, idx], {"axis": axis})
     for i, level in enumerate(levels):  # the batch dims become the leading index dims
         idx = batching.from_batch(idx, level, i)
@@ -275,14 +275,6 @@ def _gather_from(x, idx, axis):
     for level in levels:  # ... which land at ``axis``, outer level first: back to the prefix
         out = batching.to_batch(out, axis, level)
     return out
-
-
-def _differentiated_inside(impl, vmap_level: int) -> bool:
-    """True when a live differentiation tracing ``impl`` began after (inside) the vmap of
-    ``vmap_level`` (levels are numbered in creation order)."""
-    if not is_live(impl.traced):
-        return False
-    return max(lv for lv in impl.traced if lv in live_grad_levels) > vmap_level
 
 
 # ``take`` is ``gather`` under its other name (the API's ``gather/take(x, indices, axis)``):

@@ -175,10 +175,8 @@ def _batch_sum_ok(batched, w) -> bool:
     """May ``batched``'s vmap levels be folded into GEMM rows against the unbatched ``w``?
     Its cotangent then sums over that batch: right for a differentiation that began
     before those vmaps (the gradient of a vmapped loss), wrong for one inside them
-    (``vmap(grad)``: per-example gradients, which had each come back as the batch's sum).
-    Levels are numbered in the order the transforms began."""
-    traced = w._impl.traced
-    return not traced or max(traced) < min(batched._impl.levels)
+    (``vmap(grad)``: per-example gradients, which had each come back as the batch's sum)."""
+    return not batching.differentiated_inside(w._impl, min(batched._impl.levels))
 
 
 def _levels_into_rows(a, w):
