@@ -888,8 +888,8 @@ class CompiledFunction:
 
     def _call_hot(self, hot: _Hot, args: tuple):
         """Serve a call like the hot lane's last one (same argument structure, layouts and
-        shardings, all realized and plain; nothing recording; the modules in the same
-        modes): run the plan's program and wrap its outputs. ``_COLD`` when the call is not
+        shardings, all realized and plain; nothing recording; the modules it reads
+        unchanged): run the plan's program and wrap its outputs. ``_COLD`` when the call is not
         such a call."""
         shaped = hot.tree
         if shaped is not None:  # pytrees (a step's params, its settings, its batch)
