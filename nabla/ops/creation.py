@@ -19,7 +19,7 @@ from ..runtime.tensor import (
     out_of_range_error,
 )
 from . import batching, spmd
-from ._util import as_tensor, dtype_or, norm_axis, norm_shape
+from ._util import as_tensor, device_arg, dtype_or, norm_axis, norm_shape
 from .base import Operation, OpError
 from .functions import fn, provide
 
@@ -81,6 +81,7 @@ def constant_for(value, dtype, device, op: str) -> Tensor:
 
     A tensor, or a nested list holding tensors, stays in the graph (cast, moved or stacked),
     as ``jnp.asarray`` does: its gradient flows and it works under ``vmap``."""
+    device = device_arg(op, device)
     if isinstance(value, Tensor) or (isinstance(value, list | tuple) and _holds_tensor(value)):
         return _from_tensors(value, None if dtype is None else to_dtype(dtype), device, op)
     if isinstance(value, SymDim):  # a dynamic size as a value: computed at each call's size
@@ -259,7 +260,7 @@ def full(shape, value, *, dtype=None, device=None) -> Tensor:
         [[7, 7, 7], [7, 7, 7]]
     """
     shape = norm_shape("full", shape)
-    dev = device or get_default_device()
+    dev = device_arg("full", device) or get_default_device()
     if isinstance(value, Tensor) or (not isinstance(value, SymDim) and np.ndim(value) > 0):
         return _full_of_array(shape, value, dtype, dev)
     if dtype is None:
@@ -283,10 +284,12 @@ _FILLED_DOC = """A tensor of ``shape`` filled with {what}.
 
 
 def zeros(shape, *, dtype=None, device=None) -> Tensor:
+    device = device_arg("zeros", device)
     return full(shape, 0, dtype=dtype_or(dtype, get_default_dtype()), device=device)
 
 
 def ones(shape, *, dtype=None, device=None) -> Tensor:
+    device = device_arg("ones", device)
     return full(shape, 1, dtype=dtype_or(dtype, get_default_dtype()), device=device)
 
 
@@ -366,7 +369,7 @@ def arange(start=0, stop=None, step=1, *, dtype=None, device=None) -> Tensor:
         length = range_length(start, stop, step)
     else:
         length = max(0, math.ceil((stop - start) / step))
-    dev = device or get_default_device()
+    dev = device_arg("arange", device) or get_default_device()
     return _iota.bind(
         [], {"start": start, "step": step, "length": length, "dtype": dtype, "device": dev}
     )

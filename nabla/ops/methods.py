@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import collections
 
-from ..core.device import CPU, Accelerator, Device
+from ..core.device import CPU, Device
 from ..core.sharding import P
 from ..runtime.tensor import Tensor
 from . import binary, collectives, creation, indexing, linalg, reduction, transfer, unary, view
-from ._util import as_tensor
+from ._util import as_tensor, device_named
 
 
 def _swap(fn):
@@ -28,22 +28,12 @@ def _to(self, target):
     """
 
     if isinstance(target, str):
-        device = _device_named(target)
+        device = device_named(target)
         if device is not None:
             target = device
     if isinstance(target, Device):
         return transfer.to_device(self, target)
     return unary.cast(self, target)
-
-
-def _device_named(name: str):
-    """``"cpu"``, ``"cpu:1"``, ``"cuda"``, ``"cuda:0"``, ``"gpu:1"`` as a Device; None for any
-    other string (a dtype name)."""
-    kind, _, index = name.lower().partition(":")
-    if kind not in ("cpu", "cuda", "gpu") or (index and not index.isdigit()):
-        return None
-    n = int(index) if index else 0
-    return CPU(n) if kind == "cpu" else Accelerator(n)
 
 
 def _cpu(self):

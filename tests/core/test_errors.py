@@ -563,6 +563,13 @@ CASES = [
         ["while_loop", "float32[3]", "float32[]"],
     ),
     (
+        "creation_on_an_unknown_device",
+        TypeError,
+        lambda: nb.zeros((2,), device="tpu:7"),
+        ["zeros", "device", "'tpu:7'"],
+    ),
+    ("arange_on_a_number_device", TypeError, lambda: nb.arange(3, device=3), ["arange", "int 3"]),
+    (
         "compile_cache_of_no_entries",
         ValueError,
         lambda: nb.compile(lambda a: a, max_cache_size=0),
