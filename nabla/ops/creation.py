@@ -435,6 +435,12 @@ def _is_number(v) -> bool:
     return isinstance(v, int | float | np.integer | np.floating) and not isinstance(v, bool)
 
 
+def _as_dtype(out, sp: _Spacing):
+    """The float values in ``sp.dtype``; for an integer dtype rounded toward -inf first, as
+    NumPy (2.0 on) and JAX do (a cast truncates toward 0: -6.67 gave -6, not -7)."""
+    return (fn.floor(out) if sp.dtype.is_int else out).cast(sp.dtype)
+
+
 def _linspace_numbers(start, stop, sp: _Spacing):
     """``linspace`` with number bounds: one sequence."""
     step = (stop - start) / sp.div if sp.div > 0 else 0.0
@@ -445,8 +451,8 @@ def _linspace_numbers(start, stop, sp: _Spacing):
         out = fn.where(idx == (sp.num - 1), last, out)
     if sp.retstep:
         spacing = step if sp.div > 0 else math.nan
-        return out.cast(sp.dtype), constant(spacing, dtype=sp.work, device=sp.device).cast(sp.dtype)
-    return out.cast(sp.dtype)
+        return _as_dtype(out, sp), constant(spacing, dtype=sp.work, device=sp.device).cast(sp.dtype)
+    return _as_dtype(out, sp)
 
 
 def _linspace_arrays(start, stop, sp: _Spacing, axis):
@@ -465,7 +471,7 @@ def _linspace_arrays(start, stop, sp: _Spacing, axis):
     out = idx * step + start
     if sp.endpoint and sp.num > 1:
         out = fn.where(idx == (sp.num - 1), stop, out)
-    out = fn.moveaxis(fn.broadcast_to(out, (sp.num, *shape)), 0, axis).cast(sp.dtype)
+    out = _as_dtype(fn.moveaxis(fn.broadcast_to(out, (sp.num, *shape)), 0, axis), sp)
     return (out, fn.broadcast_to(step, shape).cast(sp.dtype)) if sp.retstep else out
 
 

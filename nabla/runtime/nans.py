@@ -33,7 +33,10 @@ def check_outputs(program, inputs, outputs, nodes, inside: str | None = None) ->
     own ``sites``) holds a NaN (or an infinity) that an instruction made; ``inside`` names
     what ran the program (``"compiled function f"``)."""
     look = (CONFIG.debug_nans, CONFIG.debug_infs)
-    if not any(bad_kind(buffer_to_numpy(o), *look) for o in outputs):
+    # looking for infinities, a NaN in an output may have come from one (log(0) * 0): the
+    # search for the op that made an infinity runs then too
+    trigger = (look[0] or look[1], look[1])
+    if not any(bad_kind(buffer_to_numpy(o), *trigger) for o in outputs):
         return
     finding = find_first_bad(program, [buffer_to_numpy(b) for b in inputs], *look)
     if finding is not None:

@@ -50,3 +50,14 @@ def test_reference(entry, dtype):
                 )
             else:
                 np.testing.assert_array_equal(gv, w, err_msg=f"{entry.name} {s}")
+
+
+def test_linspace_of_an_integer_dtype_rounds_toward_minus_infinity():
+    """As NumPy 2 and JAX: -6.67 is -7 (a cast truncated it to -6), for number bounds and
+    for array bounds."""
+    np.testing.assert_array_equal(
+        nb.linspace(-10, 0, 4, dtype=nb.int32).numpy(), np.linspace(-10, 0, 4, dtype=np.int32)
+    )
+    lo, hi = np.array([-10.0, 0.0]), np.array([0.0, -1.0])
+    got = nb.linspace(nb.constant(lo), nb.constant(hi), 4, dtype=nb.int32).numpy()
+    np.testing.assert_array_equal(got, np.linspace(lo, hi, 4, dtype=np.int32))

@@ -61,6 +61,19 @@ def test_debug_infs_stops_at_the_op_that_made_the_infinity():
     assert msg.startswith("log made inf") and "y = nb.log(x)" in msg
 
 
+def test_debug_infs_alone_finds_the_infinity_a_later_nan_came_from():
+    """log(0) * 0: the output holds a NaN, not an infinity; with debug_infs alone the
+    search still runs and stops at the log (as docs/debugging.md shows). A NaN made from
+    finite values (0 / 0) is not debug_infs' to report."""
+    x = nb.constant(np.array([0.0, 1.0], np.float32))
+    with nb.debug_infs():
+        y = nb.log(x) * 0.0
+        msg = _raises(y.numpy)
+        assert msg.startswith("log made inf")
+        z = (x / x).numpy()
+    assert np.isnan(z[0]) and z[1] == 1.0
+
+
 def test_a_nan_the_input_already_held_is_not_blamed_on_an_op():
     x = nb.constant(np.array([np.nan, 1.0], np.float32))
     with nb.debug_nans():
