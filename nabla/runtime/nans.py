@@ -160,5 +160,9 @@ def _element(first: tuple, node, top_level: bool) -> str:
     if nb:
         batch = first[k : k + nb]
         words.append(f"in vmap batch element {batch[0] if nb == 1 else batch}")
-    words.append(f"at index {first[k + nb :]} of the {impl.logical_shape} value")
+    if spec is not None:  # the index is the block's: name the block's shape, not the value's
+        block = tuple(impl.buffer_shape[k + nb :])
+        words.append(f"at index {first[k + nb :]} of its {block} block")
+    else:
+        words.append(f"at index {first[k + nb :]} of the {impl.logical_shape} value")
     return ", ".join(words)

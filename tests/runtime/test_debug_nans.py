@@ -186,7 +186,9 @@ def test_sharded_names_the_shard(mode):
     msgs = _messages(f, x, mode=mode)
     for msg in msgs:
         assert msg.startswith("sqrt made NaN") and "y = nb.sqrt(x)" in msg
-    assert "on the shard at mesh 'm' (d=2)" in msgs[0]
+    # -1 is element 5 of the value: element 1 of shard d=2's (2,) block, and said so (the
+    # block's index had been given against the value's (8,) shape)
+    assert "on the shard at mesh 'm' (d=2), at index (1,) of its (2,) block" in msgs[0]
 
 
 @pytest.mark.parametrize("mode", MODES)
