@@ -8,7 +8,6 @@ else set on it (ints, strings, ``training``, callables) is static data kept in t
 
 from __future__ import annotations
 
-import weakref
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -19,6 +18,7 @@ import numpy as np
 from ..core.pytree import GetAttrKey, register_pytree_node, tree_flatten
 from ..core.state import STATE
 from ..ops import creation
+from ..ops.indexing import rebind
 from ..runtime.tensor import Tensor, realize
 from ..transforms.autodiff import detach
 
@@ -54,28 +54,6 @@ def _same(a, b) -> bool:
         return bool(a == b)
     except Exception:  # arrays and other values without a plain truth value
         return False
-
-
-def rebind(t: Tensor, value: Tensor) -> None:
-    """Make tensor object ``t`` hold ``value``'s value in place, keeping its identity, its
-    ``requires_grad`` flag and its ``.grad`` (as ``Tensor.__setitem__`` rebinds a tensor), so
-    every reference to a parameter sees an optimizer's update or a loaded checkpoint.
-
-    ``value`` must be a fresh tensor nothing else will use (e.g. from ``detach``): its storage
-    becomes ``t``'s.
-
-    Args:
-        t: the tensor to update.
-        value: its new value (same shape and dtype).
-    """
-    if STATE.writes is not None:  # traced by compile: the update is replayed at each call
-        STATE.writes.append((t, t._impl))
-    requires_grad, grad = t._impl.requires_grad, t._impl.grad
-    t._impl = value._impl
-    t._impl.wrapper = weakref.ref(t)
-    if requires_grad:
-        t.requires_grad = True
-    t._impl.grad = grad
 
 
 def _holds_tensor(value) -> bool:

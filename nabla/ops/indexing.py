@@ -662,24 +662,31 @@ def setitem(x: Tensor, key, value) -> None:
     compiled function that assigns into captured state writes it back at each call."""
     if x._impl.requires_grad:
         v = value.detach() if isinstance(value, Tensor) else value
-        rebind(x, _update(x.detach(), key, v, "set"))
+        rebind(x, _update(x.detach(), key, v, "set"), item=True)
     else:
-        rebind(x, _update(x, key, value, "set"))
+        rebind(x, _update(x, key, value, "set"), item=True)
 
 
-def rebind(x: Tensor, new: Tensor) -> None:
-    """Give tensor object ``x`` the value of ``new`` (a fresh tensor nothing else holds), as
-    an in-place update: every reference to ``x`` sees it; a ``requires_grad`` leaf stays
-    that leaf, with its ``.grad``; a compiled function that updates captured state writes
-    it back at each call (``ItemWrite``)."""
+def rebind(x: Tensor, new: Tensor, *, item: bool = False) -> None:
+    """Make tensor object ``x`` hold ``new``'s value in place, keeping its identity, its
+    ``requires_grad`` flag and its ``.grad``, so every reference to it (a parameter) sees
+    the update: an optimizer's step, a loaded checkpoint, ``x[i] = v``, ``x -= v``.
+
+    ``new`` must be a fresh tensor nothing else will use (e.g. from ``detach``): its storage
+    becomes ``x``'s. While ``compile`` traces, the update is recorded (``STATE.writes``) and
+    replayed at each call; ``item`` marks an assignment (``x[i] = v``, ``x op= v``), which
+    is written back to captured state but not to an argument (``ItemWrite``).
+    """
+    if new is x:
+        return
     old = x._impl
     if STATE.writes is not None:
-        STATE.writes.append(ItemWrite((x, old)))
+        STATE.writes.append(ItemWrite((x, old)) if item else (x, old))
     x._impl = new._impl
     x._impl.wrapper = weakref.ref(x)
     if old.requires_grad:
         x.requires_grad = True
-        x._impl.grad = old.grad
+    x._impl.grad = old.grad
 
 
 class _AtRef:

@@ -187,7 +187,7 @@ def _in_place(op, name):
                 f"{name}: the in-place result {new.dtype.value}{list(new.shape)} does not fit "
                 f"the requires_grad tensor {x.dtype.value}{list(x.shape)} it updates"
             )
-        indexing.rebind(x, new)
+        indexing.rebind(x, new, item=True)
         return x
 
     return run

@@ -38,7 +38,7 @@ Captured state: tensors the function reaches without receiving them (closures, g
 updates (``opt.step()``, ``load_state_dict``, ``x[i] = v``) are seen; so is a rebound name,
 found again through the path the trace recorded (``_captures.py``); a captured tensor of
 another shape or dtype retraces, as a guard would. A tensor the function itself updates in
-place with ``nn.module.rebind`` (a module's running statistics in training mode), captured
+place with ``ops.indexing.rebind`` (a module's running statistics in training mode), captured
 or an argument, is *written state*: its new value is an output of the plan, and every call
 writes it back into the caller's tensor, as torch.compile replays input mutations.
 Python numbers are baked in (``jax.jit``).
@@ -61,7 +61,6 @@ import os
 import threading
 import time
 import warnings
-import weakref
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -87,7 +86,7 @@ from ..ops._util import check_callable
 from ..ops.base import Operation
 from ..ops.collectives import complete_partial
 from ..ops.creation import constant
-from ..ops.indexing import ItemWrite
+from ..ops.indexing import ItemWrite, rebind
 from ..ops.pipeline import Call, emit
 from ..ops.random import drawing_levels, global_key
 from ..ops.unary import identity
@@ -1059,7 +1058,7 @@ class CompiledFunction:
             tensors = [leaf for leaf in call.flat if isinstance(leaf, Tensor)]
             for target, value in zip(plan.writes, state.values):
                 if target[0] == "arg":
-                    _assign(tensors[target[1]], value)
+                    rebind(tensors[target[1]], value)
         else:
             plan = _build_plan(recorded, placeholders, out, rng, traced_flat, self.fun)
         plan.traced_in_vmap = bool(drawing_levels())
@@ -1519,23 +1518,8 @@ def _write_back(plan, out, tensors, fun):
                     now = t
                 if isinstance(now, Tensor):
                     t = now
-        _assign(t, value)
+        rebind(t, value)
     return out
-
-
-def _assign(t: Tensor, value: Tensor) -> None:
-    """Give tensor ``t`` the value of ``value`` in place (``nn.module.rebind``'s rule: same
-    object, ``requires_grad`` and ``.grad``); an enclosing trace records the update."""
-    if value is t:
-        return
-    old = t._impl
-    if STATE.writes is not None:
-        STATE.writes.append((t, old))
-    t._impl = value._impl
-    t._impl.wrapper = weakref.ref(t)
-    if old.requires_grad:
-        t.requires_grad = True
-    t._impl.grad = old.grad
 
 
 def _captures(fun, captured: dict, consts: list) -> tuple:
