@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import numbers
 from typing import NamedTuple
 
 import numpy as np
@@ -357,6 +358,12 @@ def arange(start=0, stop=None, step=1, *, dtype=None, device=None) -> Tensor:
     if any(isinstance(v, Tensor) for v in vals):
         vals = [v.item() if isinstance(v, Tensor) else v for v in vals]
         start, stop, step = vals
+    for name, v in zip(("start", "stop", "step"), vals):
+        if not isinstance(v, numbers.Real | SymDim):
+            raise TypeError(
+                f"arange: {name} must be a real number, got {v!r} ({type(v).__name__}) "
+                f"(start={start!r}, stop={stop!r}, step={step!r})"
+            )
     if step == 0:
         raise ValueError(f"arange: step must not be zero (start={start}, stop={stop}, step=0)")
     if dtype is None:

@@ -709,6 +709,20 @@ class _AtRef:
 
     mul = multiply
 
+    def subtract(self, value):
+        """A copy of ``x`` with ``x[key] -= value`` (repeated indices accumulate)."""
+        value = as_tensor(value, self.x.dtype, "at")
+        return _update(self.x, self.key, fn.neg(value), "add")
+
+    def divide(self, value):
+        """``x`` divided by ``value`` at ``key`` (true division: an int ``x`` gives floats),
+        as JAX: ``x / ones.at[key].multiply(value)``, so repeated indices divide again."""
+        return self.x / _AtRef(fn.ones_like(self.x), self.key).multiply(value)
+
+    def power(self, value):
+        """``x ** value`` at ``key``, as JAX: ``x ** ones.at[key].multiply(value)``."""
+        return self.x ** _AtRef(fn.ones_like(self.x), self.key).multiply(value)
+
     def min(self, value):
         """A copy of ``x`` with ``x[key] = minimum(x[key], value)`` (see :meth:`multiply`)."""
         return _update(self.x, self.key, value, "min")
@@ -722,7 +736,8 @@ class _AtRef:
 
 
 class AtIndexer:
-    """``x.at[key].set(v)`` / ``.add(v)`` / ``.multiply(v)`` / ``.min`` / ``.max`` / ``.get()``."""
+    """``x.at[key]``: ``.set(v)``, ``.add(v)``, ``.subtract(v)``, ``.multiply(v)``,
+    ``.divide(v)``, ``.power(v)``, ``.min(v)``, ``.max(v)`` and ``.get()``, each a new tensor."""
 
     def __init__(self, x):
         self.x = x

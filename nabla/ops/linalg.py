@@ -446,6 +446,11 @@ def einsum(equation: str, *operands):
         (2, 4)
     """
 
+    if not isinstance(equation, str):
+        raise TypeError(
+            f"einsum: the equation must be a string such as 'ij,jk->ik', got {equation!r} "
+            f"({type(equation).__name__})"
+        )
     if len(operands) == 1 and isinstance(operands[0], list | tuple):
         operands = tuple(operands[0])
     ops = [as_tensor(o, op="einsum") for o in operands]

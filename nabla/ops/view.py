@@ -829,6 +829,10 @@ def pad(x, paddings, mode="constant", value=0.0) -> Tensor:
         return _pad.bind([x], {"pads": pads, "value": v})
     if mode not in ("reflect", "edge", "replicate", "wrap", "circular"):
         raise ValueError(f"pad: unknown mode {mode!r}")
+    if isinstance(value, Tensor) or value != 0:  # as PyTorch: only "constant" reads it
+        raise OpError(
+            f"pad: mode {mode!r} takes no fill value (got {value!r}); it is for 'constant'"
+        )
     for axis, (lo, hi) in enumerate(pads):
         if lo == 0 and hi == 0:
             continue
@@ -1019,6 +1023,11 @@ def split(x, num_or_sizes=None, axis=0, *, num_splits=None) -> tuple[Tensor, ...
             raise OpError(f"split: axis {axis} of shape {x.shape} is not divisible into {k} parts")
         sizes = (n // k,) * k
     else:
+        if not isinstance(num_or_sizes, list | tuple | np.ndarray):
+            raise TypeError(
+                f"split: num_or_sizes must be an int count or a list of sizes, got "
+                f"{num_or_sizes!r} ({type(num_or_sizes).__name__}) for a tensor of shape {x.shape}"
+            )
         sizes = tuple(as_dim(s) for s in num_or_sizes)
         if sum(sizes) != n or any(s < 0 for s in sizes):
             raise OpError(f"split: sizes {sizes} do not add up to {n} (axis {axis} of {x.shape})")

@@ -192,6 +192,20 @@ CASES = [
         ["pad", "(2, 3)"],
     ),
     ("pad_negative", ValueError, lambda: nb.pad(lazy(2, 3), ((-1, 1), (1, 1))), ["pad", "(2, 3)"]),
+    ("einsum_equation_not_str", TypeError, lambda: nb.einsum(3, lazy(2)), ["einsum", "3 (int)"]),
+    ("arange_str", TypeError, lambda: nb.arange("a"), ["arange", "stop", "'a'"]),
+    (
+        "split_float_count",
+        TypeError,
+        lambda: nb.split(lazy(2, 3), 1.5, axis=1),
+        ["split", "1.5", "(2, 3)"],
+    ),
+    (
+        "pad_value_with_reflect",
+        ValueError,
+        lambda: nb.pad(lazy(2, 3), 1, mode="reflect", value=2.0),
+        ["pad", "'reflect'", "fill value"],
+    ),
     # --- indexing
     (
         "getitem_too_many",

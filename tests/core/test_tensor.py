@@ -478,6 +478,30 @@ def test_at_multiply_min_max_combine_every_update_at_a_repeated_index():
     close(grad, [20.0, 60.0, 15.0, 5.0])
 
 
+def test_at_subtract_divide_power_follow_jax():
+    """JAX's ``subtract``, ``divide`` and ``power``: a repeated index takes every update
+    (``np.subtract.at``/``np.multiply.at`` semantics), ``divide`` of ints gives floats,
+    and gradients flow to ``x`` and the values."""
+    a = np.array([2.0, 3.0, 4.0, 5.0], np.float32)
+    i = np.array([1, -1, 1])
+    v = np.array([2.0, 0.5, 3.0], np.float32)
+    x = nb.constant(a)
+    want = a.copy()
+    np.subtract.at(want, i, v)
+    close(x.at[i].subtract(nb.constant(v)), want)
+    scale = np.ones(4, np.float32)
+    np.multiply.at(scale, i, v)
+    close(x.at[i].divide(nb.constant(v)), a / scale)
+    close(x.at[i].power(nb.constant(v)), a**scale)
+    close(x.at[1:3].subtract(1.0), [2.0, 2.0, 3.0, 5.0])
+    q = nb.constant(np.array([4, 9], np.int32)).at[0].divide(2)
+    assert q.dtype == nb.float32
+    close(q, [2.0, 9.0])
+    g = nb.grad(lambda u: x.at[i].divide(u).sum())(nb.constant(v))
+    # d/dv_k of a[j] / prod(v at j): -a[j] / (prod * v_k) for each update k at j
+    close(g, [-3.0 / 12.0, -20.0, -3.0 / 18.0])
+
+
 def test_setitem_rebinds_only_that_handle():
     a = arr(2, 3)
     x = nb.constant(a)
