@@ -590,6 +590,12 @@ def _advice(whats: list) -> str:
     text = ""
     if any(_END in w for w in whats):
         text += "; a process finished the program while the others still wait at a collective"
+        if not any(_READ in w for w in whats):
+            text += (
+                " (a lazy value on a mesh that spans processes, even a replicated one, is "
+                "computed by a program every process must run: nb.realize(x) on every "
+                "process, then read it on one)"
+            )
     if any(_READ in w for w in whats):
         text += (
             "; reading a value that spans processes (.numpy(), .item(), print) is a "

@@ -639,6 +639,15 @@ def scenario_read_alone():
         print(t.numpy())
 
 
+def scenario_read_lazy_alone():
+    """Process 0 reads a lazy replicated value that no other process computes: the program
+    that computes it is every process's to run, so process 0 fails at once, saying so."""
+    mesh = nb.DeviceMesh("procs", (N,), ("dp",))
+    t = nb.shard(np.ones((4, 2), np.float32), mesh, P()) * 2.0
+    if RANK == 0:
+        print(t.numpy())
+
+
 # ----------------------------------------------------------------------------- checkpoints
 def ckpt_values(version):
     """The values a checkpoint holds (equal on every process count)."""

@@ -326,6 +326,16 @@ def test_a_value_read_on_one_process_alone_fails_at_once_naming_it():
     assert took < 60, took
 
 
+def test_a_lazy_value_computed_on_one_process_alone_fails_at_once_saying_what_to_do():
+    """A replicated value still lazy is computed by a program every process must run (as a
+    jitted computation on a global array in JAX): read on process 0 alone, it fails at
+    once, and the error says to realize it on every process first."""
+    proc, took = run_scenario(2, "read_lazy_alone", env={"NABLA_MPI_TIMEOUT": "120"})
+    assert proc.returncode != 0
+    assert "nb.realize(x) on every process" in proc.stderr, proc.stderr
+    assert took < 60, took
+
+
 def test_sharded_checkpoint_saved_on_two_processes_loads_on_one_two_and_four(tmp_path):
     """Save on 2 processes (tensors split over one mesh axis, over two, a dim over two axes
     at once, a partial sum, replicated and unsharded values, scalars) and load it into
