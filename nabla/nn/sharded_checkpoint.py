@@ -155,10 +155,10 @@ def save_sharded(state, directory) -> None:
     me, count = PROCESS.index, PROCESS.count
     entries, mine = {}, {}
     for (name, _), value in zip(leaves, tensors, strict=True):
-        if isinstance(value, _SCALARS):
+        if isinstance(value, _SCALARS) and not isinstance(value, np.generic):
             entries[name] = {"kind": type(value).__name__, "value": value}
             continue
-        if isinstance(value, np.ndarray | np.generic):
+        if isinstance(value, np.ndarray | np.generic):  # (np.float64 is a float too)
             array = np.asarray(value)
             entries[name] = _tensor_entry(name, array.shape, str(array.dtype), None, count)
             entries[name]["kind"] = "ndarray"
@@ -296,7 +296,8 @@ def load_sharded(directory, like):
     Args:
         directory: the checkpoint's folder.
         like: a pytree of the saved structure: Tensors (their shape, dtype and layout),
-            NumPy arrays and Python scalars (placeholders: the saved values come back).
+            NumPy arrays and scalars, and Python scalars (placeholders of the saved kind:
+            the saved values come back, a NumPy scalar as one).
 
     Returns:
         A pytree of ``like``'s structure holding the saved values.
@@ -305,6 +306,8 @@ def load_sharded(directory, like):
         FileNotFoundError: when ``directory`` holds no committed checkpoint.
         KeyError: listing the paths ``like`` has that the checkpoint lacks, and the reverse.
         ValueError: naming a path whose shape or dtype differs from ``like``'s.
+        TypeError: naming a path where ``like`` has another kind of leaf than was saved
+            (a tensor, a NumPy array or scalar, a Python scalar).
     """
     op = "load_sharded"
     directory = os.fspath(directory)
@@ -348,8 +351,10 @@ def _read_index(directory: str, op: str) -> dict:
 
 def _load_leaf(op, name, leaf, entry, files):
     kind = entry["kind"]
+    _check_kind(op, name, leaf, kind)
     if kind not in ("tensor", "ndarray"):
-        return entry["value"]
+        value = entry["value"]
+        return type(leaf)(value) if isinstance(leaf, np.generic) else value
     shape, dtype = tuple(entry["shape"]), entry["dtype"]
     if isinstance(leaf, Tensor):
         want = (tuple(leaf.shape), leaf.dtype.value)
@@ -370,13 +375,35 @@ def _load_leaf(op, name, leaf, entry, files):
 
     whole = tuple(slice(0, n) for n in shape)
     if not isinstance(leaf, Tensor):
-        return region(whole)
+        array = region(whole)
+        return array[()] if isinstance(leaf, np.generic) else array
     spec = leaf._impl.sharding
     if spec is None:
         return creation.constant(region(whole), dtype=leaf.dtype)
     if spec.partial:  # the loaded value is whole: its terms are already summed
         spec = spec.with_partial(())
     return _build_sharded(spec, shape, leaf.dtype, region)
+
+
+def _check_kind(op, name, leaf, kind) -> None:
+    """A placeholder of ``like`` is what was saved there: a tensor for a tensor, a NumPy
+    array or scalar for an array, a Python scalar (or a NumPy scalar) for a scalar."""
+    if isinstance(leaf, Tensor):
+        ok = kind == "tensor"
+    elif isinstance(leaf, np.ndarray):
+        ok = kind == "ndarray"
+    elif isinstance(leaf, np.generic):  # a NumPy scalar: saved as one, or as a Python scalar
+        ok = kind != "tensor"
+    else:
+        ok = kind not in ("tensor", "ndarray")
+    if not ok:
+        saved = {"tensor": "a tensor", "ndarray": "a NumPy array", "int": "an int"}.get(
+            kind, f"a {kind}"
+        )
+        raise TypeError(
+            f"{op}: {name!r} was saved as {saved}, but `like` has a {type(leaf).__name__} "
+            "there; give a placeholder of the saved kind"
+        )
 
 
 def _build_sharded(spec: ShardingSpec, shape: tuple, dtype: DType, region) -> Tensor:

@@ -137,6 +137,30 @@ def test_errors_name_the_values(tmp_path):
         nb.nn.load_sharded(tmp_path / "ck", {"a": nb.constant(np.zeros(4, np.float32)), "n": 0})
 
 
+def test_placeholders_are_of_the_saved_kind_and_numpy_scalars_come_back_as_such(tmp_path):
+    """A tensor, an array and a scalar each need a placeholder of their kind (a Python
+    scalar where a tensor was saved returned a bare array, a tensor where an int was saved
+    returned the int); a NumPy scalar comes back with its dtype, not as a Python float."""
+    saved = {
+        "t": nb.constant(np.ones(2, np.float32)),
+        "a": np.ones(2),
+        "n": 3,
+        "x": np.float64(2.5),
+    }
+    nb.nn.save_sharded(saved, tmp_path / "ck")
+    like = {"t": nb.zeros((2,)), "a": np.zeros(2), "n": 0, "x": np.float64(0)}
+    out = nb.nn.load_sharded(tmp_path / "ck", like)
+    assert type(out["x"]) is np.float64 and out["x"] == 2.5 and out["n"] == 3
+    for path, wrong, saved_as in (
+        ("t", 0.0, "a tensor"),
+        ("a", nb.zeros((2,)), "a NumPy array"),
+        ("n", nb.zeros(()), "an int"),
+        ("x", 0.0, "a NumPy array"),
+    ):
+        with pytest.raises(TypeError, match=f"'{path}' was saved as {saved_as}, but `like` has"):
+            nb.nn.load_sharded(tmp_path / "ck", {**like, path: wrong})
+
+
 def test_a_device_reads_only_the_stored_blocks_its_block_overlaps(tmp_path):
     """Saved as 4 row blocks: reading rows 2:4 touches one stored block, a region across
     rows 1:5 and columns 3:6 the three it overlaps, each as a memory map."""
