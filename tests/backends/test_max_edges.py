@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -147,3 +148,90 @@ def test_backends_agree_on_edge_inputs(dtype):
     assert not bad, "NumPy and MAX differ on edge inputs:\n" + "\n".join(bad)
     fixed = [k for k in EXCEPTIONS if k[1] == dtype and k not in still]
     assert not fixed, f"documented differences that are gone (remove them): {fixed}"
+
+
+def _probe_cases():
+    """Cases where MAX's own kernels gave wrong values, each with NumPy's answer: float
+    ``%`` at large quotients, a max/min over infinities only, ``~``/``-``/``sign`` of wide
+    unsigned ints, float16 ``tanh``, bfloat16 ``**``, and NaN updates of scatter max/min."""
+    f32 = np.array([1e10, 123456789.0, 1e30, -7.5, 5.25, -1e20, 3.0, 0.0], np.float32)
+    d32 = np.array([3.0, 0.7, -0.7, 2.0, -1.5, 0.3, 3.0, -2.0], np.float32)
+    h = np.array([1e4, -6e4, 300.0, 0.5, -3.0, 65504.0], np.float16)
+    hd = np.array([0.7, 3.3, -0.1, 0.25, 7.0, -0.3], np.float16)
+    b16 = np.array([1e30, -3.5e20, 7.5, 2.0], ml_dtypes.bfloat16)
+    bd = np.array([7.5, 0.3, -2.0, 0.7], ml_dtypes.bfloat16)
+    ninf = np.full((2, 3), -np.inf, np.float32)
+    rows = np.array([[-np.inf, -np.inf], [1.0, -np.inf]], np.float64)
+    u = {dt: np.array([0, 1, 7, np.iinfo(dt).max], dt) for dt in ("uint16", "uint32", "uint64")}
+    t16 = np.array([3, 4, 5, 9, 20, np.inf, -9], np.float16)
+    base = np.array([3.7, 10.0, 2.0, 0.5], ml_dtypes.bfloat16)
+    ex = np.array([7.5, 7.5, 7.5, -3.0], ml_dtypes.bfloat16)
+    upd = np.array([np.nan, 2.0, -1.0], np.float32)
+    at = np.array([1, 1, 2], np.int32)
+
+    def scattered(kind):
+        want = np.zeros(4, np.float32)
+        getattr(np, kind).at(want, at, upd)
+        return want
+
+    with np.errstate(all="ignore"):
+        return {
+            "mod f32": (lambda: nb.constant(f32) % nb.constant(d32), np.mod(f32, d32)),
+            "mod f16": (lambda: nb.constant(h) % nb.constant(hd), np.mod(h, hd)),
+            "mod bf16": (
+                lambda: nb.constant(b16) % nb.constant(bd),
+                np.mod(b16.astype(np.float32), bd.astype(np.float32)).astype(ml_dtypes.bfloat16),
+            ),
+            "max -inf": (lambda: nb.max(nb.constant(ninf), axis=1), ninf.max(axis=1)),
+            "min +inf": (lambda: nb.min(-nb.constant(ninf)), (-ninf).min()),
+            "max f64 rows": (lambda: nb.max(nb.constant(rows), axis=1), rows.max(axis=1)),
+            "min f64 rows": (lambda: nb.min(-nb.constant(rows), axis=1), (-rows).min(axis=1)),
+            **{f"not {dt}": (lambda a=a: ~nb.constant(a), ~a) for dt, a in u.items()},
+            **{
+                f"neg {dt}": (lambda a=a: -nb.constant(a), (0 - a).astype(a.dtype))
+                for dt, a in u.items()
+            },
+            **{
+                f"sign {dt}": (lambda a=a: nb.sign(nb.constant(a)), np.sign(a))
+                for dt, a in u.items()
+            },
+            "tanh f16": (
+                lambda: nb.tanh(nb.constant(t16)),
+                np.tanh(t16.astype(np.float32)).astype(np.float16),
+            ),
+            "pow bf16": (
+                lambda: nb.constant(base) ** nb.constant(ex),
+                (base.astype(np.float32) ** ex.astype(np.float32)).astype(ml_dtypes.bfloat16),
+            ),
+            **{
+                f"scatter {mode}": (
+                    lambda mode=mode: nb.scatter(
+                        nb.zeros((4,)), nb.constant(at), nb.constant(upd), mode=mode
+                    ),
+                    scattered(f"{mode}imum"),
+                )
+                for mode in ("max", "min")
+            },
+        }
+
+
+def test_max_gives_numpy_answers_where_its_own_kernels_did_not():
+    """One MAX graph of the cases in ``_probe_cases``; every value must be NumPy's, exactly
+    for integers and for ``%`` (an exact remainder), NaN where NumPy has one."""
+    cases = _probe_cases()
+    with nb.backend("max"):
+        outs = {name: make() for name, (make, _) in cases.items()}
+        nb.realize(*outs.values())
+    bad = []
+    for name, (_, want) in cases.items():
+        got = outs[name].numpy()
+        if got.dtype != want.dtype:
+            bad.append(f"{name}: dtype {got.dtype}, want {want.dtype}")
+        exact = name.startswith(("mod", "max", "min", "not", "neg", "sign", "scatter"))
+        g, w = got.astype(np.float64), want.astype(np.float64)
+        same_nan = np.array_equal(np.isnan(g), np.isnan(w))
+        fin = ~np.isnan(w)
+        ok = np.array_equal(g[fin], w[fin]) if exact else np.allclose(g[fin], w[fin], rtol=8e-3)
+        if not (same_nan and ok):
+            bad.append(f"{name}: {got.tolist()} vs NumPy {want.tolist()}")
+    assert not bad, "MAX differs from NumPy:\n" + "\n".join(bad)

@@ -303,6 +303,8 @@ def _sign(x):
     zero = _c(0, x)
     if _is_bool(x):
         return x
+    if _is_unsigned(x):  # (no -1 in the dtype)
+        return ops.where(ops.greater(x, zero), _c(1, x), zero)
     pos = ops.where(ops.greater(x, zero), _c(1, x), x)
     return ops.where(ops.greater(zero, x), _c(-1, x), pos)
 
@@ -336,17 +338,30 @@ def _is_inf(x):
     return ops.is_inf(x) if _is_float(x) else _false_like(x)
 
 
+def _is_unsigned(x) -> bool:
+    return _name(x).startswith("uint")
+
+
 def _bitwise_not(x):
     if _is_bool(x):
         return ops.logical_not(x)
-    if _name(x).startswith("uint"):
-        return _c(255, x) - x
+    if _is_unsigned(x):  # all ones minus x
+        return _c((1 << (8 * _UINT_BYTES[_name(x)])) - 1, x) - x
     return -x - _c(1, x)
+
+
+_UINT_BYTES = {"uint8": 1, "uint16": 2, "uint32": 4, "uint64": 8}
+
+
+def _neg(x):
+    # MAX's negate does not compile for unsigned ints (and it folds ``0 - x`` into one);
+    # ``~x + 1`` wraps as NumPy's ``-x`` does
+    return _bitwise_not(x) + _c(1, x) if _is_unsigned(x) else ops.negate(x)
 
 
 for _n, _f in {
     "abs": ops.abs if ops else None,
-    "neg": ops.negate if ops else None,
+    "neg": _neg,
     "exp": _keep_nan(ops.exp) if ops else None,
     "expm1": _keep_nan(_upcast(_expm1)),
     "log": ops.log if ops else None,
@@ -360,7 +375,7 @@ for _n, _f in {
     "atan": _atan,
     "sinh": _keep_nan(_sinh),
     "cosh": _keep_nan(_cosh),
-    "tanh": _keep_nan(ops.tanh) if ops else None,
+    "tanh": _keep_nan(_upcast(ops.tanh)) if ops else None,  # (float16's own is off past 3)
     "atanh": ops.atanh if ops else None,
     "erf": ops.erf if ops else None,
     "sqrt": ops.sqrt if ops else None,
@@ -437,10 +452,45 @@ def _floor_div(x, y):
 
 def _mod(x, y):
     if _is_float(x):
-        return _float_div_edges(x, y, ops.mod(x, y), "mod")
+        if _name(x) != "float64" and x.device == DeviceRef.CPU():
+            res = ops.cast(
+                _exact_mod(ops.cast(x, MDType.float64), ops.cast(y, MDType.float64)), x.dtype
+            )
+        else:  # (exact while |x / y| < 2**53)
+            res = ops.mod(x, y)
+        return _float_div_edges(x, y, res, "mod")
     safe, zero, m1 = _int_div_guard(x, y)
     r = ops.mod(x, safe)
     return ops.where(zero, _c(0, x), r)
+
+
+# MAX's float ``mod`` is ``x - floor(x / y) * y``: once the quotient is past the float's
+# integers (|x / y| >= 2**24 in float32) it is far off (``1e10 % 3`` gave 256). For
+# float32 and narrower, ``_exact_mod`` reduces in float64 by chunks of 28 bits of the
+# quotient, from the largest ratio the dtypes allow (2**277) down: each product
+# ``q * y * 2**k`` has at most 29 + 24 bits and each difference is a multiple of the
+# coarser of x's and that product's last bit, so every step is exact, as ``fmod`` is.
+_MOD_CHUNKS = tuple(2.0 ** (28 * j) for j in range(9, -1, -1))
+
+
+def _exact_mod(x, y):
+    """NumPy's float ``mod`` of float64 ``x``, ``y`` holding float32 (or narrower) values."""
+    r = x
+    for scale in _MOD_CHUNKS:
+        ys = y * _c(scale, y)
+        r = r - ops.trunc(r / ys) * ys
+    # r is x's remainder up to one |y| either way (the last quotient may round over)
+    ay = ops.abs(y)
+    r = ops.where(ops.greater_equal(ops.abs(r), ay), r - _copysign(ay, r), r)
+    r = ops.where(ops.greater(_c(0.0, r), r * _copysign(_c(1.0, x), x)), r + _copysign(ay, x), r)
+    # fmod's sign (x's) to floor's (y's)
+    zero = _c(0.0, r)
+    flip = ops.logical_and(
+        ops.logical_not(ops.equal(r, zero)),
+        ops.logical_not(ops.equal(ops.greater(zero, r), ops.greater(zero, y))),
+    )
+    r = ops.where(flip, r + y, r)
+    return ops.where(ops.equal(r, zero), _copysign(zero, y), r)
 
 
 def ieee_not_equal(x, y):
@@ -588,7 +638,7 @@ for _n, _f in {
     "div": _div,
     "floor_div": _floor_div,
     "mod": _mod,
-    "pow": _pow,
+    "pow": _upcast(_pow),  # (bfloat16's own is off by several ulps)
     "maximum": _maximum,
     "minimum": _minimum,
     "atan2": _upcast(_atan2),
@@ -695,8 +745,14 @@ def _reduce(kind):
             out = fn(out, axis=a)  # MAX keeps the reduced axis; the builder reshapes
         if kind in ("max", "min") and axes and _is_float(x):
             nan = ops.cast(ops.is_nan(x), MDType.int32)
+            # MAX starts a max at the lowest finite value (a min at the highest): a row
+            # of -inf only (+inf for a min) came back as that value
+            inf = _c(-math.inf if kind == "max" else math.inf, x)
+            live = ops.cast(ops.logical_not(ops.equal(x, inf)), MDType.int32)
             for a in axes:
                 nan = ops.max(nan, axis=a)
+                live = ops.max(live, axis=a)
+            out = ops.where(ops.equal(live, _c(0, live)), inf, out)
             out = ops.where(ops.greater(nan, _c(0, nan)), _c(float("nan"), out), out)
         return out
 
@@ -1016,6 +1072,12 @@ def _scatter(x, idx, upd, axis, mode, batch_dims=0):
     pid = ops.broadcast_to(ops.reshape(pid, (p,) + (1,) * k), (p,) + ish)
     nd = ops.stack([pid, idf], axis=-1)
     out = getattr(ops, _SCATTER_ND[mode])(xt, ut, nd)  # (P, rest[a] + 1, rest[:a], ...)
+    if mode in ("max", "min") and _is_float(x):
+        # MAX's scatter max/min drop a NaN update; NumPy's maximum.at keeps it (and x's)
+        bad = ops.cast(ops.is_nan(ut), MDType.int32)
+        bad = ops.scatter_nd_max(ops.broadcast_to(_c(0, bad), _shape(xt)), bad, nd)
+        nan = ops.logical_or(ops.greater(bad, _c(0, bad)), ops.is_nan(xt))
+        out = ops.where(nan, _c(float("nan"), out), out)
     out = out[:, :n]
     inv = [0] + list(range(2, 2 + a)) + [1] + list(range(2 + a, 1 + r))
     out = ops.reshape(ops.permute(out, inv), xs)
