@@ -829,7 +829,7 @@ def pad(x, paddings, mode="constant", value=0.0) -> Tensor:
         return _pad.bind([x], {"pads": pads, "value": v})
     if mode not in ("reflect", "edge", "replicate", "wrap", "circular"):
         raise ValueError(f"pad: unknown mode {mode!r}")
-    if isinstance(value, Tensor) or value != 0:  # as PyTorch: only "constant" reads it
+    if value is not None and (isinstance(value, Tensor) or value != 0):  # as PyTorch
         raise OpError(
             f"pad: mode {mode!r} takes no fill value (got {value!r}); it is for 'constant'"
         )
