@@ -86,6 +86,7 @@ __all__ = [
     "describe_program",
     "first_difference",
     "in_agreed_program",
+    "agreement_count",
     "now_function",
     "read_value",
     "barrier",
@@ -658,6 +659,9 @@ def _at_exit() -> None:
     exchange.close()
 
 
+ON_VALUES = " on the values "  # a program's inputs by their names (``TensorImpl.made``)
+
+
 def first_difference(me: int, programs: list) -> str:
     """The first op where another process's program differs from process ``me``'s, as
     text naming both: ``programs`` holds each process's ``(what, op lines)``."""
@@ -673,7 +677,14 @@ def first_difference(me: int, programs: list) -> str:
                     f"the first difference is op {i}: process {me} runs {a}, process {rank} "
                     f"runs {b}"
                 )
-        return f"process {me} is at {what}, process {rank} at {their_what}"
+        text = f"process {me} is at {what}, process {rank} at {their_what}"
+        if ON_VALUES in what or ON_VALUES in their_what:
+            text += (
+                ": the same ops on other values (each process must compute and read its "
+                "values in the same order; iterating a set, whose order differs between "
+                "processes, does not)"
+            )
+        return text
     return "no difference found in the programs' descriptions"
 
 
@@ -816,6 +827,11 @@ def _agreement_text(name, x, kw) -> str:
         _TEXTS.clear()
     _TEXTS[id(kw)] = (kw, shape, dtype, text)
     return text
+
+
+def agreement_count() -> int:
+    """The count of the latest agreement (every process numbers them alike)."""
+    return _STATE.count
 
 
 def in_agreed_program() -> bool:

@@ -387,6 +387,9 @@ class TensorImpl:
     - ``sharding`` is None, or the ``ShardingSpec`` (over the physical dims) of a value held
       as one block per mesh device; ``shape`` stays global, ``buffer_shape`` is the buffer's.
     - ``wrapper`` is a weak reference to the user's ``Tensor`` handle, if one is alive.
+    - ``made`` is None, or ``(buffer, name)``: across processes, the name every process
+      gives the value ``buffer`` holds (the agreed program that computed it, and which of
+      its outputs), valid while ``buffer`` is the impl's.
     """
 
     __slots__ = (
@@ -403,6 +406,7 @@ class TensorImpl:
         "requires_grad",
         "grad",
         "wrapper",
+        "made",
         "__weakref__",
     )
 
@@ -430,10 +434,18 @@ class TensorImpl:
         self.requires_grad = False
         self.grad = None
         self.wrapper = None
+        self.made = None
 
     @property
     def realized(self) -> bool:
         return self.buffer is not None
+
+    @property
+    def made_name(self) -> str | None:
+        """Across processes, the name every process gives this value (``#count.output`` of
+        the agreed program that computed its buffer), or None."""
+        made = self.made
+        return made[1] if made is not None and made[0] is self.buffer else None
 
     @property
     def buffer_shape(self) -> tuple:

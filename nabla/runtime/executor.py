@@ -408,8 +408,33 @@ def _stable(kwargs: dict) -> str:
     return "{" + ";".join(out) + "}"
 
 
-def run_program(program: Program, seen: int, inputs: list) -> list:
-    """Run ``program`` on ``inputs`` (backend buffers) with the selected backend."""
+# the count of the agreement the last ``run_program`` call ran its program under, or None
+_AGREED: list = [None]
+
+
+def input_names(impls) -> list | None:
+    """``run_program``'s ``made``: across processes, the inputs' common names
+    (``TensorImpl.made_name``); None in one process."""
+    return [im.made_name for im in impls] if PROCESS.count > 1 else None
+
+
+def name_outputs(impls, buffers) -> None:
+    """After ``run_program``: the outputs of a program run under an agreement get the name
+    every process gives them, ``#count.i`` (the agreement's count, every process numbering
+    them alike, and the output's position), kept with the buffer they name."""
+    count = _AGREED[0]
+    if count is not None:
+        for i, (im, buf) in enumerate(zip(impls, buffers, strict=True)):
+            im.made = (buf, f"#{count}.{i}")
+
+
+def run_program(program: Program, seen: int, inputs: list, made: list | None = None) -> list:
+    """Run ``program`` on ``inputs`` (backend buffers) with the selected backend.
+
+    ``made``: across processes, each input's common name (``TensorImpl.made``) or None. An
+    agreement on the program covers them, so processes that run the same program on
+    different values (read in another order) fail instead of mixing them."""
+    _AGREED[0] = None
     if PROCESS.count > 1 and crosses_processes(program):
         program = coalesced(program)
         if mpi.in_agreed_program():  # a nested program: the outer one's digest covers it
@@ -421,8 +446,13 @@ def run_program(program: Program, seen: int, inputs: list) -> list:
             return _run_across(program, seen, inputs)
         # every process must run this same program: a mismatch is an error, not a deadlock
         what = f"program {_digest(program)} ({len(program.instructions)} ops)"
+        if made and any(made):
+            what += mpi.ON_VALUES + ", ".join(m or "-" for m in made)
         with mpi.agreed_program(what, lambda: mpi.describe_program(program)):
-            return _run_across(program, seen, inputs)
+            count = mpi.agreement_count()
+            outs = _run_across(program, seen, inputs)
+        _AGREED[0] = count  # (after the run: a nested program's call resets it)
+        return outs
     return _run(program, seen, inputs)
 
 

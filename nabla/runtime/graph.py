@@ -31,7 +31,7 @@ from ..backends.numpy import LOWERINGS as HOST_LOWERINGS
 from ..core.config import CONFIG
 from ..core.ir import Program, TensorImpl, build_program, post_order
 from ..core.state import is_live
-from .executor import RACE_STATS, run_program
+from .executor import RACE_STATS, input_names, name_outputs, run_program
 from .nans import check_outputs
 
 __all__ = ["GRAPH", "backend_stats", "ConcretizationError"]
@@ -142,7 +142,8 @@ class _Graph:
             self._local.epoch = getattr(self._local, "epoch", 0) + 1
             self.stats["evaluations"] += 1
             leaves = [leaf.buffer for leaf in structure.leaves]
-            outs = run_program(entry.program, entry.seen, leaves)
+            outs = run_program(entry.program, entry.seen, leaves, input_names(structure.leaves))
+            name_outputs(structure.stored, outs)
             for impl, value in zip(structure.stored, outs, strict=True):
                 impl.buffer = value
                 if not is_live(impl.traced):

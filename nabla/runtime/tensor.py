@@ -665,6 +665,9 @@ def _read_label(impl: TensorImpl) -> str:
     text = f"a {impl.dtype.value} value of shape {tuple(impl.shape)} sharded {spec}"
     if spec.partial:
         text += f" (its partial terms are completed: all_reduce over {spec.partial_axes})"
+    made = impl.made_name
+    if made is not None:  # which value: processes reading others in turn are caught
+        text += f" made by program {made}"
     return text + " (.numpy()/.item()/print)"
 
 

@@ -90,7 +90,7 @@ from ..ops.indexing import ItemWrite, rebind
 from ..ops.pipeline import Call, emit
 from ..ops.random import drawing_levels, global_key
 from ..ops.unary import identity
-from ..runtime.executor import run_program
+from ..runtime.executor import input_names, name_outputs, run_program
 from ..runtime.graph import GRAPH
 from ..runtime.nans import check_outputs
 from ..runtime.tensor import Tensor
@@ -287,14 +287,16 @@ class _Plan:
         with GRAPH.lock:
             self.calls += 1
             inputs = [im.buffer for im in impls]
-            outs = run_program(program, self.calls, inputs)
+            outs = run_program(program, self.calls, inputs, input_names(impls))
         if CONFIG.debug_values:  # nb.debug_nans: find the op
             check_outputs(program, inputs, outs, (), "compiled function")
         specs = shardings or [None] * len(shapes)
-        return [
+        results = [
             Tensor._from_buffer(shape, dt, device, out, spec)
             for shape, dt, spec, out in zip(shapes, dtypes, specs, outs, strict=True)
         ]
+        name_outputs([t._impl for t in results], outs)
+        return results
 
     def call_inputs(self, fun):
         """The constants' impls for one call: each captured tensor as it is now (its
@@ -931,14 +933,19 @@ class CompiledFunction:
         self._stats.hits += 1
         inputs = [a._impl.buffer for a in args]
         inputs += [c.buffer for c in consts]
+        made = None
+        if PROCESS.count > 1:  # (the values' common names, for the processes' agreement)
+            made = input_names([a._impl for a in args] + list(consts))
         with GRAPH.lock:
             plan.calls += 1
-            outs = run_program(hot.program, plan.calls, inputs)
+            outs = run_program(hot.program, plan.calls, inputs, made)
         device = hot.device
         wrapped = [
             Tensor._from_buffer(shape, dt, device, out, sharding)
             for (shape, dt, sharding), out in zip(hot.layouts, outs, strict=True)
         ]
+        if made is not None:
+            name_outputs([t._impl for t in wrapped], outs)
         if hot.single:
             out = wrapped[0]
         else:

@@ -648,6 +648,24 @@ def scenario_read_lazy_alone():
         print(t.numpy())
 
 
+def scenario_other_order():
+    """Two partial sums of the same shape, computed together on every process, then read
+    (``reads``) or summed with a third value (``program``) in the other order on process 1:
+    the same ops on other values, which must fail on every process instead of mixing
+    process 0's partial terms of one with process 1's of the other."""
+    what = sys.argv[2]
+    mesh = nb.DeviceMesh("procs", (N,), ("dp",))
+    a = nb.sum(nb.shard(np.ones((4 * N, 2), np.float32), mesh, P("dp")), axis=0)
+    b = nb.sum(nb.shard(np.full((4 * N, 2), 5.0, np.float32), mesh, P("dp")), axis=0)
+    nb.realize(a, b)  # one agreed program: each process holds its partial terms
+    first, second = (a, b) if RANK == 0 else (b, a)
+    if what == "reads":
+        print(first.numpy(), second.numpy())
+    else:
+        c = nb.shard(np.zeros((4 * N, 2), np.float32), mesh, P("dp"))
+        print((first * 2.0 + second + c.sum(axis=0)).numpy())
+
+
 # ----------------------------------------------------------------------------- checkpoints
 def ckpt_values(version):
     """The values a checkpoint holds (equal on every process count)."""

@@ -336,6 +336,20 @@ def test_a_lazy_value_computed_on_one_process_alone_fails_at_once_saying_what_to
     assert took < 60, took
 
 
+@pytest.mark.parametrize("what", ["reads", "program"])
+def test_values_taken_in_another_order_on_one_process_are_an_error_not_mixed(what):
+    """The agreement names the values a program reads (the agreed program that made each),
+    not only its ops: two partial sums read, or combined, in the other order on process 1
+    fail on every process, naming both."""
+    proc, took = run_scenario(2, f"other_order {what}", env={"NABLA_MPI_TIMEOUT": "120"})
+    assert proc.returncode != 0, proc.stdout
+    assert "DistributedError" in proc.stderr, proc.stderr
+    err = proc.stderr
+    assert "#1.0" in err and "#1.1" in err, err  # the two values, named alike everywhere
+    assert "made by program #" in err or "the same ops on other values" in err, err
+    assert took < 60, took
+
+
 def test_sharded_checkpoint_saved_on_two_processes_loads_on_one_two_and_four(tmp_path):
     """Save on 2 processes (tensors split over one mesh axis, over two, a dim over two axes
     at once, a partial sum, replicated and unsharded values, scalars) and load it into
