@@ -375,6 +375,14 @@ class OpNode:
         return f"OpNode({self.op.name}, {len(self.inputs)} inputs)"
 
 
+class Made(NamedTuple):
+    """``TensorImpl.made``: across processes, ``name`` (``#count.output``: the agreed program
+    that computed ``buffer``, and which of its outputs) is what every process calls it."""
+
+    buffer: Any
+    name: str
+
+
 class TensorImpl:
     """Everything the system knows about one tensor value.
 
@@ -387,9 +395,8 @@ class TensorImpl:
     - ``sharding`` is None, or the ``ShardingSpec`` (over the physical dims) of a value held
       as one block per mesh device; ``shape`` stays global, ``buffer_shape`` is the buffer's.
     - ``wrapper`` is a weak reference to the user's ``Tensor`` handle, if one is alive.
-    - ``made`` is None, or ``(buffer, name)``: across processes, the name every process
-      gives the value ``buffer`` holds (the agreed program that computed it, and which of
-      its outputs), valid while ``buffer`` is the impl's.
+    - ``made`` is None, or a ``Made``: across processes, the name every process gives the
+      value its ``buffer`` holds, valid while that buffer is the impl's.
     """
 
     __slots__ = (
@@ -445,7 +452,7 @@ class TensorImpl:
         """Across processes, the name every process gives this value (``#count.output`` of
         the agreed program that computed its buffer), or None."""
         made = self.made
-        return made[1] if made is not None and made[0] is self.buffer else None
+        return made.name if made is not None and made.buffer is self.buffer else None
 
     @property
     def buffer_shape(self) -> tuple:

@@ -33,8 +33,8 @@ class _State(threading.local):
         self.recording: list | None = None
         # keys drawn from the global generator while recording (fresh per compiled call)
         self.recording_rng: list | None = None
-        # tensors updated in place while recording (``ops.indexing.rebind``): (tensor, its impl
-        # before the first update); compile makes their new values outputs it writes back
+        # tensors updated in place while recording (``ops.indexing.rebind``), as
+        # ``ops.indexing.Write`` records; compile makes their new values outputs it writes back
         self.writes: list | None = None
         # set by compile while tracing with dynamic dims: where user code decided on a
         # symbolic size (``core.ir.SymDim``); such a trace serves only its own sizes

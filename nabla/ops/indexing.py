@@ -18,6 +18,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..core.dtypes import DType
+from ..core.ir import TensorImpl
 from ..core.state import STATE
 from ..runtime.tensor import Tensor
 from . import batching, spmd
@@ -644,12 +645,15 @@ def _fit(value, shape):
     return value
 
 
-class ItemWrite(tuple):
-    """A ``(tensor, impl before)`` write of ``x[key] = v`` recorded while ``compile``
-    traces (``STATE.writes``): captured state is written back at each call; an argument
-    is not (the caller's tensor keeps its value, with a warning at the trace)."""
+class Write(NamedTuple):
+    """One in-place update recorded while ``compile`` traces (``STATE.writes``): ``tensor``
+    took a new value; ``before`` is its impl until then. Captured state is written back at
+    each call, and so is an argument, unless ``item``: an assignment (``x[i] = v``,
+    ``x op= v``) leaves the caller's argument as it was, with a warning at the trace."""
 
-    __slots__ = ()
+    tensor: Tensor
+    before: TensorImpl
+    item: bool
 
 
 def setitem(x: Tensor, key, value) -> None:
@@ -675,13 +679,13 @@ def rebind(x: Tensor, new: Tensor, *, item: bool = False) -> None:
     ``new`` must be a fresh tensor nothing else will use (e.g. from ``detach``): its storage
     becomes ``x``'s. While ``compile`` traces, the update is recorded (``STATE.writes``) and
     replayed at each call; ``item`` marks an assignment (``x[i] = v``, ``x op= v``), which
-    is written back to captured state but not to an argument (``ItemWrite``).
+    is written back to captured state but not to an argument (``Write``).
     """
     if new is x:
         return
     old = x._impl
     if STATE.writes is not None:
-        STATE.writes.append(ItemWrite((x, old)) if item else (x, old))
+        STATE.writes.append(Write(x, old, item))
     x._impl = new._impl
     x._impl.wrapper = weakref.ref(x)
     if old.requires_grad:

@@ -36,7 +36,7 @@ from ..backends import blas, buffer_to_numpy, max_backend, mpi
 from ..backends import numpy as numpy_backend
 from ..core.config import CONFIG, debug_log
 from ..core.device import get_default_device
-from ..core.ir import Program, build_program, nested_programs
+from ..core.ir import Made, Program, build_program, nested_programs
 from ..core.sharding import PROCESS
 from . import race_records
 
@@ -425,7 +425,7 @@ def name_outputs(impls, buffers) -> None:
     count = _AGREED[0]
     if count is not None:
         for i, (im, buf) in enumerate(zip(impls, buffers, strict=True)):
-            im.made = (buf, f"#{count}.{i}")
+            im.made = Made(buf, f"#{count}.{i}")
 
 
 def run_program(program: Program, seen: int, inputs: list, made: list | None = None) -> list:

@@ -86,7 +86,7 @@ from ..ops._util import check_callable
 from ..ops.base import Operation
 from ..ops.collectives import complete_partial
 from ..ops.creation import constant
-from ..ops.indexing import ItemWrite, rebind
+from ..ops.indexing import rebind
 from ..ops.pipeline import Call, emit
 from ..ops.random import drawing_levels, global_key
 from ..ops.unary import identity
@@ -1472,22 +1472,22 @@ class _Written(NamedTuple):
 
 
 def _written_state(writes, placeholders, recorded) -> _Written:
-    """The tensors the trace updated in place (``writes``: (tensor, impl before) in update
-    order) that the caller holds: an argument (its placeholder was updated) or captured
+    """The tensors the trace updated in place (``writes``: ``ops.indexing.Write`` records in
+    update order) that the caller holds: an argument (its placeholder was updated) or captured
     state (a value that existed before the trace). A tensor made during the trace (a copy
     inside ``grad``, a module built by the function) is the function's own: not written
     back."""
     first = {}
     for entry in writes:
-        first.setdefault(id(entry[0]), entry)
+        first.setdefault(id(entry.tensor), entry)
     node_ids = {id(n) for n in recorded}
     targets, values, written = [], [], {}
     for entry in first.values():
-        t, impl = entry
+        t, impl = entry.tensor, entry.before
         if t._impl is impl or impl.levels or impl.tangents:
             continue
         if id(impl) in placeholders:
-            if isinstance(entry, ItemWrite):  # x[i] = v on an argument: warned, not written
+            if entry.item:  # x[i] = v on an argument: warned, not written
                 continue
             targets.append(("arg", placeholders[id(impl)]))
         elif impl.node is not None and id(impl.node) in node_ids:
