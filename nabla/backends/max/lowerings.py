@@ -345,12 +345,9 @@ def _is_unsigned(x) -> bool:
 def _bitwise_not(x):
     if _is_bool(x):
         return ops.logical_not(x)
-    if _is_unsigned(x):  # all ones minus x
-        return _c((1 << (8 * _UINT_BYTES[_name(x)])) - 1, x) - x
+    if _is_unsigned(x):  # all ones (uint16: 2**16 - 1) minus x
+        return _c((1 << int(_name(x)[len("uint") :])) - 1, x) - x
     return -x - _c(1, x)
-
-
-_UINT_BYTES = {"uint8": 1, "uint16": 2, "uint32": 4, "uint64": 8}
 
 
 def _neg(x):
