@@ -298,8 +298,9 @@ def backend_stats() -> dict:
         A dict: ``evaluations``, ``program_hits``/``program_misses`` (structural cache),
         ``programs_cached``, ``races_won_by_max``/``races_won_by_numpy`` (hot programs the
         ``auto`` tier settled on an executor, by the winner), ``races_recalled`` (those of
-        them settled from an earlier process's race, ``runtime/race_records.py``), and
-        when MAX is installed
+        them settled from an earlier process's race, ``runtime/race_records.py``),
+        ``races_moved_by_watch`` (programs moved to another executor once the winner's
+        steady calls were timed, ``Race.watch``), and when MAX is installed
         ``max_*`` counters: compiles,
         compile seconds, memory/disk cache hits, disk load seconds, background compiles and
         programs MAX could not run.

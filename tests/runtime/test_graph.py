@@ -363,6 +363,88 @@ def test_a_process_with_hot_host_programs_keeps_max_only_for_clear_wins(monkeypa
     assert settle(10e-3, 12e-3).winner == "max"  # 2 ms a call is worth MAX's tail
 
 
+class _RaceProgram:
+    """What a race reads of a program: its size and executors (a record needs a real
+    Program: none is written for this one)."""
+
+    num_ops = 3
+
+    def __init__(self, executors=("numpy", "max")):
+        self.executables = {k: None for k in executors}
+
+
+def _run_race(race, program, seconds, calls):
+    """``calls`` calls of a raced program, each taking ``seconds[executor]`` (a number, or
+    a list consumed call by call); returns the executors in call order."""
+    seen = []
+    for _ in range(calls):
+        name = race.winner or race.next_entrant()
+        seen.append(name)
+        t = seconds[name]
+        t = t.pop(0) if isinstance(t, list) else t
+        if race.winner is None:
+            race.record(name, t, program)
+        elif race.watching is not None:
+            race.watch(t, program)
+    return seen
+
+
+def test_a_settled_winner_is_watched_and_a_close_rival_tried_on_steady_calls(monkeypatch):
+    """A race's short turns put MAX ahead (1.0 against 1.3); its steady calls settle at 1.4,
+    so NumPy (within TRIAL_WITHIN of that) runs a stretch of its own, settles at 1.1, and
+    the program moves there for good: the record keeps the steady scores."""
+    import weakref
+
+    from nabla.runtime import executor, race_records
+    from nabla.runtime.executor import RACE_STATS, Race
+
+    monkeypatch.setattr(executor, "_SETTLED", {"max": weakref.WeakSet(), "host": weakref.WeakSet()})
+    kept = []
+    monkeypatch.setattr(race_records, "keep", lambda program, scores: kept.append(dict(scores)))
+    moved = RACE_STATS["races_moved_by_watch"]
+    race, program = Race(("numpy", "max")), _RaceProgram()
+    race._warming = False
+    n = len(race._order)
+    seen = _run_race(race, program, {"max": 1.0, "numpy": 1.3}, n)
+    assert race.winner == "max" and race.watching == []
+    # MAX's first watched calls: 16 at 1.4 settle it (two equal medians)
+    seen = _run_race(race, program, {"max": 1.4, "numpy": [5.0, 3.0] + [1.1] * 30}, 40)
+    w = 2 * Race.WINDOW
+    assert seen[:w] == ["max"] * w
+    # then NumPy's trial: its first calls slow (after MAX's), settled once two windows agree
+    assert set(seen[w:]) == {"numpy"} and race.winner == "numpy" and race.watching is None
+    assert race.scores == {"max": 1.4, "numpy": 1.1}
+    assert kept == [{"max": 1.0, "numpy": 1.3}, {"max": 1.4, "numpy": 1.1}]  # race, watch
+    assert RACE_STATS["races_moved_by_watch"] == moved + 1
+    assert set(executor._SETTLED["host"]) == {race} and not set(executor._SETTLED["max"])
+
+
+def test_a_watched_winner_stays_when_steady_calls_confirm_it_or_no_rival_is_close():
+    from nabla.runtime.executor import Race
+
+    # the trial confirms MAX: NumPy's steady calls are slower than the margin allows
+    race, program = Race(("numpy", "max")), _RaceProgram()
+    race._warming = False
+    _run_race(race, program, {"max": 1.0, "numpy": 1.2}, len(race._order))
+    seen = _run_race(race, program, {"max": 1.0, "numpy": 1.3}, 60)
+    w = 2 * Race.WINDOW
+    assert seen == ["max"] * w + ["numpy"] * w + ["max"] * (60 - 2 * w)
+    assert race.winner == "max" and race.watching is None
+    assert race.scores == {"max": 1.0, "numpy": 1.3}
+    # a rival far behind is never tried
+    race = Race(("numpy", "max"))
+    race._warming = False
+    _run_race(race, program, {"max": 1.0, "numpy": 3.0}, len(race._order))
+    assert _run_race(race, program, {"max": 1.1, "numpy": 3.0}, 40) == ["max"] * 40
+    assert race.scores == {"max": 1.1, "numpy": 3.0} and race.watching is None
+    # nor is MAX when no model was made for the program (a host win recalled from a record)
+    race = Race(("numpy", "max"))
+    race.decide({"numpy": 1.0, "max": 0.95}, _RaceProgram(("numpy",)), recalled=True)
+    assert race.winner == "numpy"
+    assert _run_race(race, _RaceProgram(("numpy",)), {"numpy": 1.2}, 40) == ["numpy"] * 40
+    assert race.winner == "numpy" and race.scores["numpy"] == 1.2
+
+
 def test_a_race_takes_any_list_of_executors():
     from nabla.runtime.executor import RACE_STATS, Race
 
