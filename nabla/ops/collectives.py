@@ -181,9 +181,9 @@ class _Eager(NamedTuple):
 
 
 def _now_result(plan: _Eager, im, out) -> Tensor:
-    """The tensor of an eager collective's result ``out`` (realized, no graph node)."""
-    if plan.shape != im.shape:
-        _check_alloc(plan.op, plan.shape, im.dtype, 0)
+    """The tensor of an eager collective's result ``out`` (realized, no graph node; its
+    size was checked before the first such call, ``bind_collective``: the memo's repeats
+    have the same shape and dtype)."""
     return Tensor._from_buffer(plan.shape, im.dtype, im.device, out, plan.spec)
 
 
@@ -264,6 +264,8 @@ class _MeshOp(Operation):
                 _PLANS[key] = got
         shape, spec, phys = got
         if "mesh" in phys and _runs_now(im):
+            if shape != im.shape:
+                _check_alloc(self, shape, im.dtype, 0)
             now = mpi.now_function(self.backend_name, im.buffer, phys)
             out = None if now is None else now(im.buffer)
             if out is not None:  # the realized result, as the lazy op would compute it

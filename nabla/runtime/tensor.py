@@ -239,7 +239,10 @@ class Tensor:
         node, no history."""
         impl = TensorImpl(shape, dtype, device, (), None, 0, buffer)  # (positional: quicker)
         impl.sharding = sharding
-        return cls._wrap(impl)
+        t = object.__new__(cls)  # (``_wrap``, inlined: a new impl has no wrapper yet)
+        t._impl = impl
+        impl.wrapper = weakref.ref(t)
+        return t
 
     @classmethod
     def _wrap(cls, impl: TensorImpl) -> Tensor:
