@@ -396,7 +396,9 @@ class Race:
     def choose(self, scores: dict) -> str:
         """The winner on ``scores``, in this process (changes nothing)."""
         best = min(scores.values())
-        winner = next(k for k in self.entrants if scores[k] <= best * (1 + self.MARGIN))
+        winner = next(
+            k for k in self.entrants if k in scores and scores[k] <= best * (1 + self.MARGIN)
+        )
         if winner == "max" and _SETTLED["host"]:
             winner = self._host_within_tail(scores) or winner
         return winner
@@ -423,6 +425,7 @@ class Race:
             if host is not None:
                 RACE_STATS["races_won_by_max"] -= 1
                 race._settle(host, "this process runs hot programs on the host")
+                race.watching = None  # (settled by this rule: no watch, no trial)
 
     def host_alternative(self) -> str | None:
         """The best host entrant of a settled race, if it is within ``MAX_TAIL_S`` a call of

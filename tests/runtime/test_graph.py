@@ -358,6 +358,7 @@ def test_a_process_with_hot_host_programs_keeps_max_only_for_clear_wins(monkeypa
     host = settle(2.0e-3, 1.0e-3)
     assert host.winner == "numpy"
     assert narrow.winner == "numpy" and clear.winner == "max"
+    assert narrow.watching is None and clear.watching == []  # a moved race is not watched
     assert set(fresh["max"]) == {clear} and set(fresh["host"]) == {host, narrow}
     assert settle(1.0e-3, 1.25e-3).winner == "numpy"
     assert settle(10e-3, 12e-3).winner == "max"  # 2 ms a call is worth MAX's tail
