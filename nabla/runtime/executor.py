@@ -157,6 +157,12 @@ def select_backend(program: Program, seen: int) -> str:
                 "install it with: pip install 'nabla[max]'"
             )
         return "max"
+    if PROCESS.count > 1:
+        # auto across processes: every process must run a program on the same executor
+        # (MAX contracts a * b + c into one rounding, NumPy does not: replicas computed on
+        # different executors drift apart), and a race decides per process, on its own
+        # timings. So no race: the host executors, the same on every process
+        return "numpy"
     race = program.executables.get("race")
     if race is not None and race.winner is not None:  # settled: the common case, first
         return race.winner

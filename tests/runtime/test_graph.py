@@ -446,6 +446,27 @@ def test_a_watched_winner_stays_when_steady_calls_confirm_it_or_no_rival_is_clos
     assert race.winner == "numpy" and race.scores["numpy"] == 1.2
 
 
+def test_auto_across_processes_runs_every_program_on_the_host(monkeypatch):
+    """With several processes a per-process race could put one program on MAX in one
+    process and on NumPy in another, and their bits differ (MAX contracts ``p - lr * g``
+    into one rounding): replicas would drift apart. So ``auto`` runs every program on the
+    host there, with no race and no MAX compile; ``max`` chosen explicitly stays MAX."""
+    from nabla.core.sharding import PROCESS
+    from nabla.runtime import executor
+
+    GRAPH.clear_cache()
+    with nb.backend("numpy"):
+        (nb.constant(np.ones(3, np.float32)) * 2.0 + 1.0).realize()
+    program = next(iter(GRAPH.cache.values())).program
+    monkeypatch.setattr(PROCESS, "count", 2)
+    with nb.backend("auto"):
+        assert executor.select_backend(program, 10**6) == "numpy"
+    assert "race" not in program.executables and "max" not in program.executables
+    if executor.max_backend() is not None:
+        with nb.backend("max"):
+            assert executor.select_backend(program, 1) == "max"
+
+
 def test_a_race_takes_any_list_of_executors():
     from nabla.runtime.executor import RACE_STATS, Race
 
