@@ -420,8 +420,14 @@ def test_a_settled_winner_is_watched_and_a_close_rival_tried_on_steady_calls(mon
     assert set(executor._SETTLED["host"]) == {race} and not set(executor._SETTLED["max"])
 
 
-def test_a_watched_winner_stays_when_steady_calls_confirm_it_or_no_rival_is_close():
+def test_a_watched_winner_stays_when_steady_calls_confirm_it_or_no_rival_is_close(monkeypatch):
+    import weakref
+
+    from nabla.runtime import executor
     from nabla.runtime.executor import Race
+
+    # (this test's settled races stay out of the process's: no moves of other tests' races)
+    monkeypatch.setattr(executor, "_SETTLED", {"max": weakref.WeakSet(), "host": weakref.WeakSet()})
 
     # the trial confirms MAX: NumPy's steady calls are slower than the margin allows
     race, program = Race(("numpy", "max")), _RaceProgram()
