@@ -346,7 +346,7 @@ def _bitwise_not(x):
     if _is_bool(x):
         return ops.logical_not(x)
     if _is_unsigned(x):  # all ones (uint16: 2**16 - 1) minus x
-        return _c((1 << int(_name(x)[len("uint") :])) - 1, x) - x
+        return _c((1 << (8 * _INT_BYTES[_name(x)])) - 1, x) - x
     return -x - _c(1, x)
 
 
@@ -411,7 +411,7 @@ def _int_div_guard(x, y):
     """Integer division in MAX traps (SIGFPE) on ``y == 0`` and ``MIN // -1``; NumPy gives 0
     and wraps. Returns (safe divisor, y == 0 mask, y == -1 mask or None)."""
     zero = ops.equal(y, _c(0, y))
-    if _name(y).startswith("uint"):
+    if _is_unsigned(y):
         return ops.where(zero, _c(1, y), y), zero, None
     m1 = ops.equal(y, _c(-1, y))
     return ops.where(ops.logical_or(zero, m1), _c(1, y), y), zero, m1
