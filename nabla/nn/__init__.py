@@ -6,10 +6,21 @@
 
 from __future__ import annotations
 
-from . import finetune, functional, init, layers, optim, pipeline
+from . import finetune, functional, init, layers, optim, pipeline, utils
 from .checkpoint import load, load_metadata, merge_state_dicts, save, split_state_dict
 from .data import DataLoader
 from .layers import *  # noqa: F403 - every layer (layers.__all__)
+from .losses import (
+    BCELoss,
+    BCEWithLogitsLoss,
+    CrossEntropyLoss,
+    HuberLoss,
+    KLDivLoss,
+    L1Loss,
+    MSELoss,
+    NLLLoss,
+    SmoothL1Loss,
+)
 from .module import Module, ModuleDict, ModuleList, Sequential
 from .normalization import BatchNorm1d, BatchNorm2d, GroupNorm, InstanceNorm2d
 from .recurrent import GRU, LSTM
@@ -18,6 +29,15 @@ from .transformer import MultiHeadAttention, TransformerDecoderLayer, Transforme
 
 __all__ = [
     *layers.__all__,
+    "BCELoss",
+    "BCEWithLogitsLoss",
+    "CrossEntropyLoss",
+    "HuberLoss",
+    "KLDivLoss",
+    "L1Loss",
+    "MSELoss",
+    "NLLLoss",
+    "SmoothL1Loss",
     "BatchNorm1d",
     "BatchNorm2d",
     "GroupNorm",
@@ -44,4 +64,5 @@ __all__ = [
     "save",
     "save_sharded",
     "split_state_dict",
+    "utils",
 ]

@@ -22,6 +22,7 @@ from .init import he_normal, he_uniform, xavier_normal, xavier_uniform
 from .losses import (
     binary_cross_entropy,
     binary_cross_entropy_with_logits,
+    cross_entropy,
     cross_entropy_loss,
     huber_loss,
     kl_div,
@@ -40,6 +41,7 @@ __all__ = [
     "binary_cross_entropy",
     "binary_cross_entropy_with_logits",
     "conv2d",
+    "cross_entropy",
     "cross_entropy_loss",
     "dropout",
     "elu",

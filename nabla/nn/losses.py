@@ -1,6 +1,7 @@
 """Losses: ``mse_loss``, ``l1_loss``, ``smooth_l1_loss``, ``huber_loss``,
-``cross_entropy_loss``, ``nll_loss``, ``kl_div``, ``binary_cross_entropy``,
-``binary_cross_entropy_with_logits``.
+``cross_entropy_loss`` (and ``cross_entropy``, PyTorch's spelling), ``nll_loss``, ``kl_div``,
+``binary_cross_entropy``, ``binary_cross_entropy_with_logits``; and each as a module with
+PyTorch's name and constructor (``nn.CrossEntropyLoss()``, ``nn.MSELoss()``, ...).
 
 Classes are on the **last** axis (``logits`` of shape ``(..., C)``), matching the channels-last
 layout of the rest of ``nabla.nn``. ``reduction`` is ``"mean"`` (default), ``"sum"`` or
@@ -15,10 +16,21 @@ from ..ops import reduction as _reduction_ops
 from ..ops._util import as_tensor
 from ..runtime.tensor import Tensor
 from ..transforms.custom import custom_jvp
+from .module import Module
 
 __all__ = [
+    "BCELoss",
+    "BCEWithLogitsLoss",
+    "CrossEntropyLoss",
+    "HuberLoss",
+    "KLDivLoss",
+    "L1Loss",
+    "MSELoss",
+    "NLLLoss",
+    "SmoothL1Loss",
     "binary_cross_entropy",
     "binary_cross_entropy_with_logits",
+    "cross_entropy",
     "cross_entropy_loss",
     "huber_loss",
     "kl_div",
@@ -112,7 +124,7 @@ def _check_indices(fn, scores: Tensor, target: Tensor, ignore_index=None) -> boo
             raise IndexError(
                 f"{fn}: class index {value} is out of range for {classes} classes (input of "
                 f"shape {scores.shape}, target of shape {target.shape})"
-                + (hint if value == -100 and fn == "cross_entropy_loss" else "")
+                + (hint if value == -100 and fn in ("cross_entropy_loss", "nll_loss") else "")
             )
         return True
     return False
@@ -126,30 +138,45 @@ def _nan_out_of_range(loss: Tensor, target: Tensor, classes: int) -> Tensor:
     return binary.where(inside, loss, float("nan"))
 
 
-def nll_loss(log_probs, target, reduction: str = "mean") -> Tensor:
+def nll_loss(
+    log_probs, target, reduction: str = "mean", *, weight=None, ignore_index: int | None = None
+) -> Tensor:
     """Negative log-likelihood of class indices: ``-log_probs[..., target]``.
 
     Args:
         log_probs: log-probabilities ``(..., C)`` (e.g. from ``log_softmax``).
         target: integer class indices of shape ``log_probs.shape[:-1]``.
         reduction: ``"mean"`` (default), ``"sum"`` or ``"none"``.
+        weight: optional per-class weights ``(C,)`` (keyword only; PyTorch's third
+            positional argument): each target's term is scaled by its class's weight, and
+            ``"mean"`` divides by the summed weights of the counted targets, as PyTorch.
+        ignore_index: a class-index value whose targets count for nothing (keyword only;
+            None, the default, counts every target: pass ``-100`` for PyTorch's default).
 
     Returns:
         The reduced loss.
 
     Raises:
-        TypeError: if ``target`` is not an integer tensor.
+        TypeError: if ``target`` is not an integer tensor, or for a tensor passed as
+            ``reduction`` (a weight passed by position).
         ValueError: for mismatched shapes or an unknown ``reduction``.
-        IndexError: for a class index out of range in a target that holds values or is
-            computed lazily (one known only when the program runs, traced by ``compile`` or
-            batched by ``vmap``, gives a NaN loss there instead).
+        IndexError: for a class index out of range (that is not ``ignore_index``) in a
+            target that holds values or is computed lazily (one known only when the program
+            runs, traced by ``compile`` or batched by ``vmap``, gives a NaN loss there
+            instead).
     """
     log_probs, target = as_tensor(log_probs, op="nll_loss"), as_tensor(target, op="nll_loss")
     if not target.dtype.is_int:
         raise TypeError(f"nll_loss: target must hold integer class indices, got {target.dtype}")
-    loss = -_picked(log_probs, target)
-    if not _check_indices("nll_loss", log_probs, target):
-        loss = _nan_out_of_range(loss, target, log_probs.shape[-1])
+    if not isinstance(reduction, str):
+        raise TypeError(
+            f"nll_loss: reduction must be a string, got {type(reduction).__name__}; class "
+            "weights go by keyword: weight=..."
+        )
+    weight = _class_weight("nll_loss", log_probs, weight)
+    loss, share = _class_index_loss("nll_loss", log_probs, target, 0.0, weight, ignore_index)
+    if share is not None and reduction == "mean":
+        return loss.sum() / share.sum()
     return _reduce(loss, reduction, "nll_loss")
 
 
@@ -208,8 +235,8 @@ def cross_entropy_loss(
     weight = _cross_entropy_weight(logits, label_smoothing, weight)
     logp = _reduction_ops.logsoftmax(logits, axis=-1)
     if target.dtype.is_int:
-        loss, share = _class_index_cross_entropy(
-            logp, target, label_smoothing, weight, ignore_index
+        loss, share = _class_index_loss(
+            "cross_entropy_loss", logp, target, label_smoothing, weight, ignore_index
         )
         if share is not None and reduction == "mean":
             return loss.sum() / share.sum()
@@ -223,6 +250,56 @@ def cross_entropy_loss(
         )
     loss = _soft_cross_entropy(target.cast(logits.dtype), logp, label_smoothing, weight)
     return _reduce(loss, reduction, "cross_entropy_loss")
+
+
+def cross_entropy(
+    input,  # noqa: A002 - PyTorch name
+    target,
+    weight=None,
+    *,
+    ignore_index: int | None = -100,
+    reduction: str = "mean",
+    label_smoothing: float = 0.0,
+    axis: int = -1,
+) -> Tensor:
+    """``cross_entropy_loss`` with PyTorch's spelling and defaults (``F.cross_entropy``):
+    ``weight`` third, the rest by keyword, and ``ignore_index=-100`` (a -100 target counts
+    for nothing, as in PyTorch).
+
+    Classes are on the last axis, as everywhere in ``nabla.nn`` (channels last); for a
+    ``(N, C)`` input that is PyTorch's axis 1. Pass ``axis=1`` for PyTorch's ``(N, C, ...)``.
+
+    Args:
+        input: unnormalized scores ``(..., C)``.
+        target: integer class indices of shape ``input.shape[:-1]``, or probabilities of the
+            same shape as ``input``.
+        weight: optional per-class weights ``(C,)``.
+        ignore_index: a class-index value whose targets count for nothing (default -100;
+            None counts every target). Ignored for probability targets.
+        reduction: ``"mean"`` (default), ``"sum"`` or ``"none"``.
+        label_smoothing: in ``[0, 1]`` (default 0).
+        axis: the class axis (default -1).
+
+    Returns:
+        The reduced loss.
+
+    Raises:
+        ValueError, TypeError, IndexError: as :func:`cross_entropy_loss`.
+
+    Example:
+        >>> F.cross_entropy(nb.zeros((2, 4)), nb.constant([0, -100])).item()
+        1.3862943649291992
+    """
+    probabilities = not as_tensor(target, op="cross_entropy").dtype.is_int
+    return cross_entropy_loss(
+        input,
+        target,
+        label_smoothing,
+        reduction,
+        weight=weight,
+        ignore_index=None if probabilities else ignore_index,
+        axis=axis,
+    )
 
 
 def _classes_last(logits: Tensor, target: Tensor, axis) -> tuple:
@@ -257,16 +334,21 @@ def _cross_entropy_weight(logits: Tensor, label_smoothing, weight) -> Tensor | N
         raise ValueError(
             f"cross_entropy_loss: label_smoothing must be in [0, 1], got {label_smoothing}"
         )
-    if logits.ndim == 0:
-        raise ValueError("cross_entropy_loss: logits need a class axis, got a scalar")
+    return _class_weight("cross_entropy_loss", logits, weight)
+
+
+def _class_weight(fn: str, scores: Tensor, weight) -> Tensor | None:
+    """``weight`` as a ``(C,)`` tensor of the scores' dtype (None without one)."""
+    if scores.ndim == 0:
+        raise ValueError(f"{fn}: the input needs a class axis, got a scalar")
     if weight is None:
         return None
-    weight = as_tensor(weight, logits.dtype, "cross_entropy_loss")
-    classes = logits.shape[-1]
+    weight = as_tensor(weight, scores.dtype, fn)
+    classes = scores.shape[-1]
     if weight.shape != (classes,):
         raise ValueError(
-            f"cross_entropy_loss: weight of shape {weight.shape} for {classes} classes "
-            f"(logits of shape {logits.shape})"
+            f"{fn}: weight of shape {weight.shape} for {classes} classes (input of shape "
+            f"{scores.shape})"
         )
     return weight
 
@@ -282,16 +364,17 @@ def _soft_cross_entropy(probs: Tensor, logp: Tensor, label_smoothing, weight) ->
     return -terms.sum(axis=-1)
 
 
-def _class_index_cross_entropy(logp, target, label_smoothing, weight, ignore_index):
-    """Cross-entropy of each class-index target: ``(loss, share)``, ``share`` being each
-    target's part in a ``"mean"`` (None: every target counts alike, a plain mean)."""
+def _class_index_loss(fn, logp, target, label_smoothing, weight, ignore_index):
+    """``-logp[..., target]`` (cross-entropy of each class-index target when ``logp`` is a
+    log-softmax): ``(loss, share)``, ``share`` being each target's part in a ``"mean"``
+    (None: every target counts alike, a plain mean)."""
     classes = logp.shape[-1]
-    checked = _check_indices("cross_entropy_loss", logp, target, ignore_index)
+    checked = _check_indices(fn, logp, target, ignore_index)
     counted = None if ignore_index is None else binary.not_equal(target, ignore_index)
     if counted is not None:
         target = binary.where(counted, target, 0)
-    one_hot = _one_hot(target, classes, logp.dtype)
     if label_smoothing:
+        one_hot = _one_hot(target, classes, logp.dtype)
         loss = _soft_cross_entropy(one_hot, logp, label_smoothing, weight)
     else:
         loss = -_picked(logp if weight is None else logp * weight, target)
@@ -301,7 +384,7 @@ def _class_index_cross_entropy(logp, target, label_smoothing, weight, ignore_ind
         return loss, None
     # with weights or ignored targets, PyTorch's weighted mean: each target counts its
     # class's weight, an ignored one nothing
-    share = creation.ones((), dtype=logp.dtype) if weight is None else (one_hot * weight).sum(-1)
+    share = creation.ones((), dtype=logp.dtype) if weight is None else _picked(weight, target)
     if counted is not None:
         share = binary.where(counted, share, 0.0)
         loss = binary.where(counted, loss, 0.0)
@@ -497,3 +580,191 @@ def binary_cross_entropy(input, target, weight=None, reduction: str = "mean") ->
     if weight is not None:
         loss = loss * weight
     return _reduce(loss, reduction, "binary_cross_entropy")
+
+
+# ----------------------------------------------------------------------------- modules
+# The losses as modules, with torch.nn's names and constructors: ``criterion =
+# nn.CrossEntropyLoss(); loss = criterion(logits, target)``. Settings are static attributes;
+# a class-weight tensor is a buffer (in ``state_dict``, as PyTorch's). Class-index losses
+# default to ``ignore_index=-100``, as PyTorch's modules do.
+class _Loss(Module):
+    """A loss function as a module: ``forward(input, target)``."""
+
+    _settings: tuple = ("reduction",)
+
+    def __init__(self, reduction: str = "mean"):
+        super().__init__()
+        if reduction not in _REDUCTIONS:
+            raise ValueError(
+                f"{type(self).__name__}: reduction must be one of {_REDUCTIONS}, got {reduction!r}"
+            )
+        self.reduction = reduction
+
+    def _weight(self, name: str, weight) -> None:
+        """Keep ``weight`` (None or values) as buffer ``name``."""
+        value = None if weight is None else as_tensor(weight, op=type(self).__name__)
+        self.register_buffer(name, value)
+
+    def extra_repr(self) -> str:
+        """The settings shown by ``repr``."""
+        return ", ".join(f"{k}={getattr(self, k)!r}" for k in self._settings)
+
+
+class MSELoss(_Loss):
+    """:func:`mse_loss` as a module (``torch.nn.MSELoss``).
+
+    Args:
+        reduction: ``"mean"`` (default), ``"sum"`` or ``"none"``.
+    """
+
+    def forward(self, input, target):  # noqa: A002 - PyTorch name
+        """The loss of ``input`` against ``target`` (same shape)."""
+        return mse_loss(input, target, self.reduction)
+
+
+class L1Loss(_Loss):
+    """:func:`l1_loss` as a module (``torch.nn.L1Loss``).
+
+    Args:
+        reduction: ``"mean"`` (default), ``"sum"`` or ``"none"``.
+    """
+
+    def forward(self, input, target):  # noqa: A002 - PyTorch name
+        """The loss of ``input`` against ``target`` (same shape)."""
+        return l1_loss(input, target, self.reduction)
+
+
+class SmoothL1Loss(_Loss):
+    """:func:`smooth_l1_loss` as a module (``torch.nn.SmoothL1Loss(reduction, beta)``)."""
+
+    _settings = ("reduction", "beta")
+
+    def __init__(self, reduction: str = "mean", beta: float = 1.0):
+        super().__init__(reduction)
+        self.beta = beta
+
+    def forward(self, input, target):  # noqa: A002 - PyTorch name
+        """The loss of ``input`` against ``target`` (same shape)."""
+        return smooth_l1_loss(input, target, self.reduction, self.beta)
+
+
+class HuberLoss(_Loss):
+    """:func:`huber_loss` as a module (``torch.nn.HuberLoss(reduction, delta)``)."""
+
+    _settings = ("reduction", "delta")
+
+    def __init__(self, reduction: str = "mean", delta: float = 1.0):
+        super().__init__(reduction)
+        self.delta = delta
+
+    def forward(self, input, target):  # noqa: A002 - PyTorch name
+        """The loss of ``input`` against ``target`` (same shape)."""
+        return huber_loss(input, target, self.reduction, self.delta)
+
+
+class KLDivLoss(Module):
+    """:func:`kl_div` as a module (``torch.nn.KLDivLoss(reduction, log_target)``; also
+    ``reduction="batchmean"``)."""
+
+    def __init__(self, reduction: str = "mean", log_target: bool = False):
+        super().__init__()
+        if reduction not in (*_REDUCTIONS, "batchmean"):
+            raise ValueError(
+                f"KLDivLoss: reduction must be one of {(*_REDUCTIONS, 'batchmean')}, got "
+                f"{reduction!r}"
+            )
+        self.reduction, self.log_target = reduction, bool(log_target)
+
+    def forward(self, input, target):  # noqa: A002 - PyTorch name
+        """The divergence of ``target`` from the log-probabilities ``input``."""
+        return kl_div(input, target, self.reduction, self.log_target)
+
+    def extra_repr(self) -> str:
+        """The settings shown by ``repr``."""
+        return f"reduction={self.reduction!r}, log_target={self.log_target}"
+
+
+class CrossEntropyLoss(_Loss):
+    """:func:`cross_entropy` as a module (``torch.nn.CrossEntropyLoss(weight,
+    ignore_index=-100, reduction, label_smoothing)``), classes on the last axis (``axis``
+    picks another).
+
+    Example:
+        >>> criterion = nn.CrossEntropyLoss(label_smoothing=0.1)
+        >>> loss = criterion(model(x), labels)
+    """
+
+    _settings = ("ignore_index", "reduction", "label_smoothing")
+
+    def __init__(
+        self,
+        weight=None,
+        ignore_index: int | None = -100,
+        reduction: str = "mean",
+        label_smoothing: float = 0.0,
+        *,
+        axis: int = -1,
+    ):
+        super().__init__(reduction)
+        self._weight("weight", weight)
+        self.ignore_index, self.label_smoothing, self.axis = ignore_index, label_smoothing, axis
+
+    def forward(self, input, target):  # noqa: A002 - PyTorch name
+        """The loss of the scores ``input`` (``(..., C)``) against ``target``: class indices
+        of shape ``input.shape[:-1]`` or probabilities like ``input``."""
+        return cross_entropy(
+            input,
+            target,
+            self.weight,
+            ignore_index=self.ignore_index,
+            reduction=self.reduction,
+            label_smoothing=self.label_smoothing,
+            axis=self.axis,
+        )
+
+
+class NLLLoss(_Loss):
+    """:func:`nll_loss` as a module (``torch.nn.NLLLoss(weight, ignore_index=-100,
+    reduction)``), classes on the last axis."""
+
+    _settings = ("ignore_index", "reduction")
+
+    def __init__(self, weight=None, ignore_index: int | None = -100, reduction: str = "mean"):
+        super().__init__(reduction)
+        self._weight("weight", weight)
+        self.ignore_index = ignore_index
+
+    def forward(self, input, target):  # noqa: A002 - PyTorch name
+        """The loss of the log-probabilities ``input`` (``(..., C)``) against ``target``,
+        class indices of shape ``input.shape[:-1]``."""
+        return nll_loss(
+            input, target, self.reduction, weight=self.weight, ignore_index=self.ignore_index
+        )
+
+
+class BCELoss(_Loss):
+    """:func:`binary_cross_entropy` as a module (``torch.nn.BCELoss(weight, reduction)``)."""
+
+    def __init__(self, weight=None, reduction: str = "mean"):
+        super().__init__(reduction)
+        self._weight("weight", weight)
+
+    def forward(self, input, target):  # noqa: A002 - PyTorch name
+        """The loss of the probabilities ``input`` against ``target`` (same shape)."""
+        return binary_cross_entropy(input, target, self.weight, self.reduction)
+
+
+class BCEWithLogitsLoss(_Loss):
+    """:func:`binary_cross_entropy_with_logits` as a module
+    (``torch.nn.BCEWithLogitsLoss(weight, reduction, pos_weight)``)."""
+
+    def __init__(self, weight=None, reduction: str = "mean", pos_weight=None):
+        super().__init__(reduction)
+        self._weight("weight", weight)
+        self._weight("pos_weight", pos_weight)
+
+    def forward(self, input, target):  # noqa: A002 - PyTorch name
+        """The loss of the scores ``input`` against ``target`` (same shape)."""
+        return binary_cross_entropy_with_logits(
+            input, target, self.weight, self.reduction, pos_weight=self.pos_weight
+        )

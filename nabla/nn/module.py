@@ -15,9 +15,12 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ..core.device import Device
+from ..core.dtypes import DType, to_dtype
 from ..core.pytree import GetAttrKey, register_pytree_node, tree_flatten
 from ..core.state import STATE
-from ..ops import creation
+from ..ops import creation, transfer, unary
+from ..ops._util import device_arg, device_named
 from ..ops.indexing import rebind
 from ..runtime.tensor import Tensor, realize
 from ..transforms.autodiff import detach
@@ -604,6 +607,103 @@ class Module:
                 elif p.requires_grad:
                     d["_parameters"][name] = detach(p)  # a leaf with no backward history
         return self
+
+    def apply(self, fn) -> Module:
+        """Call ``fn(module)`` on every submodule, then on this one (PyTorch's order), e.g.
+        to initialize weights by layer type.
+
+        Args:
+            fn: a function of a module; its result is ignored.
+
+        Returns:
+            This module.
+
+        Example:
+            >>> def init(m):
+            ...     if isinstance(m, nn.Linear):
+            ...         nn.init.xavier_uniform_(m.weight)
+            >>> model.apply(init)
+        """
+        for child in self.children():
+            child.apply(fn)
+        fn(self)
+        return self
+
+    def to(self, *args, device=None, dtype=None) -> Module:
+        """Move every parameter and buffer to ``device`` and cast the floating ones to
+        ``dtype``, in place (each tensor keeps its identity, ``requires_grad`` and
+        ``.grad``), as PyTorch's ``module.to``. Make the optimizer afterwards: its state was
+        made for the old tensors.
+
+        Args:
+            *args: a device (``nb.CPU()``, ``"cpu"``, ``"cuda:0"``), a dtype (``nb.float64``,
+                ``"bfloat16"``, ...) or a tensor whose device and dtype to take, in any order.
+            device: the device, by keyword.
+            dtype: a float dtype, by keyword.
+
+        Returns:
+            This module.
+
+        Raises:
+            TypeError: for an argument that is none of these, or a dtype that is not
+                floating point.
+        """
+        for arg in args:
+            if isinstance(arg, Tensor):
+                device, dtype = arg.device, arg.dtype if arg.dtype.is_float else dtype
+            elif isinstance(arg, Device) or (isinstance(arg, str) and device_named(arg)):
+                device = arg
+            else:
+                dtype = arg
+        device = device_arg(f"{type(self).__name__}.to", device)
+        if dtype is not None:
+            try:
+                dtype = to_dtype(dtype)
+            except TypeError as err:
+                raise TypeError(f"{type(self).__name__}.to: {err}") from None
+            if not dtype.is_float:
+                raise TypeError(
+                    f"{type(self).__name__}.to: dtype must be floating point, got {dtype} "
+                    "(only floating parameters and buffers are cast)"
+                )
+        return self._convert(device, dtype)
+
+    def _convert(self, device, dtype) -> Module:
+        """Every parameter and buffer on ``device`` (None: where it is), the floating ones
+        cast to ``dtype`` (None: as they are), in place."""
+        for m in self.modules():
+            d = m.__dict__
+            for t in list(d["_parameters"].values()) + list(d["_buffers"].values()):
+                if t is None:
+                    continue
+                new = t
+                if dtype is not None and t.dtype.is_float and t.dtype is not dtype:
+                    new = unary.cast(new, dtype)
+                if device is not None and t.device != device:
+                    new = transfer.to_device(new, device)
+                if new is not t:
+                    rebind(t, detach(new))
+        return self
+
+    def float(self) -> Module:  # noqa: A003 - PyTorch name
+        """``to(nb.float32)``."""
+        return self._convert(None, DType.float32)
+
+    def double(self) -> Module:
+        """``to(nb.float64)``."""
+        return self._convert(None, DType.float64)
+
+    def half(self) -> Module:
+        """``to(nb.float16)``."""
+        return self._convert(None, DType.float16)
+
+    def bfloat16(self) -> Module:
+        """``to(nb.bfloat16)``."""
+        return self._convert(None, DType.bfloat16)
+
+    def cpu(self) -> Module:
+        """``to("cpu")``."""
+        return self._convert(device_arg("Module.cpu", "cpu"), None)
 
     # ------------------------------------------------------------------ printing
     def extra_repr(self) -> str:

@@ -29,6 +29,7 @@ from __future__ import annotations
 import math
 import numbers
 from collections import OrderedDict
+from collections.abc import MutableMapping
 from typing import NamedTuple
 
 from ...core.dtypes import DType
@@ -180,55 +181,106 @@ def _like(value, p: Tensor):
 
 
 # ----------------------------------------------------------------------------- clipping
-def global_norm(tree) -> Tensor:
-    """The L2 norm of all the float leaves of ``tree`` taken together.
+def global_norm(tree, norm_type: float = 2.0) -> Tensor:
+    """The norm of all the float leaves of ``tree`` taken together (as one vector).
 
     Args:
         tree: a pytree of tensors (None leaves are skipped).
+        norm_type: the p of the p-norm (default 2; ``float("inf")``: the largest magnitude).
 
     Returns:
         A scalar tensor.
+
+    Raises:
+        ValueError: for a ``norm_type`` that is not a number > 0.
     """
+    p = _checked_norm_type("global_norm", norm_type)
     leaves = [t for t in tree_leaves(tree) if isinstance(t, Tensor) and t.dtype.is_float]
     if not leaves:
         return creation.zeros(())
-    total = leaves[0].square().sum()
+    if p == math.inf:
+        total = unary.abs(leaves[0]).max()
+        for t in leaves[1:]:
+            total = binary.maximum(total, unary.abs(t).max().cast(total.dtype))
+        return total
+    if p == 2.0:
+        total = leaves[0].square().sum()
+        for t in leaves[1:]:
+            total = total + t.square().sum()
+        return total.sqrt()
+    total = (unary.abs(leaves[0]) ** p).sum()
     for t in leaves[1:]:
-        total = total + t.square().sum()
-    return total.sqrt()
+        total = total + (unary.abs(t) ** p).sum()
+    return total ** (1.0 / p)
 
 
-def clip_grad_norm(grads, max_norm: float):
-    """Scale ``grads`` so their global L2 norm is at most ``max_norm`` (functional).
+def _checked_norm_type(name: str, norm_type) -> float:
+    if (
+        isinstance(norm_type, bool)
+        or not isinstance(norm_type, numbers.Real)
+        or math.isnan(norm_type)
+        or norm_type <= 0
+    ):
+        raise ValueError(f"{name}: norm_type must be a number > 0 or inf, got {norm_type!r}")
+    return float(norm_type)
+
+
+def clip_grad_norm(grads, max_norm: float, norm_type: float = 2.0):
+    """Scale ``grads`` so their global norm is at most ``max_norm`` (functional), by
+    ``min(max_norm / (norm + 1e-6), 1)`` as PyTorch.
 
     Args:
         grads: a pytree of gradient tensors.
         max_norm: the largest allowed global norm.
+        norm_type: the p of the p-norm (default 2; ``float("inf")`` for the max norm).
 
     Returns:
         ``(clipped_grads, norm)``: a tree like ``grads`` and the norm before clipping.
     """
-    norm = global_norm(grads)
+    norm = global_norm(grads, _checked_norm_type("clip_grad_norm", norm_type))
     scale = binary.minimum(max_norm / (norm + 1e-6), 1.0)
     leaves, tree = tree_flatten(grads)
     clipped = [g * scale.cast(g.dtype) if isinstance(g, Tensor) else g for g in leaves]
     return tree_unflatten(tree, clipped), norm
 
 
-def clip_grad_norm_(parameters, max_norm: float) -> Tensor:
+def _params_of(parameters) -> list:
+    """A Module's parameters, a tensor alone, or an iterable of tensors, as a list."""
+    if isinstance(parameters, Module):
+        return list(parameters.parameters())
+    if isinstance(parameters, Tensor):
+        return [parameters]
+    return list(parameters)
+
+
+def clip_grad_norm_(
+    parameters, max_norm: float, norm_type: float = 2.0, error_if_nonfinite: bool = False
+) -> Tensor:
     """Clip the ``.grad`` of ``parameters`` in place to a global norm of at most ``max_norm``
-    (PyTorch style, after ``backward``).
+    (``torch.nn.utils.clip_grad_norm_``, after ``backward``).
 
     Args:
-        parameters: a Module, or an iterable of tensors.
+        parameters: a Module, a tensor, or an iterable of tensors.
         max_norm: the largest allowed global norm.
+        norm_type: the p of the p-norm (default 2; ``float("inf")`` for the max norm).
+        error_if_nonfinite: raise if the norm is NaN or infinite (it is computed at the
+            call then) instead of scaling every gradient by it.
 
     Returns:
         The global norm before clipping (a scalar tensor).
+
+    Raises:
+        RuntimeError: with ``error_if_nonfinite``, for a NaN or infinite norm.
     """
-    params = list(parameters.parameters() if isinstance(parameters, Module) else parameters)
-    with_grad = [p for p in params if p.grad is not None]
-    clipped, norm = clip_grad_norm([p.grad for p in with_grad], max_norm)
+    _checked_norm_type("clip_grad_norm_", norm_type)
+    with_grad = [p for p in _params_of(parameters) if p.grad is not None]
+    clipped, norm = clip_grad_norm([p.grad for p in with_grad], max_norm, norm_type)
+    if error_if_nonfinite and not math.isfinite(norm.item()):
+        raise RuntimeError(
+            f"clip_grad_norm_: the total norm of order {norm_type} of the gradients of "
+            f"{len(with_grad)} parameters is {norm.item()}; set error_if_nonfinite=False to "
+            "clip anyway"
+        )
     if STATE.recording is None and clipped:  # (realize() of nothing realizes everything)
         realize(*clipped)
     for p, g in zip(with_grad, clipped):
@@ -281,13 +333,7 @@ def clip_grad_value_(parameters, clip_value: float) -> None:
         ValueError: for a negative, NaN or infinite ``clip_value``.
     """
     c = _checked_clip_value("clip_grad_value_", clip_value)
-    if isinstance(parameters, Module):
-        params = list(parameters.parameters())
-    elif isinstance(parameters, Tensor):
-        params = [parameters]
-    else:
-        params = list(parameters)
-    with_grad = [p for p in params if p.grad is not None]
+    with_grad = [p for p in _params_of(parameters) if p.grad is not None]
     clipped = [binary.clip(p.grad, -c, c) for p in with_grad]
     if STATE.recording is None:
         realize(*clipped)
@@ -983,14 +1029,60 @@ class Optimizer:
     _dynamic: tuple = ("lr",)
 
     def __init__(self, params, lr):
-        self.model = params if isinstance(params, Module) else None
         if not isinstance(params, Module | list | tuple | dict) and hasattr(params, "__iter__"):
             params = list(params)  # model.parameters(), as in PyTorch
+        params, settings = self._one_group(params)
+        self.model = params if isinstance(params, Module) else None
         self.params = params
         self.lr = lr
+        for name, value in settings.items():  # a group's own settings, as PyTorch's
+            setattr(self, name, tuple(value) if name == "betas" else value)
         self.state = self._init(params)
         self._step_count = 0  # updates applied (a scheduler warns when stepped before)
         self._inputs: dict = {}  # setting name -> (value, its input form), see _settings
+
+    def _one_group(self, params) -> tuple:
+        """``(params, settings)`` of PyTorch's list of parameter-group dicts
+        (``[{"params": ..., "lr": ...}]``); other params as they are, with no settings. One
+        group only: an update here has one set of settings."""
+        name = type(self).__name__
+        groups = isinstance(params, list | tuple) and params and isinstance(params[0], dict)
+        if not groups:
+            return params, {}
+        if len(params) > 1:
+            raise ValueError(
+                f"{name}: {len(params)} parameter groups given; an optimizer here has one "
+                "group of settings. Make one optimizer per group (e.g. AdamW(decayed, "
+                "weight_decay=0.01) and AdamW(others, weight_decay=0.0)) and step each"
+            )
+        group = dict(params[0])
+        if "params" not in group:
+            raise ValueError(f"{name}: a parameter group needs a 'params' entry")
+        unknown = sorted(set(group) - {"params", *self._hyper_names})
+        if unknown:
+            raise ValueError(
+                f"{name}: unknown settings {unknown} in the parameter group; {name} takes "
+                f"{list(self._hyper_names)}"
+            )
+        params = group.pop("params")
+        if isinstance(params, Tensor):
+            params = [params]
+        elif not isinstance(params, Module | list | tuple | dict):
+            params = list(params)
+        return params, group
+
+    @property
+    def param_groups(self) -> list:
+        """PyTorch's ``param_groups``: one group, a dict-like view whose ``"params"`` are the
+        trainable parameters and whose other keys are the settings (``"lr"``, ``"betas"``,
+        ...). Setting a key sets the optimizer's attribute: ``for g in opt.param_groups:
+        g["lr"] = 1e-4`` works as in PyTorch (and a compiled step takes it without a
+        retrace).
+
+        Returns:
+            A list of one mapping.
+        """
+        return [_ParamGroup(self)]
 
     @classmethod
     def set_execution_policy(
@@ -1206,6 +1298,49 @@ def _mismatch(key: str, got, like: Tensor, dtype: bool) -> str | None:
     if dtype and as_tensor(got).dtype is not like.dtype:
         return f"{key}: dtype {as_tensor(got).dtype.value}, expected {like.dtype.value}"
     return None
+
+
+class _ParamGroup(MutableMapping):
+    """An optimizer's settings seen as PyTorch's parameter-group dict (``param_groups``):
+    reads and writes go to the optimizer's attributes."""
+
+    def __init__(self, optimizer: Optimizer):
+        self._opt = optimizer
+
+    def _keys(self) -> tuple:
+        return ("params", *self._opt._hyper_names)
+
+    def __getitem__(self, key):
+        if key == "params":
+            mask = trainable_mask(self._opt.params)
+            return [p for p, m in zip(tree_leaves(self._opt.params), mask) if m]
+        if key not in self._opt._hyper_names:
+            raise KeyError(key)
+        return getattr(self._opt, key)
+
+    def __setitem__(self, key, value) -> None:
+        name = type(self._opt).__name__
+        if key == "params":
+            raise KeyError(f"{name}.param_groups: the parameters are fixed when it is made")
+        if key not in self._opt._hyper_names:
+            raise KeyError(
+                f"{name}.param_groups: no setting {key!r}; the settings are "
+                f"{list(self._opt._hyper_names)}"
+            )
+        setattr(self._opt, key, tuple(value) if key == "betas" else value)
+
+    def __delitem__(self, key) -> None:
+        raise KeyError(f"{type(self._opt).__name__}.param_groups: settings cannot be removed")
+
+    def __iter__(self):
+        return iter(self._keys())
+
+    def __len__(self) -> int:
+        return len(self._keys())
+
+    def __repr__(self) -> str:
+        settings = ", ".join(f"{k!r}: {self[k]!r}" for k in self._opt._hyper_names)
+        return f"{{'params': [{len(self['params'])} tensors], {settings}}}"
 
 
 class CompiledStep:

@@ -1,0 +1,315 @@
+"""What a model ported from PyTorch reaches for besides layers: the losses as modules
+(``nn.CrossEntropyLoss()``) and ``F.cross_entropy``, ``nn.init``'s in-place initializers,
+``Module.apply``/``to``/``double``, ``nn.utils`` and ``Optimizer.param_groups``. References
+are NumPy, written from PyTorch's documented formulas."""
+
+import math
+
+import numpy as np
+import pytest
+
+import nabla as nb
+
+nn = nb.nn
+F = nn.functional
+rng = np.random.default_rng(3)
+
+
+def t(a, dtype=np.float32):
+    return nb.constant(np.asarray(a, dtype=dtype))
+
+
+def _log_softmax(z):
+    z = z - z.max(-1, keepdims=True)
+    return z - np.log(np.exp(z).sum(-1, keepdims=True))
+
+
+def _cross_entropy_ref(z, y, weight=None, ignore_index=-100, smoothing=0.0, reduction="mean"):
+    """PyTorch's cross-entropy of class indices: the weighted NLL and the smoothing term,
+    a "mean" divided by the summed weights of the counted targets."""
+    lp = _log_softmax(z.astype(np.float64))
+    classes = z.shape[-1]
+    w = np.ones(classes) if weight is None else weight.astype(np.float64)
+    counted = y != ignore_index
+    safe = np.where(counted, y, 0)
+    nll = -lp[np.arange(len(y)), safe] * w[safe]
+    smooth = -(lp * w).sum(-1)
+    loss = np.where(counted, (1 - smoothing) * nll + smoothing / classes * smooth, 0.0)
+    if reduction == "none":
+        return loss
+    if reduction == "sum":
+        return loss.sum()
+    return loss.sum() / np.where(counted, w[safe], 0.0).sum()
+
+
+LOGITS = rng.standard_normal((7, 5)).astype(np.float32)
+TARGET = np.array([0, 4, -100, 2, 1, 1, 3])
+WEIGHT = (rng.random(5) + 0.5).astype(np.float32)
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {},
+        {"weight": WEIGHT},
+        {"label_smoothing": 0.2},
+        {"weight": WEIGHT, "label_smoothing": 0.1},
+        {"reduction": "sum"},
+        {"reduction": "none", "weight": WEIGHT},
+    ],
+)
+def test_cross_entropy_module_and_function_follow_pytorch(kw):
+    ref = _cross_entropy_ref(
+        LOGITS,
+        TARGET,
+        kw.get("weight"),
+        smoothing=kw.get("label_smoothing", 0.0),
+        reduction=kw.get("reduction", "mean"),
+    )
+    module = nn.CrossEntropyLoss(**kw)
+    got = module(t(LOGITS), nb.constant(TARGET)).numpy()
+    np.testing.assert_allclose(got, ref, rtol=2e-6, atol=1e-7)
+    fn = F.cross_entropy(t(LOGITS), nb.constant(TARGET), **kw).numpy()  # -100 ignored too
+    np.testing.assert_allclose(fn, ref, rtol=2e-6, atol=1e-7)
+    assert ("weight" in module.state_dict()) == ("weight" in kw)  # a buffer, as PyTorch's
+
+
+def test_cross_entropy_gradient_and_compile():
+    kw = {"weight": WEIGHT, "label_smoothing": 0.1}
+    loss = nn.CrossEntropyLoss(**kw)
+    g = nb.grad(lambda z: loss(z, nb.constant(TARGET)))(t(LOGITS, np.float64))
+    eps, fd = 1e-6, np.zeros_like(LOGITS, dtype=np.float64)
+    for i in np.ndindex(LOGITS.shape):
+        up, down = LOGITS.astype(np.float64), LOGITS.astype(np.float64)
+        up[i] += eps
+        down[i] -= eps
+        fd[i] = (
+            _cross_entropy_ref(up, TARGET, WEIGHT, smoothing=0.1)
+            - _cross_entropy_ref(down, TARGET, WEIGHT, smoothing=0.1)
+        ) / (2 * eps)
+    np.testing.assert_allclose(g.numpy(), fd, rtol=1e-5, atol=1e-8)
+    step = nb.compile(lambda z, y: loss(z, y))
+    for _ in range(2):
+        got = step(t(LOGITS), nb.constant(TARGET)).item()
+    assert got == pytest.approx(_cross_entropy_ref(LOGITS, TARGET, WEIGHT, smoothing=0.1), 1e-6)
+    assert step.stats.misses == 1
+
+
+def test_cross_entropy_class_axis_and_probability_targets():
+    z = rng.standard_normal((2, 5, 3)).astype(np.float32)  # PyTorch's (N, C, L)
+    y = rng.integers(0, 5, (2, 3))
+    ref = _cross_entropy_ref(np.moveaxis(z, 1, -1).reshape(-1, 5), y.reshape(-1))
+    got = nn.CrossEntropyLoss(axis=1)(t(z), nb.constant(y)).item()
+    assert got == pytest.approx(ref, rel=1e-6)
+    probs = np.exp(_log_softmax(rng.standard_normal((7, 5))))
+    soft = F.cross_entropy(t(LOGITS), t(probs)).item()  # ignore_index does not apply
+    assert soft == pytest.approx(-(probs * _log_softmax(LOGITS)).sum(-1).mean(), rel=1e-5)
+
+
+def test_nll_loss_weight_and_ignore_index():
+    lp = _log_softmax(LOGITS)
+    ref = _cross_entropy_ref(LOGITS, TARGET, WEIGHT)
+    got = nn.NLLLoss(weight=WEIGHT)(t(lp), nb.constant(TARGET)).item()
+    assert got == pytest.approx(ref, rel=1e-6)
+    got_f = F.nll_loss(t(lp), nb.constant(TARGET), weight=t(WEIGHT), ignore_index=-100).item()
+    assert got_f == pytest.approx(ref, rel=1e-6)
+    with pytest.raises(IndexError, match=r"class index -100 .*ignore_index=-100"):
+        F.nll_loss(t(lp), nb.constant(TARGET))  # the function counts every target
+    with pytest.raises(TypeError, match="class weights go by keyword"):
+        F.nll_loss(t(lp), nb.constant(TARGET), t(WEIGHT))
+
+
+def test_pointwise_loss_modules():
+    x, y = rng.standard_normal((4, 3)), rng.standard_normal((4, 3))
+    d = x - y
+    cases = [
+        (nn.MSELoss(), (d**2).mean()),
+        (nn.L1Loss(reduction="sum"), np.abs(d).sum()),
+        (
+            nn.SmoothL1Loss(beta=0.5),
+            np.where(np.abs(d) < 0.5, 0.5 * d**2 / 0.5, np.abs(d) - 0.25).mean(),
+        ),
+        (
+            nn.HuberLoss(delta=0.7),
+            np.where(np.abs(d) <= 0.7, 0.5 * d**2, 0.7 * (np.abs(d) - 0.35)).mean(),
+        ),
+    ]
+    for module, ref in cases:
+        assert module(t(x), t(y)).item() == pytest.approx(ref, rel=1e-5), module
+    p = 1 / (1 + np.exp(-x))
+    label = (y > 0).astype(np.float64)
+    w = WEIGHT[:3].astype(np.float64)
+    bce = -(w * (label * np.log(p) + (1 - label) * np.log(1 - p))).mean()
+    assert nn.BCELoss(weight=w)(t(p), t(label)).item() == pytest.approx(bce, rel=1e-5)
+    bcel = -(w * label * np.log(p) + (1 - label) * np.log(1 - p)).mean()
+    assert nn.BCEWithLogitsLoss(pos_weight=w)(t(x), t(label)).item() == pytest.approx(
+        bcel, rel=1e-5
+    )
+    lq, pq = _log_softmax(x), np.exp(_log_softmax(y))
+    kl = (pq * (np.log(pq) - lq)).sum() / 4
+    assert nn.KLDivLoss(reduction="batchmean")(t(lq), t(pq)).item() == pytest.approx(kl, 1e-5)
+    with pytest.raises(ValueError, match=r"CrossEntropyLoss: reduction must be one of"):
+        nn.CrossEntropyLoss(reduction="avg")
+    assert "label_smoothing=0.1" in repr(nn.CrossEntropyLoss(label_smoothing=0.1))
+
+
+# ----------------------------------------------------------------------------- nn.init
+def test_in_place_initializers_keep_the_parameter():
+    lin = nn.Linear(300, 200)
+    w = lin.weight
+    fan_in, fan_out = 300, 200
+    cases = [
+        (nn.init.xavier_uniform_, {}, math.sqrt(6 / (fan_in + fan_out)), None),
+        (nn.init.xavier_normal_, {}, None, math.sqrt(2 / (fan_in + fan_out))),
+        (nn.init.kaiming_uniform_, {"nonlinearity": "relu"}, math.sqrt(6 / fan_in), None),
+        (nn.init.kaiming_normal_, {"a": 0.1}, None, math.sqrt(2 / 1.01 / fan_in)),
+        (nn.init.kaiming_normal_, {"mode": "fan_out"}, None, math.sqrt(2 / 1.0001 / fan_out)),
+        (nn.init.uniform_, {"a": -0.1, "b": 0.3}, None, 0.4 / math.sqrt(12)),
+        (nn.init.normal_, {"mean": 1.0, "std": 0.02}, None, 0.02),
+    ]
+    for fn, kw, bound, std in cases:
+        assert fn(w, **kw) is w and lin.weight is w and w.requires_grad
+        v = w.numpy()
+        if bound is not None:
+            assert np.abs(v).max() <= bound and np.abs(v).max() > 0.98 * bound, fn
+            std = bound / math.sqrt(3)
+        assert abs(v.std() - std) < 0.03 * std, (fn, v.std(), std)
+    nn.init.constant_(lin.bias, 0.5)
+    np.testing.assert_array_equal(lin.bias.numpy(), np.full(200, 0.5, np.float32))
+    nn.init.zeros_(lin.bias)
+    assert not lin.bias.numpy().any()
+    lin(t(rng.standard_normal((2, 300)))).sum().backward()  # still trainable
+    assert lin.weight.grad.shape == (300, 200)
+    e = nn.init.eye_(nb.zeros((3, 4)))
+    np.testing.assert_array_equal(e.numpy(), np.eye(3, 4))
+
+
+def test_trunc_normal_and_gains():
+    w = nn.init.trunc_normal_(nb.zeros((200, 300)), mean=0.0, std=1.0, a=-1.0, b=2.0)
+    v = w.numpy()
+    assert v.min() >= -1.0 and v.max() <= 2.0 and v.min() < -0.99 and v.max() > 1.99
+    # the truncated normal's mean: (phi(a) - phi(b)) / (Phi(b) - Phi(a))
+    phi = lambda x: math.exp(-x * x / 2) / math.sqrt(2 * math.pi)  # noqa: E731
+    cdf = lambda x: 0.5 * (1 + math.erf(x / math.sqrt(2)))  # noqa: E731
+    mean = (phi(-1.0) - phi(2.0)) / (cdf(2.0) - cdf(-1.0))
+    assert abs(v.mean() - mean) < 0.01
+    narrow = nn.init.trunc_normal_(nb.zeros((10000,)), std=1.0, a=-0.01, b=0.01).numpy()
+    assert np.abs(narrow).max() <= 0.01 and abs(narrow.std() - 0.02 / math.sqrt(12)) < 2e-4
+    k = nb.random.key(5)
+    a = nn.init.trunc_normal_(nb.zeros((50,)), std=0.02, key=k).numpy()
+    np.testing.assert_array_equal(a, nn.init.trunc_normal_(nb.zeros((50,)), std=0.02, key=k))
+    with pytest.raises(ValueError, match="accepts too few draws"):
+        nn.init.trunc_normal_(nb.zeros((10,)), a=60.0, b=80.0)
+    assert nn.init.calculate_gain("tanh") == pytest.approx(5 / 3)
+    assert nn.init.calculate_gain("leaky_relu", 0.2) == pytest.approx(math.sqrt(2 / 1.04))
+    with pytest.raises(ValueError, match="unsupported nonlinearity 'swish'"):
+        nn.init.calculate_gain("swish")
+    with pytest.raises(TypeError, match="zeros_: expected a Tensor to fill, got ndarray"):
+        nn.init.zeros_(np.zeros(3))
+    with pytest.raises(TypeError, match="normal_: expected a floating tensor"):
+        nn.init.normal_(nb.zeros((3,), dtype=nb.int32))
+    with pytest.raises(ValueError, match="mode must be 'fan_in' or 'fan_out'"):
+        nn.init.kaiming_uniform_(nb.zeros((3, 3)), mode="fan")
+
+
+# ----------------------------------------------------------------------------- Module
+def test_apply_visits_children_first_and_to_casts_in_place():
+    model = nn.Sequential(nn.Linear(4, 8), nn.BatchNorm1d(8), nn.ReLU(), nn.Linear(8, 2))
+    seen = []
+    assert model.apply(lambda m: seen.append(type(m).__name__)) is model
+    assert seen == ["Linear", "BatchNorm1d", "ReLU", "Linear", "Sequential"]
+    w = model[0].weight
+    before = w.numpy()
+    assert model.double() is model and model[0].weight is w
+    assert w.dtype == nb.float64 and w.requires_grad
+    assert model[1].running_var.dtype == nb.float64
+    assert model[1].num_batches_tracked.dtype == nb.int64  # only floating tensors are cast
+    np.testing.assert_array_equal(w.numpy(), before)
+    model(t(rng.standard_normal((5, 4)), np.float64)).sum().backward()
+    assert w.grad.dtype == nb.float64
+    model.to(nb.float32)
+    assert w.dtype == nb.float32
+    model.to("cpu", dtype="bfloat16")
+    assert w.dtype == nb.bfloat16
+    model.to(nb.zeros((1,), dtype=nb.float16))  # a tensor's dtype (and device)
+    assert w.dtype == nb.float16
+    model.float()
+    assert model[3].bias.dtype == nb.float32
+    with pytest.raises(TypeError, match=r"Sequential.to: dtype must be floating point"):
+        model.to(nb.int32)
+    with pytest.raises(TypeError, match=r"Sequential.to: unsupported dtype 3"):
+        model.to(3)
+
+
+# ----------------------------------------------------------------------------- nn.utils
+@pytest.mark.parametrize("norm_type", [2.0, 1.0, 3.0, math.inf])
+def test_clip_grad_norm_orders(norm_type):
+    grads = [rng.standard_normal((3, 4)) * 3, rng.standard_normal(5)]
+    params = [nb.zeros(g.shape, dtype=nb.float64) for g in grads]
+    for p, g in zip(params, grads):
+        p.grad = t(g, np.float64)
+    flat = np.concatenate([g.ravel() for g in grads])
+    total = (
+        np.abs(flat).max()
+        if norm_type == math.inf
+        else (np.abs(flat) ** norm_type).sum() ** (1 / norm_type)
+    )
+    norm = nn.utils.clip_grad_norm_(params, 1.5, norm_type=norm_type)
+    assert norm.item() == pytest.approx(total, rel=1e-12)
+    scale = min(1.5 / (total + 1e-6), 1.0)
+    for p, g in zip(params, grads):
+        np.testing.assert_allclose(p.grad.numpy(), g * scale, rtol=1e-12)
+
+
+def test_utils_errors_and_flat_vectors():
+    p = nb.zeros((2,))
+    p.grad = t([np.inf, 1.0])
+    with pytest.raises(RuntimeError, match="total norm of order 2.0 .* is inf"):
+        nn.utils.clip_grad_norm_(p, 1.0, error_if_nonfinite=True)
+    with pytest.raises(ValueError, match="clip_grad_norm_: norm_type must be a number > 0"):
+        nn.utils.clip_grad_norm_(p, 1.0, norm_type=0)
+    model = nn.Sequential(nn.Linear(3, 4), nn.Linear(4, 2))
+    vec = nn.utils.parameters_to_vector(model.parameters())
+    assert vec.shape == (26,)
+    want = np.concatenate([q.numpy().ravel() for q in model.parameters()])
+    np.testing.assert_array_equal(vec.numpy(), want)
+    w = model[0].weight
+    nn.utils.vector_to_parameters(vec * 2.0, model)
+    assert model[0].weight is w and w.requires_grad
+    np.testing.assert_array_equal(nn.utils.parameters_to_vector(model).numpy(), 2 * want)
+    with pytest.raises(ValueError, match=r"vec of shape \(3,\) for 4 parameters of 26 values"):
+        nn.utils.vector_to_parameters(vec[:3], model)
+
+
+# ----------------------------------------------------------------------------- param_groups
+def test_param_groups_view_drives_the_optimizer():
+    model = nn.Linear(3, 2)
+    opt = nn.optim.Adam([{"params": model, "lr": 0.05, "betas": [0.8, 0.9]}], lr=1e-3)
+    assert opt.lr == 0.05 and opt.betas == (0.8, 0.9) and opt.model is model
+    (group,) = opt.param_groups
+    assert list(group) == ["params", "lr", "betas", "eps", "weight_decay", "amsgrad"]
+    assert len(group["params"]) == 2
+    for g in opt.param_groups:
+        g["lr"] = 0.01
+    assert opt.lr == 0.01 and opt.param_groups[0]["lr"] == 0.01
+    with pytest.raises(KeyError, match="no setting 'momentum'"):
+        group["momentum"] = 0.9
+    with pytest.raises(ValueError, match="2 parameter groups given; .* one optimizer per group"):
+        nn.optim.SGD([{"params": [model.weight]}, {"params": [model.bias], "lr": 0.1}], lr=0.1)
+    with pytest.raises(ValueError, match=r"unknown settings \['foo'\]"):
+        nn.optim.SGD([{"params": [model.weight], "foo": 1}], lr=0.1)
+
+
+def test_a_rate_set_through_param_groups_reaches_a_compiled_step_without_a_retrace():
+    model = nn.Linear(3, 1, bias=False)
+    opt = nn.optim.SGD([{"params": model, "lr": 0.1}])
+    step = opt.compile_step(lambda m, x: (m(x) ** 2).sum())
+    x = rng.standard_normal((4, 3)).astype(np.float32)
+    w = model.weight.numpy().astype(np.float64)
+    for lr in (0.1, 0.1, 0.02, 0.005):
+        for g in opt.param_groups:
+            g["lr"] = lr
+        step(t(x))
+        w = w - lr * (2 * x.T @ (x @ w))  # d/dw sum((x w)^2)
+        np.testing.assert_allclose(model.weight.numpy(), w, rtol=1e-5, atol=1e-6)
+    assert step.stats.misses == 1
