@@ -1,6 +1,7 @@
-"""``DataLoader``: minibatches of in-memory (or memory-mapped) arrays, with seeded shuffling,
-each process of a multi-process run reading only its slice of every batch, and resumable
-mid-epoch."""
+"""``DataLoader``: minibatches of in-memory (or memory-mapped) arrays or of a map-style
+dataset (PyTorch's ``__len__``/``__getitem__``), with seeded shuffling, each process of a
+multi-process run reading only its slice of every batch, and resumable mid-epoch;
+``Dataset``, ``TensorDataset`` and ``default_collate`` as ``torch.utils.data`` has them."""
 
 from __future__ import annotations
 
@@ -10,7 +11,75 @@ from ..core.sharding import PROCESS
 from ..ops import creation
 from ..runtime.tensor import Tensor
 
-__all__ = ["DataLoader"]
+__all__ = ["DataLoader", "Dataset", "TensorDataset", "default_collate"]
+
+
+class Dataset:
+    """A map-style dataset, as ``torch.utils.data.Dataset``: a subclass defines
+    ``__len__`` and ``__getitem__(i)`` (one example: an array, a number, or a tuple or dict
+    of them), and :class:`DataLoader` batches it."""
+
+    def __getitem__(self, index):
+        raise NotImplementedError(f"{type(self).__name__} does not define __getitem__")
+
+    def __len__(self) -> int:
+        raise NotImplementedError(f"{type(self).__name__} does not define __len__")
+
+
+class TensorDataset(Dataset):
+    """Examples that are the rows of arrays sharing their first dim:
+    ``TensorDataset(x, y)[i] == (x[i], y[i])``.
+
+    Args:
+        *arrays: Tensors or arrays with the same first dim.
+
+    Raises:
+        ValueError: for no arrays or arrays of different lengths.
+    """
+
+    def __init__(self, *arrays):
+        self.arrays = [a.numpy() if isinstance(a, Tensor) else np.asarray(a) for a in arrays]
+        lengths = {a.shape[0] if a.ndim else 0 for a in self.arrays}
+        if len(lengths) != 1:
+            shapes = [a.shape for a in self.arrays]
+            raise ValueError(f"TensorDataset: arrays need the same first dim, got {shapes}")
+
+    def __getitem__(self, index):
+        return tuple(a[index] for a in self.arrays)
+
+    def __len__(self) -> int:
+        return self.arrays[0].shape[0]
+
+
+def default_collate(samples: list):
+    """Examples joined into a batch, as PyTorch's ``default_collate``: arrays, tensors and
+    numbers stacked along a new first dim into one tensor; tuples, lists and dicts collated
+    position by position (key by key); anything else (strings) kept as a list.
+
+    Args:
+        samples: a list of examples of the same structure.
+
+    Returns:
+        The batch.
+    """
+    first = samples[0]
+    if isinstance(first, tuple | list):
+        return type(first)(default_collate([s[i] for s in samples]) for i in range(len(first)))
+    if isinstance(first, dict):
+        return {k: default_collate([s[k] for s in samples]) for k in first}
+    if isinstance(first, Tensor):
+        return creation.constant(np.stack([s.numpy() for s in samples]))
+    if isinstance(first, np.ndarray | np.generic | int | float | bool):
+        return creation.constant(np.stack([np.asarray(s) for s in samples]))
+    return list(samples)
+
+
+def _is_dataset(data) -> bool:
+    """A map-style dataset rather than arrays: indexable and sized, not an array, a tensor
+    or a tuple/list of arrays."""
+    if isinstance(data, Tensor | np.ndarray | tuple | list):
+        return False
+    return hasattr(data, "__getitem__") and hasattr(data, "__len__")
 
 
 class DataLoader:
@@ -32,8 +101,13 @@ class DataLoader:
     ``load_state_dict`` resume the iteration where it was: put it in a checkpoint, and the
     resumed run, on any process count, continues with the same global batches.
 
+    ``data`` may also be a map-style dataset (an object with ``__len__`` and
+    ``__getitem__``, such as a :class:`Dataset` subclass): each batch is then its examples
+    at the batch's indices, joined by ``collate_fn``.
+
     Args:
-        data: a Tensor or array, or a tuple/list of them with the same length.
+        data: a Tensor or array, a tuple/list of them with the same length, or a map-style
+            dataset.
         batch_size: examples per (global) batch (default 32).
         shuffle: reshuffle every epoch (default False).
         drop_last: skip the last batch when it is smaller than ``batch_size`` (default False).
@@ -41,6 +115,8 @@ class DataLoader:
         num_replicas: how many parts each batch is cut into (default: the process count,
             ``nb.distributed.process_count()``).
         rank: which part this loader yields (default: ``nb.distributed.process_index()``).
+        collate_fn: joins a dataset's examples into a batch (default
+            :func:`default_collate`); only for a dataset.
 
     Raises:
         ValueError: for an empty dataset, arrays of different lengths, ``batch_size < 1``,
@@ -62,15 +138,31 @@ class DataLoader:
         seed=0,
         num_replicas: int | None = None,
         rank: int | None = None,
+        collate_fn=None,
     ):
-        self.is_tuple = isinstance(data, tuple | list)
-        parts = list(data) if self.is_tuple else [data]
-        # np.asarray keeps a memmap's pages on disk until rows are indexed
-        self.arrays = [p.numpy() if isinstance(p, Tensor) else np.asarray(p) for p in parts]
-        lengths = {a.shape[0] if a.ndim else 0 for a in self.arrays}
-        if len(lengths) != 1 or 0 in lengths:
-            shapes = [a.shape for a in self.arrays]
-            raise ValueError(f"DataLoader: arrays need the same non-zero first dim, got {shapes}")
+        self.dataset = data if _is_dataset(data) else None
+        self.collate_fn = default_collate if collate_fn is None else collate_fn
+        if self.dataset is not None:
+            self.is_tuple, self.arrays = False, []
+            lengths = {len(data)}
+            if 0 in lengths:
+                raise ValueError(f"DataLoader: the dataset {type(data).__name__} is empty")
+        else:
+            if collate_fn is not None:
+                raise ValueError(
+                    "DataLoader: collate_fn applies to a dataset (an object with __len__ and "
+                    "__getitem__); arrays are batched by slicing"
+                )
+            self.is_tuple = isinstance(data, tuple | list)
+            parts = list(data) if self.is_tuple else [data]
+            # np.asarray keeps a memmap's pages on disk until rows are indexed
+            self.arrays = [p.numpy() if isinstance(p, Tensor) else np.asarray(p) for p in parts]
+            lengths = {a.shape[0] if a.ndim else 0 for a in self.arrays}
+            if len(lengths) != 1 or 0 in lengths:
+                shapes = [a.shape for a in self.arrays]
+                raise ValueError(
+                    f"DataLoader: arrays need the same non-zero first dim, got {shapes}"
+                )
         if batch_size < 1:
             raise ValueError(f"DataLoader: batch_size must be at least 1, got {batch_size}")
         self.n = lengths.pop()
@@ -143,6 +235,9 @@ class DataLoader:
             idx = order[b * self.batch_size : (b + 1) * self.batch_size]
             part = len(idx) // self.num_replicas
             idx = idx[self.rank * part : (self.rank + 1) * part]
-            batch = tuple(creation.constant(a[idx]) for a in self.arrays)
             self._taken = b + 1
+            if self.dataset is not None:
+                yield self.collate_fn([self.dataset[int(i)] for i in idx])
+                continue
+            batch = tuple(creation.constant(a[idx]) for a in self.arrays)
             yield batch if self.is_tuple else batch[0]

@@ -9,7 +9,7 @@ from test_docstrings import _doc_and_params
 
 import nabla as nb
 
-PACKAGES = ["nn", "nn.functional", "nn.init", "nn.optim", "nn.finetune", "nn.utils"]
+PACKAGES = ["nn", "nn.functional", "nn.init", "nn.optim", "nn.finetune", "nn.utils", "nn.data"]
 
 
 def _module(path):

@@ -313,3 +313,43 @@ def test_a_rate_set_through_param_groups_reaches_a_compiled_step_without_a_retra
         w = w - lr * (2 * x.T @ (x @ w))  # d/dw sum((x w)^2)
         np.testing.assert_allclose(model.weight.numpy(), w, rtol=1e-5, atol=1e-6)
     assert step.stats.misses == 1
+
+
+# ----------------------------------------------------------------------------- data
+class _Examples(nn.data.Dataset):
+    def __init__(self, n):
+        self.x = rng.standard_normal((n, 3)).astype(np.float32)
+
+    def __len__(self):
+        return len(self.x)
+
+    def __getitem__(self, i):
+        return {"x": self.x[i], "label": int(i % 3), "name": f"ex{i}"}
+
+
+def test_a_map_style_dataset_batches_like_its_arrays():
+    ds = _Examples(10)
+    labels = np.arange(10) % 3
+    by_arrays = nn.DataLoader((ds.x, labels), batch_size=4, shuffle=True, seed=2)
+    by_items = nn.DataLoader(ds, batch_size=4, shuffle=True, seed=2)
+    assert len(by_items) == 3
+    order = by_items.order(0)
+    for b, ((x, y), batch) in enumerate(zip(by_arrays, by_items, strict=True)):
+        np.testing.assert_array_equal(batch["x"].numpy(), x.numpy())
+        np.testing.assert_array_equal(batch["label"].numpy(), y.numpy())
+        assert batch["label"].dtype == nb.int64  # Python ints, as PyTorch's default_collate
+        assert batch["name"] == [f"ex{i}" for i in order[4 * b : 4 * b + 4]]  # kept as a list
+    # each of 2 processes reads its half of every global batch of a dataset too
+    halves = [
+        [b["x"].numpy() for b in nn.DataLoader(ds, 4, True, True, 2, num_replicas=2, rank=r)]
+        for r in (0, 1)
+    ]
+    whole = [x.numpy() for x, _ in nn.DataLoader((ds.x, labels), 4, True, True, 2)]
+    for h0, h1, w in zip(*halves, whole, strict=True):
+        np.testing.assert_array_equal(np.concatenate([h0, h1]), w)
+    pairs = nn.data.TensorDataset(np.arange(6.0).reshape(3, 2), np.array([1, 2, 3]))
+    assert pairs[1][1] == 2 and len(pairs) == 3
+    sizes = list(nn.DataLoader(pairs, batch_size=2, collate_fn=len))
+    assert sizes == [2, 1]
+    with pytest.raises(ValueError, match="collate_fn applies to a dataset"):
+        nn.DataLoader(np.zeros(3), collate_fn=len)
