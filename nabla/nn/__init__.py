@@ -25,7 +25,13 @@ from .module import Module, ModuleDict, ModuleList, Sequential
 from .normalization import BatchNorm1d, BatchNorm2d, GroupNorm, InstanceNorm2d
 from .recurrent import GRU, LSTM
 from .sharded_checkpoint import load_sharded, save_sharded
-from .transformer import MultiHeadAttention, TransformerDecoderLayer, TransformerEncoderLayer
+from .transformer import (
+    MultiHeadAttention,
+    TransformerDecoder,
+    TransformerDecoderLayer,
+    TransformerEncoder,
+    TransformerEncoderLayer,
+)
 
 __all__ = [
     *layers.__all__,
@@ -50,7 +56,9 @@ __all__ = [
     "ModuleList",
     "MultiHeadAttention",
     "Sequential",
+    "TransformerDecoder",
     "TransformerDecoderLayer",
+    "TransformerEncoder",
     "TransformerEncoderLayer",
     "finetune",
     "functional",

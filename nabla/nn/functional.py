@@ -13,9 +13,9 @@ from typing import NamedTuple
 import ml_dtypes
 import numpy as np
 
-from ..ops import binary, creation, indexing, reduction, unary
+from ..ops import binary, creation, indexing, reduction, unary, view
 from ..ops import random as _random
-from ..ops._util import as_tensor
+from ..ops._util import alias_arg, as_tensor
 from ..ops.nn import avg_pool2d, conv2d, conv2d_transpose, max_pool2d
 from ..runtime.tensor import Tensor
 from .init import he_normal, he_uniform, xavier_normal, xavier_uniform
@@ -34,6 +34,11 @@ from .losses import (
 from .normalization import batch_norm, group_norm, instance_norm
 
 __all__ = [
+    "adaptive_avg_pool2d",
+    "cosine_similarity",
+    "normalize",
+    "one_hot",
+    "pad",
     "avg_pool2d",
     "batch_norm",
     "group_norm",
@@ -84,8 +89,199 @@ gelu = unary.gelu
 tanh = unary.tanh
 sigmoid = unary.sigmoid
 silu = unary.silu
-softmax = reduction.softmax
-log_softmax = reduction.logsoftmax
+
+
+def softmax(x, axis: int | None = None, *, dim: int | None = None) -> Tensor:
+    """``exp(x) / sum(exp(x))`` along ``axis`` (or PyTorch's ``dim``), computed stably.
+
+    Args:
+        x: the input.
+        axis: the axis (default -1, the last).
+        dim: PyTorch's name for ``axis``.
+
+    Returns:
+        A tensor like ``x``.
+
+    Raises:
+        TypeError: for both ``axis`` and ``dim``.
+    """
+    axis = alias_arg("softmax", "axis", axis, "dim", dim)
+    return reduction.softmax(x, -1 if axis is None else axis)
+
+
+def log_softmax(x, axis: int | None = None, *, dim: int | None = None) -> Tensor:
+    """``x - logsumexp(x)`` along ``axis`` (or PyTorch's ``dim``).
+
+    Args:
+        x: the input.
+        axis: the axis (default -1, the last).
+        dim: PyTorch's name for ``axis``.
+
+    Returns:
+        A tensor like ``x``.
+
+    Raises:
+        TypeError: for both ``axis`` and ``dim``.
+    """
+    axis = alias_arg("log_softmax", "axis", axis, "dim", dim)
+    return reduction.logsoftmax(x, -1 if axis is None else axis)
+
+
+def one_hot(tensor, num_classes: int = -1) -> Tensor:
+    """PyTorch's ``one_hot``: an int64 tensor ``tensor.shape + (num_classes,)`` with a 1 at
+    each index.
+
+    Args:
+        tensor: integer class indices in ``[0, num_classes)``.
+        num_classes: the number of classes; -1 (default) takes the largest index + 1
+            (computed at the call).
+
+    Returns:
+        The one-hot int64 tensor.
+
+    Raises:
+        TypeError: for indices that are not integers.
+        ValueError: for an index outside ``[0, num_classes)`` (checked at the call when the
+            indices hold values), or no classes.
+    """
+    tensor = as_tensor(tensor, op="one_hot")
+    if not tensor.dtype.is_int:
+        raise TypeError(f"one_hot: indices must be integers, got {tensor.dtype}")
+    impl = tensor._impl
+    known = impl.buffer is not None and not impl.levels and tensor.size
+    if num_classes == -1:
+        if not tensor.size:
+            raise ValueError("one_hot: num_classes=-1 needs at least one index")
+        num_classes = int(tensor.numpy().max()) + 1
+    if num_classes < 1:
+        raise ValueError(f"one_hot: num_classes must be >= 1 or -1, got {num_classes}")
+    if known:
+        values = tensor.numpy()
+        if values.min() < 0 or values.max() >= num_classes:
+            bad = int(values[(values < 0) | (values >= num_classes)].flat[0])
+            raise ValueError(
+                f"one_hot: class index {bad} is out of range for {num_classes} classes "
+                f"(indices of shape {tensor.shape})"
+            )
+    hits = binary.equal(creation.arange(num_classes), tensor.unsqueeze(-1))
+    return hits.cast("int64")
+
+
+def pad(input, pad, mode: str = "constant", value: float | None = None) -> Tensor:  # noqa: A002
+    """PyTorch's ``F.pad``: ``pad`` lists ``(before, after)`` pairs from the **last** dim
+    backwards (``(left, right, top, bottom)`` pads the last two dims), a negative amount
+    crops. For NumPy's per-dim pairs use :func:`nabla.pad`.
+
+    Args:
+        input: the tensor.
+        pad: an even-length sequence of ints, at most two per dim.
+        mode: ``"constant"`` (default), ``"reflect"``, ``"replicate"`` or ``"circular"``.
+        value: the fill of ``"constant"`` (default 0).
+
+    Returns:
+        The padded tensor.
+
+    Raises:
+        ValueError: for an odd-length ``pad`` or one longer than two per dim, or an
+            unknown mode.
+    """
+    x = as_tensor(input, op="pad")
+    pad = tuple(int(v) for v in pad)
+    if len(pad) % 2 or len(pad) // 2 > x.ndim:
+        raise ValueError(
+            f"pad: pad={pad} needs two ints per padded dim, at most {x.ndim} dims for an "
+            f"input of shape {x.shape}"
+        )
+    pairs = [(0, 0)] * x.ndim
+    for k in range(len(pad) // 2):
+        pairs[x.ndim - 1 - k] = (pad[2 * k], pad[2 * k + 1])
+    # negative amounts crop first (PyTorch's), then the rest pads
+    crop = tuple(slice(-lo if lo < 0 else None, hi if hi < 0 else None) for lo, hi in pairs)
+    if any(lo < 0 or hi < 0 for lo, hi in pairs):
+        x = x[crop]
+        pairs = [(max(lo, 0), max(hi, 0)) for lo, hi in pairs]
+    if mode == "constant":
+        return view.pad(x, pairs, "constant", 0.0 if value is None else value)
+    if value is not None:
+        raise ValueError(f"pad: mode {mode!r} takes no fill value (got {value!r})")
+    return view.pad(x, pairs, mode)
+
+
+def normalize(input, p: float = 2.0, dim: int = 1, eps: float = 1e-12) -> Tensor:  # noqa: A002
+    """PyTorch's ``F.normalize``: ``input / max(norm_p(input, dim), eps)``.
+
+    Args:
+        input: the tensor.
+        p: the order of the norm (default 2).
+        dim: the axis the norm runs over (default 1, as PyTorch).
+        eps: the smallest divisor.
+
+    Returns:
+        A tensor like ``input``.
+    """
+    x = as_tensor(input, op="normalize")
+    if p == 2.0:
+        norm = x.square().sum(axis=dim, keepdims=True).sqrt()
+    elif p == math.inf:
+        norm = unary.abs(x).max(axis=dim, keepdims=True)
+    else:
+        norm = (unary.abs(x) ** p).sum(axis=dim, keepdims=True) ** (1.0 / p)
+    return x / binary.maximum(norm, eps)
+
+
+def cosine_similarity(x1, x2, dim: int = 1, eps: float = 1e-8) -> Tensor:
+    """PyTorch's ``F.cosine_similarity``: ``x1 . x2 / max(|x1| |x2|, eps)`` along ``dim``
+    (the two broadcast against each other).
+
+    Args:
+        x1: the first tensor.
+        x2: the second tensor.
+        dim: the axis of the vectors (default 1).
+        eps: the smallest divisor.
+
+    Returns:
+        The similarities, ``dim`` reduced.
+    """
+    a, b = as_tensor(x1, op="cosine_similarity"), as_tensor(x2, op="cosine_similarity")
+    dot = (a * b).sum(axis=dim)
+    norms = a.square().sum(axis=dim) * b.square().sum(axis=dim)
+    return dot / binary.maximum(norms, eps * eps).sqrt()
+
+
+def adaptive_avg_pool2d(x, output_size) -> Tensor:
+    """PyTorch's ``adaptive_avg_pool2d`` on NHWC ``x``: output cell ``(i, j)`` is the mean of
+    rows ``floor(i H / OH)`` to ``ceil((i + 1) H / OH)`` and the same for columns.
+
+    Args:
+        x: float input ``(N, H, W, C)`` (or ``(H, W, C)``).
+        output_size: ``OH`` (square) or ``(OH, OW)``; None in the pair keeps that size.
+
+    Returns:
+        ``(N, OH, OW, C)``.
+
+    Raises:
+        ValueError: for an input that is not 3-D or 4-D, or an output size below 1.
+    """
+    x = as_tensor(x, op="adaptive_avg_pool2d")
+    if x.ndim not in (3, 4):
+        raise ValueError(f"adaptive_avg_pool2d: expected (N, H, W, C) or (H, W, C), got {x.shape}")
+    h, w = x.shape[-3], x.shape[-2]
+    oh, ow = (output_size, output_size) if isinstance(output_size, int) else output_size
+    oh, ow = h if oh is None else int(oh), w if ow is None else int(ow)
+    if oh < 1 or ow < 1:
+        raise ValueError(f"adaptive_avg_pool2d: output size must be >= 1, got {(oh, ow)}")
+    if h % oh == 0 and w % ow == 0:  # equal windows: one pool
+        return avg_pool2d(x if x.ndim == 4 else x[None], (h // oh, w // ow)).reshape(
+            x.shape[:-3] + (oh, ow, x.shape[-1])
+        )
+
+    def bins(n, out):
+        return [(i * n // out, -(-(i + 1) * n // out)) for i in range(out)]
+
+    rows = [x[..., a:b, :, :].mean(axis=-3, keepdims=True) for a, b in bins(h, oh)]
+    x = view.concatenate(rows, axis=-3)
+    cols = [x[..., a:b, :].mean(axis=-2, keepdims=True) for a, b in bins(w, ow)]
+    return view.concatenate(cols, axis=-2)
 
 
 def softplus(x, beta: float = 1.0, threshold: float = 20.0) -> Tensor:

@@ -13,20 +13,23 @@ import math
 import numbers
 from typing import NamedTuple
 
+from ..ops import binary, creation, reduction, unary
 from ..ops import random as _random
-from ..ops import reduction, unary
-from ..ops._util import as_tensor
+from ..ops._util import alias_arg, as_tensor
 from ..runtime.tensor import Tensor
+from ..transforms.autodiff import detach
 from . import functional as F
 from . import init
 from .module import Module
 
 __all__ = [
+    "AdaptiveAvgPool2d",
     "AvgPool2d",
     "Conv1d",
     "Conv2d",
     "ConvTranspose2d",
     "Dropout",
+    "Dropout2d",
     "ELU",
     "Embedding",
     "Flatten",
@@ -42,6 +45,8 @@ __all__ = [
     "LogSoftmax",
     "MaxPool2d",
     "Mish",
+    "PReLU",
+    "Parameter",
     "RMSNorm",
     "ReLU",
     "ReLU6",
@@ -51,6 +56,7 @@ __all__ = [
     "Softmax",
     "Softplus",
     "Tanh",
+    "Unflatten",
     "Upsample",
 ]
 
@@ -551,6 +557,34 @@ class AvgPool2d(_Pool):
     options = {"count_include_pad": True, "ceil_mode": False}
 
 
+class AdaptiveAvgPool2d(Module):
+    """Mean over PyTorch's adaptive windows of NHWC images, to a fixed output size
+    (``AdaptiveAvgPool2d(1)``: global average pooling).
+
+    Args:
+        output_size: ``OH`` (square) or ``(OH, OW)``; None in the pair keeps that size.
+    """
+
+    def __init__(self, output_size):
+        super().__init__()
+        self.output_size = output_size if isinstance(output_size, int) else tuple(output_size)
+
+    def forward(self, x):
+        """Pool ``x`` of shape ``(N, H, W, C)`` to ``(N, OH, OW, C)``.
+
+        Args:
+            x: the input images.
+
+        Returns:
+            The pooled images.
+        """
+        return F.adaptive_avg_pool2d(x, self.output_size)
+
+    def extra_repr(self) -> str:
+        """The configuration shown by ``repr``."""
+        return f"output_size={self.output_size}"
+
+
 class LayerNorm(Module):
     """Layer normalization over the trailing ``normalized_shape`` dims, with a learned scale
     (``weight``, ones) and shift (``bias``, zeros).
@@ -732,6 +766,35 @@ class Dropout(Module):
         return f"p={self.p}"
 
 
+class Dropout2d(Dropout):
+    """Zero whole channels with probability ``p`` while training (one draw per image and
+    channel of NHWC input, the kept ones scaled by ``1 / (1 - p)``); the identity in
+    ``eval()`` mode.
+
+    Args:
+        p: drop probability in ``[0, 1]`` (default 0.5).
+    """
+
+    def forward(self, x, key=None):
+        """Apply channel dropout to ``(N, H, W, C)`` or ``(H, W, C)`` input.
+
+        Args:
+            x: the input.
+            key: optional RNG key for a reproducible mask.
+
+        Returns:
+            A tensor like ``x``.
+        """
+        x = as_tensor(x, op="Dropout2d")
+        if x.ndim not in (3, 4):
+            raise ValueError(f"Dropout2d: expected (N, H, W, C) or (H, W, C), got {x.shape}")
+        if not self.training or self.p == 0.0:
+            return x
+        # the mask of ones spread over the image dims: one draw per channel
+        ones = creation.ones(x.shape[:-3] + (1, 1, x.shape[-1]), dtype=x.dtype)
+        return x * F.dropout(ones, self.p, True, key)
+
+
 # ----------------------------------------------------------------------------- activations
 class _Activation(Module):
     """A function as a layer: ``fn(x, *settings)``, ``settings`` naming the attributes (set
@@ -909,14 +972,16 @@ class Softmax(_Activation):
 
     Args:
         axis: the axis that sums to one (default -1).
+        dim: PyTorch's name for ``axis``.
     """
 
     fn = staticmethod(reduction.softmax)
     settings = ("axis",)
 
-    def __init__(self, axis: int = -1):
+    def __init__(self, axis: int | None = None, *, dim: int | None = None):
         super().__init__()
-        self.axis = int(axis)
+        axis = alias_arg(type(self).__name__, "axis", axis, "dim", dim)
+        self.axis = -1 if axis is None else int(axis)
 
 
 class LogSoftmax(Softmax):
@@ -924,6 +989,7 @@ class LogSoftmax(Softmax):
 
     Args:
         axis: the normalized axis (default -1).
+        dim: PyTorch's name for ``axis``.
     """
 
     fn = staticmethod(reduction.logsoftmax)
@@ -954,3 +1020,93 @@ class Flatten(Module):
         s, e = self.start_dim % x.ndim, self.end_dim % x.ndim
         merged = math.prod(x.shape[s : e + 1])
         return x.reshape(x.shape[:s] + (merged,) + x.shape[e + 1 :])
+
+
+class Unflatten(Module):
+    """Split dim ``dim`` into ``unflattened_size`` (PyTorch's ``Unflatten``).
+
+    Args:
+        dim: the dim to split.
+        unflattened_size: the new dims; their product is the dim's size (one may be -1).
+    """
+
+    def __init__(self, dim: int, unflattened_size):
+        super().__init__()
+        self.dim, self.unflattened_size = int(dim), tuple(int(v) for v in unflattened_size)
+
+    def forward(self, x):
+        """Unflatten ``x``.
+
+        Args:
+            x: the input.
+
+        Returns:
+            ``x`` with dim ``dim`` split.
+        """
+        x = as_tensor(x, op="Unflatten")
+        d = self.dim % x.ndim
+        return x.reshape(x.shape[:d] + self.unflattened_size + x.shape[d + 1 :])
+
+    def extra_repr(self) -> str:
+        """The configuration shown by ``repr``."""
+        return f"dim={self.dim}, unflattened_size={self.unflattened_size}"
+
+
+class PReLU(Module):
+    """``max(x, 0) + weight * min(x, 0)`` with a learned slope: one shared, or one per
+    channel (the last axis, channels last) for ``num_parameters = C``.
+
+    Args:
+        num_parameters: 1 or the number of channels (default 1).
+        init: the slopes' initial value (default 0.25).
+    """
+
+    def __init__(self, num_parameters: int = 1, init: float = 0.25):
+        super().__init__()
+        _check_sizes("PReLU", num_parameters=num_parameters)
+        self.num_parameters = int(num_parameters)
+        self.weight = creation.full((self.num_parameters,), float(init))
+
+    def forward(self, x):
+        """Apply the activation.
+
+        Args:
+            x: the input; with several slopes its last axis has ``num_parameters``
+                channels.
+
+        Returns:
+            A tensor like ``x``.
+        """
+        x = as_tensor(x, op="PReLU")
+        if self.num_parameters > 1 and (not x.ndim or x.shape[-1] != self.num_parameters):
+            raise ValueError(
+                f"PReLU({self.num_parameters}): input of shape {x.shape} needs "
+                f"{self.num_parameters} channels on its last axis"
+            )
+        zero = creation.zeros((), dtype=x.dtype)
+        weight = self.weight.cast(x.dtype)
+        return binary.maximum(x, zero) + weight * binary.minimum(x, zero)
+
+    def extra_repr(self) -> str:
+        """The configuration shown by ``repr``."""
+        return f"num_parameters={self.num_parameters}"
+
+
+def Parameter(data, requires_grad: bool = True) -> Tensor:  # noqa: N802 - PyTorch name
+    """PyTorch's ``nn.Parameter``: ``data`` as a tensor to train. A float tensor assigned to
+    a module attribute is a parameter already; this marks it ``requires_grad`` (or frozen,
+    with ``requires_grad=False``: set on a module, it is then a frozen parameter the
+    optimizers skip) so that ported code such as ``self.w = nn.Parameter(nb.randn(...))``
+    runs as it is.
+
+    Args:
+        data: a tensor, array or number.
+        requires_grad: whether the tensor is trained (default True).
+
+    Returns:
+        A new tensor handle on ``data``'s value (no autodiff history).
+    """
+    t = detach(as_tensor(data, op="Parameter"))
+    if requires_grad and t.dtype.is_float:
+        t.requires_grad = True
+    return t

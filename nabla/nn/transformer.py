@@ -1,5 +1,5 @@
 """Attention and transformer layers: ``MultiHeadAttention``, ``TransformerEncoderLayer``,
-``TransformerDecoderLayer``.
+``TransformerDecoderLayer``, and their stacks ``TransformerEncoder``/``TransformerDecoder``.
 
 Sequences are ``(batch, length, features)``. Masks follow ``torch.nn.MultiheadAttention``: a
 bool ``attn_mask`` is True where a query may NOT attend, a float one is added to the scores,
@@ -10,14 +10,22 @@ True where a query may attend.)
 
 from __future__ import annotations
 
+import copy
+
 from ..ops import unary
 from ..ops._util import as_tensor
 from ..runtime.tensor import Tensor
 from . import functional as F
 from .layers import Dropout, LayerNorm, Linear, _keys
-from .module import Module
+from .module import Module, ModuleList
 
-__all__ = ["MultiHeadAttention", "TransformerDecoderLayer", "TransformerEncoderLayer"]
+__all__ = [
+    "MultiHeadAttention",
+    "TransformerDecoder",
+    "TransformerDecoderLayer",
+    "TransformerEncoder",
+    "TransformerEncoderLayer",
+]
 
 
 def _one_of(owner: str, name: str, value, alias: str, alias_value):
@@ -392,3 +400,105 @@ class TransformerDecoderLayer(_TransformerLayer):
         x = self.norm1(x + sa(x))
         x = self.norm2(x + ca(x))
         return self.norm3(x + self._ff(x))
+
+
+class _Stack(Module):
+    """``num_layers`` copies of a layer (``copy.deepcopy``: the same starting weights,
+    trained apart, as PyTorch's stacks), then an optional final ``norm``."""
+
+    def __init__(self, layer: Module, num_layers: int, norm: Module | None = None):
+        super().__init__()
+        name = type(self).__name__
+        if not isinstance(layer, Module):
+            raise TypeError(f"{name}: the layer must be a Module, got {type(layer).__name__}")
+        if isinstance(num_layers, bool) or not isinstance(num_layers, int) or num_layers < 1:
+            raise ValueError(f"{name}: num_layers must be a positive int, got {num_layers!r}")
+        self.layers = ModuleList([copy.deepcopy(layer) for _ in range(num_layers)])
+        self.num_layers = num_layers
+        self.norm = norm
+
+    def extra_repr(self) -> str:
+        """The configuration shown by ``repr``."""
+        return f"num_layers={self.num_layers}"
+
+
+class TransformerEncoder(_Stack):
+    """A stack of ``num_layers`` copies of ``encoder_layer`` (PyTorch's
+    ``TransformerEncoder``); sequences ``(batch, length, d_model)``.
+
+    Args:
+        encoder_layer: a :class:`TransformerEncoderLayer` (copied; its own weights are not
+            used).
+        num_layers: how many layers.
+        norm: an optional module applied to the last layer's output (a ``LayerNorm``).
+
+    Example:
+        >>> enc = nn.TransformerEncoder(nn.TransformerEncoderLayer(64, 4, 128), num_layers=2)
+        >>> enc(nb.zeros((8, 10, 64))).shape
+        (8, 10, 64)
+    """
+
+    def forward(self, src, mask=None, src_key_padding_mask=None, is_causal: bool = False):
+        """Run the layers in order.
+
+        Args:
+            src: ``(N, L, d_model)``.
+            mask: optional self-attention mask, as the layer's ``src_mask``.
+            src_key_padding_mask: optional bool ``(N, L)``, True at padding.
+            is_causal: causal self-attention in every layer.
+
+        Returns:
+            ``(N, L, d_model)``.
+        """
+        x = src
+        for layer in self.layers:
+            x = layer(x, mask, src_key_padding_mask, is_causal)
+        return x if self.norm is None else self.norm(x)
+
+
+class TransformerDecoder(_Stack):
+    """A stack of ``num_layers`` copies of ``decoder_layer`` (PyTorch's
+    ``TransformerDecoder``).
+
+    Args:
+        decoder_layer: a :class:`TransformerDecoderLayer` (copied).
+        num_layers: how many layers.
+        norm: an optional module applied to the last layer's output.
+    """
+
+    def forward(
+        self,
+        tgt,
+        memory,
+        tgt_mask=None,
+        memory_mask=None,
+        tgt_key_padding_mask=None,
+        memory_key_padding_mask=None,
+        tgt_is_causal: bool = False,
+    ):
+        """Run the layers in order, each attending to ``memory``.
+
+        Args:
+            tgt: ``(N, L, d_model)``.
+            memory: ``(N, S, d_model)``.
+            tgt_mask: optional self-attention mask.
+            memory_mask: optional cross-attention mask.
+            tgt_key_padding_mask: optional bool ``(N, L)``, True at padding.
+            memory_key_padding_mask: optional bool ``(N, S)``, True at padding.
+            tgt_is_causal: causal self-attention in every layer.
+
+        Returns:
+            ``(N, L, d_model)``.
+        """
+        x = tgt
+        for layer in self.layers:
+            x = layer(
+                x,
+                memory,
+                tgt_mask,
+                memory_mask,
+                tgt_key_padding_mask,
+                memory_key_padding_mask,
+                tgt_is_causal,
+            )
+        return x if self.norm is None else self.norm(x)

@@ -40,6 +40,16 @@ OPS: dict[str, Operation] = {}
 """Every op by name (one singleton per name), in the order the ops were made."""
 
 
+def _op_named(name: str) -> Operation:
+    """The op registered as ``name`` (``Operation.__reduce__``)."""
+    try:
+        return OPS[name]
+    except KeyError:
+        raise LookupError(
+            f"no op named {name!r} is registered in this process (create it before loading)"
+        ) from None
+
+
 class Operation:
     """Base class of all ops. Subclasses set ``name`` and implement ``infer`` and rules."""
 
@@ -85,6 +95,11 @@ class Operation:
 
     def __repr__(self):
         return f"<op {self.name}>"
+
+    def __reduce__(self):
+        # the singleton by name: a module holding an op (an activation) pickles, and
+        # deepcopy keeps the one instance
+        return (_op_named, (self.name,))
 
     # ----------------------------------------------------------------- rules (override)
     def infer(self, shapes: list[tuple], dtypes: list, kwargs: dict):

@@ -279,7 +279,7 @@ _METHODS = {
     "tile": view.tile,
     "repeat": view.repeat,
     "split": view.split,
-    "chunk": view.chunk,
+    "chunk": _torch_dim(view.chunk),
     "unbind": view.unbind,
     # reductions (NumPy's np.sum(t), np.mean(t), ... call these with dtype= and out=)
     "sum": _numpy_reduction(reduction.sum),
@@ -381,6 +381,77 @@ def _masked_fill(self, mask, value):
     broadcasts against ``x``): ``nb.where(mask, value, x)`` in ``x``'s dtype."""
     return binary.where(mask, unary.cast(as_tensor(value, op="masked_fill"), self.dtype), self)
 
+
+def _in_place_method(compute, name: str):
+    """PyTorch's in-place method ``name`` (``x.add_(y)``, ``x.zero_()``, ...): ``x`` takes
+    the value ``compute(x, ...)`` in place and is returned, keeping its identity (every
+    reference sees it). A ``requires_grad`` leaf (a parameter) is updated as under
+    ``no_grad``, its arguments detached, as ``x op= y`` does; any other tensor keeps the
+    history of the new value (its earlier uses keep the old value). The result keeps
+    ``x``'s shape and dtype (a float result is cast to ``x``'s float dtype, as PyTorch)."""
+
+    def method(self, *args, **kwargs):
+        leaf = self._impl.requires_grad
+        if leaf:
+            args = [a.detach() if isinstance(a, Tensor) else a for a in args]
+        new = compute(self.detach() if leaf else self, *args, **kwargs)
+        if new.dtype is not self.dtype and new.dtype.is_float and self.dtype.is_float:
+            new = unary.cast(new, self.dtype)
+        if new.shape != self.shape or new.dtype is not self.dtype:
+            raise ValueError(
+                f"{name}: the in-place result {new.dtype.value}{list(new.shape)} does not fit "
+                f"the tensor {self.dtype.value}{list(self.shape)} it updates"
+            )
+        indexing.rebind(self, new, item=True)
+        return self
+
+    method.__name__ = name
+    method.__doc__ = f"In place (PyTorch's ``{name}``); returns ``x``. {compute.__doc__}"
+    return method
+
+
+def _add(x, other, *, alpha=1):
+    """``x + alpha * other``."""
+    return binary.add(x, other if alpha == 1 else binary.mul(other, alpha))
+
+
+def _sub(x, other, *, alpha=1):
+    """``x - alpha * other``."""
+    return binary.sub(x, other if alpha == 1 else binary.mul(other, alpha))
+
+
+def _zero(x):
+    """Zeros."""
+    return creation.zeros_like(x)
+
+
+def _fill(x, value):
+    """``value`` everywhere."""
+    return creation.full_like(x, value)
+
+
+def _copy(x, src):
+    """``src`` (broadcast to ``x``'s shape)."""
+    return view.broadcast_to(unary.cast(as_tensor(src, op="copy_"), x.dtype), x.shape)
+
+
+def _clamp(x, min=None, max=None):  # noqa: A002 - PyTorch names
+    """``x`` clipped to ``[min, max]``."""
+    return binary.clip(x, min, max)
+
+
+_METHODS.update(
+    {
+        "add_": _in_place_method(_add, "add_"),
+        "sub_": _in_place_method(_sub, "sub_"),
+        "mul_": _in_place_method(binary.mul, "mul_"),
+        "div_": _in_place_method(binary.div, "div_"),
+        "zero_": _in_place_method(_zero, "zero_"),
+        "fill_": _in_place_method(_fill, "fill_"),
+        "copy_": _in_place_method(_copy, "copy_"),
+        "clamp_": _in_place_method(_clamp, "clamp_"),
+    }
+)
 
 _METHODS.update(
     {

@@ -232,6 +232,36 @@ class Tensor:
         self._impl = constant_impl(value, dtype, device)
         self._impl.wrapper = weakref.ref(self)
 
+    # ------------------------------------------------------------------ copying
+    def __deepcopy__(self, memo) -> Tensor:
+        """A new tensor with this one's value (computed now), dtype, device, sharding and
+        ``requires_grad``, and no history: ``copy.deepcopy(model)`` makes independent
+        parameters (an EMA or target network). Values are never changed in place, so the
+        copy shares the computed buffer."""
+        impl = self._impl
+        if impl.levels:
+            raise TypeError(
+                f"deepcopy of a tensor batched by vmap (logical shape {self.shape}) inside "
+                "the vmapped function; copy it outside"
+            )
+        self.realize()
+        new = Tensor._from_buffer(impl.shape, impl.dtype, impl.device, impl.buffer, impl.sharding)
+        new._impl.made = impl.made
+        if impl.requires_grad:
+            new.requires_grad = True
+        memo[id(self)] = new
+        return new
+
+    def __reduce__(self):
+        """Pickling keeps the value (computed now; a sharded tensor's whole value), the dtype
+        and ``requires_grad``; the unpickled tensor is on the default device, unsharded."""
+        if self._impl.levels:
+            raise TypeError(
+                f"cannot pickle a tensor batched by vmap (logical shape {self.shape}) inside "
+                "the vmapped function"
+            )
+        return (_unpickled, (np.array(self.numpy()), bool(self._impl.requires_grad)))
+
     @classmethod
     def _from_buffer(cls, shape, dtype, device, buffer, sharding=None) -> Tensor:
         """A realized tensor holding ``buffer`` (a backend value laid out as ``sharding``
@@ -672,6 +702,14 @@ def _read_label(impl: TensorImpl) -> str:
     if made is not None:  # which value: processes reading others in turn are caught
         text += f" made by program {made}"
     return text + " (.numpy()/.item()/print)"
+
+
+def _unpickled(value: np.ndarray, requires_grad: bool) -> Tensor:
+    """A pickled tensor rebuilt (``Tensor.__reduce__``)."""
+    t = Tensor(value)
+    if requires_grad:
+        t.requires_grad = True
+    return t
 
 
 def realize(*tensors):

@@ -353,3 +353,175 @@ def test_a_map_style_dataset_batches_like_its_arrays():
     assert sizes == [2, 1]
     with pytest.raises(ValueError, match="collate_fn applies to a dataset"):
         nn.DataLoader(np.zeros(3), collate_fn=len)
+
+
+# ----------------------------------------------------------------------------- functional
+def test_functional_pytorch_spellings():
+    x = rng.standard_normal((2, 3, 5, 4)).astype(np.float32)
+    np.testing.assert_allclose(F.softmax(t(x), dim=1).numpy().sum(1), np.ones((2, 5, 4)), rtol=1e-6)
+    np.testing.assert_allclose(
+        F.log_softmax(t(x), dim=-1).numpy(), _log_softmax(x.astype(np.float64)), atol=1e-5
+    )
+    with pytest.raises(TypeError, match="softmax: pass axis or dim, not both"):
+        F.softmax(t(x), 1, dim=1)
+    assert nn.Softmax(dim=1)(t(x)).numpy().sum(1) == pytest.approx(np.ones((2, 5, 4)))
+    # F.pad: pairs from the last dim backwards; negative amounts crop
+    np.testing.assert_array_equal(
+        F.pad(t(x), (1, 2, -1, 3)).numpy(),
+        np.pad(x[:, :, 1:, :], ((0, 0), (0, 0), (0, 3), (1, 2))),
+    )
+    np.testing.assert_array_equal(
+        F.pad(t(x), (1, 2, 2, 1), mode="reflect").numpy(),
+        np.pad(x, ((0, 0), (0, 0), (2, 1), (1, 2)), mode="reflect"),
+    )
+    np.testing.assert_array_equal(
+        F.pad(t(x), (1, 1), mode="circular").numpy(),
+        np.pad(x, ((0, 0), (0, 0), (0, 0), (1, 1)), mode="wrap"),
+    )
+    with pytest.raises(ValueError, match=r"pad: pad=\(1,\) needs two ints per padded dim"):
+        F.pad(t(x), (1,))
+    for p in (2.0, 1.0, math.inf):
+        norm = np.linalg.norm(x, ord=p, axis=1, keepdims=True)
+        np.testing.assert_allclose(F.normalize(t(x), p=p).numpy(), x / norm, rtol=1e-5)
+    y = rng.standard_normal((1, 3, 5, 4)).astype(np.float32)
+    cos = (x * y).sum(1) / np.sqrt((x * x).sum(1) * (y * y).sum(1))
+    np.testing.assert_allclose(F.cosine_similarity(t(x), t(y)).numpy(), cos, rtol=1e-5)
+    idx = np.array([[0, 3], [2, 1]])
+    hot = F.one_hot(nb.constant(idx))
+    assert hot.dtype == nb.int64
+    np.testing.assert_array_equal(hot.numpy(), np.eye(4, dtype=np.int64)[idx])
+    with pytest.raises(ValueError, match="class index 3 is out of range for 2 classes"):
+        F.one_hot(nb.constant(idx), 2)
+
+
+def _adaptive_ref(img, oh, ow):
+    n, h, w, c = img.shape
+    out = np.zeros((n, oh, ow, c))
+    for i in range(oh):
+        for j in range(ow):
+            r0, r1 = i * h // oh, -(-(i + 1) * h // oh)
+            c0, c1 = j * w // ow, -(-(j + 1) * w // ow)
+            out[:, i, j] = img[:, r0:r1, c0:c1].mean((1, 2))
+    return out
+
+
+@pytest.mark.parametrize("size", [1, (3, 4), (7, 5), (2, None)])
+def test_adaptive_avg_pool2d_bins(size):
+    img = rng.standard_normal((2, 7, 10, 3)).astype(np.float32)
+    oh, ow = (size, size) if isinstance(size, int) else size
+    ref = _adaptive_ref(img, oh, 10 if ow is None else ow)
+    np.testing.assert_allclose(nn.AdaptiveAvgPool2d(size)(t(img)).numpy(), ref, atol=1e-6)
+
+
+def test_small_layers_and_parameter():
+    x = rng.standard_normal((4, 3)).astype(np.float32)
+    pr = nn.PReLU(3, init=0.1)
+    np.testing.assert_allclose(pr(t(x)).numpy(), np.where(x > 0, x, 0.1 * x), rtol=1e-6)
+    assert [n for n, _ in pr.named_parameters()] == ["weight"]
+    with pytest.raises(ValueError, match=r"PReLU\(3\): input of shape \(4, 5\) needs 3"):
+        pr(nb.zeros((4, 5)))
+    assert nn.Unflatten(1, (3, 1))(t(x)).shape == (4, 3, 1)
+    drop = nn.Dropout2d(0.5)
+    out = drop(nb.ones((64, 4, 4, 8))).numpy()
+    assert (out == out[:, :1, :1, :]).all()  # one draw per image and channel
+    assert set(np.unique(out)) == {0.0, 2.0} and abs((out > 0).mean() - 0.5) < 0.1
+    assert (drop.eval()(t(x[None, None])).numpy() == x).all()
+
+    class Scale(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = nn.Parameter(nb.ones((3,)))
+            self.frozen = nn.Parameter(nb.ones((3,)), requires_grad=False)
+
+        def forward(self, v):
+            return v * self.w * self.frozen
+
+    m = Scale()
+    assert [n for n, _ in m.named_parameters()] == ["w", "frozen"]
+    m(t(x)).sum().backward()
+    np.testing.assert_allclose(m.w.grad.numpy(), x.sum(0), rtol=1e-6)
+
+
+def test_transformer_stacks_copy_their_layer():
+    layer = nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0)
+    enc = nn.TransformerEncoder(layer, 2, norm=nn.LayerNorm(16))
+    assert len(enc.layers) == 2 and enc.layers[0].linear1.weight is not layer.linear1.weight
+    np.testing.assert_array_equal(
+        enc.layers[1].linear1.weight.numpy(), layer.linear1.weight.numpy()
+    )
+    x = t(rng.standard_normal((2, 5, 16)))
+    want = enc.norm(enc.layers[1](enc.layers[0](x, is_causal=True), is_causal=True))
+    np.testing.assert_allclose(enc(x, is_causal=True).numpy(), want.numpy(), rtol=1e-6)
+    # the copies train apart
+    opt = nn.optim.SGD(enc, lr=0.1)
+    (enc(x) * t(rng.standard_normal((2, 5, 16)))).sum().backward()  # (a norm's square: no grad)
+    opt.step()
+    assert not np.array_equal(
+        enc.layers[0].linear1.weight.numpy(), enc.layers[1].linear1.weight.numpy()
+    )
+    dec = nn.TransformerDecoder(nn.TransformerDecoderLayer(16, 2, 32, dropout=0.0), 2)
+    assert dec(x, enc(x), tgt_is_causal=True).shape == (2, 5, 16)
+    with pytest.raises(ValueError, match="num_layers must be a positive int"):
+        nn.TransformerEncoder(layer, 0)
+
+
+# ----------------------------------------------------------------------------- copies
+def test_deepcopy_and_pickle_of_modules_and_tensors():
+    import copy
+    import pickle
+
+    model = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2))  # lazy initial values
+    twin = copy.deepcopy(model)
+    assert twin[0].weight is not model[0].weight and twin[0].weight.requires_grad
+    x = t(rng.standard_normal((5, 3)))
+    np.testing.assert_array_equal(twin(x).numpy(), model(x).numpy())
+    opt = nn.optim.SGD(model, lr=0.1)
+    model(x).sum().backward()
+    opt.step()
+    assert not np.array_equal(twin[0].weight.numpy(), model[0].weight.numpy())
+    back = pickle.loads(pickle.dumps(model))
+    np.testing.assert_array_equal(back(x).numpy(), model(x).numpy())
+    assert back[0].weight.requires_grad and back[1].__class__ is nn.ReLU
+    for copied in (twin, back):  # their parameters are leaves that backward reaches
+        copied(x).sum().backward()
+        assert copied[0].weight.grad is not None and copied[2].bias.grad is not None
+    v = nb.constant(np.arange(4.0, dtype=np.float32)) * 2  # pending
+    np.testing.assert_array_equal(pickle.loads(pickle.dumps(v)).numpy(), [0, 2, 4, 6])
+    assert pickle.loads(pickle.dumps(nb.zeros((2,), dtype=nb.bfloat16))).dtype == nb.bfloat16
+    np.testing.assert_array_equal(copy.deepcopy(v).numpy(), v.numpy())
+
+
+# ----------------------------------------------------------------------------- in place
+def test_in_place_methods():
+    x = nb.constant(np.arange(4.0, dtype=np.float32))
+    alias = x
+    assert x.add_(1.0) is x and alias is x
+    x.mul_(2).sub_(nb.ones((4,)), alpha=0.5)
+    np.testing.assert_array_equal(x.numpy(), [1.5, 3.5, 5.5, 7.5])
+    x.clamp_(min=2.0, max=6.0).div_(2)
+    np.testing.assert_array_equal(x.numpy(), [1.0, 1.75, 2.75, 3.0])
+    x.zero_().add_(nb.full((4,), 2.0, dtype=nb.float64))  # a float64 result cast back
+    assert x.dtype == nb.float32 and (x.numpy() == 2).all()
+    x.fill_(3).copy_(nb.constant([1.0, 2.0, 3.0, 4.0]))
+    np.testing.assert_array_equal(x.numpy(), [1, 2, 3, 4])
+    with pytest.raises(ValueError, match=r"div_: the in-place result float32\[3\] does not fit"):
+        nb.constant(np.arange(3)).div_(2)
+    # an EMA of a model's parameters, as PyTorch code writes it
+    import copy
+
+    m = nn.Linear(3, 2)
+    ema = copy.deepcopy(m)
+    nn.init.zeros_(ema.weight)
+    with nb.no_grad():
+        for pe, p in zip(ema.parameters(), m.parameters()):
+            pe.mul_(0.9).add_(p, alpha=0.1)
+    np.testing.assert_allclose(ema.weight.numpy(), 0.1 * m.weight.numpy(), rtol=1e-6)
+    assert ema.weight.requires_grad
+
+    def f(v):
+        w = v * 2
+        w.add_(v)  # an intermediate updated in place keeps its history: w = 3 v
+        return (w * w).sum()
+
+    np.testing.assert_allclose(nb.grad(f)(t([1.0, 2.0])).numpy(), [18.0, 36.0])
+    assert [c.shape for c in x.chunk(2, dim=0)] == [(2,), (2,)]
