@@ -218,3 +218,21 @@ def test_conv2d_transpose_takes_the_originals_filter_layout():
         nb.conv2d_transpose(dy, w, stride=2, padding=1)  # an HWOI filter read as HWIO
     with pytest.raises(TypeError, match="not both"):
         nb.conv2d_transpose(dy, w, output_padding=1, output_paddings=1)
+
+
+@pytest.mark.parametrize("groups", [2, 3])
+def test_conv2d_transpose_hwoi_takes_a_grouped_forward_weight(groups):
+    """With groups, the forward conv's weight is (KH, KW, C // groups, O): "HWOI" of the
+    transpose from O channels back to C, each group's block of inputs and outputs swapped."""
+    rng = np.random.default_rng(1)
+    x = nb.constant(rng.standard_normal((2, 7, 7, 6)).astype(np.float32))
+    w = nb.constant(rng.standard_normal((3, 3, 6 // groups, 2 * groups)).astype(np.float32))
+    y, pullback = nb.vjp(lambda v: nb.conv2d(v, w, stride=2, padding=1, groups=groups), x)
+    dy = nb.constant(rng.standard_normal(y.shape).astype(np.float32))
+    (dx,) = pullback(dy)
+    got = nb.conv2d_transpose(
+        dy, w, stride=2, padding=1, groups=groups, filter_layout="HWOI", output_padding=0
+    )
+    np.testing.assert_allclose(got.numpy(), dx.numpy(), rtol=1e-4, atol=1e-5)
+    with pytest.raises(nb.OpError, match=r"filter needs shape \(KH, KW, O // groups, 5\)"):
+        nb.conv2d_transpose(nb.zeros((1, 4, 4, 5)), w, groups=groups, filter_layout="HWOI")

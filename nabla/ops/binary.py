@@ -11,6 +11,8 @@ operand's shape (``_sum_to_like``).
 
 from __future__ import annotations
 
+import numbers
+
 import numpy as np
 
 from ..core.dtypes import DType, get_default_dtype, result_type
@@ -381,6 +383,23 @@ class _QuotientOp(BinaryOperation):
         return [_sum_to_like(ct / y, x), -(_sum_to_like(ct * outputs[0], y) / y)]
 
 
+class _PowerOp(BinaryOperation):
+    """``pow``: an integer base to a negative Python-int exponent is an error at the call,
+    as JAX's (``integer_pow``); a tensor of exponents gives the truncated result."""
+
+    def __call__(self, x, y):
+        if isinstance(y, numbers.Integral) and not isinstance(y, bool) and y < 0:
+            dtype = x.dtype if isinstance(x, Tensor) else np.asarray(x).dtype
+            integer = dtype.is_int if isinstance(dtype, DType) else dtype.kind in "iu"
+            if integer:
+                base = _describe_operands((x,)) if isinstance(x, Tensor) else f"{dtype} array"
+                raise TypeError(
+                    f"pow: integers cannot be raised to negative powers, got {base} ** {int(y)} "
+                    "(as JAX); cast the base to a float dtype"
+                )
+        return super().__call__(x, y)
+
+
 def _binary(name, partials=None, *, doc, result="same", kinds="all", base=BinaryOperation):
     cls = type(
         f"{name.title().replace('_', '')}Op",
@@ -512,11 +531,13 @@ pow = _binary(  # noqa: A001
     "pow",
     _pow_partials,
     doc="Elementwise power ``x ** y`` (also ``nb.power``).\n\n"
-    "Integer operands give an integer result, as in NumPy; a negative integer exponent "
-    "gives JAX's truncated result (1 for a base of 1, +-1 for -1, else 0) where NumPy and "
-    "PyTorch raise. The derivative of ``x ** 0`` is "
+    "Integer operands give an integer result, as in NumPy. An integer base to a negative "
+    "Python int is a ``TypeError``, as in JAX; a negative element of an integer tensor of "
+    "exponents gives JAX's truncated result (1 for a base of 1, +-1 for -1, else 0) where "
+    "NumPy and PyTorch raise. The derivative of ``x ** 0`` is "
     "zero everywhere, at ``x = 0`` too (JAX's integer power).",
     kinds="nobool",
+    base=_PowerOp,
 )
 maximum = _binary(
     "maximum",

@@ -466,6 +466,11 @@ def einsum(equation: str, *operands):
             raise OpError(
                 f"einsum: output index {c!r} does not appear in the inputs of {equation!r}"
             )
+        if spec.out.count(c) > 1:
+            raise OpError(
+                f"einsum: output index {c!r} appears more than once in {equation!r} (an "
+                "output index names one dim)"
+            )
     x, t = pairs[0]
     for k in range(1, len(pairs)):
         later = set(spec.out).union(*[set(u) for _, u in pairs[k + 1 :]])

@@ -301,14 +301,15 @@ def conv2d_transpose(
 
     Two filter layouts: ``"HWIO"`` (the default; ``(KH, KW, C // groups, O)``, the input's
     channels first, as ``lax.conv_transpose`` and PyTorch) and ``"HWOI"`` (the original
-    Nabla's: the forward ``conv2d``'s own weight ``(KH, KW, O, C)``, so that
-    ``conv2d_transpose(dy, w, filter_layout="HWOI")`` is ``conv2d(x, w)``'s input gradient).
+    Nabla's: the forward ``conv2d``'s own weight ``(KH, KW, O // groups, C)``, so that
+    ``conv2d_transpose(dy, w, filter_layout="HWOI", groups=g)`` is ``conv2d(x, w,
+    groups=g)``'s input gradient).
     Passing the original's ``output_paddings=`` selects ``"HWOI"`` unless a layout is given.
 
     Args:
         x: input ``(N, H, W, C)``.
         weight: filter, ``(KH, KW, C // groups, O)`` or, with ``filter_layout="HWOI"``,
-            ``(KH, KW, O, C)``.
+            ``(KH, KW, O // groups, C)``.
         bias: optional ``(O,)``, added to every output position.
         stride: int or pair: the upsampling factor (the stride of the forward ``conv2d``).
         padding: int, pair or ``((top, bottom), (left, right))``: rows/cols removed from each
@@ -336,7 +337,7 @@ def conv2d_transpose(
     same = isinstance(padding, str) and padding.upper() != "VALID"
     p = None if same else _padding(padding, "conv2d_transpose")
     if layout == "HWOI":
-        weight = fn.permute(as_tensor(weight, op="conv2d_transpose"), (0, 1, 3, 2))
+        weight = _hwoi_as_hwio(x, weight, groups)
     x, w = _check_conv("conv2d_transpose", x, weight, groups, layout)
     kh, kw = w.shape[:2]
     if same:
@@ -351,6 +352,32 @@ def conv2d_transpose(
     xd = _pad_or_crop(_dilate(x, s), lo, hi)
     out = conv2d(xd, fn.flip(w, (0, 1)), None, 1, 0, d, groups)
     return _add_bias("conv2d_transpose", out, bias, f"weight {w.shape} ({layout})")
+
+
+def _hwoi_as_hwio(x, weight, groups):
+    """The forward ``conv2d``'s own filter ``(KH, KW, O // groups, C)`` (HWIO of the conv
+    from O to C channels: ``conv2d_transpose``'s ``"HWOI"``) as ``conv2d_transpose``'s HWIO
+    ``(KH, KW, C // groups, O)``: per group, its block of C inputs and O outputs swap."""
+    x = as_tensor(x, op="conv2d_transpose")
+    w = as_tensor(weight, op="conv2d_transpose")
+    c = x.shape[-1] if x.ndim == 4 else None
+    if (
+        w.ndim != 4
+        or c is None
+        or isinstance(groups, bool)
+        or not isinstance(groups, int)
+        or groups < 1
+        or w.shape[3] != c
+        or c % groups
+    ):
+        raise OpError(
+            f"conv2d_transpose: Input channels {c}, filter {w.shape} (HWOI) and groups={groups} "
+            f"do not match (filter needs shape (KH, KW, O // groups, {c}): the forward "
+            f"conv2d's own weight; input x {x.shape})"
+        )
+    kh, kw, og = w.shape[:3]
+    blocks = fn.reshape(w, (kh, kw, og, groups, c // groups))
+    return fn.reshape(fn.permute(blocks, (0, 1, 4, 3, 2)), (kh, kw, c // groups, groups * og))
 
 
 def _transpose_layout(output_padding, output_paddings, filter_layout):

@@ -584,10 +584,16 @@ def softmax(x, axis=-1):
 
 
 def logsoftmax(x, axis=-1):
-    """``x - logsumexp(x)`` along ``axis``."""
+    """``x - logsumexp(x)`` along ``axis``, computed as ``(x - max) - log(sum(exp(x - max)))``:
+    the large ``logsumexp`` of large logits is never formed, whose rounding would reach the
+    result (logits of 1e5 lost two digits that way)."""
     x = _float(x, "logsoftmax")
     axis = norm_axis("logsoftmax", axis, x.ndim, x.shape)
-    return x - logsumexp(x, (axis,), keepdims=True)
+    if x.shape[axis] == 0:
+        return x
+    m = fn.stop_gradient(reduce_max(x, (axis,), True))
+    shifted = x - fn.where(fn.is_inf(m), 0.0, m)
+    return shifted - fn.log(reduce_sum(fn.exp(shifted), (axis,), True))
 
 
 def all(x, axis=None, keepdims=False):  # noqa: A001

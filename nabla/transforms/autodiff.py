@@ -286,6 +286,7 @@ def _vjp(fun, primals, has_aux, level):
         for o, c in zip(out_flat, ct_flat):
             if not isinstance(o, Tensor) or c is None:
                 continue
+            _check_cotangent_dtype(c, o)
             c = as_tensor(c, o.dtype, "pullback")
             if c.shape != o.shape:
                 raise ValueError(
@@ -305,6 +306,24 @@ def _vjp(fun, primals, has_aux, level):
         return tuple(tree_unflatten(tree, result))
 
     return (out, pullback, aux) if has_aux else (out, pullback)
+
+
+def _check_cotangent_dtype(c, o: Tensor) -> None:
+    """A cotangent tensor (or array) must have its output's dtype, as JAX's pullback
+    requires: an int32 cotangent for a float32 output is an error, not a silent cast. A
+    Python number is taken in the output's dtype."""
+    if isinstance(c, Tensor):
+        if c.dtype is not o.dtype:
+            raise ValueError(
+                f"pullback: cotangent of dtype {c.dtype.value} for an output of dtype "
+                f"{o.dtype.value} (shape {o.shape}); give it the output's dtype"
+            )
+    elif isinstance(c, np.ndarray) and c.dtype != o.dtype.numpy:
+        if not (c.dtype.kind == "f" and o.dtype.is_float):
+            raise ValueError(
+                f"pullback: cotangent array of dtype {c.dtype} for an output of dtype "
+                f"{o.dtype.value} (shape {o.shape})"
+            )
 
 
 def value_and_grad(fun, argnums=0, has_aux=False, *, realize=False):

@@ -364,6 +364,30 @@ CASES = [
         ["einsum", "2 operands", "got 1", "(2, 3)"],
     ),
     ("einsum_term_rank", ValueError, lambda: nb.einsum("ij->i", lazy(2, 3, 4)), ["(2, 3, 4)"]),
+    (
+        "einsum_repeated_output",
+        ValueError,
+        lambda: nb.einsum("ij->ii", lazy(3, 3)),
+        ["einsum", "output index 'i' appears more than once", "'ij->ii'"],
+    ),
+    (
+        "pow_int_negative_exponent",
+        TypeError,
+        lambda: lazy(3, dtype=np.int32) ** -1,
+        ["pow", "integers cannot be raised to negative powers", "int32 (3,) ** -1"],
+    ),
+    (
+        "pullback_cotangent_dtype",
+        ValueError,
+        lambda: nb.vjp(lambda a: a * 2.0, lazy(3))[1](lazy(3, dtype=np.int32)),
+        ["pullback", "cotangent of dtype int32", "output of dtype float32", "(3,)"],
+    ),
+    (
+        "conv2d_transpose_hwoi_channels",
+        ValueError,
+        lambda: nb.conv2d_transpose(lazy(1, 4, 4, 5), lazy(3, 3, 2, 6), filter_layout="HWOI"),
+        ["conv2d_transpose", "(3, 3, 2, 6) (HWOI)", "(KH, KW, O // groups, 5)"],
+    ),
     # --- dtypes
     (
         "cast_unknown",
@@ -881,3 +905,15 @@ def test_bad_mpi_timeout_fails_the_import_with_the_variable_and_value_named(valu
         f"ValueError: NABLA_MPI_TIMEOUT must be a number of seconds > 0 (e.g. 300), got {value!r}"
     )
     assert want in r.stderr, r.stderr
+
+
+def test_logsoftmax_of_large_logits_keeps_its_digits():
+    """``(x - max) - log(sum(exp(x - max)))``: the large ``logsumexp`` of large logits is
+    never formed (``x - logsumexp(x)`` lost two digits at 1e5)."""
+    x = np.array([[1000.0, 1000.0], [1e5, 1e5], [3e5, 3e5 - 1]], np.float32)
+    got = nb.logsoftmax(nb.constant(x), axis=1).numpy()
+    d = x.astype(np.float64) - x.max(1, keepdims=True)
+    want = d - np.log(np.exp(d).sum(1, keepdims=True))
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    loss = nb.nn.functional.cross_entropy_loss(nb.constant([[1e5, 1e5, 0.0]]), nb.constant([0]))
+    assert loss.item() == pytest.approx(np.log(2.0), rel=1e-6)
