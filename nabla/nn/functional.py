@@ -220,18 +220,21 @@ def normalize(input, p: float = 2.0, dim: int = 1, eps: float = 1e-12) -> Tensor
         A tensor like ``input``.
     """
     x = as_tensor(input, op="normalize")
+    # max(norm, eps) taken inside the root (the same value): a zero vector's gradient is
+    # 1 / eps, as PyTorch's, not the NaN of the root's infinite slope at 0 times 0
     if p == 2.0:
-        norm = x.square().sum(axis=dim, keepdims=True).sqrt()
+        norm = binary.maximum(x.square().sum(axis=dim, keepdims=True), eps * eps).sqrt()
     elif p == math.inf:
-        norm = unary.abs(x).max(axis=dim, keepdims=True)
+        norm = binary.maximum(unary.abs(x).max(axis=dim, keepdims=True), eps)
     else:
-        norm = (unary.abs(x) ** p).sum(axis=dim, keepdims=True) ** (1.0 / p)
-    return x / binary.maximum(norm, eps)
+        total = (unary.abs(x) ** p).sum(axis=dim, keepdims=True)
+        norm = binary.maximum(total, eps**p) ** (1.0 / p)
+    return x / norm
 
 
 def cosine_similarity(x1, x2, dim: int = 1, eps: float = 1e-8) -> Tensor:
-    """PyTorch's ``F.cosine_similarity``: ``x1 . x2 / max(|x1| |x2|, eps)`` along ``dim``
-    (the two broadcast against each other).
+    """PyTorch's ``F.cosine_similarity``: ``x1 . x2 / (max(|x1|, eps) max(|x2|, eps))``
+    along ``dim`` (the two broadcast against each other).
 
     Args:
         x1: the first tensor.
@@ -244,8 +247,11 @@ def cosine_similarity(x1, x2, dim: int = 1, eps: float = 1e-8) -> Tensor:
     """
     a, b = as_tensor(x1, op="cosine_similarity"), as_tensor(x2, op="cosine_similarity")
     dot = (a * b).sum(axis=dim)
-    norms = a.square().sum(axis=dim) * b.square().sum(axis=dim)
-    return dot / binary.maximum(norms, eps * eps).sqrt()
+    # each norm clamped at eps on its own, as PyTorch 2's (inside the root: finite
+    # gradients for a zero vector)
+    na = binary.maximum(a.square().sum(axis=dim), eps * eps).sqrt()
+    nb_ = binary.maximum(b.square().sum(axis=dim), eps * eps).sqrt()
+    return dot / (na * nb_)
 
 
 def adaptive_avg_pool2d(x, output_size) -> Tensor:

@@ -504,6 +504,25 @@ class _Pool(Module):
             raise TypeError(f"{type(self).__name__}: unexpected argument(s) {unknown}")
         for name, default in self.options.items():
             setattr(self, name, options.get(name, default))
+        self._check_padding()
+
+    def _check_padding(self) -> None:
+        """PyTorch's rule: an int (or pair) padding is at most half the window it pads for
+        (a larger one makes whole windows of padding: ``-inf`` or 0 rows)."""
+        if isinstance(self.padding, str) or not isinstance(self.kernel_size, int | tuple | list):
+            return
+        kernel = _pair(self.kernel_size)
+        dilation = _pair(getattr(self, "dilation", 1))
+        padding = _pair(self.padding)
+        if len(padding) != 2 or not all(isinstance(v, int) for v in padding):
+            return  # ((top, bottom), (left, right)) pairs: the functional checks those
+        for k, d, pad in zip(kernel, dilation, padding, strict=True):
+            if pad > ((k - 1) * d + 1) // 2:
+                raise ValueError(
+                    f"{type(self).__name__}: padding {self.padding} is more than half of the "
+                    f"window {tuple(kernel)} (dilation {tuple(dilation)}): pad should be at "
+                    "most half of the effective kernel size, as in PyTorch"
+                )
 
     def forward(self, x):
         """Pool ``x`` of shape ``(N, H, W, C)``.
@@ -643,15 +662,16 @@ class RMSNorm(Module):
         normalized_shape: int or tuple.
         eps: added to the mean square (default None: the machine epsilon of the input's
             dtype, as PyTorch's ``RMSNorm``).
+        elementwise_affine: learn the scale ``weight`` (default True); False: none.
         dtype: parameter dtype (default: the default dtype).
     """
 
-    def __init__(self, normalized_shape, eps=None, dtype=None):
+    def __init__(self, normalized_shape, eps=None, elementwise_affine: bool = True, dtype=None):
         super().__init__()
         shape = (normalized_shape,) if isinstance(normalized_shape, int) else normalized_shape
         self.normalized_shape = tuple(shape)
         self.eps = None if eps is None else float(eps)
-        self.weight = init.ones(shape, dtype)
+        self.weight = init.ones(shape, dtype) if elementwise_affine else None
 
     def forward(self, x):
         """Normalize ``x``.
@@ -733,6 +753,32 @@ class Embedding(Module):
         """The configuration shown by ``repr``."""
         pad = "" if self.padding_idx is None else f", padding_idx={self.padding_idx}"
         return f"{self.num_embeddings}, {self.embedding_dim}{pad}"
+
+    @classmethod
+    def from_pretrained(cls, embeddings, freeze: bool = True, padding_idx=None) -> Embedding:
+        """An ``Embedding`` holding the table ``embeddings`` (PyTorch's ``from_pretrained``).
+
+        Args:
+            embeddings: a 2-D tensor or array ``(num_embeddings, embedding_dim)``.
+            freeze: keep the table out of training (default True, as PyTorch).
+            padding_idx: optional row that gets no gradient (its values are kept).
+
+        Returns:
+            The module.
+
+        Raises:
+            ValueError: for a table that is not 2-D.
+        """
+        table = as_tensor(embeddings, op="Embedding.from_pretrained")
+        if table.ndim != 2:
+            raise ValueError(
+                f"Embedding.from_pretrained: embeddings must be 2-D, got shape {table.shape}"
+            )
+        m = cls(table.shape[0], table.shape[1], padding_idx, dtype=table.dtype)
+        m.weight = detach(table)
+        if freeze:
+            m.requires_grad_(False)
+        return m
 
 
 class Dropout(Module):

@@ -558,6 +558,22 @@ def _bce_jvp(primals, tangents):
     return _bce(p, t), d_p * tp + (log_not_p - log_p) * tt
 
 
+def _check_unit_range(fn: str, name: str, v: Tensor) -> None:
+    """Probabilities outside ``[0, 1]`` are an error at the call (as PyTorch's) when they
+    hold values already (data, a target); a pending value (a model's output) is not
+    computed early for it: there an out-of-range value gives NaN."""
+    impl = v._impl
+    if impl.levels or not v.size or impl.buffer is None or impl.sharding is not None:
+        return
+    values = v.numpy()
+    bad = ~((values >= 0) & (values <= 1))
+    if bad.any():
+        raise ValueError(
+            f"{fn}: all elements of {name} should be between 0 and 1, got {values[bad].flat[0]} "
+            f"({name} of shape {v.shape})"
+        )
+
+
 def binary_cross_entropy(input, target, weight=None, reduction: str = "mean") -> Tensor:  # noqa: A002
     """Cross-entropy of probabilities: ``-(t log(p) + (1 - t) log(1 - p))``, each log
     clamped at -100 as in PyTorch (so ``p`` of exactly 0 or 1 stays finite), with
@@ -573,9 +589,12 @@ def binary_cross_entropy(input, target, weight=None, reduction: str = "mean") ->
         A scalar, or the elementwise loss for ``"none"``.
 
     Raises:
-        ValueError: if the shapes differ, or for an unknown ``reduction``.
+        ValueError: if the shapes differ, for an unknown ``reduction``, or for an input or
+            target outside ``[0, 1]`` (checked at the call when they hold values already).
     """
     p, t = _pair("binary_cross_entropy", input, target)
+    for name, v in (("input", p), ("target", t)):
+        _check_unit_range("binary_cross_entropy", name, v)
     loss = _bce(p, t)
     if weight is not None:
         loss = loss * weight

@@ -246,12 +246,15 @@ class Module:
                 return
         object.__delattr__(self, name)
 
-    def register_buffer(self, name: str, tensor) -> None:
-        """Register ``tensor`` as a buffer: module state that is saved but not trained.
+    def register_buffer(self, name: str, tensor, persistent: bool = True) -> None:
+        """Register ``tensor`` as a buffer: module state that is not trained, saved in
+        ``state_dict`` unless ``persistent=False`` (then it is still a pytree leaf, moved by
+        ``to`` and seen by ``compile``, as PyTorch's non-persistent buffers).
 
         Args:
             name: the attribute name.
             tensor: a Tensor (or array-like, converted), or None to reserve the name.
+            persistent: whether ``state_dict`` (and so checkpoints) include it.
 
         Raises:
             KeyError: if ``name`` is already a parameter or a submodule.
@@ -263,6 +266,85 @@ class Module:
             tensor = creation.constant(np.asarray(tensor))
         self.__dict__.pop(name, None)
         buffers[name] = tensor
+        hidden = set(self.__dict__.get("_non_persistent", ()))
+        hidden.discard(name)
+        if not persistent:
+            hidden.add(name)
+        # a static attribute (part of the treedef), absent while every buffer persists
+        if hidden:
+            object.__setattr__(self, "_non_persistent", frozenset(hidden))
+        else:
+            self.__dict__.pop("_non_persistent", None)
+
+    def register_parameter(self, name: str, param) -> None:
+        """Register ``param`` (a float tensor, or None to reserve the name) as a parameter,
+        as PyTorch's ``register_parameter``; assigning ``self.name = tensor`` does the same.
+
+        Args:
+            name: the attribute name.
+            param: the tensor, or None.
+
+        Raises:
+            KeyError: if ``name`` is already a buffer or a submodule.
+            TypeError: for a value that is not a tensor or None.
+        """
+        params, buffers, modules = self._dicts()
+        if name in buffers or name in modules:
+            raise KeyError(f"{type(self).__name__}: {name!r} is already a buffer or submodule")
+        if param is None:
+            self.__dict__.pop(name, None)
+            params[name] = None
+            return
+        if not isinstance(param, Tensor):
+            raise TypeError(
+                f"{type(self).__name__}.register_parameter: {name!r} must be a Tensor or None, "
+                f"got {type(param).__name__}"
+            )
+        setattr(self, name, param)
+
+    def add_module(self, name: str, module) -> None:
+        """Register ``module`` (or None) as the submodule ``name`` (PyTorch's ``add_module``;
+        ``self.name = module`` does the same).
+
+        Args:
+            name: the attribute name.
+            module: a Module, or None.
+
+        Raises:
+            TypeError: for a value that is not a Module or None.
+        """
+        if module is not None and not isinstance(module, Module):
+            raise TypeError(
+                f"{type(self).__name__}.add_module: {name!r} must be a Module or None, got "
+                f"{type(module).__name__}"
+            )
+        if module is None:
+            self._dicts()[2][name] = None
+            return
+        setattr(self, name, module)
+
+    def get_submodule(self, target: str) -> Module:
+        """The submodule at the dotted path ``target`` (``""``: this module), as PyTorch's.
+
+        Args:
+            target: a qualified name such as ``"layers.0.self_attn"``.
+
+        Returns:
+            The submodule.
+
+        Raises:
+            AttributeError: naming the first part of the path that is not a submodule.
+        """
+        m = self
+        if not target:
+            return m
+        for i, part in enumerate(target.split(".")):
+            child = m.__dict__["_modules"].get(part)
+            if child is None:
+                walked = ".".join(target.split(".")[:i]) or type(self).__name__
+                raise AttributeError(f"{walked} has no submodule {part!r} (path {target!r})")
+            m = child
+        return m
 
     # ------------------------------------------------------------------ calling
     def forward(self, *args, **kwargs):
@@ -485,7 +567,19 @@ class Module:
         Returns:
             An ``OrderedDict`` name -> Tensor.
         """
-        return OrderedDict(self._named(("_parameters", "_buffers"), "", True))
+        return OrderedDict(
+            (name, t)
+            for name, t in self._named(("_parameters", "_buffers"), "", True)
+            if not self._hidden(name)
+        )
+
+    def _hidden(self, qualified: str) -> bool:
+        """Whether the buffer ``qualified`` was registered with ``persistent=False``."""
+        *path, leaf = qualified.split(".")
+        m = self
+        for part in path:
+            m = m.__dict__["_modules"][part]
+        return leaf in m.__dict__.get("_non_persistent", ())
 
     def _owner(self, qualified: str) -> tuple[Module, str]:
         *path, leaf = qualified.split(".")
@@ -576,10 +670,18 @@ class Module:
         """
         return self.train(False)
 
-    def zero_grad(self) -> None:
-        """Reset ``.grad`` of every parameter to None."""
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Reset ``.grad`` of every parameter: to None (default, as PyTorch's), or to zeros
+        in place with ``set_to_none=False``.
+
+        Args:
+            set_to_none: drop the gradients instead of zeroing them.
+        """
         for p in self.parameters():
-            p.grad = None
+            if set_to_none or p.grad is None:
+                p.grad = None
+            else:
+                p.grad.zero_()
 
     def requires_grad_(self, requires_grad: bool = True) -> Module:
         """Make every parameter trainable (True) or frozen (False); optimizers skip frozen

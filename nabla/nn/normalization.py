@@ -379,6 +379,11 @@ def _instance_norm(who: str, x: Tensor, p: _NormParams, use_input_stats: bool):
         return _batch_norm(who, x, p, False)
     axes = tuple(range(1, x.ndim - 1))
     n = _count(x.shape, axes)
+    if n == 1:  # each instance's variance would be 0 and the output 0, as PyTorch refuses
+        raise ValueError(
+            f"{who}: expected more than 1 spatial element when normalizing with the instance "
+            f"statistics, got input of shape {x.shape}"
+        )
     mean, var = _moments(x, axes)
     y = (x - mean) * (var + p.eps).rsqrt()
     batch = int(x.shape[0])

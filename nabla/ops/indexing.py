@@ -691,6 +691,9 @@ def rebind(x: Tensor, new: Tensor, *, item: bool = False) -> None:
     if old.requires_grad:
         x.requires_grad = True
     x._impl.grad = old.grad
+    owner = getattr(x, "_owner", None)  # ``p.data``'s handle: the parameter follows it
+    if owner is not None:
+        rebind(owner, fn.stop_gradient(x), item=item)
 
 
 class _AtRef:

@@ -518,10 +518,32 @@ def _as_method(fn):
     return method
 
 
+class _Data(Tensor):
+    """``x.data``: a handle on ``x``'s value with no history whose in-place changes
+    (``x.data.mul_(s)``, ``x.data[i] = v``, ``x.data.copy_(v)``) reach ``x`` as well, as
+    PyTorch's ``.data`` shares storage (``indexing.rebind`` follows ``_owner``)."""
+
+    __slots__ = ("_owner",)
+
+
+def _data_get(self):
+    """PyTorch's ``.data``: the value without autodiff history, as a tensor whose in-place
+    updates reach this one (as under ``no_grad``); ``x.data = v`` gives ``x`` the value of
+    ``v`` in place."""
+    handle = _Data._wrap(unary.stop_gradient(self)._impl)
+    handle._owner = self
+    return handle
+
+
+def _data_set(self, value):
+    indexing.rebind(self, unary.stop_gradient(as_tensor(value, op="data")))
+
+
 def install() -> None:
     """Attach the op table as ``Tensor`` methods and operators (run once, on import)."""
     for name, fn in _METHODS.items():
         setattr(Tensor, name, _as_method(fn))
+    Tensor.data = property(_data_get, _data_set, doc=_data_get.__doc__)
     Tensor.__hash__ = object.__hash__
 
 

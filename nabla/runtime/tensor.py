@@ -450,13 +450,18 @@ class Tensor:
         """The gradient accumulated by :meth:`Tensor.backward` (None until then).
 
         Realized and detached. Assign None to reset it (``x.grad = None``), as in PyTorch.
+        The same tensor object on every read: an in-place method on it (``x.grad.zero_()``)
+        changes the gradient, and a later ``backward`` accumulates into that object.
         """
-        g = self._impl.grad
-        return None if g is None else Tensor._wrap(g)
+        return self._impl.grad
 
     @grad.setter
     def grad(self, value):
-        self._impl.grad = None if value is None else value._impl
+        if value is not None and not isinstance(value, Tensor):
+            raise TypeError(f"grad: expected a Tensor or None, got {type(value).__name__}")
+        # the handle itself, as PyTorch keeps it: ``p.grad.zero_()``, ``g = p.grad;
+        # g.mul_(s)`` change the gradient the optimizer reads
+        self._impl.grad = value
 
     # ------------------------------------------------------------------ realization
     def realize(self) -> Tensor:

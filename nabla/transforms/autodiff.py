@@ -775,14 +775,18 @@ def backward(t: Tensor, gradient=None, retain_graph=None) -> None:
         leaf = _current_leaf(leaf)
         new = TensorImpl(leaf.shape, leaf.dtype, leaf.device, leaf.levels, buffer=g._impl.buffer)
         new.sharding = g._impl.sharding
-        if leaf.grad is not None:
-            acc = Tensor._wrap(leaf.grad) + Tensor._wrap(new)
+        held = leaf.grad  # the ``.grad`` tensor a user may hold: accumulated into in place
+        if held is not None:
+            acc = held + Tensor._wrap(new)
             acc.realize()
             new = TensorImpl(
                 leaf.shape, leaf.dtype, leaf.device, leaf.levels, buffer=acc._impl.buffer
             )
             new.sharding = acc._impl.sharding
-        leaf.grad = new
+            held._impl = new
+            new.wrapper = weakref.ref(held)
+        else:
+            leaf.grad = Tensor._wrap(new)
 
 
 def _current_leaf(leaf: TensorImpl) -> TensorImpl:

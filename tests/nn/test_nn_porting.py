@@ -525,3 +525,108 @@ def test_in_place_methods():
 
     np.testing.assert_allclose(nb.grad(f)(t([1.0, 2.0])).numpy(), [18.0, 36.0])
     assert [c.shape for c in x.chunk(2, dim=0)] == [(2,), (2,)]
+
+
+# ----------------------------------------------------------------------------- .grad and .data
+def test_grad_is_one_tensor_that_in_place_changes_and_backward_accumulates_into():
+    lin = nn.Linear(3, 4)
+    lin(nb.ones((1, 3))).sum().backward()
+    g = lin.weight.grad
+    assert lin.weight.grad is g  # the same object on every read
+    assert lin.weight.grad.zero_() is g and lin.weight.grad.numpy().sum() == 0.0
+    lin.bias.grad.mul_(0.5)
+    np.testing.assert_array_equal(lin.bias.grad.numpy(), np.full(4, 0.5, np.float32))
+    lin(nb.ones((1, 3))).sum().backward()  # accumulates into the held tensor
+    assert lin.weight.grad is g and g.numpy().sum() == 12.0
+    np.testing.assert_array_equal(lin.bias.grad.numpy(), np.full(4, 1.5, np.float32))
+    opt = nn.optim.SGD(lin, lr=0.1)
+    opt.zero_grad(set_to_none=False)
+    assert lin.weight.grad is g and not g.numpy().any()
+    lin.zero_grad()
+    assert lin.weight.grad is None
+    with pytest.raises(TypeError, match="grad: expected a Tensor or None"):
+        lin.weight.grad = np.zeros((3, 4))
+
+
+def test_data_handle_updates_its_tensor_in_place():
+    lin = nn.Linear(2, 3)
+    w = lin.weight
+    before = w.numpy().copy()
+    lin.weight.data.mul_(2.0)
+    np.testing.assert_array_equal(w.numpy(), 2 * before)
+    lin.weight.data[0, 0] = 5.0
+    assert w.numpy()[0, 0] == 5.0 and w.requires_grad and lin.weight is w
+    lin.weight.data = nb.zeros((2, 3))
+    assert not w.numpy().any() and w.requires_grad
+    assert not lin.bias.data.requires_grad
+    lin(nb.ones((1, 2))).sum().backward()
+    np.testing.assert_array_equal(w.grad.numpy(), np.ones((2, 3)))
+
+
+# ----------------------------------------------------------------------------- probe fixes
+def test_normalize_and_cosine_of_a_zero_vector_have_finite_gradients():
+    x = t([[3.0, 4.0], [0.0, 0.0]])
+    g = nb.grad(lambda v: F.normalize(v, dim=1).sum())(x).numpy()
+    np.testing.assert_allclose(g[1], [1e12, 1e12], rtol=1e-6)  # 1 / eps, as PyTorch
+    np.testing.assert_allclose(g[0], [0.032, -0.024], rtol=1e-5)
+    assert np.isfinite(nb.grad(lambda v: F.normalize(v, p=1.0).sum())(x).numpy()).all()
+    # each norm clamped at eps by itself
+    assert F.cosine_similarity(t([[1e-10, 0.0]]), t([[100.0, 0.0]])).item() == pytest.approx(
+        0.01, rel=1e-5
+    )
+    gc = nb.grad(lambda v: F.cosine_similarity(v, t([[1.0, 2.0], [3.0, 4.0]])).sum())(x)
+    np.testing.assert_allclose(gc.numpy()[1], [6e7, 8e7], rtol=1e-5)
+
+
+def test_pytorch_checks_on_bad_settings_and_inputs():
+    with pytest.raises(ValueError, match="MaxPool2d: padding 2 is more than half of the window"):
+        nn.MaxPool2d(2, padding=2)
+    with pytest.raises(ValueError, match="AvgPool2d: padding 2 is more than half"):
+        nn.AvgPool2d(2, padding=2)
+    nn.MaxPool2d(3, stride=2, padding=1, dilation=1)  # at most half: fine
+    with pytest.raises(ValueError, match="all elements of input should be between 0 and 1"):
+        F.binary_cross_entropy(t([1.5]), t([1.0]))
+    with pytest.raises(ValueError, match="all elements of target should be between 0 and 1"):
+        nn.BCELoss()(t([0.5]), t([2.0]))
+    with pytest.raises(ValueError, match=r"more than 1 spatial element .*\(2, 1, 1, 3\)"):
+        nn.InstanceNorm2d(3)(nb.ones((2, 1, 1, 3)))
+    model = nn.Linear(2, 2)
+    for cls in (nn.optim.SGD, nn.optim.Adam, nn.optim.RMSprop, nn.optim.Adagrad):
+        opt = cls(model, lr=0.1)
+        with pytest.raises(ValueError, match=r"invalid lr=nan"):
+            opt.param_groups[0]["lr"] = float("nan")
+        assert opt.lr == 0.1  # the bad value is not kept
+    with pytest.raises(ValueError, match="Adam: got an empty parameter list"):
+        nn.optim.Adam([])
+    with pytest.raises(ValueError, match=r"Adam: invalid lr=-1.0"):
+        nn.optim.Adam([{"params": model, "lr": -1.0}])
+
+
+def test_module_registration_methods():
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(2, 3)
+            self.register_buffer("cache", nb.zeros((3,)), persistent=False)
+            self.register_buffer("kept", nb.ones((1,)))
+            self.register_parameter("scale", nb.ones((3,)))
+            self.add_module("act", nn.ReLU())
+
+        def forward(self, x):
+            return self.act(self.lin(x) * self.scale + self.cache)
+
+    m = M()
+    assert list(m.state_dict()) == ["scale", "kept", "lin.weight", "lin.bias"]
+    assert [n for n, _ in m.named_buffers()] == ["cache", "kept"]
+    assert m.scale.requires_grad and m.get_submodule("lin") is m.lin and m.get_submodule("") is m
+    with pytest.raises(AttributeError, match="lin has no submodule 'foo'"):
+        m.get_submodule("lin.foo")
+    m.load_state_dict(m.state_dict())  # the non-persistent buffer is not expected
+    assert nb.compile(lambda mod, x: mod(x))(m, nb.ones((1, 2))).shape == (1, 3)
+    table = np.arange(12, dtype=np.float32).reshape(4, 3)
+    emb = nn.Embedding.from_pretrained(table)
+    np.testing.assert_array_equal(emb(nb.constant([1, 3])).numpy(), table[[1, 3]])
+    assert not emb.weight.requires_grad and not nn.optim.trainable_mask(emb)[0]
+    assert nn.Embedding.from_pretrained(table, freeze=False).weight.requires_grad
+    norm = nn.RMSNorm(3, elementwise_affine=False)
+    assert list(norm.state_dict()) == [] and norm(nb.ones((2, 3))).shape == (2, 3)

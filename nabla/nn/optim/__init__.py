@@ -301,6 +301,15 @@ def _clip(grads, max_norm: float, norm_type: float):
 _clip_compiled = _compile(_clip)
 
 
+def _zero_grads(params: list, set_to_none: bool) -> None:
+    """``zero_grad`` of ``params``: each ``.grad`` to None, or zeroed in place."""
+    for p in params:
+        if set_to_none or p.grad is None:
+            p.grad = None
+        else:
+            p.grad.zero_()
+
+
 def _checked_clip_value(name: str, clip_value) -> float:
     if (
         isinstance(clip_value, bool)
@@ -1045,11 +1054,15 @@ class Optimizer:
         if not isinstance(params, Module | list | tuple | dict) and hasattr(params, "__iter__"):
             params = list(params)  # model.parameters(), as in PyTorch
         params, settings = self._one_group(params)
+        if not any(isinstance(t, Tensor) for t in tree_leaves(params)):
+            raise ValueError(f"{type(self).__name__}: got an empty parameter list")
         self.model = params if isinstance(params, Module) else None
         self.params = params
         self.lr = lr
         for name, value in settings.items():  # a group's own settings, as PyTorch's
             setattr(self, name, tuple(value) if name == "betas" else value)
+        if settings:
+            self._validate()
         self.state = self._init(params)
         self._step_count = 0  # updates applied (a scheduler warns when stepped before)
         self._inputs: dict = {}  # setting name -> (value, its input form), see _settings
@@ -1085,6 +1098,17 @@ class Optimizer:
         elif not isinstance(params, Module | list | tuple | dict):
             params = list(params)
         return params, group
+
+    def _validate(self) -> None:
+        """The constructor's checks of the settings, on their current values (after a
+        parameter group's or a ``param_groups`` edit)."""
+        named = {"weight_decay": "wd"}
+        kw = {
+            named.get(n, n): getattr(self, n)
+            for n in self._hyper_names
+            if n not in ("lr", "amsgrad", "centered")
+        }
+        _check_settings(type(self).__name__, self.lr, **kw)
 
     @property
     def param_groups(self) -> list:
@@ -1249,11 +1273,14 @@ class Optimizer:
         """
         return CompiledStep(self, loss_fn)
 
-    def zero_grad(self) -> None:
-        """Reset ``.grad`` of every parameter to None."""
-        for p in tree_leaves(self.params):
-            if isinstance(p, Tensor):
-                p.grad = None
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Reset ``.grad`` of every parameter: to None (default, as PyTorch's), or to zeros
+        in place with ``set_to_none=False`` (a held ``.grad`` tensor sees them).
+
+        Args:
+            set_to_none: drop the gradients instead of zeroing them.
+        """
+        _zero_grads([p for p in tree_leaves(self.params) if isinstance(p, Tensor)], set_to_none)
 
     def state_dict(self) -> OrderedDict:
         """The optimizer state as flat named tensors (``"step"``, ``"mu.<param name>"``, ...),
@@ -1370,7 +1397,13 @@ class _ParamGroup(MutableMapping):
                 f"{name}.param_groups: no setting {key!r}; the settings are "
                 f"{list(self._opt._hyper_names)}"
             )
+        before = getattr(self._opt, key)
         setattr(self._opt, key, tuple(value) if key == "betas" else value)
+        try:
+            self._opt._validate()
+        except ValueError:
+            setattr(self._opt, key, before)
+            raise
 
     def __delitem__(self, key) -> None:
         raise KeyError(f"{type(self._opt).__name__}.param_groups: settings cannot be removed")
