@@ -27,6 +27,7 @@ from .recurrent import GRU, LSTM
 from .sharded_checkpoint import load_sharded, save_sharded
 from .transformer import (
     MultiHeadAttention,
+    MultiheadAttention,
     TransformerDecoder,
     TransformerDecoderLayer,
     TransformerEncoder,
@@ -55,6 +56,7 @@ __all__ = [
     "ModuleDict",
     "ModuleList",
     "MultiHeadAttention",
+    "MultiheadAttention",
     "Sequential",
     "TransformerDecoder",
     "TransformerDecoderLayer",

@@ -11,16 +11,19 @@ True where a query may attend.)
 from __future__ import annotations
 
 import copy
+import math
 
 from ..ops import unary
 from ..ops._util import as_tensor
 from ..runtime.tensor import Tensor
 from . import functional as F
+from . import init
 from .layers import Dropout, LayerNorm, Linear, _keys
 from .module import Module, ModuleList
 
 __all__ = [
     "MultiHeadAttention",
+    "MultiheadAttention",
     "TransformerDecoder",
     "TransformerDecoderLayer",
     "TransformerEncoder",
@@ -152,9 +155,7 @@ class MultiHeadAttention(Module):
                 f"MultiHeadAttention: key {key.shape} and value {value.shape} differ in "
                 "batch or length"
             )
-        q = self._heads(self.q_proj(query))
-        k = self._heads(self.k_proj(key))
-        v = self._heads(self.v_proj(value))
+        q, k, v = (self._heads(t) for t in self._project(query, key, value))
         mask = None if attn_mask is None else self._keep_mask(attn_mask, q.shape, k.shape)
         if key_padding_mask is not None:
             kpm = as_tensor(key_padding_mask, op="MultiHeadAttention")
@@ -178,6 +179,10 @@ class MultiHeadAttention(Module):
         if not need_weights:
             return out
         return out, (weights.mean(axis=1) if average_attn_weights else weights)
+
+    def _project(self, query, key, value) -> tuple:
+        """The query, key and value projections, each ``(N, length, embed_dim)``."""
+        return self.q_proj(query), self.k_proj(key), self.v_proj(value)
 
     def _keep_mask(self, attn_mask, q_shape, k_shape):
         """The user's mask as the attention takes it: a bool one inverted (True = may
@@ -223,6 +228,159 @@ def _activation(name):
     if name not in _ACTIVATIONS:
         raise ValueError(f"activation must be one of {sorted(_ACTIVATIONS)} or a callable")
     return _ACTIVATIONS[name]
+
+
+class _TorchLinear(Module):
+    """A linear map holding PyTorch's ``(out, in)`` weight (``x @ weight.T + bias``): the
+    ``out_proj`` of :class:`MultiheadAttention`, so its ``state_dict`` loads PyTorch's as
+    it is (a square weight of the other layout would load transposed, silently)."""
+
+    def __init__(self, in_features: int, out_features: int, bias: bool, dtype=None):
+        super().__init__()
+        bound = 1.0 / math.sqrt(in_features)
+        self.weight = init.uniform((out_features, in_features), -bound, bound, dtype=dtype)
+        self.bias = init.zeros((out_features,), dtype) if bias else None
+
+    def forward(self, x):
+        """``x @ weight.T + bias``.
+
+        Args:
+            x: ``(..., in_features)``.
+
+        Returns:
+            ``(..., out_features)``.
+        """
+        y = x @ self.weight.T
+        return y if self.bias is None else y + self.bias
+
+
+class MultiheadAttention(MultiHeadAttention):
+    """PyTorch's ``nn.MultiheadAttention``: its constructor, defaults, call and parameters.
+
+    Unlike :class:`MultiHeadAttention` (the original nabla's module), sequences are
+    ``(length, batch, embed_dim)`` unless ``batch_first=True``, the call returns
+    ``(output, weights)`` (weights None with ``need_weights=False``), and the parameters
+    are PyTorch's, in its layouts: ``in_proj_weight`` ``(3 * embed_dim, embed_dim)`` and
+    ``in_proj_bias`` (or ``q_proj_weight``/``k_proj_weight``/``v_proj_weight`` when
+    ``kdim``/``vdim`` differ from ``embed_dim``), ``out_proj.weight`` ``(out, in)`` and
+    ``out_proj.bias``, so a PyTorch ``state_dict`` loads as it is.
+
+    Args:
+        embed_dim: model width; a multiple of ``num_heads``.
+        num_heads: number of heads.
+        dropout: dropout on the attention weights while training (default 0).
+        bias: biases in the projections (default True).
+        add_bias_kv: must be False (not supported).
+        add_zero_attn: must be False (not supported).
+        kdim: features of the keys (default ``embed_dim``).
+        vdim: features of the values (default ``embed_dim``).
+        batch_first: sequences ``(batch, length, features)`` (default False, as PyTorch:
+            ``(length, batch, features)``).
+        device: accepted for PyTorch's signature; parameters are made on the default device.
+        dtype: parameter dtype (default: the default dtype).
+
+    Raises:
+        ValueError: for ``embed_dim`` not a multiple of ``num_heads``, or ``add_bias_kv`` /
+            ``add_zero_attn``.
+    """
+
+    def __init__(
+        self,
+        embed_dim: int,
+        num_heads: int,
+        dropout=0.0,
+        bias=True,
+        add_bias_kv=False,
+        add_zero_attn=False,
+        kdim=None,
+        vdim=None,
+        batch_first=False,
+        device=None,
+        dtype=None,
+    ):
+        if add_bias_kv or add_zero_attn:
+            raise ValueError("MultiheadAttention: add_bias_kv and add_zero_attn are not supported")
+        super().__init__(embed_dim, num_heads, dropout, bias, None, dtype, kdim=kdim, vdim=vdim)
+        # PyTorch's parameters in place of the per-projection Linear modules
+        for name in ("q_proj", "k_proj", "v_proj", "out_proj"):
+            delattr(self, name)
+        e = self.embed_dim
+        self.batch_first = bool(batch_first)
+        self.packed = self.kdim == e and self.vdim == e
+        if self.packed:
+            self.in_proj_weight = init.xavier_uniform((3 * e, e), dtype=dtype)
+        else:
+            self.q_proj_weight = init.xavier_uniform((e, e), dtype=dtype)
+            self.k_proj_weight = init.xavier_uniform((e, self.kdim), dtype=dtype)
+            self.v_proj_weight = init.xavier_uniform((e, self.vdim), dtype=dtype)
+        self.in_proj_bias = init.zeros((3 * e,), dtype) if bias else None
+        self.out_proj = _TorchLinear(e, e, bias, dtype)
+
+    def _project(self, query, key, value) -> tuple:
+        e = self.embed_dim
+        if self.packed:
+            w = self.in_proj_weight
+            weights = (w[:e], w[e : 2 * e], w[2 * e :])
+        else:
+            weights = (self.q_proj_weight, self.k_proj_weight, self.v_proj_weight)
+        out = []
+        for i, (x, w) in enumerate(zip((query, key, value), weights, strict=True)):
+            y = x @ w.T
+            if self.in_proj_bias is not None:
+                y = y + self.in_proj_bias[i * e : (i + 1) * e]
+            out.append(y)
+        return tuple(out)
+
+    def forward(
+        self,
+        query,
+        key,
+        value,
+        key_padding_mask=None,
+        need_weights: bool = True,
+        attn_mask=None,
+        average_attn_weights: bool = True,
+        is_causal: bool = False,
+    ):
+        """Attend from ``query`` to ``key``/``value``, PyTorch's call.
+
+        Args:
+            query: ``(L, N, embed_dim)`` (``(N, L, embed_dim)`` with ``batch_first``).
+            key: ``(S, N, kdim)`` (batch first likewise).
+            value: ``(S, N, vdim)``.
+            key_padding_mask: optional ``(N, S)``: bool (True marks padding) or float
+                (added to the scores).
+            need_weights: also return the attention weights (default True).
+            attn_mask: optional ``(L, S)`` or ``(N * num_heads, L, S)`` mask: bool (True =
+                may NOT attend) or float (added to the scores).
+            average_attn_weights: average the weights over the heads (default True).
+            is_causal: position ``i`` attends only to positions ``<= i``.
+
+        Returns:
+            ``(output, weights)``: the output like ``query`` with ``embed_dim`` features;
+            the weights ``(N, L, S)`` (``(N, num_heads, L, S)`` unaveraged), or None.
+        """
+        args = [as_tensor(t, op="MultiheadAttention") for t in (query, key, value)]
+        if not self.batch_first:
+            for name, t in zip(("query", "key", "value"), args, strict=True):
+                if t.ndim != 3:
+                    raise ValueError(
+                        f"MultiheadAttention({self.extra_repr()}): {name} of shape {t.shape} "
+                        "is not (length, batch, features) (batch_first=False)"
+                    )
+            args = [t.swap_axes(0, 1) for t in args]
+        got = super().forward(
+            *args,
+            key_padding_mask=key_padding_mask,
+            attn_mask=attn_mask,
+            is_causal=is_causal,
+            need_weights=need_weights,
+            average_attn_weights=average_attn_weights,
+        )
+        out, weights = got if need_weights else (got, None)
+        if not self.batch_first:
+            out = out.swap_axes(0, 1)
+        return out, weights
 
 
 def _check_batch_first(name, batch_first):

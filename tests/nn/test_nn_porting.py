@@ -630,3 +630,41 @@ def test_module_registration_methods():
     assert nn.Embedding.from_pretrained(table, freeze=False).weight.requires_grad
     norm = nn.RMSNorm(3, elementwise_affine=False)
     assert list(norm.state_dict()) == [] and norm(nb.ones((2, 3))).shape == (2, 3)
+
+
+def test_pytorch_multihead_attention_keeps_its_parameters_defaults_and_call():
+    torch_style = nn.MultiheadAttention(8, 2)  # sequence first, (out, weights) returned
+    shapes = {k: v.shape for k, v in torch_style.state_dict().items()}
+    assert shapes == {
+        "in_proj_weight": (24, 8),
+        "in_proj_bias": (24,),
+        "out_proj.weight": (8, 8),
+        "out_proj.bias": (8,),
+    }
+    ours = nn.MultiHeadAttention(8, 2)
+    w = torch_style.in_proj_weight.numpy()
+    b = torch_style.in_proj_bias.numpy()
+    state = {}
+    for i, name in enumerate(("q_proj", "k_proj", "v_proj")):
+        state[f"{name}.weight"] = t(w[8 * i : 8 * (i + 1)].T)  # (out, in) -> (in, out)
+        state[f"{name}.bias"] = t(b[8 * i : 8 * (i + 1)])
+    state["out_proj.weight"] = t(torch_style.out_proj.weight.numpy().T)
+    state["out_proj.bias"] = torch_style.out_proj.bias
+    ours.load_state_dict(state)
+    q = rng.standard_normal((3, 4, 8)).astype(np.float32)  # (N, L, E)
+    mask = np.triu(np.ones((4, 4), bool), 1)
+    want, want_w = ours(t(q), attn_mask=nb.constant(mask), need_weights=True)
+    seq_first = t(q.transpose(1, 0, 2))
+    got, got_w = torch_style(seq_first, seq_first, seq_first, attn_mask=nb.constant(mask))
+    np.testing.assert_allclose(got.numpy().transpose(1, 0, 2), want.numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(got_w.numpy(), want_w.numpy(), rtol=1e-5, atol=1e-7)
+    out, none = torch_style(seq_first, seq_first, seq_first, need_weights=False)
+    assert none is None and out.shape == (4, 3, 8)
+    cross = nn.MultiheadAttention(8, 2, kdim=6, vdim=6, batch_first=True)
+    assert "q_proj_weight" in cross.state_dict() and cross.k_proj_weight.shape == (8, 6)
+    kv = t(rng.standard_normal((3, 5, 6)))
+    assert cross(t(q), kv, kv)[0].shape == (3, 4, 8)
+    g = nb.grad(lambda x: torch_style(x, x, x)[0].sum())(seq_first)
+    assert g.shape == seq_first.shape and np.isfinite(g.numpy()).all()
+    with pytest.raises(ValueError, match="add_bias_kv and add_zero_attn are not supported"):
+        nn.MultiheadAttention(8, 2, add_bias_kv=True)
