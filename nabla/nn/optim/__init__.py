@@ -1068,6 +1068,7 @@ class Optimizer:
         self._inputs: dict = {}  # setting name -> (value, its input form), see _settings
         self._compiled_update = None  # step()'s update as one compiled call, made at first
         self._update_tree = None  # the params treedef of the last step (kept: hashed once)
+        self._first_settings = None  # the cycled settings' values at the first step()
 
     def _one_group(self, params) -> tuple:
         """``(params, settings)`` of PyTorch's list of parameter-group dicts
@@ -1252,6 +1253,15 @@ class Optimizer:
             self._compiled_update = _compile(update)
         plain = [detach(x) if isinstance(x, Tensor) else x for x in leaves]
         hyper = self._settings(traced=True)
+        # a cycled setting (momentum, betas[0]) becomes an input only once it has changed:
+        # until then it stays the Python number, as the functional update takes it (a
+        # float32 beta computes the bias correction in float32: 7e-6 relative off)
+        if self._first_settings is None:
+            self._first_settings = {n: getattr(self, n) for n in self._dynamic if n != "lr"}
+        for name, first in self._first_settings.items():
+            value = getattr(self, name)
+            if _same_numbers(value, first):
+                hyper[name] = value
         new_leaves, new_state = self._compiled_update(plain, tree, grads, self.state, hyper)
         return tree_unflatten(tree, new_leaves), new_state
 
