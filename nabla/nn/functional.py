@@ -91,13 +91,14 @@ sigmoid = unary.sigmoid
 silu = unary.silu
 
 
-def softmax(x, axis: int | None = None, *, dim: int | None = None) -> Tensor:
+def softmax(x, axis: int | None = None, *, dim: int | None = None, dtype=None) -> Tensor:
     """``exp(x) / sum(exp(x))`` along ``axis`` (or PyTorch's ``dim``), computed stably.
 
     Args:
         x: the input.
         axis: the axis (default -1, the last).
         dim: PyTorch's name for ``axis``.
+        dtype: cast ``x`` to this dtype first (PyTorch's ``dtype=``).
 
     Returns:
         A tensor like ``x``.
@@ -106,16 +107,18 @@ def softmax(x, axis: int | None = None, *, dim: int | None = None) -> Tensor:
         TypeError: for both ``axis`` and ``dim``.
     """
     axis = alias_arg("softmax", "axis", axis, "dim", dim)
+    x = as_tensor(x, op="softmax") if dtype is None else as_tensor(x, op="softmax").cast(dtype)
     return reduction.softmax(x, -1 if axis is None else axis)
 
 
-def log_softmax(x, axis: int | None = None, *, dim: int | None = None) -> Tensor:
+def log_softmax(x, axis: int | None = None, *, dim: int | None = None, dtype=None) -> Tensor:
     """``x - logsumexp(x)`` along ``axis`` (or PyTorch's ``dim``).
 
     Args:
         x: the input.
         axis: the axis (default -1, the last).
         dim: PyTorch's name for ``axis``.
+        dtype: cast ``x`` to this dtype first (PyTorch's ``dtype=``).
 
     Returns:
         A tensor like ``x``.
@@ -124,6 +127,8 @@ def log_softmax(x, axis: int | None = None, *, dim: int | None = None) -> Tensor
         TypeError: for both ``axis`` and ``dim``.
     """
     axis = alias_arg("log_softmax", "axis", axis, "dim", dim)
+    x = as_tensor(x, op="log_softmax")
+    x = x if dtype is None else x.cast(dtype)
     return reduction.logsoftmax(x, -1 if axis is None else axis)
 
 

@@ -13,7 +13,7 @@ import math
 import numbers
 from typing import NamedTuple
 
-from ..ops import binary, creation, reduction, unary
+from ..ops import binary, creation, reduction, unary, view
 from ..ops import random as _random
 from ..ops._util import alias_arg, as_tensor
 from ..runtime.tensor import Tensor
@@ -139,6 +139,39 @@ class Linear(Module):
         )
 
 
+_PADDING_MODES = {"zeros": None, "reflect": "reflect", "replicate": "edge", "circular": "wrap"}
+
+
+def _padding_mode(layer: str, padding_mode: str, padding, spatial: int):
+    """PyTorch's ``padding_mode``: None for ``"zeros"`` (the convolution pads), else the
+    per-spatial-dim ``(before, after)`` amounts the layer pads with that mode first."""
+    if padding_mode not in _PADDING_MODES:
+        raise ValueError(
+            f"{layer}: padding_mode must be one of {list(_PADDING_MODES)}, got {padding_mode!r}"
+        )
+    if padding_mode == "zeros":
+        return None
+    if isinstance(padding, str):
+        if padding.lower() == "valid":
+            return ((0, 0),) * spatial
+        raise ValueError(
+            f"{layer}: padding_mode={padding_mode!r} takes int padding, got {padding!r}"
+        )
+    amounts = (padding,) * spatial if isinstance(padding, int) else tuple(padding)
+    if len(amounts) != spatial or not all(isinstance(a, int) and a >= 0 for a in amounts):
+        raise ValueError(
+            f"{layer}: padding_mode={padding_mode!r} takes int padding (or one per spatial "
+            f"dim), got {padding!r}"
+        )
+    return tuple((a, a) for a in amounts)
+
+
+def _pad_spatial(x, pads, mode: str):
+    """``x`` (``(..., spatial..., C)``) padded by ``pads`` with ``mode``."""
+    lead = ((0, 0),) * (x.ndim - len(pads) - 1)
+    return view.pad(x, lead + tuple(pads) + ((0, 0),), _PADDING_MODES[mode])
+
+
 class Conv2d(Module):
     """2-D convolution over NHWC images with an HWIO filter ``(KH, KW, in / groups, out)``.
 
@@ -153,6 +186,8 @@ class Conv2d(Module):
         bias: whether to add a learned bias (default True).
         key: optional RNG key for the initial values.
         dtype: parameter dtype (default: the default dtype).
+        padding_mode: ``"zeros"`` (default), ``"reflect"``, ``"replicate"`` or
+            ``"circular"``, as PyTorch (the last three take int padding).
     """
 
     def __init__(
@@ -167,10 +202,13 @@ class Conv2d(Module):
         bias: bool = True,
         key=None,
         dtype=None,
+        padding_mode: str = "zeros",
     ):
         super().__init__()
         channels = _ConvChannels(in_channels, out_channels, groups)
         self.kernel_size = _check_conv_layer("Conv2d", channels, kernel_size, 2)
+        self.padding_mode = padding_mode
+        self._mode_pads = _padding_mode("Conv2d", padding_mode, padding, 2)
         self.in_channels, self.out_channels = int(in_channels), int(out_channels)
         self.stride, self.dilation, self.groups = stride, dilation, int(groups)
         self.padding = padding if isinstance(padding, str | int) else tuple(padding)
@@ -199,15 +237,17 @@ class Conv2d(Module):
                 f"Conv2d({self.extra_repr()}): input of shape {x.shape} is not "
                 f"(N, H, W, {self.in_channels}) (images are NHWC)"
             )
-        return F.conv2d(
-            x, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups
-        )
+        padding = self.padding
+        if self._mode_pads is not None:
+            x, padding = _pad_spatial(x, self._mode_pads, self.padding_mode), 0
+        return F.conv2d(x, self.weight, self.bias, self.stride, padding, self.dilation, self.groups)
 
     def extra_repr(self) -> str:
         """The configuration shown by ``repr``."""
         return (
             f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
             f"stride={self.stride}, padding={self.padding!r}"
+            + ("" if self.padding_mode == "zeros" else f", padding_mode={self.padding_mode!r}")
         )
 
 
@@ -265,6 +305,8 @@ class Conv1d(Module):
         bias: whether to add a learned bias (default True).
         key: optional RNG key for the initial values.
         dtype: parameter dtype (default: the default dtype).
+        padding_mode: ``"zeros"`` (default), ``"reflect"``, ``"replicate"`` or
+            ``"circular"``, as PyTorch (the last three take int padding).
     """
 
     def __init__(
@@ -279,10 +321,13 @@ class Conv1d(Module):
         bias: bool = True,
         key=None,
         dtype=None,
+        padding_mode: str = "zeros",
     ):
         super().__init__()
         channels = _ConvChannels(in_channels, out_channels, groups)
         (k,) = _check_conv_layer("Conv1d", channels, kernel_size, 1)
+        self.padding_mode = padding_mode
+        self._mode_pads = _padding_mode("Conv1d", padding_mode, padding, 1)
         if isinstance(padding, str) and padding.lower() == "same" and stride not in (1, (1,)):
             raise ValueError(f"Conv1d: padding='same' needs stride 1, got stride={stride!r}")
         self.in_channels, self.out_channels = int(in_channels), int(out_channels)
@@ -308,15 +353,17 @@ class Conv1d(Module):
                 f"Conv1d({self.extra_repr()}): input of shape {x.shape} is not "
                 f"(N, L, {self.in_channels}) (sequences are channels last)"
             )
-        return F.conv1d(
-            x, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups
-        )
+        padding = self.padding
+        if self._mode_pads is not None:
+            x, padding = _pad_spatial(x, self._mode_pads, self.padding_mode), 0
+        return F.conv1d(x, self.weight, self.bias, self.stride, padding, self.dilation, self.groups)
 
     def extra_repr(self) -> str:
         """The configuration shown by ``repr``."""
         return (
             f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
             f"stride={self.stride}, padding={self.padding!r}"
+            + ("" if self.padding_mode == "zeros" else f", padding_mode={self.padding_mode!r}")
         )
 
 
@@ -525,7 +572,7 @@ class _Pool(Module):
                 )
 
     def forward(self, x):
-        """Pool ``x`` of shape ``(N, H, W, C)``.
+        """Pool ``x`` of shape ``(N, H, W, C)`` (or one image ``(H, W, C)``).
 
         Args:
             x: the input images.
@@ -534,6 +581,9 @@ class _Pool(Module):
             The pooled images.
         """
         options = {name: getattr(self, name) for name in self.options}
+        x = as_tensor(x, op=type(self).__name__)
+        if x.ndim == 3:  # one unbatched image (H, W, C), as PyTorch takes (C, H, W)
+            return type(self).fn(x[None], self.kernel_size, self.stride, self.padding, **options)[0]
         return type(self).fn(x, self.kernel_size, self.stride, self.padding, **options)
 
     def extra_repr(self) -> str:

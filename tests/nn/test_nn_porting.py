@@ -668,3 +668,31 @@ def test_pytorch_multihead_attention_keeps_its_parameters_defaults_and_call():
     assert g.shape == seq_first.shape and np.isfinite(g.numpy()).all()
     with pytest.raises(ValueError, match="add_bias_kv and add_zero_attn are not supported"):
         nn.MultiheadAttention(8, 2, add_bias_kv=True)
+
+
+@pytest.mark.parametrize(
+    "mode, np_mode", [("reflect", "reflect"), ("replicate", "edge"), ("circular", "wrap")]
+)
+def test_conv_padding_modes_pad_before_the_convolution(mode, np_mode):
+    x = rng.standard_normal((2, 6, 7, 3)).astype(np.float32)
+    conv = nn.Conv2d(3, 4, 3, stride=2, padding=1, padding_mode=mode)
+    padded = np.pad(x, ((0, 0), (1, 1), (1, 1), (0, 0)), mode=np_mode)
+    want = F.conv2d(t(padded), conv.weight, conv.bias, 2, 0)
+    np.testing.assert_allclose(conv(t(x)).numpy(), want.numpy(), rtol=1e-5, atol=1e-6)
+    conv1 = nn.Conv1d(3, 4, 3, padding=2, padding_mode=mode)
+    seq = x[:, 0]
+    padded1 = np.pad(seq, ((0, 0), (2, 2), (0, 0)), mode=np_mode)
+    want1 = F.conv1d(t(padded1), conv1.weight, conv1.bias)
+    np.testing.assert_allclose(conv1(t(seq)).numpy(), want1.numpy(), rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match=f"padding_mode='{mode}' takes int padding"):
+        nn.Conv2d(3, 4, 3, padding="same", padding_mode=mode)
+
+
+def test_unbatched_pooling_and_softmax_dtype():
+    img = rng.standard_normal((6, 6, 3)).astype(np.float32)
+    np.testing.assert_array_equal(
+        nn.MaxPool2d(2)(t(img)).numpy(), nn.MaxPool2d(2)(t(img[None])).numpy()[0]
+    )
+    assert F.softmax(nb.constant([1, 2, 3]), dim=0, dtype=nb.float64).dtype == nb.float64
+    with pytest.raises(ValueError, match="padding_mode must be one of"):
+        nn.Conv2d(3, 4, 3, padding_mode="mirror")
