@@ -248,13 +248,17 @@ _matmul = MatmulOp()
 
 def matmul(x, y):
     """Matrix product with NumPy semantics: 1-D operands are promoted (and the added dim
-    removed), leading batch dims broadcast.
+    removed), leading batch dims broadcast. Of bool operands, a bool product: True where
+    some term is True, as JAX's.
 
     Raises:
         ValueError: when the contracted dims differ, naming both shapes.
     """
 
     x, y = _matmul_operands(x, y)
+    if x.dtype.is_bool:  # JAX's: True where some k has x[i, k] and y[k, j]
+        counts = matmul(fn.cast(x, "int32"), fn.cast(y, "int32"))
+        return fn.not_equal(counts, 0)
     whole = x._impl.sharding is None and y._impl.sharding is None
     if x.ndim == 1 and y.ndim == 2 and not y._impl.levels and whole:
         _check_contracted(x, y)
@@ -294,8 +298,6 @@ def _matmul_operands(x, y):
         (x, y), _ = fn.promote_operands("matmul", [x, y], broadcast=False)
     else:
         x, y = as_tensor(x, op="matmul"), as_tensor(y, op="matmul")
-    if x.dtype.is_bool:
-        raise TypeError("matmul: bool tensors are not supported")
     if x.ndim == 0 or y.ndim == 0:
         raise OpError(f"matmul: operands must be at least 1-D, got shapes {x.shape} and {y.shape}")
     return x, y

@@ -917,3 +917,12 @@ def test_logsoftmax_of_large_logits_keeps_its_digits():
     np.testing.assert_allclose(got, want, rtol=1e-6)
     loss = nb.nn.functional.cross_entropy_loss(nb.constant([[1e5, 1e5, 0.0]]), nb.constant([0]))
     assert loss.item() == pytest.approx(np.log(2.0), rel=1e-6)
+
+
+def test_bool_matmul_is_jax_s_logical_product():
+    a = np.array([[True, False], [True, True]])
+    b = np.array([[False, True], [False, False]])
+    got = nb.constant(a) @ nb.constant(b)
+    assert got.dtype == nb.bool
+    np.testing.assert_array_equal(got.numpy(), a @ b)
+    np.testing.assert_array_equal(nb.matmul(nb.constant(a), nb.constant(a[0])).numpy(), a @ a[0])
