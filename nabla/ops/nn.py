@@ -479,8 +479,9 @@ def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=Fal
     """Max over ``kernel_size`` windows of NHWC ``x`` (stride defaults to the kernel size).
 
     Padding is filled with ``-inf`` (float) or the dtype's minimum (integers), so it never
-    wins. Where several elements of a window tie for the maximum, the gradient is shared
-    evenly among them, as for ``max`` (JAX and PyTorch send it all to one of them).
+    wins. Where several elements of a window tie for the maximum, the gradient goes to the
+    first of them in row-major order, as JAX's and PyTorch's max pooling (``nb.max``
+    shares it evenly, as JAX's ``max``).
 
     Args:
         x: input ``(N, H, W, C)``.
@@ -505,7 +506,7 @@ def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=Fal
         return win > 0
     fill = float("-inf") if x.dtype.is_float else np.iinfo(x.dtype.numpy).min
     window = _pool_window("max_pool2d", x, kernel_size, stride, padding, dilation, ceil_mode)
-    return fn.reduce_max(_pooled("max_pool2d", x, window, fill), 3)
+    return fn.window_max(_pooled("max_pool2d", x, window, fill), 3)
 
 
 def avg_pool2d(x, kernel_size, stride=None, padding=0, count_include_pad=True, ceil_mode=False):

@@ -294,10 +294,41 @@ class ReduceMinOp(_ExtremumOp):
     partial_reduce = "min"
 
 
+class WindowMaxOp(ReduceMaxOp):
+    """The maximum over one axis whose gradient goes to the **first** maximum along it
+    (row-major order), as JAX's and PyTorch's max pooling do (``reduce_window``'s
+    select-and-scatter, ``max_pool2d``'s indices): ``max_pool2d`` reduces each window's
+    taps with it. The value is ``reduce_max``'s, and so is its lowering (``backend_name``);
+    ``nb.max`` keeps the even split among ties, as JAX's ``max``."""
+
+    name = "window_max"
+    backend_name = "reduce_max"
+
+    @staticmethod
+    def _hits(x, out, kwargs):
+        (axis,) = kwargs["axes"]
+        outk = out if kwargs["keepdims"] else _expand_back(out, x.shape, (axis,), False)
+        hit = x == outk
+        # the first hit along the axis: a hit with no hit before it
+        first = fn.cumsum(hit.cast(DType.int32), axis) == 1
+        return fn.logical_and(hit, first).cast(x.dtype)
+
+    def _weights(self, x, out, kwargs):
+        return self._hits(x, out, kwargs)
+
+    def vjp_rule(self, primals, cotangents, outputs, kwargs):
+        x, axes = primals[0], kwargs["axes"]
+        ct = cotangents[0]
+        if not kwargs["keepdims"]:
+            ct = fn.reshape(ct, _reduced_shape(x.shape, axes, True))
+        return [self._hits(x, outputs[0], kwargs) * fn.broadcast_to(ct, x.shape)]
+
+
 reduce_sum = ReduceSumOp()
 reduce_prod = ReduceProdOp()
 reduce_max = ReduceMaxOp()
 reduce_min = ReduceMinOp()
+window_max = WindowMaxOp()
 
 
 def sum(x, axis=None, keepdims=False, *, dtype=None):  # noqa: A001
@@ -912,4 +943,4 @@ def minmax(x) -> dict:
     return {"min": reduce_min(x, axes), "max": reduce_max(x, axes)}
 
 
-provide(globals(), [*__all__, "reduce_prod"])
+provide(globals(), [*__all__, "reduce_prod", "window_max"])

@@ -926,3 +926,18 @@ def test_bool_matmul_is_jax_s_logical_product():
     assert got.dtype == nb.bool
     np.testing.assert_array_equal(got.numpy(), a @ b)
     np.testing.assert_array_equal(nb.matmul(nb.constant(a), nb.constant(a[0])).numpy(), a @ a[0])
+
+
+def test_max_pool_sends_a_tied_window_s_gradient_to_its_first_maximum():
+    """As JAX's reduce_window max (select-and-scatter) and PyTorch's max_pool2d; nb.max
+    keeps JAX's even split."""
+    x = np.zeros((1, 4, 4, 1), np.float32)
+    x[0, 2:, 3, 0] = 1.0  # the last window: two tied maxima in its right column
+    g = nb.grad(lambda v: nb.max_pool2d(v, 2).sum())(nb.constant(x)).numpy()[0, ..., 0]
+    want = np.zeros((4, 4), np.float32)
+    want[0, 0] = want[0, 2] = want[2, 0] = want[2, 3] = 1.0
+    np.testing.assert_array_equal(g, want)
+    _, tangent = nb.jvp(lambda v: nb.max_pool2d(v, 2), (nb.constant(x),), (nb.constant(x + 1),))
+    np.testing.assert_array_equal(tangent.numpy()[0, ..., 0], [[1.0, 1.0], [1.0, 2.0]])
+    even = nb.grad(lambda v: nb.max(v))(nb.zeros((4,))).numpy()
+    np.testing.assert_array_equal(even, np.full(4, 0.25, np.float32))
