@@ -498,5 +498,9 @@ class _OneFOneBDevice:
         grads = tree_map(lambda g: reshape(g, (1,) + tuple(g.shape)), self.grads)
         if run.data_axis is not None:
             loss = pmean(loss, axes=run.data_axis)
-            grads = tree_map(lambda g: pmean(g, axes=run.data_axis), grads)
+            # the stage parameters are the same on every device along the data axis: their
+            # gradients from the vjp inside the body come summed over it (shard_map's rule,
+            # as JAX's), so the mean divides by its size
+            n = run.mesh.axis_size(run.data_axis)
+            grads = tree_map(lambda g: g / n, grads)
         return loss, grads

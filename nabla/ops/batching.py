@@ -14,7 +14,7 @@ ordinary backend ops ``transpose``, ``broadcast_in_dim`` and ``reduce_sum``.
 from __future__ import annotations
 
 from ..core.ir import TensorImpl
-from ..core.state import STATE, is_live, level_sizes, live_grad_levels
+from ..core.state import STATE, is_live, level_sizes, live_grad_levels, spmd_axes
 from ..runtime.tensor import Tensor
 from . import spmd
 from .base import Operation
@@ -227,10 +227,17 @@ def differentiated_inside(impl, vmap_level: int) -> bool:
 def sum_finished_levels(ct: Tensor, primal: Tensor) -> Tensor:
     """The cotangent of a value broadcast over vmap levels ``primal`` lacks: sum the levels
     whose vmap has finished. A level still active belongs to a vmap *around* this
-    differentiation, whose cotangents stay batched (JAX semantics: per-example gradients)."""
+    differentiation, whose cotangents stay batched (JAX semantics: per-example gradients).
+    A running ``shard_map``'s device level is summed too (a psum over the mesh axis): a
+    value the same on every device along an axis has one gradient there, the sum of the
+    devices' contributions, as JAX's ``shard_map`` (an invariant value's implicit
+    broadcast transposes to ``psum``)."""
     have = set(primal._impl.levels)
     active = set(STATE.active_vmap)
-    drop = tuple(lv for lv in ct._impl.levels if lv not in have and lv not in active)
+    devices = {lv for lv, _mesh in spmd_axes.values()}
+    drop = tuple(
+        lv for lv in ct._impl.levels if lv not in have and (lv not in active or lv in devices)
+    )
     return sum_levels(ct, drop)
 
 

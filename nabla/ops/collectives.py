@@ -1443,6 +1443,14 @@ def reduce_scatter(x, axis: int, axes=None, *, reduce_op: str = "sum") -> Tensor
                 f"with {kinds[wrong[0]]!r} terms (spec {spec}); reduce_op={reduce_op!r} is "
                 "not their reduction"
             )
+        split = tuple(spec.dims[d]) + tuple(names)
+        ways = prod(spec.mesh.axis_size(a) for a in split)
+        if x.shape[axis] % ways:
+            raise ShardingError(
+                f"reduce_scatter: dim {axis} of size {x.shape[axis]} of the tensor of shape "
+                f"{x.shape} (spec {spec}) cannot be split over {split} ({ways} blocks); name "
+                "other axes, or a dim they divide"
+            )
         if not copies:
             return _bind_one(key, _reduce_scatter, lambda: reduce_scatter_phys(x, d, terms))
         if terms:
@@ -1515,14 +1523,17 @@ def _chunk_transpose(x: Tensor, d: int, axes) -> Tensor:
 
 def ppermute(x, perm=None, axis_name=None, *, permutation=None) -> Tensor:
     """Send each device's block to another: ``perm`` holds ``(source, destination)`` pairs
-    of flat mesh device indices (inside ``shard_map``: positions along ``axis_name``, or
-    along the whole mesh, row-major); devices that receive nothing get zeros.
+    of flat mesh device indices, or of positions along ``axis_name`` when given (inside
+    ``shard_map``: along the body's axes by default); devices that receive nothing get
+    zeros.
 
     Args:
         x: a sharded tensor, or a per-device value inside ``shard_map``.
         perm: pairs ``(src, dst)``; no device twice as a source or a destination.
-        axis_name: inside ``shard_map``, the mesh axis (or tuple of axes) the positions run
-            along; default: every mesh axis of the body.
+        axis_name: the mesh axis (or tuple of axes) the positions run along: inside
+            ``shard_map`` (default: every mesh axis of the body) and outside it (default:
+            ``perm`` holds flat device indices), where every line of devices along those
+            axes is permuted alike.
         permutation: the original Nabla's name for ``perm``.
     """
     perm = alias_arg("ppermute", "perm", perm, "permutation", permutation)
@@ -1544,7 +1555,40 @@ def ppermute(x, perm=None, axis_name=None, *, permutation=None) -> Tensor:
         _check_pairs(pairs, n, f"a position along the body's axes (0 to {n - 1})")
         return per_device.ppermute(x, pairs, levels)
 
-    return _dispatch("ppermute", x, local, lambda x: _ppermute.bind([x], {"pairs": pairs}))
+    def whole(x):
+        flat = pairs if axis_name is None else _flat_pairs(x, pairs, axis_name)
+        return _ppermute.bind([x], {"pairs": flat})
+
+    return _dispatch("ppermute", x, local, whole)
+
+
+def _flat_pairs(x, pairs: tuple, axis_name) -> tuple:
+    """``pairs`` of positions along the mesh axes ``axis_name`` (numbered in mesh order, as
+    inside a body) as pairs of flat device indices of ``x``'s mesh: every line of devices
+    along those axes permuted alike."""
+    mesh = x._impl.sharding.mesh
+    names = _names("ppermute", axis_name)
+    unknown = [a for a in names if a not in mesh.axis_names]
+    if unknown:
+        raise ShardingError(
+            f"ppermute: axis_name {axis_name!r} names {unknown}, not an axis of mesh "
+            f"{mesh.name!r} (axes {mesh.axis_names}); tensor of shape {x.shape}"
+        )
+    along = [i for i, a in enumerate(mesh.axis_names) if a in names]  # mesh order
+    sizes = [mesh.shape[i] for i in along]
+    n = prod(sizes)
+    _check_pairs(pairs, n, f"a position along {names} (0 to {n - 1})")
+    flat = []
+    for device in range(prod(mesh.shape)):
+        coords = list(np.unravel_index(device, mesh.shape))
+        pos = int(np.ravel_multi_index([coords[i] for i in along], sizes)) if along else 0
+        for src, dst in pairs:
+            if src == pos:
+                moved = np.unravel_index(dst, sizes)
+                for i, c in zip(along, moved, strict=True):
+                    coords[i] = int(c)
+                flat.append((device, int(np.ravel_multi_index(coords, mesh.shape))))
+    return tuple(flat)
 
 
 def _is_int(v) -> bool:

@@ -302,3 +302,54 @@ def test_jacrev_and_hessian_through_shard_map_match_jacfwd():
     want = np.diag(-np.sin(v) * (v + partner) + 2 * np.cos(v))
     want[np.arange(4), (np.arange(4) + 2) % 4] = np.cos(v) + np.cos(partner)
     np.testing.assert_allclose(h, want, atol=1e-5)
+
+
+def test_grad_inside_the_body_sums_a_replicated_input_s_gradient_over_the_devices():
+    """JAX's shard_map rule: a value the same on every device along an axis (``P()`` there)
+    has one gradient, the sum of the devices' contributions (its implicit broadcast
+    transposes to psum), whether the loss is summed over the devices or local. A vmap's
+    level keeps per-example gradients."""
+    x = np.arange(16.0, dtype=np.float32).reshape(8, 2) / 10
+    w = np.ones((2, 1), np.float32)
+
+    def summed(xb, wb):
+        return nb.grad(lambda v: nb.all_reduce(nb.sum(xb @ v), "sum", axes="x"))(wb)
+
+    got = nb.shard_map(summed, M4, (P("x"), P()), P())(x, w)
+    np.testing.assert_allclose(got.numpy().ravel(), x.sum(0), rtol=1e-6)
+
+    def local(xb, wb):
+        return nb.grad(lambda v: nb.sum(xb @ v))(wb)[None]
+
+    got = nb.shard_map(local, M4, (P("x"), P()), P("x"))(x, w)
+    np.testing.assert_allclose(got.numpy()[..., 0], np.stack([x.sum(0)] * 4), rtol=1e-6)
+    # on a 2-D mesh: summed over the axis the weight is replicated along only
+    xs = np.arange(16.0, dtype=np.float32).reshape(4, 4) / 10
+    ws = np.ones((4, 2), np.float32)
+
+    def dp_grad(xb, wb):  # weight split over tp, replicated over dp
+        return nb.grad(lambda v: nb.pmean(nb.sum(xb @ v), axes=("dp", "tp")))(wb)
+
+    got = nb.shard_map(dp_grad, M22, (P("dp", "tp"), P("tp")), P("tp"))(xs, ws)
+    # d/dw of the mean over the 4 devices of each device's block sum: the column sums of
+    # x (its rows summed over dp), over 4
+    want = np.repeat(xs.sum(0)[:, None] / 4, 2, axis=1)
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-6)
+    per_example = nb.vmap(lambda r: nb.grad(lambda v: nb.sum(r @ v))(nb.constant(w)))(x)
+    np.testing.assert_allclose(per_example.numpy()[..., 0], x, rtol=1e-6)
+
+
+def test_ppermute_outside_a_body_takes_positions_along_axis_name_as_inside():
+    x = nb.shard(np.arange(8.0), M22, P(("dp", "tp")))
+    swap = [(0, 1), (1, 0)]
+    body = nb.shard_map(
+        lambda b: nb.ppermute(b, swap, axis_name="dp"), M22, (P(("dp", "tp")),), P(("dp", "tp"))
+    )
+    outside = nb.ppermute(x, swap, axis_name="dp")
+    np.testing.assert_array_equal(outside.numpy(), body(x).numpy())
+    np.testing.assert_array_equal(outside.numpy(), [4, 5, 6, 7, 0, 1, 2, 3])
+    np.testing.assert_array_equal(nb.ppermute(x, swap).numpy(), [2, 3, 0, 1, 0, 0, 0, 0])
+    with pytest.raises(nb.ShardingError, match="axis_name 'no_such_axis' names"):
+        nb.ppermute(x, swap, axis_name="no_such_axis")
+    with pytest.raises(nb.ShardingError, match=r"reduce_scatter: dim 1 of size 6 .*\(8, 6\)"):
+        nb.reduce_scatter(nb.shard(np.ones((8, 6), np.float32), M22, P("dp")), 1)
