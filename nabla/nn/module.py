@@ -8,6 +8,7 @@ else set on it (ints, strings, ``training``, callables) is static data kept in t
 
 from __future__ import annotations
 
+import itertools
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -64,6 +65,26 @@ def _holds_tensor(value) -> bool:
     if isinstance(value, dict):
         value = list(value.values())
     return isinstance(value, list | tuple) and any(isinstance(v, Tensor) for v in value)
+
+
+_HOOK_IDS = itertools.count()
+
+
+class HookHandle:
+    """What ``register_forward_hook`` returns: ``remove()`` unregisters the hook (PyTorch's
+    ``RemovableHandle``)."""
+
+    def __init__(self, module, table: str, key: int):
+        self._module, self._table, self._key = module, table, key
+
+    def remove(self) -> None:
+        """Unregister the hook (nothing if it is gone already)."""
+        hooks = dict(self._module.__dict__.get(self._table, {}))
+        if hooks.pop(self._key, None) is not None:
+            if hooks:
+                object.__setattr__(self._module, self._table, hooks)
+            else:
+                self._module.__dict__.pop(self._table, None)
 
 
 @dataclass(slots=True, eq=False)  # equality and hash below: static values compare loosely
@@ -366,18 +387,63 @@ class Module:
     _call_depth: int = 0  # module calls in progress (the outermost is the user's)
 
     def __call__(self, *args, **kwargs):
-        if not Module._auto_realize_forward:
+        d = self.__dict__
+        pre, post = d.get("_forward_pre_hooks"), d.get("_forward_hooks")
+        if not (pre or post or Module._auto_realize_forward):
             return self.forward(*args, **kwargs)
+        for hook in list(pre.values()) if pre else ():
+            got = hook(self, args)
+            if got is not None:  # PyTorch's: new positional arguments
+                args = got if isinstance(got, tuple) else (got,)
         Module._call_depth += 1
         try:
             out = self.forward(*args, **kwargs)
         finally:
             Module._call_depth -= 1
-        if Module._call_depth == 0 and STATE.recording is None:
+        for hook in list(post.values()) if post else ():
+            got = hook(self, args, out)
+            if got is not None:  # PyTorch's: a new output
+                out = got
+        if Module._auto_realize_forward and Module._call_depth == 0 and STATE.recording is None:
             pending = [t for t in tree_flatten(out)[0] if isinstance(t, Tensor)]
             if pending:
                 realize(*pending)
         return out
+
+    def register_forward_hook(self, hook) -> HookHandle:
+        """Call ``hook(module, args, output)`` after each forward, as PyTorch's; a result
+        other than None replaces the output. Under ``compile`` hooks run while tracing, so
+        what they compute is part of the trace (adding or removing one retraces).
+
+        Args:
+            hook: the function.
+
+        Returns:
+            A handle whose ``remove()`` unregisters the hook.
+        """
+        return self._add_hook("_forward_hooks", hook)
+
+    def register_forward_pre_hook(self, hook) -> HookHandle:
+        """Call ``hook(module, args)`` before each forward, as PyTorch's; a result other
+        than None replaces the positional arguments (a tuple, or one argument).
+
+        Args:
+            hook: the function.
+
+        Returns:
+            A handle whose ``remove()`` unregisters the hook.
+        """
+        return self._add_hook("_forward_pre_hooks", hook)
+
+    def _add_hook(self, table: str, hook) -> HookHandle:
+        if not callable(hook):
+            raise TypeError(f"{type(self).__name__}: a hook must be callable, got {hook!r}")
+        # a static attribute: the treedef holds the hooks, so a change retraces a compile
+        hooks = dict(self.__dict__.get(table, {}))
+        key = next(_HOOK_IDS)
+        hooks[key] = hook
+        object.__setattr__(self, table, hooks)
+        return HookHandle(self, table, key)
 
     @classmethod
     def set_execution_policy(

@@ -696,3 +696,28 @@ def test_unbatched_pooling_and_softmax_dtype():
     assert F.softmax(nb.constant([1, 2, 3]), dim=0, dtype=nb.float64).dtype == nb.float64
     with pytest.raises(ValueError, match="padding_mode must be one of"):
         nn.Conv2d(3, 4, 3, padding_mode="mirror")
+
+
+def test_forward_hooks_and_pre_hooks():
+    model = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2))
+    x = t(rng.standard_normal((5, 3)))
+    plain = model(x).numpy()
+    seen = {}
+    handle = model[1].register_forward_hook(lambda m, args, out: seen.__setitem__("relu", out))
+    model(x)
+    assert seen["relu"].shape == (5, 4) and (seen["relu"].numpy() >= 0).all()
+    zero_in = model[2].register_forward_pre_hook(lambda m, args: (args[0] * 0.0,))
+    np.testing.assert_allclose(model(x).numpy(), np.broadcast_to(model[2].bias.numpy(), (5, 2)))
+    zero_in.remove()
+    zero_in.remove()  # a second remove does nothing
+    np.testing.assert_array_equal(model(x).numpy(), plain)
+    doubled = model.register_forward_hook(lambda m, args, out: out * 2.0)
+    step = nb.compile(lambda mod, v: mod(v))
+    np.testing.assert_allclose(step(model, x).numpy(), 2 * plain, rtol=1e-6)
+    doubled.remove()  # the hooks are part of the trace's key: a retrace
+    np.testing.assert_allclose(step(model, x).numpy(), plain, rtol=1e-6)
+    assert step.stats.misses == 2
+    handle.remove()
+    assert "_forward_hooks" not in model[1].__dict__
+    with pytest.raises(TypeError, match="a hook must be callable"):
+        model.register_forward_hook(3)
