@@ -255,6 +255,8 @@ def promote_types(a: DType, b: DType) -> DType:
     hit = _PROMOTE_CACHE.get(key)
     if hit is not None:
         return hit
+    if not (isinstance(a, DType) and isinstance(b, DType)):  # "int8", np.uint8, ...
+        return promote_types(to_dtype(a), to_dtype(b))
     if a is b:
         out = a
     elif a.is_bool:

@@ -79,6 +79,10 @@ def broadcast_shapes(op: str, *shapes) -> tuple:
 def _operand(v, dtype: DType, op_name: str) -> Tensor:
     if isinstance(v, Tensor):
         return v if v.dtype is dtype else v.cast(dtype)
+    if isinstance(v, np.generic):
+        # a NumPy scalar is weak as a Python one (as PyTorch takes it) and, as one, must
+        # fit the dtype: np.int64(200) into int8 is an error, not a silent -56
+        v = v.item()
     return as_tensor(v, dtype, op_name)
 
 
@@ -169,7 +173,9 @@ def _weak_scalar(value, t: Tensor, result: str):
     if d.is_bool or not impl.device.is_cpu:
         return None
     try:
-        buf = np.array(value, dtype=d.numpy)
+        # an int for a float dtype goes through float (ml_dtypes' bfloat16 takes no int
+        # beyond int64)
+        buf = np.array(float(value) if tv is int and d.is_float else value, dtype=d.numpy)
     except OverflowError:
         return None  # out of the dtype's range: the general path names op, value and range
     return Tensor._wrap(TensorImpl((), d, impl.device, buffer=buf))
@@ -313,8 +319,9 @@ def _promote_any(x, y, op_name="div"):
 
 
 _BINARY_RULES = (
-    "Operands are promoted to one dtype (:func:`nabla.promote_types`). Python scalars are "
-    "weakly typed: they take the other operand's dtype unless they are of a higher kind "
+    "Operands are promoted to one dtype (:func:`nabla.promote_types`). Python scalars (and "
+    "NumPy scalars, as PyTorch takes them) are weakly typed and must fit that dtype: they "
+    "take the other operand's dtype unless they are of a higher kind "
     "(``int32_tensor * 2 -> int32``, ``int32_tensor * 0.5 -> default float``). Shapes "
     "broadcast as in NumPy."
 )
@@ -390,7 +397,10 @@ class _PowerOp(BinaryOperation):
     def __call__(self, x, y):
         if isinstance(y, numbers.Integral) and not isinstance(y, bool) and y < 0:
             dtype = x.dtype if isinstance(x, Tensor) else np.asarray(x).dtype
-            integer = dtype.is_int if isinstance(dtype, DType) else dtype.kind in "iu"
+            if isinstance(dtype, DType):
+                integer = dtype.is_int or dtype.is_bool
+            else:
+                integer = dtype.kind in "iub"
             if integer:
                 base = _describe_operands((x,)) if isinstance(x, Tensor) else f"{dtype} array"
                 raise TypeError(
@@ -533,7 +543,7 @@ pow = _binary(  # noqa: A001
     doc="Elementwise power ``x ** y`` (also ``nb.power``).\n\n"
     "Integer operands give an integer result, as in NumPy. An integer base to a negative "
     "Python int is a ``TypeError``, as in JAX; a negative element of an integer tensor of "
-    "exponents gives JAX's truncated result (1 for a base of 1, +-1 for -1, else 0) where "
+    "exponents gives the truncated result (1 for a base of 1, +-1 for -1, else 0) where "
     "NumPy and PyTorch raise. The derivative of ``x ** 0`` is "
     "zero everywhere, at ``x = 0`` too (JAX's integer power).",
     kinds="nobool",
@@ -682,11 +692,24 @@ def where(condition, x, y):
 def clip(x, min=None, max=None):  # noqa: A002
     """Clamp ``x`` into ``[min, max]`` (either bound may be None)."""
     x = as_tensor(x, op="clip")
+    for bound in (min, max):  # a bound out of an integer dtype's range names clip
+        if isinstance(bound, int | np.integer) and not isinstance(bound, bool):
+            if x.dtype.is_int and not _fits(int(bound), x.dtype):
+                lo, hi = np.iinfo(x.dtype.numpy).min, np.iinfo(x.dtype.numpy).max
+                raise OverflowError(
+                    f"clip: the bound {int(bound)} is out of range for {x.dtype.value} "
+                    f"[{lo}, {hi}] (tensor of shape {x.shape})"
+                )
     if min is not None:
         x = maximum(x, min)
     if max is not None:
         x = minimum(x, max)
     return x
+
+
+def _fits(value: int, dtype: DType) -> bool:
+    info = np.iinfo(dtype.numpy)
+    return int(info.min) <= value <= int(info.max)
 
 
 provide(globals(), [*__all__, "promote_operands"])

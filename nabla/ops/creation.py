@@ -8,6 +8,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ..core.config import CONFIG
 from ..core.device import Device, get_default_device
 from ..core.dtypes import DType, from_numpy_dtype, get_default_dtype, to_dtype
 from ..core.ir import SymDim, note_size_decision, range_length
@@ -215,6 +216,8 @@ def _scalar_value(value, dtype: DType, op: str = "full"):
     if dtype.is_bool:
         return bool(value)
     if dtype.is_int:
+        if isinstance(value, float | np.floating) and not math.isfinite(value):
+            raise ValueError(f"{op}: cannot fill {dtype.value} with {float(value)}")
         value = int(value)
         lo, hi = int_range(dtype)
         if not lo <= value <= hi:
@@ -371,6 +374,18 @@ def arange(start=0, stop=None, step=1, *, dtype=None, device=None) -> Tensor:
         floats = any(isinstance(v, float | np.floating) for v in vals)
         dtype = get_default_dtype() if floats else DType.int32
     dtype = to_dtype(dtype)
+    exact = not isinstance(start, SymDim) and not isinstance(stop, SymDim)
+    count = max(0, math.ceil((stop - start) / step)) if exact else 0
+    # (a range too long to allocate is the size check's error, at the bind)
+    if dtype.is_int and exact and count * dtype.itemsize <= CONFIG.max_alloc_bytes:
+        lo, hi = int_range(dtype)
+        last = start + (count - 1) * step
+        for v in (start, last) if count else ():
+            if not lo <= v <= hi:
+                raise OverflowError(
+                    f"arange: the value {v} (start={start}, stop={stop}, step={step}) is out "
+                    f"of range for {dtype.value}; pass dtype=nb.int64"
+                )
     if isinstance(start, SymDim) or isinstance(stop, SymDim):  # a size under compile
         step = int(step)
         length = range_length(start, stop, step)

@@ -129,6 +129,8 @@ def _python_value(op: str, value, dtype: DType) -> np.ndarray:
         lo, hi = int_range(dtype)
         if not lo <= value <= hi:
             raise out_of_range_error(op, value, dtype)
+    if type(value) is int and dtype.is_float:
+        value = float(value)  # (ml_dtypes' bfloat16 takes no int beyond int64)
     try:
         return np.asarray(value, dtype=dtype.numpy)
     except OverflowError:

@@ -941,3 +941,37 @@ def test_max_pool_sends_a_tied_window_s_gradient_to_its_first_maximum():
     np.testing.assert_array_equal(tangent.numpy()[0, ..., 0], [[1.0, 1.0], [1.0, 2.0]])
     even = nb.grad(lambda v: nb.max(v))(nb.zeros((4,))).numpy()
     np.testing.assert_array_equal(even, np.full(4, 0.25, np.float32))
+
+
+def test_numpy_scalars_are_weak_as_python_ones_and_must_fit():
+    """A NumPy scalar takes the tensor's dtype as a Python scalar does (as PyTorch), and
+    one that does not fit is the same clear error, never a silent wrap."""
+    i8 = nb.constant(np.array([1, 100], np.int8))
+    u8 = nb.constant(np.array([0, 1], np.uint8))
+    assert (i8 + np.int64(2)).dtype == nb.int8
+    np.testing.assert_array_equal((i8 + np.int64(2)).numpy(), [3, 102])
+    for thunk, words in (
+        (lambda: i8 + np.int64(200), ["add", "200", "int8"]),
+        (lambda: u8 < np.int64(-1), ["less", "-1", "uint8"]),
+        (lambda: nb.maximum(u8, np.int32(-5)), ["maximum", "-5", "uint8"]),
+        (lambda: i8 + np.uint64(2**63), ["add", "9223372036854775808", "int8"]),
+    ):
+        with pytest.raises(OverflowError) as err:
+            thunk()
+        assert all(w in str(err.value) for w in words), err.value
+
+
+def test_dtype_edges_a_probe_found():
+    with pytest.raises(TypeError, match=r"pow: integers cannot be raised .* bool \(2,\) \*\* -1"):
+        nb.constant(np.array([True, False])) ** -1
+    big = nb.constant(np.array([1.0], np.float32)).cast(nb.bfloat16) + 2**63  # via float
+    assert big.dtype == nb.bfloat16 and big.item() == pytest.approx(2.0**63, rel=1e-2)
+    with pytest.raises(ValueError, match="full: cannot fill int32 with nan"):
+        nb.full((2,), float("nan"), dtype=nb.int32)
+    with pytest.raises(OverflowError, match=r"arange: the value 2147483648 .* pass dtype=nb.int64"):
+        nb.arange(2**31, 2**31 + 3)
+    wide = nb.arange(2**31, 2**31 + 3, dtype=nb.int64).numpy().tolist()
+    assert wide == [2**31 + i for i in range(3)]
+    assert nb.promote_types("int8", np.uint8) == nb.int16
+    with pytest.raises(OverflowError, match=r"clip: the bound -200 is out of range for int8"):
+        nb.clip(nb.constant(np.array([1, 100], np.int8)), -200, 200)
