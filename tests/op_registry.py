@@ -623,6 +623,12 @@ shaped(
     [((2, 3), (), {}), ((2, 3, 4), (), {"axis": 1}), ((2, 3, 4), (), {"axis": (0, -1)})],
 )
 shaped(
+    "roll",
+    nb.roll,
+    lambda x, shift, axis=None: np.roll(x, shift, axis),
+    [((5,), (2,), {}), ((2, 3, 4), (-1,), {"axis": 2}), ((2, 3, 4), ((1, 2),), {"axis": (0, 1)})],
+)
+shaped(
     "tile",
     nb.tile,
     np.tile,

@@ -291,6 +291,9 @@ _METHODS = {
     "std": _numpy_reduction(reduction.std),
     "argmax": _numpy_reduction(reduction.argmax),
     "argmin": _numpy_reduction(reduction.argmin),
+    "amax": _torch_dim(reduction.max),  # PyTorch's (values only, as x.max(axis))
+    "amin": _torch_dim(reduction.min),
+    "roll": view.roll,
     "cumsum": _torch_dim(reduction.cumsum),
     "cumprod": _torch_dim(reduction.cumprod),
     "logsumexp": _torch_dim(reduction.logsumexp),

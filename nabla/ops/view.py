@@ -34,6 +34,7 @@ __all__ = [
     "swap_axes",
     "moveaxis",
     "flip",
+    "roll",
     "squeeze",
     "unsqueeze",
     "flatten",
@@ -390,6 +391,42 @@ def flip(x, axis=None) -> Tensor:
     if not axes:
         return x
     return _flip.bind([x], {"axes": axes})
+
+
+def roll(x, shift, axis=None) -> Tensor:
+    """Shift elements along ``axis`` cyclically: those past the end come back at the start
+    (NumPy's and JAX's ``roll``, PyTorch's ``roll(shifts, dims)``).
+
+    Args:
+        x: a tensor, or a Python scalar, nested list or NumPy array.
+        shift: int, or one int per axis of ``axis``; negative shifts go the other way.
+        axis: int, tuple of ints, or None (default): the flattened tensor, reshaped back.
+
+    Returns:
+        A tensor like ``x``.
+
+    Raises:
+        ValueError: (:class:`nabla.OpError`) when ``shift`` and ``axis`` differ in length.
+
+    Example:
+        >>> nb.roll(nb.arange(5), 2).tolist()
+        [3, 4, 0, 1, 2]
+    """
+    x = as_tensor(x, op="roll")
+    if axis is None:
+        return reshape(roll(reshape(x, (-1,)), shift, 0), x.shape)
+    axes = (axis,) if isinstance(axis, numbers.Integral) else tuple(axis)
+    shifts = (shift,) * len(axes) if isinstance(shift, numbers.Integral) else tuple(shift)
+    if len(shifts) != len(axes):
+        raise OpError(f"roll: {len(shifts)} shifts for {len(axes)} axes (shape {x.shape})")
+    for k, a in zip(shifts, axes, strict=True):
+        a = norm_axis("roll", a, x.ndim, x.shape)
+        n = x.shape[a]
+        k = int(k) % n if n else 0
+        if k:
+            lead = (slice(None),) * a
+            x = concatenate([x[lead + (slice(n - k, None),)], x[lead + (slice(0, n - k),)]], a)
+    return x
 
 
 # ----------------------------------------------------------------------------- squeeze etc.
