@@ -64,7 +64,10 @@ def default_collate(samples: list):
     """
     first = samples[0]
     if isinstance(first, tuple | list):
-        return type(first)(default_collate([s[i] for s in samples]) for i in range(len(first)))
+        fields = [default_collate([s[i] for s in samples]) for i in range(len(first))]
+        if hasattr(first, "_fields"):  # a namedtuple takes its fields by position
+            return type(first)(*fields)
+        return type(first)(fields)
     if isinstance(first, dict):
         return {k: default_collate([s[k] for s in samples]) for k in first}
     if isinstance(first, Tensor):

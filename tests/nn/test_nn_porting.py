@@ -349,6 +349,11 @@ def test_a_map_style_dataset_batches_like_its_arrays():
         np.testing.assert_array_equal(np.concatenate([h0, h1]), w)
     pairs = nn.data.TensorDataset(np.arange(6.0).reshape(3, 2), np.array([1, 2, 3]))
     assert pairs[1][1] == 2 and len(pairs) == 3
+    import collections
+
+    Pair = collections.namedtuple("Pair", "x y")
+    batch = nn.data.default_collate([Pair(np.ones(2), 1), Pair(np.zeros(2), 2)])
+    assert type(batch) is Pair and batch.x.shape == (2, 2) and batch.y.tolist() == [1, 2]
     sizes = list(nn.DataLoader(pairs, batch_size=2, collate_fn=len))
     assert sizes == [2, 1]
     with pytest.raises(ValueError, match="collate_fn applies to a dataset"):
