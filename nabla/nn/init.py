@@ -33,6 +33,7 @@ __all__ = [
     "kaiming_uniform_",
     "normal_",
     "ones_",
+    "orthogonal_",
     "trunc_normal_",
     "uniform_",
     "xavier_normal_",
@@ -492,3 +493,35 @@ def kaiming_normal_(
     t = _target("kaiming_normal_", tensor)
     std = _kaiming_std("kaiming_normal_", t.shape, a, mode, nonlinearity)
     return _fill(t, normal(t.shape, 0.0, std, key=key, dtype=t.dtype))
+
+
+def orthogonal_(tensor, gain: float = 1.0, key: Tensor | None = None) -> Tensor:
+    """Fill ``tensor`` with a (semi-)orthogonal matrix times ``gain``, in place (PyTorch's
+    ``orthogonal_``): the tensor seen as ``(shape[0], rest)``, the Q of a QR factorization
+    of a normal draw (signs fixed by R's diagonal, so the result is uniform over the
+    orthogonal matrices). Runs at the call (an initializer, not a traced op).
+
+    Args:
+        tensor: the tensor to fill, at least 2-D.
+        gain: a scale factor (default 1).
+        key: an RNG key; None draws from the global generator.
+
+    Returns:
+        ``tensor``.
+
+    Raises:
+        ValueError: for a tensor of fewer than 2 dims.
+    """
+    t = _target("orthogonal_", tensor)
+    if t.ndim < 2:
+        raise ValueError(f"orthogonal_: needs a tensor of at least 2 dims, got shape {t.shape}")
+    rows = t.shape[0]
+    cols = t.size // rows if rows else 0
+    flat = normal((rows, cols), key=key, dtype="float64").numpy()
+    if rows < cols:
+        flat = flat.T
+    q, r = np.linalg.qr(flat)
+    q = q * np.sign(np.diag(r))
+    if rows < cols:
+        q = q.T
+    return _fill(t, creation.constant(gain * q.reshape(t.shape)))

@@ -182,6 +182,13 @@ def test_in_place_initializers_keep_the_parameter():
     assert lin.weight.grad.shape == (300, 200)
     e = nn.init.eye_(nb.zeros((3, 4)))
     np.testing.assert_array_equal(e.numpy(), np.eye(3, 4))
+    for shape in ((4, 6), (6, 4), (3, 2, 2)):
+        q = nn.init.orthogonal_(nb.zeros(shape), gain=2.0).numpy().reshape(shape[0], -1)
+        small = min(q.shape)
+        gram = q @ q.T if q.shape[0] == small else q.T @ q
+        np.testing.assert_allclose(gram, 4.0 * np.eye(small), atol=1e-5)
+    with pytest.raises(ValueError, match="orthogonal_: needs a tensor of at least 2 dims"):
+        nn.init.orthogonal_(nb.zeros((3,)))
 
 
 def test_trunc_normal_and_gains():
