@@ -90,11 +90,16 @@ class MultiHeadAttention(Module):
         self.embed_dim, self.num_heads, self.dropout = int(embed_dim), int(num_heads), dropout
         self.kdim = self.embed_dim if kdim is None else int(kdim)
         self.vdim = self.embed_dim if vdim is None else int(vdim)
+        self._make_projections(bias, key, dtype)
+
+    def _make_projections(self, bias, key, dtype) -> None:
+        """The query, key, value and output projections' parameters."""
+        e = self.embed_dim
         kq, kk, kv, ko = _keys(key, 4)
-        self.q_proj = Linear(embed_dim, embed_dim, bias, kq, dtype)
-        self.k_proj = Linear(self.kdim, embed_dim, bias, kk, dtype)
-        self.v_proj = Linear(self.vdim, embed_dim, bias, kv, dtype)
-        self.out_proj = Linear(embed_dim, embed_dim, bias, ko, dtype)
+        self.q_proj = Linear(e, e, bias, kq, dtype)
+        self.k_proj = Linear(self.kdim, e, bias, kk, dtype)
+        self.v_proj = Linear(self.vdim, e, bias, kv, dtype)
+        self.out_proj = Linear(e, e, bias, ko, dtype)
 
     def _heads(self, x: Tensor) -> Tensor:
         n, length, _ = x.shape
@@ -301,11 +306,11 @@ class MultiheadAttention(MultiHeadAttention):
         if add_bias_kv or add_zero_attn:
             raise ValueError("MultiheadAttention: add_bias_kv and add_zero_attn are not supported")
         super().__init__(embed_dim, num_heads, dropout, bias, None, dtype, kdim=kdim, vdim=vdim)
-        # PyTorch's parameters in place of the per-projection Linear modules
-        for name in ("q_proj", "k_proj", "v_proj", "out_proj"):
-            delattr(self, name)
-        e = self.embed_dim
         self.batch_first = bool(batch_first)
+
+    def _make_projections(self, bias, key, dtype) -> None:
+        # PyTorch's parameters, in its layouts and order
+        e = self.embed_dim
         self.packed = self.kdim == e and self.vdim == e
         if self.packed:
             self.in_proj_weight = init.xavier_uniform((3 * e, e), dtype=dtype)
@@ -596,6 +601,9 @@ class TransformerEncoder(_Stack):
         (8, 10, 64)
     """
 
+    def __init__(self, encoder_layer: Module, num_layers: int, norm: Module | None = None):
+        super().__init__(encoder_layer, num_layers, norm)
+
     def forward(self, src, mask=None, src_key_padding_mask=None, is_causal: bool = False):
         """Run the layers in order.
 
@@ -623,6 +631,9 @@ class TransformerDecoder(_Stack):
         num_layers: how many layers.
         norm: an optional module applied to the last layer's output.
     """
+
+    def __init__(self, decoder_layer: Module, num_layers: int, norm: Module | None = None):
+        super().__init__(decoder_layer, num_layers, norm)
 
     def forward(
         self,
