@@ -106,9 +106,8 @@ def softmax(x, axis: int | None = None, *, dim: int | None = None, dtype=None) -
     Raises:
         TypeError: for both ``axis`` and ``dim``.
     """
-    axis = alias_arg("softmax", "axis", axis, "dim", dim)
-    x = as_tensor(x, op="softmax") if dtype is None else as_tensor(x, op="softmax").cast(dtype)
-    return reduction.softmax(x, -1 if axis is None else axis)
+    x, axis = _normalized_input("softmax", x, axis, dim, dtype)
+    return reduction.softmax(x, axis)
 
 
 def log_softmax(x, axis: int | None = None, *, dim: int | None = None, dtype=None) -> Tensor:
@@ -126,10 +125,16 @@ def log_softmax(x, axis: int | None = None, *, dim: int | None = None, dtype=Non
     Raises:
         TypeError: for both ``axis`` and ``dim``.
     """
-    axis = alias_arg("log_softmax", "axis", axis, "dim", dim)
-    x = as_tensor(x, op="log_softmax")
-    x = x if dtype is None else x.cast(dtype)
-    return reduction.logsoftmax(x, -1 if axis is None else axis)
+    x, axis = _normalized_input("log_softmax", x, axis, dim, dtype)
+    return reduction.logsoftmax(x, axis)
+
+
+def _normalized_input(op: str, x, axis, dim, dtype) -> tuple:
+    """``(x, axis)`` of ``softmax``/``log_softmax``: one of ``axis`` and PyTorch's ``dim``
+    (default -1), ``x`` cast to ``dtype`` when given."""
+    axis = alias_arg(op, "axis", axis, "dim", dim)
+    x = as_tensor(x, op=op)
+    return (x if dtype is None else x.cast(dtype)), (-1 if axis is None else axis)
 
 
 def one_hot(tensor, num_classes: int = -1) -> Tensor:

@@ -35,6 +35,7 @@ __all__ = [
     "named_leaves",
     "rebind",
     "trainable_mask",
+    "zero_grads",
 ]
 
 _INTERNAL = ("_parameters", "_buffers", "_modules", "_frozen")
@@ -743,11 +744,7 @@ class Module:
         Args:
             set_to_none: drop the gradients instead of zeroing them.
         """
-        for p in self.parameters():
-            if set_to_none or p.grad is None:
-                p.grad = None
-            else:
-                p.grad.zero_()
+        zero_grads(self.parameters(), set_to_none)
 
     def requires_grad_(self, requires_grad: bool = True) -> Module:
         """Make every parameter trainable (True) or frozen (False); optimizers skip frozen
@@ -898,6 +895,16 @@ class Module:
         if not lines:
             return head + ")"
         return head + "\n  " + "\n  ".join(lines) + "\n)"
+
+
+def zero_grads(params, set_to_none: bool = True) -> None:
+    """``zero_grad`` of the tensors ``params`` (a module's and an optimizer's): each
+    ``.grad`` to None, or zeroed in place (a held ``.grad`` tensor sees the zeros)."""
+    for p in params:
+        if set_to_none or p.grad is None:
+            p.grad = None
+        else:
+            p.grad.zero_()
 
 
 def trainable_mask(tree) -> list[bool]:

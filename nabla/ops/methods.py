@@ -182,15 +182,21 @@ def _in_place(op, name):
         if not x._impl.requires_grad:
             return op(x, y)
         new = op(x.detach(), y.detach() if isinstance(y, Tensor) else y)
-        if new.shape != x.shape or new.dtype is not x.dtype:
-            raise ValueError(
-                f"{name}: the in-place result {new.dtype.value}{list(new.shape)} does not fit "
-                f"the requires_grad tensor {x.dtype.value}{list(x.shape)} it updates"
-            )
-        indexing.rebind(x, new, item=True)
-        return x
+        return _rebind_fitting(name, x, new, "the requires_grad tensor")
 
     return run
+
+
+def _rebind_fitting(name: str, x, new, what: str):
+    """``x`` holding ``new`` in place (``indexing.rebind``), which must have its shape and
+    dtype (else an error naming ``name`` and both); returns ``x``."""
+    if new.shape != x.shape or new.dtype is not x.dtype:
+        raise ValueError(
+            f"{name}: the in-place result {new.dtype.value}{list(new.shape)} does not fit "
+            f"{what} {x.dtype.value}{list(x.shape)} it updates"
+        )
+    indexing.rebind(x, new, item=True)
+    return x
 
 
 _METHODS = {
@@ -400,13 +406,7 @@ def _in_place_method(compute, name: str):
         new = compute(self.detach() if leaf else self, *args, **kwargs)
         if new.dtype is not self.dtype and new.dtype.is_float and self.dtype.is_float:
             new = unary.cast(new, self.dtype)
-        if new.shape != self.shape or new.dtype is not self.dtype:
-            raise ValueError(
-                f"{name}: the in-place result {new.dtype.value}{list(new.shape)} does not fit "
-                f"the tensor {self.dtype.value}{list(self.shape)} it updates"
-            )
-        indexing.rebind(self, new, item=True)
-        return self
+        return _rebind_fitting(name, self, new, "the tensor")
 
     method.__name__ = name
     method.__doc__ = f"In place (PyTorch's ``{name}``); returns ``x``. {compute.__doc__}"

@@ -48,6 +48,7 @@ from ..module import (
     rebind,
     set_policy,
     trainable_mask,
+    zero_grads,
 )
 
 __all__ = [
@@ -299,15 +300,6 @@ def _clip(grads, max_norm: float, norm_type: float):
 # ``clip_grad_norm_``'s work as one compiled call (traced once per gradient structure and
 # setting): called eagerly after every ``backward``, its ops cost more than their compute
 _clip_compiled = _compile(_clip)
-
-
-def _zero_grads(params: list, set_to_none: bool) -> None:
-    """``zero_grad`` of ``params``: each ``.grad`` to None, or zeroed in place."""
-    for p in params:
-        if set_to_none or p.grad is None:
-            p.grad = None
-        else:
-            p.grad.zero_()
 
 
 def _checked_clip_value(name: str, clip_value) -> float:
@@ -1290,7 +1282,7 @@ class Optimizer:
         Args:
             set_to_none: drop the gradients instead of zeroing them.
         """
-        _zero_grads([p for p in tree_leaves(self.params) if isinstance(p, Tensor)], set_to_none)
+        zero_grads([p for p in tree_leaves(self.params) if isinstance(p, Tensor)], set_to_none)
 
     def state_dict(self) -> OrderedDict:
         """The optimizer state as flat named tensors (``"step"``, ``"mu.<param name>"``, ...),
