@@ -475,6 +475,7 @@ def test_transformer_stacks_copy_their_layer():
     assert dec(x, enc(x), tgt_is_causal=True).shape == (2, 5, 16)
     with pytest.raises(ValueError, match="num_layers must be a positive int"):
         nn.TransformerEncoder(layer, 0)
+    assert len(nn.TransformerEncoder(encoder_layer=layer, num_layers=3).layers) == 3
 
 
 # ----------------------------------------------------------------------------- copies
