@@ -502,6 +502,11 @@ def test_deepcopy_and_pickle_of_modules_and_tensors():
     np.testing.assert_array_equal(pickle.loads(pickle.dumps(v)).numpy(), [0, 2, 4, 6])
     assert pickle.loads(pickle.dumps(nb.zeros((2,), dtype=nb.bfloat16))).dtype == nb.bfloat16
     np.testing.assert_array_equal(copy.deepcopy(v).numpy(), v.numpy())
+    # an optimizer after a step (holding its compiled update) copies and pickles too
+    twin_opt = copy.deepcopy(opt)
+    twin_opt.step(nb.tree_map(nb.ones_like, twin_opt.params))  # traces its own update
+    assert twin_opt._step_count == opt._step_count + 1
+    assert pickle.loads(pickle.dumps(opt)).lr == opt.lr
 
 
 # ----------------------------------------------------------------------------- in place

@@ -1062,6 +1062,13 @@ class Optimizer:
         self._update_tree = None  # the params treedef of the last step (kept: hashed once)
         self._first_settings = None  # the cycled settings' values at the first step()
 
+    def __getstate__(self) -> dict:
+        # a copy or pickle leaves out step()'s compiled update (it holds locks and a
+        # closure over this object): the copy traces its own at its first step
+        state = dict(self.__dict__)
+        state["_compiled_update"] = state["_update_tree"] = None
+        return state
+
     def _one_group(self, params) -> tuple:
         """``(params, settings)`` of PyTorch's list of parameter-group dicts
         (``[{"params": ..., "lr": ...}]``); other params as they are, with no settings. One
