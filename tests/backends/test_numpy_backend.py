@@ -138,6 +138,32 @@ def test_max_and_min_over_one_short_middle_axis_match_numpy(name, dtype, keepdim
         np.testing.assert_array_equal(got, want)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.int32, np.bool_, ml_dtypes.bfloat16])
+@pytest.mark.parametrize("shape", [(64, 4, 4, 4, 32), (4096, 9), (3, 300), (4, 5, 30)])
+def test_cumsum_over_every_axis_is_numpys_sequential_scan(shape, dtype):
+    """A short axis runs slice by slice (a pooling window's taps), a long one through
+    np.cumsum: both the same bits as NumPy's running sum, which adds in order; exclusive
+    is the running sum of the values before each, reverse the same from the end."""
+    x = (np.random.default_rng(3).standard_normal(shape) * 3).astype(dtype)
+    acc = {np.dtype(np.bool_): np.int32, np.dtype(ml_dtypes.bfloat16): np.float32}
+    acc = acc.get(x.dtype, x.dtype)
+    for axis in range(len(shape)):
+        for exclusive in (False, True):
+            for reverse in (False, True):
+                kw = {"axis": axis, "exclusive": exclusive, "reverse": reverse}
+                (got,) = LOWERINGS["cumsum"]([x], kw)
+                src = np.flip(x, axis) if reverse else x
+                want = np.cumsum(src, axis=axis, dtype=acc)
+                if exclusive:
+                    want = np.concatenate(
+                        [np.zeros_like(np.take(want, [0], axis)), np.delete(want, -1, axis)],
+                        axis,
+                    )
+                want = np.flip(want, axis) if reverse else want
+                assert got.dtype == want.dtype, kw
+                np.testing.assert_array_equal(got, want, err_msg=str(kw))
+
+
 @pytest.mark.parametrize("exponent", [1.0, 2.0])
 def test_pow_shortcuts_agree_with_np_power(exponent):
     """x ** 2 runs as a multiply and x ** 1 returns x: both must equal np.power, at the

@@ -348,16 +348,56 @@ def _argmin(x, axis, keepdims):
     return np.argmin(x, axis=axis, keepdims=keepdims)
 
 
+_MAX_SCAN_STEPS = 16  # a scan over an axis at most this long runs slice by slice ...
+_MIN_SCAN_SLICE = 256  # ... when each slice holds at least this many values
+
+
+def _scan_by_slices(ufunc, x, axis, dtype, exclusive):
+    """``ufunc``'s running fold along a short ``axis`` of ``x``, one slice at a time and in
+    order, so the same bits as NumPy's ``accumulate``. NumPy scans such an axis as one
+    short inner loop per position of the other axes (a max-pool window's 4 taps: 32768
+    loops of 4, 0.9-1 ms for this 512 KiB); by slices it is 4 ufunc calls (0.16 ms).
+    ``exclusive``: slice k holds the fold of slices before k, the first the identity."""
+    lead = (slice(None),) * axis
+    out = np.empty(x.shape, dtype)
+    n = x.shape[axis]
+    prev = out[(*lead, 0)]
+    if exclusive:
+        prev[...] = ufunc.identity
+        for k in range(1, n):
+            cur = out[(*lead, k)]
+            ufunc(prev, x[(*lead, k - 1)], out=cur)
+            prev = cur
+        return out
+    prev[...] = x[(*lead, 0)]
+    for k in range(1, n):
+        cur = out[(*lead, k)]
+        ufunc(prev, x[(*lead, k)], out=cur)
+        prev = cur
+    return out
+
+
+def _short_scan(x, axis) -> bool:
+    n = x.shape[axis] if x.ndim else 0
+    return x.ndim >= 2 and 1 < n <= _MAX_SCAN_STEPS and x.size // n >= _MIN_SCAN_SLICE
+
+
 @_one("cumsum")
 def _cumsum(x, axis, exclusive, reverse):
+    axis %= max(x.ndim, 1)
     if reverse:
         x = np.flip(x, axis)
     acc = _accumulator(x)
     if acc is None:
         acc = x.dtype if x.dtype != np.bool_ else np.int32
-    out = np.cumsum(x, axis=axis, dtype=acc)
-    if exclusive:
-        out = out - x
+    if _short_scan(x, axis):
+        out = _scan_by_slices(np.add, x, axis, acc, exclusive)
+    elif exclusive:  # the sum of the values before each: shifted, exactly as by slices
+        out = np.zeros(x.shape, acc)
+        head = (slice(None),) * axis
+        np.cumsum(x[(*head, slice(0, -1))], axis=axis, dtype=acc, out=out[(*head, slice(1, None))])
+    else:
+        out = np.cumsum(x, axis=axis, dtype=acc)
     if reverse:
         out = np.flip(out, axis)
     return out
