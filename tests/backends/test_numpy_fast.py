@@ -385,3 +385,33 @@ def test_split_parts_keep_their_layout_for_the_chains(rng):
 
     mine = LOWERINGS["split"]([x], {"sizes": (2, 6), "axis": 1})
     assert all(a.strides == b.strides and np.array_equal(a, b) for a, b in zip(mine, parts))
+
+
+def test_a_forward_running_sum_keeps_its_layout_and_a_reverse_one_does_not(rng):
+    """A forward cumsum's result is a new C-ordered array, so a per-channel scale of it
+    goes into a scratch buffer (and runs tiled, ``rowwise``, once there are many rows); a
+    reverse one is a flipped view, which claims no layout: NumPy lays the product out.
+    Both give the interpreter's bits and strides."""
+    shape = (64, 4, 16)
+    steps = []
+    for reverse in (False, True):
+        at = len(steps)
+        kw = {"axis": 1, "exclusive": False, "reverse": reverse}
+        steps += [
+            ("cumsum", (0,), kw, _spec(*shape)),
+            ("mul", ((at, 0), 1), {}, _spec(*shape)),
+            ("reduce_sum", ((at + 1, 0),), {"axes": (1,), "keepdims": False}, _spec(64, 16)),
+        ]
+    program = build_program(
+        ("cumsum-layout", id(steps)),
+        [(F32, shape, CPU()), (F32, (16,), CPU())],
+        steps,
+        [(2, 0), (5, 0), (3, 0)],
+    )
+    run, interp = fast.lower(program), compile_program(program)
+    into_scratch = [ln for ln in run.source.splitlines() if "multiply(" in ln and "out=b" in ln]
+    assert len(into_scratch) == 1 and "cumsum" not in into_scratch[0]
+    x = rng.standard_normal(shape).astype(np.float32)
+    w = rng.standard_normal(16).astype(np.float32)
+    got, want = run([x, w]), interp([x, w])
+    assert [_bits(g) + (g.strides,) for g in got] == [_bits(a) + (a.strides,) for a in want]

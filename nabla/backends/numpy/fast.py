@@ -749,7 +749,8 @@ class _Lowering:
         for o in step.outputs:
             self._check(o)
         lays = [self.layout.get(i, _NO_LAYOUT) for i in step.inputs]
-        if op in _KEEPS_C and len(step.outputs) == 1 and all(kind == "C" for kind, _ in lays):
+        keeps_c = op in _KEEPS_C or (op == "cumsum" and not kw["reverse"])  # (reverse: flipped)
+        if keeps_c and len(step.outputs) == 1 and all(kind == "C" for kind, _ in lays):
             self.layout[step.outputs[0]] = ("C", frozenset().union(*(r for _, r in lays)))
         elif op == "split" and lays[0][0] == "C":  # slices of it: their strides stay in order
             self.layout.update((o, lays[0]) for o in step.outputs)
