@@ -415,3 +415,32 @@ def test_a_forward_running_sum_keeps_its_layout_and_a_reverse_one_does_not(rng):
     w = rng.standard_normal(16).astype(np.float32)
     got, want = run([x, w]), interp([x, w])
     assert [_bits(g) + (g.strides,) for g in got] == [_bits(a) + (a.strides,) for a in want]
+
+
+def test_a_power_by_an_input_exponent_keeps_the_chain_in_scratch(rng):
+    """Layer norm's ``(x - mean) ** 2`` takes its exponent as a program input, so the power
+    runs through its lowering (``x * x`` for 2). Its result is C-ordered like its operands,
+    so what follows (the division by the root of the variance) still goes into scratch,
+    with the interpreter's bits."""
+    shape = (16, 64, 128)
+    steps = [
+        ("sub", (0, 1), {}, _spec(*shape)),
+        ("pow", ((0, 0), 2), {}, _spec(*shape)),
+        ("reduce_sum", ((1, 0),), {"axes": (2,), "keepdims": True}, _spec(16, 64, 1)),
+        ("sqrt", ((2, 0),), {}, _spec(16, 64, 1)),
+        ("div", ((0, 0), (3, 0)), {}, _spec(*shape)),
+        ("reduce_sum", ((4, 0),), {"axes": (0,), "keepdims": False}, _spec(64, 128)),
+    ]
+    program = build_program(
+        ("pow-layout", id(steps)),
+        [(F32, shape, CPU()), (F32, (16, 64, 1), CPU()), (F32, (), CPU())],
+        steps,
+        [(5, 0)],
+    )
+    run, interp = fast.lower(program), compile_program(program)
+    assert any("divide(" in ln and "out=b" in ln for ln in run.source.splitlines())
+    xs = [rng.standard_normal(s).astype(np.float32) for s in (shape, (16, 64, 1))]
+    for two in (2.0, 3.0):
+        inputs = [*xs, np.float32(two)]
+        got, want = run(inputs), interp(inputs)
+        assert [_bits(g) + (g.strides,) for g in got] == [_bits(a) + (a.strides,) for a in want]

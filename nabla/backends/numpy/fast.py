@@ -135,6 +135,9 @@ _KEEPS_C = frozenset(
         "matmul",
         "windows",
         "windows_sum",
+        "pow",  # (x * x, x itself, or np.power)
+        "concatenate",
+        "pad",
     }
     | set(UFUNCS)
 )
