@@ -757,6 +757,8 @@ class _Lowering:
             self.layout[step.outputs[0]] = ("C", frozenset().union(*(r for _, r in lays)))
         elif op == "split" and lays[0][0] == "C":  # slices of it: their strides stay in order
             self.layout.update((o, lays[0]) for o in step.outputs)
+        elif op == "scan":  # its ys are new arrays it fills step by step (the carries: any)
+            self.layout.update((o, ("C", frozenset())) for o in step.outputs[kw["n_carry"] :])
         if _may_alias(step):
             self._alias_roots(k, step)
         self._release(self._dying(k, step))
