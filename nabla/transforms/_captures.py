@@ -8,23 +8,35 @@ tensor object and changes its value, so holding the object is enough for those. 
 name* (``w = new_tensor``) replaces the object: to see it, the trace remembers the path from
 the function to each captured tensor (a ``Path``) and follows it again at each call.
 
-The search is a bounded walk over plain Python objects: a function's closure cells and the
-globals its code names, a bound method's ``__self__``, ``functools.partial`` parts, an
-object's instance attributes, and the items of dicts, lists and tuples.
+The search is a walk over plain Python objects: a function's closure cells, defaults and
+the globals its code names, a bound method's ``__self__``, ``functools.partial`` parts, an
+object's instance and slot attributes, the items of dicts, lists, tuples and deques, the
+attributes of a Python module or class that the code met so far names (``cfg.W``,
+``self.W`` for a class attribute), and a tensor's ``.grad``. It is bounded in depth and in
+objects visited, except inside a module's own tables (parameters, buffers, submodules):
+those steps are free, so a parameter ten modules deep is found however much other Python
+data the model holds. Every name a captured tensor is found under is kept (a tied weight
+has several): when they no longer lead to one tensor, the function is traced again.
 """
 
 from __future__ import annotations
 
+import collections
 import functools
 import types
 from typing import NamedTuple
 
+from ..runtime.tensor import Tensor
+
 __all__ = ["Path", "find_paths", "find_modules", "ModuleGuard"]
 
-# the walk stops at this depth and after this many objects (a trace-time cost only)
+# the walk stops at this depth and after this many objects (a trace-time cost only); steps
+# inside a module's tables count for neither
 _MAX_DEPTH = 8
 _MAX_VISITS = 20_000
+_MAX_PATHS = 4  # names kept per captured tensor (a tied weight's)
 _ATOMS = (str, bytes, int, float, complex, bool, type(None), range, slice)
+_MODULE_TABLES = ("_parameters", "_buffers", "_modules")
 
 
 class Path(NamedTuple):
@@ -67,72 +79,135 @@ class Path(NamedTuple):
         return out
 
 
-def _function_children(fn):
+def _one(step, child):
+    return ((step,), child, False)
+
+
+def _function_children(fn, names):
+    code = fn.__code__
+    names.update(_code_names(code))
     for i, cell in enumerate(fn.__closure__ or ()):
         try:
-            yield ("cell", i), cell.cell_contents
+            yield _one(("cell", i), cell.cell_contents)
         except ValueError:  # an empty cell
             continue
     g = fn.__globals__
-    for name in _code_names(fn.__code__):
+    for name in _code_names(code):
         if name in g:
-            yield ("global", name), g[name]
+            yield _one(("global", name), g[name])
+    yield _one(("attr", "__defaults__"), fn.__defaults__)
+    yield _one(("attr", "__kwdefaults__"), fn.__kwdefaults__)
 
 
-def _method_children(m):
-    yield ("attr", "__self__"), m.__self__
-    yield ("attr", "__func__"), m.__func__
+def _method_children(m, names):
+    if isinstance(m.__func__, types.FunctionType):  # (read before ``self``'s attributes)
+        names.update(_code_names(m.__func__.__code__))
+    yield _one(("attr", "__self__"), m.__self__)
+    yield _one(("attr", "__func__"), m.__func__)
 
 
-def _partial_children(p):
-    yield ("attr", "func"), p.func
-    yield ("attr", "args"), p.args
-    yield ("attr", "keywords"), p.keywords
+def _partial_children(p, names):
+    yield _one(("attr", "func"), p.func)
+    yield _one(("attr", "args"), p.args)
+    yield _one(("attr", "keywords"), p.keywords)
 
 
-def _dict_children(d):
+def _dict_children(d, names):
     for k, v in list(d.items()):
-        if isinstance(k, str | int):
-            yield ("item", k), v
+        yield _one(("item", k), v)
 
 
-def _sequence_children(seq):
-    for i, v in enumerate(seq):
-        yield ("item", i), v
+def _sequence_children(seq, names):
+    for i, v in enumerate(list(seq)):
+        yield _one(("item", i), v)
 
 
-def _object_children(obj):
+_LIBRARY = (types.ModuleType, type, types.FunctionType, types.BuiltinFunctionType)
+
+
+def _namespace_children(ns, names):
+    """A Python module's or a class's attributes that code met so far reads (``cfg.W``):
+    not the whole namespace (a library's), and not the modules, classes and functions in
+    it."""
+    table = vars(ns)
+    for name in list(names):
+        if name in table and not isinstance(table[name], _LIBRARY):
+            yield _one(("attr", name), table[name])
+
+
+def _tensor_children(t, names):
+    grad = t._impl.grad
+    if grad is not None:  # ``p.grad``: a new tensor after each ``zero_grad(); backward()``
+        yield (("attr", "grad"),), grad, True
+
+
+def _slot_names(cls) -> list:
+    out = []
+    for c in cls.__mro__:
+        slots = c.__dict__.get("__slots__", ())
+        out += [slots] if isinstance(slots, str) else list(slots)
+    return [n for n in out if n not in ("__dict__", "__weakref__")]
+
+
+def _object_children(obj, names):
+    cls = type(obj)
+    for meth in ("forward", "__call__"):  # what the object's own code reads (``self.W``)
+        f = getattr(cls, meth, None)
+        if isinstance(f, types.FunctionType):
+            names.update(_code_names(f.__code__))
     d = getattr(obj, "__dict__", None)
+    own = cls.__module__.startswith("nabla.")
     if isinstance(d, dict):
+        if _is_module(obj):  # its tables' entries: free steps (a parameter at any depth)
+            for table in _MODULE_TABLES:
+                for k, v in list(d.get(table, _NONE).items()):
+                    yield (("attr", table), ("item", k)), v, True
+            skip = _TABLES
+        else:
+            skip = ()
         # nabla's own objects (a compiled function, an optimizer) are walked through their
-        # public attributes only: their caches hold old tensors; a module's parameter
-        # tables (``_parameters``) are walked
-        own = type(obj).__module__.startswith("nabla.") and "_parameters" not in d
+        # public attributes only: their caches hold old tensors
+        own = own and "_parameters" not in d
         for k, v in list(d.items()):
-            if isinstance(k, str) and not (own and k.startswith("_")):
-                yield ("attr", k), v
+            if isinstance(k, str) and k not in skip and not (own and k.startswith("_")):
+                yield _one(("attr", k), v)
+        for name in names:  # a class attribute the code reads through the object
+            if name not in d:
+                v = getattr(cls, name, None)
+                if isinstance(v, Tensor):
+                    yield _one(("attr", name), v)
+    for name in _slot_names(cls):
+        if not (own and name.startswith("_")):
+            try:
+                yield _one(("attr", name), getattr(obj, name))
+            except AttributeError:  # an unset slot
+                continue
     wrapped = getattr(obj, "__wrapped__", None)  # functools.wraps: the function inside
     if wrapped is not None and (d is None or "__wrapped__" not in d):
-        yield ("attr", "__wrapped__"), wrapped
+        yield _one(("attr", "__wrapped__"), wrapped)
 
 
 # how the walk descends into each kind of object (the first matching type wins)
 _WALKERS = (
+    (Tensor, _tensor_children),
     (types.FunctionType, _function_children),
     (types.MethodType, _method_children),
     (functools.partial, _partial_children),
     (dict, _dict_children),
-    (list | tuple, _sequence_children),
-    (types.ModuleType | type | types.BuiltinFunctionType, lambda obj: ()),
+    (list | tuple | collections.deque, _sequence_children),
+    (types.ModuleType | type, _namespace_children),
+    (types.BuiltinFunctionType, lambda obj, names: ()),
 )
 
 
-def _children(obj):
-    """(step, child) pairs of ``obj`` the walk descends into."""
+def _children(obj, names: set):
+    """``(steps, child, free)`` for each child of ``obj`` the walk descends into: ``steps``
+    from ``obj`` to it, ``free`` for a step inside a module's tables. ``names`` collects the
+    names the code met so far reads (a namespace's attributes are walked only for them)."""
     for kind, walk in _WALKERS:
         if isinstance(obj, kind):
-            return walk(obj)
-    return _object_children(obj)
+            return walk(obj, names)
+    return _object_children(obj, names)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -145,45 +220,54 @@ def _code_names(code) -> tuple:
     return tuple(dict.fromkeys(names))
 
 
-def _walk(root):
-    """Breadth-first ``(steps, object)`` pairs for every object reachable from ``root``
-    (each once, the shortest steps first), up to ``_MAX_DEPTH`` steps and about
-    ``_MAX_VISITS`` objects; NumPy values are reached but not entered."""
+def _walk(root, again: bool = False):
+    """``(steps, object)`` for every object reachable from ``root``, each once and by one of
+    its cheapest paths first: up to ``_MAX_DEPTH`` steps and about ``_MAX_VISITS`` objects,
+    not counting the steps inside modules' tables (those go first). NumPy values are
+    reached but not entered. ``again``: a tensor met again by another path is yielded again
+    (its other names), not entered."""
+    names: set = set()
     seen = {id(root)}
-    frontier = [((), root)]
+    queue = collections.deque([((), root, 0)])
     visits = 0
-    for _ in range(_MAX_DEPTH):
-        nxt = []
-        for steps, obj in frontier:
-            for step, child in _children(obj):
-                cid = id(child)
-                if cid in seen or isinstance(child, _ATOMS):
+    while queue:
+        steps, obj, depth = queue.popleft()
+        for sub, child, free in _children(obj, names):
+            if isinstance(child, _ATOMS):
+                continue
+            path = steps + sub
+            cid = id(child)
+            if cid in seen:
+                if again and isinstance(child, Tensor):
+                    yield path, child
+                continue
+            cost = depth if free else depth + 1
+            if cost > _MAX_DEPTH:
+                continue
+            if not free:
+                if visits >= _MAX_VISITS:
                     continue
-                seen.add(cid)
                 visits += 1
-                path = steps + (step,)
-                yield path, child
-                if type(child).__module__ != "numpy" and visits <= _MAX_VISITS:
-                    nxt.append((path, child))
-            if visits > _MAX_VISITS:
-                return
-        if not nxt:
-            return
-        frontier = nxt
+            seen.add(cid)
+            yield path, child
+            if type(child).__module__ != "numpy":
+                # (0-1 breadth-first: a free step's child before the next depth's)
+                (queue.appendleft if free else queue.append)((path, child, cost))
 
 
 def find_paths(root, targets: dict) -> dict:
     """Search from ``root`` for the objects in ``targets`` (id -> object): returns
-    id -> ``Path`` for each one found (the shortest path; unreached ones are left out)."""
+    id -> tuple of ``Path`` for each one found, the cheapest first, with up to
+    ``_MAX_PATHS`` names for an object reached by several (unreached ones are left out)."""
     found: dict = {}
     if not targets:
         return found
-    for steps, obj in _walk(root):
+    for steps, obj in _walk(root, again=True):
         if targets.get(id(obj)) is obj:
-            found[id(obj)] = Path(steps)
-            if len(found) == len(targets):
-                break
-    return found
+            got = found.setdefault(id(obj), [])
+            if len(got) < _MAX_PATHS:
+                got.append(Path(steps))
+    return {k: tuple(v) for k, v in found.items()}
 
 
 def find_modules(root) -> tuple:
@@ -226,13 +310,21 @@ def _same(a: tuple, b: tuple) -> bool:
         return False
 
 
+_CONTAINERS = (list, dict, set)  # changed in place: keyed (and compared) by their contents
+
+
 def _keyed(value):
-    """An attribute as the key holds it: numbers, strings and tuples of them by value,
+    """An attribute as the key holds it: numbers and strings by value; tuples, lists, dicts
+    and sets by their items, each keyed so (``self.scales[0] = 2.0`` changes the key);
     any other object by identity (a submodule, a callable)."""
     if isinstance(value, _VALUES):
         return ("=", type(value), repr(value) if isinstance(value, float) else value)
-    if isinstance(value, tuple) and all(isinstance(v, _VALUES) for v in value):
-        return ("=", tuple, tuple(_keyed(v) for v in value))
+    if isinstance(value, tuple | list):
+        return ("=", type(value), tuple(_keyed(v) for v in value))
+    if isinstance(value, dict):
+        return ("=", dict, tuple((k, _keyed(v)) for k, v in value.items()))
+    if isinstance(value, set):
+        return ("=", set, frozenset(_keyed(v) for v in value))
     return ("is", id(value))
 
 
@@ -248,7 +340,7 @@ class ModuleGuard:
     walk) only when it differs, or when a module the function reaches through its closure
     or globals was rebound (each such root is reached by its ``Path``)."""
 
-    __slots__ = ("fun", "modules", "dicts", "roots", "snapshot", "_key")
+    __slots__ = ("fun", "modules", "dicts", "roots", "contained", "snapshot", "_key")
 
     def __init__(self, fun):
         self.fun = fun
@@ -259,9 +351,17 @@ class ModuleGuard:
         inner = {id(s) for m in self.modules for s in m.__dict__.get("_modules", _NONE).values()}
         roots = {id(m): m for m in self.modules if id(m) not in inner and m is not self.fun}
         paths = find_paths(self.fun, roots)
-        self.roots = tuple((paths[i], m) for i, m in roots.items() if i in paths)
+        self.roots = tuple((paths[i][0], m) for i, m in roots.items() if i in paths)
         self.dicts = [m.__dict__ for m in self.modules]
-        self.snapshot = _snapshot(self.dicts)
+        # lists, dicts and sets among the attributes: changed in place, the snapshot holds
+        # their contents too (most modules have none)
+        self.contained = tuple(
+            (d, k)
+            for d in self.dicts
+            for k, v in d.items()
+            if k not in _TABLES and isinstance(v, _CONTAINERS)
+        )
+        self.snapshot = self._snapshot()
         self._key = tuple(
             (
                 id(m),
@@ -286,6 +386,12 @@ class ModuleGuard:
             except LookupError:
                 self._find()
                 return self._key
-        if not _same(_snapshot(self.dicts), self.snapshot):
+        if not _same(self._snapshot(), self.snapshot):
             self._find()
         return self._key
+
+    def _snapshot(self) -> tuple:
+        got = _snapshot(self.dicts)
+        if self.contained:
+            got += (tuple(_keyed(d.get(k)) for d, k in self.contained),)
+        return got

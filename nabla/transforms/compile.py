@@ -70,6 +70,8 @@ import numpy as np
 
 from ..backends.numpy import LOWERINGS as NUMPY_LOWERINGS
 from ..core.config import CONFIG
+from ..core.device import get_default_device
+from ..core.dtypes import get_default_dtype
 from ..core.ir import (
     Program,
     SymDim,
@@ -312,13 +314,23 @@ class _Plan:
             if cap.path is not None:
                 try:
                     now = cap.path.follow(fun)
-                except LookupError:
-                    now = t
+                except LookupError:  # (what the function reads is gone: its trace says how)
+                    return None, f"{cap.path.describe(_name(fun))} no longer exists"
                 if now is not t:
                     if not isinstance(now, Tensor):
                         where = cap.path.describe(_name(fun))
                         return None, f"{where} is now a {type(now).__name__}, not a tensor"
                     t = now
+                for other in cap.others:
+                    try:
+                        also = other.follow(fun)
+                    except LookupError:
+                        also = None
+                    if also is not t:
+                        return None, (
+                            f"{cap.path.describe(_name(fun))} and {other.describe(_name(fun))}"
+                            " were one tensor when traced and no longer are"
+                        )
             impl = t._impl
             if impl is not impls[cap.index]:
                 if _layout(impl) != cap.spec:
@@ -526,6 +538,7 @@ class _Hot(NamedTuple):
     layouts: tuple  # per tensor output: (shape, dtype, sharding)
     device: object  # where the outputs live
     single: bool  # the function returns its one tensor output itself (no tree to build)
+    defaults: tuple  # the default dtype and device it was traced under, as keyed
 
 
 _COLD = object()  # a call the hot lane does not serve
@@ -687,6 +700,8 @@ class CompiledFunction:
                 parts.append(_static_key(leaf))
         if CONFIG.debug_values:  # a trace that records the ops' lines
             parts.append(("debug_nans",))
+        # what ``nb.ones(...)`` or a Python float becomes inside (``nb.default_dtype``)
+        parts.append(_defaults())
         guard = self._guard
         if guard is not None and guard.modules:  # model.eval(), m.act = ReLU(), m.p = 0.0
             parts.append(("modules", guard.key()))
@@ -921,6 +936,9 @@ class CompiledFunction:
                 return _COLD
         if hot.modules is not None and self._guard.key() is not hot.modules:
             return _COLD
+        dt, dev = hot.defaults
+        if get_default_dtype() is not dt or get_default_device() is not dev:
+            return _COLD
         plan = hot.plan
         consts = plan.consts
         if plan.captures:  # read anew at every call: as the general path does
@@ -1077,10 +1095,11 @@ class CompiledFunction:
 
     def _warn_assigned(self, leaf):
         warnings.warn(
-            f"compile: {getattr(self.fun, '__name__', 'the function')} assigns into its "
-            f"tensor argument (leaf {leaf}, x[...] = ...); under compile the "
-            "caller's tensor is not updated (without compile it is): return the new "
-            "value instead (x.at[...].set(v) gives it without assigning)",
+            f"compile: {getattr(self.fun, '__name__', 'the function')} changes its tensor "
+            f"argument (leaf {leaf}) in place (x[...] = v, x += v or an in-place method such "
+            "as x.mul_(2)); under compile the caller's tensor is not updated (without compile "
+            "it is): return the new value instead (x.at[...].set(v) gives it without "
+            "assigning)",
             stacklevel=5,
         )
 
@@ -1212,7 +1231,12 @@ def _hot_lane(plan, tensors, guard, dynamic: bool, tree=None) -> _Hot | None:
     )
     modules = guard.key() if guard is not None and guard.modules else None
     layouts = tuple(zip(shapes, dtypes, shardings or [None] * len(shapes), strict=True))
-    return _Hot(plan, tree, tuple(specs), modules, program, layouts, device, single)
+    return _Hot(plan, tree, tuple(specs), modules, program, layouts, device, single, _defaults())
+
+
+def _defaults() -> tuple:
+    """The default dtype and device a trace made its literals with: part of the key."""
+    return (get_default_dtype(), get_default_device())
 
 
 def _runs_now(plan, tensors, const_impls) -> bool:
@@ -1376,12 +1400,15 @@ def _is_constant(impl, placeholders, rng_ids, needed, folded, written=()) -> boo
 class _Capture(NamedTuple):
     """A captured tensor: the plan's const ``index`` is read from ``tensor`` at every call,
     or from what ``path`` (from the compiled function) leads to now when that is another
-    tensor; ``spec`` is its ``_Layout`` as traced: another one retraces."""
+    tensor; ``spec`` is its ``_Layout`` as traced: another one retraces. ``others``: the
+    other names the tensor had (a tied weight); when one of them no longer leads to the
+    same tensor, the function is traced again."""
 
     index: int
     tensor: Tensor
     path: Path | None
     spec: _Layout
+    others: tuple = ()
 
 
 class _Layout(NamedTuple):
@@ -1505,7 +1532,8 @@ def _write_targets(fun, targets) -> tuple:
     held = {id(tg[1]): tg[1] for tg in targets if tg[0] == "capture"}
     paths = find_paths(fun, held) if fun is not None and held else {}
     return tuple(
-        tg if tg[0] == "arg" else ("capture", tg[1], paths.get(id(tg[1]))) for tg in targets
+        tg if tg[0] == "arg" else ("capture", tg[1], paths.get(id(tg[1]), (None,))[0])
+        for tg in targets
     )
 
 
@@ -1535,7 +1563,11 @@ def _captures(fun, captured: dict, consts: list) -> tuple:
     if not captured:
         return ()
     paths = find_paths(fun, {id(t): t for t in captured.values()}) if fun is not None else {}
-    return tuple(_Capture(j, t, paths.get(id(t)), _layout(consts[j])) for j, t in captured.items())
+    out = []
+    for j, t in captured.items():
+        found = paths.get(id(t), (None,))
+        out.append(_Capture(j, t, found[0], _layout(consts[j]), found[1:]))
+    return tuple(out)
 
 
 def _layout(impl) -> _Layout:
@@ -1589,7 +1621,9 @@ def compile(  # noqa: A001
         static_argnums: as ``jax.jit``'s: positional arguments keyed by value (a new value
             traces again). Python values are static already; a NumPy scalar given here
             becomes a Python number instead of a traced value, and a tensor or array is
-            refused (not hashable).
+            refused (not hashable). Any other object among the arguments is static too,
+            keyed by its hash (its identity, for most objects): as in ``jax.jit``, tensors
+            it holds are read as they were when traced, so pass those as arguments.
         static_argnames: the same for keyword arguments, by name.
 
     Returns:

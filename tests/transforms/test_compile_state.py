@@ -282,3 +282,172 @@ def test_a_new_dynamic_size_draws_no_extra_key_from_the_global_generator():
         before = nb_random._GLOBAL.counter
         c(nb.ones(n))
         assert nb_random._GLOBAL.counter - before == 1, n
+
+
+# --------------------------------------------------------------- found by name at any depth
+class _Deep(nb.nn.Module):
+    """Five levels of nesting, a list of 25,000 pairs (a tokenizer's merges) beside them,
+    and Python settings in a list and a dict."""
+
+    def __init__(self, depth=5):
+        super().__init__()
+        self.merges = [(f"a{i}", f"b{i}") for i in range(25_000)]
+        self.body = nb.nn.Sequential(nb.nn.Linear(4, 4), nb.nn.ReLU())
+        for _ in range(depth - 1):
+            self.body = nb.nn.Sequential(self.body)
+        self.scales = [1.0]
+        self.opts = {"shift": 0.0}
+
+    def forward(self, x):
+        return self.body(x) * self.scales[0] + self.opts["shift"]
+
+
+def _innermost(seq):
+    while isinstance(seq[0], nb.nn.Sequential):
+        seq = seq[0]
+    return seq
+
+
+def test_changes_deep_in_a_model_are_seen_whatever_else_it_holds():
+    """A parameter replaced, a layer swapped and a list or dict setting changed in place,
+    five modules deep beside 25,000 other Python objects: each call is the eager answer
+    (the walk's bounds apply outside the model's own tables only)."""
+    nb.random.seed(0)
+    m = _Deep()
+    x = nb.constant(X)
+    for fun in (nb.compile(m), nb.compile(lambda a: m(a))):
+        fun(x)
+        inner = _innermost(m.body)
+        inner[0].weight = nb.nn.Parameter(nb.full((4, 4), 0.5))
+        np.testing.assert_allclose(fun(x).numpy(), m(x).numpy(), rtol=1e-6)
+        inner[1] = nb.nn.Tanh()
+        np.testing.assert_allclose(fun(x).numpy(), m(x).numpy(), rtol=1e-6)
+        m.scales[0] = 3.0
+        m.opts["shift"] = 1.5
+        np.testing.assert_allclose(fun(x).numpy(), m(x).numpy(), rtol=1e-6)
+        inner[1] = nb.nn.ReLU()
+        m.scales[0], m.opts["shift"] = 1.0, 0.0
+
+
+def test_a_gradient_read_inside_compile_is_this_steps():
+    """``p.grad`` is a new tensor after ``zero_grad(); backward()``: a compiled gradient-norm
+    logger and a hand-written compiled SGD step read the current one (the grad is found
+    through its parameter), and one that is None again retraces into the eager error."""
+    m = _model()
+    params = list(m.parameters())
+    norm = nb.compile(lambda: sum((p.grad**2).sum() for p in m.parameters()))
+
+    def sgd():
+        for p in params:
+            p.sub_(0.1 * p.grad)
+
+    step = nb.compile(sgd)
+    x, y = nb.constant(X), nb.constant(Y)
+    for i in range(3):
+        m.zero_grad()
+        F.mse_loss(m(x * (i + 1.0)), nb.constant(Y)).backward()
+        want = sum(float((p.grad.numpy() ** 2).sum()) for p in params)
+        np.testing.assert_allclose(norm().item(), want, rtol=1e-5)
+        expected = [p.numpy() - 0.1 * p.grad.numpy() for p in params]
+        step()
+        for p, e in zip(params, expected):
+            np.testing.assert_allclose(p.numpy(), e, rtol=1e-6, atol=1e-7)
+    m.zero_grad()
+    with pytest.raises(TypeError):
+        norm()
+    del y
+
+
+def test_a_tied_weight_untied_retraces():
+    """One tensor under two names is one input of the trace; once the names lead to two
+    tensors the function is traced again and reads both."""
+    w = nb.ones((2,))
+    holder = {"a": w}
+    b = w
+
+    def f(x):
+        return x * holder["a"] + x * b
+
+    c = nb.compile(f)
+    x = nb.ones((2,))
+    np.testing.assert_array_equal(c(x).numpy(), [2.0, 2.0])
+    holder["a"] = nb.full((2,), 100.0)
+    np.testing.assert_array_equal(c(x).numpy(), f(x).numpy())
+    assert c.stats.misses == 2
+
+
+def test_captures_behind_slots_module_and_class_attributes_and_defaults():
+    """A tensor held in a ``__slots__`` attribute, a dict under a tuple key, a deque, a
+    Python module's attribute (``cfg.W``), a class attribute read through ``self`` and a
+    default argument: rebinding each is seen."""
+    import collections
+    import types
+
+    class Slotted:
+        __slots__ = ("w",)
+
+    s = Slotted()
+    s.w = nb.ones((2,))
+    keyed = {("k", 1): nb.ones((2,))}
+    dq = collections.deque([nb.ones((2,))])
+    cfg = types.ModuleType("cfg")
+    cfg.W = nb.ones((2,))
+
+    class K:
+        W = nb.ones((2,))
+
+        def f(self, x):
+            return x * self.W
+
+    k = K()
+
+    def g(x, d=nb.ones((2,))):
+        return x * d
+
+    x = nb.ones((2,))
+    cases = [
+        (lambda x: x * s.w, lambda v: setattr(s, "w", v)),
+        (lambda x: x * keyed[("k", 1)], lambda v: keyed.__setitem__(("k", 1), v)),
+        (lambda x: x * dq[0], lambda v: dq.__setitem__(0, v)),
+        (lambda x: x * cfg.W, lambda v: setattr(cfg, "W", v)),
+        (k.f, lambda v: setattr(K, "W", v)),
+        (g, lambda v: setattr(g, "__defaults__", (v,))),
+    ]
+    for i, (fun, rebind) in enumerate(cases):
+        c = nb.compile(fun)
+        c(x)
+        rebind(nb.full((2,), float(i + 3)))
+        np.testing.assert_array_equal(c(x).numpy(), fun(x).numpy(), err_msg=str(i))
+
+
+def test_the_default_dtype_keys_the_trace():
+    """``nb.ones`` inside follows ``nb.default_dtype`` as it does without compile, on the
+    general path and on the hot lane."""
+    f = nb.compile(lambda x: x + nb.ones((2,)))
+    x = nb.ones((2,), dtype=nb.float64)
+    assert f(x).dtype == nb.float64 and f(x).dtype == nb.float64
+    y = nb.ones((2,), dtype=nb.float16)
+    for _ in range(2):
+        assert f(y).dtype == nb.float32
+    with nb.default_dtype(nb.float64):
+        assert f(y).dtype == nb.float64
+    assert f(y).dtype == nb.float32
+
+
+def test_compile_step_leaves_a_parameter_with_requires_grad_off_alone():
+    """``p.requires_grad = False`` (PyTorch's way to freeze one tensor) before the first step
+    or between steps: the compiled step no longer updates it, as ``backward(); step()``."""
+    for when in ("before", "between"):
+        m = nb.nn.Sequential(nb.nn.Linear(4, 4), nb.nn.Linear(4, 2))
+        opt = nb.nn.optim.SGD(m, lr=0.1)
+        step = opt.compile_step(lambda mm, a, b: F.mse_loss(mm(a), b))
+        x, y = nb.constant(X), nb.constant(Y)
+        if when == "between":
+            step(x, y)
+        for p in m[0].parameters():
+            p.requires_grad = False
+        frozen = m[0].weight.numpy().copy()
+        trained = m[1].weight.numpy().copy()
+        step(x, y)
+        np.testing.assert_array_equal(m[0].weight.numpy(), frozen)
+        assert not np.array_equal(m[1].weight.numpy(), trained)

@@ -1428,6 +1428,20 @@ class _ParamGroup(MutableMapping):
         return f"{{'params': [{len(self['params'])} tensors], {settings}}}"
 
 
+def _trained(opt: Optimizer, leaves: list) -> list:
+    """Which of ``opt``'s parameter leaves a compiled step trains: ``trainable_mask``'s
+    (float parameters of modules not frozen) less the tensors whose ``requires_grad`` is
+    off (``p.requires_grad = False``, PyTorch's way to freeze one), as ``backward`` gives
+    those no gradient. Plain tensors given to an optimizer in the functional style do not
+    require grad at all: when no trainable leaf does (and the optimizer was not made from
+    a module), every one is trained."""
+    mask = trainable_mask(opt.params)
+    flags = [m and (not isinstance(p, Tensor) or p.requires_grad) for p, m in zip(leaves, mask)]
+    if opt.model is not None or any(flags):
+        return flags
+    return mask
+
+
 class CompiledStep:
     """What :meth:`Optimizer.compile_step` returns: a PyTorch-style step (parameters updated
     in place) whose forward, backward and update run as one ``nb.compile``d graph.
@@ -1440,14 +1454,15 @@ class CompiledStep:
     def __init__(self, optimizer: Optimizer, loss_fn):
         self.optimizer, self.loss_fn = optimizer, loss_fn
 
-        def train_step(leaves, tree, state, hyper, *batch):
+        def train_step(leaves, tree, trained, state, hyper, *batch):
             # the parameters come as their flat leaves and (a static argument) their treedef:
             # a module is not flattened again as an argument and rebuilt from the outputs at
-            # every call. Differentiate the trainable leaves only: buffers (BatchNorm's
-            # running statistics, an int64 step count) stay the module's own tensors, so an
-            # update the forward makes to them in place is written back by compile
+            # every call. Differentiate the trainable leaves only (``trained``, a static
+            # bitmask: freezing a parameter retraces): buffers (BatchNorm's running
+            # statistics, an int64 step count) stay the module's own tensors, so an update
+            # the forward makes to them in place is written back by compile
             params = tree_unflatten(tree, leaves)
-            mask = trainable_mask(params)
+            mask = [bool(trained >> i & 1) for i in range(len(leaves))]
 
             def loss_of(trainable):
                 it = iter(trainable)
@@ -1477,13 +1492,14 @@ class CompiledStep:
         if tree == self._tree:  # the same object: its hash is kept, the key compares by id
             tree = self._tree
         self._tree = tree
-        mask = trainable_mask(opt.params)
+        mask = _trained(opt, leaves)
         plain = [detach(p) if m and isinstance(p, Tensor) else p for p, m in zip(leaves, mask)]
         # the settings are an argument: the learning rate (and a cycled momentum) as tensor
         # inputs, so a scheduler's new value each step runs the same trace; the others are
         # Python values, part of the trace's key (changing one retraces)
         hyper = opt._settings(traced=True)
-        new_leaves, new_state, loss = self.compiled(plain, tree, opt.state, hyper, *batch)
+        trained = sum(1 << i for i, m in enumerate(mask) if m)
+        new_leaves, new_state, loss = self.compiled(plain, tree, trained, opt.state, hyper, *batch)
         pairs = [
             (old, new)
             for old, new, m in zip(leaves, new_leaves, mask)
