@@ -9,6 +9,8 @@ from __future__ import annotations
 import contextlib
 import threading
 
+from .dtypes import DEFAULTS_EPOCH
+
 __all__ = ["CPU", "Accelerator", "Device", "default_device", "get_default_device"]
 
 
@@ -89,10 +91,12 @@ def default_device(device: Device):
         raise TypeError(f"default_device expects a Device, got {type(device).__name__}")
     old = getattr(_state, "device", None)
     _state.device = device
+    DEFAULTS_EPOCH[0] += 1
     try:
         yield device
     finally:
         _state.device = old
+        DEFAULTS_EPOCH[0] += 1
 
 
 _CPU0 = CPU()

@@ -71,7 +71,7 @@ import numpy as np
 from ..backends.numpy import LOWERINGS as NUMPY_LOWERINGS
 from ..core.config import CONFIG
 from ..core.device import get_default_device
-from ..core.dtypes import get_default_dtype
+from ..core.dtypes import DEFAULTS_EPOCH, get_default_dtype
 from ..core.ir import (
     Program,
     SymDim,
@@ -538,7 +538,7 @@ class _Hot(NamedTuple):
     layouts: tuple  # per tensor output: (shape, dtype, sharding)
     device: object  # where the outputs live
     single: bool  # the function returns its one tensor output itself (no tree to build)
-    defaults: tuple  # the default dtype and device it was traced under, as keyed
+    epoch: int  # ``DEFAULTS_EPOCH`` when made: the default dtype and device unchanged since
 
 
 _COLD = object()  # a call the hot lane does not serve
@@ -936,8 +936,7 @@ class CompiledFunction:
                 return _COLD
         if hot.modules is not None and self._guard.key() is not hot.modules:
             return _COLD
-        dt, dev = hot.defaults
-        if get_default_dtype() is not dt or get_default_device() is not dev:
+        if DEFAULTS_EPOCH[0] != hot.epoch:  # (``nb.default_dtype``: the key has them)
             return _COLD
         plan = hot.plan
         consts = plan.consts
@@ -1231,7 +1230,8 @@ def _hot_lane(plan, tensors, guard, dynamic: bool, tree=None) -> _Hot | None:
     )
     modules = guard.key() if guard is not None and guard.modules else None
     layouts = tuple(zip(shapes, dtypes, shardings or [None] * len(shapes), strict=True))
-    return _Hot(plan, tree, tuple(specs), modules, program, layouts, device, single, _defaults())
+    epoch = DEFAULTS_EPOCH[0]
+    return _Hot(plan, tree, tuple(specs), modules, program, layouts, device, single, epoch)
 
 
 def _defaults() -> tuple:
