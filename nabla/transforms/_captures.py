@@ -141,12 +141,13 @@ def _tensor_children(t, names):
         yield (("attr", "grad"),), grad, True
 
 
-def _slot_names(cls) -> list:
+@functools.lru_cache(maxsize=1024)
+def _slot_names(cls) -> tuple:
     out = []
     for c in cls.__mro__:
         slots = c.__dict__.get("__slots__", ())
         out += [slots] if isinstance(slots, str) else list(slots)
-    return [n for n in out if n not in ("__dict__", "__weakref__")]
+    return tuple(n for n in out if n not in ("__dict__", "__weakref__"))
 
 
 def _object_children(obj, names):
@@ -171,11 +172,13 @@ def _object_children(obj, names):
         for k, v in list(d.items()):
             if isinstance(k, str) and k not in skip and not (own and k.startswith("_")):
                 yield _one(("attr", k), v)
-        for name in names:  # a class attribute the code reads through the object
-            if name not in d:
-                v = getattr(cls, name, None)
-                if isinstance(v, Tensor):
-                    yield _one(("attr", name), v)
+        done = set(d)
+        for c in cls.__mro__[:-1]:  # a class attribute the code reads through the object
+            table = vars(c)
+            for name in names & table.keys():
+                if name not in done and isinstance(table[name], Tensor):
+                    done.add(name)
+                    yield _one(("attr", name), table[name])
     for name in _slot_names(cls):
         if not (own and name.startswith("_")):
             try:
@@ -221,17 +224,20 @@ def _code_names(code) -> tuple:
 
 
 def _walk(root, again: bool = False):
-    """``(steps, object)`` for every object reachable from ``root``, each once and by one of
-    its cheapest paths first: up to ``_MAX_DEPTH`` steps and about ``_MAX_VISITS`` objects,
-    not counting the steps inside modules' tables (those go first). NumPy values are
-    reached but not entered. ``again``: a tensor met again by another path is yielded again
-    (its other names), not entered."""
+    """``(steps, object, cost)`` for every object reachable from ``root``, each once and by
+    one of its cheapest paths first (``cost``: its steps outside modules' tables, which go
+    first): up to ``_MAX_DEPTH`` such steps and about ``_MAX_VISITS`` objects. Past that
+    many only modules and tensors are entered (their tables' and ``.grad``'s steps are
+    free). NumPy values are reached but not entered. ``again``: a tensor met again by
+    another path is yielded again (its other names), not entered."""
     names: set = set()
     seen = {id(root)}
     queue = collections.deque([((), root, 0)])
     visits = 0
     while queue:
         steps, obj, depth = queue.popleft()
+        if visits >= _MAX_VISITS and not (isinstance(obj, Tensor) or _is_module(obj)):
+            continue
         for sub, child, free in _children(obj, names):
             if isinstance(child, _ATOMS):
                 continue
@@ -239,7 +245,7 @@ def _walk(root, again: bool = False):
             cid = id(child)
             if cid in seen:
                 if again and isinstance(child, Tensor):
-                    yield path, child
+                    yield path, child, depth if free else depth + 1
                 continue
             cost = depth if free else depth + 1
             if cost > _MAX_DEPTH:
@@ -249,7 +255,7 @@ def _walk(root, again: bool = False):
                     continue
                 visits += 1
             seen.add(cid)
-            yield path, child
+            yield path, child, cost
             if type(child).__module__ != "numpy":
                 # (0-1 breadth-first: a free step's child before the next depth's)
                 (queue.appendleft if free else queue.append)((path, child, cost))
@@ -258,25 +264,35 @@ def _walk(root, again: bool = False):
 def find_paths(root, targets: dict) -> dict:
     """Search from ``root`` for the objects in ``targets`` (id -> object): returns
     id -> tuple of ``Path`` for each one found, the cheapest first, with up to
-    ``_MAX_PATHS`` names for an object reached by several (unreached ones are left out)."""
+    ``_MAX_PATHS`` names for an object reached by several (unreached ones are left out).
+    Once every target is found, the walk goes on one step further for their other names,
+    then stops."""
     found: dict = {}
     if not targets:
         return found
-    for steps, obj in _walk(root, again=True):
+    stop = None
+    for steps, obj, cost in _walk(root, again=True):
+        if stop is not None and cost > stop:
+            break
         if targets.get(id(obj)) is obj:
             got = found.setdefault(id(obj), [])
             if len(got) < _MAX_PATHS:
                 got.append(Path(steps))
+            if stop is None and len(found) == len(targets):
+                stop = cost + 1
     return {k: tuple(v) for k, v in found.items()}
 
 
-def find_modules(root) -> tuple:
+def find_modules(root) -> dict:
     """The modules (objects with parameter tables and a ``training`` flag, as
-    ``nabla.nn.Module``) reachable from ``root`` by the same walk, submodules included:
-    their train/eval mode is Python state a compiled function reads while traced."""
-    found = [root] if _is_module(root) else []
-    found.extend(obj for _, obj in _walk(root) if _is_module(obj))
-    return tuple(found)
+    ``nabla.nn.Module``) reachable from ``root`` by the same walk, submodules included
+    (their train/eval mode is Python state a compiled function reads while traced): id ->
+    ``(module, Path)``, ``root`` itself with no path."""
+    found = {id(root): (root, None)} if _is_module(root) else {}
+    for steps, obj, _ in _walk(root):
+        if _is_module(obj):
+            found[id(obj)] = (obj, Path(steps))
+    return found
 
 
 def _is_module(obj) -> bool:
@@ -347,11 +363,12 @@ class ModuleGuard:
         self._find()
 
     def _find(self):
-        self.modules = find_modules(self.fun)
+        found = find_modules(self.fun)
+        self.modules = tuple(m for m, _ in found.values())
         inner = {id(s) for m in self.modules for s in m.__dict__.get("_modules", _NONE).values()}
-        roots = {id(m): m for m in self.modules if id(m) not in inner and m is not self.fun}
-        paths = find_paths(self.fun, roots)
-        self.roots = tuple((paths[i][0], m) for i, m in roots.items() if i in paths)
+        self.roots = tuple(
+            (path, m) for i, (m, path) in found.items() if i not in inner and m is not self.fun
+        )
         self.dicts = [m.__dict__ for m in self.modules]
         # lists, dicts and sets among the attributes: changed in place, the snapshot holds
         # their contents too (most modules have none)
