@@ -13,6 +13,8 @@ ordinary backend ops ``transpose``, ``broadcast_in_dim`` and ``reduce_sum``.
 
 from __future__ import annotations
 
+import math
+
 from ..core.ir import TensorImpl
 from ..core.state import STATE, is_live, level_sizes, live_grad_levels, spmd_axes
 from ..runtime.tensor import Tensor
@@ -137,7 +139,14 @@ class SumLevelsOp(_LevelOp):
         return [shapes[0]], [dtypes[0]]
 
     def replay(self, args, kwargs):
-        return sum_levels(args[0], kwargs["drop"])
+        # a recorded sum replayed on a value that no longer varies along some of the levels
+        # (a loop body traced first with an unbatched carry, then widened): summing the
+        # copies of a constant is a product with their count
+        x = args[0]
+        have = x._impl.levels
+        out = sum_levels(x, tuple(lv for lv in kwargs["drop"] if lv in have))
+        copies = math.prod(level_sizes[lv] for lv in kwargs["drop"] if lv not in have)
+        return out if copies == 1 else out * copies
 
     def vjp_rule(self, primals, cotangents, outputs, kwargs):
         ct = cotangents[0]

@@ -148,6 +148,18 @@ def _rank_align(op_name, ts):
     return ts
 
 
+def _aligned(op_name, args) -> list:
+    """``args`` of an elementwise op with its tensor operands rank-aligned where vmap
+    batched one of lower rank (``_rank_align``; Python scalars broadcast as they are)."""
+    args = list(args)
+    at = [i for i, a in enumerate(args) if isinstance(a, Tensor)]
+    if len(at) < 2 or not any(args[i]._impl.levels for i in at):
+        return args
+    for i, t in zip(at, _rank_align(op_name, [args[i] for i in at]), strict=True):
+        args[i] = t
+    return args
+
+
 def _bshape(a, b):
     if a == b:
         return a
@@ -252,6 +264,11 @@ class BinaryOperation(Operation):
     def infer(self, shapes, dtypes, kwargs):
         out = DType.bool if self.result == "bool" else dtypes[0]
         return [_bshape(shapes[0], shapes[1])], [out]
+
+    def rebind(self, args, kwargs):
+        # a recorded call replayed on operands vmap batched (compile's replay, a loop body
+        # under vmap): their ranks aligned as the call aligns them (``_rank_align``)
+        return self.bind(_aligned(self.name, args), kwargs)
 
     def partials(self, x, y, out):
         """(d out/dx, d out/dy) as tensors or Python floats."""
@@ -663,6 +680,9 @@ class WhereOp(Operation):
 
     def infer(self, shapes, dtypes, kwargs):
         return [_bshape(_bshape(shapes[0], shapes[1]), shapes[2])], [dtypes[1]]
+
+    def rebind(self, args, kwargs):
+        return self.bind(_aligned("where", args), kwargs)
 
     def vjp_rule(self, primals, cotangents, outputs, kwargs):
         c, x, y = primals

@@ -256,8 +256,8 @@ class _Plan:
             ins = [r.lookup(args, consts, vals) for r in refs]
             if hasattr(op, "replay"):
                 out = op.replay(ins, kw)
-            else:
-                out = op.bind(ins, kw)
+            else:  # (``rebind``: operands batched since the trace prepared as the call would)
+                out = op.rebind(ins, kw)
             outs = out if op.multiple_results else [out]
             if expect:
                 got = [(o._impl.dtype, tuple(o._impl.shape)) for o in outs]

@@ -136,7 +136,7 @@ class Body:
         for op, kwargs, refs, *_ in self.nodes:
             ins = [r.lookup(args, captured, vals) for r in refs]
             replay = getattr(op, "replay", None)
-            out = replay(ins, kwargs) if replay is not None else op.bind(ins, kwargs)
+            out = replay(ins, kwargs) if replay is not None else op.rebind(ins, kwargs)
             vals.append(out if op.multiple_results else [out])
         return [r.lookup(args, captured, vals) for r in self.outputs]
 
@@ -705,9 +705,10 @@ def switch(index, branches, *operands):
     if not branches or not all(callable(b) for b in branches):
         raise TypeError("switch: branches must be a non-empty sequence of callables")
     i = as_tensor(index, op="switch")
-    if i.shape != () or not (i.dtype.is_int or i.dtype.is_bool):
+    if i.shape != () or not i.dtype.is_int:  # (a bool too, as JAX: use cond for a predicate)
         raise TypeError(
             f"switch: index must be an integer scalar, got {i.dtype.value} of shape {i.shape}"
+            + (" (for a bool predicate, use nb.cond)" if i.dtype.is_bool else "")
         )
     if i.dtype is not int32:
         i = unary.cast(i, int32)
@@ -1624,10 +1625,11 @@ def _has_per_step_work(body: Body, n: int, nx: int) -> bool:
 
 
 def _rebind(node, ins: list) -> list:
-    """A recorded node's op on ``ins`` (through its ``replay`` where it has one, as
+    """A recorded node's op on ``ins`` (through its ``replay`` where it has one, else its
+    ``rebind``, which prepares operands vmap batched as the op's call would: as
     ``Body.call``), as a list of outputs."""
     run = getattr(node.op, "replay", None)
-    out = run(ins, node.kwargs) if run is not None else node.op.bind(ins, node.kwargs)
+    out = run(ins, node.kwargs) if run is not None else node.op.rebind(ins, node.kwargs)
     return out if node.op.multiple_results else [out]
 
 

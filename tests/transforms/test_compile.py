@@ -751,3 +751,20 @@ def test_the_hot_lane_follows_a_modules_mode_and_writes_state_back():
     bn.train()
     f(x)
     assert np.all(bn.running_mean.numpy() > means[-1])
+
+
+def test_a_hit_under_vmap_replays_ops_the_trace_bound_without_batch_dims():
+    """The trace of ``v @ m`` (a vector times a matrix) and ``a * b`` (ranks 1 and 2) bound
+    their ops directly, as nothing was batched; replayed under vmap they keep NumPy's
+    meaning (they had given a (5, 5, 3) product and a broadcasting error)."""
+    rng = np.random.default_rng(5)
+    v, ms = rng.random(4, dtype=np.float32), rng.random((5, 4, 3), dtype=np.float32)
+    f = nb.compile(lambda v, m: v @ m)
+    f(nb.constant(v), nb.constant(ms[0]))
+    got = nb.vmap(f, in_axes=(None, 0))(nb.constant(v), nb.constant(ms)).numpy()
+    np.testing.assert_allclose(got, np.einsum("k,bkn->bn", v, ms), rtol=1e-6)
+    a, b = rng.random((5, 3), dtype=np.float32), rng.random((2, 3), dtype=np.float32)
+    g = nb.compile(lambda a, b: a * b)
+    g(nb.constant(a[0]), nb.constant(b))
+    got = nb.vmap(g, in_axes=(0, None))(nb.constant(a), nb.constant(b)).numpy()
+    np.testing.assert_allclose(got, a[:, None, :] * b[None], rtol=1e-6)

@@ -874,3 +874,89 @@ def test_compiled_grad_of_scan_replays_with_its_saved_carries():
     for _ in range(3):
         np.testing.assert_allclose(g(w, xs).numpy(), want, rtol=1e-6)
     assert g.stats.misses == 1
+
+
+# ------------------------------------------------------------ recorded ops replayed batched
+_RNG = np.random.default_rng(11)
+_XS = _RNG.standard_normal((5, 4, 3)).astype(np.float32)
+_V = _RNG.standard_normal(4).astype(np.float32)
+
+
+def test_a_vector_times_each_steps_matrix_is_hoisted_with_numpys_meaning():
+    """``w @ x`` (a constant vector, a per-step matrix) runs for all steps at once outside
+    the loop: the recorded vector-matrix product, replayed on the batched slices, keeps
+    NumPy's meaning (it had given a (3,) carry of the wrong values, or failed as ys)."""
+    w = nb.constant(_V)
+    carry, ys = nb.scan(lambda c, x: (c + nb.sum(w @ x), w @ x), 0.0, nb.constant(_XS))
+    want = np.einsum("k,tkn->tn", _V, _XS)
+    assert carry.shape == () and ys.shape == (5, 3)
+    np.testing.assert_allclose(carry.numpy(), want.sum(), rtol=1e-5)
+    np.testing.assert_allclose(ys.numpy(), want, rtol=1e-5)
+
+
+def test_reverse_mode_through_a_readout_vector_times_the_carry():
+    """An RNN-style readout ``v @ c`` of a (4, 3) carry: its gradient (the backward scan's
+    hoisted replay) against finite differences."""
+    xs = nb.constant(_XS)
+
+    def loss(v):
+        def step(c, x):
+            c = nb.tanh(c * 0.9 + x)
+            return c, nb.sum(nb.sin(v @ c))
+
+        return nb.sum(nb.scan(step, nb.zeros((4, 3)), xs)[1])
+
+    got = nb.grad(loss)(nb.constant(_V)).numpy()
+    eps, num = 1e-3, np.zeros(4)
+    for i in range(4):
+        d = np.zeros(4, np.float32)
+        d[i] = eps
+        up = loss(nb.constant(_V.astype(np.float64) + d)).item()
+        down = loss(nb.constant(_V.astype(np.float64) - d)).item()
+        num[i] = (up - down) / (2 * eps)
+    np.testing.assert_allclose(got, num, rtol=1e-3, atol=1e-4)
+
+
+def test_vmapped_vectors_against_unbatched_steps_and_their_gradient():
+    """A vmapped vector times each step's matrix, and the gradient with respect to the
+    (unbatched) xs of a vmapped scan whose carry the vector batches: each against the
+    per-row loop."""
+    xs_np = _RNG.standard_normal((6, 3, 4)).astype(np.float32)
+    wb = _RNG.standard_normal((5, 4)).astype(np.float32)
+
+    def per_row(w):
+        return nb.scan(lambda c, x: (c + nb.sum(x @ w), c), 0.0, nb.constant(xs_np))[0]
+
+    got = nb.vmap(per_row)(nb.constant(wb)).numpy()
+    np.testing.assert_allclose(got, np.einsum("tij,bj->b", xs_np, wb), rtol=1e-4)
+
+    steps = _RNG.standard_normal((6, 4)).astype(np.float32)
+
+    def loss(xs):
+        def per(w):
+            return nb.scan(lambda c, x: (c * w + nb.sum(x), nb.sum(c)), nb.zeros((4,)), xs)[1]
+
+        return nb.sum(nb.vmap(per)(nb.constant(wb)))
+
+    def loop(xs):  # the same in NumPy: d loss / d xs[t] summed over rows and lanes
+        total = 0.0
+        for w in wb.astype(np.float64):
+            c = np.zeros(4)
+            for x in xs:
+                total += c.sum()
+                c = c * w + x.sum()
+        return total
+
+    g = nb.grad(loss)(nb.constant(steps)).numpy()
+    eps, num = 1e-3, np.zeros_like(steps, dtype=np.float64)
+    for t in range(6):
+        for j in range(4):
+            d = np.zeros_like(steps, dtype=np.float64)
+            d[t, j] = eps
+            num[t, j] = (loop(steps + d) - loop(steps - d)) / (2 * eps)
+    np.testing.assert_allclose(g, num, rtol=1e-3, atol=1e-3)
+
+
+def test_a_bool_switch_index_is_an_error_as_in_jax():
+    with pytest.raises(TypeError, match="switch: index must be an integer.*use nb.cond"):
+        nb.switch(True, [lambda a: a, lambda a: -a], nb.ones((2,)))
