@@ -479,3 +479,24 @@ def test_a_scans_stacked_outputs_are_c_ordered_for_what_follows(monkeypatch, rng
     lines = fast.lower(program).source.splitlines()
     assert any("scan" in ln for ln in lines)
     assert sum("multiply(" in ln and "out=b" in ln for ln in lines) >= 2
+
+
+def test_views_nothing_reads_are_not_made(rng):
+    """A per-channel row broadcast to full size and then combined with a full-size value
+    runs tiled through the row (``rowwise``): the broadcast view itself, read by nothing
+    else, is left out of the code; the bits stay the interpreter's."""
+    shape = (64, 8, 8, 16)
+    steps = [
+        ("broadcast_to", (1,), {"shape": shape}, _spec(*shape)),
+        ("mul", (0, (0, 0)), {}, _spec(*shape)),
+        ("exp", ((1, 0),), {}, _spec(*shape)),
+        ("reduce_sum", ((2, 0),), {"axes": (0,), "keepdims": False}, _spec(8, 8, 16)),
+    ]
+    program = build_program(
+        ("dead-view", id(steps)), [(F32, shape, CPU()), (F32, (16,), CPU())], steps, [(3, 0)]
+    )
+    run, interp = fast.lower(program), compile_program(program)
+    assert "rowwise(" in run.source and "broadcast_to(" not in run.source
+    xs = [rng.standard_normal(shape).astype(np.float32), rng.standard_normal(16).astype(np.float32)]
+    got, want = run(xs), interp(xs)
+    assert [_bits(g) for g in got] == [_bits(a) for a in want]

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import re
 from typing import NamedTuple
 
 import numpy as np
@@ -142,6 +143,7 @@ _KEEPS_C = frozenset(
     | set(UFUNCS)
 )
 _NO_LAYOUT = (None, frozenset())
+_NAME = re.compile(r"\bv\d+\b")  # a slot's name in the generated code
 
 
 def _no_fold(step: _Step) -> bool:
@@ -388,6 +390,7 @@ class _Lowering:
         # slots BLAS takes as they are (C- or F-contiguous: a scratch buffer, a reshape of
         # one, a 2-d transpose of one): their matmul operands skip ``_blas_ready``
         self.blas: set = set()
+        self.view_lines: set = set()  # indices of ``self.lines`` that only make a view
         self._n = 0
         self._fold()
         self._emit_all()
@@ -723,6 +726,7 @@ class _Lowering:
             op == "reshape" or (op == "transpose" and len(shape) == 2) or line == x
         ):
             self.blas.add(step.outputs[0])
+        self.view_lines.add(len(self.lines))
         self.lines.append(f"{v} = {line}")
         self._after_alias(k, step)
 
@@ -799,14 +803,44 @@ class _Lowering:
             names = "".join(f"b{i}, " for i in range(len(self.buffers)))
             body.append("S = pop() if pool else scratch()")
             body.append(f"{names}= S")
-        body += self.lines
+        tail = []
         if self.buffers:
-            body.append("push(S)")
+            tail.append("push(S)")
         for s in self.outputs:
             if s not in self.sure:
-                self._check_line(body, s)
-        body.append(f"return [{', '.join(self.name[s] for s in self.outputs)}]")
+                self._check_line(tail, s)
+        tail.append(f"return [{', '.join(self.name[s] for s in self.outputs)}]")
+        body += self._live_lines(tail) + tail
         return "def raw(inputs):\n" + "".join(f"    {line}\n" for line in body)
+
+    def _live_lines(self, tail: list) -> list:
+        """``self.lines`` without the views nothing reads: a broadcast a tiled per-channel
+        operation read through its row instead (``rowwise``) costs ~4 us to make for
+        nothing. A ``del`` of a dropped view goes too, and so does a dtype check of a value
+        nothing reads (``_check``)."""
+        used = set(_NAME.findall(" ".join(tail)))
+        keep = [True] * len(self.lines)
+        for i in range(len(self.lines) - 1, -1, -1):
+            line = self.lines[i]
+            if line.startswith("del "):
+                continue
+            if line.startswith("if type("):  # ``_check``: reads only the value it checks
+                keep[i] = line[8 : line.index(")")] in used
+                continue
+            if i in self.view_lines and line.split(" = ", 1)[0] not in used:
+                keep[i] = False
+                continue
+            used.update(_NAME.findall(line))
+        dropped = {
+            self.lines[i].split(" = ", 1)[0]
+            for i, k in enumerate(keep)
+            if not k and i in self.view_lines
+        }
+        return [
+            line
+            for line, k in zip(self.lines, keep, strict=True)
+            if k and not (line.startswith("del ") and line[4:] in dropped)
+        ]
 
     def _check_line(self, body, slot):
         v = self.name[slot]
