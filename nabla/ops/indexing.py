@@ -696,50 +696,127 @@ def rebind(x: Tensor, new: Tensor, *, item: bool = False) -> None:
         rebind(owner, fn.stop_gradient(x), item=item)
 
 
+_MODES = (None, "promise_in_bounds", "clip", "fill", "drop")
+
+
+def _fill_default(dtype: DType):
+    """JAX's ``fill_value`` default for ``.at[...].get(mode="fill")``: NaN for floats, the
+    lowest signed and highest unsigned integer, True for bool."""
+    if dtype.is_bool:
+        return True
+    if dtype.is_float:
+        return float("nan")
+    info = np.iinfo(dtype.numpy)
+    return int(info.min) if info.min < 0 else int(info.max)
+
+
+def _moded(x, key, mode, op, fill=None):
+    """``(x, key, pads)`` for JAX's out-of-bounds ``mode`` of an ``.at`` call: ``"clip"``
+    clamps each integer and array index into its dim; ``"fill"`` and ``"drop"`` give each
+    such dim one more slot (``pads``: 1 there), holding ``fill``, and send every index out
+    of range to it, so a read gives ``fill`` there and a write lands where it is sliced off.
+    None and ``"promise_in_bounds"`` keep the key (an index out of range is an error)."""
+    if mode not in _MODES:
+        raise ValueError(f"{op}: mode must be one of {_MODES[1:]} or None, got {mode!r}")
+    pads = [0] * x.ndim
+    if mode in (None, "promise_in_bounds"):
+        return x, key, pads
+    entries = _expand_entries(x, [_key_entry(x, k, op) for k in _entries_of(key)], op)
+    out, at = [], 0
+    for kind, v, width in entries:
+        if kind in ("int", "adv"):
+            n = x.shape[at]
+            if kind == "int":
+                if mode == "clip":
+                    out.append(min(max(v + n if v < 0 else v, 0), n - 1))
+                else:
+                    out.append(v % n if -n <= v < n else n)
+            else:
+                from_end = fn.where(v < 0, v + n, v)
+                if mode == "clip":
+                    out.append(fn.clip(from_end, 0, n - 1))
+                else:
+                    out.append(fn.where((v >= -n) & (v < n), from_end, n))
+            if mode != "clip":
+                pads[at] = 1
+        else:
+            out.append(None if kind == "new" else v)
+        at += width
+    if any(pads):
+        x = fn.pad(x, [(0, p) for p in pads], value=0 if fill is None else fill)
+    return x, tuple(out), pads
+
+
+def _unpadded(y, pads):
+    if not any(pads):
+        return y
+    return getitem(y, tuple(slice(0, n - p) for n, p in zip(y.shape, pads, strict=True)))
+
+
 class _AtRef:
+    """``x.at[key]``. Every method takes JAX's keywords: ``mode`` (``"clip"`` clamps
+    integer and array indices into range; ``"drop"`` leaves out updates at an index out of
+    range; ``"fill"`` reads ``fill_value`` there; None or ``"promise_in_bounds"``: such an
+    index is an error, nabla's default), and ``indices_are_sorted``/``unique_indices``,
+    hints accepted and ignored."""
+
     def __init__(self, x, key):
         self.x = x
         self.key = key
 
-    def set(self, value):
+    def _update(self, value, how, mode):
+        x = as_tensor(self.x, op="at")
+        if mode == "fill":
+            mode = "drop"  # (JAX's name for a write: drop)
+        padded, key, pads = _moded(x, self.key, mode, "at")
+        return _unpadded(_update(padded, key, value, how), pads)
+
+    def set(self, value, *, mode=None, indices_are_sorted=False, unique_indices=False):
         """A copy of ``x`` with ``x[key] = value``."""
-        return _update(self.x, self.key, value, "set")
+        return self._update(value, "set", mode)
 
-    def add(self, value):
+    def add(self, value, *, mode=None, indices_are_sorted=False, unique_indices=False):
         """A copy of ``x`` with ``x[key] += value`` (repeated indices accumulate)."""
-        return _update(self.x, self.key, value, "add")
+        return self._update(value, "add", mode)
 
-    def multiply(self, value):
+    def multiply(self, value, *, mode=None, indices_are_sorted=False, unique_indices=False):
         """A copy of ``x`` with ``x[key] *= value``: every update at a repeated index takes
         part, as in JAX (also for :meth:`min` and :meth:`max`)."""
-        return _update(self.x, self.key, value, "mul")
+        return self._update(value, "mul", mode)
 
     mul = multiply
 
-    def subtract(self, value):
+    def subtract(self, value, *, mode=None, indices_are_sorted=False, unique_indices=False):
         """A copy of ``x`` with ``x[key] -= value`` (repeated indices accumulate)."""
         value = as_tensor(value, self.x.dtype, "at")
-        return _update(self.x, self.key, fn.neg(value), "add")
+        return self._update(fn.neg(value), "add", mode)
 
-    def divide(self, value):
+    def divide(self, value, *, mode=None, indices_are_sorted=False, unique_indices=False):
         """``x`` divided by ``value`` at ``key`` (true division: an int ``x`` gives floats),
         as JAX: ``x / ones.at[key].multiply(value)``, so repeated indices divide again."""
-        return self.x / _AtRef(fn.ones_like(self.x), self.key).multiply(value)
+        return self.x / _AtRef(fn.ones_like(self.x), self.key).multiply(value, mode=mode)
 
-    def power(self, value):
+    def power(self, value, *, mode=None, indices_are_sorted=False, unique_indices=False):
         """``x ** value`` at ``key``, as JAX: ``x ** ones.at[key].multiply(value)``."""
-        return self.x ** _AtRef(fn.ones_like(self.x), self.key).multiply(value)
+        return self.x ** _AtRef(fn.ones_like(self.x), self.key).multiply(value, mode=mode)
 
-    def min(self, value):
+    def min(self, value, *, mode=None, indices_are_sorted=False, unique_indices=False):
         """A copy of ``x`` with ``x[key] = minimum(x[key], value)`` (see :meth:`multiply`)."""
-        return _update(self.x, self.key, value, "min")
+        return self._update(value, "min", mode)
 
-    def max(self, value):
+    def max(self, value, *, mode=None, indices_are_sorted=False, unique_indices=False):
         """A copy of ``x`` with ``x[key] = maximum(x[key], value)`` (see :meth:`multiply`)."""
-        return _update(self.x, self.key, value, "max")
+        return self._update(value, "max", mode)
 
-    def get(self):
-        return getitem(self.x, self.key)
+    def get(self, *, mode=None, fill_value=None, indices_are_sorted=False, unique_indices=False):
+        """``x[key]``; with ``mode="fill"``, ``fill_value`` (JAX's default: NaN, or an
+        integer dtype's extreme) where an index is out of range."""
+        x = as_tensor(self.x, op="at")
+        if mode == "drop":
+            mode = "fill"
+        fill = _fill_default(x.dtype) if fill_value is None and mode == "fill" else fill_value
+        padded, key, _ = _moded(x, self.key, mode, "at", fill)
+        return getitem(padded, key)
 
 
 class AtIndexer:

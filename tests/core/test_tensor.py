@@ -821,3 +821,63 @@ def test_setitem_takes_a_value_shaped_like_x_key_with_new_axes(key, vshape):
     np.testing.assert_array_equal(y.numpy(), want)
     at = nb.constant(np.zeros((3, 4), np.float32)).at[key].add(nb.constant(v))
     np.testing.assert_array_equal(at.numpy(), want)
+
+
+_AT_X = np.arange(12, dtype=np.float32).reshape(3, 4)
+
+
+def _np_moded(key_entries, shape, mode):
+    """Each index of ``key_entries`` (int or array, one per dim) brought in range as JAX's
+    ``mode`` does, and a mask of the positions whose every index was in range."""
+    out, ok = [], True
+    for k, n in zip(key_entries, shape):
+        k = np.asarray(k)
+        valid = (k >= -n) & (k < n)
+        k = np.where(k < 0, k + n, k)
+        out.append(np.clip(k, 0, n - 1))
+        ok = ok & valid
+    return tuple(out), ok
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int32])
+def test_at_methods_take_jaxs_out_of_bounds_modes(dtype):
+    """``mode="clip"`` clamps, ``"fill"`` reads ``fill_value`` (JAX's defaults: NaN, an
+    integer dtype's lowest), ``"drop"`` leaves the update out, for ints and arrays,
+    negative indices among them; ``indices_are_sorted``/``unique_indices`` are accepted."""
+    x = _AT_X.astype(dtype)
+    rows, cols = np.array([0, 2, -1, 5]), np.array([1, 9, -2, 3])
+    idx, ok = _np_moded((rows, cols), x.shape, "fill")
+    t = nb.constant(x)
+    key = (nb.constant(rows), nb.constant(cols))
+    np.testing.assert_array_equal(t.at[key].get(mode="clip").numpy(), x[idx])
+    fill = np.nan if dtype == np.float32 else np.iinfo(dtype).min
+    want = np.where(ok, x[idx], fill)
+    np.testing.assert_array_equal(t.at[key].get(mode="fill").numpy(), want)
+    np.testing.assert_array_equal(
+        t.at[key].get(mode="fill", fill_value=-7).numpy(), np.where(ok, x[idx], -7)
+    )
+    dropped = x.copy()
+    np.add.at(dropped, (idx[0][ok], idx[1][ok]), 100)
+    got = t.at[key].add(100, mode="drop", indices_are_sorted=True, unique_indices=True)
+    np.testing.assert_array_equal(got.numpy(), dropped)
+    clipped = x.copy()
+    clipped[idx] = 100
+    np.testing.assert_array_equal(t.at[key].set(100, mode="clip").numpy(), clipped)
+    np.testing.assert_array_equal(t.at[1, 7].set(5, mode="drop").numpy(), x)  # a static int
+    np.testing.assert_array_equal(t.at[1, 7].get(mode="clip").numpy(), x[1, 3])
+    with pytest.raises(ValueError, match="at: mode must be one of"):
+        t.at[0].get(mode="wrap")
+
+
+def test_at_modes_are_differentiable():
+    """The fill slot is padding: the gradient of a filled read reaches only the positions
+    read, and a dropped update's value gets none."""
+    i = nb.constant(np.array([0, 7, 2]))
+    g = nb.grad(lambda x: x.at[i].get(mode="fill", fill_value=0.0).sum())(
+        nb.constant(np.ones(4, np.float32))
+    )
+    np.testing.assert_array_equal(g.numpy(), [1.0, 0.0, 1.0, 0.0])
+    gv = nb.grad(lambda v: nb.zeros((4,)).at[i].add(v, mode="drop").sum())(
+        nb.constant(np.ones(3, np.float32))
+    )
+    np.testing.assert_array_equal(gv.numpy(), [1.0, 0.0, 1.0])
