@@ -29,6 +29,12 @@ from .functions import fn, provide
 __all__ = ["gather", "take", "scatter", "getitem", "setitem", "AtIndexer"]
 
 
+def _what(kwargs) -> dict:
+    """The indexing a gather or scatter carries out for the user (``what``, kept only for
+    an index checked when the program runs): the backend's out-of-range error names it."""
+    return {"what": kwargs["what"]} if "what" in kwargs else {}
+
+
 class GatherOp(Operation):
     """``take(x, indices, axis)``: out = x.shape[:axis] + indices.shape + x.shape[axis+1:]."""
 
@@ -43,7 +49,7 @@ class GatherOp(Operation):
         return [xs[:a] + ids + xs[a + 1 :]], [dtypes[0]]
 
     def adapt_kwargs(self, kwargs, nb, batch_shape):
-        return {"axis": kwargs["axis"] + nb, "batch_dims": nb}
+        return {"axis": kwargs["axis"] + nb, "batch_dims": nb, **_what(kwargs)}
 
     def sharding_rule(self, in_shapes, out_shapes, kwargs):
         return _take_rule(in_shapes, out_shapes, kwargs["axis"], scatter=False)
@@ -80,7 +86,9 @@ class ScatterOp(Operation):
         return [xs], [dtypes[0]]
 
     def adapt_kwargs(self, kwargs, nb, batch_shape):
-        return {"axis": kwargs["axis"] + nb, "mode": kwargs["mode"], "batch_dims": nb}
+        return {"axis": kwargs["axis"] + nb, "mode": kwargs["mode"], "batch_dims": nb} | _what(
+            kwargs
+        )
 
     def sharding_rule(self, in_shapes, out_shapes, kwargs):
         return _take_rule(in_shapes, out_shapes, kwargs["axis"], scatter=True)
@@ -256,7 +264,7 @@ def gather(x, indices, axis=0) -> Tensor:
     return _gather_from(x, idx, axis)
 
 
-def _gather_from(x, idx, axis):
+def _gather_from(x, idx, axis, what=None):
     """The gather op; an unbatched ``x`` (a table) with indices batched by vmap is indexed
     with the batch as extra index dims instead of being copied once per batch element.
 
@@ -268,11 +276,12 @@ def _gather_from(x, idx, axis):
     the broadcast."""
     levels = idx._impl.levels
     xi = x._impl
+    kwargs = {"axis": axis} if what is None else {"axis": axis, "what": what}
     if not levels or xi.levels or xi.tangents or batching.differentiated_inside(xi, min(levels)):
-        return _gather.bind([x, idx], {"axis": axis})
+        return _gather.bind([x, idx], kwargs)
     for i, level in enumerate(levels):  # the batch dims become the leading index dims
         idx = batching.from_batch(idx, level, i)
-    out = _gather.bind([x, idx], {"axis": axis})
+    out = _gather.bind([x, idx], kwargs)
     for level in levels:  # ... which land at ``axis``, outer level first: back to the prefix
         out = batching.to_batch(out, axis, level)
     return out
@@ -314,11 +323,12 @@ def scatter(x, indices, updates, axis=0, mode="set") -> Tensor:
     return _scatter_at(x, idx, upd, axis, mode)
 
 
-def _scatter_at(x, idx, upd, axis, mode):
+def _scatter_at(x, idx, upd, axis, mode, what=None):
     """The scatter op on indices already counted from the end (``_index_tensor``: counting
     again would wrap an index below ``-n`` into range) and updates of the right shape."""
     op = _scatter if mode in ("set", "add") else _scatter_combine
-    return op.bind([x, idx, upd], {"axis": axis, "mode": mode})
+    kwargs = {"axis": axis, "mode": mode} | ({} if what is None else {"what": what})
+    return op.bind([x, idx, upd], kwargs)
 
 
 # ----------------------------------------------------------------------------- key parsing
@@ -528,6 +538,17 @@ def _linear_index(y, adv):
     return flat, lin, shape, rest
 
 
+def _run_time_what(op, x, adv) -> str | None:
+    """What an out-of-range error at run time should name (the flat gather or scatter it
+    becomes indexes a reshaped value): None when every index is known now (checked at the
+    call)."""
+    if all(t.is_realized and not t._impl.levels for _, t in adv):
+        return None
+    dims = tuple(d for d, _ in adv)
+    name = "x.at[...]" if op == "at" else op
+    return f"{name} on a tensor of shape {tuple(x.shape)}, with array indices into dims {dims}"
+
+
 def getitem(x, key) -> Tensor:
     """``x[key]`` with NumPy semantics (ints, slices with steps, ``...``, ``None``, integer
     tensors/arrays/lists and concrete boolean masks)."""
@@ -540,7 +561,7 @@ def getitem(x, key) -> Tensor:
     if not k.adv:
         return fn.reshape(y, k.result_shape(y.shape))
     flat, lin, ishape, _ = _linear_index(y, k.adv)
-    out = _gather_from(flat, lin, 0)  # (ishape..., rest...)
+    out = _gather_from(flat, lin, 0, _run_time_what("getitem", x, k.adv))  # (ishape..., rest)
     at = k.adv_block()
     if at:  # adjacent advanced indices: their dims go after the basic dims before them
         n = len(ishape)
@@ -619,7 +640,8 @@ def _update(x, key, value, mode):
             n = len(ishape)
             v = fn.moveaxis(v, list(range(at, at + n)), list(range(n)))
         # every update at a repeated index takes part, but for ``set`` (one is kept)
-        new_flat = _scatter_at(flat, lin, as_tensor(v, flat.dtype, op="setitem"), 0, mode)
+        what = _run_time_what(op, x, k.adv)
+        new_flat = _scatter_at(flat, lin, as_tensor(v, flat.dtype, op="setitem"), 0, mode, what)
         dims = [d for d, _ in k.adv]
         moved = fn.reshape(new_flat, tuple(region.shape[d] for d in dims) + basic_shape)
         order = dims + rest

@@ -1018,7 +1018,7 @@ def _clamped(idx, x, axis):
 
 
 @_one("gather")
-def _gather(x, idx, axis, batch_dims=0):
+def _gather(x, idx, axis, batch_dims=0, what=None):
     idx = _clamped(_int64(idx), x, axis)
     if batch_dims == 0:
         return ops.gather(x, idx, axis=axis)
@@ -1037,7 +1037,7 @@ def _gather(x, idx, axis, batch_dims=0):
 
 
 @_one("scatter")
-def _scatter(x, idx, upd, axis, mode, batch_dims=0):
+def _scatter(x, idx, upd, axis, mode, batch_dims=0, what=None):
     dt = None
     if _is_bool(x) and mode != "set":
         dt = x.dtype

@@ -626,31 +626,40 @@ def _flat_batch(a, nb):
 _JAX_OUT_OF_BOUNDS = {"gather": "JAX clamps such an index", "scatter": "JAX drops such an update"}
 
 
-def _index_error(op, err, x, idx):
+def _index_error(op, err, x, idx, what=None):
     """NumPy's bare out-of-bounds error with the op and shapes: an index known only when
-    the program runs (traced or batched) is checked here, not at the call."""
+    the program runs (traced or batched) is checked here, not at the call. ``what``: the
+    user's indexing this op carries out (``x[i, j]`` becomes a gather from a flattened
+    value, whose positions the user never wrote)."""
+    tail = (
+        f"an index computed in the graph is checked when the program runs; {_JAX_OUT_OF_BOUNDS[op]}"
+    )
+    if what is not None:
+        return IndexError(
+            f"{what}: an index is out of range of its dim (indices of shape "
+            f"{np.shape(idx)}; {tail})"
+        )
     return IndexError(
-        f"{op}: {err} (input of shape {x.shape}, indices of shape {np.shape(idx)}; an index "
-        f"computed in the graph is checked when the program runs; {_JAX_OUT_OF_BOUNDS[op]})"
+        f"{op}: {err} (input of shape {x.shape}, indices of shape {np.shape(idx)}; {tail})"
     )
 
 
-def _below_range(op, x, idx, axis):
+def _below_range(op, x, idx, axis, what=None):
     """The ops' indices arrive with negative ones already counted from the end (``idx +
     n``): one still negative was below ``-n``, which NumPy would wrap again."""
     if idx.size and idx.min() < 0:
         n = x.shape[axis]
         err = f"index {int(idx.min()) - n} is out of bounds for axis {axis} with size {n}"
-        raise _index_error(op, err, x, idx)
+        raise _index_error(op, err, x, idx, what)
 
 
 @_one("gather")
-def _gather(x, idx, axis, batch_dims=0):
-    _below_range("gather", x, idx, axis)
+def _gather(x, idx, axis, batch_dims=0, what=None):
+    _below_range("gather", x, idx, axis, what)
     try:
         return _gather_any(x, idx, axis, batch_dims)
     except IndexError as err:
-        raise _index_error("gather", err, x, idx) from None
+        raise _index_error("gather", err, x, idx, what) from None
 
 
 def _gather_any(x, idx, axis, batch_dims):
@@ -667,8 +676,8 @@ def _gather_any(x, idx, axis, batch_dims):
 
 
 @_one("scatter")
-def _scatter(x, idx, upd, axis, mode, batch_dims=0):
-    _below_range("scatter", x, idx, axis)
+def _scatter(x, idx, upd, axis, mode, batch_dims=0, what=None):
+    _below_range("scatter", x, idx, axis, what)
     out = np.array(x, copy=True)
     # the ufunc merging the updates at a repeated index (every one takes part); None: replace
     combine = (_SCATTER_COMBINE_BOOL if out.dtype == np.bool_ else _SCATTER_COMBINE).get(mode)
@@ -684,7 +693,7 @@ def _scatter(x, idx, upd, axis, mode, batch_dims=0):
             else:
                 combine.at(of[p], where, uf[p])
     except IndexError as err:
-        raise _index_error("scatter", err, x, idx) from None
+        raise _index_error("scatter", err, x, idx, what) from None
     return of.reshape(out.shape)
 
 
