@@ -300,18 +300,28 @@ class _Plan:
         name_outputs([t._impl for t in results], outs)
         return results
 
-    def call_inputs(self, fun):
+    def call_inputs(self, fun, flat=None):
         """The constants' impls for one call: each captured tensor as it is now (its
-        path from ``fun`` followed again, so a rebound name is seen). Returns
-        ``(impls, None)``, or ``(None, reason)`` when a captured value no longer matches
-        the trace (another shape, dtype, device or sharding, or not a tensor): the
-        function must be traced again."""
+        path from ``fun`` followed again, so a rebound name is seen; an argument's
+        ``.grad`` read from ``flat``, the call's leaves). Returns ``(impls, None)``, or
+        ``(None, reason)`` when a captured value no longer matches the trace (another
+        shape, dtype, device or sharding, or not a tensor): the function must be traced
+        again."""
         if not self.captures:
             return self.consts, None
         impls = list(self.consts)
         for cap in self.captures:
             t = cap.tensor
-            if cap.path is not None:
+            if type(cap.path) is _ArgGrad:
+                if flat is None:  # (the hot lane, which such a plan does not take)
+                    return None, "it reads an argument's .grad"
+                now = flat[cap.path.leaf]._impl.grad
+                if now is not t:
+                    if not isinstance(now, Tensor):
+                        where = cap.path.describe(_name(fun))
+                        return None, f"{where} is now a {type(now).__name__}, not a tensor"
+                    t = now
+            elif cap.path is not None:
                 try:
                     now = cap.path.follow(fun)
                 except LookupError:  # (what the function reads is gone: its trace says how)
@@ -860,7 +870,7 @@ class CompiledFunction:
             plan, out = self._plan_at_sizes(entry, call, tensors)
             if plan is None:  # this size's own trace ran (or fell back)
                 return out
-        const_impls, stale = plan.call_inputs(self.fun)
+        const_impls, stale = plan.call_inputs(self.fun, call.flat)
         if stale is not None:  # a captured tensor changed shape or dtype: as a guard would
             self._stats.misses += 1
             self._log_retrace(f"retrace because {stale}")
@@ -1024,6 +1034,7 @@ class CompiledFunction:
         t0 = time.perf_counter()
         sym_shapes = call.sym_shapes
         placeholders = {}
+        arg_grads: dict = {}  # id of an argument's .grad -> the argument's leaf index
         traced_flat = list(call.flat)
         for i, leaf in enumerate(call.flat):
             if isinstance(leaf, Tensor):
@@ -1035,6 +1046,10 @@ class CompiledFunction:
                     )
                 placeholders[id(ph._impl)] = len(placeholders)
                 traced_flat[i] = ph
+                grad = leaf._impl.grad
+                if grad is not None:  # ``p.grad`` of an argument reads the caller's, each call
+                    ph._impl.grad = grad
+                    arg_grads[id(grad)] = i
         args, kwargs = tree_unflatten(call.tree, traced_flat)
         before = {i: t._impl for i, t in enumerate(traced_flat) if isinstance(t, Tensor)}
         epoch = GRAPH.thread_epoch  # this thread's: other threads may realize meanwhile
@@ -1077,14 +1092,23 @@ class CompiledFunction:
             return "fallback", out
         if state.targets:  # the new values are outputs too; the callers' tensors get them
             plan = _build_plan(
-                recorded, placeholders, (out, state.values), rng, traced_flat, self.fun, state
+                recorded,
+                placeholders,
+                (out, state.values),
+                rng,
+                traced_flat,
+                self.fun,
+                state,
+                arg_grads,
             )
             tensors = [leaf for leaf in call.flat if isinstance(leaf, Tensor)]
             for target, value in zip(plan.writes, state.values):
                 if target[0] == "arg":
                     rebind(tensors[target[1]], value)
         else:
-            plan = _build_plan(recorded, placeholders, out, rng, traced_flat, self.fun)
+            plan = _build_plan(
+                recorded, placeholders, out, rng, traced_flat, self.fun, None, arg_grads
+            )
         plan.traced_in_vmap = bool(drawing_levels())
         if reads:
             plan.size_reads = reads
@@ -1210,6 +1234,8 @@ def _hot_lane(plan, tensors, guard, dynamic: bool, tree=None) -> _Hot | None:
     draws, or a call that did not run at the call."""
     if dynamic or plan.rng_draws or plan.has_host_ops or not _nonempty(plan):
         return None
+    if any(type(cap.path) is _ArgGrad for cap in plan.captures):
+        return None  # (the general path reads the call's arguments' grads)
     shapes, dtypes, shardings = plan.call_layouts()
     if STATE.recording is not None or CONFIG.debug_values:
         return None
@@ -1433,7 +1459,9 @@ def _name(fun) -> str:
     return getattr(fun, "__name__", None) or type(fun).__name__
 
 
-def _build_plan(recorded, placeholders, out, rng_impls, traced_flat, fun=None, state=None):
+def _build_plan(
+    recorded, placeholders, out, rng_impls, traced_flat, fun=None, state=None, arg_grads=None
+):
     out_flat, out_tree = tree_flatten(out)
     node_index = {id(n): i for i, n in enumerate(recorded)}
     needed = _needed_nodes(out_flat, node_index, placeholders)
@@ -1481,7 +1509,7 @@ def _build_plan(recorded, placeholders, out, rng_impls, traced_flat, fun=None, s
     order = {id(r): k for k, r in enumerate(rng_impls)}
     plan.rng_draws = len(rng_impls)
     plan.rng_order = tuple(order[id(consts[j])] for j in rng_slots)
-    plan.captures = _captures(fun, captured, consts)
+    plan.captures = _captures(fun, captured, consts, arg_grads or {})
     if state is not None:
         plan.writes = _write_targets(fun, state.targets)
     plan.out_layouts = tuple(
@@ -1557,14 +1585,28 @@ def _write_back(plan, out, tensors, fun):
     return out
 
 
-def _captures(fun, captured: dict, consts: list) -> tuple:
+class _ArgGrad(NamedTuple):
+    """The path to a captured tensor that is an argument's ``.grad`` (leaf ``leaf`` of the
+    call's flat arguments): read from the call's argument at each call."""
+
+    leaf: int
+
+    def describe(self, fun_name: str) -> str:
+        return f"the .grad of argument leaf {self.leaf} of {fun_name}"
+
+
+def _captures(fun, captured: dict, consts: list, arg_grads: dict) -> tuple:
     """A ``_Capture`` per captured tensor (const index -> tensor), with the path from
-    ``fun`` to it where the walk finds one."""
+    ``fun`` to it where the walk finds one (or the argument whose ``.grad`` it is)."""
     if not captured:
         return ()
-    paths = find_paths(fun, {id(t): t for t in captured.values()}) if fun is not None else {}
+    rest = {id(t): t for t in captured.values() if id(t) not in arg_grads}
+    paths = find_paths(fun, rest) if fun is not None else {}
     out = []
     for j, t in captured.items():
+        if id(t) in arg_grads:
+            out.append(_Capture(j, t, _ArgGrad(arg_grads[id(t)]), _layout(consts[j])))
+            continue
         found = paths.get(id(t), (None,))
         out.append(_Capture(j, t, found[0], _layout(consts[j]), found[1:]))
     return tuple(out)

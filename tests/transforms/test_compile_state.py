@@ -451,3 +451,22 @@ def test_compile_step_leaves_a_parameter_with_requires_grad_off_alone():
         step(x, y)
         np.testing.assert_array_equal(m[0].weight.numpy(), frozen)
         assert not np.array_equal(m[1].weight.numpy(), trained)
+
+
+def test_the_grad_of_an_argument_is_read_at_each_call():
+    """``p.grad`` of a tensor passed in is the caller's current gradient (it was None
+    inside: the argument is a fresh placeholder), and one that is None again retraces into
+    the eager error."""
+    m = _model()
+    norm = nb.compile(lambda ps: sum((p.grad**2).sum() for p in ps))
+    x = nb.constant(X)
+    for i in range(3):
+        m.zero_grad()
+        F.mse_loss(m(x * (i + 1.0)), nb.constant(Y)).backward()
+        params = list(m.parameters())
+        want = sum(float((p.grad.numpy() ** 2).sum()) for p in params)
+        np.testing.assert_allclose(norm(params).item(), want, rtol=1e-5)
+    assert norm.stats.misses == 1
+    m.zero_grad()
+    with pytest.raises(TypeError):
+        norm(list(m.parameters()))
