@@ -327,14 +327,19 @@ def _same(a: tuple, b: tuple) -> bool:
 
 
 _CONTAINERS = (list, dict, set)  # changed in place: keyed (and compared) by their contents
+_MAX_KEYED_ITEMS = 256  # a longer container (a tokenizer's table) by identity and length
 
 
 def _keyed(value):
     """An attribute as the key holds it: numbers and strings by value; tuples, lists, dicts
-    and sets by their items, each keyed so (``self.scales[0] = 2.0`` changes the key);
-    any other object by identity (a submodule, a callable)."""
+    and sets by their items, each keyed so (``self.scales[0] = 2.0`` changes the key),
+    except a container of more than ``_MAX_KEYED_ITEMS`` (by identity and length: the
+    snapshot is taken at every call); any other object by identity (a submodule, a
+    callable)."""
     if isinstance(value, _VALUES):
         return ("=", type(value), repr(value) if isinstance(value, float) else value)
+    if isinstance(value, tuple | list | dict | set) and len(value) > _MAX_KEYED_ITEMS:
+        return ("is", id(value), len(value))
     if isinstance(value, tuple | list):
         return ("=", type(value), tuple(_keyed(v) for v in value))
     if isinstance(value, dict):
