@@ -15,7 +15,7 @@ def _swap(fn):
     return lambda self, other: fn(other, self)
 
 
-def _to(self, target):
+def _to(self, target=None, *, dtype=None):
     """The tensor on another device or with another dtype: ``x.to(device)``/``x.to(dtype)``.
 
     Args:
@@ -27,6 +27,10 @@ def _to(self, target):
         The moved or cast tensor (differentiable; casts only between float dtypes).
     """
 
+    if target is None and dtype is not None:  # PyTorch's x.to(dtype=...)
+        target = dtype
+    if target is None:
+        raise TypeError("to: missing the target (a device or a dtype)")
     if isinstance(target, str):
         device = device_named(target)
         if device is not None:
@@ -146,6 +150,132 @@ def _numpy_reduction(fn):
 
 
 MinMax = collections.namedtuple("MinMax", "values indices")
+
+
+def _min_max(fn, pick, elementwise, name):
+    """``x.max``/``x.min``: NumPy's reduction (``axis`` positional or keyword, values
+    only), PyTorch's ``x.max(dim=d)`` (a ``(values, indices)`` pair whose gradient goes to
+    the index returned, the first extreme of a tie, as PyTorch's) and PyTorch's
+    elementwise ``x.max(other)`` (a tensor argument)."""
+    numpy_form = _numpy_reduction(fn)
+
+    def method(self, *args, **kwargs):
+        if args and isinstance(args[0], Tensor) and not kwargs:
+            return elementwise(self, *args)
+        if "dim" not in kwargs:
+            return numpy_form(self, *args, **kwargs)
+        kwargs = _torch_keywords(name, kwargs)
+        if args or kwargs.get("axis") is None or isinstance(kwargs["axis"], tuple | list):
+            return numpy_form(self, *args, **kwargs)
+        keep = kwargs.get("keepdims", False)
+        where = pick(self, kwargs["axis"], keepdims=keep)
+        return MinMax(reduction.first_extreme(self, kwargs["axis"], keep, name), where)
+
+    method.__name__ = name
+    method.__doc__ = fn.__doc__
+    return method
+
+
+def _torch_split(self, split_size_or_sections, axis=0):
+    """PyTorch's ``x.split``: parts of ``split_size_or_sections`` elements along ``axis``
+    (``dim=``; the last part smaller when the size does not divide), or of each size in a
+    list. (The function ``nb.split(x, n)`` is JAX's and the original Nabla's: ``n`` equal
+    parts.)"""
+    if isinstance(split_size_or_sections, int) and not isinstance(split_size_or_sections, bool):
+        step = split_size_or_sections
+        if step <= 0:
+            raise ValueError(f"split: split_size must be positive, got {step}")
+        n = self.shape[axis] if self.ndim else 0
+        sizes = [min(step, n - i) for i in range(0, n, step)] or [0]
+        return view.split(self, sizes, axis)
+    return view.split(self, split_size_or_sections, axis)
+
+
+def _varargs(fn, name, keyword):
+    """``fn(x, axis)`` as a method that also takes PyTorch's forms: ``keyword=`` for the
+    axis (``dims=``, ``dim=``) and several axes as separate arguments (``x.flip(0, 2)``)."""
+
+    def method(self, *axes, **kwargs):
+        if keyword in kwargs:
+            if axes:
+                raise TypeError(f"{name}: pass the dims either positionally or as {keyword}=")
+            axes = (kwargs.pop(keyword),)
+        if len(axes) > 1:
+            axes = (tuple(axes),)
+        return fn(self, *axes, **kwargs)
+
+    method.__name__ = name
+    method.__doc__ = fn.__doc__
+    return method
+
+
+def _roll(self, shifts=None, dims=None, *, shift=None, axis=None):
+    """``x`` rolled by ``shifts`` along ``dims`` (PyTorch's keywords; NumPy's ``shift`` and
+    ``axis`` also)."""
+    shift = shifts if shift is None else shift
+    axis = dims if axis is None else axis
+    if shift is None:
+        raise TypeError("roll: missing the shift (shifts= or shift=)")
+    return view.roll(self, shift, axis)
+
+
+def _permute(self, *axes, dims=None, **kwargs):
+    """``x`` with its dims in the order ``axes`` (``x.permute(2, 0, 1)``, a tuple, or
+    PyTorch's ``dims=``)."""
+    if dims is not None:
+        if axes:
+            raise TypeError("permute: pass the dims either positionally or as dims=")
+        axes = tuple(dims)
+    return view.permute(self, *axes, **kwargs)
+
+
+def _transpose(self, *args, dim0=None, dim1=None, **kwargs):
+    """``x`` with two dims swapped (default the last two; PyTorch's ``dim0=``/``dim1=``
+    too)."""
+    if dim0 is not None or dim1 is not None:
+        if args or dim0 is None or dim1 is None:
+            raise TypeError("transpose: pass both dim0= and dim1=, or the two dims positionally")
+        args = (dim0, dim1)
+    return view.transpose(self, *args, **kwargs)
+
+
+def _squeeze(self, axis=None, *, dim=None):
+    """NumPy's ``squeeze`` (a given axis must have size 1), or PyTorch's with ``dim=``:
+    dims of another size are left as they are."""
+    if dim is None:
+        return view.squeeze(self, axis)
+    if axis is not None:
+        raise TypeError("squeeze: pass either axis or dim=, not both")
+    dims = dim if isinstance(dim, tuple | list) else (dim,)
+    n = self.ndim
+    ones = tuple(d for d in dims if -n <= d < n and self.shape[d] == 1)
+    bad = [d for d in dims if not -n <= d < n]
+    if bad:
+        raise IndexError(f"squeeze: dim {bad[0]} is out of range for shape {self.shape}")
+    return view.squeeze(self, ones) if ones else self
+
+
+def _tile(self, *reps):
+    """NumPy's ``tile`` (``x.tile(reps)``), also as PyTorch spells its ``repeat``: the
+    counts as separate arguments, ``x.tile(1, 2, 1)``."""
+    return view.tile(self, reps[0] if len(reps) == 1 else tuple(reps))
+
+
+def _spread(fn):
+    """``var``/``std`` as methods that also take PyTorch's ``unbiased=`` (``correction``
+    1 when True, 0 when False) and ``dim=``/``keepdim=``."""
+    reduce = _numpy_reduction(fn)
+
+    def method(self, *args, unbiased=None, **kwargs):
+        if unbiased is not None:
+            if "correction" in kwargs or "ddof" in kwargs:
+                raise TypeError(f"{fn.__name__}: pass unbiased= or correction=, not both")
+            kwargs["correction"] = 1 if unbiased else 0
+        return reduce(self, *args, **kwargs)
+
+    method.__name__ = fn.__name__
+    method.__doc__ = fn.__doc__
+    return method
 
 
 def _torch_keywords(name, kwargs):
@@ -271,35 +401,35 @@ _METHODS = {
     "mT": property(_mT),
     "reshape": _reshape,
     "view": _reshape,
-    "squeeze": view.squeeze,
-    "unsqueeze": view.unsqueeze,
-    "permute": view.permute,
-    "transpose": view.transpose,
+    "squeeze": _squeeze,
+    "unsqueeze": _torch_dim(view.unsqueeze),
+    "permute": _permute,
+    "transpose": _transpose,
     "swap_axes": view.swap_axes,
     "swapaxes": view.swap_axes,
     "moveaxis": view.moveaxis,
     "flatten": view.flatten,
-    "flip": view.flip,
+    "flip": _varargs(view.flip, "flip", "dims"),
     "broadcast_to": view.broadcast_to,
     "expand": view.expand,
-    "tile": view.tile,
+    "tile": _tile,
     "repeat": view.repeat,
-    "split": view.split,
+    "split": _torch_dim(_torch_split),
     "chunk": _torch_dim(view.chunk),
-    "unbind": view.unbind,
+    "unbind": _torch_dim(view.unbind),
     # reductions (NumPy's np.sum(t), np.mean(t), ... call these with dtype= and out=)
     "sum": _numpy_reduction(reduction.sum),
     "mean": _numpy_reduction(reduction.mean),
-    "max": _numpy_reduction(reduction.max),
-    "min": _numpy_reduction(reduction.min),
+    "max": _min_max(reduction.max, reduction.argmax, binary.maximum, "max"),
+    "min": _min_max(reduction.min, reduction.argmin, binary.minimum, "min"),
     "prod": _numpy_reduction(reduction.prod),
-    "var": _numpy_reduction(reduction.var),
-    "std": _numpy_reduction(reduction.std),
+    "var": _spread(reduction.var),
+    "std": _spread(reduction.std),
     "argmax": _numpy_reduction(reduction.argmax),
     "argmin": _numpy_reduction(reduction.argmin),
     "amax": _torch_dim(reduction.max),  # PyTorch's (values only, as x.max(axis))
     "amin": _torch_dim(reduction.min),
-    "roll": view.roll,
+    "roll": _roll,
     "cumsum": _torch_dim(reduction.cumsum),
     "cumprod": _torch_dim(reduction.cumprod),
     "logsumexp": _torch_dim(reduction.logsumexp),

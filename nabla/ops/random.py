@@ -109,10 +109,24 @@ def _as_key(k) -> Tensor:
 
 
 def key(seed: int) -> Tensor:
-    """A key for reproducible random draws: ``k = nb.random.key(0)``."""
+    """A key for reproducible random draws: ``k = nb.random.key(0)``.
+
+    Raises:
+        TypeError: for a seed that is not an integer (a float is not rounded, as in JAX).
+        OverflowError: for a seed outside ``[-2**63, 2**64)``, which would wrap.
+    """
     if isinstance(seed, Tensor):
-        seed = int(seed.item())
+        if seed.shape != () or not (seed.dtype.is_int or seed.dtype.is_bool):
+            raise TypeError(
+                f"random.key: the seed must be an integer scalar, got a {seed.dtype.value} "
+                f"tensor of shape {seed.shape}"
+            )
+        seed = seed.item()
+    if not isinstance(seed, numbers.Integral):
+        raise TypeError(f"random.key: the seed must be an integer, got {seed!r}")
     seed = int(seed)
+    if not -(1 << 63) <= seed < 1 << 64:
+        raise OverflowError(f"random.key: the seed {seed} is outside [-2**63, 2**64)")
     words = np.array([(seed >> 32) & _MASK, seed & _MASK], dtype=np.int64)
 
     return fn.constant(words)
@@ -207,12 +221,19 @@ def _split_args(key_or_shape, shape, params):
     """
     if isinstance(key_or_shape, Tensor):
         return _as_key(key_or_shape), (() if shape is None else shape), params
+    if not isinstance(key_or_shape, tuple | list | numbers.Integral | type(None)):
+        raise TypeError(
+            "expected a key made by nb.random.key or a shape as the first argument, got "
+            f"{type(key_or_shape).__name__}"
+        )
     if isinstance(shape, numbers.Number):
         params = (shape, *params[:-1])
         if params[-1] is not None:
             raise TypeError("too many positional parameters after the shape")
     elif shape is not None:
-        raise TypeError("pass either a key and a shape, or only a shape")
+        if key_or_shape not in ((), None):
+            raise TypeError("pass either a key and a shape, or only a shape")
+        return global_key(), shape, params  # (``normal(shape=(3,))``)
     return global_key(), (() if key_or_shape is None else key_or_shape), params
 
 
@@ -396,6 +417,8 @@ def bernoulli(key_or_shape=(), p=0.5, shape=None, *, device=None):
         shape = () if shape is None else shape
     else:
         k, shape = global_key(), (key_or_shape if shape is None else shape)
+    if not isinstance(p, numbers.Number):
+        _check_broadcast("bernoulli", norm_shape("bernoulli", shape), {"p": p})
     u = _draw(_uniform, k, shape, DType.float32)
     return _place(u < p, device)
 
@@ -457,6 +480,11 @@ def randint(
     info = np.iinfo(dtype.numpy)
     lo = min(max(int(low), int(info.min)), int(info.max))
     hi = min(max(int(high), lo + 1), int(info.max) + 1)
+    if hi > 1 << 63:  # (uint64: the generator draws int64 values)
+        raise OverflowError(
+            f"randint: high={high} for {dtype.value}: the draws stay below 2**63 (the "
+            "generator's int64 range); pass high <= 2**63"
+        )
     return _place(_draw(_randint, k, shape, dtype, {"low": lo, "high": hi}), device)
 
 

@@ -390,6 +390,19 @@ def max(x, axis=None, keepdims=False):  # noqa: A001
     return reduce_max(x, axis, keepdims)
 
 
+def first_extreme(x, axis: int, keepdims: bool, which: str):
+    """The maximum (``which="max"``) or minimum over one ``axis`` whose gradient goes to the
+    first extreme along it, as PyTorch's ``x.max(dim=d)`` gives it to the index it returns
+    (``nb.max`` shares it among ties, as JAX). Integers have no gradient: their
+    ``max``/``min``."""
+    x = as_tensor(x, op=which)
+    if not x.dtype.is_float:
+        return (max if which == "max" else min)(x, axis, keepdims)
+    if which == "max":
+        return window_max(x, axis, keepdims)
+    return -window_max(-x, axis, keepdims)
+
+
 def min(x, axis=None, keepdims=False):  # noqa: A001
     """Minimum of the elements over ``axis`` (NumPy's ``min``; also ``x.min(...)``).
 

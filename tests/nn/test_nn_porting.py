@@ -739,3 +739,36 @@ def test_forward_hooks_and_pre_hooks():
     assert "_forward_hooks" not in model[1].__dict__
     with pytest.raises(TypeError, match="a hook must be callable"):
         model.register_forward_hook(3)
+
+
+def test_tensor_methods_in_pytorchs_call_forms():
+    """What ported code writes: ``x.split(size)`` (parts of that size, as torch.split; the
+    function nb.split(x, n) stays JAX's count), ``x.max(dim=d)`` whose gradient goes to the
+    index it returns, ``x.max(other)`` elementwise, and the shape methods' keywords."""
+    x = nb.constant(np.arange(6, dtype=np.float32))
+    assert [p.tolist() for p in x.split(4)] == [[0, 1, 2, 3], [4, 5]]
+    assert [p.tolist() for p in x.split([1, 5], dim=0)] == [[0], [1, 2, 3, 4, 5]]
+    assert len(nb.split(x, 2)) == 2
+    m = nb.constant(np.array([[1.0, 5.0, 5.0, 0.0], [7.0, 2.0, 7.0, 7.0]], np.float32))
+    values, indices = m.max(dim=1)
+    assert values.tolist() == [5.0, 7.0] and indices.tolist() == [1, 0]
+    g = nb.grad(lambda a: a.max(dim=1).values.sum())(m)
+    assert g.tolist() == [[0, 1, 0, 0], [1, 0, 0, 0]]
+    g = nb.grad(lambda a: a.min(dim=1)[0].sum())(m)
+    assert g.tolist() == [[0, 0, 0, 1], [0, 1, 0, 0]]
+    assert m.max(1).tolist() == [5.0, 7.0]  # positional: NumPy's and JAX's axis
+    assert m.max(nb.full((2, 4), 3.0)).tolist() == [[3, 5, 5, 3], [7, 3, 7, 7]]
+    t = nb.constant(np.arange(24, dtype=np.float32).reshape(2, 3, 4))
+    a = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    np.testing.assert_array_equal(t.flip(0, 2).numpy(), a[::-1, :, ::-1])
+    np.testing.assert_array_equal(t.flip(dims=(1,)).numpy(), a[:, ::-1])
+    np.testing.assert_array_equal(t.roll(shifts=1, dims=2).numpy(), np.roll(a, 1, 2))
+    assert t.permute(dims=(2, 0, 1)).shape == (4, 2, 3)
+    assert t.transpose(dim0=0, dim1=2).shape == (4, 3, 2)
+    assert t.squeeze(dim=0).shape == (2, 3, 4)  # not size 1: as it is, as PyTorch
+    assert t.unsqueeze(dim=1).shape == (2, 1, 3, 4)
+    assert t.tile(1, 2, 1).shape == (2, 6, 4)
+    assert [u.shape for u in t.unbind(dim=1)] == [(2, 4)] * 3
+    np.testing.assert_allclose(t.std(dim=1, unbiased=True).numpy(), a.std(1, ddof=1), rtol=1e-6)
+    np.testing.assert_allclose(t.var(dim=2, unbiased=False).numpy(), a.var(2), rtol=1e-6)
+    assert t.to(dtype=nb.float64).dtype == nb.float64

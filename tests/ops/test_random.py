@@ -226,3 +226,25 @@ def test_jax_positional_dtype_and_documented_defaults():
     # the defaults are still told apart from numbers passed in the key form
     u = nb.uniform(k, (100,), 2.0, 3.0).numpy()
     assert u.min() >= 2.0 and u.max() < 3.0
+
+
+def test_keys_and_draws_refuse_what_jax_refuses_and_take_shape_by_keyword():
+    """A float seed or one that would wrap is an error (JAX's TypeError / OverflowError);
+    the global generator's draws take ``shape=`` by keyword; a foreign key, a ``p`` of
+    another shape and a uint64 bound past the generator's range are named errors."""
+    with pytest.raises(TypeError, match="random.key: the seed must be an integer"):
+        nb.random.key(1.5)
+    with pytest.raises(OverflowError, match="outside"):
+        nb.random.key(2**64)
+    assert nb.random.key(-1).shape == (2,) and nb.random.key(2**64 - 1).shape == (2,)
+    assert nb.random.normal(shape=(3,)).shape == (3,)
+    assert nb.random.uniform(shape=(2, 2)).shape == (2, 2)
+    assert nb.random.randint(shape=(4,), low=0, high=5).shape == (4,)
+    with pytest.raises(TypeError, match="expected a key made by nb.random.key or a shape"):
+        nb.random.uniform(np.zeros(2, np.uint32), (3,))
+    k = nb.random.key(0)
+    with pytest.raises(ValueError, match=r"bernoulli: p of shape \(3,\) do not broadcast"):
+        nb.random.bernoulli(k, nb.constant([0.1, 0.5, 0.9]), (2,))
+    with pytest.raises(OverflowError, match="randint: high=.* uint64"):
+        nb.random.randint(k, (3,), 0, 2**64, dtype=nb.uint64)
+    assert nb.random.randint(k, (3,), 0, 2**63, dtype=nb.uint64).dtype == nb.uint64
