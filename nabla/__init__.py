@@ -103,7 +103,7 @@ from .ops.collectives import (
     reshard,
     shard,
 )
-from .ops.indexing import gather, scatter, take
+from .ops.indexing import gather, scatter, take, take_along_axis
 from .ops.linalg import dot, einsum, matmul, outer
 from .ops.reduction import (
     ReduceOperation,
@@ -111,6 +111,7 @@ from .ops.reduction import (
     any,
     argmax,
     argmin,
+    argsort,
     cumprod,
     cumsum,
     logsoftmax,
@@ -124,8 +125,10 @@ from .ops.reduction import (
     reduce_min,
     reduce_sum,
     softmax,
+    sort,
     std,
     sum,
+    top_k,
     var,
 )
 from .ops.unary import (
@@ -307,6 +310,7 @@ __all__ = [
     "arange",
     "argmax",
     "argmin",
+    "argsort",
     "asarray",
     "asin",
     "atan",
@@ -371,6 +375,9 @@ __all__ = [
     "full",
     "full_like",
     "gather",
+    "sort",
+    "take_along_axis",
+    "top_k",
     "gaussian",
     "gelu",
     "get_backend_name",

@@ -427,6 +427,77 @@ for _n, _f in [("argmax", np.argmax), ("argmin", np.argmin)]:
     )
 
 
+def _argsort_samples(rng, dt):
+    x = rng.integers(0, 5, (3, 4, 5)).astype(nb.DType[dt].numpy)  # ties: the order is stable
+    return [Sample((x,), {"axis": a, "descending": d}) for a in (0, -1, 1) for d in (False, True)]
+
+
+def _np_argsort(x, axis=-1, descending=False):
+    if not descending:
+        return np.argsort(x, axis=axis, kind="stable")
+    n = x.shape[axis]
+    return np.flip(n - 1 - np.argsort(np.flip(x, axis), axis=axis, kind="stable"), axis)
+
+
+register(
+    OpEntry(
+        "argsort",
+        nb.argsort,
+        _np_argsort,
+        _argsort_samples,
+        dtypes=("float32", "int32"),
+        differentiable=False,
+        out_dtype=lambda d: "int64",
+    )
+)
+
+
+def _distinct(rng, shape, dt):
+    """Values without ties (the sort's gradient moves them; finite differences need a gap
+    between neighbours)."""
+    n = int(np.prod(shape))
+    return (rng.permutation(n).reshape(shape) * 0.5 - n / 4).astype(nb.DType[dt].numpy)
+
+
+register(
+    OpEntry(
+        "sort",
+        nb.sort,
+        lambda x, axis=-1, descending=False: -np.sort(-x, axis) if descending else np.sort(x, axis),
+        lambda rng, dt: [
+            Sample((_distinct(rng, (3, 4), dt),), {"axis": a, "descending": d})
+            for a in (0, -1)
+            for d in (False, True)
+        ],
+        dtypes=("float32", "float64"),
+    )
+)
+register(
+    OpEntry(
+        "top_k",
+        lambda x, k: nb.top_k(x, k)[0],  # (its indices are argsort's, checked there)
+        lambda x, k: -np.sort(-x, -1)[..., :k],
+        lambda rng, dt: [
+            Sample((_distinct(rng, (3, 5), dt), 2)),
+            Sample((_distinct(rng, (4,), dt), 4)),
+        ],
+        dtypes=("float32", "float64"),
+    )
+)
+register(
+    OpEntry(
+        "take_along_axis",
+        nb.take_along_axis,
+        lambda x, i, axis: np.take_along_axis(x, i, axis),
+        lambda rng, dt: [
+            Sample((_vals(rng, (3, 4), dt), np.array([[0, 3], [1, 1], [2, 0]])), {"axis": 1}),
+            Sample((_vals(rng, (3, 4), dt), np.array([[2, 0, 1, 1]])), {"axis": 0}),
+        ],
+        dtypes=("float32", "float64", "int32"),
+    )
+)
+
+
 def _np_cumsum(x, axis=-1, exclusive=False, reverse=False):
     if reverse:
         x = np.flip(x, axis)

@@ -26,7 +26,7 @@ from ._util import as_tensor, norm_axis
 from .base import Operation, OpError
 from .functions import fn, provide
 
-__all__ = ["gather", "take", "scatter", "getitem", "setitem", "AtIndexer"]
+__all__ = ["gather", "take", "take_along_axis", "scatter", "getitem", "setitem", "AtIndexer"]
 
 
 def _what(kwargs) -> dict:
@@ -285,6 +285,60 @@ def _gather_from(x, idx, axis, what=None):
     for level in levels:  # ... which land at ``axis``, outer level first: back to the prefix
         out = batching.to_batch(out, axis, level)
     return out
+
+
+def take_along_axis(x, indices, axis) -> Tensor:
+    """``x``'s values at ``indices`` along ``axis``, row by row (NumPy's and JAX's
+    ``take_along_axis``; PyTorch's ``gather``): ``indices`` has ``x``'s rank, and its other
+    dims broadcast against ``x``'s. Differentiable in ``x``.
+
+    Raises:
+        ValueError: (:class:`nabla.OpError`) for ranks that differ or dims that do not
+            broadcast, naming both shapes.
+        IndexError: for an index out of range (known now; or when the program runs).
+    """
+    x = as_tensor(x, op="take_along_axis")
+    idx = as_tensor(indices, op="take_along_axis")
+    if not idx.dtype.is_int:
+        raise TypeError(f"take_along_axis: indices must be integers, got {idx.dtype.value}")
+    if idx.ndim != x.ndim:
+        raise OpError(f"take_along_axis: indices of shape {idx.shape} need the rank of x {x.shape}")
+    axis = norm_axis("take_along_axis", axis, x.ndim, x.shape)
+    try:
+        lead = fn.broadcast_shapes(
+            "take_along_axis",
+            x.shape[:axis] + x.shape[axis + 1 :],
+            idx.shape[:axis] + idx.shape[axis + 1 :],
+        )
+    except OpError:
+        raise OpError(
+            f"take_along_axis: indices of shape {idx.shape} do not broadcast against x of "
+            f"shape {x.shape} outside axis {axis}"
+        ) from None
+    out_shape = lead[:axis] + (idx.shape[axis],) + lead[axis:]
+    x_shape = lead[:axis] + (x.shape[axis],) + lead[axis:]
+    idx = _index_tensor("take_along_axis", idx, x.shape[axis], f" (axis {axis} of {x.shape})")
+    x = fn.broadcast_to(x, x_shape)
+    idx = fn.broadcast_to(idx, out_shape)
+    # every other dim is an index too: one gather from the flattened value
+    grids = [
+        fn.broadcast_to(
+            fn.reshape(
+                fn.arange(n, dtype=DType.int64), [n if d == i else 1 for d in range(len(out_shape))]
+            ),
+            out_shape,
+        )
+        for i, n in enumerate(out_shape)
+        if i != axis
+    ]
+    keys = grids[:axis] + [fn.cast(idx, DType.int64)] + grids[axis:]
+    lin = None
+    stride = 1
+    for t, n in reversed(list(zip(keys, x_shape, strict=True))):
+        term = t if stride == 1 else t * stride
+        lin = term if lin is None else lin + term
+        stride *= n
+    return _gather_from(fn.reshape(x, (math.prod(x_shape),)), lin, 0)
 
 
 # ``take`` is ``gather`` under its other name (the API's ``gather/take(x, indices, axis)``):

@@ -176,6 +176,38 @@ def _min_max(fn, pick, elementwise, name):
     return method
 
 
+Sorted = collections.namedtuple("Sorted", "values indices")
+
+
+def _sort(self, axis=-1, *, dim=None, descending=False, stable=True):
+    """NumPy's and JAX's ``x.sort(axis)`` (the sorted values), or PyTorch's
+    ``x.sort(dim=d, descending=...)``: the pair ``(values, indices)``. The sort is stable
+    (``stable=False`` is accepted and sorts the same); ``descending`` starts from the
+    largest."""
+    if dim is None:
+        return reduction.sort(self, axis, descending, stable)
+    idx = reduction.argsort(self, dim, descending, stable)
+    return Sorted(indexing.take_along_axis(self, idx, dim), idx)
+
+
+def _argsort(self, axis=-1, *, dim=None, descending=False, stable=True):
+    """The indices that sort ``x`` along ``axis`` (``dim=`` too), stably (``stable=False``
+    sorts the same), from the largest with ``descending``."""
+    return reduction.argsort(self, axis if dim is None else dim, descending, stable)
+
+
+def _topk(self, k, dim=-1, largest=True, sorted=True):  # noqa: A002 - PyTorch's name
+    """PyTorch's ``x.topk(k, dim)``: the ``k`` largest (``largest=False``: smallest)
+    values along ``dim`` and their indices, ``(values, indices)``, always in order
+    (``sorted`` is accepted)."""
+    n = self.shape[dim] if self.ndim else 0
+    if not isinstance(k, int) or isinstance(k, bool) or not 0 <= k <= n:
+        raise ValueError(f"topk: k must be an int in [0, {n}] for shape {self.shape}, got {k!r}")
+    idx = reduction.argsort(self, dim, descending=largest)
+    idx = view.moveaxis(view.moveaxis(idx, dim, -1)[..., :k], -1, dim)
+    return Sorted(indexing.take_along_axis(self, idx, dim), idx)
+
+
 def _torch_split(self, split_size_or_sections, axis=0):
     """PyTorch's ``x.split``: parts of ``split_size_or_sections`` elements along ``axis``
     (``dim=``; the last part smaller when the size does not divide), or of each size in a
@@ -425,6 +457,9 @@ _METHODS = {
     "prod": _numpy_reduction(reduction.prod),
     "var": _spread(reduction.var),
     "std": _spread(reduction.std),
+    "sort": _sort,
+    "argsort": _argsort,
+    "topk": _topk,
     "argmax": _numpy_reduction(reduction.argmax),
     "argmin": _numpy_reduction(reduction.argmin),
     "amax": _torch_dim(reduction.max),  # PyTorch's (values only, as x.max(axis))

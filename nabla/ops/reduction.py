@@ -30,6 +30,9 @@ __all__ = [
     "std",
     "logsumexp",
     "argmax",
+    "argsort",
+    "sort",
+    "top_k",
     "argmin",
     "cumsum",
     "cumprod",
@@ -736,6 +739,80 @@ class ArgminOp(ArgOp):
 
 _argmax = ArgmaxOp()
 _argmin = ArgminOp()
+
+
+class ArgsortOp(Operation):
+    """The indices that sort ``x`` along ``axis`` (int64), stably: equal values keep their
+    order (NaN last ascending, as NumPy and JAX). ``descending`` sorts from the largest,
+    equal values still in their order (JAX's ``argsort(descending=True)``)."""
+
+    name = "argsort"
+    arity = 1
+    differentiable = False
+
+    def infer(self, shapes, dtypes, kwargs):
+        return [shapes[0]], [DType.int64]
+
+    def adapt_kwargs(self, kwargs, nb, batch_shape):
+        return {"axis": kwargs["axis"] + nb, "descending": kwargs["descending"]}
+
+    def sharding_rule(self, in_shapes, out_shapes, kwargs):
+        # an element's place depends on the whole sorted dim: it stays whole
+        dims = [(f"d{i}",) for i in range(len(in_shapes[0]))]
+        blocked = {f"d{kwargs['axis']}"}
+        return spmd.FactorRule.parse_dims([dims], [dims], in_shapes, out_shapes, blocked=blocked)
+
+    def vjp_rule(self, primals, cotangents, outputs, kwargs):
+        return [None]
+
+    def jvp_rule(self, primals, tangents, outputs, kwargs):
+        return [None]
+
+
+_argsort = ArgsortOp()
+
+
+def argsort(x, axis=-1, descending=False, stable=True):
+    """The indices that sort ``x`` along ``axis`` (NumPy's and JAX's ``argsort``; also
+    ``x.argsort(...)``): an int64 tensor of ``x``'s shape. The sort is stable (equal values
+    keep their order; ``stable=False`` is accepted and sorts the same); NaN goes last
+    (first with ``descending=True``, as JAX's).
+
+    Raises:
+        IndexError: for an axis out of range.
+    """
+    x = as_tensor(x, op="argsort")
+    if x.ndim == 0:
+        return fn.zeros((), dtype=DType.int64)
+    axis = norm_axis("argsort", axis, x.ndim, x.shape)
+    return _argsort.bind([x], {"axis": axis, "descending": bool(descending)})
+
+
+def sort(x, axis=-1, descending=False, stable=True):
+    """``x`` sorted along ``axis`` (NumPy's and JAX's ``sort``), from the largest with
+    ``descending``, stably (``stable=False`` sorts the same); differentiable: the gradient
+    goes back to where each value came from."""
+    x = as_tensor(x, op="sort")
+    if x.ndim == 0:
+        return x
+    return fn.take_along_axis(x, argsort(x, axis, descending, stable), axis)
+
+
+def top_k(x, k: int):
+    """The ``k`` largest values along the last axis and their indices, largest first
+    (JAX's ``lax.top_k``; equal values in their order): ``(values, indices)``.
+
+    Raises:
+        ValueError: unless ``0 <= k <=`` the last dim.
+    """
+    x = as_tensor(x, op="top_k")
+    if x.ndim == 0:
+        raise OpError("top_k: needs rank >= 1, got a 0-d tensor")
+    n = x.shape[-1]
+    if not isinstance(k, int) or isinstance(k, bool) or not 0 <= k <= n:
+        raise ValueError(f"top_k: k must be an int in [0, {n}] for shape {x.shape}, got {k!r}")
+    idx = argsort(x, -1, descending=True)[..., :k]
+    return fn.take_along_axis(x, idx, -1), idx
 
 
 def _arg(op, x, axis, keepdims):

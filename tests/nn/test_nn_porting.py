@@ -772,3 +772,32 @@ def test_tensor_methods_in_pytorchs_call_forms():
     np.testing.assert_allclose(t.std(dim=1, unbiased=True).numpy(), a.std(1, ddof=1), rtol=1e-6)
     np.testing.assert_allclose(t.var(dim=2, unbiased=False).numpy(), a.var(2), rtol=1e-6)
     assert t.to(dtype=nb.float64).dtype == nb.float64
+
+
+def test_sorting_in_numpys_jaxs_and_pytorchs_forms():
+    """``nb.sort``/``argsort``/``top_k``/``take_along_axis`` (NumPy's and JAX's; stable,
+    NaN last ascending), ``x.sort(axis)`` the values, ``x.sort(dim=, descending=)`` and
+    ``x.topk(k, dim, largest)`` PyTorch's ``(values, indices)``; gradients go back to
+    where each value came from."""
+    x = np.array([[3.0, 1.0, 2.0, 1.0], [0.0, 5.0, -1.0, 5.0]], np.float32)
+    t = nb.constant(x)
+    np.testing.assert_array_equal(nb.argsort(t, axis=1).numpy(), np.argsort(x, 1, kind="stable"))
+    np.testing.assert_array_equal(nb.sort(t, axis=0).numpy(), np.sort(x, 0))
+    np.testing.assert_array_equal(t.sort().numpy(), np.sort(x, -1))
+    values, indices = t.sort(dim=1, descending=True)
+    assert values.tolist() == [[3, 2, 1, 1], [5, 5, 0, -1]]
+    assert indices.tolist() == [[0, 2, 1, 3], [1, 3, 0, 2]]  # equal values keep their order
+    v, i = nb.top_k(t, 2)
+    assert v.tolist() == [[3, 2], [5, 5]] and i.tolist() == [[0, 2], [1, 3]]
+    v, i = t.topk(1, dim=0, largest=False)
+    assert v.tolist() == [[0, 1, -1, 1]] and i.tolist() == [[1, 0, 1, 0]]
+    idx = np.array([[1, 0], [3, 2]])
+    np.testing.assert_array_equal(
+        nb.take_along_axis(t, nb.constant(idx), 1).numpy(), np.take_along_axis(x, idx, 1)
+    )
+    g = nb.grad(lambda a: (nb.sort(a, axis=1) * nb.arange(4.0)).sum())(t)
+    want = np.zeros_like(x)
+    np.put_along_axis(want, np.argsort(x, 1, kind="stable"), np.arange(4.0)[None], 1)
+    np.testing.assert_array_equal(g.numpy(), want)
+    with pytest.raises(ValueError, match=r"top_k: k must be an int in \[0, 4\]"):
+        nb.top_k(t, 5)

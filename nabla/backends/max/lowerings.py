@@ -62,7 +62,11 @@ class UnsupportedOnMax(RuntimeError):
 LOWERINGS: dict = {}
 
 # op name -> reason, for ops MAX cannot run at all (the auto policy keeps them on NumPy).
-UNSUPPORTED: dict[str, str] = {}
+UNSUPPORTED: dict[str, str] = {
+    # (max.graph's argsort takes rank-1 tensors only, and top_k leaves the order of equal
+    # values unspecified, where nabla's sort is stable)
+    "argsort": "MAX sorts rank-1 tensors only, with no stable order: argsort runs on the host",
+}
 
 
 def max_dtype(dt):

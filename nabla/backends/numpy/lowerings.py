@@ -343,6 +343,17 @@ def _argmax(x, axis, keepdims):
     return np.argmax(x, axis=axis, keepdims=keepdims)
 
 
+@_one("argsort")
+def _argsort(x, axis, descending):
+    """A stable sort's indices (NaN last); descending keeps equal values in their order
+    too: the reversed values sorted stably, the result reversed and mapped back."""
+    if not descending:
+        return np.argsort(x, axis=axis, kind="stable")
+    n = x.shape[axis]
+    rev = np.argsort(np.flip(x, axis), axis=axis, kind="stable")
+    return np.ascontiguousarray(np.flip(n - 1 - rev, axis))
+
+
 @_one("argmin")
 def _argmin(x, axis, keepdims):
     return np.argmin(x, axis=axis, keepdims=keepdims)
