@@ -5,6 +5,8 @@
 
 from __future__ import annotations
 
+import math as _math
+
 from .core import pytree as _pytree
 from .core.config import backend, get_backend_name, set_backend
 from .core.device import CPU, Accelerator, Device, default_device, get_default_device
@@ -32,6 +34,7 @@ from .core.pytree import (
     tree_flatten,
     tree_leaves,
     tree_map,
+    tree_reduce,
     tree_structure,
     tree_unflatten,
 )
@@ -150,6 +153,7 @@ from .ops.unary import (
     gelu,
     is_inf,
     is_nan,
+    isfinite,
     log,
     log1p,
     log2,
@@ -265,6 +269,17 @@ def __getattr__(name):
 def __dir__():
     return sorted(set(globals()) | {"nn"})
 
+
+# NumPy's and JAX's names for functions above (``jnp.isnan`` etc.), and their constants
+array = asarray
+expand_dims = unsqueeze
+isnan = is_nan
+isinf = is_inf
+arctan2 = atan2
+inf = float("inf")
+nan = float("nan")
+pi = _math.pi
+e = _math.e
 
 __all__ = [
     "DeviceMesh",
@@ -492,6 +507,7 @@ __all__ = [
     "tree_flatten",
     "tree_leaves",
     "tree_map",
+    "tree_reduce",
     "tree_structure",
     "tree_unflatten",
     "tree_util",
@@ -513,4 +529,14 @@ __all__ = [
     "while_loop",
     "zeros",
     "zeros_like",
+    "array",
+    "expand_dims",
+    "isnan",
+    "isinf",
+    "isfinite",
+    "arctan2",
+    "inf",
+    "nan",
+    "pi",
+    "e",
 ]

@@ -185,6 +185,7 @@ for _n, _f in [("floor", np.floor), ("ceil", np.ceil), ("trunc", np.trunc)]:
 unary("round", np.round, kinks=(-1.5, -0.5, 0.5, 1.5))
 unary("is_nan", np.isnan, differentiable=False, out_dtype=lambda d: "bool")
 unary("is_inf", np.isinf, differentiable=False, out_dtype=lambda d: "bool")
+unary("isfinite", np.isfinite, differentiable=False, out_dtype=lambda d: "bool")
 unary(
     "logical_not",
     np.logical_not,

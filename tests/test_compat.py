@@ -236,3 +236,71 @@ def test_conv2d_transpose_hwoi_takes_a_grouped_forward_weight(groups):
     np.testing.assert_allclose(got.numpy(), dx.numpy(), rtol=1e-4, atol=1e-5)
     with pytest.raises(nb.OpError, match=r"filter needs shape \(KH, KW, O // groups, 5\)"):
         nb.conv2d_transpose(nb.zeros((1, 4, 4, 5)), w, groups=groups, filter_layout="HWOI")
+
+
+def test_jax_numpy_spellings_and_call_forms():
+    """What JAX code writes without a name change beyond ``jnp.`` -> ``nb.``: positional
+    dtypes, ``round(x, decimals)``, ``pad(constant_values=)``, ``isnan``/``isfinite``/
+    ``expand_dims``/``arctan2``/``array``, the constants, ``x.ravel()``,
+    ``x.block_until_ready()``, ``tree_reduce``, ``jax.nn``'s names in ``nn.functional``,
+    and ``@nb.compile`` on a method."""
+    assert nb.zeros(3, nb.float16).dtype == nb.float16
+    assert nb.ones((2,), nb.int32).dtype == nb.int32
+    assert nb.full((2,), 7, nb.int8).dtype == nb.int8
+    assert nb.arange(0, 4, 1, nb.float32).dtype == nb.float32
+    assert nb.eye(2, 2, 0, nb.float64).dtype == nb.float64
+    x = np.array([1.2345, 2.5, -0.125, 15.0], np.float32)
+    np.testing.assert_allclose(nb.round(nb.constant(x), 2).numpy(), np.round(x, 2), rtol=1e-6)
+    assert nb.round(nb.constant([15, 25]), -1).tolist() == np.round([15, 25], -1).tolist()
+    assert nb.pad(nb.ones((2,)), ((1, 1),), constant_values=5).tolist() == [5, 1, 1, 5]
+    v = nb.constant([1.0, np.inf, np.nan, -2.5])
+    assert nb.isfinite(v).tolist() == [True, False, False, True]
+    assert nb.isnan(v).tolist() == [False, False, True, False]
+    assert nb.isinf(v).tolist() == [False, True, False, False]
+    assert nb.expand_dims(nb.ones((2,)), 0).shape == (1, 2)
+    assert nb.arctan2 is nb.atan2 and nb.array([1.0, 2.0]).tolist() == [1.0, 2.0]
+    assert nb.inf == np.inf and np.isnan(nb.nan) and nb.pi == np.pi and nb.e == np.e
+    assert nb.ones((2, 3)).ravel().shape == (6,)
+    assert nb.ones((2,)).block_until_ready().shape == (2,)
+    assert nb.tree_reduce(lambda a, b: a + b, (1, [2, 3])) == 6
+    F = nb.nn.functional
+    assert F.swish is F.silu and F.log_sigmoid is F.logsigmoid and F.hard_tanh is F.hardtanh
+    np.testing.assert_allclose(F.logsumexp(nb.zeros((2,)), axis=0).item(), np.log(2.0), rtol=1e-6)
+
+    class Model:
+        def __init__(self):
+            self.w = nb.constant([2.0])
+
+        @nb.compile
+        def apply(self, x):
+            return x * self.w
+
+    m = Model()
+    assert m.apply(nb.constant([3.0])).tolist() == [6.0]
+    assert m.apply(nb.constant([4.0])).tolist() == [8.0] and m.apply.stats.misses == 1
+
+
+def test_random_permutation_and_categorical():
+    """JAX's ``random.permutation`` (of ``range(n)`` or of slices along an axis, with a key
+    or the global generator) and ``random.categorical`` (frequencies of 20,000 draws within
+    0.02 of ``softmax(logits)``)."""
+    k = nb.random.key(0)
+    p = nb.random.permutation(k, 10)
+    assert (
+        sorted(p.tolist()) == list(range(10))
+        and p.tolist() == nb.random.permutation(k, 10).tolist()
+    )
+    x = nb.constant(np.arange(12.0).reshape(3, 4))
+    cols = nb.random.permutation(k, x, axis=1).numpy()
+    assert (
+        sorted(cols[0].tolist()) == [0, 1, 2, 3]
+        and (cols - cols[:1] == np.array([[0], [4], [8]])).all()
+    )
+    assert sorted(nb.random.permutation(x).numpy()[:, 0].tolist()) == [0.0, 4.0, 8.0]
+    probs = np.array([0.1, 0.2, 0.7], np.float32)
+    draws = nb.random.categorical(k, nb.constant(np.log(probs))[None], shape=(20000, 1)).numpy()
+    assert draws.shape == (20000, 1) and draws.dtype == np.int32
+    np.testing.assert_allclose(
+        np.bincount(draws.ravel(), minlength=3) / draws.size, probs, atol=0.02
+    )
+    assert nb.random.categorical(k, nb.zeros((2, 5))).shape == (2,)

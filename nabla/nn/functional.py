@@ -758,6 +758,13 @@ def attention_with_weights(
 # ------------------------------------------------------------------ conv1d, conv_transpose2d
 __all__ += ["conv1d", "conv_transpose2d", "interpolate"]
 
+# ``jax.nn``'s names for functions above
+swish = silu
+log_sigmoid = logsigmoid
+hard_tanh = hardtanh
+logsumexp = reduction.logsumexp
+__all__ += ["swish", "log_sigmoid", "hard_tanh", "logsumexp"]
+
 
 def _conv_int(fn_name: str, name: str, v, n: int, minimum: int) -> tuple:
     """``v`` (an int or ``n`` ints) as ``n`` ints, each ``>= minimum``, or an error naming the

@@ -238,7 +238,7 @@ def _full_of_array(shape, value, dtype, device) -> Tensor:
     return fn.broadcast_to(value, shape)
 
 
-def full(shape, value, *, dtype=None, device=None) -> Tensor:
+def full(shape, value, dtype=None, *, device=None) -> Tensor:
     """A tensor of ``shape`` filled with ``value``.
 
     Args:
@@ -287,12 +287,12 @@ _FILLED_DOC = """A tensor of ``shape`` filled with {what}.
     """
 
 
-def zeros(shape, *, dtype=None, device=None) -> Tensor:
+def zeros(shape, dtype=None, *, device=None) -> Tensor:
     device = device_arg("zeros", device)
     return full(shape, 0, dtype=dtype_or(dtype, get_default_dtype()), device=device)
 
 
-def ones(shape, *, dtype=None, device=None) -> Tensor:
+def ones(shape, dtype=None, *, device=None) -> Tensor:
     device = device_arg("ones", device)
     return full(shape, 1, dtype=dtype_or(dtype, get_default_dtype()), device=device)
 
@@ -332,7 +332,7 @@ def _broadcast_like(t: Tensor, like: Tensor) -> Tensor:
     return t
 
 
-def arange(start=0, stop=None, step=1, *, dtype=None, device=None) -> Tensor:
+def arange(start=0, stop=None, step=1, dtype=None, *, device=None) -> Tensor:
     """Evenly spaced values in ``[start, stop)`` (NumPy's ``arange``).
 
     ``arange(n)`` counts from 0 to ``n - 1``. Integers give int32 unless ``dtype`` is set; any
@@ -497,7 +497,7 @@ def _linspace_arrays(start, stop, sp: _Spacing, axis):
     return (out, fn.broadcast_to(step, shape).cast(sp.dtype)) if sp.retstep else out
 
 
-def eye(n, m=None, k=0, *, dtype=None, device=None) -> Tensor:
+def eye(n, m=None, k=0, dtype=None, *, device=None) -> Tensor:
     """A 2-D tensor with ones on the ``k``-th diagonal and zeros elsewhere (NumPy's ``eye``).
 
     Args:

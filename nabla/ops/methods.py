@@ -287,6 +287,16 @@ def _squeeze(self, axis=None, *, dim=None):
     return view.squeeze(self, ones) if ones else self
 
 
+def _ravel(self):
+    """``x`` flattened to one dim (NumPy's and JAX's ``ravel``)."""
+    return view.reshape(self, (-1,))
+
+
+def _block_until_ready(self):
+    """``x`` computed (JAX's ``block_until_ready``: ``x.realize()``); returns ``x``."""
+    return self.realize()
+
+
 def _tile(self, *reps):
     """NumPy's ``tile`` (``x.tile(reps)``), also as PyTorch spells its ``repeat``: the
     counts as separate arguments, ``x.tile(1, 2, 1)``."""
@@ -445,6 +455,8 @@ _METHODS = {
     "broadcast_to": view.broadcast_to,
     "expand": view.expand,
     "tile": _tile,
+    "ravel": _ravel,
+    "block_until_ready": _block_until_ready,
     "repeat": view.repeat,
     "split": _torch_dim(_torch_split),
     "chunk": _torch_dim(view.chunk),

@@ -19,7 +19,7 @@ from ..core.dtypes import DType, get_default_dtype, to_dtype
 from ..core.state import STATE, level_sizes
 from ..runtime.tensor import Tensor
 from . import batching
-from ._util import alias_arg, norm_shape
+from ._util import alias_arg, as_tensor, norm_axis, norm_shape
 from .base import Operation
 from .functions import fn
 
@@ -32,6 +32,8 @@ __all__ = [
     "gaussian",
     "bernoulli",
     "randint",
+    "permutation",
+    "categorical",
     "seed",
     "PRNGKey",
 ]
@@ -510,6 +512,60 @@ def _randint_between(k, shape, low, high, dtype):
     span = fn.maximum(hi - lo, 1)
     raw = _draw(_randint, k, shape, int64, {"low": 0, "high": 1 << 62})
     return fn.cast(lo + raw % span, dtype)
+
+
+def permutation(key_or_x, x=None, axis=0):
+    """A random permutation (JAX's ``random.permutation``): of ``range(n)`` for an int
+    ``x``, else of ``x``'s slices along ``axis``. Call as ``permutation(key, x)``
+    (reproducible) or ``permutation(x)`` (global generator).
+
+    Raises:
+        ValueError: for a negative ``n``, or a 0-d ``x``.
+    """
+    if isinstance(key_or_x, Tensor) and x is not None:
+        k = _as_key(key_or_x)
+    else:
+        k, x = global_key(), key_or_x
+    if isinstance(x, numbers.Integral):
+        if x < 0:
+            raise ValueError(f"random.permutation: n must be >= 0, got {x}")
+        n, values = int(x), None
+    else:
+        values = as_tensor(x, op="random.permutation")
+        if values.ndim == 0:
+            raise ValueError("random.permutation: x must be an int or have a dim to shuffle")
+        axis = norm_axis("random.permutation", axis, values.ndim, values.shape)
+        n = values.shape[axis]
+    order = fn.argsort(_draw(_uniform, k, (n,), DType.float32))
+    order = fn.cast(order, DType.int32)
+    return order if values is None else fn.gather(values, order, axis)
+
+
+def categorical(k, logits, axis=-1, shape=None):
+    """Indices drawn with probabilities ``softmax(logits)`` along ``axis`` (JAX's
+    ``random.categorical``, by the Gumbel-max trick): int32, of the shape of ``logits``
+    without ``axis``, or ``shape`` (which must end with it, broadcasting ``logits``).
+
+    Raises:
+        ValueError: for a ``shape`` ``logits`` does not broadcast to.
+    """
+    k = _as_key(k)
+    logits = as_tensor(logits, op="random.categorical")
+    axis = norm_axis("random.categorical", axis, logits.ndim, logits.shape)
+    batch = logits.shape[:axis] + logits.shape[axis + 1 :]
+    shape = batch if shape is None else tuple(shape)
+    if len(shape) < len(batch) or np.broadcast_shapes(shape, batch) != shape:
+        raise ValueError(
+            f"random.categorical: shape {shape} must end with (and broadcast) the logits' "
+            f"batch {batch} (logits of shape {logits.shape}, axis {axis})"
+        )
+    full = shape[: len(shape) - len(batch)] + logits.shape
+    moved = axis + len(full) - logits.ndim
+    dt = logits.dtype if logits.dtype.is_float else get_default_dtype()
+    u = _draw(_uniform, k, full, dt)
+    tiny = float(np.finfo(dt.numpy).tiny) if dt.numpy.kind == "f" else 1e-38
+    gumbel = -fn.log(-fn.log(fn.maximum(u, tiny)))
+    return fn.cast(fn.argmax(fn.cast(logits, dt) + gumbel, axis=moved), DType.int32)
 
 
 def _place(t, device):

@@ -51,6 +51,7 @@ __all__ = [
     "floor",
     "ceil",
     "round",
+    "isfinite",
     "trunc",
     "is_nan",
     "is_inf",
@@ -308,9 +309,30 @@ def _rounding(name, doc):
 
 floor = _rounding("floor", "Elementwise floor (round toward -inf).")
 ceil = _rounding("ceil", "Elementwise ceiling (round toward +inf).")
-round = _rounding(  # noqa: A001 - half to even, like NumPy
+_round = _rounding(
     "round", "Elementwise rounding to the nearest integer, halves to even (NumPy's ``round``)."
 )
+
+
+def round(x, decimals=0):  # noqa: A001 - NumPy's and JAX's name
+    """Elementwise rounding to ``decimals`` places (default: to the nearest integer), halves
+    to even, as NumPy's and JAX's ``round``: with ``decimals``, ``x`` is scaled by
+    ``10**decimals``, rounded and scaled back (a negative ``decimals`` rounds to tens,
+    hundreds, ...). Its derivative is zero."""
+    if not isinstance(decimals, int) or isinstance(decimals, bool):
+        raise TypeError(f"round: decimals must be an int, got {decimals!r}")
+    if decimals == 0:
+        return _round(x)
+    x = as_tensor(x, op="round")
+    if not x.dtype.is_float:
+        if decimals >= 0:
+            return x
+        scale = 10**-decimals
+        return fn.cast(_round(fn.cast(x, "float64") / scale) * scale, x.dtype)
+    scale = 10.0**decimals
+    return _round(x * scale) / scale
+
+
 trunc = _rounding("trunc", "Elementwise truncation (round toward zero).")
 is_nan = _unary(
     "is_nan",
@@ -325,6 +347,15 @@ is_inf = _unary(
     out_dtype=DType.bool,
     float_only=False,
 )
+
+
+def isfinite(x):
+    """Elementwise test of ``x`` for a finite value (neither NaN nor infinite; NumPy's and
+    JAX's ``isfinite``). Always True for integer and bool tensors."""
+    x = as_tensor(x, op="isfinite")
+    return _logical_not(fn.logical_or(is_nan(x), is_inf(x)))
+
+
 _logical_not = _unary(
     "logical_not",
     doc="Elementwise logical NOT of a bool tensor (the primitive of :func:`nabla.logical_not`).",

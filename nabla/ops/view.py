@@ -848,14 +848,19 @@ def _pad_with_tensor(x, pads, value) -> Tensor:
     return fn.where(inside, padded, reshape(value.cast(x.dtype), ()))
 
 
-def pad(x, paddings, mode="constant", value=0.0) -> Tensor:
+def pad(x, paddings, mode="constant", value=0.0, *, constant_values=None) -> Tensor:
     """Pad ``x``: ``paddings`` is ((low, high), ...) per dim (or one int/pair for all dims).
 
-    ``mode``: ``"constant"`` (with ``value``), ``"reflect"``, ``"edge"``/``"replicate"``,
-    ``"wrap"``/``"circular"``. Reflect padding wider than the dim less one reflects again
-    at each end, as in NumPy and JAX.
+    ``mode``: ``"constant"`` (with ``value``; ``constant_values=`` is NumPy's and JAX's
+    name for it), ``"reflect"``, ``"edge"``/``"replicate"``, ``"wrap"``/``"circular"``.
+    Reflect padding wider than the dim less one reflects again at each end, as in NumPy and
+    JAX.
     """
     x = as_tensor(x, op="pad")
+    if constant_values is not None:
+        if value not in (0.0, None):
+            raise TypeError("pad: pass value= or constant_values=, not both")
+        value = constant_values
     pads = _norm_pads(x, paddings)
     if mode == "constant":
         if all(p == (0, 0) for p in pads):

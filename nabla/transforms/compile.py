@@ -60,6 +60,7 @@ import logging
 import os
 import threading
 import time
+import types
 import warnings
 from collections import OrderedDict
 from collections.abc import Mapping
@@ -834,6 +835,12 @@ class CompiledFunction:
             if name in kwargs:
                 kwargs[name] = fix(kwargs[name], repr(name))
         return args, kwargs
+
+    def __get__(self, obj, objtype=None):
+        """As a method (``@nb.compile`` on a ``def apply(self, x)`` in a class): bound to the
+        instance, which is its first argument (static: keyed by its hash), as a
+        ``jax.jit``-decorated method receives it."""
+        return self if obj is None else types.MethodType(self, obj)
 
     def __call__(self, *args, **kwargs):
         hot = self._hot

@@ -15,6 +15,7 @@ NOT_OPS = {
     # constructors from data / evaluation / transforms / configuration, tested elsewhere
     "constant",
     "asarray",
+    "array",
     "from_dlpack",
     "realize",
     "realize_all",
@@ -54,6 +55,10 @@ ALIASES = {
     "power": "pow",
     "concat": "concatenate",
     "swapaxes": "swap_axes",
+    "arctan2": "atan2",
+    "expand_dims": "unsqueeze",
+    "isnan": "is_nan",
+    "isinf": "is_inf",
 }
 
 
