@@ -304,3 +304,10 @@ def test_random_permutation_and_categorical():
         np.bincount(draws.ravel(), minlength=3) / draws.size, probs, atol=0.02
     )
     assert nb.random.categorical(k, nb.zeros((2, 5))).shape == (2,)
+
+
+def test_transpose_takes_a_whole_order_as_numpy_and_two_dims_as_the_api():
+    x = nb.ones((2, 3, 4))
+    assert x.transpose(1, 0, 2).shape == (3, 2, 4) and x.transpose((2, 0, 1)).shape == (4, 2, 3)
+    assert x.transpose(0, 2).shape == (4, 3, 2) and x.transpose().shape == (2, 4, 3)
+    assert nb.ones((2, 3)).transpose(0, 1).shape == (3, 2)  # two dims: swapped

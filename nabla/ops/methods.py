@@ -263,11 +263,16 @@ def _permute(self, *axes, dims=None, **kwargs):
 
 def _transpose(self, *args, dim0=None, dim1=None, **kwargs):
     """``x`` with two dims swapped (default the last two; PyTorch's ``dim0=``/``dim1=``
-    too)."""
+    too), or, given a whole order (``x.transpose(1, 0, 2)`` or one tuple, as NumPy's and
+    JAX's method), permuted."""
     if dim0 is not None or dim1 is not None:
         if args or dim0 is None or dim1 is None:
             raise TypeError("transpose: pass both dim0= and dim1=, or the two dims positionally")
         args = (dim0, dim1)
+    if len(args) == 1 and isinstance(args[0], tuple | list):
+        return view.permute(self, *args[0])
+    if len(args) > 2:  # (two dims are swapped, as the API's and PyTorch's transpose(a1, a2))
+        return view.permute(self, *args)
     return view.transpose(self, *args, **kwargs)
 
 
