@@ -108,7 +108,7 @@ def reshape(x, shape, *more) -> Tensor:
     x = as_tensor(x, op="reshape")
     if more or isinstance(shape, numbers.Integral):
         shape = (shape, *more)
-    shape = _resolve_shape("reshape", shape, math.prod(x.shape), x.shape)
+    shape = _resolve_shape("reshape", shape, x.size, x.shape)
     if shape == x.shape:
         return x
     return _reshape.bind([x], {"shape": shape})

@@ -889,13 +889,3 @@ def test_at_modes_are_differentiable():
         nb.constant(np.ones(3, np.float32))
     )
     np.testing.assert_array_equal(gv.numpy(), [1.0, 0.0, 1.0])
-
-
-def test_size_is_numpys_count_and_pytorchs_call():
-    """``x.size`` is the element count (NumPy, JAX, the API); called it is PyTorch's
-    ``x.size()`` (the shape) and ``x.size(d)``, the form ported code uses most."""
-    x = nb.ones((2, 3))
-    assert x.size == 6 and isinstance(x.size, int) and x.size * 2 == 12
-    assert x.size() == (2, 3) and x.size(1) == 3 and x.size(-2) == 2
-    with pytest.raises(IndexError, match=r"size: dim 2 is out of range for shape \(2, 3\)"):
-        x.size(2)
