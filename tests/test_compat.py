@@ -304,6 +304,8 @@ def test_random_permutation_and_categorical():
         np.bincount(draws.ravel(), minlength=3) / draws.size, probs, atol=0.02
     )
     assert nb.random.categorical(k, nb.zeros((2, 5))).shape == (2,)
+    assert nb.random.categorical(k, nb.zeros((1, 3)), shape=(5, 4)).shape == (5, 4)
+    assert nb.random.categorical(k, nb.zeros((3, 2)), axis=0).shape == (2,)
 
 
 def test_transpose_takes_a_whole_order_as_numpy_and_two_dims_as_the_api():

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numbers
 import threading
 
+import ml_dtypes
 import numpy as np
 
 from ..core.device import get_default_device
@@ -559,12 +560,11 @@ def categorical(k, logits, axis=-1, shape=None):
             f"random.categorical: shape {shape} must end with (and broadcast) the logits' "
             f"batch {batch} (logits of shape {logits.shape}, axis {axis})"
         )
-    full = shape[: len(shape) - len(batch)] + logits.shape
-    moved = axis + len(full) - logits.ndim
+    moved = axis + len(shape) - len(batch)  # the categories' dim in the draws
+    full = shape[:moved] + (logits.shape[axis],) + shape[moved:]
     dt = logits.dtype if logits.dtype.is_float else get_default_dtype()
     u = _draw(_uniform, k, full, dt)
-    tiny = float(np.finfo(dt.numpy).tiny) if dt.numpy.kind == "f" else 1e-38
-    gumbel = -fn.log(-fn.log(fn.maximum(u, tiny)))
+    gumbel = -fn.log(-fn.log(fn.maximum(u, float(ml_dtypes.finfo(dt.numpy).tiny))))
     return fn.cast(fn.argmax(fn.cast(logits, dt) + gumbel, axis=moved), DType.int32)
 
 
