@@ -669,6 +669,10 @@ class LayerNorm(Module):
     def __init__(self, normalized_shape, eps=1e-5, elementwise_affine=True, bias=True, dtype=None):
         super().__init__()
         shape = (normalized_shape,) if isinstance(normalized_shape, int) else normalized_shape
+        if not all(isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in shape):
+            raise ValueError(
+                f"LayerNorm: normalized_shape must be positive ints, got {normalized_shape!r}"
+            )
         self.normalized_shape, self.eps = tuple(shape), float(eps)
         self.weight = init.ones(shape, dtype) if elementwise_affine else None
         self.bias = init.zeros(shape, dtype) if elementwise_affine and bias else None

@@ -391,6 +391,11 @@ def arange(start=0, stop=None, step=1, dtype=None, *, device=None) -> Tensor:
         length = range_length(start, stop, step)
     else:
         length = max(0, math.ceil((stop - start) / step))
+    if dtype.is_bool and not (isinstance(length, int) and length <= 2):
+        raise TypeError(  # (as NumPy: a bool range has at most False and True)
+            f"arange: dtype bool holds a range of at most 2 values, got {length} "
+            f"(start={start}, stop={stop}, step={step})"
+        )
     dev = device_arg("arange", device) or get_default_device()
     return _iota.bind(
         [], {"start": start, "step": step, "length": length, "dtype": dtype, "device": dev}

@@ -366,6 +366,12 @@ _ELLIPSIS_LETTERS = string.ascii_uppercase  # reserved for "..." dims
 
 def _parse(equation, operands):
     eq = equation.replace(" ", "")
+    if eq.count("->") > 1:
+        raise OpError(f"einsum: equation {equation!r} has more than one '->'")
+    bad = [c for c in eq.replace("...", "").replace("->", "") if c != "," and not c.isalpha()]
+    if bad or not eq.isascii():
+        got = bad[0] if bad else next(c for c in eq if not c.isascii())
+        raise OpError(f"einsum: invalid index {got!r} in {equation!r}; indices must be letters")
     if "->" in eq:
         lhs, out = eq.split("->")
         explicit = True

@@ -975,3 +975,18 @@ def test_dtype_edges_a_probe_found():
     assert nb.promote_types("int8", np.uint8) == nb.int16
     with pytest.raises(OverflowError, match=r"clip: the bound -200 is out of range for int8"):
         nb.clip(nb.constant(np.array([1, 100], np.int8)), -200, 200)
+
+
+def test_einsum_layernorm_and_arange_refuse_what_numpy_and_pytorch_refuse():
+    """A malformed einsum equation or a label that is not a letter (NumPy's error; '1' had
+    been summed over as an index), a LayerNorm of a negative size (the error had named an
+    internal op) and a bool arange of more than two values (NumPy's rule) name the call."""
+    with pytest.raises(ValueError, match="einsum: equation 'ij->->i' has more than one '->'"):
+        nb.einsum("ij->->i", nb.ones((2, 3)))
+    with pytest.raises(ValueError, match="einsum: invalid index '1' in 'i1->i'"):
+        nb.einsum("i1->i", nb.ones((2, 3)))
+    with pytest.raises(ValueError, match=r"LayerNorm: normalized_shape must be positive ints"):
+        nb.nn.LayerNorm(-3)
+    with pytest.raises(TypeError, match="arange: dtype bool holds a range of at most 2"):
+        nb.arange(5, dtype=nb.bool)
+    assert nb.arange(2, dtype=nb.bool).tolist() == [False, True]
