@@ -238,6 +238,9 @@ class Module:
                 "static data, not parameters; assign each tensor to its own attribute, or use "
                 "submodules in a ModuleList/ModuleDict"
             )
+        if value is None and name in buffers:  # (PyTorch's: a buffer reset to None stays one)
+            buffers[name] = None
+            return
         for table in (params, buffers, modules):
             if name in table and not (table is buffers and isinstance(value, Tensor)):
                 del table[name]
@@ -265,6 +268,12 @@ class Module:
         for table in self._dicts():
             if name in table:
                 del table[name]
+                hidden = self.__dict__.get("_non_persistent", frozenset())
+                if name in hidden:  # (a name given again later is saved again)
+                    if len(hidden) > 1:
+                        object.__setattr__(self, "_non_persistent", hidden - {name})
+                    else:
+                        self.__dict__.pop("_non_persistent", None)
                 return
         object.__delattr__(self, name)
 
@@ -508,7 +517,12 @@ class Module:
         Returns:
             An iterator of pairs in assignment order.
         """
-        yield from self.__dict__["_modules"].items()
+        seen = set()
+        for name, m in self.__dict__["_modules"].items():
+            # (a None slot is skipped; a module under two names is listed once, as PyTorch)
+            if m is not None and id(m) not in seen:
+                seen.add(id(m))
+                yield name, m
 
     def children(self) -> Iterator[Module]:
         """Direct submodules, in assignment order.
@@ -519,19 +533,25 @@ class Module:
         for _, m in self.named_children():
             yield m
 
-    def named_modules(self, prefix: str = "") -> Iterator[tuple[str, Module]]:
+    def named_modules(self, prefix: str = "", memo=None) -> Iterator[tuple[str, Module]]:
         """This module and every submodule, depth first, with qualified names (``""`` for
-        this one, ``"layers.0"`` for a nested one).
+        this one, ``"layers.0"`` for a nested one); a module reached twice (tied, or shared
+        between blocks) is listed once, under its first name, as PyTorch does.
 
         Args:
             prefix: prepended to every name.
+            memo: the modules listed already (PyTorch's argument; None starts afresh).
 
         Returns:
             An iterator of ``(name, module)``.
         """
+        memo = set() if memo is None else memo
+        if id(self) in memo:
+            return
+        memo.add(id(self))
         yield prefix, self
         for name, m in self.named_children():
-            yield from m.named_modules(f"{prefix}.{name}" if prefix else name)
+            yield from m.named_modules(f"{prefix}.{name}" if prefix else name, memo)
 
     def modules(self) -> Iterator[Module]:
         """This module and every submodule, depth first.
@@ -549,9 +569,10 @@ class Module:
             for name, t in self.__dict__[table].items():
                 if t is not None:
                     yield (f"{prefix}.{name}" if prefix else name), t
-        if recurse:
-            for name, m in self.named_children():
-                yield from m._named(tables, f"{prefix}.{name}" if prefix else name, True)
+        if recurse:  # (every name, a shared module under each: ``_unique`` drops repeats)
+            for name, m in self.__dict__["_modules"].items():
+                if m is not None:
+                    yield from m._named(tables, f"{prefix}.{name}" if prefix else name, True)
 
     @staticmethod
     def _unique(named, remove_duplicate: bool):
@@ -725,8 +746,11 @@ class Module:
         Returns:
             This module.
         """
-        for m in self.modules():
-            m.__dict__["training"] = bool(mode)
+        if not isinstance(mode, bool | np.bool_):
+            raise ValueError(f"{type(self).__name__}.train: mode must be a bool, got {mode!r}")
+        self.__dict__["training"] = bool(mode)
+        for m in self.children():  # (each child's own train: an override is kept, as PyTorch)
+            m.train(bool(mode))
         return self
 
     def eval(self) -> Module:
@@ -888,7 +912,9 @@ class Module:
                 continue  # a leaf layer's tensors are described by extra_repr
             if t is not None:
                 lines.append(f"({name}): {t.dtype.name} {tuple(t.shape)}")
-        for name, m in self.named_children():
+        for name, m in self.__dict__["_modules"].items():
+            if m is None:
+                continue
             sub = repr(m).replace("\n", "\n  ")
             lines.append(f"({name}): {sub}")
         head = f"{type(self).__name__}({self.extra_repr()}"
@@ -1143,6 +1169,23 @@ class ModuleDict(Module):
         """The modules, in insertion order."""
         return self.__dict__["_modules"].values()
 
+    def __delitem__(self, key: str) -> None:
+        del self.__dict__["_modules"][key]
+
+    def update(self, modules) -> None:
+        """Add or replace the entries of ``modules`` (a mapping or ``(key, module)``
+        pairs), as PyTorch's ``ModuleDict.update``."""
+        for key, module in dict(modules).items():
+            self[key] = module
+
+    def pop(self, key: str) -> Module:
+        """Remove ``key`` and return its module."""
+        return self.__dict__["_modules"].pop(key)
+
+    def clear(self) -> None:
+        """Remove every entry."""
+        self.__dict__["_modules"].clear()
+
 
 class Sequential(_ModuleSequence, Module):
     """Modules applied in order: ``Sequential(Linear(4, 8), ReLU(), Linear(8, 1))``.
@@ -1178,8 +1221,9 @@ class Sequential(_ModuleSequence, Module):
         Returns:
             The output of the last one.
         """
-        for m in self.children():
-            x = m(x)
+        for m in self.__dict__["_modules"].values():  # (a module held twice runs twice)
+            if m is not None:
+                x = m(x)
         return x
 
     def __getitem__(self, i):

@@ -245,3 +245,84 @@ def test_a_module_used_twice_is_listed_once_but_saved_under_each_name():
     opt.step()
     assert m[0] is m[2]
     np.testing.assert_allclose(lin.weight.numpy(), before - 0.1 * g, rtol=1e-6)
+
+
+def test_module_bookkeeping_as_pytorch_keeps_it():
+    """A buffer reset to None stays a buffer (and a tensor assigned again is one, not a
+    parameter the optimizer would train); an ``add_module(name, None)`` slot is skipped; a
+    module under two names is listed once (``apply`` runs once on it); ``train()`` calls
+    each child's own ``train`` (an override that keeps BatchNorm frozen holds) and wants a
+    bool; a deleted non-persistent buffer's name is saved again when reused."""
+    bn = nb.nn.BatchNorm1d(3)
+    bn.running_mean = None
+    bn.running_mean = nb.zeros((3,))
+    assert [n for n, _ in bn.named_buffers()][0] == "running_mean"
+    assert [n for n, _ in bn.named_parameters()] == ["weight", "bias"]
+
+    m = nb.nn.Linear(2, 2)
+    m.add_module("extra", None)
+    assert len(list(m.parameters())) == 2 and len(m.state_dict()) == 2
+    m.train()
+
+    class Tied(nb.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.enc = nb.nn.Linear(2, 2)
+            self.dec = self.enc
+
+    t = Tied()
+    assert [n for n, _ in t.named_modules()] == ["", "enc"] and len(list(t.children())) == 1
+    seen = []
+    t.apply(lambda mod: seen.append(type(mod).__name__))
+    assert seen == ["Linear", "Tied"]
+
+    class Frozen(nb.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.bn = nb.nn.BatchNorm1d(2)
+
+        def train(self, mode=True):
+            super().train(mode)
+            self.bn.eval()
+            return self
+
+    class Net(nb.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.body = Frozen()
+
+    net = Net().train()
+    assert net.training and net.body.training and not net.body.bn.training
+    with pytest.raises(ValueError, match="mode must be a bool"):
+        net.train("yes")
+
+    class Stat(nb.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("stat", nb.zeros((2,)), persistent=False)
+            self.stat2 = nb.ones((2,))
+
+    s = Stat()
+    del s.stat
+    s.stat = nb.ones((2,))
+    assert sorted(s.state_dict()) == ["stat", "stat2"]
+
+
+def test_a_module_held_twice_in_a_sequential_runs_twice():
+    lin = nn.Linear(2, 2, key=nb.random.key(0))
+    m = nn.Sequential(lin, nn.Tanh(), lin)
+    x = nb.constant(np.array([[1.0, -1.0]], np.float32))
+    np.testing.assert_allclose(m(x).numpy(), lin(nb.tanh(lin(x))).numpy(), rtol=1e-6)
+    assert repr(m).count("Linear") == 2
+
+
+def test_module_dict_update_pop_clear_and_del():
+    d = nn.ModuleDict({"a": nn.Linear(2, 2)})
+    d.update({"b": nn.ReLU()})
+    assert list(d.keys()) == ["a", "b"]
+    assert isinstance(d.pop("a"), nn.Linear) and list(d.keys()) == ["b"]
+    d["c"] = nn.Tanh()
+    del d["b"]
+    assert list(d.keys()) == ["c"]
+    d.clear()
+    assert len(d) == 0
