@@ -71,12 +71,23 @@ def _holds_tensor(value) -> bool:
 _HOOK_IDS = itertools.count()
 
 
+class StateDictError(ValueError, RuntimeError):
+    """What ``load_state_dict`` raises: a ``ValueError`` (as documented here) that is also
+    PyTorch's ``RuntimeError``, so ``except RuntimeError`` in ported code catches it."""
+
+
 class HookHandle:
     """What ``register_forward_hook`` returns: ``remove()`` unregisters the hook (PyTorch's
     ``RemovableHandle``)."""
 
     def __init__(self, module, table: str, key: int):
         self._module, self._table, self._key = module, table, key
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.remove()
 
     def remove(self) -> None:
         """Unregister the hook (nothing if it is gone already)."""
@@ -377,6 +388,30 @@ class Module:
             m = child
         return m
 
+    def get_parameter(self, target: str) -> Tensor:
+        """The parameter at the dotted path ``target`` (``"layers.0.weight"``), as PyTorch's.
+
+        Raises:
+            AttributeError: naming the path when no such parameter exists.
+        """
+        return self._get_tensor(target, "_parameters", "parameter")
+
+    def get_buffer(self, target: str) -> Tensor:
+        """The buffer at the dotted path ``target`` (``"bn.running_mean"``), as PyTorch's.
+
+        Raises:
+            AttributeError: naming the path when no such buffer exists.
+        """
+        return self._get_tensor(target, "_buffers", "buffer")
+
+    def _get_tensor(self, target: str, table: str, what: str) -> Tensor:
+        module_path, _, leaf = target.rpartition(".")
+        owner = self.get_submodule(module_path)
+        found = owner.__dict__[table].get(leaf)
+        if found is None:
+            raise AttributeError(f"{type(self).__name__} has no {what} {target!r}")
+        return found
+
     # ------------------------------------------------------------------ calling
     def forward(self, *args, **kwargs):
         """The computation of the module; subclasses define it.
@@ -647,16 +682,21 @@ class Module:
         return sum(int(np.prod(p.shape)) for p in self.parameters())
 
     # ------------------------------------------------------------------ state
-    def state_dict(self) -> OrderedDict:
+    def state_dict(self, *, prefix: str = "", keep_vars: bool = False) -> OrderedDict:
         """Parameters and buffers by qualified name (what checkpoints store), in PyTorch's
         order: each module's parameters, then its buffers, then its submodules'. A tensor
         shared by several submodules appears under each name, as in PyTorch.
+
+        Args:
+            prefix: prepended to every name (PyTorch's keyword).
+            keep_vars: accepted for PyTorch's signature: the values are the module's own
+                tensors either way (a tensor here has no separate ``.data`` copy to give).
 
         Returns:
             An ``OrderedDict`` name -> Tensor.
         """
         return OrderedDict(
-            (name, t)
+            (prefix + name, t)
             for name, t in self._named(("_parameters", "_buffers"), "", True)
             if not self._hidden(name)
         )
@@ -692,7 +732,8 @@ class Module:
             keys skipped with ``strict=False`` (both empty after a strict load).
 
         Raises:
-            ValueError: listing missing/unexpected keys and shape or dtype mismatches.
+            ValueError: listing missing/unexpected keys and shape or dtype mismatches (a
+                ``StateDictError``, also a ``RuntimeError`` as PyTorch's).
         """
         own = self.state_dict()
         problems = []
@@ -717,7 +758,7 @@ class Module:
             else:
                 updates.append((name, new))
         if problems:
-            raise ValueError(
+            raise StateDictError(
                 f"{type(self).__name__}.load_state_dict: "
                 + "; ".join(problems)
                 + " (nothing loaded)"

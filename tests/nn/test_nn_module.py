@@ -326,3 +326,21 @@ def test_module_dict_update_pop_clear_and_del():
     assert list(d.keys()) == ["c"]
     d.clear()
     assert len(d) == 0
+
+
+def test_pytorchs_lookups_state_dict_keywords_error_type_and_hook_context():
+    m = nn.Sequential(nn.Linear(2, 2), nn.BatchNorm1d(2))
+    assert m.get_parameter("0.weight") is m[0].weight
+    assert m.get_buffer("1.running_mean") is m[1].running_mean
+    with pytest.raises(AttributeError, match="no parameter '1.running_mean'"):
+        m.get_parameter("1.running_mean")
+    assert list(m.state_dict(prefix="model.", keep_vars=True))[0] == "model.0.weight"
+    with pytest.raises(RuntimeError, match="load_state_dict: missing keys"):  # PyTorch's type
+        m.load_state_dict({})
+    with pytest.raises(ValueError):  # and ours
+        m.load_state_dict({})
+    calls = []
+    with m.register_forward_hook(lambda mod, args, out: calls.append(1)):
+        m(nb.ones((3, 2)))
+    m(nb.ones((3, 2)))
+    assert calls == [1]
