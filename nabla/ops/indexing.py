@@ -319,26 +319,19 @@ def take_along_axis(x, indices, axis) -> Tensor:
     x_shape = lead[:axis] + (x.shape[axis],) + lead[axis:]
     idx = _index_tensor("take_along_axis", idx, x.shape[axis], f" (axis {axis} of {x.shape})")
     x = fn.broadcast_to(x, x_shape)
-    idx = fn.broadcast_to(idx, out_shape)
-    # every other dim is an index too: one gather from the flattened value
+    # every other dim is indexed by its own positions: one gather from the flattened value,
+    # whose index out of range in its dim (known only when the program runs) never lands
+    # in another row (``_linear_index``)
     grids = [
-        fn.broadcast_to(
-            fn.reshape(
-                fn.arange(n, dtype=DType.int64), [n if d == i else 1 for d in range(len(out_shape))]
-            ),
-            out_shape,
+        fn.reshape(
+            fn.arange(n, dtype=DType.int64), [n if d == i else 1 for d in range(len(out_shape))]
         )
         for i, n in enumerate(out_shape)
         if i != axis
     ]
-    keys = grids[:axis] + [fn.cast(idx, DType.int64)] + grids[axis:]
-    lin = None
-    stride = 1
-    for t, n in reversed(list(zip(keys, x_shape, strict=True))):
-        term = t if stride == 1 else t * stride
-        lin = term if lin is None else lin + term
-        stride *= n
-    return _gather_from(fn.reshape(x, (math.prod(x_shape),)), lin, 0)
+    adv = list(enumerate(grids[:axis] + [idx] + grids[axis:]))
+    flat, lin, _, _ = _linear_index(x, adv)
+    return _gather_from(flat, lin, 0, _run_time_what("take_along_axis", x, adv[axis : axis + 1]))
 
 
 # ``take`` is ``gather`` under its other name (the API's ``gather/take(x, indices, axis)``):

@@ -889,3 +889,14 @@ def test_at_modes_are_differentiable():
         nb.constant(np.ones(3, np.float32))
     )
     np.testing.assert_array_equal(gv.numpy(), [1.0, 0.0, 1.0])
+
+
+def test_take_along_axis_never_reads_another_row_for_an_index_out_of_range():
+    """An index known only when the program runs and out of range in its dim is an error,
+    not the next row's element (it is one gather from the flattened value)."""
+    x = nb.constant(np.arange(12.0, dtype=np.float32).reshape(3, 4))
+    ok = nb.constant(np.array([[3], [0], [1]])) + 0
+    assert nb.take_along_axis(x, ok, 1).numpy().ravel().tolist() == [3.0, 4.0, 9.0]
+    bad = nb.constant(np.array([[4], [0], [1]])) + 0
+    with pytest.raises(IndexError, match=r"take_along_axis on a tensor of shape \(3, 4\)"):
+        nb.take_along_axis(x, bad, 1).numpy()
