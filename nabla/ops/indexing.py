@@ -835,9 +835,7 @@ class _AtRef:
 
     def _update(self, value, how, mode):
         x = as_tensor(self.x, op="at")
-        if mode == "fill":
-            mode = "drop"  # (JAX's name for a write: drop)
-        padded, key, pads = _moded(x, self.key, mode, "at")
+        padded, key, pads = _moded(x, self.key, mode, "at")  # ("fill" writes as "drop")
         return _unpadded(_update(padded, key, value, how), pads)
 
     def set(self, value, *, mode=None, indices_are_sorted=False, unique_indices=False):
@@ -881,9 +879,9 @@ class _AtRef:
         """``x[key]``; with ``mode="fill"``, ``fill_value`` (JAX's default: NaN, or an
         integer dtype's extreme) where an index is out of range."""
         x = as_tensor(self.x, op="at")
-        if mode == "drop":
-            mode = "fill"
-        fill = _fill_default(x.dtype) if fill_value is None and mode == "fill" else fill_value
+        # ("drop" reads as "fill": out of range gives the fill value)
+        out_of_range = mode in ("fill", "drop")
+        fill = _fill_default(x.dtype) if fill_value is None and out_of_range else fill_value
         padded, key, _ = _moded(x, self.key, mode, "at", fill)
         return getitem(padded, key)
 

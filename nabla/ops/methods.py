@@ -133,12 +133,7 @@ def _numpy_reduction(fn):
     def method(self, *args, dtype=None, out=None, **kwargs):
         if out is not None:
             raise TypeError(f"{fn.__name__}: out= is not supported (tensors are immutable)")
-        torch_dim = "dim" in kwargs
         kwargs = _torch_keywords(fn.__name__, kwargs)
-        if torch_dim and fn.__name__ in ("max", "min"):
-            # PyTorch's x.max(dim=d): the values and where they are
-            which = reduction.argmax if fn.__name__ == "max" else reduction.argmin
-            return MinMax(fn(self, *args, **kwargs), which(self, *args, **kwargs))
         if dtype is None:
             return fn(self, *args, **kwargs)
         # computed in ``dtype``, as NumPy: an int8 sum with dtype=int64 does not wrap
@@ -166,7 +161,7 @@ def _min_max(fn, pick, elementwise, name):
             return numpy_form(self, *args, **kwargs)
         kwargs = _torch_keywords(name, kwargs)
         if args or kwargs.get("axis") is None or isinstance(kwargs["axis"], tuple | list):
-            return numpy_form(self, *args, **kwargs)
+            return MinMax(fn(self, *args, **kwargs), pick(self, *args, **kwargs))
         keep = kwargs.get("keepdims", False)
         where = pick(self, kwargs["axis"], keepdims=keep)
         return MinMax(reduction.first_extreme(self, kwargs["axis"], keep, name), where)

@@ -133,11 +133,8 @@ class Body:
         """The body's flat outputs for other inputs: its recorded ops re-bound on ``args``
         (one per placeholder) and ``captured`` (one per captured tensor)."""
         vals: list = []
-        for op, kwargs, refs, *_ in self.nodes:
-            ins = [r.lookup(args, captured, vals) for r in refs]
-            replay = getattr(op, "replay", None)
-            out = replay(ins, kwargs) if replay is not None else op.rebind(ins, kwargs)
-            vals.append(out if op.multiple_results else [out])
+        for node in self.nodes:
+            vals.append(_rebind(node, [r.lookup(args, captured, vals) for r in node.refs]))
         return [r.lookup(args, captured, vals) for r in self.outputs]
 
     def program(self, cap_slots: tuple, cap_specs: tuple):

@@ -371,19 +371,12 @@ def _scan_by_slices(ufunc, x, axis, dtype, exclusive):
     ``exclusive``: slice k holds the fold of slices before k, the first the identity."""
     lead = (slice(None),) * axis
     out = np.empty(x.shape, dtype)
-    n = x.shape[axis]
+    shift = 1 if exclusive else 0  # (exclusive: slice k adds the value of slice k - 1)
     prev = out[(*lead, 0)]
-    if exclusive:
-        prev[...] = ufunc.identity
-        for k in range(1, n):
-            cur = out[(*lead, k)]
-            ufunc(prev, x[(*lead, k - 1)], out=cur)
-            prev = cur
-        return out
-    prev[...] = x[(*lead, 0)]
-    for k in range(1, n):
+    prev[...] = ufunc.identity if exclusive else x[(*lead, 0)]
+    for k in range(1, x.shape[axis]):
         cur = out[(*lead, k)]
-        ufunc(prev, x[(*lead, k)], out=cur)
+        ufunc(prev, x[(*lead, k - shift)], out=cur)
         prev = cur
     return out
 
