@@ -215,6 +215,7 @@ __version__ = "0.1.0"
 
 from .core.debug import debug_infs, debug_nans
 from .core.state import no_grad
+from . import tree
 from .ops import random
 from .ops.random import bernoulli, randint
 from .ops.random import normal_ as normal
@@ -510,6 +511,7 @@ __all__ = [
     "tree_reduce",
     "tree_structure",
     "tree_unflatten",
+    "tree",
     "tree_util",
     "tril",
     "triu",

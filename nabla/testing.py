@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from .core.pytree import keystr, tree_flatten_with_path, tree_structure, treedef_is_leaf
+from .core.pytree import keystr, tree_flatten_with_path, tree_structure
 from .runtime.tensor import Tensor
 from .runtime.tensor import realize as _realize
 
@@ -89,7 +89,7 @@ def _is_node(x: Any) -> bool:
         return True
     if x is None or _is_arraylike(x):
         return False
-    return not treedef_is_leaf(tree_structure(x))
+    return tree_structure(x).node_data() is not None  # (a node, even one without children)
 
 
 def _is_arraylike(x: Any) -> bool:

@@ -25,8 +25,10 @@ Invariants:
   field values) for every pytree ``t`` whose leaves compare equal to themselves.
 * ``len(tree_leaves(t)) == tree_structure(t).num_leaves``, and leaves always come out in the
   same, deterministic order for equal structures.
-* :class:`PyTreeDef` is immutable and hashable (custom node data must be hashable to hash it);
-  two treedefs are equal iff they describe the same node types, node data and shapes.
+* :class:`PyTreeDef` is immutable and hashable; two treedefs are equal iff they describe the
+  same node types, node data and shapes. Custom node data that cannot be hashed (a list)
+  hashes by its type alone and still compares by value; ``frozen`` copies such a treedef
+  so that a key kept in a cache cannot change when the user's list does.
 * The ``is_leaf`` predicate is consulted on every subtree (``None`` included) before the node
   registry; when it returns true the subtree is a single leaf.
 * The registry is keyed by exact type and a type may be registered at most once.
@@ -44,6 +46,7 @@ Example:
 from __future__ import annotations
 
 import collections
+import copy
 import dataclasses
 import functools
 from collections.abc import Callable, Hashable, Iterable, Sequence
@@ -53,13 +56,21 @@ __all__ = [
     "DictKey",
     "FlattenedIndexKey",
     "GetAttrKey",
+    "Partial",
     "PyTreeDef",
     "SequenceKey",
+    "all_leaves",
     "broadcast_prefix",
+    "flatten_one_level",
     "keystr",
+    "register_dataclass",
     "register_pytree_node",
     "register_pytree_node_class",
+    "register_pytree_with_keys",
+    "register_pytree_with_keys_class",
+    "register_static",
     "tree_all",
+    "tree_broadcast",
     "tree_flatten",
     "tree_flatten_with_path",
     "tree_leaves",
@@ -69,8 +80,10 @@ __all__ = [
     "tree_reduce",
     "tree_structure",
     "tree_unflatten",
+    "tree_transpose",
     "treedef_children",
     "treedef_is_leaf",
+    "treedef_tuple",
 ]
 
 IsLeafFn = Callable[[Any], bool]
@@ -451,6 +464,196 @@ def register_pytree_node_class(cls: type) -> type:
     return cls
 
 
+def register_pytree_with_keys(
+    nodetype: type,
+    flatten_with_keys: Callable[[Any], tuple[Iterable[tuple[Any, Any]], Hashable]],
+    unflatten_func: Callable[[Hashable, Iterable[Any]], Any],
+    flatten_func: Callable[[Any], tuple[Iterable[Any], Hashable]] | None = None,
+) -> None:
+    """Register ``nodetype`` from its keyed flatten (JAX's form of
+    :func:`register_pytree_node`).
+
+    Args:
+        nodetype: the exact type to register.
+        flatten_with_keys: ``f(node) -> (iterable of (key, child), aux_data)``.
+        unflatten_func: ``f(aux_data, children) -> node``.
+        flatten_func: optional ``f(node) -> (children, aux_data)``, quicker than dropping
+            the keys of ``flatten_with_keys``.
+
+    Example:
+        >>> class Two:
+        ...     def __init__(self, a, b):
+        ...         self.a, self.b = a, b
+        >>> register_pytree_with_keys(
+        ...     Two,
+        ...     lambda t: (((GetAttrKey("a"), t.a), (GetAttrKey("b"), t.b)), None),
+        ...     lambda _, ch: Two(*ch),
+        ... )
+        >>> keystr(tree_leaves_with_path(Two(1, 2))[1][0])
+        '.b'
+    """
+    if flatten_func is None:
+
+        def flatten_func(x):
+            keyed, aux = flatten_with_keys(x)
+            return [c for _, c in keyed], aux
+
+    register_pytree_node(nodetype, flatten_func, unflatten_func, flatten_with_keys)
+
+
+def register_pytree_with_keys_class(cls: type) -> type:
+    """Class decorator: :func:`register_pytree_with_keys` through the class's
+    ``tree_flatten_with_keys`` method and ``tree_unflatten`` classmethod (and its
+    ``tree_flatten``, when it has one).
+
+    Args:
+        cls: the class to register.
+
+    Returns:
+        ``cls`` itself.
+    """
+    flatten = getattr(cls, "tree_flatten", None)
+    register_pytree_with_keys(
+        cls,
+        lambda x: x.tree_flatten_with_keys(),
+        cls.tree_unflatten,
+        None if flatten is None else (lambda x: x.tree_flatten()),
+    )
+    return cls
+
+
+def register_dataclass(
+    nodetype: type | None = None,
+    data_fields: Sequence[str] | None = None,
+    meta_fields: Sequence[str] | None = None,
+    drop_fields: Sequence[str] = (),
+):
+    """Register a dataclass as a node whose ``data_fields`` are children and whose
+    ``meta_fields`` are static node data (part of the treedef: a compiled function traces
+    again when they change; ``grad`` never sees them). Unregistered dataclasses are nodes
+    too, with every ``init`` field a child; this is how a field is made static.
+
+    Without ``data_fields`` and ``meta_fields`` the fields marked
+    ``dataclasses.field(metadata={"static": True})`` are meta, the others data. Usable as a
+    decorator, bare or with arguments.
+
+    Args:
+        nodetype: the dataclass (or any class with those attributes).
+        data_fields: names of the attributes that are subtrees.
+        meta_fields: names of the attributes kept as node data (hashable values).
+        drop_fields: ``init`` fields left out of both (rebuilt by their defaults).
+
+    Returns:
+        ``nodetype`` (or, with ``nodetype`` omitted, a decorator).
+
+    Raises:
+        TypeError: if only one of ``data_fields``/``meta_fields`` is given, or neither is
+            given for a class that is not a dataclass.
+        ValueError: if the fields do not cover the dataclass's ``init`` fields exactly.
+
+    Example:
+        >>> @register_dataclass
+        ... @dataclasses.dataclass
+        ... class Layer:
+        ...     w: Any
+        ...     width: int = dataclasses.field(default=4, metadata={"static": True})
+        >>> leaves, treedef = tree_flatten(Layer(1.0, 8))
+        >>> leaves, treedef.unflatten([2.0]).width
+        ([1.0], 8)
+    """
+    if nodetype is None:
+        return functools.partial(
+            register_dataclass,
+            data_fields=data_fields,
+            meta_fields=meta_fields,
+            drop_fields=drop_fields,
+        )
+    if (data_fields is None) != (meta_fields is None):
+        raise TypeError(
+            "register_dataclass: give both data_fields and meta_fields, or neither "
+            f"(got data_fields={data_fields!r}, meta_fields={meta_fields!r})"
+        )
+    if data_fields is None:
+        if not dataclasses.is_dataclass(nodetype):
+            raise TypeError(
+                f"register_dataclass: {nodetype!r} is not a dataclass; give data_fields and "
+                "meta_fields"
+            )
+        data_fields, meta_fields = [], []
+        for f in dataclasses.fields(nodetype):
+            if f.init and f.name not in drop_fields:
+                (meta_fields if f.metadata.get("static", False) else data_fields).append(f.name)
+    data = tuple(data_fields)
+    meta = tuple(meta_fields)
+    if dataclasses.is_dataclass(nodetype):
+        init = {f.name for f in dataclasses.fields(nodetype) if f.init}
+        given = set(data) | set(meta) | set(drop_fields)
+        if given != init:
+            raise ValueError(
+                f"register_dataclass: data_fields {list(data)}, meta_fields {list(meta)} and "
+                f"drop_fields {list(drop_fields)} must name the init fields of "
+                f"{nodetype.__name__} exactly: {sorted(init)}"
+            )
+
+    def flatten(x):
+        return [getattr(x, n) for n in data], tuple(getattr(x, n) for n in meta)
+
+    def flatten_with_keys(x):
+        return [(GetAttrKey(n), getattr(x, n)) for n in data], tuple(getattr(x, n) for n in meta)
+
+    def unflatten(aux, children):
+        return nodetype(**dict(zip(data, children)), **dict(zip(meta, aux)))
+
+    register_pytree_node(nodetype, flatten, unflatten, flatten_with_keys)
+    return nodetype
+
+
+def register_static(cls: type) -> type:
+    """Register ``cls`` as a node without children: its instances are node data (kept in
+    the treedef, hashed and compared), never leaves. Usable as a decorator.
+
+    Args:
+        cls: a class whose instances are hashable.
+
+    Returns:
+        ``cls`` itself.
+
+    Example:
+        >>> @register_static
+        ... class Tag:
+        ...     pass
+        >>> tree_leaves([Tag(), 1])
+        [1]
+    """
+    register_pytree_node(cls, lambda x: ((), x), lambda x, _: x)
+    return cls
+
+
+class Partial(functools.partial):
+    """``functools.partial`` as a pytree: the bound arguments are children, the function is
+    node data, so a partial can pass through ``compile``, ``vmap`` or ``tree_map``.
+
+    Example:
+        >>> f = Partial(lambda a, b: a + b, 1.0)
+        >>> tree_leaves(f), f(2.0)
+        ([1.0], 3.0)
+    """
+
+    def __new__(cls, func, *args, **kw):
+        if isinstance(func, functools.partial):  # one level: the inner partial's arguments
+            args = func.args + args
+            kw = {**func.keywords, **kw}
+            func = func.func
+        return super().__new__(cls, func, *args, **kw)
+
+
+register_pytree_node(
+    Partial,
+    lambda p: ((p.args, p.keywords), p.func),
+    lambda func, children: Partial(func, *children[0], **children[1]),
+)
+
+
 # --------------------------------------------------------------------------------------------
 # Core recursions
 # --------------------------------------------------------------------------------------------
@@ -800,7 +1003,10 @@ class PyTreeDef:
     def __hash__(self) -> int:
         h = self._hash
         if h is None:
-            h = hash(self._node)
+            try:
+                h = hash(self._node)
+            except TypeError:  # unhashable custom node data (a list): by the node types
+                h = _loose_hash(self._node)
             object.__setattr__(self, "_hash", h)
         return h
 
@@ -808,20 +1014,64 @@ class PyTreeDef:
         return f"PyTreeDef({_node_repr(self._node)})"
 
 
+def _loose_hash(node) -> int:
+    """A hash of an encoded structure whose custom node data cannot be hashed: such data
+    count by their type alone (equal treedefs still hash equal; equality decides)."""
+    if node is _LEAF:
+        return hash(None)
+    nodetype, aux, children = node
+    try:
+        aux_hash = hash(aux)
+    except TypeError:
+        aux_hash = hash(type(aux))
+    return hash((nodetype, aux_hash, tuple(_loose_hash(c) for c in children)))
+
+
+def frozen(treedef: PyTreeDef) -> PyTreeDef:
+    """``treedef`` itself when its node data are hashable, else a deep copy of it: a
+    treedef kept as a cache key must not change when the user mutates a list it holds."""
+    try:
+        hash(treedef._node)
+    except TypeError:
+        return copy.deepcopy(treedef)
+    return treedef
+
+
 def treedef_is_leaf(treedef: PyTreeDef) -> bool:
-    """Whether ``treedef`` is the structure of a single leaf.
+    """Whether ``treedef`` is a structure of one node without children, as in JAX: a single
+    leaf, ``None`` or an empty container.
 
     Args:
         treedef: a treedef.
 
     Returns:
-        True iff ``treedef`` is ``PyTreeDef(*)``. (``None`` is a node, not a leaf.)
+        True iff ``treedef.num_nodes == 1``.
 
     Example:
         >>> treedef_is_leaf(tree_structure(1)), treedef_is_leaf(tree_structure(None))
-        (True, False)
+        (True, True)
+        >>> treedef_is_leaf(tree_structure((1,)))
+        False
     """
-    return treedef._node is _LEAF
+    return treedef._node is _LEAF or not treedef._node[2]
+
+
+def treedef_tuple(treedefs: Iterable[PyTreeDef]) -> PyTreeDef:
+    """The structure of a tuple whose children have the structures ``treedefs``.
+
+    Args:
+        treedefs: the children's treedefs, in order.
+
+    Returns:
+        A treedef of a tuple node.
+
+    Example:
+        >>> treedef_tuple([tree_structure((1, 2)), tree_structure(3)])
+        PyTreeDef(((*, *), *))
+    """
+    treedefs = list(treedefs)
+    node = (tuple, None, tuple(t._node for t in treedefs))
+    return _make_treedef(node, sum(t._num_leaves for t in treedefs))
 
 
 def treedef_children(treedef: PyTreeDef) -> list[PyTreeDef]:
@@ -1246,3 +1496,109 @@ def tree_reduce(
     if initializer is _MISSING:
         return functools.reduce(function, leaves)
     return functools.reduce(function, leaves, initializer)
+
+
+def all_leaves(iterable: Iterable[Any], is_leaf: IsLeafFn | None = None) -> bool:
+    """Whether every element of ``iterable`` is a leaf (``None`` is a node, so not one).
+
+    Args:
+        iterable: the values to test.
+        is_leaf: optional predicate marking extra leaves.
+
+    Returns:
+        True iff each element flattens to itself alone.
+
+    Example:
+        >>> all_leaves([1, "a"]), all_leaves([1, (2,)]), all_leaves([None])
+        (True, False, False)
+    """
+    for x in iterable:
+        if is_leaf is not None and is_leaf(x):
+            continue
+        if _lookup(type(x)) is not None:  # a node (``None`` included)
+            return False
+    return True
+
+
+def flatten_one_level(tree: Any) -> tuple[tuple, Any]:
+    """The children and node data of ``tree``'s root node.
+
+    Args:
+        tree: a pytree whose root is a node.
+
+    Returns:
+        ``(children, node_data)``: children as a tuple, in flattening order.
+
+    Raises:
+        ValueError: if ``tree`` is a leaf.
+
+    Example:
+        >>> flatten_one_level({"b": 1, "a": (2, 3)})
+        (((2, 3), 1), ('a', 'b'))
+    """
+    handler = _lookup(type(tree))
+    if handler is None:
+        raise ValueError(f"flatten_one_level: can't tree-flatten type {type(tree)!r} (a leaf)")
+    children, aux = handler.flatten(tree)
+    return tuple(children), aux
+
+
+def tree_transpose(
+    outer_treedef: PyTreeDef, inner_treedef: PyTreeDef | None, pytree_to_transpose: Any
+) -> Any:
+    """Swap the outer and inner levels of a tree of trees: an ``outer`` of ``inner``s
+    becomes an ``inner`` of ``outer``s (a list of pairs to a pair of lists).
+
+    Args:
+        outer_treedef: the structure of the outer level.
+        inner_treedef: the structure of each inner tree; None: that of the first one.
+        pytree_to_transpose: a tree of ``outer_treedef`` whose leaves are inner trees.
+
+    Returns:
+        The transposed tree.
+
+    Raises:
+        ValueError: if the tree does not have that structure.
+
+    Example:
+        >>> tree_transpose(tree_structure([0, 0]), tree_structure((0, 0)), [(1, 2), (3, 4)])
+        ([1, 3], [2, 4])
+    """
+    inners = outer_treedef.flatten_up_to(pytree_to_transpose)
+    if inner_treedef is None:
+        if not inners:
+            raise ValueError("tree_transpose: inner_treedef=None needs at least one inner tree")
+        inner_treedef = tree_structure(inners[0])
+    columns = [inner_treedef.flatten_up_to(t) for t in inners]
+    per_inner_leaf = [
+        outer_treedef.unflatten([col[j] for col in columns])
+        for j in range(inner_treedef.num_leaves)
+    ]
+    return inner_treedef.unflatten(per_inner_leaf)
+
+
+def tree_broadcast(prefix_tree: Any, full_tree: Any, is_leaf: IsLeafFn | None = None) -> Any:
+    """``prefix_tree`` with each leaf repeated over the corresponding subtree of
+    ``full_tree``: a tree of ``full_tree``'s structure. Unlike :func:`broadcast_prefix`
+    (``vmap``'s ``in_axes``, where ``None`` is a leaf), ``None`` here is a node, as in JAX.
+
+    Args:
+        prefix_tree: a tree prefix of ``full_tree``.
+        full_tree: the tree whose structure the result has.
+        is_leaf: optional predicate marking extra leaves.
+
+    Returns:
+        The broadcast tree.
+
+    Raises:
+        ValueError: if ``prefix_tree`` is not a prefix of ``full_tree``.
+
+    Example:
+        >>> tree_broadcast((0, 1), ([1, 2], {"a": 3}))
+        ([0, 0], {'a': 1})
+    """
+    leaves, prefix_def = tree_flatten(prefix_tree, is_leaf)
+    subtrees = prefix_def.flatten_up_to(full_tree)
+    return prefix_def.unflatten(
+        [tree_map(lambda _, v=v: v, sub, is_leaf=is_leaf) for v, sub in zip(leaves, subtrees)]
+    )

@@ -398,9 +398,8 @@ _METHODS = {
     "__rmatmul__": _swap(linalg.matmul),
     "__neg__": unary.neg,
     "__pos__": lambda self: self,
-    "__round__": lambda self, ndigits=None: (
-        unary.round(self) if not ndigits else unary.round(self * 10.0**ndigits) / 10.0**ndigits
-    ),
+    "__round__": lambda self, ndigits=None: unary.round(self, ndigits or 0),
+    "round": unary.round,  # (x.round(decimals=0), as NumPy, JAX and PyTorch)
     "__abs__": unary.abs,
     "__invert__": lambda self: (
         unary.logical_not(self) if self.dtype.is_bool else unary.bitwise_not(self)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 
 from ..core.dtypes import DType, get_default_dtype
-from ..core.ir import SymDim
+from ..core.ir import SymDim, note_size_decision
 from ..runtime.tensor import Tensor
 from . import spmd
 from ._util import as_tensor, norm_axes, norm_axis
@@ -936,6 +936,8 @@ def _linear_scan(a, b, axis):
     composing the affine maps ``r -> b + a * r`` (Hillis and Steele): only multiplies and
     adds, so it is exact with zeros in ``a`` and its derivatives are too."""
     n = b.shape[axis]
+    if isinstance(n, SymDim):  # the number of rounds is fixed by this size
+        note_size_decision(n, "the rounds of cumprod's derivative scan")
     d = 1
     while d < n:
         b = b + a * _shift(b, axis, d, 0)

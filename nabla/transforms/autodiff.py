@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import numbers
+import operator
 import weakref
 from collections import OrderedDict
 
@@ -189,8 +190,15 @@ def _scalar_output(o):
 
 
 def _argnums_tuple(argnums, n, what):
-    single = isinstance(argnums, int)
-    nums = (argnums,) if single else tuple(argnums)
+    try:  # an int, a NumPy integer, or a sequence of them (as JAX)
+        nums, single = (operator.index(argnums),), True
+    except TypeError:
+        try:
+            nums, single = tuple(operator.index(a) for a in argnums), False
+        except TypeError:
+            raise TypeError(
+                f"{what}: argnums must be an int or a sequence of ints, got {argnums!r}"
+            ) from None
     if not nums:
         raise ValueError(f"{what}: argnums is empty: name at least one argument to differentiate")
     for a in nums:
@@ -231,9 +239,9 @@ def _split_aux(res, has_aux):
     """A function's result as ``(out, aux)``: ``aux`` is None without ``has_aux``."""
     if not has_aux:
         return res, None
-    if not (isinstance(res, tuple) and len(res) == 2):
+    if not (type(res) in (tuple, list) and len(res) == 2):  # (a list too, as JAX)
         raise TypeError("has_aux=True needs the function to return a pair (out, aux)")
-    return res
+    return tuple(res)
 
 
 def _zeros_like(t: Tensor) -> Tensor:

@@ -82,7 +82,7 @@ from ..core.ir import (
     nested_programs,
     substitute_dims,
 )
-from ..core.pytree import tree_flatten, tree_unflatten
+from ..core.pytree import frozen, tree_flatten, tree_unflatten
 from ..core.sharding import PROCESS
 from ..core.state import STATE, is_live
 from ..ops._util import check_callable
@@ -916,7 +916,7 @@ class CompiledFunction:
                 statics.append((i, _static_key(leaf)))
         if len(at) != len(tensors):
             return None
-        hot_args = _HotArgs(tree, tuple(statics), tuple(at))
+        hot_args = _HotArgs(frozen(tree), tuple(statics), tuple(at))
         return _hot_lane(plan, tensors, self._guard, dynamic, hot_args)
 
     def _call_hot(self, hot: _Hot, args: tuple):
@@ -1134,6 +1134,7 @@ class CompiledFunction:
         )
 
     def _store(self, key, value):
+        key = (frozen(key[0]),) + key[1:]  # (custom node data the user may mutate: a copy)
         with self._lock:
             self._cache[key] = value
             self._cache.move_to_end(key)  # a trace stored again under its key is the newest

@@ -23,7 +23,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ..core.pytree import tree_flatten, tree_map, tree_unflatten
+from ..core.pytree import flatten_one_level, tree_flatten, tree_map, tree_structure, tree_unflatten
 from ..core.state import STATE, grad_level, is_live, spmd_axes, spmd_axes_as
 from ..ops import batching
 from ..ops._util import as_tensor
@@ -155,6 +155,34 @@ def _n_positional(fun) -> int:
     except TypeError:  # not weakly referenceable
         pass
     return n
+
+
+def _matches(ct, arg) -> bool:
+    """Whether cotangent tree ``ct`` has the structure of argument ``arg``, a None standing
+    for any whole subtree: the same node types, keys and lengths down to ``arg``'s leaves,
+    where ``ct`` has a leaf too."""
+    if ct is None:
+        return True
+    try:
+        a_children, a_aux = flatten_one_level(arg)
+    except ValueError:  # a leaf of the argument: a leaf of the cotangent
+        return _is_leaf(ct)
+    if type(ct) is not type(arg):
+        return False
+    c_children, c_aux = flatten_one_level(ct)
+    return (
+        c_aux == a_aux
+        and len(c_children) == len(a_children)
+        and all(_matches(c, a) for c, a in zip(c_children, a_children))
+    )
+
+
+def _is_leaf(x) -> bool:
+    try:
+        flatten_one_level(x)
+    except ValueError:
+        return True
+    return False
 
 
 def _none_prefix(ct, arg):
@@ -303,6 +331,14 @@ class _VjpRule:
                 for i, a in enumerate(args)
             )
         if len(got) == len(args):  # None for a whole argument: no cotangent for its leaves
+            for i, (g, a) in enumerate(zip(got, args)):
+                if not _matches(g, a):  # (JAX's TypeError: not matched up by position)
+                    raise TypeError(
+                        f"custom_vjp bwd of {self.owner.fun.__name__} must return cotangents "
+                        f"structured as the arguments (None for a whole subtree): for argument "
+                        f"{i} of structure {tree_structure(a)} it returned one of structure "
+                        f"{tree_structure(g)}"
+                    )
             got = tuple(_none_prefix(g, a) for g, a in zip(got, args))
         flat, _ = tree_flatten(got, is_leaf=lambda x: x is None)
         n_flat = len(self.args.flat)

@@ -197,7 +197,9 @@ def test_none_is_node_without_children():
     assert repr(treedef) == "PyTreeDef(None)"
     assert treedef.num_leaves == 0
     assert treedef.num_nodes == 1
-    assert not pt.treedef_is_leaf(treedef)
+    assert pt.treedef_is_leaf(treedef)  # one node without children, as in JAX
+    assert pt.treedef_is_leaf(pt.tree_structure(()))
+    assert not pt.treedef_is_leaf(pt.tree_structure((None,)))
     assert treedef.unflatten([]) is None
 
     leaves, treedef = pt.tree_flatten((1, None, {"a": None, "b": 2}))
@@ -787,3 +789,108 @@ def test_property_map_and_prefix(tree):
     deeper = pt.tree_map(lambda x: [x, (x,)], tree)
     assert pt.tree_map(lambda x, y: y, tree, deeper) == deeper
     assert pt.broadcast_prefix(tree, deeper) == [x for x in leaves for _ in range(2)]
+
+
+# --------------------------------------------------------------------------------------------
+# The rest of jax.tree_util (each expected value is what JAX 0.10 returns)
+# --------------------------------------------------------------------------------------------
+
+
+def test_tree_transpose_with_and_without_the_inner_structure():
+    outer, inner = pt.tree_structure([0, 0]), pt.tree_structure((0, 0))
+    assert pt.tree_transpose(outer, inner, [(1, 2), (3, 4)]) == ([1, 3], [2, 4])
+    assert pt.tree_transpose(outer, None, [(1, 2), (3, 4)]) == ([1, 3], [2, 4])
+    d = pt.tree_transpose(pt.tree_structure({"a": 0, "b": 0}), None, {"a": [1, 2], "b": [3, 4]})
+    assert d == [{"a": 1, "b": 3}, {"a": 2, "b": 4}]
+    with pytest.raises(ValueError, match="mismatch"):
+        pt.tree_transpose(outer, inner, [(1, 2), (3,)])
+
+
+def test_tree_broadcast_repeats_prefix_leaves_and_none_is_a_node():
+    assert pt.tree_broadcast((0, 1), ([1, 2], {"a": 3})) == ([0, 0], {"a": 1})
+    assert pt.tree_broadcast(7, {"a": (1, 2)}) == {"a": (7, 7)}
+    with pytest.raises(ValueError):
+        pt.tree_broadcast((0, None), ([1, 2], {"a": 3}))
+
+
+def test_all_leaves_flatten_one_level_and_treedef_tuple():
+    assert pt.all_leaves([1, "a", 2.0])
+    assert not pt.all_leaves([1, (2,)]) and not pt.all_leaves([None])
+    assert pt.all_leaves([(1,)], is_leaf=lambda x: isinstance(x, tuple))
+    assert pt.flatten_one_level({"b": 1, "a": (2, 3)}) == (((2, 3), 1), ("a", "b"))
+    with pytest.raises(ValueError, match="can't tree-flatten"):
+        pt.flatten_one_level(1)
+    t = pt.treedef_tuple([pt.tree_structure((1, 2)), pt.tree_structure(3)])
+    assert t == pt.tree_structure(((1, 2), 3)) and t.num_leaves == 3
+
+
+def test_register_dataclass_splits_data_and_static_fields():
+    @pt.register_dataclass
+    @dataclasses.dataclass
+    class Layer:
+        w: typing.Any
+        width: int = dataclasses.field(default=4, metadata={"static": True})
+
+    leaves, treedef = pt.tree_flatten(Layer([1.0, 2.0], 8))
+    assert leaves == [1.0, 2.0]
+    assert treedef.unflatten([3.0, 4.0]) == Layer([3.0, 4.0], 8)
+    assert pt.tree_structure(Layer(0, 8)) != pt.tree_structure(Layer(0, 9))
+
+    @dataclasses.dataclass
+    class Pair:
+        a: typing.Any
+        b: typing.Any
+
+    pt.register_dataclass(Pair, data_fields=["b"], meta_fields=["a"])
+    assert pt.tree_leaves(Pair("static", 5)) == [5]
+    with pytest.raises(ValueError, match="init fields"):
+
+        @dataclasses.dataclass
+        class Three:
+            a: int
+            b: int
+            c: int
+
+        pt.register_dataclass(Three, data_fields=["a"], meta_fields=["b"])
+    with pytest.raises(TypeError, match="both data_fields and meta_fields"):
+        pt.register_dataclass(Pair, data_fields=["a"])
+
+
+def test_register_static_partial_and_keyed_registration():
+    @pt.register_static
+    class Tag:
+        pass
+
+    tag = Tag()
+    leaves, treedef = pt.tree_flatten([tag, 1])
+    assert leaves == [1] and treedef.unflatten([2])[0] is tag
+
+    p = pt.Partial(lambda a, b, c=0: a + b + c, 1.0, c=2.0)
+    leaves, treedef = pt.tree_flatten(p)
+    assert leaves == [1.0, 2.0]
+    q = treedef.unflatten([10.0, 20.0])
+    assert isinstance(q, pt.Partial) and q(3.0) == 33.0
+
+    class Two:
+        def __init__(self, a, b):
+            self.a, self.b = a, b
+
+    pt.register_pytree_with_keys(
+        Two,
+        lambda t: (((pt.GetAttrKey("a"), t.a), (pt.GetAttrKey("b"), t.b)), None),
+        lambda _, ch: Two(*ch),
+    )
+    paths = [pt.keystr(path) for path, _ in pt.tree_leaves_with_path(Two(1, 2))]
+    assert paths == [".a", ".b"] and pt.tree_leaves(Two(1, 2)) == [1, 2]
+
+
+def test_nb_tree_names_the_same_functions_as_jax_tree():
+    import nabla as nb
+
+    assert nb.tree.map(lambda a: a + 1, {"a": 1}) == {"a": 2}
+    assert nb.tree.leaves([1, (2,)]) == [1, 2]
+    leaves, treedef = nb.tree.flatten({"b": 1, "a": 2})
+    assert nb.tree.unflatten(treedef, leaves) == {"a": 2, "b": 1}
+    assert nb.tree.reduce(lambda a, b: a + b, [1, 2, 3]) == 6
+    assert nb.tree.structure((1, 2)) == pt.tree_structure((0, 0))
+    assert nb.tree.all([1, True]) and nb.tree.broadcast(0, [1, 2]) == [0, 0]

@@ -900,3 +900,11 @@ def test_take_along_axis_never_reads_another_row_for_an_index_out_of_range():
     bad = nb.constant(np.array([[4], [0], [1]])) + 0
     with pytest.raises(IndexError, match=r"take_along_axis on a tensor of shape \(3, 4\)"):
         nb.take_along_axis(x, bad, 1).numpy()
+
+
+def test_round_method_takes_decimals_as_numpy_jax_and_pytorch():
+    x = nb.constant(np.array([0.5, 1.5, 2.345, -2.5], np.float32))
+    np.testing.assert_array_equal(x.round().numpy(), np.round(x.numpy()))
+    np.testing.assert_allclose(x.round(2).numpy(), np.round(x.numpy(), 2))
+    np.testing.assert_allclose(x.round(decimals=1).numpy(), np.round(x.numpy(), 1))
+    np.testing.assert_allclose(round(x, 1).numpy(), np.round(x.numpy(), 1))

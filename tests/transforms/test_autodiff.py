@@ -1087,6 +1087,23 @@ def test_custom_vjp_bwd_cotangents_none_for_a_whole_argument_and_shapes_checked(
         nb.grad(lambda x: nb.sum(bad(x)))(ones)
 
 
+def test_custom_vjp_bwd_cotangents_must_have_the_arguments_structure():
+    """As JAX: cotangents are matched to the arguments by structure, not by position: a
+    dict with another key, or a list for a dict, is a TypeError naming both structures."""
+
+    @nb.custom_vjp
+    def f(p):
+        return p["a"] * 2.0
+
+    ones = nb.ones(3)
+    for wrong in (lambda r, g: ({"b": g * 2.0},), lambda r, g: ([g * 2.0],)):
+        f.defvjp(lambda p: (f(p), None), wrong)
+        with pytest.raises(TypeError, match=r"structure PyTreeDef\(\{'a': \*\}\)"):
+            nb.grad(lambda p: nb.sum(f(p)))({"a": ones})
+    f.defvjp(lambda p: (f(p), None), lambda r, g: ({"a": g * 2.0},))
+    close(nb.grad(lambda p: nb.sum(f(p)))({"a": ones})["a"], [2.0] * 3)
+
+
 def test_custom_rules_fill_in_defaults_and_number_arguments_get_zero_tangents():
     """As JAX: an omitted argument's default reaches fwd/bwd and the jvp rule as a
     positional argument, and a Python-number argument has a zero tangent in the rule."""
@@ -1115,6 +1132,21 @@ def test_python_number_outputs_are_zero_derivative_arrays():
     c = nb.custom_vjp(lambda a: (a * 2, 1.0))
     c.defvjp(lambda a: ((a * 2, 1.0), None), lambda r, g: (g[0] * 2,))
     close(nb.grad(lambda a: nb.sum(c(a)[0]))(x), [2.0] * 3)
+
+
+def test_has_aux_takes_a_list_pair_and_argnums_a_numpy_integer():
+    """As JAX: ``[out, aux]`` is a pair too, and ``argnums`` may be a NumPy integer; a
+    float ``argnums`` is a TypeError that says what it takes."""
+    x = nb.constant(f32([1.0, 2.0, 3.0]))
+    g, aux = nb.grad(lambda a: [nb.sum(a**2), a], has_aux=True)(x)
+    close(g, [2.0, 4.0, 6.0]), close(aux, [1.0, 2.0, 3.0])
+    _, t, aux = nb.jvp(lambda a: [a * 2.0, a], (x,), (x,), has_aux=True)
+    close(t, [2.0, 4.0, 6.0])
+    close(nb.grad(lambda a, b: nb.sum(a * b), argnums=np.int64(1))(x, x * 2.0), [1.0, 2.0, 3.0])
+    ga, gb = nb.grad(lambda a, b: nb.sum(a * b), argnums=np.array([0, 1]))(x, x)
+    close(ga, [1.0, 2.0, 3.0])
+    with pytest.raises(TypeError, match="argnums must be an int or a sequence of ints"):
+        nb.grad(lambda a: nb.sum(a), argnums=1.0)(x)
 
 
 def test_forward_mode_has_aux_needs_a_pair_and_argnums_must_be_distinct():

@@ -158,6 +158,9 @@ def test_dynamic_dims_sizes_taken_as_numbers_are_never_reused():
         lambda a: nb.jacrev(lambda y: nb.cumsum(y * 2.0))(a),
         lambda a: nb.jacfwd(lambda y: y[::-1] * 2.0)(a),
         lambda a: smooth(nb.broadcast_to(a, (2, a.shape[0]))),
+        # cumprod's derivatives run log2(n) rounds of a scan: a number of rounds per size
+        lambda a: nb.grad(lambda y: nb.sum(nb.cumprod(y * 1.5, axis=0)))(a),
+        lambda a: nb.jvp(lambda y: nb.cumprod(y, 0), (a,), (a * 0.0 + 1.0,))[1],
     ]
     for k, fun in enumerate(cases):
         f = nb.compile(fun, dynamic_dims={0: {0: "n"}})
@@ -768,3 +771,23 @@ def test_a_hit_under_vmap_replays_ops_the_trace_bound_without_batch_dims():
     g(nb.constant(a[0]), nb.constant(b))
     got = nb.vmap(g, in_axes=(0, None))(nb.constant(a), nb.constant(b)).numpy()
     np.testing.assert_allclose(got, a[:, None, :] * b[None], rtol=1e-6)
+
+
+def test_custom_node_with_unhashable_data_compiles_and_retraces_when_it_changes():
+    """As ``jax.jit``: a registered node whose data is a list (unhashable) is keyed by
+    value; the key keeps a copy, so a list the user changes in place traces again."""
+
+    class Named:
+        def __init__(self, v, names):
+            self.v, self.names = v, names
+
+    nb.register_pytree_node(Named, lambda a: ((a.v,), a.names), lambda aux, c: Named(c[0], aux))
+    f = nb.compile(lambda p: p.v * len(p.names))
+    names, x = ["w"], nb.ones(3)
+    np.testing.assert_allclose(f(Named(x, names)).numpy(), [1.0] * 3)
+    np.testing.assert_allclose(f(Named(x, names)).numpy(), [1.0] * 3)
+    assert f.stats.misses == 1
+    names.append("b")
+    np.testing.assert_allclose(f(Named(x, names)).numpy(), [2.0] * 3)
+    assert f.stats.misses == 2
+    assert hash(nb.tree_structure(Named(1, ["w"]))) == hash(nb.tree_structure(Named(2, ["w"])))
