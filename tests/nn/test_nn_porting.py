@@ -249,7 +249,7 @@ def test_apply_visits_children_first_and_to_casts_in_place():
 
 
 # ----------------------------------------------------------------------------- nn.utils
-@pytest.mark.parametrize("norm_type", [2.0, 1.0, 3.0, math.inf])
+@pytest.mark.parametrize("norm_type", [2.0, 1.0, 3.0, math.inf, "inf"])
 def test_clip_grad_norm_orders(norm_type):
     grads = [rng.standard_normal((3, 4)) * 3, rng.standard_normal(5)]
     params = [nb.zeros(g.shape, dtype=nb.float64) for g in grads]
@@ -258,7 +258,7 @@ def test_clip_grad_norm_orders(norm_type):
     flat = np.concatenate([g.ravel() for g in grads])
     total = (
         np.abs(flat).max()
-        if norm_type == math.inf
+        if float(norm_type) == math.inf  # ("inf" as PyTorch takes it too)
         else (np.abs(flat) ** norm_type).sum() ** (1 / norm_type)
     )
     norm = nn.utils.clip_grad_norm_(params, 1.5, norm_type=norm_type)
@@ -305,6 +305,23 @@ def test_param_groups_view_drives_the_optimizer():
         nn.optim.SGD([{"params": [model.weight]}, {"params": [model.bias], "lr": 0.1}], lr=0.1)
     with pytest.raises(ValueError, match=r"unknown settings \['foo'\]"):
         nn.optim.SGD([{"params": [model.weight], "foo": 1}], lr=0.1)
+
+
+def test_initial_lr_through_param_groups_resumes_a_schedule_as_pytorch():
+    """PyTorch's idiom before a scheduler made with ``last_epoch >= 0``: the group's
+    ``initial_lr`` (``setdefault`` gives the rate when none is set)."""
+    model = nn.Linear(3, 2)
+    opt = nn.optim.SGD(model, lr=0.1)
+    assert "initial_lr" not in opt.param_groups[0]
+    opt.param_groups[0]["initial_lr"] = 0.4
+    assert opt.initial_lr == 0.4 and opt.param_groups[0]["initial_lr"] == 0.4
+    sched = nn.optim.lr_scheduler.StepLR(opt, step_size=2, gamma=0.5, last_epoch=4)
+    assert sched.last_epoch == 5 and opt.lr == 0.1  # (PyTorch 2.14: the same)
+    with pytest.warns(UserWarning, match="before the optimizer's step"):
+        sched.step()  # epoch 6: the step's boundary, the current rate times gamma
+    assert opt.lr == pytest.approx(0.05)
+    other = nn.optim.SGD(model, lr=0.2)
+    assert other.param_groups[0].setdefault("initial_lr", 0.2) == 0.2 and other.initial_lr == 0.2
 
 
 def test_a_rate_set_through_param_groups_reaches_a_compiled_step_without_a_retrace():

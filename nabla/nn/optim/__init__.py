@@ -216,6 +216,11 @@ def global_norm(tree, norm_type: float = 2.0) -> Tensor:
 
 
 def _checked_norm_type(name: str, norm_type) -> float:
+    if isinstance(norm_type, str):  # PyTorch takes "inf" too (it calls float() on it)
+        try:
+            norm_type = float(norm_type)
+        except ValueError:
+            pass
     if (
         isinstance(norm_type, bool)
         or not isinstance(norm_type, numbers.Real)
@@ -273,7 +278,7 @@ def clip_grad_norm_(
     Raises:
         RuntimeError: with ``error_if_nonfinite``, for a NaN or infinite norm.
     """
-    _checked_norm_type("clip_grad_norm_", norm_type)
+    norm_type = _checked_norm_type("clip_grad_norm_", norm_type)
     with_grad = [p for p in _params_of(parameters) if p.grad is not None]
     grads = [p.grad for p in with_grad]
     if STATE.recording is None and grads:  # one compiled call, not two ops per gradient
@@ -1387,12 +1392,15 @@ class _ParamGroup(MutableMapping):
         self._opt = optimizer
 
     def _keys(self) -> tuple:
-        return ("params", *self._opt._hyper_names)
+        started = getattr(self._opt, "initial_lr", None) is not None
+        return ("params", *self._opt._hyper_names) + (("initial_lr",) if started else ())
 
     def __getitem__(self, key):
         if key == "params":
             mask = trainable_mask(self._opt.params)
             return [p for p, m in zip(tree_leaves(self._opt.params), mask) if m]
+        if key == "initial_lr" and getattr(self._opt, "initial_lr", None) is not None:
+            return self._opt.initial_lr
         if key not in self._opt._hyper_names:
             raise KeyError(key)
         return getattr(self._opt, key)
@@ -1401,6 +1409,9 @@ class _ParamGroup(MutableMapping):
         name = type(self._opt).__name__
         if key == "params":
             raise KeyError(f"{name}.param_groups: the parameters are fixed when it is made")
+        if key == "initial_lr":  # where a resumed schedule starts from (PyTorch's key)
+            self._opt.initial_lr = float(value)
+            return
         if key not in self._opt._hyper_names:
             raise KeyError(
                 f"{name}.param_groups: no setting {key!r}; the settings are "
