@@ -36,6 +36,7 @@ __all__ = [
     "has_symdim",
     "as_dim",
     "range_length",
+    "same_shape",
     "DIM_TAG",
     "DIM_OPS",
     "eval_dim_expr",
@@ -284,6 +285,21 @@ def range_length(start, stop, step: int):
     else:
         n = (start - stop + (-step - 1)) // -step
     return n if n > 0 else 0
+
+
+def same_shape(a: tuple, b: tuple) -> bool:
+    """Whether shapes ``a`` and ``b`` are the same at every size ``compile`` may call them
+    with: equal, and where either entry is a ``SymDim``, the same expression. A literal 3
+    is not the dynamic size that is 3 at this trace, so a shortcut taken on ``==`` alone
+    (``reshape`` to the same shape returns ``x``) would serve another size the trace's
+    shape."""
+    if len(a) != len(b) or a != b:
+        return False
+    for x, y in zip(a, b):
+        if x is not y and (type(x) is SymDim or type(y) is SymDim):
+            if not (type(x) is SymDim and type(y) is SymDim and x.expr == y.expr):
+                return False
+    return True
 
 
 def as_dim(s):

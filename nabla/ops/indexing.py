@@ -18,7 +18,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..core.dtypes import DType
-from ..core.ir import TensorImpl
+from ..core.ir import TensorImpl, same_shape
 from ..core.state import STATE
 from ..runtime.tensor import Tensor
 from . import batching, spmd
@@ -539,7 +539,9 @@ def _int_index(x, i, dim, op) -> int:
             f"{op}: index {i} is out of bounds for axis {dim} with size {n} "
             f"(tensor of shape {x.shape})"
         )
-    return i % n
+    # (not ``i % n``: under compile's dynamic sizes that wraps a later size's index around;
+    # ``n + i`` stays an offset from the end, and the plan checks it at each size)
+    return i if i >= 0 else n + i
 
 
 def _advanced_index(x, kind, v, dim, op) -> Tensor:
@@ -693,7 +695,7 @@ def _update(x, key, value, mode):
         moved = fn.reshape(new_flat, tuple(region.shape[d] for d in dims) + basic_shape)
         order = dims + rest
         new_region = fn.permute(moved, [order.index(i) for i in range(region.ndim)])
-    if all(s == (0, 1, d) for s, d in zip(k.slices, x.shape)):
+    if all(same_shape(s, (0, 1, d)) for s, d in zip(k.slices, x.shape)):
         return new_region
     # the normalized region as it is: turned back into slices, its starts would be
     # normalized again and lose their expressions in compile's dynamic sizes

@@ -6,6 +6,7 @@ import math
 import string
 from typing import NamedTuple
 
+from ..core.ir import same_shape
 from ..core.state import STATE
 from ..runtime.tensor import Tensor
 from . import batching, spmd
@@ -515,7 +516,7 @@ def _spec(equation, ops) -> _Spec:
 
 def _broadcast_term(x, term, sizes):
     want = tuple(sizes[c] for c in term)
-    return fn.broadcast_to(x, want) if want != x.shape else x
+    return x if same_shape(want, x.shape) else fn.broadcast_to(x, want)
 
 
 def _sum_unneeded(x, term, keep):

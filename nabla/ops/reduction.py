@@ -204,7 +204,9 @@ def _products_of_others(x: Tensor) -> Tensor:
     products (O(n) multiplies over log2(n) levels): the products of the other pairs times
     each element's partner."""
     n = x.shape[-1]
-    if n == 1:
+    if isinstance(n, SymDim):  # the tree's levels are fixed by this size
+        note_size_decision(n, "the levels of prod's derivative")
+    if n <= 1:  # (0: an empty axis, whose derivative is empty)
         return fn.ones_like(x)
     if n % 2:  # a neutral partner for the last element
         pad = fn.ones((*x.shape[:-1], 1), dtype=x.dtype, device=x.device)
@@ -621,11 +623,21 @@ def logsumexp(x, axis=None, keepdims=False):
     return s
 
 
+def _empty_axis(n, op: str) -> bool:
+    """Whether the axis of size ``n`` is empty (the result is then the empty input); under
+    compile's dynamic sizes an empty axis at the trace is a decision on the size."""
+    if n == 0 and isinstance(n, SymDim):
+        note_size_decision(n, f"{op} over an empty axis")
+    return n == 0
+
+
 def softmax(x, axis=-1):
     """``exp(x) / sum(exp(x))`` along ``axis``, computed stably."""
 
     x = _float(x, "softmax")
     axis = norm_axis("softmax", axis, x.ndim, x.shape)
+    if _empty_axis(x.shape[axis], "softmax"):
+        return x
     e = fn.exp(x - fn.stop_gradient(reduce_max(x, (axis,), True)))
     return e / reduce_sum(e, (axis,), True)
 
@@ -636,7 +648,7 @@ def logsoftmax(x, axis=-1):
     result (logits of 1e5 lost two digits that way)."""
     x = _float(x, "logsoftmax")
     axis = norm_axis("logsoftmax", axis, x.ndim, x.shape)
-    if x.shape[axis] == 0:
+    if _empty_axis(x.shape[axis], "logsoftmax"):
         return x
     m = fn.stop_gradient(reduce_max(x, (axis,), True))
     shifted = x - fn.where(fn.is_inf(m), 0.0, m)

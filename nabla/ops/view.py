@@ -17,7 +17,7 @@ import numbers
 import numpy as np
 
 from ..core.dtypes import DType
-from ..core.ir import SymDim, as_dim, note_size_decision, range_length
+from ..core.ir import SymDim, as_dim, note_size_decision, range_length, same_shape
 from ..core.state import STATE
 from ..runtime.tensor import Tensor
 from . import spmd
@@ -109,7 +109,7 @@ def reshape(x, shape, *more) -> Tensor:
     if more or isinstance(shape, numbers.Integral):
         shape = (shape, *more)
     shape = _resolve_shape("reshape", shape, x.size, x.shape)
-    if shape == x.shape:
+    if same_shape(shape, x.shape):
         return x
     return _reshape.bind([x], {"shape": shape})
 
@@ -153,7 +153,7 @@ def broadcast_to(x, shape) -> Tensor:
     """Broadcast ``x`` to ``shape`` with NumPy rules."""
     x = as_tensor(x, op="broadcast_to")
     shape = norm_shape("broadcast_to", shape)
-    if x.shape == shape:
+    if same_shape(x.shape, shape):
         return x
     if len(shape) < x.ndim:
         raise OpError(f"broadcast_to: cannot broadcast shape {x.shape} to {shape}")
@@ -163,7 +163,7 @@ def broadcast_to(x, shape) -> Tensor:
             raise OpError(f"broadcast_to: cannot broadcast shape {x.shape} to {shape}")
     if lead:
         x = reshape(x, (1,) * lead + x.shape)
-        if x.shape == shape:
+        if same_shape(x.shape, shape):
             return x
     return _broadcast_to.bind([x], {"shape": shape})
 
@@ -423,6 +423,8 @@ def roll(x, shift, axis=None) -> Tensor:
         a = norm_axis("roll", a, x.ndim, x.shape)
         n = x.shape[a]
         k = int(k) % n if n else 0
+        if isinstance(k, SymDim) and not k:  # no roll at this size, one at others
+            note_size_decision(n, "a roll by a multiple of the size")
         if k:
             lead = (slice(None),) * a
             x = concatenate([x[lead + (slice(n - k, None),)], x[lead + (slice(0, n - k),)]], a)
@@ -717,7 +719,7 @@ def slice_tensor(x, start=None, size=None, *, stop=None, step=None, slices=None)
 def slice_normalized(x, norm):
     """``x[...]`` for slices already normalized to ``(start, step, count)`` per dim (no
     node when they take everything)."""
-    if all(s == (0, 1, d) for s, d in zip(norm, x.shape)):
+    if all(same_shape(s, (0, 1, d)) for s, d in zip(norm, x.shape)):
         return x
     return _slice.bind([x], {"slices": norm})
 

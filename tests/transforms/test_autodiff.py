@@ -1206,3 +1206,19 @@ def test_higher_derivatives_at_zeros_as_jax():
     big = nb.constant(np.array([-200.0, 50.0, 1e4], np.float32))
     np.testing.assert_allclose(nb.softplus(big).numpy(), [0.0, 50.0, 1e4])
     assert np.isfinite(nb.vmap(nb.grad(nb.grad(nb.softplus)))(big).numpy()).all()
+
+
+def test_prod_over_an_empty_axis_differentiates_to_empty_and_softmax_of_empty_is_empty():
+    """As JAX: ``prod`` over an empty axis is 1 with an empty (zero-size) gradient and a
+    zero tangent (the pairwise-product tree recursed forever there), and softmax over an
+    empty axis is the empty input."""
+    e = nb.constant(np.zeros((0,), np.float32))
+    assert nb.grad(lambda a: nb.prod(a))(e).shape == (0,)
+    g = nb.grad(lambda a: nb.sum(nb.prod(a, axis=1)))(nb.constant(np.zeros((3, 0), np.float32)))
+    assert g.shape == (3, 0)
+    out, t = nb.jvp(lambda a: nb.prod(a), (e,), (e,))
+    assert out.item() == 1.0 and t.item() == 0.0
+    for shape, axis in [((3, 0), -1), ((0, 3), 0), ((0, 3), 1)]:
+        x = nb.constant(np.zeros(shape, np.float32))
+        assert nb.softmax(x, axis=axis).shape == shape
+        assert nb.logsoftmax(x, axis=axis).shape == shape

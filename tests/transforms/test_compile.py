@@ -158,9 +158,12 @@ def test_dynamic_dims_sizes_taken_as_numbers_are_never_reused():
         lambda a: nb.jacrev(lambda y: nb.cumsum(y * 2.0))(a),
         lambda a: nb.jacfwd(lambda y: y[::-1] * 2.0)(a),
         lambda a: smooth(nb.broadcast_to(a, (2, a.shape[0]))),
-        # cumprod's derivatives run log2(n) rounds of a scan: a number of rounds per size
+        # cumprod's derivatives run log2(n) rounds of a scan: a number of rounds per size;
+        # prod's derivative a tree of pairwise products, its levels per size
         lambda a: nb.grad(lambda y: nb.sum(nb.cumprod(y * 1.5, axis=0)))(a),
         lambda a: nb.jvp(lambda y: nb.cumprod(y, 0), (a,), (a * 0.0 + 1.0,))[1],
+        lambda a: nb.grad(lambda y: nb.prod(y + 2.0))(a),
+        lambda a: nb.roll(a, 4),  # (no roll at n=4, one at the other sizes)
     ]
     for k, fun in enumerate(cases):
         f = nb.compile(fun, dynamic_dims={0: {0: "n"}})
@@ -791,3 +794,30 @@ def test_custom_node_with_unhashable_data_compiles_and_retraces_when_it_changes(
     np.testing.assert_allclose(f(Named(x, names)).numpy(), [2.0] * 3)
     assert f.stats.misses == 2
     assert hash(nb.tree_structure(Named(1, ["w"]))) == hash(nb.tree_structure(Named(2, ["w"])))
+
+
+def test_dynamic_dims_literal_sizes_equal_to_the_trace_size_stay_literal():
+    """A literal that happens to equal the dynamic size at the trace (``x[:3]`` traced at
+    n=3) is not the size: each later size gets the literal's answer, as uncompiled. And
+    an int index counted from the end stays an offset from the end; one out of range at a
+    later size is the IndexError uncompiled code raises."""
+    cases = [
+        (lambda a: a[:3], (3, 4, 6)),
+        (lambda a: nb.sum(a[:2]), (2, 5)),
+        (lambda a: nb.reshape(a, (2, -1)), (2, 4, 6)),
+        (lambda a: nb.broadcast_to(a[:2], (2,)) * 2.0, (2, 3)),
+        (lambda a: a[-1] + a[0], (3, 1, 5)),
+    ]
+    for k, (fun, sizes) in enumerate(cases):
+        f = nb.compile(fun, dynamic_dims={0: {0: "n"}})
+        for n in sizes:
+            a = nb.constant(np.arange(1.0, n + 1.0, dtype=np.float32))
+            np.testing.assert_allclose(f(a).numpy(), fun(a).numpy(), err_msg=f"case {k}, n={n}")
+    f = nb.compile(lambda a: a[2], dynamic_dims={0: {0: "n"}})
+    f(nb.ones(3))
+    with pytest.raises(IndexError, match="index 2 is out of bounds for axis 0 with size 2"):
+        f(nb.ones(2))
+    g = nb.compile(lambda a: a[-1], dynamic_dims={0: {0: "n"}})
+    g(nb.ones(3))
+    with pytest.raises(IndexError, match="index -1 is out of bounds for axis 0 with size 0"):
+        g(nb.ones(0))

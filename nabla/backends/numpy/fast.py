@@ -581,7 +581,7 @@ class _Lowering:
         if not shape or shape[-1] * dt.itemsize > _ROW_MAX_BYTES:
             return None
         c = shape[-1]
-        if c == 1 or size < _ROW_MIN_ROWS * c:  # one channel: a scalar's loop is long already
+        if c <= 1 or size < _ROW_MIN_ROWS * c:  # one channel: a scalar's loop is long already
             return None
         for at in (0, 1):
             big, small = step.inputs[1 - at], step.inputs[at]
