@@ -603,6 +603,8 @@ def getitem(x, key) -> Tensor:
     tensors/arrays/lists and concrete boolean masks)."""
 
     x = as_tensor(x, op="getitem")
+    if any(type(k) is bool or type(k) is np.bool_ for k in _entries_of(key)):
+        return _with_scalar_bools(x, key)
     if x.ndim == 0 and not all(k is None or k is Ellipsis for k in _entries_of(key)):
         raise IndexError(f"getitem: cannot index a 0-d tensor with {key!r}")
     k = _parse_key(x, key)
@@ -616,6 +618,37 @@ def getitem(x, key) -> Tensor:
         n = len(ishape)
         out = fn.moveaxis(out, list(range(n)), list(range(at, at + n)))
     return fn.reshape(out, k.result_shape(y.shape, ishape, front=at is None))
+
+
+def _with_scalar_bools(x, key) -> Tensor:
+    """``x[key]`` for a key holding Python bools, as NumPy: a 0-d mask, so a new axis of
+    length 1 (True) or 0 (False). Among array indices NumPy counts them as advanced
+    indices too, which moves dims around: not supported there."""
+    parts = _entries_of(key)
+    if any(isinstance(k, Tensor | np.ndarray | list) for k in parts):
+        raise IndexError(
+            f"getitem: a Python bool among array indices is not supported (tensor of shape "
+            f"{x.shape}, index {key!r})"
+        )
+    consumed = sum(1 for k in parts if isinstance(k, slice) or _is_int(k))
+    empty, at = [], 0  # the result dims that False makes empty
+    for k in parts:
+        if type(k) is bool or type(k) is np.bool_:
+            if not k:
+                empty.append(at)
+            at += 1
+        elif k is None or isinstance(k, slice):
+            at += 1
+        elif k is Ellipsis:
+            at += x.ndim - consumed
+    y = getitem(x, tuple(None if type(k) is bool or type(k) is np.bool_ else k for k in parts))
+    if not empty:
+        return y
+    return y[tuple(slice(0, 0) if d in empty else slice(None) for d in range(empty[-1] + 1))]
+
+
+def _is_int(k) -> bool:
+    return isinstance(k, numbers.Integral) and not isinstance(k, bool)
 
 
 def _entries_of(key) -> tuple:

@@ -908,3 +908,16 @@ def test_round_method_takes_decimals_as_numpy_jax_and_pytorch():
     np.testing.assert_allclose(x.round(2).numpy(), np.round(x.numpy(), 2))
     np.testing.assert_allclose(x.round(decimals=1).numpy(), np.round(x.numpy(), 1))
     np.testing.assert_allclose(round(x, 1).numpy(), np.round(x.numpy(), 1))
+
+
+def test_python_bool_index_is_a_new_axis_of_one_or_zero_as_numpy():
+    a = np.arange(6, dtype=np.float32).reshape(2, 3)
+    x = nb.constant(a)
+    for key in [True, False, (0, True), (Ellipsis, False), (slice(None), np.bool_(True), 1)]:
+        got = x[key]
+        assert got.shape == a[key].shape, key
+        np.testing.assert_array_equal(got.numpy(), a[key])
+    assert nb.constant(np.float32(3.0))[True].shape == (1,)
+    np.testing.assert_array_equal(nb.grad(lambda t: t[True].sum())(x).numpy(), np.ones((2, 3)))
+    with pytest.raises(IndexError, match="a Python bool among array indices"):
+        x[[0, 1], True]
