@@ -37,6 +37,9 @@ COMPILED = [
     "steplr_adamw",
     "exponential_adagrad",
     "sequential3",
+    "warm_restarts",
+    "plateau_max_abs",
+    "chained",
 ]
 
 
@@ -80,10 +83,11 @@ def test_matches_pytorch_step_by_step_eager(name):
     params, opt, sched = _fresh(name)
     for i in range(STEPS):
         opt.zero_grad()
-        _loss(params, *_batch(i)).backward()
+        loss = _loss(params, *_batch(i))
+        loss.backward()
         opt.step()
+        make.advance(sched, loss.item())
         if sched is not None:
-            sched.step()
             assert sched.get_last_lr() == [opt.lr]
         _check_step(name, i, params, opt)
 
@@ -95,9 +99,8 @@ def test_matches_pytorch_through_compile_step_without_retracing(name):
     params, opt, sched = _fresh(name)
     step = opt.compile_step(_loss)
     for i in range(STEPS):
-        step(*_batch(i))
-        if sched is not None:
-            sched.step()
+        loss = step(*_batch(i))
+        make.advance(sched, loss.item())
         _check_step(name, i, params, opt)
     assert step.stats.misses == 1, step.stats
     assert step.stats.hits == STEPS - 1
@@ -146,7 +149,10 @@ def test_compile_step_reuses_a_settings_input_only_while_its_value_is_unchanged(
     assert opt._settings(traced=True)["lr"] is opt.lr
 
 
-@pytest.mark.parametrize("name", ["sequential3", "onecycle_adam_linear_3phase", "lambda"])
+@pytest.mark.parametrize(
+    "name",
+    ["sequential3", "onecycle_adam_linear_3phase", "lambda", "warm_restarts", "chained", "plateau"],
+)
 def test_scheduler_state_dict_resumes_the_schedule(name, tmp_path):
     """Stop after 8 steps, save the optimizer (nn.save) and the scheduler (pickled, as
     torch.save would), restore both into fresh ones, and finish: the same trajectory as
@@ -154,9 +160,10 @@ def test_scheduler_state_dict_resumes_the_schedule(name, tmp_path):
     params, opt, sched = _fresh(name)
     for i in range(8):
         opt.zero_grad()
-        _loss(params, *_batch(i)).backward()
+        loss = _loss(params, *_batch(i))
+        loss.backward()
         opt.step()
-        sched.step()
+        make.advance(sched, loss.item())
     nn.save(opt.state_dict(), tmp_path / "opt.safetensors")
     saved = pickle.dumps(sched.state_dict())
     params2 = [nb.constant(p.numpy().copy()) for p in params]
@@ -169,9 +176,10 @@ def test_scheduler_state_dict_resumes_the_schedule(name, tmp_path):
     assert _momentum(opt2) == pytest.approx(REF[f"{name}/momentum"][7], nan_ok=True)
     for i in range(8, STEPS):
         opt2.zero_grad()
-        _loss(params2, *_batch(i)).backward()
+        loss = _loss(params2, *_batch(i))
+        loss.backward()
         opt2.step()
-        sched2.step()
+        make.advance(sched2, loss.item())
         _check_step(name, i, params2, opt2)
 
 
@@ -220,6 +228,15 @@ def test_last_epoch_resumes_from_initial_lr():
             r"SequentialLR: invalid milestones=\[3\] for 1 schedulers",
         ),
         (lambda o: sched_mod.StepLR(o, 2, last_epoch=-3), r"StepLR: invalid last_epoch=-3"),
+        (lambda o: sched_mod.ConstantLR(o, factor=1.5), r"ConstantLR: invalid factor=1.5"),
+        (lambda o: sched_mod.PolynomialLR(o, total_iters=0), r"PolynomialLR: invalid total_iters"),
+        (
+            lambda o: sched_mod.CosineAnnealingWarmRestarts(o, 2, T_mult=0),
+            r"CosineAnnealingWarmRestarts: invalid T_mult=0",
+        ),
+        (lambda o: sched_mod.ReduceLROnPlateau(o, mode="best"), r"invalid mode='best'"),
+        (lambda o: sched_mod.ReduceLROnPlateau(o, factor=1.0), r"invalid factor=1.0"),
+        (lambda o: sched_mod.ChainedScheduler([]), r"ChainedScheduler: schedulers must be"),
     ],
 )
 def test_bad_scheduler_settings_are_clear_errors(build, match):
@@ -423,3 +440,17 @@ def test_functional_updates_under_vmap_match_a_loop():
 
     looped = np.stack([one(ps[i], gs[i]).numpy() for i in range(3)])
     np.testing.assert_allclose(nb.vmap(one)(ps, gs).numpy(), looped, rtol=1e-6)
+
+
+def test_warm_restarts_take_a_fractional_epoch_as_pytorch():
+    """``sched.step(epoch + i / iters)`` inside an epoch (PyTorch's documented use): the
+    rate at a fractional position of the period, from PyTorch 2.14's values."""
+    opt = optim.SGD({"w": nb.ones((2,))}, lr=0.1)
+    sched = sched_mod.CosineAnnealingWarmRestarts(opt, T_0=2, T_mult=2, eta_min=0.0)
+    opt.step({"w": nb.ones((2,))})
+    want = {0.5: 0.085355339, 1.25: 0.030865828, 2.5: 0.096193977, 7.0: 0.096193977}
+    for epoch, lr in want.items():
+        sched.step(epoch)
+        assert opt.lr == pytest.approx(lr, abs=1e-9), epoch
+    with pytest.raises(ValueError, match="epoch must be a number >= 0"):
+        sched.step(-1)

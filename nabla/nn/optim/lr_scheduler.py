@@ -34,13 +34,19 @@ from bisect import bisect_right
 from . import Optimizer
 
 __all__ = [
+    "ChainedScheduler",
+    "ConstantLR",
     "CosineAnnealingLR",
+    "CosineAnnealingWarmRestarts",
     "ExponentialLR",
     "LRScheduler",
     "LambdaLR",
     "LinearLR",
     "MultiStepLR",
+    "MultiplicativeLR",
     "OneCycleLR",
+    "PolynomialLR",
+    "ReduceLROnPlateau",
     "SequentialLR",
     "StepLR",
 ]
@@ -153,16 +159,19 @@ class LRScheduler:
         """Advance the schedule by one and set the optimizer's rate. Call it after the
         optimizer's step; calling it first skips the schedule's first value (a warning says
         so, as in PyTorch)."""
+        self._check_order()
+        self._step_count += 1
+        self._update_lr()
+
+    def _check_order(self) -> None:
         if self._step_count == 1 and self.optimizer._step_count == 0:
             warnings.warn(
                 f"{type(self).__name__}.step() was called before the optimizer's step(): call "
                 "optimizer.step() first, then scheduler.step(), or the schedule's first value "
                 "is skipped",
                 UserWarning,
-                stacklevel=2,
+                stacklevel=3,
             )
-        self._step_count += 1
-        self._update_lr()
 
     def _update_lr(self, epoch: int | None = None) -> None:
         """Step (``epoch`` None) or jump to ``epoch`` with the closed form, then set the
@@ -457,6 +466,350 @@ class LambdaLR(LRScheduler):
 
     def _state_keys(self) -> list:
         return [k for k in super()._state_keys() if k != "lr_lambdas"]
+
+
+class MultiplicativeLR(LRScheduler):
+    """Multiply the rate by ``lr_lambda(last_epoch)`` at every step after the first
+    (``torch.optim.lr_scheduler.MultiplicativeLR``).
+
+    Args:
+        optimizer: the optimizer whose ``lr`` is scheduled.
+        lr_lambda: a function of the step index returning the factor for that step (or a
+            list of one such function). It is not part of :meth:`state_dict`.
+        last_epoch: the index of the last step (default -1: a new schedule).
+    """
+
+    def __init__(self, optimizer, lr_lambda, last_epoch: int = -1):
+        fn = _single("MultiplicativeLR", "lr_lambda", lr_lambda)
+        if not callable(fn):
+            raise TypeError(
+                "MultiplicativeLR: lr_lambda must be a function of the step index, got "
+                f"{type(fn).__name__}"
+            )
+        self.lr_lambdas = [fn]
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self) -> list:
+        """The rate at ``last_epoch``: the current one times ``lr_lambda(last_epoch)``
+        (unchanged at step 0)."""
+        if self.last_epoch > 0:
+            return [self.optimizer.lr * float(self.lr_lambdas[0](self.last_epoch))]
+        return [self.optimizer.lr]
+
+    def _state_keys(self) -> list:
+        return [k for k in super()._state_keys() if k != "lr_lambdas"]
+
+
+class ConstantLR(LRScheduler):
+    """Scale the rate by ``factor`` for the first ``total_iters`` steps, then restore it
+    (``torch.optim.lr_scheduler.ConstantLR``).
+
+    Args:
+        optimizer: the optimizer whose ``lr`` is scheduled.
+        factor: the scale during the first steps, in ``(0, 1]`` (default 1/3).
+        total_iters: the number of scaled steps (default 5).
+        last_epoch: the index of the last step (default -1: a new schedule).
+    """
+
+    def __init__(
+        self, optimizer, factor: float = 1.0 / 3, total_iters: int = 5, last_epoch: int = -1
+    ):
+        problems = []
+        if not _real(factor) or not 0 < factor <= 1:
+            problems.append(f"factor={factor!r} (must be in (0, 1])")
+        _positive_int("total_iters", total_iters, problems)
+        _check("ConstantLR", problems)
+        self.factor, self.total_iters = factor, int(total_iters)
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self) -> list:
+        """The rate at ``last_epoch``: scaled by ``factor`` at step 0, scaled back at step
+        ``total_iters``, else the current one."""
+        lr, t = self.optimizer.lr, self.last_epoch
+        if t == 0:
+            return [lr * self.factor]
+        if t != self.total_iters:
+            return [lr]
+        return [lr * (1.0 / self.factor)]
+
+    def _closed_form_lr(self) -> list:
+        done = self.last_epoch >= self.total_iters
+        return [b * (self.factor + done * (1 - self.factor)) for b in self.base_lrs]
+
+
+class PolynomialLR(LRScheduler):
+    """Decay the rate to 0 over ``total_iters`` steps along ``(1 - t / total_iters) **
+    power`` (``torch.optim.lr_scheduler.PolynomialLR``; linear with the default power).
+
+    Args:
+        optimizer: the optimizer whose ``lr`` is scheduled.
+        total_iters: the number of steps of the decay (default 5).
+        power: the polynomial's power (default 1).
+        last_epoch: the index of the last step (default -1: a new schedule).
+    """
+
+    def __init__(self, optimizer, total_iters: int = 5, power: float = 1.0, last_epoch: int = -1):
+        problems = []
+        _positive_int("total_iters", total_iters, problems)
+        _number("power", power, problems)
+        _check("PolynomialLR", problems)
+        self.total_iters, self.power = int(total_iters), power
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self) -> list:
+        """The rate at ``last_epoch``: the current one times the ratio of this step's decay
+        to the last one's (kept at step 0 and past ``total_iters``)."""
+        lr, t, n = self.optimizer.lr, self.last_epoch, self.total_iters
+        if t == 0 or t > n:
+            return [lr]
+        return [lr * ((1.0 - t / n) / (1.0 - (t - 1) / n)) ** self.power]
+
+    def _closed_form_lr(self) -> list:
+        t = min(self.total_iters, self.last_epoch)
+        return [b * (1.0 - t / self.total_iters) ** self.power for b in self.base_lrs]
+
+
+class CosineAnnealingWarmRestarts(LRScheduler):
+    """Cosine annealing from the initial rate to ``eta_min`` over ``T_0`` steps, then
+    restarting, each period ``T_mult`` times the last (SGDR;
+    ``torch.optim.lr_scheduler.CosineAnnealingWarmRestarts``). ``step(epoch)`` also takes a
+    fractional epoch (``sched.step(epoch + i / iters)`` within an epoch), as PyTorch's.
+
+    Args:
+        optimizer: the optimizer whose ``lr`` is scheduled.
+        T_0: the steps of the first period (a positive integer).
+        T_mult: the growth of each period (an integer >= 1, default 1).
+        eta_min: the smallest rate (default 0).
+        last_epoch: the index of the last step (default -1: a new schedule).
+    """
+
+    def __init__(
+        self,
+        optimizer,
+        T_0: int,  # noqa: N803 - PyTorch's names
+        T_mult: int = 1,  # noqa: N803
+        eta_min: float = 0.0,
+        last_epoch: int = -1,
+    ):
+        problems = []
+        _positive_int("T_0", T_0, problems)
+        _positive_int("T_mult", T_mult, problems)
+        _number("eta_min", eta_min, problems)
+        _check("CosineAnnealingWarmRestarts", problems)
+        self.T_0, self.T_i, self.T_mult, self.eta_min = int(T_0), int(T_0), int(T_mult), eta_min
+        self.T_cur = last_epoch
+        super().__init__(optimizer, last_epoch)
+
+    def step(self, epoch=None) -> None:
+        """Advance by one step, or go to ``epoch`` (a number >= 0, fractional allowed), and
+        set the optimizer's rate."""
+        self._check_order()
+        self._step_count += 1
+        self._update_lr(epoch)
+
+    def _update_lr(self, epoch=None) -> None:
+        if epoch is None and self.last_epoch < 0:
+            epoch = 0
+        if epoch is None:
+            epoch = self.last_epoch + 1
+            self.T_cur += 1
+            if self.T_cur >= self.T_i:
+                self.T_cur -= self.T_i
+                self.T_i *= self.T_mult
+        else:
+            if not _real(epoch) or epoch < 0:
+                raise ValueError(
+                    f"CosineAnnealingWarmRestarts.step: epoch must be a number >= 0, got {epoch!r}"
+                )
+            if epoch >= self.T_0:
+                if self.T_mult == 1:
+                    self.T_cur = epoch % self.T_0
+                else:
+                    n = int(math.log(epoch / self.T_0 * (self.T_mult - 1) + 1, self.T_mult))
+                    self.T_cur = epoch - self.T_0 * (self.T_mult**n - 1) / (self.T_mult - 1)
+                    self.T_i = self.T_0 * self.T_mult**n
+            else:
+                self.T_i, self.T_cur = self.T_0, epoch
+        self.last_epoch = math.floor(epoch)
+        self.optimizer.lr = float(self.get_lr()[0])
+        self._last_lr = [self.optimizer.lr]
+
+    def get_lr(self) -> list:
+        """The rate at the position ``T_cur`` in the period of ``T_i`` steps."""
+        c = (1 + math.cos(math.pi * self.T_cur / self.T_i)) / 2
+        return [self.eta_min + (b - self.eta_min) * c for b in self.base_lrs]
+
+
+class ChainedScheduler(LRScheduler):
+    """Step several schedulers together, each scaling the rate the others set
+    (``torch.optim.lr_scheduler.ChainedScheduler``; e.g. a :class:`ConstantLR` warmup
+    and an :class:`ExponentialLR` decay at once).
+
+    Args:
+        schedulers: the schedulers (made for one optimizer), stepped in order.
+        optimizer: that optimizer (default: the first scheduler's).
+    """
+
+    def __init__(self, schedulers, optimizer=None):
+        schedulers = list(schedulers)
+        if not schedulers or not all(isinstance(s, LRScheduler) for s in schedulers):
+            raise ValueError(
+                "ChainedScheduler: schedulers must be a non-empty list of schedulers, got "
+                f"{[type(s).__name__ for s in schedulers]}"
+            )
+        optimizer = schedulers[0].optimizer if optimizer is None else optimizer
+        others = [type(s).__name__ for s in schedulers if s.optimizer is not optimizer]
+        if others:
+            raise ValueError(f"ChainedScheduler: {others} drive another optimizer")
+        self.optimizer, self._schedulers = optimizer, schedulers
+        self.base_lrs = [optimizer.initial_lr]
+        self.last_epoch = max(s.last_epoch for s in schedulers)
+        self._step_count = 1
+        self._last_lr = [optimizer.lr]
+
+    def get_lr(self) -> list:
+        """The rate in force (the last scheduler's)."""
+        return self.get_last_lr()
+
+    def step(self) -> None:
+        """Step each scheduler, in order."""
+        for s in self._schedulers:
+            s.step()
+        self.last_epoch += 1
+        self._last_lr = [self.optimizer.lr]
+
+    def _state_keys(self) -> list:
+        return [k for k in super()._state_keys() if k != "_schedulers"]
+
+    def state_dict(self) -> dict:
+        """The state, with each scheduler's own ``state_dict`` under ``"_schedulers"``.
+
+        Returns:
+            A dict.
+        """
+        sd = super().state_dict()
+        sd["_schedulers"] = [s.state_dict() for s in self._schedulers]
+        return sd
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        """Restore the state saved by :meth:`state_dict` (each scheduler's too).
+
+        Args:
+            state_dict: a dict from :meth:`state_dict` of a ChainedScheduler with as many
+                schedulers.
+
+        Raises:
+            ValueError: for another number of schedulers, or missing or unexpected keys.
+        """
+        state_dict = dict(state_dict)
+        subs = state_dict.pop("_schedulers", None)
+        if subs is None or len(subs) != len(self._schedulers):
+            got = "no" if subs is None else len(subs)
+            raise ValueError(
+                f"ChainedScheduler.load_state_dict: {got} scheduler states for "
+                f"{len(self._schedulers)} schedulers (nothing loaded)"
+            )
+        super().load_state_dict(state_dict)
+        for s, sd in zip(self._schedulers, subs):
+            s.load_state_dict(sd)
+        self._restore_optimizer()
+
+
+class ReduceLROnPlateau(LRScheduler):
+    """Multiply the rate by ``factor`` when a metric has stopped improving for
+    ``patience`` steps (``torch.optim.lr_scheduler.ReduceLROnPlateau``): call
+    ``step(metric)`` after each evaluation (``sched.step(val_loss)``).
+
+    Args:
+        optimizer: the optimizer whose ``lr`` is scheduled.
+        mode: ``"min"`` (the metric should fall, a loss) or ``"max"`` (rise, an accuracy).
+        factor: the rate's scale at a reduction, in ``(0, 1)`` (default 0.1).
+        patience: the steps without improvement tolerated before a reduction (default 10).
+        threshold: the least change that counts as an improvement (default 1e-4).
+        threshold_mode: ``"rel"`` (relative to the best, default) or ``"abs"``.
+        cooldown: the steps after a reduction during which no step counts as bad.
+        min_lr: the rate is never reduced below this (default 0).
+        eps: a reduction smaller than this is skipped (default 1e-8).
+    """
+
+    def __init__(
+        self,
+        optimizer,
+        mode: str = "min",
+        factor: float = 0.1,
+        patience: int = 10,
+        threshold: float = 1e-4,
+        threshold_mode: str = "rel",
+        cooldown: int = 0,
+        min_lr: float = 0.0,
+        eps: float = 1e-8,
+    ):
+        name = "ReduceLROnPlateau"
+        _check_optimizer(name, optimizer)
+        problems = []
+        if mode not in ("min", "max"):
+            problems.append(f"mode={mode!r} (must be 'min' or 'max')")
+        if threshold_mode not in ("rel", "abs"):
+            problems.append(f"threshold_mode={threshold_mode!r} (must be 'rel' or 'abs')")
+        if not _real(factor) or not 0 <= factor < 1:
+            problems.append(f"factor={factor!r} (must be in [0, 1))")
+        for label, value in (("patience", patience), ("cooldown", cooldown)):
+            if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
+                problems.append(f"{label}={value!r} (must be an integer >= 0)")
+        _number("threshold", threshold, problems, low=0)
+        _number("min_lr", _single(name, "min_lr", min_lr), problems, low=0)
+        _number("eps", eps, problems, low=0)
+        _check(name, problems)
+        self.optimizer = optimizer
+        self.mode, self.factor, self.patience = mode, factor, int(patience)
+        self.threshold, self.threshold_mode = threshold, threshold_mode
+        self.cooldown, self.min_lrs, self.eps = (
+            int(cooldown),
+            [_single(name, "min_lr", min_lr)],
+            eps,
+        )
+        self.best = math.inf if mode == "min" else -math.inf
+        self.num_bad_epochs, self.cooldown_counter = 0, 0
+        self.last_epoch, self._step_count = 0, 1
+        self.base_lrs = [float(optimizer.lr)]
+        self._last_lr = [float(optimizer.lr)]
+
+    def _is_better(self, a: float) -> bool:
+        rel = self.threshold_mode == "rel"
+        if self.mode == "min":
+            return a < (self.best * (1 - self.threshold) if rel else self.best - self.threshold)
+        return a > (self.best * (1 + self.threshold) if rel else self.best + self.threshold)
+
+    def step(self, metrics) -> None:  # noqa: D417 - the metric is documented below
+        """Record this evaluation's metric and reduce the rate after ``patience`` steps
+        without improvement.
+
+        Args:
+            metrics: the metric (a number, or a 0-d tensor, read once).
+        """
+        current = float(metrics.item() if hasattr(metrics, "item") else metrics)
+        self.last_epoch += 1
+        if self._is_better(current):
+            self.best, self.num_bad_epochs = current, 0
+        else:
+            self.num_bad_epochs += 1
+        if self.cooldown_counter > 0:
+            self.cooldown_counter -= 1
+            self.num_bad_epochs = 0
+        if self.num_bad_epochs > self.patience:
+            old = float(self.optimizer.lr)
+            new = max(old * self.factor, self.min_lrs[0])
+            if old - new > self.eps:
+                self.optimizer.lr = new
+            self.cooldown_counter, self.num_bad_epochs = self.cooldown, 0
+        self._last_lr = [float(self.optimizer.lr)]
+
+    def get_lr(self) -> list:
+        """The rate in force."""
+        return self.get_last_lr()
+
+    def _restore_optimizer(self) -> None:
+        self.optimizer.lr = self._last_lr[0]
 
 
 class OneCycleLR(LRScheduler):

@@ -88,6 +88,36 @@ CASES = {
         ],
         [5],
     ),
+    "constant": lambda o, p: _sched(o.SGD(p, lr=0.1), o, "ConstantLR", factor=0.5, total_iters=4),
+    "polynomial": lambda o, p: _sched(
+        o.SGD(p, lr=0.1), o, "PolynomialLR", total_iters=8, power=2.0
+    ),
+    "multiplicative": lambda o, p: _sched(
+        o.SGD(p, lr=0.1), o, "MultiplicativeLR", lambda e: 0.9 if e % 2 else 0.97
+    ),
+    "warm_restarts": lambda o, p: _sched(
+        o.SGD(p, lr=0.1, momentum=0.9), o, "CosineAnnealingWarmRestarts", 3, T_mult=2, eta_min=0.01
+    ),
+    "warm_restarts_1": lambda o, p: _sched(o.Adam(p, lr=0.05), o, "CosineAnnealingWarmRestarts", 4),
+    "chained": lambda o, p: _chained(
+        o,
+        o.SGD(p, lr=0.1),
+        [("ConstantLR", {"factor": 0.5, "total_iters": 3}), ("ExponentialLR", {"gamma": 0.9})],
+    ),
+    "plateau": lambda o, p: _sched(
+        o.SGD(p, lr=0.1), o, "ReduceLROnPlateau", factor=0.5, patience=1, cooldown=1
+    ),
+    "plateau_max_abs": lambda o, p: _sched(
+        o.SGD(p, lr=0.1, momentum=0.5),
+        o,
+        "ReduceLROnPlateau",
+        mode="max",
+        factor=0.3,
+        patience=0,
+        threshold=0.05,
+        threshold_mode="abs",
+        min_lr=0.01,
+    ),
     "sequential3": lambda o, p: _sequential(
         o,
         o.SGD(p, lr=0.1, momentum=0.5),
@@ -99,6 +129,20 @@ CASES = {
         [3, 8],
     ),
 }
+
+
+def _chained(o, opt, specs):
+    scheds = [getattr(o.lr_scheduler, name)(opt, **kw) for name, kw in specs]
+    return opt, o.lr_scheduler.ChainedScheduler(scheds)
+
+
+def advance(sched, loss) -> None:
+    """The scheduler's step after the optimizer's: ``ReduceLROnPlateau`` is given the
+    step's loss as its metric (for ``"max"`` mode, its negative)."""
+    if type(sched).__name__ == "ReduceLROnPlateau":
+        sched.step(float(loss) if sched.mode == "min" else -float(loss))
+    elif sched is not None:
+        sched.step()
 
 
 def _sequential(o, opt, specs, milestones):
@@ -122,8 +166,7 @@ def main():
             loss = ((x @ w + b - y) ** 2).mean()
             loss.backward()
             opt.step()
-            if sched is not None:
-                sched.step()
+            advance(sched, loss.item())
             group = opt.param_groups[0]
             params.append(np.concatenate([w.detach().numpy().ravel(), b.detach().numpy()]))
             lrs.append(group["lr"])
