@@ -53,13 +53,13 @@ class MultiHeadAttention(Module):
         dtype: parameter dtype (default: the default dtype).
         kdim: features of the keys (default ``embed_dim``), as in PyTorch.
         vdim: features of the values (default ``embed_dim``).
-        batch_first: must be True (the default): sequences are ``(batch, length,
-            features)``. Accepted so PyTorch code that passes it carries over.
+        batch_first: sequences are ``(batch, length, features)`` (True, the default, as the
+            original nabla's module); False takes and returns ``(length, batch, features)``,
+            as PyTorch's default.
         d_model: the original nabla's name of ``embed_dim`` (keyword only; give one of them).
 
     Raises:
-        ValueError: for ``embed_dim`` not a multiple of ``num_heads``, or
-            ``batch_first=False``.
+        ValueError: for ``embed_dim`` not a multiple of ``num_heads``.
         TypeError: for both or neither of ``embed_dim`` and ``d_model``.
     """
 
@@ -81,7 +81,7 @@ class MultiHeadAttention(Module):
         embed_dim = _one_of("MultiHeadAttention", "embed_dim", embed_dim, "d_model", d_model)
         if num_heads is None:
             raise TypeError("MultiHeadAttention: missing the argument 'num_heads'")
-        _check_batch_first(type(self).__name__, batch_first)
+        self.batch_first = bool(batch_first)
         if embed_dim % num_heads:
             raise ValueError(
                 f"MultiHeadAttention: embed_dim={embed_dim} is not a multiple of "
@@ -145,12 +145,50 @@ class MultiHeadAttention(Module):
         key = query if key is None else as_tensor(key, op="MultiHeadAttention")
         value = key if value is None else as_tensor(value, op="MultiHeadAttention")
         dims = (("query", query, self.embed_dim), ("key", key, self.kdim))
+        layout = "batch, length" if self.batch_first else "length, batch"
         for name, t, d in (*dims, ("value", value, self.vdim)):
             if t.ndim != 3 or t.shape[-1] != d:
                 raise ValueError(
                     f"MultiHeadAttention({self.extra_repr()}): {name} of shape {t.shape} is "
-                    f"not (batch, length, {d})"
+                    f"not ({layout}, {d})"
                 )
+        if not self.batch_first:
+            query, key, value = (t.swap_axes(0, 1) for t in (query, key, value))
+            got = self._forward_batch_first(
+                query,
+                key,
+                value,
+                key_padding_mask,
+                attn_mask,
+                is_causal,
+                need_weights,
+                average_attn_weights,
+            )
+            if not need_weights:
+                return got.swap_axes(0, 1)
+            return got[0].swap_axes(0, 1), got[1]
+        return self._forward_batch_first(
+            query,
+            key,
+            value,
+            key_padding_mask,
+            attn_mask,
+            is_causal,
+            need_weights,
+            average_attn_weights,
+        )
+
+    def _forward_batch_first(
+        self,
+        query,
+        key,
+        value,
+        key_padding_mask,
+        attn_mask,
+        is_causal,
+        need_weights,
+        average_attn_weights,
+    ):
         if query.shape[0] != key.shape[0]:
             raise ValueError(
                 f"MultiHeadAttention: query {query.shape} and key {key.shape} differ in batch"
@@ -365,35 +403,23 @@ class MultiheadAttention(MultiHeadAttention):
             ``(output, weights)``: the output like ``query`` with ``embed_dim`` features;
             the weights ``(N, L, S)`` (``(N, num_heads, L, S)`` unaveraged), or None.
         """
-        args = [as_tensor(t, op="MultiheadAttention") for t in (query, key, value)]
-        if not self.batch_first:
-            for name, t in zip(("query", "key", "value"), args, strict=True):
-                if t.ndim != 3:
-                    raise ValueError(
-                        f"MultiheadAttention({self.extra_repr()}): {name} of shape {t.shape} "
-                        "is not (length, batch, features) (batch_first=False)"
-                    )
-            args = [t.swap_axes(0, 1) for t in args]
-        got = super().forward(
-            *args,
+        got = super().forward(  # (which takes the layout batch_first says)
+            query,
+            key,
+            value,
             key_padding_mask=key_padding_mask,
             attn_mask=attn_mask,
             is_causal=is_causal,
             need_weights=need_weights,
             average_attn_weights=average_attn_weights,
         )
-        out, weights = got if need_weights else (got, None)
-        if not self.batch_first:
-            out = out.swap_axes(0, 1)
-        return out, weights
+        return got if need_weights else (got, None)
 
 
-def _check_batch_first(name, batch_first):
-    if not batch_first:
-        raise ValueError(
-            f"{name}: batch_first=False is not supported: nabla's sequences are "
-            "(batch, length, features); move the axes with nb.swapaxes(x, 0, 1)"
-        )
+def _seq_major(x, batch_first: bool):
+    """``x`` as ``(batch, length, ...)`` from the layer's layout (a swap of the first two
+    axes when it is PyTorch's ``(length, batch, ...)``), and back."""
+    return x if batch_first else as_tensor(x, op="transformer layer").swap_axes(0, 1)
 
 
 class _TransformerLayer(Module):
@@ -420,7 +446,7 @@ class _TransformerLayer(Module):
     ):
         super().__init__()
         nhead = _one_of(type(self).__name__, "nhead", nhead, "num_heads", num_heads)
-        _check_batch_first(type(self).__name__, batch_first)
+        self.batch_first = bool(batch_first)
         *attention_keys, k1, k2 = _keys(key, len(self.attentions) + 2)
         for name, k in zip(self.attentions, attention_keys):
             setattr(self, name, MultiHeadAttention(d_model, nhead, dropout, key=k))
@@ -447,8 +473,9 @@ class TransformerEncoderLayer(_TransformerLayer):
         dropout: dropout rate (default 0.1).
         activation: ``"relu"`` (default), ``"gelu"``, ``"silu"``, ``"tanh"`` or a callable.
         layer_norm_eps: LayerNorm epsilon (default 1e-5).
-        batch_first: must be True (the default): sequences are ``(batch, length,
-            features)``. Accepted so PyTorch's positional order carries over.
+        batch_first: sequences are ``(batch, length, features)`` (True, the default, as
+            the original nabla's layer); False takes and returns ``(length, batch,
+            features)``, as PyTorch's default.
         norm_first: pre-norm instead of post-norm (default False).
         key: optional RNG key for the initial values (keyword only).
         num_heads: the original nabla's name of ``nhead`` (keyword only; give one of them).
@@ -457,7 +484,6 @@ class TransformerEncoderLayer(_TransformerLayer):
     activation, layer_norm_eps, batch_first, norm_first)``.
 
     Raises:
-        ValueError: for ``batch_first=False``.
         TypeError: for both or neither of ``nhead`` and ``num_heads``.
     """
 
@@ -478,12 +504,14 @@ class TransformerEncoderLayer(_TransformerLayer):
         Returns:
             ``(N, L, d_model)``.
         """
-        x = src
+        x = _seq_major(src, self.batch_first)
         if self.norm_first:
             x = x + self._sa(self.norm1(x), src_mask, src_key_padding_mask, is_causal)
-            return x + self._ff(self.norm2(x))
-        x = self.norm1(x + self._sa(x, src_mask, src_key_padding_mask, is_causal))
-        return self.norm2(x + self._ff(x))
+            x = x + self._ff(self.norm2(x))
+        else:
+            x = self.norm1(x + self._sa(x, src_mask, src_key_padding_mask, is_causal))
+            x = self.norm2(x + self._ff(x))
+        return _seq_major(x, self.batch_first)
 
 
 class TransformerDecoderLayer(_TransformerLayer):
@@ -497,8 +525,9 @@ class TransformerDecoderLayer(_TransformerLayer):
         dropout: dropout rate (default 0.1).
         activation: ``"relu"`` (default), ``"gelu"``, ``"silu"``, ``"tanh"`` or a callable.
         layer_norm_eps: LayerNorm epsilon (default 1e-5).
-        batch_first: must be True (the default): sequences are ``(batch, length,
-            features)``. Accepted so PyTorch's positional order carries over.
+        batch_first: sequences are ``(batch, length, features)`` (True, the default, as
+            the original nabla's layer); False takes and returns ``(length, batch,
+            features)``, as PyTorch's default.
         norm_first: pre-norm instead of post-norm (default False).
         key: optional RNG key for the initial values (keyword only).
         num_heads: the original nabla's name of ``nhead`` (keyword only; give one of them).
@@ -507,7 +536,6 @@ class TransformerDecoderLayer(_TransformerLayer):
     activation, layer_norm_eps, batch_first, norm_first)``.
 
     Raises:
-        ValueError: for ``batch_first=False``.
         TypeError: for both or neither of ``nhead`` and ``num_heads``.
     """
 
@@ -555,14 +583,17 @@ class TransformerDecoderLayer(_TransformerLayer):
         def ca(x):
             return drop(self.cross_attn(x, memory, memory, memory_key_padding_mask, memory_mask))
 
-        x = tgt
+        x = _seq_major(tgt, self.batch_first)
+        memory = _seq_major(memory, self.batch_first)
         if self.norm_first:
             x = x + sa(self.norm1(x))
             x = x + ca(self.norm2(x))
-            return x + self._ff(self.norm3(x))
-        x = self.norm1(x + sa(x))
-        x = self.norm2(x + ca(x))
-        return self.norm3(x + self._ff(x))
+            x = x + self._ff(self.norm3(x))
+        else:
+            x = self.norm1(x + sa(x))
+            x = self.norm2(x + ca(x))
+            x = self.norm3(x + self._ff(x))
+        return _seq_major(x, self.batch_first)
 
 
 class _Stack(Module):

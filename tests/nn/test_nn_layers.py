@@ -154,8 +154,10 @@ def test_mha_masks_and_weights_as_pytorch():
         m(t(q), t(mem), attn_mask=nb.ones((3, 6)))
     with pytest.raises(ValueError, match=r"query \(2, 5, 8\) and key \(1, 6, 8\) differ"):
         m(t(q), t(mem[:1]))
-    with pytest.raises(ValueError, match="batch_first=False is not supported"):
-        nn.MultiHeadAttention(8, 2, batch_first=False)
+    seq_first = nn.MultiHeadAttention(8, 2, batch_first=False)
+    seq_first.load_state_dict(m.state_dict())
+    got = seq_first(t(q).swap_axes(0, 1), t(mem).swap_axes(0, 1))
+    np.testing.assert_allclose(got.swap_axes(0, 1).numpy(), m(t(q), t(mem)).numpy(), rtol=1e-6)
     with pytest.raises(ValueError, match=r"scaled_dot_product_attention: attn_mask of shape"):
         nn.functional.scaled_dot_product_attention(t(q), t(mem), t(mem), attn_mask=nb.ones((4,)))
 
@@ -318,8 +320,32 @@ def test_transformer_layers_take_pytorch_s_positional_order():
         layer = cls(8, 2, 16, 0.0, "relu", 1e-3)
         assert layer.norm_first is False and layer.norm1.eps == 1e-3
         assert cls(8, 2, 16, 0.0, "relu", 1e-5, True, True).norm_first is True
-        with pytest.raises(ValueError, match="batch_first=False is not supported"):
-            cls(8, 2, batch_first=False)
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_transformer_layers_take_pytorch_s_sequence_first_layout(norm_first):
+    """``batch_first=False`` (PyTorch's default) takes and returns ``(length, batch,
+    features)``: the batch-first layer's answer with the first two axes swapped, masks
+    unchanged."""
+    x = t(rng.standard_normal((3, 5, 8)))  # (batch, length, features)
+    mem = t(rng.standard_normal((3, 4, 8)))
+    pad = nb.constant(np.array([[False] * 4, [False] * 3 + [True], [False] * 4]))
+    for cls in (nn.TransformerEncoderLayer, nn.TransformerDecoderLayer):
+        first = cls(8, 2, 16, 0.0, norm_first=norm_first, key=nb.random.key(1))
+        seq = cls(8, 2, 16, 0.0, batch_first=False, norm_first=norm_first, key=nb.random.key(1))
+        if cls is nn.TransformerEncoderLayer:
+            want = first(x, src_key_padding_mask=pad[:, :1].broadcast_to((3, 5)))
+            got = seq(x.swap_axes(0, 1), src_key_padding_mask=pad[:, :1].broadcast_to((3, 5)))
+        else:
+            want = first(x, mem, memory_key_padding_mask=pad, tgt_is_causal=True)
+            got = seq(
+                x.swap_axes(0, 1),
+                mem.swap_axes(0, 1),
+                memory_key_padding_mask=pad,
+                tgt_is_causal=True,
+            )
+        assert got.shape == (5, 3, 8)
+        np.testing.assert_allclose(got.swap_axes(0, 1).numpy(), want.numpy(), rtol=1e-5, atol=1e-6)
 
 
 def test_embedding_padding_idx_starts_at_zero_and_gets_no_gradient():
