@@ -49,7 +49,10 @@ Dynamic dims: the trace runs with those sizes as ``SymDim`` expressions (``n * 4
 ``n // 2`` stay symbolic in shapes and kwargs). Another size evaluates the plan there
 (``_Plan.specialize``), checked once per size by re-inferring every op's shapes; a Python
 decision on a size (``if n > 3``, ``int(n)``) while tracing makes the trace serve its own
-sizes only, and each other size is traced (``by_size``), with the reason logged.
+sizes only, and each other size is traced (``by_size``), with the reason logged. A size of
+0 or 1 is such a decision too (``_small_sizes``): a trace there serves its own sizes, a
+generic plan does not serve them, and the first generic trace after a small one becomes
+the plan.
 """
 
 from __future__ import annotations
@@ -170,6 +173,9 @@ class _Plan:
         # plan serves only its own sizes); each other size gets its own trace (``by_size``)
         self.size_reads: list = []
         self.by_size: dict = {}
+        # the sizes of a trace kept to its own sizes only because a dynamic dim was 0 or 1
+        # there (``_small_sizes``): the next generic trace replaces it as the plan
+        self.small_sizes: tuple | None = None
         self._specialized: dict = {}  # sizes -> this plan evaluated there, or why it can't be
         # the arguments' traced shapes as ints, for the check on every call (``_same_shapes``)
         self.traced_shapes = [tuple(int.__int__(d) for d in s) for _, s, _ in self.arg_specs]
@@ -1013,6 +1019,8 @@ class CompiledFunction:
         if own is not None:
             return own, None
         reason = plan.size_reads[0] if plan.size_reads else _per_size_reason(plan)
+        if reason is None:  # a generic plan does not serve a size of 0 or 1 either
+            reason = _small_sizes(call.sizes)
         if reason is None:
             at = plan.specialize(call.sizes, tensors)
             if isinstance(at, _Plan):
@@ -1021,6 +1029,16 @@ class CompiledFunction:
         self._stats.misses += 1
         self._log_retrace(f"trace for sizes {dict(call.sizes)} because {reason}")
         value, out = self._trace(call)
+        if (
+            plan.small_sizes is not None
+            and isinstance(value, _Plan)
+            and not value.size_reads
+            and _per_size_reason(value) is None
+        ):
+            # the plan was traced where a size was 0 or 1; this trace serves every size
+            value.by_size = {**plan.by_size, plan.small_sizes: plan}
+            self._store(call.key, value)
+            return None, out
         if isinstance(value, _Plan):  # valid at this size only
             value.size_reads = value.size_reads or [reason]
         plan.by_size[size_key] = value
@@ -1117,6 +1135,10 @@ class CompiledFunction:
                 recorded, placeholders, out, rng, traced_flat, self.fun, None, arg_grads
             )
         plan.traced_in_vmap = bool(drawing_levels())
+        small = _small_sizes(call.sizes)
+        if small:  # (its other size reads may be those of the small size alone)
+            plan.small_sizes = tuple(sorted(call.sizes.items()))
+            reads = [small, *(reads or [])]
         if reads:
             plan.size_reads = reads
             self._log_retrace(f"the trace serves only its own sizes: {reads[0]}")
@@ -1179,6 +1201,19 @@ def _is_partial(leaf) -> bool:
     return isinstance(leaf, Tensor) and bool(
         leaf._impl.sharding is not None and leaf._impl.sharding.partial
     )
+
+
+def _small_sizes(sizes: dict) -> str | None:
+    """Why a trace at these dynamic sizes serves only its own: a size of 0 or 1, where
+    broadcasting (a size-1 dim against another) and empty axes take other paths than at
+    every other size. None when every size is 2 or more."""
+    for name, n in sorted(sizes.items()):
+        if n <= 1:
+            return (
+                f"dynamic dim {name!r} has size {n} at this trace (sizes 0 and 1 are traced "
+                "per size: broadcasting and empty axes differ there)"
+            )
+    return None
 
 
 def _per_size_reason(plan) -> str | None:

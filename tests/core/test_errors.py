@@ -221,7 +221,7 @@ CASES = [
     ),
     ("getitem_out_of_bounds_neg", IndexError, lambda: lazy(2, 3)[:, -4], ["-4", "(2, 3)"]),
     ("getitem_float", IndexError, lambda: lazy(2, 3)[1.0], ["1.0", "float", "(2, 3)"]),
-    ("getitem_python_bool", IndexError, lambda: lazy(2, 3)[True], ["bool", "(2, 3)"]),
+    ("getitem_python_bool", IndexError, lambda: lazy(2, 3)[[0, 1], True], ["bool", "(2, 3)"]),
     ("getitem_0d", IndexError, lambda: lazy()[0], ["0-d"]),
     (
         "getitem_float_tensor",
