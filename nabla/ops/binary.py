@@ -16,8 +16,8 @@ import numbers
 import numpy as np
 
 from ..core.dtypes import DType, get_default_dtype, result_type
-from ..core.ir import SymDim, TensorImpl
-from ..core.state import is_live
+from ..core.ir import SymDim, TensorImpl, same_shape
+from ..core.state import STATE, is_live
 from ..runtime.tensor import Tensor
 from . import batching, spmd
 from ._util import as_tensor, doc_paragraph, is_scalar
@@ -64,7 +64,7 @@ def broadcast_shapes(op: str, *shapes) -> tuple:
         size = 1
         for s in shapes:
             d = s[i - ndim + len(s)] if i - ndim + len(s) >= 0 else 1
-            if d != 1:
+            if d != 1 or type(d) is SymDim:  # (a dynamic size that is 1 here is kept)
                 if size not in (1, d):
                     raise OpError(
                         f"{op}: shapes {', '.join(str(tuple(x)) for x in shapes)} "
@@ -161,7 +161,7 @@ def _aligned(op_name, args) -> list:
 
 
 def _bshape(a, b):
-    if a == b:
+    if a == b and (STATE.size_reads is None or same_shape(a, b)):
         return a
     if not a:
         return b
@@ -170,7 +170,16 @@ def _bshape(a, b):
     n = max(len(a), len(b))
     a = (1,) * (n - len(a)) + tuple(a)
     b = (1,) * (n - len(b)) + tuple(b)
-    return tuple(x if y == 1 or (x == y and isinstance(x, SymDim)) else y for x, y in zip(a, b))
+    return tuple(_bdim(x, y) for x, y in zip(a, b))
+
+
+def _bdim(x, y):
+    """One dim of the broadcast of sizes ``x`` and ``y``: a dynamic size (``SymDim``) over
+    a number equal to it at this trace (a 1 against a size that is 1 here broadcasts at
+    compile's other sizes)."""
+    if type(y) is SymDim and type(x) is not SymDim:
+        return y
+    return x if y == 1 or (x == y and isinstance(x, SymDim)) else y
 
 
 def _weak_scalar(value, t: Tensor, result: str):
@@ -199,10 +208,12 @@ def _sum_to_like(ct, like):
     if ct is None:
         return ct
     xs, cs = tuple(like.shape), tuple(ct.shape)
-    if xs != cs:
+    if xs != cs or (STATE.size_reads is not None and not same_shape(xs, cs)):
         lead = len(cs) - len(xs)
+        # (a dim of 1 against a dynamic size that is 1 at this trace is summed too: the
+        # size is another number at compile's other sizes)
         axes = tuple(range(lead)) + tuple(
-            lead + i for i, d in enumerate(xs) if d == 1 and cs[lead + i] != 1
+            lead + i for i, d in enumerate(xs) if d == 1 and not same_shape((d,), (cs[lead + i],))
         )
         if axes:
             ct = fn.reduce_sum(ct, axes, keepdims=True)
@@ -227,6 +238,8 @@ class BinaryOperation(Operation):
             if (
                 x._impl.dtype is y._impl.dtype
                 and x.shape == y.shape
+                # (in a dynamic-dims trace, equal numbers may be a literal and a size)
+                and (STATE.size_reads is None or same_shape(x.shape, y.shape))
                 and self.result != "float"
                 and self.kinds == "all"
             ):

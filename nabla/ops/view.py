@@ -141,7 +141,9 @@ class BroadcastToOp(Operation):
 
     def vjp_rule(self, primals, cotangents, outputs, kwargs):
         in_shape = primals[0].shape
-        axes = tuple(i for i, (a, b) in enumerate(zip(in_shape, kwargs["shape"])) if a != b)
+        # (not ``a != b``: a 1 against a dynamic size that is 1 at this trace is a broadcast)
+        pairs = zip(in_shape, kwargs["shape"])
+        axes = tuple(i for i, (a, b) in enumerate(pairs) if not same_shape((a,), (b,)))
         ct = cotangents[0]
         return [fn.reduce_sum(ct, axes, keepdims=True) if axes else ct]
 

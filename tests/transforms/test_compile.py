@@ -849,6 +849,14 @@ def test_dynamic_dims_sizes_0_and_1_are_traced_per_size():
             assert got.shape == want.shape, (k, n)
             np.testing.assert_allclose(got.numpy(), want.numpy(), err_msg=f"case {k}, n={n}")
         assert f.stats.misses == 2, (k, f.stats)  # the small size, then one generic trace
+    # a size derived from the dynamic one (n // 4) that is 1 at the trace: the operand's
+    # 1 broadcasts against it at the other sizes, and its gradient is summed there
+    fun = lambda a: nb.grad(lambda s: (s + a[: a.shape[0] // 4]).sum())(nb.ones((1, 2)))  # noqa: E731
+    f = nb.compile(fun, dynamic_dims={0: {0: "n"}})
+    for n in (4, 8, 12):
+        a = nb.ones((n, 2))
+        np.testing.assert_allclose(f(a).numpy(), fun(a).numpy())
+    assert f.stats.misses == 1
     g = nb.compile(lambda a: a.at[-1].set(5.0), dynamic_dims={0: {0: "n"}})
     g(nb.ones((3, 2)))
     with pytest.raises(IndexError, match="index -1 is out of bounds for axis 0 with size 0"):
