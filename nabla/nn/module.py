@@ -737,7 +737,9 @@ class Module:
         """
         own = self.state_dict()
         problems = []
-        missing = [k for k in own if k not in state_dict]
+        # a checkpoint from before BatchNorm counted its batches (PyTorch's version 1, and
+        # any file without PyTorch's metadata, such as safetensors): the count stays
+        missing = [k for k in own if k not in state_dict and not k.endswith("num_batches_tracked")]
         unexpected = [k for k in state_dict if k not in own]
         if strict:
             if missing:
@@ -749,14 +751,16 @@ class Module:
             if name not in state_dict:
                 continue
             new, problem = loaded_tensor(name, state_dict[name])
+            if problem is None and tuple(old.shape) == () and tuple(new.shape) == (1,):
+                new = new.reshape(())  # a 0-d value saved as (1,) (PyTorch reads it so)
             if problem is not None:
                 problems.append(problem)
             elif tuple(new.shape) != tuple(old.shape):
                 problems.append(f"{name}: shape {tuple(new.shape)}, expected {tuple(old.shape)}")
-            elif new.dtype is not old.dtype:
+            elif new.dtype is not old.dtype and not _castable(new.dtype, old.dtype):
                 problems.append(f"{name}: dtype {new.dtype}, expected {old.dtype}")
-            else:
-                updates.append((name, new))
+            else:  # (a float value into a float of another width, as PyTorch's copy_)
+                updates.append((name, new if new.dtype is old.dtype else new.cast(old.dtype)))
         if problems:
             raise StateDictError(
                 f"{type(self).__name__}.load_state_dict: "
@@ -1005,14 +1009,25 @@ def trainable_mask(tree) -> list[bool]:
     return out
 
 
+def _castable(got, want) -> bool:
+    """Whether a loaded value of dtype ``got`` goes into a tensor of dtype ``want`` by a
+    cast, as PyTorch's ``load_state_dict`` copies: float into float, integer into integer
+    (a float64 or bfloat16 checkpoint into a float32 model; an int32 count into int64)."""
+    return (got.is_float and want.is_float) or (got.is_int and want.is_int)
+
+
 def loaded_tensor(key: str, value) -> tuple[Tensor | None, str | None]:
-    """``(tensor, None)`` for a state dict entry (a Tensor, NumPy array or nested list), or
-    ``(None, problem)`` naming ``key`` when it cannot be a tensor (a string, an object array)."""
+    """``(tensor, None)`` for a state dict entry (a Tensor, NumPy array, nested list, or
+    another framework's tensor that NumPy reads, a PyTorch parameter included), or
+    ``(None, problem)`` naming ``key`` when it cannot be a tensor (a string, an object
+    array)."""
     if isinstance(value, Tensor):
         return value, None
+    if not isinstance(value, np.ndarray) and callable(getattr(value, "detach", None)):
+        value = value.detach()  # (a PyTorch tensor that requires grad has no NumPy view)
     try:
         return creation.constant(np.asarray(value)), None
-    except (TypeError, ValueError) as e:
+    except (TypeError, ValueError, RuntimeError) as e:
         shown = repr(value)
         shown = shown if len(shown) <= 40 else shown[:37] + "..."
         return None, f"{key}: a {type(value).__name__} {shown} is not a tensor ({e})"

@@ -1,19 +1,32 @@
 """``nabla.nn.utils``: what PyTorch keeps in ``torch.nn.utils`` — gradient clipping in place
 (``clip_grad_norm_``, ``clip_grad_value_``, also in :mod:`nabla.nn.optim` beside their
-functional forms) and parameters as one flat vector (``parameters_to_vector``,
-``vector_to_parameters``).
+functional forms), parameters as one flat vector (``parameters_to_vector``,
+``vector_to_parameters``), and a PyTorch ``state_dict`` turned into this model's layouts
+and back (``from_torch_state_dict``, ``to_torch_state_dict``).
 """
 
 from __future__ import annotations
+
+import numpy as np
 
 from ..ops import view
 from ..ops._util import as_tensor
 from ..ops.indexing import rebind
 from ..runtime.tensor import Tensor
 from ..transforms.autodiff import detach
+from .layers import Conv2d, Linear
+from .module import Module
 from .optim import _params_of, clip_grad_norm_, clip_grad_value_
+from .transformer import MultiHeadAttention, MultiheadAttention, TransformerDecoderLayer
 
-__all__ = ["clip_grad_norm_", "clip_grad_value_", "parameters_to_vector", "vector_to_parameters"]
+__all__ = [
+    "clip_grad_norm_",
+    "clip_grad_value_",
+    "from_torch_state_dict",
+    "parameters_to_vector",
+    "to_torch_state_dict",
+    "vector_to_parameters",
+]
 
 
 def parameters_to_vector(parameters) -> Tensor:
@@ -61,3 +74,127 @@ def vector_to_parameters(vec, parameters) -> None:
         part = view.reshape(vec[at : at + p.size], p.shape).cast(p.dtype)
         rebind(p, detach(part))
         at += p.size
+
+
+# ----------------------------------------------------------------------------- PyTorch layouts
+# Where this package's modules keep the original nabla's (JAX's) layouts instead of
+# PyTorch's: Linear's weight (in, out), Conv2d's HWIO filter, the transformer layers'
+# attention as four Linear projections (PyTorch packs q, k and v in ``in_proj_weight``) and
+# the decoder's cross-attention named ``cross_attn`` (``multihead_attn``). Every other
+# module holds PyTorch's names and layouts already.
+
+
+def _numpy(value) -> np.ndarray:
+    if isinstance(value, Tensor):
+        return value.numpy()
+    if not isinstance(value, np.ndarray) and callable(getattr(value, "detach", None)):
+        value = value.detach()  # a PyTorch tensor (that may require grad)
+    return np.asarray(value)
+
+
+def _torch_modules(model: Module) -> list:
+    """``(prefix, module)`` of ``model`` and its submodules whose layouts differ from
+    PyTorch's, parents first."""
+    out = []
+    for name, m in model.named_modules():
+        p = f"{name}." if name else ""
+        if isinstance(m, TransformerDecoderLayer | MultiHeadAttention | Conv2d | Linear):
+            out.append((p, m))
+    return out
+
+
+def from_torch_state_dict(model: Module, state_dict) -> dict:
+    """A PyTorch ``state_dict`` for ``model``'s architecture in ``model``'s own names and
+    layouts, for ``model.load_state_dict``: ``Linear`` weights transposed to ``(in,
+    out)``, ``Conv2d`` filters from OIHW to HWIO, the transformer layers' packed
+    ``in_proj_weight``/``in_proj_bias`` split into their ``q_proj``/``k_proj``/``v_proj``
+    and the decoder's ``multihead_attn`` renamed ``cross_attn``; every other entry as it is.
+    (A square ``Linear`` or ``Conv2d`` loads a PyTorch weight of the other layout without a
+    shape error, silently wrong: this is the way to load one.)
+
+    What it cannot know: a ``Linear`` after ``Flatten`` of a convolution's output reads the
+    features in ``(H, W, C)`` order here, ``(C, H, W)`` in PyTorch; permute that weight's
+    input rows (or pool to 1x1 first).
+
+    Args:
+        model: the module the weights are for (its structure decides each conversion).
+        state_dict: PyTorch's ``state_dict()`` (torch tensors, NumPy arrays or nabla tensors).
+
+    Returns:
+        A dict name -> NumPy array.
+
+    Example:
+        >>> model = nn.Linear(3, 2)
+        >>> torch_sd = {"weight": np.zeros((2, 3)), "bias": np.zeros(2)}
+        >>> from_torch_state_dict(model, torch_sd)["weight"].shape
+        (3, 2)
+    """
+    sd = {k: _numpy(v) for k, v in state_dict.items()}
+    done = set()  # entries already in this model's layout (the split projections)
+    for p, m in _torch_modules(model):
+        if isinstance(m, TransformerDecoderLayer):
+            old = f"{p}multihead_attn."
+            for k in [k for k in sd if k.startswith(old)]:
+                sd[f"{p}cross_attn.{k[len(old) :]}"] = sd.pop(k)
+        elif isinstance(m, MultiheadAttention):
+            continue  # PyTorch's own parameters already
+        elif isinstance(m, MultiHeadAttention):
+            e, names = m.embed_dim, ("q_proj", "k_proj", "v_proj")
+            if f"{p}in_proj_weight" in sd:
+                w = sd.pop(f"{p}in_proj_weight")
+                for i, n in enumerate(names):
+                    sd[f"{p}{n}.weight"] = w[i * e : (i + 1) * e].T
+                    done.add(f"{p}{n}.weight")
+            for n in names:  # (kdim/vdim other than embed_dim: one weight each)
+                if f"{p}{n}_weight" in sd:
+                    sd[f"{p}{n}.weight"] = sd.pop(f"{p}{n}_weight").T
+                    done.add(f"{p}{n}.weight")
+            if f"{p}in_proj_bias" in sd:
+                b = sd.pop(f"{p}in_proj_bias")
+                for i, n in enumerate(names):
+                    sd[f"{p}{n}.bias"] = b[i * e : (i + 1) * e]
+        elif isinstance(m, Linear) and f"{p}weight" in sd and f"{p}weight" not in done:
+            sd[f"{p}weight"] = sd[f"{p}weight"].T
+        elif isinstance(m, Conv2d) and f"{p}weight" in sd:
+            sd[f"{p}weight"] = sd[f"{p}weight"].transpose(2, 3, 1, 0)  # OIHW -> HWIO
+    return sd
+
+
+def to_torch_state_dict(model: Module) -> dict:
+    """``model``'s ``state_dict`` in PyTorch's names and layouts (the inverse of
+    :func:`from_torch_state_dict`), for ``torch_model.load_state_dict`` (as
+    ``{k: torch.from_numpy(v) for k, v in ...}``).
+
+    Args:
+        model: the module to export.
+
+    Returns:
+        A dict name -> NumPy array.
+
+    Example:
+        >>> to_torch_state_dict(nn.Linear(3, 2))["weight"].shape
+        (2, 3)
+    """
+    sd = {k: v.numpy() for k, v in model.state_dict().items()}
+    for p, m in reversed(_torch_modules(model)):  # children first: then their parents
+        if isinstance(m, MultiheadAttention):
+            continue
+        if isinstance(m, MultiHeadAttention):
+            names = ("q_proj", "k_proj", "v_proj")
+            ws = [sd.pop(f"{p}{n}.weight") for n in names]  # (as their Linear turned them)
+            if m.kdim == m.embed_dim and m.vdim == m.embed_dim:
+                sd[f"{p}in_proj_weight"] = np.concatenate(ws)
+            else:
+                for n, w in zip(names, ws, strict=True):
+                    sd[f"{p}{n}_weight"] = w
+            if f"{p}q_proj.bias" in sd:
+                sd[f"{p}in_proj_bias"] = np.concatenate([sd.pop(f"{p}{n}.bias") for n in names])
+        elif isinstance(m, TransformerDecoderLayer):
+            new = f"{p}cross_attn."
+            for k in [k for k in sd if k.startswith(new)]:
+                sd[f"{p}multihead_attn.{k[len(new) :]}"] = sd.pop(k)
+        elif isinstance(m, Linear) and f"{p}weight" in sd:
+            sd[f"{p}weight"] = sd[f"{p}weight"].T
+        elif isinstance(m, Conv2d) and f"{p}weight" in sd:
+            sd[f"{p}weight"] = sd[f"{p}weight"].transpose(3, 2, 0, 1)  # HWIO -> OIHW
+    return sd

@@ -99,7 +99,7 @@ def test_state_dict_round_trip_and_errors():
     sd = dict(a.state_dict())
     sd["fc.bias"] = nb.zeros((4,))
     sd["fc.weight"] = nb.zeros((5, 4))  # wrong shape
-    sd["layers.0.bias"] = nb.zeros((4,), dtype=nb.float64)  # wrong dtype
+    sd["layers.0.bias"] = nb.zeros((4,), dtype=nb.int32)  # wrong dtype (a float is cast)
     del sd["scale"]
     sd["extra"] = nb.zeros((1,))
     with pytest.raises(ValueError) as e:
@@ -344,3 +344,39 @@ def test_pytorchs_lookups_state_dict_keywords_error_type_and_hook_context():
         m(nb.ones((3, 2)))
     m(nb.ones((3, 2)))
     assert calls == [1]
+
+
+def test_load_state_dict_casts_and_reads_as_pytorch_does():
+    """As PyTorch's copy: a float value of another width is cast (a float64 or bfloat16
+    checkpoint into a float32 model), an int count too; a 0-d buffer saved as (1,) loads;
+    a checkpoint without BatchNorm's num_batches_tracked (PyTorch's older format, or a
+    file without its metadata) keeps the count; a PyTorch-style tensor that requires grad
+    is read through its detach."""
+    bn = nn.BatchNorm1d(3)
+    sd = {k: v.numpy() for k, v in bn.state_dict().items()}
+    sd["weight"] = np.full(3, 2.0, np.float64)
+    sd["running_var"] = np.full(3, 4.0, np.float16)
+    sd["num_batches_tracked"] = np.array([7], np.int32)
+    bn.load_state_dict(sd)
+    assert bn.weight.dtype is nb.float32 and bn.weight.numpy().tolist() == [2.0] * 3
+    assert bn.running_var.dtype is nb.float32 and bn.num_batches_tracked.dtype is nb.int64
+    assert bn.num_batches_tracked.shape == () and bn.num_batches_tracked.item() == 7
+    del sd["num_batches_tracked"]
+    assert bn.load_state_dict(sd).missing_keys == []
+    assert bn.num_batches_tracked.item() == 7
+
+    class Detachable:  # what a torch tensor with requires_grad offers
+        def __init__(self, a):
+            self.a = a
+
+        def __array__(self, dtype=None, copy=None):
+            raise RuntimeError("Can't call numpy() on Tensor that requires grad")
+
+        def detach(self):
+            return self.a
+
+    sd["bias"] = Detachable(np.full(3, 0.5, np.float32))
+    bn.load_state_dict(sd)
+    assert bn.bias.numpy().tolist() == [0.5] * 3
+    with pytest.raises(ValueError, match=r"weight: dtype nb.int32, expected nb.float32"):
+        bn.load_state_dict({**sd, "weight": np.ones(3, np.int32)})

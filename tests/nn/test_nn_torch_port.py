@@ -1,0 +1,68 @@
+"""PyTorch weights into nabla modules whose layouts differ from PyTorch's, and back:
+``nn.utils.from_torch_state_dict`` / ``to_torch_state_dict`` against recorded PyTorch
+modules (tests/nn/data/make_torch_port.py: each module's state_dict, input and output in
+eval mode). A square Linear or Conv2d is the case a plain ``load_state_dict`` cannot
+catch: both layouts have the same shape."""
+
+import importlib.util
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import nabla as nb
+
+nn = nb.nn
+DATA = Path(__file__).parent / "data"
+_spec = importlib.util.spec_from_file_location("make_torch_port", DATA / "make_torch_port.py")
+make = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(make)
+REF = dict(np.load(DATA / "torch_port.npz"))
+
+NABLA = {  # the same architectures, PyTorch's sequence-first layout where PyTorch's default
+    "linear": lambda: nn.Linear(5, 5),
+    "conv2d": lambda: nn.Conv2d(3, 3, 3, padding=1),
+    "encoder": lambda: nn.TransformerEncoderLayer(8, 2, 16, 0.0, batch_first=False),
+    "encoder_pre_gelu": lambda: nn.TransformerEncoderLayer(
+        8, 2, 16, 0.0, activation="gelu", batch_first=False, norm_first=True
+    ),
+    "decoder": lambda: nn.TransformerDecoderLayer(8, 2, 16, 0.0, batch_first=False),
+    "stack": lambda: nn.TransformerEncoder(
+        nn.TransformerEncoderLayer(8, 2, 16, 0.0), 2, norm=nn.LayerNorm(8)
+    ),
+}
+
+
+def _torch_sd(name):
+    head = f"{name}/sd/"
+    return {k[len(head) :]: v for k, v in REF.items() if k.startswith(head)}
+
+
+@pytest.mark.parametrize("name", list(make.CASES))
+def test_pytorch_weights_load_and_give_pytorch_s_outputs(name):
+    model = NABLA[name]().eval()
+    torch_sd = _torch_sd(name)
+    model.load_state_dict(nn.utils.from_torch_state_dict(model, torch_sd))
+    args = [nb.constant(REF[f"{name}/in{i}"]) for i in range(2) if f"{name}/in{i}" in REF]
+    if name == "conv2d":  # NCHW -> NHWC and back
+        out = model(args[0].moveaxis(1, -1)).moveaxis(-1, 1)
+    else:
+        out = model(*args)
+    np.testing.assert_allclose(out.numpy(), REF[f"{name}/out"], rtol=1e-5, atol=2e-6)
+    back = nn.utils.to_torch_state_dict(model)  # the inverse: PyTorch's names and layouts
+    assert set(back) == set(torch_sd)
+    for k, v in torch_sd.items():
+        np.testing.assert_allclose(back[k], v, rtol=0, atol=0, err_msg=k)
+
+
+def test_a_square_linear_loaded_raw_is_wrong_and_converted_is_right():
+    """Why the conversion exists: a (5, 5) PyTorch weight loads as it is without an error,
+    transposed; ``from_torch_state_dict`` lays it out as (in, out)."""
+    sd = _torch_sd("linear")
+    x = REF["linear/in0"]
+    raw = nn.Linear(5, 5)
+    raw.load_state_dict(sd)
+    assert not np.allclose(raw(nb.constant(x)).numpy(), REF["linear/out"], atol=1e-3)
+    m = nn.Linear(5, 5)
+    m.load_state_dict(nn.utils.from_torch_state_dict(m, sd))
+    np.testing.assert_allclose(m(nb.constant(x)).numpy(), REF["linear/out"], rtol=1e-5, atol=1e-6)
