@@ -208,6 +208,7 @@ multiply = mul
 divide = div
 power = pow
 concat = concatenate
+cat = concatenate  # (PyTorch's name)
 swapaxes = swap_axes
 tree_util = _pytree
 
@@ -344,6 +345,7 @@ __all__ = [
     "bitwise_xor",
     "bool",
     "broadcast_to",
+    "cat",
     "call_custom_kernel",
     "cast",
     "ceil",

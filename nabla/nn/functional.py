@@ -84,11 +84,44 @@ __all__ = [
     "xavier_uniform",
 ]
 
-relu = unary.relu
 gelu = unary.gelu
 tanh = unary.tanh
 sigmoid = unary.sigmoid
-silu = unary.silu
+
+
+def _inplace(name: str, inplace) -> None:
+    """PyTorch's ``inplace`` flag: accepted, and changes nothing (every op here gives a new
+    tensor)."""
+    if not isinstance(inplace, bool):
+        raise TypeError(f"{name}: inplace must be a bool, got {inplace!r}")
+
+
+def relu(x, inplace: bool = False) -> Tensor:
+    """``max(x, 0)`` (``nb.relu``).
+
+    Args:
+        x: the input.
+        inplace: PyTorch's flag, accepted; the result is a new tensor either way.
+
+    Returns:
+        A tensor like ``x``.
+    """
+    _inplace("relu", inplace)
+    return unary.relu(x)
+
+
+def silu(x, inplace: bool = False) -> Tensor:
+    """``x * sigmoid(x)`` (``nb.silu``).
+
+    Args:
+        x: the input.
+        inplace: PyTorch's flag, accepted; the result is a new tensor either way.
+
+    Returns:
+        A tensor like ``x``.
+    """
+    _inplace("silu", inplace)
+    return unary.silu(x)
 
 
 def softmax(x, axis: int | None = None, *, dim: int | None = None, dtype=None) -> Tensor:
@@ -328,33 +361,37 @@ def softplus(x, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
     return y
 
 
-def leaky_relu(x, negative_slope: float = 0.01) -> Tensor:
+def leaky_relu(x, negative_slope: float = 0.01, inplace: bool = False) -> Tensor:
     """``x`` where positive, ``negative_slope * x`` elsewhere.
 
     Args:
         x: the input.
         negative_slope: the slope for negative inputs (default 0.01).
+        inplace: PyTorch's flag, accepted; the result is a new tensor either way.
 
     Returns:
         A tensor like ``x``.
     """
+    _inplace("leaky_relu", inplace)
     x = as_tensor(x, op="leaky_relu")
     return binary.where(x > 0, x, x * negative_slope)
 
 
-def relu6(x) -> Tensor:
+def relu6(x, inplace: bool = False) -> Tensor:
     """``min(max(x, 0), 6)`` (PyTorch's ``relu6``).
 
     Args:
         x: the input.
+        inplace: PyTorch's flag, accepted; the result is a new tensor either way.
 
     Returns:
         A tensor like ``x``.
     """
+    _inplace("relu6", inplace)
     return hardtanh(as_tensor(x, op="relu6"), 0.0, 6.0)
 
 
-def hardtanh(x, min_val: float = -1.0, max_val: float = 1.0) -> Tensor:
+def hardtanh(x, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False) -> Tensor:
     """``x`` clipped to ``[min_val, max_val]`` (PyTorch's ``hardtanh``; its gradient is 1
     strictly inside the interval and 0 elsewhere, at the bounds too, as PyTorch's).
 
@@ -362,24 +399,28 @@ def hardtanh(x, min_val: float = -1.0, max_val: float = 1.0) -> Tensor:
         x: the input.
         min_val: the lower bound (default -1).
         max_val: the upper bound (default 1).
+        inplace: PyTorch's flag, accepted; the result is a new tensor either way.
 
     Returns:
         A tensor like ``x``.
     """
+    _inplace("hardtanh", inplace)
     x = as_tensor(x, op="hardtanh")
     return binary.where(x <= min_val, min_val, binary.where(x >= max_val, max_val, x))
 
 
-def elu(x, alpha: float = 1.0) -> Tensor:
+def elu(x, alpha: float = 1.0, inplace: bool = False) -> Tensor:
     """``x`` where positive, ``alpha * (exp(x) - 1)`` elsewhere (PyTorch's ``elu``).
 
     Args:
         x: the input.
         alpha: the scale of the negative part (default 1).
+        inplace: PyTorch's flag, accepted; the result is a new tensor either way.
 
     Returns:
         A tensor like ``x``.
     """
+    _inplace("elu", inplace)
     x = as_tensor(x, op="elu")
     positive = x > 0
     # expm1 only sees the negative part: a large x never makes inf * 0 in the gradient
@@ -390,52 +431,60 @@ _SELU_ALPHA = 1.6732632423543772
 _SELU_SCALE = 1.0507009873554805
 
 
-def selu(x) -> Tensor:
+def selu(x, inplace: bool = False) -> Tensor:
     """``scale * elu(x, alpha)`` with the self-normalizing constants (PyTorch's ``selu``).
 
     Args:
         x: the input.
+        inplace: PyTorch's flag, accepted; the result is a new tensor either way.
 
     Returns:
         A tensor like ``x``.
     """
+    _inplace("selu", inplace)
     return _SELU_SCALE * elu(as_tensor(x, op="selu"), _SELU_ALPHA)
 
 
-def mish(x) -> Tensor:
+def mish(x, inplace: bool = False) -> Tensor:
     """``x * tanh(softplus(x))`` (PyTorch's ``mish``).
 
     Args:
         x: the input.
+        inplace: PyTorch's flag, accepted; the result is a new tensor either way.
 
     Returns:
         A tensor like ``x``.
     """
+    _inplace("mish", inplace)
     x = as_tensor(x, op="mish")
     return x * unary.tanh(unary.softplus(x))
 
 
-def hardsigmoid(x) -> Tensor:
+def hardsigmoid(x, inplace: bool = False) -> Tensor:
     """``relu6(x + 3) / 6`` (PyTorch's ``hardsigmoid``).
 
     Args:
         x: the input.
+        inplace: PyTorch's flag, accepted; the result is a new tensor either way.
 
     Returns:
         A tensor like ``x``.
     """
+    _inplace("hardsigmoid", inplace)
     return hardtanh(as_tensor(x, op="hardsigmoid") / 6.0 + 0.5, 0.0, 1.0)
 
 
-def hardswish(x) -> Tensor:
+def hardswish(x, inplace: bool = False) -> Tensor:
     """``x * relu6(x + 3) / 6`` (PyTorch's ``hardswish``).
 
     Args:
         x: the input.
+        inplace: PyTorch's flag, accepted; the result is a new tensor either way.
 
     Returns:
         A tensor like ``x``.
     """
+    _inplace("hardswish", inplace)
     x = as_tensor(x, op="hardswish")
     # PyTorch's pieces with its boundaries (the gradient at -3 is 0, at 3 it is 1)
     return binary.where(x <= -3.0, 0.0, binary.where(x < 3.0, x * (x + 3.0) / 6.0, x))
@@ -581,7 +630,9 @@ def rms_norm(x, normalized_shape, weight=None, eps: float | None = None) -> Tens
     return y if weight is None else y * weight
 
 
-def dropout(x, p: float = 0.5, training: bool = True, key: Tensor | None = None) -> Tensor:
+def dropout(
+    x, p: float = 0.5, training: bool = True, key: Tensor | None = None, *, inplace: bool = False
+) -> Tensor:
     """Zero each element with probability ``p`` and scale the rest by ``1 / (1 - p)``.
 
     A fresh mask is drawn on every call (under ``nb.compile`` too) unless ``key`` is given.
@@ -591,6 +642,7 @@ def dropout(x, p: float = 0.5, training: bool = True, key: Tensor | None = None)
         p: the drop probability in ``[0, 1]`` (default 0.5; 1 gives zeros).
         training: when False, return ``x`` unchanged.
         key: an RNG key for a reproducible mask; None uses the global generator.
+        inplace: PyTorch's flag (keyword), accepted; the result is a new tensor either way.
 
     Returns:
         A tensor like ``x``.
@@ -598,6 +650,7 @@ def dropout(x, p: float = 0.5, training: bool = True, key: Tensor | None = None)
     Raises:
         ValueError: for ``p`` outside ``[0, 1]``.
     """
+    _inplace("dropout", inplace)
     if not 0.0 <= p <= 1.0:
         raise ValueError(f"dropout: p must be in [0, 1], got {p}")
     x = as_tensor(x, op="dropout")

@@ -843,8 +843,9 @@ class Dropout(Module):
         p: drop probability in ``[0, 1]`` (default 0.5; 1 gives zeros while training).
     """
 
-    def __init__(self, p: float = 0.5):
+    def __init__(self, p: float = 0.5, inplace: bool = False):
         super().__init__()
+        _inplace(type(self).__name__, inplace)
         if not 0.0 <= p <= 1.0:
             raise ValueError(f"Dropout: p must be in [0, 1], got {p}")
         self.p = float(p)
@@ -914,7 +915,28 @@ class _Activation(Module):
         return type(self).fn(x, *[getattr(self, name) for name in self.settings])
 
 
-class ReLU(_Activation):
+def _inplace(name: str, inplace) -> None:
+    """PyTorch's ``inplace`` flag: accepted, and changes nothing (every op here gives a new
+    tensor; code that reads the input afterwards must use the returned value)."""
+    if not isinstance(inplace, bool):
+        raise TypeError(f"{name}: inplace must be a bool, got {inplace!r}")
+
+
+_INPLACE_DOC = """
+    ``inplace`` (PyTorch's flag) is accepted and changes nothing: the result is a new tensor
+    (read the returned value, not the input).
+"""
+
+
+class _InPlaceActivation(_Activation):
+    """An activation whose PyTorch constructor takes ``inplace``."""
+
+    def __init__(self, inplace: bool = False):
+        super().__init__()
+        _inplace(type(self).__name__, inplace)
+
+
+class ReLU(_InPlaceActivation):
     """``max(x, 0)``."""
 
     fn = staticmethod(unary.relu)
@@ -932,37 +954,37 @@ class Sigmoid(_Activation):
     fn = staticmethod(unary.sigmoid)
 
 
-class SiLU(_Activation):
+class SiLU(_InPlaceActivation):
     """``x * sigmoid(x)`` (swish)."""
 
     fn = staticmethod(unary.silu)
 
 
-class ReLU6(_Activation):
+class ReLU6(_InPlaceActivation):
     """``min(max(x, 0), 6)``."""
 
     fn = staticmethod(F.relu6)
 
 
-class SELU(_Activation):
+class SELU(_InPlaceActivation):
     """``scale * elu(x, alpha)`` with the self-normalizing constants."""
 
     fn = staticmethod(F.selu)
 
 
-class Mish(_Activation):
+class Mish(_InPlaceActivation):
     """``x * tanh(softplus(x))``."""
 
     fn = staticmethod(F.mish)
 
 
-class Hardsigmoid(_Activation):
+class Hardsigmoid(_InPlaceActivation):
     """``relu6(x + 3) / 6``."""
 
     fn = staticmethod(F.hardsigmoid)
 
 
-class Hardswish(_Activation):
+class Hardswish(_InPlaceActivation):
     """``x * relu6(x + 3) / 6``."""
 
     fn = staticmethod(F.hardswish)
@@ -984,8 +1006,9 @@ class ELU(_Activation):
     fn = staticmethod(F.elu)
     settings = ("alpha",)
 
-    def __init__(self, alpha: float = 1.0):
+    def __init__(self, alpha: float = 1.0, inplace: bool = False):
         super().__init__()
+        _inplace("ELU", inplace)
         self.alpha = float(alpha)
 
     def extra_repr(self) -> str:
@@ -1004,8 +1027,9 @@ class Hardtanh(_Activation):
     fn = staticmethod(F.hardtanh)
     settings = ("min_val", "max_val")
 
-    def __init__(self, min_val: float = -1.0, max_val: float = 1.0):
+    def __init__(self, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False):
         super().__init__()
+        _inplace("Hardtanh", inplace)
         if max_val <= min_val:
             raise ValueError(f"Hardtanh: max_val={max_val} must exceed min_val={min_val}")
         self.min_val, self.max_val = float(min_val), float(max_val)
@@ -1032,9 +1056,13 @@ class Softplus(_Activation):
 
 
 class Identity(_Activation):
-    """Returns its input unchanged (a placeholder layer)."""
+    """Returns its input unchanged (a placeholder layer). As PyTorch's, its constructor
+    takes and ignores any arguments."""
 
     fn = staticmethod(lambda x: x)
+
+    def __init__(self, *args, **kwargs):
+        super().__init__()
 
 
 class GELU(_Activation):
@@ -1062,8 +1090,9 @@ class LeakyReLU(_Activation):
     fn = staticmethod(F.leaky_relu)
     settings = ("negative_slope",)
 
-    def __init__(self, negative_slope: float = 0.01):
+    def __init__(self, negative_slope: float = 0.01, inplace: bool = False):
         super().__init__()
+        _inplace("LeakyReLU", inplace)
         self.negative_slope = float(negative_slope)
 
 
@@ -1093,6 +1122,13 @@ class LogSoftmax(Softmax):
     """
 
     fn = staticmethod(reduction.logsoftmax)
+
+
+for _cls in (
+    Dropout, Dropout2d, ReLU, SiLU, ReLU6, SELU, Mish, Hardsigmoid, Hardswish, ELU, Hardtanh,
+    LeakyReLU,
+):  # fmt: skip
+    _cls.__doc__ += _INPLACE_DOC
 
 
 class Flatten(Module):

@@ -279,7 +279,9 @@ _FILLED_DOC = """A tensor of ``shape`` filled with {what}.
 
     Args:
         shape: int or tuple of ints.
-        dtype: the dtype (default: :func:`nabla.get_default_dtype`).
+        sizes: PyTorch's form: the sizes one by one after the first (``{what}(3, 4)``).
+        dtype: the dtype (default: :func:`nabla.get_default_dtype`); also positional, after
+            the shape, as NumPy and JAX.
         device: the device to place it on (default: :func:`nabla.get_default_device`).
 
     Returns:
@@ -287,14 +289,35 @@ _FILLED_DOC = """A tensor of ``shape`` filled with {what}.
     """
 
 
-def zeros(shape, dtype=None, *, device=None) -> Tensor:
+def zeros(shape, *sizes, dtype=None, device=None) -> Tensor:
+    shape, dtype = _shape_and_dtype(shape, sizes, dtype)
     device = device_arg("zeros", device)
     return full(shape, 0, dtype=dtype_or(dtype, get_default_dtype()), device=device)
 
 
-def ones(shape, dtype=None, *, device=None) -> Tensor:
+def ones(shape, *sizes, dtype=None, device=None) -> Tensor:
+    shape, dtype = _shape_and_dtype(shape, sizes, dtype)
     device = device_arg("ones", device)
     return full(shape, 1, dtype=dtype_or(dtype, get_default_dtype()), device=device)
+
+
+def _shape_and_dtype(shape, sizes: tuple, dtype):
+    """``zeros``/``ones``'s positional arguments: ``(shape, dtype)`` as NumPy and JAX give
+    them, or PyTorch's sizes one by one (``zeros(3, 4)``; a trailing dtype after them too)."""
+    if not sizes:
+        return shape, dtype
+    if not isinstance(sizes[-1], numbers.Integral) or isinstance(sizes[-1], bool):
+        if dtype is not None:
+            raise TypeError("pass the dtype once (positionally or as dtype=)")
+        *sizes, dtype = sizes
+    if not sizes:
+        return shape, dtype
+    if not isinstance(shape, numbers.Integral) or isinstance(shape, bool):
+        raise TypeError(
+            f"a shape and then sizes {tuple(sizes)}: give the shape as one tuple, or the sizes "
+            "one by one (zeros(3, 4))"
+        )
+    return (shape, *sizes), dtype
 
 
 # one text for the pair, the fill named per function

@@ -429,6 +429,8 @@ def _parse_key(x: Tensor, key, op="getitem") -> _Key:
 
 def _key_entry(x, k, op) -> tuple:
     """The entry of one element ``k`` of a key."""
+    if isinstance(k, range):  # an integer index, as NumPy (``logits[range(n), labels]``)
+        k = np.arange(k.start, k.stop, k.step, dtype=np.int64)
     if isinstance(k, Tensor | np.ndarray | list):
         return _array_entry(x, k, op)
     if k is None:

@@ -305,14 +305,20 @@ def _tile(self, *reps):
 
 def _spread(fn):
     """``var``/``std`` as methods that also take PyTorch's ``unbiased=`` (``correction``
-    1 when True, 0 when False) and ``dim=``/``keepdim=``."""
+    1 when True, 0 when False) and ``dim=``/``keepdim=``. Called PyTorch's way, with
+    ``dim=`` and no estimator named, the estimator is PyTorch's default, the unbiased one
+    (``x.std(dim=1)`` as in PyTorch); ``x.std()`` and ``x.std(axis)`` keep NumPy's and JAX's
+    ``ddof=0``."""
     reduce = _numpy_reduction(fn)
 
     def method(self, *args, unbiased=None, **kwargs):
+        named = unbiased is not None or "correction" in kwargs or "ddof" in kwargs
         if unbiased is not None:
             if "correction" in kwargs or "ddof" in kwargs:
                 raise TypeError(f"{fn.__name__}: pass unbiased= or correction=, not both")
             kwargs["correction"] = 1 if unbiased else 0
+        elif "dim" in kwargs and not named:
+            kwargs["correction"] = 1
         return reduce(self, *args, **kwargs)
 
     method.__name__ = fn.__name__

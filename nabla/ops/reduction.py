@@ -336,7 +336,19 @@ reduce_min = ReduceMinOp()
 window_max = WindowMaxOp()
 
 
-def sum(x, axis=None, keepdims=False, *, dtype=None):  # noqa: A001
+def _torch_names(op, axis, dim, keepdims=False, keepdim=None):
+    """``(axis, keepdims)`` from NumPy's names or PyTorch's ``dim``/``keepdim`` (both
+    spellings of one argument at once is a ``TypeError`` naming ``op``)."""
+    if dim is not None:
+        if axis is not None:
+            raise TypeError(f"{op}: pass axis or dim, not both")
+        axis = dim
+    if keepdim is not None:
+        keepdims = keepdim
+    return axis, keepdims
+
+
+def sum(x, axis=None, keepdims=False, *, dtype=None, dim=None, keepdim=None):  # noqa: A001
     """Sum of the elements over ``axis`` (NumPy's ``sum``; also ``x.sum(...)``).
 
     int8, int16 and bool tensors sum in int32 and uint8, uint16 ones in uint32, as in JAX;
@@ -348,6 +360,8 @@ def sum(x, axis=None, keepdims=False, *, dtype=None):  # noqa: A001
         axis: int, tuple of ints or None (default: all axes); negative axes count from the end.
         keepdims: keep the reduced axes as size-1 dims, so the result broadcasts against ``x``.
         dtype: compute in (and return) this dtype, as NumPy and JAX (``x`` is cast first).
+        dim: PyTorch's name for ``axis`` (``torch.sum(x, dim=1)``).
+        keepdim: PyTorch's name for ``keepdims``.
 
     Returns:
         A tensor of ``x``'s dtype (int32 for bool, int8 and int16; uint32 for uint8 and
@@ -365,6 +379,7 @@ def sum(x, axis=None, keepdims=False, *, dtype=None):  # noqa: A001
     """
     if not isinstance(x, Tensor):
         x = as_tensor(x, op="sum")
+    axis, keepdims = _torch_names("sum", axis, dim, keepdims, keepdim)
     if dtype is not None:
         return reduce_sum(x.cast(dtype), axis, keepdims).cast(dtype)
     return reduce_sum(x, axis, keepdims)
@@ -474,7 +489,7 @@ def _float(x, op):
     return x if x.dtype.is_float else x.cast(get_default_dtype())
 
 
-def mean(x, axis=None, keepdims=False, *, dtype=None):
+def mean(x, axis=None, keepdims=False, *, dtype=None, dim=None, keepdim=None):
     """Arithmetic mean over ``axis`` (NumPy's ``mean``; also ``x.mean(...)``).
 
     Computed as sum / count (so sharded reductions stay exact). Integer and bool tensors are
@@ -485,6 +500,8 @@ def mean(x, axis=None, keepdims=False, *, dtype=None):
         axis: int, tuple of ints or None (default: all axes); negative axes count from the end.
         keepdims: keep the reduced axes as size-1 dims, so the result broadcasts against ``x``.
         dtype: compute in (and return) this dtype, as NumPy and JAX (``x`` is cast first).
+        dim: PyTorch's name for ``axis`` (``torch.mean(x, dim=1)``).
+        keepdim: PyTorch's name for ``keepdims``.
 
     Returns:
         A float tensor (of ``dtype`` when given).
@@ -498,6 +515,7 @@ def mean(x, axis=None, keepdims=False, *, dtype=None):
         >>> nb.mean(nb.constant([1, 2])).item()
         1.5
     """
+    axis, keepdims = _torch_names("mean", axis, dim, keepdims, keepdim)
     if dtype is not None:
         x = as_tensor(x, op="mean").cast(dtype)
     x = _float(x, "mean")
@@ -631,9 +649,10 @@ def _empty_axis(n, op: str) -> bool:
     return n == 0
 
 
-def softmax(x, axis=-1):
-    """``exp(x) / sum(exp(x))`` along ``axis``, computed stably."""
+def softmax(x, axis=-1, *, dim=None):
+    """``exp(x) / sum(exp(x))`` along ``axis`` (PyTorch's ``dim=`` too), computed stably."""
 
+    axis = axis if dim is None else dim
     x = _float(x, "softmax")
     axis = norm_axis("softmax", axis, x.ndim, x.shape)
     if _empty_axis(x.shape[axis], "softmax"):
@@ -642,10 +661,11 @@ def softmax(x, axis=-1):
     return e / reduce_sum(e, (axis,), True)
 
 
-def logsoftmax(x, axis=-1):
-    """``x - logsumexp(x)`` along ``axis``, computed as ``(x - max) - log(sum(exp(x - max)))``:
-    the large ``logsumexp`` of large logits is never formed, whose rounding would reach the
-    result (logits of 1e5 lost two digits that way)."""
+def logsoftmax(x, axis=-1, *, dim=None):
+    """``x - logsumexp(x)`` along ``axis`` (PyTorch's ``dim=`` too), computed as ``(x - max)
+    - log(sum(exp(x - max)))``: the large ``logsumexp`` of large logits is never formed, whose
+    rounding would reach the result (logits of 1e5 lost two digits that way)."""
+    axis = axis if dim is None else dim
     x = _float(x, "logsoftmax")
     axis = norm_axis("logsoftmax", axis, x.ndim, x.shape)
     if _empty_axis(x.shape[axis], "logsoftmax"):
@@ -841,7 +861,7 @@ def _arg(op, x, axis, keepdims):
     return op.bind([x], {"axis": axis, "keepdims": bool(keepdims)})
 
 
-def argmax(x, axis=None, keepdims=False):
+def argmax(x, axis=None, keepdims=False, *, dim=None, keepdim=None):
     """Index of the maximum along ``axis`` (NumPy's ``argmax``; also ``x.argmax(...)``).
 
     Ties give the first occurrence; a NaN counts as the maximum (the first NaN wins).
@@ -850,6 +870,8 @@ def argmax(x, axis=None, keepdims=False):
         x: a tensor, or a Python scalar, nested list or NumPy array.
         axis: int, or None (default) to index into the flattened tensor.
         keepdims: keep the reduced axis as a size-1 dim (with ``axis=None``: every dim).
+        dim: PyTorch's name for ``axis`` (``torch.argmax(x, dim=1)``).
+        keepdim: PyTorch's name for ``keepdims``.
 
     Returns:
         An int64 tensor (not differentiable).
@@ -860,10 +882,11 @@ def argmax(x, axis=None, keepdims=False):
         TypeError: for an axis that is not an int.
         IndexError: for an axis out of range.
     """
+    axis, keepdims = _torch_names("argmax", axis, dim, keepdims, keepdim)
     return _arg(_argmax, x, axis, keepdims)
 
 
-def argmin(x, axis=None, keepdims=False):
+def argmin(x, axis=None, keepdims=False, *, dim=None, keepdim=None):
     """Index of the minimum along ``axis`` (NumPy's ``argmin``; also ``x.argmin(...)``).
 
     Ties give the first occurrence; a NaN counts as the minimum (the first NaN wins).
@@ -872,6 +895,8 @@ def argmin(x, axis=None, keepdims=False):
         x: a tensor, or a Python scalar, nested list or NumPy array.
         axis: int, or None (default) to index into the flattened tensor.
         keepdims: keep the reduced axis as a size-1 dim (with ``axis=None``: every dim).
+        dim: PyTorch's name for ``axis`` (``torch.argmin(x, dim=1)``).
+        keepdim: PyTorch's name for ``keepdims``.
 
     Returns:
         An int64 tensor (not differentiable).
@@ -882,6 +907,7 @@ def argmin(x, axis=None, keepdims=False):
         TypeError: for an axis that is not an int.
         IndexError: for an axis out of range.
     """
+    axis, keepdims = _torch_names("argmin", axis, dim, keepdims, keepdim)
     return _arg(_argmin, x, axis, keepdims)
 
 
@@ -923,9 +949,10 @@ class CumsumOp(_RunningOp):
 _cumsum = CumsumOp()
 
 
-def cumsum(x, axis=-1, exclusive=False, reverse=False, *, dtype=None):
-    """Cumulative sum along ``axis``; ``exclusive`` starts from 0, ``reverse`` runs backwards;
-    ``dtype`` casts ``x`` first (as NumPy, JAX and PyTorch)."""
+def cumsum(x, axis=-1, exclusive=False, reverse=False, *, dtype=None, dim=None):
+    """Cumulative sum along ``axis`` (PyTorch's ``dim=`` too); ``exclusive`` starts from 0,
+    ``reverse`` runs backwards; ``dtype`` casts ``x`` first (as NumPy, JAX and PyTorch)."""
+    axis = axis if dim is None else dim
     x, axis = _running_operand("cumsum", x, axis, dtype)
     return _cumsum.bind([x], {"axis": axis, "exclusive": bool(exclusive), "reverse": bool(reverse)})
 

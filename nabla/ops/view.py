@@ -1002,9 +1002,11 @@ _concatenate = ConcatenateOp()
 _split = SplitOp()
 
 
-def concatenate(tensors, axis=0) -> Tensor:
+def concatenate(tensors, axis=0, *, dim=None) -> Tensor:
     """Join tensors along an existing ``axis`` (dtypes promoted); ``axis=None`` joins them
-    flattened, as NumPy and JAX do."""
+    flattened, as NumPy and JAX do. ``dim=`` is PyTorch's name for ``axis`` (``nb.cat``)."""
+    if dim is not None:
+        axis = dim
 
     tensors = list(tensors)
     if not tensors:
@@ -1033,8 +1035,10 @@ def _need_promote(tensors):
     return len(ds) > 1 or None in ds
 
 
-def stack(tensors, axis=0) -> Tensor:
-    """Join tensors of equal shape along a new ``axis``."""
+def stack(tensors, axis=0, *, dim=None) -> Tensor:
+    """Join tensors of equal shape along a new ``axis`` (PyTorch's ``dim=`` too)."""
+    if dim is not None:
+        axis = dim
     tensors = [as_tensor(t, op="stack") for t in tensors]
     if not tensors:
         raise ValueError("stack: needs at least one tensor")

@@ -818,3 +818,49 @@ def test_sorting_in_numpys_jaxs_and_pytorchs_forms():
     np.testing.assert_array_equal(g.numpy(), want)
     with pytest.raises(ValueError, match=r"top_k: k must be an int in \[0, 4\]"):
         nb.top_k(t, 5)
+
+
+# ----------------------------------------------------------------------------- tutorial idioms
+def test_pytorch_tutorial_spellings_run_and_match():
+    """What PyTorch's tutorials write, beyond the layers: ``inplace=True`` activations and
+    dropout (accepted; the result is a new tensor), ``x.std(dim=)`` with PyTorch's
+    unbiased default, ``logits[range(n), labels]``, module-level ``dim=``, ``nb.cat`` and
+    ``zeros(3, 4)``. Values from PyTorch 2.14 / NumPy."""
+    model = nn.Sequential(
+        nn.Linear(3, 4),
+        nn.ReLU(True),
+        nn.LeakyReLU(0.2, inplace=True),
+        nn.Dropout(0.5, inplace=True),
+        nn.ELU(inplace=True),
+        nn.Hardtanh(-2.0, 2.0, True),
+        nn.Identity(54, unused_argument=0.1),
+    ).eval()
+    x = t(rng.standard_normal((2, 3)))
+    assert model(x).shape == (2, 4)
+    F = nn.functional
+    v = nb.constant(np.array([-1.0, 2.0], np.float32))
+    assert F.relu(v, inplace=True).tolist() == [0.0, 2.0]
+    assert F.leaky_relu(v, 0.5, True).tolist() == [-0.5, 2.0]
+    assert F.dropout(v, 0.5, False, inplace=True).tolist() == [-1.0, 2.0]
+    with pytest.raises(TypeError, match="inplace must be a bool"):
+        nn.ReLU(inplace="yes")
+
+    a = np.arange(12.0, dtype=np.float32).reshape(3, 4)
+    m = nb.constant(a)
+    np.testing.assert_allclose(m.std(dim=1).numpy(), a.std(axis=1, ddof=1), rtol=1e-6)
+    np.testing.assert_allclose(m.var(dim=(0, 1)).numpy(), 13.0)  # torch: 13.0
+    np.testing.assert_allclose(m.std(dim=1, unbiased=False).numpy(), a.std(axis=1), rtol=1e-6)
+    np.testing.assert_allclose(m.std().numpy(), a.std(), rtol=1e-6)  # NumPy's and JAX's
+    labels = nb.constant(np.array([1, 0, 3]))
+    assert m[range(3), labels].tolist() == [1.0, 4.0, 11.0]
+
+    assert nb.argmax(m, dim=1).tolist() == [3, 3, 3]
+    assert nb.sum(m, dim=1, keepdim=True).shape == (3, 1)
+    np.testing.assert_allclose(nb.mean(m, dim=0).numpy(), a.mean(0))
+    assert nb.softmax(m, dim=0).shape == (3, 4) and nb.cumsum(m, dim=0).shape == (3, 4)
+    assert nb.cat([m, m], dim=1).shape == (3, 8) and nb.stack([m, m], dim=-1).shape == (3, 4, 2)
+    with pytest.raises(TypeError, match="sum: pass axis or dim, not both"):
+        nb.sum(m, axis=0, dim=1)
+    assert nb.zeros(3, 4).shape == (3, 4) and nb.ones(2, 3, 4, nb.int32).dtype is nb.int32
+    with pytest.raises(TypeError, match="give the shape as one tuple"):
+        nb.zeros((2, 3), 4)

@@ -54,6 +54,7 @@ ALIASES = {
     "divide": "div",
     "power": "pow",
     "concat": "concatenate",
+    "cat": "concatenate",
     "swapaxes": "swap_axes",
     "arctan2": "atan2",
     "expand_dims": "unsqueeze",
