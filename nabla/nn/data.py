@@ -11,7 +11,7 @@ from ..core.sharding import PROCESS
 from ..ops import creation
 from ..runtime.tensor import Tensor
 
-__all__ = ["DataLoader", "Dataset", "TensorDataset", "default_collate"]
+__all__ = ["DataLoader", "Dataset", "Subset", "TensorDataset", "default_collate", "random_split"]
 
 
 class Dataset:
@@ -85,6 +85,77 @@ def _is_dataset(data) -> bool:
     return hasattr(data, "__getitem__") and hasattr(data, "__len__")
 
 
+# PyTorch's loader settings about worker processes and memory pinning: nothing to do here
+_TORCH_LOADER_OPTIONS = {
+    "num_workers",
+    "pin_memory",
+    "persistent_workers",
+    "prefetch_factor",
+    "timeout",
+    "worker_init_fn",
+    "pin_memory_device",
+    "multiprocessing_context",
+    "generator",
+}
+
+
+class Subset(Dataset):
+    """The examples of ``dataset`` at ``indices``, in that order
+    (``torch.utils.data.Subset``).
+
+    Args:
+        dataset: a map-style dataset (or anything indexable with ``len``).
+        indices: the positions kept.
+    """
+
+    def __init__(self, dataset, indices):
+        self.dataset, self.indices = dataset, [int(i) for i in indices]
+
+    def __getitem__(self, index):
+        if isinstance(index, list | np.ndarray):
+            return [self.dataset[self.indices[int(i)]] for i in index]
+        return self.dataset[self.indices[index]]
+
+    def __len__(self) -> int:
+        return len(self.indices)
+
+
+def random_split(dataset, lengths, seed: int = 0, *, generator=None) -> list:
+    """``dataset`` cut into non-overlapping random :class:`Subset`s of ``lengths``
+    (``torch.utils.data.random_split``): a list of counts adding up to ``len(dataset)``, or
+    fractions adding up to 1 (the remainder spread one by one from the first, as PyTorch).
+
+    Args:
+        dataset: a map-style dataset.
+        lengths: counts or fractions, one per subset.
+        seed: the seed of the permutation (default 0: the same split every run).
+        generator: accepted for PyTorch's signature (``seed`` decides here).
+
+    Returns:
+        A list of :class:`Subset`.
+
+    Raises:
+        ValueError: for lengths that do not add up.
+    """
+    n = len(dataset)
+    lengths = list(lengths)
+    if lengths and all(0 <= f <= 1 for f in lengths) and abs(sum(lengths) - 1) < 1e-9:
+        counts = [int(np.floor(n * f)) for f in lengths]
+        for i in range(n - sum(counts)):
+            counts[i % len(counts)] += 1
+        lengths = counts
+    if sum(lengths) != n or any(int(c) != c or c < 0 for c in lengths):
+        raise ValueError(
+            f"random_split: lengths {lengths} do not add up to the dataset's {n} examples"
+        )
+    order = np.random.default_rng(seed).permutation(n)
+    out, start = [], 0
+    for c in lengths:
+        out.append(Subset(dataset, order[start : start + int(c)]))
+        start += int(c)
+    return out
+
+
 class DataLoader:
     """Iterate over minibatches of one array or a tuple of arrays sharing their first dim.
 
@@ -120,6 +191,10 @@ class DataLoader:
         rank: which part this loader yields (default: ``nb.distributed.process_index()``).
         collate_fn: joins a dataset's examples into a batch (default
             :func:`default_collate`); only for a dataset.
+        **loader_options: PyTorch's ``num_workers``, ``pin_memory``, ``persistent_workers``,
+            ``prefetch_factor``, ``timeout`` and ``worker_init_fn``, accepted so its loader
+            calls carry over: batches are made in this process, in memory (no workers, no
+            pinning). Another keyword is a ``TypeError``.
 
     Raises:
         ValueError: for an empty dataset, arrays of different lengths, ``batch_size < 1``,
@@ -142,7 +217,11 @@ class DataLoader:
         num_replicas: int | None = None,
         rank: int | None = None,
         collate_fn=None,
+        **loader_options,
     ):
+        unknown = sorted(set(loader_options) - _TORCH_LOADER_OPTIONS)
+        if unknown:
+            raise TypeError(f"DataLoader: unexpected keyword arguments {unknown}")
         self.dataset = data if _is_dataset(data) else None
         self.collate_fn = default_collate if collate_fn is None else collate_fn
         if self.dataset is not None:

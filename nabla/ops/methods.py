@@ -547,6 +547,54 @@ def _dim(self):
     return self.ndim
 
 
+def _t(self):
+    """PyTorch's ``x.t()``: a 2-D tensor transposed (a 0-d or 1-D one as it is)."""
+    if self.ndim > 2:
+        raise ValueError(f"t: expects a tensor of at most 2 dims, got shape {self.shape}")
+    return _T(self)
+
+
+def _type(self, dtype=None):
+    """PyTorch's ``x.type(dtype)``: ``x`` cast to ``dtype``; without one, the dtype's name
+    (``"float32"``; PyTorch returns its tensor type's name).
+
+    Args:
+        dtype: the dtype to cast to.
+    """
+    if dtype is None:
+        return self.dtype.value
+    return unary.cast(self, dtype)
+
+
+def _is_floating_point(self):
+    """PyTorch's ``x.is_floating_point()``: whether the dtype is a float."""
+    return self.dtype.is_float
+
+
+def _norm(self, p="fro", dim=None, keepdim=False):
+    """PyTorch's ``x.norm(p, dim, keepdim)``: the ``p``-norm over ``dim`` (every element by
+    default; ``"fro"`` and 2 the Euclidean norm, ``inf`` the largest magnitude, 1 the sum
+    of magnitudes, 0 the count of nonzeros).
+
+    Args:
+        p: the order (default ``"fro"``, the Euclidean norm of the elements).
+        dim: the dims reduced (default: all).
+        keepdim: keep the reduced dims as size 1.
+    """
+    a = unary.abs(self)
+    if p == "fro" or p == 2:
+        return unary.sqrt(reduction.sum(self * self, dim, keepdim))
+    if p == float("inf"):
+        return reduction.max(a, dim, keepdim)
+    if p == float("-inf"):
+        return reduction.min(a, dim, keepdim)
+    if p == 0:
+        return reduction.sum((a != 0).cast(self.dtype), dim, keepdim)
+    if p == 1:
+        return reduction.sum(a, dim, keepdim)
+    return reduction.sum(a**p, dim, keepdim) ** (1.0 / p)
+
+
 def _contiguous(self):
     """``x`` itself: every tensor is logically contiguous (PyTorch's ``contiguous()``)."""
     return self
@@ -649,6 +697,10 @@ _METHODS.update(
         "bool": _caster("bool"),
         "type_as": _type_as,
         "dim": _dim,
+        "t": _t,
+        "type": _type,
+        "is_floating_point": _is_floating_point,
+        "norm": _norm,
         "clone": unary.identity,  # a new tensor with the value; differentiable
         "contiguous": _contiguous,
         "is_contiguous": _is_contiguous,

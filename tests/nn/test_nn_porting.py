@@ -864,3 +864,40 @@ def test_pytorch_tutorial_spellings_run_and_match():
     assert nb.zeros(3, 4).shape == (3, 4) and nb.ones(2, 3, 4, nb.int32).dtype is nb.int32
     with pytest.raises(TypeError, match="give the shape as one tuple"):
         nb.zeros((2, 3), 4)
+
+
+def test_pytorch_tensor_methods_and_data_utilities_from_tutorials():
+    """``x.t()``, ``x.type(dtype)``, ``x.is_floating_point()``, ``x.norm(p, dim)`` (values
+    from PyTorch 2.14), and ``random_split``/``Subset`` feeding a ``DataLoader`` that takes
+    PyTorch's worker settings."""
+    a = np.arange(-3.0, 3.0, dtype=np.float32).reshape(2, 3)
+    x = nb.constant(a)
+    assert x.t().shape == (3, 2) and x.type(nb.int32).dtype is nb.int32
+    assert x.type() == "float32" and x.is_floating_point() and not x.long().is_floating_point()
+    for p, whole, rows in [
+        ("fro", 4.358899, [3.741657, 2.236068]),
+        (1, 9.0, [6.0, 3.0]),
+        (float("inf"), 3.0, [3.0, 2.0]),
+        (0, 5.0, [3.0, 2.0]),
+        (3, 3.556893, [3.301927, 2.080084]),
+    ]:
+        assert x.norm(p).item() == pytest.approx(whole, rel=1e-5)
+        np.testing.assert_allclose(x.norm(p, dim=1).numpy(), rows, rtol=1e-5)
+    with pytest.raises(ValueError, match="t: expects a tensor of at most 2 dims"):
+        nb.zeros((2, 2, 2)).t()
+
+    ds = nn.data.TensorDataset(np.arange(10, dtype=np.float32)[:, None], np.arange(10))
+    train, val = nn.data.random_split(ds, [0.8, 0.2])
+    assert (len(train), len(val)) == (8, 2)
+    assert sorted(train.indices + val.indices) == list(range(10))
+    assert (
+        nn.data.random_split(ds, [3, 7])[0].indices
+        == train.indices[:0] + nn.data.random_split(ds, [3, 7])[0].indices
+    )  # the same split every run (seed 0)
+    loader = nn.DataLoader(train, batch_size=4, shuffle=True, num_workers=2, pin_memory=True)
+    seen = sorted(v for _, y in loader for v in y.tolist())
+    assert seen == sorted(train.indices)
+    with pytest.raises(TypeError, match=r"unexpected keyword arguments \['workers'\]"):
+        nn.DataLoader(train, batch_size=4, workers=2)
+    with pytest.raises(ValueError, match="do not add up to the dataset's 10 examples"):
+        nn.data.random_split(ds, [3, 3])
