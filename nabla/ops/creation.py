@@ -44,7 +44,9 @@ __all__ = [
 ]
 
 
-def constant(value, *, dtype=None, device: Device | None = None) -> Tensor:
+def constant(
+    value, *, dtype=None, device: Device | None = None, requires_grad: bool = False
+) -> Tensor:
     """Make a realized tensor from a Python value or NumPy array.
 
     Python ``bool`` -> bool, ``int`` -> int32, ``float`` -> the default float dtype (float32);
@@ -59,6 +61,9 @@ def constant(value, *, dtype=None, device: Device | None = None) -> Tensor:
         dtype: the dtype to convert to (a ``DType``, NumPy dtype, Python type or name);
             default: inferred as above.
         device: the device to place it on (default: :func:`nabla.get_default_device`).
+        requires_grad: make it a leaf whose gradient ``backward`` accumulates (PyTorch's
+            ``torch.tensor(data, requires_grad=True)``); a tensor ``value`` is copied
+            without its history first.
 
     Returns:
         A tensor: realized, unless built from tensors.
@@ -73,9 +78,21 @@ def constant(value, *, dtype=None, device: Device | None = None) -> Tensor:
         >>> nb.constant([[1.0, 2.0]]).shape
         (1, 2)
     """
+    if requires_grad:
+        if isinstance(value, Tensor):  # a new leaf: the caller's tensor keeps its flags
+            value = fn.stop_gradient(value)
+        return _leaf(constant_for(value, dtype, device, "constant"))
     if isinstance(value, Tensor) and dtype is None and device is None:
         return value
     return constant_for(value, dtype, device, "constant")
+
+
+def _leaf(t: Tensor, requires_grad: bool = True) -> Tensor:
+    """``t`` made a leaf that requires grad (PyTorch's ``requires_grad=True`` on a creation
+    function); an integer one is the ``TypeError`` of ``requires_grad``'s setter."""
+    if requires_grad:
+        t.requires_grad = True
+    return t
 
 
 def constant_for(value, dtype, device, op: str) -> Tensor:
@@ -238,7 +255,7 @@ def _full_of_array(shape, value, dtype, device) -> Tensor:
     return fn.broadcast_to(value, shape)
 
 
-def full(shape, value, dtype=None, *, device=None) -> Tensor:
+def full(shape, value, dtype=None, *, device=None, requires_grad: bool = False) -> Tensor:
     """A tensor of ``shape`` filled with ``value``.
 
     Args:
@@ -248,6 +265,7 @@ def full(shape, value, dtype=None, *, device=None) -> Tensor:
         dtype: the dtype; default inferred from ``value`` (bool, int32 or the default float
             for a Python scalar, its own dtype for a tensor or array).
         device: the device to place it on (default: :func:`nabla.get_default_device`).
+        requires_grad: make it a leaf whose gradient ``backward`` accumulates (PyTorch's).
 
     Returns:
         A tensor of ``shape``.
@@ -266,13 +284,15 @@ def full(shape, value, dtype=None, *, device=None) -> Tensor:
     shape = norm_shape("full", shape)
     dev = device_arg("full", device) or get_default_device()
     if isinstance(value, Tensor) or (not isinstance(value, SymDim) and np.ndim(value) > 0):
-        return _full_of_array(shape, value, dtype, dev)
+        out = _full_of_array(shape, value, dtype, dev)
+        return _leaf(fn.stop_gradient(out), True) if requires_grad else out
     if dtype is None:
         dtype = from_numpy_dtype(numpy_value(value, None, "full").dtype)
     dtype = to_dtype(dtype)
-    return _full.bind(
+    out = _full.bind(
         [], {"shape": shape, "value": _scalar_value(value, dtype), "dtype": dtype, "device": dev}
     )
+    return _leaf(out, requires_grad)
 
 
 _FILLED_DOC = """A tensor of ``shape`` filled with {what}.
@@ -283,22 +303,25 @@ _FILLED_DOC = """A tensor of ``shape`` filled with {what}.
         dtype: the dtype (default: :func:`nabla.get_default_dtype`); also positional, after
             the shape, as NumPy and JAX.
         device: the device to place it on (default: :func:`nabla.get_default_device`).
+        requires_grad: make it a leaf whose gradient ``backward`` accumulates (PyTorch's).
 
     Returns:
         A tensor of ``shape``.
     """
 
 
-def zeros(shape, *sizes, dtype=None, device=None) -> Tensor:
+def zeros(shape, *sizes, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     shape, dtype = _shape_and_dtype(shape, sizes, dtype)
     device = device_arg("zeros", device)
-    return full(shape, 0, dtype=dtype_or(dtype, get_default_dtype()), device=device)
+    out = full(shape, 0, dtype=dtype_or(dtype, get_default_dtype()), device=device)
+    return _leaf(out, requires_grad)
 
 
-def ones(shape, *sizes, dtype=None, device=None) -> Tensor:
+def ones(shape, *sizes, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     shape, dtype = _shape_and_dtype(shape, sizes, dtype)
     device = device_arg("ones", device)
-    return full(shape, 1, dtype=dtype_or(dtype, get_default_dtype()), device=device)
+    out = full(shape, 1, dtype=dtype_or(dtype, get_default_dtype()), device=device)
+    return _leaf(out, requires_grad)
 
 
 def _shape_and_dtype(shape, sizes: tuple, dtype):

@@ -566,6 +566,17 @@ def _type(self, dtype=None):
     return unary.cast(self, dtype)
 
 
+def _repeat_interleave(self, repeats, dim=None):
+    """PyTorch's ``x.repeat_interleave(repeats, dim)``: each element repeated ``repeats``
+    times along ``dim`` (the flattened tensor when None); NumPy's and JAX's ``repeat``.
+
+    Args:
+        repeats: an int, or one count per element along ``dim``.
+        dim: the dim (default: the flattened tensor).
+    """
+    return view.repeat(self, repeats, dim)
+
+
 def _is_floating_point(self):
     """PyTorch's ``x.is_floating_point()``: whether the dtype is a float."""
     return self.dtype.is_float
@@ -700,6 +711,7 @@ _METHODS.update(
         "t": _t,
         "type": _type,
         "is_floating_point": _is_floating_point,
+        "repeat_interleave": _repeat_interleave,
         "norm": _norm,
         "clone": unary.identity,  # a new tensor with the value; differentiable
         "contiguous": _contiguous,

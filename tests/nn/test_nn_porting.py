@@ -899,3 +899,23 @@ def test_pytorch_tensor_methods_and_data_utilities_from_tutorials():
         nn.DataLoader(train, batch_size=4, workers=2)
     with pytest.raises(ValueError, match="do not add up to the dataset's 10 examples"):
         nn.data.random_split(ds, [3, 3])
+
+
+def test_creation_requires_grad_and_repeat_interleave_as_pytorch():
+    """``torch.zeros(..., requires_grad=True)``, ``torch.tensor(data, requires_grad=True)``
+    and ``torch.full``'s: leaves whose gradient ``backward`` accumulates (a tensor given to
+    ``constant`` is copied, its own flags kept); ``x.repeat_interleave`` is NumPy's repeat."""
+    a = nb.zeros(3, requires_grad=True)
+    b = nb.constant([1.0, 2.0, 3.0], requires_grad=True)
+    c = nb.full((3,), 2.0, requires_grad=True)
+    d = nb.ones((3,), requires_grad=True)
+    ((a + 1) * b * c * d).sum().backward()
+    assert a.grad.tolist() == [2.0, 4.0, 6.0] and b.grad.tolist() == [2.0, 2.0, 2.0]
+    assert c.grad.tolist() == [1.0, 2.0, 3.0] and d.grad.tolist() == [2.0, 4.0, 6.0]
+    plain = nb.ones(3)
+    assert nb.constant(plain, requires_grad=True).requires_grad and not plain.requires_grad
+    with pytest.raises(TypeError, match="requires_grad needs a float tensor"):
+        nb.zeros(3, dtype=nb.int32, requires_grad=True)
+    x = nb.constant(np.array([[1, 2], [3, 4]]))
+    assert x.repeat_interleave(2).tolist() == [1, 1, 2, 2, 3, 3, 4, 4]
+    assert x.repeat_interleave([1, 2], dim=1).tolist() == [[1, 2, 2], [3, 4, 4]]
