@@ -743,15 +743,19 @@ def detach(x: Tensor) -> Tensor:
     return stop_gradient(x)
 
 
-def backward(t: Tensor, gradient=None, retain_graph=None) -> None:
+def backward(t: Tensor, gradient=None, retain_graph=None, create_graph: bool = False) -> None:
     """Accumulate d t / d leaf into ``leaf.grad`` for every ``requires_grad`` leaf ``t``
-    depends on (``Tensor.backward``). Gradients are realized and detached.
+    depends on (``Tensor.backward``). Gradients are realized and detached, unless
+    ``create_graph``.
 
     Args:
         t: the tensor to differentiate (a scalar unless ``gradient`` is given).
         gradient: the cotangent of ``t`` (same shape); default 1.0 for a scalar.
         retain_graph: accepted for PyTorch compatibility; the graph is always kept, so a
             second ``backward`` through it works either way.
+        create_graph: keep each gradient's own history, as PyTorch's: ``x.grad`` is then
+            differentiable (``x.grad.sum().backward()`` accumulates the second derivative
+            into it, a gradient penalty reaches the parameters).
 
     Raises:
         RuntimeError: for a non-scalar ``t`` without ``gradient``.
@@ -777,6 +781,11 @@ def backward(t: Tensor, gradient=None, retain_graph=None) -> None:
         got = backward_pass([t], [gradient], leaves)
 
     grads = [(leaf, got[id(leaf)]) for leaf in leaves if id(leaf) in got]
+    if create_graph:  # the gradients as computed, with their history (not realized here)
+        for leaf, g in grads:
+            leaf = _current_leaf(leaf)
+            leaf.grad = g if leaf.grad is None else leaf.grad + g
+        return
     # the output is realized with its gradients: one graph runs the forward pass once
     GRAPH.evaluate([t._impl] + [g._impl for _, g in grads])
     for leaf, g in grads:

@@ -1222,3 +1222,24 @@ def test_prod_over_an_empty_axis_differentiates_to_empty_and_softmax_of_empty_is
         x = nb.constant(np.zeros(shape, np.float32))
         assert nb.softmax(x, axis=axis).shape == shape
         assert nb.logsoftmax(x, axis=axis).shape == shape
+
+
+def test_backward_create_graph_keeps_gradients_differentiable():
+    """PyTorch's ``backward(create_graph=True)``: ``x.grad`` keeps its history, so a second
+    ``backward`` through it gives the second derivative, and a gradient penalty on an
+    input's gradient reaches the weights (reference: PyTorch 2.14's
+    ``autograd.grad(..., create_graph=True)``: [0.3327, 0.0285])."""
+    x = nb.constant(f32([1.0, 2.0, 3.0]), requires_grad=True)
+    (x**3).sum().backward(create_graph=True)
+    g = x.grad
+    close(g, [3.0, 12.0, 27.0])
+    assert g.requires_grad
+    x.grad = None
+    g.sum().backward()
+    close(x.grad, [6.0, 12.0, 18.0])
+    w = nb.constant(f32([0.5, -1.0]), requires_grad=True)
+    inp = nb.constant(f32([1.0, 2.0]), requires_grad=True)
+    nb.tanh(w * inp).sum().backward(create_graph=True)
+    w.grad = None
+    (inp.grad**2).sum().backward()
+    close(w.grad, [0.33268052, 0.02851276], rtol=1e-5)
