@@ -976,7 +976,17 @@ register(
         atol=1e-4,
     )
 )
-register(OpEntry("dot", nb.dot, np.matmul, _matmul_samples, dtypes=("float32",), atol=1e-4))
+
+
+def _dot_samples(rng, dt):
+    # NumPy's dot: matmul's cases, plus both operands batched (no broadcasting: every dim of
+    # both kept) and a 0-d operand (a product)
+    shapes = [((2, 3), (3, 4)), ((3,), (3, 2)), ((2, 3), (3,)), ((4,), (4,)), ((2, 2, 3), (3, 5))]
+    shapes += [((2, 3, 4), (5, 4, 6)), ((3,), (2, 3, 4)), ((), (3,)), ((0, 3), (3, 2))]
+    return [Sample((_vals(rng, a, dt), _vals(rng, b, dt))) for a, b in shapes]
+
+
+register(OpEntry("dot", nb.dot, np.dot, _dot_samples, dtypes=("float32",), atol=1e-4))
 register(
     OpEntry(
         "outer",

@@ -15,7 +15,7 @@ import numpy as np
 
 from ..ops import binary, creation, indexing, reduction, unary, view
 from ..ops import random as _random
-from ..ops._util import alias_arg, as_tensor
+from ..ops._util import as_tensor
 from ..ops.nn import avg_pool2d, conv2d, conv2d_transpose, max_pool2d
 from ..runtime.tensor import Tensor
 from .init import he_normal, he_uniform, xavier_normal, xavier_uniform
@@ -124,12 +124,13 @@ def silu(x, inplace: bool = False) -> Tensor:
     return unary.silu(x)
 
 
-def softmax(x, axis: int | None = None, *, dim: int | None = None, dtype=None) -> Tensor:
+def softmax(x, axis=-1, *, dim: int | None = None, dtype=None) -> Tensor:
     """``exp(x) / sum(exp(x))`` along ``axis`` (or PyTorch's ``dim``), computed stably.
 
     Args:
         x: the input.
-        axis: the axis (default -1, the last).
+        axis: the axis (default -1, the last); a tuple of axes, or None for every axis,
+            normalizes them together (as ``jax.nn``).
         dim: PyTorch's name for ``axis``.
         dtype: cast ``x`` to this dtype first (PyTorch's ``dtype=``).
 
@@ -143,12 +144,13 @@ def softmax(x, axis: int | None = None, *, dim: int | None = None, dtype=None) -
     return reduction.softmax(x, axis)
 
 
-def log_softmax(x, axis: int | None = None, *, dim: int | None = None, dtype=None) -> Tensor:
+def log_softmax(x, axis=-1, *, dim: int | None = None, dtype=None) -> Tensor:
     """``x - logsumexp(x)`` along ``axis`` (or PyTorch's ``dim``).
 
     Args:
         x: the input.
-        axis: the axis (default -1, the last).
+        axis: the axis (default -1, the last); a tuple of axes, or None for every axis,
+            normalizes them together (as ``jax.nn``).
         dim: PyTorch's name for ``axis``.
         dtype: cast ``x`` to this dtype first (PyTorch's ``dtype=``).
 
@@ -164,10 +166,13 @@ def log_softmax(x, axis: int | None = None, *, dim: int | None = None, dtype=Non
 
 def _normalized_input(op: str, x, axis, dim, dtype) -> tuple:
     """``(x, axis)`` of ``softmax``/``log_softmax``: one of ``axis`` and PyTorch's ``dim``
-    (default -1), ``x`` cast to ``dtype`` when given."""
-    axis = alias_arg(op, "axis", axis, "dim", dim)
+    (default -1; None: every axis, as JAX), ``x`` cast to ``dtype`` when given."""
+    if dim is not None:
+        if axis != -1:  # (given as well: the default -1 cannot be told from a given -1)
+            raise TypeError(f"{op}: pass axis or dim, not both")
+        axis = dim
     x = as_tensor(x, op=op)
-    return (x if dtype is None else x.cast(dtype)), (-1 if axis is None else axis)
+    return (x if dtype is None else x.cast(dtype)), axis
 
 
 def one_hot(tensor, num_classes: int = -1) -> Tensor:

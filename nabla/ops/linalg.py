@@ -319,25 +319,40 @@ def _differ(x, y):
 
 
 def dot(x, y):
-    """Dot product: the same as :func:`nabla.matmul` (``x @ y``).
-
-    Equals NumPy's ``dot`` for 1-D and 2-D operands (vector dot product, matrix-vector and
-    matrix products). For higher ranks it broadcasts batch dims like ``matmul``, which differs
-    from NumPy's ``dot``.
+    """NumPy's and JAX's ``dot``: for vectors and matrices the vector dot product,
+    matrix-vector and matrix products (``x @ y``); a 0-d operand multiplies; for higher ranks
+    the sum over ``x``'s last dim and ``y``'s second-to-last, every other dim of both kept
+    (``out[i, j, k, m] = sum(x[i, j, :] * y[k, :, m])``), where ``matmul`` would broadcast
+    their batch dims instead.
 
     Args:
-        x: a tensor (at least 1-D), or a nested list or NumPy array.
-        y: a tensor (at least 1-D) whose contracted dim matches ``x``'s last dim.
+        x: a tensor, or a nested list or NumPy array.
+        y: a tensor whose contracted dim (its last for a vector, else its second-to-last)
+            matches ``x``'s last dim.
 
     Returns:
-        The product; a 0-d tensor for two vectors.
+        The product: shape ``x.shape[:-1] + y.shape[:-2] + y.shape[-1:]``; a 0-d tensor for
+        two vectors.
 
     Raises:
-        ValueError: (:class:`nabla.OpError`) when the contracted dims differ or an operand
-            is 0-d.
+        ValueError: (:class:`nabla.OpError`) when the contracted dims differ, naming both
+            shapes.
         TypeError: for bool operands.
     """
-    return matmul(x, y)
+    x, y = as_tensor(x, op="dot"), as_tensor(y, op="dot")
+    if x.ndim == 0 or y.ndim == 0:
+        return x * y
+    k = y.shape[-2] if y.ndim >= 2 else y.shape[-1]
+    if x.shape[-1] != k:
+        raise OpError(
+            f"dot: the last dim of x (shape {x.shape}) must match "
+            f"{'the second-to-last' if y.ndim >= 2 else 'the only'} dim of y (shape {y.shape})"
+        )
+    if y.ndim <= 2 or x.ndim == 1:  # (matmul's broadcasting agrees with dot's here)
+        return matmul(x, y)
+    flat = fn.reshape(fn.moveaxis(y, -2, 0), (k, -1))  # (k, y's other dims)
+    out = matmul(x, flat)
+    return fn.reshape(out, x.shape[:-1] + y.shape[:-2] + y.shape[-1:])
 
 
 def outer(x, y):

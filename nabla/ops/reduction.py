@@ -641,38 +641,45 @@ def logsumexp(x, axis=None, keepdims=False):
     return s
 
 
-def _empty_axis(n, op: str) -> bool:
-    """Whether the axis of size ``n`` is empty (the result is then the empty input); under
-    compile's dynamic sizes an empty axis at the trace is a decision on the size."""
-    if n == 0 and isinstance(n, SymDim):
-        note_size_decision(n, f"{op} over an empty axis")
-    return n == 0
+def _empty_axes(x, axes, op: str) -> bool:
+    """Whether the axes ``axes`` of ``x`` hold no element (the result is then the empty
+    input); under compile's dynamic sizes an empty axis at the trace is a decision on the
+    size."""
+    empty = _count(x, axes) == 0
+    if empty:
+        for a in axes:
+            if isinstance(x.shape[a], SymDim):
+                note_size_decision(x.shape[a], f"{op} over an empty axis")
+    return empty
 
 
 def softmax(x, axis=-1, *, dim=None):
-    """``exp(x) / sum(exp(x))`` along ``axis`` (PyTorch's ``dim=`` too), computed stably."""
+    """``exp(x) / sum(exp(x))`` over ``axis``, computed stably: an int, a tuple of axes
+    normalized together, or None for every axis (as JAX's ``jax.nn.softmax``); ``dim=`` is
+    PyTorch's name."""
 
     axis = axis if dim is None else dim
     x = _float(x, "softmax")
-    axis = norm_axis("softmax", axis, x.ndim, x.shape)
-    if _empty_axis(x.shape[axis], "softmax"):
+    axes = norm_axes("softmax", axis, x.ndim, x.shape)
+    if _empty_axes(x, axes, "softmax"):
         return x
-    e = fn.exp(x - fn.stop_gradient(reduce_max(x, (axis,), True)))
-    return e / reduce_sum(e, (axis,), True)
+    e = fn.exp(x - fn.stop_gradient(reduce_max(x, axes, True)))
+    return e / reduce_sum(e, axes, True)
 
 
 def logsoftmax(x, axis=-1, *, dim=None):
-    """``x - logsumexp(x)`` along ``axis`` (PyTorch's ``dim=`` too), computed as ``(x - max)
-    - log(sum(exp(x - max)))``: the large ``logsumexp`` of large logits is never formed, whose
+    """``x - logsumexp(x)`` over ``axis`` (an int, a tuple, or None for every axis, as
+    ``jax.nn.log_softmax``; PyTorch's ``dim=`` too), computed as ``(x - max) -
+    log(sum(exp(x - max)))``: the large ``logsumexp`` of large logits is never formed, whose
     rounding would reach the result (logits of 1e5 lost two digits that way)."""
     axis = axis if dim is None else dim
     x = _float(x, "logsoftmax")
-    axis = norm_axis("logsoftmax", axis, x.ndim, x.shape)
-    if _empty_axis(x.shape[axis], "logsoftmax"):
+    axes = norm_axes("logsoftmax", axis, x.ndim, x.shape)
+    if _empty_axes(x, axes, "logsoftmax"):
         return x
-    m = fn.stop_gradient(reduce_max(x, (axis,), True))
+    m = fn.stop_gradient(reduce_max(x, axes, True))
     shifted = x - fn.where(fn.is_inf(m), 0.0, m)
-    return shifted - fn.log(reduce_sum(fn.exp(shifted), (axis,), True))
+    return shifted - fn.log(reduce_sum(fn.exp(shifted), axes, True))
 
 
 def all(x, axis=None, keepdims=False):  # noqa: A001

@@ -61,3 +61,27 @@ def test_linspace_of_an_integer_dtype_rounds_toward_minus_infinity():
     lo, hi = np.array([-10.0, 0.0]), np.array([0.0, -1.0])
     got = nb.linspace(nb.constant(lo), nb.constant(hi), 4, dtype=nb.int32).numpy()
     np.testing.assert_array_equal(got, np.linspace(lo, hi, 4, dtype=np.int32))
+
+
+def test_softmax_over_a_tuple_of_axes_or_every_axis_as_jax_nn():
+    """``axis=(0, 1)`` normalizes those axes together and ``axis=None`` every axis, as
+    ``jax.nn.softmax``/``log_softmax`` (``nb.softmax`` and ``nn.functional``); the default
+    stays the last axis. NumPy reference, gradients included."""
+    x = np.random.default_rng(5).standard_normal((3, 4, 2)).astype(np.float64)
+
+    def ref(v, axes):
+        e = np.exp(v - v.max(axis=axes, keepdims=True))
+        return e / e.sum(axis=axes, keepdims=True)
+
+    F = nb.nn.functional
+    for axis in [None, (0, 1), (0, 2), -1, 1]:
+        want = ref(x, axis)
+        for got in (nb.softmax(nb.constant(x), axis=axis), F.softmax(nb.constant(x), axis=axis)):
+            np.testing.assert_allclose(got.numpy(), want, rtol=1e-12)
+        np.testing.assert_allclose(
+            F.log_softmax(nb.constant(x), axis=axis).numpy(), np.log(want), rtol=1e-10
+        )
+    np.testing.assert_allclose(F.softmax(nb.constant(x)).numpy(), ref(x, -1), rtol=1e-12)
+    g = nb.grad(lambda v: (nb.softmax(v, axis=None) * nb.constant(x)).sum())(nb.constant(x))
+    s = ref(x, None)
+    np.testing.assert_allclose(g.numpy(), s * (x - (s * x).sum()), rtol=1e-10, atol=1e-14)
