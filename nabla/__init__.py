@@ -47,6 +47,7 @@ from .ops.base import Operation, OpError
 from .ops.binary import (
     BinaryOperation,
     add,
+    allclose,
     atan2,
     bitwise_and,
     bitwise_or,
@@ -57,6 +58,7 @@ from .ops.binary import (
     floor_div,
     greater,
     greater_equal,
+    isclose,
     left_shift,
     less,
     less_equal,
@@ -183,6 +185,7 @@ from .ops.view import (
     expand,
     flatten,
     flip,
+    hstack,
     moveaxis,
     pad,
     permute,
@@ -193,6 +196,7 @@ from .ops.view import (
     split,
     squeeze,
     stack,
+    vstack,
     swap_axes,
     roll,
     tile,
@@ -208,6 +212,10 @@ multiply = mul
 divide = div
 power = pow
 concat = concatenate
+absolute = abs  # (NumPy's and JAX's names)
+floor_divide = floor_div
+remainder = mod
+true_divide = div
 cat = concatenate  # (PyTorch's name)
 swapaxes = swap_axes
 tree_util = _pytree
@@ -284,10 +292,16 @@ pi = _math.pi
 e = _math.e
 
 __all__ = [
+    "absolute",
+    "allclose",
     "DeviceMesh",
     "DimSpec",
+    "floor_divide",
+    "hstack",
+    "isclose",
     "P",
     "PartitionSpec",
+    "remainder",
     "ShardingError",
     "ShardingSpec",
     "all_gather",
@@ -301,6 +315,7 @@ __all__ = [
     "reshard",
     "shard",
     "shard_map",
+    "true_divide",
     "visualize_sharding",
     "Accelerator",
     "BinaryOperation",
@@ -529,6 +544,7 @@ __all__ = [
     "var",
     "vjp",
     "vmap",
+    "vstack",
     "where",
     "while_loop",
     "zeros",

@@ -274,6 +274,47 @@ for _n, _f in [
     ("less_equal", np.less_equal),
 ]:
     binary(_n, _f, dtypes=("float32", "int32"), differentiable=False, out_dtype=lambda d: "bool")
+
+
+def _close_samples(rng, dt):
+    # pairs near and far, with infinities and NaNs (float), broadcasting, and keywords
+    out = []
+    for shape in [(3,), (2, 3)]:
+        a = _vals(rng, shape, dt)
+        b = a + (_vals(rng, shape, dt) * 1e-7 if np.dtype(a.dtype).kind == "f" else 0)
+        if a.ndim == 2 and np.dtype(a.dtype).kind == "f":
+            a[0, 0], b[0, 0], a[1, 1], b[1, 1], a[0, 1], b[0, 1] = (
+                np.inf,
+                np.inf,
+                np.nan,
+                1,
+                -np.inf,
+                np.inf,
+            )
+        out.append(Sample((a, b)))
+    a = _vals(rng, (2, 3), dt)
+    out.append(Sample((a, a[0] * 2 if np.dtype(a.dtype).kind == "f" else a[0])))
+    out.append(Sample((a, a), {"rtol": 0.0, "atol": 0.5}))
+    return out
+
+
+binary_close = [
+    ("isclose", np.isclose),
+    ("allclose", lambda a, b, **k: np.asarray(np.allclose(a, b, **k))),
+]
+for _n, _f in binary_close:
+    register(
+        OpEntry(
+            _n,
+            getattr(nb, _n),
+            _f,
+            _close_samples,
+            dtypes=("float32", "int32"),
+            differentiable=False,
+            batchable=_n == "isclose",
+            out_dtype=lambda d: "bool",
+        )
+    )
 for _n, _f in [
     ("logical_and", np.logical_and),
     ("logical_or", np.logical_or),
@@ -786,6 +827,18 @@ _multi(
     lambda *xs, axis=0: nb.stack(xs, axis),
     lambda *xs, axis=0: np.stack(xs, axis),
     [([(2, 3), (2, 3)], {}), ([(3,), (3,), (3,)], {"axis": 1}), ([(), ()], {})],
+)
+_multi(
+    "hstack",
+    lambda *xs: nb.hstack(xs),
+    lambda *xs: np.hstack(xs),
+    [([(2,), (3,)], {}), ([(2, 1), (2, 3)], {}), ([(), (2,)], {})],
+)
+_multi(
+    "vstack",
+    lambda *xs: nb.vstack(xs),
+    lambda *xs: np.vstack(xs),
+    [([(3,), (3,)], {}), ([(2, 3), (3,)], {}), ([(1, 2, 2), (3, 2, 2)], {})],
 )
 _multi(
     "slice_update",

@@ -51,6 +51,8 @@ __all__ = [
     "right_shift",
     "where",
     "clip",
+    "isclose",
+    "allclose",
     "broadcast_shapes",
     "BinaryOperation",
 ]
@@ -738,6 +740,48 @@ def clip(x, min=None, max=None):  # noqa: A002
     if max is not None:
         x = minimum(x, max)
     return x
+
+
+def isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False) -> Tensor:
+    """Elementwise ``|a - b| <= atol + rtol * |b|`` (NumPy's and JAX's ``isclose``, not
+    symmetric in ``a`` and ``b``); infinities are close only to themselves, NaN to nothing
+    unless ``equal_nan``. Integer operands are compared as floats.
+
+    Args:
+        a: a tensor, Python scalar, nested list or NumPy array.
+        b: the reference, broadcasting against ``a``.
+        rtol: the relative tolerance (default 1e-5).
+        atol: the absolute tolerance (default 1e-8).
+        equal_nan: whether two NaNs count as close (default False).
+
+    Returns:
+        A bool tensor of the broadcast shape.
+    """
+    (a, b), dtype = promote_operands("isclose", [a, b], broadcast=True)
+    if not dtype.is_float:
+        a, b = a.cast(get_default_dtype()), b.cast(get_default_dtype())
+    near = fn.abs(a - b) <= atol + rtol * fn.abs(b)
+    out = where(logical_and(fn.isfinite(a), fn.isfinite(b)), near, equal(a, b))
+    if equal_nan:
+        out = logical_or(out, logical_and(fn.is_nan(a), fn.is_nan(b)))
+    return out
+
+
+def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False) -> Tensor:
+    """Whether every element of ``a`` is close to ``b`` (:func:`isclose`), as a 0-d bool
+    tensor (JAX's ``allclose``; ``if nb.allclose(a, b):`` reads it).
+
+    Args:
+        a: a tensor, Python scalar, nested list or NumPy array.
+        b: the reference, broadcasting against ``a``.
+        rtol: the relative tolerance (default 1e-5).
+        atol: the absolute tolerance (default 1e-8).
+        equal_nan: whether two NaNs count as close (default False).
+
+    Returns:
+        A 0-d bool tensor.
+    """
+    return fn.all(isclose(a, b, rtol, atol, equal_nan))
 
 
 def _fits(value: int, dtype: DType) -> bool:

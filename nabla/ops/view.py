@@ -43,6 +43,8 @@ __all__ = [
     "pad",
     "concatenate",
     "stack",
+    "hstack",
+    "vstack",
     "split",
     "chunk",
     "unbind",
@@ -1048,6 +1050,36 @@ def stack(tensors, axis=0, *, dim=None) -> Tensor:
             raise OpError(f"stack: shapes differ: {describe([t.shape for t in tensors])}")
     axis = norm_axis("stack", axis, len(shape) + 1)
     return concatenate([unsqueeze(t, axis) for t in tensors], axis)
+
+
+def hstack(tensors) -> Tensor:
+    """Join tensors horizontally (NumPy's and JAX's ``hstack``): along their first dim when
+    they are 1-D (0-d ones count as length 1), else along their second.
+
+    Args:
+        tensors: a sequence of tensors (or values ``constant`` takes).
+
+    Returns:
+        The joined tensor.
+    """
+    ts = [as_tensor(t, op="hstack") for t in tensors]
+    ts = [reshape(t, (1,)) if t.ndim == 0 else t for t in ts]
+    return concatenate(ts, 0 if ts and ts[0].ndim == 1 else 1)
+
+
+def vstack(tensors) -> Tensor:
+    """Join tensors vertically (NumPy's and JAX's ``vstack``): along their first dim, a 1-D
+    tensor of ``n`` taken as a ``(1, n)`` row (a 0-d one as ``(1, 1)``).
+
+    Args:
+        tensors: a sequence of tensors (or values ``constant`` takes).
+
+    Returns:
+        The joined tensor.
+    """
+    ts = [as_tensor(t, op="vstack") for t in tensors]
+    ts = [reshape(t, (1, -1)) if t.ndim < 2 else t for t in ts]
+    return concatenate(ts, 0)
 
 
 def split(x, num_or_sizes=None, axis=0, *, num_splits=None) -> tuple[Tensor, ...]:
