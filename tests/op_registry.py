@@ -265,6 +265,29 @@ binary("pow", np.power, domain_x=(0.5, 2.0), domain_y=(-1.5, 1.5))
 binary("maximum", np.maximum, dtypes=("float32", "float64", "int32"))
 binary("minimum", np.minimum, dtypes=("float32", "float64", "int32"))
 binary("atan2", np.arctan2, away_y=0.3)
+binary("logaddexp", np.logaddexp)
+
+
+def _nan_to_num_samples(rng, dt):
+    x = _vals(rng, (2, 4), dt)
+    if np.dtype(x.dtype).kind == "f":
+        x[0, 0], x[0, 1], x[1, 2] = np.nan, np.inf, -np.inf
+    return [
+        Sample((_vals(rng, (3,), dt),)),
+        Sample((x,)),
+        Sample((x,), {"nan": 5.0, "posinf": 9.0, "neginf": -9.0}),
+    ]
+
+
+register(
+    OpEntry(
+        "nan_to_num",
+        nb.nan_to_num,
+        np.nan_to_num,
+        _nan_to_num_samples,
+        dtypes=("float32", "float64", "int32"),
+    )
+)
 for _n, _f in [
     ("equal", np.equal),
     ("not_equal", np.not_equal),
@@ -839,6 +862,34 @@ _multi(
     lambda *xs: nb.vstack(xs),
     lambda *xs: np.vstack(xs),
     [([(3,), (3,)], {}), ([(2, 3), (3,)], {}), ([(1, 2, 2), (3, 2, 2)], {})],
+)
+
+
+def _diag_samples(rng, dt):
+    return [Sample((_vals(rng, (3,), dt),), {"k": k}) for k in (0, 1, -2)] + [
+        Sample((_vals(rng, (3, 4), dt),), {"k": k}) for k in (0, 2, -1, 5)
+    ]
+
+
+register(OpEntry("diag", nb.diag, np.diag, _diag_samples, dtypes=("float32", "int32")))
+_multi(
+    "meshgrid",
+    lambda *xs, indexing="xy": nb.meshgrid(*xs, indexing=indexing),
+    lambda *xs, indexing="xy": np.meshgrid(*xs, indexing=indexing),
+    [([(3,), (4,)], {}), ([(2,), (3,), (4,)], {"indexing": "ij"}), ([(2,), (3,), (2,)], {})],
+)
+_multi(
+    "tensordot",
+    lambda x, y, axes=2: nb.tensordot(x, y, axes),
+    lambda x, y, axes=2: np.tensordot(x, y, axes),
+    [
+        ([(2, 3, 4), (3, 4, 5)], {}),
+        ([(2, 3, 4), (4, 3, 5)], {"axes": ([1, 2], [1, 0])}),
+        ([(2, 3), (4,)], {"axes": 0}),
+        ([(3, 4), (4, 2)], {"axes": 1}),
+    ],
+    dtypes=("float32",),
+    atol=1e-4,
 )
 _multi(
     "slice_update",

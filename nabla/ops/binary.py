@@ -53,6 +53,7 @@ __all__ = [
     "clip",
     "isclose",
     "allclose",
+    "logaddexp",
     "broadcast_shapes",
     "BinaryOperation",
 ]
@@ -782,6 +783,28 @@ def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False) -> Tensor:
         A 0-d bool tensor.
     """
     return fn.all(isclose(a, b, rtol, atol, equal_nan))
+
+
+def logaddexp(a, b) -> Tensor:
+    """``log(exp(a) + exp(b))`` without overflow (NumPy's and JAX's ``logaddexp``), as
+    ``max(a, b) + log1p(exp(-|a - b|))``; equal infinities give that infinity. Integer
+    operands are computed in the default float dtype.
+
+    Args:
+        a: a tensor, Python scalar, nested list or NumPy array.
+        b: broadcasting against ``a``.
+
+    Returns:
+        A float tensor of the broadcast shape.
+    """
+    (a, b), dtype = promote_operands("logaddexp", [a, b], broadcast=True)
+    if not dtype.is_float:
+        a, b = a.cast(get_default_dtype()), b.cast(get_default_dtype())
+    top = maximum(a, b)
+    gap = fn.abs(a - b)
+    # (a - b is NaN for equal infinities: the gap is then 0, the sum that infinity)
+    gap = where(fn.is_nan(gap) & equal(a, b), 0.0, gap)
+    return top + fn.log1p(fn.exp(-gap))
 
 
 def _fits(value: int, dtype: DType) -> bool:

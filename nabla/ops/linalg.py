@@ -14,7 +14,7 @@ from ._util import as_tensor
 from .base import Operation, OpError, describe
 from .functions import fn, provide
 
-__all__ = ["matmul", "outer", "einsum", "dot"]
+__all__ = ["matmul", "outer", "einsum", "dot", "tensordot"]
 
 
 class MatmulOp(Operation):
@@ -353,6 +353,44 @@ def dot(x, y):
     flat = fn.reshape(fn.moveaxis(y, -2, 0), (k, -1))  # (k, y's other dims)
     out = matmul(x, flat)
     return fn.reshape(out, x.shape[:-1] + y.shape[:-2] + y.shape[-1:])
+
+
+def tensordot(x, y, axes=2):
+    """The sum of products over the given dims of ``x`` and ``y`` (NumPy's and JAX's
+    ``tensordot``): ``axes`` an int ``n`` (``x``'s last ``n`` dims against ``y``'s first
+    ``n``) or a pair of sequences of dims; the result has ``x``'s remaining dims, then
+    ``y``'s.
+
+    Args:
+        x: a tensor, or a nested list or NumPy array.
+        y: a tensor.
+        axes: an int, or ``(x_dims, y_dims)`` of equal length (default 2).
+
+    Returns:
+        A tensor of shape ``x``'s free dims + ``y``'s free dims.
+
+    Raises:
+        ValueError: (:class:`nabla.OpError`) when the contracted dims' sizes differ.
+    """
+    x, y = as_tensor(x, op="tensordot"), as_tensor(y, op="tensordot")
+    if isinstance(axes, int):
+        xa, ya = list(range(x.ndim - axes, x.ndim)), list(range(axes))
+    else:
+        xa, ya = ([a] if isinstance(a, int) else list(a) for a in axes)
+    xa = [a % x.ndim for a in xa] if x.ndim else xa
+    ya = [a % y.ndim for a in ya] if y.ndim else ya
+    if len(xa) != len(ya) or any(x.shape[i] != y.shape[j] for i, j in zip(xa, ya)):
+        raise OpError(
+            f"tensordot: dims {xa} of x (shape {x.shape}) and {ya} of y (shape {y.shape}) "
+            "must have the same sizes"
+        )
+    xf = [d for d in range(x.ndim) if d not in xa]
+    yf = [d for d in range(y.ndim) if d not in ya]
+    k = math.prod(x.shape[i] for i in xa)
+    a = fn.reshape(fn.permute(x, xf + xa), (-1, k))
+    b = fn.reshape(fn.permute(y, ya + yf), (k, -1))
+    out = matmul(a, b)
+    return fn.reshape(out, tuple(x.shape[d] for d in xf) + tuple(y.shape[d] for d in yf))
 
 
 def outer(x, y):

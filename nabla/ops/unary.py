@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from ..core.dtypes import DType, get_default_dtype, to_dtype
 from ..core.pytree import tree_map
 from ..runtime.tensor import Tensor
@@ -52,6 +54,7 @@ __all__ = [
     "ceil",
     "round",
     "isfinite",
+    "nan_to_num",
     "trunc",
     "is_nan",
     "is_inf",
@@ -354,6 +357,33 @@ def isfinite(x):
     JAX's ``isfinite``). Always True for integer and bool tensors."""
     x = as_tensor(x, op="isfinite")
     return _logical_not(fn.logical_or(is_nan(x), is_inf(x)))
+
+
+def nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
+    """``x`` with NaN replaced by ``nan`` and the infinities by ``posinf``/``neginf``
+    (default: the dtype's largest and lowest finite values), as NumPy's and JAX's
+    ``nan_to_num``. Integer and bool tensors are returned as they are. The gradient flows
+    to the finite elements.
+
+    Args:
+        x: a tensor, Python scalar, nested list or NumPy array.
+        copy: accepted for NumPy's signature (the result is always a new value).
+        nan: the value for NaN (default 0).
+        posinf: the value for +inf (default: the dtype's largest).
+        neginf: the value for -inf (default: the dtype's lowest).
+
+    Returns:
+        A tensor like ``x``.
+    """
+    x = as_tensor(x, op="nan_to_num")
+    if not x.dtype.is_float:
+        return x
+    info = np.finfo(x.dtype.numpy)
+    hi = float(info.max) if posinf is None else posinf
+    lo = float(info.min) if neginf is None else neginf
+    out = fn.where(is_nan(x), nan, x)
+    out = fn.where(is_inf(x) & (x > 0), hi, out)
+    return fn.where(is_inf(x) & (x < 0), lo, out)
 
 
 _logical_not = _unary(

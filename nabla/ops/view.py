@@ -45,6 +45,8 @@ __all__ = [
     "stack",
     "hstack",
     "vstack",
+    "meshgrid",
+    "diag",
     "split",
     "chunk",
     "unbind",
@@ -1080,6 +1082,72 @@ def vstack(tensors) -> Tensor:
     ts = [as_tensor(t, op="vstack") for t in tensors]
     ts = [reshape(t, (1, -1)) if t.ndim < 2 else t for t in ts]
     return concatenate(ts, 0)
+
+
+def meshgrid(*xs, indexing: str = "xy") -> list[Tensor]:
+    """Coordinate grids from 1-D tensors (NumPy's and JAX's ``meshgrid``): each input
+    broadcast over the others' lengths. ``indexing="xy"`` (default) swaps the first two
+    output dims (Cartesian: ``x`` varies along columns); ``"ij"`` keeps the inputs' order.
+
+    Args:
+        xs: 1-D tensors (or values ``constant`` takes).
+        indexing: ``"xy"`` or ``"ij"``.
+
+    Returns:
+        A list of tensors, one per input, each of the grid's shape.
+
+    Raises:
+        ValueError: for an input that is not 1-D or another ``indexing``.
+    """
+    if indexing not in ("xy", "ij"):
+        raise ValueError(f"meshgrid: indexing must be 'xy' or 'ij', got {indexing!r}")
+    ts = [as_tensor(x, op="meshgrid") for x in xs]
+    for t in ts:
+        if t.ndim != 1:
+            raise ValueError(f"meshgrid: inputs must be 1-D, got shape {t.shape}")
+    n = len(ts)
+    order = list(range(n))
+    if indexing == "xy" and n >= 2:
+        order[0], order[1] = 1, 0  # the dim each input runs along
+    shape = [0] * n
+    for t, d in zip(ts, order):
+        shape[d] = t.shape[0]
+    out = []
+    for t, d in zip(ts, order):
+        at = [1] * n
+        at[d] = t.shape[0]
+        out.append(broadcast_to(reshape(t, tuple(at)), tuple(shape)))
+    return out
+
+
+def diag(x, k: int = 0) -> Tensor:
+    """NumPy's and JAX's ``diag``: a 1-D ``x`` as the ``k``-th diagonal of a square matrix
+    (zeros elsewhere), or the ``k``-th diagonal of a 2-D ``x`` as a 1-D tensor (``k > 0``
+    above the main one, ``k < 0`` below).
+
+    Args:
+        x: a 1-D or 2-D tensor.
+        k: the diagonal's offset (default 0).
+
+    Returns:
+        A 2-D or 1-D tensor.
+
+    Raises:
+        ValueError: for an ``x`` of another rank.
+    """
+    x = as_tensor(x, op="diag")
+    k = int(k)
+    if x.ndim == 1:
+        n = x.shape[0] + abs(k)
+        rows = fn.arange(x.shape[0], dtype=DType.int64) + max(-k, 0)
+        cols = rows + k
+        return fn.zeros((n, n), dtype=x.dtype).at[rows, cols].set(x)
+    if x.ndim == 2:
+        r, c = x.shape
+        length = max(0, min(r + min(k, 0), c - max(k, 0)))
+        rows = fn.arange(length, dtype=DType.int64) + max(-k, 0)
+        return x[rows, rows + k]
+    raise ValueError(f"diag: x must be 1-D or 2-D, got shape {x.shape}")
 
 
 def split(x, num_or_sizes=None, axis=0, *, num_splits=None) -> tuple[Tensor, ...]:
