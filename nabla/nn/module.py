@@ -259,8 +259,16 @@ class Module:
             buffers[name] = value
         elif isinstance(value, Tensor):
             self.__dict__.pop(name, None)
-            if value.dtype.is_float and name not in self._frozen and not value.requires_grad:
-                value.requires_grad = True
+            if value.dtype.is_float and name not in self._frozen:
+                impl = value._impl
+                if not impl.requires_grad and impl.traced == {0} and STATE.recording is None:
+                    # computed from parameters outside any transform (``m.w = nb.shard(m.w,
+                    # mesh, spec)``): a parameter of its own, as ``nn.Parameter(x)`` (a
+                    # value with history stopped training after the first optimizer step).
+                    # A transform's traced value (``m.w = w`` under ``nb.grad``) stays.
+                    value = detach(value)
+                if not value.requires_grad:
+                    value.requires_grad = True
             params[name] = value
         elif isinstance(value, Module):
             self.__dict__.pop(name, None)

@@ -380,3 +380,31 @@ def test_load_state_dict_casts_and_reads_as_pytorch_does():
     assert bn.bias.numpy().tolist() == [0.5] * 3
     with pytest.raises(ValueError, match=r"weight: dtype nb.int32, expected nb.float32"):
         bn.load_state_dict({**sd, "weight": np.ones(3, np.int32)})
+
+
+def test_a_parameter_assigned_a_value_computed_from_parameters_keeps_training():
+    """``m.w = nb.shard(m.w, mesh, spec)`` (how a model's weight is laid out on a mesh) or
+    ``m.w = m.w * 1.0``: the value has history, and it became a parameter that trained for
+    one optimizer step and then stopped (its update was detached). It is now a parameter
+    of its own, as ``nn.Parameter(x)``: every step trains it, sharded as assigned."""
+    x = nb.constant(np.array([[1, 2], [3, 1], [0, 1], [2, 2]], np.float32))
+    y = nb.zeros((4, 1))
+    mesh = nb.DeviceMesh("m", (2, 2), ("dp", "tp"))
+    ends = []
+    for how in ("plain", "shard", "scaled"):
+        lin = nn.Linear(2, 1, bias=False)
+        lin.weight = nb.constant(np.array([[0.5], [-0.5]], np.float32))
+        if how == "shard":
+            lin.weight = nb.shard(lin.weight, mesh, nb.P("tp", None))
+        elif how == "scaled":
+            lin.weight = lin.weight * 1.0
+        step = nn.optim.SGD(lin, lr=0.1).compile_step(
+            lambda m, x, y: nn.functional.mse_loss(m(x), y)
+        )
+        for _ in range(3):
+            step(x, y)
+        assert lin.weight.requires_grad, how
+        ends.append(lin.weight.numpy().ravel())
+    np.testing.assert_allclose(ends[1], ends[0], rtol=1e-6)
+    np.testing.assert_allclose(ends[2], ends[0], rtol=1e-6)
+    np.testing.assert_allclose(ends[0], [0.2806875, -0.3499375], rtol=1e-5)
