@@ -85,12 +85,14 @@ from .ops.creation import (
     constant,
     eye,
     from_dlpack,
+    from_numpy,
     full,
     full_like,
     hann_window,
     linspace,
     ones,
     ones_like,
+    tensor,
     tril,
     triu,
     zeros,
@@ -230,7 +232,7 @@ from .core.debug import debug_infs, debug_nans
 from .core.state import no_grad
 from . import tree
 from .ops import random
-from .ops.random import bernoulli, randint
+from .ops.random import bernoulli, manual_seed, rand, randint, randn
 from .ops.random import normal_ as normal
 from .ops.random import normal_ as gaussian
 from .ops.random import uniform_ as uniform
@@ -302,13 +304,17 @@ __all__ = [
     "diag",
     "DimSpec",
     "floor_divide",
+    "from_numpy",
     "hstack",
     "isclose",
     "logaddexp",
+    "manual_seed",
     "meshgrid",
     "nan_to_num",
     "P",
     "PartitionSpec",
+    "rand",
+    "randn",
     "remainder",
     "ShardingError",
     "ShardingSpec",
@@ -323,6 +329,7 @@ __all__ = [
     "reshard",
     "shard",
     "shard_map",
+    "tensor",
     "tensordot",
     "true_divide",
     "visualize_sharding",

@@ -41,6 +41,8 @@ __all__ = [
     "tril",
     "hann_window",
     "from_dlpack",
+    "tensor",
+    "from_numpy",
 ]
 
 
@@ -85,6 +87,37 @@ def constant(
     if isinstance(value, Tensor) and dtype is None and device is None:
         return value
     return constant_for(value, dtype, device, "constant")
+
+
+def tensor(data, *, dtype=None, device: Device | None = None, requires_grad: bool = False):
+    """PyTorch's ``torch.tensor``: :func:`constant` (a copy of ``data``).
+
+    Args:
+        data: a Python scalar, nested list, NumPy array or tensor.
+        dtype: the dtype (default: inferred, as :func:`constant`).
+        device: the device (default: :func:`nabla.get_default_device`).
+        requires_grad: make it a leaf whose gradient ``backward`` accumulates.
+
+    Returns:
+        A tensor.
+    """
+    return constant(data, dtype=dtype, device=device, requires_grad=requires_grad)
+
+
+def from_numpy(a) -> Tensor:
+    """PyTorch's ``torch.from_numpy``: a tensor of the NumPy array ``a`` (copied: a tensor's
+    value is read-only here, so it never shares the array's memory; ``nb.from_dlpack`` of a
+    contiguous array is zero-copy).
+
+    Args:
+        a: a NumPy array.
+
+    Returns:
+        A tensor of its dtype and shape.
+    """
+    if not isinstance(a, np.ndarray):
+        raise TypeError(f"from_numpy: expected a NumPy array, got {type(a).__name__}")
+    return constant(a)
 
 
 def _leaf(t: Tensor, requires_grad: bool = True) -> Tensor:

@@ -36,6 +36,9 @@ __all__ = [
     "permutation",
     "categorical",
     "seed",
+    "manual_seed",
+    "randn",
+    "rand",
     "PRNGKey",
 ]
 
@@ -637,3 +640,60 @@ def normal_(shape=(), mean=_ZERO, std=_ONE, *rest, dtype=None, device=None):
     if rest:
         raise TypeError(f"normal(shape, mean, std) got {len(rest)} extra positional arguments")
     return normal(shape, None, mean, std, dtype=dtype, device=device)
+
+
+# ----------------------------------------------------------------------------- PyTorch's names
+def _sizes(op: str, size: tuple) -> tuple:
+    """PyTorch's size arguments: the sizes one by one, or one tuple or list of them."""
+    if len(size) == 1 and isinstance(size[0], tuple | list):
+        size = tuple(size[0])
+    if not all(isinstance(n, numbers.Integral) and not isinstance(n, bool) for n in size):
+        raise TypeError(f"{op}: sizes must be ints (one by one or as one tuple), got {size!r}")
+    return tuple(int(n) for n in size)
+
+
+def randn(*size, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """PyTorch's ``torch.randn``: standard normal samples from the global generator
+    (``nb.normal(size)``; seeded by :func:`manual_seed`).
+
+    Args:
+        size: the shape, as ints one by one or one tuple (``randn(2, 3)``, ``randn((2, 3))``).
+        dtype: a float dtype (default: :func:`nabla.get_default_dtype`).
+        device: the device (default: :func:`nabla.get_default_device`).
+        requires_grad: make it a leaf whose gradient ``backward`` accumulates.
+
+    Returns:
+        A tensor of that shape.
+    """
+    out = normal_(_sizes("randn", size), dtype=dtype, device=device)
+    if requires_grad:
+        out.requires_grad = True
+    return out
+
+
+def rand(*size, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """PyTorch's ``torch.rand``: uniform samples in ``[0, 1)`` from the global generator
+    (``nb.uniform(size)``).
+
+    Args:
+        size: the shape, as ints one by one or one tuple.
+        dtype: a float dtype (default: :func:`nabla.get_default_dtype`).
+        device: the device (default: :func:`nabla.get_default_device`).
+        requires_grad: make it a leaf whose gradient ``backward`` accumulates.
+
+    Returns:
+        A tensor of that shape.
+    """
+    out = uniform_(_sizes("rand", size), dtype=dtype, device=device)
+    if requires_grad:
+        out.requires_grad = True
+    return out
+
+
+def manual_seed(s: int) -> None:
+    """PyTorch's ``torch.manual_seed``: :func:`seed` of the global generator.
+
+    Args:
+        s: the seed.
+    """
+    seed(s)

@@ -919,3 +919,27 @@ def test_creation_requires_grad_and_repeat_interleave_as_pytorch():
     x = nb.constant(np.array([[1, 2], [3, 4]]))
     assert x.repeat_interleave(2).tolist() == [1, 1, 2, 2, 3, 3, 4, 4]
     assert x.repeat_interleave([1, 2], dim=1).tolist() == [[1, 2, 2], [3, 4, 4]]
+
+
+def test_pytorch_creation_names():
+    """``torch.manual_seed``/``randn``/``rand``/``tensor``/``from_numpy`` as their tutorials
+    write them: seeded draws repeat, sizes one by one or as a tuple, leaves that require
+    grad."""
+    nb.manual_seed(3)
+    a = nb.randn(2, 3)
+    nb.manual_seed(3)
+    b = nb.randn((2, 3))
+    assert a.shape == (2, 3) and np.array_equal(a.numpy(), b.numpy())
+    u = nb.rand(1000).numpy()
+    assert u.shape == (1000,) and u.min() >= 0.0 and u.max() < 1.0
+    w = nb.randn((), requires_grad=True)
+    (w * w).backward()
+    np.testing.assert_allclose(w.grad.numpy(), 2 * w.numpy())
+    t = nb.tensor([[1.0, 2.0]], requires_grad=True)
+    assert t.requires_grad and t.dtype is nb.float32
+    arr = np.arange(3)
+    assert nb.from_numpy(arr).dtype is nb.int64 and nb.from_numpy(arr).tolist() == [0, 1, 2]
+    with pytest.raises(TypeError, match="from_numpy: expected a NumPy array"):
+        nb.from_numpy([1, 2])
+    with pytest.raises(TypeError, match="randn: sizes must be ints"):
+        nb.randn(2.5)

@@ -30,6 +30,13 @@ NOT_OPS = {
     "CPU",
     "Accelerator",
     "no_grad",
+    # PyTorch's names for constant, normal, uniform and the global seed:
+    # tests/nn/test_nn_porting.py
+    "tensor",
+    "from_numpy",
+    "randn",
+    "rand",
+    "manual_seed",
     # Mojo kernels: tests/backends/test_custom_kernels.py (NumPy references and MAX)
     "call_custom_kernel",
     "custom_op",
