@@ -915,12 +915,7 @@ class _Activation(Module):
         return type(self).fn(x, *[getattr(self, name) for name in self.settings])
 
 
-def _inplace(name: str, inplace) -> None:
-    """PyTorch's ``inplace`` flag: accepted, and changes nothing (every op here gives a new
-    tensor; code that reads the input afterwards must use the returned value)."""
-    if not isinstance(inplace, bool):
-        raise TypeError(f"{name}: inplace must be a bool, got {inplace!r}")
-
+_inplace = F._inplace  # (PyTorch's flag, checked once for modules and functions alike)
 
 _INPLACE_DOC = """
     ``inplace`` (PyTorch's flag) is accepted and changes nothing: the result is a new tensor

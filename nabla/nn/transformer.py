@@ -152,22 +152,9 @@ class MultiHeadAttention(Module):
                     f"MultiHeadAttention({self.extra_repr()}): {name} of shape {t.shape} is "
                     f"not ({layout}, {d})"
                 )
-        if not self.batch_first:
+        if not self.batch_first:  # PyTorch's (length, batch, features): swapped in and out
             query, key, value = (t.swap_axes(0, 1) for t in (query, key, value))
-            got = self._forward_batch_first(
-                query,
-                key,
-                value,
-                key_padding_mask,
-                attn_mask,
-                is_causal,
-                need_weights,
-                average_attn_weights,
-            )
-            if not need_weights:
-                return got.swap_axes(0, 1)
-            return got[0].swap_axes(0, 1), got[1]
-        return self._forward_batch_first(
+        got = self._forward_batch_first(
             query,
             key,
             value,
@@ -177,6 +164,11 @@ class MultiHeadAttention(Module):
             need_weights,
             average_attn_weights,
         )
+        if self.batch_first:
+            return got
+        if not need_weights:
+            return got.swap_axes(0, 1)
+        return got[0].swap_axes(0, 1), got[1]
 
     def _forward_batch_first(
         self,

@@ -665,10 +665,7 @@ def randn(*size, dtype=None, device=None, requires_grad: bool = False) -> Tensor
     Returns:
         A tensor of that shape.
     """
-    out = normal_(_sizes("randn", size), dtype=dtype, device=device)
-    if requires_grad:
-        out.requires_grad = True
-    return out
+    return _drawn(normal_, "randn", size, dtype, device, requires_grad)
 
 
 def rand(*size, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
@@ -684,7 +681,13 @@ def rand(*size, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     Returns:
         A tensor of that shape.
     """
-    out = uniform_(_sizes("rand", size), dtype=dtype, device=device)
+    return _drawn(uniform_, "rand", size, dtype, device, requires_grad)
+
+
+def _drawn(draw, op: str, size: tuple, dtype, device, requires_grad: bool) -> Tensor:
+    """``draw(shape)`` from the global generator with PyTorch's size forms, a leaf that
+    requires grad when asked."""
+    out = draw(_sizes(op, size), dtype=dtype, device=device)
     if requires_grad:
         out.requires_grad = True
     return out

@@ -640,7 +640,65 @@ class CosineAnnealingWarmRestarts(LRScheduler):
         return [self.eta_min + (b - self.eta_min) * c for b in self.base_lrs]
 
 
-class ChainedScheduler(LRScheduler):
+class _OfSchedulers(LRScheduler):
+    """A scheduler made of others (``_schedulers``, :class:`SequentialLR` and
+    :class:`ChainedScheduler`): its state holds each one's."""
+
+    _schedulers: list = []
+
+    def _state_keys(self) -> list:
+        return [k for k in super()._state_keys() if k != "_schedulers"]
+
+    def state_dict(self) -> dict:
+        """The state, with each scheduler's own ``state_dict`` under ``"_schedulers"``.
+
+        Returns:
+            A dict.
+        """
+        sd = super().state_dict()
+        sd["_schedulers"] = [s.state_dict() for s in self._schedulers]
+        return sd
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        """Restore the state saved by :meth:`state_dict` (each scheduler's too).
+
+        Args:
+            state_dict: a dict from :meth:`state_dict` of the same kind of scheduler, with as
+                many schedulers.
+
+        Raises:
+            ValueError: for another number of schedulers, or missing or unexpected keys
+                (all checked before anything changes).
+        """
+        name = type(self).__name__
+        state_dict = dict(state_dict)
+        subs = state_dict.pop("_schedulers", None)
+        if subs is None or len(subs) != len(self._schedulers):
+            got = "no" if subs is None else len(subs)
+            raise ValueError(
+                f"{name}.load_state_dict: {got} scheduler states for "
+                f"{len(self._schedulers)} schedulers (nothing loaded)"
+            )
+        for s, sd in zip(self._schedulers, subs):  # check all before changing any
+            own = set(s._state_keys())
+            if own != set(sd):
+                raise ValueError(
+                    f"{name}.load_state_dict: the state of {type(s).__name__} has keys "
+                    f"{sorted(sd)}, expected {sorted(own)} (nothing loaded)"
+                )
+        super().load_state_dict(state_dict)
+        for s, sd in zip(self._schedulers, subs):
+            s.__dict__.update({k: _copy(v) for k, v in sd.items()})
+        for s in self._in_force():  # (their momentum, for OneCycleLR)
+            s._restore_optimizer()
+        self._restore_optimizer()
+
+    def _in_force(self) -> list:
+        """The schedulers whose settings are the optimizer's now."""
+        return list(self._schedulers)
+
+
+class ChainedScheduler(_OfSchedulers):
     """Step several schedulers together, each scaling the rate the others set
     (``torch.optim.lr_scheduler.ChainedScheduler``; e.g. a :class:`ConstantLR` warmup
     and an :class:`ExponentialLR` decay at once).
@@ -677,42 +735,6 @@ class ChainedScheduler(LRScheduler):
             s.step()
         self.last_epoch += 1
         self._last_lr = [self.optimizer.lr]
-
-    def _state_keys(self) -> list:
-        return [k for k in super()._state_keys() if k != "_schedulers"]
-
-    def state_dict(self) -> dict:
-        """The state, with each scheduler's own ``state_dict`` under ``"_schedulers"``.
-
-        Returns:
-            A dict.
-        """
-        sd = super().state_dict()
-        sd["_schedulers"] = [s.state_dict() for s in self._schedulers]
-        return sd
-
-    def load_state_dict(self, state_dict: dict) -> None:
-        """Restore the state saved by :meth:`state_dict` (each scheduler's too).
-
-        Args:
-            state_dict: a dict from :meth:`state_dict` of a ChainedScheduler with as many
-                schedulers.
-
-        Raises:
-            ValueError: for another number of schedulers, or missing or unexpected keys.
-        """
-        state_dict = dict(state_dict)
-        subs = state_dict.pop("_schedulers", None)
-        if subs is None or len(subs) != len(self._schedulers):
-            got = "no" if subs is None else len(subs)
-            raise ValueError(
-                f"ChainedScheduler.load_state_dict: {got} scheduler states for "
-                f"{len(self._schedulers)} schedulers (nothing loaded)"
-            )
-        super().load_state_dict(state_dict)
-        for s, sd in zip(self._schedulers, subs):
-            s.load_state_dict(sd)
-        self._restore_optimizer()
 
 
 class ReduceLROnPlateau(LRScheduler):
@@ -967,7 +989,7 @@ class OneCycleLR(LRScheduler):
             self._set_momentum(self._at(self.last_epoch)[1])
 
 
-class SequentialLR(LRScheduler):
+class SequentialLR(_OfSchedulers):
     """Run ``schedulers`` one after the other, switching at each milestone
     (``torch.optim.lr_scheduler.SequentialLR``; e.g. a :class:`LinearLR` warmup, then
     :class:`CosineAnnealingLR`). At a milestone the next scheduler starts from step 0 of its
@@ -1038,47 +1060,5 @@ class SequentialLR(LRScheduler):
             sched.step()
         self._last_lr = sched.get_last_lr()
 
-    def _state_keys(self) -> list:
-        return [k for k in super()._state_keys() if k != "_schedulers"]
-
-    def state_dict(self) -> dict:
-        """The state, with each scheduler's own ``state_dict`` under ``"_schedulers"``.
-
-        Returns:
-            A dict.
-        """
-        sd = super().state_dict()
-        sd["_schedulers"] = [s.state_dict() for s in self._schedulers]
-        return sd
-
-    def load_state_dict(self, state_dict: dict) -> None:
-        """Restore the state saved by :meth:`state_dict` (each scheduler's too).
-
-        Args:
-            state_dict: a dict from :meth:`state_dict` of a SequentialLR with as many
-                schedulers.
-
-        Raises:
-            ValueError: for missing or unexpected keys, or another number of schedulers.
-        """
-        state_dict = dict(state_dict)
-        subs = state_dict.pop("_schedulers", None)
-        if subs is None or len(subs) != len(self._schedulers):
-            got = "no" if subs is None else len(subs)
-            raise ValueError(
-                f"SequentialLR.load_state_dict: {got} scheduler states for "
-                f"{len(self._schedulers)} schedulers (nothing loaded)"
-            )
-        for s, sd in zip(self._schedulers, subs):  # check all before changing any
-            own = set(s._state_keys())
-            if own != set(sd):
-                raise ValueError(
-                    f"SequentialLR.load_state_dict: the state of {type(s).__name__} has keys "
-                    f"{sorted(sd)}, expected {sorted(own)} (nothing loaded)"
-                )
-        super().load_state_dict(state_dict)
-        for s, sd in zip(self._schedulers, subs):
-            s.__dict__.update({k: _copy(v) for k, v in sd.items()})
-        running = self._schedulers[bisect_right(self._milestones, self.last_epoch)]
-        running._restore_optimizer()  # its momentum, for OneCycleLR
-        self._restore_optimizer()
+    def _in_force(self) -> list:
+        return [self._schedulers[bisect_right(self._milestones, self.last_epoch)]]
