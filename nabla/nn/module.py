@@ -1024,6 +1024,17 @@ def _castable(got, want) -> bool:
     return (got.is_float and want.is_float) or (got.is_int and want.is_int)
 
 
+def host_array(value) -> np.ndarray:
+    """A state-dict value as a NumPy array: a nabla tensor's value, or what NumPy reads of
+    another (a PyTorch tensor through its ``detach``: one that requires grad has no NumPy
+    view of its own)."""
+    if isinstance(value, Tensor):
+        return value.numpy()
+    if not isinstance(value, np.ndarray) and callable(getattr(value, "detach", None)):
+        value = value.detach()
+    return np.asarray(value)
+
+
 def loaded_tensor(key: str, value) -> tuple[Tensor | None, str | None]:
     """``(tensor, None)`` for a state dict entry (a Tensor, NumPy array, nested list, or
     another framework's tensor that NumPy reads, a PyTorch parameter included), or
@@ -1031,10 +1042,8 @@ def loaded_tensor(key: str, value) -> tuple[Tensor | None, str | None]:
     array)."""
     if isinstance(value, Tensor):
         return value, None
-    if not isinstance(value, np.ndarray) and callable(getattr(value, "detach", None)):
-        value = value.detach()  # (a PyTorch tensor that requires grad has no NumPy view)
     try:
-        return creation.constant(np.asarray(value)), None
+        return creation.constant(host_array(value)), None
     except (TypeError, ValueError, RuntimeError) as e:
         shown = repr(value)
         shown = shown if len(shown) <= 40 else shown[:37] + "..."

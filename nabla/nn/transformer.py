@@ -152,8 +152,8 @@ class MultiHeadAttention(Module):
                     f"MultiHeadAttention({self.extra_repr()}): {name} of shape {t.shape} is "
                     f"not ({layout}, {d})"
                 )
-        if not self.batch_first:  # PyTorch's (length, batch, features): swapped in and out
-            query, key, value = (t.swap_axes(0, 1) for t in (query, key, value))
+        # PyTorch's (length, batch, features) when not batch_first: swapped in and out
+        query, key, value = (_seq_major(t, self.batch_first) for t in (query, key, value))
         got = self._forward_batch_first(
             query,
             key,
@@ -164,11 +164,9 @@ class MultiHeadAttention(Module):
             need_weights,
             average_attn_weights,
         )
-        if self.batch_first:
-            return got
         if not need_weights:
-            return got.swap_axes(0, 1)
-        return got[0].swap_axes(0, 1), got[1]
+            return _seq_major(got, self.batch_first)
+        return _seq_major(got[0], self.batch_first), got[1]
 
     def _forward_batch_first(
         self,

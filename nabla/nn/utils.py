@@ -15,7 +15,7 @@ from ..ops.indexing import rebind
 from ..runtime.tensor import Tensor
 from ..transforms.autodiff import detach
 from .layers import Conv2d, Linear
-from .module import Module
+from .module import Module, host_array
 from .optim import _params_of, clip_grad_norm_, clip_grad_value_
 from .transformer import MultiHeadAttention, MultiheadAttention, TransformerDecoderLayer
 
@@ -84,14 +84,6 @@ def vector_to_parameters(vec, parameters) -> None:
 # module holds PyTorch's names and layouts already.
 
 
-def _numpy(value) -> np.ndarray:
-    if isinstance(value, Tensor):
-        return value.numpy()
-    if not isinstance(value, np.ndarray) and callable(getattr(value, "detach", None)):
-        value = value.detach()  # a PyTorch tensor (that may require grad)
-    return np.asarray(value)
-
-
 def _torch_modules(model: Module) -> list:
     """``(prefix, module)`` of ``model`` and its submodules whose layouts differ from
     PyTorch's, parents first."""
@@ -129,7 +121,7 @@ def from_torch_state_dict(model: Module, state_dict) -> dict:
         >>> from_torch_state_dict(model, torch_sd)["weight"].shape
         (3, 2)
     """
-    sd = {k: _numpy(v) for k, v in state_dict.items()}
+    sd = {k: host_array(v) for k, v in state_dict.items()}
     done = set()  # entries already in this model's layout (the split projections)
     for p, m in _torch_modules(model):
         if isinstance(m, TransformerDecoderLayer):

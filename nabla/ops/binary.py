@@ -241,8 +241,6 @@ class BinaryOperation(Operation):
             if (
                 x._impl.dtype is y._impl.dtype
                 and x.shape == y.shape
-                # (in a dynamic-dims trace, equal numbers may be a literal and a size)
-                and (STATE.size_reads is None or same_shape(x.shape, y.shape))
                 and self.result != "float"
                 and self.kinds == "all"
             ):

@@ -318,7 +318,7 @@ def full(shape, value, dtype=None, *, device=None, requires_grad: bool = False) 
     dev = device_arg("full", device) or get_default_device()
     if isinstance(value, Tensor) or (not isinstance(value, SymDim) and np.ndim(value) > 0):
         out = _full_of_array(shape, value, dtype, dev)
-        return _leaf(fn.stop_gradient(out), True) if requires_grad else out
+        return _leaf(fn.stop_gradient(out)) if requires_grad else out
     if dtype is None:
         dtype = from_numpy_dtype(numpy_value(value, None, "full").dtype)
     dtype = to_dtype(dtype)
@@ -344,17 +344,19 @@ _FILLED_DOC = """A tensor of ``shape`` filled with {what}.
 
 
 def zeros(shape, *sizes, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
-    shape, dtype = _shape_and_dtype(shape, sizes, dtype)
-    device = device_arg("zeros", device)
-    out = full(shape, 0, dtype=dtype_or(dtype, get_default_dtype()), device=device)
-    return _leaf(out, requires_grad)
+    return _filled("zeros", 0, shape, sizes, dtype, device, requires_grad)
 
 
 def ones(shape, *sizes, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    return _filled("ones", 1, shape, sizes, dtype, device, requires_grad)
+
+
+def _filled(op: str, value, shape, sizes, dtype, device, requires_grad) -> Tensor:
+    """``zeros``/``ones`` (``op``): ``full`` of ``value`` in the default float dtype."""
     shape, dtype = _shape_and_dtype(shape, sizes, dtype)
-    device = device_arg("ones", device)
-    out = full(shape, 1, dtype=dtype_or(dtype, get_default_dtype()), device=device)
-    return _leaf(out, requires_grad)
+    device = device_arg(op, device)
+    dtype = dtype_or(dtype, get_default_dtype())
+    return full(shape, value, dtype=dtype, device=device, requires_grad=requires_grad)
 
 
 def _shape_and_dtype(shape, sizes: tuple, dtype):

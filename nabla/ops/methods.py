@@ -171,9 +171,6 @@ def _min_max(fn, pick, elementwise, name):
     return method
 
 
-Sorted = collections.namedtuple("Sorted", "values indices")
-
-
 def _sort(self, axis=-1, *, dim=None, descending=False, stable=True):
     """NumPy's and JAX's ``x.sort(axis)`` (the sorted values), or PyTorch's
     ``x.sort(dim=d, descending=...)``: the pair ``(values, indices)``. The sort is stable
@@ -181,8 +178,7 @@ def _sort(self, axis=-1, *, dim=None, descending=False, stable=True):
     largest."""
     if dim is None:
         return reduction.sort(self, axis, descending, stable)
-    idx = reduction.argsort(self, dim, descending, stable)
-    return Sorted(indexing.take_along_axis(self, idx, dim), idx)
+    return reduction.sorted_along(self, dim, descending, stable)
 
 
 def _argsort(self, axis=-1, *, dim=None, descending=False, stable=True):
@@ -195,12 +191,7 @@ def _topk(self, k, dim=-1, largest=True, sorted=True):  # noqa: A002 - PyTorch's
     """PyTorch's ``x.topk(k, dim)``: the ``k`` largest (``largest=False``: smallest)
     values along ``dim`` and their indices, ``(values, indices)``, always in order
     (``sorted`` is accepted)."""
-    n = self.shape[dim] if self.ndim else 0
-    if not isinstance(k, int) or isinstance(k, bool) or not 0 <= k <= n:
-        raise ValueError(f"topk: k must be an int in [0, {n}] for shape {self.shape}, got {k!r}")
-    idx = reduction.argsort(self, dim, descending=largest)
-    idx = view.moveaxis(view.moveaxis(idx, dim, -1)[..., :k], -1, dim)
-    return Sorted(indexing.take_along_axis(self, idx, dim), idx)
+    return reduction.sorted_along(self, dim, descending=largest, k=k, op="topk")
 
 
 def _torch_split(self, split_size_or_sections, axis=0):
@@ -592,9 +583,9 @@ def _norm(self, p="fro", dim=None, keepdim=False):
         dim: the dims reduced (default: all).
         keepdim: keep the reduced dims as size 1.
     """
-    a = unary.abs(self)
     if p == "fro" or p == 2:
         return unary.sqrt(reduction.sum(self * self, dim, keepdim))
+    a = unary.abs(self)  # (the other orders' magnitudes; the Euclidean one squares)
     if p == float("inf"):
         return reduction.max(a, dim, keepdim)
     if p == float("-inf"):

@@ -7,6 +7,7 @@ size 1. Kernels receive physical axes (shifted past the vmap batch prefix).
 
 from __future__ import annotations
 
+import collections
 import math
 
 from ..core.dtypes import DType, get_default_dtype
@@ -827,6 +828,11 @@ def argsort(x, axis=-1, descending=False, stable=True):
     return _argsort.bind([x], {"axis": axis, "descending": bool(descending)})
 
 
+# values and where they came from: ``top_k``'s result and PyTorch's ``x.sort(dim=)`` and
+# ``x.topk``'s (a tuple, so ``values, indices = ...`` unpacks it)
+Sorted = collections.namedtuple("Sorted", "values indices")
+
+
 def sort(x, axis=-1, descending=False, stable=True):
     """``x`` sorted along ``axis`` (NumPy's and JAX's ``sort``), from the largest with
     ``descending``, stably (``stable=False`` sorts the same); differentiable: the gradient
@@ -834,7 +840,21 @@ def sort(x, axis=-1, descending=False, stable=True):
     x = as_tensor(x, op="sort")
     if x.ndim == 0:
         return x
-    return fn.take_along_axis(x, argsort(x, axis, descending, stable), axis)
+    return sorted_along(x, axis, descending, stable).values
+
+
+def sorted_along(x, axis=-1, descending=False, stable=True, k=None, op="sort") -> Sorted:
+    """``x``'s values sorted along ``axis`` and their indices (:class:`Sorted`), the first
+    ``k`` of them when ``k`` is given (an int in ``[0, n]``; errors name ``op``)."""
+    if k is not None:
+        axis = norm_axis(op, axis, x.ndim, x.shape)
+        n = x.shape[axis]
+        if not isinstance(k, int) or isinstance(k, bool) or not 0 <= k <= n:
+            raise ValueError(f"{op}: k must be an int in [0, {n}] for shape {x.shape}, got {k!r}")
+    idx = argsort(x, axis, descending, stable)
+    if k is not None:
+        idx = idx[(slice(None),) * axis + (slice(0, k),)]
+    return Sorted(fn.take_along_axis(x, idx, axis), idx)
 
 
 def top_k(x, k: int):
@@ -847,11 +867,7 @@ def top_k(x, k: int):
     x = as_tensor(x, op="top_k")
     if x.ndim == 0:
         raise OpError("top_k: needs rank >= 1, got a 0-d tensor")
-    n = x.shape[-1]
-    if not isinstance(k, int) or isinstance(k, bool) or not 0 <= k <= n:
-        raise ValueError(f"top_k: k must be an int in [0, {n}] for shape {x.shape}, got {k!r}")
-    idx = argsort(x, -1, descending=True)[..., :k]
-    return fn.take_along_axis(x, idx, -1), idx
+    return sorted_along(x, -1, descending=True, k=k, op="top_k")
 
 
 def _arg(op, x, axis, keepdims):

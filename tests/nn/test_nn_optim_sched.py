@@ -3,13 +3,12 @@ step over 20 steps: the recorded trajectories of tests/nn/data/make_optim_sched.
 parameters, the learning rate and the momentum after each step), eager and through
 ``opt.compile_step`` (which must trace once however the scheduler changes the rate)."""
 
-import importlib.util
 import math
 import pickle
-from pathlib import Path
 
 import numpy as np
 import pytest
+from _nnref import recorded
 
 import nabla as nb
 
@@ -17,11 +16,7 @@ nn = nb.nn
 optim = nn.optim
 sched_mod = optim.lr_scheduler
 
-DATA = Path(__file__).parent / "data"
-_spec = importlib.util.spec_from_file_location("make_optim_sched", DATA / "make_optim_sched.py")
-make = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(make)
-REF = dict(np.load(DATA / "optim_sched.npz"))
+make, REF = recorded("make_optim_sched", "optim_sched.npz")
 STEPS = make.STEPS
 NAMES = list(make.CASES)
 # the cases run through compile_step as well: every optimizer, and schedulers that change the

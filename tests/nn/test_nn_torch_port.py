@@ -4,20 +4,14 @@ modules (tests/nn/data/make_torch_port.py: each module's state_dict, input and o
 eval mode). A square Linear or Conv2d is the case a plain ``load_state_dict`` cannot
 catch: both layouts have the same shape."""
 
-import importlib.util
-from pathlib import Path
-
 import numpy as np
 import pytest
+from _nnref import recorded
 
 import nabla as nb
 
 nn = nb.nn
-DATA = Path(__file__).parent / "data"
-_spec = importlib.util.spec_from_file_location("make_torch_port", DATA / "make_torch_port.py")
-make = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(make)
-REF = dict(np.load(DATA / "torch_port.npz"))
+make, REF = recorded("make_torch_port", "torch_port.npz")
 
 NABLA = {  # the same architectures, PyTorch's sequence-first layout where PyTorch's default
     "linear": lambda: nn.Linear(5, 5),

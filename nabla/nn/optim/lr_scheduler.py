@@ -434,7 +434,26 @@ class LinearLR(LRScheduler):
         return [b * factor for b in self.base_lrs]
 
 
-class LambdaLR(LRScheduler):
+class _ByFunction(LRScheduler):
+    """A scheduler driven by the user's ``lr_lambda`` (:class:`LambdaLR`,
+    :class:`MultiplicativeLR`): one function of the step index, kept out of
+    :meth:`state_dict` (a function does not pickle reliably)."""
+
+    def __init__(self, optimizer, lr_lambda, last_epoch: int = -1):
+        name = type(self).__name__
+        fn = _single(name, "lr_lambda", lr_lambda)
+        if not callable(fn):
+            raise TypeError(
+                f"{name}: lr_lambda must be a function of the step index, got {type(fn).__name__}"
+            )
+        self.lr_lambdas = [fn]
+        super().__init__(optimizer, last_epoch)
+
+    def _state_keys(self) -> list:
+        return [k for k in super()._state_keys() if k != "lr_lambdas"]
+
+
+class LambdaLR(_ByFunction):
     """The initial rate times ``lr_lambda(last_epoch)`` (``torch.optim.lr_scheduler.
     LambdaLR``).
 
@@ -451,24 +470,12 @@ class LambdaLR(LRScheduler):
         0.01
     """
 
-    def __init__(self, optimizer, lr_lambda, last_epoch: int = -1):
-        fn = _single("LambdaLR", "lr_lambda", lr_lambda)
-        if not callable(fn):
-            raise TypeError(
-                f"LambdaLR: lr_lambda must be a function of the step index, got {type(fn).__name__}"
-            )
-        self.lr_lambdas = [fn]
-        super().__init__(optimizer, last_epoch)
-
     def get_lr(self) -> list:
         """The rate at ``last_epoch``: the initial one times ``lr_lambda(last_epoch)``."""
         return [b * float(f(self.last_epoch)) for f, b in zip(self.lr_lambdas, self.base_lrs)]
 
-    def _state_keys(self) -> list:
-        return [k for k in super()._state_keys() if k != "lr_lambdas"]
 
-
-class MultiplicativeLR(LRScheduler):
+class MultiplicativeLR(_ByFunction):
     """Multiply the rate by ``lr_lambda(last_epoch)`` at every step after the first
     (``torch.optim.lr_scheduler.MultiplicativeLR``).
 
@@ -479,25 +486,12 @@ class MultiplicativeLR(LRScheduler):
         last_epoch: the index of the last step (default -1: a new schedule).
     """
 
-    def __init__(self, optimizer, lr_lambda, last_epoch: int = -1):
-        fn = _single("MultiplicativeLR", "lr_lambda", lr_lambda)
-        if not callable(fn):
-            raise TypeError(
-                "MultiplicativeLR: lr_lambda must be a function of the step index, got "
-                f"{type(fn).__name__}"
-            )
-        self.lr_lambdas = [fn]
-        super().__init__(optimizer, last_epoch)
-
     def get_lr(self) -> list:
         """The rate at ``last_epoch``: the current one times ``lr_lambda(last_epoch)``
         (unchanged at step 0)."""
         if self.last_epoch > 0:
             return [self.optimizer.lr * float(self.lr_lambdas[0](self.last_epoch))]
         return [self.optimizer.lr]
-
-    def _state_keys(self) -> list:
-        return [k for k in super()._state_keys() if k != "lr_lambdas"]
 
 
 class ConstantLR(LRScheduler):
