@@ -229,7 +229,7 @@ tree_util = _pytree
 __version__ = "0.1.0"
 
 from .core.debug import debug_infs, debug_nans
-from .core.state import no_grad
+from .core.state import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from . import tree
 from .ops import random
 from .ops.random import bernoulli, manual_seed, rand, randint, randn
@@ -477,6 +477,9 @@ __all__ = [
     "distributed",
     "testing",
     "no_grad",
+    "enable_grad",
+    "set_grad_enabled",
+    "is_grad_enabled",
     "debug_nans",
     "debug_infs",
     "normal",

@@ -28,7 +28,9 @@ class _State(threading.local):
         # evaluations: a global random draw is the same along them
         self.shared_draw_levels: frozenset = frozenset()
         self.hidden: tuple = ()
-        self.no_grad = False
+        # inside ``no_grad``: the newest level when the block began (levels up to it,
+        # ``requires_grad``'s 0 among them, record no history); None outside
+        self.no_grad: int | None = None
         # set by compile while tracing: every new OpNode is appended (creation = topo order)
         self.recording: list | None = None
         # keys drawn from the global generator while recording (fresh per compiled call)
@@ -183,12 +185,68 @@ def may_be_pulled_back(traced) -> bool:
     return is_live(traced - STATE.pulling_back if STATE.pulling_back else traced)
 
 
-@contextlib.contextmanager
-def no_grad():
-    """Ops inside record no history for ``Tensor.backward`` (like ``torch.no_grad``)."""
-    old = STATE.no_grad
-    STATE.no_grad = True
-    try:
-        yield
-    finally:
-        STATE.no_grad = old
+def grad_cut(traced):
+    """``traced`` less the levels ``no_grad`` cuts: ``requires_grad``'s and those of every
+    transform begun before the block. A transform begun inside it differentiates as
+    anywhere (``torch.func.grad`` under ``torch.no_grad``), and ``no_grad`` inside a
+    differentiated function makes its values constants for it (as ``stop_gradient``)."""
+    upto = STATE.no_grad
+    if upto is None or not traced:
+        return traced
+    return frozenset([lv for lv in traced if lv > upto])
+
+
+def _cut_from_now() -> int:
+    upto = _newest[0]
+    return upto if STATE.no_grad is None else max(STATE.no_grad, upto)
+
+
+class no_grad(contextlib.ContextDecorator):  # noqa: N801 - torch's spelling
+    """Ops inside record no history for ``Tensor.backward`` (``torch.no_grad``), as a
+    context manager or a decorator; a ``grad``/``vjp`` begun inside still differentiates
+    (as ``torch.func.grad`` does)."""
+
+    _enabled = False
+
+    def __init__(self):
+        self._previous: list = []  # a stack: a decorated function may recurse
+
+    def __enter__(self):
+        self._previous.append(STATE.no_grad)
+        STATE.no_grad = None if self._enabled else _cut_from_now()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        STATE.no_grad = self._previous.pop()
+
+
+class enable_grad(no_grad):  # noqa: N801 - torch's spelling
+    """Record history again inside a ``no_grad`` block (``torch.enable_grad``), as a
+    context manager or a decorator."""
+
+    _enabled = True
+
+
+class set_grad_enabled:  # noqa: N801 - torch's spelling
+    """Turn recording for ``Tensor.backward`` off (``False``, as :class:`no_grad`) or back
+    on (``True``): at once when called, and for the block alone when used in a ``with``
+    (``torch.set_grad_enabled``).
+
+    Args:
+        mode: False cuts history as ``no_grad`` does; True records it again.
+    """
+
+    def __init__(self, mode: bool):
+        self._previous = STATE.no_grad
+        STATE.no_grad = None if mode else _cut_from_now()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        STATE.no_grad = self._previous
+
+
+def is_grad_enabled() -> bool:
+    """False inside ``no_grad`` (``torch.is_grad_enabled``)."""
+    return STATE.no_grad is None

@@ -33,7 +33,15 @@ from ..backends import buffer_shape_dtype
 from ..core.config import CONFIG
 from ..core.debug import user_site
 from ..core.ir import OpNode, TensorImpl
-from ..core.state import EMPTY, STATE, hide_levels_from, level_sizes, live_grad_levels, visible
+from ..core.state import (
+    EMPTY,
+    STATE,
+    grad_cut,
+    hide_levels_from,
+    level_sizes,
+    live_grad_levels,
+    visible,
+)
 from ..runtime.graph import GRAPH
 from ..runtime.tensor import Tensor
 from .functions import fn
@@ -180,9 +188,11 @@ def emit(call: Call):
     op, impls = call.op, call.impls
     traced = call.traced
     if traced:
-        if STATE.no_grad or op.cuts_trace:
+        if op.cuts_trace:
             traced = EMPTY
         else:
+            if STATE.no_grad is not None:
+                traced = grad_cut(traced)
             traced = traced & live_grad_levels  # finished transforms drop out
     phys = call.phys_kwargs
     node = OpNode(op, tuple(impls), call.kwargs, phys, (op.backend_name, tuple(phys.items())))

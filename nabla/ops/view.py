@@ -260,7 +260,7 @@ def _transposed_from(x):
     (src,) = node.inputs
     if src.levels != impl.levels or src.sharding is not None or impl.sharding is not None:
         return None
-    if STATE.no_grad:
+    if STATE.no_grad is not None:
         return None
     return Tensor._wrap(src)
 

@@ -387,6 +387,13 @@ class Tensor:
         value = bool(value)
         if value and not (self.dtype.is_float):
             raise TypeError(f"requires_grad needs a float tensor, got {self.dtype}")
+        if self._has_history():
+            raise RuntimeError(
+                f"requires_grad can only be changed on a leaf, as in PyTorch: this "
+                f"{self.dtype} tensor of shape {self.shape} was computed from a requires_grad "
+                "tensor (marking it would cut it from that graph); use x.detach() for a "
+                "value without history, or x.requires_grad_(False) on the leaf"
+            )
         was_leaf = self._impl.requires_grad
         self._impl.requires_grad = value
         if value:
@@ -443,9 +450,19 @@ class Tensor:
 
         Raises:
             TypeError: for ``value=True`` on a tensor that is not float.
+            RuntimeError: for ``value=False`` on a tensor computed from a ``requires_grad``
+                one (``value=True`` there changes nothing, as in PyTorch).
         """
-        self.requires_grad = value
+        if not (value and self._has_history()):
+            self.requires_grad = value
         return self
+
+    def _has_history(self) -> bool:
+        """Computed from a ``requires_grad`` leaf (not a leaf itself)?"""
+        impl = self._impl
+        if impl.requires_grad or REQUIRES_GRAD not in impl.traced or impl.node is None:
+            return False
+        return any(REQUIRES_GRAD in i.traced for i in impl.node.inputs)
 
     @property
     def grad(self):

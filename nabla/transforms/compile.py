@@ -87,7 +87,7 @@ from ..core.ir import (
 )
 from ..core.pytree import frozen, tree_flatten, tree_unflatten
 from ..core.sharding import PROCESS
-from ..core.state import STATE, is_live
+from ..core.state import STATE, grad_cut, is_live
 from ..ops._util import check_callable
 from ..ops.base import Operation
 from ..ops.collectives import complete_partial
@@ -1332,10 +1332,9 @@ def _plain_consts(plan, const_impls) -> bool:
     levels (else the call replays, so their derivatives and batching flow)? Under
     ``nb.no_grad()`` a parameter's ``requires_grad`` records nothing, so an evaluation
     loop over ``nb.compile(model)`` takes the fast path."""
-    no_grad = STATE.no_grad
     for cap in plan.captures:
         impl = const_impls[cap.index]
-        if impl.levels or impl.tangents or (is_live(impl.traced) and not no_grad):
+        if impl.levels or impl.tangents or is_live(grad_cut(impl.traced)):
             return False
     return True
 

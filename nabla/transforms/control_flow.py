@@ -47,7 +47,7 @@ import numpy as np
 from ..core.dtypes import int32
 from ..core.ir import TensorImpl, build_program
 from ..core.pytree import keystr, tree_flatten, tree_flatten_with_path, tree_unflatten
-from ..core.state import STATE, is_live, level_sizes, may_be_pulled_back
+from ..core.state import STATE, grad_cut, is_live, level_sizes, may_be_pulled_back
 from ..ops import batching, binary, collectives, creation, reduction, unary, view
 from ..ops._util import as_tensor
 from ..ops.base import Operation
@@ -433,9 +433,7 @@ def _live(tensors) -> bool:
     """May reverse mode walk back through a construct reading ``tensors``? (Then a scan
     keeps each step's carry.) A backward pass running now never walks its own ops again, and
     nothing is recorded for reverse mode under ``no_grad``."""
-    if STATE.no_grad:
-        return False
-    return any(may_be_pulled_back(t._impl.traced) for t in tensors)
+    return any(may_be_pulled_back(grad_cut(t._impl.traced)) for t in tensors)
 
 
 # ----------------------------------------------------------------------------- the ops

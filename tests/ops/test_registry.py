@@ -30,6 +30,9 @@ NOT_OPS = {
     "CPU",
     "Accelerator",
     "no_grad",
+    "enable_grad",
+    "set_grad_enabled",
+    "is_grad_enabled",
     # PyTorch's names for constant, normal, uniform and the global seed:
     # tests/nn/test_nn_porting.py
     "tensor",

@@ -411,6 +411,21 @@ def test_nonleaf_requires_grad_like_pytorch():
     assert (a * 2.0).requires_grad
 
 
+def test_requires_grad_of_a_computed_tensor_is_not_changed_silently():
+    """As PyTorch: marking a value computed from a leaf had made it a leaf of its own, so
+    ``backward`` stopped there and the real leaf got no gradient."""
+    x = nb.constant(f32([1.0, 2.0]), requires_grad=True)
+    y = x * 2.0
+    for value in (True, False):
+        with pytest.raises(RuntimeError, match=r"leaf.*shape \(2,\).*detach"):
+            y.requires_grad = value
+    assert y.requires_grad_() is y  # already requires grad: nothing to change
+    with pytest.raises(RuntimeError, match="leaf"):
+        y.requires_grad_(False)
+    (y * y).sum().backward()
+    close(x.grad, f32([8.0, 16.0]))
+
+
 def test_no_grad():
     a = nb.constant(f32([1.0, 2.0]))
     a.requires_grad = True
@@ -423,6 +438,59 @@ def test_no_grad():
     # d is a constant for later differentiation
     (d * a).sum().backward()
     close(a.grad, 3 * f32([1, 2]))
+
+
+def test_transforms_begun_under_no_grad_differentiate_as_torch_func():
+    """``no_grad`` cuts ``Tensor.backward``'s history and that of transforms begun before
+    it; a ``grad`` begun inside differentiates (``torch.func.grad`` under ``no_grad``). It
+    had returned zeros, and a compiled gradient traced there kept them."""
+    x = nb.constant(f32([1.0, 2.0]))
+    cube = lambda t: (t**3).sum()  # noqa: E731
+    with nb.no_grad():
+        close(nb.grad(cube)(x), f32([3.0, 12.0]))
+        close(nb.value_and_grad(cube)(x)[1], f32([3.0, 12.0]))
+        close(nb.vjp(lambda t: t**3, x)[1](nb.ones_like(x))[0], f32([3.0, 12.0]))
+        close(nb.jacrev(lambda t: t**3)(x), np.diag(f32([3.0, 12.0])))
+        assert not nb.is_grad_enabled()
+        with nb.enable_grad():
+            assert nb.is_grad_enabled()
+    g = nb.compile(nb.grad(lambda t: (t**2).sum()))
+    with nb.no_grad():
+        close(g(x), f32([2.0, 4.0]))
+    close(g(x), f32([2.0, 4.0]))
+
+    # no_grad inside a differentiated function: its values are constants there
+    def f(t):
+        with nb.no_grad():
+            c = t * t
+        return (c * t).sum()
+
+    close(nb.grad(f)(x), f32([1.0, 4.0]))
+    # set_grad_enabled: at once as a call, for the block in a with; no_grad as a decorator
+    a = nb.constant(f32([1.0, 2.0]), requires_grad=True)
+    nb.set_grad_enabled(False)
+    try:
+        assert not (a * 2.0).requires_grad
+    finally:
+        nb.set_grad_enabled(True)
+    with nb.set_grad_enabled(False):
+        assert not (a * 2.0).requires_grad
+    assert (a * 2.0).requires_grad
+
+    @nb.no_grad()
+    def evaluate(t, depth):
+        return evaluate(t, depth - 1) if depth else t * 2.0
+
+    assert not evaluate(a, 2).requires_grad and nb.is_grad_enabled()
+    # a compiled training step first called under no_grad still trains
+    m = nb.nn.Linear(2, 1)
+    opt = nb.nn.optim.SGD(m, lr=0.1)
+    step = opt.compile_step(lambda mm, u, v: ((mm(u) - v) ** 2).mean())
+    u, v = nb.constant(f32([[1.0, 2.0]])), nb.constant(f32([[1.0]]))
+    before = m.weight.numpy().copy()
+    with nb.no_grad():
+        step(u, v)
+    assert not np.allclose(m.weight.numpy(), before)
 
 
 # ----------------------------------------------------------------------------- API
