@@ -26,7 +26,16 @@ from ._util import as_tensor, norm_axis
 from .base import Operation, OpError
 from .functions import fn, provide
 
-__all__ = ["gather", "take", "take_along_axis", "scatter", "getitem", "setitem", "AtIndexer"]
+__all__ = [
+    "gather",
+    "take",
+    "take_along_axis",
+    "scatter",
+    "getitem",
+    "setitem",
+    "write_through",
+    "AtIndexer",
+]
 
 
 def _what(kwargs) -> dict:
@@ -775,6 +784,49 @@ def setitem(x: Tensor, key, value) -> None:
         rebind(x, _update(x.detach(), key, v, "set"), item=True)
     else:
         rebind(x, _update(x, key, value, "set"), item=True)
+    write_through(x)
+
+
+class Reshaped(NamedTuple):
+    """Where a view made by a reshape (``x.view(-1)``, ``flatten``, ``squeeze``) sits in
+    the tensor it was read from: all of it, in this shape."""
+
+    shape: tuple
+
+
+class Permuted(NamedTuple):
+    """Where a view made by a permutation (``x.T``, ``x.transpose(0, 1)``) sits in the
+    tensor it was read from: all of it, dims reordered by ``perm``."""
+
+    perm: tuple
+
+
+def is_basic_key(key) -> bool:
+    """An index of ints, slices, ``...`` and None: PyTorch reads a view with it (integer
+    tensors and masks read a copy)."""
+    for k in _entries_of(key):
+        if not (k is None or k is Ellipsis or type(k) is slice or _is_int(k)):
+            return False
+    return True
+
+
+def write_through(view: Tensor) -> None:
+    """After an in-place change of ``view`` (``view[k] = v``, ``view.zero_()``): when it was
+    read from a tensor as a PyTorch view (its ``_base``), write its new value there too,
+    as PyTorch's views share storage (``w[pad].zero_()``, ``w.grad[0].zero_()``). That
+    tensor takes it as an assignment does (a ``requires_grad`` leaf stays that leaf), and
+    passes it on to the tensor it was itself read from."""
+    link = getattr(view, "_base", None)
+    if link is None:
+        return
+    base, where = link
+    if type(where) is Reshaped:
+        setitem(base, Ellipsis, fn.reshape(view, where.shape))
+    elif type(where) is Permuted:
+        back = tuple(int(i) for i in np.argsort(where.perm))
+        setitem(base, Ellipsis, fn.permute(view, back))
+    else:
+        setitem(base, where, view)
 
 
 def rebind(x: Tensor, new: Tensor, *, item: bool = False) -> None:

@@ -368,6 +368,37 @@ def _rebind_fitting(name: str, x, new, what: str):
     return x
 
 
+def _view_of_index(self, key):
+    """``x[key]``: a basic index (ints, slices, ``...``, None) reads a view, as PyTorch's
+    do: an in-place method or assignment on it (``w[0].zero_()``, ``x[:, 1][0] = v``)
+    writes through to ``x`` (``indexing.write_through``). An integer tensor or a mask reads
+    a copy, as in PyTorch. Otherwise values are values: ``row = x[0]; row += 1`` gives
+    ``row`` a new value and leaves ``x`` as it is, as JAX's arrays."""
+    out = indexing.getitem(self, key)
+    if out is not self and indexing.is_basic_key(key):
+        out._base = (self, key)
+    return out
+
+
+def _viewing(method):
+    """``method`` (a reshape or a permutation of dims) returning a PyTorch-style view of
+    ``x`` (see :func:`_view_of_index`)."""
+
+    def view_method(self, *args, **kwargs):
+        out = method(self, *args, **kwargs)
+        if out is not self:
+            node = out._impl.node
+            if node is not None and node.op is view._transpose and out.size == self.size:
+                out._base = (self, indexing.Permuted(tuple(node.kwargs["perm"])))
+            else:
+                out._base = (self, indexing.Reshaped(tuple(self.shape)))
+        return out
+
+    view_method.__name__ = getattr(method, "__name__", "view")
+    view_method.__doc__ = method.__doc__
+    return view_method
+
+
 _METHODS = {
     # in-place operators: a parameter's value changes in place
     "__iadd__": _in_place(binary.add, "+="),
@@ -419,7 +450,7 @@ _METHODS = {
     "__lt__": binary.less,
     "__le__": binary.less_equal,
     # indexing
-    "__getitem__": indexing.getitem,
+    "__getitem__": _view_of_index,
     "__setitem__": indexing.setitem,
     "at": property(_at),
     # constructors, as the original spells them (``Tensor.from_dlpack(x)``)
@@ -435,18 +466,18 @@ _METHODS = {
     "reshard": collectives.reshard,
     "gather": _gather,
     # shape
-    "T": property(_T),
-    "mT": property(_mT),
-    "reshape": _reshape,
-    "view": _reshape,
-    "squeeze": _squeeze,
-    "unsqueeze": _torch_dim(view.unsqueeze),
-    "permute": _permute,
-    "transpose": _transpose,
-    "swap_axes": view.swap_axes,
-    "swapaxes": view.swap_axes,
-    "moveaxis": view.moveaxis,
-    "flatten": view.flatten,
+    "T": property(_viewing(_T)),
+    "mT": property(_viewing(_mT)),
+    "reshape": _viewing(_reshape),
+    "view": _viewing(_reshape),
+    "squeeze": _viewing(_squeeze),
+    "unsqueeze": _viewing(_torch_dim(view.unsqueeze)),
+    "permute": _viewing(_permute),
+    "transpose": _viewing(_transpose),
+    "swap_axes": _viewing(view.swap_axes),
+    "swapaxes": _viewing(view.swap_axes),
+    "moveaxis": _viewing(view.moveaxis),
+    "flatten": _viewing(view.flatten),
     "flip": _varargs(view.flip, "flip", "dims"),
     "broadcast_to": view.broadcast_to,
     "expand": view.expand,
@@ -638,7 +669,9 @@ def _in_place_method(compute, name: str):
         new = compute(self.detach() if leaf else self, *args, **kwargs)
         if new.dtype is not self.dtype and new.dtype.is_float and self.dtype.is_float:
             new = unary.cast(new, self.dtype)
-        return _rebind_fitting(name, self, new, "the tensor")
+        _rebind_fitting(name, self, new, "the tensor")
+        indexing.write_through(self)
+        return self
 
     method.__name__ = name
     method.__doc__ = f"In place (PyTorch's ``{name}``); returns ``x``. {compute.__doc__}"
@@ -699,7 +732,7 @@ _METHODS.update(
         "bool": _caster("bool"),
         "type_as": _type_as,
         "dim": _dim,
-        "t": _t,
+        "t": _viewing(_t),
         "type": _type,
         "is_floating_point": _is_floating_point,
         "repeat_interleave": _repeat_interleave,
@@ -707,8 +740,8 @@ _METHODS.update(
         "clone": unary.identity,  # a new tensor with the value; differentiable
         "contiguous": _contiguous,
         "is_contiguous": _is_contiguous,
-        "view_as": _view_as,
-        "reshape_as": _view_as,
+        "view_as": _viewing(_view_as),
+        "reshape_as": _viewing(_view_as),
         "expand_as": _expand_as,
         "masked_fill": _masked_fill,
         "new_zeros": _new_filled(0),

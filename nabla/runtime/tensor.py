@@ -227,7 +227,10 @@ class Tensor:
         (2,)
     """
 
-    __slots__ = ("_impl", "__weakref__")
+    # ``_base``: set on a PyTorch-style view (``x[0]``, ``x.view(-1)``, ``x.T``) to
+    # ``(x, where)``; an in-place method or assignment on the view writes through to ``x``
+    # (``ops.indexing.write_through``). Unset on every other tensor.
+    __slots__ = ("_impl", "_base", "__weakref__")
     __array_priority__ = 1000  # make ``ndarray * Tensor`` defer to Tensor
 
     def __init__(self, value=None, *, dtype=None, device=None):

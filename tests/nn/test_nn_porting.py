@@ -562,6 +562,55 @@ def test_in_place_methods():
     assert [c.shape for c in x.chunk(2, dim=0)] == [(2,), (2,)]
 
 
+def test_in_place_changes_of_a_view_reach_the_tensor_it_was_read_from():
+    """As PyTorch's views: ``w[pad].zero_()``, ``w.grad[0].zero_()`` and ``x.view(-1)[0] =
+    v`` had changed only a temporary, silently."""
+    w = nb.constant(np.array([[1.0, 2.0], [3.0, 4.0]], np.float32), requires_grad=True)
+    with nb.no_grad():
+        w[0].fill_(0.0)
+    np.testing.assert_array_equal(w.numpy(), [[0, 0], [3, 4]])
+    assert w.requires_grad and w._impl.requires_grad  # still the leaf
+    w.data[1].mul_(2)
+    np.testing.assert_array_equal(w.numpy(), [[0, 0], [6, 8]])
+    (w * w).sum().backward()
+    w.grad[0].add_(1.0)
+    np.testing.assert_array_equal(w.grad.numpy(), [[1, 1], [12, 16]])
+    emb = nn.Embedding(4, 3)
+    with nb.no_grad():
+        emb.weight[2].zero_()
+    assert not emb.weight.numpy()[2].any() and emb.weight.numpy()[[0, 1, 3]].all()
+    a = nb.constant(np.array([[1.0, 2.0], [3.0, 4.0]], np.float32))
+    a[:, 1].mul_(2)
+    a.view(-1)[0] = 9.0
+    a.T[0, 1] = 7.0  # a[1, 0]
+    np.testing.assert_array_equal(a.numpy(), [[9, 4], [7, 8]])
+    x = nb.constant(np.arange(24.0, dtype=np.float32).reshape(2, 3, 4))
+    x.permute(2, 0, 1)[1].fill_(-1.0)
+    assert (x.numpy()[:, :, 1] == -1).all() and (x.numpy()[:, :, 0] >= 0).all()
+    y = nb.constant(np.arange(6.0, dtype=np.float32))
+    v = y[1:4]
+    v[0:2].zero_()  # a view of a view: both follow
+    np.testing.assert_array_equal(y.numpy(), [0, 0, 0, 3, 4, 5])
+    np.testing.assert_array_equal(v.numpy(), [0, 0, 3])
+    # an integer-tensor index or a mask reads a copy, as PyTorch; += gives a new value
+    a[nb.constant(np.array([0]))].zero_()
+    a[a > 100].zero_()
+    row = a[0]
+    row += 100.0
+    np.testing.assert_array_equal(a.numpy(), [[9, 4], [7, 8]])
+    # a view changed inside a compiled function reaches captured state, at every call
+    state = nb.constant(np.array([1.0, 2.0, 3.0], np.float32))
+
+    @nb.compile
+    def bump(s):
+        state[1:].add_(s)
+        return state.sum()
+
+    bump(nb.constant(1.0))
+    np.testing.assert_array_equal(bump(nb.constant(1.0)).numpy(), 10.0)
+    np.testing.assert_array_equal(state.numpy(), [1, 4, 5])
+
+
 # ----------------------------------------------------------------------------- .grad and .data
 def test_grad_is_one_tensor_that_in_place_changes_and_backward_accumulates_into():
     lin = nn.Linear(3, 4)
