@@ -95,8 +95,9 @@ def _reshape(self, *shape):
         *shape: the new shape, as ints or one tuple/list; one dim may be -1 (inferred).
 
     Returns:
-        The reshaped tensor (``x`` itself if the shape is unchanged). Unlike PyTorch's
-        ``view``, updating one of them later (``x[i] = v``) never changes the other.
+        The reshaped tensor (``x`` itself if the shape is unchanged). As PyTorch's
+        ``view``, an in-place method or assignment on it (``x.view(-1)[0] = v``) reaches
+        ``x`` too.
 
     Raises:
         ValueError: (:class:`nabla.OpError`) if the element count does not match.
