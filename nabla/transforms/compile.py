@@ -87,7 +87,7 @@ from ..core.ir import (
 )
 from ..core.pytree import frozen, tree_flatten, tree_unflatten
 from ..core.sharding import PROCESS
-from ..core.state import STATE, grad_cut, is_live
+from ..core.state import STATE, grad_cut, is_live, level_sizes
 from ..ops._util import check_callable
 from ..ops.base import Operation
 from ..ops.collectives import complete_partial
@@ -468,6 +468,19 @@ class _Plan:
         return self is other
 
 
+def _batching_key(batched: list) -> tuple:
+    """The vmap batching of a call's tensor leaves (``(leaf index, levels)`` for each
+    batched one) as a key part: each level by its rank among the call's levels (a vmap
+    around the call makes new ids each time; their nesting order is what a trace depends
+    on) and its size. A trace made under a vmap records the batched layout, so it serves
+    only calls batched the same way."""
+    ranks = {lv: r for r, lv in enumerate(sorted({lv for _, lvs in batched for lv in lvs}))}
+    return (
+        "vmap",
+        tuple((i, tuple((ranks[lv], level_sizes[lv]) for lv in lvs)) for i, lvs in batched),
+    )
+
+
 def _rename_levels(kwargs, rename):
     """vmap-plumbing kwargs with the trace's level ids replaced by this call's."""
     out = dict(kwargs)
@@ -694,6 +707,7 @@ class CompiledFunction:
         parts = [tree]
         sizes: dict[str, int] = {}
         sym_shapes = {}
+        batched = None
         for i, leaf in enumerate(flat):
             if isinstance(leaf, np.ndarray | np.generic):
                 # NumPy arrays and scalars are traced values, as in ``jax.jit``
@@ -706,6 +720,8 @@ class CompiledFunction:
                     shape = self._symbolic(shape, names, sizes, positions.get(i))
                     sym_shapes[i] = shape
                 parts.append((shape, impl.dtype, impl.device, impl.sharding))
+                if impl.levels:
+                    batched = (batched or []) + [(i, impl.levels)]
             else:
                 try:
                     hash(leaf)
@@ -715,6 +731,8 @@ class CompiledFunction:
                         "not hashable; pass tensors, or hashable Python values"
                     ) from None
                 parts.append(_static_key(leaf))
+        if batched:
+            parts.append(_batching_key(batched))
         if CONFIG.debug_values:  # a trace that records the ops' lines
             parts.append(("debug_nans",))
         # what ``nb.ones(...)`` or a Python float becomes inside (``nb.default_dtype``)

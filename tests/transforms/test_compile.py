@@ -285,6 +285,27 @@ def test_vmap_of_compile_and_compile_of_vmap():
     assert cvd.stats["misses"] == 1 and cvd.stats["hits"] == 2
 
 
+def test_a_trace_made_under_vmap_serves_only_calls_batched_the_same_way():
+    """A first call under vmap recorded the batched layout; a later plain call replayed it
+    with the batch axes (an AxisError, a scan carry of the wrong shape, or, after a trace
+    under two vmaps, gradients 9x too large)."""
+    xs = nb.constant(np.array([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]], np.float32))
+    w = nb.constant(np.array([0.5, -0.3], np.float32))
+    cf = nb.compile(lambda x, w: (x * w).sum())
+    want = xs.numpy() @ w.numpy()
+    outer = nb.vmap(nb.vmap(cf, in_axes=(0, None)), in_axes=(None, 0))(xs, xs)
+    np.testing.assert_allclose(outer.numpy(), xs.numpy() @ xs.numpy().T, rtol=1e-6)
+    np.testing.assert_allclose(cf(xs[1], w).numpy(), want[1], rtol=1e-6)
+    np.testing.assert_allclose(nb.vmap(cf, in_axes=(0, None))(xs, w).numpy(), want, rtol=1e-6)
+    np.testing.assert_allclose(nb.grad(lambda v: cf(xs[1], v))(w).numpy(), xs.numpy()[1])
+    carry, _ = nb.scan(lambda c, x: (c + cf(x, w), None), nb.constant(0.0), xs)
+    np.testing.assert_allclose(carry.numpy(), want.sum(), rtol=1e-6)
+    # the same batching again (new level ids) is a hit
+    misses = cf.stats.misses
+    nb.vmap(nb.vmap(cf, in_axes=(0, None)), in_axes=(None, 0))(xs, xs)
+    assert cf.stats.misses == misses
+
+
 def test_fullgraph_raises_and_fallback_is_counted():
     def f(x):
         if x.sum().item() > 0:  # realizes while traced
