@@ -24,7 +24,15 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ..core.pytree import flatten_one_level, tree_flatten, tree_map, tree_structure, tree_unflatten
-from ..core.state import STATE, grad_level, is_live, spmd_axes, spmd_axes_as
+from ..core.state import (
+    STATE,
+    grad_level,
+    is_live,
+    may_be_pulled_back,
+    spmd_axes,
+    spmd_axes_as,
+    visible,
+)
 from ..ops import batching
 from ..ops._util import as_tensor
 from ..ops.base import Operation
@@ -64,22 +72,41 @@ class CustomCallOp(Operation):
         outs = impls[kwargs["n_in"] :]
         return [im.shape for im in outs], [im.dtype for im in outs], [im.device for im in outs]
 
+    # inputs: the function's argument tensors (``n_args``), then the values it closes over
+    # that a differentiation may reach (``n_in`` in all), then the forward outputs
     def vjp_rule(self, primals, cotangents, outputs, kwargs):
-        n = kwargs["n_in"]
+        n, k = kwargs["n_in"], kwargs.get("n_args", kwargs["n_in"])
+        for p in primals[k:n]:
+            if STATE.pulling_back & p._impl.traced:
+                _closure_error(kwargs["rule"], p, "reverse")
         # an output nobody kept is gone (None): its forward value, an input here, stands in
         # for it, so an unused output gets a zero cotangent of its shape
         outputs = [primals[n + i] if o is None else o for i, o in enumerate(outputs)]
-        cts = kwargs["rule"].vjp(primals[:n], cotangents, outputs)
-        return list(cts) + [None] * (len(primals) - n)
+        cts = kwargs["rule"].vjp(primals[:k], cotangents, outputs)
+        return list(cts) + [None] * (len(primals) - k)
 
     def jvp_rule(self, primals, tangents, outputs, kwargs):
-        n = kwargs["n_in"]
-        return kwargs["rule"].jvp(primals[:n], tangents[:n], outputs)
+        n, k = kwargs["n_in"], kwargs.get("n_args", kwargs["n_in"])
+        for p, t in zip(primals[k:n], tangents[k:n]):
+            if t is not None:
+                _closure_error(kwargs["rule"], p, "forward")
+        return kwargs["rule"].jvp(primals[:k], tangents[:k], outputs)
 
     def replay(self, args, kwargs):
         """``compile``'s replay path: call the decorated function again on the new inputs
         (the rule holds per-call residuals, so it must be rebuilt)."""
-        return kwargs["rule"].call(args[: kwargs["n_in"]])
+        return kwargs["rule"].call(args[: kwargs.get("n_args", kwargs["n_in"])])
+
+
+def _closure_error(rule, value, mode: str):
+    owner = rule.owner
+    kind = type(owner).__name__
+    raise TypeError(
+        f"{kind} function {owner.fun.__name__}: {mode}-mode differentiation with respect to "
+        f"a value it closes over ({value.dtype.value}{list(value.shape)}, computed from the "
+        f"differentiated inputs); its rule gives derivatives for its arguments only, as "
+        f"JAX's {kind} does; pass it as an argument"
+    )
 
 
 _custom_call = CustomCallOp()
@@ -94,12 +121,73 @@ def _needs_rule(tensors) -> bool:
     )
 
 
-def _bind(rule, in_tensors, out_flat, what):
+def _run_recorded(run):
+    """``run()``, and the values its ops read that it did not make itself: its arguments
+    and what it closes over (the recorded ops still reach an enclosing trace)."""
+    outer = STATE.recording
+    STATE.recording = recorded = []
+    try:
+        out = run()
+    finally:
+        STATE.recording = outer
+    if outer is not None:
+        outer.extend(recorded)
+    made: set = set()
+    read: dict = {}
+    for node in recorded:
+        for impl in node.inputs:
+            if id(impl) not in made:
+                read.setdefault(id(impl), impl)
+        for ref in node.outputs:
+            o = ref()
+            if o is not None:
+                made.add(id(o))
+    return out, list(read.values())
+
+
+def _differentiated_closure(reads, args) -> list:
+    """Of the values a custom function read (``_run_recorded``), those outside its argument
+    tensors ``args`` that a differentiation may reach: carrying a visible tangent or a live
+    grad level, or, while a trace records, computed from its placeholders (a compiled
+    function's arguments, a loop body's carry), which its replay may differentiate. A rule
+    written for the explicit arguments knows nothing of them."""
+    explicit = {id(t._impl) for t in args}
+    tracing = STATE.recording is not None
+    seen: dict = {}
+
+    def from_placeholders(impl) -> bool:
+        if impl.buffer is not None:
+            return False
+        if impl.node is None:
+            return True
+        key = id(impl)
+        if key not in seen:
+            seen[key] = False  # (a graph has no cycles; this only stops repeat visits)
+            seen[key] = any(from_placeholders(i) for i in impl.node.inputs)
+        return seen[key]
+
+    out = []
+    for impl in reads:
+        if id(impl) in explicit or not impl.dtype.is_float:
+            continue
+        if (
+            (impl.tangents and any(visible(lv) for lv in impl.tangents))
+            or may_be_pulled_back(impl.traced)
+            or (tracing and from_placeholders(impl))
+        ):
+            out.append(impl)
+    return out
+
+
+def _bind(rule, in_tensors, out_flat, what, closure=()):
+    """The ``custom_call`` node: ``in_tensors`` (the arguments), then ``closure`` (values
+    the function closes over whose derivative its rule cannot give: differentiating with
+    respect to them is an error), then the forward outputs."""
     out_flat = [_output_leaf(o, what) for o in out_flat]
-    outs = _custom_call.bind(
-        list(in_tensors) + list(out_flat), {"n_in": len(in_tensors), "rule": rule}
-    )
-    return outs
+    kwargs = {"n_in": len(in_tensors) + len(closure), "rule": rule}
+    if closure:
+        kwargs["n_args"] = len(in_tensors)
+    return _custom_call.bind(list(in_tensors) + list(closure) + list(out_flat), kwargs)
 
 
 def _output_leaf(o, what):
@@ -294,13 +382,14 @@ class custom_vjp:  # noqa: N801 - JAX's spelling
         # while the rule returns no cotangent for the forward outputs (no double counting).
         self._in_fwd.depth = 1
         try:
-            out, res = self.fwd(*args)
+            (out, res), reads = _run_recorded(lambda: self.fwd(*args))
         finally:
             self._in_fwd.depth = 0
         o_flat, o_tree = tree_flatten(out)
         rule = _VjpRule(self, res, o_tree, split)
         what = f"custom_vjp fwd of {self.fun.__name__}"
-        return tree_unflatten(o_tree, _bind(rule, tensors, o_flat, what))
+        closure = [Tensor._wrap(i) for i in _differentiated_closure(reads, tensors)]
+        return tree_unflatten(o_tree, _bind(rule, tensors, o_flat, what, closure))
 
 
 class _VjpRule:
@@ -431,11 +520,14 @@ class custom_jvp:  # noqa: N801
         tensors = split.tensors
         if not _needs_rule(tensors):
             return self.fun(*args)
-        out = self.fun(*split.detached())
+        detached = split.detached()
+        out, reads = _run_recorded(lambda: self.fun(*detached))
         o_flat, o_tree = tree_flatten(out)
         rule = _JvpRule(self, split)
         what = f"custom_jvp function {self.fun.__name__}"
-        return tree_unflatten(o_tree, _bind(rule, tensors, o_flat, what))
+        closure = _differentiated_closure(reads, _CallArgs.of(detached).tensors)
+        closure = [Tensor._wrap(i) for i in closure]
+        return tree_unflatten(o_tree, _bind(rule, tensors, o_flat, what, closure))
 
 
 def _zero_tangent(x):
@@ -541,7 +633,13 @@ def checkpoint(fun=None, *, prevent_cse=True, policy=None, static_argnums=()):
         tensors = split.tensors
         if not _needs_rule(tensors):
             return fun(*args)
-        out = fun(*split.detached())
+        detached = split.detached()
+        out, reads = _run_recorded(lambda: fun(*detached))
+        if _differentiated_closure(reads, _CallArgs.of(detached).tensors):
+            # it closes over values being differentiated (a layer's own weights): the
+            # re-run could not give their gradients, so it runs as it is, intermediates kept
+            # (pass them as arguments to save the memory)
+            return fun(*args)
         o_flat, o_tree = tree_flatten(out)
         rule = _RematRule(fun, split, wrapped)
         what = f"checkpoint of {getattr(fun, '__name__', fun)}"

@@ -783,6 +783,70 @@ def test_checkpoint_same_values_and_grads_and_reruns():
     assert nb.remat is nb.checkpoint
 
 
+def test_checkpoint_of_a_function_closing_over_differentiated_values():
+    """Its re-run saw only its arguments: a closed-over value's part of the derivative was
+    dropped (a layer closing over its weights), or was 0 inside a loop body or a compiled
+    function. Such a function now runs without rematerialization, as JAX's values say."""
+    c = nb.constant
+    close(nb.grad(lambda w: nb.checkpoint(lambda x: x * w)(w))(c(3.0)), 6.0)
+    close(nb.jvp(lambda w: nb.checkpoint(lambda x: x * w)(w), (c(3.0),), (c(1.0),))[1], 6.0)
+
+    def through_scan(w):
+        step = lambda k, _: (nb.checkpoint(lambda k: k * w)(k), None)  # noqa: E731
+        return nb.scan(step, c(1.0), None, length=3)[0]
+
+    close(nb.grad(through_scan)(c(2.0)), 12.0)
+    close(nb.grad(nb.compile(lambda w: nb.checkpoint(lambda v: v * w)(c(2.0))))(c(3.0)), 2.0)
+    f = lambda w: nb.fori_loop(0, 3, lambda i, k: nb.checkpoint(lambda k: k * w)(k), c(1.0))  # noqa: E731
+    close(nb.jacfwd(f)(c(2.0)), 12.0)
+    lin = nb.nn.Linear(3, 3)
+    x = c(f32([[0.1, 0.2, 0.3]]))
+    (nb.checkpoint(lambda h: nb.tanh(lin(h)))(x) ** 2).sum().backward()
+    want = lin.weight.grad.numpy().copy()
+    lin.zero_grad()
+    (nb.tanh(lin(x)) ** 2).sum().backward()
+    close(want, lin.weight.grad.numpy(), rtol=1e-6)
+
+
+def test_custom_rules_refuse_differentiation_through_a_closed_over_value():
+    """As JAX: the rules give derivatives for the arguments only; the closed-over value's
+    part had been dropped silently."""
+
+    def with_vjp(a):
+        @nb.custom_vjp
+        def g(x):
+            return nb.sin(x) * a
+
+        g.defvjp(lambda x: (g(x), x), lambda x, ct: (ct * nb.cos(x) * a,))
+        return g(a * 1.0)
+
+    def with_jvp(a):
+        @nb.custom_jvp
+        def g(x):
+            return nb.sin(x) * a
+
+        g.defjvp(lambda p, t: (g(p[0]), nb.cos(p[0]) * a * t[0]))
+        return g(a * 1.0)
+
+    a = nb.constant(0.7)
+    for f in (with_vjp, with_jvp, nb.compile(with_vjp)):
+        with pytest.raises(TypeError, match=r"reverse-mode .* closes over \(float32\[\]"):
+            nb.grad(f)(a)
+        close(f(a), np.sin(0.7) * 0.7, rtol=1e-6)  # not differentiated: fine
+    with pytest.raises(TypeError, match="forward-mode .* closes over"):
+        nb.jvp(with_jvp, (a,), (nb.constant(1.0),))
+    # a closed-over constant, or a value of another differentiation, is fine
+    w = nb.constant(2.0)
+
+    @nb.custom_vjp
+    def scaled(x):
+        return x * w
+
+    scaled.defvjp(lambda x: (scaled(x), None), lambda _, ct: (ct * w,))
+    close(nb.grad(scaled)(a), 2.0)
+    close(nb.grad(lambda v: nb.grad(lambda x: scaled(x) * v)(a))(nb.constant(3.0)), 2.0)
+
+
 # ----------------------------------------------------------------------------- compositions
 def _h(x):  # elementwise h(x) = sin(x) * x
     return nb.sin(x) * x
