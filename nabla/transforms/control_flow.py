@@ -1538,6 +1538,11 @@ def _map_hoisted(traced: _ScanTrace, n: int, xs: list, consts: list, spec: _Scan
     body, nx, nk = traced.body, len(xs), len(consts)
     if spec.length < 2 or not nx or not _has_per_step_work(body, n, nx):
         return None
+    if STATE.body_args is not None:
+        # inside another construct's body the mapped xs would enter it as captured values
+        # batched by this vmap, whose level then leaks into that body's derivatives (a
+        # nested scan's gradient came out len(xs) times too large per level): run whole
+        return None
     if body.nodes[0].site is not None:  # nb.debug_nans names the step a NaN came from
         return None
     kind: list = []

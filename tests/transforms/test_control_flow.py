@@ -344,6 +344,33 @@ def test_nested_scan_and_checkpoint_in_body():
     close(gk.numpy(), g.numpy(), 1e-12)
 
 
+def test_gradient_of_a_scan_over_differentiated_xs_inside_another_loop():
+    """The inner scan's per-step work on its xs (``b * c``, reading the outer carry) was
+    mapped over its steps by a vmap whose level then leaked into the outer loop's
+    derivative: the gradient came out ``len(y)`` times too large per step (and, with other
+    bodies, with a batch level nobody could read)."""
+    y = np.array([0.3, 0.4, 0.1])
+
+    def f(y, outer):
+        def inner(k):
+            return nb.scan(lambda d, b: (d + b * k, None), k, y)[0]
+
+        if outer == "scan":
+            return nb.scan(lambda k, _: (inner(k), None), c(0.5), None, length=2)[0]
+        return nb.fori_loop(0, 2, lambda i, k: inner(k), c(0.5))
+
+    def ref(y):
+        k = 0.5
+        for _ in range(2):
+            k = k + k * y.sum()
+        return k
+
+    for outer in ("scan", "fori"):
+        close(f(c(y), outer).item(), ref(y), 1e-12)
+        close(nb.grad(lambda v: f(v, outer))(c(y)).numpy(), fd_grad(ref, y))
+        close(nb.jacfwd(lambda v: f(v, outer))(c(y)).numpy(), fd_grad(ref, y))
+
+
 def test_a_new_lambda_with_the_same_body_is_the_same_program():
     xs = c(np.arange(6.0))
     a = nb.scan(lambda s, x: (s + x * 2.0, s), c(0.0), xs)
