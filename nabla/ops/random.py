@@ -307,25 +307,30 @@ def uniform(
     shape=None,
     low=None,
     high=None,
+    jax_maxval=None,
     *,
     dtype=None,
     device=None,
     minval=None,
     maxval=None,
+    key=None,
 ):
     """Uniform floats in ``[low, high)``.
 
     Call as ``uniform(key, shape, low, high)`` (reproducible) or ``uniform(shape, low, high)``
-    (global generator, fresh on every call).
+    (global generator, fresh on every call); JAX's ``uniform(key, shape, dtype, minval,
+    maxval)`` too.
 
     Args:
         key_or_shape: a key (from :func:`nabla.random.key`), or the shape (int or tuple).
         shape: the shape when a key comes first (default ``()``).
         low: the lower bound (inclusive), default 0.0; a number or a tensor that broadcasts
-            to ``shape`` (also ``minval=``, JAX's name).
+            to ``shape`` (also ``minval=``, JAX's name). Tensor bounds are cast to ``dtype``.
         high: the upper bound (exclusive), default 1.0 (also ``maxval=``).
+        jax_maxval: the upper bound in JAX's positional order (after a dtype).
         dtype: a float dtype (default: :func:`nabla.get_default_dtype`).
         device: the device of the result; drawn on the host, then moved.
+        key: the key as a keyword (JAX's ``key=``), instead of the first argument.
 
     Returns:
         A float tensor of ``shape``: differentiable (and batched by ``vmap``) with respect to
@@ -336,8 +341,11 @@ def uniform(
         ValueError: for a dtype that is not a float, or bounds that do not broadcast to
             ``shape``.
     """
+    key_or_shape = _keyword_key("uniform", key_or_shape, key)
     if isinstance(key_or_shape, Tensor) and _dtype_like(low):  # JAX: (key, shape, dtype, ...)
-        dtype, low, high = _one_dtype("uniform", dtype, low), high, None
+        dtype, low, high = _one_dtype("uniform", dtype, low), high, jax_maxval
+    elif jax_maxval is not None:
+        raise TypeError("uniform: too many positional parameters")
     low = alias_arg("uniform", "low", low, "minval", minval)  # JAX's names as well
     high = alias_arg("uniform", "high", high, "maxval", maxval)
     k, shape, (low, high, _) = _split_args(key_or_shape, shape, (low, high, None))
@@ -347,6 +355,7 @@ def uniform(
     if numbers_given and low > high:  # as PyTorch (the clamp below high left every value out)
         raise ValueError(f"uniform: low ({low}) must not be above high ({high})")
     dtype = _float_dtype("uniform", dtype)
+    low, high = (_cast_bound(v, dtype) for v in (low, high))
     u = _draw(_uniform, k, shape, dtype)
     if numbers_given and low == high:  # an empty range: the one value (a key is still drawn)
         return _place(fn.full_like(u, low), device)
@@ -357,10 +366,28 @@ def uniform(
         # low + u * span can round up to high: clamp to the largest value below it
         top = np.array(high, dtype.numpy)
         out = fn.minimum(out, float(np.nextafter(top, np.array(-np.inf, dtype.numpy))))
+        if isinstance(low, int | float):  # where high rounds to low in dtype: low, as JAX
+            out = fn.maximum(out, float(np.array(low, dtype.numpy)))
     return _place(out, device)
 
 
-def normal(key_or_shape=(), shape=None, mean=None, std=None, *, dtype=None, device=None):
+def _cast_bound(v, dtype):
+    """A tensor parameter of a float draw in the draw's dtype (as JAX casts its bounds)."""
+    if isinstance(v, Tensor) and v.dtype is not dtype:
+        return fn.cast(v, dtype)
+    return v
+
+
+def _keyword_key(op, key_or_shape, key):
+    """The first argument, or JAX's ``key=`` keyword in its place."""
+    if key is None:
+        return key_or_shape
+    if isinstance(key_or_shape, Tensor) or key_or_shape not in ((), None):
+        raise TypeError(f"{op}: the key given twice (first argument and key=)")
+    return key
+
+
+def normal(key_or_shape=(), shape=None, mean=None, std=None, *, dtype=None, device=None, key=None):
     """Normal samples with ``mean`` and ``std``.
 
     Call as ``normal(key, shape, mean, std)`` (reproducible) or ``normal(shape, mean, std)``
@@ -371,8 +398,10 @@ def normal(key_or_shape=(), shape=None, mean=None, std=None, *, dtype=None, devi
         shape: the shape when a key comes first (default ``()``).
         mean: the mean, default 0.0; a number or a tensor that broadcasts to ``shape``.
         std: the standard deviation, default 1.0; a number or such a tensor.
-        dtype: a float dtype (default: :func:`nabla.get_default_dtype`).
+        dtype: a float dtype (default: :func:`nabla.get_default_dtype`); tensor parameters
+            are cast to it.
         device: the device of the result; drawn on the host, then moved.
+        key: the key as a keyword (JAX's ``key=``), instead of the first argument.
 
     Returns:
         A float tensor of ``shape``: differentiable (and batched by ``vmap``) with respect to
@@ -384,12 +413,14 @@ def normal(key_or_shape=(), shape=None, mean=None, std=None, *, dtype=None, devi
         ValueError: for a dtype that is not a float, or parameters that do not broadcast to
             ``shape``.
     """
+    key_or_shape = _keyword_key("normal", key_or_shape, key)
     if isinstance(key_or_shape, Tensor) and _dtype_like(mean):  # JAX: normal(key, shape, dtype)
         dtype, mean, std = _one_dtype("normal", dtype, mean), std, None
     k, shape, (mean, std, _) = _split_args(key_or_shape, shape, (mean, std, None))
     mean = 0.0 if mean is None else mean
     std = 1.0 if std is None else std
     dtype = _float_dtype("normal", dtype)
+    mean, std = _cast_bound(mean, dtype), _cast_bound(std, dtype)
     z = _draw(_normal, k, shape, dtype)
     return _place(_affine("normal", z, std, mean, {"mean": mean, "std": std}), device)
 
@@ -397,7 +428,7 @@ def normal(key_or_shape=(), shape=None, mean=None, std=None, *, dtype=None, devi
 gaussian = normal
 
 
-def bernoulli(key_or_shape=(), p=0.5, shape=None, *, device=None):
+def bernoulli(key_or_shape=(), p=0.5, shape=None, *, device=None, key=None):
     """Random booleans, True with probability ``p``.
 
     Call as ``bernoulli(key, p, shape)`` (reproducible) or ``bernoulli(shape, p)`` (global
@@ -407,10 +438,11 @@ def bernoulli(key_or_shape=(), p=0.5, shape=None, *, device=None):
         key_or_shape: a key (from :func:`nabla.random.key`) for a reproducible draw, or the
             shape (int or tuple of ints; default ``()``) for a draw from the global generator.
         p: the probability of True (default 0.5).
-        shape: with a key, the shape of the result (default ``()``); with a shape as the
-            first argument it replaces it when given.
+        shape: with a key, the shape of the result (default: ``p``'s shape, as JAX); with a
+            shape as the first argument it replaces it when given.
         device: the device of the result (default: the default device); drawn on the host,
             then moved.
+        key: the key as a keyword (JAX's ``key=``), instead of the first argument.
 
     Returns:
         A bool tensor (not differentiable).
@@ -418,9 +450,11 @@ def bernoulli(key_or_shape=(), p=0.5, shape=None, *, device=None):
     Raises:
         ValueError: if ``key_or_shape`` is a tensor that is not a key (int, shape ``(2,)``).
     """
+    key_or_shape = _keyword_key("bernoulli", key_or_shape, key)
     if isinstance(key_or_shape, Tensor):
         k = _as_key(key_or_shape)
-        shape = () if shape is None else shape
+        if shape is None:  # JAX: p's shape
+            shape = tuple(np.shape(p)) if isinstance(p, Tensor | np.ndarray) else ()
     else:
         k, shape = global_key(), (key_or_shape if shape is None else shape)
     if not isinstance(p, numbers.Number):
@@ -434,11 +468,13 @@ def randint(
     shape=None,
     low=None,
     high=None,
+    jax_dtype=None,
     *,
     dtype=None,
     device=None,
     minval=None,
     maxval=None,
+    key=None,
 ):
     """Uniform random integers in ``[low, high)``.
 
@@ -454,11 +490,14 @@ def randint(
             (also ``minval=``, JAX's name). A number, or an integer tensor that broadcasts to
             ``shape``.
         high: the exclusive upper bound (also ``maxval=``).
+        jax_dtype: the dtype in JAX's positional order, ``randint(key, shape, minval,
+            maxval, dtype)``.
         dtype: an integer dtype (default int32). Bounds outside its range are clamped to it,
             as in JAX (``randint(k, s, -5, 3, dtype=nb.uint8)`` draws from ``[0, 3)``);
             where clamping empties the range, every value is the clamped ``low``.
         device: the device of the result (default: the default device); drawn on the host,
             then moved.
+        key: the key as a keyword (JAX's ``key=``), instead of the first argument.
 
     Returns:
         An integer tensor (not differentiable).
@@ -469,6 +508,9 @@ def randint(
         TypeError: without bounds, for a shape given twice, or a dtype that is not an
             integer.
     """
+    key_or_shape = _keyword_key("randint", key_or_shape, key)
+    if jax_dtype is not None:
+        dtype = _one_dtype("randint", dtype, jax_dtype)
     low = alias_arg("randint", "low", low, "minval", minval)  # JAX's names as well
     high = alias_arg("randint", "high", high, "maxval", maxval)
     k, shape, (low, high, _) = _split_args(key_or_shape, shape, (low, high, None))

@@ -228,6 +228,35 @@ def test_jax_positional_dtype_and_documented_defaults():
     assert u.min() >= 2.0 and u.max() < 3.0
 
 
+def test_jax_argument_orders_keywords_and_bound_dtypes():
+    """JAX's ``uniform(key, shape, dtype, minval, maxval)``, ``randint(key, shape, minval,
+    maxval, dtype)``, ``key=``, ``bernoulli(key, p)`` taking ``p``'s shape, and bounds cast
+    to the draw's dtype; a range whose ``high`` rounds to ``low`` in the dtype gives ``low``
+    (it gave the value below ``low``)."""
+    k = nb.random.key(0)
+    u = nb.random.uniform(k, (200,), nb.float16, -1.0, 1.0)
+    assert u.dtype == nb.float16 and u.numpy().min() >= -1 and u.numpy().max() < 1
+    r = nb.random.randint(k, (50,), 0, 10, nb.uint8)
+    assert r.dtype == nb.uint8 and r.numpy().max() < 10
+    np.testing.assert_array_equal(
+        nb.random.uniform(key=k, shape=(3,)).numpy(), nb.random.uniform(k, (3,)).numpy()
+    )
+    assert nb.random.normal(key=k, shape=(2,)).shape == (2,)
+    assert nb.random.randint(key=k, shape=(2,), minval=0, maxval=3).shape == (2,)
+    p = nb.constant(np.array([0.0, 1.0, 1.0]))
+    np.testing.assert_array_equal(nb.random.bernoulli(k, p).numpy(), [False, True, True])
+    with pytest.raises(TypeError, match="key given twice"):
+        nb.random.uniform(k, key=k)
+    lo, hi = nb.zeros((3,)), nb.ones((3,))
+    assert nb.random.uniform(k, (3,), lo, hi, dtype=nb.float16).dtype == nb.float16
+    assert nb.random.normal(k, (3,), lo, 1.0, dtype=nb.bfloat16).dtype == nb.bfloat16
+    for dtype, low, high in [(nb.bfloat16, 1.0, 1.001), (nb.float16, 2048.0, 2049.0)]:
+        got = nb.random.uniform(k, (5,), low, high, dtype=dtype).numpy().astype(np.float32)
+        np.testing.assert_array_equal(got, np.full(5, low, np.float32))
+        got = nb.uniform((5,), low, high, dtype=dtype).numpy().astype(np.float32)
+        np.testing.assert_array_equal(got, np.full(5, low, np.float32))
+
+
 def test_keys_and_draws_refuse_what_jax_refuses_and_take_shape_by_keyword():
     """A float seed or one that would wrap is an error (JAX's TypeError / OverflowError);
     the global generator's draws take ``shape=`` by keyword; a foreign key, a ``p`` of
