@@ -139,7 +139,7 @@ def _nan_out_of_range(loss: Tensor, target: Tensor, classes: int) -> Tensor:
 
 
 def nll_loss(
-    log_probs, target, reduction: str = "mean", *, weight=None, ignore_index: int | None = None
+    log_probs, target, reduction: str = "mean", *, weight=None, ignore_index: int | None = -100
 ) -> Tensor:
     """Negative log-likelihood of class indices: ``-log_probs[..., target]``.
 
@@ -151,7 +151,7 @@ def nll_loss(
             positional argument): each target's term is scaled by its class's weight, and
             ``"mean"`` divides by the summed weights of the counted targets, as PyTorch.
         ignore_index: a class-index value whose targets count for nothing (keyword only;
-            None, the default, counts every target: pass ``-100`` for PyTorch's default).
+            ``-100`` by default, as PyTorch's; None counts every target).
 
     Returns:
         The reduced loss.

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import collections
-
 from ..core.device import CPU, Device
 from ..core.sharding import P
 from ..runtime.tensor import Tensor
@@ -145,10 +143,7 @@ def _numpy_reduction(fn):
     return method
 
 
-MinMax = collections.namedtuple("MinMax", "values indices")
-
-
-def _min_max(fn, pick, elementwise, name):
+def _min_max(fn, elementwise, name):
     """``x.max``/``x.min``: NumPy's reduction (``axis`` positional or keyword, values
     only), PyTorch's ``x.max(dim=d)`` (a ``(values, indices)`` pair whose gradient goes to
     the index returned, the first extreme of a tie, as PyTorch's) and PyTorch's
@@ -160,12 +155,7 @@ def _min_max(fn, pick, elementwise, name):
             return elementwise(self, *args)
         if "dim" not in kwargs:
             return numpy_form(self, *args, **kwargs)
-        kwargs = _torch_keywords(name, kwargs)
-        if args or kwargs.get("axis") is None or isinstance(kwargs["axis"], tuple | list):
-            return MinMax(fn(self, *args, **kwargs), pick(self, *args, **kwargs))
-        keep = kwargs.get("keepdims", False)
-        where = pick(self, kwargs["axis"], keepdims=keep)
-        return MinMax(reduction.first_extreme(self, kwargs["axis"], keep, name), where)
+        return fn(self, *args, **kwargs)  # PyTorch's (values, indices)
 
     method.__name__ = name
     method.__doc__ = fn.__doc__
@@ -492,8 +482,8 @@ _METHODS = {
     # reductions (NumPy's np.sum(t), np.mean(t), ... call these with dtype= and out=)
     "sum": _numpy_reduction(reduction.sum),
     "mean": _numpy_reduction(reduction.mean),
-    "max": _min_max(reduction.max, reduction.argmax, binary.maximum, "max"),
-    "min": _min_max(reduction.min, reduction.argmin, binary.minimum, "min"),
+    "max": _min_max(reduction.max, binary.maximum, "max"),
+    "min": _min_max(reduction.min, binary.minimum, "min"),
     "prod": _numpy_reduction(reduction.prod),
     "var": _spread(reduction.var),
     "std": _spread(reduction.std),

@@ -262,7 +262,7 @@ class ReduceMaxOp(_ExtremumOp):
         keepdims: keep the reduced axes as size-1 dims, so the result broadcasts against ``x``.
 
     Returns:
-        A tensor of ``x``'s dtype.
+        A tensor of ``x``'s dtype (with ``dim``: the pair).
 
     Raises:
         ValueError: (:class:`nabla.OpError`) for a zero-size reduced axis (no identity), or a
@@ -287,7 +287,7 @@ class ReduceMinOp(_ExtremumOp):
         keepdims: keep the reduced axes as size-1 dims, so the result broadcasts against ``x``.
 
     Returns:
-        A tensor of ``x``'s dtype.
+        A tensor of ``x``'s dtype (with ``dim``: the pair).
 
     Raises:
         ValueError: (:class:`nabla.OpError`) for a zero-size reduced axis (no identity), or a
@@ -386,7 +386,7 @@ def sum(x, axis=None, keepdims=False, *, dtype=None, dim=None, keepdim=None):  #
     return reduce_sum(x, axis, keepdims)
 
 
-def max(x, axis=None, keepdims=False):  # noqa: A001
+def max(x, axis=None, keepdims=False, *, dim=None, keepdim=None):  # noqa: A001
     """Maximum of the elements over ``axis`` (NumPy's ``max``; also ``x.max(...)``).
 
     NaN propagates. The gradient is shared evenly among the elements equal to the
@@ -396,6 +396,9 @@ def max(x, axis=None, keepdims=False):  # noqa: A001
         x: a tensor, or a Python scalar, nested list or NumPy array.
         axis: int, tuple of ints or None (default: all axes); negative axes count from the end.
         keepdims: keep the reduced axes as size-1 dims, so the result broadcasts against ``x``.
+        dim: PyTorch's name for ``axis``: with it the result is PyTorch's ``(values,
+            indices)`` pair (``MinMax``), the gradient going to the index returned.
+        keepdim: PyTorch's name for ``keepdims``.
 
     Returns:
         A tensor of ``x``'s dtype.
@@ -406,9 +409,28 @@ def max(x, axis=None, keepdims=False):  # noqa: A001
         TypeError: for an axis that is not an int.
         IndexError: for an axis out of range.
     """
+    if dim is not None:
+        return extreme_along(x, axis, dim, keepdim, "max")
     if not isinstance(x, Tensor):
         x = as_tensor(x, op="max")
     return reduce_max(x, axis, keepdims)
+
+
+MinMax = collections.namedtuple("MinMax", "values indices")
+
+
+def extreme_along(x, axis, dim, keepdim, which: str) -> MinMax:
+    """PyTorch's ``torch.max(x, dim=d)``/``x.max(dim=d)``: the ``(values, indices)`` pair,
+    the gradient going to the index returned (the first extreme of a tie)."""
+    if axis is not None:
+        raise TypeError(f"{which}: pass axis or dim, not both")
+    x = as_tensor(x, op=which)
+    pick = argmax if which == "max" else argmin
+    keep = bool(keepdim)
+    if isinstance(dim, tuple | list):
+        whole = max if which == "max" else min
+        return MinMax(whole(x, tuple(dim), keep), pick(x, dim, keepdims=keep))
+    return MinMax(first_extreme(x, dim, keep, which), pick(x, dim, keepdims=keep))
 
 
 def first_extreme(x, axis: int, keepdims: bool, which: str):
@@ -424,7 +446,7 @@ def first_extreme(x, axis: int, keepdims: bool, which: str):
     return -window_max(-x, axis, keepdims)
 
 
-def min(x, axis=None, keepdims=False):  # noqa: A001
+def min(x, axis=None, keepdims=False, *, dim=None, keepdim=None):  # noqa: A001
     """Minimum of the elements over ``axis`` (NumPy's ``min``; also ``x.min(...)``).
 
     NaN propagates. The gradient is shared evenly among the elements equal to the
@@ -434,6 +456,9 @@ def min(x, axis=None, keepdims=False):  # noqa: A001
         x: a tensor, or a Python scalar, nested list or NumPy array.
         axis: int, tuple of ints or None (default: all axes); negative axes count from the end.
         keepdims: keep the reduced axes as size-1 dims, so the result broadcasts against ``x``.
+        dim: PyTorch's name for ``axis``: with it the result is PyTorch's ``(values,
+            indices)`` pair (``MinMax``), the gradient going to the index returned.
+        keepdim: PyTorch's name for ``keepdims``.
 
     Returns:
         A tensor of ``x``'s dtype.
@@ -444,12 +469,14 @@ def min(x, axis=None, keepdims=False):  # noqa: A001
         TypeError: for an axis that is not an int.
         IndexError: for an axis out of range.
     """
+    if dim is not None:
+        return extreme_along(x, axis, dim, keepdim, "min")
     if not isinstance(x, Tensor):
         x = as_tensor(x, op="min")
     return reduce_min(x, axis, keepdims)
 
 
-def prod(x, axis=None, keepdims=False, *, dtype=None):
+def prod(x, axis=None, keepdims=False, *, dtype=None, dim=None, keepdim=None):
     """Product of the elements over ``axis`` (NumPy's ``prod``; also ``x.prod(...)``).
 
     int8, int16 and bool tensors multiply in int32 and uint8, uint16 ones in uint32, as in
@@ -460,6 +487,8 @@ def prod(x, axis=None, keepdims=False, *, dtype=None):
         axis: int, tuple of ints or None (default: all axes); negative axes count from the end.
         keepdims: keep the reduced axes as size-1 dims, so the result broadcasts against ``x``.
         dtype: compute in (and return) this dtype, as NumPy and JAX (``x`` is cast first).
+        dim: PyTorch's name for ``axis``.
+        keepdim: PyTorch's name for ``keepdims``.
 
     Returns:
         A tensor of ``x``'s dtype (int32 for bool, int8 and int16; uint32 for uint8 and
@@ -471,6 +500,7 @@ def prod(x, axis=None, keepdims=False, *, dtype=None):
         IndexError: for an axis out of range.
         ValueError: for a repeated axis.
     """
+    axis, keepdims = _torch_names("prod", axis, dim, keepdims, keepdim)
     if not isinstance(x, Tensor):
         x = as_tensor(x, op="prod")
     if dtype is not None:
@@ -542,7 +572,7 @@ def _wide(x):
     return x.cast(DType.float32) if x.dtype in (DType.float16, DType.bfloat16) else x
 
 
-def var(x, axis=None, keepdims=False, correction=0, *, ddof=None):
+def var(x, axis=None, keepdims=False, correction=None, *, ddof=None, dim=None, keepdim=None):
     """Variance over ``axis``: ``sum((x - mean) ** 2) / (n - correction)``.
 
     Integer and bool tensors are cast to the default float dtype first. The result is NaN
@@ -553,8 +583,11 @@ def var(x, axis=None, keepdims=False, correction=0, *, ddof=None):
         axis: int, tuple of ints or None (default: all axes); negative axes count from the end.
         keepdims: keep the reduced axes as size-1 dims, so the result broadcasts against ``x``.
         correction: subtracted from the element count ``n``: 0 (default) gives the population
-            variance (NumPy's ``ddof=0``), 1 the sample variance (PyTorch's default).
+            variance (NumPy's ``ddof=0``), 1 the sample variance (PyTorch's default, taken
+            when ``dim`` is given and neither ``correction`` nor ``ddof``).
         ddof: NumPy's and JAX's name for ``correction``; give one of the two.
+        dim: PyTorch's name for ``axis``.
+        keepdim: PyTorch's name for ``keepdims``.
 
     Returns:
         A float tensor.
@@ -564,7 +597,8 @@ def var(x, axis=None, keepdims=False, correction=0, *, ddof=None):
         IndexError: for an axis out of range.
         ValueError: for a repeated axis, or both ``ddof`` and a nonzero ``correction``.
     """
-    correction = _correction("var", correction, ddof)
+    correction = _correction("var", correction, ddof, dim)
+    axis, keepdims = _torch_names("var", axis, dim, keepdims, keepdim)
     x = _float(x, "var")
     axes = norm_axes("var", axis, x.ndim, x.shape)
     w = _wide(x)
@@ -573,15 +607,19 @@ def var(x, axis=None, keepdims=False, correction=0, *, ddof=None):
     return _divide_by_count(reduce_sum(d * d, axes, keepdims), n).cast(x.dtype)
 
 
-def _correction(op, correction, ddof):
+def _correction(op, correction, ddof, dim=None):
+    """The count's correction from ``correction`` or ``ddof``: 0 unless given, 1 (PyTorch's
+    default) for a call with ``dim=`` that names neither."""
     if ddof is None:
+        if correction is None:
+            return 1 if dim is not None else 0
         return correction
     if correction:
         raise ValueError(f"{op}: give ddof or correction, not both (got {ddof} and {correction})")
     return ddof
 
 
-def std(x, axis=None, keepdims=False, correction=0, *, ddof=None):
+def std(x, axis=None, keepdims=False, correction=None, *, ddof=None, dim=None, keepdim=None):
     """Standard deviation over ``axis``: ``sqrt(var(x, axis, keepdims, correction))``.
 
     Integer and bool tensors are cast to the default float dtype first.
@@ -591,8 +629,10 @@ def std(x, axis=None, keepdims=False, correction=0, *, ddof=None):
         axis: int, tuple of ints or None (default: all axes); negative axes count from the end.
         keepdims: keep the reduced axes as size-1 dims, so the result broadcasts against ``x``.
         correction: subtracted from the element count: 0 (default, population; NumPy's
-            ``ddof=0``) or 1 (sample).
+            ``ddof=0``) or 1 (sample; the default with ``dim``, as PyTorch's).
         ddof: NumPy's and JAX's name for ``correction``; give one of the two.
+        dim: PyTorch's name for ``axis``.
+        keepdim: PyTorch's name for ``keepdims``.
 
     Returns:
         A float tensor.
@@ -603,10 +643,11 @@ def std(x, axis=None, keepdims=False, correction=0, *, ddof=None):
         ValueError: for a repeated axis, or both ``ddof`` and a nonzero ``correction``.
     """
 
-    return fn.sqrt(var(x, axis, keepdims, _correction("std", correction, ddof)))
+    axis, keepdims = _torch_names("std", axis, dim, keepdims, keepdim)
+    return fn.sqrt(var(x, axis, keepdims, _correction("std", correction, ddof, dim)))
 
 
-def logsumexp(x, axis=None, keepdims=False):
+def logsumexp(x, axis=None, keepdims=False, *, dim=None, keepdim=None):
     """``log(sum(exp(x)))`` over ``axis``, computed stably (no overflow for large ``x``).
 
     The maximum is subtracted before ``exp`` (and treated as a constant in the gradient, which
@@ -618,6 +659,8 @@ def logsumexp(x, axis=None, keepdims=False):
         axis: int, tuple of ints or None (default: all axes); negative axes count from the end.
         keepdims: keep the reduced axes as size-1 dims, so the result broadcasts against ``x``.
         dtype: compute in (and return) this dtype, as NumPy and JAX (``x`` is cast first).
+        dim: PyTorch's name for ``axis``.
+        keepdim: PyTorch's name for ``keepdims``.
 
     Returns:
         A float tensor (of ``dtype`` when given).
@@ -627,6 +670,7 @@ def logsumexp(x, axis=None, keepdims=False):
         IndexError: for an axis out of range.
         ValueError: for a repeated axis.
     """
+    axis, keepdims = _torch_names("logsumexp", axis, dim, keepdims, keepdim)
 
     x = _float(x, "logsumexp")
     axes = norm_axes("logsumexp", axis, x.ndim, x.shape)
@@ -683,13 +727,15 @@ def logsoftmax(x, axis=-1, *, dim=None):
     return shifted - fn.log(reduce_sum(fn.exp(shifted), axes, True))
 
 
-def all(x, axis=None, keepdims=False):  # noqa: A001
+def all(x, axis=None, keepdims=False, *, dim=None, keepdim=None):  # noqa: A001
     """Logical AND over ``axis``: True where every element is nonzero (NumPy's ``all``).
 
     Args:
         x: a tensor, or a Python scalar, nested list or NumPy array.
         axis: int, tuple of ints or None (default: all axes); negative axes count from the end.
         keepdims: keep the reduced axes as size-1 dims, so the result broadcasts against ``x``.
+        dim: PyTorch's name for ``axis``.
+        keepdim: PyTorch's name for ``keepdims``.
 
     Returns:
         A bool tensor.
@@ -703,6 +749,7 @@ def all(x, axis=None, keepdims=False):  # noqa: A001
         >>> nb.all(nb.constant([1, 0])).item()
         False
     """
+    axis, keepdims = _torch_names("all", axis, dim, keepdims, keepdim)
     x = as_tensor(x, op="all")
     axes = norm_axes("all", axis, x.ndim, x.shape)
     if _empty(x, axes):  # nothing to check: True, as NumPy and JAX
@@ -715,13 +762,15 @@ def _empty(x, axes) -> bool:
     return 0 in [x.shape[a] for a in axes]
 
 
-def any(x, axis=None, keepdims=False):  # noqa: A001
+def any(x, axis=None, keepdims=False, *, dim=None, keepdim=None):  # noqa: A001
     """Logical OR over ``axis``: True where some element is nonzero (NumPy's ``any``).
 
     Args:
         x: a tensor, or a Python scalar, nested list or NumPy array.
         axis: int, tuple of ints or None (default: all axes); negative axes count from the end.
         keepdims: keep the reduced axes as size-1 dims, so the result broadcasts against ``x``.
+        dim: PyTorch's name for ``axis``.
+        keepdim: PyTorch's name for ``keepdims``.
 
     Returns:
         A bool tensor.
@@ -735,6 +784,7 @@ def any(x, axis=None, keepdims=False):  # noqa: A001
         >>> nb.any(nb.constant([1, 0])).item()
         True
     """
+    axis, keepdims = _torch_names("any", axis, dim, keepdims, keepdim)
     x = as_tensor(x, op="any")
     axes = norm_axes("any", axis, x.ndim, x.shape)
     if _empty(x, axes):  # nothing is nonzero: False, as NumPy and JAX

@@ -113,8 +113,9 @@ def test_nll_loss_weight_and_ignore_index():
     assert got == pytest.approx(ref, rel=1e-6)
     got_f = F.nll_loss(t(lp), nb.constant(TARGET), weight=t(WEIGHT), ignore_index=-100).item()
     assert got_f == pytest.approx(ref, rel=1e-6)
+    assert F.nll_loss(t(lp), nb.constant(TARGET), weight=t(WEIGHT)).item() == got_f  # -100
     with pytest.raises(IndexError, match=r"class index -100 .*ignore_index=-100"):
-        F.nll_loss(t(lp), nb.constant(TARGET))  # the function counts every target
+        F.nll_loss(t(lp), nb.constant(TARGET), ignore_index=None)  # every target counts
     with pytest.raises(TypeError, match="class weights go by keyword"):
         F.nll_loss(t(lp), nb.constant(TARGET), t(WEIGHT))
 
@@ -910,6 +911,21 @@ def test_pytorch_tutorial_spellings_run_and_match():
     assert nb.cat([m, m], dim=1).shape == (3, 8) and nb.stack([m, m], dim=-1).shape == (3, 4, 2)
     with pytest.raises(TypeError, match="sum: pass axis or dim, not both"):
         nb.sum(m, axis=0, dim=1)
+    # every module-level reduction takes them (they raised TypeError); torch.max(x, dim=)
+    # is the (values, indices) pair, torch.std(x, dim=) the unbiased estimate
+    values, indices = nb.max(m, dim=0)
+    assert values.tolist() == [8, 9, 10, 11] and indices.tolist() == [2, 2, 2, 2]
+    assert nb.min(m, dim=1, keepdim=True).values.shape == (3, 1)
+    np.testing.assert_allclose(nb.std(m, dim=1).numpy(), a.std(axis=1, ddof=1), rtol=1e-6)
+    np.testing.assert_allclose(nb.var(m, dim=1, correction=0).numpy(), a.var(axis=1), rtol=1e-6)
+    np.testing.assert_allclose(nb.prod(m + 1, dim=0).numpy(), (a + 1).prod(0), rtol=1e-6)
+    lse = nb.logsumexp(m, dim=1, keepdim=True).numpy()
+    np.testing.assert_allclose(lse, np.log(np.exp(a).sum(1, keepdims=True)), rtol=1e-6)
+    assert nb.all(m >= 0, dim=0).tolist() == [True] * 4 and nb.any(m > 10, dim=1).shape == (3,)
+    logp = nb.logsoftmax(m, axis=-1)  # PyTorch's ignore_index default: -100
+    want = -(logp.numpy()[0, 1] + logp.numpy()[2, 3]) / 2
+    got = nn.functional.nll_loss(logp, nb.constant(np.array([1, -100, 3])))
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-6)
     assert nb.zeros(3, 4).shape == (3, 4) and nb.ones(2, 3, 4, nb.int32).dtype is nb.int32
     with pytest.raises(TypeError, match="give the shape as one tuple"):
         nb.zeros((2, 3), 4)
