@@ -604,9 +604,12 @@ def _norm(self, p="fro", dim=None, keepdim=False):
         p: the order (default ``"fro"``, the Euclidean norm of the elements).
         dim: the dims reduced (default: all).
         keepdim: keep the reduced dims as size 1.
+
+    As PyTorch's, the gradient at a zero vector is zero (not the NaN of the root's
+    infinite slope there times 0).
     """
     if p == "fro" or p == 2:
-        return unary.sqrt(reduction.sum(self * self, dim, keepdim))
+        return _root_or_zero(reduction.sum(self * self, dim, keepdim), unary.sqrt)
     a = unary.abs(self)  # (the other orders' magnitudes; the Euclidean one squares)
     if p == float("inf"):
         return reduction.max(a, dim, keepdim)
@@ -614,9 +617,16 @@ def _norm(self, p="fro", dim=None, keepdim=False):
         return reduction.min(a, dim, keepdim)
     if p == 0:
         return reduction.sum((a != 0).cast(self.dtype), dim, keepdim)
-    if p == 1:
-        return reduction.sum(a, dim, keepdim)
-    return reduction.sum(a**p, dim, keepdim) ** (1.0 / p)
+    if p == 1:  # (x * sign(x): PyTorch's subgradient 0 at 0, where abs's is 1, as JAX's)
+        return reduction.sum(self * unary.sign(self), dim, keepdim)
+    return _root_or_zero(reduction.sum(a**p, dim, keepdim), lambda t: t ** (1.0 / p))
+
+
+def _root_or_zero(total, root):
+    """``root(total)``, 0 where ``total`` is 0 with a zero gradient there: the root runs
+    on 1 at those places, so its slope never meets the 0 (no 0 * inf)."""
+    zero = total == 0
+    return binary.where(zero, 0.0, root(binary.where(zero, 1.0, total)))
 
 
 def _contiguous(self):

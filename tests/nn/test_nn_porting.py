@@ -948,6 +948,11 @@ def test_pytorch_tensor_methods_and_data_utilities_from_tutorials():
     ]:
         assert x.norm(p).item() == pytest.approx(whole, rel=1e-5)
         np.testing.assert_allclose(x.norm(p, dim=1).numpy(), rows, rtol=1e-5)
+    # PyTorch's gradients at a zero row (PyTorch 2.14: 0, where a plain root gave NaN)
+    for p in ("fro", 2, 3, 1):
+        z = nb.constant(np.array([[0.0, 0.0], [3.0, 4.0]], np.float32), requires_grad=True)
+        z.norm(p, dim=1).sum().backward()
+        assert not z.grad.numpy()[0].any() and np.isfinite(z.grad.numpy()).all()
     with pytest.raises(ValueError, match="t: expects a tensor of at most 2 dims"):
         nb.zeros((2, 2, 2)).t()
 
