@@ -93,14 +93,21 @@ def tensor(data, *, dtype=None, device: Device | None = None, requires_grad: boo
     """PyTorch's ``torch.tensor``: :func:`constant` (a copy of ``data``).
 
     Args:
-        data: a Python scalar, nested list, NumPy array or tensor.
+        data: a Python scalar, nested list, NumPy array or tensor (copied without its
+            history, as PyTorch's: a new tensor whose in-place changes leave ``data`` as it
+            is).
         dtype: the dtype (default: inferred, as :func:`constant`).
         device: the device (default: :func:`nabla.get_default_device`).
         requires_grad: make it a leaf whose gradient ``backward`` accumulates.
 
     Returns:
-        A tensor.
+        A new tensor.
     """
+    if isinstance(data, Tensor) and not requires_grad:
+        copy = fn.stop_gradient(data)
+        data = Tensor._wrap(copy._impl) if copy is data else copy
+        if dtype is None and device is None:
+            return data
     return constant(data, dtype=dtype, device=device, requires_grad=requires_grad)
 
 
@@ -388,22 +395,44 @@ def _like(x, dtype, op):
     return x, dtype_or(dtype, x.dtype)
 
 
-def zeros_like(x, *, dtype=None) -> Tensor:
-    """Zeros with the shape (and dtype) of ``x``; batched like ``x`` under vmap."""
+def zeros_like(x, *, dtype=None, requires_grad: bool = False) -> Tensor:
+    """Zeros with the shape (and dtype) of ``x``; batched like ``x`` under vmap.
+
+    Args:
+        x: the tensor whose shape (and dtype) to take.
+        dtype: the dtype (default: ``x``'s).
+        requires_grad: make it a leaf whose gradient ``backward`` accumulates (PyTorch's).
+    """
     x, dt = _like(x, dtype, "zeros_like")
-    return _broadcast_like(full(x.shape, 0, dtype=dt, device=x.device), x)
+    out = _broadcast_like(full(x.shape, 0, dtype=dt, device=x.device), x)
+    return _leaf(out, requires_grad)
 
 
-def ones_like(x, *, dtype=None) -> Tensor:
-    """Ones with the shape (and dtype) of ``x``."""
+def ones_like(x, *, dtype=None, requires_grad: bool = False) -> Tensor:
+    """Ones with the shape (and dtype) of ``x``.
+
+    Args:
+        x: the tensor whose shape (and dtype) to take.
+        dtype: the dtype (default: ``x``'s).
+        requires_grad: make it a leaf whose gradient ``backward`` accumulates (PyTorch's).
+    """
     x, dt = _like(x, dtype, "ones_like")
-    return _broadcast_like(full(x.shape, 1, dtype=dt, device=x.device), x)
+    out = _broadcast_like(full(x.shape, 1, dtype=dt, device=x.device), x)
+    return _leaf(out, requires_grad)
 
 
-def full_like(x, value, *, dtype=None) -> Tensor:
-    """``value`` with the shape (and dtype) of ``x``."""
+def full_like(x, value, *, dtype=None, requires_grad: bool = False) -> Tensor:
+    """``value`` with the shape (and dtype) of ``x``.
+
+    Args:
+        x: the tensor whose shape (and dtype) to take.
+        value: the fill value.
+        dtype: the dtype (default: ``x``'s).
+        requires_grad: make it a leaf whose gradient ``backward`` accumulates (PyTorch's).
+    """
     x, dt = _like(x, dtype, "full_like")
-    return _broadcast_like(full(x.shape, value, dtype=dt, device=x.device), x)
+    out = _broadcast_like(full(x.shape, value, dtype=dt, device=x.device), x)
+    return _leaf(out, requires_grad)
 
 
 def _broadcast_like(t: Tensor, like: Tensor) -> Tensor:
@@ -413,7 +442,7 @@ def _broadcast_like(t: Tensor, like: Tensor) -> Tensor:
     return t
 
 
-def arange(start=0, stop=None, step=1, dtype=None, *, device=None) -> Tensor:
+def arange(start=0, stop=None, step=1, dtype=None, *, device=None, requires_grad=False) -> Tensor:
     """Evenly spaced values in ``[start, stop)`` (NumPy's ``arange``).
 
     ``arange(n)`` counts from 0 to ``n - 1``. Integers give int32 unless ``dtype`` is set; any
@@ -425,6 +454,7 @@ def arange(start=0, stop=None, step=1, dtype=None, *, device=None) -> Tensor:
         step: the spacing (default 1; may be negative, not zero).
         dtype: the dtype (default: as above).
         device: the device to place it on (default: :func:`nabla.get_default_device`).
+        requires_grad: make it a leaf whose gradient ``backward`` accumulates (PyTorch's).
 
     Returns:
         A 1-D tensor of ``max(0, ceil((stop - start) / step))`` values.
@@ -478,9 +508,10 @@ def arange(start=0, stop=None, step=1, dtype=None, *, device=None) -> Tensor:
             f"(start={start}, stop={stop}, step={step})"
         )
     dev = device_arg("arange", device) or get_default_device()
-    return _iota.bind(
+    out = _iota.bind(
         [], {"start": start, "step": step, "length": length, "dtype": dtype, "device": dev}
     )
+    return _leaf(out, requires_grad)
 
 
 def linspace(start, stop, num=50, *, endpoint=True, retstep=False, dtype=None, axis=0, device=None):
@@ -583,7 +614,7 @@ def _linspace_arrays(start, stop, sp: _Spacing, axis):
     return (out, fn.broadcast_to(step, shape).cast(sp.dtype)) if sp.retstep else out
 
 
-def eye(n, m=None, k=0, dtype=None, *, device=None) -> Tensor:
+def eye(n, m=None, k=0, dtype=None, *, device=None, requires_grad=False) -> Tensor:
     """A 2-D tensor with ones on the ``k``-th diagonal and zeros elsewhere (NumPy's ``eye``).
 
     Args:
@@ -592,6 +623,7 @@ def eye(n, m=None, k=0, dtype=None, *, device=None) -> Tensor:
         k: the diagonal: 0 (default) the main one, positive above it, negative below.
         dtype: the dtype (default: :func:`nabla.get_default_dtype`).
         device: the device to place it on (default: :func:`nabla.get_default_device`).
+        requires_grad: make it a leaf whose gradient ``backward`` accumulates (PyTorch's).
 
     Returns:
         A tensor of shape ``(n, m)``.
@@ -602,7 +634,7 @@ def eye(n, m=None, k=0, dtype=None, *, device=None) -> Tensor:
             raise ValueError(f"eye: {name} must be a non-negative int, got {v!r} (n={n}, m={m})")
     rows = arange(n, device=device).reshape((n, 1))
     cols = arange(m, device=device).reshape((1, m))
-    return ((cols - rows) == k).cast(dtype_or(dtype, get_default_dtype()))
+    return _leaf(((cols - rows) == k).cast(dtype_or(dtype, get_default_dtype())), requires_grad)
 
 
 def _triangle(x, k, upper):

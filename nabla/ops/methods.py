@@ -359,6 +359,16 @@ def _rebind_fitting(name: str, x, new, what: str):
     return x
 
 
+def _clamp_min(self, min):  # noqa: A002 - PyTorch's name
+    """PyTorch's ``x.clamp_min(min)``: ``x`` clipped from below."""
+    return binary.clip(self, min, None)
+
+
+def _clamp_max(self, max):  # noqa: A002 - PyTorch's name
+    """PyTorch's ``x.clamp_max(max)``: ``x`` clipped from above."""
+    return binary.clip(self, None, max)
+
+
 def _view_of_index(self, key):
     """``x[key]``: a basic index (ints, slices, ``...``, None) reads a view, as PyTorch's
     do: an in-place method or assignment on it (``w[0].zero_()``, ``x[:, 1][0] = v``)
@@ -506,6 +516,8 @@ _METHODS = {
     # elementwise
     "clip": binary.clip,
     "clamp": binary.clip,
+    "clamp_min": _clamp_min,
+    "clamp_max": _clamp_max,
     "maximum": binary.maximum,
     "minimum": binary.minimum,
     "pow": binary.pow,

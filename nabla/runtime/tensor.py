@@ -460,6 +460,12 @@ class Tensor:
             self.requires_grad = value
         return self
 
+    @property
+    def is_leaf(self) -> bool:
+        """PyTorch's ``is_leaf``: False for a tensor computed from a ``requires_grad`` one
+        (its ``.grad`` stays None), True for every other."""
+        return not self._has_history()
+
     def _has_history(self) -> bool:
         """Computed from a ``requires_grad`` leaf (not a leaf itself)?"""
         impl = self._impl

@@ -926,6 +926,21 @@ def test_pytorch_tutorial_spellings_run_and_match():
     want = -(logp.numpy()[0, 1] + logp.numpy()[2, 3]) / 2
     got = nn.functional.nll_loss(logp, nb.constant(np.array([1, -100, 3])))
     np.testing.assert_allclose(got.numpy(), want, rtol=1e-6)
+    x = nb.tensor(np.array([1.0, -2.0], np.float32), requires_grad=True)
+    y = x * 2.0
+    assert x.is_leaf and not y.is_leaf and nb.tensor([1.0]).is_leaf
+    assert x.clamp_min(0.0).tolist() == [1, 0] and x.clamp_max(0.0).tolist() == [0, -2]
+    for made in (
+        nb.arange(3.0, requires_grad=True),
+        nb.eye(2, requires_grad=True),
+        nb.zeros_like(x, requires_grad=True),
+        nb.ones_like(x, requires_grad=True),
+        nb.full_like(x, 3.0, requires_grad=True),
+    ):
+        assert made.requires_grad and made.is_leaf
+    copy = nb.tensor(m)  # torch.tensor(t): a new tensor, without history
+    copy[0, 0] = 100.0
+    assert copy is not m and m.numpy()[0, 0] == 0 and not nb.tensor(y).requires_grad
     assert nb.zeros(3, 4).shape == (3, 4) and nb.ones(2, 3, 4, nb.int32).dtype is nb.int32
     with pytest.raises(TypeError, match="give the shape as one tuple"):
         nb.zeros((2, 3), 4)
