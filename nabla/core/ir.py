@@ -374,6 +374,7 @@ class OpNode:
         "outputs",
         "out_specs",
         "site",
+        "cut",
         "__weakref__",
     )
 
@@ -386,6 +387,9 @@ class OpNode:
         self.outputs: tuple = ()  # weakrefs to output impls (set by the pipeline)
         self.out_specs: tuple = ()  # physical (dtype, shape) per output
         self.site = None  # the user's call (a core.debug.Site) while nb.debug_nans is on
+        # while a compile trace records: the grad-mode block of the function it is in
+        # ("off": ``no_grad``, "on": ``enable_grad``), which a replay repeats
+        self.cut = None
 
     def __repr__(self):
         return f"OpNode({self.op.name}, {len(self.inputs)} inputs)"

@@ -31,6 +31,9 @@ class _State(threading.local):
         # inside ``no_grad``: the newest level when the block began (levels up to it,
         # ``requires_grad``'s 0 among them, record no history); None outside
         self.no_grad: int | None = None
+        # the innermost grad-mode block entered since a compile trace began: "off"
+        # (``no_grad``), "on" (``enable_grad``) or None; recorded nodes keep it
+        self.grad_block: str | None = None
         # set by compile while tracing: every new OpNode is appended (creation = topo order)
         self.recording: list | None = None
         # keys drawn from the global generator while recording (fresh per compiled call)
@@ -212,12 +215,13 @@ class no_grad(contextlib.ContextDecorator):  # noqa: N801 - torch's spelling
         self._previous: list = []  # a stack: a decorated function may recurse
 
     def __enter__(self):
-        self._previous.append(STATE.no_grad)
+        self._previous.append((STATE.no_grad, STATE.grad_block))
         STATE.no_grad = None if self._enabled else _cut_from_now()
+        STATE.grad_block = "on" if self._enabled else "off"
         return self
 
     def __exit__(self, *exc) -> None:
-        STATE.no_grad = self._previous.pop()
+        STATE.no_grad, STATE.grad_block = self._previous.pop()
 
 
 class enable_grad(no_grad):  # noqa: N801 - torch's spelling
@@ -237,14 +241,15 @@ class set_grad_enabled:  # noqa: N801 - torch's spelling
     """
 
     def __init__(self, mode: bool):
-        self._previous = STATE.no_grad
+        self._previous = (STATE.no_grad, STATE.grad_block)
         STATE.no_grad = None if mode else _cut_from_now()
+        STATE.grad_block = "on" if mode else "off"
 
     def __enter__(self):
         return self
 
     def __exit__(self, *exc) -> None:
-        STATE.no_grad = self._previous
+        STATE.no_grad, STATE.grad_block = self._previous
 
 
 def is_grad_enabled() -> bool:

@@ -221,6 +221,7 @@ def emit(call: Call):
     GRAPH.pending.add_node(node)
     if STATE.recording is not None:
         STATE.recording.append(node)
+        node.cut = STATE.grad_block
     results = [Tensor._wrap(o) for o in outs]
     if call.has_tangent and op.differentiable:
         _apply_jvp(op, call.args, results, call.kwargs)

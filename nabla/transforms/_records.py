@@ -60,6 +60,7 @@ class RecordedNode(NamedTuple):
     out_specs: tuple
     phys_kwargs: dict
     site: Any = None  # the user's call (``core.debug.Site``) while nb.debug_nans is on
+    cut: str | None = None  # recorded in a grad-mode block: "off"/"on" (``OpNode.cut``)
 
 
 class Recording(NamedTuple):
@@ -84,7 +85,13 @@ def keep_nodes(recorded, needed: set, ref_of, index: dict) -> list:
             index[id(node)] = len(nodes)
             nodes.append(
                 RecordedNode(
-                    node.op, node.kwargs, refs, node.out_specs, node.phys_kwargs, node.site
+                    node.op,
+                    node.kwargs,
+                    refs,
+                    node.out_specs,
+                    node.phys_kwargs,
+                    node.site,
+                    node.cut,
                 )
             )
     return nodes

@@ -57,6 +57,7 @@ the plan.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import logging
@@ -87,7 +88,7 @@ from ..core.ir import (
 )
 from ..core.pytree import frozen, tree_flatten, tree_unflatten
 from ..core.sharding import PROCESS
-from ..core.state import STATE, grad_cut, is_live, level_sizes
+from ..core.state import STATE, enable_grad, grad_cut, is_live, level_sizes, no_grad
 from ..ops._util import check_callable
 from ..ops.base import Operation
 from ..ops.collectives import complete_partial
@@ -164,6 +165,8 @@ class _Plan:
         self.calls = 0  # fast-path calls run at the call (``run_now``): the auto tier's count
         # traced inside vmap: the recorded ops already split the random keys per element
         self.traced_in_vmap = False
+        # an ``enable_grad`` block inside: a call under ``no_grad`` still records history
+        self.enables_grad = any(n.cut == "on" for n in self.nodes)
         # captured state (``_Capture``): consts read anew at every call (``call_inputs``)
         self.captures = ()
         # written state: per tensor the function updated in place, ``("arg", k)`` or
@@ -258,13 +261,16 @@ class _Plan:
             new = t._impl.levels
             if len(new) == len(old):
                 rename.update((o, n) for o, n in zip(old, new, strict=True) if o != n)
-        for op, kwargs, refs, specs, *_ in self.nodes:
+        for op, kwargs, refs, specs, _phys, _site, cut in self.nodes:
             kw = _rename_levels(kwargs, rename) if rename and op.physical else kwargs
             ins = [r.lookup(args, consts, vals) for r in refs]
-            if hasattr(op, "replay"):
-                out = op.replay(ins, kw)
-            else:  # (``rebind``: operands batched since the trace prepared as the call would)
-                out = op.rebind(ins, kw)
+            # a ``no_grad``/``enable_grad`` block inside the function holds at each call
+            # (outside them, the mode is the caller's)
+            with _GRAD_BLOCKS[cut]():
+                if hasattr(op, "replay"):
+                    out = op.replay(ins, kw)
+                else:  # (``rebind``: operands batched since the trace prepared as the call would)
+                    out = op.rebind(ins, kw)
             outs = out if op.multiple_results else [out]
             if expect:
                 got = [(o._impl.dtype, tuple(o._impl.shape)) for o in outs]
@@ -445,7 +451,7 @@ class _Plan:
                 return slot if slot is not None else (step_of[r.index], r.output)
 
             steps = []
-            for k, (op, _kwargs, refs, specs, phys, _site) in enumerate(self.nodes):
+            for k, (op, _kwargs, refs, specs, phys, *_) in enumerate(self.nodes):
                 if (k, 0) in host_slot:
                     continue
                 step_of[k] = len(steps)
@@ -466,6 +472,10 @@ class _Plan:
 
     def __eq__(self, other):
         return self is other
+
+
+# a recorded node's grad-mode block (``RecordedNode.cut``) as a replay enters it
+_GRAD_BLOCKS = {None: contextlib.nullcontext, "off": no_grad, "on": enable_grad}
 
 
 def _batching_key(batched: list) -> tuple:
@@ -1098,6 +1108,7 @@ class CompiledFunction:
         epoch = GRAPH.thread_epoch  # this thread's: other threads may realize meanwhile
         old_rec, old_rng, old_reads = STATE.recording, STATE.recording_rng, STATE.size_reads
         old_writes = STATE.writes
+        old_block, STATE.grad_block = STATE.grad_block, None  # (blocks around the call)
         STATE.recording, STATE.recording_rng, STATE.writes = [], [], []
         # a trace inside a dynamic-dims trace reports its size reads to it too (below)
         STATE.size_reads = [] if sym_shapes or old_reads is not None else None
@@ -1108,6 +1119,7 @@ class CompiledFunction:
         finally:
             STATE.recording, STATE.recording_rng = old_rec, old_rng
             STATE.size_reads, STATE.writes = old_reads, old_writes
+            STATE.grad_block = old_block
         if old_writes is not None:  # an enclosing trace writes them back too
             old_writes.extend(writes)
         state = _written_state(writes, placeholders, recorded)
@@ -1349,10 +1361,12 @@ def _plain_consts(plan, const_impls) -> bool:
     """Are the captured tensors of this call free of autodiff history, tangents and vmap
     levels (else the call replays, so their derivatives and batching flow)? Under
     ``nb.no_grad()`` a parameter's ``requires_grad`` records nothing, so an evaluation
-    loop over ``nb.compile(model)`` takes the fast path."""
+    loop over ``nb.compile(model)`` takes the fast path (unless the function has an
+    ``enable_grad`` block)."""
+    cut = STATE.no_grad is not None and not plan.enables_grad
     for cap in plan.captures:
         impl = const_impls[cap.index]
-        if impl.levels or impl.tangents or is_live(grad_cut(impl.traced)):
+        if impl.levels or impl.tangents or is_live(grad_cut(impl.traced) if cut else impl.traced):
             return False
     return True
 

@@ -153,7 +153,7 @@ class Body:
 
         steps = tuple(
             (op.backend_name, tuple(ref(r) for r in refs), phys, specs)
-            for op, _kw, refs, specs, phys, _site in self.nodes
+            for op, _kw, refs, specs, phys, *_ in self.nodes
         )
         outputs = tuple(ref(r) for r in self.outputs)
         key = (

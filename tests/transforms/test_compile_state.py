@@ -470,3 +470,44 @@ def test_the_grad_of_an_argument_is_read_at_each_call():
     m.zero_grad()
     with pytest.raises(TypeError):
         norm(list(m.parameters()))
+
+
+def test_grad_mode_blocks_inside_a_compiled_function_hold_at_every_call():
+    """A ``no_grad`` block inside held only at the trace: a replay differentiated through
+    it (``w.grad`` [3, 4], then [6, 8], where eager code leaves it None). An ``enable_grad``
+    block called under ``no_grad`` lost its history from the second call."""
+    w = nb.constant([1.0, 2.0], requires_grad=True)
+    v = nb.constant([3.0, 4.0], requires_grad=True)
+
+    def f(x):
+        with nb.no_grad():
+            h = w * x
+        return (h * v).sum()
+
+    g = nb.compile(f)
+    for _ in range(3):
+        g(nb.constant([1.0, 1.0])).backward()
+    assert w.grad is None and v.grad.tolist() == [3.0, 6.0]
+
+    def sin_free(x):
+        with nb.no_grad():
+            h = nb.sin(x)
+        return (h * x).sum()
+
+    x = nb.constant([2.0, 4.0])
+    cs = nb.compile(sin_free)
+    cs(x)  # a plain call traces, the grad below replays
+    np.testing.assert_allclose(nb.grad(cs)(x).numpy(), np.sin([2.0, 4.0]), rtol=1e-6)
+
+    def on(x):
+        with nb.enable_grad():
+            return (w * x).sum()
+
+    c = nb.compile(on)
+    for _ in range(3):
+        with nb.no_grad():
+            assert c(nb.constant([1.0, 1.0])).requires_grad
+    with nb.no_grad():  # and a trace made under no_grad holds none of it for later calls
+        d = nb.compile(lambda x: (w * x).sum())
+        assert not d(nb.constant([1.0, 1.0])).requires_grad
+    assert d(nb.constant([1.0, 1.0])).requires_grad
