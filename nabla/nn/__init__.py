@@ -33,6 +33,7 @@ from .transformer import (
     TransformerEncoder,
     TransformerEncoderLayer,
 )
+from .utils import clip_grad_norm_, clip_grad_value_
 
 __all__ = [
     *layers.__all__,
@@ -62,6 +63,8 @@ __all__ = [
     "TransformerDecoderLayer",
     "TransformerEncoder",
     "TransformerEncoderLayer",
+    "clip_grad_norm_",
+    "clip_grad_value_",
     "finetune",
     "functional",
     "init",

@@ -47,6 +47,23 @@ def _specs_for(op, specs, tree, n_args=None):
     return broadcast_prefix(specs, tree, is_leaf=_is_spec, spec_name=f"shard_map {op}")
 
 
+def _out_specs_of(out_specs, out):
+    """The original's ``{output index: spec}`` dict as the result's prefix: one spec per
+    element of a tuple or list result, the spec of key 0 for a single result."""
+    if not isinstance(out_specs, dict):
+        return out_specs
+    many = isinstance(out, tuple | list)
+    n = len(out) if many else 1
+    bad = [k for k in out_specs if not isinstance(k, int) or not 0 <= k < n]
+    if bad:
+        raise ShardingError(
+            f"shard_map out_specs: key {bad[0]!r} of {out_specs!r} is not the index of one of "
+            f"the {n} results"
+        )
+    specs = tuple(out_specs.get(i) for i in range(n))
+    return (type(out)(specs) if isinstance(out, list) else specs) if many else specs[0]
+
+
 def shard_map(f=None, mesh: DeviceMesh = None, in_specs=None, out_specs=None, check_rep=True):
     """Map ``f`` over the blocks of a device mesh (JAX's ``shard_map``).
 
@@ -61,7 +78,8 @@ def shard_map(f=None, mesh: DeviceMesh = None, in_specs=None, out_specs=None, ch
         mesh: the ``DeviceMesh``.
         in_specs: one ``P`` (or None: replicated) per positional argument, as a tuple (a
             pytree prefix of the arguments), or the original API's ``{index: spec}`` dict.
-        out_specs: a pytree prefix of ``f``'s result made of ``P``/None.
+        out_specs: a pytree prefix of ``f``'s result made of ``P``/None, or the original
+            API's ``{result index: spec}`` dict.
         check_rep: refuse a result whose ``out_specs`` leaves out a mesh axis along which the
             result differs between devices (it would not be one value). With False such a
             result takes the values of the first device along that axis.
@@ -116,7 +134,7 @@ def shard_map(f=None, mesh: DeviceMesh = None, in_specs=None, out_specs=None, ch
                 local.append(collectives.to_local(x, mesh, s, levels))
             out = f(*tree_unflatten(tree, local))
             outs, out_tree = tree_flatten(out)
-            ospecs = _specs_for("out_specs", out_specs, out)
+            ospecs = _specs_for("out_specs", _out_specs_of(out_specs, out), out)
             if len(ospecs) != len(outs):
                 raise ShardingError(
                     f"shard_map: out_specs {out_specs!r} do not match the result {out!r}"

@@ -929,6 +929,8 @@ def test_pytorch_tutorial_spellings_run_and_match():
     x = nb.tensor(np.array([1.0, -2.0], np.float32), requires_grad=True)
     y = x * 2.0
     assert x.is_leaf and not y.is_leaf and nb.tensor([1.0]).is_leaf
+    assert nb.nn.clip_grad_value_ is nn.utils.clip_grad_value_  # API.md's nn names
+    assert nb.nn.clip_grad_norm_ is nn.utils.clip_grad_norm_
     assert x.clamp_min(0.0).tolist() == [1, 0] and x.clamp_max(0.0).tolist() == [0, -2]
     for made in (
         nb.arange(3.0, requires_grad=True),

@@ -34,6 +34,14 @@ def test_the_body_sees_each_devices_block():
         lambda a, w: a @ w, mesh=M22, in_specs={0: P("dp"), 1: None}, out_specs=P("dp")
     )
     np.testing.assert_allclose(f(a, w).numpy(), a.numpy() @ w.numpy())
+    # out_specs as a dict too (they raised): key 0 for one result, one key per result
+    g = nb.shard_map(lambda a: a * 2.0, M22, {0: P("dp", "tp")}, {0: P("dp", "tp")})
+    np.testing.assert_array_equal(g(a).numpy(), a.numpy() * 2)
+    two = nb.shard_map(lambda a: (a * 2.0, a + 1.0), M22, {0: P("dp")}, {0: P("dp"), 1: P("dp")})
+    got = two(a)
+    np.testing.assert_array_equal(got[1].numpy(), a.numpy() + 1)
+    with pytest.raises(nb.ShardingError, match="key 1 .* one of the 1 results"):
+        nb.shard_map(lambda a: a, M22, {0: P("dp")}, {1: P("dp")})(a)
 
 
 def test_row_parallel_matmul_with_all_reduce_over_tp():
