@@ -191,6 +191,17 @@ def get_policy(owner: type, attrs: dict) -> dict:
     return {name: getattr(owner, attr) for name, attr in attrs.items()}
 
 
+def _same_layout(old, new) -> bool:
+    """Can tensor ``old`` take ``new``'s value in place (same shape, dtype, vmap levels)?"""
+    return (
+        isinstance(old, Tensor)
+        and old is not new
+        and old.shape == new.shape
+        and old.dtype == new.dtype
+        and old._impl.levels == new._impl.levels
+    )
+
+
 class Module:
     """Base class of layers and models: holds parameters, buffers and submodules.
 
@@ -252,6 +263,14 @@ class Module:
         if value is None and name in buffers:  # (PyTorch's: a buffer reset to None stays one)
             buffers[name] = None
             return
+        if STATE.writes is not None and isinstance(value, Tensor):
+            old = params.get(name, buffers.get(name))
+            if _same_layout(old, value):
+                # ``self.count = self.count + 1`` while ``compile`` traces: the tensor takes
+                # the new value in place, which the compiled function then writes at every
+                # call (a plain rebinding would be done once, at the trace, and go stale)
+                rebind(old, value, item=True)
+                return
         for table in (params, buffers, modules):
             if name in table and not (table is buffers and isinstance(value, Tensor)):
                 del table[name]

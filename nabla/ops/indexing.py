@@ -19,7 +19,7 @@ import numpy as np
 
 from ..core.dtypes import DType
 from ..core.ir import TensorImpl, same_shape
-from ..core.state import STATE
+from ..core.state import REQUIRES_GRAD, STATE
 from ..runtime.tensor import Tensor
 from . import batching, spmd
 from ._util import as_tensor, norm_axis
@@ -846,8 +846,9 @@ def rebind(x: Tensor, new: Tensor, *, item: bool = False) -> None:
         STATE.writes.append(Write(x, old, item))
     x._impl = new._impl
     x._impl.wrapper = weakref.ref(x)
-    if old.requires_grad:
-        x.requires_grad = True
+    if old.requires_grad:  # (the impl's flags: ``x`` stays the leaf it was)
+        x._impl.requires_grad = True
+        x._impl.traced = x._impl.traced | {REQUIRES_GRAD}
     x._impl.grad = old.grad
     owner = getattr(x, "_owner", None)  # ``p.data``'s handle: the parameter follows it
     if owner is not None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from ..core.device import CPU, Device
 from ..core.sharding import P
+from ..core.state import STATE
 from ..runtime.tensor import Tensor
 from . import binary, collectives, creation, indexing, linalg, reduction, transfer, unary, view
 from ._util import as_tensor, device_named
@@ -825,11 +826,32 @@ def _data_set(self, value):
     indexing.rebind(self, unary.stop_gradient(as_tensor(value, op="data")))
 
 
+_grad_property = Tensor.grad
+
+
+def _grad_set(self, value):
+    old = self._impl.grad
+    if (
+        STATE.writes is not None
+        and isinstance(old, Tensor)
+        and isinstance(value, Tensor)
+        and value is not old
+        and old.shape == value.shape
+        and old.dtype == value.dtype
+    ):
+        # ``p.grad = g`` while ``compile`` traces (``clip_grad_norm_``): the gradient tensor
+        # takes ``g``'s value in place, which the compiled function writes at every call
+        indexing.rebind(old, value, item=True)
+        return
+    _grad_property.fset(self, value)
+
+
 def install() -> None:
     """Attach the op table as ``Tensor`` methods and operators (run once, on import)."""
     for name, fn in _METHODS.items():
         setattr(Tensor, name, _as_method(fn))
     Tensor.data = property(_data_get, _data_set, doc=_data_get.__doc__)
+    Tensor.grad = property(_grad_property.fget, _grad_set, doc=_grad_property.__doc__)
     Tensor.__hash__ = object.__hash__
 
 

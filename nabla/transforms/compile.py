@@ -474,6 +474,19 @@ class _Plan:
         return self is other
 
 
+def _reads_an_updated_leaf(writes: list, recorded: list) -> bool:
+    """Did the trace update a ``requires_grad`` leaf in place and then read its new value?"""
+    new_values = set()
+    for k, w in enumerate(writes):
+        if not w.before.requires_grad:
+            continue
+        later = next((v for v in writes[k + 1 :] if v.tensor is w.tensor), None)
+        new_values.add(id(later.before if later is not None else w.tensor._impl))
+    if not new_values:
+        return False
+    return any(id(i) in new_values for node in recorded for i in node.inputs)
+
+
 # a recorded node's grad-mode block (``RecordedNode.cut``) as a replay enters it
 _GRAD_BLOCKS = {None: contextlib.nullcontext, "off": no_grad, "on": enable_grad}
 
@@ -1143,6 +1156,16 @@ class CompiledFunction:
                     "being traced (e.g. .numpy(), .item(), print or a Python branch on a "
                     "tensor); remove it or use fullgraph=False to fall back to lazy execution"
                 )
+            self._stats.fallbacks += 1
+            return "fallback", out
+        if _reads_an_updated_leaf(writes, recorded):
+            # ``w.mul_(s)`` on a requires_grad leaf, then ``w`` read: eagerly the later ops
+            # read the leaf itself (``backward`` reaches it), a replay would read the update
+            # (no gradient): run as written
+            log.debug(
+                "compile: %s updates a requires_grad leaf it then reads: runs eagerly",
+                self.fun.__name__,
+            )
             self._stats.fallbacks += 1
             return "fallback", out
         if state.targets:  # the new values are outputs too; the callers' tensors get them

@@ -511,3 +511,59 @@ def test_grad_mode_blocks_inside_a_compiled_function_hold_at_every_call():
         d = nb.compile(lambda x: (w * x).sum())
         assert not d(nb.constant([1.0, 1.0])).requires_grad
     assert d(nb.constant([1.0, 1.0])).requires_grad
+
+
+def test_state_rebound_or_updated_inside_a_compiled_function_follows_every_call():
+    """``self.count = self.count + 1`` on a module and ``p.grad = g`` (as
+    ``clip_grad_norm_`` does) were done once, at the trace: later calls read the traced
+    values again. A requires_grad leaf updated in place and then read lost its gradient
+    from the second call (``backward`` raised)."""
+
+    class Counter(nb.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("count", nb.zeros(()))
+
+        def forward(self, x):
+            self.count = self.count + 1.0
+            return x * self.count
+
+    m = Counter()
+    f = nb.compile(m)
+    assert [f(nb.ones((2,))).tolist() for _ in range(3)] == [[1, 1], [2, 2], [3, 3]]
+    assert m.count.item() == 3.0
+
+    def clipped_step(lin, opt, compiled):
+        upd = lambda: (nb.nn.utils.clip_grad_norm_(lin.parameters(), 0.5), opt.step())[0]  # noqa: E731
+        upd = nb.compile(upd) if compiled else upd
+        norms = []
+        for i in range(3):
+            opt.zero_grad()
+            (lin(nb.constant([[1.0, 2.0]]) * (i + 1)) ** 2).sum().backward()
+            norms.append(upd().item())
+        return norms, lin.weight.numpy().copy()
+
+    runs = []
+    for compiled in (False, True):
+        lin = nb.nn.Linear(2, 1, key=nb.random.key(0))
+        runs.append(clipped_step(lin, nb.nn.optim.SGD(lin, lr=0.1), compiled))
+    np.testing.assert_allclose(runs[1][0], runs[0][0], rtol=1e-6)
+    np.testing.assert_allclose(runs[1][1], runs[0][1], rtol=1e-6)
+
+    results = []
+    for compiled in (False, True):
+        w = nb.constant(np.ones((2, 2), np.float32), requires_grad=True)
+
+        def body(x, w=w):
+            with nb.no_grad():
+                w[0].mul_(x)
+            return (w * w).sum()
+
+        g = nb.compile(body) if compiled else body
+        got = []
+        for _ in range(3):
+            loss = g(nb.constant(0.5))
+            loss.backward()
+            got.append((loss.item(), w.grad.numpy().tolist()))
+        results.append(got)
+    assert results[1] == results[0]
