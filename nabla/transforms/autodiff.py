@@ -71,7 +71,16 @@ def _fresh(x: Tensor, level: int) -> Tensor:
     transforms still see through it."""
     y = identity(x)
     y._impl.traced = y._impl.traced | {level}
+    _same_spec(y, x)
     return y
+
+
+def _same_spec(y: Tensor, x: Tensor) -> None:
+    """Give ``y``, a copy of ``x``, ``x``'s sharding spec as it is: its dims' open/closed
+    flags and priorities too (an op's result gets the defaults), so propagation from the
+    copy decides as from ``x`` (``DimSpec``)."""
+    if x._impl.sharding is not None and y._impl.sharding is not None:
+        y._impl.sharding = x._impl.sharding
 
 
 def _toposort(roots: list[TensorImpl], stop: set[int]) -> list:

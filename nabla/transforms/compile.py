@@ -103,6 +103,7 @@ from ..runtime.nans import check_outputs
 from ..runtime.tensor import Tensor
 from ._captures import ModuleGuard, Path, find_paths
 from ._records import PyOut, Recording, Ref, keep_nodes
+from .autodiff import _same_spec
 
 __all__ = ["compile", "CompiledFunction", "CompilationStats"]
 
@@ -1105,6 +1106,7 @@ class CompiledFunction:
         for i, leaf in enumerate(call.flat):
             if isinstance(leaf, Tensor):
                 ph = identity(leaf)
+                _same_spec(ph, leaf)
                 shape = sym_shapes.get(i, ())
                 if any(isinstance(d, str) for d in shape):
                     ph._impl.shape = ph._impl.shape[: len(ph._impl.levels)] + tuple(

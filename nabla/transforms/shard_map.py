@@ -50,8 +50,8 @@ def _specs_for(op, specs, tree, n_args=None):
 def _out_specs_of(out_specs, out):
     """The original's ``{output index: spec}`` dict as the result's prefix: one spec per
     element of a tuple or list result, the spec of key 0 for a single result."""
-    if not isinstance(out_specs, dict):
-        return out_specs
+    if not isinstance(out_specs, dict) or isinstance(out, dict):
+        return out_specs  # (a dict result's specs are a dict prefix, as JAX's)
     many = isinstance(out, tuple | list)
     n = len(out) if many else 1
     bad = [k for k in out_specs if not isinstance(k, int) or not 0 <= k < n]

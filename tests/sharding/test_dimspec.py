@@ -227,3 +227,20 @@ def test_closed_spec_under_grad_compile_and_vmap():
 
     out = nb.vmap(row)(nb.asarray(a))
     np.testing.assert_allclose(np.asarray(out), 2 * a, rtol=1e-6)
+
+
+def test_priorities_decide_the_same_under_compile_trace_and_grad():
+    """A compiled function's or a trace's copy of an argument took the default flags, so
+    the lower priority number of the other operand lost: compile laid ``x + y`` out as
+    ``x``, where eager code takes ``y``'s layout."""
+    mesh = nb.DeviceMesh("m1", (2,), ("d",))
+    a = data(6)
+    x = nb.shard(a, mesh, [DimSpec(["d"], priority=1), DimSpec([], is_open=True)])
+    y = nb.shard(a, mesh, [DimSpec([], is_open=True), DimSpec(["d"], priority=0)])
+    want = (x + y).sharding.spec
+    assert want == P(None, "d")
+    assert nb.compile(lambda p, q: p + q)(x, y).sharding.spec == want
+    assert "all_to_all" in str(nb.trace(lambda p, q: p + q)(x, y)).split("\n")[1]
+    assert "{-,d}" in str(nb.trace(lambda p, q: p + q)(x, y)).split("\n")[-2]
+    g = nb.grad(lambda p, q: ((p + q) * 1.0).sum(), argnums=(0, 1))(x, y)
+    np.testing.assert_allclose(np.asarray(g[0]), np.ones((4, 4)), rtol=1e-6)
