@@ -28,7 +28,7 @@ from typing import NamedTuple
 
 from ..runtime.tensor import Tensor
 
-__all__ = ["Path", "find_paths", "find_modules", "ModuleGuard"]
+__all__ = ["Path", "find_paths", "find_modules", "ModuleGuard", "walk"]
 
 # the walk stops at this depth and after this many objects (a trace-time cost only); steps
 # inside a module's tables count for neither
@@ -223,7 +223,7 @@ def _code_names(code) -> tuple:
     return tuple(dict.fromkeys(names))
 
 
-def _walk(root, again: bool = False):
+def walk(root, again: bool = False):
     """``(steps, object, cost)`` for every object reachable from ``root``, each once and by
     one of its cheapest paths first (``cost``: its steps outside modules' tables, which go
     first): up to ``_MAX_DEPTH`` such steps and about ``_MAX_VISITS`` objects. Past that
@@ -271,7 +271,7 @@ def find_paths(root, targets: dict) -> dict:
     if not targets:
         return found
     stop = None
-    for steps, obj, cost in _walk(root, again=True):
+    for steps, obj, cost in walk(root, again=True):
         if stop is not None and cost > stop:
             break
         if targets.get(id(obj)) is obj:
@@ -289,7 +289,7 @@ def find_modules(root) -> dict:
     (their train/eval mode is Python state a compiled function reads while traced): id ->
     ``(module, Path)``, ``root`` itself with no path."""
     found = {id(root): (root, None)} if _is_module(root) else {}
-    for steps, obj, _ in _walk(root):
+    for steps, obj, _ in walk(root):
         if _is_module(obj):
             found[id(obj)] = (obj, Path(steps))
     return found

@@ -101,7 +101,7 @@ from ..runtime.executor import input_names, name_outputs, run_program
 from ..runtime.graph import GRAPH
 from ..runtime.nans import check_outputs
 from ..runtime.tensor import Tensor
-from ._captures import ModuleGuard, Path, find_paths
+from ._captures import ModuleGuard, Path, find_paths, walk
 from ._records import PyOut, Recording, Ref, keep_nodes
 from .autodiff import _same_spec
 
@@ -473,6 +473,25 @@ class _Plan:
 
     def __eq__(self, other):
         return self is other
+
+
+def _leaked_value(fun, recorded: list, writes: list):
+    """The ``Path`` from ``fun`` to a tensor that the trace computed and the function bound
+    in Python state (a global, a closure's container, an attribute), or None. State updated
+    in place (``writes``) is written at every call and does not count."""
+    made = set()
+    for node in recorded:
+        for ref in node.outputs:
+            o = ref()
+            if o is not None:
+                made.add(id(o))
+    if not made:
+        return None
+    written = {id(w.tensor) for w in writes}
+    for steps, obj, _cost in walk(fun):
+        if isinstance(obj, Tensor) and id(obj._impl) in made and id(obj) not in written:
+            return Path(steps)
+    return None
 
 
 def _reads_an_updated_leaf(writes: list, recorded: list) -> bool:
@@ -1167,6 +1186,17 @@ class CompiledFunction:
             log.debug(
                 "compile: %s updates a requires_grad leaf it then reads: runs eagerly",
                 self.fun.__name__,
+            )
+            self._stats.fallbacks += 1
+            return "fallback", out
+        leaked = _leaked_value(self.fun, recorded, writes)
+        if leaked is not None:
+            # ``G = G + x`` (a global, a closure's list item, a new attribute): a replay
+            # would not bind the name again, so later calls would read the trace's value
+            log.debug(
+                "compile: %s binds %s to a value it computed: runs eagerly",
+                self.fun.__name__,
+                leaked.describe(self.fun.__name__),
             )
             self._stats.fallbacks += 1
             return "fallback", out

@@ -567,3 +567,34 @@ def test_state_rebound_or_updated_inside_a_compiled_function_follows_every_call(
             got.append((loss.item(), w.grad.numpy().tolist()))
         results.append(got)
     assert results[1] == results[0]
+
+
+_TOTAL = nb.zeros((2,))
+
+
+def test_a_name_bound_to_a_computed_value_inside_runs_as_written():
+    """``global G; G = G + x`` (or a closure's list item) was bound once, at the trace:
+    later calls read the traced value. Such a function now runs uncompiled (counted in
+    ``stats.fallbacks``), so each call binds the name as eagerly."""
+
+    def accumulate(x):
+        global _TOTAL
+        _TOTAL = _TOTAL + x
+        return _TOTAL * 1.0
+
+    f = nb.compile(accumulate)
+    assert [f(nb.ones((2,))).tolist() for _ in range(3)] == [[1, 1], [2, 2], [3, 3]]
+    assert _TOTAL.tolist() == [3, 3] and f.stats.fallbacks >= 1
+    box = [nb.zeros(())]
+
+    def push(x):
+        box[0] = box[0] + x
+        return box[0] * 2.0
+
+    g = nb.compile(push)
+    assert [g(nb.constant(1.0)).item() for _ in range(3)] == [2.0, 4.0, 6.0]
+    # state updated in place stays compiled
+    acc = nb.zeros(())
+    h = nb.compile(lambda x: acc.add_(x) * 1.0)
+    assert [h(nb.constant(1.0)).item() for _ in range(3)] == [1.0, 2.0, 3.0]
+    assert h.stats.fallbacks == 0
