@@ -328,25 +328,45 @@ def _same(a: tuple, b: tuple) -> bool:
 
 _CONTAINERS = (list, dict, set)  # changed in place: keyed (and compared) by their contents
 _MAX_KEYED_ITEMS = 256  # a longer container (a tokenizer's table) by identity and length
+_MAX_KEYED_DEPTH = 4  # containers nested deeper by identity (and no cycle is followed)
 
 
-def _keyed(value):
-    """An attribute as the key holds it: numbers and strings by value; tuples, lists, dicts
-    and sets by their items, each keyed so (``self.scales[0] = 2.0`` changes the key),
-    except a container of more than ``_MAX_KEYED_ITEMS`` (by identity and length: the
-    snapshot is taken at every call); any other object by identity (a submodule, a
-    callable)."""
+def _plain_object(value) -> bool:
+    """An instance of a plain Python class (a config namespace or dataclass): its
+    attributes are Python state a trace may read, changed in place (``m.cfg.scale = 5``)."""
+    d = getattr(value, "__dict__", None)
+    return (
+        isinstance(d, dict)
+        and not isinstance(value, type | types.ModuleType | types.FunctionType | Tensor)
+        and not callable(value)
+        and not _is_module(value)
+        and type(value).__module__ != "numpy"
+    )
+
+
+def _keyed(value, depth: int = 0):
+    """An attribute as the key holds it: numbers and strings by value; tuples, lists, dicts,
+    sets and a plain object's attributes by their items, each keyed so
+    (``self.scales[0] = 2.0`` and ``self.cfg.scale = 5.0`` change the key), except a
+    container of more than ``_MAX_KEYED_ITEMS`` or one nested deeper than
+    ``_MAX_KEYED_DEPTH`` (by identity and length: the snapshot is taken at every call); any
+    other object by identity (a submodule, a callable)."""
     if isinstance(value, _VALUES):
         return ("=", type(value), repr(value) if isinstance(value, float) else value)
-    if isinstance(value, tuple | list | dict | set) and len(value) > _MAX_KEYED_ITEMS:
+    if depth < _MAX_KEYED_DEPTH and _plain_object(value):
+        value_dict = value.__dict__
+        if len(value_dict) <= _MAX_KEYED_ITEMS:
+            items = tuple((k, _keyed(v, depth + 1)) for k, v in value_dict.items())
+            return ("=", type(value), id(value), items)
+    if not isinstance(value, tuple | list | dict | set):
+        return ("is", id(value))
+    if len(value) > _MAX_KEYED_ITEMS or depth >= _MAX_KEYED_DEPTH:
         return ("is", id(value), len(value))
     if isinstance(value, tuple | list):
-        return ("=", type(value), tuple(_keyed(v) for v in value))
+        return ("=", type(value), tuple(_keyed(v, depth + 1) for v in value))
     if isinstance(value, dict):
-        return ("=", dict, tuple((k, _keyed(v)) for k, v in value.items()))
-    if isinstance(value, set):
-        return ("=", set, frozenset(_keyed(v) for v in value))
-    return ("is", id(value))
+        return ("=", dict, tuple((k, _keyed(v, depth + 1)) for k, v in value.items()))
+    return ("=", set, frozenset(_keyed(v, depth + 1) for v in value))
 
 
 class ModuleGuard:
@@ -381,7 +401,7 @@ class ModuleGuard:
             (d, k)
             for d in self.dicts
             for k, v in d.items()
-            if k not in _TABLES and isinstance(v, _CONTAINERS)
+            if k not in _TABLES and (isinstance(v, _CONTAINERS) or _plain_object(v))
         )
         self.snapshot = self._snapshot()
         self._key = tuple(

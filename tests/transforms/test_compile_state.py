@@ -598,3 +598,27 @@ def test_a_name_bound_to_a_computed_value_inside_runs_as_written():
     h = nb.compile(lambda x: acc.add_(x) * 1.0)
     assert [h(nb.constant(1.0)).item() for _ in range(3)] == [1.0, 2.0, 3.0]
     assert h.stats.fallbacks == 0
+
+
+def test_a_plain_object_held_by_a_module_is_guarded_by_its_attributes():
+    """``m.cfg.scale = 5.0`` on a config namespace a module holds was not seen: the trace's
+    2.0 stayed (dicts and lists were guarded already)."""
+    import types
+
+    class Scaled(nb.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.cfg = types.SimpleNamespace(scale=2.0, inner=types.SimpleNamespace(k=1.0))
+
+        def forward(self, x):
+            return x * self.cfg.scale * self.cfg.inner.k
+
+    m = Scaled()
+    f = nb.compile(m)
+    x = nb.ones((1,))
+    assert f(x).item() == 2.0
+    m.cfg.scale = 5.0
+    assert f(x).item() == 5.0
+    m.cfg.inner.k = 3.0
+    assert f(x).item() == 15.0
+    assert f(x).item() == 15.0 and f.stats.misses == 3
