@@ -335,6 +335,18 @@ class _Plan:
                         where = cap.path.describe(_name(fun))
                         return None, f"{where} is now a {type(now).__name__}, not a tensor"
                     t = now
+            elif type(cap.path) is _ArgPath:
+                if flat is None:  # (the hot lane, which such a plan does not take)
+                    return None, "it reads a tensor through an argument"
+                try:
+                    now = cap.path.path.follow(flat[cap.path.leaf])
+                except LookupError:
+                    return None, f"{cap.path.describe(_name(fun))} no longer exists"
+                if now is not t:
+                    if not isinstance(now, Tensor):
+                        where = cap.path.describe(_name(fun))
+                        return None, f"{where} is now a {type(now).__name__}, not a tensor"
+                    t = now
             elif cap.path is not None:
                 try:
                     now = cap.path.follow(fun)
@@ -1362,7 +1374,7 @@ def _hot_lane(plan, tensors, guard, dynamic: bool, tree=None) -> _Hot | None:
     draws, or a call that did not run at the call."""
     if dynamic or plan.rng_draws or plan.has_host_ops or not _nonempty(plan):
         return None
-    if any(type(cap.path) is _ArgGrad for cap in plan.captures):
+    if any(type(cap.path) in (_ArgGrad, _ArgPath) for cap in plan.captures):
         return None  # (the general path reads the call's arguments' grads)
     shapes, dtypes, shardings = plan.call_layouts()
     if STATE.recording is not None or CONFIG.debug_values:
@@ -1638,7 +1650,7 @@ def _build_plan(
     order = {id(r): k for k, r in enumerate(rng_impls)}
     plan.rng_draws = len(rng_impls)
     plan.rng_order = tuple(order[id(consts[j])] for j in rng_slots)
-    plan.captures = _captures(fun, captured, consts, arg_grads or {})
+    plan.captures = _captures(fun, captured, consts, arg_grads or {}, traced_flat)
     if state is not None:
         plan.writes = _write_targets(fun, state.targets)
     plan.out_layouts = tuple(
@@ -1724,19 +1736,42 @@ class _ArgGrad(NamedTuple):
         return f"the .grad of argument leaf {self.leaf} of {fun_name}"
 
 
-def _captures(fun, captured: dict, consts: list, arg_grads: dict) -> tuple:
+class _ArgPath(NamedTuple):
+    """The path to a captured tensor through a static argument (``self`` of a compiled
+    plain method, an object passed in): ``path`` followed from leaf ``leaf`` of the call's
+    flat arguments at each call, so an attribute rebound on it is seen."""
+
+    leaf: int
+    path: Path
+
+    def describe(self, fun_name: str) -> str:
+        return self.path.describe(f"<argument leaf {self.leaf} of {fun_name}>")
+
+
+def _captures(fun, captured: dict, consts: list, arg_grads: dict, flat=()) -> tuple:
     """A ``_Capture`` per captured tensor (const index -> tensor), with the path from
-    ``fun`` to it where the walk finds one (or the argument whose ``.grad`` it is)."""
+    ``fun`` to it where the walk finds one, else from a static argument of the call
+    (``flat``), or the argument whose ``.grad`` it is."""
     if not captured:
         return ()
     rest = {id(t): t for t in captured.values() if id(t) not in arg_grads}
     paths = find_paths(fun, rest) if fun is not None else {}
+    via_args: dict = {}
+    missing = {k: t for k, t in rest.items() if k not in paths}
+    for i, leaf in enumerate(flat):
+        if not missing:
+            break
+        if isinstance(leaf, Tensor) or leaf is None or isinstance(leaf, int | float | str):
+            continue
+        for k, found in find_paths(leaf, missing).items():
+            via_args[k] = (_ArgPath(i, found[0]),)
+            del missing[k]
     out = []
     for j, t in captured.items():
         if id(t) in arg_grads:
             out.append(_Capture(j, t, _ArgGrad(arg_grads[id(t)]), _layout(consts[j])))
             continue
-        found = paths.get(id(t), (None,))
+        found = paths.get(id(t)) or via_args.get(id(t), (None,))
         out.append(_Capture(j, t, found[0], _layout(consts[j]), found[1:]))
     return tuple(out)
 

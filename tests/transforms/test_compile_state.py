@@ -622,3 +622,27 @@ def test_a_plain_object_held_by_a_module_is_guarded_by_its_attributes():
     m.cfg.inner.k = 3.0
     assert f(x).item() == 15.0
     assert f(x).item() == 15.0 and f.stats.misses == 3
+
+
+def test_a_tensor_read_through_an_argument_object_follows_its_rebinding():
+    """``self.w`` of a plain (non-Module) object passed in, or of a compiled plain method,
+    kept the traced tensor after ``q.w = new``."""
+
+    class Holder:
+        def __init__(self, v):
+            self.w = nb.ones((2,)) * v
+
+        @nb.compile
+        def forward(self, x):
+            return x * self.w
+
+    q = Holder(1.0)
+    x = nb.ones((2,))
+    assert q.forward(x).tolist() == [1.0, 1.0]
+    q.w = nb.ones((2,)) * 10.0
+    assert q.forward(x).tolist() == [10.0, 10.0]
+    assert Holder(2.0).forward(x).tolist() == [2.0, 2.0]
+    f = nb.compile(lambda obj, x: x * obj.w)
+    assert f(q, x).tolist() == [10.0, 10.0]
+    q.w = nb.ones((2,)) * 7.0
+    assert f(q, x).tolist() == [7.0, 7.0]
