@@ -5,6 +5,8 @@ multi-process run reading only its slice of every batch, and resumable mid-epoch
 
 from __future__ import annotations
 
+import numbers
+
 import numpy as np
 
 from ..core.sharding import PROCESS
@@ -39,7 +41,12 @@ class TensorDataset(Dataset):
 
     def __init__(self, *arrays):
         self.arrays = [a.numpy() if isinstance(a, Tensor) else np.asarray(a) for a in arrays]
-        lengths = {a.shape[0] if a.ndim else 0 for a in self.arrays}
+        if not self.arrays or any(a.ndim == 0 for a in self.arrays):
+            shapes = [a.shape for a in self.arrays]
+            raise ValueError(
+                f"TensorDataset: needs arrays with a first (example) dim, got shapes {shapes}"
+            )
+        lengths = {a.shape[0] for a in self.arrays}
         if len(lengths) != 1:
             shapes = [a.shape for a in self.arrays]
             raise ValueError(f"TensorDataset: arrays need the same first dim, got {shapes}")
@@ -222,6 +229,16 @@ class DataLoader:
         unknown = sorted(set(loader_options) - _TORCH_LOADER_OPTIONS)
         if unknown:
             raise TypeError(f"DataLoader: unexpected keyword arguments {unknown}")
+        if not isinstance(batch_size, numbers.Integral) or isinstance(batch_size, bool):
+            raise TypeError(
+                f"DataLoader: batch_size must be a positive int, got {batch_size!r} (unbatched "
+                "loading, PyTorch's batch_size=None, is not supported: use batch_size=1)"
+            )
+        if isinstance(data, dict):
+            raise TypeError(
+                "DataLoader: data is a dict; pass a tuple of arrays (DataLoader((x, y), ...)) "
+                "or a dataset (an object with __len__ and __getitem__)"
+            )
         self.dataset = data if _is_dataset(data) else None
         self.collate_fn = default_collate if collate_fn is None else collate_fn
         if self.dataset is not None:

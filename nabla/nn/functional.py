@@ -8,6 +8,7 @@ initializers are re-exported from :mod:`nabla.nn.losses` and :mod:`nabla.nn.init
 from __future__ import annotations
 
 import math
+import numbers
 from typing import NamedTuple
 
 import ml_dtypes
@@ -230,10 +231,13 @@ def pad(input, pad, mode: str = "constant", value: float | None = None) -> Tenso
         The padded tensor.
 
     Raises:
-        ValueError: for an odd-length ``pad`` or one longer than two per dim, or an
-            unknown mode.
+        ValueError: for an odd-length ``pad`` or one longer than two per dim, a crop past
+            a dim's size or with a mode other than ``"constant"``, or an unknown mode.
+        TypeError: for a pad amount that is not an int.
     """
     x = as_tensor(input, op="pad")
+    if not all(isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in pad):
+        raise TypeError(f"pad: pad={tuple(pad)} must hold ints (input of shape {x.shape})")
     pad = tuple(int(v) for v in pad)
     if len(pad) % 2 or len(pad) // 2 > x.ndim:
         raise ValueError(
@@ -246,6 +250,17 @@ def pad(input, pad, mode: str = "constant", value: float | None = None) -> Tenso
     # negative amounts crop first (PyTorch's), then the rest pads
     crop = tuple(slice(-lo if lo < 0 else None, hi if hi < 0 else None) for lo, hi in pairs)
     if any(lo < 0 or hi < 0 for lo, hi in pairs):
+        for d, (lo, hi) in enumerate(pairs):
+            if x.shape[d] + min(lo, 0) + min(hi, 0) < 0:
+                raise ValueError(
+                    f"pad: pad={pad} crops dim {d} of size {x.shape[d]} below nothing "
+                    f"(input of shape {x.shape})"
+                )
+        if mode != "constant":  # (PyTorch pads the whole dim first, then crops)
+            raise ValueError(
+                f"pad: a negative pad (a crop) with mode {mode!r} is not supported (pad={pad}, "
+                f"input of shape {x.shape}); crop with indexing first"
+            )
         x = x[crop]
         pairs = [(max(lo, 0), max(hi, 0)) for lo, hi in pairs]
     if mode == "constant":
@@ -766,6 +781,14 @@ def scaled_dot_product_attention(
             f"scaled_dot_product_attention: query {q.shape}, key {k.shape} and value {v.shape} "
             "must share the feature dim (query/key) and the sequence length (key/value)"
         )
+    batch = _batch_of_scores("scaled_dot_product_attention", q.shape, k.shape)
+    try:
+        np.broadcast_shapes(batch, v.shape[:-2])
+    except ValueError:
+        raise ValueError(
+            f"scaled_dot_product_attention: the batch and head dims of value {v.shape} do not "
+            f"match those of query {q.shape} and key {k.shape}"
+        ) from None
     if attn_mask is not None:
         attn_mask = as_tensor(attn_mask, op="scaled_dot_product_attention")
         check_attention_mask("scaled_dot_product_attention", attn_mask, q.shape, k.shape)
@@ -776,8 +799,15 @@ def scaled_dot_product_attention(
 
 
 def check_attention_mask(op, mask, q_shape, k_shape) -> None:
-    """Refuse a mask that does not broadcast to the scores ``(..., L, S)``, naming it."""
-    scores = (*np.broadcast_shapes(q_shape[:-2], k_shape[:-2]), q_shape[-2], k_shape[-2])
+    """Refuse a mask that is not bool or float (an integer 0/1 mask would be added to the
+    scores as a bias, as PyTorch refuses it) or that does not broadcast to the scores
+    ``(..., L, S)``, naming it."""
+    if not (mask.dtype.is_bool or mask.dtype.is_float):
+        raise TypeError(
+            f"{op}: attn_mask must be bool (True = may attend) or float (added to the "
+            f"scores), got {mask.dtype.value}{list(mask.shape)}; for a 0/1 mask pass mask > 0"
+        )
+    scores = (*_batch_of_scores(op, q_shape, k_shape), q_shape[-2], k_shape[-2])
     try:
         ok = np.broadcast_shapes(mask.shape, scores) == scores
     except ValueError:
@@ -787,6 +817,18 @@ def check_attention_mask(op, mask, q_shape, k_shape) -> None:
             f"{op}: attn_mask of shape {mask.shape} does not broadcast to the attention "
             f"scores {scores} (..., query length, key length)"
         )
+
+
+def _batch_of_scores(op, q_shape, k_shape) -> tuple:
+    """The batch dims of the scores ``query @ key^T``: the query's and key's broadcast
+    (heads and batch), or an error naming ``op`` and both shapes."""
+    try:
+        return np.broadcast_shapes(q_shape[:-2], k_shape[:-2])
+    except ValueError:
+        raise ValueError(
+            f"{op}: the batch and head dims of query {tuple(q_shape)} and key "
+            f"{tuple(k_shape)} do not match (..., length, dim)"
+        ) from None
 
 
 def attention_with_weights(

@@ -180,7 +180,8 @@ class Conv2d(Module):
         out_channels: channels of the output.
         kernel_size: int or ``(KH, KW)``.
         stride: int or pair (default 1).
-        padding: int, pair, pairs of pairs, ``"SAME"`` or ``"VALID"`` (default 0).
+        padding: int, pair, pairs of pairs, ``"SAME"`` (stride 1, as PyTorch) or
+            ``"VALID"`` (default 0).
         dilation: int or pair (default 1).
         groups: channel groups (default 1).
         bias: whether to add a learned bias (default True).
@@ -207,6 +208,15 @@ class Conv2d(Module):
         super().__init__()
         channels = _ConvChannels(in_channels, out_channels, groups)
         self.kernel_size = _check_conv_layer("Conv2d", channels, kernel_size, 2)
+        if isinstance(padding, str):
+            if padding.lower() not in ("same", "valid"):
+                raise ValueError(
+                    f"Conv2d: padding must be an int, pairs, 'same' or 'valid', got {padding!r}"
+                )
+            if padding.lower() == "same" and stride not in (1, (1, 1)):  # (PyTorch's rule)
+                raise ValueError(f"Conv2d: padding='same' needs stride 1, got stride={stride!r}")
+        elif isinstance(padding, int) and padding < 0:
+            raise ValueError(f"Conv2d: padding must be >= 0, got {padding}")
         self.padding_mode = padding_mode
         self._mode_pads = _padding_mode("Conv2d", padding_mode, padding, 2)
         self.in_channels, self.out_channels = int(in_channels), int(out_channels)
@@ -1148,9 +1158,7 @@ class Flatten(Module):
             ``x`` with the dims merged.
         """
         x = as_tensor(x, op="Flatten")
-        s, e = self.start_dim % x.ndim, self.end_dim % x.ndim
-        merged = math.prod(x.shape[s : e + 1])
-        return x.reshape(x.shape[:s] + (merged,) + x.shape[e + 1 :])
+        return view.flatten(x, self.start_dim, self.end_dim)  # (its checks name the dims)
 
 
 class Unflatten(Module):
@@ -1175,8 +1183,20 @@ class Unflatten(Module):
             ``x`` with dim ``dim`` split.
         """
         x = as_tensor(x, op="Unflatten")
+        if not -x.ndim <= self.dim < x.ndim:
+            raise IndexError(
+                f"Unflatten: dim {self.dim} is out of range for an input of shape {x.shape}"
+            )
         d = self.dim % x.ndim
-        return x.reshape(x.shape[:d] + self.unflattened_size + x.shape[d + 1 :])
+        sizes = self.unflattened_size
+        known = math.prod(v for v in sizes if v != -1)
+        fits = x.shape[d] % known == 0 if -1 in sizes and known else math.prod(sizes) == x.shape[d]
+        if not fits or sizes.count(-1) > 1:
+            raise ValueError(
+                f"Unflatten: unflattened_size {sizes} does not split dim {self.dim} of size "
+                f"{x.shape[d]} (input of shape {x.shape})"
+            )
+        return x.reshape(x.shape[:d] + sizes + x.shape[d + 1 :])
 
     def extra_repr(self) -> str:
         """The configuration shown by ``repr``."""

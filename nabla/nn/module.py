@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import itertools
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -761,7 +761,13 @@ class Module:
         Raises:
             ValueError: listing missing/unexpected keys and shape or dtype mismatches (a
                 ``StateDictError``, also a ``RuntimeError`` as PyTorch's).
+            TypeError: for a ``state_dict`` that is not a mapping.
         """
+        if not isinstance(state_dict, Mapping):
+            raise TypeError(
+                f"{type(self).__name__}.load_state_dict: expected a mapping of names to "
+                f"tensors, got {type(state_dict).__name__}"
+            )
         own = self.state_dict()
         problems = []
         # a checkpoint from before BatchNorm counted its batches (PyTorch's version 1, and

@@ -197,12 +197,18 @@ class MultiHeadAttention(Module):
                     f"MultiHeadAttention: key_padding_mask of shape {kpm.shape}, expected "
                     f"(batch, source length) = {(key.shape[0], key.shape[1])}"
                 )
+            if not (kpm.dtype.is_bool or kpm.dtype.is_float):
+                raise TypeError(
+                    f"MultiHeadAttention: key_padding_mask must be bool (True = padding) or "
+                    f"float (added to the scores), got {kpm.dtype.value}{list(kpm.shape)}; "
+                    "for a 0/1 mask pass mask > 0"
+                )
             at = (kpm.shape[0], 1, 1, kpm.shape[1])
             if kpm.dtype.is_float:  # added to the scores, as in PyTorch (-inf at padding)
                 add = kpm.cast(q.dtype).reshape(*at)
                 mask = add if mask is None else _add_scores(mask, add)
-            else:  # True (or nonzero) marks padding
-                keep = (unary.logical_not(kpm) if kpm.dtype.is_bool else kpm == 0).reshape(*at)
+            else:  # True marks padding
+                keep = unary.logical_not(kpm).reshape(*at)
                 mask = keep if mask is None else _combine(mask, keep)
         out, weights = F.attention_with_weights(
             q, k, v, mask, self.dropout, is_causal, training=self.training

@@ -234,6 +234,13 @@ def _split_argnums(fun, args, kwargs, argnums, what, check_float=True):
                         f"argument {i} of {what} must have a float dtype to be "
                         f"differentiated, got the Python bool {leaf}"
                     )
+                else:  # a string or another object: JAX's TypeError, not a None gradient
+                    raise TypeError(
+                        f"argument {i} of {what} holds a {type(leaf).__name__} ({leaf!r:.40}), "
+                        "which cannot be differentiated: differentiated arguments hold "
+                        "tensors, arrays or numbers; pass it by closure or leave it out of "
+                        "argnums"
+                    )
 
     def f(*dyn_args):
         full = list(args)

@@ -1030,3 +1030,55 @@ def test_pytorch_creation_names():
         nb.from_numpy([1, 2])
     with pytest.raises(TypeError, match="randn: sizes must be ints"):
         nb.randn(2.5)
+
+
+def test_bad_inputs_that_gave_wrong_answers_are_refused_at_the_call():
+    """Each of these ran to a wrong answer or failed deep inside: an integer attention mask
+    (added to the scores as a bias), Flatten's out-of-range dims, a float or over-cropping
+    F.pad, a fractional batch size, a negative max_norm (it flipped every gradient), grad
+    of a string argument (None), Conv2d's strided 'same'."""
+    q = nb.ones((2, 4, 5, 8))
+    keep = nb.constant(np.tril(np.ones((5, 5), np.int32)))
+    with pytest.raises(TypeError, match="attn_mask must be bool .* got int32"):
+        F.scaled_dot_product_attention(q, q, q, attn_mask=keep)
+    mha = nn.MultiHeadAttention(8, 2, batch_first=True)
+    x = nb.ones((2, 5, 8))
+    with pytest.raises(TypeError, match="attn_mask must be bool"):
+        mha(x, x, x, attn_mask=keep)
+    with pytest.raises(TypeError, match="key_padding_mask must be bool"):
+        mha(x, x, x, key_padding_mask=nb.zeros((2, 5), dtype=nb.int32))
+    k = nb.ones((2, 3, 6, 8))
+    with pytest.raises(ValueError, match=r"scaled_dot_product_attention: the batch and head"):
+        F.scaled_dot_product_attention(q, k, k, attn_mask=nb.ones((5, 6)) > 0)
+    x3 = nb.ones((2, 3, 4))
+    for bad in (lambda: nn.Flatten(2, 1)(x3), lambda: nn.Flatten(1, 5)(x3)):
+        with pytest.raises((IndexError, ValueError), match="flatten"):
+            bad()
+    with pytest.raises(IndexError, match="Unflatten: dim 5"):
+        nn.Unflatten(5, (2, 2))(nb.ones((2, 4)))
+    with pytest.raises(ValueError, match=r"Unflatten: unflattened_size \(2, 2\)"):
+        nn.Unflatten(1, (2, 2))(nb.ones((2, 6)))
+    a = nb.ones((2, 3))
+    with pytest.raises(TypeError, match="pad: pad=.* must hold ints"):
+        F.pad(a, (1.5, 1))
+    with pytest.raises(ValueError, match="crops dim 1 of size 3"):
+        F.pad(a, (-2, -2))
+    with pytest.raises(ValueError, match="negative pad .* mode 'reflect'"):
+        F.pad(a, (-1, 2), mode="reflect")
+    assert F.pad(a, (-1, 2)).shape == (2, 4)
+    with pytest.raises(TypeError, match="batch_size must be a positive int"):
+        nn.DataLoader(np.zeros((4, 2)), batch_size=2.5)
+    with pytest.raises(TypeError, match="data is a dict"):
+        nn.DataLoader({"a": np.zeros((4, 2))}, batch_size=2)
+    with pytest.raises(ValueError, match="TensorDataset: needs arrays with a first"):
+        nn.data.TensorDataset(nb.constant(1.0))
+    lin = nn.Linear(2, 1)
+    with pytest.raises(TypeError, match="load_state_dict: expected a mapping"):
+        lin.load_state_dict(None)
+    lin(nb.ones((1, 2))).sum().backward()
+    with pytest.raises(ValueError, match="max_norm must be >= 0"):
+        nn.utils.clip_grad_norm_(lin.parameters(), -1.0)
+    with pytest.raises(TypeError, match="argument 1 of grad holds a str"):
+        nb.grad(lambda u, s: u * 2.0, argnums=1)(nb.constant(1.0), "abc")
+    with pytest.raises(ValueError, match="padding='same' needs stride 1"):
+        nn.Conv2d(3, 8, 3, padding="same", stride=2)

@@ -277,8 +277,11 @@ def clip_grad_norm_(
 
     Raises:
         RuntimeError: with ``error_if_nonfinite``, for a NaN or infinite norm.
+        ValueError: for a negative ``max_norm`` or a bad ``norm_type``.
     """
     norm_type = _checked_norm_type("clip_grad_norm_", norm_type)
+    if not max_norm >= 0:  # (a negative one would flip every gradient's sign)
+        raise ValueError(f"clip_grad_norm_: max_norm must be >= 0, got {max_norm}")
     with_grad = [p for p in _params_of(parameters) if p.grad is not None]
     grads = [p.grad for p in with_grad]
     if STATE.recording is None and grads:  # one compiled call, not two ops per gradient
