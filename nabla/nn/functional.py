@@ -506,8 +506,10 @@ def hardswish(x, inplace: bool = False) -> Tensor:
     """
     _inplace("hardswish", inplace)
     x = as_tensor(x, op="hardswish")
-    # PyTorch's pieces with its boundaries (the gradient at -3 is 0, at 3 it is 1)
-    return binary.where(x <= -3.0, 0.0, binary.where(x < 3.0, x * (x + 3.0) / 6.0, x))
+    # PyTorch's pieces with its boundaries (the gradient at -3 is 0, at 3 it is 1); the
+    # middle piece on x clipped to [-3, 3], so an infinite x gives it no 0 * inf gradient
+    mid = binary.clip(x, -3.0, 3.0)
+    return binary.where(x <= -3.0, 0.0, binary.where(x < 3.0, mid * (mid + 3.0) / 6.0, x))
 
 
 def logsigmoid(x) -> Tensor:
@@ -733,8 +735,10 @@ def _embedding(indices, weight, padding_idx, who: str) -> Tensor:
 
 
 def _neg_large(dtype) -> float:
-    # a finite "minus infinity": a fully masked row gives a uniform softmax instead of NaN
-    return -1e9 if dtype.numpy.itemsize >= 4 else -3e4
+    # a finite "minus infinity", the dtype's lowest value: a fully masked row gives a
+    # uniform softmax instead of NaN, and no allowed score is below it (a fill of -1e9 let
+    # masked keys take the weight of a row whose scores were all below -1e9)
+    return float(np.finfo(dtype.numpy).min)
 
 
 def scaled_dot_product_attention(

@@ -479,7 +479,9 @@ def smooth_l1_loss(input, target, reduction: str = "mean", beta: float = 1.0) ->
     if beta == 0:
         return _reduce(_abs_torch(pred - target), reduction, "smooth_l1_loss")
     d = unary.abs(pred - target)
-    loss = binary.where(d < beta, 0.5 * d.square() / beta, d - 0.5 * beta)
+    # the quadratic piece on |d| clipped to beta: an infinite d gives it no 0 * inf gradient
+    near = binary.where(d < beta, d, float(beta))
+    loss = binary.where(d < beta, 0.5 * near.square() / beta, d - 0.5 * beta)
     return _reduce(loss, reduction, "smooth_l1_loss")
 
 
@@ -503,7 +505,8 @@ def huber_loss(input, target, reduction: str = "mean", delta: float = 1.0) -> Te
         raise ValueError(f"huber_loss: delta must be > 0, got {delta}")
     pred, target = _pair("huber_loss", input, target)
     d = unary.abs(pred - target)
-    loss = binary.where(d <= delta, 0.5 * d.square(), delta * (d - 0.5 * delta))
+    near = binary.where(d <= delta, d, float(delta))  # (as smooth_l1_loss: no 0 * inf)
+    loss = binary.where(d <= delta, 0.5 * near.square(), delta * (d - 0.5 * delta))
     return _reduce(loss, reduction, "huber_loss")
 
 

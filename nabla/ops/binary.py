@@ -785,8 +785,9 @@ def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False) -> Tensor:
 
 def logaddexp(a, b) -> Tensor:
     """``log(exp(a) + exp(b))`` without overflow (NumPy's and JAX's ``logaddexp``), as
-    ``max(a, b) + log1p(exp(-|a - b|))``; equal infinities give that infinity. Integer
-    operands are computed in the default float dtype.
+    ``m + log(exp(a - m) + exp(b - m))`` for ``m = max(a, b)`` held constant in the
+    gradient (which is then the two softmax weights, 1/2 each at a tie); equal infinities
+    give that infinity. Integer operands are computed in the default float dtype.
 
     Args:
         a: a tensor, Python scalar, nested list or NumPy array.
@@ -798,11 +799,10 @@ def logaddexp(a, b) -> Tensor:
     (a, b), dtype = promote_operands("logaddexp", [a, b], broadcast=True)
     if not dtype.is_float:
         a, b = a.cast(get_default_dtype()), b.cast(get_default_dtype())
-    top = maximum(a, b)
-    gap = fn.abs(a - b)
-    # (a - b is NaN for equal infinities: the gap is then 0, the sum that infinity)
-    gap = where(fn.is_nan(gap) & equal(a, b), 0.0, gap)
-    return top + fn.log1p(fn.exp(-gap))
+    top = fn.stop_gradient(maximum(a, b))
+    # an infinite (or NaN) maximum shifts by 0: exp gives the infinity (or NaN) back
+    top = where(fn.is_inf(top) | fn.is_nan(top), 0.0, top)
+    return top + fn.log(fn.exp(a - top) + fn.exp(b - top))
 
 
 def _fits(value: int, dtype: DType) -> bool:

@@ -1266,6 +1266,25 @@ def _axes_arg(op, spec, axes) -> tuple:
     return axes
 
 
+def _unmixed(op, x, names) -> None:
+    """Refuse a collective over mesh axes that split a vmap batch dim of ``x``: each
+    element's collective would combine other elements' rows (as ``reshard`` refuses to use
+    such an axis inside the vmap)."""
+    nb = len(x._impl.levels)
+    spec = x._impl.sharding
+    if not nb or spec is None or not names:
+        return
+    taken = {a for d in spec.dims[:nb] for a in d}
+    mixed = [a for a in names if a in taken]
+    if mixed:
+        raise ShardingError(
+            f"{op}: inside vmap the mapped dim is split over mesh axis {mixed[0]!r} "
+            f"(spmd_axis_name, or a mapped input sharded along it), so a collective over it "
+            f"would combine different elements (each of shape {x.shape}); reshard the input "
+            "so the mapped dim is not split over it, or use shard_map"
+        )
+
+
 def _laxis(op, x, axis) -> int:
     """``axis`` of ``x``'s logical shape, normalized."""
     n = x.ndim
@@ -1318,6 +1337,7 @@ def all_reduce(x, reduce_op: str = "sum", axes=None, *, reduce_axes=None) -> Ten
             names = spec.partial_axes or spec.sharded_axes or spec.mesh.axis_names
         if not names:
             raise ShardingError("all_reduce: no mesh axes given")
+        _unmixed("all_reduce", x, names)
         copies = _copies(spec, names)
         rest = tuple(a for a in names if a not in copies)
         if rest and copies:
@@ -1352,6 +1372,7 @@ def pmean(x, axes=None, *, axis_name=None) -> Tensor:
         names = _axes_arg("pmean", spec, axes)
         if names is None:
             names = spec.partial_axes or spec.sharded_axes or spec.mesh.axis_names
+        _unmixed("pmean", x, names)
         n = prod(spec.mesh.axis_size(a) for a in names)
         return all_reduce(x, "sum", names) / n
 
@@ -1386,6 +1407,7 @@ def all_gather(x, axis: int, axes=None) -> Tensor:
                     f"all_gather: dim {axis} of the tensor of shape {x.shape} is not split "
                     f"(spec {x.sharding})"
                 )
+        _unmixed("all_gather", x, names)
         return _bind_one(key, _all_gather, lambda: all_gather_phys(x, d, names))
 
     return _dispatch("all_gather", x, local, whole, _same_along("all_gather", axis))
@@ -1433,6 +1455,7 @@ def reduce_scatter(x, axis: int, axes=None, *, reduce_op: str = "sum") -> Tensor
         names = _axes_arg("reduce_scatter", spec, axes)
         if names is None:
             names = spec.partial_axes or spec.mesh.axis_names
+        _unmixed("reduce_scatter", x, names)
         terms = tuple(a for a in names if a in spec.partial_kinds)
         copies = tuple(a for a in names if a not in terms)  # copies or blocks
         kinds = spec.partial_kinds
@@ -1488,6 +1511,7 @@ def all_to_all(x, split_axis: int, concat_axis: int, axes=None) -> Tensor:
         c = _axis("all_to_all", x, concat_axis)
         names = _axes_arg("all_to_all", spec, axes)
         names = spec.dims[c] if names is None else names
+        _unmixed("all_to_all", x, names)
         if s == c and spec.dims[c]:
             return _chunk_transpose(x, _laxis("all_to_all", x, concat_axis), names)
         return all_to_all_phys(x, s, c, names)
@@ -1574,6 +1598,7 @@ def _flat_pairs(x, pairs: tuple, axis_name) -> tuple:
             f"ppermute: axis_name {axis_name!r} names {unknown}, not an axis of mesh "
             f"{mesh.name!r} (axes {mesh.axis_names}); tensor of shape {x.shape}"
         )
+    _unmixed("ppermute", x, names)
     along = [i for i, a in enumerate(mesh.axis_names) if a in names]  # mesh order
     sizes = [mesh.shape[i] for i in along]
     n = prod(sizes)
@@ -1666,6 +1691,7 @@ def broadcast(x, root=0, axes=None) -> Tensor:
         names = _axes_arg("broadcast", spec, axes)
         if names is None:
             names = spec.sharded_axes + spec.partial_axes
+        _unmixed("broadcast", x, names)
         return _broadcast.bind([x], {"axes": names, "root": _roots(root, names)})
 
     return _dispatch("broadcast", x, local, whole)

@@ -816,13 +816,13 @@ class CompiledFunction:
 
     def _explain(self, key):
         if self._last_key is None:
-            log.info("compile %s: first trace", self.fun.__name__)
+            log.info("compile %s: first trace", _name(self.fun))
             return
         old = self._last_key
         if len(old) != len(key) or old[0] != key[0]:
             log.info(
                 "compile %s: retrace because the argument structure changed: %s -> %s",
-                self.fun.__name__,
+                _name(self.fun),
                 old[0],
                 key[0],
             )
@@ -832,13 +832,13 @@ class CompiledFunction:
                 log.info(
                     "compile %s: retrace because a module it reads changed: train()/eval(), "
                     "an attribute, or a submodule",
-                    self.fun.__name__,
+                    _name(self.fun),
                 )
                 return
             if a != b:
                 log.info(
                     "compile %s: retrace because leaf %d changed: %r -> %r",
-                    self.fun.__name__,
+                    _name(self.fun),
                     i,
                     a,
                     b,
@@ -902,7 +902,7 @@ class CompiledFunction:
         def fix(v, where):
             if isinstance(v, Tensor | np.ndarray):
                 raise TypeError(
-                    f"compile: static argument {where} of {self.fun.__name__} is a "
+                    f"compile: static argument {where} of {_name(self.fun)} is a "
                     f"{type(v).__name__}: static arguments must be hashable Python values"
                 )
             return v.item() if isinstance(v, np.generic) else v
@@ -1185,7 +1185,7 @@ class CompiledFunction:
         if GRAPH.thread_epoch != epoch:
             if self.fullgraph:
                 raise RuntimeError(
-                    f"compile(fullgraph=True): {self.fun.__name__} realized a value while "
+                    f"compile(fullgraph=True): {_name(self.fun)} realized a value while "
                     "being traced (e.g. .numpy(), .item(), print or a Python branch on a "
                     "tensor); remove it or use fullgraph=False to fall back to lazy execution"
                 )
@@ -1197,7 +1197,7 @@ class CompiledFunction:
             # (no gradient): run as written
             log.debug(
                 "compile: %s updates a requires_grad leaf it then reads: runs eagerly",
-                self.fun.__name__,
+                _name(self.fun),
             )
             self._stats.fallbacks += 1
             return "fallback", out
@@ -1207,8 +1207,8 @@ class CompiledFunction:
             # would not bind the name again, so later calls would read the trace's value
             log.debug(
                 "compile: %s binds %s to a value it computed: runs eagerly",
-                self.fun.__name__,
-                leaked.describe(self.fun.__name__),
+                _name(self.fun),
+                leaked.describe(_name(self.fun)),
             )
             self._stats.fallbacks += 1
             return "fallback", out

@@ -1082,3 +1082,34 @@ def test_bad_inputs_that_gave_wrong_answers_are_refused_at_the_call():
         nb.grad(lambda u, s: u * 2.0, argnums=1)(nb.constant(1.0), "abc")
     with pytest.raises(ValueError, match="padding='same' needs stride 1"):
         nn.Conv2d(3, 8, 3, padding="same", stride=2)
+
+
+def test_values_and_gradients_at_extremes_stay_finite_and_right():
+    """``logaddexp``'s gradient at a tie was (0, 1); a causal mask filled with -1e9 let
+    masked keys take a row's weight when its scores were all below it; Huber and smooth L1
+    losses and ``hardswish`` had NaN gradients at an infinite input (0 * inf)."""
+    ga, gb = nb.grad(lambda a, b: nb.logaddexp(a, b), argnums=(0, 1))(
+        nb.constant(1.0), nb.constant(1.0)
+    )
+    assert (ga.item(), gb.item()) == (0.5, 0.5)
+    a = np.array([1.0, -np.inf, np.inf, 1e30, 3.0], np.float32)
+    b = np.array([2.0, -np.inf, np.inf, 1e30, -np.inf], np.float32)
+    np.testing.assert_allclose(nb.logaddexp(a, b).numpy(), np.logaddexp(a, b), rtol=1e-6)
+    q = np.array([[[[1.0, 0.0], [0.0, 1.0]]]], np.float32)
+    k = np.array([[[[-1e10, 0.0], [0.0, 1.0]]]], np.float32)
+    v = np.array([[[[1.0, 1.0], [100.0, 100.0]]]], np.float32)
+    for dtype, low in ((nb.float32, -1e10), (nb.float16, -5e4)):
+        k[0, 0, 0, 0] = low
+        args = [nb.constant(t).astype(dtype) for t in (q, k, v)]
+        out = F.scaled_dot_product_attention(*args, is_causal=True, scale=1.0)
+        np.testing.assert_allclose(out.numpy().astype(np.float32)[0, 0, 0], [1.0, 1.0])
+    big = nb.constant(np.array([60000.0, 0.5], np.float16))
+    zero = nb.zeros((2,), dtype=nb.float16)
+    for loss in (F.huber_loss, F.smooth_l1_loss):
+        g = nb.grad(lambda u, loss=loss: loss(u, -big))(big).numpy().astype(np.float32)
+        np.testing.assert_allclose(g, [0.5, 0.5], rtol=1e-3)
+        assert np.isfinite(nb.grad(lambda u, loss=loss: loss(u, zero))(big).numpy()).all()
+    x = nb.constant(np.array([-np.inf, -4.0, 0.0, 4.0, np.inf], np.float32))
+    np.testing.assert_allclose(
+        nb.grad(lambda t: F.hardswish(t).sum())(x).numpy(), [0.0, 0.0, 0.5, 1.0, 1.0]
+    )

@@ -534,3 +534,22 @@ def test_a_one_name_tuple_entry_equals_the_name():
     assert P(("x",)) == P("x") and not P(("x",)) != P("x")
     assert hash(P(("x",), None)) == hash(P("x", None))
     assert P(("x", "y")) != P("x") and P("x") == ("x",)
+
+
+def test_a_collective_over_the_axis_that_splits_a_vmapped_dim_is_refused():
+    """Each element's collective combined other elements' rows: a (4, 8) batch split over
+    dp came back as (2, 8) sums of two examples. ``reshard`` refused this already."""
+    x = np.arange(32, dtype=np.float32).reshape(4, 8)
+    per_example = nb.vmap(lambda r: nb.all_reduce(r, "sum", axes="dp"))
+    np.testing.assert_array_equal(per_example(nb.shard(x, M22, P())).numpy(), 2 * x)
+    for f in (
+        per_example,
+        nb.vmap(lambda r: nb.pmean(r, axes="dp")),
+        nb.vmap(lambda r: nb.broadcast(r, 0, axes="dp")),
+        nb.vmap(lambda r: nb.ppermute(r, [(0, 1), (1, 0)], axis_name="dp")),
+    ):
+        with pytest.raises(nb.ShardingError, match="mapped dim is split over mesh axis 'dp'"):
+            f(nb.shard(x, M22, P("dp")))
+    # over another axis it runs, per element
+    out = nb.vmap(lambda r: nb.all_reduce(r, "sum", axes="tp"))(nb.shard(x, M22, P("dp")))
+    np.testing.assert_array_equal(out.numpy(), 2 * x)

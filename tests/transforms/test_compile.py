@@ -350,6 +350,13 @@ def test_retrace_explanation_names_the_changed_field(caplog):
     assert "first trace" in text
     assert "retrace because leaf 0 changed" in text
     assert "retrace because leaf 1 changed" in text
+    # a compiled module has no __name__: its class names it (it raised AttributeError)
+    lin = nb.compile(nb.nn.Linear(4, 4))
+    with caplog.at_level(logging.INFO, logger="nabla.compile"):
+        lin.explain = True
+        lin(nb.ones((2, 4)))
+        lin(nb.ones((3, 4)))
+    assert "compile Linear: first trace" in caplog.text
 
 
 def test_random_inside_compile_draws_fresh_values():
