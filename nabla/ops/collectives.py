@@ -1003,7 +1003,13 @@ def complete_partial(x: Tensor) -> Tensor:
     if hit is not None:
         pos, ref = hit
         done = ref()
-        if done is not None and _recorded_here(rec, pos, done):
+        # (not a completion made before ``x`` got its tangents, as inside its own JVP rule:
+        # the tangents would be lost)
+        if (
+            done is not None
+            and _recorded_here(rec, pos, done)
+            and (not impl.tangents or done.tangents)
+        ):
             return Tensor._wrap(done)
     spec = impl.sharding
     by_kind: dict = {}

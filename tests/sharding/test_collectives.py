@@ -553,3 +553,18 @@ def test_a_collective_over_the_axis_that_splits_a_vmapped_dim_is_refused():
     # over another axis it runs, per element
     out = nb.vmap(lambda r: nb.all_reduce(r, "sum", axes="tp"))(nb.shard(x, M22, P("dp")))
     np.testing.assert_array_equal(out.numpy(), 2 * x)
+
+
+def test_forward_derivative_through_a_sharded_max_then_a_broadcast():
+    """The max's partial value was completed first inside its own JVP rule, before it had
+    a tangent, and a later use took that completion: the tangent came out 0."""
+    x = np.array([[1.0, 5.0, 2.0, 3.0], [4.0, 0.0, 0.0, 7.0]], np.float32)
+    t = np.arange(8, dtype=np.float32).reshape(2, 4)
+    for f in (
+        lambda a: a - nb.max(a, axis=1, keepdims=True),
+        lambda a: nb.max(a, axis=1, keepdims=True) + nb.zeros((1, 3)),
+        lambda a: a * nb.min(a, axis=1, keepdims=True),
+    ):
+        _, want = nb.jvp(f, (nb.constant(x),), (nb.constant(t),))
+        _, got = nb.jvp(f, (nb.shard(x, M22, P(None, "tp")),), (nb.constant(t),))
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6)
