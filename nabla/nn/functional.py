@@ -14,6 +14,7 @@ from typing import NamedTuple
 import ml_dtypes
 import numpy as np
 
+from ..core.dtypes import promote_types
 from ..ops import binary, creation, indexing, reduction, unary, view
 from ..ops import random as _random
 from ..ops._util import as_tensor
@@ -32,7 +33,7 @@ from .losses import (
     nll_loss,
     smooth_l1_loss,
 )
-from .normalization import batch_norm, group_norm, instance_norm
+from .normalization import batch_norm, group_norm, instance_norm, widened
 
 __all__ = [
     "adaptive_avg_pool2d",
@@ -282,7 +283,8 @@ def normalize(input, p: float = 2.0, dim: int = 1, eps: float = 1e-12) -> Tensor
     Returns:
         A tensor like ``input``.
     """
-    x = as_tensor(input, op="normalize")
+    x0 = as_tensor(input, op="normalize")
+    x = widened(x0)
     # max(norm, eps) taken inside the root (the same value): a zero vector's gradient is
     # 1 / eps, as PyTorch's, not the NaN of the root's infinite slope at 0 times 0
     if p == 2.0:
@@ -292,7 +294,7 @@ def normalize(input, p: float = 2.0, dim: int = 1, eps: float = 1e-12) -> Tensor
     else:
         total = (unary.abs(x) ** p).sum(axis=dim, keepdims=True)
         norm = binary.maximum(total, eps**p) ** (1.0 / p)
-    return x / norm
+    return (x / norm).cast(x0.dtype)
 
 
 def cosine_similarity(x1, x2, dim: int = 1, eps: float = 1e-8) -> Tensor:
@@ -309,12 +311,15 @@ def cosine_similarity(x1, x2, dim: int = 1, eps: float = 1e-8) -> Tensor:
         The similarities, ``dim`` reduced.
     """
     a, b = as_tensor(x1, op="cosine_similarity"), as_tensor(x2, op="cosine_similarity")
+    dtype = promote_types(a.dtype, b.dtype)
+    a, b = widened(a), widened(b)
     dot = (a * b).sum(axis=dim)
     # each norm clamped at eps on its own, as PyTorch 2's (inside the root: finite
     # gradients for a zero vector)
     na = binary.maximum(a.square().sum(axis=dim), eps * eps).sqrt()
     nb_ = binary.maximum(b.square().sum(axis=dim), eps * eps).sqrt()
-    return dot / (na * nb_)
+    out = dot / (na * nb_)
+    return out.cast(dtype) if dtype.is_float else out
 
 
 def adaptive_avg_pool2d(x, output_size) -> Tensor:
@@ -617,6 +622,7 @@ def layer_norm(
         axes = _check_normalized("layer_norm", x, normalized_shape)
     else:
         axes = _check_norm_axes("layer_norm", x, -1 if axis is None else axis)
+    x0, x = x, widened(x)
     mean = x.mean(axis=axes, keepdims=True)
     centered = x - mean
     var = centered.square().mean(axis=axes, keepdims=True)
@@ -625,7 +631,7 @@ def layer_norm(
         y = y * weight
     if bias is not None:
         y = y + bias
-    return y
+    return y.cast(x0.dtype) if x0.dtype.is_float and y.dtype is not x0.dtype else y
 
 
 def rms_norm(x, normalized_shape, weight=None, eps: float | None = None) -> Tensor:
@@ -635,8 +641,8 @@ def rms_norm(x, normalized_shape, weight=None, eps: float | None = None) -> Tens
         x: the input.
         normalized_shape: int or tuple: the trailing dims to normalize over.
         weight: optional scale of shape ``normalized_shape``.
-        eps: added to the mean square (default: the machine epsilon of ``x``'s dtype, as
-            PyTorch's ``rms_norm``).
+        eps: added to the mean square (default: the machine epsilon of the dtype it is
+            computed in, float32 for half inputs, as PyTorch's ``rms_norm``).
 
     Returns:
         A tensor like ``x``.
@@ -644,12 +650,14 @@ def rms_norm(x, normalized_shape, weight=None, eps: float | None = None) -> Tens
     Raises:
         ValueError: if ``x`` does not end with ``normalized_shape``.
     """
-    x = as_tensor(x, op="rms_norm")
-    axes = _check_normalized("rms_norm", x, normalized_shape)
+    x0 = as_tensor(x, op="rms_norm")
+    axes = _check_normalized("rms_norm", x0, normalized_shape)
+    x = widened(x0)
     if eps is None:
         eps = float(ml_dtypes.finfo(x.dtype.numpy).eps) if x.dtype.is_float else 0.0
     y = x * unary.rsqrt(x.square().mean(axis=axes, keepdims=True) + eps)
-    return y if weight is None else y * weight
+    y = y if weight is None else y * weight
+    return y.cast(x0.dtype) if x0.dtype.is_float and y.dtype is not x0.dtype else y
 
 
 def dropout(

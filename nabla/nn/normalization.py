@@ -65,6 +65,17 @@ class _NormParams:
         )
 
 
+_HALF = ("float16", "bfloat16")
+
+
+def widened(x: Tensor) -> Tensor:
+    """``x`` in float32 when it is float16 or bfloat16: statistics and norms of half
+    values are computed in float32, as PyTorch's kernels accumulate (a float16 square
+    overflows above 256, and a bfloat16 mean loses the digits a normalization needs); the
+    result is cast back to ``x``'s dtype."""
+    return x.cast("float32") if x.dtype.value in _HALF else x
+
+
 def _moments(x: Tensor, axes: tuple) -> tuple[Tensor, Tensor]:
     """Mean and biased variance of ``x`` over ``axes`` (kept as size-1 dims)."""
     mean = x.mean(axis=axes, keepdims=True)
@@ -267,7 +278,8 @@ def batch_norm(
     x = _float_input(who, input, 2, "(N, ..., C)")
     p = _NormParams(running_mean, running_var, weight, bias, eps).checked(who, int(x.shape[-1]))
     _check_momentum(who, momentum, allow_none=False)
-    y, stats = _batch_norm(who, x, p, training)
+    y, stats = _batch_norm(who, widened(x), p, training)
+    y = y.cast(x.dtype) if y.dtype is not x.dtype else y
     if training and running_mean is not None:
         running = (running_mean, running_var)
         _update_stats(who, running, stats, float(momentum), (p.running_mean, p.running_var))
@@ -312,11 +324,11 @@ def group_norm(
     bias = _check_vector(who, "bias", bias, c)
     eps = _check_eps(who, eps)
     shape = tuple(x.shape)
-    grouped = x.reshape(shape[:-1] + (g, c // g))
+    grouped = widened(x).reshape(shape[:-1] + (g, c // g))
     axes = tuple(range(1, x.ndim - 1)) + (x.ndim,)
     mean, var = _moments(grouped, axes)
-    y = ((grouped - mean) * (var + eps).rsqrt()).reshape(shape)
-    return _affine(y, weight, bias)
+    y = _affine(((grouped - mean) * (var + eps).rsqrt()).reshape(shape), weight, bias)
+    return y.cast(x.dtype) if y.dtype is not x.dtype else y
 
 
 def _check_groups(who: str, num_groups) -> int:
@@ -364,7 +376,8 @@ def instance_norm(
         raise ValueError(f"{who}: use_input_stats=False needs running_mean and running_var")
     p = _NormParams(running_mean, running_var, weight, bias, eps).checked(who, int(x.shape[-1]))
     _check_momentum(who, momentum, allow_none=False)
-    y, stats = _instance_norm(who, x, p, use_input_stats)
+    y, stats = _instance_norm(who, widened(x), p, use_input_stats)
+    y = y.cast(x.dtype) if y.dtype is not x.dtype else y
     if use_input_stats and running_mean is not None:
         running = (running_mean, running_var)
         _update_stats(who, running, stats, float(momentum), (p.running_mean, p.running_var))
@@ -508,10 +521,10 @@ class _BatchNorm(_NormBase):
         x = self._check_input(x)
         use_batch = self.training or not self.track_running_stats
         who = f"{cls}({self.extra_repr()})"
-        y, stats = _batch_norm(who, x, self._params(not use_batch), self.training)
+        y, stats = _batch_norm(who, widened(x), self._params(not use_batch), self.training)
         if self.training and self.track_running_stats:
             self._update_running(cls, stats, count=True)
-        return y
+        return y.cast(x.dtype) if y.dtype is not x.dtype else y
 
 
 class BatchNorm1d(_BatchNorm):
@@ -616,7 +629,8 @@ class InstanceNorm2d(_NormBase):
         if unbatched:
             x = x.reshape((1,) + tuple(x.shape))
         use_input = self.training or not self.track_running_stats
-        y, stats = _instance_norm(cls, x, self._params(True), use_input)
+        y, stats = _instance_norm(cls, widened(x), self._params(True), use_input)
+        y = y.cast(x.dtype) if y.dtype is not x.dtype else y
         if self.training and self.track_running_stats:
             self._update_running(cls, stats, count=False)
         return y.reshape(tuple(y.shape[1:])) if unbatched else y

@@ -1113,3 +1113,27 @@ def test_values_and_gradients_at_extremes_stay_finite_and_right():
     np.testing.assert_allclose(
         nb.grad(lambda t: F.hardswish(t).sum())(x).numpy(), [0.0, 0.0, 0.5, 1.0, 1.0]
     )
+
+
+def test_half_precision_statistics_and_norms_are_computed_in_float32():
+    """In float16 a square overflows above 256: layer_norm, batch_norm, normalize and
+    clip_grad_norm_ gave zeros or inf where PyTorch (accumulating in float32) does not."""
+    row = np.array([[300.0, -300.0, 10.0, -10.0]], np.float32)
+    want = (row - row.mean()) / np.sqrt(row.var() + 1e-5)
+    x = nb.constant(row).astype(nb.float16)
+    for got in (F.layer_norm(x, (4,)), nb.nn.LayerNorm(4)(x)):
+        assert got.dtype == nb.float16
+        np.testing.assert_allclose(got.numpy().astype(np.float32), want, rtol=2e-3, atol=2e-3)
+    bn = nb.nn.BatchNorm1d(1)
+    col = nb.constant(row.T).astype(nb.float16)
+    np.testing.assert_allclose(bn(col).numpy().astype(np.float32), want.T, rtol=2e-3, atol=2e-3)
+    v = nb.constant(np.array([[300.0, 400.0, 0.0]], np.float16))
+    got = F.normalize(v).numpy().astype(np.float32)
+    np.testing.assert_allclose(got, [[0.6, 0.8, 0.0]], rtol=1e-3)
+    lin = nn.Linear(2, 1)
+    lin(nb.ones((1, 2))).sum().backward()
+    lin.weight.grad = nb.constant(np.array([[300.0], [400.0]], np.float16))
+    lin.bias.grad = nb.zeros((1,), dtype=nb.float16)
+    assert nn.utils.clip_grad_norm_([lin.weight, lin.bias], 1.0).item() == pytest.approx(500.0)
+    got = lin.weight.grad.numpy().astype(np.float32).ravel()
+    np.testing.assert_allclose(got, [0.6, 0.8], rtol=1e-3)

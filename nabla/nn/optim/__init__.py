@@ -50,6 +50,7 @@ from ..module import (
     trainable_mask,
     zero_grads,
 )
+from ..normalization import widened
 
 __all__ = [
     "SGD",
@@ -196,7 +197,8 @@ def global_norm(tree, norm_type: float = 2.0) -> Tensor:
         ValueError: for a ``norm_type`` that is not a number > 0.
     """
     p = _checked_norm_type("global_norm", norm_type)
-    leaves = [t for t in tree_leaves(tree) if isinstance(t, Tensor) and t.dtype.is_float]
+    # half-precision gradients summed in float32 (a float16 square overflows above 256)
+    leaves = [widened(t) for t in tree_leaves(tree) if isinstance(t, Tensor) and t.dtype.is_float]
     if not leaves:
         return creation.zeros(())
     if p == math.inf:
