@@ -1174,11 +1174,14 @@ def split_level(x: Tensor, level: int, mesh: DeviceMesh, axes) -> Tensor:
     if cur is not None and cur.mesh != mesh:
         raise ShardingError(f"vmap: an input is on {cur.mesh}, not on {mesh}")
     dims = list(cur.dims) if cur is not None else [()] * len(im.shape)
-    if dims[pos][len(dims[pos]) - len(axes) :] == tuple(axes):
-        return x  # the mapped dim is split so already
+    if set(axes) <= set(dims[pos]):
+        return x  # the mapped dim is split over them already
     # an axis that splits another dim moves to the mapped one (the planner reshards)
     dims = [tuple(a for a in d if a not in axes) for d in dims]
-    dims[pos] = dims[pos] + tuple(axes)
+    wider = dims[pos] + tuple(axes)
+    if im.shape[pos] % prod(mesh.axis_size(a) for a in wider):
+        wider = tuple(axes)  # the mapped dim's other axes do not fit with them: dropped
+    dims[pos] = wider
     partial = cur.partial if cur is not None else ()
     return spmd.reshard_to(x, ShardingSpec(mesh, dims, partial, op="vmap"), op="vmap")
 

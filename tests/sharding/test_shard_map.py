@@ -361,3 +361,17 @@ def test_ppermute_outside_a_body_takes_positions_along_axis_name_as_inside():
         nb.ppermute(x, swap, axis_name="no_such_axis")
     with pytest.raises(nb.ShardingError, match=r"reduce_scatter: dim 1 of size 6 .*\(8, 6\)"):
         nb.reduce_scatter(nb.shard(np.ones((8, 6), np.float32), M22, P("dp")), 1)
+
+
+def test_spmd_axis_name_on_a_mapped_dim_split_over_other_axes():
+    """A batch of 2 split over tp was split over (tp, dp) too, which 2 cannot hold (a
+    ShardingError); a batch split over (dp, tp) already was gathered and split again."""
+    f = nb.vmap(lambda r: r * 2.0, spmd_axis_name="dp", mesh=M22)
+    two = arr(2, 8)
+    out = f(nb.shard(two, M22, P("tp")))
+    np.testing.assert_allclose(out.numpy(), 2 * two)
+    assert out.sharding.spec == P("dp")
+    four = arr(4, 4, 8)
+    x = nb.shard(four, M22, P(("dp", "tp")))
+    assert "all_gather" not in str(nb.trace(f)(x))
+    np.testing.assert_allclose(f(x).numpy(), 2 * four)
