@@ -87,6 +87,8 @@ def default_collate(samples: list):
 def _is_dataset(data) -> bool:
     """A map-style dataset rather than arrays: indexable and sized, not an array, a tensor
     or a tuple/list of arrays."""
+    if isinstance(data, list) and data and isinstance(data[0], tuple | list | dict):
+        return True  # a list of samples, as PyTorch takes any sequence: ``list(zip(x, y))``
     if isinstance(data, Tensor | np.ndarray | tuple | list):
         return False
     return hasattr(data, "__getitem__") and hasattr(data, "__len__")

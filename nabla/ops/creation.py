@@ -21,7 +21,7 @@ from ..runtime.tensor import (
     out_of_range_error,
 )
 from . import batching, spmd
-from ._util import as_tensor, device_arg, dtype_or, norm_axis, norm_shape
+from ._util import alias_arg, as_tensor, device_arg, dtype_or, norm_axis, norm_shape
 from .base import Operation, OpError
 from .functions import fn, provide
 
@@ -656,6 +656,7 @@ _TRIANGLE_DOC = """\
     Args:
         x: a tensor (or nested list / NumPy array) of rank >= 2; leading dims are batch dims.
         k: the diagonal: 0 (default) the main one, positive above it, negative below.
+        diagonal: PyTorch's name for ``k``.
 
     Returns:
         A tensor of ``x``'s shape and dtype (NumPy's ``{name}``).
@@ -665,12 +666,12 @@ _TRIANGLE_DOC = """\
     """
 
 
-def triu(x, k: int = 0) -> Tensor:
-    return _triangle(x, k, upper=True)
+def triu(x, k: int = 0, *, diagonal: int | None = None) -> Tensor:
+    return _triangle(x, alias_arg("triu", "k", k or None, "diagonal", diagonal) or 0, upper=True)
 
 
-def tril(x, k: int = 0) -> Tensor:
-    return _triangle(x, k, upper=False)
+def tril(x, k: int = 0, *, diagonal: int | None = None) -> Tensor:
+    return _triangle(x, alias_arg("tril", "k", k or None, "diagonal", diagonal) or 0, upper=False)
 
 
 # one text for the pair, its words filled in per side

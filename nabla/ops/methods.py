@@ -55,22 +55,26 @@ def _gather(self, *args, **kwargs):
 
     The result stays on the mesh, replicated (``x.is_sharded`` is still True): the same as
     ``x.reshard(mesh, nb.P())``. An unsharded tensor is returned as is.
-    Not PyTorch's ``x.gather(dim, index)``: for indexing use :func:`nabla.gather` or
-    :func:`nabla.take`.
+    Given arguments, it is PyTorch's ``x.gather(dim, index)``: ``out[i][j] =
+    x[i][index[i][j]]`` along ``dim`` (:func:`nabla.take_along_axis`).
 
     Returns:
-        A tensor with the same global value, replicated on its mesh.
+        A tensor with the same global value, replicated on its mesh (or the gathered
+        elements).
 
     Raises:
-        TypeError: when given arguments (the indexing gather is ``nb.gather(x, indices,
-            axis)``).
+        TypeError: for arguments that are not PyTorch's ``(dim, index)``.
     """
     if args or kwargs:
-        raise TypeError(
-            f"Tensor.gather() takes no arguments (it gathers a sharded tensor's blocks), got "
-            f"{len(args)} positional and {sorted(kwargs)} keyword; to index, use "
-            "nb.gather(x, indices, axis) or nb.take"
-        )
+        dim = kwargs.pop("dim", args[0] if args else None)
+        index = kwargs.pop("index", args[1] if len(args) > 1 else None)
+        if kwargs or len(args) > 2 or not isinstance(dim, int) or index is None:
+            raise TypeError(
+                "Tensor.gather: with arguments it is PyTorch's x.gather(dim, index); got "
+                f"{len(args)} positional and {sorted(kwargs)} keyword (x.gather() with none "
+                "gathers a sharded tensor's blocks)"
+            )
+        return indexing.take_along_axis(self, index, dim)
     spec = self.sharding
     if spec is None:
         return self
@@ -722,6 +726,37 @@ def _clamp(x, min=None, max=None):  # noqa: A002 - PyTorch names
     return binary.clip(x, min, max)
 
 
+def _lerp(x, end, weight):
+    """``x + weight * (end - x)`` (an EMA: ``ema.lerp_(p, 1 - decay)``)."""
+    return binary.add(x, binary.mul(weight, binary.sub(end, x)))
+
+
+def _index_select(self, dim, index):
+    """PyTorch's ``x.index_select(dim, index)``: the slices at 1-D ``index`` along ``dim``
+    (:func:`nabla.take`)."""
+    return indexing.take(self, index, dim)
+
+
+def _narrow(self, dim, start, length):
+    """PyTorch's ``x.narrow(dim, start, length)``: ``length`` elements of ``dim`` from
+    ``start`` (a view: in-place changes reach ``x``)."""
+    n = self.ndim
+    if not isinstance(dim, int) or not -n <= dim < n:
+        raise IndexError(f"narrow: dim {dim!r} is out of range for shape {self.shape}")
+    d = dim % n
+    size = self.shape[d]
+    start = start + size if isinstance(start, int) and start < 0 else start
+    if not (isinstance(start, int) and isinstance(length, int)) or not (
+        0 <= start and 0 <= length and start + length <= size
+    ):
+        raise ValueError(
+            f"narrow: start {start!r} and length {length!r} do not fit dim {dim} of size "
+            f"{size} (shape {self.shape})"
+        )
+    key = (slice(None),) * d + (slice(start, start + length),)
+    return _view_of_index(self, key)
+
+
 _METHODS.update(
     {
         "add_": _in_place_method(_add, "add_"),
@@ -732,6 +767,8 @@ _METHODS.update(
         "fill_": _in_place_method(_fill, "fill_"),
         "copy_": _in_place_method(_copy, "copy_"),
         "clamp_": _in_place_method(_clamp, "clamp_"),
+        "lerp_": _in_place_method(_lerp, "lerp_"),
+        "masked_fill_": _in_place_method(_masked_fill, "masked_fill_"),
     }
 )
 
@@ -758,6 +795,9 @@ _METHODS.update(
         "reshape_as": _viewing(_view_as),
         "expand_as": _expand_as,
         "masked_fill": _masked_fill,
+        "index_select": _index_select,
+        "narrow": _narrow,
+        "lerp": _lerp,
         "new_zeros": _new_filled(0),
         "new_ones": _new_filled(1),
         "new_full": _new_full,

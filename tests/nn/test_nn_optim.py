@@ -180,10 +180,17 @@ def test_frozen_parameters_and_buffers_are_not_updated():
     assert len(opt.state_dict()) == 1  # step only: plain SGD has no moments
 
 
-def test_step_without_grads_is_a_clear_error():
-    opt = optim.Adam(nn.Linear(2, 2))
-    with pytest.raises(RuntimeError, match=r"no parameter has a \.grad"):
-        opt.step()
+def test_step_without_grads_changes_nothing_as_pytorch():
+    """PyTorch's ``step()`` skips parameters without a ``.grad`` (the scheduler demo loop
+    ``opt.step(); sched.step()`` with no backward); it had raised."""
+    m = nn.Linear(2, 2)
+    opt = optim.Adam(m, lr=0.1)
+    before = m.weight.numpy().copy()
+    assert opt.step() is m
+    np.testing.assert_array_equal(m.weight.numpy(), before)
+    sched = optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.5)
+    sched.step()
+    assert sched.get_last_lr() == [0.05]
 
 
 def test_optimizer_state_dict_round_trip():

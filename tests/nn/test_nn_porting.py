@@ -1137,3 +1137,27 @@ def test_half_precision_statistics_and_norms_are_computed_in_float32():
     assert nn.utils.clip_grad_norm_([lin.weight, lin.bias], 1.0).item() == pytest.approx(500.0)
     got = lin.weight.grad.numpy().astype(np.float32).ravel()
     np.testing.assert_allclose(got, [0.6, 0.8], rtol=1e-3)
+
+
+def test_more_pytorch_spellings_from_everyday_code():
+    """``x.gather(dim, index)``, a DataLoader over a list of samples, ``lerp_`` (an EMA),
+    ``masked_fill_``, ``index_select``, ``narrow`` (a view) and ``triu(diagonal=)``."""
+    x = nb.constant(np.arange(12.0, dtype=np.float32).reshape(4, 3))
+    idx = nb.constant(np.array([[0], [2], [1], [0]]))
+    assert x.gather(1, idx).numpy().ravel().tolist() == [0.0, 5.0, 7.0, 9.0]
+    assert x.gather(dim=0, index=nb.constant(np.array([[3, 0, 1]]))).tolist() == [[9, 1, 5]]
+    xs, ys = np.arange(12.0, dtype=np.float32).reshape(6, 2), np.arange(6)
+    batches = list(nn.DataLoader(list(zip(xs, ys)), batch_size=3))
+    assert [(a.shape, b.shape) for a, b in batches] == [((3, 2), (3,))] * 2
+    ema = nb.zeros((2,))
+    ema.lerp_(nb.ones((2,)), 0.1)
+    np.testing.assert_allclose(ema.numpy(), [0.1, 0.1], rtol=1e-6)
+    m = nb.constant([1.0, 2.0, 3.0])
+    m.masked_fill_(m > 1, 0.0)
+    assert m.tolist() == [1.0, 0.0, 0.0]
+    assert x.index_select(1, nb.constant(np.array([0, 2]))).tolist()[1] == [3.0, 5.0]
+    x.narrow(0, 1, 2).zero_()
+    assert x.numpy()[1:3].sum() == 0 and x.numpy()[0].sum() == 3
+    with pytest.raises(ValueError, match="narrow: start 3 and length 2"):
+        x.narrow(0, 3, 2)
+    assert nb.triu(nb.ones((3, 3)), diagonal=1).numpy().sum() == 3

@@ -162,6 +162,11 @@ def test_gather_under_transforms(mesh):
     nb.testing.assert_allclose(c(xs), A + 1)
 
 
-def test_gather_with_arguments_points_to_the_indexing_gather():
-    with pytest.raises(TypeError, match=r"takes no arguments.*nb\.gather\(x, indices, axis\)"):
-        nb.Tensor(A).gather(0, nb.Tensor(np.array([1], np.int32)))
+def test_gather_with_arguments_is_pytorchs_gather():
+    """``x.gather()`` is the original's gather of blocks; with ``(dim, index)`` it is
+    PyTorch's (``take_along_axis``); other arguments are a TypeError."""
+    idx = np.zeros((1,) + np.asarray(A).shape[1:], np.int32)
+    got = nb.Tensor(A).gather(0, nb.Tensor(idx))
+    np.testing.assert_array_equal(got.numpy(), np.take_along_axis(np.asarray(A), idx, 0))
+    with pytest.raises(TypeError, match=r"PyTorch's x\.gather\(dim, index\)"):
+        nb.Tensor(A).gather("rows")

@@ -1196,15 +1196,11 @@ class Optimizer:
             out[name] = value
         return out
 
-    def _grads_from_attr(self, params) -> list:
+    def _grads_from_attr(self, params):
+        """Each parameter's ``.grad``, or None when none has one."""
         leaves = tree_leaves(params)
         grads = [p.grad if isinstance(p, Tensor) else None for p in leaves]
-        if all(g is None for g in grads):
-            raise RuntimeError(
-                f"{type(self).__name__}.step(): no parameter has a .grad; call loss.backward() "
-                "first or pass the gradients: step(grads)"
-            )
-        return grads
+        return None if all(g is None for g in grads) else grads
 
     def step(self, grads=None):
         """Apply one update.
@@ -1214,14 +1210,16 @@ class Optimizer:
                 parameter's ``.grad`` (after ``loss.backward()``).
 
         Returns:
-            The updated model or params tree (the same objects, updated in place).
-
-        Raises:
-            RuntimeError: when ``grads`` is None and no parameter has a ``.grad``.
+            The updated model or params tree (the same objects, updated in place). With no
+            ``grads`` and no parameter holding a ``.grad``, nothing changes, as PyTorch's
+            ``step()`` skips parameters without one (the step still counts for schedulers).
         """
         params = self.params
         if grads is None:
             grads = self._grads_from_attr(params)
+            if grads is None:
+                self._step_count += 1
+                return self.model if self.model is not None else params
         if STATE.recording is None:
             new_params, new_state = self._update_compiled(params, grads)
         else:  # inside a traced function: its ops are the trace's own
