@@ -556,7 +556,15 @@ def linear(x, weight, bias=None) -> Tensor:
             f"weight of shape {weight.shape} expects {weight.shape[0]}"
         )
     y = x @ weight
-    return y if bias is None else y + bias
+    if bias is None:
+        return y
+    bias = as_tensor(bias, op="linear")
+    if bias.shape not in ((weight.shape[1],), ()):
+        raise ValueError(
+            f"linear: bias of shape {bias.shape} for {weight.shape[1]} output features "
+            f"(weight of shape {weight.shape}); expected ({weight.shape[1]},)"
+        )
+    return y + bias
 
 
 def _check_normalized(fn, x: Tensor, normalized_shape) -> tuple:
@@ -622,6 +630,13 @@ def layer_norm(
         axes = _check_normalized("layer_norm", x, normalized_shape)
     else:
         axes = _check_norm_axes("layer_norm", x, -1 if axis is None else axis)
+    for name, v in (("weight", weight), ("bias", bias)):
+        want = tuple(x.shape[a] for a in axes)
+        if v is not None and tuple(as_tensor(v, op="layer_norm").shape) != want:
+            raise ValueError(
+                f"layer_norm: {name} of shape {tuple(as_tensor(v).shape)} for normalized "
+                f"dims {want} (input of shape {x.shape})"
+            )
     x0, x = x, widened(x)
     mean = x.mean(axis=axes, keepdims=True)
     centered = x - mean

@@ -1082,6 +1082,11 @@ def test_bad_inputs_that_gave_wrong_answers_are_refused_at_the_call():
         nb.grad(lambda u, s: u * 2.0, argnums=1)(nb.constant(1.0), "abc")
     with pytest.raises(ValueError, match="padding='same' needs stride 1"):
         nn.Conv2d(3, 8, 3, padding="same", stride=2)
+    # errors that named the inner op (add, mul) now name the function and its argument
+    with pytest.raises(ValueError, match=r"linear: bias of shape \(4,\) for 3 output"):
+        F.linear(nb.ones((2, 3)), nb.ones((3, 3)), nb.ones((4,)))
+    with pytest.raises(ValueError, match=r"layer_norm: weight of shape \(3,\)"):
+        F.layer_norm(nb.ones((2, 4)), (4,), weight=nb.ones((3,)))
 
 
 def test_values_and_gradients_at_extremes_stay_finite_and_right():
