@@ -165,6 +165,11 @@ class _RNNBase(Module):
                 f"{self._name()}: {what} of shape {given.shape} should be {want} "
                 "(num_layers * num_directions, batch, hidden_size)"
             )
+        if given.dtype != like.dtype:  # (PyTorch's rule: the loop's carry keeps one dtype)
+            raise TypeError(
+                f"{self._name()}: {what} is {given.dtype.value} but the input is "
+                f"{like.dtype.value}; give them one dtype"
+            )
         return given.unsqueeze(1) if unbatched else given
 
     # -------------------------------------------------------------------------- running

@@ -1087,6 +1087,9 @@ def test_bad_inputs_that_gave_wrong_answers_are_refused_at_the_call():
         F.linear(nb.ones((2, 3)), nb.ones((3, 3)), nb.ones((4,)))
     with pytest.raises(ValueError, match=r"layer_norm: weight of shape \(3,\)"):
         F.layer_norm(nb.ones((2, 4)), (4,), weight=nb.ones((3,)))
+    with pytest.raises(TypeError, match="LSTM.*h_0 is int32 but the input is float32"):
+        h0 = nb.zeros((1, 2, 5), dtype=nb.int32)
+        nn.LSTM(4, 5)(nb.ones((3, 2, 4)), (h0, nb.zeros((1, 2, 5))))
 
 
 def test_values_and_gradients_at_extremes_stay_finite_and_right():
