@@ -559,10 +559,15 @@ def linear(x, weight, bias=None) -> Tensor:
     if bias is None:
         return y
     bias = as_tensor(bias, op="linear")
-    if bias.shape not in ((weight.shape[1],), ()):
+    try:  # (out_features,), or any shape that broadcasts onto the output (the original's (1, out))
+        fits = np.broadcast_shapes(tuple(y.shape), tuple(bias.shape)) == tuple(y.shape)
+    except ValueError:
+        fits = False
+    if not fits:
         raise ValueError(
             f"linear: bias of shape {bias.shape} for {weight.shape[1]} output features "
-            f"(weight of shape {weight.shape}); expected ({weight.shape[1]},)"
+            f"(weight of shape {weight.shape}, output of shape {y.shape}); expected "
+            f"({weight.shape[1]},)"
         )
     return y + bias
 
