@@ -22,7 +22,7 @@ from ..core.pytree import GetAttrKey, register_pytree_node, tree_flatten
 from ..core.state import STATE
 from ..ops import creation, transfer, unary
 from ..ops._util import device_arg, device_named
-from ..ops.indexing import rebind
+from ..ops.indexing import fits_in_place, rebind
 from ..runtime.tensor import Tensor, realize
 from ..transforms.autodiff import detach
 
@@ -191,17 +191,6 @@ def get_policy(owner: type, attrs: dict) -> dict:
     return {name: getattr(owner, attr) for name, attr in attrs.items()}
 
 
-def _same_layout(old, new) -> bool:
-    """Can tensor ``old`` take ``new``'s value in place (same shape, dtype, vmap levels)?"""
-    return (
-        isinstance(old, Tensor)
-        and old is not new
-        and old.shape == new.shape
-        and old.dtype == new.dtype
-        and old._impl.levels == new._impl.levels
-    )
-
-
 class Module:
     """Base class of layers and models: holds parameters, buffers and submodules.
 
@@ -265,7 +254,7 @@ class Module:
             return
         if STATE.writes is not None and isinstance(value, Tensor):
             old = params.get(name, buffers.get(name))
-            if _same_layout(old, value):
+            if fits_in_place(old, value):
                 # ``self.count = self.count + 1`` while ``compile`` traces: the tensor takes
                 # the new value in place, which the compiled function then writes at every
                 # call (a plain rebinding would be done once, at the trace, and go stale)

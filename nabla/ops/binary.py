@@ -801,7 +801,7 @@ def logaddexp(a, b) -> Tensor:
         a, b = a.cast(get_default_dtype()), b.cast(get_default_dtype())
     top = fn.stop_gradient(maximum(a, b))
     # an infinite (or NaN) maximum shifts by 0: exp gives the infinity (or NaN) back
-    top = where(fn.is_inf(top) | fn.is_nan(top), 0.0, top)
+    top = where(fn.isfinite(top), top, 0.0)
     return top + fn.log(fn.exp(a - top) + fn.exp(b - top))
 
 

@@ -34,6 +34,7 @@ __all__ = [
     "getitem",
     "setitem",
     "write_through",
+    "fits_in_place",
     "AtIndexer",
 ]
 
@@ -827,6 +828,19 @@ def write_through(view: Tensor) -> None:
         setitem(base, Ellipsis, fn.permute(view, back))
     else:
         setitem(base, where, view)
+
+
+def fits_in_place(old, new) -> bool:
+    """Can tensor ``old`` take ``new``'s value in place (``rebind``): another tensor of the
+    same shape, dtype and vmap levels?"""
+    return (
+        isinstance(old, Tensor)
+        and isinstance(new, Tensor)
+        and old is not new
+        and old.shape == new.shape
+        and old.dtype == new.dtype
+        and old._impl.levels == new._impl.levels
+    )
 
 
 def rebind(x: Tensor, new: Tensor, *, item: bool = False) -> None:

@@ -871,14 +871,7 @@ _grad_property = Tensor.grad
 
 def _grad_set(self, value):
     old = self._impl.grad
-    if (
-        STATE.writes is not None
-        and isinstance(old, Tensor)
-        and isinstance(value, Tensor)
-        and value is not old
-        and old.shape == value.shape
-        and old.dtype == value.dtype
-    ):
+    if STATE.writes is not None and indexing.fits_in_place(old, value):
         # ``p.grad = g`` while ``compile`` traces (``clip_grad_norm_``): the gradient tensor
         # takes ``g``'s value in place, which the compiled function writes at every call
         indexing.rebind(old, value, item=True)

@@ -326,30 +326,12 @@ class _Plan:
         impls = list(self.consts)
         for cap in self.captures:
             t = cap.tensor
-            if type(cap.path) is _ArgGrad:
-                if flat is None:  # (the hot lane, which such a plan does not take)
-                    return None, "it reads an argument's .grad"
-                now = flat[cap.path.leaf]._impl.grad
-                if now is not t:
-                    if not isinstance(now, Tensor):
-                        where = cap.path.describe(_name(fun))
-                        return None, f"{where} is now a {type(now).__name__}, not a tensor"
-                    t = now
-            elif type(cap.path) is _ArgPath:
-                if flat is None:  # (the hot lane, which such a plan does not take)
+            if cap.path is not None:
+                through_args = type(cap.path) in (_ArgGrad, _ArgPath)
+                if through_args and flat is None:  # (the hot lane: such a plan takes none)
                     return None, "it reads a tensor through an argument"
                 try:
-                    now = cap.path.path.follow(flat[cap.path.leaf])
-                except LookupError:
-                    return None, f"{cap.path.describe(_name(fun))} no longer exists"
-                if now is not t:
-                    if not isinstance(now, Tensor):
-                        where = cap.path.describe(_name(fun))
-                        return None, f"{where} is now a {type(now).__name__}, not a tensor"
-                    t = now
-            elif cap.path is not None:
-                try:
-                    now = cap.path.follow(fun)
+                    now = cap.path.follow_from(flat) if through_args else cap.path.follow(fun)
                 except LookupError:  # (what the function reads is gone: its trace says how)
                     return None, f"{cap.path.describe(_name(fun))} no longer exists"
                 if now is not t:
@@ -357,7 +339,7 @@ class _Plan:
                         where = cap.path.describe(_name(fun))
                         return None, f"{where} is now a {type(now).__name__}, not a tensor"
                     t = now
-                for other in cap.others:
+                for other in cap.others:  # (a tied weight's other names, from fun)
                     try:
                         also = other.follow(fun)
                     except LookupError:
@@ -1732,6 +1714,10 @@ class _ArgGrad(NamedTuple):
 
     leaf: int
 
+    def follow_from(self, flat):
+        """The tensor this path leads to in the call's flat arguments ``flat``."""
+        return flat[self.leaf]._impl.grad
+
     def describe(self, fun_name: str) -> str:
         return f"the .grad of argument leaf {self.leaf} of {fun_name}"
 
@@ -1743,6 +1729,11 @@ class _ArgPath(NamedTuple):
 
     leaf: int
     path: Path
+
+    def follow_from(self, flat):
+        """The object this path leads to in the call's flat arguments ``flat`` (raises
+        LookupError if a step no longer exists)."""
+        return self.path.follow(flat[self.leaf])
 
     def describe(self, fun_name: str) -> str:
         return self.path.describe(f"<argument leaf {self.leaf} of {fun_name}>")

@@ -35,13 +35,7 @@ def _specs_for(op, specs, tree, n_args=None):
     """``specs`` (a pytree prefix of ``tree`` made of ``P``/None, or the original's dict
     ``{arg index: spec}``) broadcast to one spec per leaf of ``tree``."""
     if isinstance(specs, dict) and n_args is not None:
-        bad = [k for k in specs if not isinstance(k, int) or not 0 <= k < n_args]
-        if bad:
-            raise ShardingError(
-                f"shard_map {op}: key {bad[0]!r} of {specs!r} is not the index of one of the "
-                f"{n_args} arguments"
-            )
-        specs = tuple(specs.get(i) for i in range(n_args))
+        specs = _by_index(op, specs, n_args, "arguments")
     if isinstance(specs, list):
         specs = tuple(specs)
     return broadcast_prefix(specs, tree, is_leaf=_is_spec, spec_name=f"shard_map {op}")
@@ -53,15 +47,19 @@ def _out_specs_of(out_specs, out):
     if not isinstance(out_specs, dict) or isinstance(out, dict):
         return out_specs  # (a dict result's specs are a dict prefix, as JAX's)
     many = isinstance(out, tuple | list)
-    n = len(out) if many else 1
-    bad = [k for k in out_specs if not isinstance(k, int) or not 0 <= k < n]
+    specs = _by_index("out_specs", out_specs, len(out) if many else 1, "results")
+    return (type(out)(specs) if isinstance(out, list) else specs) if many else specs[0]
+
+
+def _by_index(op, specs: dict, n: int, what: str) -> tuple:
+    """The original's ``{index: spec}`` dict as a tuple of ``n`` specs (None where a key
+    is missing), every key checked to be one of the ``n`` indices."""
+    bad = [k for k in specs if not isinstance(k, int) or not 0 <= k < n]
     if bad:
         raise ShardingError(
-            f"shard_map out_specs: key {bad[0]!r} of {out_specs!r} is not the index of one of "
-            f"the {n} results"
+            f"shard_map {op}: key {bad[0]!r} of {specs!r} is not the index of one of the {n} {what}"
         )
-    specs = tuple(out_specs.get(i) for i in range(n))
-    return (type(out)(specs) if isinstance(out, list) else specs) if many else specs[0]
+    return tuple(specs.get(i) for i in range(n))
 
 
 def shard_map(f=None, mesh: DeviceMesh = None, in_specs=None, out_specs=None, check_rep=True):
