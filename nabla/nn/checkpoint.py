@@ -64,8 +64,13 @@ def save(state_dict: Mapping, path, metadata: Mapping | None = None) -> None:
         if not isinstance(name, str):
             raise TypeError(f"save: keys must be strings, got {name!r}")
         if not isinstance(value, Tensor | np.ndarray):
+            kind = type(value)
+            shown = kind.__qualname__
+            if kind.__module__ != "builtins":
+                shown = f"{kind.__module__}.{shown}"
             raise TypeError(
-                f"save: {name!r} is a {type(value).__name__}; a checkpoint holds tensors only"
+                f"save: {name!r} is a {shown}; a checkpoint holds "
+                "nabla tensors and NumPy arrays (convert another framework's with nb.asarray)"
             )
         names.append(name)
         values.append(value)

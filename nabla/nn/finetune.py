@@ -27,6 +27,7 @@ from ..ops._util import as_tensor
 from ..runtime.tensor import Tensor
 from . import checkpoint
 from . import init as _init
+from .module import castable
 
 __all__ = [
     "NF4_LEVELS",
@@ -504,7 +505,8 @@ def load_finetune_checkpoint(path, *, lora_template=None, optimizer_template=Non
 
 def _like_template(path, prefix: str, flat: dict, template):
     """``template`` with each tensor replaced by the file's tensor of the same path (cast to
-    the template's dtype); every missing or misshapen tensor is listed in one error."""
+    the template's dtype, within floats or within integers); every missing, misshapen or
+    uncastable tensor is listed in one error."""
     wanted: OrderedDict = OrderedDict()
     _flatten_tree(prefix, template, wanted)
     problems = [f"missing {k!r}" for k in wanted if k not in flat]
@@ -512,6 +514,11 @@ def _like_template(path, prefix: str, flat: dict, template):
         f"{k!r}: shape {tuple(flat[k].shape)}, template {tuple(t.shape)}"
         for k, t in wanted.items()
         if k in flat and tuple(flat[k].shape) != tuple(t.shape)
+    ]
+    problems += [  # (cast as load_state_dict casts: float into float, integer into integer)
+        f"{k!r}: dtype {flat[k].dtype}, template {t.dtype}"
+        for k, t in wanted.items()
+        if k in flat and flat[k].dtype is not t.dtype and not castable(flat[k].dtype, t.dtype)
     ]
     if problems:
         raise ValueError(

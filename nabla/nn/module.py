@@ -9,11 +9,13 @@ else set on it (ints, strings, ``training``, callables) is static data kept in t
 from __future__ import annotations
 
 import itertools
+import sys
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import NamedTuple
 
+import ml_dtypes
 import numpy as np
 
 from ..core.device import Device
@@ -23,6 +25,7 @@ from ..core.state import STATE
 from ..ops import creation, transfer, unary
 from ..ops._util import device_arg, device_named
 from ..ops.indexing import fits_in_place, rebind
+from ..ops.spmd import reshard_to
 from ..runtime.tensor import Tensor, realize
 from ..transforms.autodiff import detach
 
@@ -260,8 +263,14 @@ class Module:
                 # call (a plain rebinding would be done once, at the trace, and go stale)
                 rebind(old, value, item=True)
                 return
+        if isinstance(value, Tensor):
+            target = buffers if name in buffers else params
+        else:
+            target = modules if isinstance(value, Module) else None
         for table in (params, buffers, modules):
-            if name in table and not (table is buffers and isinstance(value, Tensor)):
+            # a name given a value of its own kind again keeps its place in the order
+            # (PyTorch's: parameters(), state_dict() and an optimizer's state by position)
+            if name in table and table is not target:
                 del table[name]
         if isinstance(value, Tensor) and name in buffers:
             buffers[name] = value
@@ -779,7 +788,7 @@ class Module:
                 problems.append(problem)
             elif tuple(new.shape) != tuple(old.shape):
                 problems.append(f"{name}: shape {tuple(new.shape)}, expected {tuple(old.shape)}")
-            elif new.dtype is not old.dtype and not _castable(new.dtype, old.dtype):
+            elif new.dtype is not old.dtype and not castable(new.dtype, old.dtype):
                 problems.append(f"{name}: dtype {new.dtype}, expected {old.dtype}")
             else:  # (a float value into a float of another width, as PyTorch's copy_)
                 updates.append((name, new if new.dtype is old.dtype else new.cast(old.dtype)))
@@ -802,7 +811,7 @@ class Module:
         if old is None:
             table[leaf] = detach(value)
         elif value is not old:
-            rebind(old, detach(value))
+            rebind(old, detach(_laid_out_like(old, value)))
 
     def train(self, mode: bool = True) -> Module:
         """Set training mode (``.training``) on this module and every submodule.
@@ -1031,11 +1040,23 @@ def trainable_mask(tree) -> list[bool]:
     return out
 
 
-def _castable(got, want) -> bool:
+def castable(got, want) -> bool:
     """Whether a loaded value of dtype ``got`` goes into a tensor of dtype ``want`` by a
     cast, as PyTorch's ``load_state_dict`` copies: float into float, integer into integer
     (a float64 or bfloat16 checkpoint into a float32 model; an int32 count into int64)."""
     return (got.is_float and want.is_float) or (got.is_int and want.is_int)
+
+
+def _laid_out_like(old: Tensor, value: Tensor) -> Tensor:
+    """``value`` laid out as ``old`` is (its mesh and spec, or whole): a loaded value takes
+    the parameter's layout, as PyTorch copies into a DTensor's placement and Orbax restores
+    into the target's sharding (a tensor-parallel weight stays split)."""
+    spec, cur = old._impl.sharding, value._impl.sharding
+    if spec is None:
+        return value if cur is None else creation.constant(value.numpy(), dtype=value.dtype)
+    if cur is not None and cur.mesh != spec.mesh:
+        value = creation.constant(value.numpy(), dtype=value.dtype)
+    return reshard_to(value, spec.with_partial(()) if spec.partial else spec, "load_state_dict")
 
 
 def host_array(value) -> np.ndarray:
@@ -1046,6 +1067,10 @@ def host_array(value) -> np.ndarray:
         return value.numpy()
     if not isinstance(value, np.ndarray) and callable(getattr(value, "detach", None)):
         value = value.detach()
+        if str(getattr(value, "dtype", "")) == "torch.bfloat16":
+            # NumPy has no bfloat16 of its own: the bits, read as ml_dtypes' bfloat16
+            bits = value.cpu().contiguous().view(sys.modules["torch"].int16)
+            return np.asarray(bits).view(ml_dtypes.bfloat16)
     return np.asarray(value)
 
 

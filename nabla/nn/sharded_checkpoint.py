@@ -17,7 +17,10 @@ process (a barrier), then process 0 writes the index next to it and renames it o
 one, so a checkpoint becomes visible only once every process has finished. A kill at any
 moment leaves the previous index and the folder it names intact; the next save removes the
 folders no index names (leftovers of an interrupted save) and, after its commit, the one the
-previous index named. Partial sums are completed before saving (a collective).
+previous index named. Only folders a save made are ever removed: named exactly
+``data-<save id>`` and holding the save's mark file, so other files in the directory stay;
+a directory whose ``index.json`` is not a checkpoint's is refused. Partial sums are
+completed before saving (a collective).
 
 Loading reads only what this process needs: ``like`` (a pytree of the same structure) gives
 each tensor's layout, on any mesh and process count; for each of its devices a process
@@ -35,6 +38,7 @@ import contextlib
 import itertools
 import json
 import os
+import re
 import shutil
 import struct
 import time
@@ -58,6 +62,10 @@ FORMAT = "nabla.sharded_checkpoint"
 VERSION = 1
 INDEX = "index.json"
 _DATA = "data-"
+# A data folder's name is exactly ``data-<save id>``, and the folder holds ``_MARK``: only
+# such folders are ever removed, so a user's own ``data-raw/`` beside a checkpoint stays.
+_DATA_NAME = re.compile(r"data-\d{8}-\d{6}-\d+-\d{9}")
+_MARK = ".nabla-checkpoint-data"
 _SCALARS = (bool, int, float, str, type(None))
 
 
@@ -142,7 +150,8 @@ def save_sharded(state, directory) -> None:
 
     Raises:
         TypeError: naming the path of a leaf that is not a tensor, array or scalar.
-        ValueError: when two paths of ``state`` give one name.
+        ValueError: when two paths of ``state`` give one name, or ``directory`` holds an
+            ``index.json`` that is not a checkpoint's.
         OSError: naming the path that cannot be written.
     """
     op = "save_sharded"
@@ -188,18 +197,18 @@ def save_sharded(state, directory) -> None:
     data_dir = os.path.join(directory, _DATA + token)
     if me == 0:
         _guard(op, directory, lambda: os.makedirs(directory, exist_ok=True))
-        _remove_leftovers(directory, keep=_committed_data(directory))
-        _guard(op, data_dir, lambda: os.makedirs(data_dir))
+        _remove_leftovers(directory, keep=_committed_data(directory, op))
+        _guard(op, data_dir, lambda: _make_data_dir(data_dir))
     mpi.barrier(f"{op} {directory!r}: folder made")
     if mine:
         path = os.path.join(data_dir, _file(me, count))
         _guard(op, path, lambda: _write_file(path, mine))
     mpi.barrier(f"{op} {directory!r}: every process wrote its blocks")
     if me == 0:
-        old = _committed_data(directory)
+        old = _committed_data(directory, op)
         index["data"] = _DATA + token
         _guard(op, directory, lambda: _commit_index(directory, index))
-        if old is not None and old != index["data"]:
+        if old is not None and old != index["data"] and _ours(os.path.join(directory, old)):
             shutil.rmtree(os.path.join(directory, old), ignore_errors=True)
     mpi.barrier(f"{op} {directory!r}: committed")
 
@@ -264,22 +273,45 @@ def _commit_index(directory: str, index: dict) -> None:
             os.close(fd)
 
 
-def _committed_data(directory: str) -> str | None:
-    """The data folder the committed index names (None without a readable index)."""
+def _make_data_dir(path: str) -> None:
+    os.makedirs(path)
+    with open(os.path.join(path, _MARK), "w"):
+        pass
+
+
+def _ours(folder: str) -> bool:
+    """Whether ``folder`` (a path) is a data folder a save made: its name and its mark."""
+    name = os.path.basename(folder)
+    return _DATA_NAME.fullmatch(name) is not None and os.path.isfile(os.path.join(folder, _MARK))
+
+
+def _committed_data(directory: str, op: str) -> str | None:
+    """The data folder the committed index names (None without an index, or with one that
+    an interrupted write left unreadable). A readable ``index.json`` that is not a
+    checkpoint's is another program's file: refused, not overwritten."""
+    path = os.path.join(directory, INDEX)
     try:
-        with open(os.path.join(directory, INDEX)) as f:
-            return json.load(f).get("data")
+        with open(path) as f:
+            index = json.load(f)
     except (OSError, ValueError):
         return None
+    data = index.get("data") if isinstance(index, dict) else None
+    if not isinstance(index, dict) or index.get("format") != FORMAT:
+        raise ValueError(
+            f"{op}: {directory!r} holds an {INDEX} that is not a {FORMAT} index; save the "
+            "checkpoint into its own folder"
+        )
+    return data if isinstance(data, str) and _DATA_NAME.fullmatch(data) else None
 
 
 def _remove_leftovers(directory: str, keep: str | None) -> None:
-    """Remove what interrupted saves left: data folders no index names, index temp files."""
+    """Remove what interrupted saves left: data folders no index names (only folders a
+    save made: ``_ours``), index temp files."""
     with contextlib.suppress(OSError), os.scandir(directory) as entries:
         for entry in entries:
-            if entry.name.startswith(_DATA) and entry.name != keep and entry.is_dir():
+            if entry.name != keep and entry.is_dir() and _ours(entry.path):
                 shutil.rmtree(entry.path, ignore_errors=True)
-            elif entry.name.startswith(f"{INDEX}.tmp-"):
+            elif re.fullmatch(rf"{re.escape(INDEX)}\.tmp-\d+", entry.name):
                 with contextlib.suppress(OSError):
                     os.remove(entry.path)
 
@@ -305,7 +337,8 @@ def load_sharded(directory, like):
     Raises:
         FileNotFoundError: when ``directory`` holds no committed checkpoint.
         KeyError: listing the paths ``like`` has that the checkpoint lacks, and the reverse.
-        ValueError: naming a path whose shape or dtype differs from ``like``'s.
+        ValueError: naming a path whose shape or dtype differs from ``like``'s, or the
+            index or data file that is unreadable, truncated or not a checkpoint's.
         TypeError: naming a path where ``like`` has another kind of leaf than was saved
             (a tensor, a NumPy array or scalar, a Python scalar).
     """
@@ -339,13 +372,20 @@ def _read_index(directory: str, op: str) -> dict:
             f"{op}: no committed checkpoint in {directory!r} (no {INDEX}; a save that was "
             "interrupted before its commit leaves none)"
         )
-    with open(path) as f:
-        index = json.load(f)
-    if index.get("format") != FORMAT or index.get("version") != VERSION:
+    try:
+        with open(path) as f:
+            index = json.load(f)
+    except ValueError as e:
+        raise ValueError(f"{op}: {path!r} is not a readable checkpoint index: {e}") from None
+    got = index if isinstance(index, dict) else {}
+    if got.get("format") != FORMAT or got.get("version") != VERSION:
         raise ValueError(
             f"{op}: {path!r} is not a {FORMAT} index of version {VERSION} "
-            f"(format {index.get('format')!r}, version {index.get('version')!r})"
+            f"(format {got.get('format')!r}, version {got.get('version')!r})"
         )
+    data = index.get("data")
+    if not isinstance(data, str) or _DATA_NAME.fullmatch(data) is None:
+        raise ValueError(f"{op}: {path!r} names no data folder of this checkpoint ({data!r})")
     return index
 
 
@@ -464,7 +504,14 @@ class _Files:
             raise ValueError(f"{self.op}: the block {key!r} in {path!r} has the wrong size")
         if begin == end:
             return np.zeros(shape, dtype=dtype)
-        return np.memmap(path, dtype=dtype, mode="r", offset=base + begin, shape=shape)
+        try:
+            return np.memmap(path, dtype=dtype, mode="r", offset=base + begin, shape=shape)
+        except ValueError:  # (NumPy's "mmap length is greater than file size")
+            size = os.path.getsize(path)
+            raise ValueError(
+                f"{self.op}: {path!r} is truncated: the block {key!r} ends at byte "
+                f"{base + end}, the file has {size}"
+            ) from None
 
     def close(self) -> None:
         self.headers.clear()

@@ -408,3 +408,42 @@ def test_a_parameter_assigned_a_value_computed_from_parameters_keeps_training():
     np.testing.assert_allclose(ends[1], ends[0], rtol=1e-6)
     np.testing.assert_allclose(ends[2], ends[0], rtol=1e-6)
     np.testing.assert_allclose(ends[0], [0.2806875, -0.3499375], rtol=1e-5)
+
+
+def test_a_reassigned_parameter_keeps_its_place_and_a_loaded_value_its_layout():
+    """``m.weight = nb.shard(m.weight, ...)`` keeps ``weight`` first, as PyTorch does: an
+    optimizer's state is by position, and a reordered module swapped the moments of two
+    same-shaped parameters on restore. A value loaded with ``load_state_dict`` takes the
+    parameter's layout (a tensor-parallel weight stays split), whatever layout it came in."""
+    mesh = nb.DeviceMesh("m", (2, 2), ("dp", "tp"))
+    ln = nn.LayerNorm(4)
+    ln.weight = nb.shard(ln.weight, mesh, nb.P())
+    assert [n for n, _ in ln.named_parameters()] == ["weight", "bias"]
+    assert list(ln.state_dict()) == ["weight", "bias"]
+    seq = nn.Sequential(nn.Linear(2, 2), nn.ReLU())
+    seq[0] = nn.Linear(2, 2)
+    assert list(seq.state_dict()) == ["0.weight", "0.bias"]
+
+    lin = nn.Linear(4, 8)
+    lin.weight = nb.shard(lin.weight, mesh, nb.P(None, "tp"))
+    spec = lin.weight.sharding
+    w = np.arange(32, dtype=np.float32).reshape(4, 8)
+    for given in (w, nb.shard(nb.constant(w), mesh, nb.P("dp", None)), nb.constant(w)):
+        lin.load_state_dict({"weight": given, "bias": np.zeros(8, np.float32)})
+        assert lin.weight.sharding == spec and lin.weight.requires_grad
+        np.testing.assert_array_equal(lin.weight.numpy(), w)
+    lin.load_state_dict({"weight": w, "bias": nb.shard(nb.zeros(8), mesh, nb.P("tp"))})
+    assert lin.bias.sharding is None  # an unsharded parameter stays whole
+
+
+def test_a_pytorch_bfloat16_state_dict_loads_bit_exactly():
+    torch = pytest.importorskip("torch")
+    t = torch.nn.LayerNorm(5)
+    with torch.no_grad():
+        t.weight.copy_(torch.linspace(-3, 3, 5))
+    sd = t.bfloat16().state_dict()
+    m = nn.LayerNorm(5, dtype=nb.bfloat16)
+    m.load_state_dict(sd)
+    want = sd["weight"].view(torch.int16).numpy()
+    np.testing.assert_array_equal(m.weight.numpy().view(np.int16), want)
+    nn.LayerNorm(5).load_state_dict(sd)  # and cast into a float32 model

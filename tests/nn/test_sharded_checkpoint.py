@@ -121,6 +121,51 @@ def test_an_interrupted_save_leaves_the_previous_checkpoint(tmp_path, monkeypatc
     np.testing.assert_array_equal(nb.nn.load_sharded(directory, like)["w"].numpy(), 2)
 
 
+def test_a_save_removes_only_what_saves_made(tmp_path):
+    """Folders the user keeps beside a checkpoint (``data-raw/``) survive a save; an
+    ``index.json`` that is not a checkpoint's is refused, never overwritten, and an index
+    naming a folder outside the checkpoint is never followed."""
+    directory = tmp_path / "ck"
+    (directory / "data-raw").mkdir(parents=True)
+    (directory / "data-raw" / "train.csv").write_text("1,2\n")
+    (directory / "data-20240101-000000-1-000000001").mkdir()  # that name, not made by a save
+    w = {"w": nb.constant(np.ones(2, np.float32))}
+    nb.nn.save_sharded(w, directory)
+    nb.nn.save_sharded(w, directory)
+    assert (directory / "data-raw" / "train.csv").exists()
+    assert (directory / "data-20240101-000000-1-000000001").exists()
+    assert len([f for f in os.listdir(directory) if sc._DATA_NAME.fullmatch(f)]) == 2
+
+    other = tmp_path / "other"
+    (other / "images").mkdir(parents=True)
+    (other / "index.json").write_text(json.dumps({"data": "images"}))
+    with pytest.raises(ValueError, match=r"save_sharded: .* holds an index.json that is not"):
+        nb.nn.save_sharded(w, other)
+    assert (other / "images").exists()
+    with pytest.raises(ValueError, match=r"load_sharded: .* is not a nabla.sharded_checkpoint"):
+        nb.nn.load_sharded(other, w)
+
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    index = json.loads((directory / "index.json").read_text())
+    index["data"] = str(victim)
+    (directory / "index.json").write_text(json.dumps(index))
+    with pytest.raises(ValueError, match=r"load_sharded: .* names no data folder"):
+        nb.nn.load_sharded(directory, w)
+    nb.nn.save_sharded(w, directory)
+    assert victim.exists()
+
+    (directory / "index.json").write_text("{not json")
+    with pytest.raises(ValueError, match=r"load_sharded: .* is not a readable checkpoint index"):
+        nb.nn.load_sharded(directory, w)
+    nb.nn.save_sharded(w, directory)  # an unreadable index: a write that was cut short
+    folder = directory / json.loads((directory / "index.json").read_text())["data"]
+    (path,) = [p for p in folder.iterdir() if p.name != sc._MARK]
+    path.write_bytes(path.read_bytes()[:-4])
+    with pytest.raises(ValueError, match=r"load_sharded: .* is truncated: the block 'w"):
+        nb.nn.load_sharded(directory, w)
+
+
 def test_errors_name_the_values(tmp_path):
     with pytest.raises(
         TypeError, match=r"save_sharded: 'a.f' is a builtin_function_or_method; a checkpoint holds"
