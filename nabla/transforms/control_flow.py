@@ -425,6 +425,20 @@ def _own_levels(ct: Tensor, primal: Tensor) -> Tensor:
     return ct
 
 
+def _invariant_like(cts: list, primals: list) -> list:
+    """Each cotangent without the finished levels its primal output lacks (``_own_levels``),
+    before a reverse step pulls it back. A construct's carries share one set of levels
+    with its other results, so a reverse loop's carry cotangent can come broadcast over a
+    level that the carry itself does not vary along. Its lanes are equal (it was summed
+    over that level first, as the cotangent of every value without it is), but a
+    ``shard_map`` device level reads as varying to a collective: ``all_reduce``'s
+    transpose would sum the copies again (a gradient times the axis size)."""
+    return [
+        _own_levels(ct, p) if isinstance(ct, Tensor) else ct
+        for ct, p in zip(cts, primals, strict=True)
+    ]
+
+
 def _wants_ct(t: Tensor) -> bool:
     return t.dtype.is_float and is_live(t._impl.traced)
 
@@ -1244,8 +1258,8 @@ class ScanOp(_ControlFlowOp):
                 out = body.call(list(cc) + list(xx) + consts, caps)
                 return out[:n], out[n : n + ny]
 
-            _, pull = vjp(f, list(c_t), list(x_t), list(k))
-            d_c, d_x, d_k = pull((list(g_c), list(ct_y)))
+            (out_c, out_y), pull = vjp(f, list(c_t), list(x_t), list(k))
+            d_c, d_x, d_k = pull((_invariant_like(g_c, out_c), _invariant_like(ct_y, out_y)))
             d_k = [d for d, w in zip(d_k, want_k) if w]
             acc = [a if d is None else a + d for a, d in zip(g_k, d_k)]
             d_c = _fill(d_c, c_t)
@@ -1285,8 +1299,8 @@ class ScanOp(_ControlFlowOp):
                 out = body.call(list(cc) + list(x_t) + consts, caps)
                 return out[:n], out[n : n + ny]
 
-            _, pull = vjp(f, list(c_t))
-            (d_c,) = pull((list(c), list(ct_y)))
+            (out_c, out_y), pull = vjp(f, list(c_t))
+            (d_c,) = pull((_invariant_like(c, out_c), _invariant_like(ct_y, out_y)))
             d_c = _fill(d_c, c_t)
             if ct_s:
                 d_c = [d + e if d.dtype.is_float else d for d, e in zip(d_c, ct_s)]
@@ -1306,8 +1320,8 @@ class ScanOp(_ControlFlowOp):
             return out[:n], out[n : n + ny]
 
         wanted = [x for x, w in zip(xs, want_x) if w] + [k for k, w in zip(rest, want_k) if w]
-        _, pull = vjp(every_step, *wanted)
-        got = iter(pull((g_out, ct_ys)))
+        (out_c, out_y), pull = vjp(every_step, *wanted)
+        got = iter(pull((_invariant_like(g_out, out_c), _invariant_like(ct_ys, out_y))))
         ct_xs = [_own_levels(next(got), x) if w else None for x, w in zip(xs, want_x)]
         ct_rest = [_own_levels(next(got), k) if w else None for k, w in zip(rest, want_k)]
         return _unfill(d_c, carry) + ct_xs + ct_rest

@@ -375,3 +375,51 @@ def test_spmd_axis_name_on_a_mapped_dim_split_over_other_axes():
     x = nb.shard(four, M22, P(("dp", "tp")))
     assert "all_gather" not in str(nb.trace(f)(x))
     np.testing.assert_allclose(f(x).numpy(), 2 * four)
+
+
+@pytest.mark.parametrize("loop", ["scan", "fori_loop", "scan_pmean"])
+def test_reverse_mode_through_a_loop_whose_replicated_carry_meets_a_collective(loop):
+    """The loop's carry starts replicated and stays so (``c + psum(r * c)``), while its xs
+    vary per device. The reverse loop's carry cotangent came broadcast over the device
+    level (a construct's results share their levels), and ``all_reduce``'s transpose summed
+    the copies: gradients 4x (``pmean``: 4x, two steps: 10x) the unrolled loop's and JAX's."""
+    mesh = nb.DeviceMesh("m", (4,), ("b",))
+    x = (np.arange(1, 17, dtype=np.float32).reshape(2, 8) / 10) ** 1.5
+
+    def reduce(v):
+        if loop == "scan_pmean":
+            return nb.pmean(v, "b")
+        return nb.all_reduce(v, "sum", axes="b")
+
+    def looped(v):
+        if loop == "fori_loop":
+            return nb.fori_loop(0, 2, lambda i, c: c + reduce(v[i] * c), nb.ones((2,)))
+        c, _ = nb.scan(lambda c, r: (c + reduce(r * c), nb.sum(c)), nb.ones((2,)), v)
+        return c
+
+    def unrolled(v):
+        c = nb.ones((2,))
+        for i in range(2):
+            c = c + reduce(v[i] * c)
+        return c
+
+    def grad_of(body):
+        f = nb.shard_map(body, mesh, (P(None, "b"),), P())
+        return nb.grad(lambda q: nb.sum(f(q) ** 2))(x).numpy()
+
+    np.testing.assert_allclose(grad_of(looped), grad_of(unrolled), rtol=1e-5)
+
+    # the unrolled loop against the global math (numerical derivative of the same sums)
+    def global_fn(q):
+        c = np.ones(2)
+        for i in range(2):
+            s = (q[i].reshape(4, 2) * c).sum(0)
+            c = c + (s / 4 if loop == "scan_pmean" else s)
+        return (c**2).sum()
+
+    q, eps, num = x.astype(np.float64), 1e-6, np.zeros(x.shape)
+    for idx in np.ndindex(*x.shape):
+        d = np.zeros(x.shape)
+        d[idx] = eps
+        num[idx] = (global_fn(q + d) - global_fn(q - d)) / (2 * eps)
+    np.testing.assert_allclose(grad_of(unrolled), num, rtol=1e-4)
