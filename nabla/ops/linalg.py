@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import numbers
 import string
 from typing import NamedTuple
 
@@ -10,7 +11,7 @@ from ..core.ir import same_shape
 from ..core.state import STATE
 from ..runtime.tensor import Tensor
 from . import batching, spmd
-from ._util import as_tensor
+from ._util import as_tensor, norm_axis
 from .base import Operation, OpError, describe
 from .functions import fn, provide
 
@@ -370,15 +371,25 @@ def tensordot(x, y, axes=2):
         A tensor of shape ``x``'s free dims + ``y``'s free dims.
 
     Raises:
-        ValueError: (:class:`nabla.OpError`) when the contracted dims' sizes differ.
+        ValueError: (:class:`nabla.OpError`) when the contracted dims' sizes differ, a dim
+            is repeated, or an int ``axes`` is negative or more than a rank.
+        IndexError: for a dim out of range.
     """
     x, y = as_tensor(x, op="tensordot"), as_tensor(y, op="tensordot")
-    if isinstance(axes, int):
+    if isinstance(axes, numbers.Integral):
+        if not 0 <= axes <= min(x.ndim, y.ndim):
+            raise OpError(
+                f"tensordot: axes={axes} needs that many dims in x (shape {x.shape}) and y "
+                f"(shape {y.shape}), and is not negative"
+            )
         xa, ya = list(range(x.ndim - axes, x.ndim)), list(range(axes))
     else:
-        xa, ya = ([a] if isinstance(a, int) else list(a) for a in axes)
-    xa = [a % x.ndim for a in xa] if x.ndim else xa
-    ya = [a % y.ndim for a in ya] if y.ndim else ya
+        xa, ya = ([a] if isinstance(a, numbers.Integral) else list(a) for a in axes)
+    xa = [norm_axis("tensordot", a, x.ndim, x.shape) for a in xa]
+    ya = [norm_axis("tensordot", a, y.ndim, y.shape) for a in ya]
+    for dims, v, name in ((xa, x, "x"), (ya, y, "y")):
+        if len(set(dims)) != len(dims):
+            raise OpError(f"tensordot: repeated dim in {dims} of {name} (shape {v.shape})")
     if len(xa) != len(ya) or any(x.shape[i] != y.shape[j] for i, j in zip(xa, ya)):
         raise OpError(
             f"tensordot: dims {xa} of x (shape {x.shape}) and {ya} of y (shape {y.shape}) "
@@ -415,7 +426,9 @@ def outer(x, y):
 
 
 # ----------------------------------------------------------------------------- einsum
-_ELLIPSIS_LETTERS = string.ascii_uppercase  # reserved for "..." dims
+# "..." dims are spelled out with letters the equation does not use ("...A" must not
+# become "AA", a diagonal): these first, then any other letters
+_ELLIPSIS_LETTERS = string.ascii_uppercase + string.ascii_lowercase
 
 
 def _parse(equation, operands):
@@ -441,7 +454,9 @@ def _parse(equation, operands):
     for t, x in zip(terms, operands):
         if "..." in t:
             ell_rank = max(ell_rank, x.ndim - (len(t) - 3))
-    ell = _ELLIPSIS_LETTERS[:ell_rank][::-1][::-1]
+    unused = [c for c in _ELLIPSIS_LETTERS if c not in eq]
+    unused += [chr(c) for c in range(0x3B1, 0x3CA) if chr(c) not in eq]  # (Greek: 52 used)
+    ell = "".join(unused[:ell_rank])
     new_terms = []
     for t, x in zip(terms, operands):
         if "..." in t:
@@ -460,7 +475,7 @@ def _parse(equation, operands):
             for c in t:
                 counts[c] = counts.get(c, 0) + 1
         out = ell + "".join(sorted(c for c, n in counts.items() if n == 1 and c not in ell))
-    return new_terms, out
+    return new_terms, out, ell
 
 
 def _diagonal(x, term):
@@ -554,15 +569,23 @@ class _Spec(NamedTuple):
 
 
 def _spec(equation, ops) -> _Spec:
-    terms, out = _parse(equation, ops)
+    terms, out, ell = _parse(equation, ops)
     sizes = {}
+
+    def inconsistent(c):
+        what = "the dims of '...' have" if c in ell else f"index {c!r} has"
+        return OpError(
+            f"einsum: {what} inconsistent sizes in {equation!r} for shapes "
+            f"{describe([o.shape for o in ops])}"
+        )
+
     for t, x in zip(terms, ops):
+        own = {}
         for c, d in zip(t, x.shape):
+            if own.setdefault(c, d) != d:  # a diagonal's dims are equal: no broadcasting
+                raise inconsistent(c)
             if c in sizes and sizes[c] != d and d != 1 and sizes[c] != 1:
-                raise OpError(
-                    f"einsum: index {c!r} has inconsistent sizes in {equation!r} for shapes "
-                    f"{describe([o.shape for o in ops])}"
-                )
+                raise inconsistent(c)
             sizes[c] = max(sizes.get(c, d), d)
     return _Spec(terms, out, sizes)
 

@@ -405,7 +405,9 @@ def roll(x, shift, axis=None) -> Tensor:
 
     Args:
         x: a tensor, or a Python scalar, nested list or NumPy array.
-        shift: int, or one int per axis of ``axis``; negative shifts go the other way.
+        shift: int, or one int per axis of ``axis`` (several for one int ``axis`` add
+            up, as in NumPy); a concrete tensor or array of them too. Negative shifts go
+            the other way.
         axis: int, tuple of ints, or None (default): the flattened tensor, reshaped back.
 
     Returns:
@@ -419,10 +421,16 @@ def roll(x, shift, axis=None) -> Tensor:
         [3, 4, 0, 1, 2]
     """
     x = as_tensor(x, op="roll")
+    if isinstance(shift, Tensor | np.ndarray):  # a shift known now: its Python ints
+        shift = shift.tolist()
     if axis is None:
         return reshape(roll(reshape(x, (-1,)), shift, 0), x.shape)
-    axes = (axis,) if isinstance(axis, numbers.Integral) else tuple(axis)
-    shifts = (shift,) * len(axes) if isinstance(shift, numbers.Integral) else tuple(shift)
+    one_shift = isinstance(shift, numbers.Integral)
+    shifts = (shift,) if one_shift else tuple(shift)
+    # one axis and several shifts, or the reverse, broadcast against each other (NumPy's)
+    axes = (axis,) * len(shifts) if isinstance(axis, numbers.Integral) else tuple(axis)
+    if one_shift:
+        shifts = shifts * len(axes)
     if len(shifts) != len(axes):
         raise OpError(f"roll: {len(shifts)} shifts for {len(axes)} axes (shape {x.shape})")
     for k, a in zip(shifts, axes, strict=True):

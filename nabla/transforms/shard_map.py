@@ -125,11 +125,19 @@ def shard_map(f=None, mesh: DeviceMesh = None, in_specs=None, out_specs=None, ch
             local = []
             for leaf, spec in zip(leaves, specs, strict=True):
                 if not isinstance(leaf, Tensor) and not hasattr(leaf, "shape"):
+                    # a Python value is passed as it is; its spec is a 0-d value's (JAX's)
+                    ShardingSpec.from_spec(mesh, spec, 0, f"shard_map in_specs (for {leaf!r})")
                     local.append(leaf)
                     continue
                 x = as_tensor(leaf, op="shard_map")
-                s = ShardingSpec.from_spec(mesh, spec, x.ndim, "shard_map")
-                local.append(collectives.to_local(x, mesh, s, levels))
+                s = ShardingSpec.from_spec(mesh, spec, x.ndim, "shard_map in_specs")
+                try:
+                    local.append(collectives.to_local(x, mesh, s, levels))
+                except ShardingError as e:  # (an uneven split: the error names ``shard``)
+                    raise ShardingError(
+                        f"shard_map: in_specs entry {spec!r} for the argument of shape "
+                        f"{tuple(x.shape)}: {e}"
+                    ) from None
             out = f(*tree_unflatten(tree, local))
             outs, out_tree = tree_flatten(out)
             ospecs = _specs_for("out_specs", _out_specs_of(out_specs, out), out)

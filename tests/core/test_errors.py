@@ -990,3 +990,37 @@ def test_einsum_layernorm_and_arange_refuse_what_numpy_and_pytorch_refuse():
     with pytest.raises(TypeError, match="arange: dtype bool holds a range of at most 2"):
         nb.arange(5, dtype=nb.bool)
     assert nb.arange(2, dtype=nb.bool).tolist() == [False, True]
+
+
+def test_einsum_letters_the_user_writes_never_meet_the_ellipsis_dims():
+    """The dims of '...' were spelled with A, B, ... whatever the equation used: '...A'
+    became 'AA', a diagonal (silently wrong where the sizes agreed, an error elsewhere).
+    A repeated index in one operand needs equal sizes (NumPy's); tensordot refuses
+    out-of-range and repeated dims (it had wrapped axis 2 of a matrix round to 0); roll
+    takes a concrete tensor shift and several shifts along one axis, as NumPy and JAX."""
+    rng = np.random.default_rng(0)
+    for eq, shapes in [
+        ("...A,A->...", [(4, 4), (4,)]),
+        ("A...,...->A...", [(2, 3), (3,)]),
+        ("...a,aA->...A", [(2, 3), (3, 4)]),
+        ("A...B,B->A...", [(2, 3, 4), (4,)]),
+        ("A...->A...", [(2, 2, 2)]),
+        ("...AB,...BC", [(2, 3, 4), (4, 5)]),
+    ]:
+        ops = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+        got = nb.einsum(eq, *[nb.constant(o) for o in ops]).numpy()
+        np.testing.assert_allclose(got, np.einsum(eq, *ops), rtol=1e-5, err_msg=eq)
+    with pytest.raises(ValueError, match=r"einsum: index 'i' has inconsistent sizes in 'ii->i'"):
+        nb.einsum("ii->i", nb.ones((1, 3)))
+    with pytest.raises(ValueError, match=r"einsum: the dims of '...' have inconsistent sizes"):
+        nb.einsum("...i,...i->...", nb.ones((2, 3)), nb.ones((3, 3)))
+    x, y = nb.ones((3, 3)), nb.ones((3, 4))
+    with pytest.raises(IndexError, match=r"tensordot: axis 2 is out of range .* \(3, 3\)"):
+        nb.tensordot(x, y, axes=([2], [0]))
+    with pytest.raises(ValueError, match=r"tensordot: axes=3 needs that many dims"):
+        nb.tensordot(x, y, axes=3)
+    with pytest.raises(ValueError, match=r"tensordot: repeated dim in \[0, 0\] of x"):
+        nb.tensordot(x, x, axes=([0, 0], [0, 1]))
+    a = np.arange(12).reshape(3, 4)
+    assert nb.roll(a, nb.constant(np.int32(1)), axis=0).tolist() == np.roll(a, 1, 0).tolist()
+    assert nb.roll(a, (1, 2), axis=1).tolist() == np.roll(a, (1, 2), 1).tolist()

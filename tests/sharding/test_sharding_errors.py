@@ -48,7 +48,7 @@ def test_reshard_errors_name_reshard():
 
 def test_shard_map_refuses_malformed_specs():
     f = nb.shard_map(lambda x: x, mesh=MESH, in_specs=(0,), out_specs=P())
-    with _err("shard_map: .*got 0"):
+    with _err("shard_map in_specs: .*got 0"):
         f(np.ones((4, 4)))
     g = nb.shard_map(lambda x: x, mesh=MESH, in_specs={3: P("dp")}, out_specs=P())
     with _err("key 3"):
@@ -284,3 +284,17 @@ def test_shard_inside_vmap_names_the_axis_the_mapped_dim_already_uses():
         nb.vmap(lambda r: nb.reshard(r, MESH, P("tp")))(nb.shard(x, MESH, P("tp")))
     out = nb.vmap(lambda r: nb.shard(r, MESH, P("dp")), spmd_axis_name="tp", mesh=MESH)(x)
     np.testing.assert_array_equal(out.numpy(), x)
+
+
+def test_shard_map_in_specs_name_the_argument_and_check_python_values():
+    """A spec longer than a Python argument's rank (0) was ignored silently (JAX refuses
+    it); an uneven split's error named ``shard``, not the in_specs entry."""
+    mesh = nb.DeviceMesh("m", (4,), ("x",))
+    f = nb.shard_map(lambda b, k: b * k, mesh, (P("x"), P("x", None)), P("x"))
+    with pytest.raises(nb.ShardingError, match=r"in_specs \(for 3\): spec P\('x', None\) has 2"):
+        f(nb.ones((8,)), 3)
+    g = nb.shard_map(lambda a: a, mesh, (P("x"),), P("x"))
+    with pytest.raises(nb.ShardingError, match=r"shard_map: in_specs entry P\('x'\) for the arg"):
+        g(nb.ones((6,)))
+    h = nb.shard_map(lambda b, k: b * k, mesh, (P("x"), None), P("x"))
+    assert h(nb.ones((8,)), 3.0).tolist() == [3.0] * 8
