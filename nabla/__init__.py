@@ -232,7 +232,15 @@ from .core.debug import debug_infs, debug_nans
 from .core.state import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from . import tree
 from .ops import random
-from .ops.random import bernoulli, manual_seed, rand, randint, randn
+from .ops.random import (
+    bernoulli,
+    get_rng_state,
+    manual_seed,
+    rand,
+    randint,
+    randn,
+    set_rng_state,
+)
 from .ops.random import normal_ as normal
 from .ops.random import normal_ as gaussian
 from .ops.random import uniform_ as uniform
@@ -309,6 +317,8 @@ __all__ = [
     "isclose",
     "logaddexp",
     "manual_seed",
+    "get_rng_state",
+    "set_rng_state",
     "meshgrid",
     "nan_to_num",
     "P",

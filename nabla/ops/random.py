@@ -37,6 +37,8 @@ __all__ = [
     "categorical",
     "seed",
     "manual_seed",
+    "get_rng_state",
+    "set_rng_state",
     "randn",
     "rand",
     "PRNGKey",
@@ -742,3 +744,40 @@ def manual_seed(s: int) -> None:
         s: the seed.
     """
     seed(s)
+
+
+def get_rng_state() -> np.ndarray:
+    """The global generator's state (PyTorch's ``torch.get_rng_state``): its seed and how
+    many draws it has made, as an int64 array of two, which a checkpoint holds
+    (``nn.save``, ``nn.save_sharded``) so a resumed run draws what the first would have.
+
+    Returns:
+        A NumPy int64 array ``[seed, draws]``.
+
+    Example:
+        >>> nb.manual_seed(3); state = nb.get_rng_state()
+        >>> a = nb.randn(2); nb.set_rng_state(state)
+        >>> bool((nb.randn(2) == a).all())
+        True
+    """
+    return np.array([_GLOBAL.seed, _GLOBAL.counter], dtype=np.int64)
+
+
+def set_rng_state(state) -> None:
+    """Restore the global generator to ``state`` from :func:`get_rng_state` (PyTorch's
+    ``torch.set_rng_state``): the draws that follow are those that followed then.
+
+    Args:
+        state: ``[seed, draws]``: what :func:`get_rng_state` returned (an array, a tensor or
+            a sequence of two ints).
+
+    Raises:
+        ValueError: for anything but two integers, the second not negative.
+    """
+    values = np.asarray(state.numpy() if isinstance(state, Tensor) else state)
+    if values.shape != (2,) or values.dtype.kind not in "iu" or values[1] < 0:
+        raise ValueError(
+            f"set_rng_state: expected [seed, draws] as two integers (from get_rng_state), "
+            f"got {state!r}"
+        )
+    _GLOBAL.seed, _GLOBAL.counter = int(values[0]), int(values[1])

@@ -277,3 +277,20 @@ def test_keys_and_draws_refuse_what_jax_refuses_and_take_shape_by_keyword():
     with pytest.raises(OverflowError, match="randint: high=.* uint64"):
         nb.random.randint(k, (3,), 0, 2**64, dtype=nb.uint64)
     assert nb.random.randint(k, (3,), 0, 2**63, dtype=nb.uint64).dtype == nb.uint64
+
+
+def test_the_global_generator_s_state_round_trips_through_a_checkpoint(tmp_path):
+    """PyTorch's get_rng_state/set_rng_state: a resumed run that saved the global
+    generator's state draws (dropout masks, nb.randn) what the first run drew."""
+    nb.manual_seed(11)
+    nb.randn(3)
+    nb.nn.save({"rng": nb.get_rng_state()}, tmp_path / "ck.safetensors")
+    drop = nb.nn.Dropout(0.5)
+    first = [nb.randn(4).numpy(), drop(nb.ones(8)).numpy()]
+    nb.manual_seed(0)  # another run, elsewhere in its stream
+    nb.set_rng_state(nb.nn.load(tmp_path / "ck.safetensors")["rng"])
+    again = [nb.randn(4).numpy(), drop(nb.ones(8)).numpy()]
+    for a, b in zip(first, again, strict=True):
+        np.testing.assert_array_equal(a, b)
+    with pytest.raises(ValueError, match=r"set_rng_state: expected \[seed, draws\]"):
+        nb.set_rng_state([1.5, 2])

@@ -40,6 +40,8 @@ NOT_OPS = {
     "randn",
     "rand",
     "manual_seed",
+    "get_rng_state",
+    "set_rng_state",
     # Mojo kernels: tests/backends/test_custom_kernels.py (NumPy references and MAX)
     "call_custom_kernel",
     "custom_op",
