@@ -93,6 +93,8 @@ def save(state_dict: Mapping, path, metadata: Mapping | None = None) -> None:
     try:
         with open(tmp, "wb") as f:
             f.write(data)
+            f.flush()
+            os.fsync(f.fileno())  # on disk before the rename: a crash leaves old or new
         os.replace(tmp, path)
     except BaseException as e:
         with contextlib.suppress(OSError):  # a failed write leaves no partial file behind
