@@ -811,7 +811,7 @@ class Module:
         if old is None:
             table[leaf] = detach(value)
         elif value is not old:
-            rebind(old, detach(_laid_out_like(old, value)))
+            rebind(old, detach(laid_out_like(old, value)))
 
     def train(self, mode: bool = True) -> Module:
         """Set training mode (``.training``) on this module and every submodule.
@@ -1047,7 +1047,7 @@ def castable(got, want) -> bool:
     return (got.is_float and want.is_float) or (got.is_int and want.is_int)
 
 
-def _laid_out_like(old: Tensor, value: Tensor) -> Tensor:
+def laid_out_like(old: Tensor, value: Tensor) -> Tensor:
     """``value`` laid out as ``old`` is (its mesh and spec, or whole): a loaded value takes
     the parameter's layout, as PyTorch copies into a DTensor's placement and Orbax restores
     into the target's sharding (a tensor-parallel weight stays split)."""

@@ -210,8 +210,8 @@ def test_optimizer_state_dict_round_trip():
     extra = dict(sd, bogus=sd["step"])
     with pytest.raises(ValueError, match="unexpected key 'bogus'"):
         other.load_state_dict(extra)
-    wrong = dict(sd, step=sd["step"].cast(nb.int32))
-    with pytest.raises(ValueError, match="step: dtype int32, expected float32"):
+    wrong = dict(sd, **{"nu.bias": sd["nu.bias"].cast(nb.int32)})
+    with pytest.raises(ValueError, match="nu.bias: dtype int32, expected float32"):
         other.load_state_dict(wrong)
     with pytest.raises(ValueError, match=r"Adam.load_state_dict: mu.bias: a str 'abcd' is not"):
         other.load_state_dict(dict(sd, **{"mu.bias": "abcd"}))
@@ -410,3 +410,26 @@ def test_requires_grad_toggles_parameters_in_place():
     opt.step()
     assert m.weight is w
     np.testing.assert_allclose(w.numpy(), before - 0.1, rtol=1e-6)
+
+
+def test_optimizer_load_state_dict_casts_and_lays_out_as_module_load_state_dict():
+    """A float64 moment and an integer step load (cast, as Module.load_state_dict casts:
+    they had been refused), and a sharded parameter's moments come back sharded as the
+    parameter is (they had come back whole)."""
+    mesh = nb.DeviceMesh("m", (2, 2), ("dp", "tp"))
+    lin = nb.nn.Linear(4, 8)
+    lin.weight = nb.shard(lin.weight, mesh, nb.P(None, "tp"))
+    opt = nb.nn.optim.Adam(lin, lr=1e-2)
+    x = nb.shard(nb.ones((4, 4)), mesh, nb.P("dp"))
+    (lin(x) ** 2).mean().backward()
+    opt.step()
+    sd = {k: v.numpy().astype(np.float64) for k, v in opt.state_dict().items()}
+    sd["step"] = 7
+    again = nb.nn.optim.Adam(lin, lr=1e-2)
+    again.load_state_dict(sd)
+    assert again.state["step"].item() == 7.0 and again.state["step"].dtype is nb.float32
+    mu = again.state["mu"][0]
+    assert mu.dtype is nb.float32 and mu.sharding == lin.weight.sharding
+    np.testing.assert_array_equal(mu.numpy(), opt.state["mu"][0].numpy())
+    with pytest.raises(ValueError, match=r"mu.weight: dtype int32, expected float32"):
+        again.load_state_dict({**sd, "mu.weight": np.zeros((4, 8), np.int32)})

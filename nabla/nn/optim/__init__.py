@@ -42,7 +42,9 @@ from ...transforms.autodiff import detach, value_and_grad
 from ...transforms.compile import compile as _compile
 from ..module import (
     Module,
+    castable,
     get_policy,
+    laid_out_like,
     loaded_tensor,
     named_leaves,
     rebind,
@@ -1332,7 +1334,9 @@ class Optimizer:
             raise ValueError(
                 f"{type(self).__name__}.load_state_dict: {'; '.join(problems)} (nothing loaded)"
             )
-        conv = lambda v, like: as_tensor(v).cast(like.dtype)  # noqa: E731
+        # each value cast to, and laid out as, what it belongs to (a sharded parameter's
+        # moments are sharded as the parameter is)
+        conv = lambda v, like: laid_out_like(like, as_tensor(v).cast(like.dtype))  # noqa: E731
         new = {"step": conv(state_dict["step"], self.state["step"])}
         for key, values in self.state.items():
             if key != "step":
@@ -1382,8 +1386,12 @@ def _mismatch(key: str, got, like: Tensor, dtype: bool) -> str | None:
     """How the loaded value ``got`` differs from ``like`` in shape (or ``dtype``), if it does."""
     if tuple(got.shape) != tuple(like.shape):
         return f"{key}: shape {tuple(got.shape)}, expected {tuple(like.shape)}"
-    if dtype and as_tensor(got).dtype is not like.dtype:
-        return f"{key}: dtype {as_tensor(got).dtype.value}, expected {like.dtype.value}"
+    have = as_tensor(got).dtype
+    # cast as Module.load_state_dict casts (a float64 moment into float32), and a step
+    # count saved as an integer into the float step
+    count = key == "step" and have.is_int and like.dtype.is_float
+    if dtype and have is not like.dtype and not (castable(have, like.dtype) or count):
+        return f"{key}: dtype {have.value}, expected {like.dtype.value}"
     return None
 
 
