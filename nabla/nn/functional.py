@@ -15,9 +15,10 @@ import ml_dtypes
 import numpy as np
 
 from ..core.dtypes import promote_types
+from ..core.state import STATE
 from ..ops import binary, creation, indexing, reduction, unary, view
 from ..ops import random as _random
-from ..ops._util import as_tensor
+from ..ops._util import as_tensor, norm_axis
 from ..ops.nn import avg_pool2d, conv2d, conv2d_transpose, max_pool2d
 from ..runtime.tensor import Tensor
 from .init import he_normal, he_uniform, xavier_normal, xavier_uniform
@@ -198,7 +199,9 @@ def one_hot(tensor, num_classes: int = -1) -> Tensor:
     if not tensor.dtype.is_int:
         raise TypeError(f"one_hot: indices must be integers, got {tensor.dtype}")
     impl = tensor._impl
-    known = impl.buffer is not None and not impl.levels and tensor.size
+    # indices with a value, or computed lazily outside compile (computed now, alone), are
+    # checked: an out-of-range one would give a row of zeros
+    known = not impl.levels and tensor.size and (impl.buffer is not None or STATE.recording is None)
     if num_classes == -1:
         if not tensor.size:
             raise ValueError("one_hot: num_classes=-1 needs at least one index")
@@ -284,6 +287,7 @@ def normalize(input, p: float = 2.0, dim: int = 1, eps: float = 1e-12) -> Tensor
         A tensor like ``input``.
     """
     x0 = as_tensor(input, op="normalize")
+    dim = norm_axis("normalize", dim, x0.ndim, x0.shape)
     x = widened(x0)
     # max(norm, eps) taken inside the root (the same value): a zero vector's gradient is
     # 1 / eps, as PyTorch's, not the NaN of the root's infinite slope at 0 times 0
@@ -292,7 +296,12 @@ def normalize(input, p: float = 2.0, dim: int = 1, eps: float = 1e-12) -> Tensor
     elif p == math.inf:
         norm = binary.maximum(unary.abs(x).max(axis=dim, keepdims=True), eps)
     else:
-        total = (unary.abs(x) ** p).sum(axis=dim, keepdims=True)
+        # |x|^p with PyTorch's gradient 0 at x = 0 (p < 1: the slope is infinite there,
+        # and abs's own derivative at 0 is 1)
+        ax = unary.abs(x)
+        zero = ax == 0
+        powered = binary.where(zero, 0.0, binary.where(zero, 1.0, ax) ** p)
+        total = powered.sum(axis=dim, keepdims=True)
         norm = binary.maximum(total, eps**p) ** (1.0 / p)
     return (x / norm).cast(x0.dtype)
 
@@ -312,7 +321,11 @@ def cosine_similarity(x1, x2, dim: int = 1, eps: float = 1e-8) -> Tensor:
     """
     a, b = as_tensor(x1, op="cosine_similarity"), as_tensor(x2, op="cosine_similarity")
     dtype = promote_types(a.dtype, b.dtype)
-    a, b = widened(a), widened(b)
+    # broadcast first: ``dim`` counts in the broadcast shape (a lower-rank input's own
+    # axis ``dim`` is another one)
+    shape = binary.broadcast_shapes("cosine_similarity", a.shape, b.shape)
+    dim = norm_axis("cosine_similarity", dim, len(shape), shape)
+    a, b = view.broadcast_to(widened(a), shape), view.broadcast_to(widened(b), shape)
     dot = (a * b).sum(axis=dim)
     # each norm clamped at eps on its own, as PyTorch 2's (inside the root: finite
     # gradients for a zero vector)
@@ -428,8 +441,13 @@ def hardtanh(x, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = Fal
 
     Returns:
         A tensor like ``x``.
+
+    Raises:
+        ValueError: when ``min_val`` is above ``max_val`` (PyTorch's).
     """
     _inplace("hardtanh", inplace)
+    if min_val > max_val:
+        raise ValueError(f"hardtanh: min_val {min_val} is greater than max_val {max_val}")
     x = as_tensor(x, op="hardtanh")
     return binary.where(x <= min_val, min_val, binary.where(x >= max_val, max_val, x))
 
@@ -744,7 +762,7 @@ def _embedding(indices, weight, padding_idx, who: str) -> Tensor:
     if weight.ndim != 2:
         raise ValueError(f"{who}: weight must be (num_embeddings, dim), got {weight.shape}")
     impl = indices._impl
-    if impl.buffer is not None and not impl.levels and indices.size:
+    if not impl.levels and indices.size and (impl.buffer is not None or STATE.recording is None):
         # a known index is checked here, naming the table: take() would read -1 as the last
         # row (PyTorch raises) and name only its internal gather for one past the end
         values = indices.numpy()
@@ -755,6 +773,11 @@ def _embedding(indices, weight, padding_idx, who: str) -> Tensor:
                 f"{who}: index {int(bad[0])} is out of range for {rows} rows (indices of shape "
                 f"{indices.shape}; valid indices are 0 to {rows - 1})"
             )
+    if padding_idx is not None and not -weight.shape[0] <= padding_idx < weight.shape[0]:
+        raise ValueError(
+            f"{who}: padding_idx {padding_idx} is out of range for {weight.shape[0]} rows "
+            f"(weight of shape {weight.shape})"
+        )
     rows = indexing.take(weight, indices, axis=0)
     if padding_idx is None:
         return rows

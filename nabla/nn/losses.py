@@ -421,11 +421,26 @@ def binary_cross_entropy_with_logits(
         )
     # log(sigmoid(x)) = -softplus(-x) and log(1 - sigmoid(x)) = -softplus(x): no overflow
     log_p, log_not_p = -unary.softplus(-x), -unary.softplus(x)
-    pos = t * log_p if pos_weight is None else pos_weight * t * log_p
+    fn = "binary_cross_entropy_with_logits"
+    if pos_weight is None:
+        pos = t * log_p
+    else:
+        pos = _onto(fn, "pos_weight", pos_weight, x) * t * log_p
     loss = -(pos + (1.0 - t) * log_not_p)
     if weight is not None:
-        loss = loss * weight
-    return _reduce(loss, reduction, "binary_cross_entropy_with_logits")
+        loss = loss * _onto(fn, "weight", weight, x)
+    return _reduce(loss, reduction, fn)
+
+
+def _onto(fn: str, name: str, w, x: Tensor) -> Tensor:
+    """``w`` as a tensor that broadcasts onto ``x``'s shape without changing it (PyTorch's
+    rule: a weight must not enlarge the loss, which would change its mean)."""
+    w = as_tensor(w, op=fn)
+    if binary.broadcast_shapes(fn, w.shape, x.shape) != tuple(x.shape):
+        raise ValueError(
+            f"{fn}: {name} of shape {w.shape} does not broadcast onto the input's shape {x.shape}"
+        )
+    return w
 
 
 def _pair(fn: str, input, target):  # noqa: A002 - PyTorch name
@@ -600,7 +615,7 @@ def binary_cross_entropy(input, target, weight=None, reduction: str = "mean") ->
         _check_unit_range("binary_cross_entropy", name, v)
     loss = _bce(p, t)
     if weight is not None:
-        loss = loss * weight
+        loss = loss * _onto("binary_cross_entropy", "weight", weight, p)
     return _reduce(loss, reduction, "binary_cross_entropy")
 
 

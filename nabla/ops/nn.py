@@ -459,6 +459,15 @@ def _pool_window(op, x, kernel_size, stride, padding, dilation=1, ceil_mode=Fals
     s = k if stride is None else _pair(stride, "stride", op)
     d = _pair(dilation, "dilation", op)
     p = _padding(padding, op, k, d, s, x.shape[1:3])
+    for i in range(2):
+        reach = (k[i] - 1) * d[i] + 1  # the window's extent, dilation included
+        if max(p[i]) > reach // 2:
+            # (PyTorch's rule) a window could then lie wholly in the padding: a max of
+            # nothing (-inf) or a mean of padding
+            raise OpError(
+                f"{op}: padding {p[i]} of dim {i + 1} is more than half the window "
+                f"({reach}: kernel {k[i]}, dilation {d[i]}) for x of shape {x.shape}"
+            )
     extra = _ceil_extra(x.shape[1:3], k, s, d, p) if ceil_mode else (0, 0)
     return _PoolWindow(k, s, d, p, extra)
 

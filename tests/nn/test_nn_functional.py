@@ -413,3 +413,43 @@ def test_max_pool_of_bools_is_any_per_window():
     x = nb.constant(np.eye(4, dtype=bool).reshape(1, 4, 4, 1))
     got = nb.max_pool2d(x, 2)
     assert got.dtype == nb.bool and got.numpy().ravel().tolist() == [True, False, False, True]
+
+
+def test_functional_checks_found_against_pytorch():
+    """cosine_similarity of inputs of different ranks reduced each input's own axis
+    ``dim`` before broadcasting (wrong values); normalize with p < 1 had an infinite
+    gradient at a zero element (PyTorch: 0); and several bad arguments went through
+    silently: an out-of-range padding_idx (wrapped), one_hot of computed indices out of
+    range (rows of zeros), hardtanh with min > max, a pool padding over half the window,
+    a BCE weight that enlarges the loss."""
+    F = nb.nn.functional
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((4, 4)), rng.standard_normal((2, 4, 4))
+    for dim in (0, 1, -1):
+        got = F.cosine_similarity(nb.constant(a), nb.constant(b), dim=dim).numpy()
+        aa, bb = np.broadcast_arrays(a, b)  # dim counts in the broadcast shape (2, 4, 4)
+        norms = np.linalg.norm(aa, axis=dim) * np.linalg.norm(bb, axis=dim)
+        want = (aa * bb).sum(dim) / norms
+        np.testing.assert_allclose(got, want, rtol=1e-5)
+    x = nb.constant(np.array([[0.0, 1.0, -2.0, 0.5]], np.float32))
+    for p in (0.5, 1.0, 3.0):
+        g = nb.grad(lambda v, p=p: (F.normalize(v, p=p, dim=1) * nb.arange(4.0)).sum())(x)
+        assert np.isfinite(g.numpy()).all() and g.numpy()[0, 0] == 0.0
+    with pytest.raises(ValueError, match=r"embedding: padding_idx 7 is out of range for 5"):
+        F.embedding(nb.constant([0, 1]), nb.ones((5, 2)), padding_idx=7)
+    with pytest.raises(ValueError, match=r"one_hot: class index 4 is out of range for 3"):
+        F.one_hot(nb.constant([0, 1]) + 4, 3)
+    with pytest.raises(ValueError, match=r"hardtanh: min_val 2.0 is greater than max_val"):
+        F.hardtanh(nb.ones(3), 2.0, -1.0)
+    with pytest.raises(ValueError, match=r"max_pool2d: padding \(2, 2\) of dim 1 is more than"):
+        F.max_pool2d(nb.ones((1, 4, 4, 1)), 2, padding=2)
+    with pytest.raises(ValueError, match=r"avg_pool2d: padding \(2, 2\) of dim 1 is more than"):
+        F.avg_pool2d(nb.ones((1, 4, 4, 1)), 2, padding=2)
+    with pytest.raises(ValueError, match=r"with_logits: weight of shape \(2, 4, 3\) does not"):
+        F.binary_cross_entropy_with_logits(
+            nb.zeros((4, 3)), nb.ones((4, 3)), weight=nb.ones((2, 4, 3))
+        )
+    with pytest.raises(ValueError, match=r"pos_weight of shape \(2, 1, 3\) does not broadcast"):
+        F.binary_cross_entropy_with_logits(
+            nb.zeros((4, 3)), nb.ones((4, 3)), pos_weight=nb.ones((2, 1, 3))
+        )
