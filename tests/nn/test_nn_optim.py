@@ -433,3 +433,50 @@ def test_optimizer_load_state_dict_casts_and_lays_out_as_module_load_state_dict(
     np.testing.assert_array_equal(mu.numpy(), opt.state["mu"][0].numpy())
     with pytest.raises(ValueError, match=r"mu.weight: dtype int32, expected float32"):
         again.load_state_dict({**sd, "mu.weight": np.zeros((4, 8), np.int32)})
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda ps: optim.Adam(ps, lr=0.1),
+        lambda ps: optim.AdamW(ps, lr=0.1),
+        lambda ps: optim.SGD(ps, lr=0.1, momentum=0.9, dampening=0.5),
+        lambda ps: optim.Adagrad(ps, lr=0.1, lr_decay=0.5),
+    ],
+)
+def test_each_parameter_counts_its_own_updates_as_pytorch(make, tmp_path):
+    """A parameter without a gradient on some steps (frozen, then unfrozen; or unused) had
+    the optimizer-wide count: Adam's bias correction for t=4 at its first update (0.058
+    where PyTorch's first update is lr * sign(g) = 0.1), SGD's dampening applied to its
+    first buffer, Adagrad's rate decayed. Reference: PyTorch's per-parameter counts, by
+    hand (b's first update is its step 1, whatever the optimizer's step)."""
+    x, y = nb.constant([[1.0, 2.0]]), nb.constant([[5.0]])
+    w, b = nb.ones((2, 1)), nb.zeros((1,))
+    w.requires_grad_(True)
+    opt = make([w, b])
+    fresh_w, fresh_b = nb.ones((2, 1)), nb.zeros((1,))
+    fresh_w.requires_grad_(True)
+    fresh_b.requires_grad_(True)
+    alone = make([fresh_b])  # b trained from its own first step: the reference
+    for i in range(6):
+        if i == 3:
+            b.requires_grad_(True)
+        opt.zero_grad()
+        ((x @ w + b - y) ** 2).mean().backward()
+        if i == 4:  # one step where b is unused: its count stays
+            b.grad = None
+        if i >= 3 and i != 4:
+            alone.zero_grad()
+            fresh_b.grad = b.grad
+            alone.step()
+        opt.step()
+        if i == 3:
+            np.testing.assert_allclose(b.numpy(), fresh_b.numpy(), rtol=1e-6)
+    np.testing.assert_allclose(b.numpy(), fresh_b.numpy(), rtol=1e-6)
+    # the counts go through a checkpoint, and an optimizer whose leaves are in step has none
+    sd = opt.state_dict()
+    assert "steps.1" in sd and sd["steps.1"].item() == 2.0 and sd["step"].item() == 6.0
+    again = make([w, b])
+    again.load_state_dict(sd)
+    assert again.state["steps"][1].item() == 2.0 and again.state["steps"][0] is None
+    assert not any(k.startswith("steps.") for k in alone.state_dict())

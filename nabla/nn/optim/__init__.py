@@ -11,7 +11,10 @@ The functional form is the primitive and fits inside ``nb.compile``::
 are updated and carry state: float tensors that are not a module's buffer or frozen parameter
 (see :func:`nabla.nn.module.trainable_mask`). The state is a dict of tensors (``"step"``, a
 float32 scalar counting completed updates, and one list per moment with one tensor per
-trainable leaf), so it is itself a pytree.
+trainable leaf), so it is itself a pytree. As PyTorch, each leaf counts its own updates
+(Adam's bias correction, SGD's dampening and Adagrad's decay use it): a leaf without a
+gradient on some steps falls behind ``"step"``, and its count is kept in ``"steps"`` (one
+entry per leaf, None for one in step: a state whose leaves always have gradients has none).
 
 ``lr`` is a number or a schedule: a callable of the step count (0 for the first update) that
 returns a number or a scalar tensor, e.g. :func:`warmup_cosine`.
@@ -420,9 +423,16 @@ def _no_backward_history(t):
 
 
 def _apply(params, grads, state, moments, rule, initial: float = 0.0):
-    """Run ``rule(p, g, moment_values) -> (new_p, new_moment_values)`` on each trainable leaf
-    that has a gradient; returns ``(new_params, new_state)``. A leaf without moments yet
-    (unfrozen after the state was made) starts from ``initial``."""
+    """Run ``rule(p, g, moment_values, done) -> (new_p, new_moment_values)`` on each
+    trainable leaf that has a gradient; returns ``(new_params, new_state)``. A leaf without
+    moments yet (unfrozen after the state was made) starts from ``initial``.
+
+    ``done`` counts the leaf's own completed updates, as PyTorch keeps a step per
+    parameter: a leaf skipped on some steps (no gradient: frozen for a while, or not used)
+    falls behind ``state["step"]``, which counts every update. Such a leaf's count is kept in
+    ``state["steps"]`` (None for a leaf in step with ``state["step"]``, the usual case,
+    so a step whose leaves all have gradients adds nothing); one with no moments yet has
+    made no update."""
     leaves, g_leaves, tree, mask = _split(params, grads)
     step = state["step"]
     for m in moments:
@@ -431,17 +441,31 @@ def _apply(params, grads, state, moments, rule, initial: float = 0.0):
                 f"optimizer: the state's {m!r} holds {len(state[m])} entries for params with "
                 f"{len(leaves)} leaves; make the state (or the optimizer) for these params"
             )
+    steps = state.get("steps")
+    if steps is None or len(steps) != len(leaves):
+        steps = [None] * len(leaves)
     new_leaves, new_moments = list(leaves), {m: list(state[m]) for m in moments}
+    new_steps = list(steps)
     for i, (p, g, trainable) in enumerate(zip(leaves, g_leaves, mask)):
+        fresh = bool(moments) and state[moments[0]][i] is None  # no update made yet
+        done = steps[i]
         if not trainable or g is None:
+            if done is None and not fresh and moments:  # falls behind from here
+                new_steps[i] = step
             continue
+        if done is None and fresh and moments:
+            done = new_steps[i] = creation.zeros((), dtype=DType.float32)
         g = _checked_grad(g, p, i, tree)
         old = [state[m][i] if state[m][i] is not None else _filled(p, initial) for m in moments]
-        new_p, values = rule(p, g, old)
+        new_p, values = rule(p, g, old, step if done is None else done)
         new_leaves[i] = _no_backward_history(new_p)
         for m, v in zip(moments, values):
             new_moments[m][i] = _no_backward_history(v)
+        if done is not None:
+            new_steps[i] = done + 1.0
     new_state = {**state, "step": step + 1.0, **new_moments}  # same keys: same pytree
+    if "steps" in state or any(c is not None for c in new_steps):
+        new_state["steps"] = new_steps
     return tree_unflatten(tree, new_leaves), new_state
 
 
@@ -559,14 +583,15 @@ def sgd_update(
     if _on(momentum) and not state["momentum"]:
         state = {**state, "momentum": _zeros_state(params)}
     rate = _lr_at(lr, state["step"])
-    # the first step's buffer is the gradient itself; dampening applies from the second on
-    kept = 1.0 - dampening * (state["step"] > 0).cast(state["step"].dtype) if dampening else 1.0
 
-    def rule(p, g, moments):
+    def rule(p, g, moments, done):
         if weight_decay:
             g = g + weight_decay * p
         if not _on(momentum):
             return p - _like(rate, p) * g, []
+        # the first update's buffer is the gradient itself; dampening applies from the
+        # second on (the leaf's own: a leaf skipped so far has made none)
+        kept = 1.0 - dampening * (done > 0).cast(done.dtype) if dampening else 1.0
         share, mom = _like(kept, p), _like(momentum, p)
         buf = mom * moments[0] + share * g
         direction = g + mom * buf if nesterov else buf
@@ -623,14 +648,23 @@ def _adam(params, grads, state, lr, settings: _AdamSettings):
     if amsgrad and "nu_max" not in state:
         state = {**state, "nu_max": _zeros_state(params)}
     b1, b2 = betas
-    t = state["step"] + 1.0
     rate = _lr_at(lr, state["step"])
-    if bias_correction:
-        c1, c2 = _bias_correction(b1, t), _bias_correction(b2, t)
-    else:  # the raw moments (the original nabla's bias_correction=False)
-        c1 = c2 = creation.ones((), dtype=DType.float32)
+    corrections: dict = {}  # per count (the leaves in step share one: computed once)
 
-    def rule(p, g, moments):
+    def corrected(done):
+        got = corrections.get(id(done))
+        if got is None:
+            if bias_correction:
+                t = done + 1.0
+                got = (_bias_correction(b1, t), _bias_correction(b2, t), done)
+            else:  # the raw moments (the original nabla's bias_correction=False)
+                one = creation.ones((), dtype=DType.float32)
+                got = (one, one, done)
+            corrections[id(done)] = got
+        return got[:2]
+
+    def rule(p, g, moments, done):
+        c1, c2 = corrected(done)
         if weight_decay and not decoupled:
             g = g + weight_decay * p
         beta1 = _like(b1, p)
@@ -911,7 +945,7 @@ def rmsprop_update(
         + (["grad_avg"] if centered else [])
     )
 
-    def rule(p, g, old):
+    def rule(p, g, old, done):
         if weight_decay:
             g = g + weight_decay * p
         square_avg = alpha * old[0] + (1.0 - alpha) * g.square()
@@ -987,13 +1021,13 @@ def adagrad_update(
     )
     if state is None:
         state = adagrad_init(params, initial_accumulator_value)
-    rate = _lr_at(lr, state["step"])
-    if lr_decay:  # state["step"] counts completed updates: PyTorch's t - 1
-        rate = rate / (state["step"] * lr_decay + 1.0)
+    base = _lr_at(lr, state["step"])
 
-    def rule(p, g, old):
+    def rule(p, g, old, done):
         if weight_decay:
             g = g + weight_decay * p
+        # ``done`` counts the leaf's completed updates: PyTorch's t - 1
+        rate = base / (done * lr_decay + 1.0) if lr_decay else base
         total = old[0] + g.square()
         return p - _like(rate, p) * (g / (total.sqrt() + eps)), [total]
 
@@ -1329,7 +1363,17 @@ class Optimizer:
         """
         names = named_leaves(self.params)
         leaf_of = dict(zip(names, tree_leaves(self.params)))
+        # the counts of leaves that fell behind ("steps.<name>", see ``_apply``), apart:
+        # a checkpoint without them had every leaf in step
+        counts = {k[len("steps.") :]: v for k, v in state_dict.items() if k.startswith("steps.")}
+        state_dict = {k: v for k, v in state_dict.items() if not k.startswith("steps.")}
         problems = self._load_problems(state_dict, leaf_of)
+        for n, v in counts.items():
+            got, problem = loaded_tensor(f"steps.{n}", v)
+            if n not in leaf_of:
+                problems.append(f"unexpected key {'steps.' + n!r}")
+            elif problem is not None or got.shape != ():
+                problems.append(problem or f"steps.{n}: shape {tuple(got.shape)}, expected ()")
         if problems:
             raise ValueError(
                 f"{type(self).__name__}.load_state_dict: {'; '.join(problems)} (nothing loaded)"
@@ -1339,23 +1383,28 @@ class Optimizer:
         conv = lambda v, like: laid_out_like(like, as_tensor(v).cast(like.dtype))  # noqa: E731
         new = {"step": conv(state_dict["step"], self.state["step"])}
         for key, values in self.state.items():
-            if key != "step":
+            if key not in ("step", "steps"):
                 new[key] = [
                     conv(state_dict[f"{key}.{n}"], leaf_of[n]) if f"{key}.{n}" in state_dict else v
                     for n, v in zip(names, values)
                 ]
+        if counts:
+            new["steps"] = [
+                as_tensor(counts[n]).cast(DType.float32).reshape(()) if n in counts else None
+                for n in names
+            ]
         self.state = new
 
     def _load_problems(self, state_dict, leaf_of: dict) -> list:
         """What keeps ``state_dict`` from loading: missing and unexpected keys, then shape
         (and, for entries this state holds, dtype) mismatches."""
-        own = self.state_dict()
+        own = {k: v for k, v in self.state_dict().items() if not k.startswith("steps.")}
         # a saved moment may also fill a leaf that has none yet (trained before, or frozen
         # when this optimizer was made): it must have the leaf's shape
         fillable = {
             f"{key}.{n}": leaf
             for key in self.state
-            if key != "step"
+            if key not in ("step", "steps")
             for n, leaf in leaf_of.items()
             if f"{key}.{n}" not in own
         }
