@@ -199,6 +199,35 @@ def test_last_epoch_resumes_from_initial_lr():
     assert sched.last_epoch == 6 and opt.lr == 0.05
 
 
+def test_resumed_schedules_keep_the_rate_at_construction_and_find_their_place():
+    """A schedule made with last_epoch >= 0 keeps the rate at its constructor's step (as
+    ExponentialLR already did; MultiplicativeLR and PolynomialLR applied one factor too
+    many), and warm restarts resumed periods ahead take the cycle's place (it had taken off
+    one period only: 18, 16, 14, ... for last_epoch=20, T_0=3)."""
+
+    def fresh():
+        opt = optim.SGD({"w": nb.ones((2,))}, lr=0.1)
+        opt.initial_lr = 0.1
+        return opt
+
+    for make in (
+        lambda o: sched_mod.MultiplicativeLR(o, lambda e: 0.9, last_epoch=5),
+        lambda o: sched_mod.PolynomialLR(o, total_iters=10, power=2.0, last_epoch=5),
+    ):
+        opt = fresh()
+        make(opt)
+        assert opt.lr == 0.1
+    for last, want in ((5, [0.1, 0.0775, 0.0325, 0.1]), (20, [0.1, 0.0775, 0.0325, 0.1])):
+        opt = fresh()
+        sched = sched_mod.CosineAnnealingWarmRestarts(opt, T_0=3, eta_min=0.01, last_epoch=last)
+        got = [opt.lr]
+        for _ in range(3):
+            opt.step({"w": nb.ones((2,))})
+            sched.step()
+            got.append(opt.lr)
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
 @pytest.mark.parametrize(
     "build, match",
     [

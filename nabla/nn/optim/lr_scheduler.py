@@ -489,7 +489,7 @@ class MultiplicativeLR(_ByFunction):
     def get_lr(self) -> list:
         """The rate at ``last_epoch``: the current one times ``lr_lambda(last_epoch)``
         (unchanged at step 0)."""
-        if self.last_epoch > 0:
+        if not self._is_initial and self.last_epoch > 0:  # (a resumed schedule: unchanged)
             return [self.optimizer.lr * float(self.lr_lambdas[0](self.last_epoch))]
         return [self.optimizer.lr]
 
@@ -554,7 +554,7 @@ class PolynomialLR(LRScheduler):
         """The rate at ``last_epoch``: the current one times the ratio of this step's decay
         to the last one's (kept at step 0 and past ``total_iters``)."""
         lr, t, n = self.optimizer.lr, self.last_epoch, self.total_iters
-        if t == 0 or t > n:
+        if self._is_initial or t == 0 or t > n:  # (a resumed schedule: unchanged at first)
             return [lr]
         return [lr * ((1.0 - t / n) / (1.0 - (t - 1) / n)) ** self.power]
 
@@ -607,7 +607,7 @@ class CosineAnnealingWarmRestarts(LRScheduler):
         if epoch is None:
             epoch = self.last_epoch + 1
             self.T_cur += 1
-            if self.T_cur >= self.T_i:
+            while self.T_cur >= self.T_i:  # (a resumed schedule may be periods ahead)
                 self.T_cur -= self.T_i
                 self.T_i *= self.T_mult
         else:
