@@ -34,6 +34,8 @@ __all__ = [
     "getitem",
     "setitem",
     "write_through",
+    "make_view",
+    "viewable_reshape",
     "fits_in_place",
     "AtIndexer",
 ]
@@ -804,11 +806,139 @@ class Permuted(NamedTuple):
 
 def is_basic_key(key) -> bool:
     """An index of ints, slices, ``...`` and None: PyTorch reads a view with it (integer
-    tensors and masks read a copy)."""
+    tensors and masks read a copy). A 0-d integer tensor is an int to PyTorch (``x[i]`` in
+    a ``fori_loop`` body, ``x[torch.tensor(1)]``): a view too."""
     for k in _entries_of(key):
-        if not (k is None or k is Ellipsis or type(k) is slice or _is_int(k)):
+        if not (k is None or k is Ellipsis or type(k) is slice or _is_int(k) or _int_scalar(k)):
             return False
     return True
+
+
+def _int_scalar(k) -> bool:
+    return isinstance(k, Tensor) and k.dtype.is_int and k.ndim == 0 and not k._impl.levels
+
+
+def make_view(out: Tensor, base: Tensor, where) -> Tensor:
+    """Mark ``out`` as a PyTorch-style view of ``base`` at ``where`` (a basic index key,
+    ``Reshaped`` or ``Permuted``): an in-place change of ``out`` writes through to ``base``
+    (``write_through``), and one of ``base`` reaches ``out`` (``rebind`` re-derives it), as
+    views share storage. ``base`` holds its views weakly."""
+    out._base = (base, where)
+    try:
+        views = base._views
+    except AttributeError:
+        views = base._views = []
+    if len(views) >= _PRUNE_AT and len(views) & (len(views) - 1) == 0:
+        views[:] = [r for r in views if r() is not None]  # (at powers of two: amortized)
+    views.append(weakref.ref(out))
+    return out
+
+
+_PRUNE_AT = 16
+
+
+def viewable_reshape(x: Tensor, shape: tuple) -> bool:
+    """Whether PyTorch's ``x.reshape(shape)`` is a view of ``x`` rather than a copy: the
+    strides ``x`` has in its storage (a tensor read as a view has its base's, permuted or
+    sliced) allow the new shape (``x.T.reshape(-1)`` is a copy in PyTorch)."""
+    if getattr(x, "_base", None) is None:
+        return True  # contiguous
+    return _reshaped_strides(tuple(x.shape), _strides(x), tuple(shape)) is not None
+
+
+def _contiguous(shape: tuple) -> tuple:
+    out, step = [], 1
+    for n in reversed(shape):
+        out.append(step)
+        step *= max(int(n), 1)
+    return tuple(reversed(out))
+
+
+def _strides(t: Tensor) -> tuple:
+    """The element strides of ``t`` in the storage of the tensor its views lead back to
+    (C order for a tensor that is not a view)."""
+    link = getattr(t, "_base", None)
+    if link is None:
+        return _contiguous(tuple(t.shape))
+    base, where = link
+    s = _strides(base)
+    if type(where) is Permuted:
+        return tuple(s[p] for p in where.perm)
+    if type(where) is Reshaped:
+        got = _reshaped_strides(tuple(base.shape), s, tuple(t.shape))
+        return got if got is not None else _contiguous(tuple(t.shape))
+    entries = _entries_of(where)
+    used = sum(1 for k in entries if k is not None and k is not Ellipsis)
+    out, i = [], 0
+    for k in entries:
+        if k is None:
+            out.append(0)
+        elif k is Ellipsis:
+            for _ in range(len(base.shape) - used):
+                out.append(s[i])
+                i += 1
+        elif type(k) is slice:
+            out.append(s[i] * k.indices(int(base.shape[i]))[2])
+            i += 1
+        else:  # an int
+            i += 1
+    out.extend(s[i:])
+    return tuple(out)
+
+
+def _reshaped_strides(old: tuple, strides: tuple, new: tuple):
+    """The strides of ``new`` over the same storage as a tensor of shape ``old`` and
+    ``strides``, or None when no such strides exist (PyTorch then copies). Dims of the old
+    shape that are contiguous with each other form chunks; the new dims must split each
+    chunk exactly."""
+    if math.prod(old) == 0:
+        return _contiguous(new)
+    result = [0] * len(new)
+    view_d = len(new) - 1
+    chunk_stride = strides[-1] if strides else 1
+    tensor_numel = view_numel = 1
+    for d in range(len(old) - 1, -1, -1):
+        tensor_numel *= old[d]
+        # a chunk ends where the next dim out is not laid out right after this one
+        if d == 0 or (old[d - 1] != 1 and strides[d - 1] != tensor_numel * chunk_stride):
+            while view_d >= 0 and (view_numel < tensor_numel or new[view_d] == 1):
+                result[view_d] = view_numel * chunk_stride
+                view_numel *= new[view_d]
+                view_d -= 1
+            if view_numel != tensor_numel:
+                return None
+            if d > 0:
+                chunk_stride = strides[d - 1]
+                tensor_numel = view_numel = 1
+    return tuple(result) if view_d == -1 else None
+
+
+def _refresh_views(x: Tensor) -> None:
+    """After ``x`` took a new value in place: each live view of ``x`` takes its part of it,
+    and passes it on to its own views (a view of a view of ``x``)."""
+    try:
+        views = x._views
+    except AttributeError:
+        return
+    live = []
+    for ref in views:
+        v = ref()
+        link = getattr(v, "_base", None) if v is not None else None
+        if link is None or link[0] is not x:
+            continue  # gone, or read from another tensor since
+        live.append(ref)
+        where = link[1]
+        if type(where) is Reshaped:
+            new = fn.reshape(x, tuple(v.shape))
+        elif type(where) is Permuted:
+            new = fn.permute(x, where.perm)
+        else:
+            new = getitem(x, where)
+        if new is x:  # (a reshape to the same shape: a value of its own)
+            new = fn.identity(x)
+        if fits_in_place(v, new):
+            rebind(v, new, item=True)
+    x._views = live
 
 
 def write_through(view: Tensor) -> None:
@@ -867,6 +997,7 @@ def rebind(x: Tensor, new: Tensor, *, item: bool = False) -> None:
     owner = getattr(x, "_owner", None)  # ``p.data``'s handle: the parameter follows it
     if owner is not None:
         rebind(owner, fn.stop_gradient(x), item=item)
+    _refresh_views(x)
 
 
 _MODES = (None, "promise_in_bounds", "clip", "fill", "drop")

@@ -382,22 +382,47 @@ def _view_of_index(self, key):
     ``row`` a new value and leaves ``x`` as it is, as JAX's arrays."""
     out = indexing.getitem(self, key)
     if out is not self and indexing.is_basic_key(key):
-        out._base = (self, key)
+        indexing.make_view(out, self, key)
     return out
 
 
-def _viewing(method):
+def _permutation_between(x, out):
+    """The dims' permutation that made ``out`` from ``x`` (``out = x.transpose(perm)``), or
+    None when ``out`` is not a permutation of ``x``. ``permute`` folds a transpose of an
+    unrealized transpose into one transpose of the inner value (or the inner value itself,
+    when they cancel): the permutation is then read relative to ``x``, not the node's own
+    (which had scrambled a write through ``x.T.T[0]`` or a second write through ``x.T``)."""
+    node, made = out._impl.node, x._impl.node
+    n = len(x.shape)
+    if node is not None and node.op is view._transpose and node.inputs[0] is x._impl:
+        return tuple(node.kwargs["perm"])
+    if made is None or made.op is not view._transpose or x._impl.buffer is not None:
+        return None
+    inner = made.inputs[0]
+    if out._impl is inner:  # the two transposes cancel
+        composed = tuple(range(n))
+    elif node is not None and node.op is view._transpose and node.inputs[0] is inner:
+        composed = tuple(node.kwargs["perm"])
+    else:
+        return None
+    first = tuple(made.kwargs["perm"])  # x = inner.transpose(first), out = x.transpose(q)
+    return tuple(first.index(c) for c in composed)
+
+
+def _viewing(method, copies: bool = False):
     """``method`` (a reshape or a permutation of dims) returning a PyTorch-style view of
-    ``x`` (see :func:`_view_of_index`)."""
+    ``x`` (see :func:`_view_of_index`). ``copies``: PyTorch's ``reshape``/``flatten``, a copy
+    where ``x``'s strides do not allow the new shape (``x.T.reshape(-1)``); ``view`` is a
+    view always."""
 
     def view_method(self, *args, **kwargs):
         out = method(self, *args, **kwargs)
         if out is not self:
-            node = out._impl.node
-            if node is not None and node.op is view._transpose and out.size == self.size:
-                out._base = (self, indexing.Permuted(tuple(node.kwargs["perm"])))
-            else:
-                out._base = (self, indexing.Reshaped(tuple(self.shape)))
+            perm = _permutation_between(self, out)
+            if perm is not None:
+                indexing.make_view(out, self, indexing.Permuted(perm))
+            elif not copies or indexing.viewable_reshape(self, tuple(out.shape)):
+                indexing.make_view(out, self, indexing.Reshaped(tuple(self.shape)))
         return out
 
     view_method.__name__ = getattr(method, "__name__", "view")
@@ -474,7 +499,7 @@ _METHODS = {
     # shape
     "T": property(_viewing(_T)),
     "mT": property(_viewing(_mT)),
-    "reshape": _viewing(_reshape),
+    "reshape": _viewing(_reshape, copies=True),
     "view": _viewing(_reshape),
     "squeeze": _viewing(_squeeze),
     "unsqueeze": _viewing(_torch_dim(view.unsqueeze)),
@@ -483,7 +508,7 @@ _METHODS = {
     "swap_axes": _viewing(view.swap_axes),
     "swapaxes": _viewing(view.swap_axes),
     "moveaxis": _viewing(view.moveaxis),
-    "flatten": _viewing(view.flatten),
+    "flatten": _viewing(view.flatten, copies=True),
     "flip": _varargs(view.flip, "flip", "dims"),
     "broadcast_to": view.broadcast_to,
     "expand": view.expand,
@@ -792,7 +817,7 @@ _METHODS.update(
         "contiguous": _contiguous,
         "is_contiguous": _is_contiguous,
         "view_as": _viewing(_view_as),
-        "reshape_as": _viewing(_view_as),
+        "reshape_as": _viewing(_view_as, copies=True),
         "expand_as": _expand_as,
         "masked_fill": _masked_fill,
         "index_select": _index_select,

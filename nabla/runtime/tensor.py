@@ -229,8 +229,10 @@ class Tensor:
 
     # ``_base``: set on a PyTorch-style view (``x[0]``, ``x.view(-1)``, ``x.T``) to
     # ``(x, where)``; an in-place method or assignment on the view writes through to ``x``
-    # (``ops.indexing.write_through``). Unset on every other tensor.
-    __slots__ = ("_impl", "_base", "__weakref__")
+    # (``ops.indexing.write_through``). ``_views``: on ``x``, weak references to its views,
+    # which an in-place change of ``x`` gives their new value (``ops.indexing.rebind``).
+    # Unset on every other tensor.
+    __slots__ = ("_impl", "_base", "_views", "__weakref__")
     __array_priority__ = 1000  # make ``ndarray * Tensor`` defer to Tensor
 
     def __init__(self, value=None, *, dtype=None, device=None):

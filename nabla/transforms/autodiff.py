@@ -295,10 +295,13 @@ def _vjp(fun, primals, has_aux, level):
     flat, tree = tree_flatten(primals)
     flat = [_to_tensor_leaf(x) for x in flat]
     wrapped = [_fresh(x, level) if isinstance(x, Tensor) and x.dtype.is_float else x for x in flat]
+    # the inputs' values, taken before ``fun`` runs: an in-place update of an argument
+    # (``x.mul_(2)``) gives the argument object a new value, and the derivative is with
+    # respect to the value passed in, not the updated one
+    targets = [w._impl for w in wrapped if isinstance(w, Tensor) and w.dtype.is_float]
     res = fun(*tree_unflatten(tree, wrapped))
     out, aux = _split_aux(res, has_aux)
     out_flat, out_tree = tree_flatten(out)
-    targets = [w._impl for w in wrapped if isinstance(w, Tensor) and w.dtype.is_float]
 
     def pullback(ct):
         ct_flat, ct_tree = tree_flatten(ct)
@@ -320,10 +323,11 @@ def _vjp(fun, primals, has_aux, level):
             cts.append(c)
         with pulling_back(level):
             got = backward_pass(outs, cts, targets)
-        result = []
+        result, it = [], iter(targets)
         for w in wrapped:
             if isinstance(w, Tensor) and w.dtype.is_float:
-                g = got.get(id(w._impl))
+                target = next(it)
+                g = got.get(id(target))
                 result.append(_zeros_like(w) if g is None else g)
             else:
                 result.append(None)

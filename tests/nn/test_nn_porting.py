@@ -612,6 +612,67 @@ def test_in_place_changes_of_a_view_reach_the_tensor_it_was_read_from():
     np.testing.assert_array_equal(state.numpy(), [1, 4, 5])
 
 
+def test_views_share_their_base_both_ways_as_pytorch_views_share_storage():
+    """A view sees later in-place changes of its base and of sibling views (views had
+    been snapshots: a write through a stale view brought back values the base had since
+    changed); two transposes that fold into one write to the right places (``x.T.T[0]``,
+    a second write through ``x.T`` had scrambled ``x``); a 0-d integer tensor indexes as an
+    int (a view: in-place writes in a ``fori_loop`` body reach the carry); PyTorch's
+    ``reshape`` of a transposed tensor is a copy (``view`` stays a view); and ``grad`` of a
+    function that updates its argument in place differentiates at the value passed in."""
+    a = np.arange(12.0, dtype=np.float32).reshape(3, 4)
+    x = nb.constant(a)
+    v, col = x[0], x[:, 1]
+    x.mul_(2.0)
+    np.testing.assert_array_equal(v.numpy(), 2 * a[0])
+    v.add_(1.0)
+    np.testing.assert_array_equal(col.numpy(), [3.0, 10.0, 18.0])  # the sibling sees it
+    x.mul_(2.0)
+    v.add_(1.0)  # the base's change is not lost: v had it
+    np.testing.assert_array_equal(x.numpy()[0], (2 * a[0] + 1) * 2 + 1)
+    x = nb.constant(a)
+    p, q = x[:, :3], x[:, 1:]
+    p.zero_()
+    q.add_(1.0)
+    np.testing.assert_array_equal(x.numpy(), [[0, 1, 1, 4], [0, 1, 1, 8], [0, 1, 1, 12]])
+
+    x = nb.constant(a)
+    x.T.T[0].zero_()
+    np.testing.assert_array_equal(x.numpy(), np.concatenate([np.zeros((1, 4)), a[1:]]))
+    y = nb.constant(a) * 1.0
+    y.T[0].fill_(-1.0)
+    y.T[2].mul_(10.0)
+    want = a.copy()
+    want[:, 0], want[:, 2] = -1.0, a[:, 2] * 10
+    np.testing.assert_array_equal(y.numpy(), want)
+    c = nb.constant(np.arange(27.0, dtype=np.float32).reshape(3, 3, 3))
+    c.permute(1, 2, 0).permute(1, 2, 0)[0].zero_()
+    assert (c.numpy()[:, :, 0] == 0).all() and (c.numpy()[:, :, 1:] != 0).all()
+
+    x = nb.constant(a)
+    x[nb.constant(np.int32(1))].fill_(5.0)
+    assert (x.numpy()[1] == 5).all()
+    def double_row(i, c):
+        c[i % 3].mul_(2.0)
+        return c
+
+    rows = nb.fori_loop(0, 4, double_row, nb.constant(a) * 1.0)
+    np.testing.assert_array_equal(rows.numpy(), a * np.array([[4.0], [2.0], [2.0]]))
+
+    y = nb.constant(a) * 1.0
+    z, w = y.T.reshape(-1), y.T.view(-1)
+    y[0].zero_()
+    np.testing.assert_array_equal(z.numpy(), a.T.reshape(-1))  # a copy, as PyTorch's
+    assert (w.numpy()[::3] == 0).all()  # a view
+
+    def f(t):
+        t.mul_(2.0)
+        return (t**2).sum()
+
+    g = nb.grad(f)(nb.constant(np.array([1.0, 2.0], np.float32)))
+    np.testing.assert_array_equal(g.numpy(), [8.0, 16.0])
+
+
 # ----------------------------------------------------------------------------- .grad and .data
 def test_grad_is_one_tensor_that_in_place_changes_and_backward_accumulates_into():
     lin = nn.Linear(3, 4)
