@@ -47,6 +47,10 @@ class _State(threading.local):
         # set by control flow while tracing a body: its placeholders' impl ids (a sharded
         # value none of them reaches was captured from outside, and enters the body whole)
         self.body_args: dict | None = None
+        # set by control flow while tracing a body: (tensor, its impl before) of each
+        # in-place update there, checked when the trace ends (a captured tensor's update
+        # cannot happen once per step: it is refused)
+        self.body_writes: list | None = None
         # grad levels whose backward pass is running: the ops it records are never walked
         # back through at those levels again (only at outer ones)
         self.pulling_back: frozenset = frozenset()

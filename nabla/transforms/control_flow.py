@@ -204,9 +204,12 @@ def trace_body(fn, args: list, what: str, levels: list | None = None, out_levels
     phs = [_placeholder(a, None if levels is None else levels[i]) for i, a in enumerate(args)]
     arg_of = {id(p._impl): i for i, p in enumerate(phs)}
     outer, outer_rng, outer_args = STATE.recording, STATE.recording_rng, STATE.body_args
+    outer_writes = STATE.body_writes
     STATE.recording, STATE.recording_rng, STATE.body_args = [], [], arg_of
+    STATE.body_writes = []
     try:
         out = fn(*phs)
+        _refuse_captured_writes(what, STATE.body_writes, STATE.recording, arg_of, out)
         out_flat, out_tree = tree_flatten(out)
         out_flat = [_leaf_tensor(o, what) for o in out_flat]
         # control flow runs on whole values: one sharded inside the body (a partial sum
@@ -219,6 +222,7 @@ def trace_body(fn, args: list, what: str, levels: list | None = None, out_levels
         raise ConcretizationError(f"{what}: {e}") from None
     finally:
         STATE.recording, STATE.recording_rng, STATE.body_args = outer, outer_rng, outer_args
+        STATE.body_writes = outer_writes
     _refuse_draws(what, rng)
     kept, hoisted, dependent = _split_dependent(recorded, arg_of, what)
     if outer is not None:  # hoisted nodes belong to the enclosing trace (e.g. compile)
@@ -230,6 +234,38 @@ def trace_body(fn, args: list, what: str, levels: list | None = None, out_levels
         OutAval(o.dtype, o._impl.shape, o.device, o._impl.levels, o.shape) for o in out_flat
     )
     return Body(what, in_specs, recording, out_tree, out_impls)
+
+
+def _refuse_captured_writes(what, writes: list, recorded: list, arg_of: dict, out) -> None:
+    """A body traced once cannot update a tensor from outside it in place (``H.add_(1)``,
+    ``H[1:] = v`` on a captured ``H``): the update would happen once for the whole loop,
+    both branches' would happen, or the tensor would keep a value of the trace. Updates
+    of the body's own values (its arguments, values it computed) are ordinary. Such a
+    tensor gets its value back and the call is refused."""
+    if not writes:
+        return
+    made = {id(n) for n in recorded}
+    results = {id(o) for o in tree_flatten(out)[0]}
+    bad = []
+    for ref, before in writes:
+        x = ref()
+        if x is None or id(x) in results or id(before) in arg_of:
+            continue  # gone with the body, one of its results, or its argument
+        if before.node is not None and id(before.node) in made:
+            continue  # a value the body computed
+        bad.append((x, before))
+    if not bad:
+        return
+    for x, before in reversed(bad):
+        x._impl = before
+        before.wrapper = weakref.ref(x)
+    x = bad[0][0]
+    raise ValueError(
+        f"{what}: a tensor from outside the body (shape {tuple(x.shape)}, dtype "
+        f"{x.dtype.value}) is updated in place there; a body is traced once and runs as "
+        "one op, so such an update cannot follow its steps or branches. Pass the tensor "
+        "in (a carry or an operand) and return its new value"
+    )
 
 
 def _refuse_draws(what, rng) -> None:

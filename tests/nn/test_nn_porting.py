@@ -652,6 +652,7 @@ def test_views_share_their_base_both_ways_as_pytorch_views_share_storage():
     x = nb.constant(a)
     x[nb.constant(np.int32(1))].fill_(5.0)
     assert (x.numpy()[1] == 5).all()
+
     def double_row(i, c):
         c[i % 3].mul_(2.0)
         return c

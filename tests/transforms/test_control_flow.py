@@ -987,3 +987,31 @@ def test_vmapped_vectors_against_unbatched_steps_and_their_gradient():
 def test_a_bool_switch_index_is_an_error_as_in_jax():
     with pytest.raises(TypeError, match="switch: index must be an integer.*use nb.cond"):
         nb.switch(True, [lambda a: a, lambda a: -a], nb.ones((2,)))
+
+
+def test_a_body_refuses_to_update_a_tensor_from_outside_it_in_place():
+    """``H.add_(1)`` on a captured ``H`` inside a loop body ran once for five steps, a
+    ``cond`` applied both branches' updates, and a ``scan`` left a value of its trace in
+    ``H`` (a misleading error at the next read). Refused, naming the construct, with ``H``
+    as it was; updates of the body's own values (a carry, a value it made) still work."""
+    h = nb.constant(np.zeros(3, np.float32))
+
+    def bump(i, c):
+        h[1:].add_(1.0)
+        return c + 1.0
+
+    with pytest.raises(ValueError, match=r"fori_loop body_fun: a tensor from outside the body"):
+        nb.fori_loop(0, 5, bump, nb.zeros(()))
+    with pytest.raises(ValueError, match=r"cond true_fun: a tensor from outside the body"):
+        nb.cond(nb.constant(True), lambda x: h.add_(x) * 1.0, lambda x: x * 1.0, nb.ones(3))
+    with pytest.raises(ValueError, match=r"scan .*: a tensor from outside the body"):
+        nb.scan(lambda c, x: (h.mul_(x) * 0.0 + c, c), nb.zeros(3), nb.ones((2, 3)))
+    np.testing.assert_array_equal(h.numpy(), [0, 0, 0])
+
+    def own(i, c):
+        t = nb.zeros(3)
+        t[i % 3] = 1.0  # a value the body made
+        c[0].add_(t.sum())  # its carry
+        return c
+
+    np.testing.assert_array_equal(nb.fori_loop(0, 4, own, nb.zeros(2)).numpy(), [4.0, 0.0])
