@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from ..core.device import CPU, Device
+from ..core.dtypes import DType
 from ..core.sharding import P
 from ..core.state import STATE
 from ..runtime.tensor import Tensor
@@ -108,6 +111,11 @@ def _reshape(self, *shape):
     """
     if len(shape) == 1 and isinstance(shape[0], list | tuple):
         shape = tuple(shape[0])
+    if len(shape) == 1 and isinstance(shape[0], DType | np.dtype | type):
+        raise TypeError(
+            f"view: reading the bits of a {self.dtype.value} tensor as {shape[0]} (PyTorch's "
+            "x.view(dtype)) is not supported; x.astype(dtype) converts the values"
+        )
     try:
         return view.reshape(self, shape)
     except TypeError:

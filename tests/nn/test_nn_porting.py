@@ -672,6 +672,8 @@ def test_views_share_their_base_both_ways_as_pytorch_views_share_storage():
 
     g = nb.grad(f)(nb.constant(np.array([1.0, 2.0], np.float32)))
     np.testing.assert_array_equal(g.numpy(), [8.0, 16.0])
+    with pytest.raises(TypeError, match=r"view: reading the bits of a float32 tensor as nb.int32"):
+        x.view(nb.int32)
 
 
 # ----------------------------------------------------------------------------- .grad and .data
