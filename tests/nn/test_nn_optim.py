@@ -480,3 +480,35 @@ def test_each_parameter_counts_its_own_updates_as_pytorch(make, tmp_path):
     again.load_state_dict(sd)
     assert again.state["steps"][1].item() == 2.0 and again.state["steps"][0] is None
     assert not any(k.startswith("steps.") for k in alone.state_dict())
+
+
+def test_pytorch_s_common_optimizer_keywords_run_unchanged():
+    """``maximize`` ascends (the step of the negated gradient, eager and compiled);
+    ``foreach``/``fused``/``capturable`` pick among PyTorch's implementations and change
+    nothing here (they had been a TypeError); ``differentiable=True`` and unknown keywords
+    are refused."""
+    x = nb.constant([[1.0, 2.0]])
+
+    def run(maximize, compiled):
+        w = nb.constant([[0.5], [-1.0]])
+        w.requires_grad_(True)
+        opt = optim.Adam([w], lr=0.1, maximize=maximize, foreach=False, fused=None)
+        loss = lambda ps, x: (x @ ps[0]).sum() * (1.0 if maximize else -1.0)  # noqa: E731
+        step = opt.compile_step(loss) if compiled else None
+        for _ in range(3):
+            if compiled:
+                step(x)
+            else:
+                opt.zero_grad()
+                loss([w], x).backward()
+                opt.step()
+        return w.numpy()
+
+    want = run(False, False)  # descending -f is ascending f
+    for compiled in (False, True):
+        np.testing.assert_allclose(run(True, compiled), want, rtol=1e-6)
+    assert optim.SGD([nb.ones(2)], lr=0.1, capturable=False).maximize is False
+    with pytest.raises(ValueError, match=r"Adam: differentiable=True .* is not supported"):
+        optim.Adam([nb.ones(2)], differentiable=True)
+    with pytest.raises(TypeError, match=r"RMSprop.__init__\(\) got an unexpected keyword"):
+        optim.RMSprop([nb.ones(2)], bogus=1)

@@ -1060,6 +1060,25 @@ def _same_numbers(a, b) -> bool:
     return type(a) in (float, int) and a == b
 
 
+_PYTORCH_FLAGS = ("maximize", "foreach", "fused", "capturable", "differentiable")
+
+
+def _pytorch_flags(name: str, flags: dict) -> bool:
+    """The keywords every PyTorch optimizer takes, so its call runs unchanged: ``maximize``
+    (returned), and ``foreach``/``fused``/``capturable``, which choose among PyTorch's
+    implementations (the update here is one fused graph either way). ``differentiable=True``
+    (autograd through the update) is refused."""
+    unknown = sorted(set(flags) - set(_PYTORCH_FLAGS))
+    if unknown:
+        raise TypeError(f"{name}.__init__() got an unexpected keyword argument {unknown[0]!r}")
+    if flags.get("differentiable"):
+        raise ValueError(
+            f"{name}: differentiable=True (autograd through the update) is not supported; "
+            "differentiate through the functional update (e.g. adam_update) instead"
+        )
+    return bool(flags.get("maximize", False))
+
+
 class Optimizer:
     """Base of the stateful optimizers: holds the params and the state.
 
@@ -1072,6 +1091,10 @@ class Optimizer:
         params: a Module, a pytree of tensors, or an iterable of tensors such as
             ``model.parameters()``; updated in place.
         lr: learning rate or schedule.
+        **kwargs: PyTorch's keywords every optimizer takes (each subclass passes them on):
+            ``maximize`` (ascend: the gradients negated), and ``foreach``, ``fused`` and
+            ``capturable``, which pick among PyTorch's implementations and change nothing
+            here (the update is one fused graph); ``differentiable=True`` is refused.
     """
 
     #: the execution policy (see :meth:`set_execution_policy`), shared by all optimizers
@@ -1088,7 +1111,8 @@ class Optimizer:
     #: those a scheduler changes from step to step (tensor inputs of a compiled step)
     _dynamic: tuple = ("lr",)
 
-    def __init__(self, params, lr):
+    def __init__(self, params, lr, **kwargs):
+        self.maximize = _pytorch_flags(type(self).__name__, kwargs)
         if not isinstance(params, Module | list | tuple | dict) and hasattr(params, "__iter__"):
             params = list(params)  # model.parameters(), as in PyTorch
         params, settings = self._one_group(params)
@@ -1202,13 +1226,23 @@ class Optimizer:
         raise NotImplementedError
 
     #: the pure update function; it takes the settings as keywords named as in
-    #: ``_hyper_names`` (a subclass that assembles them otherwise overrides :meth:`_update`)
+    #: ``_hyper_names`` (a subclass that assembles them otherwise overrides :meth:`_rule`)
     _update_rule = None
 
     def _update(self, params, grads, state, hyper=None):
         """``(new_params, new_state)``; ``hyper`` (default :meth:`_settings`) holds the
         settings by name."""
         h = self._settings() if hyper is None else hyper
+        if self.maximize:  # PyTorch's maximize: ascend, the gradients negated
+            grads = tree_unflatten(
+                tree_flatten(grads)[1],
+                [None if g is None else -as_tensor(g) for g in tree_leaves(grads)],
+            )
+        return self._rule(params, grads, state, h)
+
+    def _rule(self, params, grads, state, h: dict):
+        """The update with the settings ``h`` (a subclass that assembles them otherwise
+        overrides this)."""
         return self._update_rule(params, grads, state, **h)
 
     def _settings(self, traced: bool = False) -> dict:
@@ -1595,6 +1629,8 @@ class SGD(Optimizer):
         dampening: share of the gradient held back from the momentum buffer (default 0).
         weight_decay: L2 penalty (default 0).
         nesterov: Nesterov momentum (default False).
+        **kwargs: PyTorch's ``maximize``, ``foreach``, ``fused``, ``capturable`` (see
+            :class:`Optimizer`).
 
     Example:
         >>> opt = SGD({"w": nb.ones((2,))}, lr=0.5)
@@ -1603,14 +1639,21 @@ class SGD(Optimizer):
     """
 
     def __init__(
-        self, params, lr=1e-3, momentum=0.0, dampening=0.0, weight_decay=0.0, nesterov=False
+        self,
+        params,
+        lr=1e-3,
+        momentum=0.0,
+        dampening=0.0,
+        weight_decay=0.0,
+        nesterov=False,
+        **kwargs,
     ):
         _check_settings(
             "SGD", lr, momentum=momentum, nesterov=nesterov, dampening=dampening, wd=weight_decay
         )
         self.momentum, self.nesterov, self.weight_decay = momentum, nesterov, weight_decay
         self.dampening = dampening
-        super().__init__(params, lr)
+        super().__init__(params, lr, **kwargs)
 
     _hyper_names = ("lr", "momentum", "dampening", "weight_decay", "nesterov")
     _update_rule = staticmethod(sgd_update)
@@ -1630,17 +1673,26 @@ class Adam(Optimizer):
         eps: denominator epsilon (default 1e-8).
         weight_decay: L2 penalty added to the gradient (default 0).
         amsgrad: divide by the largest second moment so far (AMSGrad; default False).
+        **kwargs: PyTorch's ``maximize``, ``foreach``, ``fused``, ``capturable`` (see
+            :class:`Optimizer`).
     """
 
     decoupled = False
 
     def __init__(
-        self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, amsgrad=False
+        self,
+        params,
+        lr=1e-3,
+        betas=(0.9, 0.999),
+        eps=1e-8,
+        weight_decay=0.0,
+        amsgrad=False,
+        **kwargs,
     ):
         _check_settings(type(self).__name__, lr, betas=betas, eps=eps, wd=weight_decay)
         self.betas, self.eps, self.weight_decay = tuple(betas), eps, weight_decay
         self.amsgrad = bool(amsgrad)
-        super().__init__(params, lr)
+        super().__init__(params, lr, **kwargs)
 
     _hyper_names = ("lr", "betas", "eps", "weight_decay", "amsgrad")
     _dynamic = ("lr", "betas")
@@ -1658,8 +1710,7 @@ class Adam(Optimizer):
     def _init(self, params):
         return adam_init(params, self.amsgrad)
 
-    def _update(self, params, grads, state, hyper=None):
-        h = self._settings() if hyper is None else hyper
+    def _rule(self, params, grads, state, h: dict):
         settings = _AdamSettings(
             tuple(h["betas"]), h["eps"], h["weight_decay"], self.decoupled, h["amsgrad"]
         )
@@ -1676,14 +1727,23 @@ class AdamW(Adam):
         eps: denominator epsilon (default 1e-8).
         weight_decay: decoupled decay (default 1e-2).
         amsgrad: divide by the largest second moment so far (AMSGrad; default False).
+        **kwargs: PyTorch's ``maximize``, ``foreach``, ``fused``, ``capturable`` (see
+            :class:`Optimizer`).
     """
 
     decoupled = True
 
     def __init__(
-        self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2, amsgrad=False
+        self,
+        params,
+        lr=1e-3,
+        betas=(0.9, 0.999),
+        eps=1e-8,
+        weight_decay=1e-2,
+        amsgrad=False,
+        **kwargs,
     ):
-        super().__init__(params, lr, betas, eps, weight_decay, amsgrad)
+        super().__init__(params, lr, betas, eps, weight_decay, amsgrad, **kwargs)
 
 
 class RMSprop(Optimizer):
@@ -1697,6 +1757,8 @@ class RMSprop(Optimizer):
         weight_decay: L2 penalty added to the gradient (default 0).
         momentum: momentum factor (default 0).
         centered: normalize by the estimated variance of the gradient (default False).
+        **kwargs: PyTorch's ``maximize``, ``foreach``, ``fused``, ``capturable`` (see
+            :class:`Optimizer`).
 
     Example:
         >>> opt = RMSprop({"w": nb.ones((2,))}, lr=0.01)
@@ -1709,12 +1771,20 @@ class RMSprop(Optimizer):
     _dynamic = ("lr", "momentum")
 
     def __init__(
-        self, params, lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0.0, momentum=0.0, centered=False
+        self,
+        params,
+        lr=1e-2,
+        alpha=0.99,
+        eps=1e-8,
+        weight_decay=0.0,
+        momentum=0.0,
+        centered=False,
+        **kwargs,
     ):
         _check_settings("RMSprop", lr, momentum=momentum, eps=eps, wd=weight_decay, alpha=alpha)
         self.alpha, self.eps, self.weight_decay = alpha, eps, weight_decay
         self.momentum, self.centered = momentum, bool(centered)
-        super().__init__(params, lr)
+        super().__init__(params, lr, **kwargs)
 
     def _init(self, params):
         return rmsprop_init(params, self.momentum, self.centered)
@@ -1731,6 +1801,8 @@ class Adagrad(Optimizer):
         initial_accumulator_value: the starting value of the sums of squared gradients
             (default 0).
         eps: denominator epsilon (default 1e-10).
+        **kwargs: PyTorch's ``maximize``, ``foreach``, ``fused``, ``capturable`` (see
+            :class:`Optimizer`).
 
     Example:
         >>> opt = Adagrad({"w": nb.ones((2,))}, lr=0.1)
@@ -1750,6 +1822,7 @@ class Adagrad(Optimizer):
         weight_decay=0.0,
         initial_accumulator_value=0.0,
         eps=1e-10,
+        **kwargs,
     ):
         _check_settings(
             "Adagrad",
@@ -1761,7 +1834,7 @@ class Adagrad(Optimizer):
         )
         self.lr_decay, self.weight_decay, self.eps = lr_decay, weight_decay, eps
         self.initial_accumulator_value = initial_accumulator_value
-        super().__init__(params, lr)
+        super().__init__(params, lr, **kwargs)
 
     def _init(self, params):
         return adagrad_init(params, self.initial_accumulator_value)
