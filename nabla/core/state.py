@@ -51,6 +51,11 @@ class _State(threading.local):
         # in-place update there, checked when the trace ends (a captured tensor's update
         # cannot happen once per step: it is refused)
         self.body_writes: list | None = None
+        # set by checkpoint: the keys drawn from the global generator while its function
+        # runs forward are logged (``key_log``), and its re-run for a derivative draws
+        # those again, in order (``key_replay``): one dropout mask for both
+        self.key_log: list | None = None
+        self.key_replay: list | None = None
         # grad levels whose backward pass is running: the ops it records are never walked
         # back through at those levels again (only at outer ones)
         self.pulling_back: frozenset = frozenset()

@@ -198,9 +198,14 @@ def global_key(batched: bool = True) -> Tensor:
     (which feeds a fresh key on every call). ``batched``: inside vmap, one independent key
     per element of every level of ``drawing_levels()``."""
 
-    k = fn.constant(next_key_words())
-    if STATE.recording_rng is not None:
-        STATE.recording_rng.append(k._impl)  # compile feeds a fresh key on every call
+    if STATE.key_replay:  # a checkpoint's re-run draws what its forward drew
+        k = STATE.key_replay.pop(0)
+    else:
+        k = fn.constant(next_key_words())
+        if STATE.recording_rng is not None:
+            STATE.recording_rng.append(k._impl)  # compile feeds a fresh key on every call
+    if STATE.key_log is not None:
+        STATE.key_log.append(k)
     levels = drawing_levels() if batched else []
     if not levels:
         return k

@@ -44,6 +44,7 @@ from ..core.state import (
 from ..ops import collectives
 from ..ops._util import as_tensor, check_callable
 from ..ops.creation import constant, eye, full, ones_like, zeros_like
+from ..ops.indexing import fits_in_place, rebind
 from ..ops.unary import identity, stop_gradient
 from ..ops.view import moveaxis
 from ..runtime.graph import GRAPH
@@ -299,9 +300,14 @@ def _vjp(fun, primals, has_aux, level):
     # (``x.mul_(2)``) gives the argument object a new value, and the derivative is with
     # respect to the value passed in, not the updated one
     targets = [w._impl for w in wrapped if isinstance(w, Tensor) and w.dtype.is_float]
+    copied = [(x, w, w._impl) for x, w in zip(flat, wrapped, strict=True) if w is not x]
     res = fun(*tree_unflatten(tree, wrapped))
     out, aux = _split_aux(res, has_aux)
     out_flat, out_tree = tree_flatten(out)
+    # an argument updated in place (a BatchNorm module's running statistics) is updated
+    # for the caller too, as when the function runs without the transform
+    if copied:
+        write_back(*(list(col) for col in zip(*copied, strict=True)))
 
     def pullback(ct):
         ct_flat, ct_tree = tree_flatten(ct)
@@ -334,6 +340,15 @@ def _vjp(fun, primals, has_aux, level):
         return tuple(tree_unflatten(tree, result))
 
     return (out, pullback, aux) if has_aux else (out, pullback)
+
+
+def write_back(originals: list, copies: list, befores: list) -> None:
+    """After a function ran on ``copies`` of ``originals`` (a transform's fresh or
+    stop-gradient copies), give each original whose copy was updated in place (its value
+    is no longer ``befores[i]``) the copy's new value, without the transform's history."""
+    for x, c, before in zip(originals, copies, befores, strict=True):
+        if c._impl is not before and fits_in_place(x, c):
+            rebind(x, stop_gradient(c), item=True)
 
 
 def _check_cotangent_dtype(c, o: Tensor) -> None:

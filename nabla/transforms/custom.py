@@ -38,7 +38,7 @@ from ..ops._util import as_tensor
 from ..ops.base import Operation
 from ..ops.unary import stop_gradient
 from ..runtime.tensor import Tensor
-from .autodiff import _fresh, _zeros_like, backward_pass, jvp
+from .autodiff import _fresh, _zeros_like, backward_pass, jvp, write_back
 
 __all__ = ["custom_vjp", "custom_jvp", "checkpoint", "remat"]
 
@@ -633,15 +633,31 @@ def checkpoint(fun=None, *, prevent_cse=True, policy=None, static_argnums=()):
         tensors = split.tensors
         if not _needs_rule(tensors):
             return fun(*args)
-        detached = split.detached()
-        out, reads = _run_recorded(lambda: fun(*detached))
+        copies = [stop_gradient(t) for t in tensors]
+        befores = [c._impl for c in copies]
+        detached = split.rebuilt(copies)
+        outer_log, STATE.key_log = STATE.key_log, []
+        try:
+            out, reads = _run_recorded(lambda: fun(*detached))
+            keys = STATE.key_log
+        finally:
+            STATE.key_log = outer_log
+        if outer_log is not None:
+            outer_log.extend(keys)
         if _differentiated_closure(reads, _CallArgs.of(detached).tensors):
             # it closes over values being differentiated (a layer's own weights): the
             # re-run could not give their gradients, so it runs as it is, intermediates kept
-            # (pass them as arguments to save the memory)
-            return fun(*args)
+            # (pass them as arguments to save the memory), with the keys drawn above
+            outer_replay, STATE.key_replay = STATE.key_replay, list(keys)
+            try:
+                return fun(*args)
+            finally:
+                STATE.key_replay = outer_replay
+        # in-place updates of the arguments (a BatchNorm's running statistics) reach the
+        # caller's tensors, not only the copies the forward ran on
+        write_back(tensors, copies, befores)
         o_flat, o_tree = tree_flatten(out)
-        rule = _RematRule(fun, split, wrapped)
+        rule = _RematRule(fun, split, wrapped, keys)
         what = f"checkpoint of {getattr(fun, '__name__', fun)}"
         return tree_unflatten(o_tree, _bind(rule, tensors, o_flat, what))
 
@@ -652,16 +668,23 @@ remat = checkpoint
 
 
 class _RematRule:
-    def __init__(self, fun, args: _CallArgs, wrapped):
+    def __init__(self, fun, args: _CallArgs, wrapped, keys: list):
         self.fun, self.args, self.wrapped = fun, args, wrapped
         self.spmd = dict(spmd_axes)  # inside a shard_map body: its per-device view
+        self.keys = keys  # the forward's draws from the global generator
 
     def call(self, tensors):
         return self.args.recall(self.wrapped, tensors)
 
     def _rerun(self, inputs):
-        with spmd_axes_as(self.spmd):
-            return tree_flatten(self.fun(*self.args.rebuilt(inputs)))[0]
+        # the forward's keys again (PyTorch's checkpoint restores the RNG state): a
+        # dropout inside is differentiated with the mask the forward applied
+        outer, STATE.key_replay = STATE.key_replay, list(self.keys)
+        try:
+            with spmd_axes_as(self.spmd):
+                return tree_flatten(self.fun(*self.args.rebuilt(inputs)))[0]
+        finally:
+            STATE.key_replay = outer
 
     def vjp(self, primals, cotangents, outputs):
         return _pull_back(self._rerun, primals, cotangents, outputs)

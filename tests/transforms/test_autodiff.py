@@ -1375,3 +1375,55 @@ def test_backward_create_graph_keeps_gradients_differentiable():
     w.grad = None
     (inp.grad**2).sum().backward()
     close(w.grad, [0.33268052, 0.02851276], rtol=1e-5)
+
+
+def test_checkpoint_replays_its_draws_and_transforms_keep_in_place_updates():
+    """checkpoint's re-run drew a new dropout mask from the global generator, so the
+    gradient belonged to another mask than the forward's (PyTorch's checkpoint restores
+    the RNG state); a function closing over its weights draws the same keys as without
+    checkpoint. A BatchNorm module passed to checkpoint or vjp updated its running
+    statistics on the transform's copies only (vjp: the count moved, the statistics not)."""
+    x = nb.constant(np.linspace(1.0, 2.0, 8, dtype=np.float32))
+    drop = nb.nn.Dropout(0.5)
+
+    def f(v):
+        return drop(v) * v
+
+    for how in ("grad", "backward"):
+        nb.manual_seed(3)
+        if how == "grad":
+            g = nb.grad(lambda v: nb.checkpoint(f)(v).sum())(x)
+        else:
+            v = nb.constant(x.numpy())
+            v.requires_grad_(True)
+            out = nb.checkpoint(f)(v)
+            out.sum().backward()
+            g = v.grad
+        nb.manual_seed(3)
+        mask = (drop(x) != 0).numpy()
+        kept = g.numpy() != 0
+        np.testing.assert_array_equal(kept, mask, err_msg=how)
+
+    layer = nb.nn.Linear(8, 8, key=nb.random.key(0))
+
+    def closing(v):  # closes over the layer's weights: runs without rematerialization
+        return drop(layer(v))
+
+    grads = []
+    for wrap in (lambda fn: fn, nb.checkpoint):
+        nb.manual_seed(5)
+        grads.append(nb.grad(lambda w: wrap(closing)(x * w).sum())(nb.constant(1.0)).item())
+    assert grads[0] == grads[1]
+
+    batch = nb.constant(np.arange(12, dtype=np.float32).reshape(3, 4))
+    want = nb.nn.BatchNorm1d(4)
+    want(batch)
+    for run in (
+        lambda m: nb.checkpoint(lambda mm, b: mm(b))(m, batch),
+        lambda m: nb.vjp(lambda mm: mm(batch), m),
+    ):
+        bn = nb.nn.BatchNorm1d(4)
+        run(bn)
+        assert bn.num_batches_tracked.item() == 1
+        np.testing.assert_allclose(bn.running_mean.numpy(), want.running_mean.numpy())
+        np.testing.assert_allclose(bn.running_var.numpy(), want.running_var.numpy())
