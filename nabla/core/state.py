@@ -56,6 +56,10 @@ class _State(threading.local):
         # those again, in order (``key_replay``): one dropout mask for both
         self.key_log: list | None = None
         self.key_replay: list | None = None
+        # set by vmap while its function runs: (tensor, its impl before) of each in-place
+        # update that gives a tensor batch levels it did not have (checked on return: a
+        # tensor from outside the function cannot keep a batched value)
+        self.vmap_writes: list | None = None
         # grad levels whose backward pass is running: the ops it records are never walked
         # back through at those levels again (only at outer ones)
         self.pulling_back: frozenset = frozenset()

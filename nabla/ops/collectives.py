@@ -1194,17 +1194,26 @@ def unshard(x) -> Tensor:
     return _unshard.bind([x], {})
 
 
-def _dispatch(op: str, x, per_device_form, global_form, one_device=None):
+def _dispatch(op: str, x, per_device_form, global_form, one_device=None, axes=None):
     """The one place a public collective decides its form: a per-device value inside a
     ``shard_map`` body goes to ``per_device_form(x)`` (collectives over the body's mesh
     axes, ``ops/per_device.py``); a tensor with no mesh to ``one_device(x)`` when given (it
     lives on one device, where a reduction or gather is the identity, as on a mesh of one
-    device and as in the original Nabla); anything else must be sharded and goes to
-    ``global_form(x)`` (the op on the global value)."""
+    device and as in the original Nabla), unless ``axes`` names mesh axes it does not have
+    (JAX's unbound axis name: code ported from ``vmap(axis_name=...)`` would otherwise get
+    the identity silently); anything else must be sharded and goes to ``global_form(x)``
+    (the op on the global value)."""
     x = as_tensor(x, op=op)
     if _per_device(x):
         return per_device_form(x)
     if one_device is not None and x._impl.sharding is None:
+        if axes is not None and axes != () and axes != []:
+            raise ShardingError(
+                f"{op}: axes {axes!r} name mesh axes, but the tensor of shape {x.shape} has "
+                "no mesh and no shard_map body is running (vmap has no axis_name: a "
+                "collective over a batch runs in shard_map over a mesh, or reduce the batch "
+                "dim with a reduction)"
+            )
         return one_device(x)
     return global_form(_sharded(x, op))
 
@@ -1357,7 +1366,7 @@ def all_reduce(x, reduce_op: str = "sum", axes=None, *, reduce_axes=None) -> Ten
         return _bind_one(one, _all_reduce, lambda: _all_reduce.bind([x], kwargs))
 
     x0 = x
-    return _dispatch("all_reduce", x, local, whole, _same)
+    return _dispatch("all_reduce", x, local, whole, _same, axes)
 
 
 def pmean(x, axes=None, *, axis_name=None) -> Tensor:
@@ -1385,7 +1394,7 @@ def pmean(x, axes=None, *, axis_name=None) -> Tensor:
         n = prod(spec.mesh.axis_size(a) for a in names)
         return all_reduce(x, "sum", names) / n
 
-    return _dispatch("pmean", x, local, whole, _same)
+    return _dispatch("pmean", x, local, whole, _same, axes)
 
 
 def all_gather(x, axis: int, axes=None) -> Tensor:
@@ -1419,7 +1428,7 @@ def all_gather(x, axis: int, axes=None) -> Tensor:
         _unmixed("all_gather", x, names)
         return _bind_one(key, _all_gather, lambda: all_gather_phys(x, d, names))
 
-    return _dispatch("all_gather", x, local, whole, _same_along("all_gather", axis))
+    return _dispatch("all_gather", x, local, whole, _same_along("all_gather", axis), axes)
 
 
 def reduce_scatter(x, axis: int, axes=None, *, reduce_op: str = "sum") -> Tensor:
@@ -1490,7 +1499,7 @@ def reduce_scatter(x, axis: int, axes=None, *, reduce_op: str = "sum") -> Tensor
         x = all_reduce(x, reduce_op, copies)
         return _shard_slice.bind([x], {"dim": _neg(x._impl, d), "axes": copies})
 
-    return _dispatch("reduce_scatter", x, local, whole, _same_along("reduce_scatter", axis))
+    return _dispatch("reduce_scatter", x, local, whole, _same_along("reduce_scatter", axis), axes)
 
 
 def all_to_all(x, split_axis: int, concat_axis: int, axes=None) -> Tensor:

@@ -990,6 +990,8 @@ def rebind(x: Tensor, new: Tensor, *, item: bool = False) -> None:
         STATE.writes.append(Write(x, old, item))
     if STATE.body_writes is not None:
         STATE.body_writes.append((weakref.ref(x), old))
+    if STATE.vmap_writes is not None and new._impl.levels != old.levels:
+        STATE.vmap_writes.append((weakref.ref(x), old))
     x._impl = new._impl
     x._impl.wrapper = weakref.ref(x)
     if old.requires_grad:  # (the impl's flags: ``x`` stays the leaf it was)

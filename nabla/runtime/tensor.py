@@ -29,7 +29,7 @@ from ..core.device import Device, get_default_device
 from ..core.dtypes import DType, from_numpy_dtype, get_default_dtype, to_dtype
 from ..core.ir import SymDim, TensorImpl, note_size_decision
 from ..core.pytree import tree_leaves
-from ..core.state import REQUIRES_GRAD, is_live
+from ..core.state import REQUIRES_GRAD, STATE, is_live
 from .graph import GRAPH
 
 __all__ = ["Tensor", "constant_impl", "numpy_value", "realize"]
@@ -519,9 +519,16 @@ class Tensor:
         needed), as JAX gives; ``np.array(t)`` makes a writable copy."""
         impl = self._impl
         if impl.levels:
+            if any(lv in STATE.active_vmap for lv in impl.levels):
+                raise ValueError(
+                    "cannot convert a tensor batched by vmap to NumPy inside the vmapped "
+                    f"function (logical shape {self.shape}, batch levels {impl.levels})"
+                )
             raise ValueError(
-                "cannot convert a tensor batched by vmap to NumPy inside the vmapped function "
-                f"(logical shape {self.shape}, batch levels {impl.levels})"
+                f"a tensor batched by a vmap that has finished (logical shape {self.shape}, "
+                f"batch levels {impl.levels}) escaped it, through a closure, a container or "
+                "an in-place update of a captured tensor; return it from the vmapped "
+                "function instead"
             )
         self.realize()
         if impl.sharding is not None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import numbers
+import weakref
 
 import numpy as np
 
@@ -23,7 +24,7 @@ from ..core.pytree import (
     tree_unflatten,
 )
 from ..core.sharding import DeviceMesh, ShardingError
-from ..core.state import new_level, vmap_level
+from ..core.state import STATE, new_level, vmap_level
 from ..ops._util import as_tensor, check_callable
 from ..ops.batching import from_batch, to_batch
 from ..ops.collectives import split_level
@@ -127,10 +128,44 @@ def vmap(fun=None, in_axes=0, out_axes=0, axis_size=None, spmd_axis_name=None, m
                     for b, (_, ax) in zip(batched, prepared, strict=True)
                 ]
             args, kwargs = tree_unflatten(treedef, batched)
-            out = fun(*args, **kwargs)
+            outer, STATE.vmap_writes = STATE.vmap_writes, []
+            try:
+                out = fun(*args, **kwargs)
+                _refuse_batched_writes(STATE.vmap_writes, level, out)
+            finally:
+                writes, STATE.vmap_writes = STATE.vmap_writes, outer
+            if outer is not None:
+                outer.extend(writes)
             return _unbatch(out, level, size, out_axes)
 
     return vmapped
+
+
+def _refuse_batched_writes(writes: list, level: int, out) -> None:
+    """A tensor from outside the vmapped function cannot take a value batched by this vmap
+    in place (``buf[0] = a[1]`` on a captured ``buf``): it would keep a value of one lane
+    per example after the vmap, unreadable. Refused, as ``torch.func.vmap`` refuses it,
+    with the tensor's value restored; a tensor the function made and returns, or drops,
+    is its own business."""
+    results = {id(o) for o in tree_flatten(out)[0]}
+    bad = []
+    for ref, before in writes:
+        x = ref()
+        if x is None or id(x) in results or level in before.levels:
+            continue
+        if level in x._impl.levels:
+            bad.append((x, before))
+    if not bad:
+        return
+    for x, before in reversed(bad):
+        x._impl = before
+        before.wrapper = weakref.ref(x)
+    x = bad[0][0]
+    raise ValueError(
+        f"vmap: a tensor from outside the vmapped function (shape {tuple(x.shape)}) is "
+        "updated in place with a value that differs per example; it cannot keep it after "
+        "the vmap. Return the value from the function instead"
+    )
 
 
 def _mapped_leaves(leaves, axes, paths, axis_size) -> tuple[list, int]:

@@ -582,3 +582,41 @@ def test_per_example_gradients_of_an_unbatched_operand_are_each_examples_own():
         np.testing.assert_allclose(per, want, rtol=1e-4, atol=1e-5)
         summed = nb.grad(lambda q: nb.sum(nb.vmap(f, in_axes=(0, None))(p, q)))(q).numpy()
         np.testing.assert_allclose(summed, want.sum(0), rtol=1e-4, atol=1e-4)
+
+
+def test_vmap_refuses_what_would_escape_it_and_names_what_did():
+    """Random draws over a batch of no keys crashed (np.stack of nothing); a collective
+    naming an axis that nothing defines (JAX's pmean(x, 'batch') ported from
+    vmap(axis_name=...)) returned its input silently; a captured tensor given a batched
+    value in place kept it after the vmap (then an error that said 'inside the vmapped
+    function'). A tensor the function makes and returns is its own."""
+    keys = nb.random.split(nb.random.key(0), 0)
+    assert nb.vmap(lambda k: nb.random.uniform(k, (2,)))(keys).numpy().shape == (0, 2)
+    assert nb.vmap(lambda k: nb.random.split(k, 2))(keys).numpy().shape == (0, 2, 2)
+    assert nb.vmap(lambda k: nb.random.fold_in(k, 3))(keys).numpy().shape == (0, 2)
+    x = nb.constant(np.arange(8.0, dtype=np.float32).reshape(4, 2))
+    with pytest.raises(nb.ShardingError, match=r"pmean: axes 'batch' name mesh axes, but the"):
+        nb.vmap(lambda a: a - nb.pmean(a, axis_name="batch"))(x)
+    with pytest.raises(nb.ShardingError, match=r"all_reduce: axes 'nope' name mesh axes"):
+        nb.all_reduce(nb.ones(3), "sum", axes="nope")
+    assert nb.all_reduce(nb.ones(3), "sum").tolist() == [1.0] * 3  # one device: its value
+    buf = nb.zeros(4)
+
+    def leak(a):
+        buf[0] = a[1]
+        return a * 2
+
+    with pytest.raises(ValueError, match=r"vmap: a tensor from outside the vmapped function"):
+        nb.vmap(leak)(x)
+    assert buf.tolist() == [0.0] * 4  # as it was
+
+    def own(a):
+        out = nb.zeros(3)
+        out[0] = a.sum()
+        return out
+
+    assert nb.vmap(own)(x).numpy()[:, 0].tolist() == [1.0, 5.0, 9.0, 13.0]
+    kept = []
+    nb.vmap(lambda a: kept.append(a * 2) or a)(x)
+    with pytest.raises(ValueError, match=r"batched by a vmap that has finished .* escaped it"):
+        kept[0].numpy()

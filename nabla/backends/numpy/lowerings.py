@@ -724,6 +724,9 @@ def _per_key(fn):
         keys = args[0]
         lead = keys.shape[:-1]
         flat = keys.reshape(-1, 2)
+        if not len(flat):  # no keys (a batch of none): the shape of one draw, no values
+            one = np.asarray(fn(_generator((0, 0)), **kw))
+            return [np.empty(lead + one.shape, one.dtype)]
         outs = [np.asarray(fn(_generator(k), **kw)) for k in flat]
         return [np.stack(outs).reshape(lead + outs[0].shape) if lead else outs[0]]
 
@@ -766,6 +769,8 @@ def _fold_in(args, kw):
         ).integers(0, 1 << 32, size=(2,), dtype=np.int64)
         for k, d in zip(flat, values)
     ]
+    if not outs:  # no keys (a batch of none)
+        return [np.empty(lead + (2,), np.int64)]
     return [np.stack(outs).reshape(lead + (2,))]
 
 
