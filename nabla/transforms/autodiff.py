@@ -30,7 +30,7 @@ from ..core.debug import site_in_rule
 from ..core.device import get_default_device
 from ..core.dtypes import from_numpy_dtype
 from ..core.ir import SymDim, TensorImpl, post_order
-from ..core.pytree import tree_flatten, tree_map, tree_unflatten
+from ..core.pytree import keystr, tree_flatten, tree_flatten_with_path, tree_map, tree_unflatten
 from ..core.state import (
     REQUIRES_GRAD,
     STATE,
@@ -227,9 +227,10 @@ def _split_argnums(fun, args, kwargs, argnums, what, check_float=True):
     dyn = [tree_map(_to_tensor_leaf, args[i]) for i in nums]
     if check_float:
         for i, d in zip(nums, dyn):
-            for leaf in tree_flatten(d)[0]:
+            for path, leaf in tree_flatten_with_path(d)[0]:
                 if isinstance(leaf, Tensor):
-                    _check_float(leaf, f"argument {i} of {what}")
+                    where = f"argument {i} at {keystr(path)}" if path else f"argument {i}"
+                    _check_float(leaf, f"{where} of {what}")
                 elif isinstance(leaf, bool | np.bool_):  # JAX's TypeError, not a None grad
                     raise TypeError(
                         f"argument {i} of {what} must have a float dtype to be "

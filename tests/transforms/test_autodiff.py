@@ -1427,3 +1427,13 @@ def test_checkpoint_replays_its_draws_and_transforms_keep_in_place_updates():
         assert bn.num_batches_tracked.item() == 1
         np.testing.assert_allclose(bn.running_mean.numpy(), want.running_mean.numpy())
         np.testing.assert_allclose(bn.running_var.numpy(), want.running_var.numpy())
+
+
+def test_grad_names_the_leaf_that_cannot_be_differentiated():
+    """grad over a whole BatchNorm model refuses its integer count; the error had named
+    'argument 0' only, not which leaf of the module."""
+    model = nb.nn.Sequential(nb.nn.Linear(2, 2), nb.nn.BatchNorm1d(2))
+    with pytest.raises(TypeError, match=r"argument 0 at \.1\.num_batches_tracked of grad must"):
+        nb.grad(lambda m: m(nb.ones((3, 2))).sum())(model)
+    with pytest.raises(TypeError, match=r"argument 0 at \['a'\] of grad must have a float"):
+        nb.grad(lambda d: d["a"].sum())({"a": nb.arange(3)})
