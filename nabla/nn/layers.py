@@ -142,9 +142,10 @@ class Linear(Module):
 _PADDING_MODES = {"zeros": None, "reflect": "reflect", "replicate": "edge", "circular": "wrap"}
 
 
-def _padding_mode(layer: str, padding_mode: str, padding, spatial: int):
+def _padding_mode(layer: str, padding_mode: str, padding, spatial: int, kernel, dilation):
     """PyTorch's ``padding_mode``: None for ``"zeros"`` (the convolution pads), else the
-    per-spatial-dim ``(before, after)`` amounts the layer pads with that mode first."""
+    per-spatial-dim ``(before, after)`` amounts the layer pads with that mode first
+    (``"same"``: PyTorch's split of ``dilation * (kernel - 1)``, the extra one after)."""
     if padding_mode not in _PADDING_MODES:
         raise ValueError(
             f"{layer}: padding_mode must be one of {list(_PADDING_MODES)}, got {padding_mode!r}"
@@ -154,9 +155,9 @@ def _padding_mode(layer: str, padding_mode: str, padding, spatial: int):
     if isinstance(padding, str):
         if padding.lower() == "valid":
             return ((0, 0),) * spatial
-        raise ValueError(
-            f"{layer}: padding_mode={padding_mode!r} takes int padding, got {padding!r}"
-        )
+        dil = (dilation,) * spatial if isinstance(dilation, int) else tuple(dilation)
+        totals = [d * (k - 1) for k, d in zip(kernel, dil, strict=True)]
+        return tuple((t // 2, t - t // 2) for t in totals)
     amounts = (padding,) * spatial if isinstance(padding, int) else tuple(padding)
     if len(amounts) != spatial or not all(isinstance(a, int) and a >= 0 for a in amounts):
         raise ValueError(
@@ -218,7 +219,9 @@ class Conv2d(Module):
         elif isinstance(padding, int) and padding < 0:
             raise ValueError(f"Conv2d: padding must be >= 0, got {padding}")
         self.padding_mode = padding_mode
-        self._mode_pads = _padding_mode("Conv2d", padding_mode, padding, 2)
+        self._mode_pads = _padding_mode(
+            "Conv2d", padding_mode, padding, 2, self.kernel_size, dilation
+        )
         self.in_channels, self.out_channels = int(in_channels), int(out_channels)
         self.stride, self.dilation, self.groups = stride, dilation, int(groups)
         self.padding = padding if isinstance(padding, str | int) else tuple(padding)
@@ -337,7 +340,7 @@ class Conv1d(Module):
         channels = _ConvChannels(in_channels, out_channels, groups)
         (k,) = _check_conv_layer("Conv1d", channels, kernel_size, 1)
         self.padding_mode = padding_mode
-        self._mode_pads = _padding_mode("Conv1d", padding_mode, padding, 1)
+        self._mode_pads = _padding_mode("Conv1d", padding_mode, padding, 1, (k,), dilation)
         if isinstance(padding, str) and padding.lower() == "same" and stride not in (1, (1,)):
             raise ValueError(f"Conv1d: padding='same' needs stride 1, got stride={stride!r}")
         self.in_channels, self.out_channels = int(in_channels), int(out_channels)

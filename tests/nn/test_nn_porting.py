@@ -1233,3 +1233,23 @@ def test_more_pytorch_spellings_from_everyday_code():
     with pytest.raises(ValueError, match="narrow: start 3 and length 2"):
         x.narrow(0, 3, 2)
     assert nb.triu(nb.ones((3, 3)), diagonal=1).numpy().sum() == 3
+
+
+def test_same_padding_with_a_padding_mode_pads_as_pytorch():
+    """padding='same' with padding_mode='reflect' (or replicate, circular) was refused;
+    PyTorch pads dilation * (kernel - 1) in that mode, the extra one after."""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((1, 7, 6, 2)).astype(np.float32)
+    for mode, np_mode in (("reflect", "reflect"), ("replicate", "edge"), ("circular", "wrap")):
+        for k, d in ((3, 1), (4, 1), (3, 2)):
+            same = nn.Conv2d(2, 3, k, padding="same", padding_mode=mode, dilation=d)
+            valid = nn.Conv2d(2, 3, k, padding=0, dilation=d)
+            valid.weight, valid.bias = same.weight, same.bias
+            t = d * (k - 1)
+            pads = ((0, 0), (t // 2, t - t // 2), (t // 2, t - t // 2), (0, 0))
+            want = valid(nb.constant(np.pad(x, pads, mode=np_mode))).numpy()
+            got = same(nb.constant(x)).numpy()
+            assert got.shape == (1, 7, 6, 3)
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    conv1 = nn.Conv1d(2, 3, 4, padding="same", padding_mode="reflect")
+    assert conv1(nb.ones((1, 9, 2))).shape == (1, 9, 3)
