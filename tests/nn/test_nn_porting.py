@@ -834,7 +834,7 @@ def test_conv_padding_modes_pad_before_the_convolution(mode, np_mode):
     want1 = F.conv1d(t(padded1), conv1.weight, conv1.bias)
     np.testing.assert_allclose(conv1(t(seq)).numpy(), want1.numpy(), rtol=1e-5, atol=1e-6)
     with pytest.raises(ValueError, match=f"padding_mode='{mode}' takes int padding"):
-        nn.Conv2d(3, 4, 3, padding="same", padding_mode=mode)
+        nn.Conv2d(3, 4, 3, padding=(1.5, 1), padding_mode=mode)
 
 
 def test_unbatched_pooling_and_softmax_dtype():
