@@ -17,7 +17,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..core.dtypes import DType
+from ..core.dtypes import DType, promote_types, result_type
 from ..core.ir import TensorImpl, same_shape
 from ..core.state import REQUIRES_GRAD, STATE
 from ..runtime.tensor import Tensor
@@ -669,7 +669,7 @@ def _entries_of(key) -> tuple:
     return key if isinstance(key, tuple) else (key,)
 
 
-def _without_new_axes(x, key, value, op):
+def _without_new_axes(x, key, value, op, dtype):
     """``(key, value)`` with the ``None`` entries of ``key`` dropped and ``value`` fitted
     to ``x[key]`` then reshaped without those size-1 axes, so a value shaped like ``x[key]``
     is accepted, as NumPy does. When a ``None`` sits between two array indices it keeps
@@ -685,7 +685,7 @@ def _without_new_axes(x, key, value, op):
     separated = firsts and any(parts[i] is None for i in range(firsts[0], firsts[-1]))
     rest = key if separated else tuple(k for k in parts if k is not None)
     target = getitem(x, key).shape
-    value = as_tensor(value, x.dtype, op)
+    value = as_tensor(value, dtype, op)
     try:
         value = fn.broadcast_to(value, target)
     except OpError:
@@ -710,23 +710,42 @@ def _without_none_axes(x, key, target):
 
 _COMBINE = {  # x.at[key].<mode>(value) on the indexed region
     "add": lambda a, b: a + b,
+    "sub": lambda a, b: a - b,
     "mul": lambda a, b: a * b,
     "min": lambda a, b: fn.minimum(a, b),
     "max": lambda a, b: fn.maximum(a, b),
 }
 
 
+def _combine_dtype(x: Tensor, value, op: str) -> DType:
+    """The dtype ``x.at[k].add(value)`` (or another combining update) computes in: the
+    two promoted, a Python scalar weakly (JAX's: ``int32.at[0].add(-1.5)`` adds in float32
+    and converts the sum back, rather than converting ``-1.5`` to int32 first)."""
+    if isinstance(value, Tensor):
+        return promote_types(x.dtype, value.dtype)
+    if isinstance(value, numbers.Number) and not isinstance(value, np.generic):
+        return result_type([x.dtype], [value])
+    return promote_types(x.dtype, as_tensor(value, op=op).dtype)
+
+
 def _update(x, key, value, mode):
     op = "setitem" if mode == "set" else "at"
     x = as_tensor(x, op=op)
-    key, value = _without_new_axes(x, key, value, op)
+    work = x.dtype if mode == "set" else _combine_dtype(x, value, op)
+    key, value = _without_new_axes(x, key, value, op, work)
     k = _parse_key(x, key, op)
     region = fn.slice_normalized(x, k.slices)
-    value = as_tensor(value, x.dtype, op)
+    value = as_tensor(value, work, op)
     if not k.adv:
         view_shape = tuple(d for i, d in enumerate(region.shape) if i not in k.int_dims)
         v = fn.reshape(_fit(value, view_shape), region.shape)
-        new_region = v if mode == "set" else _COMBINE[mode](region, v)
+        if mode == "set":
+            new_region = v
+        else:  # combined in the promoted dtype, converted back
+            wide = region if work is x.dtype else fn.cast(region, work)
+            new_region = _COMBINE[mode](wide, v)
+            if new_region.dtype is not x.dtype:
+                new_region = fn.cast(new_region, x.dtype)
     else:
         flat, lin, ishape, rest = _linear_index(region, k.adv)
         basic_shape = tuple(region.shape[i] for i in rest)
@@ -737,7 +756,15 @@ def _update(x, key, value, mode):
             v = fn.moveaxis(v, list(range(at, at + n)), list(range(n)))
         # every update at a repeated index takes part, but for ``set`` (one is kept)
         what = _run_time_what(op, x, k.adv)
-        new_flat = _scatter_at(flat, lin, as_tensor(v, flat.dtype, op="setitem"), 0, mode, what)
+        v = as_tensor(v, work, op="setitem")
+        if mode == "sub":  # repeated indices accumulate: the negated values added
+            v, scatter_mode = fn.neg(v), "add"
+        else:
+            scatter_mode = mode
+        wide = flat if work is x.dtype else fn.cast(flat, work)
+        new_flat = _scatter_at(wide, lin, v, 0, scatter_mode, what)
+        if new_flat.dtype is not x.dtype:
+            new_flat = fn.cast(new_flat, x.dtype)
         dims = [d for d, _ in k.adv]
         moved = fn.reshape(new_flat, tuple(region.shape[d] for d in dims) + basic_shape)
         order = dims + rest
@@ -1094,8 +1121,7 @@ class _AtRef:
 
     def subtract(self, value, *, mode=None, indices_are_sorted=False, unique_indices=False):
         """A copy of ``x`` with ``x[key] -= value`` (repeated indices accumulate)."""
-        value = as_tensor(value, self.x.dtype, "at")
-        return self._update(fn.neg(value), "add", mode)
+        return self._update(value, "sub", mode)
 
     def divide(self, value, *, mode=None, indices_are_sorted=False, unique_indices=False):
         """``x`` divided by ``value`` at ``key`` (true division: an int ``x`` gives floats),

@@ -193,3 +193,44 @@ def test_unsigned_reductions_and_promotion():
     assert (nb.constant(np.array([1], np.uint64)) + nb.constant([1])).dtype == nb.float64
     assert (u32 * 0.5).dtype == nb.float32
     assert nb.max(u32).item() == 2**31 and nb.argmax(u32).item() == 0
+
+
+def test_scatter_updates_combine_in_the_promoted_dtype_as_jax():
+    """x.at[k].add(v) (and subtract, multiply, min, max) converted v to x's dtype before
+    combining: int32.at[0].add(-1.5) gave 2 (JAX: 3 - 1.5 = 1.5, then 1), int8 min with a
+    uint8 200 gave -56, and a float16 scatter-add of float32 ones at one index 4096 times
+    stopped at 2048."""
+    i32 = nb.constant(np.array([3, 4, 5], np.int32))
+    assert i32.at[0].add(-1.5).tolist() == [1, 4, 5]
+    assert i32.at[0].add(nb.constant(np.float32(-1.5))).tolist() == [1, 4, 5]
+    assert i32.at[0].subtract(2.5).tolist() == [0, 4, 5]
+    assert nb.constant(np.array([3], np.int8)).at[0].multiply(2.5).tolist() == [7]
+    i8 = nb.constant(np.array([1], np.int8))
+    assert i8.at[0].min(nb.constant(np.array([200], np.uint8))).tolist() == [1]
+    assert i8.at[0].max(nb.constant(np.array([200], np.uint8))).tolist() == [-56]
+    u8 = nb.constant(np.array([1, 5], np.uint8))
+    assert u8.at[nb.constant([0, 0])].subtract(1).tolist() == [255, 5]  # wraps, as uint8
+    half = nb.zeros(1, dtype=nb.float16).at[nb.constant([0] * 4096)].add(nb.ones(4096))
+    assert half.dtype is nb.float16 and half.tolist() == [4096.0]
+
+
+def test_gelu_tail_nan_to_num_bfloat16_and_square_of_bools():
+    """Exact gelu's 1 + erf(x / sqrt 2) cancelled for negative x (float32 gelu(-6) was 0,
+    float16 gelu(-3) 8% off); nan_to_num crashed on bfloat16 (NumPy's finfo); square of
+    bools stayed bool (JAX: int32)."""
+    import math
+
+    x = np.array([-12.0, -8.0, -6.0, -5.0, -3.0, -1.0, 0.0, 2.0])
+    want = x * 0.5 * np.array([math.erfc(-v / math.sqrt(2)) for v in x])
+    got = nb.gelu(nb.constant(x.astype(np.float32))).numpy().astype(np.float64)
+    np.testing.assert_allclose(got, want, rtol=2e-5, atol=0)  # (JAX: 1.5e-5 here)
+    got64 = nb.gelu(nb.constant(x)).numpy()
+    np.testing.assert_allclose(got64, want, rtol=3e-7, atol=0)
+    g = nb.grad(lambda v: nb.gelu(v).sum())(nb.constant(x.astype(np.float32))).numpy()
+    assert np.isfinite(g).all()
+    h = nb.gelu(nb.constant(np.array([-3.0], np.float16))).numpy().astype(np.float64)
+    np.testing.assert_allclose(h, want[4:5], rtol=2e-3)
+    bf = nb.nan_to_num(nb.constant(np.array([np.inf, np.nan], np.float32)).astype(nb.bfloat16))
+    assert bf.dtype is nb.bfloat16 and np.isfinite(bf.numpy().astype(np.float32)).all()
+    sq = nb.square(nb.constant([True, False]))
+    assert sq.dtype is nb.int32 and sq.tolist() == [1, 0]
