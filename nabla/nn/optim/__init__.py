@@ -29,8 +29,10 @@ use the functional form: a compiled function's side effects are not replayed on 
 
 from __future__ import annotations
 
+import functools
 import math
 import numbers
+import warnings
 from collections import OrderedDict
 from collections.abc import MutableMapping
 from typing import NamedTuple
@@ -434,6 +436,7 @@ def _apply(params, grads, state, moments, rule, initial: float = 0.0):
     so a step whose leaves all have gradients adds nothing); one with no moments yet has
     made no update."""
     leaves, g_leaves, tree, mask = _split(params, grads)
+    g_leaves = _tied_totals(leaves, g_leaves)
     step = state["step"]
     for m in moments:
         if len(state[m]) != len(leaves):
@@ -467,6 +470,32 @@ def _apply(params, grads, state, moments, rule, initial: float = 0.0):
     if "steps" in state or any(c is not None for c in new_steps):
         new_state["steps"] = new_steps
     return tree_unflatten(tree, new_leaves), new_state
+
+
+def _tied_totals(leaves: list, grads: list) -> list:
+    """The gradients with each tensor that appears at several leaves (tied weights: an
+    embedding shared with the output layer) given its total at all of them. ``nb.grad`` of
+    a module gives each leaf its own part; PyTorch's ``.grad`` holds the sum, and so does
+    every leaf that reads it (the same tensor at each: already the total). Each leaf then
+    makes the same update from the same value, one update of the tensor."""
+    at: dict = {}
+    for i, p in enumerate(leaves):
+        if isinstance(p, Tensor):
+            at.setdefault(id(p), []).append(i)
+    groups = [ix for ix in at.values() if len(ix) > 1]
+    if not groups:
+        return grads
+    grads = list(grads)
+    for ix in groups:
+        parts = [grads[i] for i in ix if grads[i] is not None]
+        if len({id(g) for g in parts}) <= 1:
+            continue  # none, one, or the one ``.grad`` read at each leaf
+        total = parts[0]
+        for g in parts[1:]:
+            total = total + g
+        for i in ix:
+            grads[i] = total
+    return grads
 
 
 def _checked_grad(g, p: Tensor, i: int, tree) -> Tensor:
@@ -1116,8 +1145,19 @@ class Optimizer:
         if not isinstance(params, Module | list | tuple | dict) and hasattr(params, "__iter__"):
             params = list(params)  # model.parameters(), as in PyTorch
         params, settings = self._one_group(params)
-        if not any(isinstance(t, Tensor) for t in tree_leaves(params)):
+        leaves = tree_leaves(params)
+        if not any(isinstance(t, Tensor) for t in leaves):
             raise ValueError(f"{type(self).__name__}: got an empty parameter list")
+        seen: dict = {}
+        for i, t in enumerate(leaves if not isinstance(params, Module) else ()):
+            if isinstance(t, Tensor) and seen.setdefault(id(t), i) != i:
+                warnings.warn(  # (PyTorch warns too, and steps such a tensor twice)
+                    f"{type(self).__name__}: the parameters hold one tensor twice (leaves "
+                    f"{seen[id(t)]} and {i}); it is updated once per step",
+                    UserWarning,
+                    stacklevel=3,
+                )
+                break
         self.model = params if isinstance(params, Module) else None
         self.params = params
         self.lr = lr
@@ -1329,6 +1369,9 @@ class Optimizer:
             update.__name__ = f"{type(self).__name__}.step"
             self._compiled_update = _compile(update)
         plain = [detach(x) if isinstance(x, Tensor) else x for x in leaves]
+        # tied weights' parts summed here, where the leaves' identity is known (a compiled
+        # call's inputs are one per leaf)
+        grads = _tied_totals(leaves, _split(params, grads)[1])
         hyper = self._settings(traced=True)
         # a cycled setting (momentum, betas[0]) becomes an input only once it has changed:
         # until then it stays the Python number, as the functional update takes it (a
@@ -1559,7 +1602,7 @@ class CompiledStep:
     def __init__(self, optimizer: Optimizer, loss_fn):
         self.optimizer, self.loss_fn = optimizer, loss_fn
 
-        def train_step(leaves, tree, trained, state, hyper, *batch):
+        def train_step(leaves, tree, trained, ties, state, hyper, *batch):
             # the parameters come as their flat leaves and (a static argument) their treedef:
             # a module is not flattened again as an argument and rebuilt from the outputs at
             # every call. Differentiate the trainable leaves only (``trained``, a static
@@ -1577,6 +1620,11 @@ class CompiledStep:
             loss, g = value_and_grad(loss_of)([x for x, m in zip(leaves, mask) if m])
             it = iter(g)
             grads = [next(it) if m else None for m in mask]
+            for group in ties:  # a tensor at several leaves (tied weights): its total
+                parts = [grads[i] for i in group if grads[i] is not None]
+                total = functools.reduce(lambda a, b: a + b, parts) if parts else None
+                for i in group:
+                    grads[i] = total
             new_params, new_state = optimizer._update(params, grads, state, hyper)
             return tree_leaves(new_params), new_state, loss
 
@@ -1604,7 +1652,14 @@ class CompiledStep:
         # Python values, part of the trace's key (changing one retraces)
         hyper = opt._settings(traced=True)
         trained = sum(1 << i for i, m in enumerate(mask) if m)
-        new_leaves, new_state, loss = self.compiled(plain, tree, trained, opt.state, hyper, *batch)
+        at: dict = {}
+        for i, p in enumerate(leaves):
+            if isinstance(p, Tensor):
+                at.setdefault(id(p), []).append(i)
+        ties = tuple(tuple(ix) for ix in at.values() if len(ix) > 1)  # (static: usually ())
+        new_leaves, new_state, loss = self.compiled(
+            plain, tree, trained, ties, opt.state, hyper, *batch
+        )
         pairs = [
             (old, new)
             for old, new, m in zip(leaves, new_leaves, mask)
