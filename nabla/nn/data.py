@@ -71,6 +71,12 @@ def default_collate(samples: list):
     """
     first = samples[0]
     if isinstance(first, tuple | list):
+        for j, s in enumerate(samples):
+            if len(s) != len(first):  # (a field would be dropped, or an IndexError)
+                raise ValueError(
+                    f"default_collate: every sample needs the same number of fields: sample 0 "
+                    f"has {len(first)}, sample {j} has {len(s)}"
+                )
         fields = [default_collate([s[i] for s in samples]) for i in range(len(first))]
         if hasattr(first, "_fields"):  # a namedtuple takes its fields by position
             return type(first)(*fields)
@@ -78,10 +84,25 @@ def default_collate(samples: list):
     if isinstance(first, dict):
         return {k: default_collate([s[k] for s in samples]) for k in first}
     if isinstance(first, Tensor):
-        return creation.constant(np.stack([s.numpy() for s in samples]))
-    if isinstance(first, np.ndarray | np.generic | int | float | bool):
-        return creation.constant(np.stack([np.asarray(s) for s in samples]))
-    return list(samples)
+        return creation.constant(_stacked([s.numpy() for s in samples]))
+    if isinstance(first, np.ndarray) and first.dtype.kind in "biufc":
+        return creation.constant(_stacked([np.asarray(s) for s in samples]))
+    if isinstance(first, np.number | np.bool_ | int | float | bool):
+        return creation.constant(_stacked([np.asarray(s) for s in samples]))
+    return list(samples)  # strings (NumPy's too), None, other objects
+
+
+def _stacked(arrays: list) -> np.ndarray:
+    """The samples' values stacked, or an error naming the first sample whose shape
+    differs."""
+    shape = arrays[0].shape
+    for j, a in enumerate(arrays):
+        if a.shape != shape:
+            raise ValueError(
+                f"default_collate: samples of one batch must have one shape: sample 0 has "
+                f"{shape}, sample {j} has {a.shape}"
+            )
+    return np.stack(arrays)
 
 
 def _is_dataset(data) -> bool:
@@ -89,6 +110,8 @@ def _is_dataset(data) -> bool:
     or a tuple/list of arrays."""
     if isinstance(data, list) and data and isinstance(data[0], tuple | list | dict):
         return True  # a list of samples, as PyTorch takes any sequence: ``list(zip(x, y))``
+    if isinstance(data, list) and data and isinstance(data[0], int | float | str | np.generic):
+        return True  # a list of plain samples (numbers, strings): columns would be arrays
     if isinstance(data, Tensor | np.ndarray | tuple | list):
         return False
     return hasattr(data, "__getitem__") and hasattr(data, "__len__")

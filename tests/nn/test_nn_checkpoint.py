@@ -157,3 +157,17 @@ def test_unsigned_dtypes_round_trip(tmp_path):
     for k, v in sd.items():
         assert back[k].dtype is v.dtype
         np.testing.assert_array_equal(back[k].numpy(), v.numpy())
+
+
+def test_default_collate_refuses_ragged_samples_and_keeps_strings():
+    """Samples with different numbers of fields lost the extra fields silently; NumPy
+    strings crashed the stack; a list of plain numbers or strings was read as columns
+    (a misleading error); a shape mismatch named no sample."""
+    with pytest.raises(ValueError, match=r"sample 0 has 2, sample 1 has 3"):
+        nn.data.default_collate([[1, 2], [1, 2, 3], [4, 5, 6]])
+    assert nn.data.default_collate([np.str_("a"), np.str_("bb")]) == ["a", "bb"]
+    batches = list(nn.DataLoader(list(range(10)), batch_size=4))
+    assert [b.tolist() for b in batches] == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9]]
+    assert list(nn.DataLoader(["s0", "s1", "s2"], batch_size=2)) == [["s0", "s1"], ["s2"]]
+    with pytest.raises(ValueError, match=r"sample 0 has \(3,\), sample 2 has \(4,\)"):
+        nn.data.default_collate([np.zeros(3), np.ones(3), np.ones(4)])
