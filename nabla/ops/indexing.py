@@ -948,23 +948,30 @@ def _refresh_views(x: Tensor) -> None:
     except AttributeError:
         return
     live = []
-    for ref in views:
-        v = ref()
-        link = getattr(v, "_base", None) if v is not None else None
-        if link is None or link[0] is not x:
-            continue  # gone, or read from another tensor since
-        live.append(ref)
-        where = link[1]
-        if type(where) is Reshaped:
-            new = fn.reshape(x, tuple(v.shape))
-        elif type(where) is Permuted:
-            new = fn.permute(x, where.perm)
-        else:
-            new = getitem(x, where)
-        if new is x:  # (a reshape to the same shape: a value of its own)
-            new = fn.identity(x)
-        if fits_in_place(v, new):
-            rebind(v, new, item=True)
+    # a view is read from its base with history even when the base changed under
+    # ``no_grad`` (an optimizer's ``w.mul_``): ``v = w[:2]`` stays a function of ``w``
+    outer = STATE.no_grad, STATE.grad_block
+    STATE.no_grad, STATE.grad_block = None, "on"
+    try:
+        for ref in views:
+            v = ref()
+            link = getattr(v, "_base", None) if v is not None else None
+            if link is None or link[0] is not x:
+                continue  # gone, or read from another tensor since
+            live.append(ref)
+            where = link[1]
+            if type(where) is Reshaped:
+                new = fn.reshape(x, tuple(v.shape))
+            elif type(where) is Permuted:
+                new = fn.permute(x, where.perm)
+            else:
+                new = getitem(x, where)
+            if new is x:  # (a reshape to the same shape: a value of its own)
+                new = fn.identity(x)
+            if fits_in_place(v, new):
+                rebind(v, new, item=True)
+    finally:
+        STATE.no_grad, STATE.grad_block = outer
     x._views = live
 
 

@@ -489,6 +489,13 @@ class Tensor:
     def grad(self, value):
         if value is not None and not isinstance(value, Tensor):
             raise TypeError(f"grad: expected a Tensor or None, got {type(value).__name__}")
+        if value is not None and (value.shape != self.shape or value.dtype is not self.dtype):
+            # (PyTorch's checks: backward would accumulate into it as if it fitted)
+            raise ValueError(
+                f"grad: the gradient of a {self.dtype.value}{list(self.shape)} tensor must be "
+                f"{self.dtype.value}{list(self.shape)}, got {value.dtype.value}"
+                f"{list(value.shape)}"
+            )
         # the handle itself, as PyTorch keeps it: ``p.grad.zero_()``, ``g = p.grad;
         # g.mul_(s)`` change the gradient the optimizer reads
         self._impl.grad = value

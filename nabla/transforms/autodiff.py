@@ -813,8 +813,11 @@ def backward(t: Tensor, gradient=None, retain_graph=None, create_graph: bool = F
         raise RuntimeError(
             "backward(): the tensor does not depend on any tensor with requires_grad=True"
         )
-    with pulling_back(REQUIRES_GRAD):
+    if create_graph:  # the gradients' history is walked again: reverse loops keep carries
         got = backward_pass([t], [gradient], leaves)
+    else:
+        with pulling_back(REQUIRES_GRAD):
+            got = backward_pass([t], [gradient], leaves)
 
     grads = [(leaf, got[id(leaf)]) for leaf in leaves if id(leaf) in got]
     if create_graph:  # the gradients as computed, with their history (not realized here)

@@ -1437,3 +1437,38 @@ def test_grad_names_the_leaf_that_cannot_be_differentiated():
         nb.grad(lambda m: m(nb.ones((3, 2))).sum())(model)
     with pytest.raises(TypeError, match=r"argument 0 at \['a'\] of grad must have a float"):
         nb.grad(lambda d: d["a"].sum())({"a": nb.arange(3)})
+
+
+def test_create_graph_through_loops_views_after_no_grad_updates_and_checked_grads():
+    """backward(create_graph=True) through a scan/fori_loop/GRU, then a second backward,
+    raised 'reverse mode reached a scan that saved no carries' (the first walk ran as a
+    backward pass no one walks again); a view of a requires_grad leaf updated in place
+    under no_grad lost its history (its term dropped from w.grad silently); a .grad
+    assigned with another shape or dtype was accumulated into as if it fitted."""
+    xs = np.array([0.3, -0.2, 0.5], np.float32)
+
+    def loss(x):
+        c, _ = nb.scan(lambda c, r: (nb.tanh(c * r + x), None), x, nb.ones((4, 3)))
+        return (c**2).sum()
+
+    x = nb.constant(xs)
+    x.requires_grad_(True)
+    loss(x).backward(create_graph=True)
+    (x.grad**2).sum().backward()
+    second = nb.grad(lambda v: (nb.grad(loss)(v) ** 2).sum())(nb.constant(xs)).numpy()
+    want = second + nb.grad(loss)(nb.constant(xs)).numpy()  # and the first backward's part
+    np.testing.assert_allclose(x.grad.numpy(), want, rtol=1e-5)
+
+    w = nb.constant([1.0, 2.0, 3.0], requires_grad=True)
+    v = w[:2]
+    with nb.no_grad():
+        w.mul_(10.0)
+    assert v.requires_grad
+    ((w**2).sum() + (v**3).sum()).backward()
+    np.testing.assert_allclose(w.grad.numpy(), [20 + 300, 40 + 1200, 60])
+
+    p = nb.constant([1.0, 2.0, 3.0], requires_grad=True)
+    with pytest.raises(ValueError, match=r"grad: the gradient of a float32\[3\] tensor must"):
+        p.grad = nb.zeros((3, 1))
+    with pytest.raises(ValueError, match=r"must be float32\[3\], got float64\[3\]"):
+        p.grad = nb.zeros(3, dtype=nb.float64)
