@@ -383,9 +383,11 @@ class Tensor:
     # ------------------------------------------------------------------ autodiff state
     @property
     def requires_grad(self) -> bool:
-        """True for a ``requires_grad`` leaf and for anything computed from one (PyTorch)."""
+        """True for a ``requires_grad`` leaf and for any float value computed from one
+        (PyTorch's: an integer or bool result, ``x > 0`` or ``x.argmax()``, has no
+        gradient)."""
         impl = self._impl
-        return impl.requires_grad or 0 in impl.traced
+        return impl.requires_grad or (0 in impl.traced and impl.dtype.is_float)
 
     @requires_grad.setter
     def requires_grad(self, value: bool):

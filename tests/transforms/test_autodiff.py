@@ -1468,6 +1468,8 @@ def test_create_graph_through_loops_views_after_no_grad_updates_and_checked_grad
     np.testing.assert_allclose(w.grad.numpy(), [20 + 300, 40 + 1200, 60])
 
     p = nb.constant([1.0, 2.0, 3.0], requires_grad=True)
+    assert (p * 2).requires_grad and not (p > 0).requires_grad  # (no gradient for a bool)
+    assert not p.argmax().requires_grad
     with pytest.raises(ValueError, match=r"grad: the gradient of a float32\[3\] tensor must"):
         p.grad = nb.zeros((3, 1))
     with pytest.raises(ValueError, match=r"must be float32\[3\], got float64\[3\]"):
