@@ -55,6 +55,7 @@ from ..runtime.graph import ConcretizationError
 from ..runtime.tensor import Tensor
 from ._records import InSpec, LoopLayout, OutAval, Recording, Ref, ScanOutputs, keep_nodes
 from .autodiff import jvp, vjp
+from .custom import _run_recorded
 from .trace import _HIDDEN_KWARGS, _SHORT
 from .vmap import vmap
 
@@ -191,7 +192,9 @@ _DRAW_OUTSIDE = (
 )
 
 
-def trace_body(fn, args: list, what: str, levels: list | None = None, out_levels=None) -> Body:
+def trace_body(
+    fn, args: list, what: str, levels: list | None = None, out_levels=None, hoist: bool = True
+) -> Body:
     """Trace ``fn(*placeholders)`` once into a :class:`Body`.
 
     Args:
@@ -200,6 +203,11 @@ def trace_body(fn, args: list, what: str, levels: list | None = None, out_levels
             levels (or ``levels[i]`` when given).
         what: named in error messages.
         out_levels: if given, every output is broadcast to these vmap levels.
+        hoist: move the work that reads no placeholder (closed-over values only) to the
+            enclosing graph, run once (a loop's invariants). A branch keeps it (False): it
+            runs, and is differentiated, only when the branch is taken, as JAX's closure
+            conversion does (``cond(x > 0, lambda: sqrt(x), ...)`` at x < 0 had a NaN
+            gradient from the untaken branch).
     """
     phs = [_placeholder(a, None if levels is None else levels[i]) for i, a in enumerate(args)]
     arg_of = {id(p._impl): i for i, p in enumerate(phs)}
@@ -224,7 +232,7 @@ def trace_body(fn, args: list, what: str, levels: list | None = None, out_levels
         STATE.recording, STATE.recording_rng, STATE.body_args = outer, outer_rng, outer_args
         STATE.body_writes = outer_writes
     _refuse_draws(what, rng)
-    kept, hoisted, dependent = _split_dependent(recorded, arg_of, what)
+    kept, hoisted, dependent = _split_dependent(recorded, arg_of, what, hoist)
     if outer is not None:  # hoisted nodes belong to the enclosing trace (e.g. compile)
         outer.extend(hoisted)
     needed = _needed_nodes(out_flat, arg_of, dependent)
@@ -284,13 +292,21 @@ def _refuse_draws(what, rng) -> None:
     )
 
 
-def _split_dependent(recorded, arg_of, what):
+def _split_dependent(recorded, arg_of, what, hoist: bool = True):
     """The recorded nodes that depend on a placeholder (kept in the body) and the others
-    (hoisted to the enclosing graph), and the ids of the impls that depend on one."""
+    (hoisted to the enclosing graph), and the ids of the impls that depend on one. Without
+    ``hoist`` every node is kept but those a body cannot run: the host's (random draws on
+    outside keys), collectives and ops on sharded values (a body runs on whole values)."""
     dependent = set(arg_of)
     kept, hoisted = [], []
     for node in recorded:
-        if any(id(i) in dependent for i in node.inputs):
+        inside = any(id(i) in dependent for i in node.inputs)
+        outer_only = (
+            node.op.host_only
+            or getattr(node.op, "collective", False)
+            or any(i.sharding is not None for i in node.inputs)
+        )
+        if inside or (not hoist and not outer_only):
             if node.op.host_only:
                 raise ValueError(
                     f"{what}: op {node.op.name} (a random draw) cannot run on a key or bound "
@@ -770,8 +786,11 @@ def _lanes_taking(index, k, flat):
     ``sqrt`` of a negative, would be NaN)."""
     hit = None
     out = []
+    # inside a body being traced, whether an operand will be differentiated is not known
+    # yet (a loop's reverse pass replays the body): every float operand is masked
+    tracing = STATE.body_args is not None
     for x in flat:
-        if x.dtype.is_float and (is_live(x._impl.traced) or x._impl.tangents):
+        if x.dtype.is_float and (tracing or is_live(x._impl.traced) or x._impl.tangents):
             if hit is None:
                 hit = binary.equal(index, k)
             x = binary.where(hit, x, unary.stop_gradient(x))
@@ -793,11 +812,30 @@ def _switch(index, branches, operands, what, names):
     return _cond_node(index, fns, flat, what, names)
 
 
+def _branch_on_lanes(index, k, fn, flat, what):
+    """Branch ``k`` run on its operands masked to the lanes taking it (``_lanes_taking``).
+    A branch that reads differentiated values it closes over (``lambda: sqrt(x)``) runs
+    again traced, its closed-over values masked as its operands are, as JAX's closure
+    conversion makes them operands: their untaken lanes get no derivative (``0 * inf``,
+    NaN)."""
+    masked = _lanes_taking(index, k, flat)
+    out, reads = _run_recorded(lambda: fn(*masked))
+    own = {id(m._impl) for m in masked}
+    if not any(
+        im.dtype.is_float and (is_live(im.traced) or im.tangents) and id(im) not in own
+        for im in reads
+    ):
+        return out
+    body = trace_body(fn, masked, what, hoist=False)
+    caps = _lanes_taking(index, k, [Tensor._wrap(c) for c in body.captured])
+    return tree_unflatten(body.out_tree, body.call(masked, caps))
+
+
 def _select_branches(index, fns, flat, what, names):
     """Every branch run on the lanes taking it, the results selected per lane by ``index``."""
     results, sides = [], []
     for k, fn in enumerate(fns):
-        o_flat, o_tree = tree_flatten(fn(*_lanes_taking(index, k, flat)))
+        o_flat, o_tree = tree_flatten(_branch_on_lanes(index, k, fn, flat, f"{what} {names[k]}"))
         o_flat = [_leaf_tensor(o, what) for o in o_flat]
         results.append(o_flat)
         sides.append(_Outs(names[k], o_tree, [(o.dtype, o.shape) for o in o_flat]))
@@ -816,13 +854,13 @@ def _cond_node(index, fns, flat, what, names):
     def branch_outs(k, body):
         return _Outs(names[k], body.out_tree, _logical_avals(body))
 
-    bodies = [trace_body(fn, flat, f"{what} {names[k]}") for k, fn in enumerate(fns)]
+    bodies = [trace_body(fn, flat, f"{what} {names[k]}", hoist=False) for k, fn in enumerate(fns)]
     for k in range(1, len(bodies)):
         _check_match(what, branch_outs(0, bodies[0]), branch_outs(k, bodies[k]))
     levels = _union(*[o.levels for b in bodies for o in b.out_impls])
     if any(o.levels != levels for b in bodies for o in b.out_impls):
         bodies = [
-            trace_body(fn, flat, f"{what} {names[k]}", out_levels=levels)
+            trace_body(fn, flat, f"{what} {names[k]}", out_levels=levels, hoist=False)
             for k, fn in enumerate(fns)
         ]
     caps, slots = _cap_layout(bodies)

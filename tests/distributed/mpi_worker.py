@@ -759,7 +759,8 @@ def scenario_ckpt_save():
     data_dir = [f for f in files if f.startswith("data-")]
     assert files == data_dir + ["index.json"] and len(data_dir) == 1, files
     stored = sorted(os.listdir(os.path.join(directory, data_dir[0])))
-    assert stored == [f"process-0000{p}-of-0000{N}.safetensors" for p in range(N)], stored
+    blocks = [f"process-0000{p}-of-0000{N}.safetensors" for p in range(N)]
+    assert stored == [".nabla-checkpoint-data", *blocks], stored  # (the save's mark file)
     check_loaded(1, directory)
     check_data_order()
     print(f"OK saved {RANK}/{N}", flush=True)

@@ -1015,3 +1015,44 @@ def test_a_body_refuses_to_update_a_tensor_from_outside_it_in_place():
         return c
 
     np.testing.assert_array_equal(nb.fori_loop(0, 4, own, nb.zeros(2)).numpy(), [4.0, 0.0])
+
+
+def test_an_untaken_branch_gives_no_nan_through_closures_batched_predicates_or_loops():
+    """A branch closing over x (``cond(x > 0, lambda: sqrt(x), ...)``) had its work moved
+    out of the branch, run and differentiated always: at x <= 0 the gradient was NaN (JAX:
+    0). Under vmap with a batched predicate, closed-over values were not masked to the
+    lanes taking the branch; inside a loop body, no operand was masked. Also an index a
+    branch guards is only read when the branch runs."""
+
+    def closure(x):
+        return nb.cond(x > 0, lambda: nb.sqrt(x), lambda: x * 0.0)
+
+    for v, want in ((-1.0, 0.0), (0.0, 0.0), (4.0, 0.25)):
+        assert nb.grad(closure)(nb.constant(v)).item() == want
+    assert (
+        nb.grad(lambda x: nb.switch(nb.constant(0), [lambda: x * 2, lambda: nb.log(x)]))(
+            nb.constant(0.0)
+        ).item()
+        == 2.0
+    )
+    xs = nb.constant([2.0, -1.0, 0.0, 4.0])
+    g = nb.grad(lambda v: nb.vmap(closure)(v).sum())(xs).numpy()
+    np.testing.assert_allclose(g, [0.5 / np.sqrt(2.0), 0.0, 0.0, 0.25], rtol=1e-6)
+
+    def looped(x):
+        def step(c, r):
+            return c + nb.cond(r > 0, lambda t: nb.sqrt(t), lambda t: t * 0.0, r), None
+
+        return nb.scan(step, nb.zeros(()), x * nb.ones(2))[0]
+
+    g = nb.grad(lambda v: nb.vmap(looped)(v).sum())(nb.constant([-1.0, 0.0])).numpy()
+    assert np.isfinite(g).all() and (g == 0).all()
+
+    table = nb.constant([1.0, 2.0, 3.0, 4.0])
+
+    @nb.compile
+    def guarded(k):
+        return nb.cond(k < 4, lambda: table[k], lambda: nb.constant(-1.0))
+
+    assert guarded(nb.constant(7)).item() == -1.0
+    assert guarded(nb.constant(2)).item() == 3.0
