@@ -809,12 +809,55 @@ def setitem(x: Tensor, key, value) -> None:
     leaf, with its ``.grad``, as under PyTorch's ``no_grad``: ``loss.backward()`` still
     reaches it (it had made the parameter a computed value that ``backward`` skipped). A
     compiled function that assigns into captured state writes it back at each call."""
-    if x._impl.requires_grad:
-        v = value.detach() if isinstance(value, Tensor) else value
-        rebind(x, _update(x.detach(), key, v, "set"), item=True)
-    else:
-        rebind(x, _update(x, key, value, "set"), item=True)
+    _WRITTEN[0] = (x, key)  # (the views of x this region does not reach keep their value)
+    try:
+        if x._impl.requires_grad:
+            v = value.detach() if isinstance(value, Tensor) else value
+            rebind(x, _update(x.detach(), key, v, "set"), item=True)
+        else:
+            rebind(x, _update(x, key, value, "set"), item=True)
+    finally:
+        _WRITTEN[0] = None
     write_through(x)
+
+
+# ``setitem``'s tensor and key while it rebinds: ``_refresh_views`` leaves the views of
+# other regions (row views of a table whose rows are written one at a time) as they are
+_WRITTEN: list = [None]
+
+
+def _spans(shape: tuple, key) -> list | None:
+    """Per dim of ``shape``, the (first, last) index a basic key of ints and slices
+    reaches (the whole dim for a dim it leaves out), or None for another key or an empty
+    region."""
+    entries = _entries_of(key)
+    if len(entries) > len(shape):
+        return None
+    out = []
+    for k, n in zip(entries, shape):
+        n = int(n)
+        if _is_int(k):
+            i = int(k) % n if n else 0
+            out.append((i, i))
+        elif type(k) is slice:
+            r = range(*k.indices(n))
+            if not r:
+                return None
+            out.append((min(r[0], r[-1]), max(r[0], r[-1])))
+        else:  # None, Ellipsis, a tensor: not worked out here
+            return None
+    out.extend((0, int(n) - 1) for n in shape[len(entries) :])
+    return out
+
+
+def _apart(spans_a, shape: tuple, b) -> bool:
+    """Whether the region ``spans_a`` (``_spans`` of a key) and basic key ``b`` reach no
+    common element of a tensor of ``shape`` (conservatively: their index ranges miss
+    each other in some dim)."""
+    sb = _spans(shape, b)
+    if spans_a is None or sb is None:
+        return False
+    return any(ha < lb or hb < la for (la, ha), (lb, hb) in zip(spans_a, sb))
 
 
 class Reshaped(NamedTuple):
@@ -948,6 +991,9 @@ def _refresh_views(x: Tensor) -> None:
     except AttributeError:
         return
     live = []
+    written = _WRITTEN[0]
+    shape = tuple(x.shape)
+    region = _spans(shape, written[1]) if written is not None and written[0] is x else None
     # a view is read from its base with history even when the base changed under
     # ``no_grad`` (an optimizer's ``w.mul_``): ``v = w[:2]`` stays a function of ``w``
     outer = STATE.no_grad, STATE.grad_block
@@ -960,6 +1006,9 @@ def _refresh_views(x: Tensor) -> None:
                 continue  # gone, or read from another tensor since
             live.append(ref)
             where = link[1]
+            if region is not None and type(where) not in (Reshaped, Permuted):
+                if _apart(region, shape, where):
+                    continue  # another region was written: its value is as it was
             if type(where) is Reshaped:
                 new = fn.reshape(x, tuple(v.shape))
             elif type(where) is Permuted:

@@ -537,6 +537,8 @@ def gelu(x, approximate="none"):
     if approximate in (False, "none"):
         if not x.dtype.is_float:
             return 0.5 * x * (1.0 + erf(x * (1.0 / math.sqrt(2.0))))
+        if x.dtype in (DType.float16, DType.bfloat16):  # in float32, rounded once (PyTorch)
+            return gelu(x.cast(DType.float32)).cast(x.dtype)
         tail = _erfc_nonnegative(abs(x) * (1.0 / math.sqrt(2.0)))  # erfc(|x| / sqrt 2)
         if x.dtype is not DType.float64:
             return 0.5 * x * fn.where(x < 0.0, tail, 2.0 - tail)

@@ -666,6 +666,15 @@ def test_views_share_their_base_both_ways_as_pytorch_views_share_storage():
     np.testing.assert_array_equal(z.numpy(), a.T.reshape(-1))  # a copy, as PyTorch's
     assert (w.numpy()[::3] == 0).all()  # a view
 
+    x = nb.constant(a)
+    rows = [x[i] for i in range(3)]
+    for i, r in enumerate(rows):  # a write to one row leaves the others' values as they are
+        r.add_(float(i + 1))
+    x.mul_(2.0)
+    for i, r in enumerate(rows):
+        np.testing.assert_array_equal(r.numpy(), (a[i] + i + 1) * 2)
+    np.testing.assert_array_equal(x.numpy(), (a + np.array([[1.0], [2.0], [3.0]])) * 2)
+
     def f(t):
         t.mul_(2.0)
         return (t**2).sum()

@@ -230,6 +230,11 @@ def test_gelu_tail_nan_to_num_bfloat16_and_square_of_bools():
     assert np.isfinite(g).all()
     h = nb.gelu(nb.constant(np.array([-3.0], np.float16))).numpy().astype(np.float64)
     np.testing.assert_allclose(h, want[4:5], rtol=2e-3)
+    import ml_dtypes
+
+    grid = np.linspace(-6.0, 4.0, 401).astype(ml_dtypes.bfloat16)  # float32, rounded once
+    exact = nb.gelu(nb.constant(grid.astype(np.float32))).numpy().astype(ml_dtypes.bfloat16)
+    np.testing.assert_array_equal(nb.gelu(nb.constant(grid)).numpy(), exact)
     bf = nb.nan_to_num(nb.constant(np.array([np.inf, np.nan], np.float32)).astype(nb.bfloat16))
     assert bf.dtype is nb.bfloat16 and np.isfinite(bf.numpy().astype(np.float32)).all()
     sq = nb.square(nb.constant([True, False]))
