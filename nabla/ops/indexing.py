@@ -37,6 +37,7 @@ __all__ = [
     "make_view",
     "viewable_reshape",
     "fits_in_place",
+    "restore_and_refuse",
     "AtIndexer",
 ]
 
@@ -1041,6 +1042,17 @@ def write_through(view: Tensor) -> None:
         setitem(base, Ellipsis, fn.permute(view, back))
     else:
         setitem(base, where, view)
+
+
+def restore_and_refuse(bad: list, message) -> None:
+    """Give each ``(tensor, impl before)`` of ``bad`` its value back (last write undone
+    first) and raise ``ValueError(message(first tensor))``: an in-place update a transform
+    cannot honour (a loop body's or a vmap's on a tensor from outside it) leaves nothing
+    behind."""
+    for x, before in reversed(bad):
+        x._impl = before
+        before.wrapper = weakref.ref(x)
+    raise ValueError(message(bad[0][0]))
 
 
 def fits_in_place(old, new) -> bool:

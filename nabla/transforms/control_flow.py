@@ -51,6 +51,7 @@ from ..core.state import STATE, grad_cut, is_live, level_sizes, may_be_pulled_ba
 from ..ops import batching, binary, collectives, creation, reduction, unary, view
 from ..ops._util import as_tensor
 from ..ops.base import Operation
+from ..ops.indexing import restore_and_refuse
 from ..runtime.graph import ConcretizationError
 from ..runtime.tensor import Tensor
 from ._records import InSpec, LoopLayout, OutAval, Recording, Ref, ScanOutputs, keep_nodes
@@ -262,18 +263,16 @@ def _refuse_captured_writes(what, writes: list, recorded: list, arg_of: dict, ou
         if before.node is not None and id(before.node) in made:
             continue  # a value the body computed
         bad.append((x, before))
-    if not bad:
-        return
-    for x, before in reversed(bad):
-        x._impl = before
-        before.wrapper = weakref.ref(x)
-    x = bad[0][0]
-    raise ValueError(
-        f"{what}: a tensor from outside the body (shape {tuple(x.shape)}, dtype "
-        f"{x.dtype.value}) is updated in place there; a body is traced once and runs as "
-        "one op, so such an update cannot follow its steps or branches. Pass the tensor "
-        "in (a carry or an operand) and return its new value"
-    )
+    if bad:
+        restore_and_refuse(
+            bad,
+            lambda x: (
+                f"{what}: a tensor from outside the body (shape {tuple(x.shape)}, dtype "
+                f"{x.dtype.value}) is updated in place there; a body is traced once and runs "
+                "as one op, so such an update cannot follow its steps or branches. Pass the "
+                "tensor in (a carry or an operand) and return its new value"
+            ),
+        )
 
 
 def _refuse_draws(what, rng) -> None:

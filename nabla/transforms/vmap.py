@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import functools
 import numbers
-import weakref
 
 import numpy as np
 
@@ -28,6 +27,7 @@ from ..core.state import STATE, new_level, vmap_level
 from ..ops._util import as_tensor, check_callable
 from ..ops.batching import from_batch, to_batch
 from ..ops.collectives import split_level
+from ..ops.indexing import restore_and_refuse
 from ..runtime.tensor import Tensor
 
 __all__ = ["vmap"]
@@ -155,17 +155,15 @@ def _refuse_batched_writes(writes: list, level: int, out) -> None:
             continue
         if level in x._impl.levels:
             bad.append((x, before))
-    if not bad:
-        return
-    for x, before in reversed(bad):
-        x._impl = before
-        before.wrapper = weakref.ref(x)
-    x = bad[0][0]
-    raise ValueError(
-        f"vmap: a tensor from outside the vmapped function (shape {tuple(x.shape)}) is "
-        "updated in place with a value that differs per example; it cannot keep it after "
-        "the vmap. Return the value from the function instead"
-    )
+    if bad:
+        restore_and_refuse(
+            bad,
+            lambda x: (
+                f"vmap: a tensor from outside the vmapped function (shape {tuple(x.shape)}) "
+                "is updated in place with a value that differs per example; it cannot keep "
+                "it after the vmap. Return the value from the function instead"
+            ),
+        )
 
 
 def _mapped_leaves(leaves, axes, paths, axis_size) -> tuple[list, int]:
