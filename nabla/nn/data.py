@@ -180,7 +180,7 @@ def random_split(dataset, lengths, seed: int = 0, *, generator=None) -> list:
         raise ValueError(
             f"random_split: lengths {lengths} do not add up to the dataset's {n} examples"
         )
-    order = np.random.default_rng(seed).permutation(n)
+    order = np.random.default_rng(int(seed) % (1 << 64)).permutation(n)  # (a negative seed too)
     out, start = [], 0
     for c in lengths:
         out.append(Subset(dataset, order[start : start + int(c)]))
@@ -224,9 +224,11 @@ class DataLoader:
         collate_fn: joins a dataset's examples into a batch (default
             :func:`default_collate`); only for a dataset.
         **loader_options: PyTorch's ``num_workers``, ``pin_memory``, ``persistent_workers``,
-            ``prefetch_factor``, ``timeout`` and ``worker_init_fn``, accepted so its loader
-            calls carry over: batches are made in this process, in memory (no workers, no
-            pinning). Another keyword is a ``TypeError``.
+            ``prefetch_factor``, ``timeout``, ``worker_init_fn``, ``pin_memory_device``,
+            ``multiprocessing_context`` and ``generator``, accepted so its loader calls
+            carry over: batches are made in this process, in memory (no workers, no
+            pinning), and ``seed`` alone decides the order (a torch ``generator`` does
+            not). Another keyword is a ``TypeError``.
 
     Raises:
         ValueError: for an empty dataset, arrays of different lengths, ``batch_size < 1``,
@@ -348,7 +350,9 @@ class DataLoader:
     def order(self, epoch: int) -> np.ndarray:
         """The example order of ``epoch`` (every process computes the same one)."""
         if self.shuffle:
-            return np.random.default_rng((self.seed, epoch)).permutation(self.n)
+            # (a negative seed, as PyTorch takes, as its 64-bit pattern: NumPy's are >= 0)
+            seed = self.seed % (1 << 64)
+            return np.random.default_rng((seed, epoch)).permutation(self.n)
         return np.arange(self.n)
 
     def __iter__(self):

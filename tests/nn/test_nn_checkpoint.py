@@ -171,3 +171,15 @@ def test_default_collate_refuses_ragged_samples_and_keeps_strings():
     assert list(nn.DataLoader(["s0", "s1", "s2"], batch_size=2)) == [["s0", "s1"], ["s2"]]
     with pytest.raises(ValueError, match=r"sample 0 has \(3,\), sample 2 has \(4,\)"):
         nn.data.default_collate([np.zeros(3), np.ones(3), np.ones(4)])
+
+
+def test_a_negative_seed_shuffles_as_any_other():
+    """PyTorch takes a negative seed; the loader accepted one and failed at its first
+    epoch (NumPy's seeds are not negative)."""
+    a = list(nn.DataLoader(np.arange(10), batch_size=5, shuffle=True, seed=-1))
+    b = list(nn.DataLoader(np.arange(10), batch_size=5, shuffle=True, seed=-1))
+    got = np.concatenate([t.numpy() for t in a])
+    assert sorted(got.tolist()) == list(range(10))
+    np.testing.assert_array_equal(got, np.concatenate([t.numpy() for t in b]))
+    parts = nn.data.random_split(np.arange(6), [3, 3], seed=-5)
+    assert sorted(int(i) for p in parts for i in p.indices) == list(range(6))
