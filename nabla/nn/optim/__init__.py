@@ -29,7 +29,6 @@ use the functional form: a compiled function's side effects are not replayed on 
 
 from __future__ import annotations
 
-import functools
 import math
 import numbers
 import warnings
@@ -472,17 +471,23 @@ def _apply(params, grads, state, moments, rule, initial: float = 0.0):
     return tree_unflatten(tree, new_leaves), new_state
 
 
-def _tied_totals(leaves: list, grads: list) -> list:
-    """The gradients with each tensor that appears at several leaves (tied weights: an
-    embedding shared with the output layer) given its total at all of them. ``nb.grad`` of
-    a module gives each leaf its own part; PyTorch's ``.grad`` holds the sum, and so does
-    every leaf that reads it (the same tensor at each: already the total). Each leaf then
-    makes the same update from the same value, one update of the tensor."""
+def _tied_groups(leaves: list) -> tuple:
+    """The leaf positions of each tensor that appears at several leaves (tied weights: an
+    embedding shared with the output layer), as a tuple of tuples (usually empty)."""
     at: dict = {}
     for i, p in enumerate(leaves):
         if isinstance(p, Tensor):
             at.setdefault(id(p), []).append(i)
-    groups = [ix for ix in at.values() if len(ix) > 1]
+    return tuple(tuple(ix) for ix in at.values() if len(ix) > 1)
+
+
+def _tied_totals(leaves: list, grads: list, groups: tuple | None = None) -> list:
+    """The gradients with each tensor that appears at several leaves given its total at
+    all of them (``groups``: ``_tied_groups(leaves)`` when not given). ``nb.grad`` of a
+    module gives each leaf its own part; PyTorch's ``.grad`` holds the sum, and so does
+    every leaf that reads it (the same tensor at each: already the total). Each leaf then
+    makes the same update from the same value, one update of the tensor."""
+    groups = _tied_groups(leaves) if groups is None else groups
     if not groups:
         return grads
     grads = list(grads)
@@ -1148,16 +1153,14 @@ class Optimizer:
         leaves = tree_leaves(params)
         if not any(isinstance(t, Tensor) for t in leaves):
             raise ValueError(f"{type(self).__name__}: got an empty parameter list")
-        seen: dict = {}
-        for i, t in enumerate(leaves if not isinstance(params, Module) else ()):
-            if isinstance(t, Tensor) and seen.setdefault(id(t), i) != i:
-                warnings.warn(  # (PyTorch warns too, and steps such a tensor twice)
-                    f"{type(self).__name__}: the parameters hold one tensor twice (leaves "
-                    f"{seen[id(t)]} and {i}); it is updated once per step",
-                    UserWarning,
-                    stacklevel=3,
-                )
-                break
+        twice = () if isinstance(params, Module) else _tied_groups(leaves)  # (a module: tied)
+        if twice:
+            warnings.warn(  # (PyTorch warns too, and steps such a tensor twice)
+                f"{type(self).__name__}: the parameters hold one tensor twice (leaves "
+                f"{twice[0][0]} and {twice[0][1]}); it is updated once per step",
+                UserWarning,
+                stacklevel=3,
+            )
         self.model = params if isinstance(params, Module) else None
         self.params = params
         self.lr = lr
@@ -1620,11 +1623,7 @@ class CompiledStep:
             loss, g = value_and_grad(loss_of)([x for x, m in zip(leaves, mask) if m])
             it = iter(g)
             grads = [next(it) if m else None for m in mask]
-            for group in ties:  # a tensor at several leaves (tied weights): its total
-                parts = [grads[i] for i in group if grads[i] is not None]
-                total = functools.reduce(lambda a, b: a + b, parts) if parts else None
-                for i in group:
-                    grads[i] = total
+            grads = _tied_totals(leaves, grads, ties)  # (the inputs: one object per leaf)
             new_params, new_state = optimizer._update(params, grads, state, hyper)
             return tree_leaves(new_params), new_state, loss
 
@@ -1652,11 +1651,7 @@ class CompiledStep:
         # Python values, part of the trace's key (changing one retraces)
         hyper = opt._settings(traced=True)
         trained = sum(1 << i for i, m in enumerate(mask) if m)
-        at: dict = {}
-        for i, p in enumerate(leaves):
-            if isinstance(p, Tensor):
-                at.setdefault(id(p), []).append(i)
-        ties = tuple(tuple(ix) for ix in at.values() if len(ix) > 1)  # (static: usually ())
+        ties = _tied_groups(leaves)  # (static: usually ())
         new_leaves, new_state, loss = self.compiled(
             plain, tree, trained, ties, opt.state, hyper, *batch
         )
