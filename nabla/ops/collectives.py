@@ -1207,7 +1207,7 @@ def _dispatch(op: str, x, per_device_form, global_form, one_device=None, axes=No
     if _per_device(x):
         return per_device_form(x)
     if one_device is not None and x._impl.sharding is None:
-        if axes is not None and axes != () and axes != []:
+        if axes:  # (None, () or []: no axes named)
             raise ShardingError(
                 f"{op}: axes {axes!r} name mesh axes, but the tensor of shape {x.shape} has "
                 "no mesh and no shard_map body is running (vmap has no axis_name: a "

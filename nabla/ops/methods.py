@@ -10,7 +10,7 @@ from ..core.sharding import P
 from ..core.state import STATE
 from ..runtime.tensor import Tensor
 from . import binary, collectives, creation, indexing, linalg, reduction, transfer, unary, view
-from ._util import as_tensor, device_named
+from ._util import as_tensor, device_named, norm_axis
 
 
 def _swap(fn):
@@ -773,10 +773,7 @@ def _index_select(self, dim, index):
 def _narrow(self, dim, start, length):
     """PyTorch's ``x.narrow(dim, start, length)``: ``length`` elements of ``dim`` from
     ``start`` (a view: in-place changes reach ``x``)."""
-    n = self.ndim
-    if not isinstance(dim, int) or not -n <= dim < n:
-        raise IndexError(f"narrow: dim {dim!r} is out of range for shape {self.shape}")
-    d = dim % n
+    d = norm_axis("narrow", dim, self.ndim, self.shape)
     size = self.shape[d]
     start = start + size if isinstance(start, int) and start < 0 else start
     if not (isinstance(start, int) and isinstance(length, int)) or not (
