@@ -58,6 +58,12 @@ class TensorDataset(Dataset):
         return self.arrays[0].shape[0]
 
 
+def _rng(seed: int, *more: int) -> np.random.Generator:
+    """NumPy's generator for ``seed`` (and ``more`` entropy): a negative seed, as PyTorch
+    takes, as its 64-bit pattern (NumPy's seeds are not negative)."""
+    return np.random.default_rng((int(seed) % (1 << 64), *more))
+
+
 def default_collate(samples: list):
     """Examples joined into a batch, as PyTorch's ``default_collate``: arrays, tensors and
     numbers stacked along a new first dim into one tensor; tuples, lists and dicts collated
@@ -85,9 +91,10 @@ def default_collate(samples: list):
         return {k: default_collate([s[k] for s in samples]) for k in first}
     if isinstance(first, Tensor):
         return creation.constant(_stacked([s.numpy() for s in samples]))
-    if isinstance(first, np.ndarray) and first.dtype.kind in "biufc":
-        return creation.constant(_stacked([np.asarray(s) for s in samples]))
-    if isinstance(first, np.number | np.bool_ | int | float | bool):
+    numeric = isinstance(first, np.number | np.bool_ | int | float | bool) or (
+        isinstance(first, np.ndarray) and first.dtype.kind in "biufc"
+    )
+    if numeric:
         return creation.constant(_stacked([np.asarray(s) for s in samples]))
     return list(samples)  # strings (NumPy's too), None, other objects
 
@@ -180,7 +187,7 @@ def random_split(dataset, lengths, seed: int = 0, *, generator=None) -> list:
         raise ValueError(
             f"random_split: lengths {lengths} do not add up to the dataset's {n} examples"
         )
-    order = np.random.default_rng(int(seed) % (1 << 64)).permutation(n)  # (a negative seed too)
+    order = _rng(seed).permutation(n)
     out, start = [], 0
     for c in lengths:
         out.append(Subset(dataset, order[start : start + int(c)]))
@@ -350,9 +357,7 @@ class DataLoader:
     def order(self, epoch: int) -> np.ndarray:
         """The example order of ``epoch`` (every process computes the same one)."""
         if self.shuffle:
-            # (a negative seed, as PyTorch takes, as its 64-bit pattern: NumPy's are >= 0)
-            seed = self.seed % (1 << 64)
-            return np.random.default_rng((seed, epoch)).permutation(self.n)
+            return _rng(self.seed, epoch).permutation(self.n)
         return np.arange(self.n)
 
     def __iter__(self):

@@ -15,16 +15,16 @@ import ml_dtypes
 import numpy as np
 
 from ..core.dtypes import promote_types
-from ..core.state import STATE
 from ..ops import binary, creation, indexing, reduction, unary, view
 from ..ops import random as _random
-from ..ops._util import as_tensor, norm_axis
+from ..ops._util import as_tensor, norm_axis, readable_now
 from ..ops.nn import avg_pool2d, conv2d, conv2d_transpose, max_pool2d
 from ..runtime.tensor import Tensor
 from .init import he_normal, he_uniform, xavier_normal, xavier_uniform
 from .losses import (
     binary_cross_entropy,
     binary_cross_entropy_with_logits,
+    broadcasts_onto,
     cross_entropy,
     cross_entropy_loss,
     huber_loss,
@@ -198,10 +198,9 @@ def one_hot(tensor, num_classes: int = -1) -> Tensor:
     tensor = as_tensor(tensor, op="one_hot")
     if not tensor.dtype.is_int:
         raise TypeError(f"one_hot: indices must be integers, got {tensor.dtype}")
-    impl = tensor._impl
     # indices with a value, or computed lazily outside compile (computed now, alone), are
     # checked: an out-of-range one would give a row of zeros
-    known = not impl.levels and tensor.size and (impl.buffer is not None or STATE.recording is None)
+    known = tensor.size and readable_now(tensor)
     if num_classes == -1:
         if not tensor.size:
             raise ValueError("one_hot: num_classes=-1 needs at least one index")
@@ -577,11 +576,8 @@ def linear(x, weight, bias=None) -> Tensor:
     if bias is None:
         return y
     bias = as_tensor(bias, op="linear")
-    try:  # (out_features,), or any shape that broadcasts onto the output (the original's (1, out))
-        fits = np.broadcast_shapes(tuple(y.shape), tuple(bias.shape)) == tuple(y.shape)
-    except ValueError:
-        fits = False
-    if not fits:
+    # (out_features,), or any shape that broadcasts onto the output (the original's (1, out))
+    if not broadcasts_onto(bias.shape, y.shape):
         raise ValueError(
             f"linear: bias of shape {bias.shape} for {weight.shape[1]} output features "
             f"(weight of shape {weight.shape}, output of shape {y.shape}); expected "
@@ -761,8 +757,7 @@ def _embedding(indices, weight, padding_idx, who: str) -> Tensor:
         raise TypeError(f"{who}: indices must be integers, got {indices.dtype}")
     if weight.ndim != 2:
         raise ValueError(f"{who}: weight must be (num_embeddings, dim), got {weight.shape}")
-    impl = indices._impl
-    if not impl.levels and indices.size and (impl.buffer is not None or STATE.recording is None):
+    if indices.size and readable_now(indices):
         # a known index is checked here, naming the table: take() would read -1 as the last
         # row (PyTorch raises) and name only its internal gather for one past the end
         values = indices.numpy()

@@ -10,10 +10,11 @@ layout of the rest of ``nabla.nn``. ``reduction`` is ``"mean"`` (default), ``"su
 
 from __future__ import annotations
 
-from ..core.state import STATE
+import numpy as np
+
 from ..ops import binary, creation, unary, view
 from ..ops import reduction as _reduction_ops
-from ..ops._util import as_tensor
+from ..ops._util import as_tensor, readable_now
 from ..runtime.tensor import Tensor
 from ..transforms.custom import custom_jvp
 from .module import Module
@@ -107,8 +108,7 @@ def _check_indices(fn, scores: Tensor, target: Tensor, ignore_index=None) -> boo
             f"{fn}: class-index target of shape {target.shape} does not match input of shape "
             f"{scores.shape} (expected target shape {scores.shape[:-1]}; classes are the last axis)"
         )
-    impl = target._impl
-    if not impl.levels and target.size and (impl.buffer is not None or STATE.recording is None):
+    if target.size and readable_now(target):
         # a target with a value already (the usual case: labels from data) is checked here,
         # and so is one computed lazily outside compile (its value is computed now, alone:
         # a NaN loss would hide the bad index); an out-of-range index would otherwise match
@@ -432,11 +432,20 @@ def binary_cross_entropy_with_logits(
     return _reduce(loss, reduction, fn)
 
 
+def broadcasts_onto(shape: tuple, onto: tuple) -> bool:
+    """Whether a value of ``shape`` broadcasts onto ``onto`` without changing it (a weight
+    or bias must not enlarge what it scales or shifts)."""
+    try:
+        return np.broadcast_shapes(tuple(onto), tuple(shape)) == tuple(onto)
+    except ValueError:
+        return False
+
+
 def _onto(fn: str, name: str, w, x: Tensor) -> Tensor:
     """``w`` as a tensor that broadcasts onto ``x``'s shape without changing it (PyTorch's
     rule: a weight must not enlarge the loss, which would change its mean)."""
     w = as_tensor(w, op=fn)
-    if binary.broadcast_shapes(fn, w.shape, x.shape) != tuple(x.shape):
+    if not broadcasts_onto(w.shape, x.shape):
         raise ValueError(
             f"{fn}: {name} of shape {w.shape} does not broadcast onto the input's shape {x.shape}"
         )

@@ -10,6 +10,7 @@ import numpy as np
 from ..core.device import CPU, Accelerator, Device
 from ..core.dtypes import DType, to_dtype
 from ..core.ir import as_dim
+from ..core.state import STATE
 from ..runtime.tensor import Tensor
 from .functions import fn
 
@@ -19,6 +20,7 @@ __all__ = [
     "norm_axes",
     "norm_shape",
     "is_scalar",
+    "readable_now",
     "dtype_or",
     "alias_arg",
     "doc_paragraph",
@@ -28,6 +30,14 @@ __all__ = [
 def is_scalar(x) -> bool:
     """Whether ``x`` is a Python or NumPy scalar (not an array)."""
     return isinstance(x, numbers.Number | np.bool_) and not isinstance(x, np.ndarray)
+
+
+def readable_now(t: Tensor) -> bool:
+    """Whether ``t``'s value can be read at the call (to check it, or to take it as a Python
+    number): not batched by vmap, and held already or computable now, alone (while compile
+    or a control-flow body traces, a value with no buffer is a placeholder)."""
+    impl = t._impl
+    return not impl.levels and (impl.buffer is not None or STATE.recording is None)
 
 
 def as_tensor(x, dtype: DType | None = None, op: str = "constant") -> Tensor:

@@ -49,7 +49,7 @@ from ..core.ir import TensorImpl, build_program
 from ..core.pytree import keystr, tree_flatten, tree_flatten_with_path, tree_unflatten
 from ..core.state import STATE, grad_cut, is_live, level_sizes, may_be_pulled_back
 from ..ops import batching, binary, collectives, creation, reduction, unary, view
-from ..ops._util import as_tensor
+from ..ops._util import as_tensor, readable_now
 from ..ops.base import Operation
 from ..ops.indexing import restore_and_refuse
 from ..runtime.graph import ConcretizationError
@@ -1150,11 +1150,10 @@ def _concrete_bound(b):
     batched bound stays a tensor."""
     if (
         isinstance(b, Tensor)
-        and not b._impl.levels
         and b.shape == ()
         and b.dtype.is_int
         and not b.dtype.is_bool
-        and (b._impl.buffer is not None or STATE.recording is None)
+        and readable_now(b)
     ):
         return int(b.item())
     return b
