@@ -295,12 +295,12 @@ def _committed_data(directory: str, op: str) -> str | None:
             index = json.load(f)
     except (OSError, ValueError):
         return None
-    data = index.get("data") if isinstance(index, dict) else None
     if not isinstance(index, dict) or index.get("format") != FORMAT:
         raise ValueError(
             f"{op}: {directory!r} holds an {INDEX} that is not a {FORMAT} index; save the "
             "checkpoint into its own folder"
         )
+    data = index.get("data")
     return data if isinstance(data, str) and _DATA_NAME.fullmatch(data) else None
 
 

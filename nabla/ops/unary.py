@@ -535,15 +535,15 @@ def gelu(x, approximate="none"):
     """
     x = as_tensor(x, op="gelu")
     if approximate in (False, "none"):
+        by_erf = lambda: 0.5 * x * (1.0 + erf(x * (1.0 / math.sqrt(2.0))))  # noqa: E731
         if not x.dtype.is_float:
-            return 0.5 * x * (1.0 + erf(x * (1.0 / math.sqrt(2.0))))
+            return by_erf()
         if x.dtype in (DType.float16, DType.bfloat16):  # in float32, rounded once (PyTorch)
             return gelu(x.cast(DType.float32)).cast(x.dtype)
         tail = _erfc_nonnegative(abs(x) * (1.0 / math.sqrt(2.0)))  # erfc(|x| / sqrt 2)
         if x.dtype is not DType.float64:
             return 0.5 * x * fn.where(x < 0.0, tail, 2.0 - tail)
-        body = 0.5 * x * (1.0 + erf(x * (1.0 / math.sqrt(2.0))))
-        return fn.where(x < _GELU_TAIL_F64, 0.5 * x * tail, body)
+        return fn.where(x < _GELU_TAIL_F64, 0.5 * x * tail, by_erf())
     if approximate in (True, "tanh"):
         c = math.sqrt(2.0 / math.pi)
         return 0.5 * x * (1.0 + tanh(c * (x + 0.044715 * x * x * x)))
