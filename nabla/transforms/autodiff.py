@@ -300,8 +300,8 @@ def _vjp(fun, primals, has_aux, level):
     # the inputs' values, taken before ``fun`` runs: an in-place update of an argument
     # (``x.mul_(2)``) gives the argument object a new value, and the derivative is with
     # respect to the value passed in, not the updated one
-    targets = [w._impl for w in wrapped if isinstance(w, Tensor) and w.dtype.is_float]
     copied = [(x, w, w._impl) for x, w in zip(flat, wrapped, strict=True) if w is not x]
+    targets = [before for _x, _w, before in copied]  # (the float tensors', in order)
     res = fun(*tree_unflatten(tree, wrapped))
     out, aux = _split_aux(res, has_aux)
     out_flat, out_tree = tree_flatten(out)
