@@ -810,7 +810,7 @@ def setitem(x: Tensor, key, value) -> None:
     leaf, with its ``.grad``, as under PyTorch's ``no_grad``: ``loss.backward()`` still
     reaches it (it had made the parameter a computed value that ``backward`` skipped). A
     compiled function that assigns into captured state writes it back at each call."""
-    _WRITTEN[0] = (x, key)  # (the views of x this region does not reach keep their value)
+    _WRITTEN[0] = _Written(x, key)  # (views of x this region misses keep their value)
     try:
         if x._impl.requires_grad:
             v = value.detach() if isinstance(value, Tensor) else value
@@ -824,6 +824,13 @@ def setitem(x: Tensor, key, value) -> None:
 
 # ``setitem``'s tensor and key while it rebinds: ``_refresh_views`` leaves the views of
 # other regions (row views of a table whose rows are written one at a time) as they are
+class _Written(NamedTuple):
+    """The region ``setitem`` is writing: ``tensor[key]``."""
+
+    tensor: Tensor
+    key: object
+
+
 _WRITTEN: list = [None]
 
 
@@ -994,7 +1001,8 @@ def _refresh_views(x: Tensor) -> None:
     live = []
     written = _WRITTEN[0]
     shape = tuple(x.shape)
-    region = _spans(shape, written[1]) if written is not None and written[0] is x else None
+    mine = written is not None and written.tensor is x
+    region = _spans(shape, written.key) if mine else None
     # a view is read from its base with history even when the base changed under
     # ``no_grad`` (an optimizer's ``w.mul_``): ``v = w[:2]`` stays a function of ``w``
     outer = STATE.no_grad, STATE.grad_block
