@@ -84,7 +84,7 @@ class UnaryOperation(Operation):
             # the original Nabla's protocol: a user op lowered by its kernel() on MAX values
             fn.kernel_protocol(cls)  # ops/kernels.py
 
-    whole_is_identity = False  # rounding: integer and bool inputs come back unchanged
+    unchanged_for = None  # dtype predicate: inputs it accepts come back as they are (rounding)
     out_dtype: DType | None = None  # e.g. bool for predicates
     allowed = None  # optional predicate on the input dtype
 
@@ -93,7 +93,7 @@ class UnaryOperation(Operation):
             x = as_tensor(x, op=self.name)
         if self.allowed is not None and not self.allowed(x.dtype):
             raise TypeError(f"{self.name}: unsupported dtype {x.dtype} (shape {x.shape})")
-        if self.whole_is_identity and not x.dtype.is_float:
+        if self.unchanged_for is not None and self.unchanged_for(x.dtype):
             return x
         if self.float_only and not x.dtype.is_float:
             x = cast(x, get_default_dtype())
@@ -135,7 +135,7 @@ def _dtype_phrase(dtypes) -> str:
     return "dtype " + " or ".join(d.value for d in dtypes)
 
 
-def _unary_doc(doc, *, float_only, out_dtype, allowed, whole_is_identity=False) -> str:
+def _unary_doc(doc, *, float_only, out_dtype, allowed, unchanged=None) -> str:
     """The class docstring of a ``_unary`` op: ``doc`` (a one-line summary, optionally
     followed by a blank line and notes) plus the dtype rules, Args, Returns and Raises that
     follow from the op's flags."""
@@ -143,8 +143,8 @@ def _unary_doc(doc, *, float_only, out_dtype, allowed, whole_is_identity=False) 
     if out_dtype is not None:
         rule = "" if notes else "Any input dtype is accepted."
         returns = f"A {out_dtype.value} tensor of ``x``'s shape."
-    elif whole_is_identity:
-        rule = "Integer and bool inputs are returned unchanged, as in JAX."
+    elif unchanged is not None:
+        rule = f"{unchanged} inputs are returned unchanged, as in JAX."
         returns = "A tensor of ``x``'s shape and dtype."
     elif float_only:
         rule = (
@@ -172,8 +172,10 @@ def _unary(
     out_dtype=None,
     allowed=None,
     linear=False,
-    whole_is_identity=False,
+    unchanged=None,
 ):
+    """A unary op class's singleton. ``unchanged``: None, or ``(phrase, predicate)``: inputs
+    whose dtype satisfies the predicate come back as they are (``"Bool"`` for ``abs``)."""
     cls = type(
         f"{name.title().replace('_', '')}Op",
         (UnaryOperation,),
@@ -183,11 +185,11 @@ def _unary(
                 float_only=float_only,
                 out_dtype=out_dtype,
                 allowed=allowed,
-                whole_is_identity=whole_is_identity,
+                unchanged=unchanged and unchanged[0],
             ),
             "name": name,
             "float_only": float_only,
-            "whole_is_identity": whole_is_identity,
+            "unchanged_for": staticmethod(unchanged[1]) if unchanged else None,
             "out_dtype": out_dtype,
             "differentiable": derivative is not None,
             "allowed": staticmethod(allowed) if allowed else None,
@@ -212,7 +214,7 @@ abs = _unary(  # noqa: A001
     lambda x, y: (x >= 0).cast(x.dtype) * 2.0 - 1.0,
     doc="Elementwise absolute value ``|x|``.\n\nIts derivative at 0 is taken as 1, as in JAX.",
     float_only=False,
-    allowed=_not_bool,
+    unchanged=("Bool", lambda d: d.is_bool),
 )
 neg = _unary(
     "neg",
@@ -307,7 +309,12 @@ sign = _unary(
 
 def _rounding(name, doc):
     """A rounding op: derivative zero, integer and bool inputs returned unchanged."""
-    return _unary(name, lambda x, y: 0.0, doc=doc + _ZERO_GRAD, whole_is_identity=True)
+    return _unary(
+        name,
+        lambda x, y: 0.0,
+        doc=doc + _ZERO_GRAD,
+        unchanged=("Integer and bool", lambda d: not d.is_float),
+    )
 
 
 floor = _rounding("floor", "Elementwise floor (round toward -inf).")

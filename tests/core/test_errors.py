@@ -409,7 +409,7 @@ CASES = [
         lambda: nb.sub(lazy(2, dtype=bool), lazy(2, dtype=bool)),
         ["sub", "bool", "(2,)"],
     ),
-    ("abs_bool", TypeError, lambda: nb.abs(lazy(2, dtype=bool)), ["abs", "bool", "(2,)"]),
+    ("neg_bool", TypeError, lambda: nb.neg(lazy(2, dtype=bool)), ["neg", "bool", "(2,)"]),
     ("add_string", TypeError, lambda: nb.add(lazy(2), "a"), ["add", "str", "(2,)"]),
     ("add_none", TypeError, lambda: lazy(2) + None, ["add", "NoneType"]),
     # --- Tensor protocol

@@ -252,6 +252,17 @@ def test_rounding_returns_integer_and_bool_inputs_unchanged(name):
         np.testing.assert_array_equal(got.numpy(), a)
 
 
+def test_abs_of_bool_is_the_input_as_jax_s():
+    """``jnp.abs`` of a bool array is that array (bool); negation of bools stays refused."""
+    a = np.array([True, False])
+    got = nb.abs(nb.constant(a))
+    assert got.dtype == nb.bool
+    np.testing.assert_array_equal(got.numpy(), a)
+    assert abs(nb.constant(a)).dtype == nb.bool
+    with pytest.raises(TypeError, match="neg"):
+        nb.neg(nb.constant(a))
+
+
 def test_repeat_takes_one_count_per_element():
     x = np.arange(6.0, dtype=np.float32).reshape(2, 3)
     t = nb.constant(x)
