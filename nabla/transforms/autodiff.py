@@ -501,7 +501,10 @@ def jvp(fun, primals, tangents, has_aux=False):
     ]
     level = new_level()
     wrapped = [_with_tangent(p, t, level) for p, t in zip(p_flat, t_flat)]
+    copied = [(p, w, w._impl) for p, w in zip(p_flat, wrapped) if w is not p]
     out, aux = _split_aux(fun(*tree_unflatten(p_tree, wrapped)), has_aux)
+    if copied:  # an argument updated in place is updated for the caller too, as ``vjp``'s
+        write_back(*(list(col) for col in zip(*copied, strict=True)))
     o_flat, o_tree = tree_flatten(out)
     pairs = [_take_tangent(o, level) for o in o_flat]
     out = tree_unflatten(o_tree, [o for o, _ in pairs])

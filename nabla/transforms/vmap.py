@@ -27,7 +27,8 @@ from ..core.state import STATE, new_level, vmap_level
 from ..ops._util import as_tensor, check_callable
 from ..ops.batching import from_batch, to_batch
 from ..ops.collectives import split_level
-from ..ops.indexing import restore_and_refuse
+from ..ops.indexing import fits_in_place, rebind, restore_and_refuse
+from ..ops.view import broadcast_to, unsqueeze
 from ..runtime.tensor import Tensor
 
 __all__ = ["vmap"]
@@ -127,6 +128,7 @@ def vmap(fun=None, in_axes=0, out_axes=0, axis_size=None, spmd_axis_name=None, m
                     b if ax is None else split_level(b, level, *spmd)
                     for b, (_, ax) in zip(batched, prepared, strict=True)
                 ]
+            befores = [b._impl if isinstance(b, Tensor) else None for b in batched]
             args, kwargs = tree_unflatten(treedef, batched)
             outer, STATE.vmap_writes = STATE.vmap_writes, []
             try:
@@ -136,9 +138,25 @@ def vmap(fun=None, in_axes=0, out_axes=0, axis_size=None, spmd_axis_name=None, m
                 writes, STATE.vmap_writes = STATE.vmap_writes, outer
             if outer is not None:
                 outer.extend(writes)
+            _write_back_mapped(prepared, batched, befores, level, size)
             return _unbatch(out, level, size, out_axes)
 
     return vmapped
+
+
+def _write_back_mapped(prepared, batched, befores, level: int, size: int) -> None:
+    """A mapped tensor argument updated in place inside the function (``x.add_(1)``) is
+    updated for the caller too, each example's new value at its place along the mapped
+    axis, as ``torch.func.vmap`` updates its input."""
+    for (x, ax), b, before in zip(prepared, batched, befores, strict=True):
+        if ax is None or not isinstance(x, Tensor) or b._impl is before:
+            continue
+        if level in b._impl.levels:
+            new = from_batch(b, level, ax)
+        else:  # one value for every example (``x.zero_()``)
+            new = broadcast_to(unsqueeze(b, ax), x.shape)
+        if fits_in_place(x, new):
+            rebind(x, new, item=True)
 
 
 def _refuse_batched_writes(writes: list, level: int, out) -> None:

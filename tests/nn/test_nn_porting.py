@@ -685,6 +685,43 @@ def test_views_share_their_base_both_ways_as_pytorch_views_share_storage():
         x.view(nb.int32)
 
 
+def test_every_transform_updates_an_argument_the_function_updates_in_place():
+    """``grad``/``vjp`` did already; ``jvp`` and ``vmap`` updated only their own copies. A
+    ``vmap``ped argument takes each example's new value at its place along the mapped axis,
+    as ``torch.func.vmap``'s input does."""
+    a = np.arange(6.0, dtype=np.float32).reshape(2, 3)
+
+    def double_sum(t):
+        t.mul_(2.0)
+        return (t**2).sum()
+
+    x = nb.constant(a[0])
+    out, tan = nb.jvp(double_sum, (x,), (nb.ones_like(x),))
+    assert out.item() == 20.0 and tan.item() == 24.0  # at the value passed in
+    np.testing.assert_array_equal(x.numpy(), 2 * a[0])
+
+    x = nb.constant(a)
+    np.testing.assert_array_equal(nb.vmap(double_sum)(x).numpy(), [20.0, 200.0])
+    np.testing.assert_array_equal(x.numpy(), 2 * a)
+    x = nb.constant(a)
+    nb.vmap(lambda col: col.mul_(2.0).sum(), in_axes=1)(x)  # axis 1
+    np.testing.assert_array_equal(x.numpy(), 2 * a)
+
+    def first_to_five(r):
+        r[0] = 5.0
+        return r.sum()
+
+    x = nb.constant(a)
+    nb.vmap(first_to_five)(x)
+    np.testing.assert_array_equal(x.numpy(), [[5, 1, 2], [5, 4, 5]])
+    x = nb.constant(a)
+    nb.vmap(lambda r: r.zero_())(x)  # one value for every example
+    assert not x.numpy().any()
+    x = nb.constant(a)
+    nb.vmap(nb.vmap(lambda e: e.add_(1.0)))(x)
+    np.testing.assert_array_equal(x.numpy(), a + 1)
+
+
 # ----------------------------------------------------------------------------- .grad and .data
 def test_grad_is_one_tensor_that_in_place_changes_and_backward_accumulates_into():
     lin = nn.Linear(3, 4)
