@@ -103,9 +103,10 @@ def user_site() -> Site:
     if _RULE_OF:
         node = _RULE_OF[-1]
         fwd = node.site
+        name = node.op.described(node.kwargs)
         if fwd is not None:
-            return Site(fwd.file, fwd.line, fwd.function, node.op.name)
-        return Site("<unknown>", 0, "?", node.op.name)
+            return Site(fwd.file, fwd.line, fwd.function, name)
+        return Site("<unknown>", 0, "?", name)
     frame = sys._getframe(1)
     while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR):
         frame = frame.f_back

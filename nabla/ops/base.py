@@ -96,6 +96,11 @@ class Operation:
     def __repr__(self):
         return f"<op {self.name}>"
 
+    def described(self, kwargs: dict) -> str:
+        """How an error names one use of the op (``nb.debug_nans``): its name, or what the
+        user wrote where the op stands for a user function (``custom_vjp function f``)."""
+        return self.name
+
     def __reduce__(self):
         # the singleton by name: a module holding an op (an activation) pickles, and
         # deepcopy keeps the one instance

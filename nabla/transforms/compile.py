@@ -505,6 +505,25 @@ def _reads_an_updated_leaf(writes: list, recorded: list) -> bool:
 _GRAD_BLOCKS = {None: contextlib.nullcontext, "off": no_grad, "on": enable_grad}
 
 
+def _tagged_parts(parts) -> dict:
+    """A call key's parts after its leaves', by what they record (``_RETRACE_WHY``)."""
+    return {(p[0] if isinstance(p[0], str) else "defaults"): p for p in parts}
+
+
+_RETRACE_WHY = {
+    "vmap": lambda was, now: "the arguments' vmap batching changed",
+    "debug_nans": lambda was, now: (
+        f"nb.debug_nans/debug_infs was switched {'on' if 'debug_nans' in now else 'off'}"
+    ),
+    "defaults": lambda was, now: (
+        f"the default dtype/device changed: {was.get('defaults')} -> {now.get('defaults')}"
+    ),
+    "modules": lambda was, now: (
+        "a module it reads changed: train()/eval(), an attribute, or a submodule"
+    ),
+}
+
+
 def _batching_key(batched: list) -> tuple:
     """The vmap batching of a call's tensor leaves (``(leaf index, levels)`` for each
     batched one) as a key part: each level by its rank among the call's levels (a vmap
@@ -801,30 +820,24 @@ class CompiledFunction:
             log.info("compile %s: first trace", _name(self.fun))
             return
         old = self._last_key
-        if len(old) != len(key) or old[0] != key[0]:
+        name = _name(self.fun)
+        if old[0] != key[0]:
             log.info(
                 "compile %s: retrace because the argument structure changed: %s -> %s",
-                _name(self.fun),
+                name,
                 old[0],
                 key[0],
             )
             return
-        for i, (a, b) in enumerate(zip(old[1:], key[1:])):
-            if a != b and a[0] == "modules":
-                log.info(
-                    "compile %s: retrace because a module it reads changed: train()/eval(), "
-                    "an attribute, or a submodule",
-                    _name(self.fun),
-                )
-                return
+        n = key[0].num_leaves  # the leaves' parts, then the call's tagged parts
+        for i, (a, b) in enumerate(zip(old[1 : n + 1], key[1 : n + 1])):
             if a != b:
-                log.info(
-                    "compile %s: retrace because leaf %d changed: %r -> %r",
-                    _name(self.fun),
-                    i,
-                    a,
-                    b,
-                )
+                log.info("compile %s: retrace because leaf %d changed: %r -> %r", name, i, a, b)
+                return
+        was, now = _tagged_parts(old[n + 1 :]), _tagged_parts(key[n + 1 :])
+        for tag in sorted(set(was) | set(now)):
+            if was.get(tag) != now.get(tag):
+                log.info("compile %s: retrace because %s", name, _RETRACE_WHY[tag](was, now))
                 return
 
     # ------------------------------------------------------------------ call

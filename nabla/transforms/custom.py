@@ -92,6 +92,10 @@ class CustomCallOp(Operation):
                 _closure_error(kwargs["rule"], p, "forward")
         return kwargs["rule"].jvp(primals[:k], tangents[:k], outputs)
 
+    def described(self, kwargs):
+        owner = kwargs["rule"].owner
+        return f"{type(owner).__name__} function {owner.fun.__name__}"
+
     def replay(self, args, kwargs):
         """``compile``'s replay path: call the decorated function again on the new inputs
         (the rule holds per-call residuals, so it must be rebuilt)."""
@@ -119,6 +123,17 @@ def _needs_rule(tensors) -> bool:
     return STATE.recording is not None or any(
         is_live(t._impl.traced) or t._impl.tangents for t in tensors
     )
+
+
+def _plain_call(fun, args):
+    """``fun(*args)`` when no argument is differentiated, or None when its result still
+    depends on a value being differentiated, which it closes over: the rule then handles
+    the call, and differentiating with respect to that value is refused, as under
+    ``compile`` (and as JAX's custom rules refuse it)."""
+    out = fun(*args)
+    if any(isinstance(o, Tensor) and _needs_rule([o]) for o in tree_flatten(out)[0]):
+        return None
+    return out
 
 
 def _run_recorded(run):
@@ -376,8 +391,10 @@ class custom_vjp:  # noqa: N801 - JAX's spelling
         tensors = split.tensors
         # inside its own fwd the function is its primal computation (JAX's usual
         # ``def f_fwd(x): return f(x), res``), not a second use of the rule
-        if not _needs_rule(tensors) or getattr(self._in_fwd, "depth", 0):
+        if getattr(self._in_fwd, "depth", 0):
             return self.fun(*args)
+        if not _needs_rule(tensors) and (out := _plain_call(self.fun, args)) is not None:
+            return out
         # fwd sees the real inputs: residuals keep their links for higher-order reverse mode,
         # while the rule returns no cotangent for the forward outputs (no double counting).
         self._in_fwd.depth = 1
@@ -518,8 +535,8 @@ class custom_jvp:  # noqa: N801
         args = _positional(self.fun, args, kwargs, "custom_jvp function")
         split = _CallArgs.of(args)
         tensors = split.tensors
-        if not _needs_rule(tensors):
-            return self.fun(*args)
+        if not _needs_rule(tensors) and (out := _plain_call(self.fun, args)) is not None:
+            return out
         detached = split.detached()
         out, reads = _run_recorded(lambda: self.fun(*detached))
         o_flat, o_tree = tree_flatten(out)

@@ -114,6 +114,20 @@ def test_backward_through_tensor_backward():
     assert "the gradient of sqrt" in msg and "loss = (nb.sqrt(x) * 0.0).sum()" in msg
 
 
+def test_a_custom_rule_is_named_by_the_users_function():
+    """(It read "the gradient of custom_call".)"""
+
+    @nb.custom_vjp
+    def doubled(a):
+        return a * 2.0
+
+    doubled.defvjp(lambda a: (doubled(a), a), lambda r, g: (g * nb.log(r),))
+    x = nb.constant(np.array([1.0, -1.0], np.float32))
+    with nb.debug_nans():
+        msg = _raises(lambda: nb.grad(lambda a: doubled(a).sum())(x).numpy())
+    assert msg.startswith("the gradient of custom_vjp function doubled made NaN")
+
+
 @pytest.mark.parametrize("mode", MODES)
 def test_softmax_zero_over_zero(mode):
     def f(x):

@@ -835,6 +835,19 @@ def test_custom_rules_refuse_differentiation_through_a_closed_over_value():
         close(f(a), np.sin(0.7) * 0.7, rtol=1e-6)  # not differentiated: fine
     with pytest.raises(TypeError, match="forward-mode .* closes over"):
         nb.jvp(with_jvp, (a,), (nb.constant(1.0),))
+
+    def constant_argument(w):  # only the closed-over value is differentiated
+        @nb.custom_vjp
+        def g(x):
+            return x * w
+
+        g.defvjp(lambda x: (g(x), None), lambda _, ct: (ct * w,))
+        return g(nb.constant([2.0, -1.0])).sum()
+
+    # eagerly it had differentiated the primal, bypassing the rule; compiled, it raised
+    for f in (constant_argument, nb.compile(constant_argument)):
+        with pytest.raises(TypeError, match=r"reverse-mode .* closes over"):
+            nb.grad(f)(nb.constant([1.5, 2.0]))
     # a closed-over constant, or a value of another differentiation, is fine
     w = nb.constant(2.0)
 

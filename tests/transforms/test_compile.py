@@ -350,6 +350,10 @@ def test_retrace_explanation_names_the_changed_field(caplog):
     assert "first trace" in text
     assert "retrace because leaf 0 changed" in text
     assert "retrace because leaf 1 changed" in text
+    with caplog.at_level(logging.INFO, logger="nabla.compile"):
+        with nb.debug_nans():  # (it read "the argument structure changed: T -> T")
+            f(nb.ones((3,)), 4)
+    assert "retrace because nb.debug_nans/debug_infs was switched on" in caplog.text
     # a compiled module has no __name__: its class names it (it raised AttributeError)
     lin = nb.compile(nb.nn.Linear(4, 4))
     with caplog.at_level(logging.INFO, logger="nabla.compile"):
