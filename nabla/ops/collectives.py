@@ -95,6 +95,17 @@ def _to_layout(t: Tensor, spec: ShardingSpec | None, like) -> Tensor:
     return spmd.reshard_to(t, _spec_like(spec, like, t._impl))
 
 
+def _tangent_spec(spec: ShardingSpec | None, t: Tensor | None) -> ShardingSpec | None:
+    """The layout for tangent ``t`` of a value laid out as ``spec``: its dims, and on each
+    of its partial axes the tangent's own kind of terms, or none (the tangent of a partial
+    max is a partial *sum*: one term per device, zero where the max is not; a sum cannot
+    be laid out as max terms)."""
+    if spec is None or not spec.partial or t is None:
+        return spec
+    own = dict(t._impl.sharding.partial) if t._impl.sharding is not None else {}
+    return spec.with_partial(tuple((a, own[a]) for a, _ in spec.partial if a in own))
+
+
 def layout_like(t: Tensor, like) -> Tensor:
     """``t`` laid out like impl ``like`` without its partial axes (whole if ``like`` is)."""
     spec = None if like.sharding is None else _no_partial(like.sharding)
@@ -294,7 +305,7 @@ class _LayoutOp(_MeshOp):
 
     def jvp_rule(self, primals, tangents, outputs, kwargs):
         out = outputs[0]._impl
-        return [_to_layout(tangents[0], out.sharding, out)]
+        return [_to_layout(tangents[0], _tangent_spec(out.sharding, tangents[0]), out)]
 
     def vjp_rule(self, primals, cotangents, outputs, kwargs):
         x = primals[0]._impl
@@ -549,7 +560,7 @@ class AllReduceOp(_MeshOp):
         if _copies(x._impl.sharding, kwargs["axes"]):
             return [_copies_derivative(x, t, outputs[0], kwargs)]
         if self.completes(x._impl, kwargs):
-            return [_to_layout(t, out.sharding, out)]
+            return [_to_layout(t, _tangent_spec(out.sharding, t), out)]
         t = _to_layout(t, _no_partial(x._impl.sharding), x._impl)
         if kwargs["kind"] == "sum":
             return [_all_reduce.bind([t], kwargs)]
@@ -644,7 +655,7 @@ class RelabelOp(_MeshOp):
 
     def jvp_rule(self, primals, tangents, outputs, kwargs):
         x = primals[0]._impl
-        t = _to_layout(tangents[0], x.sharding, x)
+        t = _to_layout(tangents[0], _tangent_spec(x.sharding, tangents[0]), x)
         return [self.bind([t], kwargs)]
 
 
@@ -684,7 +695,9 @@ class PPermuteOp(_MeshOp):
 
     def jvp_rule(self, primals, tangents, outputs, kwargs):
         x = primals[0]._impl
-        return [self.bind([_to_layout(tangents[0], x.sharding, x)], kwargs)]
+        return [
+            self.bind([_to_layout(tangents[0], _tangent_spec(x.sharding, tangents[0]), x)], kwargs)
+        ]
 
     def vjp_rule(self, primals, cotangents, outputs, kwargs):
         x = primals[0]._impl
@@ -1638,9 +1651,18 @@ def _is_int(v) -> bool:
     return isinstance(v, int | np.integer) and not isinstance(v, bool)
 
 
-def _roots(root, axes) -> tuple:
-    """``root`` (an int, or one int per axis) as one position per mesh axis of ``axes``."""
-    root = (root,) * len(axes) if _is_int(root) else root
+def _roots(root, axes, sizes) -> tuple:
+    """``root`` as one position per mesh axis of ``axes`` (of ``sizes``): one int per axis,
+    or one int for the axes taken together as one, numbered row-major (the first axis
+    slowest), as ``axis_index`` and the collectives number a tuple of axes."""
+    if _is_int(root):
+        n = prod(sizes)
+        if not 0 <= root < n:
+            raise ShardingError(
+                f"broadcast: root {root} is out of range for mesh axes {tuple(axes)} "
+                f"({n} devices along them)"
+            )
+        return tuple(int(r) for r in np.unravel_index(int(root), tuple(sizes)))
     if not isinstance(root, tuple | list) or not all(_is_int(r) for r in root):
         raise ShardingError(f"broadcast: root must be an int or one int per axis, got {root!r}")
     if len(root) != len(axes):
@@ -1689,19 +1711,22 @@ def mesh_axis_index(mesh: DeviceMesh, axis_name: str) -> Tensor:
 
 def broadcast(x, root=0, axes=None) -> Tensor:
     """Every device along ``axes`` gets the block of the device at position ``root`` along
-    them (an int, or one int per axis). A dim split over ``axes`` shrinks to that block.
+    them. A dim split over ``axes`` shrinks to that block.
 
     Args:
         x: a sharded tensor.
-        root: the source position along each axis.
+        root: the source: one int per axis, or one int for the axes taken together,
+            numbered row-major (first axis slowest) as ``axis_index`` numbers a tuple of
+            axes.
         axes: mesh axes; None: every axis ``x`` is split or partial over.
     """
 
     def local(x):
         names = _body_axes("broadcast", axes)
         levels = per_device.levels_of("broadcast", names)
-        roots = _roots(root, names)
-        _check_roots(names, roots, [per_device.axis_size(lv) for lv in levels])
+        sizes = [per_device.axis_size(lv) for lv in levels]
+        roots = _roots(root, names, sizes)
+        _check_roots(names, roots, sizes)
         return per_device.broadcast(x, roots, levels)
 
     def whole(x):
@@ -1710,7 +1735,8 @@ def broadcast(x, root=0, axes=None) -> Tensor:
         if names is None:
             names = spec.sharded_axes + spec.partial_axes
         _unmixed("broadcast", x, names)
-        return _broadcast.bind([x], {"axes": names, "root": _roots(root, names)})
+        sizes = [spec.mesh.axis_size(a) for a in names]
+        return _broadcast.bind([x], {"axes": names, "root": _roots(root, names, sizes)})
 
     return _dispatch("broadcast", x, local, whole)
 

@@ -286,6 +286,16 @@ def test_axis_index_and_broadcast():
     want = np.zeros((8, 2))
     want[4:6] = w
     np.testing.assert_allclose(g.numpy(), want)
+    # one int for two axes counts along them together, row-major (as axis_index of a
+    # tuple); it had meant that position along each axis: root 1 was device (1, 1)
+    y = arr(2, 2, 2)
+    s = nb.shard(y, M22, P(None, "dp"))
+    for root, dp in ((0, 0), (1, 0), (2, 1), (3, 1)):
+        got = nb.broadcast(s, root=root, axes=("dp", "tp"))
+        np.testing.assert_array_equal(got.numpy(), y[:, dp : dp + 1])
+    np.testing.assert_array_equal(nb.broadcast(s, root=(1, 0), axes=("dp", "tp")).numpy(), y[:, 1:])
+    with pytest.raises(nb.ShardingError, match=r"root 4 is out of range for mesh axes"):
+        nb.broadcast(s, root=4, axes=("dp", "tp"))
 
 
 def test_comm_bytes_follow_the_ring_formulas():
@@ -568,3 +578,20 @@ def test_forward_derivative_through_a_sharded_max_then_a_broadcast():
         _, want = nb.jvp(f, (nb.constant(x),), (nb.constant(t),))
         _, got = nb.jvp(f, (nb.shard(x, M22, P(None, "tp")),), (nb.constant(t),))
         np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6)
+
+
+def test_forward_derivative_of_a_partial_max_that_a_later_op_gathers():
+    """A slice needing the dim whole gathers a value holding partial max terms; the
+    gather's JVP laid the tangent (partial *sum* terms) out as max terms: an internal
+    ``could not reshard`` error."""
+    x = np.random.default_rng(0).standard_normal((4, 4)).astype(np.float32)
+    t = np.arange(16, dtype=np.float32).reshape(4, 4)
+    for f in (
+        lambda a: nb.max(a, axis=0)[::2],
+        lambda a: nb.min(a, axis=0)[1],
+        lambda a: nb.prod(a, axis=0)[::2],
+    ):
+        _, want = nb.jvp(f, (nb.constant(x),), (nb.constant(t),))
+        sharded = (nb.shard(x, M22, P("dp", "tp")), nb.shard(t, M22, P("dp", "tp")))
+        _, got = nb.jvp(f, (sharded[0],), (sharded[1],))
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5)
