@@ -49,18 +49,22 @@ def describe_finding(finding: Finding, nodes, inside: str | None = None) -> str:
     node = nodes[top.index] if top.index < len(nodes) else None
     site, context = _site_and_context(finding, node)
     mask = np.isnan(finding.value) if finding.kind == "NaN" else np.isinf(finding.value)
+    if finding.made is not None:  # (beside bad values its operands brought)
+        mask = finding.made
     count, size = int(mask.sum()), int(mask.size)
     first = tuple(int(i) for i in np.argwhere(mask)[0]) if mask.ndim else ()
     name = finding.name
     made = f"{finding.kind} in {count} of {size} elements" if size > 1 else finding.kind
+    source = (
+        "from operands without one"
+        if finding.made is None
+        else f"where its operands had none (they brought {finding.kind} elsewhere)"
+    )
     if site is not None and site.grad_of is not None:
-        head = (
-            f"the gradient of {site.grad_of} made {made}: its rule's {name} made it from "
-            "operands without one"
-        )
+        head = f"the gradient of {site.grad_of} made {made}: its rule's {name} made it {source}"
         where = f"{site.grad_of} was called at {site.where()}"
     else:
-        head = f"{name} made {made} from operands without one"
+        head = f"{name} made {made} {source}"
         where = f"called at {site.where()}" if site is not None else _NO_SITE
     lines = [head, f"  {where}"]
     if inside:

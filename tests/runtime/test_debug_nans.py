@@ -81,6 +81,16 @@ def test_a_nan_the_input_already_held_is_not_blamed_on_an_op():
     assert np.isnan(y[0]) and y[1] == 3.0
 
 
+def test_a_nan_the_input_held_does_not_hide_one_the_same_op_makes_elsewhere():
+    """(One NaN in the data had turned the check off for every op it reached.)"""
+    x = nb.constant(np.array([np.nan, -1.0, 2.0], np.float32))
+    with nb.debug_nans():
+        msg = _raises(lambda: nb.log(x).numpy())
+        np.testing.assert_array_equal(nb.is_nan(nb.exp(x) * 2.0).numpy(), [True, False, False])
+    assert msg.startswith("log made NaN in 1 of 3 elements where its operands had none")
+    assert "at index (1,)" in msg and "(log of a negative number)" in msg
+
+
 def test_switch_as_function_and_off_by_default():
     assert not CONFIG.debug_nans
     x = nb.constant(np.array([0.0], np.float32))

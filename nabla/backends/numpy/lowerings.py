@@ -19,6 +19,7 @@ __all__ = [
     "LOWERINGS",
     "DIRECT",
     "UFUNCS",
+    "ELEMENTWISE",
     "MESH_REDUCE",
     "exchanges_data",
     "mesh_merge",
@@ -34,6 +35,9 @@ LOWERINGS: dict = {}
 # plain NumPy ufunc, that ufunc (then ``out=`` and in-place updates are open to it).
 DIRECT: dict = {}
 UFUNCS: dict = {}
+# the elementwise ops (operands broadcast NumPy-style; element i of the result reads
+# element i of each operand): ``nans.py`` compares their bad values position by position
+ELEMENTWISE: set = set()
 
 
 def _one(name):
@@ -48,6 +52,7 @@ def _one(name):
 def _elementwise(name, fn):
     entry = LOWERINGS[name] = lambda args, kw: [fn(*args)]
     DIRECT[name] = (entry, fn)
+    ELEMENTWISE.add(name)
     if isinstance(fn, np.ufunc):
         UFUNCS[name] = fn
 

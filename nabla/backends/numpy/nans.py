@@ -15,7 +15,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ...core.ir import Program
-from .lowerings import LOWERINGS
+from .lowerings import ELEMENTWISE, LOWERINGS
 
 __all__ = ["Frame", "Finding", "find_first_bad", "bad_kind"]
 
@@ -42,6 +42,7 @@ class Finding(NamedTuple):
     output: int
     value: np.ndarray
     kind: str
+    made: np.ndarray | None = None  # where it made bad values (None: wherever it has one)
 
 
 def bad_kind(value, nans: bool = True, infs: bool = False) -> str | None:
@@ -78,14 +79,43 @@ def _walk(program: Program, inputs: list, path: tuple, look: tuple):
         for o, r in zip(outs, res, strict=True):
             slots[o] = r
         bad = [(i, kind) for i, r in enumerate(res) if (kind := bad_kind(r, *look))]
-        if bad and not any(bad_kind(a, *look) for a in args):
-            here = path + (Frame(program, k),)
+        if not bad:
+            continue
+        here = path + (Frame(program, k),)
+        if not any(bad_kind(a, *look) for a in args):
             inner = _enter(name, args, kwargs, here, look)
             if inner is not None:
                 return inner, None
             i, kind = bad[0]
             return Finding(here, name, kwargs, args, i, res[i], kind), None
+        made = _made_here(name, args, res[0], look)
+        if made is not None:  # beside bad values it was given (``log`` of [nan, -1])
+            return Finding(here, name, kwargs, args, 0, res[0], bad_kind(res[0], *look), made), None
     return None, [slots[s] for s in program.outputs]
+
+
+def _bad_mask(a, look: tuple) -> np.ndarray:
+    a = np.asarray(a)
+    if a.dtype.kind not in "fc":
+        return np.zeros(a.shape, bool)
+    nans, infs = look
+    return (np.isnan(a) if nans else False) | (np.isinf(a) if infs else False)
+
+
+def _made_here(name: str, args: list, res, look: tuple):
+    """Where elementwise op ``name``, given operands that hold bad values, made new ones
+    (at positions where no operand has one), or None: a NaN that came in with the data does
+    not hide one the same op makes elsewhere. Other ops mix positions: None."""
+    if name not in ELEMENTWISE:
+        return None
+    try:
+        came = np.zeros(res.shape, bool)
+        for a in args:
+            came |= np.broadcast_to(_bad_mask(a, look), res.shape)
+    except ValueError:
+        return None
+    made = _bad_mask(res, look) & ~came
+    return made if made.any() else None
 
 
 def _enter(name: str, args: list, kwargs: dict, path: tuple, look: tuple):
