@@ -45,14 +45,21 @@ def test_dlpack_keeps_0d_tensors_0d_and_exports_views():
         np.testing.assert_array_equal(np.from_dlpack(view), want)  # non-contiguous results
 
 
-def test_dlpack_exports_a_read_only_buffer():
+def test_dlpack_exports_a_copy_unless_the_consumer_asks_for_none():
+    """A tensor's value is read-only; PyTorch ignores DLPack 1.0's read-only flag, and
+    ``torch.from_dlpack(t)[0] = v`` had changed the tensor (and a lazy op reading it)."""
     ro = _values("float32")
     ro.flags.writeable = False
     t = nb.constant(ro)
-    # a consumer of the old protocol gets a copy (it cannot be told the buffer is read-only)
-    np.testing.assert_array_equal(np.from_dlpack(t), ro)
+    got = np.from_dlpack(t)
+    got[0, 0] = 100.0  # a writable copy: the tensor keeps its value
+    np.testing.assert_array_equal(t.numpy(), ro)
+    shared = np.from_dlpack(t, copy=False)  # zero-copy, read-only
+    assert not shared.flags.writeable and np.shares_memory(shared, t.numpy())
     cap = t.__dlpack__(max_version=(1, 0))
     assert type(cap).__name__ == "PyCapsule"
+    with pytest.raises(BufferError, match=r"bfloat16 tensor .*cast first"):
+        np.from_dlpack(t.cast(nb.bfloat16))
     g = nb.grad(lambda v: (v * 1.0).sum())(t)  # a gradient passing a cotangent through
     np.testing.assert_array_equal(np.from_dlpack(g), np.ones_like(ro))
 
@@ -83,6 +90,15 @@ def test_dlpack_round_trip_with_torch(dtype):  # pragma: no cover - needs torch
     np.testing.assert_array_equal(torch.from_dlpack(t).numpy(), a.numpy())
     np.testing.assert_array_equal(torch.from_dlpack(t[:, ::2]).numpy(), a.numpy()[:, ::2])
     assert torch.from_dlpack(nb.constant(np.float32(2.0))).shape == ()
+    if dtype == "float32":
+        torch.from_dlpack(t)[0, 0] = 100.0  # a copy: PyTorch ignores the read-only flag
+        np.testing.assert_array_equal(t.numpy(), a.numpy())
+        bf = torch.arange(4, dtype=torch.bfloat16) / 3
+        got = nb.constant(bf)  # its bits: NumPy cannot read a PyTorch bfloat16 tensor
+        assert got.dtype == nb.bfloat16
+        np.testing.assert_array_equal(got.numpy().astype(np.float32), bf.float().numpy())
+        with pytest.raises(TypeError, match=r"from_dlpack: NumPy cannot import bfloat16"):
+            nb.from_dlpack(bf)
 
 
 # ----------------------------------------------------------------------------- spellings

@@ -86,9 +86,15 @@ def get_default_device() -> Device:
 
 @contextlib.contextmanager
 def default_device(device: Device):
-    """Context manager: tensors created inside live on ``device``."""
-    if not isinstance(device, Device):
-        raise TypeError(f"default_device expects a Device, got {type(device).__name__}")
+    """Context manager: tensors created inside live on ``device`` (a Device, or a name as
+    PyTorch spells it: ``"cpu"``, ``"cuda:0"``)."""
+    named = device_like(device)
+    if named is None:
+        raise TypeError(
+            f"default_device expects a Device or a device name, got {type(device).__name__} "
+            f"{device!r}"
+        )
+    device = named
     old = getattr(_state, "device", None)
     _state.device = device
     DEFAULTS_EPOCH[0] += 1
@@ -97,6 +103,26 @@ def default_device(device: Device):
     finally:
         _state.device = old
         DEFAULTS_EPOCH[0] += 1
+
+
+def device_named(name: str):
+    """``"cpu"``, ``"cpu:1"``, ``"cuda"``, ``"cuda:0"``, ``"gpu:1"`` as a Device; None for any
+    other string (a dtype name, in ``x.to``)."""
+    kind, _, index = name.lower().partition(":")
+    if kind not in ("cpu", "cuda", "gpu") or (index and not index.isdigit()):
+        return None
+    n = int(index) if index else 0
+    return CPU(n) if kind == "cpu" else Accelerator(n)
+
+
+def device_like(arg):
+    """``arg`` as a Device when it is one or names one (``"cpu"``, ``"gpu:1"``, a
+    ``torch.device``, read by duck typing); None otherwise."""
+    if isinstance(arg, Device):
+        return arg
+    if type(arg).__module__ == "torch" and type(arg).__name__ == "device":
+        arg = str(arg)
+    return device_named(arg) if isinstance(arg, str) else None
 
 
 _CPU0 = CPU()

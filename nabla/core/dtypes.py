@@ -159,6 +159,7 @@ float64 = DType.float64
 
 _BY_NAME = {d.value: d for d in DType}
 _BY_NAME.update({"bool_": DType.bool, "float": DType.float32, "int": DType.int32})
+_SUPPORTED = ", ".join(x.value for x in DType)
 
 
 def to_dtype(d) -> DType:
@@ -173,23 +174,29 @@ def to_dtype(d) -> DType:
     """
     if isinstance(d, DType):
         return d
+    if d is None:  # (NumPy reads None as float64)
+        raise TypeError(f"dtype None names no dtype; supported: {_SUPPORTED}")
     if d is bool:
         return DType.bool
     if d is int:
         return DType.int32
-    if d is float:
-        return DType.float32
+    if d is float:  # as a Python float becomes: the default float dtype
+        return get_default_dtype()
     if isinstance(d, str) and d in _BY_NAME:
         return _BY_NAME[d]
     if isinstance(d, enum.Enum) and type(d).__name__ == "DType" and d.name in _BY_NAME:
         return _BY_NAME[d.name]
+    if type(d).__module__ == "torch" and str(d).removeprefix("torch.") in _BY_NAME:
+        return _BY_NAME[str(d).removeprefix("torch.")]  # ``torch.float64``, by duck typing
     try:
         nd = np.dtype(d)
     except TypeError:
         nd = None
+    if nd is not None and nd.byteorder not in "=|":  # a big-endian array's: its values'
+        nd = nd.newbyteorder("=")
     if nd is not None and nd in _FROM_NUMPY:
         return _FROM_NUMPY[nd]
-    raise TypeError(f"unsupported dtype {d!r}; supported: {', '.join(x.value for x in DType)}")
+    raise TypeError(f"unsupported dtype {d!r}; supported: {_SUPPORTED}")
 
 
 def from_numpy_dtype(nd: np.dtype) -> DType:

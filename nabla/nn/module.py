@@ -9,24 +9,21 @@ else set on it (ints, strings, ``training``, callables) is static data kept in t
 from __future__ import annotations
 
 import itertools
-import sys
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import NamedTuple
 
-import ml_dtypes
 import numpy as np
 
-from ..core.device import Device
 from ..core.dtypes import DType, to_dtype
 from ..core.pytree import GetAttrKey, register_pytree_node, tree_flatten
 from ..core.state import STATE
 from ..ops import creation, transfer, unary
-from ..ops._util import device_arg, device_named
+from ..ops._util import device_arg, device_like
 from ..ops.indexing import fits_in_place, rebind
 from ..ops.spmd import reshard_to
-from ..runtime.tensor import Tensor, realize
+from ..runtime.tensor import Tensor, foreign_array, realize
 from ..transforms.autodiff import detach
 
 __all__ = [
@@ -916,7 +913,7 @@ class Module:
         for arg in args:
             if isinstance(arg, Tensor):
                 device, dtype = arg.device, arg.dtype if arg.dtype.is_float else dtype
-            elif isinstance(arg, Device) or (isinstance(arg, str) and device_named(arg)):
+            elif device_like(arg) is not None:
                 device = arg
             else:
                 dtype = arg
@@ -1065,13 +1062,7 @@ def host_array(value) -> np.ndarray:
     view of its own)."""
     if isinstance(value, Tensor):
         return value.numpy()
-    if not isinstance(value, np.ndarray) and callable(getattr(value, "detach", None)):
-        value = value.detach()
-        if str(getattr(value, "dtype", "")) == "torch.bfloat16":
-            # NumPy has no bfloat16 of its own: the bits, read as ml_dtypes' bfloat16
-            bits = value.cpu().contiguous().view(sys.modules["torch"].int16)
-            return np.asarray(bits).view(ml_dtypes.bfloat16)
-    return np.asarray(value)
+    return foreign_array(value)
 
 
 def loaded_tensor(key: str, value) -> tuple[Tensor | None, str | None]:

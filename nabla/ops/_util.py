@@ -7,7 +7,7 @@ import textwrap
 
 import numpy as np
 
-from ..core.device import CPU, Accelerator, Device
+from ..core.device import device_like
 from ..core.dtypes import DType, to_dtype
 from ..core.ir import as_dim
 from ..core.state import STATE
@@ -106,26 +106,15 @@ def alias_arg(op: str, name: str, value, alias: str, alias_value):
     return alias_value
 
 
-def device_named(name: str):
-    """``"cpu"``, ``"cpu:1"``, ``"cuda"``, ``"cuda:0"``, ``"gpu:1"`` as a Device; None for any
-    other string (a dtype name, in ``x.to``)."""
-    kind, _, index = name.lower().partition(":")
-    if kind not in ("cpu", "cuda", "gpu") or (index and not index.isdigit()):
-        return None
-    n = int(index) if index else 0
-    return CPU(n) if kind == "cpu" else Accelerator(n)
-
-
 def device_arg(op: str, device):
     """A creation op's ``device`` argument as a Device (None: the default device's), taking
-    PyTorch's names too; anything else is an error naming the op (it was kept as given and
-    failed when the value was computed)."""
-    if device is None or isinstance(device, Device):
+    PyTorch's names and devices too; anything else is an error naming the op (it was kept
+    as given and failed when the value was computed)."""
+    if device is None:
         return device
-    if isinstance(device, str):
-        got = device_named(device)
-        if got is not None:
-            return got
+    got = device_like(device)
+    if got is not None:
+        return got
     raise TypeError(
         f"{op}: device must be nb.CPU(), nb.Accelerator(i) or a name such as 'cpu' or "
         f"'gpu:0', got {type(device).__name__} {device!r}"

@@ -52,7 +52,7 @@ def constant(
     """Make a realized tensor from a Python value or NumPy array.
 
     Python ``bool`` -> bool, ``int`` -> int32, ``float`` -> the default float dtype (float32);
-    a NumPy array keeps its dtype.
+    a NumPy array keeps its dtype, and so do nested lists of NumPy scalars of one dtype.
 
     Args:
         value: a Python scalar, nested list of them, NumPy array or tensor (a tensor is
@@ -224,8 +224,28 @@ def asarray(value, dtype=None, *, device=None) -> Tensor:
 def from_dlpack(x) -> Tensor:
     """A tensor from any object exporting DLPack (a NumPy array, a torch CPU tensor, ...),
     sharing its memory (unlike :func:`constant`, which copies): the producer must not write
-    to it while the tensor is in use."""
-    arr = np.from_dlpack(x)
+    to it while the tensor is in use.
+
+    Args:
+        x: an object with ``__dlpack__`` (a tensor of ours too).
+
+    Returns:
+        A tensor sharing ``x``'s memory (on the host; moved, so copied, when the default
+        device is an accelerator).
+
+    Raises:
+        TypeError: when NumPy cannot import ``x``'s dtype through DLPack (bfloat16):
+            ``nb.constant(x)`` copies it instead.
+    """
+    try:
+        arr = np.from_dlpack(x)
+    except (RuntimeError, BufferError):
+        if "bfloat16" in str(getattr(x, "dtype", "")):
+            raise TypeError(
+                f"from_dlpack: NumPy cannot import bfloat16 through DLPack (shape "
+                f"{tuple(getattr(x, 'shape', ()))}); nb.constant(x) copies it"
+            ) from None
+        raise
     device = get_default_device()
     if not device.is_cpu:
         return constant(arr)  # moved: a copy
@@ -396,7 +416,8 @@ def _like(x, dtype, op):
 
 
 def zeros_like(x, *, dtype=None, requires_grad: bool = False) -> Tensor:
-    """Zeros with the shape (and dtype) of ``x``; batched like ``x`` under vmap.
+    """Zeros with the shape (and dtype) of ``x``; batched like ``x`` under vmap, and laid
+    out like it on its mesh.
 
     Args:
         x: the tensor whose shape (and dtype) to take.
@@ -409,7 +430,7 @@ def zeros_like(x, *, dtype=None, requires_grad: bool = False) -> Tensor:
 
 
 def ones_like(x, *, dtype=None, requires_grad: bool = False) -> Tensor:
-    """Ones with the shape (and dtype) of ``x``.
+    """Ones with the shape (and dtype) of ``x`` (batched and laid out like it).
 
     Args:
         x: the tensor whose shape (and dtype) to take.
@@ -422,7 +443,7 @@ def ones_like(x, *, dtype=None, requires_grad: bool = False) -> Tensor:
 
 
 def full_like(x, value, *, dtype=None, requires_grad: bool = False) -> Tensor:
-    """``value`` with the shape (and dtype) of ``x``.
+    """``value`` with the shape (and dtype) of ``x`` (batched and laid out like it).
 
     Args:
         x: the tensor whose shape (and dtype) to take.
@@ -436,9 +457,14 @@ def full_like(x, value, *, dtype=None, requires_grad: bool = False) -> Tensor:
 
 
 def _broadcast_like(t: Tensor, like: Tensor) -> Tensor:
-    # A *_like result carries the same vmap levels as its template (JAX: batched like x).
+    # A *_like result carries the same vmap levels as its template (JAX: batched like x),
+    # and its layout on a mesh (JAX's: ``zeros_like`` keeps the sharding), without the
+    # template's partial terms (a constant has none)
     if like._impl.levels:
         return batching.broadcast_levels(t, like._impl.levels)
+    s = like._impl.sharding
+    if s is not None:
+        return spmd.reshard_to(t, s.with_partial(()) if s.partial else s)
     return t
 
 
@@ -487,6 +513,11 @@ def arange(start=0, stop=None, step=1, dtype=None, *, device=None, requires_grad
     dtype = to_dtype(dtype)
     exact = not isinstance(start, SymDim) and not isinstance(stop, SymDim)
     count = max(0, math.ceil((stop - start) / step)) if exact else 0
+    if dtype.is_int and exact and not all(float(v).is_integer() for v in (start, step)):
+        # NumPy's (and JAX's, PyTorch's) integer range of float bounds: the length from the
+        # float bounds, the values from the first two truncated (0, 2, 0.5 -> 0, 0, 0, 0)
+        first = int(start)
+        start, step = first, int(start + step) - first
     # (a range too long to allocate is the size check's error, at the bind)
     if dtype.is_int and exact and count * dtype.itemsize <= CONFIG.max_alloc_bytes:
         lo, hi = int_range(dtype)
@@ -501,7 +532,7 @@ def arange(start=0, stop=None, step=1, dtype=None, *, device=None, requires_grad
         step = int(step)
         length = range_length(start, stop, step)
     else:
-        length = max(0, math.ceil((stop - start) / step))
+        length = count
     if dtype.is_bool and not (isinstance(length, int) and length <= 2):
         raise TypeError(  # (as NumPy: a bool range has at most False and True)
             f"arange: dtype bool holds a range of at most 2 values, got {length} "
@@ -692,13 +723,22 @@ def hann_window(window_length: int, periodic: bool = True, *, dtype=None, device
 
     Returns:
         A 1-D tensor of ``window_length`` values.
+
+    Raises:
+        TypeError: for a dtype that is not floating point (as PyTorch's).
+        ValueError: for a negative ``window_length``.
     """
 
     if isinstance(window_length, SymDim):  # its step and the one-sample case are numbers
         note_size_decision(window_length, "hann_window's length")
+    dtype = dtype_or(dtype, get_default_dtype())
+    if not dtype.is_float:  # (as PyTorch's: an integer window would be all zeros)
+        raise TypeError(f"hann_window: dtype must be a float dtype, got {dtype.value}")
+    if window_length < 0:
+        raise ValueError(f"hann_window: window_length must be >= 0, got {window_length}")
     if window_length <= 1:
         return ones((window_length,), dtype=dtype, device=device)
-    n = arange(window_length, dtype=dtype_or(dtype, get_default_dtype()), device=device)
+    n = arange(window_length, dtype=dtype, device=device)
     denom = window_length if periodic else window_length - 1
     return 0.5 - 0.5 * fn.cos(n * (2.0 * math.pi / denom))
 

@@ -4,42 +4,57 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core.device import CPU, Device
+from ..core.device import CPU
 from ..core.dtypes import DType
 from ..core.sharding import P
 from ..core.state import STATE
 from ..runtime.tensor import Tensor
 from . import binary, collectives, creation, indexing, linalg, reduction, transfer, unary, view
-from ._util import as_tensor, device_named, norm_axis
+from ._util import as_tensor, device_arg, device_like, norm_axis
 
 
 def _swap(fn):
     return lambda self, other: fn(other, self)
 
 
-def _to(self, target=None, *, dtype=None):
-    """The tensor on another device or with another dtype: ``x.to(device)``/``x.to(dtype)``.
+def _to(self, *args, device=None, dtype=None, non_blocking=False, copy=False):
+    """The tensor on another device and/or with another dtype, in PyTorch's forms:
+    ``x.to(device)``, ``x.to(dtype)``, ``x.to(device, dtype)``, ``x.to(other)``,
+    ``x.to(device=..., dtype=...)``.
 
     Args:
-        target: a :class:`nabla.Device` (a tensor already there is returned as is), a
-            device name as PyTorch spells it (``"cpu"``, ``"cuda"``, ``"gpu:1"``), or a
-            dtype in any form :func:`nabla.cast` accepts.
+        *args: a :class:`nabla.Device`, a device name as PyTorch spells it (``"cpu"``,
+            ``"cuda"``, ``"gpu:1"``) or a ``torch.device``; a dtype in any form
+            :func:`nabla.cast` accepts (``torch.float64`` too); or a tensor whose device and
+            dtype to take. In any order.
+        device: the device, by keyword.
+        dtype: the dtype, by keyword.
+        non_blocking: accepted for PyTorch compatibility (transfers are ordered anyway).
+        copy: accepted for PyTorch compatibility (a tensor's value is never shared
+            mutably).
 
     Returns:
-        The moved or cast tensor (differentiable; casts only between float dtypes).
-    """
+        The moved and/or cast tensor (the tensor itself when nothing changes;
+        differentiable, casts only between float dtypes).
 
-    if target is None and dtype is not None:  # PyTorch's x.to(dtype=...)
-        target = dtype
-    if target is None:
-        raise TypeError("to: missing the target (a device or a dtype)")
-    if isinstance(target, str):
-        device = device_named(target)
-        if device is not None:
-            target = device
-    if isinstance(target, Device):
-        return transfer.to_device(self, target)
-    return unary.cast(self, target)
+    Raises:
+        TypeError: without a target, or for an argument that is none of these.
+    """
+    for arg in args:
+        if isinstance(arg, Tensor):
+            device, dtype = arg.device, arg.dtype
+        elif device_like(arg) is not None:
+            device = device_like(arg)
+        else:
+            dtype = arg
+    if device is None and dtype is None:
+        raise TypeError("to: missing the target (a device, a dtype or a tensor)")
+    out = self
+    if device is not None:
+        out = transfer.to_device(out, device_arg("to", device))
+    if dtype is not None:
+        out = unary.cast(out, dtype)
+    return out
 
 
 def _cpu(self):
@@ -560,6 +575,8 @@ _METHODS = {
     "minimum": binary.minimum,
     "pow": binary.pow,
     "matmul": linalg.matmul,
+    "triu": creation.triu,
+    "tril": creation.tril,
     "zeros_like": creation.zeros_like,
     "ones_like": creation.ones_like,
     "gelu": unary.gelu,

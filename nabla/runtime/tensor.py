@@ -19,8 +19,10 @@ Invariants:
 from __future__ import annotations
 
 import math
+import sys
 import weakref
 
+import ml_dtypes
 import numpy as np
 
 from ..backends import buffer_to_numpy, max_backend, mpi
@@ -81,6 +83,19 @@ def _check_int_range(op: str, value, dtype: DType, inferred: bool) -> None:
         raise out_of_range_error(op, bad, dtype, inferred)
 
 
+def foreign_array(value) -> np.ndarray:
+    """Another framework's array (JAX, PyTorch) as a NumPy array of its dtype. A PyTorch
+    tensor is read through ``detach`` (one that requires grad has no NumPy view of its
+    own), and a bfloat16 one, which NumPy cannot read, through its bits (``ml_dtypes``'
+    bfloat16)."""
+    if not isinstance(value, np.ndarray) and callable(getattr(value, "detach", None)):
+        value = value.detach()  # (PyTorch's, by duck typing)
+        if str(getattr(value, "dtype", "")) == "torch.bfloat16":
+            bits = value.cpu().contiguous().view(sys.modules["torch"].int16)
+            return np.asarray(bits).view(ml_dtypes.bfloat16)
+    return np.asarray(value)
+
+
 def numpy_value(value, dtype: DType | None, op: str = "constant") -> np.ndarray:
     """``value`` as a NumPy array of ``dtype``, or of the dtype nabla infers for it
     (bool -> bool, int -> int32, float -> the default float; arrays keep theirs).
@@ -94,7 +109,7 @@ def numpy_value(value, dtype: DType | None, op: str = "constant") -> np.ndarray:
     if isinstance(value, Tensor):
         value = value.numpy()
     elif hasattr(value, "__array__") and not isinstance(value, np.ndarray | np.generic):
-        value = np.asarray(value)  # a JAX or PyTorch array keeps its dtype, as NumPy's
+        value = foreign_array(value)  # a JAX or PyTorch array keeps its dtype
     if isinstance(value, np.ndarray | np.generic):
         return _array_copy(value, dtype)
     if dtype is not None:
@@ -156,6 +171,8 @@ def _infer_array(op: str, value) -> np.ndarray:
             f"{op}: cannot make a tensor from {type(value).__name__} {value!r:.80}: {e}"
         ) from None
     kind = arr.dtype.kind
+    if kind in "biuf" and arr.size and _numpy_scalars_only(value):
+        return np.asarray(arr, dtype=from_numpy_dtype(arr.dtype).numpy)  # they keep theirs
     if kind == "O" and arr.size and all(_is_real(v) for v in arr.ravel()):
         # Python ints beyond int64 make NumPy fall back to objects
         if any(isinstance(v, float | np.floating) for v in arr.ravel()):
@@ -183,6 +200,14 @@ def _infer_array(op: str, value) -> np.ndarray:
         raise OverflowError(
             f"{op}: {type(value).__name__} {value!r:.80} does not fit in {dtype.value}"
         ) from None
+
+
+def _numpy_scalars_only(value) -> bool:
+    """Nested lists whose every leaf is a NumPy scalar (``[np.uint8(1), np.uint8(2)]``):
+    NumPy's dtype for them stands, as in NumPy and JAX (a Python number's would not)."""
+    if isinstance(value, list | tuple):
+        return all(_numpy_scalars_only(v) for v in value)
+    return isinstance(value, np.generic)
 
 
 def _is_real(v) -> bool:
@@ -241,10 +266,10 @@ class Tensor:
 
     # ------------------------------------------------------------------ copying
     def __deepcopy__(self, memo) -> Tensor:
-        """A new tensor with this one's value (computed now), dtype, device, sharding and
-        ``requires_grad``, and no history: ``copy.deepcopy(model)`` makes independent
-        parameters (an EMA or target network). Values are never changed in place, so the
-        copy shares the computed buffer."""
+        """A new tensor with this one's value (computed now), dtype, device, sharding,
+        ``requires_grad`` and ``.grad`` (copied), and no history: ``copy.deepcopy(model)``
+        makes independent parameters (an EMA or target network). Values are never changed
+        in place, so the copy shares the computed buffer."""
         impl = self._impl
         if impl.levels:
             raise TypeError(
@@ -257,6 +282,8 @@ class Tensor:
         if impl.requires_grad:
             new.requires_grad = True
         memo[id(self)] = new
+        if impl.grad is not None:  # as PyTorch's: the copy keeps a copy of the gradient
+            new._impl.grad = self.__class__.__deepcopy__(impl.grad, memo)
         return new
 
     def __reduce__(self):
@@ -607,24 +634,41 @@ class Tensor:
 
     def __array__(self, dtype=None, copy=None):
         a = self.numpy()  # read-only: np.array(t) (copy=True) gets a writable copy
-        if dtype is not None:
+        if dtype is not None and np.dtype(dtype) != a.dtype:
+            if copy is False:  # NumPy 2's protocol: refuse rather than copy
+                raise ValueError(
+                    f"__array__: a {self.dtype.value} tensor of shape {self.shape} cannot be "
+                    f"read as {np.dtype(dtype)} without a copy (copy=False)"
+                )
             return a.astype(dtype)
         return a.copy() if copy else a
 
     def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
         """Export the value through DLPack (``np/jnp/torch.from_dlpack(x)``).
 
-        Zero-copy when the host value is C-contiguous (a 0-d tensor stays 0-d). The value is
-        read-only (as ``.numpy()``), so it is exported read-only to consumers that speak
-        DLPack 1.0 (``max_version``), and as a copy to older ones, which cannot be told the
-        buffer is read-only.
+        A copy, unless the consumer asks for none (``from_dlpack(t, copy=False)``): a
+        tensor's value is read-only (as ``.numpy()``), and consumers that ignore DLPack
+        1.0's read-only flag (PyTorch's) would otherwise hand out a writable alias of it.
+        Without a copy the export is read-only (DLPack 1.0) and needs a C-contiguous host
+        value. bfloat16 cannot cross (NumPy, which holds the value, has no DLPack
+        bfloat16): the error says what to do instead.
         """
+        if self.dtype is DType.bfloat16:
+            raise BufferError(
+                "DLPack export of a bfloat16 tensor (shape "
+                f"{self.shape}): NumPy, which holds the value, cannot export bfloat16; cast "
+                "first (t.cast(nb.float32)), or pass t.numpy() (ml_dtypes' bfloat16) to "
+                "jnp.asarray"
+            )
         a = self.numpy()
-        if not a.flags.c_contiguous:
-            a = np.ascontiguousarray(a)  # never for 0-d: those are always contiguous
-        legacy = max_version is None or tuple(max_version)[0] < 1
-        if not a.flags.writeable and legacy and copy is not False:
-            a = a.copy()
+        if copy is False:
+            if not a.flags.c_contiguous:
+                raise BufferError(
+                    f"DLPack export without a copy (copy=False) of a tensor of shape "
+                    f"{self.shape} whose host value is not C-contiguous"
+                )
+        else:  # (never for 0-d: those are always contiguous, and stay 0-d)
+            a = np.array(a, order="C", copy=True)
         kwargs = {"stream": stream}
         if max_version is not None:
             kwargs.update(max_version=max_version, dl_device=dl_device, copy=copy)

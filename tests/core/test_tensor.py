@@ -921,3 +921,64 @@ def test_python_bool_index_is_a_new_axis_of_one_or_zero_as_numpy():
     np.testing.assert_array_equal(nb.grad(lambda t: t[True].sum())(x).numpy(), np.ones((2, 3)))
     with pytest.raises(IndexError, match="a Python bool among array indices"):
         x[[0, 1], True]
+
+
+def test_creation_and_conversion_edges_as_numpy_jax_and_pytorch():
+    """Each case had differed: ``arange`` with an integer dtype and float bounds, a
+    ``hann_window`` of an integer dtype (silently float32), ``dtype=None`` (float64),
+    lists of NumPy scalars (int32), big-endian arrays (refused), ``np.array(t, dtype,
+    copy=False)`` (a copy), PyTorch's ``to`` forms, ``default_device("cpu")``."""
+    for args in [(0, 2, 0.5), (1.5, 5, 1.5), (-1.7, 3, 0.9), (2.9, 0, -0.7), (0, 10, 3)]:
+        np.testing.assert_array_equal(
+            nb.arange(*args, dtype=nb.int32).numpy(), np.arange(*args, dtype=np.int32)
+        )
+    with pytest.raises(TypeError, match="hann_window: dtype must be a float dtype"):
+        nb.hann_window(4, dtype=nb.int32)
+    with pytest.raises(ValueError, match="hann_window: window_length must be >= 0"):
+        nb.hann_window(-1)
+    x = nb.constant([1, 2])
+    with pytest.raises(TypeError, match="dtype None names no dtype"):
+        x.astype(None)
+    with pytest.raises(TypeError, match="dtype None"), nb.default_dtype(None):
+        pass
+    with nb.default_dtype(nb.float64):
+        assert x.astype(float).dtype == nb.float64  # a Python float's dtype: the default
+    assert nb.constant([np.uint8(1), np.uint8(2)]).dtype == nb.uint8
+    assert nb.constant([[np.float64(1.5)]]).dtype == nb.float64
+    assert nb.constant([np.float32(1.0), 2.0]).dtype == nb.float32  # a Python float beside
+    big = np.array([1.0, 2.0], ">f4")
+    np.testing.assert_array_equal(nb.constant(big).numpy(), [1.0, 2.0])
+    np.testing.assert_array_equal((nb.ones(2) + big).numpy(), [2.0, 3.0])
+    t = nb.constant([1.0, 2.0])
+    with pytest.raises(ValueError, match="without a copy"):
+        np.array(t, dtype=np.float64, copy=False)
+    assert np.array(t, copy=False).dtype == np.float32
+    m = nb.ones((3, 3))
+    np.testing.assert_array_equal(m.triu(1).numpy(), np.triu(np.ones((3, 3)), 1))
+    np.testing.assert_array_equal(m.tril(diagonal=-1).numpy(), np.tril(np.ones((3, 3)), -1))
+    assert t.to("cpu", nb.float16).dtype == nb.float16
+    assert t.to(dtype=nb.float64, device="cpu").dtype == nb.float64
+    assert t.to(nb.constant([1], dtype=nb.int8)).dtype == nb.int8  # another tensor's
+    with pytest.raises(TypeError, match="missing the target"):
+        t.to()
+    with nb.default_device("cpu"):
+        assert nb.zeros(2).device == nb.CPU()
+
+
+def test_deepcopy_keeps_the_gradient_and_like_ops_keep_the_layout():
+    import copy
+
+    w = nb.constant([1.0, 2.0], requires_grad=True)
+    (w * w).sum().backward()
+    twin = copy.deepcopy(w)  # as PyTorch's: a copy of .grad comes along
+    np.testing.assert_array_equal(twin.grad.numpy(), [2.0, 4.0])
+    assert twin.grad is not w.grad
+    mesh = nb.DeviceMesh("like", (2, 2), ("a", "b"))
+    x = nb.shard(nb.constant(np.arange(8.0, dtype=np.float32).reshape(4, 2)), mesh, nb.P("a"))
+    for made in (nb.zeros_like(x), nb.ones_like(x), nb.full_like(x, 3.0)):
+        assert made.sharding == x.sharding  # as JAX's
+    y = nb.shard(nb.ones((4, 4)), mesh, nb.P(None, "a")) @ nb.shard(
+        nb.ones((4, 2)), mesh, nb.P("a", None)
+    )
+    assert y.sharding.partial and not nb.zeros_like(y).sharding.partial
+    np.testing.assert_array_equal(nb.zeros_like(y).numpy(), np.zeros((4, 2)))
