@@ -784,7 +784,7 @@ def _neg_large(dtype) -> float:
     # a finite "minus infinity", the dtype's lowest value: a fully masked row gives a
     # uniform softmax instead of NaN, and no allowed score is below it (a fill of -1e9 let
     # masked keys take the weight of a row whose scores were all below -1e9)
-    return float(np.finfo(dtype.numpy).min)
+    return float(ml_dtypes.finfo(dtype.numpy).min)  # (NumPy's finfo has no bfloat16)
 
 
 def scaled_dot_product_attention(

@@ -7,6 +7,7 @@ and back (``from_torch_state_dict``, ``to_torch_state_dict``).
 
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 
 from ..ops import view
@@ -152,16 +153,19 @@ def from_torch_state_dict(model: Module, state_dict) -> dict:
     return sd
 
 
-def to_torch_state_dict(model: Module) -> dict:
+def to_torch_state_dict(model: Module, *, tensors: bool = False) -> dict:
     """``model``'s ``state_dict`` in PyTorch's names and layouts (the inverse of
-    :func:`from_torch_state_dict`), for ``torch_model.load_state_dict`` (as
-    ``{k: torch.from_numpy(v) for k, v in ...}``).
+    :func:`from_torch_state_dict`): with ``tensors=True``, ready for
+    ``torch_model.load_state_dict``.
 
     Args:
         model: the module to export.
+        tensors: return PyTorch tensors (PyTorch must be installed; a bfloat16 value
+            crosses by its bits, which ``torch.from_numpy`` cannot take) instead of NumPy
+            arrays.
 
     Returns:
-        A dict name -> NumPy array.
+        A dict name -> NumPy array (or PyTorch tensor).
 
     Example:
         >>> to_torch_state_dict(nn.Linear(3, 2))["weight"].shape
@@ -189,4 +193,14 @@ def to_torch_state_dict(model: Module) -> dict:
             sd[f"{p}weight"] = sd[f"{p}weight"].T
         elif isinstance(m, Conv2d) and f"{p}weight" in sd:
             sd[f"{p}weight"] = sd[f"{p}weight"].transpose(3, 2, 0, 1)  # HWIO -> OIHW
-    return sd
+    return {k: _torch_tensor(v) for k, v in sd.items()} if tensors else sd
+
+
+def _torch_tensor(a: np.ndarray):
+    """A NumPy array as a PyTorch tensor of its dtype (a copy)."""
+    import torch  # noqa: PLC0415 - optional: only ``tensors=True`` needs it
+
+    a = np.ascontiguousarray(a)
+    if a.dtype == ml_dtypes.bfloat16:
+        return torch.from_numpy(a.view(np.int16).copy()).view(torch.bfloat16)
+    return torch.from_numpy(a.copy())

@@ -340,6 +340,8 @@ def round(x, decimals=0):  # noqa: A001 - NumPy's and JAX's name
         scale = 10**-decimals
         return fn.cast(_round(fn.cast(x, "float64") / scale) * scale, x.dtype)
     scale = 10.0**decimals
+    if x.dtype.itemsize < 4:  # scaled in float32, as JAX: x * 100 overflows float16 past 655
+        return fn.cast(_round(fn.cast(x, "float32") * scale) / scale, x.dtype)
     return _round(x * scale) / scale
 
 

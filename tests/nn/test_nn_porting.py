@@ -1257,6 +1257,27 @@ def test_half_precision_statistics_and_norms_are_computed_in_float32():
     np.testing.assert_allclose(got, [0.6, 0.8], rtol=1e-3)
 
 
+def test_attention_runs_in_bfloat16_and_float16_round_scales_in_float32():
+    """bfloat16 attention raised NumPy's "not inexact" (its masks' fill read np.finfo);
+    float16 ``round(x, 2)`` overflowed past 655 (JAX scales in float32)."""
+    rng = np.random.default_rng(0)
+    q = rng.standard_normal((1, 3, 8)).astype(np.float32)
+    want = F.scaled_dot_product_attention(nb.constant(q), nb.constant(q), nb.constant(q))
+    qb = nb.constant(q).astype(nb.bfloat16)
+    got = F.scaled_dot_product_attention(qb, qb, qb, is_causal=True)
+    assert got.dtype == nb.bfloat16
+    got = F.scaled_dot_product_attention(qb, qb, qb)
+    np.testing.assert_allclose(got.numpy().astype(np.float32), want.numpy(), atol=0.05)
+    mha = nn.MultiheadAttention(8, 2, batch_first=True).bfloat16()
+    assert mha(qb, qb, qb)[0].dtype == nb.bfloat16
+    layer = nn.TransformerEncoderLayer(8, 2, dim_feedforward=16, dropout=0.0).bfloat16()
+    assert layer(qb).dtype == nb.bfloat16
+    v = nb.constant(np.array([1000.123, 655.55, 2.675], np.float16))
+    got = nb.round(v, 2)
+    assert got.dtype == nb.float16
+    np.testing.assert_allclose(got.numpy().astype(np.float32), [1000.0, 655.5, 2.68], rtol=1e-3)
+
+
 def test_more_pytorch_spellings_from_everyday_code():
     """``x.gather(dim, index)``, a DataLoader over a list of samples, ``lerp_`` (an EMA),
     ``masked_fill_``, ``index_select``, ``narrow`` (a view) and ``triu(diagonal=)``."""

@@ -60,3 +60,13 @@ def test_a_square_linear_loaded_raw_is_wrong_and_converted_is_right():
     m = nn.Linear(5, 5)
     m.load_state_dict(nn.utils.from_torch_state_dict(m, sd))
     np.testing.assert_allclose(m(nb.constant(x)).numpy(), REF["linear/out"], rtol=1e-5, atol=1e-6)
+
+
+def test_tensors_true_gives_pytorch_tensors_that_load_bfloat16_too():
+    torch = pytest.importorskip("torch")
+    m = nn.Linear(4, 3).bfloat16()
+    sd = nn.utils.to_torch_state_dict(m, tensors=True)
+    mirror = torch.nn.Linear(4, 3).bfloat16()
+    mirror.load_state_dict(sd)  # (torch.from_numpy cannot take ml_dtypes' bfloat16)
+    got = mirror.weight.detach().float().numpy()
+    np.testing.assert_array_equal(got, m.weight.numpy().astype(np.float32).T)
