@@ -26,6 +26,7 @@ __all__ = [
     "SymDim",
     "OpNode",
     "TensorImpl",
+    "RETAIN",
     "TensorSpec",
     "Instruction",
     "Program",
@@ -403,6 +404,9 @@ class Made(NamedTuple):
     name: str
 
 
+RETAIN = "retain_grad"  # in ``TensorImpl.hooks``: ``Tensor.backward`` keeps this gradient
+
+
 class TensorImpl:
     """Everything the system knows about one tensor value.
 
@@ -417,6 +421,8 @@ class TensorImpl:
     - ``wrapper`` is a weak reference to the user's ``Tensor`` handle, if one is alive.
     - ``made`` is None, or a ``Made``: across processes, the name every process gives the
       value its ``buffer`` holds, valid while that buffer is the impl's.
+    - ``hooks`` is None, or the list of functions reverse mode applies to the value's
+      gradient (``Tensor.register_hook``; ``RETAIN`` marks ``retain_grad``).
     """
 
     __slots__ = (
@@ -434,6 +440,7 @@ class TensorImpl:
         "grad",
         "wrapper",
         "made",
+        "hooks",
         "__weakref__",
     )
 
@@ -462,6 +469,7 @@ class TensorImpl:
         self.grad = None
         self.wrapper = None
         self.made = None
+        self.hooks = None
 
     @property
     def realized(self) -> bool:

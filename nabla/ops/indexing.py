@@ -1101,6 +1101,7 @@ def rebind(x: Tensor, new: Tensor, *, item: bool = False) -> None:
         x._impl.requires_grad = True
         x._impl.traced = x._impl.traced | {REQUIRES_GRAD}
     x._impl.grad = old.grad
+    x._impl.hooks = old.hooks  # (``register_hook``'s: on the tensor, as PyTorch's)
     owner = getattr(x, "_owner", None)  # ``p.data``'s handle: the parameter follows it
     if owner is not None:
         rebind(owner, fn.stop_gradient(x), item=item)

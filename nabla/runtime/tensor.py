@@ -29,7 +29,7 @@ from ..backends import buffer_to_numpy, max_backend, mpi
 from ..backends.numpy import lowerings as numpy_backend
 from ..core.device import Device, get_default_device
 from ..core.dtypes import DType, from_numpy_dtype, get_default_dtype, to_dtype
-from ..core.ir import SymDim, TensorImpl, note_size_decision
+from ..core.ir import RETAIN, SymDim, TensorImpl, note_size_decision
 from ..core.pytree import tree_leaves
 from ..core.state import REQUIRES_GRAD, STATE, is_live
 from .graph import GRAPH
@@ -227,6 +227,23 @@ def constant_impl(value, dtype=None, device=None, op: str = "constant") -> Tenso
             raise RuntimeError("Accelerator tensors need the MAX backend: pip install 'nabla[max]'")
         impl.buffer = mx.to_device(arr, device)
     return impl
+
+
+class HookHandle:
+    """What :meth:`Tensor.register_hook` returns: ``remove()`` unregisters the hook."""
+
+    __slots__ = ("_tensor", "_hook")
+
+    def __init__(self, tensor, hook):
+        self._tensor = weakref.ref(tensor)
+        self._hook = hook
+
+    def remove(self) -> None:
+        """Unregister the hook (a second call does nothing)."""
+        t = self._tensor()
+        hooks = None if t is None else t._impl.hooks
+        if hooks and any(h is self._hook for h in hooks):
+            t._impl.hooks = [h for h in hooks if h is not self._hook] or None
 
 
 class Tensor:
@@ -528,6 +545,55 @@ class Tensor:
         # the handle itself, as PyTorch keeps it: ``p.grad.zero_()``, ``g = p.grad;
         # g.mul_(s)`` change the gradient the optimizer reads
         self._impl.grad = value
+
+    def register_hook(self, hook) -> HookHandle:
+        """Call ``hook(grad)`` with this tensor's gradient whenever reverse mode computes it
+        (``backward``, ``nb.grad``), as PyTorch's ``register_hook``: a tensor it returns
+        replaces the gradient (for a leaf, before it is accumulated into ``.grad``; for a
+        computed tensor, before it flows on to the tensors it was computed from); None keeps
+        it. Hooks run in the order they were registered, and stay with the tensor through
+        in-place updates.
+
+        Args:
+            hook: a function of the gradient (a tensor of this tensor's shape and dtype).
+
+        Returns:
+            A handle whose ``remove()`` unregisters the hook.
+
+        Raises:
+            RuntimeError: for a tensor that does not require grad (nothing would call it).
+        """
+        if not callable(hook):
+            raise TypeError(f"register_hook: expected a function, got {type(hook).__name__}")
+        if not self.requires_grad and not is_live(self._impl.traced):
+            raise RuntimeError(
+                f"register_hook: a {self.dtype.value}{list(self.shape)} tensor that does not "
+                "require grad has no gradient to hook"
+            )
+        impl = self._impl
+        impl.hooks = [*(impl.hooks or ()), hook]
+        return HookHandle(self, hook)
+
+    def retain_grad(self) -> None:
+        """Keep this computed tensor's gradient in ``.grad`` when ``backward`` runs (as
+        PyTorch's ``retain_grad``; a leaf's is kept anyway: a no-op there).
+
+        Raises:
+            RuntimeError: for a tensor that does not require grad.
+        """
+        if not self.requires_grad:
+            raise RuntimeError(
+                f"retain_grad: a {self.dtype.value}{list(self.shape)} tensor that does not "
+                "require grad has no gradient to keep"
+            )
+        impl = self._impl
+        if not impl.requires_grad and RETAIN not in (impl.hooks or ()):
+            impl.hooks = [*(impl.hooks or ()), RETAIN]
+
+    @property
+    def retains_grad(self) -> bool:
+        """Does ``backward`` keep this computed tensor's gradient (:meth:`retain_grad`)?"""
+        return RETAIN in (self._impl.hooks or ())
 
     # ------------------------------------------------------------------ realization
     def realize(self) -> Tensor:

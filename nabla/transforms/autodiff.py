@@ -29,7 +29,7 @@ from ..core.config import CONFIG
 from ..core.debug import site_in_rule
 from ..core.device import get_default_device
 from ..core.dtypes import from_numpy_dtype
-from ..core.ir import SymDim, TensorImpl, post_order
+from ..core.ir import RETAIN, SymDim, TensorImpl, post_order
 from ..core.pytree import keystr, tree_flatten, tree_flatten_with_path, tree_map, tree_unflatten
 from ..core.state import (
     REQUIRES_GRAD,
@@ -97,34 +97,73 @@ def _toposort(roots: list[TensorImpl], stop: set[int]) -> list:
     return post_order([r.node for r in reversed(roots) if through(r)], children)[0]
 
 
-def backward_pass(outputs, cotangents, targets: list[TensorImpl]) -> dict:
+def backward_pass(outputs, cotangents, targets: list[TensorImpl], observe=()) -> dict:
     """Propagate ``cotangents`` of ``outputs`` back to ``targets``.
 
-    Returns a dict ``id(target impl) -> Tensor`` (absent when no cotangent reached it).
+    Returns a dict ``id(target impl) -> Tensor`` (absent when no cotangent reached it),
+    with the cotangents of the ``observe`` impls too (values the walk passes through:
+    ``retain_grad``'s). A value's ``register_hook`` functions see its cotangent once it is
+    complete: an intermediate's before its node's rule reads it, a target's at the end.
     """
     target_ids = {id(t) for t in targets}
+    wanted = target_ids | {id(o) for o in observe}  # (observed values do not stop the walk)
     out_impls = [o._impl for o in outputs]
     order = _toposort(out_impls, target_ids)
-    live = _live_nodes(order, target_ids)
+    live = _live_nodes(order, wanted)
     cts: dict[int, tuple] = {}  # id(impl) -> (impl, its cotangent so far)
     for o, ct in zip(out_impls, cotangents):
         if ct is not None:
             _accumulate(cts, o, ct)
     for node in reversed(order):
+        for ref in node.outputs:
+            o = ref()
+            if o is not None and o.hooks and id(o) in cts:
+                _run_hooks(cts, o)
         if id(node) not in live:
             continue
         in_cts = _pull_node(node, cts)
         for inp, g in zip(node.inputs, in_cts):
-            if g is not None and inp.dtype.is_float and _reaches(inp, target_ids, live):
+            if g is not None and inp.dtype.is_float and _reaches(inp, wanted, live):
                 _accumulate(cts, inp, _fit_cotangent(node.op, inp, g))
     out = {}
-    for tid, (impl, ct) in cts.items():
+    for tid, (impl, ct) in list(cts.items()):
         if tid in target_ids:
+            if impl.hooks:
+                ct = _run_hooks(cts, impl)
             if impl.sharding is not None or ct._impl.sharding is not None:
                 # a gradient is laid out like its primal, partial terms completed
                 ct = collectives.layout_like(ct, impl)
             out[tid] = ct
+    for impl in observe:
+        if id(impl) in cts:
+            out[id(impl)] = cts[id(impl)][1]
     return out
+
+
+def _run_hooks(cts: dict, impl: TensorImpl) -> Tensor:
+    """``impl``'s complete cotangent in ``cts`` through its ``register_hook`` functions, in
+    order (one that returns None keeps it); the result replaces the entry."""
+    ct = cts[id(impl)][1]
+    for hook in impl.hooks:
+        if hook is RETAIN:
+            continue
+        got = hook(ct)
+        if got is None:
+            continue
+        if not isinstance(got, Tensor) or got.shape != ct.shape:
+            raise RuntimeError(
+                f"a register_hook function returned {_described(got)} for a gradient of "
+                f"shape {ct.shape}; return a tensor of that shape, or None"
+            )
+        ct = got if got.dtype is ct.dtype else got.cast(ct.dtype)
+    cts[id(impl)] = (impl, ct)
+    return ct
+
+
+def _described(v) -> str:
+    if isinstance(v, Tensor):
+        return f"a tensor of shape {v.shape}"
+    return f"{type(v).__name__} {v!r:.40}"
 
 
 def _reaches(inp: TensorImpl, target_ids: set, live: set) -> bool:
@@ -782,10 +821,12 @@ def detach(x: Tensor) -> Tensor:
     return stop_gradient(x)
 
 
-def backward(t: Tensor, gradient=None, retain_graph=None, create_graph: bool = False) -> None:
+def backward(
+    t: Tensor, gradient=None, retain_graph=None, create_graph: bool = False, inputs=None
+) -> None:
     """Accumulate d t / d leaf into ``leaf.grad`` for every ``requires_grad`` leaf ``t``
-    depends on (``Tensor.backward``). Gradients are realized and detached, unless
-    ``create_graph``.
+    depends on (``Tensor.backward``), and into ``.grad`` of the computed tensors marked
+    with ``retain_grad``. Gradients are realized and detached, unless ``create_graph``.
 
     Args:
         t: the tensor to differentiate (a scalar unless ``gradient`` is given).
@@ -795,9 +836,13 @@ def backward(t: Tensor, gradient=None, retain_graph=None, create_graph: bool = F
         create_graph: keep each gradient's own history, as PyTorch's: ``x.grad`` is then
             differentiable (``x.grad.sum().backward()`` accumulates the second derivative
             into it, a gradient penalty reaches the parameters).
+        inputs: PyTorch's: a tensor or a sequence of tensors whose ``.grad`` alone is
+            accumulated (leaves, or computed tensors ``t`` depends on); the others keep
+            theirs.
 
     Raises:
-        RuntimeError: for a non-scalar ``t`` without ``gradient``.
+        RuntimeError: for a non-scalar ``t`` without ``gradient``, or an ``inputs`` entry
+            ``t`` does not depend on.
     """
     if gradient is None:
         if t.size != 1:  # one element of any shape, as torch.autograd
@@ -811,18 +856,20 @@ def backward(t: Tensor, gradient=None, retain_graph=None, create_graph: bool = F
         raise ValueError(
             f"backward: gradient of shape {gradient.shape} for a tensor of shape {t.shape}"
         )
-    leaves = _requires_grad_leaves(t._impl)
+    leaves, retained = _requires_grad_leaves(t._impl)
     if not leaves:
         raise RuntimeError(
             "backward(): the tensor does not depend on any tensor with requires_grad=True"
         )
+    if inputs is not None:
+        leaves, retained = _chosen_inputs(inputs, leaves, retained, t)
     if create_graph:  # the gradients' history is walked again: reverse loops keep carries
-        got = backward_pass([t], [gradient], leaves)
+        got = backward_pass([t], [gradient], leaves, retained)
     else:
         with pulling_back(REQUIRES_GRAD):
-            got = backward_pass([t], [gradient], leaves)
+            got = backward_pass([t], [gradient], leaves, retained)
 
-    grads = [(leaf, got[id(leaf)]) for leaf in leaves if id(leaf) in got]
+    grads = [(leaf, got[id(leaf)]) for leaf in leaves + retained if id(leaf) in got]
     if create_graph:  # the gradients as computed, with their history (not realized here)
         for leaf, g in grads:
             leaf = _current_leaf(leaf)
@@ -867,8 +914,10 @@ def _current_leaf(leaf: TensorImpl) -> TensorImpl:
     return leaf
 
 
-def _requires_grad_leaves(root: TensorImpl) -> list[TensorImpl]:
-    found, seen, stack = [], set(), [root]
+def _requires_grad_leaves(root: TensorImpl) -> tuple[list, list]:
+    """The ``requires_grad`` leaves ``root`` depends on, and the computed values on the way
+    marked with ``retain_grad``."""
+    found, retained, seen, stack = [], [], set(), [root]
     while stack:
         impl = stack.pop()
         if id(impl) in seen:
@@ -877,6 +926,36 @@ def _requires_grad_leaves(root: TensorImpl) -> list[TensorImpl]:
         if impl.requires_grad:
             found.append(impl)
             continue
+        if impl.hooks and RETAIN in impl.hooks:
+            retained.append(impl)
         if impl.node is not None and impl.traced:
             stack.extend(impl.node.inputs)
-    return found
+    return found, retained
+
+
+def _chosen_inputs(inputs, leaves: list, retained: list, t: Tensor) -> tuple[list, list]:
+    """``backward(inputs=...)``: the leaves among ``inputs`` (differentiated as targets) and
+    the computed tensors among them (observed on the way, as ``retain_grad``'s)."""
+    inputs = [inputs] if isinstance(inputs, Tensor) else list(inputs)
+    if not inputs:
+        raise RuntimeError("backward(): inputs is empty; name the tensors to differentiate")
+    reach: set = set()
+    stack = [t._impl]
+    while stack:  # (every value ``t`` depends on through recorded history)
+        impl = stack.pop()
+        if id(impl) not in reach:
+            reach.add(id(impl))
+            if impl.node is not None and impl.traced and not impl.requires_grad:
+                stack.extend(impl.node.inputs)
+    chosen_leaves, chosen = [], []
+    for x in inputs:
+        if not isinstance(x, Tensor):
+            raise TypeError(f"backward(): inputs holds a {type(x).__name__}, not a tensor")
+        impl = x._impl
+        if id(impl) not in reach or not x.requires_grad:
+            raise RuntimeError(
+                f"backward(): an input of shape {x.shape} is not something the tensor "
+                "depends on through a requires_grad history"
+            )
+        (chosen_leaves if impl.requires_grad else chosen).append(impl)
+    return chosen_leaves, chosen

@@ -389,6 +389,63 @@ def test_backward_finds_leaves_through_graph_and_detach():
     assert not a.detach().requires_grad
 
 
+def test_retain_grad_hooks_and_backward_inputs_as_pytorch():
+    """PyTorch's ``retain_grad``, ``register_hook`` and ``backward(inputs=...)``."""
+    x = nb.constant(f32([1.0, 2.0, 3.0]), requires_grad=True)
+    y = x * 2.0
+    y.retain_grad()
+    z = (y**2).sum()
+    z.retain_grad()
+    z.backward()
+    close(x.grad, 8 * f32([1, 2, 3]))
+    close(y.grad, 4 * f32([1, 2, 3]))
+    close(z.grad, 1.0)
+    assert y.retains_grad and not y.is_leaf
+    (y**2).sum().backward()  # a second backward accumulates, as into a leaf's
+    close(y.grad, 8 * f32([1, 2, 3]))
+    x.grad = None
+    handle = x.register_hook(lambda g: g * 10.0)  # a leaf's: before .grad accumulates it
+    (x * x).sum().backward()
+    close(x.grad, 20 * f32([1, 2, 3]))
+    handle.remove()
+    handle.remove()  # (a second remove does nothing)
+    x.grad = None
+    (x * x).sum().backward()
+    close(x.grad, 2 * f32([1, 2, 3]))
+    x.grad = None
+    seen = []
+    y = x * 3.0
+    y.register_hook(seen.append)  # None: observes
+    y.register_hook(lambda g: nb.ones_like(g))  # replaces what flows on to x
+    (y * y).sum().backward()
+    close(seen[0], 6 * f32([1, 2, 3]))
+    close(x.grad, f32([3, 3, 3]))
+    w = nb.constant(f32([1.0, 1.0, 1.0]), requires_grad=True)
+    x.grad = None
+    y = x * w
+    (y * y).sum().backward(inputs=[w])  # only w's .grad
+    assert x.grad is None
+    close(w.grad, 2 * f32([1, 4, 9]))
+    y = x * w
+    ((y * 2.0) ** 2).sum().backward(inputs=y)  # a computed tensor: its gradient alone
+    close(y.grad, 8 * f32([1, 2, 3]))
+    close(w.grad, 2 * f32([1, 4, 9]))  # unchanged
+    with pytest.raises(RuntimeError, match="not something the tensor depends on"):
+        (x * 2.0).sum().backward(inputs=[w])
+    with pytest.raises(RuntimeError, match="register_hook: .* does not require grad"):
+        nb.ones((2,)).register_hook(print)
+    with pytest.raises(RuntimeError, match="returned int 3 for a gradient of shape"):
+        v = x * 1.0
+        v.register_hook(lambda g: 3)
+        v.sum().backward()
+    p = nb.constant(f32([2.0]), requires_grad=True)
+    p.register_hook(lambda g: g * 0.5)
+    with nb.no_grad():
+        p.mul_(3.0)  # (an optimizer's update): the hook stays with the parameter
+    (p * p).sum().backward()
+    close(p.grad, f32([6.0]))
+
+
 def test_detach_of_a_realized_value_is_a_plain_handle_on_its_buffer():
     """A realized leaf detaches without an op: same values, no requires_grad, no history;
     a gradient does not flow through it, and inside a trace detach stays an op."""
