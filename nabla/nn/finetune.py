@@ -14,6 +14,7 @@ ordinary ops, so it runs inside ``nb.compile`` and the frozen base is never diff
 
 from __future__ import annotations
 
+import json
 import math
 import statistics
 from collections import OrderedDict
@@ -63,11 +64,18 @@ def init_lora_adapter(weight, rank: int, key: Tensor | None = None, init_std: fl
 
     Raises:
         ValueError: for a weight that is not 2-D or a rank out of range.
+        TypeError: for a weight that is not float, or a rank that is not an int.
     """
+    if not isinstance(weight, NF4Weight):
+        weight = as_tensor(weight, op="init_lora_adapter")
     shape = weight.shape
     dtype = DType.float32 if isinstance(weight, NF4Weight) else weight.dtype
+    if not dtype.is_float:
+        raise TypeError(f"init_lora_adapter: the weight must be float, got {dtype.value}")
     if len(shape) != 2:
         raise ValueError(f"init_lora_adapter: weight must be (in, out), got shape {shape}")
+    if not isinstance(rank, int | np.integer) or isinstance(rank, bool):
+        raise TypeError(f"init_lora_adapter: rank must be an int, got {rank!r}")
     if not 1 <= rank <= min(shape):
         raise ValueError(f"init_lora_adapter: rank {rank} must be in [1, {min(shape)}] for {shape}")
     std = 1.0 / math.sqrt(shape[0]) if init_std is None else init_std
@@ -78,8 +86,9 @@ def init_lora_adapter(weight, rank: int, key: Tensor | None = None, init_std: fl
 
 
 def _delta(fn, adapter, shape, alpha):
-    """``(A, B, alpha / rank)`` after checking the adapter fits a weight of ``shape``."""
-    a, b = adapter["A"], adapter["B"]
+    """``(A, B, alpha / rank)`` after checking the adapter fits a weight of ``shape``
+    (arrays taken as tensors)."""
+    a, b = as_tensor(adapter["A"], op=fn), as_tensor(adapter["B"], op=fn)
     if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[0]:
         raise ValueError(f"{fn}: adapter A {a.shape} and B {b.shape} are not (in, r) and (r, out)")
     if (a.shape[0], b.shape[1]) != tuple(shape):
@@ -151,15 +160,24 @@ def tree_lora_delta(adapters, alpha: float = 1.0, *, is_leaf=None):
             with keys ``"A"`` and ``"B"``).
 
     Returns:
-        A pytree like ``adapters`` with an update tensor in place of each adapter.
+        A pytree like ``adapters`` (its container types kept) with an update tensor in
+        place of each adapter.
+
+    Raises:
+        ValueError: when ``is_leaf`` marks a subtree that is not an ``{"A", "B"}`` dict.
     """
     test = _is_adapter if is_leaf is None else is_leaf
 
     def go(node):
-        if test(node) and _is_adapter(node):
+        if test(node):
+            if not _is_adapter(node):  # (a peft-style ``lora_A``/``lora_B`` dict, say)
+                raise ValueError(
+                    f"tree_lora_delta: is_leaf marked a {type(node).__name__} that is not an "
+                    "adapter (a dict with keys 'A' and 'B')"
+                )
             return lora_delta(node, alpha)
-        if isinstance(node, dict):
-            return {k: go(v) for k, v in node.items()}
+        if isinstance(node, dict):  # (an OrderedDict stays one)
+            return type(node)((k, go(v)) for k, v in node.items())
         if isinstance(node, list | tuple):
             items = [go(v) for v in node]
             return type(node)(*items) if hasattr(node, "_fields") else type(node)(items)
@@ -170,7 +188,14 @@ def tree_lora_delta(adapters, alpha: float = 1.0, *, is_leaf=None):
 
 def _weight_and_update(fn: str, weight, adapter, alpha: float):
     """``weight`` as a tensor and the adapter's update ``(alpha / rank) * A @ B`` to it."""
+    if isinstance(weight, NF4Weight):
+        raise TypeError(
+            f"{fn}: the weight is an NF4Weight; merge into dequantize_nf4(weight) (a 4-bit "
+            "weight cannot hold the update)"
+        )
     weight = as_tensor(weight, op=fn)
+    if not weight.dtype.is_float:  # (the update would be truncated to integers)
+        raise TypeError(f"{fn}: the weight must be float, got {weight.dtype.value}")
     a, b, scale = _delta(fn, adapter, weight.shape, alpha)
     return weight, (a @ b) * scale
 
@@ -207,8 +232,9 @@ def unmerge_lora_weight(weight, adapter, alpha: float = 1.0) -> Tensor:
 
 # ----------------------------------------------------------------------------- NF4
 def _nf4_levels() -> np.ndarray:
-    """The 16 NF4 levels: 8 positive and 7 negative normal quantiles plus an exact zero,
-    scaled into [-1, 1] (the asymmetric construction of the QLoRA paper)."""
+    """The 16 NF4 levels derived: 8 positive and 7 negative normal quantiles plus an exact
+    zero, scaled into [-1, 1] (the asymmetric construction of the QLoRA paper). Within a
+    few float32 ulps of the published table, which is what ``NF4_LEVELS`` holds."""
     ppf = statistics.NormalDist().inv_cdf
     offset = 0.5 * (1 / 32 + 1 / 30)  # the quantile range leaves this much tail on each side
     pos = [ppf(p) for p in np.linspace(1 - offset, 0.5, 9)[:-1]]
@@ -217,7 +243,29 @@ def _nf4_levels() -> np.ndarray:
     return (levels / np.abs(levels).max()).astype(np.float32)
 
 
-NF4_LEVELS = _nf4_levels()
+# The levels as the QLoRA paper publishes them (its float32 rounding): codes made elsewhere
+# decode to the same floats, and a weight on a level round-trips exactly.
+NF4_LEVELS = np.array(
+    [
+        -1.0,
+        -0.6961928009986877,
+        -0.5250730514526367,
+        -0.39491748809814453,
+        -0.28444138169288635,
+        -0.18477343022823334,
+        -0.09105003625154495,
+        0.0,
+        0.07958029955625534,
+        0.16093020141124725,
+        0.24611230194568634,
+        0.33791524171829224,
+        0.44070982933044434,
+        0.5626170039176941,
+        0.7229568362236023,
+        1.0,
+    ],
+    dtype=np.float32,
+)
 
 
 class NF4Weight:
@@ -305,11 +353,27 @@ def quantize_nf4(weight, block_size: int = 64) -> NF4Weight:
         An :class:`NF4Weight`.
 
     Raises:
-        ValueError: for a non-positive ``block_size``.
+        ValueError: for a non-positive ``block_size``, or a weight holding inf or NaN (or
+            values beyond float32's range).
+        TypeError: for a ``block_size`` that is not an int, or a weight that is not float.
     """
+    if not isinstance(block_size, int | np.integer) or isinstance(block_size, bool):
+        raise TypeError(f"quantize_nf4: block_size must be an int, got {block_size!r}")
     if block_size < 1:
         raise ValueError(f"quantize_nf4: block_size must be positive, got {block_size}")
-    w = np.asarray(weight.numpy() if isinstance(weight, Tensor) else weight, dtype=np.float32)
+    if isinstance(weight, NF4Weight):
+        raise TypeError("quantize_nf4: the weight is already an NF4Weight")
+    w = np.asarray(weight.numpy() if isinstance(weight, Tensor) else weight)
+    if w.dtype.kind != "f":
+        raise TypeError(f"quantize_nf4: the weight must be float, got {w.dtype}")
+    with np.errstate(over="ignore"):
+        w = w.astype(np.float32)
+    if not np.isfinite(w).all():  # an inf or NaN scale would turn its whole block to NaN
+        where = tuple(int(i) for i in np.argwhere(~np.isfinite(w))[0])
+        raise ValueError(
+            f"quantize_nf4: the weight of shape {w.shape} holds a non-finite float32 value "
+            f"(first at index {where}); NF4 scales each block by its largest magnitude"
+        )
     flat = w.reshape(-1)
     n_blocks = -(-flat.size // block_size)
     padded = np.zeros(n_blocks * block_size, np.float32)
@@ -383,11 +447,12 @@ def qlora_linear(
     x = as_tensor(x, op="qlora_linear")
     if compute_dtype is not None:
         x = x.cast(compute_dtype)
-        adapter = {**adapter, "A": adapter["A"].cast(compute_dtype)}
-        adapter["B"] = adapter["B"].cast(compute_dtype)
-        if bias is not None:  # the result stays compute_dtype (a float32 bias promoted it)
-            bias = as_tensor(bias, op="qlora_linear").cast(compute_dtype)
-    return lora_linear(x, dequantize_nf4(qweight, x.dtype), adapter, alpha, bias)
+    dtype = x.dtype  # the adapter (float32 from init_lora_adapter) and bias are cast to it:
+    # the result stays compute_dtype (a float32 adapter or bias had promoted it)
+    adapter = {k: as_tensor(adapter[k], op="qlora_linear").cast(dtype) for k in ("A", "B")}
+    if bias is not None:
+        bias = as_tensor(bias, op="qlora_linear").cast(dtype)
+    return lora_linear(x, dequantize_nf4(qweight, dtype), adapter, alpha, bias)
 
 
 # ----------------------------------------------------------------------------- checkpoints
@@ -407,6 +472,8 @@ def _flatten_tree(prefix: str, tree, out: OrderedDict) -> None:
         if prefix in out:
             raise ValueError(f"save_finetune_checkpoint: two values are both named {prefix!r}")
         out[prefix] = tree
+    elif tree is None:  # (``adamw_init`` keeps no moments for a non-float leaf)
+        out[prefix] = None
     else:
         raise TypeError(
             f"save_finetune_checkpoint: {prefix!r} is a {type(tree).__name__}; adapters and "
@@ -464,7 +531,13 @@ def save_finetune_checkpoint(
     _flatten_tree("adapters", adapters, flat)
     if optimizer_state is not None:
         _flatten_tree("optimizer", dict(optimizer_state), flat)
-    checkpoint.save(flat, path, metadata)
+    nones = [k for k, v in flat.items() if v is None]
+    if nones:  # a None leaf has no tensor to write: its place is kept in the metadata
+        metadata = {**(metadata or {}), _NONE_KEY: json.dumps(nones)}
+    checkpoint.save({k: v for k, v in flat.items() if v is not None}, path, metadata)
+
+
+_NONE_KEY = "nabla.finetune.none_leaves"  # (the metadata entry; not returned to the caller)
 
 
 def load_finetune_checkpoint(path, *, lora_template=None, optimizer_template=None):
@@ -485,20 +558,29 @@ def load_finetune_checkpoint(path, *, lora_template=None, optimizer_template=Non
 
     Raises:
         FileNotFoundError: when ``path`` does not exist.
-        ValueError: for a corrupt file, one without adapters, or one that does not hold every
-            tensor of a template with its shape (all such problems listed).
+        ValueError: for a corrupt file, one without adapters, one without optimizer state
+            for an ``optimizer_template``, or one that does not hold every tensor of a
+            template with its shape (all such problems listed).
     """
     flat = checkpoint.load(path)
+    meta = checkpoint.load_metadata(path)
+    if meta and _NONE_KEY in meta:
+        meta = dict(meta)
+        flat.update(dict.fromkeys(json.loads(meta.pop(_NONE_KEY))))
     adapters = {k[len("adapters/") :]: v for k, v in flat.items() if k.startswith("adapters/")}
     opt = {k[len("optimizer/") :]: v for k, v in flat.items() if k.startswith("optimizer/")}
     if not adapters:
         raise ValueError(f"load_finetune_checkpoint: {path!r} holds no adapters")
-    meta = checkpoint.load_metadata(path)
     adapters_out = _unflatten_tree(adapters)
     if lora_template is not None:
         adapters_out = _like_template(path, "adapters", flat, lora_template)
     opt_out = _unflatten_tree(opt) if opt else None
-    if opt and optimizer_template is not None:
+    if optimizer_template is not None:
+        if not opt:
+            raise ValueError(
+                f"load_finetune_checkpoint: {path!r} holds no optimizer state to restore "
+                "into optimizer_template (it was saved without optimizer_state)"
+            )
         opt_out = _like_template(path, "optimizer", flat, dict(optimizer_template))
     return adapters_out, opt_out, meta
 
@@ -510,6 +592,15 @@ def _like_template(path, prefix: str, flat: dict, template):
     wanted: OrderedDict = OrderedDict()
     _flatten_tree(prefix, template, wanted)
     problems = [f"missing {k!r}" for k in wanted if k not in flat]
+    problems += [  # a None leaf (no moments) against a tensor, either way round
+        f"{k!r}: {'None' if flat[k] is None else 'a tensor'} in the file, "
+        f"{'None' if t is None else 'a tensor'} in the template"
+        for k, t in wanted.items()
+        if k in flat and (flat[k] is None) != (t is None)
+    ]
+    wanted = OrderedDict(
+        (k, t) for k, t in wanted.items() if t is not None and flat.get(k) is not None
+    )
     problems += [
         f"{k!r}: shape {tuple(flat[k].shape)}, template {tuple(t.shape)}"
         for k, t in wanted.items()
@@ -535,4 +626,4 @@ def _fill(node, loaded):
         return {k: _fill(v, loaded) for k, v in node.items()}
     if isinstance(node, list | tuple):
         return type(node)(_fill(v, loaded) for v in node)
-    return next(loaded)
+    return None if node is None else next(loaded)

@@ -15,6 +15,43 @@ def test_nf4_levels_are_the_normal_float_table():
     assert lv.shape == (16,) and lv[0] == -1.0 and lv[-1] == 1.0 and lv[7] == 0.0
     assert np.all(np.diff(lv) > 0)
     np.testing.assert_allclose(lv[[1, 8, 14]], [-0.6962, 0.0796, 0.7230], atol=1e-4)
+    # the published float32 table, which the paper's construction gives within a few ulps
+    np.testing.assert_allclose(lv, ft._nf4_levels(), rtol=0, atol=2e-7)
+    assert lv[14] == np.float32(0.7229568362236023)  # (the derivation's was 2 ulps off)
+    on_levels = np.tile(lv, 4).reshape(8, 8)  # a weight on the levels round-trips exactly
+    back = ft.dequantize_nf4(ft.quantize_nf4(on_levels, block_size=16)).numpy()
+    np.testing.assert_array_equal(back, on_levels)
+
+
+def test_finetune_checks_what_it_is_given():
+    """An inf or NaN had turned its NF4 block to NaN (and flipped -inf); NumPy adapters
+    failed in merge with an AttributeError; an integer weight took a truncated update; a
+    bfloat16 input came out float32 from qlora_linear."""
+    with pytest.raises(ValueError, match=r"non-finite float32 value \(first at index \(0,\)\)"):
+        ft.quantize_nf4(np.array([-np.inf, 1.0, 0.5, 0.2], np.float32), block_size=4)
+    with pytest.raises(ValueError, match="non-finite"):
+        ft.quantize_nf4(np.array([1e300, 1.0]))  # beyond float32
+    with pytest.raises(TypeError, match="block_size must be an int"):
+        ft.quantize_nf4(np.ones((4, 4), np.float32), 2.5)
+    w = np.ones((4, 3), np.float32)
+    q = ft.quantize_nf4(w)
+    with pytest.raises(TypeError, match="already an NF4Weight"):
+        ft.quantize_nf4(q)
+    ad = {"A": np.ones((4, 2), np.float32), "B": np.ones((2, 3), np.float32)}
+    np.testing.assert_allclose(ft.merge_lora_weight(w, ad, 2.0).numpy(), w + 2.0)
+    np.testing.assert_allclose(ft.unmerge_lora_weight(w, ad, 2.0).numpy(), w - 2.0)
+    with pytest.raises(TypeError, match="merge_lora_weight: the weight must be float"):
+        ft.merge_lora_weight(np.zeros((4, 3), np.int32), ad)
+    with pytest.raises(TypeError, match="merge into dequantize_nf4"):
+        ft.merge_lora_weight(q, ad)
+    with pytest.raises(TypeError, match="rank must be an int"):
+        ft.init_lora_adapter(w, 2.0)
+    with pytest.raises(TypeError, match="init_lora_adapter: the weight must be float"):
+        ft.init_lora_adapter(np.zeros((4, 3), np.int32), 1)
+    x = nb.ones((2, 4), dtype=nb.bfloat16)
+    adapter = ft.init_lora_adapter(q, 2)  # float32
+    assert ft.qlora_linear(x, q, adapter).dtype == nb.bfloat16
+    assert ft.qlora_linear(x, q, ad, bias=np.zeros(3, np.float32)).dtype == nb.bfloat16
 
 
 def test_lora_linear_merge_unmerge():
@@ -117,3 +154,28 @@ def test_dtypes_and_names_stay_as_documented(tmp_path):
         ft.save_finetune_checkpoint(path, {"model/q_proj": ad})
     with pytest.raises(ValueError, match="both named 'adapters/0/A'"):
         ft.save_finetune_checkpoint(path, {"0": ad, 0: ad})
+
+
+def test_checkpoints_keep_none_leaves_and_want_the_optimizer_state_a_template_asks_for(tmp_path):
+    """``adamw_init`` keeps None for a non-float leaf: saving its state raised a TypeError;
+    an optimizer template on a file without optimizer state quietly gave None."""
+    from collections import OrderedDict
+
+    ad = {"l": {"A": nb.ones((2, 1)), "B": nb.ones((1, 2))}, "n": nb.constant(np.int32(3))}
+    state = nn.optim.adamw_init(ad)
+    path = tmp_path / "ft.safetensors"
+    ft.save_finetune_checkpoint(path, ad, state, {"rank": 1})
+    _, opt, meta = ft.load_finetune_checkpoint(path)
+    assert opt["mu"][2] is None and meta == {"rank": "1"}
+    _, opt, _ = ft.load_finetune_checkpoint(path, lora_template=ad, optimizer_template=state)
+    assert opt["nu"][2] is None and opt["nu"][0].shape == (2, 1)
+    bare = tmp_path / "bare.safetensors"
+    ft.save_finetune_checkpoint(bare, ad)
+    with pytest.raises(ValueError, match="holds no optimizer state"):
+        ft.load_finetune_checkpoint(bare, optimizer_template=state)
+    tree = OrderedDict(l=ad["l"])
+    assert type(ft.tree_lora_delta(tree)) is OrderedDict
+    with pytest.raises(ValueError, match="is_leaf marked a dict that is not an adapter"):
+        ft.tree_lora_delta(
+            {"x": {"lora_A": 1}}, is_leaf=lambda n: isinstance(n, dict) and "lora_A" in n
+        )
