@@ -31,14 +31,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..core.pytree import tree_leaves, tree_map
+from ..core.pytree import keystr, tree_flatten_with_path, tree_leaves, tree_map
 from ..core.sharding import DeviceMesh, P, ShardingError
+from ..core.state import STATE
+from ..ops._util import as_tensor
 from ..ops.binary import maximum, where
 from ..ops.collectives import all_reduce, axis_index, pmean, ppermute
 from ..ops.creation import constant, zeros_like
 from ..ops.indexing import take
 from ..ops.unary import stop_gradient
 from ..ops.view import reshape, stack
+from ..runtime.tensor import Tensor
 from ..transforms.autodiff import value_and_grad, vjp
 from ..transforms.shard_map import shard_map
 
@@ -242,6 +245,38 @@ def _check(mesh, axis, microbatches, x, data_axis, params=None):
     return S, mb
 
 
+def _stage_out(run, q, inp):
+    """``run.stage_fn(q, inp)``, which must hand the next stage a value like its input:
+    a merge with the first stage's input (a select) would otherwise broadcast or promote
+    it silently."""
+    out = run.stage_fn(q, inp)
+    if not isinstance(out, Tensor) or out.shape != inp.shape or out.dtype != inp.dtype:
+        got = (
+            f"{out.dtype.value}{list(out.shape)}" if isinstance(out, Tensor) else type(out).__name__
+        )
+        raise ValueError(
+            f"pipeline: stage_fn must return a tensor of its input's shape and dtype (each "
+            f"stage passes it on): got {got} for an input of {inp.dtype.value}"
+            f"{list(inp.shape)} (per device). Embed tokens or change widths outside the "
+            "pipeline, or pad every stage to one width"
+        )
+    return out
+
+
+def _stage_loss(run, out, last, target):
+    """``run.loss_fn`` of a stage's output, which counts on the last stage only: elsewhere
+    its input is cut (a select, not a product), so a derivative that is infinite there
+    (``log`` of a 0 the stage made) cannot meet the zero cotangent and make NaN."""
+    lm = run.loss_fn(where(last, out, stop_gradient(out)), target)
+    if not isinstance(lm, Tensor) or lm.size != 1:
+        got = f"shape {lm.shape}" if isinstance(lm, Tensor) else type(lm).__name__
+        raise ValueError(
+            f"pipeline: loss_fn must return a scalar tensor (a mean over the microbatch's "
+            f"rows), got {got}"
+        )
+    return lm.reshape(())
+
+
 def _microbatches(x, microbatches):
     return reshape(x, (microbatches, x.shape[0] // microbatches) + tuple(x.shape[1:]))
 
@@ -286,7 +321,7 @@ def _forward_steps(run: _Run, p, xs):
         active = (stage <= t) & (stage > t - M)
         q = tree_map(lambda leaf, active=active: where(active, leaf, stop_gradient(leaf)), p)
         inp = where(active, inp, stop_gradient(inp))
-        out = run.stage_fn(q, inp)
+        out = _stage_out(run, q, inp)
         if t >= S - 1:
             outs.append(out)
         state = ppermute(out, send, axis_name=axis)
@@ -363,6 +398,12 @@ def pipeline_value_and_grad(
             f"pipeline: the targets of shape {tuple(y.shape)} and the batch of shape "
             f"{tuple(x.shape)} have different numbers of rows"
         )
+    for path, leaf in tree_flatten_with_path(params)[0]:
+        if not as_tensor(leaf, op="pipeline").dtype.is_float:
+            raise TypeError(
+                f"pipeline: parameter {keystr(path) or 'params'} has dtype "
+                f"{as_tensor(leaf).dtype.value}; only float parameters are differentiated"
+            )
     kind = SCHEDULES.get(schedule, schedule) if isinstance(schedule, str) else schedule
     if kind not in (GPipe, OneFOneB):
         raise ValueError(f"pipeline: schedule must be 'gpipe' or '1f1b', got {schedule!r}")
@@ -380,7 +421,8 @@ def _gpipe_value_and_grad(run: _Run, params, xs, ys):
 
     def body(params, xs, ys):
         outs, stage = _forward_steps(run, _stage_params(params), xs)
-        total = sum(run.loss_fn(outs[m], ys[m]) for m in range(M)) / M
+        last = stage == S - 1
+        total = sum(_stage_loss(run, outs[m], last, ys[m]) for m in range(M)) / M
         loss = all_reduce(where(stage == S - 1, total, zeros_like(total)), "sum", axes=run.axis)
         return pmean(loss, axes=run.data_axis) if run.data_axis is not None else loss
 
@@ -421,6 +463,7 @@ class _OneFOneBDevice:
         self.saved_in = ring  # forward inputs kept for the backward
         self.recv_ct = ring  # cotangents arrived from the next stage
         self.grads = tree_map(zeros_like, p)
+        self.saved_keys = None  # (slots, keys drawn per forward, 2), when stage_fn draws
         self.total = None
         S = run.stages
         self.fwd = [(i, i + 1) for i in range(S - 1)]
@@ -461,9 +504,21 @@ class _OneFOneBDevice:
         kf = self._slot(f_of)
         inp = where(self.stage == 0, self._pick(self.xs, mf), self._pick(self.recv_act, kf))
         self.saved_in = self._put(self.saved_in, kf, inp)
-        out = run.stage_fn(self.p, inp)
+        outer, STATE.key_log = STATE.key_log, []
+        try:  # the random keys it draws (dropout), kept for the backward's re-run
+            out = _stage_out(run, self.p, inp)
+            keys = STATE.key_log
+        finally:
+            STATE.key_log = outer
+        if outer is not None:
+            outer.extend(keys)
+        if keys:
+            drawn = stack(keys)
+            if self.saved_keys is None:
+                self.saved_keys = zeros_like(stack([drawn] * self.size))
+            self.saved_keys = self._put(self.saved_keys, kf, drawn)
         if f_of[S - 1] >= 0:  # the last stage finished a microbatch: its loss
-            lm = run.loss_fn(out, self.ys[f_of[S - 1]])
+            lm = _stage_loss(run, out, self.last, self.ys[f_of[S - 1]])
             lm = where(self.last, lm, zeros_like(lm))
             self.total = lm if self.total is None else self.total + lm
         sent = ppermute(out, self.fwd, axis_name=run.axis)
@@ -477,11 +532,19 @@ class _OneFOneBDevice:
         busy = mb >= 0
         y_m = self._pick(self.ys, mb)
 
-        def through(q, a):
-            h = run.stage_fn(q, a)
-            return h, run.loss_fn(h, y_m)
-
         kb = self._slot(b_of)
+        # the forward's draws again: one dropout mask for the microbatch's forward and its
+        # derivative (a fresh draw gave the gradient of another loss than the one returned)
+        keys = [] if self.saved_keys is None else list(self._pick(self.saved_keys, kb))
+
+        def through(q, a):
+            outer, STATE.key_replay = STATE.key_replay, list(keys)
+            try:
+                h = _stage_out(run, q, a)
+            finally:
+                STATE.key_replay = outer
+            return h, _stage_loss(run, h, self.last, y_m)
+
         (h, lm), pull = vjp(through, self.p, self._pick(self.saved_in, kb))
         # the last stage starts from the loss; the others from what arrived
         ct_h = where(self.last, zeros_like(h), self._pick(self.recv_ct, kb))

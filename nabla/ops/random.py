@@ -198,23 +198,24 @@ def global_key(batched: bool = True) -> Tensor:
     (which feeds a fresh key on every call). ``batched``: inside vmap, one independent key
     per element of every level of ``drawing_levels()``."""
 
-    if STATE.key_replay:  # a checkpoint's re-run draws what its forward drew
-        k = STATE.key_replay.pop(0)
-    else:
-        k = fn.constant(next_key_words())
-        if STATE.recording_rng is not None:
-            STATE.recording_rng.append(k._impl)  # compile feeds a fresh key on every call
+    if STATE.key_replay:  # a re-run (checkpoint, 1F1B) draws what its forward drew
+        return STATE.key_replay.pop(0)
+    k = fn.constant(next_key_words())
+    if STATE.recording_rng is not None:
+        STATE.recording_rng.append(k._impl)  # compile feeds a fresh key on every call
+    levels = drawing_levels() if batched else []
+    if levels:
+        sizes = [level_sizes[lv] for lv in levels]
+        n = int(np.prod(sizes))
+        keys = split(k, n).reshape(tuple(sizes) + (2,))
+        for lv in levels:
+            keys = batching.to_batch(keys, 0, lv)
+        k = keys
+    # logged as drawn (one key per lane): a re-run outside the vmap or on another device's
+    # schedule (the derivative of ``vmap(checkpoint(f))``, a 1F1B backward) draws the same
     if STATE.key_log is not None:
         STATE.key_log.append(k)
-    levels = drawing_levels() if batched else []
-    if not levels:
-        return k
-    sizes = [level_sizes[lv] for lv in levels]
-    n = int(np.prod(sizes))
-    keys = split(k, n).reshape(tuple(sizes) + (2,))
-    for lv in levels:
-        keys = batching.to_batch(keys, 0, lv)
-    return keys
+    return k
 
 
 def _draw(op, k, shape, dtype, extra=None):

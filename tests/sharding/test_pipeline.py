@@ -118,3 +118,105 @@ def test_bad_microbatch_counts_are_refused():
             microbatches=2,
             schedule="zb",
         )
+
+
+@pytest.mark.parametrize("schedule", ["gpipe", "1f1b"])
+def test_a_loss_with_an_infinite_derivative_off_the_last_stage_gives_finite_gradients(schedule):
+    """The loss runs on every stage's output and counts on the last one only; its zero
+    cotangent met ``log``'s infinite derivative at a 0 an earlier stage made: NaN."""
+    mesh = nb.DeviceMesh("pipe2", (2,), ("pp",))
+    w = np.array([[[1.0, 0.0], [0.0, 1.0]], [[1.0, 0.5], [0.5, 1.0]]])
+    b = np.array([[0.0, -1.0], [1.0, 1.0]])  # stage 0's relu makes exact zeros
+    x, y = np.array([[1.0, 0.5], [2.0, 0.0]]), np.ones((2, 2))
+
+    def relu_stage(p, h):
+        return nb.relu(h @ p["w"] + p["b"])
+
+    def poisson(o, t):
+        return nb.mean(o - t * nb.log(o))
+
+    def reference(q):
+        h = nb.constant(x)
+        for s in range(2):
+            h = relu_stage({"w": q["w"][s], "b": q["b"][s]}, h)
+        return poisson(h, nb.constant(y))
+
+    want_loss, want = nb.value_and_grad(reference)({"w": nb.constant(w), "b": nb.constant(b)})
+    params = {"w": nb.shard(w, mesh, P("pp")), "b": nb.shard(b, mesh, P("pp"))}
+    loss, grads = pl.pipeline_value_and_grad(
+        relu_stage,
+        poisson,
+        params,
+        nb.constant(x),
+        nb.constant(y),
+        mesh=mesh,
+        microbatches=2,
+        schedule=schedule,
+    )
+    np.testing.assert_allclose(loss.item(), want_loss.item(), rtol=1e-12)
+    np.testing.assert_allclose(grads["w"].numpy(), want["w"].numpy(), rtol=1e-10, atol=1e-12)
+
+
+def test_1f1b_differentiates_the_dropout_masks_its_forward_drew():
+    """1F1B re-runs each stage for its backward: the re-run drew new masks, so the gradient
+    was another loss's. With a loss linear in each stage's weight, sum(w * dL/dw) is L."""
+    mesh = nb.DeviceMesh("pipe2", (2,), ("pp",))
+    params = {"w": nb.shard(np.ones((2, 4)), mesh, P("pp"))}
+
+    def dropped(p, h):
+        return nb.nn.functional.dropout(h, 0.5) * p["w"]
+
+    loss, grads = pl.pipeline_value_and_grad(
+        dropped,
+        lambda o, t: nb.mean(o),
+        params,
+        nb.ones((4, 4), dtype=nb.float64),
+        nb.ones((4, 4)),
+        mesh=mesh,
+        microbatches=2,
+        schedule="1f1b",
+    )
+    per_stage = (grads["w"].numpy() * 1.0).sum(axis=1)  # w = 1
+    np.testing.assert_allclose(per_stage, [loss.item()] * 2, rtol=1e-12)
+
+
+def test_stage_and_loss_functions_are_checked():
+    """A stage output of another shape or dtype than its input was merged into the next
+    microbatch's input silently (broadcast, or token ids promoted to floats); a loss per
+    row and an integer parameter passed 1F1B unchecked."""
+    w, b, x, y = data(8)
+    mesh = nb.DeviceMesh("pipe", (4,), ("pp",))
+    params = {"w": nb.shard(w, mesh, P("pp")), "b": nb.shard(b, mesh, P("pp"))}
+    narrow = nb.constant(x[:, :1])
+    with pytest.raises(ValueError, match=r"stage_fn must return a tensor of its input's shape"):
+        pl.pipeline_forward(
+            lambda p, h: nb.sum(h, -1, keepdims=True) * p["w"][0],
+            params,
+            narrow,
+            mesh=mesh,
+            microbatches=2,
+        )
+    for schedule in ("gpipe", "1f1b"):
+        with pytest.raises(ValueError, match=r"loss_fn must return a scalar tensor"):
+            pl.pipeline_value_and_grad(
+                stage,
+                lambda o, t: nb.mean((o - t) ** 2, axis=1),
+                params,
+                nb.constant(x),
+                nb.constant(y),
+                mesh=mesh,
+                microbatches=2,
+                schedule=schedule,
+            )
+        ints = {**params, "k": nb.shard(np.zeros((4, 2), np.int32), mesh, P("pp"))}
+        with pytest.raises(TypeError, match=r"parameter \['k'\] has dtype int32"):
+            pl.pipeline_value_and_grad(
+                stage,
+                loss_fn,
+                ints,
+                nb.constant(x),
+                nb.constant(y),
+                mesh=mesh,
+                microbatches=2,
+                schedule=schedule,
+            )
