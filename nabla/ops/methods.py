@@ -30,8 +30,8 @@ def _to(self, *args, device=None, dtype=None, non_blocking=False, copy=False):
         device: the device, by keyword.
         dtype: the dtype, by keyword.
         non_blocking: accepted for PyTorch compatibility (transfers are ordered anyway).
-        copy: accepted for PyTorch compatibility (a tensor's value is never shared
-            mutably).
+        copy: return a new tensor even when nothing changes (PyTorch's: in-place
+            methods on it leave this one as it is).
 
     Returns:
         The moved and/or cast tensor (the tensor itself when nothing changes;
@@ -54,7 +54,7 @@ def _to(self, *args, device=None, dtype=None, non_blocking=False, copy=False):
         out = transfer.to_device(out, device_arg("to", device))
     if dtype is not None:
         out = unary.cast(out, dtype)
-    return out
+    return unary.identity(out) if copy and out is self else out
 
 
 def _cpu(self):
