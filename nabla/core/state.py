@@ -56,10 +56,16 @@ class _State(threading.local):
         # those again, in order (``key_replay``): one dropout mask for both
         self.key_log: list | None = None
         self.key_replay: list | None = None
+        # set by checkpoint while its function runs forward on detached copies: a gradient
+        # hook registered there is registered by the re-run, which the backward pass walks
+        self.remat_forward: bool = False
         # set by vmap while its function runs: (tensor, its impl before) of each in-place
         # update that gives a tensor batch levels it did not have (checked on return: a
         # tensor from outside the function cannot keep a batched value)
         self.vmap_writes: list | None = None
+        # set by compile while tracing: id of each argument's placeholder impl -> the
+        # caller's impl it stands for (``backward(inputs=[w])`` on an argument means ``w``)
+        self.trace_args: dict | None = None
         # grad levels whose backward pass is running: the ops it records are never walked
         # back through at those levels again (only at outer ones)
         self.pulling_back: frozenset = frozenset()

@@ -496,12 +496,12 @@ def _pow_partials(x, y, out):
         else:
             dx = (x ** (c - 1)) * c
     elif x.dtype.is_float:
-        # y * x ** (y - 1), but 0 where y == 0 and computed on a safe base there: the next
-        # derivative of x ** 0 would be 0 * x ** -1 = 0 * inf = NaN at x = 0, which made the
-        # (n+1)-th derivative of x ** n NaN (JAX special-cases integer powers)
-        zero_exp = y == 0
-        base = where(zero_exp, 1.0, x)
-        dx = where(zero_exp, 0.0, y * (base ** (y - 1.0)))
+        # y * x ** (y - 1), computed on a safe base where both are 0: the next derivative of
+        # x ** 0 would be 0 * x ** -1 = 0 * inf = NaN at x = 0, which made the (n+1)-th
+        # derivative of x ** n NaN (JAX special-cases integer powers). y stays a factor
+        # everywhere: d/dy of this at y = 0 is x ** -1 (a constant 0 there had lost it)
+        base = where((y == 0) & (x == 0), 1.0, x)
+        dx = y * (base ** (y - 1.0))
     safe = where(x == 0, 1.0, x)
     dy = out * fn.log(safe)
     return dx, dy

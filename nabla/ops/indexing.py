@@ -18,7 +18,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..core.dtypes import DType, promote_types, result_type
-from ..core.ir import TensorImpl, same_shape
+from ..core.ir import RETAIN, TensorImpl, same_shape
 from ..core.state import REQUIRES_GRAD, STATE
 from ..runtime.tensor import Tensor
 from . import batching, spmd
@@ -183,11 +183,22 @@ def _mul_factors(x, idx, upd, axis):
     at = {"axis": axis}
     nonzero_product = _gather.bind([_scatter_combine.bind([ones, idx, safe], combine), idx], at)
     zeros_here = _gather.bind([_scatter_add(x, idx, zero.cast(x.dtype), axis), idx], at)
-    others = fn.where(
-        zeros_here == 0,
-        nonzero_product / safe,
-        fn.where(fn.logical_and(zero, zeros_here == 1), nonzero_product, fn.zeros_like(upd)),
+    # the zero updates enter as themselves (values 0), not as constants: the product's
+    # derivative with respect to a zero update is the others' product (a Hessian's mixed
+    # entries had been lost)
+    zero_product = _gather.bind(
+        [_scatter_combine.bind([ones, idx, fn.where(zero, upd, fn.ones_like(upd))], combine), idx],
+        at,
     )
+    zero_sum = _gather.bind(
+        [_scatter_add(x, idx, fn.where(zero, upd, fn.zeros_like(upd)), axis), idx], at
+    )
+    # for a zero update: the other zero updates' product (1 with none; the other's own value
+    # with one; 0 with more, whose first derivative is 0 as well)
+    other_zeros = fn.where(
+        zeros_here == 1, fn.ones_like(upd), fn.where(zeros_here == 2, zero_sum - upd, 0.0)
+    )
+    others = fn.where(zero, nonzero_product * other_zeros, (nonzero_product / safe) * zero_product)
     return total, others
 
 
@@ -275,6 +286,14 @@ def gather(x, indices, axis=0) -> Tensor:
     axis = norm_axis("gather", axis, x.ndim, x.shape)
     idx = _index_tensor("gather", indices, x.shape[axis], f" (axis {axis} of shape {x.shape})")
     return _gather_from(x, idx, axis)
+
+
+def lookup(x, indices, what: str) -> Tensor:
+    """Rows of table ``x`` (along axis 0) at ``indices``, each of which must lie in
+    ``[0, rows)``: PyTorch's embedding rule, no counting from the end. An index known only
+    when the program runs (traced by ``compile``, batched by ``vmap``) is checked then, the
+    error naming ``what``; known ones are the caller's to check at the call."""
+    return _gather_from(x, as_tensor(indices, op=what), 0, what=what)
 
 
 def _gather_from(x, idx, axis, what=None):
@@ -1076,6 +1095,18 @@ def fits_in_place(old, new) -> bool:
     )
 
 
+def _move_hooks(old, new) -> None:
+    """A tensor updated in place, as PyTorch: a leaf's gradient hooks are the tensor's
+    (they see the total gradient of every version), and ``retain_grad`` follows it to
+    the new value; a computed tensor's hooks stay with the value they were registered
+    on (the gradient of the old version)."""
+    if old.requires_grad:
+        new.hooks, old.hooks = old.hooks, None
+    elif RETAIN in old.hooks:
+        new.hooks = [RETAIN]
+        old.hooks = [h for h in old.hooks if h is not RETAIN] or None
+
+
 def rebind(x: Tensor, new: Tensor, *, item: bool = False) -> None:
     """Make tensor object ``x`` hold ``new``'s value in place, keeping its identity, its
     ``requires_grad`` flag and its ``.grad``, so every reference to it (a parameter) sees
@@ -1101,7 +1132,8 @@ def rebind(x: Tensor, new: Tensor, *, item: bool = False) -> None:
         x._impl.requires_grad = True
         x._impl.traced = x._impl.traced | {REQUIRES_GRAD}
     x._impl.grad = old.grad
-    x._impl.hooks = old.hooks  # (``register_hook``'s: on the tensor, as PyTorch's)
+    if old.hooks:  # (``register_hook``'s and ``retain_grad``'s marks, as PyTorch keeps them)
+        _move_hooks(old, x._impl)
     owner = getattr(x, "_owner", None)  # ``p.data``'s handle: the parameter follows it
     if owner is not None:
         rebind(owner, fn.stop_gradient(x), item=item)

@@ -229,21 +229,34 @@ def constant_impl(value, dtype=None, device=None, op: str = "constant") -> Tenso
     return impl
 
 
+def _outside_bodies(what: str) -> None:
+    """A loop or branch body is traced once and runs as one op: a hook on a value inside
+    it would never see a gradient (refused, as its in-place updates of outside tensors)."""
+    if STATE.body_writes is not None:
+        raise RuntimeError(
+            f"{what} inside a scan/fori_loop/while_loop/cond body: the body runs as one op, "
+            "so its values' gradients are never seen one by one; call it on the loop's "
+            "results (or inputs) outside the body"
+        )
+
+
 class HookHandle:
     """What :meth:`Tensor.register_hook` returns: ``remove()`` unregisters the hook."""
 
-    __slots__ = ("_tensor", "_hook")
+    __slots__ = ("_tensor", "_impl", "_hook")
 
     def __init__(self, tensor, hook):
         self._tensor = weakref.ref(tensor)
+        self._impl = weakref.ref(tensor._impl)  # (a computed tensor's hook stays there)
         self._hook = hook
 
     def remove(self) -> None:
         """Unregister the hook (a second call does nothing)."""
         t = self._tensor()
-        hooks = None if t is None else t._impl.hooks
-        if hooks and any(h is self._hook for h in hooks):
-            t._impl.hooks = [h for h in hooks if h is not self._hook] or None
+        for impl in (self._impl(), None if t is None else t._impl):
+            hooks = None if impl is None else impl.hooks
+            if hooks and any(h is self._hook for h in hooks):
+                impl.hooks = [h for h in hooks if h is not self._hook] or None
 
 
 class Tensor:
@@ -561,10 +574,14 @@ class Tensor:
             A handle whose ``remove()`` unregisters the hook.
 
         Raises:
-            RuntimeError: for a tensor that does not require grad (nothing would call it).
+            RuntimeError: for a tensor that does not require grad (nothing would call it),
+                or inside a control-flow body.
         """
         if not callable(hook):
             raise TypeError(f"register_hook: expected a function, got {type(hook).__name__}")
+        _outside_bodies("register_hook")
+        if STATE.remat_forward and not self.requires_grad:  # the re-run registers it
+            return HookHandle(self, hook)
         if not self.requires_grad and not is_live(self._impl.traced):
             raise RuntimeError(
                 f"register_hook: a {self.dtype.value}{list(self.shape)} tensor that does not "
@@ -579,8 +596,12 @@ class Tensor:
         PyTorch's ``retain_grad``; a leaf's is kept anyway: a no-op there).
 
         Raises:
-            RuntimeError: for a tensor that does not require grad.
+            RuntimeError: for a tensor that does not require grad, or inside a
+                control-flow body.
         """
+        _outside_bodies("retain_grad")
+        if STATE.remat_forward and not self.requires_grad:  # (the re-run's values)
+            return
         if not self.requires_grad:
             raise RuntimeError(
                 f"retain_grad: a {self.dtype.value}{list(self.shape)} tensor that does not "

@@ -97,13 +97,17 @@ def _toposort(roots: list[TensorImpl], stop: set[int]) -> list:
     return post_order([r.node for r in reversed(roots) if through(r)], children)[0]
 
 
-def backward_pass(outputs, cotangents, targets: list[TensorImpl], observe=()) -> dict:
+def backward_pass(
+    outputs, cotangents, targets: list[TensorImpl], observe=(), *, detach_hooked=False
+) -> dict:
     """Propagate ``cotangents`` of ``outputs`` back to ``targets``.
 
     Returns a dict ``id(target impl) -> Tensor`` (absent when no cotangent reached it),
     with the cotangents of the ``observe`` impls too (values the walk passes through:
-    ``retain_grad``'s). A value's ``register_hook`` functions see its cotangent once it is
-    complete: an intermediate's before its node's rule reads it, a target's at the end.
+    ``retain_grad``'s). A computed value's ``register_hook`` functions see its cotangent
+    once it is complete, before its node's rule reads it (without its history when
+    ``detach_hooked``); the targets' hooks are the caller's (``backward`` runs a leaf's on
+    the total over its versions).
     """
     target_ids = {id(t) for t in targets}
     wanted = target_ids | {id(o) for o in observe}  # (observed values do not stop the walk)
@@ -118,7 +122,7 @@ def backward_pass(outputs, cotangents, targets: list[TensorImpl], observe=()) ->
         for ref in node.outputs:
             o = ref()
             if o is not None and o.hooks and id(o) in cts:
-                _run_hooks(cts, o)
+                cts[id(o)] = (o, _run_hooks(o.hooks, cts[id(o)][1], detach_hooked))
         if id(node) not in live:
             continue
         in_cts = _pull_node(node, cts)
@@ -128,8 +132,6 @@ def backward_pass(outputs, cotangents, targets: list[TensorImpl], observe=()) ->
     out = {}
     for tid, (impl, ct) in list(cts.items()):
         if tid in target_ids:
-            if impl.hooks:
-                ct = _run_hooks(cts, impl)
             if impl.sharding is not None or ct._impl.sharding is not None:
                 # a gradient is laid out like its primal, partial terms completed
                 ct = collectives.layout_like(ct, impl)
@@ -140,14 +142,14 @@ def backward_pass(outputs, cotangents, targets: list[TensorImpl], observe=()) ->
     return out
 
 
-def _run_hooks(cts: dict, impl: TensorImpl) -> Tensor:
-    """``impl``'s complete cotangent in ``cts`` through its ``register_hook`` functions, in
-    order (one that returns None keeps it); the result replaces the entry."""
-    ct = cts[id(impl)][1]
-    for hook in impl.hooks:
+def _run_hooks(hooks: list, ct: Tensor, detach: bool) -> Tensor:
+    """Cotangent ``ct`` through ``register_hook`` functions, in order (one that returns
+    None keeps it); ``detach``: they see it without its history (``backward`` without
+    ``create_graph``, as PyTorch's hooks get a gradient that requires no grad)."""
+    for hook in list(hooks):
         if hook is RETAIN:
             continue
-        got = hook(ct)
+        got = hook(stop_gradient(ct) if detach else ct)
         if got is None:
             continue
         if not isinstance(got, Tensor) or got.shape != ct.shape:
@@ -156,7 +158,6 @@ def _run_hooks(cts: dict, impl: TensorImpl) -> Tensor:
                 f"shape {ct.shape}; return a tensor of that shape, or None"
             )
         ct = got if got.dtype is ct.dtype else got.cast(ct.dtype)
-    cts[id(impl)] = (impl, ct)
     return ct
 
 
@@ -862,14 +863,14 @@ def backward(
             "backward(): the tensor does not depend on any tensor with requires_grad=True"
         )
     if inputs is not None:
-        leaves, retained = _chosen_inputs(inputs, leaves, retained, t)
+        leaves, retained = _chosen_inputs(inputs, retained, t)
     if create_graph:  # the gradients' history is walked again: reverse loops keep carries
         got = backward_pass([t], [gradient], leaves, retained)
     else:
         with pulling_back(REQUIRES_GRAD):
-            got = backward_pass([t], [gradient], leaves, retained)
-
-    grads = [(leaf, got[id(leaf)]) for leaf in leaves + retained if id(leaf) in got]
+            got = backward_pass([t], [gradient], leaves, retained, detach_hooked=True)
+    grads = _leaf_totals(leaves, got, not create_graph)
+    grads += [(impl, got[id(impl)]) for impl in retained if id(impl) in got]
     if create_graph:  # the gradients as computed, with their history (not realized here)
         for leaf, g in grads:
             leaf = _current_leaf(leaf)
@@ -933,9 +934,26 @@ def _requires_grad_leaves(root: TensorImpl) -> tuple[list, list]:
     return found, retained
 
 
-def _chosen_inputs(inputs, leaves: list, retained: list, t: Tensor) -> tuple[list, list]:
-    """``backward(inputs=...)``: the leaves among ``inputs`` (differentiated as targets) and
-    the computed tensors among them (observed on the way, as ``retain_grad``'s)."""
+def _leaf_totals(leaves: list, got: dict, detach: bool) -> list:
+    """``(leaf, gradient)`` per tensor: the gradients of a leaf's versions (a graph built
+    before an in-place update reaches the old one) summed, then through its hooks once,
+    as PyTorch's leaf hooks see the total."""
+    totals: dict = {}
+    for leaf in leaves:
+        if id(leaf) in got:
+            cur = _current_leaf(leaf)
+            prev = totals.get(id(cur))
+            g = got[id(leaf)]
+            totals[id(cur)] = (cur, g if prev is None else prev[1] + g)
+    return [
+        (cur, _run_hooks(cur.hooks, g, detach) if cur.hooks else g) for cur, g in totals.values()
+    ]
+
+
+def _chosen_inputs(inputs, retained: list, t: Tensor) -> tuple[list, list]:
+    """``backward(inputs=...)``: the leaves among ``inputs`` (differentiated as targets)
+    and the computed tensors among them, with the ``retain_grad`` ones on the way (both
+    observed, not stopping the walk); each once."""
     inputs = [inputs] if isinstance(inputs, Tensor) else list(inputs)
     if not inputs:
         raise RuntimeError("backward(): inputs is empty; name the tensors to differentiate")
@@ -947,15 +965,19 @@ def _chosen_inputs(inputs, leaves: list, retained: list, t: Tensor) -> tuple[lis
             reach.add(id(impl))
             if impl.node is not None and impl.traced and not impl.requires_grad:
                 stack.extend(impl.node.inputs)
-    chosen_leaves, chosen = [], []
+    chosen_leaves, chosen = [], list(retained)
     for x in inputs:
         if not isinstance(x, Tensor):
             raise TypeError(f"backward(): inputs holds a {type(x).__name__}, not a tensor")
         impl = x._impl
-        if id(impl) not in reach or not x.requires_grad:
+        # a compiled function's argument stands for the caller's tensor while it traces
+        impl = (STATE.trace_args or {}).get(id(impl), impl)
+        if id(impl) not in reach or not (impl.requires_grad or REQUIRES_GRAD in impl.traced):
             raise RuntimeError(
                 f"backward(): an input of shape {x.shape} is not something the tensor "
                 "depends on through a requires_grad history"
             )
-        (chosen_leaves if impl.requires_grad else chosen).append(impl)
+        group = chosen_leaves if impl.requires_grad else chosen
+        if all(impl is not c for c in group):  # (named twice: one gradient)
+            group.append(impl)
     return chosen_leaves, chosen

@@ -505,6 +505,16 @@ def _reads_an_updated_leaf(writes: list, recorded: list) -> bool:
 _GRAD_BLOCKS = {None: contextlib.nullcontext, "off": no_grad, "on": enable_grad}
 
 
+def _hooked(recorded) -> bool:
+    """Does a value the trace recorded carry ``register_hook``/``retain_grad`` marks?"""
+    for node in recorded:
+        for ref in node.outputs:
+            o = ref()
+            if o is not None and o.hooks:
+                return True
+    return False
+
+
 def _tagged_parts(parts) -> dict:
     """A call key's parts after its leaves', by what they record (``_RETRACE_WHY``)."""
     return {(p[0] if isinstance(p[0], str) else "defaults"): p for p in parts}
@@ -1150,6 +1160,12 @@ class CompiledFunction:
         old_rec, old_rng, old_reads = STATE.recording, STATE.recording_rng, STATE.size_reads
         old_writes = STATE.writes
         old_block, STATE.grad_block = STATE.grad_block, None  # (blocks around the call)
+        old_args = STATE.trace_args
+        STATE.trace_args = {
+            id(ph._impl): leaf._impl
+            for ph, leaf in zip(traced_flat, call.flat, strict=True)
+            if isinstance(leaf, Tensor)
+        }
         STATE.recording, STATE.recording_rng, STATE.writes = [], [], []
         # a trace inside a dynamic-dims trace reports its size reads to it too (below)
         STATE.size_reads = [] if sym_shapes or old_reads is not None else None
@@ -1160,7 +1176,7 @@ class CompiledFunction:
         finally:
             STATE.recording, STATE.recording_rng = old_rec, old_rng
             STATE.size_reads, STATE.writes = old_reads, old_writes
-            STATE.grad_block = old_block
+            STATE.grad_block, STATE.trace_args = old_block, old_args
         if old_writes is not None:  # an enclosing trace writes them back too
             old_writes.extend(writes)
         state = _written_state(writes, placeholders, recorded)
@@ -1184,6 +1200,12 @@ class CompiledFunction:
                     "being traced (e.g. .numpy(), .item(), print or a Python branch on a "
                     "tensor); remove it or use fullgraph=False to fall back to lazy execution"
                 )
+            self._stats.fallbacks += 1
+            return "fallback", out
+        if _hooked(recorded):
+            # a gradient hook on a value the function computed: a replay makes that value
+            # again without the hook (the backward pass outside would not call it)
+            log.debug("compile: %s registers gradient hooks: runs eagerly", _name(self.fun))
             self._stats.fallbacks += 1
             return "fallback", out
         if _reads_an_updated_leaf(writes, recorded):

@@ -654,11 +654,12 @@ def checkpoint(fun=None, *, prevent_cse=True, policy=None, static_argnums=()):
         befores = [c._impl for c in copies]
         detached = split.rebuilt(copies)
         outer_log, STATE.key_log = STATE.key_log, []
+        outer_fw, STATE.remat_forward = STATE.remat_forward, True
         try:
             out, reads = _run_recorded(lambda: fun(*detached))
             keys = STATE.key_log
         finally:
-            STATE.key_log = outer_log
+            STATE.key_log, STATE.remat_forward = outer_log, outer_fw
         if outer_log is not None:
             outer_log.extend(keys)
         if _differentiated_closure(reads, _CallArgs.of(detached).tensors):

@@ -446,6 +446,77 @@ def test_retain_grad_hooks_and_backward_inputs_as_pytorch():
     close(p.grad, f32([6.0]))
 
 
+def test_hooks_follow_pytorch_through_in_place_updates_compile_and_checkpoint():
+    x = nb.constant(f32([1.0, 2.0, 3.0]), requires_grad=True)
+    seen = []
+    y = x * 2.0
+    y.register_hook(lambda g: (seen.append(g), g * 10.0)[1])  # on this version of y
+    y.mul_(3.0)
+    (y * y).sum().backward()
+    assert len(seen) == 1  # once (it had run on both versions: 10x too much)
+    close(seen[0], 36 * f32([1, 2, 3]))
+    close(x.grad, 720 * f32([1, 2, 3]))
+    assert not seen[0].requires_grad  # no history without create_graph
+    w = nb.constant(f32([1.0]), requires_grad=True)
+    calls = []
+    w.register_hook(lambda g: (calls.append(g.item()), nb.minimum(g, 1.0))[1])
+    a = (w * 2.0).sum()
+    with nb.no_grad():
+        w.add_(1.0)  # an optimizer's update: a leaf's hook sees the total over versions
+    ((w * 3.0).sum() + a).backward()
+    assert calls == [5.0]
+    close(w.grad, f32([1.0]))
+    x.grad = None
+    v = x * w
+    v.retain_grad()
+    (v * v).sum().backward(inputs=[w, w])  # named twice: one gradient; v is kept too
+    close(v.grad, 2 * 2 * f32([1, 2, 3]))
+    assert x.grad is None
+    close(w.grad, f32([2.0]))  # 1 + the clipping hook's 1 (56 before it)
+
+    @nb.compile
+    def hooked(a):  # a hook inside a compiled function: it runs eagerly (a replay lost it)
+        h = a * a
+        h.register_hook(lambda g: g * 5.0)
+        return h.sum()
+
+    for _ in range(3):
+        x.grad = None
+        hooked(x).backward()
+        close(x.grad, 10 * f32([1, 2, 3]))
+
+    @nb.compile
+    def step(p, q):
+        loss = (p * q).sum()
+        loss.backward(inputs=[p])  # p is the caller's tensor, on the tracing call too
+        return loss
+
+    for _ in range(2):
+        w2 = nb.constant(f32([0.5, 0.6, 0.7]), requires_grad=True)
+        step(w2, x)
+        close(w2.grad, f32([1, 2, 3]))
+    with pytest.raises(RuntimeError, match="register_hook inside a scan"):
+
+        def body(c, xi):
+            c.register_hook(print)
+            return c * xi, c
+
+        nb.scan(body, x.sum(), x)
+    ck = []
+
+    def inner(p, q):  # the checkpoint's re-run registers it: called once
+        h = nb.sin(p * q)
+        h.register_hook(lambda g: (ck.append(1), g * 5.0)[1])
+        return h * q
+
+    w3 = nb.constant(f32([0.5, 0.6, 0.7]), requires_grad=True)
+    (nb.checkpoint(inner)(w3, x) ** 2).sum().backward()
+    xs, ws = f32([1, 2, 3]), f32([0.5, 0.6, 0.7])
+    h = np.sin(ws * xs)
+    close(w3.grad, 5 * 2 * h * xs * np.cos(ws * xs) * xs * xs, rtol=1e-5)
+    assert ck == [1]
+
+
 def test_detach_of_a_realized_value_is_a_plain_handle_on_its_buffer():
     """A realized leaf detaches without an op: same values, no requires_grad, no history;
     a gradient does not flow through it, and inside a trace detach stays an op."""
@@ -1377,6 +1448,10 @@ def test_pow_with_a_known_exponent_differentiates_as_a_product():
     # d/dy d/dx x ** y = x ** (y - 1) * (1 + y * log x): the exponent is traced
     mixed = nb.grad(lambda y: nb.grad(lambda a: a**y)(nb.constant(2.0)))(nb.constant(3.0))
     np.testing.assert_allclose(mixed.item(), 4.0 * (1 + 3.0 * np.log(2.0)), rtol=1e-6)
+    # ... at y = 0 too: x ** -1 (the rule's guard had made it a constant 0 there)
+    at0 = nb.hessian(lambda a, y: a**y, argnums=(0, 1))(nb.constant(2.0), nb.constant(0.0))
+    np.testing.assert_allclose(at0[0][1].item(), 0.5, rtol=1e-6)
+    np.testing.assert_allclose(at0[1][0].item(), 0.5, rtol=1e-6)
     per_y = nb.vmap(lambda y: nb.grad(lambda a: a**y)(nb.constant(2.0)))(nb.constant([2.0, 3.0]))
     np.testing.assert_allclose(per_y.numpy(), [4.0, 12.0])
     powf = nb.compile(nb.grad(lambda a, y: (a**y).sum()))
@@ -1384,6 +1459,23 @@ def test_pow_with_a_known_exponent_differentiates_as_a_product():
         np.testing.assert_allclose(
             powf(x, nb.constant(y)).numpy(), nb.grad(lambda a, y=y: (a**y).sum())(x).numpy()
         )
+
+
+def test_scatter_multiply_hessian_with_a_zero_update_is_symmetric():
+    """The product of the other updates at a position holding one zero update was a
+    constant 0 for the nonzero ones: its derivative with respect to the zero was lost."""
+    x = nb.constant(np.array([1.5, 2.0], np.float32))
+    idx = nb.constant(np.array([0, 0, 0]))
+
+    def f(u):  # x0 * u0 * u1 * u2 + x1
+        return nb.sum(x.at[idx].multiply(u))
+
+    u = np.array([0.0, 3.0, 0.5], np.float32)
+    want = 1.5 * np.array([[0, 0.5, 3.0], [0.5, 0, 0], [3.0, 0, 0]], np.float32)
+    np.testing.assert_allclose(nb.hessian(f)(nb.constant(u)).numpy(), want, rtol=1e-6)
+    two_zeros = np.array([0.0, 0.0, 2.0], np.float32)  # d2/du0 du1 = x0 * u2 = 3
+    h = nb.hessian(f)(nb.constant(two_zeros)).numpy()
+    np.testing.assert_allclose(h, 1.5 * np.array([[0, 2, 0], [2, 0, 0], [0, 0, 0]]), rtol=1e-6)
 
 
 def test_higher_derivatives_at_zeros_as_jax():
