@@ -286,6 +286,14 @@ class DataLoader:
                     "DataLoader: collate_fn applies to a dataset (an object with __len__ and "
                     "__getitem__); arrays are batched by slicing"
                 )
+            if not isinstance(data, tuple | list | np.ndarray | Tensor) and not hasattr(
+                data, "__array__"
+            ):  # (an iterable-style dataset, a generator, a number)
+                raise TypeError(
+                    f"DataLoader: cannot load from a {type(data).__name__}: pass an array, a "
+                    "tuple of arrays, or a map-style dataset (an object with __len__ and "
+                    "__getitem__); iterable-style datasets are not supported"
+                )
             self.is_tuple = isinstance(data, tuple | list)
             parts = list(data) if self.is_tuple else [data]
             # np.asarray keeps a memmap's pages on disk until rows are indexed

@@ -292,6 +292,9 @@ def normalize(input, p: float = 2.0, dim: int = 1, eps: float = 1e-12) -> Tensor
     # 1 / eps, as PyTorch's, not the NaN of the root's infinite slope at 0 times 0
     if p == 2.0:
         norm = binary.maximum(x.square().sum(axis=dim, keepdims=True), eps * eps).sqrt()
+    elif p == 0:  # PyTorch's "0-norm": the count of non-zero entries
+        count = (x != 0).cast(x.dtype).sum(axis=dim, keepdims=True)
+        norm = binary.maximum(count, eps)
     elif p == math.inf:
         norm = binary.maximum(unary.abs(x).max(axis=dim, keepdims=True), eps)
     else:
@@ -649,13 +652,7 @@ def layer_norm(
         axes = _check_normalized("layer_norm", x, normalized_shape)
     else:
         axes = _check_norm_axes("layer_norm", x, -1 if axis is None else axis)
-    for name, v in (("weight", weight), ("bias", bias)):
-        want = tuple(x.shape[a] for a in axes)
-        if v is not None and tuple(as_tensor(v, op="layer_norm").shape) != want:
-            raise ValueError(
-                f"layer_norm: {name} of shape {tuple(as_tensor(v).shape)} for normalized "
-                f"dims {want} (input of shape {x.shape})"
-            )
+    _check_scales("layer_norm", x, axes, weight=weight, bias=bias)
     x0, x = x, widened(x)
     mean = x.mean(axis=axes, keepdims=True)
     centered = x - mean
@@ -666,6 +663,17 @@ def layer_norm(
     if bias is not None:
         y = y + bias
     return y.cast(x0.dtype) if x0.dtype.is_float and y.dtype is not x0.dtype else y
+
+
+def _check_scales(op: str, x: Tensor, axes, **scales) -> None:
+    """A norm's ``weight``/``bias`` must have the shape of the normalized dims."""
+    want = tuple(x.shape[a] for a in axes)
+    for name, v in scales.items():
+        if v is not None and tuple(as_tensor(v, op=op).shape) != want:
+            raise ValueError(
+                f"{op}: {name} of shape {tuple(as_tensor(v).shape)} for normalized "
+                f"dims {want} (input of shape {x.shape})"
+            )
 
 
 def rms_norm(x, normalized_shape, weight=None, eps: float | None = None) -> Tensor:
@@ -682,10 +690,12 @@ def rms_norm(x, normalized_shape, weight=None, eps: float | None = None) -> Tens
         A tensor like ``x``.
 
     Raises:
-        ValueError: if ``x`` does not end with ``normalized_shape``.
+        ValueError: if ``x`` does not end with ``normalized_shape``, or ``weight`` does not
+            have that shape.
     """
     x0 = as_tensor(x, op="rms_norm")
     axes = _check_normalized("rms_norm", x0, normalized_shape)
+    _check_scales("rms_norm", x0, axes, weight=weight)
     x = widened(x0)
     if eps is None:
         eps = float(ml_dtypes.finfo(x.dtype.numpy).eps) if x.dtype.is_float else 0.0
@@ -773,7 +783,9 @@ def _embedding(indices, weight, padding_idx, who: str) -> Tensor:
             f"{who}: padding_idx {padding_idx} is out of range for {weight.shape[0]} rows "
             f"(weight of shape {weight.shape})"
         )
-    rows = indexing.take(weight, indices, axis=0)
+    # (an index known only when the program runs is checked then: take() would read -1 as
+    # the last row)
+    rows = indexing.lookup(weight, indices, who)
     if padding_idx is None:
         return rows
     pad = (indices == padding_idx % weight.shape[0]).unsqueeze(-1)
@@ -848,13 +860,13 @@ def scaled_dot_product_attention(
     return out
 
 
-def check_attention_mask(op, mask, q_shape, k_shape) -> None:
+def check_attention_mask(op, mask, q_shape, k_shape, bool_means="True = may attend") -> None:
     """Refuse a mask that is not bool or float (an integer 0/1 mask would be added to the
     scores as a bias, as PyTorch refuses it) or that does not broadcast to the scores
-    ``(..., L, S)``, naming it."""
+    ``(..., L, S)``, naming it; ``bool_means`` states the caller's bool convention."""
     if not (mask.dtype.is_bool or mask.dtype.is_float):
         raise TypeError(
-            f"{op}: attn_mask must be bool (True = may attend) or float (added to the "
+            f"{op}: attn_mask must be bool ({bool_means}) or float (added to the "
             f"scores), got {mask.dtype.value}{list(mask.shape)}; for a 0/1 mask pass mask > 0"
         )
     scores = (*_batch_of_scores(op, q_shape, k_shape), q_shape[-2], k_shape[-2])
@@ -1043,6 +1055,16 @@ def conv_transpose2d(
                 f"the stride {stride!r} or the dilation {dilation!r}"
             )
     _, og, kh, kw = w.shape
+    size = [
+        (x.shape[-3 + i] - 1) * s[i] - 2 * p[i] + d[i] * ((kh, kw)[i] - 1) + op_[i] + 1
+        for i in range(2)
+    ]
+    if min(size) < 1:
+        raise ValueError(
+            f"conv_transpose2d: the output would be {size[0]} x {size[1]} for an input of "
+            f"shape {x.shape}, weight of shape {w.shape}, stride {stride!r}, padding "
+            f"{padding!r}: too small (padding takes more than the transposed conv makes)"
+        )
     # (C, O/g, KH, KW) -> HWIO (KH, KW, C/g, O): group j's inputs feed outputs j*O/g ...
     w = w.reshape((g, c // g, og, kh, kw)).permute(3, 4, 1, 0, 2).reshape((kh, kw, c // g, g * og))
     pads = ((p[0], p[0]), (p[1], p[1]))

@@ -241,6 +241,14 @@ class Module:
 
     def __setattr__(self, name: str, value) -> None:
         params, buffers, modules = self._dicts()
+        if (name in params or name in buffers) and not isinstance(value, Tensor | type(None)):
+            # (an array over ``m.weight`` had unregistered the parameter: it stopped training)
+            kind = "parameter" if name in params else "buffer"
+            raise TypeError(
+                f"{type(self).__name__}.{name}: cannot assign a {type(value).__name__} to "
+                f"{kind} {name!r}: a Tensor (or None) is expected, e.g. nb.constant(value); "
+                f"del the {kind} first to use the name otherwise"
+            )
         if isinstance(value, list | tuple) and value and all(isinstance(v, Module) for v in value):
             value = ModuleList(value)
         elif _holds_tensor(value):
@@ -321,9 +329,11 @@ class Module:
             persistent: whether ``state_dict`` (and so checkpoints) include it.
 
         Raises:
-            KeyError: if ``name`` is already a parameter or a submodule.
+            KeyError: if ``name`` is already a parameter or a submodule, or is not a
+                non-empty string without a dot.
         """
         params, buffers, modules = self._dicts()
+        _check_name(self, "register_buffer", name)
         if name in params or name in modules:
             raise KeyError(f"{type(self).__name__}: {name!r} is already a parameter or submodule")
         if tensor is not None and not isinstance(tensor, Tensor):
@@ -349,10 +359,12 @@ class Module:
             param: the tensor, or None.
 
         Raises:
-            KeyError: if ``name`` is already a buffer or a submodule.
+            KeyError: if ``name`` is already a buffer or a submodule, or is not a
+                non-empty string without a dot.
             TypeError: for a value that is not a tensor or None.
         """
         params, buffers, modules = self._dicts()
+        _check_name(self, "register_parameter", name)
         if name in buffers or name in modules:
             raise KeyError(f"{type(self).__name__}: {name!r} is already a buffer or submodule")
         if param is None:
@@ -1054,6 +1066,16 @@ def laid_out_like(old: Tensor, value: Tensor) -> Tensor:
     if cur is not None and cur.mesh != spec.mesh:
         value = creation.constant(value.numpy(), dtype=value.dtype)
     return reshard_to(value, spec.with_partial(()) if spec.partial else spec, "load_state_dict")
+
+
+def _check_name(module, method: str, name) -> None:
+    """A registered name is a non-empty string without a dot (``state_dict`` joins the
+    names of nested modules with dots: ``"a.b"`` could not be told from a submodule's)."""
+    if not isinstance(name, str) or not name or "." in name:
+        raise KeyError(
+            f"{type(module).__name__}.{method}: the name must be a non-empty string without "
+            f"'.', got {name!r}"
+        )
 
 
 def host_array(value) -> np.ndarray:

@@ -13,6 +13,8 @@ from __future__ import annotations
 import copy
 import math
 
+import numpy as np
+
 from ..ops import unary
 from ..ops._util import as_tensor
 from ..runtime.tensor import Tensor
@@ -82,6 +84,9 @@ class MultiHeadAttention(Module):
         if num_heads is None:
             raise TypeError("MultiHeadAttention: missing the argument 'num_heads'")
         self.batch_first = bool(batch_first)
+        for name, v in (("embed_dim", embed_dim), ("num_heads", num_heads)):
+            if not isinstance(v, int | np.integer) or isinstance(v, bool) or v < 1:
+                raise ValueError(f"MultiHeadAttention: {name} must be a positive int, got {v!r}")
         if embed_dim % num_heads:
             raise ValueError(
                 f"MultiHeadAttention: embed_dim={embed_dim} is not a multiple of "
@@ -126,7 +131,8 @@ class MultiHeadAttention(Module):
             key_padding_mask: optional ``(N, S)``: bool (True marks padding that is
                 ignored) or float (added to the scores, as in PyTorch).
             attn_mask: optional mask of shape ``(L, S)``, ``(N * heads, L, S)`` (PyTorch's
-                per-head form) or broadcasting to ``(N, heads, L, S)``: bool (True = may NOT
+                per-head form; another 3-D shape is refused) or 4-D broadcasting to
+                ``(N, heads, L, S)``: bool (True = may NOT
                 attend, as in PyTorch's ``MultiheadAttention``) or float (added to the scores).
             is_causal: position ``i`` attends only to positions ``<= i``.
             need_weights: also return the attention weights, as PyTorch (default False: the
@@ -228,9 +234,18 @@ class MultiHeadAttention(Module):
         attend), PyTorch's ``(N * heads, L, S)`` form split into ``(N, heads, L, S)``."""
         mask = as_tensor(attn_mask, op="MultiHeadAttention")
         n, heads, length, source = q_shape[0], self.num_heads, q_shape[2], k_shape[2]
-        if mask.ndim == 3 and mask.shape == (n * heads, length, source):
+        who = f"MultiHeadAttention({self.extra_repr()})"
+        if mask.ndim == 3:  # PyTorch's two forms only: a (N, L, S) mask must not be read
+            # as one per head when N happens to equal the number of heads
+            if mask.shape != (n * heads, length, source):
+                raise ValueError(
+                    f"{who}: a 3-D attn_mask must be (batch * num_heads, L, S) = "
+                    f"{(n * heads, length, source)}, got {mask.shape}; a 2-D (L, S) mask "
+                    "applies to every batch element and head, a 4-D one broadcasts to (N, "
+                    "num_heads, L, S)"
+                )
             mask = mask.reshape(n, heads, length, source)
-        F.check_attention_mask(f"MultiHeadAttention({self.extra_repr()})", mask, q_shape, k_shape)
+        F.check_attention_mask(who, mask, q_shape, k_shape, "True = may not attend")
         return unary.logical_not(mask) if mask.dtype.is_bool else mask
 
     def extra_repr(self) -> str:

@@ -559,3 +559,16 @@ def test_tied_weights_take_their_total_gradient_in_every_update_path():
             ends.append(m.emb.weight.numpy())
         np.testing.assert_allclose(ends[1], ends[0], rtol=1e-5, atol=1e-6)
         np.testing.assert_allclose(ends[2], ends[0], rtol=1e-5, atol=1e-6)
+
+
+def test_a_none_leaf_in_params_is_skipped_by_every_update():
+    """``nb.grad`` of a tree holding None gives None there: the optimizers had counted the
+    leaves differently and refused the gradient of the tree they were given."""
+    params = {"w": nb.ones((3,)), "b": None}
+    grads = nb.grad(lambda p: (p["w"] ** 2).sum())(params)
+    new, _ = nb.nn.optim.sgd_update(params, grads, None, lr=0.1)
+    assert new["b"] is None
+    np.testing.assert_allclose(new["w"].numpy(), [0.8, 0.8, 0.8], rtol=1e-6)
+    state = nb.nn.optim.adamw_init(params)
+    new, _ = nb.nn.optim.adamw_update(params, grads, state, lr=0.1)
+    assert new["b"] is None and new["w"].shape == (3,)

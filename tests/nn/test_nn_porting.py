@@ -1320,3 +1320,45 @@ def test_same_padding_with_a_padding_mode_pads_as_pytorch():
             np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
     conv1 = nn.Conv1d(2, 3, 4, padding="same", padding_mode="reflect")
     assert conv1(nb.ones((1, 9, 2))).shape == (1, 9, 3)
+
+
+def test_bad_inputs_to_nn_fail_at_the_call_as_pytorch_s_do():
+    """Each had been a silent wrong answer, a silent loss of training, or an error from
+    deep inside naming no layer."""
+    emb = nn.Embedding(4, 2)
+    neg = nb.constant(np.array([-1]))
+    with pytest.raises(IndexError, match="Embedding"):
+        nb.compile(lambda i: emb(i))(neg).numpy()  # it read the last row
+    with pytest.raises(IndexError, match="Embedding"):
+        nb.vmap(lambda i: emb(i))(nb.constant(np.array([-1, -2]))).numpy()
+    mha = nn.MultiheadAttention(8, 2, batch_first=True)
+    q = nb.ones((2, 3, 8))
+    with pytest.raises(ValueError, match=r"3-D attn_mask must be \(batch \* num_heads, L, S\)"):
+        mha(q, q, q, attn_mask=nb.constant(np.zeros((2, 3, 3), bool)))  # read per head
+    with pytest.raises(TypeError, match=r"True = may not attend"):
+        mha(q, q, q, attn_mask=nb.zeros((3, 3), dtype=nb.int32))
+    for e, h in ((8, 0), (8, -2), (0, 2)):
+        with pytest.raises(ValueError, match="must be a positive int"):
+            nn.MultiHeadAttention(e, h)
+    lin = nn.Linear(3, 2)
+    with pytest.raises(TypeError, match=r"cannot assign a ndarray to parameter 'weight'"):
+        lin.weight = np.ones((3, 2), np.float32)  # it had unregistered the parameter
+    assert [n for n, _ in lin.named_parameters()] == ["weight", "bias"]
+    for name in ("a.b", "", 3):
+        with pytest.raises(KeyError, match="non-empty string without '.'"):
+            nn.Module().register_buffer(name, nb.ones(1))
+    with pytest.raises(ValueError, match="clip_grad_norm: max_norm must be >= 0"):
+        nn.optim.clip_grad_norm({"w": nb.constant([3.0, 4.0])}, -1.0)
+    with pytest.raises(TypeError, match="SGD: params holds a float, not a tensor"):
+        nn.optim.SGD([nb.ones(2), 3.0], lr=0.1)
+    with pytest.raises(TypeError, match="SGD: params must be a Module"):
+        nn.optim.SGD(3, lr=0.1)
+    with pytest.raises(ValueError, match=r"conv_transpose2d: the output would be -6 x -6"):
+        nn.ConvTranspose2d(3, 8, 3, padding=5)(nb.ones((1, 2, 2, 3)))
+    with pytest.raises(ValueError, match=r"rms_norm: weight of shape \(3,\)"):
+        F.rms_norm(nb.ones((2, 4)), 4, weight=nb.ones((3,)))
+    np.testing.assert_allclose(  # PyTorch's 0-"norm": the count of non-zeros
+        F.normalize(nb.constant([[1.0, 0.0, 2.0]]), p=0).numpy(), [[0.5, 0.0, 1.0]]
+    )
+    with pytest.raises(TypeError, match="DataLoader: cannot load from a int"):
+        nn.DataLoader(3, batch_size=1)

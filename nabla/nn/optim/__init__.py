@@ -250,7 +250,14 @@ def clip_grad_norm(grads, max_norm: float, norm_type: float = 2.0):
 
     Returns:
         ``(clipped_grads, norm)``: a tree like ``grads`` and the norm before clipping.
+
+    Raises:
+        ValueError: for a ``max_norm`` given as a number that is negative or NaN (a tensor
+            one is taken as it is), or a bad ``norm_type``.
     """
+    if isinstance(max_norm, numbers.Real) and not max_norm >= 0:
+        # (a negative one would flip every gradient's sign), as ``clip_grad_norm_``
+        raise ValueError(f"clip_grad_norm: max_norm must be >= 0, got {max_norm}")
     norm = global_norm(grads, _checked_norm_type("clip_grad_norm", norm_type))
     scale = binary.minimum(max_norm / (norm + 1e-6), 1.0)
     leaves, tree = tree_flatten(grads)
@@ -372,14 +379,18 @@ def clip_grad_value_(parameters, clip_value: float) -> None:
 
 
 # ----------------------------------------------------------------------------- functional core
+def _is_none(x) -> bool:
+    return x is None
+
+
 def _split(params, grads):
     """Flat params, flat grads aligned with them, the treedef and the trainable mask."""
     leaves, tree = tree_flatten(params)
-    g_leaves, g_tree = tree_flatten(grads, is_leaf=lambda x: x is None)
-    if (
-        not isinstance(grads, list | tuple)
-        and g_tree != tree_flatten(params, is_leaf=lambda x: x is None)[1]
-    ):
+    marked, marked_tree = tree_flatten(params, is_leaf=_is_none)
+    g_leaves, g_tree = tree_flatten(grads, is_leaf=_is_none)
+    if g_tree == marked_tree:  # (a None in params, a module's unset bias: no gradient)
+        g_leaves = [g for p, g in zip(marked, g_leaves, strict=True) if p is not None]
+    elif not isinstance(grads, list | tuple):
         raise ValueError(
             f"optimizer: grads of structure {g_tree} for params of structure {tree}; pass the "
             "gradient of the params tree (same structure) or a flat list"
@@ -1147,9 +1158,21 @@ class Optimizer:
 
     def __init__(self, params, lr, **kwargs):
         self.maximize = _pytorch_flags(type(self).__name__, kwargs)
-        if not isinstance(params, Module | list | tuple | dict) and hasattr(params, "__iter__"):
+        name = type(self).__name__
+        if isinstance(params, str | bytes) or not (
+            isinstance(params, Module | Tensor) or hasattr(params, "__iter__")
+        ):
+            raise TypeError(
+                f"{name}: params must be a Module, an iterable of tensors or a pytree of "
+                f"tensors, got {type(params).__name__}"
+            )
+        if not isinstance(params, Module | list | tuple | dict | Tensor):
             params = list(params)  # model.parameters(), as in PyTorch
         params, settings = self._one_group(params)
+        if isinstance(params, list | tuple):  # PyTorch's list: tensors only (as it checks)
+            odd = [type(p).__name__ for p in params if not isinstance(p, Tensor)]
+            if odd:
+                raise TypeError(f"{name}: params holds a {odd[0]}, not a tensor")
         leaves = tree_leaves(params)
         if not any(isinstance(t, Tensor) for t in leaves):
             raise ValueError(f"{type(self).__name__}: got an empty parameter list")
