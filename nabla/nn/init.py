@@ -14,6 +14,7 @@ dims but the last and ``fan_out`` is the last dim times the receptive field.
 from __future__ import annotations
 
 import math
+import weakref
 
 import numpy as np
 
@@ -77,6 +78,28 @@ def calculate_fans(shape) -> tuple[int, int]:
     return shape[-2] * receptive, shape[-1] * receptive
 
 
+# the weights that nn layers hold in PyTorch's (out, in, *kernel) layout (Conv1d,
+# ConvTranspose2d, LSTM, GRU): the in-place initializers take their fans as PyTorch does
+# (by id, held weakly: a tensor's == is elementwise, so it cannot be a set member)
+_TORCH_LAYOUT: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+
+
+def mark_torch_layout(*tensors) -> None:
+    """Record ``tensors`` as laid out ``(out, in, *kernel)``, as PyTorch's weights (a
+    layer's own parameters, for the in-place initializers' fans)."""
+    for t in tensors:
+        _TORCH_LAYOUT[id(t)] = t
+
+
+def _fans_of(t: Tensor) -> tuple[int, int]:
+    """The fans of a tensor to fill: PyTorch's rule for a weight in its layout, ours for
+    the others."""
+    if _TORCH_LAYOUT.get(id(t)) is t and t.ndim >= 2:
+        receptive = math.prod(t.shape[2:])
+        return t.shape[1] * receptive, t.shape[0] * receptive
+    return calculate_fans(t.shape)
+
+
 def _dtype(dtype):
     return get_default_dtype() if dtype is None else to_dtype(dtype)
 
@@ -112,7 +135,12 @@ def normal(shape, mean: float = 0.0, std: float = 1.0, key: Tensor | None = None
 
     Returns:
         A new tensor.
+
+    Raises:
+        ValueError: for a negative ``std`` (as PyTorch's).
     """
+    if isinstance(std, int | float) and not std >= 0:
+        raise ValueError(f"normal: std must be >= 0, got {std}")
     shape = tuple(shape)
     if key is None:
         return _random.normal(shape, mean=mean, std=std, dtype=_dtype(dtype))
@@ -192,7 +220,7 @@ def he_uniform(shape, gain: float = math.sqrt(2.0), key: Tensor | None = None, d
         A new tensor.
     """
     fan_in, _ = calculate_fans(shape)
-    a = gain * math.sqrt(3.0 / fan_in)
+    a = gain * math.sqrt(3.0 / max(fan_in, 1))  # (a fan of 0: an empty shape)
     return uniform(shape, -a, a, key=key, dtype=dtype)
 
 
@@ -210,7 +238,7 @@ def he_normal(shape, gain: float = math.sqrt(2.0), key: Tensor | None = None, dt
         A new tensor.
     """
     fan_in, _ = calculate_fans(shape)
-    return normal(shape, 0.0, gain / math.sqrt(fan_in), key=key, dtype=dtype)
+    return normal(shape, 0.0, gain / math.sqrt(max(fan_in, 1)), key=key, dtype=dtype)
 
 
 kaiming_uniform = he_uniform
@@ -423,7 +451,8 @@ def xavier_uniform_(tensor, gain: float = 1.0, key: Tensor | None = None) -> Ten
         ``tensor``.
     """
     t = _target("xavier_uniform_", tensor)
-    return _fill(t, xavier_uniform(t.shape, gain, key=key, dtype=t.dtype))
+    a = gain * math.sqrt(6.0 / max(sum(_fans_of(t)), 1))
+    return _fill(t, uniform(t.shape, -a, a, key=key, dtype=t.dtype))
 
 
 def xavier_normal_(tensor, gain: float = 1.0, key: Tensor | None = None) -> Tensor:
@@ -438,15 +467,17 @@ def xavier_normal_(tensor, gain: float = 1.0, key: Tensor | None = None) -> Tens
         ``tensor``.
     """
     t = _target("xavier_normal_", tensor)
-    return _fill(t, xavier_normal(t.shape, gain, key=key, dtype=t.dtype))
+    std = gain * math.sqrt(2.0 / max(sum(_fans_of(t)), 1))
+    return _fill(t, normal(t.shape, 0.0, std, key=key, dtype=t.dtype))
 
 
-def _kaiming_std(fn: str, shape, a, mode: str, nonlinearity: str) -> float:
+def _kaiming_std(fn: str, t: Tensor, a, mode: str, nonlinearity: str) -> float:
     if mode not in ("fan_in", "fan_out"):
         raise ValueError(f"{fn}: mode must be 'fan_in' or 'fan_out', got {mode!r}")
-    fan_in, fan_out = calculate_fans(shape)
+    fan_in, fan_out = _fans_of(t)
     fan = fan_in if mode == "fan_in" else fan_out
-    return calculate_gain(nonlinearity, a) / math.sqrt(fan)
+    # (a fan of 0 is an empty tensor: nothing to fill, as PyTorch's no-op)
+    return calculate_gain(nonlinearity, a) / math.sqrt(max(fan, 1))
 
 
 def kaiming_uniform_(
@@ -455,9 +486,9 @@ def kaiming_uniform_(
     """Kaiming uniform into ``tensor``, in place (PyTorch's signature): ``U(-bound, bound)``
     with ``bound = gain * sqrt(3 / fan)``, ``gain = calculate_gain(nonlinearity, a)``.
 
-    The fans come from ``nabla.nn``'s ``(..., in, out)`` layout: for a weight in PyTorch's
-    ``(out, in, ...)`` layout (``Conv1d``, ``ConvTranspose2d``, ``LSTM``, ``GRU``) the two
-    modes trade places.
+    The fans come from ``nabla.nn``'s ``(..., in, out)`` layout; the weights that layers
+    hold in PyTorch's ``(out, in, *kernel)`` layout (``Conv1d``, ``ConvTranspose2d``,
+    ``LSTM``, ``GRU``) take PyTorch's fans, as ported code expects.
 
     Args:
         tensor: the tensor to fill.
@@ -470,7 +501,7 @@ def kaiming_uniform_(
         ``tensor``.
     """
     t = _target("kaiming_uniform_", tensor)
-    bound = math.sqrt(3.0) * _kaiming_std("kaiming_uniform_", t.shape, a, mode, nonlinearity)
+    bound = math.sqrt(3.0) * _kaiming_std("kaiming_uniform_", t, a, mode, nonlinearity)
     return _fill(t, uniform(t.shape, -bound, bound, key=key, dtype=t.dtype))
 
 
@@ -491,7 +522,7 @@ def kaiming_normal_(
         ``tensor``.
     """
     t = _target("kaiming_normal_", tensor)
-    std = _kaiming_std("kaiming_normal_", t.shape, a, mode, nonlinearity)
+    std = _kaiming_std("kaiming_normal_", t, a, mode, nonlinearity)
     return _fill(t, normal(t.shape, 0.0, std, key=key, dtype=t.dtype))
 
 

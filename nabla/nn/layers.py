@@ -271,6 +271,7 @@ def _conv_weight(layer, key, shape, bias, dtype):
     kw, kb = _keys(key, 2)
     bound = 1.0 / math.sqrt(math.prod(shape[1:]))
     layer.weight = init.uniform(shape, -bound, bound, kw, dtype)
+    init.mark_torch_layout(layer.weight)  # (the in-place initializers' fans: PyTorch's)
     layer.bias = init.uniform((layer.out_channels,), -bound, bound, kb, dtype) if bias else None
 
 

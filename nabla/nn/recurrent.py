@@ -125,6 +125,10 @@ class _RNNBase(Module):
                 setattr(
                     self, f"weight_hh_{tag}", init.uniform((rows, h), -bound, bound, draw[1], dtype)
                 )
+                # PyTorch's (rows, in) layout: the in-place initializers' fans are its
+                init.mark_torch_layout(
+                    getattr(self, f"weight_ih_{tag}"), getattr(self, f"weight_hh_{tag}")
+                )
                 if self.bias:
                     setattr(
                         self, f"bias_ih_{tag}", init.uniform((rows,), -bound, bound, draw[2], dtype)

@@ -44,3 +44,30 @@ def test_plain_initializers():
     assert (
         init.zeros((2, 2)).numpy().sum() == 0 and init.ones((3,), nb.bfloat16).dtype is nb.bfloat16
     )
+
+
+def test_in_place_initializers_take_pytorch_s_fans_on_weights_in_its_layout():
+    """Conv1d, ConvTranspose2d, LSTM and GRU hold PyTorch's (out, in, *kernel) layout:
+    ``kaiming_uniform_`` had used our (..., in, out) rule on them (a 3x smaller bound on a
+    Conv1d). Shapes of no layer keep ours."""
+    import math
+
+    from nabla.nn import init
+
+    conv = nb.nn.Conv1d(16, 64, 7)
+    init.kaiming_uniform_(conv.weight, a=math.sqrt(5))
+    bound = 1.0 / math.sqrt(16 * 7)  # PyTorch's: gain sqrt(2 / 6) * sqrt(3 / fan_in)
+    got = np.abs(conv.weight.numpy()).max()
+    assert 0.97 * bound < got <= bound
+    init.xavier_uniform_(conv.weight)
+    assert np.abs(conv.weight.numpy()).max() <= math.sqrt(6.0 / (16 * 7 + 64 * 7))
+    lstm = nb.nn.LSTM(10, 20)
+    init.kaiming_normal_(lstm.weight_ih_l0, mode="fan_in")  # (80, 10): fan_in 10
+    assert abs(lstm.weight_ih_l0.numpy().std() - math.sqrt(2.0 / 10)) < 0.05
+    plain = nb.zeros((64, 16, 7))  # not a layer's: our (..., in, out) rule
+    init.kaiming_uniform_(plain, a=math.sqrt(5))
+    assert np.abs(plain.numpy()).max() <= 1.0 / math.sqrt(64 * 16)
+    assert init.he_uniform((0, 5)).shape == (0, 5)  # (a bare ZeroDivisionError)
+    assert init.kaiming_normal_(nb.zeros((3, 3, 0, 8))).shape == (3, 3, 0, 8)
+    with pytest.raises(ValueError, match="std must be >= 0"):
+        init.normal_(nb.zeros((2,)), 0.0, -1.0)
