@@ -124,9 +124,10 @@ def test_bad_microbatch_counts_are_refused():
 def test_a_loss_with_an_infinite_derivative_off_the_last_stage_gives_finite_gradients(schedule):
     """The loss runs on every stage's output and counts on the last one only; its zero
     cotangent met ``log``'s infinite derivative at a 0 an earlier stage made: NaN."""
-    mesh = nb.DeviceMesh("pipe2", (2,), ("pp",))
-    w = np.array([[[1.0, 0.0], [0.0, 1.0]], [[1.0, 0.5], [0.5, 1.0]]])
-    b = np.array([[0.0, -1.0], [1.0, 1.0]])  # stage 0's relu makes exact zeros
+    mesh = nb.DeviceMesh("pipe", (4,), ("pp",))  # (4 devices: also run on 4 processes)
+    eye = [[1.0, 0.0], [0.0, 1.0]]
+    w = np.array([eye, eye, eye, [[1.0, 0.5], [0.5, 1.0]]])
+    b = np.array([[0.0, -1.0], [0.0, 0.0], [0.0, 0.0], [1.0, 1.0]])  # relu's exact zeros
     x, y = np.array([[1.0, 0.5], [2.0, 0.0]]), np.ones((2, 2))
 
     def relu_stage(p, h):
@@ -137,7 +138,7 @@ def test_a_loss_with_an_infinite_derivative_off_the_last_stage_gives_finite_grad
 
     def reference(q):
         h = nb.constant(x)
-        for s in range(2):
+        for s in range(4):
             h = relu_stage({"w": q["w"][s], "b": q["b"][s]}, h)
         return poisson(h, nb.constant(y))
 
@@ -160,8 +161,8 @@ def test_a_loss_with_an_infinite_derivative_off_the_last_stage_gives_finite_grad
 def test_1f1b_differentiates_the_dropout_masks_its_forward_drew():
     """1F1B re-runs each stage for its backward: the re-run drew new masks, so the gradient
     was another loss's. With a loss linear in each stage's weight, sum(w * dL/dw) is L."""
-    mesh = nb.DeviceMesh("pipe2", (2,), ("pp",))
-    params = {"w": nb.shard(np.ones((2, 4)), mesh, P("pp"))}
+    mesh = nb.DeviceMesh("pipe", (4,), ("pp",))
+    params = {"w": nb.shard(np.ones((4, 4)), mesh, P("pp"))}
 
     def dropped(p, h):
         return nb.nn.functional.dropout(h, 0.5) * p["w"]
@@ -177,7 +178,7 @@ def test_1f1b_differentiates_the_dropout_masks_its_forward_drew():
         schedule="1f1b",
     )
     per_stage = (grads["w"].numpy() * 1.0).sum(axis=1)  # w = 1
-    np.testing.assert_allclose(per_stage, [loss.item()] * 2, rtol=1e-12)
+    np.testing.assert_allclose(per_stage, [loss.item()] * 4, rtol=1e-12)
 
 
 def test_stage_and_loss_functions_are_checked():
