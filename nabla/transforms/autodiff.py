@@ -152,18 +152,19 @@ def _run_hooks(hooks: list, ct: Tensor, detach: bool) -> Tensor:
         got = hook(stop_gradient(ct) if detach else ct)
         if got is None:
             continue
-        if not isinstance(got, Tensor) or got.shape != ct.shape:
-            raise RuntimeError(
+        if not isinstance(got, Tensor) or got.shape != ct.shape or got.dtype is not ct.dtype:
+            raise RuntimeError(  # (PyTorch refuses another dtype too)
                 f"a register_hook function returned {_described(got)} for a gradient of "
-                f"shape {ct.shape}; return a tensor of that shape, or None"
+                f"shape {ct.shape} and dtype {ct.dtype.value}; return a tensor of that shape "
+                "and dtype, or None"
             )
-        ct = got if got.dtype is ct.dtype else got.cast(ct.dtype)
+        ct = got
     return ct
 
 
 def _described(v) -> str:
     if isinstance(v, Tensor):
-        return f"a tensor of shape {v.shape}"
+        return f"a {v.dtype.value} tensor of shape {v.shape}"
     return f"{type(v).__name__} {v!r:.40}"
 
 

@@ -438,6 +438,10 @@ def test_retain_grad_hooks_and_backward_inputs_as_pytorch():
         v = x * 1.0
         v.register_hook(lambda g: 3)
         v.sum().backward()
+    with pytest.raises(RuntimeError, match="returned a float64 tensor .* dtype float32"):
+        v = x * 1.0
+        v.register_hook(lambda g: g.cast(nb.float64))  # (PyTorch refuses another dtype)
+        v.sum().backward()
     p = nb.constant(f32([2.0]), requires_grad=True)
     p.register_hook(lambda g: g * 0.5)
     with nb.no_grad():
