@@ -909,8 +909,10 @@ def attention_with_weights(
         mask = as_tensor(attn_mask, op="scaled_dot_product_attention")
         if mask.dtype.is_bool:
             scores = binary.where(mask, scores, neg)
-        else:
-            scores = scores + mask
+        else:  # an additive mask's -inf (PyTorch's convention) stops at the same finite
+            # floor: a row it masks wholly (a left-padded causal batch) averages the values
+            # instead of making NaN
+            scores = binary.maximum(scores + mask, neg)
     weights = reduction.softmax(scores, axis=-1)
     if dropout_p > 0.0 and training:
         weights = dropout(weights, dropout_p, True, rng_key)

@@ -204,6 +204,24 @@ def test_multi_head_attention_with_padding_and_causal_masks():
         nn.MultiHeadAttention(6, 4)
 
 
+def test_a_row_an_additive_mask_hides_wholly_averages_the_values():
+    """PyTorch's float masks use -inf: a left-padded causal batch has query rows whose every
+    key is -inf, which made NaN (the bool masks already gave the values' mean)."""
+    F = nb.nn.functional
+    q, k = nb.ones((1, 2, 4)), nb.ones((1, 3, 4))
+    v = nb.constant(np.arange(12.0, dtype=np.float32).reshape(1, 3, 4))
+    mask = np.zeros((2, 3), np.float32)
+    mask[0, :] = -np.inf  # row 0 attends to nothing
+    mask[1, 2] = -np.inf
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=nb.constant(mask)).numpy()
+    np.testing.assert_allclose(out[0, 0], v.numpy()[0].mean(axis=0), rtol=1e-6)
+    np.testing.assert_allclose(out[0, 1], v.numpy()[0, :2].mean(axis=0), rtol=1e-6)
+    g = nb.grad(
+        lambda a: F.scaled_dot_product_attention(a, k, v, attn_mask=nb.constant(mask)).sum()
+    )(q)
+    assert np.isfinite(g.numpy()).all()
+
+
 def test_mha_keys_and_values_of_other_widths():
     """``kdim``/``vdim`` as in PyTorch: keys and values of their own widths."""
     m = nn.MultiHeadAttention(8, 2, key=nb.random.key(3), kdim=5, vdim=3)
