@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import threading
+from typing import Any, NamedTuple
 
 _counter = itertools.count(1)
 _newest = [0]
@@ -54,8 +55,8 @@ class _State(threading.local):
         # set by checkpoint: the keys drawn from the global generator while its function
         # runs forward are logged (``key_log``), and its re-run for a derivative draws
         # those again, in order (``key_replay``): one dropout mask for both
-        self.key_log: list | None = None
-        self.key_replay: list | None = None
+        self.key_log: list | None = None  # of ``Drawn``
+        self.key_replay: Replay | None = None
         # set by checkpoint while its function runs forward on detached copies: a gradient
         # hook registered there is registered by the re-run, which the backward pass walks
         self.remat_forward: bool = False
@@ -86,6 +87,30 @@ def new_level() -> int:
     level = next(_counter)
     _newest[0] = level
     return level
+
+
+def newest_level() -> int:
+    """The newest level made so far (levels made after this call are larger)."""
+    return _newest[0]
+
+
+class Drawn(NamedTuple):
+    """A key drawn from the global generator: the generator's ``base`` key, the ``key`` as
+    drawn (split into one key per lane of ``levels``, its vmap levels then)."""
+
+    base: Any
+    key: Any
+    levels: tuple
+
+
+class Replay(NamedTuple):
+    """What a re-run (a checkpoint's, a 1F1B stage's) draws again, in order: ``drawn``, as
+    its forward logged them. Levels newer than ``since`` (the newest when the forward began)
+    were the forward's own vmaps: the re-run makes new ones, newer than ``now``."""
+
+    drawn: list
+    since: int
+    now: int
 
 
 # ----------------------------------------------------------------------------- grad levels

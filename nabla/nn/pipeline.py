@@ -33,7 +33,7 @@ import numpy as np
 
 from ..core.pytree import keystr, tree_flatten_with_path, tree_leaves, tree_map
 from ..core.sharding import DeviceMesh, P, ShardingError
-from ..core.state import STATE
+from ..core.state import STATE, Drawn, Replay, newest_level
 from ..ops._util import as_tensor
 from ..ops.binary import maximum, where
 from ..ops.collectives import all_reduce, axis_index, pmean, ppermute
@@ -512,8 +512,8 @@ class _OneFOneBDevice:
             STATE.key_log = outer
         if outer is not None:
             outer.extend(keys)
-        if keys:
-            drawn = stack(keys)
+        if keys:  # (as drawn: per device, its own)
+            drawn = stack([d.key for d in keys])
             if self.saved_keys is None:
                 self.saved_keys = zeros_like(stack([drawn] * self.size))
             self.saved_keys = self._put(self.saved_keys, kf, drawn)
@@ -538,7 +538,8 @@ class _OneFOneBDevice:
         keys = [] if self.saved_keys is None else list(self._pick(self.saved_keys, kb))
 
         def through(q, a):
-            outer, STATE.key_replay = STATE.key_replay, list(keys)
+            outer = STATE.key_replay  # (no levels of their own: taken as they are)
+            STATE.key_replay = Replay([Drawn(k, k, ()) for k in keys], 0, newest_level())
             try:
                 h = _stage_out(run, q, a)
             finally:

@@ -17,7 +17,7 @@ import numpy as np
 
 from ..core.device import get_default_device
 from ..core.dtypes import DType, get_default_dtype, to_dtype
-from ..core.state import STATE, level_sizes
+from ..core.state import STATE, Drawn, Replay, level_sizes
 from ..runtime.tensor import Tensor
 from . import batching
 from ._util import alias_arg, as_tensor, norm_axis, norm_shape
@@ -198,24 +198,52 @@ def global_key(batched: bool = True) -> Tensor:
     (which feeds a fresh key on every call). ``batched``: inside vmap, one independent key
     per element of every level of ``drawing_levels()``."""
 
-    if STATE.key_replay:  # a re-run (checkpoint, 1F1B) draws what its forward drew
-        return STATE.key_replay.pop(0)
-    k = fn.constant(next_key_words())
-    if STATE.recording_rng is not None:
-        STATE.recording_rng.append(k._impl)  # compile feeds a fresh key on every call
-    levels = drawing_levels() if batched else []
-    if levels:
-        sizes = [level_sizes[lv] for lv in levels]
-        n = int(np.prod(sizes))
-        keys = split(k, n).reshape(tuple(sizes) + (2,))
-        for lv in levels:
-            keys = batching.to_batch(keys, 0, lv)
-        k = keys
+    replay = STATE.key_replay
+    if replay is not None and replay.drawn:  # a re-run (checkpoint, 1F1B) draws again
+        drawn = _redrawn(replay.drawn.pop(0), replay)
+    else:
+        base = fn.constant(next_key_words())
+        if STATE.recording_rng is not None:
+            STATE.recording_rng.append(base._impl)  # compile feeds a fresh key on every call
+        levels = tuple(drawing_levels()) if batched else ()
+        drawn = Drawn(base, _per_lane(base, levels), levels)
     # logged as drawn (one key per lane): a re-run outside the vmap or on another device's
-    # schedule (the derivative of ``vmap(checkpoint(f))``, a 1F1B backward) draws the same
+    # schedule (the derivative of ``vmap(checkpoint(f))``, a 1F1B backward) draws the same;
+    # a replayed draw is logged again (a checkpoint inside a re-run keeps it for its own)
     if STATE.key_log is not None:
-        STATE.key_log.append(k)
-    return k
+        STATE.key_log.append(drawn)
+    return drawn.key
+
+
+def _per_lane(base: Tensor, levels: tuple) -> Tensor:
+    """``base`` split into one independent key per lane of ``levels`` (outer first)."""
+    if not levels:
+        return base
+    sizes = [level_sizes[lv] for lv in levels]
+    keys = split(base, int(np.prod(sizes))).reshape(tuple(sizes) + (2,))
+    for lv in levels:
+        keys = batching.to_batch(keys, 0, lv)
+    return keys
+
+
+def _redrawn(drawn: Drawn, replay: Replay) -> Drawn:
+    """A logged draw for its re-run: as drawn, when its levels are still the ones around
+    (the forward's outer vmaps, a device's); split again from its base over the re-run's
+    own vmaps where the forward's were its own (``checkpoint(vmap(dropout))``: those levels
+    are gone, the re-run made new ones of the same sizes, in the same order)."""
+    inner = [lv for lv in drawn.levels if lv > replay.since]
+    if not inner:
+        return drawn
+    fresh = [lv for lv in drawing_levels() if lv > replay.now]
+    if [level_sizes[lv] for lv in fresh] != [level_sizes[lv] for lv in inner]:
+        raise RuntimeError(  # (a re-run that vmaps differently from its forward)
+            "a re-run (checkpoint) draws a random key inside vmaps other than its forward's "
+            f"(sizes {[level_sizes[lv] for lv in fresh]}, forward "
+            f"{[level_sizes[lv] for lv in inner]}); draw from a key passed in instead"
+        )
+    new = dict(zip(inner, fresh, strict=True))
+    levels = tuple(new.get(lv, lv) for lv in drawn.levels)
+    return Drawn(drawn.base, _per_lane(drawn.base, levels), levels)
 
 
 def _draw(op, k, shape, dtype, extra=None):

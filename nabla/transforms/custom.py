@@ -26,9 +26,11 @@ import numpy as np
 from ..core.pytree import flatten_one_level, tree_flatten, tree_map, tree_structure, tree_unflatten
 from ..core.state import (
     STATE,
+    Replay,
     grad_level,
     is_live,
     may_be_pulled_back,
+    newest_level,
     spmd_axes,
     spmd_axes_as,
     visible,
@@ -655,6 +657,7 @@ def checkpoint(fun=None, *, prevent_cse=True, policy=None, static_argnums=()):
         detached = split.rebuilt(copies)
         outer_log, STATE.key_log = STATE.key_log, []
         outer_fw, STATE.remat_forward = STATE.remat_forward, True
+        since = newest_level()  # (vmaps newer than this are the function's own)
         try:
             out, reads = _run_recorded(lambda: fun(*detached))
             keys = STATE.key_log
@@ -666,7 +669,8 @@ def checkpoint(fun=None, *, prevent_cse=True, policy=None, static_argnums=()):
             # it closes over values being differentiated (a layer's own weights): the
             # re-run could not give their gradients, so it runs as it is, intermediates kept
             # (pass them as arguments to save the memory), with the keys drawn above
-            outer_replay, STATE.key_replay = STATE.key_replay, list(keys)
+            outer_replay = STATE.key_replay
+            STATE.key_replay = Replay(list(keys), since, newest_level())
             try:
                 return fun(*args)
             finally:
@@ -675,7 +679,7 @@ def checkpoint(fun=None, *, prevent_cse=True, policy=None, static_argnums=()):
         # caller's tensors, not only the copies the forward ran on
         write_back(tensors, copies, befores)
         o_flat, o_tree = tree_flatten(out)
-        rule = _RematRule(fun, split, wrapped, keys)
+        rule = _RematRule(fun, split, wrapped, keys, since)
         what = f"checkpoint of {getattr(fun, '__name__', fun)}"
         return tree_unflatten(o_tree, _bind(rule, tensors, o_flat, what))
 
@@ -686,10 +690,11 @@ remat = checkpoint
 
 
 class _RematRule:
-    def __init__(self, fun, args: _CallArgs, wrapped, keys: list):
+    def __init__(self, fun, args: _CallArgs, wrapped, keys: list, since: int):
         self.fun, self.args, self.wrapped = fun, args, wrapped
         self.spmd = dict(spmd_axes)  # inside a shard_map body: its per-device view
-        self.keys = keys  # the forward's draws from the global generator
+        self.keys = keys  # the forward's draws from the global generator (``Drawn``)
+        self.since = since  # the newest level when the forward began
 
     def call(self, tensors):
         return self.args.recall(self.wrapped, tensors)
@@ -697,7 +702,8 @@ class _RematRule:
     def _rerun(self, inputs):
         # the forward's keys again (PyTorch's checkpoint restores the RNG state): a
         # dropout inside is differentiated with the mask the forward applied
-        outer, STATE.key_replay = STATE.key_replay, list(self.keys)
+        outer = STATE.key_replay
+        STATE.key_replay = Replay(list(self.keys), self.since, newest_level())
         try:
             with spmd_axes_as(self.spmd):
                 return tree_flatten(self.fun(*self.args.rebuilt(inputs)))[0]

@@ -164,9 +164,10 @@ def test_1f1b_differentiates_the_dropout_masks_its_forward_drew():
     mesh = nb.DeviceMesh("pipe", (4,), ("pp",))
     params = {"w": nb.shard(np.ones((4, 4)), mesh, P("pp"))}
 
-    def dropped(p, h):
+    def plain(p, h):
         return nb.nn.functional.dropout(h, 0.5) * p["w"]
 
+    dropped = nb.checkpoint(plain)  # (a checkpoint inside a re-run logs what it replays)
     loss, grads = pl.pipeline_value_and_grad(
         dropped,
         lambda o, t: nb.mean(o),

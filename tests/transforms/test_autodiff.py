@@ -1543,6 +1543,32 @@ def test_backward_create_graph_keeps_gradients_differentiable():
     close(w.grad, [0.33268052, 0.02851276], rtol=1e-5)
 
 
+def test_rematerialized_draws_are_the_forward_s_under_nesting_vmap_and_shard_map():
+    """With a loss linear in ``w`` at ``w = 1``, ``dL/dw == L`` exactly when the backward
+    differentiates the forward's masks. A checkpoint running inside another's re-run logged
+    no keys (fresh masks); a vmap inside a checkpoint replayed keys of its old level (every
+    lane got the sum of all lanes)."""
+    drop = nb.nn.functional.dropout
+    x = nb.constant(np.arange(1, 21, dtype=np.float32))
+    inner = nb.checkpoint(lambda w, v: drop(v * w, 0.5))
+    outer = nb.checkpoint(lambda w: inner(w, x).sum())
+    value, g = nb.value_and_grad(outer)(nb.ones(()))
+    close(g, value.numpy())
+    per_lane = nb.checkpoint(lambda w: nb.vmap(lambda wi: (drop(x, 0.5) * wi).sum())(w))
+    y, pull = nb.vjp(per_lane, nb.ones((4,)))
+    close(pull(nb.ones((4,)))[0], y.numpy())
+    mesh = nb.DeviceMesh("remat", (2, 2), ("dp", "tp"))
+    body = nb.shard_map(
+        lambda w, v: nb.all_reduce((drop(v, 0.5) * w).sum(), axes=("dp", "tp")),
+        mesh=mesh,
+        in_specs=(nb.P(), nb.P("dp", "tp")),
+        out_specs=nb.P(),
+    )
+    xs = nb.constant(np.arange(1.0, 17.0, dtype=np.float32).reshape(4, 4))
+    value, g = nb.value_and_grad(nb.checkpoint(lambda w: body(w, xs)))(nb.ones(()))
+    close(g, value.numpy())
+
+
 def test_checkpoint_replays_its_draws_and_transforms_keep_in_place_updates():
     """checkpoint's re-run drew a new dropout mask from the global generator, so the
     gradient belonged to another mask than the forward's (PyTorch's checkpoint restores
