@@ -686,6 +686,14 @@ def _unfill(grads, like):
     return [g if p.dtype.is_float else None for g, p in zip(grads, like)]
 
 
+def _carry_cotangents(grads, carry) -> list:
+    """A loop's initial-carry cotangents as its rule returns them: None for a non-float
+    carry, and without the finished levels the carry lacks (``_own_levels``): the loop's
+    results share one set of levels, so a carry the same on every device came back
+    broadcast over the device level, and leaving the ``shard_map`` summed the copies."""
+    return [None if g is None else _own_levels(g, p) for g, p in zip(_unfill(grads, carry), carry)]
+
+
 _UNSET = object()
 
 
@@ -1349,7 +1357,7 @@ class ScanOp(_ControlFlowOp):
         it_x, it_k = iter(ct_xs_w), iter(c[n:])
         ct_xs = [_own_levels(next(it_x), x) if w else None for x, w in zip(xs, want_x)]
         ct_rest = [_own_levels(next(it_k), k) if w else None for k, w in zip(rest, want_k)]
-        return _unfill(c[:n], carry) + ct_xs + ct_rest
+        return _carry_cotangents(c[:n], carry) + ct_xs + ct_rest
 
     @staticmethod
     def _vjp_after_loop(layout, body, spec, operands, saved, cts, want_x, want_k):
@@ -1396,7 +1404,7 @@ class ScanOp(_ControlFlowOp):
         got = iter(pull((_invariant_like(g_out, out_c), _invariant_like(ct_ys, out_y))))
         ct_xs = [_own_levels(next(got), x) if w else None for x, w in zip(xs, want_x)]
         ct_rest = [_own_levels(next(got), k) if w else None for k, w in zip(rest, want_k)]
-        return _unfill(d_c, carry) + ct_xs + ct_rest
+        return _carry_cotangents(d_c, carry) + ct_xs + ct_rest
 
     def replay(self, args, kwargs):
         layout = LoopLayout.of(kwargs)

@@ -423,3 +423,30 @@ def test_reverse_mode_through_a_loop_whose_replicated_carry_meets_a_collective(l
         d[idx] = eps
         num[idx] = (global_fn(q + d) - global_fn(q - d)) / (2 * eps)
     np.testing.assert_allclose(grad_of(unrolled), num, rtol=1e-4)
+
+
+@pytest.mark.parametrize("loop", ["scan", "fori_loop"])
+def test_a_replicated_carry_s_gradient_beside_a_per_device_operand_s(loop):
+    """Differentiating a per-device operand too takes the loop's other reverse path, whose
+    initial-carry cotangent came back broadcast over the device level: leaving the
+    shard_map summed the copies (the carry's gradient times the axis size)."""
+    mesh = nb.DeviceMesh("m", (4,), ("tp",))  # (4 devices: also run on 4 processes)
+    c0 = np.array([1.0, 2.0], np.float32)
+    w0 = np.arange(1.0, 9.0, dtype=np.float32)
+
+    def body(c, w):
+        step = lambda c: nb.all_reduce(c * w, "sum", axes="tp")  # noqa: E731
+        if loop == "fori_loop":
+            return nb.fori_loop(0, 1, lambda i, c: step(c), c)
+        return nb.scan(lambda c, _: (step(c), None), c, None, length=1)[0]
+
+    f = nb.shard_map(body, mesh=mesh, in_specs=(P(), P("tp")), out_specs=P())
+
+    def loss(c, w):
+        return nb.sum(f(c, w))
+
+    alone = nb.grad(loss, argnums=0)(c0, w0).numpy()
+    gc, gw = nb.grad(loss, argnums=(0, 1))(c0, w0)
+    np.testing.assert_allclose(alone, [16.0, 20.0])  # the blocks of w summed
+    np.testing.assert_allclose(gc.numpy(), alone)
+    np.testing.assert_allclose(gw.numpy(), [1.0, 2.0] * 4)
