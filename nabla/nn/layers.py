@@ -20,7 +20,7 @@ from ..runtime.tensor import Tensor
 from ..transforms.autodiff import detach
 from . import functional as F
 from . import init
-from .module import Module
+from .module import Module, mark_frozen_parameter
 
 __all__ = [
     "AdaptiveAvgPool2d",
@@ -1264,4 +1264,6 @@ def Parameter(data, requires_grad: bool = True) -> Tensor:  # noqa: N802 - PyTor
     t = detach(as_tensor(data, op="Parameter"))
     if requires_grad and t.dtype.is_float:
         t.requires_grad = True
+    elif not requires_grad:
+        mark_frozen_parameter(t)  # (set on a module: frozen, as the docstring says)
     return t

@@ -9,6 +9,7 @@ else set on it (ints, strings, ``training``, callables) is static data kept in t
 from __future__ import annotations
 
 import itertools
+import weakref
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -257,8 +258,12 @@ class Module:
                 "static data, not parameters; assign each tensor to its own attribute, or use "
                 "submodules in a ModuleList/ModuleDict"
             )
-        if value is None and name in buffers:  # (PyTorch's: a buffer reset to None stays one)
-            buffers[name] = None
+        if value is None and (name in buffers or name in params or name in modules):
+            # (PyTorch's: a parameter, buffer or submodule reset to None keeps its slot, so
+            # a value given again later keeps its place in the order)
+            for table in (params, buffers, modules):
+                if name in table:
+                    table[name] = None
             return
         if STATE.writes is not None and isinstance(value, Tensor):
             old = params.get(name, buffers.get(name))
@@ -281,6 +286,11 @@ class Module:
             buffers[name] = value
         elif isinstance(value, Tensor):
             self.__dict__.pop(name, None)
+            if _frozen_parameter(value) or _was_frozen(params.get(name)):
+                # ``nn.Parameter(x, requires_grad=False)``, or a value given to a parameter
+                # frozen with ``p.requires_grad = False``: a frozen parameter the optimizers
+                # skip (making it trainable had trained it)
+                self._frozen.add(name)
             if value.dtype.is_float and name not in self._frozen:
                 impl = value._impl
                 if not impl.requires_grad and impl.traced == {0} and STATE.recording is None:
@@ -388,7 +398,12 @@ class Module:
 
         Raises:
             TypeError: for a value that is not a Module or None.
+            KeyError: for a name that is not a non-empty string without a dot, or that is
+                already an attribute of another kind (``training``), as PyTorch's.
         """
+        _check_name(self, "add_module", name)
+        if name not in self._dicts()[2] and name in self.__dict__:
+            raise KeyError(f"{type(self).__name__}.add_module: attribute {name!r} already exists")
         if module is not None and not isinstance(module, Module):
             raise TypeError(
                 f"{type(self).__name__}.add_module: {name!r} must be a Module or None, got "
@@ -956,7 +971,11 @@ class Module:
                 if device is not None and t.device != device:
                     new = transfer.to_device(new, device)
                 if new is not t:
+                    grad = t.grad
                     rebind(t, detach(new))
+                    if grad is not None and (grad.dtype, grad.device) != (t.dtype, t.device):
+                        # (PyTorch's ``_apply`` converts ``.grad`` too)
+                        t.grad = detach(grad.to(t.device, t.dtype))
         return self
 
     def float(self) -> Module:  # noqa: A003 - PyTorch name
@@ -1066,6 +1085,31 @@ def laid_out_like(old: Tensor, value: Tensor) -> Tensor:
     if cur is not None and cur.mesh != spec.mesh:
         value = creation.constant(value.numpy(), dtype=value.dtype)
     return reshard_to(value, spec.with_partial(()) if spec.partial else spec, "load_state_dict")
+
+
+# ``nn.Parameter(x, requires_grad=False)``'s tensors (by id, held weakly): set on a module,
+# frozen parameters
+_FROZEN_PARAMETERS: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+
+
+def mark_frozen_parameter(t: Tensor) -> None:
+    """Record ``t`` as a parameter not to train, once set on a module."""
+    _FROZEN_PARAMETERS[id(t)] = t
+
+
+def _frozen_parameter(t) -> bool:
+    return _FROZEN_PARAMETERS.get(id(t)) is t
+
+
+def _was_frozen(old) -> bool:
+    """A float parameter whose tensor was frozen directly (``p.requires_grad = False``):
+    no ``requires_grad`` and no history at all (a transform's traced copy has some)."""
+    return (
+        isinstance(old, Tensor)
+        and old.dtype.is_float
+        and not old._impl.requires_grad
+        and not old._impl.traced
+    )
 
 
 def _check_name(module, method: str, name) -> None:

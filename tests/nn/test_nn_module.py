@@ -447,3 +447,59 @@ def test_a_pytorch_bfloat16_state_dict_loads_bit_exactly():
     want = sd["weight"].view(torch.int16).numpy()
     np.testing.assert_array_equal(m.weight.numpy().view(np.int16), want)
     nn.LayerNorm(5).load_state_dict(sd)  # and cast into a float32 model
+
+
+def test_module_attribute_rules_follow_pytorch():
+    """A frozen ``nn.Parameter`` set on a module had been made trainable (the optimizer
+    updated it); a parameter or submodule set to None lost its place in the order;
+    ``add_module`` took any name (``"training"`` replaced the flag); ``half()`` left
+    ``.grad`` in float32; a reshaped parameter met its old moments inside Adam."""
+
+    class Frozen(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = nn.Parameter(nb.ones((2,)), requires_grad=False)
+            self.v = nb.ones((2,))
+
+    m = Frozen()
+    assert not m.w.requires_grad and m.v.requires_grad
+    opt = nn.optim.SGD(m, lr=0.1)
+    (m.w * m.v).sum().backward()
+    opt.step()
+    np.testing.assert_array_equal(m.w.numpy(), [1.0, 1.0])
+    lin = nn.Linear(2, 2)
+    lin.weight.requires_grad = False
+    with nb.no_grad():
+        lin.weight = lin.weight * 2.0  # stays frozen
+    assert not lin.weight.requires_grad
+
+    class Ordered(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b = nb.ones((1,)), nb.ones((2,))
+            self.l1, self.l2 = nn.Linear(2, 2), nn.Linear(2, 2)
+
+    o = Ordered()
+    o.a = None
+    o.a = nb.zeros((1,))
+    o.l1 = None
+    assert o.l1 is None
+    o.l1 = nn.Linear(2, 2)
+    assert list(o.state_dict()) == ["a", "b", "l1.weight", "l1.bias", "l2.weight", "l2.bias"]
+    with pytest.raises(KeyError, match="without '.'"):
+        nn.Module().add_module("a.b", nn.Linear(2, 2))
+    with pytest.raises(KeyError, match="attribute 'training' already exists"):
+        nn.Module().add_module("training", nn.Linear(2, 2))
+    half = nn.Linear(2, 2)
+    half(nb.ones((4, 2))).sum().backward()
+    half.half()
+    assert half.weight.grad.dtype == nb.float16
+    adam_lin = nn.Linear(2, 2)
+    adam = nn.optim.Adam(adam_lin, lr=0.1)
+    adam_lin(nb.ones((4, 2))).sum().backward()
+    adam.step()
+    adam_lin.weight = nn.Parameter(nb.ones((2, 3)))
+    adam_lin.bias = nn.Parameter(nb.zeros((3,)))
+    adam_lin(nb.ones((4, 2))).sum().backward()
+    with pytest.raises(ValueError, match=r"parameter 0 now has shape \(2, 3\).*new optimizer"):
+        adam.step()

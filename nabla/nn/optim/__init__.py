@@ -1356,6 +1356,7 @@ class Optimizer:
             if grads is None:
                 self._step_count += 1
                 return self.model if self.model is not None else params
+        self._check_state_fits(params)
         if STATE.recording is None:
             new_params, new_state = self._update_compiled(params, grads)
         else:  # inside a traced function: its ops are the trace's own
@@ -1373,6 +1374,25 @@ class Optimizer:
         self.state = new_state
         self._step_count += 1
         return self.model if self.model is not None else params
+
+    def _check_state_fits(self, params) -> None:
+        """The per-parameter state (moments) still fits the parameters: a module's
+        parameter replaced by one of another shape (``m.weight = nn.Parameter(...)``)
+        would meet the old one's moments inside the update (an ``OpError`` there)."""
+        leaves = tree_leaves(params)
+        for key, value in self.state.items():
+            if not isinstance(value, list) or len(value) != len(leaves):
+                continue
+            for i, (p, m) in enumerate(zip(leaves, value, strict=True)):
+                if not (isinstance(p, Tensor) and isinstance(m, Tensor)) or m.ndim == 0:
+                    continue  # (a 0-d entry is a per-parameter count, ``steps``)
+                if p.shape != m.shape:
+                    raise ValueError(
+                        f"{type(self).__name__}.step: parameter {i} now has shape "
+                        f"{tuple(p.shape)}, but its state {key!r} was made for "
+                        f"{tuple(m.shape)}: the parameter was replaced after the optimizer "
+                        "was made; make a new optimizer"
+                    )
 
     def _update_compiled(self, params, grads):
         """``_update(params, grads, self.state)`` as one ``nb.compile``d call: a step's
