@@ -14,7 +14,6 @@ dims but the last and ``fan_out`` is the last dim times the receptive field.
 from __future__ import annotations
 
 import math
-import weakref
 
 import numpy as np
 
@@ -22,7 +21,7 @@ from ..core.dtypes import get_default_dtype, to_dtype
 from ..ops import creation
 from ..ops import random as _random
 from ..ops.indexing import rebind
-from ..runtime.tensor import Tensor
+from ..runtime.tensor import Tensor, TensorSet
 from ..transforms.autodiff import detach
 
 __all__ = [
@@ -80,21 +79,20 @@ def calculate_fans(shape) -> tuple[int, int]:
 
 # the weights that nn layers hold in PyTorch's (out, in, *kernel) layout (Conv1d,
 # ConvTranspose2d, LSTM, GRU): the in-place initializers take their fans as PyTorch does
-# (by id, held weakly: a tensor's == is elementwise, so it cannot be a set member)
-_TORCH_LAYOUT: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+_TORCH_LAYOUT = TensorSet()
 
 
 def mark_torch_layout(*tensors) -> None:
     """Record ``tensors`` as laid out ``(out, in, *kernel)``, as PyTorch's weights (a
     layer's own parameters, for the in-place initializers' fans)."""
     for t in tensors:
-        _TORCH_LAYOUT[id(t)] = t
+        _TORCH_LAYOUT.add(t)
 
 
 def _fans_of(t: Tensor) -> tuple[int, int]:
     """The fans of a tensor to fill: PyTorch's rule for a weight in its layout, ours for
     the others."""
-    if _TORCH_LAYOUT.get(id(t)) is t and t.ndim >= 2:
+    if t in _TORCH_LAYOUT and t.ndim >= 2:
         receptive = math.prod(t.shape[2:])
         return t.shape[1] * receptive, t.shape[0] * receptive
     return calculate_fans(t.shape)

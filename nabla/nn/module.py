@@ -9,7 +9,6 @@ else set on it (ints, strings, ``training``, callables) is static data kept in t
 from __future__ import annotations
 
 import itertools
-import weakref
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -24,7 +23,7 @@ from ..ops import creation, transfer, unary
 from ..ops._util import device_arg, device_like
 from ..ops.indexing import fits_in_place, rebind
 from ..ops.spmd import reshard_to
-from ..runtime.tensor import Tensor, foreign_array, realize
+from ..runtime.tensor import HookHandle, Tensor, TensorSet, foreign_array, realize
 from ..transforms.autodiff import detach
 
 __all__ = [
@@ -75,29 +74,6 @@ _HOOK_IDS = itertools.count()
 class StateDictError(ValueError, RuntimeError):
     """What ``load_state_dict`` raises: a ``ValueError`` (as documented here) that is also
     PyTorch's ``RuntimeError``, so ``except RuntimeError`` in ported code catches it."""
-
-
-class HookHandle:
-    """What ``register_forward_hook`` returns: ``remove()`` unregisters the hook (PyTorch's
-    ``RemovableHandle``)."""
-
-    def __init__(self, module, table: str, key: int):
-        self._module, self._table, self._key = module, table, key
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.remove()
-
-    def remove(self) -> None:
-        """Unregister the hook (nothing if it is gone already)."""
-        hooks = dict(self._module.__dict__.get(self._table, {}))
-        if hooks.pop(self._key, None) is not None:
-            if hooks:
-                object.__setattr__(self._module, self._table, hooks)
-            else:
-                self._module.__dict__.pop(self._table, None)
 
 
 @dataclass(slots=True, eq=False)  # equality and hash below: static values compare loosely
@@ -286,7 +262,7 @@ class Module:
             buffers[name] = value
         elif isinstance(value, Tensor):
             self.__dict__.pop(name, None)
-            if _frozen_parameter(value) or _was_frozen(params.get(name)):
+            if value in _FROZEN_PARAMETERS or _was_frozen(params.get(name)):
                 # ``nn.Parameter(x, requires_grad=False)``, or a value given to a parameter
                 # frozen with ``p.requires_grad = False``: a frozen parameter the optimizers
                 # skip (making it trainable had trained it)
@@ -537,7 +513,15 @@ class Module:
         key = next(_HOOK_IDS)
         hooks[key] = hook
         object.__setattr__(self, table, hooks)
-        return HookHandle(self, table, key)
+        return HookHandle(lambda: self._remove_hook(table, key))
+
+    def _remove_hook(self, table: str, key: int) -> None:
+        hooks = dict(self.__dict__.get(table, {}))
+        if hooks.pop(key, None) is not None:
+            if hooks:
+                object.__setattr__(self, table, hooks)
+            else:
+                self.__dict__.pop(table, None)
 
     @classmethod
     def set_execution_policy(
@@ -1087,18 +1071,13 @@ def laid_out_like(old: Tensor, value: Tensor) -> Tensor:
     return reshard_to(value, spec.with_partial(()) if spec.partial else spec, "load_state_dict")
 
 
-# ``nn.Parameter(x, requires_grad=False)``'s tensors (by id, held weakly): set on a module,
-# frozen parameters
-_FROZEN_PARAMETERS: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+# ``nn.Parameter(x, requires_grad=False)``'s tensors: set on a module, frozen parameters
+_FROZEN_PARAMETERS = TensorSet()
 
 
 def mark_frozen_parameter(t: Tensor) -> None:
     """Record ``t`` as a parameter not to train, once set on a module."""
-    _FROZEN_PARAMETERS[id(t)] = t
-
-
-def _frozen_parameter(t) -> bool:
-    return _FROZEN_PARAMETERS.get(id(t)) is t
+    _FROZEN_PARAMETERS.add(t)
 
 
 def _was_frozen(old) -> bool:

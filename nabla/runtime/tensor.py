@@ -241,22 +241,42 @@ def _outside_bodies(what: str) -> None:
 
 
 class HookHandle:
-    """What :meth:`Tensor.register_hook` returns: ``remove()`` unregisters the hook."""
+    """What ``Tensor.register_hook`` and ``Module.register_forward_hook`` return (PyTorch's
+    ``RemovableHandle``): ``remove()`` unregisters the hook, once (a second call does
+    nothing); as a context manager, the hook is removed at the block's end."""
 
-    __slots__ = ("_tensor", "_impl", "_hook")
+    __slots__ = ("_undo",)
 
-    def __init__(self, tensor, hook):
-        self._tensor = weakref.ref(tensor)
-        self._impl = weakref.ref(tensor._impl)  # (a computed tensor's hook stays there)
-        self._hook = hook
+    def __init__(self, undo):
+        self._undo = undo  # what unregistering takes; None once done
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.remove()
 
     def remove(self) -> None:
-        """Unregister the hook (a second call does nothing)."""
-        t = self._tensor()
-        for impl in (self._impl(), None if t is None else t._impl):
-            hooks = None if impl is None else impl.hooks
-            if hooks and any(h is self._hook for h in hooks):
-                impl.hooks = [h for h in hooks if h is not self._hook] or None
+        """Unregister the hook (nothing if it is gone already)."""
+        undo, self._undo = self._undo, None
+        if undo is not None:
+            undo()
+
+
+class TensorSet:
+    """Tensors marked by identity, held weakly (a tensor's ``==`` is elementwise, so it
+    cannot be a set member): ``add(t)``, ``t in marks``."""
+
+    __slots__ = ("_by_id",)
+
+    def __init__(self):
+        self._by_id: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+
+    def add(self, t) -> None:
+        self._by_id[id(t)] = t
+
+    def __contains__(self, t) -> bool:
+        return self._by_id.get(id(t)) is t
 
 
 class Tensor:
@@ -581,7 +601,7 @@ class Tensor:
             raise TypeError(f"register_hook: expected a function, got {type(hook).__name__}")
         _outside_bodies("register_hook")
         if STATE.remat_forward and not self.requires_grad:  # the re-run registers it
-            return HookHandle(self, hook)
+            return HookHandle(None)
         if not self.requires_grad and not is_live(self._impl.traced):
             raise RuntimeError(
                 f"register_hook: a {self.dtype.value}{list(self.shape)} tensor that does not "
@@ -589,7 +609,17 @@ class Tensor:
             )
         impl = self._impl
         impl.hooks = [*(impl.hooks or ()), hook]
-        return HookHandle(self, hook)
+        # a computed tensor's hook stays on this value; a leaf's moves with the tensor
+        values = (weakref.ref(impl), weakref.ref(self))
+
+        def undo():
+            t = values[1]()
+            for im in (values[0](), None if t is None else t._impl):
+                hooks = None if im is None else im.hooks
+                if hooks and any(h is hook for h in hooks):
+                    im.hooks = [h for h in hooks if h is not hook] or None
+
+        return HookHandle(undo)
 
     def retain_grad(self) -> None:
         """Keep this computed tensor's gradient in ``.grad`` when ``backward`` runs (as
