@@ -22,6 +22,7 @@ import numbers
 import operator
 import weakref
 from collections import OrderedDict
+from typing import NamedTuple
 
 import numpy as np
 
@@ -858,13 +859,14 @@ def backward(
         raise ValueError(
             f"backward: gradient of shape {gradient.shape} for a tensor of shape {t.shape}"
         )
-    leaves, retained = _requires_grad_leaves(t._impl)
-    if not leaves:
+    reached = _requires_grad_leaves(t._impl)
+    if not reached.leaves:
         raise RuntimeError(
             "backward(): the tensor does not depend on any tensor with requires_grad=True"
         )
+    leaves, retained = reached.leaves, reached.retained
     if inputs is not None:
-        leaves, retained = _chosen_inputs(inputs, retained, t)
+        leaves, retained = _chosen_inputs(inputs, reached)
     if create_graph:  # the gradients' history is walked again: reverse loops keep carries
         got = backward_pass([t], [gradient], leaves, retained)
     else:
@@ -872,15 +874,14 @@ def backward(
             got = backward_pass([t], [gradient], leaves, retained, detach_hooked=True)
     grads = _leaf_totals(leaves, got, not create_graph)
     grads += [(impl, got[id(impl)]) for impl in retained if id(impl) in got]
+    # (``_leaf_totals`` gave each leaf's gradient to the leaf its tensor holds now)
     if create_graph:  # the gradients as computed, with their history (not realized here)
         for leaf, g in grads:
-            leaf = _current_leaf(leaf)
             leaf.grad = g if leaf.grad is None else leaf.grad + g
         return
     # the output is realized with its gradients: one graph runs the forward pass once
     GRAPH.evaluate([t._impl] + [g._impl for _, g in grads])
     for leaf, g in grads:
-        leaf = _current_leaf(leaf)
         new = TensorImpl(leaf.shape, leaf.dtype, leaf.device, leaf.levels, buffer=g._impl.buffer)
         new.sharding = g._impl.sharding
         held = leaf.grad  # the ``.grad`` tensor a user may hold: accumulated into in place
@@ -916,9 +917,18 @@ def _current_leaf(leaf: TensorImpl) -> TensorImpl:
     return leaf
 
 
-def _requires_grad_leaves(root: TensorImpl) -> tuple[list, list]:
-    """The ``requires_grad`` leaves ``root`` depends on, and the computed values on the way
-    marked with ``retain_grad``."""
+class _Reached(NamedTuple):
+    """What ``root``'s recorded history reaches: its ``requires_grad`` leaves, the computed
+    values on the way marked with ``retain_grad``, and the ids of every value walked."""
+
+    leaves: list
+    retained: list
+    seen: set
+
+
+def _requires_grad_leaves(root: TensorImpl) -> _Reached:
+    """The ``requires_grad`` leaves ``root`` depends on (the walk stops at them), and what
+    else it walked (``_Reached``)."""
     found, retained, seen, stack = [], [], set(), [root]
     while stack:
         impl = stack.pop()
@@ -932,7 +942,7 @@ def _requires_grad_leaves(root: TensorImpl) -> tuple[list, list]:
             retained.append(impl)
         if impl.node is not None and impl.traced:
             stack.extend(impl.node.inputs)
-    return found, retained
+    return _Reached(found, retained, seen)
 
 
 def _leaf_totals(leaves: list, got: dict, detach: bool) -> list:
@@ -951,22 +961,16 @@ def _leaf_totals(leaves: list, got: dict, detach: bool) -> list:
     ]
 
 
-def _chosen_inputs(inputs, retained: list, t: Tensor) -> tuple[list, list]:
+def _chosen_inputs(inputs, reached: _Reached) -> tuple[list, list]:
     """``backward(inputs=...)``: the leaves among ``inputs`` (differentiated as targets)
     and the computed tensors among them, with the ``retain_grad`` ones on the way (both
-    observed, not stopping the walk); each once."""
+    observed, not stopping the walk); each once. An input must be among the values the
+    output's history ``reached``."""
     inputs = [inputs] if isinstance(inputs, Tensor) else list(inputs)
     if not inputs:
         raise RuntimeError("backward(): inputs is empty; name the tensors to differentiate")
-    reach: set = set()
-    stack = [t._impl]
-    while stack:  # (every value ``t`` depends on through recorded history)
-        impl = stack.pop()
-        if id(impl) not in reach:
-            reach.add(id(impl))
-            if impl.node is not None and impl.traced and not impl.requires_grad:
-                stack.extend(impl.node.inputs)
-    chosen_leaves, chosen = [], list(retained)
+    reach = reached.seen
+    chosen_leaves, chosen = [], list(reached.retained)
     for x in inputs:
         if not isinstance(x, Tensor):
             raise TypeError(f"backward(): inputs holds a {type(x).__name__}, not a tensor")
