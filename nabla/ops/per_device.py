@@ -368,6 +368,19 @@ def axis_index(level: int) -> Tensor:
     return batching.to_batch(fn.arange(n, dtype=DType.int32), 0, level)
 
 
+def first_lane(x: Tensor, level: int) -> Tensor:
+    """``x`` without ``level``, a shard_map level whose mesh spans processes, where ``x``
+    is the same on every device along it: the first device's value, as one value every
+    device holds (a broadcast over processes). A process's own first device would do for
+    the value, but not for its derivative: one cotangent per process, not one in all,
+    would flow back."""
+    mesh, names, frame = _frame([level])
+    g = _stack(x, mesh, frame, names)
+    k = mesh.axis_names.index(names[0])
+    g = g[(slice(None),) * (len(g._impl.levels) + k) + (slice(0, 1),)]
+    return _unstack(g, mesh, frame, x.shape)
+
+
 def broadcast(x: Tensor, root, levels) -> Tensor:
     """Every device gets the value of the device at position ``root`` along ``levels``."""
     if _spans(levels):

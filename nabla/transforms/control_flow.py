@@ -48,7 +48,7 @@ from ..core.dtypes import int32
 from ..core.ir import TensorImpl, build_program
 from ..core.pytree import keystr, tree_flatten, tree_flatten_with_path, tree_unflatten
 from ..core.state import STATE, grad_cut, is_live, level_sizes, may_be_pulled_back
-from ..ops import batching, binary, collectives, creation, reduction, unary, view
+from ..ops import batching, binary, collectives, creation, per_device, reduction, unary, view
 from ..ops._util import as_tensor, readable_now
 from ..ops.base import Operation
 from ..ops.indexing import restore_and_refuse
@@ -372,6 +372,26 @@ def _at_levels(x: Tensor, levels: tuple) -> Tensor:
 
 def _union(*level_tuples) -> tuple:
     return tuple(sorted({lv for lvs in level_tuples for lv in lvs}))
+
+
+def _narrowed(outs: list, natural: list) -> list:
+    """Each of a construct's results without the vmap levels its own dataflow does not
+    give it (``natural``: its levels as traced with every operand at its own). A node's
+    results share one set of levels, so a result that is the same in every lane (a carry
+    that never reads the batched or per-device part) comes out broadcast: take one lane,
+    as JAX's batching and replication rules give such a result unbatched. A value
+    replicated over a ``shard_map`` axis stays so (its ``out_specs`` may leave the axis
+    out). A level of size 0 has no lane to take and stays."""
+    out = []
+    for x, keep in zip(outs, natural, strict=True):
+        for lv in reversed(x._impl.levels):
+            if lv not in keep and level_sizes[lv] > 0:
+                if per_device.is_spanning_level(lv):  # (the lanes are on several processes)
+                    x = per_device.first_lane(x, lv)
+                else:
+                    x = batching.from_batch(x, lv, 0)[0]
+        out.append(x)
+    return out
 
 
 def _to_tensors(tree, what):
@@ -750,7 +770,9 @@ def cond(pred, true_fun=_UNSET, false_fun=_UNSET, *operands, **names):
     if p.shape != ():
         raise TypeError(f"cond: pred must be a scalar, got shape {p.shape} ({p.dtype.value})")
     index = unary.cast(p if p.dtype.is_bool else binary.not_equal(p, 0), int32)
-    return _switch(index, (false_fun, true_fun), operands, "cond", ("false_fun", "true_fun"))
+    return _switch(
+        index, (false_fun, true_fun), operands, "cond", ("false_fun", "true_fun"), narrow=True
+    )
 
 
 def switch(index, branches, *operands):
@@ -783,7 +805,7 @@ def switch(index, branches, *operands):
     if len(branches) > 1:
         i = binary.clip(i, 0, len(branches) - 1)
     names = tuple(f"branches[{k}]" for k in range(len(branches)))
-    return _switch(i, branches, operands, "switch", names)
+    return _switch(i, branches, operands, "switch", names, narrow=True)
 
 
 def _lanes_taking(index, k, flat):
@@ -805,7 +827,10 @@ def _lanes_taking(index, k, flat):
     return out
 
 
-def _switch(index, branches, operands, what, names):
+def _switch(index, branches, operands, what, names, narrow: bool = False):
+    """Branch ``index`` of ``branches`` on ``operands``. ``narrow``: give each result its
+    own levels (``_narrowed``; the public functions do, a rule or replay wants the node's
+    results as they are)."""
     if len(branches) == 1:
         return branches[0](*operands)
     flat, tree = _to_tensors(operands, f"{what} operands")
@@ -816,7 +841,7 @@ def _switch(index, branches, operands, what, names):
     fns = [flat_fn(k) for k in range(len(branches))]
     if index._impl.levels:  # a batched index: every branch runs, results are selected
         return _select_branches(index, fns, flat, what, names)
-    return _cond_node(index, fns, flat, what, names)
+    return _cond_node(index, fns, flat, what, names, narrow)
 
 
 def _branch_on_lanes(index, k, fn, flat, what):
@@ -854,9 +879,9 @@ def _select_branches(index, fns, flat, what, names):
     return tree_unflatten(sides[0].tree, result)
 
 
-def _cond_node(index, fns, flat, what, names):
+def _cond_node(index, fns, flat, what, names, narrow: bool = False):
     """One ``cond`` node running branch ``index``, its branches traced into bodies whose
-    results share one set of vmap levels."""
+    results share one set of vmap levels (each result its own again with ``narrow``)."""
 
     def branch_outs(k, body):
         return _Outs(names[k], body.out_tree, _logical_avals(body))
@@ -864,7 +889,8 @@ def _cond_node(index, fns, flat, what, names):
     bodies = [trace_body(fn, flat, f"{what} {names[k]}", hoist=False) for k, fn in enumerate(fns)]
     for k in range(1, len(bodies)):
         _check_match(what, branch_outs(0, bodies[0]), branch_outs(k, bodies[k]))
-    levels = _union(*[o.levels for b in bodies for o in b.out_impls])
+    natural = [_union(*[o.levels for o in outs]) for outs in zip(*[b.out_impls for b in bodies])]
+    levels = _union(*natural)
     if any(o.levels != levels for b in bodies for o in b.out_impls):
         bodies = [
             trace_body(fn, flat, f"{what} {names[k]}", out_levels=levels, hoist=False)
@@ -883,8 +909,8 @@ def _cond_node(index, fns, flat, what, names):
     }
     if not out_specs:
         return tree_unflatten(bodies[0].out_tree, [])
-    outs = _cond.bind([index, *flat, *[Tensor._wrap(c) for c in caps]], kwargs)
-    return tree_unflatten(bodies[0].out_tree, list(outs))
+    outs = list(_cond.bind([index, *flat, *[Tensor._wrap(c) for c in caps]], kwargs))
+    return tree_unflatten(bodies[0].out_tree, _narrowed(outs, natural) if narrow else outs)
 
 
 # -------------------------------------------------------------------- while_loop
@@ -1010,18 +1036,19 @@ def while_loop(cond_fun=_UNSET, body_fun=_UNSET, init_val=_UNSET, *, max_steps=N
         if not isinstance(max_steps, numbers.Integral) or max_steps < 0:
             raise TypeError(f"while_loop: max_steps must be a non-negative int, got {max_steps!r}")
         return tree_unflatten(tree, _bounded_while(c_fn, b_fn, flat, int(max_steps)))
-    return tree_unflatten(tree, _while_flat(c_fn, b_fn, flat, "while_loop"))
+    return tree_unflatten(tree, _while_flat(c_fn, b_fn, flat, "while_loop", narrow=True))
 
 
-def _while_flat(c_fn, b_fn, flat, what, consts=(), max_steps=None):
+def _while_flat(c_fn, b_fn, flat, what, consts=(), max_steps=None, narrow=False):
     """The core: ``c_fn(carry, consts) -> bool``, ``b_fn(carry, consts) -> carry`` (lists).
     ``max_steps`` is recorded for a loop whose ``c_fn`` already bounds it (see
-    ``_counted_while``), so that a replay under reverse mode can become a scan."""
+    ``_counted_while``), so that a replay under reverse mode can become a scan.
+    ``narrow``: each carry comes back with its own levels (``_narrowed``)."""
     n = len(flat)
     consts = list(consts)
     if not flat:
         return []
-    levels = _union(*[t._impl.levels for t in flat])
+    own = [t._impl.levels for t in flat]  # each carry's levels, widened by the body
     k_levels = [k._impl.levels for k in consts]
 
     def c_traced(*a):
@@ -1031,7 +1058,7 @@ def _while_flat(c_fn, b_fn, flat, what, consts=(), max_steps=None):
         return b_fn(list(a[:n]), list(a[n:]))
 
     while True:
-        lv = [levels] * n + k_levels
+        lv = own + k_levels
         cond_b = trace_body(c_traced, flat + consts, f"{what} cond_fun", levels=lv)
         if len(cond_b.out_impls) != 1:
             raise TypeError(f"{what}: cond_fun must return one boolean scalar")
@@ -1041,18 +1068,27 @@ def _while_flat(c_fn, b_fn, flat, what, consts=(), max_steps=None):
                 f"{what}: cond_fun must return a boolean scalar, got {_aval(dt, logical)}"
             )
         if c_levels:  # a batched predicate: loop until every lane is done
-            return _while_flat(*_until_all_lanes(c_fn, b_fn, what), flat, what, consts, max_steps)
+            lanes = _until_all_lanes(c_fn, b_fn, what)
+            return _while_flat(*lanes, flat, what, consts, max_steps, narrow)
         body_b = trace_body(b_traced, flat + consts, f"{what} body_fun", levels=lv)
         if len(body_b.out_impls) != n:
             raise TypeError(
                 f"{what}: body_fun returned {len(body_b.out_impls)} carry leaves for {n}"
             )
-        out_levels = _union(levels, *[o.levels for o in body_b.out_impls])
-        if out_levels == levels:
+        wider = [_union(lvs, o.levels) for lvs, o in zip(own, body_b.out_impls)]
+        if wider == own:
             break
-        levels = out_levels
+        own = wider
     in_avals = [(t.dtype, t.shape) for t in flat]
     _check_carry(what, "init_val", in_avals, "body_fun", _logical_avals(body_b))
+    levels = _union(*own)  # the node's carries share these
+    if any(lvs != levels for lvs in own):
+        lv = [levels] * n + k_levels
+
+        def c_unbatched(*a):  # (the predicate read no carry's levels, only their copies)
+            return _narrowed([c_traced(*a)], [()])[0]
+
+        cond_b = trace_body(c_unbatched, flat + consts, f"{what} cond_fun", levels=lv)
     if any(o.levels != levels for o in body_b.out_impls):
         body_b = trace_body(
             b_traced, flat + consts, f"{what} body_fun", levels=lv, out_levels=levels
@@ -1075,7 +1111,8 @@ def _while_flat(c_fn, b_fn, flat, what, consts=(), max_steps=None):
             "out_specs": tuple((t.dtype, t._impl.shape) for t in carry),
         },
     }
-    return list(_while.bind([*carry, *consts, *[Tensor._wrap(c) for c in caps]], kwargs))
+    outs = list(_while.bind([*carry, *consts, *[Tensor._wrap(c) for c in caps]], kwargs))
+    return _narrowed(outs, own) if narrow else outs
 
 
 def _check_carry(what, a_name, a_avals, b_name, b_avals):
@@ -1134,7 +1171,7 @@ def _counted_while(c_fn, b_fn, flat, max_steps):
     probe_b = trace_body(lambda *c: b_fn(list(c), []), flat, "while_loop body_fun")
     captured = [Tensor._wrap(c) for c in probe_c.captured + probe_b.captured]
     if not _live(flat) and not _live(captured):
-        return _while_flat(c_fn, b_fn, flat, "while_loop", max_steps=max_steps)
+        return _while_flat(c_fn, b_fn, flat, "while_loop", max_steps=max_steps, narrow=True)
 
     def step(c, _x):
         go = c_fn(list(c), [])
@@ -1506,7 +1543,7 @@ def _scan_tree(f, init, xs, spec: _ScanSpec):
     if spec.unroll > 1 and n_steps > 1:
         c_out, ys = _scan_unrolled(step, c_flat, x_flat, spec)
     else:
-        c_out, ys = _scan_flat(step, c_flat, x_flat, spec)
+        c_out, ys = _scan_flat(step, c_flat, x_flat, spec, narrow=True)
     if not y_tree_box:  # f never ran (no carry and no xs): trace it once for ys's structure
         step(c_flat, [_slice_aval(x) for x in x_flat], [])
     return tree_unflatten(c_tree, c_out), tree_unflatten(y_tree_box[0], ys)
@@ -1547,32 +1584,35 @@ def _slice_aval(t: Tensor) -> Tensor:
 
 class _ScanTrace(NamedTuple):
     """A scan's body as traced: its vmap levels (those of carry and ys), how many ys it
-    outputs, and whether it also outputs each step's carry (traced for reverse mode)."""
+    outputs, whether it also outputs each step's carry (traced for reverse mode), and the
+    levels each carry and y has of its own (``_narrowed``)."""
 
     body: Body
     levels: tuple
     n_ys: int
     saves: bool
+    natural: tuple
 
 
-def _scan_flat(step, carry, xs, spec: _ScanSpec, consts=()):
+def _scan_flat(step, carry, xs, spec: _ScanSpec, consts=(), narrow: bool = False):
     """The core: ``step(carry, x, consts) -> (carry, ys)`` (lists) over ``spec.length``
-    steps."""
-    out = _scan_node(step, carry, xs, spec, consts)
+    steps. ``narrow``: each carry and y with its own levels (``_narrowed``)."""
+    out = _scan_node(step, carry, xs, spec, consts, narrow=narrow)
     return out.carry, out.ys
 
 
-def _scan_node(step, carry, xs, spec: _ScanSpec, consts=(), saves: bool = False):
+def _scan_node(step, carry, xs, spec: _ScanSpec, consts=(), saves=False, narrow=False):
     """The scan node's outputs by role (``ScanOutputs``). ``saves``: output each step's
     carry even where nothing is differentiated now (a compiled plan replays a node traced
-    for reverse mode, whose saved carries its later nodes read)."""
+    for reverse mode, whose saved carries its later nodes read). ``narrow``: carries and
+    ys with their own levels (``_narrowed``; the saved carries stay the node's)."""
     consts = list(consts)
     traced = _trace_scan(step, carry, xs, consts, spec, saves)
     mapped = _map_hoisted(traced, len(carry), xs, consts, spec)
     if mapped is not None:  # the body again, without its carry-free part
         step, xs = mapped
         traced = _trace_scan(step, carry, xs, consts, spec, saves)
-    body, levels, ny, saves = traced
+    body, levels, ny, saves, natural = traced
     n, nx = len(carry), len(xs)
     caps, (slots,) = _cap_layout([body])
     out_specs = _scan_out_specs(traced, n, spec.length)
@@ -1604,7 +1644,10 @@ def _scan_node(step, carry, xs, spec: _ScanSpec, consts=(), saves: bool = False)
     outs = list(_scan.bind([*init, *xs, *consts, *[Tensor._wrap(c) for c in caps]], kwargs))
     if saves:  # the node keeps its saved carries alive for its vjp (nobody else holds them)
         kwargs["saved"] = tuple(o._impl for o in outs[n + ny :])
-    return ScanOutputs(outs[:n], outs[n : n + ny], outs[n + ny :])
+    c_out, ys = outs[:n], outs[n : n + ny]
+    if narrow:
+        c_out, ys = _narrowed(c_out, natural[:n]), _narrowed(ys, natural[n:])
+    return ScanOutputs(c_out, ys, outs[n + ny :])
 
 
 # how a scan body's node depends on the step's inputs (``_map_hoisted``)
@@ -1801,10 +1844,10 @@ def _trace_scan(step, carry, xs, consts, spec: _ScanSpec, saves: bool = False) -
         y = [_leaf_tensor(v, traced) for v in y]
         return c + y + (list(a[:n]) if saves[0] else [])
 
-    levels = _union(*[t._impl.levels for t in carry])
+    own = [t._impl.levels for t in carry]  # each carry's levels, widened by the body
     k_levels = [x._impl.levels for x in x_ex] + [k._impl.levels for k in consts]
     while True:
-        lv = [levels] * n + k_levels
+        lv = own + k_levels
         body = trace_body(body_fn, list(carry) + x_ex + consts, traced, levels=lv)
         if not saves[0] and (live or _live([Tensor._wrap(c) for c in body.captured])):
             saves[0] = True  # traced for reverse mode: also output each step's carry
@@ -1813,17 +1856,21 @@ def _trace_scan(step, carry, xs, consts, spec: _ScanSpec, saves: bool = False) -
             raise TypeError(
                 f"{spec.what}: {spec.fn_name} returned fewer carry leaves than init has"
             )
-        out_levels = _union(levels, *[o.levels for o in body.out_impls])
-        if out_levels == levels:
+        wider = [_union(lvs, o.levels) for lvs, o in zip(own, body.out_impls)]
+        if wider == own:
             break
-        levels = out_levels
+        own = wider
     init_avals = [(t.dtype, t.shape) for t in carry]
     _check_carry(spec.what, "init", init_avals, spec.fn_name, _logical_avals(body)[:n])
+    ny = ny_box[0]
+    natural = own + [o.levels for o in body.out_impls[n : n + ny]]
+    levels = _union(*natural)  # the node's carries and ys share these
     if any(o.levels != levels for o in body.out_impls):
+        lv = [levels] * n + k_levels
         body = trace_body(
             body_fn, list(carry) + x_ex + consts, traced, levels=lv, out_levels=levels
         )
-    return _ScanTrace(body, levels, ny_box[0], saves[0])
+    return _ScanTrace(body, levels, ny, saves[0], tuple(natural))
 
 
 def _scan_out_specs(traced: _ScanTrace, n: int, length: int) -> tuple:
@@ -1858,10 +1905,10 @@ def _scan_unrolled(step, carry, xs, spec: _ScanSpec):
         main_x = [x[:main] for x in xs]
         tail_x = [x[main:] for x in xs]
     blocked = [x.reshape((main // unroll, unroll) + x.shape[1:]) for x in main_x]
-    c, ys_b = _scan_flat(block, carry, blocked, spec._replace(length=main // unroll))
+    c, ys_b = _scan_flat(block, carry, blocked, spec._replace(length=main // unroll), narrow=True)
     ys_main = [y.reshape((main,) + y.shape[2:]) for y in ys_b]
     if not rest:
         return c, ys_main
-    c, ys_tail = _scan_flat(step, c, tail_x, spec._replace(length=rest))
+    c, ys_tail = _scan_flat(step, c, tail_x, spec._replace(length=rest), narrow=True)
     pairs = zip(ys_tail, ys_main) if reverse else zip(ys_main, ys_tail)
     return c, [view.concatenate([a, b], 0) for a, b in pairs]

@@ -425,6 +425,58 @@ def test_reverse_mode_through_a_loop_whose_replicated_carry_meets_a_collective(l
     np.testing.assert_allclose(grad_of(unrolled), num, rtol=1e-4)
 
 
+@pytest.mark.parametrize("construct", ["scan", "fori_loop", "while_loop", "cond"])
+def test_each_result_of_a_construct_keeps_its_own_replication(construct):
+    """A construct's results used to share one set of levels: a carry that never reads the
+    per-device part (a replicated weight stepped beside a per-device accumulator) came out
+    varying, and ``out_specs=P()`` for it was refused, where JAX's replication rules accept
+    it. Values and gradients equal the unrolled body's."""
+    mesh = nb.DeviceMesh("m", (4,), ("d",))
+    x0 = (np.arange(8, dtype=np.float32) + 1) / 8
+    w0 = np.array([0.5, -0.25], np.float32)
+
+    def step(w, acc, x):  # w stays replicated (its update is all-reduced), acc varies
+        g = nb.all_reduce(nb.sum(w * x) * x[:2], axes="d")
+        return w - 0.1 * g, acc + x * nb.sum(w)
+
+    def body(x, w, *, unrolled=False):
+        acc = x * 0
+        if unrolled or construct == "cond":
+            for _ in range(1 if construct == "cond" else 3):
+                w, acc = step(w, acc, x)
+            return w, acc
+        if construct == "scan":
+            return nb.scan(lambda c, _: (step(*c, x), None), (w, acc), None, length=3)[0]
+        if construct == "fori_loop":
+            return nb.fori_loop(0, 3, lambda i, c: step(*c, x), (w, acc))
+        i, w, acc = nb.while_loop(
+            lambda c: c[0] < 3, lambda c: (c[0] + 1, *step(c[1], c[2], x)), (0, w, acc)
+        )
+        return w, acc
+
+    def branched(x, w):
+        return nb.cond(nb.sum(w) > 0, lambda w, a: step(w, a, x), lambda w, a: (w, a), w, x * 0)
+
+    specs = dict(in_specs=(P("d"), P()), out_specs=(P(), P("d")))
+    f = nb.shard_map(branched if construct == "cond" else body, mesh, **specs)
+    ref = nb.shard_map(lambda x, w: body(x, w, unrolled=True), mesh, **specs)
+    for got, want in zip(f(x0, w0), ref(x0, w0), strict=True):
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6)
+
+    def loss(fn):
+        return lambda w: nb.sum(fn(x0, w)[0] ** 2) + nb.sum(fn(x0, w)[1] ** 2)
+
+    if construct != "while_loop":  # (reverse mode needs max_steps there)
+        want = nb.grad(loss(ref))(w0).numpy()
+        np.testing.assert_allclose(nb.grad(loss(f))(w0).numpy(), want, rtol=1e-5)
+    t = np.array([1.0, 2.0], np.float32)
+    np.testing.assert_allclose(
+        nb.jvp(loss(f), (w0,), (t,))[1].numpy(),
+        nb.jvp(loss(ref), (w0,), (t,))[1].numpy(),
+        rtol=1e-5,
+    )
+
+
 @pytest.mark.parametrize("loop", ["scan", "fori_loop"])
 def test_a_replicated_carry_s_gradient_beside_a_per_device_operand_s(loop):
     """Differentiating a per-device operand too takes the loop's other reverse path, whose
