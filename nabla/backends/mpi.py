@@ -1253,8 +1253,8 @@ def mesh_select(x, index, group):
 
 @_collective("mesh_unshard", over_axes=False)
 def mesh_unshard(x, ndev, dims, partial, mesh):
-    for a, kind in partial:  # complete the terms first: then only blocks move
-        x = _mesh_reduce(x, kind, _Group(mesh, (a,)))
+    for axes, kind in host.partial_runs(partial):  # the terms first: then only blocks move
+        x = _mesh_reduce(x, kind, _Group(mesh, axes))
     split = tuple(sorted({a for d in dims for a in d}))
     y = _widen(x, _Group(mesh, split)) if split else x
     return host.mesh_unshard(y, ndev, dims, ())

@@ -72,6 +72,8 @@ def save(state_dict: Mapping, path, metadata: Mapping | None = None) -> None:
                 f"save: {name!r} is a {shown}; a checkpoint holds "
                 "nabla tensors and NumPy arrays (convert another framework's with nb.asarray)"
             )
+        if isinstance(value, np.ndarray):
+            check_storable("save", name, value.dtype)
         names.append(name)
         values.append(value)
     realize(*[v for v in values if isinstance(v, Tensor)])  # one evaluation for all of them
@@ -104,6 +106,19 @@ def save(state_dict: Mapping, path, metadata: Mapping | None = None) -> None:
                 e.errno, f"save: cannot write the checkpoint {path!r}: {e.strerror}"
             ) from None
         raise
+
+
+def check_storable(op: str, name: str, dtype: np.dtype) -> None:
+    """A NumPy array's dtype is one safetensors holds: bool, integers, float16/32/64 and
+    bfloat16 (not strings, objects, complex numbers or dates)."""
+    if dtype.kind in "biu" or (dtype.kind == "f" and dtype.itemsize <= 8):
+        return
+    if dtype.name == "bfloat16":
+        return
+    raise TypeError(
+        f"{op}: {name!r} is a NumPy array of {dtype}; a checkpoint holds arrays of bool, "
+        "integers, float16/32/64 and bfloat16"
+    )
 
 
 def _remove_orphans(path: str) -> None:

@@ -55,6 +55,7 @@ from ..core.sharding import PROCESS, DeviceMesh, ShardingSpec
 from ..ops import creation
 from ..ops.collectives import complete_partial
 from ..runtime.tensor import Tensor, realize
+from .checkpoint import check_storable
 
 __all__ = ["save_sharded", "load_sharded"]
 
@@ -169,10 +170,12 @@ def save_sharded(state, directory) -> None:
             continue
         if isinstance(value, np.ndarray | np.generic):  # (np.float64 is a float too)
             array = np.asarray(value)
+            check_storable(op, name, array.dtype)
             entries[name] = _tensor_entry(name, array.shape, str(array.dtype), None, count)
             entries[name]["kind"] = "ndarray"
-            if me == 0:
-                mine[_key(name, (0,) * array.ndim)] = np.ascontiguousarray(array)
+            if me == 0:  # stored in native byte order (safetensors has no other)
+                native = array.astype(array.dtype.newbyteorder("="), copy=False)
+                mine[_key(name, (0,) * array.ndim)] = np.ascontiguousarray(native)
             continue
         impl = value._impl
         if impl.levels:
@@ -209,7 +212,7 @@ def save_sharded(state, directory) -> None:
         index["data"] = _DATA + token
         _guard(op, directory, lambda: _commit_index(directory, index))
         if old is not None and old != index["data"] and _ours(os.path.join(directory, old)):
-            shutil.rmtree(os.path.join(directory, old), ignore_errors=True)
+            _remove_data(os.path.join(directory, old))
     mpi.barrier(f"{op} {directory!r}: committed")
 
 
@@ -279,6 +282,25 @@ def _make_data_dir(path: str) -> None:
         pass
 
 
+def _remove_data(folder: str) -> None:
+    """Remove a data folder a save made, its mark last: a kill midway leaves the rest still
+    marked as ours, for the next save to remove (``shutil.rmtree`` may take the mark
+    first, and then no save would ever claim the folder again)."""
+    with contextlib.suppress(OSError), os.scandir(folder) as entries:
+        for entry in entries:
+            if entry.name == _MARK:
+                continue
+            if entry.is_dir(follow_symlinks=False):
+                shutil.rmtree(entry.path, ignore_errors=True)
+            else:
+                with contextlib.suppress(OSError):
+                    os.remove(entry.path)
+    with contextlib.suppress(OSError):
+        os.remove(os.path.join(folder, _MARK))
+    with contextlib.suppress(OSError):
+        os.rmdir(folder)
+
+
 def _ours(folder: str) -> bool:
     """Whether ``folder`` (a path) is a data folder a save made: its name and its mark."""
     name = os.path.basename(folder)
@@ -310,7 +332,7 @@ def _remove_leftovers(directory: str, keep: str | None) -> None:
     with contextlib.suppress(OSError), os.scandir(directory) as entries:
         for entry in entries:
             if entry.name != keep and entry.is_dir() and _ours(entry.path):
-                shutil.rmtree(entry.path, ignore_errors=True)
+                _remove_data(entry.path)
             elif re.fullmatch(rf"{re.escape(INDEX)}\.tmp-\d+", entry.name):
                 with contextlib.suppress(OSError):
                     os.remove(entry.path)
@@ -394,7 +416,16 @@ def _load_leaf(op, name, leaf, entry, files):
     _check_kind(op, name, leaf, kind)
     if kind not in ("tensor", "ndarray"):
         value = entry["value"]
-        return type(leaf)(value) if isinstance(leaf, np.generic) else value
+        if not isinstance(leaf, np.generic):
+            return value
+        try:
+            return type(leaf)(value)
+        except (TypeError, ValueError, OverflowError):
+            raise TypeError(
+                f"{op}: {name!r} was saved as the {kind} {value!r}, which a NumPy "
+                f"{type(leaf).__name__} placeholder cannot hold; give a placeholder of the "
+                "saved kind"
+            ) from None
     shape, dtype = tuple(entry["shape"]), entry["dtype"]
     if isinstance(leaf, Tensor):
         want = (tuple(leaf.shape), leaf.dtype.value)
@@ -408,21 +439,26 @@ def _load_leaf(op, name, leaf, entry, files):
             f"shape {want[0]} and dtype {want[1]}"
         )
     np_dtype = DType(dtype).numpy if kind == "tensor" else np.dtype(dtype)
+    native = np_dtype.newbyteorder("=")  # (as stored)
     stored = [(b["file"], b["key"], tuple(b["start"]), tuple(b["shape"])) for b in entry["blocks"]]
 
     def region(sel: tuple) -> np.ndarray:
-        return _read_region(files, stored, sel, shape, np_dtype)
+        return _read_region(files, stored, sel, shape, native)
 
     whole = tuple(slice(0, n) for n in shape)
     if not isinstance(leaf, Tensor):
-        array = region(whole)
+        array = region(whole).astype(np_dtype, copy=False)
         return array[()] if isinstance(leaf, np.generic) else array
     spec = leaf._impl.sharding
     if spec is None:
-        return creation.constant(region(whole), dtype=leaf.dtype)
-    if spec.partial:  # the loaded value is whole: its terms are already summed
-        spec = spec.with_partial(())
-    return _build_sharded(spec, shape, leaf.dtype, region)
+        out = creation.constant(region(whole), dtype=leaf.dtype)
+    else:
+        if spec.partial:  # the loaded value is whole: its terms are already summed
+            spec = spec.with_partial(())
+        out = _build_sharded(spec, shape, leaf.dtype, region)
+    if leaf._impl.requires_grad:  # a trainable placeholder (a parameter) gives one
+        out.requires_grad = True
+    return out
 
 
 def _check_kind(op, name, leaf, kind) -> None:
@@ -525,7 +561,8 @@ def _header(path: str, op: str) -> tuple:
             header = json.loads(f.read(n))
     except FileNotFoundError:
         raise FileNotFoundError(f"{op}: the checkpoint's file {path!r} is missing") from None
-    except (struct.error, ValueError) as e:
-        raise ValueError(f"{op}: {path!r} is not a valid safetensors file: {e}") from e
+    except (struct.error, ValueError, OverflowError, MemoryError) as e:
+        # (a corrupt header length: larger than the file, or than memory)
+        raise ValueError(f"{op}: {path!r} is not a valid safetensors file: {e}") from None
     header.pop("__metadata__", None)
     return 8 + n, header

@@ -101,6 +101,54 @@ def test_module_and_optimizer_state_resume_exactly(tmp_path):
         np.testing.assert_array_equal(a.numpy(), b.numpy())
 
 
+def test_a_partial_value_saves_the_bits_it_reads_as(tmp_path):
+    """A sum over rows split over two mesh axes is a partial value of 4 terms. Reading it
+    (``.numpy()``) reduced one mesh axis at a time and its ``all_reduce`` (the save's, an
+    op's) all four in device order: the last bits differed."""
+    mesh = nb.DeviceMesh("m", (2, 2), ("dp", "tp"))
+    rows = np.random.default_rng(0).standard_normal((8, 4)).astype(np.float32)
+    s = nb.sum(nb.shard(rows, mesh, P(("dp", "tp"))), axis=0)
+    before = s.numpy()
+    np.testing.assert_array_equal((s + 0.0).numpy(), before)
+    nb.nn.save_sharded({"s": s}, tmp_path / "ck")
+    np.testing.assert_array_equal(
+        nb.nn.load_sharded(tmp_path / "ck", {"s": s})["s"].numpy(), before
+    )
+
+
+def test_big_endian_arrays_trainable_placeholders_and_unstorable_values(tmp_path):
+    """A big-endian array came back byte-swapped (safetensors stores native order; the index
+    named the big-endian dtype); a model loaded into its own parameters lost
+    ``requires_grad``; an array of strings failed inside safetensors, naming no path."""
+    saved = {"b": np.array([1.5, 2.5, -3.0], ">f4"), "i": np.array([1, 2, 3], ">i8")}
+    nb.nn.save_sharded(saved, tmp_path / "be")
+    back = nb.nn.load_sharded(tmp_path / "be", saved)
+    for k, v in saved.items():
+        assert back[k].dtype == v.dtype
+        np.testing.assert_array_equal(back[k], v)
+
+    nb.random.seed(0)
+    model = nb.nn.Linear(4, 2)
+    nb.nn.save_sharded({"model": model, "frozen": nb.zeros((2,))}, tmp_path / "m")
+    out = nb.nn.load_sharded(tmp_path / "m", {"model": model, "frozen": nb.zeros((2,))})
+    assert [p.requires_grad for p in out["model"].parameters()] == [True, True]
+    assert not out["frozen"].requires_grad
+    nb.sum(out["model"](nb.ones((3, 4)))).backward()
+    assert out["model"].weight.grad is not None
+
+    with pytest.raises(TypeError, match=r"save_sharded: 'opt.names' is a NumPy array of <U1"):
+        nb.nn.save_sharded({"opt": {"names": np.array(["w", "b"])}}, tmp_path / "s")
+    with pytest.raises(TypeError, match=r"save: 'names' is a NumPy array of complex128"):
+        nb.nn.save({"names": np.zeros(2, complex)}, tmp_path / "s.safetensors")
+    nb.nn.save_sharded({"run": {"name": "abc", "big": 10**20}}, tmp_path / "p")
+    for like, path in (
+        ({"name": np.float32(0), "big": 0}, "name"),
+        ({"name": "", "big": np.int64(0)}, "big"),
+    ):
+        with pytest.raises(TypeError, match=f"load_sharded: 'run.{path}' was saved as the"):
+            nb.nn.load_sharded(tmp_path / "p", {"run": like})
+
+
 def test_an_interrupted_save_leaves_the_previous_checkpoint(tmp_path, monkeypatch):
     mesh = nb.DeviceMesh("m", (2, 2), ("dp", "tp"))
     directory = tmp_path / "ck"
@@ -119,6 +167,14 @@ def test_an_interrupted_save_leaves_the_previous_checkpoint(tmp_path, monkeypatc
     nb.nn.save_sharded({"w": nb.constant(np.full((4, 4), 2, np.float32))}, directory)
     assert len([f for f in os.listdir(directory) if f.startswith("data-")]) == 1
     np.testing.assert_array_equal(nb.nn.load_sharded(directory, like)["w"].numpy(), 2)
+
+    # a kill while the old folder is being removed leaves it marked (its mark goes last),
+    # so the next save removes the rest
+    (old,) = [f for f in os.listdir(directory) if f.startswith("data-")]
+    removed = []
+    monkeypatch.setattr(sc.os, "remove", lambda p: removed.append(p) or os.unlink(p))
+    nb.nn.save_sharded({"w": nb.constant(np.full((4, 4), 3, np.float32))}, directory)
+    assert removed[-1].endswith(sc._MARK) and not (directory / old).exists()
 
 
 def test_a_save_removes_only_what_saves_made(tmp_path):

@@ -26,6 +26,7 @@ __all__ = [
     "mesh_select",
     "mesh_split",
     "mesh_unshard",
+    "partial_runs",
 ]
 
 LOWERINGS: dict = {}
@@ -807,6 +808,19 @@ LOWERINGS["transfer"] = lambda args, kw: [_transfer(args[0], kw["device"])]
 MESH_REDUCE = {"sum": np.sum, "max": np.max, "min": np.min, "prod": np.prod}
 
 
+def partial_runs(partial) -> list:
+    """A value's partial ``(mesh dim, kind)`` pairs as ``(mesh dims, kind)`` runs: the
+    consecutive dims of one kind together (terms of one kind reduce in any grouping; of
+    two kinds, in the recorded order)."""
+    runs = []
+    for a, kind in partial:
+        if runs and runs[-1][1] == kind:
+            runs[-1] = (runs[-1][0] + (a,), kind)
+        else:
+            runs.append(((a,), kind))
+    return runs
+
+
 def mesh_split(x, ndev, axes, dim):
     """Inverse of ``mesh_merge``: ``x`` equal over mesh dims ``axes``; local ``dim`` is cut
     into blocks, block ``i`` going to mesh coordinate ``i`` (row-major over ``axes``)."""
@@ -866,9 +880,11 @@ def _mesh_shard(x, mesh_shape, dims):
 
 @_one("mesh_unshard")
 def mesh_unshard(x, ndev, dims, partial):
-    """The whole value of a sharded buffer: partial axes reduced, split dims merged."""
-    for a, kind in partial:
-        x = MESH_REDUCE[kind](x, axis=a, keepdims=True)
+    """The whole value of a sharded buffer: partial axes reduced, split dims merged. The
+    axes of one kind of terms reduce together, in ``mesh_reduce``'s order (flat over
+    them): reading a partial value gives the bits its ``all_reduce`` gives."""
+    for axes, kind in partial_runs(partial):
+        x = MESH_REDUCE[kind](x, axis=axes, keepdims=True)
     for d, axes in enumerate(dims):
         if axes:
             x = mesh_merge(x, ndev, axes, d)
