@@ -18,7 +18,7 @@ import numpy as np
 from ..core.dtypes import DType, get_default_dtype, result_type
 from ..core.ir import SymDim, TensorImpl, same_shape
 from ..core.state import STATE, is_live
-from ..runtime.tensor import Tensor
+from ..runtime.tensor import Tensor, int_range
 from . import batching, spmd
 from ._util import as_tensor, doc_paragraph, is_scalar
 from .base import Operation, OpError
@@ -237,6 +237,10 @@ class BinaryOperation(Operation):
 
     def __call__(self, x, y):
         tx, ty = type(x), type(y)
+        if self.result == "bool" and (tx is int or ty is int):
+            known = _compared_out_of_range(self.name, x, y)
+            if known is not None:
+                return known
         if tx is Tensor and ty is Tensor:
             if (
                 x._impl.dtype is y._impl.dtype
@@ -262,8 +266,8 @@ class BinaryOperation(Operation):
                 f"{self.name}: needs integer or bool tensors, got "
                 f"{_describe_operands(operands)} (promoted to {dtype.value})"
             )
-        if self.kinds == "intonly" and (
-            not dtype.is_int or any(_is_bool_operand(v) for v in operands)
+        if self.kinds == "intonly" and (  # (a Python bool beside ints counts as 0 or 1)
+            not dtype.is_int or any(_is_bool_operand(v) and type(v) is not bool for v in operands)
         ):
             raise TypeError(
                 f"{self.name}: needs integer tensors (no bool or float), got "
@@ -321,6 +325,38 @@ def _partial_cotangent(ct, partial, operand):
     if isinstance(partial, float) and partial == -1.0 and ct is not None:
         return -_sum_to_like(ct, operand)
     return _sum_to_like(_times(ct, partial), operand)
+
+
+# A comparison's outcome where every element is above a Python int the dtype cannot hold
+# (``uint32 > -1``), by op; below it (``int8 < 300``), the mirror's. NumPy 2 compares so.
+_ALL_ABOVE = {
+    "greater": True,
+    "greater_equal": True,
+    "less": False,
+    "less_equal": False,
+    "equal": False,
+    "not_equal": True,
+}
+_MIRROR = {"greater": "less", "less": "greater", "greater_equal": "less_equal"}
+_MIRROR.update({v: k for k, v in _MIRROR.items()})
+
+
+def _compared_out_of_range(name: str, x, y):
+    """``x name y`` where one side is a Python int outside the other's integer dtype (no
+    cast could hold it, and every element lies on one side of it): the known outcome, laid
+    out like the tensor. None otherwise (the ordinary path)."""
+    if name not in _ALL_ABOVE:
+        return None
+    if type(x) is int:  # ``3 < t`` is ``t > 3``
+        x, y, name = y, x, _MIRROR.get(name, name)
+    if type(y) is not int or not isinstance(x, Tensor) or not x.dtype.is_int:
+        return None
+    lo, hi = int_range(x.dtype)
+    if lo <= y <= hi:
+        return None
+    above = _ALL_ABOVE[name]
+    outcome = above if y < lo else (not above if name not in ("equal", "not_equal") else above)
+    return fn.full_like(x, outcome, dtype=DType.bool)
 
 
 def _is_bool_operand(v) -> bool:

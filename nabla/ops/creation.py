@@ -526,7 +526,8 @@ def arange(start=0, stop=None, step=1, dtype=None, *, device=None, requires_grad
             if not lo <= v <= hi:
                 raise OverflowError(
                     f"arange: the value {v} (start={start}, stop={stop}, step={step}) is out "
-                    f"of range for {dtype.value}; pass dtype=nb.int64"
+                    f"of range for {dtype.value}"
+                    + ("; pass dtype=nb.int64" if lo >= -(2**31) and hi < 2**63 - 1 else "")
                 )
     if isinstance(start, SymDim) or isinstance(stop, SymDim):  # a size under compile
         step = int(step)

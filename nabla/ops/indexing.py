@@ -254,6 +254,10 @@ def _index_tensor(op, idx, n=None, where="") -> Tensor:
         )
     if n is not None:
         _check_bounds(op, idx, n, where)
+        if idx.dtype.is_unsigned:  # no negative index to wrap
+            return idx
+        if idx.dtype.itemsize < 4:  # int8/int16 may not hold ``i + n`` (-1 + 300)
+            idx = idx.cast(DType.int32)
 
         if idx.is_realized and not idx._impl.levels:
             a = idx.numpy()

@@ -1036,6 +1036,11 @@ def _shift(v, axis, d, fill):
     n = v.shape[axis]
     key = [slice(None)] * v.ndim
     pads = [(0, 0)] * v.ndim
+    if isinstance(n, SymDim):  # padded first, then n kept: exact at every size, 0 too
+        pads[axis] = (d, 0) if d > 0 else (0, -d)
+        key[axis] = slice(0, n) if d > 0 else slice(-d, n - d)
+        return fn.pad(v, pads, value=fill)[tuple(key)]
+    d = n if d > n else -n if d < -n else d  # (a shorter axis is all fill; 0 long stays 0)
     if d > 0:
         key[axis], pads[axis] = slice(0, n - d), (d, 0)
     else:
@@ -1091,7 +1096,7 @@ class CumprodOp(_RunningOp):
 _cumprod = CumprodOp()
 
 
-def cumprod(x, axis=-1, exclusive=False, reverse=False, *, dtype=None):
+def cumprod(x, axis=-1, exclusive=False, reverse=False, *, dtype=None, dim=None):
     """Cumulative product along ``axis`` (NumPy's ``cumprod``, PyTorch's ``torch.cumprod``;
     also ``x.cumprod(axis)``).
 
@@ -1104,6 +1109,7 @@ def cumprod(x, axis=-1, exclusive=False, reverse=False, *, dtype=None):
         exclusive: start from 1, leaving ``x[..., j]`` out of ``out[..., j]``.
         reverse: run from the end of the axis toward its start.
         dtype: cast ``x`` to this dtype first (as NumPy, JAX and PyTorch).
+        dim: PyTorch's name for ``axis`` (``torch.cumprod(x, dim=0)``).
 
     Returns:
         A tensor of ``x``'s shape and dtype (int32 for bool).
@@ -1117,7 +1123,7 @@ def cumprod(x, axis=-1, exclusive=False, reverse=False, *, dtype=None):
         >>> nb.cumprod(nb.constant([1.0, 2.0, 0.0, 4.0])).tolist()
         [1.0, 2.0, 0.0, 0.0]
     """
-    x, axis = _running_operand("cumprod", x, axis, dtype)
+    x, axis = _running_operand("cumprod", x, axis if dim is None else dim, dtype)
     if reverse:
         x = fn.flip(x, axis)
     out = _cumprod.bind([x], {"axis": axis})

@@ -71,7 +71,10 @@ def test_shifts_under_vmap_and_compile():
         (lambda: nb.constant([1.5]) << 1, ["left_shift", "float32 (1,)", "int"]),
         (lambda: nb.constant([1]) >> nb.constant([1.0]), ["right_shift", "int32", "float32"]),
         (lambda: nb.constant([True]) << 1, ["left_shift", "bool (1,)"]),
-        (lambda: nb.right_shift(nb.constant([4]), True), ["right_shift", "int32 (1,)", "bool"]),
+        (
+            lambda: nb.right_shift(nb.constant([4]), nb.constant([True])),
+            ["right_shift", "int32 (1,)", "bool"],
+        ),
         (lambda: nb.constant([4]) << 0.5, ["left_shift", "float"]),
     ],
 )
@@ -150,6 +153,62 @@ def test_cumprod_dtypes_and_errors():
         nb.cumprod(nb.constant(2.0))
     with pytest.raises(IndexError, match="cumprod"):
         nb.cumprod(nb.ones((2, 3)), axis=2)
+
+
+def test_exclusive_cumprod_of_an_empty_axis_and_torch_s_dim():
+    """An exclusive cumprod of a 0-long axis came back 1 long (the shift padded a 1 onto
+    nothing), eagerly and under ``dynamic_dims`` at size 0."""
+    for reverse in (False, True):
+        assert nb.cumprod(nb.zeros((3, 0)), axis=1, exclusive=True, reverse=reverse).shape == (3, 0)
+    assert nb.cumprod(nb.zeros((0,)), exclusive=True).shape == (0,)
+    f = nb.compile(lambda x: nb.cumprod(x, exclusive=True), dynamic_dims={0: {0: "n"}})
+    for n in (0, 1, 5):
+        x = np.arange(1, n + 1, dtype=np.float32)
+        want = np.concatenate([[1.0], np.cumprod(x)[:-1]]) if n else x
+        np.testing.assert_array_equal(f(x).numpy(), want)
+    assert f.stats.cache_size == 1  # one trace for every size
+    x = np.array([[1.0, 2.0], [3.0, 4.0]], np.float32)
+    np.testing.assert_array_equal(nb.cumprod(x, dim=0).numpy(), np.cumprod(x, 0))
+
+
+def test_narrow_index_dtypes_shift_counts_and_out_of_range_comparisons():
+    """int8/int16 indices wrapped ``i + n`` in their own dtype (-1 + 300: NumPy's overflow;
+    lazily even 5 + 300 failed), a Python bool shift count was refused, ``uint32 > -1``
+    raised where NumPy 2 compares exactly, and uint64 ``arange`` past 2**63 crashed."""
+    x = nb.arange(300, dtype=nb.float32)
+    idx = np.array([-1, -128, 5], np.int8)
+    for got in (x[idx], nb.gather(x, idx), x[nb.constant(idx) * 1], nb.vmap(lambda i: x[i])(idx)):
+        assert got.tolist() == [299.0, 172.0, 5.0]
+    assert x[np.array([5, 200], np.uint8) + nb.constant(np.uint8(0))].tolist() == [5.0, 200.0]
+    assert x.at[idx].set(-1.0).numpy()[[299, 172, 5]].tolist() == [-1.0] * 3
+    assert nb.arange(40000)[np.array([-1], np.int16)].tolist() == [39999]
+
+    i32 = nb.constant([1, 2])
+    assert (i32 << True).tolist() == [2, 4] and (i32 >> False).tolist() == [1, 2]
+    with pytest.raises(TypeError, match="left_shift: needs integer tensors"):
+        nb.constant([True]) << 1
+
+    u = nb.constant(np.array([0, 7], np.uint32))
+    i8 = nb.constant(np.array([-128, 127], np.int8))
+    for got, want in (
+        (u > -1, [True, True]),
+        (u == -1, [False, False]),
+        (u != -1, [True, True]),
+        (u < 2**40, [True, True]),
+        (-1 < u, [True, True]),
+        (2**40 <= u, [False, False]),
+        (i8 < 300, [True, True]),
+        (i8 >= -300, [True, True]),
+        (i8 == 300, [False, False]),
+    ):
+        assert got.dtype == nb.bool and got.tolist() == want
+    assert nb.vmap(lambda v: v > -1)(np.zeros((2, 3), np.uint8)).shape == (2, 3)
+
+    big = nb.arange(2**63, 2**63 + 3, dtype=nb.uint64).tolist()
+    assert big == [2**63, 2**63 + 1, 2**63 + 2]
+    assert nb.arange(5, 0, -2, dtype=nb.uint8).tolist() == [5, 3, 1]
+    with pytest.raises(OverflowError, match=r"out of range for int64$"):
+        nb.arange(2**63, 2**63 + 3, dtype=nb.int64)
 
 
 # ----------------------------------------------------------------------------- uint dtypes

@@ -238,6 +238,9 @@ def _full(shape, value, dtype, device):
 def _arange(start, step, length, dtype, device):
     if dtype.is_float:
         return (np.arange(length, dtype=np.float64) * step + start).astype(dtype.numpy)
+    if dtype.is_unsigned:  # (uint64 values past int64's range: computed in their own dtype)
+        t, i = dtype.numpy.type, np.arange(length, dtype=dtype.numpy)
+        return t(start) + i * t(step) if step >= 0 else t(start) - i * t(-step)
     return (np.arange(length, dtype=np.int64) * step + start).astype(dtype.numpy)
 
 
