@@ -67,14 +67,17 @@ def broadcast_shapes(op: str, *shapes) -> tuple:
         size = 1
         for s in shapes:
             d = s[i - ndim + len(s)] if i - ndim + len(s) >= 0 else 1
-            if d != 1 or type(d) is SymDim:  # (a dynamic size that is 1 here is kept)
-                if size not in (1, d):
-                    raise OpError(
-                        f"{op}: shapes {', '.join(str(tuple(x)) for x in shapes)} "
-                        "cannot be broadcast together"
-                    )
-                if size == 1 or not isinstance(size, SymDim):  # keep a symbolic size
-                    size = d
+            if d == 1:  # broadcasts; a dynamic size that is 1 here (traced per size) too
+                if type(d) is SymDim and size == 1 and type(size) is not SymDim:
+                    size = d  # (kept where nothing larger meets it: the result's size)
+                continue
+            if size not in (1, d):
+                raise OpError(
+                    f"{op}: shapes {', '.join(str(tuple(x)) for x in shapes)} "
+                    "cannot be broadcast together"
+                )
+            if size == 1 or not isinstance(size, SymDim):  # keep a symbolic size
+                size = d
         out.append(size)
     return tuple(out)
 

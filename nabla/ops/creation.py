@@ -289,7 +289,11 @@ _iota = IotaOp()
 
 def _scalar_value(value, dtype: DType, op: str = "full"):
     if isinstance(value, SymDim) and not dtype.is_bool:
-        return value  # a dynamic size under compile: evaluated at each call's sizes
+        if not (dtype.is_int and dtype.itemsize <= 2):
+            return value  # a dynamic size under compile: evaluated at each call's sizes
+        # an int8/int16 may not hold it at another size (eagerly an OverflowError): this
+        # trace serves its own size, which is checked as any number is below
+        note_size_decision(value, f"a size as a {dtype.value} value")
     if dtype.is_bool:
         return bool(value)
     if dtype.is_int:

@@ -55,6 +55,11 @@ class MatmulOp(Operation):
 
     def infer(self, shapes, dtypes, kwargs):
         a, b = shapes
+        if len(b) >= 2 and a[-1] != b[-2]:  # (the call checked it; a compiled plan's new
+            # sizes are checked here, as every op's are re-inferred)
+            raise OpError(
+                f"matmul: contracted dims differ: shapes {a} and {b} ({a[-1]} != {b[-2]})"
+            )
         if len(a) == 1:
             return [(b[-1],)], [dtypes[0]]
         return [a[:-1] + (b[-1],)], [dtypes[0]]

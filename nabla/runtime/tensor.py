@@ -824,7 +824,10 @@ class Tensor:
     def __iter__(self):
         if not self.shape:
             raise TypeError("iteration over a 0-d tensor")
-        for i in range(self.shape[0]):
+        n = self.shape[0]
+        if isinstance(n, SymDim):  # as many rows as the size now: a decision on it
+            note_size_decision(n, "iteration")
+        for i in range(n):
             yield self[i]
 
     __hash__ = object.__hash__

@@ -856,6 +856,39 @@ def test_dynamic_dims_literal_sizes_equal_to_the_trace_size_stay_literal():
         g(nb.ones(0))
 
 
+def test_dynamic_dims_iteration_second_size_1_operands_narrow_values_and_contractions():
+    """Four ways a symbolic plan went wrong at another size: ``for row in x`` kept the
+    traced number of rows (no decision recorded); a dynamic size that was 1 did not
+    broadcast when it came second (``(6,) * (m=1,)`` raised); a size used as an int8 value
+    wrapped where eager code raises; a matmul's contracted dims were not checked again
+    (NumPy's own error)."""
+    rows = nb.compile(lambda x: nb.stack([r for r in x]).sum(0), dynamic_dims={0: {0: "n"}})
+    for n in (3, 5, 8):
+        x = np.arange(2.0 * n, dtype=np.float32).reshape(n, 2)
+        np.testing.assert_array_equal(rows(x).numpy(), x.sum(0))
+
+    mul = nb.compile(lambda a, b: a * b, dynamic_dims={0: {0: "n"}, 1: {0: "m"}})
+    for n, m in ((3, 3), (5, 5), (6, 1), (1, 6)):
+        a, b = np.arange(n, dtype=np.float32), np.full((m,), 2.0, np.float32)
+        np.testing.assert_array_equal(mul(a, b).numpy(), a * b)
+    y = np.arange(5, dtype=np.float32)
+    late = nb.compile(
+        lambda x: nb.where(nb.constant(y) > 2, nb.constant(y), x), dynamic_dims={0: {0: "n"}}
+    )
+    np.testing.assert_array_equal(late(np.zeros(1, np.float32)).numpy(), [0, 0, 0, 3, 4])
+
+    narrow = nb.compile(lambda x: x + x.shape[0] * 40, dynamic_dims={0: {0: "n"}})
+    assert narrow(nb.zeros((3,), dtype=nb.int8)).tolist() == [120] * 3
+    with pytest.raises(OverflowError, match="the value 160 is out of range for int8"):
+        narrow(nb.zeros((4,), dtype=nb.int8))
+
+    w = nb.ones((4, 2))
+    mm = nb.compile(lambda x: x @ w, dynamic_dims={0: {1: "k"}})
+    mm(nb.ones((3, 4)))
+    with pytest.raises(nb.OpError, match=r"matmul: contracted dims differ: .*\(5 != 4\)"):
+        mm(nb.ones((3, 5)))
+
+
 def test_dynamic_dims_sizes_0_and_1_are_traced_per_size():
     """A trace where a dynamic size is 0 or 1 serves only that size (a size-1 dim that
     broadcasts, an empty axis: other paths than at every other size), and a generic plan
