@@ -1133,8 +1133,11 @@ def interpolate(
     in_sizes = x.shape[1:-1]
     out_sizes, scales = _interp_sizes(in_sizes, size, scale_factor, recompute_scale_factor)
     for i, (n_in, n_out, scale) in enumerate(zip(in_sizes, out_sizes, scales, strict=True)):
-        if n_in == n_out and scale is None:
-            continue  # same size, scale in/out = 1: every output reads its own position
+        if n_in == n_out and (scale is None or linear):
+            # same size, scale in/out = 1: every output reads its own position; the linear
+            # modes copy a same-size axis whatever the scale (PyTorch's kernels: 6 * 1.1
+            # stays 6 unchanged), where nearest resamples it with the scale, as PyTorch
+            continue
         axis = _AxisResample(1 + i, n_in, n_out, scale)
         if linear:
             x = _linear_axis(x, axis, bool(align_corners))

@@ -167,8 +167,23 @@ def _padding_mode(layer: str, padding_mode: str, padding, spatial: int, kernel, 
     return tuple((a, a) for a in amounts)
 
 
-def _pad_spatial(x, pads, mode: str):
-    """``x`` (``(..., spatial..., C)``) padded by ``pads`` with ``mode``."""
+def _pad_spatial(layer: str, x, pads, mode: str):
+    """``x`` (``(..., spatial..., C)``) padded by ``pads`` with ``mode``. As PyTorch, a
+    reflection must be shorter than its dim and a circular pad wrap at most once (NumPy
+    would reflect or wrap again)."""
+    sizes = x.shape[x.ndim - len(pads) - 1 : -1]
+    for n, (before, after) in zip(sizes, pads, strict=True):
+        if not isinstance(n, int):  # (a symbolic size: checked by the pad itself)
+            continue
+        if (mode == "reflect" and max(before, after) >= n) or (
+            mode == "circular" and max(before, after) > n
+        ):
+            limit = "less than" if mode == "reflect" else "at most"
+            raise ValueError(
+                f"{layer}: padding_mode={mode!r} pads {max(before, after)} along a spatial dim "
+                f"of size {n} (input of shape {x.shape}); the padding must be {limit} the "
+                "dim's size"
+            )
     lead = ((0, 0),) * (x.ndim - len(pads) - 1)
     return view.pad(x, lead + tuple(pads) + ((0, 0),), _PADDING_MODES[mode])
 
@@ -252,7 +267,7 @@ class Conv2d(Module):
             )
         padding = self.padding
         if self._mode_pads is not None:
-            x, padding = _pad_spatial(x, self._mode_pads, self.padding_mode), 0
+            x, padding = _pad_spatial(type(self).__name__, x, self._mode_pads, self.padding_mode), 0
         return F.conv2d(x, self.weight, self.bias, self.stride, padding, self.dilation, self.groups)
 
     def extra_repr(self) -> str:
@@ -369,7 +384,7 @@ class Conv1d(Module):
             )
         padding = self.padding
         if self._mode_pads is not None:
-            x, padding = _pad_spatial(x, self._mode_pads, self.padding_mode), 0
+            x, padding = _pad_spatial(type(self).__name__, x, self._mode_pads, self.padding_mode), 0
         return F.conv1d(x, self.weight, self.bias, self.stride, padding, self.dilation, self.groups)
 
     def extra_repr(self) -> str:

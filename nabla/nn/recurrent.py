@@ -189,6 +189,8 @@ class _RNNBase(Module):
         and direction ``k``. Returns the last layer's outputs and every final carry."""
         directions = 2 if self.bidirectional else 1
         finals = []
+        drops = self.training and self.dropout > 0.0 and self.num_layers > 1
+        keys = _keys(dropout_key, self.num_layers - 1) if drops else []  # a mask per gap
         for layer in range(self.num_layers):
             outs = []
             for di, suffix in enumerate(("", "_reverse")[:directions]):
@@ -197,8 +199,8 @@ class _RNNBase(Module):
                 outs.append(ys)
                 finals.append(carry)
             x = outs[0] if directions == 1 else view.concatenate(outs, axis=-1)
-            if layer < self.num_layers - 1 and self.training and self.dropout > 0.0:
-                x = F.dropout(x, self.dropout, True, dropout_key)
+            if drops and layer < self.num_layers - 1:
+                x = F.dropout(x, self.dropout, True, keys[layer])
         return x, finals
 
     def _direction(self, x, w: _Weights, carry, reverse: bool):

@@ -166,6 +166,36 @@ def test_upsample_module_under_vmap_and_compile():
     assert F.interpolate(vol, scale_factor=2).shape == (1, 4, 6, 8, 5)
 
 
+def test_linear_modes_copy_an_axis_the_scale_keeps_the_size_of():
+    """6 * 1.1 floors to 6: PyTorch's linear kernels copy such an axis unchanged, whatever
+    the scale (we resampled it with 1 / 1.1); nearest resamples it, as PyTorch's does."""
+    seq = nb.constant(np.arange(6, dtype=np.float32).reshape(1, 6, 1))
+    lin = F.interpolate(seq, scale_factor=1.1, mode="linear")
+    np.testing.assert_array_equal(lin.numpy()[0, :, 0], np.arange(6))
+    near = F.interpolate(seq, scale_factor=1.1, mode="nearest")
+    np.testing.assert_array_equal(near.numpy()[0, :, 0], [0, 0, 1, 2, 3, 4])  # PyTorch's
+    img = nb.constant(np.arange(120, dtype=np.float32).reshape(1, 6, 20, 1))
+    out = F.interpolate(img, scale_factor=1.1, mode="bilinear")
+    assert out.shape == (1, 6, 22, 1)
+    np.testing.assert_array_equal(out.numpy()[0, :, 0, 0], np.arange(6) * 20)
+    dx = nb.grad(lambda v: F.interpolate(v, scale_factor=1.1, mode="linear").sum())(seq)
+    np.testing.assert_array_equal(dx.numpy(), np.ones((1, 6, 1)))
+
+
+def test_reflect_and_circular_padding_longer_than_the_input_are_errors():
+    """NumPy reflects or wraps again where PyTorch refuses: the result was a value PyTorch
+    never gives."""
+    x = nb.ones((1, 4, 1))
+    for mode, pad, words in (("reflect", 4, "less than"), ("circular", 5, "at most")):
+        conv = nn.Conv1d(1, 1, 3, padding=pad, padding_mode=mode)
+        with pytest.raises(ValueError, match=f"Conv1d: padding_mode='{mode}' pads {pad} .*{words}"):
+            conv(x)
+    assert nn.Conv1d(1, 1, 3, padding=3, padding_mode="reflect")(x).shape == (1, 8, 1)
+    assert nn.Conv1d(1, 1, 3, padding=4, padding_mode="circular")(x).shape == (1, 10, 1)
+    with pytest.raises(ValueError, match="Conv2d: padding_mode='reflect' pads 2 along"):
+        nn.Conv2d(1, 1, 3, padding=2, padding_mode="reflect")(nb.ones((1, 2, 5, 1)))
+
+
 def test_interpolate_errors():
     x = nb.ones((1, 4, 4, 3))
     with pytest.raises(ValueError, match="exactly one of size and scale_factor"):
@@ -262,6 +292,25 @@ def test_rnn_defaults_unbatched_and_dropout():
     assert np.abs(a - b).max() > 0  # fresh dropout masks between layers
     k = nb.random.key(4)
     close(gru(x, dropout_key=k)[0].numpy(), gru(x, dropout_key=k)[0].numpy())
+
+
+def test_each_gap_between_rnn_layers_draws_its_own_mask(monkeypatch):
+    """One ``dropout_key`` gave every gap between layers the same mask (PyTorch draws each
+    anew); the key is split per gap."""
+    seen = []
+    real = F.dropout
+
+    def spy(v, p, training=True, key=None):
+        out = real(v, p, training, key)
+        seen.append((out.numpy() == 0) | (v.numpy() == 0))
+        return out
+
+    monkeypatch.setattr(F, "dropout", spy)
+    gru = nn.GRU(8, 64, num_layers=3, dropout=0.5, key=nb.random.key(3))
+    gru(nb.random.normal(nb.random.key(2), (6, 2, 8)), dropout_key=nb.random.key(4))
+    assert len(seen) == 2
+    agree = (seen[0] == seen[1]).mean()
+    assert 0.35 < agree < 0.65, agree
 
 
 def test_rnn_errors_name_the_layer_and_shapes():

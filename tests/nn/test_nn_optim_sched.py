@@ -388,6 +388,26 @@ def test_bfloat16_params_stay_bfloat16_under_a_scheduled_compiled_step():
 
 
 # ----------------------------------------------------------------------------- clipping
+def test_step_with_an_epoch_and_foreach_as_pytorch():
+    """``scheduler.step(epoch)`` (deprecated in PyTorch, still working there) raised a bare
+    TypeError; ``clip_grad_*_(..., foreach=...)`` was refused."""
+    w = nb.nn.Parameter(nb.ones((2,)))
+    opt = nb.nn.optim.SGD([w], lr=0.1)
+    sched = nb.nn.optim.lr_scheduler.StepLR(opt, 3, gamma=0.1)
+    opt.step()
+    with pytest.warns(UserWarning, match=r"StepLR.step\(epoch\) is deprecated"):
+        sched.step(7)
+    assert sched.get_last_lr() == pytest.approx([0.001]) and opt.lr == pytest.approx(0.001)
+    sched.step()
+    assert sched.last_epoch == 8
+    with pytest.raises(ValueError, match="epoch must be an int >= 0"):
+        sched.step(-1)
+    w.grad = nb.constant([3.0, -4.0])
+    nb.nn.utils.clip_grad_norm_([w], 1.0, foreach=True)
+    nb.nn.utils.clip_grad_value_([w], 0.5, foreach=False)
+    np.testing.assert_allclose(w.grad.numpy(), [0.5, -0.5])
+
+
 def test_clip_grad_value_in_place_as_pytorch():
     w = nb.constant(np.array([[1.0, -3.0], [0.5, 2.0]], np.float32))
     b = nb.constant(np.array([0.1, -0.2], np.float32))

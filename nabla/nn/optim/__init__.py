@@ -275,7 +275,11 @@ def _params_of(parameters) -> list:
 
 
 def clip_grad_norm_(
-    parameters, max_norm: float, norm_type: float = 2.0, error_if_nonfinite: bool = False
+    parameters,
+    max_norm: float,
+    norm_type: float = 2.0,
+    error_if_nonfinite: bool = False,
+    foreach: bool | None = None,
 ) -> Tensor:
     """Clip the ``.grad`` of ``parameters`` in place to a global norm of at most ``max_norm``
     (``torch.nn.utils.clip_grad_norm_``, after ``backward``).
@@ -286,6 +290,8 @@ def clip_grad_norm_(
         norm_type: the p of the p-norm (default 2; ``float("inf")`` for the max norm).
         error_if_nonfinite: raise if the norm is NaN or infinite (it is computed at the
             call then) instead of scaling every gradient by it.
+        foreach: accepted for PyTorch compatibility (its choice of kernels); ignored: the
+            gradients are clipped together in one call either way.
 
     Returns:
         The global norm before clipping (a scalar tensor).
@@ -356,7 +362,7 @@ def clip_grad_value(grads, clip_value: float):
     return tree_unflatten(tree, clipped)
 
 
-def clip_grad_value_(parameters, clip_value: float) -> None:
+def clip_grad_value_(parameters, clip_value: float, foreach: bool | None = None) -> None:
     """Clamp the ``.grad`` of ``parameters`` in place into ``[-clip_value, clip_value]``
     (``torch.nn.utils.clip_grad_value_``, after ``backward``); parameters without a
     ``.grad`` are skipped.
@@ -365,6 +371,7 @@ def clip_grad_value_(parameters, clip_value: float) -> None:
         parameters: a Module, a tensor, or an iterable of tensors.
         clip_value: the largest allowed magnitude of a gradient element (a finite number
             >= 0).
+        foreach: accepted for PyTorch compatibility; ignored (as ``clip_grad_norm_``'s).
 
     Raises:
         ValueError: for a negative, NaN or infinite ``clip_value``.

@@ -155,13 +155,28 @@ class LRScheduler:
         """The rates the last :meth:`step` set (a list of one float)."""
         return list(self._last_lr)
 
-    def step(self) -> None:
+    def step(self, epoch: int | None = None) -> None:
         """Advance the schedule by one and set the optimizer's rate. Call it after the
         optimizer's step; calling it first skips the schedule's first value (a warning says
-        so, as in PyTorch)."""
+        so, as in PyTorch).
+
+        Args:
+            epoch: deprecated, as in PyTorch (a warning says so): jump to this ``last_epoch``
+                instead of advancing by one, with the schedule's closed form where it has
+                one (``StepLR(opt, 3).step(7)`` sets the rate of epoch 7).
+        """
         self._check_order()
         self._step_count += 1
-        self._update_lr()
+        if epoch is not None:
+            if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
+                raise ValueError(f"{type(self).__name__}.step: epoch must be an int >= 0")
+            warnings.warn(
+                f"{type(self).__name__}.step(epoch) is deprecated (as in PyTorch): call "
+                "step() once per epoch, or set last_epoch when constructing the scheduler",
+                UserWarning,
+                stacklevel=2,
+            )
+        self._update_lr(epoch)
 
     def _check_order(self) -> None:
         if self._step_count == 1 and self.optimizer._step_count == 0:
