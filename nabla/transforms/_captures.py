@@ -16,7 +16,10 @@ attributes of a Python module or class that the code met so far names (``cfg.W``
 objects visited, except inside a module's own tables (parameters, buffers, submodules):
 those steps are free, so a parameter ten modules deep is found however much other Python
 data the model holds. Every name a captured tensor is found under is kept (a tied weight
-has several): when they no longer lead to one tensor, the function is traced again.
+has several): when they no longer lead to one tensor, the function is traced again. A path
+keeps the lengths of the lists, tuples and dicts it indexes: one that grew or shrank (a
+captured list of tensors the function iterates over) retraces too. A closure variable or
+global that is None has no path to follow: ``ModuleGuard`` watches those names.
 """
 
 from __future__ import annotations
@@ -36,22 +39,38 @@ _MAX_DEPTH = 8
 _MAX_VISITS = 20_000
 _MAX_PATHS = 4  # names kept per captured tensor (a tied weight's)
 _ATOMS = (str, bytes, int, float, complex, bool, type(None), range, slice)
+_SIZED = (list, tuple, dict, collections.deque)  # a path's container lengths are kept
 _MODULE_TABLES = ("_parameters", "_buffers", "_modules")
 
 
 class Path(NamedTuple):
     """How to reach one captured object from the compiled function: a tuple of steps,
     each ``(kind, key)`` with kind ``"attr"``, ``"item"``, ``"cell"`` (a function's closure
-    cell ``key``) or ``"global"`` (a function's global ``key``)."""
+    cell ``key``) or ``"global"`` (a function's global ``key``). ``sizes``: for each step,
+    the length of the list, tuple or dict it indexes as traced (None for other steps), so
+    that a container the function may iterate over (``sum(w * x for w in ws)``) is seen
+    to grow or shrink."""
 
     steps: tuple
+    sizes: tuple = ()
+
+    def measured(self, root) -> Path:
+        """This path with the lengths of the containers it indexes, as they are now."""
+        sizes, obj = [], root
+        for step in self.steps:
+            sizes.append(len(obj) if isinstance(obj, _SIZED) else None)
+            obj = Path((step,)).follow(obj)
+        return Path(self.steps, tuple(sizes))
 
     def follow(self, root):
         """The object this path leads to from ``root`` now; raises LookupError if a step
-        no longer exists."""
+        no longer exists, or a container along it has another length than traced."""
         obj = root
+        sizes = self.sizes or (None,) * len(self.steps)
         try:
-            for kind, key in self.steps:
+            for (kind, key), size in zip(self.steps, sizes):
+                if size is not None and len(obj) != size:
+                    raise LookupError(f"a container along it now holds {len(obj)}, not {size}")
                 if kind == "attr":
                     obj = getattr(obj, key)
                 elif kind == "item":
@@ -277,7 +296,7 @@ def find_paths(root, targets: dict) -> dict:
         if targets.get(id(obj)) is obj:
             got = found.setdefault(id(obj), [])
             if len(got) < _MAX_PATHS:
-                got.append(Path(steps))
+                got.append(Path(steps).measured(root))
             if stop is None and len(found) == len(targets):
                 stop = cost + 1
     return {k: tuple(v) for k, v in found.items()}
@@ -293,6 +312,28 @@ def find_modules(root) -> dict:
         if _is_module(obj):
             found[id(obj)] = (obj, Path(steps))
     return found
+
+
+def _none_names(fun) -> tuple:
+    """The function's closure variables and the globals its code names that are None now:
+    ``if B is not None: x = x + B`` was traced one way, and a tensor or module bound to
+    ``B`` later must trace it again (its tensors and modules are found by their paths,
+    but a None is not a path's end)."""
+    fn = fun.__func__ if isinstance(fun, types.MethodType) else fun
+    if not isinstance(fn, types.FunctionType):
+        return ()
+    out = []
+    for i, cell in enumerate(fn.__closure__ or ()):
+        try:
+            if cell.cell_contents is None:
+                out.append(Path((("cell", i),)))
+        except ValueError:  # an empty cell
+            continue
+    g = fn.__globals__
+    out += [Path((("global", n),)) for n in _code_names(fn.__code__) if n in g and g[n] is None]
+    if fn is not fun:  # (a bound method's paths start at the method)
+        out = [Path((("attr", "__func__"), *p.steps)) for p in out]
+    return tuple(out)
 
 
 def _is_module(obj) -> bool:
@@ -372,7 +413,8 @@ def _keyed(value, depth: int = 0):
 class ModuleGuard:
     """What a compiled function's trace read of the modules it reaches, besides their
     tensors: their train/eval mode, their other Python attributes and which submodules
-    they hold (as ``torch.compile`` guards on them). ``key()`` is part of the cache key
+    they hold (as ``torch.compile`` guards on them), and which of the function's closure
+    variables and globals were None (``_none_names``). ``key()`` is part of the cache key
     and is the same object while nothing changed, so a trace is never served to a model
     whose dropout rate, activation or submodule was replaced after it was traced.
 
@@ -381,13 +423,19 @@ class ModuleGuard:
     walk) only when it differs, or when a module the function reaches through its closure
     or globals was rebound (each such root is reached by its ``Path``)."""
 
-    __slots__ = ("fun", "modules", "dicts", "roots", "contained", "snapshot", "_key")
+    __slots__ = ("fun", "modules", "dicts", "roots", "contained", "snapshot", "nones", "_key")
 
     def __init__(self, fun):
         self.fun = fun
         self._find()
 
+    @property
+    def watched(self) -> bool:
+        """Whether :meth:`key` has anything to follow (modules, or names that were None)."""
+        return bool(self.modules or self.nones)
+
     def _find(self):
+        self.nones = _none_names(self.fun)
         found = find_modules(self.fun)
         self.modules = tuple(m for m, _ in found.values())
         inner = {id(s) for m in self.modules for s in m.__dict__.get("_modules", _NONE).values()}
@@ -413,13 +461,22 @@ class ModuleGuard:
                 frozenset(d.get("_frozen", ())),
             )
             for m, d in zip(self.modules, self.dicts)
-        )
+        ) + (("None", tuple(p.steps for p in self.nones)),)
 
     def key(self):
-        """The modules' state for the cache key (None without modules); the same object
-        until something in it changed."""
-        if not self.modules:
+        """The modules' state (and which names were None) for the cache key (None with
+        neither); the same object until something in it changed."""
+        if not self.modules and not self.nones:
             return None
+        for path in self.nones:  # (``B = None`` at the trace, a tensor or module now)
+            try:
+                if path.follow(self.fun) is not None:
+                    self._find()
+                    return self._key
+            except LookupError:
+                pass
+        if not self.modules:
+            return self._key
         for path, m in self.roots:
             try:
                 if path.follow(self.fun) is not m:

@@ -170,6 +170,8 @@ class _Plan:
         self.enables_grad = any(n.cut == "on" for n in self.nodes)
         # captured state (``_Capture``): consts read anew at every call (``call_inputs``)
         self.captures = ()
+        # outputs that eagerly are objects the call holds (``_eager_aliases``), made once
+        self.aliases = None
         # written state: per tensor the function updated in place, ``("arg", k)`` or
         # ``("capture", tensor, path)``; their new values end the outputs (``_write_back``)
         self.writes = ()
@@ -327,7 +329,7 @@ class _Plan:
         for cap in self.captures:
             t = cap.tensor
             if cap.path is not None:
-                through_args = type(cap.path) in (_ArgGrad, _ArgPath)
+                through_args = type(cap.path) in _VIA_ARGS
                 if through_args and flat is None:  # (the hot lane: such a plan takes none)
                     return None, "it reads a tensor through an argument"
                 try:
@@ -774,12 +776,15 @@ class CompiledFunction:
         sizes: dict[str, int] = {}
         sym_shapes = {}
         batched = None
+        ids = []
         for i, leaf in enumerate(flat):
-            if isinstance(leaf, np.ndarray | np.generic):
-                # NumPy arrays and scalars are traced values, as in ``jax.jit``
+            if isinstance(leaf, np.ndarray | np.generic) or _foreign(leaf):
+                # NumPy arrays and scalars are traced values, as in ``jax.jit``; so are a
+                # JAX or PyTorch array (as eager ops take them), read anew at every call
                 leaf = flat[i] = constant(leaf)
             if isinstance(leaf, Tensor):
                 impl = leaf._impl
+                ids.append(id(leaf))
                 shape = leaf.shape
                 names = dyn.get(positions.get(i)) if dyn else None
                 if names:
@@ -799,12 +804,14 @@ class CompiledFunction:
                 parts.append(_static_key(leaf))
         if batched:
             parts.append(_batching_key(batched))
+        if len(set(ids)) < len(ids):  # one tensor passed twice: traced as one (_trace)
+            parts.append(("aliased", tuple(ids.index(k) for k in ids)))
         if CONFIG.debug_values:  # a trace that records the ops' lines
             parts.append(("debug_nans",))
         # what ``nb.ones(...)`` or a Python float becomes inside (``nb.default_dtype``)
         parts.append(_defaults())
         guard = self._guard
-        if guard is not None and guard.modules:  # model.eval(), m.act = ReLU(), m.p = 0.0
+        if guard is not None and guard.watched:  # model.eval(), m.act = ReLU(), B = None
             parts.append(("modules", guard.key()))
         return _Call(tuple(parts), flat, tree, sizes, sym_shapes, args, kwargs)
 
@@ -979,6 +986,9 @@ class CompiledFunction:
         else:
             self._stats.replays += 1
             leaves = plan.replay(tensors, const_impls)
+        aliases = _eager_aliases(plan)
+        if aliases:
+            _alias_outputs(aliases, leaves, tensors, self.fun)
         out = tree_unflatten(plan.out_tree, leaves)
         return _write_back(plan, out, tensors, self.fun) if plan.writes else out
 
@@ -987,6 +997,8 @@ class CompiledFunction:
         ``tensors``), or None: a leaf that is a NumPy value (traced, a new constant each
         call) or a tensor of a subclass takes the general path."""
         dynamic = bool(self.dynamic_dims)
+        if len({id(t) for t in tensors}) < len(tensors):
+            return None  # (one tensor passed twice: its key says so, the general path's)
         if len(args) == len(tensors) and all(type(a) is Tensor for a in args):
             return _hot_lane(plan, tensors, self._guard, dynamic)
         leaves, tree = tree_flatten(args)
@@ -994,7 +1006,7 @@ class CompiledFunction:
         for i, leaf in enumerate(leaves):
             if type(leaf) is Tensor:
                 at.append(i)
-            elif isinstance(leaf, Tensor | np.ndarray | np.generic):
+            elif isinstance(leaf, Tensor | np.ndarray | np.generic) or _foreign(leaf):
                 return None
             else:
                 statics.append((i, _static_key(leaf)))
@@ -1020,6 +1032,8 @@ class CompiledFunction:
         specs = hot.specs
         if len(args) != len(specs) or CONFIG.debug_values or STATE.recording is not None:
             return _COLD
+        if hot.plan.writes and len(set(map(id, args))) < len(args):
+            return _COLD  # (an update of one seen through the other: a plan of its own)
         for a, (shape, dtype, device, sharding) in zip(args, specs):
             if type(a) is not Tensor:
                 return _COLD
@@ -1064,13 +1078,15 @@ class CompiledFunction:
         ]
         if made is not None:
             name_outputs([t._impl for t in wrapped], outs)
-        if hot.single:
+        aliases = _eager_aliases(plan)
+        if hot.single and not aliases:
             out = wrapped[0]
         else:
             it = iter(wrapped)
-            out = tree_unflatten(
-                plan.out_tree, [r.value if type(r) is PyOut else next(it) for r in plan.outputs]
-            )
+            leaves = [r.value if type(r) is PyOut else next(it) for r in plan.outputs]
+            if aliases:
+                _alias_outputs(aliases, leaves, args, self.fun)
+            out = tree_unflatten(plan.out_tree, leaves)
         return _write_back(plan, out, list(args), self.fun) if plan.writes else out
 
     def _lookup(self, key):
@@ -1139,8 +1155,16 @@ class CompiledFunction:
         placeholders = {}
         arg_grads: dict = {}  # id of an argument's .grad -> the argument's leaf index
         traced_flat = list(call.flat)
+        first: dict = {}  # id of an argument tensor -> its placeholder
+        k = 0  # (the leaf's position among the tensor leaves: the plan's argument slot)
         for i, leaf in enumerate(call.flat):
             if isinstance(leaf, Tensor):
+                k += 1
+                if id(leaf) in first:
+                    # one tensor passed twice is one placeholder, as eagerly one object:
+                    # ``a.add_(1)`` inside is seen through ``b`` (the call's key says so)
+                    traced_flat[i] = first[id(leaf)]
+                    continue
                 ph = identity(leaf)
                 _same_spec(ph, leaf)
                 shape = sym_shapes.get(i, ())
@@ -1148,8 +1172,8 @@ class CompiledFunction:
                     ph._impl.shape = ph._impl.shape[: len(ph._impl.levels)] + tuple(
                         SymDim(n, s) if isinstance(s, str) else n for n, s in zip(leaf.shape, shape)
                     )
-                placeholders[id(ph._impl)] = len(placeholders)
-                traced_flat[i] = ph
+                placeholders[id(ph._impl)] = k - 1
+                first[id(leaf)] = traced_flat[i] = ph
                 grad = leaf._impl.grad
                 if grad is not None:  # ``p.grad`` of an argument reads the caller's, each call
                     ph._impl.grad = grad
@@ -1201,13 +1225,13 @@ class CompiledFunction:
                     "tensor); remove it or use fullgraph=False to fall back to lazy execution"
                 )
             self._stats.fallbacks += 1
-            return "fallback", out
+            return "fallback", _as_passed(out, call.flat, traced_flat, before)
         if _hooked(recorded):
             # a gradient hook on a value the function computed: a replay makes that value
             # again without the hook (the backward pass outside would not call it)
             log.debug("compile: %s registers gradient hooks: runs eagerly", _name(self.fun))
             self._stats.fallbacks += 1
-            return "fallback", out
+            return "fallback", _as_passed(out, call.flat, traced_flat, before)
         if _reads_an_updated_leaf(writes, recorded):
             # ``w.mul_(s)`` on a requires_grad leaf, then ``w`` read: eagerly the later ops
             # read the leaf itself (``backward`` reaches it), a replay would read the update
@@ -1217,7 +1241,7 @@ class CompiledFunction:
                 _name(self.fun),
             )
             self._stats.fallbacks += 1
-            return "fallback", out
+            return "fallback", _as_passed(out, call.flat, traced_flat, before)
         leaked = _leaked_value(self.fun, recorded, writes)
         if leaked is not None:
             # ``G = G + x`` (a global, a closure's list item, a new attribute): a replay
@@ -1228,7 +1252,7 @@ class CompiledFunction:
                 leaked.describe(_name(self.fun)),
             )
             self._stats.fallbacks += 1
-            return "fallback", out
+            return "fallback", _as_passed(out, call.flat, traced_flat, before)
         if state.targets:  # the new values are outputs too; the callers' tensors get them
             plan = _build_plan(
                 recorded,
@@ -1257,7 +1281,7 @@ class CompiledFunction:
             plan.size_reads = reads
             self._log_retrace(f"the trace serves only its own sizes: {reads[0]}")
         self._stats.compile_time_ms += 1000.0 * (time.perf_counter() - t0)
-        return plan, out
+        return plan, _as_passed(out, call.flat, traced_flat, before)
 
     def _warn_assigned(self, leaf):
         warnings.warn(
@@ -1348,6 +1372,13 @@ def _report_to_outer(outer, inner) -> None:
             mine.extend(theirs)
 
 
+def _foreign(leaf) -> bool:
+    """Another framework's array (a JAX or PyTorch one: it has ``__array__``), which a
+    compiled function takes as a traced value, as eager ops take it (keyed as a static it
+    would be hashed by identity, and an in-place update of it missed)."""
+    return not isinstance(leaf, Tensor) and hasattr(type(leaf), "__array__")
+
+
 def _static_key(leaf) -> tuple:
     """A Python leaf's part of the cache key: by value, a float by its bits (-0.0 is not
     0.0 for atan2 or 1/x, and NaN equals itself)."""
@@ -1364,6 +1395,66 @@ def _takes_fast_path(plan, tensors, const_impls) -> bool:
     if plan.captures and not _plain_consts(plan, const_impls):
         return False  # a captured requires_grad (or traced) value: replay, so it flows
     return not (plan.rng_slots and not plan.traced_in_vmap and drawing_levels())
+
+
+def _as_passed(out, flat, traced_flat, before: dict):
+    """A trace's outputs with each argument it returned as it is (its placeholder, not
+    updated in place) replaced by the caller's tensor, as eager code returns it (and a
+    hit, ``_eager_aliases``)."""
+    back = {
+        id(ph): flat[i]
+        for i, ph in enumerate(traced_flat)
+        if isinstance(ph, Tensor) and ph._impl is before.get(i)
+    }
+    leaves, tree = tree_flatten(out)
+    if not any(id(leaf) in back for leaf in leaves):
+        return out
+    return tree_unflatten(tree, [back.get(id(leaf), leaf) for leaf in leaves])
+
+
+def _eager_aliases(plan) -> tuple:
+    """``(output, kind, what)`` for each tensor output that eagerly is an object the call
+    already holds: an argument returned as it is (``"arg"``, its position), a captured
+    tensor (``"capture"``, its ``_Capture``) or an earlier output (``"dup"``, its
+    position). The trace's own call returns those objects; a hit hands them back too,
+    so ``r[0] is r[1]`` and a later in-place update of a returned tensor read through the
+    result hold at every call (made once per plan)."""
+    got = plan.aliases
+    if got is None:
+        caps = {cap.index: cap for cap in plan.captures if type(cap.path) not in _VIA_ARGS}
+        seen, out = {}, []
+        for j, r in enumerate(plan.outputs):
+            if type(r) is PyOut:
+                continue
+            if r in seen:
+                out.append((j, "dup", seen[r]))
+                continue
+            seen[r] = j
+            if r.kind == "arg":
+                out.append((j, "arg", r.index))
+            elif r.kind == "const" and r.index in caps:
+                out.append((j, "capture", caps[r.index]))
+        got = plan.aliases = tuple(out)
+    return got
+
+
+def _alias_outputs(aliases, leaves: list, tensors, fun) -> None:
+    """Put the objects ``_eager_aliases`` names into a hit's output ``leaves``."""
+    for j, kind, what in aliases:
+        if kind == "arg":
+            leaves[j] = tensors[what]
+        elif kind == "dup":
+            leaves[j] = leaves[what]
+        else:  # the captured tensor as the call read it (a rebound name's new one)
+            t = what.tensor
+            if what.path is not None:
+                try:
+                    now = what.path.follow(fun)
+                except LookupError:
+                    now = t
+                if isinstance(now, Tensor):
+                    t = now
+            leaves[j] = t
 
 
 def _run_fast(plan, tensors, const_impls) -> list:
@@ -1391,7 +1482,7 @@ def _hot_lane(plan, tensors, guard, dynamic: bool, tree=None) -> _Hot | None:
     draws, or a call that did not run at the call."""
     if dynamic or plan.rng_draws or plan.has_host_ops or not _nonempty(plan):
         return None
-    if any(type(cap.path) in (_ArgGrad, _ArgPath) for cap in plan.captures):
+    if any(type(cap.path) in _VIA_ARGS for cap in plan.captures):
         return None  # (the general path reads the call's arguments' grads)
     shapes, dtypes, shardings = plan.call_layouts()
     if STATE.recording is not None or CONFIG.debug_values:
@@ -1411,7 +1502,7 @@ def _hot_lane(plan, tensors, guard, dynamic: bool, tree=None) -> _Hot | None:
         and len(plan.outputs) == 1
         and type(plan.outputs[0]) is not PyOut
     )
-    modules = guard.key() if guard is not None and guard.modules else None
+    modules = guard.key() if guard is not None and guard.watched else None
     layouts = tuple(zip(shapes, dtypes, shardings or [None] * len(shapes), strict=True))
     epoch = DEFAULTS_EPOCH[0]
     return _Hot(plan, tree, tuple(specs), modules, program, layouts, device, single, epoch)
@@ -1772,6 +1863,9 @@ class _ArgPath(NamedTuple):
 
     def describe(self, fun_name: str) -> str:
         return self.path.describe(f"<argument leaf {self.leaf} of {fun_name}>")
+
+
+_VIA_ARGS = (_ArgGrad, _ArgPath)  # a capture reached through the call's arguments
 
 
 def _captures(fun, captured: dict, consts: list, arg_grads: dict, flat=()) -> tuple:

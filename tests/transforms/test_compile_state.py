@@ -646,3 +646,71 @@ def test_a_tensor_read_through_an_argument_object_follows_its_rebinding():
     assert f(q, x).tolist() == [10.0, 10.0]
     q.w = nb.ones((2,)) * 7.0
     assert f(q, x).tolist() == [7.0, 7.0]
+
+
+def test_foreign_arrays_lists_that_grow_and_names_that_were_none_are_never_stale():
+    """Three ways a hit served a stale value: a PyTorch or JAX array argument was keyed as
+    a static (by identity: an in-place update of it hit the old trace; a JAX array was
+    refused as unhashable); a captured list of tensors that grew kept the traced items;
+    a closure or global that was None when traced and a tensor or module later was never
+    noticed."""
+    torch = pytest.importorskip("torch")
+    f = nb.compile(lambda a: nb.sin(a) * 2.0)
+    t = torch.tensor([0.0, 1.0, 2.0])
+    f(t)
+    t.add_(1.0)
+    np.testing.assert_allclose(f(t).numpy(), np.sin(t.numpy()) * 2.0, rtol=1e-6)
+
+    items = [nb.constant([0.0, 1.0, 2.0])]
+    total = nb.compile(lambda: nb.stack(items).sum(0))
+    np.testing.assert_array_equal(total().numpy(), [0, 1, 2])
+    items.append(nb.constant([0.0, 1.0, 2.0]))
+    np.testing.assert_array_equal(total().numpy(), [0, 2, 4])
+
+    bias = None
+    layer = None
+
+    def g(x):
+        if layer is not None:
+            x = layer(x)
+        return x if bias is None else x + bias
+
+    cg = nb.compile(g)
+    x = nb.ones((3,))
+    np.testing.assert_array_equal(cg(x).numpy(), [1, 1, 1])
+    bias = nb.full((3,), 10.0)
+    np.testing.assert_array_equal(cg(x).numpy(), [11, 11, 11])
+    layer = nb.nn.Linear(3, 3, key=nb.random.key(0))
+    np.testing.assert_allclose(cg(x).numpy(), (layer(x) + bias).numpy(), rtol=1e-6)
+    layer.eval()  # (a module found since is guarded as any other)
+    bias = None
+    np.testing.assert_allclose(cg(x).numpy(), layer(x).numpy(), rtol=1e-6)
+
+
+def test_outputs_are_the_objects_eager_code_returns_at_every_call():
+    """A hit wrapped every output anew: a tensor returned twice came back as two objects, a
+    returned captured tensor or argument as a copy (only the tracing call returned the
+    objects themselves); and one tensor passed as two arguments, updated in place through
+    one, was read through the other as it was before the update."""
+    w = nb.ones((3,))
+    dup = nb.compile(lambda a: (lambda y: (y, y))(a * 2.0))
+    both = nb.compile(lambda a: (a * w, w, a))
+    x = nb.arange(3, dtype=nb.float32)
+    for _ in range(3):
+        y0, y1 = dup(x)
+        assert y0 is y1
+        _, got_w, got_x = both(x)
+        assert got_w is w and got_x is x
+
+    def bump(a, b):
+        a.add_(1.0)
+        return b * 1.0
+
+    cb = nb.compile(bump)
+    t = nb.constant([0.0, 1.0])
+    with pytest.warns(UserWarning, match="the caller's tensor is not updated"):
+        np.testing.assert_array_equal(cb(t, t).numpy(), [1.0, 2.0])  # the trace
+    np.testing.assert_array_equal(cb(t, t).numpy(), [1.0, 2.0])  # a hit
+    u, v = nb.constant([0.0, 1.0]), nb.constant([5.0, 5.0])
+    with pytest.warns(UserWarning, match="the caller's tensor is not updated"):
+        np.testing.assert_array_equal(cb(u, v).numpy(), [5.0, 5.0])  # (its own trace)
