@@ -88,7 +88,15 @@ from ..core.ir import (
 )
 from ..core.pytree import frozen, tree_flatten, tree_unflatten
 from ..core.sharding import PROCESS
-from ..core.state import STATE, enable_grad, grad_cut, is_live, level_sizes, no_grad
+from ..core.state import (
+    STATE,
+    enable_grad,
+    grad_cut,
+    is_live,
+    level_sizes,
+    live_grad_levels,
+    no_grad,
+)
 from ..ops._util import check_callable
 from ..ops.base import Operation
 from ..ops.collectives import complete_partial
@@ -543,9 +551,13 @@ def _batching_key(batched: list) -> tuple:
     on) and its size. A trace made under a vmap records the batched layout, so it serves
     only calls batched the same way."""
     ranks = {lv: r for r, lv in enumerate(sorted({lv for _, lvs in batched for lv in lvs}))}
+    # which levels a differentiation began inside of (``vmap(grad(f))``): a construct's
+    # result keeps per-lane derivatives there and is not narrowed to one lane
+    inner = tuple(sorted(ranks[lv] for lv in ranks if any(g > lv for g in live_grad_levels)))
     return (
         "vmap",
         tuple((i, tuple((ranks[lv], level_sizes[lv]) for lv in lvs)) for i, lvs in batched),
+        inner,
     )
 
 

@@ -385,13 +385,24 @@ def _narrowed(outs: list, natural: list) -> list:
     out = []
     for x, keep in zip(outs, natural, strict=True):
         for lv in reversed(x._impl.levels):
-            if lv not in keep and level_sizes[lv] > 0:
+            if lv not in keep and level_sizes[lv] > 0 and not _lanes_differentiated(x, lv):
                 if per_device.is_spanning_level(lv):  # (the lanes are on several processes)
                     x = per_device.first_lane(x, lv)
                 else:
                     x = batching.from_batch(x, lv, 0)[0]
         out.append(x)
     return out
+
+
+def _lanes_differentiated(x: Tensor, level: int) -> bool:
+    """Whether a differentiation that began inside the vmap (or ``shard_map``) of ``level``
+    reaches ``x``: its lanes' values are equal, but not their derivatives (``vmap(grad)``
+    with respect to an unbatched argument has a gradient per example, ``vmap(jvp)`` a
+    batched tangent). Taking one lane there would give every lane that lane's derivative."""
+    impl = x._impl
+    if impl.tangents and any(t > level for t in impl.tangents):
+        return True
+    return batching.differentiated_inside(impl, level)
 
 
 def _to_tensors(tree, what):
@@ -1611,7 +1622,10 @@ def _scan_node(step, carry, xs, spec: _ScanSpec, consts=(), saves=False, narrow=
     mapped = _map_hoisted(traced, len(carry), xs, consts, spec)
     if mapped is not None:  # the body again, without its carry-free part
         step, xs = mapped
-        traced = _trace_scan(step, carry, xs, consts, spec, saves)
+        # (its results' own levels are the whole body's: the replayed nodes were traced
+        # at the shared levels and broadcast every result to them)
+        natural = traced.natural
+        traced = _trace_scan(step, carry, xs, consts, spec, saves)._replace(natural=natural)
     body, levels, ny, saves, natural = traced
     n, nx = len(carry), len(xs)
     caps, (slots,) = _cap_layout([body])

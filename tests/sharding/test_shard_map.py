@@ -477,6 +477,22 @@ def test_each_result_of_a_construct_keeps_its_own_replication(construct):
     )
 
 
+def test_scan_ys_all_reduced_are_replicated_when_the_body_has_per_step_work():
+    """``ys = psum(carry)`` is the same on every device; with carry-free work on the step's
+    x (``x * 2``, taken out of the loop and run for all steps at once) the loop replayed a
+    body that broadcast every result to the shared levels, and ``out_specs=P()`` was
+    refused. Values are JAX's (``jax.shard_map``)."""
+    mesh = nb.DeviceMesh("m", (4,), ("d",))
+    x = np.arange(12, dtype=np.float32).reshape(4, 3)
+
+    def body(v):
+        step = lambda c, xi: (c + xi * 2.0, nb.all_reduce(c, "sum", axes="d"))  # noqa: E731
+        return nb.scan(step, v[:, 0], v.T)[1]
+
+    got = nb.shard_map(body, mesh, in_specs=(P("d"),), out_specs=P())(x)
+    np.testing.assert_allclose(got.numpy().ravel(), [18.0, 54.0, 98.0])
+
+
 @pytest.mark.parametrize("loop", ["scan", "fori_loop"])
 def test_a_replicated_carry_s_gradient_beside_a_per_device_operand_s(loop):
     """Differentiating a per-device operand too takes the loop's other reverse path, whose

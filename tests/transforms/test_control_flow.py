@@ -1056,3 +1056,59 @@ def test_an_untaken_branch_gives_no_nan_through_closures_batched_predicates_or_l
 
     assert guarded(nb.constant(7)).item() == -1.0
     assert guarded(nb.constant(2)).item() == 3.0
+
+
+@pytest.mark.parametrize("construct", ["scan", "fori_loop", "cond"])
+def test_an_unbatched_result_under_vmap_keeps_per_example_derivatives(construct):
+    """A result that never reads batched data comes out unbatched (as JAX's batching rule
+    gives it), but not where a differentiation inside the vmap reaches it: taking one lane
+    there gave every example the first one's gradient (``vmap(grad)`` with respect to an
+    unbatched argument) or tangent (``vmap(jvp)`` with batched tangents)."""
+    xs = np.array([0.5, -1.0, 2.0], np.float32)
+    w = np.float32(0.7)
+
+    def f(a, w):
+        if construct == "cond":
+            p, q = nb.cond(w > 0, lambda a, w: (a * w, w * w), lambda a, w: (a, w), a, w)
+        elif construct == "scan":
+            (p, q), _ = nb.scan(
+                lambda c, _: ((c[0] * c[1], c[1] * w), None), (a, w), None, length=2
+            )
+        else:
+            p, q = nb.fori_loop(0, 2, lambda i, c: (c[0] * c[1], c[1] * w), (a, w))
+        return p + q
+
+    per_example = [nb.grad(f, argnums=1)(xs[i], w).item() for i in range(3)]
+    got = nb.vmap(nb.grad(f, argnums=1), in_axes=(0, None))(xs, w)
+    np.testing.assert_allclose(got.numpy(), per_example, rtol=1e-6)
+
+    def second(a, w):
+        return nb.cond(w > 0, lambda a, w: (a * w, w * w), lambda a, w: (a, w), a, w)[1]
+
+    tw = np.array([1.0, 2.0, -3.0], np.float32)
+    t = nb.vmap(lambda a, w, t: nb.jvp(lambda w: second(a, w), (w,), (t,))[1], (0, None, 0))(
+        xs, w, tw
+    )
+    np.testing.assert_allclose(t.numpy(), 2 * w * tw, rtol=1e-6)
+    cf = nb.compile(f)  # a trace made under vmap alone is not served under vmap(grad)
+    nb.vmap(cf, in_axes=(0, None))(xs, w)
+    got = nb.vmap(nb.grad(cf, argnums=1), in_axes=(0, None))(xs, w)
+    np.testing.assert_allclose(got.numpy(), per_example, rtol=1e-6)
+
+
+def test_a_scan_whose_per_step_work_is_hoisted_keeps_each_result_s_levels():
+    """The scan's carry-free work (``b * x``) runs once for all steps; the loop replayed the
+    body traced at the shared levels, which broadcast every result to them: a carry that
+    reads only the inner vmap's data came out batched by the outer one too."""
+    b = np.array([0.3, -0.6], np.float32)
+    c = np.array([1.0, 2.0, 3.0], np.float32)
+    xs = np.array([0.5, 1.5, -2.0, 1.0], np.float32)
+
+    def f(b, c):
+        return nb.scan(lambda cr, x: ((cr[0] + b * x, cr[1] + c), None), (b, c), xs)[0]
+
+    inner = lambda b: nb.vmap(f, in_axes=(None, 0))(b, c)  # noqa: E731
+    p, r = nb.vmap(inner, in_axes=0, out_axes=(0, None))(b)
+    assert p.shape == (2, 3) and r.shape == (3,)
+    np.testing.assert_allclose(r.numpy(), c * (1 + len(xs)), rtol=1e-6)
+    np.testing.assert_allclose(p.numpy(), np.repeat((b * (1 + xs.sum()))[:, None], 3, 1), rtol=1e-6)
