@@ -111,14 +111,23 @@ class UnaryOperation(Operation):
     def vjp_rule(self, primals, cotangents, outputs, kwargs):
         if not self.differentiable:
             return [None]
-        return [cotangents[0] * self.derivative(primals[0], outputs[0])]
+        d = self.derivative(primals[0], outputs[0])
+        if type(d) is float and d == 0.0:  # (no cotangent: a zero that stays one)
+            return [None]
+        return [cotangents[0] * d]
 
     def jvp_rule(self, primals, tangents, outputs, kwargs):
         if not self.differentiable or tangents[0] is None:
             return [None]
-        return [tangents[0] * self.derivative(primals[0], outputs[0])]
+        d = self.derivative(primals[0], outputs[0])
+        if type(d) is float and d == 0.0:
+            return [None]
+        return [tangents[0] * d]
 
     # ``derivative`` may return a Python float for constant derivatives (neg, floor, ...).
+    # A constant 0 (sign, floor, round) gives no tangent or cotangent at all, as JAX's
+    # symbolic zeros: ``sqrt(sign(x) * 0)`` has derivative 0 at every x, where a tangent of
+    # zeros times sqrt's infinite derivative at 0 made NaN.
 
 
 _X_ARG = (

@@ -927,8 +927,10 @@ class _Reached(NamedTuple):
 
 
 def _requires_grad_leaves(root: TensorImpl) -> _Reached:
-    """The ``requires_grad`` leaves ``root`` depends on (the walk stops at them), and what
-    else it walked (``_Reached``)."""
+    """The ``requires_grad`` leaves ``root`` depends on through differentiable ops (the walk
+    stops at them), and what else it walked (``_Reached``). A leaf reached only through ops
+    of derivative zero (``floor``) gets a gradient of zeros (``_leaf_totals``), as in
+    PyTorch; one behind a comparison is not reached."""
     found, retained, seen, stack = [], [], set(), [root]
     while stack:
         impl = stack.pop()
@@ -940,8 +942,11 @@ def _requires_grad_leaves(root: TensorImpl) -> _Reached:
             continue
         if impl.hooks and RETAIN in impl.hooks:
             retained.append(impl)
-        if impl.node is not None and impl.traced:
-            stack.extend(impl.node.inputs)
+        node = impl.node
+        if node is not None and impl.traced and node.op.differentiable:
+            # (a comparison or argmax passes nothing back: what is behind it is not
+            # reached, as PyTorch's graph has no edge there)
+            stack.extend(node.inputs)
     return _Reached(found, retained, seen)
 
 
@@ -951,11 +956,14 @@ def _leaf_totals(leaves: list, got: dict, detach: bool) -> list:
     as PyTorch's leaf hooks see the total."""
     totals: dict = {}
     for leaf in leaves:
-        if id(leaf) in got:
-            cur = _current_leaf(leaf)
-            prev = totals.get(id(cur))
-            g = got[id(leaf)]
-            totals[id(cur)] = (cur, g if prev is None else prev[1] + g)
+        cur = _current_leaf(leaf)
+        prev = totals.get(id(cur))
+        g = got.get(id(leaf))
+        if g is None:  # reached through ops of derivative zero only (floor, sign): zeros,
+            if prev is not None:  # as PyTorch's (their rules give no cotangent, as JAX's)
+                continue
+            g = zeros_like(Tensor._wrap(cur))
+        totals[id(cur)] = (cur, g if prev is None else prev[1] + g)
     return [
         (cur, _run_hooks(cur.hooks, g, detach) if cur.hooks else g) for cur, g in totals.values()
     ]

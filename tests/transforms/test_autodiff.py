@@ -1666,3 +1666,32 @@ def test_create_graph_through_loops_views_after_no_grad_updates_and_checked_grad
         p.grad = nb.zeros((3, 1))
     with pytest.raises(ValueError, match=r"must be float32\[3\], got float64\[3\]"):
         p.grad = nb.zeros(3, dtype=nb.float64)
+
+
+def test_ops_of_derivative_zero_pass_no_cotangent_as_jax_and_zeros_to_a_leaf_as_pytorch():
+    """sign, floor, ceil, round and trunc multiplied their cotangent by 0: where a later op
+    was singular (``sqrt`` at 0), ``0 * inf`` made the gradient NaN, where JAX's symbolic
+    zero gives 0. Their rules now give no cotangent or tangent; ``backward()`` still gives a
+    leaf reached only through them zeros (PyTorch's), and one behind a comparison or argmax
+    none (no edge there in PyTorch's graph)."""
+    for op in (nb.sign, nb.floor, nb.ceil, nb.round, nb.trunc):
+        g = nb.grad(lambda a, op=op: nb.sqrt(op(a) * 0.0))(nb.constant(0.7))
+        assert g.item() == 0.0, op
+        t = nb.jvp(lambda a, op=op: nb.sqrt(op(a) * 0.0), (nb.constant(0.7),), (nb.constant(1.0),))
+        assert t[1].item() == 0.0, op
+    g = nb.grad(lambda a: nb.std(nb.tile(nb.sign(a), (2,))))(nb.constant(-0.3))
+    assert g.item() == 0.0
+
+    x = nb.constant([0.7, -1.2])
+    x.requires_grad = True
+    nb.floor(x).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [0.0, 0.0])
+    a = nb.constant([1.0, 2.0])
+    a.requires_grad = True
+    y = nb.constant([0.7, -1.2])
+    y.requires_grad = True
+    (nb.where(y > 0, a, a * 2.0).sum() + (a * y.argmax()).sum()).backward()
+    assert y.grad is None
+    np.testing.assert_array_equal(a.grad.numpy(), [1.0 + 0.0, 2.0 + 0.0])
+    with pytest.raises(RuntimeError, match="does not depend on any tensor with requires_grad"):
+        (y > 0).cast(nb.float32).sum().backward()
