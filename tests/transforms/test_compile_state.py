@@ -648,12 +648,9 @@ def test_a_tensor_read_through_an_argument_object_follows_its_rebinding():
     assert f(q, x).tolist() == [7.0, 7.0]
 
 
-def test_foreign_arrays_lists_that_grow_and_names_that_were_none_are_never_stale():
-    """Three ways a hit served a stale value: a PyTorch or JAX array argument was keyed as
-    a static (by identity: an in-place update of it hit the old trace; a JAX array was
-    refused as unhashable); a captured list of tensors that grew kept the traced items;
-    a closure or global that was None when traced and a tensor or module later was never
-    noticed."""
+def test_a_pytorch_array_argument_is_read_at_every_call():
+    """A PyTorch (or JAX) array argument was keyed as a static, by identity: an in-place
+    update of it hit the old trace (a JAX array was refused as unhashable)."""
     torch = pytest.importorskip("torch")
     f = nb.compile(lambda a: nb.sin(a) * 2.0)
     t = torch.tensor([0.0, 1.0, 2.0])
@@ -661,6 +658,10 @@ def test_foreign_arrays_lists_that_grow_and_names_that_were_none_are_never_stale
     t.add_(1.0)
     np.testing.assert_allclose(f(t).numpy(), np.sin(t.numpy()) * 2.0, rtol=1e-6)
 
+
+def test_lists_that_grow_and_names_that_were_none_are_never_stale():
+    """A captured list of tensors that grew kept the traced items; a closure or global that
+    was None when traced and a tensor or module later was never noticed."""
     items = [nb.constant([0.0, 1.0, 2.0])]
     total = nb.compile(lambda: nb.stack(items).sum(0))
     np.testing.assert_array_equal(total().numpy(), [0, 1, 2])
