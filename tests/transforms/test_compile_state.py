@@ -661,7 +661,21 @@ def test_a_pytorch_array_argument_is_read_at_every_call():
 
 def test_lists_that_grow_and_names_that_were_none_are_never_stale():
     """A captured list of tensors that grew kept the traced items; a closure or global that
-    was None when traced and a tensor or module later was never noticed."""
+    was None when traced and a tensor or module later was never noticed; an array-like
+    argument (``__array__``, as JAX's and PyTorch's) was a static keyed by identity."""
+
+    class ArrayLike:
+        def __init__(self, values):
+            self.values = np.asarray(values, np.float32)
+
+        def __array__(self, dtype=None, copy=None):
+            return self.values
+
+    a = ArrayLike([0.0, 1.0])
+    twice = nb.compile(lambda v: v * 2.0)
+    twice(a)
+    a.values += 1.0
+    np.testing.assert_array_equal(twice(a).numpy(), [2.0, 4.0])
     items = [nb.constant([0.0, 1.0, 2.0])]
     total = nb.compile(lambda: nb.stack(items).sum(0))
     np.testing.assert_array_equal(total().numpy(), [0, 1, 2])
