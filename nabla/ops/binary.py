@@ -331,14 +331,15 @@ def _partial_cotangent(ct, partial, operand):
 
 
 # A comparison's outcome where every element is above a Python int the dtype cannot hold
-# (``uint32 > -1``), by op; below it (``int8 < 300``), the mirror's. NumPy 2 compares so.
-_ALL_ABOVE = {
-    "greater": True,
-    "greater_equal": True,
-    "less": False,
-    "less_equal": False,
-    "equal": False,
-    "not_equal": True,
+# (``uint32 > -1``), and where every element is below one (``int8 < 300``), by op, as
+# NumPy 2 compares: (above, below).
+_KNOWN = {
+    "greater": (True, False),
+    "greater_equal": (True, False),
+    "less": (False, True),
+    "less_equal": (False, True),
+    "equal": (False, False),
+    "not_equal": (True, True),
 }
 _MIRROR = {"greater": "less", "less": "greater", "greater_equal": "less_equal"}
 _MIRROR.update({v: k for k, v in _MIRROR.items()})
@@ -348,7 +349,7 @@ def _compared_out_of_range(name: str, x, y):
     """``x name y`` where one side is a Python int outside the other's integer dtype (no
     cast could hold it, and every element lies on one side of it): the known outcome, laid
     out like the tensor. None otherwise (the ordinary path)."""
-    if name not in _ALL_ABOVE:
+    if name not in _KNOWN:
         return None
     if type(x) is int:  # ``3 < t`` is ``t > 3``
         x, y, name = y, x, _MIRROR.get(name, name)
@@ -357,9 +358,8 @@ def _compared_out_of_range(name: str, x, y):
     lo, hi = int_range(x.dtype)
     if lo <= y <= hi:
         return None
-    above = _ALL_ABOVE[name]
-    outcome = above if y < lo else (not above if name not in ("equal", "not_equal") else above)
-    return fn.full_like(x, outcome, dtype=DType.bool)
+    above, below = _KNOWN[name]
+    return fn.full_like(x, above if y < lo else below, dtype=DType.bool)
 
 
 def _is_bool_operand(v) -> bool:
