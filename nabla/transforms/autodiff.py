@@ -40,9 +40,10 @@ from ..core.state import (
     new_level,
     pulling_back,
     shared_draws,
+    spmd_axes,
     start_grad_level,
 )
-from ..ops import collectives
+from ..ops import batching, collectives
 from ..ops._util import as_tensor, check_callable
 from ..ops.creation import constant, eye, full, ones_like, zeros_like
 from ..ops.indexing import fits_in_place, rebind
@@ -463,8 +464,16 @@ def value_and_grad(fun, argnums=0, has_aux=False, *, realize=False):
             raise TypeError(f"grad requires a float output, got {out.dtype}")
 
         # the seed is a constant, unbatched under vmap: the backward ops broadcast it
-        # inside their kernels rather than a copy per batch element
-        grads = pullback(full(out.shape, 1, dtype=out.dtype, device=out.device))
+        # inside their kernels rather than a copy per batch element. Inside a shard_map,
+        # though, a loss that differs per device seeds 1 on every device (JAX's varying
+        # seed): a replicated term of it then gets every device's 1, summed where it
+        # meets the per-device part (``sum(a * w) + w * w`` counts ``w * w`` per device)
+        seed = full(out.shape, 1, dtype=out.dtype, device=out.device)
+        devices = {lv for lv, _mesh in spmd_axes.values()}
+        varying = tuple(lv for lv in out._impl.levels if lv in devices)
+        if varying:
+            seed = batching.broadcast_levels(seed, varying)
+        grads = pullback(seed)
         g = grads[0] if single else grads
         if has_aux:
             return (out, res[2]), g

@@ -477,6 +477,25 @@ def test_each_result_of_a_construct_keeps_its_own_replication(construct):
     )
 
 
+def test_grad_inside_a_body_counts_a_replicated_term_of_a_per_device_loss_per_device():
+    """``sum(a * w) + w * w`` on each device, ``w`` replicated: JAX's gradient inside the
+    body is ``sum(a) + 4 * 2w`` (the loss differs per device, so its seed does, and the
+    replicated term is every device's). The seed was one constant, so ``w * w`` counted
+    once (4.4 for 8.6); a wholly replicated loss still counts it once."""
+    mesh = nb.DeviceMesh("m", (4,), ("d",))  # (4 devices: also run on 4 processes)
+    a = np.array([0.5, -1.0, 2.0, 1.5], np.float32)
+    w = np.array([0.7], np.float32)
+
+    def grad_of(loss):
+        body = lambda a, w: nb.grad(lambda w: loss(a, w))(w)  # noqa: E731
+        return nb.shard_map(body, mesh, in_specs=(P("d"), P()), out_specs=P("d"))(a, w)
+
+    mixed = grad_of(lambda a, w: nb.sum(a * w) + nb.sum(w * w))
+    np.testing.assert_allclose(mixed.numpy(), [a.sum() + 4 * 2 * w[0]] * 4, rtol=1e-6)
+    alone = grad_of(lambda a, w: nb.sum(w * w))
+    np.testing.assert_allclose(alone.numpy(), [2 * w[0]] * 4, rtol=1e-6)
+
+
 def test_scan_ys_all_reduced_are_replicated_when_the_body_has_per_step_work():
     """``ys = psum(carry)`` is the same on every device; with carry-free work on the step's
     x (``x * 2``, taken out of the loop and run for all steps at once) the loop replayed a
