@@ -20,11 +20,24 @@ def loss_fn(out, y):
     return nb.mean((out - y) ** 2)
 
 
-def reference_loss(p, x, y):
+def reference_loss(p, x, y, stage_fn=stage, loss=loss_fn):
+    """The unpipelined model: every stage in turn, then the loss."""
     h = x
     for s in range(p["w"].shape[0]):
-        h = nb.tanh(h @ p["w"][s] + p["b"][s])
-    return loss_fn(h, y)
+        h = stage_fn({"w": p["w"][s], "b": p["b"][s]}, h)
+    return loss(h, y)
+
+
+def staged(w, b, mesh):
+    """The stages' weights and biases, stage s on device s along ``pp``."""
+    return {"w": nb.shard(w, mesh, P("pp")), "b": nb.shard(b, mesh, P("pp"))}
+
+
+def pipelined(stage_fn, loss, params, x, y, mesh, **kw):
+    """``pipeline_value_and_grad`` on NumPy data."""
+    return pl.pipeline_value_and_grad(
+        stage_fn, loss, params, nb.constant(x), nb.constant(y), mesh=mesh, **kw
+    )
 
 
 def data(batch, seed=0, stages=S):
@@ -54,19 +67,11 @@ def test_pipelined_training_equals_the_unpipelined_model(schedule, mesh_shape):
         lambda p: nb.value_and_grad(reference_loss)(p, nb.constant(x), nb.constant(y)),
         {"w": nb.constant(w), "b": nb.constant(b)},
     )
-    params = {"w": nb.shard(w, mesh, P("pp")), "b": nb.shard(b, mesh, P("pp"))}
+    params = staged(w, b, mesh)
 
     def step(p):
-        return pl.pipeline_value_and_grad(
-            stage,
-            loss_fn,
-            p,
-            nb.constant(x),
-            nb.constant(y),
-            mesh=mesh,
-            microbatches=4,
-            schedule=schedule,
-            data_axis=dp,
+        return pipelined(
+            stage, loss_fn, p, x, y, mesh, microbatches=4, schedule=schedule, data_axis=dp
         )
 
     losses, params = train(step, params)
@@ -79,7 +84,7 @@ def test_pipelined_training_equals_the_unpipelined_model(schedule, mesh_shape):
 def test_pipeline_forward_is_the_model():
     w, b, x, _ = data(8)
     mesh = nb.DeviceMesh("pipe", (4,), ("pp",))
-    params = {"w": nb.shard(w, mesh, P("pp")), "b": nb.shard(b, mesh, P("pp"))}
+    params = staged(w, b, mesh)
     out = pl.pipeline_forward(stage, params, nb.constant(x), mesh=mesh, microbatches=2)
     h = x
     for s in range(S):
@@ -104,20 +109,11 @@ def test_bubble_fraction_is_the_gpipe_formula(stages, micro):
 def test_bad_microbatch_counts_are_refused():
     w, b, x, y = data(6)
     mesh = nb.DeviceMesh("pipe", (4,), ("pp",))
-    params = {"w": nb.shard(w, mesh, P("pp")), "b": nb.shard(b, mesh, P("pp"))}
+    params = staged(w, b, mesh)
     with pytest.raises(nb.ShardingError, match="does not split into 4 microbatches"):
         pl.pipeline_forward(stage, params, nb.constant(x), mesh=mesh, microbatches=4)
     with pytest.raises(ValueError, match="schedule must be"):
-        pl.pipeline_value_and_grad(
-            stage,
-            loss_fn,
-            params,
-            nb.constant(x),
-            nb.constant(y),
-            mesh=mesh,
-            microbatches=2,
-            schedule="zb",
-        )
+        pipelined(stage, loss_fn, params, x, y, mesh, microbatches=2, schedule="zb")
 
 
 @pytest.mark.parametrize("schedule", ["gpipe", "1f1b"])
@@ -136,23 +132,15 @@ def test_a_loss_with_an_infinite_derivative_off_the_last_stage_gives_finite_grad
     def poisson(o, t):
         return nb.mean(o - t * nb.log(o))
 
-    def reference(q):
-        h = nb.constant(x)
-        for s in range(4):
-            h = relu_stage({"w": q["w"][s], "b": q["b"][s]}, h)
-        return poisson(h, nb.constant(y))
-
-    want_loss, want = nb.value_and_grad(reference)({"w": nb.constant(w), "b": nb.constant(b)})
-    params = {"w": nb.shard(w, mesh, P("pp")), "b": nb.shard(b, mesh, P("pp"))}
-    loss, grads = pl.pipeline_value_and_grad(
-        relu_stage,
-        poisson,
-        params,
+    want_loss, want = nb.value_and_grad(reference_loss)(
+        {"w": nb.constant(w), "b": nb.constant(b)},
         nb.constant(x),
         nb.constant(y),
-        mesh=mesh,
-        microbatches=2,
-        schedule=schedule,
+        relu_stage,
+        poisson,
+    )
+    loss, grads = pipelined(
+        relu_stage, poisson, staged(w, b, mesh), x, y, mesh, microbatches=2, schedule=schedule
     )
     np.testing.assert_allclose(loss.item(), want_loss.item(), rtol=1e-12)
     np.testing.assert_allclose(grads["w"].numpy(), want["w"].numpy(), rtol=1e-10, atol=1e-12)
@@ -188,7 +176,7 @@ def test_stage_and_loss_functions_are_checked():
     row and an integer parameter passed 1F1B unchecked."""
     w, b, x, y = data(8)
     mesh = nb.DeviceMesh("pipe", (4,), ("pp",))
-    params = {"w": nb.shard(w, mesh, P("pp")), "b": nb.shard(b, mesh, P("pp"))}
+    params = staged(w, b, mesh)
     narrow = nb.constant(x[:, :1])
     with pytest.raises(ValueError, match=r"stage_fn must return a tensor of its input's shape"):
         pl.pipeline_forward(
@@ -199,26 +187,9 @@ def test_stage_and_loss_functions_are_checked():
             microbatches=2,
         )
     for schedule in ("gpipe", "1f1b"):
+        per_row = lambda o, t: nb.mean((o - t) ** 2, axis=1)  # noqa: E731
         with pytest.raises(ValueError, match=r"loss_fn must return a scalar tensor"):
-            pl.pipeline_value_and_grad(
-                stage,
-                lambda o, t: nb.mean((o - t) ** 2, axis=1),
-                params,
-                nb.constant(x),
-                nb.constant(y),
-                mesh=mesh,
-                microbatches=2,
-                schedule=schedule,
-            )
+            pipelined(stage, per_row, params, x, y, mesh, microbatches=2, schedule=schedule)
         ints = {**params, "k": nb.shard(np.zeros((4, 2), np.int32), mesh, P("pp"))}
         with pytest.raises(TypeError, match=r"parameter \['k'\] has dtype int32"):
-            pl.pipeline_value_and_grad(
-                stage,
-                loss_fn,
-                ints,
-                nb.constant(x),
-                nb.constant(y),
-                mesh=mesh,
-                microbatches=2,
-                schedule=schedule,
-            )
+            pipelined(stage, loss_fn, ints, x, y, mesh, microbatches=2, schedule=schedule)
