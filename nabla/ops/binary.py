@@ -240,10 +240,6 @@ class BinaryOperation(Operation):
 
     def __call__(self, x, y):
         tx, ty = type(x), type(y)
-        if self.result == "bool" and (tx is int or ty is int):
-            known = _compared_out_of_range(self.name, x, y)
-            if known is not None:
-                return known
         if tx is Tensor and ty is Tensor:
             if (
                 x._impl.dtype is y._impl.dtype
@@ -257,6 +253,10 @@ class BinaryOperation(Operation):
             s = _weak_scalar(y, x, self.result) if tx is Tensor else _weak_scalar(x, y, self.result)
             if s is not None:
                 return self.bind([x, s] if tx is Tensor else [s, y], {})
+        if self.result == "bool" and (tx is int or ty is int):  # (past the fast path: an
+            known = _compared_out_of_range(self.name, x, y)  # int the dtype holds took it)
+            if known is not None:
+                return known
         dtype = None
         if self.result == "float":
             tds, dtype = _promote_any(x, y, self.name)
