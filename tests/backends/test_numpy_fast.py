@@ -417,6 +417,38 @@ def test_a_forward_running_sum_keeps_its_layout_and_a_reverse_one_does_not(rng):
     assert [_bits(g) + (g.strides,) for g in got] == [_bits(a) + (a.strides,) for a in want]
 
 
+def test_a_reshape_that_copies_a_transpose_is_a_new_c_ordered_array(rng):
+    """A transpose of a new array, reshaped where NumPy cannot make a view (a 2x2 pool's
+    taps moved first), is copied into a new C-contiguous array: what follows still goes
+    into scratch buffers, with the interpreter's bits and strides. A reshape NumPy makes
+    as a view of the transpose claims no layout."""
+    steps = [
+        ("exp", (0,), {}, _spec(4, 2, 6)),
+        ("reshape", ((0, 0),), {"shape": (2, 2, 2, 6)}, _spec(2, 2, 2, 6)),
+        ("transpose", ((1, 0),), {"perm": (2, 0, 1, 3)}, _spec(2, 2, 2, 6)),
+        ("reshape", ((2, 0),), {"shape": (4, 2, 6)}, _spec(4, 2, 6)),  # a copy
+        ("mul", ((3, 0), (3, 0)), {}, _spec(4, 2, 6)),
+        ("reshape", ((2, 0),), {"shape": (2, 4, 6)}, _spec(2, 4, 6)),  # a view
+        ("mul", ((5, 0), (5, 0)), {}, _spec(2, 4, 6)),
+        ("reduce_sum", ((4, 0),), {"axes": (0,), "keepdims": False}, _spec(2, 6)),
+    ]
+    program = build_program(
+        ("transpose-copy", id(steps)), [(F32, (4, 2, 6), CPU())], steps, [(7, 0), (6, 0)]
+    )
+    run, interp = fast.lower(program), compile_program(program)
+    lines = run.source.splitlines()
+    assert any("v5 = multiply(v4, v4, out=b" in ln for ln in lines), run.source
+    assert any(ln.strip() == "v7 = multiply(v6, v6)" for ln in lines), run.source
+    x = rng.standard_normal((4, 2, 6)).astype(np.float32)
+    for _ in range(2):
+        got, want = run([x]), interp([x])
+        assert [_bits(g) + (g.strides,) for g in got] == [_bits(a) + (a.strides,) for a in want]
+    source, perm, f32 = (2, 2, 2, 6), (2, 0, 1, 3), (np.dtype(np.float32), None)
+    assert fast._copying_reshape((source, perm), f32, (4, 2, 6))
+    assert not fast._copying_reshape((source, perm), f32, (2, 4, 6))
+    assert not fast._copying_reshape(None, f32, (4, 2, 6))
+
+
 def test_a_power_by_an_input_exponent_keeps_the_chain_in_scratch(rng):
     """Layer norm's ``(x - mean) ** 2`` takes its exponent as a program input, so the power
     runs through its lowering (``x * x`` for 2). Its result is C-ordered like its operands,

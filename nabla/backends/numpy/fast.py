@@ -325,6 +325,31 @@ def _rowwise(fn, big, row, out, tile: int, row_at: int):
     return out
 
 
+def _copying_reshape(transposed, in_spec, shape) -> bool:
+    """Does NumPy's reshape to ``shape`` of a transpose ``(source shape, perm)`` of a
+    C-contiguous array copy it (into a new C-contiguous array)? Asked of a stand-in with
+    the same strides over one element (``copy=False`` raises rather than copy; NumPy
+    before 2.1 has no such argument: then not known)."""
+    if transposed is None:
+        return False
+    source, perm = transposed
+    dtype = in_spec[0]
+    strides, step = [], dtype.itemsize
+    for n in reversed(source):
+        strides.append(step)
+        step *= max(int(n), 1)
+    stand_in = np.lib.stride_tricks.as_strided(
+        np.zeros(1, dtype), tuple(int(n) for n in source), tuple(reversed(strides))
+    ).transpose(perm)
+    try:
+        np.reshape(stand_in, tuple(int(n) for n in shape), copy=False)
+    except ValueError:
+        return True
+    except TypeError:
+        return False
+    return False
+
+
 def _ufunc_ok(fn, dtypes, shapes, spec) -> bool:
     """Does ``fn(*operands)`` produce the predicted dtype and shape by itself (so writing
     it into a buffer of that dtype changes nothing)?"""
@@ -391,6 +416,11 @@ class _Lowering:
         # one, a 2-d transpose of one): their matmul operands skip ``_blas_ready``
         self.blas: set = set()
         self.view_lines: set = set()  # indices of ``self.lines`` that only make a view
+        # slots known C-contiguous (a new array or buffer, or a reshape of one), and the
+        # transposes of such slots: (source shape, perm) each, so that a reshape of one
+        # is known to copy into a new C-contiguous array (``_copying_reshape``)
+        self.dense: set = set()
+        self.transposed: dict = {}
         self._n = 0
         self._fold()
         self._emit_all()
@@ -553,6 +583,7 @@ class _Lowering:
                 self._check(out)
             if c_like:
                 self.layout[out] = ("C", relies)
+                self.dense.add(out)  # (a new array, laid out as its C-ordered operands)
             self._release(dying)
             return
         self.guard |= relies
@@ -615,6 +646,7 @@ class _Lowering:
         self.owner[out] = b
         self.roots[out] = (b,)
         self.layout[out] = ("C", frozenset())
+        self.dense.add(out)
         self.blas.add(out)
         self.buf_last[b] = self.last.get(out, k)
         self.sure.add(out)
@@ -693,9 +725,21 @@ class _Lowering:
             line = f"{x}.reshape({_ints(kw['shape'])!r})" if in_spec[1] != shape else x
             if kind == "C" or in_spec[1] == shape:
                 lay = (kind, relies)
+            if step.inputs[0] in self.dense:
+                self.dense.add(step.outputs[0])
+            elif _copying_reshape(self.transposed.get(step.inputs[0]), in_spec, shape):
+                # a new C-contiguous array, sharing no memory with the operand
+                self.layout[step.outputs[0]] = ("C", frozenset())
+                self.dense.add(step.outputs[0])
+                self.lines.append(f"{v} = {line}")
+                self.sure.add(step.outputs[0])
+                self._release(self._dying(k, step))
+                return
         elif op == "transpose":
             perm = tuple(int(p) for p in kw["perm"])
             line = f"{x}.transpose({perm!r})"
+            if step.inputs[0] in self.dense:
+                self.transposed[step.outputs[0]] = (tuple(in_spec[1]), perm)
         elif op == "broadcast_to":
             line = f"broadcast_to({x}, {shape!r})" if in_spec[1] != shape else x
             if in_spec[1] != shape and _is_row(in_spec[1], shape):
@@ -759,6 +803,8 @@ class _Lowering:
         keeps_c = op in _KEEPS_C or (op == "cumsum" and not kw["reverse"])  # (reverse: flipped)
         if keeps_c and len(step.outputs) == 1 and all(kind == "C" for kind, _ in lays):
             self.layout[step.outputs[0]] = ("C", frozenset().union(*(r for _, r in lays)))
+            if op in _FRESH:
+                self.dense.add(step.outputs[0])
         elif op == "split" and lays[0][0] == "C":  # slices of it: their strides stay in order
             self.layout.update((o, lays[0]) for o in step.outputs)
         elif op == "scan":  # its ys are new arrays it fills step by step (the carries: any)
