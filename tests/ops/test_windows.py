@@ -162,3 +162,30 @@ def test_bad_windows_are_errors_naming_the_op():
         WINDOWS_SUM.bind([nb.zeros((1, 3, 3, 9, 2))], kw)
     with pytest.raises(nb.OpError, match=r"windows_sum: windows .* with 4 taps per window"):
         WINDOWS_SUM.bind([nb.zeros((1, 2, 2, 4, 2))], kw)
+
+
+def test_tiling_pools_stack_their_taps_first_and_keep_a_spatial_sharding(rng):
+    """Pools whose windows tile the input (stride = kernel, no padding) reshape and
+    transpose the taps first instead of gathering windows: the same values and
+    first-maximum gradient as the windows, and a sharded H stays sharded (no collective).
+    Overlapping or padded pools still gather windows."""
+    x = rng.standard_normal((2, 8, 6, 4)).astype(np.float32)
+    x[0, 0, 0, 0] = x[0, 0, 1, 0] = x[0, 1, 0, 0] = 9.0  # a tie: the first tap wins
+    xt = nb.constant(x)
+    tiles = x.reshape(2, 4, 2, 3, 2, 4)
+    np.testing.assert_array_equal(nb.max_pool2d(xt, 2).numpy(), tiles.max((2, 4)))
+    np.testing.assert_allclose(nb.avg_pool2d(xt, 2).numpy(), tiles.mean((2, 4)), rtol=1e-6)
+    g = nb.grad(lambda v: nb.max_pool2d(v, 2).sum())(xt).numpy()
+    assert g[0, 0, 0, 0] == 1 and g[0, 0, 1, 0] == 0 and g[0, 1, 0, 0] == 0
+    assert g.sum() == 2 * 4 * 3 * 4
+    for pool in (nb.max_pool2d, nb.avg_pool2d):
+        assert "windows" not in str(nb.trace(lambda v, pool=pool: pool(v, 2))(xt))
+        assert "windows" in str(nb.trace(lambda v, pool=pool: pool(v, 3, 1))(xt))
+        assert "windows" in str(nb.trace(lambda v, pool=pool: pool(v, 2, padding=1))(xt))
+    mesh = nb.DeviceMesh("pool", (2,), ("d",))
+    xs = xt.shard(mesh, nb.P(None, "d"))
+    graph = str(nb.trace(lambda v: nb.max_pool2d(v, 2))(xs))
+    assert not any(c in graph for c in ("all_gather", "all_reduce", "all_to_all")), graph
+    out = nb.max_pool2d(xs, 2)
+    assert out.sharding.spec == nb.P(None, "d")
+    np.testing.assert_array_equal(out.numpy(), tiles.max((2, 4)))
