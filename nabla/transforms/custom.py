@@ -346,15 +346,28 @@ def _fill_zeros(cts, like):
     return [(_zeros_like(p) if c is None else c) for c, p in zip(cts, like)]
 
 
-def _pull_back(fn, points, cotangents, outputs):
-    """Cotangents of ``points`` for ``fn(fresh copies of points)`` given output cotangents."""
+def _pull_back(fn, points, cotangents, outputs, linear: str | None = None):
+    """Cotangents of ``points`` for ``fn(fresh copies of points)`` given output cotangents.
+
+    ``linear`` names a map that must be linear in ``points`` (a custom_jvp rule's tangent
+    map, pulled back at zero tangents): a cotangent that still depends on the points
+    shows that it is not (``t * t``'s is ``2 * t * ct``), where the pullback at zero would
+    silently give 0; that is a ``TypeError`` naming the map."""
     with grad_level() as level:
         copies = [_fresh(p, level) for p in points]
         outs = fn(copies)
         cts = _fill_zeros(cotangents, outputs)
         pairs = [(o, c) for o, c in zip(outs, cts) if isinstance(o, Tensor)]
         got = backward_pass([o for o, _ in pairs], [c for _, c in pairs], [c._impl for c in copies])
-    return [got.get(id(c._impl)) for c in copies]
+        results = [got.get(id(c._impl)) for c in copies]
+        if linear is not None and any(r is not None and level in r._impl.traced for r in results):
+            raise TypeError(
+                f"{linear} is not linear in its tangents: reverse mode (grad, vjp) "
+                f"transposes it, so the tangent it returns must be a linear function of "
+                f"the input tangents (no products or nonlinear functions of them); for a "
+                f"gradient of another form, use custom_vjp"
+            )
+    return results
 
 
 # ----------------------------------------------------------------------------- custom_vjp
@@ -484,7 +497,8 @@ class _VjpRule:
 # ----------------------------------------------------------------------------- custom_jvp
 class custom_jvp:  # noqa: N801
     """Give a function a custom forward-mode rule (JAX's ``custom_jvp``); reverse mode is
-    derived from it automatically.
+    derived from it automatically, by transposing the rule: its tangent output must be
+    linear in the tangents (reverse mode raises ``TypeError`` on a rule that is not).
 
     ``nondiff_argnums`` (JAX's) names positional arguments that get no tangent (a function,
     a static setting): the rule receives them first, ``jvp_fn(*nondiff, primals,
@@ -610,6 +624,7 @@ class _JvpRule:
             [_zeros_like(p) for p in primals],
             cotangents,
             outputs,
+            linear=f"custom_jvp rule of {self.owner.fun.__name__}",
         )
 
 

@@ -890,6 +890,46 @@ def test_custom_jvp_forward_and_derived_reverse():
     close(nb.vmap(nb.grad(g))(nb.constant(f32([0.5, 1.0]))), 3 / (1 + np.exp(-f32([0.5, 1.0]))))
 
 
+def test_custom_jvp_rule_not_linear_in_its_tangents_is_an_error_in_reverse_mode():
+    """Reverse mode transposes the rule at zero tangents: a rule whose tangent is not
+    linear in the tangents (``cos(x) * t * t``) has no transpose, and pulling it back at
+    zero would give 0. JAX fails on it too; forward mode runs the rule as written. A
+    linear rule whose factors depend on the primals (a where on x, a stop_gradient)
+    still differentiates, to second order."""
+
+    @nb.custom_jvp
+    def f(x):
+        return nb.sin(x)
+
+    @f.defjvp
+    def f_jvp(primals, tangents):
+        (x,), (t,) = primals, tangents
+        return nb.sin(x), nb.cos(x) * t * t
+
+    _, t = nb.jvp(f, (nb.constant(1.0),), (nb.constant(2.0),))
+    close(t, np.float32(4 * np.cos(1.0)))
+    with pytest.raises(TypeError, match="custom_jvp rule of f is not linear in its tangents"):
+        nb.grad(f)(nb.constant(1.0))
+    with pytest.raises(TypeError, match="not linear"):
+        nb.vjp(f, nb.constant([1.0, 2.0]))[1](nb.ones((2,)))
+
+    @nb.custom_jvp
+    def g(x, y):
+        return nb.sin(x) * y
+
+    @g.defjvp
+    def g_jvp(primals, tangents):
+        (x, y), (tx, ty) = primals, tangents
+        gate = nb.where(x > 0, nb.cos(x) * y * tx, 0.0)
+        return g(x, y), gate + nb.sin(x) * ty / 2 - nb.stop_gradient(x) * ty
+
+    gx, gy = nb.grad(g, argnums=(0, 1))(nb.constant(1.0), nb.constant(2.0))
+    close(gx, np.float32(2 * np.cos(1.0)), rtol=1e-6)
+    close(gy, np.float32(np.sin(1.0) / 2 - 1.0), rtol=1e-6)
+    second = nb.grad(lambda x: nb.grad(g)(x, nb.constant(2.0)))(nb.constant(1.0))
+    close(second, np.float32(-2 * np.sin(1.0)), rtol=1e-5)
+
+
 def test_checkpoint_same_values_and_grads_and_reruns():
     n = [0]
 
