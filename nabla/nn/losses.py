@@ -219,7 +219,8 @@ def cross_entropy_loss(
     Raises:
         ValueError: for mismatched shapes, ``label_smoothing`` outside ``[0, 1]``, an
             unknown ``reduction``, or ``ignore_index`` with probability targets.
-        TypeError: for a tensor passed as ``label_smoothing`` (a weight passed by position).
+        TypeError: for a tensor passed as ``label_smoothing`` (a weight passed by position),
+            or a bool target.
         IndexError: for a class index out of range (that is not ``ignore_index``) in a
             target that holds values or is computed lazily (its value is computed at the
             call); one known only when the program runs (traced by ``compile``, batched by
@@ -231,6 +232,12 @@ def cross_entropy_loss(
     """
     logits = as_tensor(logits, op="cross_entropy_loss")
     target = as_tensor(target, op="cross_entropy_loss")
+    if target.dtype.is_bool:
+        raise TypeError(
+            f"cross_entropy_loss: target must hold class indices (an integer dtype) or "
+            f"probabilities (a float dtype), got bool of shape {target.shape} for logits of "
+            f"shape {logits.shape}"
+        )
     logits, target = _classes_last(logits, target, axis)
     weight = _cross_entropy_weight(logits, label_smoothing, weight)
     logp = _reduction_ops.logsoftmax(logits, axis=-1)

@@ -96,6 +96,14 @@ def norm_shape(op: str, shape) -> tuple[int, ...]:
     return out
 
 
+def int_arg(op: str, name: str, value) -> int:
+    """``value`` as an int (a NumPy integer too), or a ``TypeError`` naming ``op`` and
+    ``name``: a float offset or count is refused (as JAX), never truncated."""
+    if not isinstance(value, numbers.Integral):
+        raise TypeError(f"{op}: {name} must be an int, got {value!r} ({type(value).__name__})")
+    return int(value)
+
+
 def alias_arg(op: str, name: str, value, alias: str, alias_value):
     """The argument passed as ``name`` or under another spelling ``alias`` (the original
     Nabla's or JAX's name for it); both at once is a ``TypeError`` naming ``op``."""

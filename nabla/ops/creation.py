@@ -21,7 +21,7 @@ from ..runtime.tensor import (
     out_of_range_error,
 )
 from . import batching, spmd
-from ._util import alias_arg, as_tensor, device_arg, dtype_or, norm_axis, norm_shape
+from ._util import alias_arg, as_tensor, device_arg, dtype_or, int_arg, norm_axis, norm_shape
 from .base import Operation, OpError
 from .functions import fn, provide
 
@@ -490,7 +490,7 @@ def arange(start=0, stop=None, step=1, dtype=None, *, device=None, requires_grad
         A 1-D tensor of ``max(0, ceil((stop - start) / step))`` values.
 
     Raises:
-        ValueError: if ``step`` is zero.
+        ValueError: if ``step`` is zero, or a bound or the step is NaN or infinite.
 
     Example:
         >>> nb.arange(1, 2, 0.25).tolist()
@@ -510,6 +510,11 @@ def arange(start=0, stop=None, step=1, dtype=None, *, device=None, requires_grad
             )
     if step == 0:
         raise ValueError(f"arange: step must not be zero (start={start}, stop={stop}, step=0)")
+    if any(not isinstance(v, SymDim) and not math.isfinite(v) for v in vals):
+        raise ValueError(
+            f"arange: start, stop and step must be finite, got start={start}, stop={stop}, "
+            f"step={step} (the length cannot be computed)"
+        )
     if dtype is None:
         # NumPy float scalars count as floats (np.float32(1.5) is no Python float)
         floats = any(isinstance(v, float | np.floating) for v in vals)
@@ -663,8 +668,13 @@ def eye(n, m=None, k=0, dtype=None, *, device=None, requires_grad=False) -> Tens
 
     Returns:
         A tensor of shape ``(n, m)``.
+
+    Raises:
+        ValueError: for an ``n`` or ``m`` that is not a non-negative int.
+        TypeError: for a ``k`` that is not an int.
     """
     m = n if m is None else m
+    k = int_arg("eye", "k", k)
     for name, v in (("n", n), ("m", m)):
         if not isinstance(v, int | np.integer) or v < 0:
             raise ValueError(f"eye: {name} must be a non-negative int, got {v!r} (n={n}, m={m})")
@@ -676,6 +686,7 @@ def eye(n, m=None, k=0, dtype=None, *, device=None, requires_grad=False) -> Tens
 def _triangle(x, k, upper):
     """``triu`` (``upper``) or ``tril`` of ``x``: the other elements zeroed."""
     op = "triu" if upper else "tril"
+    k = int_arg(op, "k", k)
     x = as_tensor(x, op=op)
     if x.ndim < 2:
         raise OpError(f"{op}: needs rank >= 2, got shape {x.shape}")
@@ -699,6 +710,7 @@ _TRIANGLE_DOC = """\
 
     Raises:
         ValueError: (:class:`nabla.OpError`) if ``x`` has rank < 2.
+        TypeError: for a ``k`` that is not an int.
     """
 
 

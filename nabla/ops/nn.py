@@ -102,6 +102,8 @@ def _check_conv(op, x, weight, groups, layout="HWIO"):
             f"{op}: expects x (N, H, W, C) and weight (KH, KW, C/groups, O), got "
             f"shapes {x.shape} and {w.shape}"
         )
+    if isinstance(groups, bool) or not isinstance(groups, numbers.Integral) or groups < 1:
+        raise OpError(f"{op}: groups must be a positive int, got {groups!r}")
     c, (cg, o) = x.shape[3], w.shape[2:]
     if groups < 1 or c % groups or o % groups or cg != c // groups:
         want = f"(KH, KW, {c // max(groups, 1)}, O)"
@@ -273,6 +275,8 @@ def _add_bias(op: str, out, bias, weight: str):
         return out
     b = as_tensor(bias, out.dtype, op=op)
     o = out.shape[-1]
+    if b.ndim != 1:
+        raise OpError(f"{op}: bias must be 1-D ({o},), got shape {b.shape} ({weight})")
     if b.shape != (o,):
         raise OpError(
             f"{op}: bias size {b.size} does not match {o} output channels (bias of shape "
@@ -327,7 +331,8 @@ def conv2d_transpose(
 
     Raises:
         ValueError: (:class:`nabla.OpError`) on rank or channel mismatches, naming the shapes
-            and the layout; for an unknown ``filter_layout``.
+            and the layout; for an unknown ``filter_layout``; for padding that leaves no
+            output, or an ``output_padding`` not smaller than the stride or the dilation.
         TypeError: for both ``output_padding`` and ``output_paddings``.
     """
     output_padding, layout = _transpose_layout(output_padding, output_paddings, filter_layout)
@@ -335,6 +340,12 @@ def conv2d_transpose(
     s = _pair(stride, "stride", "conv2d_transpose")
     d = _pair(dilation, "dilation", "conv2d_transpose")
     op_ = _pair(output_padding, "output_padding", "conv2d_transpose", minimum=0)
+    if any(op_[i] >= max(s[i], d[i]) for i in range(2)):
+        # (PyTorch's rule) more would only append rows no input position reaches
+        raise OpError(
+            f"conv2d_transpose: output_padding {output_padding!r} must be smaller than the "
+            f"stride {s} or the dilation {d}, dim by dim"
+        )
     same = isinstance(padding, str) and padding.upper() != "VALID"
     p = None if same else _padding(padding, "conv2d_transpose")
     if layout == "HWOI":
@@ -345,6 +356,15 @@ def conv2d_transpose(
         raise OpError(
             f"conv2d_transpose: padding {padding!r} is not supported (use 'VALID', ints or "
             f"pairs); x {x.shape}, weight {w.shape}"
+        )
+    size = [
+        (x.shape[1 + i] - 1) * s[i] - p[i][0] - p[i][1] + d[i] * ((kh, kw)[i] - 1) + 1 + op_[i]
+        for i in range(2)
+    ]
+    if min(size) <= 0:
+        raise OpError(
+            f"conv2d_transpose: padding {p} leaves no output (size {tuple(size)}) for input "
+            f"{x.shape}, filter {w.shape} ({layout}), stride {s}, dilation {d}"
         )
     # the full output needs d*(k-1) rows/cols on each side of the dilated input; the
     # padding takes rows/cols off them again, the output padding adds more at the end

@@ -108,11 +108,14 @@ _randint = DrawOp("random_randint")
 _fold = FoldInOp()
 
 
-def _as_key(k) -> Tensor:
+def _as_key(k, op: str) -> Tensor:
     if not isinstance(k, Tensor):
-        raise TypeError(f"expected a key made by nb.random.key, got {type(k).__name__}")
+        raise TypeError(f"{op}: expected a key made by nb.random.key, got {type(k).__name__}")
     if k.shape != (2,) or not k.dtype.is_int:
-        raise ValueError(f"a key is an int64 tensor of shape (2,), got {k.dtype} {k.shape}")
+        raise ValueError(
+            f"{op}: a key is an int64 tensor of shape (2,) (nb.random.key), got "
+            f"{k.dtype.value} of shape {k.shape}"
+        )
     return k
 
 
@@ -148,11 +151,13 @@ def split(k, num=2) -> Tensor:
     shape (``split(k, (2, 3))`` has shape ``(2, 3, 2)``), as in JAX."""
     if isinstance(num, tuple | list):
         shape = norm_shape("random.split", tuple(num))
-        keys = _split.bind([_as_key(k)], {"num": int(np.prod(shape, dtype=np.int64))})
+        keys = _split.bind(
+            [_as_key(k, "random.split")], {"num": int(np.prod(shape, dtype=np.int64))}
+        )
         return keys.reshape(shape + (2,))
     if not isinstance(num, numbers.Integral) or isinstance(num, bool) or num < 0:
         raise ValueError(f"random.split: num must be a non-negative int or a shape, got {num!r}")
-    return _split.bind([_as_key(k)], {"num": int(num)})
+    return _split.bind([_as_key(k, "random.split")], {"num": int(num)})
 
 
 def fold_in(k, data) -> Tensor:
@@ -162,7 +167,7 @@ def fold_in(k, data) -> Tensor:
         d = data if data.dtype is DType.int64 else data.cast(DType.int64)
     else:
         d = fn.constant(np.asarray(int(data), dtype=np.int64))
-    return _fold.bind([_as_key(k), d], {})
+    return _fold.bind([_as_key(k, "random.fold_in"), d], {})
 
 
 # ----------------------------------------------------------------------------- global state
@@ -176,9 +181,22 @@ _GLOBAL = _Global()
 
 
 def seed(s: int) -> None:
-    """Seed the global generator used by shape-only calls (``nb.uniform((3,))``)."""
-    _GLOBAL.seed = int(s)
+    """Seed the global generator used by shape-only calls (``nb.uniform((3,))``).
+
+    Any int: a negative one or one of 63 bits or more is taken modulo ``2**63`` (the
+    state, ``get_rng_state``, is an int64).
+
+    Raises:
+        TypeError: for a seed that is not an int.
+    """
+    _GLOBAL.seed = _seed_int(s, "seed")
     _GLOBAL.counter = 0
+
+
+def _seed_int(s, op: str) -> int:
+    if isinstance(s, bool) or not isinstance(s, numbers.Integral):
+        raise TypeError(f"{op}: the seed must be an int, got {s!r} ({type(s).__name__})")
+    return int(s) % (1 << 63)
 
 
 def next_key_words() -> np.ndarray:
@@ -254,7 +272,7 @@ def _draw(op, k, shape, dtype, extra=None):
     return op.bind([k], kwargs)
 
 
-def _split_args(key_or_shape, shape, params):
+def _split_args(key_or_shape, shape, params, op: str):
     """``(key, shape, params)`` of a draw called either way:
 
     - ``f(key, shape, *params)``: reproducible, from the key;
@@ -262,10 +280,10 @@ def _split_args(key_or_shape, shape, params):
       then holds the first parameter, so the parameters shift back by one.
     """
     if isinstance(key_or_shape, Tensor):
-        return _as_key(key_or_shape), (() if shape is None else shape), params
+        return _as_key(key_or_shape, op), (() if shape is None else shape), params
     if not isinstance(key_or_shape, tuple | list | numbers.Integral | type(None)):
         raise TypeError(
-            "expected a key made by nb.random.key or a shape as the first argument, got "
+            f"{op}: expected a key made by nb.random.key or a shape as the first argument, got "
             f"{type(key_or_shape).__name__}"
         )
     if isinstance(shape, numbers.Number):
@@ -384,7 +402,7 @@ def uniform(
         raise TypeError("uniform: too many positional parameters")
     low = alias_arg("uniform", "low", low, "minval", minval)  # JAX's names as well
     high = alias_arg("uniform", "high", high, "maxval", maxval)
-    k, shape, (low, high, _) = _split_args(key_or_shape, shape, (low, high, None))
+    k, shape, (low, high, _) = _split_args(key_or_shape, shape, (low, high, None), "uniform")
     low = 0.0 if low is None else low
     high = 1.0 if high is None else high
     numbers_given = isinstance(low, int | float) and isinstance(high, int | float)
@@ -452,7 +470,7 @@ def normal(key_or_shape=(), shape=None, mean=None, std=None, *, dtype=None, devi
     key_or_shape = _keyword_key("normal", key_or_shape, key)
     if isinstance(key_or_shape, Tensor) and _dtype_like(mean):  # JAX: normal(key, shape, dtype)
         dtype, mean, std = _one_dtype("normal", dtype, mean), std, None
-    k, shape, (mean, std, _) = _split_args(key_or_shape, shape, (mean, std, None))
+    k, shape, (mean, std, _) = _split_args(key_or_shape, shape, (mean, std, None), "normal")
     mean = 0.0 if mean is None else mean
     std = 1.0 if std is None else std
     dtype = _float_dtype("normal", dtype)
@@ -488,7 +506,7 @@ def bernoulli(key_or_shape=(), p=0.5, shape=None, *, device=None, key=None):
     """
     key_or_shape = _keyword_key("bernoulli", key_or_shape, key)
     if isinstance(key_or_shape, Tensor):
-        k = _as_key(key_or_shape)
+        k = _as_key(key_or_shape, "bernoulli")
         if shape is None:  # JAX: p's shape
             shape = tuple(np.shape(p)) if isinstance(p, Tensor | np.ndarray) else ()
     else:
@@ -549,7 +567,7 @@ def randint(
         dtype = _one_dtype("randint", dtype, jax_dtype)
     low = alias_arg("randint", "low", low, "minval", minval)  # JAX's names as well
     high = alias_arg("randint", "high", high, "maxval", maxval)
-    k, shape, (low, high, _) = _split_args(key_or_shape, shape, (low, high, None))
+    k, shape, (low, high, _) = _split_args(key_or_shape, shape, (low, high, None), "randint")
     if low is None:
         raise TypeError("randint needs an upper bound: randint(key, shape, high) or low, high")
     if high is None:
@@ -605,7 +623,7 @@ def permutation(key_or_x, x=None, axis=0):
         ValueError: for a negative ``n``, or a 0-d ``x``.
     """
     if isinstance(key_or_x, Tensor) and x is not None:
-        k = _as_key(key_or_x)
+        k = _as_key(key_or_x, "permutation")
     else:
         k, x = global_key(), key_or_x
     if isinstance(x, numbers.Integral):
@@ -631,7 +649,7 @@ def categorical(k, logits, axis=-1, shape=None):
     Raises:
         ValueError: for a ``shape`` ``logits`` does not broadcast to.
     """
-    k = _as_key(k)
+    k = _as_key(k, "categorical")
     logits = as_tensor(logits, op="random.categorical")
     axis = norm_axis("random.categorical", axis, logits.ndim, logits.shape)
     batch = logits.shape[:axis] + logits.shape[axis + 1 :]
@@ -775,9 +793,13 @@ def manual_seed(s: int) -> None:
     """PyTorch's ``torch.manual_seed``: :func:`seed` of the global generator.
 
     Args:
-        s: the seed.
+        s: the seed, an int (negative ones too, as PyTorch's).
+
+    Raises:
+        TypeError: for a seed that is not an int.
     """
-    seed(s)
+    _GLOBAL.seed = _seed_int(s, "manual_seed")
+    _GLOBAL.counter = 0
 
 
 def get_rng_state() -> np.ndarray:

@@ -599,8 +599,12 @@ def var(x, axis=None, keepdims=False, correction=None, *, ddof=None, dim=None, k
     """
     correction = _correction("var", correction, ddof, dim)
     axis, keepdims = _torch_names("var", axis, dim, keepdims, keepdim)
-    x = _float(x, "var")
-    axes = norm_axes("var", axis, x.ndim, x.shape)
+    return _var(x, axis, keepdims, correction, "var")
+
+
+def _var(x, axis, keepdims, correction, op: str):
+    x = _float(x, op)
+    axes = norm_axes(op, axis, x.ndim, x.shape)
     w = _wide(x)
     d = w - mean(w, axes, keepdims=True)
     n = _count(x, axes) - correction
@@ -644,7 +648,7 @@ def std(x, axis=None, keepdims=False, correction=None, *, ddof=None, dim=None, k
     """
 
     axis, keepdims = _torch_names("std", axis, dim, keepdims, keepdim)
-    return fn.sqrt(var(x, axis, keepdims, _correction("std", correction, ddof, dim)))
+    return fn.sqrt(_var(x, axis, keepdims, _correction("std", correction, ddof, dim), "std"))
 
 
 def logsumexp(x, axis=None, keepdims=False, *, dim=None, keepdim=None):
@@ -868,10 +872,14 @@ def argsort(x, axis=-1, descending=False, stable=True):
     keep their order; ``stable=False`` is accepted and sorts the same); NaN goes last
     (first with ``descending=True``, as JAX's).
 
+    ``axis=None`` sorts the flattened ``x`` (NumPy's and JAX's).
+
     Raises:
         IndexError: for an axis out of range.
     """
     x = as_tensor(x, op="argsort")
+    if axis is None:
+        x, axis = fn.reshape(x, (-1,)), 0
     if x.ndim == 0:
         return fn.zeros((), dtype=DType.int64)
     axis = norm_axis("argsort", axis, x.ndim, x.shape)
@@ -886,8 +894,14 @@ Sorted = collections.namedtuple("Sorted", "values indices")
 def sort(x, axis=-1, descending=False, stable=True):
     """``x`` sorted along ``axis`` (NumPy's and JAX's ``sort``), from the largest with
     ``descending``, stably (``stable=False`` sorts the same); differentiable: the gradient
-    goes back to where each value came from."""
+    goes back to where each value came from. ``axis=None`` sorts the flattened ``x``.
+
+    Raises:
+        IndexError: for an axis out of range.
+    """
     x = as_tensor(x, op="sort")
+    if axis is None:
+        x, axis = fn.reshape(x, (-1,)), 0
     if x.ndim == 0:
         return x
     return sorted_along(x, axis, descending, stable).values
@@ -896,8 +910,8 @@ def sort(x, axis=-1, descending=False, stable=True):
 def sorted_along(x, axis=-1, descending=False, stable=True, k=None, op="sort") -> Sorted:
     """``x``'s values sorted along ``axis`` and their indices (:class:`Sorted`), the first
     ``k`` of them when ``k`` is given (an int in ``[0, n]``; errors name ``op``)."""
+    axis = norm_axis(op, axis, x.ndim, x.shape)
     if k is not None:
-        axis = norm_axis(op, axis, x.ndim, x.shape)
         n = x.shape[axis]
         if not isinstance(k, int) or isinstance(k, bool) or not 0 <= k <= n:
             raise ValueError(f"{op}: k must be an int in [0, {n}] for shape {x.shape}, got {k!r}")

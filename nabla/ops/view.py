@@ -21,7 +21,7 @@ from ..core.ir import SymDim, as_dim, note_size_decision, range_length, same_sha
 from ..core.state import STATE
 from ..runtime.tensor import Tensor
 from . import spmd
-from ._util import alias_arg, as_tensor, norm_axes, norm_axis, norm_shape
+from ._util import alias_arg, as_tensor, int_arg, norm_axes, norm_axis, norm_shape
 from .base import Operation, OpError, describe
 from .functions import fn, provide
 
@@ -1142,9 +1142,10 @@ def diag(x, k: int = 0) -> Tensor:
 
     Raises:
         ValueError: for an ``x`` of another rank.
+        TypeError: for a ``k`` that is not an int.
     """
     x = as_tensor(x, op="diag")
-    k = int(k)
+    k = int_arg("diag", "k", k)
     if x.ndim == 1:
         n = x.shape[0] + abs(k)
         rows = fn.arange(x.shape[0], dtype=DType.int64) + max(-k, 0)
@@ -1165,7 +1166,7 @@ def split(x, num_or_sizes=None, axis=0, *, num_splits=None) -> tuple[Tensor, ...
 
     Raises:
         ValueError: (:class:`nabla.OpError`) for a 0-d ``x``, a count that does not divide
-            the axis, or sizes that do not add up to it.
+            the axis, or sizes that are negative or do not add up to it.
     """
     x = as_tensor(x, op="split")
     num_or_sizes = alias_arg("split", "num_or_sizes", num_or_sizes, "num_splits", num_splits)
@@ -1187,7 +1188,9 @@ def split(x, num_or_sizes=None, axis=0, *, num_splits=None) -> tuple[Tensor, ...
                 f"{num_or_sizes!r} ({type(num_or_sizes).__name__}) for a tensor of shape {x.shape}"
             )
         sizes = tuple(as_dim(s) for s in num_or_sizes)
-        if sum(sizes) != n or any(s < 0 for s in sizes):
+        if any(s < 0 for s in sizes):
+            raise OpError(f"split: sizes {sizes} must not be negative (axis {axis} of {x.shape})")
+        if sum(sizes) != n:
             raise OpError(f"split: sizes {sizes} do not add up to {n} (axis {axis} of {x.shape})")
     return tuple(_split.bind([x], {"sizes": sizes, "axis": axis}))
 

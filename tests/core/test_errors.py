@@ -623,6 +623,56 @@ CASES = [
         lambda: nb.jvp(_bad_jvp, (lazy(3),), (lazy(3),)),
         ["custom_jvp rule of _bad_jvp", "float32[5]", "float32[3]"],
     ),
+    (
+        "conv2d_transpose_padding_leaves_nothing",
+        ValueError,
+        lambda: nb.conv2d_transpose(lazy(1, 4, 4, 3), lazy(3, 3, 3, 2), padding=((0, 0), (7, 0))),
+        ["conv2d_transpose", "((0, 0), (7, 0))", "(1, 4, 4, 3)", "(3, 3, 3, 2)", "(6, -1)"],
+    ),
+    (
+        "conv2d_transpose_output_padding_too_big",
+        ValueError,
+        lambda: nb.conv2d_transpose(lazy(1, 4, 4, 3), lazy(3, 3, 3, 2), stride=2, output_padding=2),
+        ["conv2d_transpose", "output_padding 2", "stride (2, 2)", "dilation (1, 1)"],
+    ),
+    (
+        "conv2d_groups_zero",
+        ValueError,
+        lambda: nb.conv2d(lazy(1, 5, 5, 3), lazy(3, 3, 3, 8), groups=0),
+        ["conv2d", "groups must be a positive int", "0"],
+    ),
+    (
+        "conv2d_bias_rank",
+        ValueError,
+        lambda: nb.conv2d(lazy(1, 5, 5, 3), lazy(3, 3, 3, 8), bias=lazy(8, 1)),
+        ["conv2d", "bias must be 1-D (8,)", "(8, 1)"],
+    ),
+    ("arange_nan", ValueError, lambda: nb.arange(float("nan")), ["arange", "finite", "nan"]),
+    ("arange_inf", ValueError, lambda: nb.arange(0, 1, float("inf")), ["arange", "step=inf"]),
+    ("triu_float_k", TypeError, lambda: nb.triu(lazy(3, 3), k=0.5), ["triu", "k", "0.5"]),
+    ("diag_float_k", TypeError, lambda: nb.diag(lazy(3), 0.5), ["diag", "k", "0.5"]),
+    ("eye_float_k", TypeError, lambda: nb.eye(3, k=1.5), ["eye", "k", "1.5"]),
+    ("manual_seed_str", TypeError, lambda: nb.manual_seed("a"), ["manual_seed", "'a'"]),
+    ("sort_axis", IndexError, lambda: nb.sort(lazy(2, 3), axis=2), ["sort:", "(2, 3)"]),
+    ("std_axis", IndexError, lambda: nb.std(lazy(2, 3), axis=2), ["std:", "(2, 3)"]),
+    (
+        "split_negative_size",
+        ValueError,
+        lambda: nb.split(lazy(4), [5, -1]),
+        ["split", "(5, -1)", "must not be negative"],
+    ),
+    (
+        "cross_entropy_bool_target",
+        TypeError,
+        lambda: nb.nn.functional.cross_entropy_loss(lazy(4, 3), lazy(4, dtype=np.bool_)),
+        ["cross_entropy_loss", "bool", "(4,)", "(4, 3)"],
+    ),
+    (
+        "random_normal_bad_key",
+        ValueError,
+        lambda: nb.random.normal(lazy(2), (3,)),
+        ["normal:", "float32 of shape (2,)"],
+    ),
 ]
 
 

@@ -961,6 +961,10 @@ def test_sorting_in_numpys_jaxs_and_pytorchs_forms():
     np.testing.assert_array_equal(nb.argsort(t, axis=1).numpy(), np.argsort(x, 1, kind="stable"))
     np.testing.assert_array_equal(nb.sort(t, axis=0).numpy(), np.sort(x, 0))
     np.testing.assert_array_equal(t.sort().numpy(), np.sort(x, -1))
+    np.testing.assert_array_equal(nb.sort(t, axis=None).numpy(), np.sort(x, axis=None))
+    np.testing.assert_array_equal(
+        nb.argsort(t, axis=None).numpy(), np.argsort(x, axis=None, kind="stable")
+    )
     values, indices = t.sort(dim=1, descending=True)
     assert values.tolist() == [[3, 2, 1, 1], [5, 5, 0, -1]]
     assert indices.tolist() == [[0, 2, 1, 3], [1, 3, 0, 2]]  # equal values keep their order

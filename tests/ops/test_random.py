@@ -30,6 +30,21 @@ def test_global_generator_differs_per_call_and_seed_reproduces():
     np.testing.assert_array_equal(nb.uniform((50,)).numpy(), a)
 
 
+def test_any_int_seeds_the_global_generator_and_its_state_round_trips():
+    """As ``torch.manual_seed``: a negative seed draws (it failed at the first draw), and
+    the state (an int64 pair) holds any seed, taken modulo 2**63."""
+    for s in (-1, -(2**40), 2**63 + 5, np.int64(7)):
+        nb.manual_seed(s)
+        state = nb.get_rng_state()
+        a = nb.randn(4).numpy()
+        nb.set_rng_state(state)
+        np.testing.assert_array_equal(nb.randn(4).numpy(), a)
+    nb.manual_seed(2**63 + 5)
+    b = nb.randn(4).numpy()
+    nb.manual_seed(5)
+    np.testing.assert_array_equal(nb.randn(4).numpy(), b)
+
+
 def test_api_signatures_and_ranges():
     u = nb.uniform((2000,), 2.0, 3.0).numpy()  # nb.uniform(shape, low, high)
     assert u.dtype == np.float32 and u.min() >= 2.0 and u.max() < 3.0
