@@ -1074,3 +1074,19 @@ def test_einsum_letters_the_user_writes_never_meet_the_ellipsis_dims():
     a = np.arange(12).reshape(3, 4)
     assert nb.roll(a, nb.constant(np.int32(1)), axis=0).tolist() == np.roll(a, 1, 0).tolist()
     assert nb.roll(a, (1, 2), axis=1).tolist() == np.roll(a, (1, 2), 1).tolist()
+
+
+def test_an_index_out_of_range_under_vmap_names_one_example_s_shapes():
+    """An index known only when the program runs (here a batched one) is checked there; the
+    error gives the shapes of one example, as the user wrote the call, not the batch's."""
+    idx = nb.constant(np.array([[0], [3]], np.int32))
+    got = nb.vmap(lambda a, i: nb.gather(a, i, 0))(nb.ones((2, 3, 4)), idx)
+    with pytest.raises(IndexError) as info:
+        got.numpy()
+    msg = str(info.value)
+    assert "input of shape (3, 4), indices of shape (1,)" in msg and "per example" in msg, msg
+    below = nb.constant(np.array([[0], [-4]], np.int32))
+    with pytest.raises(IndexError, match=r"index -4 is out of bounds for axis 0 with size 3"):
+        nb.vmap(lambda a, i: nb.gather(a, i, 0))(nb.ones((2, 3, 4)), below).numpy()
+    with pytest.raises(IndexError, match=r"setitem on a tensor of shape \(3, 4\).*per example"):
+        nb.vmap(lambda a, i: a.at[i].set(1.0))(nb.ones((2, 3, 4)), idx).numpy()

@@ -639,40 +639,46 @@ def _flat_batch(a, nb):
 _JAX_OUT_OF_BOUNDS = {"gather": "JAX clamps such an index", "scatter": "JAX drops such an update"}
 
 
-def _index_error(op, err, x, idx, what=None):
+def _index_error(op, err, x, idx, what=None, batch_dims=0):
     """NumPy's bare out-of-bounds error with the op and shapes: an index known only when
     the program runs (traced or batched) is checked here, not at the call. ``what``: the
     user's indexing this op carries out (``x[i, j]`` becomes a gather from a flattened
-    value, whose positions the user never wrote)."""
+    value, whose positions the user never wrote). Under vmap (``batch_dims``) the shapes
+    are one example's, as the user wrote the call."""
     tail = (
         f"an index computed in the graph is checked when the program runs; {_JAX_OUT_OF_BOUNDS[op]}"
     )
+    x_shape, idx_shape = x.shape[batch_dims:], np.shape(idx)[batch_dims:]
+    if batch_dims:
+        tail = f"per example of a vmap; {tail}"
     if what is not None:
         return IndexError(
-            f"{what}: an index is out of range of its dim (indices of shape "
-            f"{np.shape(idx)}; {tail})"
+            f"{what}: an index is out of range of its dim (indices of shape {idx_shape}; {tail})"
         )
     return IndexError(
-        f"{op}: {err} (input of shape {x.shape}, indices of shape {np.shape(idx)}; {tail})"
+        f"{op}: {err} (input of shape {x_shape}, indices of shape {idx_shape}; {tail})"
     )
 
 
-def _below_range(op, x, idx, axis, what=None):
+def _below_range(op, x, idx, axis, what=None, batch_dims=0):
     """The ops' indices arrive with negative ones already counted from the end (``idx +
     n``): one still negative was below ``-n``, which NumPy would wrap again."""
     if idx.size and idx.min() < 0:
         n = x.shape[axis]
-        err = f"index {int(idx.min()) - n} is out of bounds for axis {axis} with size {n}"
-        raise _index_error(op, err, x, idx, what)
+        err = (
+            f"index {int(idx.min()) - n} is out of bounds for axis {axis - batch_dims} with "
+            f"size {n}"
+        )
+        raise _index_error(op, err, x, idx, what, batch_dims)
 
 
 @_one("gather")
 def _gather(x, idx, axis, batch_dims=0, what=None):
-    _below_range("gather", x, idx, axis, what)
+    _below_range("gather", x, idx, axis, what, batch_dims)
     try:
         return _gather_any(x, idx, axis, batch_dims)
     except IndexError as err:
-        raise _index_error("gather", err, x, idx, what) from None
+        raise _index_error("gather", err, x, idx, what, batch_dims) from None
 
 
 def _gather_any(x, idx, axis, batch_dims):
@@ -690,7 +696,7 @@ def _gather_any(x, idx, axis, batch_dims):
 
 @_one("scatter")
 def _scatter(x, idx, upd, axis, mode, batch_dims=0, what=None):
-    _below_range("scatter", x, idx, axis, what)
+    _below_range("scatter", x, idx, axis, what, batch_dims)
     out = np.array(x, copy=True)
     # the ufunc merging the updates at a repeated index (every one takes part); None: replace
     combine = (_SCATTER_COMBINE_BOOL if out.dtype == np.bool_ else _SCATTER_COMBINE).get(mode)
@@ -706,7 +712,7 @@ def _scatter(x, idx, upd, axis, mode, batch_dims=0, what=None):
             else:
                 combine.at(of[p], where, uf[p])
     except IndexError as err:
-        raise _index_error("scatter", err, x, idx, what) from None
+        raise _index_error("scatter", err, x, idx, what, batch_dims) from None
     return of.reshape(out.shape)
 
 
