@@ -282,9 +282,12 @@ def _check_bounds(op, idx, n, where=""):
 def gather(x, indices, axis=0) -> Tensor:
     """Take elements of ``x`` along ``axis`` at integer ``indices`` (NumPy's ``take``).
 
-    Negative indices count from the end. Example: ``gather(x, [2, 0], axis=1)``.
+    Negative indices count from the end. ``axis=None`` takes from the flattened ``x``
+    (NumPy's and JAX's ``take``). Example: ``gather(x, [2, 0], axis=1)``.
     """
     x = as_tensor(x, op="gather")
+    if axis is None:
+        x, axis = fn.reshape(x, (-1,)), 0
     if x.ndim == 0:
         raise OpError("gather: cannot index a 0-d tensor")
     axis = norm_axis("gather", axis, x.ndim, x.shape)

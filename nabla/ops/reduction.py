@@ -1016,10 +1016,13 @@ class _RunningOp(Operation):
 
 def _running_operand(op: str, x, axis, dtype):
     """``(x, axis)`` for a running reduction: ``x`` as a tensor (cast to ``dtype`` first),
-    of rank >= 1, and ``axis`` normalized; errors name ``op``."""
+    of rank >= 1, and ``axis`` normalized; errors name ``op``. ``axis=None`` runs over the
+    flattened ``x`` (NumPy's and JAX's)."""
     x = as_tensor(x, op=op)
     if dtype is not None:
         x = x.cast(dtype)
+    if axis is None:
+        return fn.reshape(x, (-1,)), 0
     if x.ndim == 0:
         raise OpError(f"{op}: needs rank >= 1, got shape {x.shape}")
     return x, norm_axis(op, axis, x.ndim, x.shape)
@@ -1037,8 +1040,9 @@ _cumsum = CumsumOp()
 
 
 def cumsum(x, axis=-1, exclusive=False, reverse=False, *, dtype=None, dim=None):
-    """Cumulative sum along ``axis`` (PyTorch's ``dim=`` too); ``exclusive`` starts from 0,
-    ``reverse`` runs backwards; ``dtype`` casts ``x`` first (as NumPy, JAX and PyTorch)."""
+    """Cumulative sum along ``axis`` (PyTorch's ``dim=`` too; ``axis=None``: over the
+    flattened ``x``, as NumPy's and JAX's); ``exclusive`` starts from 0, ``reverse`` runs
+    backwards; ``dtype`` casts ``x`` first (as NumPy, JAX and PyTorch)."""
     axis = axis if dim is None else dim
     x, axis = _running_operand("cumsum", x, axis, dtype)
     return _cumsum.bind([x], {"axis": axis, "exclusive": bool(exclusive), "reverse": bool(reverse)})
@@ -1119,7 +1123,8 @@ def cumprod(x, axis=-1, exclusive=False, reverse=False, *, dtype=None, dim=None)
 
     Args:
         x: a tensor of rank >= 1, or a nested list or NumPy array.
-        axis: the axis to run along (default: the last); negative counts from the end.
+        axis: the axis to run along (default: the last); negative counts from the end;
+            None runs over the flattened ``x`` (NumPy's and JAX's).
         exclusive: start from 1, leaving ``x[..., j]`` out of ``out[..., j]``.
         reverse: run from the end of the axis toward its start.
         dtype: cast ``x`` to this dtype first (as NumPy, JAX and PyTorch).

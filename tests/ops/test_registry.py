@@ -237,6 +237,20 @@ def test_var_and_std_take_numpy_s_ddof():
         nb.var(t, ddof=1, correction=1)
 
 
+def test_axis_none_runs_over_the_flattened_array_as_numpy_s():
+    """cumsum, cumprod, take, sort and argsort with ``axis=None`` flatten first (NumPy's
+    and JAX's); their default axes are unchanged."""
+    x = np.arange(1.0, 7.0, dtype=np.float32).reshape(2, 3)
+    t = nb.constant(x)
+    np.testing.assert_array_equal(nb.cumsum(t, axis=None).numpy(), np.cumsum(x, axis=None))
+    np.testing.assert_array_equal(nb.cumprod(t, axis=None).numpy(), np.cumprod(x, axis=None))
+    np.testing.assert_array_equal(nb.cumsum(t).numpy(), np.cumsum(x, axis=-1))
+    np.testing.assert_array_equal(nb.take(t, [5, 0, -2], axis=None).numpy(), [6.0, 1.0, 5.0])
+    assert nb.cumsum(nb.constant(2.0), axis=None).shape == (1,)
+    g = nb.grad(lambda v: (nb.cumsum(v, axis=None) * nb.arange(6.0)).sum())(t)
+    np.testing.assert_array_equal(g.numpy(), np.cumsum(np.arange(6.0)[::-1])[::-1].reshape(2, 3))
+
+
 @pytest.mark.parametrize("name", ["floor", "ceil", "round", "trunc"])
 def test_rounding_returns_integer_and_bool_inputs_unchanged(name):
     """JAX keeps the dtype (and the values) of integer and bool inputs to rounding ops."""
