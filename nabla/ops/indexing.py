@@ -423,6 +423,9 @@ def _scatter_at(x, idx, upd, axis, mode, what=None):
 # ("mask", index tensors, mask rank, mask shape) until the mask is split into its dims.
 _WHOLE = ("slice", slice(None), 1)
 _NEW = ("new",)
+# an ``...`` that covers no dim still separates the advanced indices on its two sides (NumPy
+# then puts their dims in front): it stays in the layout as this mark
+_SEP = ("sep", None, 0)
 
 
 class _Key(NamedTuple):
@@ -431,7 +434,8 @@ class _Key(NamedTuple):
     slices: tuple  # one (start, step, length) per input dim; an advanced index takes it whole
     int_dims: list  # the dims an int removes (none with an advanced index: ints join those)
     adv: list  # (input dim, index tensor) per advanced index, counted from the end once
-    layout: list  # per entry in key order: ("basic", input dim) | ("adv", k) | ("new",)
+    layout: list  # per entry in key order: ("basic", input dim) | ("adv", k) | ("new",) |
+    # ("sep",): an empty ``...``
 
     def adv_block(self):
         """Where NumPy puts the advanced indices' dims (call with ``adv``): after this many
@@ -452,7 +456,7 @@ class _Key(NamedTuple):
                 shape.append(1)
             elif e[0] == "basic":
                 shape.append(sliced[e[1]])
-            elif not placed:
+            elif e[0] == "adv" and not placed:
                 shape.extend(ishape)
                 placed = True
         return tuple(shape)
@@ -527,7 +531,7 @@ def _expand_entries(x, entries, op) -> list:
     at = 0  # the input dim the entry indexes
     for e in entries:
         if e[0] == "ell":
-            out.extend(rest)
+            out.extend(rest or [_SEP])
             at += len(rest)
             continue
         if e[0] == "mask":
@@ -552,8 +556,8 @@ def _resolve_entries(x, entries, op) -> _Key:
     slices, int_dims, adv, layout = [], [], [], []
     dim = 0
     for kind, v, _ in entries:
-        if kind == "new":
-            layout.append(_NEW)
+        if kind in ("new", "sep"):
+            layout.append((kind,))
             continue
         n = x.shape[dim]
         if kind == "slice":
@@ -705,9 +709,11 @@ def _without_new_axes(x, key, value, op, dtype):
     parts = _entries_of(key)
     if not any(k is None for k in parts):
         return key, value
-    arrayish = [
+    arrays = [
         not (k is None or k is Ellipsis or isinstance(k, slice | numbers.Integral)) for k in parts
     ]
+    # among array indices an int is an advanced index too (NumPy's rule)
+    arrayish = [a or (any(arrays) and _is_int(k)) for a, k in zip(arrays, parts, strict=True)]
     firsts = [i for i, a in enumerate(arrayish) if a]
     separated = firsts and any(parts[i] is None for i in range(firsts[0], firsts[-1]))
     rest = key if separated else tuple(k for k in parts if k is not None)
@@ -729,7 +735,7 @@ def _without_none_axes(x, key, target):
     """``target`` (the shape of ``x[key]`` for a key whose array indices are separated, so
     their dims come first) without the size-1 axes its ``None`` entries made: after the
     array dims come the other entries' dims in key order (``_parse_key``'s layout)."""
-    rest = [e for e in _parse_key(x, key).layout if e[0] != "adv"]
+    rest = [e for e in _parse_key(x, key).layout if e[0] in ("basic", "new")]
     start = len(target) - len(rest)
     drop = {start + i for i, e in enumerate(rest) if e[0] == "new"}
     return tuple(d for i, d in enumerate(target) if i not in drop)
@@ -759,6 +765,15 @@ def _update(x, key, value, mode):
     op = "setitem" if mode == "set" else "at"
     x = as_tensor(x, op=op)
     work = x.dtype if mode == "set" else _combine_dtype(x, value, op)
+    parts = _entries_of(key)
+    if any(type(k) is bool or type(k) is np.bool_ for k in parts):
+        # NumPy's 0-d masks: True is a new axis of length 1, False one of length 0 (a
+        # region with nothing in it: the value must still fit it)
+        region = getitem(x, key).shape
+        if 0 in region:
+            _fit(as_tensor(value, work, op), region)
+            return x
+        key = tuple(None if type(k) is bool or type(k) is np.bool_ else k for k in parts)
     key, value = _without_new_axes(x, key, value, op, work)
     k = _parse_key(x, key, op)
     region = fn.slice_normalized(x, k.slices)

@@ -10,7 +10,7 @@ from ..core.sharding import P
 from ..core.state import STATE
 from ..runtime.tensor import Tensor
 from . import binary, collectives, creation, indexing, linalg, reduction, transfer, unary, view
-from ._util import as_tensor, device_arg, device_like, norm_axis
+from ._util import as_tensor, device_arg, device_like, norm_axis, readable_now
 
 
 def _swap(fn):
@@ -789,9 +789,16 @@ def _index_select(self, dim, index):
 
 def _narrow(self, dim, start, length):
     """PyTorch's ``x.narrow(dim, start, length)``: ``length`` elements of ``dim`` from
-    ``start`` (a view: in-place changes reach ``x``)."""
+    ``start`` (an int, or a 0-d integer tensor as PyTorch's; a view: in-place changes
+    reach ``x``)."""
     d = norm_axis("narrow", dim, self.ndim, self.shape)
     size = self.shape[d]
+    if isinstance(start, Tensor) and start.ndim == 0 and start.dtype.is_int:
+        if not readable_now(start):  # traced or batched: a slice with a tensor bound
+            key = (slice(None),) * d + (slice(start, start + length),)
+            return _view_of_index(self, key)
+        start = start.item()
+    start, length = (int(v) if isinstance(v, np.integer) else v for v in (start, length))
     start = start + size if isinstance(start, int) and start < 0 else start
     if not (isinstance(start, int) and isinstance(length, int)) or not (
         0 <= start and 0 <= length and start + length <= size

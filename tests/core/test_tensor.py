@@ -816,6 +816,9 @@ def test_set_at_repeated_indices_differentiates_only_the_written_update():
         # array indices separated by None: their dims come first
         ((np.array([0, 2]), None, np.array([1, 3])), (2, 1)),
         ((None, np.array([2, 0, 1]), None, np.array([3, 3, 0])), (3, 1, 1)),
+        # an int among array indices is one too: None separates it from them
+        ((np.array([0, 2]), None, 1), (2, 1)),
+        ((2, None, np.array([1, 3])), (2, 1)),
     ],
 )
 def test_setitem_takes_a_value_shaped_like_x_key_with_new_axes(key, vshape):
@@ -908,6 +911,59 @@ def test_round_method_takes_decimals_as_numpy_jax_and_pytorch():
     np.testing.assert_allclose(x.round(2).numpy(), np.round(x.numpy(), 2))
     np.testing.assert_allclose(x.round(decimals=1).numpy(), np.round(x.numpy(), 1))
     np.testing.assert_allclose(round(x, 1).numpy(), np.round(x.numpy(), 1))
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        (slice(None), 0, Ellipsis, np.array([1, 3])),
+        (np.array([1, 0]), Ellipsis, np.array([3, 2])),
+        (slice(None), np.array([0, 2]), Ellipsis, 1),
+        (np.array([1, 0]), Ellipsis),
+        (Ellipsis, 1, np.array([3, 2])),
+    ],
+)
+def test_an_ellipsis_covering_no_dim_still_separates_array_indices(key):
+    """As NumPy and JAX: ``...`` between two advanced indices (an int among them counts)
+    separates them even where it covers no dim, so their dims go first, in reads, writes
+    and ``.at`` updates alike (they were kept in place: transposed values)."""
+    a = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    want = a[key]
+    got = nb.constant(a)[key]
+    assert got.shape == want.shape
+    np.testing.assert_array_equal(got.numpy(), want)
+    v = np.arange(want.size, dtype=np.float32).reshape(want.shape) + 100
+    ref = a.copy()
+    ref[key] = v
+    y = nb.constant(a)
+    y[key] = nb.constant(v)
+    np.testing.assert_array_equal(y.numpy(), ref)
+    added = a.copy()
+    added[key] += v
+    np.testing.assert_array_equal(nb.constant(a).at[key].add(v).numpy(), added)
+
+
+def test_python_bool_keys_write_as_numpy_and_narrow_takes_a_0d_tensor_start():
+    """``x[True] = v`` writes through a new axis of one, ``x[False] = v`` writes nothing
+    (the value must still fit the empty region), as NumPy and PyTorch; ``narrow``'s start
+    may be a 0-d integer tensor (PyTorch's), concrete or traced."""
+    for key in (True, np.True_, False, (True, 0), (0, False)):
+        want = np.zeros((2, 3), np.float32)
+        want[key] = 1.0
+        x = nb.constant(np.zeros((2, 3), np.float32))
+        x[key] = 1.0
+        np.testing.assert_array_equal(x.numpy(), want)
+        np.testing.assert_array_equal(nb.zeros((2, 3)).at[key].add(1.0).numpy(), want)
+    with pytest.raises(ValueError, match=r"value of shape \(5,\) cannot be broadcast"):
+        x[False] = nb.ones((5,))
+    a = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    t = nb.constant(a)
+    start = nb.constant(np.int32(1))
+    np.testing.assert_array_equal(t.narrow(1, start, 2).numpy(), a[:, 1:3])
+    np.testing.assert_array_equal(t.narrow(1, np.int64(-2), 2).numpy(), a[:, 1:3])
+    f = nb.compile(lambda v, s: v.narrow(1, s, 2))
+    np.testing.assert_array_equal(f(t, start).numpy(), a[:, 1:3])
+    np.testing.assert_array_equal(f(t, nb.constant(np.int32(0))).numpy(), a[:, 0:2])
 
 
 def test_python_bool_index_is_a_new_axis_of_one_or_zero_as_numpy():
