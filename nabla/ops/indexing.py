@@ -422,7 +422,6 @@ def _scatter_at(x, idx, upd, axis, mode, what=None):
 # one of "int", "slice", "adv" (an integer index tensor), "new" (None), "ell" (...), and
 # ("mask", index tensors, mask rank, mask shape) until the mask is split into its dims.
 _WHOLE = ("slice", slice(None), 1)
-_NEW = ("new",)
 # an ``...`` that covers no dim still separates the advanced indices on its two sides (NumPy
 # then puts their dims in front): it stays in the layout as this mark
 _SEP = ("sep", None, 0)
