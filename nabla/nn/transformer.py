@@ -125,7 +125,8 @@ class MultiHeadAttention(Module):
         """Attend from ``query`` to ``key``/``value`` (self-attention when they are None).
 
         Args:
-            query: ``(N, L, embed_dim)``.
+            query: ``(N, L, embed_dim)``, or ``(L, embed_dim)`` unbatched (with 2-D ``key``
+                and ``value`` and a ``(S,)`` ``key_padding_mask``, as PyTorch's).
             key: ``(N, S, kdim)`` (default: ``query``).
             value: ``(N, S, vdim)`` (default: ``key``).
             key_padding_mask: optional ``(N, S)``: bool (True marks padding that is
@@ -141,25 +142,33 @@ class MultiHeadAttention(Module):
                 (``(N, L, S)``) instead of ``(N, heads, L, S)``.
 
         Returns:
-            ``(N, L, embed_dim)``; with ``need_weights``, ``(output, weights)``.
+            ``(N, L, embed_dim)`` (unbatched: ``(L, embed_dim)``); with ``need_weights``,
+            ``(output, weights)``.
 
         Raises:
-            ValueError: for inputs that are not ``(N, length, embed_dim)``, or a mask of
-                another shape.
+            ValueError: for inputs that are not ``(N, length, embed_dim)`` (or all three
+                unbatched), or a mask of another shape.
         """
-        query = as_tensor(query, op="MultiHeadAttention")
-        key = query if key is None else as_tensor(key, op="MultiHeadAttention")
-        value = key if value is None else as_tensor(value, op="MultiHeadAttention")
+        cls = type(self).__name__
+        query = as_tensor(query, op=cls)
+        key = query if key is None else as_tensor(key, op=cls)
+        value = key if value is None else as_tensor(value, op=cls)
+        # PyTorch's unbatched call: (length, features) each, a key_padding_mask of (S,)
+        unbatched = query.ndim == 2 and key.ndim == 2 and value.ndim == 2
         dims = (("query", query, self.embed_dim), ("key", key, self.kdim))
         layout = "batch, length" if self.batch_first else "length, batch"
         for name, t, d in (*dims, ("value", value, self.vdim)):
-            if t.ndim != 3 or t.shape[-1] != d:
+            if t.ndim != (2 if unbatched else 3) or t.shape[-1] != d:
                 raise ValueError(
-                    f"MultiHeadAttention({self.extra_repr()}): {name} of shape {t.shape} is "
-                    f"not ({layout}, {d})"
+                    f"{cls}({self.extra_repr()}): {name} of shape {t.shape} is not ({layout}, "
+                    f"{d}) or, unbatched, (length, {d})"
                 )
-        # PyTorch's (length, batch, features) when not batch_first: swapped in and out
-        query, key, value = (_seq_major(t, self.batch_first) for t in (query, key, value))
+        if unbatched:
+            query, key, value = (t.unsqueeze(0) for t in (query, key, value))
+            if key_padding_mask is not None:
+                key_padding_mask = as_tensor(key_padding_mask, op=cls).unsqueeze(0)
+        else:  # PyTorch's (length, batch, features) when not batch_first: swapped in and out
+            query, key, value = (_seq_major(t, self.batch_first) for t in (query, key, value))
         got = self._forward_batch_first(
             query,
             key,
@@ -170,9 +179,13 @@ class MultiHeadAttention(Module):
             need_weights,
             average_attn_weights,
         )
-        if not need_weights:
-            return _seq_major(got, self.batch_first)
-        return _seq_major(got[0], self.batch_first), got[1]
+        out, weights = (got, None) if not need_weights else got
+        if unbatched:
+            out = out.squeeze(0)
+            weights = None if weights is None else weights.squeeze(0)
+        else:
+            out = _seq_major(out, self.batch_first)
+        return out if not need_weights else (out, weights)
 
     def _forward_batch_first(
         self,
@@ -429,8 +442,10 @@ class MultiheadAttention(MultiHeadAttention):
 
 def _seq_major(x, batch_first: bool):
     """``x`` as ``(batch, length, ...)`` from the layer's layout (a swap of the first two
-    axes when it is PyTorch's ``(length, batch, ...)``), and back."""
-    return x if batch_first else as_tensor(x, op="transformer layer").swap_axes(0, 1)
+    axes when it is PyTorch's ``(length, batch, ...)``), and back; an unbatched
+    ``(length, features)`` stays as it is (the attention takes it so)."""
+    x = as_tensor(x, op="transformer layer")
+    return x if batch_first or x.ndim == 2 else x.swap_axes(0, 1)
 
 
 class _TransformerLayer(Module):

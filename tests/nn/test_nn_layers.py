@@ -340,6 +340,39 @@ def test_transformer_layers_take_pytorch_s_positional_order():
         assert cls(8, 2, 16, 0.0, "relu", 1e-5, True, True).norm_first is True
 
 
+@pytest.mark.parametrize("batch_first", [False, True])
+def test_attention_and_transformer_layers_take_pytorch_s_unbatched_inputs(batch_first):
+    """As PyTorch: a ``(length, features)`` query, key and value (a ``(S,)`` padding mask)
+    in either layout give the batched call's answer for a batch of one, without its batch
+    dim (the sequence-first layer had swapped the 2-D input's axes); the weights too."""
+    q, kv = t(rng.standard_normal((4, 6))), t(rng.standard_normal((5, 6)))
+    pad = nb.constant(np.array([False, False, True, False, False]))
+    mha = nn.MultiheadAttention(6, 2, batch_first=batch_first)
+    batched = (lambda a: a[None]) if batch_first else (lambda a: a[:, None])
+    for avg in (True, False):
+        out, w = mha(q, kv, kv, key_padding_mask=pad, average_attn_weights=avg)
+        want, want_w = mha(
+            batched(q),
+            batched(kv),
+            batched(kv),
+            key_padding_mask=pad[None],
+            average_attn_weights=avg,
+        )
+        assert out.shape == (4, 6) and w.shape == ((4, 5) if avg else (2, 4, 5))
+        np.testing.assert_allclose(out.numpy(), want.numpy().reshape(4, 6), rtol=1e-6)
+        np.testing.assert_allclose(w.numpy(), want_w.numpy()[0], rtol=1e-6)
+    enc = nn.TransformerEncoderLayer(6, 2, 12, 0.0, batch_first=batch_first, key=nb.random.key(3))
+    np.testing.assert_allclose(
+        enc(q).numpy(), enc(batched(q)).numpy().reshape(4, 6), rtol=1e-5, atol=1e-6
+    )
+    dec = nn.TransformerDecoderLayer(6, 2, 12, 0.0, batch_first=batch_first, key=nb.random.key(4))
+    np.testing.assert_allclose(
+        dec(q, kv).numpy(), dec(batched(q), batched(kv)).numpy().reshape(4, 6), rtol=1e-5, atol=1e-6
+    )
+    with pytest.raises(ValueError, match=r"MultiheadAttention\(embed_dim=6, num_heads=2\): query"):
+        mha(q, kv[None], kv[None])
+
+
 @pytest.mark.parametrize("norm_first", [False, True])
 def test_transformer_layers_take_pytorch_s_sequence_first_layout(norm_first):
     """``batch_first=False`` (PyTorch's default) takes and returns ``(length, batch,
