@@ -698,17 +698,20 @@ class Tensor:
     def addressable_shards(self) -> list:
         """One ``Shard`` per mesh device this process holds (as in JAX; every device in one
         process): ``.device`` (flat mesh index),
-        ``.index`` (slices of the global value) and ``.data`` (that device's block, a NumPy
-        array; for a partial value, that device's term). An unsharded tensor is one shard."""
+        ``.index`` (slices of the global value) and ``.data`` (that device's block, a
+        read-only NumPy view, as JAX's immutable arrays: a write would change the tensor,
+        and only one copy of a replicated block; for a partial value, that device's term).
+        An unsharded tensor is one shard."""
         impl = self._impl
         if impl.levels:
             raise ValueError("addressable_shards is not available inside vmap")
         self.realize()
         spec = impl.sharding
+        blocks = buffer_to_numpy(impl.buffer).view()
+        blocks.flags.writeable = False
         if spec is None:
             full = (slice(None),) * len(impl.shape)
-            return [Shard(0, full, buffer_to_numpy(impl.buffer), 0)]
-        blocks = buffer_to_numpy(impl.buffer)
+            return [Shard(0, full, blocks, 0)]
         mesh = spec.mesh
         origin = [o for o, _ in mesh.local_box] if mesh.spans_processes else [0] * mesh.ndim
         # as JAX: a dim no axis splits is ``slice(None)``; ``replica_id`` numbers the

@@ -66,6 +66,12 @@ def test_addressable_shards_are_slices_of_the_value(mesh, spec):
     for s in shards:
         copies.setdefault(tuple((sl.start, sl.stop) for sl in s.index), []).append(s.replica_id)
     assert all(sorted(ids) == list(range(len(ids))) for ids in copies.values())
+    # as JAX's immutable arrays: a write would change the tensor (one copy of a block only)
+    with pytest.raises(ValueError, match="read-only"):
+        shards[-1].data[...] = 0
+    np.testing.assert_array_equal(t.numpy(), x)
+    with pytest.raises(ValueError, match="read-only"):
+        nb.constant(x).addressable_shards[0].data[0] = 1
 
 
 def test_a_dim_split_over_size_1_axes_only_is_whole_in_shard_indices():
