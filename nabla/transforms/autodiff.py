@@ -235,9 +235,12 @@ def _to_tensor_leaf(x):
 
 
 def _scalar_output(o):
-    """A Python number a differentiated function returns, as the 0-d tensor JAX makes it
-    (its derivative is zero); any other value is returned as it is."""
+    """A Python number, NumPy scalar or NumPy array a differentiated function returns, as
+    the tensor JAX makes it (a constant: its derivative is zero); any other value is
+    returned as it is."""
     if isinstance(o, numbers.Number) and not isinstance(o, bool):
+        return as_tensor(o)
+    if isinstance(o, np.ndarray) and o.dtype.kind in "biuf":
         return as_tensor(o)
     return o
 
@@ -451,8 +454,7 @@ def value_and_grad(fun, argnums=0, has_aux=False, *, realize=False):
                 f"grad requires a float output, got the Python int {out} (int32); return a "
                 "float, or use vjp for integer outputs"
             )
-        if isinstance(out, float):
-            out = as_tensor(out)  # a constant function: zero gradients
+        out = _scalar_output(out)  # a constant function (a float, NumPy's): zero gradients
         if not isinstance(out, Tensor):
             raise TypeError(f"grad needs the function to return a scalar tensor, got {type(out)}")
         if any(d != 1 for d in out.shape):  # a single element, e.g. (1,), as torch.autograd
@@ -527,7 +529,8 @@ def jvp(fun, primals, tangents, has_aux=False):
         fun: function of the primals.
         primals: tuple (or list) of arguments.
         tangents: same structure as ``primals``; each leaf of its primal's shape and dtype
-            (a Python scalar takes the primal's dtype).
+            (a Python scalar takes the primal's dtype; an integer or bool primal's tangent
+            may be JAX's ``float0`` zeros, which count as none).
         has_aux: ``fun`` returns ``(out, aux)``.
 
     Returns:
@@ -604,6 +607,19 @@ def _check_tangent(i: int, p: Tensor, t):
     checks them: a tensor or array must match in dtype and shape; a Python scalar takes the
     primal's dtype (weak typing)."""
     if t is None:
+        return None
+    if isinstance(t, np.ndarray | np.generic) and np.asarray(t).dtype.names == ("float0",):
+        # JAX's tangent of an integer or bool primal (``jax.dtypes.float0``): none
+        if p.dtype.is_float:
+            raise TypeError(
+                f"jvp: primal {i} is {p.dtype.value} {p.shape}: a float0 tangent is for "
+                "integer and bool primals only"
+            )
+        if np.shape(t) != tuple(p.shape):
+            raise ValueError(
+                f"jvp: primal and tangent arguments do not match; shapes must be equal: "
+                f"primal {i} has shape {p.shape} ({p.dtype.value}), its tangent {np.shape(t)}"
+            )
         return None
     weak = isinstance(t, numbers.Number) and not isinstance(t, np.generic)
     if isinstance(t, Tensor | np.ndarray | np.generic):

@@ -468,6 +468,16 @@ class _VjpRule:
                 f"custom_vjp bwd of {self.owner.fun.__name__} returned {len(flat)} cotangents "
                 f"for {n_flat} inputs"
             )
+        tensors = set(self.args.idx)
+        for i, leaf in enumerate(self.args.flat):  # a Python number's cotangent: a scalar
+            ct = flat[i]
+            if i not in tensors and ct is not None and isinstance(leaf, numbers.Number):
+                shape = tuple(ct.shape) if isinstance(ct, Tensor) else np.shape(ct)
+                if shape != ():
+                    raise ValueError(
+                        f"custom_vjp bwd of {self.owner.fun.__name__} returned a cotangent of "
+                        f"shape {shape} for the Python number {leaf!r} (shape ())"
+                    )
         return [self._fit(flat[i], p) for i, p in zip(self.args.idx, primals)]
 
     def _fit(self, ct, primal):
@@ -531,6 +541,12 @@ class custom_jvp:  # noqa: N801
         primal_out, *primals)`` is argument i's contribution to the output tangent (a pytree
         like the output); None for an argument without one. The contributions are summed."""
 
+        if self.nondiff_argnums:
+            raise TypeError(
+                f"custom_jvp function {self.fun.__name__}: defjvps cannot be used with "
+                "nondiff_argnums (as in JAX); use defjvp"
+            )
+
         def jvp_fn(primals, tangents):
             out = self.fun(*primals)
             total = None
@@ -591,13 +607,21 @@ class _JvpRule:
             keep = [i for i in range(len(p_args)) if i not in nondiff]
             rule_args = [p_args[i] for i in nondiff]
             p_args, t_args = [p_args[i] for i in keep], [t_args[i] for i in keep]
-            _, tout = self.owner.jvp_fn(*rule_args, tuple(p_args), tuple(t_args))
+            got = self.owner.jvp_fn(*rule_args, tuple(p_args), tuple(t_args))
         else:
-            _, tout = self.owner.jvp_fn(tuple(p_args), tuple(t_args))
-        return [
-            _output_leaf(t, f"custom_jvp rule of {self.owner.fun.__name__}")
-            for t in tree_flatten(tout)[0]
-        ]
+            got = self.owner.jvp_fn(tuple(p_args), tuple(t_args))
+        name = f"custom_jvp rule of {self.owner.fun.__name__}"
+        if not isinstance(got, tuple | list) or len(got) != 2:
+            raise TypeError(f"{name} must return a pair (primal_out, tangent_out)")
+        pout, tout = got
+        # as JAX: the two outputs have one structure (the function's value is the one the
+        # call computed; the rule's primal is only checked)
+        if tree_structure(pout) != tree_structure(tout):
+            raise TypeError(
+                f"{name} must produce primal and tangent outputs of the same structure, got "
+                f"{tree_structure(pout)} and {tree_structure(tout)}"
+            )
+        return [_output_leaf(t, name) for t in tree_flatten(tout)[0]]
 
     def _tangents_of(self, primals, tangents, outputs):
         """The rule's output tangents, each checked against its primal output (JAX's

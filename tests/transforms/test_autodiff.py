@@ -7,6 +7,7 @@ Expected values are analytic or computed with NumPy; JAX is never imported.
 from __future__ import annotations
 
 import collections
+import functools
 
 import numpy as np
 import pytest
@@ -928,6 +929,54 @@ def test_custom_jvp_rule_not_linear_in_its_tangents_is_an_error_in_reverse_mode(
     close(gy, np.float32(np.sin(1.0) / 2 - 1.0), rtol=1e-6)
     second = nb.grad(lambda x: nb.grad(g)(x, nb.constant(2.0)))(nb.constant(1.0))
     close(second, np.float32(-2 * np.sin(1.0)), rtol=1e-5)
+
+
+def test_numpy_outputs_are_constants_and_custom_rules_are_checked_as_jax():
+    """As JAX: a NumPy array or scalar a differentiated function returns is a constant
+    (zero tangent, zero Jacobian, zero gradient; it was None, or a TypeError); JAX's
+    ``float0`` tangent of an integer primal counts as none; a custom_jvp rule's primal and
+    tangent outputs must share a structure, ``defjvps`` refuses ``nondiff_argnums``, and a
+    custom_vjp cotangent for a Python-number argument must be a scalar."""
+    x = nb.constant(f32([1.0, 2.0]))
+    c = f32([5.0, 6.0])
+
+    def f(a):
+        return a * 2, c
+
+    np.testing.assert_array_equal(nb.jacfwd(f)(x)[1].numpy(), np.zeros((2, 2)))
+    np.testing.assert_array_equal(nb.jacrev(f)(x)[1].numpy(), np.zeros((2, 2)))
+    np.testing.assert_array_equal(nb.jvp(f, (x,), (x,))[1][1].numpy(), np.zeros(2))
+    for const in (np.float32(3.0), np.array(3.0, np.float32)):
+        np.testing.assert_array_equal(nb.grad(lambda a, k=const: k)(x).numpy(), np.zeros(2))
+    float0 = np.zeros((), np.dtype([("float0", np.void, 0)]))
+    k = nb.constant(np.int32(3))
+    _, t = nb.jvp(lambda a, n: a * n, (x, k), (x, float0))
+    np.testing.assert_array_equal(t.numpy(), [3.0, 6.0])
+    with pytest.raises(TypeError, match="float0 tangent is for integer and bool primals"):
+        nb.jvp(lambda a: a, (x,), (np.zeros((2,), float0.dtype),))
+
+    @nb.custom_jvp
+    def g(a):
+        return a * 2
+
+    @g.defjvp
+    def g_jvp(p, t):
+        return (p[0] * 2, p[0]), t[0] * 2
+
+    with pytest.raises(TypeError, match="primal and tangent outputs of the same structure"):
+        nb.jvp(g, (x,), (x,))
+
+    h = functools.partial(nb.custom_jvp, nondiff_argnums=(0,))(lambda n, a: nb.sin(a) * n)
+    with pytest.raises(TypeError, match="defjvps cannot be used with nondiff_argnums"):
+        h.defjvps(lambda t, ans, n, a: nb.cos(a) * n * t)
+
+    @nb.custom_vjp
+    def scaled(a, s):
+        return a * s
+
+    scaled.defvjp(lambda a, s: (a * s, (a, s)), lambda r, ct: (ct * r[1], ct * r[0]))
+    with pytest.raises(ValueError, match=r"cotangent of shape \(2,\) for the Python number 3.0"):
+        nb.grad(lambda a: scaled(a, 3.0).sum())(x)
 
 
 def test_checkpoint_same_values_and_grads_and_reruns():
