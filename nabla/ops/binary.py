@@ -272,9 +272,14 @@ class BinaryOperation(Operation):
         if self.kinds == "intonly" and (  # (a Python bool beside ints counts as 0 or 1)
             not dtype.is_int or any(_is_bool_operand(v) and type(v) is not bool for v in operands)
         ):
+            why = (
+                f"promoted to {dtype.value}"
+                if not dtype.is_int
+                else "a bool tensor is refused: cast it to an integer dtype"
+            )
             raise TypeError(
                 f"{self.name}: needs integer tensors (no bool or float), got "
-                f"{_describe_operands(operands)} (promoted to {dtype.value})"
+                f"{_describe_operands(operands)} ({why})"
             )
         if self.kinds == "nobool" and dtype.is_bool:
             raise TypeError(
@@ -465,6 +470,15 @@ class _PowerOp(BinaryOperation):
     as JAX's (``integer_pow``); a tensor of exponents gives the truncated result."""
 
     def __call__(self, x, y):
+        if (
+            isinstance(x, Tensor)
+            and x.dtype.is_float
+            and isinstance(y, numbers.Integral)
+            and not isinstance(y, bool)
+        ):
+            exact = _exact_int_power(self, x, int(y))
+            if exact is not None:
+                return exact
         if isinstance(y, numbers.Integral) and not isinstance(y, bool) and y < 0:
             dtype = x.dtype if isinstance(x, Tensor) else np.asarray(x).dtype
             if isinstance(dtype, DType):
@@ -478,6 +492,27 @@ class _PowerOp(BinaryOperation):
                     "(as JAX); cast the base to a float dtype"
                 )
         return super().__call__(x, y)
+
+
+def _exact_int_power(op, x: Tensor, n: int):
+    """``x ** n`` for a Python int ``n`` that ``x``'s float dtype cannot hold exactly
+    (bfloat16 from 257, float16 from 2049, float32 from 2**24 + 1): it would round to
+    another power, an even one for an odd ``n`` (``-1 ** 257`` gave 1). JAX keeps the int
+    (``integer_pow``). Computed in float32 or float64, which hold it, and cast back;
+    past 2**53 as ``|x| ** n`` with ``x``'s sign where ``n`` is odd. None when ``n`` fits
+    (or is 2**63 or more, which no dtype holds)."""
+    if abs(n) >= 1 << 63:  # (no dtype holds it: the usual conversion's error or value)
+        return None
+    nf = float(n)
+    if float(np.asarray(nf, dtype=np.float64).astype(x.dtype.numpy)) == n:
+        return None
+    wide = DType.float32 if x.dtype.itemsize < 4 else DType.float64
+    if abs(n) <= (1 << (24 if wide is DType.float32 else 53)):
+        return BinaryOperation.__call__(op, x.cast(wide), n).cast(x.dtype)
+    mag = BinaryOperation.__call__(op, abs(x).cast(DType.float64), nf)
+    if n % 2:
+        mag = where(x < 0, -mag, mag)
+    return mag.cast(x.dtype)
 
 
 def _binary(name, partials=None, *, doc, result="same", kinds="all", base=BinaryOperation):

@@ -251,6 +251,28 @@ def test_axis_none_runs_over_the_flattened_array_as_numpy_s():
     np.testing.assert_array_equal(g.numpy(), np.cumsum(np.arange(6.0)[::-1])[::-1].reshape(2, 3))
 
 
+def test_a_float_to_a_python_int_power_its_dtype_cannot_hold_keeps_the_int():
+    """As JAX's integer power: an odd exponent that rounds to an even one in the base's
+    dtype (bfloat16 from 257, float16 from 2049, float32 from 2**24 + 1) keeps its parity
+    and value (``-1 ** 2049`` was 1 in float16); the gradient follows."""
+    import ml_dtypes  # noqa: PLC0415 - NumPy's bfloat16, a dependency of nabla
+
+    h = nb.constant(np.array([-1.0, -2.0, 0.999], np.float16))
+    got = (h**2049).numpy()
+    assert got[0] == -1.0 and got[1] == -np.inf
+    np.testing.assert_allclose(got[2], np.float16(np.float32(np.float16(0.999)) ** 2049), rtol=1e-3)
+    b = nb.constant(np.array([-1.0, 0.99], ml_dtypes.bfloat16))
+    want = np.float32(np.array(0.99, ml_dtypes.bfloat16)) ** 257
+    np.testing.assert_allclose(nb.pow(b, 257).numpy().astype(np.float32), [-1.0, want], rtol=1e-2)
+    assert (nb.constant(np.array([-1.0], np.float32)) ** (2**24 + 1)).numpy()[0] == -1.0
+    big = nb.constant(np.array([-1.0, 0.5], np.float64)) ** (2**60 + 1)
+    np.testing.assert_array_equal(big.numpy(), [-1.0, 0.0])
+    g = nb.grad(lambda v: (v**2049).sum())(nb.constant(np.array([0.9995], np.float32)))
+    np.testing.assert_allclose(g.numpy(), 2049 * np.float64(0.9995) ** 2048, rtol=1e-4)
+    with pytest.raises(TypeError, match=r"left_shift: .*a bool tensor is refused"):
+        nb.constant([True]) << nb.constant(np.array([1], np.int8))
+
+
 @pytest.mark.parametrize("name", ["floor", "ceil", "round", "trunc"])
 def test_rounding_returns_integer_and_bool_inputs_unchanged(name):
     """JAX keeps the dtype (and the values) of integer and bool inputs to rounding ops."""
