@@ -405,7 +405,8 @@ _BINARY_RESULTS = {
     "bool": "A bool tensor of the broadcast shape.",
     "float": (
         "A tensor of the broadcast shape and the promoted dtype, or the default float dtype\n"
-        "    (:func:`nabla.get_default_dtype`) when the operands promote to an int or bool dtype."
+        "    (:func:`nabla.get_default_dtype`) when the operands promote to an int or bool dtype\n"
+        "    (int64 and uint64 too, as PyTorch; JAX with 64-bit types on gives float64)."
     ),
 }
 _BINARY_KIND_ERRORS = {
