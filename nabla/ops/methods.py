@@ -74,7 +74,8 @@ def _gather(self, *args, **kwargs):
     The result stays on the mesh, replicated (``x.is_sharded`` is still True): the same as
     ``x.reshard(mesh, nb.P())``. An unsharded tensor is returned as is.
     Given arguments, it is PyTorch's ``x.gather(dim, index)``: ``out[i][j] =
-    x[i][index[i][j]]`` along ``dim`` (:func:`nabla.take_along_axis`).
+    x[i][index[i][j]]`` along ``dim``, of ``index``'s shape (which may be smaller than
+    ``x`` in the other dims; :func:`nabla.take_along_axis` of the leading part of ``x``).
 
     Returns:
         A tensor with the same global value, replicated on its mesh (or the gathered
@@ -92,7 +93,7 @@ def _gather(self, *args, **kwargs):
                 f"{len(args)} positional and {sorted(kwargs)} keyword (x.gather() with none "
                 "gathers a sharded tensor's blocks)"
             )
-        return indexing.take_along_axis(self, index, dim)
+        return _torch_gather(self, dim, index)
     spec = self.sharding
     if spec is None:
         return self
@@ -173,14 +174,17 @@ def _numpy_reduction(fn):
 
 def _min_max(fn, elementwise, name):
     """``x.max``/``x.min``: NumPy's reduction (``axis`` positional or keyword, values
-    only), PyTorch's ``x.max(dim=d)`` (a ``(values, indices)`` pair whose gradient goes to
-    the index returned, the first extreme of a tie, as PyTorch's) and PyTorch's
-    elementwise ``x.max(other)`` (a tensor argument)."""
+    only), PyTorch's ``x.max(dim=d)`` or ``x.max(d, keepdim=...)`` (PyTorch's keyword: a
+    ``(values, indices)`` pair whose gradient goes to the index returned, the first extreme
+    of a tie, as PyTorch's) and PyTorch's elementwise ``x.max(other)`` (a tensor
+    argument)."""
     numpy_form = _numpy_reduction(fn)
 
     def method(self, *args, **kwargs):
         if args and isinstance(args[0], Tensor) and not kwargs:
             return elementwise(self, *args)
+        if "keepdim" in kwargs and "dim" not in kwargs and len(args) == 1:
+            kwargs["dim"], args = args[0], ()  # x.max(d, keepdim=True): PyTorch's call
         if "dim" not in kwargs:
             return numpy_form(self, *args, **kwargs)
         return fn(self, *args, **kwargs)  # PyTorch's (values, indices)
@@ -315,19 +319,29 @@ def _tile(self, *reps):
 
 def _spread(fn):
     """``var``/``std`` as methods that also take PyTorch's ``unbiased=`` (``correction``
-    1 when True, 0 when False) and ``dim=``/``keepdim=``. Called PyTorch's way, with
-    ``dim=`` and no estimator named, the estimator is PyTorch's default, the unbiased one
-    (``x.std(dim=1)`` as in PyTorch); ``x.std()`` and ``x.std(axis)`` keep NumPy's and JAX's
-    ``ddof=0``."""
+    1 when True, 0 when False; also as PyTorch's second positional argument,
+    ``x.std(dim, unbiased, keepdim)``) and ``dim=``/``keepdim=``. Called PyTorch's way, with
+    ``dim=`` or ``keepdim=`` and no estimator named, the estimator is PyTorch's default, the
+    unbiased one (``x.std(dim=1)``, ``x.std(-1, keepdim=True)`` as in PyTorch); ``x.std()``
+    and ``x.std(axis)`` keep NumPy's and JAX's ``ddof=0``."""
     reduce = _numpy_reduction(fn)
 
     def method(self, *args, unbiased=None, **kwargs):
+        if len(args) >= 2 and isinstance(args[1], bool | np.bool_):
+            # PyTorch's x.std(dim, unbiased[, keepdim]); NumPy's second is dtype, not a bool
+            if unbiased is not None:
+                raise TypeError(f"{fn.__name__}: unbiased given by position and by keyword")
+            unbiased, args = bool(args[1]), (args[0], *args[2:])
+            if len(args) >= 2:
+                kwargs["keepdim"], args = args[1], args[:1]
+            kwargs.setdefault("dim", args[0])
+            args = ()
         named = unbiased is not None or "correction" in kwargs or "ddof" in kwargs
         if unbiased is not None:
             if "correction" in kwargs or "ddof" in kwargs:
                 raise TypeError(f"{fn.__name__}: pass unbiased= or correction=, not both")
             kwargs["correction"] = 1 if unbiased else 0
-        elif "dim" in kwargs and not named:
+        elif ("dim" in kwargs or "keepdim" in kwargs) and not named:
             kwargs["correction"] = 1
         return reduce(self, *args, **kwargs)
 
@@ -341,11 +355,14 @@ def _torch_keywords(name, kwargs):
     if "dim" not in kwargs and "keepdim" not in kwargs:
         return kwargs
     kwargs = dict(kwargs)
+    dims = kwargs.get("dim")
     for torch_name, name_here in (("dim", "axis"), ("keepdim", "keepdims")):
         if torch_name in kwargs:
             if name_here in kwargs:
                 raise TypeError(f"{name}: pass either {torch_name}= or {name_here}=, not both")
             kwargs[name_here] = kwargs.pop(torch_name)
+    if isinstance(dims, tuple | list) and not dims and name not in ("all", "any"):
+        kwargs["axis"] = None  # PyTorch's empty dim reduces every dim (all/any: none)
     return kwargs
 
 
@@ -483,6 +500,9 @@ _METHODS = {
     "__round__": lambda self, ndigits=None: unary.round(self, ndigits or 0),
     "round": unary.round,  # (x.round(decimals=0), as NumPy, JAX and PyTorch)
     "__abs__": unary.abs,
+    # ``v in x``: whether any element equals ``v``, as PyTorch and NumPy (Python's fallback
+    # iterated the rows and asked each for a truth value)
+    "__contains__": lambda self, v: bool(reduction.any(binary.equal(self, v))),
     "__invert__": lambda self: (
         unary.logical_not(self) if self.dtype.is_bool else unary.bitwise_not(self)
     ),
@@ -674,7 +694,15 @@ def _norm(self, p="fro", dim=None, keepdim=False):
 
     As PyTorch's, the gradient at a zero vector is zero (not the NaN of the root's
     infinite slope there times 0).
+
+    Raises:
+        ValueError: for an order that is not a number or ``"fro"`` (``"nuc"``, the nuclear
+            norm, needs a singular value decomposition, which nabla does not have).
     """
+    if isinstance(dim, tuple | list) and not dim:
+        dim = None  # (PyTorch's empty dim: every element)
+    if isinstance(p, str) and p != "fro" or isinstance(p, bool):
+        raise ValueError(f"norm: p must be a number or 'fro', got {p!r}")
     if p == "fro" or p == 2:
         return _root_or_zero(reduction.sum(self * self, dim, keepdim), unary.sqrt)
     a = unary.abs(self)  # (the other orders' magnitudes; the Euclidean one squares)
@@ -756,6 +784,23 @@ def _sub(x, other, *, alpha=1):
     return binary.sub(x, other if alpha == 1 else binary.mul(other, alpha))
 
 
+def _div(x, other, *, rounding_mode=None):
+    """``x / other``; ``rounding_mode="floor"`` rounds the quotient down (``//``),
+    ``"trunc"`` toward zero, as PyTorch's ``div``."""
+    if rounding_mode is None:
+        return binary.div(x, other)
+    if rounding_mode == "floor":
+        return binary.floor_div(x, other)
+    if rounding_mode == "trunc":
+        if x.dtype.is_float or (isinstance(other, Tensor) and other.dtype.is_float):
+            return unary.trunc(binary.div(x, other))
+        q = binary.floor_div(x, other)  # integers: floor, then one up where it went below
+        inexact = binary.not_equal(binary.mul(q, other), x)
+        negative = binary.not_equal(binary.less(x, 0), binary.less(other, 0))
+        return binary.add(q, binary.logical_and(inexact, negative).cast(q.dtype))
+    raise ValueError(f"div: rounding_mode must be None, 'floor' or 'trunc', got {rounding_mode!r}")
+
+
 def _zero(x):
     """Zeros."""
     return creation.zeros_like(x)
@@ -781,9 +826,27 @@ def _lerp(x, end, weight):
     return binary.add(x, binary.mul(weight, binary.sub(end, x)))
 
 
+def _torch_gather(x, dim: int, index):
+    """PyTorch's ``x.gather(dim, index)``: ``index`` as large as ``x`` or smaller in every
+    dim but ``dim`` (no broadcasting), the result of its shape."""
+    index = as_tensor(index, op="gather")
+    d = norm_axis("gather", dim, x.ndim, x.shape)
+    if index.ndim != x.ndim or any(i != d and index.shape[i] > x.shape[i] for i in range(x.ndim)):
+        raise ValueError(
+            f"gather: index of shape {index.shape} must have x's rank and be no larger than "
+            f"x {x.shape} in every dim but {d} (PyTorch's rule)"
+        )
+    if any(i != d and index.shape[i] < x.shape[i] for i in range(x.ndim)):
+        x = x[tuple(slice(None) if i == d else slice(0, index.shape[i]) for i in range(x.ndim))]
+    return indexing.take_along_axis(x, index, d)
+
+
 def _index_select(self, dim, index):
     """PyTorch's ``x.index_select(dim, index)``: the slices at 1-D ``index`` along ``dim``
-    (:func:`nabla.take`)."""
+    (:func:`nabla.take`; a 0-d index selects one slice and keeps the dim, as PyTorch)."""
+    index = as_tensor(index, op="index_select")
+    if index.ndim == 0:
+        index = index.reshape((1,))
     return indexing.take(self, index, dim)
 
 
@@ -816,7 +879,12 @@ _METHODS.update(
         "add_": _in_place_method(_add, "add_"),
         "sub_": _in_place_method(_sub, "sub_"),
         "mul_": _in_place_method(binary.mul, "mul_"),
-        "div_": _in_place_method(binary.div, "div_"),
+        "div_": _in_place_method(_div, "div_"),
+        # PyTorch's named forms of the operators (``x.add(y, alpha=2)``)
+        "add": _add,
+        "sub": _sub,
+        "mul": binary.mul,
+        "div": _div,
         "zero_": _in_place_method(_zero, "zero_"),
         "fill_": _in_place_method(_fill, "fill_"),
         "copy_": _in_place_method(_copy, "copy_"),

@@ -337,13 +337,19 @@ reduce_min = ReduceMinOp()
 window_max = WindowMaxOp()
 
 
+def _empty_dims(dim) -> bool:
+    return isinstance(dim, tuple | list) and not dim
+
+
 def _torch_names(op, axis, dim, keepdims=False, keepdim=None):
     """``(axis, keepdims)`` from NumPy's names or PyTorch's ``dim``/``keepdim`` (both
     spellings of one argument at once is a ``TypeError`` naming ``op``)."""
     if dim is not None:
         if axis is not None:
             raise TypeError(f"{op}: pass axis or dim, not both")
-        axis = dim
+        # PyTorch's empty dim reduces every dim (all/any keep them, as PyTorch's); NumPy's
+        # empty axis tuple none
+        axis = None if _empty_dims(dim) and op not in ("all", "any") else dim
     if keepdim is not None:
         keepdims = keepdim
     return axis, keepdims

@@ -1038,3 +1038,46 @@ def test_deepcopy_keeps_the_gradient_and_like_ops_keep_the_layout():
     )
     assert y.sharding.partial and not nb.zeros_like(y).sharding.partial
     np.testing.assert_array_equal(nb.zeros_like(y).numpy(), np.zeros((4, 2)))
+
+
+def test_pytorch_method_forms_give_pytorch_s_answers():
+    """PyTorch's calls, answered as PyTorch answers them (references written from its
+    documentation): ``gather`` with an index smaller than ``x`` (its shape is the result's;
+    it was broadcast), ``index_select`` of a 0-d index keeps the dim, ``std(d, True)`` is
+    the unbiased estimator (True was taken as keepdims) and so is ``std(d, keepdim=...)``,
+    ``max(d, keepdim=...)`` the pair, an empty ``dim`` reduces every dim (``all``/``any``:
+    none), ``v in x``, ``div(rounding_mode=)`` and the operators' named forms."""
+    a = np.array([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]], np.float32)
+    x = nb.constant(a)
+    assert x.gather(0, nb.constant(np.array([[1]]))).tolist() == [[4.0]]
+    assert x.gather(1, nb.constant(np.array([[0, 1]]))).tolist() == [[1.0, 2.0]]
+    assert x.gather(1, nb.constant(np.array([[2, 0], [1, 1]]))).tolist() == [[3.0, 1.0], [5.0, 5.0]]
+    with pytest.raises(ValueError, match=r"gather: index of shape \(1, 4\)"):
+        x.gather(0, nb.constant(np.array([[1, 0, 0, 0]])))
+    assert x.index_select(0, nb.constant(np.array(1))).shape == (1, 3)
+    np.testing.assert_allclose(x.std(0, True).numpy(), a.std(0, ddof=1), rtol=1e-6)
+    np.testing.assert_allclose(x.var(0, False).numpy(), a.var(0), rtol=1e-6)
+    assert x.std(0, True, True).shape == (1, 3)
+    np.testing.assert_allclose(x.std(-1, keepdim=True).numpy(), a.std(-1, ddof=1, keepdims=True))
+    np.testing.assert_allclose(x.std(1).numpy(), a.std(1), rtol=1e-6)  # NumPy's, as before
+    values, indices = x.max(-1, keepdim=True)
+    assert values.tolist() == [[3.0], [6.0]] and indices.tolist() == [[2], [2]]
+    assert x.max(-1).tolist() == [3.0, 6.0]
+    for name in ("sum", "mean", "amax", "std"):
+        assert getattr(x, name)(dim=[]).shape == (), name
+    assert x.all(dim=[]).shape == (2, 3) and x.sum(axis=()).shape == (2, 3)
+    assert nb.sum(x, dim=()).shape == () and x.norm(dim=[]).shape == ()
+    assert 2.0 in x and 7.0 not in x and 1.0 in nb.constant(1.0)
+    with pytest.raises(ValueError, match="norm: p must be a number or 'fro'"):
+        x.norm("nuc")
+    ints = nb.constant(np.array([-7, -6, 7, 6, 5], np.int32))
+    by = nb.constant(np.array([2, -4, -2, 4, 5], np.int32))
+    assert ints.div(by, rounding_mode="floor").tolist() == [-4, 1, -4, 1, 1]
+    assert ints.div(by, rounding_mode="trunc").tolist() == [-3, 1, -3, 1, 1]
+    assert ints.div(3, rounding_mode="trunc").tolist() == [-2, -2, 2, 2, 1]
+    f = nb.constant(np.array([-7.0, 7.0], np.float32))
+    assert f.div(2.0, rounding_mode="trunc").tolist() == [-3.0, 3.0]
+    f.div_(4, rounding_mode="floor")
+    assert f.tolist() == [-2.0, 1.0]
+    assert x.add(1, alpha=2).tolist()[0] == [3.0, 4.0, 5.0] and x.sub(1).tolist()[0][0] == 0.0
+    assert x.mul(2).tolist()[1][0] == 8.0 and x.div(2).tolist()[0][0] == 0.5
