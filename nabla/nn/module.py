@@ -41,13 +41,19 @@ __all__ = [
 _INTERNAL = ("_parameters", "_buffers", "_modules", "_frozen")
 
 
-def _hashable(v):
-    """``v`` when it can be hashed, else a stand-in that hashes by identity."""
-    try:
-        hash(v)
-        return v
-    except TypeError:
-        return ("<unhashable>", type(v).__name__, id(v))
+def _snapshot(v):
+    """``v`` with the lists, dicts, sets and NumPy arrays in it copied (other objects kept):
+    what a compiled function's cache key keeps of a module's static attribute, so that a
+    later in-place change (``m.scales[0] = 10``) makes the next call's key differ."""
+    if isinstance(v, np.ndarray):
+        return v.copy()
+    if type(v) in (list, set):
+        return type(v)(_snapshot(x) for x in v)
+    if type(v) is tuple:
+        return tuple(_snapshot(x) for x in v)
+    if type(v) is dict:
+        return {k: _snapshot(x) for k, x in v.items()}
+    return v
 
 
 def _same(a, b) -> bool:
@@ -55,9 +61,16 @@ def _same(a, b) -> bool:
         return True
     if type(a) is not type(b):
         return False
+    if isinstance(a, np.ndarray):  # by value (NaN equal to NaN), as the key must be
+        if a.shape != b.shape or a.dtype != b.dtype:
+            return False
+        try:
+            return bool(np.array_equal(a, b, equal_nan=True))
+        except TypeError:  # (a dtype without NaN)
+            return bool(np.array_equal(a, b))
     try:
         return bool(a == b)
-    except Exception:  # arrays and other values without a plain truth value
+    except Exception:  # other values without a plain truth value
         return False
 
 
@@ -98,10 +111,20 @@ class _ModuleDef:
         return all(ka == kb and _same(a, b) for (ka, a), (kb, b) in zip(self.static, other.static))
 
     def __hash__(self) -> int:
-        return hash((self._key(), tuple((k, _hashable(v)) for k, v in self.static)))
+        # a TypeError for an unhashable static value (a list, an array): the treedef then
+        # hashes by its node types, and a cache key keeps a snapshot (``__deepcopy__``)
+        # compared by value, never the user's object, which may change in place
+        return hash((self._key(), self.static))
+
+    def __deepcopy__(self, memo) -> _ModuleDef:
+        static = tuple((k, _snapshot(v)) for k, v in self.static)
+        return _ModuleDef(self.cls, self.params, self.buffers, self.modules, static, self.frozen)
 
     def __repr__(self) -> str:
-        return f"{self.cls.__name__}{list(self.params + self.buffers + self.modules)}"
+        settings = ", ".join(f"{k}={v!r}" for k, v in self.static if k != "training")
+        mode = "" if dict(self.static).get("training", True) else " (eval)"
+        names = list(self.params + self.buffers + self.modules)
+        return f"{self.cls.__name__}{names}{mode}" + (f" {{{settings}}}" if settings else "")
 
 
 def _flatten(m: Module):
@@ -174,8 +197,11 @@ class Module:
     Assigning a float :class:`~nabla.Tensor` to an attribute registers it as a parameter
     (``requires_grad=True`` unless the module is frozen); :meth:`register_buffer` registers a
     tensor that is state but not trained (running statistics, masks); assigning a ``Module``
-    (or a list of modules, which becomes a :class:`ModuleList`) registers a submodule. Every
-    other attribute is static configuration.
+    (or a list of modules, which becomes a :class:`ModuleList`, or a dict of them, a
+    :class:`ModuleDict`) registers a submodule; assigning anything but a module (or None) to
+    a submodule's name is a ``TypeError``, as PyTorch's. Every other attribute is static
+    configuration; a compiled function that takes the module retraces when one changes,
+    also in place (``m.scales[0] = 10``, an array's element).
 
     A module is a pytree whose leaves are its tensors, so both training styles work::
 
@@ -226,8 +252,17 @@ class Module:
                 f"{kind} {name!r}: a Tensor (or None) is expected, e.g. nb.constant(value); "
                 f"del the {kind} first to use the name otherwise"
             )
+        if name in modules and not isinstance(value, Module | type(None)):
+            # (PyTorch's error: the submodule and its parameters had silently gone)
+            raise TypeError(
+                f"{type(self).__name__}.{name}: cannot assign a {type(value).__name__} as "
+                f"child module {name!r}: a Module (or None) is expected; del the submodule "
+                "first to use the name otherwise"
+            )
         if isinstance(value, list | tuple) and value and all(isinstance(v, Module) for v in value):
             value = ModuleList(value)
+        elif type(value) is dict and value and all(isinstance(v, Module) for v in value.values()):
+            value = ModuleDict(value)  # (as a list of modules becomes a ModuleList)
         elif _holds_tensor(value):
             raise TypeError(
                 f"{type(self).__name__}.{name}: a {type(value).__name__} of tensors would be "

@@ -503,3 +503,30 @@ def test_module_attribute_rules_follow_pytorch():
     adam_lin(nb.ones((4, 2))).sum().backward()
     with pytest.raises(ValueError, match=r"parameter 0 now has shape \(2, 3\).*new optimizer"):
         adam.step()
+
+
+def test_submodule_slots_take_modules_and_a_dict_of_modules_registers_them():
+    """As PyTorch: a non-module assigned to a submodule's name is a TypeError (the
+    submodule and its parameters had silently gone); a dict of modules becomes a
+    ModuleDict (as a list becomes a ModuleList: they were static data no optimizer saw).
+    Two structures that differ only in a setting say which (``(eval)``)."""
+
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.sub = nn.Linear(2, 2)
+            self.heads = {"a": nn.Linear(2, 1), "b": nn.Linear(2, 1)}
+
+    m = M()
+    with pytest.raises(TypeError, match=r"M.sub: cannot assign a int as child module 'sub'"):
+        m.sub = 3
+    assert isinstance(m.heads, nn.ModuleDict)
+    names = [k for k, _ in m.named_parameters()]
+    assert names == ["sub.weight", "sub.bias", "heads.a.weight", "heads.a.bias"] + [
+        "heads.b.weight",
+        "heads.b.bias",
+    ]
+    m.sub = None
+    assert [k for k, _ in m.named_parameters()][0] == "heads.a.weight"
+    with pytest.raises(ValueError, match=r"\(eval\)"):
+        nb.tree_map(lambda a, b: a + b, nn.Linear(2, 2), nn.Linear(2, 2).eval())

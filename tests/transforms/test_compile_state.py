@@ -729,3 +729,36 @@ def test_outputs_are_the_objects_eager_code_returns_at_every_call():
     u, v = nb.constant([0.0, 1.0]), nb.constant([5.0, 5.0])
     with pytest.warns(UserWarning, match="the caller's tensor is not updated"):
         np.testing.assert_array_equal(cb(u, v).numpy(), [5.0, 5.0])  # (its own trace)
+
+
+def test_a_module_s_list_or_array_setting_changed_in_place_retraces():
+    """A compiled function that takes a module keeps a snapshot of its static settings in
+    its cache key: a list or NumPy array changed in place (``m.scales[0] = 10``) is a new
+    key, where the key had held the module's own list and the stale trace ran; unchanged,
+    the calls hit."""
+
+    class Scaled(nb.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = nb.ones((2,))
+            self.scales = [1.0, 1.0]
+            self.mask = np.array([1.0, 2.0], np.float32)
+
+        def forward(self, x):
+            return x * self.w * self.scales[0] * nb.constant(self.mask)
+
+    m, x = Scaled(), nb.ones((2,))
+    f = nb.compile(lambda mm, xx: mm(xx))
+    for _ in range(3):
+        assert f(m, x).tolist() == [1.0, 2.0]
+    m.scales[0] = 10.0
+    assert f(m, x).tolist() == [10.0, 20.0]
+    m.mask[1] = 3.0
+    assert f(m, x).tolist() == [10.0, 30.0]
+    misses = f.stats.misses
+    for _ in range(3):
+        assert f(m, x).tolist() == [10.0, 30.0]
+    assert f.stats.misses == misses
+    # two modules holding equal arrays have one structure: they stack (an ensemble)
+    stacked = nb.tree_map(lambda a, b: nb.stack([a, b]), Scaled(), Scaled())
+    assert stacked.w.shape == (2, 2)
