@@ -29,6 +29,8 @@ import functools
 import types
 from typing import NamedTuple
 
+import numpy as np
+
 from ..runtime.tensor import Tensor
 
 __all__ = ["Path", "find_paths", "find_modules", "ModuleGuard", "walk"]
@@ -369,6 +371,7 @@ def _same(a: tuple, b: tuple) -> bool:
 
 _CONTAINERS = (list, dict, set)  # changed in place: keyed (and compared) by their contents
 _MAX_KEYED_ITEMS = 256  # a longer container (a tokenizer's table) by identity and length
+_MAX_KEYED_ARRAY = 1 << 16  # bytes of a NumPy array keyed by its contents (a mask, scales)
 _MAX_KEYED_DEPTH = 4  # containers nested deeper by identity (and no cycle is followed)
 
 
@@ -386,14 +389,18 @@ def _plain_object(value) -> bool:
 
 
 def _keyed(value, depth: int = 0):
-    """An attribute as the key holds it: numbers and strings by value; tuples, lists, dicts,
-    sets and a plain object's attributes by their items, each keyed so
-    (``self.scales[0] = 2.0`` and ``self.cfg.scale = 5.0`` change the key), except a
-    container of more than ``_MAX_KEYED_ITEMS`` or one nested deeper than
-    ``_MAX_KEYED_DEPTH`` (by identity and length: the snapshot is taken at every call); any
-    other object by identity (a submodule, a callable)."""
+    """An attribute as the key holds it: numbers and strings by value; NumPy arrays of up
+    to ``_MAX_KEYED_ARRAY`` bytes by their contents; tuples, lists, dicts, sets and a plain
+    object's attributes by their items, each keyed so (``self.scales[0] = 2.0`` and
+    ``self.cfg.scale = 5.0`` change the key), except a container of more than
+    ``_MAX_KEYED_ITEMS`` or one nested deeper than ``_MAX_KEYED_DEPTH`` (by identity and
+    length: the snapshot is taken at every call); any other object, a larger array too, by
+    identity (a submodule, a callable)."""
     if isinstance(value, _VALUES):
         return ("=", type(value), repr(value) if isinstance(value, float) else value)
+    if isinstance(value, np.ndarray) and value.nbytes <= _MAX_KEYED_ARRAY:
+        # a small array changed in place (``m.mask[1] = 3``): by its contents
+        return ("=", np.ndarray, value.dtype.str, value.shape, value.tobytes())
     if depth < _MAX_KEYED_DEPTH and _plain_object(value):
         value_dict = value.__dict__
         if len(value_dict) <= _MAX_KEYED_ITEMS:
@@ -449,7 +456,7 @@ class ModuleGuard:
             (d, k)
             for d in self.dicts
             for k, v in d.items()
-            if k not in _TABLES and (isinstance(v, _CONTAINERS) or _plain_object(v))
+            if k not in _TABLES and (isinstance(v, _CONTAINERS + (np.ndarray,)) or _plain_object(v))
         )
         self.snapshot = self._snapshot()
         self._key = tuple(

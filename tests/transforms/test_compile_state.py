@@ -762,3 +762,11 @@ def test_a_module_s_list_or_array_setting_changed_in_place_retraces():
     # two modules holding equal arrays have one structure: they stack (an ensemble)
     stacked = nb.tree_map(lambda a, b: nb.stack([a, b]), Scaled(), Scaled())
     assert stacked.w.shape == (2, 2)
+    # the same module captured, and compiled itself: its array is keyed by its contents
+    c = Scaled()
+    closure, itself = nb.compile(lambda xx: c(xx)), nb.compile(c)
+    for g in (closure, itself):
+        for _ in range(3):
+            g(x)
+    c.mask[0] = 7.0
+    assert closure(x).tolist() == [7.0, 2.0] and itself(x).tolist() == [7.0, 2.0]
