@@ -811,10 +811,23 @@ def _update(x, key, value, mode):
         order = dims + rest
         new_region = fn.permute(moved, [order.index(i) for i in range(region.ndim)])
     if all(same_shape(s, (0, 1, d)) for s, d in zip(k.slices, x.shape)):
-        return new_region
+        return _laid_out_as(x, new_region)
     # the normalized region as it is: turned back into slices, its starts would be
     # normalized again and lose their expressions in compile's dynamic sizes
-    return fn.slice_update_normalized(x, new_region, k.slices)
+    return _laid_out_as(x, fn.slice_update_normalized(x, new_region, k.slices))
+
+
+def _laid_out_as(x: Tensor, out: Tensor) -> Tensor:
+    """``out`` (``x`` updated) in ``x``'s layout, as JAX's ``x.at[...].set`` keeps it: an
+    update of a region that cuts a sharded dim is computed on the gathered dim (each
+    device needs the whole region), which left a sharded parameter replicated on every
+    device after ``w[0] = 0``. A value with partial terms is left as computed."""
+    spec = x._impl.sharding
+    if spec is None or spec.partial or out._impl.sharding is None:
+        return out
+    if out._impl.shape != x._impl.shape or out._impl.sharding.same_layout(spec):
+        return out
+    return spmd.reshard_to(out, spec, "setitem")
 
 
 def _fit(value, shape):

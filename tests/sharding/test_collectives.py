@@ -601,3 +601,26 @@ def test_forward_derivative_of_a_partial_max_that_a_later_op_gathers():
         sharded = (nb.shard(x, M22, P("dp", "tp")), nb.shard(t, M22, P("dp", "tp")))
         _, got = nb.jvp(f, (sharded[0],), (sharded[1],))
         np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5)
+
+
+def test_an_update_of_a_sharded_tensor_keeps_its_layout():
+    """As JAX's ``x.at[...].set``: ``x[i, j] = v`` and ``.at`` updates of a region that cuts
+    sharded dims give the right values in ``x``'s layout (the result was left replicated
+    on every device: a sharded parameter after ``w[0] = 0``); gradients too."""
+    x = arr(8, 8)
+    t = nb.shard(x, M22, P("dp", "tp"))
+    t[0:3, 5] = 100.0
+    want = x.copy()
+    want[0:3, 5] = 100.0
+    np.testing.assert_array_equal(t.numpy(), want)
+    assert t.sharding.spec == P("dp", "tp")
+    u = nb.shard(x, M22, P("dp", "tp")).at[nb.constant([1, 6])].add(1.0)
+    assert u.sharding.spec == P("dp", "tp")
+    added = x.copy()
+    added[[1, 6]] += 1.0
+    np.testing.assert_array_equal(u.numpy(), added)
+    g = nb.grad(lambda v: (v.at[2:5, 3].set(0.0) ** 2).sum())(nb.shard(x, M22, P("dp", "tp")))
+    zeroed = x.copy()
+    zeroed[2:5, 3] = 0.0
+    np.testing.assert_allclose(g.numpy(), 2 * zeroed, rtol=1e-6)
+    assert g.sharding.spec == P("dp", "tp")
