@@ -399,6 +399,15 @@ class Module:
             )
         setattr(self, name, param)
 
+    def register_module(self, name: str, module) -> None:
+        """PyTorch's other name for :meth:`add_module`.
+
+        Args:
+            name: the attribute name.
+            module: a Module, or None.
+        """
+        self.add_module(name, module)
+
     def add_module(self, name: str, module) -> None:
         """Register ``module`` (or None) as the submodule ``name`` (PyTorch's ``add_module``;
         ``self.name = module`` does the same).
@@ -636,7 +645,9 @@ class Module:
         for _, m in self.named_children():
             yield m
 
-    def named_modules(self, prefix: str = "", memo=None) -> Iterator[tuple[str, Module]]:
+    def named_modules(
+        self, prefix: str = "", memo=None, *, remove_duplicate: bool = True
+    ) -> Iterator[tuple[str, Module]]:
         """This module and every submodule, depth first, with qualified names (``""`` for
         this one, ``"layers.0"`` for a nested one); a module reached twice (tied, or shared
         between blocks) is listed once, under its first name, as PyTorch does.
@@ -644,10 +655,21 @@ class Module:
         Args:
             prefix: prepended to every name.
             memo: the modules listed already (PyTorch's argument; None starts afresh).
+            remove_duplicate: False lists a module reached twice under each of its names
+                (PyTorch's keyword).
 
         Returns:
             An iterator of ``(name, module)``.
         """
+        if not remove_duplicate:
+            yield prefix, self
+            for name, m in self._dicts()[2].items():
+                if m is None:
+                    continue
+                yield from m.named_modules(
+                    f"{prefix}.{name}" if prefix else name, remove_duplicate=False
+                )
+            return
         memo = set() if memo is None else memo
         if id(self) in memo:
             return

@@ -530,3 +530,19 @@ def test_submodule_slots_take_modules_and_a_dict_of_modules_registers_them():
     assert [k for k, _ in m.named_parameters()][0] == "heads.a.weight"
     with pytest.raises(ValueError, match=r"\(eval\)"):
         nb.tree_map(lambda a, b: a + b, nn.Linear(2, 2), nn.Linear(2, 2).eval())
+
+
+def test_named_modules_lists_a_tied_module_under_each_name_on_request():
+    """PyTorch's ``named_modules(remove_duplicate=False)`` and ``register_module``."""
+
+    class Tied(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(2, 2)
+            self.tied = self.lin
+
+    t = Tied()
+    assert [n for n, _ in t.named_modules()] == ["", "lin"]
+    assert [n for n, _ in t.named_modules(remove_duplicate=False)] == ["", "lin", "tied"]
+    t.register_module("act", nn.ReLU())
+    assert [n for n, _ in t.named_modules()] == ["", "lin", "act"]
