@@ -24,6 +24,7 @@ from ..ops._util import device_arg, device_like
 from ..ops.indexing import fits_in_place, rebind
 from ..ops.spmd import reshard_to
 from ..runtime.tensor import HookHandle, Tensor, TensorSet, foreign_array, realize
+from ..transforms._captures import plain_object
 from ..transforms.autodiff import detach
 
 __all__ = [
@@ -41,24 +42,62 @@ __all__ = [
 _INTERNAL = ("_parameters", "_buffers", "_modules", "_frozen")
 
 
-def _snapshot(v):
-    """``v`` with the lists, dicts, sets and NumPy arrays in it copied (other objects kept):
-    what a compiled function's cache key keeps of a module's static attribute, so that a
-    later in-place change (``m.scales[0] = 10``) makes the next call's key differ."""
+class _Attributes:
+    """A snapshot of a plain object's attributes (a config namespace a module holds), equal
+    to that object while its attributes are equal to these."""
+
+    __slots__ = ("cls", "items")
+
+    def __init__(self, cls, items: dict):
+        self.cls, self.items = cls, items
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, _Attributes):
+            return self.cls is other.cls and _same(self.items, other.items)
+        if type(other) is not self.cls or not plain_object(other):
+            return False
+        live = vars(other)
+        return live.keys() == self.items.keys() and all(_same(self.items[k], live[k]) for k in live)
+
+    __hash__ = None
+
+
+def _snapshot(v, depth: int = 0):
+    """``v`` with the lists, dicts, sets and NumPy arrays in it copied and a plain object's
+    attributes taken (other objects kept): what a compiled function's cache key keeps of
+    a module's static attribute, so that a later in-place change (``m.scales[0] = 10``,
+    ``m.cfg.scale = 5``) makes the next call's key differ."""
     if isinstance(v, np.ndarray):
         return v.copy()
+    if depth > 4:  # (deeper values as they are; no cycle is followed)
+        return v
     if type(v) in (list, set):
-        return type(v)(_snapshot(x) for x in v)
+        return type(v)(_snapshot(x, depth + 1) for x in v)
     if type(v) is tuple:
-        return tuple(_snapshot(x) for x in v)
+        return tuple(_snapshot(x, depth + 1) for x in v)
     if type(v) is dict:
-        return {k: _snapshot(x) for k, x in v.items()}
+        return {k: _snapshot(x, depth + 1) for k, x in v.items()}
+    if plain_object(v):
+        return _Attributes(type(v), {k: _snapshot(x, depth + 1) for k, x in vars(v).items()})
     return v
+
+
+def _changeable(v, depth: int = 0) -> bool:
+    """Whether a hashable setting holds a plain object (whose attributes may change)."""
+    if plain_object(v):
+        return True
+    if type(v) is tuple and depth <= 4:
+        return any(_changeable(x, depth + 1) for x in v)
+    return False
 
 
 def _same(a, b) -> bool:
     if a is b:
         return True
+    if isinstance(b, _Attributes):  # (a snapshot compares itself with a live object)
+        a, b = b, a
+    if isinstance(a, _Attributes):
+        return a == b
     if type(a) is not type(b):
         return False
     if isinstance(a, np.ndarray):  # by value (NaN equal to NaN), as the key must be
@@ -111,9 +150,12 @@ class _ModuleDef:
         return all(ka == kb and _same(a, b) for (ka, a), (kb, b) in zip(self.static, other.static))
 
     def __hash__(self) -> int:
-        # a TypeError for an unhashable static value (a list, an array): the treedef then
-        # hashes by its node types, and a cache key keeps a snapshot (``__deepcopy__``)
-        # compared by value, never the user's object, which may change in place
+        # a TypeError for an unhashable static value (a list, an array) or a plain object:
+        # the treedef then hashes by its node types, and a cache key keeps a snapshot
+        # (``__deepcopy__``) compared by value, never the user's object, which may change
+        # in place
+        if any(_changeable(v) for _, v in self.static):
+            raise TypeError("a module setting whose attributes may change")
         return hash((self._key(), self.static))
 
     def __deepcopy__(self, memo) -> _ModuleDef:

@@ -375,7 +375,7 @@ _MAX_KEYED_ARRAY = 1 << 16  # bytes of a NumPy array keyed by its contents (a ma
 _MAX_KEYED_DEPTH = 4  # containers nested deeper by identity (and no cycle is followed)
 
 
-def _plain_object(value) -> bool:
+def plain_object(value) -> bool:
     """An instance of a plain Python class (a config namespace or dataclass): its
     attributes are Python state a trace may read, changed in place (``m.cfg.scale = 5``)."""
     d = getattr(value, "__dict__", None)
@@ -386,6 +386,23 @@ def _plain_object(value) -> bool:
         and not _is_module(value)
         and type(value).__module__ != "numpy"
     )
+
+
+class _Same:
+    """An object in a key by identity, held: a key of its bare ``id`` matched another
+    object Python later gave the same id, once the first was freed (a module's activation
+    replaced by a new lambda hit the old lambda's trace)."""
+
+    __slots__ = ("obj",)
+
+    def __init__(self, obj):
+        self.obj = obj
+
+    def __eq__(self, other) -> bool:
+        return type(other) is _Same and other.obj is self.obj
+
+    def __hash__(self) -> int:
+        return id(self.obj)
 
 
 def _keyed(value, depth: int = 0):
@@ -401,15 +418,15 @@ def _keyed(value, depth: int = 0):
     if isinstance(value, np.ndarray) and value.nbytes <= _MAX_KEYED_ARRAY:
         # a small array changed in place (``m.mask[1] = 3``): by its contents
         return ("=", np.ndarray, value.dtype.str, value.shape, value.tobytes())
-    if depth < _MAX_KEYED_DEPTH and _plain_object(value):
+    if depth < _MAX_KEYED_DEPTH and plain_object(value):
         value_dict = value.__dict__
         if len(value_dict) <= _MAX_KEYED_ITEMS:
             items = tuple((k, _keyed(v, depth + 1)) for k, v in value_dict.items())
             return ("=", type(value), id(value), items)
     if not isinstance(value, tuple | list | dict | set):
-        return ("is", id(value))
+        return ("is", _Same(value))
     if len(value) > _MAX_KEYED_ITEMS or depth >= _MAX_KEYED_DEPTH:
-        return ("is", id(value), len(value))
+        return ("is", _Same(value), len(value))
     if isinstance(value, tuple | list):
         return ("=", type(value), tuple(_keyed(v, depth + 1) for v in value))
     if isinstance(value, dict):
@@ -456,7 +473,7 @@ class ModuleGuard:
             (d, k)
             for d in self.dicts
             for k, v in d.items()
-            if k not in _TABLES and (isinstance(v, _CONTAINERS + (np.ndarray,)) or _plain_object(v))
+            if k not in _TABLES and (isinstance(v, _CONTAINERS + (np.ndarray,)) or plain_object(v))
         )
         self.snapshot = self._snapshot()
         self._key = tuple(

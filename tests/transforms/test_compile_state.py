@@ -770,3 +770,45 @@ def test_a_module_s_list_or_array_setting_changed_in_place_retraces():
             g(x)
     c.mask[0] = 7.0
     assert closure(x).tolist() == [7.0, 2.0] and itself(x).tolist() == [7.0, 2.0]
+
+
+def test_a_module_s_config_object_and_a_replaced_callable_retrace():
+    """Two stale traces a probe found: a plain config object inside a module passed as an
+    argument (``m.cfg.v = 3``: the key held the object itself, equal to itself), and a
+    module's callable replaced by a new one that Python gave a freed one's id (keyed by
+    the bare id, the new lambda hit the old lambda's trace)."""
+
+    class Cfg:
+        pass
+
+    class M(nb.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.cfg = Cfg()
+            self.cfg.v = 1.0
+            self.cfg.lst = [1.0]
+
+        def forward(self, x):
+            return x * self.cfg.v * self.cfg.lst[0]
+
+    m, x = M(), nb.constant([1.0, 2.0])
+    cf = nb.compile(lambda mm, xx: mm(xx))
+    for _ in range(3):
+        cf(m, x)
+    m.cfg.v = 3.0
+    assert cf(m, x).tolist() == [3.0, 6.0]
+    m.cfg.lst[0] = 2.0
+    assert cf(m, x).tolist() == [6.0, 12.0]
+    misses = cf.stats.misses
+    for _ in range(3):
+        cf(m, x)
+    assert cf.stats.misses == misses
+
+    def scaler(k):
+        return lambda t: t * k
+
+    holder = nb.nn.Identity()
+    cg = nb.compile(lambda xx: holder.act(holder(xx)))
+    for k in range(1, 13):  # each old lambda freed: ids are reused
+        holder.act = scaler(float(k))
+        assert cg(x).tolist() == [k, 2.0 * k]
