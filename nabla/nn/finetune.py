@@ -21,7 +21,7 @@ from collections import OrderedDict
 
 import numpy as np
 
-from ..core.dtypes import DType
+from ..core.dtypes import DType, get_default_dtype, to_dtype
 from ..core.pytree import register_pytree_node
 from ..ops import binary, creation, indexing, view
 from ..ops._util import as_tensor
@@ -63,7 +63,8 @@ def init_lora_adapter(weight, rank: int, key: Tensor | None = None, init_std: fl
         A dict of two tensors (a pytree: pass it to ``nb.grad`` and the optimizers).
 
     Raises:
-        ValueError: for a weight that is not 2-D or a rank out of range.
+        ValueError: for a weight that is not 2-D, a rank out of range or a negative
+            ``init_std``.
         TypeError: for a weight that is not float, or a rank that is not an int.
     """
     if not isinstance(weight, NF4Weight):
@@ -79,6 +80,8 @@ def init_lora_adapter(weight, rank: int, key: Tensor | None = None, init_std: fl
     if not 1 <= rank <= min(shape):
         raise ValueError(f"init_lora_adapter: rank {rank} must be in [1, {min(shape)}] for {shape}")
     std = 1.0 / math.sqrt(shape[0]) if init_std is None else init_std
+    if not isinstance(std, int | float | np.number) or isinstance(std, bool) or not std >= 0:
+        raise ValueError(f"init_lora_adapter: init_std must be a number >= 0, got {init_std!r}")
     return {
         "A": _init.normal((shape[0], rank), 0.0, std, key, dtype),
         "B": creation.zeros((rank, shape[1]), dtype=dtype),
@@ -364,7 +367,7 @@ def quantize_nf4(weight, block_size: int = 64) -> NF4Weight:
     if isinstance(weight, NF4Weight):
         raise TypeError("quantize_nf4: the weight is already an NF4Weight")
     w = np.asarray(weight.numpy() if isinstance(weight, Tensor) else weight)
-    if w.dtype.kind != "f":
+    if w.dtype.kind != "f" and w.dtype.name != "bfloat16":  # (ml_dtypes' kind is "V")
         raise TypeError(f"quantize_nf4: the weight must be float, got {w.dtype}")
     with np.errstate(over="ignore"):
         w = w.astype(np.float32)
@@ -401,16 +404,19 @@ def dequantize_nf4(qweight: NF4Weight, dtype=None) -> Tensor:
 
     Args:
         qweight: from :func:`quantize_nf4`.
-        dtype: result dtype (default float32).
+        dtype: result dtype, a float dtype (default float32).
 
     Returns:
         A tensor of ``qweight.shape``.
 
     Raises:
-        TypeError: if ``qweight`` is not an :class:`NF4Weight`.
+        TypeError: if ``qweight`` is not an :class:`NF4Weight`, or for a ``dtype`` that is
+            not a float dtype (an integer one would truncate every value).
     """
     if not isinstance(qweight, NF4Weight):
         raise TypeError(f"dequantize_nf4: expected an NF4Weight, got {type(qweight).__name__}")
+    if dtype is not None and not to_dtype(dtype).is_float:
+        raise TypeError(f"dequantize_nf4: dtype must be a float dtype, got {to_dtype(dtype).value}")
     size = math.prod(qweight.shape)
     p = qweight.packed.cast(DType.int32)
     # high nibble first: byte = 16 * code[2i] + code[2i + 1]
@@ -437,16 +443,26 @@ def qlora_linear(
         adapter: ``{"A", "B"}`` from :func:`init_lora_adapter`.
         alpha: LoRA scaling numerator (default 1).
         bias: optional ``(out,)``.
-        compute_dtype: the dtype the product is computed in (keyword only, as the original
-            nabla's): ``x``, the dequantized weight and the adapter are cast to it. Default:
-            ``x``'s dtype.
+        compute_dtype: the dtype the product is computed in, a float dtype (keyword only,
+            as the original nabla's): ``x``, the dequantized weight and the adapter are cast
+            to it. Default: ``x``'s dtype, or the default float for an integer ``x``.
 
     Returns:
         ``(..., out)``, of ``compute_dtype``.
+
+    Raises:
+        TypeError: for a ``compute_dtype`` that is not a float dtype.
     """
     x = as_tensor(x, op="qlora_linear")
     if compute_dtype is not None:
+        if not to_dtype(compute_dtype).is_float:
+            raise TypeError(
+                f"qlora_linear: compute_dtype must be a float dtype, got "
+                f"{to_dtype(compute_dtype).value} (an integer one would truncate the weight)"
+            )
         x = x.cast(compute_dtype)
+    elif not x.dtype.is_float:  # (an integer input: the weight is not truncated to it)
+        x = x.cast(get_default_dtype())
     dtype = x.dtype  # the adapter (float32 from init_lora_adapter) and bias are cast to it:
     # the result stays compute_dtype (a float32 adapter or bias had promoted it)
     adapter = {k: as_tensor(adapter[k], op="qlora_linear").cast(dtype) for k in ("A", "B")}
@@ -456,27 +472,29 @@ def qlora_linear(
 
 
 # ----------------------------------------------------------------------------- checkpoints
-def _flatten_tree(prefix: str, tree, out: OrderedDict) -> None:
+def _flatten_tree(
+    prefix: str, tree, out: OrderedDict, op: str = "save_finetune_checkpoint"
+) -> None:
     if isinstance(tree, dict):
         for k, v in tree.items():
             if "/" in str(k):  # the file's names join the path with "/": it would split
                 raise ValueError(
-                    f"save_finetune_checkpoint: the key {k!r} under {prefix!r} holds a '/', "
+                    f"{op}: the key {k!r} under {prefix!r} holds a '/', "
                     "which separates the levels of a name in the file; use nested dicts"
                 )
-            _flatten_tree(f"{prefix}/{k}", v, out)
+            _flatten_tree(f"{prefix}/{k}", v, out, op)
     elif isinstance(tree, list | tuple):
         for i, v in enumerate(tree):
-            _flatten_tree(f"{prefix}/{i}", v, out)
+            _flatten_tree(f"{prefix}/{i}", v, out, op)
     elif isinstance(tree, Tensor):
         if prefix in out:
-            raise ValueError(f"save_finetune_checkpoint: two values are both named {prefix!r}")
+            raise ValueError(f"{op}: two values are both named {prefix!r}")
         out[prefix] = tree
     elif tree is None:  # (``adamw_init`` keeps no moments for a non-float leaf)
         out[prefix] = None
     else:
         raise TypeError(
-            f"save_finetune_checkpoint: {prefix!r} is a {type(tree).__name__}; adapters and "
+            f"{op}: {prefix!r} is a {type(tree).__name__}; adapters and "
             "optimizer state must be nested dicts/lists of tensors"
         )
 
@@ -521,6 +539,7 @@ def save_finetune_checkpoint(
     Raises:
         TypeError: for a value that is not a tensor, dict or list, or for both or neither of
             ``adapters`` and ``lora_params``.
+        ValueError: for adapters that hold no tensor.
     """
     if (adapters is None) == (lora_params is None):
         raise TypeError(
@@ -529,6 +548,8 @@ def save_finetune_checkpoint(
     adapters = lora_params if adapters is None else adapters
     flat: OrderedDict = OrderedDict()
     _flatten_tree("adapters", adapters, flat)
+    if not any(v is not None for v in flat.values()):  # (the load would refuse the file)
+        raise ValueError("save_finetune_checkpoint: the adapters hold no tensors")
     if optimizer_state is not None:
         _flatten_tree("optimizer", dict(optimizer_state), flat)
     nones = [k for k, v in flat.items() if v is None]
@@ -590,7 +611,7 @@ def _like_template(path, prefix: str, flat: dict, template):
     the template's dtype, within floats or within integers); every missing, misshapen or
     uncastable tensor is listed in one error."""
     wanted: OrderedDict = OrderedDict()
-    _flatten_tree(prefix, template, wanted)
+    _flatten_tree(prefix, template, wanted, "load_finetune_checkpoint")
     problems = [f"missing {k!r}" for k in wanted if k not in flat]
     problems += [  # a None leaf (no moments) against a tensor, either way round
         f"{k!r}: {'None' if flat[k] is None else 'a tensor'} in the file, "
@@ -625,5 +646,6 @@ def _fill(node, loaded):
     if isinstance(node, dict):
         return {k: _fill(v, loaded) for k, v in node.items()}
     if isinstance(node, list | tuple):
-        return type(node)(_fill(v, loaded) for v in node)
+        items = [_fill(v, loaded) for v in node]
+        return type(node)(*items) if hasattr(node, "_fields") else type(node)(items)
     return None if node is None else next(loaded)

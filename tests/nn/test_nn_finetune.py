@@ -1,5 +1,7 @@
 """LoRA and QLoRA: adapter math, merge/unmerge, NF4 quantization, adapter-only training."""
 
+import collections
+
 import numpy as np
 import pytest
 
@@ -179,3 +181,35 @@ def test_checkpoints_keep_none_leaves_and_want_the_optimizer_state_a_template_as
         ft.tree_lora_delta(
             {"x": {"lora_A": 1}}, is_leaf=lambda n: isinstance(n, dict) and "lora_A" in n
         )
+
+
+def test_qlora_dtypes_bfloat16_weights_and_namedtuple_adapters(tmp_path):
+    """What a probe found: an integer input or compute dtype truncated the dequantized
+    weight and the adapter to integers (0.7 became 0: a silent wrong product); bfloat16
+    weights, QLoRA's usual base, were refused as not float; a namedtuple adapter saved
+    fine and crashed at load with a template; an empty save wrote a file load refused."""
+    import ml_dtypes  # noqa: PLC0415 - NumPy's bfloat16, a dependency of nabla
+
+    ft = nb.nn.finetune
+    q = ft.quantize_nf4(np.full((4, 2), 0.7, np.float32), 8)
+    adapter = {"A": nb.full((4, 1), 0.5), "B": nb.full((1, 2), 0.5)}
+    got = ft.qlora_linear(nb.ones((1, 4), dtype=nb.int32), q, adapter)
+    np.testing.assert_allclose(got.numpy(), [[3.8, 3.8]], rtol=1e-2)
+    with pytest.raises(TypeError, match="qlora_linear: compute_dtype must be a float dtype"):
+        ft.qlora_linear(nb.ones((1, 4)), q, adapter, compute_dtype=nb.int32)
+    with pytest.raises(TypeError, match="dequantize_nf4: dtype must be a float dtype"):
+        ft.dequantize_nf4(q, nb.int32)
+    with pytest.raises(ValueError, match="init_lora_adapter: init_std must be a number >= 0"):
+        ft.init_lora_adapter(nb.ones((4, 4)), 2, init_std=-1.0)
+    w = np.linspace(-1, 1, 16, dtype=np.float32).reshape(4, 4)
+    for weight in (nb.constant(w).cast(nb.bfloat16), w.astype(ml_dtypes.bfloat16)):
+        back = ft.dequantize_nf4(ft.quantize_nf4(weight, 8)).numpy()
+        np.testing.assert_allclose(back, w, atol=0.15)  # (half the widest NF4 step)
+    ab = collections.namedtuple("AB", "A B")
+    adapters = {"l": ab(nb.ones((8, 2)), nb.zeros((2, 4)))}
+    path = str(tmp_path / "nt.safetensors")
+    ft.save_finetune_checkpoint(path, adapters)
+    loaded, _, _ = ft.load_finetune_checkpoint(path, lora_template=adapters)
+    assert type(loaded["l"]) is ab and loaded["l"].A.shape == (8, 2)
+    with pytest.raises(ValueError, match="save_finetune_checkpoint: the adapters hold no tensors"):
+        ft.save_finetune_checkpoint(str(tmp_path / "empty.safetensors"), {})
