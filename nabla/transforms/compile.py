@@ -1960,8 +1960,10 @@ def compile(  # noqa: A001
             traces again). Python values are static already; a NumPy scalar given here
             becomes a Python number instead of a traced value, and a tensor or array is
             refused (not hashable). Any other object among the arguments is static too,
-            keyed by its hash (its identity, for most objects): as in ``jax.jit``, tensors
-            it holds are read as they were when traced, so pass those as arguments.
+            keyed by its hash (its identity, for most objects): as in ``jax.jit``, its
+            Python values (numbers, flags) are read as they were when traced, so pass those
+            as arguments; the tensors it holds are read at each call (``obj.w = new`` is
+            seen), as captured tensors are.
         static_argnames: the same for keyword arguments, by name.
 
     Returns:
