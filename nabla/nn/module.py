@@ -42,6 +42,9 @@ __all__ = [
 _INTERNAL = ("_parameters", "_buffers", "_modules", "_frozen")
 
 
+_MAX_COMPARED_ARRAY = 1 << 16  # bytes of an array setting compared by value (a mask, scales)
+
+
 class _Attributes:
     """A snapshot of a plain object's attributes (a config namespace a module holds), equal
     to that object while its attributes are equal to these."""
@@ -67,8 +70,8 @@ def _snapshot(v, depth: int = 0):
     attributes taken (other objects kept): what a compiled function's cache key keeps of
     a module's static attribute, so that a later in-place change (``m.scales[0] = 10``,
     ``m.cfg.scale = 5``) makes the next call's key differ."""
-    if isinstance(v, np.ndarray):
-        return v.copy()
+    if isinstance(v, np.ndarray):  # (a larger one by identity, as compile's module guard)
+        return v.copy() if v.nbytes <= _MAX_COMPARED_ARRAY else v
     if depth > 4:  # (deeper values as they are; no cycle is followed)
         return v
     if type(v) in (list, set):
@@ -101,7 +104,7 @@ def _same(a, b) -> bool:
     if type(a) is not type(b):
         return False
     if isinstance(a, np.ndarray):  # by value (NaN equal to NaN), as the key must be
-        if a.shape != b.shape or a.dtype != b.dtype:
+        if a.shape != b.shape or a.dtype != b.dtype or a.nbytes > _MAX_COMPARED_ARRAY:
             return False
         try:
             return bool(np.array_equal(a, b, equal_nan=True))
