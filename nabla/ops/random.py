@@ -161,12 +161,28 @@ def split(k, num=2) -> Tensor:
 
 
 def fold_in(k, data) -> Tensor:
-    """A new key derived from ``k`` and an integer ``data``: a Python int or an integer
-    scalar tensor (traced by ``compile``, batched by ``vmap``, as in JAX)."""
+    """A new key derived from ``k`` and an integer ``data``: a Python int (taken modulo
+    2**64) or an integer scalar tensor (traced by ``compile``, batched by ``vmap``, as in
+    JAX).
+
+    Raises:
+        TypeError: for data that is not an integer (a float was truncated: 1.5 gave the
+            key of 1).
+    """
     if isinstance(data, Tensor):
+        if not data.dtype.is_int:
+            raise TypeError(
+                f"random.fold_in: data must be an integer, got a {data.dtype.value} tensor "
+                f"of shape {data.shape}"
+            )
         d = data if data.dtype is DType.int64 else data.cast(DType.int64)
     else:
-        d = fn.constant(np.asarray(int(data), dtype=np.int64))
+        if isinstance(data, bool | np.bool_) or not isinstance(data, numbers.Integral):
+            raise TypeError(
+                f"random.fold_in: data must be an integer, got {data!r} ({type(data).__name__})"
+            )
+        v = int(data) % (1 << 64)
+        d = fn.constant(np.asarray(v - (1 << 64) if v >= 1 << 63 else v, dtype=np.int64))
     return _fold.bind([_as_key(k, "random.fold_in"), d], {})
 
 
@@ -415,7 +431,12 @@ def uniform(
         return _place(fn.full_like(u, low), device)
     unit = _is_default(low, 0.0) and _is_default(high, 1.0)
     span = 1.0 if unit else high - low
-    out = _affine("uniform", u, span, low, {"low": low, "high": high})
+    with np.errstate(over="ignore"):
+        wide = numbers_given and not np.isfinite(np.array(span, dtype.numpy))
+    if wide:  # high - low beyond the dtype (-3e38 to 3e38 in float32): (1 - u) low + u high
+        out = u * float(high) + (1.0 - u) * float(low)
+    else:
+        out = _affine("uniform", u, span, low, {"low": low, "high": high})
     if not unit and isinstance(high, int | float):
         # low + u * span can round up to high: clamp to the largest value below it
         top = np.array(high, dtype.numpy)
@@ -533,7 +554,8 @@ def randint(
     """Uniform random integers in ``[low, high)``.
 
     Call as ``randint(key, (3,), 0, 10)`` (reproducible) or ``randint((3,), 0, 10)`` (global
-    generator). With only ``low`` given the range is ``[0, low)``, as in NumPy.
+    generator; PyTorch's ``randint(0, 10, (3,))`` and ``randint(10, (3,))`` too). With only
+    ``low`` given the range is ``[0, low)``, as in NumPy.
 
     Args:
         key_or_shape: a key (from :func:`nabla.random.key`) for a reproducible draw, or the
@@ -563,6 +585,13 @@ def randint(
             integer.
     """
     key_or_shape = _keyword_key("randint", key_or_shape, key)
+    if isinstance(key_or_shape, numbers.Integral) and high is None and maxval is None:
+        # PyTorch's torch.randint(low, high, size) and torch.randint(high, size): a size
+        # after the bounds (no shape of ours is followed by a tuple)
+        if isinstance(low, tuple | list) and isinstance(shape, numbers.Integral):
+            key_or_shape, shape, low = tuple(low), key_or_shape, shape
+        elif isinstance(shape, tuple | list) and low is None and minval is None:
+            key_or_shape, shape = tuple(shape), key_or_shape
     if jax_dtype is not None:
         dtype = _one_dtype("randint", dtype, jax_dtype)
     low = alias_arg("randint", "low", low, "minval", minval)  # JAX's names as well
@@ -654,7 +683,11 @@ def categorical(k, logits, axis=-1, shape=None):
     axis = norm_axis("random.categorical", axis, logits.ndim, logits.shape)
     batch = logits.shape[:axis] + logits.shape[axis + 1 :]
     shape = batch if shape is None else tuple(shape)
-    if len(shape) < len(batch) or np.broadcast_shapes(shape, batch) != shape:
+    try:
+        fits = len(shape) >= len(batch) and np.broadcast_shapes(shape, batch) == shape
+    except ValueError:  # (NumPy's own message names neither the op nor the logits)
+        fits = False
+    if not fits:
         raise ValueError(
             f"random.categorical: shape {shape} must end with (and broadcast) the logits' "
             f"batch {batch} (logits of shape {logits.shape}, axis {axis})"
@@ -662,6 +695,8 @@ def categorical(k, logits, axis=-1, shape=None):
     moved = axis + len(shape) - len(batch)  # the categories' dim in the draws
     full = shape[:moved] + (logits.shape[axis],) + shape[moved:]
     dt = logits.dtype if logits.dtype.is_float else get_default_dtype()
+    if dt.itemsize < 4:  # 16-bit noise has so few values that ties (first index wins) bias
+        dt = DType.float32  # the draw toward low indices: bfloat16's 50.17% for 2 classes
     u = _draw(_uniform, k, full, dt)
     gumbel = -fn.log(-fn.log(fn.maximum(u, float(ml_dtypes.finfo(dt.numpy).tiny))))
     return fn.cast(fn.argmax(fn.cast(logits, dt) + gumbel, axis=moved), DType.int32)

@@ -564,12 +564,16 @@ def mean(x, axis=None, keepdims=False, *, dtype=None, dim=None, keepdim=None):
 
 
 def _divide_by_count(total, n):
-    """``total / n`` for an element count ``n``: NaN for none. A symbolic count (a dynamic
-    dim under ``compile``) divides as a value computed at each call's size."""
+    """``total / n`` for an element count ``n``: NaN for none, made by a division
+    (``0 * total / 0``), so ``debug_nans`` names the op that made it (a NaN constant would
+    have counted as the user's data). A symbolic count (a dynamic dim under ``compile``)
+    divides as a value computed at each call's size."""
     if isinstance(n, SymDim):
         count = fn.full((), n, dtype=total.dtype)
-        return fn.where(count > 0, total / count, float("nan"))
-    return total * (1.0 / n if n > 0 else float("nan"))
+        return fn.where(count > 0, total / count, (total * 0.0) / count)
+    if n > 0:
+        return total * (1.0 / n)
+    return (total * 0.0) / 0.0
 
 
 def _wide(x):

@@ -309,3 +309,30 @@ def test_the_global_generator_s_state_round_trips_through_a_checkpoint(tmp_path)
         np.testing.assert_array_equal(a, b)
     with pytest.raises(ValueError, match=r"set_rng_state: expected \[seed, draws\]"):
         nb.set_rng_state([1.5, 2])
+
+
+def test_draws_a_probe_found_wrong_or_unclear():
+    """A uniform range wider than the dtype holds (-3e38 to 3e38: high - low overflowed and
+    every value came out the top one); fold_in of a float (truncated: 1.5 gave 1's key) or
+    a bool is refused, an int of 64 bits wraps; PyTorch's randint(low, high, size) and
+    randint(high, size); categorical names itself for a shape that does not broadcast,
+    and draws bfloat16 classes without the 16-bit noise's tie bias."""
+    k = nb.random.key(0)
+    v = nb.random.uniform(k, (10000,), -3e38, 3e38).numpy().astype(np.float64)
+    assert v.min() < -2.9e38 and v.max() > 2.9e38 and abs(v.mean()) < 0.05 * 3e38
+    for bad in (1.5, True, nb.constant(1.5)):
+        with pytest.raises(TypeError, match="random.fold_in: data must be an integer"):
+            nb.random.fold_in(k, bad)
+    np.testing.assert_array_equal(
+        nb.random.fold_in(k, 2**64 - 1).numpy(), nb.random.fold_in(k, -1).numpy()
+    )
+    nb.manual_seed(0)
+    a = nb.randint(0, 10, (3,)).numpy()
+    nb.manual_seed(0)
+    np.testing.assert_array_equal(a, nb.randint((3,), 0, 10).numpy())
+    c = nb.randint(10, (1000,)).numpy()
+    assert c.shape == (1000,) and c.min() >= 0 and c.max() <= 9
+    with pytest.raises(ValueError, match=r"random.categorical: shape \(4,\) must end with"):
+        nb.random.categorical(k, nb.zeros((3, 5)), shape=(4,))
+    draws = nb.random.categorical(k, nb.zeros((2,), dtype=nb.bfloat16), shape=(100000,))
+    assert abs(draws.numpy().mean() - 0.5) < 0.006  # (5 standard errors)

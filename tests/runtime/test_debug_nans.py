@@ -244,3 +244,26 @@ def test_cond_names_the_branch_op(mode):
     for msg in _messages(f, nb.constant(True), x, mode=mode):
         assert msg.startswith("sqrt made NaN in 1 of 2 elements") and "w = nb.sqrt(v - 3.0)" in msg
         assert "inside the cond branch" in msg
+
+
+def test_a_mean_of_nothing_is_blamed_and_a_nan_fill_is_data():
+    """The NaN of a mean over no elements (or a variance with ``n - ddof = 0``) is made by
+    a division, which is named (it came in as a NaN constant: unchecked, as data); a NaN
+    or -inf the user writes as a fill (``full``, ``pad``) is data, eagerly as under
+    ``compile`` (the eager ``full`` was blamed, the compiled one was not)."""
+    with nb.debug_nans():
+        with pytest.raises(FloatingPointError, match="div made NaN"):
+            nb.mean(nb.zeros((0,))).numpy()
+        with pytest.raises(FloatingPointError, match="div made NaN"):
+            nb.var(nb.ones((1,)), ddof=1).numpy()
+        nan = float("nan")
+        x = nb.ones((2,))
+        assert np.isnan(nb.full((2,), nan).numpy()).all()
+        assert np.isnan(nb.full_like(x, nan).numpy()).all()
+        assert np.isnan(nb.pad(x, (1, 1), constant_values=nan).numpy()[[0, 3]]).all()
+        assert np.isnan(nb.compile(lambda v: nb.full_like(v, nan))(x).numpy()).all()
+    with nb.debug_infs():
+        ones = nb.ones((3, 3))
+        masked = nb.where(nb.tril(ones) > 0, ones, nb.full_like(ones, -float("inf")))
+        assert masked.numpy()[0, 2] == -np.inf
+    assert np.isnan(nb.mean(nb.zeros((0,))).numpy())

@@ -81,6 +81,9 @@ def _walk(program: Program, inputs: list, path: tuple, look: tuple):
         bad = [(i, kind) for i, r in enumerate(res) if (kind := bad_kind(r, *look))]
         if not bad:
             continue
+        fill = kwargs.get("value")  # ``full``'s or ``pad``'s value: a NaN or inf the user
+        if fill is not None and bad_kind(np.asarray(fill), *look):  # wrote: data (compile
+            continue  # folds such a fill into a constant input, which is data too)
         here = path + (Frame(program, k),)
         if not any(bad_kind(a, *look) for a in args):
             inner = _enter(name, args, kwargs, here, look)
