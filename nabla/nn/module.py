@@ -166,7 +166,11 @@ class _ModuleDef:
         return _ModuleDef(self.cls, self.params, self.buffers, self.modules, static, self.frozen)
 
     def __repr__(self) -> str:
-        settings = ", ".join(f"{k}={v!r}" for k, v in self.static if k != "training")
+        def short(v) -> str:  # (a long setting, a table or an array, cut: this names a node)
+            text = repr(v)
+            return text if len(text) <= 40 else text[:37] + "..."
+
+        settings = ", ".join(f"{k}={short(v)}" for k, v in self.static if k != "training")
         mode = "" if dict(self.static).get("training", True) else " (eval)"
         names = list(self.params + self.buffers + self.modules)
         return f"{self.cls.__name__}{names}{mode}" + (f" {{{settings}}}" if settings else "")
