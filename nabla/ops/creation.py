@@ -201,7 +201,7 @@ def _from_tensors(value, dtype, device, op) -> Tensor:
     return t
 
 
-def asarray(value, dtype=None, *, device=None) -> Tensor:
+def asarray(value, dtype=None, *, device=None, copy=None) -> Tensor:
     """Like :func:`constant`, but returns a Tensor argument unchanged (cast if ``dtype``).
 
     Args:
@@ -210,10 +210,24 @@ def asarray(value, dtype=None, *, device=None) -> Tensor:
             :func:`constant` for non-tensors).
         device: the device for a new tensor (default: :func:`nabla.get_default_device`);
             ignored when ``value`` is already a tensor.
+        copy: NumPy's and JAX's keyword: None or True take a copy of a host array (as
+            always: tensors are values); False, which promises none, is refused for
+            anything but a tensor of the dtype asked for (:func:`from_dlpack` shares an
+            array's memory).
 
     Returns:
         A tensor.
+
+    Raises:
+        ValueError: for ``copy=False`` where a copy is needed.
     """
+    if copy is False and not (
+        isinstance(value, Tensor) and (dtype is None or value.dtype is to_dtype(dtype))
+    ):
+        raise ValueError(
+            f"asarray: copy=False, but a {type(value).__name__} is copied into a tensor "
+            "(nb.from_dlpack shares an array's memory)"
+        )
     if isinstance(value, Tensor):
         if dtype is not None and value.dtype is not to_dtype(dtype):
             return value.cast(dtype)
@@ -578,6 +592,7 @@ def linspace(start, stop, num=50, *, endpoint=True, retstep=False, dtype=None, a
 
     Raises:
         ValueError: if ``num`` is negative.
+        TypeError: if ``num`` is not an int.
         IndexError: if ``axis`` is out of range.
         OpError: if ``start`` and ``stop`` do not broadcast.
 
@@ -585,10 +600,14 @@ def linspace(start, stop, num=50, *, endpoint=True, retstep=False, dtype=None, a
         >>> nb.linspace(0, 1, 5).tolist()
         [0.0, 0.25, 0.5, 0.75, 1.0]
     """
+    if not isinstance(num, SymDim):
+        num = int_arg("linspace", "num", num)
     if num < 0:
         raise ValueError(f"linspace: num must be non-negative, got {num}")
     dtype = dtype_or(dtype, get_default_dtype())
-    work = DType.float64 if dtype is DType.float64 else DType.float32
+    # integers from float64 points, as NumPy and PyTorch (float32 lost int64 ends: 2**40 + 1
+    # came out 2**40)
+    work = DType.float64 if dtype is DType.float64 or dtype.is_int else DType.float32
     if isinstance(num, SymDim):  # the step and the ends' fixes are numbers of the size
         note_size_decision(num, "linspace's number of values")
     spacing = _Spacing(num, (num - 1) if endpoint else num, endpoint, retstep, dtype, work, device)

@@ -19,6 +19,7 @@ Invariants:
 from __future__ import annotations
 
 import math
+import numbers
 import sys
 import weakref
 
@@ -171,7 +172,8 @@ def _infer_array(op: str, value) -> np.ndarray:
             f"{op}: cannot make a tensor from {type(value).__name__} {value!r:.80}: {e}"
         ) from None
     kind = arr.dtype.kind
-    if kind in "biuf" and arr.size and _numpy_scalars_only(value):
+    typed = kind in "biuf" or arr.dtype.name == "bfloat16"  # (ml_dtypes' kind is "V")
+    if typed and arr.size and _typed_leaves_only(value):
         return np.asarray(arr, dtype=from_numpy_dtype(arr.dtype).numpy)  # they keep theirs
     if kind == "O" and arr.size and all(_is_real(v) for v in arr.ravel()):
         # Python ints beyond int64 make NumPy fall back to objects
@@ -202,12 +204,19 @@ def _infer_array(op: str, value) -> np.ndarray:
         ) from None
 
 
-def _numpy_scalars_only(value) -> bool:
-    """Nested lists whose every leaf is a NumPy scalar (``[np.uint8(1), np.uint8(2)]``):
-    NumPy's dtype for them stands, as in NumPy and JAX (a Python number's would not)."""
+def _typed_leaves_only(value) -> bool:
+    """Nested lists whose every leaf carries a dtype: a NumPy scalar or array, a tensor (or
+    another library's array) (``[np.uint8(1), np.uint8(2)]``, ``[a_f16, b_f16]``): NumPy's
+    dtype for them stands, as in NumPy and JAX (a Python number's would not)."""
     if isinstance(value, list | tuple):
-        return all(_numpy_scalars_only(v) for v in value)
-    return isinstance(value, np.generic)
+        return all(_typed_leaves_only(v) for v in value)
+    if isinstance(value, np.generic | np.ndarray):
+        return True
+    return (
+        not isinstance(value, numbers.Number)
+        and hasattr(value, "dtype")
+        and hasattr(value, "shape")
+    )
 
 
 def _is_real(v) -> bool:

@@ -1081,3 +1081,33 @@ def test_pytorch_method_forms_give_pytorch_s_answers():
     assert f.tolist() == [-2.0, 1.0]
     assert x.add(1, alpha=2).tolist()[0] == [3.0, 4.0, 5.0] and x.sub(1).tolist()[0][0] == 0.0
     assert x.mul(2).tolist()[1][0] == 8.0 and x.div(2).tolist()[0][0] == 0.5
+
+
+def test_creation_keeps_the_dtypes_and_ends_numpy_keeps():
+    """An integer linspace is computed from float64 points, as NumPy's and PyTorch's (int64
+    ends were lost in float32: 2**40 + 1 came out 2**40); a list of typed arrays keeps
+    their dtype, as NumPy's and JAX's (float16 arrays gave float32, bfloat16 ones were
+    refused); asarray takes NumPy's copy= and refuses copy=False where it copies."""
+    import ml_dtypes  # noqa: PLC0415 - NumPy's bfloat16, a dependency of nabla
+
+    assert nb.linspace(0, 2**40 + 1, 2, dtype=nb.int64).tolist() == [0, 2**40 + 1]
+    want = np.linspace(0, 2**31 - 1, 3, dtype=np.int32).tolist()
+    assert nb.linspace(0, 2**31 - 1, 3, dtype=nb.int32).tolist() == want
+    assert (
+        nb.linspace(-10, 10, 7, dtype=nb.int32).tolist()
+        == np.linspace(-10, 10, 7, dtype=np.int32).tolist()
+    )
+    with pytest.raises(TypeError, match="linspace: num must be an int"):
+        nb.linspace(0, 1, 2.0)
+    half = np.ones(2, np.float16)
+    assert nb.constant([half, half]).dtype == nb.float16
+    assert nb.constant([np.arange(2, dtype=np.int8)] * 2).dtype == nb.int8
+    assert nb.constant([np.ones(2, ml_dtypes.bfloat16)] * 2).dtype == nb.bfloat16
+    assert nb.constant([nb.ones((2,), dtype=nb.float16)] * 2).dtype == nb.float16
+    assert nb.constant([1, 2.5]).dtype == nb.float32 and nb.constant([[1, 2]]).dtype == nb.int32
+    a = np.ones(3)
+    assert nb.asarray(a, copy=True).dtype == nb.float64
+    t = nb.ones((2,))
+    assert nb.asarray(t, copy=False) is t
+    with pytest.raises(ValueError, match="asarray: copy=False"):
+        nb.asarray(a, copy=False)
