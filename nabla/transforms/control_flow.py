@@ -419,9 +419,10 @@ def _to_tensors(tree, what):
 
 
 def _weak_leaves(tree) -> list[bool]:
-    """Which flat leaves are Python numbers: weakly typed, as in JAX."""
+    """Which flat leaves are Python numbers: weakly typed, as in JAX (a Python bool is not:
+    a bool carry the body makes an int is JAX's error, not a silent int carry)."""
     return [
-        isinstance(x, bool | int | float) and not isinstance(x, np.generic)
+        isinstance(x, int | float) and not isinstance(x, bool | np.generic)
         for x in tree_flatten(tree)[0]
     ]
 
@@ -1239,6 +1240,7 @@ def fori_loop(
     Raises:
         TypeError: for non-integer bounds, or a ``body_fun`` that changes the carry's
             structure, shapes or dtypes.
+        OverflowError: for a bound outside int32, the index's dtype.
     """
     lower, upper, body_fun, init_val = _named(
         "fori_loop",
@@ -1252,6 +1254,12 @@ def fori_loop(
     )
     if static:
         lo, hi = int(lower), int(upper)
+        for name, b in (("lower", lo), ("upper", hi)):
+            if not -(2**31) <= b < 2**31:  # (the index is an int32 scalar)
+                raise OverflowError(
+                    f"fori_loop: {name} bound {b} is out of range for the int32 index "
+                    f"(lower={lo}, upper={hi})"
+                )
 
         def step(c, _x):
             i, val = c
@@ -1531,7 +1539,7 @@ def _scan_tree(f, init, xs, spec: _ScanSpec):
     def step(c, x, _k):
         xv = None if x_tree is None else tree_unflatten(x_tree, list(x))
         out = f(tree_unflatten(c_tree, list(c)), xv)
-        if not (isinstance(out, tuple) and len(out) == 2):
+        if not (isinstance(out, tuple | list) and len(out) == 2):  # (a list too, as JAX)
             raise TypeError(f"{what}: {fn_name} must return a pair (carry, y)")
         new_c, y = out
         nc_flat, nc_tree = tree_flatten(new_c)

@@ -1112,3 +1112,23 @@ def test_a_scan_whose_per_step_work_is_hoisted_keeps_each_result_s_levels():
     assert p.shape == (2, 3) and r.shape == (3,)
     np.testing.assert_allclose(r.numpy(), c * (1 + len(xs)), rtol=1e-6)
     np.testing.assert_allclose(p.numpy(), np.repeat((b * (1 + xs.sum()))[:, None], 3, 1), rtol=1e-6)
+
+
+def test_control_flow_arguments_as_jax_takes_them():
+    """A Python bool carry is not weakly typed (a body that makes it an int is JAX's
+    error; it was silently an int carry); fori_loop's bounds must fit its int32 index (a
+    2**31 bound started a scan of 2**31 steps, an int64 tensor bound failed naming
+    ``constant``); a scan body may return its pair as a list."""
+    with pytest.raises(TypeError, match="carry leaf 0 is bool"):
+        nb.while_loop(lambda c: c < 10, lambda c: c + 1, True)
+    with pytest.raises(TypeError, match="carry leaf 0 is bool"):
+        nb.scan(lambda c, x: (c + 1.5, None), True, None, length=2)
+    assert nb.while_loop(lambda c: c, lambda c: nb.logical_not(c), True).item() is False
+    assert nb.while_loop(lambda c: c < 3, lambda c: c * 1.5 + 1, 1).dtype == nb.float32
+    with pytest.raises(OverflowError, match="fori_loop: upper bound 2147483648"):
+        nb.fori_loop(0, 2**31, lambda i, c: c + 1, 0)
+    big = nb.constant(np.int64(2**31 + 1))
+    with pytest.raises(OverflowError, match="fori_loop: lower bound 2147483649"):
+        nb.fori_loop(big, big + 2, lambda i, c: c + 1, nb.constant(np.int32(0)))
+    carry, ys = nb.scan(lambda c, x: [c + x, c], 0.0, nb.arange(3.0))
+    assert carry.item() == 3.0 and ys.tolist() == [0.0, 0.0, 1.0]
