@@ -1058,7 +1058,14 @@ def _while_flat(c_fn, b_fn, flat, what, consts=(), max_steps=None, narrow=False)
     ``narrow``: each carry comes back with its own levels (``_narrowed``)."""
     n = len(flat)
     consts = list(consts)
-    if not flat:
+    if not flat:  # nothing to carry: the body changes nothing, but cond_fun is checked
+        pred = c_fn([], consts)
+        ok = isinstance(pred, bool | np.bool_) or (
+            isinstance(pred, Tensor) and pred.dtype.is_bool and pred.shape == ()
+        )
+        if not ok:
+            shown = _aval(pred.dtype, pred.shape) if isinstance(pred, Tensor) else repr(pred)
+            raise TypeError(f"{what}: cond_fun must return a boolean scalar, got {shown}")
         return []
     own = [t._impl.levels for t in flat]  # each carry's levels, widened by the body
     k_levels = [k._impl.levels for k in consts]

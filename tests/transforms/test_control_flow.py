@@ -1132,3 +1132,7 @@ def test_control_flow_arguments_as_jax_takes_them():
         nb.fori_loop(big, big + 2, lambda i, c: c + 1, nb.constant(np.int32(0)))
     carry, ys = nb.scan(lambda c, x: [c + x, c], 0.0, nb.arange(3.0))
     assert carry.item() == 3.0 and ys.tolist() == [0.0, 0.0, 1.0]
+    # an empty carry: nothing changes, but cond_fun's result is checked (it was never called)
+    with pytest.raises(TypeError, match="cond_fun must return a boolean scalar, got 1.5"):
+        nb.while_loop(lambda c: 1.5, lambda c: c, ())
+    assert nb.while_loop(lambda c: False, lambda c: c, ()) == ()
