@@ -762,6 +762,15 @@ class Tensor:
         return self.numpy().tolist()
 
     def __array__(self, dtype=None, copy=None):
+        if any(lv != REQUIRES_GRAD and is_live({lv}) for lv in self._impl.traced):
+            # (JAX's TracerArrayConversionError: np.exp(t) would give a constant, and the
+            # gradient through it would silently be lost)
+            raise TypeError(
+                f"cannot convert a tensor that nb.grad/vjp/jacrev differentiates "
+                f"({self.dtype.value} of shape {self.shape}) to a NumPy array inside the "
+                "differentiated function (a NumPy function, np.asarray): its gradient would "
+                "be lost; use nabla's ops (nb.exp, nb.sum, ...) there"
+            )
         a = self.numpy()  # read-only: np.array(t) (copy=True) gets a writable copy
         if dtype is not None and np.dtype(dtype) != a.dtype:
             if copy is False:  # NumPy 2's protocol: refuse rather than copy

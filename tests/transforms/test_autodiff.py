@@ -1784,3 +1784,20 @@ def test_ops_of_derivative_zero_pass_no_cotangent_as_jax_and_zeros_to_a_leaf_as_
     np.testing.assert_array_equal(a.grad.numpy(), [1.0 + 0.0, 2.0 + 0.0])
     with pytest.raises(RuntimeError, match="does not depend on any tensor with requires_grad"):
         (y > 0).cast(nb.float32).sum().backward()
+
+
+def test_a_numpy_function_on_a_differentiated_tensor_is_an_error():
+    """As JAX's TracerArrayConversionError: ``np.exp(t)`` inside ``nb.grad`` gave a NumPy
+    constant, and the gradient through it was silently lost ([2.7, 7.4] for the true
+    e^t (1 + t) = [5.4, 22.2]); NumPy arrays as constants, and NumPy on a parameter outside
+    a transform (``np.testing.assert_allclose(w, ...)``), still work."""
+    x = nb.constant(f32([1.0, 2.0]))
+    with pytest.raises(TypeError, match="cannot convert a tensor that nb.grad/vjp/jacrev"):
+        nb.grad(lambda t: (np.exp(t) * t).sum())(x)
+    with pytest.raises(TypeError, match="to a NumPy array inside the differentiated function"):
+        nb.vjp(lambda t: nb.constant(np.asarray(t)), x)
+    g = nb.grad(lambda t: (t * f32([1.0, 2.0]) + np.ones(2, np.float32)).sum())(x)
+    np.testing.assert_array_equal(g.numpy(), [1.0, 2.0])
+    w = nb.ones((2,))
+    w.requires_grad = True
+    np.testing.assert_allclose(w, [1.0, 1.0])
