@@ -110,6 +110,10 @@ def _same(a, b) -> bool:
             return bool(np.array_equal(a, b, equal_nan=True))
         except TypeError:  # (a dtype without NaN)
             return bool(np.array_equal(a, b))
+    if type(a) in (list, tuple):  # item by item: an array in it compares as above
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    if type(a) is dict:
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
     try:
         return bool(a == b)
     except Exception:  # other values without a plain truth value

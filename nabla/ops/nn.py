@@ -519,6 +519,8 @@ def _tiles(x, window: _PoolWindow):
         return None
     if not all(type(v) is int for v in (h, w)) or h % k[0] or w % k[1]:
         return None  # (a symbolic size: the general windows)
+    if h < k[0] or w < k[1]:
+        return None  # (no window: the general path's error)
     oh, ow = h // k[0], w // k[1]
     split = fn.reshape(x, (n, oh, k[0], ow, k[1], c))
     return fn.reshape(fn.permute(split, (2, 4, 0, 1, 3, 5)), (k[0] * k[1], n, oh, ow, c))

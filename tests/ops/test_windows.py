@@ -189,3 +189,6 @@ def test_tiling_pools_stack_their_taps_first_and_keep_a_spatial_sharding(rng):
     out = nb.max_pool2d(xs, 2)
     assert out.sharding.spec == nb.P(None, "d")
     np.testing.assert_array_equal(out.numpy(), tiles.max((2, 4)))
+    for pool in (nb.max_pool2d, nb.avg_pool2d):  # no window at all: still the error
+        with pytest.raises(nb.OpError, match=r"too small for kernel \(2, 2\)"):
+            pool(nb.ones((1, 0, 4, 3)), 2)

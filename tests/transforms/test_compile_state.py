@@ -812,3 +812,28 @@ def test_a_module_s_config_object_and_a_replaced_callable_retrace():
     for k in range(1, 13):  # each old lambda freed: ids are reused
         holder.act = scaler(float(k))
         assert cg(x).tolist() == [k, 2.0 * k]
+
+
+def test_a_module_s_list_of_arrays_hits_until_it_changes():
+    """A list, tuple or dict of arrays among a module's settings compares item by item
+    (each array by value): unchanged, every call hits (the snapshot never equalled the live
+    list, so each call traced again and filled the cache); changed, it retraces."""
+
+    class M(nb.nn.Module):
+        def __init__(self, scales):
+            super().__init__()
+            self.w = nb.ones((3,))
+            self.scales = scales
+
+        def forward(self, x):
+            first = self.scales["a"] if isinstance(self.scales, dict) else self.scales[0]
+            return x * self.w * float(first[0])
+
+    for scales in ([np.array([1.0, 2.0])], (np.array([1.0, 2.0]),), {"a": np.array([1.0])}):
+        cf = nb.compile(lambda mm, xx: mm(xx))
+        m = M(scales)
+        for _ in range(4):
+            cf(m, nb.ones((3,)))
+        assert (cf.stats.hits, cf.stats.misses) == (3, 1)
+        (scales["a"] if isinstance(scales, dict) else scales[0])[0] = 5.0
+        assert cf(m, nb.ones((3,))).tolist() == [5.0, 5.0, 5.0]
