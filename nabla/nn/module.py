@@ -24,7 +24,7 @@ from ..ops._util import device_arg, device_like
 from ..ops.indexing import fits_in_place, rebind
 from ..ops.spmd import reshard_to
 from ..runtime.tensor import HookHandle, Tensor, TensorSet, foreign_array, realize
-from ..transforms._captures import plain_object
+from ..transforms._captures import KEYED_ARRAY_BYTES, KEYED_DEPTH, plain_object
 from ..transforms.autodiff import detach
 
 __all__ = [
@@ -40,9 +40,6 @@ __all__ = [
 ]
 
 _INTERNAL = ("_parameters", "_buffers", "_modules", "_frozen")
-
-
-_MAX_COMPARED_ARRAY = 1 << 16  # bytes of an array setting compared by value (a mask, scales)
 
 
 class _Attributes:
@@ -71,8 +68,8 @@ def _snapshot(v, depth: int = 0):
     a module's static attribute, so that a later in-place change (``m.scales[0] = 10``,
     ``m.cfg.scale = 5``) makes the next call's key differ."""
     if isinstance(v, np.ndarray):  # (a larger one by identity, as compile's module guard)
-        return v.copy() if v.nbytes <= _MAX_COMPARED_ARRAY else v
-    if depth > 4:  # (deeper values as they are; no cycle is followed)
+        return v.copy() if v.nbytes <= KEYED_ARRAY_BYTES else v
+    if depth > KEYED_DEPTH:  # (deeper values as they are; no cycle is followed)
         return v
     if type(v) in (list, set):
         return type(v)(_snapshot(x, depth + 1) for x in v)
@@ -89,7 +86,7 @@ def _changeable(v, depth: int = 0) -> bool:
     """Whether a hashable setting holds a plain object (whose attributes may change)."""
     if plain_object(v):
         return True
-    if type(v) is tuple and depth <= 4:
+    if type(v) is tuple and depth <= KEYED_DEPTH:
         return any(_changeable(x, depth + 1) for x in v)
     return False
 
@@ -104,7 +101,7 @@ def _same(a, b) -> bool:
     if type(a) is not type(b):
         return False
     if isinstance(a, np.ndarray):  # by value (NaN equal to NaN), as the key must be
-        if a.shape != b.shape or a.dtype != b.dtype or a.nbytes > _MAX_COMPARED_ARRAY:
+        if a.shape != b.shape or a.dtype != b.dtype or a.nbytes > KEYED_ARRAY_BYTES:
             return False
         try:
             return bool(np.array_equal(a, b, equal_nan=True))

@@ -33,7 +33,16 @@ import numpy as np
 
 from ..runtime.tensor import Tensor
 
-__all__ = ["Path", "find_paths", "find_modules", "ModuleGuard", "walk"]
+__all__ = [
+    "Path",
+    "find_paths",
+    "find_modules",
+    "ModuleGuard",
+    "walk",
+    "plain_object",
+    "KEYED_ARRAY_BYTES",
+    "KEYED_DEPTH",
+]
 
 # the walk stops at this depth and after this many objects (a trace-time cost only); steps
 # inside a module's tables count for neither
@@ -371,8 +380,10 @@ def _same(a: tuple, b: tuple) -> bool:
 
 _CONTAINERS = (list, dict, set)  # changed in place: keyed (and compared) by their contents
 _MAX_KEYED_ITEMS = 256  # a longer container (a tokenizer's table) by identity and length
-_MAX_KEYED_ARRAY = 1 << 16  # bytes of a NumPy array keyed by its contents (a mask, scales)
-_MAX_KEYED_DEPTH = 4  # containers nested deeper by identity (and no cycle is followed)
+# bytes of a NumPy array keyed by its contents (a mask, scales), here and in the cache key
+# of a module passed as an argument (``nn.module``); a larger one by identity
+KEYED_ARRAY_BYTES = 1 << 16
+KEYED_DEPTH = 4  # containers nested deeper by identity (and no cycle is followed)
 
 
 def plain_object(value) -> bool:
@@ -407,25 +418,25 @@ class _Same:
 
 def _keyed(value, depth: int = 0):
     """An attribute as the key holds it: numbers and strings by value; NumPy arrays of up
-    to ``_MAX_KEYED_ARRAY`` bytes by their contents; tuples, lists, dicts, sets and a plain
+    to ``KEYED_ARRAY_BYTES`` bytes by their contents; tuples, lists, dicts, sets and a plain
     object's attributes by their items, each keyed so (``self.scales[0] = 2.0`` and
     ``self.cfg.scale = 5.0`` change the key), except a container of more than
-    ``_MAX_KEYED_ITEMS`` or one nested deeper than ``_MAX_KEYED_DEPTH`` (by identity and
+    ``_MAX_KEYED_ITEMS`` or one nested deeper than ``KEYED_DEPTH`` (by identity and
     length: the snapshot is taken at every call); any other object, a larger array too, by
     identity (a submodule, a callable)."""
     if isinstance(value, _VALUES):
         return ("=", type(value), repr(value) if isinstance(value, float) else value)
-    if isinstance(value, np.ndarray) and value.nbytes <= _MAX_KEYED_ARRAY:
+    if isinstance(value, np.ndarray) and value.nbytes <= KEYED_ARRAY_BYTES:
         # a small array changed in place (``m.mask[1] = 3``): by its contents
         return ("=", np.ndarray, value.dtype.str, value.shape, value.tobytes())
-    if depth < _MAX_KEYED_DEPTH and plain_object(value):
+    if depth < KEYED_DEPTH and plain_object(value):
         value_dict = value.__dict__
         if len(value_dict) <= _MAX_KEYED_ITEMS:
             items = tuple((k, _keyed(v, depth + 1)) for k, v in value_dict.items())
             return ("=", type(value), id(value), items)
     if not isinstance(value, tuple | list | dict | set):
         return ("is", _Same(value))
-    if len(value) > _MAX_KEYED_ITEMS or depth >= _MAX_KEYED_DEPTH:
+    if len(value) > _MAX_KEYED_ITEMS or depth >= KEYED_DEPTH:
         return ("is", _Same(value), len(value))
     if isinstance(value, tuple | list):
         return ("=", type(value), tuple(_keyed(v, depth + 1) for v in value))
