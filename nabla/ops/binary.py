@@ -471,16 +471,12 @@ class _PowerOp(BinaryOperation):
     as JAX's (``integer_pow``); a tensor of exponents gives the truncated result."""
 
     def __call__(self, x, y):
-        if (
-            isinstance(x, Tensor)
-            and x.dtype.is_float
-            and isinstance(y, numbers.Integral)
-            and not isinstance(y, bool)
-        ):
+        int_power = isinstance(y, numbers.Integral) and not isinstance(y, bool)
+        if int_power and isinstance(x, Tensor) and x.dtype.is_float:
             exact = _exact_int_power(self, x, int(y))
             if exact is not None:
                 return exact
-        if isinstance(y, numbers.Integral) and not isinstance(y, bool) and y < 0:
+        if int_power and y < 0:
             dtype = x.dtype if isinstance(x, Tensor) else np.asarray(x).dtype
             if isinstance(dtype, DType):
                 integer = dtype.is_int or dtype.is_bool

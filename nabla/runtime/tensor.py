@@ -762,7 +762,7 @@ class Tensor:
         return self.numpy().tolist()
 
     def __array__(self, dtype=None, copy=None):
-        if any(lv != REQUIRES_GRAD and is_live({lv}) for lv in self._impl.traced):
+        if is_live(self._impl.traced - {REQUIRES_GRAD}):
             # (JAX's TracerArrayConversionError: np.exp(t) would give a constant, and the
             # gradient through it would silently be lost)
             raise TypeError(
