@@ -67,8 +67,10 @@ def test_doc_runs(name, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # blocks that save files write here
     # the two imports every guide takes as read
     namespace: dict = {"__name__": f"docs:{name}", "nb": nb, "np": np}
-    # a guide turns the NaN check on ("from here on"): the suite's setting comes back after
-    with nb.debug_nans(CONFIG.debug_nans), nb.debug_infs(CONFIG.debug_infs):
+    # a guide turns the NaN check on for the process ("from here on"): the suite's setting
+    # comes back after
+    before = (CONFIG.debug_nans, CONFIG.debug_infs)
+    try:
         for line, code, setup, skip in _blocks(name):
             if skip is not None:
                 continue
@@ -78,3 +80,6 @@ def test_doc_runs(name, tmp_path, monkeypatch):
                 exec(compile(source, str(ROOT / name), "exec"), namespace)
             except Exception as e:
                 raise AssertionError(f"{name}:{line + 1}: the block fails: {e!r}") from e
+    finally:
+        nb.debug_nans(before[0])
+        nb.debug_infs(before[1])

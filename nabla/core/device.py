@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import threading
 
-from .dtypes import DEFAULTS_EPOCH
+from .dtypes import defaults_block
 
 __all__ = ["CPU", "Accelerator", "Device", "default_device", "get_default_device"]
 
@@ -96,13 +96,12 @@ def default_device(device: Device):
         )
     device = named
     old = getattr(_state, "device", None)
-    _state.device = device
-    DEFAULTS_EPOCH[0] += 1
-    try:
-        yield device
-    finally:
-        _state.device = old
-        DEFAULTS_EPOCH[0] += 1
+    with defaults_block():
+        _state.device = device
+        try:
+            yield device
+        finally:
+            _state.device = old
 
 
 def device_named(name: str):

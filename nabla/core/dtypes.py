@@ -211,10 +211,26 @@ def from_numpy_dtype(nd: np.dtype) -> DType:
 # ---------------------------------------------------------------------------------------------
 _state = threading.local()
 _FLOAT32 = DType.float32  # (the member, looked up once)
-# bumped whenever a thread's default dtype or device changes (``nabla.core.device`` too): a
-# compiled function's hot lane compares this one number instead of reading both defaults
-# (each read is ~1 us: an attribute a thread-local object may lack)
-DEFAULTS_EPOCH = [0]
+# How many ``default_dtype``/``default_device`` blocks are open, in any thread (each thread
+# has its own defaults). While none is, every thread has the process's defaults, so a
+# compiled function's hot lane need not read them (each read is ~1 us: an attribute a
+# thread-local object may lack). Counted under a lock: ``+= 1`` from two threads can lose
+# one.
+DEFAULTS_OPEN = [0]
+_OPEN_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def defaults_block():
+    """Counts a block that changes this thread's defaults (``DEFAULTS_OPEN``) while it is
+    open: entered before the change, left after the defaults are put back."""
+    with _OPEN_LOCK:
+        DEFAULTS_OPEN[0] += 1
+    try:
+        yield
+    finally:
+        with _OPEN_LOCK:
+            DEFAULTS_OPEN[0] -= 1
 
 
 def get_default_dtype() -> DType:
@@ -229,13 +245,12 @@ def default_dtype(dtype):
     if not dtype.is_float:
         raise TypeError(f"default_dtype must be a float dtype, got {dtype}")
     old = get_default_dtype()
-    _state.default = dtype
-    DEFAULTS_EPOCH[0] += 1
-    try:
-        yield dtype
-    finally:
-        _state.default = old
-        DEFAULTS_EPOCH[0] += 1
+    with defaults_block():
+        _state.default = dtype
+        try:
+            yield dtype
+        finally:
+            _state.default = old
 
 
 # ---------------------------------------------------------------------------------------------

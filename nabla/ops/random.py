@@ -187,17 +187,23 @@ def fold_in(k, data) -> Tensor:
 
 
 # ----------------------------------------------------------------------------- global state
-class _Global(threading.local):
+class _Global:
+    """The global generator: one per process, shared by its threads (as PyTorch's), so
+    ``seed`` makes every thread's draws reproducible; a draw takes the next counter under
+    a lock, so no two draws share a stream."""
+
     def __init__(self):
         self.seed = np.random.SeedSequence().entropy & ((1 << 63) - 1)
         self.counter = 0
+        self.lock = threading.Lock()
 
 
 _GLOBAL = _Global()
 
 
 def seed(s: int) -> None:
-    """Seed the global generator used by shape-only calls (``nb.uniform((3,))``).
+    """Seed the global generator used by shape-only calls (``nb.uniform((3,))``): one per
+    process, shared by its threads, as PyTorch's.
 
     Any int: a negative one or one of 63 bits or more is taken modulo ``2**63`` (the
     state, ``get_rng_state``, is an int64).
@@ -205,8 +211,9 @@ def seed(s: int) -> None:
     Raises:
         TypeError: for a seed that is not an int.
     """
-    _GLOBAL.seed = _seed_int(s, "seed")
-    _GLOBAL.counter = 0
+    s = _seed_int(s, "seed")
+    with _GLOBAL.lock:
+        _GLOBAL.seed, _GLOBAL.counter = s, 0
 
 
 def _seed_int(s, op: str) -> int:
@@ -216,8 +223,10 @@ def _seed_int(s, op: str) -> int:
 
 
 def next_key_words() -> np.ndarray:
-    _GLOBAL.counter += 1
-    ss = np.random.SeedSequence([_GLOBAL.seed & _MASK, _GLOBAL.seed >> 32, _GLOBAL.counter])
+    with _GLOBAL.lock:
+        _GLOBAL.counter = counter = _GLOBAL.counter + 1
+        s = _GLOBAL.seed
+    ss = np.random.SeedSequence([s & _MASK, s >> 32, counter])
     return ss.generate_state(2, np.uint32).astype(np.int64)
 
 
@@ -833,8 +842,9 @@ def manual_seed(s: int) -> None:
     Raises:
         TypeError: for a seed that is not an int.
     """
-    _GLOBAL.seed = _seed_int(s, "manual_seed")
-    _GLOBAL.counter = 0
+    s = _seed_int(s, "manual_seed")
+    with _GLOBAL.lock:
+        _GLOBAL.seed, _GLOBAL.counter = s, 0
 
 
 def get_rng_state() -> np.ndarray:
@@ -851,7 +861,8 @@ def get_rng_state() -> np.ndarray:
         >>> bool((nb.randn(2) == a).all())
         True
     """
-    return np.array([_GLOBAL.seed, _GLOBAL.counter], dtype=np.int64)
+    with _GLOBAL.lock:
+        return np.array([_GLOBAL.seed, _GLOBAL.counter], dtype=np.int64)
 
 
 def set_rng_state(state) -> None:
@@ -871,4 +882,5 @@ def set_rng_state(state) -> None:
             f"set_rng_state: expected [seed, draws] as two integers (from get_rng_state), "
             f"got {state!r}"
         )
-    _GLOBAL.seed, _GLOBAL.counter = int(values[0]), int(values[1])
+    with _GLOBAL.lock:
+        _GLOBAL.seed, _GLOBAL.counter = int(values[0]), int(values[1])

@@ -129,13 +129,15 @@ class _Graph:
             return
         with self.lock:
             while True:
+                # (again under the lock: another thread may have computed them meanwhile,
+                # which also cleared their nodes)
+                targets = [t for t in targets if t.buffer is None]
+                if not targets:
+                    return
                 order, host = _topological_order(targets)
                 if not host:
                     break
                 self._run_host_nodes(host)
-                targets = [t for t in targets if t.buffer is None]
-                if not targets:
-                    return
             structure = _Structure.of(order, targets)
             entry = self._entry(structure, order)
             self.epoch += 1

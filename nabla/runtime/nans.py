@@ -15,7 +15,7 @@ import numpy as np
 
 from ..backends import buffer_to_numpy
 from ..backends.numpy.nans import Finding, bad_kind, find_first_bad
-from ..core.config import CONFIG
+from ..core.debug import checking
 
 __all__ = ["check_outputs", "describe_finding"]
 
@@ -32,7 +32,7 @@ def check_outputs(program, inputs, outputs, nodes, inside: str | None = None) ->
     instructions made from the op ``nodes`` in order, or ``()`` when the program keeps its
     own ``sites``) holds a NaN (or an infinity) that an instruction made; ``inside`` names
     what ran the program (``"compiled function f"``)."""
-    look = (CONFIG.debug_nans, CONFIG.debug_infs)
+    look = checking()  # (this thread's switches)
     # looking for infinities, a NaN in an output may have come from one (log(0) * 0): the
     # search for the op that made an infinity runs then too
     trigger = (look[0] or look[1], look[1])

@@ -142,13 +142,28 @@ def _partial_children(p, names):
     yield _one(("attr", "keywords"), p.keywords)
 
 
+def _items(d: dict) -> list:
+    """``d``'s items now, read from the dict's own storage in C: another thread cannot
+    change it midway. (An OrderedDict's ``items()`` hashes each key, which may run Python
+    code and let another thread mutate it: the walk of a compile's first call failed.)"""
+    return list(dict.items(d))
+
+
 def _dict_children(d, names):
-    for k, v in list(d.items()):
+    for k, v in _items(d):
         yield _one(("item", k), v)
 
 
 def _sequence_children(seq, names):
-    for i, v in enumerate(list(seq)):
+    for _ in range(8):  # a deque another thread changes meanwhile is read again
+        try:
+            items = list(seq)
+            break
+        except RuntimeError:
+            continue
+    else:
+        items = []
+    for i, v in enumerate(items):
         yield _one(("item", i), v)
 
 
@@ -191,7 +206,7 @@ def _object_children(obj, names):
     if isinstance(d, dict):
         if _is_module(obj):  # its tables' entries: free steps (a parameter at any depth)
             for table in _MODULE_TABLES:
-                for k, v in list(d.get(table, _NONE).items()):
+                for k, v in _items(d.get(table, _NONE)):
                     yield (("attr", table), ("item", k)), v, True
             skip = _TABLES
         else:
@@ -199,7 +214,7 @@ def _object_children(obj, names):
         # nabla's own objects (a compiled function, an optimizer) are walked through their
         # public attributes only: their caches hold old tensors
         own = own and "_parameters" not in d
-        for k, v in list(d.items()):
+        for k, v in _items(d):
             if isinstance(k, str) and k not in skip and not (own and k.startswith("_")):
                 yield _one(("attr", k), v)
         done = set(d)
@@ -441,7 +456,7 @@ def _keyed(value, depth: int = 0):
     if isinstance(value, tuple | list):
         return ("=", type(value), tuple(_keyed(v, depth + 1) for v in value))
     if isinstance(value, dict):
-        return ("=", dict, tuple((k, _keyed(v, depth + 1)) for k, v in value.items()))
+        return ("=", dict, tuple((k, _keyed(v, depth + 1)) for k, v in _items(value)))
     return ("=", set, frozenset(_keyed(v, depth + 1) for v in value))
 
 

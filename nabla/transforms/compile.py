@@ -75,8 +75,9 @@ import numpy as np
 
 from ..backends.numpy import LOWERINGS as NUMPY_LOWERINGS
 from ..core.config import CONFIG
+from ..core.debug import checking
 from ..core.device import get_default_device
-from ..core.dtypes import DEFAULTS_EPOCH, get_default_dtype
+from ..core.dtypes import DEFAULTS_OPEN, get_default_dtype
 from ..core.ir import (
     Program,
     SymDim,
@@ -648,7 +649,8 @@ class _Hot(NamedTuple):
     layouts: tuple  # per tensor output: (shape, dtype, sharding)
     device: object  # where the outputs live
     single: bool  # the function returns its one tensor output itself (no tree to build)
-    epoch: int  # ``DEFAULTS_EPOCH`` when made: the default dtype and device unchanged since
+    defaults: tuple  # the default dtype and device it was made under (``_defaults``)
+    base: bool  # made with no ``default_dtype``/``default_device`` block open anywhere
 
 
 _COLD = object()  # a call the hot lane does not serve
@@ -818,7 +820,7 @@ class CompiledFunction:
             parts.append(_batching_key(batched))
         if len(set(ids)) < len(ids):  # one tensor passed twice: traced as one (_trace)
             parts.append(("aliased", tuple(ids.index(k) for k in ids)))
-        if CONFIG.debug_values:  # a trace that records the ops' lines
+        if CONFIG.debug_values and any(checking()):  # a trace that records the ops' lines
             parts.append(("debug_nans",))
         # what ``nb.ones(...)`` or a Python float becomes inside (``nb.default_dtype``)
         parts.append(_defaults())
@@ -1063,7 +1065,9 @@ class CompiledFunction:
                 return _COLD
         if hot.modules is not None and self._guard.key() is not hot.modules:
             return _COLD
-        if DEFAULTS_EPOCH[0] != hot.epoch:  # (``nb.default_dtype``: the key has them)
+        # the defaults are part of the key; each thread has its own, and they need reading
+        # only while some thread changed its own (``DEFAULTS_OPEN``)
+        if (DEFAULTS_OPEN[0] or not hot.base) and _defaults() != hot.defaults:
             return _COLD
         plan = hot.plan
         consts = plan.consts
@@ -1516,8 +1520,10 @@ def _hot_lane(plan, tensors, guard, dynamic: bool, tree=None) -> _Hot | None:
     )
     modules = guard.key() if guard is not None and guard.watched else None
     layouts = tuple(zip(shapes, dtypes, shardings or [None] * len(shapes), strict=True))
-    epoch = DEFAULTS_EPOCH[0]
-    return _Hot(plan, tree, tuple(specs), modules, program, layouts, device, single, epoch)
+    base = not DEFAULTS_OPEN[0]
+    return _Hot(
+        plan, tree, tuple(specs), modules, program, layouts, device, single, _defaults(), base
+    )
 
 
 def _defaults() -> tuple:

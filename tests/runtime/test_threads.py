@@ -1,0 +1,210 @@
+"""nabla from several Python threads, as JAX's jitted functions and PyTorch's eager ops are
+used (inference servers, background loading): shared lazy values, first compiles beside
+other threads' Python, and which settings are per thread (a ``default_dtype`` or
+``debug_nans`` block) or per process (``nb.random.seed``, as PyTorch's)."""
+
+import collections
+import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+
+import nabla as nb
+from nabla.core.config import CONFIG
+
+
+@pytest.fixture
+def switch_often():
+    """Threads switch every microsecond, so races show within a few rounds."""
+    before = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    yield
+    sys.setswitchinterval(before)
+
+
+def test_threads_reading_one_lazy_value(switch_often):
+    """(A thread that found the value pending, then waited for the graph's lock while
+    another computed it, walked a node that was gone: 5% of reads failed.)"""
+    want = np.exp(np.arange(12, dtype=np.float32).reshape(3, 4) * 0.1).sum(0)
+    with ThreadPoolExecutor(4) as pool:
+        for _ in range(40):
+            x = nb.constant(np.arange(12, dtype=np.float32).reshape(3, 4))
+            shared = nb.exp(x * 0.1).sum(axis=0)
+            start = threading.Barrier(4)
+
+            def read(shared=shared, start=start):
+                start.wait()
+                return shared.numpy()
+
+            for got in [f.result(timeout=60) for f in [pool.submit(read) for _ in range(4)]]:
+                np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+class _Key:
+    """A key whose hash runs Python code (an Enum member, a dataclass)."""
+
+    def __init__(self, i):
+        self.i = i
+
+    def __hash__(self):
+        return hash(self.i)
+
+    def __eq__(self, other):
+        return isinstance(other, _Key) and other.i == self.i
+
+
+CACHE = collections.OrderedDict((_Key(i), i) for i in range(500))
+
+
+def test_first_compile_while_another_thread_changes_what_it_reaches(switch_often):
+    """A compile's first call walks what the function reaches (its captures); an
+    OrderedDict it reads that another thread changes meanwhile made the walk fail
+    ("mutated during iteration", or a KeyError) in 3 of 4 first calls."""
+    stop = threading.Event()
+
+    def churn():  # another thread using its LRU cache
+        i = len(CACHE)
+        while not stop.is_set():
+            CACHE[_Key(i)] = i
+            CACHE.popitem(last=False)
+            i += 1
+
+    worker = threading.Thread(target=churn, daemon=True)
+    worker.start()
+    x = nb.constant(np.ones(3, np.float32))
+    try:
+        for _ in range(30):
+
+            def f(v):
+                _ = CACHE
+                return v * 2.0
+
+            np.testing.assert_array_equal(nb.compile(f)(x).numpy(), [2.0, 2.0, 2.0])
+    finally:
+        stop.set()
+        worker.join()
+
+
+def test_a_compiled_function_follows_each_threads_default_dtype():
+    """A thread inside ``default_dtype(float64)`` made the compiled function's fast entry;
+    another thread, whose default is float32, was served it."""
+
+    @nb.compile
+    def f(x):
+        return nb.zeros((3,)) + x  # the literal takes the default float dtype
+
+    x = nb.constant(np.arange(3, dtype=np.int32))
+    inside, done = threading.Event(), threading.Event()
+    seen = []
+
+    def other():
+        with nb.default_dtype(nb.float64):
+            seen.append(f(x).dtype)
+            seen.append(f(x).dtype)  # the second call makes the fast entry
+            inside.set()
+            done.wait(30)
+
+    t = threading.Thread(target=other)
+    t.start()
+    try:
+        assert inside.wait(30)
+        assert f(x).dtype == nb.float32  # this thread's default
+        assert f(x).dtype == nb.float32
+    finally:
+        done.set()
+        t.join()
+    assert seen == [nb.float64, nb.float64]
+    assert f(x).dtype == nb.float32
+
+
+def test_a_debug_nans_block_is_its_threads_own():
+    """As JAX's: a block sets its own thread's switch; the call sets the process's. A
+    block in another thread made this one's ``log(-1)`` raise, and two overlapping blocks
+    left the switch on for good."""
+    bad = nb.constant(np.array([-1.0], np.float32))
+    inside, done = threading.Event(), threading.Event()
+
+    def other():
+        with nb.debug_nans():
+            with pytest.raises(FloatingPointError):
+                nb.log(bad).numpy()
+            inside.set()
+            done.wait(30)
+
+    t = threading.Thread(target=other)
+    t.start()
+    try:
+        assert inside.wait(30)
+        assert np.isnan(nb.log(bad).numpy()[0])  # not this thread's block
+    finally:
+        done.set()
+        t.join()
+
+    a_in, b_in, a_out = threading.Event(), threading.Event(), threading.Event()
+
+    def first():
+        with nb.debug_nans():
+            a_in.set()
+            b_in.wait(30)
+        a_out.set()
+
+    def second():
+        a_in.wait(30)
+        with nb.debug_nans():
+            b_in.set()
+            a_out.wait(30)
+
+    threads = [threading.Thread(target=first), threading.Thread(target=second)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not CONFIG.debug_nans and not CONFIG.debug_values
+    assert np.isnan(nb.log(bad).numpy()[0])
+
+    nb.debug_nans(True)  # the call form: every thread
+    try:
+        got = []
+
+        def check():
+            try:
+                nb.log(bad).numpy()
+            except FloatingPointError:
+                got.append("raised")
+
+        t = threading.Thread(target=check)
+        t.start()
+        t.join()
+        assert got == ["raised"]
+    finally:
+        nb.debug_nans(False)
+
+
+def test_seed_makes_every_threads_draws_reproducible():
+    """``nb.random.seed`` seeds the process's generator, as ``torch.manual_seed`` does
+    (each new thread had drawn from fresh OS entropy)."""
+
+    def draw_in_thread():
+        out = []
+        t = threading.Thread(target=lambda: out.append(nb.uniform((3,)).numpy()))
+        t.start()
+        t.join()
+        return out[0]
+
+    nb.random.seed(0)
+    a = draw_in_thread()
+    nb.random.seed(0)
+    b = draw_in_thread()
+    np.testing.assert_array_equal(a, b)
+    nb.random.seed(0)
+    np.testing.assert_array_equal(nb.uniform((3,)).numpy(), a)  # one stream, any thread
+
+
+def test_draws_from_many_threads_are_all_different():
+    """One generator, a counter taken under a lock: no two draws share a stream."""
+    nb.random.seed(1)
+    with ThreadPoolExecutor(4) as pool:
+        draws = list(pool.map(lambda _: nb.uniform((4,)).numpy().tobytes(), range(64)))
+    assert len(set(draws)) == 64
