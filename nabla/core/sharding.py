@@ -266,6 +266,11 @@ class PartitionSpec(tuple):
     def __repr__(self):
         return "P(" + ", ".join(repr(e) for e in self) + ")"
 
+    def __getnewargs__(self):
+        # pickle and copy rebuild a tuple subclass from these: the entries, one argument
+        # each, as ``P(...)`` takes them (the whole tuple as one argument was refused)
+        return tuple(self)
+
 
 P = PartitionSpec
 

@@ -328,32 +328,56 @@ class Tensor:
         """A new tensor with this one's value (computed now), dtype, device, sharding,
         ``requires_grad`` and ``.grad`` (copied), and no history: ``copy.deepcopy(model)``
         makes independent parameters (an EMA or target network). Values are never changed
-        in place, so the copy shares the computed buffer."""
+        in place, so the copy shares the computed buffer. A tensor computed from one that
+        requires grad (not a leaf) is refused, as PyTorch refuses it."""
+        return self._copied("deepcopy", memo)
+
+    def __copy__(self) -> Tensor:
+        """``copy.copy``: as :meth:`__deepcopy__`, without the gradient (PyTorch's copy and
+        pickle drop ``.grad``)."""
+        return self._copied("copy", None)
+
+    def _copied(self, how: str, memo) -> Tensor:
         impl = self._impl
         if impl.levels:
             raise TypeError(
-                f"deepcopy of a tensor batched by vmap (logical shape {self.shape}) inside "
+                f"{how} of a tensor batched by vmap (logical shape {self.shape}) inside "
                 "the vmapped function; copy it outside"
+            )
+        if self._has_history():
+            raise RuntimeError(
+                f"{how} of a tensor computed from one that requires grad (not a leaf, shape "
+                f"{self.shape}): only leaves can be copied, as in PyTorch; copy "
+                "x.detach(), or the leaves it was computed from"
             )
         self.realize()
         new = Tensor._from_buffer(impl.shape, impl.dtype, impl.device, impl.buffer, impl.sharding)
         new._impl.made = impl.made
         if impl.requires_grad:
             new.requires_grad = True
-        memo[id(self)] = new
-        if impl.grad is not None:  # as PyTorch's: the copy keeps a copy of the gradient
-            new._impl.grad = self.__class__.__deepcopy__(impl.grad, memo)
+        if memo is not None:
+            memo[id(self)] = new
+            if impl.grad is not None:  # as PyTorch's: the copy keeps a copy of the gradient
+                new._impl.grad = impl.grad._copied(how, memo)
         return new
 
     def __reduce__(self):
-        """Pickling keeps the value (computed now; a sharded tensor's whole value), the dtype
-        and ``requires_grad``; the unpickled tensor is on the default device, unsharded."""
-        if self._impl.levels:
+        """Pickling keeps the value (computed now), the dtype and ``requires_grad``; the
+        unpickled tensor is on the default device. A tensor sharded over a mesh of this
+        process keeps its layout (its devices' blocks, a partial sum's terms too); over a
+        mesh that spans processes, the whole value is kept, unsharded."""
+        impl = self._impl
+        if impl.levels:
             raise TypeError(
                 f"cannot pickle a tensor batched by vmap (logical shape {self.shape}) inside "
                 "the vmapped function"
             )
-        return (_unpickled, (np.array(self.numpy()), bool(self._impl.requires_grad)))
+        grad = bool(impl.requires_grad)
+        if impl.sharding is not None and not impl.sharding.mesh.spans_processes:
+            self.realize()
+            blocks = np.array(buffer_to_numpy(impl.buffer))
+            return (_unpickled_blocks, (blocks, impl.shape, impl.dtype, impl.sharding, grad))
+        return (_unpickled, (np.array(self.numpy()), grad))
 
     @classmethod
     def _from_buffer(cls, shape, dtype, device, buffer, sharding=None) -> Tensor:
@@ -943,6 +967,14 @@ def _read_label(impl: TensorImpl) -> str:
 def _unpickled(value: np.ndarray, requires_grad: bool) -> Tensor:
     """A pickled tensor rebuilt (``Tensor.__reduce__``)."""
     t = Tensor(value)
+    if requires_grad:
+        t.requires_grad = True
+    return t
+
+
+def _unpickled_blocks(blocks, shape, dtype, sharding, requires_grad: bool) -> Tensor:
+    """A pickled sharded tensor rebuilt from its devices' blocks (``Tensor.__reduce__``)."""
+    t = Tensor._from_buffer(shape, dtype, get_default_device(), blocks, sharding)
     if requires_grad:
         t.requires_grad = True
     return t

@@ -58,6 +58,7 @@ the plan.
 from __future__ import annotations
 
 import contextlib
+import copy
 import functools
 import inspect
 import logging
@@ -750,6 +751,27 @@ class CompiledFunction:
         # the modules the function reaches (found at the first call): their train/eval mode,
         # other attributes and submodules are part of the key, as torch.compile guards on them
         self._guard: ModuleGuard | None = None
+
+    def _options(self) -> tuple:
+        return (
+            self.dynamic_dims,
+            self.fullgraph,
+            self.max_cache_size,
+            self.static_argnums,
+            self.static_argnames,
+        )
+
+    def __deepcopy__(self, memo) -> CompiledFunction:
+        """The compile of a deep copy of the function (a compiled model in an EMA or
+        target-network copy is the copy's), with the same options and no traces yet, as
+        ``torch.compile``'s module is copied."""
+        new = CompiledFunction(copy.deepcopy(self.fun, memo), *self._options())
+        memo[id(self)] = new
+        return new
+
+    def __reduce__(self):
+        # pickled as the function and the options; the traces are made again
+        return (CompiledFunction, (self.fun, *self._options()))
 
     @property
     def stats(self) -> CompilationStats:

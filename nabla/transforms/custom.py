@@ -392,6 +392,13 @@ class custom_vjp:  # noqa: N801 - JAX's spelling
         self.bwd = None
         self._in_fwd = threading.local()  # .depth is 1 while this function's fwd runs
 
+    def __deepcopy__(self, memo):
+        # a function: copying a model that holds one shares it, as Python's functions are
+        return self
+
+    def __copy__(self):
+        return self
+
     def defvjp(self, fwd, bwd):
         """``fwd(*args) -> (out, residuals)``; ``bwd(residuals, ct) -> tuple of cts``."""
         self.fwd = fwd

@@ -1040,6 +1040,56 @@ def test_deepcopy_keeps_the_gradient_and_like_ops_keep_the_layout():
     np.testing.assert_array_equal(nb.zeros_like(y).numpy(), np.zeros((4, 2)))
 
 
+def test_copies_and_pickles_keep_the_layout_and_refuse_non_leaves():
+    """``copy.copy`` and pickling of a sharded tensor kept only the whole value (a
+    tensor-parallel weight came back unsharded, a partial sum completed); ``P`` with two
+    entries did not pickle at all; a compiled function and a ``custom_vjp`` one did not
+    deep-copy; a deep copy of a tensor computed from a ``requires_grad`` one came back
+    detached (PyTorch refuses it)."""
+    import copy
+    import pickle
+
+    for spec in (nb.P("dp", None), nb.P(None, "tp"), nb.P(("dp", "tp")), nb.P("dp"), nb.P()):
+        for again in (pickle.loads(pickle.dumps(spec)), copy.copy(spec), copy.deepcopy(spec)):
+            assert again == spec and repr(again) == repr(spec)
+    mesh = nb.DeviceMesh("copies", (2, 2), ("dp", "tp"))
+    a = np.arange(8.0, dtype=np.float32).reshape(4, 2)
+    x = nb.shard(nb.constant(a), mesh, nb.P("dp", "tp"))
+    part = nb.shard(nb.ones((2, 4)), mesh, nb.P(None, "tp")) @ nb.shard(
+        nb.constant(a), mesh, nb.P("tp")
+    )
+    assert part.sharding.partial
+    for t in (x, part):
+        for again in (copy.copy(t), pickle.loads(pickle.dumps(t))):
+            assert again.sharding == t.sharding
+            np.testing.assert_array_equal(again.numpy(), t.numpy())
+    w = nb.constant([1.0, 2.0], requires_grad=True)
+    (w * w).sum().backward()
+    shallow = copy.copy(w)
+    assert shallow.requires_grad and shallow.grad is None  # as PyTorch's copy and pickle
+    with pytest.raises(RuntimeError, match=r"not a leaf, shape \(2,\)"):
+        copy.deepcopy(w * 2)
+
+    model = nb.nn.Linear(2, 2, key=nb.random.key(0))
+    fast = nb.compile(model)
+    inputs = nb.ones((1, 2))
+    fast(inputs)
+    twin = copy.deepcopy(fast)  # a target network: the copy's own parameters
+    twin.fun.weight[0, 0] = 100.0
+    assert float(model.weight[0, 0].item()) != 100.0
+    np.testing.assert_allclose(twin(inputs).numpy(), twin.fun(inputs).numpy(), rtol=1e-6)
+    assert not np.allclose(twin(inputs).numpy(), fast(inputs).numpy())
+    again = pickle.loads(pickle.dumps(fast))
+    np.testing.assert_allclose(again(inputs).numpy(), fast(inputs).numpy(), rtol=1e-6)
+
+    @nb.custom_vjp
+    def f(v):
+        return v * 2.0
+
+    f.defvjp(lambda v: (v * 2.0, None), lambda res, g: (g * 2.0,))
+    assert copy.deepcopy(f) is f  # a function, as Python's functions are copied
+
+
 def test_pytorch_method_forms_give_pytorch_s_answers():
     """PyTorch's calls, answered as PyTorch answers them (references written from its
     documentation): ``gather`` with an index smaller than ``x`` (its shape is the result's;
