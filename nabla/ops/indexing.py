@@ -20,6 +20,7 @@ import numpy as np
 from ..core.dtypes import DType, promote_types, result_type
 from ..core.ir import RETAIN, TensorImpl, same_shape
 from ..core.state import REQUIRES_GRAD, STATE
+from ..runtime.graph import GRAPH
 from ..runtime.tensor import Tensor
 from . import batching, spmd
 from ._util import as_tensor, norm_axis
@@ -1172,6 +1173,16 @@ def rebind(x: Tensor, new: Tensor, *, item: bool = False) -> None:
     if owner is not None:
         rebind(owner, fn.stop_gradient(x), item=item)
     _refresh_views(x)
+    impl = x._impl
+    if (
+        impl.buffer is None
+        and impl.node is not None
+        and not impl.levels
+        and STATE.writes is None
+        and STATE.body_writes is None
+        and STATE.vmap_writes is None
+    ):  # a pending write outside any trace: computed with the next evaluation
+        GRAPH.note_write(x)
 
 
 _MODES = (None, "promise_in_bounds", "clip", "fill", "drop")

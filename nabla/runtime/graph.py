@@ -19,6 +19,7 @@ Invariants:
 
 from __future__ import annotations
 
+import sys
 import threading
 import weakref
 from collections import OrderedDict
@@ -110,6 +111,9 @@ class _Graph:
         self.cache_size = cache_size
         self.lock = threading.RLock()
         self.stats = {"evaluations": 0, "program_hits": 0, "program_misses": 0}
+        # tensors written in place with a pending value (``note_write``): id -> (weak
+        # reference, how many such writes in a row)
+        self._writes: dict = {}
 
     @property
     def thread_epoch(self) -> int:
@@ -122,43 +126,90 @@ class _Graph:
         if todo:
             self.evaluate(todo)
 
+    # ----------------------------------------------------------------- in-place writes
+    WRITE_CHAIN = 64  # pending writes in a row to one tensor before it is computed
+
+    def note_write(self, tensor) -> None:
+        """``tensor`` was just given a pending value in place (a module's running
+        statistics, ``x[i] = v``, ``x.add_(v)``). As PyTorch's eager writes happen at the
+        call, it is computed with the next evaluation, whatever that reads: a write nothing
+        reads (BatchNorm's statistics when the optimizer was given ``parameters()``) had
+        kept every step's batch and old weights alive. A tensor written ``WRITE_CHAIN``
+        times in a row with nothing evaluated (statistics recalibrated in a loop that reads
+        nothing) is computed at once, so its pending chain stays bounded."""
+        key = id(tensor)
+        entry = self._writes.get(key)
+        count = entry[1] + 1 if entry is not None and entry[0]() is tensor else 1
+        if count >= self.WRITE_CHAIN:
+            self._writes.pop(key, None)
+            self.evaluate([tensor._impl])
+            return
+        self._writes[key] = (weakref.ref(tensor), count)
+
+    def _written(self) -> list:
+        """The pending values of the tensors written in place since the last evaluation
+        (the record is emptied)."""
+        if not self._writes:
+            return []
+        entries, self._writes = self._writes, {}
+        out = []
+        for ref, _ in entries.values():
+            t = ref()
+            if t is not None and t._impl.buffer is None and t._impl.node is not None:
+                out.append(t._impl)
+        return out
+
     # ----------------------------------------------------------------- evaluation
     def evaluate(self, targets: list[TensorImpl]) -> None:
         targets = [t for t in targets if t.buffer is None]
         if not targets:
             return
         with self.lock:
-            while True:
+            if self._writes:  # computed with this evaluation (``note_write``)
+                targets = targets + self._written()
+            # what must be computed, innermost last: a host op (a random draw) runs once its
+            # inputs are realized, so those go on top first; a chain of them (a key split at
+            # every step and never read) is walked here, not by recursion, which Python's
+            # limit stopped at a few hundred
+            stack = [targets]
+            while stack:
                 # (again under the lock: another thread may have computed them meanwhile,
                 # which also cleared their nodes)
-                targets = [t for t in targets if t.buffer is None]
-                if not targets:
-                    return
-                order, host = _topological_order(targets)
+                todo = [t for t in stack[-1] if t.buffer is None]
+                if not todo:
+                    stack.pop()
+                    continue
+                order, host = _topological_order(todo)
                 if not host:
-                    break
-                self._run_host_nodes(host)
-            structure = _Structure.of(order, targets)
-            entry = self._entry(structure, order)
-            self.epoch += 1
-            self._local.epoch = getattr(self._local, "epoch", 0) + 1
-            self.stats["evaluations"] += 1
-            leaves = [leaf.buffer for leaf in structure.leaves]
-            outs = run_program(entry.program, entry.seen, leaves, input_names(structure.leaves))
-            name_outputs(structure.stored, outs)
-            for impl, value in zip(structure.stored, outs, strict=True):
-                impl.buffer = value
-                if not is_live(impl.traced):
-                    impl.node = None
-            if CONFIG.debug_values:  # nb.debug_nans: find the op
-                check_outputs(entry.program, leaves, outs, order)
+                    self._run(order, todo)
+                    stack.pop()
+                    continue
+                blocked = [i for node in host for i in node.inputs if i.buffer is None]
+                if blocked:
+                    stack.append(blocked)
+                else:
+                    self._run_host_nodes(host)
+
+    def _run(self, order: list, targets: list[TensorImpl]) -> None:
+        """Compute ``targets`` by the nodes ``order`` (no host op among them) as one program."""
+        structure = _Structure.of(order, targets)
+        entry = self._entry(structure, order)
+        self.epoch += 1
+        self._local.epoch = getattr(self._local, "epoch", 0) + 1
+        self.stats["evaluations"] += 1
+        leaves = [leaf.buffer for leaf in structure.leaves]
+        outs = run_program(entry.program, entry.seen, leaves, input_names(structure.leaves))
+        name_outputs(structure.stored, outs)
+        for impl, value in zip(structure.stored, outs, strict=True):
+            impl.buffer = value
+            if not is_live(impl.traced):
+                impl.node = None
+        if CONFIG.debug_values:  # nb.debug_nans: find the op
+            check_outputs(entry.program, leaves, outs, order)
 
     def _run_host_nodes(self, nodes) -> None:
-        """Run host ops (random draws) with NumPy, after realizing their inputs."""
+        """Run host ops (random draws) with NumPy; their inputs are realized."""
         for node in nodes:
-            pending = [i for i in node.inputs if i.buffer is None]
-            if pending:
-                self.evaluate(pending)
             args = [buffer_to_numpy(i.buffer) for i in node.inputs]
             outs = HOST_LOWERINGS[node.op.backend_name](args, node.phys_kwargs)
             for ref, value, (dtype, _) in zip(node.outputs, outs, node.out_specs, strict=True):
@@ -223,6 +274,9 @@ def _topological_order(targets: list[TensorImpl]) -> tuple[list, list]:
     return post_order(roots, _unrealized_inputs)
 
 
+_OWN_REFS = 3  # references to an output while ``_Structure.of`` weighs it: its own
+
+
 class _Structure(NamedTuple):
     """An ordered subgraph read as a program: its cache key and what the run needs.
 
@@ -233,18 +287,26 @@ class _Structure(NamedTuple):
     node_keys: list  # per node: (node.key, input refs)
     leaves: list  # the realized TensorImpls read, in first-use order
     leaf_specs: tuple  # (dtype, buffer_shape, device) per leaf
-    stored: list  # the TensorImpls that receive a value: targets and those a user holds
+    stored: list  # the TensorImpls that receive a value: targets, those a user holds and
+    # those a pending op outside the program reads (``of``)
     stored_refs: list  # the output number of each stored impl
 
     @classmethod
     def of(cls, order: list, targets: list[TensorImpl]) -> _Structure:
-        """The structure of the nodes ``order`` (topologically sorted) computing ``targets``."""
+        """The structure of the nodes ``order`` (topologically sorted) computing ``targets``.
+
+        Besides the targets and the values a user holds, an intermediate that something
+        outside the program still references (a pending op that reads it, as the next
+        step's parameters read this step's in a functional loop that rebinds ``params``)
+        keeps its value: dropped, every later evaluation computed it again, and such a loop
+        took time growing with its step count. Its references are counted: the program's
+        own nodes that read it, and this function's."""
         leaves: list[TensorImpl] = []
         leaf_idx: dict[int, int] = {}
         out_slot: dict[int, int] = {}  # id(impl) -> node-output number
+        uses: dict[int, int] = {}  # id(impl) -> how many of the program's inputs read it
         target_ids = {id(t) for t in targets}
-        stored: list[TensorImpl] = []
-        stored_refs: list[int] = []
+        outs: list = []  # (impl, node-output number) of every live output
         node_keys = []
         n_out = 0
         for node in order:
@@ -258,6 +320,7 @@ class _Structure(NamedTuple):
                     refs.append(-1 - i)
                 else:
                     refs.append(out_slot[id(inp)])
+                    uses[id(inp)] = uses.get(id(inp), 0) + 1
             node_keys.append((node.key, tuple(refs)))
             for ref in node.outputs:
                 impl = ref()
@@ -266,11 +329,19 @@ class _Structure(NamedTuple):
                 if impl is None:
                     continue
                 out_slot[id(impl)] = slot
-                if id(impl) in target_ids or (
-                    impl.wrapper is not None and impl.wrapper() is not None
-                ):
-                    stored.append(impl)
-                    stored_refs.append(slot)
+                outs.append((impl, slot))
+        inp = impl = None  # (the loops' last items: references the count below must not see)
+        stored: list[TensorImpl] = []
+        stored_refs: list[int] = []
+        for impl, slot in outs:
+            if (
+                id(impl) in target_ids
+                or (impl.wrapper is not None and impl.wrapper() is not None)
+                # beyond ``outs``'s, the loop's and getrefcount's own: read from outside
+                or sys.getrefcount(impl) > _OWN_REFS + uses.get(id(impl), 0)
+            ):
+                stored.append(impl)
+                stored_refs.append(slot)
         leaf_specs = tuple((leaf.dtype, leaf.buffer_shape, leaf.device) for leaf in leaves)
         # a sharded leaf's buffer holds blocks: its sharding is part of the structure
         shardings = tuple(leaf.sharding for leaf in leaves if leaf.sharding is not None)
