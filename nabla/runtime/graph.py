@@ -31,6 +31,7 @@ from ..backends import buffer_to_numpy, max_backend
 from ..backends.numpy import LOWERINGS as HOST_LOWERINGS
 from ..core.config import CONFIG
 from ..core.ir import Program, TensorImpl, build_program, post_order
+from ..core.sharding import PROCESS
 from ..core.state import is_live
 from .executor import RACE_STATS, input_names, name_outputs, run_program
 from .nans import check_outputs
@@ -136,7 +137,13 @@ class _Graph:
         reads (BatchNorm's statistics when the optimizer was given ``parameters()``) had
         kept every step's batch and old weights alive. A tensor written ``WRITE_CHAIN``
         times in a row with nothing evaluated (statistics recalibrated in a loop that reads
-        nothing) is computed at once, so its pending chain stays bounded."""
+        nothing) is computed at once, so its pending chain stays bounded.
+
+        Not across processes: there a read on one process (``if rank == 0``) would take
+        the write into its program and not the others', and their next common program
+        would no longer agree."""
+        if PROCESS.count > 1:
+            return
         key = id(tensor)
         entry = self._writes.get(key)
         count = entry[1] + 1 if entry is not None and entry[0]() is tensor else 1
