@@ -9,7 +9,8 @@
    program (one agreement for the program, as a training step pays it), per collective,
    beside 8 raw calls into 8 receive buffers (the program's 8 results). Raw MPI is the
    floor; ``raw/nabla`` is raw time / nabla time (1.0 = no overhead), of the median call
-   and of the fastest one.
+   and of the fastest one. Each cell times 5 blocks of calls, alternating raw and nabla,
+   and keeps per side the lowest block median (and the fastest call).
 2. A data-parallel MLP step (784-512-512-10, global batch 256 split over the processes, SGD,
    compiled) on 1, 2 and 4 processes, beside PyTorch DDP (gloo over loopback) on the same
    model and batch when torch imports (one thread per process each).
@@ -108,13 +109,8 @@ def worker_collectives(quick: bool):
         gathered = cases["all_gather"][1]().addressable_shards[0].data
         assert np.allclose(gathered, np.repeat(np.arange(1, n + 1), count)), "all_gather"
         for name, (raw, ours) in cases.items():
-            if nbytes == _sizes(quick)[0]:
-                t_raw, t_ours = _fixed_cost(comm, raw, ours)
-            else:
-                comm.Barrier()
-                t_raw = _median_and_best(raw, repeat)
-                comm.Barrier()
-                t_ours = _median_and_best(ours, repeat)
+            reps = 400 if nbytes == _sizes(quick)[0] else repeat
+            t_raw, t_ours = _alternating(comm, raw, ours, reps=reps)
             tables[name].append((nbytes, t_raw, t_ours))
         # K collectives inside one compiled program: one agreement for all of them, as a
         # training step pays it; beside K raw calls, each into its own receive buffer (the
@@ -144,10 +140,8 @@ def worker_collectives(quick: bool):
             def ours_k(fn=fn, args=args):
                 nb.realize(*fn(args))
 
-            comm.Barrier()
-            t_raw = [t / K for t in _median_and_best(raw_k, max(repeat // 2, 3))]
-            comm.Barrier()
-            t_ours = [t / K for t in _median_and_best(ours_k, max(repeat // 2, 3))]
+            t_raw, t_ours = _alternating(comm, raw_k, ours_k, reps=max(repeat // 2, 3))
+            t_raw, t_ours = [t / K for t in t_raw], [t / K for t in t_ours]
             tables[f"{name} (compiled, {K} per program)"].append((nbytes, t_raw, t_ours))
     if rank == 0:
         for name, rows in tables.items():
@@ -163,11 +157,8 @@ def worker_collectives(quick: bool):
                     f"{ours_best * 1e3:>11.3f} {raw_best / ours_best:>11.2f}"
                 )
             (raw_med, raw_best), (ours_med, ours_best) = rows[0][1], rows[0][2]
-            how = (
-                "; lowest median of 5 alternating blocks of 400 calls" if name in _COMPILED else ""
-            )
             print(
-                f"fixed cost per collective (1 KiB{how}): nabla {ours_med * 1e6:.0f} us median, "
+                f"fixed cost per collective (1 KiB): nabla {ours_med * 1e6:.0f} us median, "
                 f"{ours_best * 1e6:.0f} us best; mpi4py {raw_med * 1e6:.0f} us median, "
                 f"{raw_best * 1e6:.0f} us best ({ours_med / raw_med:.1f}x median, "
                 f"{ours_best / raw_best:.1f}x best)"
@@ -184,11 +175,11 @@ def _apart(count: int, beside: np.ndarray) -> np.ndarray:
     return raw[start : start + count * 4].view(np.float32)
 
 
-def _fixed_cost(comm, raw, ours, rounds: int = 5, reps: int = 400) -> tuple:
-    """``_median_and_best`` of ``raw`` and of ``ours`` for the smallest message, where a
-    call takes a few us and this shared machine's speed drifts by more than that between
-    blocks: ``rounds`` blocks of ``reps`` calls each, alternating the two, and per side
-    the lowest median over the blocks (and the fastest call)."""
+def _alternating(comm, raw, ours, rounds: int = 5, reps: int = 400) -> tuple:
+    """``_median_and_best`` of ``raw`` and of ``ours``: ``rounds`` blocks of ``reps`` calls
+    each, alternating the two, and per side the lowest median over the blocks (and the
+    fastest call). This shared machine's speed drifts between blocks by more than a 1 KiB
+    call takes, and a single block per side had moved a 4 MiB cell by 0.2 between runs."""
     got = {raw: [], ours: []}
     for _ in range(rounds):
         for fn in (raw, ours):
