@@ -252,6 +252,7 @@ from .transforms.autodiff import (
     jacfwd,
     jacrev,
     jvp,
+    linearize,
     value_and_grad,
     vjp,
 )
@@ -457,6 +458,7 @@ __all__ = [
     "jacrev",
     "jvp",
     "left_shift",
+    "linearize",
     "less",
     "less_equal",
     "linspace",

@@ -4,7 +4,7 @@ The transforms are importable from here as functions (``from nabla.transforms im
 compile`` gives the function, as in the original; the module stays
 ``nabla.transforms.compile`` in ``sys.modules``)."""
 
-from .autodiff import grad, hessian, jacfwd, jacrev, jvp, value_and_grad, vjp
+from .autodiff import grad, hessian, jacfwd, jacrev, jvp, linearize, value_and_grad, vjp
 from .compile import CompiledFunction, compile  # noqa: A004 - the transform's public name
 from .control_flow import cond, fori_loop, scan, switch, while_loop
 from .custom import checkpoint, custom_jvp, custom_vjp, remat
@@ -17,6 +17,7 @@ __all__ = [
     "grad",
     "value_and_grad",
     "jvp",
+    "linearize",
     "jacrev",
     "jacfwd",
     "hessian",

@@ -59,6 +59,7 @@ __all__ = [
     "grad",
     "value_and_grad",
     "jvp",
+    "linearize",
     "jacrev",
     "jacfwd",
     "hessian",
@@ -574,6 +575,53 @@ def jvp(fun, primals, tangents, has_aux=False):
         )
         return out, tout, aux
     return out, tout
+
+
+def linearize(fun, *primals, has_aux=False):
+    """JAX's ``linearize``: ``fun``'s value at ``primals`` and its JVP there as a function of
+    the tangents alone, ``out, f_jvp = linearize(f, x)``, ``f_jvp(t)`` being ``jvp(f, (x,),
+    (t,))[1]``.
+
+    Each ``f_jvp`` call runs forward mode at the saved primals (the primal work is lazy and
+    shares nothing with the first call's: under ``nb.compile`` of the caller it is one
+    graph). Tangents are checked as :func:`jvp` checks them.
+
+    Args:
+        fun: function of the primals.
+        *primals: the point (pytrees of tensors, arrays or numbers).
+        has_aux: ``fun`` returns ``(out, aux)``.
+
+    Returns:
+        ``(out, f_jvp)``, or ``(out, f_jvp, aux)``; ``f_jvp(*tangents)`` takes one tangent
+        per primal, of its structure, shape and dtype.
+
+    Example:
+        >>> out, f_jvp = nb.linearize(lambda x: nb.sin(x) * x, nb.constant([0.0, 1.0]))
+        >>> f_jvp(nb.constant([1.0, 1.0])).tolist()  # cos(x) x + sin(x)
+        [0.0, 1.3817732334136963]
+    """
+    check_callable("linearize", fun)
+    got = jvp(fun, primals, tuple(tree_map(_zero_like_leaf, p) for p in primals), has_aux)
+    out = got[0]
+
+    def f_jvp(*tangents):
+        if len(tangents) != len(primals):
+            raise TypeError(
+                f"linearize's jvp function takes {len(primals)} tangent(s), one per primal, "
+                f"got {len(tangents)}"
+            )
+        return jvp(fun, primals, tangents, has_aux)[1]
+
+    return (out, f_jvp, got[2]) if has_aux else (out, f_jvp)
+
+
+def _zero_like_leaf(p):
+    """A zero tangent for primal leaf ``p`` (the primal evaluation of ``linearize``)."""
+    if isinstance(p, Tensor):
+        return _zeros_like(p)
+    if isinstance(p, np.ndarray | np.generic):
+        return np.zeros_like(p)
+    return type(p)(0) if isinstance(p, int | float) and not isinstance(p, bool) else p
 
 
 def _with_tangent(p, t, level: int):

@@ -1801,3 +1801,22 @@ def test_a_numpy_function_on_a_differentiated_tensor_is_an_error():
     w = nb.ones((2,))
     w.requires_grad = True
     np.testing.assert_allclose(w, [1.0, 1.0])
+
+
+def test_linearize_is_jax_s():
+    """``linearize(f, *primals)``: the value and the JVP at the point as a function of the
+    tangents (known answers: d/dx sin(x) x = cos(x) x + sin(x))."""
+    x = np.array([0.0, 1.0, -2.0], np.float32)
+    out, f_jvp = nb.linearize(lambda v: nb.sin(v) * v, nb.constant(x))
+    np.testing.assert_allclose(out.numpy(), np.sin(x) * x, rtol=1e-6)
+    t = np.array([1.0, 2.0, 0.5], np.float32)
+    np.testing.assert_allclose(
+        f_jvp(nb.constant(t)).numpy(), (np.cos(x) * x + np.sin(x)) * t, rtol=1e-6
+    )
+    a, b = np.float32(2.0), np.array([1.0, 3.0], np.float32)
+    out, f_jvp, aux = nb.linearize(lambda p, q: (p * q, q.sum()), a, b, has_aux=True)
+    np.testing.assert_allclose(out.numpy(), a * b)
+    assert aux.item() == 4.0
+    np.testing.assert_allclose(f_jvp(np.float32(1.0), np.zeros(2, np.float32)).numpy(), b)
+    with pytest.raises(TypeError, match="takes 2 tangent"):
+        f_jvp(np.float32(1.0))
