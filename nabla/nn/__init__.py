@@ -21,7 +21,7 @@ from .losses import (
     NLLLoss,
     SmoothL1Loss,
 )
-from .module import Module, ModuleDict, ModuleList, Sequential
+from .module import Module, ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential
 from .normalization import BatchNorm1d, BatchNorm2d, GroupNorm, InstanceNorm2d
 from .recurrent import GRU, LSTM
 from .sharded_checkpoint import load_sharded, save_sharded
@@ -55,6 +55,8 @@ __all__ = [
     "LSTM",
     "Module",
     "ModuleDict",
+    "ParameterList",
+    "ParameterDict",
     "ModuleList",
     "MultiHeadAttention",
     "MultiheadAttention",

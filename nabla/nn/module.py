@@ -31,6 +31,8 @@ __all__ = [
     "Module",
     "ModuleDict",
     "ModuleList",
+    "ParameterDict",
+    "ParameterList",
     "Sequential",
     "loaded_tensor",
     "named_leaves",
@@ -316,8 +318,9 @@ class Module:
         elif _holds_tensor(value):
             raise TypeError(
                 f"{type(self).__name__}.{name}: a {type(value).__name__} of tensors would be "
-                "static data, not parameters; assign each tensor to its own attribute, or use "
-                "submodules in a ModuleList/ModuleDict"
+                "static data, not parameters; use nn.ParameterList/ParameterDict (as in "
+                "PyTorch), assign each tensor to its own attribute, or use submodules in a "
+                "ModuleList/ModuleDict"
             )
         if value is None and (name in buffers or name in params or name in modules):
             # (PyTorch's: a parameter, buffer or submodule reset to None keeps its slot, so
@@ -1440,6 +1443,137 @@ class ModuleDict(Module):
     def clear(self) -> None:
         """Remove every entry."""
         self.__dict__["_modules"].clear()
+
+
+def _as_parameter(value) -> Tensor:
+    """A ``ParameterList``/``ParameterDict`` entry: a tensor as it is, anything else (an
+    array, a number) as a new tensor; a float one becomes a parameter when set."""
+    return value if isinstance(value, Tensor) else creation.constant(value)
+
+
+class ParameterList(Module):
+    """PyTorch's ``nn.ParameterList``: parameters named ``"0"``, ``"1"``, ... in qualified
+    names (a plain list of tensors on a module would be static data, not parameters).
+
+    Args:
+        values: an iterable of tensors (arrays and numbers become tensors; float ones are
+            trained, as any float tensor set on a module).
+
+    Example:
+        >>> scales = ParameterList([nb.ones(2), nb.zeros(3)])
+        >>> [p.shape for p in scales], len(scales)
+        ([(2,), (3,)], 2)
+    """
+
+    def __init__(self, values: Iterable = ()):
+        super().__init__()
+        for v in values:
+            self.append(v)
+
+    def _table(self) -> dict:
+        return self.__dict__["_parameters"]
+
+    def _name(self, index) -> str:
+        n = len(self)
+        if isinstance(index, bool) or not isinstance(index, int | np.integer):
+            raise TypeError(f"ParameterList: indices are ints or slices, got {index!r}")
+        if not -n <= index < n:
+            raise IndexError(f"ParameterList: index {index} is out of range for {n} parameters")
+        return str(int(index) % n)
+
+    def __len__(self) -> int:
+        return len(self._table())
+
+    def __iter__(self) -> Iterator[Tensor]:
+        return iter(list(self._table().values()))
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return ParameterList(list(self)[index])  # (the same tensors, as PyTorch's)
+        return self._table()[self._name(index)]
+
+    def __setitem__(self, index, value) -> None:
+        setattr(self, self._name(index), _as_parameter(value))
+
+    def append(self, value) -> ParameterList:
+        """Add ``value`` at the end (returns the list, as PyTorch's)."""
+        setattr(self, str(len(self)), _as_parameter(value))
+        return self
+
+    def extend(self, values: Iterable) -> ParameterList:
+        """Add each of ``values`` at the end (returns the list)."""
+        for v in values:
+            self.append(v)
+        return self
+
+
+class ParameterDict(Module):
+    """PyTorch's ``nn.ParameterDict``: parameters under string keys (qualified names use
+    the keys).
+
+    Args:
+        parameters: a mapping or iterable of ``(key, tensor)`` (default empty); arrays and
+            numbers become tensors.
+
+    Raises:
+        KeyError: for a key that is not a non-empty string without a dot, or that names an
+            attribute every module has (``"training"``).
+    """
+
+    def __init__(self, parameters=()):
+        super().__init__()
+        self.update(parameters)
+
+    def _table(self) -> dict:
+        return self.__dict__["_parameters"]
+
+    def __setitem__(self, key: str, value) -> None:
+        _check_name(self, "ParameterDict", key)
+        if hasattr(type(self), key) or (key in self.__dict__ and key not in self._table()):
+            raise KeyError(f"ParameterDict: {key!r} is an attribute of every module")
+        setattr(self, key, _as_parameter(value))
+
+    def __getitem__(self, key: str) -> Tensor:
+        return self._table()[key]
+
+    def __delitem__(self, key: str) -> None:
+        del self._table()[key]
+
+    def __contains__(self, key) -> bool:
+        return key in self._table()
+
+    def __len__(self) -> int:
+        return len(self._table())
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(list(self._table()))
+
+    def keys(self):
+        """The keys, in insertion order."""
+        return self._table().keys()
+
+    def values(self):
+        """The parameters, in insertion order."""
+        return self._table().values()
+
+    def items(self):
+        """``(key, parameter)`` pairs, in insertion order."""
+        return self._table().items()
+
+    def get(self, key: str, default=None):
+        """The parameter under ``key``, or ``default``."""
+        return self._table().get(key, default)
+
+    def update(self, parameters) -> None:
+        """Add or replace the entries of ``parameters`` (a mapping or ``(key, value)``
+        pairs)."""
+        items = parameters.items() if hasattr(parameters, "items") else parameters
+        for key, value in items:
+            self[key] = value
+
+    def pop(self, key: str) -> Tensor:
+        """Remove ``key`` and return its parameter."""
+        return self._table().pop(key)
 
 
 class Sequential(_ModuleSequence, Module):

@@ -546,3 +546,48 @@ def test_named_modules_lists_a_tied_module_under_each_name_on_request():
     assert [n for n, _ in t.named_modules(remove_duplicate=False)] == ["", "lin", "tied"]
     t.register_module("act", nn.ReLU())
     assert [n for n, _ in t.named_modules()] == ["", "lin", "act"]
+
+
+def test_parameter_list_and_dict_are_pytorch_s():
+    """``nn.ParameterList``/``ParameterDict``: parameters under ``"0"``, ``"1"`` or their
+    keys, in ``state_dict`` as PyTorch names them, trained by optimizers and ``grad``."""
+
+    class Mixer(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.scales = nn.ParameterList([nb.ones(2), np.full(2, 2.0, np.float32)])
+            self.bias = nn.ParameterDict({"a": nb.zeros(2)})
+
+        def forward(self, x):
+            for s in self.scales:
+                x = x * s
+            return x + self.bias["a"]
+
+    m = Mixer()
+    assert list(m.state_dict()) == ["scales.0", "scales.1", "bias.a"]  # PyTorch's keys
+    assert all(p.requires_grad for p in m.parameters())
+    assert len(m.scales) == 2 and m.scales[-1] is m.scales[1]
+    assert [p.shape for p in m.scales[:1]] == [(2,)]
+    m.scales.append(nb.ones(2))
+    m.bias["b"] = nb.zeros(2)
+    assert "b" in m.bias and list(m.bias.keys()) == ["a", "b"] and len(list(m.parameters())) == 5
+    x = nb.constant([1.0, 3.0])
+    np.testing.assert_allclose(m(x).numpy(), [2.0, 6.0])
+    g = nb.grad(lambda mod: mod(x).sum())(m)
+    np.testing.assert_allclose(g.scales[0].numpy(), [2.0, 6.0])
+    np.testing.assert_allclose(g.bias["a"].numpy(), [1.0, 1.0])
+    opt = nn.optim.SGD(m.parameters(), lr=0.5)
+    m(x).sum().backward()
+    opt.step()
+    np.testing.assert_allclose(m.bias["a"].numpy(), [-0.5, -0.5])
+    twin = Mixer()
+    twin.scales.append(nb.ones(2))
+    twin.bias["b"] = nb.zeros(2)
+    twin.load_state_dict(m.state_dict())
+    np.testing.assert_allclose(twin(x).numpy(), m(x).numpy())
+    with pytest.raises(IndexError, match="out of range for 3 parameters"):
+        m.scales[3]
+    with pytest.raises(KeyError, match="attribute of every module"):
+        m.bias["training"] = nb.zeros(2)
+    with pytest.raises(TypeError, match="ParameterList/ParameterDict"):
+        m.plain = [nb.ones(2)]
