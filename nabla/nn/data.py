@@ -376,9 +376,12 @@ class DataLoader:
             idx = order[b * self.batch_size : (b + 1) * self.batch_size]
             part = len(idx) // self.num_replicas
             idx = idx[self.rank * part : (self.rank + 1) * part]
-            self._taken = b + 1
             if self.dataset is not None:
-                yield self.collate_fn([self.dataset[int(i)] for i in idx])
-                continue
-            batch = tuple(creation.constant(a[idx]) for a in self.arrays)
-            yield batch if self.is_tuple else batch[0]
+                batch = self.collate_fn([self.dataset[int(i)] for i in idx])
+            else:
+                made = tuple(creation.constant(a[idx]) for a in self.arrays)
+                batch = made if self.is_tuple else made[0]
+            # counted once made: a dataset that raised has not given this batch, and a
+            # resume from ``state_dict`` must see it again
+            self._taken = b + 1
+            yield batch

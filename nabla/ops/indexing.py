@@ -1107,14 +1107,21 @@ def write_through(view: Tensor) -> None:
 
 
 def restore_and_refuse(bad: list, message) -> None:
-    """Give each ``(tensor, impl before)`` of ``bad`` its value back (last write undone
-    first) and raise ``ValueError(message(first tensor))``: an in-place update a transform
-    cannot honour (a loop body's or a vmap's on a tensor from outside it) leaves nothing
+    """Give each ``(tensor, impl before)`` of ``bad`` its value back (``restore``) and
+    raise ``ValueError(message(first tensor))``: an in-place update a transform cannot
+    honour (a loop body's or a vmap's on a tensor from outside it) leaves nothing
     behind."""
+    restore(bad)
+    raise ValueError(message(bad[0][0]))
+
+
+def restore(bad: list) -> None:
+    """Give each ``(tensor, impl before)`` of ``bad`` its value back, the last write undone
+    first (also when the function that wrote raised: its writes would have been refused,
+    and the tensor held a value of the trace)."""
     for x, before in reversed(bad):
         x._impl = before
         before.wrapper = weakref.ref(x)
-    raise ValueError(message(bad[0][0]))
 
 
 def fits_in_place(old, new) -> bool:

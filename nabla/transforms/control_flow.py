@@ -51,7 +51,7 @@ from ..core.state import STATE, grad_cut, is_live, level_sizes, may_be_pulled_ba
 from ..ops import batching, binary, collectives, creation, per_device, reduction, unary, view
 from ..ops._util import as_tensor, readable_now
 from ..ops.base import Operation
-from ..ops.indexing import restore_and_refuse
+from ..ops.indexing import restore, restore_and_refuse
 from ..runtime.graph import ConcretizationError
 from ..runtime.tensor import Tensor
 from ._records import InSpec, LoopLayout, OutAval, Recording, Ref, ScanOutputs, keep_nodes
@@ -217,7 +217,11 @@ def trace_body(
     STATE.recording, STATE.recording_rng, STATE.body_args = [], [], arg_of
     STATE.body_writes = []
     try:
-        out = fn(*phs)
+        try:
+            out = fn(*phs)
+        except BaseException:  # the writes that would be refused are undone all the same
+            restore(_captured_writes(STATE.body_writes, STATE.recording, arg_of, None))
+            raise
         _refuse_captured_writes(what, STATE.body_writes, STATE.recording, arg_of, out)
         out_flat, out_tree = tree_flatten(out)
         out_flat = [_leaf_tensor(o, what) for o in out_flat]
@@ -251,18 +255,7 @@ def _refuse_captured_writes(what, writes: list, recorded: list, arg_of: dict, ou
     both branches' would happen, or the tensor would keep a value of the trace. Updates
     of the body's own values (its arguments, values it computed) are ordinary. Such a
     tensor gets its value back and the call is refused."""
-    if not writes:
-        return
-    made = {id(n) for n in recorded}
-    results = {id(o) for o in tree_flatten(out)[0]}
-    bad = []
-    for ref, before in writes:
-        x = ref()
-        if x is None or id(x) in results or id(before) in arg_of:
-            continue  # gone with the body, one of its results, or its argument
-        if before.node is not None and id(before.node) in made:
-            continue  # a value the body computed
-        bad.append((x, before))
+    bad = _captured_writes(writes, recorded, arg_of, out)
     if bad:
         restore_and_refuse(
             bad,
@@ -273,6 +266,24 @@ def _refuse_captured_writes(what, writes: list, recorded: list, arg_of: dict, ou
                 "tensor in (a carry or an operand) and return its new value"
             ),
         )
+
+
+def _captured_writes(writes: list, recorded: list, arg_of: dict, out) -> list:
+    """The ``(tensor, impl before)`` of ``writes`` that updated a tensor from outside the
+    body (``out``: the body's result, whose tensors are its own; None when it raised)."""
+    if not writes:
+        return []
+    made = {id(n) for n in recorded}
+    results = {id(o) for o in tree_flatten(out)[0]} if out is not None else set()
+    bad = []
+    for ref, before in writes:
+        x = ref()
+        if x is None or id(x) in results or id(before) in arg_of:
+            continue  # gone with the body, one of its results, or its argument
+        if before.node is not None and id(before.node) in made:
+            continue  # a value the body computed
+        bad.append((x, before))
+    return bad
 
 
 def _refuse_draws(what, rng) -> None:

@@ -27,7 +27,7 @@ from ..core.state import STATE, new_level, vmap_level
 from ..ops._util import as_tensor, check_callable
 from ..ops.batching import from_batch, to_batch
 from ..ops.collectives import split_level
-from ..ops.indexing import fits_in_place, rebind, restore_and_refuse
+from ..ops.indexing import fits_in_place, rebind, restore, restore_and_refuse
 from ..ops.view import broadcast_to, unsqueeze
 from ..runtime.tensor import Tensor
 
@@ -133,9 +133,12 @@ def vmap(fun=None, in_axes=0, out_axes=0, axis_size=None, spmd_axis_name=None, m
             outer, STATE.vmap_writes = STATE.vmap_writes, []
             try:
                 out = fun(*args, **kwargs)
-                _refuse_batched_writes(STATE.vmap_writes, level, out)
+            except BaseException:  # the writes that would be refused are undone all the same
+                restore(_batched_writes(STATE.vmap_writes, level, None))
+                raise
             finally:
                 writes, STATE.vmap_writes = STATE.vmap_writes, outer
+            _refuse_batched_writes(writes, level, out)
             if outer is not None:
                 outer.extend(writes)
             _write_back_mapped(prepared, batched, befores, level, size)
@@ -159,13 +162,11 @@ def _write_back_mapped(prepared, batched, befores, level: int, size: int) -> Non
             rebind(x, new, item=True)
 
 
-def _refuse_batched_writes(writes: list, level: int, out) -> None:
-    """A tensor from outside the vmapped function cannot take a value batched by this vmap
-    in place (``buf[0] = a[1]`` on a captured ``buf``): it would keep a value of one lane
-    per example after the vmap, unreadable. Refused, as ``torch.func.vmap`` refuses it,
-    with the tensor's value restored; a tensor the function made and returns, or drops,
-    is its own business."""
-    results = {id(o) for o in tree_flatten(out)[0]}
+def _batched_writes(writes: list, level: int, out) -> list:
+    """The ``(tensor, impl before)`` of ``writes`` that gave a tensor from outside the
+    vmapped function a value batched by this vmap (``out``: the function's result, whose
+    tensors are its own business; None when it raised)."""
+    results = {id(o) for o in tree_flatten(out)[0]} if out is not None else set()
     bad = []
     for ref, before in writes:
         x = ref()
@@ -173,6 +174,16 @@ def _refuse_batched_writes(writes: list, level: int, out) -> None:
             continue
         if level in x._impl.levels:
             bad.append((x, before))
+    return bad
+
+
+def _refuse_batched_writes(writes: list, level: int, out) -> None:
+    """A tensor from outside the vmapped function cannot take a value batched by this vmap
+    in place (``buf[0] = a[1]`` on a captured ``buf``): it would keep a value of one lane
+    per example after the vmap, unreadable. Refused, as ``torch.func.vmap`` refuses it,
+    with the tensor's value restored; a tensor the function made and returns, or drops,
+    is its own business."""
+    bad = _batched_writes(writes, level, out)
     if bad:
         restore_and_refuse(
             bad,

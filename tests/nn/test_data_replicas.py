@@ -70,3 +70,32 @@ def test_bad_replica_settings_are_refused():
     nn.DataLoader(data(), batch_size=6, num_replicas=3, rank=0, drop_last=True)
     with pytest.raises(ValueError, match="epoch 0 and batch 9 are not a position"):
         nn.DataLoader(data(), batch_size=4).load_state_dict({"epoch": 0, "batch": 9})
+
+
+def test_a_batch_the_dataset_failed_to_make_is_not_counted_as_taken():
+    """(``state_dict`` counted a batch whose ``__getitem__`` raised: a resume skipped it.)"""
+
+    class Flaky:
+        def __init__(self):
+            self.fail = True
+
+        def __len__(self):
+            return 10
+
+        def __getitem__(self, i):
+            if i == 4 and self.fail:
+                raise OSError("a bad file")
+            return np.float32(i)
+
+    data = Flaky()
+    loader = nn.DataLoader(data, batch_size=2)
+    got = []
+    with pytest.raises(OSError):
+        for batch in loader:
+            got.append(batch.tolist())
+    assert got == [[0.0, 1.0], [2.0, 3.0]]
+    assert loader.state_dict() == {"epoch": 0, "batch": 2}
+    data.fail = False
+    again = nn.DataLoader(data, batch_size=2)
+    again.load_state_dict(loader.state_dict())
+    assert next(iter(again)).tolist() == [4.0, 5.0]

@@ -1136,3 +1136,25 @@ def test_control_flow_arguments_as_jax_takes_them():
     with pytest.raises(TypeError, match="cond_fun must return a boolean scalar, got 1.5"):
         nb.while_loop(lambda c: 1.5, lambda c: c, ())
     assert nb.while_loop(lambda c: False, lambda c: c, ()) == ()
+
+
+@pytest.mark.parametrize("which", ["cond", "scan", "while_loop"])
+def test_a_body_that_raises_leaves_captured_tensors_as_they_were(which):
+    """A body that updated a tensor from outside it and then raised left the tensor bound
+    to a value of the trace, unreadable for the rest of the process (the same update
+    without the error is refused and undone)."""
+    buf = nb.zeros((3,))
+
+    def body(t):
+        buf.add_(t.sum())
+        raise KeyError("a bug later in the body")
+
+    calls = {
+        "cond": lambda: nb.cond(nb.constant(True), body, lambda t: t, nb.ones((3,))),
+        "scan": lambda: nb.scan(lambda c, x: (c + body(x).sum(), c), 0.0, nb.ones((2, 3))),
+        "while_loop": lambda: nb.while_loop(lambda c: c.sum() < 9, body, nb.ones((3,))),
+    }
+    with pytest.raises(KeyError):
+        calls[which]()
+    np.testing.assert_array_equal(buf.numpy(), [0.0, 0.0, 0.0])
+    np.testing.assert_array_equal((buf + 1.0).numpy(), [1.0, 1.0, 1.0])

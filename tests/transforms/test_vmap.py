@@ -620,3 +620,20 @@ def test_vmap_refuses_what_would_escape_it_and_names_what_did():
     nb.vmap(lambda a: kept.append(a * 2) or a)(x)
     with pytest.raises(ValueError, match=r"batched by a vmap that has finished .* escaped it"):
         kept[0].numpy()
+
+
+def test_a_vmapped_function_that_raises_leaves_captured_tensors_as_they_were():
+    """A per-example value written into a captured tensor, then an error: the tensor kept
+    a value of one lane per example, unreadable for the rest of the process."""
+    buf = nb.zeros((3,))
+
+    def f(r):
+        buf[0] = r.sum()
+        raise KeyError("a bug later in the function")
+
+    with pytest.raises(KeyError):
+        nb.vmap(f)(nb.ones((2, 3)))
+    np.testing.assert_array_equal(buf.numpy(), [0.0, 0.0, 0.0])
+    with pytest.raises(KeyError):
+        nb.compile(nb.vmap(f))(nb.ones((2, 3)))
+    np.testing.assert_array_equal((buf * 2.0).numpy(), [0.0, 0.0, 0.0])
