@@ -56,8 +56,10 @@ from .ops.binary import (
     div,
     equal,
     floor_div,
+    fmod,
     greater,
     greater_equal,
+    hypot,
     isclose,
     left_shift,
     logaddexp,
@@ -112,7 +114,7 @@ from .ops.collectives import (
     shard,
 )
 from .ops.indexing import gather, scatter, take, take_along_axis
-from .ops.linalg import dot, einsum, matmul, outer, tensordot
+from .ops.linalg import bmm, dot, einsum, matmul, outer, tensordot
 from .ops.reduction import (
     ReduceOperation,
     all,
@@ -317,6 +319,8 @@ __all__ = [
     "hstack",
     "isclose",
     "logaddexp",
+    "fmod",
+    "hypot",
     "manual_seed",
     "get_rng_state",
     "set_rng_state",
@@ -499,6 +503,7 @@ __all__ = [
     "ones",
     "ones_like",
     "outer",
+    "bmm",
     "pad",
     "permute",
     "pow",

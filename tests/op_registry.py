@@ -266,6 +266,8 @@ binary("maximum", np.maximum, dtypes=("float32", "float64", "int32"))
 binary("minimum", np.minimum, dtypes=("float32", "float64", "int32"))
 binary("atan2", np.arctan2, away_y=0.3)
 binary("logaddexp", np.logaddexp)
+binary("fmod", np.fmod, dtypes=("float32", "float64", "int32"), away_y=1)
+binary("hypot", np.hypot)
 
 
 def _nan_to_num_samples(rng, dt):
@@ -1076,6 +1078,22 @@ register(
         nb.matmul,
         np.matmul,
         _matmul_samples,
+        dtypes=("float32", "float64", "int32"),
+        atol=1e-4,
+    )
+)
+
+
+register(
+    OpEntry(
+        "bmm",
+        nb.bmm,
+        np.matmul,
+        lambda rng, dt: [
+            Sample((_vals(rng, (2, 3, 4), dt), _vals(rng, (2, 4, 5), dt))),
+            Sample((_vals(rng, (1, 1, 3), dt), _vals(rng, (1, 3, 1), dt))),
+            Sample((_vals(rng, (0, 2, 3), dt), _vals(rng, (0, 3, 2), dt))),
+        ],
         dtypes=("float32", "float64", "int32"),
         atol=1e-4,
     )

@@ -54,6 +54,8 @@ __all__ = [
     "isclose",
     "allclose",
     "logaddexp",
+    "fmod",
+    "hypot",
     "broadcast_shapes",
     "BinaryOperation",
 ]
@@ -874,6 +876,57 @@ def logaddexp(a, b) -> Tensor:
     # an infinite (or NaN) maximum shifts by 0: exp gives the infinity (or NaN) back
     top = where(fn.isfinite(top), top, 0.0)
     return top + fn.log(fn.exp(a - top) + fn.exp(b - top))
+
+
+def fmod(a, b) -> Tensor:
+    """C's remainder, with the sign of ``a`` (NumPy's, JAX's and PyTorch's ``fmod``), where
+    ``mod``/``%`` takes the sign of ``b``: ``fmod(-7, 3)`` is -1, ``-7 % 3`` is 2. Computed
+    from ``mod`` (``b`` subtracted where the signs differ), so it is differentiable as
+    ``mod`` is (``d/db = -trunc(a / b)``).
+
+    Args:
+        a: the dividend: a tensor, Python scalar, nested list or NumPy array.
+        b: the divisor, broadcasting against ``a``.
+
+    Returns:
+        A tensor of the promoted dtype and the broadcast shape.
+    """
+    (a, b), _ = promote_operands("fmod", [a, b], broadcast=True)
+    r = mod(a, b)
+    zero = fn.zeros_like(r)
+    other_side = logical_and(not_equal(r, zero), not_equal(less(r, zero), less(a, zero)))
+    # a zero remainder takes a's sign (-6 fmod 3 and -0.0 fmod 3 are -0.0, as C's); the
+    # straight-through term keeps mod's derivatives there (subtracting it, an exact +0,
+    # cannot flip the zero's sign)
+    negative = less(a, zero)
+    if a.dtype.is_float:  # (-0.0 too: its reciprocal is -inf)
+        negative = logical_or(negative, less(fn.reciprocal(a), zero))
+    signed_zero = where(negative, fn.neg(zero), zero) - (fn.stop_gradient(r) - r)
+    return where(equal(r, zero), signed_zero, where(other_side, r - b, r))
+
+
+def hypot(a, b) -> Tensor:
+    """``sqrt(a**2 + b**2)`` without overflow or underflow of the squares (NumPy's, JAX's
+    and PyTorch's ``hypot``): ``m * sqrt(1 + (n / m)**2)`` for the larger ``m`` and smaller
+    ``n`` of ``|a|``, ``|b|``; an infinite operand gives inf, even beside a NaN. Integer
+    operands are computed in the default float dtype.
+
+    Args:
+        a: a tensor, Python scalar, nested list or NumPy array.
+        b: broadcasting against ``a``.
+
+    Returns:
+        A float tensor of the broadcast shape.
+    """
+    (a, b), dtype = promote_operands("hypot", [a, b], broadcast=True)
+    if not dtype.is_float:
+        a, b = a.cast(get_default_dtype()), b.cast(get_default_dtype())
+    x, y = fn.abs(a), fn.abs(b)
+    big, small = maximum(x, y), minimum(x, y)
+    safe = where(big > 0, big, fn.ones_like(big))  # (0 / 0 at the origin)
+    ratio = small / safe
+    out = big * fn.sqrt(1.0 + ratio * ratio)
+    return where(logical_or(fn.is_inf(a), fn.is_inf(b)), fn.full_like(out, np.inf), out)
 
 
 def _fits(value: int, dtype: DType) -> bool:

@@ -15,7 +15,7 @@ from ._util import as_tensor, norm_axis
 from .base import Operation, OpError, describe
 from .functions import fn, provide
 
-__all__ = ["matmul", "outer", "einsum", "dot", "tensordot"]
+__all__ = ["matmul", "bmm", "outer", "einsum", "dot", "tensordot"]
 
 
 class MatmulOp(Operation):
@@ -407,6 +407,30 @@ def tensordot(x, y, axes=2):
     b = fn.reshape(fn.permute(y, ya + yf), (k, -1))
     out = matmul(a, b)
     return fn.reshape(out, tuple(x.shape[d] for d in xf) + tuple(y.shape[d] for d in yf))
+
+
+def bmm(x, y):
+    """PyTorch's ``bmm``: a batch of matrix products, ``(b, n, m) @ (b, m, p) -> (b, n, p)``,
+    with no broadcasting (as PyTorch's: ``matmul`` broadcasts).
+
+    Args:
+        x: ``(b, n, m)``.
+        y: ``(b, m, p)``, the same batch size ``b``.
+
+    Returns:
+        ``(b, n, p)``.
+
+    Raises:
+        ValueError: unless both are 3-D with one batch size and matching inner dims,
+            naming the shapes.
+    """
+    x, y = as_tensor(x, op="bmm"), as_tensor(y, op="bmm")
+    if x.ndim != 3 or y.ndim != 3 or x.shape[0] != y.shape[0] or x.shape[2] != y.shape[1]:
+        raise OpError(
+            f"bmm: expects (b, n, m) and (b, m, p) with one batch size b, got shapes "
+            f"{x.shape} and {y.shape}"
+        )
+    return matmul(x, y)
 
 
 def outer(x, y):
