@@ -517,8 +517,11 @@ def _reads_an_updated_leaf(writes: list, recorded: list) -> bool:
 _GRAD_BLOCKS = {None: contextlib.nullcontext, "off": no_grad, "on": enable_grad}
 
 
-def _hooked(recorded) -> bool:
-    """Does a value the trace recorded carry ``register_hook``/``retain_grad`` marks?"""
+def _hooked(recorded, arguments) -> bool:
+    """Does a value the trace recorded, or an argument's placeholder (a hook the function
+    registers on its argument), carry ``register_hook``/``retain_grad`` marks?"""
+    if any(isinstance(t, Tensor) and t._impl.hooks for t in arguments):
+        return True
     for node in recorded:
         for ref in node.outputs:
             o = ref()
@@ -1264,10 +1267,12 @@ class CompiledFunction:
                 )
             self._stats.fallbacks += 1
             return "fallback", _as_passed(out, call.flat, traced_flat, before)
-        if _hooked(recorded):
-            # a gradient hook on a value the function computed: a replay makes that value
-            # again without the hook (the backward pass outside would not call it)
+        if _hooked(recorded, traced_flat):
+            # a gradient hook on a value the function computed, or registered on its
+            # argument: a replay makes that value again without the hook, or does not
+            # register it again (the backward pass outside would not call it)
             log.debug("compile: %s registers gradient hooks: runs eagerly", _name(self.fun))
+            _hooks_to_arguments(call.flat, traced_flat)
             self._stats.fallbacks += 1
             return "fallback", _as_passed(out, call.flat, traced_flat, before)
         if _reads_an_updated_leaf(writes, recorded):
@@ -1433,6 +1438,16 @@ def _takes_fast_path(plan, tensors, const_impls) -> bool:
     if plan.captures and not _plain_consts(plan, const_impls):
         return False  # a captured requires_grad (or traced) value: replay, so it flows
     return not (plan.rng_slots and not plan.traced_in_vmap and drawing_levels())
+
+
+def _hooks_to_arguments(flat, traced_flat) -> None:
+    """Hooks the function registered on an argument (its placeholder while traced) go to
+    the caller's tensor, as eagerly ``x.register_hook`` registers them on ``x``: each call
+    adds its own, and they see the argument's whole gradient."""
+    for leaf, ph in zip(flat, traced_flat, strict=True):
+        if isinstance(ph, Tensor) and ph is not leaf and ph._impl.hooks:
+            hooks, ph._impl.hooks = ph._impl.hooks, None
+            leaf._impl.hooks = (leaf._impl.hooks or []) + hooks
 
 
 def _as_passed(out, flat, traced_flat, before: dict):

@@ -837,3 +837,26 @@ def test_a_module_s_list_of_arrays_hits_until_it_changes():
         assert (cf.stats.hits, cf.stats.misses) == (3, 1)
         (scales["a"] if isinstance(scales, dict) else scales[0])[0] = 5.0
         assert cf(m, nb.ones((3,))).tolist() == [5.0, 5.0, 5.0]
+
+
+def test_a_hook_the_function_registers_on_its_argument_is_the_argument_s():
+    """As eagerly (and PyTorch): each call's ``x.register_hook`` adds a hook to ``x``
+    itself. Compiled, the first call's hook stayed on the trace's placeholder and later
+    calls, cache hits, registered none: gradients [4, 8], [2, 4], [2, 4] for eager's [4,
+    8], [8, 16], [16, 32]."""
+
+    def g(x):
+        x.register_hook(lambda gr: gr * 2)
+        return (x * x).sum()
+
+    def grads(fn):
+        w = nb.constant([1.0, 2.0])
+        w.requires_grad = True
+        out = []
+        for _ in range(3):
+            w.grad = None
+            fn(w).backward()
+            out.append(w.grad.tolist())
+        return out
+
+    assert grads(nb.compile(g)) == grads(g) == [[4.0, 8.0], [8.0, 16.0], [16.0, 32.0]]
