@@ -1319,6 +1319,11 @@ def _unmixed(op, x, names) -> None:
 def _laxis(op, x, axis) -> int:
     """``axis`` of ``x``'s logical shape, normalized."""
     n = x.ndim
+    if isinstance(axis, str):  # JAX's order, all_gather(x, "x"): a mesh axis name here
+        raise ShardingError(
+            f"{op}: a tensor dim is an int, got the name {axis!r} (shape {x.shape}); mesh "
+            f"axes are named by axes= (JAX's {op}(x, axis_name) is not this order)"
+        )
     if not isinstance(axis, int | np.integer) or not -n <= axis < n:
         raise ShardingError(f"{op}: axis {axis!r} is out of range for shape {x.shape}")
     return int(axis) % n

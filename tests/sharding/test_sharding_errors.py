@@ -298,3 +298,17 @@ def test_shard_map_in_specs_name_the_argument_and_check_python_values():
         g(nb.ones((6,)))
     h = nb.shard_map(lambda b, k: b * k, mesh, (P("x"), None), P("x"))
     assert h(nb.ones((8,)), 3.0).tolist() == [3.0] * 8
+
+
+def test_jax_s_collective_order_names_the_mix_up():
+    """``all_gather(x, "x")`` (JAX's order: the mesh axis second) said the axis 'x' was out
+    of range; it now says a dim is an int and mesh axes go in ``axes=``."""
+    mesh = nb.DeviceMesh("order", (2,), ("x",))
+    x = nb.shard(nb.arange(4.0), mesh, nb.P("x"))
+    for call in (
+        lambda: nb.all_gather(x, "x"),
+        lambda: nb.reduce_scatter(x, "x"),
+        lambda: nb.all_to_all(x, "x", 0),
+    ):
+        with pytest.raises(nb.ShardingError, match=r"a tensor dim is an int, got the name 'x'"):
+            call()
