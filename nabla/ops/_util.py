@@ -7,6 +7,7 @@ import textwrap
 
 import numpy as np
 
+from ..backends import max_backend
 from ..core.device import device_like
 from ..core.dtypes import DType, to_dtype
 from ..core.ir import as_dim
@@ -122,11 +123,27 @@ def device_arg(op: str, device):
         return device
     got = device_like(device)
     if got is not None:
+        check_device(op, got)
         return got
     raise TypeError(
         f"{op}: device must be nb.CPU(), nb.Accelerator(i) or a name such as 'cpu' or "
         f"'gpu:0', got {type(device).__name__} {device!r}"
     )
+
+
+def check_device(op: str, device) -> None:
+    """An accelerator this machine has, or an error naming ``op`` at the call (as PyTorch's
+    ``device="cuda"`` on a machine without one), not when a value is computed there."""
+    if device.is_cpu:
+        return
+    mx = max_backend()
+    if mx is None:
+        raise RuntimeError(
+            f"{op}({device!r}): accelerators need the MAX backend: pip install 'nabla[max]'"
+        )
+    n = mx.accelerator_count()
+    if device.id >= n:
+        raise RuntimeError(f"{op}({device!r}): MAX sees {n} accelerator(s) on this machine")
 
 
 def check_callable(transform: str, fun) -> None:

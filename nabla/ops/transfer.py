@@ -8,11 +8,10 @@ transfers between CPU devices only; accelerators need the MAX backend (``ops.tra
 
 from __future__ import annotations
 
-from ..backends import max_backend
 from ..core.device import Device
 from ..runtime.tensor import Tensor
 from . import spmd
-from ._util import as_tensor
+from ._util import as_tensor, check_device
 from .base import Operation
 
 __all__ = ["to_device", "TransferOp"]
@@ -40,20 +39,6 @@ class TransferOp(Operation):
 _transfer = TransferOp()
 
 
-def _check_device(device: Device) -> None:
-    if device.is_cpu:
-        return
-
-    mx = max_backend()
-    if mx is None:
-        raise RuntimeError(
-            f"to_device({device!r}): accelerators need the MAX backend: pip install 'nabla[max]'"
-        )
-    n = mx.accelerator_count()
-    if device.id >= n:
-        raise RuntimeError(f"to_device({device!r}): MAX sees {n} accelerator(s) on this machine")
-
-
 def to_device(x, device: Device) -> Tensor:
     """``x`` on ``device`` (``nb.CPU()`` or ``nb.Accelerator(i)``); ``x`` itself if it is
     already there. Differentiable: gradients flow back to the input's device.
@@ -66,5 +51,5 @@ def to_device(x, device: Device) -> Tensor:
     x = as_tensor(x, op="to_device")
     if x.device == device:
         return x
-    _check_device(device)
+    check_device("to_device", device)
     return _transfer.bind([x], {"device": device})

@@ -1161,3 +1161,22 @@ def test_creation_keeps_the_dtypes_and_ends_numpy_keeps():
     assert nb.asarray(t, copy=False) is t
     with pytest.raises(ValueError, match="asarray: copy=False"):
         nb.asarray(a, copy=False)
+
+
+def test_an_accelerator_this_machine_lacks_is_refused_at_the_creation():
+    """As PyTorch's ``device="cuda"`` without a GPU: the creation call fails, naming the op
+    (it made the tensor and failed later, where its value was computed)."""
+    from nabla.backends import max_backend
+
+    mx = max_backend()
+    if mx is not None and mx.accelerator_count() > 0:
+        pytest.skip("this machine has an accelerator")
+    for make, name in (
+        (lambda: nb.ones((2,), device=nb.Accelerator()), "ones"),
+        (lambda: nb.zeros(3, device="cuda"), "zeros"),
+        (lambda: nb.constant([1.0], device="gpu:0"), "constant"),
+        (lambda: nb.arange(3, device="cuda"), "arange"),
+    ):
+        with pytest.raises(RuntimeError, match=rf"^{name}\(Accelerator\(0\)\)"):
+            make()
+    assert nb.ones((2,), device="cpu").device == nb.CPU()
