@@ -498,3 +498,28 @@ def test_warm_restarts_take_a_fractional_epoch_as_pytorch():
         assert opt.lr == pytest.approx(lr, abs=1e-9), epoch
     with pytest.raises(ValueError, match="epoch must be a number >= 0"):
         sched.step(-1)
+
+
+def test_a_scheduler_stepped_every_step_makes_no_new_program():
+    """The new rate is data: it was a ``full`` op's number, part of the update program's
+    structure, so a scheduler stepped every step made every step a program never cached
+    (601 misses in 600 steps, the update interpreted forever)."""
+    model = nb.nn.Sequential(nb.nn.Linear(4, 8), nb.nn.ReLU(), nb.nn.Linear(8, 1))
+    opt = nb.nn.optim.AdamW(model.parameters(), lr=1e-2)
+    sched = nb.nn.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=50)
+    x, y = nb.ones((16, 4)), nb.zeros((16, 1))
+
+    def step():
+        opt.zero_grad()
+        loss = ((model(x) - y) ** 2).mean()
+        loss.backward()
+        opt.step()
+        sched.step()
+        return loss.item()
+
+    for _ in range(3):
+        step()
+    before = nb.backend_stats()["program_misses"]
+    losses = [step() for _ in range(20)]
+    assert nb.backend_stats()["program_misses"] == before
+    assert losses[-1] < losses[0]

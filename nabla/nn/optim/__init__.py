@@ -36,6 +36,8 @@ from collections import OrderedDict
 from collections.abc import MutableMapping
 from typing import NamedTuple
 
+import numpy as np
+
 from ...core.dtypes import DType
 from ...core.pytree import tree_flatten, tree_leaves, tree_unflatten
 from ...core.state import REQUIRES_GRAD, STATE, is_live
@@ -1088,7 +1090,10 @@ def adagrad_update(
 
 # ----------------------------------------------------------------------------- stateful
 def _scalar_input(value) -> Tensor:
-    return creation.full((), float(value), dtype=DType.float32)
+    """A setting's number as a realized float32 scalar: data of the program that reads it.
+    (A ``full`` op held the number in its kwargs, part of the program's structure: a
+    scheduler's new rate at every step made every step a new program, never cached.)"""
+    return creation.constant(np.float32(value))
 
 
 def _as_input(value, always: bool = False):
