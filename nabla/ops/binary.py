@@ -869,13 +869,20 @@ def logaddexp(a, b) -> Tensor:
     Returns:
         A float tensor of the broadcast shape.
     """
-    (a, b), dtype = promote_operands("logaddexp", [a, b], broadcast=True)
-    if not dtype.is_float:
-        a, b = a.cast(get_default_dtype()), b.cast(get_default_dtype())
+    a, b = _float_pair("logaddexp", a, b)
     top = fn.stop_gradient(maximum(a, b))
     # an infinite (or NaN) maximum shifts by 0: exp gives the infinity (or NaN) back
     top = where(fn.isfinite(top), top, 0.0)
     return top + fn.log(fn.exp(a - top) + fn.exp(b - top))
+
+
+def _float_pair(op: str, a, b) -> tuple:
+    """``a`` and ``b`` promoted and broadcast for ``op``, integers in the default float
+    dtype (a function defined on floats only)."""
+    (a, b), dtype = promote_operands(op, [a, b], broadcast=True)
+    if not dtype.is_float:
+        a, b = a.cast(get_default_dtype()), b.cast(get_default_dtype())
+    return a, b
 
 
 def fmod(a, b) -> Tensor:
@@ -918,9 +925,7 @@ def hypot(a, b) -> Tensor:
     Returns:
         A float tensor of the broadcast shape.
     """
-    (a, b), dtype = promote_operands("hypot", [a, b], broadcast=True)
-    if not dtype.is_float:
-        a, b = a.cast(get_default_dtype()), b.cast(get_default_dtype())
+    a, b = _float_pair("hypot", a, b)
     x, y = fn.abs(a), fn.abs(b)
     big, small = maximum(x, y), minimum(x, y)
     safe = where(big > 0, big, fn.ones_like(big))  # (0 / 0 at the origin)

@@ -4,6 +4,7 @@ other threads' Python, and which settings are per thread (a ``default_dtype`` or
 ``debug_nans`` block) or per process (``nb.random.seed``, as PyTorch's)."""
 
 import collections
+import contextlib
 import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -87,6 +88,36 @@ def test_first_compile_while_another_thread_changes_what_it_reaches(switch_often
         worker.join()
 
 
+@contextlib.contextmanager
+def _meanwhile(work, block):
+    """Run ``work()`` in another thread inside ``with block():``, and this block while that
+    thread is still inside it (its errors are raised here after)."""
+    inside, done, failed = threading.Event(), threading.Event(), []
+
+    def other():
+        try:
+            with block():
+                work()
+                inside.set()
+                done.wait(30)
+        except BaseException as e:  # (reported by the test's thread)
+            failed.append(e)
+            inside.set()
+
+    t = threading.Thread(target=other)
+    t.start()
+    try:
+        assert inside.wait(30)
+        if failed:
+            raise failed[0]
+        yield
+    finally:
+        done.set()
+        t.join()
+    if failed:
+        raise failed[0]
+
+
 def test_a_compiled_function_follows_each_threads_default_dtype():
     """A thread inside ``default_dtype(float64)`` made the compiled function's fast entry;
     another thread, whose default is float32, was served it."""
@@ -96,25 +127,15 @@ def test_a_compiled_function_follows_each_threads_default_dtype():
         return nb.zeros((3,)) + x  # the literal takes the default float dtype
 
     x = nb.constant(np.arange(3, dtype=np.int32))
-    inside, done = threading.Event(), threading.Event()
     seen = []
 
     def other():
-        with nb.default_dtype(nb.float64):
-            seen.append(f(x).dtype)
-            seen.append(f(x).dtype)  # the second call makes the fast entry
-            inside.set()
-            done.wait(30)
+        seen.append(f(x).dtype)
+        seen.append(f(x).dtype)  # the second call makes the fast entry
 
-    t = threading.Thread(target=other)
-    t.start()
-    try:
-        assert inside.wait(30)
+    with _meanwhile(other, lambda: nb.default_dtype(nb.float64)):
         assert f(x).dtype == nb.float32  # this thread's default
         assert f(x).dtype == nb.float32
-    finally:
-        done.set()
-        t.join()
     assert seen == [nb.float64, nb.float64]
     assert f(x).dtype == nb.float32
 
@@ -124,23 +145,13 @@ def test_a_debug_nans_block_is_its_threads_own():
     block in another thread made this one's ``log(-1)`` raise, and two overlapping blocks
     left the switch on for good."""
     bad = nb.constant(np.array([-1.0], np.float32))
-    inside, done = threading.Event(), threading.Event()
 
     def other():
-        with nb.debug_nans():
-            with pytest.raises(FloatingPointError):
-                nb.log(bad).numpy()
-            inside.set()
-            done.wait(30)
+        with pytest.raises(FloatingPointError):
+            nb.log(bad).numpy()
 
-    t = threading.Thread(target=other)
-    t.start()
-    try:
-        assert inside.wait(30)
+    with _meanwhile(other, nb.debug_nans):
         assert np.isnan(nb.log(bad).numpy()[0])  # not this thread's block
-    finally:
-        done.set()
-        t.join()
 
     a_in, b_in, a_out = threading.Event(), threading.Event(), threading.Event()
 
