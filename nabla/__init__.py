@@ -165,6 +165,7 @@ from .ops.unary import (
     log,
     log1p,
     log2,
+    log10,
     logical_not,
     neg,
     reciprocal,
@@ -303,6 +304,10 @@ expand_dims = unsqueeze
 isnan = is_nan
 isinf = is_inf
 arctan2 = atan2
+arcsin, arccos, arctan, arctanh = asin, acos, atan, atanh
+negative = neg
+amax, amin = max, min
+jit = compile  # (JAX's name: traced once per signature, as jax.jit)
 inf = float("inf")
 nan = float("nan")
 pi = _math.pi
@@ -469,6 +474,7 @@ __all__ = [
     "log",
     "log1p",
     "log2",
+    "log10",
     "logical_and",
     "logical_not",
     "logical_or",
@@ -591,6 +597,14 @@ __all__ = [
     "isinf",
     "isfinite",
     "arctan2",
+    "arcsin",
+    "arccos",
+    "arctan",
+    "arctanh",
+    "negative",
+    "amax",
+    "amin",
+    "jit",
     "inf",
     "nan",
     "pi",

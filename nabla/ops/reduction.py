@@ -582,7 +582,17 @@ def _wide(x):
     return x.cast(DType.float32) if x.dtype in (DType.float16, DType.bfloat16) else x
 
 
-def var(x, axis=None, keepdims=False, correction=None, *, ddof=None, dim=None, keepdim=None):
+def var(
+    x,
+    axis=None,
+    keepdims=False,
+    correction=None,
+    *,
+    ddof=None,
+    dim=None,
+    keepdim=None,
+    unbiased=None,
+):
     """Variance over ``axis``: ``sum((x - mean) ** 2) / (n - correction)``.
 
     Integer and bool tensors are cast to the default float dtype first. The result is NaN
@@ -598,6 +608,7 @@ def var(x, axis=None, keepdims=False, correction=None, *, ddof=None, dim=None, k
         ddof: NumPy's and JAX's name for ``correction``; give one of the two.
         dim: PyTorch's name for ``axis``.
         keepdim: PyTorch's name for ``keepdims``.
+        unbiased: PyTorch's older form: True is ``correction=1``, False ``correction=0``.
 
     Returns:
         A float tensor.
@@ -607,7 +618,7 @@ def var(x, axis=None, keepdims=False, correction=None, *, ddof=None, dim=None, k
         IndexError: for an axis out of range.
         ValueError: for a repeated axis, or both ``ddof`` and a nonzero ``correction``.
     """
-    correction = _correction("var", correction, ddof, dim)
+    correction = _correction("var", correction, ddof, dim, unbiased)
     axis, keepdims = _torch_names("var", axis, dim, keepdims, keepdim)
     return _var(x, axis, keepdims, correction, "var")
 
@@ -621,9 +632,13 @@ def _var(x, axis, keepdims, correction, op: str):
     return _divide_by_count(reduce_sum(d * d, axes, keepdims), n).cast(x.dtype)
 
 
-def _correction(op, correction, ddof, dim=None):
-    """The count's correction from ``correction`` or ``ddof``: 0 unless given, 1 (PyTorch's
-    default) for a call with ``dim=`` that names neither."""
+def _correction(op, correction, ddof, dim=None, unbiased=None):
+    """The count's correction from ``correction``, ``ddof`` or PyTorch's ``unbiased``: 0
+    unless given, 1 (PyTorch's default) for a call with ``dim=`` that names none."""
+    if unbiased is not None:
+        if correction is not None or ddof is not None:
+            raise ValueError(f"{op}: give unbiased, correction or ddof, not two of them")
+        return 1 if unbiased else 0
     if ddof is None:
         if correction is None:
             return 1 if dim is not None else 0
@@ -633,7 +648,17 @@ def _correction(op, correction, ddof, dim=None):
     return ddof
 
 
-def std(x, axis=None, keepdims=False, correction=None, *, ddof=None, dim=None, keepdim=None):
+def std(
+    x,
+    axis=None,
+    keepdims=False,
+    correction=None,
+    *,
+    ddof=None,
+    dim=None,
+    keepdim=None,
+    unbiased=None,
+):
     """Standard deviation over ``axis``: ``sqrt(var(x, axis, keepdims, correction))``.
 
     Integer and bool tensors are cast to the default float dtype first.
@@ -647,6 +672,7 @@ def std(x, axis=None, keepdims=False, correction=None, *, ddof=None, dim=None, k
         ddof: NumPy's and JAX's name for ``correction``; give one of the two.
         dim: PyTorch's name for ``axis``.
         keepdim: PyTorch's name for ``keepdims``.
+        unbiased: PyTorch's older form: True is ``correction=1``, False ``correction=0``.
 
     Returns:
         A float tensor.
@@ -658,7 +684,8 @@ def std(x, axis=None, keepdims=False, correction=None, *, ddof=None, dim=None, k
     """
 
     axis, keepdims = _torch_names("std", axis, dim, keepdims, keepdim)
-    return fn.sqrt(_var(x, axis, keepdims, _correction("std", correction, ddof, dim), "std"))
+    correction = _correction("std", correction, ddof, dim, unbiased)
+    return fn.sqrt(_var(x, axis, keepdims, correction, "std"))
 
 
 def logsumexp(x, axis=None, keepdims=False, *, dim=None, keepdim=None):
@@ -876,17 +903,19 @@ class ArgsortOp(Operation):
 _argsort = ArgsortOp()
 
 
-def argsort(x, axis=-1, descending=False, stable=True):
+def argsort(x, axis=-1, descending=False, stable=True, *, dim=None):
     """The indices that sort ``x`` along ``axis`` (NumPy's and JAX's ``argsort``; also
     ``x.argsort(...)``): an int64 tensor of ``x``'s shape. The sort is stable (equal values
     keep their order; ``stable=False`` is accepted and sorts the same); NaN goes last
     (first with ``descending=True``, as JAX's).
 
-    ``axis=None`` sorts the flattened ``x`` (NumPy's and JAX's).
+    ``axis=None`` sorts the flattened ``x`` (NumPy's and JAX's); ``dim=`` is PyTorch's name
+    for ``axis``.
 
     Raises:
         IndexError: for an axis out of range.
     """
+    axis = axis if dim is None else dim
     x = as_tensor(x, op="argsort")
     if axis is None:
         x, axis = fn.reshape(x, (-1,)), 0

@@ -39,6 +39,7 @@ __all__ = [
     "log",
     "log1p",
     "log2",
+    "log10",
     "neg",
     "reciprocal",
     "relu",
@@ -249,6 +250,9 @@ log1p = _unary(
 )
 log2 = _unary(
     "log2", lambda x, y: reciprocal(x * math.log(2.0)), doc="Elementwise base-2 logarithm."
+)
+log10 = _unary(
+    "log10", lambda x, y: reciprocal(x * math.log(10.0)), doc="Elementwise base-10 logarithm."
 )
 sin = _unary("sin", lambda x, y: cos(x), doc="Elementwise sine (``x`` in radians).")
 cos = _unary("cos", lambda x, y: -sin(x), doc="Elementwise cosine (``x`` in radians).")

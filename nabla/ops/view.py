@@ -390,8 +390,16 @@ class FlipOp(Operation):
 _flip = FlipOp()
 
 
-def flip(x, axis=None) -> Tensor:
-    """Reverse the order of elements along ``axis`` (int, tuple, or None for all)."""
+def _torch_dim(axis, dim):
+    """``axis``, or PyTorch's ``dim``/``dims`` keyword when given (``torch.flip(x, dims=)``,
+    ``torch.unbind(x, dim=)``, ...)."""
+    return axis if dim is None else dim
+
+
+def flip(x, axis=None, *, dims=None) -> Tensor:
+    """Reverse the order of elements along ``axis`` (int, tuple, or None for all;
+    ``dims=`` is PyTorch's name)."""
+    axis = _torch_dim(axis, dims)
     x = as_tensor(x, op="flip")
     axes = norm_axes("flip", axis, x.ndim)
     if not axes:
@@ -399,7 +407,7 @@ def flip(x, axis=None) -> Tensor:
     return _flip.bind([x], {"axes": axes})
 
 
-def roll(x, shift, axis=None) -> Tensor:
+def roll(x, shift=None, axis=None, *, shifts=None, dims=None) -> Tensor:
     """Shift elements along ``axis`` cyclically: those past the end come back at the start
     (NumPy's and JAX's ``roll``, PyTorch's ``roll(shifts, dims)``).
 
@@ -409,6 +417,8 @@ def roll(x, shift, axis=None) -> Tensor:
             up, as in NumPy); a concrete tensor or array of them too. Negative shifts go
             the other way.
         axis: int, tuple of ints, or None (default): the flattened tensor, reshaped back.
+        shifts: PyTorch's name for ``shift`` (then ``shift`` may be left out).
+        dims: PyTorch's name for ``axis``.
 
     Returns:
         A tensor like ``x``.
@@ -420,7 +430,10 @@ def roll(x, shift, axis=None) -> Tensor:
         >>> nb.roll(nb.arange(5), 2).tolist()
         [3, 4, 0, 1, 2]
     """
+    axis, shift = _torch_dim(axis, dims), _torch_dim(shift, shifts)
     x = as_tensor(x, op="roll")
+    if shift is None:
+        raise TypeError(f"roll: give the shift (tensor of shape {x.shape})")
     if isinstance(shift, Tensor | np.ndarray):  # a shift known now: its Python ints
         shift = shift.tolist()
     if axis is None:
@@ -446,9 +459,13 @@ def roll(x, shift, axis=None) -> Tensor:
 
 
 # ----------------------------------------------------------------------------- squeeze etc.
-def squeeze(x, axis=None) -> Tensor:
-    """Remove size-1 dims (all of them, or those in ``axis``)."""
+def squeeze(x, axis=None, *, dim=None) -> Tensor:
+    """Remove size-1 dims (all of them, or those in ``axis``, each of which must have size
+    1). ``dim=`` is PyTorch's form: a dim of another size is left as it is."""
     x = as_tensor(x, op="squeeze")
+    if dim is not None:
+        dims = norm_axes("squeeze", dim, x.ndim)
+        axis = tuple(d for d in dims if x.shape[d] == 1)
     if axis is None:
         axes = tuple(i for i, d in enumerate(x.shape) if d == 1)
     else:
@@ -459,9 +476,13 @@ def squeeze(x, axis=None) -> Tensor:
     return reshape(x, tuple(d for i, d in enumerate(x.shape) if i not in axes))
 
 
-def unsqueeze(x, axis) -> Tensor:
-    """Insert a size-1 dim at ``axis`` (an int or a tuple of ints, output positions)."""
+def unsqueeze(x, axis=None, *, dim=None) -> Tensor:
+    """Insert a size-1 dim at ``axis`` (an int or a tuple of ints, output positions;
+    ``dim=`` is PyTorch's name)."""
+    axis = _torch_dim(axis, dim)
     x = as_tensor(x, op="unsqueeze")
+    if axis is None:
+        raise TypeError(f"unsqueeze: give the axis of the new dim (tensor of shape {x.shape})")
     axes = [axis] if isinstance(axis, numbers.Integral) else list(axis)
     out_ndim = x.ndim + len(axes)
     axes = sorted(norm_axis("unsqueeze", a, out_ndim) for a in axes)
@@ -1195,7 +1216,7 @@ def split(x, num_or_sizes=None, axis=0, *, num_splits=None) -> tuple[Tensor, ...
     return tuple(_split.bind([x], {"sizes": sizes, "axis": axis}))
 
 
-def chunk(x, chunks, axis=0) -> list[Tensor]:
+def chunk(x, chunks, axis=0, *, dim=None) -> list[Tensor]:
     """Split ``x`` along ``axis`` into ``chunks`` parts as even as possible, as the original
     Nabla (and ``np.array_split``): the first ``n % chunks`` parts get one element more
     (10 in 3 -> 4, 3, 3); empty parts are dropped (2 in 3 -> 1, 1).
@@ -1204,6 +1225,7 @@ def chunk(x, chunks, axis=0) -> list[Tensor]:
         x: a tensor, or a Python scalar, nested list or NumPy array (at least 1-D).
         chunks: the requested number of parts, a positive int.
         axis: the dim to split (default 0); negative counts from the end.
+        dim: PyTorch's name for ``axis``.
 
     Returns:
         A list of tensors (the original Nabla's container for ``chunk``).
@@ -1213,7 +1235,7 @@ def chunk(x, chunks, axis=0) -> list[Tensor]:
         IndexError: for an axis out of range.
     """
     x = as_tensor(x, op="chunk")
-    axis = norm_axis("chunk", axis, x.ndim)
+    axis = norm_axis("chunk", _torch_dim(axis, dim), x.ndim)
     n = x.shape[axis]
     if chunks <= 0:
         raise ValueError(f"chunk: chunks must be positive, got {chunks}")
@@ -1223,10 +1245,11 @@ def chunk(x, chunks, axis=0) -> list[Tensor]:
     return list(split(x, sizes, axis)) if sizes else []
 
 
-def unbind(x, axis=0) -> tuple[Tensor, ...]:
-    """Remove ``axis`` of ``x``, returning the slices along it as a tuple."""
+def unbind(x, axis=0, *, dim=None) -> tuple[Tensor, ...]:
+    """Remove ``axis`` of ``x``, returning the slices along it as a tuple (``dim=`` is
+    PyTorch's name)."""
     x = as_tensor(x, op="unbind")
-    axis = norm_axis("unbind", axis, x.ndim)
+    axis = norm_axis("unbind", _torch_dim(axis, dim), x.ndim)
     if x.shape[axis] == 0:
         return ()
     return tuple(squeeze(p, axis) for p in split(x, x.shape[axis], axis))

@@ -1180,3 +1180,24 @@ def test_an_accelerator_this_machine_lacks_is_refused_at_the_creation():
         with pytest.raises(RuntimeError, match=rf"^{name}\(Accelerator\(0\)\)"):
             make()
     assert nb.ones((2,), device="cpu").device == nb.CPU()
+
+
+def test_module_level_functions_take_pytorch_s_keywords():
+    """``torch.flip(x, dims=)``, ``roll(shifts=, dims=)``, ``squeeze``/``unsqueeze``/
+    ``chunk``/``unbind``/``argsort(dim=)`` and ``var``/``std(unbiased=)`` as the Tensor
+    methods took them (the functions raised TypeError). Values from PyTorch's docs' rules."""
+    a = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    np.testing.assert_array_equal(nb.flip(a, dims=(1,)).numpy(), a[:, ::-1])
+    np.testing.assert_array_equal(nb.roll(a, shifts=1, dims=2).numpy(), np.roll(a, 1, 2))
+    assert nb.squeeze(nb.ones((2, 1, 3)), dim=1).shape == (2, 3)
+    assert nb.squeeze(nb.ones((2, 1, 3)), dim=0).shape == (2, 1, 3)  # PyTorch's: left
+    assert nb.unsqueeze(a, dim=0).shape == (1, 2, 3, 4)
+    assert [c.shape for c in nb.chunk(a, 2, dim=2)] == [(2, 3, 2), (2, 3, 2)]
+    np.testing.assert_array_equal(nb.unbind(a, dim=1)[2].numpy(), a[:, 2])
+    np.testing.assert_array_equal(
+        nb.argsort(a, dim=1, descending=True).numpy(), np.argsort(-a, 1, kind="stable")
+    )
+    np.testing.assert_allclose(nb.var(a, dim=1, unbiased=False).numpy(), a.var(1), rtol=1e-6)
+    np.testing.assert_allclose(nb.std(a, 1, unbiased=True).numpy(), a.std(1, ddof=1), rtol=1e-6)
+    with pytest.raises(ValueError, match="not two of them"):
+        nb.var(a, unbiased=True, ddof=0)

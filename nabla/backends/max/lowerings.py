@@ -303,6 +303,10 @@ def _log2(x):
     return ops.log(x) * _c(1.0 / math.log(2.0), x)
 
 
+def _log10(x):
+    return ops.log(x) * _c(1.0 / math.log(10.0), x)
+
+
 def _sign(x):
     zero = _c(0, x)
     if _is_bool(x):
@@ -368,6 +372,7 @@ for _n, _f in {
     "log": ops.log if ops else None,
     "log1p": ops.log1p if ops else None,
     "log2": _log2,
+    "log10": _log10,
     "sin": ops.sin if ops else None,
     "cos": ops.cos if ops else None,
     "tan": _upcast(_tan),

@@ -93,6 +93,7 @@ for _name, _fn in {
     "log": np.log,
     "log1p": np.log1p,
     "log2": np.log2,
+    "log10": np.log10,
     "sin": np.sin,
     "cos": np.cos,
     "tan": np.tan,
