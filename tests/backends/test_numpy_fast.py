@@ -532,3 +532,35 @@ def test_views_nothing_reads_are_not_made(rng):
     xs = [rng.standard_normal(shape).astype(np.float32), rng.standard_normal(16).astype(np.float32)]
     got, want = run(xs), interp(xs)
     assert [_bits(g) for g in got] == [_bits(a) for a in want]
+
+
+def test_the_straight_line_form_frees_dead_intermediates_as_the_interpreter_does(
+    monkeypatch,
+):
+    """Its fresh arrays (a chain after a checkpoint's output, whose layout is not known, makes
+    one per op) lived until the function returned: the gradient of 8 checkpointed blocks held
+    150 arrays where the interpreter held ~22."""
+    import tracemalloc
+
+    x = nb.constant(np.random.default_rng(0).standard_normal(1 << 19).astype(np.float32))
+    block = nb.checkpoint(lambda h: nb.tanh(nb.sin(h) * 1.1 + h) * 0.9 + h * 0.1)
+
+    def loss(h):
+        for _ in range(8):
+            h = block(h)
+        return h.sum()
+
+    def peak(fast_on: bool) -> int:
+        monkeypatch.setattr(CONFIG, "fast_numpy", fast_on)
+        monkeypatch.setattr(CONFIG, "fast_numpy_check", False)
+        nb.grad(loss)(x).numpy()  # (the program made, and hot from here on)
+        tracemalloc.start()
+        try:
+            for _ in range(3):
+                nb.grad(loss)(x).numpy()
+            return tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+
+    interpreted, lowered = peak(False), peak(True)
+    assert lowered <= 2 * interpreted, (lowered >> 20, interpreted >> 20)
