@@ -796,8 +796,13 @@ def where(condition, x, y):
     return _where.bind([c, x, y], {})
 
 
-def clip(x, min=None, max=None):  # noqa: A002
-    """Clamp ``x`` into ``[min, max]`` (either bound may be None)."""
+def clip(x, min=None, max=None, *, a_min=None, a_max=None):  # noqa: A002
+    """Clamp ``x`` into ``[min, max]`` (either bound may be None; ``a_min``/``a_max`` are
+    NumPy's names)."""
+    if a_min is not None:
+        min = a_min  # noqa: A001
+    if a_max is not None:
+        max = a_max  # noqa: A001
     x = as_tensor(x, op="clip")
     for bound in (min, max):  # a bound out of an integer dtype's range names clip
         if isinstance(bound, int | np.integer) and not isinstance(bound, bool):

@@ -569,7 +569,18 @@ def arange(start=0, stop=None, step=1, dtype=None, *, device=None, requires_grad
     return _leaf(out, requires_grad)
 
 
-def linspace(start, stop, num=50, *, endpoint=True, retstep=False, dtype=None, axis=0, device=None):
+def linspace(
+    start,
+    stop,
+    num=50,
+    *,
+    endpoint=True,
+    retstep=False,
+    dtype=None,
+    axis=0,
+    device=None,
+    steps=None,
+):
     """``num`` evenly spaced values from ``start`` to ``stop`` (NumPy's ``linspace``).
 
     Args:
@@ -585,6 +596,7 @@ def linspace(start, stop, num=50, *, endpoint=True, retstep=False, dtype=None, a
             float and cast.
         axis: where the ``num`` axis goes when ``start``/``stop`` are arrays (default 0).
         device: the device to place it on (default: :func:`nabla.get_default_device`).
+        steps: PyTorch's name for ``num`` (``torch.linspace(start, end, steps)``).
 
     Returns:
         A tensor of shape ``(num,)`` for number bounds, else ``num`` inserted at ``axis`` in
@@ -600,6 +612,7 @@ def linspace(start, stop, num=50, *, endpoint=True, retstep=False, dtype=None, a
         >>> nb.linspace(0, 1, 5).tolist()
         [0.0, 0.25, 0.5, 0.75, 1.0]
     """
+    num = num if steps is None else steps
     if not isinstance(num, SymDim):
         num = int_arg("linspace", "num", num)
     if num < 0:

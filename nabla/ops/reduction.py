@@ -10,6 +10,8 @@ from __future__ import annotations
 import collections
 import math
 
+import numpy as np
+
 from ..core.dtypes import DType, get_default_dtype
 from ..core.ir import SymDim, note_size_decision
 from ..runtime.tensor import Tensor
@@ -406,6 +408,9 @@ def max(x, axis=None, keepdims=False, *, dim=None, keepdim=None):  # noqa: A001
             indices)`` pair (``MinMax``), the gradient going to the index returned.
         keepdim: PyTorch's name for ``keepdims``.
 
+    A tensor or array in ``axis``'s place is PyTorch's ``torch.max(a, b)``: the elementwise
+    :func:`nabla.maximum`.
+
     Returns:
         A tensor of ``x``'s dtype.
 
@@ -417,6 +422,8 @@ def max(x, axis=None, keepdims=False, *, dim=None, keepdim=None):  # noqa: A001
     """
     if dim is not None:
         return extreme_along(x, axis, dim, keepdim, "max")
+    if isinstance(axis, Tensor | np.ndarray):  # PyTorch's torch.max(a, b): elementwise
+        return fn.maximum(x, axis)
     if not isinstance(x, Tensor):
         x = as_tensor(x, op="max")
     return reduce_max(x, axis, keepdims)
@@ -466,6 +473,9 @@ def min(x, axis=None, keepdims=False, *, dim=None, keepdim=None):  # noqa: A001
             indices)`` pair (``MinMax``), the gradient going to the index returned.
         keepdim: PyTorch's name for ``keepdims``.
 
+    A tensor or array in ``axis``'s place is PyTorch's ``torch.min(a, b)``: the elementwise
+    :func:`nabla.minimum`.
+
     Returns:
         A tensor of ``x``'s dtype.
 
@@ -477,6 +487,8 @@ def min(x, axis=None, keepdims=False, *, dim=None, keepdim=None):  # noqa: A001
     """
     if dim is not None:
         return extreme_along(x, axis, dim, keepdim, "min")
+    if isinstance(axis, Tensor | np.ndarray):  # PyTorch's torch.min(a, b): elementwise
+        return fn.minimum(x, axis)
     if not isinstance(x, Tensor):
         x = as_tensor(x, op="min")
     return reduce_min(x, axis, keepdims)

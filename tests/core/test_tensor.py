@@ -1201,3 +1201,14 @@ def test_module_level_functions_take_pytorch_s_keywords():
     np.testing.assert_allclose(nb.std(a, 1, unbiased=True).numpy(), a.std(1, ddof=1), rtol=1e-6)
     with pytest.raises(ValueError, match="not two of them"):
         nb.var(a, unbiased=True, ddof=0)
+
+
+def test_pytorch_s_and_numpy_s_other_spellings_of_max_clip_and_linspace():
+    """``torch.max(a, b)`` (elementwise), ``np.clip(x, a_min=, a_max=)`` and
+    ``torch.linspace(0, 1, steps=5)``: each raised."""
+    a, b = nb.constant([1.0, 5.0]), nb.constant([3.0, 2.0])
+    assert nb.max(a, b).tolist() == [3.0, 5.0] and nb.min(a, b).tolist() == [1.0, 2.0]
+    assert nb.max(a, np.array([4.0, 4.0])).tolist() == [4.0, 5.0]
+    assert nb.max(a).item() == 5.0 and nb.max(nb.ones((2, 3)), 1).shape == (2,)
+    assert nb.clip(a, a_min=2.0, a_max=4.0).tolist() == [2.0, 4.0]
+    assert nb.linspace(0, 1, steps=5).tolist() == [0.0, 0.25, 0.5, 0.75, 1.0]
