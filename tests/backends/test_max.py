@@ -486,6 +486,7 @@ UNARY = {
     "log": "p",
     "log1p": "p",
     "log2": "p",
+    "log10": "p",
     "sin": "x",
     "cos": "x",
     "tan": "t",
