@@ -1528,7 +1528,7 @@ class ParameterDict(Module):
         return self.__dict__["_parameters"]
 
     def __setitem__(self, key: str, value) -> None:
-        _check_name(self, "ParameterDict", key)
+        _check_name(self, "__setitem__", key)
         if hasattr(type(self), key) or (key in self.__dict__ and key not in self._table()):
             raise KeyError(f"ParameterDict: {key!r} is an attribute of every module")
         setattr(self, key, _as_parameter(value))
