@@ -520,6 +520,54 @@ register(
 )
 
 
+def _nonzero_samples(rng, dt):
+    out = []
+    for shape in ((5,), (2, 3), (2, 1, 4), (0, 3)):
+        x = _vals(rng, shape, dt)
+        if x.size:
+            x.ravel()[::2] = 0  # zeros to skip
+        out.append(Sample((x,)))
+    x = _vals(rng, (2, 3), dt)
+    out.append(Sample((x,), {"size": 8, "fill_value": -1}))  # padded
+    out.append(Sample((x,), {"size": 2}))  # cut
+    return out
+
+
+register(
+    OpEntry(
+        "nonzero",
+        lambda x, **kw: list(nb.nonzero(x, **kw)),
+        lambda x, size=None, fill_value=None: _np_nonzero(x, size, fill_value),
+        _nonzero_samples,
+        dtypes=("float32", "int32"),
+        differentiable=False,
+        batchable=False,  # (the count differs per example; with size it batches)
+        out_dtype=lambda d: "int64",
+    )
+)
+register(
+    OpEntry(
+        "argwhere",
+        nb.argwhere,
+        lambda x, size=None, fill_value=None: np.stack(_np_nonzero(x, size, fill_value), -1),
+        _nonzero_samples,
+        dtypes=("float32", "int32"),
+        differentiable=False,
+        batchable=False,
+        out_dtype=lambda d: "int64",
+    )
+)
+
+
+def _np_nonzero(x, size, fill_value):
+    """NumPy's ``nonzero`` as int64, cut or padded to ``size`` with ``fill_value`` (JAX's)."""
+    got = [i.astype(np.int64) for i in np.nonzero(x)]
+    if size is None:
+        return got
+    fill = 0 if fill_value is None else fill_value
+    return [np.concatenate([i[:size], np.full(max(size - len(i), 0), fill, np.int64)]) for i in got]
+
+
 def _distinct(rng, shape, dt):
     """Values without ties (the sort's gradient moves them; finite differences need a gap
     between neighbours)."""

@@ -781,13 +781,19 @@ class WhereOp(Operation):
 _where = WhereOp()
 
 
-def where(condition, x, y):
+def where(condition, x=None, y=None, *, size=None, fill_value=None):
     """Elementwise ``x if condition else y`` with broadcasting and promotion of ``x``/``y``.
+    With ``condition`` alone, NumPy's and JAX's one-argument form: its nonzero indices,
+    :func:`nabla.nonzero` (``size`` and ``fill_value`` as there).
 
     Example:
         >>> nb.where(nb.constant([True, False]), 1.0, 0.0).tolist()
         [1.0, 0.0]
     """
+    if x is None and y is None:
+        return fn.nonzero(condition, size=size, fill_value=fill_value)
+    if x is None or y is None:
+        raise OpError("where: give both x and y, or neither (the indices of condition)")
     c = as_tensor(condition, op="where")
     if not c.dtype.is_bool:
         c = c != 0

@@ -210,6 +210,12 @@ def _argsort(self, axis=-1, *, dim=None, descending=False, stable=True):
     return reduction.argsort(self, axis if dim is None else dim, descending, stable)
 
 
+def _nonzero(self, *, as_tuple=False):
+    """PyTorch's ``x.nonzero()``: the indices of the nonzero elements as rows, ``(count,
+    x.ndim)`` (``as_tuple=True``: one tensor per dim, NumPy's ``nonzero``), counted now."""
+    return reduction.nonzero(self) if as_tuple else reduction.argwhere(self)
+
+
 def _topk(self, k, dim=-1, largest=True, sorted=True):  # noqa: A002 - PyTorch's name
     """PyTorch's ``x.topk(k, dim)``: the ``k`` largest (``largest=False``: smallest)
     values along ``dim`` and their indices, ``(values, indices)``, always in order
@@ -572,6 +578,8 @@ _METHODS = {
     "std": _spread(reduction.std),
     "sort": _sort,
     "argsort": _argsort,
+    "nonzero": _nonzero,
+    "argwhere": reduction.argwhere,
     "topk": _topk,
     "argmax": _numpy_reduction(reduction.argmax),
     "argmin": _numpy_reduction(reduction.argmin),

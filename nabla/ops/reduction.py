@@ -16,7 +16,7 @@ from ..core.dtypes import DType, get_default_dtype
 from ..core.ir import SymDim, note_size_decision
 from ..runtime.tensor import Tensor
 from . import spmd
-from ._util import as_tensor, norm_axes, norm_axis
+from ._util import as_tensor, norm_axes, norm_axis, readable_now
 from .base import Operation, OpError
 from .functions import fn, provide
 
@@ -34,6 +34,8 @@ __all__ = [
     "logsumexp",
     "argmax",
     "argsort",
+    "nonzero",
+    "argwhere",
     "sort",
     "top_k",
     "argmin",
@@ -935,6 +937,75 @@ def argsort(x, axis=-1, descending=False, stable=True, *, dim=None):
         return fn.zeros((), dtype=DType.int64)
     axis = norm_axis("argsort", axis, x.ndim, x.shape)
     return _argsort.bind([x], {"axis": axis, "descending": bool(descending)})
+
+
+def nonzero(x, *, size=None, fill_value=None) -> tuple:
+    """The indices of ``x``'s nonzero elements, one int64 tensor per dim, in row-major
+    order (NumPy's and JAX's ``nonzero``; ``nb.where(cond)`` with one argument too).
+
+    How many there are depends on the values: without ``size`` they are counted at the call
+    (as NumPy and PyTorch do), which a function being compiled, vmapped or traced in a loop
+    body cannot do; there, as JAX asks under ``jit``, give ``size``. With ``size`` each
+    result has that length: the first ``size`` indices, then ``fill_value`` (default 0).
+
+    Args:
+        x: a tensor, or a Python scalar, nested list or NumPy array (at least 1-D).
+        size: the fixed length of the results (an int >= 0), or None.
+        fill_value: the index past the last nonzero element (default 0).
+
+    Returns:
+        A tuple of ``x.ndim`` int64 tensors of one length.
+
+    Raises:
+        ValueError: for a 0-d ``x``, or no ``size`` where the values cannot be read now.
+    """
+    x = as_tensor(x, op="nonzero")
+    if x.ndim == 0:
+        raise OpError("nonzero: a 0-d tensor has no dims to index; use x.reshape(1)")
+    flat = fn.reshape(x if x.dtype.is_bool else fn.not_equal(x, 0), (-1,))
+    if size is None:
+        if not readable_now(flat):
+            raise OpError(
+                f"nonzero: the number of nonzero elements of a tensor of shape {x.shape} "
+                "depends on its values, which are not known while a function is compiled, "
+                "vmapped or traced; pass size= (and fill_value=), as JAX asks under jit"
+            )
+        size = int(np.count_nonzero(flat.numpy()))
+    size = int(size)
+    if size < 0:
+        raise OpError(f"nonzero: size must be >= 0, got {size}")
+    n = flat.shape[0]
+    # the nonzero positions first, in order (a stable sort of "is zero"), then the others
+    order = argsort(fn.logical_not(flat))
+    if size <= n:
+        order = order[:size]
+    else:
+        order = fn.concatenate([order, fn.zeros((size - n,), dtype=DType.int64)], 0)
+    count = fn.cast(reduce_sum(fn.cast(flat, DType.int64), (0,), False), DType.int64)
+    found = fn.less(fn.arange(size, dtype=DType.int64), count)
+    fill = 0 if fill_value is None else fill_value
+    out = []
+    for d in range(x.ndim):
+        stride = int(np.prod(x.shape[d + 1 :], dtype=np.int64))
+        coord = fn.mod(fn.floor_div(order, stride), x.shape[d]) if x.shape[d] else order
+        out.append(fn.where(found, coord, fn.full((size,), fill, dtype=DType.int64)))
+    return tuple(out)
+
+
+def argwhere(x, *, size=None, fill_value=None) -> Tensor:
+    """The indices of ``x``'s nonzero elements as rows, ``(count, x.ndim)`` (NumPy's and
+    JAX's ``argwhere``, PyTorch's ``nonzero``); ``size`` and ``fill_value`` as in
+    :func:`nonzero`.
+
+    Args:
+        x: a tensor, or a Python scalar, nested list or NumPy array (at least 1-D).
+        size: the fixed number of rows, or None (counted at the call).
+        fill_value: the index in rows past the last nonzero element (default 0).
+
+    Returns:
+        An int64 tensor of shape ``(count or size, x.ndim)``.
+    """
+    return fn.stack(list(nonzero(x, size=size, fill_value=fill_value)), -1)
 
 
 # values and where they came from: ``top_k``'s result and PyTorch's ``x.sort(dim=)`` and

@@ -1212,3 +1212,22 @@ def test_pytorch_s_and_numpy_s_other_spellings_of_max_clip_and_linspace():
     assert nb.max(a).item() == 5.0 and nb.max(nb.ones((2, 3)), 1).shape == (2,)
     assert nb.clip(a, a_min=2.0, a_max=4.0).tolist() == [2.0, 4.0]
     assert nb.linspace(0, 1, steps=5).tolist() == [0.0, 0.25, 0.5, 0.75, 1.0]
+
+
+def test_nonzero_counts_at_the_call_or_takes_a_size_as_jax():
+    """NumPy's and JAX's ``nonzero``/``argwhere``/one-argument ``where``, PyTorch's
+    ``x.nonzero()`` (rows) and ``x.nonzero(as_tuple=True)``; inside ``compile`` or ``vmap``
+    the count is not known, so ``size=`` is required, as JAX's ``jit`` requires it."""
+    x = np.array([[0, 3, 0], [1, 0, 2]], np.float32)
+    assert [t.tolist() for t in nb.nonzero(x)] == [[0, 1, 1], [1, 0, 2]]
+    assert [t.tolist() for t in nb.where(x > 0)] == [[0, 1, 1], [1, 0, 2]]
+    assert nb.constant(x).nonzero().tolist() == [[0, 1], [1, 0], [1, 2]]
+    assert [t.tolist() for t in nb.constant(x).nonzero(as_tuple=True)] == [[0, 1, 1], [1, 0, 2]]
+    padded = nb.nonzero(x, size=5, fill_value=-1)
+    assert [t.tolist() for t in padded] == [[0, 1, 1, -1, -1], [1, 0, 2, -1, -1]]
+    assert nb.compile(lambda v: nb.nonzero(v, size=2)[1])(nb.constant(x)).tolist() == [1, 0]
+    assert nb.vmap(lambda v: nb.nonzero(v, size=2)[0])(nb.constant(x)).tolist() == [[1, 0], [0, 2]]
+    with pytest.raises(nb.OpError, match="pass size="):
+        nb.compile(lambda v: nb.nonzero(v)[0])(nb.constant(x))
+    with pytest.raises(nb.OpError, match="0-d"):
+        nb.nonzero(3.0)
