@@ -29,6 +29,7 @@ from .functions import fn, provide
 
 __all__ = [
     "gather",
+    "torch_gather",
     "take",
     "take_along_axis",
     "scatter",
@@ -284,9 +285,12 @@ def gather(x, indices, axis=0) -> Tensor:
     """Take elements of ``x`` along ``axis`` at integer ``indices`` (NumPy's ``take``).
 
     Negative indices count from the end. ``axis=None`` takes from the flattened ``x``
-    (NumPy's and JAX's ``take``). Example: ``gather(x, [2, 0], axis=1)``.
+    (NumPy's and JAX's ``take``). Example: ``gather(x, [2, 0], axis=1)``. PyTorch's order,
+    ``gather(x, dim, index)`` (an int, then the indices), is PyTorch's ``torch.gather``.
     """
     x = as_tensor(x, op="gather")
+    if isinstance(indices, int) and isinstance(axis, Tensor | np.ndarray | list):
+        return torch_gather(x, indices, axis)
     if axis is None:
         x, axis = fn.reshape(x, (-1,)), 0
     if x.ndim == 0:
@@ -294,6 +298,22 @@ def gather(x, indices, axis=0) -> Tensor:
     axis = norm_axis("gather", axis, x.ndim, x.shape)
     idx = _index_tensor("gather", indices, x.shape[axis], f" (axis {axis} of shape {x.shape})")
     return _gather_from(x, idx, axis)
+
+
+def torch_gather(x, dim: int, index) -> Tensor:
+    """PyTorch's ``gather(x, dim, index)`` (``x.gather(dim, index)``): ``out[i][j] =
+    x[i][index[i][j]]`` along ``dim``, ``index`` as large as ``x`` or smaller in every dim
+    but ``dim`` (no broadcasting), the result of its shape."""
+    index = as_tensor(index, op="gather")
+    d = norm_axis("gather", dim, x.ndim, x.shape)
+    if index.ndim != x.ndim or any(i != d and index.shape[i] > x.shape[i] for i in range(x.ndim)):
+        raise ValueError(
+            f"gather: index of shape {index.shape} must have x's rank and be no larger than "
+            f"x {x.shape} in every dim but {d} (PyTorch's rule)"
+        )
+    if any(i != d and index.shape[i] < x.shape[i] for i in range(x.ndim)):
+        x = x[tuple(slice(None) if i == d else slice(0, index.shape[i]) for i in range(x.ndim))]
+    return take_along_axis(x, index, d)
 
 
 def lookup(x, indices, what: str) -> Tensor:

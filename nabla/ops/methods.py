@@ -93,7 +93,7 @@ def _gather(self, *args, **kwargs):
                 f"{len(args)} positional and {sorted(kwargs)} keyword (x.gather() with none "
                 "gathers a sharded tensor's blocks)"
             )
-        return _torch_gather(self, dim, index)
+        return indexing.torch_gather(self, dim, index)
     spec = self.sharding
     if spec is None:
         return self
@@ -835,21 +835,6 @@ def _clamp(x, min=None, max=None):  # noqa: A002 - PyTorch names
 def _lerp(x, end, weight):
     """``x + weight * (end - x)`` (an EMA: ``ema.lerp_(p, 1 - decay)``)."""
     return binary.add(x, binary.mul(weight, binary.sub(end, x)))
-
-
-def _torch_gather(x, dim: int, index):
-    """PyTorch's ``x.gather(dim, index)``: ``index`` as large as ``x`` or smaller in every
-    dim but ``dim`` (no broadcasting), the result of its shape."""
-    index = as_tensor(index, op="gather")
-    d = norm_axis("gather", dim, x.ndim, x.shape)
-    if index.ndim != x.ndim or any(i != d and index.shape[i] > x.shape[i] for i in range(x.ndim)):
-        raise ValueError(
-            f"gather: index of shape {index.shape} must have x's rank and be no larger than "
-            f"x {x.shape} in every dim but {d} (PyTorch's rule)"
-        )
-    if any(i != d and index.shape[i] < x.shape[i] for i in range(x.ndim)):
-        x = x[tuple(slice(None) if i == d else slice(0, index.shape[i]) for i in range(x.ndim))]
-    return indexing.take_along_axis(x, index, d)
 
 
 def _index_select(self, dim, index):

@@ -1231,3 +1231,12 @@ def test_nonzero_counts_at_the_call_or_takes_a_size_as_jax():
         nb.compile(lambda v: nb.nonzero(v)[0])(nb.constant(x))
     with pytest.raises(nb.OpError, match="0-d"):
         nb.nonzero(3.0)
+
+
+def test_torch_gather_order_at_module_level():
+    """``torch.gather(x, dim, index)`` ported as ``nb.gather(x, 1, idx)`` (an int, then the
+    indices: our ``gather(x, indices, axis)`` cannot take those) is PyTorch's gather."""
+    a = np.arange(6, dtype=np.float32).reshape(2, 3)
+    idx = np.array([[2, 0], [1, 1]])
+    assert nb.gather(a, 1, idx).tolist() == [[2.0, 0.0], [4.0, 4.0]]  # PyTorch's answer
+    assert nb.gather(a, [2, 0], axis=1).tolist() == [[2.0, 0.0], [5.0, 3.0]]  # NumPy's take
