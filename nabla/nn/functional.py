@@ -178,17 +178,18 @@ def _normalized_input(op: str, x, axis, dim, dtype) -> tuple:
     return (x if dtype is None else x.cast(dtype)), axis
 
 
-def one_hot(tensor, num_classes: int = -1) -> Tensor:
+def one_hot(tensor, num_classes: int = -1, *, dtype=None) -> Tensor:
     """PyTorch's ``one_hot``: an int64 tensor ``tensor.shape + (num_classes,)`` with a 1 at
-    each index.
+    each index (``jax.nn.one_hot(x, n)`` is float32: pass ``dtype=nb.float32``).
 
     Args:
         tensor: integer class indices in ``[0, num_classes)``.
         num_classes: the number of classes; -1 (default) takes the largest index + 1
             (computed at the call).
+        dtype: the result's dtype (default int64, as PyTorch's).
 
     Returns:
-        The one-hot int64 tensor.
+        The one-hot tensor.
 
     Raises:
         TypeError: for indices that are not integers.
@@ -216,7 +217,7 @@ def one_hot(tensor, num_classes: int = -1) -> Tensor:
                 f"(indices of shape {tensor.shape})"
             )
     hits = binary.equal(creation.arange(num_classes), tensor.unsqueeze(-1))
-    return hits.cast("int64")
+    return hits.cast("int64" if dtype is None else dtype)
 
 
 def pad(input, pad, mode: str = "constant", value: float | None = None) -> Tensor:  # noqa: A002

@@ -453,3 +453,11 @@ def test_functional_checks_found_against_pytorch():
         F.binary_cross_entropy_with_logits(
             nb.zeros((4, 3)), nb.ones((4, 3)), pos_weight=nb.ones((2, 1, 3))
         )
+
+
+def test_one_hot_is_pytorch_s_with_jax_s_dtype_on_request():
+    """int64 as PyTorch's ``F.one_hot``; ``dtype=`` gives ``jax.nn.one_hot``'s float32."""
+    idx = nb.constant([0, 2])
+    assert nb.nn.functional.one_hot(idx, 3).dtype == nb.int64
+    got = nb.nn.functional.one_hot(idx, 3, dtype=nb.float32)
+    assert got.dtype == nb.float32 and got.tolist() == [[1.0, 0.0, 0.0], [0.0, 0.0, 1.0]]
