@@ -35,6 +35,11 @@ __all__ = [
     "randint",
     "permutation",
     "categorical",
+    "gumbel",
+    "exponential",
+    "laplace",
+    "logistic",
+    "choice",
     "seed",
     "manual_seed",
     "get_rng_state",
@@ -709,6 +714,139 @@ def categorical(k, logits, axis=-1, shape=None):
     u = _draw(_uniform, k, full, dt)
     gumbel = -fn.log(-fn.log(fn.maximum(u, float(ml_dtypes.finfo(dt.numpy).tiny))))
     return fn.cast(fn.argmax(fn.cast(logits, dt) + gumbel, axis=moved), DType.int32)
+
+
+def _float_draw(k, shape, dtype, op: str):
+    """Uniform floats in ``(0, 1)`` for ``op``'s transform (the smallest normal number for
+    an exact 0, whose log would be infinite), in a float dtype of at least 32 bits."""
+    k = _as_key(k, op)
+    dt = get_default_dtype() if dtype is None else to_dtype(dtype)
+    if not dt.is_float:
+        raise ValueError(f"{op}: dtype must be a float dtype, got {dt.value}")
+    work = DType.float32 if dt.itemsize < 4 else dt
+    u = _draw(_uniform, k, shape, work)
+    return fn.maximum(u, float(ml_dtypes.finfo(work.numpy).tiny)), dt
+
+
+def gumbel(key, shape=(), dtype=None):
+    """Standard Gumbel draws, ``-log(-log(u))`` (JAX's ``random.gumbel``).
+
+    Args:
+        key: a key (from :func:`nabla.random.key`).
+        shape: the result's shape (default ``()``).
+        dtype: a float dtype (default: :func:`nabla.get_default_dtype`).
+
+    Returns:
+        A float tensor of ``shape``.
+    """
+    u, dt = _float_draw(key, shape, dtype, "random.gumbel")
+    return fn.cast(-fn.log(-fn.log(u)), dt)
+
+
+def exponential(key, shape=(), dtype=None):
+    """Standard exponential draws (rate 1), ``-log(u)`` (JAX's ``random.exponential``).
+
+    Args:
+        key: a key (from :func:`nabla.random.key`).
+        shape: the result's shape (default ``()``).
+        dtype: a float dtype (default: :func:`nabla.get_default_dtype`).
+
+    Returns:
+        A float tensor of ``shape``.
+    """
+    u, dt = _float_draw(key, shape, dtype, "random.exponential")
+    return fn.cast(-fn.log(u), dt)
+
+
+def laplace(key, shape=(), dtype=None):
+    """Standard Laplace draws (location 0, scale 1) (JAX's ``random.laplace``): an
+    exponential draw with a random sign.
+
+    Args:
+        key: a key (from :func:`nabla.random.key`).
+        shape: the result's shape (default ``()``).
+        dtype: a float dtype (default: :func:`nabla.get_default_dtype`).
+
+    Returns:
+        A float tensor of ``shape``.
+    """
+    u, dt = _float_draw(key, shape, dtype, "random.laplace")
+    v = 2.0 * u - 1.0  # (-1, 1)
+    return fn.cast(-fn.sign(v) * fn.log1p(-fn.abs(v)), dt)
+
+
+def logistic(key, shape=(), dtype=None):
+    """Standard logistic draws, ``log(u / (1 - u))`` (JAX's ``random.logistic``).
+
+    Args:
+        key: a key (from :func:`nabla.random.key`).
+        shape: the result's shape (default ``()``).
+        dtype: a float dtype (default: :func:`nabla.get_default_dtype`).
+
+    Returns:
+        A float tensor of ``shape``.
+    """
+    u, dt = _float_draw(key, shape, dtype, "random.logistic")
+    return fn.cast(fn.log(u) - fn.log1p(-u), dt)
+
+
+def choice(key, a, shape=(), replace=True, p=None, axis=0):
+    """Random elements of ``a`` (JAX's ``random.choice``): of ``range(a)`` for an int,
+    else slices of ``a`` along ``axis``; with probabilities ``p`` (default uniform), with
+    or without replacement.
+
+    Args:
+        key: a key (from :func:`nabla.random.key`).
+        a: an int ``n`` (choose from ``0 .. n-1``) or a tensor/array.
+        shape: the shape of the draws (default ``()``, one).
+        replace: draw with replacement (default True); without, at most ``n`` draws.
+        p: the probabilities of the ``n`` candidates (a 1-D tensor or array summing to 1),
+            or None.
+        axis: the dim of ``a`` to choose along (default 0).
+
+    Returns:
+        The chosen elements (int32 indices for an int ``a``), ``shape`` replacing ``axis``.
+
+    Raises:
+        ValueError: for more draws than candidates without replacement, ``p`` of another
+            length, or a 0-d ``a``.
+    """
+    k = _as_key(key, "random.choice")
+    shape = norm_shape("random.choice", shape)
+    if isinstance(a, numbers.Integral):
+        n, values = int(a), None
+    else:
+        values = as_tensor(a, op="random.choice")
+        if values.ndim == 0:
+            raise ValueError("random.choice: a must be an int or have a dim to choose along")
+        axis = norm_axis("random.choice", axis, values.ndim, values.shape)
+        n = values.shape[axis]
+    count = int(np.prod(shape, dtype=np.int64))
+    if not replace and count > n:
+        raise ValueError(
+            f"random.choice: {count} draws without replacement from {n} candidates (shape {shape})"
+        )
+    if p is not None:
+        p = as_tensor(p, op="random.choice")
+        if p.shape != (n,):
+            raise ValueError(f"random.choice: p of shape {p.shape} for {n} candidates")
+        logits = fn.log(fn.cast(p, DType.float32))
+    if replace:
+        if p is None:
+            u = _draw(_uniform, k, (count,), DType.float32)
+            flat = fn.minimum(fn.cast(fn.floor(u * float(n)), DType.int32), n - 1)
+        else:
+            flat = categorical(k, logits, shape=(count,))
+    else:  # the first draws of a random order: Gumbel-top-k with weights
+        u, _ = _float_draw(k, (n,), DType.float32, "random.choice")
+        noise = -fn.log(-fn.log(u))
+        keys = noise if p is None else logits + noise
+        flat = fn.cast(fn.argsort(-keys)[:count], DType.int32)
+    idx = fn.reshape(flat, shape)
+    if values is None:
+        return idx
+    picked = fn.gather(values, fn.reshape(flat, (count,)), axis)
+    return fn.reshape(picked, values.shape[:axis] + shape + values.shape[axis + 1 :])
 
 
 def _place(t, device):

@@ -336,3 +336,38 @@ def test_draws_a_probe_found_wrong_or_unclear():
         nb.random.categorical(k, nb.zeros((3, 5)), shape=(4,))
     draws = nb.random.categorical(k, nb.zeros((2,), dtype=nb.bfloat16), shape=(100000,))
     assert abs(draws.numpy().mean() - 0.5) < 0.006  # (5 standard errors)
+
+
+def test_jax_s_other_distributions_have_their_moments():
+    """``gumbel``, ``exponential``, ``laplace``, ``logistic`` and ``choice`` (JAX's names and
+    arguments): means and variances of 200k draws against the distributions' own, and
+    ``choice`` with and without replacement, with weights."""
+    k = nb.random.key(0)
+    moments = {
+        nb.random.gumbel: (0.5772, np.pi**2 / 6),
+        nb.random.exponential: (1.0, 1.0),
+        nb.random.laplace: (0.0, 2.0),
+        nb.random.logistic: (0.0, np.pi**2 / 3),
+    }
+    for draw, (mean, var) in moments.items():
+        x = draw(k, (200_000,)).numpy()
+        assert x.dtype == np.float32 and np.isfinite(x).all(), draw.__name__
+        assert abs(x.mean() - mean) < 0.02 and abs(x.var() / var - 1) < 0.03, draw.__name__
+        np.testing.assert_array_equal(draw(k, (3,)).numpy(), draw(k, (3,)).numpy())
+    assert nb.random.gumbel(k, (2,), dtype=nb.bfloat16).dtype == nb.bfloat16
+    counts = np.bincount(nb.random.choice(k, 5, (100_000,)).numpy()) / 1e5
+    np.testing.assert_allclose(counts, 0.2, atol=0.01)
+    p = np.array([0.2, 0.5, 0.3], np.float32)
+    counts = np.bincount(nb.random.choice(k, 3, (100_000,), p=p).numpy()) / 1e5
+    np.testing.assert_allclose(counts, p, atol=0.01)
+    perm = nb.random.choice(k, 6, (6,), replace=False).tolist()
+    assert sorted(perm) == list(range(6))
+    picked = nb.random.choice(k, nb.arange(10.0) * 10.0, (2, 3))
+    assert picked.shape == (2, 3) and set(picked.numpy().ravel()) <= set(range(0, 100, 10))
+    firsts = [
+        nb.random.choice(nb.random.key(i), 3, (1,), replace=False, p=[0.7, 0.2, 0.1]).item()
+        for i in range(600)
+    ]
+    assert 0.6 < firsts.count(0) / 600 < 0.8  # weighted, without replacement
+    with pytest.raises(ValueError, match="4 draws without replacement from 3"):
+        nb.random.choice(k, 3, (4,), replace=False)
