@@ -7,6 +7,7 @@ import numbers
 import string
 from typing import NamedTuple
 
+from ..core.dtypes import get_default_dtype
 from ..core.ir import same_shape
 from ..core.state import STATE
 from ..runtime.tensor import Tensor
@@ -15,7 +16,7 @@ from ._util import as_tensor, norm_axis
 from .base import Operation, OpError, describe
 from .functions import fn, provide
 
-__all__ = ["matmul", "bmm", "outer", "einsum", "dot", "tensordot"]
+__all__ = ["matmul", "bmm", "outer", "einsum", "dot", "tensordot", "norm"]
 
 
 class MatmulOp(Operation):
@@ -652,6 +653,91 @@ def _contract(a, b, later, sizes):
     else:  # a plain 2-D product, so an unbatched operand under vmap stays unbatched
         r = matmul(fn.reshape(xa, (na, nk)), fn.reshape(yb, (nk, nbb)))
     return fn.reshape(r, tuple(sizes[c] for c in batch + fa + fb)), "".join(batch + fa + fb)
+
+
+def norm(x, ord=None, axis=None, keepdims=False):  # noqa: A002 - NumPy's and JAX's name
+    """A vector or matrix norm (NumPy's and JAX's ``linalg.norm``; ``nb.linalg.norm``).
+
+    With ``axis`` None: ``ord`` None is the Euclidean norm of all the elements (any rank);
+    another ``ord`` takes a 1-D ``x`` as a vector and a 2-D one as a matrix. An int
+    ``axis`` takes vectors along it; a pair, matrices over those two dims.
+
+    Args:
+        x: a tensor, or a Python scalar, nested list or NumPy array (integers as floats).
+        ord: for vectors None or 2 (Euclidean), ``inf``/``-inf`` (largest/smallest
+            magnitude), 0 (count of nonzeros), 1 or any other number ``p``
+            (``sum(|x|**p)**(1/p)``); for matrices None or ``"fro"``, 1/-1 (largest/smallest
+            column sum of magnitudes) and ``inf``/``-inf`` (row sums).
+        axis: None, an int, or a pair of ints.
+        keepdims: keep the reduced dims as size 1.
+
+    Returns:
+        A float tensor. The gradient of a Euclidean norm at zero is zero (as PyTorch's).
+
+    Raises:
+        ValueError: (:class:`nabla.OpError`) for an ``ord`` this rank does not take, or
+            2/-2/``"nuc"`` for a matrix (they need singular values, which nabla has not).
+    """
+    x = as_tensor(x, op="linalg.norm")
+    if not x.dtype.is_float:
+        x = fn.cast(x, get_default_dtype())
+    if axis is None:
+        if ord is None:
+            return _euclid(x, tuple(range(x.ndim)), keepdims)
+        if x.ndim not in (1, 2):
+            raise OpError(
+                f"linalg.norm: ord={ord!r} needs a 1-D or 2-D x or an axis, got shape {x.shape}"
+            )
+        axis = tuple(range(x.ndim))
+    axes = (axis,) if isinstance(axis, numbers.Integral) else tuple(axis)
+    axes = tuple(norm_axis("linalg.norm", a, x.ndim, x.shape) for a in axes)
+    if len(axes) == 1:
+        return _vector_norm(x, ord, axes, keepdims)
+    if len(axes) != 2 or axes[0] == axes[1]:
+        raise OpError(f"linalg.norm: axis must be an int or a pair of dims, got {axis!r}")
+    if ord is None or ord == "fro":
+        return _euclid(x, axes, keepdims)
+    row, col = axes
+    a = fn.abs(x)
+    if ord in (1, -1):
+        sums, over = fn.sum(a, row, True), col
+    elif ord in (math.inf, -math.inf):
+        sums, over = fn.sum(a, col, True), row
+    else:
+        raise OpError(
+            f"linalg.norm: matrix ord={ord!r} is not available (2, -2 and 'nuc' need "
+            "singular values); use None/'fro', 1, -1, inf or -inf"
+        )
+    pick = fn.max if ord in (1, math.inf) else fn.min
+    out = pick(sums, over, True)
+    return out if keepdims else fn.squeeze(out, axes)
+
+
+def _euclid(x, axes, keepdims):
+    """The Euclidean norm over ``axes``, with a zero gradient at zero (the root runs on 1
+    there, so its infinite slope never meets the 0)."""
+    total = fn.sum(x * x, axes, keepdims)
+    zero = total == 0
+    return fn.where(zero, 0.0, fn.sqrt(fn.where(zero, 1.0, total)))
+
+
+def _vector_norm(x, ord, axes, keepdims):  # noqa: A002
+    if ord is None or ord == 2:
+        return _euclid(x, axes, keepdims)
+    if isinstance(ord, str) or isinstance(ord, bool):
+        raise OpError(f"linalg.norm: vector ord must be a number, got {ord!r}")
+    a = fn.abs(x)
+    if ord == math.inf:
+        return fn.max(a, axes, keepdims)
+    if ord == -math.inf:
+        return fn.min(a, axes, keepdims)
+    if ord == 0:
+        return fn.sum(fn.cast(a != 0, x.dtype), axes, keepdims)
+    if ord == 1:
+        return fn.sum(x * fn.sign(x), axes, keepdims)
+    total = fn.sum(a**ord, axes, keepdims)
+    zero = total == 0
+    return fn.where(zero, 0.0, fn.where(zero, 1.0, total) ** (1.0 / ord))
 
 
 provide(globals(), __all__)

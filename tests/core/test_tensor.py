@@ -1240,3 +1240,25 @@ def test_torch_gather_order_at_module_level():
     idx = np.array([[2, 0], [1, 1]])
     assert nb.gather(a, 1, idx).tolist() == [[2.0, 0.0], [4.0, 4.0]]  # PyTorch's answer
     assert nb.gather(a, [2, 0], axis=1).tolist() == [[2.0, 0.0], [5.0, 3.0]]  # NumPy's take
+
+
+def test_linalg_norm_is_numpy_s():
+    """``nb.linalg.norm`` against ``np.linalg.norm``: vector and matrix orders, axes,
+    keepdims; a zero vector's gradient is zero; the orders that need singular values are
+    refused by name."""
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((3, 4)).astype(np.float32)
+    t = rng.standard_normal((2, 3, 4)).astype(np.float32)
+    cases = [(a[0], {}), (a[0], {"ord": 1}), (a[0], {"ord": np.inf}), (a[0], {"ord": 0})]
+    cases += [(a[0], {"ord": 3}), (a, {}), (a, {"ord": "fro"}), (a, {"ord": 1})]
+    cases += [(a, {"ord": -np.inf}), (a, {"axis": 0, "keepdims": True}), (t, {})]
+    cases += [(t, {"axis": (2, 1), "ord": np.inf, "keepdims": True}), (a, {"axis": -1, "ord": 0.5})]
+    for x, kw in cases:
+        want = np.linalg.norm(x, **kw)
+        got = nb.linalg.norm(x, **kw).numpy()
+        assert got.shape == np.shape(want), kw
+        np.testing.assert_allclose(got, want, rtol=1e-5, err_msg=str(kw))
+    assert nb.grad(lambda v: nb.linalg.norm(v))(nb.zeros(3)).tolist() == [0.0, 0.0, 0.0]
+    np.testing.assert_allclose(nb.grad(nb.linalg.norm)(nb.constant([3.0, 4.0])).numpy(), [0.6, 0.8])
+    with pytest.raises(nb.OpError, match="need singular values"):
+        nb.linalg.norm(a, ord=2)
