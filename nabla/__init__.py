@@ -268,7 +268,7 @@ from .transforms.custom import checkpoint, custom_jvp, custom_vjp, remat
 from .transforms.trace import Trace, communication_report, trace
 from .transforms.compile import CompiledFunction, compile
 from .transforms.control_flow import cond, fori_loop, scan, switch, while_loop
-from . import config, distributed, linalg, testing
+from . import config, distributed, lax, linalg, testing
 from . import _compat  # noqa: F401 - the original's module paths (nabla.core.trace, ...)
 
 # Tensor methods that need transforms are attached here, above the layers they come from.
@@ -503,6 +503,7 @@ __all__ = [
     "distributed",
     "testing",
     "linalg",
+    "lax",
     "no_grad",
     "enable_grad",
     "set_grad_enabled",

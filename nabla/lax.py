@@ -1,0 +1,206 @@
+"""``nb.lax``: the ``jax.lax`` names JAX programs use most, so ``lax.`` ports by renaming.
+
+Control flow (``cond``, ``switch``, ``while_loop``, ``fori_loop``, ``scan``) and
+``stop_gradient`` are nabla's own functions; the rest are written with nabla's ops, so they
+differentiate, batch under ``vmap`` and compile as those do:
+
+- ``map(f, xs)``: ``f`` over the leading dim of ``xs``, as one ``scan`` (one traced body);
+- ``select``, ``clamp`` (JAX's argument order ``(min, x, max)``), ``iota``;
+- ``dynamic_slice``/``dynamic_update_slice`` (and their ``_in_dim`` forms,
+  ``dynamic_index_in_dim``): start indices that may be tensors (traced or batched), clamped
+  so the slice fits, as JAX clamps them;
+- ``psum``/``pmean``/``pmax``/``pmin`` over a mesh axis name inside ``shard_map``
+  (:func:`nabla.all_reduce`).
+"""
+
+from __future__ import annotations
+
+import numbers
+
+from .core.dtypes import DType
+from .ops import binary, collectives, creation, indexing, view
+from .ops.unary import stop_gradient
+from .runtime.tensor import Tensor
+from .transforms.control_flow import cond, fori_loop, scan, switch, while_loop
+
+__all__ = [
+    "cond",
+    "switch",
+    "while_loop",
+    "fori_loop",
+    "scan",
+    "map",
+    "stop_gradient",
+    "select",
+    "clamp",
+    "iota",
+    "dynamic_slice",
+    "dynamic_update_slice",
+    "dynamic_slice_in_dim",
+    "dynamic_update_slice_in_dim",
+    "dynamic_index_in_dim",
+    "psum",
+    "pmean",
+    "pmax",
+    "pmin",
+]
+
+
+def map(f, xs):  # noqa: A001 - JAX's name
+    """``f`` applied to each slice of ``xs`` (a pytree) along its leading dim, the results
+    stacked (JAX's ``lax.map``): one ``scan`` whose body ``f`` is traced once.
+
+    Args:
+        f: a function of one slice.
+        xs: a tensor or pytree of tensors sharing their leading dim.
+
+    Returns:
+        ``f``'s results stacked along a new leading dim.
+    """
+    return scan(lambda carry, x: (carry, f(x)), (), xs)[1]
+
+
+def select(pred, on_true, on_false) -> Tensor:
+    """``on_true`` where ``pred`` else ``on_false`` (JAX's ``lax.select``:
+    :func:`nabla.where`)."""
+    return binary.where(pred, on_true, on_false)
+
+
+def clamp(min, x, max) -> Tensor:  # noqa: A002 - JAX's names
+    """``x`` clamped into ``[min, max]``, in JAX's argument order (:func:`nabla.clip`)."""
+    return binary.clip(x, min, max)
+
+
+def iota(dtype, size: int) -> Tensor:
+    """``0, 1, ..., size - 1`` of ``dtype`` (JAX's ``lax.iota``)."""
+    return creation.arange(size, dtype=dtype)
+
+
+def _start(index, size: int, length: int, what: str):
+    """Start ``index`` as JAX takes it: a negative one counts from the end, then it is
+    clamped into ``[0, size - length]``; a Python int when it is one, else an int64
+    tensor."""
+    if isinstance(index, numbers.Integral) and not isinstance(index, bool):
+        index = int(index) + size if index < 0 else int(index)
+        return min(max(index, 0), size - length)
+    t = index if isinstance(index, Tensor) else creation.constant(index)
+    if t.ndim != 0 or not t.dtype.is_int:
+        raise TypeError(f"{what}: a start index is an int or a 0-d integer tensor, got {index!r}")
+    t = t.cast(DType.int64)
+    t = binary.where(t < 0, t + size, t)
+    return binary.clip(t, 0, size - length)
+
+
+def _positions(start, length: int):
+    """The indices ``start .. start + length - 1`` (a tensor start: computed)."""
+    if isinstance(start, int):
+        return slice(start, start + length)
+    return creation.arange(length, dtype=DType.int64) + start
+
+
+def _checked(what, x, starts, sizes=None):
+    x = x if isinstance(x, Tensor) else creation.constant(x)
+    starts = list(starts)
+    if len(starts) != x.ndim or (sizes is not None and len(sizes) != x.ndim):
+        raise ValueError(
+            f"{what}: one start index{' and one size' if sizes is not None else ''} per dim "
+            f"of the operand of shape {x.shape}, got {len(starts)}"
+            + ("" if sizes is None else f" and {len(sizes)}")
+        )
+    return x, starts
+
+
+def dynamic_slice(operand, start_indices, slice_sizes) -> Tensor:
+    """The block of ``operand`` of shape ``slice_sizes`` starting at ``start_indices``
+    (JAX's ``lax.dynamic_slice``): starts may be tensors, known only when the program runs;
+    each is clamped so the block fits.
+
+    Raises:
+        ValueError: unless there is one start and one size per dim, each size fitting.
+    """
+    x, starts = _checked("dynamic_slice", operand, start_indices, slice_sizes)
+    for d, (s, n) in enumerate(zip(starts, slice_sizes, strict=True)):
+        if not 0 <= n <= x.shape[d]:
+            raise ValueError(
+                f"dynamic_slice: slice size {n} does not fit dim {d} of shape {x.shape}"
+            )
+        at = _positions(_start(s, x.shape[d], n, "dynamic_slice"), n)
+        if isinstance(at, slice):
+            x = x[(slice(None),) * d + (at,)]
+        else:
+            x = indexing.gather(x, at, d)
+    return x
+
+
+def dynamic_update_slice(operand, update, start_indices) -> Tensor:
+    """``operand`` with the block at ``start_indices`` replaced by ``update`` (JAX's
+    ``lax.dynamic_update_slice``); starts as in :func:`dynamic_slice`, clamped so
+    ``update`` fits.
+
+    Raises:
+        ValueError: unless there is one start per dim and ``update`` fits in ``operand``.
+    """
+    x, starts = _checked("dynamic_update_slice", operand, start_indices)
+    u = update if isinstance(update, Tensor) else creation.constant(update)
+    if u.ndim != x.ndim or any(a > b for a, b in zip(u.shape, x.shape, strict=True)):
+        raise ValueError(
+            f"dynamic_update_slice: update of shape {u.shape} does not fit the operand of "
+            f"shape {x.shape}"
+        )
+    at = [
+        _positions(_start(s, x.shape[d], u.shape[d], "dynamic_update_slice"), u.shape[d])
+        for d, s in enumerate(starts)
+    ]
+    if all(isinstance(a, slice) for a in at):
+        return x.at[tuple(at)].set(u)
+    # index grids: one integer tensor per dim, broadcasting to the update's shape
+    grids = []
+    for d, a in enumerate(at):
+        a = creation.arange(a.start, a.stop, dtype=DType.int64) if isinstance(a, slice) else a
+        grids.append(view.reshape(a, tuple(-1 if i == d else 1 for i in range(x.ndim))))
+    return x.at[tuple(grids)].set(u)
+
+
+def dynamic_slice_in_dim(operand, start_index, slice_size: int, axis: int = 0) -> Tensor:
+    """:func:`dynamic_slice` along one dim (JAX's ``lax.dynamic_slice_in_dim``)."""
+    x = operand if isinstance(operand, Tensor) else creation.constant(operand)
+    starts = [0] * x.ndim
+    sizes = list(x.shape)
+    starts[axis], sizes[axis] = start_index, slice_size
+    return dynamic_slice(x, starts, sizes)
+
+
+def dynamic_update_slice_in_dim(operand, update, start_index, axis: int) -> Tensor:
+    """:func:`dynamic_update_slice` along one dim (JAX's ``lax.dynamic_update_slice_in_dim``)."""
+    x = operand if isinstance(operand, Tensor) else creation.constant(operand)
+    starts = [0] * x.ndim
+    starts[axis] = start_index
+    return dynamic_update_slice(x, update, starts)
+
+
+def dynamic_index_in_dim(operand, index, axis: int = 0, keepdims: bool = True) -> Tensor:
+    """The slice at ``index`` along ``axis`` (JAX's ``lax.dynamic_index_in_dim``), the dim
+    kept as size 1 unless ``keepdims`` is False."""
+    out = dynamic_slice_in_dim(operand, index, 1, axis)
+    return out if keepdims else view.squeeze(out, axis)
+
+
+def psum(x, axis_name) -> Tensor:
+    """The sum over mesh axis (or axes) ``axis_name`` inside ``shard_map`` (JAX's
+    ``lax.psum``: :func:`nabla.all_reduce`)."""
+    return collectives.all_reduce(x, "sum", axes=axis_name)
+
+
+def pmean(x, axis_name) -> Tensor:
+    """The mean over mesh axis ``axis_name`` (JAX's ``lax.pmean``)."""
+    return collectives.pmean(x, axes=axis_name)
+
+
+def pmax(x, axis_name) -> Tensor:
+    """The maximum over mesh axis ``axis_name`` (JAX's ``lax.pmax``)."""
+    return collectives.all_reduce(x, "max", axes=axis_name)
+
+
+def pmin(x, axis_name) -> Tensor:
+    """The minimum over mesh axis ``axis_name`` (JAX's ``lax.pmin``)."""
+    return collectives.all_reduce(x, "min", axes=axis_name)

@@ -1,0 +1,73 @@
+"""``nb.lax``: ``jax.lax``'s most used names. References are NumPy slicing and JAX's
+documented rules (starts clamped so the block fits; negative ones count from the end)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import nabla as nb
+
+L = nb.lax
+X = np.arange(24, dtype=np.float32).reshape(4, 6)
+
+
+def _i(v):
+    return nb.constant(np.int32(v))
+
+
+@pytest.mark.parametrize(
+    "starts, want", [((1, 2), (1, 2)), ((3, 5), (2, 3)), ((-1, 0), (2, 0)), ((-3, -2), (1, 3))]
+)
+def test_dynamic_slice_clamps_as_jax_with_int_or_tensor_starts(starts, want):
+    ref = X[want[0] : want[0] + 2, want[1] : want[1] + 3]
+    np.testing.assert_array_equal(L.dynamic_slice(X, starts, (2, 3)).numpy(), ref)
+    tensors = tuple(_i(s) for s in starts)
+    np.testing.assert_array_equal(L.dynamic_slice(X, tensors, (2, 3)).numpy(), ref)
+
+
+def test_dynamic_update_slice_and_the_in_dim_forms():
+    u = -np.ones((2, 2), np.float32)
+    for starts, at in (((1, 2), (1, 2)), ((3, 5), (2, 4))):
+        want = X.copy()
+        want[at[0] : at[0] + 2, at[1] : at[1] + 2] = u
+        np.testing.assert_array_equal(L.dynamic_update_slice(X, u, starts).numpy(), want)
+        got = L.dynamic_update_slice(X, u, tuple(_i(s) for s in starts)).numpy()
+        np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(L.dynamic_slice_in_dim(X, _i(1), 2, 1).numpy(), X[:, 1:3])
+    np.testing.assert_array_equal(L.dynamic_index_in_dim(X, 2, 1, keepdims=False).numpy(), X[:, 2])
+    want = X.copy()
+    want[:, 4:6] = 0.0
+    np.testing.assert_array_equal(
+        L.dynamic_update_slice_in_dim(X, np.zeros((4, 2), np.float32), 4, 1).numpy(), want
+    )
+    with pytest.raises(ValueError, match="one start index"):
+        L.dynamic_slice(X, (1,), (2, 3))
+
+
+def test_dynamic_slices_batch_and_differentiate():
+    sums = nb.vmap(lambda s: L.dynamic_slice(nb.constant(X), (s, 0), (1, 6)).sum())(
+        nb.constant(np.array([0, 1, 3], np.int32))
+    )
+    assert sums.tolist() == [X[i].sum() for i in (0, 1, 3)]
+
+    def f(v):
+        return L.dynamic_update_slice(v, nb.ones((1, 2)) * 3.0, (_i(1), 2)).sum() + (v * v).sum()
+
+    want = 2 * X + 1
+    want[1, 2:4] = 2 * X[1, 2:4]  # the overwritten block's own contribution is gone
+    np.testing.assert_allclose(nb.grad(f)(nb.constant(X)).numpy(), want)
+
+
+def test_map_select_clamp_iota_and_the_collectives():
+    np.testing.assert_allclose(L.map(lambda r: (r * 2).sum(), nb.constant(X)).numpy(), 2 * X.sum(1))
+    assert L.clamp(0.0, nb.constant([-1.0, 0.5, 2.0]), 1.0).tolist() == [0.0, 0.5, 1.0]
+    assert L.iota(nb.int32, 4).tolist() == [0, 1, 2, 3]
+    assert L.select(nb.constant([True, False]), nb.ones(2), nb.zeros(2)).tolist() == [1.0, 0.0]
+    assert L.scan is nb.scan and L.cond is nb.cond and L.stop_gradient is nb.stop_gradient
+    mesh = nb.DeviceMesh("lax", (2,), ("i",))
+    v = np.arange(4.0, dtype=np.float32)
+    for name, want in (("psum", [2.0, 4.0]), ("pmean", [1.0, 2.0]), ("pmax", [2.0, 3.0])):
+        fn = getattr(L, name)
+        body = nb.shard_map(lambda a, fn=fn: fn(a, "i"), mesh, (nb.P("i"),), nb.P())
+        assert body(v).tolist() == want, name
