@@ -83,12 +83,15 @@ class _Switch:
 
     def __enter__(self):
         # this thread's block from here on, then the process's setting as before the call
-        # (the flag is on in this thread throughout)
+        # (the flag is on in this thread throughout); put back only if it still holds this
+        # call's value: another thread's block, opened meanwhile, saw this one's as its
+        # previous and may have put the true one back already
         stack = _local.__dict__.setdefault(self._attr, [])
         stack.append(self._flag)
         with _LOCK:
             _OPEN[0] += 1
-        _set(self._attr, self._previous)
+            if getattr(CONFIG, self._attr) == self._flag:
+                _set(self._attr, self._previous)
         return self
 
     def __exit__(self, *exc) -> None:

@@ -771,8 +771,9 @@ def laplace(key, shape=(), dtype=None):
         A float tensor of ``shape``.
     """
     u, dt = _float_draw(key, shape, dtype, "random.laplace")
-    v = 2.0 * u - 1.0  # (-1, 1)
-    return fn.cast(-fn.sign(v) * fn.log1p(-fn.abs(v)), dt)
+    # each half from its own side of u, so neither log meets 0 (2u - 1 rounds to -1 for
+    # the smallest draws, whose log1p was -inf)
+    return fn.cast(fn.where(u < 0.5, fn.log(2.0 * u), -fn.log(2.0 * (1.0 - u))), dt)
 
 
 def logistic(key, shape=(), dtype=None):
@@ -832,9 +833,8 @@ def choice(key, a, shape=(), replace=True, p=None, axis=0):
             raise ValueError(f"random.choice: p of shape {p.shape} for {n} candidates")
         logits = fn.log(fn.cast(p, DType.float32))
     if replace:
-        if p is None:
-            u = _draw(_uniform, k, (count,), DType.float32)
-            flat = fn.minimum(fn.cast(fn.floor(u * float(n)), DType.int32), n - 1)
+        if p is None:  # (integers drawn as integers: a float32 u has 24 bits, n may not)
+            flat = randint(k, (count,), 0, n)
         else:
             flat = categorical(k, logits, shape=(count,))
     else:  # the first draws of a random order: Gumbel-top-k with weights

@@ -371,3 +371,15 @@ def test_jax_s_other_distributions_have_their_moments():
     assert 0.6 < firsts.count(0) / 600 < 0.8  # weighted, without replacement
     with pytest.raises(ValueError, match="4 draws without replacement from 3"):
         nb.random.choice(k, 3, (4,), replace=False)
+
+
+def test_choice_is_uniform_over_many_candidates_and_laplace_finite_at_the_edges(monkeypatch):
+    """(A float32 draw scaled by n had 24 bits: for n = 2**26, 69% of the picks were
+    multiples of 4. ``2u - 1`` rounded to -1 for the smallest draws, so laplace gave -inf.)"""
+    import nabla.backends.numpy.lowerings as lowerings
+
+    picks = nb.random.choice(nb.random.key(0), 2**26, (4000,)).numpy().astype(np.int64)
+    assert 0.45 < np.mean(picks % 2 == 1) < 0.55 and 0.2 < np.mean(picks % 4 == 0) < 0.3
+    tiny = lowerings._per_key(lambda g, shape, dtype: np.full(shape, 1e-8, dtype.numpy))
+    monkeypatch.setitem(lowerings.LOWERINGS, "random_uniform", tiny)
+    assert np.isfinite(nb.random.laplace(nb.random.key(1), (3,)).numpy()).all()

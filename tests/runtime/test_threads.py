@@ -219,3 +219,32 @@ def test_draws_from_many_threads_are_all_different():
     with ThreadPoolExecutor(4) as pool:
         draws = list(pool.map(lambda _: nb.uniform((4,)).numpy().tobytes(), range(64)))
     assert len(set(draws)) == 64
+
+
+def test_two_debug_nans_blocks_opened_at_once_leave_the_process_setting_as_it_was():
+    """A block's call set the process's switch before its ``__enter__`` made it the
+    thread's; a second thread's call in between saw that value as the one to put back."""
+    made, entered, done = threading.Event(), threading.Event(), threading.Event()
+
+    def first():
+        block = nb.debug_nans()  # the call: the process's switch on for a moment
+        made.set()
+        entered.wait(30)
+        with block:
+            pass
+        done.set()
+
+    def second():
+        made.wait(30)
+        block = nb.debug_nans()  # sees the first's moment as the previous setting
+        entered.set()
+        done.wait(30)
+        with block:
+            pass
+
+    threads = [threading.Thread(target=first), threading.Thread(target=second)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not CONFIG.debug_nans and not CONFIG.debug_values
