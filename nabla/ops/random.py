@@ -669,19 +669,24 @@ def permutation(key_or_x, x=None, axis=0):
         k = _as_key(key_or_x, "permutation")
     else:
         k, x = global_key(), key_or_x
-    if isinstance(x, numbers.Integral):
-        if x < 0:
-            raise ValueError(f"random.permutation: n must be >= 0, got {x}")
-        n, values = int(x), None
-    else:
-        values = as_tensor(x, op="random.permutation")
-        if values.ndim == 0:
-            raise ValueError("random.permutation: x must be an int or have a dim to shuffle")
-        axis = norm_axis("random.permutation", axis, values.ndim, values.shape)
-        n = values.shape[axis]
+    n, values, axis = _candidates("random.permutation", x, axis)
     order = fn.argsort(_draw(_uniform, k, (n,), DType.float32))
     order = fn.cast(order, DType.int32)
     return order if values is None else fn.gather(values, order, axis)
+
+
+def _candidates(op: str, x, axis) -> tuple:
+    """``(n, values, axis)`` of what ``op`` draws from: ``range(x)`` for an int (values
+    None), else ``x``'s slices along ``axis``."""
+    if isinstance(x, numbers.Integral):
+        if x < 0:
+            raise ValueError(f"{op}: n must be >= 0, got {x}")
+        return int(x), None, axis
+    values = as_tensor(x, op=op)
+    if values.ndim == 0:
+        raise ValueError(f"{op}: x must be an int or have a dim to draw along")
+    axis = norm_axis(op, axis, values.ndim, values.shape)
+    return values.shape[axis], values, axis
 
 
 def categorical(k, logits, axis=-1, shape=None):
@@ -728,8 +733,16 @@ def _float_draw(k, shape, dtype, op: str):
     return fn.maximum(u, float(ml_dtypes.finfo(work.numpy).tiny)), dt
 
 
-def gumbel(key, shape=(), dtype=None):
-    """Standard Gumbel draws, ``-log(-log(u))`` (JAX's ``random.gumbel``).
+def _distribution(name: str, transform, what: str):
+    """A keyed draw (JAX's ``random.<name>(key, shape, dtype)``): ``transform`` of uniform
+    floats in ``(0, 1)``, computed in at least 32 bits and cast to ``dtype``."""
+
+    def draw(key, shape=(), dtype=None):
+        u, dt = _float_draw(key, shape, dtype, f"random.{name}")
+        return fn.cast(transform(u), dt)
+
+    draw.__name__ = draw.__qualname__ = name
+    draw.__doc__ = f"""{what} (JAX's ``random.{name}``).
 
     Args:
         key: a key (from :func:`nabla.random.key`).
@@ -739,56 +752,25 @@ def gumbel(key, shape=(), dtype=None):
     Returns:
         A float tensor of ``shape``.
     """
-    u, dt = _float_draw(key, shape, dtype, "random.gumbel")
-    return fn.cast(-fn.log(-fn.log(u)), dt)
+    return draw
 
 
-def exponential(key, shape=(), dtype=None):
-    """Standard exponential draws (rate 1), ``-log(u)`` (JAX's ``random.exponential``).
-
-    Args:
-        key: a key (from :func:`nabla.random.key`).
-        shape: the result's shape (default ``()``).
-        dtype: a float dtype (default: :func:`nabla.get_default_dtype`).
-
-    Returns:
-        A float tensor of ``shape``.
-    """
-    u, dt = _float_draw(key, shape, dtype, "random.exponential")
-    return fn.cast(-fn.log(u), dt)
-
-
-def laplace(key, shape=(), dtype=None):
-    """Standard Laplace draws (location 0, scale 1) (JAX's ``random.laplace``): an
-    exponential draw with a random sign.
-
-    Args:
-        key: a key (from :func:`nabla.random.key`).
-        shape: the result's shape (default ``()``).
-        dtype: a float dtype (default: :func:`nabla.get_default_dtype`).
-
-    Returns:
-        A float tensor of ``shape``.
-    """
-    u, dt = _float_draw(key, shape, dtype, "random.laplace")
-    # each half from its own side of u, so neither log meets 0 (2u - 1 rounds to -1 for
-    # the smallest draws, whose log1p was -inf)
-    return fn.cast(fn.where(u < 0.5, fn.log(2.0 * u), -fn.log(2.0 * (1.0 - u))), dt)
-
-
-def logistic(key, shape=(), dtype=None):
-    """Standard logistic draws, ``log(u / (1 - u))`` (JAX's ``random.logistic``).
-
-    Args:
-        key: a key (from :func:`nabla.random.key`).
-        shape: the result's shape (default ``()``).
-        dtype: a float dtype (default: :func:`nabla.get_default_dtype`).
-
-    Returns:
-        A float tensor of ``shape``.
-    """
-    u, dt = _float_draw(key, shape, dtype, "random.logistic")
-    return fn.cast(fn.log(u) - fn.log1p(-u), dt)
+gumbel = _distribution(
+    "gumbel", lambda u: -fn.log(-fn.log(u)), "Standard Gumbel draws, ``-log(-log(u))``"
+)
+exponential = _distribution(
+    "exponential", lambda u: -fn.log(u), "Standard exponential draws (rate 1), ``-log(u)``"
+)
+# each half of a Laplace draw from its own side of u, so neither log meets 0 (``2u - 1``
+# rounds to -1 for the smallest draws, whose ``log1p`` was -inf)
+laplace = _distribution(
+    "laplace",
+    lambda u: fn.where(u < 0.5, fn.log(2.0 * u), -fn.log(2.0 * (1.0 - u))),
+    "Standard Laplace draws (location 0, scale 1)",
+)
+logistic = _distribution(
+    "logistic", lambda u: fn.log(u) - fn.log1p(-u), "Standard logistic draws, ``log(u / (1 - u))``"
+)
 
 
 def choice(key, a, shape=(), replace=True, p=None, axis=0):
@@ -814,14 +796,7 @@ def choice(key, a, shape=(), replace=True, p=None, axis=0):
     """
     k = _as_key(key, "random.choice")
     shape = norm_shape("random.choice", shape)
-    if isinstance(a, numbers.Integral):
-        n, values = int(a), None
-    else:
-        values = as_tensor(a, op="random.choice")
-        if values.ndim == 0:
-            raise ValueError("random.choice: a must be an int or have a dim to choose along")
-        axis = norm_axis("random.choice", axis, values.ndim, values.shape)
-        n = values.shape[axis]
+    n, values, axis = _candidates("random.choice", a, axis)
     count = int(np.prod(shape, dtype=np.int64))
     if not replace and count > n:
         raise ValueError(
