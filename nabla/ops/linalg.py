@@ -692,7 +692,7 @@ def norm(x, ord=None, axis=None, keepdims=False):  # noqa: A002 - NumPy's and JA
     axes = (axis,) if isinstance(axis, numbers.Integral) else tuple(axis)
     axes = tuple(norm_axis("linalg.norm", a, x.ndim, x.shape) for a in axes)
     if len(axes) == 1:
-        return _vector_norm(x, ord, axes, keepdims)
+        return vector_norm(x, ord, axes, keepdims)
     if len(axes) != 2 or axes[0] == axes[1]:
         raise OpError(f"linalg.norm: axis must be an int or a pair of dims, got {axis!r}")
     if ord is None or ord == "fro":
@@ -721,7 +721,9 @@ def _euclid(x, axes, keepdims):
     return fn.where(zero, 0.0, fn.sqrt(fn.where(zero, 1.0, total)))
 
 
-def _vector_norm(x, ord, axes, keepdims):  # noqa: A002
+def vector_norm(x, ord, axes: tuple, keepdims: bool):  # noqa: A002
+    """The ``ord``-norm of the elements over ``axes`` taken as one vector (``norm``'s and
+    ``Tensor.norm``'s); a root's gradient at a zero total is zero."""
     if ord is None or ord == 2:
         return _euclid(x, axes, keepdims)
     if isinstance(ord, str) or isinstance(ord, bool):

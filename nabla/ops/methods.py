@@ -10,7 +10,7 @@ from ..core.sharding import P
 from ..core.state import STATE
 from ..runtime.tensor import Tensor
 from . import binary, collectives, creation, indexing, linalg, reduction, transfer, unary, view
-from ._util import as_tensor, device_arg, device_like, norm_axis, readable_now
+from ._util import as_tensor, device_arg, device_like, norm_axes, norm_axis, readable_now
 
 
 def _swap(fn):
@@ -714,25 +714,10 @@ def _norm(self, p="fro", dim=None, keepdim=False):
         dim = None  # (PyTorch's empty dim: every element)
     if isinstance(p, str) and p != "fro" or isinstance(p, bool):
         raise ValueError(f"norm: p must be a number or 'fro', got {p!r}")
-    if p == "fro" or p == 2:
-        return _root_or_zero(reduction.sum(self * self, dim, keepdim), unary.sqrt)
-    a = unary.abs(self)  # (the other orders' magnitudes; the Euclidean one squares)
-    if p == float("inf"):
-        return reduction.max(a, dim, keepdim)
-    if p == float("-inf"):
-        return reduction.min(a, dim, keepdim)
-    if p == 0:
-        return reduction.sum((a != 0).cast(self.dtype), dim, keepdim)
-    if p == 1:  # (x * sign(x): PyTorch's subgradient 0 at 0, where abs's is 1, as JAX's)
-        return reduction.sum(self * unary.sign(self), dim, keepdim)
-    return _root_or_zero(reduction.sum(a**p, dim, keepdim), lambda t: t ** (1.0 / p))
-
-
-def _root_or_zero(total, root):
-    """``root(total)``, 0 where ``total`` is 0 with a zero gradient there: the root runs
-    on 1 at those places, so its slope never meets the 0 (no 0 * inf)."""
-    zero = total == 0
-    return binary.where(zero, 0.0, root(binary.where(zero, 1.0, total)))
+    # the elements over ``dim`` as one vector: ``nb.linalg.norm``'s vector orders (1 as
+    # x * sign(x): PyTorch's subgradient 0 at 0, where abs's is 1, as JAX's)
+    axes = norm_axes("norm", tuple(range(self.ndim)) if dim is None else dim, self.ndim)
+    return linalg.vector_norm(self, None if p == "fro" else p, axes, keepdim)
 
 
 def _contiguous(self):
