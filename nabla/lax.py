@@ -17,11 +17,16 @@ from __future__ import annotations
 
 import numbers
 
+import numpy as np
+
 from .core.dtypes import DType
+from .core.pytree import tree_leaves, tree_map
 from .ops import binary, collectives, creation, indexing, view
+from .ops._util import norm_axis
 from .ops.unary import stop_gradient
 from .runtime.tensor import Tensor
 from .transforms.control_flow import cond, fori_loop, scan, switch, while_loop
+from .transforms.vmap import vmap
 
 __all__ = [
     "cond",
@@ -46,29 +51,65 @@ __all__ = [
 ]
 
 
-def map(f, xs):  # noqa: A001 - JAX's name
+def map(f, xs, *, batch_size: int | None = None):  # noqa: A001 - JAX's name
     """``f`` applied to each slice of ``xs`` (a pytree) along its leading dim, the results
     stacked (JAX's ``lax.map``): one ``scan`` whose body ``f`` is traced once.
 
     Args:
         f: a function of one slice.
         xs: a tensor or pytree of tensors sharing their leading dim.
+        batch_size: with it, each step maps ``f`` over that many slices at once (``vmap``),
+            as JAX's; a remainder is mapped on its own.
 
     Returns:
         ``f``'s results stacked along a new leading dim.
+
+    Raises:
+        ValueError: for a leaf of ``xs`` with no leading dim.
     """
-    return scan(lambda carry, x: (carry, f(x)), (), xs)[1]
+    leaves = tree_leaves(xs)
+    if any(not isinstance(x, Tensor | np.ndarray) or np.ndim(x) == 0 for x in leaves):
+        raise ValueError("lax.map: every leaf of xs needs a leading dim to map over")
+    if batch_size is None or not leaves:
+        return scan(lambda carry, x: (carry, f(x)), (), xs)[1]
+    n = np.shape(leaves[0])[0]
+    b = max(1, min(int(batch_size), n)) if n else 1
+    full = n - n % b
+    vf = vmap(f)
+    parts = []
+    if full:
+        chunks = tree_map(lambda x: view.reshape(x[:full], (full // b, b) + tuple(x.shape[1:])), xs)
+        ys = scan(lambda carry, x: (carry, vf(x)), (), chunks)[1]
+        parts.append(tree_map(lambda y: view.reshape(y, (full,) + tuple(y.shape[2:])), ys))
+    if n - full:
+        parts.append(vf(tree_map(lambda x: x[full:], xs)))
+    if len(parts) == 1:
+        return parts[0]
+    return tree_map(lambda a, c: view.concatenate([a, c], 0), *parts)
 
 
 def select(pred, on_true, on_false) -> Tensor:
     """``on_true`` where ``pred`` else ``on_false`` (JAX's ``lax.select``:
-    :func:`nabla.where`)."""
+    :func:`nabla.where`); ``pred`` must be bool, as JAX's.
+
+    Raises:
+        TypeError: for a ``pred`` that is not bool.
+    """
+    pred = pred if isinstance(pred, Tensor) else creation.constant(pred)
+    if not pred.dtype.is_bool:
+        raise TypeError(f"lax.select: pred must be bool, got {pred.dtype.value}")
     return binary.where(pred, on_true, on_false)
 
 
 def clamp(min, x, max) -> Tensor:  # noqa: A002 - JAX's names
-    """``x`` clamped into ``[min, max]``, in JAX's argument order (:func:`nabla.clip`)."""
-    return binary.clip(x, min, max)
+    """``x`` clamped into ``[min, max]``, in JAX's argument order (:func:`nabla.clip`'s
+    value). The derivative is JAX's: ``x``'s only strictly inside the bounds, a bound's
+    only strictly beyond it (none at a tie, where ``nb.clip`` shares it)."""
+    x = x if isinstance(x, Tensor) else creation.constant(x)
+    below, above = x < min, x > max
+    tie = stop_gradient(x)
+    inside = binary.logical_and(x > min, x < max)
+    return binary.where(below, min, binary.where(above, max, binary.where(inside, x, tie)))
 
 
 def iota(dtype, size: int) -> Tensor:
@@ -141,7 +182,17 @@ def dynamic_update_slice(operand, update, start_indices) -> Tensor:
         ValueError: unless there is one start per dim and ``update`` fits in ``operand``.
     """
     x, starts = _checked("dynamic_update_slice", operand, start_indices)
-    u = update if isinstance(update, Tensor) else creation.constant(update)
+    if isinstance(update, Tensor):
+        u = update
+    elif isinstance(update, np.ndarray | np.generic):  # (an array keeps its dtype)
+        u = creation.constant(update)
+    else:  # Python numbers and lists take the operand's, as weakly typed values do
+        u = creation.constant(update, dtype=x.dtype)
+    if u.dtype is not x.dtype:  # (JAX's: a silent cast would truncate a float into ints)
+        raise TypeError(
+            f"dynamic_update_slice: update of dtype {u.dtype.value} for an operand of dtype "
+            f"{x.dtype.value}; cast it first"
+        )
     if u.ndim != x.ndim or any(a > b for a, b in zip(u.shape, x.shape, strict=True)):
         raise ValueError(
             f"dynamic_update_slice: update of shape {u.shape} does not fit the operand of "
@@ -164,6 +215,7 @@ def dynamic_update_slice(operand, update, start_indices) -> Tensor:
 def dynamic_slice_in_dim(operand, start_index, slice_size: int, axis: int = 0) -> Tensor:
     """:func:`dynamic_slice` along one dim (JAX's ``lax.dynamic_slice_in_dim``)."""
     x = operand if isinstance(operand, Tensor) else creation.constant(operand)
+    axis = norm_axis("dynamic_slice_in_dim", axis, x.ndim, x.shape)
     starts = [0] * x.ndim
     sizes = list(x.shape)
     starts[axis], sizes[axis] = start_index, slice_size
@@ -173,6 +225,7 @@ def dynamic_slice_in_dim(operand, start_index, slice_size: int, axis: int = 0) -
 def dynamic_update_slice_in_dim(operand, update, start_index, axis: int) -> Tensor:
     """:func:`dynamic_update_slice` along one dim (JAX's ``lax.dynamic_update_slice_in_dim``)."""
     x = operand if isinstance(operand, Tensor) else creation.constant(operand)
+    axis = norm_axis("dynamic_update_slice_in_dim", axis, x.ndim, x.shape)
     starts = [0] * x.ndim
     starts[axis] = start_index
     return dynamic_update_slice(x, update, starts)

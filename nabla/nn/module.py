@@ -1506,6 +1506,8 @@ class ParameterList(Module):
             self.append(v)
         return self
 
+    __iadd__ = extend
+
 
 class ParameterDict(Module):
     """PyTorch's ``nn.ParameterDict``: parameters under string keys (qualified names use
@@ -1566,14 +1568,25 @@ class ParameterDict(Module):
 
     def update(self, parameters) -> None:
         """Add or replace the entries of ``parameters`` (a mapping or ``(key, value)``
-        pairs)."""
-        items = parameters.items() if hasattr(parameters, "items") else parameters
+        pairs): a plain dict's in sorted key order, an ``OrderedDict``'s, a
+        ``ParameterDict``'s or pairs' as given, as PyTorch's (so ``state_dict`` orders
+        match)."""
+        if isinstance(parameters, OrderedDict | ParameterDict):
+            items = list(parameters.items())
+        elif isinstance(parameters, Mapping):
+            items = sorted(parameters.items())
+        else:
+            items = parameters
         for key, value in items:
             self[key] = value
 
     def pop(self, key: str) -> Tensor:
         """Remove ``key`` and return its parameter."""
         return self._table().pop(key)
+
+    def clear(self) -> None:
+        """Remove every entry."""
+        self._table().clear()
 
 
 class Sequential(_ModuleSequence, Module):

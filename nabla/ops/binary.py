@@ -805,6 +805,8 @@ def where(condition, x=None, y=None, *, size=None, fill_value=None):
 def clip(x, min=None, max=None, *, a_min=None, a_max=None):  # noqa: A002
     """Clamp ``x`` into ``[min, max]`` (either bound may be None; ``a_min``/``a_max`` are
     NumPy's names)."""
+    if (a_min is not None and min is not None) or (a_max is not None and max is not None):
+        raise TypeError("clip: pass min/max or a_min/a_max, not both")
     if a_min is not None:
         min = a_min  # noqa: A001
     if a_max is not None:

@@ -612,6 +612,8 @@ def linspace(
         >>> nb.linspace(0, 1, 5).tolist()
         [0.0, 0.25, 0.5, 0.75, 1.0]
     """
+    if steps is not None and num != 50:  # (50: the default, not told from an argument)
+        raise TypeError("linspace: pass num or steps, not both")
     num = num if steps is None else steps
     if not isinstance(num, SymDim):
         num = int_arg("linspace", "num", num)

@@ -281,16 +281,22 @@ def _check_bounds(op, idx, n, where=""):
             )
 
 
-def gather(x, indices, axis=0) -> Tensor:
+def gather(x, indices=None, axis=0, *, dim=None, index=None) -> Tensor:
     """Take elements of ``x`` along ``axis`` at integer ``indices`` (NumPy's ``take``).
 
     Negative indices count from the end. ``axis=None`` takes from the flattened ``x``
     (NumPy's and JAX's ``take``). Example: ``gather(x, [2, 0], axis=1)``. PyTorch's order,
-    ``gather(x, dim, index)`` (an int, then the indices), is PyTorch's ``torch.gather``.
+    ``gather(x, dim, index)`` (an int, then the indices), and its keywords ``dim=`` and
+    ``index=`` are PyTorch's ``torch.gather``.
     """
     x = as_tensor(x, op="gather")
-    if isinstance(indices, int) and isinstance(axis, Tensor | np.ndarray | list):
-        return torch_gather(x, indices, axis)
+    if dim is not None or index is not None:
+        if dim is None or index is None or indices is not None:
+            raise TypeError("gather: PyTorch's form takes dim= and index= (and no indices)")
+        return torch_gather(x, dim, index)
+    int_first = isinstance(indices, numbers.Integral) and not isinstance(indices, bool)
+    if int_first and isinstance(axis, Tensor | np.ndarray | list):
+        return torch_gather(x, int(indices), axis)
     if axis is None:
         x, axis = fn.reshape(x, (-1,)), 0
     if x.ndim == 0:

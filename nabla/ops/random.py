@@ -798,6 +798,8 @@ def choice(key, a, shape=(), replace=True, p=None, axis=0):
     shape = norm_shape("random.choice", shape)
     n, values, axis = _candidates("random.choice", a, axis)
     count = int(np.prod(shape, dtype=np.int64))
+    if count and not n:
+        raise ValueError(f"random.choice: no candidates to draw {count} from (a has {n})")
     if not replace and count > n:
         raise ValueError(
             f"random.choice: {count} draws without replacement from {n} candidates (shape {shape})"
@@ -807,7 +809,9 @@ def choice(key, a, shape=(), replace=True, p=None, axis=0):
         if p.shape != (n,):
             raise ValueError(f"random.choice: p of shape {p.shape} for {n} candidates")
         logits = fn.log(fn.cast(p, DType.float32))
-    if replace:
+    if not count:
+        flat = fn.zeros((0,), dtype=DType.int32)
+    elif replace:
         if p is None:  # (integers drawn as integers: a float32 u has 24 bits, n may not)
             flat = randint(k, (count,), 0, n)
         else:

@@ -951,7 +951,7 @@ def nonzero(x, *, size=None, fill_value=None) -> tuple:
     Args:
         x: a tensor, or a Python scalar, nested list or NumPy array (at least 1-D).
         size: the fixed length of the results (an int >= 0), or None.
-        fill_value: the index past the last nonzero element (default 0).
+        fill_value: the index past the last nonzero element (default 0), or one per dim.
 
     Returns:
         A tuple of ``x.ndim`` int64 tensors of one length.
@@ -983,11 +983,14 @@ def nonzero(x, *, size=None, fill_value=None) -> tuple:
         order = fn.concatenate([order, fn.zeros((size - n,), dtype=DType.int64)], 0)
     count = fn.cast(reduce_sum(fn.cast(flat, DType.int64), (0,), False), DType.int64)
     found = fn.less(fn.arange(size, dtype=DType.int64), count)
-    fill = 0 if fill_value is None else fill_value
+    fills = fill_value if isinstance(fill_value, tuple | list) else [fill_value] * x.ndim
+    if len(fills) != x.ndim:
+        raise OpError(f"nonzero: {len(fills)} fill values for {x.ndim} dims (shape {x.shape})")
     out = []
-    for d in range(x.ndim):
+    for d, fill in enumerate(fills):
         stride = int(np.prod(x.shape[d + 1 :], dtype=np.int64))
         coord = fn.mod(fn.floor_div(order, stride), x.shape[d]) if x.shape[d] else order
+        fill = 0 if fill is None else fill
         out.append(fn.where(found, coord, fn.full((size,), fill, dtype=DType.int64)))
     return tuple(out)
 
@@ -1003,8 +1006,13 @@ def argwhere(x, *, size=None, fill_value=None) -> Tensor:
         fill_value: the index in rows past the last nonzero element (default 0).
 
     Returns:
-        An int64 tensor of shape ``(count or size, x.ndim)``.
+        An int64 tensor of shape ``(count or size, x.ndim)`` (``(1 or 0, 0)`` for a 0-d
+        ``x``, as NumPy's).
     """
+    x = as_tensor(x, op="argwhere")
+    if x.ndim == 0:  # one element with no dims to index: a row of no columns, or none
+        rows = nonzero(fn.reshape(x, (1,)), size=size, fill_value=fill_value)[0]
+        return fn.zeros((rows.shape[0], 0), dtype=DType.int64)
     return fn.stack(list(nonzero(x, size=size, fill_value=fill_value)), -1)
 
 

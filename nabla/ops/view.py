@@ -390,16 +390,21 @@ class FlipOp(Operation):
 _flip = FlipOp()
 
 
-def _torch_dim(axis, dim):
+def _torch_dim(axis, dim, op: str = "", names: str = "axis or dim"):
     """``axis``, or PyTorch's ``dim``/``dims`` keyword when given (``torch.flip(x, dims=)``,
-    ``torch.unbind(x, dim=)``, ...)."""
-    return axis if dim is None else dim
+    ``torch.unbind(x, dim=)``, ...); both given is an error naming ``op`` (when ``axis``
+    defaults to None: another default cannot be told from an argument)."""
+    if dim is None:
+        return axis
+    if axis is not None and op:
+        raise TypeError(f"{op}: pass {names}, not both")
+    return dim
 
 
 def flip(x, axis=None, *, dims=None) -> Tensor:
     """Reverse the order of elements along ``axis`` (int, tuple, or None for all;
     ``dims=`` is PyTorch's name)."""
-    axis = _torch_dim(axis, dims)
+    axis = _torch_dim(axis, dims, "flip", "axis or dims")
     x = as_tensor(x, op="flip")
     axes = norm_axes("flip", axis, x.ndim)
     if not axes:
@@ -430,7 +435,8 @@ def roll(x, shift=None, axis=None, *, shifts=None, dims=None) -> Tensor:
         >>> nb.roll(nb.arange(5), 2).tolist()
         [3, 4, 0, 1, 2]
     """
-    axis, shift = _torch_dim(axis, dims), _torch_dim(shift, shifts)
+    axis = _torch_dim(axis, dims, "roll", "axis or dims")
+    shift = _torch_dim(shift, shifts, "roll", "shift or shifts")
     x = as_tensor(x, op="roll")
     if shift is None:
         raise TypeError(f"roll: give the shift (tensor of shape {x.shape})")
@@ -464,6 +470,8 @@ def squeeze(x, axis=None, *, dim=None) -> Tensor:
     1). ``dim=`` is PyTorch's form: a dim of another size is left as it is."""
     x = as_tensor(x, op="squeeze")
     if dim is not None:
+        if axis is not None:
+            raise TypeError("squeeze: pass axis or dim, not both")
         dims = norm_axes("squeeze", dim, x.ndim)
         axis = tuple(d for d in dims if x.shape[d] == 1)
     if axis is None:
@@ -479,7 +487,7 @@ def squeeze(x, axis=None, *, dim=None) -> Tensor:
 def unsqueeze(x, axis=None, *, dim=None) -> Tensor:
     """Insert a size-1 dim at ``axis`` (an int or a tuple of ints, output positions;
     ``dim=`` is PyTorch's name)."""
-    axis = _torch_dim(axis, dim)
+    axis = _torch_dim(axis, dim, "unsqueeze")
     x = as_tensor(x, op="unsqueeze")
     if axis is None:
         raise TypeError(f"unsqueeze: give the axis of the new dim (tensor of shape {x.shape})")

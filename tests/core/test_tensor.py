@@ -1262,3 +1262,38 @@ def test_linalg_norm_is_numpy_s():
     np.testing.assert_allclose(nb.grad(nb.linalg.norm)(nb.constant([3.0, 4.0])).numpy(), [0.6, 0.8])
     with pytest.raises(nb.OpError, match="need singular values"):
         nb.linalg.norm(a, ord=2)
+
+
+def test_the_new_forms_rough_edges():
+    """Found by a check of this round's functions against JAX and PyTorch: torch's
+    ``gather(x, dim=, index=)`` and a NumPy-int ``dim``; a per-dim ``fill_value``; a 0-d
+    ``argwhere``; ``choice`` from nothing; exact ``log10`` at powers of ten; a positional
+    argument and its PyTorch keyword both given is an error; ``ParameterDict`` of a dict
+    sorts its keys, as PyTorch's."""
+    a = np.arange(15, dtype=np.float32).reshape(3, 5)
+    idx = np.array([[0], [0], [0]])
+    assert nb.gather(a, dim=1, index=idx).tolist() == [[0.0], [5.0], [10.0]]
+    assert nb.gather(a, np.int64(1), idx).tolist() == [[0.0], [5.0], [10.0]]
+    m = np.array([[0, 1], [1, 0]])
+    got = nb.nonzero(m, size=4, fill_value=(-1, -2))
+    assert [t.tolist() for t in got] == [[0, 1, -1, -1], [1, 0, -2, -2]]  # JAX's
+    assert nb.argwhere(np.float32(3.0)).shape == (1, 0) and nb.argwhere(0.0).shape == (0, 0)
+    assert nb.random.choice(nb.random.key(0), 0, (0,)).shape == (0,)
+    with pytest.raises(ValueError, match="no candidates"):
+        nb.random.choice(nb.random.key(0), 0, (2,))
+    assert nb.log10(np.array([100.0, 1000.0, 1e5, 0.01], np.float32)).tolist() == [2, 3, 5, -2]
+    x = nb.ones((2, 1, 3))
+    for call in (
+        lambda: nb.squeeze(x, 0, dim=1),
+        lambda: nb.roll(x, 1, shifts=2),
+        lambda: nb.flip(x, 0, dims=1),
+        lambda: nb.linspace(0, 1, 5, steps=3),
+        lambda: nb.clip(x, 0, 3, a_min=5),
+    ):
+        with pytest.raises(TypeError, match="not both"):
+            call()
+    params = nb.nn.ParameterDict({"b": nb.ones(1), "a": nb.ones(1)})
+    assert list(params.keys()) == ["a", "b"]
+    plist = nb.nn.ParameterList([nb.ones(1)])
+    plist += [nb.ones(2)]
+    assert len(plist) == 2

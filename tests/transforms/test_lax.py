@@ -71,3 +71,24 @@ def test_map_select_clamp_iota_and_the_collectives():
         fn = getattr(L, name)
         body = nb.shard_map(lambda a, fn=fn: fn(a, "i"), mesh, (nb.P("i"),), nb.P())
         assert body(v).tolist() == want, name
+
+
+def test_the_rough_edges_a_check_against_jax_found():
+    """``map(batch_size=)``; ``clamp``'s derivative is JAX's (none at a tie, where
+    ``nb.clip`` shares it); ``select`` takes a bool ``pred`` only; an update of another
+    dtype is refused (it was truncated); a bad ``_in_dim`` axis and a 0-d ``xs`` are named."""
+    f = lambda r: (r * 2).sum()  # noqa: E731
+    x = nb.constant(np.arange(21, dtype=np.float32).reshape(7, 3))
+    for b in (None, 1, 3, 7, 10):
+        np.testing.assert_allclose(L.map(f, x, batch_size=b).numpy(), 2 * x.numpy().sum(1))
+    grads = nb.grad(lambda v: L.clamp(0.0, v, 1.0).sum())(nb.constant([0.0, 0.5, 1.0, 2.0]))
+    assert grads.tolist() == [0.0, 1.0, 0.0, 0.0]  # jax.grad of lax.clamp's
+    with pytest.raises(TypeError, match="pred must be bool"):
+        L.select(nb.constant([1.0, 0.0]), nb.ones(2), nb.zeros(2))
+    with pytest.raises(TypeError, match="update of dtype float32 for an operand of dtype int32"):
+        L.dynamic_update_slice(np.zeros(4, np.int32), np.array([9.7], np.float32), (1,))
+    assert L.dynamic_update_slice(np.zeros(4, np.int32), [9], (1,)).tolist() == [0, 9, 0, 0]
+    with pytest.raises(IndexError, match="dynamic_slice_in_dim: axis 5"):
+        L.dynamic_slice_in_dim(np.zeros((2, 2)), 0, 1, 5)
+    with pytest.raises(ValueError, match="lax.map: every leaf of xs needs a leading dim"):
+        L.map(f, nb.constant(1.0))
