@@ -293,18 +293,8 @@ def _transpose(self, *args, dim0=None, dim1=None, **kwargs):
 
 def _squeeze(self, axis=None, *, dim=None):
     """NumPy's ``squeeze`` (a given axis must have size 1), or PyTorch's with ``dim=``:
-    dims of another size are left as they are."""
-    if dim is None:
-        return view.squeeze(self, axis)
-    if axis is not None:
-        raise TypeError("squeeze: pass either axis or dim=, not both")
-    dims = dim if isinstance(dim, tuple | list) else (dim,)
-    n = self.ndim
-    ones = tuple(d for d in dims if -n <= d < n and self.shape[d] == 1)
-    bad = [d for d in dims if not -n <= d < n]
-    if bad:
-        raise IndexError(f"squeeze: dim {bad[0]} is out of range for shape {self.shape}")
-    return view.squeeze(self, ones) if ones else self
+    dims of another size are left as they are (:func:`nabla.squeeze`'s rule)."""
+    return view.squeeze(self, axis, dim=dim)
 
 
 def _ravel(self):

@@ -216,7 +216,12 @@ def seed(s: int) -> None:
     Raises:
         TypeError: for a seed that is not an int.
     """
-    s = _seed_int(s, "seed")
+    _reseed(s, "seed")
+
+
+def _reseed(s, op: str) -> None:
+    """The global generator started again from seed ``s`` (``op`` names a bad seed)."""
+    s = _seed_int(s, op)
     with _GLOBAL.lock:
         _GLOBAL.seed, _GLOBAL.counter = s, 0
 
@@ -716,9 +721,8 @@ def categorical(k, logits, axis=-1, shape=None):
     dt = logits.dtype if logits.dtype.is_float else get_default_dtype()
     if dt.itemsize < 4:  # 16-bit noise has so few values that ties (first index wins) bias
         dt = DType.float32  # the draw toward low indices: bfloat16's 50.17% for 2 classes
-    u = _draw(_uniform, k, full, dt)
-    gumbel = -fn.log(-fn.log(fn.maximum(u, float(ml_dtypes.finfo(dt.numpy).tiny))))
-    return fn.cast(fn.argmax(fn.cast(logits, dt) + gumbel, axis=moved), DType.int32)
+    noise = gumbel(k, full, dt)
+    return fn.cast(fn.argmax(fn.cast(logits, dt) + noise, axis=moved), DType.int32)
 
 
 def _float_draw(k, shape, dtype, op: str):
@@ -817,8 +821,7 @@ def choice(key, a, shape=(), replace=True, p=None, axis=0):
         else:
             flat = categorical(k, logits, shape=(count,))
     else:  # the first draws of a random order: Gumbel-top-k with weights
-        u, _ = _float_draw(k, (n,), DType.float32, "random.choice")
-        noise = -fn.log(-fn.log(u))
+        noise = gumbel(k, (n,), DType.float32)
         keys = noise if p is None else logits + noise
         flat = fn.cast(fn.argsort(-keys)[:count], DType.int32)
     idx = fn.reshape(flat, shape)
@@ -959,9 +962,7 @@ def manual_seed(s: int) -> None:
     Raises:
         TypeError: for a seed that is not an int.
     """
-    s = _seed_int(s, "manual_seed")
-    with _GLOBAL.lock:
-        _GLOBAL.seed, _GLOBAL.counter = s, 0
+    _reseed(s, "manual_seed")
 
 
 def get_rng_state() -> np.ndarray:

@@ -981,7 +981,7 @@ def nonzero(x, *, size=None, fill_value=None) -> tuple:
         order = order[:size]
     else:
         order = fn.concatenate([order, fn.zeros((size - n,), dtype=DType.int64)], 0)
-    count = fn.cast(reduce_sum(fn.cast(flat, DType.int64), (0,), False), DType.int64)
+    count = reduce_sum(fn.cast(flat, DType.int64), (0,), False)  # (int64 sums stay int64)
     found = fn.less(fn.arange(size, dtype=DType.int64), count)
     fills = fill_value if isinstance(fill_value, tuple | list) else [fill_value] * x.ndim
     if len(fills) != x.ndim:

@@ -470,10 +470,10 @@ def squeeze(x, axis=None, *, dim=None) -> Tensor:
     1). ``dim=`` is PyTorch's form: a dim of another size is left as it is."""
     x = as_tensor(x, op="squeeze")
     if dim is not None:
-        if axis is not None:
-            raise TypeError("squeeze: pass axis or dim, not both")
-        dims = norm_axes("squeeze", dim, x.ndim)
+        dims = norm_axes("squeeze", _torch_dim(axis, dim, "squeeze"), x.ndim, x.shape)
         axis = tuple(d for d in dims if x.shape[d] == 1)
+        if not axis:  # (nothing to remove: the tensor itself, as the method has given it)
+            return x
     if axis is None:
         axes = tuple(i for i, d in enumerate(x.shape) if d == 1)
     else:
