@@ -14,9 +14,10 @@ own numbers.
 
 Executors share the cores: the interpreter's programs whose matrix products are small run
 NumPy's BLAS on one thread (``backends/blas.py``). OpenBLAS's helper threads spin after each
-call and take the cores MAX's thread pool works on (MAX's own threads do not spin when
-idle); and on a machine loaded by other processes, a product split over two threads waits
-for whichever of them was descheduled.
+call and take the cores MAX's thread pool works on (MAX's own threads stop within a
+millisecond or so of a call); and on a machine loaded by other processes, a product split
+over two threads waits for whichever of them was descheduled. A process that calls host
+programs right after MAX ones keeps on MAX only its clear wins (``Interleaving``).
 """
 
 from __future__ import annotations
@@ -205,6 +206,48 @@ def _recalled(program: Program, mx) -> str | None:
     return race.winner
 
 
+class Interleaving:
+    """Whether this process calls host programs right after MAX ones.
+
+    MAX's worker threads run on for 50-300 us of CPU after each call, and on a machine of
+    few cores whatever runs next pays for it: a NumPy program called between two MAX calls
+    ran 1.8x slower (an HVP: 343 against 188 us). A process whose programs run one after
+    another in stretches (a benchmark's rows, a training loop and then an evaluation) pays
+    it once a stretch, and there MAX keeps every program it wins. A process that calls host
+    programs right after MAX ones (a MAX training step and NumPy metrics at each step) pays
+    it at every call: once ``NEEDED`` of the last ``CALLS`` host calls started within
+    ``WINDOW_S`` of a MAX call's end, it is ``seen``, for the rest of the process, and the
+    per-process choice of ``Race`` applies. Nothing is timed while no race has gone to MAX
+    or once it is seen."""
+
+    WINDOW_S = 1e-3
+    CALLS = 64
+    NEEDED = 16
+    __slots__ = ("seen", "_max_end", "_recent")
+
+    def __init__(self):
+        self.seen = False
+        self._max_end = -math.inf
+        self._recent: list[bool] = []
+
+    def max_call_ended(self) -> None:
+        self._max_end = time.perf_counter()
+
+    def host_call(self) -> None:
+        recent = self._recent
+        recent.append(time.perf_counter() - self._max_end < self.WINDOW_S)
+        if len(recent) > self.CALLS:
+            del recent[0]
+        if sum(recent) >= self.NEEDED:
+            self.seen = True
+            recent.clear()
+            if CONFIG.debug_compile:
+                debug_log(LOG, "host programs run right after MAX ones: MAX keeps clear wins only")
+            Race.move_narrow_max_wins()
+
+
+INTERLEAVING = Interleaving()
+
 RACE_STATS = {
     "races_won_by_max": 0,
     "races_won_by_numpy": 0,
@@ -238,13 +281,13 @@ class Race:
     the requested values, so racing costs only the slower entrants' calls.
 
     The process's programs share its cores (a per-process choice). After each call MAX's
-    worker threads use 50-300 us of CPU that whatever runs next pays for: a NumPy program
-    called between two MAX calls ran 1.8x slower, and the MAX program itself 3x (MAX 26.7
-    cannot turn those threads down). So once a hot program of the process runs on a host
-    executor, MAX keeps a program only if it beats the best host entrant by more than
-    ``MAX_TAIL_S`` a call: such a race goes to the host entrant, and races MAX won earlier
-    by less are moved to theirs. A program much faster on MAX keeps it; a process of MAX
-    programs only is not affected.
+    worker threads use 50-300 us of CPU that whatever runs next pays for (MAX 26.7 cannot
+    turn those threads down, ``runtime/README.md``). So once the process calls host
+    programs right after MAX ones (``Interleaving``), MAX keeps a program only if it beats
+    the best host entrant by more than ``MAX_TAIL_S`` a call: such a race goes to the host
+    entrant, and races MAX won earlier by less are moved to theirs. A program much faster
+    on MAX keeps it; a process whose programs run in stretches, one after another, keeps
+    every MAX win.
 
     A race's rounds are short and its entrants take turns, so its scores are those of the
     moment, and an executor's first calls after another's run slower (here the transformer
@@ -342,8 +385,6 @@ class Race:
         self.scores = dict(scores)
         self._warming = False
         self._settle(winner)
-        if winner != "max":
-            self._move_narrow_max_wins()
         self._decided = winner
         self.watching = [] if len(self.entrants) > 1 else None
         if CONFIG.debug_compile:
@@ -395,8 +436,6 @@ class Race:
             RACE_STATS["races_moved_by_watch"] += 1
             why = ", ".join(f"{k} {1e3 * self.scores[k]:.3f} ms" for k in rivals)
             self._settle(final, f"steady calls: {why}")
-            if final != "max":
-                self._move_narrow_max_wins()
         race_records.keep(program, self.scores)
 
     def choose(self, scores: dict) -> str:
@@ -405,7 +444,7 @@ class Race:
         winner = next(
             k for k in self.entrants if k in scores and scores[k] <= best * (1 + self.MARGIN)
         )
-        if winner == "max" and _SETTLED["host"]:
+        if winner == "max" and INTERLEAVING.seen:
             winner = self._host_within_tail(scores) or winner
         return winner
 
@@ -423,14 +462,14 @@ class Race:
         _SETTLED["host"].add(self)
 
     @staticmethod
-    def _move_narrow_max_wins() -> None:
-        """Once a hot program runs on the host, MAX's narrow wins cost the others: those
-        races move to their best host entrant."""
+    def move_narrow_max_wins() -> None:
+        """Once host programs run right after MAX ones (``Interleaving``), MAX's narrow
+        wins cost the others: those races move to their best host entrant."""
         for race in list(_SETTLED["max"]):
             host = race.host_alternative()
             if host is not None:
                 RACE_STATS["races_won_by_max"] -= 1
-                race._settle(host, "this process runs hot programs on the host")
+                race._settle(host, "this process runs host programs right after MAX ones")
                 race.watching = None  # (settled by this rule: no watch, no trial)
 
     def host_alternative(self) -> str | None:
@@ -775,6 +814,17 @@ def _run(program: Program, seen: int, inputs: list) -> list:
 
 def _call(program: Program, name: str, exe, inputs: list) -> list:
     """``exe(inputs)``, timed for the program's race while it runs."""
+    if _SETTLED["max"] and not INTERLEAVING.seen:  # only while a MAX win could be moved
+        if name == "max":
+            try:
+                return _call_raced(program, name, exe, inputs)
+            finally:
+                INTERLEAVING.max_call_ended()
+        INTERLEAVING.host_call()
+    return _call_raced(program, name, exe, inputs)
+
+
+def _call_raced(program: Program, name: str, exe, inputs: list) -> list:
     race = program.executables.get("race")
     if race is None or CONFIG.backend != "auto":
         return exe(inputs)

@@ -9,9 +9,10 @@ and cuDNN its autotuning results, a finished race's scores are written beside th
 models, ``<cache dir>/races/<digest>.json``, and a later process meeting the same program
 settles its race from them at once: no timed calls, and no MAX compile at all when a host
 executor won. Only the scores are kept; the winner is decided from them again in each
-process, so the per-process choice (``Race.MAX_TAIL_S``) still applies. A race timed while
-a background compile of the process ran (another program's, taking a core: the first run
-of a script with several hot programs) is not kept; a later run races again.
+process, so the per-process choice (``Race.MAX_TAIL_S``, ``Interleaving``) still applies.
+A race timed while a background compile of the process ran (another program's, taking a
+core: the first run of a script with several hot programs) is not kept; a later run races
+again.
 
 The digest covers what the scores depend on: the program's content, MAX's version, the CPU
 (its flags and count), our MAX lowerings, NumPy's version and our NumPy executors' code. A
