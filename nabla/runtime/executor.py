@@ -28,6 +28,7 @@ import math
 import re
 import time
 import weakref
+from collections import deque
 from statistics import median
 from typing import NamedTuple
 
@@ -223,24 +224,26 @@ class Interleaving:
     WINDOW_S = 1e-3
     CALLS = 64
     NEEDED = 16
-    __slots__ = ("seen", "_max_end", "_recent")
+    __slots__ = ("seen", "_max_end", "_recent", "_close")
 
     def __init__(self):
         self.seen = False
         self._max_end = -math.inf
-        self._recent: list[bool] = []
+        self._recent: deque = deque()  # per recent host call: began right after MAX's
+        self._close = 0  # how many of them did
 
     def max_call_ended(self) -> None:
         self._max_end = time.perf_counter()
 
     def host_call(self) -> None:
-        recent = self._recent
-        recent.append(time.perf_counter() - self._max_end < self.WINDOW_S)
-        if len(recent) > self.CALLS:
-            del recent[0]
-        if sum(recent) >= self.NEEDED:
+        close = time.perf_counter() - self._max_end < self.WINDOW_S
+        self._recent.append(close)
+        self._close += close
+        if len(self._recent) > self.CALLS:
+            self._close -= self._recent.popleft()
+        if self._close >= self.NEEDED:
             self.seen = True
-            recent.clear()
+            self._recent.clear()
             if CONFIG.debug_compile:
                 debug_log(LOG, "host programs run right after MAX ones: MAX keeps clear wins only")
             Race.move_narrow_max_wins()
