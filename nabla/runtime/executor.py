@@ -310,7 +310,7 @@ class Race:
     QUIET_S = 0.25
     MARGIN = 0.1
     MAX_TAIL_S = 3e-4
-    TRIAL_WITHIN = 1.5
+    TRIAL_WITHIN = 3.0
     __slots__ = (
         "entrants",
         "times",

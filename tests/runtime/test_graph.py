@@ -565,9 +565,9 @@ def test_a_watched_winner_stays_when_steady_calls_confirm_it_or_no_rival_is_clos
     # a rival far behind is never tried
     race = Race(("numpy", "max"))
     race._warming = False
-    _run_race(race, program, {"max": 1.0, "numpy": 3.0}, len(race._order))
-    assert _run_race(race, program, {"max": 1.1, "numpy": 3.0}, 40) == ["max"] * 40
-    assert race.scores == {"max": 1.1, "numpy": 3.0} and race.watching is None
+    _run_race(race, program, {"max": 1.0, "numpy": 4.0}, len(race._order))
+    assert _run_race(race, program, {"max": 1.1, "numpy": 4.0}, 40) == ["max"] * 40
+    assert race.scores == {"max": 1.1, "numpy": 4.0} and race.watching is None
     # nor is MAX when no model was made for the program (a host win recalled from a record)
     race = Race(("numpy", "max"))
     race.decide({"numpy": 1.0, "max": 0.95}, _RaceProgram(("numpy",)), recalled=True)
