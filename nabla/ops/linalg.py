@@ -404,8 +404,9 @@ def tensordot(x, y, axes=2):
     xf = [d for d in range(x.ndim) if d not in xa]
     yf = [d for d in range(y.ndim) if d not in ya]
     k = math.prod(x.shape[i] for i in xa)
-    a = fn.reshape(fn.permute(x, xf + xa), (-1, k))
-    b = fn.reshape(fn.permute(y, ya + yf), (k, -1))
+    # the free sizes spelled out: a -1 cannot be inferred beside a contraction of size 0
+    a = fn.reshape(fn.permute(x, xf + xa), (math.prod(x.shape[d] for d in xf), k))
+    b = fn.reshape(fn.permute(y, ya + yf), (k, math.prod(y.shape[d] for d in yf)))
     out = matmul(a, b)
     return fn.reshape(out, tuple(x.shape[d] for d in xf) + tuple(y.shape[d] for d in yf))
 
@@ -709,8 +710,21 @@ def norm(x, ord=None, axis=None, keepdims=False):  # noqa: A002 - NumPy's and JA
             "singular values); use None/'fro', 1, -1, inf or -inf"
         )
     pick = fn.max if ord in (1, math.inf) else fn.min
+    if x.shape[over] == 0:  # no column (row) sums: the largest is 0, the smallest none
+        _no_smallest(x, ord, pick is fn.min)
+        pick = fn.sum
     out = pick(sums, over, True)
     return out if keepdims else fn.squeeze(out, axes)
+
+
+def _no_smallest(x, ord, smallest: bool) -> None:  # noqa: A002
+    """A minimum over nothing has no value (JAX raises too); a maximum of magnitudes over
+    nothing is 0, as JAX's."""
+    if smallest:
+        raise OpError(
+            f"linalg.norm: ord={ord!r} takes a minimum over a dim of size 0 (x of shape "
+            f"{x.shape}), which has no value"
+        )
 
 
 def _euclid(x, axes, keepdims):
@@ -729,17 +743,19 @@ def vector_norm(x, ord, axes: tuple, keepdims: bool):  # noqa: A002
     if isinstance(ord, str) or isinstance(ord, bool):
         raise OpError(f"linalg.norm: vector ord must be a number, got {ord!r}")
     a = fn.abs(x)
-    if ord == math.inf:
-        return fn.max(a, axes, keepdims)
-    if ord == -math.inf:
-        return fn.min(a, axes, keepdims)
+    if ord in (math.inf, -math.inf):
+        if any(x.shape[i] == 0 for i in axes):
+            _no_smallest(x, ord, ord < 0)
+            return fn.sum(a, axes, keepdims)  # zeros: the largest magnitude of none
+        return (fn.max if ord > 0 else fn.min)(a, axes, keepdims)
     if ord == 0:
         return fn.sum(fn.cast(a != 0, x.dtype), axes, keepdims)
     if ord == 1:
         return fn.sum(x * fn.sign(x), axes, keepdims)
     total = fn.sum(a**ord, axes, keepdims)
-    zero = total == 0
-    return fn.where(zero, 0.0, fn.where(zero, 1.0, total) ** (1.0 / ord))
+    zero = total == 0  # (for ord < 0: no elements, or only infinite ones: the norm is inf)
+    at_zero = math.inf if ord < 0 else 0.0
+    return fn.where(zero, at_zero, fn.where(zero, 1.0, total) ** (1.0 / ord))
 
 
 provide(globals(), __all__)

@@ -778,7 +778,9 @@ def logsoftmax(x, axis=-1, *, dim=None):
     if _empty_axes(x, axes, "logsoftmax"):
         return x
     m = fn.stop_gradient(reduce_max(x, axes, True))
-    shifted = x - fn.where(fn.is_inf(m), 0.0, m)
+    # no shift where every logit is -inf (the result is nan there, as JAX's); a +inf
+    # logit makes the whole row nan, as in JAX and in softmax
+    shifted = x - fn.where(m == -math.inf, 0.0, m)
     return shifted - fn.log(reduce_sum(fn.exp(shifted), axes, True))
 
 

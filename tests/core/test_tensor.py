@@ -1264,6 +1264,35 @@ def test_linalg_norm_is_numpy_s():
         nb.linalg.norm(a, ord=2)
 
 
+def test_empty_and_infinite_edges_are_jax_s():
+    """Found by an edge-case check against JAX: ``tensordot`` over a contraction of size 0
+    (zeros, as matmul's); a negative vector ord over nothing is inf (0 ** (1/p)); the
+    largest magnitude over nothing is 0, and a smallest over nothing an error naming
+    ``linalg.norm``; a +inf logit makes ``logsoftmax``'s row nan, as ``softmax``'s."""
+    got = nb.tensordot(np.ones((3, 0), np.float32), np.ones((0, 4), np.float32), axes=1)
+    assert got.shape == (3, 4) and not got.numpy().any()
+    assert nb.tensordot(nb.zeros((0,)), nb.zeros((0,)), axes=1).item() == 0.0
+    assert nb.tensordot(nb.zeros((2, 0)), nb.zeros((2, 0)), axes=2).item() == 0.0
+    empty, rows = nb.zeros((0,)), nb.zeros((3, 0))
+    for p in (-1, -2, -0.5):
+        assert nb.linalg.norm(empty, ord=p).item() == np.inf
+        assert nb.linalg.norm(rows, ord=p, axis=1).tolist() == [np.inf] * 3
+    assert nb.linalg.norm(nb.constant([np.inf, np.inf]), ord=-1).item() == np.inf
+    assert nb.linalg.norm(nb.constant([0.0, 2.0]), ord=-1).item() == 0.0
+    assert nb.linalg.norm(empty, ord=np.inf).item() == 0.0
+    assert nb.linalg.norm(rows, ord=np.inf, axis=1).tolist() == [0.0] * 3
+    for shape in ((0, 4), (3, 0)):
+        assert nb.linalg.norm(nb.zeros(shape), ord=np.inf).item() == 0.0
+        assert nb.linalg.norm(nb.zeros(shape), ord=1).item() == 0.0
+    with pytest.raises(nb.OpError, match=r"linalg.norm: ord=-inf .* \(0,\)"):
+        nb.linalg.norm(empty, ord=-np.inf)
+    with pytest.raises(nb.OpError, match=r"linalg.norm: ord=-1 .* \(3, 0\)"):
+        nb.linalg.norm(rows, ord=-1)
+    assert np.isnan(nb.logsoftmax(nb.constant([np.inf, 1.0])).numpy()).all()
+    assert np.isnan(nb.logsoftmax(nb.constant([-np.inf, -np.inf])).numpy()).all()
+    assert nb.logsoftmax(nb.constant([-np.inf, 1.0])).tolist() == [-np.inf, 0.0]
+
+
 def test_the_new_forms_rough_edges():
     """Found by a check of this round's functions against JAX and PyTorch: torch's
     ``gather(x, dim=, index=)`` and a NumPy-int ``dim``; a per-dim ``fill_value``; a 0-d
