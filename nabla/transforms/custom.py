@@ -29,6 +29,7 @@ from ..core.state import (
     Replay,
     grad_level,
     is_live,
+    live_grad_levels,
     may_be_pulled_back,
     newest_level,
     spmd_axes,
@@ -92,7 +93,12 @@ class CustomCallOp(Operation):
         for p, t in zip(primals[k:n], tangents[k:n]):
             if t is not None:
                 _closure_error(kwargs["rule"], p, "forward")
-        return kwargs["rule"].jvp(primals[:k], tangents[:k], outputs)
+        rule = kwargs["rule"]
+        if isinstance(rule, _VjpRule):
+            # the forward outputs' own tangents (fwd's ops differentiated along the way),
+            # once a reverse level inside this one has taken the rule
+            return rule.jvp(primals[:k], tangents[:k], outputs, tangents[n:])
+        return rule.jvp(primals[:k], tangents[:k], outputs)
 
     def described(self, kwargs):
         owner = kwargs["rule"].owner
@@ -504,11 +510,20 @@ class _VjpRule:
             )
         return ct
 
-    def jvp(self, primals, tangents, outputs):
-        raise TypeError(
-            f"cannot use forward-mode differentiation on custom_vjp function "
-            f"{self.owner.fun.__name__}; use custom_jvp instead"
-        )
+    def jvp(self, primals, tangents, outputs, fwd_tangents):
+        """Forward mode over a reverse mode that takes the rule (``hessian``, ``jacfwd``
+        of ``grad``): the reverse level, inside this one, runs ``fwd`` and later ``bwd`` as
+        ordinary code, which this level differentiates; the outputs' tangents are then
+        those of ``fwd``'s outputs, as in JAX. Forward mode straight on the function has
+        no rule to use, as in JAX."""
+        level = STATE.hidden[-1][0]  # (``_apply_jvp`` hides this level while rules run)
+        inner = any(lv > level and lv in live_grad_levels for p in primals for lv in p._impl.traced)
+        if not inner:
+            raise TypeError(
+                f"cannot use forward-mode differentiation on custom_vjp function "
+                f"{self.owner.fun.__name__}; use custom_jvp instead"
+            )
+        return list(fwd_tangents)
 
 
 # ----------------------------------------------------------------------------- custom_jvp

@@ -867,6 +867,44 @@ def test_custom_vjp_second_order(rng):
     close(g2, 2 * np.cos(u) - u * np.sin(u), rtol=1e-5)
 
 
+def test_custom_vjp_under_forward_over_reverse_is_jax_s(rng):
+    """``hessian`` (``jacfwd`` of ``jacrev``), ``jvp`` of ``grad`` and their vmapped and
+    compiled forms differentiate a custom_vjp function as JAX does: the reverse level takes
+    the rule, and the forward level differentiates ``fwd`` and ``bwd`` as ordinary code.
+    Forward mode straight on the function is JAX's error, also under an outer grad."""
+
+    @nb.custom_vjp
+    def f(a, b):
+        return nb.sin(a) * b
+
+    f.defvjp(
+        lambda a, b: (nb.sin(a) * b, (a, b)),
+        lambda r, g: (g * nb.cos(r[0]) * r[1], g * nb.sin(r[0])),
+    )
+    x, y = rng.normal(size=3), rng.normal(size=3)
+
+    def loss(a, b):
+        return nb.sum(f(a, b) * a * b)
+
+    # d2/da2 of sum(sin(a) a b^2) = b^2 (2 cos a - a sin a); d2/dadb = 2 b (sin a + a cos a)
+    h_aa = np.diag(y**2 * (2 * np.cos(x) - x * np.sin(x)))
+    h_ab = np.diag(2 * y * (np.sin(x) + x * np.cos(x)))
+    got = nb.hessian(loss, argnums=(0, 1))(x, y)
+    close(got[0][0], h_aa, rtol=1e-10)
+    close(got[0][1], h_ab, rtol=1e-10)
+    close(nb.compile(nb.hessian(loss))(x, y), h_aa, rtol=1e-10)
+    close(nb.jvp(nb.grad(loss), (x, y), (y, x))[1], h_aa @ y + h_ab @ x, rtol=1e-10)
+    stacked = nb.vmap(nb.hessian(loss))(np.stack([x, y]), np.stack([y, x]))
+    close(stacked[1], np.diag(x**2 * (2 * np.cos(y) - y * np.sin(y))), rtol=1e-10)
+    for straight in (
+        lambda: nb.jvp(f, (x, y), (y, x)),
+        lambda: nb.jacfwd(lambda a: f(a, y))(x),
+        lambda: nb.grad(lambda a: nb.jvp(f, (a, y), (y, x))[1].sum())(x),
+    ):
+        with pytest.raises(TypeError, match="forward-mode differentiation on custom_vjp"):
+            straight()
+
+
 def test_custom_jvp_forward_and_derived_reverse():
     calls = {"jvp": 0}
 
