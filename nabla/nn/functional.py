@@ -1133,12 +1133,18 @@ def interpolate(
         )
     in_sizes = x.shape[1:-1]
     out_sizes, scales = _interp_sizes(in_sizes, size, scale_factor, recompute_scale_factor)
+    # PyTorch's 2-D nearest kernel takes an axis of the same size as a copy and one of
+    # twice the size as ``out // 2``, whatever the scale; its 1-D and 3-D kernels resample
+    # both with the scale (5 * 1.1 stays 5: 2-D copies it, 1-D reads 0, 0, 1, 2, 3)
+    shortcuts = mode == "nearest" and spatial == 2
     for i, (n_in, n_out, scale) in enumerate(zip(in_sizes, out_sizes, scales, strict=True)):
-        if n_in == n_out and (scale is None or linear):
+        if n_in == n_out and (scale is None or linear or shortcuts):
             # same size, scale in/out = 1: every output reads its own position; the linear
             # modes copy a same-size axis whatever the scale (PyTorch's kernels: 6 * 1.1
-            # stays 6 unchanged), where nearest resamples it with the scale, as PyTorch
+            # stays 6 unchanged)
             continue
+        if shortcuts and n_out == 2 * n_in:
+            scale = None  # in / out = 1/2: output i reads i // 2
         axis = _AxisResample(1 + i, n_in, n_out, scale)
         if linear:
             x = _linear_axis(x, axis, bool(align_corners))

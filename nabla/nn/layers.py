@@ -1253,9 +1253,9 @@ class PReLU(Module):
                 f"PReLU({self.num_parameters}): input of shape {x.shape} needs "
                 f"{self.num_parameters} channels on its last axis"
             )
-        zero = creation.zeros((), dtype=x.dtype)
         weight = self.weight.cast(x.dtype)
-        return binary.maximum(x, zero) + weight * binary.minimum(x, zero)
+        # PyTorch's derivative at 0 is the slope (a max/min split would give (1 + w) / 2)
+        return binary.where(x > 0, x, weight * x)
 
     def extra_repr(self) -> str:
         """The configuration shown by ``repr``."""

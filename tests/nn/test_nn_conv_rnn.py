@@ -150,6 +150,41 @@ def test_interpolate_forward_and_grad_match_torch(i):
     close(first(dx.numpy()), REF[f"up_{i}_dx"])
 
 
+def test_nearest_reads_what_pytorch_reads_on_a_kept_or_doubled_axis():
+    """PyTorch 2.14's 2-D nearest kernel copies an axis the scale keeps (5 * 1.1 -> 5) and
+    reads ``i // 2`` on one it doubles (5 * 2.1 -> 10); its 1-D and 3-D kernels resample
+    both with the scale. The expected indices are PyTorch's outputs on ``arange(5)``."""
+    line = np.arange(5, dtype=np.float32)
+    torch_2d = {1.1: [0, 1, 2, 3, 4], 2.1: [0, 0, 1, 1, 2, 2, 3, 3, 4, 4]}
+    torch_1d_3d = {1.1: [0, 0, 1, 2, 3], 2.1: [0, 0, 0, 1, 1, 2, 2, 3, 3, 4]}
+    for s in (1.1, 2.1):
+        x2 = c(np.broadcast_to(line[None, :, None, None], (1, 5, 3, 1)))
+        y2 = F.interpolate(x2, scale_factor=(s, 1.0), mode="nearest").numpy()
+        assert y2[0, :, 0, 0].tolist() == torch_2d[s] and y2.shape[2] == 3
+        y1 = F.interpolate(c(line[None, :, None]), scale_factor=s, mode="nearest").numpy()
+        assert y1[0, :, 0].tolist() == torch_1d_3d[s]
+        x3 = c(line[None, :, None, None, None])
+        y3 = F.interpolate(x3, scale_factor=(s, 1.0, 1.0), mode="nearest").numpy()
+        assert y3[0, :, 0, 0, 0].tolist() == torch_1d_3d[s]
+    # nearest-exact keeps its own rule in 2-D too: floor((i + 0.5) / 1.1)
+    y = F.interpolate(
+        c(np.arange(35, dtype=np.float32).reshape(1, 5, 7, 1)),
+        scale_factor=1.1,
+        mode="nearest-exact",
+    ).numpy()
+    assert y[0, :, 0, 0].tolist() == [0.0, 7.0, 14.0, 21.0, 28.0]
+
+
+def test_prelu_derivative_at_zero_is_the_slope_as_pytorch():
+    m = nn.PReLU(init=0.25)
+    x = c(np.array([-1.0, 0.0, 2.0], np.float32))
+    dx = nb.grad(lambda x: m(x).sum())(x)
+    assert dx.tolist() == [0.25, 0.25, 1.0]  # PyTorch's: x > 0 ? 1 : w
+    dw = nb.grad(lambda m: m(x).sum())(m).weight
+    assert dw.tolist() == [-1.0]
+    assert m(x).tolist() == [-0.25, 0.0, 2.0]
+
+
 def test_upsample_module_under_vmap_and_compile():
     mode, ac, size, sf = CFG["INTERP"][8]
     m = nn.Upsample(size=size, scale_factor=sf, mode=mode, align_corners=ac)
