@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import math as _math
+import sys as _sys
 
 from .core import pytree as _pytree
 from .core.config import backend, get_backend_name, set_backend
@@ -269,6 +270,10 @@ from .transforms.trace import Trace, communication_report, trace
 from .transforms.compile import CompiledFunction, compile
 from .transforms.control_flow import cond, fori_loop, scan, switch, while_loop
 from . import config, distributed, lax, linalg, testing
+
+# ``import nabla.random`` / ``from nabla.random import normal``, as ``jax.random``: the
+# random functions live in the ops layer, and this is that module under its public path
+_sys.modules[f"{__name__}.random"] = random
 from . import _compat  # noqa: F401 - the original's module paths (nabla.core.trace, ...)
 
 # Tensor methods that need transforms are attached here, above the layers they come from.

@@ -70,9 +70,9 @@ def map(f, xs, *, batch_size: int | None = None):  # noqa: A001 - JAX's name
     leaves = tree_leaves(xs)
     if any(not isinstance(x, Tensor | np.ndarray) or np.ndim(x) == 0 for x in leaves):
         raise ValueError("lax.map: every leaf of xs needs a leading dim to map over")
-    if batch_size is None or not leaves:
+    n = np.shape(leaves[0])[0] if leaves else 0
+    if batch_size is None or not n:  # (nothing to map: scan's empty results, as JAX's)
         return scan(lambda carry, x: (carry, f(x)), (), xs)[1]
-    n = np.shape(leaves[0])[0]
     b = max(1, min(int(batch_size), n)) if n else 1
     full = n - n % b
     vf = vmap(f)
@@ -90,14 +90,17 @@ def map(f, xs, *, batch_size: int | None = None):  # noqa: A001 - JAX's name
 
 def select(pred, on_true, on_false) -> Tensor:
     """``on_true`` where ``pred`` else ``on_false`` (JAX's ``lax.select``:
-    :func:`nabla.where`); ``pred`` must be bool, as JAX's.
+    :func:`nabla.where`). ``pred`` is bool or an integer, as JAX's: an integer picks
+    ``on_true`` where it is positive (JAX's ``select_n`` index, clamped to the two cases).
 
     Raises:
-        TypeError: for a ``pred`` that is not bool.
+        TypeError: for a float ``pred``.
     """
     pred = pred if isinstance(pred, Tensor) else creation.constant(pred)
+    if pred.dtype.is_int:
+        pred = pred > 0
     if not pred.dtype.is_bool:
-        raise TypeError(f"lax.select: pred must be bool, got {pred.dtype.value}")
+        raise TypeError(f"lax.select: pred must be bool or an integer, got {pred.dtype.value}")
     return binary.where(pred, on_true, on_false)
 
 
@@ -109,7 +112,9 @@ def clamp(min, x, max) -> Tensor:  # noqa: A002 - JAX's names
     below, above = x < min, x > max
     tie = stop_gradient(x)
     inside = binary.logical_and(x > min, x < max)
-    return binary.where(below, min, binary.where(above, max, binary.where(inside, x, tie)))
+    out = binary.where(below, min, binary.where(above, max, binary.where(inside, x, tie)))
+    # JAX's min(max(x, min), max): where min > max, every element is max
+    return binary.where(out > max, max, out)
 
 
 def iota(dtype, size: int) -> Tensor:

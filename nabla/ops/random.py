@@ -466,7 +466,10 @@ def uniform(
 
 
 def _cast_bound(v, dtype):
-    """A tensor parameter of a float draw in the draw's dtype (as JAX casts its bounds)."""
+    """A tensor (or NumPy array) parameter of a float draw in the draw's dtype (as JAX
+    casts its bounds: a float64 array must not make the draw float64)."""
+    if isinstance(v, np.ndarray):
+        v = fn.asarray(v)
     if isinstance(v, Tensor) and v.dtype is not dtype:
         return fn.cast(v, dtype)
     return v
@@ -688,6 +691,8 @@ def _candidates(op: str, x, axis) -> tuple:
             raise ValueError(f"{op}: n must be >= 0, got {x}")
         return int(x), None, axis
     values = as_tensor(x, op=op)
+    if values.ndim == 0 and values.dtype.is_int:  # a 0-d integer array is n, as in JAX
+        return _candidates(op, int(values.item()), axis)
     if values.ndim == 0:
         raise ValueError(f"{op}: x must be an int or have a dim to draw along")
     axis = norm_axis(op, axis, values.ndim, values.shape)

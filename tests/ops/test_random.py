@@ -383,3 +383,22 @@ def test_choice_is_uniform_over_many_candidates_and_laplace_finite_at_the_edges(
     tiny = lowerings._per_key(lambda g, shape, dtype: np.full(shape, 1e-8, dtype.numpy))
     monkeypatch.setitem(lowerings.LOWERINGS, "random_uniform", tiny)
     assert np.isfinite(nb.random.laplace(nb.random.key(1), (3,)).numpy()).all()
+
+
+def test_array_bounds_keep_the_draw_dtype_and_a_0d_int_is_n():
+    """As JAX: NumPy-array bounds are cast to the draw's dtype (a float64 array made the
+    draw float64, even with ``dtype=float16``); a 0-d integer array is ``n`` for
+    ``permutation`` and ``choice``; ``import nabla.random`` is ``nb.random``."""
+    k = nb.random.key(0)
+    lo, hi = np.array([0.0, 10.0]), np.array([1.0, 11.0])
+    assert nb.random.uniform(k, (2,), minval=lo, maxval=hi).dtype == nb.float32
+    assert nb.random.uniform(k, (2,), minval=lo, maxval=hi, dtype=nb.float16).dtype == nb.float16
+    got = nb.random.uniform(k, (2,), minval=lo, maxval=hi).numpy()
+    assert (got >= lo).all() and (got < hi).all()
+    assert nb.random.uniform(k, (2,), minval=np.array([1, 2]), maxval=3).dtype == nb.float32
+    perm = nb.random.permutation(k, nb.constant(np.int32(5))).numpy()
+    assert sorted(perm.tolist()) == [0, 1, 2, 3, 4]
+    assert nb.random.choice(k, np.array(5), (3,)).shape == (3,)
+    import nabla.random as module  # noqa: PLC0415 - the import path is the point
+
+    assert module is nb.random

@@ -83,7 +83,7 @@ def test_the_rough_edges_a_check_against_jax_found():
         np.testing.assert_allclose(L.map(f, x, batch_size=b).numpy(), 2 * x.numpy().sum(1))
     grads = nb.grad(lambda v: L.clamp(0.0, v, 1.0).sum())(nb.constant([0.0, 0.5, 1.0, 2.0]))
     assert grads.tolist() == [0.0, 1.0, 0.0, 0.0]  # jax.grad of lax.clamp's
-    with pytest.raises(TypeError, match="pred must be bool"):
+    with pytest.raises(TypeError, match="pred must be bool or an integer"):
         L.select(nb.constant([1.0, 0.0]), nb.ones(2), nb.zeros(2))
     with pytest.raises(TypeError, match="update of dtype float32 for an operand of dtype int32"):
         L.dynamic_update_slice(np.zeros(4, np.int32), np.array([9.7], np.float32), (1,))
@@ -92,3 +92,16 @@ def test_the_rough_edges_a_check_against_jax_found():
         L.dynamic_slice_in_dim(np.zeros((2, 2)), 0, 1, 5)
     with pytest.raises(ValueError, match="lax.map: every leaf of xs needs a leading dim"):
         L.map(f, nb.constant(1.0))
+
+
+def test_a_second_check_against_jax():
+    """``clamp`` with min > max is JAX's ``min(max(x, min), max)`` (every element max);
+    ``select`` takes an integer ``pred`` as JAX's (positive picks ``on_true``); ``map``
+    with ``batch_size`` over nothing gives an empty result."""
+    assert L.clamp(3.0, nb.constant([0.0, 2.0, 5.0]), 1.0).tolist() == [1.0, 1.0, 1.0]
+    assert nb.grad(lambda v: L.clamp(3.0, v, 1.0))(nb.constant(2.0)).item() == 0.0
+    pred = nb.constant(np.array([0, 2, -1], np.int32))
+    got = L.select(pred, nb.constant([1.0, 2.0, 3.0]), nb.constant([4.0, 5.0, 6.0]))
+    assert got.tolist() == [4.0, 2.0, 6.0]  # jax.lax.select's answer
+    for b in (None, 2):
+        assert L.map(lambda r: r * 2, nb.zeros((0, 3)), batch_size=b).shape == (0, 3)
