@@ -1045,8 +1045,9 @@ def _leaf_totals(leaves: list, got: dict, detach: bool) -> list:
 def _chosen_inputs(inputs, reached: _Reached) -> tuple[list, list]:
     """``backward(inputs=...)``: the leaves among ``inputs`` (differentiated as targets)
     and the computed tensors among them, with the ``retain_grad`` ones on the way (both
-    observed, not stopping the walk); each once. An input must be among the values the
-    output's history ``reached``."""
+    observed, not stopping the walk); each once. An input must require grad; one the
+    output's history never ``reached`` gets no gradient (its ``.grad`` stays as it was), as
+    in PyTorch."""
     inputs = [inputs] if isinstance(inputs, Tensor) else list(inputs)
     if not inputs:
         raise RuntimeError("backward(): inputs is empty; name the tensors to differentiate")
@@ -1058,11 +1059,13 @@ def _chosen_inputs(inputs, reached: _Reached) -> tuple[list, list]:
         impl = x._impl
         # a compiled function's argument stands for the caller's tensor while it traces
         impl = (STATE.trace_args or {}).get(id(impl), impl)
-        if id(impl) not in reach or not (impl.requires_grad or REQUIRES_GRAD in impl.traced):
+        if not (impl.requires_grad or REQUIRES_GRAD in impl.traced):
             raise RuntimeError(
-                f"backward(): an input of shape {x.shape} is not something the tensor "
-                "depends on through a requires_grad history"
+                f"backward(): an input of shape {x.shape} does not require grad (it has no "
+                "requires_grad history)"
             )
+        if id(impl) not in reach:  # the output does not depend on it: no gradient, as PyTorch
+            continue
         group = chosen_leaves if impl.requires_grad else chosen
         if all(impl is not c for c in group):  # (named twice: one gradient)
             group.append(impl)

@@ -126,6 +126,35 @@ def test_clip_grad_norm():
     )
 
 
+def test_clipping_writes_each_grad_in_place_and_step_takes_a_closure():
+    """As PyTorch: ``clip_grad_norm_``/``clip_grad_value_`` change the ``.grad`` tensors
+    themselves (a reference held before sees the clipped values), and ``opt.step(closure)``
+    calls the closure, steps on the ``.grad`` it leaves and returns its loss."""
+    w = nb.tensor([3.0, 4.0], requires_grad=True)
+    (w * w).sum().backward()
+    held = w.grad
+    optim.clip_grad_norm_([w], 1.0)
+    assert held is w.grad
+    np.testing.assert_allclose(held.numpy(), [0.6, 0.8], rtol=1e-6)
+    optim.clip_grad_value_([w], 0.7)
+    assert held is w.grad
+    np.testing.assert_allclose(held.numpy(), [0.6, 0.7], rtol=1e-6)
+    w = nb.tensor([1.0, 2.0], requires_grad=True)
+    opt = optim.SGD([w], lr=0.1)
+
+    def closure():
+        opt.zero_grad()
+        loss = (w * w).sum()
+        loss.backward()
+        return loss
+
+    assert opt.step(closure).item() == 5.0
+    np.testing.assert_allclose(w.numpy(), [0.8, 1.6], rtol=1e-6)
+    np.testing.assert_allclose(opt.step(closure=closure).item(), 0.8**2 + 1.6**2, rtol=1e-6)
+    with pytest.raises(TypeError, match="grads or a closure, not both"):
+        opt.step([w.grad], closure)
+
+
 def test_clip_grad_norm_without_gradients_realizes_nothing_else():
     """A model with no gradients yet: nothing to clip, and nothing else pending is run (it
     realized every pending tensor, so an unrelated lazy error surfaced from it)."""

@@ -40,7 +40,7 @@ import numpy as np
 
 from ...core.dtypes import DType
 from ...core.pytree import tree_flatten, tree_leaves, tree_unflatten
-from ...core.state import REQUIRES_GRAD, STATE, is_live
+from ...core.state import REQUIRES_GRAD, STATE, enable_grad, is_live
 from ...ops import binary, creation, unary
 from ...ops._util import as_tensor
 from ...runtime.tensor import Tensor, realize
@@ -319,9 +319,15 @@ def clip_grad_norm_(
         )
     if STATE.recording is None and clipped:  # (realize() of nothing realizes everything)
         realize(*clipped)
-    for p, g in zip(with_grad, clipped):
-        p.grad = g
+    _write_grads(with_grad, clipped)
     return norm
+
+
+def _write_grads(params, values) -> None:
+    """Each ``p.grad`` takes its new value in place, as PyTorch's clipping does: a
+    reference to the gradient taken before sees the clipped values."""
+    for p, g in zip(params, values):
+        p.grad.copy_(g)
 
 
 def _clip(grads, max_norm: float, norm_type: float):
@@ -381,10 +387,9 @@ def clip_grad_value_(parameters, clip_value: float, foreach: bool | None = None)
     c = _checked_clip_value("clip_grad_value_", clip_value)
     with_grad = [p for p in _params_of(parameters) if p.grad is not None]
     clipped = [binary.clip(p.grad, -c, c) for p in with_grad]
-    if STATE.recording is None:
+    if STATE.recording is None and clipped:
         realize(*clipped)
-    for p, g in zip(with_grad, clipped):
-        p.grad = g
+    _write_grads(with_grad, clipped)
 
 
 # ----------------------------------------------------------------------------- functional core
@@ -1350,18 +1355,32 @@ class Optimizer:
         grads = [p.grad if isinstance(p, Tensor) else None for p in leaves]
         return None if all(g is None for g in grads) else grads
 
-    def step(self, grads=None):
+    def step(self, grads=None, closure=None):
         """Apply one update.
 
         Args:
             grads: a gradient pytree like the params (e.g. from ``nb.grad``); None reads each
-                parameter's ``.grad`` (after ``loss.backward()``).
+                parameter's ``.grad`` (after ``loss.backward()``). A function here is taken
+                as ``closure`` (PyTorch's ``opt.step(closure)``).
+            closure: PyTorch's: a function that computes the loss and calls ``backward()``;
+                it is called first (with gradients enabled) and the update reads the
+                ``.grad`` it leaves.
 
         Returns:
-            The updated model or params tree (the same objects, updated in place). With no
-            ``grads`` and no parameter holding a ``.grad``, nothing changes, as PyTorch's
-            ``step()`` skips parameters without one (the step still counts for schedulers).
+            The updated model or params tree (the same objects, updated in place); with a
+            ``closure``, its loss, as PyTorch's. With no ``grads`` and no parameter holding
+            a ``.grad``, nothing changes, as PyTorch's ``step()`` skips parameters without
+            one (the step still counts for schedulers).
         """
+        if callable(grads) and not isinstance(grads, Tensor | Module):
+            grads, closure = None, grads
+        if closure is not None:
+            if grads is not None:
+                raise TypeError("step: pass grads or a closure, not both")
+            with enable_grad():
+                loss = closure()
+            self.step()
+            return loss
         params = self.params
         if grads is None:
             grads = self._grads_from_attr(params)
