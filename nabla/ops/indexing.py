@@ -19,7 +19,7 @@ import numpy as np
 
 from ..core.dtypes import DType, promote_types, result_type
 from ..core.ir import RETAIN, TensorImpl, same_shape
-from ..core.state import REQUIRES_GRAD, STATE
+from ..core.state import REQUIRES_GRAD, STATE, enable_grad
 from ..runtime.graph import GRAPH
 from ..runtime.tensor import Tensor
 from . import batching, spmd
@@ -896,10 +896,32 @@ def setitem(x: Tensor, key, value) -> None:
             v = value.detach() if isinstance(value, Tensor) else value
             rebind(x, _update(x.detach(), key, v, "set"), item=True)
         else:
-            rebind(x, _update(x, key, value, "set"), item=True)
+            rebind(x, unrecorded(x, _update(x, key, value, "set")), item=True)
     finally:
         _WRITTEN[0] = None
     write_through(x)
+
+
+def unrecorded(x: Tensor, new: Tensor) -> Tensor:
+    """What ``x`` holds after an in-place write of ``new`` (``x[i] = v``, ``x.clamp_()``).
+    Under ``no_grad``, on a computed tensor with ``requires_grad`` history, the write is
+    PyTorch's unrecorded in-place op: ``x`` takes the new value and keeps its history, so
+    gradients pass straight through to what ``x`` was computed from. That is ``new``'s
+    value exactly (``new - 0``) with ``x``'s derivative (the 0 is ``stop_gradient(x) - x``,
+    0 also where ``x`` is not finite). Anywhere else, ``new`` itself."""
+    impl = x._impl
+    if (
+        STATE.no_grad is None
+        or impl.requires_grad
+        or REQUIRES_GRAD not in impl.traced
+        or not impl.dtype.is_float
+        or new.dtype is not impl.dtype
+        or new.shape != x.shape
+    ):
+        return new
+    with enable_grad():
+        zero = fn.where(fn.isfinite(x), fn.stop_gradient(x) - x, 0.0)
+        return fn.stop_gradient(new) - zero
 
 
 # ``setitem``'s tensor and key while it rebinds: ``_refresh_views`` leaves the views of

@@ -751,7 +751,7 @@ def _in_place_method(compute, name: str):
         new = compute(self.detach() if leaf else self, *args, **kwargs)
         if new.dtype is not self.dtype and new.dtype.is_float and self.dtype.is_float:
             new = unary.cast(new, self.dtype)
-        _rebind_fitting(name, self, new, "the tensor")
+        _rebind_fitting(name, self, indexing.unrecorded(self, new), "the tensor")
         indexing.write_through(self)
         return self
 

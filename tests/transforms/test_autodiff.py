@@ -1862,3 +1862,41 @@ def test_linearize_is_jax_s():
     np.testing.assert_allclose(f_jvp(np.float32(1.0), np.zeros(2, np.float32)).numpy(), b)
     with pytest.raises(TypeError, match="takes 2 tangent"):
         f_jvp(np.float32(1.0))
+
+
+def test_an_in_place_write_under_no_grad_keeps_a_computed_tensor_s_history():
+    """PyTorch's unrecorded in-place op: under ``no_grad``, ``y.mul_()``, ``y.clamp_()``,
+    ``y[i] = v`` and a view's ``zero_()`` on a computed tensor change its value and keep its
+    history, so gradients pass straight through to ``x`` (the answers are PyTorch's). They
+    had cut ``y`` off: its gradient was lost, or ``backward`` found nothing to reach."""
+    x = nb.tensor([1.0, 2.0], requires_grad=True)
+    y = x * 1
+    with nb.no_grad():
+        y.mul_(5)
+    assert y.requires_grad and y.tolist() == [5.0, 10.0]
+    y.sum().backward()
+    assert x.grad.tolist() == [1.0, 1.0]
+    x = nb.tensor([1.0, 2.0], requires_grad=True)
+    y = x * 3
+    with nb.no_grad():
+        y.clamp_(max=4.0)
+    (y * 1.0 + x).sum().backward()
+    assert y.tolist() == [3.0, 4.0] and x.grad.tolist() == [4.0, 4.0]
+    x = nb.tensor([1.0, 2.0], requires_grad=True)
+    y = x * 3
+    with nb.no_grad():
+        y[0] = 10.0
+    (y * x).sum().backward()
+    assert x.grad.tolist() == [13.0, 12.0]
+    x = nb.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    y = x * 3
+    with nb.no_grad():
+        y[0].zero_()
+        y[1:].mul_(2)
+    (y * x).sum().backward()
+    assert y.tolist() == [0.0, 12.0, 18.0] and x.grad.tolist() == [3.0, 18.0, 27.0]
+    x = nb.tensor([1.0, np.inf], requires_grad=True)  # the value exactly, inf included
+    y = x * -1.0
+    with nb.no_grad():
+        y.mul_(0.0)
+    assert y.tolist()[0] == 0.0 and np.signbit(y.numpy()[0]) and np.isnan(y.tolist()[1])
