@@ -137,6 +137,12 @@ def key(seed: int) -> Tensor:
                 f"random.key: the seed must be an integer scalar, got a {seed.dtype.value} "
                 f"tensor of shape {seed.shape}"
             )
+        if seed._impl.levels or seed._impl.buffer is None:
+            # computed, traced or batched (``vmap(nb.random.key)(seeds)``, as JAX's): the
+            # same two words, by ops on the seed's 64 bits
+            s64 = seed.cast(DType.int64)
+            hi = fn.bitwise_and(fn.right_shift(s64, 32), _MASK)
+            return fn.stack([hi, fn.bitwise_and(s64, _MASK)])
         seed = seed.item()
     if not isinstance(seed, numbers.Integral):
         raise TypeError(f"random.key: the seed must be an integer, got {seed!r}")

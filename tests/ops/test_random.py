@@ -402,3 +402,18 @@ def test_array_bounds_keep_the_draw_dtype_and_a_0d_int_is_n():
     import nabla.random as module  # noqa: PLC0415 - the import path is the point
 
     assert module is nb.random
+
+
+def test_key_of_a_batched_or_traced_seed():
+    """``vmap(nb.random.key)(seeds)`` and a compiled ``key(seed)`` of a traced seed, as
+    JAX's: the keys of each seed (they had needed the seed's value at the call)."""
+    seeds = [0, 1, -5, 2**40 + 3]
+    keys = nb.vmap(nb.random.key)(nb.constant(np.array(seeds, np.int64)))
+    assert keys.tolist() == [nb.random.key(s).tolist() for s in seeds]
+    draw = nb.compile(lambda s: nb.random.normal(nb.random.key(s), (2,)))
+    for s in (3, 4):
+        np.testing.assert_array_equal(
+            draw(nb.constant(np.int64(s))).numpy(), nb.random.normal(nb.random.key(s), (2,)).numpy()
+        )
+    small = nb.vmap(nb.random.key)(nb.constant(np.array([1, 2], np.uint32)))
+    assert small.tolist() == [[0, 1], [0, 2]]
