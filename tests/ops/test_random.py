@@ -1,6 +1,8 @@
 """Random numbers: explicit keys reproduce exactly, the global generator differs per call,
 distributions have the right statistics, and the documented signatures hold."""
 
+import math
+
 import numpy as np
 import pytest
 
@@ -417,3 +419,30 @@ def test_key_of_a_batched_or_traced_seed():
         )
     small = nb.vmap(nb.random.key)(nb.constant(np.array([1, 2], np.uint32)))
     assert small.tolist() == [[0, 1], [0, 2]]
+
+
+def test_truncated_normal_cauchy_lognormal_rademacher_are_jax_s():
+    """JAX's ``truncated_normal`` (inverse CDF, draws strictly inside the bounds), ``cauchy``,
+    ``lognormal`` and ``rademacher``: shapes, dtypes and statistics against the known
+    moments and quantiles (200k draws)."""
+    k = nb.random.key(0)
+    t = nb.random.truncated_normal(k, -1.0, 2.0, (200_000,)).numpy()
+    assert t.dtype == np.float32 and t.min() > -1.0 and t.max() < 2.0
+    phi = lambda v: np.exp(-(v**2) / 2) / np.sqrt(2 * np.pi)  # noqa: E731
+    mass = 0.5 * (math.erf(2 / np.sqrt(2)) - math.erf(-1 / np.sqrt(2)))
+    mean = (phi(-1.0) - phi(2.0)) / mass
+    var = 1 + (-1.0 * phi(-1.0) - 2.0 * phi(2.0)) / mass - mean**2
+    assert abs(t.mean() - mean) < 5 * np.sqrt(var / t.size)
+    assert abs(t.var() - var) < 0.01
+    both = nb.random.truncated_normal(k, np.array([0.0, -2.0]), np.array([1.0, 0.0])).numpy()
+    assert both.shape == (2,) and 0 < both[0] < 1 and -2 < both[1] < 0
+    assert nb.random.truncated_normal(k, -2.0, 2.0, (3,), dtype=nb.float16).dtype == nb.float16
+    c = nb.random.cauchy(k, (100_001,)).numpy()
+    q1, q2, q3 = np.percentile(c, [25, 50, 75])  # Cauchy's quartiles: -1, 0, 1
+    assert abs(q2) < 0.02 and abs(q3 - q1 - 2.0) < 0.05
+    ln = nb.random.lognormal(k, 0.5, (200_000,)).numpy()
+    assert ln.min() > 0 and abs(ln.mean() - math.exp(0.125)) < 0.01
+    assert nb.random.lognormal(k, nb.constant([0.1, 0.2])).shape == (2,)
+    r = nb.random.rademacher(k, (10_000,))
+    assert r.dtype == nb.int32 and set(r.tolist()) == {-1, 1} and abs(r.numpy().mean()) < 0.05
+    assert nb.random.rademacher(k, (2,), dtype=nb.float32).dtype == nb.float32
