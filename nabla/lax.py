@@ -26,7 +26,7 @@ from .ops._util import norm_axis
 from .ops.unary import stop_gradient
 from .runtime.tensor import Tensor
 from .transforms.control_flow import cond, fori_loop, scan, switch, while_loop
-from .transforms.vmap import vmap
+from .transforms.vmap import names_a_vmap, reduce_over_vmap, vmap, vmap_axis_index
 
 __all__ = [
     "cond",
@@ -48,6 +48,7 @@ __all__ = [
     "pmean",
     "pmax",
     "pmin",
+    "axis_index",
 ]
 
 
@@ -245,20 +246,44 @@ def dynamic_index_in_dim(operand, index, axis: int = 0, keepdims: bool = True) -
 
 def psum(x, axis_name) -> Tensor:
     """The sum over mesh axis (or axes) ``axis_name`` inside ``shard_map`` (JAX's
-    ``lax.psum``: :func:`nabla.all_reduce`)."""
+    ``lax.psum``: :func:`nabla.all_reduce`), or over the examples of a ``vmap`` named
+    ``axis_name`` (``vmap(axis_name=)``)."""
+    if names_a_vmap(axis_name):
+        return reduce_over_vmap(x, axis_name, "sum")
     return collectives.all_reduce(x, "sum", axes=axis_name)
 
 
 def pmean(x, axis_name) -> Tensor:
-    """The mean over mesh axis ``axis_name`` (JAX's ``lax.pmean``)."""
+    """The mean over mesh axis ``axis_name`` (JAX's ``lax.pmean``), or over a named
+    ``vmap``'s examples."""
+    if names_a_vmap(axis_name):
+        return reduce_over_vmap(x, axis_name, "mean")
     return collectives.pmean(x, axes=axis_name)
 
 
 def pmax(x, axis_name) -> Tensor:
-    """The maximum over mesh axis ``axis_name`` (JAX's ``lax.pmax``)."""
+    """The maximum over mesh axis ``axis_name`` (JAX's ``lax.pmax``), or over a named
+    ``vmap``'s examples."""
+    if names_a_vmap(axis_name):
+        return reduce_over_vmap(x, axis_name, "max")
     return collectives.all_reduce(x, "max", axes=axis_name)
 
 
 def pmin(x, axis_name) -> Tensor:
-    """The minimum over mesh axis ``axis_name`` (JAX's ``lax.pmin``)."""
+    """The minimum over mesh axis ``axis_name`` (JAX's ``lax.pmin``), or over a named
+    ``vmap``'s examples."""
+    if names_a_vmap(axis_name):
+        return reduce_over_vmap(x, axis_name, "min")
     return collectives.all_reduce(x, "min", axes=axis_name)
+
+
+def axis_index(axis_name) -> Tensor:
+    """Each example's position (int32) along the ``vmap`` named ``axis_name`` (JAX's
+    ``lax.axis_index``).
+
+    Raises:
+        NameError: when no running vmap has that name.
+    """
+    if not names_a_vmap(axis_name) or isinstance(axis_name, tuple):
+        raise NameError(f"lax.axis_index: no running vmap has the axis name {axis_name!r}")
+    return vmap_axis_index(axis_name)

@@ -15,6 +15,7 @@ import numbers
 
 import numpy as np
 
+from ..core.dtypes import DType
 from ..core.pytree import (
     broadcast_prefix,
     keystr,
@@ -24,9 +25,11 @@ from ..core.pytree import (
 )
 from ..core.sharding import DeviceMesh, ShardingError
 from ..core.state import STATE, new_level, vmap_level
+from ..ops import reduction
 from ..ops._util import as_tensor, check_callable
 from ..ops.batching import from_batch, to_batch
 from ..ops.collectives import split_level
+from ..ops.creation import arange
 from ..ops.indexing import fits_in_place, rebind, restore, restore_and_refuse
 from ..ops.view import broadcast_to, unsqueeze
 from ..runtime.tensor import Tensor
@@ -58,7 +61,15 @@ def _checked_in_axes(in_axes):
     return in_axes
 
 
-def vmap(fun=None, in_axes=0, out_axes=0, axis_size=None, spmd_axis_name=None, mesh=None):
+def vmap(
+    fun=None,
+    in_axes=0,
+    out_axes=0,
+    axis_name=None,
+    axis_size=None,
+    spmd_axis_name=None,
+    mesh=None,
+):
     """Vectorize ``fun`` over an axis of its inputs.
 
     Args:
@@ -69,6 +80,10 @@ def vmap(fun=None, in_axes=0, out_axes=0, axis_size=None, spmd_axis_name=None, m
             entry per argument), giving the mapped axis of each input (negative counts from
             the end; None means not mapped).
         out_axes: int, None, or a pytree prefix of the output: where the mapped axis goes.
+        axis_name: a name (any hashable, e.g. a string) for the mapped axis, as JAX's:
+            ``nb.lax.psum(x, name)`` (``pmean``, ``pmax``, ``pmin``) inside the function
+            reduces over the examples, and ``nb.lax.axis_index(name)`` is each example's
+            position.
         axis_size: the batch size; required when no input is mapped.
         spmd_axis_name: mesh axis name (or tuple of names) to split the new batch dim over:
             every mapped input is resharded so its batch dim is split over it, and results
@@ -92,6 +107,7 @@ def vmap(fun=None, in_axes=0, out_axes=0, axis_size=None, spmd_axis_name=None, m
             vmap,
             in_axes=in_axes,
             out_axes=out_axes,
+            axis_name=axis_name,
             axis_size=axis_size,
             spmd_axis_name=spmd_axis_name,
             mesh=mesh,
@@ -131,6 +147,9 @@ def vmap(fun=None, in_axes=0, out_axes=0, axis_size=None, spmd_axis_name=None, m
             befores = [b._impl if isinstance(b, Tensor) else None for b in batched]
             args, kwargs = tree_unflatten(treedef, batched)
             outer, STATE.vmap_writes = STATE.vmap_writes, []
+            names = STATE.vmap_names
+            if axis_name is not None:
+                STATE.vmap_names = {**names, axis_name: (level, size)}
             try:
                 out = fun(*args, **kwargs)
             except BaseException:  # the writes that would be refused are undone all the same
@@ -138,6 +157,7 @@ def vmap(fun=None, in_axes=0, out_axes=0, axis_size=None, spmd_axis_name=None, m
                 raise
             finally:
                 writes, STATE.vmap_writes = STATE.vmap_writes, outer
+                STATE.vmap_names = names
             _refuse_batched_writes(writes, level, out)
             if outer is not None:
                 outer.extend(writes)
@@ -145,6 +165,46 @@ def vmap(fun=None, in_axes=0, out_axes=0, axis_size=None, spmd_axis_name=None, m
             return _unbatch(out, level, size, out_axes)
 
     return vmapped
+
+
+def names_a_vmap(axis_name) -> bool:
+    """Whether ``axis_name`` (a name or a tuple of names) names running vmaps only."""
+    names = axis_name if isinstance(axis_name, tuple) else (axis_name,)
+    return bool(names) and all(_hashable(n) and n in STATE.vmap_names for n in names)
+
+
+def _hashable(name) -> bool:
+    try:
+        hash(name)
+    except TypeError:
+        return False
+    return True
+
+
+_REDUCE = {"sum": reduction.sum, "max": reduction.max, "min": reduction.min}
+
+
+def reduce_over_vmap(x, axis_name, kind: str) -> Tensor:
+    """``x`` reduced (``kind``: sum, mean, max or min) over the examples of the vmaps named
+    ``axis_name``: one value, the same for every example (JAX's ``psum`` and its kin under
+    ``vmap(axis_name=)``)."""
+    x = as_tensor(x, op=f"p{kind}")
+    names = axis_name if isinstance(axis_name, tuple) else (axis_name,)
+    count = 1
+    for name in names:
+        level, size = STATE.vmap_names[name]
+        count *= size
+        if level in x._impl.levels:
+            x = _REDUCE["sum" if kind == "mean" else kind](from_batch(x, level, 0), axis=0)
+        elif kind in ("sum", "mean"):  # the same value in every example
+            x = x * size
+    return x / count if kind == "mean" else x
+
+
+def vmap_axis_index(axis_name) -> Tensor:
+    """Each example's position along the vmap named ``axis_name`` (int32)."""
+    level, size = STATE.vmap_names[axis_name]
+    return to_batch(arange(size, dtype=DType.int32), 0, level)
 
 
 def _write_back_mapped(prepared, batched, befores, level: int, size: int) -> None:

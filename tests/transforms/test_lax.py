@@ -105,3 +105,32 @@ def test_a_second_check_against_jax():
     assert got.tolist() == [4.0, 2.0, 6.0]  # jax.lax.select's answer
     for b in (None, 2):
         assert L.map(lambda r: r * 2, nb.zeros((0, 3)), batch_size=b).shape == (0, 3)
+
+
+def test_collectives_over_a_named_vmap_axis():
+    """``vmap(axis_name=)`` as JAX's: ``psum``/``pmean``/``pmax``/``pmin`` over the examples
+    give one value for every example, ``axis_index`` each example's position; nested
+    names reduce over both; they differentiate, and compile."""
+    x = np.arange(12.0, dtype=np.float32).reshape(4, 3)
+    f = lambda v: v / L.psum(v, "i")  # noqa: E731
+    np.testing.assert_allclose(nb.vmap(f, axis_name="i")(x).numpy(), x / x.sum(0), rtol=1e-6)
+    np.testing.assert_allclose(
+        nb.compile(nb.vmap(f, axis_name="i"))(x).numpy(), x / x.sum(0), rtol=1e-6
+    )
+
+    def g(v):
+        centred = (v - L.pmean(v, "i")) * L.axis_index("i")
+        return centred + L.pmax(v, "i") - L.pmin(v.sum(), "i")
+
+    want = (x - x.mean(0)) * np.arange(4)[:, None] + x.max(0) - x.sum(1).min()
+    np.testing.assert_allclose(nb.vmap(g, axis_name="i")(x).numpy(), want, rtol=1e-6)
+    assert nb.vmap(lambda v: L.psum(1.0, "i"), axis_name="i")(x).tolist() == [4.0] * 4
+    both = nb.vmap(nb.vmap(lambda v: L.psum(v, ("i", "j")), axis_name="j"), axis_name="i")(x)
+    assert both.tolist() == [[x.sum()] * 3] * 4
+    outer = nb.vmap(nb.vmap(lambda v: L.psum(v, "i"), axis_name="j"), axis_name="i")(x)
+    np.testing.assert_allclose(outer.numpy(), np.broadcast_to(x.sum(0), (4, 3)))
+    # d/dx of sum((v - mean_i v)^2) over the batch: 2 (x - mean)
+    grad = nb.grad(lambda x: (nb.vmap(lambda v: v - L.pmean(v, "i"), axis_name="i")(x) ** 2).sum())
+    np.testing.assert_allclose(grad(x).numpy(), 2 * (x - x.mean(0)), rtol=1e-5, atol=1e-5)
+    with pytest.raises(NameError, match="no running vmap has the axis name 'q'"):
+        L.axis_index("q")
