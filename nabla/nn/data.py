@@ -91,6 +91,10 @@ def default_collate(samples: list):
         return {k: default_collate([s[k] for s in samples]) for k in first}
     if isinstance(first, Tensor):
         return creation.constant(_stacked([s.numpy() for s in samples]))
+    if not isinstance(first, np.ndarray | np.generic | str | bytes) and hasattr(first, "__array__"):
+        # another library's array (a dataset returning torch tensors): its values
+        samples = [np.asarray(s) for s in samples]
+        first = samples[0]
     numeric = isinstance(first, np.number | np.bool_ | int | float | bool) or (
         isinstance(first, np.ndarray) and first.dtype.kind in "biufc"
     )
@@ -119,15 +123,13 @@ def _is_dataset(data) -> bool:
         return True  # a list of samples, as PyTorch takes any sequence: ``list(zip(x, y))``
     if isinstance(data, list) and data and isinstance(data[0], int | float | str | np.generic):
         return True  # a list of plain samples (numbers, strings): columns would be arrays
-    if isinstance(data, Tensor | np.ndarray | tuple | list):
-        return False
+    if isinstance(data, Tensor | np.ndarray | tuple | list) or hasattr(data, "__array__"):
+        return False  # (a torch or JAX array too: an array, not a dataset of rows)
     return hasattr(data, "__getitem__") and hasattr(data, "__len__")
 
 
 # PyTorch's loader settings about worker processes and memory pinning: nothing to do here
 _TORCH_LOADER_OPTIONS = {
-    "num_workers",
-    "pin_memory",
     "persistent_workers",
     "prefetch_factor",
     "timeout",
@@ -218,29 +220,40 @@ class DataLoader:
     ``__getitem__``, such as a :class:`Dataset` subclass): each batch is then its examples
     at the batch's indices, joined by ``collate_fn``.
 
+    The positional parameters are PyTorch's, in its order (``dataset, batch_size, shuffle,
+    sampler, batch_sampler, num_workers, collate_fn, pin_memory, drop_last``); ours come
+    after them, keyword only.
+
     Args:
-        data: a Tensor or array, a tuple/list of them with the same length, or a map-style
-            dataset.
-        batch_size: examples per (global) batch (default 32).
+        data: a Tensor or array (a torch or JAX array too), a tuple/list of them with the
+            same length, or a map-style dataset.
+        batch_size: examples per (global) batch (default 1, as PyTorch's).
         shuffle: reshuffle every epoch (default False).
+        sampler: PyTorch's: an iterable of example indices (a torch ``Sampler`` too), read
+            again each epoch, giving the order instead of ``shuffle``.
+        batch_sampler: PyTorch's: an iterable of lists of indices, one per batch, instead
+            of ``batch_size``, ``shuffle``, ``sampler`` and ``drop_last``.
+        num_workers: accepted for PyTorch's calls (>= 0): batches are made in this process.
+        collate_fn: joins a dataset's examples into a batch (default
+            :func:`default_collate`); only for a dataset.
+        pin_memory: accepted for PyTorch's calls; nothing to pin.
         drop_last: skip the last batch when it is smaller than ``batch_size`` (default False).
         seed: seed of the shuffling (default 0).
         num_replicas: how many parts each batch is cut into (default: the process count,
             ``nb.distributed.process_count()``).
         rank: which part this loader yields (default: ``nb.distributed.process_index()``).
-        collate_fn: joins a dataset's examples into a batch (default
-            :func:`default_collate`); only for a dataset.
-        **loader_options: PyTorch's ``num_workers``, ``pin_memory``, ``persistent_workers``,
-            ``prefetch_factor``, ``timeout``, ``worker_init_fn``, ``pin_memory_device``,
-            ``multiprocessing_context`` and ``generator``, accepted so its loader calls
-            carry over: batches are made in this process, in memory (no workers, no
-            pinning), and ``seed`` alone decides the order (a torch ``generator`` does
-            not). Another keyword is a ``TypeError``.
+        **loader_options: PyTorch's ``persistent_workers``, ``prefetch_factor``,
+            ``timeout``, ``worker_init_fn``, ``pin_memory_device``, ``multiprocessing_context``
+            and ``generator``, accepted so its loader calls carry over: batches are made in
+            this process, in memory (no workers, no pinning), and ``seed`` alone decides
+            the order (a torch ``generator`` does not). Another keyword is a ``TypeError``.
 
     Raises:
         ValueError: for an empty dataset, arrays of different lengths, ``batch_size < 1``,
-            a rank outside ``[0, num_replicas)``, or a batch (the last one too, unless
-            ``drop_last``) that ``num_replicas`` does not divide.
+            a rank outside ``[0, num_replicas)``, a batch (the last one too, unless
+            ``drop_last``) that ``num_replicas`` does not divide, a negative
+            ``num_workers``, or ``sampler``/``batch_sampler`` with the settings they replace
+            (PyTorch's errors).
 
     Example:
         >>> loader = DataLoader((np.zeros((10, 2)), np.arange(10)), batch_size=4)
@@ -251,18 +264,36 @@ class DataLoader:
     def __init__(
         self,
         data,
-        batch_size: int = 32,
+        batch_size: int = 1,
         shuffle=False,
+        sampler=None,
+        batch_sampler=None,
+        num_workers: int = 0,
+        collate_fn=None,
+        pin_memory: bool = False,
         drop_last=False,
+        *,
         seed=0,
         num_replicas: int | None = None,
         rank: int | None = None,
-        collate_fn=None,
         **loader_options,
     ):
         unknown = sorted(set(loader_options) - _TORCH_LOADER_OPTIONS)
         if unknown:
             raise TypeError(f"DataLoader: unexpected keyword arguments {unknown}")
+        if not isinstance(num_workers, numbers.Integral) or num_workers < 0:
+            raise ValueError(f"DataLoader: num_workers must be an int >= 0, got {num_workers!r}")
+        if sampler is not None and shuffle:
+            raise ValueError("DataLoader: sampler is mutually exclusive with shuffle")
+        if batch_sampler is not None and (
+            batch_size != 1 or shuffle or sampler is not None or drop_last
+        ):
+            raise ValueError(
+                "DataLoader: batch_sampler is mutually exclusive with batch_size, shuffle, "
+                "sampler and drop_last"
+            )
+        self.sampler, self.batch_sampler = sampler, batch_sampler
+        self.num_workers, self.pin_memory = int(num_workers), bool(pin_memory)
         if not isinstance(batch_size, numbers.Integral) or isinstance(batch_size, bool):
             raise TypeError(
                 f"DataLoader: batch_size must be a positive int, got {batch_size!r} (unbatched "
@@ -307,6 +338,8 @@ class DataLoader:
         if batch_size < 1:
             raise ValueError(f"DataLoader: batch_size must be at least 1, got {batch_size}")
         self.n = lengths.pop()
+        if sampler is not None:  # the examples an epoch visits: the sampler's indices
+            self.n = len(sampler)
         self.batch_size, self.shuffle, self.drop_last = int(batch_size), shuffle, drop_last
         self.seed, self.epoch = int(seed), 0
         self.num_replicas = PROCESS.count if num_replicas is None else int(num_replicas)
@@ -317,7 +350,8 @@ class DataLoader:
                 f"num_replicas={num_replicas}"
             )
         last = self.n % self.batch_size if not drop_last else 0
-        for size in (self.batch_size, last):
+        # (a batch_sampler's batches are checked as they are made)
+        for size in (self.batch_size, last) if batch_sampler is None else ():
             if size and size % self.num_replicas:
                 raise ValueError(
                     f"DataLoader: a batch of {size} examples (batch_size={batch_size}, "
@@ -329,6 +363,8 @@ class DataLoader:
         self._taken: int | None = None  # batches taken in the epoch being iterated
 
     def __len__(self) -> int:
+        if self.batch_sampler is not None:
+            return len(self.batch_sampler)
         if self.drop_last:
             return self.n // self.batch_size
         return -(-self.n // self.batch_size)
@@ -363,17 +399,30 @@ class DataLoader:
         self.epoch, self._start, self._taken = epoch, batch, None
 
     def order(self, epoch: int) -> np.ndarray:
-        """The example order of ``epoch`` (every process computes the same one)."""
+        """The example order of ``epoch`` (every process computes the same one): a
+        ``sampler``'s indices as it yields them this epoch."""
+        if self.sampler is not None:
+            return np.fromiter((int(i) for i in self.sampler), dtype=np.int64)
         if self.shuffle:
             return _rng(self.seed, epoch).permutation(self.n)
         return np.arange(self.n)
 
     def __iter__(self):
         epoch, start = self.epoch, self._start
-        order = self.order(epoch)
+        if self.batch_sampler is not None:
+            batches = [np.asarray(list(b), dtype=np.int64) for b in self.batch_sampler]
+        else:
+            order = self.order(epoch)
+            size = self.batch_size
+            batches = [order[b * size : (b + 1) * size] for b in range(len(self))]
         self.epoch, self._start, self._taken = epoch + 1, 0, start
-        for b in range(start, len(self)):
-            idx = order[b * self.batch_size : (b + 1) * self.batch_size]
+        for b in range(start, len(batches)):
+            idx = batches[b]
+            if len(idx) % self.num_replicas:
+                raise ValueError(
+                    f"DataLoader: batch {b} of {len(idx)} examples cannot be cut into "
+                    f"{self.num_replicas} equal parts (num_replicas)"
+                )
             part = len(idx) // self.num_replicas
             idx = idx[self.rank * part : (self.rank + 1) * part]
             if self.dataset is not None:

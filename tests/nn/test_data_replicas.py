@@ -4,6 +4,7 @@ global batches, each replica its own consecutive part; resuming mid-epoch contin
 import numpy as np
 import pytest
 
+import nabla as nb
 from nabla import nn
 
 
@@ -99,3 +100,57 @@ def test_a_batch_the_dataset_failed_to_make_is_not_counted_as_taken():
     again = nn.DataLoader(data, batch_size=2)
     again.load_state_dict(loader.state_dict())
     assert next(iter(again)).tolist() == [4.0, 5.0]
+
+
+class _ForeignArray:
+    """Another library's array (a torch tensor, a JAX array): it has ``__array__``, and an
+    ``__getitem__``/``__len__`` that made it look like a dataset of rows."""
+
+    def __init__(self, a):
+        self.a = np.asarray(a)
+
+    def __array__(self, dtype=None, copy=None):
+        return self.a if dtype is None else self.a.astype(dtype)
+
+    def __len__(self):
+        return len(self.a)
+
+    def __getitem__(self, i):
+        return _ForeignArray(self.a[i])
+
+
+def test_pytorch_s_positional_order_samplers_and_foreign_arrays():
+    """As torch.utils.data: the positional parameters are PyTorch's (a sampler in the 4th
+    place had been taken as drop_last), ``sampler``/``batch_sampler`` give the order and
+    the batches, their conflicts are PyTorch's errors, the default batch is 1, and
+    another library's array is an array (its rows had been collated into a list)."""
+    x = np.arange(10)
+    assert [b.tolist() for b in nn.DataLoader(x, 4, False, [9, 8, 7, 6, 5])] == [
+        [9, 8, 7, 6],
+        [5],
+    ]
+    assert len(nn.DataLoader(x)) == 10  # PyTorch's default batch_size of 1
+    batches = nn.DataLoader(x, batch_sampler=[[0, 1, 2], [7], [3, 3]])
+    assert len(batches) == 3 and [b.tolist() for b in batches] == [[0, 1, 2], [7], [3, 3]]
+    assert [b.tolist() for b in nn.DataLoader(x, 2, sampler=range(3), drop_last=True)] == [[0, 1]]
+    with pytest.raises(ValueError, match="sampler is mutually exclusive with shuffle"):
+        nn.DataLoader(x, 2, True, [1, 2])
+    with pytest.raises(ValueError, match="batch_sampler is mutually exclusive"):
+        nn.DataLoader(x, 2, batch_sampler=[[0]])
+    with pytest.raises(ValueError, match="num_workers must be an int >= 0"):
+        nn.DataLoader(x, num_workers=-1)
+    loader = nn.DataLoader(x, 2, False, None, None, 2, None, True)  # PyTorch's positions
+    assert loader.num_workers == 2 and loader.pin_memory and len(loader) == 5
+    foreign = _ForeignArray(np.arange(8.0).reshape(4, 2))
+    got = list(nn.DataLoader(foreign, batch_size=2))
+    assert isinstance(got[0], nb.Tensor) and got[0].tolist() == [[0.0, 1.0], [2.0, 3.0]]
+
+    class Rows(nn.data.Dataset):
+        def __len__(self):
+            return 3
+
+        def __getitem__(self, i):
+            return _ForeignArray([i, i + 1.0]), i
+
+    x_batch, y_batch = next(iter(nn.DataLoader(Rows(), batch_size=3)))
+    assert x_batch.shape == (3, 2) and y_batch.tolist() == [0, 1, 2]

@@ -366,10 +366,13 @@ def test_a_map_style_dataset_batches_like_its_arrays():
         assert batch["name"] == [f"ex{i}" for i in order[4 * b : 4 * b + 4]]  # kept as a list
     # each of 2 processes reads its half of every global batch of a dataset too
     halves = [
-        [b["x"].numpy() for b in nn.DataLoader(ds, 4, True, True, 2, num_replicas=2, rank=r)]
+        [
+            b["x"].numpy()
+            for b in nn.DataLoader(ds, 4, True, drop_last=True, seed=2, num_replicas=2, rank=r)
+        ]
         for r in (0, 1)
     ]
-    whole = [x.numpy() for x, _ in nn.DataLoader((ds.x, labels), 4, True, True, 2)]
+    whole = [x.numpy() for x, _ in nn.DataLoader((ds.x, labels), 4, True, drop_last=True, seed=2)]
     for h0, h1, w in zip(*halves, whole, strict=True):
         np.testing.assert_array_equal(np.concatenate([h0, h1]), w)
     pairs = nn.data.TensorDataset(np.arange(6.0).reshape(3, 2), np.array([1, 2, 3]))
