@@ -21,6 +21,7 @@ import numpy as np
 
 from .core.dtypes import DType
 from .core.pytree import tree_leaves, tree_map
+from .core.state import spmd_axes
 from .ops import binary, collectives, creation, indexing, view
 from .ops._util import norm_axis
 from .ops.unary import stop_gradient
@@ -278,12 +279,19 @@ def pmin(x, axis_name) -> Tensor:
 
 
 def axis_index(axis_name) -> Tensor:
-    """Each example's position (int32) along the ``vmap`` named ``axis_name`` (JAX's
-    ``lax.axis_index``).
+    """Each example's position (int32) along the ``vmap`` named ``axis_name``, or this
+    device's along the mesh axis (or axes) ``axis_name`` inside ``shard_map`` (JAX's
+    ``lax.axis_index``; :func:`nabla.axis_index` with the body's mesh).
 
     Raises:
-        NameError: when no running vmap has that name.
+        NameError: when no running vmap or shard_map body has that axis name.
     """
-    if not names_a_vmap(axis_name) or isinstance(axis_name, tuple):
-        raise NameError(f"lax.axis_index: no running vmap has the axis name {axis_name!r}")
-    return vmap_axis_index(axis_name)
+    if names_a_vmap(axis_name) and not isinstance(axis_name, tuple):
+        return vmap_axis_index(axis_name)
+    names = axis_name if isinstance(axis_name, tuple) else (axis_name,)
+    bodies = [spmd_axes.get(n) for n in names if isinstance(n, str)]
+    if len(bodies) == len(names) and all(bodies):
+        return collectives.axis_index(bodies[0][1], axis_name)
+    raise NameError(
+        f"lax.axis_index: no running vmap or shard_map body has the axis name {axis_name!r}"
+    )

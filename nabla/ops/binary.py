@@ -871,9 +871,9 @@ def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False) -> Tensor:
 
 def logaddexp(a, b) -> Tensor:
     """``log(exp(a) + exp(b))`` without overflow (NumPy's and JAX's ``logaddexp``), as
-    ``m + log(exp(a - m) + exp(b - m))`` for ``m = max(a, b)`` held constant in the
-    gradient (which is then the two softmax weights, 1/2 each at a tie); equal infinities
-    give that infinity. Integer operands are computed in the default float dtype.
+    ``max(a, b) + log1p(exp(-|a - b|))``, whose gradient is the two softmax weights (1/2
+    each at a tie); equal infinities give that infinity. Integer operands are computed
+    in the default float dtype.
 
     Args:
         a: a tensor, Python scalar, nested list or NumPy array.
@@ -883,10 +883,12 @@ def logaddexp(a, b) -> Tensor:
         A float tensor of the broadcast shape.
     """
     a, b = _float_pair("logaddexp", a, b)
-    top = fn.stop_gradient(maximum(a, b))
-    # an infinite (or NaN) maximum shifts by 0: exp gives the infinity (or NaN) back
-    top = where(fn.isfinite(top), top, 0.0)
-    return top + fn.log(fn.exp(a - top) + fn.exp(b - top))
+    # max + log1p(exp(-|a - b|)): the small term keeps its digits (log(1 + e) rounded
+    # 1 + e first: logaddexp(-20, 0) was 0 in float32, 2.06e-9 exactly); equal infinities
+    # (|a - b| NaN) add log 2 to that infinity, a NaN operand gives NaN
+    gap = fn.abs(a - b)
+    gap = where(equal(a, b), 0.0, gap)
+    return maximum(a, b) + fn.log1p(fn.exp(fn.neg(gap)))
 
 
 def _float_pair(op: str, a, b) -> tuple:
@@ -912,6 +914,16 @@ def fmod(a, b) -> Tensor:
         A tensor of the promoted dtype and the broadcast shape.
     """
     (a, b), _ = promote_operands("fmod", [a, b], broadcast=True)
+    if a.dtype.is_float:
+        # mod of the magnitudes is exact, and the result takes a's sign (-0.0 too). The
+        # integer form below subtracts b from mod's result where the signs differ, which
+        # for floats rounds: mod(-1, 65504) is 65504 in float16, so fmod came out 0. Each
+        # magnitude is a where (not abs), so d/da stays 1 at a = 0
+        zero = fn.zeros_like(a)
+        a_neg = logical_or(less(a, zero), less(fn.reciprocal(a), zero))
+        b_neg = logical_or(less(b, zero), less(fn.reciprocal(b), zero))
+        r = mod(where(a_neg, fn.neg(a), a), where(b_neg, fn.neg(b), b))
+        return where(a_neg, fn.neg(r), r)
     r = mod(a, b)
     zero = fn.zeros_like(r)
     other_side = logical_and(not_equal(r, zero), not_equal(less(r, zero), less(a, zero)))

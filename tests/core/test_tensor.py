@@ -1326,3 +1326,41 @@ def test_the_new_forms_rough_edges():
     plist = nb.nn.ParameterList([nb.ones(1)])
     plist += [nb.ones(2)]
     assert len(plist) == 2
+
+
+def test_fmod_and_logaddexp_keep_their_small_results():
+    """Found by a low-precision check against JAX, wrong in every float dtype: ``fmod``
+    subtracted ``b`` from ``mod``'s rounded result where the signs differ (``fmod(-1,
+    65504)`` was 0 in float16, ``fmod(-1, inf)`` NaN), and ``logaddexp`` rounded ``1 + e``
+    before its log (``logaddexp(-20, 0)`` was 0 in float32). The expected values are
+    NumPy's (exact for these)."""
+    for dt, a, b in [
+        (np.float16, -1.0, 65504.0),
+        (np.float16, -1.0, np.inf),
+        (np.float32, -1e-8, 1.0),
+        (np.float32, -3.0, 1e8),
+        (np.float32, 1.0, -np.inf),
+        (np.float64, -1e-20, 1.0),
+        (np.float32, -7.5, 2.0),
+        (np.float32, -6.0, 3.0),
+    ]:
+        got = nb.fmod(nb.constant(np.array(a, dt)), nb.constant(np.array(b, dt))).numpy()
+        want = np.fmod(np.array(a, dt), np.array(b, dt))
+        assert got == want and np.signbit(got) == np.signbit(want), (dt, a, b)
+    bf = nb.fmod(nb.constant(-1.0).cast(nb.bfloat16), nb.constant(65536.0).cast(nb.bfloat16))
+    assert float(bf.numpy()) == -1.0
+    assert nb.grad(lambda a: nb.fmod(a, 2.0))(nb.constant(0.0)).item() == 1.0
+    da, db = nb.grad(nb.fmod, argnums=(0, 1))(nb.constant(-7.5), nb.constant(2.0))
+    assert (da.item(), db.item()) == (1.0, 3.0)  # d/db = -trunc(a / b)
+    assert nb.fmod(nb.constant(np.array([-128], np.int8)), 3).tolist() == [-2]
+    for dt, a, want in [
+        (np.float32, -20.0, 2.0611537e-09),
+        (np.float64, -40.0, 4.248354255291589e-18),
+    ]:
+        got = nb.logaddexp(nb.constant(np.array(a, dt)), nb.constant(np.array(0.0, dt))).item()
+        assert got == pytest.approx(want, rel=1e-6)
+    assert float(nb.logaddexp(nb.constant(-7.0).cast(nb.bfloat16), 0.0).numpy()) > 9e-4
+    inf = np.inf
+    got = nb.logaddexp(nb.constant([inf, -inf, inf, 1.0]), nb.constant([inf, -inf, -inf, 1.0]))
+    assert got.tolist()[:3] == [inf, -inf, inf] and got.tolist()[3] == pytest.approx(1 + np.log(2))
+    assert nb.grad(lambda a: nb.logaddexp(a, 1.0))(nb.constant(1.0)).item() == 0.5

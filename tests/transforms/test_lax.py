@@ -132,5 +132,8 @@ def test_collectives_over_a_named_vmap_axis():
     # d/dx of sum((v - mean_i v)^2) over the batch: 2 (x - mean)
     grad = nb.grad(lambda x: (nb.vmap(lambda v: v - L.pmean(v, "i"), axis_name="i")(x) ** 2).sum())
     np.testing.assert_allclose(grad(x).numpy(), 2 * (x - x.mean(0)), rtol=1e-5, atol=1e-5)
-    with pytest.raises(NameError, match="no running vmap has the axis name 'q'"):
+    with pytest.raises(NameError, match="no running vmap or shard_map body has .* 'q'"):
         L.axis_index("q")
+    mesh = nb.DeviceMesh("lax_ix", (2,), ("d",))
+    body = nb.shard_map(lambda a: a * 0 + L.axis_index("d"), mesh, (nb.P("d"),), nb.P("d"))
+    assert body(np.zeros(4, np.float32)).tolist() == [0.0, 0.0, 1.0, 1.0]
