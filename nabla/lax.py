@@ -10,7 +10,8 @@ differentiate, batch under ``vmap`` and compile as those do:
   ``dynamic_index_in_dim``): start indices that may be tensors (traced or batched), clamped
   so the slice fits, as JAX clamps them;
 - ``psum``/``pmean``/``pmax``/``pmin`` over a mesh axis name inside ``shard_map``
-  (:func:`nabla.all_reduce`).
+  (:func:`nabla.all_reduce`), or over the examples of a ``vmap(axis_name=)``, and
+  ``axis_index`` along either.
 """
 
 from __future__ import annotations
