@@ -630,7 +630,10 @@ def _sum_unneeded(x, term, keep):
     """``x`` summed over the indices of ``term`` not in ``keep``, and its new term."""
     drop = tuple(i for i, c in enumerate(term) if c not in keep)
     if drop:
-        x = fn.reduce_sum(x, drop)
+        summed = fn.reduce_sum(x, drop)
+        # in the operands' dtype, as einsum's products are (sum widens bool and small
+        # ints: 'ij->i' of bools gave counts, JAX's gives bools)
+        x = summed if summed.dtype is x.dtype else fn.cast(summed, x.dtype)
         term = "".join(c for c in term if c in keep)
     return x, term
 

@@ -850,9 +850,13 @@ _pad = PadOp()
 
 
 def _norm_pads(x, paddings):
+    if isinstance(paddings, Tensor):  # (widths as a tensor: its values, as JAX takes them)
+        paddings = paddings.numpy()
     if isinstance(paddings, numbers.Integral):
         return ((int(paddings), int(paddings)),) * x.ndim
     paddings = list(paddings)
+    if len(paddings) == 1 and isinstance(paddings[0], numbers.Integral):
+        paddings = [(paddings[0], paddings[0])] * x.ndim  # (n,): n on both sides of every dim
     if len(paddings) == 2 and all(isinstance(p, numbers.Integral) for p in paddings):
         # one (low, high) pair for every dim, as NumPy and JAX read it
         paddings = [tuple(paddings)] * x.ndim
@@ -913,6 +917,9 @@ def pad(x, paddings, mode="constant", value=0.0, *, constant_values=None) -> Ten
         if isinstance(value, Tensor):
             return _pad_with_tensor(x, pads, value)
         v = bool(value) if x.dtype.is_bool else (int(value) if x.dtype.is_int else float(value))
+        if x.dtype.is_int and not x.dtype.is_bool:  # wrapped into the dtype, as JAX's
+            info = np.iinfo(x.dtype.numpy)
+            v = (v - int(info.min)) % (int(info.max) - int(info.min) + 1) + int(info.min)
         return _pad.bind([x], {"pads": pads, "value": v})
     if mode not in ("reflect", "edge", "replicate", "wrap", "circular"):
         raise ValueError(f"pad: unknown mode {mode!r}")

@@ -274,6 +274,10 @@ def trace(fn, *args, **kwargs):
         *args: when given, the arguments to record ``fn`` with right away.
         **kwargs: keyword arguments of that call (only with ``args``).
 
+    Raises:
+        TypeError: when ``fn`` is not callable (a tensor: ``jnp.trace``'s diagonal sum is
+            ``nb.einsum('ii->', x)``), or for keyword arguments without positional ones.
+
     Example:
         >>> print(nb.trace(lambda x: nb.sin(x) * 2.0)(nb.ones((3,))))
         { lambda b:f32[] ; a:f32[3]. let
@@ -281,6 +285,13 @@ def trace(fn, *args, **kwargs):
             d:f32[3] = mul c b
           in (d) }
     """
+
+    if not callable(fn):  # (jnp.trace(x) is the sum of a diagonal; this is the recorder)
+        raise TypeError(
+            f"nb.trace records a function's graph, and got a {type(fn).__name__}, not a "
+            "function; for the sum of a matrix's diagonal (jnp.trace) use "
+            "nb.einsum('ii->', x) or nb.einsum('...ii->...', x)"
+        )
 
     def traced(*args, **kwargs):
         flat, tree = tree_flatten(args)

@@ -1364,3 +1364,22 @@ def test_fmod_and_logaddexp_keep_their_small_results():
     got = nb.logaddexp(nb.constant([inf, -inf, inf, 1.0]), nb.constant([inf, -inf, -inf, 1.0]))
     assert got.tolist()[:3] == [inf, -inf, inf] and got.tolist()[3] == pytest.approx(1 + np.log(2))
     assert nb.grad(lambda a: nb.logaddexp(a, 1.0))(nb.constant(1.0)).item() == 0.5
+
+
+def test_einsum_pad_and_trace_edges_a_check_against_jax_found():
+    """einsum keeps its operands' dtype through a reduction alone (bool counts had come
+    back int32); pad wraps an integer fill into the dtype, as JAX (it failed when the
+    program ran) and takes ``(n,)`` and tensor widths; ``nb.trace`` of a tensor says what
+    to use instead of returning a function."""
+    b = nb.constant(np.array([[True, False], [False, False]]))
+    got = nb.einsum("ij->i", b)
+    assert got.dtype == nb.bool and got.tolist() == [True, False]
+    i8 = nb.constant(np.full((2, 150), 1, np.int8))
+    assert nb.einsum("ij->", i8).dtype == nb.int8 and nb.einsum("ij->", i8).item() == 44
+    assert nb.pad(nb.zeros((2,), nb.int8), 1, constant_values=300).tolist() == [44, 0, 0, 44]
+    assert nb.pad(nb.zeros((2,), nb.uint8), 1, constant_values=-1).tolist() == [255, 0, 0, 255]
+    x = nb.zeros((2, 3))
+    assert nb.pad(x, (1,)).shape == (4, 5)
+    assert nb.pad(x, nb.constant(np.array([[1, 2], [0, 1]]))).shape == (5, 4)
+    with pytest.raises(TypeError, match=r"nb.trace records a function.*einsum\('ii->', x\)"):
+        nb.trace(nb.ones((2, 2)))
