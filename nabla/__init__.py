@@ -188,6 +188,24 @@ from .ops.unary import (
     tanh,
     trunc,
 )
+from .ops.array_functions import (
+    array_split,
+    atleast_1d,
+    atleast_2d,
+    atleast_3d,
+    count_nonzero,
+    cross,
+    diagonal,
+    diff,
+    fliplr,
+    flipud,
+    inner,
+    kron,
+    ravel,
+    rot90,
+    searchsorted,
+    vdot,
+)
 from .ops.view import (
     broadcast_to,
     chunk,
@@ -321,6 +339,22 @@ pi = _math.pi
 e = _math.e
 
 __all__ = [
+    "ravel",
+    "atleast_1d",
+    "atleast_2d",
+    "atleast_3d",
+    "fliplr",
+    "flipud",
+    "rot90",
+    "diagonal",
+    "count_nonzero",
+    "diff",
+    "vdot",
+    "inner",
+    "kron",
+    "cross",
+    "array_split",
+    "searchsorted",
     "absolute",
     "allclose",
     "DeviceMesh",

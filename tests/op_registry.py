@@ -1411,6 +1411,66 @@ for _n, _f in [("triu", np.triu), ("tril", np.tril)]:
         )
     )
 
+# NumPy's and JAX's array functions composed of the ops (ops/array_functions.py)
+shaped("ravel", nb.ravel, np.ravel, [((2, 3, 4), (), {}), ((), (), {})])
+for _n in ("atleast_1d", "atleast_2d", "atleast_3d"):
+    shaped(_n, getattr(nb, _n), getattr(np, _n), [((), (), {}), ((3,), (), {}), ((2, 3), (), {})])
+shaped("fliplr", nb.fliplr, np.fliplr, [((2, 3), (), {}), ((2, 3, 4), (), {})])
+shaped("flipud", nb.flipud, np.flipud, [((3,), (), {}), ((2, 3, 4), (), {})])
+shaped(
+    "rot90",
+    nb.rot90,
+    np.rot90,
+    [((2, 3), (), {}), ((2, 3, 4), (3,), {}), ((2, 3, 4), (), {"k": 2, "axes": (2, 0)})],
+)
+shaped(
+    "diagonal",
+    nb.diagonal,
+    np.diagonal,
+    [((3, 4), (), {}), ((3, 4), (), {"offset": 1}), ((2, 3, 4), (-1, 2, 0), {})],
+)
+shaped(
+    "count_nonzero",
+    nb.count_nonzero,
+    lambda x, axis=None, keepdims=False: np.count_nonzero(x, axis, keepdims=keepdims).astype(
+        np.int32
+    ),
+    [((2, 3), (), {}), ((2, 3, 4), (), {"axis": 1, "keepdims": True})],
+    differentiable=False,
+    out_dtype=lambda dt: "int32",
+)
+shaped(
+    "diff",
+    nb.diff,
+    np.diff,
+    [((5,), (), {}), ((2, 5, 3), (2,), {"axis": 1}), ((3, 4), (), {"axis": 0, "prepend": 0})],
+)
+_multi("vdot", nb.vdot, np.vdot, [([(2, 3), (3, 2)], {})], dtypes=("float32",), atol=1e-4)
+_multi("inner", nb.inner, np.inner, [([(2, 3), (4, 3)], {}), ([(3,), (2, 2, 3)], {})],
+       dtypes=("float32",), atol=1e-4)  # fmt: skip
+_multi("kron", nb.kron, np.kron, [([(2, 3), (2, 2)], {}), ([(3,), (2, 2)], {})])
+_multi(
+    "cross",
+    nb.cross,
+    np.cross,
+    [([(4, 3), (4, 3)], {}), ([(3, 2), (2, 3)], {"axisa": 0, "axisc": 0})],
+    dtypes=("float32",),
+)
+shaped(
+    "array_split",
+    nb.array_split,
+    np.array_split,
+    [((7,), (3,), {}), ((2, 5), ([1, 3],), {"axis": 1})],
+)
+_multi(
+    "searchsorted",
+    lambda a, v, side="left": nb.searchsorted(nb.sort(a), v, side),
+    lambda a, v, side="left": np.searchsorted(np.sort(a), v, side).astype(np.int32),
+    [([(6,), (2, 3)], {}), ([(5,), (4,)], {"side": "right"})],
+    differentiable=False,
+    out_dtype=lambda dt: "int32",
+)
+
 # random draws: checked by tests/ops/test_random.py (statistics, reproducibility, vmap)
 for _n in ("uniform", "normal", "gaussian", "bernoulli", "randint"):
     register(OpEntry(_n, getattr(nb, _n), None, None, differentiable=False, batchable=False))

@@ -1,0 +1,432 @@
+"""NumPy's and JAX's array functions composed of the families' ops (``jnp.ravel``,
+``jnp.diff``, ``jnp.kron``, ...): no op of their own, so each differentiates, batches under
+``vmap``, shards and compiles as the ops it is made of. They reach the families through
+``fn``, as the families reach each other."""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from ..core.dtypes import DType
+from ..runtime.tensor import Tensor
+from ._util import as_tensor, norm_axis
+from .base import OpError
+from .functions import fn
+
+__all__ = [
+    "ravel",
+    "atleast_1d",
+    "atleast_2d",
+    "atleast_3d",
+    "fliplr",
+    "flipud",
+    "rot90",
+    "diagonal",
+    "count_nonzero",
+    "diff",
+    "vdot",
+    "inner",
+    "kron",
+    "cross",
+    "array_split",
+    "searchsorted",
+]
+
+
+def ravel(a) -> Tensor:
+    """``a`` flattened to one dim (NumPy's and JAX's ``ravel``, C order).
+
+    Args:
+        a: a tensor, or a Python scalar, nested list or NumPy array.
+
+    Returns:
+        A 1-D tensor of ``a``'s elements.
+    """
+    return fn.reshape(as_tensor(a, op="ravel"), (-1,))
+
+
+def _at_least(op: str, arys, shape_of):
+    out = []
+    for a in arys:
+        t = as_tensor(a, op=op)
+        want = shape_of(tuple(t.shape))
+        out.append(t if want == tuple(t.shape) else fn.reshape(t, want))
+    return out[0] if len(out) == 1 else out
+
+
+def atleast_1d(*arys):
+    """Each argument with at least one dim (a 0-d one becomes shape ``(1,)``), as NumPy's
+    and JAX's ``atleast_1d``.
+
+    Args:
+        *arys: tensors, or Python scalars, nested lists or NumPy arrays.
+
+    Returns:
+        A tensor for one argument, else a list of them.
+    """
+    return _at_least("atleast_1d", arys, lambda s: s if s else (1,))
+
+
+def atleast_2d(*arys):
+    """Each argument with at least two dims: 0-d becomes ``(1, 1)``, ``(n,)`` becomes
+    ``(1, n)`` (NumPy's and JAX's ``atleast_2d``).
+
+    Args:
+        *arys: tensors, or Python scalars, nested lists or NumPy arrays.
+
+    Returns:
+        A tensor for one argument, else a list of them.
+    """
+    return _at_least("atleast_2d", arys, lambda s: s if len(s) >= 2 else (1,) * (2 - len(s)) + s)
+
+
+def atleast_3d(*arys):
+    """Each argument with at least three dims: 0-d becomes ``(1, 1, 1)``, ``(n,)`` becomes
+    ``(1, n, 1)``, ``(m, n)`` becomes ``(m, n, 1)`` (NumPy's and JAX's ``atleast_3d``).
+
+    Args:
+        *arys: tensors, or Python scalars, nested lists or NumPy arrays.
+
+    Returns:
+        A tensor for one argument, else a list of them.
+    """
+
+    def shape(s):
+        if len(s) >= 3:
+            return s
+        return {0: (1, 1, 1), 1: (1, *s, 1), 2: (*s, 1)}[len(s)]
+
+    return _at_least("atleast_3d", arys, shape)
+
+
+def fliplr(m) -> Tensor:
+    """``m`` with its second dim reversed (NumPy's and JAX's ``fliplr``).
+
+    Args:
+        m: a tensor of at least two dims.
+
+    Returns:
+        A tensor like ``m``.
+
+    Raises:
+        ValueError: (:class:`nabla.OpError`) for fewer than two dims.
+    """
+    m = as_tensor(m, op="fliplr")
+    if m.ndim < 2:
+        raise OpError(f"fliplr: needs at least 2 dims, got shape {m.shape}")
+    return fn.flip(m, 1)
+
+
+def flipud(m) -> Tensor:
+    """``m`` with its first dim reversed (NumPy's and JAX's ``flipud``).
+
+    Args:
+        m: a tensor of at least one dim.
+
+    Returns:
+        A tensor like ``m``.
+
+    Raises:
+        ValueError: (:class:`nabla.OpError`) for a 0-d ``m``.
+    """
+    m = as_tensor(m, op="flipud")
+    if m.ndim < 1:
+        raise OpError("flipud: needs at least 1 dim, got a 0-d tensor")
+    return fn.flip(m, 0)
+
+
+def rot90(m, k: int = 1, axes=(0, 1)) -> Tensor:
+    """``m`` rotated by 90 degrees ``k`` times in the plane of ``axes``, from the first
+    axis toward the second (NumPy's and JAX's ``rot90``).
+
+    Args:
+        m: a tensor of at least two dims.
+        k: the number of quarter turns (negative turns the other way).
+        axes: the two dims of the plane.
+
+    Returns:
+        A tensor with those two dims' sizes swapped for an odd ``k``.
+
+    Raises:
+        ValueError: (:class:`nabla.OpError`) for ``axes`` that are not two different dims.
+    """
+    m = as_tensor(m, op="rot90")
+    if len(axes) != 2:
+        raise OpError(f"rot90: axes must be two dims, got {axes!r}")
+    a0, a1 = (norm_axis("rot90", a, m.ndim, m.shape) for a in axes)
+    if a0 == a1:
+        raise OpError(f"rot90: axes must be two different dims, got {axes!r}")
+    k = int(k) % 4
+    if k == 0:
+        return m
+    if k == 2:
+        return fn.flip(fn.flip(m, a0), a1)
+    perm = list(range(m.ndim))
+    perm[a0], perm[a1] = perm[a1], perm[a0]
+    if k == 1:
+        return fn.permute(fn.flip(m, a1), perm)
+    return fn.flip(fn.permute(m, perm), a1)
+
+
+def diagonal(a, offset: int = 0, axis1: int = 0, axis2: int = 1) -> Tensor:
+    """The diagonal of ``a`` in the plane of ``axis1`` and ``axis2``, shifted by
+    ``offset`` (above the main one for a positive offset), as a new last dim (NumPy's and
+    JAX's ``diagonal``).
+
+    Args:
+        a: a tensor of at least two dims.
+        offset: the diagonal's offset from the main one.
+        axis1: the dim of the rows.
+        axis2: the dim of the columns.
+
+    Returns:
+        A tensor of ``a``'s other dims followed by the diagonal.
+
+    Raises:
+        ValueError: (:class:`nabla.OpError`) for fewer than two dims or equal axes.
+    """
+    a = as_tensor(a, op="diagonal")
+    if a.ndim < 2:
+        raise OpError(f"diagonal: needs at least 2 dims, got shape {a.shape}")
+    i, j = (norm_axis("diagonal", v, a.ndim, a.shape) for v in (axis1, axis2))
+    if i == j:
+        raise OpError(f"diagonal: axis1 and axis2 must differ, got {axis1} and {axis2}")
+    rest = [d for d in range(a.ndim) if d not in (i, j)]
+    x = fn.permute(a, rest + [i, j])
+    rows, cols = x.shape[-2], x.shape[-1]
+    offset = int(offset)
+    lead = (slice(None),) * len(rest)
+    if offset >= 0:
+        n = max(0, min(rows, cols - offset))
+        x = x[(*lead, slice(0, n), slice(offset, offset + n))]
+    else:
+        n = max(0, min(rows + offset, cols))
+        x = x[(*lead, slice(-offset, -offset + n), slice(0, n))]
+    return fn.einsum("...ii->...i", x)
+
+
+def count_nonzero(a, axis=None, keepdims: bool = False) -> Tensor:
+    """How many elements of ``a`` are nonzero over ``axis`` (NumPy's and JAX's
+    ``count_nonzero``), as int32.
+
+    Args:
+        a: a tensor, or a Python scalar, nested list or NumPy array.
+        axis: an int, a tuple of ints, or None for every dim.
+        keepdims: keep the counted dims as size 1.
+
+    Returns:
+        An int32 tensor.
+    """
+    a = as_tensor(a, op="count_nonzero")
+    return fn.cast(fn.sum(fn.cast(a != 0, DType.int32), axis, keepdims), DType.int32)
+
+
+def _along(x, axis: int, start, stop):
+    index = [slice(None)] * x.ndim
+    index[axis] = slice(start, stop)
+    return x[tuple(index)]
+
+
+def diff(a, n: int = 1, axis: int = -1, prepend=None, append=None) -> Tensor:
+    """The ``n``-th difference along ``axis``: ``a[1:] - a[:-1]``, ``n`` times (NumPy's and
+    JAX's ``diff``; for bools, ``!=``).
+
+    Args:
+        a: a tensor of at least one dim.
+        n: how many times to take the difference (0 returns ``a``).
+        axis: the dim along which to take it.
+        prepend: values put before ``a`` along ``axis`` first (a scalar is broadcast).
+        append: values put after it.
+
+    Returns:
+        A tensor with ``axis`` shorter by ``n`` (after prepend/append).
+
+    Raises:
+        ValueError: (:class:`nabla.OpError`) for a 0-d ``a`` or a negative ``n``.
+    """
+    a = as_tensor(a, op="diff")
+    if a.ndim == 0:
+        raise OpError("diff: needs at least 1 dim, got a 0-d tensor")
+    if not isinstance(n, numbers.Integral) or n < 0:
+        raise OpError(f"diff: n must be a non-negative int, got {n!r}")
+    axis = norm_axis("diff", axis, a.ndim, a.shape)
+    parts = []
+    for extra, where in ((prepend, "before"), (None, None), (append, "after")):
+        if where is None:
+            parts.append(a)
+        elif extra is not None:
+            e = as_tensor(extra, a.dtype if isinstance(extra, numbers.Number) else None, "diff")
+            if e.ndim == 0:
+                shape = list(a.shape)
+                shape[axis] = 1
+                e = fn.broadcast_to(e, tuple(shape))
+            parts.append(e)
+    x = parts[0] if len(parts) == 1 else fn.concatenate(parts, axis)
+    for _ in range(int(n)):
+        hi, lo = _along(x, axis, 1, None), _along(x, axis, None, -1)
+        x = (hi != lo) if x.dtype.is_bool else hi - lo
+    return x
+
+
+def vdot(a, b) -> Tensor:
+    """The dot product of ``a`` and ``b`` flattened (NumPy's and JAX's ``vdot``; real
+    dtypes, so no conjugate).
+
+    Args:
+        a: a tensor, or a Python scalar, nested list or NumPy array.
+        b: one of the same size.
+
+    Returns:
+        A 0-d tensor.
+    """
+    return fn.dot(ravel(a), ravel(b))
+
+
+def inner(a, b) -> Tensor:
+    """The sum of products over the last dims of ``a`` and ``b`` (NumPy's and JAX's
+    ``inner``): shape ``a.shape[:-1] + b.shape[:-1]``; a 0-d operand multiplies.
+
+    Args:
+        a: a tensor, or a Python scalar, nested list or NumPy array.
+        b: one whose last dim matches ``a``'s.
+
+    Returns:
+        A tensor.
+    """
+    a, b = as_tensor(a, op="inner"), as_tensor(b, op="inner")
+    if a.ndim == 0 or b.ndim == 0:
+        return a * b
+    return fn.tensordot(a, b, ([-1], [-1]))
+
+
+def kron(a, b) -> Tensor:
+    """The Kronecker product of ``a`` and ``b`` (NumPy's and JAX's ``kron``): blocks of
+    ``b`` scaled by each element of ``a``; the shorter shape is padded with leading 1s.
+
+    Args:
+        a: a tensor, or a Python scalar, nested list or NumPy array.
+        b: another.
+
+    Returns:
+        A tensor of shape ``a.shape * b.shape``, dim by dim.
+    """
+    a, b = as_tensor(a, op="kron"), as_tensor(b, op="kron")
+    nd = max(a.ndim, b.ndim)
+    sa = (1,) * (nd - a.ndim) + tuple(a.shape)
+    sb = (1,) * (nd - b.ndim) + tuple(b.shape)
+    ea = fn.reshape(a, tuple(v for d in sa for v in (d, 1)))
+    eb = fn.reshape(b, tuple(v for d in sb for v in (1, d)))
+    return fn.reshape(ea * eb, tuple(x * y for x, y in zip(sa, sb, strict=True)))
+
+
+def cross(a, b, axisa: int = -1, axisb: int = -1, axisc: int = -1, axis=None) -> Tensor:
+    """The cross product of 3-vectors (or 2-vectors, whose missing third component is 0)
+    along ``axisa`` of ``a`` and ``axisb`` of ``b`` (NumPy's and JAX's ``cross``). Two
+    2-vectors give the scalar third component.
+
+    Args:
+        a: a tensor whose ``axisa`` has size 2 or 3.
+        b: one whose ``axisb`` has size 2 or 3, the other dims broadcasting.
+        axisa: the vectors' dim in ``a``.
+        axisb: the vectors' dim in ``b``.
+        axisc: where the result's vectors go.
+        axis: when given, all three axes.
+
+    Returns:
+        A tensor of the broadcast dims with the vectors at ``axisc``.
+
+    Raises:
+        ValueError: (:class:`nabla.OpError`) for vectors of another size.
+    """
+    a, b = as_tensor(a, op="cross"), as_tensor(b, op="cross")
+    if axis is not None:
+        axisa = axisb = axisc = axis
+    a = fn.moveaxis(a, norm_axis("cross", axisa, a.ndim, a.shape), -1)
+    b = fn.moveaxis(b, norm_axis("cross", axisb, b.ndim, b.shape), -1)
+    if a.shape[-1] not in (2, 3) or b.shape[-1] not in (2, 3):
+        raise OpError(
+            f"cross: the vectors need 2 or 3 components, got {a.shape[-1]} and {b.shape[-1]} "
+            f"(shapes {a.shape} and {b.shape})"
+        )
+
+    def part(v, i):
+        return v[..., i] if i < v.shape[-1] else None
+
+    a0, a1, a2 = (part(a, i) for i in range(3))
+    b0, b1, b2 = (part(b, i) for i in range(3))
+    z = a0 * b1 - a1 * b0
+    if a2 is None and b2 is None:  # two 2-vectors: the third component alone
+        return z
+    if a2 is None:  # (a missing third component is 0)
+        x, y = a1 * b2, -(a0 * b2)
+    elif b2 is None:
+        x, y = -(a2 * b1), a2 * b0
+    else:
+        x, y = a1 * b2 - a2 * b1, a2 * b0 - a0 * b2
+    out = fn.stack([x, y, z], -1)
+    return fn.moveaxis(out, -1, norm_axis("cross", axisc, out.ndim, out.shape))
+
+
+def array_split(ary, indices_or_sections, axis: int = 0) -> list:
+    """``ary`` split along ``axis`` (NumPy's and JAX's ``array_split``): into ``k`` parts
+    for an int ``k`` (the first ``n % k`` one longer), or at the given indices.
+
+    Args:
+        ary: a tensor of at least one dim.
+        indices_or_sections: an int count, or a sequence of split indices.
+        axis: the dim to split.
+
+    Returns:
+        A list of tensors.
+
+    Raises:
+        ValueError: (:class:`nabla.OpError`) for a count below 1.
+    """
+    x = as_tensor(ary, op="array_split")
+    axis = norm_axis("array_split", axis, x.ndim, x.shape)
+    n = x.shape[axis]
+    if isinstance(indices_or_sections, numbers.Integral):
+        k = int(indices_or_sections)
+        if k < 1:
+            raise OpError(f"array_split: the number of sections must be >= 1, got {k}")
+        size, extra = divmod(n, k)
+        bounds = np.cumsum([0] + [size + 1] * extra + [size] * (k - extra))
+    else:
+        cuts = [min(max(int(i) + (n if int(i) < 0 else 0), 0), n) for i in indices_or_sections]
+        bounds = [0, *cuts, n]
+    return [
+        _along(x, axis, int(lo), max(int(lo), int(hi)))
+        for lo, hi in zip(bounds[:-1], bounds[1:], strict=True)
+    ]
+
+
+def searchsorted(a, v, side: str = "left", sorter=None) -> Tensor:
+    """Where ``v``'s elements would go in the sorted 1-D ``a`` to keep it sorted (NumPy's
+    and JAX's ``searchsorted``): the count of ``a``'s elements below each (``side="left"``)
+    or not above it (``"right"``), as int32.
+
+    Args:
+        a: a sorted 1-D tensor (or any 1-D one with ``sorter``).
+        v: the values to place, any shape.
+        side: ``"left"`` or ``"right"``.
+        sorter: indices that sort ``a`` (``argsort(a)``).
+
+    Returns:
+        An int32 tensor of ``v``'s shape.
+
+    Raises:
+        ValueError: (:class:`nabla.OpError`) for an ``a`` that is not 1-D or another side.
+    """
+    a = as_tensor(a, op="searchsorted")
+    if a.ndim != 1:
+        raise OpError(f"searchsorted: a must be 1-D, got shape {a.shape}")
+    if side not in ("left", "right"):
+        raise OpError(f"searchsorted: side must be 'left' or 'right', got {side!r}")
+    if sorter is not None:
+        a = fn.take(a, sorter, axis=0)
+    v = as_tensor(v, op="searchsorted")
+    expanded = fn.reshape(v, (*v.shape, 1))
+    before = (a < expanded) if side == "left" else (a <= expanded)
+    return fn.cast(fn.sum(fn.cast(before, DType.int32), -1), DType.int32)

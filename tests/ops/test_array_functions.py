@@ -1,0 +1,114 @@
+"""NumPy's and JAX's array functions composed of the ops (``ops/array_functions.py``),
+against NumPy, and under ``vmap``, ``grad`` and ``compile`` where they differentiate."""
+
+import numpy as np
+import pytest
+
+import nabla as nb
+
+RNG = np.random.default_rng(0)
+A = RNG.standard_normal((3, 4)).astype(np.float32)
+T = RNG.standard_normal((2, 3, 4)).astype(np.float32)
+
+
+def same(got, want):
+    got = got.numpy() if isinstance(got, nb.Tensor) else np.asarray(got)
+    assert got.shape == np.shape(want), (got.shape, np.shape(want))
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "name, args, kwargs",
+    [
+        ("ravel", (T,), {}),
+        ("fliplr", (A,), {}),
+        ("flipud", (T,), {}),
+        ("rot90", (A,), {}),
+        ("rot90", (T,), {"k": 3, "axes": (2, 0)}),
+        ("rot90", (A,), {"k": -2}),
+        ("diagonal", (A,), {}),
+        ("diagonal", (A,), {"offset": 2}),
+        ("diagonal", (A,), {"offset": -2}),
+        ("diagonal", (T,), {"offset": 1, "axis1": 2, "axis2": 0}),
+        ("diagonal", (A,), {"offset": 9}),
+        ("count_nonzero", (np.array([[0, 1, 2], [0, 0, 3]]),), {}),
+        ("count_nonzero", (np.array([[0, 1, 2], [0, 0, 3]]),), {"axis": 1, "keepdims": True}),
+        ("diff", (T,), {}),
+        ("diff", (T,), {"n": 2, "axis": 1}),
+        ("diff", (A,), {"axis": 0, "prepend": 0.0, "append": A[-1:]}),
+        ("diff", (np.array([True, False, False, True]),), {}),
+        ("diff", (A,), {"n": 0}),
+        ("vdot", (A, A * 2), {}),
+        ("inner", (A, T), {}),
+        ("inner", (2.0, A), {}),
+        ("kron", (A, np.eye(2, dtype=np.float32)), {}),
+        ("kron", (np.arange(3.0), T), {}),
+        ("cross", (T[..., :3], A[:, :3]), {}),
+        ("cross", (A[:, :2], A[:, 1:4]), {}),
+        ("cross", (A[:, 1:4], A[:, :2]), {}),
+        ("cross", (A[:, :2], A[:, 2:4]), {}),
+        ("cross", (T[:, :, :3], T[:, :, 1:]), {"axis": 2}),
+        ("cross", (np.moveaxis(T[..., :3], -1, 1), T[..., 1:]), {"axisa": 1, "axisc": 0}),
+        ("searchsorted", (np.array([1.0, 2, 2, 3]), np.array([[2.0, 0], [5, 2.5]])), {}),
+        ("searchsorted", (np.array([1.0, 2, 2, 3]), np.array([2.0, 3])), {"side": "right"}),
+        ("searchsorted", (np.array([3.0, 1, 2]), np.array([2.5])), {"sorter": np.array([1, 2, 0])}),
+    ],
+)
+@pytest.mark.filterwarnings("ignore:Arrays of 2-dimensional vectors:DeprecationWarning")
+def test_against_numpy(name, args, kwargs):
+    want = getattr(np, name)(*args, **kwargs)
+    got = getattr(nb, name)(*args, **kwargs)
+    same(got, want)
+    assert np.asarray(got.numpy()).dtype.kind == np.asarray(want).dtype.kind
+
+
+def test_atleast_and_array_split():
+    for f in ("atleast_1d", "atleast_2d", "atleast_3d"):
+        for x in (np.float32(2.0), np.arange(3.0), A, T):
+            same(getattr(nb, f)(x), getattr(np, f)(x))
+        got, want = getattr(nb, f)(1.0, A), getattr(np, f)(1.0, A)
+        assert isinstance(got, list) and [g.shape for g in got] == [w.shape for w in want]
+    for k in (3, 1, 5, [1, 3], [2, -1, 10], []):
+        got, want = nb.array_split(np.arange(10.0), k), np.array_split(np.arange(10.0), k)
+        assert len(got) == len(want)
+        for g, w in zip(got, want, strict=True):
+            same(g, w)
+    for g, w in zip(nb.array_split(T, 2, axis=2), np.array_split(T, 2, axis=2), strict=True):
+        same(g, w)
+
+
+def test_they_batch_differentiate_and_compile():
+    same(nb.vmap(nb.diagonal)(T), np.stack([np.diagonal(t) for t in T]))
+    same(nb.vmap(lambda t: nb.rot90(t))(T), np.stack([np.rot90(t) for t in T]))
+    same(
+        nb.vmap(nb.kron, in_axes=(0, None))(T, np.eye(2)),
+        np.stack([np.kron(t, np.eye(2)) for t in T]),
+    )
+    # d/dx sum(diff(x)**2) and of the trace through diagonal
+    x = A[0]
+    want = np.zeros_like(x)
+    d = np.diff(x)
+    want[1:] += 2 * d
+    want[:-1] -= 2 * d
+    same(nb.grad(lambda v: (nb.diff(v) ** 2).sum())(x), want)
+    same(nb.grad(lambda m: nb.diagonal(m, 1).sum())(A), np.eye(3, 4, 1))
+    same(
+        nb.compile(lambda a, b: nb.cross(a, b))(T[..., :3], A[:, 1:]),
+        np.cross(T[..., :3], A[:, 1:]),
+    )
+    same(nb.compile(nb.searchsorted)(np.array([1.0, 2, 3]), np.array([2.5, 0])), [2, 0])
+
+
+def test_bad_inputs_name_the_function_and_shapes():
+    with pytest.raises(nb.OpError, match=r"fliplr: needs at least 2 dims, got shape \(3,\)"):
+        nb.fliplr(np.arange(3.0))
+    with pytest.raises(nb.OpError, match="rot90: axes must be two different dims"):
+        nb.rot90(A, axes=(1, 1))
+    with pytest.raises(nb.OpError, match="cross: the vectors need 2 or 3 components, got 4"):
+        nb.cross(A, A)
+    with pytest.raises(nb.OpError, match=r"searchsorted: a must be 1-D, got shape \(3, 4\)"):
+        nb.searchsorted(A, 1.0)
+    with pytest.raises(nb.OpError, match="diff: n must be a non-negative int"):
+        nb.diff(A, -1)
+    with pytest.raises(nb.OpError, match="array_split: the number of sections must be >= 1"):
+        nb.array_split(A, 0)
