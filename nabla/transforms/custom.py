@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import math
 import numbers
 import threading
 import weakref
@@ -516,7 +517,8 @@ class _VjpRule:
         ordinary code, which this level differentiates; the outputs' tangents are then
         those of ``fwd``'s outputs, as in JAX. Forward mode straight on the function has
         no rule to use, as in JAX."""
-        level = STATE.hidden[-1][0]  # (``_apply_jvp`` hides this level while rules run)
+        # (``_apply_jvp`` hides this level, and newer ones, while the rules run)
+        level = STATE.hidden[-1][0] if STATE.hidden else math.inf
         inner = any(lv > level and lv in live_grad_levels for p in primals for lv in p._impl.traced)
         if not inner:
             raise TypeError(
