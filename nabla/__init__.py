@@ -189,6 +189,8 @@ from .ops.unary import (
     trunc,
 )
 from .ops.array_functions import (
+    bincount,
+    digitize,
     array_split,
     atleast_1d,
     atleast_2d,
@@ -339,6 +341,8 @@ pi = _math.pi
 e = _math.e
 
 __all__ = [
+    "bincount",
+    "digitize",
     "ravel",
     "atleast_1d",
     "atleast_2d",

@@ -1471,6 +1471,32 @@ _multi(
     out_dtype=lambda dt: "int32",
 )
 
+_multi(
+    "digitize",
+    lambda x, bins, right=False: nb.digitize(x, nb.sort(bins), right),
+    lambda x, bins, right=False: np.digitize(x, np.sort(bins), right).astype(np.int32),
+    [([(2, 3), (4,)], {}), ([(5,), (3,)], {"right": True})],
+    differentiable=False,
+    out_dtype=lambda dt: "int32",
+)
+register(
+    OpEntry(
+        "bincount",
+        nb.bincount,
+        lambda x, weights=None, minlength=0, length=None: np.bincount(
+            x, weights, minlength if length is None else length
+        )[: length or None].astype(np.int32 if weights is None else np.float32),
+        lambda rng, dt: [
+            Sample((rng.integers(0, 5, 9).astype(np.int32),)),
+            Sample((rng.integers(0, 5, 9).astype(np.int32),), {"minlength": 8}),
+            Sample((rng.integers(0, 5, 9).astype(np.int32),), {"length": 3}),
+        ],
+        dtypes=("int32",),
+        differentiable=False,
+        batchable=False,  # (its length is the values' maximum, unless given)
+    )
+)
+
 # random draws: checked by tests/ops/test_random.py (statistics, reproducibility, vmap)
 for _n in ("uniform", "normal", "gaussian", "bernoulli", "randint"):
     register(OpEntry(_n, getattr(nb, _n), None, None, differentiable=False, batchable=False))

@@ -32,6 +32,8 @@ __all__ = [
     "cross",
     "array_split",
     "searchsorted",
+    "digitize",
+    "bincount",
 ]
 
 
@@ -430,3 +432,51 @@ def searchsorted(a, v, side: str = "left", sorter=None) -> Tensor:
     expanded = fn.reshape(v, (*v.shape, 1))
     before = (a < expanded) if side == "left" else (a <= expanded)
     return fn.cast(fn.sum(fn.cast(before, DType.int32), -1), DType.int32)
+
+
+def digitize(x, bins, right: bool = False) -> Tensor:
+    """The index of the bin each element of ``x`` falls in (NumPy's and JAX's
+    ``digitize``), for increasing ``bins``: ``i`` with ``bins[i-1] <= x < bins[i]``
+    (``right=True``: ``bins[i-1] < x <= bins[i]``), as int32.
+
+    Args:
+        x: the values, any shape.
+        bins: a 1-D increasing tensor of bin edges.
+        right: which side of an edge belongs to the bin below it.
+
+    Returns:
+        An int32 tensor of ``x``'s shape.
+    """
+    return searchsorted(bins, x, side="left" if right else "right")
+
+
+def bincount(x, weights=None, minlength: int = 0, *, length: int | None = None) -> Tensor:
+    """How many times each value ``0 .. n - 1`` occurs in the non-negative integers ``x``
+    (or the sum of their ``weights``), NumPy's and JAX's ``bincount``. ``n`` is ``length``
+    when given (JAX's, needed under ``compile``/``vmap``, where ``x``'s largest value is
+    not known; values at or past it are dropped), else ``max(x) + 1``, at least
+    ``minlength``.
+
+    Args:
+        x: a 1-D integer tensor of values >= 0.
+        weights: a tensor of ``x``'s shape whose entries are summed instead of counted.
+        minlength: the least number of bins.
+        length: the number of bins.
+
+    Returns:
+        A 1-D tensor: int32 counts, or the sums in ``weights``' dtype.
+
+    Raises:
+        ValueError: (:class:`nabla.OpError`) for an ``x`` that is not 1-D integers.
+    """
+    x = as_tensor(x, op="bincount")
+    if x.ndim != 1 or not x.dtype.is_int or x.dtype.is_bool:
+        raise OpError(f"bincount: x must be 1-D integers, got {x.dtype.value}{list(x.shape)}")
+    if length is None:
+        top = int(fn.max(x).item()) + 1 if x.shape[0] else 0
+        length = max(int(minlength), top)
+    hits = fn.reshape(x, (-1, 1)) == fn.arange(int(length), dtype=x.dtype)
+    if weights is None:
+        return fn.sum(fn.cast(hits, DType.int32), 0)
+    w = as_tensor(weights, op="bincount")
+    return fn.sum(fn.where(hits, fn.reshape(w, (-1, 1)), fn.zeros_like(w)[..., None]), 0)

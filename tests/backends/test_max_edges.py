@@ -78,7 +78,15 @@ def _edge_samples(entry, dtype):
 
 # entries built on an op MAX cannot run (``UNSUPPORTED``: under ``auto`` they stay on the
 # host, and the explicit max backend refuses them with UnsupportedOnMax)
-ON_HOST = {"argsort", "sort", "top_k", "nonzero", "argwhere", "searchsorted"}  # (its entry sorts)
+ON_HOST = {
+    "argsort",
+    "sort",
+    "top_k",
+    "nonzero",
+    "argwhere",
+    "searchsorted",
+    "digitize",
+}  # (their entries sort)
 
 
 def _build(dtype):

@@ -112,3 +112,22 @@ def test_bad_inputs_name_the_function_and_shapes():
         nb.diff(A, -1)
     with pytest.raises(nb.OpError, match="array_split: the number of sections must be >= 1"):
         nb.array_split(A, 0)
+
+
+def test_digitize_and_bincount():
+    x, bins = np.array([0.2, 6.4, 3.0, 1.6, 1.0]), np.array([0.0, 1.0, 2.5, 4.0, 10.0])
+    for right in (False, True):
+        same(nb.digitize(x, bins, right), np.digitize(x, bins, right))
+    v = np.array([0, 1, 1, 3, 2, 1, 7])
+    same(nb.bincount(v), np.bincount(v))
+    same(nb.bincount(v, minlength=10), np.bincount(v, minlength=10))
+    w = np.linspace(0, 1, 7).astype(np.float32)
+    got = nb.bincount(v, w)
+    assert got.dtype == nb.float32  # the weights' dtype, as JAX's
+    same(got, np.bincount(v, w))
+    same(nb.bincount(v, length=4), np.bincount(v)[:4])  # JAX's: values past length dropped
+    counts = nb.vmap(lambda r: nb.bincount(r, length=8))(np.stack([v, v[::-1]]))
+    same(counts, np.stack([np.bincount(v, minlength=8)] * 2))
+    same(nb.compile(lambda r: nb.bincount(r, length=8))(v), np.bincount(v, minlength=8))
+    with pytest.raises(nb.OpError, match=r"bincount: x must be 1-D integers, got float32\[3\]"):
+        nb.bincount(np.ones(3, np.float32))
