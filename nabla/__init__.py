@@ -189,6 +189,16 @@ from .ops.unary import (
     trunc,
 )
 from .ops.array_functions import (
+    nansum,
+    nanmean,
+    nanmax,
+    nanmin,
+    nanvar,
+    nanstd,
+    ptp,
+    quantile,
+    percentile,
+    median,
     bincount,
     digitize,
     array_split,
@@ -341,6 +351,16 @@ pi = _math.pi
 e = _math.e
 
 __all__ = [
+    "nansum",
+    "nanmean",
+    "nanmax",
+    "nanmin",
+    "nanvar",
+    "nanstd",
+    "ptp",
+    "quantile",
+    "percentile",
+    "median",
     "bincount",
     "digitize",
     "ravel",

@@ -1497,6 +1497,33 @@ register(
     )
 )
 
+for _n in ("nansum", "nanmean", "nanmax", "nanmin", "nanvar", "nanstd", "ptp"):
+    shaped(
+        _n,
+        getattr(nb, _n),
+        getattr(np, _n),
+        [
+            ((2, 3, 4), (), {}),
+            ((2, 3, 4), (), {"axis": 1}),
+            ((3, 4), (), {"axis": 0, "keepdims": True}),
+        ],
+        dtypes=("float32", "float64"),
+    )
+for _n, _q in (("quantile", 0.3), ("percentile", [10.0, 75.0])):
+    shaped(
+        _n,
+        getattr(nb, _n),
+        getattr(np, _n),
+        [
+            ((7,), (_q,), {}),
+            ((3, 5), (_q,), {"axis": 1}),
+            ((3, 5), (_q,), {"axis": 0, "keepdims": True}),
+        ],
+        dtypes=("float32", "float64"),
+    )
+shaped("median", nb.median, np.median, [((7,), (), {}), ((3, 6), (), {"axis": 1})],
+       dtypes=("float32", "float64"))  # fmt: skip
+
 # random draws: checked by tests/ops/test_random.py (statistics, reproducibility, vmap)
 for _n in ("uniform", "normal", "gaussian", "bernoulli", "randint"):
     register(OpEntry(_n, getattr(nb, _n), None, None, differentiable=False, batchable=False))

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import math
 import numbers
 
 import numpy as np
@@ -34,6 +35,16 @@ __all__ = [
     "searchsorted",
     "digitize",
     "bincount",
+    "nansum",
+    "nanmean",
+    "nanmax",
+    "nanmin",
+    "nanvar",
+    "nanstd",
+    "ptp",
+    "quantile",
+    "percentile",
+    "median",
 ]
 
 
@@ -480,3 +491,214 @@ def bincount(x, weights=None, minlength: int = 0, *, length: int | None = None) 
         return fn.sum(fn.cast(hits, DType.int32), 0)
     w = as_tensor(weights, op="bincount")
     return fn.sum(fn.where(hits, fn.reshape(w, (-1, 1)), fn.zeros_like(w)[..., None]), 0)
+
+
+def nansum(a, axis=None, keepdims: bool = False) -> Tensor:
+    """The sum over ``axis`` with NaNs counted as 0 (NumPy's and JAX's ``nansum``).
+
+    Args:
+        a: a tensor, or a Python scalar, nested list or NumPy array.
+        axis: an int, a tuple of ints, or None for every dim.
+        keepdims: keep the reduced dims as size 1.
+
+    Returns:
+        A tensor (``sum``'s dtype).
+    """
+    a = as_tensor(a, op="nansum")
+    if a.dtype.is_float:
+        a = fn.where(fn.is_nan(a), fn.zeros_like(a), a)
+    return fn.sum(a, axis, keepdims)
+
+
+def _not_nan_count(a, axis, keepdims):
+    return fn.sum(fn.cast(fn.logical_not(fn.is_nan(a)), a.dtype), axis, keepdims)
+
+
+def nanmean(a, axis=None, keepdims: bool = False) -> Tensor:
+    """The mean over ``axis`` of the elements that are not NaN (NumPy's and JAX's
+    ``nanmean``; NaN where all are).
+
+    Args:
+        a: a tensor, or a Python scalar, nested list or NumPy array.
+        axis: an int, a tuple of ints, or None for every dim.
+        keepdims: keep the reduced dims as size 1.
+
+    Returns:
+        A float tensor.
+    """
+    a = as_tensor(a, op="nanmean")
+    if not a.dtype.is_float:
+        return fn.mean(a, axis, keepdims)
+    return nansum(a, axis, keepdims) / _not_nan_count(a, axis, keepdims)
+
+
+def _nan_extreme(a, axis, keepdims, op: str, pick, fill: float):
+    a = as_tensor(a, op=op)
+    if not a.dtype.is_float:
+        return pick(a, axis, keepdims)
+    nan = fn.is_nan(a)
+    out = pick(fn.where(nan, fn.full_like(a, fill), a), axis, keepdims)
+    return fn.where(fn.all(nan, axis, keepdims), fn.full_like(out, np.nan), out)
+
+
+def nanmax(a, axis=None, keepdims: bool = False) -> Tensor:
+    """The maximum over ``axis`` ignoring NaNs (NumPy's and JAX's ``nanmax``; NaN where
+    every element is).
+
+    Args:
+        a: a tensor, or a Python scalar, nested list or NumPy array.
+        axis: an int, a tuple of ints, or None for every dim.
+        keepdims: keep the reduced dims as size 1.
+
+    Returns:
+        A tensor of ``a``'s dtype.
+    """
+    return _nan_extreme(a, axis, keepdims, "nanmax", fn.max, -np.inf)
+
+
+def nanmin(a, axis=None, keepdims: bool = False) -> Tensor:
+    """The minimum over ``axis`` ignoring NaNs (NumPy's and JAX's ``nanmin``; NaN where
+    every element is).
+
+    Args:
+        a: a tensor, or a Python scalar, nested list or NumPy array.
+        axis: an int, a tuple of ints, or None for every dim.
+        keepdims: keep the reduced dims as size 1.
+
+    Returns:
+        A tensor of ``a``'s dtype.
+    """
+    return _nan_extreme(a, axis, keepdims, "nanmin", fn.min, np.inf)
+
+
+def nanvar(a, axis=None, ddof: int = 0, keepdims: bool = False) -> Tensor:
+    """The variance over ``axis`` of the elements that are not NaN, divided by their count
+    less ``ddof`` (NumPy's and JAX's ``nanvar``).
+
+    Args:
+        a: a float tensor, or a nested list or NumPy array.
+        axis: an int, a tuple of ints, or None for every dim.
+        ddof: subtracted from the count in the divisor.
+        keepdims: keep the reduced dims as size 1.
+
+    Returns:
+        A float tensor.
+    """
+    a = as_tensor(a, op="nanvar")
+    if not a.dtype.is_float:
+        return fn.var(a, axis, keepdims=keepdims, ddof=ddof)
+    centred = a - nanmean(a, axis, True)
+    squares = nansum(centred * centred, axis, keepdims)
+    divisor = _not_nan_count(a, axis, keepdims) - ddof
+    out = squares / divisor
+    return fn.where(divisor > 0, out, fn.full_like(out, np.nan))  # (NaN past ddof, as NumPy)
+
+
+def nanstd(a, axis=None, ddof: int = 0, keepdims: bool = False) -> Tensor:
+    """The square root of :func:`nanvar` (NumPy's and JAX's ``nanstd``).
+
+    Args:
+        a: a float tensor, or a nested list or NumPy array.
+        axis: an int, a tuple of ints, or None for every dim.
+        ddof: subtracted from the count in the divisor.
+        keepdims: keep the reduced dims as size 1.
+
+    Returns:
+        A float tensor.
+    """
+    return fn.sqrt(nanvar(a, axis, ddof, keepdims))
+
+
+def ptp(a, axis=None, keepdims: bool = False) -> Tensor:
+    """The range, maximum minus minimum, over ``axis`` (NumPy's and JAX's ``ptp``).
+
+    Args:
+        a: a tensor, or a Python scalar, nested list or NumPy array.
+        axis: an int, a tuple of ints, or None for every dim.
+        keepdims: keep the reduced dims as size 1.
+
+    Returns:
+        A tensor of ``a``'s dtype.
+    """
+    a = as_tensor(a, op="ptp")
+    return fn.max(a, axis, keepdims) - fn.min(a, axis, keepdims)
+
+
+def quantile(a, q, axis=None, keepdims: bool = False, *, method: str = "linear") -> Tensor:
+    """The ``q``-th quantiles of ``a`` over ``axis`` (NumPy's and JAX's ``quantile``,
+    ``method="linear"``: between the sorted values at ``floor`` and ``ceil`` of
+    ``q (n - 1)``; a NaN in the values gives NaN).
+
+    Args:
+        a: a tensor, or a nested list or NumPy array.
+        q: a number in ``[0, 1]`` or a 1-D sequence of them (their quantiles stacked first).
+        axis: an int, or None for the flattened ``a``.
+        keepdims: keep the reduced dim as size 1.
+        method: ``"linear"`` only.
+
+    Returns:
+        A float tensor.
+
+    Raises:
+        ValueError: (:class:`nabla.OpError`) for another method or a ``q`` outside ``[0, 1]``.
+    """
+    if method != "linear":
+        raise OpError(f"quantile: only method='linear' is available, got {method!r}")
+    a = as_tensor(a, op="quantile")
+    if not a.dtype.is_float:
+        a = fn.cast(a, DType.float32)
+    qs = np.asarray(q.numpy() if isinstance(q, Tensor) else q, dtype=np.float64)
+    if qs.ndim > 1 or np.any((qs < 0) | (qs > 1)):
+        raise OpError(f"quantile: q must be a number or 1-D numbers in [0, 1], got {q!r}")
+    if axis is None:
+        x, ax = ravel(a), 0
+    else:
+        ax = norm_axis("quantile", axis, a.ndim, a.shape)
+        x = a
+    n = x.shape[ax]
+    s = fn.sort(x, axis=ax)
+    nan = fn.any(fn.is_nan(x), ax, True)
+    outs = []
+    for v in np.atleast_1d(qs):
+        pos = float(v) * (n - 1)
+        lo, hi = math.floor(pos), math.ceil(pos)
+        low, high = _along(s, ax, lo, lo + 1), _along(s, ax, hi, hi + 1)
+        val = low + (high - low) * (pos - lo) if hi != lo else low
+        val = fn.where(nan, fn.full_like(val, np.nan), val)
+        if not keepdims:
+            val = fn.squeeze(val, ax)
+        elif axis is None:
+            val = fn.reshape(val, (1,) * a.ndim)
+        outs.append(val)
+    return outs[0] if qs.ndim == 0 else fn.stack(outs, 0)
+
+
+def percentile(a, q, axis=None, keepdims: bool = False, *, method: str = "linear") -> Tensor:
+    """:func:`quantile` with ``q`` in percent (NumPy's and JAX's ``percentile``).
+
+    Args:
+        a: a tensor, or a nested list or NumPy array.
+        q: a number in ``[0, 100]`` or a 1-D sequence of them.
+        axis: an int, or None for the flattened ``a``.
+        keepdims: keep the reduced dim as size 1.
+        method: ``"linear"`` only.
+
+    Returns:
+        A float tensor.
+    """
+    qs = np.asarray(q.numpy() if isinstance(q, Tensor) else q, dtype=np.float64) / 100.0
+    return quantile(a, qs, axis, keepdims, method=method)
+
+
+def median(a, axis=None, keepdims: bool = False) -> Tensor:
+    """The median over ``axis`` (NumPy's and JAX's ``median``: the 0.5 quantile).
+
+    Args:
+        a: a tensor, or a nested list or NumPy array.
+        axis: an int, or None for the flattened ``a``.
+        keepdims: keep the reduced dim as size 1.
+
+    Returns:
+        A float tensor.
+    """
+    return quantile(a, 0.5, axis, keepdims)

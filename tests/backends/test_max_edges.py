@@ -77,16 +77,10 @@ def _edge_samples(entry, dtype):
 
 
 # entries built on an op MAX cannot run (``UNSUPPORTED``: under ``auto`` they stay on the
-# host, and the explicit max backend refuses them with UnsupportedOnMax)
-ON_HOST = {
-    "argsort",
-    "sort",
-    "top_k",
-    "nonzero",
-    "argwhere",
-    "searchsorted",
-    "digitize",
-}  # (their entries sort)
+# host, and the explicit max backend refuses them with UnsupportedOnMax); the last five
+# sort (searchsorted's and digitize's entries sort their bins first)
+ON_HOST = {"argsort", "sort", "top_k", "nonzero", "argwhere"}
+ON_HOST |= {"searchsorted", "digitize", "quantile", "percentile", "median"}
 
 
 def _build(dtype):

@@ -131,3 +131,36 @@ def test_digitize_and_bincount():
     same(nb.compile(lambda r: nb.bincount(r, length=8))(v), np.bincount(v, minlength=8))
     with pytest.raises(nb.OpError, match=r"bincount: x must be 1-D integers, got float32\[3\]"):
         nb.bincount(np.ones(3, np.float32))
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+def test_nan_functions_and_quantiles():
+    """The NaN-ignoring reductions against NumPy (an all-NaN row gives NaN), and ``quantile``
+    / ``percentile`` / ``median`` (linear), ``ptp``; they batch and differentiate."""
+    x = np.array([[1.0, np.nan, 3, 4], [np.nan] * 4, [2, 5, 1, 0]], np.float32)
+    for name in ("nansum", "nanmean", "nanmax", "nanmin", "nanvar", "nanstd"):
+        for axis in (None, 1, 0, (0, 1)):
+            got = getattr(nb, name)(x, axis=axis).numpy()
+            np.testing.assert_allclose(got, getattr(np, name)(x, axis=axis), atol=1e-6)
+    same(nb.nanvar(x, 1, ddof=1, keepdims=True), np.nanvar(x, 1, ddof=1, keepdims=True))
+    y = RNG.standard_normal((4, 5)).astype(np.float32)
+    for q in (0.3, [0.1, 0.5, 1.0]):
+        for axis in (None, 0, 1):
+            same(nb.quantile(y, q, axis), np.quantile(y, q, axis=axis))
+            same(
+                nb.quantile(y, q, axis, keepdims=True), np.quantile(y, q, axis=axis, keepdims=True)
+            )
+    same(nb.percentile(y, [25, 75], 0), np.percentile(y, [25, 75], 0))
+    same(nb.median(y, 1), np.median(y, 1))
+    same(nb.median(np.arange(5)), 2.0)
+    assert np.isnan(nb.median(np.array([1.0, np.nan, 2.0])).item())  # as NumPy's and JAX's
+    same(nb.ptp(y, 1), np.ptp(y, 1))
+    same(nb.vmap(nb.median)(y), np.median(y, 1))
+    # the median of 5 values is the third smallest: its gradient is one-hot there
+    g = nb.grad(lambda v: nb.median(v))(y[0]).numpy()
+    assert g.tolist() == (np.argsort(np.argsort(y[0])) == 2).astype(np.float32).tolist()
+    same(nb.grad(lambda v: nb.nansum(v))(x[0]), [1.0, 0.0, 1.0, 1.0])
+    with pytest.raises(nb.OpError, match="quantile: q must be a number or 1-D numbers"):
+        nb.quantile(y, 1.5)
+    with pytest.raises(nb.OpError, match="only method='linear'"):
+        nb.quantile(y, 0.5, method="nearest")
