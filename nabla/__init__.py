@@ -189,6 +189,7 @@ from .ops.unary import (
     trunc,
 )
 from .ops.array_functions import (
+    average,
     nansum,
     nanmean,
     nanmax,
@@ -351,6 +352,7 @@ pi = _math.pi
 e = _math.e
 
 __all__ = [
+    "average",
     "nansum",
     "nanmean",
     "nanmax",

@@ -1524,6 +1524,14 @@ for _n, _q in (("quantile", 0.3), ("percentile", [10.0, 75.0])):
 shaped("median", nb.median, np.median, [((7,), (), {}), ((3, 6), (), {"axis": 1})],
        dtypes=("float32", "float64"))  # fmt: skip
 
+_multi(
+    "average",
+    lambda a, w=None, axis=None: nb.average(a, axis, w),
+    lambda a, w=None, axis=None: np.average(a, axis, w),
+    [([(3, 4)], {}), ([(3, 4), (4,)], {"axis": 1}), ([(2, 3), (2, 3)], {"axis": 0})],
+    dtypes=("float32", "float64"),
+)
+
 # random draws: checked by tests/ops/test_random.py (statistics, reproducibility, vmap)
 for _n in ("uniform", "normal", "gaussian", "bernoulli", "randint"):
     register(OpEntry(_n, getattr(nb, _n), None, None, differentiable=False, batchable=False))

@@ -45,6 +45,7 @@ __all__ = [
     "quantile",
     "percentile",
     "median",
+    "average",
 ]
 
 
@@ -702,3 +703,62 @@ def median(a, axis=None, keepdims: bool = False) -> Tensor:
         A float tensor.
     """
     return quantile(a, 0.5, axis, keepdims)
+
+
+def average(a, axis=None, weights=None, returned: bool = False, keepdims: bool = False):
+    """The weighted mean over ``axis`` (NumPy's and JAX's ``average``): ``sum(a * w) /
+    sum(w)``, with ``weights`` of ``a``'s shape or 1-D along a single ``axis``; the plain
+    mean without them.
+
+    Args:
+        a: a tensor, or a nested list or NumPy array.
+        axis: an int, a tuple of ints, or None for every dim.
+        weights: the weights, or None.
+        returned: also return the sum of the weights (broadcast like the average).
+        keepdims: keep the reduced dims as size 1.
+
+    Returns:
+        The average, or ``(average, sum of weights)`` with ``returned``.
+
+    Raises:
+        ValueError: (:class:`nabla.OpError`) for 1-D weights without a single ``axis`` or
+            of another length, or weights of another shape.
+    """
+    a = as_tensor(a, op="average")
+    if not a.dtype.is_float:
+        a = fn.cast(a, DType.float32)
+    if weights is None:
+        avg = fn.mean(a, axis, keepdims)
+        if not returned:
+            return avg
+        count = (
+            a.size
+            if axis is None
+            else math.prod(
+                a.shape[norm_axis("average", d, a.ndim, a.shape)]
+                for d in (axis if isinstance(axis, tuple) else (axis,))
+            )
+        )
+        return avg, fn.full_like(avg, float(count))
+    w = as_tensor(weights, op="average")
+    if tuple(w.shape) != tuple(a.shape):
+        if axis is None or isinstance(axis, tuple) or w.ndim != 1:
+            raise OpError(
+                f"average: weights of shape {w.shape} for a of shape {a.shape} must have a's "
+                "shape, or be 1-D along a single axis"
+            )
+        ax = norm_axis("average", axis, a.ndim, a.shape)
+        if w.shape[0] != a.shape[ax]:
+            raise OpError(
+                f"average: 1-D weights of length {w.shape[0]} along axis {ax} of a of shape "
+                f"{a.shape}"
+            )
+        w = fn.reshape(w, tuple(a.shape[ax] if d == ax else 1 for d in range(a.ndim)))
+    w = fn.cast(w, a.dtype) if w.dtype is not a.dtype else w
+    # (the weights' sum over the averaged dims, without a copy of them per element of a:
+    # 1-D weights hold size-1 dims everywhere else, which the division broadcasts)
+    total = fn.sum(w, axis, keepdims)
+    avg = fn.sum(a * w, axis, keepdims) / total
+    if not returned:
+        return avg
+    return avg, fn.broadcast_to(total, tuple(avg.shape))

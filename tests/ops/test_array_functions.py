@@ -164,3 +164,22 @@ def test_nan_functions_and_quantiles():
         nb.quantile(y, 1.5)
     with pytest.raises(nb.OpError, match="only method='linear'"):
         nb.quantile(y, 0.5, method="nearest")
+
+
+def test_average():
+    a = np.arange(12.0, dtype=np.float32).reshape(3, 4)
+    w = np.array([1.0, 2, 3, 4], np.float32)
+    for kw in (
+        {},
+        {"axis": 1},
+        {"axis": 1, "weights": w},
+        {"axis": 1, "weights": w, "keepdims": True},
+    ):
+        same(nb.average(a, **kw), np.average(a, **kw))
+    got, want = nb.average(a, 0, a + 1, returned=True), np.average(a, 0, a + 1, returned=True)
+    same(got[0], want[0])
+    same(got[1], want[1])
+    assert nb.average(a, returned=True)[1].item() == 12.0
+    same(nb.grad(lambda v: nb.average(v, weights=w))(a[0]), w / w.sum())
+    with pytest.raises(nb.OpError, match=r"average: weights of shape \(4,\) for a of shape"):
+        nb.average(a, weights=w)
