@@ -234,7 +234,7 @@ def count_nonzero(a, axis=None, keepdims: bool = False) -> Tensor:
         An int32 tensor.
     """
     a = as_tensor(a, op="count_nonzero")
-    return fn.cast(fn.sum(fn.cast(a != 0, DType.int32), axis, keepdims), DType.int32)
+    return fn.sum(fn.cast(a != 0, DType.int32), axis, keepdims)  # (int32's sum stays int32)
 
 
 def _along(x, axis: int, start, stop):
@@ -443,7 +443,7 @@ def searchsorted(a, v, side: str = "left", sorter=None) -> Tensor:
     v = as_tensor(v, op="searchsorted")
     expanded = fn.reshape(v, (*v.shape, 1))
     before = (a < expanded) if side == "left" else (a <= expanded)
-    return fn.cast(fn.sum(fn.cast(before, DType.int32), -1), DType.int32)
+    return fn.sum(fn.cast(before, DType.int32), -1)  # (int32's sum stays int32)
 
 
 def digitize(x, bins, right: bool = False) -> Tensor:
@@ -507,12 +507,14 @@ def nansum(a, axis=None, keepdims: bool = False) -> Tensor:
     """
     a = as_tensor(a, op="nansum")
     if a.dtype.is_float:
-        a = fn.where(fn.is_nan(a), fn.zeros_like(a), a)
+        _, a = _not_nan(a)
     return fn.sum(a, axis, keepdims)
 
 
-def _not_nan_count(a, axis, keepdims):
-    return fn.sum(fn.cast(fn.logical_not(fn.is_nan(a)), a.dtype), axis, keepdims)
+def _not_nan(a) -> tuple:
+    """``(mask, values)``: where ``a`` is not NaN, and ``a`` with its NaNs as 0."""
+    valid = fn.logical_not(fn.is_nan(a))
+    return valid, fn.where(valid, a, fn.zeros_like(a))
 
 
 def nanmean(a, axis=None, keepdims: bool = False) -> Tensor:
@@ -530,7 +532,8 @@ def nanmean(a, axis=None, keepdims: bool = False) -> Tensor:
     a = as_tensor(a, op="nanmean")
     if not a.dtype.is_float:
         return fn.mean(a, axis, keepdims)
-    return nansum(a, axis, keepdims) / _not_nan_count(a, axis, keepdims)
+    valid, values = _not_nan(a)
+    return fn.sum(values, axis, keepdims) / fn.sum(fn.cast(valid, a.dtype), axis, keepdims)
 
 
 def _nan_extreme(a, axis, keepdims, op: str, pick, fill: float):
@@ -588,9 +591,11 @@ def nanvar(a, axis=None, ddof: int = 0, keepdims: bool = False) -> Tensor:
     a = as_tensor(a, op="nanvar")
     if not a.dtype.is_float:
         return fn.var(a, axis, keepdims=keepdims, ddof=ddof)
-    centred = a - nanmean(a, axis, True)
-    squares = nansum(centred * centred, axis, keepdims)
-    divisor = _not_nan_count(a, axis, keepdims) - ddof
+    valid, values = _not_nan(a)  # (one mask for the mean, the squares and the count)
+    count = fn.sum(fn.cast(valid, a.dtype), axis, True)
+    centred = fn.where(valid, a - fn.sum(values, axis, True) / count, fn.zeros_like(a))
+    squares = fn.sum(centred * centred, axis, keepdims)
+    divisor = fn.reshape(count, tuple(squares.shape)) - ddof
     out = squares / divisor
     return fn.where(divisor > 0, out, fn.full_like(out, np.nan))  # (NaN past ddof, as NumPy)
 

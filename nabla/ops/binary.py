@@ -903,8 +903,9 @@ def _float_pair(op: str, a, b) -> tuple:
 def fmod(a, b) -> Tensor:
     """C's remainder, with the sign of ``a`` (NumPy's, JAX's and PyTorch's ``fmod``), where
     ``mod``/``%`` takes the sign of ``b``: ``fmod(-7, 3)`` is -1, ``-7 % 3`` is 2. Computed
-    from ``mod`` (``b`` subtracted where the signs differ), so it is differentiable as
-    ``mod`` is (``d/db = -trunc(a / b)``).
+    from ``mod`` (of the magnitudes for floats, with ``a``'s sign; for integers ``b``
+    subtracted where the signs differ), so it is differentiable as ``mod`` is
+    (``d/db = -trunc(a / b)``).
 
     Args:
         a: the dividend: a tensor, Python scalar, nested list or NumPy array.
@@ -919,22 +920,20 @@ def fmod(a, b) -> Tensor:
         # integer form below subtracts b from mod's result where the signs differ, which
         # for floats rounds: mod(-1, 65504) is 65504 in float16, so fmod came out 0. Each
         # magnitude is a where (not abs), so d/da stays 1 at a = 0
-        zero = fn.zeros_like(a)
-        a_neg = logical_or(less(a, zero), less(fn.reciprocal(a), zero))
-        b_neg = logical_or(less(b, zero), less(fn.reciprocal(b), zero))
+        a_neg, b_neg = _sign_bit(a), _sign_bit(b)
         r = mod(where(a_neg, fn.neg(a), a), where(b_neg, fn.neg(b), b))
         return where(a_neg, fn.neg(r), r)
+    # integers: exact, and a zero remainder has no sign to take
     r = mod(a, b)
     zero = fn.zeros_like(r)
     other_side = logical_and(not_equal(r, zero), not_equal(less(r, zero), less(a, zero)))
-    # a zero remainder takes a's sign (-6 fmod 3 and -0.0 fmod 3 are -0.0, as C's); the
-    # straight-through term keeps mod's derivatives there (subtracting it, an exact +0,
-    # cannot flip the zero's sign)
-    negative = less(a, zero)
-    if a.dtype.is_float:  # (-0.0 too: its reciprocal is -inf)
-        negative = logical_or(negative, less(fn.reciprocal(a), zero))
-    signed_zero = where(negative, fn.neg(zero), zero) - (fn.stop_gradient(r) - r)
-    return where(equal(r, zero), signed_zero, where(other_side, r - b, r))
+    return where(other_side, r - b, r)
+
+
+def _sign_bit(x) -> Tensor:
+    """Where float ``x`` is negative, -0.0 included (its reciprocal is -inf)."""
+    zero = fn.zeros_like(x)
+    return logical_or(less(x, zero), less(fn.reciprocal(x), zero))
 
 
 def hypot(a, b) -> Tensor:
