@@ -70,8 +70,8 @@ class _State(threading.local):
         # grad levels whose backward pass is running: the ops it records are never walked
         # back through at those levels again (only at outer ones)
         self.pulling_back: frozenset = frozenset()
-        # the running vmaps' axis names (``vmap(axis_name=)``): name -> (level, size), for
-        # ``lax.psum`` and its kin over a vmapped axis
+        # the running vmaps' axis names (``vmap(axis_name=)``): name -> its level and size
+        # (``transforms.vmap.NamedAxis``), for ``lax.psum`` and its kin over a vmapped axis
         self.vmap_names: dict = {}
 
 

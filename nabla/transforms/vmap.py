@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import numbers
+from typing import NamedTuple
 
 import numpy as np
 
@@ -149,7 +150,7 @@ def vmap(
             outer, STATE.vmap_writes = STATE.vmap_writes, []
             names = STATE.vmap_names
             if axis_name is not None:
-                STATE.vmap_names = {**names, axis_name: (level, size)}
+                STATE.vmap_names = {**names, axis_name: NamedAxis(level, size)}
             try:
                 out = fun(*args, **kwargs)
             except BaseException:  # the writes that would be refused are undone all the same
@@ -165,6 +166,13 @@ def vmap(
             return _unbatch(out, level, size, out_axes)
 
     return vmapped
+
+
+class NamedAxis(NamedTuple):
+    """A running ``vmap(axis_name=)``'s axis, as ``STATE.vmap_names`` keeps it."""
+
+    level: int  # the vmap level of its examples
+    size: int  # how many examples
 
 
 def names_a_vmap(axis_name) -> bool:
@@ -192,19 +200,19 @@ def reduce_over_vmap(x, axis_name, kind: str) -> Tensor:
     names = axis_name if isinstance(axis_name, tuple) else (axis_name,)
     count = 1
     for name in names:
-        level, size = STATE.vmap_names[name]
-        count *= size
-        if level in x._impl.levels:
-            x = _REDUCE["sum" if kind == "mean" else kind](from_batch(x, level, 0), axis=0)
+        named = STATE.vmap_names[name]
+        count *= named.size
+        if named.level in x._impl.levels:
+            x = _REDUCE["sum" if kind == "mean" else kind](from_batch(x, named.level, 0), axis=0)
         elif kind in ("sum", "mean"):  # the same value in every example
-            x = x * size
+            x = x * named.size
     return x / count if kind == "mean" else x
 
 
 def vmap_axis_index(axis_name) -> Tensor:
     """Each example's position along the vmap named ``axis_name`` (int32)."""
-    level, size = STATE.vmap_names[axis_name]
-    return to_batch(arange(size, dtype=DType.int32), 0, level)
+    named = STATE.vmap_names[axis_name]
+    return to_batch(arange(named.size, dtype=DType.int32), 0, named.level)
 
 
 def _write_back_mapped(prepared, batched, befores, level: int, size: int) -> None:
