@@ -655,6 +655,7 @@ class _Hot(NamedTuple):
     single: bool  # the function returns its one tensor output itself (no tree to build)
     defaults: tuple  # the default dtype and device it was made under (``_defaults``)
     base: bool  # made with no ``default_dtype``/``default_device`` block open anywhere
+    aliased: tuple | None  # one tensor in several places: ``_aliasing`` of the leaves
 
 
 _COLD = object()  # a call the hot lane does not serve
@@ -1036,10 +1037,9 @@ class CompiledFunction:
         ``tensors``), or None: a leaf that is a NumPy value (traced, a new constant each
         call) or a tensor of a subclass takes the general path."""
         dynamic = bool(self.dynamic_dims)
-        if len({id(t) for t in tensors}) < len(tensors):
-            return None  # (one tensor passed twice: its key says so, the general path's)
+        aliased = _aliasing(tensors)  # (one tensor passed twice: served only so again)
         if len(args) == len(tensors) and all(type(a) is Tensor for a in args):
-            return _hot_lane(plan, tensors, self._guard, dynamic)
+            return _hot_lane(plan, tensors, self._guard, dynamic, aliased=aliased)
         leaves, tree = tree_flatten(args)
         statics, at = [], []
         for i, leaf in enumerate(leaves):
@@ -1052,7 +1052,7 @@ class CompiledFunction:
         if len(at) != len(tensors):
             return None
         hot_args = _HotArgs(frozen(tree), tuple(statics), tuple(at))
-        return _hot_lane(plan, tensors, self._guard, dynamic, hot_args)
+        return _hot_lane(plan, tensors, self._guard, dynamic, hot_args, aliased)
 
     def _call_hot(self, hot: _Hot, args: tuple):
         """Serve a call like the hot lane's last one (same argument structure, layouts and
@@ -1071,7 +1071,10 @@ class CompiledFunction:
         specs = hot.specs
         if len(args) != len(specs) or CONFIG.debug_values or STATE.recording is not None:
             return _COLD
-        if hot.plan.writes and len(set(map(id, args))) < len(args):
+        if hot.aliased is not None:  # traced with one tensor in several places: the same
+            if _aliasing(args) != hot.aliased:  # places again (one placeholder read them)
+                return _COLD
+        elif hot.plan.writes and len(set(map(id, args))) < len(args):
             return _COLD  # (an update of one seen through the other: a plan of its own)
         for a, (shape, dtype, device, sharding) in zip(args, specs):
             if type(a) is not Tensor:
@@ -1528,7 +1531,15 @@ def _run_fast(plan, tensors, const_impls) -> list:
 _LEAF_TREE = tree_flatten(0)[1]
 
 
-def _hot_lane(plan, tensors, guard, dynamic: bool, tree=None) -> _Hot | None:
+def _aliasing(tensors) -> tuple | None:
+    """Per tensor leaf the position of its first occurrence, when one tensor is passed
+    in several places (as the call's key records it); None when every leaf is its own."""
+    first: dict = {}
+    places = tuple(first.setdefault(id(t), i) for i, t in enumerate(tensors))
+    return places if len(first) < len(places) else None
+
+
+def _hot_lane(plan, tensors, guard, dynamic: bool, tree=None, aliased=None) -> _Hot | None:
     """A ``_Hot`` for a call that just ran ``plan`` at the call with ``tensors`` as the
     tensor leaves of its positional arguments (read as ``tree`` says; None: the arguments
     are the tensors), or None when such calls need the general path: dynamic dims, random
@@ -1559,7 +1570,17 @@ def _hot_lane(plan, tensors, guard, dynamic: bool, tree=None) -> _Hot | None:
     layouts = tuple(zip(shapes, dtypes, shardings or [None] * len(shapes), strict=True))
     base = not DEFAULTS_OPEN[0]
     return _Hot(
-        plan, tree, tuple(specs), modules, program, layouts, device, single, _defaults(), base
+        plan,
+        tree,
+        tuple(specs),
+        modules,
+        program,
+        layouts,
+        device,
+        single,
+        _defaults(),
+        base,
+        aliased,
     )
 
 

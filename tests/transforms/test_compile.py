@@ -672,6 +672,27 @@ def test_pytrees_of_tensors_take_the_hot_lane_and_another_structure_does_not():
     np.testing.assert_allclose(y.numpy(), [[4, 6]] * 3)
 
 
+def test_one_tensor_in_several_places_takes_the_hot_lane_only_in_the_same_places():
+    # traced with x twice, the program reads one placeholder for both: the hot lane serves
+    # calls that pass one tensor in the same places, and every other pattern is traced
+    x, y = nb.constant(np.float32([1, 2])), nb.constant(np.float32([3, 4]))
+    f = nb.compile(lambda a, b: a + b * 10)
+    for _ in range(3):
+        np.testing.assert_allclose(f(x, x).numpy(), [11, 22])
+    assert f._hot is not None and f._hot.aliased == (0, 0)
+    assert (f.stats.misses, f.stats.hits) == (1, 2)
+    np.testing.assert_allclose(f(x, y).numpy(), [31, 42])  # two tensors: not one placeholder
+    np.testing.assert_allclose(f(y, y).numpy(), [33, 44])
+    np.testing.assert_allclose(f(y, x).numpy(), [13, 24])
+    g = nb.compile(lambda xs: [v * 2 for v in xs])  # a list of one tensor (K collectives)
+    for _ in range(3):
+        out = g([x, x, y])
+    assert g._hot is not None and g._hot.aliased == (0, 0, 2)
+    assert [o.numpy().tolist() for o in g([x, y, x])] == [[2, 4], [6, 8], [2, 4]]
+    assert [o.numpy().tolist() for o in g([y, y, x])] == [[6, 8], [6, 8], [2, 4]]
+    assert [o.numpy().tolist() for o in out] == [[2, 4], [2, 4], [6, 8]]
+
+
 def test_python_leaves_are_compared_by_value_on_the_hot_lane():
     # settings among the arguments (a step's learning-rate schedule flags, a treedef):
     # each compared as the cache key compares it, a float by its bits
