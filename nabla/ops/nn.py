@@ -448,15 +448,17 @@ def _pad_or_crop(x, lo, hi):
 
 def _ceil_extra(size, k, s, d, p) -> tuple:
     """PyTorch's ``ceil_mode``: the rows/columns to add after the padding so a last,
-    partial window counts, unless it would start past the input and the leading padding."""
+    partial window counts, unless it would start past the input and the leading padding.
+    PyTorch's count rounds ``span - window`` up over the stride even when the window is the
+    longer (a stride-1 window longer than the input has no output: the too-small error)."""
     extra = []
     for i in range(2):
         span = size[i] + p[i][0] + p[i][1]
         eff = d[i] * (k[i] - 1) + 1
-        n = -(-max(span - eff, 0) // s[i]) + 1
+        n = (span - eff + s[i] - 1) // s[i] + 1  # (floor division: toward -inf)
         if (n - 1) * s[i] >= size[i] + p[i][0]:
             n -= 1
-        extra.append(max((n - 1) * s[i] + eff - span, 0))
+        extra.append(max((n - 1) * s[i] + eff - span, 0) if n > 0 else 0)
     return tuple(extra)
 
 

@@ -76,6 +76,12 @@ def test_conv2d_pools_and_flatten():
     # 5 rows, kernel 2, stride 2, padding 1: a fourth window would start in the trailing
     # padding, so PyTorch drops it
     assert F.max_pool2d(t(z), 2, 2, 1, ceil_mode=True).shape == (1, 3, 3, 1)
+    # a window longer than the input (kernel 3, dilation 2: 5 rows of 4): no output at
+    # stride 1, as PyTorch (it had one, the window run past the input); one at stride 2
+    four = np.arange(16.0).reshape(1, 4, 4, 1)
+    with pytest.raises(ValueError, match=r"max_pool2d: input \(1, 4, 4, 1\) is too small"):
+        F.max_pool2d(t(four), 3, 1, 0, 2, ceil_mode=True)
+    assert F.max_pool2d(t(four), 3, 2, 0, 2, ceil_mode=True).numpy().ravel().tolist() == [10.0]
     assert nn.Flatten()(t(y)).shape == (1, 32)
     assert nn.Flatten(1, 2)(t(y)).shape == (1, 16, 2)
 
