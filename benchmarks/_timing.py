@@ -3,6 +3,7 @@ of rounds that time several callables in turn."""
 
 from __future__ import annotations
 
+import os
 import statistics
 import time
 
@@ -42,3 +43,27 @@ def best_of_rounds_ms(fns: dict, reps: int, rounds: int = 3, warmup: int = 3, be
             ms = median_ms(fn, reps, warmup)
             best[name] = min(ms, best.get(name, ms))
     return best
+
+
+def blas_kernel() -> str:
+    """The BLAS NumPy's products run on, as a header line: library, the kernel family it
+    chose for this CPU, and the environment variables that force one. A GEMM-bound row
+    moves ~1.7x with the kernel (AVX2 ``Haswell`` against AVX-512 ``SkylakeX`` on this
+    machine's CPU; ``benchmarks/README.md``), so every table says which one ran."""
+    forced = [
+        f"{var}={os.environ[var]}"
+        for var in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "OPENBLAS_NUM_THREADS")
+        if var in os.environ
+    ]
+    try:
+        import threadpoolctl  # noqa: PLC0415 - optional: the max extra brings it
+
+        info = [i for i in threadpoolctl.threadpool_info() if i.get("user_api") == "blas"]
+    except ImportError:
+        info = []
+    kernel = (
+        ", ".join(f"{i['internal_api']} {i.get('architecture', '?')}" for i in info)
+        if info
+        else "unknown (no threadpoolctl)"
+    )
+    return f"BLAS: {kernel}" + (f" ({', '.join(forced)})" if forced else "")

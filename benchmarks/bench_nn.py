@@ -48,7 +48,7 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from _timing import best_of_rounds_ms, call_seconds, median_ms  # noqa: E402
+from _timing import best_of_rounds_ms, blas_kernel, call_seconds, median_ms  # noqa: E402
 from bench_peers import _settle  # noqa: E402 - under auto: past MAX's compile and the race
 
 import nabla as nb  # noqa: E402
@@ -376,6 +376,7 @@ def main():
         f"transformer block d_model={d} heads={args.nhead} ff={ff}, batch {args.batch} x seq "
         f"{args.seq}; backend={args.backend}; forward + backward + AdamW"
     )
+    print(blas_kernel())
     first = {}
     for name, fn in rows.items():
         t0 = time.perf_counter()

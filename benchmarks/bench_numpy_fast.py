@@ -25,7 +25,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
 
 import bench_peers  # noqa: E402
-from _timing import best_of_rounds_ms  # noqa: E402
+from _timing import best_of_rounds_ms, blas_kernel  # noqa: E402
 
 import nabla as nb  # noqa: E402
 from nabla.backends import numpy as numpy_backend  # noqa: E402
@@ -119,7 +119,7 @@ def main():
     nb.set_backend("numpy")
     print(
         f"load average {os.getloadavg()[0]:.2f}; numpy backend; median ms, best of 3 "
-        f"rounds; OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS', 'unset')}"
+        f"rounds; {blas_kernel()}"
     )
     print(f"{'workload / program':<34}{'ops':>6}{'interpreter':>13}{'straight':>11}{'ratio':>8}")
     for name, make in WORKLOADS.items():

@@ -26,7 +26,7 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from _timing import best_of_rounds_ms  # noqa: E402
+from _timing import best_of_rounds_ms, blas_kernel  # noqa: E402
 
 import nabla as nb  # noqa: E402
 
@@ -445,6 +445,7 @@ def main():
         f"backend={args.backend}; best of 3 rounds of the median ms of {args.reps} calls; "
         f"ratio = compile / fastest peer (load average {os.getloadavg()[0]:.1f} at start)"
     )
+    print(blas_kernel())
     print(f"{'workload':<20}" + "".join(f"{c:>15}" for c in cols) + f"{'ratio':>8}")
     for name, make in WORKLOADS.items():
         if args.only and args.only not in name:
