@@ -871,9 +871,10 @@ def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False) -> Tensor:
 
 def logaddexp(a, b) -> Tensor:
     """``log(exp(a) + exp(b))`` without overflow (NumPy's and JAX's ``logaddexp``), as
-    ``max(a, b) + log1p(exp(-|a - b|))``, whose gradient is the two softmax weights (1/2
-    each at a tie); equal infinities give that infinity. Integer operands are computed
-    in the default float dtype.
+    ``max(a, b) + log1p(exp(-|a - b|))``, whose derivatives are those of the smooth
+    function: the gradient is the two softmax weights (1/2 each at a tie) and the second
+    derivative at a tie 1/4. Equal infinities give that infinity (gradient 1 to ``a``).
+    Integer operands are computed in the default float dtype.
 
     Args:
         a: a tensor, Python scalar, nested list or NumPy array.
@@ -884,11 +885,17 @@ def logaddexp(a, b) -> Tensor:
     """
     a, b = _float_pair("logaddexp", a, b)
     # max + log1p(exp(-|a - b|)): the small term keeps its digits (log(1 + e) rounded
-    # 1 + e first: logaddexp(-20, 0) was 0 in float32, 2.06e-9 exactly); equal infinities
-    # (|a - b| NaN) add log 2 to that infinity, a NaN operand gives NaN
-    gap = fn.abs(a - b)
-    gap = where(equal(a, b), 0.0, gap)
-    return maximum(a, b) + fn.log1p(fn.exp(fn.neg(gap)))
+    # 1 + e first: logaddexp(-20, 0) was 0 in float32, 2.06e-9 exactly). The max and the
+    # |a - b| pick the same side by one test, a at a tie, so at a tie their kinks cancel
+    # and autodiff sees the smooth function (with maximum's even split and abs's zero
+    # slope at 0 the second derivative there was 0). Equal infinities (a - b NaN) add
+    # log 2 to that infinity; a NaN operand gives NaN.
+    d = sub(a, b)
+    d = where(logical_and(equal(a, b), fn.is_inf(a)), 0.0, d)
+    first = greater_equal(d, 0.0)
+    top = where(first, a, b)
+    gap = where(first, d, fn.neg(d))
+    return top + fn.log1p(fn.exp(fn.neg(gap)))
 
 
 def _float_pair(op: str, a, b) -> tuple:

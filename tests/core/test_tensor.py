@@ -1260,6 +1260,16 @@ def test_linalg_norm_is_numpy_s():
         np.testing.assert_allclose(got, want, rtol=1e-5, err_msg=str(kw))
     assert nb.grad(lambda v: nb.linalg.norm(v))(nb.zeros(3)).tolist() == [0.0, 0.0, 0.0]
     np.testing.assert_allclose(nb.grad(nb.linalg.norm)(nb.constant([3.0, 4.0])).numpy(), [0.6, 0.8])
+    # 0 < p < 1: |x|**p has an infinite slope at 0; reverse mode gave NaN at the zero
+    # vector (forward mode 0, as documented); a zero element's gradient is zero
+    for p in (0.5, 0.3):
+        half = lambda v, p=p: nb.linalg.norm(v, ord=p)  # noqa: E731
+        assert nb.grad(half)(nb.zeros(2)).tolist() == [0.0, 0.0]
+        assert nb.jvp(half, (nb.zeros(2),), (nb.ones(2),))[1].item() == 0.0
+        g = nb.grad(half)(nb.constant([0.0, 1.0, -2.0])).numpy()
+        total = 1.0 + 2.0**p
+        want = [0.0, total ** (1 / p - 1), -(total ** (1 / p - 1)) * 2.0 ** (p - 1)]
+        np.testing.assert_allclose(g, want, rtol=1e-5)
     with pytest.raises(nb.OpError, match="need singular values"):
         nb.linalg.norm(a, ord=2)
 
@@ -1364,6 +1374,27 @@ def test_fmod_and_logaddexp_keep_their_small_results():
     got = nb.logaddexp(nb.constant([inf, -inf, inf, 1.0]), nb.constant([inf, -inf, -inf, 1.0]))
     assert got.tolist()[:3] == [inf, -inf, inf] and got.tolist()[3] == pytest.approx(1 + np.log(2))
     assert nb.grad(lambda a: nb.logaddexp(a, 1.0))(nb.constant(1.0)).item() == 0.5
+
+
+def test_logaddexp_has_the_smooth_second_derivative_at_a_tie():
+    """Found by a check of derivatives at special points against JAX: at a == b the
+    second derivative was 0 (maximum's even split and abs's zero slope at 0, each
+    piecewise linear); the smooth function's is sigma(0) (1 - sigma(0)) = 1/4, as JAX's
+    and PyTorch's, and as nabla's own a hair away from the tie."""
+
+    def f(x):
+        return nb.logaddexp(x, 1.0)
+
+    x = nb.constant(1.0)
+    assert nb.grad(f)(x).item() == 0.5
+    assert nb.grad(nb.grad(f))(x).item() == pytest.approx(0.25)
+    assert nb.hessian(f)(x).item() == pytest.approx(0.25)
+    near = nb.grad(nb.grad(f))(nb.constant(1.001)).item()
+    assert near == pytest.approx(0.25, abs=1e-4)
+    h = nb.hessian(lambda v: nb.logaddexp(v[0], v[1]))(nb.constant([2.0, 2.0])).numpy()
+    np.testing.assert_allclose(h, [[0.25, -0.25], [-0.25, 0.25]], rtol=1e-6)
+    da, db = nb.grad(nb.logaddexp, argnums=(0, 1))(nb.constant(-3.0), nb.constant(-3.0))
+    assert (da.item(), db.item()) == (0.5, 0.5)
 
 
 def test_einsum_pad_and_trace_edges_a_check_against_jax_found():
