@@ -676,7 +676,9 @@ def norm(x, ord=None, axis=None, keepdims=False):  # noqa: A002 - NumPy's and JA
         keepdims: keep the reduced dims as size 1.
 
     Returns:
-        A float tensor. The gradient of a Euclidean norm at zero is zero (as PyTorch's).
+        A float tensor. Gradients follow PyTorch where the norm has a kink: the
+        gradient of a root (Euclidean, ``p``) at a zero total is zero, and a zero
+        element's is zero for ``ord`` 1 and ``0 < p < 1`` (JAX's ``abs`` gives 1 there).
 
     Raises:
         ValueError: (:class:`nabla.OpError`) for an ``ord`` this rank does not take, or
@@ -740,7 +742,8 @@ def _euclid(x, axes, keepdims):
 
 def vector_norm(x, ord, axes: tuple, keepdims: bool):  # noqa: A002
     """The ``ord``-norm of the elements over ``axes`` taken as one vector (``norm``'s and
-    ``Tensor.norm``'s); a root's gradient at a zero total is zero."""
+    ``Tensor.norm``'s); a root's gradient at a zero total is zero, and so is a zero
+    element's for ``0 < ord < 1`` (where ``|x|**ord`` has an infinite slope)."""
     if ord is None or ord == 2:
         return _euclid(x, axes, keepdims)
     if isinstance(ord, str) or isinstance(ord, bool):
@@ -755,7 +758,12 @@ def vector_norm(x, ord, axes: tuple, keepdims: bool):  # noqa: A002
         return fn.sum(fn.cast(a != 0, x.dtype), axes, keepdims)
     if ord == 1:
         return fn.sum(x * fn.sign(x), axes, keepdims)
-    total = fn.sum(a**ord, axes, keepdims)
+    if 0 < ord < 1:  # |x|**ord has an infinite slope at 0: the zeros' own gradient is 0
+        gone = a == 0  # (inf times a zero cotangent was NaN in reverse mode, 0 in forward)
+        powered = fn.where(gone, 0.0, fn.where(gone, 1.0, a) ** ord)
+    else:
+        powered = a**ord
+    total = fn.sum(powered, axes, keepdims)
     zero = total == 0  # (for ord < 0: no elements, or only infinite ones: the norm is inf)
     at_zero = math.inf if ord < 0 else 0.0
     return fn.where(zero, at_zero, fn.where(zero, 1.0, total) ** (1.0 / ord))
