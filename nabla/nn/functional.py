@@ -403,7 +403,8 @@ def softplus(x, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
 
 
 def leaky_relu(x, negative_slope: float = 0.01, inplace: bool = False) -> Tensor:
-    """``x`` where positive, ``negative_slope * x`` elsewhere.
+    """``x`` where positive, ``negative_slope * x`` elsewhere. The derivative at 0 is
+    ``negative_slope``, as PyTorch's (``jax.nn.leaky_relu``'s is 1).
 
     Args:
         x: the input.

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..core.dtypes import get_default_dtype, result_type
 from ..ops import binary, creation, unary, view
 from ..ops import reduction as _reduction_ops
 from ..ops._util import as_tensor, readable_now
@@ -61,12 +62,16 @@ Args:
         input: predictions.
         target: targets of the same shape.
         reduction: ``"mean"`` (default), ``"sum"`` or ``"none"``.
+        weight: optional weight of each element's loss (keyword; broadcasts onto the
+            input's shape), applied before the reduction: ``"mean"`` still divides by the
+            element count, as PyTorch's.
 
     Returns:
         A scalar, or the elementwise loss for ``"none"``.
 
     Raises:
-        ValueError: if the shapes differ, or for an unknown ``reduction``."""
+        ValueError: if the shapes differ, for a weight that does not broadcast onto the
+            input, or for an unknown ``reduction``."""
 
 
 def _pointwise_loss_doc(fn):
@@ -75,14 +80,21 @@ def _pointwise_loss_doc(fn):
 
 
 @_pointwise_loss_doc
-def mse_loss(input, target, reduction: str = "mean") -> Tensor:  # noqa: A002 - PyTorch name
+def mse_loss(input, target, reduction: str = "mean", *, weight=None) -> Tensor:  # noqa: A002
     """Mean squared error ``(input - target) ** 2``, reduced.
 
     {pointwise_loss_parts}
     """
     pred, target = as_tensor(input, op="mse_loss"), as_tensor(target, op="mse_loss")
     _check_same_shape("mse_loss", pred, target)
-    return _reduce((pred - target).square(), reduction, "mse_loss")
+    return _weighted((pred - target).square(), weight, reduction, "mse_loss")
+
+
+def _weighted(loss: Tensor, weight, reduction_: str, fn: str) -> Tensor:
+    """``loss`` times ``weight`` (None: none; it must broadcast onto the loss), reduced."""
+    if weight is not None:
+        loss = loss * _onto(fn, "weight", weight, loss)
+    return _reduce(loss, reduction_, fn)
 
 
 def _one_hot(target: Tensor, classes: int, dtype) -> Tensor:
@@ -282,7 +294,8 @@ def cross_entropy(
             same shape as ``input``.
         weight: optional per-class weights ``(C,)``.
         ignore_index: a class-index value whose targets count for nothing (default -100;
-            None counts every target). Ignored for probability targets.
+            None counts every target). With probability targets only the default (or None)
+            is accepted, as in PyTorch.
         reduction: ``"mean"`` (default), ``"sum"`` or ``"none"``.
         label_smoothing: in ``[0, 1]`` (default 0).
         axis: the class axis (default -1).
@@ -298,6 +311,11 @@ def cross_entropy(
         1.3862943649291992
     """
     probabilities = not as_tensor(target, op="cross_entropy").dtype.is_int
+    if probabilities and ignore_index not in (None, -100):
+        raise ValueError(
+            f"cross_entropy: ignore_index={ignore_index} needs class-index targets; the "
+            f"target holds probabilities (a float dtype), as PyTorch's rule"
+        )
     return cross_entropy_loss(
         input,
         target,
@@ -419,13 +437,7 @@ def binary_cross_entropy_with_logits(
     Raises:
         ValueError: if the shapes differ, or for an unknown ``reduction``.
     """
-    x = as_tensor(logits, op="binary_cross_entropy_with_logits")
-    t = as_tensor(target, op="binary_cross_entropy_with_logits").cast(x.dtype)
-    if x.shape != t.shape:
-        raise ValueError(
-            f"binary_cross_entropy_with_logits: logits of shape {x.shape} and target of shape "
-            f"{t.shape} differ"
-        )
+    x, t = _pair("binary_cross_entropy_with_logits", logits, target)
     # log(sigmoid(x)) = -softplus(-x) and log(1 - sigmoid(x)) = -softplus(x): no overflow
     log_p, log_not_p = -unary.softplus(-x), -unary.softplus(x)
     fn = "binary_cross_entropy_with_logits"
@@ -460,9 +472,15 @@ def _onto(fn: str, name: str, w, x: Tensor) -> Tensor:
 
 
 def _pair(fn: str, input, target):  # noqa: A002 - PyTorch name
+    """``input`` and ``target`` in their promoted dtype, a float one (integers in the default
+    float dtype): an integer input had cast a float target down to it ([1, 2] against 0.5
+    scored as against 0), and a float16 input a float32 target."""
     pred, target = as_tensor(input, op=fn), as_tensor(target, op=fn)
     _check_same_shape(fn, pred, target)
-    return pred, target.cast(pred.dtype)
+    dtype = result_type([pred.dtype, target.dtype])
+    if not dtype.is_float:
+        dtype = get_default_dtype()
+    return pred.cast(dtype), target.cast(dtype)
 
 
 def _check_same_shape(fn: str, pred: Tensor, target: Tensor) -> None:
@@ -478,14 +496,23 @@ def _abs_torch(d):
     return d * unary.sign(unary.stop_gradient(d))
 
 
+def _inside(near, diff):
+    """``diff`` where the quadratic piece applies, 0 elsewhere: an infinite ``diff`` gives the
+    unused piece no ``0 * inf`` gradient. The linear piece is ``_abs_torch`` of ``diff``
+    itself, so a NaN difference has a NaN gradient, as PyTorch's (``abs`` of it had taken
+    the negative branch: a finite gradient beside a NaN loss)."""
+    return binary.where(near, diff, 0.0)
+
+
 @_pointwise_loss_doc
-def l1_loss(input, target, reduction: str = "mean") -> Tensor:  # noqa: A002 - PyTorch name
-    """Mean absolute error ``|input - target|``, reduced (PyTorch's ``l1_loss``).
+def l1_loss(input, target, reduction: str = "mean", *, weight=None) -> Tensor:  # noqa: A002
+    """Mean absolute error ``|input - target|``, reduced (PyTorch's ``l1_loss``; its
+    gradient is ``sign(input - target)``, 0 where they are equal, as PyTorch's).
 
     {pointwise_loss_parts}
     """
     pred, target = _pair("l1_loss", input, target)
-    return _reduce(_abs_torch(pred - target), reduction, "l1_loss")
+    return _weighted(_abs_torch(pred - target), weight, reduction, "l1_loss")
 
 
 def smooth_l1_loss(input, target, reduction: str = "mean", beta: float = 1.0) -> Tensor:  # noqa: A002
@@ -509,14 +536,15 @@ def smooth_l1_loss(input, target, reduction: str = "mean", beta: float = 1.0) ->
     pred, target = _pair("smooth_l1_loss", input, target)
     if beta == 0:
         return _reduce(_abs_torch(pred - target), reduction, "smooth_l1_loss")
-    d = unary.abs(pred - target)
-    # the quadratic piece on |d| clipped to beta: an infinite d gives it no 0 * inf gradient
-    near = binary.where(d < beta, d, float(beta))
-    loss = binary.where(d < beta, 0.5 * near.square() / beta, d - 0.5 * beta)
+    diff = pred - target
+    near = unary.abs(diff) < beta
+    loss = binary.where(
+        near, 0.5 * _inside(near, diff).square() / beta, _abs_torch(diff) - 0.5 * beta
+    )
     return _reduce(loss, reduction, "smooth_l1_loss")
 
 
-def huber_loss(input, target, reduction: str = "mean", delta: float = 1.0) -> Tensor:  # noqa: A002
+def huber_loss(input, target, reduction: str = "mean", delta: float = 1.0, weight=None) -> Tensor:  # noqa: A002, E501
     """``0.5 d**2`` where ``|d| <= delta``, else ``delta (|d| - 0.5 delta)`` (``d = input -
     target``), reduced (PyTorch's ``huber_loss``).
 
@@ -525,26 +553,32 @@ def huber_loss(input, target, reduction: str = "mean", delta: float = 1.0) -> Te
         target: targets of the same shape.
         reduction: ``"mean"`` (default), ``"sum"`` or ``"none"``.
         delta: where the loss turns from quadratic to linear (default 1, > 0).
+        weight: optional weight of each element's loss (broadcasts onto the input's
+            shape), applied before the reduction, as PyTorch's.
 
     Returns:
         A scalar, or the elementwise loss for ``"none"``.
 
     Raises:
-        ValueError: if the shapes differ, for ``delta <= 0`` or an unknown ``reduction``.
+        ValueError: if the shapes differ, for ``delta <= 0``, a weight that does not
+            broadcast onto the input, or an unknown ``reduction``.
     """
     if delta <= 0:
         raise ValueError(f"huber_loss: delta must be > 0, got {delta}")
     pred, target = _pair("huber_loss", input, target)
-    d = unary.abs(pred - target)
-    near = binary.where(d <= delta, d, float(delta))  # (as smooth_l1_loss: no 0 * inf)
-    loss = binary.where(d <= delta, 0.5 * near.square(), delta * (d - 0.5 * delta))
-    return _reduce(loss, reduction, "huber_loss")
+    diff = pred - target
+    near = unary.abs(diff) <= delta
+    loss = binary.where(
+        near, 0.5 * _inside(near, diff).square(), delta * (_abs_torch(diff) - 0.5 * delta)
+    )
+    return _weighted(loss, weight, reduction, "huber_loss")
 
 
 def kl_div(input, target, reduction: str = "mean", log_target: bool = False) -> Tensor:  # noqa: A002
     """Kullback-Leibler divergence of ``target`` from the log-probabilities ``input``:
-    ``target * (log(target) - input)`` elementwise (0 where ``target`` is 0), reduced
-    (PyTorch's ``kl_div``).
+    ``target * (log(target) - input)`` elementwise, reduced (PyTorch's ``kl_div``, with its
+    ``xlogy``: ``target * log(target)`` is 0 where ``target`` is 0 and NaN where it is
+    negative; the gradient to ``input`` is ``-target`` everywhere).
 
     Args:
         input: log-probabilities.
@@ -565,7 +599,10 @@ def kl_div(input, target, reduction: str = "mean", log_target: bool = False) -> 
         loss = unary.exp(target) * (target - pred)
     else:
         safe = binary.where(target > 0, target, 1.0)  # log(0) never reaches the gradient
-        loss = binary.where(target > 0, target * (unary.log(safe) - pred), 0.0)
+        entropy = binary.where(
+            target > 0, target * unary.log(safe), binary.where(target == 0, 0.0, np.nan)
+        )
+        loss = entropy - target * pred  # (a negative target had given 0, gradient 0)
     if reduction == "batchmean":
         return loss.sum() / (pred.shape[0] if pred.ndim else 1)
     return _reduce(loss, reduction, "kl_div")

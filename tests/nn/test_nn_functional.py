@@ -409,6 +409,44 @@ def test_more_losses_against_their_formulas():
     np.testing.assert_allclose(with_logits, plain * w, rtol=1e-6)  # weight third, as PyTorch
 
 
+def test_losses_a_check_against_pytorch_found():
+    """Values a check against PyTorch found: an integer input cast a float target down to
+    it (l1 of [1, 2] against 0.5 scored as against 0); a NaN difference had a finite
+    gradient in huber and smooth L1 (abs took its negative branch); kl_div gave 0 and no
+    gradient for a negative target (PyTorch's xlogy gives NaN, gradient -target); an
+    ignore_index with probability targets was dropped (PyTorch refuses it). Also
+    PyTorch's elementwise ``weight=`` for mse, l1 and huber. Expected values PyTorch's."""
+    ints, half = nb.constant([1, 2]), nb.constant([0.5, 0.5])
+    assert F.l1_loss(ints, half).item() == 1.0
+    assert F.smooth_l1_loss(ints, half).item() == 0.5625
+    assert F.mse_loss(ints, half).item() == 1.25
+    assert F.binary_cross_entropy_with_logits(ints, half).item() == pytest.approx(0.9700948)
+    small = nb.constant(np.float16([1.0])), nb.constant(np.float32([1.0001]))
+    got = F.l1_loss(*small)
+    assert got.dtype == nb.float32 and got.item() == pytest.approx(1e-4, rel=1e-3)
+    x, y = nb.constant([0.2, np.nan, 0.7]), nb.constant([0.0, 1.0, 1.0])
+    for loss in (F.huber_loss, F.smooth_l1_loss):
+        g = nb.grad(lambda a, loss=loss: loss(a, y, reduction="sum"))(x).numpy()
+        np.testing.assert_allclose(g, [0.2, np.nan, -0.3], rtol=1e-6)
+    inf = nb.grad(lambda a: F.huber_loss(a, y, reduction="sum"))(nb.constant([np.inf, 0, 1]))
+    assert inf.numpy().tolist() == [1.0, -1.0, 0.0]  # no 0 * inf from the unused piece
+    lp, tg = nb.constant([-1.0, -0.5]), nb.constant([-0.2, 0.4])
+    got = F.kl_div(lp, tg, reduction="none").numpy()
+    assert np.isnan(got[0]) and got[1] == pytest.approx(0.4 * (np.log(0.4) + 0.5))
+    g = nb.grad(lambda a: F.kl_div(a, tg, reduction="sum"))(lp).numpy()
+    np.testing.assert_allclose(g, [0.2, -0.4])
+    probs = nb.constant([[0.3, 0.7]])
+    with pytest.raises(ValueError, match=r"cross_entropy: ignore_index=1 needs class-index"):
+        F.cross_entropy(nb.zeros((1, 2)), probs, ignore_index=1)
+    assert F.cross_entropy(nb.zeros((1, 2)), probs).item() == pytest.approx(np.log(2))
+    a, z, w = nb.constant([1.0, 2.0, 3.0]), nb.zeros((3,)), nb.constant([1.0, 0.0, 2.0])
+    assert F.mse_loss(a, z, weight=w).item() == pytest.approx(19 / 3)  # still over 3
+    assert F.l1_loss(a, z, "sum", weight=w).item() == 7.0
+    np.testing.assert_allclose(F.huber_loss(a, z, "none", 1.5, w).numpy(), [0.5, 0, 6.75])
+    with pytest.raises(ValueError, match=r"mse_loss: weight of shape \(2,\) does not"):
+        F.mse_loss(a, z, weight=nb.ones((2,)))
+
+
 def test_max_pool_of_bools_is_any_per_window():
     x = nb.constant(np.eye(4, dtype=bool).reshape(1, 4, 4, 1))
     got = nb.max_pool2d(x, 2)
