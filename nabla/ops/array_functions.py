@@ -12,7 +12,7 @@ import numpy as np
 
 from ..core.dtypes import DType
 from ..runtime.tensor import Tensor
-from ._util import as_tensor, norm_axis
+from ._util import as_tensor, norm_axes, norm_axis
 from .base import OpError
 from .functions import fn
 
@@ -638,8 +638,8 @@ def quantile(a, q, axis=None, keepdims: bool = False, *, method: str = "linear")
     Args:
         a: a tensor, or a nested list or NumPy array.
         q: a number in ``[0, 1]`` or a 1-D sequence of them (their quantiles stacked first).
-        axis: an int, or None for the flattened ``a``.
-        keepdims: keep the reduced dim as size 1.
+        axis: an int, a tuple of ints (those dims taken as one), or None for all of them.
+        keepdims: keep the reduced dims as size 1.
         method: ``"linear"`` only.
 
     Returns:
@@ -657,10 +657,16 @@ def quantile(a, q, axis=None, keepdims: bool = False, *, method: str = "linear")
     if qs.ndim > 1 or np.any((qs < 0) | (qs > 1)):
         raise OpError(f"quantile: q must be a number or 1-D numbers in [0, 1], got {q!r}")
     if axis is None:
-        x, ax = ravel(a), 0
+        x, ax, reduced = ravel(a), 0, tuple(range(a.ndim))
+    elif isinstance(axis, tuple | list):  # the dims moved last and merged into one
+        reduced = norm_axes("quantile", axis, a.ndim, a.shape)
+        kept = [i for i in range(a.ndim) if i not in reduced]
+        merged = math.prod(a.shape[i] for i in reduced)
+        x = fn.reshape(fn.permute(a, (*kept, *reduced)), (*(a.shape[i] for i in kept), merged))
+        ax = len(kept)
     else:
         ax = norm_axis("quantile", axis, a.ndim, a.shape)
-        x = a
+        x, reduced = a, (ax,)
     n = x.shape[ax]
     s = fn.sort(x, axis=ax)
     nan = fn.any(fn.is_nan(x), ax, True)
@@ -670,11 +676,9 @@ def quantile(a, q, axis=None, keepdims: bool = False, *, method: str = "linear")
         lo, hi = math.floor(pos), math.ceil(pos)
         low, high = _along(s, ax, lo, lo + 1), _along(s, ax, hi, hi + 1)
         val = low + (high - low) * (pos - lo) if hi != lo else low
-        val = fn.where(nan, fn.full_like(val, np.nan), val)
-        if not keepdims:
-            val = fn.squeeze(val, ax)
-        elif axis is None:
-            val = fn.reshape(val, (1,) * a.ndim)
+        val = fn.squeeze(fn.where(nan, fn.full_like(val, np.nan), val), ax)
+        if keepdims:
+            val = fn.reshape(val, tuple(1 if i in reduced else d for i, d in enumerate(a.shape)))
         outs.append(val)
     return outs[0] if qs.ndim == 0 else fn.stack(outs, 0)
 
@@ -685,8 +689,8 @@ def percentile(a, q, axis=None, keepdims: bool = False, *, method: str = "linear
     Args:
         a: a tensor, or a nested list or NumPy array.
         q: a number in ``[0, 100]`` or a 1-D sequence of them.
-        axis: an int, or None for the flattened ``a``.
-        keepdims: keep the reduced dim as size 1.
+        axis: an int, a tuple of ints, or None for all dims.
+        keepdims: keep the reduced dims as size 1.
         method: ``"linear"`` only.
 
     Returns:
@@ -701,8 +705,8 @@ def median(a, axis=None, keepdims: bool = False) -> Tensor:
 
     Args:
         a: a tensor, or a nested list or NumPy array.
-        axis: an int, or None for the flattened ``a``.
-        keepdims: keep the reduced dim as size 1.
+        axis: an int, a tuple of ints, or None for all dims.
+        keepdims: keep the reduced dims as size 1.
 
     Returns:
         A float tensor.

@@ -152,6 +152,13 @@ def test_nan_functions_and_quantiles():
             )
     same(nb.percentile(y, [25, 75], 0), np.percentile(y, [25, 75], 0))
     same(nb.median(y, 1), np.median(y, 1))
+    z = RNG.standard_normal((3, 4, 5)).astype(np.float32)  # several dims taken as one
+    for axis in ((0, 2), (2, 0), (1,), (0, 1, 2)):
+        same(nb.median(z, axis), np.median(z, axis=axis))
+        same(
+            nb.quantile(z, [0.2, 0.7], axis, True), np.quantile(z, [0.2, 0.7], axis, keepdims=True)
+        )
+    same(nb.percentile(z, 40, (1, 2)), np.percentile(z, 40, (1, 2)))
     same(nb.median(np.arange(5)), 2.0)
     assert np.isnan(nb.median(np.array([1.0, np.nan, 2.0])).item())  # as NumPy's and JAX's
     same(nb.ptp(y, 1), np.ptp(y, 1))
