@@ -30,6 +30,20 @@ from .core.dtypes import (
     uint64,
 )
 from .core.dtypes import bool_ as bool  # noqa: A001 - nb.bool as in the API
+from .core.dtypes import (
+    finfo,
+    floating,
+    generic,
+    iinfo,
+    inexact,
+    integer,
+    issubdtype,
+    number,
+    signedinteger,
+    unsignedinteger,
+)
+from .core.dtypes import install_array_constructor as _install_array_constructor
+from .core.dtypes import result_type_of as result_type
 from .core.pytree import (
     register_pytree_node,
     tree_flatten,
@@ -189,6 +203,32 @@ from .ops.unary import (
     trunc,
 )
 from .ops.array_functions import (
+    array_equal,
+    array_equiv,
+    broadcast_arrays,
+    broadcast_shapes,
+    cbrt,
+    column_stack,
+    copysign,
+    deg2rad,
+    dstack,
+    exp2,
+    fmax,
+    fmin,
+    heaviside,
+    isin,
+    logaddexp2,
+    ndim,
+    polyval,
+    rad2deg,
+    ravel_multi_index,
+    select,
+    shape,
+    signbit,
+    sinc,
+    size,
+    trapezoid,
+    unravel_index,
     average,
     nansum,
     nanmean,
@@ -297,7 +337,9 @@ from .transforms.shard_map import shard_map
 from .transforms.vmap import vmap
 from .ops.nn import avg_pool2d, conv2d, conv2d_transpose, max_pool2d
 from .transforms.custom import checkpoint, custom_jvp, custom_vjp, remat
-from .transforms.trace import Trace, communication_report, trace
+from .transforms.trace import ShapeDtypeStruct, Trace, communication_report, eval_shape, trace
+from .ops.creation import empty, empty_like, identity, tri, tril_indices, triu_indices
+from .ops.transfer import block_until_ready, device_get, device_put
 from .transforms.compile import CompiledFunction, compile
 from .transforms.control_flow import cond, fori_loop, scan, switch, while_loop
 from . import config, distributed, lax, linalg, testing
@@ -346,12 +388,71 @@ arcsin, arccos, arctan, arctanh = asin, acos, atan, atanh
 negative = neg
 amax, amin = max, min
 jit = compile  # (JAX's name: traced once per signature, as jax.jit)
+newaxis = None  # (x[:, nb.newaxis])
+# ``nb.float32(3)``: calling a dtype converts, as JAX's scalar types (core builds no tensors)
+_install_array_constructor(lambda value, dtype: asarray(value, dtype=dtype))
+radians, degrees = deg2rad, rad2deg
+fix = trunc
+rint = round  # (nabla's round is NumPy's: halves to even)
 inf = float("inf")
 nan = float("nan")
 pi = _math.pi
 e = _math.e
 
 __all__ = [
+    "array_equal",
+    "array_equiv",
+    "broadcast_arrays",
+    "broadcast_shapes",
+    "cbrt",
+    "column_stack",
+    "copysign",
+    "deg2rad",
+    "dstack",
+    "exp2",
+    "fmax",
+    "fmin",
+    "heaviside",
+    "isin",
+    "logaddexp2",
+    "ndim",
+    "polyval",
+    "rad2deg",
+    "ravel_multi_index",
+    "select",
+    "shape",
+    "signbit",
+    "sinc",
+    "size",
+    "trapezoid",
+    "unravel_index",
+    "finfo",
+    "iinfo",
+    "issubdtype",
+    "result_type",
+    "floating",
+    "generic",
+    "inexact",
+    "integer",
+    "number",
+    "signedinteger",
+    "unsignedinteger",
+    "ShapeDtypeStruct",
+    "eval_shape",
+    "empty",
+    "empty_like",
+    "identity",
+    "tri",
+    "tril_indices",
+    "triu_indices",
+    "block_until_ready",
+    "device_get",
+    "device_put",
+    "newaxis",
+    "radians",
+    "degrees",
+    "fix",
+    "rint",
     "average",
     "nansum",
     "nanmean",

@@ -1532,6 +1532,130 @@ _multi(
     dtypes=("float32", "float64"),
 )
 
+# more of jnp's functions (ops/array_functions.py, ops/creation.py)
+unary("cbrt", np.cbrt, kinks=(0.0,))
+unary("deg2rad", np.deg2rad)
+unary("rad2deg", np.rad2deg)
+unary("sinc", np.sinc, atol=1e-4)
+unary("exp2", np.exp2)
+shaped(
+    "signbit",
+    nb.signbit,
+    np.signbit,
+    [((2, 3), (), {}), ((4,), (), {})],
+    dtypes=("float32", "int32"),
+    differentiable=False,
+    out_dtype=lambda dt: "bool",
+)
+binary("copysign", np.copysign)
+binary("heaviside", np.heaviside)
+binary("fmax", np.fmax)
+binary("fmin", np.fmin)
+binary("logaddexp2", np.logaddexp2)
+_multi("column_stack", lambda *xs: nb.column_stack(xs), lambda *xs: np.column_stack(xs),
+       [([(3,), (3,)], {}), ([(2, 3), (2,)], {})])  # fmt: skip
+_multi("dstack", lambda *xs: nb.dstack(xs), lambda *xs: np.dstack(xs),
+       [([(3,), (3,)], {}), ([(2, 3), (2, 3)], {}), ([(2, 3, 1), (2, 3, 2)], {})])  # fmt: skip
+_multi(
+    "broadcast_arrays",
+    nb.broadcast_arrays,
+    lambda *xs: list(np.broadcast_arrays(*xs)),
+    [([(3,), (2, 1)], {}), ([(2, 3), ()], {})],
+)
+for _n in ("array_equal", "array_equiv"):
+    _multi(
+        _n,
+        getattr(nb, _n),
+        lambda a, b, f=getattr(np, _n): np.asarray(f(a, b)),
+        [([(2, 3), (2, 3)], {}), ([(3,), (2, 3)], {}), ([(1,), (1,)], {})],
+        dtypes=("int32",),
+        differentiable=False,
+        batchable=False,  # (one answer for the whole array)
+        out_dtype=lambda dt: "bool",
+    )
+_multi(
+    "isin",
+    nb.isin,
+    np.isin,
+    [([(2, 3), (4,)], {}), ([(5,), (2, 2)], {"invert": True})],
+    dtypes=("int32",),
+    differentiable=False,
+    out_dtype=lambda dt: "bool",
+)
+_multi(
+    "select",
+    lambda c, a, b: nb.select([c > 0, c < -1], [a, b], 0.5),
+    lambda c, a, b: np.select([c > 0, c < -1], [a, b], 0.5),
+    [([(2, 3), (2, 3), (2, 3)], {}), ([(4,), (4,), ()], {})],
+    dtypes=("float32",),
+)
+shaped(
+    "trapezoid",
+    nb.trapezoid,
+    np.trapezoid,
+    [((5,), (), {}), ((3, 4), (), {"dx": 0.5, "axis": 0})],
+    dtypes=("float32", "float64"),
+)
+_multi("polyval", nb.polyval, np.polyval, [([(3,), (2, 4)], {}), ([(1,), (3,)], {})],
+       dtypes=("float32", "float64"))  # fmt: skip
+register(
+    OpEntry(
+        "unravel_index",
+        lambda i: nb.unravel_index(i, (3, 4)),
+        lambda i: [a.astype(np.int32) for a in np.unravel_index(i, (3, 4))],
+        lambda rng, dt: [Sample((rng.integers(0, 12, (2, 3)).astype(np.int32),))],
+        dtypes=("int32",),
+        differentiable=False,
+    )
+)
+register(
+    OpEntry(
+        "ravel_multi_index",
+        lambda r, c: nb.ravel_multi_index((r, c), (3, 4)),
+        lambda r, c: np.ravel_multi_index((r, c), (3, 4)).astype(np.int32),
+        lambda rng, dt: [
+            Sample(
+                (
+                    rng.integers(0, 3, (5,)).astype(np.int32),
+                    rng.integers(0, 4, (5,)).astype(np.int32),
+                )
+            )
+        ],
+        dtypes=("int32",),
+        differentiable=False,
+    )
+)
+_creation(
+    "empty",
+    lambda shape: nb.empty(shape),
+    lambda shape: np.zeros(shape, np.float32),
+    lambda rng, dt: [Sample(((2, 3),)), Sample(((),))],
+    dtypes=("float32",),
+)
+register(OpEntry("empty_like", nb.empty_like, np.zeros_like, unary_samples(), differentiable=False))
+_creation(
+    "identity",
+    nb.identity,
+    lambda n: np.identity(n, np.float32),
+    lambda rng, dt: [Sample((3,)), Sample((1,))],
+    dtypes=("float32",),
+)
+_creation(
+    "tri",
+    nb.tri,
+    lambda *a, **k: np.tri(*a, **k, dtype=np.float32),
+    lambda rng, dt: [Sample((3,)), Sample((2, 4)), Sample((3, 3), {"k": -1})],
+    dtypes=("float32",),
+)
+for _n in ("triu_indices", "tril_indices"):
+    _creation(
+        _n,
+        getattr(nb, _n),
+        lambda *a, f=getattr(np, _n), **k: [v.astype(np.int32) for v in f(*a, **k)],
+        lambda rng, dt: [Sample((3,)), Sample((3, 1)), Sample((2, 0, 4))],
+        dtypes=("int32",),
+    )
+
 # random draws: checked by tests/ops/test_random.py (statistics, reproducibility, vmap)
 for _n in ("uniform", "normal", "gaussian", "bernoulli", "randint"):
     register(OpEntry(_n, getattr(nb, _n), None, None, differentiable=False, batchable=False))

@@ -53,6 +53,9 @@ def test_all_lists_exactly_the_public_names():
 
 @pytest.mark.parametrize("name", _public_names())
 def test_public_name_is_documented(name):
+    if getattr(nb, name) is None:  # NumPy's constant None (x[:, nb.newaxis]): nothing to say
+        assert name == "newaxis"
+        return
     doc, params = _doc_and_params(getattr(nb, name))
     assert doc and doc.strip(), f"nb.{name} has no docstring"
     missing = [p for p in params if p not in doc]

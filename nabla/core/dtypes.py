@@ -117,10 +117,27 @@ class DType(enum.Enum):
     def __hash__(self) -> int:
         return hash(self._name_)
 
+    def __call__(self, value):
+        """``value`` as a tensor of this dtype, as JAX's scalar types (``nb.float32(3)``,
+        ``nb.int32(x)``): a Python number or array converted, a tensor cast."""
+        make = _AS_ARRAY[0]
+        if make is None:  # (installed by ``nabla`` on import: core builds no tensors)
+            raise RuntimeError(f"{self!r}(...) needs nabla imported")
+        return make(value, self)
+
     def __repr__(self) -> str:
         return f"nb.{self.value}"
 
     __str__ = __repr__
+
+
+_AS_ARRAY: list = [None]  # ``asarray(value, dtype)``, installed by the package on import
+
+
+def install_array_constructor(fn) -> None:
+    """Make ``fn(value, dtype)`` what calling a dtype does (``nb.float32(3)``). The layer
+    that builds tensors installs it: core imports nothing above it."""
+    _AS_ARRAY[0] = fn
 
 
 _TO_NUMPY = {
@@ -337,3 +354,129 @@ def result_type(tensor_dtypes: list[DType], scalars: list = ()) -> DType:
         elif sd.is_int and out.is_bool:
             out = sd
     return out
+
+
+# ---------------------------------------------------------------------------------------------
+# NumPy's and JAX's dtype queries
+# ---------------------------------------------------------------------------------------------
+# the abstract scalar classes ``issubdtype`` tests against (NumPy's own: ``jnp.floating``)
+floating, integer, signedinteger, unsignedinteger = (
+    np.floating,
+    np.integer,
+    np.signedinteger,
+    np.unsignedinteger,
+)
+inexact, number, generic = np.inexact, np.number, np.generic
+_BFLOAT16_KINDS = (np.floating, np.inexact, np.number, np.generic)
+
+
+def _dtype_of(x):
+    """A dtype from a nabla DType, a NumPy dtype or type, a name, or anything with a
+    ``.dtype`` (a tensor, an array)."""
+    if isinstance(x, DType):
+        return x
+    dt = getattr(x, "dtype", None)
+    if dt is not None and not isinstance(x, type):
+        return _dtype_of(dt)
+    return to_dtype(x)
+
+
+def finfo(dtype):
+    """Machine limits of a float dtype (NumPy's and JAX's ``finfo``: ``eps``, ``max``,
+    ``min``, ``tiny``, ``bits``, ...); bfloat16's from ``ml_dtypes``.
+
+    Args:
+        dtype: a float dtype (nabla's, NumPy's, a name) or a tensor or array of one.
+
+    Returns:
+        The ``finfo`` object of the NumPy dtype.
+
+    Raises:
+        ValueError: for a dtype that is not a float.
+    """
+    d = _dtype_of(dtype)
+    if not d.is_float:
+        raise ValueError(f"finfo: {d!r} is not a float dtype (iinfo takes integers)")
+    if d is DType.bfloat16:
+        import ml_dtypes  # noqa: PLC0415 - a NumPy extension; bfloat16 lives there
+
+        return ml_dtypes.finfo(ml_dtypes.bfloat16)
+    return np.finfo(d.numpy)
+
+
+def iinfo(dtype):
+    """Limits of an integer dtype (NumPy's and JAX's ``iinfo``: ``min``, ``max``, ``bits``).
+
+    Args:
+        dtype: an integer dtype (nabla's, NumPy's, a name) or a tensor or array of one.
+
+    Returns:
+        NumPy's ``iinfo`` object.
+
+    Raises:
+        ValueError: for a dtype that is not an integer.
+    """
+    d = _dtype_of(dtype)
+    if not d.is_int:
+        raise ValueError(f"iinfo: {d!r} is not an integer dtype (finfo takes floats)")
+    return np.iinfo(d.numpy)
+
+
+def _numpy_kind(x):
+    """``x`` for ``np.issubdtype``: an abstract class as it is, a dtype as NumPy's."""
+    if isinstance(x, type) and issubclass(x, np.generic) and x in (
+        np.floating, np.integer, np.signedinteger, np.unsignedinteger, np.inexact,
+        np.number, np.generic, np.bool_, np.complexfloating,
+    ):  # fmt: skip
+        return x
+    return _dtype_of(x)
+
+
+def issubdtype(arg1, arg2) -> bool:
+    """Whether ``arg1``'s dtype is ``arg2`` or under it (NumPy's and JAX's ``issubdtype``):
+    ``nb.issubdtype(x.dtype, nb.floating)``; bfloat16 is a float, as in JAX.
+
+    Args:
+        arg1: a dtype (nabla's, NumPy's, a name, an abstract class) or a tensor or array.
+        arg2: a dtype or one of the abstract classes ``nb.floating``, ``nb.integer``,
+            ``nb.signedinteger``, ``nb.unsignedinteger``, ``nb.inexact``, ``nb.number``,
+            ``nb.generic``.
+
+    Returns:
+        A Python bool.
+    """
+    a, b = _numpy_kind(arg1), _numpy_kind(arg2)
+    if isinstance(a, DType) and isinstance(b, DType):
+        return a is b
+    if a is DType.bfloat16:
+        return b in _BFLOAT16_KINDS
+    return bool(
+        np.issubdtype(
+            a.numpy if isinstance(a, DType) else a, b.numpy if isinstance(b, DType) else b
+        )
+    )
+
+
+def result_type_of(*args) -> DType:
+    """The dtype an operation on ``args`` computes in (NumPy's and JAX's ``result_type``,
+    nabla's promotion): tensors, arrays and dtypes are strong, Python scalars weak
+    (``nb.result_type(nb.int8, 1.0)`` is the default float).
+
+    Args:
+        *args: dtypes (nabla's, NumPy's, names), tensors or arrays, and Python scalars.
+
+    Returns:
+        A :class:`nabla.DType`.
+
+    Raises:
+        ValueError: with no arguments.
+    """
+    if not args:
+        raise ValueError("result_type: at least one array or dtype is required")
+    strong, weak = [], []
+    for a in args:
+        if isinstance(a, bool | int | float) and not isinstance(a, np.generic):
+            weak.append(a)
+        else:
+            strong.append(_dtype_of(a))
+    return result_type(strong, weak)

@@ -46,6 +46,32 @@ __all__ = [
     "percentile",
     "median",
     "average",
+    "cbrt",
+    "column_stack",
+    "dstack",
+    "array_equal",
+    "array_equiv",
+    "signbit",
+    "copysign",
+    "deg2rad",
+    "rad2deg",
+    "sinc",
+    "heaviside",
+    "exp2",
+    "logaddexp2",
+    "fmax",
+    "fmin",
+    "isin",
+    "select",
+    "trapezoid",
+    "polyval",
+    "unravel_index",
+    "ravel_multi_index",
+    "ndim",
+    "shape",
+    "size",
+    "broadcast_shapes",
+    "broadcast_arrays",
 ]
 
 
@@ -771,3 +797,437 @@ def average(a, axis=None, weights=None, returned: bool = False, keepdims: bool =
     if not returned:
         return avg
     return avg, fn.broadcast_to(total, tuple(avg.shape))
+
+
+# ----------------------------------------------------------------------------- more of jnp
+def cbrt(x) -> Tensor:
+    """The real cube root (NumPy's and JAX's ``cbrt``): ``sign(x) * |x| ** (1/3)``, negative
+    for negative ``x``; integers in float32.
+
+    Args:
+        x: a tensor, or a Python scalar, nested list or NumPy array.
+
+    Returns:
+        A float tensor.
+    """
+    x = _float(x, "cbrt")
+    return fn.sign(x) * fn.abs(x) ** (1.0 / 3.0)
+
+
+def _float(x, op: str) -> Tensor:
+    x = as_tensor(x, op=op)
+    return x if x.dtype.is_float else fn.cast(x, DType.float32)
+
+
+def column_stack(tup) -> Tensor:
+    """1-D arrays as columns, 2-D ones as they are, joined along axis 1 (NumPy's and
+    JAX's ``column_stack``).
+
+    Args:
+        tup: a sequence of tensors (1-D of one length, or 2-D of as many rows).
+
+    Returns:
+        A 2-D tensor.
+    """
+    cols = [as_tensor(t, op="column_stack") for t in tup]
+    cols = [fn.reshape(t, (t.shape[0], 1)) if t.ndim < 2 else t for t in cols]
+    return fn.concatenate(cols, 1)
+
+
+def dstack(tup) -> Tensor:
+    """The arrays, each made at least 3-D, joined along axis 2 (NumPy's and JAX's
+    ``dstack``).
+
+    Args:
+        tup: a sequence of tensors.
+
+    Returns:
+        A tensor of at least 3 dims.
+    """
+    return fn.concatenate([atleast_3d(t) for t in tup], 2)
+
+
+def array_equal(a1, a2, equal_nan: bool = False) -> Tensor:
+    """Whether two arrays have the same shape and elements (NumPy's and JAX's
+    ``array_equal``); shapes that differ give False without comparing.
+
+    Args:
+        a1: a tensor, or a Python scalar, nested list or NumPy array.
+        a2: the other.
+        equal_nan: count NaNs in the same places as equal.
+
+    Returns:
+        A 0-d bool tensor.
+    """
+    a, b = as_tensor(a1, op="array_equal"), as_tensor(a2, op="array_equal")
+    if tuple(a.shape) != tuple(b.shape):
+        return as_tensor(False, op="array_equal")
+    same = a == b
+    if equal_nan and (a.dtype.is_float or b.dtype.is_float):
+        same = fn.logical_or(same, fn.logical_and(fn.is_nan(a), fn.is_nan(b)))
+    return fn.all(same)
+
+
+def array_equiv(a1, a2) -> Tensor:
+    """Whether two arrays are equal where they broadcast to one shape (NumPy's and JAX's
+    ``array_equiv``); shapes that do not broadcast give False.
+
+    Args:
+        a1: a tensor, or a Python scalar, nested list or NumPy array.
+        a2: the other.
+
+    Returns:
+        A 0-d bool tensor.
+    """
+    a, b = as_tensor(a1, op="array_equiv"), as_tensor(a2, op="array_equiv")
+    try:
+        np.broadcast_shapes(tuple(a.shape), tuple(b.shape))
+    except ValueError:
+        return as_tensor(False, op="array_equiv")
+    return fn.all(a == b)
+
+
+def signbit(x) -> Tensor:
+    """Whether the sign bit is set (NumPy's and JAX's ``signbit``): True for negative
+    numbers and for -0.0.
+
+    Args:
+        x: a tensor, or a Python scalar, nested list or NumPy array.
+
+    Returns:
+        A bool tensor.
+    """
+    x = as_tensor(x, op="signbit")
+    if not x.dtype.is_float:
+        return x < 0
+    # -0.0 compares equal to 0: its reciprocal is -inf
+    zero = x == 0
+    return fn.logical_or(x < 0, fn.logical_and(zero, 1.0 / fn.where(zero, x, 1.0) < 0))
+
+
+def copysign(x1, x2) -> Tensor:
+    """``|x1|`` with the sign of ``x2`` (NumPy's and JAX's ``copysign``; -0.0 counts as
+    negative).
+
+    Args:
+        x1: the magnitudes.
+        x2: the signs, broadcasting against ``x1``.
+
+    Returns:
+        A float tensor.
+    """
+    mag = _float(x1, "copysign")
+    return fn.where(signbit(x2), -fn.abs(mag), fn.abs(mag))
+
+
+def deg2rad(x) -> Tensor:
+    """Degrees to radians (NumPy's and JAX's ``deg2rad``, ``radians``).
+
+    Args:
+        x: angles in degrees.
+
+    Returns:
+        A float tensor.
+    """
+    return _float(x, "deg2rad") * (math.pi / 180.0)
+
+
+def rad2deg(x) -> Tensor:
+    """Radians to degrees (NumPy's and JAX's ``rad2deg``, ``degrees``).
+
+    Args:
+        x: angles in radians.
+
+    Returns:
+        A float tensor.
+    """
+    return _float(x, "rad2deg") * (180.0 / math.pi)
+
+
+def sinc(x) -> Tensor:
+    """The normalized sinc, ``sin(pi x) / (pi x)`` and 1 at 0 (NumPy's and JAX's
+    ``sinc``); the gradient at 0 is 0.
+
+    Args:
+        x: a tensor, or a Python scalar, nested list or NumPy array.
+
+    Returns:
+        A float tensor.
+    """
+    x = _float(x, "sinc")
+    zero = x == 0
+    px = fn.where(zero, 1.0, x) * math.pi  # (no 0 / 0 in the value or the gradient)
+    return fn.where(zero, 1.0, fn.sin(px) / px)
+
+
+def heaviside(x1, x2) -> Tensor:
+    """The Heaviside step (NumPy's and JAX's ``heaviside``): 0 where ``x1 < 0``, 1 where
+    ``x1 > 0``, ``x2`` where ``x1 == 0``.
+
+    Args:
+        x1: the input.
+        x2: the value at 0, broadcasting against ``x1``.
+
+    Returns:
+        A tensor of the promoted dtype.
+    """
+    x1 = as_tensor(x1, op="heaviside")
+    # (x1's own zeros and ones: two Python numbers would make the default float dtype)
+    return fn.where(x1 < 0, fn.zeros_like(x1), fn.where(x1 > 0, fn.ones_like(x1), x2))
+
+
+def exp2(x) -> Tensor:
+    """``2 ** x`` (NumPy's and JAX's ``exp2``).
+
+    Args:
+        x: a tensor, or a Python scalar, nested list or NumPy array.
+
+    Returns:
+        A float tensor.
+    """
+    return fn.exp(_float(x, "exp2") * math.log(2.0))
+
+
+def logaddexp2(x1, x2) -> Tensor:
+    """``log2(2 ** x1 + 2 ** x2)`` without overflow (NumPy's and JAX's ``logaddexp2``).
+
+    Args:
+        x1: a tensor, or a Python scalar, nested list or NumPy array.
+        x2: broadcasting against ``x1``.
+
+    Returns:
+        A float tensor.
+    """
+    ln2 = math.log(2.0)
+    a, b = _float(x1, "logaddexp2"), _float(x2, "logaddexp2")
+    return fn.logaddexp(a * ln2, b * ln2) / ln2
+
+
+def fmax(x1, x2) -> Tensor:
+    """The elementwise maximum ignoring NaNs (NumPy's and JAX's ``fmax``): a NaN only where
+    both are NaN.
+
+    Args:
+        x1: a tensor, or a Python scalar, nested list or NumPy array.
+        x2: broadcasting against ``x1``.
+
+    Returns:
+        A tensor of the promoted dtype.
+    """
+    a, b = as_tensor(x1, op="fmax"), as_tensor(x2, op="fmax")
+    return fn.where(fn.is_nan(b), a, fn.where(fn.is_nan(a), b, fn.maximum(a, b)))
+
+
+def fmin(x1, x2) -> Tensor:
+    """The elementwise minimum ignoring NaNs (NumPy's and JAX's ``fmin``).
+
+    Args:
+        x1: a tensor, or a Python scalar, nested list or NumPy array.
+        x2: broadcasting against ``x1``.
+
+    Returns:
+        A tensor of the promoted dtype.
+    """
+    a, b = as_tensor(x1, op="fmin"), as_tensor(x2, op="fmin")
+    return fn.where(fn.is_nan(b), a, fn.where(fn.is_nan(a), b, fn.minimum(a, b)))
+
+
+def isin(element, test_elements, invert: bool = False) -> Tensor:
+    """Whether each element of ``element`` is among ``test_elements`` (NumPy's and JAX's
+    ``isin``), by comparing with every test value.
+
+    Args:
+        element: a tensor, or a Python scalar, nested list or NumPy array.
+        test_elements: the values to look for (any shape: flattened).
+        invert: give where it is not among them.
+
+    Returns:
+        A bool tensor of ``element``'s shape.
+    """
+    x = as_tensor(element, op="isin")
+    tests = ravel(test_elements)
+    hit = fn.any(fn.reshape(x, (*x.shape, 1)) == tests, -1)
+    return fn.logical_not(hit) if invert else hit
+
+
+def select(condlist, choicelist, default=0) -> Tensor:
+    """The first choice whose condition holds, per element (NumPy's and JAX's ``select``);
+    ``default`` where none does.
+
+    Args:
+        condlist: a sequence of bool tensors.
+        choicelist: as many tensors, broadcasting with the conditions.
+        default: the value where no condition holds.
+
+    Returns:
+        A tensor of the broadcast shape.
+
+    Raises:
+        ValueError: (:class:`nabla.OpError`) for lists of different lengths or none.
+    """
+    if len(condlist) != len(choicelist) or not condlist:
+        raise OpError(
+            f"select: condlist and choicelist must have the same non-zero length, got "
+            f"{len(condlist)} and {len(choicelist)}"
+        )
+    out = as_tensor(default, op="select")
+    for cond, choice in zip(reversed(condlist), reversed(choicelist), strict=True):
+        out = fn.where(cond, choice, out)
+    return out
+
+
+def trapezoid(y, x=None, dx: float = 1.0, axis: int = -1) -> Tensor:
+    """The integral of ``y`` by the trapezoid rule along ``axis`` (NumPy's and JAX's
+    ``trapezoid``), at sample points ``x`` or spacing ``dx``.
+
+    Args:
+        y: the values.
+        x: optional sample points (1-D along ``axis``, or ``y``'s shape).
+        dx: the spacing when ``x`` is None.
+        axis: the axis to integrate along.
+
+    Returns:
+        A float tensor with ``axis`` removed.
+    """
+    y = _float(y, "trapezoid")
+    ax = norm_axis("trapezoid", axis, y.ndim, y.shape)
+    n = y.shape[ax]
+    lo, hi = _along(y, ax, 0, n - 1), _along(y, ax, 1, n)
+    if x is None:
+        return fn.sum((lo + hi) * (0.5 * dx), ax)
+    xs = _float(x, "trapezoid")
+    if xs.ndim == 1 and y.ndim > 1:
+        xs = fn.reshape(xs, tuple(n if i == ax else 1 for i in range(y.ndim)))
+    d = diff(xs, axis=ax if xs.ndim > 1 else 0)
+    return fn.sum((lo + hi) * d * 0.5, ax)
+
+
+def polyval(p, x) -> Tensor:
+    """The polynomial with coefficients ``p`` (highest degree first) at ``x`` (NumPy's and
+    JAX's ``polyval``), by Horner's rule.
+
+    Args:
+        p: 1-D coefficients.
+        x: where to evaluate.
+
+    Returns:
+        A tensor of ``x``'s shape.
+    """
+    p = as_tensor(p, op="polyval")
+    x = as_tensor(x, op="polyval")
+    out = fn.zeros_like(x * p[0])
+    for i in range(p.shape[0]):
+        out = out * x + p[i]
+    return out
+
+
+def unravel_index(indices, shape) -> tuple:
+    """Flat indices as a tuple of coordinate arrays in ``shape`` (NumPy's and JAX's
+    ``unravel_index``, C order).
+
+    Args:
+        indices: integer flat indices (any shape).
+        shape: the array shape they index.
+
+    Returns:
+        A tuple of ``len(shape)`` integer tensors of ``indices``' shape.
+    """
+    idx = as_tensor(indices, op="unravel_index")
+    out, stride = [], math.prod(shape)
+    for d in shape:
+        stride //= d
+        out.append((idx // stride) % d if d else idx * 0)
+    return tuple(out)
+
+
+def ravel_multi_index(multi_index, dims) -> Tensor:
+    """Coordinate arrays as flat indices into ``dims`` (NumPy's and JAX's
+    ``ravel_multi_index``, C order; indices are taken as in range).
+
+    Args:
+        multi_index: a sequence of ``len(dims)`` integer tensors.
+        dims: the array shape.
+
+    Returns:
+        An integer tensor of the broadcast shape.
+    """
+    out, stride = None, 1
+    for coord, d in zip(reversed(list(multi_index)), reversed(tuple(dims)), strict=True):
+        term = as_tensor(coord, op="ravel_multi_index") * stride
+        out = term if out is None else out + term
+        stride *= d
+    return out
+
+
+def ndim(a) -> int:
+    """The number of dims of a tensor, array, nested list or scalar (NumPy's and JAX's
+    ``ndim``).
+
+    Args:
+        a: anything array-like.
+
+    Returns:
+        A Python int.
+    """
+    return a.ndim if isinstance(a, Tensor) else int(np.ndim(a))
+
+
+def shape(a) -> tuple:
+    """The shape of a tensor, array, nested list or scalar (NumPy's and JAX's ``shape``).
+
+    Args:
+        a: anything array-like.
+
+    Returns:
+        A tuple of ints.
+    """
+    return tuple(a.shape) if isinstance(a, Tensor) else tuple(np.shape(a))
+
+
+def size(a, axis=None) -> int:
+    """The element count of a tensor, array, nested list or scalar, or the length of one
+    ``axis`` (NumPy's and JAX's ``size``).
+
+    Args:
+        a: anything array-like.
+        axis: an int, or None for all the elements.
+
+    Returns:
+        A Python int.
+    """
+    dims = shape(a)
+    if axis is None:
+        return math.prod(dims)
+    return dims[norm_axis("size", axis, len(dims), dims)]
+
+
+def broadcast_shapes(*shapes) -> tuple:
+    """The shape ``shapes`` broadcast to (NumPy's and JAX's ``broadcast_shapes``).
+
+    Args:
+        *shapes: tuples of ints.
+
+    Returns:
+        A tuple of ints.
+
+    Raises:
+        ValueError: for shapes that do not broadcast, naming them.
+    """
+    try:
+        return tuple(np.broadcast_shapes(*(tuple(s) for s in shapes)))
+    except ValueError:
+        raise ValueError(f"broadcast_shapes: shapes {list(shapes)} do not broadcast") from None
+
+
+def broadcast_arrays(*args) -> list:
+    """The arrays broadcast to one shape (NumPy's and JAX's ``broadcast_arrays``).
+
+    Args:
+        *args: tensors, or Python scalars, nested lists or NumPy arrays.
+
+    Returns:
+        A list of tensors of the broadcast shape.
+    """
+    ts = [as_tensor(a, op="broadcast_arrays") for a in args]
+    target = broadcast_shapes(*(t.shape for t in ts))
+    return [t if tuple(t.shape) == target else fn.broadcast_to(t, target) for t in ts]

@@ -43,6 +43,12 @@ __all__ = [
     "from_dlpack",
     "tensor",
     "from_numpy",
+    "empty",
+    "empty_like",
+    "identity",
+    "tri",
+    "triu_indices",
+    "tril_indices",
 ]
 
 
@@ -794,4 +800,102 @@ def hann_window(window_length: int, periodic: bool = True, *, dtype=None, device
     return 0.5 - 0.5 * fn.cos(n * (2.0 * math.pi / denom))
 
 
-provide(globals(), [*__all__, "constant_for"])
+def empty(shape, *sizes, dtype=None, device=None) -> Tensor:
+    """Zeros (NumPy's, JAX's and PyTorch's ``empty``: a tensor's memory is never left
+    uninitialized here, as JAX's is not).
+
+    Args:
+        shape: an int or a sequence of ints (or several ints, PyTorch's form).
+        *sizes: more sizes after an int ``shape``.
+        dtype: the dtype (default: the default float dtype).
+        device: the device (default: :func:`nabla.get_default_device`).
+
+    Returns:
+        A tensor of zeros.
+    """
+    return zeros(shape, *sizes, dtype=dtype, device=device)
+
+
+def empty_like(x, *, dtype=None) -> Tensor:
+    """Zeros like ``x`` (NumPy's, JAX's and PyTorch's ``empty_like``).
+
+    Args:
+        x: the tensor whose shape (and dtype) to take.
+        dtype: the dtype (default: ``x``'s).
+
+    Returns:
+        A tensor of zeros.
+    """
+    return zeros_like(x, dtype=dtype)
+
+
+def identity(n, dtype=None, *, device=None) -> Tensor:
+    """The ``n x n`` identity matrix (NumPy's and JAX's ``identity``).
+
+    Args:
+        n: the size.
+        dtype: the dtype (default: the default float dtype).
+        device: the device (default: :func:`nabla.get_default_device`).
+
+    Returns:
+        A 2-D tensor.
+    """
+    return eye(n, dtype=dtype, device=device)
+
+
+def tri(n, m=None, k: int = 0, dtype=None, *, device=None) -> Tensor:
+    """Ones on and below diagonal ``k`` of an ``n x m`` matrix (NumPy's and JAX's ``tri``).
+
+    Args:
+        n: the rows.
+        m: the columns (default ``n``).
+        k: the diagonal (0 main, > 0 above, < 0 below).
+        dtype: the dtype (default: the default float dtype).
+        device: the device (default: :func:`nabla.get_default_device`).
+
+    Returns:
+        A 2-D tensor.
+    """
+    return tril(ones((n, n if m is None else m), dtype=dtype, device=device), k)
+
+
+def _indices(name: str, picker, n, k, m) -> tuple:
+    n = int_arg(name, "n", n)
+    m = n if m is None else int_arg(name, "m", m)
+    rows, cols = picker(n, int_arg(name, "k", k), m)
+    return constant(rows.astype(np.int32)), constant(cols.astype(np.int32))
+
+
+def triu_indices(n, k: int = 0, m=None) -> tuple:
+    """The row and column indices of the upper triangle of an ``n x m`` matrix, on and
+    above diagonal ``k`` (NumPy's and JAX's ``triu_indices``; constants: the sizes are
+    Python ints).
+
+    Args:
+        n: the rows.
+        k: the diagonal offset.
+        m: the columns (default ``n``).
+
+    Returns:
+        A pair of 1-D int32 tensors.
+    """
+    return _indices("triu_indices", np.triu_indices, n, k, m)
+
+
+def tril_indices(n, k: int = 0, m=None) -> tuple:
+    """The row and column indices of the lower triangle of an ``n x m`` matrix, on and
+    below diagonal ``k`` (NumPy's and JAX's ``tril_indices``).
+
+    Args:
+        n: the rows.
+        k: the diagonal offset.
+        m: the columns (default ``n``).
+
+    Returns:
+        A pair of 1-D int32 tensors.
+    """
+    return _indices("tril_indices", np.tril_indices, n, k, m)
+
+
+# (``identity`` is also the unary op compile traces arguments with: fn keeps that one)
+provide(globals(), [*(n for n in __all__ if n != "identity"), "constant_for"])

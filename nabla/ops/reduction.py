@@ -702,7 +702,7 @@ def std(
     return fn.sqrt(_var(x, axis, keepdims, correction, "std"))
 
 
-def logsumexp(x, axis=None, keepdims=False, *, dim=None, keepdim=None):
+def logsumexp(x, axis=None, keepdims=False, *, b=None, return_sign=False, dim=None, keepdim=None):
     """``log(sum(exp(x)))`` over ``axis``, computed stably (no overflow for large ``x``).
 
     The maximum is subtracted before ``exp`` (and treated as a constant in the gradient, which
@@ -713,12 +713,15 @@ def logsumexp(x, axis=None, keepdims=False, *, dim=None, keepdim=None):
         x: a tensor, or a Python scalar, nested list or NumPy array.
         axis: int, tuple of ints or None (default: all axes); negative axes count from the end.
         keepdims: keep the reduced axes as size-1 dims, so the result broadcasts against ``x``.
-        dtype: compute in (and return) this dtype, as NumPy and JAX (``x`` is cast first).
+        b: optional weights broadcasting against ``x``: ``log(sum(b * exp(x)))``, as
+            ``jax.nn.logsumexp`` (keyword only here: the third place is ``keepdims``).
+        return_sign: also return the sign of the weighted sum (a negative one otherwise
+            gives NaN), as JAX: ``(log|sum|, sign)``.
         dim: PyTorch's name for ``axis``.
         keepdim: PyTorch's name for ``keepdims``.
 
     Returns:
-        A float tensor (of ``dtype`` when given).
+        A float tensor, or the pair ``(value, sign)`` with ``return_sign``.
 
     Raises:
         TypeError: for an axis that is not an int.
@@ -728,17 +731,31 @@ def logsumexp(x, axis=None, keepdims=False, *, dim=None, keepdim=None):
     axis, keepdims = _torch_names("logsumexp", axis, dim, keepdims, keepdim)
 
     x = _float(x, "logsumexp")
+    if b is not None:  # (the axes count in the shape x and b broadcast to, as JAX's)
+        b = as_tensor(b, x.dtype, op="logsumexp")
+        shape = tuple(np.broadcast_shapes(tuple(x.shape), tuple(b.shape)))
+        x, b = fn.broadcast_to(x, shape), fn.broadcast_to(b, shape)
     axes = norm_axes("logsumexp", axis, x.ndim, x.shape)
     if _count(x, axes) == 0:  # the log of an empty sum, as JAX (max has no identity)
         shape = _reduced_shape(x.shape, axes, keepdims)
-        return fn.full(shape, -math.inf, dtype=x.dtype, device=x.device)
+        empty = fn.full(shape, -math.inf, dtype=x.dtype, device=x.device)
+        return (empty, fn.zeros_like(empty)) if return_sign else empty
     m = fn.stop_gradient(reduce_max(x, axes, True))
 
     m = fn.where(fn.is_inf(m), 0.0, m)
-    s = fn.log(reduce_sum(fn.exp(x - m), axes, True)) + m
+    terms = fn.exp(x - m)
+    if b is not None:
+        terms = terms * b
+    total = reduce_sum(terms, axes, True)
+    sign = None
+    if return_sign:
+        sign, total = fn.sign(total), fn.abs(total)
+    s = fn.log(total) + m
     if not keepdims:
         s = fn.reshape(s, _reduced_shape(x.shape, axes, False))
-    return s
+        if sign is not None:
+            sign = fn.reshape(sign, tuple(s.shape))
+    return s if sign is None else (s, sign)
 
 
 def _empty_axes(x, axes, op: str) -> bool:

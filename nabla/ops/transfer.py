@@ -8,13 +8,17 @@ transfers between CPU devices only; accelerators need the MAX backend (``ops.tra
 
 from __future__ import annotations
 
+import numpy as np
+
 from ..core.device import Device
-from ..runtime.tensor import Tensor
+from ..core.pytree import tree_leaves, tree_map
+from ..runtime.tensor import Tensor, realize
 from . import spmd
 from ._util import as_tensor, check_device
 from .base import Operation
+from .functions import fn
 
-__all__ = ["to_device", "TransferOp"]
+__all__ = ["to_device", "TransferOp", "device_put", "device_get", "block_until_ready"]
 
 
 class TransferOp(Operation):
@@ -53,3 +57,54 @@ def to_device(x, device: Device) -> Tensor:
         return x
     check_device("to_device", device)
     return _transfer.bind([x], {"device": device})
+
+
+def device_put(x, device: Device | None = None):
+    """JAX's ``device_put``: every array leaf of the pytree ``x`` as a tensor on ``device``
+    (default: where it is, or :func:`nabla.get_default_device` for a host array).
+
+    Args:
+        x: a pytree of tensors, arrays and numbers (other leaves are kept).
+        device: the device to place them on.
+
+    Returns:
+        A pytree of the same structure.
+    """
+
+    def put(leaf):
+        if isinstance(leaf, Tensor):
+            return leaf if device is None else to_device(leaf, device)
+        if isinstance(leaf, np.ndarray | np.generic | int | float | bool):
+            return fn.asarray(leaf, device=device)
+        return leaf
+
+    return tree_map(put, x)
+
+
+def device_get(x):
+    """JAX's ``device_get``: every tensor leaf of the pytree ``x`` as a NumPy array (computed
+    first); other leaves are kept.
+
+    Args:
+        x: a pytree.
+
+    Returns:
+        A pytree of the same structure.
+    """
+    leaves = [t for t in tree_leaves(x) if isinstance(t, Tensor)]
+    realize(*leaves)
+    return tree_map(lambda t: t.numpy() if isinstance(t, Tensor) else t, x)
+
+
+def block_until_ready(x):
+    """JAX's ``block_until_ready``: compute every tensor leaf of the pytree ``x`` and return
+    ``x`` (a computed tensor is ready: nothing runs in the background).
+
+    Args:
+        x: a pytree.
+
+    Returns:
+        ``x``.
+    """
+    realize(*[t for t in tree_leaves(x) if isinstance(t, Tensor)])
+    return x

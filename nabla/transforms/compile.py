@@ -2008,6 +2008,8 @@ def compile(  # noqa: A001
     max_cache_size=64,
     static_argnums=None,
     static_argnames=None,
+    donate_argnums=None,
+    donate_argnames=None,
 ):
     """Trace ``fun`` once per argument signature and reuse the recorded graph.
 
@@ -2029,6 +2031,10 @@ def compile(  # noqa: A001
             as arguments; the tensors it holds are read at each call (``obj.w = new`` is
             seen), as captured tensors are.
         static_argnames: the same for keyword arguments, by name.
+        donate_argnums: ``jax.jit``'s hint that these arguments' buffers may be reused for
+            the outputs: accepted, with no effect (the arguments stay valid: a
+            compiled program here writes its outputs to new buffers).
+        donate_argnames: the same by name.
 
     Returns:
         A :class:`CompiledFunction` with ``.stats`` and ``.clear_cache()``. Set
@@ -2038,6 +2044,8 @@ def compile(  # noqa: A001
     Raises:
         TypeError: for an unhashable static argument (named in the message).
     """
+    _names_or_nums(donate_argnums, int)  # (a hint only: nothing is reused in place)
+    _names_or_nums(donate_argnames, str)
     if fun is None:
         return functools.partial(
             compile,

@@ -190,3 +190,56 @@ def test_average():
     same(nb.grad(lambda v: nb.average(v, weights=w))(a[0]), w / w.sum())
     with pytest.raises(nb.OpError, match=r"average: weights of shape \(4,\) for a of shape"):
         nb.average(a, weights=w)
+
+
+def test_the_names_a_port_from_jax_reaches_for():
+    """What a check of JAX programs ported by changing the import found missing: calling a
+    dtype (``jnp.float32(x)``), dtype queries, ``newaxis``, the Python-valued shape
+    queries, JAX's placement helpers, ``eval_shape``, ``logsumexp``'s ``b=`` and
+    ``return_sign=``, and ``jit``'s donation hints."""
+    assert nb.float32(3).dtype == nb.float32 and nb.float32(3).item() == 3.0
+    assert nb.int32([1.7, -2.2]).tolist() == [1, -2]  # (truncated, as JAX's)
+    assert nb.bfloat16(nb.constant([1.0, 2.0])).dtype == nb.bfloat16
+    assert nb.finfo(nb.float32).eps == np.finfo(np.float32).eps
+    assert float(nb.finfo(nb.bfloat16).eps) == 2.0**-7
+    assert nb.finfo(nb.constant([1.0])).bits == 32 and nb.iinfo("int8").max == 127
+    with pytest.raises(ValueError, match="finfo: nb.int32 is not a float dtype"):
+        nb.finfo(nb.int32)
+    assert nb.issubdtype(nb.float16, nb.floating) and nb.issubdtype(nb.bfloat16, nb.inexact)
+    assert not nb.issubdtype(nb.int32, nb.floating) and nb.issubdtype(nb.uint8, nb.integer)
+    assert nb.issubdtype(np.float32, nb.float32) and not nb.issubdtype(nb.float32, nb.float64)
+    assert nb.result_type(nb.int8, 1.0) == nb.float32  # (a Python float is weak)
+    assert nb.result_type(nb.int8, nb.uint8) == nb.int16
+    assert nb.result_type(nb.ones((2,)), np.zeros(2)) == nb.float64
+    x = nb.ones((2, 3))
+    assert x[:, nb.newaxis].shape == (2, 1, 3)
+    assert (nb.ndim(x), nb.shape([[1, 2]]), nb.size(x), nb.size(x, -1)) == (2, (1, 2), 6, 3)
+    assert nb.broadcast_shapes((2, 1), (3,)) == (2, 3)
+    with pytest.raises(ValueError, match=r"broadcast_shapes: shapes \[\(2,\), \(3,\)\]"):
+        nb.broadcast_shapes((2,), (3,))
+    got = nb.device_get({"a": x * 2, "b": [3, None]})
+    assert isinstance(got["a"], np.ndarray) and got["a"].sum() == 12 and got["b"] == [3, None]
+    y = x + 1
+    assert nb.block_until_ready(y) is y and y._impl.buffer is not None
+    put = nb.device_put({"w": np.ones(2, np.float32), "n": 3})
+    assert isinstance(put["w"], nb.Tensor) and isinstance(put["n"], nb.Tensor)
+    out = nb.eval_shape(
+        lambda a, b: {"y": a @ b, "s": a.sum()},
+        nb.ShapeDtypeStruct((4, 5), nb.float32),
+        np.zeros((5, 2), np.float32),
+    )
+    assert out == {
+        "y": nb.ShapeDtypeStruct((4, 2), nb.float32),
+        "s": nb.ShapeDtypeStruct((), nb.float32),
+    }
+    a = np.float32([[1, 2, 3], [0, -1, 5]])
+    b = np.float32([1, -0.5, 2])
+    want = np.log((b * np.exp(a)).sum(1))
+    np.testing.assert_allclose(nb.logsumexp(a, 1, b=b).numpy(), want, rtol=1e-6)
+    val, sign = nb.logsumexp(a[0], b=-b, return_sign=True)
+    assert sign.item() == -1.0 and val.item() == pytest.approx(np.log((b * np.exp(a[0])).sum()))
+    g = nb.grad(lambda v: nb.logsumexp(v, b=b))(nb.constant(a[0])).numpy()
+    np.testing.assert_allclose(g, b * np.exp(a[0]) / (b * np.exp(a[0])).sum(), rtol=1e-5)
+    step = nb.jit(lambda p, v: p * v, donate_argnums=(0,), donate_argnames="p")
+    assert step(x, 2.0).tolist() == [[2.0] * 3] * 2 and x.tolist() == [[1.0] * 3] * 2
+    assert nb.radians(180.0).item() == pytest.approx(np.pi) and nb.fix(-1.5).item() == -1.0

@@ -58,6 +58,14 @@ NOT_OPS = {
     "broadcast",
     "shard_map",
     "visualize_sharding",
+    # Python-valued queries and JAX's placement helpers: tests/ops/test_array_functions.py
+    "ndim",
+    "shape",
+    "size",
+    "broadcast_shapes",
+    "device_put",
+    "device_get",
+    "block_until_ready",
 }
 ALIASES = {
     "negate": "neg",
@@ -83,6 +91,10 @@ ALIASES = {
     "expand_dims": "unsqueeze",
     "isnan": "is_nan",
     "isinf": "is_inf",
+    "fix": "trunc",
+    "rint": "round",
+    "radians": "deg2rad",
+    "degrees": "rad2deg",
 }
 
 
