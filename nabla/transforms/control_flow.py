@@ -193,6 +193,12 @@ _DRAW_OUTSIDE = (
 )
 
 
+class DrawInBody(ValueError):
+    """A random draw in a traced body on a key the body receives or computes: the draws run
+    on the host, before a program. ``scan`` answers it by running its steps as Python
+    (``_scan_steps``); the other bodies raise it."""
+
+
 def trace_body(
     fn, args: list, what: str, levels: list | None = None, out_levels=None, hoist: bool = True
 ) -> Body:
@@ -318,10 +324,11 @@ def _split_dependent(recorded, arg_of, what, hoist: bool = True):
         )
         if inside or (not hoist and not outer_only):
             if node.op.host_only:
-                raise ValueError(
+                raise DrawInBody(
                     f"{what}: op {node.op.name} (a random draw) cannot run on a key or bound "
                     "that is an operand or computed inside (draws run on the host, before "
-                    f"the program, never inside cond/switch/scan/loop bodies); {_DRAW_OUTSIDE}"
+                    "the program, never inside cond/switch/while_loop bodies; scan and "
+                    f"fori_loop run such a body step by step); {_DRAW_OUTSIDE}"
                 )
             kept.append(node)
             for r in node.outputs:
@@ -1512,7 +1519,11 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1):
 
     ``f`` is traced once whatever the length (the trace does not grow with it); the loop
     runs in the backend. Differentiable in both modes (reverse mode saves each step's carry
-    and recomputes each step's forward in the backward loop); batches under ``vmap``.
+    and recomputes each step's forward in the backward loop); batches under ``vmap``. A body
+    that draws random numbers from a key it receives (carried and split each step, or one
+    per step among ``xs``, as JAX code does) runs its steps one by one instead: draws run on
+    the host, each step from its own key (under ``compile`` the program grows with the
+    length).
 
     Args:
         f: ``(carry, x) -> (carry, y)``; ``y`` may be any pytree, or None.
@@ -1570,20 +1581,50 @@ def _scan_tree(f, init, xs, spec: _ScanSpec):
         y_tree_box[:] = [y_tree]
         return nc_flat, y_flat
 
-    c_flat = _promote_weak(
-        c_flat,
-        _weak_leaves(init),
-        lambda c, x: step(c, x, [])[0],
-        what,
-        [_slice_aval(x) for x in x_flat],
-    )
-    if spec.unroll > 1 and n_steps > 1:
-        c_out, ys = _scan_unrolled(step, c_flat, x_flat, spec)
-    else:
-        c_out, ys = _scan_flat(step, c_flat, x_flat, spec, narrow=True)
+    try:
+        c_flat = _promote_weak(
+            c_flat,
+            _weak_leaves(init),
+            lambda c, x: step(c, x, [])[0],
+            what,
+            [_slice_aval(x) for x in x_flat],
+        )
+        if spec.unroll > 1 and n_steps > 1:
+            c_out, ys = _scan_unrolled(step, c_flat, x_flat, spec)
+        else:
+            c_out, ys = _scan_flat(step, c_flat, x_flat, spec, narrow=True)
+    except DrawInBody:
+        c_out, ys = _scan_steps(step, c_flat, x_flat, spec)
     if not y_tree_box:  # f never ran (no carry and no xs): trace it once for ys's structure
         step(c_flat, [_slice_aval(x) for x in x_flat], [])
     return tree_unflatten(c_tree, c_out), tree_unflatten(y_tree_box[0], ys)
+
+
+def _scan_steps(step, carry: list, xs: list, spec: _ScanSpec) -> tuple:
+    """The scan as a Python loop over its steps, for a body that draws random numbers from
+    a key it receives or computes (``jax.random.split`` of the carried key, a key per step
+    among ``xs``): each step's draws run on the host as eager ones do, with the step's own
+    key. Under ``compile`` the steps are traced one after the other (the program grows
+    with the length); gradients and ``vmap`` go through the steps as through any code.
+    The carry keeps its structure, shapes and dtypes, as the traced loop requires."""
+    avals = [(c.dtype, tuple(c.shape)) for c in carry]
+    if spec.length == 0:  # no step: one run on zeros tells the ys' shapes (as JAX's trace)
+        _, probe = step(carry, [creation.zeros(tuple(x.shape[1:]), dtype=x.dtype) for x in xs], [])
+        ys = [as_tensor(y) for y in probe]
+        return carry, [creation.zeros((0, *y.shape), dtype=y.dtype) for y in ys]
+    order = range(spec.length - 1, -1, -1) if spec.reverse else range(spec.length)
+    per_step: dict = {}
+    for i in order:
+        carry, y = step(carry, [x[i] for x in xs], [])
+        _check_carry(
+            spec.what, "init", avals, spec.fn_name, [(c.dtype, tuple(c.shape)) for c in carry]
+        )
+        per_step[i] = y
+    ys = [
+        view.stack([as_tensor(per_step[i][j]) for i in range(spec.length)], 0)
+        for j in range(len(per_step[0]))
+    ]
+    return carry, ys
 
 
 def _scan_length(x_flat, x_tree, length):

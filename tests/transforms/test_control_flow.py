@@ -420,10 +420,77 @@ def test_scan_errors_name_the_problem():
     with pytest.raises(ValueError, match="cond true_fun draws .* on every call; draw them"):
         nb.cond(True, lambda v: v + nb.uniform(()), lambda v: v, c(0.0))
     keys = nb.random.split(nb.random.key(0), 3)
-    with pytest.raises(ValueError, match=r"random_normal .*never inside cond/switch/scan"):
-        nb.scan(lambda s, k: (s + nb.random.normal(k, ()), None), c(0.0), keys)
-    with pytest.raises(ValueError, match="cond true_fun: op random_normal"):
+    with pytest.raises(ValueError, match="cond true_fun: op random_normal .*never inside cond"):
         nb.cond(True, lambda k: nb.random.normal(k, ()), lambda k: c(0.0), keys[0])
+    with pytest.raises(ValueError, match="while_loop body_fun: op random_split"):
+        nb.while_loop(lambda v: v[1] < 3, lambda v: (nb.random.split(v[0])[0], v[1] + 1),
+                      (keys[0], c(0)))  # fmt: skip
+    with pytest.raises(
+        TypeError, match=r"carry leaf 0 is float32\[\] in init but float32\[2\] from f"
+    ):
+        nb.scan(lambda s, k: (s + nb.random.normal(k, (2,)), None), nb.constant(0.0), keys)
+
+
+def test_a_scan_body_draws_from_the_keys_it_receives():
+    """JAX's patterns: a key carried and split every step, or one key per step among the
+    xs. Draws run on the host, so such a scan (and fori_loop) runs its steps one by one,
+    each drawing from its own key: the same numbers as the loop written out, different for
+    another key under compile (never baked in), differentiable and batched."""
+    keys = nb.random.split(nb.random.key(0), 3)
+    total, ys = nb.scan(lambda s, k: (s + nb.random.normal(k, ()), s), nb.constant(0.0), keys)
+    by_hand = [nb.random.normal(k, ()).item() for k in keys]
+    assert total.item() == pytest.approx(sum(by_hand), rel=1e-6)
+    np.testing.assert_allclose(ys.numpy(), np.cumsum([0.0] + by_hand[:2]), rtol=1e-6)
+
+    def body(key, _):
+        key, sub = nb.random.split(key)
+        return key, nb.random.normal(sub, (2,))
+
+    _, draws = nb.scan(body, nb.random.key(7), None, length=3)
+    key, want = nb.random.key(7), []
+    for _ in range(3):
+        key, sub = nb.random.split(key)
+        want.append(nb.random.normal(sub, (2,)).numpy())
+    np.testing.assert_array_equal(draws.numpy(), np.stack(want))
+    _, back = nb.scan(body, nb.random.key(7), None, length=3, reverse=True)
+    np.testing.assert_array_equal(back.numpy(), np.stack(want)[::-1])
+
+    def loss(w, key):  # dropout in a recurrent loop
+        def step(carry, x):
+            h, key = carry
+            key, sub = nb.random.split(key)
+            h = nb.tanh(h * w + x) * nb.random.bernoulli(sub, 0.5, (3,))
+            return (h, key), h.sum()
+
+        return nb.scan(step, (nb.zeros((3,)), key), nb.ones((4, 3)))[1].sum()
+
+    w = nb.constant(0.5)
+    g = nb.grad(loss)(w, nb.random.key(2)).item()
+    eps = 1e-3
+    fd = (loss(w + eps, nb.random.key(2)).item() - loss(w - eps, nb.random.key(2)).item()) / 2e-3
+    assert g == pytest.approx(fd, rel=1e-2)
+    compiled = nb.compile(nb.grad(loss))
+    assert compiled(w, nb.random.key(2)).item() == pytest.approx(g, rel=1e-6)
+    assert compiled(w, nb.random.key(3)).item() != pytest.approx(g, rel=1e-3)
+    batched = nb.vmap(lambda k: nb.scan(body, k, None, length=2)[1])(keys)
+    assert batched.shape == (3, 2, 2)
+    np.testing.assert_array_equal(
+        batched.numpy()[1], nb.scan(body, keys[1], None, length=2)[1].numpy()
+    )
+
+    def fori_body(i, carry):
+        key, acc = carry
+        key, sub = nb.random.split(key)
+        return key, acc + nb.random.normal(sub, ())
+
+    _, none = nb.scan(body, nb.random.key(7), None, length=0)  # no step: ys of no rows
+    assert none.shape == (0, 2) and none.dtype == nb.float32
+    got = nb.fori_loop(0, 3, fori_body, (nb.random.key(7), nb.constant(0.0)))[1]
+    key, acc = nb.random.key(7), 0.0
+    for _ in range(3):
+        key, sub = nb.random.split(key)
+        acc += nb.random.normal(sub, ()).item()
+    assert got.item() == pytest.approx(acc, rel=1e-6)
 
 
 # ----------------------------------------------------------------------------- cond / switch
