@@ -914,6 +914,8 @@ def attention_with_weights(
         else:  # an additive mask's -inf (PyTorch's convention) stops at the same finite
             # floor: a row it masks wholly (a left-padded causal batch) averages the values
             # instead of making NaN
+            if mask.dtype is not scores.dtype:  # (a float64 NumPy mask would have made the
+                mask = mask.cast(scores.dtype)  # whole attention float64: PyTorch refuses)
             scores = binary.maximum(scores + mask, neg)
     weights = reduction.softmax(scores, axis=-1)
     if dropout_p > 0.0 and training:

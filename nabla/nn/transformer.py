@@ -108,7 +108,7 @@ class MultiHeadAttention(Module):
 
     def _heads(self, x: Tensor) -> Tensor:
         n, length, _ = x.shape
-        return x.reshape(n, length, self.num_heads, -1).swap_axes(1, 2)
+        return x.reshape(n, length, self.num_heads, x.shape[-1] // self.num_heads).swap_axes(1, 2)
 
     def forward(
         self,

@@ -166,6 +166,17 @@ def test_mha_masks_and_weights_as_pytorch():
     np.testing.assert_allclose(got.swap_axes(0, 1).numpy(), m(t(q), t(mem)).numpy(), rtol=1e-6)
     with pytest.raises(ValueError, match=r"scaled_dot_product_attention: attn_mask of shape"):
         nn.functional.scaled_dot_product_attention(t(q), t(mem), t(mem), attn_mask=nb.ones((4,)))
+    # empty sequences, as PyTorch's shapes (the heads' reshape had inferred a -1 from 0)
+    for n_q, n_k in ((0, 6), (5, 0)):
+        out, w = m(nb.zeros((2, n_q, 8)), nb.zeros((2, n_k, 8)), need_weights=True)
+        assert out.shape == (2, n_q, 8) and w.shape == (2, n_q, n_k)
+    # an additive float64 mask (NumPy's default float) is added in the scores' dtype: the
+    # attention stays float32 (PyTorch refuses the mismatch)
+    mask64 = np.where(blocked, -np.inf, 0.0)
+    out, w = m(t(q), t(mem), attn_mask=mask64, need_weights=True)
+    assert out.dtype == nb.float32 and w.dtype == nb.float32
+    ref, _ = _mha_ref(m, q, mem, ~blocked, weights=True)
+    np.testing.assert_allclose(out.numpy(), ref, rtol=1e-4, atol=1e-5)
 
 
 def test_mha_float_key_padding_mask_is_added_to_the_scores():
