@@ -209,6 +209,7 @@ from .ops.array_functions import (
     broadcast_shapes,
     cbrt,
     column_stack,
+    rint,
     copysign,
     deg2rad,
     dstack,
@@ -337,7 +338,8 @@ from .transforms.shard_map import shard_map
 from .transforms.vmap import vmap
 from .ops.nn import avg_pool2d, conv2d, conv2d_transpose, max_pool2d
 from .transforms.custom import checkpoint, custom_jvp, custom_vjp, remat
-from .transforms.trace import ShapeDtypeStruct, Trace, communication_report, eval_shape, trace
+from .transforms.trace import Trace, communication_report, trace
+from .transforms.abstract import ShapeDtypeStruct, eval_shape
 from .ops.creation import empty, empty_like, identity, tri, tril_indices, triu_indices
 from .ops.transfer import block_until_ready, device_get, device_put
 from .transforms.compile import CompiledFunction, compile
@@ -393,7 +395,6 @@ newaxis = None  # (x[:, nb.newaxis])
 _install_array_constructor(lambda value, dtype: asarray(value, dtype=dtype))
 radians, degrees = deg2rad, rad2deg
 fix = trunc
-rint = round  # (nabla's round is NumPy's: halves to even)
 inf = float("inf")
 nan = float("nan")
 pi = _math.pi

@@ -1538,6 +1538,7 @@ unary("deg2rad", np.deg2rad)
 unary("rad2deg", np.rad2deg)
 unary("sinc", np.sinc, atol=1e-4)
 unary("exp2", np.exp2)
+unary("rint", np.rint, kinks=(-1.5, -0.5, 0.5, 1.5))
 shaped(
     "signbit",
     nb.signbit,

@@ -63,8 +63,8 @@ Args:
         target: targets of the same shape.
         reduction: ``"mean"`` (default), ``"sum"`` or ``"none"``.
         weight: optional weight of each element's loss (keyword; broadcasts onto the
-            input's shape), applied before the reduction: ``"mean"`` still divides by the
-            element count, as PyTorch's.
+            input's shape): ``"mean"`` is then the weighted mean, ``sum(w * loss) /
+            sum(w)``, as PyTorch's.
 
     Returns:
         A scalar, or the elementwise loss for ``"none"``.
@@ -87,13 +87,19 @@ def mse_loss(input, target, reduction: str = "mean", *, weight=None) -> Tensor: 
     """
     pred, target = as_tensor(input, op="mse_loss"), as_tensor(target, op="mse_loss")
     _check_same_shape("mse_loss", pred, target)
-    return _weighted((pred - target).square(), weight, reduction, "mse_loss")
+    return _weighted((pred - target).square(), weight, reduction, "mse_loss", by_weight=True)
 
 
-def _weighted(loss: Tensor, weight, reduction_: str, fn: str) -> Tensor:
-    """``loss`` times ``weight`` (None: none; it must broadcast onto the loss), reduced."""
-    if weight is not None:
-        loss = loss * _onto(fn, "weight", weight, loss)
+def _weighted(loss: Tensor, weight, reduction_: str, fn: str, by_weight: bool = False) -> Tensor:
+    """``loss`` times ``weight`` (None: none; it must broadcast onto the loss), reduced;
+    ``by_weight``: a ``"mean"`` divides by the weights' sum (PyTorch's mse and l1; its
+    huber divides by the element count)."""
+    if weight is None:
+        return _reduce(loss, reduction_, fn)
+    w = _onto(fn, "weight", weight, loss)
+    loss = loss * w
+    if by_weight and reduction_ == "mean":
+        return loss.sum() / view.broadcast_to(w, tuple(loss.shape)).sum()
     return _reduce(loss, reduction_, fn)
 
 
@@ -512,7 +518,7 @@ def l1_loss(input, target, reduction: str = "mean", *, weight=None) -> Tensor:  
     {pointwise_loss_parts}
     """
     pred, target = _pair("l1_loss", input, target)
-    return _weighted(_abs_torch(pred - target), weight, reduction, "l1_loss")
+    return _weighted(_abs_torch(pred - target), weight, reduction, "l1_loss", by_weight=True)
 
 
 def smooth_l1_loss(input, target, reduction: str = "mean", beta: float = 1.0) -> Tensor:  # noqa: A002
@@ -554,7 +560,7 @@ def huber_loss(input, target, reduction: str = "mean", delta: float = 1.0, weigh
         reduction: ``"mean"`` (default), ``"sum"`` or ``"none"``.
         delta: where the loss turns from quadratic to linear (default 1, > 0).
         weight: optional weight of each element's loss (broadcasts onto the input's
-            shape), applied before the reduction, as PyTorch's.
+            shape); ``"mean"`` still divides by the element count, as PyTorch's huber.
 
     Returns:
         A scalar, or the elementwise loss for ``"none"``.
@@ -599,8 +605,9 @@ def kl_div(input, target, reduction: str = "mean", log_target: bool = False) -> 
         loss = unary.exp(target) * (target - pred)
     else:
         safe = binary.where(target > 0, target, 1.0)  # log(0) never reaches the gradient
+        nan = creation.full_like(target, np.nan)  # (in target's dtype: float16 stays)
         entropy = binary.where(
-            target > 0, target * unary.log(safe), binary.where(target == 0, 0.0, np.nan)
+            target > 0, target * unary.log(safe), binary.where(target == 0, 0.0, nan)
         )
         loss = entropy - target * pred  # (a negative target had given 0, gradient 0)
     if reduction == "batchmean":

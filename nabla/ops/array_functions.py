@@ -10,9 +10,9 @@ import numbers
 
 import numpy as np
 
-from ..core.dtypes import DType
+from ..core.dtypes import DType, result_type
 from ..runtime.tensor import Tensor
-from ._util import as_tensor, norm_axes, norm_axis
+from ._util import as_tensor, is_scalar, norm_axes, norm_axis, readable_now
 from .base import OpError
 from .functions import fn
 
@@ -72,6 +72,7 @@ __all__ = [
     "size",
     "broadcast_shapes",
     "broadcast_arrays",
+    "rint",
 ]
 
 
@@ -811,12 +812,30 @@ def cbrt(x) -> Tensor:
         A float tensor.
     """
     x = _float(x, "cbrt")
-    return fn.sign(x) * fn.abs(x) ** (1.0 / 3.0)
+    root = fn.abs(x) ** (1.0 / 3.0)
+    return fn.where(signbit(x), fn.neg(root), root)  # (-0.0 stays -0.0)
 
 
 def _float(x, op: str) -> Tensor:
     x = as_tensor(x, op=op)
     return x if x.dtype.is_float else fn.cast(x, DType.float32)
+
+
+def _promoted(op: str, *values, floats: bool = False) -> list:
+    """``values`` as tensors of their promoted dtype, Python numbers weak (as the binary
+    ops promote: ``fmax(int8 tensor, 2)`` stays int8); ``floats``: integers in float32."""
+    strong, weak = [], []
+    for v in values:
+        if isinstance(v, Tensor):
+            strong.append(v.dtype)
+        elif is_scalar(v) and not isinstance(v, np.generic):
+            weak.append(v)
+        else:
+            strong.append(as_tensor(v, op=op).dtype)
+    dtype = result_type(strong, weak)
+    if floats and not dtype.is_float:
+        dtype = DType.float32
+    return [as_tensor(v, dtype, op=op) for v in values]
 
 
 def column_stack(tup) -> Tensor:
@@ -830,7 +849,7 @@ def column_stack(tup) -> Tensor:
         A 2-D tensor.
     """
     cols = [as_tensor(t, op="column_stack") for t in tup]
-    cols = [fn.reshape(t, (t.shape[0], 1)) if t.ndim < 2 else t for t in cols]
+    cols = [fn.reshape(t, (t.size, 1)) if t.ndim < 2 else t for t in cols]
     return fn.concatenate(cols, 1)
 
 
@@ -916,8 +935,8 @@ def copysign(x1, x2) -> Tensor:
     Returns:
         A float tensor.
     """
-    mag = _float(x1, "copysign")
-    return fn.where(signbit(x2), -fn.abs(mag), fn.abs(mag))
+    mag, sign = _promoted("copysign", x1, x2, floats=True)
+    return fn.where(signbit(sign), fn.neg(fn.abs(mag)), fn.abs(mag))
 
 
 def deg2rad(x) -> Tensor:
@@ -957,7 +976,10 @@ def sinc(x) -> Tensor:
     x = _float(x, "sinc")
     zero = x == 0
     px = fn.where(zero, 1.0, x) * math.pi  # (no 0 / 0 in the value or the gradient)
-    return fn.where(zero, 1.0, fn.sin(px) / px)
+    # at 0 its Maclaurin series, 1 - (pi x)**2 / 6: value 1, slope 0 and the curvature
+    # -pi**2 / 3 of the function (a constant 1 there had none)
+    series = 1.0 - (x * math.pi) ** 2 / 6.0
+    return fn.where(zero, series, fn.sin(px) / px)
 
 
 def heaviside(x1, x2) -> Tensor:
@@ -969,11 +991,11 @@ def heaviside(x1, x2) -> Tensor:
         x2: the value at 0, broadcasting against ``x1``.
 
     Returns:
-        A tensor of the promoted dtype.
+        A float tensor of the promoted dtype (NaN where ``x1`` is NaN).
     """
-    x1 = as_tensor(x1, op="heaviside")
-    # (x1's own zeros and ones: two Python numbers would make the default float dtype)
-    return fn.where(x1 < 0, fn.zeros_like(x1), fn.where(x1 > 0, fn.ones_like(x1), x2))
+    x1, x2 = _promoted("heaviside", x1, x2, floats=True)
+    step = fn.where(x1 < 0, fn.zeros_like(x1), fn.where(x1 > 0, fn.ones_like(x1), x2))
+    return fn.where(fn.is_nan(x1), x1, step)  # (NaN in, NaN out)
 
 
 def exp2(x) -> Tensor:
@@ -999,7 +1021,7 @@ def logaddexp2(x1, x2) -> Tensor:
         A float tensor.
     """
     ln2 = math.log(2.0)
-    a, b = _float(x1, "logaddexp2"), _float(x2, "logaddexp2")
+    a, b = _promoted("logaddexp2", x1, x2, floats=True)
     return fn.logaddexp(a * ln2, b * ln2) / ln2
 
 
@@ -1014,7 +1036,7 @@ def fmax(x1, x2) -> Tensor:
     Returns:
         A tensor of the promoted dtype.
     """
-    a, b = as_tensor(x1, op="fmax"), as_tensor(x2, op="fmax")
+    a, b = _promoted("fmax", x1, x2)
     return fn.where(fn.is_nan(b), a, fn.where(fn.is_nan(a), b, fn.maximum(a, b)))
 
 
@@ -1028,7 +1050,7 @@ def fmin(x1, x2) -> Tensor:
     Returns:
         A tensor of the promoted dtype.
     """
-    a, b = as_tensor(x1, op="fmin"), as_tensor(x2, op="fmin")
+    a, b = _promoted("fmin", x1, x2)
     return fn.where(fn.is_nan(b), a, fn.where(fn.is_nan(a), b, fn.minimum(a, b)))
 
 
@@ -1115,6 +1137,8 @@ def polyval(p, x) -> Tensor:
     """
     p = as_tensor(p, op="polyval")
     x = as_tensor(x, op="polyval")
+    if p.shape[0] == 0:  # no coefficients: the zero polynomial
+        return fn.zeros_like(x)
     out = fn.zeros_like(x * p[0])
     for i in range(p.shape[0]):
         out = out * x + p[i]
@@ -1122,8 +1146,9 @@ def polyval(p, x) -> Tensor:
 
 
 def unravel_index(indices, shape) -> tuple:
-    """Flat indices as a tuple of coordinate arrays in ``shape`` (NumPy's and JAX's
-    ``unravel_index``, C order).
+    """Flat indices as a tuple of coordinate arrays in ``shape`` (JAX's ``unravel_index``,
+    C order): a negative index counts from the end and one out of range is clipped into it,
+    as JAX's (NumPy raises).
 
     Args:
         indices: integer flat indices (any shape).
@@ -1131,29 +1156,67 @@ def unravel_index(indices, shape) -> tuple:
 
     Returns:
         A tuple of ``len(shape)`` integer tensors of ``indices``' shape.
+
+    Raises:
+        ValueError: (:class:`nabla.OpError`) for a ``shape`` with no element.
     """
+    total = math.prod(shape)
+    if total == 0:
+        raise OpError(f"unravel_index: shape {tuple(shape)} has no element to index")
     idx = as_tensor(indices, op="unravel_index")
-    out, stride = [], math.prod(shape)
+    idx = fn.clip(fn.where(idx < 0, idx + total, idx), 0, total - 1)
+    out, stride = [], total
     for d in shape:
         stride //= d
-        out.append((idx // stride) % d if d else idx * 0)
+        out.append((idx // stride) % d)
     return tuple(out)
 
 
-def ravel_multi_index(multi_index, dims) -> Tensor:
+def ravel_multi_index(multi_index, dims, mode: str = "raise", order: str = "C") -> Tensor:
     """Coordinate arrays as flat indices into ``dims`` (NumPy's and JAX's
-    ``ravel_multi_index``, C order; indices are taken as in range).
+    ``ravel_multi_index``, C order).
 
     Args:
         multi_index: a sequence of ``len(dims)`` integer tensors.
         dims: the array shape.
+        mode: ``"raise"`` (an index out of range is an error, checked when the values
+            are known at the call: under ``compile`` or ``vmap``, use another mode),
+            ``"wrap"`` (taken modulo its dim) or ``"clip"`` (clipped into it).
+        order: ``"C"`` only.
 
     Returns:
         An integer tensor of the broadcast shape.
+
+    Raises:
+        ValueError: (:class:`nabla.OpError`) for an index out of range under ``"raise"``,
+            another mode or order, or as many coordinates as dims.
     """
+    if mode not in ("raise", "wrap", "clip") or order != "C":
+        raise OpError(
+            f"ravel_multi_index: mode must be 'raise', 'wrap' or 'clip' and order 'C', got "
+            f"mode={mode!r}, order={order!r}"
+        )
+    coords, dims = [as_tensor(c, op="ravel_multi_index") for c in multi_index], tuple(dims)
+    if len(coords) != len(dims):
+        raise OpError(
+            f"ravel_multi_index: {len(coords)} coordinate arrays for dims {dims} of rank "
+            f"{len(dims)}"
+        )
     out, stride = None, 1
-    for coord, d in zip(reversed(list(multi_index)), reversed(tuple(dims)), strict=True):
-        term = as_tensor(coord, op="ravel_multi_index") * stride
+    for k in range(len(dims) - 1, -1, -1):
+        coord, d = coords[k], dims[k]
+        if mode == "wrap":
+            coord = coord % d
+        elif mode == "clip":
+            coord = fn.clip(coord, 0, d - 1)
+        elif readable_now(coord):
+            values = coord.numpy()
+            if values.size and (values.min() < 0 or values.max() >= d):
+                raise OpError(
+                    f"ravel_multi_index: coordinate {k} holds {values.min()}..{values.max()}, "
+                    f"out of range for dim {d} of {dims} (mode='wrap' or 'clip' folds them in)"
+                )
+        term = coord * stride
         out = term if out is None else out + term
         stride *= d
     return out
@@ -1190,7 +1253,8 @@ def size(a, axis=None) -> int:
 
     Args:
         a: anything array-like.
-        axis: an int, or None for all the elements.
+        axis: an int or a tuple of them (the product of those lengths), or None for all
+            the elements.
 
     Returns:
         A Python int.
@@ -1198,7 +1262,7 @@ def size(a, axis=None) -> int:
     dims = shape(a)
     if axis is None:
         return math.prod(dims)
-    return dims[norm_axis("size", axis, len(dims), dims)]
+    return math.prod(dims[i] for i in norm_axes("size", axis, len(dims), dims))
 
 
 def broadcast_shapes(*shapes) -> tuple:
@@ -1231,3 +1295,16 @@ def broadcast_arrays(*args) -> list:
     ts = [as_tensor(a, op="broadcast_arrays") for a in args]
     target = broadcast_shapes(*(t.shape for t in ts))
     return [t if tuple(t.shape) == target else fn.broadcast_to(t, target) for t in ts]
+
+
+def rint(x) -> Tensor:
+    """Round to the nearest integer, halves to even (NumPy's and JAX's ``rint``); integers
+    come back as float32, as JAX's.
+
+    Args:
+        x: a tensor, or a Python scalar, nested list or NumPy array.
+
+    Returns:
+        A float tensor.
+    """
+    return fn.round(_float(x, "rint"))

@@ -12,7 +12,7 @@ import math
 
 import numpy as np
 
-from ..core.dtypes import DType, get_default_dtype
+from ..core.dtypes import DType, get_default_dtype, promote_types
 from ..core.ir import SymDim, note_size_decision
 from ..runtime.tensor import Tensor
 from . import spmd
@@ -732,9 +732,13 @@ def logsumexp(x, axis=None, keepdims=False, *, b=None, return_sign=False, dim=No
 
     x = _float(x, "logsumexp")
     if b is not None:  # (the axes count in the shape x and b broadcast to, as JAX's)
-        b = as_tensor(b, x.dtype, op="logsumexp")
+        b = as_tensor(b, op="logsumexp")
+        dtype = promote_types(x.dtype, b.dtype) if b.dtype.is_float else x.dtype
+        x, b = fn.cast(x, dtype), fn.cast(b, dtype)
         shape = tuple(np.broadcast_shapes(tuple(x.shape), tuple(b.shape)))
         x, b = fn.broadcast_to(x, shape), fn.broadcast_to(b, shape)
+        # a zero weight drops its term whatever it is (inf, NaN), as JAX's: it masks
+        x = fn.where(b != 0, x, -math.inf)
     axes = norm_axes("logsumexp", axis, x.ndim, x.shape)
     if _count(x, axes) == 0:  # the log of an empty sum, as JAX (max has no identity)
         shape = _reduced_shape(x.shape, axes, keepdims)

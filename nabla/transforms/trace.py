@@ -8,13 +8,10 @@ shapes/dtypes and the op's keyword arguments. Works for any transform:
 
 from __future__ import annotations
 
-import math
 from typing import NamedTuple
 
-from ..core.dtypes import to_dtype
-from ..core.pytree import tree_flatten, tree_map, tree_unflatten
+from ..core.pytree import tree_flatten, tree_unflatten
 from ..core.state import grad_level
-from ..ops.creation import zeros
 from ..runtime.tensor import Tensor
 from .autodiff import _fresh
 
@@ -24,8 +21,6 @@ __all__ = [
     "communication_report",
     "CommReport",
     "CommRecord",
-    "eval_shape",
-    "ShapeDtypeStruct",
 ]
 
 _HIDDEN_KWARGS = {"rule", "phys", "device", "saved", "cap_slots"}
@@ -344,73 +339,3 @@ def communication_report(fn, *, bandwidth=None):
         return CommReport(trace(fn)(*args, **kwargs).collectives(), bandwidth)
 
     return report
-
-
-class ShapeDtypeStruct:
-    """A shape and dtype standing for an array (JAX's ``ShapeDtypeStruct``): what
-    :func:`eval_shape` returns, and what it takes in place of an argument. A pytree leaf
-    (a plain class: namedtuples and dataclasses are nodes).
-
-    Args:
-        shape: a tuple of ints.
-        dtype: the dtype (nabla's, NumPy's or a name).
-        sharding: the sharding (None: not sharded).
-    """
-
-    __slots__ = ("shape", "dtype", "sharding")
-
-    def __init__(self, shape, dtype, sharding=None):
-        self.shape, self.dtype, self.sharding = tuple(shape), to_dtype(dtype), sharding
-
-    def __repr__(self) -> str:
-        return f"ShapeDtypeStruct(shape={self.shape}, dtype={self.dtype.value})"
-
-    def __eq__(self, other) -> bool:
-        return isinstance(other, ShapeDtypeStruct) and (self.shape, self.dtype, self.sharding) == (
-            other.shape,
-            other.dtype,
-            other.sharding,
-        )
-
-    def __hash__(self) -> int:
-        return hash((self.shape, self.dtype))
-
-    @property
-    def ndim(self) -> int:
-        """The number of dims."""
-        return len(self.shape)
-
-    @property
-    def size(self) -> int:
-        """The element count."""
-        return math.prod(self.shape)
-
-
-def eval_shape(fun, *args, **kwargs):
-    """JAX's ``eval_shape``: the shapes and dtypes of ``fun(*args, **kwargs)`` without
-    computing it. Shapes are computed as each op is called (nabla's graphs are lazy), so
-    this calls ``fun`` on tensors that are never computed; ``ShapeDtypeStruct`` leaves (or
-    anything with ``.shape`` and ``.dtype``) stand for arrays.
-
-    Args:
-        fun: the function.
-        *args: its positional arguments (pytrees).
-        **kwargs: its keyword arguments.
-
-    Returns:
-        ``fun``'s output with every tensor leaf a :class:`ShapeDtypeStruct`.
-    """
-
-    def stand_in(leaf):
-        if isinstance(leaf, Tensor) or not (hasattr(leaf, "shape") and hasattr(leaf, "dtype")):
-            return leaf
-        return zeros(tuple(leaf.shape), dtype=leaf.dtype)
-
-    args, kwargs = tree_map(stand_in, (args, kwargs))
-    out = fun(*args, **kwargs)
-    return tree_map(
-        lambda t: (
-            ShapeDtypeStruct(tuple(t.shape), t.dtype, t.sharding) if isinstance(t, Tensor) else t
-        ),
-        out,
-    )

@@ -440,9 +440,17 @@ def test_losses_a_check_against_pytorch_found():
         F.cross_entropy(nb.zeros((1, 2)), probs, ignore_index=1)
     assert F.cross_entropy(nb.zeros((1, 2)), probs).item() == pytest.approx(np.log(2))
     a, z, w = nb.constant([1.0, 2.0, 3.0]), nb.zeros((3,)), nb.constant([1.0, 0.0, 2.0])
-    assert F.mse_loss(a, z, weight=w).item() == pytest.approx(19 / 3)  # still over 3
+    assert F.mse_loss(a, z, weight=w).item() == pytest.approx(19 / 3)
     assert F.l1_loss(a, z, "sum", weight=w).item() == 7.0
     np.testing.assert_allclose(F.huber_loss(a, z, "none", 1.5, w).numpy(), [0.5, 0, 6.75])
+    # a weighted mean, as PyTorch's mse and l1 (over the weights' sum: 4 here, not 3); its
+    # huber divides by the element count
+    w4 = nb.constant([1.0, 1.0, 2.0])
+    assert F.mse_loss(a, z, weight=w4).item() == pytest.approx(23 / 4)
+    assert F.l1_loss(a, z, weight=w4).item() == pytest.approx(9 / 4)
+    assert F.huber_loss(a, z, delta=1.5, weight=w4).item() == pytest.approx(9.125 / 3)
+    half = nb.constant(np.float16([-1.0, -2.0]))
+    assert F.kl_div(half, nb.constant(np.float16([0.5, 0.5]))).dtype == nb.float16
     with pytest.raises(ValueError, match=r"mse_loss: weight of shape \(2,\) does not"):
         F.mse_loss(a, z, weight=nb.ones((2,)))
 

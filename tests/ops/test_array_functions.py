@@ -243,3 +243,45 @@ def test_the_names_a_port_from_jax_reaches_for():
     step = nb.jit(lambda p, v: p * v, donate_argnums=(0,), donate_argnames="p")
     assert step(x, 2.0).tolist() == [[2.0] * 3] * 2 and x.tolist() == [[1.0] * 3] * 2
     assert nb.radians(180.0).item() == pytest.approx(np.pi) and nb.fix(-1.5).item() == -1.0
+
+
+def test_the_jax_names_edges_a_check_found():
+    """Found by a check of the functions above against JAX, NumPy and PyTorch: a zero
+    ``b`` drops its term in ``logsumexp`` (an inf or NaN there gave NaN); ``sinc``'s
+    curvature at 0; ``heaviside`` of NaN; the binary functions promote as the binary ops
+    (Python numbers weak); ``cbrt(-0.0)``; JAX's clipping in ``unravel_index`` and the
+    modes of ``ravel_multi_index``; ``eval_shape`` refuses to read values."""
+    x, b = nb.constant([np.inf, 2.0]), nb.constant([0.0, 1.0])
+    assert nb.logsumexp(x, b=b).item() == 2.0
+    assert nb.logsumexp(nb.constant([np.nan, 1.0]), b=b).item() == 1.0
+    g = nb.grad(lambda v: nb.logsumexp(v, b=b))(nb.constant([-np.inf, 0.0])).numpy()
+    assert g.tolist() == [0.0, 1.0]
+    assert nb.logsumexp(np.ones(2, np.float16), b=np.ones(2, np.float32)).dtype == nb.float32
+    curvature = nb.grad(nb.grad(nb.sinc))(nb.constant(0.0)).item()
+    assert curvature == pytest.approx(-(np.pi**2) / 3, rel=1e-6)
+    assert nb.grad(nb.sinc)(nb.constant(0.0)).item() == 0.0 and nb.sinc(0.0).item() == 1.0
+    assert np.isnan(nb.heaviside(nb.constant([np.nan]), 0.5).numpy()).all()
+    f16, f64 = nb.ones((2,), dtype=nb.float16), nb.ones((2,), dtype=nb.float64)
+    assert nb.copysign(nb.ones((2,)), f64).dtype == nb.float64
+    assert nb.copysign(2, f16).dtype == nb.float16 and nb.logaddexp2(f16, 2).dtype == nb.float16
+    assert nb.fmax(nb.ones((2,), dtype=nb.int8), 2).dtype == nb.int8
+    assert nb.rint(nb.constant([1, 2])).dtype == nb.float32
+    assert np.signbit(nb.cbrt(nb.constant([-0.0])).numpy()).all()
+    rows, cols = nb.unravel_index(nb.constant([-1, 12, -13, 5]), (3, 4))
+    assert rows.tolist() == [2, 2, 0, 1] and cols.tolist() == [3, 3, 0, 1]
+    with pytest.raises(nb.OpError, match=r"unravel_index: shape \(0, 4\) has no element"):
+        nb.unravel_index(nb.constant([0]), (0, 4))
+    r, c = nb.constant([1]), nb.constant([5])
+    with pytest.raises(nb.OpError, match=r"coordinate 1 holds 5..5, out of range for dim 4"):
+        nb.ravel_multi_index((r, c), (3, 4))
+    assert nb.ravel_multi_index((r, c), (3, 4), mode="clip").tolist() == [7]
+    assert nb.ravel_multi_index((r, c), (3, 4), mode="wrap").tolist() == [5]
+    assert nb.column_stack([nb.constant(1.0), nb.constant(2.0)]).shape == (1, 2)
+    assert nb.polyval(nb.zeros((0,)), nb.ones((3,))).tolist() == [0.0, 0.0, 0.0]
+    assert nb.size(nb.ones((2, 3, 4)), (0, 2)) == 8
+    with pytest.raises(nb.OpError, match="nonzero: the number of nonzero elements"):
+        nb.eval_shape(lambda v: nb.nonzero(v)[0], nb.ShapeDtypeStruct((4,), nb.float32))
+    with pytest.raises(nb.ConcretizationError):
+        nb.eval_shape(lambda v: v[: int(float(v.sum()))], nb.ShapeDtypeStruct((4,), nb.float32))
+    key_draw = nb.eval_shape(lambda k: nb.random.normal(k, (3,)), nb.random.key(0))
+    assert key_draw == nb.ShapeDtypeStruct((3,), nb.float32)

@@ -92,7 +92,6 @@ ALIASES = {
     "isnan": "is_nan",
     "isinf": "is_inf",
     "fix": "trunc",
-    "rint": "round",
     "radians": "deg2rad",
     "degrees": "rad2deg",
 }
