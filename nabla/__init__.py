@@ -58,6 +58,7 @@ from .runtime.graph import ConcretizationError, backend_stats
 from .runtime.display import visualize_sharding
 from .runtime.tensor import Tensor, realize
 from .ops import methods as _methods  # noqa: F401 - attaches Tensor operators
+from .ops.methods import index_select, topk
 from .ops.base import Operation, OpError
 from .ops.binary import (
     BinaryOperation,
@@ -307,7 +308,7 @@ tree_util = _pytree
 __version__ = "0.1.0"
 
 from .core.debug import debug_infs, debug_nans
-from .core.state import enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from .core.state import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
 from . import tree
 from .ops import random
 from .ops.random import (
@@ -391,6 +392,10 @@ negative = neg
 amax, amin = max, min
 jit = compile  # (JAX's name: traced once per signature, as jax.jit)
 newaxis = None  # (x[:, nb.newaxis])
+# PyTorch's names for functions and dtypes above
+clamp = clip
+long = int64
+as_tensor = asarray
 # ``nb.float32(3)``: calling a dtype converts, as JAX's scalar types (core builds no tensors)
 _install_array_constructor(lambda value, dtype: asarray(value, dtype=dtype))
 radians, degrees = deg2rad, rad2deg
@@ -450,6 +455,12 @@ __all__ = [
     "device_get",
     "device_put",
     "newaxis",
+    "clamp",
+    "long",
+    "as_tensor",
+    "inference_mode",
+    "topk",
+    "index_select",
     "radians",
     "degrees",
     "fix",

@@ -278,6 +278,20 @@ class enable_grad(no_grad):  # noqa: N801 - torch's spelling
     _enabled = True
 
 
+class inference_mode(no_grad):  # noqa: N801 - torch's spelling
+    """``torch.inference_mode``: :class:`no_grad` (``mode=True``), as a context manager or
+    a decorator; ``mode=False`` records as usual. Tensors made inside are ordinary ones
+    (PyTorch's inference tensors refuse later autograd use; these do not need to).
+
+    Args:
+        mode: record nothing (True, the default) or as usual (False).
+    """
+
+    def __init__(self, mode: bool = True):
+        super().__init__()
+        self._enabled = not mode
+
+
 class set_grad_enabled:  # noqa: N801 - torch's spelling
     """Turn recording for ``Tensor.backward`` off (``False``, as :class:`no_grad`) or back
     on (``True``): at once when called, and for the block alone when used in a ``with``

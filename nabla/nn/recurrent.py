@@ -152,6 +152,13 @@ class _RNNBase(Module):
             )
         if not x.dtype.is_float:
             raise TypeError(f"{self._name()}: input must be floating point, got {x.dtype}")
+        weight = self.weight_ih_l0
+        if x.dtype != weight.dtype:  # (PyTorch's rule; the loop's carry keeps one dtype)
+            raise TypeError(
+                f"{self._name()}: input dtype {x.dtype.value} does not match the weights' "
+                f"{weight.dtype.value}; convert the input (x.to({weight.dtype!r})) or the "
+                f"module"
+            )
         if x.ndim == 2:
             return x.unsqueeze(1), True
         return (x.swap_axes(0, 1) if self.batch_first else x), False

@@ -576,6 +576,7 @@ class TransformerDecoderLayer(_TransformerLayer):
         tgt_key_padding_mask=None,
         memory_key_padding_mask=None,
         tgt_is_causal: bool = False,
+        memory_is_causal: bool = False,
         *,
         is_causal: bool | None = None,
     ):
@@ -589,6 +590,8 @@ class TransformerDecoderLayer(_TransformerLayer):
             tgt_key_padding_mask: optional bool ``(N, L)``, True at padding.
             memory_key_padding_mask: optional bool ``(N, S)``, True at padding.
             tgt_is_causal: causal self-attention.
+            memory_is_causal: PyTorch's hint that ``memory_mask`` is causal; accepted (the
+                mask is applied as given).
             is_causal: the original nabla's name of ``tgt_is_causal`` (keyword only).
 
         Returns:
@@ -651,6 +654,9 @@ class TransformerEncoder(_Stack):
             used).
         num_layers: how many layers.
         norm: an optional module applied to the last layer's output (a ``LayerNorm``).
+        enable_nested_tensor: PyTorch's fast-path switch, accepted with no effect (no
+            nested tensors here: padded positions are computed as the others).
+        mask_check: PyTorch's flag for checking the masks on the fast path, accepted.
 
     Example:
         >>> enc = nn.TransformerEncoder(nn.TransformerEncoderLayer(64, 4, 128), num_layers=2)
@@ -658,7 +664,14 @@ class TransformerEncoder(_Stack):
         (8, 10, 64)
     """
 
-    def __init__(self, encoder_layer: Module, num_layers: int, norm: Module | None = None):
+    def __init__(
+        self,
+        encoder_layer: Module,
+        num_layers: int,
+        norm: Module | None = None,
+        enable_nested_tensor: bool = True,
+        mask_check: bool = True,
+    ):
         super().__init__(encoder_layer, num_layers, norm)
 
     def forward(self, src, mask=None, src_key_padding_mask=None, is_causal: bool = False):
@@ -701,6 +714,7 @@ class TransformerDecoder(_Stack):
         tgt_key_padding_mask=None,
         memory_key_padding_mask=None,
         tgt_is_causal: bool = False,
+        memory_is_causal: bool = False,
     ):
         """Run the layers in order, each attending to ``memory``.
 
@@ -712,6 +726,8 @@ class TransformerDecoder(_Stack):
             tgt_key_padding_mask: optional bool ``(N, L)``, True at padding.
             memory_key_padding_mask: optional bool ``(N, S)``, True at padding.
             tgt_is_causal: causal self-attention in every layer.
+            memory_is_causal: PyTorch's hint that ``memory_mask`` is causal; accepted
+                (the mask is applied as given).
 
         Returns:
             ``(N, L, d_model)``.

@@ -322,6 +322,45 @@ def torch_gather(x, dim: int, index) -> Tensor:
     return take_along_axis(x, index, d)
 
 
+def torch_scatter(x, dim: int, index, src, op: str = "scatter", add: bool = False) -> Tensor:
+    """PyTorch's ``x.scatter(dim, index, src)`` (``add``: ``scatter_add``): ``out[i][index[i]
+    [j]] = src[i][j]`` along ``dim`` (``+=`` with ``add``), ``index`` no larger than ``x`` in
+    the other dims and than ``src`` in every dim; ``src`` may be a number. Written where
+    ``index`` says, as an ``x.at[...]`` update with index grids over the other dims; a
+    position written twice keeps one of the values (PyTorch leaves which undefined)."""
+    index = as_tensor(index, op=op)
+    d = norm_axis(op, dim, x.ndim, x.shape)
+    if (
+        not index.dtype.is_int
+        or index.ndim != x.ndim
+        or any(i != d and index.shape[i] > x.shape[i] for i in range(x.ndim))
+    ):
+        raise ValueError(
+            f"{op}: index of shape {index.shape} ({index.dtype.value}) must be an integer "
+            f"tensor of x's rank, no larger than x {x.shape} in every dim but {d} "
+            "(PyTorch's rule)"
+        )
+    if isinstance(src, Tensor | np.ndarray | list):
+        src = as_tensor(src, op=op)
+        if src.ndim != x.ndim or any(index.shape[i] > src.shape[i] for i in range(x.ndim)):
+            raise ValueError(
+                f"{op}: src of shape {src.shape} must have x's rank and be at least as large "
+                f"as index {index.shape} in every dim (PyTorch's rule)"
+            )
+        src = src[tuple(slice(0, n) for n in index.shape)]
+        src = fn.cast(src, x.dtype)
+    grid = []
+    for i in range(x.ndim):
+        if i == d:
+            grid.append(index)
+        else:
+            shape = [1] * x.ndim
+            shape[i] = index.shape[i]
+            grid.append(fn.reshape(fn.arange(index.shape[i]), tuple(shape)))
+    at = x.at[tuple(grid)]
+    return at.add(src) if add else at.set(src)
+
+
 def lookup(x, indices, what: str) -> Tensor:
     """Rows of table ``x`` (along axis 0) at ``indices``, each of which must lie in
     ``[0, rows)``: PyTorch's embedding rule, no counting from the end. An index known only

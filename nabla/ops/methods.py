@@ -821,6 +821,54 @@ def _index_select(self, dim, index):
     return indexing.take(self, index, dim)
 
 
+def _scatter(self, dim, index, src=None, value=None, *, reduce=None):
+    """PyTorch's ``x.scatter(dim, index, src)`` (or ``value=``): ``src``'s elements written
+    into a copy of ``x`` where ``index`` says along ``dim`` (``out[i][index[i][j]] =
+    src[i][j]`` in 2-D); ``reduce="add"`` adds instead. Not :func:`nabla.scatter`, which is
+    JAX's (whole slices at indices along an axis)."""
+    if (src is None) == (value is None):
+        raise TypeError("scatter: give exactly one of src and value, as PyTorch")
+    if reduce not in (None, "add"):
+        raise ValueError(f"scatter: reduce must be None or 'add', got {reduce!r}")
+    return indexing.torch_scatter(
+        self, dim, index, value if src is None else src, "scatter", add=reduce == "add"
+    )
+
+
+def _scatter_add(self, dim, index, src):
+    """PyTorch's ``x.scatter_add(dim, index, src)``: as :meth:`scatter`, adding ``src``'s
+    elements (repeated positions accumulate)."""
+    return indexing.torch_scatter(self, dim, index, src, "scatter_add", add=True)
+
+
+def _index_add(self, dim, index, source, *, alpha=1):
+    """PyTorch's ``x.index_add(dim, index, source, alpha=1)``: ``alpha * source``'s slices
+    added to ``x``'s slices at the 1-D ``index`` along ``dim`` (repeated indices
+    accumulate)."""
+    index = as_tensor(index, op="index_add")
+    d = norm_axis("index_add", dim, self.ndim, self.shape)
+    source = as_tensor(source, op="index_add")
+    want = tuple(index.shape[0] if i == d else n for i, n in enumerate(self.shape))
+    if index.ndim != 1 or tuple(source.shape) != want:
+        raise ValueError(
+            f"index_add: index must be 1-D and source of shape {want} for x {self.shape} "
+            f"along dim {d}, got index {index.shape} and source {source.shape}"
+        )
+    if alpha != 1:
+        source = binary.mul(source, alpha)
+    key = (slice(None),) * d + (index,)
+    return self.at[key].add(unary.cast(source, self.dtype))
+
+
+def _masked_select(self, mask):
+    """PyTorch's ``x.masked_select(mask)``: the elements where ``mask`` (broadcasting with
+    ``x``) is True, as a 1-D tensor (its length depends on the values: not under
+    ``compile`` or ``vmap``)."""
+    mask = as_tensor(mask, op="masked_select")
+    shape = tuple(np.broadcast_shapes(tuple(self.shape), tuple(mask.shape)))
+    return view.broadcast_to(self, shape)[view.broadcast_to(mask, shape)]
+
+
 def _narrow(self, dim, start, length):
     """PyTorch's ``x.narrow(dim, start, length)``: ``length`` elements of ``dim`` from
     ``start`` (an int, or a 0-d integer tensor as PyTorch's; a view: in-place changes
@@ -862,6 +910,9 @@ _METHODS.update(
         "clamp_": _in_place_method(_clamp, "clamp_"),
         "lerp_": _in_place_method(_lerp, "lerp_"),
         "masked_fill_": _in_place_method(_masked_fill, "masked_fill_"),
+        "scatter_": _in_place_method(_scatter, "scatter_"),
+        "scatter_add_": _in_place_method(_scatter_add, "scatter_add_"),
+        "index_add_": _in_place_method(_index_add, "index_add_"),
     }
 )
 
@@ -889,6 +940,10 @@ _METHODS.update(
         "expand_as": _expand_as,
         "masked_fill": _masked_fill,
         "index_select": _index_select,
+        "scatter": _scatter,
+        "scatter_add": _scatter_add,
+        "index_add": _index_add,
+        "masked_select": _masked_select,
         "narrow": _narrow,
         "lerp": _lerp,
         "new_zeros": _new_filled(0),
@@ -982,3 +1037,34 @@ def install() -> None:
 
 
 install()
+
+
+def topk(input, k, dim=-1, largest=True, sorted=True):  # noqa: A002 - PyTorch's names
+    """``torch.topk``: the ``k`` largest (``largest=False``: smallest) values along ``dim``
+    and their indices, as ``(values, indices)``; :func:`nabla.top_k` is JAX's form.
+
+    Args:
+        input: a tensor.
+        k: how many.
+        dim: the dim (default the last).
+        largest: the largest (True) or the smallest.
+        sorted: PyTorch's flag; the values come sorted either way.
+
+    Returns:
+        A ``(values, indices)`` pair.
+    """
+    return _topk(as_tensor(input, op="topk"), k, dim, largest, sorted)
+
+
+def index_select(input, dim, index):  # noqa: A002 - PyTorch's name
+    """``torch.index_select``: the slices of ``input`` at the 1-D ``index`` along ``dim``.
+
+    Args:
+        input: a tensor.
+        dim: the dim to select along.
+        index: 1-D integer indices (a 0-d one keeps the dim, as PyTorch).
+
+    Returns:
+        A tensor with ``dim`` of ``index``'s length.
+    """
+    return _index_select(as_tensor(input, op="index_select"), dim, index)

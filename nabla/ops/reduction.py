@@ -1044,14 +1044,17 @@ def argwhere(x, *, size=None, fill_value=None) -> Tensor:
 Sorted = collections.namedtuple("Sorted", "values indices")
 
 
-def sort(x, axis=-1, descending=False, stable=True):
+def sort(x, axis=-1, descending=False, stable=True, *, dim=None):
     """``x`` sorted along ``axis`` (NumPy's and JAX's ``sort``), from the largest with
     ``descending``, stably (``stable=False`` sorts the same); differentiable: the gradient
-    goes back to where each value came from. ``axis=None`` sorts the flattened ``x``.
+    goes back to where each value came from. ``axis=None`` sorts the flattened ``x``;
+    ``dim=`` is PyTorch's name for it (the values only: ``x.sort(dim)`` gives PyTorch's
+    ``(values, indices)``).
 
     Raises:
         IndexError: for an axis out of range.
     """
+    axis = axis if dim is None else dim
     x = as_tensor(x, op="sort")
     if axis is None:
         x, axis = fn.reshape(x, (-1,)), 0

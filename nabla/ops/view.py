@@ -1195,16 +1195,18 @@ def diag(x, k: int = 0) -> Tensor:
     raise ValueError(f"diag: x must be 1-D or 2-D, got shape {x.shape}")
 
 
-def split(x, num_or_sizes=None, axis=0, *, num_splits=None) -> tuple[Tensor, ...]:
+def split(x, num_or_sizes=None, axis=0, *, num_splits=None, dim=None) -> tuple[Tensor, ...]:
     """Split ``x`` along ``axis`` into ``num_or_sizes`` equal parts, or parts of the given
     sizes; returns a tuple of tensors (as ``torch.split`` and the original Nabla).
-    ``num_splits=`` is the original Nabla's keyword for a count.
+    ``num_splits=`` is the original Nabla's keyword for a count, ``dim=`` PyTorch's for
+    ``axis``.
 
     Raises:
         ValueError: (:class:`nabla.OpError`) for a 0-d ``x``, a count that does not divide
             the axis, or sizes that are negative or do not add up to it.
     """
     x = as_tensor(x, op="split")
+    axis = axis if dim is None else dim
     num_or_sizes = alias_arg("split", "num_or_sizes", num_or_sizes, "num_splits", num_splits)
     if num_or_sizes is None:
         raise TypeError("split: missing the number of parts (num_or_sizes or num_splits=)")

@@ -377,12 +377,19 @@ def _vjp(fun, primals, has_aux, level):
             cts.append(c)
         with pulling_back(level):
             got = backward_pass(outs, cts, targets)
-        result, it = [], iter(targets)
-        for w in wrapped:
+        result, it, given = [], iter(targets), {}
+        for x, w in zip(flat, wrapped, strict=True):
             if isinstance(w, Tensor) and w.dtype.is_float:
                 target = next(it)
                 g = got.get(id(target))
-                result.append(_zeros_like(w) if g is None else g)
+                if g is None:
+                    g = _zeros_like(w)
+                elif given.setdefault(id(g), id(x)) != id(x):
+                    # two inputs whose cotangent is one tensor (x + a + b: a's and b's) get
+                    # a tensor each: a module of gradients would hold one object in two
+                    # places, as tied weights (named_parameters would list it once)
+                    g = identity(g)
+                result.append(g)
             else:
                 result.append(None)
         return tuple(tree_unflatten(tree, result))

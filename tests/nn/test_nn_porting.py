@@ -1369,3 +1369,81 @@ def test_bad_inputs_to_nn_fail_at_the_call_as_pytorch_s_do():
     )
     with pytest.raises(TypeError, match="DataLoader: cannot load from a int"):
         nn.DataLoader(3, batch_size=1)
+
+
+def test_the_names_a_port_from_pytorch_reaches_for():
+    """What porting PyTorch programs found missing: the scatter family of methods (not
+    ``nb.scatter``, which is JAX's slice scatter), ``masked_select``, ``torch.topk``/
+    ``index_select``/``clamp``/``long``/``as_tensor``/``inference_mode``, ``dim=`` on
+    ``nb.sort``/``nb.split``, and the transformer stacks' fast-path keywords. Expected
+    values are PyTorch 2.14's."""
+    idx = nb.constant(np.array([[0, 1], [2, 3], [1, 1]]))
+    src = nb.constant(np.arange(12, dtype=np.float32).reshape(3, 4))
+    got = nb.zeros((3, 4)).scatter(1, idx, src)
+    assert got.tolist() == [[0, 1, 0, 0], [0, 0, 4, 5], [0, 9, 0, 0]]
+    assert nb.zeros((3, 4)).scatter(1, idx, value=7.0).numpy().sum() == 35.0
+    assert nb.zeros((3, 4)).scatter(1, idx, src, reduce="add").tolist()[2] == [0, 17, 0, 0]
+    inplace = nb.zeros((3, 4))
+    inplace.scatter_(1, idx, src)
+    assert inplace.tolist() == got.tolist()
+    added = nb.ones((3, 4)).scatter_add(0, nb.constant(np.array([[0, 1, 2, 0]])), src)
+    assert added.tolist() == [[1, 1, 1, 4], [1, 2, 1, 1], [1, 1, 3, 1]]
+    rows = nb.zeros((5, 3)).index_add(0, nb.constant([0, 4, 0]), nb.ones((3, 3)), alpha=2)
+    assert rows.tolist() == [[4] * 3, [0] * 3, [0] * 3, [0] * 3, [2] * 3]
+    a = nb.constant(np.arange(6.0).reshape(2, 3))
+    assert a.masked_select(nb.constant([True, False, True])).tolist() == [0, 2, 3, 5]
+    with pytest.raises(ValueError, match=r"scatter: index of shape \(3,\) \(int32\) must be"):
+        nb.zeros((3, 4)).scatter(1, nb.constant([0, 1, 2]), src)
+    with pytest.raises(TypeError, match="scatter: give exactly one of src and value"):
+        nb.zeros((3, 4)).scatter(1, idx)
+    g = nb.grad(lambda s: nb.zeros((3, 4)).scatter(1, idx, s).sum())(src).numpy()
+    assert g[0].tolist() == [1, 1, 0, 0] and g[1].tolist() == [1, 1, 0, 0]
+    x = nb.constant([[3.0, 1.0, 2.0], [0.0, 5.0, 4.0]])
+    values, indices = nb.topk(x, 2)
+    assert values.tolist() == [[3, 2], [5, 4]] and indices.tolist() == [[0, 2], [1, 2]]
+    assert nb.topk(x, 1, dim=0, largest=False)[0].tolist() == [[0, 1, 2]]
+    assert nb.index_select(x, 1, nb.constant([2, 0])).tolist() == [[2, 3], [4, 0]]
+    assert nb.clamp(x, 1, 3).tolist() == [[3, 1, 2], [1, 3, 3]]
+    assert nb.long == nb.int64 and nb.as_tensor([1, 2]).dtype == nb.int32
+    assert nb.sort(x, dim=0).tolist() == [[0, 1, 2], [3, 5, 4]]
+    assert [p.shape for p in nb.split(x, [1, 2], dim=1)] == [(2, 1), (2, 2)]
+    w = nb.ones((2,), requires_grad=True)
+    with nb.inference_mode():
+        assert not (w * 2).sum().requires_grad
+    with nb.inference_mode(False):
+        assert (w * 2).sum().requires_grad
+    layer = nn.TransformerEncoderLayer(8, 2, 16)
+    enc = nn.TransformerEncoder(layer, 2, enable_nested_tensor=False, mask_check=False)
+    assert enc(nb.zeros((2, 3, 8))).shape == (2, 3, 8)
+    dec = nn.TransformerDecoder(nn.TransformerDecoderLayer(8, 2, 16), 1)
+    assert dec(nb.zeros((2, 3, 8)), nb.zeros((2, 4, 8)), memory_is_causal=False).shape == (2, 3, 8)
+
+
+def test_a_module_of_gradients_has_one_tensor_per_parameter():
+    """Found by a check of the recurrent layers: two parameters whose cotangent is one
+    tensor (an LSTM's two biases; ``x + a + b``) got that one object, so the gradient
+    module looked tied and ``named_parameters`` dropped a name (3 of an LSTM's 4). Each
+    gets its own tensor; a parameter passed twice (truly tied) keeps one."""
+
+    class Two(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b = nb.zeros((3,)), nb.zeros((3,))
+
+        def forward(self, x):
+            return x + self.a + self.b
+
+    g = nb.grad(lambda m: m(nb.ones((3,))).sum())(Two())
+    assert g.a is not g.b and [k for k, _ in g.named_parameters()] == ["a", "b"]
+    lstm = nn.LSTM(2, 4)
+    g = nb.grad(lambda m: m(nb.ones((1, 3, 2)))[0].sum())(lstm)
+    names = [k for k, _ in lstm.named_parameters()]
+    assert [k for k, _ in g.named_parameters()] == names and len(names) == 4
+    np.testing.assert_array_equal(g.bias_ih_l0.numpy(), g.bias_hh_l0.numpy())
+    w = nb.ones((2,))
+    g1, g2 = nb.grad(lambda p, q: (p + q).sum(), argnums=(0, 1))(w, w)
+    assert g1.tolist() == g2.tolist() == [1.0, 1.0]
+    # an input of another dtype than the weights is PyTorch's clear error (a float32 input
+    # to a float64 LSTM failed inside its scan; a float64 one to a float32 GRU ran in float64)
+    with pytest.raises(TypeError, match=r"LSTM\(2, 4\): input dtype float64 does not match"):
+        lstm(nb.ones((1, 3, 2), dtype=nb.float64))

@@ -15,6 +15,7 @@ NOT_OPS = {
     # constructors from data / evaluation / transforms / configuration, tested elsewhere
     "constant",
     "asarray",
+    "as_tensor",
     "array",
     "from_dlpack",
     "realize",
@@ -92,6 +93,9 @@ ALIASES = {
     "isnan": "is_nan",
     "isinf": "is_inf",
     "fix": "trunc",
+    "clamp": "clip",
+    "topk": "top_k",
+    "index_select": "take",
     "radians": "deg2rad",
     "degrees": "rad2deg",
 }
