@@ -423,7 +423,10 @@ def iinfo(dtype):
 
 
 def _numpy_kind(x):
-    """``x`` for ``np.issubdtype``: an abstract class as it is, a dtype as NumPy's."""
+    """``x`` for ``np.issubdtype``: an abstract class as it is, a Python type as NumPy
+    reads it (``float`` is float64, ``int`` int64), a dtype as nabla's."""
+    if x in (float, int, bool, complex):
+        return np.dtype(x).type
     if isinstance(x, type) and issubclass(x, np.generic) and x in (
         np.floating, np.integer, np.signedinteger, np.unsignedinteger, np.inexact,
         np.number, np.generic, np.bool_, np.complexfloating,
@@ -448,6 +451,8 @@ def issubdtype(arg1, arg2) -> bool:
     a, b = _numpy_kind(arg1), _numpy_kind(arg2)
     if isinstance(a, DType) and isinstance(b, DType):
         return a is b
+    if isinstance(b, DType) and b is DType.bfloat16:
+        return a is DType.bfloat16
     if a is DType.bfloat16:
         return b in _BFLOAT16_KINDS
     return bool(

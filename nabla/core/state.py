@@ -287,6 +287,11 @@ class inference_mode(no_grad):  # noqa: N801 - torch's spelling
         mode: record nothing (True, the default) or as usual (False).
     """
 
+    def __new__(cls, mode=True):
+        if callable(mode):  # ``@nb.inference_mode`` without parentheses, as PyTorch's
+            return cls()(mode)
+        return super().__new__(cls)
+
     def __init__(self, mode: bool = True):
         super().__init__()
         self._enabled = not mode

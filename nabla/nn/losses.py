@@ -300,8 +300,8 @@ def cross_entropy(
             same shape as ``input``.
         weight: optional per-class weights ``(C,)``.
         ignore_index: a class-index value whose targets count for nothing (default -100;
-            None counts every target). With probability targets only the default (or None)
-            is accepted, as in PyTorch.
+            None counts every target). With probability targets a non-negative one is an
+            error and a negative one is ignored, as in PyTorch.
         reduction: ``"mean"`` (default), ``"sum"`` or ``"none"``.
         label_smoothing: in ``[0, 1]`` (default 0).
         axis: the class axis (default -1).
@@ -317,10 +317,10 @@ def cross_entropy(
         1.3862943649291992
     """
     probabilities = not as_tensor(target, op="cross_entropy").dtype.is_int
-    if probabilities and ignore_index not in (None, -100):
-        raise ValueError(
+    if probabilities and ignore_index is not None and ignore_index >= 0:
+        raise ValueError(  # (PyTorch's rule: a class it could name needs class indices)
             f"cross_entropy: ignore_index={ignore_index} needs class-index targets; the "
-            f"target holds probabilities (a float dtype), as PyTorch's rule"
+            f"target holds probabilities (a float dtype)"
         )
     return cross_entropy_loss(
         input,
@@ -604,12 +604,10 @@ def kl_div(input, target, reduction: str = "mean", log_target: bool = False) -> 
     if log_target:
         loss = unary.exp(target) * (target - pred)
     else:
-        safe = binary.where(target > 0, target, 1.0)  # log(0) never reaches the gradient
-        nan = creation.full_like(target, np.nan)  # (in target's dtype: float16 stays)
-        entropy = binary.where(
-            target > 0, target * unary.log(safe), binary.where(target == 0, 0.0, nan)
-        )
-        loss = entropy - target * pred  # (a negative target had given 0, gradient 0)
+        # log(0) never reaches the gradient; a negative target keeps its log: NaN in the
+        # value and in the gradient, as PyTorch's (it had given 0 and no gradient)
+        safe = binary.where(target == 0, creation.ones_like(target), target)
+        loss = target * unary.log(safe) - target * pred
     if reduction == "batchmean":
         return loss.sum() / (pred.shape[0] if pred.ndim else 1)
     return _reduce(loss, reduction, "kl_div")

@@ -10,7 +10,7 @@ import numbers
 
 import numpy as np
 
-from ..core.dtypes import DType, result_type
+from ..core.dtypes import DType, get_default_dtype, result_type
 from ..runtime.tensor import Tensor
 from ._util import as_tensor, is_scalar, norm_axes, norm_axis, readable_now
 from .base import OpError
@@ -803,7 +803,7 @@ def average(a, axis=None, weights=None, returned: bool = False, keepdims: bool =
 # ----------------------------------------------------------------------------- more of jnp
 def cbrt(x) -> Tensor:
     """The real cube root (NumPy's and JAX's ``cbrt``): ``sign(x) * |x| ** (1/3)``, negative
-    for negative ``x``; integers in float32.
+    for negative ``x``; integers in the default float dtype.
 
     Args:
         x: a tensor, or a Python scalar, nested list or NumPy array.
@@ -818,23 +818,24 @@ def cbrt(x) -> Tensor:
 
 def _float(x, op: str) -> Tensor:
     x = as_tensor(x, op=op)
-    return x if x.dtype.is_float else fn.cast(x, DType.float32)
+    return x if x.dtype.is_float else fn.cast(x, get_default_dtype())
 
 
 def _promoted(op: str, *values, floats: bool = False) -> list:
-    """``values`` as tensors of their promoted dtype, Python numbers weak (as the binary
-    ops promote: ``fmax(int8 tensor, 2)`` stays int8); ``floats``: integers in float32."""
+    """``values`` as tensors of their promoted dtype, Python and NumPy numbers weak (as the
+    binary ops promote: ``fmax(int8 tensor, 2)`` stays int8); ``floats``: integers in the
+    default float dtype."""
     strong, weak = [], []
     for v in values:
         if isinstance(v, Tensor):
             strong.append(v.dtype)
-        elif is_scalar(v) and not isinstance(v, np.generic):
+        elif is_scalar(v):
             weak.append(v)
         else:
             strong.append(as_tensor(v, op=op).dtype)
     dtype = result_type(strong, weak)
     if floats and not dtype.is_float:
-        dtype = DType.float32
+        dtype = get_default_dtype()
     return [as_tensor(v, dtype, op=op) for v in values]
 
 
@@ -1092,10 +1093,10 @@ def select(condlist, choicelist, default=0) -> Tensor:
             f"select: condlist and choicelist must have the same non-zero length, got "
             f"{len(condlist)} and {len(choicelist)}"
         )
-    out = as_tensor(default, op="select")
+    out = default  # (a Python number stays weak: int8 choices stay int8, as NumPy's)
     for cond, choice in zip(reversed(condlist), reversed(choicelist), strict=True):
         out = fn.where(cond, choice, out)
-    return out
+    return as_tensor(out, op="select")
 
 
 def trapezoid(y, x=None, dx: float = 1.0, axis: int = -1) -> Tensor:
@@ -1135,8 +1136,7 @@ def polyval(p, x) -> Tensor:
     Returns:
         A tensor of ``x``'s shape.
     """
-    p = as_tensor(p, op="polyval")
-    x = as_tensor(x, op="polyval")
+    p, x = _promoted("polyval", p, x)
     if p.shape[0] == 0:  # no coefficients: the zero polynomial
         return fn.zeros_like(x)
     out = fn.zeros_like(x * p[0])
@@ -1299,7 +1299,7 @@ def broadcast_arrays(*args) -> list:
 
 def rint(x) -> Tensor:
     """Round to the nearest integer, halves to even (NumPy's and JAX's ``rint``); integers
-    come back as float32, as JAX's.
+    come back in the default float dtype, as JAX's.
 
     Args:
         x: a tensor, or a Python scalar, nested list or NumPy array.

@@ -816,17 +816,21 @@ def empty(shape, *sizes, dtype=None, device=None) -> Tensor:
     return zeros(shape, *sizes, dtype=dtype, device=device)
 
 
-def empty_like(x, *, dtype=None) -> Tensor:
+def empty_like(x, dtype=None, shape=None) -> Tensor:
     """Zeros like ``x`` (NumPy's, JAX's and PyTorch's ``empty_like``).
 
     Args:
         x: the tensor whose shape (and dtype) to take.
         dtype: the dtype (default: ``x``'s).
+        shape: another shape (JAX's and NumPy's keyword; default: ``x``'s).
 
     Returns:
         A tensor of zeros.
     """
-    return zeros_like(x, dtype=dtype)
+    if shape is None:
+        return zeros_like(x, dtype=dtype)
+    x = as_tensor(x, op="empty_like")
+    return zeros(shape, dtype=x.dtype if dtype is None else dtype, device=x.device)
 
 
 def identity(n, dtype=None, *, device=None) -> Tensor:

@@ -23,7 +23,7 @@ from ..core.state import REQUIRES_GRAD, STATE, enable_grad
 from ..runtime.graph import GRAPH
 from ..runtime.tensor import Tensor
 from . import batching, spmd
-from ._util import as_tensor, norm_axis
+from ._util import as_tensor, norm_axis, readable_now
 from .base import Operation, OpError
 from .functions import fn, provide
 
@@ -339,6 +339,18 @@ def torch_scatter(x, dim: int, index, src, op: str = "scatter", add: bool = Fals
             f"{op}: index of shape {index.shape} ({index.dtype.value}) must be an integer "
             f"tensor of x's rank, no larger than x {x.shape} in every dim but {d} "
             "(PyTorch's rule)"
+        )
+    if readable_now(index) and index.size:  # (PyTorch's bounds: no counting from the end)
+        low, high = int(index.numpy().min()), int(index.numpy().max())
+        if low < 0 or high >= x.shape[d]:
+            raise IndexError(
+                f"{op}: index values {low}..{high} are out of range for dim {d} of size "
+                f"{x.shape[d]} (x of shape {x.shape})"
+            )
+    if isinstance(src, Tensor) and src.dtype is not x.dtype:
+        raise TypeError(
+            f"{op}: src is {src.dtype.value} but x is {x.dtype.value} (PyTorch's rule: one "
+            "dtype; cast src)"
         )
     if isinstance(src, Tensor | np.ndarray | list):
         src = as_tensor(src, op=op)

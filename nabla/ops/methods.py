@@ -854,6 +854,11 @@ def _index_add(self, dim, index, source, *, alpha=1):
             f"index_add: index must be 1-D and source of shape {want} for x {self.shape} "
             f"along dim {d}, got index {index.shape} and source {source.shape}"
         )
+    if source.dtype is not self.dtype:
+        raise TypeError(
+            f"index_add: source is {source.dtype.value} but x is {self.dtype.value} "
+            "(PyTorch's rule: one dtype; cast source)"
+        )
     if alpha != 1:
         source = binary.mul(source, alpha)
     key = (slice(None),) * d + (index,)
@@ -865,6 +870,11 @@ def _masked_select(self, mask):
     ``x``) is True, as a 1-D tensor (its length depends on the values: not under
     ``compile`` or ``vmap``)."""
     mask = as_tensor(mask, op="masked_select")
+    if not mask.dtype.is_bool:  # (an integer mask would index: a gather)
+        raise TypeError(
+            f"masked_select: mask must be bool, got {mask.dtype.value}{list(mask.shape)} "
+            "(PyTorch's rule; pass mask != 0)"
+        )
     shape = tuple(np.broadcast_shapes(tuple(self.shape), tuple(mask.shape)))
     return view.broadcast_to(self, shape)[view.broadcast_to(mask, shape)]
 

@@ -16,7 +16,7 @@ from ..core.dtypes import DType, get_default_dtype, promote_types
 from ..core.ir import SymDim, note_size_decision
 from ..runtime.tensor import Tensor
 from . import spmd
-from ._util import as_tensor, norm_axes, norm_axis, readable_now
+from ._util import as_tensor, is_scalar, norm_axes, norm_axis, readable_now
 from .base import Operation, OpError
 from .functions import fn, provide
 
@@ -732,7 +732,8 @@ def logsumexp(x, axis=None, keepdims=False, *, b=None, return_sign=False, dim=No
 
     x = _float(x, "logsumexp")
     if b is not None:  # (the axes count in the shape x and b broadcast to, as JAX's)
-        b = as_tensor(b, op="logsumexp")
+        weak = is_scalar(b)  # (a Python number takes x's dtype, as JAX's)
+        b = as_tensor(b, None if not weak else x.dtype, op="logsumexp")
         dtype = promote_types(x.dtype, b.dtype) if b.dtype.is_float else x.dtype
         x, b = fn.cast(x, dtype), fn.cast(b, dtype)
         shape = tuple(np.broadcast_shapes(tuple(x.shape), tuple(b.shape)))

@@ -438,6 +438,11 @@ def test_losses_a_check_against_pytorch_found():
     probs = nb.constant([[0.3, 0.7]])
     with pytest.raises(ValueError, match=r"cross_entropy: ignore_index=1 needs class-index"):
         F.cross_entropy(nb.zeros((1, 2)), probs, ignore_index=1)
+    assert F.cross_entropy(nb.zeros((1, 2)), probs, ignore_index=-1).item() == pytest.approx(
+        np.log(2)
+    )  # (a negative one is ignored, as PyTorch's)
+    g = nb.grad(lambda t: F.kl_div(lp, t, reduction="sum"))(tg).numpy()
+    assert np.isnan(g[0]) and np.isfinite(g[1])  # NaN loss, NaN gradient
     assert F.cross_entropy(nb.zeros((1, 2)), probs).item() == pytest.approx(np.log(2))
     a, z, w = nb.constant([1.0, 2.0, 3.0]), nb.zeros((3,)), nb.constant([1.0, 0.0, 2.0])
     assert F.mse_loss(a, z, weight=w).item() == pytest.approx(19 / 3)

@@ -1396,6 +1396,22 @@ def test_the_names_a_port_from_pytorch_reaches_for():
         nb.zeros((3, 4)).scatter(1, nb.constant([0, 1, 2]), src)
     with pytest.raises(TypeError, match="scatter: give exactly one of src and value"):
         nb.zeros((3, 4)).scatter(1, idx)
+    # PyTorch's refusals (a review found them accepted): an index from the end, another
+    # dtype, an integer mask (it indexed: a gather); inference_mode as a bare decorator
+    with pytest.raises(IndexError, match=r"scatter: index values -1..-1 are out of range"):
+        nb.zeros((2, 3)).scatter(1, nb.constant([[-1]]), 5.0)
+    with pytest.raises(TypeError, match="scatter: src is float32 but x is int32"):
+        nb.zeros((3, 4), dtype=nb.int32).scatter(1, idx, src)
+    with pytest.raises(TypeError, match="index_add: source is float32 but x is int32"):
+        nb.zeros((2, 3), dtype=nb.int32).index_add(0, nb.constant([0]), nb.ones((1, 3)))
+    with pytest.raises(TypeError, match=r"masked_select: mask must be bool, got int32\[3\]"):
+        nb.constant([1.0, 2.0, 3.0]).masked_select(nb.constant([1, 0, 1]))
+
+    @nb.inference_mode
+    def doubled(v):
+        return v * 2
+
+    assert doubled(nb.constant([1.0])).tolist() == [2.0]
     g = nb.grad(lambda s: nb.zeros((3, 4)).scatter(1, idx, s).sum())(src).numpy()
     assert g[0].tolist() == [1, 1, 0, 0] and g[1].tolist() == [1, 1, 0, 0]
     x = nb.constant([[3.0, 1.0, 2.0], [0.0, 5.0, 4.0]])

@@ -279,6 +279,19 @@ def test_the_jax_names_edges_a_check_found():
     assert nb.column_stack([nb.constant(1.0), nb.constant(2.0)]).shape == (1, 2)
     assert nb.polyval(nb.zeros((0,)), nb.ones((3,))).tolist() == [0.0, 0.0, 0.0]
     assert nb.size(nb.ones((2, 3, 4)), (0, 2)) == 8
+    # promotion as the binary ops' (a review found these differ): NumPy numbers weak, the
+    # default float dtype for integers, a Python default or b or x weak
+    i8, f16 = nb.ones((2,), dtype=nb.int8), nb.ones((2,), dtype=nb.float16)
+    assert nb.fmax(i8, np.int64(2)).dtype == nb.int8
+    assert nb.copysign(f16, np.float64(-1)).dtype == nb.float16
+    with nb.default_dtype(nb.float64):
+        assert nb.cbrt(nb.constant([8])).dtype == nb.float64
+    assert nb.select([i8 > 0], [i8], 0).dtype == nb.int8
+    assert nb.logsumexp(f16, b=2.0).dtype == nb.float16 and nb.polyval(f16, 2.0).dtype == nb.float16
+    assert not nb.issubdtype(nb.float32, float) and nb.issubdtype(nb.float64, float)
+    assert not nb.issubdtype(nb.int32, int) and not nb.issubdtype(nb.float32, nb.bfloat16)
+    assert nb.empty_like(nb.ones((2, 3)), nb.int32).dtype == nb.int32
+    assert nb.empty_like(nb.ones((2, 3)), shape=(4,)).shape == (4,)
     with pytest.raises(nb.OpError, match="nonzero: the number of nonzero elements"):
         nb.eval_shape(lambda v: nb.nonzero(v)[0], nb.ShapeDtypeStruct((4,), nb.float32))
     with pytest.raises(nb.ConcretizationError):
