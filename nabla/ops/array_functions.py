@@ -822,9 +822,10 @@ def _float(x, op: str) -> Tensor:
 
 
 def _promoted(op: str, *values, floats: bool = False) -> list:
-    """``values`` as tensors of their promoted dtype, Python and NumPy numbers weak (as the
-    binary ops promote: ``fmax(int8 tensor, 2)`` stays int8); ``floats``: integers in the
-    default float dtype."""
+    """``values`` as tensors of their promoted dtype, as the binary ops promote (Python and
+    NumPy numbers weak: ``fmax(int8 tensor, 2)`` stays int8); ``floats``: integers in the
+    default float dtype. (The families reach binary's own rule only through ``fn``, which
+    holds ops: this is that rule for the functions here.)"""
     strong, weak = [], []
     for v in values:
         if isinstance(v, Tensor):
@@ -1037,8 +1038,7 @@ def fmax(x1, x2) -> Tensor:
     Returns:
         A tensor of the promoted dtype.
     """
-    a, b = _promoted("fmax", x1, x2)
-    return fn.where(fn.is_nan(b), a, fn.where(fn.is_nan(a), b, fn.maximum(a, b)))
+    return _ignoring_nans("fmax", fn.maximum, x1, x2)
 
 
 def fmin(x1, x2) -> Tensor:
@@ -1051,8 +1051,13 @@ def fmin(x1, x2) -> Tensor:
     Returns:
         A tensor of the promoted dtype.
     """
-    a, b = _promoted("fmin", x1, x2)
-    return fn.where(fn.is_nan(b), a, fn.where(fn.is_nan(a), b, fn.minimum(a, b)))
+    return _ignoring_nans("fmin", fn.minimum, x1, x2)
+
+
+def _ignoring_nans(op: str, pick, x1, x2) -> Tensor:
+    """``pick(x1, x2)`` where neither is NaN, the other one where one is."""
+    a, b = _promoted(op, x1, x2)
+    return fn.where(fn.is_nan(b), a, fn.where(fn.is_nan(a), b, pick(a, b)))
 
 
 def isin(element, test_elements, invert: bool = False) -> Tensor:
