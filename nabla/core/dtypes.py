@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import enum
+import numbers
 import threading
 
 import ml_dtypes
@@ -397,9 +398,7 @@ def finfo(dtype):
     d = _dtype_of(dtype)
     if not d.is_float:
         raise ValueError(f"finfo: {d!r} is not a float dtype (iinfo takes integers)")
-    if d is DType.bfloat16:
-        import ml_dtypes  # noqa: PLC0415 - a NumPy extension; bfloat16 lives there
-
+    if d is DType.bfloat16:  # (a NumPy extension's type: its own finfo)
         return ml_dtypes.finfo(ml_dtypes.bfloat16)
     return np.finfo(d.numpy)
 
@@ -464,8 +463,9 @@ def issubdtype(arg1, arg2) -> bool:
 
 def result_type_of(*args) -> DType:
     """The dtype an operation on ``args`` computes in (NumPy's and JAX's ``result_type``,
-    nabla's promotion): tensors, arrays and dtypes are strong, Python scalars weak
-    (``nb.result_type(nb.int8, 1.0)`` is the default float).
+    with nabla's promotion): tensors, arrays and dtypes are strong, Python and NumPy
+    scalars weak, as the ops take them (``nb.result_type(nb.int8, 1.0)`` is the default
+    float).
 
     Args:
         *args: dtypes (nabla's, NumPy's, names), tensors or arrays, and Python scalars.
@@ -480,7 +480,7 @@ def result_type_of(*args) -> DType:
         raise ValueError("result_type: at least one array or dtype is required")
     strong, weak = [], []
     for a in args:
-        if isinstance(a, bool | int | float) and not isinstance(a, np.generic):
+        if isinstance(a, numbers.Number | np.bool_) and not isinstance(a, np.ndarray):
             weak.append(a)
         else:
             strong.append(_dtype_of(a))
