@@ -23,7 +23,7 @@ from .losses import (
 )
 from .module import Module, ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential
 from .normalization import BatchNorm1d, BatchNorm2d, GroupNorm, InstanceNorm2d
-from .recurrent import GRU, LSTM
+from .recurrent import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNCell
 from .sharded_checkpoint import load_sharded, save_sharded
 from .transformer import (
     MultiHeadAttention,
@@ -52,7 +52,11 @@ __all__ = [
     "InstanceNorm2d",
     "DataLoader",
     "GRU",
+    "GRUCell",
     "LSTM",
+    "LSTMCell",
+    "RNN",
+    "RNNCell",
     "Module",
     "ModuleDict",
     "ParameterList",

@@ -1,6 +1,6 @@
-"""Recurrent layers: ``LSTM`` and ``GRU``, with PyTorch's signatures, call convention,
-parameter names, layouts and gate order, so a ``torch.nn.LSTM``/``GRU`` state_dict loads as it
-is.
+"""Recurrent layers: ``LSTM``, ``GRU`` and ``RNN`` (Elman), and their one-step cells
+(``LSTMCell``, ``GRUCell``, ``RNNCell``), with PyTorch's signatures, call convention, parameter
+names, layouts and gate order, so a PyTorch state_dict loads as it is.
 
 Each layer and direction is one ``nb.scan``: the step is traced once whatever the sequence
 length, the input projection of every time step is one matmul before the loop, and the loop
@@ -25,7 +25,7 @@ from . import init
 from .layers import _check_sizes, _keys
 from .module import Module
 
-__all__ = ["GRU", "LSTM"]
+__all__ = ["GRU", "GRUCell", "LSTM", "LSTMCell", "RNN", "RNNCell"]
 
 
 class _Weights(NamedTuple):
@@ -380,3 +380,257 @@ class GRU(_RNNBase):
 
     def _step(self, w: _Weights):
         return _gru_step(w.w_hh.swap_axes(0, 1), w.b_hh)
+
+
+def _rnn_step(w_hh_t, act):
+    """The Elman step for one direction: ``h' = act(gx + h W_hh^T)`` (the biases are in
+    ``gx``)."""
+
+    def step(h, gx):
+        h = act(gx + h @ w_hh_t)
+        return h, h
+
+    return step
+
+
+_NONLINEARITIES = {"tanh": unary.tanh, "relu": unary.relu}
+
+
+@_rnn_doc
+class RNN(_RNNBase):
+    """A multi-layer Elman network, as PyTorch's ``nn.RNN``: ``h' = tanh(x W_ih^T + b_ih +
+    h W_hh^T + b_hh)`` (or ``relu``). Parameters ``weight_ih_l{k}`` ``(hidden_size, in)``,
+    ``weight_hh_l{k}`` ``(hidden_size, hidden_size)``, ``bias_ih_l{k}``, ``bias_hh_l{k}``
+    and their ``_reverse`` twins, uniform in ``±1 / sqrt(hidden_size)``.
+
+    Args:
+        input_size: features of the input.
+        hidden_size: features of the hidden state.
+        num_layers: stacked layers (default 1).
+        nonlinearity: ``"tanh"`` (default) or ``"relu"``.
+        bias: whether to learn the biases (default True).
+        batch_first: input and output ``(N, L, features)`` instead of ``(L, N, features)``.
+        {rnn_options}
+
+    Example:
+        >>> rnn = nb.nn.RNN(8, 16, nonlinearity="relu")
+        >>> out, h_n = rnn(nb.ones((5, 3, 8)))              # (5, 3, 16), (1, 3, 16)
+    """
+
+    gates = 1
+    fold_hidden_bias = True
+
+    def __init__(
+        self,
+        input_size: int,
+        hidden_size: int,
+        num_layers: int = 1,
+        nonlinearity: str = "tanh",
+        bias: bool = True,
+        batch_first: bool = False,
+        dropout: float = 0.0,
+        bidirectional: bool = False,
+        *,
+        key=None,
+        dtype=None,
+    ):
+        if nonlinearity not in _NONLINEARITIES:
+            raise ValueError(f"RNN: nonlinearity must be 'tanh' or 'relu', got {nonlinearity!r}")
+        super().__init__(
+            input_size,
+            hidden_size,
+            num_layers,
+            bias,
+            batch_first,
+            dropout,
+            bidirectional,
+            key=key,
+            dtype=dtype,
+        )
+        self.nonlinearity = nonlinearity
+
+    forward = GRU.forward  # (one state, as a GRU's)
+
+    def _step(self, w: _Weights):
+        return _rnn_step(w.w_hh.swap_axes(0, 1), _NONLINEARITIES[self.nonlinearity])
+
+    def extra_repr(self) -> str:
+        """The configuration shown by ``repr``."""
+        base = super().extra_repr()
+        return base if self.nonlinearity == "tanh" else f"{base}, nonlinearity='relu'"
+
+
+# ----------------------------------------------------------------------------- one step
+class _CellBase(Module):
+    """One step of a recurrent layer (PyTorch's ``RNNCell``, ``LSTMCell``, ``GRUCell``):
+    parameters ``weight_ih`` ``(gates * hidden_size, input_size)``, ``weight_hh``
+    ``(gates * hidden_size, hidden_size)``, ``bias_ih``, ``bias_hh``, uniform in
+    ``±1 / sqrt(hidden_size)``; the step is the layers' own."""
+
+    gates = 0
+
+    def __init__(
+        self, input_size: int, hidden_size: int, bias: bool = True, *, key=None, dtype=None
+    ):
+        super().__init__()
+        name = type(self).__name__
+        _check_sizes(name, input_size=input_size, hidden_size=hidden_size)
+        self.input_size, self.hidden_size, self.bias = int(input_size), int(hidden_size), bool(bias)
+        rows, h = self.gates * self.hidden_size, self.hidden_size
+        bound = 1.0 / math.sqrt(h)
+        k = _keys(key, 4)
+        self.weight_ih = init.uniform((rows, self.input_size), -bound, bound, k[0], dtype)
+        self.weight_hh = init.uniform((rows, h), -bound, bound, k[1], dtype)
+        if self.bias:
+            self.bias_ih = init.uniform((rows,), -bound, bound, k[2], dtype)
+            self.bias_hh = init.uniform((rows,), -bound, bound, k[3], dtype)
+
+    def _name(self) -> str:
+        return f"{type(self).__name__}({self.input_size}, {self.hidden_size})"
+
+    def _input(self, x) -> tuple:
+        """``x`` as ``(N, input_size)`` and whether it came unbatched."""
+        name = self._name()
+        x = as_tensor(x, op=type(self).__name__)
+        if x.ndim not in (1, 2) or x.shape[-1] != self.input_size:
+            raise ValueError(
+                f"{name}: input of shape {x.shape} is not (N, {self.input_size}) or "
+                f"({self.input_size},)"
+            )
+        if x.dtype != self.weight_ih.dtype:
+            raise TypeError(
+                f"{name}: input dtype {x.dtype.value} does not match the weights' "
+                f"{self.weight_ih.dtype.value}"
+            )
+        unbatched = x.ndim == 1
+        return (x.unsqueeze(0) if unbatched else x), unbatched
+
+    def _state(self, given, x, unbatched: bool, what: str) -> Tensor:
+        """A state ``(N, hidden_size)`` for ``x`` (``(N, input_size)``): ``given`` checked
+        (unbatched: without ``N``), or zeros."""
+        if given is None:
+            return zeros((x.shape[0], self.hidden_size), dtype=x.dtype)
+        given = as_tensor(given, op=type(self).__name__)
+        given = given.unsqueeze(0) if unbatched else given
+        if tuple(given.shape) != (x.shape[0], self.hidden_size) or given.dtype != x.dtype:
+            raise ValueError(
+                f"{self._name()}: {what} of shape {tuple(given.shape)} ({given.dtype.value}) "
+                f"is not ({x.shape[0]}, {self.hidden_size}) ({x.dtype.value})"
+            )
+        return given
+
+    def _gx(self, x, fold_hidden_bias: bool):
+        gx = x @ self.weight_ih.swap_axes(0, 1)
+        if self.bias:
+            gx = gx + (self.bias_ih + self.bias_hh if fold_hidden_bias else self.bias_ih)
+        return gx
+
+    def extra_repr(self) -> str:
+        """The configuration shown by ``repr``."""
+        return f"{self.input_size}, {self.hidden_size}" + ("" if self.bias else ", bias=False")
+
+
+class RNNCell(_CellBase):
+    """One Elman step, as PyTorch's ``nn.RNNCell``: ``h' = tanh(x W_ih^T + b_ih + h W_hh^T
+    + b_hh)`` (or ``relu``).
+
+    Args:
+        input_size: features of the input.
+        hidden_size: features of the hidden state.
+        bias: whether to learn the biases (default True).
+        nonlinearity: ``"tanh"`` (default) or ``"relu"``.
+        key: optional RNG key for the initial values (keyword).
+        dtype: parameter dtype (default: the default dtype).
+    """
+
+    gates = 1
+
+    def __init__(
+        self, input_size: int, hidden_size: int, bias: bool = True, nonlinearity: str = "tanh",
+        *, key=None, dtype=None,
+    ):  # fmt: skip
+        if nonlinearity not in _NONLINEARITIES:
+            raise ValueError(
+                f"RNNCell: nonlinearity must be 'tanh' or 'relu', got {nonlinearity!r}"
+            )
+        super().__init__(input_size, hidden_size, bias, key=key, dtype=dtype)
+        self.nonlinearity = nonlinearity
+
+    def forward(self, x, hx=None):
+        """One step.
+
+        Args:
+            x: ``(N, input_size)`` or unbatched ``(input_size,)``.
+            hx: optional ``h`` ``(N, hidden_size)``; zeros when omitted.
+
+        Returns:
+            The new ``h``, shaped as ``hx``.
+        """
+        x, unbatched = self._input(x)
+        h = self._state(hx, x, unbatched, "hx")
+        step = _rnn_step(self.weight_hh.swap_axes(0, 1), _NONLINEARITIES[self.nonlinearity])
+        h, _ = step(h, self._gx(x, True))
+        return h.squeeze(0) if unbatched else h
+
+
+class LSTMCell(_CellBase):
+    """One LSTM step, as PyTorch's ``nn.LSTMCell`` (gates ``i, f, g, o``).
+
+    Args:
+        input_size: features of the input.
+        hidden_size: features of the hidden and cell states.
+        bias: whether to learn the biases (default True).
+        key: optional RNG key for the initial values (keyword).
+        dtype: parameter dtype (default: the default dtype).
+    """
+
+    gates = 4
+
+    def forward(self, x, hx=None):
+        """One step.
+
+        Args:
+            x: ``(N, input_size)`` or unbatched ``(input_size,)``.
+            hx: optional ``(h, c)``, each ``(N, hidden_size)``; zeros when omitted.
+
+        Returns:
+            The new ``(h, c)``.
+        """
+        if hx is not None and not (isinstance(hx, tuple | list) and len(hx) == 2):
+            raise TypeError(f"LSTMCell: hx must be a pair (h, c), got {type(hx).__name__}")
+        h_given, c_given = (None, None) if hx is None else hx
+        x, unbatched = self._input(x)
+        h = self._state(h_given, x, unbatched, "h")
+        c = self._state(c_given, x, unbatched, "c")
+        (h, c), _ = _lstm_step(self.weight_hh.swap_axes(0, 1))((h, c), self._gx(x, True))
+        return (h.squeeze(0), c.squeeze(0)) if unbatched else (h, c)
+
+
+class GRUCell(_CellBase):
+    """One GRU step, as PyTorch's ``nn.GRUCell`` (gates ``r, z, n``).
+
+    Args:
+        input_size: features of the input.
+        hidden_size: features of the hidden state.
+        bias: whether to learn the biases (default True).
+        key: optional RNG key for the initial values (keyword).
+        dtype: parameter dtype (default: the default dtype).
+    """
+
+    gates = 3
+
+    def forward(self, x, hx=None):
+        """One step.
+
+        Args:
+            x: ``(N, input_size)`` or unbatched ``(input_size,)``.
+            hx: optional ``h`` ``(N, hidden_size)``; zeros when omitted.
+
+        Returns:
+            The new ``h``, shaped as ``hx``.
+        """
+        x, unbatched = self._input(x)
+        h = self._state(hx, x, unbatched, "hx")
+        b_hh = self.bias_hh if self.bias else None
+        h, _ = _gru_step(self.weight_hh.swap_axes(0, 1), b_hh)(h, self._gx(x, False))
+        return h.squeeze(0) if unbatched else h

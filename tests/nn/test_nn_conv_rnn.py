@@ -377,3 +377,107 @@ def test_rnn_matches_torch_live_when_installed():
     y, h = m(c(x))
     close(y.numpy(), ty.detach().numpy())
     close(h.numpy(), th.detach().numpy())
+
+
+# --------------------------------------------------------------- RNN and the one-step cells
+def _sig(v):
+    return 1.0 / (1.0 + np.exp(-v))
+
+
+def _np_rnn(m, x, act):
+    """``nn.RNN``'s recurrence in NumPy from the module's weights (time-major ``x``)."""
+    p = {k: v.numpy().astype(np.float64) for k, v in m.state_dict().items()}
+    finals = []
+    for layer in range(m.num_layers):
+        outs = []
+        for suffix in ("", "_reverse")[: 2 if m.bidirectional else 1]:
+            tag = f"l{layer}{suffix}"
+            w_ih, w_hh = p[f"weight_ih_{tag}"], p[f"weight_hh_{tag}"]
+            b = p[f"bias_ih_{tag}"] + p[f"bias_hh_{tag}"] if m.bias else 0.0
+            h, ys = np.zeros((x.shape[1], m.hidden_size)), [None] * x.shape[0]
+            steps = range(x.shape[0] - 1, -1, -1) if suffix else range(x.shape[0])
+            for t in steps:
+                h = act(x[t] @ w_ih.T + b + h @ w_hh.T)
+                ys[t] = h
+            outs.append(np.stack(ys))
+            finals.append(h)
+        x = np.concatenate(outs, -1)
+    return x, np.stack(finals)
+
+
+@pytest.mark.parametrize("nonlinearity", ["tanh", "relu"])
+def test_rnn_and_the_cells_against_their_recurrences(nonlinearity):
+    """``nn.RNN`` (Elman, as PyTorch's: the same signature, names and layout) and
+    ``RNNCell``/``LSTMCell``/``GRUCell`` against their formulas in NumPy; the RNN's
+    gradient against finite differences in float64."""
+    act = np.tanh if nonlinearity == "tanh" else (lambda v: np.maximum(v, 0.0))
+    rng = np.random.default_rng(3)
+    m = nn.RNN(3, 4, 2, nonlinearity, batch_first=True, bidirectional=True, key=nb.random.key(1))
+    names = [k for k, _ in m.named_parameters()]
+    assert names[:4] == ["weight_ih_l0", "weight_hh_l0", "bias_ih_l0", "bias_hh_l0"]
+    assert len(names) == 16 and m.weight_ih_l1.shape == (4, 8)
+    x = rng.standard_normal((2, 5, 3)).astype(np.float32)
+    y, h = m(c(x))
+    want_y, want_h = _np_rnn(m, x.transpose(1, 0, 2).astype(np.float64), act)
+    close(y.numpy(), want_y.transpose(1, 0, 2))
+    close(h.numpy(), want_h)
+    y1, h1 = m(c(x[0]))  # unbatched
+    close(y1.numpy(), want_y[:, 0])
+    assert h1.shape == (4, 4)
+    small = nn.RNN(2, 3, nonlinearity=nonlinearity, dtype=nb.float64, key=nb.random.key(2))
+    xs = rng.standard_normal((4, 1, 2))
+
+    def loss(v):
+        return (small(v)[0] ** 2).sum()
+
+    g = nb.grad(loss)(nb.constant(xs)).numpy()
+    eps, fd = 1e-6, np.zeros_like(xs)
+    for idx in np.ndindex(xs.shape):
+        d = np.zeros_like(xs)
+        d[idx] = eps
+        fd[idx] = (loss(nb.constant(xs + d)).item() - loss(nb.constant(xs - d)).item()) / 2e-6
+    np.testing.assert_allclose(g, fd, rtol=1e-5, atol=1e-7)
+    # the cells: one step each
+    xb, hb, cb = (rng.standard_normal(s).astype(np.float32) for s in ((2, 3), (2, 4), (2, 4)))
+    cell = nn.RNNCell(3, 4, nonlinearity=nonlinearity, key=nb.random.key(3))
+    p = {k: v.numpy() for k, v in cell.state_dict().items()}
+    want = act(xb @ p["weight_ih"].T + p["bias_ih"] + hb @ p["weight_hh"].T + p["bias_hh"])
+    close(cell(c(xb), c(hb)).numpy(), want)
+    close(cell(c(xb[0])).numpy(), act(xb[0] @ p["weight_ih"].T + p["bias_ih"] + p["bias_hh"]))
+    lstm = nn.LSTMCell(3, 4, key=nb.random.key(4))
+    p = {k: v.numpy() for k, v in lstm.state_dict().items()}
+    gates = xb @ p["weight_ih"].T + p["bias_ih"] + hb @ p["weight_hh"].T + p["bias_hh"]
+    i, f, g_, o = np.split(gates, 4, axis=-1)
+    c_new = _sig(f) * cb + _sig(i) * np.tanh(g_)
+    h_new, c_got = lstm(c(xb), (c(hb), c(cb)))
+    close(c_got.numpy(), c_new)
+    close(h_new.numpy(), _sig(o) * np.tanh(c_new))
+    gru = nn.GRUCell(3, 4, bias=False, key=nb.random.key(5))
+    p = {k: v.numpy() for k, v in gru.state_dict().items()}
+    assert list(p) == ["weight_ih", "weight_hh"]
+    xr, xz, xn = np.split(xb @ p["weight_ih"].T, 3, axis=-1)
+    hr, hz, hn = np.split(hb @ p["weight_hh"].T, 3, axis=-1)
+    r, z = _sig(xr + hr), _sig(xz + hz)
+    close(gru(c(xb), c(hb)).numpy(), (1 - z) * np.tanh(xn + r * hn) + z * hb)
+    with pytest.raises(ValueError, match="RNN: nonlinearity must be 'tanh' or 'relu'"):
+        nn.RNN(3, 4, nonlinearity="sigmoid")
+    with pytest.raises(ValueError, match=r"LSTMCell\(3, 4\): c of shape \(2, 5\)"):
+        lstm(c(xb), (c(hb), nb.zeros((2, 5))))
+
+
+def test_rnn_and_cells_match_torch_live_when_installed():
+    torch = pytest.importorskip("torch")
+    x = np.random.default_rng(6).standard_normal((3, 7, 4)).astype(np.float32)
+    t = torch.nn.RNN(4, 5, 2, "relu", batch_first=True, bidirectional=True)
+    m = nn.RNN(4, 5, 2, "relu", batch_first=True, bidirectional=True)
+    m.load_state_dict({k: c(v.detach().numpy()) for k, v in t.state_dict().items()})
+    ty, th = t(torch.tensor(x))
+    y, h = m(c(x))
+    close(y.numpy(), ty.detach().numpy())
+    close(h.numpy(), th.detach().numpy())
+    for ours, theirs in ((nn.LSTMCell, torch.nn.LSTMCell), (nn.GRUCell, torch.nn.GRUCell)):
+        tc, mc = theirs(4, 5), ours(4, 5)
+        mc.load_state_dict({k: c(v.detach().numpy()) for k, v in tc.state_dict().items()})
+        got, want = mc(c(x[:, 0])), tc(torch.tensor(x[:, 0]))
+        for a, b in zip(nb.tree_leaves(got), want if isinstance(want, tuple) else (want,)):
+            close(a.numpy(), b.detach().numpy())
