@@ -18,6 +18,7 @@ from ..core.dtypes import promote_types
 from ..ops import binary, creation, indexing, reduction, unary, view
 from ..ops import random as _random
 from ..ops._util import as_tensor, norm_axis, readable_now
+from ..ops.linalg import norm as linalg_norm
 from ..ops.nn import avg_pool2d, conv2d, conv2d_transpose, max_pool2d
 from ..runtime.tensor import Tensor
 from .init import he_normal, he_uniform, xavier_normal, xavier_uniform
@@ -25,14 +26,22 @@ from .losses import (
     binary_cross_entropy,
     binary_cross_entropy_with_logits,
     broadcasts_onto,
+    cosine_embedding_loss,
     cross_entropy,
     cross_entropy_loss,
+    gaussian_nll_loss,
+    hinge_embedding_loss,
     huber_loss,
     kl_div,
     l1_loss,
+    margin_ranking_loss,
     mse_loss,
+    multilabel_soft_margin_loss,
     nll_loss,
+    poisson_nll_loss,
     smooth_l1_loss,
+    soft_margin_loss,
+    triplet_margin_loss,
 )
 from .normalization import batch_norm, group_norm, instance_norm, widened
 
@@ -1230,3 +1239,142 @@ def _linear_axis(x, ax: _AxisResample, align_corners) -> Tensor:
     lo = indexing.take(x, i0, axis=ax.axis)
     hi = indexing.take(x, i1, axis=ax.axis)
     return lo * _along(x, ax.axis, w0) + hi * _along(x, ax.axis, w1)
+
+
+# ----------------------------------------------------------------------------- more of F
+def softsign(x) -> Tensor:
+    """``x / (1 + |x|)`` (PyTorch's ``softsign``).
+
+    Args:
+        x: the input.
+
+    Returns:
+        A tensor like ``x``.
+    """
+    x = as_tensor(x, op="softsign")
+    return x / (1.0 + unary.abs(x))
+
+
+def tanhshrink(x) -> Tensor:
+    """``x - tanh(x)`` (PyTorch's ``tanhshrink``).
+
+    Args:
+        x: the input.
+
+    Returns:
+        A tensor like ``x``.
+    """
+    x = as_tensor(x, op="tanhshrink")
+    return x - unary.tanh(x)
+
+
+def softmin(x, dim: int = -1) -> Tensor:
+    """``softmax(-x)`` along ``dim`` (PyTorch's ``softmin``).
+
+    Args:
+        x: the input.
+        dim: the dim to normalize (default the last).
+
+    Returns:
+        A tensor like ``x``; it sums to 1 along ``dim``.
+    """
+    return softmax(-as_tensor(x, op="softmin"), dim)
+
+
+def celu(x, alpha: float = 1.0, inplace: bool = False) -> Tensor:
+    """``x`` where positive, ``alpha * (exp(x / alpha) - 1)`` elsewhere (PyTorch's
+    ``celu``).
+
+    Args:
+        x: the input.
+        alpha: the scale (default 1; not 0).
+        inplace: PyTorch's flag, accepted; the result is a new tensor either way.
+
+    Returns:
+        A tensor like ``x``.
+
+    Raises:
+        ValueError: for ``alpha`` 0 (PyTorch's).
+    """
+    _inplace("celu", inplace)
+    if alpha == 0:
+        raise ValueError("celu: alpha must not be 0")
+    x = as_tensor(x, op="celu")
+    positive = x > 0
+    return binary.where(positive, x, alpha * unary.expm1(binary.where(positive, 0.0, x) / alpha))
+
+
+def glu(x, dim: int = -1) -> Tensor:
+    """The gated linear unit: ``a * sigmoid(b)`` for ``x``'s halves ``a, b`` along ``dim``
+    (PyTorch's ``glu``; ``jax.nn.glu``).
+
+    Args:
+        x: the input; ``dim`` of even length.
+        dim: the dim to halve (default the last).
+
+    Returns:
+        A tensor with ``dim`` halved.
+
+    Raises:
+        ValueError: for an odd length along ``dim``.
+    """
+    x = as_tensor(x, op="glu")
+    d = norm_axis("glu", dim, x.ndim, x.shape)
+    if x.shape[d] % 2:
+        raise ValueError(f"glu: dim {dim} of shape {x.shape} must have an even length")
+    a, b = view.split(x, 2, axis=d)
+    return a * unary.sigmoid(b)
+
+
+def threshold(x, threshold: float, value: float, inplace: bool = False) -> Tensor:  # noqa: A002
+    """``x`` where it is above ``threshold``, ``value`` elsewhere (PyTorch's ``threshold``).
+
+    Args:
+        x: the input.
+        threshold: the bound.
+        value: what replaces the values at or below it.
+        inplace: PyTorch's flag, accepted; the result is a new tensor either way.
+
+    Returns:
+        A tensor like ``x``.
+    """
+    _inplace("threshold", inplace)
+    x = as_tensor(x, op="threshold")
+    return binary.where(x > threshold, x, unary.cast(as_tensor(value, op="threshold"), x.dtype))
+
+
+def pairwise_distance(x1, x2, p: float = 2.0, eps: float = 1e-6, keepdim: bool = False) -> Tensor:
+    """The ``p``-norm distance of ``x1`` and ``x2`` along the last dim, of ``x1 - x2 + eps``
+    (PyTorch's ``pairwise_distance``).
+
+    Args:
+        x1: ``(..., D)``.
+        x2: broadcasting against ``x1``.
+        p: the norm's order (default 2).
+        eps: added to the difference (default 1e-6).
+        keepdim: keep the last dim as size 1.
+
+    Returns:
+        The distances, ``(...)``.
+    """
+    d = as_tensor(x1, op="pairwise_distance") - as_tensor(x2, op="pairwise_distance") + eps
+    return linalg_norm(d, p, -1, keepdim)
+
+
+__all__ += [
+    "softsign",
+    "tanhshrink",
+    "softmin",
+    "celu",
+    "glu",
+    "threshold",
+    "pairwise_distance",
+    "margin_ranking_loss",
+    "hinge_embedding_loss",
+    "soft_margin_loss",
+    "cosine_embedding_loss",
+    "poisson_nll_loss",
+    "gaussian_nll_loss",
+    "triplet_margin_loss",
+    "multilabel_soft_margin_loss",
+]

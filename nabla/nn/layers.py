@@ -55,6 +55,12 @@ __all__ = [
     "Sigmoid",
     "Softmax",
     "Softplus",
+    "Softsign",
+    "Tanhshrink",
+    "Softmin",
+    "CELU",
+    "GLU",
+    "Threshold",
     "Tanh",
     "Unflatten",
     "Upsample",
@@ -1077,6 +1083,83 @@ class Softplus(_Activation):
     def __init__(self, beta: float = 1.0, threshold: float = 20.0):
         super().__init__()
         self.beta, self.threshold = float(beta), float(threshold)
+
+
+class Softsign(_Activation):
+    """``x / (1 + |x|)``."""
+
+    fn = staticmethod(F.softsign)
+
+
+class Tanhshrink(_Activation):
+    """``x - tanh(x)``."""
+
+    fn = staticmethod(F.tanhshrink)
+
+
+class Softmin(_Activation):
+    """``softmax(-x)`` along ``dim``.
+
+    Args:
+        dim: the dim to normalize (default the last).
+    """
+
+    fn = staticmethod(F.softmin)
+    settings = ("dim",)
+
+    def __init__(self, dim: int = -1):
+        super().__init__()
+        self.dim = dim
+
+
+class CELU(_Activation):
+    """``x`` where positive, ``alpha * (exp(x / alpha) - 1)`` elsewhere.
+
+    Args:
+        alpha: the scale (default 1).
+        inplace: PyTorch's flag, accepted.
+    """
+
+    fn = staticmethod(F.celu)
+    settings = ("alpha",)
+
+    def __init__(self, alpha: float = 1.0, inplace: bool = False):
+        super().__init__()
+        _inplace("CELU", inplace)
+        self.alpha = float(alpha)
+
+
+class GLU(_Activation):
+    """The gated linear unit ``a * sigmoid(b)`` of the halves of ``dim``.
+
+    Args:
+        dim: the dim to halve (default the last).
+    """
+
+    fn = staticmethod(F.glu)
+    settings = ("dim",)
+
+    def __init__(self, dim: int = -1):
+        super().__init__()
+        self.dim = dim
+
+
+class Threshold(_Activation):
+    """``x`` where above ``threshold``, ``value`` elsewhere.
+
+    Args:
+        threshold: the bound.
+        value: the replacement.
+        inplace: PyTorch's flag, accepted.
+    """
+
+    fn = staticmethod(F.threshold)
+    settings = ("threshold", "value")
+
+    def __init__(self, threshold: float, value: float, inplace: bool = False):
+        super().__init__()
+        _inplace("Threshold", inplace)
+        self.threshold, self.value = threshold, value
 
 
 class Identity(_Activation):

@@ -16,6 +16,7 @@ from ..core.dtypes import get_default_dtype, result_type
 from ..ops import binary, creation, unary, view
 from ..ops import reduction as _reduction_ops
 from ..ops._util import as_tensor, readable_now
+from ..ops.linalg import norm as _linalg_norm
 from ..runtime.tensor import Tensor
 from ..transforms.custom import custom_jvp
 from .module import Module
@@ -863,3 +864,383 @@ class BCEWithLogitsLoss(_Loss):
         return binary_cross_entropy_with_logits(
             input, target, self.weight, self.reduction, pos_weight=self.pos_weight
         )
+
+
+# ----------------------------------------------------------------------------- more losses
+# PyTorch's ranking, embedding and likelihood losses, with its formulas and defaults; the
+# vectors of a pair are on the last axis (PyTorch's dim 1 for (N, D)).
+def _neg_log_sigmoid(x):
+    """``-log(sigmoid(x))`` without overflow: ``softplus(-x)``."""
+    return unary.softplus(-x)
+
+
+def margin_ranking_loss(input1, input2, target, margin: float = 0.0, reduction: str = "mean"):
+    """``max(0, -target * (input1 - input2) + margin)``, reduced (PyTorch's).
+
+    Args:
+        input1: scores.
+        input2: scores, broadcasting with ``input1``.
+        target: 1 where ``input1`` should rank higher, -1 where ``input2`` should.
+        margin: the margin (default 0).
+        reduction: ``"mean"`` (default), ``"sum"`` or ``"none"``.
+
+    Returns:
+        The reduced loss.
+    """
+    a, b = as_tensor(input1, op="margin_ranking_loss"), as_tensor(input2, op="margin_ranking_loss")
+    y = as_tensor(target, op="margin_ranking_loss")
+    return _reduce(binary.maximum(-y * (a - b) + margin, 0.0), reduction, "margin_ranking_loss")
+
+
+def hinge_embedding_loss(input, target, margin: float = 1.0, reduction: str = "mean"):  # noqa: A002
+    """``input`` where ``target`` is 1, ``max(0, margin - input)`` where it is -1, reduced
+    (PyTorch's).
+
+    Args:
+        input: distances.
+        target: 1 or -1, of ``input``'s shape.
+        margin: the margin (default 1).
+        reduction: ``"mean"`` (default), ``"sum"`` or ``"none"``.
+
+    Returns:
+        The reduced loss.
+    """
+    x = as_tensor(input, op="hinge_embedding_loss")
+    y = as_tensor(target, op="hinge_embedding_loss")
+    zero = creation.zeros_like(x)
+    loss = binary.where(y != 1, binary.maximum(margin - x, 0.0), zero) + binary.where(
+        y != -1, x, zero
+    )
+    return _reduce(loss, reduction, "hinge_embedding_loss")
+
+
+def soft_margin_loss(input, target, reduction: str = "mean"):  # noqa: A002
+    """``log(1 + exp(-target * input))``, reduced (PyTorch's).
+
+    Args:
+        input: scores.
+        target: 1 or -1, of ``input``'s shape.
+        reduction: ``"mean"`` (default), ``"sum"`` or ``"none"``.
+
+    Returns:
+        The reduced loss.
+    """
+    x, y = _pair("soft_margin_loss", input, target)
+    return _reduce(_neg_log_sigmoid(y * x), reduction, "soft_margin_loss")
+
+
+def cosine_embedding_loss(input1, input2, target, margin: float = 0.0, reduction: str = "mean"):
+    """``1 - cos(input1, input2)`` where ``target`` is 1, ``max(0, cos - margin)`` where it
+    is -1, the cosine along the last axis, reduced (PyTorch's, with its ``1e-12`` in each
+    squared norm).
+
+    Args:
+        input1: vectors ``(N, D)`` or ``(D,)``.
+        input2: vectors of the same shape.
+        target: 1 or -1 per pair, ``(N,)`` or ``()``.
+        margin: the margin (default 0).
+        reduction: ``"mean"`` (default), ``"sum"`` or ``"none"``.
+
+    Returns:
+        The reduced loss.
+    """
+    a, b = _pair("cosine_embedding_loss", input1, input2)
+    y = as_tensor(target, op="cosine_embedding_loss")
+    mags = ((a * a).sum(axis=-1) + 1e-12) * ((b * b).sum(axis=-1) + 1e-12)
+    cos = (a * b).sum(axis=-1) / unary.sqrt(mags)
+    zero = creation.zeros_like(cos)
+    loss = binary.where(y == 1, 1.0 - cos, zero) + binary.where(
+        y == -1, binary.maximum(cos - margin, 0.0), zero
+    )
+    return _reduce(loss, reduction, "cosine_embedding_loss")
+
+
+def poisson_nll_loss(
+    input,  # noqa: A002
+    target,
+    log_input: bool = True,
+    full: bool = False,
+    eps: float = 1e-8,
+    reduction: str = "mean",
+):
+    """The Poisson negative log-likelihood, reduced (PyTorch's): ``exp(input) - target *
+    input`` with ``log_input``, else ``input - target * log(input + eps)``; ``full`` adds
+    Stirling's ``target log target - target + log(2 pi target) / 2`` where ``target > 1``.
+
+    Args:
+        input: the rate's log (or the rate).
+        target: counts of ``input``'s shape.
+        log_input: ``input`` is the log of the rate (default True).
+        full: add the Stirling term.
+        eps: keeps the log finite when ``log_input`` is False.
+        reduction: ``"mean"`` (default), ``"sum"`` or ``"none"``.
+
+    Returns:
+        The reduced loss.
+    """
+    x, t = _pair("poisson_nll_loss", input, target)
+    if log_input:
+        loss = unary.exp(x) - t * x
+    else:
+        loss = x - t * unary.log(x + eps)
+    if full:
+        big = t > 1
+        safe = binary.where(big, t, creation.ones_like(t))
+        stirling = safe * unary.log(safe) - safe + 0.5 * unary.log(2.0 * np.pi * safe)
+        loss = loss + binary.where(big, stirling, creation.zeros_like(t))
+    return _reduce(loss, reduction, "poisson_nll_loss")
+
+
+def gaussian_nll_loss(
+    input,  # noqa: A002
+    target,
+    var,
+    full: bool = False,
+    eps: float = 1e-6,
+    reduction: str = "mean",
+):
+    """The Gaussian negative log-likelihood, reduced (PyTorch's): ``(log(var) + (input -
+    target)**2 / var) / 2`` with ``var`` clamped at ``eps`` (its gradient passed as if
+    unclamped, as PyTorch's), plus ``log(2 pi) / 2`` with ``full``.
+
+    Args:
+        input: the means.
+        target: the samples, of ``input``'s shape.
+        var: the variances: ``input``'s shape, one dim fewer (one per sample), or a last
+            dim of 1.
+        full: add the constant term.
+        eps: the smallest variance (default 1e-6).
+        reduction: ``"mean"`` (default), ``"sum"`` or ``"none"``.
+
+    Returns:
+        The reduced loss.
+
+    Raises:
+        ValueError: for a negative variance (known at the call) or shapes that do not fit.
+    """
+    x, t = _pair("gaussian_nll_loss", input, target)
+    v = as_tensor(var, x.dtype, op="gaussian_nll_loss")
+    if v.ndim == x.ndim - 1 and tuple(v.shape) == tuple(x.shape[:-1]):
+        v = v.unsqueeze(-1)  # (one variance per sample, as PyTorch's)
+    if not broadcasts_onto(v.shape, x.shape):
+        raise ValueError(
+            f"gaussian_nll_loss: var of shape {v.shape} does not fit input of shape {x.shape}"
+        )
+    if readable_now(v) and (v.numpy() < 0).any():
+        raise ValueError("gaussian_nll_loss: var has negative entries")
+    v = v + unary.stop_gradient(binary.maximum(v, eps) - v)
+    loss = 0.5 * (unary.log(v) + (x - t).square() / v)
+    if full:
+        loss = loss + 0.5 * float(np.log(2.0 * np.pi))
+    return _reduce(loss, reduction, "gaussian_nll_loss")
+
+
+def _distance(a, b, p: float, eps: float):
+    """PyTorch's ``pairwise_distance``: the ``p``-norm of ``a - b + eps`` on the last axis."""
+    return _linalg_norm(a - b + eps, p, -1)
+
+
+def triplet_margin_loss(
+    anchor,
+    positive,
+    negative,
+    margin: float = 1.0,
+    p: float = 2.0,
+    eps: float = 1e-6,
+    swap: bool = False,
+    reduction: str = "mean",
+):
+    """``max(d(anchor, positive) - d(anchor, negative) + margin, 0)`` with ``d`` the
+    ``p``-norm distance on the last axis, reduced (PyTorch's).
+
+    Args:
+        anchor: ``(N, D)`` or ``(D,)``.
+        positive: of ``anchor``'s shape.
+        negative: of ``anchor``'s shape.
+        margin: the margin (default 1).
+        p: the norm's order (default 2).
+        eps: added to each difference (default 1e-6).
+        swap: use ``min(d(a, n), d(p, n))`` as the negative distance.
+        reduction: ``"mean"`` (default), ``"sum"`` or ``"none"``.
+
+    Returns:
+        The reduced loss.
+    """
+    a = as_tensor(anchor, op="triplet_margin_loss")
+    pos = as_tensor(positive, op="triplet_margin_loss")
+    neg = as_tensor(negative, op="triplet_margin_loss")
+    d_pos, d_neg = _distance(a, pos, p, eps), _distance(a, neg, p, eps)
+    if swap:
+        d_neg = binary.minimum(d_neg, _distance(pos, neg, p, eps))
+    loss = binary.maximum(d_pos - d_neg + margin, 0.0)
+    return _reduce(loss, reduction, "triplet_margin_loss")
+
+
+def multilabel_soft_margin_loss(input, target, weight=None, reduction: str = "mean"):  # noqa: A002
+    """The mean over the classes (last axis) of ``-(target log sigmoid(input) + (1 -
+    target) log sigmoid(-input))``, optionally weighted per class, reduced over the rest
+    (PyTorch's).
+
+    Args:
+        input: scores ``(N, C)`` or ``(C,)``.
+        target: 0/1 labels of ``input``'s shape.
+        weight: optional per-class weights ``(C,)``.
+        reduction: ``"mean"`` (default), ``"sum"`` or ``"none"``.
+
+    Returns:
+        The reduced loss.
+    """
+    fn = "multilabel_soft_margin_loss"
+    x, t = _pair(fn, input, target)
+    loss = t * _neg_log_sigmoid(x) + (1.0 - t) * _neg_log_sigmoid(-x)
+    if weight is not None:
+        loss = loss * _onto(fn, "weight", weight, loss)
+    return _reduce(loss.mean(axis=-1), reduction, fn)
+
+
+class MarginRankingLoss(_Loss):
+    """:func:`margin_ranking_loss` as a module (``torch.nn.MarginRankingLoss(margin,
+    reduction)``)."""
+
+    _settings = ("margin", "reduction")
+
+    def __init__(self, margin: float = 0.0, reduction: str = "mean"):
+        super().__init__(reduction)
+        self.margin = margin
+
+    def forward(self, input1, input2, target):
+        """The loss of the pairs ``(input1, input2)`` ranked by ``target``."""
+        return margin_ranking_loss(input1, input2, target, self.margin, self.reduction)
+
+
+class HingeEmbeddingLoss(_Loss):
+    """:func:`hinge_embedding_loss` as a module (``torch.nn.HingeEmbeddingLoss(margin,
+    reduction)``)."""
+
+    _settings = ("margin", "reduction")
+
+    def __init__(self, margin: float = 1.0, reduction: str = "mean"):
+        super().__init__(reduction)
+        self.margin = margin
+
+    def forward(self, input, target):  # noqa: A002 - PyTorch name
+        """The loss of ``input`` against ``target`` (1 or -1)."""
+        return hinge_embedding_loss(input, target, self.margin, self.reduction)
+
+
+class SoftMarginLoss(_Loss):
+    """:func:`soft_margin_loss` as a module (``torch.nn.SoftMarginLoss(reduction)``)."""
+
+    def forward(self, input, target):  # noqa: A002 - PyTorch name
+        """The loss of ``input`` against ``target`` (1 or -1)."""
+        return soft_margin_loss(input, target, self.reduction)
+
+
+class CosineEmbeddingLoss(_Loss):
+    """:func:`cosine_embedding_loss` as a module (``torch.nn.CosineEmbeddingLoss(margin,
+    reduction)``)."""
+
+    _settings = ("margin", "reduction")
+
+    def __init__(self, margin: float = 0.0, reduction: str = "mean"):
+        super().__init__(reduction)
+        self.margin = margin
+
+    def forward(self, input1, input2, target):
+        """The loss of the pairs ``(input1, input2)`` labelled by ``target``."""
+        return cosine_embedding_loss(input1, input2, target, self.margin, self.reduction)
+
+
+class PoissonNLLLoss(_Loss):
+    """:func:`poisson_nll_loss` as a module (``torch.nn.PoissonNLLLoss(log_input, full,
+    eps=, reduction=)``)."""
+
+    _settings = ("log_input", "full", "eps", "reduction")
+
+    def __init__(
+        self, log_input: bool = True, full: bool = False, eps: float = 1e-8, reduction="mean"
+    ):
+        super().__init__(reduction)
+        self.log_input, self.full, self.eps = log_input, full, eps
+
+    def forward(self, log_input, target):
+        """The loss of ``log_input`` (the rates' logs, or the rates when the module's
+        ``log_input`` is False) against ``target``."""
+        return poisson_nll_loss(
+            log_input, target, self.log_input, self.full, self.eps, self.reduction
+        )
+
+
+class GaussianNLLLoss(_Loss):
+    """:func:`gaussian_nll_loss` as a module (``torch.nn.GaussianNLLLoss(full=, eps=,
+    reduction=)``)."""
+
+    _settings = ("full", "eps", "reduction")
+
+    def __init__(self, *, full: bool = False, eps: float = 1e-6, reduction: str = "mean"):
+        super().__init__(reduction)
+        self.full, self.eps = full, eps
+
+    def forward(self, input, target, var):  # noqa: A002 - PyTorch name
+        """The loss of the means ``input`` and variances ``var`` against ``target``."""
+        return gaussian_nll_loss(input, target, var, self.full, self.eps, self.reduction)
+
+
+class TripletMarginLoss(_Loss):
+    """:func:`triplet_margin_loss` as a module (``torch.nn.TripletMarginLoss(margin, p,
+    eps, swap, reduction=)``)."""
+
+    _settings = ("margin", "p", "eps", "swap", "reduction")
+
+    def __init__(
+        self,
+        margin: float = 1.0,
+        p: float = 2.0,
+        eps: float = 1e-6,
+        swap: bool = False,
+        reduction: str = "mean",
+    ):
+        super().__init__(reduction)
+        self.margin, self.p, self.eps, self.swap = margin, p, eps, swap
+
+    def forward(self, anchor, positive, negative):
+        """The loss of the triplets ``(anchor, positive, negative)``."""
+        return triplet_margin_loss(
+            anchor, positive, negative, self.margin, self.p, self.eps, self.swap, self.reduction
+        )
+
+
+class MultiLabelSoftMarginLoss(_Loss):
+    """:func:`multilabel_soft_margin_loss` as a module
+    (``torch.nn.MultiLabelSoftMarginLoss(weight, reduction=)``); ``weight`` a buffer."""
+
+    def __init__(self, weight=None, reduction: str = "mean"):
+        super().__init__(reduction)
+        self._weight("weight", weight)
+
+    def forward(self, input, target):  # noqa: A002 - PyTorch name
+        """The loss of the scores ``input`` against the 0/1 ``target``."""
+        return multilabel_soft_margin_loss(input, target, self.weight, self.reduction)
+
+
+_MORE = [
+    "margin_ranking_loss",
+    "hinge_embedding_loss",
+    "soft_margin_loss",
+    "cosine_embedding_loss",
+    "poisson_nll_loss",
+    "gaussian_nll_loss",
+    "triplet_margin_loss",
+    "multilabel_soft_margin_loss",
+]
+_MORE_MODULES = [
+    "MarginRankingLoss",
+    "HingeEmbeddingLoss",
+    "SoftMarginLoss",
+    "CosineEmbeddingLoss",
+    "PoissonNLLLoss",
+    "GaussianNLLLoss",
+    "TripletMarginLoss",
+    "MultiLabelSoftMarginLoss",
+]
+__all__ += _MORE + _MORE_MODULES

@@ -512,3 +512,90 @@ def test_one_hot_is_pytorch_s_with_jax_s_dtype_on_request():
     assert nb.nn.functional.one_hot(idx, 3).dtype == nb.int64
     got = nb.nn.functional.one_hot(idx, 3, dtype=nb.float32)
     assert got.dtype == nb.float32 and got.tolist() == [[1.0, 0.0, 0.0], [0.0, 0.0, 1.0]]
+
+
+def test_more_activations_and_losses_against_their_formulas():
+    """PyTorch's softsign, tanhshrink, softmin, celu, glu, threshold, pairwise_distance
+    and its ranking, embedding and likelihood losses, against their formulas (the live
+    comparison with PyTorch is the next test)."""
+    rng = np.random.default_rng(4)
+    a, b = rng.standard_normal((4, 6)), rng.standard_normal((4, 6))
+    x = t(a)
+    np.testing.assert_allclose(F.softsign(x).numpy(), a / (1 + np.abs(a)), rtol=1e-6)
+    np.testing.assert_allclose(F.tanhshrink(x).numpy(), a - np.tanh(a), atol=1e-6)
+    e = np.exp(-a)
+    np.testing.assert_allclose(F.softmin(x, 0).numpy(), e / e.sum(0), rtol=1e-5)
+    want = np.where(a > 0, a, 0.5 * np.expm1(a / 0.5))
+    np.testing.assert_allclose(F.celu(x, 0.5).numpy(), want, rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(F.glu(x).numpy(), a[:, :3] / (1 + np.exp(-a[:, 3:])), rtol=1e-5)
+    assert F.threshold(x, 0.1, -3.0).numpy().min() >= -3.0
+    np.testing.assert_allclose(
+        F.pairwise_distance(x, t(b)).numpy(), np.linalg.norm(a - b + 1e-6, axis=-1), rtol=1e-5
+    )
+    y = np.array([1.0, -1.0, 1.0, -1.0])
+    s1, s2 = a[:, 0], b[:, 0]
+    np.testing.assert_allclose(
+        F.margin_ranking_loss(t(s1), t(s2), t(y), 0.3).item(),
+        np.maximum(-y * (s1 - s2) + 0.3, 0).mean(),
+        rtol=1e-6,
+    )
+    sign = np.sign(b)
+    want = np.where(sign != 1, np.maximum(0.7 - a, 0), 0) + np.where(sign != -1, a, 0)
+    np.testing.assert_allclose(
+        F.hinge_embedding_loss(x, t(sign), 0.7).item(), want.mean(), rtol=1e-6
+    )
+    want = np.log1p(np.exp(-sign * a)).sum()
+    np.testing.assert_allclose(F.soft_margin_loss(x, t(sign), "sum").item(), want, rtol=1e-5)
+    cos = (a * b).sum(-1) / np.sqrt(((a * a).sum(-1) + 1e-12) * ((b * b).sum(-1) + 1e-12))
+    want = np.where(y == 1, 1 - cos, np.maximum(cos - 0.2, 0))
+    got = F.cosine_embedding_loss(x, t(b), t(y), 0.2, "none").numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-7)
+    counts = rng.poisson(3.0, (4, 6)).astype(np.float32)
+    want = np.exp(a) - counts * a
+    big = np.maximum(counts, 1)
+    stirling = np.where(counts > 1, big * np.log(big) - big + 0.5 * np.log(2 * np.pi * big), 0)
+    got = F.poisson_nll_loss(x, t(counts), full=True, reduction="none").numpy()
+    np.testing.assert_allclose(got, want + stirling, rtol=1e-5, atol=1e-6)
+    var = np.abs(b) + 0.1
+    want = 0.5 * (np.log(var) + (a - b) ** 2 / var)
+    got = F.gaussian_nll_loss(x, t(b), t(var), reduction="none").numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    got = F.gaussian_nll_loss(x, t(b), t(var[:, 0])).item()  # one variance per sample
+    want = (0.5 * (np.log(var[:, :1]) + (a - b) ** 2 / var[:, :1])).mean()
+    np.testing.assert_allclose(got, want, rtol=1e-5)
+    with pytest.raises(ValueError, match="gaussian_nll_loss: var has negative entries"):
+        F.gaussian_nll_loss(x, t(b), t(-var))
+    c = rng.standard_normal((4, 6))
+    d = lambda u, v: np.linalg.norm(u - v + 1e-6, axis=-1)  # noqa: E731
+    want = np.maximum(d(a, b) - np.minimum(d(a, c), d(b, c)) + 0.5, 0).mean()
+    got = F.triplet_margin_loss(x, t(b), t(c), margin=0.5, swap=True).item()
+    np.testing.assert_allclose(got, want, rtol=1e-5)
+    labels = (b > 0).astype(np.float64)
+    per = labels * np.log1p(np.exp(-a)) + (1 - labels) * np.log1p(np.exp(a))
+    got = F.multilabel_soft_margin_loss(x, t(labels)).item()
+    np.testing.assert_allclose(got, per.mean(-1).mean(), rtol=1e-5)
+    assert nn.TripletMarginLoss(swap=True)(x, t(b), t(c)).shape == ()
+    assert nn.GLU(0)(x).shape == (2, 6) and nn.Threshold(0.0, 1.0)(x).numpy().min() > 0
+
+
+def test_more_activations_and_losses_match_torch_live_when_installed():
+    torch = pytest.importorskip("torch")
+    tf = torch.nn.functional
+    rng = np.random.default_rng(5)
+    a, b, c = (rng.standard_normal((4, 6)).astype(np.float32) for _ in range(3))
+    y = np.array([1, -1, 1, -1], np.float32)
+    T = torch.tensor
+    v = np.abs(c)
+    calls = [
+        ("softsign", (a,), {}),
+        ("celu", (a, 0.7), {}),
+        ("glu", (a,), {}),
+        ("cosine_embedding_loss", (a, b, y, 0.2), {}),
+        ("triplet_margin_loss", (a, b, c), {"p": 1}),
+        ("poisson_nll_loss", (a, np.abs(b)), {"full": True}),
+        ("gaussian_nll_loss", (a, b, v), {}),
+    ]
+    for name, args, kw in calls:
+        ours = getattr(F, name)(*[t(x) for x in args], **kw).numpy()
+        theirs = getattr(tf, name)(*[T(x) for x in args], **kw).numpy()
+        np.testing.assert_allclose(ours, theirs, rtol=1e-5, atol=1e-6, err_msg=name)
