@@ -1657,6 +1657,70 @@ for _n in ("triu_indices", "tril_indices"):
         dtypes=("int32",),
     )
 
+
+# LAPACK's decompositions (ops/linalg.py; nb.linalg): well-conditioned samples
+def _conditioned(rng, shape, dt):
+    n = shape[-1]
+    return (rng.standard_normal(shape) + n * np.eye(n)).astype(dt)
+
+
+def _spd(rng, shape, dt):
+    m = rng.standard_normal(shape)
+    return (m @ np.swapaxes(m, -1, -2) + shape[-1] * np.eye(shape[-1])).astype(dt)
+
+
+def _la_samples(rng, dt):
+    return [Sample((_conditioned(rng, (3, 3), dt),)), Sample((_conditioned(rng, (2, 4, 4), dt),))]
+
+
+register(
+    OpEntry(
+        "inv", nb.linalg.inv, np.linalg.inv, _la_samples, dtypes=("float32", "float64"), atol=1e-4
+    )
+)
+register(
+    OpEntry(
+        "slogdet",
+        lambda a: list(nb.linalg.slogdet(a)),
+        lambda a: [np.asarray(v, a.dtype) for v in np.linalg.slogdet(a)],
+        _la_samples,
+        dtypes=("float32", "float64"),
+        atol=1e-4,
+    )
+)
+register(
+    OpEntry(
+        "det", nb.linalg.det, np.linalg.det, _la_samples, dtypes=("float32", "float64"), rtol=1e-4
+    )
+)
+register(
+    OpEntry(
+        "solve",
+        nb.linalg.solve,
+        lambda a, b: (
+            np.linalg.solve(a, b[..., None])[..., 0]
+            if b.ndim == a.ndim - 1
+            else np.linalg.solve(a, b)
+        ),
+        lambda rng, dt: [
+            Sample((_conditioned(rng, (3, 3), dt), _vals(rng, (3, 2), dt))),
+            Sample((_conditioned(rng, (2, 3, 3), dt), _vals(rng, (2, 3), dt))),
+        ],
+        dtypes=("float32", "float64"),
+        atol=1e-4,
+    )
+)
+register(
+    OpEntry(
+        "cholesky",
+        nb.linalg.cholesky,
+        lambda a: np.linalg.cholesky((a + np.swapaxes(a, -1, -2)) / 2),
+        lambda rng, dt: [Sample((_spd(rng, (3, 3), dt),)), Sample((_spd(rng, (2, 4, 4), dt),))],
+        dtypes=("float32", "float64"),
+        atol=1e-4,
+    )
+)
+
 # random draws: checked by tests/ops/test_random.py (statistics, reproducibility, vmap)
 for _n in ("uniform", "normal", "gaussian", "bernoulli", "randint"):
     register(OpEntry(_n, getattr(nb, _n), None, None, differentiable=False, batchable=False))

@@ -1,4 +1,6 @@
-"""Matrix products: ``matmul`` (primitive), ``outer`` and ``einsum`` (composites)."""
+"""Matrix products: ``matmul`` (primitive), ``outer`` and ``einsum`` (composites); vector and
+matrix ``norm``; and LAPACK's ``inv``, ``solve``, ``slogdet`` and ``cholesky`` (primitives
+run through NumPy on every backend; ``det`` from ``slogdet``)."""
 
 from __future__ import annotations
 
@@ -6,6 +8,8 @@ import math
 import numbers
 import string
 from typing import NamedTuple
+
+import numpy as np
 
 from ..core.dtypes import get_default_dtype
 from ..core.ir import same_shape
@@ -16,7 +20,20 @@ from ._util import as_tensor, norm_axis
 from .base import Operation, OpError, describe
 from .functions import fn, provide
 
-__all__ = ["matmul", "bmm", "outer", "einsum", "dot", "tensordot", "norm"]
+__all__ = [
+    "matmul",
+    "bmm",
+    "outer",
+    "einsum",
+    "dot",
+    "tensordot",
+    "norm",
+    "inv",
+    "solve",
+    "slogdet",
+    "det",
+    "cholesky",
+]
 
 
 class MatmulOp(Operation):
@@ -767,6 +784,273 @@ def vector_norm(x, ord, axes: tuple, keepdims: bool):  # noqa: A002
     zero = total == 0  # (for ord < 0: no elements, or only infinite ones: the norm is inf)
     at_zero = math.inf if ord < 0 else 0.0
     return fn.where(zero, at_zero, fn.where(zero, 1.0, total) ** (1.0 / ord))
+
+
+# ----------------------------------------------------------------------------- decompositions
+# ``inv``, ``solve``, ``slogdet`` and ``cholesky`` are ops of their own, run by LAPACK through
+# NumPy (on every backend: MAX has no kernels for them, so they run on the host as sorting
+# does); leading dims are a batch, as NumPy's and JAX's. Their rules are written with the
+# ops themselves, so derivatives of any order follow.
+def _matrix_rule(in_shapes, out_shapes):
+    """Leading (batch) dims shared; each operand's and output's last two dims whole (a
+    matrix's rows and columns are read together)."""
+    names = string.ascii_lowercase
+    blocked, ins, outs = set(), [], []
+    lead = max(len(s) for s in in_shapes) - 2
+    for group, shapes, tag in ((ins, in_shapes, "i"), (outs, out_shapes, "o")):
+        for k, shape in enumerate(shapes):
+            dims = [(f"b{names[i]}",) for i in range(min(lead, len(shape)))]
+            tail = [(f"{tag}{k}m{j}",) for j in range(len(shape) - len(dims))]
+            blocked.update(t[0] for t in tail)
+            group.append(dims + tail)
+    return spmd.FactorRule.parse_dims(ins, outs, in_shapes, out_shapes, blocked=blocked)
+
+
+def _square(op: str, shape) -> None:
+    if len(shape) < 2 or shape[-1] != shape[-2]:
+        raise OpError(f"linalg.{op}: expects square matrices (..., n, n), got shape {tuple(shape)}")
+
+
+def _check_float(op: str, dtype) -> None:
+    if dtype.value not in ("float32", "float64"):
+        raise OpError(f"linalg.{op}: takes float32 or float64 (LAPACK's), got {dtype.value}")
+
+
+def _mT(x):  # noqa: N802 - NumPy's and JAX's name for the matrix transpose
+    return fn.swap_axes(x, -1, -2)
+
+
+class InvOp(Operation):
+    """The inverse of each square matrix of ``(..., n, n)``."""
+
+    name = "inv"
+
+    def infer(self, shapes, dtypes, kwargs):
+        _square("inv", shapes[0])
+        _check_float("inv", dtypes[0])
+        return [shapes[0]], [dtypes[0]]
+
+    def sharding_rule(self, in_shapes, out_shapes, kwargs):
+        return _matrix_rule(in_shapes, out_shapes)
+
+    def vjp_rule(self, primals, cotangents, outputs, kwargs):
+        t = _mT(outputs[0])  # d(A^-1) = -A^-1 dA A^-1
+        return [fn.neg(fn.matmul(fn.matmul(t, cotangents[0]), t))]
+
+    def jvp_rule(self, primals, tangents, outputs, kwargs):
+        if tangents[0] is None:
+            return [None]
+        inv_a = outputs[0]
+        return [fn.neg(fn.matmul(fn.matmul(inv_a, tangents[0]), inv_a))]
+
+
+class SolveOp(Operation):
+    """``x`` with ``a @ x = b`` for ``a`` ``(..., n, n)`` and ``b`` ``(..., n, k)`` of the
+    same leading dims."""
+
+    name = "solve"
+    arity = 2
+
+    def implicit_broadcast(self, index, impl):
+        # an unbatched ``a`` meets a vmapped ``b`` inside LAPACK's batched solve (NumPy
+        # broadcasts the leading dims), not as a copy per example
+        return index == 0 and not impl.levels
+
+    def infer(self, shapes, dtypes, kwargs):
+        a, b = shapes
+        _square("solve", a)
+        if len(b) != len(a) or tuple(b[:-2]) != tuple(a[:-2]) or b[-2] != a[-1]:
+            raise OpError(f"linalg.solve: a {tuple(a)} and b {tuple(b)} do not fit")
+        _check_float("solve", dtypes[0])
+        return [tuple(b)], [dtypes[0]]
+
+    def sharding_rule(self, in_shapes, out_shapes, kwargs):
+        return _matrix_rule(in_shapes, out_shapes)
+
+    def vjp_rule(self, primals, cotangents, outputs, kwargs):
+        a, _ = primals
+        gb = _solve.bind([_mT(a), cotangents[0]], {})  # b's: a^-T g; a's: -b's x^T
+        ga = fn.neg(fn.matmul(gb, _mT(outputs[0])))
+        return [batching.sum_finished_levels(ga, a), gb]  # (a met the batch unbroadcast)
+
+    def jvp_rule(self, primals, tangents, outputs, kwargs):
+        a, _ = primals
+        da, db = tangents
+        if da is None and db is None:
+            return [None]
+        rhs = db if da is None else fn.matmul(da, outputs[0])
+        if da is not None:
+            rhs = fn.neg(rhs) if db is None else db - rhs
+        return [_solve.bind([a, rhs], {})]
+
+
+class SlogdetOp(Operation):
+    """The sign and the log of the absolute determinant of each square matrix."""
+
+    name = "slogdet"
+    multiple_results = True
+
+    def infer(self, shapes, dtypes, kwargs):
+        _square("slogdet", shapes[0])
+        _check_float("slogdet", dtypes[0])
+        lead = tuple(shapes[0][:-2])
+        return [lead, lead], [dtypes[0], dtypes[0]]
+
+    def sharding_rule(self, in_shapes, out_shapes, kwargs):
+        return _matrix_rule(in_shapes, out_shapes)
+
+    def vjp_rule(self, primals, cotangents, outputs, kwargs):
+        ct = cotangents[1]  # the sign has no derivative
+        if ct is None:
+            return [None]
+        grad = _mT(_inv.bind([primals[0]], {}))  # d log|det A| = tr(A^-1 dA)
+        return [fn.unsqueeze(fn.unsqueeze(ct, -1), -1) * grad]
+
+    def jvp_rule(self, primals, tangents, outputs, kwargs):
+        if tangents[0] is None:
+            return [None, None]
+        d = _solve.bind([primals[0], tangents[0]], {})
+        return [fn.zeros_like(outputs[0]), einsum("...ii->...", d)]
+
+
+def _phi(x):
+    """The lower triangle of ``x`` with its diagonal halved (the Cholesky rules' ``Phi``)."""
+    n = x.shape[-1]
+    return fn.tril(x) - 0.5 * x * fn.eye(n, dtype=x.dtype)
+
+
+class CholeskyOp(Operation):
+    """The lower Cholesky factor ``L`` of each symmetric positive-definite matrix
+    (``A = L L^T``); NaN where a matrix is not positive definite, as JAX's."""
+
+    name = "cholesky"
+
+    def infer(self, shapes, dtypes, kwargs):
+        _square("cholesky", shapes[0])
+        _check_float("cholesky", dtypes[0])
+        return [shapes[0]], [dtypes[0]]
+
+    def sharding_rule(self, in_shapes, out_shapes, kwargs):
+        return _matrix_rule(in_shapes, out_shapes)
+
+    def vjp_rule(self, primals, cotangents, outputs, kwargs):
+        # S = L^-T Phi(L^T G) L^-1, symmetrized (the input is taken as symmetric)
+        low = outputs[0]
+        inv_l = _inv.bind([low], {})
+        s = fn.matmul(fn.matmul(_mT(inv_l), _phi(fn.matmul(_mT(low), cotangents[0]))), inv_l)
+        return [0.5 * (s + _mT(s))]
+
+    def jvp_rule(self, primals, tangents, outputs, kwargs):
+        if tangents[0] is None:
+            return [None]
+        low = outputs[0]
+        inv_l = _inv.bind([low], {})
+        return [fn.matmul(low, _phi(fn.matmul(fn.matmul(inv_l, tangents[0]), _mT(inv_l))))]
+
+
+_inv, _solve, _slogdet, _cholesky = InvOp(), SolveOp(), SlogdetOp(), CholeskyOp()
+
+
+def _linalg_operand(op: str, x) -> Tensor:
+    x = as_tensor(x, op=f"linalg.{op}")
+    if not x.dtype.is_float:
+        x = fn.cast(x, get_default_dtype())
+    return x
+
+
+def inv(a) -> Tensor:
+    """The inverse of each square matrix (NumPy's and JAX's ``linalg.inv``).
+
+    Args:
+        a: ``(..., n, n)``, float32 or float64 (integers in the default float dtype).
+
+    Returns:
+        A tensor like ``a``.
+
+    Raises:
+        ValueError: (:class:`nabla.OpError`) for a shape that is not square matrices.
+    """
+    return _inv.bind([_linalg_operand("inv", a)], {})
+
+
+def solve(a, b) -> Tensor:
+    """``x`` with ``a @ x = b`` (NumPy's and JAX's ``linalg.solve``): ``b`` ``(..., n)`` or
+    ``(..., n, k)``, the leading dims broadcast with ``a``'s.
+
+    Args:
+        a: ``(..., n, n)``.
+        b: ``(..., n)`` (one right-hand side per matrix) or ``(..., n, k)``.
+
+    Returns:
+        ``x`` of ``b``'s shape (after broadcasting).
+
+    Raises:
+        ValueError: (:class:`nabla.OpError`) for shapes that do not fit.
+    """
+    a, b = _linalg_operand("solve", a), _linalg_operand("solve", b)
+    if a.dtype is not b.dtype:
+        a, b = fn.cast(a, get_default_dtype()), fn.cast(b, get_default_dtype())
+        if a.dtype is not b.dtype or not a.dtype.is_float:
+            raise OpError("linalg.solve: a and b must be one float dtype")
+    _square("solve", a.shape)
+    vector = b.ndim == a.ndim - 1 or b.ndim == 1
+    if vector:
+        b = fn.unsqueeze(b, -1)
+    lead = tuple(np.broadcast_shapes(tuple(a.shape[:-2]), tuple(b.shape[:-2])))
+    a = fn.broadcast_to(a, lead + tuple(a.shape[-2:]))
+    b = fn.broadcast_to(b, lead + tuple(b.shape[-2:]))
+    x = _solve.bind([a, b], {})
+    return fn.squeeze(x, -1) if vector else x
+
+
+def slogdet(a) -> tuple:
+    """The sign and the natural log of the absolute determinant of each square matrix
+    (NumPy's and JAX's ``linalg.slogdet``): ``(sign, logabsdet)``; a singular matrix gives
+    sign 0 and ``-inf``.
+
+    Args:
+        a: ``(..., n, n)``.
+
+    Returns:
+        A pair of tensors of ``a``'s leading shape.
+    """
+    return tuple(_slogdet.bind([_linalg_operand("slogdet", a)], {}))
+
+
+def det(a) -> Tensor:
+    """The determinant of each square matrix (NumPy's and JAX's ``linalg.det``), as
+    ``sign * exp(logabsdet)``; its gradient ``det * A^-T`` needs an invertible matrix.
+
+    Args:
+        a: ``(..., n, n)``.
+
+    Returns:
+        A tensor of ``a``'s leading shape.
+    """
+    sign, logabs = slogdet(a)
+    return sign * fn.exp(logabs)
+
+
+def cholesky(a, *, upper: bool = False, symmetrize_input: bool = True) -> Tensor:
+    """The Cholesky factor of each symmetric positive-definite matrix (NumPy's and JAX's
+    ``linalg.cholesky``): lower ``L`` with ``a = L L^T`` (``upper=True``: ``L^T``). As JAX's,
+    the input is symmetrized first (``(a + a^T) / 2``) and a matrix that is not positive
+    definite gives NaN.
+
+    Args:
+        a: ``(..., n, n)``.
+        upper: return the upper factor.
+        symmetrize_input: use ``(a + a^T) / 2`` (default True, JAX's).
+
+    Returns:
+        A tensor like ``a``.
+    """
+    a = _linalg_operand("cholesky", a)
+    _square("cholesky", a.shape)
+    if symmetrize_input:
+        a = 0.5 * (a + _mT(a))
+    low = _cholesky.bind([a], {})
+    return _mT(low) if upper else low
 
 
 provide(globals(), __all__)

@@ -588,6 +588,56 @@ def _windows_sum(cols, **kw):
     return out
 
 
+# --------------------------------------------------------------------------- LAPACK
+@_one("inv")
+def _inv(a):
+    # a singular matrix gives inf/NaN entries, as JAX's (NumPy raises)
+    return _per_matrix(np.linalg.inv, a)
+
+
+@_one("solve")
+def _solve(a, b):
+    try:
+        return np.linalg.solve(a, b)
+    except np.linalg.LinAlgError:
+        out = np.empty(np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + b.shape[-2:], b.dtype)
+        for i in np.ndindex(out.shape[:-2]):
+            try:
+                out[i] = np.linalg.solve(a[i], b[i])
+            except np.linalg.LinAlgError:
+                out[i] = np.nan
+        return out
+
+
+def _slogdet(args, kw):
+    sign, logabs = np.linalg.slogdet(args[0])
+    dtype = args[0].dtype
+    return [np.asarray(sign, dtype), np.asarray(logabs, dtype)]
+
+
+LOWERINGS["slogdet"] = _slogdet
+
+
+@_one("cholesky")
+def _cholesky(a):
+    return _per_matrix(np.linalg.cholesky, a)
+
+
+def _per_matrix(f, a):
+    """``f`` of each matrix of ``a``; one that LAPACK refuses (singular, not positive
+    definite) comes back NaN, as JAX's, instead of failing the whole batch."""
+    try:
+        return f(a)
+    except np.linalg.LinAlgError:
+        out = np.empty_like(a)
+        for i in np.ndindex(a.shape[:-2]):
+            try:
+                out[i] = f(a[i])
+            except np.linalg.LinAlgError:
+                out[i] = np.nan
+        return out
+
+
 # --------------------------------------------------------------------------- linalg / indexing
 def _blas_ready(a):
     # np.matmul leaves BLAS for a slow loop on broadcast (stride-0) or scattered views.
