@@ -11,7 +11,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..core.dtypes import get_default_dtype
+from ..core.dtypes import get_default_dtype, promote_types
 from ..core.ir import same_shape
 from ..core.state import STATE
 from ..runtime.tensor import Tensor
@@ -988,10 +988,9 @@ def solve(a, b) -> Tensor:
         ValueError: (:class:`nabla.OpError`) for shapes that do not fit.
     """
     a, b = _linalg_operand("solve", a), _linalg_operand("solve", b)
-    if a.dtype is not b.dtype:
-        a, b = fn.cast(a, get_default_dtype()), fn.cast(b, get_default_dtype())
-        if a.dtype is not b.dtype or not a.dtype.is_float:
-            raise OpError("linalg.solve: a and b must be one float dtype")
+    if a.dtype is not b.dtype:  # (promoted, as NumPy's: float32 with float64 is float64)
+        dtype = promote_types(a.dtype, b.dtype)
+        a, b = fn.cast(a, dtype), fn.cast(b, dtype)
     _square("solve", a.shape)
     vector = b.ndim == a.ndim - 1 or b.ndim == 1
     if vector:
