@@ -1340,7 +1340,8 @@ def threshold(x, threshold: float, value: float, inplace: bool = False) -> Tenso
     """
     _inplace("threshold", inplace)
     x = as_tensor(x, op="threshold")
-    return binary.where(x > threshold, x, unary.cast(as_tensor(value, op="threshold"), x.dtype))
+    # (PyTorch's test, x <= threshold: a NaN input stays NaN)
+    return binary.where(x <= threshold, unary.cast(as_tensor(value, op="threshold"), x.dtype), x)
 
 
 def pairwise_distance(x1, x2, p: float = 2.0, eps: float = 1e-6, keepdim: bool = False) -> Tensor:

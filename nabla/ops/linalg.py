@@ -934,11 +934,11 @@ class CholeskyOp(Operation):
         return _matrix_rule(in_shapes, out_shapes)
 
     def vjp_rule(self, primals, cotangents, outputs, kwargs):
-        # S = L^-T Phi(L^T G) L^-1, symmetrized (the input is taken as symmetric)
+        # L^-T Phi(L^T G) L^-1: the JVP's transpose (Phi is its own); ``cholesky``
+        # symmetrizes its input first by default, and that symmetrizes this too
         low = outputs[0]
         inv_l = _inv.bind([low], {})
-        s = fn.matmul(fn.matmul(_mT(inv_l), _phi(fn.matmul(_mT(low), cotangents[0]))), inv_l)
-        return [0.5 * (s + _mT(s))]
+        return [fn.matmul(fn.matmul(_mT(inv_l), _phi(fn.matmul(_mT(low), cotangents[0]))), inv_l)]
 
     def jvp_rule(self, primals, tangents, outputs, kwargs):
         if tangents[0] is None:
@@ -974,12 +974,12 @@ def inv(a) -> Tensor:
 
 
 def solve(a, b) -> Tensor:
-    """``x`` with ``a @ x = b`` (NumPy's and JAX's ``linalg.solve``): ``b`` ``(..., n)`` or
-    ``(..., n, k)``, the leading dims broadcast with ``a``'s.
+    """``x`` with ``a @ x = b`` (NumPy 2's and JAX's ``linalg.solve``): ``b`` a vector
+    ``(n,)`` or matrices ``(..., n, k)``, the leading dims broadcast with ``a``'s.
 
     Args:
         a: ``(..., n, n)``.
-        b: ``(..., n)`` (one right-hand side per matrix) or ``(..., n, k)``.
+        b: ``(n,)`` (one right-hand side for every matrix) or ``(..., n, k)``.
 
     Returns:
         ``x`` of ``b``'s shape (after broadcasting).
@@ -992,10 +992,18 @@ def solve(a, b) -> Tensor:
         dtype = promote_types(a.dtype, b.dtype)
         a, b = fn.cast(a, dtype), fn.cast(b, dtype)
     _square("solve", a.shape)
-    vector = b.ndim == a.ndim - 1 or b.ndim == 1
+    vector = b.ndim == 1  # (NumPy 2's and JAX's rule; NumPy 1 also took a.ndim - 1 dims)
     if vector:
         b = fn.unsqueeze(b, -1)
-    lead = tuple(np.broadcast_shapes(tuple(a.shape[:-2]), tuple(b.shape[:-2])))
+    if b.ndim < 2:
+        raise OpError(f"linalg.solve: b of shape {tuple(b.shape)} is not (n,) or (..., n, k)")
+    try:
+        lead = tuple(np.broadcast_shapes(tuple(a.shape[:-2]), tuple(b.shape[:-2])))
+    except ValueError:
+        raise OpError(
+            f"linalg.solve: the leading dims of a {tuple(a.shape)} and b {tuple(b.shape)} do "
+            "not broadcast"
+        ) from None
     a = fn.broadcast_to(a, lead + tuple(a.shape[-2:]))
     b = fn.broadcast_to(b, lead + tuple(b.shape[-2:]))
     x = _solve.bind([a, b], {})

@@ -298,3 +298,43 @@ def test_the_jax_names_edges_a_check_found():
         nb.eval_shape(lambda v: v[: int(float(v.sum()))], nb.ShapeDtypeStruct((4,), nb.float32))
     key_draw = nb.eval_shape(lambda k: nb.random.normal(k, (3,)), nb.random.key(0))
     assert key_draw == nb.ShapeDtypeStruct((3,), nb.float32)
+
+
+def test_linalg_decompositions_follow_jax():
+    """``nb.linalg``'s LAPACK ops on what a check against JAX found: ``solve`` takes ``b``
+    as a vector only when 1-D (NumPy 2's and JAX's rule), and names the shapes when the
+    batches do not broadcast; ``cholesky(symmetrize_input=False)``'s reverse mode agrees
+    with its forward mode (the rule had symmetrized); a singular ``slogdet`` is (0, -inf)
+    and a matrix LAPACK refuses gives NaN."""
+    rng = np.random.default_rng(2)
+    a = rng.standard_normal((3, 3, 3)) + 3 * np.eye(3)
+    b = rng.standard_normal((3, 3))
+    got = nb.linalg.solve(a, b).numpy()
+    assert got.shape == (3, 3, 3)
+    np.testing.assert_allclose(got, np.linalg.solve(a, b), rtol=1e-6)
+    np.testing.assert_allclose(
+        nb.linalg.solve(a, b[0]).numpy(), np.linalg.solve(a, b[0]), rtol=1e-6
+    )
+    with pytest.raises(nb.OpError, match=r"linalg.solve: the leading dims of a \(2, 3, 3\)"):
+        nb.linalg.solve(np.ones((2, 3, 3)), np.ones((3, 3, 1)))
+    with pytest.raises(nb.OpError, match=r"linalg.inv: expects square matrices"):
+        nb.linalg.inv(np.ones((2, 3)))
+    m = rng.standard_normal((3, 3))
+    spd = m @ m.T + 3 * np.eye(3)
+    x = nb.constant(spd)
+
+    def f(v):
+        return (nb.linalg.cholesky(v, symmetrize_input=False) ** 2).sum()
+
+    rev = nb.grad(f)(x).numpy()
+    fwd = nb.jacfwd(f)(x).numpy()
+    np.testing.assert_allclose(rev, fwd, rtol=1e-6, atol=1e-9)
+    assert not np.allclose(rev, rev.T)  # (the lower triangle is what it reads)
+    sym = nb.grad(lambda v: (nb.linalg.cholesky(v) ** 2).sum())(x).numpy()
+    np.testing.assert_allclose(sym, sym.T, atol=1e-12)
+    sign, logabs = nb.linalg.slogdet(np.zeros((2, 2)))
+    assert (sign.item(), logabs.item()) == (0.0, -np.inf)
+    assert np.isnan(nb.linalg.cholesky(-np.eye(2)).numpy()).all()
+    assert nb.linalg.det(np.eye(3) * 2).item() == pytest.approx(8.0)
+    thresholded = nb.nn.functional.threshold(nb.constant([np.nan, 1.0, -1.0]), 0.1, 20.0)
+    assert np.isnan(thresholded.numpy()[0]) and thresholded.numpy()[1:].tolist() == [1, 20]
