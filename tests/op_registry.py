@@ -1718,6 +1718,42 @@ register(
     )
 )
 
+
+def _symmetric(rng, shape, dt):
+    m = rng.standard_normal(shape)
+    return (m + np.swapaxes(m, -1, -2)).astype(dt)
+
+
+def _np_eigh(a):
+    w, v = np.linalg.eigh((a + np.swapaxes(a, -1, -2)) / 2)
+    return [w, v]
+
+
+register(
+    OpEntry(
+        "eigh",
+        lambda a: list(nb.linalg.eigh(a)),
+        _np_eigh,
+        lambda rng, dt: [
+            Sample((_symmetric(rng, (3, 3), dt),)),
+            Sample((_symmetric(rng, (2, 4, 4), dt),)),
+        ],
+        dtypes=("float32", "float64"),
+        atol=1e-4,
+    )
+)
+register(
+    OpEntry(
+        "eigvalsh",
+        nb.linalg.eigvalsh,
+        lambda a: _np_eigh(a)[0],
+        lambda rng, dt: [Sample((_symmetric(rng, (2, 3, 3), dt),))],
+        dtypes=("float32", "float64"),
+        atol=1e-4,
+    )
+)
+
+
 # random draws: checked by tests/ops/test_random.py (statistics, reproducibility, vmap)
 for _n in ("uniform", "normal", "gaussian", "bernoulli", "randint"):
     register(OpEntry(_n, getattr(nb, _n), None, None, differentiable=False, batchable=False))

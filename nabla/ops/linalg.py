@@ -1,6 +1,6 @@
 """Matrix products: ``matmul`` (primitive), ``outer`` and ``einsum`` (composites); vector and
-matrix ``norm``; and LAPACK's ``inv``, ``solve``, ``slogdet`` and ``cholesky`` (primitives
-run through NumPy on every backend; ``det`` from ``slogdet``)."""
+matrix ``norm``; and LAPACK's ``inv``, ``solve``, ``slogdet``, ``cholesky`` and ``eigh``
+(primitives run through NumPy on every backend; ``det`` from ``slogdet``)."""
 
 from __future__ import annotations
 
@@ -33,6 +33,8 @@ __all__ = [
     "slogdet",
     "det",
     "cholesky",
+    "eigh",
+    "eigvalsh",
 ]
 
 
@@ -787,9 +789,9 @@ def vector_norm(x, ord, axes: tuple, keepdims: bool):  # noqa: A002
 
 
 # ----------------------------------------------------------------------------- decompositions
-# ``inv``, ``solve``, ``slogdet`` and ``cholesky`` are ops of their own, run by LAPACK through
-# NumPy (on every backend: MAX has no kernels for them, so they run on the host as sorting
-# does); leading dims are a batch, as NumPy's and JAX's. Their rules are written with the
+# ``inv``, ``solve``, ``slogdet``, ``cholesky`` and ``eigh`` are ops of their own, run by
+# LAPACK through NumPy (on every backend: MAX has no kernels for them, so they run on the host
+# as sorting does); leading dims are a batch, as NumPy's and JAX's. Their rules are written with the
 # ops themselves, so derivatives of any order follow.
 def _matrix_rule(in_shapes, out_shapes):
     """Leading (batch) dims shared; each operand's and output's last two dims whole (a
@@ -948,7 +950,59 @@ class CholeskyOp(Operation):
         return [fn.matmul(low, _phi(fn.matmul(fn.matmul(inv_l, tangents[0]), _mT(inv_l))))]
 
 
+class EighOp(Operation):
+    """The eigenvalues (ascending) and eigenvectors (columns) of each symmetric matrix, from
+    its lower triangle (LAPACK's ``syevd``)."""
+
+    name = "eigh"
+    multiple_results = True
+
+    def infer(self, shapes, dtypes, kwargs):
+        _square("eigh", shapes[0])
+        _check_float("eigh", dtypes[0])
+        return [tuple(shapes[0][:-1]), shapes[0]], [dtypes[0], dtypes[0]]
+
+    def sharding_rule(self, in_shapes, out_shapes, kwargs):
+        return _matrix_rule(in_shapes, out_shapes)
+
+    def _gaps(self, w):
+        """``F[i, j] = 1 / (w[j] - w[i])`` off the diagonal, 0 on it (equal eigenvalues
+        have no defined vectors' derivative: their entries are inf, as JAX's)."""
+        n = w.shape[-1]
+        diff = fn.unsqueeze(w, -2) - fn.unsqueeze(w, -1)
+        eye = fn.eye(n, dtype=w.dtype)
+        return fn.where(eye > 0, fn.zeros_like(diff), 1.0 / fn.where(eye > 0, 1.0, diff))
+
+    def _outputs(self, primals, outputs):
+        """``(w, v)``; computed again when one was not kept (an output nothing read)."""
+        if outputs[0] is None or outputs[1] is None:
+            return tuple(_eigh.bind([primals[0]], {}))
+        return tuple(outputs)
+
+    def vjp_rule(self, primals, cotangents, outputs, kwargs):
+        w, v = self._outputs(primals, outputs)
+        ct_w, ct_v = cotangents
+        inner = None
+        if ct_v is not None:
+            inner = self._gaps(w) * fn.matmul(_mT(v), ct_v)
+        if ct_w is not None:
+            diag = fn.unsqueeze(ct_w, -1) * fn.eye(w.shape[-1], dtype=w.dtype)
+            inner = diag if inner is None else inner + diag
+        if inner is None:
+            return [None]
+        return [fn.matmul(fn.matmul(v, inner), _mT(v))]
+
+    def jvp_rule(self, primals, tangents, outputs, kwargs):
+        if tangents[0] is None:
+            return [None, None]
+        w, v = self._outputs(primals, outputs)
+        rotated = fn.matmul(fn.matmul(_mT(v), tangents[0]), v)
+        dw = einsum("...ii->...i", rotated)
+        return [dw, fn.matmul(v, self._gaps(w) * rotated)]
+
+
 _inv, _solve, _slogdet, _cholesky = InvOp(), SolveOp(), SlogdetOp(), CholeskyOp()
+_eigh = EighOp()
 
 
 def _linalg_operand(op: str, x) -> Tensor:
@@ -1058,6 +1112,46 @@ def cholesky(a, *, upper: bool = False, symmetrize_input: bool = True) -> Tensor
         a = 0.5 * (a + _mT(a))
     low = _cholesky.bind([a], {})
     return _mT(low) if upper else low
+
+
+def eigh(a, UPLO=None, symmetrize_input: bool = True) -> tuple:  # noqa: N803 - NumPy's name
+    """The eigenvalues (ascending) and eigenvectors (the columns of ``v``) of each symmetric
+    matrix (NumPy's and JAX's ``linalg.eigh``): ``(w, v)`` with ``a v = v diag(w)``. As
+    JAX's, the input is symmetrized first; the vectors' derivative needs distinct
+    eigenvalues.
+
+    Args:
+        a: ``(..., n, n)``.
+        UPLO: NumPy's ``"L"`` (the default; ``"U"`` reads the upper triangle, the same
+            after symmetrizing).
+        symmetrize_input: use ``(a + a^T) / 2`` (default True, JAX's).
+
+    Returns:
+        ``(w, v)``: ``(..., n)`` and ``(..., n, n)``.
+    """
+    a = _linalg_operand("eigh", a)
+    _square("eigh", a.shape)
+    if UPLO not in (None, "L", "U"):
+        raise OpError(f"linalg.eigh: UPLO must be 'L' or 'U', got {UPLO!r}")
+    if UPLO == "U":
+        a = _mT(a)
+    if symmetrize_input:
+        a = 0.5 * (a + _mT(a))
+    return tuple(_eigh.bind([a], {}))
+
+
+def eigvalsh(a, UPLO=None) -> Tensor:  # noqa: N803 - NumPy's name
+    """The eigenvalues (ascending) of each symmetric matrix (NumPy's and JAX's
+    ``linalg.eigvalsh``).
+
+    Args:
+        a: ``(..., n, n)``.
+        UPLO: NumPy's ``"L"`` (default) or ``"U"``.
+
+    Returns:
+        ``(..., n)``.
+    """
+    return eigh(a, UPLO)[0]
 
 
 provide(globals(), __all__)

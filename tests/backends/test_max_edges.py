@@ -81,7 +81,7 @@ def _edge_samples(entry, dtype):
 # sort (searchsorted's and digitize's entries sort their bins first)
 ON_HOST = {"argsort", "sort", "top_k", "nonzero", "argwhere"}
 ON_HOST |= {"searchsorted", "digitize", "quantile", "percentile", "median"}
-ON_HOST |= {"inv", "solve", "slogdet", "det", "cholesky"}  # LAPACK's (NumPy's) on every backend
+ON_HOST |= {"inv", "solve", "slogdet", "det", "cholesky", "eigh", "eigvalsh"}  # LAPACK's
 
 
 def _build(dtype):

@@ -618,6 +618,14 @@ def _slogdet(args, kw):
 LOWERINGS["slogdet"] = _slogdet
 
 
+def _eigh(args, kw):
+    w, v = np.linalg.eigh(args[0])
+    return [w, v]
+
+
+LOWERINGS["eigh"] = _eigh
+
+
 @_one("cholesky")
 def _cholesky(a):
     return _per_matrix(np.linalg.cholesky, a)
