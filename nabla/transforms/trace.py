@@ -15,13 +15,7 @@ from ..core.state import grad_level
 from ..runtime.tensor import Tensor
 from .autodiff import _fresh
 
-__all__ = [
-    "trace",
-    "Trace",
-    "communication_report",
-    "CommReport",
-    "CommRecord",
-]
+__all__ = ["trace", "Trace", "communication_report", "CommReport", "CommRecord"]
 
 _HIDDEN_KWARGS = {"rule", "phys", "device", "saved", "cap_slots"}
 _SHORT = {
