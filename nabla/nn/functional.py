@@ -18,11 +18,11 @@ from ..core.dtypes import promote_types
 from ..ops import binary, creation, indexing, reduction, unary, view
 from ..ops import random as _random
 from ..ops._util import as_tensor, norm_axis, readable_now
-from ..ops.linalg import norm as linalg_norm
 from ..ops.nn import avg_pool2d, conv2d, conv2d_transpose, max_pool2d
 from ..runtime.tensor import Tensor
 from .init import he_normal, he_uniform, xavier_normal, xavier_uniform
 from .losses import (
+    _distance,
     binary_cross_entropy,
     binary_cross_entropy_with_logits,
     broadcasts_onto,
@@ -1358,8 +1358,8 @@ def pairwise_distance(x1, x2, p: float = 2.0, eps: float = 1e-6, keepdim: bool =
     Returns:
         The distances, ``(...)``.
     """
-    d = as_tensor(x1, op="pairwise_distance") - as_tensor(x2, op="pairwise_distance") + eps
-    return linalg_norm(d, p, -1, keepdim)
+    a, b = as_tensor(x1, op="pairwise_distance"), as_tensor(x2, op="pairwise_distance")
+    return _distance(a, b, p, eps, keepdim)
 
 
 __all__ += [

@@ -1035,9 +1035,10 @@ def gaussian_nll_loss(
     return _reduce(loss, reduction, "gaussian_nll_loss")
 
 
-def _distance(a, b, p: float, eps: float):
-    """PyTorch's ``pairwise_distance``: the ``p``-norm of ``a - b + eps`` on the last axis."""
-    return _linalg_norm(a - b + eps, p, -1)
+def _distance(a, b, p: float, eps: float, keepdim: bool = False):
+    """PyTorch's ``pairwise_distance`` (``F.pairwise_distance`` is this): the ``p``-norm of
+    ``a - b + eps`` on the last axis."""
+    return _linalg_norm(a - b + eps, p, -1, keepdim)
 
 
 def triplet_margin_loss(

@@ -10,9 +10,9 @@ import numbers
 
 import numpy as np
 
-from ..core.dtypes import DType, get_default_dtype, result_type
+from ..core.dtypes import DType, get_default_dtype
 from ..runtime.tensor import Tensor
-from ._util import as_tensor, is_scalar, norm_axes, norm_axis, readable_now
+from ._util import as_tensor, norm_axes, norm_axis, readable_now
 from .base import OpError
 from .functions import fn
 
@@ -822,22 +822,13 @@ def _float(x, op: str) -> Tensor:
 
 
 def _promoted(op: str, *values, floats: bool = False) -> list:
-    """``values`` as tensors of their promoted dtype, as the binary ops promote (Python and
-    NumPy numbers weak: ``fmax(int8 tensor, 2)`` stays int8); ``floats``: integers in the
-    default float dtype. (The families reach binary's own rule only through ``fn``, which
-    holds ops: this is that rule for the functions here.)"""
-    strong, weak = [], []
-    for v in values:
-        if isinstance(v, Tensor):
-            strong.append(v.dtype)
-        elif is_scalar(v):
-            weak.append(v)
-        else:
-            strong.append(as_tensor(v, op=op).dtype)
-    dtype = result_type(strong, weak)
+    """``values`` as tensors of their promoted dtype, by the binary ops' own rule (Python
+    and NumPy numbers weak: ``fmax(int8 tensor, 2)`` stays int8); ``floats``: integers in
+    the default float dtype."""
+    ts, dtype = fn.promote_operands(op, list(values), broadcast=False)
     if floats and not dtype.is_float:
-        dtype = get_default_dtype()
-    return [as_tensor(v, dtype, op=op) for v in values]
+        ts = [fn.cast(t, get_default_dtype()) for t in ts]
+    return ts
 
 
 def column_stack(tup) -> Tensor:
