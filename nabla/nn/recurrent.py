@@ -468,6 +468,7 @@ class _CellBase(Module):
     ``±1 / sqrt(hidden_size)``; the step is the layers' own."""
 
     gates = 0
+    fold_hidden_bias = False  # as the layers': b_hh joins the input projection (not GRU's)
 
     def __init__(
         self, input_size: int, hidden_size: int, bias: bool = True, *, key=None, dtype=None
@@ -519,11 +520,29 @@ class _CellBase(Module):
             )
         return given
 
-    def _gx(self, x, fold_hidden_bias: bool):
+    def _gx(self, x):
         gx = x @ self.weight_ih.swap_axes(0, 1)
         if self.bias:
-            gx = gx + (self.bias_ih + self.bias_hh if fold_hidden_bias else self.bias_ih)
+            gx = gx + (self.bias_ih + self.bias_hh if self.fold_hidden_bias else self.bias_ih)
         return gx
+
+    def forward(self, x, hx=None):
+        """One step.
+
+        Args:
+            x: ``(N, input_size)`` or unbatched ``(input_size,)``.
+            hx: optional ``h`` ``(N, hidden_size)``; zeros when omitted.
+
+        Returns:
+            The new ``h``, shaped as ``hx``.
+        """
+        x, unbatched = self._input(x)
+        h, _ = self._step()(self._state(hx, x, unbatched, "hx"), self._gx(x))
+        return h.squeeze(0) if unbatched else h
+
+    def _step(self):
+        """The layer's step ``(carry, gx) -> (carry, h)`` for this cell's weights."""
+        raise NotImplementedError
 
     def extra_repr(self) -> str:
         """The configuration shown by ``repr``."""
@@ -544,6 +563,7 @@ class RNNCell(_CellBase):
     """
 
     gates = 1
+    fold_hidden_bias = True
 
     def __init__(
         self, input_size: int, hidden_size: int, bias: bool = True, nonlinearity: str = "tanh",
@@ -556,21 +576,8 @@ class RNNCell(_CellBase):
         super().__init__(input_size, hidden_size, bias, key=key, dtype=dtype)
         self.nonlinearity = nonlinearity
 
-    def forward(self, x, hx=None):
-        """One step.
-
-        Args:
-            x: ``(N, input_size)`` or unbatched ``(input_size,)``.
-            hx: optional ``h`` ``(N, hidden_size)``; zeros when omitted.
-
-        Returns:
-            The new ``h``, shaped as ``hx``.
-        """
-        x, unbatched = self._input(x)
-        h = self._state(hx, x, unbatched, "hx")
-        step = _rnn_step(self.weight_hh.swap_axes(0, 1), _NONLINEARITIES[self.nonlinearity])
-        h, _ = step(h, self._gx(x, True))
-        return h.squeeze(0) if unbatched else h
+    def _step(self):
+        return _rnn_step(self.weight_hh.swap_axes(0, 1), _NONLINEARITIES[self.nonlinearity])
 
 
 class LSTMCell(_CellBase):
@@ -585,6 +592,7 @@ class LSTMCell(_CellBase):
     """
 
     gates = 4
+    fold_hidden_bias = True
 
     def forward(self, x, hx=None):
         """One step.
@@ -602,7 +610,7 @@ class LSTMCell(_CellBase):
         x, unbatched = self._input(x)
         h = self._state(h_given, x, unbatched, "h")
         c = self._state(c_given, x, unbatched, "c")
-        (h, c), _ = _lstm_step(self.weight_hh.swap_axes(0, 1))((h, c), self._gx(x, True))
+        (h, c), _ = _lstm_step(self.weight_hh.swap_axes(0, 1))((h, c), self._gx(x))
         return (h.squeeze(0), c.squeeze(0)) if unbatched else (h, c)
 
 
@@ -619,18 +627,5 @@ class GRUCell(_CellBase):
 
     gates = 3
 
-    def forward(self, x, hx=None):
-        """One step.
-
-        Args:
-            x: ``(N, input_size)`` or unbatched ``(input_size,)``.
-            hx: optional ``h`` ``(N, hidden_size)``; zeros when omitted.
-
-        Returns:
-            The new ``h``, shaped as ``hx``.
-        """
-        x, unbatched = self._input(x)
-        h = self._state(hx, x, unbatched, "hx")
-        b_hh = self.bias_hh if self.bias else None
-        h, _ = _gru_step(self.weight_hh.swap_axes(0, 1), b_hh)(h, self._gx(x, False))
-        return h.squeeze(0) if unbatched else h
+    def _step(self):
+        return _gru_step(self.weight_hh.swap_axes(0, 1), self.bias_hh if self.bias else None)
