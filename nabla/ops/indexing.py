@@ -341,7 +341,8 @@ def torch_scatter(x, dim: int, index, src, op: str = "scatter", add: bool = Fals
             "(PyTorch's rule)"
         )
     if readable_now(index) and index.size:  # (PyTorch's bounds: no counting from the end)
-        low, high = int(index.numpy().min()), int(index.numpy().max())
+        values = index.numpy()
+        low, high = int(values.min()), int(values.max())
         if low < 0 or high >= x.shape[d]:
             raise IndexError(
                 f"{op}: index values {low}..{high} are out of range for dim {d} of size "
