@@ -133,8 +133,9 @@ def scenario_collectives():
         close(nb.all_to_all(rev, 1, 0).numpy(), wide)
         for s in nb.all_to_all(rev, 1, 0).addressable_shards:
             np.testing.assert_array_equal(s.data, wide[s.index])
-    # small values travel inside the agreement, large ones by their own MPI call: equal
-    for cols in (8, 4096):  # 32 B and 16 KiB per device
+    # small values travel inside the agreement, large ones by their own exchange or MPI
+    # call, and past 512 KiB in pieces (on 4 processes also within groups of 2): equal
+    for cols in (8, 4096, (1 << 16) + 12):  # 32 B, 16 KiB and 512 KiB + 48 B per device
         check_small_and_large(cols)
     # a 0-d block per device travels too
     line = nb.DeviceMesh("line", (N,), ("q",))
@@ -221,6 +222,18 @@ def scenario_eager_lane():
             deep = (data(2 * N, 12 * N, seed=cols + 2) * 8).astype(dtype).reshape(2 * N, 3, -1)
             terms = nb.realize(nb.sum(nb.shard(deep, line, P("q")), axis=0))
             close(lane(lambda v: nb.reduce_scatter(v, 1), terms).numpy(), deep.sum(0))
+    # past one exchange (512 KiB per process): through the slots in pieces, also at once,
+    # with the lazy path's bits
+    cols = (1 << 16) + 4 * N
+    x = data(2 * N, cols, seed=9)
+    t = nb.realize(nb.shard(x, line, P("q")))
+    for kind, ref in (("sum", np.sum), ("max", np.max)):
+        got = lane(lambda v, kind=kind: nb.all_reduce(v, kind, axes="q"), t)
+        close(got.numpy(), ref(x.reshape(N, 2, cols), axis=0))
+    close(lane(lambda v: nb.all_gather(v, 0), t).numpy(), x)
+    wide = data(2 * N, 4 * cols, seed=10)
+    terms = nb.realize(nb.sum(nb.shard(wide, line, P("q")), axis=0))
+    close(lane(lambda v: nb.reduce_scatter(v, 0), terms).numpy(), wide.sum(0))
     # several devices per process along the axes: the lazy path
     mesh = nb.DeviceMesh("m", (N, 2), ("p", "l"))
     x = data(4 * N, 3, seed=5)
@@ -397,9 +410,9 @@ def scenario_exchanges():
     line = nb.DeviceMesh("line", (N,), ("q",))
     rng = np.random.default_rng(RANK)
     ranks = np.arange(N).reshape(N, 1)
-    # small, mid-size, past the MPI slot (4 KiB), past the shared gather limit (1 MiB) and
-    # past the shared slots (4 MiB)
-    for cols in (3, 1000, 5000, (1 << 18) + 5, (1 << 20) + 7):
+    # small, mid-size, past the MPI slot (4 KiB), past one exchange (512 KiB: in pieces,
+    # the last one short) and past the pieces of a gather (4 MiB)
+    for cols in (3, 1000, 5000, (1 << 18) + 12, (1 << 20) + 7):
         for step in range(40 if cols < 1 << 16 else 4):
             if rng.random() < 0.3:
                 time.sleep(rng.random() * 3e-4)
