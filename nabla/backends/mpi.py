@@ -246,9 +246,10 @@ def _watchdog() -> None:
 #   count and read the slot in place. Slots alternate between two sets, so a process can
 #   write exchange k + 1 while a slow peer still reads exchange k; it cannot get to k + 2
 #   before every peer posted k + 1, i.e. finished reading k. The slots hold up to
-#   ``_SHARED_BYTES`` (4 MiB) each, so collectives up to that size are one exchange with no
-#   MPI call at all: measured here (2 processes), 256 KiB sums in 45-100 us against MPI's
-#   190-320 us, 1 KiB in 3 us against 6 us.
+#   ``_SHARED_BYTES`` (4 MiB) each; a collective's data go up to 512 KiB per exchange
+#   (larger ones in pieces, ``_chunked_allreduce``), with no MPI call at all: measured here
+#   (2 processes), 256 KiB sums in 45-100 us against MPI's 190-320 us, 1 KiB in 3 us
+#   against 6 us.
 # - ``_MPIExchange`` otherwise (processes on several machines, or ``NABLA_MPI_SHARED=0``):
 #   one ``Iallgather`` of a 4 KiB slot per process.
 _PAYLOAD_MAX = 4096
@@ -1064,35 +1065,6 @@ def _chunked_gather(x: np.ndarray, members: list) -> np.ndarray:
     return recv
 
 
-def _pieces_reduce(order: list, group: _Group, kind: str):
-    """``_mesh_reduce`` with one device per process along the axes, in pieces."""
-    members = _members(group)
-    return lambda x: _chunked_allreduce(x, members, kind)  # (an MPI dtype: its own wire)
-
-
-def _pieces_gather(order: list, group: _Group, ndev: int, dim: int):
-    """``_mesh_gather`` with one device per process along the axes, in pieces."""
-    members = _members(group)
-    return lambda x: _joined(_chunked_gather(x, members), x.shape, order, ndev + dim)
-
-
-def _pieces_reduce_scatter(order: list, group: _Group, ndev: int, dim: int, kind: str):
-    """``_mesh_reduce_scatter`` with one device per process along the axes, in pieces."""
-    members = _members(group)
-
-    def run(x):
-        return _chunked_reduce_scatter(_scatter_blocks(x, ndev, dim, order), members, kind)
-
-    return run
-
-
-_PIECES = {
-    "mesh_reduce": _pieces_reduce,
-    "mesh_gather": _pieces_gather,
-    "mesh_reduce_scatter": _pieces_reduce_scatter,
-}
-
-
 def _chunked_reduce_scatter(send: np.ndarray, members: list, kind: str) -> np.ndarray:
     """``_own_block_reduced`` of ``send`` (its blocks in member order, several members, any
     size) on the shared-memory exchange: per exchange each member writes the same slice of
@@ -1120,6 +1092,35 @@ def _chunked_reduce_scatter(send: np.ndarray, members: list, kind: str) -> np.nd
             parts.append(blocks[own, cols] if q == own else sent[own if own < q else own - 1])
         _reduce_into(parts, kind, dst[cols])
     return out
+
+
+def _pieces_reduce(order: list, group: _Group, kind: str):
+    """``_mesh_reduce`` with one device per process along the axes, in pieces."""
+    members = _members(group)
+    return lambda x: _chunked_allreduce(x, members, kind)  # (an MPI dtype: its own wire)
+
+
+def _pieces_gather(order: list, group: _Group, ndev: int, dim: int):
+    """``_mesh_gather`` with one device per process along the axes, in pieces."""
+    members = _members(group)
+    return lambda x: _joined(_chunked_gather(x, members), x.shape, order, ndev + dim)
+
+
+def _pieces_reduce_scatter(order: list, group: _Group, ndev: int, dim: int, kind: str):
+    """``_mesh_reduce_scatter`` with one device per process along the axes, in pieces."""
+    members = _members(group)
+
+    def run(x):
+        return _chunked_reduce_scatter(_scatter_blocks(x, ndev, dim, order), members, kind)
+
+    return run
+
+
+_PIECES = {
+    "mesh_reduce": _pieces_reduce,
+    "mesh_gather": _pieces_gather,
+    "mesh_reduce_scatter": _pieces_reduce_scatter,
+}
 
 
 def _combine(rows, members: list, shape: tuple, dtype, kind: str) -> np.ndarray:
