@@ -133,6 +133,12 @@ def scenario_collectives():
         close(nb.all_to_all(rev, 1, 0).numpy(), wide)
         for s in nb.all_to_all(rev, 1, 0).addressable_shards:
             np.testing.assert_array_equal(s.data, wide[s.index])
+        # past one exchange (768 KiB of blocks for the others): in pieces, in that order
+        big = data(4, 1 << 18, seed=11)
+        rev = nb.shard(big, grid, P(("b", "a")))
+        back = nb.reduce_scatter(nb.sum(rev, axis=0), 0, axes=("b", "a"))
+        assert back.sharding.to_partition_spec() == P(("b", "a"))
+        close(back.numpy(), big.sum(0))
     # small values travel inside the agreement, large ones by their own exchange or MPI
     # call, and past 512 KiB in pieces (on 4 processes also within groups of 2): equal
     for cols in (8, 4096, (1 << 16) + 12):  # 32 B, 16 KiB and 512 KiB + 48 B per device
