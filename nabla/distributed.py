@@ -24,8 +24,6 @@ Importing nabla never imports ``mpi4py``; a script run without ``mpiexec`` is on
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 
 from .backends import mpi as _mpi
@@ -46,25 +44,6 @@ __all__ = [
 
 DistributedError = _mpi.DistributedError
 
-# launchers set one of these in every process they start
-_LAUNCHER_VARS = (
-    "PMI_SIZE",
-    "OMPI_COMM_WORLD_SIZE",
-    "PMIX_RANK",
-    "SLURM_NTASKS",
-    "MPI_LOCALNRANKS",
-)
-
-
-def _launched_by_mpi() -> bool:
-    for var in _LAUNCHER_VARS:
-        try:
-            if int(os.environ.get(var, "1")) > 1:
-                return True
-        except ValueError:
-            continue
-    return "PMIX_RANK" in os.environ
-
 
 def initialize() -> None:
     """Join the MPI world this process was launched in (``mpiexec``/``srun``).
@@ -82,7 +61,7 @@ def initialize() -> None:
     try:
         import mpi4py  # noqa: F401, PLC0415 - the optional transport
     except ImportError:
-        if _launched_by_mpi():
+        if _mpi.launched_by_mpi():
             raise DistributedError(
                 "nb.distributed.initialize: this process was started by an MPI launcher but "
                 'mpi4py is not installed; install the extra: pip install "nabla[mpi]"'

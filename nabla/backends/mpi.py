@@ -151,6 +151,33 @@ def timeout() -> float:
 timeout()  # a bad setting fails the import, not the first collective
 
 
+# launchers set one of these in every process they start
+_LAUNCHER_VARS = (
+    "PMI_SIZE",
+    "OMPI_COMM_WORLD_SIZE",
+    "PMIX_RANK",
+    "SLURM_NTASKS",
+    "MPI_LOCALNRANKS",
+)
+
+
+def launched_by_mpi() -> bool:
+    """Whether an MPI launcher (``mpiexec``, ``srun``) started this process among several:
+    read from the environment it sets, before (or without) ``activate``."""
+    for var in _LAUNCHER_VARS:
+        try:
+            if int(os.environ.get(var, "1")) > 1:
+                return True
+        except ValueError:
+            continue
+    return "PMIX_RANK" in os.environ
+
+
+def active() -> bool:
+    """Whether ``activate`` ran: collectives go over MPI."""
+    return _STATE.comm is not None
+
+
 def activate(comm=None) -> None:
     """Run collectives over MPI from now on: records this process's rank and size in
     ``core.sharding.PROCESS``, installs the cross-process ``mesh_*`` lowerings and makes an

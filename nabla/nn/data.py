@@ -9,6 +9,7 @@ import numbers
 
 import numpy as np
 
+from ..backends import mpi
 from ..core.sharding import PROCESS
 from ..ops import creation
 from ..runtime.tensor import Tensor
@@ -238,10 +239,11 @@ class DataLoader:
             :func:`default_collate`); only for a dataset.
         pin_memory: accepted for PyTorch's calls; nothing to pin.
         drop_last: skip the last batch when it is smaller than ``batch_size`` (default False).
-        seed: seed of the shuffling (default 0).
-        num_replicas: how many parts each batch is cut into (default: the process count,
-            ``nb.distributed.process_count()``).
-        rank: which part this loader yields (default: ``nb.distributed.process_index()``).
+        seed: seed of the shuffling, an int (default 0).
+        num_replicas: how many parts each batch is cut into, an int (default: the process
+            count, ``nb.distributed.process_count()``).
+        rank: which part this loader yields, an int (default:
+            ``nb.distributed.process_index()``).
         **loader_options: PyTorch's ``persistent_workers``, ``prefetch_factor``,
             ``timeout``, ``worker_init_fn``, ``pin_memory_device``, ``multiprocessing_context``
             and ``generator``, accepted so its loader calls carry over: batches are made in
@@ -249,6 +251,11 @@ class DataLoader:
             the order (a torch ``generator`` does not). Another keyword is a ``TypeError``.
 
     Raises:
+        TypeError: for a ``batch_size``, ``seed``, ``num_replicas`` or ``rank`` that is not
+            an int.
+        RuntimeError: in a process an MPI launcher started among several, before
+            ``nb.distributed.initialize()``, unless ``num_replicas`` and ``rank`` are given
+            (each process would take whole batches).
         ValueError: for an empty dataset, arrays of different lengths, ``batch_size < 1``,
             a rank outside ``[0, num_replicas)``, a batch (the last one too, unless
             ``drop_last``) that ``num_replicas`` does not divide, a negative
@@ -341,6 +348,18 @@ class DataLoader:
         if sampler is not None:  # the examples an epoch visits: the sampler's indices
             self.n = len(sampler)
         self.batch_size, self.shuffle, self.drop_last = int(batch_size), shuffle, drop_last
+        for name, value in (("seed", seed), ("num_replicas", num_replicas), ("rank", rank)):
+            if value is None and name != "seed":
+                continue
+            if not isinstance(value, numbers.Integral) or isinstance(value, bool):
+                raise TypeError(f"DataLoader: {name} must be an int, got {value!r}")
+        if (num_replicas is None or rank is None) and mpi.launched_by_mpi() and not mpi.active():
+            raise RuntimeError(
+                "DataLoader: this process is one of several an MPI launcher started, but "
+                "nb.distributed.initialize() has not run, so every process would take whole "
+                "batches: call nb.distributed.initialize() before making the loader, or pass "
+                "num_replicas= and rank="
+            )
         self.seed, self.epoch = int(seed), 0
         self.num_replicas = PROCESS.count if num_replicas is None else int(num_replicas)
         self.rank = PROCESS.index if rank is None else int(rank)
@@ -385,7 +404,14 @@ class DataLoader:
                 ``[0, len(self)]``.
         """
         try:
-            epoch, batch = int(state["epoch"]), int(state["batch"])
+            epoch, batch = state["epoch"], state["batch"]
+            ints = all(
+                isinstance(v, numbers.Integral | np.integer) and not isinstance(v, bool | np.bool_)
+                for v in (epoch, batch)
+            )
+            if not ints:
+                raise TypeError
+            epoch, batch = int(epoch), int(batch)
         except (KeyError, TypeError, ValueError):
             raise ValueError(
                 f"DataLoader.load_state_dict: expected {{'epoch': int, 'batch': int}}, got "

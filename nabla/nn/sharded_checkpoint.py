@@ -35,6 +35,8 @@ one every process sees (one host, or a shared file system).
 from __future__ import annotations
 
 import contextlib
+import errno
+import hashlib
 import itertools
 import json
 import os
@@ -45,6 +47,7 @@ import time
 from typing import NamedTuple
 
 import numpy as np
+import safetensors
 import safetensors.numpy
 
 from ..backends import mpi
@@ -153,7 +156,11 @@ def save_sharded(state, directory) -> None:
         TypeError: naming the path of a leaf that is not a tensor, array or scalar.
         ValueError: when two paths of ``state`` give one name, or ``directory`` holds an
             ``index.json`` that is not a checkpoint's.
-        OSError: naming the path that cannot be written.
+        OSError: naming the path that cannot be written, or the folder a process does not
+            see (``directory`` must be one every process sees).
+        DistributedError: on every process, naming the first path where the processes'
+            states differ (structure, shape, dtype, layout, a scalar's or a NumPy array's
+            value), or when they pass different directories.
     """
     op = "save_sharded"
     directory = os.fspath(directory)
@@ -191,8 +198,13 @@ def save_sharded(state, directory) -> None:
             data = held[block.device] if spec is not None else value.numpy()
             mine[_key(name, block.start)] = np.ascontiguousarray(data)
     index = {"format": FORMAT, "version": VERSION, "processes": count, "entries": entries}
-    if count > 1:  # every process must save the same structure, shapes and layouts
-        mpi.agree(f"{op} {json.dumps(entries, sort_keys=True, default=str)}")
+    if count > 1:  # every process must save the same structure, shapes, layouts and values
+        lines = {n: json.dumps(e, sort_keys=True, default=str) for n, e in entries.items()}
+        for name, value in zip((n for n, _ in leaves), tensors, strict=True):
+            if isinstance(value, np.ndarray | np.generic):  # (kept by process 0 only)
+                data = np.ascontiguousarray(value).tobytes()
+                lines[name] += f" values {hashlib.sha256(data).hexdigest()[:32]}"
+        _agree(op, directory, lines)
     token = mpi.broadcast_object(
         f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}-{time.time_ns() % 10**9:09d}",
         f"{op} {directory!r}: the save's name",
@@ -203,6 +215,13 @@ def save_sharded(state, directory) -> None:
         _remove_leftovers(directory, keep=_committed_data(directory, op))
         _guard(op, data_dir, lambda: _make_data_dir(data_dir))
     mpi.barrier(f"{op} {directory!r}: folder made")
+    if not os.path.isdir(data_dir):
+        raise FileNotFoundError(
+            errno.ENOENT,
+            f"{op}: process {me} does not see the folder {data_dir!r} process 0 made: the "
+            "checkpoint directory must be one every process sees (one host, or a shared "
+            "file system), by the same path",
+        )
     if mine:
         path = os.path.join(data_dir, _file(me, count))
         _guard(op, path, lambda: _write_file(path, mine))
@@ -255,7 +274,10 @@ def _guard(op: str, path: str, fn):
 
 def _write_file(path: str, arrays: dict) -> None:
     """One process's blocks as a safetensors file, flushed to disk before the commit."""
-    safetensors.numpy.save_file(arrays, path)  # straight to the file, no bytes in between
+    try:
+        safetensors.numpy.save_file(arrays, path)  # straight to the file, no bytes between
+    except safetensors.SafetensorError as e:  # (its I/O errors are not OSErrors)
+        raise OSError(errno.EIO, str(e)) from None
     with open(path, "rb+") as f:
         os.fsync(f.fileno())
 
@@ -345,7 +367,9 @@ def load_sharded(directory, like):
     Every process calls it. ``like`` has the structure of the saved state; each of its
     tensors gives the layout the loaded value gets (its mesh and spec, or unsharded), on any
     mesh and any process count, whatever the layout it was saved with. Each process reads
-    only the parts of the stored blocks its own devices need.
+    only the parts of the stored blocks its own devices need. One tensor in several places
+    of ``like`` (a module used twice: tied weights) is loaded once, from its first path, and
+    stays one tensor in all of them.
 
     Args:
         directory: the checkpoint's folder.
@@ -362,7 +386,10 @@ def load_sharded(directory, like):
         ValueError: naming a path whose shape or dtype differs from ``like``'s, or the
             index or data file that is unreadable, truncated or not a checkpoint's.
         TypeError: naming a path where ``like`` has another kind of leaf than was saved
-            (a tensor, a NumPy array or scalar, a Python scalar).
+            (a tensor, a NumPy array or scalar, a Python scalar), or a NumPy integer
+            placeholder for a saved value it would truncate.
+        DistributedError: on every process, naming the first path where the processes'
+            ``like`` differ (kind, shape, dtype or layout).
     """
     op = "load_sharded"
     directory = os.fspath(directory)
@@ -377,14 +404,47 @@ def load_sharded(directory, like):
             f"{op}: the checkpoint in {directory!r} does not match the structure of `like`: "
             f"missing from the checkpoint {missing}, not in `like` {extra}"
         )
+    if PROCESS.count > 1:  # a collective: every process must load into the same layouts
+        _agree(op, directory, {n: _layout(leaf) for n, leaf in leaves})
     files = _Files(os.path.join(directory, index["data"]), op)
-    out = []
+    out, loaded = [], {}
     try:
         for name, leaf in leaves:
-            out.append(_load_leaf(op, name, leaf, entries[name], files))
+            # one tensor in several places of `like` (tied weights) is loaded once, from its
+            # first path, and stays one tensor: one parameter, updated once
+            key = id(leaf) if isinstance(leaf, Tensor) else None
+            if key not in loaded:
+                value = _load_leaf(op, name, leaf, entries[name], files)
+                if key is None:
+                    out.append(value)
+                    continue
+                loaded[key] = value
+            out.append(loaded[key])
     finally:
         files.close()
     return tree_unflatten(tree_flatten_with_path(like)[1], out)
+
+
+def _layout(leaf) -> str:
+    """What a process loads a leaf of `like` as: its kind, and a tensor's shape, dtype and
+    layout (every process must give the same)."""
+    if not isinstance(leaf, Tensor):
+        return type(leaf).__name__
+    spec = leaf._impl.sharding
+    where = "unsharded" if spec is None else f"{spec.mesh.name}{tuple(spec.mesh.shape)} {spec}"
+    return f"Tensor {tuple(leaf.shape)} {leaf.dtype.value} {where}"
+
+
+def _agree(op: str, directory: str, lines: dict) -> None:
+    """Every process is at this save or load with the same ``lines`` (a path's record
+    each): one agreement on their digest; a difference is an error naming the first path
+    that differs, as each process has it."""
+    text = "\n".join(f"{name}: {line}" for name, line in lines.items())
+    digest = hashlib.sha256(text.encode()).hexdigest()[:32]
+    mpi.agree(
+        f"{op} {directory!r} (structure, shapes, layouts and values: digest {digest})",
+        lambda: [f"{name}: {line}" for name, line in lines.items()],
+    )
 
 
 def _read_index(directory: str, op: str) -> dict:
@@ -413,19 +473,25 @@ def _read_index(directory: str, op: str) -> dict:
 
 def _load_leaf(op, name, leaf, entry, files):
     kind = entry["kind"]
-    _check_kind(op, name, leaf, kind)
+    if kind == "ndarray" and entry["shape"] == [] and isinstance(leaf, bool | int | float):
+        leaf = np.zeros((), entry["dtype"])[()]  # a NumPy scalar saved (np.float64 is a float)
+    _check_kind(op, name, leaf, kind, entry)
     if kind not in ("tensor", "ndarray"):
         value = entry["value"]
         if not isinstance(leaf, np.generic):
             return value
         try:
-            return type(leaf)(value)
+            got = type(leaf)(value)
         except (TypeError, ValueError, OverflowError):
+            got = None
+        # an integer placeholder never truncates: 2.7 into an np.int64 is refused
+        if got is None or (isinstance(got, np.integer | np.bool_) and got != value):
             raise TypeError(
                 f"{op}: {name!r} was saved as the {kind} {value!r}, which a NumPy "
                 f"{type(leaf).__name__} placeholder cannot hold; give a placeholder of the "
                 "saved kind"
-            ) from None
+            )
+        return got
     shape, dtype = tuple(entry["shape"]), entry["dtype"]
     if isinstance(leaf, Tensor):
         want = (tuple(leaf.shape), leaf.dtype.value)
@@ -461,7 +527,7 @@ def _load_leaf(op, name, leaf, entry, files):
     return out
 
 
-def _check_kind(op, name, leaf, kind) -> None:
+def _check_kind(op, name, leaf, kind, entry) -> None:
     """A placeholder of ``like`` is what was saved there: a tensor for a tensor, a NumPy
     array or scalar for an array, a Python scalar (or a NumPy scalar) for a scalar."""
     if isinstance(leaf, Tensor):
@@ -473,9 +539,12 @@ def _check_kind(op, name, leaf, kind) -> None:
     else:
         ok = kind not in ("tensor", "ndarray")
     if not ok:
-        saved = {"tensor": "a tensor", "ndarray": "a NumPy array", "int": "an int"}.get(
-            kind, f"a {kind}"
-        )
+        scalar = kind == "ndarray" and entry.get("shape") == []
+        saved = {
+            "tensor": "a tensor",
+            "ndarray": "a NumPy scalar" if scalar else "a NumPy array",
+            "int": "an int",
+        }.get(kind, f"a {kind}")
         raise TypeError(
             f"{op}: {name!r} was saved as {saved}, but `like` has a {type(leaf).__name__} "
             "there; give a placeholder of the saved kind"

@@ -760,6 +760,27 @@ def check_data_order():
             np.testing.assert_array_equal(got.numpy(), want.numpy())
 
 
+def check_ckpt_mismatch(directory, mesh2):
+    """A NumPy array that differs between processes (a save keeps process 0's), or a load
+    into other layouts on one process: an error on every process naming that path."""
+
+    def refused(fn, op, path):
+        try:
+            fn()
+        except nb.distributed.DistributedError as e:
+            assert f"first difference is op {op}: process {RANK} runs {path}: " in str(e), e
+        else:
+            raise AssertionError(f"{path}: no error")
+
+    state = {"step": 1, "seen": np.arange(4) * RANK}
+    refused(lambda: nb.nn.save_sharded(state, directory + "-x"), 0, "seen")
+    like = ckpt_state(1, mesh2)
+    if RANK == 1:
+        like["rows"] = nb.constant(np.zeros((8, 12), np.float32))  # unsharded here only
+    # (the paths in order: flat, grid, key, lr, opt.mu, opt.step, rows, ...)
+    refused(lambda: nb.nn.load_sharded(directory, like), 6, "rows")
+
+
 def scenario_ckpt_save():
     """On 2 processes: save version 1 (check it loads back here), then start saving version
     2 into the same folder and kill process 1 (SIGKILL) after it wrote its blocks, before
@@ -782,6 +803,7 @@ def scenario_ckpt_save():
     assert stored == [".nabla-checkpoint-data", *blocks], stored  # (the save's mark file)
     check_loaded(1, directory)
     check_data_order()
+    check_ckpt_mismatch(directory, mesh2)
     print(f"OK saved {RANK}/{N}", flush=True)
     write = sc._write_file
 

@@ -71,6 +71,26 @@ def test_bad_replica_settings_are_refused():
     nn.DataLoader(data(), batch_size=6, num_replicas=3, rank=0, drop_last=True)
     with pytest.raises(ValueError, match="epoch 0 and batch 9 are not a position"):
         nn.DataLoader(data(), batch_size=4).load_state_dict({"epoch": 0, "batch": 9})
+    # not ints: refused, never truncated (2.5 replicas read as 2, rank 0.7 as 0)
+    for kw in ({"num_replicas": 2.5, "rank": 0}, {"num_replicas": 2, "rank": 0.7}, {"seed": None}):
+        name = next(k for k, v in kw.items() if not isinstance(v, int))
+        with pytest.raises(TypeError, match=f"DataLoader: {name} must be an int"):
+            nn.DataLoader(data(), batch_size=2, **kw)
+    bad = ({"epoch": 0.5, "batch": 1}, {"epoch": True, "batch": 0}, {"epoch": 0, "batch": "2"})
+    for state in bad:
+        with pytest.raises(ValueError, match="expected {'epoch': int, 'batch': int}"):
+            nn.DataLoader(data(), batch_size=2).load_state_dict(state)
+    nn.DataLoader(data(), batch_size=2).load_state_dict({"epoch": np.int64(1), "batch": 1})
+
+
+def test_a_loader_made_before_initialize_in_an_mpi_job_is_refused(monkeypatch):
+    """Started by mpiexec among several processes, before nb.distributed.initialize(): the
+    loader would give every process whole batches (PyTorch's DistributedSampler raises
+    too). Given num_replicas and rank, it is made."""
+    monkeypatch.setenv("PMI_SIZE", "2")
+    with pytest.raises(RuntimeError, match=r"initialize\(\) has not run"):
+        nn.DataLoader(data(), batch_size=2)
+    assert nn.DataLoader(data(), batch_size=2, num_replicas=2, rank=1).rank == 1
 
 
 def test_a_batch_the_dataset_failed_to_make_is_not_counted_as_taken():

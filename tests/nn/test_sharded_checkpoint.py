@@ -256,10 +256,54 @@ def test_placeholders_are_of_the_saved_kind_and_numpy_scalars_come_back_as_such(
         ("t", 0.0, "a tensor"),
         ("a", nb.zeros((2,)), "a NumPy array"),
         ("n", nb.zeros(()), "an int"),
-        ("x", 0.0, "a NumPy array"),
+        ("x", nb.zeros(()), "a NumPy scalar"),
     ):
         with pytest.raises(TypeError, match=f"'{path}' was saved as {saved_as}, but `like` has"):
             nb.nn.load_sharded(tmp_path / "ck", {**like, path: wrong})
+    # np.float64 is a float: a Python float placeholder takes the saved NumPy scalar back
+    out = nb.nn.load_sharded(tmp_path / "ck", {**like, "x": 0.0})
+    assert type(out["x"]) is np.float64 and out["x"] == 2.5
+    # a NumPy integer placeholder never truncates a saved float (it took 2.7 as 2)
+    nb.nn.save_sharded({"lr": 2.7, "k": 3}, tmp_path / "ck2")
+    with pytest.raises(TypeError, match=r"'lr' was saved as the float 2.7, which a NumPy int64"):
+        nb.nn.load_sharded(tmp_path / "ck2", {"lr": np.int64(0), "k": 0})
+    out = nb.nn.load_sharded(tmp_path / "ck2", {"lr": np.float32(0), "k": np.int64(0)})
+    assert out == {"lr": np.float32(2.7), "k": 3} and type(out["k"]) is np.int64
+
+
+def test_tied_weights_load_as_one_tensor_and_train_as_the_uninterrupted_run(tmp_path):
+    """A module used in two places is one set of weights: loaded into it, it stays one
+    tensor per weight (two, as saved), so the resumed run matches the uninterrupted one."""
+    nb.random.seed(0)
+    shared = nb.nn.Linear(4, 4)
+    model = nb.nn.Sequential(shared, nb.nn.Tanh(), shared)
+    x = nb.constant(np.random.default_rng(1).standard_normal((8, 4)).astype(np.float32))
+
+    def step(model):
+        grads = nb.grad(lambda m: nb.mean(m(x) ** 2))(model)
+        return nb.tree_map(lambda p, g: p - 0.1 * g, model, grads)
+
+    nb.nn.save_sharded({"model": model}, tmp_path / "ck")
+    back = nb.nn.load_sharded(tmp_path / "ck", {"model": model})["model"]
+    assert back[0].weight is back[2].weight and len(list(back.parameters())) == 2
+    straight, resumed = model, back
+    for _ in range(3):
+        straight, resumed = step(straight), step(resumed)
+    for a, b in zip(nb.tree_leaves(resumed), nb.tree_leaves(straight), strict=True):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+
+
+def test_a_write_error_is_an_os_error_naming_the_file(tmp_path, monkeypatch):
+    """safetensors' own I/O errors are not OSErrors: a failed write is one, naming the
+    file (as a folder some process cannot see gives)."""
+    import safetensors.numpy
+
+    def fail(arrays, path):
+        raise safetensors.SafetensorError("Error while serializing: I/O error")
+
+    monkeypatch.setattr(safetensors.numpy, "save_file", fail)
+    with pytest.raises(OSError, match=r"save_sharded: cannot write '.*process-00000-of-00001"):
+        nb.nn.save_sharded({"a": np.zeros(2)}, tmp_path / "ck")
 
 
 def test_a_device_reads_only_the_stored_blocks_its_block_overlaps(tmp_path):
