@@ -470,34 +470,48 @@ def searchsorted(a, v, side: str = "left", sorter=None) -> Tensor:
     v = as_tensor(v, op="searchsorted")
     expanded = fn.reshape(v, (*v.shape, 1))
     before = (a < expanded) if side == "left" else (a <= expanded)
+    if a.dtype.is_float or expanded.dtype.is_float:  # NaN sorts last, as NumPy's sort puts it
+        nan = fn.is_nan(expanded)
+        before = before | (nan & ~fn.is_nan(a)) if side == "left" else before | nan
     return fn.sum(fn.cast(before, DType.int32), -1)  # (int32's sum stays int32)
 
 
 def digitize(x, bins, right: bool = False) -> Tensor:
     """The index of the bin each element of ``x`` falls in (NumPy's and JAX's
-    ``digitize``), for increasing ``bins``: ``i`` with ``bins[i-1] <= x < bins[i]``
-    (``right=True``: ``bins[i-1] < x <= bins[i]``), as int32.
+    ``digitize``): for increasing ``bins``, ``i`` with ``bins[i-1] <= x < bins[i]``
+    (``right=True``: ``bins[i-1] < x <= bins[i]``); for decreasing ones, ``i`` with
+    ``bins[i-1] > x >= bins[i]`` (``right=True``: ``bins[i-1] >= x > bins[i]``). NaN falls
+    past the last bin. As int32.
 
     Args:
         x: the values, any shape.
-        bins: a 1-D increasing tensor of bin edges.
+        bins: a 1-D monotonic tensor of bin edges (which way is read from its ends, as
+            JAX does: so under ``compile`` too).
         right: which side of an edge belongs to the bin below it.
 
     Returns:
         An int32 tensor of ``x``'s shape.
     """
-    return searchsorted(bins, x, side="left" if right else "right")
+    bins = as_tensor(bins, op="digitize")
+    side = "left" if right else "right"
+    rising = searchsorted(bins, x, side=side)
+    if bins.ndim != 1 or bins.shape[0] < 2:
+        return rising
+    n = bins.shape[0]
+    falling = fn.constant(np.int32(n)) - searchsorted(fn.flip(bins, 0), x, side=side)
+    return fn.where(bins[n - 1] >= bins[0], rising, falling)
 
 
 def bincount(x, weights=None, minlength: int = 0, *, length: int | None = None) -> Tensor:
-    """How many times each value ``0 .. n - 1`` occurs in the non-negative integers ``x``
-    (or the sum of their ``weights``), NumPy's and JAX's ``bincount``. ``n`` is ``length``
+    """How many times each value ``0 .. n - 1`` occurs in the integers ``x`` (or the sum
+    of their ``weights``), NumPy's and JAX's ``bincount``; a negative value counts as 0, as
+    in JAX (NumPy refuses it). ``n`` is ``length``
     when given (JAX's, needed under ``compile``/``vmap``, where ``x``'s largest value is
     not known; values at or past it are dropped), else ``max(x) + 1``, at least
     ``minlength``.
 
     Args:
-        x: a 1-D integer tensor of values >= 0.
+        x: a 1-D integer tensor.
         weights: a tensor of ``x``'s shape whose entries are summed instead of counted.
         minlength: the least number of bins.
         length: the number of bins.
@@ -514,6 +528,8 @@ def bincount(x, weights=None, minlength: int = 0, *, length: int | None = None) 
     if length is None:
         top = int(fn.max(x).item()) + 1 if x.shape[0] else 0
         length = max(int(minlength), top)
+    if not x.dtype.is_unsigned:
+        x = fn.maximum(x, fn.zeros_like(x))
     hits = fn.reshape(x, (-1, 1)) == fn.arange(int(length), dtype=x.dtype)
     if weights is None:
         return fn.sum(fn.cast(hits, DType.int32), 0)

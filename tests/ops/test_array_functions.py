@@ -133,6 +133,23 @@ def test_digitize_and_bincount():
         nb.bincount(np.ones(3, np.float32))
 
 
+def test_decreasing_bins_nan_and_negative_counts_follow_numpy_and_jax():
+    """digitize read decreasing bins as increasing ones ([4 3 2 2 1 0] came out as
+    [0 1 2 2 3 4]); searchsorted and digitize put NaN first instead of last, where NumPy's
+    sort puts it; bincount dropped a negative value, which JAX counts as 0."""
+    x = np.array([-2.0, -1, 0, 0.2, 0.5, 3, np.nan])
+    for bins in (np.array([2.0, 0.5, 0, -1]), np.array([-1.0, 0, 0.5, 2])):
+        for right in (False, True):
+            same(nb.digitize(x, bins, right), np.digitize(x, bins, right))
+            # which way the bins go is read from their values: under compile too
+            step = nb.compile(lambda v, b, right=right: nb.digitize(v, b, right))
+            same(step(x, bins), np.digitize(x, bins, right))
+    a, v = np.array([0.0, 1, np.nan]), np.array([np.nan, 0.5, 1])
+    for side in ("left", "right"):
+        same(nb.searchsorted(a, v, side), np.searchsorted(a, v, side))
+    same(nb.bincount(np.array([-1, 0, 2, 2]), length=4), [2, 0, 2, 0])
+
+
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")
 def test_nan_functions_and_quantiles():
     """The NaN-ignoring reductions against NumPy (an all-NaN row gives NaN), and ``quantile``
