@@ -830,14 +830,21 @@ shaped(
 shaped(
     "pad",
     nb.pad,
-    lambda x, p, mode="constant", value=0.0: (
-        np.pad(x, p, mode=mode, constant_values=value)
+    lambda x, p, mode="constant", value=0.0, **kw: (
+        np.pad(x, p, mode=mode, constant_values=kw.get("constant_values", value))
         if mode == "constant"
-        else np.pad(x, p, mode={"reflect": "reflect", "edge": "edge", "wrap": "wrap"}[mode])
+        else np.pad(x, p, mode=mode, **kw)
     ),
     [
         ((2, 3), (((1, 2), (0, 1)),), {}),
         ((2, 3), (((1, 0), (2, 2)),), {"value": 1.5}),
+        # NumPy's other modes and per-side settings (later dims fill the corners)
+        ((2, 3), (((1, 2), (0, 1)),), {"constant_values": ((1.0, 2.0), (3.0, 4.0))}),
+        ((3, 4), (((2, 3), (4, 1)),), {"mode": "symmetric"}),
+        ((3, 4), (((1, 1), (2, 1)),), {"mode": "reflect", "reflect_type": "odd"}),
+        ((3, 4), (((1, 2), (2, 1)),), {"mode": "maximum", "stat_length": 2}),
+        ((3, 4), (((1, 2), (2, 1)),), {"mode": "mean", "stat_length": ((1, 2), (3, 1))}),
+        ((3, 4), (((2, 1), (1, 3)),), {"mode": "linear_ramp", "end_values": (1.0, -2.0)}),
         ((3, 4), (((1, 2), (2, 1)),), {"mode": "reflect"}),
         # wider than the dim less one: reflected again at each end (a single element repeats)
         ((3, 2), (((4, 5), (1, 3)),), {"mode": "reflect"}),

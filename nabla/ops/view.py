@@ -897,13 +897,37 @@ def _pad_with_tensor(x, pads, value) -> Tensor:
     return fn.where(inside, padded, reshape(value.cast(x.dtype), ()))
 
 
-def pad(x, paddings, mode="constant", value=0.0, *, constant_values=None) -> Tensor:
+def pad(
+    x,
+    paddings,
+    mode="constant",
+    value=0.0,
+    *,
+    constant_values=None,
+    stat_length=None,
+    end_values=0,
+    reflect_type="even",
+) -> Tensor:
     """Pad ``x``: ``paddings`` is ((low, high), ...) per dim (or one int/pair for all dims).
 
-    ``mode``: ``"constant"`` (with ``value``; ``constant_values=`` is NumPy's and JAX's
-    name for it), ``"reflect"``, ``"edge"``/``"replicate"``, ``"wrap"``/``"circular"``.
-    Reflect padding wider than the dim less one reflects again at each end, as in NumPy and
-    JAX.
+    ``mode`` is one of NumPy's and JAX's:
+
+    - ``"constant"``: with ``value`` (``constant_values=``, NumPy's and JAX's name, may
+      also give a value per side: a pair, or one pair per dim; later dims fill the
+      corners, as in NumPy);
+    - ``"reflect"``, ``"symmetric"`` (the edge repeated), ``"edge"``/``"replicate"``,
+      ``"wrap"``/``"circular"``: padding wider than the dim reflects or wraps again, as in
+      NumPy and JAX; ``reflect_type="odd"`` reflects through the edge value
+      (``2 * edge - mirrored``);
+    - ``"maximum"``, ``"minimum"``, ``"mean"``, ``"median"``: the statistic of the
+      ``stat_length`` values nearest each side (all of the dim by default; an int, a
+      pair, or one pair per dim), rounded for integers;
+    - ``"linear_ramp"``: from ``end_values`` (per side or per dim, as
+      ``constant_values``) to the edge value;
+    - ``"empty"``: zeros (NumPy leaves them undefined).
+
+    The dims are padded one after another, as NumPy does: a later dim's statistics see the
+    earlier dims' padding.
     """
     x = as_tensor(x, op="pad")
     if constant_values is not None:
@@ -911,6 +935,14 @@ def pad(x, paddings, mode="constant", value=0.0, *, constant_values=None) -> Ten
             raise TypeError("pad: pass value= or constant_values=, not both")
         value = constant_values
     pads = _norm_pads(x, paddings)
+    if mode == "empty":
+        mode, value = "constant", 0
+    if mode == "constant" and not (
+        isinstance(value, Tensor) or np.ndim(value) == 0 or np.size(value) == 1
+    ):
+        return _pad_per_side(x, pads, _side_pairs(value, x.ndim, "constant_values"), _fill)
+    if mode == "constant" and not isinstance(value, Tensor):
+        value = np.asarray(value).reshape(()).item()
     if mode == "constant":
         if all(p == (0, 0) for p in pads):
             return x
@@ -921,18 +953,29 @@ def pad(x, paddings, mode="constant", value=0.0, *, constant_values=None) -> Ten
             info = np.iinfo(x.dtype.numpy)
             v = (v - int(info.min)) % (int(info.max) - int(info.min) + 1) + int(info.min)
         return _pad.bind([x], {"pads": pads, "value": v})
-    if mode not in ("reflect", "edge", "replicate", "wrap", "circular"):
-        raise ValueError(f"pad: unknown mode {mode!r}")
+    if mode not in _PAD_MODES:
+        raise ValueError(f"pad: unknown mode {mode!r}; one of 'constant', {sorted(_PAD_MODES)}")
     if value is not None and (isinstance(value, Tensor) or value != 0):  # as PyTorch
         raise OpError(
             f"pad: mode {mode!r} takes no fill value (got {value!r}); it is for 'constant'"
         )
+    if reflect_type not in ("even", "odd"):
+        raise ValueError(f"pad: reflect_type must be 'even' or 'odd', got {reflect_type!r}")
+    for axis, (lo, hi) in enumerate(pads):
+        if (lo or hi) and x.shape[axis] == 0:
+            raise OpError(f"pad: cannot {mode}-pad empty dim {axis} of shape {x.shape}")
+    if mode in _STATISTICS:
+        lengths = _side_pairs(stat_length, x.ndim, "stat_length")
+        return _pad_per_side(x, pads, lengths, lambda x, a, k, low, n: _stat(x, a, k, low, n, mode))
+    if mode == "linear_ramp":
+        ends = _side_pairs(end_values, x.ndim, "end_values")
+        return _pad_per_side(x, pads, ends, _ramp)
+    if mode == "symmetric" or reflect_type == "odd":
+        return _pad_by_index(x, pads, mode, reflect_type)
     for axis, (lo, hi) in enumerate(pads):
         if lo == 0 and hi == 0:
             continue
         n = x.shape[axis]
-        if n == 0:
-            raise OpError(f"pad: cannot {mode}-pad empty dim {axis} of shape {x.shape}")
         if mode == "reflect" and (lo >= n or hi >= n):
             x = _reflect_far(x, axis, lo, hi)
             continue
@@ -943,6 +986,123 @@ def pad(x, paddings, mode="constant", value=0.0, *, constant_values=None) -> Ten
         if hi:
             parts.append(_edge_part(x, axis, hi, mode, low=False))
         x = concatenate(parts, axis)
+    return x
+
+
+_STATISTICS = ("maximum", "minimum", "mean", "median")
+_PAD_MODES = {"reflect", "symmetric", "edge", "replicate", "wrap", "circular", "linear_ramp"}
+_PAD_MODES.update(_STATISTICS)
+_NUMPY_MODE = {"replicate": "edge", "circular": "wrap"}
+
+
+def _side_pairs(value, ndim: int, name: str) -> list:
+    """NumPy's reading of a per-side setting: one value, a (before, after) pair, or one
+    pair per dim -> one (before, after) pair per dim (None stays None)."""
+    if value is None:
+        return [(None, None)] * ndim
+    if isinstance(value, Tensor):
+        value = value.numpy()
+    a = np.asarray(value, dtype=object if np.ndim(value) == 0 else None)
+    if a.ndim == 0 or a.size == 1:
+        v = a.reshape(()).item()
+        return [(v, v)] * ndim
+    if a.shape == (2,):
+        return [tuple(a.tolist())] * ndim
+    if a.shape == (1, 2):
+        return [tuple(a[0].tolist())] * ndim
+    if a.shape == (ndim, 2):
+        return [tuple(r) for r in a.tolist()]
+    raise OpError(
+        f"pad: {name} {value!r} is not one value, a (before, after) pair or one pair per "
+        f"dim of a {ndim}-D tensor"
+    )
+
+
+def _pad_per_side(x, pads, settings, side) -> Tensor:
+    """Pad dim by dim (NumPy's order), each side made by ``side(x, axis, width, low,
+    setting)``."""
+    for axis, ((lo, hi), (before, after)) in enumerate(zip(pads, settings, strict=True)):
+        parts = [side(x, axis, lo, True, before)] if lo else []
+        parts.append(x)
+        if hi:
+            parts.append(side(x, axis, hi, False, after))
+        if len(parts) > 1:
+            x = concatenate(parts, axis)
+    return x
+
+
+def _fill(x, axis, k, low, value) -> Tensor:
+    """A constant side of width ``k``."""
+    shape = _with_dim(x.shape, axis, k)
+    if not x.dtype.is_bool and x.dtype.is_int:  # wrapped into the dtype, as JAX's
+        info = np.iinfo(x.dtype.numpy)
+        value = (int(value) - int(info.min)) % (int(info.max) - int(info.min) + 1) + int(info.min)
+    return fn.full(shape, value, dtype=x.dtype, device=x.device)
+
+
+def _stat(x, axis, k, low, length, mode) -> Tensor:
+    """A side of width ``k`` filled with the statistic of the ``length`` values nearest it
+    (all of them when None)."""
+    n = x.shape[axis]
+    m = n if length is None else min(max(int(length), 1), n)
+    near = _take_range(x, axis, 0 if low else n - m, 1, m)
+    if mode == "maximum":
+        got = fn.max(near, axis=axis, keepdims=True)
+    elif mode == "minimum":
+        got = fn.min(near, axis=axis, keepdims=True)
+    else:
+        wide = near if near.dtype.is_float else fn.cast(near, DType.float64)
+        if mode == "mean":
+            got = fn.mean(wide, axis=axis, keepdims=True)
+        else:  # the middle value (the mean of the two middle ones) of the sorted values
+            ordered = fn.sort(wide, axis=axis)
+            middle = _take_range(ordered, axis, (m - 1) // 2, 1, 2 - m % 2)
+            got = fn.mean(middle, axis=axis, keepdims=True)
+        if not x.dtype.is_float:  # rounded to the nearest integer, as NumPy
+            got = fn.cast(fn.round(got), x.dtype)
+    return broadcast_to(got, _with_dim(x.shape, axis, k))
+
+
+def _ramp(x, axis, k, low, end) -> Tensor:
+    """A side of width ``k`` going linearly from ``end`` (its outer value) towards the
+    edge value, which it does not reach (NumPy's ``linspace(end, edge, k, endpoint=False)``)."""
+    n = x.shape[axis]
+    edge = _take_range(x, axis, 0 if low else n - 1, 1, 1)
+    steps = np.arange(k) / k if low else np.arange(k)[::-1] / k
+    shape = [1] * x.ndim
+    shape[axis] = k
+    wide = x.dtype if x.dtype.is_float else DType.float64
+    w = fn.constant(steps.reshape(shape).astype(wide.numpy))
+    edge = fn.cast(edge, wide) if edge.dtype is not wide else edge
+    out = end + (edge - end) * w
+    if not x.dtype.is_float:  # rounded down, as NumPy's integer linspace
+        out = fn.floor(out)
+    return fn.cast(out, x.dtype) if out.dtype is not x.dtype else out
+
+
+def _pad_by_index(x, pads, mode, reflect_type) -> Tensor:
+    """Index-based modes as one gather per dim of the positions NumPy's own ``pad`` gives
+    ``arange(n)``; ``reflect_type="odd"`` reflects through the edge value: ``2 * edge -
+    mirrored``, the edge positions being the ``"edge"`` mode's."""
+    for axis, (lo, hi) in enumerate(pads):
+        if lo == 0 and hi == 0:
+            continue
+        n = x.shape[axis]
+        if isinstance(n, SymDim):  # the positions are numbers of the size
+            note_size_decision(n, f"{mode} padding")
+        n = int.__int__(n)
+        where = np.arange(n)
+        mirrored = np.pad(where, (lo, hi), mode=_NUMPY_MODE.get(mode, mode)).astype(np.int32)
+        taken = fn.take(x, fn.constant(mirrored), axis=axis)
+        if reflect_type == "odd" and mode in ("reflect", "symmetric"):
+            if max(lo, hi) >= n - (mode == "reflect"):
+                raise OpError(
+                    f"pad: reflect_type='odd' padding wider than the dim (widths {(lo, hi)}, "
+                    f"dim {axis} of shape {x.shape}) is not supported"
+                )
+            edges = np.pad(where, (lo, hi), mode="edge").astype(np.int32)
+            taken = fn.take(x, fn.constant(edges), axis=axis) * 2 - taken
+        x = taken
     return x
 
 

@@ -355,3 +355,26 @@ def test_linalg_decompositions_follow_jax():
     assert nb.linalg.det(np.eye(3) * 2).item() == pytest.approx(8.0)
     thresholded = nb.nn.functional.threshold(nb.constant([np.nan, 1.0, -1.0]), 0.1, 20.0)
     assert np.isnan(thresholded.numpy()[0]) and thresholded.numpy()[1:].tolist() == [1, 20]
+
+
+def test_pad_takes_numpy_s_modes_and_per_side_settings():
+    """Modes NumPy and JAX have beyond constant/reflect/edge/wrap, and per-side settings
+    (they were "unknown mode" or a TypeError); integers round as NumPy's do (the mean to
+    the nearest, the ramp down); the registry checks the float ones with gradients."""
+    xi = RNG.integers(-5, 9, (3, 5)).astype(np.int32)
+    for x in (A, xi):
+        for w in (1, ((0, 2), (3, 1)), ((2, 2), (6, 7))):
+            for mode in ("symmetric", "maximum", "minimum", "mean", "median", "linear_ramp"):
+                same(nb.pad(x, w, mode=mode), np.pad(x, w, mode=mode))
+            same(nb.pad(x, w, mode="median", stat_length=2), np.pad(x, w, "median", stat_length=2))
+            ends = ((1, 2), (-3, 4))
+            same(
+                nb.pad(x, w, "linear_ramp", end_values=ends),
+                np.pad(x, w, "linear_ramp", end_values=ends),
+            )
+            same(nb.pad(x, w, constant_values=(7, 9)), np.pad(x, w, constant_values=(7, 9)))
+    same(nb.pad(A, 2, mode="empty"), np.pad(A, 2))
+    with pytest.raises(nb.OpError, match="reflect_type='odd' padding wider than the dim"):
+        nb.pad(A, 3, mode="reflect", reflect_type="odd")
+    with pytest.raises(nb.OpError, match=r"pad: stat_length \(1, 2, 3\) is not one value"):
+        nb.pad(A, 1, mode="mean", stat_length=(1, 2, 3))
