@@ -1768,3 +1768,175 @@ for _n in ("uniform", "normal", "gaussian", "bernoulli", "randint"):
 
 def entries_with_ref():
     return [e for e in REGISTRY.values() if e.ref is not None]
+
+
+# more of jnp (ops/array_functions.py): composites, each checked against NumPy
+def _divisors(rng, dt):
+    a = rng.uniform(-5, 5, (2, 3)).astype(dt)
+    b = (rng.uniform(0.5, 3, (2, 3)) * rng.choice([-1, 1], (2, 3))).astype(dt)
+    return [Sample((a, b)), Sample((a, b[0]))]
+
+
+register(OpEntry("divmod", nb.divmod, np.divmod, _divisors, differentiable=False))
+register(
+    OpEntry(
+        "modf",
+        nb.modf,
+        lambda x: list(np.modf(x)),
+        lambda rng, dt: [Sample((np.array([1.5, -2.25, 0.0, 3.0, -0.5], dt),))],
+        differentiable=False,
+    )
+)
+_creation(
+    "logspace",
+    nb.logspace,
+    lambda *a, **k: np.logspace(*a, **k).astype(np.float32),
+    lambda rng, dt: [
+        Sample((0.0, 2.0, 5)),
+        Sample((1.0, -1.0, 4), {"endpoint": False, "base": 2.0}),
+    ],
+    dtypes=("float32",),
+)
+_creation(
+    "geomspace",
+    nb.geomspace,
+    lambda *a, **k: np.geomspace(*a, **k).astype(np.float32),
+    lambda rng, dt: [Sample((1.0, 1000.0, 4)), Sample((-2.0, -32.0, 5), {"endpoint": False})],
+    dtypes=("float32",),
+)
+_multi(
+    "append",
+    nb.append,
+    np.append,
+    [([(2, 3), (4,)], {}), ([(2, 3), (1, 3)], {"axis": 0})],
+)
+shaped("hsplit", nb.hsplit, np.hsplit, [((2, 4), (2,), {}), ((3, 5), ([1, 3],), {})])
+shaped("vsplit", nb.vsplit, np.vsplit, [((4, 2), (2,), {}), ((5, 3), ([2],), {})])
+shaped("dsplit", nb.dsplit, np.dsplit, [((2, 1, 4), (2,), {}), ((1, 2, 5), ([1, 4],), {})])
+for _n in ("nanargmax", "nanargmin"):
+    shaped(
+        _n,
+        getattr(nb, _n),
+        lambda x, f=getattr(np, _n), **k: f(x, **k),
+        [((2, 3), (), {}), ((3, 4), (), {"axis": 1}), ((3, 4), (), {"axis": 0, "keepdims": True})],
+        dtypes=("float32",),
+        differentiable=False,
+        out_dtype=lambda dt: "int64",
+    )
+for _n, _f in (("cumulative_sum", np.cumsum), ("cumulative_prod", np.cumprod)):
+    shaped(
+        _n,
+        getattr(nb, _n),
+        lambda x, axis=None, include_initial=False, f=_f, n=_n: np.concatenate(
+            (
+                [np.full_like(np.take(x, [0], axis or 0), n == "cumulative_prod")]
+                if include_initial
+                else []
+            )
+            + [f(x, axis=axis or 0)],
+            axis or 0,
+        ),
+        [
+            ((5,), (), {}),
+            ((3, 4), (), {"axis": 1}),
+            ((3, 4), (), {"axis": 0, "include_initial": True}),
+        ],
+        dtypes=("float32", "int32"),
+    )
+for _n in ("nancumsum", "nancumprod"):
+    shaped(
+        _n,
+        getattr(nb, _n),
+        lambda x, f=getattr(np, _n), **k: f(x, **k),
+        [((2, 3), (), {}), ((3, 4), (), {"axis": 1})],
+        dtypes=("float32",),
+    )
+shaped("diagflat", nb.diagflat, np.diagflat, [((2, 2), (), {}), ((3,), (-1,), {})])
+_creation(
+    "diag_indices",
+    nb.diag_indices,
+    lambda *a: [v.astype(np.int32) for v in np.diag_indices(*a)],
+    lambda rng, dt: [Sample((3,)), Sample((2, 3))],
+    dtypes=("int32",),
+)
+for _n in ("diag_indices_from", "tril_indices_from", "triu_indices_from"):
+    shaped(
+        _n,
+        getattr(nb, _n),
+        lambda x, *a, f=getattr(np, _n): [v.astype(np.int32) for v in f(x, *a)],
+        [((3, 3), (), {})] + ([((3, 4), (1,), {})] if _n != "diag_indices_from" else []),
+        differentiable=False,
+        out_dtype=lambda dt: "int32",
+    )
+_multi(
+    "vecdot",
+    nb.vecdot,
+    lambda a, b, axis=-1: np.sum(a * b, axis=axis),
+    [([(2, 3), (2, 3)], {}), ([(3, 4), (4,)], {}), ([(3, 2), (3, 2)], {"axis": 0})],
+)
+shaped(
+    "rollaxis",
+    nb.rollaxis,
+    np.rollaxis,
+    [((2, 3, 4), (2,), {}), ((2, 3, 4), (0,), {"start": 2}), ((2, 3, 4), (1,), {"start": 3})],
+)
+shaped(
+    "unstack",
+    nb.unstack,
+    lambda x, axis=0: [np.take(x, i, axis) for i in range(x.shape[axis])],
+    [((3, 2), (), {}), ((2, 3), (), {"axis": 1})],
+)
+shaped(
+    "ediff1d",
+    nb.ediff1d,
+    lambda x, to_end=None, to_begin=None: np.ediff1d(x, to_end, to_begin).astype(x.dtype),
+    [((5,), (), {}), ((2, 3), (), {"to_end": [1, 2], "to_begin": 0})],
+)
+shaped(
+    "vander",
+    nb.vander,
+    np.vander,
+    [((3,), (), {}), ((4,), (2,), {}), ((3,), (), {"N": 4, "increasing": True})],
+)
+shaped(
+    "flatnonzero",
+    lambda x, **k: nb.flatnonzero(x > 0, **k),
+    lambda x, size=None, fill_value=None: _np_nonzero((x > 0).ravel(), size, fill_value)[0],
+    [((2, 3), (), {}), ((3, 4), (), {"size": 8, "fill_value": -1})],
+    differentiable=False,
+    batchable=False,  # (the count is the values')
+    out_dtype=lambda dt: "int64",
+)
+register(
+    OpEntry(
+        "interp",
+        lambda x, fp: nb.interp(x, np.array([-1.0, 0.0, 0.5, 2.0], np.float32), fp),
+        lambda x, fp: np.interp(x, np.array([-1.0, 0.0, 0.5, 2.0]), fp).astype(x.dtype),
+        lambda rng, dt: [
+            Sample(
+                (
+                    _away(rng.uniform(-2, 3, (2, 5)), (-1.0, 0.0, 0.5, 2.0)).astype(dt),
+                    rng.standard_normal(4).astype(dt),
+                )
+            ),
+        ],
+        dtypes=("float32",),
+    )
+)
+_creation(
+    "indices",
+    nb.indices,
+    lambda dims, sparse=False: (
+        np.indices(dims, np.int32, sparse=True) if sparse else np.indices(dims, np.int32)
+    ),
+    lambda rng, dt: [Sample(((2, 3),)), Sample(((3, 1, 2),), {"sparse": True})],
+    dtypes=("int32",),
+)
+_creation(
+    "ix_",
+    nb.ix_,
+    lambda *a: [v.astype(np.int32) for v in np.ix_(*a)],
+    lambda rng, dt: [Sample((np.array([0, 2], np.int32), np.array([1, 0, 3], np.int32)))],
+    dtypes=("int32",),
+)
+unary("copy", np.copy)

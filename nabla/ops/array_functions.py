@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import builtins
 import math
 import numbers
 
@@ -73,6 +74,35 @@ __all__ = [
     "broadcast_shapes",
     "broadcast_arrays",
     "rint",
+    "divmod",
+    "modf",
+    "logspace",
+    "geomspace",
+    "append",
+    "hsplit",
+    "vsplit",
+    "dsplit",
+    "nanargmax",
+    "nanargmin",
+    "cumulative_sum",
+    "cumulative_prod",
+    "nancumsum",
+    "nancumprod",
+    "diagflat",
+    "diag_indices",
+    "diag_indices_from",
+    "tril_indices_from",
+    "triu_indices_from",
+    "vecdot",
+    "rollaxis",
+    "unstack",
+    "ediff1d",
+    "vander",
+    "flatnonzero",
+    "interp",
+    "indices",
+    "ix_",
+    "copy",
 ]
 
 
@@ -432,7 +462,7 @@ def array_split(ary, indices_or_sections, axis: int = 0) -> list:
         k = int(indices_or_sections)
         if k < 1:
             raise OpError(f"array_split: the number of sections must be >= 1, got {k}")
-        size, extra = divmod(n, k)
+        size, extra = builtins.divmod(n, k)  # (this module's divmod is NumPy's)
         bounds = np.cumsum([0] + [size + 1] * extra + [size] * (k - extra))
     else:
         cuts = [min(max(int(i) + (n if int(i) < 0 else 0), 0), n) for i in indices_or_sections]
@@ -1320,3 +1350,605 @@ def rint(x) -> Tensor:
         A float tensor.
     """
     return fn.round(_float(x, "rint"))
+
+
+# ----------------------------------------------------------------------------- more of jnp
+def divmod(x1, x2) -> tuple:  # noqa: A001 - NumPy's and JAX's name
+    """``(x1 // x2, x1 % x2)`` (NumPy's and JAX's ``divmod``: the floor quotient and the
+    remainder with the divisor's sign).
+
+    Args:
+        x1: the dividend.
+        x2: the divisor.
+
+    Returns:
+        A pair of tensors of the broadcast shape.
+    """
+    return fn.floor_div(x1, x2), fn.mod(x1, x2)
+
+
+def modf(x) -> tuple:
+    """The fractional and integral parts of ``x``, each with ``x``'s sign (NumPy's and
+    JAX's ``modf``); an infinity's fractional part is a zero of its sign.
+
+    Args:
+        x: a float tensor.
+
+    Returns:
+        ``(fractional, integral)``.
+    """
+    x = _float(x, "modf")
+    whole = fn.trunc(x)
+    frac = fn.where(fn.is_inf(x), copysign(fn.zeros_like(x), x), x - whole)
+    return frac, whole
+
+
+def logspace(start, stop, num: int = 50, endpoint: bool = True, base=10.0, dtype=None, axis=0):
+    """``base ** linspace(start, stop, num)`` (NumPy's and JAX's ``logspace``).
+
+    Args:
+        start: the first exponent (a number or tensor).
+        stop: the last exponent (included when ``endpoint``).
+        num: how many values.
+        endpoint: include ``base ** stop``.
+        base: the base.
+        dtype: the result's dtype (the default float dtype by default).
+        axis: where the values go when ``start``/``stop`` are tensors.
+
+    Returns:
+        A tensor of ``num`` values along ``axis``.
+    """
+    exps = fn.linspace(start, stop, num, endpoint=endpoint, axis=axis)
+    out = fn.pow(fn.cast(fn.constant(base), exps.dtype), exps)
+    return out if dtype is None else fn.cast(out, dtype)
+
+
+def geomspace(start, stop, num: int = 50, endpoint: bool = True, dtype=None, axis=0):
+    """Values evenly spaced on a log scale from ``start`` to ``stop`` (NumPy's and JAX's
+    ``geomspace``): ``start`` and ``stop`` are the values themselves, both of one sign.
+
+    Args:
+        start: the first value (non-zero).
+        stop: the last value (included when ``endpoint``), of ``start``'s sign.
+        num: how many values.
+        endpoint: include ``stop``.
+        dtype: the result's dtype (the default float dtype by default).
+        axis: where the values go when ``start``/``stop`` are tensors.
+
+    Returns:
+        A tensor of ``num`` values along ``axis``.
+
+    Raises:
+        ValueError: (:class:`nabla.OpError`) for a zero bound or bounds of two signs,
+            when their values are known at the call.
+    """
+    lo = fn.cast(as_tensor(start, op="geomspace"), get_default_dtype())
+    hi = fn.cast(as_tensor(stop, op="geomspace"), get_default_dtype())
+    if readable_now(lo) and readable_now(hi):
+        a, b = lo.numpy(), hi.numpy()
+        if np.any(a == 0) or np.any(b == 0) or np.any(np.sign(a) != np.sign(b)):
+            raise OpError(
+                f"geomspace: start and stop must be non-zero and of one sign, got {a} and {b}"
+            )
+    sign = fn.sign(lo)
+    exps = fn.linspace(fn.log(fn.abs(lo)), fn.log(fn.abs(hi)), num, endpoint=endpoint, axis=axis)
+    out = fn.exp(exps) * fn.unsqueeze(sign, axis) if sign.ndim else fn.exp(exps) * sign
+    # the ends exactly, as NumPy sets them
+    n = out.shape[axis]
+    if n:
+        first = fn.unsqueeze(lo, axis) if lo.ndim else fn.reshape(lo, (1,))
+        parts = [first, _along(out, axis, 1, n)]
+        if endpoint and n > 1:
+            last = fn.unsqueeze(hi, axis) if hi.ndim else fn.reshape(hi, (1,))
+            parts = [first, _along(out, axis, 1, n - 1), last]
+        out = fn.concatenate(parts, axis)
+    return out if dtype is None else fn.cast(out, dtype)
+
+
+def append(arr, values, axis=None) -> Tensor:
+    """``values`` appended to ``arr`` (NumPy's and JAX's ``append``): both flattened when
+    ``axis`` is None, else joined along ``axis`` (the shapes must agree elsewhere).
+
+    Args:
+        arr: a tensor.
+        values: what to append.
+        axis: the dim to join along, or None.
+
+    Returns:
+        A tensor.
+    """
+    a, v = _promoted("append", arr, values)
+    if axis is None:
+        return fn.concatenate([fn.reshape(a, (-1,)), fn.reshape(v, (-1,))], 0)
+    return fn.concatenate([a, v], axis)
+
+
+def _split_at(op: str, ary, indices_or_sections, axis: int) -> list:
+    """NumPy's ``split``: equal sections (which must divide the dim) or cut points."""
+    x = as_tensor(ary, op=op)
+    if x.ndim <= axis:
+        raise OpError(f"{op}: needs at least {axis + 1} dims, got shape {x.shape}")
+    if isinstance(indices_or_sections, numbers.Integral):
+        n, k = x.shape[axis], int(indices_or_sections)
+        if k <= 0 or n % k:
+            raise OpError(f"{op}: {k} sections do not divide dim {axis} of shape {x.shape}")
+    return array_split(x, indices_or_sections, axis=axis)
+
+
+def hsplit(ary, indices_or_sections) -> list:
+    """Split along the columns (NumPy's and JAX's ``hsplit``: dim 1, or dim 0 of a 1-D
+    tensor) into equal sections or at cut points.
+
+    Args:
+        ary: a tensor.
+        indices_or_sections: a number of equal sections, or the indices to cut at.
+
+    Returns:
+        A list of tensors.
+    """
+    x = as_tensor(ary, op="hsplit")
+    return _split_at("hsplit", x, indices_or_sections, 1 if x.ndim > 1 else 0)
+
+
+def vsplit(ary, indices_or_sections) -> list:
+    """Split along the rows (NumPy's and JAX's ``vsplit``: dim 0 of a tensor of at least
+    2 dims) into equal sections or at cut points.
+
+    Args:
+        ary: a tensor of at least 2 dims.
+        indices_or_sections: a number of equal sections, or the indices to cut at.
+
+    Returns:
+        A list of tensors.
+    """
+    x = as_tensor(ary, op="vsplit")
+    if x.ndim < 2:
+        raise OpError(f"vsplit: needs at least 2 dims, got shape {x.shape}")
+    return _split_at("vsplit", x, indices_or_sections, 0)
+
+
+def dsplit(ary, indices_or_sections) -> list:
+    """Split along the depth (NumPy's and JAX's ``dsplit``: dim 2 of a tensor of at least
+    3 dims) into equal sections or at cut points.
+
+    Args:
+        ary: a tensor of at least 3 dims.
+        indices_or_sections: a number of equal sections, or the indices to cut at.
+
+    Returns:
+        A list of tensors.
+    """
+    x = as_tensor(ary, op="dsplit")
+    if x.ndim < 3:
+        raise OpError(f"dsplit: needs at least 3 dims, got shape {x.shape}")
+    return _split_at("dsplit", x, indices_or_sections, 2)
+
+
+def _nan_arg(op: str, a, axis, keepdims, pick, fill):
+    a = as_tensor(a, op=op)
+    nan = fn.is_nan(a)
+    if readable_now(a):  # NumPy's and JAX's error for a slice of NaNs only
+        everywhere = np.all(nan.numpy(), axis=axis) if a.size else np.zeros(())
+        if np.any(everywhere):
+            raise OpError(f"{op}: an all-NaN slice has no {op[3:]} (shape {a.shape})")
+    clean = fn.where(nan, fn.full_like(a, fill), a)
+    return pick(clean, axis=axis, keepdims=keepdims)
+
+
+def nanargmax(a, axis=None, keepdims: bool = False) -> Tensor:
+    """The index of the largest value, NaNs ignored (NumPy's and JAX's ``nanargmax``).
+
+    Args:
+        a: a tensor.
+        axis: the dim to search (the flattened tensor when None).
+        keepdims: keep ``axis`` as a dim of size 1.
+
+    Returns:
+        An integer tensor.
+
+    Raises:
+        ValueError: (:class:`nabla.OpError`) for a slice of NaNs only (when the values
+            are known at the call).
+    """
+    return _nan_arg("nanargmax", a, axis, keepdims, fn.argmax, -np.inf)
+
+
+def nanargmin(a, axis=None, keepdims: bool = False) -> Tensor:
+    """The index of the smallest value, NaNs ignored (NumPy's and JAX's ``nanargmin``).
+
+    Args:
+        a: a tensor.
+        axis: the dim to search (the flattened tensor when None).
+        keepdims: keep ``axis`` as a dim of size 1.
+
+    Returns:
+        An integer tensor.
+
+    Raises:
+        ValueError: (:class:`nabla.OpError`) for a slice of NaNs only (when the values
+            are known at the call).
+    """
+    return _nan_arg("nanargmin", a, axis, keepdims, fn.argmin, np.inf)
+
+
+def _cumulative(op: str, scan, x, axis, dtype, include_initial: bool, initial) -> Tensor:
+    x = as_tensor(x, op=op)
+    if axis is None:
+        if x.ndim != 1:
+            raise OpError(f"{op}: axis is required for a tensor of shape {x.shape} (not 1-D)")
+        axis = 0
+    out = scan(x, axis=axis, dtype=dtype)
+    if include_initial:
+        axis = norm_axis(op, axis, x.ndim, x.shape)
+        shape = (*out.shape[:axis], 1, *out.shape[axis + 1 :])
+        out = fn.concatenate([fn.full(shape, initial, dtype=out.dtype), out], axis)
+    return out
+
+
+def cumulative_sum(x, axis=None, dtype=None, include_initial: bool = False) -> Tensor:
+    """The running sum along ``axis`` (the array API's and JAX's ``cumulative_sum``).
+
+    Args:
+        x: a tensor.
+        axis: the dim (may be omitted for a 1-D tensor).
+        dtype: the accumulation and result dtype.
+        include_initial: start with a 0 (one more element along ``axis``).
+
+    Returns:
+        A tensor.
+    """
+    return _cumulative("cumulative_sum", fn.cumsum, x, axis, dtype, include_initial, 0)
+
+
+def cumulative_prod(x, axis=None, dtype=None, include_initial: bool = False) -> Tensor:
+    """The running product along ``axis`` (the array API's and JAX's
+    ``cumulative_prod``).
+
+    Args:
+        x: a tensor.
+        axis: the dim (may be omitted for a 1-D tensor).
+        dtype: the accumulation and result dtype.
+        include_initial: start with a 1 (one more element along ``axis``).
+
+    Returns:
+        A tensor.
+    """
+    return _cumulative("cumulative_prod", fn.cumprod, x, axis, dtype, include_initial, 1)
+
+
+def _nan_scan(op: str, scan, a, axis, dtype, fill) -> Tensor:
+    a = as_tensor(a, op=op)
+    if axis is None:
+        a, axis = fn.reshape(a, (-1,)), 0
+    if a.dtype.is_float:
+        a = fn.where(fn.is_nan(a), fn.full_like(a, fill), a)
+    return scan(a, axis=axis, dtype=dtype)
+
+
+def nancumsum(a, axis=None, dtype=None) -> Tensor:
+    """The running sum with NaNs counted as 0 (NumPy's and JAX's ``nancumsum``).
+
+    Args:
+        a: a tensor.
+        axis: the dim (the flattened tensor when None).
+        dtype: the accumulation and result dtype.
+
+    Returns:
+        A tensor.
+    """
+    return _nan_scan("nancumsum", fn.cumsum, a, axis, dtype, 0)
+
+
+def nancumprod(a, axis=None, dtype=None) -> Tensor:
+    """The running product with NaNs counted as 1 (NumPy's and JAX's ``nancumprod``).
+
+    Args:
+        a: a tensor.
+        axis: the dim (the flattened tensor when None).
+        dtype: the accumulation and result dtype.
+
+    Returns:
+        A tensor.
+    """
+    return _nan_scan("nancumprod", fn.cumprod, a, axis, dtype, 1)
+
+
+def diagflat(v, k: int = 0) -> Tensor:
+    """A 2-D tensor with the flattened ``v`` on its ``k``-th diagonal (NumPy's and JAX's
+    ``diagflat``).
+
+    Args:
+        v: a tensor (flattened).
+        k: the diagonal: 0 the main one, > 0 above it, < 0 below.
+
+    Returns:
+        A square tensor of side ``v.size + |k|``.
+    """
+    return fn.diag(fn.reshape(as_tensor(v, op="diagflat"), (-1,)), k)
+
+
+def diag_indices(n: int, ndim: int = 2) -> tuple:
+    """The indices of the main diagonal of an ``(n,) * ndim`` array (NumPy's and JAX's
+    ``diag_indices``): ``ndim`` copies of ``arange(n)``.
+
+    Args:
+        n: the side.
+        ndim: the number of dims.
+
+    Returns:
+        A tuple of ``ndim`` int32 tensors.
+    """
+    idx = fn.arange(int(n), dtype=DType.int32)
+    return (idx,) * int(ndim)
+
+
+def diag_indices_from(arr) -> tuple:
+    """``diag_indices`` of a square array's shape (NumPy's and JAX's
+    ``diag_indices_from``).
+
+    Args:
+        arr: a tensor of at least 2 dims, all of one size.
+
+    Returns:
+        A tuple of ``arr.ndim`` int32 tensors.
+
+    Raises:
+        ValueError: (:class:`nabla.OpError`) for fewer than 2 dims or dims of other sizes.
+    """
+    shape = tuple(np.shape(arr)) if not isinstance(arr, Tensor) else tuple(arr.shape)
+    if len(shape) < 2 or len(set(shape)) != 1:
+        raise OpError(f"diag_indices_from: needs a square array of >= 2 dims, got {shape}")
+    return diag_indices(shape[0], len(shape))
+
+
+def _indices_from(op: str, arr, k: int, make) -> tuple:
+    shape = tuple(np.shape(arr)) if not isinstance(arr, Tensor) else tuple(arr.shape)
+    if len(shape) != 2:
+        raise OpError(f"{op}: needs a 2-D array, got shape {shape}")
+    return make(shape[0], k, shape[1])
+
+
+def tril_indices_from(arr, k: int = 0) -> tuple:
+    """``tril_indices`` of a 2-D array's shape (NumPy's and JAX's ``tril_indices_from``).
+
+    Args:
+        arr: a 2-D tensor.
+        k: the diagonal offset.
+
+    Returns:
+        A pair of index tensors.
+    """
+    return _indices_from("tril_indices_from", arr, k, fn.tril_indices)
+
+
+def triu_indices_from(arr, k: int = 0) -> tuple:
+    """``triu_indices`` of a 2-D array's shape (NumPy's and JAX's ``triu_indices_from``).
+
+    Args:
+        arr: a 2-D tensor.
+        k: the diagonal offset.
+
+    Returns:
+        A pair of index tensors.
+    """
+    return _indices_from("triu_indices_from", arr, k, fn.triu_indices)
+
+
+def vecdot(x1, x2, axis: int = -1) -> Tensor:
+    """The dot product of vectors along ``axis``, broadcast over the other dims (the array
+    API's and JAX's ``vecdot``; real tensors: no conjugate to take).
+
+    Args:
+        x1: a tensor.
+        x2: a tensor broadcastable with ``x1``, of the same size along ``axis``.
+        axis: the dim of the vectors.
+
+    Returns:
+        A tensor of the broadcast shape without ``axis``.
+    """
+    a, b = _promoted("vecdot", x1, x2)
+    return fn.sum(a * b, axis=axis)
+
+
+def rollaxis(a, axis: int, start: int = 0) -> Tensor:
+    """Dim ``axis`` moved to stand before dim ``start`` (NumPy's and JAX's ``rollaxis``;
+    ``moveaxis`` is the clearer name).
+
+    Args:
+        a: a tensor.
+        axis: the dim to move.
+        start: the dim it goes before (``ndim`` for the end).
+
+    Returns:
+        A tensor.
+    """
+    x = as_tensor(a, op="rollaxis")
+    n = x.ndim
+    axis = norm_axis("rollaxis", axis, n, x.shape)
+    start = start + n if start < 0 else start
+    if not 0 <= start <= n:
+        raise OpError(f"rollaxis: start {start} is out of range for {n} dims")
+    dest = start - 1 if axis < start else start
+    return fn.moveaxis(x, axis, dest)
+
+
+def unstack(x, axis: int = 0) -> tuple:
+    """The slices of ``x`` along ``axis`` (the array API's and JAX's ``unstack``).
+
+    Args:
+        x: a tensor.
+        axis: the dim to slice along.
+
+    Returns:
+        A tuple of ``x.shape[axis]`` tensors.
+    """
+    return tuple(fn.unbind(as_tensor(x, op="unstack"), axis))
+
+
+def ediff1d(ary, to_end=None, to_begin=None) -> Tensor:
+    """The differences of consecutive elements of the flattened ``ary`` (NumPy's and JAX's
+    ``ediff1d``), with ``to_begin`` and ``to_end`` around them.
+
+    Args:
+        ary: a tensor (flattened).
+        to_end: values appended after the differences.
+        to_begin: values put before them.
+
+    Returns:
+        A 1-D tensor.
+    """
+    x = fn.reshape(as_tensor(ary, op="ediff1d"), (-1,))
+    parts = [x[1:] - x[:-1]]
+    if to_begin is not None:
+        parts.insert(0, fn.cast(fn.reshape(as_tensor(to_begin), (-1,)), x.dtype))
+    if to_end is not None:
+        parts.append(fn.cast(fn.reshape(as_tensor(to_end), (-1,)), x.dtype))
+    return fn.concatenate(parts, 0) if len(parts) > 1 else parts[0]
+
+
+def vander(x, N=None, increasing: bool = False) -> Tensor:  # noqa: N803 - NumPy's name
+    """The Vandermonde matrix of the 1-D ``x`` (NumPy's and JAX's ``vander``): column
+    ``j`` is ``x ** (N - 1 - j)`` (``x ** j`` when ``increasing``).
+
+    Args:
+        x: a 1-D tensor.
+        N: the number of columns (``len(x)`` by default).
+        increasing: powers increasing from left to right.
+
+    Returns:
+        A ``(len(x), N)`` tensor.
+    """
+    x = as_tensor(x, op="vander")
+    if x.ndim != 1:
+        raise OpError(f"vander: x must be 1-D, got shape {x.shape}")
+    n = x.shape[0] if N is None else int(N)
+    powers = np.arange(n) if increasing else np.arange(n)[::-1]
+    cols = [fn.ones_like(x) if p == 0 else x ** int(p) for p in powers]
+    return fn.stack(cols, 1) if cols else fn.zeros((x.shape[0], 0), dtype=x.dtype)
+
+
+def flatnonzero(a, *, size=None, fill_value=None) -> Tensor:
+    """The flat indices of the non-zero elements (NumPy's and JAX's ``flatnonzero``).
+
+    Args:
+        a: a tensor (flattened).
+        size: JAX's static number of indices (cut or padded with ``fill_value``), needed
+            under ``compile`` and ``vmap``.
+        fill_value: what pads the indices past the non-zero ones (default 0).
+
+    Returns:
+        A 1-D integer tensor.
+    """
+    flat = fn.reshape(as_tensor(a, op="flatnonzero"), (-1,))
+    return fn.nonzero(flat, size=size, fill_value=fill_value)[0]
+
+
+def interp(x, xp, fp, left=None, right=None, period=None) -> Tensor:
+    """Piecewise-linear interpolation of the points ``(xp, fp)`` at ``x`` (NumPy's and
+    JAX's ``interp``): below ``xp[0]`` it gives ``left`` (``fp[0]`` by default), above
+    ``xp[-1]`` ``right`` (``fp[-1]``). Differentiable in ``x`` and ``fp``.
+
+    Args:
+        x: where to evaluate, any shape.
+        xp: the increasing 1-D x-coordinates of the points.
+        fp: their 1-D y-values.
+        left: the value below ``xp[0]``.
+        right: the value above ``xp[-1]``.
+        period: not supported (an error).
+
+    Returns:
+        A tensor of ``x``'s shape.
+
+    Raises:
+        ValueError: (:class:`nabla.OpError`) for ``xp``/``fp`` that are not 1-D of one
+            length, or a ``period``.
+    """
+    if period is not None:
+        raise OpError("interp: period is not supported")
+    x, xp, fp = _promoted("interp", x, xp, fp, floats=True)
+    if xp.ndim != 1 or fp.ndim != 1 or xp.shape[0] != fp.shape[0] or xp.shape[0] == 0:
+        raise OpError(
+            f"interp: xp and fp must be 1-D of one non-zero length, got {xp.shape} and {fp.shape}"
+        )
+    n = xp.shape[0]
+    if n == 1:
+        out = fn.broadcast_to(fn.reshape(fp, ()), x.shape)
+    else:
+        i = fn.clip(searchsorted(xp, x, side="right") - 1, 0, n - 2)
+        x0, x1 = fn.take(xp, i, axis=0), fn.take(xp, i + 1, axis=0)
+        y0, y1 = fn.take(fp, i, axis=0), fn.take(fp, i + 1, axis=0)
+        span = x1 - x0
+        t = (x - x0) / fn.where(span == 0, fn.ones_like(span), span)
+        out = y0 + t * (y1 - y0)
+    below = fp[0] if left is None else fn.cast(as_tensor(left), x.dtype)
+    above = fp[n - 1] if right is None else fn.cast(as_tensor(right), x.dtype)
+    out = fn.where(x < xp[0], below, out)
+    return fn.where(x > xp[n - 1], above, out)
+
+
+def indices(dimensions, dtype=None, sparse: bool = False):
+    """The grid of indices of an array of shape ``dimensions`` (NumPy's and JAX's
+    ``indices``): tensor ``i`` holds each position's index along dim ``i``.
+
+    Args:
+        dimensions: the shape.
+        dtype: the indices' dtype (int32 by default).
+        sparse: one broadcastable tensor per dim (each of size 1 but along its own dim)
+            instead of one stacked tensor.
+
+    Returns:
+        A ``(len(dimensions), *dimensions)`` tensor, or a tuple of tensors when
+        ``sparse``.
+    """
+    dims = tuple(int(d) for d in dimensions)
+    dtype = DType.int32 if dtype is None else dtype
+    parts = []
+    for i, d in enumerate(dims):
+        shape = [1] * len(dims)
+        shape[i] = d
+        parts.append(fn.reshape(fn.arange(d, dtype=dtype), tuple(shape)))
+    if sparse:
+        return tuple(parts)
+    if not dims:
+        return fn.zeros((0,), dtype=dtype)
+    return fn.stack([fn.broadcast_to(p, dims) for p in parts], 0)
+
+
+def ix_(*args) -> tuple:
+    """Open-mesh index tensors from 1-D sequences (NumPy's and JAX's ``ix_``): the ``i``-th
+    has its values along dim ``i`` and size 1 elsewhere, so indexing with them picks the
+    cross product.
+
+    Args:
+        *args: 1-D integer (or boolean: their non-zero positions) sequences.
+
+    Returns:
+        A tuple of ``len(args)`` tensors.
+    """
+    out = []
+    for i, a in enumerate(args):
+        t = as_tensor(a, op="ix_")
+        if t.ndim != 1:
+            raise OpError(f"ix_: each argument must be 1-D, got shape {t.shape} at {i}")
+        if t.dtype.is_bool:
+            t = fn.nonzero(t)[0]
+        shape = [1] * len(args)
+        shape[i] = t.shape[0]
+        out.append(fn.reshape(t, tuple(shape)))
+    return tuple(out)
+
+
+def copy(a, order=None) -> Tensor:
+    """A new tensor with ``a``'s value (NumPy's and JAX's ``copy``; PyTorch's ``clone``):
+    an in-place change of one is not seen by the other. Differentiable.
+
+    Args:
+        a: a tensor (or anything ``asarray`` takes).
+        order: accepted for NumPy's calls: ``None``, ``"K"``, ``"A"`` or ``"C"``.
+
+    Returns:
+        A tensor.
+    """
+    if order not in (None, "K", "A", "C"):
+        raise OpError(f"copy: order must be None, 'K', 'A' or 'C', got {order!r}")
+    return fn.identity(as_tensor(a, op="copy"))

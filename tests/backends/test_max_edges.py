@@ -77,9 +77,9 @@ def _edge_samples(entry, dtype):
 
 
 # entries built on an op MAX cannot run (``UNSUPPORTED``: under ``auto`` they stay on the
-# host, and the explicit max backend refuses them with UnsupportedOnMax); the last five
-# sort (searchsorted's and digitize's entries sort their bins first)
-ON_HOST = {"argsort", "sort", "top_k", "nonzero", "argwhere"}
+# host, and the explicit max backend refuses them with UnsupportedOnMax): flatnonzero is
+# nonzero, and the next five sort (searchsorted's and digitize's entries sort their bins)
+ON_HOST = {"argsort", "sort", "top_k", "nonzero", "argwhere", "flatnonzero"}
 ON_HOST |= {"searchsorted", "digitize", "quantile", "percentile", "median"}
 ON_HOST |= {"inv", "solve", "slogdet", "det", "cholesky", "eigh", "eigvalsh"}  # LAPACK's
 

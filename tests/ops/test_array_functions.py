@@ -378,3 +378,33 @@ def test_pad_takes_numpy_s_modes_and_per_side_settings():
         nb.pad(A, 3, mode="reflect", reflect_type="odd")
     with pytest.raises(nb.OpError, match=r"pad: stat_length \(1, 2, 3\) is not one value"):
         nb.pad(A, 1, mode="mean", stat_length=(1, 2, 3))
+
+
+def test_more_of_jnp_and_their_errors():
+    """The names a port from jnp reached for next; the registry checks each against NumPy
+    with vmap and gradients, here the errors and what the registry does not cover."""
+    with pytest.raises(nb.OpError, match="geomspace: start and stop must be non-zero"):
+        nb.geomspace(-1.0, 8.0, 4)
+    with pytest.raises(nb.OpError, match=r"hsplit: 3 sections do not divide dim 1"):
+        nb.hsplit(A, 3)
+    with pytest.raises(nb.OpError, match=r"cumulative_sum: axis is required .* \(3, 4\)"):
+        nb.cumulative_sum(A)
+    with pytest.raises(nb.OpError, match="nanargmax: an all-NaN slice"):
+        nb.nanargmax(np.array([[1.0, np.nan], [np.nan, np.nan]]), axis=1)
+    with pytest.raises(nb.OpError, match="interp: period is not supported"):
+        nb.interp(A, [0.0, 1.0], [1.0, 2.0], period=2.0)
+    same(
+        nb.interp(A, [0.0, 1.0], [1.0, 2.0], left=-7, right=9), np.interp(A, [0, 1], [1, 2], -7, 9)
+    )
+    same(nb.interp(A, [0.5], [3.0]), np.interp(A, [0.5], [3.0]))
+    same(nb.modf(np.array([np.inf, -np.inf]))[0], np.modf(np.array([np.inf, -np.inf]))[0])
+    # a copy is its own tensor: an in-place change of the original is not seen in it
+    t = nb.constant(A.copy())
+    c = nb.copy(t)
+    t.add_(1.0)
+    same(c, A)
+    for got, want in zip(
+        nb.indices((2, 3), sparse=True), np.indices((2, 3), sparse=True), strict=True
+    ):
+        same(got, want)
+    same(nb.ix_(np.array([True, False, True]))[0], np.ix_(np.array([True, False, True]))[0])
