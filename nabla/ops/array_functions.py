@@ -106,16 +106,18 @@ __all__ = [
 ]
 
 
-def ravel(a) -> Tensor:
-    """``a`` flattened to one dim (NumPy's and JAX's ``ravel``, C order).
+def ravel(a, order: str = "C") -> Tensor:
+    """``a`` flattened to one dim (NumPy's and JAX's ``ravel``).
 
     Args:
         a: a tensor, or a Python scalar, nested list or NumPy array.
+        order: ``"C"`` (the last index varies fastest), ``"F"`` (the first) or ``"A"``
+            (``"C"`` here: a tensor has no memory order).
 
     Returns:
         A 1-D tensor of ``a``'s elements.
     """
-    return fn.reshape(as_tensor(a, op="ravel"), (-1,))
+    return fn.reshape(as_tensor(a, op="ravel"), (-1,), order=order)
 
 
 def _at_least(op: str, arys, shape_of):
@@ -473,7 +475,7 @@ def array_split(ary, indices_or_sections, axis: int = 0) -> list:
     ]
 
 
-def searchsorted(a, v, side: str = "left", sorter=None) -> Tensor:
+def searchsorted(a, v, side: str = "left", sorter=None, *, method: str = "scan") -> Tensor:
     """Where ``v``'s elements would go in the sorted 1-D ``a`` to keep it sorted (NumPy's
     and JAX's ``searchsorted``): the count of ``a``'s elements below each (``side="left"``)
     or not above it (``"right"``), as int32.
@@ -483,6 +485,8 @@ def searchsorted(a, v, side: str = "left", sorter=None) -> Tensor:
         v: the values to place, any shape.
         side: ``"left"`` or ``"right"``.
         sorter: indices that sort ``a`` (``argsort(a)``).
+        method: JAX's choice of algorithm (``"scan"``, ``"scan_unrolled"``, ``"sort"`` or
+            ``"compare_all"``), accepted: all give the same answer.
 
     Returns:
         An int32 tensor of ``v``'s shape.
@@ -490,6 +494,11 @@ def searchsorted(a, v, side: str = "left", sorter=None) -> Tensor:
     Raises:
         ValueError: (:class:`nabla.OpError`) for an ``a`` that is not 1-D or another side.
     """
+    if method not in ("scan", "scan_unrolled", "sort", "compare_all"):
+        raise OpError(
+            f"searchsorted: method must be 'scan', 'scan_unrolled', 'sort' or 'compare_all', "
+            f"got {method!r}"
+        )
     a = as_tensor(a, op="searchsorted")
     if a.ndim != 1:
         raise OpError(f"searchsorted: a must be 1-D, got shape {a.shape}")

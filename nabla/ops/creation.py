@@ -439,43 +439,52 @@ def _like(x, dtype, op):
     return x, dtype_or(dtype, x.dtype)
 
 
-def zeros_like(x, *, dtype=None, requires_grad: bool = False) -> Tensor:
+def zeros_like(x, *, dtype=None, shape=None, requires_grad: bool = False) -> Tensor:
     """Zeros with the shape (and dtype) of ``x``; batched like ``x`` under vmap, and laid
     out like it on its mesh.
 
     Args:
         x: the tensor whose shape (and dtype) to take.
         dtype: the dtype (default: ``x``'s).
+        shape: another shape (JAX's), instead of ``x``'s.
         requires_grad: make it a leaf whose gradient ``backward`` accumulates (PyTorch's).
     """
     x, dt = _like(x, dtype, "zeros_like")
+    if shape is not None:  # (JAX's: a new shape, so nothing of x's layout or batching)
+        return _leaf(full(shape, 0, dtype=dt, device=x.device), requires_grad)
     out = _broadcast_like(full(x.shape, 0, dtype=dt, device=x.device), x)
     return _leaf(out, requires_grad)
 
 
-def ones_like(x, *, dtype=None, requires_grad: bool = False) -> Tensor:
+def ones_like(x, *, dtype=None, shape=None, requires_grad: bool = False) -> Tensor:
     """Ones with the shape (and dtype) of ``x`` (batched and laid out like it).
 
     Args:
         x: the tensor whose shape (and dtype) to take.
         dtype: the dtype (default: ``x``'s).
+        shape: another shape (JAX's), instead of ``x``'s.
         requires_grad: make it a leaf whose gradient ``backward`` accumulates (PyTorch's).
     """
     x, dt = _like(x, dtype, "ones_like")
+    if shape is not None:  # (JAX's: a new shape, so nothing of x's layout or batching)
+        return _leaf(full(shape, 1, dtype=dt, device=x.device), requires_grad)
     out = _broadcast_like(full(x.shape, 1, dtype=dt, device=x.device), x)
     return _leaf(out, requires_grad)
 
 
-def full_like(x, value, *, dtype=None, requires_grad: bool = False) -> Tensor:
+def full_like(x, value, *, dtype=None, shape=None, requires_grad: bool = False) -> Tensor:
     """``value`` with the shape (and dtype) of ``x`` (batched and laid out like it).
 
     Args:
         x: the tensor whose shape (and dtype) to take.
         value: the fill value.
         dtype: the dtype (default: ``x``'s).
+        shape: another shape (JAX's), instead of ``x``'s.
         requires_grad: make it a leaf whose gradient ``backward`` accumulates (PyTorch's).
     """
     x, dt = _like(x, dtype, "full_like")
+    if shape is not None:  # (JAX's: a new shape, so nothing of x's layout or batching)
+        return _leaf(full(shape, value, dtype=dt, device=x.device), requires_grad)
     out = _broadcast_like(full(x.shape, value, dtype=dt, device=x.device), x)
     return _leaf(out, requires_grad)
 

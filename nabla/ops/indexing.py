@@ -281,15 +281,46 @@ def _check_bounds(op, idx, n, where=""):
             )
 
 
-def gather(x, indices=None, axis=0, *, dim=None, index=None) -> Tensor:
+def gather(
+    x,
+    indices=None,
+    axis=0,
+    *,
+    dim=None,
+    index=None,
+    mode=None,
+    fill_value=None,
+    unique_indices: bool = False,
+    indices_are_sorted: bool = False,
+) -> Tensor:
     """Take elements of ``x`` along ``axis`` at integer ``indices`` (NumPy's ``take``).
 
     Negative indices count from the end. ``axis=None`` takes from the flattened ``x``
     (NumPy's and JAX's ``take``). Example: ``gather(x, [2, 0], axis=1)``. PyTorch's order,
     ``gather(x, dim, index)`` (an int, then the indices), and its keywords ``dim=`` and
     ``index=`` are PyTorch's ``torch.gather``.
+
+    ``mode`` is JAX's: None or ``"raise"`` (an index out of range is an ``IndexError``
+    where its value is known at the call), ``"fill"`` (it gives ``fill_value``: NaN for
+    floats, the least value for signed integers, the largest for unsigned ones, True for
+    bools), ``"clip"`` (clipped into the dim, negatives to 0), ``"wrap"`` (modulo the
+    dim) or ``"promise_in_bounds"`` (clipped). ``unique_indices`` and
+    ``indices_are_sorted`` are JAX's hints, accepted.
     """
     x = as_tensor(x, op="gather")
+    if mode not in (None, "raise"):
+        if axis is None:
+            x, axis = fn.reshape(x, (-1,)), 0
+        if x.ndim == 0:
+            raise OpError("take: cannot index a 0-d tensor")
+        axis = norm_axis("take", axis, x.ndim, x.shape)
+        idx = _index_tensor("take", indices)
+        idx, valid = _moded_index("take", idx, x.shape[axis], mode, normalize=mode == "fill")
+        out = _gather_from(x, idx, axis)
+        if valid is None:
+            return out
+        shape = (1,) * axis + tuple(idx.shape) + (1,) * (x.ndim - axis - 1)
+        return _filled(out, fn.reshape(valid, shape), fill_value)
     if dim is not None or index is not None:
         if dim is None or index is None or indices is not None:
             raise TypeError("gather: PyTorch's form takes dim= and index= (and no indices)")
@@ -405,10 +436,55 @@ def _gather_from(x, idx, axis, what=None):
     return out
 
 
-def take_along_axis(x, indices, axis) -> Tensor:
+def _moded_index(op: str, idx, n, mode: str, normalize: bool):
+    """``idx`` made safe for a gather of a dim of size ``n`` under JAX's ``mode``, and the
+    mask of the indices in range (``"fill"``; else None). ``normalize``: a negative index
+    in ``[-n, 0)`` counts from the end first."""
+    if mode not in ("fill", "clip", "wrap", "promise_in_bounds"):
+        raise ValueError(
+            f"{op}: mode must be None, 'raise', 'fill', 'clip', 'wrap' or "
+            f"'promise_in_bounds', got {mode!r}"
+        )
+    if idx.dtype.itemsize < 4 and not idx.dtype.is_unsigned:
+        idx = idx.cast(DType.int32)  # (int8 may not hold ``i + n``)
+    n = int(n)
+    if n == 0:
+        raise OpError(f"{op}: cannot take from a dim of size 0 with mode={mode!r}")
+    if mode == "wrap":
+        return idx % n, None
+    if normalize and not idx.dtype.is_unsigned:
+        idx = fn.where(idx < 0, idx + n, idx)
+    if mode in ("clip", "promise_in_bounds"):
+        return fn.clip(idx, 0, n - 1), None
+    valid = (idx >= 0) & (idx < n)
+    return fn.where(valid, idx, fn.zeros_like(idx)), valid
+
+
+def _filled(out, valid, fill_value):
+    """``out`` with ``fill_value`` (JAX's default for its dtype) where ``valid`` is False."""
+    dt = out.dtype
+    if fill_value is None:
+        if dt.is_bool:
+            fill_value = True
+        elif dt.is_float:
+            fill_value = float("nan")
+        else:
+            info = np.iinfo(dt.numpy)
+            fill_value = int(info.max if dt.is_unsigned else info.min)
+    return fn.where(valid, out, fn.full((), fill_value, dtype=dt))
+
+
+def take_along_axis(x, indices, axis, *, mode=None, fill_value=None) -> Tensor:
     """``x``'s values at ``indices`` along ``axis``, row by row (NumPy's and JAX's
     ``take_along_axis``; PyTorch's ``gather``): ``indices`` has ``x``'s rank, and its other
-    dims broadcast against ``x``'s. Differentiable in ``x``.
+    dims broadcast against ``x``'s. ``axis=None`` takes from the flattened ``x`` with 1-D
+    ``indices``. Differentiable in ``x``.
+
+    ``mode`` is JAX's: None or ``"raise"`` (an index out of range is an error), ``"fill"``
+    (it gives ``fill_value``, by default NaN for floats, the least value for signed
+    integers, the largest for unsigned ones, True for bools), ``"clip"`` (clipped into the
+    dim, after a negative one counts from the end), ``"wrap"`` (modulo the dim) or
+    ``"promise_in_bounds"`` (clipped).
 
     Raises:
         ValueError: (:class:`nabla.OpError`) for ranks that differ or dims that do not
@@ -419,6 +495,19 @@ def take_along_axis(x, indices, axis) -> Tensor:
     idx = as_tensor(indices, op="take_along_axis")
     if not idx.dtype.is_int:
         raise TypeError(f"take_along_axis: indices must be integers, got {idx.dtype.value}")
+    if axis is None:
+        if idx.ndim != 1:
+            raise OpError(f"take_along_axis: axis=None takes 1-D indices, got shape {idx.shape}")
+        x, axis = fn.reshape(x, (-1,)), 0
+    if mode not in (None, "raise"):
+        if idx.ndim != x.ndim:
+            raise OpError(
+                f"take_along_axis: indices of shape {idx.shape} need the rank of x {x.shape}"
+            )
+        axis = norm_axis("take_along_axis", axis, x.ndim, x.shape)
+        safe, valid = _moded_index("take_along_axis", idx, x.shape[axis], mode, normalize=True)
+        out = take_along_axis(x, safe, axis)
+        return out if valid is None else _filled(out, valid, fill_value)
     if idx.ndim != x.ndim:
         raise OpError(f"take_along_axis: indices of shape {idx.shape} need the rank of x {x.shape}")
     axis = norm_axis("take_along_axis", axis, x.ndim, x.shape)

@@ -547,7 +547,14 @@ def _diagonal(x, term):
         term = "".join(c for k, c in enumerate(term) if k not in (i, j)) + dup
 
 
-def einsum(equation: str, *operands):
+def einsum(
+    equation: str,
+    *operands,
+    out=None,
+    optimize="auto",
+    precision=None,
+    preferred_element_type=None,
+):
     """Einstein summation, e.g. ``einsum("bij,bjk->bik", a, b)`` (NumPy's ``einsum``).
 
     Supports ``...`` for broadcast dims, repeated indices within one operand (diagonals) and
@@ -559,6 +566,12 @@ def einsum(equation: str, *operands):
         equation: the subscripts, one comma-separated term per operand, optionally followed by
             ``->`` and the output term; spaces are ignored.
         *operands: the tensors (or one list/tuple of them).
+        out: NumPy's, accepted as None only (tensors are values).
+        optimize: NumPy's and JAX's contraction-order setting, accepted (contractions run
+            pairwise in the order written).
+        precision: JAX's, accepted (float32 products are float32 here).
+        preferred_element_type: the dtype the operands are cast to and the result has
+            (JAX's; e.g. an int8 contraction accumulated as int32).
 
     Returns:
         The result tensor, with the output term's dims in order.
@@ -578,9 +591,13 @@ def einsum(equation: str, *operands):
             f"einsum: the equation must be a string such as 'ij,jk->ik', got {equation!r} "
             f"({type(equation).__name__})"
         )
+    if out is not None:
+        raise TypeError("einsum: out= is not supported (tensors are values); use the result")
     if len(operands) == 1 and isinstance(operands[0], list | tuple):
         operands = tuple(operands[0])
     ops = [as_tensor(o, op="einsum") for o in operands]
+    if preferred_element_type is not None:
+        ops = [fn.cast(o, preferred_element_type) for o in ops]
     if len({o.dtype for o in ops}) > 1:
         ops, _ = fn.promote_operands("einsum", ops, broadcast=False)
         ops = list(ops)

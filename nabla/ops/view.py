@@ -21,7 +21,7 @@ from ..core.ir import SymDim, as_dim, note_size_decision, range_length, same_sha
 from ..core.state import STATE
 from ..runtime.tensor import Tensor
 from . import spmd
-from ._util import alias_arg, as_tensor, int_arg, norm_axes, norm_axis, norm_shape
+from ._util import alias_arg, as_tensor, int_arg, norm_axes, norm_axis, norm_shape, readable_now
 from .base import Operation, OpError, describe
 from .functions import fn, provide
 
@@ -107,11 +107,20 @@ def _resolve_shape(op, shape, size, in_shape):
     return shape
 
 
-def reshape(x, shape, *more) -> Tensor:
-    """Same elements, new shape (one dim may be -1). ``x.reshape(2, 3)`` also works."""
+def reshape(x, shape, *more, order: str = "C") -> Tensor:
+    """Same elements, new shape (one dim may be -1). ``x.reshape(2, 3)`` also works.
+    ``order="F"`` (NumPy's and JAX's) reads and writes the elements with the first index
+    varying fastest; ``"A"`` is ``"C"`` here (a tensor has no memory order)."""
     x = as_tensor(x, op="reshape")
     if more or isinstance(shape, numbers.Integral):
         shape = (shape, *more)
+    if order not in ("C", "F", "A"):
+        raise ValueError(f"reshape: order must be 'C', 'F' or 'A', got {order!r}")
+    if order == "F":  # the reversed dims in C order, reversed back
+        shape = _resolve_shape("reshape", shape, x.size, x.shape)
+        flipped = permute(x, tuple(range(x.ndim - 1, -1, -1))) if x.ndim > 1 else x
+        out = reshape(flipped, tuple(reversed(shape)))
+        return permute(out, tuple(range(len(shape) - 1, -1, -1))) if len(shape) > 1 else out
     shape = _resolve_shape("reshape", shape, x.size, x.shape)
     if same_shape(shape, x.shape):
         return x
@@ -1210,15 +1219,18 @@ _concatenate = ConcatenateOp()
 _split = SplitOp()
 
 
-def concatenate(tensors, axis=0, *, dim=None) -> Tensor:
-    """Join tensors along an existing ``axis`` (dtypes promoted); ``axis=None`` joins them
-    flattened, as NumPy and JAX do. ``dim=`` is PyTorch's name for ``axis`` (``nb.cat``)."""
+def concatenate(tensors, axis=0, *, dim=None, dtype=None) -> Tensor:
+    """Join tensors along an existing ``axis`` (dtypes promoted, or each cast to ``dtype``
+    when given, as NumPy and JAX take it); ``axis=None`` joins them flattened, as NumPy and
+    JAX do. ``dim=`` is PyTorch's name for ``axis`` (``nb.cat``)."""
     if dim is not None:
         axis = dim
 
     tensors = list(tensors)
     if not tensors:
         raise ValueError("concatenate: needs at least one tensor")
+    if dtype is not None:
+        tensors = [fn.cast(as_tensor(t, op="concatenate"), dtype) for t in tensors]
     if axis is None:
         tensors = [reshape(as_tensor(t, op="concatenate"), (-1,)) for t in tensors]
         axis = 0
@@ -1243,11 +1255,14 @@ def _need_promote(tensors):
     return len(ds) > 1 or None in ds
 
 
-def stack(tensors, axis=0, *, dim=None) -> Tensor:
-    """Join tensors of equal shape along a new ``axis`` (PyTorch's ``dim=`` too)."""
+def stack(tensors, axis=0, *, dim=None, dtype=None) -> Tensor:
+    """Join tensors of equal shape along a new ``axis`` (PyTorch's ``dim=`` too), each cast
+    to ``dtype`` first when given (NumPy's and JAX's)."""
     if dim is not None:
         axis = dim
     tensors = [as_tensor(t, op="stack") for t in tensors]
+    if dtype is not None:
+        tensors = [fn.cast(t, dtype) for t in tensors]
     if not tensors:
         raise ValueError("stack: needs at least one tensor")
     shape = tensors[0].shape
@@ -1288,7 +1303,7 @@ def vstack(tensors) -> Tensor:
     return concatenate(ts, 0)
 
 
-def meshgrid(*xs, indexing: str = "xy") -> list[Tensor]:
+def meshgrid(*xs, indexing: str = "xy", sparse: bool = False, copy: bool = True) -> list[Tensor]:
     """Coordinate grids from 1-D tensors (NumPy's and JAX's ``meshgrid``): each input
     broadcast over the others' lengths. ``indexing="xy"`` (default) swaps the first two
     output dims (Cartesian: ``x`` varies along columns); ``"ij"`` keeps the inputs' order.
@@ -1296,6 +1311,9 @@ def meshgrid(*xs, indexing: str = "xy") -> list[Tensor]:
     Args:
         xs: 1-D tensors (or values ``constant`` takes).
         indexing: ``"xy"`` or ``"ij"``.
+        sparse: each output keeps size 1 along the other inputs' dims (they broadcast to
+            the grid) instead of being broadcast.
+        copy: accepted for NumPy's calls (tensors are values: nothing to copy).
 
     Returns:
         A list of tensors, one per input, each of the grid's shape.
@@ -1320,7 +1338,8 @@ def meshgrid(*xs, indexing: str = "xy") -> list[Tensor]:
     for t, d in zip(ts, order):
         at = [1] * n
         at[d] = t.shape[0]
-        out.append(broadcast_to(reshape(t, tuple(at)), tuple(shape)))
+        line = reshape(t, tuple(at))
+        out.append(line if sparse else broadcast_to(line, tuple(shape)))
     return out
 
 
@@ -1481,12 +1500,32 @@ def tile(x, reps) -> Tensor:
     return reshape(y, tuple(r * d for r, d in zip(reps, x.shape)))
 
 
-def repeat(x, repeats, axis=None) -> Tensor:
+def repeat(x, repeats, axis=None, *, total_repeat_length=None) -> Tensor:
     """Repeat each element ``repeats`` times along ``axis`` (flattened when None).
 
-    ``repeats`` is an int, or one int per element along ``axis`` (a list, tuple or NumPy
-    array: the output size must be known, as JAX requires)."""
+    ``repeats`` is an int, or one int per element along ``axis`` (a list, tuple, NumPy
+    array, or a tensor whose values are known at the call: the output size must be known,
+    as JAX requires). ``total_repeat_length`` (JAX's) fixes the output's length along
+    ``axis``: longer repeats are cut, and shorter ones are followed by the last element
+    repeated, as in JAX."""
     x = as_tensor(x, op="repeat")
+    if isinstance(repeats, Tensor) and readable_now(repeats):
+        repeats = repeats.numpy()
+        repeats = int(repeats) if repeats.ndim == 0 else repeats
+    if total_repeat_length is not None:
+        if axis is None:
+            x, axis = reshape(x, (-1,)), 0
+        axis = norm_axis("repeat", axis, x.ndim)
+        n, want = int(x.shape[axis]), int(total_repeat_length)
+        reps = np.broadcast_to(np.asarray(repeats), (n,)) if np.ndim(repeats) < 2 else None
+        if reps is None or reps.dtype.kind not in "iu" or n == 0 or want < 0:
+            raise OpError(
+                f"repeat: total_repeat_length={total_repeat_length} needs a non-empty axis "
+                f"and int repeats, got {repeats!r} for shape {x.shape}"
+            )
+        # output position j takes the element whose run holds j; past them all, the last
+        at = np.searchsorted(np.cumsum(reps), np.arange(want), side="right")
+        return fn.take(x, fn.constant(np.minimum(at, n - 1).astype(np.int32)), axis=axis)
     if not isinstance(repeats, numbers.Integral):
         return _repeat_each(x, repeats, axis)
     r = int(repeats)

@@ -408,3 +408,55 @@ def test_more_of_jnp_and_their_errors():
     ):
         same(got, want)
     same(nb.ix_(np.array([True, False, True]))[0], np.ix_(np.array([True, False, True]))[0])
+
+
+def test_jnp_keywords_a_port_passes():
+    """Keywords jax.numpy code passes that were a TypeError or an unknown mode: take's and
+    take_along_axis' modes (JAX's answers: negatives to 0 under take's clip, from the end
+    under take_along_axis'), repeat's total_repeat_length (the last element fills, as in
+    JAX), reshape/ravel order="F", meshgrid sparse, concatenate/stack dtype, *_like shape,
+    einsum's optimize and preferred_element_type, searchsorted's method."""
+    x = np.arange(5.0, dtype=np.float32) * 10
+    i = np.array([-7, -1, 0, 4, 5, 9])
+    same(nb.take(x, i, mode="clip"), [0, 0, 0, 40, 40, 40])
+    same(nb.take(x, i, mode="wrap"), [30, 40, 0, 40, 0, 40])
+    same(nb.take(x, i, mode="fill"), [np.nan, 40, 0, 40, np.nan, np.nan])
+    same(nb.take(x, i, mode="fill", fill_value=-3.0), [-3, 40, 0, 40, -3, -3])
+    ints = nb.take(np.arange(5, dtype=np.int32), i, mode="fill").numpy()
+    assert ints[0] == np.iinfo(np.int32).min and ints[1] == 4
+    g = nb.grad(lambda t: nb.sum(nb.take(t, np.array([0, 7, -1]), mode="fill", fill_value=0.0)))
+    same(g(x), [1, 0, 0, 0, 1])
+    same(
+        nb.vmap(lambda r: nb.take(r, np.array([0, 9]), mode="fill"))(A),
+        [[v, np.nan] for v in A[:, 0]],
+    )
+    rows, idx = A, np.array([[0, 5], [-1, 2], [3, -9]])
+    same(
+        nb.take_along_axis(rows, idx, axis=1, mode="clip"),
+        np.take_along_axis(A, np.array([[0, 3], [3, 2], [3, 0]]), 1),
+    )
+    filled = nb.take_along_axis(rows, idx, axis=1, mode="fill").numpy()
+    assert np.isnan(filled[0, 1]) and np.isnan(filled[2, 1]) and filled[1, 0] == A[1, 3]
+    same(nb.take_along_axis(A, np.array([1, 11]), axis=None), A.ravel()[[1, 11]])
+    for reps, total, want in (
+        ([1, 2, 0], 5, [0, 1, 1, 2, 2]),
+        (2, 4, [0, 0, 1, 1]),
+        (2, 7, [0, 0, 1, 1, 2, 2, 2]),
+    ):
+        same(nb.repeat(np.arange(3), reps, total_repeat_length=total), want)
+    same(nb.reshape(T, (4, 6), order="F"), np.reshape(T, (4, 6), order="F"))
+    same(nb.ravel(T, order="F"), np.ravel(T, order="F"))
+    for got, want in zip(
+        nb.meshgrid(np.arange(3), np.arange(4), sparse=True),
+        np.meshgrid(np.arange(3), np.arange(4), sparse=True),
+        strict=True,
+    ):
+        same(got, want)
+    assert nb.concatenate([np.ones(2), np.zeros(2, np.int32)], dtype=nb.int32).dtype == nb.int32
+    assert nb.stack([np.ones(2)], dtype=nb.float16).dtype == nb.float16
+    assert nb.zeros_like(A, shape=(2, 5)).shape == (2, 5) and nb.ones_like(A, shape=()).shape == ()
+    small = np.arange(6, dtype=np.int8).reshape(2, 3)
+    got = nb.einsum("ij,kj->ik", small, small, optimize="greedy", preferred_element_type=nb.int32)
+    assert got.dtype == nb.int32
+    same(got, small.astype(np.int32) @ small.T.astype(np.int32))
+    same(nb.searchsorted(np.arange(5.0), 2.5, method="compare_all"), 3)
