@@ -1940,3 +1940,246 @@ _creation(
     dtypes=("int32",),
 )
 unary("copy", np.copy)
+
+
+def _np_unique_sized(x, size=None, **k):
+    """NumPy's ``unique`` cut or padded to ``size`` as JAX's: values with the smallest,
+    first indices with the smallest's, counts with 0."""
+    got = np.unique(x, **k)
+    got = list(got) if isinstance(got, tuple) else [got]
+    if size is not None:
+        pads = [got[0][0], *([got[1][0]] if k.get("return_index") else [])]
+        if k.get("return_inverse"):
+            pads.append(None)
+        if k.get("return_counts"):
+            pads.append(0)
+        got = [
+            g
+            if p is None
+            else np.concatenate([g[:size], np.full(max(size - len(g), 0), p, g.dtype)])
+            for g, p in zip(got, pads, strict=True)
+        ]
+    got = [g.astype(np.int64) if g.dtype.kind in "iu" and i else g for i, g in enumerate(got)]
+    return got[0] if len(got) == 1 else got
+
+
+register(
+    OpEntry(
+        "unique",
+        nb.unique,
+        _np_unique_sized,
+        lambda rng, dt: [
+            Sample((rng.integers(0, 4, (2, 5)).astype(dt),)),
+            Sample(
+                (rng.integers(0, 4, 7).astype(dt),),
+                {"return_index": True, "return_inverse": True, "return_counts": True},
+            ),
+            Sample(
+                (rng.integers(0, 9, 6).astype(dt),),
+                {"size": 8, "return_index": True, "return_counts": True},
+            ),
+        ],
+        dtypes=("float32", "int32"),
+        differentiable=False,
+        batchable=False,  # (the number of values is theirs, unless sized)
+        out_dtype=lambda dt: None,  # (values of the input's dtype, indices and counts int64)
+    )
+)
+_multi(
+    "histogram",
+    lambda a, w, **k: nb.histogram(a, weights=w, **k),
+    lambda a, w, **k: [v.astype(np.float32) for v in np.histogram(a, weights=w, **k)],
+    [
+        ([(12,), (12,)], {"bins": 4}),
+        ([(3, 4), (3, 4)], {"bins": 3, "range": (-1.0, 1.0), "density": True}),
+    ],
+    dtypes=("float32",),
+    differentiable=False,
+    batchable=False,
+)
+shaped(
+    "histogram_bin_edges",
+    nb.histogram_bin_edges,
+    lambda a, **k: np.histogram_bin_edges(a, **k).astype(np.float32),
+    [((9,), (), {"bins": 3}), ((2, 5), (), {"bins": 4, "range": (-2.0, 2.0)})],
+    dtypes=("float32",),
+    differentiable=False,
+    batchable=False,
+)
+for _n in ("convolve", "correlate"):
+    _multi(
+        _n,
+        getattr(nb, _n),
+        getattr(np, _n),
+        [([(5,), (3,)], {}), ([(3,), (6,)], {"mode": "same"}), ([(4,), (4,)], {"mode": "full"})],
+        dtypes=("float32", "float64"),
+        batchable=False,  # (1-D only, as NumPy's)
+    )
+shaped(
+    "delete",
+    nb.delete,
+    np.delete,
+    [((6,), ([0, 3],), {}), ((2, 3), (1,), {"axis": 1}), ((3, 4), (slice(1, 3),), {"axis": 0})],
+)
+shaped(
+    "insert",
+    nb.insert,
+    np.insert,
+    [
+        ((5,), (2, [7.0, 8.0]), {}),
+        ((2, 3), ([0, 2], [7.0, 8.0]), {"axis": 1}),
+        ((2, 3), (1, 9.0), {"axis": 0}),
+    ],
+)
+register(
+    OpEntry(
+        "block",
+        lambda a, b, c, d: nb.block([[a, b], [c, d]]),
+        lambda a, b, c, d: np.block([[a, b], [c, d]]),
+        lambda rng, dt: [
+            Sample(tuple(_vals(rng, s, dt) for s in ((2, 2), (2, 1), (1, 2), (1, 1))))
+        ],
+        dtypes=("float32", "int32"),
+    )
+)
+for _n in ("partition", "argpartition"):
+    shaped(
+        _n,
+        getattr(nb, _n),
+        lambda x, kth, axis=-1, n=_n: _jax_partition(x, kth, axis, n == "argpartition"),
+        [((7,), (2,), {}), ((3, 5), (1,), {"axis": 0}), ((2, 6), (-2,), {})],
+        dtypes=("float32",),
+        differentiable=_n == "partition",
+        out_dtype=(lambda dt: "int64") if _n == "argpartition" else None,
+    )
+
+
+def _jax_partition(x, kth, axis, indices):
+    """JAX's ``partition`` order: the ``kth + 1`` smallest ascending, then the rest
+    descending (``argpartition``: the rest in index order)."""
+    n = x.shape[axis]
+    k = kth + n if kth < 0 else kth
+    order = np.argsort(x, axis=axis, kind="stable")
+    if not indices:
+        s = np.sort(x, axis=axis)
+        return np.concatenate(
+            [np.take(s, range(k + 1), axis), np.flip(np.take(s, range(k + 1, n), axis), axis)], axis
+        )
+    low = np.take(order, range(k + 1), axis)
+    rest = np.sort(np.take(order, range(k + 1, n), axis), axis=axis)
+    return np.concatenate([low, rest], axis).astype(np.int64)
+
+
+register(
+    OpEntry(
+        "lexsort",
+        lambda a, b: nb.lexsort((a, b)),
+        lambda a, b: np.lexsort((a, b)).astype(np.int64),
+        lambda rng, dt: [
+            Sample((rng.integers(0, 3, 8).astype(dt), rng.integers(0, 3, 8).astype(dt)))
+        ],
+        dtypes=("int32", "float32"),
+        differentiable=False,
+        out_dtype=lambda dt: "int64",
+    )
+)
+register(
+    OpEntry(
+        "choose",
+        lambda i, a, b, **k: nb.choose(i, [a, b], **k),
+        lambda i, a, b, mode="raise": np.choose(i, [a, b], mode=mode),
+        lambda rng, dt: [
+            Sample((rng.integers(0, 2, (2, 3)), _vals(rng, (2, 3), dt), _vals(rng, (3,), dt))),
+            Sample(
+                (rng.integers(-2, 4, (4,)), _vals(rng, (4,), dt), _vals(rng, (4,), dt)),
+                {"mode": "wrap"},
+            ),
+            Sample(
+                (rng.integers(-2, 4, (4,)), _vals(rng, (4,), dt), _vals(rng, (4,), dt)),
+                {"mode": "clip"},
+            ),
+        ],
+        dtypes=("float32", "int32"),
+    )
+)
+register(
+    OpEntry(
+        "compress",
+        lambda c, a, **k: nb.compress(c > 0, a, **k),
+        lambda c, a, axis=None, size=None, fill_value=0: _np_compressed(
+            c > 0, a, axis, size, fill_value
+        ),
+        lambda rng, dt: [
+            Sample((_vals(rng, (3,), dt), _vals(rng, (3, 2), dt)), {"axis": 0}),
+            Sample((_vals(rng, (5,), dt), _vals(rng, (2, 4), dt))),
+            Sample(
+                (_vals(rng, (4,), dt), _vals(rng, (2, 4), dt)),
+                {"axis": 1, "size": 4, "fill_value": 7},
+            ),
+        ],
+        dtypes=("float32",),
+        differentiable=False,  # (a gather: the registry's gradient suites batch it too)
+        batchable=False,  # (the count is the values')
+    )
+)
+
+
+def _np_compressed(c, a, axis, size, fill):
+    got = np.compress(c, a, axis)
+    if size is None:
+        return got
+    ax = 0 if axis is None else axis
+    pad = [(0, 0)] * got.ndim
+    pad[ax] = (0, max(size - got.shape[ax], 0))
+    return np.take(np.pad(got, pad, constant_values=fill), range(size), ax)
+
+
+register(
+    OpEntry(
+        "extract",
+        lambda c, a, **k: nb.extract(c > 0, a, **k),
+        lambda c, a, size=None, fill_value=0: _np_compressed(
+            np.ravel(c > 0), np.ravel(a), None, size, fill_value
+        ),
+        lambda rng, dt: [
+            Sample((_vals(rng, (2, 3), dt), _vals(rng, (2, 3), dt))),
+            Sample((_vals(rng, (5,), dt), _vals(rng, (5,), dt)), {"size": 6}),
+        ],
+        dtypes=("float32",),
+        differentiable=False,
+        batchable=False,
+    )
+)
+_multi(
+    "matvec",
+    nb.matvec,
+    lambda a, b: np.einsum("...mn,...n->...m", a, b),
+    [([(2, 3, 4), (4,)], {}), ([(5, 3, 2), (5, 2)], {})],
+)
+_multi(
+    "vecmat",
+    nb.vecmat,
+    lambda a, b: np.einsum("...n,...nm->...m", a, b),
+    [([(3,), (2, 3, 4)], {}), ([(5, 2), (5, 2, 3)], {})],
+)
+shaped(
+    "resize",
+    nb.resize,
+    np.resize,
+    [((3,), ((2, 4),), {}), ((2, 3), (4,), {}), ((2, 2), ((3, 1),), {})],
+)
+register(
+    OpEntry(
+        "trim_zeros",
+        nb.trim_zeros,
+        np.trim_zeros,
+        lambda rng, dt: [
+            Sample((np.array([0, 0, 1, 2, 0, 3, 0], dt),)),
+            Sample((np.array([0, 1, 0], dt),), {"trim": "f"}),
+            Sample((np.array([0, 0], dt),), {"trim": "b"}),
+        ],
+        dtypes=("float32", "int32"),
+        differentiable=False,
+        batchable=False,
+    )
+)

@@ -103,6 +103,24 @@ __all__ = [
     "indices",
     "ix_",
     "copy",
+    "unique",
+    "histogram",
+    "histogram_bin_edges",
+    "convolve",
+    "correlate",
+    "delete",
+    "insert",
+    "block",
+    "partition",
+    "argpartition",
+    "lexsort",
+    "choose",
+    "compress",
+    "extract",
+    "matvec",
+    "vecmat",
+    "resize",
+    "trim_zeros",
 ]
 
 
@@ -1961,3 +1979,556 @@ def copy(a, order=None) -> Tensor:
     if order not in (None, "K", "A", "C"):
         raise OpError(f"copy: order must be None, 'K', 'A' or 'C', got {order!r}")
     return fn.identity(as_tensor(a, op="copy"))
+
+
+def unique(
+    ar,
+    return_index: bool = False,
+    return_inverse: bool = False,
+    return_counts: bool = False,
+    axis=None,
+    *,
+    equal_nan: bool = True,
+    size=None,
+    fill_value=None,
+):
+    """The sorted distinct values of the flattened ``ar`` (NumPy's and JAX's ``unique``),
+    through one stable sort: so with ``size`` (JAX's static number of values) it runs under
+    ``compile`` and ``vmap``, the values past the distinct ones being ``fill_value`` (the
+    smallest value by default), their first indices the smallest value's and their counts
+    0. Without ``size`` the number of values is read at the call.
+
+    Args:
+        ar: a tensor (flattened).
+        return_index: also return each value's first index in the flattened ``ar``.
+        return_inverse: also return each element's position among the values (``ar``'s
+            shape).
+        return_counts: also return each value's count.
+        axis: None only (unique rows are not supported).
+        equal_nan: count all NaNs as one value (else each NaN is its own).
+        size: the number of values to return.
+        fill_value: the values past the distinct ones, with ``size``.
+
+    Returns:
+        The values, or a tuple of them and the requested arrays, in NumPy's order.
+
+    Raises:
+        ValueError: (:class:`nabla.OpError`) for an ``axis``.
+    """
+    if axis is not None:
+        raise OpError(f"unique: axis={axis!r} (unique slices) is not supported; flatten first")
+    x = as_tensor(ar, op="unique")
+    shape, flat = x.shape, fn.reshape(x, (-1,))
+    n = flat.shape[0]
+    order = fn.argsort(flat, stable=True)
+    ordered = fn.take(flat, order, axis=0)
+    new = ordered[1:] != ordered[:-1]
+    if equal_nan and x.dtype.is_float:
+        new = new & ~(fn.is_nan(ordered[1:]) & fn.is_nan(ordered[:-1]))
+    first = fn.concatenate([fn.ones((min(n, 1),), dtype=DType.bool), new], 0)
+    # where each run of one value starts, and where it ends (the next one's start)
+    if size is None:
+        starts = fn.nonzero(first)[0]
+        ends = fn.concatenate([starts[1:], fn.full((1,), n, dtype=starts.dtype)], 0)
+    else:
+        bounds = fn.nonzero(first, size=int(size) + 1, fill_value=n)[0]
+        starts, ends = bounds[: int(size)], bounds[1:]
+        starts = fn.minimum(starts, fn.full_like(starts, max(n - 1, 0)))
+    values = fn.take(ordered, starts, axis=0)
+    if size is not None:
+        count = fn.sum(fn.cast(first, DType.int32))
+        past = fn.arange(int(size), dtype=DType.int32) >= count
+        fill = ordered[0] if fill_value is None else fn.full((), fill_value, dtype=x.dtype)
+        values = fn.where(past, fill, values)
+    out = [values]
+    if return_index:
+        index = fn.take(order, starts, axis=0)
+        out.append(index if size is None else fn.where(past, index[0], index))
+    if return_inverse:
+        group = fn.cumsum(fn.cast(first, DType.int32), axis=0) - 1
+        inverse = fn.take(group, fn.argsort(order, stable=True), axis=0)
+        out.append(fn.reshape(inverse, shape))
+    if return_counts:
+        counts = ends - starts
+        out.append(counts if size is None else fn.where(past, fn.zeros_like(counts), counts))
+    return out[0] if len(out) == 1 else tuple(out)
+
+
+def histogram(a, bins=10, range=None, weights=None, density=None):  # noqa: A002 - NumPy's
+    """The counts of the flattened ``a`` in ``bins`` (NumPy's and JAX's ``histogram``):
+    each bin holds its lower edge, the last also its upper one. The counts are floats, as
+    JAX's.
+
+    Args:
+        a: a tensor (flattened).
+        bins: the number of equal bins, or their increasing edges.
+        range: ``(lower, upper)`` of the equal bins (``a``'s min and max by default).
+        weights: a tensor of ``a``'s shape whose entries are summed instead of counted.
+        density: divide by the total and the bin widths (a density).
+
+    Returns:
+        ``(hist, bin_edges)``.
+    """
+    x, edges = _histogram_input(a, bins, range, weights)
+    nbins = edges.shape[0] - 1
+    lo, hi = edges[0], edges[nbins]
+    idx = searchsorted(edges, x, side="right") - 1
+    idx = fn.where(x == hi, fn.full_like(idx, nbins - 1), idx)
+    inside = (x >= lo) & (x <= hi)
+    hits = (fn.reshape(idx, (-1, 1)) == fn.arange(nbins, dtype=idx.dtype)) & fn.reshape(
+        inside, (-1, 1)
+    )
+    w = (
+        fn.ones_like(x)
+        if weights is None
+        else fn.cast(fn.reshape(as_tensor(weights), (-1,)), x.dtype)
+    )
+    hist = fn.sum(fn.where(hits, fn.reshape(w, (-1, 1)), fn.zeros((), dtype=x.dtype)), 0)
+    if density:
+        hist = hist / (fn.sum(hist) * (edges[1:] - edges[:-1]))
+    return hist, edges
+
+
+def histogram_bin_edges(a, bins=10, range=None, weights=None) -> Tensor:  # noqa: A002
+    """The bin edges :func:`histogram` uses (NumPy's and JAX's ``histogram_bin_edges``).
+
+    Args:
+        a: a tensor (flattened).
+        bins: the number of equal bins, or their edges.
+        range: ``(lower, upper)`` of the equal bins (``a``'s min and max by default).
+        weights: accepted, as NumPy's (the edges do not depend on them).
+
+    Returns:
+        A 1-D tensor of ``bins + 1`` edges.
+    """
+    return _histogram_input(a, bins, range, weights)[1]
+
+
+def _histogram_input(a, bins, range, weights) -> tuple:  # noqa: A002
+    x = fn.reshape(as_tensor(a, op="histogram"), (-1,))
+    if not x.dtype.is_float:
+        x = fn.cast(x, get_default_dtype())
+    if not isinstance(bins, numbers.Integral):
+        edges = fn.cast(as_tensor(bins, op="histogram"), x.dtype)
+        if edges.ndim != 1 or edges.shape[0] < 2:
+            raise OpError(f"histogram: bin edges must be 1-D with 2 or more, got {edges.shape}")
+        return x, edges
+    if int(bins) < 1:
+        raise OpError(f"histogram: bins must be >= 1, got {bins}")
+    if range is None:
+        lo, hi = (fn.min(x), fn.max(x)) if x.shape[0] else (0.0, 1.0)
+    else:
+        lo, hi = range
+    lo, hi = fn.cast(as_tensor(lo), x.dtype), fn.cast(as_tensor(hi), x.dtype)
+    # an empty range widens by 0.5 each way, as NumPy's
+    half = fn.cast(lo == hi, x.dtype) * 0.5
+    lo, hi = lo - half, hi + half
+    # the edges as fractions of the range, the last one exact (MAX 26.7's compiler crashed
+    # on linspace's select fed by the two reductions)
+    steps = np.linspace(0.0, 1.0, int(bins) + 1)[:-1].astype(x.dtype.numpy)
+    inner = lo + (hi - lo) * fn.constant(steps)
+    return x, fn.concatenate([inner, fn.reshape(hi, (1,))], 0)
+
+
+def _conv_full(op: str, a, v) -> tuple:
+    a, v = _promoted(op, a, v)
+    if a.ndim != 1 or v.ndim != 1 or a.shape[0] == 0 or v.shape[0] == 0:
+        raise OpError(f"{op}: a and v must be non-empty 1-D, got {a.shape} and {v.shape}")
+    return a, v
+
+
+def _convolved(op: str, a, v, mode: str) -> Tensor:
+    """The full convolution of 1-D ``a`` and ``v``, cut to ``mode``: each output element
+    one row of a gather of ``a``'s zero-padded windows times the flipped ``v``."""
+    if mode not in ("full", "same", "valid"):
+        raise OpError(f"{op}: mode must be 'full', 'same' or 'valid', got {mode!r}")
+    n, m = a.shape[0], v.shape[0]
+    padded = fn.pad(a, ((m - 1, m - 1),))
+    windows = np.arange(n + m - 1)[:, None] + np.arange(m)[None, :]
+    rows = fn.take(padded, fn.constant(windows.astype(np.int32)), axis=0)
+    full = fn.matmul(rows, fn.flip(v, 0))
+    if mode == "full":
+        return full
+    if mode == "same":
+        size, start = max(n, m), (min(n, m) - 1) // 2
+    else:
+        size, start = max(n, m) - min(n, m) + 1, min(n, m) - 1
+    return _along(full, 0, start, start + size)
+
+
+def convolve(a, v, mode: str = "full", *, precision=None, preferred_element_type=None) -> Tensor:
+    """The discrete linear convolution of two 1-D tensors (NumPy's and JAX's
+    ``convolve``). Differentiable in both.
+
+    Args:
+        a: a non-empty 1-D tensor.
+        v: a non-empty 1-D tensor.
+        mode: ``"full"`` (every overlap), ``"same"`` (the length of the longer input,
+            centred) or ``"valid"`` (only complete overlaps).
+        precision: JAX's, accepted.
+        preferred_element_type: the dtype to compute and return in (JAX's).
+
+    Returns:
+        A 1-D tensor.
+    """
+    a, v = _conv_full("convolve", a, v)
+    if preferred_element_type is not None:
+        a, v = fn.cast(a, preferred_element_type), fn.cast(v, preferred_element_type)
+    return _convolved("convolve", a, v, mode)
+
+
+def correlate(a, v, mode: str = "valid", *, precision=None, preferred_element_type=None):
+    """The cross-correlation of two 1-D tensors (NumPy's and JAX's ``correlate``):
+    ``convolve(a, v[::-1], mode)``. Differentiable in both.
+
+    Args:
+        a: a non-empty 1-D tensor.
+        v: a non-empty 1-D tensor.
+        mode: ``"valid"`` (only complete overlaps, the default), ``"same"`` or ``"full"``.
+        precision: JAX's, accepted.
+        preferred_element_type: the dtype to compute and return in (JAX's).
+
+    Returns:
+        A 1-D tensor.
+    """
+    a, v = _conv_full("correlate", a, v)
+    if preferred_element_type is not None:
+        a, v = fn.cast(a, preferred_element_type), fn.cast(v, preferred_element_type)
+    return _convolved("correlate", a, fn.flip(v, 0), mode)
+
+
+def _static_indices(op: str, obj, n: int) -> np.ndarray:
+    if isinstance(obj, Tensor):
+        if not readable_now(obj):
+            raise OpError(f"{op}: the indices must be known at the call (not traced)")
+        obj = obj.numpy()
+    if isinstance(obj, slice):
+        return np.arange(n)[obj]
+    return np.asarray(obj)
+
+
+def delete(arr, obj, axis=None) -> Tensor:
+    """``arr`` without the entries ``obj`` along ``axis`` (NumPy's and JAX's ``delete``;
+    flattened when ``axis`` is None).
+
+    Args:
+        arr: a tensor.
+        obj: an int, a slice or a sequence of ints (negative from the end), known at the
+            call.
+        axis: the dim, or None.
+
+    Returns:
+        A tensor.
+    """
+    x = as_tensor(arr, op="delete")
+    if axis is None:
+        x, axis = fn.reshape(x, (-1,)), 0
+    axis = norm_axis("delete", axis, x.ndim, x.shape)
+    n = x.shape[axis]
+    keep = np.delete(np.arange(n), _static_indices("delete", obj, n))
+    return fn.take(x, fn.constant(keep.astype(np.int32)), axis=axis)
+
+
+def insert(arr, obj, values, axis=None) -> Tensor:
+    """``values`` inserted into ``arr`` before the entries ``obj`` along ``axis`` (NumPy's
+    and JAX's ``insert``; flattened when ``axis`` is None).
+
+    Args:
+        arr: a tensor.
+        obj: an int or a sequence of ints (positions before which to insert), known at the
+            call.
+        values: what to insert, broadcast to the inserted slices (for an int ``obj`` and
+            ``axis=None``, a 1-D ``values`` inserts as a block), as NumPy broadcasts them.
+        axis: the dim, or None.
+
+    Returns:
+        A tensor.
+    """
+    x = as_tensor(arr, op="insert")
+    if axis is None:
+        x, axis = fn.reshape(x, (-1,)), 0
+    axis = norm_axis("insert", axis, x.ndim, x.shape)
+    n = x.shape[axis]
+    v = fn.cast(as_tensor(values, op="insert"), x.dtype)
+    if v.ndim < x.ndim:  # NumPy's ndmin: leading dims of size 1
+        v = fn.reshape(v, (1,) * (x.ndim - v.ndim) + tuple(v.shape))
+    where = _static_indices("insert", obj, n)
+    if where.ndim == 0:  # one position: the values' first dim is the inserted one
+        v = fn.moveaxis(v, 0, axis)
+        where = np.full(v.shape[axis], int(where))
+    k = where.size
+    v = fn.broadcast_to(v, (*x.shape[:axis], k, *x.shape[axis + 1 :]))
+    order = np.insert(np.arange(n), np.where(where < 0, where + n, where), n + np.arange(k))
+    joined = fn.concatenate([x, v], axis)
+    return fn.take(joined, fn.constant(order.astype(np.int32)), axis=axis)
+
+
+def block(arrays) -> Tensor:
+    """A tensor assembled from nested lists of blocks (NumPy's and JAX's ``block``): the
+    innermost lists join along the last dim, the next along the one before, and so on;
+    blocks of fewer dims get leading dims of size 1.
+
+    Args:
+        arrays: nested lists (all of one depth) of tensors or numbers.
+
+    Returns:
+        A tensor.
+    """
+
+    def depth(a) -> int:
+        return 1 + depth(a[0]) if isinstance(a, list) and a else int(isinstance(a, list))
+
+    def rank(a) -> int:
+        return max(rank(b) for b in a) if isinstance(a, list) else as_tensor(a).ndim
+
+    if isinstance(arrays, tuple):
+        raise OpError("block: takes nested lists, not tuples (NumPy's rule)")
+    d = depth(arrays)
+    ndim = max(d, rank(arrays)) if d else as_tensor(arrays).ndim
+
+    def build(a, level):
+        if not isinstance(a, list):
+            t = as_tensor(a, op="block")
+            return fn.reshape(t, (1,) * (ndim - t.ndim) + tuple(t.shape))
+        if not a:
+            raise OpError("block: an empty list")
+        parts = [build(b, level + 1) for b in a]
+        return fn.concatenate(parts, ndim - d + level) if len(parts) > 1 else parts[0]
+
+    return build(arrays, 0) if d else as_tensor(arrays)
+
+
+def partition(a, kth: int, axis: int = -1) -> Tensor:
+    """``a`` partly sorted along ``axis`` (NumPy's and JAX's ``partition``): the ``kth``
+    smallest value at position ``kth``, the smaller ones before it and the larger after,
+    as JAX orders them (ascending before, descending after).
+
+    Args:
+        a: a tensor.
+        kth: the position that holds its sorted value.
+        axis: the dim.
+
+    Returns:
+        A tensor of ``a``'s shape.
+    """
+    x = as_tensor(a, op="partition")
+    axis = norm_axis("partition", axis, x.ndim, x.shape)
+    n = x.shape[axis]
+    k = int(kth) + (n if int(kth) < 0 else 0)
+    ordered = fn.sort(x, axis=axis)
+    rest = fn.flip(_along(ordered, axis, k + 1, n), axis)
+    return fn.concatenate([_along(ordered, axis, 0, k + 1), rest], axis)
+
+
+def argpartition(a, kth: int, axis: int = -1) -> Tensor:
+    """The indices that :func:`partition` ``a`` (NumPy's and JAX's ``argpartition``), as JAX
+    gives them: the ``kth + 1`` smallest in order, then the others in their own order.
+
+    Args:
+        a: a tensor.
+        kth: the position that holds its sorted value.
+        axis: the dim.
+
+    Returns:
+        An integer tensor of ``a``'s shape.
+    """
+    x = as_tensor(a, op="argpartition")
+    axis = norm_axis("argpartition", axis, x.ndim, x.shape)
+    n = x.shape[axis]
+    k = int(kth) + (n if int(kth) < 0 else 0)
+    order = fn.argsort(x, axis=axis, stable=True)
+    low = _along(order, axis, 0, k + 1)
+    # the others in index order: each index's rank among those not in ``low``
+    taken = fn.sum(
+        fn.cast(
+            fn.unsqueeze(low, axis + 1) == _index_along(x.shape, axis, order.dtype), DType.int32
+        ),
+        axis,
+    )
+    rest = fn.argsort(taken, axis=axis, stable=True)
+    return fn.concatenate([low, _along(rest, axis, 0, n - k - 1)], axis)
+
+
+def _index_along(shape: tuple, axis: int, dtype) -> Tensor:
+    """``arange(shape[axis])`` shaped to broadcast after ``axis`` (one more dim)."""
+    at = [1] * (len(shape) + 1)
+    at[axis + 1] = shape[axis]
+    return fn.reshape(fn.arange(shape[axis], dtype=dtype), tuple(at))
+
+
+def lexsort(keys, axis: int = -1) -> Tensor:
+    """The indices that sort by several keys (NumPy's and JAX's ``lexsort``): the last key
+    first, ties broken by the one before it, and so on.
+
+    Args:
+        keys: a sequence of tensors of one shape (or a 2-D tensor, one key per row).
+        axis: the dim to sort along.
+
+    Returns:
+        An integer tensor of the keys' shape.
+    """
+    ks = [
+        as_tensor(k, op="lexsort")
+        for k in (list(keys) if not isinstance(keys, Tensor) else fn.unbind(keys, 0))
+    ]
+    if not ks:
+        raise OpError("lexsort: needs at least one key")
+    order = fn.argsort(ks[0], axis=axis, stable=True)
+    for k in ks[1:]:
+        order = fn.take_along_axis(
+            order, fn.argsort(fn.take_along_axis(k, order, axis), axis=axis, stable=True), axis
+        )
+    return order
+
+
+def choose(a, choices, mode: str = "raise") -> Tensor:
+    """Element ``i`` from ``choices[a[i]]`` (NumPy's and JAX's ``choose``), all broadcast
+    together.
+
+    Args:
+        a: integer indices into ``choices``.
+        choices: a sequence of tensors.
+        mode: ``"raise"`` (an index out of range is an error where known at the call),
+            ``"wrap"`` or ``"clip"``.
+
+    Returns:
+        A tensor of the broadcast shape.
+    """
+    idx = as_tensor(a, op="choose")
+    cs = _promoted("choose", *choices)
+    n = len(cs)
+    if mode == "wrap":
+        idx = idx % n
+    elif mode == "clip":
+        idx = fn.clip(idx, 0, n - 1)
+    elif mode != "raise":
+        raise OpError(f"choose: mode must be 'raise', 'wrap' or 'clip', got {mode!r}")
+    elif readable_now(idx) and idx.size:
+        values = idx.numpy()
+        if values.min() < 0 or values.max() >= n:
+            raise OpError(
+                f"choose: indices {values.min()}..{values.max()} are out of range for {n} choices"
+            )
+    shape = fn.broadcast_shapes("choose", tuple(idx.shape), *(tuple(c.shape) for c in cs))
+    stacked = fn.stack([fn.broadcast_to(c, shape) for c in cs], 0)
+    pick = fn.unsqueeze(fn.broadcast_to(idx, shape), 0)
+    return fn.squeeze(fn.take_along_axis(stacked, pick, 0), 0)
+
+
+def compress(condition, a, axis=None, *, size=None, fill_value=0) -> Tensor:
+    """The slices of ``a`` along ``axis`` where the 1-D ``condition`` holds (NumPy's and
+    JAX's ``compress``; flattened when ``axis`` is None).
+
+    Args:
+        condition: a 1-D boolean tensor (shorter than the dim: the rest is dropped).
+        a: a tensor.
+        axis: the dim, or None.
+        size: JAX's static number of slices (cut, or padded with ``fill_value``).
+        fill_value: what pads past the chosen slices.
+
+    Returns:
+        A tensor.
+    """
+    x = as_tensor(a, op="compress")
+    if axis is None:
+        x, axis = fn.reshape(x, (-1,)), 0
+    axis = norm_axis("compress", axis, x.ndim, x.shape)
+    cond = fn.reshape(as_tensor(condition, op="compress"), (-1,))
+    cond = _along(cond, 0, 0, min(cond.shape[0], x.shape[axis]))
+    idx = fn.nonzero(cond, size=size, fill_value=-1)[0]
+    out = fn.take(x, fn.maximum(idx, fn.zeros_like(idx)), axis=axis)
+    if size is None:
+        return out
+    at = [1] * x.ndim
+    at[axis] = int(size)
+    return fn.where(fn.reshape(idx >= 0, tuple(at)), out, fn.full((), fill_value, dtype=x.dtype))
+
+
+def extract(condition, arr, *, size=None, fill_value=0) -> Tensor:
+    """The elements of ``arr`` where ``condition`` holds, flattened (NumPy's and JAX's
+    ``extract``).
+
+    Args:
+        condition: a boolean tensor of ``arr``'s size.
+        arr: a tensor.
+        size: JAX's static number of elements (cut, or padded with ``fill_value``).
+        fill_value: what pads past the chosen elements.
+
+    Returns:
+        A 1-D tensor.
+    """
+    return compress(
+        fn.reshape(as_tensor(condition), (-1,)), arr, None, size=size, fill_value=fill_value
+    )
+
+
+def matvec(x1, x2) -> Tensor:
+    """Matrix-vector products, broadcast over leading dims (the array API's and JAX's
+    ``matvec``): ``(..., m, n)`` with ``(..., n)`` gives ``(..., m)``.
+
+    Args:
+        x1: a tensor of at least 2 dims.
+        x2: a tensor of at least 1 dim.
+
+    Returns:
+        A tensor.
+    """
+    a, b = _promoted("matvec", x1, x2)
+    return fn.squeeze(fn.matmul(a, fn.unsqueeze(b, -1)), -1)
+
+
+def vecmat(x1, x2) -> Tensor:
+    """Vector-matrix products, broadcast over leading dims (the array API's and JAX's
+    ``vecmat``): ``(..., n)`` with ``(..., n, m)`` gives ``(..., m)``.
+
+    Args:
+        x1: a tensor of at least 1 dim.
+        x2: a tensor of at least 2 dims.
+
+    Returns:
+        A tensor.
+    """
+    a, b = _promoted("vecmat", x1, x2)
+    return fn.squeeze(fn.matmul(fn.unsqueeze(a, -2), b), -2)
+
+
+def resize(a, new_shape) -> Tensor:
+    """``a``'s flattened elements repeated cyclically into ``new_shape`` (NumPy's and
+    JAX's ``resize``).
+
+    Args:
+        a: a tensor.
+        new_shape: an int or a shape.
+
+    Returns:
+        A tensor of ``new_shape``.
+    """
+    x = fn.reshape(as_tensor(a, op="resize"), (-1,))
+    shape = (int(new_shape),) if isinstance(new_shape, numbers.Integral) else tuple(new_shape)
+    total = math.prod(shape)
+    if total and x.shape[0] == 0:
+        raise OpError(f"resize: cannot fill shape {shape} from an empty tensor")
+    idx = np.arange(total) % max(x.shape[0], 1)
+    return fn.reshape(fn.take(x, fn.constant(idx.astype(np.int32)), axis=0), shape)
+
+
+def trim_zeros(filt, trim: str = "fb") -> Tensor:
+    """The 1-D ``filt`` without its leading (``"f"``) and/or trailing (``"b"``) zeros
+    (NumPy's and JAX's ``trim_zeros``); its values must be known at the call.
+
+    Args:
+        filt: a 1-D tensor.
+        trim: ``"f"``, ``"b"`` or ``"fb"``.
+
+    Returns:
+        A 1-D tensor.
+    """
+    x = as_tensor(filt, op="trim_zeros")
+    if x.ndim != 1:
+        raise OpError(f"trim_zeros: filt must be 1-D, got shape {x.shape}")
+    if not readable_now(x):
+        raise OpError("trim_zeros: the values must be known at the call (its length is theirs)")
+    nz = np.flatnonzero(x.numpy())
+    lo = int(nz[0]) if nz.size and "f" in trim.lower() else (x.shape[0] if not nz.size else 0)
+    hi = int(nz[-1]) + 1 if nz.size and "b" in trim.lower() else x.shape[0]
+    return _along(x, 0, lo, max(lo, hi))

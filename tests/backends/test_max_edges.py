@@ -77,9 +77,11 @@ def _edge_samples(entry, dtype):
 
 
 # entries built on an op MAX cannot run (``UNSUPPORTED``: under ``auto`` they stay on the
-# host, and the explicit max backend refuses them with UnsupportedOnMax): flatnonzero is
-# nonzero, and the next five sort (searchsorted's and digitize's entries sort their bins)
-ON_HOST = {"argsort", "sort", "top_k", "nonzero", "argwhere", "flatnonzero"}
+# host, and the explicit max backend refuses them with UnsupportedOnMax): flatnonzero,
+# compress and extract are nonzero, the rest sort (searchsorted's and digitize's entries
+# sort their bins)
+ON_HOST = {"argsort", "sort", "top_k", "nonzero", "argwhere", "flatnonzero", "compress", "extract"}
+ON_HOST |= {"unique", "partition", "argpartition", "lexsort"}  # (they sort)
 ON_HOST |= {"searchsorted", "digitize", "quantile", "percentile", "median"}
 ON_HOST |= {"inv", "solve", "slogdet", "det", "cholesky", "eigh", "eigvalsh"}  # LAPACK's
 

@@ -460,3 +460,22 @@ def test_jnp_keywords_a_port_passes():
     assert got.dtype == nb.int32
     same(got, small.astype(np.int32) @ small.T.astype(np.int32))
     same(nb.searchsorted(np.arange(5.0), 2.5, method="compare_all"), 3)
+
+
+def test_unique_under_compile_and_the_errors_of_the_value_shaped_functions():
+    """unique with size runs under compile (one sort; JAX's fills); the functions whose
+    result's length is their values' say so when the values are not known."""
+    u = np.array([3, 1, 3, 2, 7, 1], np.int32)
+    step = nb.compile(lambda v: nb.unique(v, size=6, return_counts=True))
+    values, counts = step(u)
+    same(values, [1, 2, 3, 7, 1, 1])
+    same(counts, [2, 1, 2, 1, 0, 0])
+    same(nb.unique(np.array([1.0, np.nan, np.nan])), [1.0, np.nan])
+    with pytest.raises(nb.OpError, match="unique: axis=0 .* is not supported"):
+        nb.unique(u, axis=0)
+    with pytest.raises(nb.OpError, match="trim_zeros: the values must be known at the call"):
+        nb.compile(nb.trim_zeros)(np.array([0.0, 1.0, 0.0]))
+    with pytest.raises(nb.OpError, match=r"choose: indices 0\.\.5 are out of range for 2"):
+        nb.choose(np.array([0, 5]), [np.zeros(2), np.ones(2)])
+    with pytest.raises(nb.OpError, match="convolve: mode must be 'full', 'same' or 'valid'"):
+        nb.convolve(np.ones(3), np.ones(2), mode="circular")
