@@ -9,7 +9,18 @@ from ..core.dtypes import DType
 from ..core.sharding import P
 from ..core.state import STATE
 from ..runtime.tensor import Tensor
-from . import binary, collectives, creation, indexing, linalg, reduction, transfer, unary, view
+from . import (
+    array_functions,
+    binary,
+    collectives,
+    creation,
+    indexing,
+    linalg,
+    reduction,
+    transfer,
+    unary,
+    view,
+)
 from ._util import as_tensor, device_arg, device_like, norm_axes, norm_axis, readable_now
 
 
@@ -821,6 +832,27 @@ def _index_select(self, dim, index):
     return indexing.take(self, index, dim)
 
 
+def _take(self, indices, axis=None, *, mode=None, fill_value=None):
+    """JAX's and PyTorch's ``x.take(indices)``: from the flattened ``x`` unless ``axis``
+    is given (not :func:`nabla.take`'s default, dim 0); JAX's ``mode`` and ``fill_value``
+    (:func:`nabla.take`'s)."""
+    return indexing.take(self, indices, axis, mode=mode, fill_value=fill_value)
+
+
+def _diagonal(self, offset=0, axis1=0, axis2=1, *, dim1=None, dim2=None):
+    """JAX's and PyTorch's ``x.diagonal(offset, axis1, axis2)`` (PyTorch's ``dim1``/
+    ``dim2`` for the two axes): :func:`nabla.diagonal`."""
+    axis1 = axis1 if dim1 is None else dim1
+    axis2 = axis2 if dim2 is None else dim2
+    return array_functions.diagonal(self, offset, axis1, axis2)
+
+
+def _searchsorted(self, v, side="left", sorter=None, *, method="scan"):
+    """JAX's ``x.searchsorted(v, side, sorter)``: where the values ``v`` would go in the
+    sorted 1-D ``x`` (:func:`nabla.searchsorted`; ``method`` is JAX's, accepted)."""
+    return array_functions.searchsorted(self, v, side, sorter, method=method)
+
+
 def _scatter(self, dim, index, src=None, value=None, *, reduce=None):
     """PyTorch's ``x.scatter(dim, index, src)`` (or ``value=``): ``src``'s elements written
     into a copy of ``x`` where ``index`` says along ``dim`` (``out[i][index[i][j]] =
@@ -950,6 +982,9 @@ _METHODS.update(
         "expand_as": _expand_as,
         "masked_fill": _masked_fill,
         "index_select": _index_select,
+        "take": _take,
+        "diagonal": _diagonal,
+        "searchsorted": _searchsorted,
         "scatter": _scatter,
         "scatter_add": _scatter_add,
         "index_add": _index_add,

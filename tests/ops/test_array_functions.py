@@ -479,3 +479,14 @@ def test_unique_under_compile_and_the_errors_of_the_value_shaped_functions():
         nb.choose(np.array([0, 5]), [np.zeros(2), np.ones(2)])
     with pytest.raises(nb.OpError, match="convolve: mode must be 'full', 'same' or 'valid'"):
         nb.convolve(np.ones(3), np.ones(2), mode="circular")
+
+
+def test_take_diagonal_and_searchsorted_as_tensor_methods():
+    """JAX's and PyTorch's x.take (flattened by default), x.diagonal (PyTorch's dim1/dim2
+    too) and JAX's x.searchsorted."""
+    x = nb.constant(A)
+    same(x.take(np.array([1, 5])), A.ravel()[[1, 5]])
+    same(x.take(np.array([0, 9]), axis=1, mode="clip"), A[:, [0, 3]])
+    same(x.diagonal(1), np.diagonal(A, 1))
+    same(x.diagonal(dim1=1, dim2=0), np.diagonal(A, 0, 1, 0))
+    same(nb.constant(np.arange(5.0)).searchsorted(np.array([2.5, 0.0]), side="right"), [3, 1])
