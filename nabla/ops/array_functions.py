@@ -1490,11 +1490,12 @@ def append(arr, values, axis=None) -> Tensor:
     return fn.concatenate([a, v], axis)
 
 
-def _split_at(op: str, ary, indices_or_sections, axis: int) -> list:
-    """NumPy's ``split``: equal sections (which must divide the dim) or cut points."""
+def _split_at(op: str, ary, indices_or_sections, axis: int, least: int = 1) -> list:
+    """NumPy's ``split`` along ``axis`` of a tensor of at least ``least`` dims: equal
+    sections (which must divide the dim) or cut points."""
     x = as_tensor(ary, op=op)
-    if x.ndim <= axis:
-        raise OpError(f"{op}: needs at least {axis + 1} dims, got shape {x.shape}")
+    if x.ndim < max(least, axis + 1):
+        raise OpError(f"{op}: needs at least {max(least, axis + 1)} dims, got shape {x.shape}")
     if isinstance(indices_or_sections, numbers.Integral):
         n, k = x.shape[axis], int(indices_or_sections)
         if k <= 0 or n % k:
@@ -1528,10 +1529,7 @@ def vsplit(ary, indices_or_sections) -> list:
     Returns:
         A list of tensors.
     """
-    x = as_tensor(ary, op="vsplit")
-    if x.ndim < 2:
-        raise OpError(f"vsplit: needs at least 2 dims, got shape {x.shape}")
-    return _split_at("vsplit", x, indices_or_sections, 0)
+    return _split_at("vsplit", ary, indices_or_sections, 0, least=2)
 
 
 def dsplit(ary, indices_or_sections) -> list:
@@ -1545,10 +1543,7 @@ def dsplit(ary, indices_or_sections) -> list:
     Returns:
         A list of tensors.
     """
-    x = as_tensor(ary, op="dsplit")
-    if x.ndim < 3:
-        raise OpError(f"dsplit: needs at least 3 dims, got shape {x.shape}")
-    return _split_at("dsplit", x, indices_or_sections, 2)
+    return _split_at("dsplit", ary, indices_or_sections, 2)
 
 
 def _nan_arg(op: str, a, axis, keepdims, pick, fill):
