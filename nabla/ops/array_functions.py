@@ -582,8 +582,8 @@ def bincount(x, weights=None, minlength: int = 0, *, length: int | None = None) 
     x = as_tensor(x, op="bincount")
     if x.ndim != 1 or not x.dtype.is_int or x.dtype.is_bool:
         raise OpError(f"bincount: x must be 1-D integers, got {x.dtype.value}{list(x.shape)}")
-    if length is None:
-        top = int(fn.max(x).item()) + 1 if x.shape[0] else 0
+    if length is None:  # (negative values count as 0: at least one bin then)
+        top = max(int(fn.max(x).item()), 0) + 1 if x.shape[0] else 0
         length = max(int(minlength), top)
     if not x.dtype.is_unsigned:
         x = fn.maximum(x, fn.zeros_like(x))
@@ -1457,6 +1457,8 @@ def geomspace(start, stop, num: int = 50, endpoint: bool = True, dtype=None, axi
             raise OpError(
                 f"geomspace: start and stop must be non-zero and of one sign, got {a} and {b}"
             )
+    bounds = fn.broadcast_shapes("geomspace", tuple(lo.shape), tuple(hi.shape))
+    lo, hi = fn.broadcast_to(lo, bounds), fn.broadcast_to(hi, bounds)
     sign = fn.sign(lo)
     exps = fn.linspace(fn.log(fn.abs(lo)), fn.log(fn.abs(hi)), num, endpoint=endpoint, axis=axis)
     out = fn.exp(exps) * fn.unsqueeze(sign, axis) if sign.ndim else fn.exp(exps) * sign
@@ -1548,6 +1550,8 @@ def dsplit(ary, indices_or_sections) -> list:
 
 def _nan_arg(op: str, a, axis, keepdims, pick, fill):
     a = as_tensor(a, op=op)
+    if not a.dtype.is_float:  # no NaN to skip
+        return pick(a, axis=axis, keepdims=keepdims)
     nan = fn.is_nan(a)
     if readable_now(a):  # NumPy's and JAX's error for a slice of NaNs only
         everywhere = np.all(nan.numpy(), axis=axis) if a.size else np.zeros(())
@@ -2015,6 +2019,14 @@ def unique(
     x = as_tensor(ar, op="unique")
     shape, flat = x.shape, fn.reshape(x, (-1,))
     n = flat.shape[0]
+    if n == 0:  # nothing to sort: the values (with size, all fill_value) and empty indices
+        k = 0 if size is None else int(size)
+        fill = 0 if fill_value is None else fill_value
+        out = [fn.full((k,), fill, dtype=x.dtype)]
+        out += [fn.zeros((k,), dtype=DType.int64)] if return_index else []
+        out += [fn.zeros(shape, dtype=DType.int64)] if return_inverse else []
+        out += [fn.zeros((k,), dtype=DType.int64)] if return_counts else []
+        return out[0] if len(out) == 1 else tuple(out)
     order = fn.argsort(flat, stable=True)
     ordered = fn.take(flat, order, axis=0)
     new = ordered[1:] != ordered[:-1]
@@ -2189,6 +2201,8 @@ def correlate(a, v, mode: str = "valid", *, precision=None, preferred_element_ty
     a, v = _conv_full("correlate", a, v)
     if preferred_element_type is not None:
         a, v = fn.cast(a, preferred_element_type), fn.cast(v, preferred_element_type)
+    if a.shape[0] < v.shape[0]:  # NumPy's: the longer one slides, the result reversed
+        return fn.flip(_convolved("correlate", v, fn.flip(a, 0), mode), 0)
     return _convolved("correlate", a, fn.flip(v, 0), mode)
 
 
@@ -2199,7 +2213,8 @@ def _static_indices(op: str, obj, n: int) -> np.ndarray:
         obj = obj.numpy()
     if isinstance(obj, slice):
         return np.arange(n)[obj]
-    return np.asarray(obj)
+    obj = np.asarray(obj)
+    return obj.astype(np.int64) if obj.size == 0 else obj  # (no indices: nothing to do)
 
 
 def delete(arr, obj, axis=None) -> Tensor:
@@ -2278,6 +2293,8 @@ def block(arrays) -> Tensor:
 
     if isinstance(arrays, tuple):
         raise OpError("block: takes nested lists, not tuples (NumPy's rule)")
+    if isinstance(arrays, list) and not arrays:
+        raise OpError("block: an empty list")
     d = depth(arrays)
     ndim = max(d, rank(arrays)) if d else as_tensor(arrays).ndim
 
@@ -2309,7 +2326,7 @@ def partition(a, kth: int, axis: int = -1) -> Tensor:
     x = as_tensor(a, op="partition")
     axis = norm_axis("partition", axis, x.ndim, x.shape)
     n = x.shape[axis]
-    k = int(kth) + (n if int(kth) < 0 else 0)
+    k = _kth("partition", kth, n, x.shape)
     ordered = fn.sort(x, axis=axis)
     rest = fn.flip(_along(ordered, axis, k + 1, n), axis)
     return fn.concatenate([_along(ordered, axis, 0, k + 1), rest], axis)
@@ -2330,7 +2347,7 @@ def argpartition(a, kth: int, axis: int = -1) -> Tensor:
     x = as_tensor(a, op="argpartition")
     axis = norm_axis("argpartition", axis, x.ndim, x.shape)
     n = x.shape[axis]
-    k = int(kth) + (n if int(kth) < 0 else 0)
+    k = _kth("argpartition", kth, n, x.shape)
     order = fn.argsort(x, axis=axis, stable=True)
     low = _along(order, axis, 0, k + 1)
     # the others in index order: each index's rank among those not in ``low``
@@ -2342,6 +2359,13 @@ def argpartition(a, kth: int, axis: int = -1) -> Tensor:
     )
     rest = fn.argsort(taken, axis=axis, stable=True)
     return fn.concatenate([low, _along(rest, axis, 0, n - k - 1)], axis)
+
+
+def _kth(op: str, kth, n: int, shape) -> int:
+    """``kth`` as a position in ``[0, n)`` (negative from the end), or an error."""
+    if not -n <= int(kth) < n:
+        raise OpError(f"{op}: kth={kth} is out of range for a dim of {n} (shape {shape})")
+    return int(kth) + (n if int(kth) < 0 else 0)
 
 
 def _index_along(shape: tuple, axis: int, dtype) -> Tensor:
@@ -2469,6 +2493,8 @@ def matvec(x1, x2) -> Tensor:
         A tensor.
     """
     a, b = _promoted("matvec", x1, x2)
+    if a.ndim < 2 or b.ndim < 1:
+        raise OpError(f"matvec: needs a matrix and a vector, got shapes {a.shape} and {b.shape}")
     return fn.squeeze(fn.matmul(a, fn.unsqueeze(b, -1)), -1)
 
 
@@ -2484,6 +2510,8 @@ def vecmat(x1, x2) -> Tensor:
         A tensor.
     """
     a, b = _promoted("vecmat", x1, x2)
+    if a.ndim < 1 or b.ndim < 2:
+        raise OpError(f"vecmat: needs a vector and a matrix, got shapes {a.shape} and {b.shape}")
     return fn.squeeze(fn.matmul(fn.unsqueeze(a, -2), b), -2)
 
 
@@ -2500,6 +2528,8 @@ def resize(a, new_shape) -> Tensor:
     """
     x = fn.reshape(as_tensor(a, op="resize"), (-1,))
     shape = (int(new_shape),) if isinstance(new_shape, numbers.Integral) else tuple(new_shape)
+    if any(int(d) < 0 for d in shape):
+        raise OpError(f"resize: new_shape {shape} has a negative dim")
     total = math.prod(shape)
     if total and x.shape[0] == 0:
         raise OpError(f"resize: cannot fill shape {shape} from an empty tensor")

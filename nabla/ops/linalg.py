@@ -11,7 +11,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..core.dtypes import get_default_dtype, promote_types
+from ..core.dtypes import get_default_dtype, promote_types, to_dtype
 from ..core.ir import same_shape
 from ..core.state import STATE
 from ..runtime.tensor import Tensor
@@ -571,7 +571,8 @@ def einsum(
             pairwise in the order written).
         precision: JAX's, accepted (float32 products are float32 here).
         preferred_element_type: the dtype the operands are cast to and the result has
-            (JAX's; e.g. an int8 contraction accumulated as int32).
+            (JAX's; e.g. an int8 contraction accumulated as int32); an integer type for
+            float operands casts the float result instead.
 
     Returns:
         The result tensor, with the output term's dims in order.
@@ -596,11 +597,18 @@ def einsum(
     if len(operands) == 1 and isinstance(operands[0], list | tuple):
         operands = tuple(operands[0])
     ops = [as_tensor(o, op="einsum") for o in operands]
-    if preferred_element_type is not None:
-        ops = [fn.cast(o, preferred_element_type) for o in ops]
+    result_dtype = None
+    if preferred_element_type is not None:  # computed in it, unless it would round floats
+        want = to_dtype(preferred_element_type)
+        if not want.is_float and any(o.dtype.is_float for o in ops):
+            result_dtype = want  # (JAX's: float products summed, the result cast)
+        else:
+            ops = [fn.cast(o, want) for o in ops]
     if len({o.dtype for o in ops}) > 1:
         ops, _ = fn.promote_operands("einsum", ops, broadcast=False)
         ops = list(ops)
+    if result_dtype is not None:
+        return fn.cast(einsum(equation, *ops), result_dtype)
     spec = _spec(equation, ops)
     # broadcast size-1 dims (only ellipsis dims can legitimately differ)
     ops = [_broadcast_term(x, t, spec.sizes) for x, t in zip(ops, spec.terms)]

@@ -927,7 +927,8 @@ def pad(
     - ``"reflect"``, ``"symmetric"`` (the edge repeated), ``"edge"``/``"replicate"``,
       ``"wrap"``/``"circular"``: padding wider than the dim reflects or wraps again, as in
       NumPy and JAX; ``reflect_type="odd"`` reflects through the edge value
-      (``2 * edge - mirrored``);
+      (``2 * edge - mirrored``), up to one reflection (a width of at most the dim less one
+      for ``"reflect"``, the dim for ``"symmetric"``);
     - ``"maximum"``, ``"minimum"``, ``"mean"``, ``"median"``: the statistic of the
       ``stat_length`` values nearest each side (all of the dim by default; an int, a
       pair, or one pair per dim), rounded for integers;
@@ -1053,7 +1054,9 @@ def _stat(x, axis, k, low, length, mode) -> Tensor:
     """A side of width ``k`` filled with the statistic of the ``length`` values nearest it
     (all of them when None)."""
     n = x.shape[axis]
-    m = n if length is None else min(max(int(length), 1), n)
+    if length is not None and int(length) < 1:
+        raise OpError(f"pad: stat_length must be >= 1, got {length} (dim {axis} of {x.shape})")
+    m = n if length is None else min(int(length), n)
     near = _take_range(x, axis, 0 if low else n - m, 1, m)
     if mode == "maximum":
         got = fn.max(near, axis=axis, keepdims=True)
@@ -1067,6 +1070,9 @@ def _stat(x, axis, k, low, length, mode) -> Tensor:
             ordered = fn.sort(wide, axis=axis)
             middle = _take_range(ordered, axis, (m - 1) // 2, 1, 2 - m % 2)
             got = fn.mean(middle, axis=axis, keepdims=True)
+            if wide.dtype.is_float:  # a NaN among them makes the median NaN, as NumPy's
+                nan = fn.any(fn.is_nan(near), axis=axis, keepdims=True)
+                got = fn.where(nan, fn.full((), math.nan, dtype=got.dtype), got)
         if not x.dtype.is_float:  # rounded to the nearest integer, as NumPy
             got = fn.cast(fn.round(got), x.dtype)
     return broadcast_to(got, _with_dim(x.shape, axis, k))
@@ -1104,7 +1110,7 @@ def _pad_by_index(x, pads, mode, reflect_type) -> Tensor:
         mirrored = np.pad(where, (lo, hi), mode=_NUMPY_MODE.get(mode, mode)).astype(np.int32)
         taken = fn.take(x, fn.constant(mirrored), axis=axis)
         if reflect_type == "odd" and mode in ("reflect", "symmetric"):
-            if max(lo, hi) >= n - (mode == "reflect"):
+            if max(lo, hi) > n - (mode == "reflect"):
                 raise OpError(
                     f"pad: reflect_type='odd' padding wider than the dim (widths {(lo, hi)}, "
                     f"dim {axis} of shape {x.shape}) is not supported"
@@ -1517,6 +1523,8 @@ def repeat(x, repeats, axis=None, *, total_repeat_length=None) -> Tensor:
             x, axis = reshape(x, (-1,)), 0
         axis = norm_axis("repeat", axis, x.ndim)
         n, want = int(x.shape[axis]), int(total_repeat_length)
+        if isinstance(repeats, Tensor):  # traced counts: the size is fixed, the index is not
+            return _repeat_traced(x, repeats, axis, n, want)
         reps = np.broadcast_to(np.asarray(repeats), (n,)) if np.ndim(repeats) < 2 else None
         if reps is None or reps.dtype.kind not in "iu" or n == 0 or want < 0:
             raise OpError(
@@ -1538,6 +1546,22 @@ def repeat(x, repeats, axis=None, *, total_repeat_length=None) -> Tensor:
     y = unsqueeze(x, axis + 1)
     y = broadcast_to(y, _with_dim(y.shape, axis + 1, r))
     return reshape(y, _with_dim(x.shape, axis, x.shape[axis] * r))
+
+
+def _repeat_traced(x, repeats, axis, n: int, want: int) -> Tensor:
+    """``repeat`` to ``want`` elements with counts only the program knows (under
+    ``compile`` or ``vmap``): output position ``j`` takes the element whose run holds it,
+    the last one past them all (JAX's)."""
+    if repeats.ndim > 1 or not repeats.dtype.is_int or n == 0:
+        raise OpError(
+            f"repeat: repeats must be an int tensor of 0 or 1 dims, got {repeats.dtype.value}"
+            f"{tuple(repeats.shape)} for axis {axis} of shape {x.shape}"
+        )
+    ends = fn.cumsum(broadcast_to(repeats, (n,)) if repeats.ndim == 0 else repeats, axis=0)
+    j = fn.arange(want, dtype=ends.dtype)
+    before = fn.cast(reshape(ends, (1, n)) <= reshape(j, (want, 1)), DType.int32)
+    at = fn.minimum(fn.sum(before, 1), fn.full((), n - 1, dtype=DType.int32))
+    return fn.take(x, at, axis=axis)
 
 
 def _repeat_each(x, repeats, axis):

@@ -490,3 +490,47 @@ def test_take_diagonal_and_searchsorted_as_tensor_methods():
     same(x.diagonal(1), np.diagonal(A, 1))
     same(x.diagonal(dim1=1, dim2=0), np.diagonal(A, 0, 1, 0))
     same(nb.constant(np.arange(5.0)).searchsorted(np.array([2.5, 0.0]), side="right"), [3, 1])
+
+
+def test_the_new_functions_edges_a_check_found():
+    """Found by checking this round's functions against JAX: correlate's "same" window
+    when v is the longer one (NumPy slides the longer and reverses), pad's median with a
+    NaN, bincount of negative values only, einsum's integer preferred type for floats,
+    odd reflection up to one period, nanargmax of integers, geomspace with one array
+    bound, unique of nothing with size, and repeat's traced counts under vmap."""
+    for a, v in ((np.arange(1.0, 3.0), np.arange(6.0)), (np.arange(4.0), np.arange(7.0))):
+        for mode in ("same", "full", "valid"):
+            same(nb.correlate(a, v, mode), np.correlate(a, v, mode))
+    g = nb.grad(lambda t: nb.sum(nb.correlate(t, np.arange(6.0), "same") * np.arange(6.0)))
+    unit = np.eye(2)  # (linear in t: the gradient's entries are correlations of unit vectors)
+    want = [np.correlate(e, np.arange(6.0), "same") @ np.arange(6.0) for e in unit]
+    same(g(np.array([1.0, 2.0])), want)
+    x = np.array([1.0, np.nan, 3.0, 4.0])
+    same(nb.pad(x, 2, mode="median"), np.pad(x, 2, mode="median"))
+    same(nb.bincount(np.array([-3, -1])), [2])
+    pet = nb.einsum(
+        "ij,jk->ik",
+        np.full((1, 2), 0.6, np.float32),
+        np.ones((2, 1), np.float32),
+        preferred_element_type="int32",
+    )
+    assert pet.dtype == nb.int32 and pet.item() == 1
+    for mode, width in (("symmetric", 3), ("reflect", 2), ("reflect", (1, 2))):
+        got = nb.pad(np.array([0.0, 1.0, 4.0]), width, mode=mode, reflect_type="odd")
+        same(got, np.pad(np.array([0.0, 1.0, 4.0]), width, mode=mode, reflect_type="odd"))
+    same(nb.nanargmax(np.array([[3, 1], [0, 7]]), axis=1), [0, 1])
+    same(nb.geomspace(np.array([1.0, 2.0]), 100.0, 3), np.geomspace(np.array([1.0, 2.0]), 100.0, 3))
+    same(nb.unique(np.zeros(0, np.float32), size=3, fill_value=9.0), [9.0, 9.0, 9.0])
+    reps = np.array([[1, 3], [3, 1]], np.int32)
+    rows = np.array([[0.0, 2.0], [4.0, 5.0]], np.float32)
+    got = nb.vmap(lambda r, k: nb.repeat(r, k, total_repeat_length=4))(rows, reps)
+    same(got, [[0, 2, 2, 2], [4, 4, 4, 5]])
+    same(nb.delete(np.arange(4), []), np.arange(4))
+    for bad, match in (
+        (lambda: nb.partition(np.arange(3), 3), "partition: kth=3 is out of range"),
+        (lambda: nb.matvec(np.ones(2), np.ones(2)), "matvec: needs a matrix and a vector"),
+        (lambda: nb.pad(np.ones(3), 1, "mean", stat_length=0), "pad: stat_length must be >= 1"),
+        (lambda: nb.block([]), "block: an empty list"),
+    ):
+        with pytest.raises(nb.OpError, match=match):
+            bad()
