@@ -129,7 +129,7 @@ from .ops.collectives import (
     reshard,
     shard,
 )
-from .ops.indexing import gather, scatter, take, take_along_axis
+from .ops.indexing import gather, put_along_axis, scatter, take, take_along_axis
 from .ops.linalg import bmm, dot, einsum, matmul, outer, tensordot
 from .ops.reduction import (
     ReduceOperation,
@@ -204,6 +204,10 @@ from .ops.unary import (
     trunc,
 )
 from .ops.array_functions import (
+    put,
+    fill_diagonal,
+    mgrid,
+    ogrid,
     unique,
     histogram,
     histogram_bin_edges,
@@ -563,6 +567,10 @@ __all__ = [
     "vecmat",
     "resize",
     "trim_zeros",
+    "put",
+    "fill_diagonal",
+    "mgrid",
+    "ogrid",
     "absolute",
     "around",
     "astype",
@@ -730,6 +738,7 @@ __all__ = [
     "gather",
     "sort",
     "take_along_axis",
+    "put_along_axis",
     "top_k",
     "gaussian",
     "gelu",

@@ -2183,3 +2183,65 @@ register(
         batchable=False,
     )
 )
+register(
+    OpEntry(
+        "put",
+        lambda a, v, **k: nb.put(a, np.array([0, 7, -1, 2]), v, inplace=False, **k),
+        lambda a, v, mode=None: _np_put(a, np.array([0, 7, -1, 2]), v, mode),
+        lambda rng, dt: [
+            Sample((_vals(rng, (2, 3), dt), _vals(rng, (4,), dt))),
+            Sample((_vals(rng, (2, 3), dt), _vals(rng, (2,), dt)), {"mode": "clip"}),
+            Sample((_vals(rng, (6,), dt), _vals(rng, (4,), dt)), {"mode": "wrap"}),
+        ],
+        dtypes=("float32", "int32"),
+        differentiable=False,
+    )
+)
+
+
+def _np_put(a, ind, v, mode):
+    """NumPy's ``put`` on a copy, an index out of range dropped for ``mode=None`` (JAX's)."""
+    out = a.copy()
+    if mode is None:
+        keep = (ind >= -a.size) & (ind < a.size)
+        v = np.resize(v, ind.shape)[keep]
+        ind = ind[keep]
+    np.put(out, ind, v, mode=mode or "raise")
+    return out
+
+
+register(
+    OpEntry(
+        "put_along_axis",
+        lambda a, v: nb.put_along_axis(a, np.array([[0], [2]]), v, axis=1, inplace=False),
+        lambda a, v: _np_put_along(a, np.array([[0], [2]]), v, 1),
+        lambda rng, dt: [Sample((_vals(rng, (2, 3), dt), _vals(rng, (2, 1), dt)))],
+        dtypes=("float32", "int32"),
+    )
+)
+
+
+def _np_put_along(a, ind, v, axis):
+    out = a.copy()
+    np.put_along_axis(out, ind, v, axis)
+    return out
+
+
+register(
+    OpEntry(
+        "fill_diagonal",
+        lambda a, v: nb.fill_diagonal(a, v, inplace=False),
+        lambda a, v: _np_fill_diagonal(a, v),
+        lambda rng, dt: [
+            Sample((_vals(rng, (3, 4), dt), _vals(rng, (3,), dt))),
+            Sample((_vals(rng, (3, 3, 3), dt), _vals(rng, (), dt))),
+        ],
+        dtypes=("float32", "int32"),
+    )
+)
+
+
+def _np_fill_diagonal(a, v):
+    out = a.copy()
+    np.fill_diagonal(out, v)
+    return out

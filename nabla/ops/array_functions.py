@@ -121,6 +121,10 @@ __all__ = [
     "vecmat",
     "resize",
     "trim_zeros",
+    "put",
+    "fill_diagonal",
+    "mgrid",
+    "ogrid",
 ]
 
 
@@ -2557,3 +2561,106 @@ def trim_zeros(filt, trim: str = "fb") -> Tensor:
     lo = int(nz[0]) if nz.size and "f" in trim.lower() else (x.shape[0] if not nz.size else 0)
     hi = int(nz[-1]) + 1 if nz.size and "b" in trim.lower() else x.shape[0]
     return _along(x, 0, lo, max(lo, hi))
+
+
+def _not_in_place(op: str, inplace) -> None:
+    if inplace:
+        raise ValueError(
+            f"{op}: pass inplace=False for a new tensor (JAX's form); to change a tensor in "
+            "place, assign into it (x[...] = v, PyTorch's way)"
+        )
+
+
+def put(a, ind, v, mode=None, *, inplace: bool = True) -> Tensor:
+    """``a`` with the values ``v`` written at the flat indices ``ind`` (NumPy's and JAX's
+    ``put``; JAX's ``inplace=False`` is required, as there).
+
+    Args:
+        a: a tensor.
+        ind: integer flat indices (negative from the end).
+        v: the values, repeated over ``ind`` when fewer.
+        mode: None (an index out of range is dropped), ``"clip"`` (clipped, negatives to
+            0) or ``"wrap"`` (modulo the size).
+        inplace: must be False.
+
+    Returns:
+        A tensor of ``a``'s shape.
+    """
+    _not_in_place("put", inplace)
+    x = as_tensor(a, op="put")
+    flat = fn.reshape(x, (-1,))
+    n = flat.shape[0]
+    idx = fn.reshape(as_tensor(ind, op="put"), (-1,))
+    vals = fn.reshape(fn.cast(as_tensor(v, op="put"), x.dtype), (-1,))
+    k = idx.shape[0]
+    if vals.shape[0] != k and k:
+        if vals.shape[0] == 0:
+            raise OpError(f"put: no values to write at {k} indices")
+        vals = fn.take(vals, fn.constant((np.arange(k) % vals.shape[0]).astype(np.int32)), axis=0)
+    if mode == "clip":
+        idx = fn.clip(idx, 0, n - 1)
+    elif mode == "wrap":
+        idx = idx % n
+    elif mode is None and readable_now(idx):  # out of range: left out
+        at = idx.numpy()
+        keep = np.flatnonzero((at >= -n) & (at < n))
+        if keep.size < k:
+            idx = fn.constant(np.where(at[keep] < 0, at[keep] + n, at[keep]))
+            vals = fn.take(vals, fn.constant(keep.astype(np.int32)), axis=0)
+    elif mode is None:  # out of range: written past the end, then dropped
+        idx = fn.where(idx < 0, idx + n, idx)
+        idx = fn.where((idx >= 0) & (idx < n), idx, fn.full_like(idx, n))
+        wide = fn.concatenate([flat, fn.zeros((1,), dtype=x.dtype)], 0)
+        return fn.reshape(_along(fn.scatter(wide, idx, vals, 0), 0, 0, n), x.shape)
+    else:
+        raise OpError(f"put: mode must be None, 'clip' or 'wrap', got {mode!r}")
+    return fn.reshape(fn.scatter(flat, idx, vals, 0), x.shape)
+
+
+def fill_diagonal(a, val, wrap: bool = False, *, inplace: bool = True) -> Tensor:
+    """``a`` with ``val`` on its main diagonal (NumPy's and JAX's ``fill_diagonal``; JAX's
+    ``inplace=False`` is required, as there): positions ``(i, i, ...)``, ``val`` repeated
+    along them when shorter.
+
+    Args:
+        a: a tensor of at least 2 dims, all of one size beyond 2.
+        val: a value, or values for the diagonal's positions in order.
+        wrap: not supported (an error), as JAX's.
+        inplace: must be False.
+
+    Returns:
+        A tensor of ``a``'s shape.
+    """
+    _not_in_place("fill_diagonal", inplace)
+    if wrap:
+        raise OpError("fill_diagonal: wrap=True is not supported")
+    x = as_tensor(a, op="fill_diagonal")
+    if x.ndim < 2 or (x.ndim > 2 and len(set(x.shape)) != 1):
+        raise OpError(f"fill_diagonal: needs 2 dims, or more all of one size; got shape {x.shape}")
+    n = min(x.shape)
+    vals = fn.reshape(fn.cast(as_tensor(val, op="fill_diagonal"), x.dtype), (-1,))
+    if vals.shape[0] != n and n:
+        vals = fn.take(vals, fn.constant((np.arange(n) % vals.shape[0]).astype(np.int32)), axis=0)
+    flat_at = np.arange(n) * sum(math.prod(x.shape[d + 1 :]) for d in range(x.ndim))
+    return put(x, fn.constant(flat_at.astype(np.int64)), vals, mode="clip", inplace=False)
+
+
+class _GridMaker:
+    """NumPy's and JAX's ``mgrid`` (dense) and ``ogrid`` (open): ``mgrid[0:2, 0:3]``; a
+    slice with an imaginary step ``5j`` gives that many points, ends included."""
+
+    def __init__(self, sparse: bool, name: str):
+        self.sparse, self.name = sparse, name
+
+    def __getitem__(self, key):
+        grid = (np.ogrid if self.sparse else np.mgrid)[key]
+        if isinstance(grid, list | tuple):
+            return [fn.constant(np.asarray(g)) for g in grid]
+        return fn.constant(np.asarray(grid))
+
+    def __repr__(self) -> str:
+        return f"nabla.{self.name}"
+
+
+mgrid = _GridMaker(False, "mgrid")
+ogrid = _GridMaker(True, "ogrid")

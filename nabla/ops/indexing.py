@@ -32,6 +32,7 @@ __all__ = [
     "torch_gather",
     "take",
     "take_along_axis",
+    "put_along_axis",
     "scatter",
     "getitem",
     "setitem",
@@ -434,6 +435,54 @@ def _gather_from(x, idx, axis, what=None):
     for level in levels:  # ... which land at ``axis``, outer level first: back to the prefix
         out = batching.to_batch(out, axis, level)
     return out
+
+
+def put_along_axis(arr, indices, values, axis, inplace: bool = True, mode=None) -> Tensor:
+    """``arr`` with ``values`` written at ``indices`` along ``axis``, row by row (NumPy's
+    and JAX's ``put_along_axis``; JAX's ``inplace=False`` is required, as there):
+    ``indices`` has ``arr``'s rank and broadcasts against it outside ``axis``, ``values``
+    broadcasts to ``indices``; a negative index counts from the end.
+
+    Args:
+        arr: a tensor.
+        indices: integer indices of ``arr``'s rank.
+        values: the values to write.
+        axis: the dim the indices index.
+        inplace: must be False (to change a tensor in place, assign into it).
+        mode: None (an index out of range is an error where known at the call) or
+            ``"clip"``.
+
+    Returns:
+        A tensor of ``arr``'s shape.
+    """
+    if inplace:
+        raise ValueError(
+            "put_along_axis: pass inplace=False for a new tensor (JAX's form); to change a "
+            "tensor in place, assign into it (x[...] = v, PyTorch's way)"
+        )
+    x = as_tensor(arr, op="put_along_axis")
+    idx = as_tensor(indices, op="put_along_axis")
+    if not idx.dtype.is_int or idx.ndim != x.ndim:
+        raise OpError(
+            f"put_along_axis: indices of shape {idx.shape} ({idx.dtype.value}) must be "
+            f"integers of the rank of arr {x.shape}"
+        )
+    axis = norm_axis("put_along_axis", axis, x.ndim, x.shape)
+    n = x.shape[axis]
+    if mode == "clip":
+        idx = fn.clip(fn.where(idx < 0, idx + n, idx), 0, n - 1)
+    elif mode is None:
+        idx = _index_tensor("put_along_axis", idx, n, f" (axis {axis} of {x.shape})")
+    else:
+        raise OpError(f"put_along_axis: mode must be None or 'clip', got {mode!r}")
+    other = fn.broadcast_shapes(
+        "put_along_axis",
+        x.shape[:axis] + x.shape[axis + 1 :],
+        idx.shape[:axis] + idx.shape[axis + 1 :],
+    )
+    idx = fn.broadcast_to(idx, other[:axis] + (idx.shape[axis],) + other[axis:])
+    vals = fn.broadcast_to(as_tensor(values, x.dtype, op="put_along_axis"), idx.shape)
+    return torch_scatter(x, axis, idx, vals, op="put_along_axis")
 
 
 def _moded_index(op: str, idx, n, mode: str, normalize: bool):

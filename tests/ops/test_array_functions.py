@@ -534,3 +534,24 @@ def test_the_new_functions_edges_a_check_found():
     ):
         with pytest.raises(nb.OpError, match=match):
             bad()
+
+
+def test_put_fill_diagonal_and_the_grids():
+    """JAX's functional put/put_along_axis/fill_diagonal (inplace=False, as JAX requires;
+    in place is PyTorch's x[...] = v) and NumPy's mgrid/ogrid."""
+    a = np.arange(6).reshape(2, 3)
+    same(
+        nb.put(a, np.array([0, 7, -1]), np.array([9, 8, 7]), inplace=False), [[9, 1, 2], [3, 4, 7]]
+    )
+    same(nb.put(a, np.array([1, 2, 3, 4]), np.array([9, 8]), inplace=False), [[0, 9, 8], [9, 8, 5]])
+    with pytest.raises(ValueError, match="put: pass inplace=False"):
+        nb.put(a, [0], 1)
+    same(
+        nb.put_along_axis(a, np.array([[1, 0, -1]]), 7, axis=0, inplace=False),
+        [[0, 7, 2], [7, 4, 7]],
+    )
+    same(nb.fill_diagonal(np.zeros((3, 3, 3)), [1.0, 2.0, 3.0], inplace=False)[2, 2, 2], 3.0)
+    same(nb.mgrid[0:2, 0:3], np.mgrid[0:2, 0:3])
+    same(nb.mgrid[0:1:5j], np.mgrid[0:1:5j])
+    for got, want in zip(nb.ogrid[0:2, 0:3], np.ogrid[0:2, 0:3], strict=True):
+        same(got, want)
