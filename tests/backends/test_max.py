@@ -731,6 +731,9 @@ def gather_graph():
     o = {}
     for axis in (0, 1, 2):
         o[f"gather{axis}"] = nb.gather(x, idx, axis=axis)
+    # a 0-d index (MAX's gather kernel has none: a 1-element one, the dim then dropped)
+    o["gather_0d"] = nb.gather(x, c(np.int32(2)), axis=1)
+    o["gather_0d_computed"] = x[:, nb.argmax(nb.sum(x, axis=(0, 2)))]
     # vmap: batch_dims on gather/scatter, with batched and unbatched indices
     o["vmap_gather"] = nb.vmap(lambda a, i: nb.gather(a, i, axis=1))(xb, ib)
     o["vmap_gather_unb_idx"] = nb.vmap(lambda a: nb.gather(a, idx, axis=0))(xb)

@@ -1031,6 +1031,11 @@ def _clamped(idx, x, axis):
 @_one("gather")
 def _gather(x, idx, axis, batch_dims=0, what=None):
     idx = _clamped(_int64(idx), x, axis)
+    if batch_dims == 0 and not _shape(idx):
+        # MAX's gather kernel has no 0-d index (its instantiation fails): a 1-element index,
+        # then that dim dropped
+        got = ops.gather(x, ops.reshape(idx, (1,)), axis=axis)
+        return ops.squeeze(got, axis)
     if batch_dims == 0:
         return ops.gather(x, idx, axis=axis)
     a = axis - batch_dims
