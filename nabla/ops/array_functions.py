@@ -2367,6 +2367,8 @@ def argpartition(a, kth: int, axis: int = -1) -> Tensor:
 
 def _kth(op: str, kth, n: int, shape) -> int:
     """``kth`` as a position in ``[0, n)`` (negative from the end), or an error."""
+    if not isinstance(kth, numbers.Integral) or isinstance(kth, bool):
+        raise OpError(f"{op}: kth must be one int (JAX's), got {kth!r}")
     if not -n <= int(kth) < n:
         raise OpError(f"{op}: kth={kth} is out of range for a dim of {n} (shape {shape})")
     return int(kth) + (n if int(kth) < 0 else 0)

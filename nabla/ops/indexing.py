@@ -447,7 +447,7 @@ def put_along_axis(arr, indices, values, axis, inplace: bool = True, mode=None) 
         arr: a tensor.
         indices: integer indices of ``arr``'s rank.
         values: the values to write.
-        axis: the dim the indices index.
+        axis: the dim the indices index, or None (the flattened ``arr``, 1-D indices).
         inplace: must be False (to change a tensor in place, assign into it).
         mode: None (an index out of range is an error where known at the call) or
             ``"clip"``.
@@ -462,6 +462,11 @@ def put_along_axis(arr, indices, values, axis, inplace: bool = True, mode=None) 
         )
     x = as_tensor(arr, op="put_along_axis")
     idx = as_tensor(indices, op="put_along_axis")
+    if axis is None:  # the flattened arr, 1-D indices (NumPy's)
+        if idx.ndim != 1:
+            raise OpError(f"put_along_axis: axis=None takes 1-D indices, got shape {idx.shape}")
+        flat = put_along_axis(fn.reshape(x, (-1,)), idx, values, 0, inplace=False, mode=mode)
+        return fn.reshape(flat, x.shape)
     if not idx.dtype.is_int or idx.ndim != x.ndim:
         raise OpError(
             f"put_along_axis: indices of shape {idx.shape} ({idx.dtype.value}) must be "

@@ -555,3 +555,13 @@ def test_put_fill_diagonal_and_the_grids():
     same(nb.mgrid[0:1:5j], np.mgrid[0:1:5j])
     for got, want in zip(nb.ogrid[0:2, 0:3], np.ogrid[0:2, 0:3], strict=True):
         same(got, want)
+
+
+def test_a_review_s_edges():
+    """put_along_axis with axis=None flattens, as NumPy's; partition's kth is one int."""
+    a = np.arange(12.0).reshape(3, 4)
+    want = a.copy()
+    np.put_along_axis(want, np.array([1, 11]), 5.0, axis=None)
+    same(nb.put_along_axis(a, np.array([1, 11]), 5.0, axis=None, inplace=False), want)
+    with pytest.raises(nb.OpError, match=r"partition: kth must be one int .*\[1, 3\]"):
+        nb.partition(np.arange(7), [1, 3])
