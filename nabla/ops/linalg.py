@@ -833,6 +833,23 @@ def _matrix_rule(in_shapes, out_shapes):
     return spmd.FactorRule.parse_dims(ins, outs, in_shapes, out_shapes, blocked=blocked)
 
 
+class _PerMatrixOp(Operation):
+    """A LAPACK op on each matrix of its operands' last two dims: the leading dims are a
+    batch, each matrix whole (``_matrix_rule``)."""
+
+    def sharding_rule(self, in_shapes, out_shapes, kwargs):
+        return _matrix_rule(in_shapes, out_shapes)
+
+
+class _MatrixToMatrixOp(_PerMatrixOp):
+    """A float square matrix to one of its shape (``inv``, ``cholesky``)."""
+
+    def infer(self, shapes, dtypes, kwargs):
+        _square(self.name, shapes[0])
+        _check_float(self.name, dtypes[0])
+        return [shapes[0]], [dtypes[0]]
+
+
 def _square(op: str, shape) -> None:
     if len(shape) < 2 or shape[-1] != shape[-2]:
         raise OpError(f"linalg.{op}: expects square matrices (..., n, n), got shape {tuple(shape)}")
@@ -847,18 +864,10 @@ def _mT(x):  # noqa: N802 - NumPy's and JAX's name for the matrix transpose
     return fn.swap_axes(x, -1, -2)
 
 
-class InvOp(Operation):
+class InvOp(_MatrixToMatrixOp):
     """The inverse of each square matrix of ``(..., n, n)``."""
 
     name = "inv"
-
-    def infer(self, shapes, dtypes, kwargs):
-        _square("inv", shapes[0])
-        _check_float("inv", dtypes[0])
-        return [shapes[0]], [dtypes[0]]
-
-    def sharding_rule(self, in_shapes, out_shapes, kwargs):
-        return _matrix_rule(in_shapes, out_shapes)
 
     def vjp_rule(self, primals, cotangents, outputs, kwargs):
         t = _mT(outputs[0])  # d(A^-1) = -A^-1 dA A^-1
@@ -871,7 +880,7 @@ class InvOp(Operation):
         return [fn.neg(fn.matmul(fn.matmul(inv_a, tangents[0]), inv_a))]
 
 
-class SolveOp(Operation):
+class SolveOp(_PerMatrixOp):
     """``x`` with ``a @ x = b`` for ``a`` ``(..., n, n)`` and ``b`` ``(..., n, k)`` of the
     same leading dims."""
 
@@ -891,9 +900,6 @@ class SolveOp(Operation):
         _check_float("solve", dtypes[0])
         return [tuple(b)], [dtypes[0]]
 
-    def sharding_rule(self, in_shapes, out_shapes, kwargs):
-        return _matrix_rule(in_shapes, out_shapes)
-
     def vjp_rule(self, primals, cotangents, outputs, kwargs):
         a, _ = primals
         gb = _solve.bind([_mT(a), cotangents[0]], {})  # b's: a^-T g; a's: -b's x^T
@@ -911,7 +917,7 @@ class SolveOp(Operation):
         return [_solve.bind([a, rhs], {})]
 
 
-class SlogdetOp(Operation):
+class SlogdetOp(_PerMatrixOp):
     """The sign and the log of the absolute determinant of each square matrix."""
 
     name = "slogdet"
@@ -922,9 +928,6 @@ class SlogdetOp(Operation):
         _check_float("slogdet", dtypes[0])
         lead = tuple(shapes[0][:-2])
         return [lead, lead], [dtypes[0], dtypes[0]]
-
-    def sharding_rule(self, in_shapes, out_shapes, kwargs):
-        return _matrix_rule(in_shapes, out_shapes)
 
     def vjp_rule(self, primals, cotangents, outputs, kwargs):
         ct = cotangents[1]  # the sign has no derivative
@@ -946,19 +949,11 @@ def _phi(x):
     return fn.tril(x) - 0.5 * x * fn.eye(n, dtype=x.dtype)
 
 
-class CholeskyOp(Operation):
+class CholeskyOp(_MatrixToMatrixOp):
     """The lower Cholesky factor ``L`` of each symmetric positive-definite matrix
     (``A = L L^T``); NaN where a matrix is not positive definite, as JAX's."""
 
     name = "cholesky"
-
-    def infer(self, shapes, dtypes, kwargs):
-        _square("cholesky", shapes[0])
-        _check_float("cholesky", dtypes[0])
-        return [shapes[0]], [dtypes[0]]
-
-    def sharding_rule(self, in_shapes, out_shapes, kwargs):
-        return _matrix_rule(in_shapes, out_shapes)
 
     def vjp_rule(self, primals, cotangents, outputs, kwargs):
         # L^-T Phi(L^T G) L^-1: the JVP's transpose (Phi is its own); ``cholesky``
@@ -975,7 +970,7 @@ class CholeskyOp(Operation):
         return [fn.matmul(low, _phi(fn.matmul(fn.matmul(inv_l, tangents[0]), _mT(inv_l))))]
 
 
-class EighOp(Operation):
+class EighOp(_PerMatrixOp):
     """The eigenvalues (ascending) and eigenvectors (columns) of each symmetric matrix, from
     its lower triangle (LAPACK's ``syevd``)."""
 
@@ -986,9 +981,6 @@ class EighOp(Operation):
         _square("eigh", shapes[0])
         _check_float("eigh", dtypes[0])
         return [tuple(shapes[0][:-1]), shapes[0]], [dtypes[0], dtypes[0]]
-
-    def sharding_rule(self, in_shapes, out_shapes, kwargs):
-        return _matrix_rule(in_shapes, out_shapes)
 
     def _gaps(self, w):
         """``F[i, j] = 1 / (w[j] - w[i])`` off the diagonal, 0 on it (equal eigenvalues
