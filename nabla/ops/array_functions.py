@@ -2539,8 +2539,13 @@ def resize(a, new_shape) -> Tensor:
     total = math.prod(shape)
     if total and x.shape[0] == 0:
         raise OpError(f"resize: cannot fill shape {shape} from an empty tensor")
-    idx = np.arange(total) % max(x.shape[0], 1)
-    return fn.reshape(fn.take(x, fn.constant(idx.astype(np.int32)), axis=0), shape)
+    return fn.reshape(_cycled(x, total), shape)
+
+
+def _cycled(flat: Tensor, k: int) -> Tensor:
+    """The 1-D ``flat``'s elements repeated cyclically to ``k`` of them (one gather)."""
+    idx = np.arange(k) % max(flat.shape[0], 1)
+    return fn.take(flat, fn.constant(idx.astype(np.int32)), axis=0)
 
 
 def trim_zeros(filt, trim: str = "fb") -> Tensor:
@@ -2598,7 +2603,7 @@ def put(a, ind, v, mode=None, *, inplace: bool = True) -> Tensor:
     if vals.shape[0] != k and k:
         if vals.shape[0] == 0:
             raise OpError(f"put: no values to write at {k} indices")
-        vals = fn.take(vals, fn.constant((np.arange(k) % vals.shape[0]).astype(np.int32)), axis=0)
+        vals = _cycled(vals, k)
     if mode == "clip":
         idx = fn.clip(idx, 0, n - 1)
     elif mode == "wrap":
@@ -2640,9 +2645,7 @@ def fill_diagonal(a, val, wrap: bool = False, *, inplace: bool = True) -> Tensor
     if x.ndim < 2 or (x.ndim > 2 and len(set(x.shape)) != 1):
         raise OpError(f"fill_diagonal: needs 2 dims, or more all of one size; got shape {x.shape}")
     n = min(x.shape)
-    vals = fn.reshape(fn.cast(as_tensor(val, op="fill_diagonal"), x.dtype), (-1,))
-    if vals.shape[0] != n and n:
-        vals = fn.take(vals, fn.constant((np.arange(n) % vals.shape[0]).astype(np.int32)), axis=0)
+    vals = fn.cast(as_tensor(val, op="fill_diagonal"), x.dtype)  # (put repeats them)
     flat_at = np.arange(n) * sum(math.prod(x.shape[d + 1 :]) for d in range(x.ndim))
     return put(x, fn.constant(flat_at.astype(np.int64)), vals, mode="clip", inplace=False)
 

@@ -959,10 +959,7 @@ def pad(
         if isinstance(value, Tensor):
             return _pad_with_tensor(x, pads, value)
         v = bool(value) if x.dtype.is_bool else (int(value) if x.dtype.is_int else float(value))
-        if x.dtype.is_int and not x.dtype.is_bool:  # wrapped into the dtype, as JAX's
-            info = np.iinfo(x.dtype.numpy)
-            v = (v - int(info.min)) % (int(info.max) - int(info.min) + 1) + int(info.min)
-        return _pad.bind([x], {"pads": pads, "value": v})
+        return _pad.bind([x], {"pads": pads, "value": _wrapped(v, x.dtype)})
     if mode not in _PAD_MODES:
         raise ValueError(f"pad: unknown mode {mode!r}; one of 'constant', {sorted(_PAD_MODES)}")
     if value is not None and (isinstance(value, Tensor) or value != 0):  # as PyTorch
@@ -1044,10 +1041,15 @@ def _pad_per_side(x, pads, settings, side) -> Tensor:
 def _fill(x, axis, k, low, value) -> Tensor:
     """A constant side of width ``k``."""
     shape = _with_dim(x.shape, axis, k)
-    if not x.dtype.is_bool and x.dtype.is_int:  # wrapped into the dtype, as JAX's
-        info = np.iinfo(x.dtype.numpy)
-        value = (int(value) - int(info.min)) % (int(info.max) - int(info.min) + 1) + int(info.min)
-    return fn.full(shape, value, dtype=x.dtype, device=x.device)
+    return fn.full(shape, _wrapped(value, x.dtype), dtype=x.dtype, device=x.device)
+
+
+def _wrapped(value, dtype: DType):
+    """A fill value for ``dtype``: an integer wrapped into its range, as JAX's."""
+    if dtype.is_bool or not dtype.is_int:
+        return value
+    info = np.iinfo(dtype.numpy)
+    return (int(value) - int(info.min)) % (int(info.max) - int(info.min) + 1) + int(info.min)
 
 
 def _stat(x, axis, k, low, length, mode) -> Tensor:
