@@ -881,6 +881,8 @@ class agreed_program:
 
     def __enter__(self):
         agree(self.what, self.describe)
+        if not _STATE.depth:
+            _POOL.start_call()
         _STATE.depth += 1
 
     def __exit__(self, *exc):
@@ -961,38 +963,97 @@ def _collective(name, *, over_axes: bool = True, fold=None):
 # takes it for a dependence ("4K aliasing"). MPI's copy into the receive buffer and its
 # reduction loop then ran at half speed: an Allreduce of 256 KiB from one fresh array into
 # another took 2x as long as into a buffer offset by 2 KiB (measured here, 2 processes).
-_POOL: list = []
+#
+# The pool holds at least 8 buffers and 512 MiB, and more when one agreed program's call
+# took more (its results alive together): a step that gathers 1 GiB needs that 1 GiB at
+# every call anyway, and mapping it afresh each time cost a quarter of the collective's
+# time (page faults and the kernel zeroing the pages). Idle, the pool then holds at most
+# what one call of the largest such program held; never more than a quarter of memory.
 _POOL_MIN_BYTES = 1 << 14
 _POOL_MAX_BYTES = 1 << 29
 _POOL_MAX = 8
+
+
+def _quarter_of_memory() -> int:
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 4
+    except (AttributeError, ValueError, OSError):  # no sysconf: keep the fixed bound
+        return _POOL_MAX_BYTES
+
+
+_POOL_CEILING_BYTES = _quarter_of_memory()
 _APART_MIN_BYTES = 1 << 14  # below this the loops are too short to matter
 _PAGE = 4096
 
 
+class _BufferPool:
+    """Receive buffers (uint8 arrays of a size, with their addresses), least recently used
+    first, each reused once only the pool references it (CPython's reference count says
+    so). It keeps ``count`` buffers and ``nbytes`` at most: 8 and 512 MiB, or what one
+    call of an agreed program took when that was more (``start_call`` marks a call)."""
+
+    def __init__(self):
+        self.entries: dict = {}  # id(base) -> (base, address), least recently used first
+        self.by_size: dict = {}  # size -> [id(base), ...]
+        self.held = 0  # bytes in ``entries``
+        self.count, self.nbytes = _POOL_MAX, _POOL_MAX_BYTES
+        self.taken = self.taken_bytes = 0  # by the running program's call so far
+
+    def start_call(self) -> None:
+        self.taken = self.taken_bytes = 0
+
+    def take(self, size: int):
+        """A free buffer of ``size`` bytes and its address, or a new one (kept when it is
+        big enough to be worth pooling)."""
+        for key in self.by_size.get(size, ()):
+            base, address = entry = self.entries[key]
+            # 3: the entry's tuple, ``base`` and getrefcount's argument
+            if sys.getrefcount(base) == 3:
+                del self.entries[key]
+                self.entries[key] = entry  # the most recently used last
+                self._took(size)
+                return base, address
+        base = np.empty(size, dtype=np.uint8)
+        address = base.ctypes.data
+        if size >= _POOL_MIN_BYTES:
+            self.entries[id(base)] = (base, address)
+            self.by_size.setdefault(size, []).append(id(base))
+            self.held += size
+            self._took(size)
+            while len(self.entries) > self.count or self.held > self.nbytes:
+                self._drop_oldest()
+        return base, address
+
+    def _took(self, size: int) -> None:
+        if _STATE.depth:  # inside an agreed program: its call's results are alive together
+            self.taken += 1
+            self.taken_bytes += size
+            self.count = max(self.count, self.taken)
+            self.nbytes = min(max(self.nbytes, self.taken_bytes), _POOL_CEILING_BYTES)
+
+    def _drop_oldest(self) -> None:
+        """Forget the least recently used buffer: freed when its last user is gone."""
+        key = next(iter(self.entries))
+        base, _ = self.entries.pop(key)
+        same = self.by_size[base.nbytes]
+        same.remove(key)
+        if not same:
+            del self.by_size[base.nbytes]
+        self.held -= base.nbytes
+
+
+_POOL = _BufferPool()
+
+
 def _out_buffer(shape: tuple, dtype, beside: np.ndarray | int | None = None) -> np.ndarray:
-    """An uninitialized array of ``shape``, starting half a page away (modulo 4 KiB) from
-    ``beside`` (an array or its address) when given: a recycled one when the pool holds
-    one of that size that only the pool references (CPython's reference count says so).
-    (An array's address, ``.ctypes.data``, costs ~2 us to ask: callers that know it pass
-    it.)"""
+    """An uninitialized array of ``shape`` from the pool, starting half a page away (modulo
+    4 KiB) from ``beside`` (an array or its address) when given. (An array's address,
+    ``.ctypes.data``, costs ~2 us to ask: callers that know it pass it.)"""
     dtype = np.dtype(dtype)
     nbytes = math.prod(shape) * dtype.itemsize
     if nbytes < _APART_MIN_BYTES:
         return np.empty(shape, dtype=dtype)
-    size = nbytes + _PAGE  # room to place the start anywhere in a page
-    for i in range(len(_POOL)):
-        base, address = _POOL[i]
-        # 3: the pool's entry, ``base`` and getrefcount's argument
-        if base.nbytes == size and sys.getrefcount(base) == 3:
-            _POOL.append(_POOL.pop(i))  # the most recently used last
-            break
-    else:
-        base = np.empty(size, dtype=np.uint8)
-        address = base.ctypes.data
-        if nbytes >= _POOL_MIN_BYTES:
-            _POOL.append((base, address))
-            while len(_POOL) > _POOL_MAX or sum(b.nbytes for b, _ in _POOL) > _POOL_MAX_BYTES:
-                _POOL.pop(0)  # dropped from the pool; freed when its last user is gone
+    base, address = _POOL.take(nbytes + _PAGE)  # room to place the start anywhere in a page
     near = 0 if beside is None else beside if type(beside) is int else beside.ctypes.data
     start = (near + _PAGE // 2 - address) % _PAGE
     return base[start : start + nbytes].view(dtype).reshape(shape)

@@ -283,6 +283,38 @@ def test_receive_buffers_start_half_a_page_from_their_send_buffer():
     assert small.shape == (4,) and small.dtype == np.float64
 
 
+def test_the_pool_keeps_what_one_program_call_took(monkeypatch):
+    """Outside a program the pool keeps its fixed bound (here 2 buffers); a program's call
+    that holds more results at once raises the bound to what it took, so its next call
+    reuses every buffer instead of faulting fresh memory in; never past the ceiling."""
+    from nabla.backends import mpi
+
+    size = 1 << 16
+    pool = mpi._BufferPool()
+    pool.count, pool.nbytes = 2, 8 * size
+
+    def call(k):
+        pool.start_call()
+        return [pool.take(size) for _ in range(k)]
+
+    first = call(4)  # outside a program: only the 2 newest are kept
+    addresses = [a for _, a in first]
+    del first
+    assert len(pool.entries) == 2 and pool.held == 2 * size
+    assert sorted(a for _, a in call(4)[:2]) == sorted(addresses[2:])
+
+    monkeypatch.setattr(mpi._STATE, "depth", 1)
+    first = call(5)
+    addresses = sorted(a for _, a in first)
+    del first
+    assert (pool.count, len(pool.entries)) == (5, 5)
+    assert sorted(a for _, a in call(5)) == addresses  # every buffer reused
+
+    monkeypatch.setattr(mpi, "_POOL_CEILING_BYTES", 8 * size)
+    held = call(12)
+    assert pool.nbytes == 8 * size and pool.held <= 8 * size and len(held) == 12
+
+
 def test_a_process_that_leaves_inside_a_collective_is_bounded_too():
     proc, took = run_scenario(2, "rank_leaves_midway", env={"NABLA_MPI_TIMEOUT": "3"})
     assert proc.returncode != 0
