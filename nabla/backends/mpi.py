@@ -994,7 +994,7 @@ class _BufferPool:
 
     def __init__(self):
         self.entries: dict = {}  # id(base) -> (base, address), least recently used first
-        self.by_size: dict = {}  # size -> [id(base), ...]
+        self.by_size: dict = {}  # size -> {id(base): None}, least recently taken first
         self.held = 0  # bytes in ``entries``
         self.count, self.nbytes = _POOL_MAX, _POOL_MAX_BYTES
         self.taken = self.taken_bytes = 0  # by the running program's call so far
@@ -1005,19 +1005,20 @@ class _BufferPool:
     def take(self, size: int):
         """A free buffer of ``size`` bytes and its address, or a new one (kept when it is
         big enough to be worth pooling)."""
-        for key in self.by_size.get(size, ()):
+        same = self.by_size.get(size, {})
+        for key in same:  # the least recently taken first: the likeliest to be free
             base, address = entry = self.entries[key]
             # 3: the entry's tuple, ``base`` and getrefcount's argument
             if sys.getrefcount(base) == 3:
-                del self.entries[key]
-                self.entries[key] = entry  # the most recently used last
+                del self.entries[key], same[key]
+                self.entries[key], same[key] = entry, None  # the most recently used last
                 self._took(size)
                 return base, address
         base = np.empty(size, dtype=np.uint8)
         address = base.ctypes.data
         if size >= _POOL_MIN_BYTES:
             self.entries[id(base)] = (base, address)
-            self.by_size.setdefault(size, []).append(id(base))
+            self.by_size.setdefault(size, {})[id(base)] = None
             self.held += size
             self._took(size)
             while len(self.entries) > self.count or self.held > self.nbytes:
@@ -1036,7 +1037,7 @@ class _BufferPool:
         key = next(iter(self.entries))
         base, _ = self.entries.pop(key)
         same = self.by_size[base.nbytes]
-        same.remove(key)
+        del same[key]
         if not same:
             del self.by_size[base.nbytes]
         self.held -= base.nbytes
