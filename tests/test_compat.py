@@ -64,6 +64,59 @@ def test_dlpack_exports_a_copy_unless_the_consumer_asks_for_none():
     np.testing.assert_array_equal(np.from_dlpack(g), np.ones_like(ro))
 
 
+def test_copies_of_a_tensor_sharing_an_array_own_their_memory():
+    """``from_dlpack`` shares the producer's array; ``clone``, ``nb.copy``, ``copy.copy``,
+    ``copy.deepcopy`` and a loaded ``state_dict`` copy it at the call, as PyTorch's do, so a
+    later write to the array (a reused staging buffer, a model trained on) changes none of
+    them. They shared it before and followed every write."""
+    import copy
+
+    src = np.arange(4, dtype=np.float32)
+    s = nb.from_dlpack(src)
+    assert np.shares_memory(s.numpy(), src)
+    view = s.reshape(2, 2).realize()  # a view of the array: shared too
+    copies = [s.clone(), nb.copy(s), copy.copy(s), copy.deepcopy(s), view.clone()]
+    staged = []
+    for i in range(3):  # one staging buffer, refilled per batch
+        src[:] = i
+        staged.append(s.clone())
+    src[0] = 99.0
+    for c in copies:
+        np.testing.assert_array_equal(c.numpy().ravel(), [0.0, 1.0, 2.0, 3.0])
+    assert [float(b.numpy()[1]) for b in staged] == [0.0, 1.0, 2.0]
+    assert s.numpy()[0] == 99.0  # the shared tensor itself follows, as documented
+
+    w = nb.from_dlpack(src.reshape(2, 2))
+    w.requires_grad = True
+    g = nb.grad(lambda v: (v.clone() * 3.0).sum())(w)  # clone stays differentiable
+    np.testing.assert_array_equal(g.numpy(), np.full((2, 2), 3.0))
+
+    lin = nb.nn.Linear(2, 1)
+    weight, bias = np.ones((2, 1), np.float32), np.zeros(1, np.float32)  # (in, out)
+    lin.load_state_dict({"weight": nb.from_dlpack(weight), "bias": nb.from_dlpack(bias)})
+    weight[:] = 5.0
+    bias[:] = 1.0
+    np.testing.assert_array_equal(lin(nb.ones((1, 2))).numpy(), [[2.0]])
+
+
+def test_numpy_views_of_a_tensor_cannot_be_made_writeable():
+    """``t.numpy()``, ``np.asarray(t)`` and a shard's ``.data`` are read-only views, and
+    ``setflags(write=True)`` is refused, as on JAX's arrays: it was accepted, and a write
+    then changed the tensor, its copies and a deep-copied model."""
+    import ml_dtypes
+
+    t = nb.constant(np.arange(4, dtype=np.float32))
+    mesh = nb.DeviceMesh("m", (2,), ("d",))
+    views = [t.numpy(), np.asarray(t), t.T.numpy(), nb.shard(t, mesh, nb.P("d"))]
+    views[-1] = views[-1].addressable_shards[0].data
+    views.append(t.cast(nb.bfloat16).numpy())
+    for v in views:
+        with pytest.raises(ValueError, match="WRITEABLE"):
+            v.setflags(write=True)
+    assert views[-1].dtype == ml_dtypes.bfloat16 and views[0].base is not None
+    np.testing.assert_array_equal(t.numpy(), [0.0, 1.0, 2.0, 3.0])
+
+
 @pytest.mark.skipif(not HAS_JAX, reason="jax is not installed")
 @pytest.mark.parametrize("dtype", ["float32", "int32", "bool", "float16"])
 def test_dlpack_round_trip_with_jax(dtype):

@@ -23,7 +23,7 @@ from ..ops import creation, transfer, unary
 from ..ops._util import device_arg, device_like
 from ..ops.indexing import fits_in_place, rebind
 from ..ops.spmd import reshard_to
-from ..runtime.tensor import HookHandle, Tensor, TensorSet, foreign_array, realize
+from ..runtime.tensor import HookHandle, Tensor, TensorSet, foreign_array, owned, realize
 from ..transforms._captures import KEYED_ARRAY_BYTES, KEYED_DEPTH, plain_object
 from ..transforms.autodiff import detach
 
@@ -926,6 +926,7 @@ class Module:
         d = owner.__dict__
         table = d["_buffers"] if leaf in d["_buffers"] else d["_parameters"]
         old = table[leaf]
+        value = owned(value)  # (not another library's memory, which it may write to)
         if old is None:
             table[leaf] = detach(value)
         elif value is not old:

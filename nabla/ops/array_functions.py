@@ -1981,7 +1981,7 @@ def copy(a, order=None) -> Tensor:
     """
     if order not in (None, "K", "A", "C"):
         raise OpError(f"copy: order must be None, 'K', 'A' or 'C', got {order!r}")
-    return fn.identity(as_tensor(a, op="copy"))
+    return fn.clone(as_tensor(a, op="copy"))
 
 
 def unique(

@@ -243,8 +243,11 @@ def asarray(value, dtype=None, *, device=None, copy=None) -> Tensor:
 
 def from_dlpack(x) -> Tensor:
     """A tensor from any object exporting DLPack (a NumPy array, a torch CPU tensor, ...),
-    sharing its memory (unlike :func:`constant`, which copies): the producer must not write
-    to it while the tensor is in use.
+    sharing its memory (unlike :func:`constant`, which copies). A write to the producer's
+    array shows in this tensor, and in lazy results computed from it that have not been
+    computed yet; ``clone()``, ``nb.copy``, ``copy.copy``/``deepcopy`` and
+    ``load_state_dict`` copy the memory at the call (as PyTorch's), so they keep the value
+    they were given.
 
     Args:
         x: an object with ``__dlpack__`` (a tensor of ours too).

@@ -1199,14 +1199,20 @@ def make_view(out: Tensor, base: Tensor, where) -> Tensor:
     (``write_through``), and one of ``base`` reaches ``out`` (``rebind`` re-derives it), as
     views share storage. ``base`` holds its views weakly."""
     out._base = (base, where)
+    watch(base, out)
+    return out
+
+
+def watch(base: Tensor, view: Tensor) -> None:
+    """Hold ``view`` weakly among ``base``'s views, which ``rebind`` refreshes after an
+    in-place change of ``base``."""
     try:
         views = base._views
     except AttributeError:
         views = base._views = []
     if len(views) >= _PRUNE_AT and len(views) & (len(views) - 1) == 0:
         views[:] = [r for r in views if r() is not None]  # (at powers of two: amortized)
-    views.append(weakref.ref(out))
-    return out
+    views.append(weakref.ref(view))
 
 
 _PRUNE_AT = 16
@@ -1288,9 +1294,11 @@ def _reshaped_strides(old: tuple, strides: tuple, new: tuple):
     return tuple(result) if view_d == -1 else None
 
 
-def _refresh_views(x: Tensor) -> None:
+def _refresh_views(x: Tensor, source: Tensor | None = None) -> None:
     """After ``x`` took a new value in place: each live view of ``x`` takes its part of it,
-    and passes it on to its own views (a view of a view of ``x``)."""
+    and passes it on to its own views (a view of a view of ``x``); ``x.data``'s handles
+    take all of it, without history, except ``source`` (the handle the change came
+    through, which holds it already)."""
     try:
         views = x._views
     except AttributeError:
@@ -1307,6 +1315,12 @@ def _refresh_views(x: Tensor) -> None:
     try:
         for ref in views:
             v = ref()
+            if v is not None and getattr(v, "_owner", None) is x:  # ``x.data``'s handle
+                live.append(ref)
+                if v is not source:
+                    _take_value(v, fn.stop_gradient(x))
+                    _refresh_views(v)
+                continue
             link = getattr(v, "_base", None) if v is not None else None
             if link is None or link[0] is not x:
                 continue  # gone, or read from another tensor since
@@ -1392,7 +1406,7 @@ def _move_hooks(old, new) -> None:
         old.hooks = [h for h in old.hooks if h is not RETAIN] or None
 
 
-def rebind(x: Tensor, new: Tensor, *, item: bool = False) -> None:
+def rebind(x: Tensor, new: Tensor, *, item: bool = False, source: Tensor | None = None) -> None:
     """Make tensor object ``x`` hold ``new``'s value in place, keeping its identity, its
     ``requires_grad`` flag and its ``.grad``, so every reference to it (a parameter) sees
     the update: an optimizer's step, a loaded checkpoint, ``x[i] = v``, ``x -= v``.
@@ -1404,6 +1418,16 @@ def rebind(x: Tensor, new: Tensor, *, item: bool = False) -> None:
     """
     if new is x:
         return
+    _take_value(x, new, item)
+    owner = getattr(x, "_owner", None)  # ``p.data``'s handle: the parameter follows it
+    if owner is not None:
+        rebind(owner, fn.stop_gradient(x), item=item, source=x)
+    _refresh_views(x, source)
+
+
+def _take_value(x: Tensor, new: Tensor, item: bool = True) -> None:
+    """``rebind``'s own part: ``x`` holds ``new``'s value, recorded for the traces that
+    watch writes, keeping its leaf flag, ``.grad`` and hooks."""
     old = x._impl
     if STATE.writes is not None:
         STATE.writes.append(Write(x, old, item))
@@ -1419,10 +1443,6 @@ def rebind(x: Tensor, new: Tensor, *, item: bool = False) -> None:
     x._impl.grad = old.grad
     if old.hooks:  # (``register_hook``'s and ``retain_grad``'s marks, as PyTorch keeps them)
         _move_hooks(old, x._impl)
-    owner = getattr(x, "_owner", None)  # ``p.data``'s handle: the parameter follows it
-    if owner is not None:
-        rebind(owner, fn.stop_gradient(x), item=item)
-    _refresh_views(x)
     impl = x._impl
     if (
         impl.buffer is None

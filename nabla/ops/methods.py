@@ -974,7 +974,7 @@ _METHODS.update(
         "is_floating_point": _is_floating_point,
         "repeat_interleave": _repeat_interleave,
         "norm": _norm,
-        "clone": unary.identity,  # a new tensor with the value; differentiable
+        "clone": unary.clone,  # a new tensor with the value; differentiable
         "contiguous": _contiguous,
         "is_contiguous": _is_contiguous,
         "view_as": _viewing(_view_as),
@@ -1040,8 +1040,10 @@ def _as_method(fn):
 
 class _Data(Tensor):
     """``x.data``: a handle on ``x``'s value with no history whose in-place changes
-    (``x.data.mul_(s)``, ``x.data[i] = v``, ``x.data.copy_(v)``) reach ``x`` as well, as
-    PyTorch's ``.data`` shares storage (``indexing.rebind`` follows ``_owner``)."""
+    (``x.data.mul_(s)``, ``x.data[i] = v``, ``x.data.copy_(v)``) reach ``x`` as well, and
+    ``x``'s reach it (an optimizer's step on a parameter whose ``.data`` is held), as
+    PyTorch's ``.data`` shares storage (``indexing.rebind`` follows ``_owner``; ``x``
+    watches the handle among its views)."""
 
     __slots__ = ("_owner",)
 
@@ -1052,6 +1054,7 @@ def _data_get(self):
     ``v`` in place."""
     handle = _Data._wrap(unary.stop_gradient(self)._impl)
     handle._owner = self
+    indexing.watch(self, handle)
     return handle
 
 

@@ -12,10 +12,12 @@ from __future__ import annotations
 import math
 
 import ml_dtypes
+import numpy as np
 
 from ..core.dtypes import DType, get_default_dtype, to_dtype
 from ..core.pytree import tree_map
-from ..runtime.tensor import Tensor
+from ..core.state import STATE, is_live
+from ..runtime.tensor import Tensor, borrowed
 from . import spmd
 from ._util import as_tensor, doc_paragraph
 from .base import Operation
@@ -429,6 +431,27 @@ identity = _unary(
 identity.data_movement = True  # partial terms pass through a copy
 
 
+def clone(x) -> Tensor:
+    """``identity``, whose result owns its memory from the call on: a tensor sharing
+    another library's array (``from_dlpack``) has its value copied now, as PyTorch's
+    ``clone`` copies, so a later write to that array changes the clone no more than there.
+    (Inside a trace, or batched by ``vmap``, it is ``identity``: a captured array is read
+    at each call.)"""
+    out = identity(x)
+    src, impl = as_tensor(x, op="clone")._impl, out._impl
+    if (
+        borrowed(src.buffer)
+        and impl.buffer is None
+        and not impl.levels
+        and STATE.recording is None
+        and STATE.body_writes is None
+    ):
+        impl.buffer = np.array(src.buffer)
+        if not is_live(impl.traced):
+            impl.node = None
+    return out
+
+
 def logical_not(x):
     """Elementwise logical NOT (NumPy's ``logical_not``; ``~x`` for a bool tensor).
 
@@ -604,4 +627,4 @@ def square(x):
     return x * x
 
 
-provide(globals(), __all__)
+provide(globals(), __all__ + ["clone"])

@@ -97,6 +97,53 @@ def foreign_array(value) -> np.ndarray:
     return np.asarray(value)
 
 
+def borrowed(buffer) -> bool:
+    """Whether a NumPy buffer's memory belongs to something other than NumPy (another
+    library's array imported by ``from_dlpack``, a memory map): its chain of bases ends in
+    an object that is not an array, whose owner may write to it. A copy of a tensor
+    (``clone``, ``copy.deepcopy``, a loaded ``state_dict``) then copies the memory, which
+    it otherwise shares, since a tensor's own buffers never change."""
+    if not isinstance(buffer, np.ndarray):
+        return False
+    base = buffer.base
+    while isinstance(base, np.ndarray):
+        buffer, base = base, base.base
+    return base is not None
+
+
+def owned_buffer(buffer):
+    """``buffer``, or a copy of it when its memory is ``borrowed``."""
+    return np.array(buffer) if borrowed(buffer) else buffer
+
+
+def owned(t: Tensor) -> Tensor:
+    """``t``, or when its value (computed now) lies in ``borrowed`` memory, a new tensor
+    with a copy of it and no history: what a model keeps of a loaded ``state_dict``."""
+    impl = t._impl
+    if impl.levels or not (impl.buffer is not None or impl.node is not None):
+        return t
+    t.realize()
+    if not borrowed(impl.buffer):
+        return t
+    return Tensor._from_buffer(impl.shape, impl.dtype, impl.device, np.array(impl.buffer))
+
+
+def read_only_view(a: np.ndarray) -> np.ndarray:
+    """A view of ``a`` that cannot be made writeable: its base is a read-only memoryview,
+    so ``setflags(write=True)`` raises, as on JAX's arrays. (A plain view with the flag
+    cleared can be set writeable again whenever its base is, and a write would then change
+    a tensor's value under every copy and lazy op sharing the buffer.)"""
+    if a.dtype.hasobject:  # (no buffer protocol for objects: the flag is what there is)
+        view = a.view()
+        view.flags.writeable = False
+        return view
+    try:
+        return np.asarray(memoryview(a).toreadonly())
+    except (ValueError, TypeError, BufferError):  # a dtype the protocol lacks (bfloat16)
+        bits = a.view(np.dtype(f"V{a.dtype.itemsize}"))
+        return np.asarray(memoryview(bits).toreadonly()).view(a.dtype)
+
+
 def numpy_value(value, dtype: DType | None, op: str = "constant") -> np.ndarray:
     """``value`` as a NumPy array of ``dtype``, or of the dtype nabla infers for it
     (bool -> bool, int -> int32, float -> the default float; arrays keep theirs).
@@ -328,8 +375,9 @@ class Tensor:
         """A new tensor with this one's value (computed now), dtype, device, sharding,
         ``requires_grad`` and ``.grad`` (copied), and no history: ``copy.deepcopy(model)``
         makes independent parameters (an EMA or target network). Values are never changed
-        in place, so the copy shares the computed buffer. A tensor computed from one that
-        requires grad (not a leaf) is refused, as PyTorch refuses it."""
+        in place, so the copy shares the computed buffer, unless that buffer is another
+        library's memory (``from_dlpack``): then it is copied. A tensor computed from one
+        that requires grad (not a leaf) is refused, as PyTorch refuses it."""
         return self._copied("deepcopy", memo)
 
     def __copy__(self) -> Tensor:
@@ -351,7 +399,8 @@ class Tensor:
                 "x.detach(), or the leaves it was computed from"
             )
         self.realize()
-        new = Tensor._from_buffer(impl.shape, impl.dtype, impl.device, impl.buffer, impl.sharding)
+        buffer = owned_buffer(impl.buffer)
+        new = Tensor._from_buffer(impl.shape, impl.dtype, impl.device, buffer, impl.sharding)
         new._impl.made = impl.made
         if impl.requires_grad:
             new.requires_grad = True
@@ -362,17 +411,19 @@ class Tensor:
         return new
 
     def __reduce__(self):
-        """Pickling keeps the value (computed now), the dtype and ``requires_grad``; the
-        unpickled tensor is on the default device. A tensor sharded over a mesh of this
-        process keeps its layout (its devices' blocks, a partial sum's terms too); over a
-        mesh that spans processes, the whole value is kept, unsharded."""
+        """Pickling keeps the value (computed now), the dtype and ``requires_grad`` (a
+        float value computed from a ``requires_grad`` leaf unpickles as a leaf that
+        requires grad, as PyTorch's); the unpickled tensor is on the default device. A
+        tensor sharded over a mesh of this process keeps its layout (its devices' blocks,
+        a partial sum's terms too); over a mesh that spans processes, the whole value is
+        kept, unsharded."""
         impl = self._impl
         if impl.levels:
             raise TypeError(
                 f"cannot pickle a tensor batched by vmap (logical shape {self.shape}) inside "
                 "the vmapped function"
             )
-        grad = bool(impl.requires_grad)
+        grad = self.requires_grad  # (a value computed from a leaf too: PyTorch's flag)
         if impl.sharding is not None and not impl.sharding.mesh.spans_processes:
             self.realize()
             blocks = np.array(buffer_to_numpy(impl.buffer))
@@ -721,9 +772,7 @@ class Tensor:
             return assemble(impl)
         # a read-only view, as JAX gives: a write would change this tensor's value under
         # every lazy op reading it (nb.asarray(t.numpy()) or np.array(t) copy it)
-        out = buffer_to_numpy(impl.buffer).view()
-        out.flags.writeable = False
-        return out
+        return read_only_view(buffer_to_numpy(impl.buffer))
 
     to_numpy = numpy
 
@@ -740,8 +789,7 @@ class Tensor:
             raise ValueError("addressable_shards is not available inside vmap")
         self.realize()
         spec = impl.sharding
-        blocks = buffer_to_numpy(impl.buffer).view()
-        blocks.flags.writeable = False
+        blocks = read_only_view(buffer_to_numpy(impl.buffer))
         if spec is None:
             full = (slice(None),) * len(impl.shape)
             return [Shard(0, full, blocks, 0)]
@@ -937,8 +985,7 @@ def assemble(impl: TensorImpl) -> np.ndarray:
             return kept[1]
         kw["mesh"] = mesh
         out = mpi.read_value(_read_label(impl), blocks, kw)
-        out = np.asarray(out, dtype=impl.dtype.numpy)
-        out.flags.writeable = False  # shared by every later read
+        out = read_only_view(np.asarray(out, dtype=impl.dtype.numpy))  # shared by later reads
         _GATHERED[impl] = (impl.buffer, out)
         return out
     return np.asarray(out, dtype=impl.dtype.numpy)

@@ -1069,6 +1069,10 @@ def test_copies_and_pickles_keep_the_layout_and_refuse_non_leaves():
     assert shallow.requires_grad and shallow.grad is None  # as PyTorch's copy and pickle
     with pytest.raises(RuntimeError, match=r"not a leaf, shape \(2,\)"):
         copy.deepcopy(w * 2)
+    loaded = pickle.loads(pickle.dumps(w * 2))  # PyTorch's: a leaf that requires grad
+    assert loaded.requires_grad and not pickle.loads(pickle.dumps(w.argmax())).requires_grad
+    loaded.sum().backward()
+    np.testing.assert_array_equal(loaded.grad.numpy(), [1.0, 1.0])
 
     model = nb.nn.Linear(2, 2, key=nb.random.key(0))
     fast = nb.compile(model)

@@ -761,6 +761,34 @@ def test_data_handle_updates_its_tensor_in_place():
     np.testing.assert_array_equal(w.grad.numpy(), np.ones((2, 3)))
 
 
+def test_a_held_data_handle_follows_its_tensor():
+    """PyTorch's ``.data`` shares storage both ways: a handle taken before an in-place
+    change of its tensor (``x[i] = v``, ``add_``, an optimizer's step, eager or compiled)
+    holds the new value, and so do views read from the handle."""
+    x = nb.constant(np.zeros(3, np.float32))
+    d = x.data
+    first = d[0]
+    x.add_(1.0)
+    x[0] = 5.0
+    np.testing.assert_array_equal(d.numpy(), [5.0, 1.0, 1.0])
+    assert first.item() == 5.0
+    d.mul_(2.0)  # and back: the handle's change reaches x, once
+    np.testing.assert_array_equal(x.numpy(), [10.0, 2.0, 2.0])
+    np.testing.assert_array_equal(d.numpy(), [10.0, 2.0, 2.0])
+
+    lin = nn.Linear(2, 1)
+    held = lin.weight.data
+    opt = nn.optim.SGD(lin, lr=1.0)
+    lin(nb.ones((1, 2))).sum().backward()
+    opt.step()
+    np.testing.assert_array_equal(held.numpy(), lin.weight.numpy())
+    step = opt.compile_step(lambda m, v: m(v).sum())
+    for _ in range(2):
+        step(nb.ones((1, 2)))
+    np.testing.assert_array_equal(held.numpy(), lin.weight.numpy())
+    assert not held.requires_grad and lin.weight.requires_grad
+
+
 # ----------------------------------------------------------------------------- probe fixes
 def test_normalize_and_cosine_of_a_zero_vector_have_finite_gradients():
     x = t([[3.0, 4.0], [0.0, 0.0]])
