@@ -12,8 +12,9 @@ what the interpreter (``compile_program``) computes, bit for bit:
 - constant folding (instructions whose inputs are all constants run once, here) and
   dead-code removal, done once;
 - intermediate results of elementwise ufuncs and matmuls written with ``out=`` into
-  scratch buffers that persist across calls, assigned by liveness: a chain of elementwise
-  ops runs in place in one buffer;
+  scratch buffers kept across calls (all programs' together within a budget,
+  ``_Scratch``), assigned by liveness: a chain of elementwise ops runs in place in one
+  buffer;
 - a per-channel operand (one short row of the last dim) against a whole channels-last
   operand computed over rows of the row tiled (``_rowwise``), not one short row at a time.
 
@@ -35,7 +36,10 @@ from __future__ import annotations
 
 import itertools
 import logging
+import math
 import re
+import threading
+from collections import OrderedDict
 from typing import NamedTuple
 
 import numpy as np
@@ -857,11 +861,11 @@ class _Lowering:
             body.append(f"if not ({test}): return relower(inputs)")
         if self.buffers:
             names = "".join(f"b{i}, " for i in range(len(self.buffers)))
-            body.append("S = pop() if pool else scratch()")
+            body.append("S = take()")
             body.append(f"{names}= S")
         tail = []
         if self.buffers:
-            tail.append("push(S)")
+            tail.append("give(S)")
         for s in self.outputs:
             if s not in self.sure:
                 self._check_line(tail, s)
@@ -904,6 +908,86 @@ class _Lowering:
         body.append(
             f"if type({v}) is not ndarray or {v}.dtype != {dt}: {v} = asarray({v}, dtype={dt})"
         )
+
+
+# Scratch sets kept between calls, in all lowered functions together: at most 256 MiB or
+# twice the largest set, whichever is more (a step's programs beside its biggest one stay
+# kept), and 1024 sets; the functions called least recently give theirs up first. Each
+# function keeping its own peak working set made memory grow with the number of
+# programs: an eager loop over 200 sequence lengths held 7 GB from its second pass on.
+_SCRATCH_BUDGET = 1 << 28
+_SCRATCH_MAX_SETS = 1024
+
+
+class _Scratch:
+    """The scratch buffers of one lowered function: a set of them per call (``take``),
+    put back after it (``give``: a re-entrant or concurrent call takes another). Sets put
+    back stay for the next call, within the process-wide budget: past it, the sets of the
+    functions used least recently are dropped (allocated again when those run). The set
+    just put back always stays."""
+
+    __slots__ = ("buffers", "nbytes", "sets")
+
+    def __init__(self, buffers: list):
+        self.buffers = buffers  # (dtype, shape) per buffer
+        self.nbytes = sum(dt.itemsize * math.prod(shape) for dt, shape in buffers)
+        self.sets: list = []
+
+    def take(self) -> list:
+        with _KEPT_LOCK:
+            if self.sets:
+                _KEPT.nbytes -= self.nbytes
+                _KEPT.sets -= 1
+                return self.sets.pop()
+        return [np.empty(shape, dt) for dt, shape in self.buffers]
+
+    def give(self, buffers: list) -> None:
+        kept = _KEPT
+        with _KEPT_LOCK:
+            self.sets.append(buffers)
+            kept.nbytes += self.nbytes
+            kept.sets += 1
+            if kept.last is not self:  # (a loop calling one program: nothing to reorder)
+                kept.last = self
+                kept.order[id(self)] = self
+                kept.order.move_to_end(id(self))
+                if self.nbytes > kept.largest:
+                    kept.largest = self.nbytes
+                    kept.limit = max(_SCRATCH_BUDGET, 2 * self.nbytes)
+            if kept.nbytes > kept.limit or kept.sets > _SCRATCH_MAX_SETS:
+                kept.drop_oldest(self)
+
+
+class _Kept:
+    """What the ``_Scratch`` objects keep between calls: those holding sets (least
+    recently given back first) and the totals."""
+
+    __slots__ = ("largest", "last", "limit", "nbytes", "order", "sets")
+
+    def __init__(self):
+        self.order: OrderedDict = OrderedDict()  # id -> _Scratch
+        self.nbytes = 0
+        self.sets = 0
+        self.largest = 0  # the biggest set given back so far
+        self.limit = _SCRATCH_BUDGET  # bytes kept at most: the budget, or 2 * largest
+        self.last = None  # the _Scratch given a set back last
+
+    def drop_oldest(self, keep: _Scratch) -> None:
+        """Drop the sets of the least recently used functions but ``keep`` until within
+        the limits."""
+        order = self.order
+        while self.nbytes > self.limit or self.sets > _SCRATCH_MAX_SETS:
+            key, oldest = next(iter(order.items()))
+            if oldest is keep:
+                return
+            del order[key]
+            self.nbytes -= len(oldest.sets) * oldest.nbytes
+            self.sets -= len(oldest.sets)
+            oldest.sets.clear()
+
+
+_KEPT = _Kept()
+_KEPT_LOCK = threading.Lock()
 
 
 _COUNT = itertools.count()
@@ -955,15 +1039,8 @@ def _generate(program: Program, unordered: frozenset, respecialize):
     low = _Lowering(program, unordered)
     src = low.source()
     ns = low.ns
-    buffers = list(low.buffers)
-    pool: list = []
-    ns.update(
-        relower=respecialize,
-        pool=pool,
-        pop=pool.pop,
-        push=pool.append,
-        scratch=lambda: [np.empty(shape, dt) for dt, shape in buffers],
-    )
+    scratch = _Scratch(list(low.buffers))
+    ns.update(relower=respecialize, take=scratch.take, give=scratch.give)
     name = f"<nabla numpy program {next(_COUNT)}: {program.num_ops} ops>"
     exec(compile(src, name, "exec"), ns)  # noqa: S102 - source generated from our own IR
     if CONFIG.debug_compile:
@@ -972,8 +1049,8 @@ def _generate(program: Program, unordered: frozenset, respecialize):
             "%d-op program lowered to straight-line code%s (%d scratch buffers, %d bytes):\n%s",
             program.num_ops,
             f" for inputs {sorted(unordered)} not in C order" if unordered else "",
-            len(buffers),
-            sum(dt.itemsize * int(np.prod(shape, dtype=np.int64)) for dt, shape in buffers),
+            len(scratch.buffers),
+            scratch.nbytes,
             src,
         )
     return ns["raw"], src
