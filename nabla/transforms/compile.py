@@ -1349,6 +1349,23 @@ class CompiledFunction:
             while len(self._cache) > self.max_cache_size:
                 self._cache.popitem(last=False)
                 self._stats.evictions += 1
+                if self._stats.evictions == self.max_cache_size:
+                    self._warn_thrashing()
+
+    def _warn_thrashing(self):
+        """Once, when the LRU has dropped as many traces as it holds: the calls' shapes (or
+        static values) outnumber the cache, so a cycle through them retraces every call
+        (torch.compile warns at its recompile limit as well)."""
+        s = self._stats
+        warnings.warn(
+            f"compile: {getattr(self.fun, '__name__', 'the function')} has dropped "
+            f"{s.evictions} traces at max_cache_size={self.max_cache_size} ({s.misses} "
+            f"traces, {s.hits} hits): its calls take more distinct shapes or static values "
+            "than the cache holds, and calls cycling through them trace every time; mark a "
+            "varying size with dynamic_dims, pad the inputs to a few sizes, or raise "
+            "max_cache_size",
+            stacklevel=6,
+        )
 
 
 def _dispatch_across(out) -> None:

@@ -2,6 +2,7 @@
 transparency to grad/jvp/vmap on the first call and on every cache hit."""
 
 import logging
+import warnings
 
 import numpy as np
 import pytest
@@ -325,8 +326,12 @@ def test_lru_bound_and_clear_cache():
     for n in (1, 2, 3):
         f(nb.ones((n,)))
     assert f.stats["cache_size"] == 2 and f.stats["evictions"] == 1
-    f(nb.ones((1,)))  # evicted: traced again
+    with pytest.warns(UserWarning, match=r"dropped 2 traces at max_cache_size=2 \(4 traces"):
+        f(nb.ones((1,)))  # evicted: traced again, and as many dropped as the cache holds
     assert f.stats["misses"] == 4
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # once per function
+        f(nb.ones((4,)))
     f.clear_cache()
     assert f.stats["cache_size"] == 0
     # least recently *used* goes first: a hit refreshes its trace (a, b, a, c evicts b)
