@@ -384,8 +384,10 @@ from .transforms.autodiff import (
     grad,
     hessian,
     jacfwd,
+    jacobian,
     jacrev,
     jvp,
+    linear_transpose,
     linearize,
     value_and_grad,
     vjp,
@@ -393,7 +395,14 @@ from .transforms.autodiff import (
 from .transforms.shard_map import shard_map
 from .transforms.vmap import vmap
 from .ops.nn import avg_pool2d, conv2d, conv2d_transpose, max_pool2d
-from .transforms.custom import checkpoint, custom_jvp, custom_vjp, remat
+from .transforms.custom import (
+    checkpoint,
+    checkpoint_name,
+    checkpoint_policies,
+    custom_jvp,
+    custom_vjp,
+    remat,
+)
 from .transforms.trace import Trace, communication_report, trace
 from .transforms.abstract import ShapeDtypeStruct, eval_shape
 from .ops.creation import empty, empty_like, identity, tri, tril_indices, triu_indices
@@ -761,6 +770,8 @@ __all__ = [
     "jvp",
     "left_shift",
     "linearize",
+    "linear_transpose",
+    "jacobian",
     "less",
     "less_equal",
     "linspace",
@@ -822,6 +833,8 @@ __all__ = [
     "register_pytree_node",
     "relu",
     "remat",
+    "checkpoint_policies",
+    "checkpoint_name",
     "repeat",
     "reshape",
     "right_shift",

@@ -218,7 +218,10 @@ def emit(call: Call):
     node.outputs = tuple([weakref.ref(o) for o in outs])
     if CONFIG.debug_values:  # nb.debug_nans / debug_infs: remember the user's line
         node.site = user_site()
-    GRAPH.pending.add_node(node)
+    if STATE.trace_args is None and STATE.body_args is None:
+        # (a node a compile or loop-body trace records is the trace's: another thread's
+        # ``nb.realize()`` computing it had made the trace take its values for constants)
+        GRAPH.pending.add_node(node)
     if STATE.recording is not None:
         STATE.recording.append(node)
         node.cut = STATE.grad_block

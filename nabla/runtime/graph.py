@@ -112,9 +112,18 @@ class _Graph:
         self.cache_size = cache_size
         self.lock = threading.RLock()
         self.stats = {"evaluations": 0, "program_hits": 0, "program_misses": 0}
-        # tensors written in place with a pending value (``note_write``): id -> (weak
-        # reference, how many such writes in a row)
-        self._writes: dict = {}
+
+    @property
+    def _writes(self) -> dict:
+        """This thread's tensors written in place with a pending value (``note_write``):
+        id -> (weak reference, how many such writes in a row). Per thread, as the
+        evaluations that compute them: another thread's evaluation (inside its own
+        ``debug_nans`` block, say) is not this thread's "next evaluation"."""
+        try:
+            return self._local.writes
+        except AttributeError:
+            self._local.writes = {}
+            return self._local.writes
 
     @property
     def thread_epoch(self) -> int:
@@ -156,9 +165,10 @@ class _Graph:
     def _written(self) -> list:
         """The pending values of the tensors written in place since the last evaluation
         (the record is emptied)."""
-        if not self._writes:
+        entries = self._writes
+        if not entries:
             return []
-        entries, self._writes = self._writes, {}
+        self._local.writes = {}
         out = []
         for ref, _ in entries.values():
             t = ref()

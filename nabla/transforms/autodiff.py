@@ -20,6 +20,7 @@ from __future__ import annotations
 import functools
 import numbers
 import operator
+import threading
 import weakref
 from collections import OrderedDict
 from typing import NamedTuple
@@ -60,7 +61,9 @@ __all__ = [
     "value_and_grad",
     "jvp",
     "linearize",
+    "linear_transpose",
     "jacrev",
+    "jacobian",
     "jacfwd",
     "hessian",
     "backward",
@@ -622,6 +625,48 @@ def linearize(fun, *primals, has_aux=False):
     return (out, f_jvp, got[2]) if has_aux else (out, f_jvp)
 
 
+def linear_transpose(fun, *primals, reduce_axes=()):
+    """JAX's ``linear_transpose``: the transpose of the linear function ``fun`` as a
+    function of an output cotangent, ``f_t = linear_transpose(f, x)``, ``f_t(ct)`` giving a
+    tuple with one cotangent per primal (``vjp``'s pullback, which for a linear ``fun`` is
+    the same at every point).
+
+    Args:
+        fun: a function linear in its arguments.
+        *primals: example arguments (tensors, arrays, or ``ShapeDtypeStruct``s): only their
+            structure, shapes and dtypes are used.
+        reduce_axes: accepted for JAX's signature (deprecated there); must be empty.
+
+    Returns:
+        ``f_t(ct) -> tuple``.
+
+    Example:
+        >>> f_t = nb.linear_transpose(lambda x: 2.0 * x, nb.zeros((3,)))
+        >>> f_t(nb.ones((3,)))[0].tolist()
+        [2.0, 2.0, 2.0]
+    """
+    check_callable("linear_transpose", fun)
+    if reduce_axes:
+        raise ValueError("linear_transpose: reduce_axes is not supported (deprecated in JAX)")
+    zeros = tuple(tree_map(_example_zero, p) for p in primals)
+    _, pullback = vjp(fun, *zeros)
+
+    def transposed(ct):
+        return pullback(ct)
+
+    return transposed
+
+
+def _example_zero(p):
+    """Zeros like an example leaf: a tensor, an array, a number, or a shape and dtype (a
+    ``ShapeDtypeStruct``, ours or JAX's)."""
+    if not isinstance(p, Tensor | np.ndarray | np.generic | numbers.Number):
+        shape, dtype = getattr(p, "shape", None), getattr(p, "dtype", None)
+        if shape is not None and dtype is not None:
+            return full(tuple(shape), 0, dtype=from_numpy_dtype(np.dtype(dtype)))
+    return _zero_like_leaf(p)
+
+
 def _zero_like_leaf(p):
     """A zero tangent for primal leaf ``p`` (the primal evaluation of ``linearize``)."""
     if isinstance(p, Tensor):
@@ -956,11 +1001,24 @@ def backward(
     grads += [(impl, got[id(impl)]) for impl in retained if id(impl) in got]
     # (``_leaf_totals`` gave each leaf's gradient to the leaf its tensor holds now)
     if create_graph:  # the gradients as computed, with their history (not realized here)
-        for leaf, g in grads:
-            leaf.grad = g if leaf.grad is None else leaf.grad + g
+        with _ACCUMULATING:
+            for leaf, g in grads:
+                leaf.grad = g if leaf.grad is None else leaf.grad + g
         return
     # the output is realized with its gradients: one graph runs the forward pass once
     GRAPH.evaluate([t._impl] + [g._impl for _, g in grads])
+    with _ACCUMULATING:  # threads' backward calls on shared leaves (Hogwild) add up
+        _accumulate_into_grads(grads)
+
+
+# one accumulation into ``.grad`` at a time: two threads' ``backward`` on the same leaves
+# had each read the old ``.grad`` and one sum was lost, where PyTorch's adds up
+_ACCUMULATING = threading.Lock()
+
+
+def _accumulate_into_grads(grads: list) -> None:
+    """Add each realized gradient ``g`` into ``leaf.grad`` (in place into a ``.grad``
+    tensor a user may hold), or make it the leaf's ``.grad``."""
     for leaf, g in grads:
         new = TensorImpl(leaf.shape, leaf.dtype, leaf.device, leaf.levels, buffer=g._impl.buffer)
         new.sharding = g._impl.sharding
@@ -1077,3 +1135,6 @@ def _chosen_inputs(inputs, reached: _Reached) -> tuple[list, list]:
         if all(impl is not c for c in group):  # (named twice: one gradient)
             group.append(impl)
     return chosen_leaves, chosen
+
+
+jacobian = jacrev  # JAX's alias of jacrev

@@ -44,7 +44,14 @@ from ..ops.unary import stop_gradient
 from ..runtime.tensor import Tensor
 from .autodiff import _fresh, _zeros_like, backward_pass, jvp, write_back
 
-__all__ = ["custom_vjp", "custom_jvp", "checkpoint", "remat"]
+__all__ = [
+    "custom_vjp",
+    "custom_jvp",
+    "checkpoint",
+    "remat",
+    "checkpoint_policies",
+    "checkpoint_name",
+]
 
 
 class CustomCallOp(Operation):
@@ -132,6 +139,17 @@ def _needs_rule(tensors) -> bool:
     return STATE.recording is not None or any(
         is_live(t._impl.traced) or t._impl.tangents for t in tensors
     )
+
+
+def _live_levels(tensors) -> list:
+    """The differentiation levels (reverse and forward) some of ``tensors`` carry now."""
+    levels = set()
+    for t in tensors:
+        impl = t._impl
+        levels.update(lv for lv in impl.traced if lv in live_grad_levels)
+        if impl.tangents:
+            levels.update(impl.tangents)
+    return sorted(levels)
 
 
 def _plain_call(fun, args):
@@ -397,7 +415,8 @@ class custom_vjp:  # noqa: N801 - JAX's spelling
         self.nondiff_argnums = tuple(sorted(nondiff_argnums))
         self.fwd = None
         self.bwd = None
-        self._in_fwd = threading.local()  # .depth is 1 while this function's fwd runs
+        # .level: while this function's fwd runs, the differentiation level it runs for
+        self._in_fwd = threading.local()
 
     def __deepcopy__(self, memo):
         # a function: copying a model that holds one shares it, as Python's functions are
@@ -418,19 +437,26 @@ class custom_vjp:  # noqa: N801 - JAX's spelling
         args = _positional(self.fun, args, kwargs, "custom_vjp function")
         split = _CallArgs.of(args)
         tensors = split.tensors
-        # inside its own fwd the function is its primal computation (JAX's usual
-        # ``def f_fwd(x): return f(x), res``), not a second use of the rule
-        if getattr(self._in_fwd, "depth", 0):
-            return self.fun(*args)
-        if not _needs_rule(tensors) and (out := _plain_call(self.fun, args)) is not None:
+        # Inside its own fwd (JAX's usual ``def f_fwd(x): return f(x), res``) the function
+        # is its primal computation for the level that fwd runs for, and keeps its rule for
+        # the levels outside it, as JAX's: ``grad(grad(f))`` differentiates ``f(x)`` in fwd
+        # by the rule too (the plain code's derivative may overflow where the rule's does
+        # not). A level is the newest one among the inputs' differentiations.
+        running = getattr(self._in_fwd, "level", None)
+        levels = _live_levels(tensors)
+        if running is not None:
+            levels = [lv for lv in levels if lv < running]
+            if not levels:
+                return self.fun(*args)
+        elif not _needs_rule(tensors) and (out := _plain_call(self.fun, args)) is not None:
             return out
         # fwd sees the real inputs: residuals keep their links for higher-order reverse mode,
         # while the rule returns no cotangent for the forward outputs (no double counting).
-        self._in_fwd.depth = 1
+        self._in_fwd.level = max(levels, default=math.inf)
         try:
             (out, res), reads = _run_recorded(lambda: self.fwd(*args))
         finally:
-            self._in_fwd.depth = 0
+            self._in_fwd.level = running
         o_flat, o_tree = tree_flatten(out)
         rule = _VjpRule(self, res, o_tree, split)
         what = f"custom_vjp fwd of {self.fun.__name__}"
@@ -688,8 +714,9 @@ def checkpoint(fun=None, *, prevent_cse=True, policy=None, static_argnums=()):
     Args:
         fun: the function, taking positional arguments (pytrees of tensors).
         prevent_cse: accepted for JAX compatibility; ignored.
-        policy: accepted for JAX compatibility (which intermediates to save); ignored:
-            nothing is saved.
+        policy: accepted for JAX compatibility (which intermediates to save, e.g. one of
+            ``nb.checkpoint_policies``); ignored: nothing is saved, everything is
+            recomputed (the values are the same under every policy).
         static_argnums: accepted for JAX compatibility: arguments that are not tensors are
             static already (tensors given at these positions are refused).
 
@@ -780,3 +807,55 @@ class _RematRule:
         tans = [(_zeros_like(p) if t is None else t) for p, t in zip(primals, tangents)]
         _, touts = jvp(lambda *xs: tuple(self._rerun(list(xs))), tuple(primals), tuple(tans))
         return list(touts)
+
+
+# ----------------------------------------------------------------------------- policies
+def _saves_nothing(*_args, **_kwargs) -> bool:
+    return False
+
+
+def _saves_everything(*_args, **_kwargs) -> bool:
+    return True
+
+
+def _named_policy(*names):
+    """A policy over the values named by ``checkpoint_name`` (JAX's signature)."""
+    return _saves_nothing
+
+
+class checkpoint_policies:  # noqa: N801 - JAX's namespace
+    """JAX's ``jax.checkpoint_policies``, so code passing ``policy=`` runs unchanged. A
+    policy says which intermediates a ``checkpoint`` keeps; here ``checkpoint`` keeps none
+    and recomputes every intermediate under any policy, which changes memory and time,
+    never values. The names are JAX's: the policies themselves, and the constructors taking
+    names (``save_only_these_names("a")``) or policies (``save_from_both_policies``)."""
+
+    everything_saveable = staticmethod(_saves_everything)
+    nothing_saveable = staticmethod(_saves_nothing)
+    dots_saveable = staticmethod(_saves_nothing)
+    checkpoint_dots = staticmethod(_saves_nothing)
+    dots_with_no_batch_dims_saveable = staticmethod(_saves_nothing)
+    checkpoint_dots_with_no_batch_dims = staticmethod(_saves_nothing)
+    save_anything_except_these_names = staticmethod(_named_policy)
+    save_any_names_but_these = staticmethod(_named_policy)
+    save_only_these_names = staticmethod(_named_policy)
+
+    @staticmethod
+    def save_from_both_policies(policy_1, policy_2):
+        return _saves_nothing
+
+
+def checkpoint_name(x, name: str):
+    """JAX's ``checkpoint_name``: ``x`` unchanged, named for a checkpoint policy (which
+    ``checkpoint`` accepts and does not need: it recomputes every intermediate).
+
+    Args:
+        x: a pytree of tensors.
+        name: the name a policy would refer to.
+
+    Returns:
+        ``x``.
+    """
+    if not isinstance(name, str):
+        raise TypeError(f"checkpoint_name: name must be a string, got {type(name).__name__}")
+    return x

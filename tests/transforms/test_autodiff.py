@@ -1290,6 +1290,93 @@ def test_custom_vjp_fwd_may_call_the_function_itself():
     np.testing.assert_allclose(f(x).numpy(), np.sin(x.numpy()), rtol=1e-6)
 
 
+def test_custom_vjp_called_in_its_own_fwd_keeps_its_rule_for_outer_levels():
+    """Inside fwd the function is its primal computation for the level fwd runs for only:
+    ``grad(grad(f))`` differentiates the ``f(x)`` in fwd by the rule, as JAX does. The
+    plain code's derivative had made a stable sigmoid's second derivative NaN at -100, a
+    toy rule's 12 where JAX gives 8, and the custom-derivative tutorial's implicit
+    ``fixed_point`` fail in its while_loop."""
+
+    @nb.custom_vjp
+    def sigmoid(x):
+        return 1.0 / (1.0 + nb.exp(-x))  # its own derivative overflows at -100
+
+    sigmoid.defvjp(lambda x: (sigmoid(x), sigmoid(x)), lambda y, g: (g * y * (1.0 - y),))
+    assert nb.grad(nb.grad(sigmoid))(-100.0).item() == 0.0
+    s = 1 / (1 + np.exp(-0.5))
+    assert nb.grad(nb.grad(sigmoid))(0.5).item() == pytest.approx(s * (1 - s) * (1 - 2 * s))
+
+    @nb.custom_vjp
+    def cube(x):
+        return x**3
+
+    # the rule says d cube/dx = cube(x): 8 at 2, and the derivative of that is again 8
+    # (the outer level differentiates the residual cube(x) by the rule; 12 by x**3's code)
+    cube.defvjp(lambda x: (cube(x), cube(x)), lambda y, g: (g * y,))
+    assert nb.grad(cube)(2.0).item() == 8.0
+    assert nb.grad(nb.grad(cube))(2.0).item() == 8.0
+
+    @functools.partial(nb.custom_vjp, nondiff_argnums=(0,))
+    def fixed_point(f, a, x0):
+        def body(carry):
+            return carry[1], f(a, carry[1])
+
+        return nb.while_loop(lambda c: nb.abs(c[0] - c[1]) > 1e-6, body, (x0, f(a, x0)))[1]
+
+    def fwd(f, a, x0):
+        x = fixed_point(f, a, x0)
+        return x, (a, x)
+
+    def rev_iter(f, packed, u):
+        a, x, x_bar = packed
+        return x_bar + nb.vjp(lambda v: f(a, v), x)[1](u)[0]
+
+    def bwd(f, res, x_bar):
+        a, x = res
+        (a_bar,) = nb.vjp(lambda v: f(v, x), a)[1](
+            fixed_point(functools.partial(rev_iter, f), (a, x, x_bar), x_bar)
+        )
+        return a_bar, nb.zeros_like(x)
+
+    fixed_point.defvjp(fwd, bwd)
+
+    def newton_sqrt(a):
+        return fixed_point(lambda a, x: 0.5 * (x + a / x), a, a)
+
+    assert nb.grad(newton_sqrt)(2.0).item() == pytest.approx(0.5 * 2**-0.5, rel=1e-6)
+    assert nb.grad(nb.grad(newton_sqrt))(2.0).item() == pytest.approx(-0.25 * 2**-1.5, rel=1e-5)
+
+
+def test_linear_transpose_jacobian_and_checkpoint_policies_are_jax_s():
+    """``linear_transpose`` (the transpose of a linear function, from example arguments or
+    ``ShapeDtypeStruct``s), ``jacobian`` (``jacrev``), and ``checkpoint_policies`` /
+    ``checkpoint_name``, which the remat tutorial passes and which change no value."""
+
+    def f(x, y):
+        return {"a": 2.0 * x + y.sum(), "b": 3.0 * y}
+
+    f_t = nb.linear_transpose(f, nb.zeros((3,)), nb.ShapeDtypeStruct((2,), nb.float32))
+    gx, gy = f_t({"a": nb.ones((3,)), "b": nb.ones((2,))})
+    np.testing.assert_array_equal(gx.numpy(), [2.0, 2.0, 2.0])
+    np.testing.assert_array_equal(gy.numpy(), [6.0, 6.0])
+    x = nb.constant(np.array([0.3, -1.2], np.float32))
+    np.testing.assert_array_equal(nb.jacobian(nb.sin)(x).numpy(), nb.jacrev(nb.sin)(x).numpy())
+    policies = nb.checkpoint_policies
+    for policy in (
+        policies.dots_saveable,
+        policies.nothing_saveable,
+        policies.everything_saveable,
+        policies.save_only_these_names("h"),
+        policies.save_from_both_policies(policies.dots_saveable, policies.checkpoint_dots),
+    ):
+        g = nb.checkpoint(lambda v: nb.sin(nb.checkpoint_name(v * 2.0, "h")), policy=policy)
+        np.testing.assert_allclose(
+            nb.grad(lambda v: g(v).sum())(x).numpy(), 2 * np.cos(2 * x.numpy()), rtol=1e-6
+        )
+    with pytest.raises(TypeError, match="name must be a string"):
+        nb.checkpoint_name(x, 3)
+
+
 def test_custom_rules_give_an_unused_output_a_zero_cotangent():
     """An output of a custom_vjp/custom_jvp/checkpoint function that the loss never uses
     reaches the rule as zeros of its shape (it failed making zeros of None)."""
