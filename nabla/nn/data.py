@@ -6,13 +6,16 @@ multi-process run reading only its slice of every batch, and resumable mid-epoch
 from __future__ import annotations
 
 import numbers
+import sys
+import types
 
+import ml_dtypes
 import numpy as np
 
 from ..backends import mpi
 from ..core.sharding import PROCESS
 from ..ops import creation
-from ..runtime.tensor import Tensor
+from ..runtime.tensor import Tensor, foreign_array
 
 __all__ = ["DataLoader", "Dataset", "Subset", "TensorDataset", "default_collate", "random_split"]
 
@@ -28,10 +31,15 @@ class Dataset:
     def __len__(self) -> int:
         raise NotImplementedError(f"{type(self).__name__} does not define __len__")
 
+    # ``class Pairs(Dataset[tuple])``, as typed PyTorch code writes it
+    __class_getitem__ = classmethod(types.GenericAlias)
+
 
 class TensorDataset(Dataset):
     """Examples that are the rows of arrays sharing their first dim:
-    ``TensorDataset(x, y)[i] == (x[i], y[i])``.
+    ``TensorDataset(x, y)[i] == (x[i], y[i])``, each a tensor, as PyTorch's; ``.tensors``
+    holds the whole tensors (``.arrays``, their NumPy values). A :class:`DataLoader` over
+    it slices the arrays, batch by batch.
 
     Args:
         *arrays: Tensors or arrays with the same first dim.
@@ -53,10 +61,15 @@ class TensorDataset(Dataset):
             raise ValueError(f"TensorDataset: arrays need the same first dim, got {shapes}")
 
     def __getitem__(self, index):
-        return tuple(a[index] for a in self.arrays)
+        return tuple(creation.constant(a[index]) for a in self.arrays)
 
     def __len__(self) -> int:
         return self.arrays[0].shape[0]
+
+    @property
+    def tensors(self) -> tuple:
+        """The whole tensors, as PyTorch's ``TensorDataset.tensors``."""
+        return tuple(creation.constant(a) for a in self.arrays)
 
 
 def _rng(seed: int, *more: int) -> np.random.Generator:
@@ -69,6 +82,10 @@ def default_collate(samples: list):
     """Examples joined into a batch, as PyTorch's ``default_collate``: arrays, tensors and
     numbers stacked along a new first dim into one tensor; tuples, lists and dicts collated
     position by position (key by key); anything else (strings) kept as a list.
+
+    Containers come out as PyTorch's do: a batch of tuples or lists is a list of fields
+    (a namedtuple stays one), a dict keeps its type (an ``OrderedDict`` too), and a field
+    of strings is the sequence of them (a tuple inside a batch, the list at the top).
 
     Args:
         samples: a list of examples of the same structure.
@@ -84,24 +101,30 @@ def default_collate(samples: list):
                     f"default_collate: every sample needs the same number of fields: sample 0 "
                     f"has {len(first)}, sample {j} has {len(s)}"
                 )
-        fields = [default_collate([s[i] for s in samples]) for i in range(len(first))]
+        fields = [default_collate(field) for field in zip(*samples, strict=True)]
         if hasattr(first, "_fields"):  # a namedtuple takes its fields by position
             return type(first)(*fields)
-        return type(first)(fields)
+        return fields
     if isinstance(first, dict):
-        return {k: default_collate([s[k] for s in samples]) for k in first}
+        collated = {k: default_collate(tuple(s[k] for s in samples)) for k in first}
+        try:
+            return type(first)(collated)
+        except TypeError:  # (a mapping type that takes no dict)
+            return collated
     if isinstance(first, Tensor):
         return creation.constant(_stacked([s.numpy() for s in samples]))
     if not isinstance(first, np.ndarray | np.generic | str | bytes) and hasattr(first, "__array__"):
-        # another library's array (a dataset returning torch tensors): its values
-        samples = [np.asarray(s) for s in samples]
+        # another library's array (a dataset returning torch tensors, bfloat16 or requiring
+        # grad too): its values
+        samples = [foreign_array(s) for s in samples]
         first = samples[0]
     numeric = isinstance(first, np.number | np.bool_ | int | float | bool) or (
-        isinstance(first, np.ndarray) and first.dtype.kind in "biufc"
+        isinstance(first, np.ndarray)
+        and (first.dtype.kind in "biufc" or first.dtype == ml_dtypes.bfloat16)
     )
     if numeric:
         return creation.constant(_stacked([np.asarray(s) for s in samples]))
-    return list(samples)  # strings (NumPy's too), None, other objects
+    return samples  # strings (NumPy's too), None, other objects: as given
 
 
 def _stacked(arrays: list) -> np.ndarray:
@@ -138,6 +161,7 @@ _TORCH_LOADER_OPTIONS = {
     "pin_memory_device",
     "multiprocessing_context",
     "generator",
+    "in_order",
 }
 
 
@@ -170,8 +194,10 @@ def random_split(dataset, lengths, seed: int = 0, *, generator=None) -> list:
     Args:
         dataset: a map-style dataset.
         lengths: counts or fractions, one per subset.
-        seed: the seed of the permutation (default 0: the same split every run).
-        generator: accepted for PyTorch's signature (``seed`` decides here).
+        seed: the seed of the permutation (default 0: the same split every run), or, in
+            PyTorch's third place, a ``torch.Generator``.
+        generator: a ``torch.Generator``: the permutation is ``torch.randperm``'s with it,
+            so the split is PyTorch's own.
 
     Returns:
         A list of :class:`Subset`.
@@ -190,7 +216,14 @@ def random_split(dataset, lengths, seed: int = 0, *, generator=None) -> list:
         raise ValueError(
             f"random_split: lengths {lengths} do not add up to the dataset's {n} examples"
         )
-    order = _rng(seed).permutation(n)
+    if not isinstance(seed, numbers.Integral):  # ``random_split(ds, lengths, torch_gen)``
+        if not hasattr(seed, "manual_seed"):
+            raise TypeError(f"random_split: seed must be an int or a generator, got {seed!r}")
+        seed, generator = 0, seed
+    if generator is not None and type(generator).__module__.startswith("torch"):
+        order = sys.modules["torch"].randperm(n, generator=generator).numpy()
+    else:
+        order = _rng(seed).permutation(n)
     out, start = [], 0
     for c in lengths:
         out.append(Subset(dataset, order[start : start + int(c)]))
@@ -231,9 +264,11 @@ class DataLoader:
         batch_size: examples per (global) batch (default 1, as PyTorch's).
         shuffle: reshuffle every epoch (default False).
         sampler: PyTorch's: an iterable of example indices (a torch ``Sampler`` too), read
-            again each epoch, giving the order instead of ``shuffle``.
-        batch_sampler: PyTorch's: an iterable of lists of indices, one per batch, instead
-            of ``batch_size``, ``shuffle``, ``sampler`` and ``drop_last``.
+            again each epoch as the batches are taken, giving the order instead of
+            ``shuffle`` (without ``__len__``, the loader has no ``len`` either).
+        batch_sampler: PyTorch's: an iterable of lists of indices, one per batch (an
+            endless one too), instead of ``batch_size``, ``shuffle``, ``sampler`` and
+            ``drop_last``.
         num_workers: accepted for PyTorch's calls (>= 0): batches are made in this process.
         collate_fn: joins a dataset's examples into a batch (default
             :func:`default_collate`); only for a dataset.
@@ -245,8 +280,9 @@ class DataLoader:
         rank: which part this loader yields, an int (default:
             ``nb.distributed.process_index()``).
         **loader_options: PyTorch's ``persistent_workers``, ``prefetch_factor``,
-            ``timeout``, ``worker_init_fn``, ``pin_memory_device``, ``multiprocessing_context``
-            and ``generator``, accepted so its loader calls carry over: batches are made in
+            ``timeout``, ``worker_init_fn``, ``pin_memory_device``, ``multiprocessing_context``,
+            ``generator`` and ``in_order``, accepted so its loader calls carry over (and
+            kept as attributes where PyTorch has them): batches are made in
             this process, in memory (no workers, no pinning), and ``seed`` alone decides
             the order (a torch ``generator`` does not). Another keyword is a ``TypeError``.
 
@@ -256,7 +292,7 @@ class DataLoader:
         RuntimeError: in a process an MPI launcher started among several, before
             ``nb.distributed.initialize()``, unless ``num_replicas`` and ``rank`` are given
             (each process would take whole batches).
-        ValueError: for an empty dataset, arrays of different lengths, ``batch_size < 1``,
+        ValueError: for arrays of different lengths, ``batch_size < 1``,
             a rank outside ``[0, num_replicas)``, a batch (the last one too, unless
             ``drop_last``) that ``num_replicas`` does not divide, a negative
             ``num_workers``, or ``sampler``/``batch_sampler`` with the settings they replace
@@ -313,11 +349,16 @@ class DataLoader:
             )
         self.dataset = data if _is_dataset(data) else None
         self.collate_fn = default_collate if collate_fn is None else collate_fn
-        if self.dataset is not None:
+        self.generator = loader_options.get("generator")
+        self.timeout = loader_options.get("timeout", 0)
+        self.worker_init_fn = loader_options.get("worker_init_fn")
+        self._sliced = type(data) is TensorDataset and collate_fn is None
+        if self._sliced:  # its rows sliced batch by batch: PyTorch's batches, a list
+            self.is_tuple, self.arrays = True, list(data.arrays)
+            lengths = {len(data)}
+        elif self.dataset is not None:
             self.is_tuple, self.arrays = False, []
             lengths = {len(data)}
-            if 0 in lengths:
-                raise ValueError(f"DataLoader: the dataset {type(data).__name__} is empty")
         else:
             if collate_fn is not None:
                 raise ValueError(
@@ -336,17 +377,15 @@ class DataLoader:
             parts = list(data) if self.is_tuple else [data]
             # np.asarray keeps a memmap's pages on disk until rows are indexed
             self.arrays = [p.numpy() if isinstance(p, Tensor) else np.asarray(p) for p in parts]
-            lengths = {a.shape[0] if a.ndim else 0 for a in self.arrays}
-            if len(lengths) != 1 or 0 in lengths:
+            lengths = {a.shape[0] if a.ndim else None for a in self.arrays}
+            if len(lengths) != 1 or None in lengths:
                 shapes = [a.shape for a in self.arrays]
-                raise ValueError(
-                    f"DataLoader: arrays need the same non-zero first dim, got {shapes}"
-                )
+                raise ValueError(f"DataLoader: arrays need the same first dim, got {shapes}")
         if batch_size < 1:
             raise ValueError(f"DataLoader: batch_size must be at least 1, got {batch_size}")
         self.n = lengths.pop()
         if sampler is not None:  # the examples an epoch visits: the sampler's indices
-            self.n = len(sampler)
+            self.n = len(sampler) if hasattr(sampler, "__len__") else None
         self.batch_size, self.shuffle, self.drop_last = int(batch_size), shuffle, drop_last
         for name, value in (("seed", seed), ("num_replicas", num_replicas), ("rank", rank)):
             if value is None and name != "seed":
@@ -368,7 +407,7 @@ class DataLoader:
                 f"DataLoader: rank must be in [0, num_replicas), got rank={rank} and "
                 f"num_replicas={num_replicas}"
             )
-        last = self.n % self.batch_size if not drop_last else 0
+        last = self.n % self.batch_size if not drop_last and self.n is not None else 0
         # (a batch_sampler's batches are checked as they are made)
         for size in (self.batch_size, last) if batch_sampler is None else ():
             if size and size % self.num_replicas:
@@ -384,14 +423,27 @@ class DataLoader:
     def __len__(self) -> int:
         if self.batch_sampler is not None:
             return len(self.batch_sampler)
+        if self.n is None:
+            raise TypeError(
+                f"DataLoader: its sampler ({type(self.sampler).__name__}) has no len(), so "
+                "neither has the loader"
+            )
         if self.drop_last:
             return self.n // self.batch_size
         return -(-self.n // self.batch_size)
 
+    def _length(self) -> int | None:
+        """``len(self)``, or None for a sampler (or batch sampler) without a length."""
+        try:
+            return len(self)
+        except TypeError:
+            return None
+
     def state_dict(self) -> dict:
         """Where the iteration is: ``{"epoch": e, "batch": b}``, the epoch being iterated
         and the batches already taken from it (the next epoch and 0 between epochs)."""
-        if self._taken is not None and self._taken < len(self):
+        total = self._length()
+        if self._taken is not None and (total is None or self._taken < total):
             return {"epoch": self.epoch - 1, "batch": self._taken}
         return {"epoch": self.epoch, "batch": self._start}
 
@@ -417,10 +469,11 @@ class DataLoader:
                 f"DataLoader.load_state_dict: expected {{'epoch': int, 'batch': int}}, got "
                 f"{state!r}"
             ) from None
-        if epoch < 0 or not 0 <= batch <= len(self):
+        total = self._length()
+        if epoch < 0 or batch < 0 or (total is not None and batch > total):
             raise ValueError(
                 f"DataLoader.load_state_dict: epoch {epoch} and batch {batch} are not a "
-                f"position of this loader ({len(self)} batches per epoch)"
+                f"position of this loader ({total} batches per epoch)"
             )
         self.epoch, self._start, self._taken = epoch, batch, None
 
@@ -433,17 +486,34 @@ class DataLoader:
             return _rng(self.seed, epoch).permutation(self.n)
         return np.arange(self.n)
 
+    def _batches(self, epoch: int):
+        """The epoch's batches of example indices, made as they are taken: a sampler or
+        batch sampler is read lazily, as PyTorch's (an endless one too)."""
+        if self.batch_sampler is not None:
+            for b in self.batch_sampler:
+                yield np.asarray(list(b), dtype=np.int64)
+            return
+        size = self.batch_size
+        if self.sampler is None:
+            order = self.order(epoch)
+            for b in range(len(self)):
+                yield order[b * size : (b + 1) * size]
+            return
+        chunk: list = []
+        for i in self.sampler:
+            chunk.append(int(i))
+            if len(chunk) == size:
+                yield np.asarray(chunk, dtype=np.int64)
+                chunk = []
+        if chunk and not self.drop_last:
+            yield np.asarray(chunk, dtype=np.int64)
+
     def __iter__(self):
         epoch, start = self.epoch, self._start
-        if self.batch_sampler is not None:
-            batches = [np.asarray(list(b), dtype=np.int64) for b in self.batch_sampler]
-        else:
-            order = self.order(epoch)
-            size = self.batch_size
-            batches = [order[b * size : (b + 1) * size] for b in range(len(self))]
         self.epoch, self._start, self._taken = epoch + 1, 0, start
-        for b in range(start, len(batches)):
-            idx = batches[b]
+        for b, idx in enumerate(self._batches(epoch)):
+            if b < start:  # (resumed: taken before the checkpoint)
+                continue
             if len(idx) % self.num_replicas:
                 raise ValueError(
                     f"DataLoader: batch {b} of {len(idx)} examples cannot be cut into "
@@ -451,11 +521,11 @@ class DataLoader:
                 )
             part = len(idx) // self.num_replicas
             idx = idx[self.rank * part : (self.rank + 1) * part]
-            if self.dataset is not None:
+            if self.dataset is not None and not self._sliced:
                 batch = self.collate_fn([self.dataset[int(i)] for i in idx])
             else:
                 made = tuple(creation.constant(a[idx]) for a in self.arrays)
-                batch = made if self.is_tuple else made[0]
+                batch = (list(made) if self._sliced else made) if self.is_tuple else made[0]
             # counted once made: a dataset that raised has not given this batch, and a
             # resume from ``state_dict`` must see it again
             self._taken = b + 1

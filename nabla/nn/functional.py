@@ -402,13 +402,12 @@ def softplus(x, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
     if beta <= 0:
         raise ValueError(f"softplus: beta must be positive, got {beta}")
     x = as_tensor(x, op="softplus")
-    if beta == 1.0:
-        y = unary.softplus(x)
-    else:
-        y = unary.softplus(x * beta) / beta
-    if threshold != 20.0:
-        y = binary.where(x * beta > threshold, x, y)
-    return y
+    if beta == 1.0 and threshold == 20.0:  # (the op is linear from 17 on already)
+        return unary.softplus(x)
+    z = x * beta
+    # x itself above the threshold, as PyTorch's: where ``beta * x`` overflows (float16,
+    # beta 100, x 700) the curve is inf, but the value is x
+    return binary.where(z > threshold, x, unary.softplus(z) / beta)
 
 
 def leaky_relu(x, negative_slope: float = 0.01, inplace: bool = False) -> Tensor:

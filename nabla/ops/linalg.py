@@ -11,7 +11,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..core.dtypes import get_default_dtype, promote_types, to_dtype
+from ..core.dtypes import DType, get_default_dtype, promote_types, to_dtype
 from ..core.ir import same_shape
 from ..core.state import STATE
 from ..runtime.tensor import Tensor
@@ -731,6 +731,10 @@ def norm(x, ord=None, axis=None, keepdims=False):  # noqa: A002 - NumPy's and JA
     x = as_tensor(x, op="linalg.norm")
     if not x.dtype.is_float:
         x = fn.cast(x, get_default_dtype())
+    if x.dtype in (DType.float16, DType.bfloat16):
+        # summed in float32, as PyTorch's: float16 [300, 400]'s squares overflow, its norm
+        # (500) does not
+        return fn.cast(norm(fn.cast(x, DType.float32), ord, axis, keepdims), x.dtype)
     if axis is None:
         if ord is None:
             return _euclid(x, tuple(range(x.ndim)), keepdims)

@@ -699,7 +699,10 @@ def std(
 
     axis, keepdims = _torch_names("std", axis, dim, keepdims, keepdim)
     correction = _correction("std", correction, ddof, dim, unbiased)
-    return fn.sqrt(_var(x, axis, keepdims, correction, "std"))
+    x = _float(x, "std")
+    # the root taken in float32 for a 16-bit float: its variance may exceed the dtype
+    # (float16 [3e4, 4e4, 1]: variance 2.9e8, std 1.7e4) though the std does not
+    return fn.sqrt(_var(_wide(x), axis, keepdims, correction, "std")).cast(x.dtype)
 
 
 def logsumexp(x, axis=None, keepdims=False, *, b=None, return_sign=False, dim=None, keepdim=None):

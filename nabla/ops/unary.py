@@ -238,7 +238,11 @@ neg = _unary(
 )
 exp = _unary("exp", lambda x, y: y, doc="Elementwise exponential ``e ** x``.")
 expm1 = _unary(
-    "expm1", lambda x, y: y + 1.0, doc="Elementwise ``exp(x) - 1``, accurate for ``x`` near 0."
+    # (exp(x), not y + 1: that cancels where y is near -1, and ELU's gradient at -8 in
+    # bfloat16 came out 0)
+    "expm1",
+    lambda x, y: exp(x),
+    doc="Elementwise ``exp(x) - 1``, accurate for ``x`` near 0.",
 )
 log = _unary(
     "log",
@@ -590,8 +594,13 @@ def gelu(x, approximate="none"):
             return 0.5 * x * fn.where(x < 0.0, tail, 2.0 - tail)
         return fn.where(x < _GELU_TAIL_F64, 0.5 * x * tail, by_erf())
     if approximate in (True, "tanh"):
+        if x.dtype in (DType.float16, DType.bfloat16):  # in float32, rounded once (PyTorch)
+            return gelu(x.cast(DType.float32), "tanh").cast(x.dtype)
         c = math.sqrt(2.0 / math.pi)
-        return 0.5 * x * (1.0 + tanh(c * (x + 0.044715 * x * x * x)))
+        # the cubic of |x| > 10 only saturates tanh (exactly 1 in float64 already): clipped
+        # there, it never overflows to an inf whose derivative times 0 is NaN
+        u = fn.clip(x, -10.0, 10.0) if x.dtype.is_float else x
+        return 0.5 * x * (1.0 + tanh(c * (u + 0.044715 * u * u * u)))
     raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
 
 
@@ -610,13 +619,19 @@ def softplus(x):
     x = as_tensor(x, op="softplus")
     if not x.dtype.is_float:
         x = cast(x, get_default_dtype())
-    # log1p(exp(x)) below a threshold where it equals x to the dtype's precision, x above:
-    # smooth, so every derivative is sigmoid's (a max(x, 0) + log1p(exp(-|x|)) form has a
-    # kink at 0 that zeroed the second derivative there). The selects keep exp's input
-    # at most the threshold, so no inf reaches the gradient of the branch not taken.
+    # log1p(exp(x)) for x <= 0, x + log1p(exp(-x)) above, and x itself above a threshold
+    # where that equals x to the dtype's precision: smooth, so every derivative is
+    # sigmoid's (a max(x, 0) + log1p(exp(-|x|)) form has a kink at 0 that zeroed the second
+    # derivative there). Each branch exponentiates a non-positive value, so its backward
+    # never divides the cotangent by 1 + exp(x) first: in float16 that quotient fell below
+    # the normal range and came back 33% off. The selects keep exp's input in range, so no
+    # inf reaches the gradient of a branch not taken.
     big = _SOFTPLUS_LINEAR.get(x.dtype, 17.0)
-    linear = x > big
-    return fn.where(linear, x, log1p(exp(fn.where(linear, big, x))))
+    positive = x > 0.0
+    right = fn.where(positive, x, 0.0)
+    left = fn.where(positive, 0.0, x)
+    curve = fn.where(positive, right + log1p(exp(-right)), log1p(exp(left)))
+    return fn.where(x > big, x, curve)
 
 
 def square(x):

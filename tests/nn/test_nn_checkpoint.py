@@ -143,8 +143,10 @@ def test_data_loader():
     assert [b[1].numpy().tolist() for b in again] == epoch1
     dropped = nn.DataLoader(nb.constant(x), batch_size=4, drop_last=True)
     assert len(dropped) == 2 and [b.shape for b in dropped] == [(4, 2), (4, 2)]
-    with pytest.raises(ValueError, match="same non-zero first dim"):
+    with pytest.raises(ValueError, match="same first dim"):
         nn.DataLoader((x, y[:5]))
+    empty = nn.DataLoader((x[:0], y[:0]), batch_size=4)  # as PyTorch's: no batches
+    assert len(empty) == 0 and list(empty) == []
 
 
 def test_unsigned_dtypes_round_trip(tmp_path):

@@ -363,7 +363,8 @@ def test_a_map_style_dataset_batches_like_its_arrays():
         np.testing.assert_array_equal(batch["x"].numpy(), x.numpy())
         np.testing.assert_array_equal(batch["label"].numpy(), y.numpy())
         assert batch["label"].dtype == nb.int64  # Python ints, as PyTorch's default_collate
-        assert batch["name"] == [f"ex{i}" for i in order[4 * b : 4 * b + 4]]  # kept as a list
+        names = tuple(f"ex{i}" for i in order[4 * b : 4 * b + 4])
+        assert batch["name"] == names  # kept as they are, a tuple (PyTorch's)
     # each of 2 processes reads its half of every global batch of a dataset too
     halves = [
         [
@@ -1491,3 +1492,63 @@ def test_a_module_of_gradients_has_one_tensor_per_parameter():
     # to a float64 LSTM failed inside its scan; a float64 one to a float32 GRU ran in float64)
     with pytest.raises(TypeError, match=r"LSTM\(2, 4\): input dtype float64 does not match"):
         lstm(nb.ones((1, 3, 2), dtype=nb.float64))
+
+
+def test_data_loading_ports_from_torch_utils_data():
+    """What a PyTorch script's data code does, unchanged: samplers without a length, and
+    endless batch samplers, read lazily (they were read whole first, which never ended);
+    ``Dataset[...]`` in a class statement; ``TensorDataset.tensors`` and tensor items;
+    PyTorch's batch containers (a list of fields, a tuple of strings, an ``OrderedDict``
+    kept); an empty dataset giving no batches; ``in_order``."""
+    import collections
+    import itertools
+
+    data = nn.data
+
+    class Evens:
+        def __iter__(self):
+            return iter(range(0, 10, 2))
+
+    rows = np.arange(100, 110)
+    loader = nn.DataLoader(rows.tolist(), batch_size=2, sampler=Evens())
+    assert [b.numpy().tolist() for b in loader] == [[100, 102], [104, 106], [108]]
+    with pytest.raises(TypeError, match="has no len"):
+        len(loader)
+
+    class Sliding:  # an endless batch sampler, as iteration-based training uses
+        def __iter__(self):
+            return ([i, i + 1] for i in itertools.count())
+
+    endless = nn.DataLoader(rows.tolist(), batch_sampler=Sliding())
+    first = [b.numpy().tolist() for b in itertools.islice(endless, 3)]
+    assert first == [[100, 101], [101, 102], [102, 103]]
+
+    class Pairs(data.Dataset[tuple]):
+        def __len__(self):
+            return 3
+
+        def __getitem__(self, i):
+            d = collections.OrderedDict(v=float(i))
+            return i, f"s{i}", d
+
+    batch = next(iter(nn.DataLoader(Pairs(), batch_size=3, in_order=False)))
+    assert type(batch) is list and batch[1] == ("s0", "s1", "s2")
+    assert type(batch[2]) is collections.OrderedDict and batch[2]["v"].dtype == nb.float64
+    batch[0] = batch[0] * 2  # (a list: PyTorch's scripts assign into it)
+
+    ds = data.TensorDataset(np.arange(6.0).reshape(3, 2), np.arange(3))
+    assert isinstance(ds[1][0], nb.Tensor) and ds[1][0].unsqueeze(0).shape == (1, 2)
+    assert ds.tensors[0].shape == (3, 2) and isinstance(ds.tensors[1], nb.Tensor)
+    got = list(nn.DataLoader(ds, batch_size=2))
+    assert type(got[0]) is list and [b[1].numpy().tolist() for b in got] == [[0, 1], [2]]
+    assert list(nn.DataLoader(data.Subset(ds, []), batch_size=2)) == []
+
+
+def test_random_split_takes_a_torch_generator_in_its_third_place():
+    torch = pytest.importorskip("torch")
+    ds = list(range(10))
+    ours = nn.data.random_split(ds, [7, 3], torch.Generator().manual_seed(42))
+    theirs = torch.utils.data.random_split(ds, [7, 3], torch.Generator().manual_seed(42))
+    assert [list(s.indices) for s in ours] == [list(s.indices) for s in theirs]
+    with pytest.raises(TypeError, match="an int or a generator"):
+        nn.data.random_split(ds, [7, 3], 1.5)
