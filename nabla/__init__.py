@@ -409,7 +409,7 @@ from .ops.creation import empty, empty_like, identity, tri, tril_indices, triu_i
 from .ops.transfer import block_until_ready, device_get, device_put
 from .transforms.compile import CompiledFunction, compile
 from .transforms.control_flow import cond, fori_loop, scan, switch, while_loop
-from . import config, distributed, lax, linalg, testing
+from . import autograd, config, distributed, lax, linalg, testing
 
 # ``import nabla.random`` / ``from nabla.random import normal``, as ``jax.random``: the
 # random functions live in the ops layer, and this is that module under its public path
@@ -804,6 +804,7 @@ __all__ = [
     "testing",
     "linalg",
     "lax",
+    "autograd",
     "no_grad",
     "enable_grad",
     "set_grad_enabled",

@@ -258,7 +258,13 @@ class no_grad(contextlib.ContextDecorator):  # noqa: N801 - torch's spelling
 
     _enabled = False
 
-    def __init__(self):
+    def __new__(cls, *fun):
+        if fun and callable(fun[0]) and not isinstance(fun[0], bool):
+            # ``@nb.no_grad`` / ``@nb.enable_grad`` without parentheses, as PyTorch's
+            return cls()(fun[0])
+        return super().__new__(cls)
+
+    def __init__(self, *fun):
         self._previous: list = []  # a stack: a decorated function may recurse
 
     def __enter__(self):

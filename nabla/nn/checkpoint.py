@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import json
+import numbers
 import os
 import struct
 from collections import OrderedDict
@@ -68,9 +69,17 @@ def save(state_dict: Mapping, path, metadata: Mapping | None = None) -> None:
             shown = kind.__qualname__
             if kind.__module__ != "builtins":
                 shown = f"{kind.__module__}.{shown}"
+            hint = (
+                "; a training checkpoint of several state dicts (PyTorch's {'epoch': ..., "
+                "'model_state_dict': ..., 'optimizer_state_dict': ...}) is one flat state "
+                "dict: nn.merge_state_dicts(model=..., optimizer=...), numbers as 0-d arrays "
+                "(np.asarray(epoch)), or pickle it"
+                if isinstance(value, Mapping | numbers.Number)
+                else " (convert another framework's with nb.asarray)"
+            )
             raise TypeError(
-                f"save: {name!r} is a {shown}; a checkpoint holds "
-                "nabla tensors and NumPy arrays (convert another framework's with nb.asarray)"
+                f"save: {name!r} is a {shown}; a checkpoint holds nabla tensors and NumPy "
+                f"arrays{hint}"
             )
         if isinstance(value, np.ndarray):
             check_storable("save", name, value.dtype)

@@ -21,6 +21,7 @@ from . import (
     unary,
     view,
 )
+from . import random as random_ops
 from ._util import as_tensor, device_arg, device_like, norm_axes, norm_axis, readable_now
 
 
@@ -808,6 +809,24 @@ def _fill(x, value):
     return creation.full_like(x, value)
 
 
+def _random_fill(name: str, x, draw):
+    if not x.dtype.is_float:
+        raise TypeError(f"{name}: fills a float tensor with random values, got {x.dtype}")
+    return draw(tuple(x.shape), dtype=x.dtype, device=x.device)
+
+
+def _uniform(x, a=0.0, b=1.0, *, generator=None):
+    """uniform draws in ``[a, b)`` from the global generator (``nb.random.seed``; a
+    ``generator`` is accepted for PyTorch's calls and not used)."""
+    return _random_fill("uniform_", x, lambda s, **kw: random_ops.uniform_(s, a, b, **kw))
+
+
+def _normal(x, mean=0.0, std=1.0, *, generator=None):
+    """normal draws of ``mean`` and ``std`` from the global generator (``nb.random.seed``;
+    a ``generator`` is accepted for PyTorch's calls and not used)."""
+    return _random_fill("normal_", x, lambda s, **kw: random_ops.normal_(s, mean, std, **kw))
+
+
 def _copy(x, src):
     """``src`` (broadcast to ``x``'s shape)."""
     return view.broadcast_to(unary.cast(as_tensor(src, op="copy_"), x.dtype), x.shape)
@@ -948,6 +967,8 @@ _METHODS.update(
         "div": _div,
         "zero_": _in_place_method(_zero, "zero_"),
         "fill_": _in_place_method(_fill, "fill_"),
+        "uniform_": _in_place_method(_uniform, "uniform_"),
+        "normal_": _in_place_method(_normal, "normal_"),
         "copy_": _in_place_method(_copy, "copy_"),
         "clamp_": _in_place_method(_clamp, "clamp_"),
         "lerp_": _in_place_method(_lerp, "lerp_"),

@@ -91,6 +91,8 @@ def test_bad_files_give_clear_errors_and_no_partial_model(tmp_path):
         TypeError, match="is a float; a checkpoint holds nabla tensors and NumPy arrays"
     ):
         nn.save({"x": 1.0}, tmp_path / "bad.safetensors")
+    with pytest.raises(TypeError, match=r"'model' is a collections.OrderedDict.*merge_state_dicts"):
+        nn.save({"model": target.state_dict()}, tmp_path / "nested.safetensors")
 
 
 def test_save_into_a_missing_folder_names_the_path_given(tmp_path, monkeypatch):

@@ -604,3 +604,15 @@ def test_a_none_leaf_in_params_is_skipped_by_every_update():
     state = nb.nn.optim.adamw_init(params)
     new, _ = nb.nn.optim.adamw_update(params, grads, state, lr=0.1)
     assert new["b"] is None and new["w"].shape == (3,)
+
+
+def test_pytorch_optimizers_not_here_say_so():
+    """A ported script's ``optim.NAdam`` or ``lr_scheduler.CyclicLR`` names what there is
+    (it was a bare AttributeError); ``_LRScheduler`` is PyTorch's older base-class name."""
+    with pytest.raises(AttributeError, match=r"has no NAdam .*SGD, Adam, AdamW"):
+        nb.nn.optim.NAdam  # noqa: B018
+    with pytest.raises(AttributeError, match=r"has no CyclicLR .*StepLR"):
+        nb.nn.optim.lr_scheduler.CyclicLR  # noqa: B018
+    with pytest.raises(AttributeError, match="has no attribute 'Nothing'"):
+        nb.nn.optim.Nothing  # noqa: B018
+    assert nb.nn.optim.lr_scheduler._LRScheduler is nb.nn.optim.lr_scheduler.LRScheduler

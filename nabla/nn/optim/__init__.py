@@ -1966,3 +1966,17 @@ class Adagrad(Optimizer):
 
 # the schedulers drive the optimizers above (``torch.optim.lr_scheduler``)
 from . import lr_scheduler  # noqa: E402
+
+# PyTorch's optimizers this module does not have: a ported script's ``optim.NAdam`` says so
+# and names what there is, instead of a bare AttributeError
+_NOT_HERE = {"NAdam", "RAdam", "Adamax", "Adadelta", "LBFGS", "ASGD", "Rprop", "SparseAdam"}
+_NOT_HERE |= {"Adafactor", "swa_utils"}
+
+
+def __getattr__(name: str):
+    if name in _NOT_HERE:
+        raise AttributeError(
+            f"nabla.nn.optim has no {name} (torch.optim.{name}); its optimizers are SGD, "
+            "Adam, AdamW, RMSprop and Adagrad, with functional forms (docs/nn.md)"
+        )
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -253,7 +253,8 @@ class StepLR(LRScheduler):
 
     Args:
         optimizer: the optimizer whose ``lr`` is scheduled.
-        step_size: the period of the decay, in steps (a positive integer).
+        step_size: the period of the decay, in steps (a positive integer, or a float
+            equal to one).
         gamma: the factor applied at each period (default 0.1).
         last_epoch: the index of the last step (default -1: a new schedule).
 
@@ -271,6 +272,8 @@ class StepLR(LRScheduler):
 
     def __init__(self, optimizer, step_size: int, gamma: float = 0.1, last_epoch: int = -1):
         problems = []
+        if isinstance(step_size, float) and step_size.is_integer():
+            step_size = int(step_size)  # (PyTorch's tutorial passes 1.0)
         _positive_int("step_size", step_size, problems)
         _number("gamma", gamma, problems)
         _check("StepLR", problems)
@@ -504,7 +507,9 @@ class MultiplicativeLR(_ByFunction):
     def get_lr(self) -> list:
         """The rate at ``last_epoch``: the current one times ``lr_lambda(last_epoch)``
         (unchanged at step 0)."""
-        if not self._is_initial and self.last_epoch > 0:  # (a resumed schedule: unchanged)
+        # unchanged at the constructor's step only (a resumed schedule too), as PyTorch's:
+        # a SequentialLR handing over at its milestone steps this one to 0, a step
+        if not self._is_initial:
             return [self.optimizer.lr * float(self.lr_lambdas[0](self.last_epoch))]
         return [self.optimizer.lr]
 
@@ -1071,3 +1076,18 @@ class SequentialLR(_OfSchedulers):
 
     def _in_force(self) -> list:
         return [self._schedulers[bisect_right(self._milestones, self.last_epoch)]]
+
+
+_LRScheduler = LRScheduler  # PyTorch's older name of the base class
+
+# PyTorch's schedulers this module does not have: said so, with what there is
+_NOT_HERE = {"CyclicLR", "SWALR"}
+
+
+def __getattr__(name: str):
+    if name in _NOT_HERE:
+        raise AttributeError(
+            f"nabla.nn.optim.lr_scheduler has no {name} (torch.optim.lr_scheduler.{name}); "
+            f"its schedulers are {', '.join(n for n in __all__ if n != 'LRScheduler')}"
+        )
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
