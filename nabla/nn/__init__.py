@@ -36,6 +36,7 @@ from .sharded_checkpoint import load_sharded, save_sharded
 from .transformer import (
     MultiHeadAttention,
     MultiheadAttention,
+    Transformer,
     TransformerDecoder,
     TransformerDecoderLayer,
     TransformerEncoder,
@@ -81,6 +82,7 @@ __all__ = [
     "MultiHeadAttention",
     "MultiheadAttention",
     "Sequential",
+    "Transformer",
     "TransformerDecoder",
     "TransformerDecoderLayer",
     "TransformerEncoder",

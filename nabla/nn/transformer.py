@@ -15,7 +15,7 @@ import math
 
 import numpy as np
 
-from ..ops import unary
+from ..ops import creation, unary
 from ..ops._util import as_tensor
 from ..runtime.tensor import Tensor
 from . import functional as F
@@ -26,6 +26,7 @@ from .module import Module, ModuleList
 __all__ = [
     "MultiHeadAttention",
     "MultiheadAttention",
+    "Transformer",
     "TransformerDecoder",
     "TransformerDecoderLayer",
     "TransformerEncoder",
@@ -744,3 +745,166 @@ class TransformerDecoder(_Stack):
                 tgt_is_causal,
             )
         return x if self.norm is None else self.norm(x)
+
+
+class Transformer(Module):
+    """PyTorch's ``nn.Transformer``: an encoder stack and a decoder stack, each ending in a
+    ``LayerNorm``, with PyTorch's arguments, defaults (``batch_first=False``: sequences
+    ``(length, batch, d_model)``) and parameter names (``encoder.layers.0.self_attn...``,
+    ``encoder.norm``, ``decoder.layers.0.cross_attn...``, ``decoder.norm``), so
+    ``nn.utils.from_torch_state_dict`` loads a PyTorch model's weights. Every weight matrix
+    starts Xavier-uniform, as PyTorch's ``_reset_parameters`` makes it.
+
+    Args:
+        d_model: model width (default 512).
+        nhead: attention heads (default 8).
+        num_encoder_layers: encoder layers (default 6).
+        num_decoder_layers: decoder layers (default 6).
+        dim_feedforward: hidden width of the feed-forward blocks (default 2048).
+        dropout: dropout rate (default 0.1).
+        activation: ``"relu"`` (default), ``"gelu"`` or a callable.
+        custom_encoder: a module used instead of the encoder stack.
+        custom_decoder: a module used instead of the decoder stack.
+        layer_norm_eps: LayerNorm epsilon (default 1e-5).
+        batch_first: sequences are ``(batch, length, d_model)`` (default False, PyTorch's).
+        norm_first: pre-norm layers (default False).
+        bias: must be True (linear layers without bias are not built here).
+        device: accepted for PyTorch's calls (the default device is used).
+        dtype: accepted for PyTorch's calls (the default dtype is used).
+        key: optional RNG key for the initial values (keyword only).
+
+    Raises:
+        ValueError: for ``bias=False``.
+    """
+
+    def __init__(
+        self,
+        d_model: int = 512,
+        nhead: int = 8,
+        num_encoder_layers: int = 6,
+        num_decoder_layers: int = 6,
+        dim_feedforward: int = 2048,
+        dropout: float = 0.1,
+        activation="relu",
+        custom_encoder: Module | None = None,
+        custom_decoder: Module | None = None,
+        layer_norm_eps: float = 1e-5,
+        batch_first: bool = False,
+        norm_first: bool = False,
+        bias: bool = True,
+        device=None,
+        dtype=None,
+        *,
+        key=None,
+    ):
+        super().__init__()
+        if not bias:
+            raise ValueError("Transformer: bias=False is not supported (layers with bias)")
+        k_enc, k_dec, k_init = _keys(key, 3)
+        layer_args = (d_model, nhead, dim_feedforward, dropout, activation, layer_norm_eps)
+        if custom_encoder is not None:
+            self.encoder = custom_encoder
+        else:
+            layer = TransformerEncoderLayer(*layer_args, batch_first, norm_first, key=k_enc)
+            self.encoder = TransformerEncoder(
+                layer, num_encoder_layers, LayerNorm(d_model, layer_norm_eps)
+            )
+        if custom_decoder is not None:
+            self.decoder = custom_decoder
+        else:
+            layer = TransformerDecoderLayer(*layer_args, batch_first, norm_first, key=k_dec)
+            self.decoder = TransformerDecoder(
+                layer, num_decoder_layers, LayerNorm(d_model, layer_norm_eps)
+            )
+        self.d_model, self.nhead, self.batch_first = d_model, nhead, bool(batch_first)
+        matrices = [p for p in self.parameters() if p.ndim > 1]
+        for p, k in zip(matrices, _keys(k_init, len(matrices))):  # each its own draw
+            init.xavier_uniform_(p, key=k)
+
+    def forward(
+        self,
+        src,
+        tgt,
+        src_mask=None,
+        tgt_mask=None,
+        memory_mask=None,
+        src_key_padding_mask=None,
+        tgt_key_padding_mask=None,
+        memory_key_padding_mask=None,
+        src_is_causal=None,
+        tgt_is_causal=None,
+        memory_is_causal: bool = False,
+    ):
+        """Encode ``src``, then decode ``tgt`` attending to the encoding.
+
+        Args:
+            src: the source sequences (``(S, N, E)``, or ``(N, S, E)`` with
+                ``batch_first``).
+            tgt: the target sequences (``(T, N, E)``, or ``(N, T, E)``).
+            src_mask: the encoder's self-attention mask.
+            tgt_mask: the decoder's self-attention mask (e.g.
+                :meth:`generate_square_subsequent_mask`).
+            memory_mask: the decoder's cross-attention mask.
+            src_key_padding_mask: bool ``(N, S)``, True at padding.
+            tgt_key_padding_mask: bool ``(N, T)``, True at padding.
+            memory_key_padding_mask: bool ``(N, S)``, True at padding.
+            src_is_causal: causal encoder self-attention (a hint with ``src_mask``).
+            tgt_is_causal: causal decoder self-attention (a hint with ``tgt_mask``).
+            memory_is_causal: PyTorch's hint for ``memory_mask``; accepted.
+
+        Returns:
+            The decoder's output, shaped as ``tgt``.
+
+        Raises:
+            ValueError: for ``src`` and ``tgt`` of different batch sizes or a width other
+                than ``d_model``.
+        """
+        src, tgt = as_tensor(src, op="Transformer"), as_tensor(tgt, op="Transformer")
+        axis = 0 if self.batch_first else 1
+        if src.ndim == 3 and tgt.ndim == 3 and src.shape[axis] != tgt.shape[axis]:
+            raise ValueError(
+                f"Transformer: src {src.shape} and tgt {tgt.shape} must have one batch size "
+                f"(dim {axis})"
+            )
+        if src.shape[-1] != self.d_model or tgt.shape[-1] != self.d_model:
+            raise ValueError(
+                f"Transformer: the last dim of src {src.shape} and tgt {tgt.shape} must be "
+                f"d_model={self.d_model}"
+            )
+        # (keywords, as PyTorch passes them: a custom encoder or decoder takes these names)
+        memory = self.encoder(
+            src,
+            mask=src_mask,
+            src_key_padding_mask=src_key_padding_mask,
+            is_causal=bool(src_is_causal),
+        )
+        return self.decoder(
+            tgt,
+            memory,
+            tgt_mask=tgt_mask,
+            memory_mask=memory_mask,
+            tgt_key_padding_mask=tgt_key_padding_mask,
+            memory_key_padding_mask=memory_key_padding_mask,
+            tgt_is_causal=bool(tgt_is_causal),
+            memory_is_causal=memory_is_causal,
+        )
+
+    @staticmethod
+    def generate_square_subsequent_mask(sz: int, device=None, dtype=None) -> Tensor:
+        """The causal float mask of ``sz`` positions: 0 on and below the diagonal, ``-inf``
+        above it (PyTorch's).
+
+        Args:
+            sz: the sequence length.
+            device: the mask's device (default: the default device).
+            dtype: its float dtype (default: the default dtype).
+
+        Returns:
+            A ``(sz, sz)`` tensor.
+        """
+        above = np.triu(np.full((sz, sz), -np.inf), 1)
+        return creation.constant(above, dtype=dtype, device=device)
+
+    def extra_repr(self) -> str:
+        """The configuration shown by ``repr``."""
+        return f"d_model={self.d_model}, nhead={self.nhead}, batch_first={self.batch_first}"

@@ -24,6 +24,7 @@ NABLA = {  # the same architectures, PyTorch's sequence-first layout where PyTor
     "stack": lambda: nn.TransformerEncoder(
         nn.TransformerEncoderLayer(8, 2, 16, 0.0), 2, norm=nn.LayerNorm(8)
     ),
+    "transformer": lambda: nn.Transformer(8, 2, 2, 2, 16, 0.0),
 }
 
 
@@ -40,6 +41,8 @@ def test_pytorch_weights_load_and_give_pytorch_s_outputs(name):
     args = [nb.constant(REF[f"{name}/in{i}"]) for i in range(2) if f"{name}/in{i}" in REF]
     if name == "conv2d":  # NCHW -> NHWC and back
         out = model(args[0].moveaxis(1, -1)).moveaxis(-1, 1)
+    elif name == "transformer":  # a causal decoder, by PyTorch's float mask
+        out = model(*args, tgt_mask=nn.Transformer.generate_square_subsequent_mask(4))
     else:
         out = model(*args)
     np.testing.assert_allclose(out.numpy(), REF[f"{name}/out"], rtol=1e-5, atol=2e-6)
@@ -70,3 +73,26 @@ def test_tensors_true_gives_pytorch_tensors_that_load_bfloat16_too():
     mirror.load_state_dict(sd)  # (torch.from_numpy cannot take ml_dtypes' bfloat16)
     got = mirror.weight.detach().float().numpy()
     np.testing.assert_array_equal(got, m.weight.numpy().astype(np.float32).T)
+
+
+def test_transformer_masks_layouts_and_errors():
+    """``nn.Transformer``: PyTorch's causal mask helper, ``batch_first`` either way (the
+    same model on transposed sequences), and shape errors naming both inputs."""
+    mask = nn.Transformer.generate_square_subsequent_mask(3).numpy()
+    assert mask.tolist() == [[0.0, -np.inf, -np.inf], [0.0, 0.0, -np.inf], [0.0, 0.0, 0.0]]
+    seq = nn.Transformer(8, 2, 1, 1, 16, 0.0, key=nb.random.key(1))
+    first = nn.Transformer(8, 2, 1, 1, 16, 0.0, batch_first=True, key=nb.random.key(1))
+    rng = np.random.default_rng(0)
+    src, tgt = rng.standard_normal((5, 2, 8)), rng.standard_normal((4, 2, 8))
+    a = seq(nb.constant(src, dtype=nb.float32), nb.constant(tgt, dtype=nb.float32))
+    b = first(
+        nb.constant(src.swapaxes(0, 1), dtype=nb.float32),
+        nb.constant(tgt.swapaxes(0, 1), dtype=nb.float32),
+    )
+    np.testing.assert_allclose(a.numpy(), b.numpy().swapaxes(0, 1), rtol=1e-5, atol=1e-6)
+    with pytest.raises(
+        ValueError, match=r"src \(5, 2, 8\) and tgt \(4, 3, 8\) must have one batch"
+    ):
+        seq(nb.zeros((5, 2, 8)), nb.zeros((4, 3, 8)))
+    with pytest.raises(ValueError, match="must be d_model=8"):
+        seq(nb.zeros((5, 2, 6)), nb.zeros((4, 2, 6)))

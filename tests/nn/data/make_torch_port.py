@@ -5,9 +5,9 @@
 
 Each case is a PyTorch module whose layouts differ from nabla's (a square ``Linear`` and
 ``Conv2d``, where a weight of the other layout loads without a shape error, and the
-transformer layers, whose attention PyTorch packs): its ``state_dict()``, an input, and
-its output in eval mode. ``CASES`` is shared with the test: each builds the module from a
-``torch.nn``-like namespace.
+transformer layers and ``Transformer``, whose attention PyTorch packs): its
+``state_dict()``, an input, and its output in eval mode. ``CASES`` is shared with the
+test: each builds the module from a ``torch.nn``-like namespace.
 """
 
 from pathlib import Path
@@ -30,6 +30,7 @@ CASES = {
         norm=T.LayerNorm(8),
         enable_nested_tensor=False,
     ),
+    "transformer": lambda T: T.Transformer(8, 2, 2, 2, 16, 0.0),
 }
 
 INPUTS = {  # PyTorch's layouts: (N, C, H, W) images, (L, N, E) sequences unless batch_first
@@ -39,7 +40,11 @@ INPUTS = {  # PyTorch's layouts: (N, C, H, W) images, (L, N, E) sequences unless
     "encoder_pre_gelu": (4, 2, 8),
     "decoder": (4, 2, 8),
     "stack": (2, 4, 8),
+    "transformer": (5, 2, 8),
 }
+# the second argument where there is one (a memory, a target), and the transformer's
+# decoder self-attention mask: causal, PyTorch's generate_square_subsequent_mask(4)
+SECOND = {"decoder": (3, 2, 8), "transformer": (4, 2, 8)}
 
 
 def main():
@@ -50,9 +55,12 @@ def main():
     for name, make in CASES.items():
         m = make(torch.nn).eval()
         x = torch.randn(*INPUTS[name])
-        args = (x, torch.randn(3, 2, 8)) if name == "decoder" else (x,)
+        args = (x, torch.randn(*SECOND[name])) if name in SECOND else (x,)
+        kwargs = {}
+        if name == "transformer":
+            kwargs["tgt_mask"] = torch.nn.Transformer.generate_square_subsequent_mask(4)
         with torch.no_grad():
-            y = m(*args)
+            y = m(*args, **kwargs)
         for k, v in m.state_dict().items():
             out[f"{name}/sd/{k}"] = v.numpy()
         for i, a in enumerate(args):
