@@ -2,10 +2,12 @@
 (``clip_grad_norm_``, ``clip_grad_value_``, also in :mod:`nabla.nn.optim` beside their
 functional forms), parameters as one flat vector (``parameters_to_vector``,
 ``vector_to_parameters``), and a PyTorch ``state_dict`` turned into this model's layouts
-and back (``from_torch_state_dict``, ``to_torch_state_dict``).
+and back (``from_torch_state_dict``, ``to_torch_state_dict``), and ``rnn.pad_sequence``.
 """
 
 from __future__ import annotations
+
+import types
 
 import ml_dtypes
 import numpy as np
@@ -24,7 +26,9 @@ __all__ = [
     "clip_grad_norm_",
     "clip_grad_value_",
     "from_torch_state_dict",
+    "pad_sequence",
     "parameters_to_vector",
+    "rnn",
     "to_torch_state_dict",
     "vector_to_parameters",
 ]
@@ -204,3 +208,48 @@ def _torch_tensor(a: np.ndarray):
     if a.dtype == ml_dtypes.bfloat16:
         return torch.from_numpy(a.view(np.int16).copy()).view(torch.bfloat16)
     return torch.from_numpy(a.copy())
+
+
+def pad_sequence(sequences, batch_first: bool = False, padding_value=0.0, padding_side="right"):
+    """Sequences of different lengths ``(L_i, *rest)`` padded to the longest and stacked
+    (``torch.nn.utils.rnn.pad_sequence``): ``(L, N, *rest)``, or ``(N, L, *rest)`` with
+    ``batch_first``. Differentiable.
+
+    Args:
+        sequences: a list of tensors (or arrays) whose dims after the first agree.
+        batch_first: put the batch dim first (default False, PyTorch's).
+        padding_value: the value of the padded positions (default 0).
+        padding_side: ``"right"`` (default) or ``"left"``.
+
+    Returns:
+        A tensor.
+
+    Raises:
+        ValueError: for no sequences, dims after the first that differ, or another
+            ``padding_side``.
+    """
+    if padding_side not in ("right", "left"):
+        raise ValueError(
+            f"pad_sequence: padding_side must be 'right' or 'left', got {padding_side!r}"
+        )
+    seqs = [as_tensor(s, op="pad_sequence") for s in sequences]
+    if not seqs:
+        raise ValueError("pad_sequence: needs at least one sequence")
+    rest = {tuple(s.shape[1:]) for s in seqs}
+    if len(rest) != 1 or any(s.ndim == 0 for s in seqs):
+        shapes = [tuple(s.shape) for s in seqs]
+        raise ValueError(
+            f"pad_sequence: the sequences' dims after the first must agree, got {shapes}"
+        )
+    longest = max(s.shape[0] for s in seqs)
+    padded = []
+    for s in seqs:
+        gap = longest - s.shape[0]
+        widths = [(gap, 0) if padding_side == "left" else (0, gap)] + [(0, 0)] * (s.ndim - 1)
+        padded.append(view.pad(s, widths, value=padding_value) if gap else s)
+    out = view.stack(padded, axis=0)
+    return out if batch_first else out.swap_axes(0, 1)
+
+
+# ``nn.utils.rnn`` as PyTorch spells it (packed sequences are not built: pad and mask)
+rnn = types.SimpleNamespace(pad_sequence=pad_sequence)

@@ -96,3 +96,24 @@ def test_transformer_masks_layouts_and_errors():
         seq(nb.zeros((5, 2, 8)), nb.zeros((4, 3, 8)))
     with pytest.raises(ValueError, match="must be d_model=8"):
         seq(nb.zeros((5, 2, 6)), nb.zeros((4, 2, 6)))
+
+
+def test_pad_sequence_is_pytorch_s():
+    """``nn.utils.rnn.pad_sequence`` (the tutorials' batching of variable-length
+    sequences): padded to the longest, on either side, batch first or not; gradients
+    reach each sequence's own positions."""
+    seqs = [nb.constant(np.arange(n, dtype=np.float32) + 1) for n in (3, 5, 1)]
+    out = nn.utils.rnn.pad_sequence(seqs, batch_first=True, padding_value=-1.0)
+    assert out.numpy().tolist() == [
+        [1, 2, 3, -1, -1],
+        [1, 2, 3, 4, 5],
+        [1, -1, -1, -1, -1],
+    ]
+    left = nn.utils.rnn.pad_sequence(seqs, padding_side="left")
+    assert left.shape == (5, 3) and left.numpy()[:, 0].tolist() == [0, 0, 1, 2, 3]
+    g = nb.grad(lambda s: (nn.utils.pad_sequence([s, seqs[1]]) * 2.0).sum())(seqs[0])
+    assert g.numpy().tolist() == [2.0, 2.0, 2.0]
+    with pytest.raises(
+        ValueError, match=r"dims after the first must agree, got \[\(3,\), \(2, 2\)\]"
+    ):
+        nn.utils.rnn.pad_sequence([seqs[0], nb.zeros((2, 2))])
