@@ -881,8 +881,6 @@ class agreed_program:
 
     def __enter__(self):
         agree(self.what, self.describe)
-        if not _STATE.depth:
-            _POOL.start_call()
         _STATE.depth += 1
 
     def __exit__(self, *exc):
@@ -964,11 +962,11 @@ def _collective(name, *, over_axes: bool = True, fold=None):
 # reduction loop then ran at half speed: an Allreduce of 256 KiB from one fresh array into
 # another took 2x as long as into a buffer offset by 2 KiB (measured here, 2 processes).
 #
-# The pool holds at least 8 buffers and 512 MiB, and more when one agreed program's call
-# took more (its results alive together): a step that gathers 1 GiB needs that 1 GiB at
+# The pool holds at least 8 buffers and 512 MiB, and more when an agreed program held more
+# at once (its results alive together): a step that gathers 1 GiB needs that 1 GiB at
 # every call anyway, and mapping it afresh each time cost a quarter of the collective's
 # time (page faults and the kernel zeroing the pages). Idle, the pool then holds at most
-# what one call of the largest such program held; never more than a quarter of memory.
+# what the largest such program held; never more than a quarter of memory.
 _POOL_MIN_BYTES = 1 << 14
 _POOL_MAX_BYTES = 1 << 29
 _POOL_MAX = 8
@@ -989,18 +987,14 @@ _PAGE = 4096
 class _BufferPool:
     """Receive buffers (uint8 arrays of a size, with their addresses), least recently used
     first, each reused once only the pool references it (CPython's reference count says
-    so). It keeps ``count`` buffers and ``nbytes`` at most: 8 and 512 MiB, or what one
-    call of an agreed program took when that was more (``start_call`` marks a call)."""
+    so). It keeps ``count`` buffers and ``nbytes`` at most: 8 and 512 MiB, or the most an
+    agreed program has held at once (its results alive together) when that was more."""
 
     def __init__(self):
         self.entries: dict = {}  # id(base) -> (base, address), least recently used first
         self.by_size: dict = {}  # size -> {id(base): None}, least recently taken first
         self.held = 0  # bytes in ``entries``
         self.count, self.nbytes = _POOL_MAX, _POOL_MAX_BYTES
-        self.taken = self.taken_bytes = 0  # by the running program's call so far
-
-    def start_call(self) -> None:
-        self.taken = self.taken_bytes = 0
 
     def take(self, size: int):
         """A free buffer of ``size`` bytes and its address, or a new one (kept when it is
@@ -1026,11 +1020,15 @@ class _BufferPool:
         return base, address
 
     def _took(self, size: int) -> None:
-        if _STATE.depth:  # inside an agreed program: its call's results are alive together
-            self.taken += 1
-            self.taken_bytes += size
-            self.count = max(self.count, self.taken)
-            self.nbytes = min(max(self.nbytes, self.taken_bytes), _POOL_CEILING_BYTES)
+        """Inside an agreed program, raise the bounds to the buffers in use now (the one
+        just taken among them): a program's results are alive together."""
+        if not _STATE.depth:
+            return
+        # 3: the entry's tuple, the loop's name and getrefcount's argument (the buffer
+        # just taken has its caller's reference too)
+        alive = [b.nbytes for b, _ in self.entries.values() if sys.getrefcount(b) > 3]
+        self.count = max(self.count, len(alive))
+        self.nbytes = min(max(self.nbytes, sum(alive)), _POOL_CEILING_BYTES)
 
     def _drop_oldest(self) -> None:
         """Forget the least recently used buffer: freed when its last user is gone."""

@@ -259,9 +259,14 @@ class no_grad(contextlib.ContextDecorator):  # noqa: N801 - torch's spelling
     _enabled = False
 
     def __new__(cls, *fun):
-        if fun and callable(fun[0]) and not isinstance(fun[0], bool):
+        if len(fun) == 1 and callable(fun[0]):
             # ``@nb.no_grad`` / ``@nb.enable_grad`` without parentheses, as PyTorch's
             return cls()(fun[0])
+        if fun:
+            raise TypeError(
+                f"{cls.__name__}() takes no arguments (or a function to decorate), got "
+                f"{fun!r}; set_grad_enabled(mode) takes a flag"
+            )
         return super().__new__(cls)
 
     def __init__(self, *fun):

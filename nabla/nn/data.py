@@ -36,40 +36,41 @@ class Dataset:
 
 
 class TensorDataset(Dataset):
-    """Examples that are the rows of arrays sharing their first dim:
+    """Examples that are the rows of tensors sharing their first dim:
     ``TensorDataset(x, y)[i] == (x[i], y[i])``, each a tensor, as PyTorch's; ``.tensors``
-    holds the whole tensors (``.arrays``, their NumPy values). A :class:`DataLoader` over
-    it slices the arrays, batch by batch.
+    holds the tensors themselves (an in-place change of one, ``ds.tensors[0].sub_(m)``,
+    is the dataset's, as in PyTorch), ``.arrays`` their values. A :class:`DataLoader`
+    over it slices the values batch by batch.
 
     Args:
-        *arrays: Tensors or arrays with the same first dim.
+        *arrays: Tensors or arrays with the same first dim (arrays are copied in).
 
     Raises:
         ValueError: for no arrays or arrays of different lengths.
     """
 
     def __init__(self, *arrays):
-        self.arrays = [a.numpy() if isinstance(a, Tensor) else np.asarray(a) for a in arrays]
-        if not self.arrays or any(a.ndim == 0 for a in self.arrays):
-            shapes = [a.shape for a in self.arrays]
+        self.tensors = tuple(
+            a if isinstance(a, Tensor) else creation.constant(np.asarray(a)) for a in arrays
+        )
+        shapes = [tuple(t.shape) for t in self.tensors]
+        if not self.tensors or any(not s for s in shapes):
             raise ValueError(
                 f"TensorDataset: needs arrays with a first (example) dim, got shapes {shapes}"
             )
-        lengths = {a.shape[0] for a in self.arrays}
-        if len(lengths) != 1:
-            shapes = [a.shape for a in self.arrays]
+        if len({s[0] for s in shapes}) != 1:
             raise ValueError(f"TensorDataset: arrays need the same first dim, got {shapes}")
+
+    @property
+    def arrays(self) -> list:
+        """The tensors' current values, as read-only NumPy arrays."""
+        return [t.numpy() for t in self.tensors]
 
     def __getitem__(self, index):
         return tuple(creation.constant(a[index]) for a in self.arrays)
 
     def __len__(self) -> int:
-        return self.arrays[0].shape[0]
-
-    @property
-    def tensors(self) -> tuple:
-        """The whole tensors, as PyTorch's ``TensorDataset.tensors``."""
-        return tuple(creation.constant(a) for a in self.arrays)
+        return self.tensors[0].shape[0]
 
 
 def _rng(seed: int, *more: int) -> np.random.Generator:
@@ -85,7 +86,8 @@ def default_collate(samples: list):
 
     Containers come out as PyTorch's do: a batch of tuples or lists is a list of fields
     (a namedtuple stays one), a dict keeps its type (an ``OrderedDict`` too), and a field
-    of strings is the sequence of them (a tuple inside a batch, the list at the top).
+    of strings is the sequence of them (a tuple for a tuple's field, a list for a dict's
+    and at the top).
 
     Args:
         samples: a list of examples of the same structure.
@@ -106,7 +108,7 @@ def default_collate(samples: list):
             return type(first)(*fields)
         return fields
     if isinstance(first, dict):
-        collated = {k: default_collate(tuple(s[k] for s in samples)) for k in first}
+        collated = {k: default_collate([s[k] for s in samples]) for k in first}
         try:
             return type(first)(collated)
         except TypeError:  # (a mapping type that takes no dict)
@@ -523,10 +525,12 @@ class DataLoader:
             idx = idx[self.rank * part : (self.rank + 1) * part]
             if self.dataset is not None and not self._sliced:
                 batch = self.collate_fn([self.dataset[int(i)] for i in idx])
-            else:
-                made = tuple(creation.constant(a[idx]) for a in self.arrays)
+            else:  # (a TensorDataset's values as they are now: its tensors may change)
+                arrays = self.dataset.arrays if self._sliced else self.arrays
+                made = tuple(creation.constant(a[idx]) for a in arrays)
                 batch = (list(made) if self._sliced else made) if self.is_tuple else made[0]
             # counted once made: a dataset that raised has not given this batch, and a
             # resume from ``state_dict`` must see it again
             self._taken = b + 1
             yield batch
+        self._taken = None  # the epoch ran out (its length may be unknown: a sampler's)

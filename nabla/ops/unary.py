@@ -439,21 +439,34 @@ def clone(x) -> Tensor:
     """``identity``, whose result owns its memory from the call on: a tensor sharing
     another library's array (``from_dlpack``) has its value copied now, as PyTorch's
     ``clone`` copies, so a later write to that array changes the clone no more than there.
-    (Inside a trace, or batched by ``vmap``, it is ``identity``: a captured array is read
-    at each call.)"""
+    A lazy view of such a tensor (``t[1:3]``, ``t.reshape(...)``, ``t.data``) is computed
+    at the call, then copied. (Inside a trace, or batched by ``vmap``, it is ``identity``:
+    a captured array is read at each call.)"""
+    x = as_tensor(x, op="clone")
+    src = x._impl
+    eager = not src.levels and STATE.recording is None and STATE.body_writes is None
+    if eager and src.buffer is None and _views_borrowed(src):
+        x.realize()  # (from the array as it is now)
     out = identity(x)
-    src, impl = as_tensor(x, op="clone")._impl, out._impl
-    if (
-        borrowed(src.buffer)
-        and impl.buffer is None
-        and not impl.levels
-        and STATE.recording is None
-        and STATE.body_writes is None
-    ):
+    impl = out._impl
+    if eager and borrowed(src.buffer) and impl.buffer is None and not impl.levels:
         impl.buffer = np.array(src.buffer)
         if not is_live(impl.traced):
             impl.node = None
     return out
+
+
+def _views_borrowed(impl, hops: int = 32) -> bool:
+    """Whether a pending value is a view (through ops that move data, and
+    ``stop_gradient``) of a computed buffer in another library's memory."""
+    while impl.buffer is None and hops:
+        node = impl.node
+        if node is None or len(node.inputs) != 1:
+            return False
+        if not (getattr(node.op, "data_movement", False) or node.op.name == "stop_gradient"):
+            return False
+        impl, hops = node.inputs[0], hops - 1
+    return borrowed(impl.buffer)
 
 
 def logical_not(x):

@@ -117,13 +117,12 @@ def owned_buffer(buffer):
 
 
 def owned(t: Tensor) -> Tensor:
-    """``t``, or when its value (computed now) lies in ``borrowed`` memory, a new tensor
-    with a copy of it and no history: what a model keeps of a loaded ``state_dict``."""
+    """``t``, or when its computed value lies in ``borrowed`` memory, a new tensor with a
+    copy of it and no history: what a model keeps of a loaded ``state_dict``. (A value
+    not computed yet is left so: computing it here would cost an evaluation per
+    parameter, and end a compile trace.)"""
     impl = t._impl
-    if impl.levels or not (impl.buffer is not None or impl.node is not None):
-        return t
-    t.realize()
-    if not borrowed(impl.buffer):
+    if impl.levels or not borrowed(impl.buffer):
         return t
     return Tensor._from_buffer(impl.shape, impl.dtype, impl.device, np.array(impl.buffer))
 

@@ -1193,7 +1193,22 @@ class CompiledFunction:
 
     def _trace(self, call):
         """Run the function on placeholders, recording its ops: ``(plan, outputs)``, or
-        ``("fallback", outputs)`` when it realized a value while traced."""
+        ``("fallback", outputs)`` when it realized a value while traced.
+
+        The recorded nodes join the pending set (``nb.realize()`` computes them: the
+        call's outputs and written-back state) once the plan is made: before, another
+        thread's ``nb.realize()`` would compute them, and the plan take them for
+        constants (``ops.pipeline`` keeps a trace's nodes out of it meanwhile)."""
+        made: list = []
+        try:
+            return self._recorded_trace(call, made)
+        finally:
+            if made and STATE.trace_args is None and STATE.body_args is None:
+                for node in made[0]:
+                    GRAPH.pending.add_node(node)
+
+    def _recorded_trace(self, call, made: list):
+        """``_trace``'s work; appends the recorded nodes to ``made``."""
         t0 = time.perf_counter()
         sym_shapes = call.sym_shapes
         placeholders = {}
@@ -1245,6 +1260,7 @@ class CompiledFunction:
             STATE.recording, STATE.recording_rng = old_rec, old_rng
             STATE.size_reads, STATE.writes = old_reads, old_writes
             STATE.grad_block, STATE.trace_args = old_block, old_args
+        made.append(recorded)
         if old_writes is not None:  # an enclosing trace writes them back too
             old_writes.extend(writes)
         state = _written_state(writes, placeholders, recorded)

@@ -5,6 +5,7 @@ is compared with the interpreter bit for bit by the check mode tests/conftest.py
 
 from __future__ import annotations
 
+import gc
 import logging
 import os
 import subprocess
@@ -194,6 +195,10 @@ def test_scratch_kept_between_calls_stays_within_one_budget(rng, monkeypatch):
     holding = [n for n, run in runs.items() if run.raw.__globals__["take"].__self__.sets]
     assert 8 <= len(holding) < 40 and holding == list(range(104 - len(holding), 104))
     assert fast._KEPT.nbytes == sum(n * 256 * 4 for n in holding)
+    del run, kept
+    runs.clear()  # the programs are gone: their kept sets go with them
+    gc.collect()
+    assert fast._KEPT.nbytes == 0 and fast._KEPT.sets == 0 and not fast._KEPT.order
 
 
 def test_a_size_left_symbolic_stays_interpreted():

@@ -363,8 +363,8 @@ def test_a_map_style_dataset_batches_like_its_arrays():
         np.testing.assert_array_equal(batch["x"].numpy(), x.numpy())
         np.testing.assert_array_equal(batch["label"].numpy(), y.numpy())
         assert batch["label"].dtype == nb.int64  # Python ints, as PyTorch's default_collate
-        names = tuple(f"ex{i}" for i in order[4 * b : 4 * b + 4])
-        assert batch["name"] == names  # kept as they are, a tuple (PyTorch's)
+        names = [f"ex{i}" for i in order[4 * b : 4 * b + 4]]
+        assert batch["name"] == names  # a dict's field of strings: a list (PyTorch's)
     # each of 2 processes reads its half of every global batch of a dataset too
     halves = [
         [

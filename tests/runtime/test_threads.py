@@ -273,6 +273,12 @@ def test_another_threads_realize_all_never_computes_a_trace(switch_often):
         watcher.join()
     for g, w in zip(got, want, strict=True):
         np.testing.assert_allclose(g, w, rtol=1e-6)
+    # once a trace is over, its call's outputs are pending like any value: nb.realize()
+    # computes the first call's results too
+    h = nb.compile(lambda v: nb.sin(v) * 2.0)
+    y = h(xs[1])
+    nb.realize()
+    assert y._impl.buffer is not None
 
 
 def test_a_pending_write_is_computed_by_its_own_threads_next_evaluation():

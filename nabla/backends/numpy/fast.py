@@ -39,6 +39,7 @@ import logging
 import math
 import re
 import threading
+import weakref
 from collections import OrderedDict
 from typing import NamedTuple
 
@@ -972,6 +973,21 @@ class _Kept:
         self.limit = _SCRATCH_BUDGET  # bytes kept at most: the budget, or 2 * largest
         self.last = None  # the _Scratch given a set back last
 
+    def forget(self, key: int) -> None:
+        """A lowered function is gone (its program was evicted or freed): its sets go
+        with it, and the largest set is that of the ones left."""
+        with _KEPT_LOCK:
+            gone = self.order.pop(key, None)
+            if gone is None:
+                return
+            self.nbytes -= len(gone.sets) * gone.nbytes
+            self.sets -= len(gone.sets)
+            gone.sets.clear()
+            if self.last is gone:
+                self.last = None
+            self.largest = max((s.nbytes for s in self.order.values()), default=0)
+            self.limit = max(_SCRATCH_BUDGET, 2 * self.largest)
+
     def drop_oldest(self, keep: _Scratch) -> None:
         """Drop the sets of the least recently used functions but ``keep`` until within
         the limits."""
@@ -987,7 +1003,11 @@ class _Kept:
 
 
 _KEPT = _Kept()
-_KEPT_LOCK = threading.Lock()
+_KEPT_LOCK = threading.RLock()
+
+
+def _forget_scratch(key: int) -> None:
+    _KEPT.forget(key)  # (the module's current record: tests swap it)
 
 
 _COUNT = itertools.count()
@@ -1043,6 +1063,8 @@ def _generate(program: Program, unordered: frozenset, respecialize):
     ns.update(relower=respecialize, take=scratch.take, give=scratch.give)
     name = f"<nabla numpy program {next(_COUNT)}: {program.num_ops} ops>"
     exec(compile(src, name, "exec"), ns)  # noqa: S102 - source generated from our own IR
+    if scratch.buffers:  # its kept sets go when the function does (not the scratch: kept)
+        weakref.finalize(ns["raw"], _forget_scratch, id(scratch))
     if CONFIG.debug_compile:
         debug_log(
             LOG,

@@ -344,7 +344,9 @@ def _reduce_sum(x, axes, keepdims):
 
 # NumPy sums pairwise only along the contiguous inner loop; over another axis it adds
 # value by value, and a float32 sum of 10^6 values of 0.1 came out 1% high. Such a sum over
-# more values than this accumulates in float64 (PyTorch's and JAX's sums are this close).
+# more values than this accumulates in float64 (PyTorch's and JAX's sums are this close),
+# unless ``_reduce_sum`` gave it to BLAS first (a leading sum of up to ``_MAX_ONES`` rows:
+# ~1e-4 relative at most, 6.5e-5 measured for 65536 rows)
 _LONG_SUM = 1 << 14
 
 
