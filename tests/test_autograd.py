@@ -136,3 +136,15 @@ def test_tutorial_lines_that_ported_badly():
         got.append(round(seq.get_last_lr()[0], 6))
     # PyTorch 2.14.1's values, run beside this once
     assert got == [0.028, 0.046, 0.064, 0.082, 0.0738, 0.06642, 0.059778, 0.0538]
+
+
+def test_grad_fn_names_the_op_that_made_a_value():
+    """PyTorch's ``grad_fn``: None for leaves and for values no ``requires_grad`` tensor
+    reaches; else the op, with its inputs' nodes."""
+    x = nb.ones((3,), requires_grad=True)
+    y = (x * 2.0).sum()
+    assert x.grad_fn is None and nb.ones((2,)).grad_fn is None
+    assert y.grad_fn.name() == "ReduceSumBackward0" and repr(y.grad_fn).startswith("<")
+    ((inner, _),) = y.grad_fn.next_functions
+    assert inner.name() == "MulBackward0"
+    assert all(f is None for f, _ in inner.next_functions)  # x: a leaf

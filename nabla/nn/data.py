@@ -82,7 +82,7 @@ def _rng(seed: int, *more: int) -> np.random.Generator:
 def default_collate(samples: list):
     """Examples joined into a batch, as PyTorch's ``default_collate``: arrays, tensors and
     numbers stacked along a new first dim into one tensor; tuples, lists and dicts collated
-    position by position (key by key); anything else (strings) kept as a list.
+    position by position (key by key); anything else (strings) kept as it came.
 
     Containers come out as PyTorch's do: a batch of tuples or lists is a list of fields
     (a namedtuple stays one), a dict keeps its type (an ``OrderedDict`` too), and a field

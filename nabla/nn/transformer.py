@@ -802,20 +802,19 @@ class Transformer(Module):
             raise ValueError("Transformer: bias=False is not supported (layers with bias)")
         k_enc, k_dec, k_init = _keys(key, 3)
         layer_args = (d_model, nhead, dim_feedforward, dropout, activation, layer_norm_eps)
-        if custom_encoder is not None:
-            self.encoder = custom_encoder
-        else:
-            layer = TransformerEncoderLayer(*layer_args, batch_first, norm_first, key=k_enc)
-            self.encoder = TransformerEncoder(
-                layer, num_encoder_layers, LayerNorm(d_model, layer_norm_eps)
-            )
-        if custom_decoder is not None:
-            self.decoder = custom_decoder
-        else:
-            layer = TransformerDecoderLayer(*layer_args, batch_first, norm_first, key=k_dec)
-            self.decoder = TransformerDecoder(
-                layer, num_decoder_layers, LayerNorm(d_model, layer_norm_eps)
-            )
+
+        def stack(custom, layer_type, stack_type, num_layers, k):
+            if custom is not None:
+                return custom
+            layer = layer_type(*layer_args, batch_first, norm_first, key=k)
+            return stack_type(layer, num_layers, LayerNorm(d_model, layer_norm_eps))
+
+        self.encoder = stack(
+            custom_encoder, TransformerEncoderLayer, TransformerEncoder, num_encoder_layers, k_enc
+        )
+        self.decoder = stack(
+            custom_decoder, TransformerDecoderLayer, TransformerDecoder, num_decoder_layers, k_dec
+        )
         self.d_model, self.nhead, self.batch_first = d_model, nhead, bool(batch_first)
         matrices = [p for p in self.parameters() if p.ndim > 1]
         for p, k in zip(matrices, _keys(k_init, len(matrices))):  # each its own draw

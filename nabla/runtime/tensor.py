@@ -127,6 +127,37 @@ def owned(t: Tensor) -> Tensor:
     return Tensor._from_buffer(impl.shape, impl.dtype, impl.device, np.array(impl.buffer))
 
 
+class GradFn:
+    """What ``x.grad_fn`` shows of the op that made ``x`` (PyTorch's autograd node):
+    ``name()`` (``"MulBackward0"``) and ``next_functions``, one ``(GradFn or None, 0)``
+    pair per input (None for a leaf or an input nothing differentiates, where PyTorch has
+    its ``AccumulateGrad``)."""
+
+    __slots__ = ("_node",)
+
+    def __init__(self, node):
+        self._node = node
+
+    def name(self) -> str:
+        """The op's name in PyTorch's style, ``<Op>Backward0``."""
+        op = self._node.op.name
+        return "".join(part.capitalize() for part in op.split("_")) + "Backward0"
+
+    @property
+    def next_functions(self) -> tuple:
+        """One ``(GradFn or None, 0)`` per input of the op."""
+        out = []
+        for impl in self._node.inputs:
+            computed = (
+                not impl.requires_grad and REQUIRES_GRAD in impl.traced and impl.node is not None
+            )
+            out.append((GradFn(impl.node) if computed else None, 0))
+        return tuple(out)
+
+    def __repr__(self) -> str:
+        return f"<{self.name()} object>"
+
+
 def read_only_view(a: np.ndarray) -> np.ndarray:
     """A view of ``a`` that cannot be made writeable: its base is a read-only memoryview,
     so ``setflags(write=True)`` raises, as on JAX's arrays. (A plain view with the flag
@@ -629,6 +660,12 @@ class Tensor:
         """PyTorch's ``is_leaf``: False for a tensor computed from a ``requires_grad`` one
         (its ``.grad`` stays None), True for every other."""
         return not self._has_history()
+
+    @property
+    def grad_fn(self):
+        """PyTorch's ``grad_fn``: None for a leaf (or a value no ``requires_grad`` tensor
+        reaches), else the :class:`GradFn` of the op that made this value."""
+        return GradFn(self._impl.node) if self._has_history() else None
 
     def _has_history(self) -> bool:
         """Computed from a ``requires_grad`` leaf (not a leaf itself)?"""
