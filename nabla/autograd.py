@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import types
 
+from .core.state import is_live
 from .ops import creation
 from .runtime.tensor import Tensor
 from .transforms import autodiff
@@ -84,6 +85,11 @@ def grad(
             )
     total = None
     for out, v in zip(outs, vectors, strict=True):
+        if v is not None and tuple(getattr(v, "shape", ())) != tuple(out.shape):
+            raise RuntimeError(
+                f"autograd.grad: mismatch in shape: a grad_outputs entry of shape "
+                f"{tuple(getattr(v, 'shape', ()))} for an output of shape {tuple(out.shape)}"
+            )
         if v is None:
             if out.size != 1:
                 raise RuntimeError(
@@ -124,7 +130,14 @@ class FunctionCtx:
     ``set_materialize_grads`` are accepted (gradients of unused outputs come as zeros)."""
 
     def __init__(self, args):
-        self.needs_input_grad = tuple(isinstance(a, Tensor) and a.dtype.is_float for a in args)
+        # a float tensor some differentiation reaches: ``requires_grad`` (PyTorch's), or a
+        # live ``nb.grad``/``vjp`` level
+        self.needs_input_grad = tuple(
+            isinstance(a, Tensor)
+            and a.dtype.is_float
+            and (a.requires_grad or is_live(a._impl.traced))
+            for a in args
+        )
         self.saved_tensors = ()
 
     def save_for_backward(self, *tensors) -> None:
@@ -178,12 +191,12 @@ def _as_custom_vjp(cls):
         cts = cotangents if isinstance(cotangents, tuple) else (cotangents,)
         got = cls.backward(ctx, *cts)
         got = tuple(got) if isinstance(got, tuple | list) else (got,)
-        if len(got) < n:  # (PyTorch lets trailing non-tensor arguments go unanswered)
-            got = got + (None,) * (n - len(got))
+        if len(got) > n and all(g is None for g in got[n:]):
+            got = got[:n]  # (trailing Nones past the arguments, as PyTorch accepts)
         if len(got) != n:
             raise TypeError(
-                f"autograd.Function {cls.__name__}: backward returned {len(got)} gradients "
-                f"for {n} forward arguments"
+                f"autograd.Function {cls.__name__}: backward returned an incorrect number "
+                f"of gradients (expected {n}, got {len(got)}), one per forward argument"
             )
         return got
 

@@ -148,3 +148,85 @@ def test_grad_fn_names_the_op_that_made_a_value():
     ((inner, _),) = y.grad_fn.next_functions
     assert inner.name() == "MulBackward0"
     assert all(f is None for f, _ in inner.next_functions)  # x: a leaf
+
+
+def test_pytorch_s_checks_and_decorators_on_generators():
+    """PyTorch's errors for a ``grad_outputs`` of another shape (it was broadcast: a wrong
+    gradient) and for a ``Function.backward`` short of gradients (it was padded with
+    zeros); trailing Nones past the arguments accepted; ``needs_input_grad`` False for a
+    tensor nothing differentiates; ``@no_grad``/``@enable_grad`` on a generator function
+    cover its body (they covered making the generator); ``@set_grad_enabled(False)``."""
+    x = nb.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    with pytest.raises(
+        RuntimeError, match=r"mismatch in shape: .*\(2,\) for an output of shape \(\)"
+    ):
+        nb.autograd.grad((x**2).sum(), x, grad_outputs=nb.ones((2,)))
+
+    class Mul(nb.autograd.Function):
+        @staticmethod
+        def forward(ctx, a, b):
+            ctx.save_for_backward(a, b)
+            ctx.flags = ctx.needs_input_grad
+            return a * b
+
+        @staticmethod
+        def backward(ctx, g):
+            a, b = ctx.saved_tensors
+            return (g * b,)  # short: the second gradient missing
+
+    with pytest.raises(TypeError, match=r"incorrect number of gradients \(expected 2, got 1\)"):
+        Mul.apply(x, nb.ones((3,))).sum().backward()
+
+    class Scale(nb.autograd.Function):
+        @staticmethod
+        def forward(ctx, a):
+            return a * 2.0
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * 2.0, None, None  # trailing Nones past the one argument
+
+    x.grad = None
+    Scale.apply(x).sum().backward()
+    assert x.grad.numpy().tolist() == [2.0, 2.0, 2.0]
+    seen = []
+
+    class Flags(nb.autograd.Function):
+        @staticmethod
+        def forward(ctx, a, b, k):
+            seen.append(ctx.needs_input_grad)
+            return a * b * k
+
+        @staticmethod
+        def backward(ctx, g):
+            return g, g, None
+
+    Flags.apply(x, nb.ones((3,)), 2.0)
+    assert seen == [(True, False, False)]
+
+    @nb.no_grad
+    def frozen_steps():
+        for _ in range(2):
+            yield (x * 2).requires_grad, nb.is_grad_enabled()
+
+    assert list(frozen_steps()) == [(False, False), (False, False)]
+    assert nb.is_grad_enabled()
+
+    @nb.enable_grad()
+    def recorded_steps():
+        yield (x * 2).requires_grad
+
+    with nb.no_grad():
+        assert list(recorded_steps()) == [True]
+
+    @nb.set_grad_enabled(False)
+    def off():
+        return (x * 2).requires_grad
+
+    assert off() is False and nb.is_grad_enabled()
+    assert nb.nn.Transformer.generate_square_subsequent_mask(3).dtype is nb.float32
+    with pytest.raises(ValueError, match="std must be >= 0"):
+        nb.zeros((2,)).normal_(0.0, -1.0)
+    w = nb.zeros((200,))
+    w.uniform_(**{"from": 1.0, "to": 2.0})
+    assert 1.0 <= w.numpy().min() and w.numpy().max() < 2.0

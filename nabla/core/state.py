@@ -14,6 +14,8 @@
 from __future__ import annotations
 
 import contextlib
+import functools
+import inspect
 import itertools
 import threading
 from typing import Any, NamedTuple
@@ -272,6 +274,36 @@ class no_grad(contextlib.ContextDecorator):  # noqa: N801 - torch's spelling
     def __init__(self, *fun):
         self._previous: list = []  # a stack: a decorated function may recurse
 
+    def __call__(self, func):
+        """Decorate ``func``; a generator function runs each step of its body inside the
+        block (PyTorch's): a plain wrapper would cover only making the generator."""
+        if not inspect.isgeneratorfunction(func):
+            return super().__call__(func)
+
+        @functools.wraps(func)
+        def generator(*args, **kwargs):
+            gen = func(*args, **kwargs)
+            try:
+                with self:
+                    response = gen.send(None)
+                while True:
+                    try:
+                        request = yield response
+                    except GeneratorExit:
+                        with self:
+                            gen.close()
+                        raise
+                    except BaseException as exc:  # (thrown in by the caller: passed on)
+                        with self:
+                            response = gen.throw(exc)
+                    else:
+                        with self:
+                            response = gen.send(request)
+            except StopIteration as stop:
+                return stop.value
+
+        return generator
+
     def __enter__(self):
         self._previous.append((STATE.no_grad, STATE.grad_block))
         STATE.no_grad = None if self._enabled else _cut_from_now()
@@ -319,8 +351,15 @@ class set_grad_enabled:  # noqa: N801 - torch's spelling
 
     def __init__(self, mode: bool):
         self._previous = (STATE.no_grad, STATE.grad_block)
+        self._mode = bool(mode)
         STATE.no_grad = None if mode else _cut_from_now()
         STATE.grad_block = "on" if mode else "off"
+
+    def __call__(self, func):
+        """``@nb.set_grad_enabled(mode)``: the mode set at the call is undone, and ``func``
+        runs with it (PyTorch's)."""
+        STATE.no_grad, STATE.grad_block = self._previous
+        return (no_grad if not self._mode else enable_grad)()(func)
 
     def __enter__(self):
         return self

@@ -250,7 +250,10 @@ class DataLoader:
 
     ``state_dict()`` (the epoch and the batches already taken in it, two ints) and
     ``load_state_dict`` resume the iteration where it was: put it in a checkpoint, and the
-    resumed run, on any process count, continues with the same global batches.
+    resumed run, on any process count, continues with the same global batches. (With a
+    ``sampler`` or ``batch_sampler`` the batches skipped are those it yields again: a
+    sampler that draws a new order per ``iter``, as torch's ``RandomSampler``, resumes
+    into a new order.)
 
     ``data`` may also be a map-style dataset (an object with ``__len__`` and
     ``__getitem__``, such as a :class:`Dataset` subclass): each batch is then its examples

@@ -15,6 +15,7 @@ import math
 
 import numpy as np
 
+from ..core.dtypes import get_default_dtype
 from ..ops import creation, unary
 from ..ops._util import as_tensor
 from ..runtime.tensor import Tensor
@@ -901,8 +902,8 @@ class Transformer(Module):
         Returns:
             A ``(sz, sz)`` tensor.
         """
-        above = np.triu(np.full((sz, sz), -np.inf), 1)
-        return creation.constant(above, dtype=dtype, device=device)
+        above = np.triu(np.full((sz, sz), -np.inf, np.float32), 1)
+        return creation.constant(above, dtype=dtype or get_default_dtype(), device=device)
 
     def extra_repr(self) -> str:
         """The configuration shown by ``repr``."""

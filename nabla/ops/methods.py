@@ -815,15 +815,22 @@ def _random_fill(name: str, x, draw):
     return draw(tuple(x.shape), dtype=x.dtype, device=x.device)
 
 
-def _uniform(x, a=0.0, b=1.0, *, generator=None):
+def _uniform(x, a=0.0, b=1.0, *, generator=None, **bounds):
     """uniform draws in ``[a, b)`` from the global generator (``nb.random.seed``; a
-    ``generator`` is accepted for PyTorch's calls and not used)."""
+    ``generator`` is accepted for PyTorch's calls and not used; PyTorch's keyword names of
+    the bounds, ``from`` and ``to``, are taken in ``bounds``)."""
+    unknown = set(bounds) - {"from", "to"}
+    if unknown:
+        raise TypeError(f"uniform_: unexpected keyword arguments {sorted(unknown)}")
+    a, b = bounds.get("from", a), bounds.get("to", b)
     return _random_fill("uniform_", x, lambda s, **kw: random_ops.uniform_(s, a, b, **kw))
 
 
 def _normal(x, mean=0.0, std=1.0, *, generator=None):
-    """normal draws of ``mean`` and ``std`` from the global generator (``nb.random.seed``;
-    a ``generator`` is accepted for PyTorch's calls and not used)."""
+    """normal draws of ``mean`` and ``std`` (not negative) from the global generator
+    (``nb.random.seed``; a ``generator`` is accepted for PyTorch's calls and not used)."""
+    if std < 0:
+        raise ValueError(f"normal_: std must be >= 0, got {std}")
     return _random_fill("normal_", x, lambda s, **kw: random_ops.normal_(s, mean, std, **kw))
 
 
