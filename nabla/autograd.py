@@ -268,9 +268,10 @@ def _hvp(func, inputs, v=None, create_graph=False, strict=False):
     args = (inputs,) if single else tuple(inputs)
     tangents = _one_element_default("hvp", args, v, single)
     argnums = 0 if single else tuple(range(len(args)))
-    grad_fn = autodiff.grad(func, argnums=argnums)
-    _, hv = autodiff.jvp(grad_fn, args, tangents)
-    return func(*args), hv
+    # (the value comes with the gradient: ``func`` is not run a second time for it)
+    both = autodiff.value_and_grad(func, argnums=argnums)
+    (value, _), (_, hv) = autodiff.jvp(both, args, tangents)
+    return value, hv
 
 
 def _vhp(func, inputs, v=None, create_graph=False, strict=False):

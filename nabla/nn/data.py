@@ -358,8 +358,8 @@ class DataLoader:
         self.timeout = loader_options.get("timeout", 0)
         self.worker_init_fn = loader_options.get("worker_init_fn")
         self._sliced = type(data) is TensorDataset and collate_fn is None
-        if self._sliced:  # its rows sliced batch by batch: PyTorch's batches, a list
-            self.is_tuple, self.arrays = True, list(data.arrays)
+        if self._sliced:  # its rows sliced batch by batch (its values read at each batch)
+            self.is_tuple, self.arrays = True, []
             lengths = {len(data)}
         elif self.dataset is not None:
             self.is_tuple, self.arrays = False, []

@@ -127,6 +127,13 @@ def owned(t: Tensor) -> Tensor:
     return Tensor._from_buffer(impl.shape, impl.dtype, impl.device, np.array(impl.buffer))
 
 
+def _has_history(impl: TensorImpl) -> bool:
+    """Is the value computed from a ``requires_grad`` leaf (not a leaf itself)?"""
+    if impl.requires_grad or REQUIRES_GRAD not in impl.traced or impl.node is None:
+        return False
+    return any(REQUIRES_GRAD in i.traced for i in impl.node.inputs)
+
+
 class GradFn:
     """What ``x.grad_fn`` shows of the op that made ``x`` (PyTorch's autograd node):
     ``name()`` (``"MulBackward0"``) and ``next_functions``, one ``(GradFn or None, 0)``
@@ -146,13 +153,9 @@ class GradFn:
     @property
     def next_functions(self) -> tuple:
         """One ``(GradFn or None, 0)`` per input of the op."""
-        out = []
-        for impl in self._node.inputs:
-            computed = (
-                not impl.requires_grad and REQUIRES_GRAD in impl.traced and impl.node is not None
-            )
-            out.append((GradFn(impl.node) if computed else None, 0))
-        return tuple(out)
+        return tuple(
+            (GradFn(impl.node) if _has_history(impl) else None, 0) for impl in self._node.inputs
+        )
 
     def __repr__(self) -> str:
         return f"<{self.name()} object>"
@@ -669,10 +672,7 @@ class Tensor:
 
     def _has_history(self) -> bool:
         """Computed from a ``requires_grad`` leaf (not a leaf itself)?"""
-        impl = self._impl
-        if impl.requires_grad or REQUIRES_GRAD not in impl.traced or impl.node is None:
-            return False
-        return any(REQUIRES_GRAD in i.traced for i in impl.node.inputs)
+        return _has_history(self._impl)
 
     @property
     def grad(self):

@@ -448,8 +448,9 @@ class custom_vjp:  # noqa: N801 - JAX's spelling
             levels = [lv for lv in levels if lv < running]
             if not levels:
                 return self.fun(*args)
-        elif not _needs_rule(tensors) and (out := _plain_call(self.fun, args)) is not None:
-            return out
+        elif STATE.recording is None and not levels:  # (``_needs_rule``, from ``levels``)
+            if (out := _plain_call(self.fun, args)) is not None:
+                return out
         # fwd sees the real inputs: residuals keep their links for higher-order reverse mode,
         # while the rule returns no cotangent for the forward outputs (no double counting).
         self._in_fwd.level = max(levels, default=math.inf)

@@ -351,7 +351,7 @@ _LONG_SUM = 1 << 14
 
 
 def _narrow_float(dtype) -> bool:
-    return (dtype.kind == "f" and dtype.itemsize <= 4) or dtype == _HALF_FLOATS[1]
+    return dtype == np.float32 or dtype in _HALF_FLOATS
 
 
 def _sum_accumulator(x, axes):
