@@ -228,6 +228,10 @@ def test_class_indices_out_of_range_are_refused():
     assert np.isfinite(per[0]) and np.isnan(per[1])
     ignored = nb.compile(lambda lg, tg: F.cross_entropy_loss(lg, tg, ignore_index=-100))
     np.testing.assert_allclose(ignored(logits, nb.constant([-100, 1])).item(), np.log(5))
+    # that NaN is made by a division, so debug_nans names it at the call's line (a NaN
+    # constant selected in passed as data, unnamed)
+    with nb.debug_nans(), pytest.raises(FloatingPointError, match="div made NaN"):
+        nb.compile(F.cross_entropy_loss)(logits, bad).item()
 
 
 def test_lazily_computed_class_indices_out_of_range_raise_naming_the_loss():
