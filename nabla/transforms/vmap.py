@@ -85,7 +85,7 @@ def vmap(
             ``nb.lax.psum(x, name)`` (``pmean``, ``pmax``, ``pmin``) inside the function
             reduces over the examples, and ``nb.lax.axis_index(name)`` is each example's
             position.
-        axis_size: the batch size; required when no input is mapped.
+        axis_size: the batch size (a non-negative int); required when no input is mapped.
         spmd_axis_name: mesh axis name (or tuple of names) to split the new batch dim over:
             every mapped input is resharded so its batch dim is split over it, and results
             keep that split. Values never change, only where the blocks live.
@@ -97,8 +97,9 @@ def vmap(
 
     Raises:
         ValueError: for mapped inputs of inconsistent sizes (naming the arguments), a 0-d
-            input with an int axis, an axis out of range, or all-None ``in_axes`` without
-            ``axis_size``.
+            input with an int axis, an axis out of range, all-None ``in_axes`` without
+            ``axis_size``, or a negative ``axis_size``.
+        TypeError: for an ``axis_size`` that is not an int.
 
     Example:
         >>> nb.vmap(lambda x, y: x @ y, in_axes=(0, None))(xs, w)
@@ -118,6 +119,7 @@ def vmap(
     _check_axes_spec("out_axes", out_axes)
     if spmd_axis_name is not None and not isinstance(spmd_axis_name, str | tuple):
         raise TypeError(f"vmap spmd_axis_name must be a str, got {spmd_axis_name!r}")
+    _check_axis_size(axis_size)
 
     @functools.wraps(fun)
     def vmapped(*args, **kwargs):
@@ -261,6 +263,17 @@ def _refuse_batched_writes(writes: list, level: int, out) -> None:
                 "it after the vmap. Return the value from the function instead"
             ),
         )
+
+
+def _check_axis_size(axis_size) -> None:
+    """``axis_size`` is None or a non-negative int (JAX's check): a float was truncated
+    and a negative size failed later, inside the backend."""
+    if axis_size is None:
+        return
+    if isinstance(axis_size, bool) or not isinstance(axis_size, numbers.Integral):
+        raise TypeError(f"vmap axis_size must be an int, got {axis_size!r}")
+    if axis_size < 0:
+        raise ValueError(f"vmap axis_size must be >= 0, got {axis_size}")
 
 
 def _mapped_leaves(leaves, axes, paths, axis_size) -> tuple[list, int]:

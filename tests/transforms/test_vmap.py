@@ -237,6 +237,18 @@ def test_axis_size_with_all_none():
     close(out, np.tile(f32([2.0, 4.0]), (4, 1)))
     out = nb.vmap(lambda: nb.ones((2,)), axis_size=3)()
     close(out, np.ones((3, 2)))
+    out = nb.vmap(lambda x: x, in_axes=None, axis_size=np.int64(2))(nb.ones((3,)))
+    assert out.shape == (2, 3)
+
+
+def test_axis_size_is_checked_at_the_call():
+    """A negative size failed later inside the backend, a float was truncated."""
+    x = nb.ones((3,))
+    with pytest.raises(ValueError, match=r"vmap axis_size must be >= 0, got -1"):
+        nb.vmap(lambda v: v, in_axes=None, axis_size=-1)
+    for bad in (2.5, "2", True):
+        with pytest.raises(TypeError, match="vmap axis_size must be an int"):
+            nb.vmap(lambda v: v, in_axes=None, axis_size=bad)(x)
 
 
 # ----------------------------------------------------------------------------- broadcasting
