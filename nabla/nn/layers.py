@@ -576,14 +576,25 @@ class Upsample(Module):
 
 class _Pool(Module):
     fn = None
-    options: dict = {}  # the functional's further arguments (keyword only): name -> default
+    # the functional's further arguments, in PyTorch's positional order: name -> default
+    options: dict = {}
 
-    def __init__(self, kernel_size, stride=None, padding=0, **options):
+    def __init__(self, kernel_size, stride=None, padding=0, *more, **options):
         super().__init__()
         self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
+        who = type(self).__name__
+        if len(more) > len(self.options):
+            raise TypeError(
+                f"{who}: takes at most {3 + len(self.options)} positional arguments "
+                f"(kernel_size, stride, padding, {', '.join(self.options)}), got {3 + len(more)}"
+            )
+        for name, value in zip(self.options, more):  # PyTorch's positional order
+            if name in options:
+                raise TypeError(f"{who}: got multiple values for argument {name!r}")
+            options[name] = value
         unknown = sorted(set(options) - set(self.options))
         if unknown:
-            raise TypeError(f"{type(self).__name__}: unexpected argument(s) {unknown}")
+            raise TypeError(f"{who}: unexpected argument(s) {unknown}")
         for name, default in self.options.items():
             setattr(self, name, options.get(name, default))
         self._check_padding()
@@ -639,10 +650,22 @@ class MaxPool2d(_Pool):
         padding: int or pair (default 0).
         dilation: int or pair: spacing between window elements (default 1).
         ceil_mode: round the output size up, as PyTorch (default False).
+
+    The arguments are PyTorch's, in its positional order, except ``return_indices``
+    (refused: the gradient goes to each window's first maximum without them).
     """
 
     fn = staticmethod(F.max_pool2d)
     options = {"dilation": 1, "ceil_mode": False}
+
+    def __init__(self, kernel_size, stride=None, padding=0, dilation=1, *more, **options):
+        if more or "return_indices" in options:
+            # PyTorch's fifth positional argument
+            given = options.pop("return_indices", more[0] if more else False)
+            if given:
+                raise TypeError("MaxPool2d: return_indices=True is not supported")
+            more = more[1:]
+        super().__init__(kernel_size, stride, padding, dilation, *more, **options)
 
 
 class AvgPool2d(_Pool):
@@ -652,13 +675,16 @@ class AvgPool2d(_Pool):
         kernel_size: int or pair.
         stride: int or pair (default: ``kernel_size``).
         padding: int or pair (default 0).
+        ceil_mode: round the output size up, as PyTorch (default False).
         count_include_pad: divide by the whole window, padding included (default True, as
             PyTorch); False: by the input elements in it.
-        ceil_mode: round the output size up, as PyTorch (default False).
+        divisor_override: a positive int that divides every window's sum instead.
+
+    The arguments are PyTorch's, in its positional order.
     """
 
     fn = staticmethod(F.avg_pool2d)
-    options = {"count_include_pad": True, "ceil_mode": False}
+    options = {"ceil_mode": False, "count_include_pad": True, "divisor_override": None}
 
 
 class AdaptiveAvgPool2d(Module):

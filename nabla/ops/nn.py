@@ -565,8 +565,17 @@ def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=Fal
     return fn.window_max(_pooled("max_pool2d", x, window, fill), 3)
 
 
-def avg_pool2d(x, kernel_size, stride=None, padding=0, count_include_pad=True, ceil_mode=False):
+def avg_pool2d(
+    x,
+    kernel_size,
+    stride=None,
+    padding=0,
+    ceil_mode=False,
+    count_include_pad=True,
+    divisor_override=None,
+):
     """Mean over ``kernel_size`` windows of NHWC ``x`` (stride defaults to the kernel size).
+    The arguments are PyTorch's, in its order (``ceil_mode`` before ``count_include_pad``).
 
     Args:
         x: float input ``(N, H, W, C)``.
@@ -574,10 +583,11 @@ def avg_pool2d(x, kernel_size, stride=None, padding=0, count_include_pad=True, c
         stride: int, pair or None (default: ``kernel_size``).
         padding: int, pair, ``((top, bottom), (left, right))``, ``"SAME"`` or ``"VALID"``;
             padded positions hold 0.
-        count_include_pad: divide by the full window size (default, padding counts toward the
-            mean) or, if False, by the number of non-padding elements in each window.
         ceil_mode: round the output size up, as PyTorch; what a last window has past the
             padding never counts toward its mean.
+        count_include_pad: divide by the full window size (default, padding counts toward the
+            mean) or, if False, by the number of non-padding elements in each window.
+        divisor_override: a positive int that divides every window's sum instead (PyTorch's).
 
     Returns:
         ``(N, OH, OW, C)``, of ``x``'s dtype.
@@ -591,7 +601,21 @@ def avg_pool2d(x, kernel_size, stride=None, padding=0, count_include_pad=True, c
     x = as_tensor(x, op="avg_pool2d")
     if not x.dtype.is_float:
         raise TypeError(f"avg_pool2d: needs a float tensor, got {x.dtype}")
+    if divisor_override is not None and (
+        isinstance(divisor_override, bool)
+        or not isinstance(divisor_override, numbers.Integral)
+        or divisor_override <= 0
+    ):
+        raise OpError(
+            f"avg_pool2d: divisor_override must be a positive int, got {divisor_override!r}"
+        )
     window = _pool_window("avg_pool2d", x, kernel_size, stride, padding, 1, ceil_mode)
+    if divisor_override is not None:
+        tiles = _tiles(x, window)
+        total = fn.reduce_sum(tiles, 0) if tiles is not None else None
+        if total is None:
+            total = fn.reduce_sum(_pooled("avg_pool2d", x, window, 0.0), 3)
+        return total * (1.0 / int(divisor_override))
     tiles = _tiles(x, window)
     if tiles is not None:  # (no padding: every window counts its whole size)
         return fn.reduce_sum(tiles, 0) * (1.0 / (window.kernel[0] * window.kernel[1]))

@@ -76,6 +76,31 @@ def test_conv2d_pools_and_flatten():
     # 5 rows, kernel 2, stride 2, padding 1: a fourth window would start in the trailing
     # padding, so PyTorch drops it
     assert F.max_pool2d(t(z), 2, 2, 1, ceil_mode=True).shape == (1, 3, 3, 1)
+    # PyTorch's positional order: ceil_mode, then count_include_pad (they were swapped: a
+    # ported F.avg_pool2d(x, 3, 2, 1, True) pooled without ceil_mode, silently)
+    for args in ((3, 2, 1, True), (3, 2, 1, True, False), (3, 1, 1, False, False)):
+        keywords = dict(zip(("ceil_mode", "count_include_pad"), args[3:], strict=False))
+        want = F.avg_pool2d(t(w6), 3, args[1], 1, **keywords).numpy()
+        np.testing.assert_array_equal(F.avg_pool2d(t(w6), *args).numpy(), want)
+        np.testing.assert_array_equal(nn.AvgPool2d(*args)(t(w6)).numpy(), want)
+    assert F.avg_pool2d(t(w6), 3, 2, 1, True).shape == (1, 4, 4, 1)
+    got = nn.MaxPool2d(3, 2, 1, 2, False, True)(t(w6)).numpy()  # dilation, indices, ceil
+    np.testing.assert_array_equal(got, F.max_pool2d(t(w6), 3, 2, 1, 2, ceil_mode=True).numpy())
+    with pytest.raises(TypeError, match="return_indices=True is not supported"):
+        nn.MaxPool2d(3, 2, 1, 1, True)
+    with pytest.raises(TypeError, match="takes at most 6 positional arguments"):
+        nn.AvgPool2d(3, 2, 1, False, True, None, 1)
+    # divisor_override: every window's sum over that number, padding or not
+    got = F.avg_pool2d(t(w6), 3, 2, 1, divisor_override=5).numpy()
+    padded = np.pad(w6, ((0, 0), (1, 1), (1, 1), (0, 0)))
+    np.testing.assert_allclose(got[0, 1, 1, 0], padded[0, 2:5, 2:5, 0].sum() / 5, rtol=1e-6)
+    np.testing.assert_allclose(
+        nn.AvgPool2d(2, divisor_override=3)(t(y)).numpy(),
+        y.reshape(1, 2, 2, 2, 2, 2).sum(axis=(2, 4)) / 3,
+        rtol=1e-6,
+    )
+    with pytest.raises(ValueError, match="divisor_override must be a positive int, got 0"):
+        F.avg_pool2d(t(w6), 2, divisor_override=0)
     # a window longer than the input (kernel 3, dilation 2: 5 rows of 4): no output at
     # stride 1, as PyTorch (it had one, the window run past the input); one at stride 2
     four = np.arange(16.0).reshape(1, 4, 4, 1)
