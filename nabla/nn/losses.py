@@ -10,6 +10,8 @@ layout of the rest of ``nabla.nn``. ``reduction`` is ``"mean"`` (default), ``"su
 
 from __future__ import annotations
 
+import numbers
+
 import numpy as np
 
 from ..core.dtypes import get_default_dtype, result_type
@@ -168,9 +170,10 @@ def nll_loss(
         log_probs: log-probabilities ``(..., C)`` (e.g. from ``log_softmax``).
         target: integer class indices of shape ``log_probs.shape[:-1]``.
         reduction: ``"mean"`` (default), ``"sum"`` or ``"none"``.
-        weight: optional per-class weights ``(C,)`` (keyword only; PyTorch's third
-            positional argument): each target's term is scaled by its class's weight, and
-            ``"mean"`` divides by the summed weights of the counted targets, as PyTorch.
+        weight: optional per-class weights ``(C,)`` (by keyword, or third in place of
+            ``reduction`` as PyTorch's ``F.nll_loss(input, target, weight)``): each target's
+            term is scaled by its class's weight, and ``"mean"`` divides by the summed
+            weights of the counted targets, as PyTorch.
         ignore_index: a class-index value whose targets count for nothing (keyword only;
             ``-100`` by default, as PyTorch's; None counts every target).
 
@@ -178,8 +181,8 @@ def nll_loss(
         The reduced loss.
 
     Raises:
-        TypeError: if ``target`` is not an integer tensor, or for a tensor passed as
-            ``reduction`` (a weight passed by position).
+        TypeError: if ``target`` is not an integer tensor, or for a ``reduction`` that is
+            neither a string nor (with no ``weight``) the class weights.
         ValueError: for mismatched shapes or an unknown ``reduction``.
         IndexError: for a class index out of range (that is not ``ignore_index``) in a
             target that holds values or is computed lazily (one known only when the program
@@ -190,10 +193,10 @@ def nll_loss(
     if not target.dtype.is_int:
         raise TypeError(f"nll_loss: target must hold integer class indices, got {target.dtype}")
     if not isinstance(reduction, str):
-        raise TypeError(
-            f"nll_loss: reduction must be a string, got {type(reduction).__name__}; class "
-            "weights go by keyword: weight=..."
-        )
+        if weight is not None or reduction is None or isinstance(reduction, bool | numbers.Number):
+            raise TypeError(f"nll_loss: reduction must be a string, got {type(reduction).__name__}")
+        # PyTorch's F.nll_loss(input, target, weight): a tensor third is the class weights
+        weight, reduction = reduction, "mean"
     weight = _class_weight("nll_loss", log_probs, weight)
     loss, share = _class_index_loss("nll_loss", log_probs, target, 0.0, weight, ignore_index)
     if share is not None and reduction == "mean":

@@ -116,8 +116,13 @@ def test_nll_loss_weight_and_ignore_index():
     assert F.nll_loss(t(lp), nb.constant(TARGET), weight=t(WEIGHT)).item() == got_f  # -100
     with pytest.raises(IndexError, match=r"class index -100 .*ignore_index=-100"):
         F.nll_loss(t(lp), nb.constant(TARGET), ignore_index=None)  # every target counts
-    with pytest.raises(TypeError, match="class weights go by keyword"):
-        F.nll_loss(t(lp), nb.constant(TARGET), t(WEIGHT))
+    # PyTorch's positional form: the weights third
+    assert F.nll_loss(t(lp), nb.constant(TARGET), t(WEIGHT)).item() == got_f
+    assert F.nll_loss(t(lp), nb.constant(TARGET), WEIGHT.tolist()).item() == pytest.approx(got_f)
+    with pytest.raises(TypeError, match="reduction must be a string, got Tensor"):
+        F.nll_loss(t(lp), nb.constant(TARGET), t(WEIGHT), weight=t(WEIGHT))
+    with pytest.raises(TypeError, match="reduction must be a string, got int"):
+        F.nll_loss(t(lp), nb.constant(TARGET), 1)
 
 
 def test_pointwise_loss_modules():
