@@ -232,6 +232,16 @@ def _bind(rule, in_tensors, out_flat, what, closure=()):
     return _custom_call.bind(list(in_tensors) + list(closure) + list(out_flat), kwargs)
 
 
+def _described(value) -> str:
+    """A value as an error names it: a tensor by its shape and dtype, a sequence by its
+    length."""
+    if isinstance(value, Tensor):
+        return f"a tensor of shape {value.shape} and dtype {value.dtype}"
+    if isinstance(value, tuple | list):
+        return f"a {type(value).__name__} of {len(value)}"
+    return f"a {type(value).__name__}"
+
+
 def _output_leaf(o, what):
     """An output leaf as the node passes it: a Python number is a 0-d tensor (JAX: an
     array), anything else but a tensor is refused."""
@@ -455,9 +465,16 @@ class custom_vjp:  # noqa: N801 - JAX's spelling
         # while the rule returns no cotangent for the forward outputs (no double counting).
         self._in_fwd.level = max(levels, default=math.inf)
         try:
-            (out, res), reads = _run_recorded(lambda: self.fwd(*args))
+            got, reads = _run_recorded(lambda: self.fwd(*args))
         finally:
             self._in_fwd.level = running
+        if not isinstance(got, tuple | list) or len(got) != 2:
+            # (a bare output was unpacked by its rows, and the error then blamed bwd)
+            raise TypeError(
+                f"custom_vjp fwd of {self.fun.__name__} must return a pair (output, "
+                f"residuals), got {_described(got)}"
+            )
+        out, res = got
         o_flat, o_tree = tree_flatten(out)
         rule = _VjpRule(self, res, o_tree, split)
         what = f"custom_vjp fwd of {self.fun.__name__}"

@@ -1580,6 +1580,12 @@ def test_custom_vjp_bwd_cotangents_none_for_a_whole_argument_and_shapes_checked(
     bad.defvjp(lambda x: (x * 2, None), lambda r, c: (nb.ones(5),))
     with pytest.raises(ValueError, match=r"bwd of bad returned a cotangent of shape \(5,\)"):
         nb.grad(lambda x: nb.sum(bad(x)))(ones)
+    # a fwd that returns its output alone is named (it was unpacked by rows: a (2, 3)
+    # input's error blamed bwd, a (2,) one's was "too many values to unpack")
+    bad.defvjp(lambda x: x * 2, lambda r, c: (c * 2,))
+    for shape in ((2, 3), (2,), (3,)):
+        with pytest.raises(TypeError, match=r"fwd of bad must return a pair \(output, resid"):
+            nb.grad(lambda x: nb.sum(bad(x)))(nb.ones(shape))
 
 
 def test_custom_vjp_bwd_cotangents_must_have_the_arguments_structure():
