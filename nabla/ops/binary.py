@@ -581,16 +581,15 @@ def _pow_partials(x, y, out):
 
 
 def _max_partials(x, y, out):
-    # JAX convention: ties split the gradient evenly.
-    gt = (x > y).cast(x.dtype)
+    # JAX's convention: ties split the gradient evenly, and a NaN result (either operand
+    # NaN: no comparison holds) gives neither operand any (the second got it all)
     eq = (x == y).cast(x.dtype) * 0.5
-    return gt + eq, (1.0 - gt) - eq
+    return (x > y).cast(x.dtype) + eq, (y > x).cast(x.dtype) + eq
 
 
 def _min_partials(x, y, out):
-    lt = (x < y).cast(x.dtype)
     eq = (x == y).cast(x.dtype) * 0.5
-    return lt + eq, (1.0 - lt) - eq
+    return (x < y).cast(x.dtype) + eq, (y < x).cast(x.dtype) + eq
 
 
 def _atan2_partials(x, y, out):
@@ -599,7 +598,10 @@ def _atan2_partials(x, y, out):
 
 
 _INT_DIV0 = "Integer division by zero gives 0, as in NumPy."
-_TIES = "Where ``x == y`` the gradient is split evenly between ``x`` and ``y``, as in JAX."
+_TIES = (
+    "Where ``x == y`` the gradient is split evenly between ``x`` and ``y``, and where the "
+    "result is NaN neither gets any, as in JAX."
+)
 
 add = _binary(
     "add",

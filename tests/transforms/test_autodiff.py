@@ -205,6 +205,25 @@ def test_grad_max_ties_split_evenly():
     close(g, f32([[0, 0.5, 0.5], [2 / 3, 2 / 3, 2 / 3]]))
 
 
+def test_grad_maximum_minimum_clip_as_jax_at_ties_and_nan():
+    """Ties split evenly; a NaN result gives neither operand any gradient (the second
+    operand got it all), forward and reverse, as JAX's."""
+    nan = float("nan")
+    x = nb.constant(f32([2.0, 1.0, 1.0, 1.0, nan]))
+    y = nb.constant(f32([1.0, 2.0, 1.0, nan, 1.0]))
+    for op, first in ((nb.maximum, [1, 0, 0.5, 0, 0]), (nb.minimum, [0, 1, 0.5, 0, 0])):
+        gx, gy = nb.grad(lambda a, b, op=op: op(a, b).sum(), argnums=(0, 1))(x, y)
+        (
+            close(gx, f32(first)),
+            close(gy, f32([1 - v if v != 0.5 else 0.5 for v in first[:3]] + [0, 0])),
+        )
+        _, t = nb.jvp(op, (x, y), (nb.ones(5), nb.ones(5)))
+        close(t, f32([1, 1, 1, 0, 0]))
+    lo, hi = nb.constant(-1.0), nb.constant(1.0)
+    grads = nb.grad(lambda v, a, b: nb.clip(v, a, b), argnums=(0, 1, 2))(nb.constant(nan), lo, hi)
+    assert [float(g.item()) for g in grads] == [0.0, 0.0, 0.0]
+
+
 def test_grad_at_set_and_add(rng):
     a = f32(rng.normal(size=(3, 4)))
     g = nb.grad(lambda x: (x.at[1].set(5.0) ** 2).sum())(nb.constant(a))
