@@ -518,8 +518,8 @@ def normal(key_or_shape=(), shape=None, mean=None, std=None, *, dtype=None, devi
 
     Raises:
         TypeError: for a shape given twice or too many positional parameters.
-        ValueError: for a dtype that is not a float, or parameters that do not broadcast to
-            ``shape``.
+        ValueError: for a dtype that is not a float, parameters that do not broadcast to
+            ``shape``, or a number ``std`` below 0 (or NaN).
     """
     key_or_shape = _keyword_key("normal", key_or_shape, key)
     if isinstance(key_or_shape, Tensor) and _dtype_like(mean):  # JAX: normal(key, shape, dtype)
@@ -527,6 +527,9 @@ def normal(key_or_shape=(), shape=None, mean=None, std=None, *, dtype=None, devi
     k, shape, (mean, std, _) = _split_args(key_or_shape, shape, (mean, std, None), "normal")
     mean = 0.0 if mean is None else mean
     std = 1.0 if std is None else std
+    if isinstance(std, numbers.Real) and not isinstance(std, bool) and not std >= 0:
+        # as PyTorch and NumPy (a negative scale flipped the draws' signs, silently)
+        raise ValueError(f"normal: std must be >= 0, got {std}")
     dtype = _float_dtype("normal", dtype)
     mean, std = _cast_bound(mean, dtype), _cast_bound(std, dtype)
     z = _draw(_normal, k, shape, dtype)
@@ -556,7 +559,8 @@ def bernoulli(key_or_shape=(), p=0.5, shape=None, *, device=None, key=None):
         A bool tensor (not differentiable).
 
     Raises:
-        ValueError: if ``key_or_shape`` is a tensor that is not a key (int, shape ``(2,)``).
+        ValueError: if ``key_or_shape`` is a tensor that is not a key (int, shape ``(2,)``),
+            or for a number ``p`` outside ``[0, 1]``.
     """
     key_or_shape = _keyword_key("bernoulli", key_or_shape, key)
     if isinstance(key_or_shape, Tensor):
@@ -567,6 +571,9 @@ def bernoulli(key_or_shape=(), p=0.5, shape=None, *, device=None, key=None):
         k, shape = global_key(), (key_or_shape if shape is None else shape)
     if not isinstance(p, numbers.Number):
         _check_broadcast("bernoulli", norm_shape("bernoulli", shape), {"p": p})
+    elif isinstance(p, numbers.Real) and not 0.0 <= p <= 1.0:
+        # as PyTorch (1.5 drew all True, -0.5 all False, silently)
+        raise ValueError(f"bernoulli: p must be in [0, 1], got {p}")
     u = _draw(_uniform, k, shape, DType.float32)
     return _place(u < p, device)
 

@@ -446,3 +446,21 @@ def test_truncated_normal_cauchy_lognormal_rademacher_are_jax_s():
     r = nb.random.rademacher(k, (10_000,))
     assert r.dtype == nb.int32 and set(r.tolist()) == {-1, 1} and abs(r.numpy().mean()) < 0.05
     assert nb.random.rademacher(k, (2,), dtype=nb.float32).dtype == nb.float32
+
+
+def test_a_negative_std_or_a_probability_outside_0_1_is_refused_as_pytorch():
+    """A negative std flipped the draws' signs and a p of 1.5 drew all True, silently."""
+    k = nb.random.key(0)
+    for draw in (
+        lambda: nb.normal((3,), std=-1.0),
+        lambda: nb.gaussian((3,), 0.0, -1.0),
+        lambda: nb.random.normal(k, (3,), 0.0, float("nan")),
+    ):
+        with pytest.raises(ValueError, match="normal: std must be >= 0"):
+            draw()
+    for p in (1.5, -0.5, 2):
+        with pytest.raises(ValueError, match=rf"bernoulli: p must be in \[0, 1\], got {p}"):
+            nb.random.bernoulli(k, p, (3,))
+    assert nb.random.bernoulli(k, 1, (3,)).tolist() == [True] * 3
+    assert nb.random.bernoulli(k, 0.0, (3,)).tolist() == [False] * 3
+    assert np.all(nb.normal((2,), std=0.0).numpy() == 0.0)
