@@ -396,7 +396,7 @@ def register_pytree_node(
         None.
 
     Raises:
-        TypeError: if ``nodetype`` is not a type.
+        TypeError: if ``nodetype`` is not a type, or a function given is not callable.
         ValueError: if ``nodetype`` is already registered or is a built-in node type.
 
     Example:
@@ -409,6 +409,18 @@ def register_pytree_node(
     """
     if not isinstance(nodetype, type):
         raise TypeError(f"register_pytree_node expects a type, got {nodetype!r}")
+    # checked here: a registration that fails only when a value of the type is flattened
+    # broke every later transform of any value of it (int with None functions: all of them)
+    for name, f in (("flatten_fn", flatten_fn), ("unflatten_fn", unflatten_fn)):
+        if not callable(f):
+            raise TypeError(
+                f"register_pytree_node({nodetype.__name__}): {name} must be callable, got {f!r}"
+            )
+    if flatten_with_keys_fn is not None and not callable(flatten_with_keys_fn):
+        raise TypeError(
+            f"register_pytree_node({nodetype.__name__}): flatten_with_keys_fn must be callable, "
+            f"got {flatten_with_keys_fn!r}"
+        )
     if nodetype in _registry or nodetype in _BUILTIN_HANDLERS:
         raise ValueError(f"Duplicate pytree node type registration for {nodetype!r}")
 

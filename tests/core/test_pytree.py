@@ -338,6 +338,23 @@ def test_register_non_type_raises():
         pt.register_pytree_node("notatype", lambda x: ((), None), lambda aux, ch: None)
 
 
+def test_register_refuses_functions_that_are_not_callable():
+    """Checked at the registration: int registered with None functions broke every later
+    flatten of an int (every transform's arguments) with an unrelated TypeError."""
+
+    class Late:
+        pass
+
+    with pytest.raises(TypeError, match=r"register_pytree_node\(int\): flatten_fn must be"):
+        pt.register_pytree_node(int, None, None)
+    with pytest.raises(TypeError, match="unflatten_fn must be callable"):
+        pt.register_pytree_node(Late, lambda x: ((), None), 3)
+    with pytest.raises(TypeError, match="flatten_with_keys_fn must be callable"):
+        pt.register_pytree_node(Late, lambda x: ((), None), lambda a, c: Late(), "keys")
+    assert pt.tree_leaves((1, 2.0)) == [1, 2.0]  # nothing was registered
+    pt.register_pytree_node(Late, lambda x: ((), None), lambda a, c: Late())  # still free
+
+
 def test_registered_type_previously_seen_as_leaf():
     class Late:
         def __init__(self, v):
