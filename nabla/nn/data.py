@@ -353,6 +353,8 @@ class DataLoader:
                 "or a dataset (an object with __len__ and __getitem__)"
             )
         self.dataset = data if _is_dataset(data) else None
+        if collate_fn is not None and not callable(collate_fn):  # (failed at the first batch)
+            raise TypeError(f"DataLoader: collate_fn must be callable, got {collate_fn!r}")
         self.collate_fn = default_collate if collate_fn is None else collate_fn
         self.generator = loader_options.get("generator")
         self.timeout = loader_options.get("timeout", 0)

@@ -822,6 +822,15 @@ def clip(x, min=None, max=None, *, a_min=None, a_max=None):  # noqa: A002
                     f"clip: the bound {int(bound)} is out of range for {x.dtype.value} "
                     f"[{lo}, {hi}] (tensor of shape {x.shape})"
                 )
+        shape = getattr(bound, "shape", None)
+        if shape is not None:  # (the error named maximum or minimum)
+            try:
+                np.broadcast_shapes(tuple(x.shape), tuple(shape))
+            except ValueError:
+                raise OpError(
+                    f"clip: a bound of shape {tuple(shape)} does not broadcast with x of shape "
+                    f"{x.shape}"
+                ) from None
     if min is not None:
         x = maximum(x, min)
     if max is not None:

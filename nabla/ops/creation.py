@@ -257,9 +257,14 @@ def from_dlpack(x) -> Tensor:
         device is an accelerator).
 
     Raises:
-        TypeError: when NumPy cannot import ``x``'s dtype through DLPack (bfloat16):
-            ``nb.constant(x)`` copies it instead.
+        TypeError: for an object without ``__dlpack__``, or when NumPy cannot import
+            ``x``'s dtype through DLPack (bfloat16): ``nb.constant(x)`` copies it instead.
     """
+    if not hasattr(x, "__dlpack__"):
+        raise TypeError(
+            f"from_dlpack: expects an object exporting DLPack (with __dlpack__), got "
+            f"{type(x).__name__}; nb.constant(x) copies other values"
+        )
     try:
         arr = np.from_dlpack(x)
     except (RuntimeError, BufferError):

@@ -65,7 +65,16 @@ def _to(self, *args, device=None, dtype=None, non_blocking=False, copy=False):
     if device is not None:
         out = transfer.to_device(out, device_arg("to", device))
     if dtype is not None:
-        out = unary.cast(out, dtype)
+        try:
+            out = unary.cast(out, dtype)
+        except TypeError as e:
+            if not isinstance(dtype, str):
+                raise
+            # a string that is neither: name both readings (it read "cast: unsupported
+            # dtype 'tpu:7'", where a device was meant)
+            raise TypeError(
+                f"to: {dtype!r} is neither a device (e.g. 'cpu', 'cuda', 'gpu:1') nor a dtype ({e})"
+            ) from None
     return unary.identity(out) if copy and out is self else out
 
 

@@ -947,6 +947,8 @@ def pad(
     pads = _norm_pads(x, paddings)
     if mode == "empty":
         mode, value = "constant", 0
+    if isinstance(value, str | bytes):  # (NumPy's "could not convert string to float")
+        raise TypeError(f"pad: the fill value must be a number or a tensor, got {value!r}")
     if mode == "constant" and not (
         isinstance(value, Tensor) or np.ndim(value) == 0 or np.size(value) == 1
     ):

@@ -585,6 +585,8 @@ class Tensor:
 
     @requires_grad.setter
     def requires_grad(self, value: bool):
+        if not isinstance(value, bool | np.bool_):  # PyTorch's check ("yes" was True)
+            raise TypeError(f"requires_grad must be a bool, got {value!r}")
         value = bool(value)
         if value and not (self.dtype.is_float):
             raise TypeError(f"requires_grad needs a float tensor, got {self.dtype}")

@@ -238,6 +238,20 @@ def _to_tensor_leaf(x):
     return x
 
 
+def _primal_leaves(flat: list, what: str) -> list:
+    """The leaves of ``vjp``'s or ``jvp``'s primals as tensors (numbers and arrays made
+    tensors); a string or another object is JAX's TypeError (it was returned as it was,
+    as if differentiated)."""
+    out = [_to_tensor_leaf(x) for x in flat]
+    for i, x in enumerate(out):
+        if not isinstance(x, Tensor | bool | np.bool_):
+            raise TypeError(
+                f"{what}: primal leaf {i} is a {type(x).__name__} ({x!r:.40}), which cannot be "
+                "differentiated: primals hold tensors, arrays or numbers; pass it by closure"
+            )
+    return out
+
+
 def _scalar_output(o):
     """A Python number, NumPy scalar or NumPy array a differentiated function returns, as
     the tensor JAX makes it (a constant: its derivative is zero); any other value is
@@ -345,7 +359,7 @@ def vjp(fun, *primals, has_aux=False):
 
 def _vjp(fun, primals, has_aux, level):
     flat, tree = tree_flatten(primals)
-    flat = [_to_tensor_leaf(x) for x in flat]
+    flat = _primal_leaves(flat, "vjp")
     wrapped = [_fresh(x, level) if isinstance(x, Tensor) and x.dtype.is_float else x for x in flat]
     # the inputs' values, taken before ``fun`` runs: an in-place update of an argument
     # (``x.mul_(2)``) gives the argument object a new value, and the derivative is with
@@ -447,10 +461,16 @@ def value_and_grad(fun, argnums=0, has_aux=False, *, realize=False):
         >>> nb.value_and_grad(lambda x: (x * x).sum())(nb.constant([1.0, 2.0]))
     """
     check_callable("value_and_grad", fun)
+    return _value_and_grad(fun, argnums, has_aux, realize, "value_and_grad")
+
+
+def _value_and_grad(fun, argnums, has_aux, realize, what: str):
+    """``value_and_grad``'s function; its errors name ``what`` (``grad`` or
+    ``value_and_grad``: the transform the user called)."""
 
     @functools.wraps(fun)
     def wrapper(*args, **kwargs):
-        f, dyn, single = _split_argnums(fun, args, kwargs, argnums, "grad")
+        f, dyn, single = _split_argnums(fun, args, kwargs, argnums, what)
         with grad_level() as level:
             result = _value_and_grad_at(f, dyn, level, single)
         if realize:
@@ -462,19 +482,19 @@ def value_and_grad(fun, argnums=0, has_aux=False, *, realize=False):
         out, pullback = res[0], res[1]
         if isinstance(out, int) and not isinstance(out, bool):  # JAX: int32 output
             raise TypeError(
-                f"grad requires a float output, got the Python int {out} (int32); return a "
+                f"{what} requires a float output, got the Python int {out} (int32); return a "
                 "float, or use vjp for integer outputs"
             )
         out = _scalar_output(out)  # a constant function (a float, NumPy's): zero gradients
         if not isinstance(out, Tensor):
-            raise TypeError(f"grad needs the function to return a scalar tensor, got {type(out)}")
+            raise TypeError(f"{what} needs the function to return a scalar tensor, got {type(out)}")
         if any(d != 1 for d in out.shape):  # a single element, e.g. (1,), as torch.autograd
             raise TypeError(
-                f"grad requires a scalar (single-element) output, got shape {out.shape}; "
+                f"{what} requires a scalar (single-element) output, got shape {out.shape}; "
                 "use vjp or jacrev for non-scalar outputs"
             )
         if not out.dtype.is_float:
-            raise TypeError(f"grad requires a float output, got {out.dtype}")
+            raise TypeError(f"{what} requires a float output, got {out.dtype}")
 
         # the seed is a constant, unbatched under vmap: the backward ops broadcast it
         # inside their kernels rather than a copy per batch element. Inside a shard_map,
@@ -520,7 +540,7 @@ def grad(fun, argnums=0, has_aux=False, *, realize=False):
         1.0
     """
     check_callable("grad", fun)
-    vg = value_and_grad(fun, argnums, has_aux, realize=realize)
+    vg = _value_and_grad(fun, argnums, has_aux, realize, "grad")
 
     @functools.wraps(fun)
     def wrapper(*args, **kwargs):
@@ -559,7 +579,7 @@ def jvp(fun, primals, tangents, has_aux=False):
     t_flat, t_tree = tree_flatten(tuple(tangents))
     if p_tree != t_tree:
         raise TypeError(f"jvp: tangents structure {t_tree} does not match primals {p_tree}")
-    p_flat = [_to_tensor_leaf(p) for p in p_flat]
+    p_flat = _primal_leaves(p_flat, "jvp")
     t_flat = [
         _check_tangent(i, p, t) if isinstance(p, Tensor) else t
         for i, (p, t) in enumerate(zip(p_flat, t_flat))
@@ -929,7 +949,14 @@ def hessian(fun, argnums=0, has_aux=False):
         [[6.0, 0.0], [0.0, 12.0]]
     """
     check_callable("hessian", fun)
-    return jacfwd(jacrev(fun, argnums, has_aux), argnums, has_aux)
+    inner = jacfwd(jacrev(fun, argnums, has_aux), argnums, has_aux)
+
+    @functools.wraps(fun)
+    def wrapper(*args, **kwargs):
+        _split_argnums(fun, args, kwargs, argnums, "hessian")  # (its errors named jacfwd)
+        return inner(*args, **kwargs)
+
+    return wrapper
 
 
 # ----------------------------------------------------------------------------- PyTorch style

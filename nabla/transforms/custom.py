@@ -38,7 +38,7 @@ from ..core.state import (
     visible,
 )
 from ..ops import batching
-from ..ops._util import as_tensor
+from ..ops._util import as_tensor, check_callable
 from ..ops.base import Operation
 from ..ops.unary import stop_gradient
 from ..runtime.tensor import Tensor
@@ -745,6 +745,7 @@ def checkpoint(fun=None, *, prevent_cse=True, policy=None, static_argnums=()):
         return functools.partial(
             checkpoint, prevent_cse=prevent_cse, policy=policy, static_argnums=static_argnums
         )
+    check_callable("checkpoint", fun)
     static = (static_argnums,) if isinstance(static_argnums, int) else tuple(static_argnums)
 
     @functools.wraps(fun)

@@ -365,7 +365,12 @@ def _unbatch(out, level, size, out_axes):
             if ax is None:
                 result.append(leaf)
                 continue
-
+            if not isinstance(leaf, np.ndarray | np.generic | numbers.Number):
+                # (JAX's TypeError; it read "constant: cannot make a tensor from str")
+                raise TypeError(
+                    f"vmap: the function returned a {type(leaf).__name__} ({leaf!r:.40}) where "
+                    "outputs are tensors, arrays or numbers (or give it out_axes None)"
+                )
             leaf = as_tensor(leaf)
         if ax is None:
             if level in leaf._impl.levels:

@@ -1090,3 +1090,42 @@ def test_an_index_out_of_range_under_vmap_names_one_example_s_shapes():
         nb.vmap(lambda a, i: nb.gather(a, i, 0))(nb.ones((2, 3, 4)), below).numpy()
     with pytest.raises(IndexError, match=r"setitem on a tensor of shape \(3, 4\).*per example"):
         nb.vmap(lambda a, i: a.at[i].set(1.0))(nb.ones((2, 3, 4)), idx).numpy()
+
+
+def test_misuses_a_probe_found_raise_at_the_call_naming_the_function():
+    """Each was accepted (a wrong or confusing result later) or failed inside NumPy with a
+    message that named nothing of the user's."""
+    x = nb.ones((3,))
+    for transform in (
+        lambda: nb.vjp(lambda v: v, "abc"),
+        lambda: nb.jvp(lambda v: v, ("a",), ("a",)),
+    ):
+        with pytest.raises(TypeError, match=r"(vjp|jvp): primal leaf 0 is a str"):
+            transform()
+    with pytest.raises(TypeError, match="checkpoint: expected a function, got int 5"):
+        nb.checkpoint(5)
+    with pytest.raises(TypeError, match="from_dlpack: expects an object exporting DLPack"):
+        nb.from_dlpack("abc")
+    with pytest.raises(TypeError, match="pad: the fill value must be a number or a tensor"):
+        nb.pad(x, [(1, 1)], value="x")
+    with pytest.raises(TypeError, match="to: 'tpu:7' is neither a device"):
+        x.to("tpu:7")
+    with pytest.raises(ValueError, match=r"clip: a bound of shape \(4,\) does not broadcast"):
+        nb.clip(x, nb.ones((4,)), 5.0)
+    with pytest.raises(TypeError, match="value_and_grad requires a scalar"):
+        nb.value_and_grad(lambda v: v)(x)
+    with pytest.raises(TypeError, match="argument 0 of hessian must have a float dtype"):
+        nb.hessian(lambda v: v)(x.cast(nb.int32))
+    with pytest.raises(TypeError, match="vmap: the function returned a str"):
+        nb.vmap(lambda v: "s")(x)
+    t = nb.ones((2,))
+    with pytest.raises(TypeError, match="requires_grad must be a bool, got 'yes'"):
+        t.requires_grad = "yes"
+    t.requires_grad = np.True_
+    assert t.requires_grad is True
+    opt = nb.nn.optim.Adam({"w": nb.ones((2,))}, lr=0.1)
+    with pytest.raises(TypeError, match=r"LambdaLR: lr_lambda\(0\) returned 'x'"):
+        nb.nn.optim.lr_scheduler.LambdaLR(opt, lambda e: "x")
+    data = nb.nn.data.TensorDataset(nb.ones((4, 2)))
+    with pytest.raises(TypeError, match="DataLoader: collate_fn must be callable"):
+        nb.nn.DataLoader(data, batch_size=2, collate_fn=5)

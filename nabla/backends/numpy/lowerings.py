@@ -739,7 +739,8 @@ def _index_error(op, err, x, idx, what=None, batch_dims=0):
     value, whose positions the user never wrote). Under vmap (``batch_dims``) the shapes
     are one example's, as the user wrote the call."""
     tail = (
-        f"an index computed in the graph is checked when the program runs; {_JAX_OUT_OF_BOUNDS[op]}"
+        "an index known only when the program runs (a compiled function's argument, or "
+        f"computed in the graph) is checked then; {_JAX_OUT_OF_BOUNDS[op]}"
     )
     x_shape, idx_shape = x.shape[batch_dims:], np.shape(idx)[batch_dims:]
     if batch_dims:

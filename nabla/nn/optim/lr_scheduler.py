@@ -470,6 +470,18 @@ class _ByFunction(LRScheduler):
     def _state_keys(self) -> list:
         return [k for k in super()._state_keys() if k != "lr_lambdas"]
 
+    def _factor(self) -> float:
+        """``lr_lambda(last_epoch)`` as a float; anything else names the scheduler (it read
+        "could not convert string to float")."""
+        got = self.lr_lambdas[0](self.last_epoch)
+        try:
+            return float(got)
+        except (TypeError, ValueError):
+            raise TypeError(
+                f"{type(self).__name__}: lr_lambda({self.last_epoch}) returned {got!r}; it must "
+                "return a number (the factor for that step)"
+            ) from None
+
 
 class LambdaLR(_ByFunction):
     """The initial rate times ``lr_lambda(last_epoch)`` (``torch.optim.lr_scheduler.
@@ -490,7 +502,7 @@ class LambdaLR(_ByFunction):
 
     def get_lr(self) -> list:
         """The rate at ``last_epoch``: the initial one times ``lr_lambda(last_epoch)``."""
-        return [b * float(f(self.last_epoch)) for f, b in zip(self.lr_lambdas, self.base_lrs)]
+        return [b * self._factor() for b in self.base_lrs]
 
 
 class MultiplicativeLR(_ByFunction):
@@ -510,7 +522,7 @@ class MultiplicativeLR(_ByFunction):
         # unchanged at the constructor's step only (a resumed schedule too), as PyTorch's:
         # a SequentialLR handing over at its milestone steps this one to 0, a step
         if not self._is_initial:
-            return [self.optimizer.lr * float(self.lr_lambdas[0](self.last_epoch))]
+            return [self.optimizer.lr * self._factor()]
         return [self.optimizer.lr]
 
 
