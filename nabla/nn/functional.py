@@ -819,6 +819,7 @@ def scaled_dot_product_attention(
     scale: float | None = None,
     training: bool = True,
     rng_key: Tensor | None = None,
+    enable_gqa: bool = False,
 ) -> Tensor:
     """``softmax(query @ key^T * scale + mask) @ value``.
 
@@ -833,6 +834,9 @@ def scaled_dot_product_attention(
         scale: the score scale (default ``1 / sqrt(E)``).
         training: apply ``dropout_p`` only when True.
         rng_key: optional RNG key for the dropout mask.
+        enable_gqa: grouped-query attention, as PyTorch's: ``key`` and ``value`` with
+            ``Hkv`` heads (dim -3) serve a ``query`` of ``Hq`` heads, ``Hq`` a multiple of
+            ``Hkv``; each key/value head serves ``Hq // Hkv`` consecutive query heads.
 
     Returns:
         ``(..., L, Ev)``.
@@ -843,6 +847,14 @@ def scaled_dot_product_attention(
     q = as_tensor(query, op="scaled_dot_product_attention")
     k = as_tensor(key, op="scaled_dot_product_attention")
     v = as_tensor(value, op="scaled_dot_product_attention")
+    if enable_gqa and min(q.ndim, k.ndim, v.ndim) >= 3 and k.shape[-3] != q.shape[-3]:
+        hq, hk = q.shape[-3], k.shape[-3]
+        if hk == 0 or hq % hk or v.shape[-3] != hk:
+            raise ValueError(
+                f"scaled_dot_product_attention: with enable_gqa the query's heads (dim -3 of "
+                f"{q.shape}) must be a multiple of the key's and value's ({k.shape}, {v.shape})"
+            )
+        k, v = (view.repeat(t, hq // hk, axis=-3) for t in (k, v))
     if q.ndim < 2 or k.ndim < 2 or v.ndim < 2:
         raise ValueError(
             f"scaled_dot_product_attention: query, key and value need (..., length, dim), got "

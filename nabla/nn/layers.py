@@ -257,20 +257,23 @@ class Conv2d(Module):
         """Convolve ``x`` of shape ``(N, H, W, in_channels)``.
 
         Args:
-            x: the input images.
+            x: the input images (or one unbatched ``(H, W, in_channels)`` image, as
+                PyTorch takes ``(C, H, W)``).
 
         Returns:
-            ``(N, OH, OW, out_channels)``.
+            ``(N, OH, OW, out_channels)`` (``(OH, OW, out_channels)`` for one image).
 
         Raises:
-            ValueError: if ``x`` is not 4-D with ``in_channels`` channels.
+            ValueError: if ``x`` is not 3-D or 4-D with ``in_channels`` channels.
         """
         x = as_tensor(x, op="Conv2d")
-        if x.ndim != 4 or x.shape[-1] != self.in_channels:
+        if x.ndim not in (3, 4) or x.shape[-1] != self.in_channels:
             raise ValueError(
                 f"Conv2d({self.extra_repr()}): input of shape {x.shape} is not "
                 f"(N, H, W, {self.in_channels}) (images are NHWC)"
             )
+        if x.ndim == 3:
+            return self.forward(x[None])[0]
         padding = self.padding
         if self._mode_pads is not None:
             x, padding = _pad_spatial(type(self).__name__, x, self._mode_pads, self.padding_mode), 0

@@ -653,3 +653,22 @@ def test_long_float32_sums_and_running_sums_stay_accurate():
     )
     run = nb.cumsum(nb.full((10_000_000,), 0.1), axis=0).numpy()
     assert run.dtype == np.float32 and run[-1] == pytest.approx(1e6, rel=1e-6)
+
+
+def test_sdpa_grouped_query_attention_as_pytorch():
+    """enable_gqa: each key/value head serves Hq // Hkv consecutive query heads (PyTorch's
+    repeat_interleave of the heads)."""
+    q = rng.standard_normal((2, 6, 5, 4)).astype(np.float32)
+    k = rng.standard_normal((2, 2, 7, 4)).astype(np.float32)
+    v = rng.standard_normal((2, 2, 7, 3)).astype(np.float32)
+    got = F.scaled_dot_product_attention(t(q), t(k), t(v), is_causal=True, enable_gqa=True)
+    want = F.scaled_dot_product_attention(
+        t(q), t(np.repeat(k, 3, axis=1)), t(np.repeat(v, 3, axis=1)), is_causal=True
+    )
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6, atol=1e-6)
+    with pytest.raises(ValueError, match="with enable_gqa the query's heads"):
+        F.scaled_dot_product_attention(
+            t(q), t(k[:, :1].repeat(4, 1)), t(v[:, :1].repeat(4, 1)), enable_gqa=True
+        )
+    with pytest.raises(ValueError, match="batch and head dims"):  # without it: refused
+        F.scaled_dot_product_attention(t(q), t(k), t(v))

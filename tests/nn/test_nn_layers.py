@@ -44,6 +44,9 @@ def test_conv2d_pools_and_flatten():
     np.testing.assert_allclose(conv(t(x)).numpy(), ref, rtol=1e-4, atol=1e-5)
     with pytest.raises(ValueError, match=r"Conv2d\(3, 4.*input of shape \(2, 6, 6, 5\)"):
         conv(nb.ones((2, 6, 6, 5)))
+    one = conv(t(x[0]))  # one unbatched (H, W, C) image, as PyTorch takes (C, H, W)
+    assert one.shape == (4, 4, 4)
+    np.testing.assert_allclose(one.numpy(), ref[0], rtol=1e-4, atol=1e-5)
     y = rng.standard_normal((1, 4, 4, 2))
     mp = nn.MaxPool2d(2)(t(y)).numpy()
     np.testing.assert_allclose(mp, y.reshape(1, 2, 2, 2, 2, 2).max(axis=(2, 4)), rtol=1e-6)
