@@ -468,6 +468,9 @@ class _TransformerLayer(Module):
         layer_norm_eps: float = 1e-5,
         batch_first: bool = True,
         norm_first: bool = False,
+        bias: bool = True,
+        device=None,
+        dtype=None,
         *,
         key=None,
         num_heads: int | None = None,
@@ -475,13 +478,14 @@ class _TransformerLayer(Module):
         super().__init__()
         nhead = _one_of(type(self).__name__, "nhead", nhead, "num_heads", num_heads)
         self.batch_first = bool(batch_first)
+        bias = bool(bias)
         *attention_keys, k1, k2 = _keys(key, len(self.attentions) + 2)
         for name, k in zip(self.attentions, attention_keys):
-            setattr(self, name, MultiHeadAttention(d_model, nhead, dropout, key=k))
-        self.linear1 = Linear(d_model, dim_feedforward, key=k1)
-        self.linear2 = Linear(dim_feedforward, d_model, key=k2)
+            setattr(self, name, MultiHeadAttention(d_model, nhead, dropout, bias, k, dtype))
+        self.linear1 = Linear(d_model, dim_feedforward, bias, k1, dtype)
+        self.linear2 = Linear(dim_feedforward, d_model, bias, k2, dtype)
         for i in range(1, len(self.attentions) + 2):  # norm1, norm2, ...: one per block
-            setattr(self, f"norm{i}", LayerNorm(d_model, layer_norm_eps))
+            setattr(self, f"norm{i}", LayerNorm(d_model, layer_norm_eps, bias=bias, dtype=dtype))
         self.dropout = Dropout(dropout)
         self.activation = _activation(activation)
         self.norm_first = bool(norm_first)
@@ -505,11 +509,15 @@ class TransformerEncoderLayer(_TransformerLayer):
             the original nabla's layer); False takes and returns ``(length, batch,
             features)``, as PyTorch's default.
         norm_first: pre-norm instead of post-norm (default False).
+        bias: biases in the linear layers, the attention and the ``LayerNorm``s (default
+            True; False: none, as PyTorch's).
+        device: accepted for PyTorch's calls (the default device is used).
+        dtype: the parameters' dtype (default: the default dtype).
         key: optional RNG key for the initial values (keyword only).
         num_heads: the original nabla's name of ``nhead`` (keyword only; give one of them).
 
     The positional order is PyTorch's: ``(d_model, nhead, dim_feedforward, dropout,
-    activation, layer_norm_eps, batch_first, norm_first)``.
+    activation, layer_norm_eps, batch_first, norm_first, bias, device, dtype)``.
 
     Raises:
         TypeError: for both or neither of ``nhead`` and ``num_heads``.
@@ -557,11 +565,15 @@ class TransformerDecoderLayer(_TransformerLayer):
             the original nabla's layer); False takes and returns ``(length, batch,
             features)``, as PyTorch's default.
         norm_first: pre-norm instead of post-norm (default False).
+        bias: biases in the linear layers, the attention and the ``LayerNorm``s (default
+            True; False: none, as PyTorch's).
+        device: accepted for PyTorch's calls (the default device is used).
+        dtype: the parameters' dtype (default: the default dtype).
         key: optional RNG key for the initial values (keyword only).
         num_heads: the original nabla's name of ``nhead`` (keyword only; give one of them).
 
     The positional order is PyTorch's: ``(d_model, nhead, dim_feedforward, dropout,
-    activation, layer_norm_eps, batch_first, norm_first)``.
+    activation, layer_norm_eps, batch_first, norm_first, bias, device, dtype)``.
 
     Raises:
         TypeError: for both or neither of ``nhead`` and ``num_heads``.
@@ -769,13 +781,11 @@ class Transformer(Module):
         layer_norm_eps: LayerNorm epsilon (default 1e-5).
         batch_first: sequences are ``(batch, length, d_model)`` (default False, PyTorch's).
         norm_first: pre-norm layers (default False).
-        bias: must be True (linear layers without bias are not built here).
+        bias: biases in the linear layers, the attention and the ``LayerNorm``s (default
+            True).
         device: accepted for PyTorch's calls (the default device is used).
-        dtype: accepted for PyTorch's calls (the default dtype is used).
+        dtype: the parameters' dtype (default: the default dtype).
         key: optional RNG key for the initial values (keyword only).
-
-    Raises:
-        ValueError: for ``bias=False``.
     """
 
     def __init__(
@@ -799,16 +809,15 @@ class Transformer(Module):
         key=None,
     ):
         super().__init__()
-        if not bias:
-            raise ValueError("Transformer: bias=False is not supported (layers with bias)")
         k_enc, k_dec, k_init = _keys(key, 3)
         layer_args = (d_model, nhead, dim_feedforward, dropout, activation, layer_norm_eps)
 
         def stack(custom, layer_type, stack_type, num_layers, k):
             if custom is not None:
                 return custom
-            layer = layer_type(*layer_args, batch_first, norm_first, key=k)
-            return stack_type(layer, num_layers, LayerNorm(d_model, layer_norm_eps))
+            layer = layer_type(*layer_args, batch_first, norm_first, bias, None, dtype, key=k)
+            norm = LayerNorm(d_model, layer_norm_eps, bias=bool(bias), dtype=dtype)
+            return stack_type(layer, num_layers, norm)
 
         self.encoder = stack(
             custom_encoder, TransformerEncoderLayer, TransformerEncoder, num_encoder_layers, k_enc

@@ -117,3 +117,24 @@ def test_pad_sequence_is_pytorch_s():
         ValueError, match=r"dims after the first must agree, got \[\(3,\), \(2, 2\)\]"
     ):
         nn.utils.rnn.pad_sequence([seqs[0], nb.zeros((2, 2))])
+
+
+def test_transformer_layers_without_bias_as_pytorch():
+    """bias=False (PyTorch's ninth argument): no bias in the linear layers, the attention or
+    the LayerNorms; the values are those of the same layer with every bias zero."""
+    rng = np.random.default_rng(3)
+    x, mem = rng.standard_normal((2, 5, 8)), rng.standard_normal((2, 3, 8))
+    x, mem = nb.constant(x, dtype=nb.float32), nb.constant(mem, dtype=nb.float32)
+    for layer_type, args in (
+        (nn.TransformerEncoderLayer, (x,)),
+        (nn.TransformerDecoderLayer, (x, mem)),
+    ):
+        plain = layer_type(8, 2, 16, 0.0, "relu", 1e-5, True, True, False, key=nb.random.key(2))
+        assert not [n for n in plain.state_dict() if n.endswith("bias")]
+        full = layer_type(8, 2, 16, 0.0, norm_first=True, key=nb.random.key(2))
+        zeroed = {n: (v * 0 if n.endswith("bias") else v) for n, v in full.state_dict().items()}
+        full.load_state_dict(zeroed)
+        np.testing.assert_allclose(plain(*args).numpy(), full(*args).numpy(), rtol=1e-5, atol=1e-6)
+    model = nn.Transformer(8, 2, 1, 1, 16, 0.0, bias=False, key=nb.random.key(1))
+    assert not [n for n in model.state_dict() if n.endswith("bias")]
+    assert model(nb.ones((4, 2, 8)), nb.ones((3, 2, 8))).shape == (3, 2, 8)
