@@ -1279,6 +1279,65 @@ def tanhshrink(x) -> Tensor:
     return x - unary.tanh(x)
 
 
+def hardshrink(x, lambd: float = 0.5) -> Tensor:
+    """``x`` where ``|x| > lambd``, 0 elsewhere (PyTorch's ``hardshrink``).
+
+    Args:
+        x: the input.
+        lambd: the bound (default 0.5).
+
+    Returns:
+        A tensor like ``x``.
+    """
+    x = as_tensor(x, op="hardshrink")
+    return binary.where(unary.abs(x) > lambd, x, 0.0)
+
+
+def softshrink(x, lambd: float = 0.5) -> Tensor:
+    """``x - lambd`` above ``lambd``, ``x + lambd`` below ``-lambd``, 0 between (PyTorch's
+    ``softshrink``).
+
+    Args:
+        x: the input.
+        lambd: the bound, at least 0 (default 0.5).
+
+    Returns:
+        A tensor like ``x``.
+
+    Raises:
+        ValueError: for a negative ``lambd``.
+    """
+    if not lambd >= 0:
+        raise ValueError(f"softshrink: lambd must be >= 0, got {lambd}")
+    x = as_tensor(x, op="softshrink")
+    return binary.where(x > lambd, x - lambd, binary.where(x < -lambd, x + lambd, 0.0))
+
+
+def prelu(x, weight) -> Tensor:
+    """``x`` where positive, ``weight * x`` elsewhere (PyTorch's ``prelu``): one slope, or
+    one per channel (the last axis, channels last); the derivative at 0 is the slope's, as
+    PyTorch's.
+
+    Args:
+        x: the input.
+        weight: the slopes, of shape ``(1,)`` (or ``()``) or ``(C,)`` for ``C`` channels.
+
+    Returns:
+        A tensor like ``x``.
+
+    Raises:
+        ValueError: for slopes that are neither one nor one per channel.
+    """
+    x, w = as_tensor(x, op="prelu"), as_tensor(weight, op="prelu")
+    if w.ndim > 1 or (w.size != 1 and (not x.ndim or x.shape[-1] != w.size)):
+        raise ValueError(
+            f"prelu: weight of shape {w.shape} must hold one slope or one per channel (the "
+            f"last axis of the input of shape {x.shape})"
+        )
+    w = w.reshape(()) if w.size == 1 else w
+    return binary.where(x > 0, x, w.cast(x.dtype) * x)
+
+
 def softmin(x, dim: int = -1) -> Tensor:
     """``softmax(-x)`` along ``dim`` (PyTorch's ``softmin``).
 
@@ -1376,6 +1435,9 @@ def pairwise_distance(x1, x2, p: float = 2.0, eps: float = 1e-6, keepdim: bool =
 __all__ += [
     "softsign",
     "tanhshrink",
+    "hardshrink",
+    "softshrink",
+    "prelu",
     "softmin",
     "celu",
     "glu",

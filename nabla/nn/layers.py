@@ -13,7 +13,7 @@ import math
 import numbers
 from typing import NamedTuple
 
-from ..ops import binary, creation, reduction, unary, view
+from ..ops import creation, reduction, unary, view
 from ..ops import random as _random
 from ..ops._util import alias_arg, as_tensor
 from ..runtime.tensor import Tensor
@@ -57,6 +57,8 @@ __all__ = [
     "Softplus",
     "Softsign",
     "Tanhshrink",
+    "Hardshrink",
+    "Softshrink",
     "Softmin",
     "CELU",
     "GLU",
@@ -1126,6 +1128,31 @@ class Tanhshrink(_Activation):
     fn = staticmethod(F.tanhshrink)
 
 
+class Hardshrink(_Activation):
+    """``x`` where ``|x| > lambd``, 0 elsewhere.
+
+    Args:
+        lambd: the bound (default 0.5).
+    """
+
+    fn = staticmethod(F.hardshrink)
+    settings = ("lambd",)
+
+    def __init__(self, lambd: float = 0.5):
+        super().__init__()
+        self.lambd = float(lambd)
+
+
+class Softshrink(Hardshrink):
+    """``x`` moved ``lambd`` toward 0, 0 within ``lambd`` of it.
+
+    Args:
+        lambd: the bound, at least 0 (default 0.5).
+    """
+
+    fn = staticmethod(F.softshrink)
+
+
 class Softmin(_Activation):
     """``softmax(-x)`` along ``dim``.
 
@@ -1365,9 +1392,8 @@ class PReLU(Module):
                 f"PReLU({self.num_parameters}): input of shape {x.shape} needs "
                 f"{self.num_parameters} channels on its last axis"
             )
-        weight = self.weight.cast(x.dtype)
         # PyTorch's derivative at 0 is the slope (a max/min split would give (1 + w) / 2)
-        return binary.where(x > 0, x, weight * x)
+        return F.prelu(x, self.weight)
 
     def extra_repr(self) -> str:
         """The configuration shown by ``repr``."""

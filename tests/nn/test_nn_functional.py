@@ -672,3 +672,27 @@ def test_sdpa_grouped_query_attention_as_pytorch():
         )
     with pytest.raises(ValueError, match="batch and head dims"):  # without it: refused
         F.scaled_dot_product_attention(t(q), t(k), t(v))
+
+
+def test_shrinks_and_prelu_as_pytorch():
+    x = np.array([-1.0, -0.5, -0.3, 0.0, 0.3, 0.5, 0.7, 2.0], np.float32)
+    for lambd in (0.5, 0.3):
+        hard = np.where(np.abs(x) > lambd, x, 0.0)
+        soft = np.where(x > lambd, x - lambd, np.where(x < -lambd, x + lambd, 0.0))
+        np.testing.assert_allclose(F.hardshrink(t(x), lambd).numpy(), hard)
+        np.testing.assert_allclose(nb.nn.Hardshrink(lambd)(t(x)).numpy(), hard)
+        np.testing.assert_allclose(F.softshrink(t(x), lambd).numpy(), soft, rtol=1e-6)
+        np.testing.assert_allclose(nb.nn.Softshrink(lambd)(t(x)).numpy(), soft, rtol=1e-6)
+        grad = nb.grad(lambda v, lambd=lambd: F.softshrink(v, lambd).sum())(t(x)).numpy()
+        np.testing.assert_array_equal(grad, (np.abs(x) > lambd).astype(np.float32))
+    with pytest.raises(ValueError, match="softshrink: lambd must be >= 0"):
+        F.softshrink(t(x), -1.0)
+    w = np.array([0.1, 0.2, 0.3], np.float32)
+    x2 = np.array([[-1.0, 0.0, 2.0], [3.0, -2.0, -0.5]], np.float32)
+    np.testing.assert_allclose(F.prelu(t(x2), t(w)).numpy(), np.where(x2 > 0, x2, w * x2))
+    gx, gw = nb.grad(lambda a, b: F.prelu(a, b).sum(), argnums=(0, 1))(t(x2), t(w))
+    np.testing.assert_allclose(gx.numpy(), np.where(x2 > 0, 1.0, w + 0 * x2))  # slope at 0
+    np.testing.assert_allclose(gw.numpy(), np.where(x2 > 0, 0.0, x2).sum(0))
+    np.testing.assert_allclose(F.prelu(t(x2), t([0.25])).numpy(), np.where(x2 > 0, x2, 0.25 * x2))
+    with pytest.raises(ValueError, match=r"prelu: weight of shape \(2,\) must hold one slope"):
+        F.prelu(t(x2), t([0.1, 0.2]))
