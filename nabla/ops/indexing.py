@@ -1577,7 +1577,12 @@ class _AtRef:
 
 class AtIndexer:
     """``x.at[key]``: ``.set(v)``, ``.add(v)``, ``.subtract(v)``, ``.multiply(v)``,
-    ``.divide(v)``, ``.power(v)``, ``.min(v)``, ``.max(v)`` and ``.get()``, each a new tensor."""
+    ``.divide(v)``, ``.power(v)``, ``.min(v)``, ``.max(v)`` and ``.get()``, each a new tensor.
+
+    An index out of range is an ``IndexError``, as NumPy's and PyTorch's (JAX drops such an
+    update and clamps such a read): at the call for an index with a value; one known only
+    when the program runs is checked then on the NumPy backend, and follows JAX on MAX (a
+    compiled graph cannot raise)."""
 
     def __init__(self, x):
         self.x = x
