@@ -1723,7 +1723,9 @@ def broadcast(x, root=0, axes=None) -> Tensor:
         root: the source: one int per axis, or one int for the axes taken together,
             numbered row-major (first axis slowest) as ``axis_index`` numbers a tuple of
             axes.
-        axes: mesh axes; None: every axis ``x`` is split or partial over.
+        axes: mesh axes; None: every axis ``x`` is split or partial over, in the order
+            its spec names them (for ``P(("tp", "dp"))`` the root counts ``tp`` slowest:
+            root 1 is the block at tp=0, dp=1, the second block of the split dim).
     """
 
     def local(x):
