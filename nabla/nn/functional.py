@@ -1099,7 +1099,16 @@ def conv_transpose2d(
 
 
 # ------------------------------------------------------------------------------ interpolate
-_INTERP_MODES = {"nearest": None, "nearest-exact": None, "linear": 1, "bilinear": 2, "trilinear": 3}
+_INTERP_MODES = {
+    "nearest": None,
+    "nearest-exact": None,
+    "linear": 1,
+    "bilinear": 2,
+    "trilinear": 3,
+    "bicubic": 2,
+    "area": 2,
+}
+_CUBIC_A = -0.75  # PyTorch's (and OpenCV's) cubic convolution coefficient
 
 
 def interpolate(
@@ -1123,8 +1132,10 @@ def interpolate(
             ``floor(in * scale_factor)``. Exactly one of ``size`` and ``scale_factor``.
         mode: ``"nearest"`` (PyTorch's: source ``floor(out * scale)``),
             ``"nearest-exact"`` (``floor((out + 0.5) * scale)``), ``"linear"`` (3-D
-            input), ``"bilinear"`` (4-D) or ``"trilinear"`` (5-D).
-        align_corners: linear modes only: True maps the corner pixels' centers onto each
+            input), ``"bilinear"`` (4-D), ``"trilinear"`` (5-D), ``"bicubic"`` (4-D:
+            PyTorch's cubic convolution, ``a = -0.75``, the border pixels repeated) or
+            ``"area"`` (4-D: ``adaptive_avg_pool2d`` to the output size, as PyTorch's).
+        align_corners: linear and cubic modes only: True maps the corner pixels' centers onto each
             other (source ``out * (in - 1) / (out - 1)``); False/None (default) maps the
             corners' edges (source ``(out + 0.5) * scale - 0.5``).
         recompute_scale_factor: with ``scale_factor``, True computes the sampling scale
@@ -1149,13 +1160,16 @@ def interpolate(
         )
     if not x.dtype.is_float:
         raise TypeError(f"interpolate: needs a float tensor, got {x.dtype} of shape {x.shape}")
-    linear = _INTERP_MODES[mode] is not None
+    linear = _INTERP_MODES[mode] is not None and mode != "area"
     if align_corners is not None and not linear:
         raise ValueError(
-            f"interpolate: align_corners can only be set with a linear mode, not mode={mode!r}"
+            f"interpolate: align_corners can only be set with a linear or cubic mode, not "
+            f"mode={mode!r}"
         )
     in_sizes = x.shape[1:-1]
     out_sizes, scales = _interp_sizes(in_sizes, size, scale_factor, recompute_scale_factor)
+    if mode == "area":
+        return adaptive_avg_pool2d(x, out_sizes)
     # PyTorch's 2-D nearest kernel takes an axis of the same size as a copy and one of
     # twice the size as ``out // 2``, whatever the scale; its 1-D and 3-D kernels resample
     # both with the scale (5 * 1.1 stays 5: 2-D copies it, 1-D reads 0, 0, 1, 2, 3)
@@ -1169,7 +1183,9 @@ def interpolate(
         if shortcuts and n_out == 2 * n_in:
             scale = None  # in / out = 1/2: output i reads i // 2
         axis = _AxisResample(1 + i, n_in, n_out, scale)
-        if linear:
+        if mode == "bicubic":
+            x = _cubic_axis(x, axis, bool(align_corners))
+        elif linear:
             x = _linear_axis(x, axis, bool(align_corners))
         else:
             x = _nearest_axis(x, axis, mode == "nearest-exact")
@@ -1250,6 +1266,36 @@ def _linear_axis(x, ax: _AxisResample, align_corners) -> Tensor:
     lo = indexing.take(x, i0, axis=ax.axis)
     hi = indexing.take(x, i1, axis=ax.axis)
     return lo * _along(x, ax.axis, w0) + hi * _along(x, ax.axis, w1)
+
+
+def _cubic_axis(x, ax: _AxisResample, align_corners) -> Tensor:
+    """PyTorch's bicubic along one axis: four taps around each source position (the
+    border pixels repeated past the edges), weighted by the cubic convolution kernel. The
+    source is not clamped at 0, unlike the linear modes'."""
+    n_in, n_out = ax.n_in, ax.n_out
+    dst = np.arange(n_out, dtype=np.float32)
+    if align_corners:
+        scale = np.float32((n_in - 1) / (n_out - 1)) if n_out > 1 else np.float32(0)
+        src = dst * scale
+    else:
+        src = (dst + np.float32(0.5)) * ax.source_scale() - np.float32(0.5)
+    base = np.floor(src)
+    t = (src - base).astype(np.float32)
+    a = np.float32(_CUBIC_A)
+
+    def near(d):  # |d| <= 1
+        return ((a + 2) * d - (a + 3)) * d * d + 1
+
+    def far(d):  # 1 < |d| < 2
+        return ((a * d - 5 * a) * d + 8 * a) * d - 4 * a
+
+    weights = (far(t + 1), near(t), near(1 - t), far(2 - t))
+    out = None
+    for k, w in enumerate(weights):
+        idx = np.clip(base.astype(np.int64) - 1 + k, 0, n_in - 1)
+        term = indexing.take(x, idx, axis=ax.axis) * _along(x, ax.axis, w.astype(np.float32))
+        out = term if out is None else out + term
+    return out
 
 
 # ----------------------------------------------------------------------------- more of F

@@ -150,6 +150,21 @@ def test_interpolate_forward_and_grad_match_torch(i):
     close(first(dx.numpy()), REF[f"up_{i}_dx"])
 
 
+@pytest.mark.parametrize("i", range(6))
+def test_bicubic_and_area_interpolate_match_torch(i):
+    mode, ac, size, sf = CFG["INTERP_MORE"][i]
+    x, ct = c(last(REF[f"up2_{i}_x"])), c(last(REF[f"up2_{i}_ct"]))
+
+    def up(x):
+        return F.interpolate(x, size=size, scale_factor=sf, mode=mode, align_corners=ac)
+
+    close(first(up(x).numpy()), REF[f"up2_{i}_y"])
+    dx = nb.grad(lambda x: (up(x) * ct).sum())(x)
+    close(first(dx.numpy()), REF[f"up2_{i}_dx"])
+    got = nn.Upsample(size=size, scale_factor=sf, mode=mode, align_corners=ac)(x)
+    close(first(got.numpy()), REF[f"up2_{i}_y"])
+
+
 def test_nearest_reads_what_pytorch_reads_on_a_kept_or_doubled_axis():
     """PyTorch 2.14's 2-D nearest kernel copies an axis the scale keeps (5 * 1.1 -> 5) and
     reads ``i // 2`` on one it doubles (5 * 2.1 -> 10); its 1-D and 3-D kernels resample
@@ -240,7 +255,11 @@ def test_interpolate_errors():
     with pytest.raises(ValueError, match=r"mode='bilinear' needs an input \(N, H, W, C\)"):
         F.interpolate(nb.ones((1, 4, 3)), scale_factor=2, mode="bilinear")
     with pytest.raises(ValueError, match="mode must be one of"):
-        nn.Upsample(scale_factor=2, mode="bicubic")
+        nn.Upsample(scale_factor=2, mode="lanczos")
+    with pytest.raises(ValueError, match=r"mode='bicubic' needs an input \(N, H, W, C\)"):
+        F.interpolate(nb.ones((1, 4, 3)), scale_factor=2, mode="bicubic")
+    with pytest.raises(ValueError, match="align_corners can only be set with a linear or cubic"):
+        F.interpolate(x, scale_factor=2, mode="area", align_corners=False)
     with pytest.raises(ValueError, match="size must be"):
         F.interpolate(x, size=(2, 3, 4))
 

@@ -35,6 +35,14 @@ INTERP = [  # mode, align_corners, size, scale_factor
     ("bilinear", True, (3, 1), None),
 ]
 RNN = [("LSTM", False), ("LSTM", True), ("GRU", False), ("GRU", True)]  # kind, batch_first
+INTERP_MORE = [  # as INTERP; recorded last, so the earlier draws keep their values
+    ("bicubic", False, (7, 9), None),
+    ("bicubic", False, None, (0.6, 2.3)),
+    ("bicubic", True, None, 1.7),
+    ("bicubic", True, (3, 1), None),
+    ("area", None, (3, 4), None),
+    ("area", None, None, 1.7),
+]
 
 
 def main():
@@ -101,6 +109,16 @@ def main():
         named = {"x": tx, "h0": th0, **({"c0": tc0} if kind == "LSTM" else {})}
         named.update({f"p_{n}": p for n, p in m.named_parameters()})
         grads(f"rnn_{i}", loss, named)
+
+    for i, (mode, ac, size, sf) in enumerate(INTERP_MORE):
+        x = arr(2, 3, 5, 6)
+        tx = torch.tensor(x, requires_grad=True)
+        y = torch.nn.functional.interpolate(
+            tx, size=size, scale_factor=sf, mode=mode, align_corners=ac
+        )
+        ct = arr(*y.shape)
+        rec.update({f"up2_{i}_x": x, f"up2_{i}_y": y.detach().numpy(), f"up2_{i}_ct": ct})
+        grads(f"up2_{i}", (y * torch.tensor(ct)).sum(), {"x": tx})
 
     np.savez_compressed(OUT, **rec)
     print(f"wrote {len(rec)} arrays to {OUT}")
