@@ -524,3 +524,40 @@ def test_a_scheduler_stepped_every_step_makes_no_new_program():
     losses = [step() for _ in range(20)]
     assert nb.backend_stats()["program_misses"] == before
     assert losses[-1] < losses[0]
+
+
+def test_a_cycled_setting_resumes_bit_identically_in_eager_steps():
+    """Adam under OneCycleLR (betas[0] cycled), loss.backward() and opt.step(): a fresh
+    optimizer loaded from the state dicts takes the same precision path at every step. The
+    path followed the first step() of the object (a resumed one saw the cycled value
+    first), and the weights drifted by an ulp at some resume points, then apart."""
+    x = nb.constant(np.arange(6, dtype=np.float32).reshape(2, 3))
+    y = nb.ones((2, 1))
+
+    def make(seed):
+        m = nn.Linear(3, 1, key=nb.random.key(seed))
+        opt = nn.optim.Adam(m, lr=0.01)
+        return m, opt, sched_mod.OneCycleLR(opt, max_lr=0.05, total_steps=20)
+
+    def step(m, opt, sched):
+        opt.zero_grad()
+        nn.functional.mse_loss(m(x), y).backward()
+        opt.step()
+        sched.step()
+
+    for n in (2, 5):
+        m, opt, sched = make(0)
+        for _ in range(n):
+            step(m, opt, sched)
+        saved = [{k: v.numpy().copy() for k, v in o.state_dict().items()} for o in (m, opt)]
+        saved_sched = sched.state_dict()
+        for _ in range(3):
+            step(m, opt, sched)
+        m2, opt2, sched2 = make(1)
+        m2.load_state_dict(saved[0])
+        opt2.load_state_dict(saved[1])
+        sched2.load_state_dict(saved_sched)
+        for _ in range(3):
+            step(m2, opt2, sched2)
+        assert np.array_equal(m.weight.numpy(), m2.weight.numpy()), n
+        assert np.array_equal(m.bias.numpy(), m2.bias.numpy()), n

@@ -1213,7 +1213,9 @@ class Optimizer:
         self._inputs: dict = {}  # setting name -> (value, its input form), see _settings
         self._compiled_update = None  # step()'s update as one compiled call, made at first
         self._update_tree = None  # the params treedef of the last step (kept: hashed once)
-        self._first_settings = None  # the cycled settings' values at the first step()
+        # the cycled settings as constructed (see _update_compiled): what a fresh optimizer
+        # made with the same arguments has too, so a resumed run decides alike
+        self._initial_settings = {n: getattr(self, n) for n in self._dynamic if n != "lr"}
 
     def __getstate__(self) -> dict:
         # a copy or pickle leaves out step()'s compiled update (it holds locks and a
@@ -1450,14 +1452,16 @@ class Optimizer:
         # call's inputs are one per leaf)
         grads = _tied_totals(leaves, _split(params, grads)[1])
         hyper = self._settings(traced=True)
-        # a cycled setting (momentum, betas[0]) becomes an input only once it has changed:
-        # until then it stays the Python number, as the functional update takes it (a
-        # float32 beta computes the bias correction in float32: 7e-6 relative off)
-        if self._first_settings is None:
-            self._first_settings = {n: getattr(self, n) for n in self._dynamic if n != "lr"}
-        for name, first in self._first_settings.items():
+        # a cycled setting (momentum, betas[0]) is an input only while it differs from its
+        # value as constructed: until a scheduler changes it, it stays the Python number, as
+        # the functional update takes it (a float32 beta computes the bias correction in
+        # float32: 7e-6 relative off). Compared with the constructed value, not the first
+        # step's: a run resumed into a fresh optimizer takes the same path at every step
+        if not hasattr(self, "_initial_settings"):  # (unpickled from an older version)
+            self._initial_settings = {n: getattr(self, n) for n in self._dynamic if n != "lr"}
+        for name, initial in self._initial_settings.items():
             value = getattr(self, name)
-            if _same_numbers(value, first):
+            if _same_numbers(value, initial):
                 hyper[name] = value
         new_leaves, new_state = self._compiled_update(plain, tree, grads, self.state, hyper)
         return tree_unflatten(tree, new_leaves), new_state
