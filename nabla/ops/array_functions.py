@@ -757,20 +757,12 @@ def quantile(a, q, axis=None, keepdims: bool = False, *, method: str = "linear")
     a = as_tensor(a, op="quantile")
     if not a.dtype.is_float:
         a = fn.cast(a, DType.float32)
-    qs = np.asarray(q.numpy() if isinstance(q, Tensor) else q, dtype=np.float64)
+    if isinstance(q, Tensor):  # differentiable in q too (and batched, and traced), as JAX's
+        return _quantile_at(a, q, axis, keepdims)
+    qs = np.asarray(q, dtype=np.float64)
     if qs.ndim > 1 or np.any((qs < 0) | (qs > 1)):
         raise OpError(f"quantile: q must be a number or 1-D numbers in [0, 1], got {q!r}")
-    if axis is None:
-        x, ax, reduced = ravel(a), 0, tuple(range(a.ndim))
-    elif isinstance(axis, tuple | list):  # the dims moved last and merged into one
-        reduced = norm_axes("quantile", axis, a.ndim, a.shape)
-        kept = [i for i in range(a.ndim) if i not in reduced]
-        merged = math.prod(a.shape[i] for i in reduced)
-        x = fn.reshape(fn.permute(a, (*kept, *reduced)), (*(a.shape[i] for i in kept), merged))
-        ax = len(kept)
-    else:
-        ax = norm_axis("quantile", axis, a.ndim, a.shape)
-        x, reduced = a, (ax,)
+    x, ax, reduced = _quantile_axis(a, axis)
     n = x.shape[ax]
     s = fn.sort(x, axis=ax)
     nan = fn.any(fn.is_nan(x), ax, True)
@@ -787,6 +779,53 @@ def quantile(a, q, axis=None, keepdims: bool = False, *, method: str = "linear")
     return outs[0] if qs.ndim == 0 else fn.stack(outs, 0)
 
 
+def _quantile_axis(a, axis) -> tuple:
+    """``(x, ax, reduced)``: ``a`` with the dims ``axis`` names as one dim ``ax`` (moved last
+    and merged when several), and the dims of ``a`` reduced."""
+    if axis is None:
+        return ravel(a), 0, tuple(range(a.ndim))
+    if isinstance(axis, tuple | list):  # the dims moved last and merged into one
+        reduced = norm_axes("quantile", axis, a.ndim, a.shape)
+        kept = [i for i in range(a.ndim) if i not in reduced]
+        merged = math.prod(a.shape[i] for i in reduced)
+        x = fn.reshape(fn.permute(a, (*kept, *reduced)), (*(a.shape[i] for i in kept), merged))
+        return x, len(kept), reduced
+    ax = norm_axis("quantile", axis, a.ndim, a.shape)
+    return a, ax, (ax,)
+
+
+def _quantile_at(a, q: Tensor, axis, keepdims: bool) -> Tensor:
+    """``quantile`` at a tensor ``q``: the two sorted values around ``q (n - 1)`` taken by
+    index tensors, weighted by its fraction, so the derivative in ``q`` is the slope between
+    them times ``n - 1`` (the floor's is 0), as JAX's."""
+    if q.ndim > 1 or not (q.dtype.is_float or q.dtype.is_int):
+        raise OpError(f"quantile: q must be a number or 1-D numbers in [0, 1], got {q!r}")
+    if readable_now(q):
+        values = q.numpy()
+        if np.any((values < 0) | (values > 1)):
+            raise OpError(f"quantile: q must be a number or 1-D numbers in [0, 1], got {q!r}")
+    x, ax, reduced = _quantile_axis(a, axis)
+    n = x.shape[ax]
+    s = fn.sort(x, axis=ax)
+    pos = fn.cast(q, a.dtype) * float(n - 1)
+    below = fn.floor(pos)
+    lo = fn.cast(fn.clip(below, 0.0, float(n - 1)), DType.int32)
+    hi = fn.cast(fn.clip(fn.ceil(pos), 0.0, float(n - 1)), DType.int32)
+    low, high = fn.take(s, lo, axis=ax), fn.take(s, hi, axis=ax)  # q's dims at ax
+    frac = fn.reshape(pos - below, tuple(q.shape) + (1,) * (x.ndim - ax - 1))
+    val = low + (high - low) * frac
+    nan = fn.any(fn.is_nan(x), ax, True)
+    if q.ndim == 0:
+        nan = fn.squeeze(nan, ax)
+    val = fn.where(nan, fn.full_like(val, np.nan), val)
+    if q.ndim:  # the quantiles stacked first, as NumPy's
+        val = fn.moveaxis(val, ax, 0)
+    if keepdims:
+        rest = tuple(1 if i in reduced else d for i, d in enumerate(a.shape))
+        val = fn.reshape(val, tuple(q.shape) + rest)
+    return val
+
+
 def percentile(a, q, axis=None, keepdims: bool = False, *, method: str = "linear") -> Tensor:
     """:func:`quantile` with ``q`` in percent (NumPy's and JAX's ``percentile``).
 
@@ -800,7 +839,10 @@ def percentile(a, q, axis=None, keepdims: bool = False, *, method: str = "linear
     Returns:
         A float tensor.
     """
-    qs = np.asarray(q.numpy() if isinstance(q, Tensor) else q, dtype=np.float64) / 100.0
+    if isinstance(q, Tensor):  # (kept a tensor: differentiable in q)
+        q = q if q.dtype.is_float else fn.cast(q, DType.float32)
+        return quantile(a, q / 100.0, axis, keepdims, method=method)
+    qs = np.asarray(q, dtype=np.float64) / 100.0
     return quantile(a, qs, axis, keepdims, method=method)
 
 

@@ -565,3 +565,30 @@ def test_a_review_s_edges():
     same(nb.put_along_axis(a, np.array([1, 11]), 5.0, axis=None, inplace=False), want)
     with pytest.raises(nb.OpError, match=r"partition: kth must be one int .*\[1, 3\]"):
         nb.partition(np.arange(7), [1, 3])
+
+
+def test_quantile_of_a_tensor_q_is_differentiable_batched_and_traced_as_jax():
+    """A tensor q stays a tensor: the derivative in q is the slope between the two sorted
+    values around q (n - 1), times n - 1 (it was read as a number: 0, and vmap over q
+    failed)."""
+    x = nb.asarray(np.array([1.0, 2.0, 4.0, 8.0], np.float32))
+    q = nb.asarray(np.float32(0.5))
+    assert nb.grad(lambda q: nb.quantile(x, q))(q).item() == pytest.approx(6.0)
+    assert nb.grad(lambda p: nb.percentile(x, p))(q * 100).item() == pytest.approx(0.06)
+    _, t = nb.jvp(lambda q: nb.quantile(x, q), (q,), (nb.asarray(np.float32(1.0)),))
+    assert t.item() == pytest.approx(6.0)
+    qs = nb.asarray(np.array([0.0, 0.5, 1.0], np.float32))
+    assert nb.vmap(lambda q: nb.quantile(x, q))(qs).tolist() == [1.0, 3.0, 8.0]
+    assert nb.compile(lambda q: nb.quantile(x, q))(q).item() == 3.0
+    m = np.random.default_rng(0).standard_normal((4, 6)).astype(np.float32)
+    levels = np.array([0.1, 0.5, 0.9], np.float32)
+    for axis, keepdims in ((None, False), (0, False), (1, True), ((0, 1), False)):
+        got = nb.quantile(nb.asarray(m), nb.asarray(levels), axis=axis, keepdims=keepdims)
+        want = np.quantile(m, levels, axis=axis, keepdims=keepdims)
+        np.testing.assert_allclose(got.numpy(), want, rtol=1e-5, atol=1e-6)
+        one = nb.quantile(nb.asarray(m), nb.asarray(np.float32(0.3)), axis=axis, keepdims=keepdims)
+        np.testing.assert_allclose(
+            one.numpy(), np.quantile(m, 0.3, axis=axis, keepdims=keepdims), rtol=1e-5, atol=1e-6
+        )
+    with pytest.raises(ValueError, match=r"q must be a number or 1-D numbers in \[0, 1\]"):
+        nb.quantile(x, nb.asarray(np.float32(1.5)))
