@@ -1663,12 +1663,18 @@ def cumulative_sum(x, axis=None, dtype=None, include_initial: bool = False) -> T
     Args:
         x: a tensor.
         axis: the dim (may be omitted for a 1-D tensor).
-        dtype: the accumulation and result dtype.
+        dtype: the accumulation and result dtype (default: ``x``'s, bools and integers
+            narrower than 32 bits widened to int32 or uint32, as JAX's).
         include_initial: start with a 0 (one more element along ``axis``).
 
     Returns:
         A tensor.
     """
+    x = as_tensor(x, op="cumulative_sum")
+    if dtype is None and (x.dtype.is_bool or (x.dtype.is_int and x.dtype.numpy.itemsize < 4)):
+        # JAX's: bools and small integers accumulate as int32 (unsigned: uint32), as a sum
+        # does (an int8 running sum overflowed at 128)
+        dtype = DType.uint32 if x.dtype.numpy.kind == "u" else DType.int32
     return _cumulative("cumulative_sum", fn.cumsum, x, axis, dtype, include_initial, 0)
 
 
@@ -2702,8 +2708,17 @@ class _GridMaker:
     def __getitem__(self, key):
         grid = (np.ogrid if self.sparse else np.mgrid)[key]
         if isinstance(grid, list | tuple):
-            return [fn.constant(np.asarray(g)) for g in grid]
-        return fn.constant(np.asarray(grid))
+            return [self._tensor(g) for g in grid]
+        return self._tensor(grid)
+
+    @staticmethod
+    def _tensor(grid) -> Tensor:
+        """NumPy's int64 or float64 grid in the default dtypes, as JAX's ``arange`` and
+        ``linspace`` give (int32 and the default float)."""
+        grid = np.asarray(grid)
+        if grid.dtype.kind == "f":
+            return fn.constant(grid.astype(get_default_dtype().numpy))
+        return fn.constant(grid.astype(np.int32))
 
     def __repr__(self) -> str:
         return f"nabla.{self.name}"

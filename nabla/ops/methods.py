@@ -228,7 +228,9 @@ def _sort(self, axis=-1, *, dim=None, descending=False, stable=True):
 def _argsort(self, axis=-1, *, dim=None, descending=False, stable=True):
     """The indices that sort ``x`` along ``axis`` (``dim=`` too), stably (``stable=False``
     sorts the same), from the largest with ``descending``."""
-    return reduction.argsort(self, axis if dim is None else dim, descending, stable)
+    if dim is None:
+        return reduction.argsort(self, axis, descending, stable)
+    return reduction.argsort(self, descending=descending, stable=stable, dim=dim)
 
 
 def _nonzero(self, *, as_tuple=False):

@@ -956,11 +956,13 @@ def argsort(x, axis=-1, descending=False, stable=True, *, dim=None):
     Raises:
         IndexError: for an axis out of range.
     """
+    torch_form = dim is not None
     axis = axis if dim is None else dim
     x = as_tensor(x, op="argsort")
     if axis is None:
         x, axis = fn.reshape(x, (-1,)), 0
     if x.ndim == 0:
+        _no_axis_of_a_scalar("argsort", axis, torch_form)
         return fn.zeros((), dtype=DType.int64)
     axis = norm_axis("argsort", axis, x.ndim, x.shape)
     return _argsort.bind([x], {"axis": axis, "descending": bool(descending)})
@@ -1058,13 +1060,25 @@ def sort(x, axis=-1, descending=False, stable=True, *, dim=None):
     Raises:
         IndexError: for an axis out of range.
     """
+    torch_form = dim is not None
     axis = axis if dim is None else dim
     x = as_tensor(x, op="sort")
     if axis is None:
         x, axis = fn.reshape(x, (-1,)), 0
     if x.ndim == 0:
+        _no_axis_of_a_scalar("sort", axis, torch_form)
         return x
     return sorted_along(x, axis, descending, stable).values
+
+
+def _no_axis_of_a_scalar(op: str, axis, torch_form: bool) -> None:
+    """A 0-d tensor has no axis to sort along: NumPy's and JAX's error (PyTorch's ``dim=``
+    form sorts it as it is)."""
+    if not torch_form:
+        raise IndexError(
+            f"{op}: axis {axis} is out of range for a 0-d tensor (shape ()); axis=None sorts "
+            "it as one element"
+        )
 
 
 def sorted_along(x, axis=-1, descending=False, stable=True, k=None, op="sort") -> Sorted:

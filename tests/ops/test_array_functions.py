@@ -592,3 +592,24 @@ def test_quantile_of_a_tensor_q_is_differentiable_batched_and_traced_as_jax():
         )
     with pytest.raises(ValueError, match=r"q must be a number or 1-D numbers in \[0, 1\]"):
         nb.quantile(x, nb.asarray(np.float32(1.5)))
+
+
+def test_cumulative_sum_grid_and_scalar_sort_dtypes_and_errors_as_jax():
+    """cumulative_sum widens bools and narrow integers as JAX's (an int8 running sum
+    overflowed at 128); mgrid/ogrid give int32 and the default float (NumPy's int64 and
+    float64 leaked in); a 0-d tensor has no axis to sort along (it was accepted)."""
+    got = nb.cumulative_sum(nb.asarray(np.array([100, 100], np.int8)))
+    assert got.dtype == nb.int32 and got.tolist() == [100, 200]
+    assert nb.cumulative_sum(nb.asarray(np.array([200, 200], np.uint8))).dtype == nb.uint32
+    assert nb.cumulative_sum(nb.asarray(np.array([True, True]))).tolist() == [1, 2]
+    assert nb.cumulative_sum(nb.asarray(np.array([1, 2], np.int8)), dtype=nb.int8).dtype == nb.int8
+    assert nb.cumulative_sum(nb.asarray(np.array([1.0], np.float16))).dtype == nb.float16
+    assert nb.mgrid[0:3].dtype == nb.int32 and nb.mgrid[0:1:3j].dtype == nb.float32
+    assert [g.dtype for g in nb.ogrid[0:2, 0:1:2j]] == [nb.int32, nb.float32]
+    np.testing.assert_array_equal(nb.mgrid[0:2, 0:3].numpy(), np.mgrid[0:2, 0:3])
+    s = nb.asarray(np.float32(3.0))
+    for call in (lambda: nb.sort(s), lambda: nb.argsort(s, axis=0), lambda: s.sort()):
+        with pytest.raises(IndexError, match="out of range for a 0-d tensor"):
+            call()
+    assert nb.sort(s, axis=None).tolist() == [3.0]
+    assert s.argsort(dim=-1).item() == 0  # PyTorch's form sorts it as it is
