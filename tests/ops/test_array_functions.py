@@ -605,7 +605,8 @@ def test_cumulative_sum_grid_and_scalar_sort_dtypes_and_errors_as_jax():
     assert nb.cumulative_sum(nb.asarray(np.array([1, 2], np.int8)), dtype=nb.int8).dtype == nb.int8
     assert nb.cumulative_sum(nb.asarray(np.array([1.0], np.float16))).dtype == nb.float16
     assert nb.mgrid[0:3].dtype == nb.int32 and nb.mgrid[0:1:3j].dtype == nb.float32
-    assert [g.dtype for g in nb.ogrid[0:2, 0:1:2j]] == [nb.int32, nb.float32]
+    assert [g.dtype for g in nb.ogrid[0:2, 0:3]] == [nb.int32, nb.int32]
+    assert [g.dtype for g in nb.ogrid[0:2, 0:1:2j]] == [nb.float32, nb.float32]  # as NumPy
     np.testing.assert_array_equal(nb.mgrid[0:2, 0:3].numpy(), np.mgrid[0:2, 0:3])
     s = nb.asarray(np.float32(3.0))
     for call in (lambda: nb.sort(s), lambda: nb.argsort(s, axis=0), lambda: s.sort()):
