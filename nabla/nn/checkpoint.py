@@ -56,10 +56,17 @@ def save(state_dict: Mapping, path, metadata: Mapping | None = None) -> None:
         metadata: optional str -> str annotations stored in the header.
 
     Raises:
-        TypeError: for a key that is not a string or a value that is not a tensor or array.
+        TypeError: for a ``state_dict`` that is not a mapping (a module's ``state_dict()``:
+            name -> tensor), a key that is not a string or a value that is not a tensor or
+            array.
         OSError: (``FileNotFoundError`` for a missing folder) naming ``path`` when it cannot
             be written.
     """
+    if not isinstance(state_dict, Mapping):  # (it read "'list' object has no attribute")
+        hint = " (a Module: pass module.state_dict())" if hasattr(state_dict, "state_dict") else ""
+        raise TypeError(
+            f"save: expects a mapping of names to tensors, got {type(state_dict).__name__}{hint}"
+        )
     names, values = [], []
     for name, value in state_dict.items():
         if not isinstance(name, str):

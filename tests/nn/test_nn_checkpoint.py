@@ -187,3 +187,10 @@ def test_a_negative_seed_shuffles_as_any_other():
     np.testing.assert_array_equal(got, np.concatenate([t.numpy() for t in b]))
     parts = nn.data.random_split(np.arange(6), [3, 3], seed=-5)
     assert sorted(int(i) for p in parts for i in p.indices) == list(range(6))
+
+
+def test_save_of_something_not_a_mapping_names_what_it_takes(tmp_path):
+    with pytest.raises(TypeError, match="save: expects a mapping of names to tensors, got list"):
+        nn.save([nb.ones(2)], tmp_path / "x.safetensors")
+    with pytest.raises(TypeError, match=r"got Linear \(a Module: pass module.state_dict\(\)\)"):
+        nn.save(nn.Linear(2, 2), tmp_path / "x.safetensors")
