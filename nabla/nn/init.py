@@ -21,8 +21,9 @@ from ..core.dtypes import get_default_dtype, to_dtype
 from ..ops import creation
 from ..ops import random as _random
 from ..ops.indexing import rebind
-from ..runtime.tensor import Tensor, TensorSet
+from ..runtime.tensor import Tensor
 from ..transforms.autodiff import detach
+from .module import PYTORCH_LAYOUT
 
 __all__ = [
     "calculate_fans",
@@ -77,22 +78,18 @@ def calculate_fans(shape) -> tuple[int, int]:
     return shape[-2] * receptive, shape[-1] * receptive
 
 
-# the weights that nn layers hold in PyTorch's (out, in, *kernel) layout (Conv1d,
-# ConvTranspose2d, LSTM, GRU): the in-place initializers take their fans as PyTorch does
-_TORCH_LAYOUT = TensorSet()
-
-
-def mark_torch_layout(*tensors) -> None:
-    """Record ``tensors`` as laid out ``(out, in, *kernel)``, as PyTorch's weights (a
-    layer's own parameters, for the in-place initializers' fans)."""
-    for t in tensors:
-        _TORCH_LAYOUT.add(t)
-
-
-def _fans_of(t: Tensor) -> tuple[int, int]:
-    """The fans of a tensor to fill: PyTorch's rule for a weight in its layout, ours for
-    the others."""
-    if t in _TORCH_LAYOUT and t.ndim >= 2:
+def _fans_of(t: Tensor, fn: str) -> tuple[int, int]:
+    """The fans of a tensor to fill: PyTorch's rule for a weight in its layout (a layer's
+    own, ``PYTORCH_LAYOUT``: Conv1d, ConvTranspose2d, the recurrent layers and cells,
+    ``MultiheadAttention``'s projections, Embedding), ours for the others. A tensor of fewer
+    than 2 dims has none, as PyTorch refuses (``for p in model.parameters():
+    xavier_uniform_(p)`` had filled every bias and norm weight)."""
+    if t.ndim < 2:
+        raise ValueError(
+            f"{fn}: fan in and fan out cannot be computed for a tensor with fewer than 2 "
+            f"dims (shape {t.shape}), as PyTorch's"
+        )
+    if t in PYTORCH_LAYOUT:
         receptive = math.prod(t.shape[2:])
         return t.shape[1] * receptive, t.shape[0] * receptive
     return calculate_fans(t.shape)
@@ -447,9 +444,12 @@ def xavier_uniform_(tensor, gain: float = 1.0, key: Tensor | None = None) -> Ten
 
     Returns:
         ``tensor``.
+
+    Raises:
+        ValueError: for a tensor of fewer than 2 dims (no fans), as PyTorch's.
     """
     t = _target("xavier_uniform_", tensor)
-    a = gain * math.sqrt(6.0 / max(sum(_fans_of(t)), 1))
+    a = gain * math.sqrt(6.0 / max(sum(_fans_of(t, "xavier_uniform_")), 1))
     return _fill(t, uniform(t.shape, -a, a, key=key, dtype=t.dtype))
 
 
@@ -463,16 +463,19 @@ def xavier_normal_(tensor, gain: float = 1.0, key: Tensor | None = None) -> Tens
 
     Returns:
         ``tensor``.
+
+    Raises:
+        ValueError: for a tensor of fewer than 2 dims (no fans), as PyTorch's.
     """
     t = _target("xavier_normal_", tensor)
-    std = gain * math.sqrt(2.0 / max(sum(_fans_of(t)), 1))
+    std = gain * math.sqrt(2.0 / max(sum(_fans_of(t, "xavier_normal_")), 1))
     return _fill(t, normal(t.shape, 0.0, std, key=key, dtype=t.dtype))
 
 
 def _kaiming_std(fn: str, t: Tensor, a, mode: str, nonlinearity: str) -> float:
     if mode not in ("fan_in", "fan_out"):
         raise ValueError(f"{fn}: mode must be 'fan_in' or 'fan_out', got {mode!r}")
-    fan_in, fan_out = _fans_of(t)
+    fan_in, fan_out = _fans_of(t, fn)
     fan = fan_in if mode == "fan_in" else fan_out
     # (a fan of 0 is an empty tensor: nothing to fill, as PyTorch's no-op)
     return calculate_gain(nonlinearity, a) / math.sqrt(max(fan, 1))
@@ -485,8 +488,9 @@ def kaiming_uniform_(
     with ``bound = gain * sqrt(3 / fan)``, ``gain = calculate_gain(nonlinearity, a)``.
 
     The fans come from ``nabla.nn``'s ``(..., in, out)`` layout; the weights that layers
-    hold in PyTorch's ``(out, in, *kernel)`` layout (``Conv1d``, ``ConvTranspose2d``,
-    ``LSTM``, ``GRU``) take PyTorch's fans, as ported code expects.
+    hold in PyTorch's ``(out, in, *kernel)`` layout (``Conv1d``, ``ConvTranspose2d``, the
+    recurrent layers and cells, ``MultiheadAttention``'s projections, ``Embedding``) take
+    PyTorch's fans, as ported code expects, in copies of those layers too.
 
     Args:
         tensor: the tensor to fill.
@@ -497,6 +501,10 @@ def kaiming_uniform_(
 
     Returns:
         ``tensor``.
+
+    Raises:
+        ValueError: for a tensor of fewer than 2 dims (no fans), as PyTorch's, or an unknown
+            ``mode``.
     """
     t = _target("kaiming_uniform_", tensor)
     bound = math.sqrt(3.0) * _kaiming_std("kaiming_uniform_", t, a, mode, nonlinearity)
@@ -518,6 +526,10 @@ def kaiming_normal_(
 
     Returns:
         ``tensor``.
+
+    Raises:
+        ValueError: for a tensor of fewer than 2 dims (no fans), as PyTorch's, or an unknown
+            ``mode``.
     """
     t = _target("kaiming_normal_", tensor)
     std = _kaiming_std("kaiming_normal_", t, a, mode, nonlinearity)

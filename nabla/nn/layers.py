@@ -296,8 +296,7 @@ def _conv_weight(layer, key, shape, bias, dtype):
     of every dim but the first; the bias has ``layer.out_channels`` entries."""
     kw, kb = _keys(key, 2)
     bound = 1.0 / math.sqrt(math.prod(shape[1:]))
-    layer.weight = init.uniform(shape, -bound, bound, kw, dtype)
-    init.mark_torch_layout(layer.weight)  # (the in-place initializers' fans: PyTorch's)
+    layer.weight = init.uniform(shape, -bound, bound, kw, dtype)  # (PyTorch's layout)
     layer.bias = init.uniform((layer.out_channels,), -bound, bound, kb, dtype) if bias else None
 
 
@@ -348,6 +347,9 @@ class Conv1d(Module):
         padding_mode: ``"zeros"`` (default), ``"reflect"``, ``"replicate"`` or
             ``"circular"``, as PyTorch (the last three take int padding).
     """
+
+    def _in_pytorch_layout(self, name: str) -> bool:
+        return name == "weight"  # (PyTorch's layout: nn.init takes its fans)
 
     def __init__(
         self,
@@ -429,6 +431,9 @@ class ConvTranspose2d(Module):
         key: optional RNG key for the initial values.
         dtype: parameter dtype (default: the default dtype).
     """
+
+    def _in_pytorch_layout(self, name: str) -> bool:
+        return name == "weight"  # (PyTorch's layout: nn.init takes its fans)
 
     def __init__(
         self,
@@ -827,6 +832,9 @@ class Embedding(Module):
     Raises:
         ValueError: for a ``padding_idx`` out of range.
     """
+
+    def _in_pytorch_layout(self, name: str) -> bool:
+        return name == "weight"  # (num, dim): PyTorch's fans for nn.init
 
     def __init__(
         self, num_embeddings: int, embedding_dim: int, padding_idx=None, *, key=None, dtype=None

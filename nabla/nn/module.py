@@ -366,11 +366,26 @@ class Module:
                 if not value.requires_grad:
                     value.requires_grad = True
             params[name] = value
+            if self._in_pytorch_layout(name):
+                PYTORCH_LAYOUT.add(value)
         elif isinstance(value, Module):
             self.__dict__.pop(name, None)
             modules[name] = value
         else:
             object.__setattr__(self, name, value)
+
+    def _in_pytorch_layout(self, name: str) -> bool:
+        """Whether this module's parameter ``name`` is laid out as PyTorch's (see
+        ``PYTORCH_LAYOUT``); a layer holding such weights says which."""
+        return False
+
+    def __setstate__(self, state) -> None:
+        # ``copy.deepcopy`` and ``pickle`` fill ``__dict__`` directly: the copied parameters
+        # get this module's layout marks again
+        self.__dict__.update(state)
+        for name, p in state.get("_parameters", {}).items():
+            if p is not None and self._in_pytorch_layout(name):
+                PYTORCH_LAYOUT.add(p)
 
     def __getattr__(self, name: str):
         d = self.__dict__
@@ -1184,6 +1199,13 @@ def laid_out_like(old: Tensor, value: Tensor) -> Tensor:
 
 # ``nn.Parameter(x, requires_grad=False)``'s tensors: set on a module, frozen parameters
 _FROZEN_PARAMETERS = TensorSet()
+
+# the parameters laid out as PyTorch's ``(out, in, *kernel)`` (or an embedding table's
+# ``(num, dim)``) rather than ours ``(..., in, out)``: the in-place initializers
+# (``nn.init``) take their fans as PyTorch does. Marked when set on a module whose
+# ``_in_pytorch_layout(name)`` says so, and again on a copy or unpickled module (a mark is
+# by identity: a deep-copied Conv1d's weight had lost it and got ``(..., in, out)`` fans)
+PYTORCH_LAYOUT = TensorSet()
 
 
 def mark_frozen_parameter(t: Tensor) -> None:

@@ -77,6 +77,9 @@ class _RNNBase(Module):
     """The shared parts of ``LSTM`` and ``GRU``: parameters, argument checks, the layer and
     direction loop (each direction one scan) and dropout between layers."""
 
+    def _in_pytorch_layout(self, name: str) -> bool:
+        return name.startswith(("weight_ih", "weight_hh"))  # (PyTorch's (rows, in) layout)
+
     gates = 0  # gate blocks per weight: 4 for LSTM, 3 for GRU
     # whether b_hh joins b_ih in the input projection (LSTM); GRU's reset gate scales the
     # hidden projection with its bias, so there b_hh stays in the step
@@ -124,10 +127,6 @@ class _RNNBase(Module):
                 )
                 setattr(
                     self, f"weight_hh_{tag}", init.uniform((rows, h), -bound, bound, draw[1], dtype)
-                )
-                # PyTorch's (rows, in) layout: the in-place initializers' fans are its
-                init.mark_torch_layout(
-                    getattr(self, f"weight_ih_{tag}"), getattr(self, f"weight_hh_{tag}")
                 )
                 if self.bias:
                     setattr(
@@ -466,6 +465,9 @@ class _CellBase(Module):
     parameters ``weight_ih`` ``(gates * hidden_size, input_size)``, ``weight_hh``
     ``(gates * hidden_size, hidden_size)``, ``bias_ih``, ``bias_hh``, uniform in
     ``±1 / sqrt(hidden_size)``; the step is the layers' own."""
+
+    def _in_pytorch_layout(self, name: str) -> bool:
+        return name.startswith(("weight_ih", "weight_hh"))  # (PyTorch's (rows, in) layout)
 
     gates = 0
     fold_hidden_bias = False  # as the layers': b_hh joins the input projection (not GRU's)

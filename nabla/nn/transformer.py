@@ -304,6 +304,9 @@ class _TorchLinear(Module):
     ``out_proj`` of :class:`MultiheadAttention`, so its ``state_dict`` loads PyTorch's as
     it is (a square weight of the other layout would load transposed, silently)."""
 
+    def _in_pytorch_layout(self, name: str) -> bool:
+        return name == "weight"  # (PyTorch's layout: nn.init takes its fans)
+
     def __init__(self, in_features: int, out_features: int, bias: bool, dtype=None):
         super().__init__()
         bound = 1.0 / math.sqrt(in_features)
@@ -352,6 +355,10 @@ class MultiheadAttention(MultiHeadAttention):
         ValueError: for ``embed_dim`` not a multiple of ``num_heads``, or ``add_bias_kv`` /
             ``add_zero_attn``.
     """
+
+    def _in_pytorch_layout(self, name: str) -> bool:
+        # PyTorch's (out, in) projections: nn.init takes their fans as PyTorch's
+        return name in ("in_proj_weight", "q_proj_weight", "k_proj_weight", "v_proj_weight")
 
     def __init__(
         self,

@@ -71,3 +71,40 @@ def test_in_place_initializers_take_pytorch_s_fans_on_weights_in_its_layout():
     assert init.kaiming_normal_(nb.zeros((3, 3, 0, 8))).shape == (3, 3, 0, 8)
     with pytest.raises(ValueError, match="std must be >= 0"):
         init.normal_(nb.zeros((2,)), 0.0, -1.0)
+
+
+def test_pytorch_layout_weights_keep_pytorch_s_fans_in_copies_and_in_every_such_layer():
+    """The mark that gives a weight PyTorch's fans is by identity: a deep-copied or
+    unpickled Conv1d/LSTM had lost it (a 3-4x smaller init); the cells, MultiheadAttention's
+    projections and Embedding had never had it. Each layer now says which of its
+    parameters are in PyTorch's layout, and copies are marked again."""
+    import copy
+    import math
+    import pickle
+
+    from nabla.nn import init
+
+    def std_after(w, mode="fan_in"):
+        init.kaiming_normal_(w, mode=mode, key=nb.random.key(0))
+        return float(w.numpy().std())
+
+    conv = nb.nn.Conv1d(32, 64, 5)
+    for layer in (conv, copy.deepcopy(conv), pickle.loads(pickle.dumps(conv))):
+        assert abs(std_after(layer.weight) - math.sqrt(2 / (32 * 5))) < 0.01
+    lstm = copy.deepcopy(nb.nn.LSTM(16, 32))
+    assert abs(std_after(lstm.weight_ih_l0) - math.sqrt(2 / 16)) < 0.02
+    cell = nb.nn.GRUCell(16, 32)
+    assert abs(std_after(cell.weight_ih) - math.sqrt(2 / 16)) < 0.02
+    mha = nb.nn.MultiheadAttention(64, 4, kdim=16)
+    assert abs(std_after(mha.k_proj_weight) - math.sqrt(2 / 16)) < 0.02
+    assert abs(std_after(mha.out_proj.weight) - math.sqrt(2 / 64)) < 0.02
+    emb = nb.nn.Embedding(500, 32)  # (num, dim): PyTorch's fan_in is dim
+    assert abs(std_after(emb.weight) - math.sqrt(2 / 32)) < 0.02
+    assert abs(std_after(emb.weight, "fan_out") - math.sqrt(2 / 500)) < 0.005
+    lin = nb.nn.Linear(16, 64)  # ours, (in, out): fan_in 16
+    assert abs(std_after(lin.weight) - math.sqrt(2 / 16)) < 0.02
+    # fewer than 2 dims: no fans, as PyTorch refuses (a loop over parameters() filled
+    # every bias)
+    for fill in (init.xavier_uniform_, init.xavier_normal_, init.kaiming_uniform_):
+        with pytest.raises(ValueError, match="fewer than 2 dims"):
+            fill(lin.bias)
