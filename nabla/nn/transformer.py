@@ -457,6 +457,35 @@ def _seq_major(x, batch_first: bool):
     return x if batch_first or x.ndim == 2 else x.swap_axes(0, 1)
 
 
+def _qkv_bound(attention, proj) -> float:
+    """PyTorch's Xavier bound for a query, key or value projection of ``attention``: of its
+    packed ``(3E, E)`` ``in_proj_weight`` when the key and value widths are ``E``, else of
+    that projection's own ``(E, width)`` matrix."""
+    e = attention.embed_dim
+    if attention.kdim == e and attention.vdim == e:
+        return math.sqrt(6.0 / (e + 3 * e))
+    return math.sqrt(6.0 / (e + proj.weight.shape[0]))  # (ours: (width, E))
+
+
+def _qkv(attention) -> tuple:
+    return attention.q_proj, attention.k_proj, attention.v_proj
+
+
+def _pytorch_attention_init(attention, key) -> None:
+    """The initial values PyTorch's ``MultiheadAttention`` gives (its ``_reset_parameters``)
+    on ``MultiHeadAttention``'s separate projections: the query, key and value weights
+    Xavier-uniform as one packed matrix, their biases and the output bias 0 (the output
+    weight keeps a Linear's). The encoder and decoder layers take them, as PyTorch's."""
+    for proj, k in zip(_qkv(attention), _keys(key, 3)):
+        a = _qkv_bound(attention, proj)
+        proj.weight = init.uniform(proj.weight.shape, -a, a, k, proj.weight.dtype)
+        if proj.bias is not None:
+            proj.bias = init.zeros(proj.bias.shape, proj.bias.dtype)
+    out = attention.out_proj
+    if out.bias is not None:
+        out.bias = init.zeros(out.bias.shape, out.bias.dtype)
+
+
 class _TransformerLayer(Module):
     """What the encoder and decoder layers share: their construction (the attention blocks
     named in ``attentions``, the feed-forward block, a ``LayerNorm`` per block, dropout and
@@ -488,7 +517,10 @@ class _TransformerLayer(Module):
         bias = bool(bias)
         *attention_keys, k1, k2 = _keys(key, len(self.attentions) + 2)
         for name, k in zip(self.attentions, attention_keys):
-            setattr(self, name, MultiHeadAttention(d_model, nhead, dropout, bias, k, dtype))
+            k_made, k_qkv = _keys(k, 2)
+            attention = MultiHeadAttention(d_model, nhead, dropout, bias, k_made, dtype)
+            _pytorch_attention_init(attention, k_qkv)
+            setattr(self, name, attention)
         self.linear1 = Linear(d_model, dim_feedforward, bias, k1, dtype)
         self.linear2 = Linear(dim_feedforward, d_model, bias, k2, dtype)
         for i in range(1, len(self.attentions) + 2):  # norm1, norm2, ...: one per block
@@ -833,9 +865,22 @@ class Transformer(Module):
             custom_decoder, TransformerDecoderLayer, TransformerDecoder, num_decoder_layers, k_dec
         )
         self.d_model, self.nhead, self.batch_first = d_model, nhead, bool(batch_first)
+        # PyTorch's _reset_parameters: every matrix Xavier-uniform, the query, key and value
+        # weights as its packed (3E, E) in_proj_weight (a bound half as wide apart as each
+        # (E, E) alone would have)
+        bounds = {
+            id(proj.weight): _qkv_bound(m, proj)
+            for m in self.modules()
+            if isinstance(m, MultiHeadAttention) and not isinstance(m, MultiheadAttention)
+            for proj in _qkv(m)
+        }
         matrices = [p for p in self.parameters() if p.ndim > 1]
         for p, k in zip(matrices, _keys(k_init, len(matrices))):  # each its own draw
-            init.xavier_uniform_(p, key=k)
+            if id(p) in bounds:
+                a = bounds[id(p)]
+                init.uniform_(p, -a, a, key=k)
+            else:
+                init.xavier_uniform_(p, key=k)
 
     def forward(
         self,

@@ -138,3 +138,23 @@ def test_transformer_layers_without_bias_as_pytorch():
     model = nn.Transformer(8, 2, 1, 1, 16, 0.0, bias=False, key=nb.random.key(1))
     assert not [n for n in model.state_dict() if n.endswith("bias")]
     assert model(nb.ones((4, 2, 8)), nb.ones((3, 2, 8))).shape == (3, 2, 8)
+
+
+def test_attention_in_transformer_layers_starts_as_pytorch_s():
+    """PyTorch's MultiheadAttention._reset_parameters: the query, key and value weights
+    Xavier-uniform as one packed (3E, E) matrix, their biases and the output bias 0. The
+    layers' separate projections had a Linear's init (nonzero biases) and nn.Transformer
+    Xavier on each (E, E) matrix (twice the variance)."""
+    e = 64
+    packed = np.sqrt(6.0 / (4 * e))
+    layer = nn.TransformerDecoderLayer(e, 4, 128, key=nb.random.key(0))
+    model = nn.Transformer(e, 4, 1, 1, 128, key=nb.random.key(1))
+    attns = [layer.self_attn, layer.cross_attn, model.encoder.layers[0].self_attn]
+    for attn in attns:
+        for proj in (attn.q_proj, attn.k_proj, attn.v_proj):
+            w = np.abs(proj.weight.numpy())
+            assert 0.95 * packed < w.max() <= packed
+            assert not proj.bias.numpy().any()
+        assert not attn.out_proj.bias.numpy().any()
+    out = np.abs(layer.self_attn.out_proj.weight.numpy()).max()  # a Linear's: 1 / sqrt(E)
+    assert 0.95 / np.sqrt(e) < out <= 1 / np.sqrt(e)
