@@ -1232,6 +1232,13 @@ def _check_name(module, method: str, name) -> None:
             f"{type(module).__name__}.{method}: the name must be a non-empty string without "
             f"'.', got {name!r}"
         )
+    tables = [module.__dict__.get(t, {}) for t in _INTERNAL[:3]]
+    if not any(name in t for t in tables) and (
+        name in module.__dict__ or hasattr(type(module), name)
+    ):
+        # PyTorch's KeyError: a setting (``in_features``), ``training`` or a method would
+        # be replaced by the tensor or module, and the layer fail later, unclearly
+        raise KeyError(f"{type(module).__name__}.{method}: attribute {name!r} already exists")
 
 
 def host_array(value) -> np.ndarray:
@@ -1427,6 +1434,7 @@ class ModuleDict(Module):
     def __setitem__(self, key: str, module: Module) -> None:
         if not isinstance(module, Module):
             raise TypeError(f"ModuleDict: expected a Module for {key!r}, got {type(module)}")
+        _check_name(self, "__setitem__", str(key))  # (a dotted key broke state_dict later)
         self.__dict__["_modules"][str(key)] = module
 
     def __getitem__(self, key: str) -> Module:
@@ -1553,9 +1561,7 @@ class ParameterDict(Module):
         return self.__dict__["_parameters"]
 
     def __setitem__(self, key: str, value) -> None:
-        _check_name(self, "__setitem__", key)
-        if hasattr(type(self), key) or (key in self.__dict__ and key not in self._table()):
-            raise KeyError(f"ParameterDict: {key!r} is an attribute of every module")
+        _check_name(self, "__setitem__", key)  # (also refuses "training", a method's name)
         setattr(self, key, _as_parameter(value))
 
     def __getitem__(self, key: str) -> Tensor:

@@ -587,7 +587,24 @@ def test_parameter_list_and_dict_are_pytorch_s():
     np.testing.assert_allclose(twin(x).numpy(), m(x).numpy())
     with pytest.raises(IndexError, match="out of range for 3 parameters"):
         m.scales[3]
-    with pytest.raises(KeyError, match="attribute of every module"):
+    with pytest.raises(KeyError, match="attribute 'training' already exists"):
         m.bias["training"] = nb.zeros(2)
     with pytest.raises(TypeError, match="ParameterList/ParameterDict"):
         m.plain = [nb.ones(2)]
+
+
+def test_registering_over_an_attribute_or_a_dotted_module_key_is_refused_as_pytorch():
+    """register_buffer/register_parameter over a setting replaced it (the layer then failed
+    unclearly); a ModuleDict key with a dot broke state_dict later with a bare KeyError."""
+    m = nn.Linear(2, 2)
+    with pytest.raises(KeyError, match="Linear.register_buffer: attribute 'in_features' already"):
+        m.register_buffer("in_features", nb.zeros((1,)))
+    with pytest.raises(KeyError, match="attribute 'forward' already exists"):
+        m.register_parameter("forward", nb.zeros((1,)))
+    assert m.in_features == 2
+    m.register_buffer("scale", nb.ones(1))
+    m.register_buffer("scale", nb.zeros(1))  # a buffer again: replaced, as PyTorch's
+    with pytest.raises(KeyError, match="without '.'"):
+        nn.ModuleDict({"x.y": nn.Linear(1, 1)})
+    with pytest.raises(KeyError, match="attribute 'training' already exists"):
+        nn.ModuleDict()["training"] = nn.Linear(1, 1)
