@@ -988,6 +988,10 @@ class _Activation(Module):
         """
         return type(self).fn(x, *[getattr(self, name) for name in self.settings])
 
+    def extra_repr(self) -> str:
+        """The settings, as PyTorch shows them (``LeakyReLU(negative_slope=0.2)``)."""
+        return ", ".join(f"{name}={getattr(self, name)!r}" for name in self.settings)
+
 
 _inplace = F._inplace  # (PyTorch's flag, checked once for modules and functions alike)
 

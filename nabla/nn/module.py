@@ -874,7 +874,9 @@ class Module:
             m = m.__dict__["_modules"][part]
         return m, leaf
 
-    def load_state_dict(self, state_dict, strict: bool = True) -> IncompatibleKeys:
+    def load_state_dict(
+        self, state_dict, strict: bool = True, assign: bool = False
+    ) -> IncompatibleKeys:
         """Copy tensors from ``state_dict`` into this module's parameters and buffers.
 
         Every entry is checked first (names, shapes, dtypes); on any problem nothing is
@@ -884,6 +886,9 @@ class Module:
             state_dict: a mapping qualified name -> Tensor or NumPy array.
             strict: when True (default), keys missing from ``state_dict`` and keys the module
                 does not have are errors; when False they are skipped.
+            assign: PyTorch's: the module takes the loaded values as new tensors with their
+                own dtypes (a float64 checkpoint makes float64 parameters), instead of
+                copying them into the current ones, cast to their dtypes (default False).
 
         Returns:
             ``IncompatibleKeys(missing_keys, unexpected_keys)``, PyTorch's named tuple: the
@@ -921,6 +926,8 @@ class Module:
                 problems.append(problem)
             elif tuple(new.shape) != tuple(old.shape):
                 problems.append(f"{name}: shape {tuple(new.shape)}, expected {tuple(old.shape)}")
+            elif assign:
+                updates.append((name, new))
             elif new.dtype is not old.dtype and not castable(new.dtype, old.dtype):
                 problems.append(f"{name}: dtype {new.dtype}, expected {old.dtype}")
             else:  # (a float value into a float of another width, as PyTorch's copy_)
@@ -932,7 +939,11 @@ class Module:
                 + " (nothing loaded)"
             )
         for name, new in updates:
-            self._assign(name, new)
+            if assign:  # a new tensor of its own dtype in the slot, as PyTorch's assign=True
+                owner, leaf = self._owner(name)
+                setattr(owner, leaf, detach(owned(new)))
+            else:
+                self._assign(name, new)
         return IncompatibleKeys(missing, unexpected)
 
     def _assign(self, qualified: str, value: Tensor) -> None:
@@ -1344,17 +1355,33 @@ class _ModuleSequence:
             self.append(m)
         return self
 
-    def insert(self, index: int, module: Module) -> None:
+    def insert(self, index: int, module: Module):
         """Insert ``module`` before position ``index`` (negative counts from the end).
 
         Args:
             index: the position.
             module: the module.
+
+        Returns:
+            This container (as PyTorch's ``Sequential.insert``).
         """
         self._check(module, "insert")
         mods = list(self.__dict__["_modules"].values())
         mods.insert(index, module)
         self._renumber(mods)
+        return self
+
+    def __add__(self, other):
+        """A new container of this kind holding this one's modules, then ``other``'s
+        (PyTorch's ``Sequential + Sequential``, ``ModuleList + ModuleList``)."""
+        if not isinstance(other, type(self)):
+            return NotImplemented
+        mods = list(self) + list(other)
+        return self._of_items([(str(i), m) for i, m in enumerate(mods)])
+
+    def __iadd__(self, modules):
+        """``seq += modules``: :meth:`extend`."""
+        return self.extend(modules)
 
     def pop(self, index: int = -1) -> Module:
         """Remove and return the module at ``index`` (default: the last).

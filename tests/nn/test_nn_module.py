@@ -608,3 +608,27 @@ def test_registering_over_an_attribute_or_a_dotted_module_key_is_refused_as_pyto
         nn.ModuleDict({"x.y": nn.Linear(1, 1)})
     with pytest.raises(KeyError, match="attribute 'training' already exists"):
         nn.ModuleDict()["training"] = nn.Linear(1, 1)
+
+
+def test_pytorch_container_operators_activation_reprs_and_assign_loads():
+    a = nn.Sequential(nn.Linear(2, 3), nn.ReLU())
+    joined = a + nn.Sequential(nn.Linear(3, 1))
+    assert type(joined) is nn.Sequential and len(joined) == 3 and len(a) == 2
+    assert list(joined.state_dict()) == ["0.weight", "0.bias", "2.weight", "2.bias"]
+    assert joined(nb.ones((4, 2))).shape == (4, 1)
+    layers = nn.ModuleList([nn.Linear(1, 1)])
+    layers += [nn.Linear(1, 2)]
+    assert len(layers) == 2 and len(layers + nn.ModuleList([nn.ReLU()])) == 3
+    assert a.insert(0, nn.ReLU()) is a and len(a) == 3
+    assert repr(nn.LeakyReLU(0.2)) == "LeakyReLU(negative_slope=0.2)"
+    assert repr(nn.Hardtanh(-2.0, 2.0)) == "Hardtanh(min_val=-2.0, max_val=2.0)"
+    m = nn.Linear(2, 2)
+    wide = {k: v.numpy().astype(np.float64) for k, v in m.state_dict().items()}
+    copied, assigned = nn.Linear(2, 2), nn.Linear(2, 2)
+    copied.load_state_dict(wide)
+    assert copied.weight.dtype == nb.float32  # cast into the current parameter
+    assigned.load_state_dict(wide, assign=True)  # PyTorch's: the loaded value's own dtype
+    assert assigned.weight.dtype == nb.float64 and assigned.weight.requires_grad
+    np.testing.assert_array_equal(assigned.weight.numpy(), wide["weight"])
+    with pytest.raises(ValueError, match=r"shape \(3,\), expected \(2,\)"):
+        assigned.load_state_dict({**wide, "bias": np.zeros(3)}, assign=True)
