@@ -676,11 +676,43 @@ def _randint_between(k, shape, low, high, dtype):
         return fn.clip(fn.cast(t, int64), int(info.min), top)
 
     lo, hi = bound(low, "low"), bound(high, "high")
-    _check_broadcast("randint", norm_shape("randint", shape), {"low": lo, "high": hi})
+    shape = norm_shape("randint", shape)
+    _check_broadcast("randint", shape, {"low": lo, "high": hi})
     lo = fn.minimum(lo, int(info.max))
+    if dtype.numpy.itemsize == 8:
+        return fn.cast(_wide_randint(k, shape, lo, hi), dtype)
     span = fn.maximum(hi - lo, 1)
     raw = _draw(_randint, k, shape, int64, {"low": 0, "high": 1 << 62})
     return fn.cast(lo + raw % span, dtype)
+
+
+_WIDE_ROUNDS = 6  # rejection rounds of a 64-bit randint (see _wide_randint)
+
+
+def _wide_randint(k, shape, lo, hi):
+    """``lo + r % (hi - lo)`` for 64-bit bounds, in uint64 arithmetic (modulo ``2**64``): the
+    span is the exact difference (up to the whole int64 range) and ``r`` has 64 random bits
+    (two draws of 32). A draw at or past the largest multiple of the span below ``2**64``
+    (which ``%`` would fold onto the low values: up to half of them for a span just past
+    ``2**63``) is replaced by the next round's, ``_WIDE_ROUNDS`` rounds; the bias left is
+    that fraction to the power of the rounds (below 1% at worst, none for a span that
+    divides ``2**64``). With raw draws below ``2**62`` and an int64 difference, a span of
+    ``3 * 2**60`` had drawn its top third once in four, and the whole range only ``lo``."""
+    u64 = DType.uint64
+    rounds = _WIDE_ROUNDS
+    bits = _draw(_randint, k, (*shape, 2 * rounds), DType.int64, {"low": 0, "high": 1 << 32})
+    words = [fn.cast(fn.squeeze(w, -1), u64) for w in fn.split(bits, 2 * rounds, -1)]
+    span = fn.cast(hi, u64) - fn.cast(lo, u64)  # (exact: hi >= lo when the range is not empty)
+    span = fn.where(hi > lo, span, fn.full_like(span, 1))  # an empty range gives low
+    # the draws past ``limit`` are the biased ones: limit = 2**64 - 1 - (2**64 % span)
+    limit = fn.full_like(span, np.iinfo(np.uint64).max) - (
+        (fn.full_like(span, np.iinfo(np.uint64).max) % span + 1) % span
+    )
+    out = None
+    for i in range(rounds - 1, -1, -1):  # the first round's draw wins where it is kept
+        raw = fn.bitwise_or(fn.left_shift(words[2 * i], 32), words[2 * i + 1])
+        out = raw if out is None else fn.where(raw <= limit, raw, out)
+    return fn.cast(fn.cast(lo, u64) + out % span, DType.int64)
 
 
 def permutation(key_or_x, x=None, axis=0):

@@ -464,3 +464,19 @@ def test_a_negative_std_or_a_probability_outside_0_1_is_refused_as_pytorch():
     assert nb.random.bernoulli(k, 1, (3,)).tolist() == [True] * 3
     assert nb.random.bernoulli(k, 0.0, (3,)).tolist() == [False] * 3
     assert np.all(nb.normal((2,), std=0.0).numpy() == 0.0)
+
+
+def test_randint_with_64_bit_tensor_bounds_draws_the_whole_span_evenly():
+    """Raw draws below 2**62 and an int64 difference: a span of 3 * 2**60 drew its top
+    third once in four, the whole int64 range only its lowest value."""
+    k = nb.random.key(0)
+    t = lambda v: nb.asarray(np.int64(v))  # noqa: E731
+    x = nb.random.randint(k, (200_000,), t(0), t(3 * 2**60), dtype=nb.int64).numpy()
+    thirds = np.bincount((x // 2**60) // 1, minlength=3)[:3] / x.size
+    assert np.all(np.abs(thirds - 1 / 3) < 0.006), thirds
+    y = nb.random.randint(k, (100_000,), t(-(2**63)), t(2**63 - 1), dtype=nb.int64).numpy()
+    assert abs((y > 0).mean() - 0.5) < 0.006 and y.min() < -(2**62) and y.max() > 2**62
+    small = nb.random.randint(k, (70_000,), t(5), t(12), dtype=nb.int64).numpy()
+    assert set(small.tolist()) == set(range(5, 12))
+    assert np.all(np.abs(np.bincount(small - 5) / small.size - 1 / 7) < 0.008)
+    assert nb.random.randint(k, (3,), t(5), t(2), dtype=nb.int64).tolist() == [5, 5, 5]
