@@ -21,7 +21,7 @@ from ..core.dtypes import DType, get_default_dtype, to_dtype
 from ..core.state import STATE, Drawn, Replay, level_sizes
 from ..runtime.tensor import Tensor
 from . import batching
-from ._util import alias_arg, as_tensor, norm_axis, norm_shape
+from ._util import alias_arg, as_tensor, norm_axis, norm_shape, readable_now
 from .base import Operation
 from .functions import fn
 
@@ -162,9 +162,10 @@ def key(seed: int) -> Tensor:
 PRNGKey = key
 
 
-def split(k, num=2) -> Tensor:
-    """``num`` new independent keys from ``k``, stacked: shape ``(num, 2)``; ``num`` may be a
-    shape (``split(k, (2, 3))`` has shape ``(2, 3, 2)``), as in JAX."""
+def split(key, num=2) -> Tensor:
+    """``num`` new independent keys from ``key``, stacked: shape ``(num, 2)``; ``num`` may
+    be a shape (``split(k, (2, 3))`` has shape ``(2, 3, 2)``), as in JAX."""
+    k = key
     if isinstance(num, tuple | list):
         shape = norm_shape("random.split", tuple(num))
         keys = _split.bind(
@@ -176,8 +177,8 @@ def split(k, num=2) -> Tensor:
     return _split.bind([_as_key(k, "random.split")], {"num": int(num)})
 
 
-def fold_in(k, data) -> Tensor:
-    """A new key derived from ``k`` and an integer ``data``: a Python int (taken modulo
+def fold_in(key, data) -> Tensor:
+    """A new key derived from ``key`` and an integer ``data``: a Python int (taken modulo
     2**64) or an integer scalar tensor (traced by ``compile``, batched by ``vmap``, as in
     JAX).
 
@@ -199,7 +200,7 @@ def fold_in(k, data) -> Tensor:
             )
         v = int(data) % (1 << 64)
         d = fn.constant(np.asarray(v - (1 << 64) if v >= 1 << 63 else v, dtype=np.int64))
-    return _fold.bind([_as_key(k, "random.fold_in"), d], {})
+    return _fold.bind([_as_key(key, "random.fold_in"), d], {})
 
 
 # ----------------------------------------------------------------------------- global state
@@ -344,8 +345,9 @@ def _split_args(key_or_shape, shape, params, op: str):
 
 
 def _dtype_like(v) -> bool:
-    """A dtype where JAX's draws take one positionally (``uniform(key, shape, dtype)``)."""
-    return isinstance(v, DType | np.dtype) or (isinstance(v, type) and v is not bool)
+    """A dtype where JAX's draws take one positionally (``uniform(key, shape, dtype)``; a
+    dtype's name too, ``"float16"``: no bound is a string)."""
+    return isinstance(v, DType | np.dtype | str) or (isinstance(v, type) and v is not bool)
 
 
 def _one_dtype(op, dtype, positional):
@@ -715,19 +717,29 @@ def _wide_randint(k, shape, lo, hi):
     return fn.cast(fn.cast(lo, u64) + out % span, DType.int64)
 
 
-def permutation(key_or_x, x=None, axis=0):
+def permutation(key_or_x=None, x=None, axis=0, independent: bool = False, *, key=None):
     """A random permutation (JAX's ``random.permutation``): of ``range(n)`` for an int
     ``x``, else of ``x``'s slices along ``axis``. Call as ``permutation(key, x)``
-    (reproducible) or ``permutation(x)`` (global generator).
+    (reproducible; ``key=`` too) or ``permutation(x)`` (global generator). With
+    ``independent=True`` each vector of ``x`` along ``axis`` is shuffled on its own.
 
     Raises:
-        ValueError: for a negative ``n``, or a 0-d ``x``.
+        ValueError: for a negative ``n``, a 0-d ``x``, or ``independent`` with an int ``x``.
     """
+    if key is not None:  # permutation(key=k, x=...) or permutation(x, key=k)
+        if key_or_x is not None and x is not None:
+            raise TypeError("random.permutation: the key given twice (first argument and key=)")
+        key_or_x, x = key, (key_or_x if x is None else x)
     if isinstance(key_or_x, Tensor) and x is not None:
         k = _as_key(key_or_x, "permutation")
     else:
         k, x = global_key(), key_or_x
     n, values, axis = _candidates("random.permutation", x, axis)
+    if independent:
+        if values is None:
+            raise ValueError("random.permutation: independent=True needs an array x, not an int")
+        order = fn.argsort(_draw(_uniform, k, tuple(values.shape), DType.float32), axis=axis)
+        return fn.take_along_axis(values, order, axis)
     order = fn.argsort(_draw(_uniform, k, (n,), DType.float32))
     order = fn.cast(order, DType.int32)
     return order if values is None else fn.gather(values, order, axis)
@@ -749,15 +761,21 @@ def _candidates(op: str, x, axis) -> tuple:
     return values.shape[axis], values, axis
 
 
-def categorical(k, logits, axis=-1, shape=None):
+def categorical(key, logits, axis=-1, shape=None, replace: bool = True):
     """Indices drawn with probabilities ``softmax(logits)`` along ``axis`` (JAX's
     ``random.categorical``, by the Gumbel-max trick): int32, of the shape of ``logits``
     without ``axis``, or ``shape`` (which must end with it, broadcasting ``logits``).
+    ``replace=False`` is refused (:func:`choice` draws without replacement, with ``p``).
 
     Raises:
-        ValueError: for a ``shape`` ``logits`` does not broadcast to.
+        ValueError: for a ``shape`` ``logits`` does not broadcast to, or ``replace=False``.
     """
-    k = _as_key(k, "categorical")
+    if not replace:
+        raise ValueError(
+            "random.categorical: replace=False is not supported; draw without replacement "
+            "with nb.random.choice(key, n, shape, replace=False, p=nb.softmax(logits))"
+        )
+    k = _as_key(key, "categorical")
     logits = as_tensor(logits, op="random.categorical")
     axis = norm_axis("random.categorical", axis, logits.ndim, logits.shape)
     batch = logits.shape[:axis] + logits.shape[axis + 1 :]
@@ -971,7 +989,8 @@ def choice(key, a, shape=(), replace=True, p=None, axis=0):
 
     Raises:
         ValueError: for more draws than candidates without replacement, ``p`` of another
-            length, or a 0-d ``a``.
+            length (or, when it has a value, negative, not finite or summing to 0), or a 0-d
+            ``a``.
     """
     k = _as_key(key, "random.choice")
     shape = norm_shape("random.choice", shape)
@@ -987,6 +1006,14 @@ def choice(key, a, shape=(), replace=True, p=None, axis=0):
         p = as_tensor(p, op="random.choice")
         if p.shape != (n,):
             raise ValueError(f"random.choice: p of shape {p.shape} for {n} candidates")
+        if readable_now(p):  # (a negative or NaN p had made a NaN logit: index 0, always)
+            values_p = p.numpy().astype(np.float64)
+            if not (np.all(values_p >= 0) and np.all(np.isfinite(values_p))):
+                raise ValueError(
+                    f"random.choice: p must hold non-negative finite probabilities, got {values_p}"
+                )
+            if count and not values_p.sum() > 0:
+                raise ValueError("random.choice: p sums to 0: no candidate can be drawn")
         logits = fn.log(fn.cast(p, DType.float32))
     if not count:
         flat = fn.zeros((0,), dtype=DType.int32)

@@ -480,3 +480,30 @@ def test_randint_with_64_bit_tensor_bounds_draws_the_whole_span_evenly():
     assert set(small.tolist()) == set(range(5, 12))
     assert np.all(np.abs(np.bincount(small - 5) / small.size - 1 / 7) < 0.008)
     assert nb.random.randint(k, (3,), t(5), t(2), dtype=nb.int64).tolist() == [5, 5, 5]
+
+
+def test_jax_s_keywords_independent_permutations_string_dtypes_and_bad_p():
+    """key= on split/fold_in/categorical/permutation, permutation(independent=True), a dtype
+    by name, and a choice p that is negative or sums to 0 (a NaN logit drew index 0)."""
+    k = nb.random.key(0)
+    assert nb.random.split(key=k).shape == (2, 2)
+    assert nb.random.fold_in(key=k, data=3).shape == (2,)
+    assert nb.random.categorical(key=k, logits=nb.zeros((3, 4))).shape == (3,)
+    same = nb.random.permutation(k, 5).tolist()
+    assert (
+        nb.random.permutation(key=k, x=5).tolist()
+        == same
+        == nb.random.permutation(5, key=k).tolist()
+    )
+    x = nb.asarray(np.arange(12).reshape(3, 4))
+    rows = nb.random.permutation(k, x, 1, True).numpy()
+    assert all(sorted(r) == list(range(4 * i, 4 * i + 4)) for i, r in enumerate(rows))
+    assert len({tuple(np.argsort(r)) for r in rows}) > 1  # each row its own order
+    assert nb.random.uniform(k, (3,), "float16").dtype == nb.float16
+    with pytest.raises(ValueError, match="p must hold non-negative finite probabilities"):
+        nb.random.choice(k, 3, (10,), p=np.array([-0.5, 1.0, 0.5], np.float32))
+    with pytest.raises(ValueError, match="p sums to 0"):
+        nb.random.choice(k, 3, (2,), p=np.zeros(3, np.float32))
+    with pytest.raises(ValueError, match="replace=False is not supported"):
+        nb.random.categorical(k, nb.zeros(3), replace=False)
+    assert nb.random.choice(k, 3, (5,), p=np.array([0.0, 1.0, 0.0], np.float32)).tolist() == [1] * 5
