@@ -7,14 +7,18 @@ A *pytree* is a value built from registered container nodes whose ends are *leav
 Node kinds (checked by the exact ``type`` of a value, never by ``isinstance``):
 
 * ``tuple`` and ``list``: children in order.
-* ``dict``: children in sorted-key order (insertion order when the keys cannot be sorted, e.g.
-  mixed ``int`` and ``str`` keys); rebuilt with the keys in that order.
+* ``dict``: children in sorted-key order (keys of several types that cannot be compared, e.g.
+  ``int`` and ``str``, sorted by type name, then within each type; insertion order only when
+  even that fails); rebuilt with the keys in that order.
 * ``collections.OrderedDict``: children in insertion order.
 * ``collections.defaultdict``: like ``dict``; the ``default_factory`` is kept as node data.
 * namedtuples (any ``tuple`` subclass with ``_fields``): rebuilt as ``cls(*children)``.
 * ``None``: a node with **no children**, so it holds zero leaves (as in JAX).
 * dataclass instances whose class is not registered explicitly: children are the values of the
-  fields with ``init=True`` in declaration order, rebuilt as ``cls(**kwargs)``.
+  fields with ``init=True`` in declaration order, then those of the ``init=False`` fields that
+  hold arrays (the other ``init=False`` values are node data); rebuilt as ``cls(**kwargs)`` of
+  the first, the ``init=False`` values then set on the object as they were. A dataclass made
+  with ``init=False`` (its own ``__init__``) is a leaf, as every dataclass is in JAX.
 * types registered with :func:`register_pytree_node`.
 
 Everything else, including unregistered subclasses of ``list`` and ``dict``, is a leaf.
@@ -207,9 +211,17 @@ class _NodeHandler:
 
 
 def _dict_keys(d: dict) -> tuple:
-    """Sorted keys of ``d``; insertion order when the keys are not mutually orderable."""
+    """Sorted keys of ``d``. Keys that are not mutually orderable (``1`` and ``"x"``) are
+    sorted by their type's name first, then within each type, so that equal dicts flatten
+    alike whatever their insertion order (insertion order had paired the leaves of
+    ``{1: a, "x": b}`` and ``{"x": c, 1: d}`` wrongly; JAX refuses such keys); insertion
+    order only when even that does not order them."""
     try:
         return tuple(sorted(d))
+    except TypeError:
+        pass
+    try:
+        return tuple(sorted(d, key=lambda k: (type(k).__qualname__, k)))
     except TypeError:
         return tuple(d)
 
@@ -342,19 +354,74 @@ def _namedtuple_handler(cls: type) -> _NodeHandler:
     )
 
 
-def _dataclass_handler(cls: type) -> _NodeHandler:
-    names = tuple(f.name for f in dataclasses.fields(cls) if f.init)
+class _Unset:
+    """A dataclass field with ``init=False`` that an object never set: kept unset by a
+    rebuild (a leaf of its own, equal to itself)."""
+
+    def __repr__(self) -> str:
+        return "<unset>"
+
+
+_UNSET = _Unset()
+
+
+def _holds_arrays(v) -> bool:
+    """Whether ``v`` is, or is a pytree holding, an array-like leaf (a ``shape`` and a
+    ``dtype``: a tensor, a NumPy or a JAX array)."""
+    return any(hasattr(leaf, "shape") and hasattr(leaf, "dtype") for leaf in tree_leaves(v))
+
+
+def _dataclass_handler(cls: type) -> _NodeHandler | None:
+    params = getattr(cls, "__dataclass_params__", None)
+    if params is not None and not params.init:
+        return None  # its own __init__ takes other arguments: a leaf, as in JAX
+    fields = dataclasses.fields(cls)
+    given = tuple(f.name for f in fields if f.init)
+    # init=False fields, set after __init__: a rebuild by cls(**kwargs) had reset them to
+    # their defaults, silently, in every transform. Those holding arrays are children after
+    # the others; the rest is node data (static: kept as it is, compared by value)
+    later = tuple(f.name for f in fields if not f.init)
+
+    def split(x):
+        kids = [getattr(x, n) for n in given]
+        if not later:
+            return kids, None, given
+        arrays, static = [], []
+        for n in later:
+            v = getattr(x, n, _UNSET)
+            if v is not _UNSET and _holds_arrays(v):
+                arrays.append(n)
+                kids.append(v)
+            else:
+                static.append((n, v))
+        return kids, (tuple(arrays), tuple(static)), given + tuple(arrays)
 
     def flatten(x):
-        return [getattr(x, n) for n in names], None
+        kids, aux, _ = split(x)
+        return kids, aux
 
     def flatten_with_keys(x):
-        return [(GetAttrKey(n), getattr(x, n)) for n in names], None
+        kids, aux, names = split(x)
+        return [(GetAttrKey(n), c) for n, c in zip(names, kids)], aux
 
     def unflatten(aux, children):
-        return cls(**dict(zip(names, children)))
+        obj = cls(**dict(zip(given, children)))
+        if aux is not None:
+            arrays, static = aux
+            rest = [*zip(arrays, children[len(given) :]), *static]
+            for n, v in rest:
+                if v is not _UNSET:
+                    object.__setattr__(obj, n, v)  # (a frozen dataclass's too)
+        return obj
 
-    return _NodeHandler(cls, flatten, unflatten, flatten_with_keys, _named_fields_repr(cls, names))
+    def repr_node(aux, child_reprs):
+        names = given + (aux[0] if aux is not None else ())
+        inner = ", ".join(f"{n}={c}" for n, c in zip(names, child_reprs))
+        if aux is not None and aux[1]:
+            inner += "".join(f", {n}={v!r}" for n, v in aux[1] if v is not _UNSET)
+        return f"{cls.__name__}({inner})"
+
+    return _NodeHandler(cls, flatten, unflatten, flatten_with_keys, repr_node)
 
 
 def _classify(t: type) -> _NodeHandler | None:

@@ -159,10 +159,10 @@ def test_dict_equal_regardless_of_insertion_order():
     assert pt.tree_structure({"a": 1, "b": 2}) == pt.tree_structure({"b": 1, "a": 2})
 
 
-def test_dict_mixed_unsortable_keys_use_insertion_order():
+def test_dict_mixed_unsortable_keys_sort_by_type_then_value():
     tree = {"x": 1, 2: 2, "a": 3}
     leaves, treedef = pt.tree_flatten(tree)
-    assert leaves == [1, 2, 3]
+    assert leaves == [2, 3, 1]  # int keys, then str keys ("a", "x")
     assert treedef.unflatten(leaves) == tree
 
 
@@ -233,19 +233,21 @@ def test_typing_namedtuple_and_tuple_differ():
 
 def test_dataclass_rebuild():
     tree = Params(w=[1, 2], b=3)
-    tree.scale = 99.0  # init=False: not a child, recomputed on rebuild
+    tree.scale = 99.0  # init=False, no array: node data, set again on the rebuilt object
     leaves, treedef = pt.tree_flatten(tree)
     assert leaves == [1, 2, 3]
-    assert repr(treedef) == "PyTreeDef(Params(w=[*, *], b=*))"
+    assert repr(treedef) == "PyTreeDef(Params(w=[*, *], b=*, scale=99.0))"
     out = treedef.unflatten([10, 20, 30])
     assert type(out) is Params
-    assert out.w == [10, 20] and out.b == 30 and out.scale == 2.0
+    assert out.w == [10, 20] and out.b == 30 and out.scale == 99.0
+    assert roundtrip(tree) == tree
+    assert pt.tree_structure(tree) != pt.tree_structure(Params(w=[1, 2], b=3))  # (scale 2.0)
 
 
 def test_dataclass_with_none_field():
     leaves, treedef = pt.tree_flatten(Params(w=1))
     assert leaves == [1]
-    assert repr(treedef) == "PyTreeDef(Params(w=*, b=None))"
+    assert repr(treedef) == "PyTreeDef(Params(w=*, b=None, scale=2.0))"
 
 
 def test_frozen_dataclass():
@@ -911,3 +913,54 @@ def test_nb_tree_names_the_same_functions_as_jax_tree():
     assert nb.tree.reduce(lambda a, b: a + b, [1, 2, 3]) == 6
     assert nb.tree.structure((1, 2)) == pt.tree_structure((0, 0))
     assert nb.tree.all([1, True]) and nb.tree.broadcast(0, [1, 2]) == [0, 0]
+
+
+def test_dataclass_fields_not_in_init_are_kept_and_own_init_dataclasses_are_leaves():
+    """A field with init=False was rebuilt to its default (compile gave 2.0 for 10.0, grad
+    and vmap likewise); a dataclass with its own __init__ failed to rebuild at all."""
+
+    @dataclasses.dataclass
+    class Scaled:
+        w: object
+        scale: float = dataclasses.field(init=False, default=1.0)
+
+    np = pytest.importorskip("numpy")
+    nb = pytest.importorskip("nabla")  # (the rest of this file runs on the module alone)
+
+    s = Scaled(nb.constant(np.float32(2.0)))
+    s.scale = 5.0
+    assert nb.compile(lambda s: s.w * s.scale)(s).item() == 10.0
+    assert nb.grad(lambda s: s.w * s.scale)(s).w.item() == 5.0
+    assert pt.tree_map(lambda v: v, s).scale == 5.0  # node data: kept as it is
+    s.scale = nb.constant(np.float32(3.0))  # an array in it: a child, transformed too
+    assert nb.grad(lambda s: s.w * s.scale)(s).scale.item() == 2.0
+    assert nb.compile(lambda s: s.w * s.scale)(s).item() == 6.0
+
+    @dataclasses.dataclass(frozen=True)
+    class Frozen:
+        a: object
+        b: object = dataclasses.field(init=False, default=0)
+
+    f = Frozen(1)
+    object.__setattr__(f, "b", np.array(7))
+    doubled = pt.tree_map(lambda v: v * 2, f)
+    assert doubled.a == 2 and doubled.b == 14
+
+    @dataclasses.dataclass(init=False)
+    class Own:
+        w: object
+
+        def __init__(self, value):
+            self.w = value
+
+    tree = {"cfg": Own(1), "p": 2}
+    assert pt.tree_leaves(tree)[0] is tree["cfg"]  # a leaf, as JAX's
+    assert pt.tree_map(lambda v: v, tree)["cfg"] is tree["cfg"]
+
+
+def test_dicts_with_keys_of_several_types_flatten_alike_whatever_their_order():
+    """Insertion order had paired the leaves of two equal dicts wrongly."""
+    a, b = {1: "one", "x": "ex"}, {"x": "EX", 1: "ONE"}
+    assert pt.tree_leaves(a) == ["one", "ex"] and pt.tree_leaves(b) == ["ONE", "EX"]
+    assert pt.tree_structure(a) == pt.tree_structure(b)
+    assert pt.tree_unflatten(pt.tree_structure(a), pt.tree_leaves(b)) == b
