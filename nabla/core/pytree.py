@@ -444,9 +444,13 @@ def _lookup(t: type) -> _NodeHandler | None:
 
 def register_pytree_node(
     nodetype: type,
-    flatten_fn: Callable[[Any], tuple[Iterable[Any], Hashable]],
-    unflatten_fn: Callable[[Hashable, Iterable[Any]], Any],
+    flatten_fn: Callable[[Any], tuple[Iterable[Any], Hashable]] | None = None,
+    unflatten_fn: Callable[[Hashable, Iterable[Any]], Any] | None = None,
     flatten_with_keys_fn: Callable[[Any], tuple[Iterable[tuple[Any, Any]], Hashable]] | None = None,
+    *,
+    flatten_func=None,
+    unflatten_func=None,
+    flatten_with_keys_func=None,
 ) -> None:
     """Register ``nodetype`` as a pytree container node.
 
@@ -458,6 +462,9 @@ def register_pytree_node(
         flatten_with_keys_fn: optional ``f(node) -> (iterable of (key, child), aux_data)`` used by
             :func:`tree_flatten_with_path`; it must return the same ``aux_data`` and children as
             ``flatten_fn``. Without it, paths use :class:`FlattenedIndexKey`.
+        flatten_func: JAX's keyword for ``flatten_fn``.
+        unflatten_func: JAX's keyword for ``unflatten_fn``.
+        flatten_with_keys_func: JAX's keyword for ``flatten_with_keys_fn``.
 
     Returns:
         None.
@@ -476,6 +483,21 @@ def register_pytree_node(
     """
     if not isinstance(nodetype, type):
         raise TypeError(f"register_pytree_node expects a type, got {nodetype!r}")
+    for ours, jax_name, given in (
+        ("flatten_fn", "flatten_func", (flatten_fn, flatten_func)),
+        ("unflatten_fn", "unflatten_func", (unflatten_fn, unflatten_func)),
+        (
+            "flatten_with_keys_fn",
+            "flatten_with_keys_func",
+            (flatten_with_keys_fn, flatten_with_keys_func),
+        ),
+    ):
+        if None not in given:
+            raise TypeError(f"register_pytree_node: {ours} given twice (and as {jax_name}=)")
+    flatten_fn = flatten_fn if flatten_func is None else flatten_func
+    unflatten_fn = unflatten_fn if unflatten_func is None else unflatten_func
+    if flatten_with_keys_func is not None:
+        flatten_with_keys_fn = flatten_with_keys_func
     # checked here: a registration that fails only when a value of the type is flattened
     # broke every later transform of any value of it (int with None functions: all of them)
     for name, f in (("flatten_fn", flatten_fn), ("unflatten_fn", unflatten_fn)):
@@ -1384,11 +1406,14 @@ def tree_map_with_path(
     return treedef.unflatten([f(p, *xs) for p, *xs in zip(paths, *all_leaves)])
 
 
-def keystr(path: Iterable[Any], *, simple: bool = False, separator: str = "") -> str:
+def keystr(
+    path: Iterable[Any] = None, *, simple: bool = False, separator: str = "", keys=None
+) -> str:
     """Format a key path.
 
     Args:
         path: sequence of key entries, as produced by :func:`tree_flatten_with_path`.
+        keys: JAX's keyword for ``path``.
         simple: if True, print bare keys (``a``, ``0``, ``w``) instead of ``['a']``, ``[0]``,
             ``.w``; handy for names like ``layers.0.weight``.
         separator: string placed between entries (typically used with ``simple=True``).
@@ -1402,6 +1427,12 @@ def keystr(path: Iterable[Any], *, simple: bool = False, separator: str = "") ->
         >>> keystr((GetAttrKey("layers"), SequenceKey(0)), simple=True, separator=".")
         'layers.0'
     """
+    if keys is not None:
+        if path is not None:
+            raise TypeError("keystr: the path given twice (and as keys=)")
+        path = keys
+    if path is None:
+        raise TypeError("keystr: missing the path (a sequence of key entries)")
     if simple:
         return separator.join(k._simple() if isinstance(k, _KeyEntry) else str(k) for k in path)
     return separator.join(str(k) for k in path)
@@ -1637,7 +1668,8 @@ def tree_transpose(
         The transposed tree.
 
     Raises:
-        ValueError: if the tree does not have that structure.
+        ValueError: if the outer level does not have ``outer_treedef``'s structure.
+        TypeError: if an inner tree is not exactly of ``inner_treedef``'s structure (JAX's).
 
     Example:
         >>> tree_transpose(tree_structure([0, 0]), tree_structure((0, 0)), [(1, 2), (3, 4)])
@@ -1648,6 +1680,13 @@ def tree_transpose(
         if not inners:
             raise ValueError("tree_transpose: inner_treedef=None needs at least one inner tree")
         inner_treedef = tree_structure(inners[0])
+    for t in inners:  # each inner tree exactly of inner_treedef, as JAX checks (a deeper one
+        got = tree_structure(t)  # was taken up to inner_treedef's leaves)
+        if got != inner_treedef:
+            raise TypeError(
+                f"tree_transpose: an inner tree has structure {got}, not inner_treedef "
+                f"{inner_treedef}"
+            )
     columns = [inner_treedef.flatten_up_to(t) for t in inners]
     per_inner_leaf = [
         outer_treedef.unflatten([col[j] for col in columns])

@@ -821,8 +821,10 @@ def test_tree_transpose_with_and_without_the_inner_structure():
     assert pt.tree_transpose(outer, None, [(1, 2), (3, 4)]) == ([1, 3], [2, 4])
     d = pt.tree_transpose(pt.tree_structure({"a": 0, "b": 0}), None, {"a": [1, 2], "b": [3, 4]})
     assert d == [{"a": 1, "b": 3}, {"a": 2, "b": 4}]
-    with pytest.raises(ValueError, match="mismatch"):
+    with pytest.raises(TypeError, match="an inner tree has structure"):
         pt.tree_transpose(outer, inner, [(1, 2), (3,)])
+    with pytest.raises(TypeError, match=r"structure PyTreeDef\(\(\(\*, \*\), \*\)\)"):
+        pt.tree_transpose(outer, inner, [((1, 9), 2), (3, 4)])  # (deeper: JAX's mismatch)
 
 
 def test_tree_broadcast_repeats_prefix_leaves_and_none_is_a_node():
@@ -964,3 +966,17 @@ def test_dicts_with_keys_of_several_types_flatten_alike_whatever_their_order():
     assert pt.tree_leaves(a) == ["one", "ex"] and pt.tree_leaves(b) == ["ONE", "EX"]
     assert pt.tree_structure(a) == pt.tree_structure(b)
     assert pt.tree_unflatten(pt.tree_structure(a), pt.tree_leaves(b)) == b
+
+
+def test_jax_s_keyword_names_for_registration_and_keystr():
+    class Box:
+        def __init__(self, v):
+            self.v = v
+
+    pt.register_pytree_node(
+        Box, flatten_func=lambda b: ((b.v,), None), unflatten_func=lambda aux, ch: Box(*ch)
+    )
+    assert pt.tree_leaves(Box(3)) == [3]
+    assert pt.keystr(keys=(pt.DictKey("a"), pt.SequenceKey(0))) == "['a'][0]"
+    with pytest.raises(TypeError, match="flatten_fn given twice"):
+        pt.register_pytree_node(dict, lambda d: d, lambda a, c: c, flatten_func=lambda d: d)
