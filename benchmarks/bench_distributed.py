@@ -140,7 +140,7 @@ def worker_collectives(quick: bool):
             def ours_k(fn=fn, args=args):
                 nb.realize(*fn(args))
 
-            t_raw, t_ours = _alternating(comm, raw_k, ours_k, reps=max(repeat // 2, 10))
+            t_raw, t_ours = _alternating(comm, raw_k, ours_k, reps=max(repeat // 2, 3))
             t_raw, t_ours = [t / K for t in t_raw], [t / K for t in t_ours]
             tables[f"{name} (compiled, {K} per program)"].append((nbytes, t_raw, t_ours))
     if rank == 0:

@@ -987,19 +987,12 @@ register(
         dtypes=("float32", "float64", "int32"),
     )
 )
-
-
-def _take_samples(rng, dt):  # gather's, and without an axis: the flattened x (NumPy's)
-    flat = Sample((_vals(rng, (3, 4), dt), np.array([[0, 11], [5, -1]])), {})
-    return _gather_samples(rng, dt) + [flat]
-
-
 register(
     OpEntry(
         "take",
         nb.take,
-        lambda x, i, axis=None: np.take(x, i, axis),
-        _take_samples,
+        lambda x, i, axis=0: np.take(x, i, axis),
+        _gather_samples,
         dtypes=("float32",),
     )
 )

@@ -595,44 +595,9 @@ def take_along_axis(x, indices, axis, *, mode=None, fill_value=None) -> Tensor:
     return _gather_from(flat, lin, 0, _run_time_what("take_along_axis", x, adv[axis : axis + 1]))
 
 
-def take(
-    x,
-    indices,
-    axis=None,
-    *,
-    mode=None,
-    fill_value=None,
-    unique_indices: bool = False,
-    indices_are_sorted: bool = False,
-) -> Tensor:
-    """Elements of ``x`` at integer ``indices`` along ``axis`` (NumPy's, JAX's and
-    ``torch.take``'s): without an axis, of the flattened ``x``. :func:`gather` is the same
-    with the original Nabla's default, ``axis=0``.
-
-    Args:
-        x: the tensor to take from.
-        indices: integer indices (a tensor, array, list or int); negative ones count from
-            the end.
-        axis: the axis to take along (default None: the flattened ``x``).
-        mode: JAX's: None or ``"raise"``, ``"fill"``, ``"clip"``, ``"wrap"`` or
-            ``"promise_in_bounds"`` (see :func:`gather`).
-        fill_value: with ``mode="fill"``, the value of an index out of range.
-        unique_indices: JAX's hint, accepted.
-        indices_are_sorted: JAX's hint, accepted.
-
-    Returns:
-        ``x``'s elements: of shape ``indices.shape`` without an axis, else ``x.shape`` with
-        ``axis`` replaced by ``indices.shape``.
-    """
-    return gather(
-        x,
-        indices,
-        axis,
-        mode=mode,
-        fill_value=fill_value,
-        unique_indices=unique_indices,
-        indices_are_sorted=indices_are_sorted,
-    )
+# ``take`` is ``gather`` under its other name (the API's ``gather/take(x, indices, axis)``):
+# axis 0 by default, where ``jnp.take``/``np.take`` read a flattened ``x`` without an axis
+take = gather
 
 
 _SCATTER_MODES = ("set", "add", "mul", "min", "max")
