@@ -19,6 +19,7 @@ import numpy as np
 
 from ..core.dtypes import DType, promote_types, result_type
 from ..core.ir import RETAIN, TensorImpl, same_shape
+from ..core.sharding import PartitionSpec
 from ..core.state import REQUIRES_GRAD, STATE, enable_grad
 from ..runtime.graph import GRAPH
 from ..runtime.tensor import Tensor
@@ -295,6 +296,8 @@ def gather(
     indices_are_sorted: bool = False,
 ) -> Tensor:
     """Take elements of ``x`` along ``axis`` at integer ``indices`` (NumPy's ``take``).
+    Without ``indices``, the original Nabla's ``gather(x)``: a sharded ``x`` made whole on
+    every device of its mesh (``x.gather()``; partial sums reduced, split dims gathered).
 
     Negative indices count from the end. ``axis=None`` takes from the flattened ``x``
     (NumPy's and JAX's ``take``). Example: ``gather(x, [2, 0], axis=1)``. PyTorch's order,
@@ -326,6 +329,9 @@ def gather(
         if dim is None or index is None or indices is not None:
             raise TypeError("gather: PyTorch's form takes dim= and index= (and no indices)")
         return torch_gather(x, dim, index)
+    if indices is None:  # the original Nabla's gather(x): a sharded value made whole
+        spec = x.sharding
+        return x if spec is None else fn.reshard(x, spec.mesh, PartitionSpec())
     int_first = isinstance(indices, numbers.Integral) and not isinstance(indices, bool)
     if int_first and isinstance(axis, Tensor | np.ndarray | list):
         return torch_gather(x, int(indices), axis)

@@ -170,3 +170,23 @@ def test_gather_with_arguments_is_pytorchs_gather():
     np.testing.assert_array_equal(got.numpy(), np.take_along_axis(np.asarray(A), idx, 0))
     with pytest.raises(TypeError, match=r"PyTorch's x\.gather\(dim, index\)"):
         nb.Tensor(A).gather("rows")
+
+
+def test_the_functions_gather_and_take_without_indices_collect_as_the_original_s(mesh):
+    """The original's latest gather(x) (and take = gather) without indices: the method's
+    collection, as a function (it was a TypeError naming NoneType)."""
+    xs = nb.Tensor(A).shard(mesh, nb.P(None, "x"))
+    ws = nb.Tensor(np.ones((4, 3), np.float32)).shard(mesh, nb.P("x", None))
+    for collect in (nb.gather, nb.take):
+        g = collect(xs)
+        assert g.sharding.dims == ((), ()) and not g.sharding.partial
+        np.testing.assert_array_equal(g.numpy(), A)
+        total = collect(xs @ ws)
+        assert not total.sharding.partial
+        np.testing.assert_allclose(total.numpy(), A @ np.ones((4, 3)))
+    plain = nb.Tensor(A)
+    assert nb.gather(plain) is plain
+    np.testing.assert_array_equal(
+        nb.take(plain, [1], axis=1).numpy(), A[:, [1]]
+    )  # (axis 0 by default)
+    np.testing.assert_array_equal(nb.take(plain, [1]).numpy(), A[[1]])
