@@ -592,6 +592,8 @@ def randint(
     minval=None,
     maxval=None,
     key=None,
+    size=None,
+    generator=None,
 ):
     """Uniform random integers in ``[low, high)``.
 
@@ -616,6 +618,10 @@ def randint(
         device: the device of the result (default: the default device); drawn on the host,
             then moved.
         key: the key as a keyword (JAX's ``key=``), instead of the first argument.
+        size: PyTorch's keyword for the shape: ``randint(0, 10, size=(3,))``, the bounds
+            then the first positional arguments.
+        generator: PyTorch's keyword, accepted as None (draws come from the global
+            generator or a key).
 
     Returns:
         An integer tensor (not differentiable).
@@ -626,6 +632,13 @@ def randint(
         TypeError: without bounds, for a shape given twice, or a dtype that is not an
             integer.
     """
+    _no_generator("randint", generator)
+    if size is not None:  # PyTorch's randint(low, high, size=...) / randint(high, size=...)
+        if low is not None or high is not None or isinstance(key_or_shape, Tensor):
+            raise TypeError("randint: size= goes with PyTorch's form, randint(low, high, size=)")
+        bounds = (key_or_shape,) if shape is None else (key_or_shape, shape)
+        key_or_shape, shape = tuple(size) if isinstance(size, tuple | list) else size, None
+        low, high = (0, bounds[0]) if len(bounds) == 1 else bounds
     key_or_shape = _keyword_key("randint", key_or_shape, key)
     if isinstance(key_or_shape, numbers.Integral) and high is None and maxval is None:
         # PyTorch's torch.randint(low, high, size) and torch.randint(high, size): a size
@@ -1114,41 +1127,69 @@ def _sizes(op: str, size: tuple) -> tuple:
     return tuple(int(n) for n in size)
 
 
-def randn(*size, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+def randn(
+    *size, dtype=None, device=None, requires_grad: bool = False, generator=None, **kw
+) -> Tensor:
     """PyTorch's ``torch.randn``: standard normal samples from the global generator
     (``nb.normal(size)``; seeded by :func:`manual_seed`).
 
     Args:
-        size: the shape, as ints one by one or one tuple (``randn(2, 3)``, ``randn((2, 3))``).
+        size: the shape, as ints one by one or one tuple (``randn(2, 3)``, ``randn((2, 3))``,
+            ``randn(size=(2, 3))``).
         dtype: a float dtype (default: :func:`nabla.get_default_dtype`).
         device: the device (default: :func:`nabla.get_default_device`).
         requires_grad: make it a leaf whose gradient ``backward`` accumulates.
+        generator: PyTorch's keyword, accepted as None.
+        **kw: ``size=`` (PyTorch's keyword).
 
     Returns:
         A tensor of that shape.
     """
-    return _drawn(normal_, "randn", size, dtype, device, requires_grad)
+    return _drawn(normal_, "randn", size, dtype, device, requires_grad, generator, kw)
 
 
-def rand(*size, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+def rand(
+    *size, dtype=None, device=None, requires_grad: bool = False, generator=None, **kw
+) -> Tensor:
     """PyTorch's ``torch.rand``: uniform samples in ``[0, 1)`` from the global generator
     (``nb.uniform(size)``).
 
     Args:
-        size: the shape, as ints one by one or one tuple.
+        size: the shape, as ints one by one or one tuple (or ``size=``).
         dtype: a float dtype (default: :func:`nabla.get_default_dtype`).
         device: the device (default: :func:`nabla.get_default_device`).
         requires_grad: make it a leaf whose gradient ``backward`` accumulates.
+        generator: PyTorch's keyword, accepted as None.
+        **kw: ``size=`` (PyTorch's keyword).
 
     Returns:
         A tensor of that shape.
     """
-    return _drawn(uniform_, "rand", size, dtype, device, requires_grad)
+    return _drawn(uniform_, "rand", size, dtype, device, requires_grad, generator, kw)
 
 
-def _drawn(draw, op: str, size: tuple, dtype, device, requires_grad: bool) -> Tensor:
-    """``draw(shape)`` from the global generator with PyTorch's size forms, a leaf that
-    requires grad when asked."""
+def _no_generator(op: str, generator) -> None:
+    """PyTorch's ``generator=``: None only (a torch.Generator's draws are not ours)."""
+    if generator is not None:
+        raise TypeError(
+            f"{op}: generator= takes None here; seed the global generator "
+            "(nb.manual_seed) or draw from a key (nb.random.key)"
+        )
+
+
+def _drawn(draw, op, size: tuple, dtype, device, requires_grad, generator, kw) -> Tensor:
+    """``draw(shape)`` from the global generator with PyTorch's size forms (``size=``
+    too), a leaf that requires grad when asked."""
+    _no_generator(op, generator)
+    if kw:
+        if set(kw) != {"size"} or size:
+            extra = sorted(set(kw) - {"size"})
+            raise TypeError(
+                f"{op}: unexpected keyword argument(s) {extra}"
+                if extra
+                else f"{op}: the size given twice (positionally and as size=)"
+            )
+        size = (kw["size"],)
     out = draw(_sizes(op, size), dtype=dtype, device=device)
     if requires_grad:
         out.requires_grad = True

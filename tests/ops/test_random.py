@@ -507,3 +507,14 @@ def test_jax_s_keywords_independent_permutations_string_dtypes_and_bad_p():
     with pytest.raises(ValueError, match="replace=False is not supported"):
         nb.random.categorical(k, nb.zeros(3), replace=False)
     assert nb.random.choice(k, 3, (5,), p=np.array([0.0, 1.0, 0.0], np.float32)).tolist() == [1] * 5
+
+
+def test_pytorch_s_size_and_generator_keywords():
+    assert nb.randint(0, 10, size=(3,)).shape == (3,)
+    assert nb.randint(10, size=(2, 2)).shape == (2, 2)
+    assert set(nb.randint(3, 5, size=(1000,)).tolist()) == {3, 4}
+    assert nb.randn(size=(2, 3)).shape == (2, 3) and nb.rand(2, generator=None).shape == (2,)
+    with pytest.raises(TypeError, match="the size given twice"):
+        nb.randn(2, size=(3,))
+    with pytest.raises(TypeError, match="generator= takes None here"):
+        nb.rand(2, generator=object())
