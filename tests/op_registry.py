@@ -1281,13 +1281,14 @@ register(
 )
 
 
-def _windows_ref(x, k, s, pad_val, p=0):
+def _windows_ref(x, k, s, pad_val, p=0, d=1):
     x = np.pad(x, ((0, 0), (p, p), (p, p), (0, 0)), constant_values=pad_val)
     n, h, w, c = x.shape
-    oh, ow = (h - k) // s + 1, (w - k) // s + 1
+    reach = d * (k - 1) + 1
+    oh, ow = (h - reach) // s + 1, (w - reach) // s + 1
     return np.stack(
         [
-            x[:, i : i + s * (oh - 1) + 1 : s, j : j + s * (ow - 1) + 1 : s]
+            x[:, i * d : i * d + s * (oh - 1) + 1 : s, j * d : j * d + s * (ow - 1) + 1 : s]
             for i in range(k)
             for j in range(k)
         ],
@@ -1324,12 +1325,14 @@ register(
     OpEntry(
         "avg_pool2d",
         nb.avg_pool2d,
-        lambda x, kernel_size, stride=None, padding=0: _windows_ref(
-            x, kernel_size, stride or kernel_size, 0.0, padding
+        lambda x, kernel_size, stride=None, padding=0, dilation=1: _windows_ref(
+            x, kernel_size, stride or kernel_size, 0.0, padding, dilation
         ).mean(3),
         lambda rng, dt: [
             Sample((_vals(rng, (2, 6, 6, 3), dt),), {"kernel_size": 2}),
             Sample((_vals(rng, (1, 5, 5, 2), dt),), {"kernel_size": 3, "stride": 1, "padding": 1}),
+            # the original Nabla's dilation keyword
+            Sample((_vals(rng, (1, 6, 6, 2), dt),), {"kernel_size": 2, "stride": 1, "dilation": 2}),
         ],
     )
 )

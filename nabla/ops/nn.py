@@ -573,9 +573,12 @@ def avg_pool2d(
     ceil_mode=False,
     count_include_pad=True,
     divisor_override=None,
+    *,
+    dilation=1,
 ):
     """Mean over ``kernel_size`` windows of NHWC ``x`` (stride defaults to the kernel size).
-    The arguments are PyTorch's, in its order (``ceil_mode`` before ``count_include_pad``).
+    The arguments are PyTorch's, in its order (``ceil_mode`` before ``count_include_pad``),
+    and the original Nabla's ``dilation`` by keyword.
 
     Args:
         x: float input ``(N, H, W, C)``.
@@ -588,6 +591,8 @@ def avg_pool2d(
         count_include_pad: divide by the full window size (default, padding counts toward the
             mean) or, if False, by the number of non-padding elements in each window.
         divisor_override: a positive int that divides every window's sum instead (PyTorch's).
+        dilation: int or pair: spacing between window elements (default 1; the original
+            Nabla's keyword).
 
     Returns:
         ``(N, OH, OW, C)``, of ``x``'s dtype.
@@ -609,7 +614,7 @@ def avg_pool2d(
         raise OpError(
             f"avg_pool2d: divisor_override must be a positive int, got {divisor_override!r}"
         )
-    window = _pool_window("avg_pool2d", x, kernel_size, stride, padding, 1, ceil_mode)
+    window = _pool_window("avg_pool2d", x, kernel_size, stride, padding, dilation, ceil_mode)
     if divisor_override is not None:
         tiles = _tiles(x, window)
         total = fn.reduce_sum(tiles, 0) if tiles is not None else None
