@@ -23,6 +23,7 @@ refused with an error naming the dim and the axes.
 
 from __future__ import annotations
 
+import sys
 from math import prod
 from typing import NamedTuple
 
@@ -384,6 +385,16 @@ def _entry_axes(entry) -> tuple:
     return tuple(entry)
 
 
+def _axis_names_only(value) -> bool:
+    """Whether ``value`` is a set of axis names or a non-empty sequence of names (the
+    original Nabla's replicated axes), not partial terms (a mapping, or pairs)."""
+    if isinstance(value, set | frozenset):
+        return True
+    return (
+        isinstance(value, list | tuple) and bool(value) and all(isinstance(a, str) for a in value)
+    )
+
+
 class ShardingSpec:
     """How a value is laid out on a mesh, and how propagation may treat that layout. Mesh
     axes used by neither ``dims`` nor ``partial`` are replicated. Immutable and hashable.
@@ -402,7 +413,12 @@ class ShardingSpec:
         replicated_axes: mesh axes the value is explicitly replicated over (Shardy's
             ``replicated={...}``): propagation never splits one of its dims over them. An
             axis here may not split a dim or be partial.
+        partial_sum_axes: the original Nabla's: axes partial with kind ``sum``. Its
+            positional order, ``ShardingSpec(mesh, dim_specs, replicated_axes,
+            partial_sum_axes)``, is taken too: a set of axis names (or names) third is
+            ``replicated_axes``, as ``partial`` is a mapping or ``(axis, kind)`` pairs.
         op: the op named in errors.
+        dim_specs: the original Nabla's keyword for ``dims``.
     """
 
     __slots__ = (
@@ -419,14 +435,34 @@ class ShardingSpec:
     def __init__(
         self,
         mesh: DeviceMesh,
-        dims,
+        dims=None,
         partial=(),
+        partial_sum_axes=None,
         *,
         replicated_axes=(),
         op: str = "ShardingSpec",
+        dim_specs=None,
     ):
         if not isinstance(mesh, DeviceMesh):
             raise ShardingError(f"{op}: expected a DeviceMesh, got {type(mesh).__name__}")
+        if dim_specs is not None:
+            if dims is not None:
+                raise TypeError(f"{op}: dims given twice (and as dim_specs=)")
+            dims = dim_specs
+        if dims is None:
+            raise TypeError(f"{op}: missing dims (one entry per dim)")
+        if _axis_names_only(partial):  # the original's third: replicated axes, not terms
+            if replicated_axes:
+                raise TypeError(f"{op}: replicated axes given twice (and replicated_axes=)")
+            partial, replicated_axes = (), tuple(partial)
+        if partial_sum_axes:
+            summed = {
+                a: "sum"
+                for a in (
+                    (partial_sum_axes,) if isinstance(partial_sum_axes, str) else partial_sum_axes
+                )
+            }
+            partial = {**dict(partial.items() if isinstance(partial, dict) else partial), **summed}
         self.mesh = mesh
         dims = tuple(dims)
         self.dims = tuple(_entry_axes(d) for d in dims)
@@ -538,6 +574,11 @@ class ShardingSpec:
     def partial_axes(self) -> tuple:
         """The mesh axes over which devices hold terms still to be reduced."""
         return tuple(a for a, _ in self.partial)
+
+    @property
+    def partial_sum_axes(self) -> frozenset:
+        """The axes partial with kind ``sum`` (the original Nabla's attribute)."""
+        return frozenset(a for a, kind in self.partial if kind == "sum")
 
     @property
     def partial_kinds(self) -> dict:
@@ -999,3 +1040,9 @@ def collective_bytes(kind: str, nbytes: int, n: int) -> float:
     if kind == "ppermute":
         return float(nbytes)
     return 0.0
+
+
+# The original Nabla's module path for these classes (``nabla.core.sharding.spec``, a module
+# of its ``sharding`` package): ``from nabla.core.sharding.spec import DeviceMesh, P`` in
+# code written for it imports this module's objects.
+sys.modules.setdefault(__name__ + ".spec", sys.modules[__name__])

@@ -268,3 +268,22 @@ def test_original_sharding_spellings():
     assert not t.sharding.is_fully_replicated()
     assert nb.all_gather(t, 0).sharding.is_fully_replicated()
     assert t.sharding.dim_specs[0].axes == ["x"] and t.sharding.dim_specs[1].axes == []
+
+
+def test_sharding_spec_module_path_and_the_original_s_sharding_spec_arguments():
+    """``from nabla.core.sharding.spec import ...`` (the original's test helpers start so;
+    33 of its unit-test files stopped at that import) and its ShardingSpec dataclass's
+    fields: ``(mesh, dim_specs, replicated_axes, partial_sum_axes)``."""
+    from nabla.core.sharding.spec import DeviceMesh, DimSpec, P, ShardingSpec
+
+    assert DeviceMesh is nb.DeviceMesh and P is nb.P and ShardingSpec is nb.ShardingSpec
+    assert DimSpec is nb.DimSpec
+    mesh = nb.DeviceMesh("m", (2, 2), ("dp", "tp"))
+    summed = ShardingSpec(mesh, [(), ()], partial_sum_axes={"tp"})
+    assert summed.partial_kinds == {"tp": "sum"} and summed.partial_sum_axes == {"tp"}
+    kept = ShardingSpec(mesh, [("dp",), ()], {"tp"})  # third: replicated axes, as there
+    assert kept.fixed_replicated == ("tp",) and not kept.partial
+    both = ShardingSpec(mesh, [("dp",), ()], set(), {"tp"})
+    assert both.partial_sum_axes == {"tp"} and both != kept
+    assert ShardingSpec(mesh, dim_specs=[(), ()]) == ShardingSpec(mesh, [(), ()])
+    assert ShardingSpec(mesh, [(), ()], {"tp": "max"}).partial_kinds == {"tp": "max"}  # ours
