@@ -325,6 +325,21 @@ def test_max_and_min_of_a_partial_sum_complete_the_sum_first():
     assert text.index("all_reduce[axes=('tp',), kind=sum]") < text.index("reduce_max")
 
 
+def test_a_cast_of_a_partial_sum_completes_the_sum_first():
+    """Each term cast, then summed, differed from the cast of the sum (f32 terms to f16: 7
+    of 16 elements off against the unsharded f16 result): the cast is of the completed
+    value."""
+    rng = np.random.default_rng(4)
+    x = (rng.standard_normal((4, 8)) * 10).astype(np.float32)
+    w = (rng.standard_normal((8, 4)) * 10).astype(np.float32)
+    y = nb.shard(x, M22, P(None, "tp")) @ nb.shard(w, M22, P("tp"))
+    whole = y.numpy()  # (the completed f32 sum)
+    np.testing.assert_array_equal(nb.cast(y, nb.float16).numpy(), whole.astype(np.float16))
+    np.testing.assert_array_equal(nb.cast(y, nb.float64).numpy(), whole.astype(np.float64))
+    text = str(nb.trace(lambda v: v.cast(nb.float16))(y))
+    assert text.index("all_reduce[axes=('tp',), kind=sum]") < text.index("cast")
+
+
 def test_a_sharded_max_leaves_a_max_partial():
     x = arr(4, 8)
     t = nb.shard(x, M22, P(None, "tp"))
