@@ -406,7 +406,16 @@ from .transforms.custom import (
 from .transforms.trace import Trace, communication_report, trace
 from .transforms.abstract import ShapeDtypeStruct, eval_shape
 from .ops.creation import empty, empty_like, identity, tri, tril_indices, triu_indices
-from .ops.transfer import block_until_ready, device_get, device_put
+from .ops.communication import transfer_to
+from .ops.transfer import (
+    accelerator,
+    block_until_ready,
+    cpu,
+    device_get,
+    device_put,
+    gpu,
+    to_device,
+)
 from .transforms.compile import CompiledFunction, compile
 from .transforms.control_flow import cond, fori_loop, scan, switch, while_loop
 from . import autograd, config, distributed, lax, linalg, testing
@@ -518,6 +527,11 @@ __all__ = [
     "block_until_ready",
     "device_get",
     "device_put",
+    "to_device",
+    "transfer_to",
+    "cpu",
+    "gpu",
+    "accelerator",
     "newaxis",
     "clamp",
     "long",

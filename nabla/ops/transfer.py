@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core.device import Device
+from ..core.device import CPU, Accelerator, Device
 from ..core.pytree import tree_leaves, tree_map
 from ..runtime.tensor import Tensor, realize
 from . import spmd
@@ -18,7 +18,16 @@ from ._util import as_tensor, check_device
 from .base import Operation
 from .functions import fn
 
-__all__ = ["to_device", "TransferOp", "device_put", "device_get", "block_until_ready"]
+__all__ = [
+    "to_device",
+    "TransferOp",
+    "device_put",
+    "device_get",
+    "block_until_ready",
+    "cpu",
+    "gpu",
+    "accelerator",
+]
 
 
 class TransferOp(Operation):
@@ -43,13 +52,33 @@ class TransferOp(Operation):
 _transfer = TransferOp()
 
 
-def to_device(x, device: Device) -> Tensor:
+def to_device(x, device: Device | None = None, *, sharding=None) -> Tensor:
     """``x`` on ``device`` (``nb.CPU()`` or ``nb.Accelerator(i)``); ``x`` itself if it is
-    already there. Differentiable: gradients flow back to the input's device.
+    already there. Differentiable: gradients flow back to the input's device. The original
+    Nabla's forms too: ``to_device(x)`` (where it is) and ``to_device(x, sharding=spec)``
+    (laid out as a ``ShardingSpec`` says, as :func:`nabla.reshard`).
+
+    Args:
+        x: the tensor.
+        device: the device (None: where ``x`` is).
+        sharding: a ``ShardingSpec`` to lay ``x`` out as, instead of a device.
+
+    Returns:
+        The tensor on ``device`` (or laid out as ``sharding``).
+
+    Raises:
+        TypeError: for a ``device`` that is not a Device.
+        ValueError: for both ``device`` and ``sharding``.
 
     Example:
         >>> y = x.to(nb.CPU())  # the public spelling of to_device(x, nb.CPU())
     """
+    if sharding is not None:
+        if device is not None:
+            raise ValueError("to_device: pass device or sharding, not both")
+        return fn.reshard(as_tensor(x, op="to_device"), sharding.mesh, sharding)
+    if device is None:
+        return as_tensor(x, op="to_device")
     if not isinstance(device, Device):
         raise TypeError(f"to_device expects a Device, got {type(device).__name__}")
     x = as_tensor(x, op="to_device")
@@ -108,3 +137,43 @@ def block_until_ready(x):
     """
     realize(*[t for t in tree_leaves(x) if isinstance(t, Tensor)])
     return x
+
+
+def cpu(x) -> Tensor:
+    """``x`` on the CPU (the original Nabla's ``cpu(x)``; ``x.cpu()``).
+
+    Args:
+        x: the tensor.
+
+    Returns:
+        The tensor on ``nb.CPU()``.
+    """
+    return to_device(x, CPU())
+
+
+def accelerator(x, device_id: int = 0) -> Tensor:
+    """``x`` on accelerator ``device_id`` (the original Nabla's ``accelerator(x)``).
+
+    Args:
+        x: the tensor.
+        device_id: which accelerator (default 0).
+
+    Returns:
+        The tensor on ``nb.Accelerator(device_id)``.
+
+    Raises:
+        RuntimeError: where there is no such accelerator (as ``x.to(...)`` does).
+    """
+    return to_device(x, Accelerator(device_id))
+
+
+def gpu(x) -> Tensor:
+    """``x`` on the first accelerator (the original Nabla's ``gpu(x)``).
+
+    Args:
+        x: the tensor.
+
+    Returns:
+        The tensor on ``nb.Accelerator(0)``.
+    """
+    return accelerator(x, 0)

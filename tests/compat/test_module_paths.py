@@ -287,3 +287,22 @@ def test_sharding_spec_module_path_and_the_original_s_sharding_spec_arguments():
     assert both.partial_sum_axes == {"tp"} and both != kept
     assert ShardingSpec(mesh, dim_specs=[(), ()]) == ShardingSpec(mesh, [(), ()])
     assert ShardingSpec(mesh, [(), ()], {"tp": "max"}).partial_kinds == {"tp": "max"}  # ours
+
+
+def test_the_original_s_placement_functions_at_the_top_level():
+    """``to_device``/``transfer_to`` (with the original's ``sharding=`` and no-device forms),
+    ``cpu``, ``gpu`` and ``accelerator`` are in the original's ``__all__``."""
+    x = nb.ones(3)
+    assert nb.to_device is nb.transfer_to and nb.to_device(x) is x
+    assert nb.cpu(x).device == nb.CPU() and nb.to_device(x, nb.CPU()) is x
+    mesh = nb.DeviceMesh("m", (2,), ("d",))
+    laid = nb.to_device(nb.ones(4), sharding=nb.ShardingSpec(mesh, [("d",)]))
+    assert laid.sharding.dims == (("d",),)
+    with pytest.raises(ValueError, match="device or sharding, not both"):
+        nb.to_device(x, nb.CPU(), sharding=laid.sharding)
+    try:
+        on_gpu = nb.gpu(x)
+    except RuntimeError as e:  # (a machine without one: the error says so)
+        assert "accelerator" in str(e)
+    else:
+        assert on_gpu.device == nb.Accelerator(0) and nb.accelerator(x, 0).device == on_gpu.device

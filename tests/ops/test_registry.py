@@ -67,6 +67,12 @@ NOT_OPS = {
     "device_put",
     "device_get",
     "block_until_ready",
+    # the original Nabla's placement functions (x.to(device)): tests/compat/test_module_paths.py
+    "to_device",
+    "transfer_to",
+    "cpu",
+    "gpu",
+    "accelerator",
 }
 ALIASES = {
     "around": "round",
