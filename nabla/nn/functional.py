@@ -16,9 +16,10 @@ import numpy as np
 
 from ..core.dtypes import promote_types
 from ..ops import binary, creation, indexing, reduction, unary, view
+from ..ops import nn as _nn_ops
 from ..ops import random as _random
 from ..ops._util import as_tensor, norm_axis, readable_now
-from ..ops.nn import avg_pool2d, conv2d, conv2d_transpose, max_pool2d
+from ..ops.nn import check_pool_padding, conv2d, conv2d_transpose
 from ..runtime.tensor import Tensor
 from .init import he_normal, he_uniform, xavier_normal, xavier_uniform
 from .losses import (
@@ -345,6 +346,62 @@ def cosine_similarity(x1, x2, dim: int = 1, eps: float = 1e-8) -> Tensor:
     nb_ = binary.maximum(b.square().sum(axis=dim), eps * eps).sqrt()
     out = dot / (na * nb_)
     return out.cast(dtype) if dtype.is_float else out
+
+
+def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False) -> Tensor:
+    """PyTorch's ``F.max_pool2d`` on NHWC ``x``: :func:`nabla.max_pool2d` with PyTorch's limit
+    on the padding (at most half the window; ``nb.max_pool2d`` takes any, as JAX's
+    ``reduce_window``).
+
+    Args:
+        x: input ``(N, H, W, C)``.
+        kernel_size: int or pair.
+        stride: int, pair or None (default: ``kernel_size``).
+        padding: int or pair, at most half the (dilated) window.
+        dilation: int or pair: spacing between window elements.
+        ceil_mode: round the output size up.
+
+    Returns:
+        ``(N, OH, OW, C)``.
+
+    Raises:
+        ValueError: for padding past half the window, and as :func:`nabla.max_pool2d`.
+    """
+    check_pool_padding("max_pool2d", x, kernel_size, stride, padding, dilation)
+    return _nn_ops.max_pool2d(x, kernel_size, stride, padding, dilation, ceil_mode)
+
+
+def avg_pool2d(
+    x,
+    kernel_size,
+    stride=None,
+    padding=0,
+    ceil_mode=False,
+    count_include_pad=True,
+    divisor_override=None,
+) -> Tensor:
+    """PyTorch's ``F.avg_pool2d`` on NHWC ``x`` (its arguments, in its order):
+    :func:`nabla.avg_pool2d` with PyTorch's limit on the padding (at most half the window).
+
+    Args:
+        x: input ``(N, H, W, C)``.
+        kernel_size: int or pair.
+        stride: int, pair or None (default: ``kernel_size``).
+        padding: int or pair, at most half the window.
+        ceil_mode: round the output size up.
+        count_include_pad: divide by the whole window, padding included (default True).
+        divisor_override: a positive int that divides every window's sum instead.
+
+    Returns:
+        ``(N, OH, OW, C)``.
+
+    Raises:
+        ValueError: for padding past half the window, and as :func:`nabla.avg_pool2d`.
+    """
+    check_pool_padding("avg_pool2d", x, kernel_size, stride, padding)
+    return _nn_ops.avg_pool2d(
+        x, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override
+    )
 
 
 def adaptive_avg_pool2d(x, output_size) -> Tensor:

@@ -475,24 +475,33 @@ class _PoolWindow(NamedTuple):
 
 
 def _pool_window(op, x, kernel_size, stride, padding, dilation=1, ceil_mode=False):
-    """The validated window of pooling op ``op`` over ``x``."""
+    """The validated window of pooling op ``op`` over ``x``. Any padding, as the original
+    Nabla's and JAX's ``reduce_window`` (a window wholly in it is the fill's: -inf for a
+    max, 0 for a mean); ``F.max_pool2d``/``F.avg_pool2d`` keep PyTorch's limit
+    (:func:`check_pool_padding`)."""
     if x.ndim != 4:
         raise OpError(f"{op}: expects x of shape (N, H, W, C), got {x.shape}")
     k = _pair(kernel_size, "kernel_size", op)
     s = k if stride is None else _pair(stride, "stride", op)
     d = _pair(dilation, "dilation", op)
     p = _padding(padding, op, k, d, s, x.shape[1:3])
-    for i in range(2):
-        reach = (k[i] - 1) * d[i] + 1  # the window's extent, dilation included
-        if max(p[i]) > reach // 2:
-            # (PyTorch's rule) a window could then lie wholly in the padding: a max of
-            # nothing (-inf) or a mean of padding
-            raise OpError(
-                f"{op}: padding {p[i]} of dim {i + 1} is more than half the window "
-                f"({reach}: kernel {k[i]}, dilation {d[i]}) for x of shape {x.shape}"
-            )
     extra = _ceil_extra(x.shape[1:3], k, s, d, p) if ceil_mode else (0, 0)
     return _PoolWindow(k, s, d, p, extra)
+
+
+def check_pool_padding(op, x, kernel_size, stride, padding, dilation=1) -> None:
+    """PyTorch's rule for its pooling functions: no padding past half the window (a window
+    could then lie wholly in the padding: a max of nothing or a mean of padding)."""
+    x = as_tensor(x, op=op)
+    window = _pool_window(op, x, kernel_size, stride, padding, dilation)
+    for i in range(2):
+        reach = (window.kernel[i] - 1) * window.dilation[i] + 1  # the extent, dilated
+        if max(window.padding[i]) > reach // 2:
+            raise OpError(
+                f"{op}: padding {window.padding[i]} of dim {i + 1} is more than half the "
+                f"window ({reach}: kernel {window.kernel[i]}, dilation {window.dilation[i]}) "
+                f"for x of shape {x.shape}"
+            )
 
 
 def _pooled(op, x, window: _PoolWindow, fill):

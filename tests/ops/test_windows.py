@@ -192,3 +192,22 @@ def test_tiling_pools_stack_their_taps_first_and_keep_a_spatial_sharding(rng):
     for pool in (nb.max_pool2d, nb.avg_pool2d):  # no window at all: still the error
         with pytest.raises(nb.OpError, match=r"too small for kernel \(2, 2\)"):
             pool(nb.ones((1, 0, 4, 3)), 2)
+
+
+def test_the_pool_functions_take_any_padding_as_reduce_window():
+    """The original Nabla's and JAX's pooling: padding past half the window is fine (a
+    window wholly in it pools the fill); F.max_pool2d/F.avg_pool2d keep PyTorch's limit."""
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((1, 7, 6, 1)).astype(np.float32)
+    padded = np.pad(x, ((0, 0), (1, 0), (2, 1), (0, 0)))
+    windows = np.stack(
+        [padded[:, i : i + 5 : 2, j : j + 8] for i in range(3) for j in range(2)], 0
+    )  # kernel (3, 2), stride (2, 1): 3 x 8 outputs
+    got = nb.avg_pool2d(nb.constant(x), kernel_size=(3, 2), stride=(2, 1), padding=(1, 0, 2, 1))
+    np.testing.assert_allclose(got.numpy(), windows.mean(0), rtol=1e-6, atol=1e-7)
+    neg = np.pad(x, ((0, 0), (1, 0), (2, 1), (0, 0)), constant_values=-np.inf)
+    wmax = np.stack([neg[:, i : i + 5 : 2, j : j + 8] for i in range(3) for j in range(2)], 0)
+    got = nb.max_pool2d(nb.constant(x), kernel_size=(3, 2), stride=(2, 1), padding=(1, 0, 2, 1))
+    np.testing.assert_array_equal(got.numpy(), wmax.max(0))
+    with pytest.raises(ValueError, match="more than half the window"):
+        nb.nn.functional.max_pool2d(nb.constant(x), (3, 2), (2, 1), (1, 0, 2, 1))
