@@ -1520,9 +1520,10 @@ def reduce_scatter(x, axis: int, axes=None, *, reduce_op: str = "sum") -> Tensor
     return _dispatch("reduce_scatter", x, local, whole, _same_along("reduce_scatter", axis), axes)
 
 
-def all_to_all(x, split_axis: int, concat_axis: int, axes=None) -> Tensor:
+def all_to_all(x, split_axis: int, concat_axis: int, tiled: bool = True, axes=None) -> Tensor:
     """Move mesh ``axes`` from dim ``concat_axis`` (which each device then holds whole) to
-    dim ``split_axis`` (same value).
+    dim ``split_axis`` (same value). A tensor with no mesh lives on one device: its value,
+    as the other collectives' (and the original Nabla's).
 
     With ``split_axis == concat_axis`` (as JAX's and the original Nabla's ``all_to_all``)
     each device cuts its block into ``n`` chunks, sends chunk ``j`` to device ``j``, and
@@ -1533,15 +1534,30 @@ def all_to_all(x, split_axis: int, concat_axis: int, axes=None) -> Tensor:
         x: a tensor split along ``concat_axis``.
         split_axis: the dim that becomes split.
         concat_axis: the dim that becomes whole.
+        tiled: the original Nabla's (and JAX's ``tiled=True``): the dims keep their rank, as
+            here always; ``False`` (JAX's new-axis form) is refused.
         axes: the mesh axes to move; None: all of ``concat_axis``'s (with ``split_axis ==
             concat_axis`` they must be all of them).
     """
 
+    def untiled_refused():
+        if not tiled:
+            raise ShardingError(
+                "all_to_all: tiled=False (a new axis for the chunks, JAX's) is not supported; "
+                "the tiled form keeps the rank (reshape around it)"
+            )
+
+    def one_device(x):
+        _laxis("all_to_all", x, split_axis), _laxis("all_to_all", x, concat_axis)
+        return x
+
     def local(x):
+        untiled_refused()
         s, c = _laxis("all_to_all", x, split_axis), _laxis("all_to_all", x, concat_axis)
         return per_device.all_to_all(x, s, c, _body_levels("all_to_all", axes))
 
     def whole(x):
+        untiled_refused()
         spec = x._impl.sharding
         s = _axis("all_to_all", x, split_axis)
         c = _axis("all_to_all", x, concat_axis)
@@ -1552,7 +1568,7 @@ def all_to_all(x, split_axis: int, concat_axis: int, axes=None) -> Tensor:
             return _chunk_transpose(x, _laxis("all_to_all", x, concat_axis), names)
         return all_to_all_phys(x, s, c, names)
 
-    return _dispatch("all_to_all", x, local, whole)
+    return _dispatch("all_to_all", x, local, whole, one_device, axes)
 
 
 def _chunk_transpose(x: Tensor, d: int, axes) -> Tensor:

@@ -98,8 +98,8 @@ def test_spec_errors_name_the_op_the_shape_and_the_spec():
     b = nb.shard(x, nb.DeviceMesh("other", (2, 2), ("dp", "tp")), P("dp"))
     with pytest.raises(nb.ShardingError, match="add: operands are on different meshes"):
         a + b
-    with pytest.raises(nb.ShardingError, match="not sharded"):
-        nb.all_to_all(x, 0, 1)
+    with pytest.raises(nb.ShardingError, match="all_to_all: axis 2 is out of range"):
+        nb.all_to_all(x, 0, 2)  # (no mesh: the identity, as the other collectives)
     with pytest.raises(nb.ShardingError, match=r"axis 2 is out of range for shape \(4, 6\)"):
         nb.all_gather(x, 2)
     with pytest.raises(nb.ShardingError, match="partial over 'tp' with 'sum' terms"):
@@ -155,8 +155,12 @@ def test_reductions_and_gathers_of_a_tensor_with_no_mesh_are_its_value():
         nb.pmean(x),
         nb.all_gather(x, 1),
         nb.reduce_scatter(x, 0),
+        nb.all_to_all(x, 0, 1),
+        nb.all_to_all(x, 0, 0, 0),  # (the original's tiled fourth, as its test passes it)
     ):
         np.testing.assert_array_equal(y.numpy(), arr(4, 6))
+    with pytest.raises(nb.ShardingError, match=r"all_to_all: axis 2 is out of range"):
+        nb.all_to_all(x, 0, 2)
 
 
 # ----------------------------------------------------------------------------- layout ops
