@@ -83,7 +83,7 @@ def test_lora_merge_and_checkpoint(tmp_path):
 
     adapters, state, meta = nb.nn.finetune.load_finetune_checkpoint(ckpt)
     np.testing.assert_array_equal(adapters["l1"]["A"].numpy(), out["adapters"]["l1"]["A"].numpy())
-    assert state["step"].item() == 10.0 and meta["rank"] == "4"
+    assert state["step"].item() == 10.0 and meta["user_metadata"]["rank"] == 4
 
 
 def test_cnn_learns_the_task():

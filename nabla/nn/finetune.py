@@ -533,12 +533,13 @@ def save_finetune_checkpoint(
         adapters: nested dicts/lists of tensors, e.g. ``{"layer0": {"A": ..., "B": ...}}``.
         optimizer_state: optional state of the functional optimizers (``adamw_init``), or a
             stateful optimizer's ``state_dict()``.
-        metadata: optional annotations (rank, alpha, base model name...), stored as strings.
+        metadata: optional annotations (rank, alpha, base model name...): JSON values,
+            returned by :func:`load_finetune_checkpoint` as they were given.
         lora_params: the original nabla's name of ``adapters`` (keyword only; give one).
 
     Raises:
-        TypeError: for a value that is not a tensor, dict or list, or for both or neither of
-            ``adapters`` and ``lora_params``.
+        TypeError: for a value that is not a tensor, dict or list, for both or neither of
+            ``adapters`` and ``lora_params``, or metadata that JSON cannot hold.
         ValueError: for adapters that hold no tensor.
     """
     if (adapters is None) == (lora_params is None):
@@ -552,13 +553,19 @@ def save_finetune_checkpoint(
         raise ValueError("save_finetune_checkpoint: the adapters hold no tensors")
     if optimizer_state is not None:
         _flatten_tree("optimizer", dict(optimizer_state), flat)
+    header = {}
     nones = [k for k, v in flat.items() if v is None]
     if nones:  # a None leaf has no tensor to write: its place is kept in the metadata
-        metadata = {**(metadata or {}), _NONE_KEY: json.dumps(nones)}
-    checkpoint.save({k: v for k, v in flat.items() if v is not None}, path, metadata)
+        header[_NONE_KEY] = json.dumps(nones)
+    try:  # the user's annotations as JSON, their types kept (as the original's meta.json)
+        header[_USER_KEY] = json.dumps(dict(metadata or {}))
+    except TypeError as e:
+        raise TypeError(f"save_finetune_checkpoint: metadata must be JSON values: {e}") from None
+    checkpoint.save({k: v for k, v in flat.items() if v is not None}, path, header)
 
 
-_NONE_KEY = "nabla.finetune.none_leaves"  # (the metadata entry; not returned to the caller)
+_NONE_KEY = "nabla.finetune.none_leaves"  # (metadata entries, not the user's)
+_USER_KEY = "nabla.finetune.user_metadata"
 
 
 def load_finetune_checkpoint(path, *, lora_template=None, optimizer_template=None):
@@ -573,9 +580,10 @@ def load_finetune_checkpoint(path, *, lora_template=None, optimizer_template=Non
             ``adamw_init(lora_template)``), checked and restored like ``lora_template``.
 
     Returns:
-        ``(adapters, optimizer_state, metadata)``; ``optimizer_state`` is None when none was
-        saved. Without a template, nested dicts with keys ``"0"``, ``"1"``, ... come back as
-        lists.
+        ``(adapters, optimizer_state, meta)``; ``optimizer_state`` is None when none was
+        saved. ``meta`` is the original nabla's: ``{"step": int or None, "has_optimizer":
+        bool, "user_metadata": the metadata saved, "tensor_keys": the file's tensor names}``.
+        Without a template, nested dicts with keys ``"0"``, ``"1"``, ... come back as lists.
 
     Raises:
         FileNotFoundError: when ``path`` does not exist.
@@ -584,10 +592,12 @@ def load_finetune_checkpoint(path, *, lora_template=None, optimizer_template=Non
             template with its shape (all such problems listed).
     """
     flat = checkpoint.load(path)
-    meta = checkpoint.load_metadata(path)
-    if meta and _NONE_KEY in meta:
-        meta = dict(meta)
-        flat.update(dict.fromkeys(json.loads(meta.pop(_NONE_KEY))))
+    header = dict(checkpoint.load_metadata(path))
+    tensor_keys = sorted(flat)
+    if _NONE_KEY in header:
+        flat.update(dict.fromkeys(json.loads(header.pop(_NONE_KEY))))
+    # (a file from before the JSON entry holds the user's strings themselves)
+    user = json.loads(header[_USER_KEY]) if _USER_KEY in header else header
     adapters = {k[len("adapters/") :]: v for k, v in flat.items() if k.startswith("adapters/")}
     opt = {k[len("optimizer/") :]: v for k, v in flat.items() if k.startswith("optimizer/")}
     if not adapters:
@@ -603,6 +613,13 @@ def load_finetune_checkpoint(path, *, lora_template=None, optimizer_template=Non
                 "into optimizer_template (it was saved without optimizer_state)"
             )
         opt_out = _like_template(path, "optimizer", flat, dict(optimizer_template))
+    step = flat.get("optimizer/step")
+    meta = {
+        "step": None if step is None else int(np.asarray(step.numpy()).reshape(-1)[0]),
+        "has_optimizer": bool(opt),
+        "user_metadata": user,
+        "tensor_keys": tensor_keys,
+    }
     return adapters_out, opt_out, meta
 
 

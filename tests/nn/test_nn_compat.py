@@ -313,7 +313,8 @@ def test_finetune_checkpoint_original_keywords(tmp_path):
     lora, opt, meta = ft.load_finetune_checkpoint(
         path, lora_template=template, optimizer_template=optim.adamw_init(template)
     )
-    assert lora["A"].dtype == nb.DType.bfloat16 and meta == {"r": "3"}
+    assert lora["A"].dtype == nb.DType.bfloat16 and meta["user_metadata"] == {"r": 3}
+    assert meta["step"] == 1 and meta["has_optimizer"] and "adapters/A" in meta["tensor_keys"]
     _same(lora["B"].numpy(), ad["B"].numpy())
     assert opt["step"].item() == 1
     assert opt["mu"][0].dtype == nb.DType.bfloat16  # the template's dtype
@@ -333,3 +334,18 @@ def test_clear_caches():
     x.realize()
     nb._clear_caches()
     assert (x + 1.0).tolist() == [3.0, 3.0, 3.0]
+
+
+def test_finetune_checkpoint_meta_is_the_original_s(tmp_path):
+    """The original's third result: ``{"step", "has_optimizer", "user_metadata",
+    "tensor_keys"}``, the user's metadata with its JSON types (it came back as strings, at
+    the top level: the original's tests read ``meta["user_metadata"]["epoch"] == 1``)."""
+    ad = _adapter(19)
+    path = tmp_path / "ckpt_no_opt"
+    ft.save_finetune_checkpoint(path, lora_params=ad, metadata={"epoch": 1, "tag": "t"})
+    _, opt, meta = ft.load_finetune_checkpoint(path, lora_template=ad)
+    assert opt is None and meta["step"] is None and meta["has_optimizer"] is False
+    assert meta["user_metadata"] == {"epoch": 1, "tag": "t"}
+    assert meta["tensor_keys"] == ["adapters/A", "adapters/B"]
+    with pytest.raises(TypeError, match="metadata must be JSON values"):
+        ft.save_finetune_checkpoint(path, lora_params=ad, metadata={"w": nb.ones(2)})

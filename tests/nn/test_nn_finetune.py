@@ -132,7 +132,7 @@ def test_qlora_adapter_trains_on_a_frozen_base(tmp_path):
     back, opt_state, meta = ft.load_finetune_checkpoint(path)
     np.testing.assert_array_equal(back["layer"]["B"].numpy(), adapter["B"].numpy())
     assert isinstance(opt_state["mu"], list) and len(opt_state["mu"]) == 2
-    assert opt_state["step"].item() == 60.0 and meta == {"rank": "4"}
+    assert opt_state["step"].item() == 60.0 and meta["user_metadata"] == {"rank": 4}
 
 
 def test_dtypes_and_names_stay_as_documented(tmp_path):
@@ -168,7 +168,7 @@ def test_checkpoints_keep_none_leaves_and_want_the_optimizer_state_a_template_as
     path = tmp_path / "ft.safetensors"
     ft.save_finetune_checkpoint(path, ad, state, {"rank": 1})
     _, opt, meta = ft.load_finetune_checkpoint(path)
-    assert opt["mu"][2] is None and meta == {"rank": "1"}
+    assert opt["mu"][2] is None and meta["user_metadata"] == {"rank": 1}
     _, opt, _ = ft.load_finetune_checkpoint(path, lora_template=ad, optimizer_template=state)
     assert opt["nu"][2] is None and opt["nu"][0].shape == (2, 1)
     bare = tmp_path / "bare.safetensors"
