@@ -28,7 +28,7 @@ from ..core.sharding import DeviceMesh, ShardingError
 from ..core.state import STATE, new_level, vmap_level
 from ..ops import reduction
 from ..ops._util import as_tensor, check_callable
-from ..ops.batching import from_batch, to_batch
+from ..ops.batching import broadcast_levels, from_batch, to_batch
 from ..ops.collectives import split_level
 from ..ops.creation import arange
 from ..ops.indexing import fits_in_place, rebind, restore, restore_and_refuse
@@ -165,7 +165,7 @@ def vmap(
             if outer is not None:
                 outer.extend(writes)
             _write_back_mapped(prepared, batched, befores, level, size)
-            return _unbatch(out, level, size, out_axes)
+            return _unbatch(out, level, size, out_axes, spmd)
 
     return vmapped
 
@@ -353,7 +353,7 @@ def _to_tensor(leaf, where):
     raise TypeError(f"vmap can only map tensors and arrays, got {type(leaf).__name__} for {where}")
 
 
-def _unbatch(out, level, size, out_axes):
+def _unbatch(out, level, size, out_axes, spmd=None):
     leaves, treedef = tree_flatten(out)
     spec = out_axes
     if isinstance(out, tuple) and isinstance(out_axes, list):
@@ -383,6 +383,11 @@ def _unbatch(out, level, size, out_axes):
         nd = leaf.ndim + 1
         if not -nd <= ax < nd:
             raise ValueError(f"vmap out_axes {ax} is out of range for an output of rank {nd - 1}")
+        if spmd is not None and level not in leaf._impl.levels:
+            # an output the mapped inputs do not reach (every in_axes None) gets the new
+            # dim split over spmd_axis_name too, as the mapped ones have it (it stayed whole)
+            levels = tuple(sorted({*leaf._impl.levels, level}))
+            leaf = split_level(broadcast_levels(leaf, levels), level, *spmd)
         result.append(from_batch(leaf, level, ax % nd))
     return tree_unflatten(treedef, result)
 

@@ -169,6 +169,13 @@ def test_vmap_spmd_axis_name_splits_the_batch_dim():
         nb.vmap(lambda r: r, spmd_axis_name="dp", mesh=M22)(nb.constant(arr(3, 2)))
     g = nb.grad(lambda w: nb.sum(f(nb.constant(x), w)))(nb.constant(w))
     np.testing.assert_allclose(g.numpy(), x.T @ (1 - np.tanh(x @ w) ** 2))
+    # no mapped input (every in_axes None): the new dim is split all the same (it stayed
+    # whole, as the original Nabla's tests found)
+    staged = nb.vmap(
+        lambda p, s: p * s, in_axes=(None, None), axis_size=2, spmd_axis_name="dp", mesh=M22
+    )(nb.shard(x, M22, P()), nb.constant(0.5))
+    assert staged.sharding.to_partition_spec() == P("dp") and staged.shape == (2, 8, 6)
+    np.testing.assert_allclose(staged.numpy(), np.broadcast_to(x * 0.5, (2, 8, 6)))
 
 
 def test_a_compiled_function_inside_the_body_replays_with_each_calls_levels():
