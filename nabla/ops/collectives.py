@@ -41,6 +41,7 @@ from ..core.dtypes import DType
 from ..core.sharding import (
     REDUCE_KINDS,
     DeviceMesh,
+    PartitionSpec,
     ShardingError,
     ShardingSpec,
     collective_bytes,
@@ -65,6 +66,7 @@ __all__ = [
     "axis_index",
     "pmean",
     "broadcast",
+    "distributed_broadcast",
 ]
 
 
@@ -1762,6 +1764,69 @@ def broadcast(x, root=0, axes=None) -> Tensor:
         return _broadcast.bind([x], {"axes": names, "root": _roots(root, names, sizes)})
 
     return _dispatch("broadcast", x, local, whole)
+
+
+class DistributedBroadcastOp(Operation):
+    """The original Nabla's ``distributed_broadcast``: the value as it is, on its mesh; its
+    rule is the original's, the cotangent all-reduced over the mesh axes (for a replicated
+    one, the sum of every device's copy: ``n`` times it), and the tangent likewise."""
+
+    name = "distributed_broadcast"
+    backend_name = "identity"  # (the value is its operand's)
+    data_movement = True
+
+    def infer(self, shapes, dtypes, kwargs):
+        return [shapes[0]], [dtypes[0]]
+
+    def sharding_rule(self, in_shapes, out_shapes, kwargs):
+        return spmd.elementwise_rule(in_shapes, out_shapes)
+
+    def vjp_rule(self, primals, cotangents, outputs, kwargs):
+        ct = cotangents[0]
+        return [None if ct is None else all_reduce(ct, axes=kwargs["axes"])]
+
+    def jvp_rule(self, primals, tangents, outputs, kwargs):
+        t = tangents[0]
+        return [None if t is None else all_reduce(t, axes=kwargs["axes"])]
+
+
+_distributed_broadcast = DistributedBroadcastOp()
+
+
+def distributed_broadcast(x, mesh=None) -> Tensor:
+    """The original Nabla's ``distributed_broadcast(x, mesh)``: the first device's block of
+    ``x`` on every device of ``mesh`` (default: ``x``'s; a tensor with no mesh is its value).
+    An unsharded ``x`` is that block already: the result is ``x`` replicated on ``mesh``.
+    Its derivative is the original's: the cotangent all-reduced over the mesh, so
+    ``grad(lambda u: sum(distributed_broadcast(u, mesh) ** 2))`` is ``2 * u * n`` for ``n``
+    devices (``nb.broadcast`` is the collective with the value's own derivative).
+
+    Args:
+        x: a tensor.
+        mesh: the ``DeviceMesh`` (default: ``x``'s).
+
+    Returns:
+        The value on every device of the mesh, replicated.
+
+    Raises:
+        ShardingError: for a ``mesh`` that is not a DeviceMesh, or not ``x``'s.
+    """
+    x = as_tensor(x, op="distributed_broadcast")
+    spec = x._impl.sharding
+    if mesh is None:
+        if spec is None:
+            return x
+        mesh = spec.mesh
+    _check_mesh("distributed_broadcast", mesh)
+    if spec is None:
+        x = reshard(x, mesh, PartitionSpec())
+    elif spec.mesh != mesh:
+        raise ShardingError(
+            f"distributed_broadcast: x is on {spec.mesh}, not on the mesh given {mesh}"
+        )
+    elif spec.sharded_axes or spec.partial_axes:
+        x = broadcast(x, 0)  # the first device's block, on every device
+    return _distributed_broadcast.bind([x], {"axes": tuple(mesh.axis_names)})
 
 
 provide(

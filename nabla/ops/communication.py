@@ -25,6 +25,7 @@ from .collectives import (
     all_to_all,
     axis_index,
     broadcast,
+    distributed_broadcast,
     pmean,
     ppermute,
     reduce_scatter,
@@ -32,7 +33,7 @@ from .collectives import (
     shard,
     unshard,
 )
-from .transfer import to_device
+from .transfer import accelerator, cpu, gpu, to_device
 
 transfer_to = to_device
 
@@ -50,6 +51,7 @@ __all__ = [
     "all_to_all",
     "axis_index",
     "broadcast",
+    "distributed_broadcast",
     "gather_all_axes",
     "pmean",
     "ppermute",
@@ -59,6 +61,9 @@ __all__ = [
     "to_device",
     "transfer_to",
     "unshard",
+    "cpu",
+    "gpu",
+    "accelerator",
 ]
 
 

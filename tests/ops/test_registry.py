@@ -57,6 +57,7 @@ NOT_OPS = {
     "axis_index",
     "pmean",
     "broadcast",
+    "distributed_broadcast",
     "shard_map",
     "visualize_sharding",
     # Python-valued queries and JAX's placement helpers: tests/ops/test_array_functions.py
@@ -171,6 +172,7 @@ TESTED_ELSEWHERE = {
             "ppermute",
             "axis_index",
             "broadcast",
+            "distributed_broadcast",
         )
     },
     "mesh_to_local": "shard_map's entry (tests/sharding/test_shard_map.py)",

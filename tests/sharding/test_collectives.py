@@ -643,3 +643,26 @@ def test_an_update_of_a_sharded_tensor_keeps_its_layout():
     zeroed[2:5, 3] = 0.0
     np.testing.assert_allclose(g.numpy(), 2 * zeroed, rtol=1e-6)
     assert g.sharding.spec == P("dp", "tp")
+
+
+def test_the_original_s_distributed_broadcast_and_its_rule():
+    """The original Nabla's distributed_broadcast: the first device's block on every device
+    of the mesh; its rule all-reduces the cotangent over the mesh (its test: the gradient
+    of sum(distributed_broadcast(u) ** 2) is 2 u n)."""
+    u = arr(4)
+    m2 = nb.DeviceMesh("db", (2,), ("tp",))
+    r = nb.distributed_broadcast(nb.constant(u), mesh=m2)
+    assert r.sharding.is_replicated and r.sharding.mesh == m2
+    np.testing.assert_array_equal(r.numpy(), u)
+    g = nb.grad(lambda v: nb.reduce_sum(nb.distributed_broadcast(v, mesh=m2) ** 2))(nb.constant(u))
+    np.testing.assert_allclose(g.numpy(), 2 * u * 2, rtol=1e-6)
+    x = nb.shard(nb.constant(arr(8)), m2, P("tp"))
+    np.testing.assert_array_equal(nb.distributed_broadcast(x).numpy(), arr(8)[:4])
+    plain = nb.constant(u)
+    assert nb.distributed_broadcast(plain) is plain  # no mesh: the value
+    with pytest.raises(nb.ShardingError, match="not on the mesh given"):
+        nb.distributed_broadcast(x, mesh=M4)
+    from nabla.ops.communication import accelerator, cpu, distributed_broadcast, gpu
+
+    assert distributed_broadcast is nb.distributed_broadcast and cpu is nb.cpu
+    assert gpu is nb.gpu and accelerator is nb.accelerator
