@@ -138,7 +138,7 @@ def vmap(
 
         spmd = None
         if spmd_axis_name is not None:
-            spmd = _spmd_target(spmd_axis_name, mesh, leaves, size)
+            spmd = _spmd_target(spmd_axis_name, mesh, leaves, size, required=False)
         level = new_level()
         with vmap_level(level, size):
             batched = [leaf if ax is None else to_batch(leaf, ax, level) for leaf, ax in prepared]
@@ -165,6 +165,12 @@ def vmap(
             if outer is not None:
                 outer.extend(writes)
             _write_back_mapped(prepared, batched, befores, level, size)
+            if spmd_axis_name is not None and spmd is None:
+                # no mesh given and no sharded input: the body's shardings name it (a row
+                # sharded inside the function), and every output's new dim is split over it
+                found = _meshes(tree_flatten(out)[0])
+                spmd = _spmd_target(spmd_axis_name, mesh, list(found.values()), size)
+                return _unbatch(out, level, size, out_axes, spmd, every=True)
             return _unbatch(out, level, size, out_axes, spmd)
 
     return vmapped
@@ -313,8 +319,18 @@ def _mapped_leaves(leaves, axes, paths, axis_size) -> tuple[list, int]:
     return prepared, size
 
 
-def _spmd_target(names, mesh, leaves, size):
-    """``(mesh, axes)`` for ``spmd_axis_name``: the mesh given, or the sharded inputs' one."""
+def _meshes(leaves) -> dict:
+    """The meshes ``leaves`` (tensors among them) are sharded on, by identity."""
+    return {
+        id(leaf._impl.sharding.mesh): leaf
+        for leaf in leaves
+        if isinstance(leaf, Tensor) and leaf._impl.sharding is not None
+    }
+
+
+def _spmd_target(names, mesh, leaves, size, required=True):
+    """``(mesh, axes)`` for ``spmd_axis_name``: the mesh given, or the sharded inputs' one
+    (None when there is none and it is not ``required``: the outputs' then)."""
     axes = (names,) if isinstance(names, str) else tuple(names)
     if mesh is not None and not isinstance(mesh, DeviceMesh):
         raise ShardingError(f"vmap: mesh must be a DeviceMesh, got {type(mesh).__name__}")
@@ -327,9 +343,11 @@ def _spmd_target(names, mesh, leaves, size):
         if len(meshes) > 1:
             raise ShardingError(f"vmap: the sharded inputs are on different meshes: {meshes}")
         if not meshes:
+            if not required:
+                return None
             raise ShardingError(
-                f"vmap(spmd_axis_name={names!r}) needs a mesh: pass mesh=, or map inputs "
-                "sharded on one"
+                f"vmap(spmd_axis_name={names!r}) needs a mesh: pass mesh=, map inputs "
+                "sharded on one, or shard the outputs on one inside the function"
             )
         mesh = meshes.pop()
     n = 1
@@ -353,7 +371,7 @@ def _to_tensor(leaf, where):
     raise TypeError(f"vmap can only map tensors and arrays, got {type(leaf).__name__} for {where}")
 
 
-def _unbatch(out, level, size, out_axes, spmd=None):
+def _unbatch(out, level, size, out_axes, spmd=None, every=False):
     leaves, treedef = tree_flatten(out)
     spec = out_axes
     if isinstance(out, tuple) and isinstance(out_axes, list):
@@ -388,6 +406,8 @@ def _unbatch(out, level, size, out_axes, spmd=None):
             # dim split over spmd_axis_name too, as the mapped ones have it (it stayed whole)
             levels = tuple(sorted({*leaf._impl.levels, level}))
             leaf = split_level(broadcast_levels(leaf, levels), level, *spmd)
+        elif every:  # (the mapped inputs were not split: the mesh was found only now)
+            leaf = split_level(leaf, level, *spmd)
         result.append(from_batch(leaf, level, ax % nd))
     return tree_unflatten(treedef, result)
 

@@ -165,6 +165,12 @@ def test_vmap_spmd_axis_name_splits_the_batch_dim():
     assert z.sharding.to_partition_spec() == P("tp")
     with pytest.raises(nb.ShardingError, match="needs a mesh"):
         nb.vmap(lambda r: r, spmd_axis_name="dp")(nb.constant(x))
+    # no mesh given and no sharded input: the one the body shards on (the original's test)
+    halves = nb.vmap(lambda r: nb.split(r.shard(M22, P("tp")), 2, axis=0), spmd_axis_name="dp")(
+        nb.constant(x)
+    )
+    assert [h.sharding.dims[0] for h in halves] == [("dp",), ("dp",)]
+    np.testing.assert_array_equal(halves[1].numpy(), x[:, 3:])
     with pytest.raises(nb.ShardingError, match="not divisible"):
         nb.vmap(lambda r: r, spmd_axis_name="dp", mesh=M22)(nb.constant(arr(3, 2)))
     g = nb.grad(lambda w: nb.sum(f(nb.constant(x), w)))(nb.constant(w))
