@@ -667,9 +667,9 @@ class ShardingSpec:
             n = self.splits(i)
             if s % n:
                 raise ShardingError(
-                    f"{op}: dim {i} of shape {tuple(shape)} has size {s}, which mesh axes "
-                    f"{axes} (size {n}) do not divide; uneven splits are refused, pad the dim "
-                    f"to a multiple of {n}"
+                    f"{op}: dim {i} of shape {tuple(shape)} has size {s}, not divisible by "
+                    f"mesh axes {axes} (size {n}); uneven splits are refused, pad the dim to a "
+                    f"multiple of {n}"
                 )
 
     def block_index(self, device: int, shape) -> tuple:
