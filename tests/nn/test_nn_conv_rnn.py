@@ -137,32 +137,23 @@ def test_conv_transpose2d_errors():
 
 
 # ----------------------------------------------------------------------------- interpolate
-@pytest.mark.parametrize("i", range(10))
-def test_interpolate_forward_and_grad_match_torch(i):
-    mode, ac, size, sf = CFG["INTERP"][i]
-    x, ct = c(last(REF[f"up_{i}_x"])), c(last(REF[f"up_{i}_ct"]))
+@pytest.mark.parametrize(
+    "prefix, i",
+    [("up", i) for i in range(len(CFG["INTERP"]))]
+    + [("up2", i) for i in range(len(CFG["INTERP_MORE"]))],  # bicubic and area
+)
+def test_interpolate_forward_and_grad_match_torch(prefix, i):
+    mode, ac, size, sf = CFG["INTERP" if prefix == "up" else "INTERP_MORE"][i]
+    x, ct = c(last(REF[f"{prefix}_{i}_x"])), c(last(REF[f"{prefix}_{i}_ct"]))
 
     def up(x):
         return F.interpolate(x, size=size, scale_factor=sf, mode=mode, align_corners=ac)
 
-    close(first(up(x).numpy()), REF[f"up_{i}_y"])
+    close(first(up(x).numpy()), REF[f"{prefix}_{i}_y"])
     dx = nb.grad(lambda x: (up(x) * ct).sum())(x)
-    close(first(dx.numpy()), REF[f"up_{i}_dx"])
-
-
-@pytest.mark.parametrize("i", range(6))
-def test_bicubic_and_area_interpolate_match_torch(i):
-    mode, ac, size, sf = CFG["INTERP_MORE"][i]
-    x, ct = c(last(REF[f"up2_{i}_x"])), c(last(REF[f"up2_{i}_ct"]))
-
-    def up(x):
-        return F.interpolate(x, size=size, scale_factor=sf, mode=mode, align_corners=ac)
-
-    close(first(up(x).numpy()), REF[f"up2_{i}_y"])
-    dx = nb.grad(lambda x: (up(x) * ct).sum())(x)
-    close(first(dx.numpy()), REF[f"up2_{i}_dx"])
+    close(first(dx.numpy()), REF[f"{prefix}_{i}_dx"])
     got = nn.Upsample(size=size, scale_factor=sf, mode=mode, align_corners=ac)(x)
-    close(first(got.numpy()), REF[f"up2_{i}_y"])
+    close(first(got.numpy()), REF[f"{prefix}_{i}_y"])
 
 
 def test_nearest_reads_what_pytorch_reads_on_a_kept_or_doubled_axis():

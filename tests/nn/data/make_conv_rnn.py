@@ -77,15 +77,19 @@ def main():
         rec[f"ct_{i}_y"] = y.detach().numpy()
         grads(f"ct_{i}", (y * torch.tensor(ct)).sum(), {"x": tx, "w": tw, "b": tb})
 
-    for i, (mode, ac, size, sf) in enumerate(INTERP):
-        x = arr(2, 3, 5, 6)
-        tx = torch.tensor(x, requires_grad=True)
-        y = torch.nn.functional.interpolate(
-            tx, size=size, scale_factor=sf, mode=mode, align_corners=ac
-        )
-        ct = arr(*y.shape)
-        rec.update({f"up_{i}_x": x, f"up_{i}_y": y.detach().numpy(), f"up_{i}_ct": ct})
-        grads(f"up_{i}", (y * torch.tensor(ct)).sum(), {"x": tx})
+    def interpolations(prefix, configs):
+        for i, (mode, ac, size, sf) in enumerate(configs):
+            x = arr(2, 3, 5, 6)
+            tx = torch.tensor(x, requires_grad=True)
+            y = torch.nn.functional.interpolate(
+                tx, size=size, scale_factor=sf, mode=mode, align_corners=ac
+            )
+            ct = arr(*y.shape)
+            name = f"{prefix}_{i}"
+            rec.update({f"{name}_x": x, f"{name}_y": y.detach().numpy(), f"{name}_ct": ct})
+            grads(name, (y * torch.tensor(ct)).sum(), {"x": tx})
+
+    interpolations("up", INTERP)
 
     for i, (kind, batch_first) in enumerate(RNN):
         cls = getattr(torch.nn, kind)
@@ -110,15 +114,7 @@ def main():
         named.update({f"p_{n}": p for n, p in m.named_parameters()})
         grads(f"rnn_{i}", loss, named)
 
-    for i, (mode, ac, size, sf) in enumerate(INTERP_MORE):
-        x = arr(2, 3, 5, 6)
-        tx = torch.tensor(x, requires_grad=True)
-        y = torch.nn.functional.interpolate(
-            tx, size=size, scale_factor=sf, mode=mode, align_corners=ac
-        )
-        ct = arr(*y.shape)
-        rec.update({f"up2_{i}_x": x, f"up2_{i}_y": y.detach().numpy(), f"up2_{i}_ct": ct})
-        grads(f"up2_{i}", (y * torch.tensor(ct)).sum(), {"x": tx})
+    interpolations("up2", INTERP_MORE)  # (after the others: their draws keep their values)
 
     np.savez_compressed(OUT, **rec)
     print(f"wrote {len(rec)} arrays to {OUT}")
