@@ -90,7 +90,8 @@ def vmap(
             every mapped input is resharded so its batch dim is split over it, and results
             keep that split. Values never change, only where the blocks live.
         mesh: the ``DeviceMesh`` of ``spmd_axis_name``; default: the mesh of the sharded
-            inputs (an error when there is none).
+            inputs, else the one the function's outputs are sharded on (an error when there
+            is none).
 
     Returns:
         The vectorized function. Usable as ``@vmap`` or ``@vmap(in_axes=...)``.
