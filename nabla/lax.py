@@ -11,11 +11,17 @@ differentiate, batch under ``vmap`` and compile as those do:
   so the slice fits, as JAX clamps them;
 - ``psum``/``pmean``/``pmax``/``pmin`` over a mesh axis name inside ``shard_map``
   (:func:`nabla.all_reduce`), or over the examples of a ``vmap(axis_name=)``, and
-  ``axis_index`` along either.
+  ``axis_index`` along either;
+- the elementwise names (``add``, ``mul``, ``max``, ``lt``, ...: nabla's ops, which promote
+  mixed dtypes as ``jnp`` does), ``div``/``rem`` (C's rounding toward zero), ``round``
+  (halves away from zero), and the structural ones: ``dot_general``, ``broadcast_in_dim``,
+  ``pad`` (interior and negative), ``select_n``, ``slice``, ``rev``, ``sort`` of several
+  operands, ``top_k``, ``cumsum``/``cumprod`` with ``reverse``, ``full``.
 """
 
 from __future__ import annotations
 
+import builtins
 import numbers
 
 import numpy as np
@@ -23,7 +29,7 @@ import numpy as np
 from .core.dtypes import DType
 from .core.pytree import tree_leaves, tree_map
 from .core.state import spmd_axes
-from .ops import binary, collectives, creation, indexing, view
+from .ops import binary, collectives, creation, indexing, linalg, reduction, unary, view
 from .ops._util import norm_axis
 from .ops.unary import stop_gradient
 from .runtime.tensor import Tensor
@@ -76,7 +82,7 @@ def map(f, xs, *, batch_size: int | None = None):  # noqa: A001 - JAX's name
     n = np.shape(leaves[0])[0] if leaves else 0
     if batch_size is None or not n:  # (nothing to map: scan's empty results, as JAX's)
         return scan(lambda carry, x: (carry, f(x)), (), xs)[1]
-    b = max(1, min(int(batch_size), n)) if n else 1
+    b = builtins.max(1, builtins.min(int(batch_size), n)) if n else 1
     full = n - n % b
     vf = vmap(f)
     parts = []
@@ -131,7 +137,7 @@ def _start(index, size: int, length: int, what: str):
     tensor."""
     if isinstance(index, numbers.Integral) and not isinstance(index, bool):
         index = int(index) + size if index < 0 else int(index)
-        return min(max(index, 0), size - length)
+        return builtins.min(builtins.max(index, 0), size - length)
     t = index if isinstance(index, Tensor) else creation.constant(index)
     if t.ndim != 0 or not t.dtype.is_int:
         raise TypeError(f"{what}: a start index is an int or a 0-d integer tensor, got {index!r}")
@@ -143,7 +149,7 @@ def _start(index, size: int, length: int, what: str):
 def _positions(start, length: int):
     """The indices ``start .. start + length - 1`` (a tensor start: computed)."""
     if isinstance(start, int):
-        return slice(start, start + length)
+        return builtins.slice(start, start + length)
     return creation.arange(length, dtype=DType.int64) + start
 
 
@@ -174,8 +180,8 @@ def dynamic_slice(operand, start_indices, slice_sizes) -> Tensor:
                 f"dynamic_slice: slice size {n} does not fit dim {d} of shape {x.shape}"
             )
         at = _positions(_start(s, x.shape[d], n, "dynamic_slice"), n)
-        if isinstance(at, slice):
-            x = x[(slice(None),) * d + (at,)]
+        if isinstance(at, builtins.slice):
+            x = x[(builtins.slice(None),) * d + (at,)]
         else:
             x = indexing.gather(x, at, d)
     return x
@@ -210,12 +216,16 @@ def dynamic_update_slice(operand, update, start_indices) -> Tensor:
         _positions(_start(s, x.shape[d], u.shape[d], "dynamic_update_slice"), u.shape[d])
         for d, s in enumerate(starts)
     ]
-    if all(isinstance(a, slice) for a in at):
+    if all(isinstance(a, builtins.slice) for a in at):
         return x.at[tuple(at)].set(u)
     # index grids: one integer tensor per dim, broadcasting to the update's shape
     grids = []
     for d, a in enumerate(at):
-        a = creation.arange(a.start, a.stop, dtype=DType.int64) if isinstance(a, slice) else a
+        a = (
+            creation.arange(a.start, a.stop, dtype=DType.int64)
+            if isinstance(a, builtins.slice)
+            else a
+        )
         grids.append(view.reshape(a, tuple(-1 if i == d else 1 for i in range(x.ndim))))
     return x.at[tuple(grids)].set(u)
 
@@ -295,4 +305,349 @@ def axis_index(axis_name) -> Tensor:
         return collectives.axis_index(bodies[0][1], axis_name)
     raise NameError(
         f"lax.axis_index: no running vmap or shard_map body has the axis name {axis_name!r}"
+    )
+
+
+# ----------------------------------------------------------------------------- more of jax.lax
+# (these names shadow Python's max, min, abs, round, pow and slice: this module says
+# builtins.max and so on for those)
+# Elementwise names that are nabla's ops as they are (JAX's lax.add is jnp.add without
+# promotion; nabla's promote as jnp does, the same values for same-dtype operands).
+add, sub, mul, neg, abs = binary.add, binary.sub, binary.mul, unary.neg, unary.abs  # noqa: A001
+exp, log, sqrt, rsqrt, tanh = unary.exp, unary.log, unary.sqrt, unary.rsqrt, unary.tanh
+sin, cos, expm1, log1p, erf = unary.sin, unary.cos, unary.expm1, unary.log1p, unary.erf
+sign, floor, ceil, square, logistic = (
+    unary.sign,
+    unary.floor,
+    unary.ceil,
+    unary.square,
+    unary.sigmoid,
+)
+max, min, pow = binary.maximum, binary.minimum, binary.pow  # noqa: A001
+eq, ne, lt, le = binary.equal, binary.not_equal, binary.less, binary.less_equal
+gt, ge = binary.greater, binary.greater_equal
+__all__ += [
+    "add", "sub", "mul", "neg", "abs", "exp", "log", "sqrt", "rsqrt", "tanh", "sin", "cos",
+    "expm1", "log1p", "erf", "sign", "floor", "ceil", "square", "logistic", "max", "min",
+    "pow", "eq", "ne", "lt", "le", "gt", "ge", "div", "rem", "round", "integer_pow",
+    "convert_element_type", "select_n", "broadcast_in_dim", "dot_general", "dot", "rev",
+    "slice", "slice_in_dim", "index_in_dim", "concatenate", "squeeze", "expand_dims",
+    "transpose", "reshape", "pad", "top_k", "sort", "argmax", "argmin", "cumsum",
+    "cumprod", "full", "full_like",
+]  # fmt: skip
+
+
+def _t(x) -> Tensor:
+    return x if isinstance(x, Tensor) else creation.constant(x)
+
+
+def div(x, y) -> Tensor:
+    """``x / y`` as JAX's ``lax.div``: for integers the quotient rounded toward zero (C's;
+    ``//`` rounds toward -inf), for floats the true quotient."""
+    x, y = _t(x), _t(y)
+    if not (x.dtype.is_int and y.dtype.is_int):
+        return binary.div(x, y)
+    q = binary.floor_div(x, y)
+    inexact = binary.logical_and(binary.mod(x, y) != 0, (x < 0) != (y < 0))
+    return binary.where(inexact, q + 1, q)
+
+
+def rem(x, y) -> Tensor:
+    """The remainder of :func:`div` (JAX's ``lax.rem``: the sign of ``x``, C's ``%`` and
+    ``fmod``; Python's ``%`` takes the sign of ``y``)."""
+    x, y = _t(x), _t(y)
+    if x.dtype.is_int and y.dtype.is_int:
+        return x - div(x, y) * y
+    return binary.fmod(x, y)
+
+
+def round(x, rounding_method=0) -> Tensor:  # noqa: A001 - JAX's name
+    """``x`` rounded to integers (JAX's ``lax.round``): halves away from zero by default
+    (``rounding_method=0``, JAX's ``AWAY_FROM_ZERO``), to even with ``1``
+    (``TO_NEAREST_EVEN``, :func:`nabla.round`'s)."""
+    x = _t(x)
+    method = int(rounding_method)
+    if method == 1:
+        return unary.round(x)
+    if method != 0:
+        raise ValueError(f"lax.round: rounding_method must be 0 or 1, got {rounding_method!r}")
+    return unary.sign(x) * unary.floor(unary.abs(x) + 0.5)
+
+
+def integer_pow(x, y: int) -> Tensor:
+    """``x ** y`` for a Python int ``y`` (JAX's ``lax.integer_pow``)."""
+    if isinstance(y, bool) or not isinstance(y, numbers.Integral):
+        raise TypeError(f"lax.integer_pow: y must be an int, got {y!r}")
+    return binary.pow(_t(x), int(y))
+
+
+def convert_element_type(operand, new_dtype) -> Tensor:
+    """``operand`` cast to ``new_dtype`` (JAX's ``lax.convert_element_type``)."""
+    return unary.cast(_t(operand), new_dtype)
+
+
+def select_n(which, *cases) -> Tensor:
+    """``cases[which]`` elementwise (JAX's ``lax.select_n``): ``which`` bool (two cases:
+    False picks the first) or an integer in ``[0, len(cases))``.
+
+    Raises:
+        ValueError: without cases, or with a bool ``which`` and not two cases.
+        TypeError: for a float ``which``.
+    """
+    if not cases:
+        raise ValueError("lax.select_n: needs at least one case")
+    which = _t(which)
+    if which.dtype.is_bool:
+        if len(cases) != 2:
+            raise ValueError(
+                f"lax.select_n: a bool which selects between 2 cases, got {len(cases)}"
+            )
+        return binary.where(which, cases[1], cases[0])
+    if not which.dtype.is_int:
+        raise TypeError(f"lax.select_n: which must be bool or integer, got {which.dtype.value}")
+    out = _t(cases[-1])
+    for i in range(len(cases) - 2, -1, -1):
+        out = binary.where(which == i, cases[i], out)
+    return out
+
+
+def broadcast_in_dim(operand, shape, broadcast_dimensions) -> Tensor:
+    """``operand`` broadcast to ``shape``, its dim ``i`` becoming dim
+    ``broadcast_dimensions[i]`` (JAX's ``lax.broadcast_in_dim``).
+
+    Raises:
+        ValueError: for dims that do not fit ``shape``.
+    """
+    x = _t(operand)
+    shape, dims = tuple(int(s) for s in shape), tuple(int(d) for d in broadcast_dimensions)
+    if len(dims) != x.ndim or list(dims) != sorted(set(dims)) or (dims and dims[-1] >= len(shape)):
+        raise ValueError(
+            f"lax.broadcast_in_dim: broadcast_dimensions {dims} must be increasing positions "
+            f"in shape {shape}, one per dim of the operand of shape {x.shape}"
+        )
+    placed = [1] * len(shape)
+    for i, d in enumerate(dims):
+        if x.shape[i] not in (1, shape[d]):
+            raise ValueError(
+                f"lax.broadcast_in_dim: operand dim {i} of size {x.shape[i]} cannot broadcast "
+                f"to size {shape[d]} (operand {x.shape}, shape {shape})"
+            )
+        placed[d] = x.shape[i]
+    return view.broadcast_to(view.reshape(x, tuple(placed)), shape)
+
+
+def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_type=None) -> Tensor:
+    """JAX's ``lax.dot_general``: ``dimension_numbers = ((lhs_contract, rhs_contract),
+    (lhs_batch, rhs_batch))``; the result's dims are the batch dims, then ``lhs``'s free
+    dims, then ``rhs``'s (an ``einsum``). ``precision`` is accepted; with
+    ``preferred_element_type`` the result is cast to it."""
+    a, b = _t(lhs), _t(rhs)
+    (lc, rc), (lb, rb) = dimension_numbers
+    lc, rc, lb, rb = (
+        tuple(int(d) % t.ndim for d in ds) for ds, t in ((lc, a), (rc, b), (lb, a), (rb, b))
+    )
+    if len(lc) != len(rc) or len(lb) != len(rb):
+        raise ValueError(
+            f"lax.dot_general: contracting dims {lc} and {rc}, batch dims {lb} and {rb} must "
+            "pair up"
+        )
+    letters = iter("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+    la = [next(letters) for _ in range(a.ndim)]
+    lb_ = [None] * b.ndim
+    for i, j in zip(lc + lb, rc + rb, strict=True):
+        lb_[j] = la[i]
+    lb_ = [c if c is not None else next(letters) for c in lb_]
+    batch = [la[i] for i in lb]
+    free_a = [c for i, c in enumerate(la) if i not in lc and i not in lb]
+    free_b = [c for j, c in enumerate(lb_) if j not in rc and j not in rb]
+    spec = f"{''.join(la)},{''.join(lb_)}->{''.join(batch + free_a + free_b)}"
+    out = linalg.einsum(spec, a, b)
+    return out if preferred_element_type is None else unary.cast(out, preferred_element_type)
+
+
+def dot(lhs, rhs, precision=None, preferred_element_type=None) -> Tensor:
+    """JAX's ``lax.dot``: vector/matrix products (:func:`nabla.matmul` of up to 2-D
+    operands); ``precision`` accepted, ``preferred_element_type`` the result's dtype."""
+    out = linalg.matmul(_t(lhs), _t(rhs))
+    return out if preferred_element_type is None else unary.cast(out, preferred_element_type)
+
+
+def rev(operand, dimensions) -> Tensor:
+    """``operand`` reversed along ``dimensions`` (JAX's ``lax.rev``)."""
+    return view.flip(_t(operand), tuple(dimensions))
+
+
+def slice(operand, start_indices, limit_indices, strides=None) -> Tensor:  # noqa: A001
+    """``operand[start:limit:stride]`` per dim (JAX's ``lax.slice``; static bounds)."""
+    x = _t(operand)
+    strides = strides or (1,) * x.ndim
+    if not len(start_indices) == len(limit_indices) == len(strides) == x.ndim:
+        raise ValueError(
+            f"lax.slice: one start, limit and stride per dim of the operand of shape {x.shape}"
+        )
+    return x[
+        tuple(builtins.slice(s, e, st) for s, e, st in zip(start_indices, limit_indices, strides))
+    ]
+
+
+def slice_in_dim(operand, start_index, limit_index, stride: int = 1, axis: int = 0) -> Tensor:
+    """``operand[start:limit:stride]`` along ``axis`` (JAX's ``lax.slice_in_dim``)."""
+    x = _t(operand)
+    axis = norm_axis("lax.slice_in_dim", axis, x.ndim, x.shape)
+    index = [builtins.slice(None)] * x.ndim
+    index[axis] = builtins.slice(start_index, limit_index, stride)
+    return x[tuple(index)]
+
+
+def index_in_dim(operand, index: int, axis: int = 0, keepdims: bool = True) -> Tensor:
+    """``operand``'s slice ``index`` along ``axis`` (JAX's ``lax.index_in_dim``), the dim
+    kept with ``keepdims``."""
+    x = _t(operand)
+    axis = norm_axis("lax.index_in_dim", axis, x.ndim, x.shape)
+    out = slice_in_dim(x, index, index + 1 if index != -1 else None, 1, axis)
+    return out if keepdims else view.squeeze(out, axis)
+
+
+def concatenate(operands, dimension: int) -> Tensor:
+    """``operands`` joined along ``dimension`` (JAX's ``lax.concatenate``)."""
+    return view.concatenate([_t(o) for o in operands], dimension)
+
+
+def squeeze(array, dimensions) -> Tensor:
+    """``array`` without the size-1 ``dimensions`` (JAX's ``lax.squeeze``)."""
+    return view.squeeze(_t(array), tuple(dimensions))
+
+
+def expand_dims(array, dimensions) -> Tensor:
+    """``array`` with size-1 dims inserted at ``dimensions`` (JAX's ``lax.expand_dims``)."""
+    x = _t(array)
+    for d in sorted(int(d) % (x.ndim + len(dimensions)) for d in dimensions):
+        x = view.unsqueeze(x, d)
+    return x
+
+
+def transpose(operand, permutation) -> Tensor:
+    """``operand``'s dims in the order ``permutation`` (JAX's ``lax.transpose``)."""
+    return view.permute(_t(operand), tuple(permutation))
+
+
+def reshape(operand, new_sizes, dimensions=None) -> Tensor:
+    """``operand`` reshaped to ``new_sizes`` (JAX's ``lax.reshape``), after permuting its
+    dims by ``dimensions`` when given."""
+    x = _t(operand)
+    if dimensions is not None:
+        x = view.permute(x, tuple(dimensions))
+    return view.reshape(x, tuple(new_sizes))
+
+
+def pad(operand, padding_value, padding_config) -> Tensor:
+    """``operand`` padded with ``padding_value`` (JAX's ``lax.pad``): per dim ``(low,
+    high, interior)``, ``interior`` values between neighbours; a negative ``low`` or
+    ``high`` crops.
+
+    Raises:
+        ValueError: for a config that does not have one triple per dim, or a negative
+            interior.
+    """
+    x = _t(operand)
+    config = [tuple(int(v) for v in c) for c in padding_config]
+    if len(config) != x.ndim or any(len(c) != 3 or c[2] < 0 for c in config):
+        raise ValueError(
+            f"lax.pad: padding_config needs one (low, high, interior >= 0) per dim of the "
+            f"operand of shape {x.shape}, got {padding_config!r}"
+        )
+    value = _t(padding_value).cast(x.dtype)
+    for axis, (_, _, interior) in enumerate(config):
+        if interior and x.shape[axis] > 1:  # each element, then `interior` fills, but the last
+            n = x.shape[axis]
+            moved = view.moveaxis(x, axis, -1)
+            fill = view.broadcast_to(value, tuple(moved.shape) + (interior,))
+            spread = view.concatenate([view.unsqueeze(moved, -1), fill], -1)
+            spread = view.reshape(spread, tuple(moved.shape[:-1]) + (n * (interior + 1),))
+            x = view.moveaxis(spread[..., : (n - 1) * (interior + 1) + 1], -1, axis)
+    for axis, (low, high, _) in enumerate(config):
+        n = x.shape[axis]
+        start, stop = builtins.max(-low, 0), n - builtins.max(-high, 0)
+        if start or stop != n:
+            index = [builtins.slice(None)] * x.ndim
+            index[axis] = builtins.slice(start, builtins.max(stop, start))
+            x = x[tuple(index)]
+        lo, hi = builtins.max(low, 0), builtins.max(high, 0)
+        if lo or hi:
+            x = view.concatenate(
+                [_fill_like(x, axis, lo, value), x, _fill_like(x, axis, hi, value)], axis
+            )
+    return x
+
+
+def _fill_like(x: Tensor, axis: int, size: int, value: Tensor) -> Tensor:
+    """``value`` broadcast to ``x``'s shape with ``size`` along ``axis`` (may be 0)."""
+    shape = list(x.shape)
+    shape[axis] = size
+    return view.broadcast_to(value, tuple(shape))
+
+
+def top_k(operand, k: int):
+    """The ``k`` largest values along the last dim and their int32 indices (JAX's
+    ``lax.top_k``: :func:`nabla.top_k`)."""
+    values, indices = reduction.top_k(_t(operand), k)
+    return values, unary.cast(indices, DType.int32)
+
+
+def sort(operand, dimension: int = -1, is_stable: bool = True, num_keys: int = 1):
+    """``operand`` sorted along ``dimension`` (JAX's ``lax.sort`` of one operand, or a
+    tuple of operands sorted by the first ``num_keys`` of them, lexicographically).
+
+    Raises:
+        ValueError: for ``num_keys`` outside ``[1, len(operands)]``.
+    """
+    if isinstance(operand, Tensor | np.ndarray):
+        return reduction.sort(_t(operand), dimension)
+    ops_ = [_t(o) for o in operand]
+    if not 1 <= num_keys <= len(ops_):
+        raise ValueError(f"lax.sort: num_keys must be in [1, {len(ops_)}], got {num_keys}")
+    order = None  # stable sorts from the last key to the first: lexicographic order
+    for key in reversed(ops_[:num_keys]):
+        k = key if order is None else indexing.take_along_axis(key, order, dimension)
+        step = reduction.argsort(k, dimension)
+        order = step if order is None else indexing.take_along_axis(order, step, dimension)
+    return tuple(indexing.take_along_axis(o, order, dimension) for o in ops_)
+
+
+def argmax(operand, axis: int, index_dtype) -> Tensor:
+    """The index of the largest element along ``axis``, of ``index_dtype`` (JAX's
+    ``lax.argmax``)."""
+    return unary.cast(reduction.argmax(_t(operand), axis), index_dtype)
+
+
+def argmin(operand, axis: int, index_dtype) -> Tensor:
+    """The index of the smallest element along ``axis``, of ``index_dtype`` (JAX's
+    ``lax.argmin``)."""
+    return unary.cast(reduction.argmin(_t(operand), axis), index_dtype)
+
+
+def cumsum(operand, axis: int = 0, reverse: bool = False) -> Tensor:
+    """The running sum along ``axis`` (JAX's ``lax.cumsum``: axis 0 by default)."""
+    return reduction.cumsum(_t(operand), axis, reverse=reverse)
+
+
+def cumprod(operand, axis: int = 0, reverse: bool = False) -> Tensor:
+    """The running product along ``axis`` (JAX's ``lax.cumprod``)."""
+    x = _t(operand)
+    if reverse:
+        return view.flip(reduction.cumprod(view.flip(x, axis), axis), axis)
+    return reduction.cumprod(x, axis)
+
+
+def full(shape, fill_value, dtype=None) -> Tensor:
+    """A tensor of ``shape`` holding ``fill_value`` (JAX's ``lax.full``)."""
+    return creation.full(tuple(shape), fill_value, dtype=dtype)
+
+
+def full_like(x, fill_value, dtype=None, shape=None) -> Tensor:
+    """A tensor like ``x`` (its shape and dtype, or those given) holding ``fill_value``
+    (JAX's ``lax.full_like``)."""
+    x = _t(x)
+    return creation.full(
+        tuple(x.shape) if shape is None else tuple(shape), fill_value, dtype=dtype or x.dtype
     )

@@ -137,3 +137,154 @@ def test_collectives_over_a_named_vmap_axis():
     mesh = nb.DeviceMesh("lax_ix", (2,), ("d",))
     body = nb.shard_map(lambda a: a * 0 + L.axis_index("d"), mesh, (nb.P("d"),), nb.P("d"))
     assert body(np.zeros(4, np.float32)).tolist() == [0.0, 0.0, 1.0, 1.0]
+
+
+# ---------------------------------------------------------------- the rest of jax.lax's names
+R = np.random.default_rng(0)
+A = R.standard_normal((3, 4, 5)).astype(np.float32)
+B = R.standard_normal((3, 4, 5)).astype(np.float32)
+
+
+def test_elementwise_names_are_the_ops():
+    np.testing.assert_allclose(L.add(A, B).numpy(), A + B)
+    np.testing.assert_allclose(L.max(A, B).numpy(), np.maximum(A, B))
+    np.testing.assert_allclose(L.rsqrt(np.abs(A)).numpy(), 1 / np.sqrt(np.abs(A)), rtol=1e-5)
+    np.testing.assert_allclose(L.logistic(A).numpy(), 1 / (1 + np.exp(-A)), rtol=1e-5)
+    np.testing.assert_array_equal(L.ge(A, B).numpy(), A >= B)
+
+
+def test_div_rem_and_round_follow_c_not_python():
+    x = np.array([-7, -6, 7, 6, 0, 5], np.int32)
+    y = np.array([2, -3, -2, 3, 4, -5], np.int32)
+    q = np.trunc(x / y).astype(np.int32)  # C's quotient rounds toward zero
+    np.testing.assert_array_equal(L.div(x, y).numpy(), q)
+    np.testing.assert_array_equal(L.rem(x, y).numpy(), x - q * y)
+    np.testing.assert_allclose(L.rem(A, B).numpy(), np.fmod(A, B), rtol=1e-6)
+    h = np.array([-2.5, -1.5, -0.5, 0.5, 1.5, 2.5, 0.49], np.float32)
+    np.testing.assert_array_equal(L.round(h).numpy(), [-3, -2, -1, 1, 2, 3, 0])
+    np.testing.assert_array_equal(L.round(h, 1).numpy(), np.round(h))
+    np.testing.assert_allclose(L.integer_pow(A, 3).numpy(), A**3, rtol=1e-6)
+    with pytest.raises(TypeError, match="integer_pow"):
+        L.integer_pow(A, 2.0)
+
+
+def test_select_n_broadcast_in_dim_and_convert():
+    w = np.array([0, 1, 2, 1, 0])
+    c = [A[0, 0], B[0, 0], 2 * A[0, 0]]
+    np.testing.assert_array_equal(L.select_n(w, *c).numpy(), np.choose(w, c))
+    np.testing.assert_array_equal(L.select_n(A > 0, A, B).numpy(), np.where(A > 0, B, A))
+    with pytest.raises(ValueError, match="2 cases"):
+        L.select_n(A > 0, A)
+    got = L.broadcast_in_dim(A[:, 0, :1], (3, 2, 7), (0, 2)).numpy()
+    np.testing.assert_array_equal(got, np.broadcast_to(A[:, 0, :1][:, None, :], (3, 2, 7)))
+    with pytest.raises(ValueError, match=r"broadcast_in_dim.*\(3, 1\)"):
+        L.broadcast_in_dim(A[:, 0, :1], (3, 2, 7), (2, 0))
+    got = L.convert_element_type(A, nb.int32)
+    assert got.dtype == nb.int32
+
+
+def test_dot_general_puts_batch_then_lhs_then_rhs_dims():
+    a = R.standard_normal((2, 3, 4)).astype(np.float32)
+    b = R.standard_normal((5, 3, 2)).astype(np.float32)
+    got = L.dot_general(a, b, (((1,), (1,)), ((0,), (2,))))
+    np.testing.assert_allclose(got.numpy(), np.einsum("bij,kib->bjk", a, b), rtol=1e-5)
+    g = nb.grad(lambda t: (L.dot_general(t, b, (((1,), (1,)), ((0,), (2,)))) ** 2).sum())(a)
+    want = 2 * np.einsum("bjk,kib->bij", np.einsum("bij,kib->bjk", a, b), b)
+    np.testing.assert_allclose(g.numpy(), want, rtol=1e-4)
+    np.testing.assert_allclose(
+        L.dot(a[0].T, b[:, :, 0].T).numpy(), a[0].T @ b[:, :, 0].T, rtol=1e-5
+    )
+
+
+def test_structural_names_match_numpy():
+    np.testing.assert_array_equal(L.rev(A, (0, 2)).numpy(), A[::-1, :, ::-1])
+    np.testing.assert_array_equal(
+        L.slice(A, (0, 1, 0), (3, 4, 5), (2, 1, 3)).numpy(), A[::2, 1:, ::3]
+    )
+    np.testing.assert_array_equal(L.slice_in_dim(A, 1, 4, 2, 2).numpy(), A[:, :, 1:4:2])
+    np.testing.assert_array_equal(L.index_in_dim(A, -1, 1).numpy(), A[:, -1:])
+    np.testing.assert_array_equal(L.index_in_dim(A, 2, 2, False).numpy(), A[:, :, 2])
+    np.testing.assert_array_equal(L.concatenate([A, B], 1).numpy(), np.concatenate([A, B], 1))
+    np.testing.assert_array_equal(L.squeeze(A[:1, :, :1], (0, 2)).numpy(), A[0, :, 0])
+    assert L.expand_dims(A, (0, -1)).shape == (1, 3, 4, 5, 1)
+    np.testing.assert_array_equal(L.transpose(A, (2, 0, 1)).numpy(), A.transpose(2, 0, 1))
+    got = L.reshape(A, (5, 12), (2, 0, 1)).numpy()
+    np.testing.assert_array_equal(got, A.transpose(2, 0, 1).reshape(5, 12))
+
+
+def _pad_ref(x, value, config):
+    """lax.pad by its definition: spread with interior fills, then pad or crop the ends."""
+    for axis, (low, high, interior) in enumerate(config):
+        n = x.shape[axis]
+        shape = list(x.shape)
+        shape[axis] = max(n + (n - 1) * interior, 0)
+        spread = np.full(shape, value, x.dtype)
+        index = [slice(None)] * x.ndim
+        index[axis] = slice(None, None, interior + 1)
+        spread[tuple(index)] = x
+        widths = [(0, 0)] * x.ndim
+        widths[axis] = (max(low, 0), max(high, 0))
+        x = np.pad(spread, widths, constant_values=value)
+        index[axis] = slice(max(-low, 0), x.shape[axis] - max(-high, 0))
+        x = x[tuple(index)]
+    return x
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        ((1, 2, 0), (0, 0, 1), (-1, 2, 2)),
+        ((0, 0, 0), (-2, -1, 0), (2, -3, 1)),
+        ((3, -1, 1), (1, 1, 3), (0, 0, 0)),
+    ],
+)
+def test_pad_interior_and_negative_edges(config):
+    np.testing.assert_array_equal(L.pad(A, 0.5, config).numpy(), _pad_ref(A, 0.5, config))
+    # the gradient is the cotangent read back at the kept positions
+    g = nb.grad(lambda t: (L.pad(t, 0.0, config) * L.pad(nb.ones_like(t), 0.0, config)).sum())(A)
+    kept = _pad_ref(np.arange(A.size, dtype=np.float32).reshape(A.shape) + 1, 0.0, config)
+    want = np.zeros(A.size, np.float32)
+    want[kept[kept > 0].astype(int) - 1] = 1
+    np.testing.assert_array_equal(g.numpy(), want.reshape(A.shape))
+
+
+def test_pad_errors_name_the_shape():
+    with pytest.raises(ValueError, match=r"lax.pad.*\(3, 4, 5\)"):
+        L.pad(A, 0.0, ((1, 1, 0),))
+    with pytest.raises(ValueError, match="interior"):
+        L.pad(A, 0.0, ((0, 0, -1), (0, 0, 0), (0, 0, 0)))
+
+
+def test_sort_top_k_arg_and_cumulative_forms():
+    v, i = L.top_k(A, 2)
+    np.testing.assert_array_equal(v.numpy(), -np.sort(-A, -1)[..., :2])
+    assert i.dtype == nb.int32
+    np.testing.assert_array_equal(L.sort(A, 1).numpy(), np.sort(A, 1))
+    k1, k2 = np.array([2, 1, 2, 1, 0, 2]), np.array([5, 3, 1, 3, 9, 0])
+    v = np.arange(6.0, dtype=np.float32)
+    order = np.lexsort((k2, k1))  # lexsort's last key is the primary one
+    for got, want in zip(L.sort((k1, k2, v), num_keys=2), (k1, k2, v), strict=True):
+        np.testing.assert_array_equal(got.numpy(), want[order])
+    order = np.argsort(k1, kind="stable")
+    np.testing.assert_array_equal(L.sort((k1, v), num_keys=1)[1].numpy(), v[order])
+    with pytest.raises(ValueError, match="num_keys"):
+        L.sort((k1, v), num_keys=3)
+    assert L.argmax(A, 1, nb.int32).dtype == nb.int32
+    np.testing.assert_array_equal(L.argmin(A, 2, nb.int64).numpy(), A.argmin(2))
+    np.testing.assert_allclose(L.cumsum(A).numpy(), A.cumsum(0), rtol=1e-6)
+    want = np.flip(np.flip(A, 1).cumsum(1), 1)
+    np.testing.assert_allclose(L.cumsum(A, 1, True).numpy(), want, rtol=1e-5, atol=1e-6)
+    want = np.flip(np.flip(A, 2).cumprod(2), 2)
+    np.testing.assert_allclose(L.cumprod(A, 2, True).numpy(), want, rtol=1e-5)
+    np.testing.assert_array_equal(L.full((2, 3), 1.5).numpy(), np.full((2, 3), 1.5, np.float32))
+    got = L.full_like(A, 2, nb.int32, (2,))
+    assert got.dtype == nb.int32 and got.shape == (2,)
+
+
+def test_new_names_batch_under_vmap():
+    got = nb.vmap(lambda t: L.pad(t, 1.0, ((1, 0, 1), (0, 1, 0))))(A).numpy()
+    np.testing.assert_array_equal(
+        got, np.stack([_pad_ref(a, 1.0, ((1, 0, 1), (0, 1, 0))) for a in A])
+    )
+    got = nb.vmap(lambda t: L.broadcast_in_dim(t, (2, 4, 5), (1, 2)))(A).numpy()
+    np.testing.assert_array_equal(got, np.broadcast_to(A[:, None], (3, 2, 4, 5)))
