@@ -1764,6 +1764,46 @@ register(
 )
 
 
+def _svd_samples(rng, dt):
+    return [
+        Sample((_vals(rng, (4, 3), dt),), {"full_matrices": False}),
+        Sample((_vals(rng, (2, 3, 5), dt),), {"full_matrices": False}),
+        Sample((_vals(rng, (3, 3), dt),), {"full_matrices": True}),
+    ]
+
+
+register(
+    OpEntry(
+        "svd",
+        lambda a, **k: list(nb.linalg.svd(a, **k)),
+        lambda a, **k: list(np.linalg.svd(a, **k)),
+        _svd_samples,
+        atol=1e-4,
+    )
+)
+register(
+    OpEntry(
+        "qr",
+        lambda a, **k: list(nb.linalg.qr(a, **k)),
+        lambda a, **k: list(np.linalg.qr(a, **k)),
+        lambda rng, dt: [
+            Sample((_vals(rng, (4, 3), dt),)),
+            Sample((_vals(rng, (2, 3, 5), dt),)),
+            Sample((_conditioned(rng, (3, 3), dt),), {"mode": "complete"}),
+        ],
+        atol=1e-4,
+    )
+)
+register(
+    OpEntry(
+        "pinv",
+        nb.linalg.pinv,
+        np.linalg.pinv,  # (NumPy's cutoff is lower than JAX's; these matrices are well apart)
+        lambda rng, dt: [Sample((_vals(rng, (4, 3), dt),)), Sample((_vals(rng, (2, 3, 5), dt),))],
+        atol=1e-4,
+    )
+)
+
 # random draws: checked by tests/ops/test_random.py (statistics, reproducibility, vmap)
 for _n in ("uniform", "normal", "gaussian", "bernoulli", "randint"):
     register(OpEntry(_n, getattr(nb, _n), None, None, differentiable=False, batchable=False))

@@ -1,6 +1,7 @@
 """Matrix products: ``matmul`` (primitive), ``outer`` and ``einsum`` (composites); vector and
-matrix ``norm``; and LAPACK's ``inv``, ``solve``, ``slogdet``, ``cholesky`` and ``eigh``
-(primitives run through NumPy on every backend; ``det`` from ``slogdet``)."""
+matrix ``norm``; and LAPACK's ``inv``, ``solve``, ``slogdet``, ``cholesky``, ``eigh``,
+``svd``, ``qr`` and ``pinv`` (primitives run through NumPy on every backend; ``det`` from
+``slogdet``)."""
 
 from __future__ import annotations
 
@@ -35,6 +36,9 @@ __all__ = [
     "cholesky",
     "eigh",
     "eigvalsh",
+    "svd",
+    "qr",
+    "pinv",
 ]
 
 
@@ -715,7 +719,8 @@ def norm(x, ord=None, axis=None, keepdims=False):  # noqa: A002 - NumPy's and JA
         ord: for vectors None or 2 (Euclidean), ``inf``/``-inf`` (largest/smallest
             magnitude), 0 (count of nonzeros), 1 or any other number ``p``
             (``sum(|x|**p)**(1/p)``); for matrices None or ``"fro"``, 1/-1 (largest/smallest
-            column sum of magnitudes) and ``inf``/``-inf`` (row sums).
+            column sum of magnitudes), ``inf``/``-inf`` (row sums), 2/-2 (largest/smallest
+            singular value) and ``"nuc"`` (their sum).
         axis: None, an int, or a pair of ints.
         keepdims: keep the reduced dims as size 1.
 
@@ -725,8 +730,7 @@ def norm(x, ord=None, axis=None, keepdims=False):  # noqa: A002 - NumPy's and JA
         element's is zero for ``ord`` 1 and ``0 < p < 1`` (JAX's ``abs`` gives 1 there).
 
     Raises:
-        ValueError: (:class:`nabla.OpError`) for an ``ord`` this rank does not take, or
-            2/-2/``"nuc"`` for a matrix (they need singular values, which nabla has not).
+        ValueError: (:class:`nabla.OpError`) for an ``ord`` this rank does not take.
     """
     x = as_tensor(x, op="linalg.norm")
     if not x.dtype.is_float:
@@ -757,10 +761,17 @@ def norm(x, ord=None, axis=None, keepdims=False):  # noqa: A002 - NumPy's and JA
         sums, over = fn.sum(a, row, True), col
     elif ord in (math.inf, -math.inf):
         sums, over = fn.sum(a, col, True), row
+    elif ord in (2, -2, "nuc"):  # from the singular values
+        rest = [d for d in range(x.ndim) if d not in axes]
+        s = _svd.bind([fn.permute(x, (*rest, row, col))], {"full_matrices": False})[1]
+        out = {2: fn.max, -2: fn.min, "nuc": fn.sum}[ord](s, -1)
+        for d in sorted(axes) if keepdims else ():
+            out = fn.unsqueeze(out, d)
+        return out
     else:
         raise OpError(
-            f"linalg.norm: matrix ord={ord!r} is not available (2, -2 and 'nuc' need "
-            "singular values); use None/'fro', 1, -1, inf or -inf"
+            f"linalg.norm: matrix ord={ord!r} is not one of None/'fro', 'nuc', 1, -1, 2, -2, "
+            "inf or -inf"
         )
     pick = fn.max if ord in (1, math.inf) else fn.min
     if x.shape[over] == 0:  # no column (row) sums: the largest is 0, the smallest none
@@ -1026,6 +1037,227 @@ _inv, _solve, _slogdet, _cholesky = InvOp(), SolveOp(), SlogdetOp(), CholeskyOp(
 _eigh = EighOp()
 
 
+def _or_zeros(ct, like):
+    return fn.zeros_like(like) if ct is None else ct
+
+
+def _svd_shapes(shape, full: bool) -> tuple:
+    *lead, m, n = shape
+    k = min(m, n)
+    lead = tuple(lead)
+    if full:
+        return lead + (m, m), lead + (k,), lead + (n, n)
+    return lead + (m, k), lead + (k,), lead + (k, n)
+
+
+class SvdOp(_PerMatrixOp):
+    """The singular value decomposition of each matrix: ``(u, s, vh)`` with
+    ``a = u diag(s) vh``, ``s`` descending (LAPACK's ``gesdd``); ``full_matrices`` gives
+    square ``u`` and ``vh``. The derivative is the thin decomposition's (the columns a full
+    one adds to a non-square matrix are not determined by it: refused, as JAX refuses), and
+    needs distinct nonzero singular values for the vectors' part (pairs of equal ones are
+    left out, as JAX's)."""
+
+    name = "svd"
+    multiple_results = True
+
+    def infer(self, shapes, dtypes, kwargs):
+        if len(shapes[0]) < 2:
+            raise OpError(f"linalg.svd: expects matrices (..., m, n), got shape {tuple(shapes[0])}")
+        _check_float("svd", dtypes[0])
+        return list(_svd_shapes(shapes[0], kwargs["full_matrices"])), [dtypes[0]] * 3
+
+    def _thin(self, primals, outputs, kwargs):
+        """``(u, s, v)`` of the thin decomposition (the full one's leading columns)."""
+        a = primals[0]
+        m, n = a.shape[-2:]
+        if kwargs["full_matrices"] and m != n:
+            raise OpError(
+                f"linalg.svd: no derivative for full_matrices=True of a non-square matrix "
+                f"(shape {tuple(a.shape)}): the added columns are not determined by a; use "
+                "full_matrices=False"
+            )
+        u, s, vh = outputs
+        if u is None or s is None or vh is None:
+            u, s, vh = _svd.bind([a], {"full_matrices": False})
+        return u, s, _mT(vh)
+
+    @staticmethod
+    def _gaps(s):
+        """``F[i, j] = 1 / (s_j^2 - s_i^2)``, 0 where that is 0 (the diagonal, ties)."""
+        row = fn.unsqueeze(s, -2)
+        diff = (row + _mT(row)) * (row - _mT(row))
+        zero = diff == 0
+        return fn.where(zero, 0.0, 1.0 / fn.where(zero, 1.0, diff))
+
+    def jvp_rule(self, primals, tangents, outputs, kwargs):
+        if tangents[0] is None:
+            return [None, None, None]
+        u, s, v = self._thin(primals, outputs, kwargs)
+        da = tangents[0]
+        m, n = primals[0].shape[-2:]
+        k = fn.matmul(fn.matmul(_mT(u), da), v)  # u^T da v: (..., k, k)
+        ds = einsum("...ii->...i", k)
+        row, col = fn.unsqueeze(s, -2), fn.unsqueeze(s, -1)
+        gaps = self._gaps(s)
+        du = fn.matmul(u, gaps * (k * row + col * _mT(k)))
+        dv = fn.matmul(v, gaps * (col * k + _mT(k) * row))
+        if m > n:  # the part of da outside u's columns
+            du = du + (fn.matmul(da, v) - fn.matmul(u, k)) / row
+        if n > m:
+            dv = dv + (fn.matmul(_mT(da), u) - fn.matmul(v, _mT(k))) / row
+        return [du, ds, _mT(dv)]
+
+    def vjp_rule(self, primals, cotangents, outputs, kwargs):
+        u, s, v = self._thin(primals, outputs, kwargs)
+        ct_u, ct_s, ct_vh = cotangents
+        m, n = primals[0].shape[-2:]
+        row = fn.unsqueeze(s, -2)
+        gaps = self._gaps(s)
+        inner = fn.zeros_like(gaps)
+        if ct_s is not None:
+            inner = inner + fn.unsqueeze(ct_s, -1) * fn.eye(s.shape[-1], dtype=s.dtype)
+        out = None
+        if ct_u is not None:
+            g = gaps * fn.matmul(_mT(u), ct_u)
+            inner = inner + (g + _mT(g)) * row
+            if m > n:
+                out = fn.matmul((ct_u - fn.matmul(u, fn.matmul(_mT(u), ct_u))) / row, _mT(v))
+        if ct_vh is not None:
+            ct_v = _mT(ct_vh)
+            g = gaps * fn.matmul(_mT(v), ct_v)
+            inner = inner + _mT(row) * (g + _mT(g))
+            if n > m:
+                rest = (ct_v - fn.matmul(v, fn.matmul(_mT(v), ct_v))) / row
+                term = fn.matmul(u, _mT(rest))
+                out = term if out is None else out + term
+        full = fn.matmul(fn.matmul(u, inner), _mT(v))
+        return [full if out is None else full + out]
+
+
+class QrOp(_PerMatrixOp):
+    """The QR decomposition of each matrix (LAPACK's Householder ``geqrf``): ``q`` with
+    orthonormal columns, ``r`` upper triangular, ``a = q r``; ``complete`` gives square
+    ``q``. The derivative needs ``r``'s leading square block invertible; for a tall matrix
+    with ``complete`` it is refused (the added columns are not determined by ``a``)."""
+
+    name = "qr"
+    multiple_results = True
+
+    def infer(self, shapes, dtypes, kwargs):
+        shape = tuple(shapes[0])
+        if len(shape) < 2:
+            raise OpError(f"linalg.qr: expects matrices (..., m, n), got shape {shape}")
+        _check_float("qr", dtypes[0])
+        *lead, m, n = shape
+        k = m if kwargs["complete"] else min(m, n)
+        return [(*lead, m, k), (*lead, k, n)], [dtypes[0]] * 2
+
+    def _check(self, a, kwargs):
+        m, n = a.shape[-2:]
+        if kwargs["complete"] and m > n:
+            raise OpError(
+                f"linalg.qr: no derivative for mode='complete' of a tall matrix (shape "
+                f"{tuple(a.shape)}): the added columns of q are not determined by a; use "
+                "mode='reduced'"
+            )
+
+    def _outputs(self, primals, outputs, kwargs):
+        """``(q, r)``; computed again when one was not kept (an output nothing read)."""
+        if outputs[0] is None or outputs[1] is None:
+            return tuple(_qr.bind([primals[0]], kwargs))
+        return tuple(outputs)
+
+    @staticmethod
+    def _right_solve(x, r):
+        """``x r^-1`` for square upper-triangular ``r``."""
+        return _mT(_solve.bind([_mT(r), _mT(x)], {}))
+
+    def _square_jvp(self, q, r, dx):
+        """``(dq, dr)`` for ``x = q r`` with ``r`` square and invertible."""
+        x_rinv = self._right_solve(dx, r)
+        c = fn.matmul(_mT(q), x_rinv)
+        low = fn.tril(c, -1)
+        omega = low - _mT(low)  # q^T dq: skew-symmetric
+        return fn.matmul(q, omega - c) + x_rinv, fn.matmul(c - omega, r)
+
+    def _square_vjp(self, q, r, ct_q, ct_r):
+        """The cotangent of ``x`` for ``x = q r`` with ``r`` square and invertible: the
+        transpose of ``_square_jvp``."""
+        m = fn.matmul(ct_r, _mT(r)) - fn.matmul(_mT(q), ct_q)
+        c_bar = m - fn.tril(m - _mT(m), -1)
+        return self._right_solve(ct_q + fn.matmul(q, c_bar), _mT(r))
+
+    def jvp_rule(self, primals, tangents, outputs, kwargs):
+        if tangents[0] is None:
+            return [None, None]
+        x, dx = primals[0], tangents[0]
+        self._check(x, kwargs)
+        q, r = self._outputs(primals, outputs, kwargs)
+        m, n = x.shape[-2:]
+        if m >= n:
+            return list(self._square_jvp(q, r, dx))
+        # wide: x = q [r1 r2] with r1 square; r2 = q^T x2
+        dq, dr1 = self._square_jvp(q, r[..., :, :m], dx[..., :, :m])
+        x2, dx2 = x[..., :, m:], dx[..., :, m:]
+        dr2 = fn.matmul(_mT(dq), x2) + fn.matmul(_mT(q), dx2)
+        return [dq, fn.concatenate([dr1, dr2], -1)]
+
+    def vjp_rule(self, primals, cotangents, outputs, kwargs):
+        x = primals[0]
+        self._check(x, kwargs)
+        q, r = self._outputs(primals, outputs, kwargs)
+        ct_q, ct_r = _or_zeros(cotangents[0], q), _or_zeros(cotangents[1], r)
+        m, n = x.shape[-2:]
+        if m >= n:
+            return [self._square_vjp(q, r, ct_q, ct_r)]
+        x2, ct_r1, ct_r2 = x[..., :, m:], ct_r[..., :, :m], ct_r[..., :, m:]
+        ct_q = ct_q + fn.matmul(x2, _mT(ct_r2))  # (r2 = q^T x2)
+        ct_x1 = self._square_vjp(q, r[..., :, :m], ct_q, ct_r1)
+        return [fn.concatenate([ct_x1, fn.matmul(q, ct_r2)], -1)]
+
+
+class PinvOp(_PerMatrixOp):
+    """The Moore-Penrose pseudo-inverse of each matrix, singular values at or below
+    ``rtol`` times the largest taken as zero. Its derivative is Golub and Pereyra's closed
+    form (exact where the rank does not change), not the SVD's, which has no derivative at
+    repeated singular values (an orthogonal matrix's)."""
+
+    name = "pinv"
+
+    def infer(self, shapes, dtypes, kwargs):
+        shape = tuple(shapes[0])
+        if len(shape) < 2:
+            raise OpError(f"linalg.pinv: expects matrices (..., m, n), got shape {shape}")
+        _check_float("pinv", dtypes[0])
+        return [shape[:-2] + (shape[-1], shape[-2])], [dtypes[0]]
+
+    def jvp_rule(self, primals, tangents, outputs, kwargs):
+        if tangents[0] is None:
+            return [None]
+        a, da, p = primals[0], tangents[0], outputs[0]
+        m, n = a.shape[-2:]
+        left = fn.eye(m, dtype=a.dtype) - fn.matmul(a, p)  # (I - a p): m x m
+        right = fn.eye(n, dtype=a.dtype) - fn.matmul(p, a)  # (I - p a): n x n
+        dat = _mT(da)
+        out = fn.neg(fn.matmul(fn.matmul(p, da), p))
+        out = out + fn.matmul(fn.matmul(fn.matmul(p, _mT(p)), dat), left)
+        return [out + fn.matmul(fn.matmul(right, dat), fn.matmul(_mT(p), p))]
+
+    def vjp_rule(self, primals, cotangents, outputs, kwargs):
+        a, ct, p = primals[0], cotangents[0], outputs[0]
+        m, n = a.shape[-2:]
+        left = fn.eye(m, dtype=a.dtype) - fn.matmul(a, p)
+        right = fn.eye(n, dtype=a.dtype) - fn.matmul(p, a)
+        ctt = _mT(ct)
+        out = fn.neg(fn.matmul(fn.matmul(_mT(p), ct), _mT(p)))
+        out = out + fn.matmul(fn.matmul(left, ctt), fn.matmul(p, _mT(p)))
+        return [out + fn.matmul(fn.matmul(fn.matmul(_mT(p), p), ctt), right)]
+
+
+_svd, _qr, _pinv = SvdOp(), QrOp(), PinvOp()
+
+
 def _linalg_operand(op: str, x) -> Tensor:
     x = as_tensor(x, op=f"linalg.{op}")
     if not x.dtype.is_float:
@@ -1173,6 +1405,93 @@ def eigvalsh(a, UPLO=None) -> Tensor:  # noqa: N803 - NumPy's name
         ``(..., n)``.
     """
     return eigh(a, UPLO)[0]
+
+
+class SVDResult(NamedTuple):
+    """``linalg.svd``'s result (NumPy's and JAX's field names)."""
+
+    U: Tensor
+    S: Tensor
+    Vh: Tensor
+
+
+class QRResult(NamedTuple):
+    """``linalg.qr``'s result (NumPy's and JAX's field names)."""
+
+    Q: Tensor
+    R: Tensor
+
+
+def svd(a, full_matrices: bool = True, compute_uv: bool = True, hermitian: bool = False):
+    """The singular value decomposition of each matrix (NumPy's and JAX's ``linalg.svd``):
+    ``(U, S, Vh)`` with ``a = U @ (S[..., None] * Vh)``, ``S`` descending.
+
+    Args:
+        a: ``(..., m, n)``, float32 or float64 (integers in the default float dtype).
+        full_matrices: square ``U`` ``(..., m, m)`` and ``Vh`` ``(..., n, n)`` (the
+            default, NumPy's and JAX's); else ``(..., m, k)`` and ``(..., k, n)``,
+            ``k = min(m, n)``.
+        compute_uv: False returns ``S`` alone.
+        hermitian: accepted (NumPy's); the general decomposition is computed.
+
+    Returns:
+        ``SVDResult(U, S, Vh)``, or ``S`` of shape ``(..., k)``.
+
+    Raises:
+        ValueError: (:class:`nabla.OpError`) for fewer than 2 dims; when differentiating
+            ``full_matrices=True`` of a non-square matrix.
+    """
+    a = _linalg_operand("svd", a)
+    u, s, vh = _svd.bind([a], {"full_matrices": bool(full_matrices and compute_uv)})
+    return SVDResult(u, s, vh) if compute_uv else s
+
+
+def qr(a, mode: str = "reduced"):
+    """The QR decomposition of each matrix (NumPy's and JAX's ``linalg.qr``).
+
+    Args:
+        a: ``(..., m, n)``, float32 or float64.
+        mode: ``"reduced"`` (``Q`` ``(..., m, k)``, ``R`` ``(..., k, n)``, ``k = min(m,
+            n)``), ``"complete"`` (``Q`` ``(..., m, m)``, ``R`` ``(..., m, n)``) or ``"r"``
+            (``R`` alone).
+
+    Returns:
+        ``QRResult(Q, R)``, or ``R`` for ``mode="r"``.
+
+    Raises:
+        ValueError: (:class:`nabla.OpError`) for another mode or fewer than 2 dims.
+    """
+    if mode not in ("reduced", "complete", "r"):
+        raise OpError(f"linalg.qr: mode must be 'reduced', 'complete' or 'r', got {mode!r}")
+    a = _linalg_operand("qr", a)
+    q, r = _qr.bind([a], {"complete": mode == "complete"})
+    return r if mode == "r" else QRResult(q, r)
+
+
+def pinv(a, rtol=None, hermitian: bool = False, *, rcond=None) -> Tensor:
+    """The Moore-Penrose pseudo-inverse of each matrix (NumPy's and JAX's ``linalg.pinv``),
+    singular values at or below ``rtol`` times the largest taken as zero.
+
+    Args:
+        a: ``(..., m, n)``.
+        rtol: the cutoff (default JAX's: ``10 * max(m, n) * eps`` of the dtype).
+        hermitian: accepted (NumPy's); the general decomposition is computed.
+        rcond: the older name of ``rtol``.
+
+    Returns:
+        ``(..., n, m)``.
+
+    Raises:
+        ValueError: (:class:`nabla.OpError`) for both ``rtol`` and ``rcond``.
+    """
+    if rcond is not None:
+        if rtol is not None:
+            raise OpError("linalg.pinv: give rtol or rcond, not both")
+        rtol = rcond
+    a = _linalg_operand("pinv", a)
+    if rtol is None:
+        rtol = 10.0 * max(a.shape[-2:], default=1) * float(np.finfo(a.dtype.numpy).eps)
+    return _pinv.bind([a], {"rtol": float(rtol)})
 
 
 provide(globals(), __all__)

@@ -719,14 +719,25 @@ def _norm(self, p="fro", dim=None, keepdim=False):
     As PyTorch's, the gradient at a zero vector is zero (not the NaN of the root's
     infinite slope there times 0).
 
+    ``"nuc"`` is the nuclear norm (the sum of singular values) of a matrix: ``x`` 2-D, or
+    the two dims ``dim`` names.
+
     Raises:
-        ValueError: for an order that is not a number or ``"fro"`` (``"nuc"``, the nuclear
-            norm, needs a singular value decomposition, which nabla does not have).
+        ValueError: for an order that is not a number, ``"fro"`` or ``"nuc"``, or ``"nuc"``
+            without a matrix.
     """
     if isinstance(dim, tuple | list) and not dim:
         dim = None  # (PyTorch's empty dim: every element)
+    if p == "nuc":
+        dims = (0, 1) if dim is None and self.ndim == 2 else dim
+        if not isinstance(dims, tuple | list) or len(dims) != 2:
+            raise ValueError(
+                f"norm: p='nuc' takes a matrix: a 2-D tensor or two dims, got shape "
+                f"{self.shape} and dim={dim!r}"
+            )
+        return linalg.norm(self, "nuc", tuple(dims), keepdim)
     if isinstance(p, str) and p != "fro" or isinstance(p, bool):
-        raise ValueError(f"norm: p must be a number or 'fro', got {p!r}")
+        raise ValueError(f"norm: p must be a number, 'fro' or 'nuc', got {p!r}")
     # the elements over ``dim`` as one vector: ``nb.linalg.norm``'s vector orders (1 as
     # x * sign(x): PyTorch's subgradient 0 at 0, where abs's is 1, as JAX's)
     axes = norm_axes("norm", tuple(range(self.ndim)) if dim is None else dim, self.ndim)

@@ -84,6 +84,7 @@ ON_HOST = {"argsort", "sort", "top_k", "nonzero", "argwhere", "flatnonzero", "co
 ON_HOST |= {"unique", "partition", "argpartition", "lexsort"}  # (they sort)
 ON_HOST |= {"searchsorted", "digitize", "quantile", "percentile", "median"}
 ON_HOST |= {"inv", "solve", "slogdet", "det", "cholesky", "eigh", "eigvalsh"}  # LAPACK's
+ON_HOST |= {"svd", "qr", "pinv"}
 
 
 def _build(dtype):

@@ -1122,8 +1122,12 @@ def test_pytorch_method_forms_give_pytorch_s_answers():
     assert x.all(dim=[]).shape == (2, 3) and x.sum(axis=()).shape == (2, 3)
     assert nb.sum(x, dim=()).shape == () and x.norm(dim=[]).shape == ()
     assert 2.0 in x and 7.0 not in x and 1.0 in nb.constant(1.0)
-    with pytest.raises(ValueError, match="norm: p must be a number or 'fro'"):
-        x.norm("nuc")
+    with pytest.raises(ValueError, match="norm: p must be a number, 'fro' or 'nuc'"):
+        x.norm("max")
+    nuc = np.linalg.norm(a, "nuc")  # (PyTorch's x.norm("nuc"): the singular values' sum)
+    np.testing.assert_allclose(x.norm("nuc").numpy(), nuc, rtol=1e-5)
+    with pytest.raises(ValueError, match="p='nuc' takes a matrix"):
+        x.norm("nuc", dim=0)
     ints = nb.constant(np.array([-7, -6, 7, 6, 5], np.int32))
     by = nb.constant(np.array([2, -4, -2, 4, 5], np.int32))
     assert ints.div(by, rounding_mode="floor").tolist() == [-4, 1, -4, 1, 1]
@@ -1274,8 +1278,10 @@ def test_linalg_norm_is_numpy_s():
         total = 1.0 + 2.0**p
         want = [0.0, total ** (1 / p - 1), -(total ** (1 / p - 1)) * 2.0 ** (p - 1)]
         np.testing.assert_allclose(g, want, rtol=1e-5)
-    with pytest.raises(nb.OpError, match="need singular values"):
-        nb.linalg.norm(a, ord=2)
+    for o in (2, -2, "nuc"):  # (from the singular values)
+        np.testing.assert_allclose(nb.linalg.norm(a, ord=o).numpy(), np.linalg.norm(a, o))
+    with pytest.raises(nb.OpError, match="matrix ord=3 is not one of"):
+        nb.linalg.norm(a, ord=3)
 
 
 def test_empty_and_infinite_edges_are_jax_s():

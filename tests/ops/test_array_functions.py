@@ -357,6 +357,86 @@ def test_linalg_decompositions_follow_jax():
     assert np.isnan(thresholded.numpy()[0]) and thresholded.numpy()[1:].tolist() == [1, 20]
 
 
+def test_svd_qr_and_pinv_rules_beyond_the_registry():
+    """The registry checks ``svd``/``qr``/``pinv`` against NumPy with finite differences,
+    the adjoint identity and vmap; here what it does not: the full/complete forms' refused
+    derivatives name the fix, and ``pinv``'s closed-form derivative holds at repeated
+    singular values (an orthogonal matrix), where the SVD's drops the rotations."""
+    rng = np.random.default_rng(5)
+    tall = rng.standard_normal((4, 3))
+    u, s, vh = nb.linalg.svd(tall)  # (full_matrices=True by default, NumPy's and JAX's)
+    assert (u.shape, s.shape, vh.shape) == ((4, 4), (3,), (3, 3))
+    np.testing.assert_allclose(nb.linalg.svdvals(tall).numpy(), np.linalg.svd(tall)[1])
+    with pytest.raises(nb.OpError, match=r"svd: no derivative for full_matrices=True .*\(4, 3\)"):
+        nb.grad(lambda m: nb.linalg.svd(m)[0].sum())(tall)
+    with pytest.raises(nb.OpError, match=r"qr: no derivative for mode='complete' .*\(4, 3\)"):
+        nb.grad(lambda m: nb.linalg.qr(m, "complete")[0].sum())(tall)
+    with pytest.raises(nb.OpError, match="mode must be 'reduced', 'complete' or 'r'"):
+        nb.linalg.qr(tall, "raw")
+    np.testing.assert_allclose(nb.linalg.qr(tall, "r").numpy(), np.linalg.qr(tall, "r"))
+    q = np.linalg.qr(rng.standard_normal((3, 3)))[0]
+    w = rng.standard_normal((3, 3))
+    g = nb.grad(lambda m: (nb.linalg.pinv(m) * w).sum())(q).numpy()
+    eps = 1e-6  # central differences of the pseudo-inverse itself
+    fd = np.zeros_like(q)
+    for i in np.ndindex(q.shape):
+        d = np.zeros_like(q)
+        d[i] = eps
+        fd[i] = ((np.linalg.pinv(q + d) - np.linalg.pinv(q - d)) * w).sum() / (2 * eps)
+    np.testing.assert_allclose(g, fd, rtol=1e-6, atol=1e-8)
+    low = np.diag([1.0, 1.0, 0.0]) @ rng.standard_normal((3, 3))  # rank 2
+    np.testing.assert_allclose(nb.linalg.pinv(low).numpy(), np.linalg.pinv(low), atol=1e-12)
+    assert nb.linalg.matrix_rank(low).item() == 2
+
+
+def test_linalg_composites_match_numpy():
+    rng = np.random.default_rng(6)
+    a, b = rng.standard_normal((5, 3)), rng.standard_normal((5, 2))
+    x, resid, rank, s = nb.linalg.lstsq(a, b)
+    want = np.linalg.lstsq(a, b, rcond=None)
+    for got, ref in zip((x, resid, rank, s), want, strict=True):
+        np.testing.assert_allclose(np.asarray(got.numpy()), ref, rtol=1e-10)
+    x1, resid1, _, _ = nb.linalg.lstsq(a, b[:, 0])  # a vector b: resid of shape (1,)
+    assert x1.shape == (3,) and resid1.shape == (1,)
+    wide = nb.linalg.lstsq(a.T, b[:3], numpy_resid=True)[1]
+    assert wide.shape == (0,)  # (m <= n: NumPy's empty residuals)
+    g = nb.grad(lambda m: nb.linalg.lstsq(m, b)[0].sum())(a).numpy()
+    g_pinv = nb.grad(lambda m: (nb.linalg.pinv(m) @ b).sum())(a).numpy()
+    np.testing.assert_allclose(g, g_pinv, rtol=1e-8)
+    sq = rng.standard_normal((3, 3))
+    for n in (0, 1, 2, 5, -1, -3):
+        np.testing.assert_allclose(
+            nb.linalg.matrix_power(sq, n).numpy(), np.linalg.matrix_power(sq, n), rtol=1e-8
+        )
+    with pytest.raises(TypeError, match="matrix_power: n must be an int"):
+        nb.linalg.matrix_power(sq, 2.0)
+    for p in (None, 2, -2, "fro", "nuc", 1, -1, np.inf):
+        np.testing.assert_allclose(nb.linalg.cond(sq, p).numpy(), np.linalg.cond(sq, p))
+    for o in (2, -2, "nuc"):
+        np.testing.assert_allclose(nb.linalg.norm(a, o).numpy(), np.linalg.norm(a, o))
+        got = nb.linalg.norm(rng.standard_normal((2, 4, 3)), o, axis=(2, 0), keepdims=True)
+        assert got.shape == (1, 4, 1)
+    vec = rng.standard_normal(3)
+    chain = nb.linalg.multi_dot([vec, sq, sq, a.T])
+    np.testing.assert_allclose(chain.numpy(), np.linalg.multi_dot([vec, sq, sq, a.T]))
+    t = rng.standard_normal((2, 3, 4))
+    np.testing.assert_allclose(nb.linalg.trace(t, offset=1).numpy(), np.trace(t, 1, -2, -1))
+    np.testing.assert_allclose(nb.linalg.diagonal(t, offset=-1).numpy(), np.diagonal(t, -1, -2, -1))
+    np.testing.assert_allclose(
+        nb.linalg.vector_norm(t, axis=(0, 2), ord=3).numpy(),
+        (np.abs(t) ** 3).sum((0, 2)) ** (1 / 3),
+    )
+    assert nb.linalg.vector_norm(t, keepdims=True).shape == (1, 1, 1)
+    np.testing.assert_allclose(
+        nb.linalg.matrix_norm(t, ord="nuc").numpy(), np.linalg.norm(t, "nuc", axis=(-2, -1))
+    )
+    v3, w3 = rng.standard_normal((4, 3)), rng.standard_normal((4, 3))
+    np.testing.assert_allclose(nb.linalg.cross(v3, w3).numpy(), np.cross(v3, w3))
+    with pytest.raises(nb.OpError, match=r"linalg.cross: vectors of size 3 .* \(4, 2\)"):
+        nb.linalg.cross(v3[:, :2], w3[:, :2])
+    assert nb.linalg.matrix_transpose(t).shape == (2, 4, 3)
+
+
 def test_pad_takes_numpy_s_modes_and_per_side_settings():
     """Modes NumPy and JAX have beyond constant/reflect/edge/wrap, and per-side settings
     (they were "unknown mode" or a TypeError); integers round as NumPy's do (the mean to

@@ -67,7 +67,8 @@ UNSUPPORTED: dict[str, str] = {
     # values unspecified, where nabla's sort is stable)
     "argsort": "MAX sorts rank-1 tensors only, with no stable order: argsort runs on the host",
 }
-for _n in ("inv", "solve", "slogdet", "cholesky", "eigh"):  # LAPACK's: no MAX kernels
+# LAPACK's: no MAX kernels
+for _n in ("inv", "solve", "slogdet", "cholesky", "eigh", "svd", "qr", "pinv"):
     UNSUPPORTED[_n] = f"MAX has no {_n} kernel: it runs on the host (NumPy's LAPACK)"
 
 

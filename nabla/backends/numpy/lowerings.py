@@ -657,6 +657,47 @@ def _eigh(args, kw):
 LOWERINGS["eigh"] = _eigh
 
 
+def _svd(args, kw):
+    a = args[0]
+    full = kw["full_matrices"]
+    try:
+        u, s, vh = np.linalg.svd(a, full_matrices=full)
+    except np.linalg.LinAlgError:  # (no convergence, NaN entries): that matrix NaN, as JAX's
+        m, n = a.shape[-2:]
+        k = min(m, n)
+        u = np.full((*a.shape[:-2], m, m if full else k), np.nan, a.dtype)
+        s = np.full((*a.shape[:-2], k), np.nan, a.dtype)
+        vh = np.full((*a.shape[:-2], n if full else k, n), np.nan, a.dtype)
+        for i in np.ndindex(a.shape[:-2]):
+            try:
+                u[i], s[i], vh[i] = np.linalg.svd(a[i], full_matrices=full)
+            except np.linalg.LinAlgError:
+                pass
+    return [u, s, vh]
+
+
+LOWERINGS["svd"] = _svd
+
+
+def _qr(args, kw):
+    q, r = np.linalg.qr(args[0], mode="complete" if kw["complete"] else "reduced")
+    return [q, r]
+
+
+LOWERINGS["qr"] = _qr
+
+
+@_one("pinv")
+def _pinv(a, rtol):
+    m, n = a.shape[-2:]
+    if m == 0 or n == 0:
+        return np.zeros((*a.shape[:-2], n, m), a.dtype)
+    u, s, vh = _svd([a], {"full_matrices": False})
+    cutoff = rtol * s[..., :1]
+    s_inv = np.where(s > cutoff, 1 / np.where(s > cutoff, s, 1), 0).astype(a.dtype)
+    return np.swapaxes(vh, -1, -2) @ (s_inv[..., None] * np.swapaxes(u, -1, -2))
+
+
 @_one("cholesky")
 def _cholesky(a):
     return _per_matrix(np.linalg.cholesky, a)
