@@ -20,7 +20,9 @@ from .ops import array_functions, binary, creation, reduction, unary, view
 from .ops._util import as_tensor
 from .ops.base import OpError
 from .ops.linalg import (
+    EighResult,
     QRResult,
+    SlogdetResult,
     SVDResult,
     cholesky,
     det,
@@ -69,6 +71,8 @@ __all__ = [
     "vecdot",
     "SVDResult",
     "QRResult",
+    "EighResult",
+    "SlogdetResult",
 ]
 
 

@@ -1326,9 +1326,9 @@ def slogdet(a) -> tuple:
         a: ``(..., n, n)``.
 
     Returns:
-        A pair of tensors of ``a``'s leading shape.
+        ``SlogdetResult(sign, logabsdet)``: tensors of ``a``'s leading shape.
     """
-    return tuple(_slogdet.bind([_linalg_operand("slogdet", a)], {}))
+    return SlogdetResult(*_slogdet.bind([_linalg_operand("slogdet", a)], {}))
 
 
 def det(a) -> Tensor:
@@ -1380,7 +1380,7 @@ def eigh(a, UPLO=None, symmetrize_input: bool = True) -> tuple:  # noqa: N803 - 
         symmetrize_input: use ``(a + a^T) / 2`` (default True, JAX's).
 
     Returns:
-        ``(w, v)``: ``(..., n)`` and ``(..., n, n)``.
+        ``EighResult(eigenvalues, eigenvectors)``: ``(..., n)`` and ``(..., n, n)``.
     """
     a = _linalg_operand("eigh", a)
     _square("eigh", a.shape)
@@ -1390,7 +1390,7 @@ def eigh(a, UPLO=None, symmetrize_input: bool = True) -> tuple:  # noqa: N803 - 
         a = _mT(a)
     if symmetrize_input:
         a = 0.5 * (a + _mT(a))
-    return tuple(_eigh.bind([a], {}))
+    return EighResult(*_eigh.bind([a], {}))
 
 
 def eigvalsh(a, UPLO=None) -> Tensor:  # noqa: N803 - NumPy's name
@@ -1405,6 +1405,20 @@ def eigvalsh(a, UPLO=None) -> Tensor:  # noqa: N803 - NumPy's name
         ``(..., n)``.
     """
     return eigh(a, UPLO)[0]
+
+
+class EighResult(NamedTuple):
+    """``linalg.eigh``'s result (NumPy's and JAX's field names)."""
+
+    eigenvalues: Tensor
+    eigenvectors: Tensor
+
+
+class SlogdetResult(NamedTuple):
+    """``linalg.slogdet``'s result (NumPy's and JAX's field names)."""
+
+    sign: Tensor
+    logabsdet: Tensor
 
 
 class SVDResult(NamedTuple):
