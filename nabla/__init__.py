@@ -419,7 +419,7 @@ from .ops.transfer import (
 )
 from .transforms.compile import CompiledFunction, compile
 from .transforms.control_flow import cond, fori_loop, scan, switch, while_loop
-from . import autograd, config, distributed, lax, linalg, testing
+from . import autograd, config, distributed, lax, linalg, scipy, testing
 
 # ``import nabla.random`` / ``from nabla.random import normal``, as ``jax.random``: the
 # random functions live in the ops layer, and this is that module under its public path
@@ -820,6 +820,7 @@ __all__ = [
     "testing",
     "linalg",
     "lax",
+    "scipy",
     "autograd",
     "no_grad",
     "enable_grad",

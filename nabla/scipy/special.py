@@ -1,0 +1,80 @@
+"""``nb.scipy.special``: JAX's ``jax.scipy.special`` functions (see
+:mod:`nabla.ops.special` for their accuracy). Not built: the incomplete gamma and beta
+functions (``gammainc``, ``betainc``), Bessel functions, ``zeta``/``polygamma``."""
+
+from __future__ import annotations
+
+from ..ops.reduction import logsoftmax as _logsoftmax
+from ..ops.reduction import logsumexp
+from ..ops.reduction import softmax as _softmax
+from ..ops.special import (
+    beta,
+    betaln,
+    comb,
+    digamma,
+    entr,
+    erfc,
+    erfcx,
+    erfinv,
+    expit,
+    factorial,
+    gamma,
+    gammaln,
+    gammasgn,
+    kl_div,
+    log_ndtr,
+    logit,
+    multigammaln,
+    ndtr,
+    ndtri,
+    poch,
+    rel_entr,
+    xlog1py,
+    xlogy,
+)
+from ..ops.unary import erf
+
+__all__ = [
+    "beta",
+    "betaln",
+    "comb",
+    "digamma",
+    "entr",
+    "erf",
+    "erfc",
+    "erfcx",
+    "erfinv",
+    "expit",
+    "factorial",
+    "gamma",
+    "gammaln",
+    "gammasgn",
+    "kl_div",
+    "log_ndtr",
+    "log_softmax",
+    "loggamma",
+    "logit",
+    "logsumexp",
+    "multigammaln",
+    "ndtr",
+    "ndtri",
+    "poch",
+    "rel_entr",
+    "softmax",
+    "xlog1py",
+    "xlogy",
+]
+
+loggamma = gammaln  # (real arguments: the log of |gamma|, as gammaln)
+
+
+def softmax(x, /, *, axis=None):
+    """``exp(x) / sum(exp(x))`` over ``axis`` (JAX's ``scipy.special.softmax``: every
+    element by default, unlike ``jax.nn.softmax``'s last axis)."""
+    return _softmax(x, axis)
+
+
+def log_softmax(x, /, *, axis=None):
+    """``x - logsumexp(x)`` over ``axis`` (every element by default, as JAX's
+    ``scipy.special.log_softmax``)."""
+    return _logsoftmax(x, axis)

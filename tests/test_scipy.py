@@ -1,0 +1,173 @@
+"""``nb.scipy``: the special functions, distributions and linear algebra of ``jax.scipy``,
+checked against SciPy itself (the reference JAX's versions follow), with finite
+differences for the gradients."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import scipy.linalg as sla
+import scipy.special as sp
+import scipy.stats as ss
+
+import nabla as nb
+
+S = nb.scipy
+X = np.array(
+    [-30, -10.5, -3.3, -2.5, -1.5, -0.5, -1e-3, 1e-8, 1e-3, 0.1, 0.5, 0.9, 1, 1.5, 2, 2.5, 3,
+     4.5, 7, 10, 30, 100, 1e3, 1e5]
+)  # fmt: skip
+P = np.array([1e-300, 1e-30, 1e-10, 1e-5, 0.001, 0.02, 0.1, 0.3, 0.5, 0.7, 0.95, 0.999, 1 - 1e-9])
+
+
+def close(got, want, rtol, atol=0.0):
+    np.testing.assert_allclose(np.asarray(got.numpy()), want, rtol=rtol, atol=atol)
+
+
+# name, SciPy's, domain, float64 rtol (the documented accuracy)
+FUNCTIONS = [
+    ("gammaln", sp.gammaln, X, 1e-13),
+    ("digamma", sp.digamma, X[X < 1e5], 1e-12),
+    ("gamma", sp.gamma, X[np.abs(X) < 100], 1e-12),
+    ("erfc", sp.erfc, X[np.abs(X) < 20], 2e-7),
+    ("erfcx", sp.erfcx, X[X > -5], 2e-7),
+    ("ndtr", sp.ndtr, X[np.abs(X) < 30], 2e-7),
+    ("log_ndtr", sp.log_ndtr, X[X < 1e3], 2e-7),
+    ("ndtri", sp.ndtri, P, 2e-8),
+    ("erfinv", sp.erfinv, 2 * P - 1, 2e-8),
+    ("logit", sp.logit, P[2:], 1e-12),
+    ("expit", sp.expit, X, 1e-12),
+    ("entr", sp.entr, np.abs(X), 1e-12),
+    ("gammasgn", sp.gammasgn, X, 0),
+]
+
+
+@pytest.mark.parametrize("name, ref, domain, rtol", FUNCTIONS, ids=[f[0] for f in FUNCTIONS])
+def test_special_functions_match_scipy_in_float64_and_float32(name, ref, domain, rtol):
+    fn = getattr(S.special, name)
+    want = ref(domain)
+    close(fn(domain), want, rtol, atol=1e-300)
+    d32 = domain.astype(np.float32)
+    got32 = fn(d32).numpy()
+    assert got32.dtype == np.float32
+    want = ref(d32.astype(np.float64))  # (the float32 inputs' own values)
+    finite = np.isfinite(want) & (np.abs(want) < 1e30) & (np.abs(want) > 1e-30)
+    np.testing.assert_allclose(got32[finite], want[finite], rtol=5e-5, atol=2e-6)
+
+
+def test_special_functions_edges_follow_scipy_and_jax():
+    poles = np.array([0.0, -1.0, -4.0])
+    assert np.isinf(S.special.gammaln(poles).numpy()).all()
+    assert S.special.gamma(0.0).item() == math.inf
+    assert np.isnan(S.special.gamma(-2.0).numpy()) and np.isnan(S.special.digamma(-3.0).numpy())
+    assert S.special.gammaln(1.0).item() == 0.0 and S.special.gammaln(2.0).item() == 0.0
+    ends = S.special.ndtri(np.array([0.0, 1.0, -0.5, 2.0])).numpy()
+    assert ends[0] == -math.inf and ends[1] == math.inf and np.isnan(ends[2:]).all()
+    inv = S.special.erfinv(np.array([-1.0, 1.0, 1.5], np.float32)).numpy()
+    assert inv[0] == -math.inf and inv[1] == math.inf and np.isnan(inv[2])
+    a, b = np.array([1.1, 0.6, 3.1, 100.1, 1e5 + 0.1]), np.array([10.1, 30.1, 7.1, 0.2, 0.1])
+    close(S.special.betaln(a, b), sp.betaln(a, b), 1e-9)  # (the large-argument form)
+    close(S.special.betaln(a.astype(np.float32), b.astype(np.float32)), sp.betaln(a, b), 2e-6)
+    close(S.special.beta(a[:3], b[:3]), sp.beta(a[:3], b[:3]), 1e-9)
+    q, r = np.array([0, 0, 1, 2, 0.5, -1, 3.0]), np.array([0, 1, 0, 3, 0.2, 1, -2.0])
+    for name in ("xlogy", "xlog1py", "rel_entr", "kl_div"):
+        close(getattr(S.special, name)(q, r), getattr(sp, name)(q, r), 1e-12)
+    close(S.special.multigammaln(np.array([3.0, 7.5]), 3), sp.multigammaln([3.0, 7.5], 3), 1e-12)
+    n, k = np.array([5.0, 10, 3, 4]), np.array([2.0, 3, 5, -1])
+    close(S.special.comb(n, k), sp.comb(n, k), 1e-10)
+    close(S.special.factorial(np.array([-1.0, 0, 5])), sp.factorial([-1.0, 0, 5]), 1e-12)
+    close(
+        S.special.poch(np.array([2.5, 3.0]), np.array([1.5, 4.0])),
+        sp.poch([2.5, 3], [1.5, 4]),
+        1e-12,
+    )
+    y = np.random.default_rng(0).standard_normal((2, 3))
+    close(S.special.softmax(y), sp.softmax(y), 1e-12)  # (every element by default)
+    close(S.special.log_softmax(y, axis=1), sp.log_softmax(y, axis=1), 1e-12)
+    with pytest.raises(NotImplementedError, match="exact=True"):
+        S.special.factorial(3, exact=True)
+
+
+@pytest.mark.parametrize(
+    "name", ["gammaln", "digamma", "erfc", "ndtr", "log_ndtr", "ndtri", "erfinv"]
+)
+def test_special_gradients_are_finite_differences(name):
+    fn = getattr(S.special, name)
+    pts = (
+        np.array([0.05, 0.3, 0.7, 0.95])
+        if name in ("ndtri", "erfinv")
+        else np.array([-2.7, -0.3, 0.4, 1.7, 4.2, 12.0])
+    )
+    g = nb.vmap(nb.grad(fn))(pts).numpy()
+    eps = 1e-6
+    fd = (fn(pts + eps).numpy() - fn(pts - eps).numpy()) / (2 * eps)
+    np.testing.assert_allclose(g, fd, rtol=2e-6, atol=1e-8)
+    # xlogy: the derivative in x at x = 0 is log(y), not a masked 0
+    assert nb.grad(lambda v: S.special.xlogy(v, 2.0))(0.0).item() == pytest.approx(math.log(2.0))
+
+
+def test_distributions_match_scipy_stats():
+    x = np.array([-3, -1, -0.2, 0.3, 0.5, 1, 2.5, 7.0])
+    q = np.array([1e-6, 0.1, 0.5, 0.9, 0.999])
+    for name in ("norm", "uniform", "expon", "laplace", "logistic", "cauchy"):
+        ours, theirs = getattr(S.stats, name), getattr(ss, name)
+        for f in ("logpdf", "pdf", "cdf", "logcdf", "sf", "logsf"):
+            if hasattr(ours, f):
+                close(getattr(ours, f)(x, 0.5, 2.0), getattr(theirs, f)(x, 0.5, 2.0), 3e-7)
+        for f in ("ppf", "isf"):
+            if hasattr(ours, f):
+                close(getattr(ours, f)(q, 0.5, 2.0), getattr(theirs, f)(q, 0.5, 2.0), 1e-8)
+    close(S.stats.norm.logcdf(-40.0), ss.norm.logcdf(-40.0), 1e-7)  # (finite, far out)
+    close(S.stats.t.logpdf(x, 3.5, 0.2, 1.5), ss.t.logpdf(x, 3.5, 0.2, 1.5), 1e-12)
+    close(S.stats.gamma.logpdf(x, 2.5, -0.5, 1.5), ss.gamma.logpdf(x, 2.5, -0.5, 1.5), 1e-12)
+    close(S.stats.chi2.logpdf(np.abs(x), 3.0), ss.chi2.logpdf(np.abs(x), 3.0), 1e-12)
+    close(S.stats.beta.logpdf(x / 8 + 0.4, 2.0, 0.7), ss.beta.logpdf(x / 8 + 0.4, 2.0, 0.7), 1e-12)
+    k = np.array([-1, 0, 1, 2, 3.5, 7, 20])
+    close(S.stats.poisson.logpmf(k, 3.0), ss.poisson.logpmf(k, 3.0), 1e-12)
+    close(S.stats.bernoulli.logpmf(k, 0.3), ss.bernoulli.logpmf(k, 0.3), 1e-12)
+    rng = np.random.default_rng(1)
+    m = rng.standard_normal((3, 3))
+    cov, pts, mean = m @ m.T + np.eye(3), rng.standard_normal((4, 3)), rng.standard_normal(3)
+    close(
+        S.stats.multivariate_normal.logpdf(pts, mean, cov),
+        ss.multivariate_normal.logpdf(pts, mean, cov),
+        1e-12,
+    )
+    with pytest.raises(ValueError, match=r"cov must be \(d, d\) .* \(4, 3\)"):
+        S.stats.multivariate_normal.logpdf(pts, mean, np.eye(2))
+    # a density's gradient in its parameters: the score of the normal
+    g = nb.grad(lambda mu: S.stats.norm.logpdf(x, mu, 2.0).sum())(0.5).item()
+    assert g == pytest.approx(((x - 0.5) / 4.0).sum())
+
+
+def test_scipy_linalg_matches_scipy():
+    rng = np.random.default_rng(2)
+    low = np.tril(rng.standard_normal((4, 4))) + 3 * np.eye(4)
+    b = rng.standard_normal((4, 2))
+    for trans in (0, 1, "T"):
+        for lower in (True, False):
+            a = low if lower else low.T.copy()
+            want = sla.solve_triangular(a, b, trans=trans, lower=lower)
+            close(S.linalg.solve_triangular(a, b, trans=trans, lower=lower), want, 1e-12)
+    noisy = low + np.triu(np.ones((4, 4)), 1)  # (the other triangle is never read)
+    want = sla.solve_triangular(noisy, b[:, 0], lower=True, unit_diagonal=True)
+    close(S.linalg.solve_triangular(noisy, b[:, 0], lower=True, unit_diagonal=True), want, 1e-12)
+    g = nb.grad(lambda a: S.linalg.solve_triangular(a, b, lower=True).sum())(noisy).numpy()
+    assert (np.triu(g, 1) == 0).all()  # only the triangle it reads
+    spd = low @ low.T
+    for lower in (True, False):
+        close(S.linalg.cholesky(spd, lower=lower), sla.cholesky(spd, lower=lower), 1e-12)
+        close(
+            S.linalg.cho_solve(S.linalg.cho_factor(spd, lower=lower), b), sla.solve(spd, b), 1e-10
+        )
+    blocks = (np.ones((2, 2)), 3.0, np.arange(3.0))
+    close(S.linalg.block_diag(*blocks), sla.block_diag(*blocks), 0)
+    close(S.linalg.solve(spd, b[:, 0], assume_a="pos"), sla.solve(spd, b[:, 0]), 1e-10)
+    q, r = S.linalg.qr(low)
+    close(q @ r, low, 1e-12, atol=1e-14)
+    assert len(S.linalg.qr(low, mode="r")) == 1
+    close(S.linalg.eigh(spd, eigvals_only=True), sla.eigh(spd, eigvals_only=True), 1e-10)
+    with pytest.raises(nb.OpError, match="trans must be"):
+        S.linalg.solve_triangular(low, b, trans=3)
