@@ -246,7 +246,8 @@ def pad(input, pad, mode: str = "constant", value: float | None = None) -> Tenso
 
     Raises:
         ValueError: for an odd-length ``pad`` or one longer than two per dim, a crop past
-            a dim's size or with a mode other than ``"constant"``, or an unknown mode.
+            a dim's size or with a mode other than ``"constant"``, a ``"reflect"`` pad not
+            below the dim's size or a ``"circular"`` one above it, or an unknown mode.
         TypeError: for a pad amount that is not an int.
     """
     x = as_tensor(input, op="pad")
@@ -281,6 +282,15 @@ def pad(input, pad, mode: str = "constant", value: float | None = None) -> Tenso
         return view.pad(x, pairs, "constant", 0.0 if value is None else value)
     if value is not None:
         raise ValueError(f"pad: mode {mode!r} takes no fill value (got {value!r})")
+    # PyTorch's limits: a reflection reaches at most size - 1 values in, a circular pad
+    # wraps at most once (NumPy's modes, nb.pad's, repeat past them)
+    limit = {"reflect": 1, "circular": 0}.get(mode)
+    for d, (lo, hi) in enumerate(pairs):
+        if limit is not None and max(lo, hi) > x.shape[d] - limit:
+            raise ValueError(
+                f"pad: {mode} padding {(lo, hi)} of dim {d} must be at most "
+                f"{x.shape[d] - limit} for an input of shape {x.shape} (PyTorch's limit)"
+            )
     return view.pad(x, pairs, mode)
 
 
@@ -797,8 +807,8 @@ def dropout(
     x = as_tensor(x, op="dropout")
     if not training or p == 0.0:
         return x
-    if p == 1.0:  # everything dropped, as PyTorch
-        return creation.zeros_like(x)
+    if p == 1.0:  # everything dropped, as PyTorch's x * 0: a zero gradient (inf gives NaN)
+        return x * 0.0
     keep = 1.0 - p
     if key is None:
         mask = _random.bernoulli(x.shape, keep)

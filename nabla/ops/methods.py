@@ -765,8 +765,19 @@ def _expand_as(self, other):
 
 
 def _masked_fill(self, mask, value):
-    """``x`` with ``value`` where ``mask`` is True (PyTorch's ``masked_fill``; ``mask``
-    broadcasts against ``x``): ``nb.where(mask, value, x)`` in ``x``'s dtype."""
+    """``x`` with ``value`` where ``mask`` is True (PyTorch's ``masked_fill``; ``mask``, a
+    bool tensor as PyTorch requires, broadcasts against ``x``): ``nb.where(mask, value, x)``
+    in ``x``'s dtype.
+
+    Raises:
+        TypeError: for a mask that is not bool (an integer mask is refused by PyTorch).
+    """
+    mask = as_tensor(mask, op="masked_fill")
+    if not mask.dtype.is_bool:
+        raise TypeError(
+            f"masked_fill: the mask must be a bool tensor, got {mask.dtype.value} of shape "
+            f"{mask.shape} (compare it first, e.g. mask != 0)"
+        )
     return binary.where(mask, unary.cast(as_tensor(value, op="masked_fill"), self.dtype), self)
 
 

@@ -12,7 +12,7 @@ import math
 
 import numpy as np
 
-from ..core.dtypes import DType, get_default_dtype, promote_types
+from ..core.dtypes import DType, get_default_dtype, promote_types, to_dtype
 from ..core.ir import SymDim, note_size_decision
 from ..runtime.tensor import Tensor
 from . import spmd
@@ -359,6 +359,22 @@ def _torch_names(op, axis, dim, keepdims=False, keepdim=None):
     return axis, keepdims
 
 
+def _jnp_dtype_slot(op: str, value, dtype, slot: str):
+    """``(value, dtype)``: jnp's third positional argument of ``sum``/``mean``/``prod``/
+    ``var``/``std``/``cumsum``/``cumprod`` is the dtype, where PyTorch's and ours is
+    ``slot`` (``keepdims``, ``exclusive``): a dtype there is taken as jnp's (it cannot be a
+    flag), with ``slot`` at its default. ``nb.sum(x, 0, nb.float32)`` had kept the dims."""
+    if value is None or isinstance(value, bool | np.bool_ | int | np.integer | Tensor):
+        return value, dtype
+    try:
+        as_dtype = to_dtype(value)
+    except (TypeError, ValueError, KeyError):
+        raise TypeError(f"{op}: {slot} must be a bool, got {value!r}") from None
+    if dtype is not None:
+        raise TypeError(f"{op}: dtype given twice (a dtype in place of {slot}, and dtype=)")
+    return False, as_dtype
+
+
 def sum(x, axis=None, keepdims=False, *, dtype=None, dim=None, keepdim=None):  # noqa: A001
     """Sum of the elements over ``axis`` (NumPy's ``sum``; also ``x.sum(...)``).
 
@@ -390,6 +406,7 @@ def sum(x, axis=None, keepdims=False, *, dtype=None, dim=None, keepdim=None):  #
     """
     if not isinstance(x, Tensor):
         x = as_tensor(x, op="sum")
+    keepdims, dtype = _jnp_dtype_slot("sum", keepdims, dtype, "keepdims")
     axis, keepdims = _torch_names("sum", axis, dim, keepdims, keepdim)
     if dtype is not None:
         return reduce_sum(x.cast(dtype), axis, keepdims).cast(dtype)
@@ -520,6 +537,7 @@ def prod(x, axis=None, keepdims=False, *, dtype=None, dim=None, keepdim=None):
         IndexError: for an axis out of range.
         ValueError: for a repeated axis.
     """
+    keepdims, dtype = _jnp_dtype_slot("prod", keepdims, dtype, "keepdims")
     axis, keepdims = _torch_names("prod", axis, dim, keepdims, keepdim)
     if not isinstance(x, Tensor):
         x = as_tensor(x, op="prod")
@@ -566,6 +584,7 @@ def mean(x, axis=None, keepdims=False, *, dtype=None, dim=None, keepdim=None):
         >>> nb.mean(nb.constant([1, 2])).item()
         1.5
     """
+    keepdims, dtype = _jnp_dtype_slot("mean", keepdims, dtype, "keepdims")
     axis, keepdims = _torch_names("mean", axis, dim, keepdims, keepdim)
     if dtype is not None:
         x = as_tensor(x, op="mean").cast(dtype)
@@ -633,6 +652,9 @@ def var(
         ValueError: for a repeated axis, or both ``ddof`` and a nonzero ``correction``.
     """
     correction = _correction("var", correction, ddof, dim, unbiased)
+    keepdims, jnp_dtype = _jnp_dtype_slot("var", keepdims, None, "keepdims")
+    if jnp_dtype is not None:
+        x = as_tensor(x, op="var").cast(jnp_dtype)
     axis, keepdims = _torch_names("var", axis, dim, keepdims, keepdim)
     return _var(x, axis, keepdims, correction, "var")
 
@@ -697,6 +719,9 @@ def std(
         ValueError: for a repeated axis, or both ``ddof`` and a nonzero ``correction``.
     """
 
+    keepdims, jnp_dtype = _jnp_dtype_slot("std", keepdims, None, "keepdims")
+    if jnp_dtype is not None:
+        x = as_tensor(x, op="std").cast(jnp_dtype)
     axis, keepdims = _torch_names("std", axis, dim, keepdims, keepdim)
     correction = _correction("std", correction, ddof, dim, unbiased)
     x = _float(x, "std")
@@ -1217,6 +1242,7 @@ def cumsum(x, axis=-1, exclusive=False, reverse=False, *, dtype=None, dim=None):
     """Cumulative sum along ``axis`` (PyTorch's ``dim=`` too; ``axis=None``: over the
     flattened ``x``, as NumPy's and JAX's); ``exclusive`` starts from 0, ``reverse`` runs
     backwards; ``dtype`` casts ``x`` first (as NumPy, JAX and PyTorch)."""
+    exclusive, dtype = _jnp_dtype_slot("cumsum", exclusive, dtype, "exclusive")
     axis = axis if dim is None else dim
     x, axis = _running_operand("cumsum", x, axis, dtype)
     return _cumsum.bind([x], {"axis": axis, "exclusive": bool(exclusive), "reverse": bool(reverse)})
@@ -1316,6 +1342,7 @@ def cumprod(x, axis=-1, exclusive=False, reverse=False, *, dtype=None, dim=None)
         >>> nb.cumprod(nb.constant([1.0, 2.0, 0.0, 4.0])).tolist()
         [1.0, 2.0, 0.0, 0.0]
     """
+    exclusive, dtype = _jnp_dtype_slot("cumprod", exclusive, dtype, "exclusive")
     x, axis = _running_operand("cumprod", x, axis if dim is None else dim, dtype)
     if reverse:
         x = fn.flip(x, axis)

@@ -385,6 +385,8 @@ def test_pytorch_method_spellings():
     assert x[:1].expand_as(x).shape == (2, 2)
     close(x.masked_fill(x > 0, -1), np.where(a > 0, -1, a))
     close(x.masked_fill(nb.constant([True, False]), 9), np.where([True, False], 9, a))
+    with pytest.raises(TypeError, match=r"masked_fill: the mask must be a bool tensor, got int32"):
+        x.masked_fill(nb.constant([1, 0]), 9)  # (PyTorch refuses an integer mask too)
     assert x.new_zeros(3).dtype is nb.float32 and x.new_zeros((2, 3)).shape == (2, 3)
     assert x.new_ones(2, 2).tolist() == [[1.0, 1.0], [1.0, 1.0]]
     assert x.new_full((2,), 7).tolist() == [7.0, 7.0]

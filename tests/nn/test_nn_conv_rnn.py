@@ -235,6 +235,13 @@ def test_reflect_and_circular_padding_longer_than_the_input_are_errors():
     assert nn.Conv1d(1, 1, 3, padding=4, padding_mode="circular")(x).shape == (1, 10, 1)
     with pytest.raises(ValueError, match="Conv2d: padding_mode='reflect' pads 2 along"):
         nn.Conv2d(1, 1, 3, padding=2, padding_mode="reflect")(nb.ones((1, 2, 5, 1)))
+    # F.pad as PyTorch's too (NumPy's modes, nb.pad's, repeat past the limit)
+    x3 = nb.constant(np.array([[[1.0, 2.0, 3.0]]]))
+    with pytest.raises(ValueError, match=r"pad: reflect padding \(4, 0\) of dim 2 .* at most 2"):
+        F.pad(x3, (4, 0), mode="reflect")
+    with pytest.raises(ValueError, match=r"pad: circular padding \(0, 4\) .* at most 3"):
+        F.pad(x3, (0, 4), mode="circular")
+    assert F.pad(x3, (2, 2), mode="reflect").tolist() == [[[3.0, 2.0, 1.0, 2.0, 3.0, 2.0, 1.0]]]
 
 
 def test_interpolate_errors():

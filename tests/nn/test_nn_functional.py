@@ -298,6 +298,9 @@ def test_softplus_beta_threshold_and_dropout_of_one_as_pytorch():
             nb.nn.Softplus(beta, threshold)(nb.constant(x)).numpy(), want, rtol=1e-6
         )
     assert F.dropout(nb.constant(x), 1.0).numpy().tolist() == [0.0] * 6
+    leaf = nb.tensor(x, requires_grad=True)  # (PyTorch's x * 0: a zero gradient, not an error)
+    F.dropout(leaf, p=1.0).sum().backward()
+    assert leaf.grad.tolist() == [0.0] * 6
     assert nb.nn.Dropout(1.0).eval()(nb.constant(x)).numpy().tolist() == x.tolist()
     with pytest.raises(ValueError, match="beta must be positive"):
         F.softplus(nb.constant(x), 0.0)

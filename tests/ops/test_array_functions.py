@@ -694,3 +694,25 @@ def test_cumulative_sum_grid_and_scalar_sort_dtypes_and_errors_as_jax():
             call()
     assert nb.sort(s, axis=None).tolist() == [3.0]
     assert s.argsort(dim=-1).item() == 0  # PyTorch's form sorts it as it is
+
+
+def test_a_dtype_in_jnp_s_third_place_is_the_dtype():
+    """jnp's ``sum(a, axis, dtype)`` (and ``mean``, ``prod``, ``var``, ``std``,
+    ``cumsum``, ``cumprod``) take the dtype third, where PyTorch's and ours take
+    ``keepdims`` (``exclusive``): a dtype there had silently kept the dims in the input's
+    dtype. A flag still reads as the flag."""
+    i = np.arange(6, dtype=np.int32).reshape(2, 3)
+    for name, ref in (("sum", np.sum), ("mean", np.mean), ("prod", np.prod)):
+        got = getattr(nb, name)(i, 0, nb.float32)
+        assert got.dtype == nb.float32 and got.shape == (3,), name
+        np.testing.assert_allclose(got.numpy(), ref(i, 0, dtype=np.float32))
+    assert nb.var(i, 1, nb.float64).dtype == nb.float64
+    assert nb.std(i, 1, "float64").shape == (2,)
+    got = nb.cumsum(i, 0, nb.float32)
+    assert got.dtype == nb.float32 and got.tolist() == np.cumsum(i, 0).tolist()
+    assert nb.cumprod(i, 1, nb.float64).dtype == nb.float64
+    assert nb.sum(i, 0, True).shape == (1, 3) and nb.cumsum(i, 1, True).tolist()[0] == [0, 0, 1]
+    with pytest.raises(TypeError, match="sum: keepdims must be a bool, got 'nope'"):
+        nb.sum(i, 0, "nope")
+    with pytest.raises(TypeError, match="dtype given twice"):
+        nb.sum(i, 0, nb.float32, dtype=nb.float64)
