@@ -1185,6 +1185,36 @@ class Permuted(NamedTuple):
     perm: tuple
 
 
+class Diagonal(NamedTuple):
+    """Where a view made by ``x.diagonal(offset, axis1, axis2)`` sits in the tensor it was
+    read from: the entries ``(i + r0, i + c0)`` of the plane of ``axis1`` (rows) and
+    ``axis2`` (non-negative), as a last dim after the others."""
+
+    offset: int
+    axis1: int
+    axis2: int
+
+    def positions(self, shape: tuple) -> tuple:
+        """``(rows, cols)``: the diagonal's index arrays in that plane."""
+        n_rows, n_cols = int(shape[self.axis1]), int(shape[self.axis2])
+        r0, c0 = max(-self.offset, 0), max(self.offset, 0)
+        k = max(0, min(n_rows - r0, n_cols - c0))
+        return np.arange(k) + r0, np.arange(k) + c0
+
+    def read(self, x: Tensor) -> Tensor:
+        """The diagonal of ``x`` (the view's value)."""
+        rows, cols = self.positions(tuple(x.shape))
+        plane = fn.moveaxis(x, (self.axis1, self.axis2), (-2, -1))
+        return getitem(plane, (Ellipsis, rows, cols))
+
+    def written(self, base: Tensor, view: Tensor) -> Tensor:
+        """``base`` with ``view`` as its diagonal."""
+        rows, cols = self.positions(tuple(base.shape))
+        plane = fn.moveaxis(base, (self.axis1, self.axis2), (-2, -1))
+        new = _update(plane, (Ellipsis, rows, cols), view, "set")
+        return fn.moveaxis(new, (-2, -1), (self.axis1, self.axis2))
+
+
 def is_basic_key(key) -> bool:
     """An index of ints, slices, ``...`` and None: PyTorch reads a view with it (integer
     tensors and masks read a copy). A 0-d integer tensor is an int to PyTorch (``x[i]`` in
@@ -1201,9 +1231,9 @@ def _int_scalar(k) -> bool:
 
 def make_view(out: Tensor, base: Tensor, where) -> Tensor:
     """Mark ``out`` as a PyTorch-style view of ``base`` at ``where`` (a basic index key,
-    ``Reshaped`` or ``Permuted``): an in-place change of ``out`` writes through to ``base``
-    (``write_through``), and one of ``base`` reaches ``out`` (``rebind`` re-derives it), as
-    views share storage. ``base`` holds its views weakly."""
+    ``Reshaped``, ``Permuted`` or ``Diagonal``): an in-place change of ``out`` writes
+    through to ``base`` (``write_through``), and one of ``base`` reaches ``out`` (``rebind``
+    re-derives it), as views share storage. ``base`` holds its views weakly."""
     out._base = (base, where)
     watch(base, out)
     return out
@@ -1254,6 +1284,9 @@ def _strides(t: Tensor) -> tuple:
     if type(where) is Reshaped:
         got = _reshaped_strides(tuple(base.shape), s, tuple(t.shape))
         return got if got is not None else _contiguous(tuple(t.shape))
+    if type(where) is Diagonal:
+        rest = [s[d] for d in range(len(s)) if d not in (where.axis1, where.axis2)]
+        return (*rest, s[where.axis1] + s[where.axis2])
     entries = _entries_of(where)
     used = sum(1 for k in entries if k is not None and k is not Ellipsis)
     out, i = [], 0
@@ -1332,13 +1365,15 @@ def _refresh_views(x: Tensor, source: Tensor | None = None) -> None:
                 continue  # gone, or read from another tensor since
             live.append(ref)
             where = link[1]
-            if region is not None and type(where) not in (Reshaped, Permuted):
+            if region is not None and type(where) not in (Reshaped, Permuted, Diagonal):
                 if _apart(region, shape, where):
                     continue  # another region was written: its value is as it was
             if type(where) is Reshaped:
                 new = fn.reshape(x, tuple(v.shape))
             elif type(where) is Permuted:
                 new = fn.permute(x, where.perm)
+            elif type(where) is Diagonal:
+                new = where.read(x)
             else:
                 new = getitem(x, where)
             if new is x:  # (a reshape to the same shape: a value of its own)
@@ -1365,6 +1400,8 @@ def write_through(view: Tensor) -> None:
     elif type(where) is Permuted:
         back = tuple(int(i) for i in np.argsort(where.perm))
         setitem(base, Ellipsis, fn.permute(view, back))
+    elif type(where) is Diagonal:
+        setitem(base, Ellipsis, where.written(base, view))
     else:
         setitem(base, where, view)
 

@@ -900,10 +900,13 @@ def _take(self, indices, axis=None, *, mode=None, fill_value=None):
 
 def _diagonal(self, offset=0, axis1=0, axis2=1, *, dim1=None, dim2=None):
     """JAX's and PyTorch's ``x.diagonal(offset, axis1, axis2)`` (PyTorch's ``dim1``/
-    ``dim2`` for the two axes): :func:`nabla.diagonal`."""
+    ``dim2`` for the two axes): :func:`nabla.diagonal`, as a PyTorch view: an in-place
+    change of it reaches ``x`` (``cov.diagonal().add_(eps)``) and one of ``x`` reaches it."""
     axis1 = axis1 if dim1 is None else dim1
     axis2 = axis2 if dim2 is None else dim2
-    return array_functions.diagonal(self, offset, axis1, axis2)
+    out = array_functions.diagonal(self, offset, axis1, axis2)
+    a1, a2 = (norm_axis("diagonal", a, self.ndim, self.shape) for a in (axis1, axis2))
+    return indexing.make_view(out, self, indexing.Diagonal(int(offset), a1, a2))
 
 
 def _searchsorted(self, v, side="left", sorter=None, *, method="scan"):

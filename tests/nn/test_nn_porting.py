@@ -1557,3 +1557,30 @@ def test_random_split_takes_a_torch_generator_in_its_third_place():
     assert [list(s.indices) for s in ours] == [list(s.indices) for s in theirs]
     with pytest.raises(TypeError, match="an int or a generator"):
         nn.data.random_split(ds, [7, 3], 1.5)
+
+
+def test_diagonal_is_a_view_as_pytorch_s():
+    """``x.diagonal()`` shares storage in PyTorch: ``cov.diagonal().add_(eps)`` changes
+    ``cov``, and an in-place change of ``x`` reaches the diagonal read before (it had been
+    a copy, and the write was lost silently). Offsets and other planes too; the gradient
+    passes through the in-place write."""
+    x = nb.ones((3, 3))
+    x.diagonal().zero_()
+    assert x.tolist() == [[0.0, 1.0, 1.0], [1.0, 0.0, 1.0], [1.0, 1.0, 0.0]]
+    x = nb.ones((3, 3))
+    d = x.diagonal()
+    x.mul_(2)
+    assert d.tolist() == [2.0, 2.0, 2.0]
+    t = nb.zeros((2, 3, 4))
+    t.diagonal(1, 1, 2).add_(5)
+    want = np.zeros((2, 3, 4), np.float32)
+    want[:, [0, 1, 2], [1, 2, 3]] = 5
+    assert t.numpy().tolist() == want.tolist()
+    below = nb.constant(np.arange(9.0, dtype=np.float32).reshape(3, 3))
+    below.diagonal(-1)[0] = -1.0  # (an assignment into the view)
+    assert below.numpy()[1, 0] == -1.0 and below.diagonal(-1).tolist() == [-1.0, 7.0]
+    w = nb.tensor(np.eye(3, dtype=np.float32), requires_grad=True)
+    y = w * 2
+    y.diagonal().add_(1.0)
+    y.sum().backward()
+    assert w.grad.tolist() == [[2.0] * 3] * 3
