@@ -205,6 +205,8 @@ from .ops.unary import (
     trunc,
 )
 from .ops.array_functions import (
+    asinh,
+    acosh,
     put,
     fill_diagonal,
     mgrid,
@@ -462,6 +464,7 @@ isnan = is_nan
 isinf = is_inf
 arctan2 = atan2
 arcsin, arccos, arctan, arctanh = asin, acos, atan, atanh
+arcsinh, arccosh = asinh, acosh
 negative = neg
 amax, amin = max, min
 jit = compile  # (JAX's name: traced once per signature, as jax.jit)
@@ -927,6 +930,10 @@ __all__ = [
     "arccos",
     "arctan",
     "arctanh",
+    "asinh",
+    "acosh",
+    "arcsinh",
+    "arccosh",
     "negative",
     "amax",
     "amin",

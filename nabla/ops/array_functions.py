@@ -18,6 +18,8 @@ from .base import OpError
 from .functions import fn
 
 __all__ = [
+    "asinh",
+    "acosh",
     "ravel",
     "atleast_1d",
     "atleast_2d",
@@ -2722,6 +2724,53 @@ class _GridMaker:
 
     def __repr__(self) -> str:
         return f"nabla.{self.name}"
+
+
+def _inexact(x, op: str) -> Tensor:
+    x = as_tensor(x, op=op)
+    return x if x.dtype.is_float else fn.cast(x, get_default_dtype())
+
+
+def asinh(x) -> Tensor:
+    """The inverse hyperbolic sine (NumPy's ``arcsinh``, PyTorch's ``asinh``), as
+    ``sign(x) log1p(|x| + x^2 / (1 + sqrt(1 + x^2)))``: no cancellation near 0, and
+    ``|x| (1 + sqrt(1 + 1/x^2))`` past ``1e8`` so the square does not overflow.
+
+    Args:
+        x: a tensor or array (integers in the default float dtype).
+
+    Returns:
+        A float tensor like ``x``.
+    """
+    x = _inexact(x, "asinh")
+    pos = x >= 0
+    a = fn.where(pos, x, fn.neg(x))  # (|x| with slope 1 at 0, where sign(x) is 0)
+    big = a > 1e8
+    small = fn.where(big, 0.0, a)
+    near = fn.log1p(small + small * small / (1.0 + fn.sqrt(1.0 + small * small)))
+    large = fn.where(big, a, 1e8)
+    far = fn.log(large) + math.log(2.0)  # (1/x^2 below float64's epsilon there)
+    out = fn.where(big, far, near)
+    return fn.where(pos, out, fn.neg(out))
+
+
+def acosh(x) -> Tensor:
+    """The inverse hyperbolic cosine (NumPy's ``arccosh``, PyTorch's ``acosh``), for
+    ``x >= 1`` (NaN below), as ``log1p((x - 1) + sqrt((x - 1)(x + 1)))``, exact near 1.
+
+    Args:
+        x: a tensor or array (integers in the default float dtype).
+
+    Returns:
+        A float tensor like ``x``.
+    """
+    x = _inexact(x, "acosh")
+    big = x > 1e8
+    xs = fn.where(big, 2.0, x)
+    t = xs - 1.0
+    near = fn.log1p(t + fn.sqrt(t * (xs + 1.0)))
+    far = fn.log(fn.where(big, x, 2.0)) + math.log(2.0)
+    return fn.where(big, far, near)
 
 
 mgrid = _GridMaker(False, "mgrid")

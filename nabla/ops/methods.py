@@ -17,6 +17,7 @@ from . import (
     indexing,
     linalg,
     reduction,
+    special,
     transfer,
     unary,
     view,
@@ -1068,6 +1069,258 @@ _METHODS.update(
         "isinf": unary.is_inf,
     }
 )
+
+
+# ----------------------------------------------------------------------------- more of PyTorch's
+def _mm(self, mat2):
+    """PyTorch's ``x.mm(mat2)``: the product of two matrices (2-D only, as PyTorch's)."""
+    other = as_tensor(mat2, op="mm")
+    if self.ndim != 2 or other.ndim != 2:
+        raise ValueError(f"mm: expects two matrices, got shapes {self.shape} and {other.shape}")
+    return linalg.matmul(self, other)
+
+
+def _mv(self, vec):
+    """PyTorch's ``x.mv(vec)``: a matrix times a vector."""
+    v = as_tensor(vec, op="mv")
+    if self.ndim != 2 or v.ndim != 1:
+        raise ValueError(
+            f"mv: expects a matrix and a vector, got shapes {self.shape} and {v.shape}"
+        )
+    return linalg.matmul(self, v)
+
+
+def _addmm(self, mat1, mat2, *, beta=1, alpha=1):
+    """PyTorch's ``x.addmm(mat1, mat2, beta=, alpha=)``: ``beta x + alpha (mat1 @ mat2)``."""
+    prod = _mm(as_tensor(mat1, op="addmm"), mat2)
+    return _scaled_sum(self, prod, beta, alpha)
+
+
+def _baddbmm(self, batch1, batch2, *, beta=1, alpha=1):
+    """PyTorch's ``x.baddbmm(batch1, batch2, beta=, alpha=)``: ``beta x + alpha
+    bmm(batch1, batch2)``."""
+    return _scaled_sum(self, linalg.bmm(batch1, batch2), beta, alpha)
+
+
+def _scaled_sum(x, prod, beta, alpha):
+    prod = prod if alpha == 1 else binary.mul(prod, alpha)
+    if beta == 0:  # (PyTorch ignores x then, NaN included)
+        return view.broadcast_to(prod, np.broadcast_shapes(tuple(x.shape), tuple(prod.shape)))
+    return binary.add(x if beta == 1 else binary.mul(x, beta), prod)
+
+
+def _where(self, condition, y):
+    """PyTorch's ``x.where(condition, y)``: ``x`` where ``condition``, else ``y``."""
+    return binary.where(condition, self, y)
+
+
+def _addcmul(self, tensor1, tensor2, *, value=1):
+    """PyTorch's ``x.addcmul(tensor1, tensor2, value=)``: ``x + value * tensor1 * tensor2``."""
+    return binary.add(self, binary.mul(binary.mul(tensor1, tensor2), value))
+
+
+def _addcdiv(self, tensor1, tensor2, *, value=1):
+    """PyTorch's ``x.addcdiv(tensor1, tensor2, value=)``: ``x + value * tensor1 / tensor2``."""
+    return binary.add(self, binary.mul(binary.div(tensor1, tensor2), value))
+
+
+def _unflatten(self, dim, sizes):
+    """PyTorch's ``x.unflatten(dim, sizes)``: dim ``dim`` split into ``sizes`` (one may be
+    -1)."""
+    d = norm_axis("unflatten", dim, self.ndim, self.shape)
+    sizes = tuple(int(v) for v in sizes)
+    shape = tuple(self.shape)
+    return view.reshape(self, shape[:d] + sizes + shape[d + 1 :])
+
+
+def _new_tensor(self, data, *, dtype=None, device=None, requires_grad=False):
+    """PyTorch's ``x.new_tensor(data)``: a new tensor of ``data`` in ``x``'s dtype and on
+    its device unless given (``dtype``, ``device``), a leaf with ``requires_grad`` if
+    asked."""
+    out = creation.constant(
+        data.numpy() if isinstance(data, Tensor) else data,
+        dtype=dtype or self.dtype,
+        device=device or self.device,
+    )
+    return out.requires_grad_(True) if requires_grad else out
+
+
+class _ValuesIndices(tuple):
+    """PyTorch's ``(values, indices)`` result of ``median``/``kthvalue`` along a dim."""
+
+    __slots__ = ()
+
+    def __new__(cls, values, indices):
+        return super().__new__(cls, (values, indices))
+
+    @property
+    def values(self):
+        return self[0]
+
+    @property
+    def indices(self):
+        return self[1]
+
+
+def _kth_along(name, x, k, dim, keepdim):
+    d = norm_axis(name, dim, x.ndim, x.shape)
+    n = x.shape[d]
+    if not 1 <= k <= n:
+        raise IndexError(
+            f"{name}: k={k} is out of range for dim {dim} of size {n} (shape {x.shape})"
+        )
+    order = reduction.argsort(x, d)  # (stable: the first of equal values)
+    key = (slice(None),) * d + (slice(k - 1, k),)
+    idx = order[key]
+    values = indexing.take_along_axis(x, idx, d)
+    if not keepdim:
+        values, idx = view.squeeze(values, d), view.squeeze(idx, d)
+    return _ValuesIndices(values, idx)
+
+
+def _median(self, dim=None, keepdim=False):
+    """PyTorch's ``x.median()``: the lower of the two middle values for an even count
+    (not NumPy's mean of them, :func:`nabla.median`); with ``dim``, ``(values, indices)``
+    along it (``keepdim`` keeps it as size 1)."""
+    if dim is None:
+        flat = view.reshape(self, (-1,))
+        return _kth_along("median", flat, (flat.shape[0] + 1) // 2, 0, False)[0]
+    d = norm_axis("median", dim, self.ndim, self.shape)
+    return _kth_along("median", self, (self.shape[d] + 1) // 2, d, keepdim)
+
+
+def _kthvalue(self, k, dim=-1, keepdim=False):
+    """PyTorch's ``x.kthvalue(k, dim)``: the ``k``-th smallest value along ``dim`` (from
+    1) and its index, ``(values, indices)`` (``keepdim`` keeps ``dim`` as size 1)."""
+    return _kth_along("kthvalue", self, int(k), dim, keepdim)
+
+
+def _logit(self, eps=None):
+    """PyTorch's ``x.logit(eps)``: ``log(x / (1 - x))``, ``x`` clamped to ``[eps, 1 - eps]``
+    first when ``eps`` is given."""
+    x = self if eps is None else binary.clip(self, eps, 1.0 - eps)
+    return special.logit(x)
+
+
+def _frac(self):
+    """PyTorch's ``x.frac()``: ``x - trunc(x)`` (the sign of ``x``)."""
+    return binary.sub(self, unary.trunc(self))
+
+
+def _equal(self, other):
+    """PyTorch's ``x.equal(other)``: True when the shapes and every value agree."""
+    other = as_tensor(other, op="equal")
+    if tuple(self.shape) != tuple(other.shape):
+        return False
+    return bool(reduction.all(binary.equal(self, other)).item())
+
+
+def _allclose(self, other, rtol=1e-05, atol=1e-08, equal_nan=False):
+    """PyTorch's ``x.allclose(other, rtol, atol, equal_nan)``, a Python bool."""
+    return bool(binary.allclose(self, other, rtol, atol, equal_nan))
+
+
+def _index_key(self, name, dim, index):
+    d = norm_axis(name, dim, self.ndim, self.shape)
+    return (slice(None),) * d + (as_tensor(index, op=name),)
+
+
+def _index_fill(self, dim, index, value):
+    """PyTorch's ``x.index_fill(dim, index, value)``: the slices at ``index`` along
+    ``dim`` set to ``value``."""
+    return self.at[_index_key(self, "index_fill", dim, index)].set(value)
+
+
+def _index_copy(self, dim, index, source):
+    """PyTorch's ``x.index_copy(dim, index, source)``: the slices at ``index`` along
+    ``dim`` replaced by ``source``'s, in order."""
+    return self.at[_index_key(self, "index_copy", dim, index)].set(source)
+
+
+def _nelement(self):
+    """PyTorch's ``x.nelement()``: the number of elements."""
+    return int(self.size)
+
+
+def _ndimension(self):
+    """PyTorch's ``x.ndimension()``: the number of dims."""
+    return self.ndim
+
+
+def _element_size(self):
+    """PyTorch's ``x.element_size()``: the bytes of one element."""
+    return self.dtype.itemsize
+
+
+def _fill_diagonal(self, fill_value, wrap=False):
+    """``x`` with ``fill_value`` on its main diagonal (PyTorch's ``fill_diagonal_``)."""
+    return array_functions.fill_diagonal(self, fill_value, wrap, inplace=False)
+
+
+_METHODS.update(
+    {
+        "mm": _mm,
+        "mv": _mv,
+        "addmm": _addmm,
+        "baddbmm": _baddbmm,
+        "outer": linalg.outer,
+        "ger": linalg.outer,
+        "inner": array_functions.inner,
+        "dot": linalg.dot,
+        "where": _where,
+        "addcmul": _addcmul,
+        "addcdiv": _addcdiv,
+        "addcmul_": _in_place_method(_addcmul, "addcmul_"),
+        "addcdiv_": _in_place_method(_addcdiv, "addcdiv_"),
+        "unflatten": _unflatten,
+        "movedim": view.moveaxis,
+        "swapdims": view.swap_axes,
+        "new_tensor": _new_tensor,
+        "new_empty": _new_filled(0),
+        "median": _median,
+        "kthvalue": _kthvalue,
+        "logit": _logit,
+        "erfinv": special.erfinv,
+        "lgamma": special.gammaln,
+        "digamma": special.digamma,
+        "asinh": array_functions.asinh,
+        "acosh": array_functions.acosh,
+        "arcsinh": array_functions.asinh,
+        "arccosh": array_functions.acosh,
+        "frac": _frac,
+        "sgn": unary.sign,
+        "remainder": binary.mod,
+        "floor_divide": binary.floor_div,
+        "true_divide": binary.div,
+        "exp2": array_functions.exp2,
+        "fliplr": array_functions.fliplr,
+        "rot90": array_functions.rot90,
+        "count_nonzero": array_functions.count_nonzero,
+        "isclose": binary.isclose,
+        "allclose": _allclose,
+        "equal": _equal,
+        "index_fill": _index_fill,
+        "index_copy": _index_copy,
+        "index_fill_": _in_place_method(_index_fill, "index_fill_"),
+        "index_copy_": _in_place_method(_index_copy, "index_copy_"),
+        "fill_diagonal_": _in_place_method(_fill_diagonal, "fill_diagonal_"),
+        "tril_": _in_place_method(creation.tril, "tril_"),
+        "triu_": _in_place_method(creation.triu, "triu_"),
+        "pow_": _in_place_method(binary.pow, "pow_"),
+        "clamp_min_": _in_place_method(_clamp_min, "clamp_min_"),
+        "clamp_max_": _in_place_method(_clamp_max, "clamp_max_"),
+        "nelement": _nelement,
+        "ndimension": _ndimension,
+        "element_size": _element_size,
+    }
+)
+# PyTorch's in-place forms of the elementwise functions (x.relu_(), x.exp_(), ...)
+for _n in (
+    "relu", "sigmoid", "exp", "log", "sqrt", "rsqrt", "tanh", "abs", "neg", "sign", "square",
+    "reciprocal", "floor", "ceil", "round", "trunc", "sin", "cos", "expm1", "log1p",
+):  # fmt: skip
+    _METHODS.setdefault(f"{_n}_", _in_place_method(getattr(unary, _n), f"{_n}_"))
+
 
 # every elementwise unary op is also a method (x.exp(), x.tanh(), ...)
 for _n in unary.__all__:

@@ -1584,3 +1584,65 @@ def test_diagonal_is_a_view_as_pytorch_s():
     y.diagonal().add_(1.0)
     y.sum().backward()
     assert w.grad.tolist() == [[2.0] * 3] * 3
+
+
+def test_more_tensor_methods_from_pytorch_code():
+    """Methods PyTorch code reaches for that a check against PyTorch found missing, with
+    PyTorch's meanings (NumPy references here): products with ``beta``/``alpha``,
+    ``where``, ``addcmul``/``addcdiv`` (Adam written by hand), the lower ``median`` and
+    ``kthvalue`` with their indices, the special functions, ``index_fill``/``index_copy``
+    and the in-place forms (``x.relu_()``, ``x.pow_(2)``, ``x.tril_()``, ...)."""
+    rng = np.random.default_rng(4)
+    a_, b_, c_ = (rng.standard_normal(s).astype(np.float32) for s in ((3, 4), (4, 5), (3, 5)))
+    a, b, c = nb.tensor(a_), nb.tensor(b_), nb.tensor(c_)
+    close = np.testing.assert_allclose
+    close(a.mm(b).numpy(), a_ @ b_, rtol=1e-5)
+    close(c.addmm(a, b, beta=0.5, alpha=2).numpy(), 0.5 * c_ + 2 * a_ @ b_, rtol=1e-5)
+    close(a.mv(b[:, 0]).numpy(), a_ @ b_[:, 0], rtol=1e-5)
+    with pytest.raises(
+        ValueError, match=r"mm: expects two matrices, got shapes \(3, 4\) and \(4,\)"
+    ):
+        a.mm(b[:, 0])
+    close(a.where(a > 0, 7.0).numpy(), np.where(a_ > 0, a_, 7.0))
+    close(a.addcdiv(a, a + 3, value=2).numpy(), a_ + 2 * a_ / (a_ + 3), rtol=1e-6)
+    assert a.unflatten(1, (2, -1)).shape == (3, 2, 2) and a.movedim(0, 1).shape == (4, 3)
+    m_ = rng.standard_normal((4, 6)).astype(np.float32)
+    m = nb.tensor(m_)
+    lower = np.sort(m_, 1)[:, 2]  # (the lower of the two middle values of 6)
+    got = m.median(1)
+    close(got.values.numpy(), lower)
+    assert got.indices.numpy().tolist() == np.argsort(m_, 1, kind="stable")[:, 2].tolist()
+    assert m.median().item() == np.sort(m_.ravel())[11]
+    values, indices = m.kthvalue(2, 0, keepdim=True)
+    assert (
+        values.shape == (1, 6) and indices.numpy().ravel().tolist() == np.argsort(m_, 0)[1].tolist()
+    )
+    p = np.array([0.1, 0.5, 0.9], np.float32)
+    close(nb.tensor(p).logit(eps=0.2).numpy(), np.log([0.2 / 0.8, 1.0, 0.8 / 0.2]), rtol=1e-6)
+    close(nb.tensor([1.0, 4.0]).lgamma().numpy(), [0.0, np.log(6.0)], atol=1e-6)
+    close(nb.tensor([-2.5, 2.5]).frac().numpy(), [-0.5, 0.5])
+    idx = nb.tensor(np.array([2, 0]))
+    want = a_.copy()
+    want[:, [2, 0]] = -1.0
+    close(a.index_fill(1, idx, -1.0).numpy(), want)
+    src = rng.standard_normal((3, 2)).astype(np.float32)
+    want = a_.copy()
+    want[:, [2, 0]] = src
+    close(a.index_copy(1, idx, nb.tensor(src)).numpy(), want)
+    x = nb.tensor(a_)
+    x.relu_().pow_(2)
+    close(x.numpy(), np.maximum(a_, 0) ** 2, rtol=1e-6)
+    x = nb.tensor(a_)
+    x.tril_(1)
+    close(x.numpy(), np.tril(a_, 1))
+    x = nb.ones((3, 3))
+    x.fill_diagonal_(5.0)
+    assert x.numpy().trace() == 15.0
+    assert a.equal(a) and not a.equal(a + 1) and a.allclose(a + 1e-9)
+    assert (a.nelement(), a.ndimension(), a.element_size()) == (12, 2, 4)
+    assert a.new_tensor([1, 2]).dtype == nb.float32
+    w = nb.tensor(m_, requires_grad=True)
+    w.median(1).values.sum().backward()  # (the gradient reaches the chosen element)
+    want = np.zeros_like(m_)
+    want[np.arange(4), np.argsort(m_, 1, kind="stable")[:, 2]] = 1
+    assert w.grad.numpy().tolist() == want.tolist()

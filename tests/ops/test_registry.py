@@ -97,6 +97,8 @@ ALIASES = {
     "arccos": "acos",
     "arctan": "atan",
     "arctanh": "atanh",
+    "arcsinh": "asinh",
+    "arccosh": "acosh",
     "negative": "neg",
     "amax": "max",
     "amin": "min",
