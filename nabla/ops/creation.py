@@ -596,11 +596,11 @@ def linspace(
     start,
     stop,
     num=50,
-    *,
     endpoint=True,
     retstep=False,
     dtype=None,
     axis=0,
+    *,
     device=None,
     steps=None,
 ):

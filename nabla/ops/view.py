@@ -302,7 +302,7 @@ def _swapped(x, axis1, axis2, op: str) -> Tensor:
     return _permuted(x, tuple(perm), op)
 
 
-def transpose(x, axis1=-2, axis2=-1) -> Tensor:
+def transpose(x, axis1=-2, axis2=-1, *, axes=None) -> Tensor:
     """Swap two dims (default: the last two), like ``torch.transpose``.
 
     Unlike NumPy's ``transpose``, which reverses every dim when given no axes. A sequence
@@ -314,6 +314,10 @@ def transpose(x, axis1=-2, axis2=-1) -> Tensor:
         axis1: the first dim (default -2); negative counts from the end. Or a sequence of
             every dim: output dim ``i`` is input dim ``axis1[i]``.
         axis2: the second dim (default -1); not given with a sequence.
+        axes: NumPy's and JAX's keyword for the permutation (``transpose(x, axes=(1, 0))``).
+
+    A tensor of fewer than 2 dims called with the defaults is returned as it is (NumPy's
+    and JAX's transpose of a vector; PyTorch's ``x.t()``).
 
     Returns:
         ``x`` with dims ``axis1`` and ``axis2`` exchanged (or permuted by ``axis1``).
@@ -328,6 +332,10 @@ def transpose(x, axis1=-2, axis2=-1) -> Tensor:
         >>> nb.transpose(nb.zeros((2, 3, 4)), (2, 0, 1)).shape
         (4, 2, 3)
     """
+    if axes is not None:
+        if (axis1, axis2) != (-2, -1):
+            raise TypeError("transpose: pass axes= or the positional dims, not both")
+        axis1 = tuple(axes)
     if isinstance(axis1, list | tuple):
         if axis2 != -1:
             raise TypeError(
@@ -335,6 +343,10 @@ def transpose(x, axis1=-2, axis2=-1) -> Tensor:
                 f"and axis2={axis2!r}"
             )
         return _permuted(x, tuple(axis1), "transpose")
+    if (axis1, axis2) == (-2, -1):
+        x = as_tensor(x, op="transpose")
+        if x.ndim < 2:
+            return x
     return _swapped(x, axis1, axis2, "transpose")
 
 

@@ -12,6 +12,7 @@ from typing import NamedTuple
 
 from ..core.pytree import tree_flatten, tree_unflatten
 from ..core.state import grad_level
+from ..ops import array_functions, reduction, unary
 from ..runtime.tensor import Tensor
 from .autodiff import _fresh
 
@@ -263,6 +264,15 @@ class CommReport:
     __repr__ = __str__
 
 
+def _diagonal_sum(a, offset=0, axis1=0, axis2=1, dtype=None, out=None):
+    """NumPy's and JAX's ``trace``: the sum of ``a``'s diagonal in the plane of ``axis1``
+    and ``axis2``, shifted by ``offset``."""
+    if out is not None:
+        raise TypeError("trace: out= is not supported (as in JAX)")
+    total = reduction.sum(array_functions.diagonal(a, offset, axis1, axis2), -1)
+    return total if dtype is None else unary.cast(total, dtype)
+
+
 def trace(fn, *args, **kwargs):
     """Return a function that records ``fn(*args)`` and returns a printable :class:`Trace`.
 
@@ -274,9 +284,11 @@ def trace(fn, *args, **kwargs):
         *args: when given, the arguments to record ``fn`` with right away.
         **kwargs: keyword arguments of that call (only with ``args``).
 
+    Given an array instead of a function, ``trace(a, offset=0, axis1=0, axis2=1,
+    dtype=None)`` is NumPy's and JAX's: the sum of ``a``'s diagonal.
+
     Raises:
-        TypeError: when ``fn`` is not callable (a tensor: ``jnp.trace``'s diagonal sum is
-            ``nb.einsum('ii->', x)``), or for keyword arguments without positional ones.
+        TypeError: for keyword arguments without positional ones.
 
     Example:
         >>> print(nb.trace(lambda x: nb.sin(x) * 2.0)(nb.ones((3,))))
@@ -286,12 +298,8 @@ def trace(fn, *args, **kwargs):
           in (d) }
     """
 
-    if not callable(fn):  # (jnp.trace(x) is the sum of a diagonal; this is the recorder)
-        raise TypeError(
-            f"nb.trace records a function's graph, and got a {type(fn).__name__}, not a "
-            "function; for the sum of a matrix's diagonal (jnp.trace) use "
-            "nb.einsum('ii->', x) or nb.einsum('...ii->...', x)"
-        )
+    if not callable(fn):  # an array: jnp.trace, the sum of a diagonal
+        return _diagonal_sum(fn, *args, **kwargs)
 
     def traced(*args, **kwargs):
         flat, tree = tree_flatten(args)

@@ -1412,8 +1412,8 @@ def test_logaddexp_has_the_smooth_second_derivative_at_a_tie():
 def test_einsum_pad_and_trace_edges_a_check_against_jax_found():
     """einsum keeps its operands' dtype through a reduction alone (bool counts had come
     back int32); pad wraps an integer fill into the dtype, as JAX (it failed when the
-    program ran) and takes ``(n,)`` and tensor widths; ``nb.trace`` of a tensor says what
-    to use instead of returning a function."""
+    program ran) and takes ``(n,)`` and tensor widths; ``nb.trace`` of a tensor is
+    ``jnp.trace``."""
     b = nb.constant(np.array([[True, False], [False, False]]))
     got = nb.einsum("ij->i", b)
     assert got.dtype == nb.bool and got.tolist() == [True, False]
@@ -1424,5 +1424,11 @@ def test_einsum_pad_and_trace_edges_a_check_against_jax_found():
     x = nb.zeros((2, 3))
     assert nb.pad(x, (1,)).shape == (4, 5)
     assert nb.pad(x, nb.constant(np.array([[1, 2], [0, 1]]))).shape == (5, 4)
-    with pytest.raises(TypeError, match=r"nb.trace records a function.*einsum\('ii->', x\)"):
-        nb.trace(nb.ones((2, 2)))
+    # nb.trace of an array is jnp.trace's diagonal sum (of a function, the recorder)
+    t = np.arange(24.0).reshape(2, 3, 4)
+    assert nb.trace(nb.ones((2, 2))).item() == 2.0
+    assert nb.trace(t, 1, 1, 2).tolist() == np.trace(t, 1, 1, 2).tolist()
+    # transpose: jnp's axes= and a vector's transpose as it is; linspace's endpoint third
+    assert nb.transpose(t, axes=(2, 0, 1)).shape == (4, 2, 3)
+    assert nb.transpose(nb.ones(3)).shape == (3,)
+    assert nb.linspace(0, 1, 4, False).tolist() == [0.0, 0.25, 0.5, 0.75]
