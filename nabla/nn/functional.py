@@ -137,7 +137,7 @@ def silu(x, inplace: bool = False) -> Tensor:
     return unary.silu(x)
 
 
-def softmax(x, axis=-1, *, dim: int | None = None, dtype=None) -> Tensor:
+def softmax(x, axis=-1, *, dim: int | None = None, dtype=None, where=None) -> Tensor:
     """``exp(x) / sum(exp(x))`` along ``axis`` (or PyTorch's ``dim``), computed stably.
 
     Args:
@@ -146,6 +146,8 @@ def softmax(x, axis=-1, *, dim: int | None = None, dtype=None) -> Tensor:
             normalizes them together (as ``jax.nn``).
         dim: PyTorch's name for ``axis``.
         dtype: cast ``x`` to this dtype first (PyTorch's ``dtype=``).
+        where: a bool mask broadcasting against ``x`` (``jax.nn``'s): over its True
+            elements, 0 at the others.
 
     Returns:
         A tensor like ``x``.
@@ -154,10 +156,10 @@ def softmax(x, axis=-1, *, dim: int | None = None, dtype=None) -> Tensor:
         TypeError: for both ``axis`` and ``dim``.
     """
     x, axis = _normalized_input("softmax", x, axis, dim, dtype)
-    return reduction.softmax(x, axis)
+    return reduction.softmax(x, axis, where=where)
 
 
-def log_softmax(x, axis=-1, *, dim: int | None = None, dtype=None) -> Tensor:
+def log_softmax(x, axis=-1, *, dim: int | None = None, dtype=None, where=None) -> Tensor:
     """``x - logsumexp(x)`` along ``axis`` (or PyTorch's ``dim``).
 
     Args:
@@ -166,6 +168,8 @@ def log_softmax(x, axis=-1, *, dim: int | None = None, dtype=None) -> Tensor:
             normalizes them together (as ``jax.nn``).
         dim: PyTorch's name for ``axis``.
         dtype: cast ``x`` to this dtype first (PyTorch's ``dtype=``).
+        where: a bool mask broadcasting against ``x`` (``jax.nn``'s): over its True
+            elements, ``-inf`` at the others.
 
     Returns:
         A tensor like ``x``.
@@ -174,7 +178,7 @@ def log_softmax(x, axis=-1, *, dim: int | None = None, dtype=None) -> Tensor:
         TypeError: for both ``axis`` and ``dim``.
     """
     x, axis = _normalized_input("log_softmax", x, axis, dim, dtype)
-    return reduction.logsoftmax(x, axis)
+    return reduction.logsoftmax(x, axis, where=where)
 
 
 def _normalized_input(op: str, x, axis, dim, dtype) -> tuple:

@@ -359,6 +359,33 @@ def _torch_names(op, axis, dim, keepdims=False, keepdim=None):
     return axis, keepdims
 
 
+def _masked(op: str, x, where, fill):
+    """``x`` with ``fill`` where the mask ``where`` (NumPy's and JAX's ``where=``, broadcast
+    against ``x``) is False; ``x`` itself without a mask."""
+    if where is None:
+        return x
+    x = as_tensor(x, op=op)
+    mask = as_tensor(where, op=op)
+    if not mask.dtype.is_bool:
+        mask = fn.cast(mask, DType.bool)
+    try:
+        fits = np.broadcast_shapes(tuple(mask.shape), tuple(x.shape)) == tuple(x.shape)
+    except ValueError:
+        fits = False
+    if not fits:
+        raise OpError(
+            f"{op}: where= of shape {mask.shape} does not broadcast to the input's {x.shape}"
+        )
+    return fn.where(mask, x, fill)
+
+
+def _where_count(op: str, x, where, axes, keepdims):
+    """How many elements ``where`` selects over ``axes`` (a float tensor like the reduced
+    ``x``)."""
+    ones = _masked(op, fn.ones_like(x), where, 0.0)
+    return reduce_sum(ones, axes, keepdims)
+
+
 def _jnp_dtype_slot(op: str, value, dtype, slot: str):
     """``(value, dtype)``: jnp's third positional argument of ``sum``/``mean``/``prod``/
     ``var``/``std``/``cumsum``/``cumprod`` is the dtype, where PyTorch's and ours is
@@ -375,7 +402,9 @@ def _jnp_dtype_slot(op: str, value, dtype, slot: str):
     return False, as_dtype
 
 
-def sum(x, axis=None, keepdims=False, *, dtype=None, dim=None, keepdim=None):  # noqa: A001
+def sum(  # noqa: A001
+    x, axis=None, keepdims=False, *, dtype=None, dim=None, keepdim=None, initial=None, where=None
+):
     """Sum of the elements over ``axis`` (NumPy's ``sum``; also ``x.sum(...)``).
 
     int8, int16 and bool tensors sum in int32 and uint8, uint16 ones in uint32, as in JAX;
@@ -389,6 +418,8 @@ def sum(x, axis=None, keepdims=False, *, dtype=None, dim=None, keepdim=None):  #
         dtype: compute in (and return) this dtype, as NumPy and JAX (``x`` is cast first).
         dim: PyTorch's name for ``axis`` (``torch.sum(x, dim=1)``).
         keepdim: PyTorch's name for ``keepdims``.
+        initial: added to the sum (NumPy's and JAX's).
+        where: a bool mask broadcasting against ``x``: only its True elements are summed.
 
     Returns:
         A tensor of ``x``'s dtype (int32 for bool, int8 and int16; uint32 for uint8 and
@@ -408,12 +439,17 @@ def sum(x, axis=None, keepdims=False, *, dtype=None, dim=None, keepdim=None):  #
         x = as_tensor(x, op="sum")
     keepdims, dtype = _jnp_dtype_slot("sum", keepdims, dtype, "keepdims")
     axis, keepdims = _torch_names("sum", axis, dim, keepdims, keepdim)
+    x = _masked("sum", x, where, 0)
     if dtype is not None:
-        return reduce_sum(x.cast(dtype), axis, keepdims).cast(dtype)
-    return reduce_sum(x, axis, keepdims)
+        out = reduce_sum(x.cast(dtype), axis, keepdims).cast(dtype)
+    else:
+        out = reduce_sum(x, axis, keepdims)
+    return out if initial is None else out + initial
 
 
-def max(x, axis=None, keepdims=False, *, dim=None, keepdim=None):  # noqa: A001
+def max(  # noqa: A001
+    x, axis=None, keepdims=False, *, dim=None, keepdim=None, initial=None, where=None
+):
     """Maximum of the elements over ``axis`` (NumPy's ``max``; also ``x.max(...)``).
 
     NaN propagates. The gradient is shared evenly among the elements equal to the
@@ -426,6 +462,9 @@ def max(x, axis=None, keepdims=False, *, dim=None, keepdim=None):  # noqa: A001
         dim: PyTorch's name for ``axis``: with it the result is PyTorch's ``(values,
             indices)`` pair (``MinMax``), the gradient going to the index returned.
         keepdim: PyTorch's name for ``keepdims``.
+        initial: a value the result is at least (NumPy's and JAX's).
+        where: a bool mask broadcasting against ``x``: its True elements only (needs
+            ``initial``, as JAX's).
 
     A tensor or array in ``axis``'s place is PyTorch's ``torch.max(a, b)``: the elementwise
     :func:`nabla.maximum`.
@@ -445,7 +484,15 @@ def max(x, axis=None, keepdims=False, *, dim=None, keepdim=None):  # noqa: A001
         return fn.maximum(x, axis)
     if not isinstance(x, Tensor):
         x = as_tensor(x, op="max")
-    return reduce_max(x, axis, keepdims)
+    if where is not None:
+        if initial is None:  # (JAX's rule: a mask needs a value for what it leaves out)
+            raise ValueError(
+                "max: a where= mask needs initial= (the maximum has no identity to fill "
+                "the masked-out elements with)"
+            )
+        x = _masked("max", x, where, initial)
+    out = reduce_max(x, axis, keepdims)
+    return out if initial is None else fn.maximum(out, initial)
 
 
 MinMax = collections.namedtuple("MinMax", "values indices")
@@ -478,7 +525,9 @@ def first_extreme(x, axis: int, keepdims: bool, which: str):
     return -window_max(-x, axis, keepdims)
 
 
-def min(x, axis=None, keepdims=False, *, dim=None, keepdim=None):  # noqa: A001
+def min(  # noqa: A001
+    x, axis=None, keepdims=False, *, dim=None, keepdim=None, initial=None, where=None
+):
     """Minimum of the elements over ``axis`` (NumPy's ``min``; also ``x.min(...)``).
 
     NaN propagates. The gradient is shared evenly among the elements equal to the
@@ -491,6 +540,9 @@ def min(x, axis=None, keepdims=False, *, dim=None, keepdim=None):  # noqa: A001
         dim: PyTorch's name for ``axis``: with it the result is PyTorch's ``(values,
             indices)`` pair (``MinMax``), the gradient going to the index returned.
         keepdim: PyTorch's name for ``keepdims``.
+        initial: a value the result is at most (NumPy's and JAX's).
+        where: a bool mask broadcasting against ``x``: its True elements only (needs
+            ``initial``, as JAX's).
 
     A tensor or array in ``axis``'s place is PyTorch's ``torch.min(a, b)``: the elementwise
     :func:`nabla.minimum`.
@@ -510,10 +562,20 @@ def min(x, axis=None, keepdims=False, *, dim=None, keepdim=None):  # noqa: A001
         return fn.minimum(x, axis)
     if not isinstance(x, Tensor):
         x = as_tensor(x, op="min")
-    return reduce_min(x, axis, keepdims)
+    if where is not None:
+        if initial is None:  # (JAX's rule: a mask needs a value for what it leaves out)
+            raise ValueError(
+                "min: a where= mask needs initial= (the minimum has no identity to fill "
+                "the masked-out elements with)"
+            )
+        x = _masked("min", x, where, initial)
+    out = reduce_min(x, axis, keepdims)
+    return out if initial is None else fn.minimum(out, initial)
 
 
-def prod(x, axis=None, keepdims=False, *, dtype=None, dim=None, keepdim=None):
+def prod(
+    x, axis=None, keepdims=False, *, dtype=None, dim=None, keepdim=None, initial=None, where=None
+):
     """Product of the elements over ``axis`` (NumPy's ``prod``; also ``x.prod(...)``).
 
     int8, int16 and bool tensors multiply in int32 and uint8, uint16 ones in uint32, as in
@@ -526,6 +588,8 @@ def prod(x, axis=None, keepdims=False, *, dtype=None, dim=None, keepdim=None):
         dtype: compute in (and return) this dtype, as NumPy and JAX (``x`` is cast first).
         dim: PyTorch's name for ``axis``.
         keepdim: PyTorch's name for ``keepdims``.
+        initial: multiplied into the product (NumPy's and JAX's).
+        where: a bool mask broadcasting against ``x``: only its True elements are multiplied.
 
     Returns:
         A tensor of ``x``'s dtype (int32 for bool, int8 and int16; uint32 for uint8 and
@@ -541,9 +605,12 @@ def prod(x, axis=None, keepdims=False, *, dtype=None, dim=None, keepdim=None):
     axis, keepdims = _torch_names("prod", axis, dim, keepdims, keepdim)
     if not isinstance(x, Tensor):
         x = as_tensor(x, op="prod")
+    x = _masked("prod", x, where, 1)
     if dtype is not None:
-        return reduce_prod(x.cast(dtype), axis, keepdims).cast(dtype)
-    return reduce_prod(x, axis, keepdims)
+        out = reduce_prod(x.cast(dtype), axis, keepdims).cast(dtype)
+    else:
+        out = reduce_prod(x, axis, keepdims)
+    return out if initial is None else out * initial
 
 
 def _count(x, axes):
@@ -558,7 +625,7 @@ def _float(x, op):
     return x if x.dtype.is_float else x.cast(get_default_dtype())
 
 
-def mean(x, axis=None, keepdims=False, *, dtype=None, dim=None, keepdim=None):
+def mean(x, axis=None, keepdims=False, *, dtype=None, dim=None, keepdim=None, where=None):
     """Arithmetic mean over ``axis`` (NumPy's ``mean``; also ``x.mean(...)``).
 
     Computed as sum / count (so sharded reductions stay exact). Integer and bool tensors are
@@ -571,6 +638,7 @@ def mean(x, axis=None, keepdims=False, *, dtype=None, dim=None, keepdim=None):
         dtype: compute in (and return) this dtype, as NumPy and JAX (``x`` is cast first).
         dim: PyTorch's name for ``axis`` (``torch.mean(x, dim=1)``).
         keepdim: PyTorch's name for ``keepdims``.
+        where: a bool mask broadcasting against ``x``: the mean of its True elements.
 
     Returns:
         A float tensor (of ``dtype`` when given).
@@ -590,6 +658,11 @@ def mean(x, axis=None, keepdims=False, *, dtype=None, dim=None, keepdim=None):
         x = as_tensor(x, op="mean").cast(dtype)
     x = _float(x, "mean")
     axes = norm_axes("mean", axis, x.ndim, x.shape)
+    if where is not None:  # the selected elements' sum over their count (NaN for none)
+        w = _wide(x)
+        out = reduce_sum(_masked("mean", w, where, 0.0), axes, keepdims)
+        out = out / _where_count("mean", w, where, axes, keepdims)
+        return out.cast(x.dtype if dtype is None else dtype)
     n = _count(x, axes)
     out = reduce_sum(_wide(x), axes, keepdims)
     out = _divide_by_count(out, n)
@@ -625,6 +698,7 @@ def var(
     dim=None,
     keepdim=None,
     unbiased=None,
+    where=None,
 ):
     """Variance over ``axis``: ``sum((x - mean) ** 2) / (n - correction)``.
 
@@ -642,6 +716,7 @@ def var(
         dim: PyTorch's name for ``axis``.
         keepdim: PyTorch's name for ``keepdims``.
         unbiased: PyTorch's older form: True is ``correction=1``, False ``correction=0``.
+        where: a bool mask broadcasting against ``x``: over its True elements only.
 
     Returns:
         A float tensor.
@@ -656,13 +731,18 @@ def var(
     if jnp_dtype is not None:
         x = as_tensor(x, op="var").cast(jnp_dtype)
     axis, keepdims = _torch_names("var", axis, dim, keepdims, keepdim)
-    return _var(x, axis, keepdims, correction, "var")
+    return _var(x, axis, keepdims, correction, "var", where)
 
 
-def _var(x, axis, keepdims, correction, op: str):
+def _var(x, axis, keepdims, correction, op: str, where=None):
     x = _float(x, op)
     axes = norm_axes(op, axis, x.ndim, x.shape)
     w = _wide(x)
+    if where is not None:  # over the selected elements (NaN where too few)
+        d = _masked(op, w - mean(w, axes, keepdims=True, where=where), where, 0.0)
+        n = _where_count(op, w, where, axes, keepdims) - correction
+        total = reduce_sum(d * d, axes, keepdims)  # (0 where none is selected: 0 / 0 is NaN)
+        return (total / fn.where(n > 0, n, 0.0)).cast(x.dtype)
     d = w - mean(w, axes, keepdims=True)
     n = _count(x, axes) - correction
     return _divide_by_count(reduce_sum(d * d, axes, keepdims), n).cast(x.dtype)
@@ -694,6 +774,7 @@ def std(
     dim=None,
     keepdim=None,
     unbiased=None,
+    where=None,
 ):
     """Standard deviation over ``axis``: ``sqrt(var(x, axis, keepdims, correction))``.
 
@@ -709,6 +790,7 @@ def std(
         dim: PyTorch's name for ``axis``.
         keepdim: PyTorch's name for ``keepdims``.
         unbiased: PyTorch's older form: True is ``correction=1``, False ``correction=0``.
+        where: a bool mask broadcasting against ``x``: over its True elements only.
 
     Returns:
         A float tensor.
@@ -727,10 +809,12 @@ def std(
     x = _float(x, "std")
     # the root taken in float32 for a 16-bit float: its variance may exceed the dtype
     # (float16 [3e4, 4e4, 1]: variance 2.9e8, std 1.7e4) though the std does not
-    return fn.sqrt(_var(_wide(x), axis, keepdims, correction, "std")).cast(x.dtype)
+    return fn.sqrt(_var(_wide(x), axis, keepdims, correction, "std", where)).cast(x.dtype)
 
 
-def logsumexp(x, axis=None, keepdims=False, *, b=None, return_sign=False, dim=None, keepdim=None):
+def logsumexp(
+    x, axis=None, keepdims=False, *, b=None, return_sign=False, dim=None, keepdim=None, where=None
+):
     """``log(sum(exp(x)))`` over ``axis``, computed stably (no overflow for large ``x``).
 
     The maximum is subtracted before ``exp`` (and treated as a constant in the gradient, which
@@ -745,6 +829,7 @@ def logsumexp(x, axis=None, keepdims=False, *, b=None, return_sign=False, dim=No
             ``jax.nn.logsumexp`` (keyword only here: the third place is ``keepdims``).
         return_sign: also return the sign of the weighted sum (a negative one otherwise
             gives NaN), as JAX: ``(log|sum|, sign)``.
+        where: a bool mask broadcasting against ``x``: over its True elements only.
         dim: PyTorch's name for ``axis``.
         keepdim: PyTorch's name for ``keepdims``.
 
@@ -758,7 +843,7 @@ def logsumexp(x, axis=None, keepdims=False, *, b=None, return_sign=False, dim=No
     """
     axis, keepdims = _torch_names("logsumexp", axis, dim, keepdims, keepdim)
 
-    x = _float(x, "logsumexp")
+    x = _masked("logsumexp", _float(x, "logsumexp"), where, -math.inf)
     if b is not None:  # (the axes count in the shape x and b broadcast to, as JAX's)
         weak = is_scalar(b)  # (a Python number takes x's dtype, as JAX's)
         b = as_tensor(b, None if not weak else x.dtype, op="logsumexp")
@@ -803,30 +888,39 @@ def _empty_axes(x, axes, op: str) -> bool:
     return empty
 
 
-def softmax(x, axis=-1, *, dim=None):
+def softmax(x, axis=-1, *, dim=None, where=None):
     """``exp(x) / sum(exp(x))`` over ``axis``, computed stably: an int, a tuple of axes
     normalized together, or None for every axis (as JAX's ``jax.nn.softmax``); ``dim=`` is
-    PyTorch's name."""
+    PyTorch's name. ``where=`` (JAX's), a bool mask broadcasting against ``x``: normalized
+    over its True elements, 0 at the others."""
 
     axis = axis if dim is None else dim
     x = _float(x, "softmax")
     axes = norm_axes("softmax", axis, x.ndim, x.shape)
     if _empty_axes(x, axes, "softmax"):
         return x
+    if where is not None:
+        out = softmax(_masked("softmax", x, where, -math.inf), axes)
+        return _masked("softmax", out, where, 0.0)
     e = fn.exp(x - fn.stop_gradient(reduce_max(x, axes, True)))
     return e / reduce_sum(e, axes, True)
 
 
-def logsoftmax(x, axis=-1, *, dim=None):
+def logsoftmax(x, axis=-1, *, dim=None, where=None):
     """``x - logsumexp(x)`` over ``axis`` (an int, a tuple, or None for every axis, as
     ``jax.nn.log_softmax``; PyTorch's ``dim=`` too), computed as ``(x - max) -
     log(sum(exp(x - max)))``: the large ``logsumexp`` of large logits is never formed, whose
-    rounding would reach the result (logits of 1e5 lost two digits that way)."""
+    rounding would reach the result (logits of 1e5 lost two digits that way). ``where=``
+    (JAX's), a bool mask broadcasting against ``x``: over its True elements, ``-inf`` at the
+    others."""
     axis = axis if dim is None else dim
     x = _float(x, "logsoftmax")
     axes = norm_axes("logsoftmax", axis, x.ndim, x.shape)
     if _empty_axes(x, axes, "logsoftmax"):
         return x
+    if where is not None:
+        out = logsoftmax(_masked("logsoftmax", x, where, -math.inf), axes)
+        return _masked("logsoftmax", out, where, -math.inf)
     m = fn.stop_gradient(reduce_max(x, axes, True))
     # no shift where every logit is -inf (the result is nan there, as JAX's); a +inf
     # logit makes the whole row nan, as in JAX and in softmax
@@ -834,7 +928,7 @@ def logsoftmax(x, axis=-1, *, dim=None):
     return shifted - fn.log(reduce_sum(fn.exp(shifted), axes, True))
 
 
-def all(x, axis=None, keepdims=False, *, dim=None, keepdim=None):  # noqa: A001
+def all(x, axis=None, keepdims=False, *, dim=None, keepdim=None, where=None):  # noqa: A001
     """Logical AND over ``axis``: True where every element is nonzero (NumPy's ``all``).
 
     Args:
@@ -843,6 +937,7 @@ def all(x, axis=None, keepdims=False, *, dim=None, keepdim=None):  # noqa: A001
         keepdims: keep the reduced axes as size-1 dims, so the result broadcasts against ``x``.
         dim: PyTorch's name for ``axis``.
         keepdim: PyTorch's name for ``keepdims``.
+        where: a bool mask broadcasting against ``x``: its True elements only.
 
     Returns:
         A bool tensor.
@@ -862,6 +957,7 @@ def all(x, axis=None, keepdims=False, *, dim=None, keepdim=None):  # noqa: A001
     if _empty(x, axes):  # nothing to check: True, as NumPy and JAX
         return fn.full(_reduced_shape(x.shape, axes, keepdims), True, device=x.device)
     b = x if x.dtype.is_bool else x != 0
+    b = _masked("all", b, where, True)  # (the masked-out elements: the identity)
     return reduce_min(b.cast(DType.int32), axes, keepdims) > 0
 
 
@@ -869,7 +965,7 @@ def _empty(x, axes) -> bool:
     return 0 in [x.shape[a] for a in axes]
 
 
-def any(x, axis=None, keepdims=False, *, dim=None, keepdim=None):  # noqa: A001
+def any(x, axis=None, keepdims=False, *, dim=None, keepdim=None, where=None):  # noqa: A001
     """Logical OR over ``axis``: True where some element is nonzero (NumPy's ``any``).
 
     Args:
@@ -878,6 +974,7 @@ def any(x, axis=None, keepdims=False, *, dim=None, keepdim=None):  # noqa: A001
         keepdims: keep the reduced axes as size-1 dims, so the result broadcasts against ``x``.
         dim: PyTorch's name for ``axis``.
         keepdim: PyTorch's name for ``keepdims``.
+        where: a bool mask broadcasting against ``x``: its True elements only.
 
     Returns:
         A bool tensor.
@@ -897,6 +994,7 @@ def any(x, axis=None, keepdims=False, *, dim=None, keepdim=None):  # noqa: A001
     if _empty(x, axes):  # nothing is nonzero: False, as NumPy and JAX
         return fn.full(_reduced_shape(x.shape, axes, keepdims), False, device=x.device)
     b = x if x.dtype.is_bool else x != 0
+    b = _masked("any", b, where, False)  # (the masked-out elements: the identity)
     return reduce_max(b.cast(DType.int32), axes, keepdims) > 0
 
 

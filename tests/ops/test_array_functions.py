@@ -716,3 +716,44 @@ def test_a_dtype_in_jnp_s_third_place_is_the_dtype():
         nb.sum(i, 0, "nope")
     with pytest.raises(TypeError, match="dtype given twice"):
         nb.sum(i, 0, nb.float32, dtype=nb.float64)
+
+
+def test_reductions_take_where_and_initial_as_numpy_s():
+    """NumPy's and JAX's ``where=`` (a mask of the elements that count) and ``initial=``
+    on the reductions, ``logsumexp`` and the softmaxes; a max/min mask needs ``initial``
+    (no identity), as JAX's. A row with nothing selected is NaN for the mean and variance,
+    and its elements get no gradient."""
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((3, 4))
+    m = rng.random((3, 4)) > 0.4
+    m[0, 0] = True
+    for ax in (None, 0, 1):
+        same(nb.sum(x, ax, where=m, initial=2.0), np.sum(x, ax, where=m, initial=2.0))
+        same(nb.prod(x, ax, where=m), np.prod(x, ax, where=m))
+        same(nb.max(x, ax, where=m, initial=-5.0), np.max(x, ax, where=m, initial=-5.0))
+        same(nb.min(x, ax, initial=0.1), np.min(x, ax, initial=0.1))
+        same(nb.all(x > 0, ax, where=m), np.all(x > 0, ax, where=m))
+        same(nb.any(x > 0, ax, where=m), np.any(x > 0, ax, where=m))
+    for ax in (None, 1):  # (every row keeps an element)
+        same(nb.mean(x, ax, where=m), np.mean(x, ax, where=m))
+        same(nb.var(x, ax, where=m), np.var(x, ax, where=m))
+        same(nb.std(x, ax, where=m, ddof=1), np.std(x, ax, where=m, ddof=1))
+        want = np.log(np.sum(np.exp(x), ax, where=m))
+        same(nb.logsumexp(x, ax, where=m), want)
+    p = nb.nn.functional.softmax(x, where=m).numpy()
+    e = np.where(m, np.exp(x), 0.0)
+    np.testing.assert_allclose(p, e / e.sum(-1, keepdims=True), rtol=1e-12)
+    lp = nb.nn.functional.log_softmax(x, where=m).numpy()
+    assert np.isneginf(lp[~m]).all()
+    np.testing.assert_allclose(np.exp(lp[m]), p[m], rtol=1e-12)
+    same(nb.tensor(x).sum(1, where=m), np.sum(x, 1, where=m))
+    empty = m.copy()
+    empty[1] = False
+    got = nb.mean(x, 1, where=empty).numpy()
+    assert np.isnan(got[1]) and not np.isnan(got[[0, 2]]).any()
+    g = nb.grad(lambda v: nb.var(v, 1, where=empty)[0])(x).numpy()
+    assert np.isfinite(g).all() and (g[~empty] == 0).all()
+    with pytest.raises(ValueError, match="max: a where= mask needs initial="):
+        nb.max(x, where=m)
+    with pytest.raises(nb.OpError, match=r"sum: where= of shape \(2,\) does not broadcast"):
+        nb.sum(x, where=np.array([True, False]))
