@@ -16,7 +16,11 @@ differentiate, batch under ``vmap`` and compile as those do:
   mixed dtypes as ``jnp`` does), ``div``/``rem`` (C's rounding toward zero), ``round``
   (halves away from zero), and the structural ones: ``dot_general``, ``broadcast_in_dim``,
   ``pad`` (interior and negative), ``select_n``, ``slice``, ``rev``, ``sort`` of several
-  operands, ``top_k``, ``cumsum``/``cumprod`` with ``reverse``, ``full``.
+  operands, ``top_k``, ``cumsum``/``cumprod`` with ``reverse``, ``full``;
+- ``associative_scan`` (log-depth doubling) and ``cummax``/``cummin``/``cumlogsumexp``
+  built on it, ``reduce_window`` (any rank, any binary computation, padding and
+  dilations), ``conv_general_dilated``/``conv`` (any number of spatial dims, layouts,
+  padding, both dilations, feature groups; two spatial dims run as :func:`nabla.conv2d`).
 """
 
 from __future__ import annotations
@@ -27,9 +31,21 @@ import numbers
 import numpy as np
 
 from .core.dtypes import DType
-from .core.pytree import tree_leaves, tree_map
+from .core.pytree import tree_flatten, tree_leaves, tree_map, tree_unflatten
 from .core.state import spmd_axes
-from .ops import binary, collectives, creation, indexing, linalg, reduction, unary, view
+from .ops import (
+    array_functions,
+    binary,
+    collectives,
+    creation,
+    indexing,
+    linalg,
+    reduction,
+    special,
+    unary,
+    view,
+)
+from .ops import nn as nn_ops
 from .ops._util import norm_axis
 from .ops.unary import stop_gradient
 from .runtime.tensor import Tensor
@@ -650,4 +666,450 @@ def full_like(x, fill_value, dtype=None, shape=None) -> Tensor:
     x = _t(x)
     return creation.full(
         tuple(x.shape) if shape is None else tuple(shape), fill_value, dtype=dtype or x.dtype
+    )
+
+
+# ----------------------------------------------------------------------------- scans, windows,
+# convolutions and the remaining elementwise names
+__all__ += [
+    "Precision", "associative_scan", "cummax", "cummin", "cumlogsumexp", "sort_key_val",
+    "broadcasted_iota", "batch_matmul", "reduce_window", "conv_general_dilated", "conv",
+    "conv_with_general_padding", "ConvDimensionNumbers", "tan", "asin", "acos", "atan",
+    "atan2", "sinh", "cosh", "asinh", "acosh", "atanh", "exp2", "is_finite", "erf_inv",
+    "erfc", "lgamma", "digamma", "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not",
+    "shift_left", "shift_right_arithmetic", "shift_right_logical", "real",
+    "imag", "conj", "reduce_precision",
+]  # fmt: skip
+
+tan, asin, acos, atan, sinh, cosh, atanh = (
+    unary.tan, unary.asin, unary.acos, unary.atan, unary.sinh, unary.cosh, unary.atanh,
+)  # fmt: skip
+atan2, exp2 = binary.atan2, array_functions.exp2
+asinh, acosh = array_functions.asinh, array_functions.acosh
+is_finite = unary.isfinite
+erf_inv, erfc, lgamma, digamma = special.erfinv, special.erfc, special.gammaln, special.digamma
+bitwise_and, bitwise_or, bitwise_xor = binary.bitwise_and, binary.bitwise_or, binary.bitwise_xor
+bitwise_not = unary.bitwise_not
+shift_left = binary.left_shift
+
+
+def shift_right_arithmetic(x, y) -> Tensor:
+    """``x >> y`` with the sign bit copied in (JAX's ``lax.shift_right_arithmetic``; NumPy's
+    ``>>`` of a signed integer)."""
+    return binary.right_shift(_t(x), y)
+
+
+def shift_right_logical(x, y) -> Tensor:
+    """``x >> y`` with zeros shifted in (JAX's ``lax.shift_right_logical``): the arithmetic
+    shift with the copied sign bits masked off; 0 for a count of the width or more."""
+    x = _t(x)
+    if not x.dtype.is_int or x.dtype.value.startswith("u"):
+        return binary.right_shift(x, y)
+    bits = x.dtype.itemsize * 8
+    y = _t(y).cast(x.dtype)
+    shifted = binary.right_shift(x, binary.clip(y, 0, bits - 1))
+    keep = binary.clip(bits - y, 0, bits - 1)  # (the bits below the copied ones)
+    one = creation.ones((), dtype=x.dtype)
+    mask = binary.where(y <= 0, -1, binary.left_shift(one, keep) - 1)
+    return binary.where(y >= bits, 0, binary.bitwise_and(shifted, mask))
+
+
+def real(x) -> Tensor:
+    """The real part: ``x`` itself (nabla has no complex dtypes)."""
+    return _t(x)
+
+
+def imag(x) -> Tensor:
+    """The imaginary part: zeros like ``x`` (nabla has no complex dtypes)."""
+    return creation.zeros_like(_t(x))
+
+
+def conj(x) -> Tensor:
+    """The complex conjugate: ``x`` itself (nabla has no complex dtypes)."""
+    return _t(x)
+
+
+def reduce_precision(operand, exponent_bits: int, mantissa_bits: int) -> Tensor:
+    """``operand`` rounded to a float format of ``exponent_bits`` and ``mantissa_bits``
+    (JAX's ``lax.reduce_precision``), for the formats nabla has (float16: 5/10,
+    bfloat16: 8/7, float32: 8/23), as a round trip through that dtype.
+
+    Raises:
+        ValueError: for another format.
+    """
+    formats = {(5, 10): DType.float16, (8, 7): DType.bfloat16, (8, 23): DType.float32}
+    x = _t(operand)
+    key = (int(exponent_bits), int(mantissa_bits))
+    if key not in formats:
+        raise ValueError(
+            f"lax.reduce_precision: ({key[0]}, {key[1]}) exponent and mantissa bits is not one "
+            f"of nabla's float formats {sorted(formats)}"
+        )
+    return unary.cast(unary.cast(x, formats[key]), x.dtype)
+
+
+class Precision:
+    """JAX's ``lax.Precision`` (``precision=lax.Precision.HIGHEST``): accepted by
+    ``dot``/``dot_general``/``conv_general_dilated``; nabla's CPU and MAX products run at
+    their one precision."""
+
+    DEFAULT = "default"
+    HIGH = "high"
+    HIGHEST = "highest"
+
+
+def associative_scan(fn, elems, reverse: bool = False, axis: int = 0):
+    """The running combination of ``elems`` along ``axis`` by the associative ``fn``
+    (JAX's ``lax.associative_scan``): ``out[i] = fn(...fn(elems[0], elems[1])...,
+    elems[i])``, in ``ceil(log2(n))`` calls of ``fn`` on whole slices (Hillis and
+    Steele's doubling), so ``fn`` must work elementwise on batches, as in JAX. ``elems``
+    may be a pytree of arrays of one length along ``axis``.
+
+    Raises:
+        ValueError: for leaves of different lengths along ``axis``.
+    """
+    leaves, tree = tree_flatten(elems)
+    leaves = [_t(v) for v in leaves]
+    if not leaves:
+        return elems
+    axes = [norm_axis("lax.associative_scan", axis, v.ndim, v.shape) for v in leaves]
+    n = leaves[0].shape[axes[0]]
+    if any(v.shape[a] != n for v, a in zip(leaves, axes, strict=True)):
+        raise ValueError(
+            f"lax.associative_scan: every leaf needs the same length along axis {axis}, got "
+            f"shapes {[tuple(v.shape) for v in leaves]}"
+        )
+    if reverse:
+        leaves = [view.flip(v, a) for v, a in zip(leaves, axes, strict=True)]
+
+    def part(v, a, start, stop):
+        index = [builtins.slice(None)] * v.ndim
+        index[a] = builtins.slice(start, stop)
+        return v[tuple(index)]
+
+    offset = 1
+    while offset < n:
+        before = tree_unflatten(tree, [part(v, a, 0, n - offset) for v, a in zip(leaves, axes)])
+        after = tree_unflatten(tree, [part(v, a, offset, n) for v, a in zip(leaves, axes)])
+        combined = tree_flatten(fn(before, after))[0]
+        leaves = [
+            view.concatenate([part(v, a, 0, offset), _t(c)], a)
+            for v, c, a in zip(leaves, combined, axes, strict=True)
+        ]
+        offset *= 2
+    if reverse:
+        leaves = [view.flip(v, a) for v, a in zip(leaves, axes, strict=True)]
+    return tree_unflatten(tree, leaves)
+
+
+def cummax(operand, axis: int = 0, reverse: bool = False) -> Tensor:
+    """The running maximum along ``axis`` (JAX's ``lax.cummax``)."""
+    return associative_scan(binary.maximum, _t(operand), reverse, axis)
+
+
+def cummin(operand, axis: int = 0, reverse: bool = False) -> Tensor:
+    """The running minimum along ``axis`` (JAX's ``lax.cummin``)."""
+    return associative_scan(binary.minimum, _t(operand), reverse, axis)
+
+
+def cumlogsumexp(operand, axis: int = 0, reverse: bool = False) -> Tensor:
+    """The running ``logsumexp`` along ``axis`` (JAX's ``lax.cumlogsumexp``)."""
+    return associative_scan(binary.logaddexp, _t(operand), reverse, axis)
+
+
+def sort_key_val(keys, values, dimension: int = -1, is_stable: bool = True):
+    """``keys`` sorted along ``dimension`` and ``values`` in the same order (JAX's
+    ``lax.sort_key_val``)."""
+    return sort((keys, values), dimension, is_stable, num_keys=1)
+
+
+def broadcasted_iota(dtype, shape, dimension: int) -> Tensor:
+    """Indices along ``dimension`` broadcast to ``shape`` (JAX's ``lax.broadcasted_iota``)."""
+    shape = tuple(int(s) for s in shape)
+    d = norm_axis("lax.broadcasted_iota", dimension, len(shape), shape)
+    along = creation.arange(shape[d], dtype=dtype)
+    return broadcast_in_dim(along, shape, (d,))
+
+
+def batch_matmul(lhs, rhs, precision=None) -> Tensor:
+    """Batched matrix products over matching leading dims (JAX's ``lax.batch_matmul``).
+
+    Raises:
+        ValueError: for operands of different ranks or leading dims.
+    """
+    a, b = _t(lhs), _t(rhs)
+    if a.ndim != b.ndim or a.ndim < 2 or tuple(a.shape[:-2]) != tuple(b.shape[:-2]):
+        raise ValueError(
+            f"lax.batch_matmul: operands must be (..., m, k) and (..., k, n) with the same "
+            f"leading dims, got {a.shape} and {b.shape}"
+        )
+    return linalg.matmul(a, b)
+
+
+def _padding_pairs(op, padding, spatial, window, strides, dilation):
+    """``[(low, high), ...]``: JAX's ``"SAME"``/``"SAME_LOWER"``/``"VALID"`` or pairs."""
+    if isinstance(padding, str):
+        mode = padding.upper()
+        if mode == "VALID":
+            return [(0, 0)] * len(spatial)
+        if mode not in ("SAME", "SAME_LOWER"):
+            raise ValueError(f"{op}: padding must be 'SAME', 'SAME_LOWER', 'VALID' or pairs")
+        pairs = []
+        for n, k, s, d in zip(spatial, window, strides, dilation, strict=True):
+            extent = (k - 1) * d + 1
+            out = -(-n // s)
+            total = builtins.max((out - 1) * s + extent - n, 0)
+            lo = total // 2 if mode == "SAME" else total - total // 2
+            pairs.append((lo, total - lo))
+        return pairs
+    pairs = [tuple(int(v) for v in p) for p in padding]
+    if len(pairs) != len(spatial) or any(len(p) != 2 for p in pairs):
+        raise ValueError(
+            f"{op}: padding needs one (low, high) pair per windowed dim ({len(spatial)}), "
+            f"got {padding!r}"
+        )
+    return pairs
+
+
+def reduce_window(
+    operand,
+    init_value,
+    computation,
+    window_dimensions,
+    window_strides,
+    padding,
+    base_dilation=None,
+    window_dilation=None,
+):
+    """``computation`` over each window of ``operand`` (JAX's ``lax.reduce_window``):
+    the operand padded with ``init_value`` (``"SAME"``/``"VALID"`` or pairs per dim), then
+    combined over the window's taps (one strided slice each) starting from ``init_value``.
+    ``computation`` is a binary function such as ``lax.add``/``lax.max``; ``operand`` may
+    be a pytree with matching ``init_value`` leaves. Differentiates as its parts do.
+
+    Raises:
+        ValueError: for dims that do not fit.
+    """
+    leaves, tree = tree_flatten(operand)
+    inits = tree_leaves(init_value)
+    leaves = [_t(v) for v in leaves]
+    if len(inits) != len(leaves):
+        raise ValueError("lax.reduce_window: init_value must match operand's structure")
+    x0 = leaves[0]
+    rank = x0.ndim
+    window = tuple(int(v) for v in window_dimensions)
+    strides = tuple(int(v) for v in window_strides)
+    wdil = tuple(int(v) for v in (window_dilation or (1,) * rank))
+    bdil = tuple(int(v) for v in (base_dilation or (1,) * rank))
+    if not len(window) == len(strides) == len(wdil) == len(bdil) == rank:
+        raise ValueError(
+            f"lax.reduce_window: window_dimensions {window}, strides {strides} and dilations "
+            f"need one entry per dim of the operand of shape {x0.shape}"
+        )
+    dilated = [(n - 1) * b + 1 if n else 0 for n, b in zip(x0.shape, bdil, strict=True)]
+    pairs = _padding_pairs("lax.reduce_window", padding, dilated, window, strides, wdil)
+    padded = [
+        pad(v, _t(init).cast(v.dtype), [(lo, hi, b - 1) for (lo, hi), b in zip(pairs, bdil)])
+        for v, init in zip(leaves, inits, strict=True)
+    ]
+    size = tuple(padded[0].shape)
+    out_shape = []
+    for n, k, s, d in zip(size, window, strides, wdil, strict=True):
+        extent = (k - 1) * d + 1
+        if n < extent:
+            raise ValueError(
+                f"lax.reduce_window: the window {window} (dilation {wdil}) does not fit the "
+                f"padded operand of shape {size}"
+            )
+        out_shape.append((n - extent) // s + 1)
+    acc = [creation.full(tuple(out_shape), init, dtype=v.dtype) for v, init in zip(padded, inits)]
+    for tap in np.ndindex(*window):
+        index = tuple(
+            builtins.slice(t * d, t * d + (o - 1) * s + 1, s)
+            for t, d, o, s in zip(tap, wdil, out_shape, strides, strict=True)
+        )
+        taken = tree_unflatten(tree, [v[index] for v in padded])
+        acc = tree_flatten(computation(tree_unflatten(tree, acc), taken))[0]
+    return tree_unflatten(tree, acc)
+
+
+class ConvDimensionNumbers(tuple):
+    """JAX's ``lax.ConvDimensionNumbers(lhs_spec, rhs_spec, out_spec)``: each the dim
+    positions in the order (batch, feature, spatial...) for ``lhs`` and the output, and
+    (out feature, in feature, spatial...) for ``rhs``."""
+
+    __slots__ = ()
+
+    def __new__(cls, lhs_spec, rhs_spec, out_spec):
+        return super().__new__(cls, (tuple(lhs_spec), tuple(rhs_spec), tuple(out_spec)))
+
+    lhs_spec = property(lambda self: self[0])
+    rhs_spec = property(lambda self: self[1])
+    out_spec = property(lambda self: self[2])
+
+
+def _conv_specs(dimension_numbers, rank: int) -> ConvDimensionNumbers:
+    """Dimension numbers from JAX's forms: None (``NC...``, ``OI...``, ``NC...``), a triple
+    of strings such as ``("NHWC", "HWIO", "NHWC")``, or of position tuples."""
+    if dimension_numbers is None:
+        lead = (0, 1, *range(2, rank))
+        return ConvDimensionNumbers(lead, lead, lead)
+    lhs, rhs, out = dimension_numbers
+    if isinstance(lhs, str):
+
+        def positions(spec, first, second):
+            if len(spec) != rank or first not in spec or second not in spec:
+                raise ValueError(
+                    f"lax.conv_general_dilated: dimension spec {spec!r} does not describe "
+                    f"a rank-{rank} operand"
+                )
+            spatial = [i for i, c in enumerate(spec) if c not in (first, second)]
+            return (spec.index(first), spec.index(second), *spatial)
+
+        return ConvDimensionNumbers(
+            positions(lhs, "N", "C"), positions(rhs, "O", "I"), positions(out, "N", "C")
+        )
+    return ConvDimensionNumbers(lhs, rhs, out)
+
+
+def conv_general_dilated(
+    lhs,
+    rhs,
+    window_strides,
+    padding,
+    lhs_dilation=None,
+    rhs_dilation=None,
+    dimension_numbers=None,
+    feature_group_count: int = 1,
+    batch_group_count: int = 1,
+    precision=None,
+    preferred_element_type=None,
+) -> Tensor:
+    """JAX's ``lax.conv_general_dilated``, any number of spatial dims: ``lhs`` and ``rhs``
+    laid out as ``dimension_numbers`` says, ``padding`` ``"SAME"``/``"SAME_LOWER"``/
+    ``"VALID"`` or pairs, ``lhs_dilation`` (a transposed convolution: zeros between the
+    input's elements), ``rhs_dilation`` (atrous), ``feature_group_count``. Two spatial dims
+    without ``lhs_dilation`` run as :func:`nabla.conv2d` (im2col and one GEMM); others as
+    one product per filter tap.
+
+    Raises:
+        ValueError: for shapes that do not fit, or ``batch_group_count`` other than 1.
+    """
+    a, w = _t(lhs), _t(rhs)
+    if batch_group_count != 1:
+        raise ValueError(
+            "lax.conv_general_dilated: batch_group_count other than 1 is not supported"
+        )
+    rank = a.ndim
+    if w.ndim != rank or rank < 3:
+        raise ValueError(
+            f"lax.conv_general_dilated: lhs {a.shape} and rhs {w.shape} must have the same "
+            "rank, at least 3"
+        )
+    dn = _conv_specs(dimension_numbers, rank)
+    nsp = rank - 2
+    # to channels last: (N, *spatial, C) and the filter (*spatial, I, O)
+    x = view.permute(a, (dn.lhs_spec[0], *dn.lhs_spec[2:], dn.lhs_spec[1]))
+    k = view.permute(w, (*dn.rhs_spec[2:], dn.rhs_spec[1], dn.rhs_spec[0]))
+    strides = tuple(int(s) for s in window_strides)
+    ldil = tuple(int(v) for v in (lhs_dilation or (1,) * nsp))
+    rdil = tuple(int(v) for v in (rhs_dilation or (1,) * nsp))
+    groups = int(feature_group_count)
+    c, i, o = x.shape[-1], k.shape[-2], k.shape[-1]
+    if len(strides) != nsp or len(ldil) != nsp or len(rdil) != nsp:
+        raise ValueError(
+            f"lax.conv_general_dilated: strides and dilations need {nsp} entries (spatial "
+            f"dims of lhs {a.shape})"
+        )
+    if c != i * groups or o % groups:
+        raise ValueError(
+            f"lax.conv_general_dilated: lhs has {c} features, rhs takes {i} per group x "
+            f"{groups} groups and gives {o} (must divide by the groups)"
+        )
+    if builtins.max(ldil) > 1:  # zeros between the input's elements
+        zero = creation.zeros((), dtype=x.dtype)
+        x = pad(x, zero, [(0, 0, 0)] + [(0, 0, d - 1) for d in ldil] + [(0, 0, 0)])
+    window = tuple(k.shape[:nsp])
+    pairs = _padding_pairs(
+        "lax.conv_general_dilated", padding, tuple(x.shape[1:-1]), window, strides, rdil
+    )
+    if nsp == 2:
+        out = nn_ops.conv2d(x, k, None, strides, [tuple(p) for p in pairs], rdil, groups)
+    else:
+        out = _conv_by_taps(x, k, strides, pairs, rdil, groups)
+    # back to the output's layout
+    inverse = [0] * rank
+    for pos, dim in enumerate((dn.out_spec[0], *dn.out_spec[2:], dn.out_spec[1])):
+        inverse[dim] = pos
+    out = view.permute(out, tuple(inverse))
+    return out if preferred_element_type is None else unary.cast(out, preferred_element_type)
+
+
+def _conv_by_taps(x, k, strides, pairs, rdil, groups):
+    """A channels-last convolution of any number of spatial dims: one product per filter
+    tap of the strided slice it reads."""
+    nsp = len(strides)
+    zero = creation.zeros((), dtype=x.dtype)
+    x = pad(x, zero, [(0, 0, 0)] + [(lo, hi, 0) for lo, hi in pairs] + [(0, 0, 0)])
+    spatial = tuple(x.shape[1:-1])
+    window = tuple(k.shape[:nsp])
+    out_sp = []
+    for n, kk, s, d in zip(spatial, window, strides, rdil, strict=True):
+        extent = (kk - 1) * d + 1
+        if n < extent:
+            raise ValueError(
+                f"lax.conv_general_dilated: the filter {window} (dilation {rdil}) does not fit "
+                f"the padded input {spatial}"
+            )
+        out_sp.append((n - extent) // s + 1)
+    c, o = x.shape[-1], k.shape[-1]
+    cg, og = c // groups, o // groups
+    out = None
+    for tap in np.ndindex(*window):
+        index = (builtins.slice(None),) + tuple(
+            builtins.slice(t * d, t * d + (m - 1) * s + 1, s)
+            for t, d, m, s in zip(tap, rdil, out_sp, strides, strict=True)
+        )
+        piece = x[index]  # (N, *out, C)
+        tap_w = k[tap]  # (I, O)
+        if groups == 1:
+            term = linalg.matmul(piece, tap_w)
+        else:
+            parts = [
+                linalg.matmul(piece[..., g * cg : (g + 1) * cg], tap_w[:, g * og : (g + 1) * og])
+                for g in range(groups)
+            ]
+            term = view.concatenate(parts, -1)
+        out = term if out is None else out + term
+    return out
+
+
+def conv(lhs, rhs, window_strides, padding, precision=None, preferred_element_type=None):
+    """JAX's ``lax.conv``: :func:`conv_general_dilated` with the default layouts (``lhs``
+    ``(N, C, *spatial)``, ``rhs`` ``(O, I, *spatial)``)."""
+    return conv_general_dilated(
+        lhs, rhs, window_strides, padding, preferred_element_type=preferred_element_type
+    )
+
+
+def conv_with_general_padding(
+    lhs,
+    rhs,
+    window_strides,
+    padding,
+    lhs_dilation,
+    rhs_dilation,
+    precision=None,
+    preferred_element_type=None,
+):
+    """JAX's ``lax.conv_with_general_padding``: :func:`conv_general_dilated` with the
+    default layouts."""
+    return conv_general_dilated(
+        lhs,
+        rhs,
+        window_strides,
+        padding,
+        lhs_dilation,
+        rhs_dilation,
+        preferred_element_type=preferred_element_type,
     )

@@ -288,3 +288,88 @@ def test_new_names_batch_under_vmap():
     )
     got = nb.vmap(lambda t: L.broadcast_in_dim(t, (2, 4, 5), (1, 2)))(A).numpy()
     np.testing.assert_array_equal(got, np.broadcast_to(A[:, None], (3, 2, 4, 5)))
+
+
+def _np_conv(x, w, strides, pads, rdil=None, ldil=None, groups=1):
+    """A direct NumPy convolution in JAX's default layouts (NC..., OI...)."""
+    nsp = x.ndim - 2
+    rdil, ldil = rdil or (1,) * nsp, ldil or (1,) * nsp
+    if max(ldil) > 1:  # zeros between the input's elements
+        shape = (*x.shape[:2], *[(n - 1) * d + 1 for n, d in zip(x.shape[2:], ldil)])
+        spread = np.zeros(shape, x.dtype)
+        spread[(slice(None), slice(None), *[slice(None, None, d) for d in ldil])] = x
+        x = spread
+    x = np.pad(x, [(0, 0), (0, 0), *pads])
+    o, i = w.shape[:2]
+    window = w.shape[2:]
+    out_sp = [
+        (n - ((k - 1) * d + 1)) // s + 1 for n, k, d, s in zip(x.shape[2:], window, rdil, strides)
+    ]
+    out = np.zeros((x.shape[0], o, *out_sp), np.float64)
+    og = o // groups
+    for tap in np.ndindex(*window):
+        idx = tuple(
+            slice(t * d, t * d + (m - 1) * s + 1, s)
+            for t, d, m, s in zip(tap, rdil, out_sp, strides)
+        )
+        for g in range(groups):
+            piece = x[(slice(None), slice(g * i, (g + 1) * i), *idx)]
+            wt = w[(slice(g * og, (g + 1) * og), slice(None), *tap)]
+            out[:, g * og : (g + 1) * og] += np.einsum("nc...,oc->no...", piece, wt)
+    return out
+
+
+def test_scans_windows_and_convolutions_of_lax():
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((5, 7))
+    np.testing.assert_array_equal(L.cummax(x, 1).numpy(), np.maximum.accumulate(x, 1))
+    want = np.flip(np.minimum.accumulate(np.flip(x, 0), 0), 0)
+    np.testing.assert_array_equal(L.cummin(x, 0, reverse=True).numpy(), want)
+    np.testing.assert_allclose(
+        L.cumlogsumexp(x, 1).numpy(), np.logaddexp.accumulate(x, 1), rtol=1e-12
+    )
+    sums, prods = L.associative_scan(lambda a, b: (a[0] + b[0], a[1] * b[1]), (x, x + 2))
+    np.testing.assert_allclose(sums.numpy(), np.cumsum(x, 0), rtol=1e-12)
+    np.testing.assert_allclose(prods.numpy(), np.cumprod(x + 2, 0), rtol=1e-12)
+    keys, vals = L.sort_key_val(x[0], np.arange(7))
+    assert vals.tolist() == np.argsort(x[0], kind="stable").tolist()
+    assert L.broadcasted_iota(nb.int32, (2, 3), 1).tolist() == [[0, 1, 2], [0, 1, 2]]
+    assert L.reduce_precision(np.float32(1 / 3), 5, 10).item() == float(np.float16(1 / 3))
+    i32 = np.array([-8, -1, 7, 100, -(2**31)], np.int32)
+    counts = np.array([1, 3, 0, 31, 32], np.int32)
+    want = [int(np.uint32(v) >> c) if c < 32 else 0 for v, c in zip(i32.view(np.uint32), counts)]
+    assert L.shift_right_logical(i32, counts).numpy().view(np.uint32).tolist() == want
+    im = rng.standard_normal((2, 3, 9, 8))
+    for pad, pairs in (("VALID", [(0, 0)] * 2), (((1, 2), (0, 1)), [(1, 2), (0, 1)])):
+        full = [(0, 0), (0, 0), *pairs]
+        got = L.reduce_window(
+            im, -np.inf, L.max, (1, 1, 3, 2), (1, 1, 2, 2), full if pad != "VALID" else pad
+        )
+        padded = np.pad(im, full, constant_values=-np.inf)
+        oh, ow = (padded.shape[2] - 3) // 2 + 1, (padded.shape[3] - 2) // 2 + 1
+        want = np.full((2, 3, oh, ow), -np.inf)
+        for i, j in np.ndindex(3, 2):
+            want = np.maximum(want, padded[:, :, i : i + 2 * oh - 1 : 2, j : j + 2 * ow - 1 : 2])
+        np.testing.assert_array_equal(got.numpy(), want)
+    w = rng.standard_normal((4, 3, 3, 2))
+    for strides, pads in (((1, 1), [(1, 1), (0, 1)]), ((2, 1), [(0, 0), (2, 0)])):
+        got = L.conv_general_dilated(im, w, strides, pads)
+        np.testing.assert_allclose(got.numpy(), _np_conv(im, w, strides, pads), rtol=1e-10)
+    got = L.conv_general_dilated(im, w, (1, 1), [(1, 1), (2, 2)], (2, 2), (1, 2))
+    want = _np_conv(im, w, (1, 1), [(1, 1), (2, 2)], rdil=(1, 2), ldil=(2, 2))
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-10)
+    nhwc = L.conv_general_dilated(
+        np.transpose(im, (0, 2, 3, 1)), np.transpose(w, (2, 3, 1, 0)), (1, 1), [(1, 1), (0, 1)],
+        dimension_numbers=("NHWC", "HWIO", "NHWC"),
+    )  # fmt: skip
+    want = _np_conv(im, w, (1, 1), [(1, 1), (0, 1)]).transpose(0, 2, 3, 1)
+    np.testing.assert_allclose(nhwc.numpy(), want, rtol=1e-10)
+    x1, w1 = rng.standard_normal((2, 4, 10)), rng.standard_normal((6, 2, 3))  # 1-D, 2 groups
+    got = L.conv_general_dilated(x1, w1, (2,), "SAME", feature_group_count=2)
+    want = _np_conv(x1, w1, (2,), [(0, 1)], groups=2)  # ("SAME": the odd pad goes high)
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-10)
+    x3, w3 = rng.standard_normal((1, 2, 5, 4, 4)), rng.standard_normal((3, 2, 2, 3, 2))
+    got = L.conv(x3, w3, (1, 2, 1), "VALID")
+    np.testing.assert_allclose(got.numpy(), _np_conv(x3, w3, (1, 2, 1), [(0, 0)] * 3), rtol=1e-10)
+    with pytest.raises(ValueError, match="lhs has 3 features, rhs takes 2 per group"):
+        L.conv(im, rng.standard_normal((4, 2, 3, 3)), (1, 1), "SAME")
