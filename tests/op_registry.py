@@ -1535,6 +1535,30 @@ for _n, _q in (("quantile", 0.3), ("percentile", [10.0, 75.0])):
     )
 shaped("median", nb.median, np.median, [((7,), (), {}), ((3, 6), (), {"axis": 1})],
        dtypes=("float32", "float64"))  # fmt: skip
+for _n, _q in (("nanquantile", 0.3), ("nanpercentile", [10.0, 75.0])):
+    shaped(
+        _n,
+        getattr(nb, _n),
+        getattr(np, _n),
+        [((7,), (_q,), {}), ((3, 5), (_q,), {"axis": 1})],
+        dtypes=("float32", "float64"),
+    )
+shaped("nanmedian", nb.nanmedian, np.nanmedian, [((7,), (), {}), ((3, 6), (), {"axis": 1})],
+       dtypes=("float32", "float64"))  # fmt: skip
+shaped("nanprod", nb.nanprod, np.nanprod, [((2, 3), (), {}), ((3, 4), (), {"axis": 1})],
+       dtypes=("float32", "float64"))  # fmt: skip
+for _n in ("cov", "corrcoef"):
+    shaped(
+        _n,
+        getattr(nb, _n),
+        getattr(np, _n),
+        [((3, 6), (), {}), ((6, 3), (), {"rowvar": False}), ((5,), (), {})],
+        dtypes=("float32", "float64"),
+        atol=1e-4,
+    )
+unary("real", np.real)
+unary("imag", np.imag)
+unary("conj", np.conj)
 
 _multi(
     "average",

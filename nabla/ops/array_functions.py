@@ -18,6 +18,16 @@ from .base import OpError
 from .functions import fn
 
 __all__ = [
+    "nanquantile",
+    "nanpercentile",
+    "nanmedian",
+    "nanprod",
+    "cov",
+    "corrcoef",
+    "real",
+    "imag",
+    "conj",
+    "conjugate",
     "asinh",
     "acosh",
     "ravel",
@@ -736,17 +746,21 @@ def ptp(a, axis=None, keepdims: bool = False) -> Tensor:
     return fn.max(a, axis, keepdims) - fn.min(a, axis, keepdims)
 
 
+_QUANTILE_METHODS = ("linear", "lower", "higher", "nearest", "midpoint")
+
+
 def quantile(a, q, axis=None, keepdims: bool = False, *, method: str = "linear") -> Tensor:
-    """The ``q``-th quantiles of ``a`` over ``axis`` (NumPy's and JAX's ``quantile``,
-    ``method="linear"``: between the sorted values at ``floor`` and ``ceil`` of
-    ``q (n - 1)``; a NaN in the values gives NaN).
+    """The ``q``-th quantiles of ``a`` over ``axis`` (NumPy's and JAX's ``quantile``): at
+    ``q (n - 1)`` in the sorted values, between its ``floor`` and ``ceil`` as ``method``
+    says; a NaN in the values gives NaN (:func:`nanquantile` skips them).
 
     Args:
         a: a tensor, or a nested list or NumPy array.
         q: a number in ``[0, 1]`` or a 1-D sequence of them (their quantiles stacked first).
         axis: an int, a tuple of ints (those dims taken as one), or None for all of them.
         keepdims: keep the reduced dims as size 1.
-        method: ``"linear"`` only.
+        method: ``"linear"`` (interpolated; the only one for a tensor ``q``), ``"lower"``,
+            ``"higher"``, ``"nearest"`` (halves to even, as NumPy's) or ``"midpoint"``.
 
     Returns:
         A float tensor.
@@ -754,31 +768,116 @@ def quantile(a, q, axis=None, keepdims: bool = False, *, method: str = "linear")
     Raises:
         ValueError: (:class:`nabla.OpError`) for another method or a ``q`` outside ``[0, 1]``.
     """
-    if method != "linear":
-        raise OpError(f"quantile: only method='linear' is available, got {method!r}")
-    a = as_tensor(a, op="quantile")
+    return _quantile("quantile", a, q, axis, keepdims, method, skip_nan=False)
+
+
+def nanquantile(a, q, axis=None, keepdims: bool = False, *, method: str = "linear") -> Tensor:
+    """:func:`quantile` of the values that are not NaN (NumPy's and JAX's ``nanquantile``;
+    NaN where a slice has none).
+
+    Args:
+        a: a tensor, or a nested list or NumPy array.
+        q: a number in ``[0, 1]`` or a 1-D sequence of them.
+        axis: an int, a tuple of ints, or None for all dims.
+        keepdims: keep the reduced dims as size 1.
+        method: as :func:`quantile`'s (numbers ``q`` only).
+
+    Returns:
+        A float tensor.
+    """
+    return _quantile("nanquantile", a, q, axis, keepdims, method, skip_nan=True)
+
+
+def nanpercentile(a, q, axis=None, keepdims: bool = False, *, method: str = "linear") -> Tensor:
+    """:func:`nanquantile` with ``q`` in percent (NumPy's and JAX's ``nanpercentile``).
+
+    Args:
+        a: a tensor, or a nested list or NumPy array.
+        q: a number in ``[0, 100]`` or a 1-D sequence of them.
+        axis: an int, a tuple of ints, or None for all dims.
+        keepdims: keep the reduced dims as size 1.
+        method: as :func:`quantile`'s.
+
+    Returns:
+        A float tensor.
+    """
+    qs = np.asarray(q, dtype=np.float64) / 100.0
+    return nanquantile(a, qs, axis, keepdims, method=method)
+
+
+def nanmedian(a, axis=None, keepdims: bool = False) -> Tensor:
+    """The median of the values that are not NaN (NumPy's and JAX's ``nanmedian``).
+
+    Args:
+        a: a tensor, or a nested list or NumPy array.
+        axis: an int, a tuple of ints, or None for all dims.
+        keepdims: keep the reduced dims as size 1.
+
+    Returns:
+        A float tensor.
+    """
+    return nanquantile(a, 0.5, axis, keepdims)
+
+
+def _quantile(op, a, q, axis, keepdims, method, skip_nan: bool) -> Tensor:
+    if method not in _QUANTILE_METHODS:
+        raise OpError(f"{op}: method must be one of {_QUANTILE_METHODS}, got {method!r}")
+    a = as_tensor(a, op=op)
     if not a.dtype.is_float:
         a = fn.cast(a, DType.float32)
     if isinstance(q, Tensor):  # differentiable in q too (and batched, and traced), as JAX's
+        if method != "linear" or skip_nan:
+            raise OpError(f"{op}: a tensor q takes method='linear' with NaN propagated")
         return _quantile_at(a, q, axis, keepdims)
     qs = np.asarray(q, dtype=np.float64)
     if qs.ndim > 1 or np.any((qs < 0) | (qs > 1)):
-        raise OpError(f"quantile: q must be a number or 1-D numbers in [0, 1], got {q!r}")
+        raise OpError(f"{op}: q must be a number or 1-D numbers in [0, 1], got {q!r}")
     x, ax, reduced = _quantile_axis(a, axis)
     n = x.shape[ax]
-    s = fn.sort(x, axis=ax)
-    nan = fn.any(fn.is_nan(x), ax, True)
+    s = fn.sort(x, axis=ax)  # (NaN last)
+    missing = fn.is_nan(x)
+    count = fn.sum(fn.cast(fn.logical_not(missing), a.dtype), ax, True) if skip_nan else None
     outs = []
     for v in np.atleast_1d(qs):
-        pos = float(v) * (n - 1)
-        lo, hi = math.floor(pos), math.ceil(pos)
-        low, high = _along(s, ax, lo, lo + 1), _along(s, ax, hi, hi + 1)
-        val = low + (high - low) * (pos - lo) if hi != lo else low
-        val = fn.squeeze(fn.where(nan, fn.full_like(val, np.nan), val), ax)
+        if skip_nan:  # the position differs per slice: index tensors into the sorted values
+            pos = count * float(v) - float(v)  # q (count - 1)
+            lo, hi = fn.floor(pos), fn.ceil(pos)
+
+            def at(i):
+                idx = fn.cast(fn.clip(i, 0.0, float(max(n - 1, 0))), DType.int32)
+                return fn.take_along_axis(s, idx, ax)
+
+            val = _by_method(method, at(lo), at(hi), pos - lo, at(fn.round(pos)))
+            val = fn.where(count > 0, val, fn.full_like(val, np.nan))
+        else:
+            pos = float(v) * (n - 1)
+            lo, hi = math.floor(pos), math.ceil(pos)
+            low, high = _along(s, ax, lo, lo + 1), _along(s, ax, hi, hi + 1)
+            near = int(np.round(pos))
+            val = _by_method(method, low, high, pos - lo, _along(s, ax, near, near + 1))
+            nan = fn.any(missing, ax, True)
+            val = fn.where(nan, fn.full_like(val, np.nan), val)
+        val = fn.squeeze(val, ax)
         if keepdims:
             val = fn.reshape(val, tuple(1 if i in reduced else d for i, d in enumerate(a.shape)))
         outs.append(val)
     return outs[0] if qs.ndim == 0 else fn.stack(outs, 0)
+
+
+def _by_method(method, low, high, frac, nearest):
+    """The quantile between the sorted values ``low`` and ``high`` around its position
+    (``frac`` past ``low``; ``nearest`` the value at the rounded position)."""
+    if method == "lower":
+        return low
+    if method == "higher":
+        return high
+    if method == "nearest":
+        return nearest
+    if method == "midpoint":
+        return (low + high) * 0.5
+    if isinstance(frac, float) and frac == 0.0:
+        return low
+    return low + (high - low) * frac
 
 
 def _quantile_axis(a, axis) -> tuple:
@@ -836,7 +935,7 @@ def percentile(a, q, axis=None, keepdims: bool = False, *, method: str = "linear
         q: a number in ``[0, 100]`` or a 1-D sequence of them.
         axis: an int, a tuple of ints, or None for all dims.
         keepdims: keep the reduced dims as size 1.
-        method: ``"linear"`` only.
+        method: as :func:`quantile`'s.
 
     Returns:
         A float tensor.
@@ -2772,6 +2871,146 @@ def acosh(x) -> Tensor:
     far = fn.log(fn.where(big, x, 2.0)) + math.log(2.0)
     return fn.where(big, far, near)
 
+
+def nanprod(a, axis=None, keepdims: bool = False, *, dtype=None) -> Tensor:
+    """The product over ``axis`` with NaNs taken as 1 (NumPy's and JAX's ``nanprod``).
+
+    Args:
+        a: a tensor, or a nested list or NumPy array.
+        axis: an int, a tuple of ints, or None for all dims.
+        keepdims: keep the reduced dims as size 1.
+        dtype: compute in (and return) this dtype.
+
+    Returns:
+        A tensor.
+    """
+    a = as_tensor(a, op="nanprod")
+    if a.dtype.is_float:
+        a = fn.where(fn.is_nan(a), 1.0, a)
+    return fn.prod(a, axis, keepdims, dtype=dtype)
+
+
+def cov(m, y=None, rowvar: bool = True, bias: bool = False, ddof=None, fweights=None,
+        aweights=None) -> Tensor:  # fmt: skip
+    """The covariance matrix of the variables in ``m`` (NumPy's and JAX's ``cov``): each
+    row a variable and each column an observation (``rowvar=False``: the other way), with
+    ``y`` as more variables; normalized by ``N - 1`` (``N`` with ``bias``, or ``N - ddof``).
+
+    Args:
+        m: a 1-D or 2-D tensor or array.
+        y: more variables, laid out as ``m``.
+        rowvar: variables in rows (default True).
+        bias: normalize by ``N`` instead of ``N - 1``.
+        ddof: the count's correction (overrides ``bias``).
+        fweights: integer frequency weights per observation.
+        aweights: observation weights.
+
+    Returns:
+        ``(V, V)`` for ``V`` variables (a 0-d tensor for one).
+
+    Raises:
+        ValueError: (:class:`nabla.OpError`) for more than 2 dims or weights of the wrong length.
+    """
+    x = as_tensor(m, op="cov")
+    if x.ndim > 2:
+        raise OpError(f"cov: m must be 1-D or 2-D, got shape {x.shape}")
+    x = x if x.dtype.is_float else fn.cast(x, get_default_dtype())
+    x = fn.reshape(x, (1, -1)) if x.ndim == 1 else (x if rowvar else fn.swap_axes(x, 0, 1))
+    if y is not None:
+        yt = as_tensor(y, op="cov")
+        yt = yt if yt.dtype.is_float else fn.cast(yt, x.dtype)
+        yt = fn.reshape(yt, (1, -1)) if yt.ndim == 1 else (yt if rowvar else fn.swap_axes(yt, 0, 1))
+        x = fn.concatenate([x, fn.cast(yt, x.dtype)], 0)
+    n_obs = x.shape[1]
+    w = None
+    for name, weights in (("fweights", fweights), ("aweights", aweights)):
+        if weights is not None:
+            wt = fn.cast(as_tensor(weights, op="cov"), x.dtype)
+            if wt.shape != (n_obs,):
+                raise OpError(
+                    f"cov: {name} must have one weight per observation ({n_obs}), got {wt.shape}"
+                )
+            w = wt if w is None else w * wt
+    if ddof is None:
+        ddof = 0 if bias else 1
+    if w is None:
+        mean = fn.mean(x, 1, keepdims=True)
+        factor = float(n_obs - ddof)
+        d = x - mean
+        out = fn.matmul(d, fn.swap_axes(d, 0, 1)) / factor
+    else:
+        total = fn.sum(w)
+        mean = fn.sum(x * w, 1, keepdims=True) / total
+        if aweights is None:
+            factor = total - ddof
+        else:
+            aw = fn.cast(as_tensor(aweights, op="cov"), x.dtype)
+            factor = total - ddof * fn.sum(w * aw) / total
+        d = x - mean
+        out = fn.matmul(d * w, fn.swap_axes(d, 0, 1)) / factor
+    return fn.squeeze(out, (0, 1)) if out.shape == (1, 1) else out
+
+
+def corrcoef(x, y=None, rowvar: bool = True) -> Tensor:
+    """The correlation coefficients of the variables (NumPy's and JAX's ``corrcoef``):
+    :func:`cov` divided by the outer product of the standard deviations, clipped to
+    ``[-1, 1]``.
+
+    Args:
+        x: a 1-D or 2-D tensor or array (variables in rows unless ``rowvar=False``).
+        y: more variables.
+        rowvar: variables in rows (default True).
+
+    Returns:
+        ``(V, V)`` (a 0-d tensor for one variable).
+    """
+    c = cov(x, y, rowvar)
+    if c.ndim == 0:
+        return c / c
+    d = fn.sqrt(diagonal(c))
+    return fn.clip(c / fn.unsqueeze(d, 1) / fn.unsqueeze(d, 0), -1.0, 1.0)
+
+
+def real(val) -> Tensor:
+    """The real part (NumPy's and JAX's ``real``): the value itself (nabla has no complex
+    dtypes).
+
+    Args:
+        val: a tensor, or a nested list or NumPy array.
+
+    Returns:
+        ``val`` as a tensor.
+    """
+    return as_tensor(val, op="real")
+
+
+def imag(val) -> Tensor:
+    """The imaginary part (NumPy's and JAX's ``imag``): zeros like ``val`` (nabla has no
+    complex dtypes).
+
+    Args:
+        val: a tensor, or a nested list or NumPy array.
+
+    Returns:
+        Zeros of ``val``'s shape and dtype.
+    """
+    return fn.zeros_like(as_tensor(val, op="imag"))
+
+
+def conj(x) -> Tensor:
+    """The complex conjugate (NumPy's and JAX's ``conj``/``conjugate``): ``x`` itself
+    (nabla has no complex dtypes).
+
+    Args:
+        x: a tensor, or a nested list or NumPy array.
+
+    Returns:
+        ``x`` as a tensor.
+    """
+    return as_tensor(x, op="conj")
+
+
+conjugate = conj
 
 mgrid = _GridMaker(False, "mgrid")
 ogrid = _GridMaker(True, "ogrid")

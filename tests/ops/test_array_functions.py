@@ -1,6 +1,8 @@
 """NumPy's and JAX's array functions composed of the ops (``ops/array_functions.py``),
 against NumPy, and under ``vmap``, ``grad`` and ``compile`` where they differentiate."""
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -186,8 +188,24 @@ def test_nan_functions_and_quantiles():
     same(nb.grad(lambda v: nb.nansum(v))(x[0]), [1.0, 0.0, 1.0, 1.0])
     with pytest.raises(nb.OpError, match="quantile: q must be a number or 1-D numbers"):
         nb.quantile(y, 1.5)
-    with pytest.raises(nb.OpError, match="only method='linear'"):
-        nb.quantile(y, 0.5, method="nearest")
+    with pytest.raises(nb.OpError, match="quantile: method must be one of"):
+        nb.quantile(y, 0.5, method="inverted_cdf")
+    # NumPy's other methods, and the NaN-skipping forms (NaN for an all-NaN slice)
+    z = np.array([[3.0, np.nan, 1.0, 7.0, 2.0], [np.nan] * 5, [4.0, 0.5, np.nan, np.nan, 9.0]])
+    for method in ("linear", "lower", "higher", "nearest", "midpoint"):
+        for q in (0.0, 0.3, 0.5, 0.75, 1.0):
+            same(nb.quantile(y, q, axis=1, method=method), np.quantile(y, q, axis=1, method=method))
+            with np.errstate(invalid="ignore"), warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)
+                want = np.nanquantile(z, q, axis=1, method=method)
+            same(nb.nanquantile(z, q, axis=1, method=method), want)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        same(nb.nanmedian(z, 1), np.nanmedian(z, 1))
+        same(nb.nanpercentile(z, [10, 90], 1), np.nanpercentile(z, [10, 90], 1))
+    same(nb.nanprod(z, 1), np.nanprod(z, 1))
+    g = nb.grad(lambda v: nb.nanmedian(v))(z[0]).numpy()  # (the middle of 4 values: 2, 3)
+    assert g.tolist() == [0.5, 0.0, 0.0, 0.0, 0.5]
 
 
 def test_average():
@@ -757,3 +775,19 @@ def test_reductions_take_where_and_initial_as_numpy_s():
         nb.max(x, where=m)
     with pytest.raises(nb.OpError, match=r"sum: where= of shape \(2,\) does not broadcast"):
         nb.sum(x, where=np.array([True, False]))
+
+
+def test_cov_and_corrcoef_take_numpy_s_options():
+    rng = np.random.default_rng(8)
+    m, y = rng.standard_normal((3, 6)), rng.standard_normal((2, 6))
+    fw, aw = np.array([1, 2, 1, 3, 1, 1]), rng.random(6)
+    for kw in ({}, {"bias": True}, {"ddof": 2}, {"fweights": fw}, {"aweights": aw},
+               {"fweights": fw, "aweights": aw}, {"rowvar": False}):  # fmt: skip
+        a = m.T if kw.get("rowvar") is False else m
+        same(nb.cov(a, **kw), np.cov(a, **kw))
+    same(nb.cov(m, y), np.cov(m, y))
+    same(nb.corrcoef(m, y), np.corrcoef(m, y))
+    assert nb.cov(m[0]).shape == () and nb.real(m).shape == (3, 6)
+    assert nb.imag(m).numpy().sum() == 0 and nb.conj(m).numpy().tolist() == m.tolist()
+    with pytest.raises(nb.OpError, match=r"cov: fweights must have one weight per observation"):
+        nb.cov(m, fweights=[1, 2])

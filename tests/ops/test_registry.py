@@ -98,6 +98,7 @@ ALIASES = {
     "arctan": "atan",
     "arctanh": "atanh",
     "arcsinh": "asinh",
+    "conjugate": "conj",
     "arccosh": "acosh",
     "negative": "neg",
     "amax": "max",
