@@ -30,7 +30,7 @@ from .losses import (
     TripletMarginLoss,
 )
 from .module import Module, ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential
-from .normalization import BatchNorm1d, BatchNorm2d, GroupNorm, InstanceNorm2d
+from .normalization import BatchNorm1d, BatchNorm2d, GroupNorm, InstanceNorm1d, InstanceNorm2d
 from .recurrent import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNCell
 from .sharded_checkpoint import load_sharded, save_sharded
 from .transformer import (
@@ -67,6 +67,7 @@ __all__ = [
     "BatchNorm2d",
     "GroupNorm",
     "InstanceNorm2d",
+    "InstanceNorm1d",
     "DataLoader",
     "GRU",
     "GRUCell",

@@ -48,6 +48,13 @@ from .normalization import batch_norm, group_norm, instance_norm, widened
 
 __all__ = [
     "adaptive_avg_pool2d",
+    "adaptive_max_pool2d",
+    "adaptive_avg_pool1d",
+    "adaptive_max_pool1d",
+    "max_pool1d",
+    "avg_pool1d",
+    "pixel_shuffle",
+    "pixel_unshuffle",
     "cosine_similarity",
     "normalize",
     "one_hot",
@@ -452,6 +459,206 @@ def adaptive_avg_pool2d(x, output_size) -> Tensor:
     x = view.concatenate(rows, axis=-3)
     cols = [x[..., a:b, :].mean(axis=-2, keepdims=True) for a, b in bins(w, ow)]
     return view.concatenate(cols, axis=-2)
+
+
+def adaptive_max_pool2d(x, output_size, return_indices: bool = False) -> Tensor:
+    """PyTorch's ``adaptive_max_pool2d`` on NHWC ``x``: output cell ``(i, j)`` is the
+    maximum over rows ``floor(i H / OH)`` to ``ceil((i + 1) H / OH)`` and the same for
+    columns.
+
+    Args:
+        x: input ``(N, H, W, C)`` (or ``(H, W, C)``).
+        output_size: ``OH`` (square) or ``(OH, OW)``; None in the pair keeps that size.
+        return_indices: must be False (the indices are not returned).
+
+    Returns:
+        ``(N, OH, OW, C)``.
+
+    Raises:
+        ValueError: for an input that is not 3-D or 4-D, or an output size below 1.
+        NotImplementedError: for ``return_indices=True``.
+    """
+    if return_indices:
+        raise NotImplementedError("adaptive_max_pool2d: return_indices=True is not supported")
+    x = as_tensor(x, op="adaptive_max_pool2d")
+    if x.ndim not in (3, 4):
+        raise ValueError(f"adaptive_max_pool2d: expected (N, H, W, C) or (H, W, C), got {x.shape}")
+    h, w = x.shape[-3], x.shape[-2]
+    oh, ow = (output_size, output_size) if isinstance(output_size, int) else output_size
+    oh, ow = h if oh is None else int(oh), w if ow is None else int(ow)
+    if oh < 1 or ow < 1:
+        raise ValueError(f"adaptive_max_pool2d: output size must be >= 1, got {(oh, ow)}")
+
+    def bins(n, out):
+        return [(i * n // out, -(-(i + 1) * n // out)) for i in range(out)]
+
+    rows = [x[..., a:b, :, :].max(axis=-3, keepdims=True) for a, b in bins(h, oh)]
+    x = view.concatenate(rows, axis=-3)
+    cols = [x[..., a:b, :].max(axis=-2, keepdims=True) for a, b in bins(w, ow)]
+    return view.concatenate(cols, axis=-2)
+
+
+def _as_2d(op: str, x):
+    """``(x as (N, 1, L, C), unbatched)`` for a 1-D pool of ``(N, L, C)`` or ``(L, C)``."""
+    x = as_tensor(x, op=op)
+    if x.ndim not in (2, 3):
+        raise ValueError(f"{op}: expected (N, L, C) or (L, C) (channels last), got {x.shape}")
+    unbatched = x.ndim == 2
+    return view.unsqueeze(x[None] if unbatched else x, 1), unbatched
+
+
+def _from_2d(y, unbatched):
+    y = view.squeeze(y, 1)
+    return y[0] if unbatched else y
+
+
+def _one(v, name: str, op: str) -> int:
+    """A 1-D pool's size argument: an int or a 1-tuple."""
+    if isinstance(v, tuple | list):
+        if len(v) != 1:
+            raise ValueError(f"{op}: {name} must be an int or a 1-tuple, got {v!r}")
+        v = v[0]
+    return int(v)
+
+
+def max_pool1d(
+    x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False
+) -> Tensor:
+    """PyTorch's ``F.max_pool1d`` over sequences ``(N, L, C)`` (channels last; or ``(L,
+    C)``): :func:`max_pool2d` over a height of 1.
+
+    Args:
+        x: input ``(N, L, C)`` or ``(L, C)``.
+        kernel_size: an int.
+        stride: an int or None (default: ``kernel_size``).
+        padding: an int, at most half the window.
+        dilation: spacing between window elements.
+        ceil_mode: round the output length up.
+        return_indices: must be False.
+
+    Returns:
+        ``(N, OL, C)`` (or ``(OL, C)``).
+    """
+    if return_indices:
+        raise NotImplementedError("max_pool1d: return_indices=True is not supported")
+    k = _one(kernel_size, "kernel_size", "max_pool1d")
+    s = k if stride is None else _one(stride, "stride", "max_pool1d")
+    p, d = _one(padding, "padding", "max_pool1d"), _one(dilation, "dilation", "max_pool1d")
+    x2, unbatched = _as_2d("max_pool1d", x)
+    return _from_2d(max_pool2d(x2, (1, k), (1, s), (0, p), (1, d), ceil_mode), unbatched)
+
+
+def avg_pool1d(
+    x, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True
+) -> Tensor:
+    """PyTorch's ``F.avg_pool1d`` over sequences ``(N, L, C)`` (channels last; or ``(L,
+    C)``): :func:`avg_pool2d` over a height of 1.
+
+    Args:
+        x: input ``(N, L, C)`` or ``(L, C)``.
+        kernel_size: an int.
+        stride: an int or None (default: ``kernel_size``).
+        padding: an int, at most half the window.
+        ceil_mode: round the output length up.
+        count_include_pad: divide by the whole window, padding included (default True).
+
+    Returns:
+        ``(N, OL, C)`` (or ``(OL, C)``).
+    """
+    k = _one(kernel_size, "kernel_size", "avg_pool1d")
+    s = k if stride is None else _one(stride, "stride", "avg_pool1d")
+    p = _one(padding, "padding", "avg_pool1d")
+    x2, unbatched = _as_2d("avg_pool1d", x)
+    out = avg_pool2d(x2, (1, k), (1, s), (0, p), ceil_mode, count_include_pad)
+    return _from_2d(out, unbatched)
+
+
+def adaptive_avg_pool1d(x, output_size) -> Tensor:
+    """PyTorch's ``F.adaptive_avg_pool1d`` over sequences ``(N, L, C)`` (or ``(L, C)``).
+
+    Args:
+        x: input ``(N, L, C)`` or ``(L, C)``.
+        output_size: the output length.
+
+    Returns:
+        ``(N, OL, C)`` (or ``(OL, C)``).
+    """
+    x2, unbatched = _as_2d("adaptive_avg_pool1d", x)
+    out = adaptive_avg_pool2d(x2, (1, _one(output_size, "output_size", "adaptive_avg_pool1d")))
+    return _from_2d(out, unbatched)
+
+
+def adaptive_max_pool1d(x, output_size, return_indices: bool = False) -> Tensor:
+    """PyTorch's ``F.adaptive_max_pool1d`` over sequences ``(N, L, C)`` (or ``(L, C)``).
+
+    Args:
+        x: input ``(N, L, C)`` or ``(L, C)``.
+        output_size: the output length.
+        return_indices: must be False.
+
+    Returns:
+        ``(N, OL, C)`` (or ``(OL, C)``).
+    """
+    x2, unbatched = _as_2d("adaptive_max_pool1d", x)
+    size = (1, _one(output_size, "output_size", "adaptive_max_pool1d"))
+    return _from_2d(adaptive_max_pool2d(x2, size, return_indices), unbatched)
+
+
+def pixel_shuffle(x, upscale_factor: int) -> Tensor:
+    """PyTorch's ``F.pixel_shuffle`` on NHWC ``x``: ``(N, H, W, C r^2)`` to ``(N, H r, W r,
+    C)``, output pixel ``(h r + i, w r + j)`` of channel ``c`` taking input channel ``c r^2
+    + i r + j`` (PyTorch's order of the channels).
+
+    Args:
+        x: input ``(..., H, W, C r^2)``.
+        upscale_factor: ``r``.
+
+    Returns:
+        ``(..., H r, W r, C)``.
+
+    Raises:
+        ValueError: for channels not divisible by ``r^2``.
+    """
+    x = as_tensor(x, op="pixel_shuffle")
+    r = int(upscale_factor)
+    *lead, h, w, c = x.shape
+    if x.ndim < 3 or r < 1 or c % (r * r):
+        raise ValueError(
+            f"pixel_shuffle: channels {c} of input {x.shape} must be divisible by "
+            f"upscale_factor^2 = {r * r}"
+        )
+    co = c // (r * r)
+    y = x.reshape(*lead, h, w, co, r, r)
+    n = len(lead)
+    y = view.permute(y, (*range(n), n, n + 3, n + 1, n + 4, n + 2))
+    return y.reshape(*lead, h * r, w * r, co)
+
+
+def pixel_unshuffle(x, downscale_factor: int) -> Tensor:
+    """PyTorch's ``F.pixel_unshuffle`` on NHWC ``x``: the inverse of :func:`pixel_shuffle`.
+
+    Args:
+        x: input ``(..., H r, W r, C)``.
+        downscale_factor: ``r``.
+
+    Returns:
+        ``(..., H, W, C r^2)``.
+
+    Raises:
+        ValueError: for a height or width not divisible by ``r``.
+    """
+    x = as_tensor(x, op="pixel_unshuffle")
+    r = int(downscale_factor)
+    *lead, hr, wr, c = x.shape
+    if x.ndim < 3 or r < 1 or hr % r or wr % r:
+        raise ValueError(
+            f"pixel_unshuffle: height and width of input {x.shape} must be divisible by "
+            f"downscale_factor {r}"
+        )
+    n = len(lead)
+    y = x.reshape(*lead, hr // r, r, wr // r, r, c)
+    y = view.permute(y, (*range(n), n, n + 2, n + 4, n + 1, n + 3))
+    return y.reshape(*lead, hr // r, wr // r, c * r * r)
 
 
 def softplus(x, beta: float = 1.0, threshold: float = 20.0) -> Tensor:

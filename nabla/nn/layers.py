@@ -59,6 +59,25 @@ __all__ = [
     "Tanhshrink",
     "Hardshrink",
     "Softshrink",
+    "MaxPool1d",
+    "AvgPool1d",
+    "AdaptiveMaxPool2d",
+    "AdaptiveAvgPool1d",
+    "AdaptiveMaxPool1d",
+    "PixelShuffle",
+    "PixelUnshuffle",
+    "ZeroPad1d",
+    "ZeroPad2d",
+    "ConstantPad1d",
+    "ConstantPad2d",
+    "ReflectionPad1d",
+    "ReflectionPad2d",
+    "ReplicationPad1d",
+    "ReplicationPad2d",
+    "CircularPad1d",
+    "CircularPad2d",
+    "CosineSimilarity",
+    "PairwiseDistance",
     "Softmin",
     "CELU",
     "GLU",
@@ -723,6 +742,293 @@ class AdaptiveAvgPool2d(Module):
     def extra_repr(self) -> str:
         """The configuration shown by ``repr``."""
         return f"output_size={self.output_size}"
+
+
+class _Pool1d(_Pool):
+    """A pool over sequences ``(N, L, C)`` (channels last, or one ``(L, C)``): int sizes."""
+
+    def _check_padding(self) -> None:
+        sizes = [self.kernel_size, self.padding, getattr(self, "dilation", 1)]
+        k, pad, d = (v[0] if isinstance(v, tuple | list) and len(v) == 1 else v for v in sizes)
+        if isinstance(k, int) and isinstance(pad, int) and pad > ((k - 1) * d + 1) // 2:
+            raise ValueError(
+                f"{type(self).__name__}: padding {self.padding} is more than half of the "
+                f"window {k} (dilation {d}): pad should be at most half of the effective "
+                "kernel size, as in PyTorch"
+            )
+
+    def forward(self, x):
+        """Pool ``x`` of shape ``(N, L, C)`` (or one sequence ``(L, C)``).
+
+        Args:
+            x: the input sequences.
+
+        Returns:
+            The pooled sequences.
+        """
+        options = {name: getattr(self, name) for name in self.options}
+        return type(self).fn(x, self.kernel_size, self.stride, self.padding, **options)
+
+
+class MaxPool1d(_Pool1d):
+    """Max over windows of sequences ``(N, L, C)`` (PyTorch's ``MaxPool1d``, channels last).
+
+    Args:
+        kernel_size: an int.
+        stride: an int (default: ``kernel_size``).
+        padding: an int (default 0).
+        dilation: spacing between window elements (default 1).
+        ceil_mode: round the output length up (default False).
+    """
+
+    fn = staticmethod(F.max_pool1d)
+    options = {"dilation": 1, "ceil_mode": False}
+
+
+class AvgPool1d(_Pool1d):
+    """Mean over windows of sequences ``(N, L, C)`` (PyTorch's ``AvgPool1d``, channels
+    last).
+
+    Args:
+        kernel_size: an int.
+        stride: an int (default: ``kernel_size``).
+        padding: an int (default 0).
+        ceil_mode: round the output length up (default False).
+        count_include_pad: divide by the whole window, padding included (default True).
+    """
+
+    fn = staticmethod(F.avg_pool1d)
+    options = {"ceil_mode": False, "count_include_pad": True}
+
+
+class _Adaptive(Module):
+    fn = None
+
+    def __init__(self, output_size):
+        super().__init__()
+        self.output_size = output_size if isinstance(output_size, int) else tuple(output_size)
+
+    def forward(self, x):
+        """Pool ``x`` (channels last) to ``output_size``.
+
+        Args:
+            x: the input.
+
+        Returns:
+            The pooled input.
+        """
+        return type(self).fn(x, self.output_size)
+
+    def extra_repr(self) -> str:
+        """The configuration shown by ``repr``."""
+        return f"output_size={self.output_size}"
+
+
+class AdaptiveMaxPool2d(_Adaptive):
+    """Max over PyTorch's adaptive windows of NHWC images, to a fixed output size.
+
+    Args:
+        output_size: ``OH`` (square) or ``(OH, OW)``; None in the pair keeps that size.
+    """
+
+    fn = staticmethod(F.adaptive_max_pool2d)
+
+
+class AdaptiveAvgPool1d(_Adaptive):
+    """Mean over PyTorch's adaptive windows of sequences ``(N, L, C)``, to a fixed length.
+
+    Args:
+        output_size: the output length.
+    """
+
+    fn = staticmethod(F.adaptive_avg_pool1d)
+
+
+class AdaptiveMaxPool1d(_Adaptive):
+    """Max over PyTorch's adaptive windows of sequences ``(N, L, C)``, to a fixed length.
+
+    Args:
+        output_size: the output length.
+    """
+
+    fn = staticmethod(F.adaptive_max_pool1d)
+
+
+class PixelShuffle(Module):
+    """PyTorch's ``PixelShuffle`` on NHWC images: ``(N, H, W, C r^2)`` to ``(N, H r, W r,
+    C)`` (:func:`nabla.nn.functional.pixel_shuffle`).
+
+    Args:
+        upscale_factor: ``r``.
+    """
+
+    def __init__(self, upscale_factor: int):
+        super().__init__()
+        self.upscale_factor = int(upscale_factor)
+
+    def forward(self, x):
+        """Rearrange ``x``'s channels into space.
+
+        Args:
+            x: ``(N, H, W, C r^2)``.
+
+        Returns:
+            ``(N, H r, W r, C)``.
+        """
+        return F.pixel_shuffle(x, self.upscale_factor)
+
+    def extra_repr(self) -> str:
+        """The configuration shown by ``repr``."""
+        return f"upscale_factor={self.upscale_factor}"
+
+
+class PixelUnshuffle(Module):
+    """PyTorch's ``PixelUnshuffle`` on NHWC images, the inverse of :class:`PixelShuffle`.
+
+    Args:
+        downscale_factor: ``r``.
+    """
+
+    def __init__(self, downscale_factor: int):
+        super().__init__()
+        self.downscale_factor = int(downscale_factor)
+
+    def forward(self, x):
+        """Rearrange ``x``'s space into channels.
+
+        Args:
+            x: ``(N, H r, W r, C)``.
+
+        Returns:
+            ``(N, H, W, C r^2)``.
+        """
+        return F.pixel_unshuffle(x, self.downscale_factor)
+
+    def extra_repr(self) -> str:
+        """The configuration shown by ``repr``."""
+        return f"downscale_factor={self.downscale_factor}"
+
+
+class _Pad(Module):
+    """PyTorch's padding modules, channels last: ``padding`` is PyTorch's, ``(left,
+    right[, top, bottom])`` for the length (width, height) dims, never the channels."""
+
+    mode = "constant"
+    dims = 2
+
+    def __init__(self, padding, value: float | None = None):
+        super().__init__()
+        n = 2 * self.dims
+        pads = (padding,) * n if isinstance(padding, int) else tuple(int(v) for v in padding)
+        if len(pads) != n:
+            raise ValueError(
+                f"{type(self).__name__}: padding must be an int or {n} ints, got {padding!r}"
+            )
+        self.padding, self.value = pads, value
+
+    def forward(self, x):
+        """Pad ``x`` (channels last: ``(N, H, W, C)`` or ``(N, L, C)``).
+
+        Args:
+            x: the input.
+
+        Returns:
+            The padded input.
+        """
+        pads = (0, 0) + self.padding  # (the channels, last, untouched)
+        if self.mode == "constant":
+            return F.pad(x, pads, "constant", 0.0 if self.value is None else self.value)
+        return F.pad(x, pads, self.mode)
+
+    def extra_repr(self) -> str:
+        """The configuration shown by ``repr``."""
+        value = "" if self.value is None else f", value={self.value}"
+        return f"padding={self.padding}{value}"
+
+
+def _pad_module(name: str, mode: str, dims: int, what: str, constant: bool = False):
+    def init(self, padding, value=0.0):
+        _Pad.__init__(self, padding, value)
+
+    def init_plain(self, padding):
+        _Pad.__init__(self, padding)
+
+    doc = (
+        f"PyTorch's ``{name}``, channels last: {what}.\n\n    Args:\n        padding: an int "
+        f"or {2 * dims} ints, PyTorch's order (from the last spatial dim outward)."
+    )
+    if constant:
+        doc += "\n        value: the fill (default 0)."
+    cls = type(
+        name, (_Pad,), {"mode": mode, "dims": dims, "__init__": init if constant else init_plain}
+    )
+    cls.__doc__ = doc
+    cls.__module__ = __name__
+    cls.__init__.__doc__ = doc
+    return cls
+
+
+ZeroPad1d = _pad_module("ZeroPad1d", "constant", 1, "zeros around sequences ``(N, L, C)``")
+ZeroPad2d = _pad_module("ZeroPad2d", "constant", 2, "zeros around NHWC images")
+ConstantPad1d = _pad_module("ConstantPad1d", "constant", 1, "a value around sequences", True)
+ConstantPad2d = _pad_module("ConstantPad2d", "constant", 2, "a value around images", True)
+ReflectionPad1d = _pad_module("ReflectionPad1d", "reflect", 1, "reflected sequences")
+ReflectionPad2d = _pad_module("ReflectionPad2d", "reflect", 2, "reflected images")
+ReplicationPad1d = _pad_module("ReplicationPad1d", "replicate", 1, "edge values, sequences")
+ReplicationPad2d = _pad_module("ReplicationPad2d", "replicate", 2, "edge values, images")
+CircularPad1d = _pad_module("CircularPad1d", "circular", 1, "wrapped sequences")
+CircularPad2d = _pad_module("CircularPad2d", "circular", 2, "wrapped images")
+
+
+class CosineSimilarity(Module):
+    """PyTorch's ``CosineSimilarity`` (:func:`nabla.nn.functional.cosine_similarity`).
+
+    Args:
+        dim: the axis of the vectors (default 1).
+        eps: the smallest divisor (default 1e-8).
+    """
+
+    def __init__(self, dim: int = 1, eps: float = 1e-8):
+        super().__init__()
+        self.dim, self.eps = dim, eps
+
+    def forward(self, x1, x2):
+        """The cosine similarities of ``x1`` and ``x2`` along ``dim``.
+
+        Args:
+            x1: the first tensor.
+            x2: the second tensor.
+
+        Returns:
+            The similarities.
+        """
+        return F.cosine_similarity(x1, x2, self.dim, self.eps)
+
+
+class PairwiseDistance(Module):
+    """PyTorch's ``PairwiseDistance`` (:func:`nabla.nn.functional.pairwise_distance`).
+
+    Args:
+        p: the norm's order (default 2).
+        eps: added to the differences (default 1e-6).
+        keepdim: keep the reduced dim (default False).
+    """
+
+    def __init__(self, p: float = 2.0, eps: float = 1e-6, keepdim: bool = False):
+        super().__init__()
+        self.norm, self.eps, self.keepdim = p, eps, keepdim
+
+    def forward(self, x1, x2):
+        """The ``p``-norm distances between the rows of ``x1`` and ``x2``.
+
+        Args:
+            x1: the first tensor.
+            x2: the second tensor.
+
+        Returns:
+            The distances.
+        """
+        return F.pairwise_distance(x1, x2, self.norm, self.eps, self.keepdim)
 
 
 class LayerNorm(Module):

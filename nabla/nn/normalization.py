@@ -34,6 +34,7 @@ __all__ = [
     "BatchNorm2d",
     "GroupNorm",
     "InstanceNorm2d",
+    "InstanceNorm1d",
     "batch_norm",
     "group_norm",
     "instance_norm",
@@ -634,6 +635,47 @@ class InstanceNorm2d(_NormBase):
         if self.training and self.track_running_stats:
             self._update_running(cls, stats, count=False)
         return y.reshape(tuple(y.shape[1:])) if unbatched else y
+
+
+class InstanceNorm1d(InstanceNorm2d):
+    """Instance normalization of sequences ``(N, L, C)`` (PyTorch's ``InstanceNorm1d``,
+    channels last): each sequence and channel is normalized over its length. An unbatched
+    ``(L, C)`` sequence is accepted too. The arguments are :class:`InstanceNorm2d`'s.
+
+    Args:
+        num_features: ``C``, the number of channels.
+        eps: added to the variance (default 1e-5).
+        momentum: the weight of each batch in the running statistics (default 0.1).
+        affine: learn a per-channel ``weight`` and ``bias`` (default False).
+        track_running_stats: keep running statistics (default False).
+        dtype: dtype of the parameters and running statistics (default: the default dtype).
+    """
+
+    _ranks = (2, 3)
+    _layout = "(N, L, C) or (L, C)"
+
+    def forward(self, x):
+        """Normalize each sequence of ``x``.
+
+        Args:
+            x: ``(N, L, C)`` or ``(L, C)``.
+
+        Returns:
+            A tensor like ``x``.
+
+        Raises:
+            ValueError: for a wrong rank or channel count.
+        """
+        cls = type(self).__name__
+        x = self._check_input(x)
+        shape = tuple(x.shape)
+        x4 = x.reshape((1, 1) + shape if x.ndim == 2 else (shape[0], 1) + shape[1:])
+        use_input = self.training or not self.track_running_stats
+        y, stats = _instance_norm(cls, widened(x4), self._params(True), use_input)
+        y = y.cast(x.dtype) if y.dtype is not x.dtype else y
+        if self.training and self.track_running_stats:
+            self._update_running(cls, stats, count=False)
+        return y.reshape(shape)
 
 
 class GroupNorm(Module):
