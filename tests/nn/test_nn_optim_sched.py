@@ -1,6 +1,7 @@
-"""RMSprop, Adagrad, the learning-rate schedulers and clip_grad_value_ against PyTorch, step by
-step over 20 steps: the recorded trajectories of tests/nn/data/make_optim_sched.py (the
-parameters, the learning rate and the momentum after each step), eager and through
+"""RMSprop, Adagrad, Adamax, NAdam, RAdam, Adadelta, the learning-rate schedulers and
+clip_grad_value_ against PyTorch, step by step over 20 steps: the recorded trajectories of
+tests/nn/data/make_optim_sched.py (the parameters, the learning rate and the momentum after
+each step), eager and through
 ``opt.compile_step`` (which must trace once however the scheduler changes the rate)."""
 
 import math
@@ -25,6 +26,10 @@ COMPILED = [
     "rmsprop_full",
     "rmsprop_momentum",
     "adagrad_full",
+    "adamax_full",
+    "nadam_full",
+    "radam_full",
+    "adadelta_full",
     "cosine",
     "onecycle_sgd",
     "onecycle_adam_linear_3phase",

@@ -71,6 +71,18 @@ __all__ = [
     "adam_init",
     "adagrad_init",
     "adagrad_update",
+    "adamax_init",
+    "adamax_update",
+    "nadam_init",
+    "nadam_update",
+    "radam_init",
+    "radam_update",
+    "adadelta_init",
+    "adadelta_update",
+    "Adamax",
+    "NAdam",
+    "RAdam",
+    "Adadelta",
     "adam_update",
     "adamw_init",
     "adamw_step",
@@ -1093,6 +1105,229 @@ def adagrad_update(
     return _apply(params, grads, state, ["sum"], rule, initial=initial_accumulator_value)
 
 
+# ----------------------------------------------------------------------------- Adamax, NAdam,
+# RAdam, Adadelta (PyTorch's rules and defaults; ``t`` is the leaf's update, from 1)
+def adamax_init(params) -> dict:
+    """The state of :func:`adamax_update`: ``{"step", "exp_avg", "exp_inf"}`` (PyTorch's
+    names), zeros per trainable leaf.
+
+    Args:
+        params: the params pytree.
+
+    Returns:
+        The state dict.
+    """
+    return {"step": _step0(), "exp_avg": _zeros_state(params), "exp_inf": _zeros_state(params)}
+
+
+def adamax_update(
+    params, grads, state=None, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0
+):
+    """One Adamax step, as ``torch.optim.Adamax``: ``m = b1 m + (1 - b1) g``; ``u =
+    max(b2 u, |g| + eps)``; ``p -= lr / (1 - b1^t) * m / u``.
+
+    Args:
+        params: the params pytree.
+        grads: gradients, a pytree of the same structure (None leaves are skipped).
+        state: from :func:`adamax_init` (None: a fresh state).
+        lr: learning rate or schedule (default 2e-3, PyTorch's).
+        betas: decay rates of the mean and of the infinity norm (default ``(0.9, 0.999)``).
+        eps: added to ``|g|`` (default 1e-8).
+        weight_decay: L2 penalty added to the gradient (default 0).
+
+    Returns:
+        ``(new_params, new_state)``.
+    """
+    _check_settings("adamax_update", lr, betas=betas, eps=eps, wd=weight_decay)
+    if state is None:
+        state = adamax_init(params)
+    b1, b2 = betas
+    rate = _lr_at(lr, state["step"])
+
+    def rule(p, g, old, done):
+        if weight_decay:
+            g = g + weight_decay * p
+        m = b1 * old[0] + (1.0 - b1) * g
+        u = binary.maximum(b2 * old[1], g.abs() + eps)
+        c1 = _bias_correction(b1, done + 1.0).cast(p.dtype)
+        return p - (_like(rate, p) / c1) * (m / u), [m, u]
+
+    return _apply(params, grads, state, ["exp_avg", "exp_inf"], rule)
+
+
+def nadam_init(params) -> dict:
+    """The state of :func:`nadam_update`: ``{"step", "mu_product", "exp_avg",
+    "exp_avg_sq"}`` (PyTorch's names); ``mu_product`` one scalar per trainable leaf.
+
+    Args:
+        params: the params pytree.
+
+    Returns:
+        The state dict.
+    """
+    leaves, mask = tree_leaves(params), trainable_mask(params)
+    products = [creation.ones((), dtype=DType.float32) if t else None for t in mask]
+    return {
+        "step": _step0(),
+        "mu_product": products if leaves else [],
+        "exp_avg": _zeros_state(params),
+        "exp_avg_sq": _zeros_state(params),
+    }
+
+
+def nadam_update(
+    params,
+    grads,
+    state=None,
+    lr=2e-3,
+    betas=(0.9, 0.999),
+    eps=1e-8,
+    weight_decay=0.0,
+    momentum_decay=4e-3,
+):
+    """One NAdam step, as ``torch.optim.NAdam``: Adam with Nesterov momentum and the
+    momentum schedule ``mu_t = b1 (1 - 0.96^(t psi) / 2)`` (``psi = momentum_decay``).
+
+    Args:
+        params: the params pytree.
+        grads: gradients, a pytree of the same structure (None leaves are skipped).
+        state: from :func:`nadam_init` (None: a fresh state).
+        lr: learning rate or schedule (default 2e-3, PyTorch's).
+        betas: decay rates of the two moments (default ``(0.9, 0.999)``).
+        eps: added to the denominator (default 1e-8).
+        weight_decay: L2 penalty added to the gradient (default 0).
+        momentum_decay: ``psi`` (default 4e-3).
+
+    Returns:
+        ``(new_params, new_state)``.
+    """
+    _check_settings("nadam_update", lr, betas=betas, eps=eps, wd=weight_decay)
+    if state is None:
+        state = nadam_init(params)
+    b1, b2 = betas
+    rate = _lr_at(lr, state["step"])
+
+    def rule(p, g, old, done):
+        if weight_decay:
+            g = g + weight_decay * p
+        t = done + 1.0
+        mu = b1 * (1.0 - 0.5 * unary.exp(t * (momentum_decay * math.log(0.96))))
+        mu_next = b1 * (1.0 - 0.5 * unary.exp((t + 1.0) * (momentum_decay * math.log(0.96))))
+        # (a leaf first trained after the state was made starts from a filled tensor)
+        product = (old[0] if old[0].ndim == 0 else old[0].reshape(-1)[0]).cast(DType.float32)
+        product = product * mu
+        m = b1 * old[1] + (1.0 - b1) * g
+        v = b2 * old[2] + (1.0 - b2) * g.square()
+        denom = (v / _bias_correction(b2, t).cast(p.dtype)).sqrt() + eps
+        lr_p = _like(rate, p)
+        step_g = (lr_p * ((1.0 - mu) / (1.0 - product)).cast(p.dtype)) * (g / denom)
+        step_m = (lr_p * (mu_next / (1.0 - product * mu_next)).cast(p.dtype)) * (m / denom)
+        return p - step_g - step_m, [product, m, v]
+
+    return _apply(params, grads, state, ["mu_product", "exp_avg", "exp_avg_sq"], rule, 1.0)
+
+
+def radam_init(params) -> dict:
+    """The state of :func:`radam_update`: ``{"step", "exp_avg", "exp_avg_sq"}``.
+
+    Args:
+        params: the params pytree.
+
+    Returns:
+        The state dict.
+    """
+    return {"step": _step0(), "exp_avg": _zeros_state(params), "exp_avg_sq": _zeros_state(params)}
+
+
+def radam_update(
+    params, grads, state=None, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0
+):
+    """One RAdam step, as ``torch.optim.RAdam``: Adam whose adaptive step is rectified by
+    ``r_t`` once the variance's degrees of freedom ``rho_t`` pass 5, and plain momentum
+    SGD before.
+
+    Args:
+        params: the params pytree.
+        grads: gradients, a pytree of the same structure (None leaves are skipped).
+        state: from :func:`radam_init` (None: a fresh state).
+        lr: learning rate or schedule (default 1e-3).
+        betas: decay rates of the two moments (default ``(0.9, 0.999)``).
+        eps: added to the denominator (default 1e-8).
+        weight_decay: L2 penalty added to the gradient (default 0).
+
+    Returns:
+        ``(new_params, new_state)``.
+    """
+    _check_settings("radam_update", lr, betas=betas, eps=eps, wd=weight_decay)
+    if state is None:
+        state = radam_init(params)
+    b1, b2 = betas
+    rate = _lr_at(lr, state["step"])
+    rho_inf = 2.0 / (1.0 - b2) - 1.0
+
+    def rule(p, g, old, done):
+        if weight_decay:
+            g = g + weight_decay * p
+        t = done + 1.0
+        m = b1 * old[0] + (1.0 - b1) * g
+        v = b2 * old[1] + (1.0 - b2) * g.square()
+        c2 = _bias_correction(b2, t)
+        m_hat = m / _bias_correction(b1, t).cast(p.dtype)
+        rho = rho_inf - 2.0 * t * unary.exp(t * math.log(b2)) / c2
+        rect = (rho - 4.0) * (rho - 2.0) * rho_inf / ((rho_inf - 4.0) * (rho_inf - 2.0) * rho)
+        use = rho > 5.0
+        rect = binary.where(use, binary.maximum(rect, 0.0), 0.0).sqrt()
+        adaptive = c2.sqrt().cast(p.dtype) / (v.sqrt() + eps)
+        factor = binary.where(use, rect.cast(p.dtype) * adaptive, 1.0)
+        return p - _like(rate, p) * m_hat * factor, [m, v]
+
+    return _apply(params, grads, state, ["exp_avg", "exp_avg_sq"], rule)
+
+
+def adadelta_init(params) -> dict:
+    """The state of :func:`adadelta_update`: ``{"step", "square_avg", "acc_delta"}``.
+
+    Args:
+        params: the params pytree.
+
+    Returns:
+        The state dict.
+    """
+    return {"step": _step0(), "square_avg": _zeros_state(params), "acc_delta": _zeros_state(params)}
+
+
+def adadelta_update(params, grads, state=None, lr=1.0, rho=0.9, eps=1e-6, weight_decay=0.0):
+    """One Adadelta step, as ``torch.optim.Adadelta``: ``s = rho s + (1 - rho) g^2``;
+    ``d = sqrt(a + eps) / sqrt(s + eps) g``; ``a = rho a + (1 - rho) d^2``; ``p -= lr d``.
+
+    Args:
+        params: the params pytree.
+        grads: gradients, a pytree of the same structure (None leaves are skipped).
+        state: from :func:`adadelta_init` (None: a fresh state).
+        lr: a factor on the update (default 1.0, PyTorch's).
+        rho: decay rate of the running averages (default 0.9).
+        eps: added inside the roots (default 1e-6).
+        weight_decay: L2 penalty added to the gradient (default 0).
+
+    Returns:
+        ``(new_params, new_state)``.
+    """
+    _check_settings("adadelta_update", lr, eps=eps, wd=weight_decay, alpha=rho)
+    if state is None:
+        state = adadelta_init(params)
+    rate = _lr_at(lr, state["step"])
+
+    def rule(p, g, old, done):
+        if weight_decay:
+            g = g + weight_decay * p
+        square_avg = rho * old[0] + (1.0 - rho) * g.square()
+        delta = (old[1] + eps).sqrt() / (square_avg + eps).sqrt() * g
+        acc_delta = rho * old[1] + (1.0 - rho) * delta.square()
+        return p - _like(rate, p) * delta, [square_avg, acc_delta]
+
+    return _apply(params, grads, state, ["square_avg", "acc_delta"], rule)
+
+
 # ----------------------------------------------------------------------------- stateful
 def _scalar_input(value) -> Tensor:
     """A setting's number as a realized float32 scalar: data of the program that reads it.
@@ -1968,12 +2203,127 @@ class Adagrad(Optimizer):
         return adagrad_init(params, self.initial_accumulator_value)
 
 
+class Adamax(Optimizer):
+    """Adamax, as ``torch.optim.Adamax`` (see :func:`adamax_update`).
+
+    Args:
+        params: a Module, a pytree of tensors or ``model.parameters()`` (updated in place).
+        lr: learning rate or schedule (default 2e-3).
+        betas: decay rates (default ``(0.9, 0.999)``).
+        eps: added to ``|g|`` (default 1e-8).
+        weight_decay: L2 penalty added to the gradient (default 0).
+        **kwargs: PyTorch's ``maximize``, ``foreach``, ``fused``, ``capturable`` (see
+            :class:`Optimizer`).
+    """
+
+    _hyper_names = ("lr", "betas", "eps", "weight_decay")
+    _update_rule = staticmethod(adamax_update)
+    _dynamic = ("lr",)
+
+    def __init__(self, params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, **kwargs):
+        _check_settings("Adamax", lr, betas=betas, eps=eps, wd=weight_decay)
+        self.betas, self.eps, self.weight_decay = tuple(betas), eps, weight_decay
+        super().__init__(params, lr, **kwargs)
+
+    def _init(self, params):
+        return adamax_init(params)
+
+
+class NAdam(Optimizer):
+    """NAdam, as ``torch.optim.NAdam`` (see :func:`nadam_update`).
+
+    Args:
+        params: a Module, a pytree of tensors or ``model.parameters()`` (updated in place).
+        lr: learning rate or schedule (default 2e-3).
+        betas: decay rates (default ``(0.9, 0.999)``).
+        eps: denominator epsilon (default 1e-8).
+        weight_decay: L2 penalty added to the gradient (default 0).
+        momentum_decay: the momentum schedule's ``psi`` (default 4e-3).
+        **kwargs: PyTorch's ``maximize``, ``foreach``, ``fused``, ``capturable`` (see
+            :class:`Optimizer`).
+    """
+
+    _hyper_names = ("lr", "betas", "eps", "weight_decay", "momentum_decay")
+    _update_rule = staticmethod(nadam_update)
+    _dynamic = ("lr",)
+
+    def __init__(
+        self,
+        params,
+        lr=2e-3,
+        betas=(0.9, 0.999),
+        eps=1e-8,
+        weight_decay=0.0,
+        momentum_decay=4e-3,
+        **kwargs,
+    ):
+        _check_settings("NAdam", lr, betas=betas, eps=eps, wd=weight_decay)
+        self.betas, self.eps, self.weight_decay = tuple(betas), eps, weight_decay
+        self.momentum_decay = momentum_decay
+        super().__init__(params, lr, **kwargs)
+
+    def _init(self, params):
+        return nadam_init(params)
+
+
+class RAdam(Optimizer):
+    """RAdam, as ``torch.optim.RAdam`` (see :func:`radam_update`).
+
+    Args:
+        params: a Module, a pytree of tensors or ``model.parameters()`` (updated in place).
+        lr: learning rate or schedule (default 1e-3).
+        betas: decay rates (default ``(0.9, 0.999)``).
+        eps: denominator epsilon (default 1e-8).
+        weight_decay: L2 penalty added to the gradient (default 0).
+        **kwargs: PyTorch's ``maximize``, ``foreach``, ``fused``, ``capturable`` (see
+            :class:`Optimizer`).
+    """
+
+    _hyper_names = ("lr", "betas", "eps", "weight_decay")
+    _update_rule = staticmethod(radam_update)
+    _dynamic = ("lr",)
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, **kwargs):
+        _check_settings("RAdam", lr, betas=betas, eps=eps, wd=weight_decay)
+        self.betas, self.eps, self.weight_decay = tuple(betas), eps, weight_decay
+        super().__init__(params, lr, **kwargs)
+
+    def _init(self, params):
+        return radam_init(params)
+
+
+class Adadelta(Optimizer):
+    """Adadelta, as ``torch.optim.Adadelta`` (see :func:`adadelta_update`).
+
+    Args:
+        params: a Module, a pytree of tensors or ``model.parameters()`` (updated in place).
+        lr: a factor on the update (default 1.0).
+        rho: decay rate of the running averages (default 0.9).
+        eps: added inside the roots (default 1e-6).
+        weight_decay: L2 penalty added to the gradient (default 0).
+        **kwargs: PyTorch's ``maximize``, ``foreach``, ``fused``, ``capturable`` (see
+            :class:`Optimizer`).
+    """
+
+    _hyper_names = ("lr", "rho", "eps", "weight_decay")
+    _update_rule = staticmethod(adadelta_update)
+    _dynamic = ("lr",)
+
+    def __init__(self, params, lr=1.0, rho=0.9, eps=1e-6, weight_decay=0.0, **kwargs):
+        _check_settings("Adadelta", lr, eps=eps, wd=weight_decay, alpha=rho)
+        self.rho, self.eps, self.weight_decay = rho, eps, weight_decay
+        super().__init__(params, lr, **kwargs)
+
+    def _init(self, params):
+        return adadelta_init(params)
+
+
 # the schedulers drive the optimizers above (``torch.optim.lr_scheduler``)
 from . import lr_scheduler  # noqa: E402
 
-# PyTorch's optimizers this module does not have: a ported script's ``optim.NAdam`` says so
+# PyTorch's optimizers this module does not have: a ported script's ``optim.LBFGS`` says so
 # and names what there is, instead of a bare AttributeError
-_NOT_HERE = {"NAdam", "RAdam", "Adamax", "Adadelta", "LBFGS", "ASGD", "Rprop", "SparseAdam"}
+_NOT_HERE = {"LBFGS", "ASGD", "Rprop", "SparseAdam"}
 _NOT_HERE |= {"Adafactor", "swa_utils"}
 
 
@@ -1981,6 +2331,7 @@ def __getattr__(name: str):
     if name in _NOT_HERE:
         raise AttributeError(
             f"nabla.nn.optim has no {name} (torch.optim.{name}); its optimizers are SGD, "
-            "Adam, AdamW, RMSprop and Adagrad, with functional forms (docs/nn.md)"
+            "Adam, AdamW, RMSprop, Adagrad, Adamax, NAdam, RAdam and Adadelta, with "
+            "functional forms (docs/nn.md)"
         )
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

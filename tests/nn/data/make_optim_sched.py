@@ -42,6 +42,17 @@ CASES = {
         None,
     ),
     "adagrad_default": lambda o, p: (o.Adagrad(p), None),
+    "adamax_default": lambda o, p: (o.Adamax(p), None),
+    "adamax_full": lambda o, p: (o.Adamax(p, lr=0.02, betas=(0.8, 0.99), weight_decay=0.1), None),
+    "nadam_default": lambda o, p: (o.NAdam(p), None),
+    "nadam_full": lambda o, p: (
+        o.NAdam(p, lr=0.01, betas=(0.85, 0.995), weight_decay=0.05, momentum_decay=0.01),
+        None,
+    ),
+    "radam_default": lambda o, p: (o.RAdam(p), None),
+    "radam_full": lambda o, p: (o.RAdam(p, lr=0.01, betas=(0.8, 0.9), weight_decay=0.05), None),
+    "adadelta_default": lambda o, p: (o.Adadelta(p), None),
+    "adadelta_full": lambda o, p: (o.Adadelta(p, lr=0.5, rho=0.8, weight_decay=0.1), None),
     "adagrad_full": lambda o, p: (
         o.Adagrad(
             p, lr=0.1, lr_decay=0.05, weight_decay=0.1, initial_accumulator_value=0.5, eps=1e-8
