@@ -436,6 +436,14 @@ from . import autograd, config, distributed, lax, linalg, scipy, testing
 # ``import nabla.random`` / ``from nabla.random import normal``, as ``jax.random``: the
 # random functions live in the ops layer, and this is that module under its public path
 _sys.modules[f"{__name__}.random"] = random
+# JAX's other distributions (gamma, beta, dirichlet, poisson, ...) build on the draws of
+# ops/random.py from a module of their own (ops/distributions.py, which imports it, so it
+# cannot import them back): the public nb.random gathers both
+from .ops import distributions as _distributions  # noqa: E402
+
+for _name in _distributions.__all__:
+    setattr(random, _name, getattr(_distributions, _name))
+random.__all__ = [*random.__all__, *_distributions.__all__]
 from . import _compat  # noqa: F401 - the original's module paths (nabla.core.trace, ...)
 
 # Tensor methods that need transforms are attached here, above the layers they come from.

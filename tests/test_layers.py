@@ -198,9 +198,10 @@ def test_ops_modules_import_each_other_in_one_order():
     pipeline = {
         f"nabla.ops.{m}" for m in ("functions", "_util", "pipeline", "spmd", "base", "batching")
     }
-    # namespaces over the families, imported by none of them: the Tensor methods and the
-    # original Nabla's ``ops.communication`` (re-exports of the collectives)
-    namespaces = {"nabla.ops.methods", "nabla.ops.communication"}
+    # namespaces over the families, imported by none of them: the Tensor methods, the
+    # original Nabla's ``ops.communication`` (re-exports of the collectives) and JAX's
+    # random distributions (compositions of the keyed draws and other families)
+    namespaces = {"nabla.ops.methods", "nabla.ops.communication", "nabla.ops.distributions"}
     for module in graph.keys() - pipeline - namespaces:
         others = graph[module] - pipeline
         if module == "nabla.ops.collectives":  # one family in two modules

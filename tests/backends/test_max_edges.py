@@ -83,6 +83,7 @@ def _edge_samples(entry, dtype):
 ON_HOST = {"argsort", "sort", "top_k", "nonzero", "argwhere", "flatnonzero", "compress", "extract"}
 ON_HOST |= {"unique", "partition", "argpartition", "lexsort"}  # (they sort)
 ON_HOST |= {"searchsorted", "digitize", "quantile", "percentile", "median"}
+ON_HOST |= {"nanquantile", "nanpercentile", "nanmedian"}
 ON_HOST |= {"inv", "solve", "slogdet", "det", "cholesky", "eigh", "eigvalsh"}  # LAPACK's
 ON_HOST |= {"svd", "qr", "pinv"}
 

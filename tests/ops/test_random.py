@@ -518,3 +518,79 @@ def test_pytorch_s_size_and_generator_keywords():
         nb.randn(2, size=(3,))
     with pytest.raises(TypeError, match="generator= takes None here"):
         nb.rand(2, generator=object())
+
+
+# ----------------------------------------------------------------------------- jax.random's others
+def _moments(x, mean, var, n):
+    """The sample mean and variance within ~5 standard errors of the true ones."""
+    x = np.asarray(x.numpy(), np.float64)
+    assert abs(x.mean() - mean) < 5 * np.sqrt(var / n) + 1e-9, (x.mean(), mean)
+    assert abs(x.var() - var) < 0.08 * var + 1e-9, (x.var(), var)
+
+
+def test_the_gamma_family_and_the_other_distributions_have_their_moments():
+    import scipy.stats as ss
+
+    R, k, n = nb.random, nb.random.key(0), 40000
+    for a in (0.1, 0.7, 3.5, 50.0):
+        x = R.gamma(k, a, (n,))
+        _moments(x, a, a, n)
+        assert ss.kstest(x.numpy(), ss.gamma(a).cdf).pvalue > 1e-3
+    _moments(R.beta(k, 2.0, 5.0, (n,)), 2 / 7, 10 / (49 * 8), n)
+    d = R.dirichlet(k, np.array([1.0, 2.0, 3.0]), (n,)).numpy()
+    np.testing.assert_allclose(d.sum(1), 1.0, rtol=1e-5)
+    np.testing.assert_allclose(d.mean(0), [1 / 6, 2 / 6, 3 / 6], atol=0.01)
+    _moments(R.chisquare(k, 4.0, (n,)), 4.0, 8.0, n)
+    _moments(R.t(k, 5.0, (n,)), 0.0, 5 / 3, n)
+    _moments(R.f(k, 5.0, 10.0, (n,)), 1.25, 2 * 100 * 13 / (5 * 64 * 6), n)
+    for lam in (0.5, 9.9, 10.0, 37.0, 500.0):  # (inversion below 10, rejection from 10)
+        p = R.poisson(k, lam, (n,))
+        assert p.dtype == nb.int32
+        _moments(p, lam, lam, n)
+    counts = np.bincount(R.poisson(R.key(3), 37.0, (n,)).numpy(), minlength=80)[:80] / n
+    assert np.abs(counts - ss.poisson(37).pmf(np.arange(80))).max() < 0.006
+    _moments(R.geometric(k, 0.3, (n,)), 1 / 0.3, 0.7 / 0.09, n)
+    _moments(R.rayleigh(k, 2.0, (n,)), 2 * np.sqrt(np.pi / 2), (4 - np.pi) * 2, n)
+    _moments(R.pareto(k, 6.0, (n,)), 1.2, 6 / (25 * 4), n)  # (b > 4: a finite 4th moment)
+    w = ss.weibull_min(1.5, scale=2.0)
+    _moments(R.weibull_min(k, 2.0, 1.5, (n,)), w.mean(), w.var(), n)
+    _moments(R.triangular(k, 0.0, 1.0, 3.0, (n,)), 4 / 3, 7 / 18, n)
+    _moments(R.maxwell(k, (n,)), ss.maxwell.mean(), ss.maxwell.var(), n)
+    _moments(R.double_sided_maxwell(k, 1.0, 2.0, (n,)), 1.0, 12.0, n)
+    _moments(R.generalized_normal(k, 2.0, (n,)), 0.0, 0.5, n)
+    r = np.linalg.norm(R.ball(k, 3, 2, (n,)).numpy(), axis=1)
+    assert r.max() <= 1.0 and abs((r**3).mean() - 0.5) < 0.01  # (uniform in the ball)
+    cov = np.array([[2.0, 0.6], [0.6, 1.0]])
+    for method in ("cholesky", "eigh", "svd"):
+        z = R.multivariate_normal(k, np.array([1.0, -1.0]), cov, (n,), method=method).numpy()
+        np.testing.assert_allclose(np.cov(z.T), cov, atol=0.06)
+    q = R.orthogonal(k, 4, (3,)).numpy()
+    np.testing.assert_allclose(
+        q @ q.transpose(0, 2, 1), np.broadcast_to(np.eye(4), q.shape), atol=1e-5
+    )
+    assert R.bits(k, (3,)).dtype == nb.uint32 and R.bits(k, (3,), nb.uint8).dtype == nb.uint8
+    assert R.wrap_key_data(R.key_data(k)).tolist() == k.tolist()
+    with pytest.raises(ValueError, match="random.bits: dtype must be an unsigned integer"):
+        R.bits(k, (2,), nb.int32)
+
+
+def test_gamma_draws_differentiate_in_the_shape():
+    """The implicit derivative (JAX's): d/da E[x] = 1 and d/da E[x^2] = 2a + 1 for gamma(a);
+    through beta (d/da E = b / (a + b)^2) and loggamma (d/da E[log x] = trigamma(a), where
+    a tiny shape's draws underflow)."""
+    import scipy.special as sp
+
+    R, n = nb.random, 100000
+    for a in (0.3, 2.0, 20.0):
+        g1 = nb.grad(lambda v: R.gamma(R.key(5), v, (n,)).mean())(a).item()
+        g2 = nb.grad(lambda v: (R.gamma(R.key(5), v, (n,)) ** 2).mean())(a).item()
+        assert abs(g1 - 1.0) < 0.02 and abs(g2 - (2 * a + 1)) < 0.03 * (2 * a + 1), (a, g1, g2)
+    gb = nb.grad(lambda v: R.beta(R.key(6), v, 3.0, (n,)).mean())(2.0).item()
+    assert abs(gb - 3 / 25) < 0.005
+    gl = nb.grad(lambda v: R.loggamma(R.key(6), v, (n,)).mean())(0.05).item()
+    assert abs(gl - sp.polygamma(1, 0.05)) < 0.03 * sp.polygamma(1, 0.05)
+    # reproducible from the key, batched by vmap, and compiled
+    assert R.gamma(R.key(1), 2.0, (4,)).tolist() == R.gamma(R.key(1), 2.0, (4,)).tolist()
+    assert nb.vmap(lambda kk: R.gamma(kk, 2.0, (3,)))(R.split(R.key(0), 4)).shape == (4, 3)
+    got = nb.compile(lambda kk, a: R.beta(kk, a, 2.0, (3,)))(R.key(2), nb.constant(1.5))
+    assert got.shape == (3,) and ((got.numpy() > 0) & (got.numpy() < 1)).all()

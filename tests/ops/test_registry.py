@@ -155,6 +155,7 @@ TESTED_ELSEWHERE = {
     "random_normal": "tests/ops/test_random.py",
     "random_randint": "tests/ops/test_random.py",
     "random_fold_in": "tests/ops/test_random.py",
+    "random_gamma_grad": "the gamma draws' derivative (tests/ops/test_random.py)",
     "custom_call": "custom_vjp/custom_jvp/checkpoint (tests/transforms/test_autodiff.py)",
     "custom_kernel": "call_custom_kernel / custom_op (tests/backends/test_custom_kernels.py)",
     "compiled_call": "compile's fast path (tests/transforms/test_compile.py)",

@@ -70,6 +70,9 @@ UNSUPPORTED: dict[str, str] = {
 # LAPACK's: no MAX kernels
 for _n in ("inv", "solve", "slogdet", "cholesky", "eigh", "svd", "qr", "pinv"):
     UNSUPPORTED[_n] = f"MAX has no {_n} kernel: it runs on the host (NumPy's LAPACK)"
+UNSUPPORTED["random_gamma_grad"] = (
+    "the gamma draws' derivative (an incomplete gamma function) runs on the host"
+)
 
 
 def max_dtype(dt):
