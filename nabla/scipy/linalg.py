@@ -7,10 +7,11 @@ of the triangle, so its derivative reaches only the triangle, as JAX's). Not bui
 from __future__ import annotations
 
 from .. import linalg as _la
-from ..core.dtypes import get_default_dtype, promote_types
+from ..core.dtypes import promote_types
 from ..ops import creation, unary, view
 from ..ops._util import as_tensor
 from ..ops.base import OpError
+from ..ops.special import floats
 from ..runtime.tensor import Tensor
 
 __all__ = [
@@ -26,14 +27,6 @@ __all__ = [
     "qr",
     "eigh",
 ]
-
-
-def _pair(op: str, a, b) -> tuple:
-    a, b = as_tensor(a, op=op), as_tensor(b, op=op)
-    dtype = promote_types(a.dtype, b.dtype)
-    if not dtype.is_float:
-        dtype = get_default_dtype()
-    return unary.cast(a, dtype), unary.cast(b, dtype)
 
 
 def _triangle(a: Tensor, lower: bool, unit_diagonal: bool) -> Tensor:
@@ -75,7 +68,7 @@ def solve_triangular(
         ValueError: (:class:`nabla.OpError`) for an unknown ``trans`` or shapes that do not
             fit.
     """
-    a, b = _pair("scipy.linalg.solve_triangular", a, b)
+    a, b = floats("scipy.linalg.solve_triangular", a, b)
     codes = {0: 0, "N": 0, 1: 1, "T": 1, 2: 1, "C": 1}
     if trans not in codes:
         raise OpError(f"solve_triangular: trans must be 0/'N', 1/'T' or 2/'C', got {trans!r}")
@@ -162,7 +155,7 @@ def solve(
     known = ("gen", "general", "sym", "symmetric", "her", "hermitian", "pos", "positive definite")
     if assume_a not in known:
         raise OpError(f"scipy.linalg.solve: unknown assume_a={assume_a!r}")
-    a, b = _pair("scipy.linalg.solve", a, b)
+    a, b = floats("scipy.linalg.solve", a, b)
     vector = b.ndim == a.ndim - 1
     x = _la.solve(a, view.unsqueeze(b, -1) if vector else b)
     return view.squeeze(x, -1) if vector else x

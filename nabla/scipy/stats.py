@@ -47,13 +47,9 @@ __all__ = [
 _LOG_2PI = math.log(2.0 * math.pi)
 
 
-def _floats(op: str, *xs) -> list:
-    return floats(op, *xs)
-
-
 def _standard(op, x, loc, scale):
     """``((x - loc) / scale, scale)`` in one float dtype."""
-    x, loc, scale = _floats(op, x, loc, scale)
+    x, loc, scale = floats(op, x, loc, scale)
     return (x - loc) / scale, scale
 
 
@@ -102,13 +98,13 @@ def _norm_logsf(x, loc=0, scale=1):
 
 def _norm_ppf(q, loc=0, scale=1):
     """The normal quantile function."""
-    q, loc, scale = _floats("norm.ppf", q, loc, scale)
+    q, loc, scale = floats("norm.ppf", q, loc, scale)
     return loc + scale * ndtri(q)
 
 
 def _norm_isf(q, loc=0, scale=1):
     """The normal inverse survival function."""
-    q, loc, scale = _floats("norm.isf", q, loc, scale)
+    q, loc, scale = floats("norm.isf", q, loc, scale)
     return loc - scale * ndtri(q)
 
 
@@ -130,7 +126,7 @@ def _mvn_logpdf(x, mean, cov, allow_singular=None):
     ``cov`` ``(d, d)`` (``allow_singular`` must be None or False, as JAX's)."""
     if allow_singular:
         raise NotImplementedError("multivariate_normal.logpdf: allow_singular=True (as JAX)")
-    x, mean, cov = _floats("multivariate_normal.logpdf", x, mean, cov)
+    x, mean, cov = floats("multivariate_normal.logpdf", x, mean, cov)
     if cov.ndim != 2 or cov.shape[0] != cov.shape[1] or x.shape[-1:] != cov.shape[:1]:
         raise ValueError(
             f"multivariate_normal.logpdf: cov must be (d, d) for x of shape (..., d), got x "
@@ -174,7 +170,7 @@ def _uniform_cdf(x, loc=0, scale=1):
 
 def _uniform_ppf(q, loc=0, scale=1):
     """The uniform quantile function (NaN outside ``[0, 1]``)."""
-    q, loc, scale = _floats("uniform.ppf", q, loc, scale)
+    q, loc, scale = floats("uniform.ppf", q, loc, scale)
     inside = binary.logical_and(q >= 0, q <= 1)
     return binary.where(inside, loc + q * scale, math.nan)
 
@@ -203,7 +199,7 @@ def _expon_cdf(x, loc=0, scale=1):
 
 def _expon_ppf(q, loc=0, scale=1):
     """The exponential quantile function."""
-    q, loc, scale = _floats("expon.ppf", q, loc, scale)
+    q, loc, scale = floats("expon.ppf", q, loc, scale)
     return loc - scale * unary.log1p(unary.neg(q))
 
 
@@ -255,7 +251,7 @@ def _logistic_sf(x, loc=0, scale=1):
 
 def _logistic_ppf(q, loc=0, scale=1):
     """The logistic quantile function."""
-    q, loc, scale = _floats("logistic.ppf", q, loc, scale)
+    q, loc, scale = floats("logistic.ppf", q, loc, scale)
     return loc + scale * logit(q)
 
 
@@ -287,7 +283,7 @@ def _cauchy_cdf(x, loc=0, scale=1):
 
 def _cauchy_ppf(q, loc=0, scale=1):
     """The Cauchy quantile function."""
-    q, loc, scale = _floats("cauchy.ppf", q, loc, scale)
+    q, loc, scale = floats("cauchy.ppf", q, loc, scale)
     return loc + scale * unary.tan(math.pi * (q - 0.5))
 
 
@@ -297,7 +293,7 @@ cauchy = _dist("cauchy", logpdf=_cauchy_logpdf, pdf=_cauchy_pdf, cdf=_cauchy_cdf
 # ----------------------------------------------------------------------------- gamma family
 def _t_logpdf(x, df, loc=0, scale=1):
     """Student's t log density with ``df`` degrees of freedom."""
-    x, df, loc, scale = _floats("t.logpdf", x, df, loc, scale)
+    x, df, loc, scale = floats("t.logpdf", x, df, loc, scale)
     z = (x - loc) / scale
     half = 0.5 * (df + 1.0)
     norm_ = gammaln(half) - gammaln(0.5 * df) - 0.5 * unary.log(df * math.pi) - unary.log(scale)
@@ -314,7 +310,7 @@ t = _dist("t", logpdf=_t_logpdf, pdf=_t_pdf)
 
 def _gamma_logpdf(x, a, loc=0, scale=1):
     """The gamma log density with shape ``a``."""
-    x, a, loc, scale = _floats("gamma.logpdf", x, a, loc, scale)
+    x, a, loc, scale = floats("gamma.logpdf", x, a, loc, scale)
     y = (x - loc) / scale
     ys = binary.maximum(y, 0.0)
     value = xlogy(a - 1.0, ys) - ys - gammaln(a) - unary.log(scale)
@@ -332,7 +328,7 @@ gamma = _dist("gamma", logpdf=_gamma_logpdf, pdf=_gamma_pdf)
 def _chi2_logpdf(x, df, loc=0, scale=1):
     """The chi-squared log density with ``df`` degrees of freedom (a gamma of shape
     ``df / 2`` and scale ``2 scale``)."""
-    x, df, loc, scale = _floats("chi2.logpdf", x, df, loc, scale)
+    x, df, loc, scale = floats("chi2.logpdf", x, df, loc, scale)
     return _gamma_logpdf(x, 0.5 * df, loc, 2.0 * scale)
 
 
@@ -346,7 +342,7 @@ chi2 = _dist("chi2", logpdf=_chi2_logpdf, pdf=_chi2_pdf)
 
 def _beta_logpdf(x, a, b, loc=0, scale=1):
     """The beta log density with shapes ``a`` and ``b``."""
-    x, a, b, loc, scale = _floats("beta.logpdf", x, a, b, loc, scale)
+    x, a, b, loc, scale = floats("beta.logpdf", x, a, b, loc, scale)
     y = (x - loc) / scale
     inside = binary.logical_and(y >= 0, y <= 1)
     ys = binary.clip(y, 0.0, 1.0)
@@ -365,7 +361,7 @@ beta = _dist("beta", logpdf=_beta_logpdf, pdf=_beta_pdf)
 # ----------------------------------------------------------------------------- discrete
 def _poisson_logpmf(k, mu, loc=0):
     """The Poisson log probability of ``k`` (``-inf`` off the non-negative integers)."""
-    k, mu, loc = _floats("poisson.logpmf", k, mu, loc)
+    k, mu, loc = floats("poisson.logpmf", k, mu, loc)
     j = k - loc
     valid = binary.logical_and(j >= 0, unary.floor(j) == j)
     js = binary.maximum(j, 0.0)
@@ -382,7 +378,7 @@ poisson = _dist("poisson", logpmf=_poisson_logpmf, pmf=_poisson_pmf)
 
 def _bernoulli_logpmf(k, p, loc=0):
     """The Bernoulli log probability of ``k`` in ``{0, 1}`` (``-inf`` elsewhere)."""
-    k, p, loc = _floats("bernoulli.logpmf", k, p, loc)
+    k, p, loc = floats("bernoulli.logpmf", k, p, loc)
     j = k - loc
     valid = binary.logical_or(j == 0, j == 1)
     js = binary.where(valid, j, 0.0)
@@ -396,7 +392,7 @@ def _bernoulli_pmf(k, p, loc=0):
 
 def _bernoulli_cdf(k, p, loc=0):
     """The Bernoulli CDF."""
-    k, p, loc = _floats("bernoulli.cdf", k, p, loc)
+    k, p, loc = floats("bernoulli.cdf", k, p, loc)
     j = k - loc
     return binary.where(j < 0, 0.0, binary.where(j < 1, 1.0 - p, 1.0))
 
