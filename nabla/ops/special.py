@@ -24,7 +24,7 @@ import math
 from ..core.dtypes import get_default_dtype, promote_types
 from ..runtime.tensor import Tensor
 from ._util import as_tensor, is_scalar
-from .functions import fn
+from .functions import fn, provide
 
 __all__ = [
     "erfc",
@@ -72,24 +72,10 @@ def floats(op: str, *xs) -> list:
 
 
 # ----------------------------------------------------------------------------- error function
-_ERFC_FIT = (  # Chebyshev fit of erfc(z) t^-1 exp(z^2), t = 1 / (1 + z / 2), z >= 0
-    -1.26551223,
-    1.00002368,
-    0.37409196,
-    0.09678418,
-    -0.18628806,
-    0.27886807,
-    -1.13520398,
-    1.48851587,
-    -0.82215223,
-    0.17087277,
-)
-
-
 def _erfc_log_fit(z):
     """``log(erfc(z))`` for ``z >= 0`` from the fit: ``log t - z^2 + poly(t)``; in log
     space it stays finite where ``erfc`` underflows."""
-    t, poly = _erfc_fit(z)
+    t, poly = fn.erfc_fit(z)  # (unary's fit, which its gelu uses too)
     return fn.log(t) - z * z + poly
 
 
@@ -110,15 +96,6 @@ def erfc(x) -> Tensor:
     return fn.where(x < 0, 2.0 - upper, upper)
 
 
-def _erfc_fit(z):
-    """``(t, poly)`` of the fit, ``erfc(z) = t exp(-z^2 + poly)`` for ``z >= 0``."""
-    t = 1.0 / (1.0 + 0.5 * z)
-    poly = _ERFC_FIT[-1]
-    for c in reversed(_ERFC_FIT[:-1]):
-        poly = c + t * poly
-    return t, poly
-
-
 def erfcx(x) -> Tensor:
     """The scaled complementary error function ``exp(x^2) erfc(x)``, finite where
     ``erfc`` underflows (from 10 on its asymptotic series).
@@ -132,7 +109,7 @@ def erfcx(x) -> Tensor:
     x = _float(x, "erfcx")
     z = fn.abs(x)
     far, huge = z >= 2.0, z >= 10.0
-    t, poly = _erfc_fit(fn.where(far, z, 2.0))
+    t, poly = fn.erfc_fit(fn.where(far, z, 2.0))
     tail = t * fn.exp(poly)
     zh = fn.where(huge, z, 10.0)  # 1/(z sqrt(pi)) (1 - 1/(2z^2) + 3/(2z^2)^2 - ...)
     u = 1.0 / (2.0 * zh * zh)
@@ -666,3 +643,6 @@ def expit(x) -> Tensor:
         A float tensor like ``x``.
     """
     return fn.sigmoid(_float(x, "expit"))
+
+
+provide(globals(), ["erfinv"])  # (random's truncated_normal inverts its CDF with it)

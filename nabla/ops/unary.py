@@ -575,13 +575,21 @@ _ERFC_FIT = (
 )
 
 
-def _erfc_nonnegative(t):
-    """``erfc(t)`` for ``t >= 0`` (a tensor), to ~1.2e-7 relative error."""
+def erfc_fit(t):
+    """``(u, poly)`` with ``erfc(t) = u exp(-t^2 + poly)`` for ``t >= 0`` (a tensor), to
+    ~1.2e-7 relative error: the parts, so that a caller can stay in log space
+    (``special.log_ndtr``) or leave out ``exp(-t^2)`` (``special.erfcx``)."""
     u = 1.0 / (1.0 + 0.5 * t)
     poly = _ERFC_FIT[-1]
-    for c in reversed(_ERFC_FIT[1:-1]):
+    for c in reversed(_ERFC_FIT[:-1]):
         poly = c + u * poly
-    return u * exp(-t * t + _ERFC_FIT[0] + u * poly)
+    return u, poly
+
+
+def _erfc_nonnegative(t):
+    """``erfc(t)`` for ``t >= 0`` (a tensor), to ~1.2e-7 relative error."""
+    u, poly = erfc_fit(t)
+    return u * exp(-t * t + poly)
 
 
 # below this x, float64 gelu's 1 + erf(x / sqrt 2) has lost more relative accuracy to
@@ -658,4 +666,4 @@ def square(x):
     return x * x
 
 
-provide(globals(), __all__ + ["clone"])
+provide(globals(), __all__ + ["clone", "erfc_fit"])
