@@ -912,25 +912,39 @@ def reduce_window(
         pad(v, _t(init).cast(v.dtype), [(lo, hi, b - 1) for (lo, hi), b in zip(pairs, bdil)])
         for v, init in zip(leaves, inits, strict=True)
     ]
-    size = tuple(padded[0].shape)
-    out_shape = []
-    for n, k, s, d in zip(size, window, strides, wdil, strict=True):
-        extent = (k - 1) * d + 1
-        if n < extent:
-            raise ValueError(
-                f"lax.reduce_window: the window {window} (dilation {wdil}) does not fit the "
-                f"padded operand of shape {size}"
-            )
-        out_shape.append((n - extent) // s + 1)
+    out_shape = _window_counts("lax.reduce_window", tuple(padded[0].shape), window, strides, wdil)
     acc = [creation.full(tuple(out_shape), init, dtype=v.dtype) for v, init in zip(padded, inits)]
     for tap in np.ndindex(*window):
-        index = tuple(
-            builtins.slice(t * d, t * d + (o - 1) * s + 1, s)
-            for t, d, o, s in zip(tap, wdil, out_shape, strides, strict=True)
-        )
+        index = _tap_slices(tap, wdil, out_shape, strides)
         taken = tree_unflatten(tree, [v[index] for v in padded])
         acc = tree_flatten(computation(tree_unflatten(tree, acc), taken))[0]
     return tree_unflatten(tree, acc)
+
+
+def _window_counts(op, size, window, strides, dilation) -> list:
+    """The number of window positions per dim of a (padded) ``size``.
+
+    Raises:
+        ValueError: where the (dilated) window does not fit.
+    """
+    counts = []
+    for n, k, s, d in zip(size, window, strides, dilation, strict=True):
+        extent = (k - 1) * d + 1
+        if n < extent:
+            raise ValueError(
+                f"{op}: the window {tuple(window)} (dilation {tuple(dilation)}) does not fit "
+                f"the padded operand of shape {tuple(size)}"
+            )
+        counts.append((n - extent) // s + 1)
+    return counts
+
+
+def _tap_slices(tap, dilation, counts, strides) -> tuple:
+    """The strided slices window tap ``tap`` reads at every window position."""
+    return tuple(
+        builtins.slice(t * d, t * d + (m - 1) * s + 1, s)
+        for t, d, m, s in zip(tap, dilation, counts, strides, strict=True)
+    )
 
 
 class ConvDimensionNumbers(tuple):
@@ -1051,25 +1065,13 @@ def _conv_by_taps(x, k, strides, pairs, rdil, groups):
     nsp = len(strides)
     zero = creation.zeros((), dtype=x.dtype)
     x = pad(x, zero, [(0, 0, 0)] + [(lo, hi, 0) for lo, hi in pairs] + [(0, 0, 0)])
-    spatial = tuple(x.shape[1:-1])
     window = tuple(k.shape[:nsp])
-    out_sp = []
-    for n, kk, s, d in zip(spatial, window, strides, rdil, strict=True):
-        extent = (kk - 1) * d + 1
-        if n < extent:
-            raise ValueError(
-                f"lax.conv_general_dilated: the filter {window} (dilation {rdil}) does not fit "
-                f"the padded input {spatial}"
-            )
-        out_sp.append((n - extent) // s + 1)
+    out_sp = _window_counts("lax.conv_general_dilated", tuple(x.shape[1:-1]), window, strides, rdil)
     c, o = x.shape[-1], k.shape[-1]
     cg, og = c // groups, o // groups
     out = None
     for tap in np.ndindex(*window):
-        index = (builtins.slice(None),) + tuple(
-            builtins.slice(t * d, t * d + (m - 1) * s + 1, s)
-            for t, d, m, s in zip(tap, rdil, out_sp, strides, strict=True)
-        )
+        index = (builtins.slice(None),) + _tap_slices(tap, rdil, out_sp, strides)
         piece = x[index]  # (N, *out, C)
         tap_w = k[tap]  # (I, O)
         if groups == 1:
