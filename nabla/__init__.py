@@ -406,7 +406,7 @@ from .transforms.autodiff import (
     vjp,
 )
 from .transforms.shard_map import shard_map
-from .transforms.vmap import vmap
+from .transforms.vmap import apply_along_axis, vectorize, vmap
 from .ops.nn import avg_pool2d, conv2d, conv2d_transpose, max_pool2d
 from .transforms.custom import (
     checkpoint,
@@ -952,6 +952,8 @@ __all__ = [
     "acosh",
     "arcsinh",
     "arccosh",
+    "vectorize",
+    "apply_along_axis",
     "nanquantile",
     "nanpercentile",
     "nanmedian",

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import numbers
+import re
 from typing import NamedTuple
 
 import numpy as np
@@ -27,12 +28,12 @@ from ..core.pytree import (
 from ..core.sharding import DeviceMesh, ShardingError
 from ..core.state import STATE, new_level, vmap_level
 from ..ops import reduction
-from ..ops._util import as_tensor, check_callable
+from ..ops._util import as_tensor, check_callable, norm_axis
 from ..ops.batching import broadcast_levels, from_batch, to_batch
 from ..ops.collectives import split_level
 from ..ops.creation import arange
 from ..ops.indexing import fits_in_place, rebind, restore, restore_and_refuse
-from ..ops.view import broadcast_to, unsqueeze
+from ..ops.view import broadcast_to, moveaxis, unsqueeze
 from ..runtime.tensor import Tensor
 
 __all__ = ["vmap"]
@@ -425,3 +426,118 @@ def _leaf_names(args, keyword=False):
         else:
             names.append("argument")
     return names
+
+
+# ----------------------------------------------------------------------------- NumPy's forms
+def _parse_signature(signature: str) -> tuple:
+    """``"(m,n),(n)->(m)"`` -> ``([["m", "n"], ["n"]], [["m"]])``."""
+    pattern = r"^\s*(\(\w*(?:,\w+)*\)(?:\s*,\s*\(\w*(?:,\w+)*\))*)?\s*->\s*(\(.*\))\s*$"
+    match = re.match(pattern, signature.replace(" ", ""))
+    if match is None:
+        raise ValueError(f"vectorize: not a valid gufunc signature: {signature!r}")
+
+    def groups(text):
+        return [[d for d in g.split(",") if d] for g in re.findall(r"\((\w*(?:,\w+)*)\)", text)]
+
+    return groups(match.group(1) or ""), groups(match.group(2))
+
+
+def vectorize(pyfunc, *, excluded=frozenset(), signature: str | None = None):
+    """NumPy's and JAX's ``vectorize``: ``pyfunc`` of scalars (or of core dims, with a
+    gufunc ``signature`` such as ``"(n),(n)->()"``) applied over the broadcast leading dims
+    of its array arguments, as nested :func:`vmap` (one trace of ``pyfunc``).
+
+    Args:
+        pyfunc: the function to vectorize.
+        excluded: positions (ints) or names (strs) of arguments passed through as they are.
+        signature: core dims per input and output; without it every dim is looped over.
+
+    Returns:
+        The vectorized function.
+
+    Raises:
+        ValueError: for a malformed signature or inputs whose core dims do not fit it.
+    """
+    ins_core = _parse_signature(signature)[0] if signature is not None else None
+
+    @functools.wraps(pyfunc)
+    def wrapped(*args, **kwargs):
+        fixed_kw = {k: v for k, v in kwargs.items() if k in excluded}
+        mapped_kw = {k: v for k, v in kwargs.items() if k not in excluded}
+        positions = [i for i in range(len(args)) if i not in excluded]
+        names = list(mapped_kw)
+        values = [as_tensor(args[i], op="vectorize") for i in positions]
+        values += [as_tensor(mapped_kw[k], op="vectorize") for k in names]
+        cores = ins_core if ins_core is not None else [[] for _ in values]
+        if len(cores) != len(values):
+            raise ValueError(
+                f"vectorize: the signature {signature!r} has {len(cores)} inputs, the call "
+                f"{len(values)} array arguments"
+            )
+        sizes: dict = {}
+        loops = []
+        for v, core in zip(values, cores, strict=True):
+            if v.ndim < len(core):
+                raise ValueError(
+                    f"vectorize: an input of shape {v.shape} has fewer dims than its core "
+                    f"{tuple(core)}"
+                )
+            split = v.ndim - len(core)
+            for name, n in zip(core, v.shape[split:], strict=True):
+                if sizes.setdefault(name, n) != n:
+                    raise ValueError(
+                        f"vectorize: core dim {name!r} is {sizes[name]} in one input and {n} "
+                        "in another"
+                    )
+            loops.append(tuple(v.shape[:split]))
+        loop = tuple(np.broadcast_shapes(*loops)) if loops else ()
+        values = [
+            broadcast_to(v, loop + tuple(v.shape[v.ndim - len(core) :]))
+            for v, core in zip(values, cores, strict=True)
+        ]
+
+        def call(*vals):
+            full = list(args)
+            for i, v in zip(positions, vals[: len(positions)], strict=True):
+                full[i] = v
+            kw = dict(fixed_kw)
+            kw.update(zip(names, vals[len(positions) :], strict=True))
+            return pyfunc(*full, **kw)
+
+        fn_ = call
+        for _ in loop:
+            fn_ = vmap(fn_)
+        return fn_(*values)
+
+    return wrapped
+
+
+def apply_along_axis(func1d, axis: int, arr, *args, **kwargs):
+    """NumPy's and JAX's ``apply_along_axis``: ``func1d`` of each 1-D slice of ``arr``
+    along ``axis`` (as one :func:`vmap` over the other dims); its output's dims take
+    ``axis``'s place.
+
+    Args:
+        func1d: a function of a 1-D tensor (and ``args``, ``kwargs``).
+        axis: the axis of the slices.
+        arr: the array.
+        *args: more positional arguments of ``func1d``.
+        **kwargs: its keyword arguments.
+
+    Returns:
+        The results, the other dims of ``arr`` around each.
+    """
+    x = as_tensor(arr, op="apply_along_axis")
+    ax = norm_axis("apply_along_axis", axis, x.ndim, x.shape)
+    moved = moveaxis(x, ax, -1)
+    fn_ = lambda v: func1d(v, *args, **kwargs)  # noqa: E731
+    for _ in range(x.ndim - 1):
+        fn_ = vmap(fn_)
+    out = as_tensor(fn_(moved), op="apply_along_axis")
+    extra = out.ndim - (x.ndim - 1)  # the result's own dims, last: moved to axis
+    if extra == 0:
+        return out
+    return moveaxis(out, tuple(range(x.ndim - 1, out.ndim)), tuple(range(ax, ax + extra)))
+
+
+__all__ += ["vectorize", "apply_along_axis"]

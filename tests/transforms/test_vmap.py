@@ -649,3 +649,34 @@ def test_a_vmapped_function_that_raises_leaves_captured_tensors_as_they_were():
     with pytest.raises(KeyError):
         nb.compile(nb.vmap(f))(nb.ones((2, 3)))
     np.testing.assert_array_equal((buf * 2.0).numpy(), [0.0, 0.0, 0.0])
+
+
+def test_vectorize_and_apply_along_axis_are_numpy_s():
+    """``nb.vectorize`` (scalars, or core dims by a gufunc signature; ``excluded``) and
+    ``nb.apply_along_axis`` as nested ``vmap``s, against NumPy's own."""
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((3, 4)), rng.standard_normal((4,))
+    got = nb.vectorize(lambda x, y: nb.where(x > y, x * 2 + y, x - y))(a, b)
+    want = np.vectorize(lambda x, y: x * 2 + y if x > y else x - y)(a, b)
+    np.testing.assert_allclose(got.numpy(), want)
+    got = nb.vectorize(lambda x, y: nb.dot(x, y), signature="(n),(n)->()")(a, b)
+    np.testing.assert_allclose(got.numpy(), a @ b)
+    m = rng.standard_normal((2, 3, 3)) + 3 * np.eye(3)
+    got = nb.vectorize(nb.linalg.inv, signature="(n,n)->(n,n)")(m)
+    np.testing.assert_allclose(got.numpy(), np.linalg.inv(m), rtol=1e-10)
+    got = nb.vectorize(lambda x, p: x**p, excluded={1})(a, 2)
+    np.testing.assert_allclose(got.numpy(), a**2)
+    with pytest.raises(ValueError, match="core dim 'n' is 4 in one input and 3"):
+        nb.vectorize(lambda x, y: nb.dot(x, y), signature="(n),(n)->()")(a, b[:3])
+    c = rng.standard_normal((2, 3, 4))
+    cases = [
+        (0, lambda v: nb.cumsum(v) / v.sum(), lambda v: np.cumsum(v) / v.sum()),
+        (1, lambda v: nb.stack([v.min(), v.max()]), lambda v: np.array([v.min(), v.max()])),
+        (2, lambda v: nb.outer(v, v), lambda v: np.outer(v, v)),
+    ]
+    for axis, ours, theirs in cases:
+        np.testing.assert_allclose(
+            nb.apply_along_axis(ours, axis, c).numpy(),
+            np.apply_along_axis(theirs, axis, c),
+            rtol=1e-12,
+        )
