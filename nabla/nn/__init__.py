@@ -6,7 +6,7 @@
 
 from __future__ import annotations
 
-from . import finetune, functional, init, layers, optim, pipeline, utils
+from . import finetune, functional, init, initializers, layers, optim, pipeline, utils
 from .checkpoint import load, load_metadata, merge_state_dicts, save, split_state_dict
 from .data import DataLoader
 from .layers import *  # noqa: F403 - every layer (layers.__all__)
@@ -93,6 +93,7 @@ __all__ = [
     "finetune",
     "functional",
     "init",
+    "initializers",
     "load",
     "load_metadata",
     "load_sharded",

@@ -14,8 +14,8 @@ from typing import NamedTuple
 import ml_dtypes
 import numpy as np
 
-from ..core.dtypes import promote_types
-from ..ops import binary, creation, indexing, reduction, unary, view
+from ..core.dtypes import get_default_dtype, promote_types
+from ..ops import binary, creation, indexing, linalg, reduction, unary, view
 from ..ops import nn as _nn_ops
 from ..ops import random as _random
 from ..ops._util import as_tensor, norm_axis, readable_now
@@ -199,7 +199,7 @@ def _normalized_input(op: str, x, axis, dim, dtype) -> tuple:
     return (x if dtype is None else x.cast(dtype)), axis
 
 
-def one_hot(tensor, num_classes: int = -1, *, dtype=None) -> Tensor:
+def one_hot(tensor, num_classes: int = -1, *, dtype=None, axis: int = -1) -> Tensor:
     """PyTorch's ``one_hot``: an int64 tensor ``tensor.shape + (num_classes,)`` with a 1 at
     each index (``jax.nn.one_hot(x, n)`` is float32: pass ``dtype=nb.float32``).
 
@@ -208,6 +208,7 @@ def one_hot(tensor, num_classes: int = -1, *, dtype=None) -> Tensor:
         num_classes: the number of classes; -1 (default) takes the largest index + 1
             (computed at the call).
         dtype: the result's dtype (default int64, as PyTorch's).
+        axis: where the classes' dim goes (default -1, the last; ``jax.nn.one_hot``'s).
 
     Returns:
         The one-hot tensor.
@@ -238,7 +239,10 @@ def one_hot(tensor, num_classes: int = -1, *, dtype=None) -> Tensor:
                 f"(indices of shape {tensor.shape})"
             )
     hits = binary.equal(creation.arange(num_classes), tensor.unsqueeze(-1))
-    return hits.cast("int64" if dtype is None else dtype)
+    out = hits.cast("int64" if dtype is None else dtype)
+    if axis != -1:
+        out = view.moveaxis(out, -1, norm_axis("one_hot", axis, out.ndim, out.shape))
+    return out
 
 
 def pad(input, pad, mode: str = "constant", value: float | None = None) -> Tensor:  # noqa: A002
@@ -1230,6 +1234,225 @@ log_sigmoid = logsigmoid
 hard_tanh = hardtanh
 logsumexp = reduction.logsumexp
 __all__ += ["swish", "log_sigmoid", "hard_tanh", "logsumexp"]
+
+
+# ----------------------------------------------------------------------------- more of jax.nn
+def hard_sigmoid(x) -> Tensor:
+    """``relu6(x + 3) / 6`` (``jax.nn.hard_sigmoid``; PyTorch's ``hardsigmoid``)."""
+    return hardsigmoid(x)
+
+
+def hard_silu(x) -> Tensor:
+    """``x * hard_sigmoid(x)`` (``jax.nn.hard_silu``/``hard_swish``; PyTorch's
+    ``hardswish``)."""
+    return hardswish(x)
+
+
+hard_swish = hard_silu
+
+
+def soft_sign(x) -> Tensor:
+    """``x / (1 + |x|)`` (``jax.nn.soft_sign``)."""
+    return softsign(x)
+
+
+def identity(x) -> Tensor:
+    """``x`` itself (``jax.nn.identity``)."""
+    return as_tensor(x, op="identity")
+
+
+def squareplus(x, b: float = 4.0) -> Tensor:
+    """``(x + sqrt(x^2 + b)) / 2`` (``jax.nn.squareplus``), a smooth ReLU.
+
+    Args:
+        x: the input.
+        b: the smoothness (default 4).
+
+    Returns:
+        A tensor like ``x``.
+    """
+    x = as_tensor(x, op="squareplus")
+    return 0.5 * (x + unary.sqrt(x * x + b))
+
+
+def sparse_plus(x) -> Tensor:
+    """0 below -1, ``x`` above 1, ``(x + 1)^2 / 4`` between (``jax.nn.sparse_plus``)."""
+    x = as_tensor(x, op="sparse_plus")
+    mid = 0.25 * (x + 1.0) * (x + 1.0)
+    return binary.where(x <= -1.0, 0.0, binary.where(x >= 1.0, x, mid))
+
+
+def sparse_sigmoid(x) -> Tensor:
+    """``clip((x + 1) / 2, 0, 1)`` (``jax.nn.sparse_sigmoid``, sparse_plus's derivative)."""
+    x = as_tensor(x, op="sparse_sigmoid")
+    return binary.clip(0.5 * (x + 1.0), 0.0, 1.0)
+
+
+def log1mexp(x) -> Tensor:
+    """``log(1 - exp(-x))`` for ``x > 0`` (``jax.nn.log1mexp``), stable at both ends:
+    ``log(-expm1(-x))`` below ``log 2``, ``log1p(-exp(-x))`` above.
+
+    Args:
+        x: the input.
+
+    Returns:
+        A tensor like ``x``.
+    """
+    x = as_tensor(x, op="log1mexp")
+    near = x < math.log(2.0)
+    small = unary.log(unary.neg(unary.expm1(unary.neg(binary.where(near, x, 1.0)))))
+    large = unary.log1p(unary.neg(unary.exp(unary.neg(binary.where(near, 1.0, x)))))
+    return binary.where(near, small, large)
+
+
+def logmeanexp(x, axis=None, where=None, keepdims: bool = False) -> Tensor:
+    """``log(mean(exp(x)))`` over ``axis`` (``jax.nn.logmeanexp``), stably.
+
+    Args:
+        x: the input.
+        axis: the axes (default all).
+        where: a bool mask of the elements that count.
+        keepdims: keep the reduced dims.
+
+    Returns:
+        A float tensor.
+    """
+    x = as_tensor(x, op="logmeanexp")
+    x = x if x.dtype.is_float else x.cast(get_default_dtype())
+    total = reduction.logsumexp(x, axis, keepdims, where=where)
+    ones = creation.ones_like(x) if where is None else binary.where(where, 1.0, 0.0) + x * 0.0
+    count = reduction.sum(ones, axis, keepdims)
+    return total - unary.log(count)
+
+
+def standardize(x, axis=-1, mean=None, variance=None, epsilon: float = 1e-5, where=None):
+    """``(x - mean) / sqrt(variance + epsilon)`` over ``axis`` (``jax.nn.standardize``),
+    the statistics computed when not given.
+
+    Args:
+        x: the input.
+        axis: the axes of the statistics (default -1).
+        mean: the mean, or None to compute it.
+        variance: the variance, or None to compute it.
+        epsilon: added to the variance (default 1e-5).
+        where: a bool mask of the elements the statistics count.
+
+    Returns:
+        A tensor like ``x``.
+    """
+    x = as_tensor(x, op="standardize")
+    if mean is None:
+        mean = reduction.mean(x, axis, keepdims=True, where=where)
+    if variance is None:
+        # JAX's: the mean of the squares minus the square of the mean
+        sq = reduction.mean(x * x, axis, keepdims=True, where=where)
+        variance = sq - mean * mean
+    return (x - mean) * unary.rsqrt(variance + epsilon)
+
+
+def dot_product_attention(
+    query,
+    key,
+    value,
+    bias=None,
+    mask=None,
+    *,
+    scale=None,
+    is_causal: bool = False,
+    query_seq_lengths=None,
+    key_value_seq_lengths=None,
+    local_window_size=None,
+    implementation=None,
+) -> Tensor:
+    """``jax.nn.dot_product_attention``: ``softmax(q k^T * scale + bias) v`` over inputs
+    laid out ``(B, T, N, H)`` (or ``(T, N, H)``), keys and values ``(B, S, K, H)`` with
+    ``N`` a multiple of ``K`` (grouped-query attention); ``mask`` a bool (True keeps),
+    ``is_causal`` the lower triangle; the softmax in float32.
+
+    Args:
+        query: ``(B, T, N, H)``.
+        key: ``(B, S, K, H)``.
+        value: ``(B, S, K, H)``.
+        bias: added to the logits ``(B, N, T, S)`` (broadcasting).
+        mask: a bool mask of the logits (broadcasting to ``(B, N, T, S)``).
+        scale: the logits' factor (default ``1 / sqrt(H)``).
+        is_causal: keep only ``s <= t``.
+        query_seq_lengths: per batch, the queries that count (the rest give 0).
+        key_value_seq_lengths: per batch, the keys that count.
+        local_window_size: must be None.
+        implementation: accepted (JAX's choice of kernel).
+
+    Returns:
+        ``(B, T, N, H)`` like ``query``.
+
+    Raises:
+        ValueError: for shapes that do not fit, or a ``local_window_size``.
+    """
+    if local_window_size is not None:
+        raise ValueError("dot_product_attention: local_window_size is not supported")
+    q = as_tensor(query, op="dot_product_attention")
+    k = as_tensor(key, op="dot_product_attention")
+    v = as_tensor(value, op="dot_product_attention")
+    unbatched = q.ndim == 3
+    if unbatched:
+        q, k, v = q[None], k[None], v[None]
+    if q.ndim != 4 or k.shape != v.shape or k.ndim != 4 or q.shape[-1] != k.shape[-1]:
+        raise ValueError(
+            "dot_product_attention: query (B, T, N, H), key and value (B, S, K, H) do not fit: "
+            f"{q.shape}, {k.shape}, {v.shape}"
+        )
+    n, kh = q.shape[2], k.shape[2]
+    if n % kh:
+        raise ValueError(
+            f"dot_product_attention: {n} query heads are not a multiple of {kh} key heads"
+        )
+    if kh != n:  # grouped-query attention: each key/value head serves n // kh query heads
+        k, v = view.repeat(k, n // kh, 2), view.repeat(v, n // kh, 2)
+    h = q.shape[-1]
+    s = 1.0 / math.sqrt(h) if scale is None else float(scale)
+    logits = linalg.einsum("btnh,bsnh->bnts", widened(q), widened(k)) * s
+    if bias is not None:
+        logits = logits + widened(as_tensor(bias, op="dot_product_attention"))
+    t_len, s_len = q.shape[1], k.shape[1]
+    keep = None
+    if mask is not None:
+        keep = as_tensor(mask, op="dot_product_attention").cast("bool")
+    if is_causal:
+        tri = creation.tril(creation.ones((t_len, s_len), dtype="bool"))
+        keep = tri if keep is None else binary.logical_and(keep, tri)
+    if key_value_seq_lengths is not None:
+        lens = as_tensor(key_value_seq_lengths, op="dot_product_attention")
+        valid = creation.arange(s_len) < lens.reshape(-1, 1, 1, 1)
+        keep = valid if keep is None else binary.logical_and(keep, valid)
+    if keep is not None:
+        logits = binary.where(keep, logits, float(np.finfo(np.float32).min))
+    out = linalg.einsum("bnts,bsnh->btnh", reduction.softmax(logits, -1), widened(v))
+    if query_seq_lengths is not None:
+        lens = as_tensor(query_seq_lengths, op="dot_product_attention")
+        out = out * (creation.arange(t_len) < lens.reshape(-1, 1)).cast(out.dtype).reshape(
+            -1, t_len, 1, 1
+        )
+    out = out.cast(q.dtype)
+    return out[0] if unbatched else out
+
+
+from . import initializers  # noqa: E402 - jax.nn.initializers, as jax.nn has it
+
+__all__ += [
+    "initializers",
+    "hard_sigmoid",
+    "hard_silu",
+    "hard_swish",
+    "soft_sign",
+    "identity",
+    "squareplus",
+    "sparse_plus",
+    "sparse_sigmoid",
+    "log1mexp",
+    "logmeanexp",
+    "standardize",
+    "dot_product_attention",
+]
 
 
 def _conv_int(fn_name: str, name: str, v, n: int, minimum: int) -> tuple:

@@ -105,3 +105,71 @@ def test_instance_norm1d_and_the_distance_modules():
     np.testing.assert_allclose(
         nn.PairwiseDistance(3.0, keepdim=True)(a, b).numpy(), dist, rtol=1e-6
     )
+
+
+def test_jax_nn_s_remaining_functions():
+    """``jax.nn``'s names that were missing, against their definitions."""
+    x = np.linspace(-3, 3, 13)
+    relu6 = np.clip(x + 3, 0, 6) / 6
+    np.testing.assert_allclose(F.hard_sigmoid(x).numpy(), relu6)
+    np.testing.assert_allclose(F.hard_swish(x).numpy(), x * relu6)
+    np.testing.assert_allclose(F.squareplus(x).numpy(), (x + np.sqrt(x * x + 4)) / 2)
+    sp = np.where(x <= -1, 0, np.where(x >= 1, x, (x + 1) ** 2 / 4))
+    np.testing.assert_allclose(F.sparse_plus(x).numpy(), sp)
+    np.testing.assert_allclose(F.sparse_sigmoid(x).numpy(), np.clip((x + 1) / 2, 0, 1))
+    xp = np.array([1e-8, 1e-3, 0.5, 0.7, 3.0, 30.0])
+    want = np.where(xp < np.log(2), np.log(-np.expm1(-xp)), np.log1p(-np.exp(-xp)))
+    np.testing.assert_allclose(F.log1mexp(xp).numpy(), want, rtol=1e-12)
+    y, m = RNG.standard_normal((3, 5)), RNG.random((3, 5)) > 0.3
+    m[:, 0] = True
+    want = np.log(np.sum(np.exp(y), 1, where=m) / m.sum(1))
+    np.testing.assert_allclose(F.logmeanexp(y, axis=1, where=m).numpy(), want, rtol=1e-12)
+    want = (y - y.mean(-1, keepdims=True)) / np.sqrt(y.var(-1, keepdims=True) + 1e-5)
+    np.testing.assert_allclose(F.standardize(y).numpy(), want, rtol=1e-6)
+    got = F.one_hot(np.array([0, 2, 1]), 3, dtype=nb.float32, axis=0).numpy()
+    np.testing.assert_array_equal(got, np.eye(3)[[0, 2, 1]].T)
+
+
+def test_dot_product_attention_grouped_masked_and_causal():
+    q = RNG.standard_normal((2, 5, 4, 8))
+    k, v = RNG.standard_normal((2, 6, 2, 8)), RNG.standard_normal((2, 6, 2, 8))
+    bias = RNG.standard_normal((2, 4, 5, 6))
+    mask = RNG.random((2, 1, 5, 6)) > 0.2
+    mask[..., 0] = True
+    kk, vv = np.repeat(k, 2, axis=2), np.repeat(v, 2, axis=2)  # (each key head serves two)
+    logits = np.einsum("btnh,bsnh->bnts", q, kk) * 0.3 + bias
+    logits = np.where(mask, logits, -np.inf)
+    w = np.exp(logits - logits.max(-1, keepdims=True))
+    want = np.einsum("bnts,bsnh->btnh", w / w.sum(-1, keepdims=True), vv)
+    got = F.dot_product_attention(q, k, v, bias, mask, scale=0.3).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-8)
+    k2, v2 = RNG.standard_normal((2, 5, 4, 8)), RNG.standard_normal((2, 5, 4, 8))
+    causal = F.dot_product_attention(q, k2, v2, is_causal=True).numpy()
+    # the first query sees the first key only
+    np.testing.assert_allclose(causal[:, 0], v2[:, 0], rtol=1e-6)
+    with pytest.raises(ValueError, match="4 query heads are not a multiple of 3 key heads"):
+        F.dot_product_attention(q, k[:, :, :1].repeat(3, 2), v[:, :, :1].repeat(3, 2))
+
+
+def test_jax_s_initializers_scale_by_the_fans():
+    init, key = nn.initializers, nb.random.key(0)
+    assert nb.nn.functional.initializers is init
+    cases = [
+        (init.glorot_uniform(), (300, 200), 2 / 500),
+        (init.glorot_normal(), (300, 200), 2 / 500),
+        (init.lecun_normal(), (400, 100), 1 / 400),
+        (init.he_uniform(), (3, 3, 64, 32), 2 / (9 * 64)),
+        (init.he_normal(), (3, 3, 64, 32), 2 / (9 * 64)),
+        (init.variance_scaling(1.0, "fan_out", "normal", 0, 1, 2), (30, 40, 5), 1 / 40),
+    ]
+    for make, shape, var in cases:
+        w = make(key, shape).numpy()
+        assert w.shape == shape and abs(w.var() / var - 1) < 0.05, (shape, w.var(), var)
+    w = init.glorot_uniform()(key, (300, 200)).numpy()
+    assert np.abs(w).max() <= np.sqrt(6 / 500)
+    q = init.orthogonal(2.0)(key, (6, 4)).numpy()
+    np.testing.assert_allclose(q.T @ q, 4 * np.eye(4), atol=1e-5)
+    assert init.zeros(key, (2,)).tolist() == [0.0, 0.0]
+    assert init.constant(3.0)(key, (2,), nb.int32).tolist() == [3, 3]
+    with pytest.raises(ValueError, match="mode must be fan_in, fan_out or fan_avg"):
+        init.variance_scaling(1.0, "fan", "normal")
