@@ -205,6 +205,10 @@ from .ops.unary import (
     trunc,
 )
 from .ops.array_functions import (
+    union1d,
+    intersect1d,
+    setdiff1d,
+    setxor1d,
     asinh,
     acosh,
     nanquantile,
@@ -954,6 +958,10 @@ __all__ = [
     "arccosh",
     "vectorize",
     "apply_along_axis",
+    "union1d",
+    "intersect1d",
+    "setdiff1d",
+    "setxor1d",
     "nanquantile",
     "nanpercentile",
     "nanmedian",

@@ -1556,6 +1556,34 @@ for _n in ("cov", "corrcoef"):
         dtypes=("float32", "float64"),
         atol=1e-4,
     )
+
+
+def _set_ref(np_fn, fill_smallest=True):
+    def ref(a, b, size):
+        got = np_fn(a, b)
+        fill = (got[0] if len(got) else 0) if fill_smallest else 0
+        return np.concatenate([got, np.full(size - len(got), fill, got.dtype)])[:size]
+
+    return ref
+
+
+for _n, _smallest in (("union1d", True), ("intersect1d", True), ("setdiff1d", False),
+                      ("setxor1d", True)):  # fmt: skip
+    register(
+        OpEntry(
+            _n,
+            getattr(nb, _n),
+            _set_ref(getattr(np, _n), _smallest),
+            lambda rng, dt: [
+                Sample(
+                    (rng.integers(0, 9, 7).astype(dt), rng.integers(0, 9, 5).astype(dt)),
+                    {"size": 12},  # (at least the concatenation setxor1d sorts)
+                )
+            ],
+            dtypes=("int32",),
+            differentiable=False,
+        )
+    )
 unary("real", np.real)
 unary("imag", np.imag)
 unary("conj", np.conj)

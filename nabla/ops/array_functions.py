@@ -11,13 +11,17 @@ import numbers
 
 import numpy as np
 
-from ..core.dtypes import DType, get_default_dtype
+from ..core.dtypes import DType, get_default_dtype, promote_types
 from ..runtime.tensor import Tensor
 from ._util import as_tensor, norm_axes, norm_axis, readable_now
 from .base import OpError
 from .functions import fn
 
 __all__ = [
+    "union1d",
+    "intersect1d",
+    "setdiff1d",
+    "setxor1d",
     "nanquantile",
     "nanpercentile",
     "nanmedian",
@@ -3011,6 +3015,120 @@ def conj(x) -> Tensor:
 
 
 conjugate = conj
+
+
+def _set_operands(op: str, ar1, ar2) -> tuple:
+    a = ravel(as_tensor(ar1, op=op))
+    b = ravel(as_tensor(ar2, op=op))
+    if a.dtype is not b.dtype:
+        dtype = promote_types(a.dtype, b.dtype)
+        a, b = fn.cast(a, dtype), fn.cast(b, dtype)
+    return a, b
+
+
+def _chosen(values, mask, size, fill_value) -> Tensor:
+    """The sorted ``values`` where ``mask`` holds: read at the call without ``size``;
+    with it (JAX's static size, so it runs under ``compile`` and ``vmap``) the first
+    ``size`` of them, padded with ``fill_value`` (the smallest one chosen by default)."""
+    if size is None:
+        return values[mask]
+    idx = fn.nonzero(mask, size=int(size), fill_value=0)[0]
+    picked = fn.take(values, idx, axis=0)
+    count = fn.sum(fn.cast(mask, DType.int32))
+    if fill_value is None:  # (JAX's default: the smallest value, the first chosen)
+        fill_value = picked[0]
+    return fn.where(fn.arange(int(size)) < count, picked, fill_value)
+
+
+def union1d(ar1, ar2, *, size=None, fill_value=None) -> Tensor:
+    """The sorted distinct values of both arrays (NumPy's and JAX's ``union1d``).
+
+    Args:
+        ar1: an array (flattened).
+        ar2: another.
+        size: JAX's static number of values (runs under ``compile``; padded with
+            ``fill_value``); without it the number is read at the call.
+        fill_value: the padding (default: the smallest value).
+
+    Returns:
+        A 1-D tensor.
+    """
+    a, b = _set_operands("union1d", ar1, ar2)
+    return unique(fn.concatenate([a, b], 0), size=size, fill_value=fill_value)
+
+
+def _unique_padded(x):
+    """``(values, present)``: ``x``'s distinct values sorted, padded to ``x``'s length,
+    and which of them are values (not padding)."""
+    n = builtins.max(int(x.shape[0]), 1)
+    values, counts = unique(x, return_counts=True, size=n)
+    return values, counts > 0
+
+
+def intersect1d(ar1, ar2, assume_unique: bool = False, return_indices: bool = False, *,
+                size=None, fill_value=None) -> Tensor:  # fmt: skip
+    """The sorted distinct values in both arrays (NumPy's and JAX's ``intersect1d``).
+
+    Args:
+        ar1: an array (flattened).
+        ar2: another.
+        assume_unique: accepted (the result is the same).
+        return_indices: must be False.
+        size: JAX's static number of values (padded with ``fill_value``).
+        fill_value: the padding (default: the smallest value).
+
+    Returns:
+        A 1-D tensor.
+
+    Raises:
+        NotImplementedError: for ``return_indices=True``.
+    """
+    if return_indices:
+        raise NotImplementedError("intersect1d: return_indices=True is not supported")
+    a, b = _set_operands("intersect1d", ar1, ar2)
+    values, present = _unique_padded(a)
+    return _chosen(values, fn.logical_and(present, isin(values, b)), size, fill_value)
+
+
+def setdiff1d(ar1, ar2, assume_unique: bool = False, *, size=None, fill_value=None) -> Tensor:
+    """The sorted distinct values of ``ar1`` not in ``ar2`` (NumPy's and JAX's
+    ``setdiff1d``).
+
+    Args:
+        ar1: an array (flattened).
+        ar2: another.
+        assume_unique: accepted (the result is the same).
+        size: JAX's static number of values (padded with ``fill_value``).
+        fill_value: the padding (default 0, as JAX's).
+
+    Returns:
+        A 1-D tensor.
+    """
+    a, b = _set_operands("setdiff1d", ar1, ar2)
+    values, present = _unique_padded(a)
+    keep = fn.logical_and(present, isin(values, b, invert=True))
+    return _chosen(values, keep, size, 0 if fill_value is None else fill_value)
+
+
+def setxor1d(ar1, ar2, assume_unique: bool = False, *, size=None, fill_value=None) -> Tensor:
+    """The sorted distinct values in exactly one of the arrays (NumPy's and JAX's
+    ``setxor1d``).
+
+    Args:
+        ar1: an array (flattened).
+        ar2: another.
+        assume_unique: accepted (the result is the same).
+        size: JAX's static number of values (padded with ``fill_value``).
+        fill_value: the padding (default: the smallest value).
+
+    Returns:
+        A 1-D tensor.
+    """
+    a, b = _set_operands("setxor1d", ar1, ar2)
+    values, present = _unique_padded(fn.concatenate([a, b], 0))
+    once = fn.not_equal(isin(values, a), isin(values, b))
+    return _chosen(values, fn.logical_and(present, once), size, fill_value)
+
 
 mgrid = _GridMaker(False, "mgrid")
 ogrid = _GridMaker(True, "ogrid")

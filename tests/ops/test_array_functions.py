@@ -791,3 +791,20 @@ def test_cov_and_corrcoef_take_numpy_s_options():
     assert nb.imag(m).numpy().sum() == 0 and nb.conj(m).numpy().tolist() == m.tolist()
     with pytest.raises(nb.OpError, match=r"cov: fweights must have one weight per observation"):
         nb.cov(m, fweights=[1, 2])
+
+
+def test_set_operations_eager_and_with_jax_s_size():
+    a = np.array([5, 1, 3, 3, 7, 1, 9], np.int32)
+    b = np.array([3, 4, 9, 9, 2], np.int32)
+    for name in ("union1d", "intersect1d", "setdiff1d", "setxor1d"):
+        assert getattr(nb, name)(a, b).tolist() == getattr(np, name)(a, b).tolist(), name
+    # with size: padded (JAX's fills), and traceable
+    assert nb.setdiff1d(a, b, size=5).tolist() == [1, 5, 7, 0, 0]
+    f = nb.compile(lambda x, y: nb.intersect1d(x, y, size=3, fill_value=-1))
+    assert f(a, b).tolist() == [3, 9, -1]
+    got = nb.vmap(lambda x: nb.union1d(x, np.array([0, 1], np.int32), size=4))(
+        np.array([[2, 3], [1, 1]], np.int32)
+    )
+    assert got.tolist() == [[0, 1, 2, 3], [0, 1, 0, 0]]
+    with pytest.raises(NotImplementedError, match="return_indices"):
+        nb.intersect1d(a, b, return_indices=True)
