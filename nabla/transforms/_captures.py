@@ -143,9 +143,16 @@ def _partial_children(p, names):
 
 
 def _items(d: dict) -> list:
-    """``d``'s items now, read from the dict's own storage in C: another thread cannot
-    change it midway. (An OrderedDict's ``items()`` hashes each key, which may run Python
-    code and let another thread mutate it: the walk of a compile's first call failed.)"""
+    """``d``'s items now, read from the dict's own storage in C. (An OrderedDict's
+    ``items()`` hashes each key, which may run Python code and let another thread mutate
+    it: the walk of a compile's first call failed.) Listing makes a tuple per item, and a
+    garbage collection those allocations start may run a finalizer that lets another
+    thread in and change ``d``: then it is read again."""
+    for _ in range(7):
+        try:
+            return list(dict.items(d))
+        except RuntimeError:  # ("dictionary keys changed during iteration")
+            continue
     return list(dict.items(d))
 
 
