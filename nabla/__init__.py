@@ -205,6 +205,16 @@ from .ops.unary import (
     trunc,
 )
 from .ops.array_functions import (
+    cdist,
+    bucketize,
+    diag_embed,
+    cartesian_prod,
+    combinations,
+    logcumsumexp,
+    take_along_dim,
+    tensor_split,
+    var_mean,
+    std_mean,
     union1d,
     intersect1d,
     setdiff1d,
@@ -387,12 +397,53 @@ from .ops.random import (
     bernoulli,
     get_rng_state,
     manual_seed,
+    multinomial,
     rand,
+    rand_like,
     randint,
+    randint_like,
     randn,
+    randn_like,
+    randperm,
     set_rng_state,
 )
 from .ops.random import normal_ as normal
+
+
+def numel(input) -> int:  # noqa: A002 - PyTorch's name
+    """PyTorch's ``torch.numel``: the number of elements of a tensor or array.
+
+    Args:
+        input: a tensor, array or nested list.
+
+    Returns:
+        An int.
+    """
+    if isinstance(input, Tensor):
+        return int(input.size)
+    return int(_math.prod(getattr(input, "shape", None) or _shape_of_nested(input)))
+
+
+def _shape_of_nested(value) -> tuple:
+    """The shape of a nested list (or a scalar's, ``()``)."""
+    shape = []
+    while isinstance(value, list | tuple):
+        shape.append(len(value))
+        value = value[0] if value else None
+    return tuple(shape)
+
+
+def is_tensor(obj) -> bool:
+    """PyTorch's ``torch.is_tensor``: whether ``obj`` is a nabla tensor.
+
+    Args:
+        obj: anything.
+
+    Returns:
+        A bool.
+    """
+    return isinstance(obj, Tensor)
+
 from .ops.random import normal_ as gaussian
 from .ops.random import uniform_ as uniform
 from .transforms.autodiff import (
@@ -958,6 +1009,23 @@ __all__ = [
     "arccosh",
     "vectorize",
     "apply_along_axis",
+    "cdist",
+    "bucketize",
+    "diag_embed",
+    "cartesian_prod",
+    "combinations",
+    "logcumsumexp",
+    "take_along_dim",
+    "tensor_split",
+    "var_mean",
+    "std_mean",
+    "randn_like",
+    "rand_like",
+    "randint_like",
+    "randperm",
+    "multinomial",
+    "numel",
+    "is_tensor",
     "union1d",
     "intersect1d",
     "setdiff1d",

@@ -1584,6 +1584,104 @@ for _n, _smallest in (("union1d", True), ("intersect1d", True), ("setdiff1d", Fa
             differentiable=False,
         )
     )
+
+
+# PyTorch's names (ops/array_functions.py), against NumPy forms of their definitions
+def _np_cdist(a, b, p=2.0):
+    d = np.abs(a[..., :, None, :] - b[..., None, :, :])
+    return (d**p).sum(-1) ** (1 / p)
+
+
+register(
+    OpEntry(
+        "cdist",
+        nb.cdist,
+        _np_cdist,
+        lambda rng, dt: [
+            Sample((_vals(rng, (3, 4), dt), _vals(rng, (5, 4), dt))),
+            Sample((_vals(rng, (2, 3, 4), dt), _vals(rng, (2, 5, 4), dt)), {"p": 3.0}),
+        ],
+        atol=1e-4,
+    )
+)
+register(
+    OpEntry(
+        "bucketize",
+        nb.bucketize,
+        lambda x, b, right=False: np.searchsorted(b, x, "right" if right else "left"),
+        lambda rng, dt: [
+            Sample((rng.uniform(-2, 2, (3, 4)).astype(dt), np.array([-1.0, 0.0, 1.0], dt))),
+            Sample(
+                (np.array([-1.0, 0.0, 0.5, 1.0], dt), np.array([-1.0, 0.0, 1.0], dt)),
+                {"right": True},
+            ),
+        ],  # fmt: skip
+        differentiable=False,
+        out_dtype=lambda dt: "int64",
+    )
+)
+
+
+def _np_diag_embed(x, offset=0):
+    n = x.shape[-1] + abs(offset)
+    out = np.zeros(x.shape[:-1] + (n, n), x.dtype)
+    idx = np.arange(x.shape[-1])
+    rows, cols = (idx, idx + offset) if offset >= 0 else (idx - offset, idx)
+    out[..., rows, cols] = x
+    return out
+
+
+shaped("diag_embed", nb.diag_embed, _np_diag_embed, [((3,), (), {}), ((2, 3), (), {"offset": -1})],
+       dtypes=("float32", "float64"))  # fmt: skip
+register(
+    OpEntry(
+        "cartesian_prod",
+        nb.cartesian_prod,
+        lambda a, b: np.stack([g.ravel() for g in np.meshgrid(a, b, indexing="ij")], -1),
+        lambda rng, dt: [Sample((_vals(rng, (3,), dt), _vals(rng, (2,), dt)))],
+        dtypes=("float32", "int32"),
+    )
+)
+register(
+    OpEntry(
+        "combinations",
+        nb.combinations,
+        lambda x, r=2: np.array(list(__import__("itertools").combinations(x, r)), x.dtype),
+        lambda rng, dt: [Sample((rng.uniform(-2, 2, 4).astype(dt),), {"r": 3})],
+    )
+)
+shaped(
+    "logcumsumexp",
+    lambda x, dim: nb.logcumsumexp(x, dim),
+    lambda x, dim: np.logaddexp.accumulate(x, dim),
+    [((3, 4), (1,), {}), ((5,), (0,), {})],
+    dtypes=("float32", "float64"),
+)
+
+
+def _np_take_along_dim(x, i, dim=None):
+    if dim is None:
+        return np.take_along_axis(x.ravel(), i.ravel(), 0)
+    return np.take_along_axis(x, i, dim)
+
+
+register(
+    OpEntry(
+        "take_along_dim",
+        nb.take_along_dim,
+        _np_take_along_dim,
+        lambda rng, dt: [
+            Sample((_vals(rng, (3, 4), dt), np.array([[0, 2], [1, 1], [3, 0]])), {"dim": 1}),
+            Sample((_vals(rng, (3, 4), dt), np.array([0, 5, 11]))),
+        ],
+    )
+)
+shaped("tensor_split", nb.tensor_split, lambda x, n, dim=0: np.array_split(x, n, dim),
+       [((10,), (3,), {}), ((4, 7), (3,), {"dim": 1})], dtypes=("float32",))  # fmt: skip
+shaped("var_mean", nb.var_mean, lambda x, dim=None: [np.var(x, dim, ddof=1), np.mean(x, dim)],
+       [((3, 4), (), {"dim": 1}), ((5,), (), {})], dtypes=("float32", "float64"))  # fmt: skip
+shaped("std_mean", nb.std_mean, lambda x, dim=None: [np.std(x, dim, ddof=1), np.mean(x, dim)],
+       [((3, 4), (), {"dim": 1}), ((5,), (), {})], dtypes=("float32", "float64"))  # fmt: skip
 unary("real", np.real)
 unary("imag", np.imag)
 unary("conj", np.conj)
@@ -1859,7 +1957,8 @@ register(
 )
 
 # random draws: checked by tests/ops/test_random.py (statistics, reproducibility, vmap)
-for _n in ("uniform", "normal", "gaussian", "bernoulli", "randint"):
+for _n in ("uniform", "normal", "gaussian", "bernoulli", "randint", "randn_like", "rand_like",
+           "randint_like", "randperm", "multinomial"):  # fmt: skip
     register(OpEntry(_n, getattr(nb, _n), None, None, differentiable=False, batchable=False))
 
 

@@ -18,6 +18,16 @@ from .base import OpError
 from .functions import fn
 
 __all__ = [
+    "cdist",
+    "bucketize",
+    "diag_embed",
+    "cartesian_prod",
+    "combinations",
+    "logcumsumexp",
+    "take_along_dim",
+    "tensor_split",
+    "var_mean",
+    "std_mean",
     "union1d",
     "intersect1d",
     "setdiff1d",
@@ -3128,6 +3138,218 @@ def setxor1d(ar1, ar2, assume_unique: bool = False, *, size=None, fill_value=Non
     values, present = _unique_padded(fn.concatenate([a, b], 0))
     once = fn.not_equal(isin(values, a), isin(values, b))
     return _chosen(values, fn.logical_and(present, once), size, fill_value)
+
+
+# ----------------------------------------------------------------------------- PyTorch's
+def cdist(x1, x2, p: float = 2.0, compute_mode=None) -> Tensor:
+    """PyTorch's ``cdist``: the ``p``-norm distances between each row of ``x1`` ``(..., P,
+    M)`` and each row of ``x2`` ``(..., R, M)``, ``(..., P, R)``; for ``p = 2`` through
+    ``|a|^2 + |b|^2 - 2 a.b`` (one matrix product, clamped at 0), else elementwise.
+
+    Args:
+        x1: ``(..., P, M)``.
+        x2: ``(..., R, M)``.
+        p: the norm's order (``inf`` too).
+        compute_mode: accepted (PyTorch's choice of method).
+
+    Returns:
+        ``(..., P, R)``.
+
+    Raises:
+        ValueError: (:class:`nabla.OpError`) for inputs of different row lengths.
+    """
+    a, b = as_tensor(x1, op="cdist"), as_tensor(x2, op="cdist")
+    if a.ndim < 2 or b.ndim < 2 or a.shape[-1] != b.shape[-1]:
+        raise OpError(f"cdist: x1 (..., P, M) and x2 (..., R, M) do not fit: {a.shape}, {b.shape}")
+    if p == 2.0:
+        sq = (
+            fn.unsqueeze(fn.sum(a * a, -1), -1)
+            + fn.unsqueeze(fn.sum(b * b, -1), -2)
+            - 2.0 * fn.matmul(a, fn.swap_axes(b, -1, -2))
+        )
+        zero = sq <= 0
+        return fn.where(zero, 0.0, fn.sqrt(fn.where(zero, 1.0, sq)))
+    diff = fn.abs(fn.unsqueeze(a, -2) - fn.unsqueeze(b, -3))
+    if p == math.inf:
+        return fn.max(diff, -1)
+    if p == 0:
+        return fn.sum(fn.cast(diff != 0, diff.dtype), -1)
+    total = fn.sum(diff ** float(p), -1)
+    zero = total == 0
+    return fn.where(zero, 0.0, fn.where(zero, 1.0, total) ** (1.0 / float(p)))
+
+
+def bucketize(input, boundaries, *, out_int32: bool = False, right: bool = False) -> Tensor:  # noqa: A002
+    """PyTorch's ``bucketize``: the index of each value's bucket among the sorted 1-D
+    ``boundaries`` (``boundaries[i-1] < x <= boundaries[i]``; ``right=True``: ``<=`` on the
+    left side instead), int64 (int32 with ``out_int32``).
+
+    Args:
+        input: the values.
+        boundaries: sorted 1-D boundaries.
+        out_int32: return int32.
+        right: which side of a boundary equal values take.
+
+    Returns:
+        An integer tensor like ``input``.
+    """
+    x = as_tensor(input, op="bucketize")
+    idx = searchsorted(boundaries, fn.reshape(x, (-1,)), "right" if right else "left")
+    return fn.cast(fn.reshape(idx, x.shape), DType.int32 if out_int32 else DType.int64)
+
+
+def diag_embed(input, offset: int = 0, dim1: int = -2, dim2: int = -1) -> Tensor:  # noqa: A002
+    """PyTorch's ``diag_embed``: matrices whose (``offset``) diagonal is ``input``'s last
+    dim, in the plane of ``dim1`` and ``dim2`` of the result.
+
+    Args:
+        input: ``(..., n)``.
+        offset: the diagonal (above the main one for a positive offset).
+        dim1: the result's row dim.
+        dim2: the result's column dim.
+
+    Returns:
+        The result, of ``input.ndim + 1`` dims.
+    """
+    x = as_tensor(input, op="diag_embed")
+    k = int(offset)
+    n = x.shape[-1]
+    m = n + builtins.abs(k)
+    # x padded to the matrix's size (zeros after for k >= 0, before for k < 0): row i of
+    # the k-th diagonal holds its element i (k >= 0) or i - |k|
+    pads = [(0, 0)] * (x.ndim - 1) + [(0, k) if k >= 0 else (-k, 0)]
+    column = fn.unsqueeze(fn.pad(x, pads), -1)
+    out = column * fn.eye(m, m, k=k, dtype=x.dtype)
+    rank = out.ndim
+    d1, d2 = (norm_axis("diag_embed", d, rank, out.shape) for d in (dim1, dim2))
+    return fn.moveaxis(out, (rank - 2, rank - 1), (d1, d2))
+
+
+def cartesian_prod(*tensors) -> Tensor:
+    """PyTorch's ``cartesian_prod``: every combination of the 1-D ``tensors``' elements,
+    ``(N, len(tensors))`` (one tensor: itself).
+
+    Args:
+        *tensors: 1-D tensors.
+
+    Returns:
+        The combinations, the last tensor's element varying fastest.
+    """
+    ts = [as_tensor(t, op="cartesian_prod") for t in tensors]
+    if len(ts) == 1:
+        return ts[0]
+    grids = fn.meshgrid(*ts, indexing="ij")
+    return fn.stack([fn.reshape(g, (-1,)) for g in grids], -1)
+
+
+def combinations(input, r: int = 2, with_replacement: bool = False) -> Tensor:  # noqa: A002
+    """PyTorch's ``combinations``: the ``r``-element combinations of the 1-D ``input``, in
+    order, ``(N, r)``.
+
+    Args:
+        input: a 1-D tensor.
+        r: the combinations' length.
+        with_replacement: allow repeated elements.
+
+    Returns:
+        ``(N, r)``.
+    """
+    import itertools  # noqa: PLC0415 - stdlib
+
+    x = as_tensor(input, op="combinations")
+    pick = itertools.combinations_with_replacement if with_replacement else itertools.combinations
+    idx = np.array(list(pick(range(x.shape[0]), int(r))), dtype=np.int64).reshape(-1, int(r))
+    return fn.take(x, fn.constant(idx), axis=0)
+
+
+def logcumsumexp(input, dim: int) -> Tensor:  # noqa: A002
+    """PyTorch's ``logcumsumexp``: the running ``logsumexp`` along ``dim``, stably (the
+    running maximum taken out).
+
+    Args:
+        input: a float tensor.
+        dim: the dim.
+
+    Returns:
+        A tensor like ``input``.
+    """
+    x = as_tensor(input, op="logcumsumexp")
+    d = norm_axis("logcumsumexp", dim, x.ndim, x.shape)
+    m = fn.stop_gradient(fn.max(x, d, keepdims=True))
+    m = fn.where(fn.is_inf(m), 0.0, m)
+    return fn.log(fn.cumsum(fn.exp(x - m), d)) + m
+
+
+def take_along_dim(input, indices, dim=None) -> Tensor:  # noqa: A002
+    """PyTorch's ``take_along_dim``: ``take_along_axis``, over the flattened input when
+    ``dim`` is None.
+
+    Args:
+        input: the tensor.
+        indices: integer indices (broadcasting along the other dims).
+        dim: the dim, or None for the flattened input.
+
+    Returns:
+        The values.
+    """
+    x = as_tensor(input, op="take_along_dim")
+    idx = as_tensor(indices, op="take_along_dim")
+    if dim is None:
+        return fn.take_along_axis(fn.reshape(x, (-1,)), fn.reshape(idx, (-1,)), 0)
+    return fn.take_along_axis(x, idx, dim)
+
+
+def tensor_split(input, indices_or_sections, dim: int = 0) -> list:  # noqa: A002
+    """PyTorch's ``tensor_split``: :func:`array_split` (``n`` nearly equal parts, or at
+    the given indices) along ``dim``.
+
+    Args:
+        input: the tensor.
+        indices_or_sections: a count or a list of split indices.
+        dim: the dim.
+
+    Returns:
+        A list of tensors.
+    """
+    return array_split(input, indices_or_sections, dim)
+
+
+def var_mean(input, dim=None, *, correction=1, keepdim: bool = False, unbiased=None):  # noqa: A002
+    """PyTorch's ``var_mean``: ``(var, mean)`` over ``dim``, the variance with PyTorch's
+    default ``correction=1`` (``unbiased=False``: 0).
+
+    Args:
+        input: the tensor.
+        dim: the dims (default all).
+        correction: subtracted from the count (default 1).
+        keepdim: keep the reduced dims.
+        unbiased: PyTorch's older form of ``correction``.
+
+    Returns:
+        ``(var, mean)``.
+    """
+    if unbiased is not None:
+        correction = 1 if unbiased else 0
+    x = as_tensor(input, op="var_mean")
+    var = fn.var(x, dim, keepdim, correction)
+    return var, fn.mean(x, dim, keepdim)
+
+
+def std_mean(input, dim=None, *, correction=1, keepdim: bool = False, unbiased=None):  # noqa: A002
+    """PyTorch's ``std_mean``: ``(std, mean)`` over ``dim`` (``correction=1`` by default).
+
+    Args:
+        input: the tensor.
+        dim: the dims (default all).
+        correction: subtracted from the count (default 1).
+        keepdim: keep the reduced dims.
+        unbiased: PyTorch's older form of ``correction``.
+
+    Returns:
+        ``(std, mean)``.
+    """
+    var, mean = var_mean(input, dim, correction=correction, keepdim=keepdim, unbiased=unbiased)
+    return fn.sqrt(var), mean
 
 
 mgrid = _GridMaker(False, "mgrid")

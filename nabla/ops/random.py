@@ -51,6 +51,11 @@ __all__ = [
     "set_rng_state",
     "randn",
     "rand",
+    "randn_like",
+    "rand_like",
+    "randint_like",
+    "randperm",
+    "multinomial",
     "PRNGKey",
 ]
 
@@ -1134,6 +1139,120 @@ def rand(
         A tensor of that shape.
     """
     return _drawn(uniform_, "rand", size, dtype, device, requires_grad, generator, kw)
+
+
+def randn_like(input, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:  # noqa: A002
+    """PyTorch's ``torch.randn_like``: :func:`randn` of ``input``'s shape (and dtype and
+    device unless given).
+
+    Args:
+        input: the tensor whose shape is drawn.
+        dtype: a float dtype (default: ``input``'s, or the default float dtype).
+        device: the device (default: ``input``'s).
+        requires_grad: make it a leaf whose gradient ``backward`` accumulates.
+
+    Returns:
+        A tensor like ``input``.
+    """
+    x = as_tensor(input, op="randn_like")
+    dt = dtype or (x.dtype if x.dtype.is_float else None)
+    return randn(tuple(x.shape), dtype=dt, device=device or x.device, requires_grad=requires_grad)
+
+
+def rand_like(input, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:  # noqa: A002
+    """PyTorch's ``torch.rand_like``: :func:`rand` of ``input``'s shape.
+
+    Args:
+        input: the tensor whose shape is drawn.
+        dtype: a float dtype (default: ``input``'s, or the default float dtype).
+        device: the device (default: ``input``'s).
+        requires_grad: make it a leaf whose gradient ``backward`` accumulates.
+
+    Returns:
+        A tensor like ``input``.
+    """
+    x = as_tensor(input, op="rand_like")
+    dt = dtype or (x.dtype if x.dtype.is_float else None)
+    return rand(tuple(x.shape), dtype=dt, device=device or x.device, requires_grad=requires_grad)
+
+
+def randint_like(input, low=0, high=None, *, dtype=None, device=None) -> Tensor:  # noqa: A002
+    """PyTorch's ``torch.randint_like``: integers in ``[low, high)`` (one bound: ``[0,
+    low)``) of ``input``'s shape and dtype.
+
+    Args:
+        input: the tensor whose shape is drawn.
+        low: the lower bound (or the upper one, alone).
+        high: the upper bound.
+        dtype: the dtype (default: ``input``'s).
+        device: the device (default: ``input``'s).
+
+    Returns:
+        A tensor like ``input``.
+    """
+    x = as_tensor(input, op="randint_like")
+    if high is None:
+        low, high = 0, low
+    out = randint(tuple(x.shape), int(low), int(high))
+    return _place(fn.cast(out, dtype or x.dtype), device or x.device)
+
+
+def randperm(n: int, *, generator=None, dtype=DType.int64, device=None) -> Tensor:
+    """PyTorch's ``torch.randperm``: a random permutation of ``0 .. n-1`` from the global
+    generator.
+
+    Args:
+        n: the length.
+        generator: PyTorch's keyword, accepted as None.
+        dtype: an integer dtype (default int64).
+        device: the device.
+
+    Returns:
+        ``(n,)``.
+    """
+    _no_generator("randperm", generator)
+    out = permutation(global_key(), int(n))
+    return _place(fn.cast(out, to_dtype(dtype)), device)
+
+
+def multinomial(input, num_samples: int, replacement: bool = False, *, generator=None) -> Tensor:  # noqa: A002
+    """PyTorch's ``torch.multinomial``: ``num_samples`` category indices per row of the
+    weights ``input`` (``(C,)`` or ``(N, C)``, non-negative, not necessarily normalized),
+    with or without replacement (without: Gumbel top-k), from the global generator.
+
+    Args:
+        input: the weights.
+        num_samples: the draws per row.
+        replacement: draw with replacement.
+        generator: PyTorch's keyword, accepted as None.
+
+    Returns:
+        int64 ``(num_samples,)`` or ``(N, num_samples)``.
+
+    Raises:
+        ValueError: for more draws than categories without replacement, or weights that
+            are not 1-D or 2-D.
+    """
+    _no_generator("multinomial", generator)
+    w = as_tensor(input, op="multinomial")
+    if w.ndim not in (1, 2):
+        raise ValueError(f"multinomial: input must be 1-D or 2-D, got shape {w.shape}")
+    n = int(num_samples)
+    if not replacement and n > w.shape[-1]:
+        raise ValueError(
+            f"multinomial: {n} samples without replacement from {w.shape[-1]} categories"
+        )
+    w = w if w.dtype.is_float else fn.cast(w, get_default_dtype())
+    logits = fn.log(w)
+    k = global_key()
+    if replacement:
+        batch = tuple(w.shape[:-1])
+        draws = categorical(k, logits, -1, (n, *batch))
+        out = fn.moveaxis(draws, 0, -1) if batch else draws
+    else:
+        noisy = logits + gumbel(k, tuple(w.shape), logits.dtype)
+        out = fn.top_k(noisy, n)[1]
+    return fn.cast(out, DType.int64)
 
 
 def _no_generator(op: str, generator) -> None:
