@@ -1154,9 +1154,7 @@ def randn_like(input, *, dtype=None, device=None, requires_grad: bool = False) -
     Returns:
         A tensor like ``input``.
     """
-    x = as_tensor(input, op="randn_like")
-    dt = dtype or (x.dtype if x.dtype.is_float else None)
-    return randn(tuple(x.shape), dtype=dt, device=device or x.device, requires_grad=requires_grad)
+    return _drawn_like(randn, "randn_like", input, dtype, device, requires_grad)
 
 
 def rand_like(input, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:  # noqa: A002
@@ -1171,9 +1169,14 @@ def rand_like(input, *, dtype=None, device=None, requires_grad: bool = False) ->
     Returns:
         A tensor like ``input``.
     """
-    x = as_tensor(input, op="rand_like")
+    return _drawn_like(rand, "rand_like", input, dtype, device, requires_grad)
+
+
+def _drawn_like(draw, op, input, dtype, device, requires_grad) -> Tensor:  # noqa: A002
+    """``draw`` of ``input``'s shape, in its float dtype and on its device unless given."""
+    x = as_tensor(input, op=op)
     dt = dtype or (x.dtype if x.dtype.is_float else None)
-    return rand(tuple(x.shape), dtype=dt, device=device or x.device, requires_grad=requires_grad)
+    return draw(tuple(x.shape), dtype=dt, device=device or x.device, requires_grad=requires_grad)
 
 
 def randint_like(input, low=0, high=None, *, dtype=None, device=None) -> Tensor:  # noqa: A002
