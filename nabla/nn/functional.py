@@ -1226,7 +1226,7 @@ def attention_with_weights(
 
 
 # ------------------------------------------------------------------ conv1d, conv_transpose2d
-__all__ += ["conv1d", "conv_transpose2d", "interpolate"]
+__all__ += ["conv1d", "conv_transpose1d", "conv_transpose2d", "interpolate"]
 
 # ``jax.nn``'s names for functions above
 swish = silu
@@ -1533,6 +1533,44 @@ def conv1d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1) -> T
     w4 = w.permute(2, 1, 0).unsqueeze(0)
     y = conv2d(x.unsqueeze(1), w4, bias, (1, s), ((0, 0), pads), (1, d), g).squeeze(1)
     return y.squeeze(0) if unbatched else y
+
+
+def conv_transpose1d(
+    x, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1
+) -> Tensor:
+    """Transposed 1-D convolution over sequences ``(N, L, C)`` (channels last), with
+    PyTorch's argument order and filter layout ``(C, O / groups, K)``:
+    :func:`conv_transpose2d` over a height of 1.
+
+    Args:
+        x: input ``(N, L, C)``, or ``(L, C)`` unbatched.
+        weight: filter ``(C, O // groups, K)``.
+        bias: optional ``(O,)``.
+        stride: int or 1-tuple (default 1).
+        padding: int or 1-tuple (default 0).
+        output_padding: int or 1-tuple (default 0).
+        groups: channel groups (default 1).
+        dilation: int or 1-tuple (default 1).
+
+    Returns:
+        ``(N, OL, O)`` with ``OL = (L - 1) * stride - 2 * padding + dilation * (K - 1) +
+        output_padding + 1``.
+
+    Raises:
+        ValueError: on rank or channel mismatches or a bad argument, naming the shapes.
+    """
+    x, w = as_tensor(x, op="conv_transpose1d"), as_tensor(weight, op="conv_transpose1d")
+    x, unbatched = _channels_last("conv_transpose1d", x, 1, "(N, L, C)")
+    if w.ndim != 3:
+        raise ValueError(f"conv_transpose1d: weight of shape {w.shape} is not (C, O / groups, K)")
+    one = [_conv_int("conv_transpose1d", n, v, 1, lo)[0] for n, v, lo in (
+        ("stride", stride, 1), ("padding", padding, 0), ("output_padding", output_padding, 0),
+        ("dilation", dilation, 1))]  # fmt: skip
+    s, p, op_, d = one
+    out = conv_transpose2d(
+        x.unsqueeze(1), w.unsqueeze(2), bias, (1, s), (0, p), (0, op_), groups, (1, d)
+    ).squeeze(1)
+    return out[0] if unbatched else out
 
 
 def conv_transpose2d(

@@ -59,6 +59,7 @@ __all__ = [
     "Tanhshrink",
     "Hardshrink",
     "Softshrink",
+    "ConvTranspose1d",
     "MaxPool1d",
     "AvgPool1d",
     "AdaptiveMaxPool2d",
@@ -742,6 +743,81 @@ class AdaptiveAvgPool2d(Module):
     def extra_repr(self) -> str:
         """The configuration shown by ``repr``."""
         return f"output_size={self.output_size}"
+
+
+class ConvTranspose1d(Module):
+    """Transposed 1-D convolution over sequences ``(N, L, C)`` (channels last): PyTorch's
+    ``ConvTranspose1d``, its weight layout and name ``weight`` ``(in_channels, out_channels
+    / groups, K)`` (a ``torch.nn.ConvTranspose1d`` state_dict loads as it is) and its
+    initialization.
+
+    Args:
+        in_channels: channels of the input (last axis).
+        out_channels: channels of the output.
+        kernel_size: an int.
+        stride: int (default 1).
+        padding: int (default 0).
+        output_padding: int (default 0; smaller than the stride or the dilation).
+        groups: channel groups (default 1).
+        bias: whether to add a learned bias (default True).
+        dilation: int (default 1).
+        key: optional RNG key for the initial values.
+        dtype: parameter dtype (default: the default dtype).
+    """
+
+    def _in_pytorch_layout(self, name: str) -> bool:
+        return name == "weight"  # (PyTorch's layout: nn.init takes its fans)
+
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        kernel_size,
+        stride=1,
+        padding=0,
+        output_padding=0,
+        groups: int = 1,
+        bias: bool = True,
+        dilation=1,
+        key=None,
+        dtype=None,
+    ):
+        super().__init__()
+        channels = _ConvChannels(in_channels, out_channels, groups)
+        k = _check_conv_layer("ConvTranspose1d", channels, kernel_size, 1)
+        self.in_channels, self.out_channels = int(in_channels), int(out_channels)
+        self.kernel_size, self.groups = k, int(groups)
+        self.stride, self.padding, self.dilation = stride, padding, dilation
+        self.output_padding = output_padding
+        _conv_weight(self, key, (in_channels, out_channels // groups) + k, bias, dtype)
+
+    def forward(self, x):
+        """Apply the layer to ``x`` of shape ``(N, L, in_channels)`` (or ``(L,
+        in_channels)``).
+
+        Args:
+            x: the input sequences.
+
+        Returns:
+            ``(N, OL, out_channels)``.
+        """
+        return F.conv_transpose1d(
+            x,
+            self.weight,
+            self.bias,
+            self.stride,
+            self.padding,
+            self.output_padding,
+            self.groups,
+            self.dilation,
+        )
+
+    def extra_repr(self) -> str:
+        """The configuration shown by ``repr``."""
+        return (
+            f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
+            f"stride={self.stride}"
+        )
 
 
 class _Pool1d(_Pool):

@@ -173,3 +173,34 @@ def test_jax_s_initializers_scale_by_the_fans():
     assert init.constant(3.0)(key, (2,), nb.int32).tolist() == [3, 3]
     with pytest.raises(ValueError, match="mode must be fan_in, fan_out or fan_avg"):
         init.variance_scaling(1.0, "fan", "normal")
+
+
+def _np_conv_transpose1d(x, w, b, s, p, op, g, d):
+    """The transposed convolution by its definition: each input element spreads its
+    filter over the output, ``out[i s + j d - p] += x[i] w[j]``."""
+    n, length, c = x.shape
+    og = w.shape[1]
+    k = w.shape[2]
+    out_len = (length - 1) * s - 2 * p + d * (k - 1) + op + 1
+    out = np.zeros((n, out_len + 2 * p + k * d + s, og * g))
+    cg = c // g
+    for i in range(length):
+        for j in range(k):
+            pos = i * s + j * d
+            for grp in range(g):
+                xs = x[:, i, grp * cg : (grp + 1) * cg]
+                out[:, pos, grp * og : (grp + 1) * og] += xs @ w[grp * cg : (grp + 1) * cg, :, j]
+    return out[:, p : p + out_len] + b
+
+
+@pytest.mark.parametrize(
+    "cfg", [(4, 6, 3, 1, 0, 0, 1, 1), (4, 6, 3, 2, 1, 1, 2, 1), (4, 2, 2, 3, 0, 2, 1, 2)]
+)
+def test_conv_transpose1d_is_the_definition(cfg):
+    cin, cout, k, s, p, op, g, d = cfg
+    m = nn.ConvTranspose1d(cin, cout, k, s, p, op, g, True, d, key=nb.random.key(1))
+    assert m.weight.shape == (cin, cout // g, k)  # (PyTorch's layout)
+    x = RNG.standard_normal((2, 7, cin))
+    want = _np_conv_transpose1d(x, m.weight.numpy(), m.bias.numpy(), s, p, op, g, d)
+    np.testing.assert_allclose(m(x.astype(np.float32)).numpy(), want, rtol=1e-4, atol=1e-5)
+    assert m(x[0].astype(np.float32)).shape == want.shape[1:]  # one unbatched sequence
