@@ -15,7 +15,7 @@ import ml_dtypes
 import numpy as np
 
 from ..core.dtypes import get_default_dtype, promote_types
-from ..ops import binary, creation, indexing, linalg, reduction, unary, view
+from ..ops import array_functions, binary, creation, indexing, linalg, reduction, unary, view
 from ..ops import nn as _nn_ops
 from ..ops import random as _random
 from ..ops._util import as_tensor, norm_axis, readable_now
@@ -47,6 +47,7 @@ from .losses import (
 from .normalization import batch_norm, group_norm, instance_norm, widened
 
 __all__ = [
+    "embedding_bag",
     "adaptive_avg_pool2d",
     "adaptive_max_pool2d",
     "adaptive_avg_pool1d",
@@ -1050,6 +1051,99 @@ def embedding(indices, weight, padding_idx=None) -> Tensor:
             the indices hold values).
     """
     return _embedding(indices, weight, padding_idx, "embedding")
+
+
+def embedding_bag(
+    input,  # noqa: A002 - PyTorch's name
+    weight,
+    offsets=None,
+    max_norm=None,
+    norm_type: float = 2.0,
+    scale_grad_by_freq: bool = False,
+    mode: str = "mean",
+    sparse: bool = False,
+    per_sample_weights=None,
+    include_last_offset: bool = False,
+    padding_idx=None,
+) -> Tensor:
+    """PyTorch's ``F.embedding_bag``: the sum, mean or max of each bag's rows of
+    ``weight``, without forming the ``(bags, size, dim)`` lookups for a 1-D ``input``: a
+    2-D ``input`` ``(B, N)`` is ``B`` bags of ``N``; a 1-D one is split at ``offsets``
+    (the bags' starts; with ``include_last_offset`` also the end). Rows at ``padding_idx``
+    are left out (not counted in a mean); an empty bag gives zeros.
+
+    Args:
+        input: integer indices, ``(B, N)`` or ``(L,)``.
+        weight: the table ``(num_embeddings, dim)``.
+        offsets: the bags' start positions in a 1-D ``input``.
+        max_norm: must be None.
+        norm_type: accepted (with ``max_norm``).
+        scale_grad_by_freq: must be False.
+        mode: ``"sum"``, ``"mean"`` (default) or ``"max"``.
+        sparse: accepted (gradients are dense here).
+        per_sample_weights: weights of ``input``'s shape multiplying each row (``"sum"``).
+        include_last_offset: ``offsets`` ends with the end of the last bag.
+        padding_idx: a row left out of the bags.
+
+    Returns:
+        ``(B, dim)``.
+
+    Raises:
+        ValueError: for an unknown mode, missing or extra offsets, or per-sample weights
+            outside ``"sum"``.
+        NotImplementedError: for ``max_norm`` or ``scale_grad_by_freq``.
+    """
+    if max_norm is not None or scale_grad_by_freq:
+        raise NotImplementedError(
+            "embedding_bag: max_norm and scale_grad_by_freq are not supported"
+        )
+    if mode not in ("sum", "mean", "max"):
+        raise ValueError(f"embedding_bag: mode must be sum, mean or max, got {mode!r}")
+    idx = as_tensor(input, op="embedding_bag")
+    if per_sample_weights is not None and mode != "sum":
+        raise ValueError("embedding_bag: per_sample_weights are taken with mode='sum' only")
+    rows = _embedding(idx, weight, None, "embedding_bag")  # idx.shape + (dim,)
+    keep = (
+        binary.not_equal(idx, int(padding_idx) % as_tensor(weight).shape[0])
+        if padding_idx is not None
+        else binary.greater_equal(idx, 0)
+    )
+    w = keep.cast(rows.dtype)
+    if per_sample_weights is not None:
+        w = w * as_tensor(per_sample_weights, op="embedding_bag").cast(rows.dtype)
+    if idx.ndim == 2:
+        if offsets is not None:
+            raise ValueError("embedding_bag: offsets are for a 1-D input; a 2-D input is its bags")
+        if mode == "max":
+            top = binary.where(keep.unsqueeze(-1), rows, -math.inf).max(axis=1)
+            return binary.where(keep.any(axis=1).unsqueeze(-1), top, 0.0)
+        total = (rows * w.unsqueeze(-1)).sum(axis=1)
+        if mode == "sum":
+            return total
+        count = keep.cast(rows.dtype).sum(axis=1, keepdims=True)
+        return total / binary.maximum(count, 1.0)
+    if idx.ndim != 1 or offsets is None:
+        raise ValueError(
+            f"embedding_bag: input must be (B, N), or 1-D with offsets; got shape {idx.shape}"
+        )
+    starts = as_tensor(offsets, op="embedding_bag")
+    if include_last_offset:
+        starts = starts[:-1]
+    bags = starts.shape[0]
+    # each element's bag: the number of starts at or before it, less one
+    bag = binary.sub(
+        array_functions.searchsorted(starts, creation.arange(idx.shape[0]), "right"), 1
+    )
+    dim = rows.shape[-1]
+    if mode == "max":
+        masked = binary.where(keep.unsqueeze(-1), rows, -math.inf)
+        top = creation.full((bags, dim), -math.inf, dtype=rows.dtype).at[bag].max(masked)
+        return binary.where(top == -math.inf, 0.0, top)
+    total = creation.zeros((bags, dim), dtype=rows.dtype).at[bag].add(rows * w.unsqueeze(-1))
+    if mode == "sum":
+        return total
+    count = creation.zeros((bags,), dtype=rows.dtype).at[bag].add(keep.cast(rows.dtype))
+    return total / binary.maximum(count, 1.0).unsqueeze(-1)
 
 
 def _embedding(indices, weight, padding_idx, who: str) -> Tensor:

@@ -60,6 +60,7 @@ __all__ = [
     "Hardshrink",
     "Softshrink",
     "ConvTranspose1d",
+    "EmbeddingBag",
     "MaxPool1d",
     "AvgPool1d",
     "AdaptiveMaxPool2d",
@@ -818,6 +819,90 @@ class ConvTranspose1d(Module):
             f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
             f"stride={self.stride}"
         )
+
+
+class EmbeddingBag(Module):
+    """PyTorch's ``EmbeddingBag``: the sum, mean or max of bags of a table's rows
+    (:func:`nabla.nn.functional.embedding_bag`), the table ``weight`` ``(num_embeddings,
+    embedding_dim)`` standard normal at the start, as PyTorch's.
+
+    Args:
+        num_embeddings: number of rows.
+        embedding_dim: size of each row.
+        max_norm: must be None.
+        norm_type: accepted.
+        scale_grad_by_freq: must be False.
+        mode: ``"sum"``, ``"mean"`` (default) or ``"max"``.
+        sparse: accepted.
+        _weight: an initial table (PyTorch's).
+        include_last_offset: ``offsets`` end with the end of the last bag.
+        padding_idx: a row left out of the bags (starts as zeros).
+        key: optional RNG key for the initial values.
+        dtype: parameter dtype (default: the default dtype).
+    """
+
+    def _in_pytorch_layout(self, name: str) -> bool:
+        return name == "weight"  # (num, dim): PyTorch's fans for nn.init
+
+    def __init__(
+        self,
+        num_embeddings: int,
+        embedding_dim: int,
+        max_norm=None,
+        norm_type: float = 2.0,
+        scale_grad_by_freq: bool = False,
+        mode: str = "mean",
+        sparse: bool = False,
+        _weight=None,
+        include_last_offset: bool = False,
+        padding_idx=None,
+        *,
+        key=None,
+        dtype=None,
+    ):
+        super().__init__()
+        _check_sizes("EmbeddingBag", num_embeddings=num_embeddings, embedding_dim=embedding_dim)
+        if mode not in ("sum", "mean", "max"):
+            raise ValueError(f"EmbeddingBag: mode must be sum, mean or max, got {mode!r}")
+        if max_norm is not None or scale_grad_by_freq:
+            raise NotImplementedError(
+                "EmbeddingBag: max_norm and scale_grad_by_freq are not supported"
+            )
+        self.num_embeddings, self.embedding_dim = int(num_embeddings), int(embedding_dim)
+        self.mode, self.include_last_offset = mode, bool(include_last_offset)
+        self.padding_idx = None if padding_idx is None else int(padding_idx) % self.num_embeddings
+        if _weight is not None:
+            weight = as_tensor(_weight, op="EmbeddingBag")
+        else:
+            weight = init.normal((num_embeddings, embedding_dim), 0.0, 1.0, key, dtype)
+            if self.padding_idx is not None:
+                weight = weight.at[self.padding_idx].set(0.0)
+        self.weight = weight
+
+    def forward(self, input, offsets=None, per_sample_weights=None):  # noqa: A002
+        """The bags' sums, means or maxima.
+
+        Args:
+            input: integer indices ``(B, N)``, or ``(L,)`` with ``offsets``.
+            offsets: the bags' starts in a 1-D ``input``.
+            per_sample_weights: weights of ``input``'s shape (``mode="sum"``).
+
+        Returns:
+            ``(B, embedding_dim)``.
+        """
+        return F.embedding_bag(
+            input,
+            self.weight,
+            offsets,
+            mode=self.mode,
+            per_sample_weights=per_sample_weights,
+            include_last_offset=self.include_last_offset,
+            padding_idx=self.padding_idx,
+        )
+
+    def extra_repr(self) -> str:
+        """The configuration shown by ``repr``."""
+        return f"{self.num_embeddings}, {self.embedding_dim}, mode={self.mode!r}"
 
 
 class _Pool1d(_Pool):

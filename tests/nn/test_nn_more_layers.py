@@ -204,3 +204,34 @@ def test_conv_transpose1d_is_the_definition(cfg):
     want = _np_conv_transpose1d(x, m.weight.numpy(), m.bias.numpy(), s, p, op, g, d)
     np.testing.assert_allclose(m(x.astype(np.float32)).numpy(), want, rtol=1e-4, atol=1e-5)
     assert m(x[0].astype(np.float32)).shape == want.shape[1:]  # one unbatched sequence
+
+
+def test_embedding_bag_sums_means_and_maxima_of_bags():
+    """PyTorch's ``EmbeddingBag``: 1-D input split at offsets (an empty bag gives zeros),
+    a 2-D input's rows as bags, the padding row left out of counts, per-sample weights;
+    checked against the bags' plain NumPy reductions."""
+    w = RNG.standard_normal((10, 4))
+    inp = np.array([1, 2, 4, 5, 4, 3, 2, 9, 0, 0])
+    offsets = np.array([0, 3, 3, 8])
+    bags = [inp[0:3], inp[3:3], inp[3:8], inp[8:10]]
+    for mode, reduce in (("sum", np.sum), ("mean", np.mean), ("max", np.max)):
+        for pad in (None, 4):
+            want = np.stack([
+                reduce(w[b[b != pad]], 0) if len(b[b != pad]) else np.zeros(4) for b in bags
+            ])  # fmt: skip
+            got = F.embedding_bag(inp, w, offsets, mode=mode, padding_idx=pad).numpy()
+            np.testing.assert_allclose(got, want, rtol=1e-12, err_msg=f"{mode} {pad}")
+    psw = RNG.random(10)
+    want = np.stack(
+        [(w[inp[a:b]] * psw[a:b, None]).sum(0) for a, b in ((0, 3), (3, 3), (3, 8), (8, 10))]
+    )
+    got = F.embedding_bag(inp, w, offsets, mode="sum", per_sample_weights=psw).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+    got = F.embedding_bag(inp, w, np.array([0, 3, 3, 8, 10]), include_last_offset=True)
+    assert got.shape == (4, 4)
+    i2 = RNG.integers(0, 10, (3, 5))
+    np.testing.assert_allclose(F.embedding_bag(i2, w, mode="max").numpy(), w[i2].max(1))
+    bag = nn.EmbeddingBag(10, 4, mode="sum", key=nb.random.key(0))
+    assert bag(inp, offsets).shape == (4, 4) and bag.weight.shape == (10, 4)
+    with pytest.raises(ValueError, match="per_sample_weights are taken with mode='sum'"):
+        F.embedding_bag(inp, w, offsets, per_sample_weights=psw)
