@@ -48,6 +48,8 @@ from .normalization import batch_norm, group_norm, instance_norm, widened
 
 __all__ = [
     "embedding_bag",
+    "affine_grid",
+    "grid_sample",
     "adaptive_avg_pool2d",
     "adaptive_max_pool2d",
     "adaptive_avg_pool1d",
@@ -1742,6 +1744,133 @@ _INTERP_MODES = {
     "area": 2,
 }
 _CUBIC_A = -0.75  # PyTorch's (and OpenCV's) cubic convolution coefficient
+
+
+def affine_grid(theta, size, align_corners: bool = False) -> Tensor:
+    """PyTorch's ``affine_grid``: the sampling grid ``(N, H, W, 2)`` of the affine maps
+    ``theta`` ``(N, 2, 3)`` over normalized output coordinates ``(x, y)`` in ``[-1, 1]``,
+    for :func:`grid_sample`.
+
+    Args:
+        theta: ``(N, 2, 3)``.
+        size: the output size as PyTorch gives it, ``(N, C, H, W)`` (only ``H``, ``W`` are
+            read).
+        align_corners: ``-1`` and ``1`` at the corner pixels' centers (else their outer
+            edges).
+
+    Returns:
+        ``(N, H, W, 2)``.
+
+    Raises:
+        ValueError: for a ``theta`` that is not ``(N, 2, 3)`` or a size that is not 4-D.
+    """
+    t = as_tensor(theta, op="affine_grid")
+    if t.ndim != 3 or tuple(t.shape[1:]) != (2, 3) or len(size) != 4:
+        raise ValueError(
+            f"affine_grid: theta must be (N, 2, 3) and size (N, C, H, W), got {t.shape} and "
+            f"{tuple(size)}"
+        )
+    h, w = int(size[2]), int(size[3])
+
+    def coords(n):
+        if align_corners:
+            return np.linspace(-1.0, 1.0, n) if n > 1 else np.zeros(1)
+        return (np.arange(n) * 2.0 + 1.0) / n - 1.0
+
+    xs, ys = np.meshgrid(coords(w), coords(h))  # (H, W)
+    base = np.stack([xs, ys, np.ones_like(xs)], -1).astype(t.dtype.numpy)  # (H, W, 3)
+    grid = linalg.einsum("hwk,njk->nhwj", creation.constant(base), t)
+    return grid
+
+
+def _reflect(coord, low2: float, high2: float):
+    """PyTorch's reflection of coordinates into ``[low2 / 2, high2 / 2]``."""
+    if low2 == high2:
+        return coord * 0.0
+    low, span = low2 / 2.0, (high2 - low2) / 2.0
+    dist = unary.abs(coord - low)
+    flips = unary.floor(dist / span)
+    extra = dist - flips * span
+    even = binary.equal(binary.mod(flips, 2.0), 0.0)
+    return binary.where(even, extra + low, span - extra + low)
+
+
+def grid_sample(
+    input,  # noqa: A002 - PyTorch's name
+    grid,
+    mode: str = "bilinear",
+    padding_mode: str = "zeros",
+    align_corners: bool = False,
+) -> Tensor:
+    """PyTorch's ``grid_sample`` on NHWC images: the input sampled at the normalized
+    ``(x, y)`` of ``grid`` (``-1`` left/top, ``1`` right/bottom), bilinearly or at the
+    nearest pixel; outside the image zeros, the border's values, or the reflection.
+
+    Args:
+        input: ``(N, H, W, C)``.
+        grid: ``(N, Ho, Wo, 2)``.
+        mode: ``"bilinear"`` or ``"nearest"``.
+        padding_mode: ``"zeros"``, ``"border"`` or ``"reflection"``.
+        align_corners: as in :func:`affine_grid`.
+
+    Returns:
+        ``(N, Ho, Wo, C)``.
+
+    Raises:
+        ValueError: for an unknown mode or shapes that do not fit.
+    """
+    x = as_tensor(input, op="grid_sample")
+    g = as_tensor(grid, op="grid_sample")
+    if mode not in ("bilinear", "nearest"):
+        raise ValueError(f"grid_sample: mode must be 'bilinear' or 'nearest', got {mode!r}")
+    if padding_mode not in ("zeros", "border", "reflection"):
+        raise ValueError(
+            f"grid_sample: padding_mode must be zeros, border or reflection, got {padding_mode!r}"
+        )
+    if x.ndim != 4 or g.ndim != 4 or g.shape[-1] != 2 or g.shape[0] != x.shape[0]:
+        raise ValueError(
+            f"grid_sample: input (N, H, W, C) and grid (N, Ho, Wo, 2) do not fit: {x.shape}, "
+            f"{g.shape}"
+        )
+    n, h, w, c = x.shape
+    ho, wo = g.shape[1], g.shape[2]
+    g = g.cast(x.dtype) if x.dtype.is_float else g
+
+    def pixel(coord, size):  # normalized -> pixel coordinates, padded as asked
+        if align_corners:
+            p = (coord + 1.0) * (0.5 * (size - 1))
+        else:
+            p = ((coord + 1.0) * size - 1.0) * 0.5
+        if padding_mode == "reflection":
+            p = (
+                _reflect(p, 0.0, 2.0 * (size - 1))
+                if align_corners
+                else _reflect(p, -1.0, 2.0 * size - 1.0)
+            )
+        if padding_mode != "zeros":
+            p = binary.clip(p, 0.0, float(size - 1))
+        return p
+
+    px, py = pixel(g[..., 0], w), pixel(g[..., 1], h)
+    flat = x.reshape(n, h * w, c)
+
+    def gather(ix, iy):  # the pixels at integer (ix, iy), 0 outside the image
+        inside = binary.logical_and(
+            binary.logical_and(ix >= 0, ix <= w - 1), binary.logical_and(iy >= 0, iy <= h - 1)
+        )
+        xi = binary.clip(ix, 0.0, float(w - 1)).cast("int64")
+        yi = binary.clip(iy, 0.0, float(h - 1)).cast("int64")
+        idx = (yi * w + xi).reshape(n, ho * wo, 1)
+        vals = indexing.take_along_axis(flat, idx, 1).reshape(n, ho, wo, c)
+        return vals * inside.cast(vals.dtype).unsqueeze(-1)
+
+    if mode == "nearest":
+        return gather(unary.round(px), unary.round(py))
+    x0, y0 = unary.floor(px), unary.floor(py)
+    fx, fy = (px - x0).unsqueeze(-1), (py - y0).unsqueeze(-1)
+    top = gather(x0, y0) * (1.0 - fx) + gather(x0 + 1.0, y0) * fx
+    bottom = gather(x0, y0 + 1.0) * (1.0 - fx) + gather(x0 + 1.0, y0 + 1.0) * fx
+    return top * (1.0 - fy) + bottom * fy
 
 
 def interpolate(

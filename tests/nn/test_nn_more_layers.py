@@ -235,3 +235,38 @@ def test_embedding_bag_sums_means_and_maxima_of_bags():
     assert bag(inp, offsets).shape == (4, 4) and bag.weight.shape == (10, 4)
     with pytest.raises(ValueError, match="per_sample_weights are taken with mode='sum'"):
         F.embedding_bag(inp, w, offsets, per_sample_weights=psw)
+
+
+def _np_bilinear(x, grid, align_corners):
+    """Bilinear sampling with zeros outside, by its definition (NHWC)."""
+    n, h, w, c = x.shape
+    out = np.zeros(grid.shape[:3] + (c,))
+    for b, i, j in np.ndindex(*grid.shape[:3]):
+        gx, gy = grid[b, i, j]
+        if align_corners:
+            px, py = (gx + 1) / 2 * (w - 1), (gy + 1) / 2 * (h - 1)
+        else:
+            px, py = ((gx + 1) * w - 1) / 2, ((gy + 1) * h - 1) / 2
+        x0, y0 = int(np.floor(px)), int(np.floor(py))
+        for yy, wy in ((y0, 1 - (py - y0)), (y0 + 1, py - y0)):
+            for xx, wx in ((x0, 1 - (px - x0)), (x0 + 1, px - x0)):
+                if 0 <= yy < h and 0 <= xx < w:
+                    out[b, i, j] += wy * wx * x[b, yy, xx]
+    return out
+
+
+def test_affine_grid_and_grid_sample():
+    x = RNG.standard_normal((2, 5, 7, 3))
+    identity = np.tile(np.eye(2, 3), (2, 1, 1))
+    for ac in (False, True):  # the identity map samples every pixel at its center
+        grid = F.affine_grid(identity, (2, 3, 5, 7), align_corners=ac)
+        assert grid.shape == (2, 5, 7, 2)
+        np.testing.assert_allclose(F.grid_sample(x, grid, align_corners=ac).numpy(), x, atol=1e-12)
+    grid = 1.3 * RNG.uniform(-1, 1, (2, 4, 6, 2))
+    for ac in (False, True):
+        got = F.grid_sample(x, grid, "bilinear", "zeros", ac).numpy()
+        np.testing.assert_allclose(got, _np_bilinear(x, grid, ac), atol=1e-12)
+    border = F.grid_sample(x, np.full((2, 1, 1, 2), 5.0), padding_mode="border").numpy()
+    np.testing.assert_allclose(border[:, 0, 0], x[:, -1, -1])  # (clamped to the corner)
+    with pytest.raises(ValueError, match="grid_sample: mode must be 'bilinear' or 'nearest'"):
+        F.grid_sample(x, grid, "bicubic")
