@@ -1416,7 +1416,11 @@ def logmeanexp(x, axis=None, where=None, keepdims: bool = False) -> Tensor:
     x = as_tensor(x, op="logmeanexp")
     x = x if x.dtype.is_float else x.cast(get_default_dtype())
     total = reduction.logsumexp(x, axis, keepdims, where=where)
-    ones = creation.ones_like(x) if where is None else binary.where(where, 1.0, 0.0) + x * 0.0
+    ones = creation.ones_like(x)
+    if where is not None:  # (the mask's count, broadcast to x: an inf in x counts too)
+        ones = binary.where(
+            view.broadcast_to(as_tensor(where, op="logmeanexp"), x.shape), ones, 0.0
+        )
     count = reduction.sum(ones, axis, keepdims)
     return total - unary.log(count)
 
