@@ -18,7 +18,7 @@ import numpy as np
 from ...core.config import CONFIG, debug_log
 from ...core.ir import Program
 from ..kernels import NUMPY_REFERENCES, kernel_instructions
-from . import fast
+from . import fast, fusion
 from .lowerings import LOWERINGS
 
 __all__ = [
@@ -118,7 +118,7 @@ def compile_program(program: Program):
     # slot reads the input's (arrays are never written in place, and views alias anyway)
     alias: dict = {}
     instructions = []
-    for name, ins, kwargs, outs, specs in program.instructions:
+    for name, ins, kwargs, outs, specs in fusion.instructions(program):
         ins = tuple(alias.get(i, i) for i in ins)
         if _passes_through(name, kwargs, specs):
             alias[outs[0]] = ins[0]
@@ -138,7 +138,7 @@ def compile_program(program: Program):
             frees[k].append(slot)
     steps = []
     for k, (name, ins, kwargs, outs, specs) in enumerate(instructions):
-        fn = LOWERINGS.get(name)
+        fn = LOWERINGS.get(name) or fusion.FUSED.get(name)
         if fn is None:
             raise UnsupportedOp(f"the numpy backend has no lowering for op '{name}'")
         dtypes = tuple(dt.numpy for dt, _ in specs)

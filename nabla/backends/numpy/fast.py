@@ -47,6 +47,8 @@ import numpy as np
 
 from ...core.config import CONFIG, debug_log
 from ...core.ir import Program
+from . import fusion
+from .fusion import FUSED
 from .lowerings import (
     _BLOCK,
     DIRECT,
@@ -113,6 +115,7 @@ _FRESH = frozenset(
         "where",
         "windows",
         "windows_sum",
+        "col2im_of_product",
     }
     | set(UFUNCS)
 )
@@ -178,7 +181,7 @@ def _flatten(program: Program, passes_through) -> tuple[list, dict, list]:
 
     def walk(prog, args):
         env = dict(enumerate(args))
-        for ins in prog.instructions:
+        for ins in fusion.instructions(prog):  # as the interpreter: per program
             a = tuple(env[i] for i in ins.inputs)
             if exchanges_data(ins.op, ins.kwargs):
                 raise CannotLower("a collective between processes")
@@ -271,7 +274,7 @@ def _escaping(steps: list, outputs: list) -> set:
 
 def _interpret_step(step: _Step, args: list) -> list:
     """``step`` run as the interpreter runs it (constant folding)."""
-    fn = LOWERINGS.get(step.op)
+    fn = LOWERINGS.get(step.op) or FUSED.get(step.op)
     if fn is None:
         raise CannotLower(f"no lowering for {step.op!r}")
     with np.errstate(all="ignore"):
@@ -785,7 +788,7 @@ class _Lowering:
         """Any other instruction: its lowering's function, called directly."""
         op, kw = step.op, step.kwargs
         outs = [self.name[o] for o in step.outputs]
-        entry = LOWERINGS.get(op)
+        entry = LOWERINGS.get(op) or FUSED.get(op)
         if entry is None:
             from . import UnsupportedOp  # noqa: PLC0415
 
@@ -808,7 +811,10 @@ class _Lowering:
             self._check(o)
         lays = [self.layout.get(i, _NO_LAYOUT) for i in step.inputs]
         keeps_c = op in _KEEPS_C or (op == "cumsum" and not kw["reverse"])  # (reverse: flipped)
-        if keeps_c and len(step.outputs) == 1 and all(kind == "C" for kind, _ in lays):
+        if op in FUSED:  # each a new C-contiguous array, whatever its operands' layouts
+            self.layout.update((o, ("C", frozenset())) for o in step.outputs)
+            self.dense.update(step.outputs)
+        elif keeps_c and len(step.outputs) == 1 and all(kind == "C" for kind, _ in lays):
             self.layout[step.outputs[0]] = ("C", frozenset().union(*(r for _, r in lays)))
             if op in _FRESH:
                 self.dense.add(step.outputs[0])
