@@ -9,7 +9,13 @@ per program its instruction count and the executor's time per call in each form 
 of ``--reps`` calls on the same inputs, best of 3 rounds), then the whole call with the
 straight-line form switched off and on (``NABLA_FAST_NUMPY``, flipped in-process).
 
-Run: ``python benchmarks/bench_numpy_fast.py [--reps N] [--only NAME]``.
+With ``--fusion``: the programs of the convolution workloads (the BatchNorm-CNN step, and
+two 3x3 convolutions with ReLU, forward and both gradients, at three sizes) in the
+straight-line form lowered with the rewrites of ``nabla/backends/numpy/fusion.py`` off and
+on (``NABLA_NUMPY_FUSION``, flipped in-process before each lowering), their results
+checked to agree, then timed side by side.
+
+Run: ``python benchmarks/bench_numpy_fast.py [--reps N] [--only NAME] [--fusion]``.
 """
 
 from __future__ import annotations
@@ -70,6 +76,58 @@ def _cnn(batch=64, channels=16):
     return lambda: step(x, y).numpy()
 
 
+def _convs(batch, size, c_in, c_out):
+    """Two 3x3 convolutions (padding 1) with ReLU: the gradients of both filters."""
+    rng = np.random.default_rng(0)
+    x = nb.constant(rng.standard_normal((batch, size, size, c_in)).astype(np.float32))
+    w1 = nb.constant(0.1 * rng.standard_normal((3, 3, c_in, c_out)).astype(np.float32))
+    w2 = nb.constant(0.1 * rng.standard_normal((3, 3, c_out, c_out)).astype(np.float32))
+
+    def loss(w1, w2, x):
+        h = nb.relu(nb.conv2d(x, w1, padding=1))
+        h = nb.relu(nb.conv2d(h, w2, padding=1))
+        return nb.mean(h * h)
+
+    grad = nb.compile(nb.grad(loss, argnums=(0, 1)))
+    return lambda: nb.realize(*grad(w1, w2, x))
+
+
+CONV_WORKLOADS = {
+    "BatchNorm CNN step": _cnn,
+    "convs 16->32, 64 of 8x8": lambda: _convs(64, 8, 16, 32),
+    "convs 32->32, 16 of 32x32": lambda: _convs(16, 32, 32, 32),
+    "convs 64->64, 16 of 16x16": lambda: _convs(16, 16, 64, 64),
+}
+
+
+def _fusion_rows(args) -> None:
+    """Each convolution workload's programs lowered with fusion.py's rewrites off and on."""
+    print(f"{'workload / program':<34}{'ops':>6}{'as recorded':>13}{'rewritten':>11}{'ratio':>8}")
+    for name, make in CONV_WORKLOADS.items():
+        if args.only and args.only not in name:
+            continue
+        call = make()
+        for _ in range(5):
+            call()
+        for k, (program, inputs) in enumerate(_programs(call)):
+            forms = {}
+            for on in (False, True):
+                CONFIG.numpy_fusion = on
+                forms[on] = numpy_backend.compile_fast(program)
+            CONFIG.numpy_fusion = True
+            for a, b in zip(forms[False](inputs), forms[True](inputs), strict=True):
+                scale = max(float(np.max(np.abs(a))), 1e-30) if a.size else 1.0
+                np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5 * scale)
+            t = _side_by_side(
+                {on: lambda f=f, x=inputs: f(x) for on, f in forms.items()}, args.reps
+            )
+            label = f"{name} #{k}"
+            print(
+                f"{label:<34}{program.num_ops:>6}{t[False]:>13.4f}{t[True]:>11.4f}"
+                f"{t[False] / t[True]:>7.2f}x"
+            )
+
+
 WORKLOADS = {
     "HVP n=1000": _peer("HVP n=1000"),
     "per-example grads": _peer("per-example grads"),
@@ -115,12 +173,16 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--reps", type=int, default=50)
     ap.add_argument("--only", default=None, help="run the workloads whose name contains this")
+    ap.add_argument("--fusion", action="store_true", help="program rewrites off and on")
     args = ap.parse_args()
     nb.set_backend("numpy")
     print(
         f"load average {os.getloadavg()[0]:.2f}; numpy backend; median ms, best of 3 "
         f"rounds; {blas_kernel()}"
     )
+    if args.fusion:
+        _fusion_rows(args)
+        return
     print(f"{'workload / program':<34}{'ops':>6}{'interpreter':>13}{'straight':>11}{'ratio':>8}")
     for name, make in WORKLOADS.items():
         if args.only and args.only not in name:

@@ -160,6 +160,10 @@ class _Config:
         # every program both ways and compares the results bit for bit (for tests)
         self.fast_numpy = env_bool("NABLA_FAST_NUMPY", True)
         self.fast_numpy_check = env_bool("NABLA_FAST_NUMPY_CHECK", False)
+        # both NumPy executors apply backends/numpy/fusion.py's rewrites to a program as
+        # they bind it (a convolution's input gradient as a transposed convolution); 0
+        # runs the program's instructions as recorded
+        self.numpy_fusion = env_bool("NABLA_NUMPY_FUSION", True)
         # processes on one machine exchange collectives through an MPI shared-memory window
         # (backends/mpi.py); 0 keeps MPI's calls alone, as between machines
         self.mpi_shared = env_bool("NABLA_MPI_SHARED", True)

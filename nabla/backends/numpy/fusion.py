@@ -16,7 +16,8 @@ than input channels the copy grows past the adds (3 to 32 channels: 2.7x, 16 to 
 
 A rewrite changes how a value is computed, never which value: the results differ from
 the unfused program's only by float rounding (the order of the additions). A program run
-one op at a time (``nans.py``, eager ops) computes the unfused form.
+one op at a time (``nans.py``) computes the unfused form; ``NABLA_NUMPY_FUSION=0`` turns
+the rewrites off (``benchmarks/bench_numpy_fast.py --fusion`` times both).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import math
 
 import numpy as np
 
+from ...core.config import CONFIG
 from ...core.ir import Instruction, Program
 from .lowerings import _windows, gemm
 
@@ -74,9 +76,10 @@ FUSED: dict = {
 def instructions(program: Program) -> list:
     """``program``'s own instructions (nested programs are rewritten on their own) with
     every match of a rewrite replaced by one ``Instruction`` of a ``FUSED`` op. The
-    program's outputs are never removed."""
+    program's outputs are never removed. ``NABLA_NUMPY_FUSION=0`` (``CONFIG.numpy_fusion``,
+    read as a program is bound) leaves the instructions as they are."""
     steps = list(program.instructions)
-    if not any(s.op == "windows_sum" for s in steps):
+    if not CONFIG.numpy_fusion or not any(s.op == "windows_sum" for s in steps):
         return steps
     shapes = {i: tuple(spec.shape) for i, spec in enumerate(program.inputs)}
     for step in steps:
