@@ -444,6 +444,7 @@ def is_tensor(obj) -> bool:
     """
     return isinstance(obj, Tensor)
 
+
 from .ops.random import normal_ as gaussian
 from .ops.random import uniform_ as uniform
 from .transforms.autodiff import (
