@@ -668,6 +668,119 @@ def pixel_unshuffle(x, downscale_factor: int) -> Tensor:
     return y.reshape(*lead, hr // r, wr // r, c * r * r)
 
 
+def _block_args(op: str, kernel_size, dilation, padding, stride):
+    """``unfold``/``fold``'s arguments as pairs, checked as PyTorch checks them."""
+    k = _nn_ops._pair(kernel_size, "kernel_size", op)
+    d = _nn_ops._pair(dilation, "dilation", op)
+    p = _nn_ops._pair(padding, "padding", op, minimum=0)
+    s = _nn_ops._pair(stride, "stride", op)
+    return k, d, p, s
+
+
+def _blocks(op: str, size, k, d, p, s) -> tuple:
+    """The number of sliding blocks along H and W of an image of spatial ``size``."""
+    out = tuple((size[i] + 2 * p[i] - d[i] * (k[i] - 1) - 1) // s[i] + 1 for i in range(2))
+    if min(out) < 1:
+        raise ValueError(
+            f"{op}: spatial size {tuple(size)} with padding {p} is too small for "
+            f"kernel_size {k} with dilation {d} (no sliding block fits)"
+        )
+    return out
+
+
+def unfold(input, kernel_size, dilation=1, padding=0, stride=1) -> Tensor:  # noqa: A002
+    """PyTorch's ``F.unfold`` (im2col) on a channels-last image: every sliding block of
+    ``input`` flattened, ``(N, H, W, C)`` to ``(N, L, C * KH * KW)``, where PyTorch gives
+    ``(N, C * KH * KW, L)`` for ``(N, C, H, W)``: block ``l = oh * OW + ow`` in PyTorch's
+    order, and within a block PyTorch's order of the values, ``c * KH * KW + i * KW + j``
+    (so a PyTorch conv weight ``(O, C, KH, KW)`` reshaped to ``(O, C * KH * KW)`` applies
+    as ``unfold(x) @ w.T``).
+
+    Args:
+        input: ``(N, H, W, C)``, or one image ``(H, W, C)``.
+        kernel_size: int or pair: the block's size.
+        dilation: int or pair: the spacing of the block's taps (default 1).
+        padding: int or pair: zeros added on both sides of H and W (default 0).
+        stride: int or pair: the step between blocks (default 1).
+
+    Returns:
+        ``(N, L, C * KH * KW)`` (``(L, C * KH * KW)`` for one image), ``L = OH * OW``.
+
+    Raises:
+        ValueError: for an input of another rank, or no block fitting.
+    """
+    x = as_tensor(input, op="unfold")
+    if x.ndim not in (3, 4):
+        raise ValueError(
+            f"unfold: expects an image (H, W, C) or a batch (N, H, W, C) (channels last), "
+            f"got shape {x.shape}"
+        )
+    k, d, p, s = _block_args("unfold", kernel_size, dilation, padding, stride)
+    unbatched = x.ndim == 3
+    if unbatched:
+        x = view.unsqueeze(x, 0)
+    n, h, w, c = x.shape
+    oh, ow = _blocks("unfold", (h, w), k, d, p, s)
+    if any(p):
+        x = view.pad(x, ((0, 0), (p[0], p[0]), (p[1], p[1]), (0, 0)))
+    cols = _nn_ops._windows(x, k, s, d, (oh, ow))  # (N, OH, OW, KH*KW, C)
+    out = view.permute(cols, (0, 1, 2, 4, 3)).reshape(n, oh * ow, c * k[0] * k[1])
+    return out[0] if unbatched else out
+
+
+def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1) -> Tensor:  # noqa: A002
+    """PyTorch's ``F.fold`` (col2im) to a channels-last image, the adjoint of
+    :func:`unfold`: each block's values added back at the positions ``unfold`` took them
+    from (overlaps summed), ``(N, L, C * KH * KW)`` to ``(N, H, W, C)``.
+
+    Args:
+        input: ``(N, L, C * KH * KW)``, or ``(L, C * KH * KW)``.
+        output_size: int or pair: the image's ``(H, W)``.
+        kernel_size: int or pair: the block's size.
+        dilation: int or pair: the spacing of the block's taps (default 1).
+        padding: int or pair: the zero padding ``unfold`` added, cut off again (default 0).
+        stride: int or pair: the step between blocks (default 1).
+
+    Returns:
+        ``(N, H, W, C)`` (``(H, W, C)`` for an unbatched input).
+
+    Raises:
+        ValueError: for an input of another rank, a last dim not divisible by
+            ``KH * KW``, or a number of blocks ``L`` other than the output size gives.
+    """
+    x = as_tensor(input, op="fold")
+    if x.ndim not in (2, 3):
+        raise ValueError(
+            f"fold: expects (N, L, C * KH * KW) or (L, C * KH * KW), got shape {x.shape}"
+        )
+    size = _nn_ops._pair(output_size, "output_size", "fold")
+    k, d, p, s = _block_args("fold", kernel_size, dilation, padding, stride)
+    given, unbatched = x.shape, x.ndim == 2
+    if unbatched:
+        x = view.unsqueeze(x, 0)
+    n, blocks, ckk = x.shape
+    kk = k[0] * k[1]
+    if ckk % kk:
+        raise ValueError(
+            f"fold: the last dim of input {given} must be divisible by the product of "
+            f"kernel_size {k} ({kk})"
+        )
+    oh, ow = _blocks("fold", size, k, d, p, s)
+    if blocks != oh * ow:
+        raise ValueError(
+            f"fold: output_size {size}, kernel_size {k}, dilation {d}, padding {p} and "
+            f"stride {s} make {oh} x {ow} = {oh * ow} blocks, but input of shape {given} "
+            f"has {blocks}"
+        )
+    c = ckk // kk
+    cols = view.permute(x.reshape(n, oh, ow, c, kk), (0, 1, 2, 4, 3))
+    padded = (size[0] + 2 * p[0], size[1] + 2 * p[1])
+    img = _nn_ops._windows_sum(cols, padded, k, s, d)
+    if any(p):
+        img = img[:, p[0] : p[0] + size[0], p[1] : p[1] + size[1], :]
+    return img[0] if unbatched else img
+
+
 def softplus(x, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
     """``log(1 + exp(beta * x)) / beta``, and ``x`` itself where ``beta * x > threshold``
     (PyTorch's ``softplus``).
@@ -1322,7 +1435,7 @@ def attention_with_weights(
 
 
 # ------------------------------------------------------------------ conv1d, conv_transpose2d
-__all__ += ["conv1d", "conv_transpose1d", "conv_transpose2d", "interpolate"]
+__all__ += ["conv1d", "conv_transpose1d", "conv_transpose2d", "interpolate", "unfold", "fold"]
 
 # ``jax.nn``'s names for functions above
 swish = silu

@@ -67,6 +67,8 @@ __all__ = [
     "AdaptiveAvgPool1d",
     "AdaptiveMaxPool1d",
     "PixelShuffle",
+    "Unfold",
+    "Fold",
     "PixelUnshuffle",
     "ZeroPad1d",
     "ZeroPad2d",
@@ -1068,6 +1070,79 @@ class PixelUnshuffle(Module):
     def extra_repr(self) -> str:
         """The configuration shown by ``repr``."""
         return f"downscale_factor={self.downscale_factor}"
+
+
+class Unfold(Module):
+    """PyTorch's ``Unfold`` on channels-last images: each sliding block flattened,
+    ``(N, H, W, C)`` to ``(N, L, C * KH * KW)`` (:func:`nabla.nn.functional.unfold`).
+
+    Args:
+        kernel_size: int or pair: the block's size.
+        dilation: int or pair: the spacing of the block's taps (default 1).
+        padding: int or pair: zeros added on both sides of H and W (default 0).
+        stride: int or pair: the step between blocks (default 1).
+    """
+
+    def __init__(self, kernel_size, dilation=1, padding=0, stride=1):
+        super().__init__()
+        self.kernel_size, self.dilation = kernel_size, dilation
+        self.padding, self.stride = padding, stride
+
+    def forward(self, x):
+        """The blocks of ``x``.
+
+        Args:
+            x: ``(N, H, W, C)`` or ``(H, W, C)``.
+
+        Returns:
+            ``(N, L, C * KH * KW)`` (or ``(L, C * KH * KW)``).
+        """
+        return F.unfold(x, self.kernel_size, self.dilation, self.padding, self.stride)
+
+    def extra_repr(self) -> str:
+        """The configuration shown by ``repr``."""
+        return (
+            f"kernel_size={self.kernel_size}, dilation={self.dilation}, "
+            f"padding={self.padding}, stride={self.stride}"
+        )
+
+
+class Fold(Module):
+    """PyTorch's ``Fold`` to channels-last images, the adjoint of :class:`Unfold`: each
+    block added back where ``Unfold`` took it from (:func:`nabla.nn.functional.fold`).
+
+    Args:
+        output_size: int or pair: the image's ``(H, W)``.
+        kernel_size: int or pair: the block's size.
+        dilation: int or pair: the spacing of the block's taps (default 1).
+        padding: int or pair: the zero padding cut off (default 0).
+        stride: int or pair: the step between blocks (default 1).
+    """
+
+    def __init__(self, output_size, kernel_size, dilation=1, padding=0, stride=1):
+        super().__init__()
+        self.output_size, self.kernel_size = output_size, kernel_size
+        self.dilation, self.padding, self.stride = dilation, padding, stride
+
+    def forward(self, x):
+        """The image the blocks ``x`` add up to.
+
+        Args:
+            x: ``(N, L, C * KH * KW)`` or ``(L, C * KH * KW)``.
+
+        Returns:
+            ``(N, H, W, C)`` (or ``(H, W, C)``).
+        """
+        return F.fold(
+            x, self.output_size, self.kernel_size, self.dilation, self.padding, self.stride
+        )
+
+    def extra_repr(self) -> str:
+        """The configuration shown by ``repr``."""
+        return (
+            f"output_size={self.output_size}, kernel_size={self.kernel_size}, "
+            f"dilation={self.dilation}, padding={self.padding}, stride={self.stride}"
+        )
 
 
 class _Pad(Module):

@@ -218,6 +218,19 @@ def _windows(xp, k, s, d, out_hw):
     return _WINDOWS.bind([xp], _windows_kwargs(xp, k, s, d, out_hw))
 
 
+def _windows_sum(cols, size, k, s, d):
+    """Add the KH*KW taps of ``cols`` (N, OH, OW, KH*KW, C) back where ``_windows`` took
+    them from, in an image of spatial ``size``: (N, H, W, C)."""
+    kwargs = {
+        "kernel": tuple(k),
+        "stride": tuple(s),
+        "dilation": tuple(d),
+        "size": tuple(size),
+        "out": tuple(cols.shape[1:3]),
+    }
+    return _WINDOWS_SUM.bind([cols], kwargs)
+
+
 def _out_size(size, k, s, d, p):
     return tuple(
         (size[i] + p[i][0] + p[i][1] - d[i] * (k[i] - 1) - 1) // s[i] + 1 for i in range(2)

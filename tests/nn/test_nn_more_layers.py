@@ -270,3 +270,51 @@ def test_affine_grid_and_grid_sample():
     np.testing.assert_allclose(border[:, 0, 0], x[:, -1, -1])  # (clamped to the corner)
     with pytest.raises(ValueError, match="grid_sample: mode must be 'bilinear' or 'nearest'"):
         F.grid_sample(x, grid, "bicubic")
+
+
+def _unfold_reference(x, k, d, p, s):
+    """PyTorch's unfold by its definition, channels last: block (oh, ow) holds, at
+    ``c * KH * KW + i * KW + j``, the padded image's ``[oh*s + i*d, ow*s + j*d, c]``."""
+    n, h, w, c = x.shape
+    xp = np.pad(x, ((0, 0), (p[0], p[0]), (p[1], p[1]), (0, 0)))
+    oh = (h + 2 * p[0] - d[0] * (k[0] - 1) - 1) // s[0] + 1
+    ow = (w + 2 * p[1] - d[1] * (k[1] - 1) - 1) // s[1] + 1
+    out = np.zeros((n, oh * ow, c * k[0] * k[1]), x.dtype)
+    for a in range(oh):
+        for b in range(ow):
+            for i in range(k[0]):
+                for j in range(k[1]):
+                    tap = xp[:, a * s[0] + i * d[0], b * s[1] + j * d[1], :]  # (n, c)
+                    out[:, a * ow + b, i * k[1] + j :: k[0] * k[1]] = tap
+    return out
+
+
+@pytest.mark.parametrize(
+    "k, d, p, s",
+    [(3, 1, 0, 1), ((3, 2), (2, 1), (1, 2), (2, 1)), (2, 1, 1, 2), ((1, 3), 1, (0, 1), (1, 3))],
+)
+def test_unfold_and_fold_follow_pytorch_channels_last(k, d, p, s):
+    pair = [v if isinstance(v, tuple) else (v, v) for v in (k, d, p, s)]
+    want = _unfold_reference(IM, *pair)
+    np.testing.assert_array_equal(F.unfold(IM, k, d, p, s).numpy(), want)
+    np.testing.assert_array_equal(nn.Unfold(k, d, p, s)(IM[0]).numpy(), want[0])  # unbatched
+    # fold is unfold's adjoint: <unfold(x), y> == <x, fold(y)>, padding cut off included
+    y = RNG.standard_normal(want.shape).astype(np.float32)
+    folded = nn.Fold(IM.shape[1:3], k, d, p, s)(y).numpy()
+    assert folded.shape == IM.shape
+    np.testing.assert_allclose(np.sum(want * y), np.sum(IM * folded), rtol=1e-5)
+    np.testing.assert_allclose(F.fold(y[1], IM.shape[1:3], k, d, p, s).numpy(), folded[1])
+    # and differentiable: the gradient of <unfold(x), y> is fold(y)
+    g = nb.grad(lambda x: nb.sum(F.unfold(x, k, d, p, s) * y))(nb.constant(IM))
+    np.testing.assert_allclose(g.numpy(), folded, rtol=1e-5, atol=1e-6)
+
+
+def test_unfold_and_fold_errors_name_the_shapes():
+    with pytest.raises(ValueError, match=r"unfold: expects an image .* got shape \(7, 9\)"):
+        F.unfold(IM[0, :, :, 0], 2)
+    with pytest.raises(ValueError, match=r"unfold: spatial size \(7, 9\) .* too small"):
+        F.unfold(IM, 8)
+    with pytest.raises(ValueError, match=r"fold: .* make 6 x 8 = 48 blocks, but input of shape"):
+        F.fold(np.ones((2, 47, 32), np.float32), (7, 9), 2)
+    with pytest.raises(ValueError, match=r"divisible by the product of kernel_size \(2, 2\)"):
+        F.fold(np.ones((2, 48, 30), np.float32), (7, 9), 2)
