@@ -1435,7 +1435,15 @@ def attention_with_weights(
 
 
 # ------------------------------------------------------------------ conv1d, conv_transpose2d
-__all__ += ["conv1d", "conv_transpose1d", "conv_transpose2d", "interpolate", "unfold", "fold"]
+__all__ += [
+    "conv1d",
+    "conv3d",
+    "conv_transpose1d",
+    "conv_transpose2d",
+    "interpolate",
+    "unfold",
+    "fold",
+]
 
 # ``jax.nn``'s names for functions above
 swish = silu
@@ -1746,6 +1754,86 @@ def conv1d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1) -> T
     w4 = w.permute(2, 1, 0).unsqueeze(0)
     y = conv2d(x.unsqueeze(1), w4, bias, (1, s), ((0, 0), pads), (1, d), g).squeeze(1)
     return y.squeeze(0) if unbatched else y
+
+
+def conv3d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1) -> Tensor:
+    """3-D convolution (cross-correlation) over volumes ``(N, D, H, W, C)``, channels last
+    as every Nabla layer, with PyTorch's filter layout ``(O, C / groups, KD, KH, KW)`` (so
+    a ``torch.nn.Conv3d`` weight is used as it is).
+
+    Computed as one :func:`nabla.conv2d` over the ``N * OD`` depth positions: the ``KD``
+    depth taps each position reads are stacked as channels (``KD * C``), one im2col and
+    one GEMM (with ``groups > 1``, one 2-D convolution per depth tap, summed).
+
+    Args:
+        x: input ``(N, D, H, W, C)``, or ``(D, H, W, C)`` unbatched.
+        weight: filter ``(O, C // groups, KD, KH, KW)``.
+        bias: optional ``(O,)``.
+        stride: int or 3 ints (default 1).
+        padding: int or 3 ints (zeros on both sides), ``"same"`` (stride 1 only, the odd
+            extra zero after, as PyTorch) or ``"valid"`` (none).
+        dilation: int or 3 ints: spacing between filter taps (default 1).
+        groups: channel groups; ``C`` and ``O`` must be divisible by it.
+
+    Returns:
+        ``(N, OD, OH, OW, O)`` (``(OD, OH, OW, O)`` unbatched), each output size
+        ``(size + 2 * padding - dilation * (K - 1) - 1) // stride + 1``.
+
+    Raises:
+        ValueError: on rank, channel or size mismatches, or a bad argument, naming the shapes
+            and the argument.
+    """
+    x, w = as_tensor(x, op="conv3d"), as_tensor(weight, op="conv3d")
+    x, unbatched = _channels_last("conv3d", x, 3, "(N, D, H, W, C)")
+    s = _conv_int("conv3d", "stride", stride, 3, 1)
+    d = _conv_int("conv3d", "dilation", dilation, 3, 1)
+    (g,) = _conv_int("conv3d", "groups", groups, 1, 1)
+    c = x.shape[-1]
+    if w.ndim != 5 or c % g or w.shape[0] % g or w.shape[1] != c // g:
+        raise ValueError(
+            f"conv3d: input of shape {x.shape} ({c} channels), weight of shape {w.shape} and "
+            f"groups={g} do not match (weight needs (O, {c // g}, KD, KH, KW), O divisible "
+            f"by {g})"
+        )
+    k = tuple(w.shape[2:])
+    if isinstance(padding, str):
+        mode = padding.lower()
+        if mode not in ("same", "valid"):
+            raise ValueError(
+                f"conv3d: padding must be 'same', 'valid', an int or 3 ints, got {padding!r}"
+            )
+        if mode == "same" and s != (1, 1, 1):
+            raise ValueError(f"conv3d: padding='same' needs stride 1, got stride={stride!r}")
+        totals = [d[i] * (k[i] - 1) if mode == "same" else 0 for i in range(3)]
+        pads = tuple((t // 2, t - t // 2) for t in totals)
+    else:
+        pads = tuple((p, p) for p in _conv_int("conv3d", "padding", padding, 3, 0))
+    spatial = x.shape[1:4]
+    if any(spatial[i] + sum(pads[i]) < d[i] * (k[i] - 1) + 1 for i in range(3)):
+        raise ValueError(
+            f"conv3d: input of shape {x.shape} (padded by {pads}) is smaller than the filter "
+            f"{w.shape} spans (dilation {d})"
+        )
+    if any(pads[0]):
+        x = view.pad(x, ((0, 0), pads[0], (0, 0), (0, 0), (0, 0)))
+    n, depth, h, wd = x.shape[:4]
+    od = (depth - d[0] * (k[0] - 1) - 1) // s[0] + 1
+    taps = [x[:, i * d[0] : i * d[0] + s[0] * (od - 1) + 1 : s[0]] for i in range(k[0])]
+    filt = view.permute(w, (2, 3, 4, 1, 0))  # (KD, KH, KW, C/g, O)
+    plane = (s[1:], (pads[1], pads[2]), d[1:])
+    if g == 1:  # the depth taps as channels: one 2-D convolution
+        stacked = view.concatenate(taps, -1).reshape(n * od, h, wd, k[0] * c)
+        f2 = view.permute(filt, (1, 2, 0, 3, 4)).reshape(k[1], k[2], k[0] * c, w.shape[0])
+        y = conv2d(stacked, f2, None, plane[0], plane[1], plane[2], 1)
+    else:
+        y = None
+        for i, tap in enumerate(taps):
+            term = conv2d(tap.reshape(n * od, h, wd, c), filt[i], None, *plane, g)
+            y = term if y is None else y + term
+    y = y.reshape(n, od, *y.shape[1:])
+    if bias is not None:
+        y = _nn_ops._add_bias("conv3d", y, bias, f"weight {w.shape}")
+    return y[0] if unbatched else y
 
 
 def conv_transpose1d(

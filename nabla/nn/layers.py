@@ -26,6 +26,7 @@ __all__ = [
     "AdaptiveAvgPool2d",
     "AvgPool2d",
     "Conv1d",
+    "Conv3d",
     "Conv2d",
     "ConvTranspose2d",
     "Dropout",
@@ -422,6 +423,101 @@ class Conv1d(Module):
         if self._mode_pads is not None:
             x, padding = _pad_spatial(type(self).__name__, x, self._mode_pads, self.padding_mode), 0
         return F.conv1d(x, self.weight, self.bias, self.stride, padding, self.dilation, self.groups)
+
+    def extra_repr(self) -> str:
+        """The configuration shown by ``repr``."""
+        return (
+            f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
+            f"stride={self.stride}, padding={self.padding!r}"
+            + ("" if self.padding_mode == "zeros" else f", padding_mode={self.padding_mode!r}")
+        )
+
+
+class Conv3d(Module):
+    """3-D convolution over volumes ``(N, D, H, W, C)`` (channels last, as every Nabla
+    layer; :func:`nabla.nn.functional.conv3d`).
+
+    The weight has PyTorch's layout and name, ``weight`` ``(out_channels, in_channels /
+    groups, KD, KH, KW)`` and ``bias`` ``(out_channels,)``, so a ``torch.nn.Conv3d``
+    state_dict loads as it is; both start uniform in ``±1 / sqrt(in / groups * KD * KH *
+    KW)``.
+
+    Args:
+        in_channels: channels of the input (last axis).
+        out_channels: channels of the output.
+        kernel_size: int or 3 ints.
+        stride: int or 3 ints (default 1).
+        padding: int, 3 ints, ``"same"`` (stride 1 only) or ``"valid"`` (default 0).
+        dilation: int or 3 ints: spacing between filter taps (default 1).
+        groups: channel groups (default 1).
+        bias: whether to add a learned bias (default True).
+        key: optional RNG key for the initial values.
+        dtype: parameter dtype (default: the default dtype).
+        padding_mode: ``"zeros"`` (default), ``"reflect"``, ``"replicate"`` or
+            ``"circular"``, as PyTorch (the last three take int padding).
+    """
+
+    def _in_pytorch_layout(self, name: str) -> bool:
+        return name == "weight"  # (PyTorch's layout: nn.init takes its fans)
+
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        kernel_size,
+        stride=1,
+        padding=0,
+        dilation=1,
+        groups: int = 1,
+        bias: bool = True,
+        key=None,
+        dtype=None,
+        padding_mode: str = "zeros",
+    ):
+        super().__init__()
+        channels = _ConvChannels(in_channels, out_channels, groups)
+        self.kernel_size = _check_conv_layer("Conv3d", channels, kernel_size, 3)
+        if isinstance(padding, str):
+            if padding.lower() not in ("same", "valid"):
+                raise ValueError(
+                    f"Conv3d: padding must be an int, 3 ints, 'same' or 'valid', got {padding!r}"
+                )
+            if padding.lower() == "same" and stride not in (1, (1, 1, 1)):
+                raise ValueError(f"Conv3d: padding='same' needs stride 1, got stride={stride!r}")
+        self.padding_mode = padding_mode
+        self._mode_pads = _padding_mode(
+            "Conv3d", padding_mode, padding, 3, self.kernel_size, dilation
+        )
+        self.in_channels, self.out_channels = int(in_channels), int(out_channels)
+        self.groups = int(groups)
+        self.stride, self.dilation = stride, dilation
+        self.padding = padding if isinstance(padding, str | int) else tuple(padding)
+        shape = (out_channels, in_channels // groups, *self.kernel_size)
+        _conv_weight(self, key, shape, bias, dtype)
+
+    def forward(self, x):
+        """Convolve ``x`` of shape ``(N, D, H, W, in_channels)`` (or one unbatched volume
+        ``(D, H, W, in_channels)``).
+
+        Args:
+            x: the input volumes.
+
+        Returns:
+            ``(N, OD, OH, OW, out_channels)``.
+
+        Raises:
+            ValueError: if ``x`` is not 4-D or 5-D with ``in_channels`` channels.
+        """
+        x = as_tensor(x, op="Conv3d")
+        if x.ndim not in (4, 5) or x.shape[-1] != self.in_channels:
+            raise ValueError(
+                f"Conv3d({self.extra_repr()}): input of shape {x.shape} is not "
+                f"(N, D, H, W, {self.in_channels}) (volumes are channels last)"
+            )
+        padding = self.padding
+        if self._mode_pads is not None:
+            x, padding = _pad_spatial(type(self).__name__, x, self._mode_pads, self.padding_mode), 0
+        return F.conv3d(x, self.weight, self.bias, self.stride, padding, self.dilation, self.groups)
 
     def extra_repr(self) -> str:
         """The configuration shown by ``repr``."""

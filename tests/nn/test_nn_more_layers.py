@@ -318,3 +318,62 @@ def test_unfold_and_fold_errors_name_the_shapes():
         F.fold(np.ones((2, 47, 32), np.float32), (7, 9), 2)
     with pytest.raises(ValueError, match=r"divisible by the product of kernel_size \(2, 2\)"):
         F.fold(np.ones((2, 48, 30), np.float32), (7, 9), 2)
+
+
+def _conv3d_reference(x, w, b, s, p, d, g):
+    """A 3-D cross-correlation by its definition: channels-last ``x``, PyTorch's
+    ``(O, C/g, KD, KH, KW)`` filter, per output position the sum over taps and group
+    channels."""
+    xp = np.pad(x.astype(np.float64), ((0, 0), *((q, q) for q in p), (0, 0)))
+    k = w.shape[2:]
+    out_sp = [(xp.shape[1 + i] - d[i] * (k[i] - 1) - 1) // s[i] + 1 for i in range(3)]
+    o, cg = w.shape[0], w.shape[1]
+    og = o // g
+    out = np.zeros((x.shape[0], *out_sp, o))
+    for tap in np.ndindex(*k):
+        idx = tuple(
+            slice(tap[i] * d[i], tap[i] * d[i] + s[i] * (out_sp[i] - 1) + 1, s[i]) for i in range(3)
+        )
+        piece = xp[(slice(None), *idx)]  # (N, OD, OH, OW, C)
+        for gi in range(g):
+            wg = w[gi * og : (gi + 1) * og, :, tap[0], tap[1], tap[2]]  # (og, cg)
+            part = piece[..., gi * cg : (gi + 1) * cg] @ wg.T.astype(np.float64)
+            out[..., gi * og : (gi + 1) * og] += part
+    return out + b
+
+
+@pytest.mark.parametrize(
+    "k, s, p, d, g",
+    [(3, (1, 1, 1), (1, 1, 1), (1, 1, 1), 1), ((2, 3, 2), (2, 1, 2), (1, 0, 2), (1, 2, 1), 2)],
+)
+def test_conv3d_against_the_definition(k, s, p, d, g):
+    x = RNG.standard_normal((2, 5, 6, 5, 4)).astype(np.float32)
+    kk = (k,) * 3 if isinstance(k, int) else k
+    w = RNG.standard_normal((6, 4 // g, *kk)).astype(np.float32)
+    b = RNG.standard_normal(6).astype(np.float32)
+    want = _conv3d_reference(x, w, b, s, p, d, g)
+    got = F.conv3d(x, w, b, s, p, d, g)
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-4, atol=1e-4)
+    # the input gradient of <conv3d(x), y> is the adjoint: checked by a directional derivative
+    y = RNG.standard_normal(want.shape).astype(np.float32)
+    v = RNG.standard_normal(x.shape)
+    gx = nb.grad(lambda x: nb.sum(F.conv3d(x, w, b, s, p, d, g) * y))(nb.constant(x)).numpy()
+    eps = 1e-3
+    plus = np.sum(_conv3d_reference(x + eps * v, w, b, s, p, d, g) * y)
+    minus = np.sum(_conv3d_reference(x - eps * v, w, b, s, p, d, g) * y)
+    np.testing.assert_allclose(np.sum(gx * v), (plus - minus) / (2 * eps), rtol=1e-3)
+
+
+def test_conv3d_layer_takes_pytorch_s_layout_and_checks_its_input():
+    layer = nn.Conv3d(4, 6, (3, 2, 3), padding="same", key=nb.random.key(0))
+    assert layer.weight.shape == (6, 4, 3, 2, 3) and layer.bias.shape == (6,)
+    x = RNG.standard_normal((2, 5, 6, 5, 4)).astype(np.float32)
+    out = layer(x)
+    assert out.shape == (2, 5, 6, 5, 6)
+    np.testing.assert_allclose(layer(x[1]).numpy(), out.numpy()[1], rtol=1e-5, atol=1e-6)
+    bound = 1 / np.sqrt(4 * 3 * 2 * 3)  # PyTorch's fan-in for this layout
+    assert np.abs(layer.weight.numpy()).max() <= bound
+    with pytest.raises(ValueError, match=r"Conv3d\(4, 6.*\): input of shape \(2, 5, 6, 5, 3\)"):
+        layer(x[..., :3])
+    with pytest.raises(ValueError, match="conv3d: padding='same' needs stride 1"):
+        F.conv3d(x, layer.weight, None, 2, "same")
