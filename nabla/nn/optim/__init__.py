@@ -2320,10 +2320,13 @@ class Adadelta(Optimizer):
 
 # the schedulers drive the optimizers above (``torch.optim.lr_scheduler``)
 from . import lr_scheduler  # noqa: E402
+from .lbfgs import LBFGS  # noqa: E402 - a closure-driven quasi-Newton method, on its own
 
-# PyTorch's optimizers this module does not have: a ported script's ``optim.LBFGS`` says so
+__all__ += ["LBFGS"]
+
+# PyTorch's optimizers this module does not have: a ported script's ``optim.Rprop`` says so
 # and names what there is, instead of a bare AttributeError
-_NOT_HERE = {"LBFGS", "ASGD", "Rprop", "SparseAdam"}
+_NOT_HERE = {"ASGD", "Rprop", "SparseAdam"}
 _NOT_HERE |= {"Adafactor", "swa_utils"}
 
 
@@ -2331,7 +2334,7 @@ def __getattr__(name: str):
     if name in _NOT_HERE:
         raise AttributeError(
             f"nabla.nn.optim has no {name} (torch.optim.{name}); its optimizers are SGD, "
-            "Adam, AdamW, RMSprop, Adagrad, Adamax, NAdam, RAdam and Adadelta, with "
-            "functional forms (docs/nn.md)"
+            "Adam, AdamW, RMSprop, Adagrad, Adamax, NAdam, RAdam, Adadelta (with "
+            "functional forms) and LBFGS (docs/nn.md)"
         )
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
