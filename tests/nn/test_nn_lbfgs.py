@@ -118,3 +118,24 @@ def test_lbfgs_errors_say_what_to_do():
         nn.optim.LBFGS([w, nb.ones((2,), dtype=nb.float64, requires_grad=True)])
     assert nn.optim.LBFGS([{"params": [w], "lr": 0.5}]).lr == 0.5
     assert nn.optim.LBFGS([w], max_iter=8).max_eval == 10  # PyTorch's default: 5/4
+
+
+def test_lbfgs_settings_through_param_groups_and_a_scheduler():
+    w = nb.ones((3,), requires_grad=True)
+    opt = nn.optim.LBFGS([w])
+    for group in opt.param_groups:  # PyTorch's way of changing a setting
+        group["lr"], group["history_size"] = 0.25, 5
+    assert (opt.lr, opt.history_size) == (0.25, 5)
+    with pytest.raises(ValueError, match="max_iter must be an int >= 1"):
+        opt.param_groups[0]["max_iter"] = 0
+    sched = nn.optim.lr_scheduler.StepLR(opt, 1, gamma=0.5)
+
+    def closure():
+        opt.zero_grad()
+        loss = nb.sum((w - 2.0) ** 2)
+        loss.backward()
+        return loss
+
+    opt.step(closure)
+    sched.step()
+    assert opt.lr == 0.125 and sched.get_last_lr() == [0.125]

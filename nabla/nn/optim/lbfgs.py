@@ -162,7 +162,7 @@ class LBFGS(Optimizer):
         >>> loss = opt.step(closure)
     """
 
-    _settings_names = (
+    _hyper_names = (
         "lr",
         "max_iter",
         "max_eval",
@@ -171,6 +171,7 @@ class LBFGS(Optimizer):
         "history_size",
         "line_search_fn",
     )
+    _dynamic = ("lr",)
 
     def __init__(
         self,
@@ -248,17 +249,6 @@ class LBFGS(Optimizer):
                 bad(name, "must be a number >= 0")
         if self.line_search_fn not in (None, "strong_wolfe"):
             bad("line_search_fn", "must be None or 'strong_wolfe' (PyTorch's one)")
-
-    @property
-    def param_groups(self) -> list:
-        """PyTorch's ``param_groups``: one dict of the settings and the trainable
-        parameters (a copy: set a setting as an attribute, ``opt.lr = 0.5``).
-
-        Returns:
-            A list of one dict.
-        """
-        group = {name: getattr(self, name) for name in self._settings_names}
-        return [{"params": self._trained(), **group}]
 
     def _trained(self) -> list:
         leaves = tree_leaves(self.params)
