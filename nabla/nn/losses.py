@@ -14,12 +14,14 @@ import numbers
 
 import numpy as np
 
-from ..core.dtypes import get_default_dtype, result_type
+from ..core.dtypes import DType, get_default_dtype, result_type
 from ..ops import binary, creation, unary, view
 from ..ops import reduction as _reduction_ops
 from ..ops._util import as_tensor, readable_now
+from ..ops.indexing import take_along_axis
 from ..ops.linalg import norm as _linalg_norm
 from ..runtime.tensor import Tensor
+from ..transforms.control_flow import scan
 from ..transforms.custom import custom_jvp
 from .module import Module
 
@@ -1229,7 +1231,196 @@ class MultiLabelSoftMarginLoss(_Loss):
         return multilabel_soft_margin_loss(input, target, self.weight, self.reduction)
 
 
+# ----------------------------------------------------------------------------- CTC
+def _log_sum(*terms: Tensor) -> Tensor:
+    """``log(sum(exp(terms)))`` elementwise, exact where every term is ``-inf`` (``-inf``,
+    with a zero gradient, where a plain logsumexp's gradient is 0/0)."""
+    top = terms[0]
+    for t in terms[1:]:
+        top = binary.maximum(top, t)
+    shift = binary.where(unary.isfinite(top), unary.stop_gradient(top), 0.0)
+    total = None
+    for t in terms:
+        e = unary.exp(t - shift)
+        total = e if total is None else total + e
+    some = total > 0
+    return binary.where(some, unary.log(binary.where(some, total, 1.0)) + shift, -np.inf)
+
+
+def _int_vector(fn: str, name: str, v, n: int) -> Tensor:
+    t = as_tensor(v, op=fn)
+    if t.dtype.is_float or t.dtype.name == "bool":
+        raise ValueError(f"{fn}: {name} must hold integers, got {t.dtype.name}")
+    t = t.reshape((1,)) if t.ndim == 0 else t
+    if t.shape != (n,):
+        raise ValueError(f"{fn}: {name} must have shape ({n},) (one per sequence), got {t.shape}")
+    return t.cast(DType.int32)
+
+
+def _padded_targets(fn: str, targets, lengths: Tensor, n: int) -> Tensor:
+    """``(N, S)`` targets from PyTorch's two forms: padded ``(N, S)``, or all sequences
+    concatenated ``(sum(target_lengths),)`` (then the lengths must be readable now)."""
+    t = as_tensor(targets, op=fn)
+    if t.dtype.is_float or t.dtype.name == "bool":
+        raise ValueError(f"{fn}: targets must hold class indices, got {t.dtype.name}")
+    if t.ndim == 2:
+        if t.shape[0] != n:
+            raise ValueError(f"{fn}: targets {t.shape} must have {n} rows (one per sequence)")
+        return t.cast(DType.int32)
+    if t.ndim != 1:
+        raise ValueError(
+            f"{fn}: targets must be (N, S) or concatenated (sum(lengths),), got {t.shape}"
+        )
+    if not readable_now(lengths):
+        raise ValueError(
+            f"{fn}: concatenated targets need target_lengths known at the call (here they "
+            "are traced); pass targets padded to (N, S)"
+        )
+    sizes = np.asarray(lengths.numpy(), np.int64)
+    if int(sizes.sum()) != t.shape[0]:
+        raise ValueError(
+            f"{fn}: concatenated targets have {t.shape[0]} entries, target_lengths sum to "
+            f"{int(sizes.sum())}"
+        )
+    width = max(int(sizes.max(initial=0)), 1)
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    at = np.minimum(starts[:, None] + np.arange(width)[None], max(t.shape[0] - 1, 0))
+    if t.shape[0] == 0:
+        return creation.full((n, width), 0, DType.int32)
+    return t.cast(DType.int32)[at.astype(np.int32)]
+
+
+def ctc_loss(
+    log_probs,
+    targets,
+    input_lengths,
+    target_lengths,
+    blank: int = 0,
+    reduction: str = "mean",
+    zero_infinity: bool = False,
+) -> Tensor:
+    """PyTorch's ``F.ctc_loss``: the negative log-likelihood of each target sequence
+    summed over all its alignments to the inputs (connectionist temporal classification),
+    by the forward recursion over the targets with blanks between them (one ``nb.scan``
+    over time, in log space); differentiable in ``log_probs``.
+
+    Args:
+        log_probs: log-probabilities ``(T, N, C)`` (time first, as PyTorch's), or ``(T,
+            C)`` for one sequence; usually a ``log_softmax`` over ``C``.
+        targets: class indices, padded ``(N, S)``, or PyTorch's concatenated form
+            ``(sum(target_lengths),)``; never ``blank``.
+        input_lengths: ``(N,)`` ints: each sequence's length in time (at most ``T``).
+        target_lengths: ``(N,)`` ints: each target's length (at most ``S``).
+        blank: the blank class (default 0).
+        reduction: ``"mean"`` (default: each loss divided by its target length, then the
+            mean over the batch, as PyTorch's), ``"sum"`` or ``"none"`` (``(N,)``).
+        zero_infinity: make infinite losses (no alignment fits: the input too short for
+            the target) and their gradients zero (default False: ``inf``).
+
+    Returns:
+        The reduced loss, or ``(N,)`` for ``"none"`` (a scalar for one sequence).
+
+    Raises:
+        ValueError: for shapes or dtypes that do not fit, a ``blank`` outside the classes,
+            or a bad ``reduction``, naming them.
+    """
+    fn = "ctc_loss"
+    lp = as_tensor(log_probs, op=fn)
+    if not lp.dtype.is_float or lp.ndim not in (2, 3):
+        raise ValueError(
+            f"{fn}: log_probs must be float (T, N, C) or (T, C), got {lp.dtype.name} {lp.shape}"
+        )
+    if reduction not in _REDUCTIONS:
+        raise ValueError(f"{fn}: reduction must be one of {_REDUCTIONS}, got {reduction!r}")
+    unbatched = lp.ndim == 2
+    if unbatched:
+        lp = lp.reshape((lp.shape[0], 1, lp.shape[1]))
+        targets = as_tensor(targets, op=fn).reshape((1, -1))
+    steps, n, classes = lp.shape
+    if (
+        isinstance(blank, bool)
+        or not isinstance(blank, numbers.Integral)
+        or not (0 <= blank < classes)
+    ):
+        raise ValueError(f"{fn}: blank must be a class index in [0, {classes}), got {blank!r}")
+    t_len = _int_vector(fn, "input_lengths", input_lengths, n)
+    s_len = _int_vector(fn, "target_lengths", target_lengths, n)
+    tg = _padded_targets(fn, targets, s_len, n)
+    width = tg.shape[1]
+    ext = 2 * width + 1  # the targets with a blank before, between and after them
+    blanks = creation.full((n, width), blank, DType.int32)
+    labels = view.concatenate(
+        [view.stack([blanks, tg], -1).reshape((n, 2 * width)), blanks[:, :1]], 1
+    )
+    # each step's log-probability of each extended label: (T, N, L)
+    emit = take_along_axis(lp, view.broadcast_to(labels[None], (steps, n, ext)), 2)
+    pos = creation.arange(ext, dtype=DType.int32)[None]  # (1, L)
+    # a step from label s-2 to s skips a blank: allowed between two different labels
+    before = view.concatenate([labels[:, :2], labels[:, :-2]], 1)
+    skip = (pos >= 2) & (labels != blank) & (labels != before)
+    neg = creation.full((n, 1), -np.inf, lp.dtype)
+    last = (2 * s_len)[:, None]  # the final blank's position
+    alpha = binary.where((pos < 2) & (pos <= last), emit[0], -np.inf)
+
+    def advance(alpha, xs):
+        e, t = xs
+        one = view.concatenate([neg, alpha[:, :-1]], 1)
+        two = binary.where(skip, view.concatenate([neg, neg, alpha[:, :-2]], 1), -np.inf)
+        new = e + _log_sum(alpha, one, two)
+        return binary.where((t < t_len)[:, None], new, alpha), None
+
+    if steps > 1:
+        times = creation.arange(1, steps, dtype=DType.int32)
+        alpha, _ = scan(advance, alpha, (emit[1:], times))
+    end = take_along_axis(alpha, last, 1)[:, 0]
+    before_end = take_along_axis(alpha, binary.maximum(last - 1, 0), 1)[:, 0]
+    before_end = binary.where(s_len >= 1, before_end, -np.inf)
+    loss = -_log_sum(end, before_end)
+    if zero_infinity:
+        loss = binary.where(unary.is_inf(loss), 0.0, loss)
+    if reduction == "mean":
+        per = loss / binary.maximum(s_len, 1).cast(loss.dtype)
+        return per.mean()
+    if reduction == "sum":
+        return loss.sum()
+    return loss[0] if unbatched else loss
+
+
+class CTCLoss(_Loss):
+    """:func:`ctc_loss` as a module (``torch.nn.CTCLoss(blank, reduction,
+    zero_infinity)``)."""
+
+    _settings = ("blank", "reduction", "zero_infinity")
+
+    def __init__(self, blank: int = 0, reduction: str = "mean", zero_infinity: bool = False):
+        super().__init__(reduction)
+        self.blank, self.zero_infinity = blank, zero_infinity
+
+    def forward(self, log_probs, targets, input_lengths, target_lengths):
+        """The loss of ``targets`` under ``log_probs`` (see :func:`ctc_loss`).
+
+        Args:
+            log_probs: ``(T, N, C)`` or ``(T, C)`` log-probabilities.
+            targets: padded ``(N, S)`` or concatenated class indices.
+            input_lengths: ``(N,)`` lengths in time.
+            target_lengths: ``(N,)`` target lengths.
+
+        Returns:
+            The reduced loss (``(N,)`` for ``"none"``).
+        """
+        return ctc_loss(
+            log_probs,
+            targets,
+            input_lengths,
+            target_lengths,
+            self.blank,
+            self.reduction,
+            self.zero_infinity,
+        )
+
+
 _MORE = [
+    "ctc_loss",
     "margin_ranking_loss",
     "hinge_embedding_loss",
     "soft_margin_loss",
@@ -1240,6 +1431,7 @@ _MORE = [
     "multilabel_soft_margin_loss",
 ]
 _MORE_MODULES = [
+    "CTCLoss",
     "MarginRankingLoss",
     "HingeEmbeddingLoss",
     "SoftMarginLoss",
