@@ -557,6 +557,110 @@ def max_pool1d(
     return _from_2d(max_pool2d(x2, (1, k), (1, s), (0, p), (1, d), ceil_mode), unbatched)
 
 
+def _triple(v, name: str, op: str) -> tuple:
+    """A 3-D pool's size argument: an int or 3 ints."""
+    vals = (v,) * 3 if isinstance(v, numbers.Integral) and not isinstance(v, bool) else v
+    if not isinstance(vals, tuple | list) or len(vals) != 3:
+        raise ValueError(f"{op}: {name} must be an int or 3 ints, got {v!r}")
+    return tuple(int(a) for a in vals)
+
+
+def _pool3d(op: str, x, kernel_size, stride, padding, dilation, pool):
+    """A 3-D pool as two 2-D pools (a window's max or sum splits by dims): ``pool(y, k, s,
+    p, d)`` over (H, W) of every depth slice, then over (D, 1) of the results."""
+    x = as_tensor(x, op=op)
+    if x.ndim not in (4, 5):
+        raise ValueError(
+            f"{op}: expected (N, D, H, W, C) or (D, H, W, C) (channels last), got {x.shape}"
+        )
+    unbatched = x.ndim == 4
+    if unbatched:
+        x = x[None]
+    k = _triple(kernel_size, "kernel_size", op)
+    s = k if stride is None else _triple(stride, "stride", op)
+    p, d = _triple(padding, "padding", op), _triple(dilation, "dilation", op)
+    for i in range(3):  # PyTorch's limit, checked on the whole window (3-D names)
+        if p[i] > ((k[i] - 1) * d[i] + 1) // 2:
+            raise ValueError(
+                f"{op}: padding {p} is more than half of the window {k} (dilation {d}) "
+                f"for input {tuple(x.shape[1:] if unbatched else x.shape)}"
+            )
+    n, depth, h, w, c = x.shape
+    planes = pool(x.reshape(n * depth, h, w, c), k[1:], s[1:], p[1:], d[1:])
+    oh, ow = planes.shape[1:3]
+    y = pool(planes.reshape(n, depth, oh * ow, c), (k[0], 1), (s[0], 1), (p[0], 0), (d[0], 1))
+    y = y.reshape(n, y.shape[1], oh, ow, c)
+    return y[0] if unbatched else y
+
+
+def max_pool3d(
+    x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False
+) -> Tensor:
+    """PyTorch's ``F.max_pool3d`` over volumes ``(N, D, H, W, C)`` (channels last; or one
+    ``(D, H, W, C)``): the max over (H, W) windows of each depth slice, then over depth.
+
+    Args:
+        x: input ``(N, D, H, W, C)`` or ``(D, H, W, C)``.
+        kernel_size: int or 3 ints.
+        stride: int, 3 ints or None (default: ``kernel_size``).
+        padding: int or 3 ints, at most half the (dilated) window.
+        dilation: int or 3 ints: spacing between window elements.
+        ceil_mode: round the output sizes up.
+        return_indices: must be False.
+
+    Returns:
+        ``(N, OD, OH, OW, C)`` (or ``(OD, OH, OW, C)``).
+
+    Raises:
+        ValueError: for a bad size argument or padding past half the window.
+    """
+    if return_indices:
+        raise NotImplementedError("max_pool3d: return_indices=True is not supported")
+
+    def pool(y, k, s, p, d):
+        return _nn_ops.max_pool2d(y, k, s, p, d, ceil_mode)
+
+    return _pool3d("max_pool3d", x, kernel_size, stride, padding, dilation, pool)
+
+
+def avg_pool3d(
+    x,
+    kernel_size,
+    stride=None,
+    padding=0,
+    ceil_mode=False,
+    count_include_pad=True,
+    divisor_override=None,
+) -> Tensor:
+    """PyTorch's ``F.avg_pool3d`` over volumes ``(N, D, H, W, C)`` (channels last; or one
+    ``(D, H, W, C)``), its arguments in its order: the mean over (H, W) windows of each
+    depth slice, then over depth (a window's count is the product of its counts per dim,
+    so the mean of the means is the mean).
+
+    Args:
+        x: input ``(N, D, H, W, C)`` or ``(D, H, W, C)``.
+        kernel_size: int or 3 ints.
+        stride: int, 3 ints or None (default: ``kernel_size``).
+        padding: int or 3 ints, at most half the window.
+        ceil_mode: round the output sizes up.
+        count_include_pad: divide by the whole window, padding included (default True).
+        divisor_override: a positive int that divides every window's sum instead.
+
+    Returns:
+        ``(N, OD, OH, OW, C)`` (or ``(OD, OH, OW, C)``).
+
+    Raises:
+        ValueError: for a bad size argument or padding past half the window.
+    """
+    stage = [1 if divisor_override is not None else None, divisor_override]
+
+    def pool(y, k, s, p, d):  # (sums first when a divisor overrides the counts)
+        divisor = stage.pop(0)
+        return _nn_ops.avg_pool2d(y, k, s, p, ceil_mode, count_include_pad, divisor)
+
+    return _pool3d("avg_pool3d", x, kernel_size, stride, padding, 1, pool)
+
+
 def avg_pool1d(
     x, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True
 ) -> Tensor:
@@ -1438,6 +1542,8 @@ def attention_with_weights(
 
 # ------------------------------------------------------------------ conv1d, conv_transpose2d
 __all__ += [
+    "max_pool3d",
+    "avg_pool3d",
     "conv1d",
     "conv3d",
     "conv_transpose1d",

@@ -27,6 +27,8 @@ __all__ = [
     "AvgPool2d",
     "Conv1d",
     "Conv3d",
+    "MaxPool3d",
+    "AvgPool3d",
     "Conv2d",
     "ConvTranspose2d",
     "Dropout",
@@ -1058,6 +1060,70 @@ class AvgPool1d(_Pool1d):
 
     fn = staticmethod(F.avg_pool1d)
     options = {"ceil_mode": False, "count_include_pad": True}
+
+
+class _Pool3d(_Pool):
+    """A pool over volumes ``(N, D, H, W, C)`` (channels last, or one ``(D, H, W, C)``)."""
+
+    def _check_padding(self) -> None:
+        def three(v):
+            return (v,) * 3 if isinstance(v, int) else tuple(v)
+
+        k, pad = three(self.kernel_size), three(self.padding)
+        d = three(getattr(self, "dilation", 1))
+        if len(k) == len(pad) == len(d) == 3 and any(
+            p > ((a - 1) * b + 1) // 2 for a, p, b in zip(k, pad, d)
+        ):
+            raise ValueError(
+                f"{type(self).__name__}: padding {self.padding} is more than half of the "
+                f"window {k} (dilation {d}): pad should be at most half of the effective "
+                "kernel size, as in PyTorch"
+            )
+
+    def forward(self, x):
+        """Pool ``x`` of shape ``(N, D, H, W, C)`` (or one volume ``(D, H, W, C)``).
+
+        Args:
+            x: the input volumes.
+
+        Returns:
+            The pooled volumes.
+        """
+        options = {name: getattr(self, name) for name in self.options}
+        return type(self).fn(x, self.kernel_size, self.stride, self.padding, **options)
+
+
+class MaxPool3d(_Pool3d):
+    """Max over windows of volumes ``(N, D, H, W, C)`` (PyTorch's ``MaxPool3d``, channels
+    last; :func:`nabla.nn.functional.max_pool3d`).
+
+    Args:
+        kernel_size: int or 3 ints.
+        stride: int or 3 ints (default: ``kernel_size``).
+        padding: int or 3 ints (default 0), at most half the window.
+        dilation: spacing between window elements (default 1).
+        ceil_mode: round the output sizes up (default False).
+    """
+
+    fn = staticmethod(F.max_pool3d)
+    options = {"dilation": 1, "ceil_mode": False}
+
+
+class AvgPool3d(_Pool3d):
+    """Mean over windows of volumes ``(N, D, H, W, C)`` (PyTorch's ``AvgPool3d``, channels
+    last; :func:`nabla.nn.functional.avg_pool3d`).
+
+    Args:
+        kernel_size: int or 3 ints.
+        stride: int or 3 ints (default: ``kernel_size``).
+        padding: int or 3 ints (default 0), at most half the window.
+        ceil_mode: round the output sizes up (default False).
+        count_include_pad: divide by the whole window, padding included (default True).
+        divisor_override: a positive int that divides every window's sum instead.
+    """
+
+    fn = staticmethod(F.avg_pool3d)
+    options = {"ceil_mode": False, "count_include_pad": True, "divisor_override": None}
 
 
 class _Adaptive(Module):

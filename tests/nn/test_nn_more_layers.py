@@ -377,3 +377,33 @@ def test_conv3d_layer_takes_pytorch_s_layout_and_checks_its_input():
         layer(x[..., :3])
     with pytest.raises(ValueError, match="conv3d: padding='same' needs stride 1"):
         F.conv3d(x, layer.weight, None, 2, "same")
+
+
+def _pool3d_reference(x, k, s, p, reduce, fill):
+    """A 3-D pool by its definition (no ceil mode, dilation 1)."""
+    xp = np.pad(x, ((0, 0), *((q, q) for q in p), (0, 0)), constant_values=fill)
+    out = [(xp.shape[1 + i] - k[i]) // s[i] + 1 for i in range(3)]
+    y = np.empty((x.shape[0], *out, x.shape[-1]), x.dtype)
+    for a, b, c in np.ndindex(*out):
+        win = xp[
+            :, a * s[0] : a * s[0] + k[0], b * s[1] : b * s[1] + k[1], c * s[2] : c * s[2] + k[2]
+        ]
+        y[:, a, b, c] = reduce(win.reshape(x.shape[0], -1, x.shape[-1]), 1)
+    return y
+
+
+def test_max_and_avg_pool3d_by_their_definition():
+    x = RNG.standard_normal((2, 7, 6, 9, 3)).astype(np.float32)
+    k, s, p = (3, 2, 3), (2, 1, 2), (1, 1, 0)
+    want = _pool3d_reference(x, k, s, p, np.max, -np.inf)
+    np.testing.assert_array_equal(nn.MaxPool3d(k, s, p)(x).numpy(), want)
+    np.testing.assert_array_equal(F.max_pool3d(x[0], k, s, p).numpy(), want[0])  # unbatched
+    want = _pool3d_reference(x, k, s, p, np.mean, 0.0)  # padding counted, as PyTorch's
+    np.testing.assert_allclose(nn.AvgPool3d(k, s, p)(x).numpy(), want, rtol=1e-5, atol=1e-6)
+    sums = _pool3d_reference(x, k, s, p, np.sum, 0.0)
+    got = F.avg_pool3d(x, k, s, p, divisor_override=5).numpy()
+    np.testing.assert_allclose(got, sums / 5, rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match=r"MaxPool3d: padding 2 is more than half"):
+        nn.MaxPool3d(3, 1, 2)
+    with pytest.raises(ValueError, match=r"avg_pool3d: expected \(N, D, H, W, C\)"):
+        F.avg_pool3d(x[0, 0, 0], 2)
