@@ -528,6 +528,33 @@ def _moments(x, mean, var, n):
     assert abs(x.var() - var) < 0.08 * var + 1e-9, (x.var(), var)
 
 
+def test_binomial_and_multinomial_follow_their_distributions():
+    import scipy.stats as ss
+
+    R, k, n = nb.random, nb.random.key(0), 40000
+    # inversion below a mean of 10, BTRS from 10, p above one half by its failures
+    for trials, p in ((5, 0.3), (30, 0.9), (100, 0.2), (1000, 0.7), (10**6, 0.5)):
+        x = R.binomial(k, trials, p, (n,))
+        assert x.dtype == nb.float32
+        _moments(x, trials * p, trials * p * (1 - p), n)
+        assert x.numpy().min() >= 0 and x.numpy().max() <= trials
+    counts = np.bincount(R.binomial(R.key(4), 60, 0.35, (n,)).numpy().astype(int), minlength=61)
+    assert np.abs(counts / n - ss.binom(60, 0.35).pmf(np.arange(61))).max() < 0.006
+    edges = R.binomial(k, np.array([0.0, 7.0, 7.0]), np.array([0.5, 0.0, 1.0]), (3,)).numpy()
+    np.testing.assert_array_equal(edges, [0.0, 0.0, 7.0])
+    # multinomial: counts sum to n; each outcome's count is binomial(n, p_i)
+    probs = np.array([0.2, 0.5, 0.3])
+    c = R.multinomial(k, 10, probs, shape=(n,)).numpy()
+    assert c.shape == (n, 3) and (c.sum(-1) == 10).all()
+    np.testing.assert_allclose(c.mean(0), 10 * probs, atol=0.05)
+    np.testing.assert_allclose(np.cov(c.T)[0, 1], -10 * 0.2 * 0.5, atol=0.05)
+    batched = R.multinomial(k, np.array([3.0, 7.0]), np.array([[0.1, 0.9], [0.5, 0.5]]))
+    assert batched.shape == (2, 2) and batched.numpy().sum(-1).tolist() == [3.0, 7.0]
+    # PyTorch's form of the call (weights, not a key) draws indices, as nb.multinomial
+    idx = R.multinomial(nb.constant([0.0, 1.0, 0.0]), 4, True).numpy()
+    assert idx.tolist() == [1, 1, 1, 1]
+
+
 def test_the_gamma_family_and_the_other_distributions_have_their_moments():
     import scipy.stats as ss
 
