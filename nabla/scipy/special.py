@@ -1,6 +1,6 @@
 """``nb.scipy.special``: JAX's ``jax.scipy.special`` functions (see
-:mod:`nabla.ops.special` for their accuracy). Not built: the incomplete gamma and beta
-functions (``gammainc``, ``betainc``), Bessel functions, ``zeta``/``polygamma``."""
+:mod:`nabla.ops.special` for their accuracy; the incomplete gamma and beta functions run on
+the host in float64). Not built: Bessel functions, ``zeta``/``polygamma``."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from ..ops.reduction import logsumexp
 from ..ops.reduction import softmax as _softmax
 from ..ops.special import (
     beta,
+    betainc,
     betaln,
     comb,
     digamma,
@@ -19,6 +20,8 @@ from ..ops.special import (
     expit,
     factorial,
     gamma,
+    gammainc,
+    gammaincc,
     gammaln,
     gammasgn,
     kl_div,
@@ -36,6 +39,7 @@ from ..ops.unary import erf
 
 __all__ = [
     "beta",
+    "betainc",
     "betaln",
     "comb",
     "digamma",
@@ -47,6 +51,8 @@ __all__ = [
     "expit",
     "factorial",
     "gamma",
+    "gammainc",
+    "gammaincc",
     "gammaln",
     "gammasgn",
     "kl_div",

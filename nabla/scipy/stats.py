@@ -2,9 +2,10 @@
 each a namespace of functions (``nb.scipy.stats.norm.logpdf(x, loc, scale)``), with
 ``loc``/``scale`` as SciPy's. Outside a distribution's support a log density is ``-inf``.
 
-Not built: ``dirichlet``, ``multinomial``, ``binom``, ``nbinom``, ``betabinom``, and the
-CDFs that need incomplete gamma or beta functions (``gamma``, ``beta``, ``t``, ``chi2``,
-``poisson``)."""
+The CDFs of ``gamma``, ``chi2``, ``beta``, ``t`` and ``poisson`` (and their ``sf``) use the
+regularized incomplete gamma and beta functions (:func:`nabla.ops.special.gammainc`,
+``betainc``: host ops in float64). Not built: ``dirichlet``, ``multinomial``, ``binom``,
+``nbinom``, ``betabinom``."""
 
 from __future__ import annotations
 
@@ -15,9 +16,12 @@ from ..linalg import cholesky, solve
 from ..ops import binary, reduction, unary, view
 from ..ops.array_functions import diagonal
 from ..ops.special import (
+    betainc,
     betaln,
     expit,
     floats,
+    gammainc,
+    gammaincc,
     gammaln,
     log_ndtr,
     logit,
@@ -305,7 +309,27 @@ def _t_pdf(x, df, loc=0, scale=1):
     return unary.exp(_t_logpdf(x, df, loc, scale))
 
 
-t = _dist("t", logpdf=_t_logpdf, pdf=_t_pdf)
+def _t_tail(x, df, loc, scale, op):
+    """``(z, half the probability beyond |z|)`` for Student's t: ``I_{df/(df+z^2)}(df/2,
+    1/2) / 2``."""
+    x, df, loc, scale = floats(op, x, df, loc, scale)
+    z = (x - loc) / scale
+    return z, 0.5 * betainc(0.5 * df, 0.5, df / (df + z * z))
+
+
+def _t_cdf(x, df, loc=0, scale=1):
+    """Student's t CDF (by the incomplete beta function)."""
+    z, tail = _t_tail(x, df, loc, scale, "t.cdf")
+    return binary.where(z > 0, 1.0 - tail, tail)
+
+
+def _t_sf(x, df, loc=0, scale=1):
+    """Student's t survival function, ``1 - cdf``, exact in the upper tail."""
+    z, tail = _t_tail(x, df, loc, scale, "t.sf")
+    return binary.where(z > 0, tail, 1.0 - tail)
+
+
+t = _dist("t", logpdf=_t_logpdf, pdf=_t_pdf, cdf=_t_cdf, sf=_t_sf)
 
 
 def _gamma_logpdf(x, a, loc=0, scale=1):
@@ -322,7 +346,19 @@ def _gamma_pdf(x, a, loc=0, scale=1):
     return unary.exp(_gamma_logpdf(x, a, loc, scale))
 
 
-gamma = _dist("gamma", logpdf=_gamma_logpdf, pdf=_gamma_pdf)
+def _gamma_cdf(x, a, loc=0, scale=1):
+    """The gamma CDF, ``P(a, (x - loc) / scale)``."""
+    x, a, loc, scale = floats("gamma.cdf", x, a, loc, scale)
+    return gammainc(a, binary.maximum((x - loc) / scale, 0.0))
+
+
+def _gamma_sf(x, a, loc=0, scale=1):
+    """The gamma survival function, ``Q(a, (x - loc) / scale)``."""
+    x, a, loc, scale = floats("gamma.sf", x, a, loc, scale)
+    return gammaincc(a, binary.maximum((x - loc) / scale, 0.0))
+
+
+gamma = _dist("gamma", logpdf=_gamma_logpdf, pdf=_gamma_pdf, cdf=_gamma_cdf, sf=_gamma_sf)
 
 
 def _chi2_logpdf(x, df, loc=0, scale=1):
@@ -337,7 +373,19 @@ def _chi2_pdf(x, df, loc=0, scale=1):
     return unary.exp(_chi2_logpdf(x, df, loc, scale))
 
 
-chi2 = _dist("chi2", logpdf=_chi2_logpdf, pdf=_chi2_pdf)
+def _chi2_cdf(x, df, loc=0, scale=1):
+    """The chi-squared CDF (a gamma of shape ``df / 2`` and scale ``2 scale``)."""
+    x, df, loc, scale = floats("chi2.cdf", x, df, loc, scale)
+    return _gamma_cdf(x, 0.5 * df, loc, 2.0 * scale)
+
+
+def _chi2_sf(x, df, loc=0, scale=1):
+    """The chi-squared survival function."""
+    x, df, loc, scale = floats("chi2.sf", x, df, loc, scale)
+    return _gamma_sf(x, 0.5 * df, loc, 2.0 * scale)
+
+
+chi2 = _dist("chi2", logpdf=_chi2_logpdf, pdf=_chi2_pdf, cdf=_chi2_cdf, sf=_chi2_sf)
 
 
 def _beta_logpdf(x, a, b, loc=0, scale=1):
@@ -355,7 +403,19 @@ def _beta_pdf(x, a, b, loc=0, scale=1):
     return unary.exp(_beta_logpdf(x, a, b, loc, scale))
 
 
-beta = _dist("beta", logpdf=_beta_logpdf, pdf=_beta_pdf)
+def _beta_cdf(x, a, b, loc=0, scale=1):
+    """The beta CDF, ``I_y(a, b)`` at ``y = (x - loc) / scale`` clipped to [0, 1]."""
+    x, a, b, loc, scale = floats("beta.cdf", x, a, b, loc, scale)
+    return betainc(a, b, binary.clip((x - loc) / scale, 0.0, 1.0))
+
+
+def _beta_sf(x, a, b, loc=0, scale=1):
+    """The beta survival function, ``I_{1-y}(b, a)`` (exact in the upper tail)."""
+    x, a, b, loc, scale = floats("beta.sf", x, a, b, loc, scale)
+    return betainc(b, a, 1.0 - binary.clip((x - loc) / scale, 0.0, 1.0))
+
+
+beta = _dist("beta", logpdf=_beta_logpdf, pdf=_beta_pdf, cdf=_beta_cdf, sf=_beta_sf)
 
 
 # ----------------------------------------------------------------------------- discrete
@@ -373,7 +433,23 @@ def _poisson_pmf(k, mu, loc=0):
     return unary.exp(_poisson_logpmf(k, mu, loc))
 
 
-poisson = _dist("poisson", logpmf=_poisson_logpmf, pmf=_poisson_pmf)
+def _poisson_cdf(k, mu, loc=0):
+    """The Poisson CDF, ``Q(floor(k - loc) + 1, mu)`` (0 below the support)."""
+    k, mu, loc = floats("poisson.cdf", k, mu, loc)
+    j = unary.floor(k - loc)
+    return binary.where(j < 0, 0.0, gammaincc(binary.maximum(j, 0.0) + 1.0, mu))
+
+
+def _poisson_sf(k, mu, loc=0):
+    """The Poisson survival function, ``P(floor(k - loc) + 1, mu)`` (1 below the support)."""
+    k, mu, loc = floats("poisson.sf", k, mu, loc)
+    j = unary.floor(k - loc)
+    return binary.where(j < 0, 1.0, gammainc(binary.maximum(j, 0.0) + 1.0, mu))
+
+
+poisson = _dist(
+    "poisson", logpmf=_poisson_logpmf, pmf=_poisson_pmf, cdf=_poisson_cdf, sf=_poisson_sf
+)
 
 
 def _bernoulli_logpmf(k, p, loc=0):

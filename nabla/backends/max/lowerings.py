@@ -73,6 +73,8 @@ for _n in ("inv", "solve", "slogdet", "cholesky", "eigh", "svd", "qr", "pinv"):
 UNSUPPORTED["random_gamma_grad"] = (
     "the gamma draws' derivative (an incomplete gamma function) runs on the host"
 )
+for _n in ("igamma", "igamma_grad_a", "betainc", "betainc_grad_ab"):
+    UNSUPPORTED[_n] = f"{_n} (an incomplete gamma or beta function) runs on the host, in float64"
 
 
 def max_dtype(dt):

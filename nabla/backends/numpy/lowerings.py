@@ -930,12 +930,16 @@ LOWERINGS["random_fold_in"] = _fold_in
 _LGAMMA = np.vectorize(math.lgamma, otypes=[np.float64])
 
 
-def _gammainc(a, x):
-    """The regularized lower incomplete gamma function ``P(a, x)`` in float64: its series
-    below ``x = a + 1``, Legendre's continued fraction (Lentz's method) above, each run
-    until every element has converged (at most 2000 terms)."""
+def _igamma(a, x):
+    """``(P(a, x), Q(a, x))``, the regularized lower and upper incomplete gamma functions,
+    in float64: ``P`` by its series below ``x = a + 1`` (then ``Q = 1 - P``), ``Q`` by
+    Legendre's continued fraction (Lentz's method) above (then ``P = 1 - Q``), each run
+    until every element has converged (at most 2000 terms). NaN for ``a <= 0`` or ``x <
+    0``, as SciPy's."""
     a, x = np.broadcast_arrays(np.asarray(a, np.float64), np.asarray(x, np.float64))
-    out = np.zeros(a.shape)
+    bad = ~((a > 0) & (x >= 0))
+    a = np.where(bad, 1.0, a)
+    x = np.where(bad, 1.0, x)
     with np.errstate(all="ignore"):
         log_front = a * np.log(x) - x - _LGAMMA(a)
         series = x < a + 1.0
@@ -968,8 +972,90 @@ def _gammainc(a, x):
             if np.all(np.abs(delta[~series] - 1.0) <= 1e-16):
                 break
         q_cf = np.exp(log_front) * h
-    out = np.where(series, p_series, 1.0 - q_cf)
-    return np.where(x <= 0, 0.0, out)
+    lower = np.where(series, p_series, 1.0 - q_cf)
+    upper = np.where(series, 1.0 - p_series, q_cf)
+    lower, upper = np.where(x <= 0, 0.0, lower), np.where(x <= 0, 1.0, upper)
+    return np.where(bad, np.nan, lower), np.where(bad, np.nan, upper)
+
+
+def _gammainc(a, x):
+    return _igamma(a, x)[0]
+
+
+def _ibeta(a, b, x):
+    """``I_x(a, b)`` in float64: the continued fraction (Lentz's method) of ``I_x(a, b)``
+    below ``x = (a + 1) / (a + b + 2)`` and of ``1 - I_{1-x}(b, a)`` above, where it
+    converges fast, until every element has converged (at most 2000 terms). NaN for shapes
+    ``<= 0`` or ``x`` outside ``[0, 1]``, as SciPy's."""
+    a, b, x = np.broadcast_arrays(*(np.asarray(v, np.float64) for v in (a, b, x)))
+    bad = ~((a > 0) & (b > 0) & (x >= 0) & (x <= 1))
+    swap = x > (a + 1.0) / (a + b + 2.0)
+    aa, bb = np.where(swap, b, a), np.where(swap, a, b)
+    xx = np.where(bad, 0.5, np.where(swap, 1.0 - x, x))
+    aa, bb = np.where(bad, 1.0, aa), np.where(bad, 1.0, bb)
+    tiny = 1e-300
+    with np.errstate(all="ignore"):
+        log_front = (
+            aa * np.log(xx) + bb * np.log1p(-xx) - _LGAMMA(aa) - _LGAMMA(bb) + _LGAMMA(aa + bb)
+        )
+        c = np.ones(aa.shape)
+        d = 1.0 - (aa + bb) * xx / (aa + 1.0)
+        d = 1.0 / np.where(np.abs(d) < tiny, tiny, d)
+        h = d.copy()
+        for m in range(1, 2000):
+            for num in (
+                m * (bb - m) * xx / ((aa + 2 * m - 1) * (aa + 2 * m)),
+                -(aa + m) * (aa + bb + m) * xx / ((aa + 2 * m) * (aa + 2 * m + 1)),
+            ):
+                d = 1.0 + num * d
+                d = 1.0 / np.where(np.abs(d) < tiny, tiny, d)
+                c = 1.0 + num / c
+                c = np.where(np.abs(c) < tiny, tiny, c)
+                delta = d * c
+                h = h * delta
+            if np.all(np.abs(delta - 1.0) <= 1e-16):
+                break
+        value = np.exp(log_front) * h / aa
+    value = np.where(xx <= 0, 0.0, value)
+    out = np.where(swap, 1.0 - value, value)
+    return np.where(bad, np.nan, out)
+
+
+def _shape_step(v):
+    return 1e-5 * np.maximum(np.abs(v), 1e-3)
+
+
+def _igamma_op(args, kw):
+    a, x = args
+    lower, upper = _igamma(a, x)
+    dt = np.result_type(x)
+    return [lower.astype(dt), upper.astype(dt)]
+
+
+def _igamma_grad_a(args, kw):
+    a, x = (np.asarray(v, np.float64) for v in args)
+    h = np.minimum(_shape_step(a), 0.5 * a)
+    slope = (_gammainc(a + h, x) - _gammainc(a - h, x)) / (2.0 * h)
+    return [slope.astype(np.result_type(args[1]))]
+
+
+def _betainc_op(args, kw):
+    return [_ibeta(*args).astype(np.result_type(args[2]))]
+
+
+def _betainc_grad_ab(args, kw):
+    a, b, x = (np.asarray(v, np.float64) for v in args)
+    ha, hb = np.minimum(_shape_step(a), 0.5 * a), np.minimum(_shape_step(b), 0.5 * b)
+    da = (_ibeta(a + ha, b, x) - _ibeta(a - ha, b, x)) / (2.0 * ha)
+    db = (_ibeta(a, b + hb, x) - _ibeta(a, b - hb, x)) / (2.0 * hb)
+    dt = np.result_type(args[2])
+    return [da.astype(dt), db.astype(dt)]
+
+
+LOWERINGS["igamma"] = _igamma_op
+LOWERINGS["igamma_grad_a"] = _igamma_grad_a
+LOWERINGS["betainc"] = _betainc_op
+LOWERINGS["betainc_grad_ab"] = _betainc_grad_ab
 
 
 @_one("random_gamma_grad")
