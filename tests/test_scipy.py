@@ -189,6 +189,12 @@ def test_incomplete_gamma_and_beta_derivatives_are_finite_differences():
     close(nb.compile(lambda v: S.special.betainc(2.0, 3.0, v))(y), sp.betainc(2.0, 3.0, y), 1e-12)
     with pytest.raises(nb.OpError, match="second derivative through the shape parameters"):
         nb.grad(nb.grad(lambda a: S.special.gammainc(a, 2.0)))(3.0)
+    # elementwise on a mesh: sharded in, sharded out, the same values
+    mesh = nb.DeviceMesh("scipy_m", (2,), ("dp",))
+    xs = nb.shard(nb.constant(np.linspace(0.1, 5.0, 8)), mesh, nb.PartitionSpec("dp"))
+    got = S.special.gammaincc(2.0, xs)
+    assert got.sharding is not None and got.sharding.mesh.name == "scipy_m"
+    close(got, sp.gammaincc(2.0, np.linspace(0.1, 5.0, 8)), 1e-12)
 
 
 def test_cdfs_through_the_incomplete_functions_match_scipy_stats():

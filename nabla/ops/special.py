@@ -4,9 +4,9 @@ it is made of, on every backend. The exceptions are the regularized incomplete g
 beta functions (``gammainc``, ``gammaincc``, ``betainc``): ops of their own that run on the
 host in float64 (series and continued fractions, each element iterated until it has
 converged: about 1e-13 relative, 1e-12 for shapes in the thousands, where the prefactor
-``x^a e^-x / Γ(a)`` cancels large logarithms), differentiable once in every argument (in ``x`` by the density, in the shape
-parameters by central differences of the float64 functions, ~1e-9 relative); a second
-derivative through a shape parameter raises.
+``x^a e^-x / Γ(a)`` cancels large logarithms), differentiable once in every argument (in
+``x`` by the density, in the shape parameters by central differences of the float64
+functions, ~1e-9 relative); a second derivative through a shape parameter raises.
 
 Accuracy, float64: ``gammaln`` (Lanczos, g = 7) and ``digamma`` (shifted by ten, then its
 asymptotic series) to about 1e-13 relative; ``erfc`` is ``1 - erf`` below 2 and a Chebyshev
@@ -29,6 +29,7 @@ import math
 
 from ..core.dtypes import get_default_dtype, promote_types
 from ..runtime.tensor import Tensor
+from . import spmd
 from ._util import as_tensor, is_scalar
 from .base import Operation, OpError
 from .functions import fn, provide
@@ -662,7 +663,14 @@ def _same_shape(shapes) -> tuple:
     return tuple(np.broadcast_shapes(*(tuple(s) for s in shapes)))
 
 
-class _ShapeSlopeOp(Operation):
+class _Elementwise(Operation):
+    """An elementwise host op of equal-shaped operands: shards as its operands do."""
+
+    def sharding_rule(self, in_shapes, out_shapes, kwargs):
+        return spmd.elementwise_rule(in_shapes, out_shapes)
+
+
+class _ShapeSlopeOp(_Elementwise):
     """The derivatives of an incomplete function in its shape parameters (central
     differences on the host, float64). Differentiating them again is refused."""
 
@@ -715,7 +723,7 @@ def _density_terms(*pairs):
     return total
 
 
-class IncompleteGammaOp(Operation):
+class IncompleteGammaOp(_Elementwise):
     """``(P(a, x), Q(a, x))``: the regularized lower and upper incomplete gamma functions
     of equal-shaped ``a`` and ``x``, each computed directly (``Q`` keeps its precision in
     the upper tail, where ``1 - P`` would round to 0)."""
@@ -752,7 +760,7 @@ class IncompleteGammaOp(Operation):
         return [t, -t]
 
 
-class IncompleteBetaOp(Operation):
+class IncompleteBetaOp(_Elementwise):
     """``I_x(a, b)``, the regularized incomplete beta function, of equal-shaped ``a``,
     ``b`` and ``x``."""
 
