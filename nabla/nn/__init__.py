@@ -31,7 +31,15 @@ from .losses import (
     TripletMarginLoss,
 )
 from .module import Module, ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential
-from .normalization import BatchNorm1d, BatchNorm2d, GroupNorm, InstanceNorm1d, InstanceNorm2d
+from .normalization import (
+    BatchNorm1d,
+    BatchNorm2d,
+    BatchNorm3d,
+    GroupNorm,
+    InstanceNorm1d,
+    InstanceNorm2d,
+    InstanceNorm3d,
+)
 from .recurrent import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNCell
 from .sharded_checkpoint import load_sharded, save_sharded
 from .transformer import (
@@ -67,8 +75,10 @@ __all__ = [
     "TripletMarginLoss",
     "BatchNorm1d",
     "BatchNorm2d",
+    "BatchNorm3d",
     "GroupNorm",
     "InstanceNorm2d",
+    "InstanceNorm3d",
     "InstanceNorm1d",
     "DataLoader",
     "GRU",

@@ -661,6 +661,59 @@ def avg_pool3d(
     return _pool3d("avg_pool3d", x, kernel_size, stride, padding, 1, pool)
 
 
+def _adaptive3d(op: str, x, output_size, pool2d):
+    """A 3-D adaptive pool as two 2-D ones (a bin's max or mean splits by dims): over (H,
+    W) of every depth slice, then over depth."""
+    x = as_tensor(x, op=op)
+    if x.ndim not in (4, 5):
+        raise ValueError(
+            f"{op}: expected (N, D, H, W, C) or (D, H, W, C) (channels last), got {x.shape}"
+        )
+    unbatched = x.ndim == 4
+    if unbatched:
+        x = x[None]
+    n, depth, h, w, c = x.shape
+    size = (output_size,) * 3 if isinstance(output_size, numbers.Integral) else output_size
+    if not isinstance(size, tuple | list) or len(size) != 3:
+        raise ValueError(f"{op}: output_size must be an int or 3 sizes, got {output_size!r}")
+    od, oh, ow = (dim if s is None else int(s) for s, dim in zip(size, (depth, h, w)))
+    planes = pool2d(x.reshape(n * depth, h, w, c), (oh, ow))
+    y = pool2d(planes.reshape(n, depth, oh * ow, c), (od, oh * ow))
+    y = y.reshape(n, od, oh, ow, c)
+    return y[0] if unbatched else y
+
+
+def adaptive_avg_pool3d(x, output_size) -> Tensor:
+    """PyTorch's ``adaptive_avg_pool3d`` on volumes ``(N, D, H, W, C)`` (channels last; or
+    one ``(D, H, W, C)``): PyTorch's bins along each dim, each cell their mean.
+
+    Args:
+        x: float input.
+        output_size: an int or ``(OD, OH, OW)`` (None in it keeps that size).
+
+    Returns:
+        ``(N, OD, OH, OW, C)`` (or ``(OD, OH, OW, C)``).
+    """
+    return _adaptive3d("adaptive_avg_pool3d", x, output_size, adaptive_avg_pool2d)
+
+
+def adaptive_max_pool3d(x, output_size, return_indices: bool = False) -> Tensor:
+    """PyTorch's ``adaptive_max_pool3d`` on volumes ``(N, D, H, W, C)`` (channels last; or
+    one ``(D, H, W, C)``): PyTorch's bins along each dim, each cell their max.
+
+    Args:
+        x: input.
+        output_size: an int or ``(OD, OH, OW)`` (None in it keeps that size).
+        return_indices: must be False.
+
+    Returns:
+        ``(N, OD, OH, OW, C)`` (or ``(OD, OH, OW, C)``).
+    """
+    if return_indices:
+        raise NotImplementedError("adaptive_max_pool3d: return_indices=True is not supported")
+    return _adaptive3d("adaptive_max_pool3d", x, output_size, adaptive_max_pool2d)
+
+
 def avg_pool1d(
     x, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True
 ) -> Tensor:
@@ -1254,6 +1307,79 @@ def dropout(
     return binary.where(mask, x / keep, creation.zeros((), dtype=x.dtype))
 
 
+def _channel_dropout(op: str, spatial: int, layout: str, x, p, training, key, inplace):
+    """Zero whole channels: one draw per example and channel, spread over the
+    ``spatial`` dims of a channels-last input (batched or not)."""
+    _inplace(op, inplace)
+    x = as_tensor(x, op=op)
+    if x.ndim not in (spatial + 1, spatial + 2):
+        raise ValueError(f"{op}: expected {layout} (channels last), got shape {x.shape}")
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"{op}: p must be in [0, 1], got {p}")
+    if not training or p == 0.0:
+        return x
+    ones = creation.ones(
+        x.shape[: x.ndim - spatial - 1] + (1,) * spatial + x.shape[-1:], dtype=x.dtype
+    )
+    return x * dropout(ones, p, True, key)
+
+
+def dropout1d(x, p: float = 0.5, training: bool = True, key=None, *, inplace: bool = False):
+    """PyTorch's ``F.dropout1d``, channels last: zero whole channels of sequences ``(N, L,
+    C)`` (or one ``(L, C)``) with probability ``p``, one draw per sequence and channel, the
+    kept ones scaled by ``1 / (1 - p)``.
+
+    Args:
+        x: the input.
+        p: the drop probability in ``[0, 1]`` (default 0.5).
+        training: when False, return ``x`` unchanged.
+        key: an RNG key for a reproducible mask; None uses the global generator.
+        inplace: PyTorch's flag (keyword), accepted; the result is a new tensor.
+
+    Returns:
+        A tensor like ``x``.
+    """
+    return _channel_dropout("dropout1d", 1, "(N, L, C) or (L, C)", x, p, training, key, inplace)
+
+
+def dropout2d(x, p: float = 0.5, training: bool = True, key=None, *, inplace: bool = False):
+    """PyTorch's ``F.dropout2d``, channels last: zero whole channels of NHWC images (or
+    one ``(H, W, C)``), one draw per image and channel.
+
+    Args:
+        x: the input.
+        p: the drop probability in ``[0, 1]`` (default 0.5).
+        training: when False, return ``x`` unchanged.
+        key: an RNG key for a reproducible mask; None uses the global generator.
+        inplace: PyTorch's flag (keyword), accepted; the result is a new tensor.
+
+    Returns:
+        A tensor like ``x``.
+    """
+    return _channel_dropout(
+        "dropout2d", 2, "(N, H, W, C) or (H, W, C)", x, p, training, key, inplace
+    )
+
+
+def dropout3d(x, p: float = 0.5, training: bool = True, key=None, *, inplace: bool = False):
+    """PyTorch's ``F.dropout3d``, channels last: zero whole channels of volumes ``(N, D, H,
+    W, C)`` (or one ``(D, H, W, C)``), one draw per volume and channel.
+
+    Args:
+        x: the input.
+        p: the drop probability in ``[0, 1]`` (default 0.5).
+        training: when False, return ``x`` unchanged.
+        key: an RNG key for a reproducible mask; None uses the global generator.
+        inplace: PyTorch's flag (keyword), accepted; the result is a new tensor.
+
+    Returns:
+        A tensor like ``x``.
+    """
+    return _channel_dropout(
+        "dropout3d", 3, "(N, D, H, W, C) or (D, H, W, C)", x, p, training, key, inplace
+    )
+
+
 def embedding(indices, weight, padding_idx=None) -> Tensor:
     """Rows of ``weight`` picked by integer ``indices``: shape ``indices.shape + (dim,)``.
 
@@ -1544,6 +1670,11 @@ def attention_with_weights(
 __all__ += [
     "max_pool3d",
     "avg_pool3d",
+    "adaptive_avg_pool3d",
+    "adaptive_max_pool3d",
+    "dropout1d",
+    "dropout2d",
+    "dropout3d",
     "conv1d",
     "conv3d",
     "conv_transpose1d",

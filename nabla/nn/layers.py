@@ -32,7 +32,9 @@ __all__ = [
     "Conv2d",
     "ConvTranspose2d",
     "Dropout",
+    "Dropout1d",
     "Dropout2d",
+    "Dropout3d",
     "ELU",
     "Embedding",
     "Flatten",
@@ -67,6 +69,8 @@ __all__ = [
     "MaxPool1d",
     "AvgPool1d",
     "AdaptiveMaxPool2d",
+    "AdaptiveAvgPool3d",
+    "AdaptiveMaxPool3d",
     "AdaptiveAvgPool1d",
     "AdaptiveMaxPool1d",
     "PixelShuffle",
@@ -83,6 +87,11 @@ __all__ = [
     "ReplicationPad2d",
     "CircularPad1d",
     "CircularPad2d",
+    "ZeroPad3d",
+    "ConstantPad3d",
+    "ReflectionPad3d",
+    "ReplicationPad3d",
+    "CircularPad3d",
     "CosineSimilarity",
     "PairwiseDistance",
     "Softmin",
@@ -1159,6 +1168,28 @@ class AdaptiveMaxPool2d(_Adaptive):
     fn = staticmethod(F.adaptive_max_pool2d)
 
 
+class AdaptiveAvgPool3d(_Adaptive):
+    """Mean over PyTorch's adaptive windows of volumes ``(N, D, H, W, C)``, to a fixed
+    output size (:func:`nabla.nn.functional.adaptive_avg_pool3d`).
+
+    Args:
+        output_size: an int or ``(OD, OH, OW)``; None in it keeps that size.
+    """
+
+    fn = staticmethod(F.adaptive_avg_pool3d)
+
+
+class AdaptiveMaxPool3d(_Adaptive):
+    """Max over PyTorch's adaptive windows of volumes ``(N, D, H, W, C)``, to a fixed
+    output size (:func:`nabla.nn.functional.adaptive_max_pool3d`).
+
+    Args:
+        output_size: an int or ``(OD, OH, OW)``; None in it keeps that size.
+    """
+
+    fn = staticmethod(F.adaptive_max_pool3d)
+
+
 class AdaptiveAvgPool1d(_Adaptive):
     """Mean over PyTorch's adaptive windows of sequences ``(N, L, C)``, to a fixed length.
 
@@ -1376,6 +1407,11 @@ ReplicationPad1d = _pad_module("ReplicationPad1d", "replicate", 1, "edge values,
 ReplicationPad2d = _pad_module("ReplicationPad2d", "replicate", 2, "edge values, images")
 CircularPad1d = _pad_module("CircularPad1d", "circular", 1, "wrapped sequences")
 CircularPad2d = _pad_module("CircularPad2d", "circular", 2, "wrapped images")
+ZeroPad3d = _pad_module("ZeroPad3d", "constant", 3, "zeros around volumes ``(N, D, H, W, C)``")
+ConstantPad3d = _pad_module("ConstantPad3d", "constant", 3, "a value around volumes", True)
+ReflectionPad3d = _pad_module("ReflectionPad3d", "reflect", 3, "reflected volumes")
+ReplicationPad3d = _pad_module("ReplicationPad3d", "replicate", 3, "edge values, volumes")
+CircularPad3d = _pad_module("CircularPad3d", "circular", 3, "wrapped volumes")
 
 
 class CosineSimilarity(Module):
@@ -1648,14 +1684,17 @@ class Dropout(Module):
 class Dropout2d(Dropout):
     """Zero whole channels with probability ``p`` while training (one draw per image and
     channel of NHWC input, the kept ones scaled by ``1 / (1 - p)``); the identity in
-    ``eval()`` mode.
+    ``eval()`` mode (:func:`nabla.nn.functional.dropout2d`).
 
     Args:
         p: drop probability in ``[0, 1]`` (default 0.5).
+        inplace: PyTorch's flag, accepted (the result is a new tensor).
     """
 
+    fn = staticmethod(F.dropout2d)
+
     def forward(self, x, key=None):
-        """Apply channel dropout to ``(N, H, W, C)`` or ``(H, W, C)`` input.
+        """Apply channel dropout to channels-last input (:attr:`fn`'s layout).
 
         Args:
             x: the input.
@@ -1664,14 +1703,36 @@ class Dropout2d(Dropout):
         Returns:
             A tensor like ``x``.
         """
-        x = as_tensor(x, op="Dropout2d")
-        if x.ndim not in (3, 4):
-            raise ValueError(f"Dropout2d: expected (N, H, W, C) or (H, W, C), got {x.shape}")
-        if not self.training or self.p == 0.0:
-            return x
-        # the mask of ones spread over the image dims: one draw per channel
-        ones = creation.ones(x.shape[:-3] + (1, 1, x.shape[-1]), dtype=x.dtype)
-        return x * F.dropout(ones, self.p, True, key)
+        try:
+            return type(self).fn(x, self.p, self.training, key)
+        except ValueError as e:  # the module's name, as PyTorch's error names it
+            raise ValueError(str(e).replace(type(self).fn.__name__, type(self).__name__)) from None
+
+
+class Dropout1d(Dropout2d):
+    """Zero whole channels of sequences ``(N, L, C)`` (or one ``(L, C)``) with probability
+    ``p`` while training, one draw per sequence and channel (PyTorch's ``Dropout1d``,
+    channels last; :func:`nabla.nn.functional.dropout1d`).
+
+    Args:
+        p: drop probability in ``[0, 1]`` (default 0.5).
+        inplace: PyTorch's flag, accepted (the result is a new tensor).
+    """
+
+    fn = staticmethod(F.dropout1d)
+
+
+class Dropout3d(Dropout2d):
+    """Zero whole channels of volumes ``(N, D, H, W, C)`` (or one ``(D, H, W, C)``) with
+    probability ``p`` while training, one draw per volume and channel (PyTorch's
+    ``Dropout3d``, channels last; :func:`nabla.nn.functional.dropout3d`).
+
+    Args:
+        p: drop probability in ``[0, 1]`` (default 0.5).
+        inplace: PyTorch's flag, accepted (the result is a new tensor).
+    """
+
+    fn = staticmethod(F.dropout3d)
 
 
 # ----------------------------------------------------------------------------- activations

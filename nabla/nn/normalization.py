@@ -32,9 +32,11 @@ from .module import Module, rebind
 __all__ = [
     "BatchNorm1d",
     "BatchNorm2d",
+    "BatchNorm3d",
     "GroupNorm",
     "InstanceNorm2d",
     "InstanceNorm1d",
+    "InstanceNorm3d",
     "batch_norm",
     "group_norm",
     "instance_norm",
@@ -580,6 +582,27 @@ class BatchNorm2d(_BatchNorm):
     _layout = "(N, H, W, C)"
 
 
+class BatchNorm3d(_BatchNorm):
+    """Batch normalization of volumes ``(N, D, H, W, C)`` (PyTorch's ``BatchNorm3d``,
+    channels last as ``Conv3d``'s output): each channel is normalized over the batch and
+    the three spatial axes.
+
+    See :class:`BatchNorm1d` for the modes, the running statistics and the state dict.
+
+    Args:
+        num_features: ``C``, the number of channels.
+        eps: added to the variance (default 1e-5).
+        momentum: the weight of each batch in the running statistics (default 0.1), or None
+            for a cumulative average.
+        affine: learn a per-channel ``weight`` and ``bias`` (default True).
+        track_running_stats: keep running statistics (default True).
+        dtype: dtype of the parameters and running statistics (default: the default dtype).
+    """
+
+    _ranks = (5,)
+    _layout = "(N, D, H, W, C)"
+
+
 class InstanceNorm2d(_NormBase):
     """Instance normalization of NHWC images (PyTorch's ``InstanceNorm2d``, channels last):
     each image and channel is normalized over its spatial axes. An unbatched ``(H, W, C)``
@@ -670,6 +693,50 @@ class InstanceNorm1d(InstanceNorm2d):
         x = self._check_input(x)
         shape = tuple(x.shape)
         x4 = x.reshape((1, 1) + shape if x.ndim == 2 else (shape[0], 1) + shape[1:])
+        use_input = self.training or not self.track_running_stats
+        y, stats = _instance_norm(cls, widened(x4), self._params(True), use_input)
+        y = y.cast(x.dtype) if y.dtype is not x.dtype else y
+        if self.training and self.track_running_stats:
+            self._update_running(cls, stats, count=False)
+        return y.reshape(shape)
+
+
+class InstanceNorm3d(InstanceNorm2d):
+    """Instance normalization of volumes ``(N, D, H, W, C)`` (PyTorch's
+    ``InstanceNorm3d``, channels last): each volume and channel is normalized over its
+    three spatial axes. An unbatched ``(D, H, W, C)`` volume is accepted too. The arguments
+    are :class:`InstanceNorm2d`'s.
+
+    Args:
+        num_features: ``C``, the number of channels.
+        eps: added to the variance (default 1e-5).
+        momentum: the weight of each batch in the running statistics (default 0.1).
+        affine: learn a per-channel ``weight`` and ``bias`` (default False).
+        track_running_stats: keep running statistics (default False).
+        dtype: dtype of the parameters and running statistics (default: the default dtype).
+    """
+
+    _ranks = (4, 5)
+    _layout = "(N, D, H, W, C) or (D, H, W, C)"
+
+    def forward(self, x):
+        """Normalize each volume of ``x``.
+
+        Args:
+            x: ``(N, D, H, W, C)`` or ``(D, H, W, C)``.
+
+        Returns:
+            A tensor like ``x``.
+
+        Raises:
+            ValueError: for a wrong rank or channel count.
+        """
+        cls = type(self).__name__
+        x = self._check_input(x)
+        shape = tuple(x.shape)
+        lead = (1,) if x.ndim == 4 else shape[:1]
+        d, h, w, c = shape[-4:]
+        x4 = x.reshape(lead + (d * h, w, c))  # the spatial axes as one image
         use_input = self.training or not self.track_running_stats
         y, stats = _instance_norm(cls, widened(x4), self._params(True), use_input)
         y = y.cast(x.dtype) if y.dtype is not x.dtype else y

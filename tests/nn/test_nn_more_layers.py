@@ -1,8 +1,11 @@
-"""PyTorch's 1-D pools, adaptive max pools, pixel shuffles, padding modules,
-``InstanceNorm1d`` and the distance modules, channels last, against NumPy definitions
-(checked against PyTorch itself when written)."""
+"""PyTorch's 1-D and 3-D pools, adaptive max pools, pixel shuffles, padding modules,
+``InstanceNorm1d`` and the 3-D norms, unfold/fold, ``Conv3d``, channel dropouts and the
+distance modules, channels last, against NumPy definitions (checked against PyTorch
+itself when written)."""
 
 from __future__ import annotations
+
+import itertools
 
 import numpy as np
 import pytest
@@ -407,3 +410,74 @@ def test_max_and_avg_pool3d_by_their_definition():
         nn.MaxPool3d(3, 1, 2)
     with pytest.raises(ValueError, match=r"avg_pool3d: expected \(N, D, H, W, C\)"):
         F.avg_pool3d(x[0, 0, 0], 2)
+
+
+VOL = RNG.standard_normal((2, 5, 6, 7, 3)).astype(np.float32)  # (N, D, H, W, C)
+
+
+def _adaptive_reference(x, out, reduce):
+    def bins(n, k):
+        return [(i * n // k, -(-(i + 1) * n // k)) for i in range(k)]
+
+    y = np.empty((x.shape[0], *out, x.shape[-1]), x.dtype)
+    for (i, (a, b)), (j, (c, d)), (k, (e, f)) in itertools.product(
+        *(enumerate(bins(n, o)) for n, o in zip(x.shape[1:4], out))
+    ):
+        y[:, i, j, k] = reduce(x[:, a:b, c:d, e:f].reshape(x.shape[0], -1, x.shape[-1]), 1)
+    return y
+
+
+@pytest.mark.parametrize("out", [1, (2, 3, 4), (5, 6, 7), (3, 4, 3)])
+def test_adaptive_pools3d_use_pytorch_s_bins(out):
+    size = (out,) * 3 if isinstance(out, int) else out
+    want = _adaptive_reference(VOL, size, np.mean)
+    np.testing.assert_allclose(nn.AdaptiveAvgPool3d(out)(VOL).numpy(), want, rtol=1e-5, atol=1e-6)
+    want = _adaptive_reference(VOL, size, np.max)
+    np.testing.assert_array_equal(F.adaptive_max_pool3d(VOL, out).numpy(), want)
+    np.testing.assert_array_equal(F.adaptive_max_pool3d(VOL[1], out).numpy(), want[1])
+
+
+def test_padding_modules_3d_and_batch_and_instance_norm_3d():
+    pads = (1, 2, 0, 1, 2, 1)  # PyTorch's order: W, then H, then D
+    widths = ((0, 0), (2, 1), (0, 1), (1, 2), (0, 0))
+    for name, mode in [
+        ("ZeroPad3d", "constant"),
+        ("ReflectionPad3d", "reflect"),
+        ("ReplicationPad3d", "edge"),
+        ("CircularPad3d", "wrap"),
+    ]:
+        np.testing.assert_array_equal(
+            getattr(nn, name)(pads)(VOL).numpy(), np.pad(VOL, widths, mode)
+        )
+    filled = np.pad(VOL, widths, constant_values=1.5)
+    np.testing.assert_array_equal(nn.ConstantPad3d(pads, 1.5)(VOL).numpy(), filled)
+    bn = nn.BatchNorm3d(3, momentum=0.2)
+    y = bn(VOL).numpy()
+    mean, var = VOL.mean((0, 1, 2, 3)), VOL.var((0, 1, 2, 3))
+    np.testing.assert_allclose(y, (VOL - mean) / np.sqrt(var + 1e-5), rtol=1e-4, atol=1e-5)
+    n = VOL.size // 3
+    np.testing.assert_allclose(bn.running_var.numpy(), 0.8 + 0.2 * var * n / (n - 1), rtol=1e-5)
+    inorm = nn.InstanceNorm3d(3)
+    m, v = VOL.mean((1, 2, 3), keepdims=True), VOL.var((1, 2, 3), keepdims=True)
+    want = (VOL - m) / np.sqrt(v + 1e-5)
+    np.testing.assert_allclose(inorm(VOL).numpy(), want, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(inorm(VOL[0]).numpy(), want[0], rtol=1e-4, atol=1e-5)
+    with pytest.raises(ValueError, match=r"BatchNorm3d\(3.*expected input \(N, D, H, W, C\)"):
+        bn(VOL[0])
+
+
+def test_channel_dropouts_drop_whole_channels():
+    y = nn.Dropout3d(0.5)(VOL).numpy()
+    per_channel = y.reshape(2, -1, 3)
+    assert ((per_channel == 0).all(1) | (per_channel != 0).all(1)).all()
+    np.testing.assert_allclose(y[y != 0], 2 * VOL[y != 0], rtol=1e-6)
+    seq = VOL[0, 0]  # (6, 7, 3): 6 sequences of length 7
+    y = F.dropout1d(seq, 0.5).numpy()
+    assert ((y == 0).all(1) | (y != 0).all(1)).all()
+    y = nn.Dropout2d(0.5)(VOL[0]).numpy()  # 5 images
+    assert ((y == 0).reshape(5, -1, 3).all(1) | (y != 0).reshape(5, -1, 3).all(1)).all()
+    layer = nn.Dropout3d(0.5)
+    layer.eval()
+    np.testing.assert_array_equal(layer(VOL).numpy(), VOL)
+    with pytest.raises(ValueError, match=r"Dropout1d: expected \(N, L, C\) or \(L, C\)"):
+        nn.Dropout1d()(VOL)
