@@ -38,6 +38,7 @@ from .losses import (
     l1_loss,
     margin_ranking_loss,
     mse_loss,
+    multi_margin_loss,
     multilabel_soft_margin_loss,
     nll_loss,
     poisson_nll_loss,
@@ -940,6 +941,160 @@ def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1) -> Te
     return img[0] if unbatched else img
 
 
+def channel_shuffle(x, groups: int) -> Tensor:
+    """PyTorch's ``F.channel_shuffle`` on channels-last ``x``: the ``C`` channels seen as
+    ``(groups, C / groups)`` and transposed (ShuffleNet's mixing of group convolutions).
+
+    Args:
+        x: input ``(..., C)``.
+        groups: divides ``C``.
+
+    Returns:
+        A tensor like ``x``.
+
+    Raises:
+        ValueError: for channels not divisible by ``groups``.
+    """
+    x = as_tensor(x, op="channel_shuffle")
+    g = int(groups)
+    c = x.shape[-1]
+    if x.ndim < 1 or g < 1 or c % g:
+        raise ValueError(
+            f"channel_shuffle: channels {c} of input {x.shape} must be divisible by groups {groups}"
+        )
+    lead = x.shape[:-1]
+    y = view.swap_axes(x.reshape(*lead, g, c // g), -1, -2)
+    return y.reshape(*lead, c)
+
+
+def local_response_norm(x, size: int, alpha: float = 1e-4, beta: float = 0.75, k: float = 1.0):
+    """PyTorch's ``F.local_response_norm`` on channels-last ``x``: each value divided by
+    ``(k + alpha * mean(x^2 over the size channels around it))^beta``, the window from
+    ``size // 2`` channels before to ``(size - 1) // 2`` after, zeros past the ends counted
+    in the mean.
+
+    Args:
+        x: input ``(N, ..., C)`` (at least 2-D).
+        size: the number of channels in a window.
+        alpha: the scale of the mean of squares (default 1e-4).
+        beta: the exponent (default 0.75).
+        k: the additive constant (default 1).
+
+    Returns:
+        A tensor like ``x``.
+
+    Raises:
+        ValueError: for an input of fewer than 2 dims or a size below 1.
+    """
+    x = as_tensor(x, op="local_response_norm")
+    if x.ndim < 2 or int(size) < 1:
+        raise ValueError(
+            f"local_response_norm: expected an input of 2 or more dims (channels last) and "
+            f"size >= 1, got shape {x.shape} and size {size!r}"
+        )
+    n = int(size)
+    sq = x * x
+    pads = [(0, 0)] * (x.ndim - 1) + [(n // 2 + 1, (n - 1) // 2)]
+    run = reduction.cumsum(view.pad(sq, pads), axis=-1)  # (a zero first: window sums by
+    total = run[..., n:] - run[..., :-n]  # differences of the running sum)
+    return x / (k + alpha * total / n) ** beta
+
+
+def pdist(input, p: float = 2.0) -> Tensor:  # noqa: A002 - PyTorch name
+    """PyTorch's ``F.pdist``: the ``p``-norm distance between each pair of rows ``i < j``
+    of ``input`` ``(N, M)``, in row-major order of the pairs, ``(N (N - 1) / 2,)``; a zero
+    distance has a zero gradient.
+
+    Args:
+        input: ``(N, M)``.
+        p: the norm's order (``inf`` too; 0 counts the differing entries).
+
+    Returns:
+        ``(N (N - 1) / 2,)``.
+
+    Raises:
+        ValueError: for an input that is not 2-D.
+    """
+    x = as_tensor(input, op="pdist")
+    if x.ndim != 2:
+        raise ValueError(f"pdist: expected a 2-D input (N, M), got shape {x.shape}")
+    i, j = np.triu_indices(x.shape[0], 1)
+    diff = unary.abs(x[i.astype(np.int64)] - x[j.astype(np.int64)])
+    if p == math.inf:
+        return reduction.max(diff, -1)
+    if p == 0:
+        return reduction.sum((diff != 0).cast(x.dtype), -1)
+    total = reduction.sum(diff ** float(p), -1)
+    zero = total == 0
+    return binary.where(zero, 0.0, binary.where(zero, 1.0, total) ** (1.0 / float(p)))
+
+
+def gumbel_softmax(
+    logits, tau: float = 1.0, hard: bool = False, eps: float = 1e-10, dim: int = -1, key=None
+) -> Tensor:
+    """PyTorch's ``F.gumbel_softmax``: ``softmax((logits + g) / tau)`` along ``dim`` with
+    standard Gumbel noise ``g``; ``hard=True`` returns the one-hot of its argmax with the
+    soft sample's gradient (straight-through).
+
+    Args:
+        logits: unnormalized log-probabilities.
+        tau: the temperature (> 0).
+        hard: return one-hot samples (straight-through gradients).
+        eps: PyTorch's (unused there too).
+        dim: the categories' axis (default -1).
+        key: an RNG key for a reproducible draw; None uses the global generator.
+
+    Returns:
+        A tensor like ``logits``.
+
+    Raises:
+        ValueError: for ``tau <= 0``.
+    """
+    x = as_tensor(logits, op="gumbel_softmax")
+    if not tau > 0:
+        raise ValueError(f"gumbel_softmax: tau must be > 0, got {tau!r}")
+    if key is None:  # the global generator's uniforms, made Gumbel as random.gumbel does
+        u = _random.uniform(x.shape, dtype=x.dtype)
+        u = binary.maximum(u, float(np.finfo(x.dtype.numpy).tiny))
+        g = -unary.log(-unary.log(u))
+    else:
+        g = _random.gumbel(key, x.shape, dtype=x.dtype)
+    soft = softmax((x + g) / tau, dim)
+    if not hard:
+        return soft
+    axis = dim % x.ndim
+    index = reduction.argmax(soft, axis)
+    onehot = one_hot(index, x.shape[axis], dtype=x.dtype, axis=axis)
+    return onehot - unary.stop_gradient(soft) + soft
+
+
+def bilinear(input1, input2, weight, bias=None) -> Tensor:
+    """PyTorch's ``F.bilinear``: ``y[..., o] = sum_ij x1[..., i] W[o, i, j] x2[..., j] +
+    b[o]``, with PyTorch's weight layout ``(out, in1, in2)``.
+
+    Args:
+        input1: ``(..., in1)``.
+        input2: ``(..., in2)`` (the same leading dims).
+        weight: ``(out, in1, in2)``.
+        bias: optional ``(out,)``.
+
+    Returns:
+        ``(..., out)``.
+
+    Raises:
+        ValueError: for sizes that do not fit, naming the shapes.
+    """
+    a, b = as_tensor(input1, op="bilinear"), as_tensor(input2, op="bilinear")
+    w = as_tensor(weight, op="bilinear")
+    if w.ndim != 3 or a.shape[-1:] != w.shape[1:2] or b.shape[-1:] != w.shape[2:]:
+        raise ValueError(
+            f"bilinear: input1 {a.shape}, input2 {b.shape} and weight {w.shape} do not fit "
+            "(weight (out, in1, in2), inputs (..., in1) and (..., in2))"
+        )
+    y = linalg.einsum("...i,oij,...j->...o", a, w, b)
+    return y if bias is None else y + as_tensor(bias, op="bilinear")
+
+
 def softplus(x, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
     """``log(1 + exp(beta * x)) / beta``, and ``x`` itself where ``beta * x > threshold``
     (PyTorch's ``softplus``).
@@ -1675,6 +1830,12 @@ __all__ += [
     "dropout1d",
     "dropout2d",
     "dropout3d",
+    "channel_shuffle",
+    "local_response_norm",
+    "pdist",
+    "gumbel_softmax",
+    "bilinear",
+    "multi_margin_loss",
     "conv1d",
     "conv3d",
     "conv_transpose1d",

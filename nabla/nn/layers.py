@@ -27,6 +27,12 @@ __all__ = [
     "AvgPool2d",
     "Conv1d",
     "Conv3d",
+    "Bilinear",
+    "ChannelShuffle",
+    "LocalResponseNorm",
+    "Softmax2d",
+    "UpsamplingNearest2d",
+    "UpsamplingBilinear2d",
     "MaxPool3d",
     "AvgPool3d",
     "Conv2d",
@@ -1338,6 +1344,150 @@ class Fold(Module):
         )
 
 
+class UpsamplingNearest2d(Upsample):
+    """PyTorch's ``UpsamplingNearest2d``: :class:`Upsample` with ``mode="nearest"``.
+
+    Args:
+        size: the output's spatial size.
+        scale_factor: the spatial multiplier; exactly one of the two.
+    """
+
+    def __init__(self, size=None, scale_factor=None):
+        super().__init__(size, scale_factor, mode="nearest")
+
+
+class UpsamplingBilinear2d(Upsample):
+    """PyTorch's ``UpsamplingBilinear2d``: :class:`Upsample` with ``mode="bilinear"`` and
+    ``align_corners=True`` (as PyTorch's).
+
+    Args:
+        size: the output's spatial size.
+        scale_factor: the spatial multiplier; exactly one of the two.
+    """
+
+    def __init__(self, size=None, scale_factor=None):
+        super().__init__(size, scale_factor, mode="bilinear", align_corners=True)
+
+
+class ChannelShuffle(Module):
+    """PyTorch's ``ChannelShuffle``, channels last (:func:`nabla.nn.functional.channel_shuffle`).
+
+    Args:
+        groups: divides the channels.
+    """
+
+    def __init__(self, groups: int):
+        super().__init__()
+        self.groups = int(groups)
+
+    def forward(self, x):
+        """Shuffle ``x``'s channels.
+
+        Args:
+            x: ``(..., C)``.
+
+        Returns:
+            A tensor like ``x``.
+        """
+        return F.channel_shuffle(x, self.groups)
+
+    def extra_repr(self) -> str:
+        """The configuration shown by ``repr``."""
+        return f"groups={self.groups}"
+
+
+class LocalResponseNorm(Module):
+    """PyTorch's ``LocalResponseNorm``, channels last
+    (:func:`nabla.nn.functional.local_response_norm`).
+
+    Args:
+        size: the number of channels in a window.
+        alpha: the scale of the mean of squares (default 1e-4).
+        beta: the exponent (default 0.75).
+        k: the additive constant (default 1).
+    """
+
+    def __init__(self, size: int, alpha: float = 1e-4, beta: float = 0.75, k: float = 1.0):
+        super().__init__()
+        self.size, self.alpha, self.beta, self.k = int(size), alpha, beta, k
+
+    def forward(self, x):
+        """Normalize ``x`` across neighbouring channels.
+
+        Args:
+            x: ``(N, ..., C)``.
+
+        Returns:
+            A tensor like ``x``.
+        """
+        return F.local_response_norm(x, self.size, self.alpha, self.beta, self.k)
+
+    def extra_repr(self) -> str:
+        """The configuration shown by ``repr``."""
+        return f"{self.size}, alpha={self.alpha}, beta={self.beta}, k={self.k}"
+
+
+class Bilinear(Module):
+    """PyTorch's ``Bilinear``: ``y = x1^T W x2 + b`` per output feature, with its weight
+    layout ``(out, in1, in2)`` and names, so a PyTorch ``state_dict`` loads as it is; both
+    start uniform in ``±1 / sqrt(in1)`` (PyTorch's).
+
+    Args:
+        in1_features: ``x1``'s features.
+        in2_features: ``x2``'s features.
+        out_features: the output features.
+        bias: whether to add a learned bias (default True).
+        key: optional RNG key for the initial values.
+        dtype: parameter dtype (default: the default dtype).
+    """
+
+    def _in_pytorch_layout(self, name: str) -> bool:
+        return name == "weight"
+
+    def __init__(
+        self,
+        in1_features: int,
+        in2_features: int,
+        out_features: int,
+        bias=True,
+        key=None,
+        dtype=None,
+    ):
+        super().__init__()
+        _check_sizes(
+            "Bilinear",
+            in1_features=in1_features,
+            in2_features=in2_features,
+            out_features=out_features,
+        )
+        self.in1_features, self.in2_features = int(in1_features), int(in2_features)
+        self.out_features = int(out_features)
+        kw, kb = _keys(key, 2)
+        bound = 1.0 / math.sqrt(self.in1_features)
+        shape = (self.out_features, self.in1_features, self.in2_features)
+        self.weight = init.uniform(shape, -bound, bound, kw, dtype)
+        self.bias = init.uniform((out_features,), -bound, bound, kb, dtype) if bias else None
+
+    def forward(self, x1, x2):
+        """``x1^T W x2 + b``.
+
+        Args:
+            x1: ``(..., in1_features)``.
+            x2: ``(..., in2_features)``.
+
+        Returns:
+            ``(..., out_features)``.
+        """
+        return F.bilinear(x1, x2, self.weight, self.bias)
+
+    def extra_repr(self) -> str:
+        """The configuration shown by ``repr``."""
+        return (
+            f"in1_features={self.in1_features}, in2_features={self.in2_features}, "
+            f"out_features={self.out_features}, bias={self.bias is not None}"
+        )
+
+
 class _Pad(Module):
     """PyTorch's padding modules, channels last: ``padding`` is PyTorch's, ``(left,
     right[, top, bottom])`` for the length (width, height) dims, never the channels."""
@@ -2051,6 +2201,28 @@ class Softmax(_Activation):
         super().__init__()
         axis = alias_arg(type(self).__name__, "axis", axis, "dim", dim)
         self.axis = -1 if axis is None else int(axis)
+
+
+class Softmax2d(_Activation):
+    """PyTorch's ``Softmax2d``, channels last: the softmax over the channels of each
+    position of ``(N, H, W, C)`` or ``(H, W, C)`` images."""
+
+    def forward(self, x):
+        """The channels' softmax at each position.
+
+        Args:
+            x: ``(N, H, W, C)`` or ``(H, W, C)``.
+
+        Returns:
+            A tensor like ``x``.
+
+        Raises:
+            ValueError: for another rank.
+        """
+        x = as_tensor(x, op="Softmax2d")
+        if x.ndim not in (3, 4):
+            raise ValueError(f"Softmax2d: expected (N, H, W, C) or (H, W, C), got {x.shape}")
+        return reduction.softmax(x, -1)
 
 
 class LogSoftmax(Softmax):

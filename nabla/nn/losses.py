@@ -1419,8 +1419,87 @@ class CTCLoss(_Loss):
         )
 
 
+def multi_margin_loss(
+    input,  # noqa: A002 - PyTorch name
+    target,
+    p: int = 1,
+    margin: float = 1.0,
+    weight=None,
+    reduction: str = "mean",
+) -> Tensor:
+    """PyTorch's ``F.multi_margin_loss``: per example, ``sum_{i != y} max(0, margin - x[y]
+    + x[i])^p / C`` (each term times ``weight[y]`` when given).
+
+    Args:
+        input: scores ``(N, C)`` or ``(C,)``.
+        target: class indices ``(N,)`` (or a scalar).
+        p: 1 or 2.
+        margin: the margin (default 1).
+        weight: optional per-class weights ``(C,)``.
+        reduction: ``"mean"`` (default), ``"sum"`` or ``"none"``.
+
+    Returns:
+        The reduced loss, or ``(N,)`` for ``"none"``.
+
+    Raises:
+        ValueError: for ``p`` other than 1 or 2, or shapes that do not fit.
+    """
+    if p not in (1, 2):
+        raise ValueError(f"multi_margin_loss: p must be 1 or 2, got {p!r}")
+    x = as_tensor(input, op="multi_margin_loss")
+    t = as_tensor(target, op="multi_margin_loss")
+    if x.ndim not in (1, 2) or t.ndim != x.ndim - 1 or (x.ndim == 2 and t.shape[0] != x.shape[0]):
+        raise ValueError(
+            f"multi_margin_loss: input (N, C) or (C,) and target (N,) or () do not fit: "
+            f"{x.shape}, {t.shape}"
+        )
+    classes = x.shape[-1]
+    hit = _one_hot(t, classes, x.dtype)
+    picked = (x * hit).sum(axis=-1, keepdims=True)  # (``reduction`` is the argument here)
+    terms = binary.maximum(margin - picked + x, 0.0)
+    if p == 2:
+        terms = terms * terms
+    if weight is not None:
+        w = as_tensor(weight, op="multi_margin_loss")
+        terms = terms * (w * hit).sum(axis=-1, keepdims=True)
+    loss = (terms * (1.0 - hit)).sum(axis=-1) / classes
+    return _reduce(loss, reduction, "multi_margin_loss")
+
+
+class MultiMarginLoss(_Loss):
+    """``nn.functional.multi_margin_loss`` as a module (``torch.nn.MultiMarginLoss(p,
+    margin, weight, reduction)``).
+
+    Args:
+        p: 1 or 2.
+        margin: the margin (default 1).
+        weight: optional per-class weights ``(C,)``.
+        reduction: ``"mean"`` (default), ``"sum"`` or ``"none"``.
+    """
+
+    _settings = ("p", "margin", "reduction")
+
+    def __init__(self, p: int = 1, margin: float = 1.0, weight=None, reduction: str = "mean"):
+        super().__init__(reduction)
+        self.p, self.margin = p, margin
+        self._weight("weight", weight)
+
+    def forward(self, input, target):  # noqa: A002 - PyTorch name
+        """The loss of the scores ``input`` for the classes ``target``.
+
+        Args:
+            input: ``(N, C)`` or ``(C,)``.
+            target: ``(N,)`` or ``()``.
+
+        Returns:
+            The reduced loss.
+        """
+        return multi_margin_loss(input, target, self.p, self.margin, self.weight, self.reduction)
+
+
 _MORE = [
     "ctc_loss",
+    "multi_margin_loss",
     "margin_ranking_loss",
     "hinge_embedding_loss",
     "soft_margin_loss",
@@ -1432,6 +1511,7 @@ _MORE = [
 ]
 _MORE_MODULES = [
     "CTCLoss",
+    "MultiMarginLoss",
     "MarginRankingLoss",
     "HingeEmbeddingLoss",
     "SoftMarginLoss",

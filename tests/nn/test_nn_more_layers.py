@@ -481,3 +481,61 @@ def test_channel_dropouts_drop_whole_channels():
     np.testing.assert_array_equal(layer(VOL).numpy(), VOL)
     with pytest.raises(ValueError, match=r"Dropout1d: expected \(N, L, C\) or \(L, C\)"):
         nn.Dropout1d()(VOL)
+
+
+def test_channel_shuffle_local_response_norm_and_softmax2d_by_definition():
+    x = IM  # (2, 7, 9, 8)
+    want = x.reshape(2, 7, 9, 4, 2).swapaxes(-1, -2).reshape(x.shape)
+    np.testing.assert_array_equal(nn.ChannelShuffle(4)(x).numpy(), want)
+    size, alpha, beta, k = 3, 1e-2, 0.75, 2.0
+    sq = np.pad(x.astype(np.float64) ** 2, ((0, 0), (0, 0), (0, 0), (size // 2, (size - 1) // 2)))
+    window = np.stack([sq[..., c : c + size].sum(-1) for c in range(8)], -1)
+    want = x / (k + alpha * window / size) ** beta
+    got = nn.LocalResponseNorm(size, alpha, beta, k)(x).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    e = np.exp(x - x.max(-1, keepdims=True))
+    np.testing.assert_allclose(nn.Softmax2d()(x).numpy(), e / e.sum(-1, keepdims=True), rtol=1e-5)
+    with pytest.raises(ValueError, match=r"channel_shuffle: channels 8 .* divisible by groups 3"):
+        F.channel_shuffle(x, 3)
+
+
+def test_bilinear_pdist_and_multi_margin_loss_by_definition():
+    layer = nn.Bilinear(3, 5, 2, key=nb.random.key(0))
+    assert layer.weight.shape == (2, 3, 5) and np.abs(layer.weight.numpy()).max() <= 1 / np.sqrt(3)
+    a, b = RNG.standard_normal((4, 3)), RNG.standard_normal((4, 5))
+    w, bias = layer.weight.numpy(), layer.bias.numpy()
+    want = np.einsum("ni,oij,nj->no", a, w, b) + bias
+    np.testing.assert_allclose(
+        layer(a.astype(np.float32), b.astype(np.float32)).numpy(), want, rtol=1e-5, atol=1e-5
+    )
+    m = RNG.standard_normal((5, 3)).astype(np.float32)
+    m[3] = m[1]  # a zero distance: value 0, gradient 0 (as PyTorch's)
+    pairs = [(i, j) for i in range(5) for j in range(i + 1, 5)]
+    for p in (2.0, 1.0, np.inf):
+        want = [np.linalg.norm(m[i] - m[j], p) for i, j in pairs]
+        np.testing.assert_allclose(F.pdist(m, p).numpy(), want, rtol=1e-5, atol=1e-6)
+    g = nb.grad(lambda v: nb.sum(F.pdist(v)))(nb.constant(m)).numpy()
+    assert np.isfinite(g).all()
+    x = RNG.standard_normal((6, 4)).astype(np.float32)
+    t = np.array([0, 3, 1, 1, 2, 3])
+    weight = np.array([0.5, 1.0, 2.0, 1.5], np.float32)
+    for p in (1, 2):
+        terms = np.maximum(0.7 - x[np.arange(6), t][:, None] + x, 0) ** p
+        terms[np.arange(6), t] = 0
+        want = (terms * weight[t][:, None]).sum(1) / 4
+        got = nn.MultiMarginLoss(p, 0.7, weight, "none")(x, t).numpy()
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-7)
+
+
+def test_gumbel_softmax_samples_the_categorical():
+    logits = np.log(np.array([0.2, 0.3, 0.5], np.float32))
+    soft = F.gumbel_softmax(np.tile(logits, (4, 1)), tau=0.5, key=nb.random.key(1)).numpy()
+    np.testing.assert_allclose(soft.sum(-1), 1.0, rtol=1e-5)
+    hard = F.gumbel_softmax(np.tile(logits, (20000, 1)), hard=True, key=nb.random.key(2)).numpy()
+    assert set(np.unique(hard)) == {0.0, 1.0} and (hard.sum(-1) == 1).all()
+    np.testing.assert_allclose(hard.mean(0), [0.2, 0.3, 0.5], atol=0.015)
+    # straight through: the hard sample's gradient is the soft sample's
+    x = nb.constant(np.tile(logits, (3, 1)))
+    gh = nb.grad(lambda v: nb.sum(F.gumbel_softmax(v, hard=True, key=nb.random.key(3)) * 2.0))(x)
+    gs = nb.grad(lambda v: nb.sum(F.gumbel_softmax(v, key=nb.random.key(3)) * 2.0))(x)
+    np.testing.assert_allclose(gh.numpy(), gs.numpy(), atol=1e-6)
