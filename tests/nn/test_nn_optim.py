@@ -607,12 +607,12 @@ def test_a_none_leaf_in_params_is_skipped_by_every_update():
 
 
 def test_pytorch_optimizers_not_here_say_so():
-    """A ported script's ``optim.Rprop`` or ``lr_scheduler.CyclicLR`` names what there is
-    (it was a bare AttributeError); ``_LRScheduler`` is PyTorch's older base-class name."""
-    with pytest.raises(AttributeError, match=r"has no Rprop .*SGD, Adam, AdamW.*LBFGS"):
-        nb.nn.optim.Rprop  # noqa: B018
-    with pytest.raises(AttributeError, match=r"has no CyclicLR .*StepLR"):
-        nb.nn.optim.lr_scheduler.CyclicLR  # noqa: B018
+    """A ported script's ``optim.SparseAdam`` or ``lr_scheduler.SWALR`` names what there
+    is (it was a bare AttributeError); ``_LRScheduler`` is PyTorch's older base-class name."""
+    with pytest.raises(AttributeError, match=r"has no SparseAdam .*SGD, Adam, AdamW.*LBFGS"):
+        nb.nn.optim.SparseAdam  # noqa: B018
+    with pytest.raises(AttributeError, match=r"has no SWALR .*StepLR"):
+        nb.nn.optim.lr_scheduler.SWALR  # noqa: B018
     with pytest.raises(AttributeError, match="has no attribute 'Nothing'"):
         nb.nn.optim.Nothing  # noqa: B018
     assert nb.nn.optim.lr_scheduler._LRScheduler is nb.nn.optim.lr_scheduler.LRScheduler

@@ -83,6 +83,12 @@ __all__ = [
     "NAdam",
     "RAdam",
     "Adadelta",
+    "Rprop",
+    "ASGD",
+    "rprop_init",
+    "rprop_update",
+    "asgd_init",
+    "asgd_update",
     "adam_update",
     "adamw_init",
     "adamw_step",
@@ -1328,6 +1334,128 @@ def adadelta_update(params, grads, state=None, lr=1.0, rho=0.9, eps=1e-6, weight
     return _apply(params, grads, state, ["square_avg", "acc_delta"], rule)
 
 
+def rprop_init(params) -> dict:
+    """The state of :func:`rprop_update`: ``{"step", "prev", "step_size"}`` (the last
+    gradient used, and each element's step size; both start when a leaf first updates).
+
+    Args:
+        params: the params pytree.
+
+    Returns:
+        The state dict.
+    """
+    return {"step": _step0(), "prev": _zeros_state(params), "step_size": _zeros_state(params)}
+
+
+def rprop_update(params, grads, state=None, lr=1e-2, etas=(0.5, 1.2), step_sizes=(1e-6, 50.0)):
+    """One Rprop step, as ``torch.optim.Rprop``: each element's step size grows by
+    ``etas[1]`` while its gradient keeps its sign and shrinks by ``etas[0]`` when it flips
+    (then that element skips the step and forgets the gradient), within ``step_sizes``;
+    ``p -= sign(g) step_size``. Step sizes start at ``lr``.
+
+    Args:
+        params: the params pytree.
+        grads: gradients, a pytree of the same structure (None leaves are skipped).
+        state: from :func:`rprop_init` (None: a fresh state).
+        lr: the initial step size (default 1e-2).
+        etas: ``(decrease, increase)`` factors (default (0.5, 1.2)).
+        step_sizes: ``(min, max)`` step size (default (1e-6, 50)).
+
+    Returns:
+        ``(new_params, new_state)``.
+    """
+    _check_settings("rprop_update", lr)
+    minus, plus = _pair_setting("rprop_update", "etas", etas)
+    low, high = _pair_setting("rprop_update", "step_sizes", step_sizes)
+    if not 0.0 < minus < 1.0 < plus:
+        raise ValueError(f"rprop_update: invalid etas={etas!r} (need 0 < etas[0] < 1 < etas[1])")
+    if state is None:
+        state = rprop_init(params)
+    rate = _lr_at(lr, state["step"])
+
+    def rule(p, g, old, done):
+        prev, size = old
+        size = binary.where(done == 0.0, _like(rate, p), size)  # (starts at lr)
+        agree = g * prev
+        factor = binary.where(agree > 0, plus, binary.where(agree < 0, minus, 1.0))
+        size = binary.minimum(binary.maximum(size * factor, low), high)
+        g = binary.where(agree < 0, 0.0, g)  # a flipped sign: no step, nothing to compare
+        return p - unary.sign(g) * size, [g, size]
+
+    return _apply(params, grads, state, ["prev", "step_size"], rule)
+
+
+def _pair_setting(fn: str, name: str, value) -> tuple:
+    if not isinstance(value, list | tuple) or len(value) != 2:
+        raise ValueError(f"{fn}: {name} must be a pair, got {value!r}")
+    a, b = value
+    for v in (a, b):
+        if isinstance(v, bool) or not isinstance(v, numbers.Real) or not math.isfinite(v):
+            raise ValueError(f"{fn}: {name} must be a pair of finite numbers, got {value!r}")
+    return float(a), float(b)
+
+
+def asgd_init(params, lr=1e-2) -> dict:
+    """The state of :func:`asgd_update`: ``{"step", "eta", "ax"}`` (each leaf's step
+    length, 0-d, and its running average).
+
+    Args:
+        params: the params pytree.
+        lr: the learning rate the step lengths start from.
+
+    Returns:
+        The state dict.
+    """
+    leaves = tree_leaves(params)
+    eta = [
+        creation.constant(np.float32(lr)) if isinstance(p, Tensor) and not callable(lr) else None
+        for p in leaves
+    ]
+    return {"step": _step0(), "eta": eta, "ax": _zeros_state(params)}
+
+
+def asgd_update(
+    params, grads, state=None, lr=1e-2, lambd=1e-4, alpha=0.75, t0=1e6, weight_decay=0.0
+):
+    """One averaged-SGD step, as ``torch.optim.ASGD``: ``p = p (1 - lambd eta) - eta g``
+    with this leaf's step length ``eta``, then the running average ``ax`` of the
+    parameters (a copy of them until step ``t0``); then ``eta = lr / (1 + lambd lr
+    step)^alpha``. The average is in the state (``state["ax"]``), as PyTorch keeps it.
+
+    Args:
+        params: the params pytree.
+        grads: gradients, a pytree of the same structure (None leaves are skipped).
+        state: from :func:`asgd_init` (None: a fresh state).
+        lr: the learning rate (default 1e-2).
+        lambd: the decay term (default 1e-4).
+        alpha: the power of the step length's decay (default 0.75).
+        t0: the step from which the average starts (default 1e6).
+        weight_decay: L2 penalty added to the gradient (default 0).
+
+    Returns:
+        ``(new_params, new_state)``.
+    """
+    _check_settings("asgd_update", lr, wd=weight_decay, alpha=alpha)
+    if state is None:
+        state = asgd_init(params, lr)
+    rate = _lr_at(lr, state["step"])
+
+    def rule(p, g, old, done):
+        eta, ax = old
+        eta = binary.where(done == 0.0, _like(rate, eta), eta)  # (starts at lr)
+        eta_p = _like(eta, p)
+        if weight_decay:
+            g = g + weight_decay * p
+        p = p * (1.0 - lambd * eta_p) - eta_p * g
+        mu = 1.0 / binary.maximum(done - t0, 1.0)  # (this leaf's updates so far: done)
+        ax = binary.where(mu == 1.0, p, ax + (p - ax) * _like(mu, p))
+        count = done + 1.0
+        new_eta = _like(rate, eta) / (1.0 + lambd * _like(rate, eta) * count) ** alpha
+        return p, [new_eta.cast(eta.dtype), ax]
+
+    return _apply(params, grads, state, ["eta", "ax"], rule)
+
+
 # ----------------------------------------------------------------------------- stateful
 def _scalar_input(value) -> Tensor:
     """A setting's number as a realized float32 scalar: data of the program that reads it.
@@ -2318,6 +2446,68 @@ class Adadelta(Optimizer):
         return adadelta_init(params)
 
 
+class Rprop(Optimizer):
+    """Rprop, as ``torch.optim.Rprop`` (see :func:`rprop_update`).
+
+    Args:
+        params: a Module, a pytree of tensors or ``model.parameters()`` (updated in place).
+        lr: the initial step size (default 1e-2).
+        etas: ``(decrease, increase)`` factors (default (0.5, 1.2)).
+        step_sizes: ``(min, max)`` step size (default (1e-6, 50)).
+        **kwargs: PyTorch's ``maximize``, ``foreach``, ``capturable`` (see
+            :class:`Optimizer`).
+    """
+
+    _hyper_names = ("lr", "etas", "step_sizes")
+    _update_rule = staticmethod(rprop_update)
+    _dynamic = ("lr",)
+
+    def __init__(self, params, lr=1e-2, etas=(0.5, 1.2), step_sizes=(1e-6, 50.0), **kwargs):
+        _check_settings("Rprop", lr)
+        self.etas = _pair_setting("Rprop", "etas", etas)
+        self.step_sizes = _pair_setting("Rprop", "step_sizes", step_sizes)
+        super().__init__(params, lr, **kwargs)
+
+    def _validate(self) -> None:
+        _check_settings("Rprop", self.lr)
+        _pair_setting("Rprop", "etas", self.etas)
+        _pair_setting("Rprop", "step_sizes", self.step_sizes)
+
+    def _init(self, params):
+        return rprop_init(params)
+
+
+class ASGD(Optimizer):
+    """Averaged SGD, as ``torch.optim.ASGD`` (see :func:`asgd_update`; the average is
+    ``opt.state["ax"]``).
+
+    Args:
+        params: a Module, a pytree of tensors or ``model.parameters()`` (updated in place).
+        lr: the learning rate (default 1e-2).
+        lambd: the decay term (default 1e-4).
+        alpha: the power of the step length's decay (default 0.75).
+        t0: the step from which the average starts (default 1e6).
+        weight_decay: L2 penalty added to the gradient (default 0).
+        **kwargs: PyTorch's ``maximize``, ``foreach``, ``capturable`` (see
+            :class:`Optimizer`).
+    """
+
+    _hyper_names = ("lr", "lambd", "alpha", "t0", "weight_decay")
+    _update_rule = staticmethod(asgd_update)
+    _dynamic = ("lr",)
+
+    def __init__(self, params, lr=1e-2, lambd=1e-4, alpha=0.75, t0=1e6, weight_decay=0.0, **kwargs):
+        _check_settings("ASGD", lr, wd=weight_decay, alpha=alpha)
+        self.lambd, self.alpha, self.t0, self.weight_decay = lambd, alpha, t0, weight_decay
+        super().__init__(params, lr, **kwargs)
+
+    def _validate(self) -> None:
+        _check_settings("ASGD", self.lr, wd=self.weight_decay, alpha=self.alpha)
+
+    def _init(self, params):
+        return asgd_init(params, self.lr)
+
+
 # the schedulers drive the optimizers above (``torch.optim.lr_scheduler``)
 from . import lr_scheduler  # noqa: E402
 from .lbfgs import LBFGS  # noqa: E402 - a closure-driven quasi-Newton method, on its own
@@ -2326,7 +2516,7 @@ __all__ += ["LBFGS"]
 
 # PyTorch's optimizers this module does not have: a ported script's ``optim.Rprop`` says so
 # and names what there is, instead of a bare AttributeError
-_NOT_HERE = {"ASGD", "Rprop", "SparseAdam"}
+_NOT_HERE = {"SparseAdam"}
 _NOT_HERE |= {"Adafactor", "swa_utils"}
 
 
@@ -2334,7 +2524,7 @@ def __getattr__(name: str):
     if name in _NOT_HERE:
         raise AttributeError(
             f"nabla.nn.optim has no {name} (torch.optim.{name}); its optimizers are SGD, "
-            "Adam, AdamW, RMSprop, Adagrad, Adamax, NAdam, RAdam, Adadelta (with "
-            "functional forms) and LBFGS (docs/nn.md)"
+            "Adam, AdamW, RMSprop, Adagrad, Adamax, NAdam, RAdam, Adadelta, Rprop, ASGD "
+            "(with functional forms) and LBFGS (docs/nn.md)"
         )
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

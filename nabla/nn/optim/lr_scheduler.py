@@ -38,6 +38,7 @@ __all__ = [
     "ConstantLR",
     "CosineAnnealingLR",
     "CosineAnnealingWarmRestarts",
+    "CyclicLR",
     "ExponentialLR",
     "LRScheduler",
     "LambdaLR",
@@ -1015,6 +1016,151 @@ class OneCycleLR(LRScheduler):
             self._set_momentum(self._at(self.last_epoch)[1])
 
 
+class CyclicLR(LRScheduler):
+    """Cyclical learning rates (``torch.optim.lr_scheduler.CyclicLR``): the rate climbs
+    from ``base_lr`` to ``max_lr`` over ``step_size_up`` steps and back over
+    ``step_size_down``, the height of each cycle scaled by ``mode`` (``"triangular"``: 1;
+    ``"triangular2"``: halved every cycle; ``"exp_range"``: ``gamma`` to the power of the
+    step) or by ``scale_fn``; with ``cycle_momentum`` the momentum (``betas[0]`` for
+    Adam-style optimizers) moves the opposite way between ``max_momentum`` and
+    ``base_momentum``. Step it after every batch.
+
+    Args:
+        optimizer: the optimizer whose ``lr`` (and momentum) is scheduled.
+        base_lr: the lowest rate (or a list of one).
+        max_lr: the highest rate (or a list of one).
+        step_size_up: steps of the rising half (default 2000).
+        step_size_down: steps of the falling half (default: ``step_size_up``).
+        mode: ``"triangular"`` (default), ``"triangular2"`` or ``"exp_range"``.
+        gamma: ``exp_range``'s factor per step (default 1).
+        scale_fn: a function of one argument, in ``[0, 1]``, instead of ``mode``.
+        scale_mode: ``scale_fn``'s argument: ``"cycle"`` (the cycle number, default) or
+            ``"iterations"`` (the step).
+        cycle_momentum: also cycle the momentum (default True); needs an optimizer with
+            ``momentum`` or ``betas``.
+        base_momentum: the momentum at the peak rate (default 0.8).
+        max_momentum: the momentum at the base rate (default 0.9).
+        last_epoch: the index of the last step (default -1: a new schedule).
+
+    Raises:
+        ValueError: for bad settings.
+    """
+
+    def __init__(
+        self,
+        optimizer,
+        base_lr,
+        max_lr,
+        step_size_up: int = 2000,
+        step_size_down: int | None = None,
+        mode: str = "triangular",
+        gamma: float = 1.0,
+        scale_fn=None,
+        scale_mode: str = "cycle",
+        cycle_momentum: bool = True,
+        base_momentum: float = 0.8,
+        max_momentum: float = 0.9,
+        last_epoch: int = -1,
+    ):
+        name = "CyclicLR"
+        _check_optimizer(name, optimizer)
+        problems = []
+        base_lr, max_lr = _single(name, "base_lr", base_lr), _single(name, "max_lr", max_lr)
+        _number("base_lr", base_lr, problems, low=0.0)
+        _number("max_lr", max_lr, problems, low=0.0)
+        _positive_int("step_size_up", step_size_up, problems)
+        if step_size_down is not None:
+            _positive_int("step_size_down", step_size_down, problems)
+        if scale_fn is None and mode not in ("triangular", "triangular2", "exp_range"):
+            problems.append(
+                f"mode={mode!r} (must be 'triangular', 'triangular2' or 'exp_range', or give "
+                "scale_fn)"
+            )
+        if scale_fn is not None and scale_mode not in ("cycle", "iterations"):
+            problems.append(f"scale_mode={scale_mode!r} (must be 'cycle' or 'iterations')")
+        _number("gamma", gamma, problems, low=0.0)
+        base_momentum = _single(name, "base_momentum", base_momentum)
+        max_momentum = _single(name, "max_momentum", max_momentum)
+        if cycle_momentum:
+            _number("base_momentum", base_momentum, problems, low=0.0)
+            _number("max_momentum", max_momentum, problems, low=0.0)
+            kinds = type(optimizer)._hyper_names
+            if "momentum" not in kinds and "betas" not in kinds:
+                problems.append(
+                    f"cycle_momentum=True with {type(optimizer).__name__}, which has no momentum "
+                    "or betas (pass cycle_momentum=False)"
+                )
+        _check(name, problems)
+        self.base_lr, self.max_lr = float(base_lr), float(max_lr)
+        up = float(step_size_up)
+        down = float(step_size_down) if step_size_down is not None else up
+        self.total_size, self.step_ratio = up + down, up / (up + down)
+        self.mode, self.gamma = mode, gamma
+        self.scale_fn_custom = scale_fn
+        self.scale_mode = (
+            scale_mode
+            if scale_fn is not None
+            else ("iterations" if mode == "exp_range" else "cycle")
+        )
+        self.cycle_momentum = bool(cycle_momentum)
+        self.base_momentum, self.max_momentum = base_momentum, max_momentum
+        self.use_beta1 = self.cycle_momentum and "betas" in type(optimizer)._hyper_names
+        self.optimizer = optimizer
+        if last_epoch == -1:
+            optimizer.lr = self.base_lr  # (PyTorch starts the group at base_lr)
+            optimizer.initial_lr = self.base_lr
+            if self.cycle_momentum:
+                self._set_momentum(self.max_momentum)
+        super().__init__(optimizer, last_epoch)
+        self.base_lrs = [self.base_lr]
+
+    def _state_keys(self) -> list:  # (a custom scale_fn is code: it stays with the object)
+        return [k for k in super()._state_keys() if k != "scale_fn_custom"]
+
+    def scale_fn(self, x: float) -> float:
+        """The height's scale at ``x`` (the cycle number or the step, per ``scale_mode``)."""
+        if self.scale_fn_custom is not None:
+            return self.scale_fn_custom(x)
+        if self.mode == "triangular":
+            return 1.0
+        if self.mode == "triangular2":
+            return 1.0 / (2.0 ** (x - 1))
+        return self.gamma**x
+
+    def _set_momentum(self, value: float) -> None:
+        opt = self.optimizer
+        if self.use_beta1:
+            opt.betas = (value, *tuple(opt.betas)[1:])
+        else:
+            opt.momentum = value
+
+    def _at(self, step: int) -> tuple:
+        """(rate, momentum) at ``step``."""
+        cycle = math.floor(1 + step / self.total_size)
+        x = 1.0 + step / self.total_size - cycle
+        if x <= self.step_ratio:
+            factor = x / self.step_ratio
+        else:
+            factor = (x - 1) / (self.step_ratio - 1)
+        scale = self.scale_fn(cycle if self.scale_mode == "cycle" else step)
+        lr = self.base_lr + (self.max_lr - self.base_lr) * factor * scale
+        momentum = self.max_momentum - (self.max_momentum - self.base_momentum) * factor * scale
+        return lr, momentum
+
+    def get_lr(self) -> list:
+        """The rate at ``last_epoch`` (and, with ``cycle_momentum``, sets the optimizer's
+        momentum or ``betas[0]`` for that step)."""
+        lr, momentum = self._at(self.last_epoch)
+        if self.cycle_momentum:
+            self._set_momentum(momentum)
+        return [lr]
+
+    def _restore_optimizer(self) -> None:
+        super()._restore_optimizer()
+        if self.cycle_momentum:
+            self._set_momentum(self._at(self.last_epoch)[1])
+
+
 class SequentialLR(_OfSchedulers):
     """Run ``schedulers`` one after the other, switching at each milestone
     (``torch.optim.lr_scheduler.SequentialLR``; e.g. a :class:`LinearLR` warmup, then
@@ -1093,7 +1239,7 @@ class SequentialLR(_OfSchedulers):
 _LRScheduler = LRScheduler  # PyTorch's older name of the base class
 
 # PyTorch's schedulers this module does not have: said so, with what there is
-_NOT_HERE = {"CyclicLR", "SWALR"}
+_NOT_HERE = {"SWALR"}
 
 
 def __getattr__(name: str):

@@ -59,6 +59,13 @@ CASES = {
         ),
         None,
     ),
+    "rprop_default": lambda o, p: (o.Rprop(p), None),
+    "rprop_full": lambda o, p: (o.Rprop(p, lr=0.05, etas=(0.3, 1.5), step_sizes=(1e-4, 0.1)), None),
+    "asgd_default": lambda o, p: (o.ASGD(p), None),
+    "asgd_full": lambda o, p: (
+        o.ASGD(p, lr=0.05, lambd=0.01, alpha=0.5, t0=5, weight_decay=0.1),
+        None,
+    ),
     # schedulers driving SGD
     "step": lambda o, p: _sched(o.SGD(p, lr=0.1), o, "StepLR", step_size=3, gamma=0.5),
     "multistep": lambda o, p: _sched(o.SGD(p, lr=0.1), o, "MultiStepLR", [2, 5, 5, 9], gamma=0.3),
@@ -100,6 +107,29 @@ CASES = {
         [5],
     ),
     "constant": lambda o, p: _sched(o.SGD(p, lr=0.1), o, "ConstantLR", factor=0.5, total_iters=4),
+    "cyclic_sgd": lambda o, p: _sched(
+        o.SGD(p, lr=0.1, momentum=0.9),
+        o,
+        "CyclicLR",
+        base_lr=0.01,
+        max_lr=0.1,
+        step_size_up=3,
+        step_size_down=5,
+    ),
+    "cyclic_adam_triangular2": lambda o, p: _sched(
+        o.Adam(p, lr=1e-2), o, "CyclicLR", 0.001, 0.01, step_size_up=4, mode="triangular2"
+    ),
+    "cyclic_exp_range": lambda o, p: _sched(
+        o.SGD(p, lr=0.1),
+        o,
+        "CyclicLR",
+        0.01,
+        0.1,
+        2,
+        mode="exp_range",
+        gamma=0.9,
+        cycle_momentum=False,
+    ),
     "polynomial": lambda o, p: _sched(
         o.SGD(p, lr=0.1), o, "PolynomialLR", total_iters=8, power=2.0
     ),
