@@ -39,6 +39,7 @@ from .losses import (
     margin_ranking_loss,
     mse_loss,
     multi_margin_loss,
+    multilabel_margin_loss,
     multilabel_soft_margin_loss,
     nll_loss,
     poisson_nll_loss,
@@ -941,6 +942,150 @@ def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1) -> Te
     return img[0] if unbatched else img
 
 
+def lp_pool2d(x, norm_type: float, kernel_size, stride=None, ceil_mode: bool = False):
+    """PyTorch's ``F.lp_pool2d`` on NHWC ``x``: ``(sum of x^p over each window)^(1/p)``
+    (PyTorch's formula: the window's mean of ``x^p`` times its size, negative sums clamped
+    to 0; ``x^p`` of a negative ``x`` is NaN for a fractional ``p``, as there).
+
+    Args:
+        x: input ``(N, H, W, C)`` (or one ``(H, W, C)``).
+        norm_type: ``p``.
+        kernel_size: int or pair.
+        stride: int, pair or None (default: ``kernel_size``).
+        ceil_mode: round the output size up.
+
+    Returns:
+        ``(N, OH, OW, C)``.
+    """
+    x = as_tensor(x, op="lp_pool2d")
+    kh, kw = (kernel_size, kernel_size) if isinstance(kernel_size, int) else kernel_size
+    p = float(norm_type)
+    mean = avg_pool2d(x**p, (kh, kw), stride, 0, ceil_mode)
+    total = binary.maximum(mean, 0.0) * float(kh * kw)
+    return total ** (1.0 / p)
+
+
+def lp_pool1d(x, norm_type: float, kernel_size: int, stride=None, ceil_mode: bool = False):
+    """PyTorch's ``F.lp_pool1d`` over sequences ``(N, L, C)`` (channels last; or ``(L,
+    C)``): :func:`lp_pool2d` over a height of 1.
+
+    Args:
+        x: input ``(N, L, C)`` or ``(L, C)``.
+        norm_type: ``p``.
+        kernel_size: an int.
+        stride: an int or None (default: ``kernel_size``).
+        ceil_mode: round the output length up.
+
+    Returns:
+        ``(N, OL, C)`` (or ``(OL, C)``).
+    """
+    k = _one(kernel_size, "kernel_size", "lp_pool1d")
+    s = k if stride is None else _one(stride, "stride", "lp_pool1d")
+    x2, unbatched = _as_2d("lp_pool1d", x)
+    return _from_2d(lp_pool2d(x2, norm_type, (1, k), (1, s), ceil_mode), unbatched)
+
+
+def rrelu(
+    x,
+    lower: float = 1.0 / 8,
+    upper: float = 1.0 / 3,
+    training: bool = False,
+    key=None,
+    *,
+    inplace: bool = False,
+) -> Tensor:
+    """PyTorch's ``F.rrelu``: ``x`` where non-negative, ``a x`` elsewhere, with ``a`` drawn
+    uniformly from ``[lower, upper]`` per element while training, ``(lower + upper) / 2`` in
+    evaluation (``training=False``, the function's default as PyTorch's).
+
+    Args:
+        x: the input.
+        lower: the lowest slope (default 1/8).
+        upper: the highest slope (default 1/3).
+        training: draw the slopes (default False).
+        key: an RNG key for a reproducible draw; None uses the global generator.
+        inplace: PyTorch's flag (keyword), accepted; the result is a new tensor.
+
+    Returns:
+        A tensor like ``x``.
+    """
+    _inplace("rrelu", inplace)
+    x = as_tensor(x, op="rrelu")
+    if not 0.0 <= lower <= upper:
+        raise ValueError(f"rrelu: needs 0 <= lower <= upper, got lower={lower}, upper={upper}")
+    if training:
+        if key is None:
+            slope = _random.uniform(x.shape, lower, upper, dtype=x.dtype)
+        else:
+            slope = _random.uniform(key, x.shape, lower, upper, dtype=x.dtype)
+    else:
+        slope = (lower + upper) / 2.0
+    return binary.where(x >= 0, x, x * slope)
+
+
+_SELU_ALPHA_PRIME = -1.7580993408473766  # -scale * alpha of selu: its negative saturation
+
+
+def _alpha_dropout(op, x, p, training, key, per_channel: bool):
+    x = as_tensor(x, op=op)
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"{op}: p must be in [0, 1], got {p}")
+    if not training or p == 0.0:
+        return x
+    if p == 1.0:
+        return x * 0.0
+    shape = tuple(x.shape)
+    if per_channel:  # one draw per example and channel (channels last)
+        if x.ndim < 3:
+            raise ValueError(f"{op}: expected (N, ..., C) with spatial dims, got {x.shape}")
+        shape = shape[:1] + (1,) * (x.ndim - 2) + shape[-1:]
+    keep = 1.0 - p
+    if key is None:
+        mask = _random.bernoulli(shape, keep)
+    else:
+        mask = _random.bernoulli(key, keep, shape)
+    a = (keep * (1.0 + p * _SELU_ALPHA_PRIME**2)) ** -0.5
+    b = -a * _SELU_ALPHA_PRIME * p
+    dropped = binary.where(mask, x, creation.full((), _SELU_ALPHA_PRIME, x.dtype))
+    return dropped * a + b
+
+
+def alpha_dropout(x, p: float = 0.5, training: bool = False, key=None, *, inplace=False):
+    """PyTorch's ``F.alpha_dropout`` (for SELU networks): dropped elements take SELU's
+    negative saturation value, then an affine map keeps the mean and variance.
+
+    Args:
+        x: the input.
+        p: the drop probability (default 0.5).
+        training: apply it (default False, as PyTorch's function).
+        key: an RNG key for a reproducible mask; None uses the global generator.
+        inplace: PyTorch's flag (keyword), accepted.
+
+    Returns:
+        A tensor like ``x``.
+    """
+    _inplace("alpha_dropout", inplace)
+    return _alpha_dropout("alpha_dropout", x, p, training, key, False)
+
+
+def feature_alpha_dropout(x, p: float = 0.5, training: bool = False, key=None, *, inplace=False):
+    """PyTorch's ``F.feature_alpha_dropout``, channels last: :func:`alpha_dropout` of whole
+    channels (one draw per example and channel).
+
+    Args:
+        x: the input ``(N, ..., C)``.
+        p: the drop probability (default 0.5).
+        training: apply it (default False, as PyTorch's function).
+        key: an RNG key for a reproducible mask; None uses the global generator.
+        inplace: PyTorch's flag (keyword), accepted.
+
+    Returns:
+        A tensor like ``x``.
+    """
+    _inplace("feature_alpha_dropout", inplace)
+    return _alpha_dropout("feature_alpha_dropout", x, p, training, key, True)
+
+
 def channel_shuffle(x, groups: int) -> Tensor:
     """PyTorch's ``F.channel_shuffle`` on channels-last ``x``: the ``C`` channels seen as
     ``(groups, C / groups)`` and transposed (ShuffleNet's mixing of group convolutions).
@@ -1836,6 +1981,12 @@ __all__ += [
     "gumbel_softmax",
     "bilinear",
     "multi_margin_loss",
+    "multilabel_margin_loss",
+    "lp_pool1d",
+    "lp_pool2d",
+    "rrelu",
+    "alpha_dropout",
+    "feature_alpha_dropout",
     "conv1d",
     "conv3d",
     "conv_transpose1d",

@@ -38,6 +38,8 @@ __all__ = [
     "Conv2d",
     "ConvTranspose2d",
     "Dropout",
+    "AlphaDropout",
+    "FeatureAlphaDropout",
     "Dropout1d",
     "Dropout2d",
     "Dropout3d",
@@ -76,6 +78,9 @@ __all__ = [
     "AvgPool1d",
     "AdaptiveMaxPool2d",
     "AdaptiveAvgPool3d",
+    "LPPool1d",
+    "LPPool2d",
+    "RReLU",
     "AdaptiveMaxPool3d",
     "AdaptiveAvgPool1d",
     "AdaptiveMaxPool1d",
@@ -1141,6 +1146,56 @@ class AvgPool3d(_Pool3d):
     options = {"ceil_mode": False, "count_include_pad": True, "divisor_override": None}
 
 
+class LPPool2d(Module):
+    """PyTorch's ``LPPool2d`` on NHWC images (:func:`nabla.nn.functional.lp_pool2d`).
+
+    Args:
+        norm_type: ``p``.
+        kernel_size: int or pair.
+        stride: int or pair (default: ``kernel_size``).
+        ceil_mode: round the output size up (default False).
+    """
+
+    fn = staticmethod(F.lp_pool2d)
+
+    def __init__(self, norm_type: float, kernel_size, stride=None, ceil_mode: bool = False):
+        super().__init__()
+        self.norm_type, self.kernel_size = float(norm_type), kernel_size
+        self.stride, self.ceil_mode = stride, ceil_mode
+
+    def forward(self, x):
+        """Pool ``x``.
+
+        Args:
+            x: the input, channels last.
+
+        Returns:
+            The pooled input.
+        """
+        return type(self).fn(x, self.norm_type, self.kernel_size, self.stride, self.ceil_mode)
+
+    def extra_repr(self) -> str:
+        """The configuration shown by ``repr``."""
+        return (
+            f"norm_type={self.norm_type}, kernel_size={self.kernel_size}, "
+            f"stride={self.stride}, ceil_mode={self.ceil_mode}"
+        )
+
+
+class LPPool1d(LPPool2d):
+    """PyTorch's ``LPPool1d`` over sequences ``(N, L, C)``
+    (:func:`nabla.nn.functional.lp_pool1d`).
+
+    Args:
+        norm_type: ``p``.
+        kernel_size: an int.
+        stride: an int (default: ``kernel_size``).
+        ceil_mode: round the output length up (default False).
+    """
+
+    fn = staticmethod(F.lp_pool1d)
+
+
 class _Adaptive(Module):
     fn = None
 
@@ -1859,6 +1914,42 @@ class Dropout2d(Dropout):
             raise ValueError(str(e).replace(type(self).fn.__name__, type(self).__name__)) from None
 
 
+class AlphaDropout(Dropout):
+    """PyTorch's ``AlphaDropout`` for SELU networks, while training
+    (:func:`nabla.nn.functional.alpha_dropout`); the identity in ``eval()`` mode.
+
+    Args:
+        p: drop probability in ``[0, 1]`` (default 0.5).
+        inplace: PyTorch's flag, accepted (the result is a new tensor).
+    """
+
+    fn = staticmethod(F.alpha_dropout)
+
+    def forward(self, x, key=None):
+        """Apply alpha dropout.
+
+        Args:
+            x: the input.
+            key: optional RNG key for a reproducible mask.
+
+        Returns:
+            A tensor like ``x``.
+        """
+        return type(self).fn(x, self.p, self.training, key)
+
+
+class FeatureAlphaDropout(AlphaDropout):
+    """PyTorch's ``FeatureAlphaDropout``, channels last: alpha dropout of whole channels
+    (:func:`nabla.nn.functional.feature_alpha_dropout`).
+
+    Args:
+        p: drop probability in ``[0, 1]`` (default 0.5).
+        inplace: PyTorch's flag, accepted (the result is a new tensor).
+    """
+
+    fn = staticmethod(F.feature_alpha_dropout)
+
+
 class Dropout1d(Dropout2d):
     """Zero whole channels of sequences ``(N, L, C)`` (or one ``(L, C)``) with probability
     ``p`` while training, one draw per sequence and channel (PyTorch's ``Dropout1d``,
@@ -2184,6 +2275,40 @@ class LeakyReLU(_Activation):
         super().__init__()
         _inplace("LeakyReLU", inplace)
         self.negative_slope = float(negative_slope)
+
+
+class RReLU(Module):
+    """PyTorch's ``RReLU``: slopes drawn from ``[lower, upper]`` per element while
+    training, their mean in ``eval()`` mode (:func:`nabla.nn.functional.rrelu`).
+
+    Args:
+        lower: the lowest slope (default 1/8).
+        upper: the highest slope (default 1/3).
+        inplace: PyTorch's flag, accepted (the result is a new tensor).
+    """
+
+    def __init__(self, lower: float = 1.0 / 8, upper: float = 1.0 / 3, inplace: bool = False):
+        super().__init__()
+        _inplace("RReLU", inplace)
+        if not 0.0 <= lower <= upper:
+            raise ValueError(f"RReLU: needs 0 <= lower <= upper, got {lower}, {upper}")
+        self.lower, self.upper = float(lower), float(upper)
+
+    def forward(self, x, key=None):
+        """Apply the randomized leaky ReLU.
+
+        Args:
+            x: the input.
+            key: optional RNG key for reproducible slopes.
+
+        Returns:
+            A tensor like ``x``.
+        """
+        return F.rrelu(x, self.lower, self.upper, self.training, key)
+
+    def extra_repr(self) -> str:
+        """The configuration shown by ``repr``."""
+        return f"lower={self.lower}, upper={self.upper}"
 
 
 class Softmax(_Activation):

@@ -1466,6 +1466,62 @@ def multi_margin_loss(
     return _reduce(loss, reduction, "multi_margin_loss")
 
 
+def multilabel_margin_loss(input, target, reduction: str = "mean") -> Tensor:  # noqa: A002
+    """PyTorch's ``F.multilabel_margin_loss``: per example, the target classes are
+    ``target``'s entries up to its first -1; ``sum over target j, non-target i of max(0, 1 -
+    (x[j] - x[i])) / C``.
+
+    Args:
+        input: scores ``(N, C)`` or ``(C,)``.
+        target: class indices of ``input``'s shape, padded with -1 after the targets.
+        reduction: ``"mean"`` (default), ``"sum"`` or ``"none"``.
+
+    Returns:
+        The reduced loss, or ``(N,)`` for ``"none"``.
+
+    Raises:
+        ValueError: for shapes that differ.
+    """
+    fn = "multilabel_margin_loss"
+    x, t = as_tensor(input, op=fn), as_tensor(target, op=fn)
+    if x.ndim not in (1, 2) or t.shape != x.shape:
+        raise ValueError(
+            f"{fn}: input (N, C) or (C,) and target of its shape, got {x.shape}, {t.shape}"
+        )
+    classes = x.shape[-1]
+    t = t.cast(DType.int32)
+    # the targets: entries before the first -1 (a running product of "not -1")
+    valid = _reduction_ops.cumprod((t >= 0).cast(x.dtype), axis=-1)
+    picked = binary.where(t >= 0, t, 0)
+    is_target = (_one_hot(picked, classes, x.dtype) * valid.unsqueeze(-1)).sum(axis=-2)
+    is_target = binary.minimum(is_target, 1.0)  # (C,) per example: 1 at the target classes
+    scores = (x.unsqueeze(-2) * _one_hot(picked, classes, x.dtype)).sum(axis=-1)  # x[t_k]
+    hinge = binary.maximum(1.0 - (scores.unsqueeze(-1) - x.unsqueeze(-2)), 0.0)  # [k, i]
+    pair = valid.unsqueeze(-1) * (1.0 - is_target).unsqueeze(-2)
+    loss = (hinge * pair).sum(axis=(-2, -1)) / classes
+    return _reduce(loss, reduction, fn)
+
+
+class MultiLabelMarginLoss(_Loss):
+    """:func:`multilabel_margin_loss` as a module (``torch.nn.MultiLabelMarginLoss``).
+
+    Args:
+        reduction: ``"mean"`` (default), ``"sum"`` or ``"none"``.
+    """
+
+    def forward(self, input, target):  # noqa: A002 - PyTorch name
+        """The loss of the scores ``input`` for the class lists ``target``.
+
+        Args:
+            input: ``(N, C)`` or ``(C,)``.
+            target: class indices padded with -1, ``input``'s shape.
+
+        Returns:
+            The reduced loss.
+        """
+        return multilabel_margin_loss(input, target, self.reduction)
+
+
 class MultiMarginLoss(_Loss):
     """``nn.functional.multi_margin_loss`` as a module (``torch.nn.MultiMarginLoss(p,
     margin, weight, reduction)``).
@@ -1500,6 +1556,7 @@ class MultiMarginLoss(_Loss):
 _MORE = [
     "ctc_loss",
     "multi_margin_loss",
+    "multilabel_margin_loss",
     "margin_ranking_loss",
     "hinge_embedding_loss",
     "soft_margin_loss",
@@ -1512,6 +1569,7 @@ _MORE = [
 _MORE_MODULES = [
     "CTCLoss",
     "MultiMarginLoss",
+    "MultiLabelMarginLoss",
     "MarginRankingLoss",
     "HingeEmbeddingLoss",
     "SoftMarginLoss",

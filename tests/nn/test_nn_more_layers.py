@@ -539,3 +539,40 @@ def test_gumbel_softmax_samples_the_categorical():
     gh = nb.grad(lambda v: nb.sum(F.gumbel_softmax(v, hard=True, key=nb.random.key(3)) * 2.0))(x)
     gs = nb.grad(lambda v: nb.sum(F.gumbel_softmax(v, key=nb.random.key(3)) * 2.0))(x)
     np.testing.assert_allclose(gh.numpy(), gs.numpy(), atol=1e-6)
+
+
+def test_lp_pools_rrelu_alpha_dropout_and_multilabel_margin_by_definition():
+    x = np.abs(IM)
+    want = np.sqrt((x**2).reshape(2, 7, 9, 8)[:, :6, :8].reshape(2, 3, 2, 4, 2, 8).sum((2, 4)))
+    np.testing.assert_allclose(nn.LPPool2d(2, 2)(x).numpy(), want, rtol=1e-5)
+    seq = x[:, 0]  # (2, 9, 8)
+    want = (seq[:, :9] ** 3).reshape(2, 3, 3, 8).sum(2) ** (1 / 3)
+    np.testing.assert_allclose(F.lp_pool1d(seq, 3, 3).numpy(), want, rtol=1e-5)
+    v = RNG.standard_normal((50, 40)).astype(np.float32)
+    np.testing.assert_allclose(
+        F.rrelu(v).numpy(), np.where(v >= 0, v, v * (1 / 8 + 1 / 3) / 2), rtol=1e-6
+    )
+    r = nn.RReLU(0.1, 0.3)(v).numpy()
+    slopes = r[v < 0] / v[v < 0]
+    assert slopes.min() >= 0.1 and slopes.max() <= 0.3 and slopes.std() > 0.04
+    # alpha dropout keeps SELU's standardized activations at mean 0 and variance 1
+    s = F.selu(RNG.standard_normal(200000).astype(np.float32)).numpy()
+    y = nn.AlphaDropout(0.2)(s).numpy()
+    assert abs(y.mean()) < 0.01 and abs(y.std() - 1.0) < 0.01
+    assert np.isclose(y.min(), -1.2362, atol=1e-4)  # a dropped value: a alpha' + b
+    feat = nn.FeatureAlphaDropout(0.5)(VOL, key=nb.random.key(4)).numpy().reshape(2, -1, 3)
+    alpha = -1.7580993408473766
+    a = (0.5 * (1 + 0.5 * alpha**2)) ** -0.5
+    b = -a * alpha * 0.5
+    dropped = np.isclose(feat, a * alpha + b).all(1)  # whole channels at one value
+    kept = np.isclose(feat, a * VOL.reshape(2, -1, 3) + b, atol=1e-5).all(1)
+    assert (dropped ^ kept).all() and dropped.any() and kept.any()
+    scores = RNG.standard_normal((3, 4)).astype(np.float32)
+    target = np.array([[3, 0, -1, 1], [0, 1, 2, 3], [-1, 1, 2, 0]])
+    want = []
+    for sc, t in zip(scores, target):
+        labels = list(t[: list(t).index(-1)] if -1 in t else t)
+        others = [i for i in range(4) if i not in labels]
+        want.append(sum(max(0, 1 - (sc[j] - sc[i])) for j in labels for i in others) / 4)
+    got = nn.MultiLabelMarginLoss("none")(scores, target).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-7)
