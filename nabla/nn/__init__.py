@@ -6,7 +6,17 @@
 
 from __future__ import annotations
 
-from . import finetune, functional, init, initializers, layers, optim, pipeline, utils
+from . import (
+    finetune,
+    functional,
+    init,
+    initializers,
+    layers,
+    optim,
+    parametrize,
+    pipeline,
+    utils,
+)
 from .checkpoint import load, load_metadata, merge_state_dicts, save, split_state_dict
 from .data import DataLoader
 from .layers import *  # noqa: F403 - every layer (layers.__all__)
@@ -120,4 +130,5 @@ __all__ = [
     "save_sharded",
     "split_state_dict",
     "utils",
+    "parametrize",
 ]

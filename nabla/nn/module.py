@@ -44,6 +44,16 @@ __all__ = [
 _INTERNAL = ("_parameters", "_buffers", "_modules", "_frozen")
 
 
+def _parametrization(d: dict, name: str):
+    """The ``ParametrizationList`` computing attribute ``name`` of the module whose
+    ``__dict__`` is ``d`` (nn/parametrize.py), or None."""
+    modules = d.get("_modules")
+    plists = modules.get("parametrizations") if modules else None
+    if plists is None or name == "parametrizations":
+        return None
+    return plists.__dict__["_modules"].get(name)
+
+
 class _Attributes:
     """A snapshot of a plain object's attributes (a config namespace a module holds), equal
     to that object while its attributes are equal to these."""
@@ -295,6 +305,10 @@ class Module:
         return d["_parameters"], d["_buffers"], d["_modules"]
 
     def __setattr__(self, name: str, value) -> None:
+        plist = _parametrization(self.__dict__, name)
+        if plist is not None and isinstance(value, Tensor):  # its originals, as PyTorch's
+            plist.right_inverse(value)
+            return
         params, buffers, modules = self._dicts()
         if (name in params or name in buffers) and not isinstance(value, Tensor | type(None)):
             # (an array over ``m.weight`` had unregistered the parameter: it stopped training)
@@ -392,6 +406,9 @@ class Module:
         for table in _INTERNAL[:3]:
             if table in d and name in d[table]:
                 return d[table][name]
+        plist = _parametrization(d, name)
+        if plist is not None:  # a parametrized tensor (nn/parametrize.py): computed
+            return plist()
         raise AttributeError(f"{type(self).__name__} has no attribute {name!r}")
 
     def __delattr__(self, name: str) -> None:

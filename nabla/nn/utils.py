@@ -2,7 +2,10 @@
 (``clip_grad_norm_``, ``clip_grad_value_``, also in :mod:`nabla.nn.optim` beside their
 functional forms), parameters as one flat vector (``parameters_to_vector``,
 ``vector_to_parameters``), and a PyTorch ``state_dict`` turned into this model's layouts
-and back (``from_torch_state_dict``, ``to_torch_state_dict``), and ``rnn.pad_sequence``.
+and back (``from_torch_state_dict``, ``to_torch_state_dict``), ``rnn.pad_sequence``, and
+the parametrizations (``parametrize``, ``parametrizations.weight_norm``/``spectral_norm``,
+and the older ``weight_norm``/``spectral_norm`` functions, which make the same
+parametrizations: see :mod:`nabla.nn.parametrize`).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from ..ops._util import as_tensor
 from ..ops.indexing import rebind
 from ..runtime.tensor import Tensor
 from ..transforms.autodiff import detach
+from . import parametrize
 from .layers import Conv2d, Linear
 from .module import Module, host_array
 from .optim import _params_of, clip_grad_norm_, clip_grad_value_
@@ -28,7 +32,13 @@ __all__ = [
     "from_torch_state_dict",
     "pad_sequence",
     "parameters_to_vector",
+    "parametrize",
+    "parametrizations",
+    "remove_spectral_norm",
+    "remove_weight_norm",
     "rnn",
+    "spectral_norm",
+    "weight_norm",
     "to_torch_state_dict",
     "vector_to_parameters",
 ]
@@ -253,3 +263,79 @@ def pad_sequence(sequences, batch_first: bool = False, padding_value=0.0, paddin
 
 # ``nn.utils.rnn`` as PyTorch spells it (packed sequences are not built: pad and mask)
 rnn = types.SimpleNamespace(pad_sequence=pad_sequence)
+
+# ``nn.utils.parametrizations`` as PyTorch spells it
+parametrizations = types.SimpleNamespace(
+    weight_norm=parametrize.weight_norm, spectral_norm=parametrize.spectral_norm
+)
+
+
+def weight_norm(module: Module, name: str = "weight", dim: int | None = 0) -> Module:
+    """PyTorch's older ``nn.utils.weight_norm``, as the parametrization
+    :func:`nabla.nn.parametrize.weight_norm` (the magnitude and direction are named
+    ``parametrizations.<name>.original0``/``original1`` in ``state_dict``, where the older
+    PyTorch function names them ``<name>_g``/``<name>_v``).
+
+    Args:
+        module: the module.
+        name: the weight's name (default ``"weight"``).
+        dim: the axis kept, in PyTorch's layout (default 0); None for the whole tensor.
+
+    Returns:
+        ``module``.
+    """
+    return parametrize.weight_norm(module, name, dim)
+
+
+def remove_weight_norm(module: Module, name: str = "weight") -> Module:
+    """Undo :func:`weight_norm`: ``<name>`` becomes a plain parameter again with its
+    current value.
+
+    Args:
+        module: the module.
+        name: the weight's name (default ``"weight"``).
+
+    Returns:
+        ``module``.
+    """
+    return parametrize.remove_parametrizations(module, name)
+
+
+def spectral_norm(
+    module: Module,
+    name: str = "weight",
+    n_power_iterations: int = 1,
+    eps: float = 1e-12,
+    dim: int | None = None,
+) -> Module:
+    """PyTorch's older ``nn.utils.spectral_norm``, as the parametrization
+    :func:`nabla.nn.parametrize.spectral_norm` (``state_dict`` names
+    ``parametrizations.<name>.original`` and ``parametrizations.<name>.0._u``/``_v``
+    where the older function has ``<name>_orig``, ``<name>_u``, ``<name>_v``).
+
+    Args:
+        module: the module.
+        name: the weight's name (default ``"weight"``).
+        n_power_iterations: power-iteration steps per training forward (default 1).
+        eps: the smallest norm divided by (default 1e-12).
+        dim: the axis put first, in PyTorch's layout (default: 1 for transposed
+            convolutions, else 0).
+
+    Returns:
+        ``module``.
+    """
+    return parametrize.spectral_norm(module, name, n_power_iterations, eps, dim)
+
+
+def remove_spectral_norm(module: Module, name: str = "weight") -> Module:
+    """Undo :func:`spectral_norm`: ``<name>`` becomes a plain parameter again with its
+    current (normalized) value.
+
+    Args:
+        module: the module.
+        name: the weight's name (default ``"weight"``).
+
+    Returns:
+        ``module``.
+    """
+    return parametrize.remove_parametrizations(module, name)
