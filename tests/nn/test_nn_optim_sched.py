@@ -1,8 +1,8 @@
 """RMSprop, Adagrad, Adamax, NAdam, RAdam, Adadelta, Rprop, ASGD, the learning-rate
-schedulers and clip_grad_value_ against PyTorch, step by step over 20 steps: the recorded
-trajectories of tests/nn/data/make_optim_sched.py (the parameters, the learning rate and the
-momentum after each step), eager and through ``opt.compile_step`` (which must trace once
-however the scheduler changes the rate)."""
+schedulers (SWALR too) and clip_grad_value_ against PyTorch, step by step over 20 steps:
+the recorded trajectories of tests/nn/data/make_optim_sched.py (the parameters, the
+learning rate and the momentum after each step), eager and through ``opt.compile_step``
+(which must trace once however the scheduler changes the rate)."""
 
 import math
 import pickle
@@ -35,6 +35,7 @@ COMPILED = [
     "cosine",
     "cyclic_sgd",
     "cyclic_adam_triangular2",
+    "swalr_cos",
     "onecycle_sgd",
     "onecycle_adam_linear_3phase",
     "onecycle_rmsprop",

@@ -2509,15 +2509,16 @@ class ASGD(Optimizer):
 
 
 # the schedulers drive the optimizers above (``torch.optim.lr_scheduler``)
-from . import lr_scheduler  # noqa: E402
+# and weight averaging (``torch.optim.swa_utils``) builds on both
+from . import lr_scheduler, swa_utils  # noqa: E402
 from .lbfgs import LBFGS  # noqa: E402 - a closure-driven quasi-Newton method, on its own
 
-__all__ += ["LBFGS"]
+__all__ += ["LBFGS", "swa_utils"]
 
-# PyTorch's optimizers this module does not have: a ported script's ``optim.Rprop`` says so
+# PyTorch's optimizers this module does not have: a ported script's ``optim.SparseAdam`` says so
 # and names what there is, instead of a bare AttributeError
 _NOT_HERE = {"SparseAdam"}
-_NOT_HERE |= {"Adafactor", "swa_utils"}
+_NOT_HERE |= {"Adafactor"}
 
 
 def __getattr__(name: str):

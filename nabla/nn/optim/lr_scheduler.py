@@ -1238,14 +1238,14 @@ class SequentialLR(_OfSchedulers):
 
 _LRScheduler = LRScheduler  # PyTorch's older name of the base class
 
-# PyTorch's schedulers this module does not have: said so, with what there is
-_NOT_HERE = {"SWALR"}
+# a name looked for here that lives elsewhere (as in PyTorch): said so
+_ELSEWHERE = {"SWALR": "nabla.nn.optim.swa_utils.SWALR (torch.optim.swa_utils.SWALR)"}
 
 
 def __getattr__(name: str):
-    if name in _NOT_HERE:
+    if name in _ELSEWHERE:
         raise AttributeError(
-            f"nabla.nn.optim.lr_scheduler has no {name} (torch.optim.lr_scheduler.{name}); "
-            f"its schedulers are {', '.join(n for n in __all__ if n != 'LRScheduler')}"
+            f"nabla.nn.optim.lr_scheduler has no {name}: it is {_ELSEWHERE[name]}; the "
+            f"schedulers here are {', '.join(n for n in __all__ if n != 'LRScheduler')}"
         )
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -32,6 +32,11 @@ def _sched(opt, optim, name, *args, **kw):
     return opt, getattr(optim.lr_scheduler, name)(opt, *args, **kw)
 
 
+def _swalr(optim, opt, swa_lr, anneal_epochs, strategy):
+    """``SWALR`` lives in ``swa_utils`` (both libraries)."""
+    return opt, optim.swa_utils.SWALR(opt, swa_lr, anneal_epochs, strategy)
+
+
 CASES = {
     # optimizers
     "rmsprop_default": lambda o, p: (o.RMSprop(p), None),
@@ -107,6 +112,8 @@ CASES = {
         [5],
     ),
     "constant": lambda o, p: _sched(o.SGD(p, lr=0.1), o, "ConstantLR", factor=0.5, total_iters=4),
+    "swalr_cos": lambda o, p: _swalr(o, o.SGD(p, lr=0.1, momentum=0.5), 0.01, 5, "cos"),
+    "swalr_linear": lambda o, p: _swalr(o, o.Adam(p, lr=0.02), 0.002, 3, "linear"),
     "cyclic_sgd": lambda o, p: _sched(
         o.SGD(p, lr=0.1, momentum=0.9),
         o,
