@@ -7,7 +7,8 @@ length, the input projection of every time step is one matmul before the loop, a
 carries only the hidden (and cell) state. Reverse mode recomputes the steps' gates from the
 saved states (all steps at once, before the backward loop, which carries only the states'
 cotangents; the weights' come after it as one matmul each); ``vmap`` batches the loop;
-``compile`` traces it once.
+``compile`` traces it once. A :class:`PackedSequence` input runs padded, with a mask that
+freezes each sequence's state past its last step (``nn/packed.py``).
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
-from ..ops import unary, view
+from ..core.pytree import tree_map
+from ..ops import binary, unary, view
 from ..ops._util import as_tensor
 from ..ops.creation import zeros
 from ..runtime.tensor import Tensor
@@ -24,6 +26,7 @@ from . import functional as F
 from . import init
 from .layers import _check_sizes, _keys
 from .module import Module
+from .packed import PackedSequence, permuted, repacked, unpacked_for_rnn
 
 __all__ = ["GRU", "GRUCell", "LSTM", "LSTMCell", "RNN", "RNNCell"]
 
@@ -162,6 +165,29 @@ class _RNNBase(Module):
             return x.unsqueeze(1), True
         return (x.swap_axes(0, 1) if self.batch_first else x), False
 
+    def _input(self, x) -> tuple:
+        """``(x time-major, unbatched, mask, packing)``: a :class:`PackedSequence` comes
+        padded (in its sorted order) with the mask of each sequence's steps and what
+        repacks the output; any other input as ``_sequence`` takes it."""
+        if isinstance(x, PackedSequence):
+            padded, mask, packing = unpacked_for_rnn(x)
+            # (checked as a padded input would be: a batch-first view when so configured)
+            self._sequence(padded.swap_axes(0, 1) if self.batch_first else padded)
+            return padded, False, mask, packing
+        x, unbatched = self._sequence(x)
+        return x, unbatched, None, None
+
+    def _packed_output(self, y, unbatched: bool, packing) -> Tensor:
+        return repacked(y, packing) if packing is not None else self._output(y, unbatched)
+
+    @staticmethod
+    def _sorted(state: Tensor, packing, back: bool = False) -> Tensor:
+        """A state in (``back``: out of) a packed batch's sorted order."""
+        if packing is None:
+            return state
+        x = packing[0]
+        return permuted(state, x.unsorted_indices if back else x.sorted_indices)
+
     def _state(self, given, what: str, batch: int, unbatched: bool, like: Tensor) -> Tensor:
         """An initial state ``(num_layers * directions, N, hidden_size)``: zeros when not
         given, else checked and given a batch dim when the input has none."""
@@ -190,9 +216,10 @@ class _RNNBase(Module):
             getattr(self, f"weight_ih_{tag}"), getattr(self, f"weight_hh_{tag}"), b_ih, b_hh
         )
 
-    def _run(self, x, states: list[tuple], dropout_key=None) -> tuple[Tensor, list]:
+    def _run(self, x, states: list[tuple], dropout_key=None, mask=None) -> tuple[Tensor, list]:
         """Every layer over time-major ``x``; ``states[k]`` is the initial carry of layer
-        and direction ``k``. Returns the last layer's outputs and every final carry."""
+        and direction ``k``; ``mask`` ``(L, N, 1)`` marks each sequence's steps (a packed
+        batch). Returns the last layer's outputs and every final carry."""
         directions = 2 if self.bidirectional else 1
         finals = []
         drops = self.training and self.dropout > 0.0 and self.num_layers > 1
@@ -201,7 +228,9 @@ class _RNNBase(Module):
             outs = []
             for di, suffix in enumerate(("", "_reverse")[:directions]):
                 weights = self._params(f"l{layer}{suffix}")
-                carry, ys = self._direction(x, weights, states[layer * directions + di], di == 1)
+                carry, ys = self._direction(
+                    x, weights, states[layer * directions + di], di == 1, mask
+                )
                 outs.append(ys)
                 finals.append(carry)
             x = outs[0] if directions == 1 else view.concatenate(outs, axis=-1)
@@ -209,14 +238,26 @@ class _RNNBase(Module):
                 x = F.dropout(x, self.dropout, True, keys[layer])
         return x, finals
 
-    def _direction(self, x, w: _Weights, carry, reverse: bool):
+    def _direction(self, x, w: _Weights, carry, reverse: bool, mask=None):
         """One layer and direction over time-major ``x`` as one scan from ``carry``: every
         step's input projection ``x @ w_ih^T + b_ih (+ b_hh)`` in one matmul, then the
-        recurrence. Returns the final carry and every step's hidden state."""
+        recurrence. Returns the final carry and every step's hidden state. With ``mask``
+        a sequence's carry stays as it is outside its steps (and its output is 0 there),
+        so its final carry is the one at its own last step."""
         gx = x @ w.w_ih.swap_axes(0, 1)
         if w.b_ih is not None:
             gx = gx + (w.b_ih + w.b_hh if self.fold_hidden_bias else w.b_ih)
-        return scan(self._step(w), carry, gx, reverse=reverse)
+        step = self._step(w)
+        if mask is None:
+            return scan(step, carry, gx, reverse=reverse)
+
+        def masked(c, xs):
+            g, m = xs
+            new, h = step(c, g)
+            kept = tree_map(lambda a, b: binary.where(m, a, b), new, c)
+            return kept, binary.where(m, h, 0.0)
+
+        return scan(masked, carry, (gx, mask), reverse=reverse)
 
     def _step(self, w: _Weights):
         """The scan body ``(carry, gx) -> (carry, h)`` of one direction."""
@@ -306,22 +347,22 @@ class LSTM(_RNNBase):
             ValueError: for an input or state of the wrong shape.
             TypeError: for a non-float input, or ``hx`` that is not a pair.
         """
-        x, unbatched = self._sequence(x)
+        x, unbatched, mask, packing = self._input(x)
         if hx is None:
             hx = (None, None)
         if not (isinstance(hx, tuple | list) and len(hx) == 2):
             raise TypeError(
                 f"{self._name()}: hx must be a pair (h_0, c_0), got {type(hx).__name__}"
             )
-        h0 = self._state(hx[0], "h_0", x.shape[1], unbatched, x)
-        c0 = self._state(hx[1], "c_0", x.shape[1], unbatched, x)
+        h0 = self._sorted(self._state(hx[0], "h_0", x.shape[1], unbatched, x), packing)
+        c0 = self._sorted(self._state(hx[1], "c_0", x.shape[1], unbatched, x), packing)
         states = [(h0[k], c0[k]) for k in range(h0.shape[0])]
-        y, finals = self._run(x, states, dropout_key)
-        h_n = view.stack([h for h, _ in finals], axis=0)
-        c_n = view.stack([c for _, c in finals], axis=0)
+        y, finals = self._run(x, states, dropout_key, mask)
+        h_n = self._sorted(view.stack([h for h, _ in finals], axis=0), packing, back=True)
+        c_n = self._sorted(view.stack([c for _, c in finals], axis=0), packing, back=True)
         if unbatched:
             h_n, c_n = h_n.squeeze(1), c_n.squeeze(1)
-        return self._output(y, unbatched), (h_n, c_n)
+        return self._packed_output(y, unbatched, packing), (h_n, c_n)
 
     def _step(self, w: _Weights):
         return _lstm_step(w.w_hh.swap_axes(0, 1))
@@ -371,11 +412,11 @@ class GRU(_RNNBase):
             ValueError: for an input or state of the wrong shape.
             TypeError: for a non-float input.
         """
-        x, unbatched = self._sequence(x)
-        h0 = self._state(hx, "h_0", x.shape[1], unbatched, x)
-        y, finals = self._run(x, [h0[k] for k in range(h0.shape[0])], dropout_key)
-        h_n = view.stack(finals, axis=0)
-        return self._output(y, unbatched), (h_n.squeeze(1) if unbatched else h_n)
+        x, unbatched, mask, packing = self._input(x)
+        h0 = self._sorted(self._state(hx, "h_0", x.shape[1], unbatched, x), packing)
+        y, finals = self._run(x, [h0[k] for k in range(h0.shape[0])], dropout_key, mask)
+        h_n = self._sorted(view.stack(finals, axis=0), packing, back=True)
+        return self._packed_output(y, unbatched, packing), (h_n.squeeze(1) if unbatched else h_n)
 
     def _step(self, w: _Weights):
         return _gru_step(w.w_hh.swap_axes(0, 1), w.b_hh)

@@ -2,7 +2,8 @@
 (``clip_grad_norm_``, ``clip_grad_value_``, also in :mod:`nabla.nn.optim` beside their
 functional forms), parameters as one flat vector (``parameters_to_vector``,
 ``vector_to_parameters``), and a PyTorch ``state_dict`` turned into this model's layouts
-and back (``from_torch_state_dict``, ``to_torch_state_dict``), ``rnn.pad_sequence``, and
+and back (``from_torch_state_dict``, ``to_torch_state_dict``), ``rnn`` (``pad_sequence`` and
+the packed sequences of :mod:`nabla.nn.packed`), and
 the parametrizations (``parametrize``, ``parametrizations.weight_norm``/``spectral_norm``,
 and the older ``weight_norm``/``spectral_norm`` functions, which make the same
 parametrizations: see :mod:`nabla.nn.parametrize`).
@@ -24,6 +25,7 @@ from . import parametrize
 from .layers import Conv2d, Linear
 from .module import Module, host_array
 from .optim import _params_of, clip_grad_norm_, clip_grad_value_
+from .packed import PackedSequence, pack_padded_sequence, pack_sequence, pad_packed_sequence
 from .transformer import MultiHeadAttention, MultiheadAttention, TransformerDecoderLayer
 
 __all__ = [
@@ -261,8 +263,14 @@ def pad_sequence(sequences, batch_first: bool = False, padding_value=0.0, paddin
     return out if batch_first else out.swap_axes(0, 1)
 
 
-# ``nn.utils.rnn`` as PyTorch spells it (packed sequences are not built: pad and mask)
-rnn = types.SimpleNamespace(pad_sequence=pad_sequence)
+# ``nn.utils.rnn`` as PyTorch spells it (packed sequences: nn/packed.py)
+rnn = types.SimpleNamespace(
+    pad_sequence=pad_sequence,
+    PackedSequence=PackedSequence,
+    pack_padded_sequence=pack_padded_sequence,
+    pad_packed_sequence=pad_packed_sequence,
+    pack_sequence=pack_sequence,
+)
 
 # ``nn.utils.parametrizations`` as PyTorch spells it
 parametrizations = types.SimpleNamespace(
