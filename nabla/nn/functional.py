@@ -14,7 +14,7 @@ from typing import NamedTuple
 import ml_dtypes
 import numpy as np
 
-from ..core.dtypes import get_default_dtype, promote_types
+from ..core.dtypes import DType, get_default_dtype, promote_types
 from ..ops import array_functions, binary, creation, indexing, linalg, reduction, unary, view
 from ..ops import nn as _nn_ops
 from ..ops import random as _random
@@ -380,7 +380,9 @@ def cosine_similarity(x1, x2, dim: int = 1, eps: float = 1e-8) -> Tensor:
     return out.cast(dtype) if dtype.is_float else out
 
 
-def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False) -> Tensor:
+def max_pool2d(
+    x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False
+):
     """PyTorch's ``F.max_pool2d`` on NHWC ``x``: :func:`nabla.max_pool2d` with PyTorch's limit
     on the padding (at most half the window; ``nb.max_pool2d`` takes any, as JAX's
     ``reduce_window``).
@@ -392,15 +394,130 @@ def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=Fal
         padding: int or pair, at most half the (dilated) window.
         dilation: int or pair: spacing between window elements.
         ceil_mode: round the output size up.
+        return_indices: also return, per output, where its maximum is (PyTorch's: int64
+            ``h * W + w`` in the unpadded input's plane; the first maximum of a window), for
+            :func:`max_unpool2d`.
 
     Returns:
-        ``(N, OH, OW, C)``.
+        ``(N, OH, OW, C)``; with ``return_indices``, ``(values, indices)``.
 
     Raises:
         ValueError: for padding past half the window, and as :func:`nabla.max_pool2d`.
     """
     check_pool_padding("max_pool2d", x, kernel_size, stride, padding, dilation)
-    return _nn_ops.max_pool2d(x, kernel_size, stride, padding, dilation, ceil_mode)
+    values = _nn_ops.max_pool2d(x, kernel_size, stride, padding, dilation, ceil_mode)
+    if not return_indices:
+        return values
+    return values, _max_indices(
+        as_tensor(x, op="max_pool2d"), values, kernel_size, stride, padding, dilation
+    )
+
+
+def _max_indices(x, values, kernel_size, stride, padding, dilation) -> Tensor:
+    """Each window's first maximum as PyTorch's flat index ``h * W + w`` (int64)."""
+    op = "max_pool2d"
+    k = _nn_ops._pair(kernel_size, "kernel_size", op)
+    s = k if stride is None else _nn_ops._pair(stride, "stride", op)
+    p = _nn_ops._pair(padding, "padding", op, minimum=0)
+    d = _nn_ops._pair(dilation, "dilation", op)
+    unbatched = x.ndim == 3
+    if unbatched:
+        x, values = x[None], values[None]
+    n, h, w, c = x.shape
+    oh, ow = values.shape[1:3]
+    # -inf around the input, enough for every window (ceil mode's last ones too)
+    extra = [
+        max(0, (o - 1) * s[i] + d[i] * (k[i] - 1) + 1 - (size + 2 * p[i]))
+        for i, (o, size) in enumerate(((oh, h), (ow, w)))
+    ]
+    low = creation.full((), -np.inf if x.dtype.is_float else np.iinfo(x.dtype.numpy).min, x.dtype)
+    xp = view.pad(x, ((0, 0), (p[0], p[0] + extra[0]), (p[1], p[1] + extra[1]), (0, 0)), value=low)
+    taps = _nn_ops._windows(xp, k, s, d, (oh, ow))  # (N, OH, OW, KH*KW, C)
+    tap = reduction.argmax(taps, 3)  # the first maximum: (N, OH, OW, C)
+    i, j = tap // k[1], tap % k[1]
+    rows = creation.arange(oh, dtype=tap.dtype).reshape(1, oh, 1, 1) * s[0] + i * d[0] - p[0]
+    cols = creation.arange(ow, dtype=tap.dtype).reshape(1, 1, ow, 1) * s[1] + j * d[1] - p[1]
+    index = (rows * w + cols).cast(DType.int64)
+    return index[0] if unbatched else index
+
+
+def max_unpool2d(input, indices, kernel_size, stride=None, padding=0, output_size=None):  # noqa: A002
+    """PyTorch's ``F.max_unpool2d`` on NHWC: each value written at its index (from
+    :func:`max_pool2d` with ``return_indices=True``) into a zero image, the inverse of the
+    pooling's selection; differentiable in ``input``.
+
+    Args:
+        input: pooled values ``(N, OH, OW, C)`` (or ``(OH, OW, C)``).
+        indices: their flat indices ``h * W + w``, of ``input``'s shape.
+        kernel_size: int or pair.
+        stride: int, pair or None (default: ``kernel_size``).
+        padding: int or pair (default 0).
+        output_size: the image's ``(H, W)`` (the last two entries of a longer size);
+            default ``(OH - 1) * stride - 2 * padding + kernel_size``.
+
+    Returns:
+        ``(N, H, W, C)`` (or ``(H, W, C)``).
+
+    Raises:
+        ValueError: for indices of another shape or outside the image.
+    """
+    op = "max_unpool2d"
+    v, idx = as_tensor(input, op=op), as_tensor(indices, op=op)
+    if v.ndim not in (3, 4) or idx.shape != v.shape:
+        raise ValueError(
+            f"{op}: expects input (N, OH, OW, C) and indices of its shape, got {v.shape} and "
+            f"{idx.shape}"
+        )
+    unbatched = v.ndim == 3
+    if unbatched:
+        v, idx = v[None], idx[None]
+    k = _nn_ops._pair(kernel_size, "kernel_size", op)
+    s = k if stride is None else _nn_ops._pair(stride, "stride", op)
+    p = _nn_ops._pair(padding, "padding", op, minimum=0)
+    n, oh, ow, c = v.shape
+    if output_size is None:
+        h, w = ((oh - 1) * s[0] - 2 * p[0] + k[0], (ow - 1) * s[1] - 2 * p[1] + k[1])
+    else:
+        h, w = (int(a) for a in tuple(output_size)[-2:])
+    if (
+        readable_now(idx)
+        and idx.size
+        and (int(idx.min().item()) < 0 or int(idx.max().item()) >= h * w)
+    ):
+        raise ValueError(
+            f"{op}: indices must be in [0, {h * w}) for an output of {h} x {w}, got "
+            f"[{int(idx.min().item())}, {int(idx.max().item())}]"
+        )
+    flat = creation.zeros((n, h * w, c), dtype=v.dtype)
+    out = indexing.put_along_axis(
+        flat, idx.reshape(n, oh * ow, c), v.reshape(n, oh * ow, c), 1, inplace=False
+    )
+    out = out.reshape(n, h, w, c)
+    return out[0] if unbatched else out
+
+
+def max_unpool1d(input, indices, kernel_size, stride=None, padding=0, output_size=None):  # noqa: A002
+    """PyTorch's ``F.max_unpool1d`` over sequences ``(N, L, C)`` (or ``(L, C)``):
+    :func:`max_unpool2d` over a height of 1.
+
+    Args:
+        input: pooled values ``(N, OL, C)``.
+        indices: their indices in the sequence, of ``input``'s shape.
+        kernel_size: an int.
+        stride: an int or None (default: ``kernel_size``).
+        padding: an int (default 0).
+        output_size: the output length (the last entry of a longer size).
+
+    Returns:
+        ``(N, L, C)`` (or ``(L, C)``).
+    """
+    k = _one(kernel_size, "kernel_size", "max_unpool1d")
+    s = k if stride is None else _one(stride, "stride", "max_unpool1d")
+    p = _one(padding, "padding", "max_unpool1d")
+    v2, unbatched = _as_2d("max_unpool1d", input)
+    i2, _ = _as_2d("max_unpool1d", indices)
+    size = None if output_size is None else (1, int(tuple(np.atleast_1d(output_size))[-1]))
+    return _from_2d(max_unpool2d(v2, i2, (1, k), (1, s), (0, p), size), unbatched)
 
 
 def avg_pool2d(
@@ -545,18 +662,19 @@ def max_pool1d(
         padding: an int, at most half the window.
         dilation: spacing between window elements.
         ceil_mode: round the output length up.
-        return_indices: must be False.
+        return_indices: also return where each maximum is in the sequence.
 
     Returns:
-        ``(N, OL, C)`` (or ``(OL, C)``).
+        ``(N, OL, C)`` (or ``(OL, C)``); with ``return_indices``, ``(values, indices)``.
     """
-    if return_indices:
-        raise NotImplementedError("max_pool1d: return_indices=True is not supported")
     k = _one(kernel_size, "kernel_size", "max_pool1d")
     s = k if stride is None else _one(stride, "stride", "max_pool1d")
     p, d = _one(padding, "padding", "max_pool1d"), _one(dilation, "dilation", "max_pool1d")
     x2, unbatched = _as_2d("max_pool1d", x)
-    return _from_2d(max_pool2d(x2, (1, k), (1, s), (0, p), (1, d), ceil_mode), unbatched)
+    out = max_pool2d(x2, (1, k), (1, s), (0, p), (1, d), ceil_mode, return_indices)
+    if return_indices:  # (a height of 1: the flat index is the position in the sequence)
+        return _from_2d(out[0], unbatched), _from_2d(out[1], unbatched)
+    return _from_2d(out, unbatched)
 
 
 def _triple(v, name: str, op: str) -> tuple:
@@ -1970,6 +2088,8 @@ def attention_with_weights(
 __all__ += [
     "max_pool3d",
     "avg_pool3d",
+    "max_unpool1d",
+    "max_unpool2d",
     "adaptive_avg_pool3d",
     "adaptive_max_pool3d",
     "dropout1d",

@@ -78,6 +78,8 @@ __all__ = [
     "AvgPool1d",
     "AdaptiveMaxPool2d",
     "AdaptiveAvgPool3d",
+    "MaxUnpool1d",
+    "MaxUnpool2d",
     "LPPool1d",
     "LPPool2d",
     "RReLU",
@@ -802,21 +804,12 @@ class MaxPool2d(_Pool):
         dilation: int or pair: spacing between window elements (default 1).
         ceil_mode: round the output size up, as PyTorch (default False).
 
-    The arguments are PyTorch's, in its positional order, except ``return_indices``
-    (refused: the gradient goes to each window's first maximum without them).
+    The arguments are PyTorch's, in its positional order: ``return_indices=True`` also
+    returns each maximum's flat index ``h * W + w``, for :class:`MaxUnpool2d`.
     """
 
     fn = staticmethod(F.max_pool2d)
-    options = {"dilation": 1, "ceil_mode": False}
-
-    def __init__(self, kernel_size, stride=None, padding=0, dilation=1, *more, **options):
-        if more or "return_indices" in options:
-            # PyTorch's fifth positional argument
-            given = options.pop("return_indices", more[0] if more else False)
-            if given:
-                raise TypeError("MaxPool2d: return_indices=True is not supported")
-            more = more[1:]
-        super().__init__(kernel_size, stride, padding, dilation, *more, **options)
+    options = {"dilation": 1, "return_indices": False, "ceil_mode": False}
 
 
 class AvgPool2d(_Pool):
@@ -1059,11 +1052,62 @@ class MaxPool1d(_Pool1d):
         stride: an int (default: ``kernel_size``).
         padding: an int (default 0).
         dilation: spacing between window elements (default 1).
+        return_indices: also return where each maximum is (for :class:`MaxUnpool1d`).
         ceil_mode: round the output length up (default False).
     """
 
     fn = staticmethod(F.max_pool1d)
-    options = {"dilation": 1, "ceil_mode": False}
+    options = {"dilation": 1, "return_indices": False, "ceil_mode": False}
+
+
+class MaxUnpool2d(Module):
+    """PyTorch's ``MaxUnpool2d`` on NHWC: the values of a :class:`MaxPool2d` with
+    ``return_indices=True`` put back at their positions, zeros elsewhere
+    (:func:`nabla.nn.functional.max_unpool2d`).
+
+    Args:
+        kernel_size: int or pair.
+        stride: int or pair (default: ``kernel_size``).
+        padding: int or pair (default 0).
+    """
+
+    fn = staticmethod(F.max_unpool2d)
+
+    def __init__(self, kernel_size, stride=None, padding=0):
+        super().__init__()
+        self.kernel_size, self.stride, self.padding = kernel_size, stride, padding
+
+    def forward(self, input, indices, output_size=None):  # noqa: A002 - PyTorch name
+        """Unpool.
+
+        Args:
+            input: the pooled values.
+            indices: their indices, from the pooling.
+            output_size: the unpooled spatial size (default: from the window).
+
+        Returns:
+            The unpooled input.
+        """
+        return type(self).fn(
+            input, indices, self.kernel_size, self.stride, self.padding, output_size
+        )
+
+    def extra_repr(self) -> str:
+        """The configuration shown by ``repr``."""
+        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+
+
+class MaxUnpool1d(MaxUnpool2d):
+    """PyTorch's ``MaxUnpool1d`` over sequences ``(N, L, C)``
+    (:func:`nabla.nn.functional.max_unpool1d`).
+
+    Args:
+        kernel_size: an int.
+        stride: an int (default: ``kernel_size``).
+        padding: an int (default 0).
+    """
+
+    fn = staticmethod(F.max_unpool1d)
 
 
 class AvgPool1d(_Pool1d):

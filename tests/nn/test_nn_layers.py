@@ -89,8 +89,8 @@ def test_conv2d_pools_and_flatten():
     assert F.avg_pool2d(t(w6), 3, 2, 1, True).shape == (1, 4, 4, 1)
     got = nn.MaxPool2d(3, 2, 1, 2, False, True)(t(w6)).numpy()  # dilation, indices, ceil
     np.testing.assert_array_equal(got, F.max_pool2d(t(w6), 3, 2, 1, 2, ceil_mode=True).numpy())
-    with pytest.raises(TypeError, match="return_indices=True is not supported"):
-        nn.MaxPool2d(3, 2, 1, 1, True)
+    values, indices = nn.MaxPool2d(3, 2, 1, 1, True)(t(w6))  # return_indices, positionally
+    assert indices.dtype == nb.int64 and indices.shape == values.shape
     with pytest.raises(TypeError, match="takes at most 6 positional arguments"):
         nn.AvgPool2d(3, 2, 1, False, True, None, 1)
     # divisor_override: every window's sum over that number, padding or not

@@ -576,3 +576,32 @@ def test_lp_pools_rrelu_alpha_dropout_and_multilabel_margin_by_definition():
         want.append(sum(max(0, 1 - (sc[j] - sc[i])) for j in labels for i in others) / 4)
     got = nn.MultiLabelMarginLoss("none")(scores, target).numpy()
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-7)
+
+
+def test_max_pool_indices_and_unpool_by_definition():
+    x = IM.copy()  # (2, 7, 9, 8)
+    x[0, 0, 0, 0] = x[0, 0, 1, 0] = 10.0  # a tie for the first window's max: the first wins
+    values, idx = nn.MaxPool2d(3, 2, 1, 1, True, True)(x)
+    v, i = values.numpy(), idx.numpy()
+    assert idx.dtype == nb.int64 and i.shape == v.shape
+    flat = x.reshape(2, 63, 8)
+    np.testing.assert_array_equal(
+        np.take_along_axis(flat, i.reshape(2, -1, 8), 1), v.reshape(2, -1, 8)
+    )
+    plain = nn.MaxPool2d(2, return_indices=True)
+    v2, i2 = plain(x)
+    assert i2.numpy()[0, 0, 0, 0] == 0  # (0, 0) and (0, 1) tie: the first
+    out = nn.MaxUnpool2d(2)(v2, i2, output_size=x.shape[1:3]).numpy()
+    want = np.zeros_like(flat)
+    np.put_along_axis(want, i2.numpy().reshape(2, -1, 8), v2.numpy().reshape(2, -1, 8), 1)
+    np.testing.assert_array_equal(out, want.reshape(x.shape))
+    # unpooling is differentiable in the values (each gradient read back at its index)
+    g = nb.grad(lambda z: nb.sum(F.max_unpool2d(z, i2, 2, output_size=(7, 9)) ** 2))(v2)
+    np.testing.assert_allclose(g.numpy(), 2 * v2.numpy(), rtol=1e-6)
+    seq = x[:, 0]  # (2, 9, 8)
+    v1, i1 = F.max_pool1d(seq, 3, 2, 1, return_indices=True)
+    np.testing.assert_array_equal(np.take_along_axis(seq, i1.numpy(), 1), v1.numpy())
+    back = nn.MaxUnpool1d(3, 2, 1)(v1, i1, output_size=9).numpy()
+    assert back.shape == seq.shape and np.isin(back[back != 0], seq).all()
+    with pytest.raises(ValueError, match=r"max_unpool2d: indices must be in \[0, 48\)"):
+        F.max_unpool2d(v2, i2, 2)  # the default size, 6 x 8, is smaller than the input was
