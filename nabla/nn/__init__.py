@@ -41,6 +41,7 @@ from .losses import (
     SmoothL1Loss,
     SoftMarginLoss,
     TripletMarginLoss,
+    TripletMarginWithDistanceLoss,
 )
 from .module import Module, ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential
 from .normalization import (
@@ -73,6 +74,7 @@ __all__ = [
     "CTCLoss",
     "MultiMarginLoss",
     "MultiLabelMarginLoss",
+    "TripletMarginWithDistanceLoss",
     "HuberLoss",
     "KLDivLoss",
     "L1Loss",

@@ -46,6 +46,7 @@ from .losses import (
     smooth_l1_loss,
     soft_margin_loss,
     triplet_margin_loss,
+    triplet_margin_with_distance_loss,
 )
 from .normalization import batch_norm, group_norm, instance_norm, widened
 
@@ -2102,6 +2103,7 @@ __all__ += [
     "bilinear",
     "multi_margin_loss",
     "multilabel_margin_loss",
+    "triplet_margin_with_distance_loss",
     "lp_pool1d",
     "lp_pool2d",
     "rrelu",

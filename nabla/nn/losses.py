@@ -1084,6 +1084,46 @@ def triplet_margin_loss(
     return _reduce(loss, reduction, "triplet_margin_loss")
 
 
+def triplet_margin_with_distance_loss(
+    anchor,
+    positive,
+    negative,
+    *,
+    distance_function=None,
+    margin: float = 1.0,
+    swap: bool = False,
+    reduction: str = "mean",
+):
+    """PyTorch's ``triplet_margin_with_distance_loss``: ``max(d(a, p) - d(a, n) + margin,
+    0)`` with any distance ``d`` (default: the pairwise 2-norm distance).
+
+    Args:
+        anchor: ``(N, D)`` or ``(D,)``.
+        positive: of ``anchor``'s shape.
+        negative: of ``anchor``'s shape.
+        distance_function: ``d(x, y)`` per example (keyword; default ``pairwise_distance``).
+        margin: the margin (keyword; default 1).
+        swap: use ``min(d(a, n), d(p, n))`` as the negative distance (keyword).
+        reduction: ``"mean"`` (default), ``"sum"`` or ``"none"`` (keyword).
+
+    Returns:
+        The reduced loss.
+
+    Raises:
+        ValueError: for a margin below 0.
+    """
+    fn = "triplet_margin_with_distance_loss"
+    if margin < 0:
+        raise ValueError(f"{fn}: margin must be >= 0, got {margin}")
+    a, pos, neg = (as_tensor(v, op=fn) for v in (anchor, positive, negative))
+    dist = distance_function or (lambda x, y: _distance(x, y, 2.0, 1e-6))
+    d_pos, d_neg = dist(a, pos), dist(a, neg)
+    if swap:
+        d_neg = binary.minimum(d_neg, dist(pos, neg))
+    loss = binary.maximum(d_pos - d_neg + margin, 0.0)
+    return _reduce(loss, reduction, fn)
+
+
 def multilabel_soft_margin_loss(input, target, weight=None, reduction: str = "mean"):  # noqa: A002
     """The mean over the classes (last axis) of ``-(target log sigmoid(input) + (1 -
     target) log sigmoid(-input))``, optionally weighted per class, reduced over the rest
@@ -1215,6 +1255,53 @@ class TripletMarginLoss(_Loss):
         """The loss of the triplets ``(anchor, positive, negative)``."""
         return triplet_margin_loss(
             anchor, positive, negative, self.margin, self.p, self.eps, self.swap, self.reduction
+        )
+
+
+class TripletMarginWithDistanceLoss(_Loss):
+    """:func:`triplet_margin_with_distance_loss` as a module
+    (``torch.nn.TripletMarginWithDistanceLoss(distance_function=, margin=, swap=,
+    reduction=)``).
+
+    Args:
+        distance_function: ``d(x, y)`` per example (default: the 2-norm distance).
+        margin: the margin (default 1).
+        swap: use ``min(d(a, n), d(p, n))`` as the negative distance.
+        reduction: ``"mean"`` (default), ``"sum"`` or ``"none"``.
+    """
+
+    _settings = ("margin", "swap", "reduction")
+
+    def __init__(
+        self,
+        *,
+        distance_function=None,
+        margin: float = 1.0,
+        swap: bool = False,
+        reduction: str = "mean",
+    ):
+        super().__init__(reduction)
+        self.distance_function, self.margin, self.swap = distance_function, margin, swap
+
+    def forward(self, anchor, positive, negative):
+        """The loss of the triplets ``(anchor, positive, negative)``.
+
+        Args:
+            anchor: ``(N, D)`` or ``(D,)``.
+            positive: of ``anchor``'s shape.
+            negative: of ``anchor``'s shape.
+
+        Returns:
+            The reduced loss.
+        """
+        return triplet_margin_with_distance_loss(
+            anchor,
+            positive,
+            negative,
+            distance_function=self.distance_function,
+            margin=self.margin,
+            swap=self.swap,
+            reduction=self.reduction,
         )
 
 
@@ -1555,6 +1642,7 @@ class MultiMarginLoss(_Loss):
 
 _MORE = [
     "ctc_loss",
+    "triplet_margin_with_distance_loss",
     "multi_margin_loss",
     "multilabel_margin_loss",
     "margin_ranking_loss",
@@ -1568,6 +1656,7 @@ _MORE = [
 ]
 _MORE_MODULES = [
     "CTCLoss",
+    "TripletMarginWithDistanceLoss",
     "MultiMarginLoss",
     "MultiLabelMarginLoss",
     "MarginRankingLoss",

@@ -605,3 +605,21 @@ def test_max_pool_indices_and_unpool_by_definition():
     assert back.shape == seq.shape and np.isin(back[back != 0], seq).all()
     with pytest.raises(ValueError, match=r"max_unpool2d: indices must be in \[0, 48\)"):
         F.max_unpool2d(v2, i2, 2)  # the default size, 6 x 8, is smaller than the input was
+
+
+def test_triplet_margin_with_distance_loss_by_definition():
+    a, p, n = (RNG.standard_normal((5, 4)).astype(np.float32) for _ in range(3))
+
+    def dist(x, y):
+        return np.linalg.norm(x - y + 1e-6, axis=-1)
+
+    want = np.maximum(dist(a, p) - np.minimum(dist(a, n), dist(p, n)) + 0.5, 0)
+    got = nn.TripletMarginWithDistanceLoss(margin=0.5, swap=True, reduction="none")(a, p, n)
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-5, atol=1e-6)
+
+    def l1(x, y):
+        return nb.sum(nb.abs(x - y), axis=-1)
+
+    want = np.maximum(np.abs(a - p).sum(-1) - np.abs(a - n).sum(-1) + 1.0, 0).mean()
+    got = F.triplet_margin_with_distance_loss(a, p, n, distance_function=l1)
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-5)
