@@ -1799,24 +1799,73 @@ def dropout3d(x, p: float = 0.5, training: bool = True, key=None, *, inplace: bo
     )
 
 
-def embedding(indices, weight, padding_idx=None) -> Tensor:
+def embedding(
+    indices,
+    weight,
+    padding_idx=None,
+    max_norm=None,
+    norm_type: float = 2.0,
+    scale_grad_by_freq: bool = False,
+    sparse: bool = False,
+) -> Tensor:
     """Rows of ``weight`` picked by integer ``indices``: shape ``indices.shape + (dim,)``.
 
     Args:
         indices: an integer tensor of row numbers in ``[0, num_embeddings)``.
         weight: the table ``(num_embeddings, dim)``.
         padding_idx: optional row whose lookups pass no gradient to ``weight`` (PyTorch's).
+        max_norm: rescale each looked-up row whose ``norm_type``-norm exceeds it to that
+            norm, in ``weight`` itself, in place, as PyTorch's (so a compiled function,
+            whose arguments it cannot rewrite, refuses it).
+        norm_type: the norm's order for ``max_norm`` (default 2).
+        scale_grad_by_freq: divide each row's gradient by how often the indices name it.
+        sparse: PyTorch's sparse gradients: accepted (gradients here are dense).
 
     Returns:
         The gathered rows.
 
     Raises:
         TypeError: if ``indices`` is not an integer tensor.
-        ValueError: if ``weight`` is not a 2-D table.
+        ValueError: if ``weight`` is not a 2-D table, or ``max_norm`` on a traced table.
         IndexError: for an index outside ``[0, num_embeddings)`` (checked at the call when
             the indices hold values).
     """
-    return _embedding(indices, weight, padding_idx, "embedding")
+    del sparse
+    if max_norm is not None:
+        renorm_rows(weight, indices, max_norm, norm_type, "embedding")
+    rows = _embedding(indices, weight, padding_idx, "embedding")
+    return _by_frequency(rows, indices, weight.shape[0]) if scale_grad_by_freq else rows
+
+
+def renorm_rows(weight, indices, max_norm: float, norm_type: float, who: str) -> None:
+    """PyTorch's ``embedding_renorm_``: the rows ``indices`` names whose norm exceeds
+    ``max_norm`` rescaled to ``max_norm / (norm + 1e-7)`` times themselves, in place."""
+    w, idx = as_tensor(weight, op=who), as_tensor(indices, op=who)
+    if not (isinstance(weight, Tensor) and readable_now(w) and readable_now(idx)):
+        raise ValueError(
+            f"{who}: max_norm rewrites the table in place at each call, which a traced table "
+            "(inside compile, grad or vmap) cannot take; call it eagerly, or renormalize the "
+            "weight yourself"
+        )
+    table = np.array(w.numpy())
+    rows = np.unique(idx.numpy().reshape(-1))
+    norms = np.linalg.norm(table[rows].astype(np.float64), ord=norm_type, axis=-1)
+    big = norms > max_norm
+    if big.any():
+        scale = (max_norm / (norms[big] + 1e-7)).astype(table.dtype)
+        table[rows[big]] *= scale[:, None]
+        new = creation.constant(table, dtype=w.dtype, device=w.device)
+        indexing.rebind(weight, new, item=True)
+
+
+def _by_frequency(rows: Tensor, indices, num: int) -> Tensor:
+    """``rows`` whose gradient is divided by the count of their index among ``indices``
+    (the value unchanged, bit for bit)."""
+    idx = as_tensor(indices, op="embedding").reshape(-1).cast(DType.int32)
+    counts = creation.zeros((num,), dtype=rows.dtype).at[idx].add(1.0)
+    freq = counts[as_tensor(indices, op="embedding").cast(DType.int32)].unsqueeze(-1)
+    frozen = unary.stop_gradient(rows)
+    return frozen + (rows - frozen) / freq
 
 
 def embedding_bag(

@@ -1815,8 +1815,16 @@ class Embedding(Module):
         embedding_dim: size of each row.
         padding_idx: optional row (negative counts from the end) that starts as zeros and
             gets no gradient, as PyTorch's (its third positional argument).
+        max_norm: rescale each looked-up row whose norm exceeds it, in the table, in place
+            (see :func:`nabla.nn.functional.embedding`).
+        norm_type: the norm's order for ``max_norm`` (default 2).
+        scale_grad_by_freq: divide each row's gradient by its count in the indices.
+        sparse: PyTorch's sparse gradients: accepted (gradients here are dense).
+        _weight: PyTorch's initial table, instead of the standard normal one.
+        _freeze: keep the table out of training (PyTorch's).
         key: optional RNG key for the initial values (standard normal; keyword only).
         dtype: parameter dtype (default: the default dtype).
+        device: where the table lives (default: the default device).
 
     Raises:
         ValueError: for a ``padding_idx`` out of range.
@@ -1826,9 +1834,24 @@ class Embedding(Module):
         return name == "weight"  # (num, dim): PyTorch's fans for nn.init
 
     def __init__(
-        self, num_embeddings: int, embedding_dim: int, padding_idx=None, *, key=None, dtype=None
+        self,
+        num_embeddings: int,
+        embedding_dim: int,
+        padding_idx=None,
+        max_norm=None,
+        norm_type: float = 2.0,
+        scale_grad_by_freq: bool = False,
+        sparse: bool = False,
+        _weight=None,
+        _freeze: bool = False,
+        *,
+        key=None,
+        dtype=None,
+        device=None,
     ):
         super().__init__()
+        self.max_norm, self.norm_type = max_norm, float(norm_type)
+        self.scale_grad_by_freq, self.sparse = bool(scale_grad_by_freq), bool(sparse)
         _check_sizes("Embedding", num_embeddings=num_embeddings, embedding_dim=embedding_dim)
         self.num_embeddings, self.embedding_dim = int(num_embeddings), int(embedding_dim)
         if padding_idx is not None:
@@ -1839,10 +1862,22 @@ class Embedding(Module):
                 )
             padding_idx = int(padding_idx) % self.num_embeddings
         self.padding_idx = padding_idx
-        weight = init.normal((num_embeddings, embedding_dim), 0.0, 1.0, key, dtype)
-        if padding_idx is not None:
-            weight = weight.at[padding_idx].set(0.0)
+        if _weight is not None:  # (PyTorch's table given at construction)
+            weight = detach(as_tensor(_weight, op="Embedding"))
+            if tuple(weight.shape) != (num_embeddings, embedding_dim):
+                raise ValueError(
+                    f"Embedding: _weight of shape {weight.shape} is not ({num_embeddings}, "
+                    f"{embedding_dim})"
+                )
+        else:
+            weight = init.normal((num_embeddings, embedding_dim), 0.0, 1.0, key, dtype)
+            if padding_idx is not None:
+                weight = weight.at[padding_idx].set(0.0)
+        if device is not None:
+            weight = weight.to(device)
         self.weight = weight
+        if _freeze:
+            self.requires_grad_(False)
 
     def forward(self, indices):
         """Look up rows.
@@ -1862,23 +1897,44 @@ class Embedding(Module):
                 f"Embedding({self.extra_repr()}): indices of shape {indices.shape} have dtype "
                 f"{indices.dtype.name}; expected integers"
             )
-        return F._embedding(
-            indices, self.weight, self.padding_idx, f"Embedding({self.extra_repr()})"
-        )
+        who = f"Embedding({self.extra_repr()})"
+        if self.max_norm is not None:
+            F.renorm_rows(self.weight, indices, self.max_norm, self.norm_type, who)
+        rows = F._embedding(indices, self.weight, self.padding_idx, who)
+        if self.scale_grad_by_freq:
+            rows = F._by_frequency(rows, indices, self.num_embeddings)
+        return rows
 
     def extra_repr(self) -> str:
         """The configuration shown by ``repr``."""
         pad = "" if self.padding_idx is None else f", padding_idx={self.padding_idx}"
+        if self.max_norm is not None:
+            pad += f", max_norm={self.max_norm}"
+        if self.scale_grad_by_freq:
+            pad += ", scale_grad_by_freq=True"
         return f"{self.num_embeddings}, {self.embedding_dim}{pad}"
 
     @classmethod
-    def from_pretrained(cls, embeddings, freeze: bool = True, padding_idx=None) -> Embedding:
+    def from_pretrained(
+        cls,
+        embeddings,
+        freeze: bool = True,
+        padding_idx=None,
+        max_norm=None,
+        norm_type: float = 2.0,
+        scale_grad_by_freq: bool = False,
+        sparse: bool = False,
+    ) -> Embedding:
         """An ``Embedding`` holding the table ``embeddings`` (PyTorch's ``from_pretrained``).
 
         Args:
             embeddings: a 2-D tensor or array ``(num_embeddings, embedding_dim)``.
             freeze: keep the table out of training (default True, as PyTorch).
             padding_idx: optional row that gets no gradient (its values are kept).
+            max_norm: as the constructor's.
+            norm_type: as the constructor's.
+            scale_grad_by_freq: as the constructor's.
+            sparse: as the constructor's.
 
         Returns:
             The module.
@@ -1891,7 +1947,16 @@ class Embedding(Module):
             raise ValueError(
                 f"Embedding.from_pretrained: embeddings must be 2-D, got shape {table.shape}"
             )
-        m = cls(table.shape[0], table.shape[1], padding_idx, dtype=table.dtype)
+        m = cls(
+            table.shape[0],
+            table.shape[1],
+            padding_idx,
+            max_norm,
+            norm_type,
+            scale_grad_by_freq,
+            sparse,
+            dtype=table.dtype,
+        )
         m.weight = detach(table)
         if freeze:
             m.requires_grad_(False)

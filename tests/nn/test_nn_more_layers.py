@@ -623,3 +623,26 @@ def test_triplet_margin_with_distance_loss_by_definition():
     want = np.maximum(np.abs(a - p).sum(-1) - np.abs(a - n).sum(-1) + 1.0, 0).mean()
     got = F.triplet_margin_with_distance_loss(a, p, n, distance_function=l1)
     np.testing.assert_allclose(got.numpy(), want, rtol=1e-5)
+
+
+def test_embedding_max_norm_and_scale_grad_by_freq_by_definition():
+    w0 = (RNG.standard_normal((6, 3)) * 2).astype(np.float32)
+    idx = np.array([[0, 2, 2], [5, 0, 2]])
+    emb = nn.Embedding(6, 3, max_norm=1.5, _weight=w0)
+    out = emb(idx).numpy()
+    want = w0.copy()
+    for r in (0, 2, 5):  # the rows looked up, rescaled in the table itself (PyTorch's)
+        norm = np.linalg.norm(want[r])
+        if norm > 1.5:
+            want[r] *= 1.5 / (norm + 1e-7)
+    np.testing.assert_allclose(emb.weight.numpy(), want, rtol=1e-6)
+    np.testing.assert_allclose(out, want[idx], rtol=1e-6)
+    np.testing.assert_array_equal(emb.weight.numpy()[[1, 3, 4]], w0[[1, 3, 4]])
+    with pytest.raises(ValueError, match="max_norm rewrites the table in place"):
+        nb.compile(lambda m, i: m(i))(nn.Embedding(6, 3, max_norm=1.0), idx)
+    # each row's gradient divided by its count among the indices; the value unchanged
+    freq = nn.Embedding(6, 3, scale_grad_by_freq=True, _weight=w0)
+    np.testing.assert_array_equal(freq(idx).numpy(), w0[idx])
+    g = nb.grad(lambda m: nb.sum(m(idx)))(freq).weight.numpy()
+    counts = np.bincount(idx.reshape(-1), minlength=6)
+    np.testing.assert_allclose(g[:, 0], np.where(counts > 0, 1.0, 0.0), rtol=1e-6)
