@@ -2160,6 +2160,7 @@ __all__ += [
     "feature_alpha_dropout",
     "conv1d",
     "conv3d",
+    "conv_transpose3d",
     "conv_transpose1d",
     "conv_transpose2d",
     "interpolate",
@@ -2594,6 +2595,97 @@ def conv_transpose1d(
         x.unsqueeze(1), w.unsqueeze(2), bias, (1, s), (0, p), (0, op_), groups, (1, d)
     ).squeeze(1)
     return out[0] if unbatched else out
+
+
+def _spread(x: Tensor, axis: int, step: int) -> Tensor:
+    """``step - 1`` zeros between neighbouring elements along ``axis``."""
+    if step == 1:
+        return x
+    n = x.shape[axis]
+    zeros = creation.zeros((*x.shape[: axis + 1], step - 1, *x.shape[axis + 1 :]), dtype=x.dtype)
+    spread = view.concatenate([x.unsqueeze(axis + 1), zeros], axis + 1)
+    spread = spread.reshape((*x.shape[:axis], n * step, *x.shape[axis + 1 :]))
+    index = [slice(None)] * x.ndim
+    index[axis] = slice(0, (n - 1) * step + 1)
+    return spread[tuple(index)]
+
+
+def conv_transpose3d(
+    x, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1
+) -> Tensor:
+    """Transposed 3-D convolution over volumes ``(N, D, H, W, C)`` (the gradient of a
+    convolution with respect to its input), with PyTorch's argument order and filter
+    layout ``(C, O / groups, KD, KH, KW)`` (a ``torch.nn.ConvTranspose3d`` weight as it
+    is): :func:`conv3d` of the stride-spread, padded input with the flipped filter.
+
+    Args:
+        x: input ``(N, D, H, W, C)``, or ``(D, H, W, C)`` unbatched.
+        weight: filter ``(C, O // groups, KD, KH, KW)``.
+        bias: optional ``(O,)``.
+        stride: int or 3 ints: the upsampling factor (default 1).
+        padding: int or 3 ints: removed from each side of the full output (default 0).
+        output_padding: int or 3 ints: extra positions at the end of each dim, each
+            smaller than the stride or the dilation (default 0).
+        groups: channel groups; ``C`` must be divisible by it (default 1).
+        dilation: int or 3 ints: spacing between filter taps (default 1).
+
+    Returns:
+        ``(N, OD, OH, OW, O)``, each ``(size - 1) * stride - 2 * padding + dilation * (K -
+        1) + output_padding + 1``.
+
+    Raises:
+        ValueError: on rank or channel mismatches or a bad argument, naming the shapes.
+    """
+    op = "conv_transpose3d"
+    x, w = as_tensor(x, op=op), as_tensor(weight, op=op)
+    x, unbatched = _channels_last(op, x, 3, "(N, D, H, W, C)")
+    s = _conv_int(op, "stride", stride, 3, 1)
+    d = _conv_int(op, "dilation", dilation, 3, 1)
+    p = _conv_int(op, "padding", padding, 3, 0)
+    op_ = _conv_int(op, "output_padding", output_padding, 3, 0)
+    (g,) = _conv_int(op, "groups", groups, 1, 1)
+    c = x.shape[-1]
+    if w.ndim != 5 or c % g or w.shape[0] != c:
+        raise ValueError(
+            f"{op}: input of shape {x.shape} ({c} channels), weight of shape {w.shape} and "
+            f"groups={g} do not match (weight needs ({c}, O / groups, KD, KH, KW), {c} "
+            "divisible by groups)"
+        )
+    if any(op_[i] >= max(s[i], d[i]) for i in range(3)):
+        raise ValueError(
+            f"{op}: output_padding {output_padding!r} must be smaller than the stride "
+            f"{stride!r} or the dilation {dilation!r}"
+        )
+    og, k = w.shape[1], tuple(w.shape[2:])
+    size = [
+        (x.shape[1 + i] - 1) * s[i] - 2 * p[i] + d[i] * (k[i] - 1) + op_[i] + 1 for i in range(3)
+    ]
+    if min(size) < 1:
+        raise ValueError(
+            f"{op}: the output would be {tuple(size)} for an input of shape {x.shape}, weight "
+            f"of shape {w.shape}, stride {stride!r}, padding {padding!r}: too small"
+        )
+    for i in range(3):
+        x = _spread(x, 1 + i, s[i])
+    # the full output needs d*(k-1) on each side; the padding takes some off (a crop when
+    # it takes more), the output padding adds at the end
+    for i in range(3):
+        lo = d[i] * (k[i] - 1) - p[i]
+        hi = lo + op_[i]
+        axis = 1 + i
+        if lo < 0 or hi < 0:
+            index = [slice(None)] * x.ndim
+            index[axis] = slice(max(0, -lo), x.shape[axis] - max(0, -hi))
+            x = x[tuple(index)]
+        if max(lo, 0) or max(hi, 0):
+            widths = [(0, 0)] * x.ndim
+            widths[axis] = (max(lo, 0), max(hi, 0))
+            x = view.pad(x, widths)
+    # (C, O/g, k...) -> conv3d's (O, C/g, k...), the taps flipped
+    wc = w.reshape((g, c // g, og, *k)).permute(0, 2, 1, 3, 4, 5).reshape((g * og, c // g, *k))
+    wc = view.flip(wc, (2, 3, 4))
+    y = conv3d(x, wc, bias, 1, 0, d, g)
+    return y[0] if unbatched else y
 
 
 def conv_transpose2d(

@@ -27,6 +27,7 @@ __all__ = [
     "AvgPool2d",
     "Conv1d",
     "Conv3d",
+    "ConvTranspose3d",
     "Bilinear",
     "ChannelShuffle",
     "LocalResponseNorm",
@@ -454,6 +455,119 @@ class Conv1d(Module):
             f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
             f"stride={self.stride}, padding={self.padding!r}"
             + ("" if self.padding_mode == "zeros" else f", padding_mode={self.padding_mode!r}")
+        )
+
+
+class ConvTranspose3d(Module):
+    """Transposed 3-D convolution over volumes ``(N, D, H, W, C)`` (upsampling by
+    ``stride``; :func:`nabla.nn.functional.conv_transpose3d`).
+
+    The weight has PyTorch's layout and name, ``weight`` ``(in_channels, out_channels /
+    groups, KD, KH, KW)`` and ``bias`` ``(out_channels,)``, so a
+    ``torch.nn.ConvTranspose3d`` state_dict loads as it is; both start uniform in ``±1 /
+    sqrt(out / groups * KD * KH * KW)`` (PyTorch's fan-in for this layout).
+
+    Args:
+        in_channels: channels of the input (last axis).
+        out_channels: channels of the output.
+        kernel_size: int or 3 ints.
+        stride: int or 3 ints (default 1).
+        padding: int or 3 ints: removed from each side of the full output (default 0).
+        output_padding: int or 3 ints: added at the end of each dim (default 0).
+        groups: channel groups (default 1).
+        bias: whether to add a learned bias (default True).
+        dilation: int or 3 ints (default 1).
+        key: optional RNG key for the initial values.
+        dtype: parameter dtype (default: the default dtype).
+    """
+
+    def _in_pytorch_layout(self, name: str) -> bool:
+        return name == "weight"
+
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        kernel_size,
+        stride=1,
+        padding=0,
+        output_padding=0,
+        groups: int = 1,
+        bias: bool = True,
+        dilation=1,
+        key=None,
+        dtype=None,
+    ):
+        super().__init__()
+        channels = _ConvChannels(in_channels, out_channels, groups)
+        k = _check_conv_layer("ConvTranspose3d", channels, kernel_size, 3)
+        self.in_channels, self.out_channels = int(in_channels), int(out_channels)
+        self.kernel_size, self.groups = k, int(groups)
+        self.stride, self.padding, self.dilation = stride, padding, dilation
+        self.output_padding = output_padding
+        _conv_weight(self, key, (in_channels, out_channels // groups) + k, bias, dtype)
+
+    def forward(self, x, output_size=None):
+        """Apply the layer to ``x`` of shape ``(N, D, H, W, in_channels)``.
+
+        Args:
+            x: the input volumes (or one unbatched ``(D, H, W, in_channels)``).
+            output_size: optional ``(OD, OH, OW)`` (or with the batch and channel dims):
+                the output padding is chosen to reach it, as PyTorch's ``output_size``.
+
+        Returns:
+            ``(N, OD, OH, OW, out_channels)``.
+
+        Raises:
+            ValueError: if ``x`` is not channels-last with ``in_channels`` channels, or no
+                output padding reaches ``output_size``.
+        """
+        x = as_tensor(x, op="ConvTranspose3d")
+        if x.ndim not in (4, 5) or x.shape[-1] != self.in_channels:
+            raise ValueError(
+                f"ConvTranspose3d({self.extra_repr()}): input of shape {x.shape} is not "
+                f"(N, D, H, W, {self.in_channels}) (volumes are channels last)"
+            )
+        output_padding = self.output_padding
+        if output_size is not None:
+            output_padding = self._padding_for(x.shape[-4:-1], output_size)
+        return F.conv_transpose3d(
+            x,
+            self.weight,
+            self.bias,
+            self.stride,
+            self.padding,
+            output_padding,
+            self.groups,
+            self.dilation,
+        )
+
+    def _padding_for(self, dhw, output_size) -> tuple:
+        """The output padding that makes the spatial output ``output_size``."""
+        size = tuple(output_size)[-3:] if len(output_size) == 3 else tuple(output_size)[-4:-1]
+
+        def three(v):
+            return (v,) * 3 if isinstance(v, int) else tuple(v)
+
+        s, p, d = (three(v) for v in (self.stride, self.padding, self.dilation))
+        pads = []
+        for i in range(3):
+            least = (dhw[i] - 1) * s[i] - 2 * p[i] + d[i] * (self.kernel_size[i] - 1) + 1
+            extra = size[i] - least
+            if not 0 <= extra < max(s[i], d[i]):
+                raise ValueError(
+                    f"ConvTranspose3d({self.extra_repr()}): output_size {output_size!r} cannot "
+                    f"be reached from input spatial size {tuple(dhw)} (it must be {least} to "
+                    f"{least + max(s[i], d[i]) - 1} along dim {i})"
+                )
+            pads.append(extra)
+        return tuple(pads)
+
+    def extra_repr(self) -> str:
+        """The configuration shown by ``repr``."""
+        return (
+            f"{self.in_channels}, {self.out_channels}, kernel_size={self.kernel_size}, "
+            f"stride={self.stride}, padding={self.padding}"
         )
 
 

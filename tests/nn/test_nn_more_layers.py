@@ -646,3 +646,38 @@ def test_embedding_max_norm_and_scale_grad_by_freq_by_definition():
     g = nb.grad(lambda m: nb.sum(m(idx)))(freq).weight.numpy()
     counts = np.bincount(idx.reshape(-1), minlength=6)
     np.testing.assert_allclose(g[:, 0], np.where(counts > 0, 1.0, 0.0), rtol=1e-6)
+
+
+def _conv_transpose3d_reference(x, w, b, s, p, op, d):
+    """By its definition: each input position spreads ``x * w`` over the taps it reaches,
+    in the full output, then the padding cut off (PyTorch's ``(C, O, KD, KH, KW)``)."""
+    n, dd, hh, ww, c = x.shape
+    o, k = w.shape[1], w.shape[2:]
+    full = [
+        (size - 1) * s[i] + d[i] * (k[i] - 1) + 1 + op[i] for i, size in enumerate((dd, hh, ww))
+    ]
+    out = np.zeros((n, *full, o))
+    for a, bb, cc in np.ndindex(dd, hh, ww):
+        for t in np.ndindex(*k):
+            pos = [(a, bb, cc)[i] * s[i] + t[i] * d[i] for i in range(3)]
+            out[:, pos[0], pos[1], pos[2]] += x[:, a, bb, cc] @ w[:, :, t[0], t[1], t[2]]
+    out = out[:, p[0] : full[0] - p[0], p[1] : full[1] - p[1], p[2] : full[2] - p[2]]
+    return out + b
+
+
+def test_conv_transpose3d_by_definition():
+    x = RNG.standard_normal((2, 3, 4, 3, 4)).astype(np.float32)
+    w = RNG.standard_normal((4, 5, 3, 2, 3)).astype(np.float32)
+    b = RNG.standard_normal(5).astype(np.float32)
+    s, p, op, d = (2, 1, 2), (1, 0, 1), (1, 0, 0), (1, 1, 2)
+    want = _conv_transpose3d_reference(x, w, b, s, p, op, d)
+    got = F.conv_transpose3d(x, w, b, s, p, op, 1, d)
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-4, atol=1e-4)
+    layer = nn.ConvTranspose3d(4, 5, (3, 2, 3), s, p, op, dilation=d, key=nb.random.key(5))
+    assert layer.weight.shape == (4, 5, 3, 2, 3)
+    size = tuple(want.shape[1:4])
+    assert layer(x, output_size=size).shape == (2, *size, 5)
+    with pytest.raises(
+        ValueError, match=r"ConvTranspose3d\(4, 5.*output_size .* cannot be reached"
+    ):
+        layer(x, output_size=(1, 1, 1))
