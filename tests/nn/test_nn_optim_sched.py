@@ -1,4 +1,4 @@
-"""RMSprop, Adagrad, Adamax, NAdam, RAdam, Adadelta, Rprop, ASGD, the learning-rate
+"""RMSprop, Adagrad, Adamax, NAdam, RAdam, Adadelta, Rprop, ASGD, Adafactor, the learning-rate
 schedulers (SWALR too) and clip_grad_value_ against PyTorch, step by step over 20 steps:
 the recorded trajectories of tests/nn/data/make_optim_sched.py (the parameters, the
 learning rate and the momentum after each step), eager and through ``opt.compile_step``
@@ -32,6 +32,7 @@ COMPILED = [
     "adadelta_full",
     "rprop_full",
     "asgd_full",
+    "adafactor_full",
     "cosine",
     "cyclic_sgd",
     "cyclic_adam_triangular2",

@@ -85,6 +85,9 @@ __all__ = [
     "Adadelta",
     "Rprop",
     "ASGD",
+    "Adafactor",
+    "adafactor_init",
+    "adafactor_update",
     "rprop_init",
     "rprop_update",
     "asgd_init",
@@ -1456,6 +1459,113 @@ def asgd_update(
     return _apply(params, grads, state, ["eta", "ax"], rule)
 
 
+def _factored_shapes(p: Tensor) -> tuple:
+    """Adafactor's moment shapes for ``p``: ``(row, col, full)``, () where unused."""
+    if p.ndim > 1:
+        return p.shape[:-1] + (1,), p.shape[:-2] + (1, p.shape[-1]), ()
+    return (), (), tuple(p.shape)
+
+
+def adafactor_init(params) -> dict:
+    """The state of :func:`adafactor_update`: ``{"step", "row_var", "col_var",
+    "variance"}``: for a tensor of 2 or more dims the running mean of the squared gradient
+    over its last dim (``row_var``, ``(..., R, 1)``) and over the one before
+    (``col_var``, ``(..., 1, C)``), for a vector its running mean (``variance``); the
+    unused ones are 0-d zeros.
+
+    Args:
+        params: the params pytree.
+
+    Returns:
+        The state dict.
+    """
+    leaves = tree_leaves(params)
+    state = {"step": _step0(), "row_var": [], "col_var": [], "variance": []}
+    for p in leaves:
+        shapes = _factored_shapes(p) if isinstance(p, Tensor) else None
+        for key, shape in zip(("row_var", "col_var", "variance"), shapes or ((), (), ())):
+            state[key].append(creation.zeros(shape, dtype=p.dtype) if shapes else None)
+    return state
+
+
+def adafactor_update(
+    params,
+    grads,
+    state=None,
+    lr=1e-2,
+    beta2_decay=-0.8,
+    eps=(None, 1e-3),
+    d=1.0,
+    weight_decay=0.0,
+):
+    """One Adafactor step, as ``torch.optim.Adafactor``: the squared gradient's running
+    means (``1 - beta2 = step^beta2_decay``), factored into row and column means for
+    tensors of 2 or more dims; the update ``g / sqrt(v)`` clipped to an RMS of ``d``, scaled
+    by ``max(eps[1], RMS(p)) * min(lr, 1 / sqrt(step))``; decoupled weight decay.
+
+    Args:
+        params: the params pytree.
+        grads: gradients, a pytree of the same structure (None leaves are skipped).
+        state: from :func:`adafactor_init` (None: a fresh state).
+        lr: the rate's ceiling (default 1e-2).
+        beta2_decay: the exponent of the running means' decay (default -0.8).
+        eps: ``(eps1, eps2)``: the smallest variance's root (None: the dtype's machine
+            epsilon) and the smallest parameter RMS (default ``(None, 1e-3)``).
+        d: the clipping threshold of the update's RMS (default 1).
+        weight_decay: decoupled weight decay (default 0).
+
+    Returns:
+        ``(new_params, new_state)``.
+    """
+    _check_settings("adafactor_update", lr, wd=weight_decay)
+    if not isinstance(eps, list | tuple) or len(eps) != 2:
+        raise ValueError(f"adafactor_update: eps must be a pair (eps1, eps2), got {eps!r}")
+    if state is None:
+        state = adafactor_init(params)
+    rate = _lr_at(lr, state["step"])
+
+    def rule(p, g, old, done):
+        row_var, col_var, variance = old
+        row_shape, col_shape, full_shape = _factored_shapes(p)
+        eps1 = float(np.finfo(p.dtype.numpy).eps) if eps[0] is None else float(eps[0])
+        step = done + 1.0
+        weight = _like(step ** float(beta2_decay), p)
+        r = _like(rate, p)
+        rho = binary.minimum(r, _like(1.0 / unary.sqrt(step), p))
+        rms_p = unary.sqrt((p * p).mean())
+        alpha = binary.maximum(rms_p, float(eps[1])) * rho
+        if weight_decay:
+            p = p * (1.0 - r * weight_decay)
+        if p.ndim > 1:
+            row_var = (
+                row_var
+                if tuple(row_var.shape) == row_shape
+                else creation.zeros(row_shape, dtype=p.dtype)
+            )
+            col_var = (
+                col_var
+                if tuple(col_var.shape) == col_shape
+                else creation.zeros(col_shape, dtype=p.dtype)
+            )
+            row_var = row_var + ((g * g).mean(axis=-1, keepdims=True) - row_var) * weight
+            col_var = col_var + ((g * g).mean(axis=-2, keepdims=True) - col_var) * weight
+            scale = binary.maximum(row_var.mean(axis=-2, keepdims=True), eps1)
+            estimate = (row_var @ col_var) / scale
+        else:
+            variance = (
+                variance
+                if tuple(variance.shape) == full_shape
+                else creation.zeros(full_shape, dtype=p.dtype)
+            )
+            variance = variance + (g * g - variance) * weight
+            estimate = variance
+        update = g / unary.sqrt(binary.maximum(estimate, eps1 * eps1))
+        denom = binary.maximum(unary.sqrt((update * update).mean()) / d, 1.0)
+        return p - (alpha / denom) * update, [row_var, col_var, variance]
+
+    return _apply(params, grads, state, ["row_var", "col_var", "variance"], rule)
+
+
 # ----------------------------------------------------------------------------- stateful
 def _scalar_input(value) -> Tensor:
     """A setting's number as a realized float32 scalar: data of the program that reads it.
@@ -2508,6 +2618,65 @@ class ASGD(Optimizer):
         return asgd_init(params, self.lr)
 
 
+class Adafactor(Optimizer):
+    """Adafactor, as ``torch.optim.Adafactor`` (see :func:`adafactor_update`).
+
+    Args:
+        params: a Module, a pytree of tensors or ``model.parameters()`` (updated in place).
+        lr: the rate's ceiling (default 1e-2).
+        beta2_decay: the exponent of the running means' decay (default -0.8).
+        eps: ``(eps1, eps2)`` (default ``(None, 1e-3)``).
+        d: the clipping threshold of the update's RMS (default 1).
+        weight_decay: decoupled weight decay (default 0).
+        **kwargs: PyTorch's ``maximize`` and ``foreach`` (see :class:`Optimizer`).
+    """
+
+    _hyper_names = ("lr", "beta2_decay", "eps", "d", "weight_decay")
+    _update_rule = staticmethod(adafactor_update)
+    _dynamic = ("lr",)
+
+    def __init__(
+        self,
+        params,
+        lr=1e-2,
+        beta2_decay=-0.8,
+        eps=(None, 1e-3),
+        d=1.0,
+        weight_decay=0.0,
+        **kwargs,
+    ):
+        _check_settings("Adafactor", lr, wd=weight_decay)
+        if beta2_decay > 0:
+            raise ValueError(f"Adafactor: beta2_decay must be <= 0, got {beta2_decay}")
+        if not d >= 1:
+            raise ValueError(f"Adafactor: the clipping threshold d must be >= 1, got {d}")
+        self.beta2_decay, self.eps, self.d = beta2_decay, tuple(eps), d
+        self.weight_decay = weight_decay
+        super().__init__(params, lr, **kwargs)
+
+    def _validate(self) -> None:
+        _check_settings("Adafactor", self.lr, wd=self.weight_decay)
+        if not self.d >= 1:  # (PyTorch's rule)
+            raise ValueError(f"Adafactor: the clipping threshold d must be >= 1, got {self.d}")
+
+    def _init(self, params):
+        return adafactor_init(params)
+
+    def _check_state_fits(self, params) -> None:
+        """The factored moments still fit the parameters (see :class:`Optimizer`)."""
+        for i, p in enumerate(tree_leaves(params)):
+            if not isinstance(p, Tensor):
+                continue
+            for key, shape in zip(("row_var", "col_var", "variance"), _factored_shapes(p)):
+                m = self.state[key][i]
+                if isinstance(m, Tensor) and m.ndim and tuple(m.shape) != shape:
+                    raise ValueError(
+                        f"Adafactor.step: parameter {i} now has shape {tuple(p.shape)}, but its "
+                        f"state {key!r} was made for another ({tuple(m.shape)}); make a new "
+                        "optimizer"
+                    )
+
+
 # the schedulers drive the optimizers above (``torch.optim.lr_scheduler``)
 # and weight averaging (``torch.optim.swa_utils``) builds on both
 from . import lr_scheduler, swa_utils  # noqa: E402
@@ -2518,14 +2687,13 @@ __all__ += ["LBFGS", "swa_utils"]
 # PyTorch's optimizers this module does not have: a ported script's ``optim.SparseAdam`` says so
 # and names what there is, instead of a bare AttributeError
 _NOT_HERE = {"SparseAdam"}
-_NOT_HERE |= {"Adafactor"}
 
 
 def __getattr__(name: str):
     if name in _NOT_HERE:
         raise AttributeError(
             f"nabla.nn.optim has no {name} (torch.optim.{name}); its optimizers are SGD, "
-            "Adam, AdamW, RMSprop, Adagrad, Adamax, NAdam, RAdam, Adadelta, Rprop, ASGD "
-            "(with functional forms) and LBFGS (docs/nn.md)"
+            "Adam, AdamW, RMSprop, Adagrad, Adamax, NAdam, RAdam, Adadelta, Rprop, ASGD, "
+            "Adafactor (with functional forms) and LBFGS (docs/nn.md)"
         )
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -71,6 +71,11 @@ CASES = {
         o.ASGD(p, lr=0.05, lambd=0.01, alpha=0.5, t0=5, weight_decay=0.1),
         None,
     ),
+    "adafactor_default": lambda o, p: (o.Adafactor(p), None),
+    "adafactor_full": lambda o, p: (
+        o.Adafactor(p, lr=0.05, beta2_decay=-0.5, eps=(1e-20, 1e-2), d=1.5, weight_decay=0.1),
+        None,
+    ),
     # schedulers driving SGD
     "step": lambda o, p: _sched(o.SGD(p, lr=0.1), o, "StepLR", step_size=3, gamma=0.5),
     "multistep": lambda o, p: _sched(o.SGD(p, lr=0.1), o, "MultiStepLR", [2, 5, 5, 9], gamma=0.3),
