@@ -487,7 +487,7 @@ from .ops.transfer import (
 )
 from .transforms.compile import CompiledFunction, compile
 from .transforms.control_flow import cond, fori_loop, scan, switch, while_loop
-from . import autograd, config, distributed, lax, linalg, scipy, testing
+from . import autograd, config, distributed, func, lax, linalg, scipy, testing
 
 # ``import nabla.random`` / ``from nabla.random import normal``, as ``jax.random``: the
 # random functions live in the ops layer, and this is that module under its public path
@@ -897,6 +897,7 @@ __all__ = [
     "testing",
     "linalg",
     "lax",
+    "func",
     "scipy",
     "autograd",
     "no_grad",
