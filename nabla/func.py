@@ -6,7 +6,8 @@ as written.
 ``vmap`` are the JAX-style transforms (``vmap``'s ``in_dims``/``out_dims`` are its
 ``in_axes``/``out_axes``); ``grad_and_value`` returns PyTorch's ``(grad, value)`` order;
 ``functional_call`` runs a module with other parameters and buffers; and
-``stack_module_state`` stacks several models' tensors for ``vmap`` over an ensemble.
+``stack_module_state`` stacks several models' tensors for ``vmap`` over an ensemble
+(these two load ``nabla.nn`` when called: importing ``nabla`` does not).
 
 PyTorch's ``randomness`` (default ``"error"``, refusing random draws inside ``vmap``)
 and ``chunk_size`` are accepted: draws under ``vmap`` here differ per element (PyTorch's
@@ -16,7 +17,6 @@ and ``chunk_size`` are accepted: draws under ``vmap`` here differ per element (P
 from __future__ import annotations
 
 from .core.pytree import tree_flatten, tree_unflatten
-from .nn.module import Module, named_leaves
 from .ops import view
 from .ops._util import as_tensor
 from .runtime.tensor import realize
@@ -176,7 +176,7 @@ def vmap(func, in_dims=0, out_dims=0, randomness: str = "error", *, chunk_size=N
 
 
 def functional_call(
-    module: Module,
+    module,
     parameter_and_buffer_dicts,
     args=None,
     kwargs=None,
@@ -205,6 +205,8 @@ def functional_call(
         ValueError: for a name the module does not have (always), or, with ``strict``, a
             tensor left out.
     """
+    from .nn.module import Module, named_leaves  # noqa: PLC0415 - nabla.nn loads on first use
+
     del tie_weights
     if not isinstance(module, Module):
         raise TypeError(f"functional_call: expects a Module, got {type(module).__name__}")
