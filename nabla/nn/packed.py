@@ -52,13 +52,28 @@ def _lengths(fn: str, lengths) -> np.ndarray:
             )
         lengths = lengths.numpy()
     out = np.asarray(lengths)
-    if (
-        out.ndim != 1
-        or not np.issubdtype(out.dtype, np.integer)
-        and not (out.size == 0 or np.all(np.mod(out, 1) == 0))
-    ):
+    if out.ndim != 1 or (out.size and not np.all(np.mod(out, 1) == 0)):
         raise ValueError(f"{fn}: lengths must be a 1-D list of ints, got {lengths!r}")
     return out.astype(np.int64)
+
+
+def _padded_rows(sizes: np.ndarray, steps: int) -> np.ndarray:
+    """Per (step, sequence) of the padded batch, its row in ``data``, or the row after the
+    last (where the padding value is put) past the sequence's end."""
+    n = int(sizes[0]) if sizes.size else 0
+    starts = np.concatenate([[0], np.cumsum(sizes)])
+    rows = np.full((steps, n), int(starts[-1]), np.int64)
+    for t in range(len(sizes)):
+        rows[t, : sizes[t]] = starts[t] + np.arange(sizes[t])
+    return rows
+
+
+def _unpacked(data: Tensor, sizes: np.ndarray, steps: int, fill) -> Tensor:
+    """``data`` as the padded ``(steps, N, *features)`` batch (in the packed order)."""
+    rows = _padded_rows(sizes, steps)
+    pad = creation.full((1, *data.shape[1:]), fill, data.dtype)
+    padded = view.concatenate([data, pad], 0)[rows.reshape(-1)]
+    return padded.reshape((steps, rows.shape[1], *data.shape[1:]))
 
 
 def _steps(lengths: np.ndarray) -> np.ndarray:
@@ -146,15 +161,7 @@ def pad_packed_sequence(
                 f"({steps} steps)"
             )
         steps = int(total_length)
-    data = sequence.data
-    starts = np.concatenate([[0], np.cumsum(sizes)])
-    pad_row = int(starts[-1])  # the row appended below, holding the padding value
-    idx = np.full((steps, n), pad_row, np.int64)
-    for t in range(len(sizes)):
-        idx[t, : sizes[t]] = starts[t] + np.arange(sizes[t])
-    fill = creation.full((1, *data.shape[1:]), padding_value, data.dtype)
-    padded = view.concatenate([data, fill], 0)[idx.reshape(-1)]
-    padded = padded.reshape((steps, n, *data.shape[1:]))
+    padded = _unpacked(sequence.data, sizes, steps, padding_value)
     lengths = np.array([(sizes > i).sum() for i in range(n)], np.int64)
     if sequence.unsorted_indices is not None:
         back = _lengths(fn, sequence.unsorted_indices)
@@ -198,21 +205,14 @@ def unpacked_for_rnn(x: PackedSequence):
     sizes = _lengths("rnn", x.batch_sizes)
     n = int(sizes[0]) if sizes.size else 0
     lengths = np.array([(sizes > i).sum() for i in range(n)], np.int64)
-    starts = np.concatenate([[0], np.cumsum(sizes)])
-    idx = np.full((len(sizes), n), int(starts[-1]), np.int64)
-    for t in range(len(sizes)):
-        idx[t, : sizes[t]] = starts[t] + np.arange(sizes[t])
-    data = x.data
-    fill = creation.zeros((1, *data.shape[1:]), dtype=data.dtype)
-    padded = view.concatenate([data, fill], 0)[idx.reshape(-1)]
-    padded = padded.reshape((len(sizes), n, *data.shape[1:]))
+    padded = _unpacked(x.data, sizes, len(sizes), 0.0)
     mask = np.arange(len(sizes))[:, None] < lengths[None, :]
-    return padded, creation.constant(mask[..., None]), (x, idx, sizes)
+    return padded, creation.constant(mask[..., None]), (x, sizes)
 
 
 def repacked(y: Tensor, info) -> PackedSequence:
     """A recurrent layer's padded output ``(L, N, H)`` (sorted order) packed as its input."""
-    x, idx, sizes = info
+    x, sizes = info
     n = y.shape[1]
     rows = np.concatenate([t * n + np.arange(sizes[t]) for t in range(len(sizes))])
     data = y.reshape((y.shape[0] * n, *y.shape[2:]))[rows.astype(np.int64)]
