@@ -205,6 +205,11 @@ from .ops.unary import (
     trunc,
 )
 from .ops.array_functions import (
+    gradient,
+    polyfit,
+    float_power,
+    unwrap,
+    piecewise,
     cdist,
     bucketize,
     diag_embed,
@@ -1011,6 +1016,11 @@ __all__ = [
     "arccosh",
     "vectorize",
     "apply_along_axis",
+    "gradient",
+    "polyfit",
+    "float_power",
+    "unwrap",
+    "piecewise",
     "cdist",
     "bucketize",
     "diag_embed",

@@ -1761,6 +1761,50 @@ shaped(
 )
 _multi("polyval", nb.polyval, np.polyval, [([(3,), (2, 4)], {}), ([(1,), (3,)], {})],
        dtypes=("float32", "float64"))  # fmt: skip
+shaped(
+    "gradient",
+    nb.gradient,
+    np.gradient,
+    [
+        ((5,), (), {}),
+        ((3, 4), (0.5,), {"edge_order": 2}),
+        ((3, 4), (), {"axis": 1}),
+        ((4, 3), (np.array([0.0, 0.5, 1.5, 1.75]),), {"axis": 0, "edge_order": 2}),
+    ],
+    dtypes=("float32", "float64"),
+    atol=1e-4,
+)
+_multi(
+    "polyfit",
+    lambda x, y, deg=2: nb.polyfit(nb.arange(x.shape[0], dtype=x.dtype) / 4.0 + x / 8, y, deg),
+    lambda x, y, deg=2: np.polyfit(np.arange(x.shape[0]) / 4.0 + x / 8, y, deg).astype(x.dtype),
+    [([(6,), (6,)], {}), ([(8,), (8, 2)], {"deg": 3})],
+    dtypes=("float32", "float64"),
+    atol=1e-3,
+)
+_multi(
+    "float_power",
+    lambda a, b: nb.float_power(nb.abs(a) + 0.5, b),
+    lambda a, b: np.float_power(np.abs(a) + 0.5, b).astype(
+        np.float64 if a.dtype == np.float64 else np.float32
+    ),
+    [([(2, 3), (2, 3)], {}), ([(4,), ()], {})],
+    dtypes=("float32", "float64"),
+)
+shaped(
+    "unwrap",
+    lambda p, **k: nb.unwrap(p * 3.0, **k),
+    lambda p, **k: np.unwrap(p * 3.0, **k),
+    [((3, 6), (), {}), ((5, 2), (), {"axis": 0, "period": 4.0}), ((6,), (), {"discont": 4.0})],
+    dtypes=("float32", "float64"),
+)
+shaped(
+    "piecewise",
+    lambda x: nb.piecewise(x, [x < -0.5, x > 0.5], [lambda v: v * v, lambda v: -v, 2.0]),
+    lambda x: np.piecewise(x, [x < -0.5, x > 0.5], [lambda v: v * v, lambda v: -v, 2.0]),
+    [((2, 5), (), {}), ((7,), (), {})],
+    dtypes=("float32", "float64"),
+)
 register(
     OpEntry(
         "unravel_index",

@@ -18,6 +18,11 @@ from .base import OpError
 from .functions import fn
 
 __all__ = [
+    "gradient",
+    "polyfit",
+    "float_power",
+    "unwrap",
+    "piecewise",
     "cdist",
     "bucketize",
     "diag_embed",
@@ -389,6 +394,227 @@ def diff(a, n: int = 1, axis: int = -1, prepend=None, append=None) -> Tensor:
         hi, lo = _along(x, axis, 1, None), _along(x, axis, None, -1)
         x = (hi != lo) if x.dtype.is_bool else hi - lo
     return x
+
+
+def _float_of(x: Tensor) -> Tensor:
+    return x if x.dtype.is_float else fn.cast(x, get_default_dtype())
+
+
+def gradient(f, *varargs, axis=None, edge_order: int = 1):
+    """NumPy's and JAX's ``gradient``: second-order central differences inside,
+    ``edge_order`` (1 or 2) one-sided ones at both ends, along each axis asked.
+
+    Args:
+        f: the sampled values (at least 2 per axis taken).
+        *varargs: the spacing: none (1), one scalar for every axis, one per axis, or per
+            axis the 1-D coordinates of the samples (nonuniform spacing, NumPy's formulas).
+        axis: an int, a tuple of ints, or None (every axis).
+        edge_order: 1 (default) or 2.
+
+    Returns:
+        One tensor for one axis, else a list, one per axis.
+
+    Raises:
+        ValueError: (:class:`nabla.OpError`) for a bad spacing, edge_order, or too few
+            samples.
+    """
+    x = _float_of(as_tensor(f, op="gradient"))
+    axes = tuple(range(x.ndim)) if axis is None else norm_axes("gradient", axis, x.ndim, x.shape)
+    if isinstance(axes, int):
+        axes = (axes,)
+    if edge_order not in (1, 2):
+        raise OpError(f"gradient: edge_order must be 1 or 2, got {edge_order!r}")
+    if len(varargs) == 0:
+        spacings = [1.0] * len(axes)
+    elif len(varargs) == 1 and _ndim(varargs[0]) == 0:
+        spacings = [varargs[0]] * len(axes)
+    elif len(varargs) == len(axes):
+        spacings = list(varargs)
+    else:
+        raise OpError(
+            f"gradient: give no spacing, one, or one per axis ({len(axes)}), got {len(varargs)}"
+        )
+    out = []
+    for ax, h in zip(axes, spacings):
+        n = x.shape[ax]
+        if n < edge_order + 1:
+            raise OpError(
+                f"gradient: axis {ax} of shape {x.shape} needs at least {edge_order + 1} samples"
+            )
+        out.append(_gradient_1d(x, ax, h, edge_order))
+    return out[0] if len(out) == 1 else out
+
+
+def _ndim(v) -> int:
+    return v.ndim if isinstance(v, Tensor) else np.ndim(v)
+
+
+def _gradient_1d(x: Tensor, ax: int, h, edge_order: int) -> Tensor:
+    def at(i, j=None):
+        return _along(x, ax, i, j)
+
+    def shaped(v):  # a 1-D factor along ``ax``
+        shape = [1] * x.ndim
+        shape[ax] = -1
+        return fn.reshape(v, tuple(shape))
+
+    n = x.shape[ax]
+    if _ndim(h) == 0:
+        h = h if isinstance(h, Tensor) else float(h)
+        inner = (at(2, None) - at(None, -2)) / (2.0 * h)
+        if edge_order == 1:
+            first = (at(1, 2) - at(0, 1)) / h
+            last = (at(n - 1, n) - at(n - 2, n - 1)) / h
+        else:
+            first = (-1.5 * at(0, 1) + 2.0 * at(1, 2) - 0.5 * at(2, 3)) / h
+            last = (0.5 * at(n - 3, n - 2) - 2.0 * at(n - 2, n - 1) + 1.5 * at(n - 1, n)) / h
+        return fn.concatenate([first, inner, last], ax)
+    c = fn.cast(as_tensor(h, op="gradient"), x.dtype)
+    if c.shape != (n,):
+        raise OpError(f"gradient: coordinates of axis {ax} must be ({n},), got {c.shape}")
+    d = shaped(diff(c))  # the steps, laid along ``ax``; NumPy's nonuniform formulas
+    h1, h2 = _along(d, ax, None, -1), _along(d, ax, 1, None)
+    a, b, cc = -h2 / (h1 * (h1 + h2)), (h2 - h1) / (h1 * h2), h1 / (h2 * (h1 + h2))
+    inner = a * at(None, -2) + b * at(1, -1) + cc * at(2, None)
+    g0, g1 = _along(d, ax, 0, 1), _along(d, ax, 1, 2)
+    e0, e1 = _along(d, ax, n - 3, n - 2), _along(d, ax, n - 2, n - 1)
+    if edge_order == 1:
+        first = (at(1, 2) - at(0, 1)) / g0
+        last = (at(n - 1, n) - at(n - 2, n - 1)) / e1
+    else:
+        first = (
+            -(2.0 * g0 + g1) / (g0 * (g0 + g1)) * at(0, 1)
+            + (g0 + g1) / (g0 * g1) * at(1, 2)
+            - g0 / (g1 * (g0 + g1)) * at(2, 3)
+        )
+        last = (
+            e1 / (e0 * (e0 + e1)) * at(n - 3, n - 2)
+            - (e1 + e0) / (e0 * e1) * at(n - 2, n - 1)
+            + (2.0 * e1 + e0) / (e1 * (e0 + e1)) * at(n - 1, n)
+        )
+    return fn.concatenate([first, inner, last], ax)
+
+
+def polyfit(x, y, deg: int, rcond=None, full: bool = False, w=None, cov: bool = False):
+    """NumPy's and JAX's ``polyfit``: the least-squares polynomial of degree ``deg``,
+    highest power first (by the pseudo-inverse of the scaled Vandermonde matrix).
+
+    Args:
+        x: the sample points ``(M,)``.
+        y: the values ``(M,)`` or ``(M, K)`` (K fits at once).
+        deg: the degree.
+        rcond: the relative cutoff of small singular values (default ``M * eps``).
+        full: must be False (the diagnostics are not returned).
+        w: optional weights ``(M,)`` (applied to the residuals, NumPy's).
+        cov: must be False.
+
+    Returns:
+        ``(deg + 1,)`` or ``(deg + 1, K)``.
+
+    Raises:
+        ValueError: (:class:`nabla.OpError`) for ``full`` or ``cov``, a negative degree, or
+            shapes that do not fit.
+    """
+    if full or cov:
+        raise OpError("polyfit: full=True and cov=True are not supported (the fit only)")
+    if not isinstance(deg, numbers.Integral) or deg < 0:
+        raise OpError(f"polyfit: deg must be a non-negative int, got {deg!r}")
+    xs, ys = (_float_of(as_tensor(v, op="polyfit")) for v in (x, y))
+    if xs.ndim != 1 or ys.ndim not in (1, 2) or ys.shape[0] != xs.shape[0]:
+        raise OpError(f"polyfit: x (M,) and y (M,) or (M, K) do not fit: {xs.shape}, {ys.shape}")
+    powers = fn.stack([xs ** float(k) for k in range(int(deg), -1, -1)], 1)  # (M, deg+1)
+    if w is not None:
+        ws = fn.cast(as_tensor(w, op="polyfit"), xs.dtype)
+        powers = powers * fn.unsqueeze(ws, 1)
+        ys = ys * (ws if ys.ndim == 1 else fn.unsqueeze(ws, 1))
+    # columns scaled to unit norm first, as NumPy's: the fit's conditioning
+    scale = fn.sqrt(fn.sum(powers * powers, 0))
+    scale = fn.where(scale == 0, 1.0, scale)
+    cutoff = xs.shape[0] * float(np.finfo(xs.dtype.numpy).eps) if rcond is None else rcond
+    coef = fn.matmul(fn.pinv(powers / scale, rtol=cutoff), ys)
+    return coef / (scale if ys.ndim == 1 else fn.unsqueeze(scale, 1))
+
+
+def float_power(x1, x2) -> Tensor:
+    """NumPy's and JAX's ``float_power``: ``x1 ** x2`` in a float dtype, at least the
+    default one (JAX's without 64-bit: float32; float64 inputs stay float64).
+
+    Args:
+        x1: the bases.
+        x2: the exponents.
+
+    Returns:
+        The powers, broadcast.
+    """
+    a, b = as_tensor(x1, op="float_power"), as_tensor(x2, op="float_power")
+    dt = promote_types(promote_types(a.dtype, b.dtype), get_default_dtype())
+    if not dt.is_float:
+        dt = get_default_dtype()
+    return fn.pow(fn.cast(a, dt), fn.cast(b, dt))
+
+
+def unwrap(p, discont=None, axis: int = -1, period: float = 2 * math.pi) -> Tensor:
+    """NumPy's and JAX's ``unwrap``: jumps between neighbours larger than ``discont``
+    (default ``period / 2``) replaced by their equivalent modulo ``period``.
+
+    Args:
+        p: the values (phases).
+        discont: the largest jump left as it is (default ``period / 2``).
+        axis: the axis along which to unwrap (default -1).
+        period: the period (default ``2 pi``).
+
+    Returns:
+        A tensor like ``p``.
+    """
+    x = _float_of(as_tensor(p, op="unwrap"))
+    ax = norm_axis("unwrap", axis, x.ndim, x.shape)
+    half = period / 2.0
+    discont = half if discont is None else max(float(discont), half)
+    dd = diff(x, axis=ax)
+    ddmod = fn.mod(dd + half, period) - half
+    ddmod = fn.where((ddmod == -half) & (dd > 0), half, ddmod)
+    correct = fn.where(fn.abs(dd) < discont, 0.0, ddmod - dd)
+    zero = fn.zeros_like(_along(x, ax, 0, 1))
+    return x + fn.concatenate([zero, fn.cumsum(correct, ax)], ax)
+
+
+def piecewise(x, condlist, funclist, *args, **kw) -> Tensor:
+    """NumPy's and JAX's ``piecewise``: ``funclist[i]`` (a function of ``x``, or a value)
+    where ``condlist[i]`` holds (a later condition wins), and one more function or value,
+    if given, where none does (else 0). Every function is evaluated on all of ``x``, so a
+    function that is NaN outside its piece can still give NaN gradients there.
+
+    Args:
+        x: the input.
+        condlist: boolean tensors (or one) of ``x``'s shape.
+        funclist: functions ``f(x, *args, **kw)`` or values, one per condition (and one
+            more for the rest).
+        *args: passed to each function.
+        **kw: passed to each function.
+
+    Returns:
+        A tensor like ``x``.
+
+    Raises:
+        ValueError: (:class:`nabla.OpError`) for lists of lengths that do not fit.
+    """
+    x = as_tensor(x, op="piecewise")
+    conds = condlist if isinstance(condlist, list | tuple) else [condlist]
+    funcs = list(funclist)
+    if len(funcs) not in (len(conds), len(conds) + 1):
+        raise OpError(
+            f"piecewise: {len(conds)} conditions need {len(conds)} or {len(conds) + 1} "
+            f"functions, got {len(funcs)}"
+        )
+
+    def value(f):
+        got = f(x, *args, **kw) if callable(f) else f
+        return fn.cast(fn.broadcast_to(as_tensor(got, x.dtype, "piecewise"), x.shape), x.dtype)
+
+    out = value(funcs[-1]) if len(funcs) > len(conds) else fn.zeros_like(x)
+    for cond, f in zip(conds, funcs):
+        out = fn.where(as_tensor(cond, op="piecewise"), value(f), out)
+    return out
 
 
 def vdot(a, b) -> Tensor:

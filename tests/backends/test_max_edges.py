@@ -85,7 +85,7 @@ ON_HOST |= {"unique", "partition", "argpartition", "lexsort"}  # (they sort)
 ON_HOST |= {"searchsorted", "digitize", "quantile", "percentile", "median"}
 ON_HOST |= {"nanquantile", "nanpercentile", "nanmedian"}
 ON_HOST |= {"inv", "solve", "slogdet", "det", "cholesky", "eigh", "eigvalsh"}  # LAPACK's
-ON_HOST |= {"svd", "qr", "pinv"}
+ON_HOST |= {"svd", "qr", "pinv", "polyfit"}
 
 
 def _build(dtype):

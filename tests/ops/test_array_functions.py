@@ -808,3 +808,39 @@ def test_set_operations_eager_and_with_jax_s_size():
     assert got.tolist() == [[0, 1, 2, 3], [0, 1, 0, 0]]
     with pytest.raises(NotImplementedError, match="return_indices"):
         nb.intersect1d(a, b, return_indices=True)
+
+
+def test_gradient_polyfit_piecewise_refuse_bad_inputs_at_the_call():
+    x = np.arange(6.0, dtype=np.float32).reshape(2, 3)
+    with pytest.raises(nb.OpError, match="gradient: edge_order must be 1 or 2, got 3"):
+        nb.gradient(x, edge_order=3)
+    with pytest.raises(nb.OpError, match=r"gradient: axis 0 of shape \(2, 3\) needs at least 3"):
+        nb.gradient(x, axis=0, edge_order=2)
+    with pytest.raises(nb.OpError, match=r"gradient: coordinates of axis 1 must be \(3,\)"):
+        nb.gradient(x, np.arange(4.0), axis=1)
+    with pytest.raises(nb.OpError, match=r"gradient: give no spacing, one, or one per axis"):
+        nb.gradient(x, 1.0, 2.0, 3.0)
+    with pytest.raises(nb.OpError, match="polyfit: full=True and cov=True are not supported"):
+        nb.polyfit(x[0], x[1], 1, full=True)
+    with pytest.raises(nb.OpError, match=r"polyfit: x \(M,\) and y \(M,\) or \(M, K\)"):
+        nb.polyfit(x[0], x, 1)
+    with pytest.raises(nb.OpError, match="piecewise: 1 conditions need 1 or 2 functions, got 3"):
+        nb.piecewise(x, x > 1, [0.0, 1.0, 2.0])
+
+
+def test_gradient_with_traced_coordinates_differentiates_in_them():
+    # the coordinates are tensors too: their derivative is the definition's
+    f = np.array([1.0, 4.0, 2.0, 5.0])
+
+    def total(c):
+        return nb.sum(nb.gradient(f, c, edge_order=2) ** 2)
+
+    c = np.array([0.0, 0.7, 1.5, 3.0])
+    eps, fd = 1e-6, []
+    for i in range(4):
+        d = np.zeros(4)
+        d[i] = eps
+        hi = float(np.sum(np.gradient(f, c + d, edge_order=2) ** 2))
+        lo = float(np.sum(np.gradient(f, c - d, edge_order=2) ** 2))
+        fd.append((hi - lo) / (2 * eps))
+    np.testing.assert_allclose(np.asarray(nb.grad(total)(c)), fd, rtol=1e-5)
