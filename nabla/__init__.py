@@ -31,6 +31,16 @@ from .core.dtypes import (
 )
 from .core.dtypes import bool_ as bool  # noqa: A001 - nb.bool as in the API
 from .core.dtypes import (
+    bool_,
+    can_cast,
+    double,
+    dtype,
+    float_,
+    half,
+    int_,
+    isdtype,
+    single,
+    uint,
     finfo,
     floating,
     generic,
@@ -204,6 +214,66 @@ from .ops.unary import (
     tanh,
     trunc,
 )
+from ._numeric import (
+    angle,
+    apply_over_axes,
+    array_repr,
+    array_str,
+    bartlett,
+    bitwise_count,
+    bitwise_invert,
+    bitwise_left_shift,
+    bitwise_right_shift,
+    blackman,
+    c_,
+    euler_gamma,
+    fabs,
+    frexp,
+    frombuffer,
+    get_printoptions,
+    fromfunction,
+    fromiter,
+    gcd,
+    hamming,
+    hanning,
+    i0,
+    index_exp,
+    invert,
+    iscomplex,
+    iscomplexobj,
+    isneginf,
+    isposinf,
+    isreal,
+    isrealobj,
+    isscalar,
+    iterable,
+    kaiser,
+    lcm,
+    ldexp,
+    load,
+    mask_indices,
+    packbits,
+    poly,
+    polyadd,
+    polyder,
+    polydiv,
+    polyint,
+    polymul,
+    polysub,
+    positive,
+    printoptions,
+    r_,
+    s_,
+    save,
+    savez,
+    set_printoptions,
+    unique_all,
+    unique_counts,
+    unique_inverse,
+    unique_values,
+    unpackbits,
+)
+from ._numeric import __all__ as _numeric_all
 from .ops.array_functions import (
     gradient,
     polyfit,
@@ -548,6 +618,7 @@ negative = neg
 amax, amin = max, min
 jit = compile  # (JAX's name: traced once per signature, as jax.jit)
 newaxis = None  # (x[:, nb.newaxis])
+ndarray = Tensor  # (isinstance(x, jnp.ndarray) ports as isinstance(x, nb.ndarray))
 # PyTorch's names for functions and dtypes above
 clamp = clip
 long = int64
@@ -1061,3 +1132,5 @@ __all__ = [
     "pi",
     "e",
 ]
+__all__ += [*_numeric_all, "dtype", "isdtype", "can_cast", "ndarray", "bool_"]
+__all__ += ["single", "double", "float_", "half", "int_", "uint"]

@@ -1761,6 +1761,138 @@ shaped(
 )
 _multi("polyval", nb.polyval, np.polyval, [([(3,), (2, 4)], {}), ([(1,), (3,)], {})],
        dtypes=("float32", "float64"))  # fmt: skip
+# nabla/_numeric.py: NumPy's remaining numeric functions
+unary("i0", lambda x: np.i0(x).astype(x.dtype), domain=(-6.0, 6.0), atol=1e-4, rtol=1e-5)
+unary("fabs", np.fabs)
+unary("angle", lambda x: np.angle(x).astype(x.dtype), kinks=(0.0,))
+for _n in ("isposinf", "isneginf"):
+    register(
+        OpEntry(
+            _n,
+            getattr(nb, _n),
+            getattr(np, _n),
+            lambda rng, dt: [
+                Sample((np.array([np.inf, -np.inf, 1.0, np.nan, -2.0], dt),)),
+                Sample((_vals(rng, (2, 3), dt),)),
+            ],
+            differentiable=False,
+            out_dtype=lambda dt: "bool",
+        )
+    )
+shaped(
+    "bitwise_count",
+    nb.bitwise_count,
+    np.bitwise_count,
+    [((2, 3), (), {}), ((5,), (), {})],
+    dtypes=("int32", "uint8", "int64"),
+    differentiable=False,
+    out_dtype=lambda dt: "uint8",
+)
+for _n in ("gcd", "lcm"):
+    register(
+        OpEntry(
+            _n,
+            getattr(nb, _n),
+            getattr(np, _n),
+            lambda rng, dt: [
+                Sample(
+                    (rng.integers(-60, 60, (2, 5)).astype(dt), rng.integers(-60, 60, 5).astype(dt))
+                ),
+                Sample((np.array([0, 0, 7, 12], dt), np.array([0, 5, 0, -18], dt))),
+            ],
+            dtypes=("int32", "int64"),
+            differentiable=False,
+        )
+    )
+register(
+    OpEntry(
+        "ldexp",
+        nb.ldexp,
+        lambda x, e: np.ldexp(x, e),
+        lambda rng, dt: [
+            Sample((_vals(rng, (2, 3), dt), rng.integers(-5, 6, (2, 3)).astype(np.int32))),
+            Sample((_vals(rng, (4,), dt), np.int32(3))),
+        ],
+    )
+)
+register(
+    OpEntry(
+        "frexp",
+        nb.frexp,
+        lambda x: [a.astype(x.dtype if a.dtype.kind == "f" else np.int32) for a in np.frexp(x)],
+        lambda rng, dt: [
+            Sample((_vals(rng, (2, 3), dt) * 40.0,)),
+            Sample((np.array([0.0, 1.0, 0.5, -3.0, 1024.0], dt),)),
+        ],
+        differentiable=False,
+        out_dtype=lambda dt: None,  # (float and int32: tests/test_numeric.py)
+    )
+)
+_multi("polyadd", nb.polyadd, np.polyadd, [([(3,), (5,)], {}), ([(4,), (2,)], {})],
+       dtypes=("float32", "float64"))  # fmt: skip
+_multi("polysub", nb.polysub, np.polysub, [([(3,), (5,)], {}), ([(4,), (2,)], {})],
+       dtypes=("float32", "float64"))  # fmt: skip
+_multi(
+    "polymul",
+    nb.polymul,
+    np.polymul,
+    [([(3,), (4,)], {})],
+    dtypes=("float32", "float64"),
+    batchable=False,  # (convolve's: 1-D, as NumPy's)
+)
+shaped(
+    "polyder",
+    nb.polyder,
+    np.polyder,
+    [((5,), (), {}), ((5,), (2,), {}), ((3,), (), {"m": 0})],
+    dtypes=("float32", "float64"),
+)
+shaped(
+    "polyint",
+    nb.polyint,
+    lambda p, m=1, k=None: np.polyint(p, m, 0 if k is None else k).astype(p.dtype),
+    [((4,), (), {}), ((3,), (2,), {"k": 1.5})],
+    dtypes=("float32", "float64"),
+)
+_multi(
+    "polydiv",
+    lambda u, v: nb.polydiv(u, v + 3.0),
+    lambda u, v: [
+        np.polydiv(u, v + 3.0)[0],
+        np.concatenate([np.zeros(len(u) - len(v) + 1), np.polydiv(u, v + 3.0)[1]])[-len(u) :],
+    ],
+    [([(5,), (2,)], {}), ([(6,), (3,)], {})],
+    dtypes=("float32", "float64"),
+    atol=1e-4,
+)
+shaped("poly", nb.poly, np.poly, [((3,), (), {}), ((1,), (), {})], dtypes=("float32", "float64"))
+register(
+    OpEntry(
+        "kaiser",
+        lambda b: nb.kaiser(7, b),
+        lambda b: np.kaiser(7, float(b)).astype(b.dtype),
+        lambda rng, dt: [Sample((np.asarray(rng.uniform(0.5, 8.0), dt),))],
+        atol=1e-4,
+        batchable=True,
+    )
+)
+shaped(
+    "packbits",
+    nb.packbits,
+    np.packbits,
+    [((2, 11), (), {}), ((3, 4), (), {"axis": 0, "bitorder": "little"})],
+    dtypes=("int32", "bool"),
+    differentiable=False,
+    out_dtype=lambda dt: "uint8",
+)
+shaped(
+    "unpackbits",
+    nb.unpackbits,
+    np.unpackbits,
+    [((2, 3), (), {}), ((2, 3), (), {"axis": 1, "count": -3, "bitorder": "little"})],
+    dtypes=("uint8",),
+    differentiable=False,
+)
 shaped(
     "gradient",
     nb.gradient,

@@ -41,6 +41,10 @@ FUNCTIONS = [
     ("expit", sp.expit, X, 1e-12),
     ("entr", sp.entr, np.abs(X), 1e-12),
     ("gammasgn", sp.gammasgn, X, 0),
+    ("i0", sp.i0, X[np.abs(X) < 700], 5e-15),
+    ("i0e", sp.i0e, X, 5e-15),
+    ("i1", sp.i1, X[np.abs(X) < 700], 5e-15),
+    ("i1e", sp.i1e, X, 5e-15),
 ]
 
 
@@ -91,7 +95,7 @@ def test_special_functions_edges_follow_scipy_and_jax():
 
 
 @pytest.mark.parametrize(
-    "name", ["gammaln", "digamma", "erfc", "ndtr", "log_ndtr", "ndtri", "erfinv"]
+    "name", ["gammaln", "digamma", "erfc", "ndtr", "log_ndtr", "ndtri", "erfinv", "i0", "i1e"]
 )
 def test_special_gradients_are_finite_differences(name):
     fn = getattr(S.special, name)

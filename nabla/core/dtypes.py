@@ -485,3 +485,75 @@ def result_type_of(*args) -> DType:
         else:
             strong.append(_dtype_of(a))
     return result_type(strong, weak)
+
+
+def dtype(obj) -> DType:
+    """The :class:`nabla.DType` of a name, a NumPy dtype or type, a DType, or anything with a
+    ``.dtype`` (JAX's ``jnp.dtype``, nabla's dtypes in place of NumPy's; ``nb.dtype(t) ==
+    nb.float32`` as in JAX).
+
+    Args:
+        obj: a dtype in any spelling, or a tensor or array.
+
+    Returns:
+        A :class:`nabla.DType`.
+    """
+    return _dtype_of(obj)
+
+
+_KINDS = {
+    "bool": lambda d: d.is_bool,
+    "signed integer": lambda d: d.is_int and not d.is_unsigned,
+    "unsigned integer": lambda d: d.is_unsigned,
+    "integral": lambda d: d.is_int,
+    "real floating": lambda d: d.is_float,
+    "complex floating": lambda d: False,  # no complex dtype
+    "numeric": lambda d: d.is_int or d.is_float,
+}
+
+
+def isdtype(dtype, kind) -> bool:
+    """The array API's ``isdtype`` (JAX's too): whether ``dtype`` is of ``kind``.
+
+    Args:
+        dtype: a dtype (nabla's, NumPy's, a name).
+        kind: a dtype, one of ``"bool"``, ``"signed integer"``, ``"unsigned integer"``,
+            ``"integral"``, ``"real floating"``, ``"complex floating"``, ``"numeric"``, or a
+            tuple of those (any of them).
+
+    Returns:
+        A Python bool.
+
+    Raises:
+        ValueError: for a kind name not in that list.
+    """
+    d = to_dtype(dtype)
+    if isinstance(kind, tuple):
+        return any(isdtype(d, k) for k in kind)
+    if isinstance(kind, str) and kind in _KINDS:
+        return bool(_KINDS[kind](d))
+    if isinstance(kind, str) and kind not in _BY_NAME:
+        raise ValueError(
+            f"isdtype: unknown kind {kind!r}; kinds are {', '.join(map(repr, _KINDS))}"
+        )
+    return d is to_dtype(kind)
+
+
+def can_cast(from_, to, casting: str = "safe") -> bool:
+    """NumPy's and JAX's ``can_cast``: whether a cast keeps every value under ``casting``'s
+    rule (``"no"``, ``"equiv"``, ``"safe"``, ``"same_kind"``, ``"unsafe"``).
+
+    Args:
+        from_: a dtype (any spelling) or a tensor or array.
+        to: a dtype.
+        casting: NumPy's rule (default ``"safe"``).
+
+    Returns:
+        A Python bool.
+    """
+    return bool(np.can_cast(_dtype_of(from_).numpy, to_dtype(to).numpy, casting))
+
+
+# NumPy's other names of the dtypes, at their NumPy widths
+single, double, float_ = DType.float32, DType.float64, DType.float64
+half, int_, uint = DType.float16, DType.int64, DType.uint64

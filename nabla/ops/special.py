@@ -61,6 +61,10 @@ __all__ = [
     "kl_div",
     "logit",
     "expit",
+    "i0",
+    "i0e",
+    "i1",
+    "i1e",
 ]
 
 
@@ -849,4 +853,97 @@ def betainc(a, b, x) -> Tensor:
     return _BETAINC.bind(_broadcast_floats("betainc", a, b, x), {})
 
 
-provide(globals(), ["erfinv"])  # (random's truncated_normal inverts its CDF with it)
+# ----------------------------------------------------------------------------- Bessel I0, I1
+# Below |x| = 20 the power series (45 terms reach float64's rounding there), above it the
+# asymptotic series (20 terms: its smallest term, near k = 2|x|, is far below rounding).
+_BESSEL_CUT = 20.0
+_I0_SERIES = [1.0 / math.factorial(k) ** 2 for k in range(45)][::-1]
+_I1_SERIES = [1.0 / (math.factorial(k) * math.factorial(k + 1)) for k in range(45)][::-1]
+
+
+def _asymptotic(nu: int, n: int = 20) -> list:
+    """The coefficients ``c_k`` of ``I_nu(x) ~ e^x / sqrt(2 pi x) * sum_k c_k / x^k``."""
+    out, term = [1.0], 1.0
+    for k in range(1, n):
+        term *= -(4.0 * nu * nu - (2 * k - 1) ** 2) / (k * 8.0)
+        out.append(term)
+    return out[::-1]
+
+
+_I0_ASYM, _I1_ASYM = _asymptotic(0), _asymptotic(1)
+
+
+def _bessel_scaled(x, nu: int, op: str):
+    """``(e^-|x| I_nu(|x|), |x|)``: the series below the cut, the asymptotic one above, each
+    fed only the inputs it takes (so neither side's value nor gradient is NaN)."""
+    ax = fn.abs(_float(x, op))
+    small = ax < _BESSEL_CUT
+    xs = fn.where(small, ax, 0.0)
+    xl = fn.where(small, _BESSEL_CUT, ax)
+    y = xs * xs / 4.0
+    if nu == 0:
+        series = _horner(_I0_SERIES, y)
+    else:
+        series = xs / 2.0 * _horner(_I1_SERIES, y)
+    asym = _horner(_I1_ASYM if nu else _I0_ASYM, 1.0 / xl) / fn.sqrt(2.0 * math.pi * xl)
+    return fn.where(small, series * fn.exp(-xs), asym), ax
+
+
+def i0e(x) -> Tensor:
+    """The exponentially scaled modified Bessel function of order 0, ``exp(-|x|) I0(x)``
+    (SciPy's and JAX's ``i0e``), to about 1e-15 relative in float64.
+
+    Args:
+        x: the input (integers become the default float).
+
+    Returns:
+        A float tensor like ``x``.
+    """
+    return _bessel_scaled(x, 0, "i0e")[0]
+
+
+def i0(x) -> Tensor:
+    """The modified Bessel function of the first kind of order 0 (SciPy's ``i0``, NumPy's
+    and JAX's ``jnp.i0``); overflows where ``exp(|x|)`` does.
+
+    Args:
+        x: the input (integers become the default float).
+
+    Returns:
+        A float tensor like ``x``.
+    """
+    scaled, ax = _bessel_scaled(x, 0, "i0")
+    return scaled * fn.exp(ax)
+
+
+def i1e(x) -> Tensor:
+    """The exponentially scaled modified Bessel function of order 1, ``exp(-|x|) I1(x)``
+    (SciPy's and JAX's ``i1e``); odd in ``x``.
+
+    Args:
+        x: the input (integers become the default float).
+
+    Returns:
+        A float tensor like ``x``.
+    """
+    scaled, _ = _bessel_scaled(x, 1, "i1e")
+    return fn.where(_float(x, "i1e") < 0, -scaled, scaled)
+
+
+def i1(x) -> Tensor:
+    """The modified Bessel function of the first kind of order 1 (SciPy's and JAX's
+    ``i1``); odd in ``x``, overflows where ``exp(|x|)`` does.
+
+    Args:
+        x: the input (integers become the default float).
+
+    Returns:
+        A float tensor like ``x``.
+    """
+    scaled, ax = _bessel_scaled(x, 1, "i1")
+    v = scaled * fn.exp(ax)
+    return fn.where(_float(x, "i1") < 0, -v, v)
+
+
+provide(globals(), ["erfinv", "i0"])  # (random's truncated_normal inverts its CDF with erfinv;
+# the kaiser window needs i0)

@@ -1,6 +1,7 @@
 """``nb.scipy.special``: JAX's ``jax.scipy.special`` functions (see
 :mod:`nabla.ops.special` for their accuracy; the incomplete gamma and beta functions run on
-the host in float64). Not built: Bessel functions, ``zeta``/``polygamma``."""
+the host in float64). Of the Bessel functions, ``i0``/``i0e``/``i1``/``i1e``; not built: the
+others, ``zeta``/``polygamma``."""
 
 from __future__ import annotations
 
@@ -24,6 +25,10 @@ from ..ops.special import (
     gammaincc,
     gammaln,
     gammasgn,
+    i0,
+    i0e,
+    i1,
+    i1e,
     kl_div,
     log_ndtr,
     logit,
@@ -55,6 +60,10 @@ __all__ = [
     "gammaincc",
     "gammaln",
     "gammasgn",
+    "i0",
+    "i0e",
+    "i1",
+    "i1e",
     "kl_div",
     "log_ndtr",
     "log_softmax",

@@ -112,6 +112,10 @@ ALIASES = {
     "index_select": "take",
     "radians": "deg2rad",
     "degrees": "rad2deg",
+    "bitwise_invert": "bitwise_not",
+    "invert": "bitwise_not",
+    "bitwise_left_shift": "left_shift",
+    "bitwise_right_shift": "right_shift",
 }
 
 
@@ -165,7 +169,6 @@ TESTED_ELSEWHERE = {
     "compiled_call": "compile's fast path (tests/transforms/test_compile.py)",
     "windows_sum": "the VJP of conv2d's and pooling's windows (tests/ops/test_windows.py)",
     "cond": "cond/switch (tests/transforms/test_control_flow.py)",
-    "while_loop": "while_loop/fori_loop (tests/transforms/test_control_flow.py)",
     "scan": "scan/fori_loop (tests/transforms/test_control_flow.py)",
     **{
         name: "placement and collectives (tests/sharding/test_collectives.py)"
