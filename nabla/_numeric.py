@@ -276,8 +276,19 @@ def bitwise_count(x) -> Tensor:
         ValueError: (:class:`nabla.OpError`) for a dtype that is not an integer.
     """
     t = _ints(x, "bitwise_count")
+    return popcount(t if t.dtype.is_unsigned else unary.abs(t))
+
+
+def unsigned_bits(t: Tensor) -> Tensor:
+    """The two's-complement bits of integers ``t`` as the unsigned dtype of their width."""
+    return unary.cast(t, DType(f"uint{8 * t.dtype.itemsize}"))
+
+
+def popcount(t: Tensor) -> Tensor:
+    """The number of 1 bits of each integer's two's-complement form (uint8), by summing
+    neighbouring bit fields (the count of ``|x|`` for ``bitwise_count``'s ``abs`` first)."""
+    u = unsigned_bits(t)
     bits = 8 * t.dtype.itemsize
-    u = unary.cast(t if t.dtype.is_unsigned else unary.abs(t), DType(f"uint{bits}"))
 
     def mask(pattern: int) -> int:  # the byte pattern repeated over the width
         return int.from_bytes(bytes([pattern]) * (bits // 8), "little")

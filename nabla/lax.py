@@ -11,7 +11,11 @@ differentiate, batch under ``vmap`` and compile as those do:
   so the slice fits, as JAX clamps them;
 - ``psum``/``pmean``/``pmax``/``pmin`` over a mesh axis name inside ``shard_map``
   (:func:`nabla.all_reduce`), or over the examples of a ``vmap(axis_name=)``, and
-  ``axis_index`` along either;
+  ``axis_index``/``axis_size`` along either; ``all_gather``, ``psum_scatter``,
+  ``all_to_all`` (stacked or tiled) and ``ppermute`` with JAX's signatures, likewise;
+- ``reduce`` with any associative, commutative computation (on pytrees: an argmax is a
+  ``reduce`` of ``(values, indices)``), in log-depth halvings, and ``reduce_sum``/``_max``/
+  ``_min``/``_prod``/``_and``/``_or``/``_xor``; ``population_count``, ``clz``;
 - the elementwise names (``add``, ``mul``, ``max``, ``lt``, ...: nabla's ops, which promote
   mixed dtypes as ``jnp`` does), ``div``/``rem`` (C's rounding toward zero), ``round``
   (halves away from zero), and the structural ones: ``dot_general``, ``broadcast_in_dim``,
@@ -30,9 +34,10 @@ import numbers
 
 import numpy as np
 
+from ._numeric import popcount, unsigned_bits
 from .core.dtypes import DType
 from .core.pytree import tree_flatten, tree_leaves, tree_map, tree_unflatten
-from .core.state import spmd_axes
+from .core.state import STATE, spmd_axes
 from .ops import (
     array_functions,
     binary,
@@ -46,7 +51,9 @@ from .ops import (
     view,
 )
 from .ops import nn as nn_ops
-from .ops._util import norm_axis
+from .ops._util import as_tensor, norm_axis
+from .ops.base import OpError
+from .ops.batching import from_batch, to_batch
 from .ops.unary import stop_gradient
 from .runtime.tensor import Tensor
 from .transforms.control_flow import cond, fori_loop, scan, switch, while_loop
@@ -73,6 +80,11 @@ __all__ = [
     "pmax",
     "pmin",
     "axis_index",
+    "axis_size",
+    "all_gather",
+    "psum_scatter",
+    "all_to_all",
+    "ppermute",
 ]
 
 
@@ -1115,3 +1127,380 @@ def conv_with_general_padding(
         rhs_dilation,
         preferred_element_type=preferred_element_type,
     )
+
+
+# ----------------------------------------------------------------------------- named collectives
+# JAX's collectives by axis name: over mesh axes inside ``shard_map`` (nabla's collectives,
+# whose tiled forms these are), or over the examples of a ``vmap(axis_name=)`` (the examples
+# stacked with ``from_batch``, the result handed back per example with ``to_batch``).
+def _named_vmap(axis_name, op: str):
+    """The running vmap named ``axis_name`` (one name), or None for mesh axes."""
+    if not names_a_vmap(axis_name):
+        return None
+    if isinstance(axis_name, tuple):
+        if len(axis_name) != 1:
+            raise NotImplementedError(f"lax.{op}: over one vmap axis name at a time")
+        axis_name = axis_name[0]
+    return STATE.vmap_names[axis_name]
+
+
+def _stacked(x: Tensor, named) -> Tensor:
+    """Every example's ``x`` stacked along a new leading dim (the same value for all)."""
+    if named.level in x._impl.levels:
+        return from_batch(x, named.level, 0)
+    return view.broadcast_to(view.unsqueeze(x, 0), (named.size, *x.shape))
+
+
+def axis_size(axis_name) -> int:
+    """The number of devices along mesh axis (or axes) ``axis_name`` inside ``shard_map``, or
+    of examples of the ``vmap`` named so (JAX's ``lax.axis_size``).
+
+    Args:
+        axis_name: a name or a tuple of names.
+
+    Returns:
+        A Python int.
+
+    Raises:
+        NameError: when no running vmap or shard_map body has that axis name.
+    """
+    names = axis_name if isinstance(axis_name, tuple) else (axis_name,)
+    size = 1
+    for n in names:
+        if names_a_vmap(n):
+            size *= STATE.vmap_names[n].size
+        elif isinstance(n, str) and spmd_axes.get(n):
+            size *= spmd_axes[n][1].axis_size(n)
+        else:
+            raise NameError(f"lax.axis_size: no running vmap or shard_map body has axis {n!r}")
+    return size
+
+
+def all_gather(x, axis_name, *, axis: int = 0, tiled: bool = False) -> Tensor:
+    """Every device's (or example's) ``x`` gathered (JAX's ``lax.all_gather``): stacked along
+    a new dim ``axis`` (``tiled=False``), or concatenated along dim ``axis`` (``tiled=True``).
+
+    Args:
+        x: the per-device (or per-example) value.
+        axis_name: the mesh axis (or axes) or vmap axis name.
+        axis: where the gathered dim goes.
+        tiled: concatenate instead of stacking.
+
+    Returns:
+        The gathered value, the same on every device.
+    """
+    x = as_tensor(x, op="all_gather")
+    nd = x.ndim if tiled else x.ndim + 1
+    ax = norm_axis("all_gather", axis, nd, x.shape)
+    named = _named_vmap(axis_name, "all_gather")
+    if named is not None:
+        stacked = view.moveaxis(_stacked(x, named), 0, ax)
+        if not tiled:
+            return stacked
+        shape = stacked.shape
+        return view.reshape(stacked, shape[:ax] + (shape[ax] * shape[ax + 1],) + shape[ax + 2 :])
+    if not tiled:
+        x = view.unsqueeze(x, ax)
+    return collectives.all_gather(x, ax, axes=axis_name)
+
+
+def psum_scatter(x, axis_name, *, scatter_dimension: int = 0, tiled: bool = False) -> Tensor:
+    """The sum over devices (or examples), each keeping its block of dim
+    ``scatter_dimension`` (JAX's ``lax.psum_scatter``): with ``tiled=False`` that dim's size
+    is the number of devices and is dropped; with ``tiled=True`` each keeps a slice of it.
+
+    Args:
+        x: the per-device (or per-example) value.
+        axis_name: the mesh axis (or axes) or vmap axis name.
+        scatter_dimension: the dim to scatter.
+        tiled: keep the dim (a slice of it) instead of dropping it.
+
+    Returns:
+        This device's (example's) block of the sum.
+
+    Raises:
+        ValueError: (:class:`nabla.OpError`) when the dim does not divide among the devices.
+    """
+    x = as_tensor(x, op="psum_scatter")
+    d = norm_axis("psum_scatter", scatter_dimension, x.ndim, x.shape)
+    n = axis_size(axis_name)
+    if (not tiled and x.shape[d] != n) or (tiled and x.shape[d] % n):
+        want = f"equal to {n}" if not tiled else f"divisible by {n}"
+        raise OpError(
+            f"psum_scatter: dim {d} of shape {tuple(x.shape)} must be {want}, the size of "
+            f"axis {axis_name!r}"
+        )
+    named = _named_vmap(axis_name, "psum_scatter")
+    if named is not None:
+        total = reduction.sum(_stacked(x, named), axis=0)
+        blocks = view.reshape(total, total.shape[:d] + (n, -1) + total.shape[d + 1 :])
+        mine = to_batch(view.moveaxis(blocks, d, 0), 0, named.level)
+        return mine if tiled else view.squeeze(mine, d)
+    out = collectives.reduce_scatter(x, d, axes=axis_name)
+    return out if tiled else view.squeeze(out, d)
+
+
+def all_to_all(x, axis_name, split_axis: int, concat_axis: int, *, tiled: bool = False):
+    """JAX's ``lax.all_to_all``: dim ``split_axis`` cut into one chunk per device, chunk
+    ``j`` sent to device ``j``, the received chunks joined along ``concat_axis``: stacked
+    as a new dim there (``tiled=False``; ``split_axis``'s size is then the device count and
+    the dim is dropped), or concatenated (``tiled=True``).
+
+    Args:
+        x: the per-device (or per-example) value.
+        axis_name: the mesh axis (or axes) or vmap axis name.
+        split_axis: the dim to cut.
+        concat_axis: where the received chunks go (counted in the result).
+        tiled: concatenate instead of stacking.
+
+    Returns:
+        This device's (example's) received chunks.
+
+    Raises:
+        ValueError: (:class:`nabla.OpError`) when the dim does not divide among the devices.
+    """
+    x = as_tensor(x, op="all_to_all")
+    s = norm_axis("all_to_all", split_axis, x.ndim, x.shape)
+    c = norm_axis("all_to_all", concat_axis, x.ndim, x.shape)
+    n = axis_size(axis_name)
+    if (not tiled and x.shape[s] != n) or (tiled and x.shape[s] % n):
+        want = f"equal to {n}" if not tiled else f"divisible by {n}"
+        raise OpError(
+            f"all_to_all: split dim {s} of shape {tuple(x.shape)} must be {want}, the size "
+            f"of axis {axis_name!r}"
+        )
+    if not tiled:  # the tiled form over chunks of 1, then the senders' dim moved to c
+        y = all_to_all(view.unsqueeze(x, s + 1), axis_name, s, s + 1, tiled=True)
+        return view.moveaxis(view.squeeze(y, s), s, c)
+    named = _named_vmap(axis_name, "all_to_all")
+    if named is None:  # nabla's all_to_all in a shard_map body is JAX's tiled form
+        return collectives.all_to_all(x, s, c, axes=axis_name)
+    shape = tuple(x.shape)
+    rest = shape[:s] + (shape[s] // n,) + shape[s + 1 :]  # a chunk's shape
+    # (sender j, ..., chunk k, within, ...) -> (receiver k, sender j, *rest)
+    blocks = view.reshape(_stacked(x, named), (n,) + shape[:s] + (n, rest[s]) + shape[s + 1 :])
+    mine = view.moveaxis(blocks, s + 1, 0)
+    # the senders' chunks concatenated along c: j just before rest's dim c, then merged
+    order = (0, *range(2, 2 + c), 1, *range(2 + c, mine.ndim))
+    joined = view.reshape(
+        view.permute(mine, order), (n,) + rest[:c] + (n * rest[c],) + rest[c + 1 :]
+    )
+    return to_batch(joined, 0, named.level)
+
+
+def ppermute(x, axis_name, perm) -> Tensor:
+    """JAX's ``lax.ppermute``: each ``(source, destination)`` pair of positions along
+    ``axis_name`` sends the source's ``x`` to the destination; one that receives nothing
+    gets zeros.
+
+    Args:
+        x: the per-device (or per-example) value.
+        axis_name: the mesh axis or vmap axis name.
+        perm: ``(source, destination)`` pairs (each position at most once on each side).
+
+    Returns:
+        The value this device (example) received.
+    """
+    named = _named_vmap(axis_name, "ppermute")
+    if named is None:
+        return collectives.ppermute(x, perm, axis_name=axis_name)
+    x = as_tensor(x, op="ppermute")
+    pairs = [(int(a), int(b)) for a, b in perm]
+    srcs, dsts = [a for a, _ in pairs], [b for _, b in pairs]
+    if len(set(srcs)) != len(srcs) or len(set(dsts)) != len(dsts):
+        raise OpError(f"ppermute: each position at most once as source and destination: {perm}")
+    stacked = _stacked(x, named)
+    source = np.zeros(named.size, np.int32)
+    received = np.zeros(named.size, bool)
+    for a, b in pairs:
+        source[b], received[b] = a, True
+    moved = indexing.take(stacked, as_tensor(source, DType.int32, "ppermute"), axis=0)
+    keep = as_tensor(received.reshape((-1,) + (1,) * x.ndim), DType.bool, "ppermute")
+    out = binary.where(keep, moved, creation.zeros_like(moved))
+    return to_batch(out, 0, named.level)
+
+
+# ----------------------------------------------------------------------------- reductions
+def _axes(operand, axes, op: str) -> tuple:
+    return tuple(norm_axis(op, a, operand.ndim, operand.shape) for a in axes)
+
+
+def reduce_sum(operand, axes) -> Tensor:
+    """JAX's ``lax.reduce_sum``: the sum over ``axes`` (a sequence of dims)."""
+    x = as_tensor(operand, op="reduce_sum")
+    return reduction.sum(x, axis=_axes(x, axes, "reduce_sum"))
+
+
+def reduce_max(operand, axes) -> Tensor:
+    """JAX's ``lax.reduce_max``: the maximum over ``axes``."""
+    x = as_tensor(operand, op="reduce_max")
+    return reduction.max(x, axis=_axes(x, axes, "reduce_max"))
+
+
+def reduce_min(operand, axes) -> Tensor:
+    """JAX's ``lax.reduce_min``: the minimum over ``axes``."""
+    x = as_tensor(operand, op="reduce_min")
+    return reduction.min(x, axis=_axes(x, axes, "reduce_min"))
+
+
+def reduce_prod(operand, axes) -> Tensor:
+    """JAX's ``lax.reduce_prod``: the product over ``axes``."""
+    x = as_tensor(operand, op="reduce_prod")
+    return reduction.prod(x, axis=_axes(x, axes, "reduce_prod"))
+
+
+def reduce_and(operand, axes) -> Tensor:
+    """JAX's ``lax.reduce_and``: logical (bools) or bitwise (integers) and over ``axes``."""
+    return _reduce_bits(operand, axes, "reduce_and", binary.bitwise_and, -1)
+
+
+def reduce_or(operand, axes) -> Tensor:
+    """JAX's ``lax.reduce_or``: logical (bools) or bitwise (integers) or over ``axes``."""
+    return _reduce_bits(operand, axes, "reduce_or", binary.bitwise_or, 0)
+
+
+def reduce_xor(operand, axes) -> Tensor:
+    """JAX's ``lax.reduce_xor``: logical (bools) or bitwise (integers) xor over ``axes``."""
+    return _reduce_bits(operand, axes, "reduce_xor", binary.bitwise_xor, 0)
+
+
+def _reduce_bits(operand, axes, op: str, combine, identity: int) -> Tensor:
+    x = as_tensor(operand, op=op)
+    if x.dtype.is_float:
+        raise OpError(f"lax.{op}: needs bools or integers, got {x.dtype.value}{list(x.shape)}")
+    if x.dtype.is_bool:
+        identity = bool(identity)
+    return _fold(x, _axes(x, axes, op), combine, creation.full((), identity, dtype=x.dtype))
+
+
+def _fold(tree, axes, combine, init):
+    """``tree``'s leaves reduced over ``axes`` by the associative ``combine`` (on pytrees),
+    in log-depth halvings; an odd length is padded with ``init`` (the identity) first."""
+    leaves, treedef = tree_flatten(tree)
+    inits = tree_leaves(init)
+    for ax in sorted(axes, reverse=True):
+        if leaves[0].shape[ax] == 0:
+            leaves = [_slab(v, ax, i) for v, i in zip(leaves, inits, strict=True)]
+        while leaves[0].shape[ax] > 1:
+            n = leaves[0].shape[ax]
+            if n % 2:
+                leaves = [
+                    view.concatenate([v, _slab(v, ax, i)], ax)
+                    for v, i in zip(leaves, inits, strict=True)
+                ]
+                n += 1
+            lo = tree_unflatten(treedef, [_cut(v, ax, 0, n // 2) for v in leaves])
+            hi = tree_unflatten(treedef, [_cut(v, ax, n // 2, n) for v in leaves])
+            leaves = [as_tensor(v, op="reduce") for v in tree_leaves(combine(lo, hi))]
+        leaves = [view.squeeze(v, ax) for v in leaves]
+    return tree_unflatten(treedef, leaves)
+
+
+def _slab(v, ax: int, value) -> Tensor:
+    """``value`` in ``v``'s dtype, shaped as ``v`` with dim ``ax`` of length 1."""
+    shape = tuple(v.shape[:ax]) + (1,) + tuple(v.shape[ax + 1 :])
+    return view.broadcast_to(as_tensor(value, v.dtype, "reduce"), shape)
+
+
+def _cut(v, ax, start, stop):
+    index = [builtins.slice(None)] * v.ndim
+    index[ax] = builtins.slice(start, stop)
+    return v[tuple(index)]
+
+
+def reduce(operands, init_values, computation, dimensions):
+    """JAX's ``lax.reduce``: ``operands`` (a tensor or a pytree of same-shape tensors)
+    reduced over ``dimensions`` by ``computation``, which must be associative and
+    commutative with ``init_values`` its identity (as JAX requires); evaluated in log-depth
+    halvings, so any such computation differentiates and batches.
+
+    Args:
+        operands: a tensor or a pytree of tensors of one shape.
+        init_values: the identity, a scalar (or a pytree of them, as ``operands``).
+        computation: ``f(a, b)`` on pytrees like ``operands``.
+        dimensions: the dims to reduce.
+
+    Returns:
+        The reduced value(s), as ``operands``' structure.
+    """
+    leaves, treedef = tree_flatten(operands)
+    leaves = [as_tensor(v, op="reduce") for v in leaves]
+    inits = [
+        as_tensor(i, v.dtype, "reduce")
+        for v, i in zip(leaves, tree_leaves(init_values), strict=True)
+    ]
+    if builtins.any(v.shape != leaves[0].shape for v in leaves):
+        raise OpError(f"lax.reduce: operands of one shape, got {[tuple(v.shape) for v in leaves]}")
+    axes = _axes(leaves[0], dimensions, "reduce")
+    tree = tree_unflatten(treedef, leaves)
+    return _fold(tree, axes, computation, tree_unflatten(treedef, inits))
+
+
+# ----------------------------------------------------------------------------- more elementwise
+cbrt, reciprocal = array_functions.cbrt, unary.reciprocal
+bessel_i0e, bessel_i1e = special.i0e, special.i1e
+igamma, igammac, betainc = special.gammainc, special.gammaincc, special.betainc
+
+
+def population_count(x) -> Tensor:
+    """JAX's ``lax.population_count``: the 1 bits of each integer's two's-complement form,
+    in ``x``'s dtype."""
+    t = as_tensor(x, op="population_count")
+    if not t.dtype.is_int:
+        raise OpError(f"lax.population_count: needs integers, got {t.dtype.value}")
+    return unary.cast(popcount(t), t.dtype)
+
+
+def clz(x) -> Tensor:
+    """JAX's ``lax.clz``: the leading zero bits of each integer's two's-complement form, in
+    ``x``'s dtype (every bit below the highest 1 set, then counted)."""
+    t = as_tensor(x, op="clz")
+    if not t.dtype.is_int:
+        raise OpError(f"lax.clz: needs integers, got {t.dtype.value}")
+    u = unsigned_bits(t)
+    bits, shift = 8 * t.dtype.itemsize, 1
+    while shift < bits:
+        u = binary.bitwise_or(u, u >> shift)
+        shift *= 2
+    return unary.cast(bits - unary.cast(popcount(u), DType.int32), t.dtype)
+
+
+# ----------------------------------------------------------------------------- more structure
+def broadcast(operand, sizes) -> Tensor:
+    """JAX's ``lax.broadcast``: ``operand`` with new leading dims of ``sizes``."""
+    x = as_tensor(operand, op="broadcast")
+    return view.broadcast_to(x, (*sizes, *x.shape))
+
+
+def broadcast_to_rank(x, rank: int) -> Tensor:
+    """JAX's ``lax.broadcast_to_rank``: leading dims of 1 up to ``rank`` dims."""
+    t = as_tensor(x, op="broadcast_to_rank")
+    return view.reshape(t, (1,) * builtins.max(rank - t.ndim, 0) + tuple(t.shape))
+
+
+def collapse(operand, start_dimension: int, stop_dimension: int | None = None) -> Tensor:
+    """JAX's ``lax.collapse``: dims ``[start_dimension, stop_dimension)`` merged into one."""
+    x = as_tensor(operand, op="collapse")
+    stop = x.ndim if stop_dimension is None else stop_dimension
+    start = norm_axis("collapse", start_dimension, x.ndim, x.shape)
+    stop = stop + x.ndim if stop < 0 else stop
+    shape = tuple(x.shape)
+    return view.reshape(x, shape[:start] + (-1,) + shape[stop:]) if stop > start else x
+
+
+def split(operand, sizes, axis: int = 0) -> list:
+    """JAX's ``lax.split``: pieces of ``sizes`` along ``axis`` (they must add up to it)."""
+    x = as_tensor(operand, op="split")
+    ax = norm_axis("split", axis, x.ndim, x.shape)
+    if builtins.sum(sizes) != x.shape[ax]:
+        raise OpError(
+            f"lax.split: sizes {list(sizes)} do not add up to dim {ax} of {tuple(x.shape)}"
+        )
+    out, at = [], 0
+    for size in sizes:
+        out.append(_cut(x, ax, at, at + size))
+        at += size
+    return out
+
+
+tile = view.tile

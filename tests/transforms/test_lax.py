@@ -373,3 +373,116 @@ def test_scans_windows_and_convolutions_of_lax():
     np.testing.assert_allclose(got.numpy(), _np_conv(x3, w3, (1, 2, 1), [(0, 0)] * 3), rtol=1e-10)
     with pytest.raises(ValueError, match="lhs has 3 features, rhs takes 2 per group"):
         L.conv(im, rng.standard_normal((4, 2, 3, 3)), (1, 1), "SAME")
+
+
+# ------------------------------------------------- JAX's named collectives, both kinds of axis
+def _per_device_reference(name, blocks):
+    """What each device (example) gets, from the blocks of all of them (JAX's definitions)."""
+    n = len(blocks)
+    if name == "all_gather":
+        return [np.stack(blocks, 1)] * n
+    if name == "all_gather_tiled":
+        return [np.concatenate(blocks, 1)] * n
+    if name == "psum_scatter":  # dim 0 of size n: block i of the sum
+        total = sum(blocks)
+        return [total[i] for i in range(n)]
+    if name == "psum_scatter_tiled":  # dim 1 split in n
+        total = sum(blocks)
+        return np.split(total, n, axis=1)
+    if name == "all_to_all_tiled":  # split dim 0, concat dim 1
+        return [np.concatenate([np.split(b, n, 0)[i] for b in blocks], 1) for i in range(n)]
+    if name == "all_to_all":  # split dim 0 (size n), the senders stacked at dim 1
+        return [np.stack([b[i] for b in blocks], 1) for i in range(n)]
+    if name == "ppermute":  # (0 -> 1), (1 -> 2), (2 -> 0); device 3 receives nothing
+        src = {1: 0, 2: 1, 0: 2}
+        return [blocks[src[i]] if i in src else np.zeros_like(blocks[0]) for i in range(n)]
+    raise AssertionError(name)
+
+
+COLLECTIVES = {
+    "all_gather": lambda v: L.all_gather(v, "i", axis=1),
+    "all_gather_tiled": lambda v: L.all_gather(v, "i", axis=1, tiled=True),
+    "psum_scatter": lambda v: L.psum_scatter(v, "i"),
+    "psum_scatter_tiled": lambda v: L.psum_scatter(v, "i", scatter_dimension=1, tiled=True),
+    "all_to_all_tiled": lambda v: L.all_to_all(v, "i", 0, 1, tiled=True),
+    "all_to_all": lambda v: L.all_to_all(v, "i", 0, 1),
+    "ppermute": lambda v: L.ppermute(v, "i", [(0, 1), (1, 2), (2, 0)]),
+}
+
+
+@pytest.mark.parametrize("name", list(COLLECTIVES))
+def test_named_collectives_match_their_definitions_in_shard_map_and_under_vmap(name):
+    n = 4
+    blocks = [R.standard_normal((4, 8)).astype(np.float32) for _ in range(n)]
+    want = _per_device_reference(name, blocks)
+    f = COLLECTIVES[name]
+    got = nb.vmap(f, axis_name="i")(np.stack(blocks))
+    np.testing.assert_allclose(got.numpy(), np.stack(want), rtol=1e-5, atol=1e-6)
+    mesh = nb.DeviceMesh("lax_named", (n,), ("i",))
+    body = nb.shard_map(lambda v: f(v)[None], mesh, (nb.P("i"),), nb.P("i"), check_rep=False)
+    got = body(np.concatenate(blocks)).numpy()
+    np.testing.assert_allclose(got, np.stack(want), rtol=1e-5, atol=1e-6)
+
+
+def test_named_collectives_differentiate_and_refuse_sizes_that_do_not_divide():
+    x = R.standard_normal((4, 3)).astype(np.float32)
+
+    def loss(x):
+        gathered = nb.vmap(lambda v: L.all_gather(v, "i") * v[None], axis_name="i")(x)
+        return (gathered**2).sum()
+
+    # sum_i sum_j (x_j x_i)^2 = (sum_j x_j^2) (sum_i x_i^2) per column: d/dx = 4 x S
+    s = (x**2).sum(0)
+    np.testing.assert_allclose(nb.grad(loss)(x).numpy(), 4 * x * s, rtol=1e-5)
+    assert nb.vmap(lambda v: v * L.axis_size("i"), axis_name="i")(x).numpy()[0, 0] == 4 * x[0, 0]
+    with pytest.raises(nb.OpError, match=r"psum_scatter: dim 0 of shape \(3,\) must be equal to 4"):
+        nb.vmap(lambda v: L.psum_scatter(v, "i"), axis_name="i")(x)
+    with pytest.raises(
+        nb.OpError, match=r"all_to_all: split dim 0 of shape \(3,\) must be divisible"
+    ):
+        nb.vmap(lambda v: L.all_to_all(v, "i", 0, 0, tiled=True), axis_name="i")(x)
+    with pytest.raises(NameError, match="lax.axis_size: no running vmap or shard_map body"):
+        L.axis_size("nope")
+
+
+def test_reductions_reduce_and_the_bit_counts():
+    xi = R.integers(-50, 50, (3, 5)).astype(np.int32)
+    assert L.reduce_sum(A, (0, 2)).shape == (4,)
+    np.testing.assert_allclose(L.reduce_max(A, (1,)).numpy(), A.max(1))
+    np.testing.assert_array_equal(L.reduce_xor(xi, (1,)).numpy(), np.bitwise_xor.reduce(xi, 1))
+    np.testing.assert_array_equal(L.reduce_and(xi > 0, (0,)).numpy(), (xi > 0).all(0))
+    np.testing.assert_array_equal(L.reduce_or(xi, (0, 1)).numpy(), np.bitwise_or.reduce(xi.ravel()))
+    with pytest.raises(nb.OpError, match="lax.reduce_or: needs bools or integers, got float32"):
+        L.reduce_or(A, (0,))
+    # lax.reduce with a pytree computation: the first index of each row's maximum
+    idx = np.broadcast_to(np.arange(5, dtype=np.int32), (3, 5))
+    v = R.standard_normal((3, 5)).astype(np.float32)
+
+    def first_max(a, b):
+        (va, ia), (vb, ib) = a, b
+        take = (va > vb) | ((va == vb) & (ia < ib))
+        return nb.where(take, va, vb), nb.where(take, ia, ib)
+
+    best, at = L.reduce((v, idx), (-np.inf, 0), first_max, (1,))
+    np.testing.assert_array_equal(at.numpy(), v.argmax(1))
+    np.testing.assert_allclose(best.numpy(), v.max(1))
+    prod_grad = nb.grad(lambda t: L.reduce(t, 1.0, L.mul, (1,)).sum())(v)
+    np.testing.assert_allclose(
+        prod_grad.numpy(), v.prod(1, keepdims=True) / v, rtol=1e-4, atol=1e-5
+    )
+    assert L.reduce(np.zeros((2, 0), np.float32), 0.0, L.add, (1,)).tolist() == [0.0, 0.0]
+    ints = np.array([0, 1, -1, 255, np.iinfo(np.int32).min, 12345], np.int32)
+    popc = [bin(int(i) & 0xFFFFFFFF).count("1") for i in ints]
+    assert L.population_count(ints).tolist() == popc
+    assert L.clz(ints).tolist() == [32 - (int(i) & 0xFFFFFFFF).bit_length() for i in ints]
+
+
+def test_more_structural_names():
+    assert L.broadcast(A[0], (2,)).shape == (2, 4, 5)
+    assert L.broadcast_to_rank(A[0], 4).shape == (1, 1, 4, 5)
+    assert L.collapse(A, 1).shape == (3, 20) and L.collapse(A, 0, 2).shape == (12, 5)
+    parts = L.split(A, (1, 3), axis=1)
+    assert [p.shape for p in parts] == [(3, 1, 5), (3, 3, 5)]
+    np.testing.assert_array_equal(parts[1].numpy(), A[:, 1:])
+    with pytest.raises(nb.OpError, match=r"lax.split: sizes \[1, 2\] do not add up to dim 1"):
+        L.split(A, (1, 2), axis=1)
