@@ -214,7 +214,28 @@ from .ops.unary import (
     tanh,
     trunc,
 )
+from ._environment import (
+    Array,
+    default_backend,
+    device_count,
+    devices,
+    disable_jit,
+    ensure_compile_time_eval,
+    local_device_count,
+    local_devices,
+    make_jaxpr,
+    make_mesh,
+    named_call,
+    named_scope,
+    process_count,
+    process_index,
+)
+from ._environment import __all__ as _environment_all
 from ._numeric import (
+    histogram2d,
+    histogramdd,
+    nextafter,
+    spacing,
     angle,
     apply_over_axes,
     array_repr,
@@ -275,6 +296,10 @@ from ._numeric import (
 )
 from ._numeric import __all__ as _numeric_all
 from .ops.array_functions import (
+    segment_sum,
+    segment_prod,
+    segment_max,
+    segment_min,
     gradient,
     polyfit,
     float_power,
@@ -1087,6 +1112,10 @@ __all__ = [
     "arccosh",
     "vectorize",
     "apply_along_axis",
+    "segment_sum",
+    "segment_prod",
+    "segment_max",
+    "segment_min",
     "gradient",
     "polyfit",
     "float_power",
@@ -1132,5 +1161,5 @@ __all__ = [
     "pi",
     "e",
 ]
-__all__ += [*_numeric_all, "dtype", "isdtype", "can_cast", "ndarray", "bool_"]
+__all__ += [*_environment_all, *_numeric_all, "dtype", "isdtype", "can_cast", "ndarray", "bool_"]
 __all__ += ["single", "double", "float_", "half", "int_", "uint"]

@@ -10,6 +10,7 @@ as long as the dividend, with zeros in front.
 
 from __future__ import annotations
 
+import builtins
 import collections
 import math
 import numbers
@@ -47,6 +48,8 @@ __all__ = [
     "gcd",
     "hamming",
     "hanning",
+    "histogram2d",
+    "histogramdd",
     "i0",
     "index_exp",
     "invert",
@@ -63,6 +66,7 @@ __all__ = [
     "ldexp",
     "load",
     "mask_indices",
+    "nextafter",
     "packbits",
     "poly",
     "polyadd",
@@ -78,6 +82,7 @@ __all__ = [
     "save",
     "savez",
     "set_printoptions",
+    "spacing",
     "unique_all",
     "unique_counts",
     "unique_inverse",
@@ -420,6 +425,137 @@ def frexp(x):
     m = binary.where(big, m * 0.5, binary.where(small, m * 2.0, m))
     e = e + unary.cast(big, DType.int32) - unary.cast(small, DType.int32)
     return binary.where(ok, m, t), binary.where(ok, e, creation.zeros_like(e))
+
+
+def nextafter(x1, x2) -> Tensor:
+    """NumPy's and JAX's ``nextafter``: the float after ``x1`` towards ``x2`` (``x2`` where
+    they are equal; the smallest subnormal, signed as ``x2``, from a zero). Subnormals need a
+    backend that keeps them (NumPy's does).
+
+    Args:
+        x1: the start (integers become the default float).
+        x2: the direction (broadcast with ``x1``).
+
+    Returns:
+        A float tensor of the broadcast shape.
+    """
+    a, b = _float(x1, "nextafter"), _float(x2, "nextafter")
+    dt = promote_types(a.dtype, b.dtype)
+    shape = np.broadcast_shapes(a.shape, b.shape)
+    a, b = (view.broadcast_to(unary.cast(v, dt), shape) for v in (a, b))
+    fi = finfo(dt)
+    digits, lowest = int(fi.nmant) + 1, int(fi.minexp) - int(fi.nmant)  # 2**lowest: the tiniest
+    mag = unary.abs(a)
+    m, e = frexp(binary.where(mag == 0, creation.ones_like(mag), mag))
+    e_ulp = binary.maximum(e - digits, lowest)
+    # going towards zero from a power of two the step halves (unless it is the tiniest)
+    halve = binary.logical_and(m == 0.5, e - digits - 1 >= lowest)
+    away = (b > a) == (a > 0)
+    shrink = unary.cast(binary.logical_and(halve, unary.logical_not(away)), DType.int32)
+    step = _times_pow2(creation.ones_like(mag), e_ulp - shrink)
+    moved = binary.where(away, mag + step, mag - step)
+    moved = binary.where(a < 0, -moved, moved)
+    tiny = _times_pow2(creation.ones_like(mag), creation.full(shape, lowest, dtype=DType.int32))
+    from_zero = binary.where(b < 0, -tiny, tiny)
+    out = binary.where(a == 0, from_zero, moved)
+    largest = creation.full_like(a, float(fi.max))
+    out = binary.where(unary.is_inf(a), binary.where(a < 0, -largest, largest), out)
+    out = binary.where(a == b, b, out)
+    return binary.where(binary.logical_or(unary.is_nan(a), unary.is_nan(b)), a + b, out)
+
+
+def spacing(x) -> Tensor:
+    """NumPy's and JAX's ``spacing``: the distance from ``x`` to the next float away from
+    zero, signed as ``x`` (JAX's sign at ``-0.0``); inf at the largest float, NaN at inf.
+
+    Args:
+        x: the values (integers become the default float).
+
+    Returns:
+        A float tensor like ``x``.
+    """
+    t = _float(x, "spacing")
+    inf = binary.where(af.signbit(t), creation.full_like(t, -np.inf), creation.full_like(t, np.inf))
+    return nextafter(t, inf) - t
+
+
+def histogramdd(sample, bins=10, range=None, weights=None, density=None):  # noqa: A002
+    """NumPy's and JAX's ``histogramdd``: the counts of ``D``-dimensional samples in a grid
+    of bins, each dim binned as :func:`nabla.histogram` bins (a bin holds its lower edge,
+    the last also its upper one; samples outside are left out). Counts are floats, as JAX's.
+
+    Args:
+        sample: ``(N, D)`` points (or ``D`` 1-D tensors).
+        bins: one count for every dim, or per dim a count or increasing edges.
+        range: per dim ``(lower, upper)`` of the equal bins (the data's by default).
+        weights: ``(N,)`` weights summed instead of counted.
+        density: divide by the total and the bins' volumes.
+
+    Returns:
+        ``(hist, edges)``: the ``D``-dim counts and a list of ``D`` edge tensors.
+    """
+    if isinstance(sample, list | tuple):
+        pts = view.stack([_float(s, "histogramdd") for s in sample], 1)
+    else:
+        pts = _float(sample, "histogramdd")
+    if pts.ndim == 1:
+        pts = view.reshape(pts, (-1, 1))
+    if pts.ndim != 2:
+        raise OpError(f"histogramdd: sample must be (N, D), got shape {tuple(pts.shape)}")
+    n, d = pts.shape
+    per_dim = [bins] * d if isinstance(bins, numbers.Integral) else list(bins)
+    ranges = [None] * d if range is None else list(range)
+    if len(per_dim) != d or len(ranges) != d:
+        raise OpError(f"histogramdd: bins and range need one entry per dim ({d})")
+    flat = creation.zeros((n,), dtype=DType.int32)
+    inside = creation.ones((n,), dtype=DType.bool)
+    edges, sizes = [], []
+    for k in builtins.range(d):
+        x = pts[:, k]
+        e = af.histogram_bin_edges(x, per_dim[k], ranges[k])
+        nb_ = e.shape[0] - 1
+        idx = af.searchsorted(e, x, side="right") - 1
+        idx = binary.where(x == e[nb_], creation.full_like(idx, nb_ - 1), idx)
+        inside = binary.logical_and(inside, binary.logical_and(x >= e[0], x <= e[nb_]))
+        flat = flat * nb_ + unary.cast(idx, DType.int32)
+        edges.append(e)
+        sizes.append(nb_)
+    total = int(np.prod(sizes))
+    hits = binary.logical_and(
+        view.reshape(flat, (-1, 1)) == creation.arange(total, dtype=DType.int32),
+        view.reshape(inside, (-1, 1)),
+    )
+    w = creation.ones((n,), dtype=pts.dtype) if weights is None else _float(weights, "histogramdd")
+    w = view.reshape(unary.cast(w, pts.dtype), (-1, 1))
+    hist = view.reshape(reduction.sum(binary.where(hits, w, creation.zeros_like(w)), 0), sizes)
+    if density:
+        volume = creation.ones(tuple(sizes), dtype=pts.dtype)
+        for k, e in enumerate(edges):
+            shape = [1] * d
+            shape[k] = -1
+            volume = volume * view.reshape(e[1:] - e[:-1], tuple(shape))
+        hist = hist / (reduction.sum(hist) * volume)
+    return hist, edges
+
+
+def histogram2d(x, y, bins=10, range=None, weights=None, density=None):  # noqa: A002
+    """NumPy's and JAX's ``histogram2d``: :func:`histogramdd` of the points ``(x, y)``.
+
+    Args:
+        x: the first coordinates ``(N,)``.
+        y: the second coordinates ``(N,)``.
+        bins: one count, a count per dim, edges for both, or edges per dim.
+        range: ``((xmin, xmax), (ymin, ymax))``.
+        weights: ``(N,)`` weights summed instead of counted.
+        density: divide by the total and the bins' areas.
+
+    Returns:
+        ``(hist, xedges, yedges)``.
+    """
+    if not isinstance(bins, numbers.Integral) and np.ndim(bins) == 1 and len(bins) != 2:
+        bins = [bins, bins]  # one array of edges for both dims
+    hist, (ex, ey) = histogramdd([x, y], bins, range, weights, density)
+    return hist, ex, ey
 
 
 # ----------------------------------------------------------------------------- polynomials

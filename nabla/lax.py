@@ -15,7 +15,7 @@ differentiate, batch under ``vmap`` and compile as those do:
   ``all_to_all`` (stacked or tiled) and ``ppermute`` with JAX's signatures, likewise;
 - ``reduce`` with any associative, commutative computation (on pytrees: an argmax is a
   ``reduce`` of ``(values, indices)``), in log-depth halvings, and ``reduce_sum``/``_max``/
-  ``_min``/``_prod``/``_and``/``_or``/``_xor``; ``population_count``, ``clz``;
+  ``_min``/``_prod``/``_and``/``_or``/``_xor``; ``population_count``, ``clz``, ``nextafter``;
 - the elementwise names (``add``, ``mul``, ``max``, ``lt``, ...: nabla's ops, which promote
   mixed dtypes as ``jnp`` does), ``div``/``rem`` (C's rounding toward zero), ``round``
   (halves away from zero), and the structural ones: ``dot_general``, ``broadcast_in_dim``,
@@ -34,7 +34,7 @@ import numbers
 
 import numpy as np
 
-from ._numeric import popcount, unsigned_bits
+from ._numeric import nextafter, popcount, unsigned_bits
 from .core.dtypes import DType
 from .core.pytree import tree_flatten, tree_leaves, tree_map, tree_unflatten
 from .core.state import STATE, spmd_axes
@@ -85,6 +85,7 @@ __all__ = [
     "psum_scatter",
     "all_to_all",
     "ppermute",
+    "nextafter",
 ]
 
 

@@ -1761,6 +1761,37 @@ shaped(
 )
 _multi("polyval", nb.polyval, np.polyval, [([(3,), (2, 4)], {}), ([(1,), (3,)], {})],
        dtypes=("float32", "float64"))  # fmt: skip
+# JAX's jax.ops segment reductions (ids outside the segments are dropped)
+_SEGMENT_IDS = np.array([0, 2, 2, 4, -1, 1, 0], np.int32)
+
+
+def _np_segment(kind):
+    def ref(d, num_segments=4):
+        ufunc = {"sum": np.add, "prod": np.multiply, "max": np.maximum, "min": np.minimum}[kind]
+        if kind in ("sum", "prod"):
+            fill = 0 if kind == "sum" else 1
+        elif d.dtype.kind == "f":
+            fill = -np.inf if kind == "max" else np.inf
+        else:
+            fill = np.iinfo(d.dtype).min if kind == "max" else np.iinfo(d.dtype).max
+        out = np.full((num_segments + 1, *d.shape[1:]), fill, d.dtype)
+        ids = np.where((_SEGMENT_IDS >= 0) & (_SEGMENT_IDS < num_segments), _SEGMENT_IDS,
+                       num_segments)  # fmt: skip
+        ufunc.at(out, ids, d)
+        return out[:num_segments]
+
+    return ref
+
+
+for _k in ("sum", "prod", "max", "min"):
+    shaped(
+        f"segment_{_k}",
+        lambda d, _k=_k, **kw: getattr(nb, f"segment_{_k}")(d, _SEGMENT_IDS, **kw),
+        _np_segment(_k),
+        # (max/min: every segment reached, so finite differences see no infinity)
+        [((7,), (), {"num_segments": 4 if _k in ("sum", "prod") else 3}),
+         ((7, 3), (), {"num_segments": 6 if _k in ("sum", "prod") else 2})],
+    )  # fmt: skip
 # nabla/_numeric.py: NumPy's remaining numeric functions
 unary("i0", lambda x: np.i0(x).astype(x.dtype), domain=(-6.0, 6.0), atol=1e-4, rtol=1e-5)
 unary("fabs", np.fabs)
@@ -1815,6 +1846,26 @@ register(
         ],
     )
 )
+register(
+    OpEntry(
+        "nextafter",
+        nb.nextafter,
+        np.nextafter,
+        lambda rng, dt: [
+            Sample((_vals(rng, (2, 3), dt), _vals(rng, (3,), dt))),
+            Sample(
+                (
+                    np.array([0.0, 1.0, -1.0, 0.5, np.inf, 2.0], dt),
+                    np.array([-1.0, 0.0, -1.0, 0.0, 0.0, 2.0], dt),
+                )
+            ),
+        ],
+        differentiable=False,
+        atol=0.0,
+        rtol=0.0,
+    )
+)
+unary("spacing", np.spacing, differentiable=False, atol=0.0, rtol=0.0)
 register(
     OpEntry(
         "frexp",
@@ -2368,6 +2419,34 @@ _multi(
     dtypes=("float32",),
     differentiable=False,
     batchable=False,
+)
+_multi(
+    "histogram2d",
+    lambda x, y, w, **k: nb.histogram2d(x, y, weights=w, **k),
+    lambda x, y, w, **k: [v.astype(np.float32) for v in np.histogram2d(x, y, weights=w, **k)],
+    [
+        ([(12,), (12,), (12,)], {"bins": (3, 2)}),
+        ([(9,), (9,), (9,)], {"bins": 2, "range": [(-1.0, 1.0), (-2.0, 2.0)], "density": True}),
+    ],
+    dtypes=("float32",),
+    differentiable=False,
+    batchable=False,  # (as histogram's)
+)
+register(
+    OpEntry(
+        "histogramdd",
+        lambda s, **k: (lambda h: [h[0], *h[1]])(nb.histogramdd(s, **k)),
+        lambda s, **k: [
+            v.astype(np.float32) for v in (lambda h: [h[0], *h[1]])(np.histogramdd(s, **k))
+        ],
+        lambda rng, dt: [
+            Sample((_vals(rng, (10, 3), dt),), {"bins": (2, 3, 2)}),
+            Sample((_vals(rng, (8, 2), dt),), {"bins": 3, "density": True}),
+        ],
+        dtypes=("float32",),
+        differentiable=False,
+        batchable=False,
+    )
 )
 shaped(
     "histogram_bin_edges",

@@ -178,3 +178,41 @@ def test_dtype_helpers_follow_the_array_api_and_numpy():
     assert nb.can_cast(nb.float64, nb.float32, casting="same_kind")
     assert (nb.single, nb.double, nb.half) == (nb.float32, nb.float64, nb.float16)
     assert (nb.int_, nb.uint, nb.float_, nb.bool_) == (nb.int64, nb.uint64, nb.float64, nb.bool)
+
+
+def test_nextafter_and_spacing_step_one_float_as_numpy_including_subnormals():
+    tiny = 2.0**-149
+    x = np.array([0.0, -0.0, 1.0, -1.0, tiny, -tiny, 2**-126, 2**-125, 3.4028235e38, np.inf],
+                 np.float32)  # fmt: skip
+    y = np.array([1.0, -1.0, 2.0, 0.0, 0.0, 0.0, 0.0, 1.0, np.inf, 0.0], np.float32)
+    np.testing.assert_array_equal(nb.nextafter(x, y).numpy(), np.nextafter(x, y))
+    assert nb.nextafter(np.float32(2.0), np.float32(2.0)).item() == 2.0
+    assert np.isnan(nb.nextafter(np.float32(np.nan), np.float32(1.0)).item())
+    rng = np.random.default_rng(2)
+    x64 = rng.standard_normal(200) * 10.0 ** rng.integers(-300, 300, 200)
+    y64 = rng.standard_normal(200)
+    np.testing.assert_array_equal(nb.nextafter(x64, y64).numpy(), np.nextafter(x64, y64))
+    np.testing.assert_array_equal(nb.spacing(x64).numpy(), np.spacing(x64))
+    finite = x[np.isfinite(x) & (x != 0)]
+    np.testing.assert_array_equal(nb.spacing(finite).numpy(), np.spacing(finite))
+    assert nb.spacing(np.float32(-0.0)).item() == -(2.0**-149)  # (JAX's sign; NumPy's is +)
+    assert nb.lax.nextafter is nb.nextafter
+
+
+def test_histogram2d_and_histogramdd_match_numpy():
+    rng = np.random.default_rng(3)
+    x, y, w = rng.standard_normal(50), rng.standard_normal(50), rng.uniform(size=50)
+    edges = np.array([-3.0, -1.0, 0.0, 0.5, 3.0])
+    for kw in ({}, {"bins": (3, 4)}, {"bins": edges}, {"bins": 4, "weights": w, "density": True},
+               {"bins": 5, "range": [(-1, 1), (-2, 2)]}):  # fmt: skip
+        got, want = nb.histogram2d(x, y, **kw), np.histogram2d(x, y, **kw)
+        for g, v in zip(got, want, strict=True):
+            np.testing.assert_allclose(g.numpy(), v, rtol=1e-5, atol=1e-7)
+    s = rng.standard_normal((40, 3))
+    hist, got_edges = nb.histogramdd(s, bins=(2, 3, 4), density=True)
+    want, want_edges = np.histogramdd(s, bins=(2, 3, 4), density=True)
+    np.testing.assert_allclose(hist.numpy(), want, rtol=1e-5)
+    for g, v in zip(got_edges, want_edges, strict=True):
+        np.testing.assert_allclose(g.numpy(), v, rtol=1e-6)
+    with pytest.raises(nb.OpError, match=r"histogramdd: bins and range need one entry per dim"):
+        nb.histogramdd(s, bins=(2, 3))

@@ -75,6 +75,8 @@ class _State(threading.local):
         # the running vmaps' axis names (``vmap(axis_name=)``): name -> its level and size
         # (``transforms.vmap.NamedAxis``), for ``lax.psum`` and its kin over a vmapped axis
         self.vmap_names: dict = {}
+        # set inside ``disable_jit()``: compiled functions run their Python directly
+        self.jit_disabled: bool = False
 
 
 STATE = _State()

@@ -6,7 +6,8 @@ The package also holds every family's public functions and op classes (``ops.rel
 original Nabla's ``from nabla import ops`` gives, the same objects as ``nabla.relu`` etc.
 Random draws are named as at the top level (``ops.normal(shape)``, ``ops.uniform(shape)``);
 the key-based functions stay in ``ops.random``. ``ops.communication`` holds the
-collectives under the original's module name.
+collectives under the original's module name; ``ops.segment_sum`` and its kin are JAX's
+``jax.ops`` functions.
 """
 
 from . import (  # noqa: F401 - importing the families registers their ops in OPS
@@ -25,6 +26,7 @@ from . import (  # noqa: F401 - importing the families registers their ops in OP
     unary,
     view,
 )
+from .array_functions import segment_max, segment_min, segment_prod, segment_sum
 from .base import OPS, Operation, OpError
 from .random import bernoulli, randint
 from .random import normal_ as gaussian
@@ -38,3 +40,5 @@ globals().update(_PUBLIC)
 
 __all__ = ["OPS", "Operation", "OpError", "bernoulli", "randint", "gaussian", "normal"]
 __all__ += ["uniform", "communication", *sorted(_PUBLIC)]
+# JAX's ``jax.ops`` names
+__all__ += ["segment_sum", "segment_prod", "segment_max", "segment_min"]

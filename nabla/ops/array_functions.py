@@ -18,6 +18,10 @@ from .base import OpError
 from .functions import fn
 
 __all__ = [
+    "segment_sum",
+    "segment_prod",
+    "segment_max",
+    "segment_min",
     "gradient",
     "polyfit",
     "float_power",
@@ -3580,3 +3584,125 @@ def std_mean(input, dim=None, *, correction=1, keepdim: bool = False, unbiased=N
 
 mgrid = _GridMaker(False, "mgrid")
 ogrid = _GridMaker(True, "ogrid")
+
+
+# ----------------------------------------------------------------------------- segments
+def _segment(op: str, data, segment_ids, num_segments, mode: str, empty):
+    """``data``'s rows combined by ``mode`` into ``num_segments`` rows by ``segment_ids``;
+    ids outside ``[0, num_segments)`` are dropped (JAX's default): they go to one extra
+    row, cut off at the end. ``empty(dtype)`` fills the segments no row reaches."""
+    x = as_tensor(data, op=op)
+    ids = as_tensor(segment_ids, op=op)
+    if not ids.dtype.is_int or ids.ndim != 1 or x.ndim < 1 or ids.shape[0] != x.shape[0]:
+        raise OpError(
+            f"{op}: segment_ids must be 1-D integers, one per row of data; got "
+            f"{ids.dtype.value}{list(ids.shape)} for data of shape {tuple(x.shape)}"
+        )
+    if num_segments is None:
+        if not readable_now(ids):
+            raise OpError(f"{op}: num_segments is needed under compile/vmap (a static size)")
+        num_segments = int(ids.numpy().max()) + 1 if ids.shape[0] else 0
+    n = int(num_segments)
+    if n < 0:
+        raise OpError(f"{op}: num_segments must be >= 0, got {n}")
+    ids = fn.cast(ids, DType.int32)
+    inside = (ids >= 0) & (ids < n)
+    slot = fn.where(inside, ids, fn.full_like(ids, n))
+    base = fn.full((n + 1, *x.shape[1:]), empty(x.dtype), dtype=x.dtype)
+    return _along(fn.scatter(base, slot, x, 0, mode), 0, 0, n)
+
+
+def _lowest(dt: DType):
+    return -math.inf if dt.is_float else (False if dt.is_bool else int(np.iinfo(dt.numpy).min))
+
+
+def _highest(dt: DType):
+    return math.inf if dt.is_float else (True if dt.is_bool else int(np.iinfo(dt.numpy).max))
+
+
+def segment_sum(
+    data, segment_ids, num_segments=None, indices_are_sorted=False, unique_indices=False,
+    bucket_size=None, mode=None,
+) -> Tensor:  # fmt: skip
+    """JAX's ``jax.ops.segment_sum``: the sum of ``data``'s rows in each segment (0 where
+    none); ids outside ``[0, num_segments)`` are dropped.
+
+    Args:
+        data: ``(N, ...)`` rows.
+        segment_ids: ``(N,)`` integers, each row's segment.
+        num_segments: the number of segments (static; by default ``max(segment_ids) + 1``,
+            read at the call).
+        indices_are_sorted: a hint, accepted.
+        unique_indices: a hint, accepted.
+        bucket_size: accepted (one scatter serves every size).
+        mode: None or ``"drop"``/``"fill"`` (ids outside are dropped either way).
+
+    Returns:
+        ``(num_segments, ...)``.
+    """
+    return _segment("segment_sum", data, segment_ids, num_segments, "add", lambda dt: 0)
+
+
+def segment_prod(
+    data, segment_ids, num_segments=None, indices_are_sorted=False, unique_indices=False,
+    bucket_size=None, mode=None,
+) -> Tensor:  # fmt: skip
+    """JAX's ``jax.ops.segment_prod``: the product of each segment's rows (1 where none).
+
+    Args:
+        data: ``(N, ...)`` rows.
+        segment_ids: ``(N,)`` integers, each row's segment.
+        num_segments: the number of segments (static; ``max(segment_ids) + 1`` by default).
+        indices_are_sorted: a hint, accepted.
+        unique_indices: a hint, accepted.
+        bucket_size: accepted.
+        mode: None or ``"drop"``/``"fill"``.
+
+    Returns:
+        ``(num_segments, ...)``.
+    """
+    return _segment("segment_prod", data, segment_ids, num_segments, "mul", lambda dt: 1)
+
+
+def segment_max(
+    data, segment_ids, num_segments=None, indices_are_sorted=False, unique_indices=False,
+    bucket_size=None, mode=None,
+) -> Tensor:  # fmt: skip
+    """JAX's ``jax.ops.segment_max``: each segment's elementwise maximum (the dtype's lowest
+    value, ``-inf`` for floats, where none).
+
+    Args:
+        data: ``(N, ...)`` rows.
+        segment_ids: ``(N,)`` integers, each row's segment.
+        num_segments: the number of segments (static; ``max(segment_ids) + 1`` by default).
+        indices_are_sorted: a hint, accepted.
+        unique_indices: a hint, accepted.
+        bucket_size: accepted.
+        mode: None or ``"drop"``/``"fill"``.
+
+    Returns:
+        ``(num_segments, ...)``.
+    """
+    return _segment("segment_max", data, segment_ids, num_segments, "max", _lowest)
+
+
+def segment_min(
+    data, segment_ids, num_segments=None, indices_are_sorted=False, unique_indices=False,
+    bucket_size=None, mode=None,
+) -> Tensor:  # fmt: skip
+    """JAX's ``jax.ops.segment_min``: each segment's elementwise minimum (the dtype's
+    highest value, ``inf`` for floats, where none).
+
+    Args:
+        data: ``(N, ...)`` rows.
+        segment_ids: ``(N,)`` integers, each row's segment.
+        num_segments: the number of segments (static; ``max(segment_ids) + 1`` by default).
+        indices_are_sorted: a hint, accepted.
+        unique_indices: a hint, accepted.
+        bucket_size: accepted.
+        mode: None or ``"drop"``/``"fill"``.
+
+    Returns:
+        ``(num_segments, ...)``.
+    """
+    return _segment("segment_min", data, segment_ids, num_segments, "min", _highest)

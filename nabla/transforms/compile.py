@@ -99,7 +99,7 @@ from ..core.state import (
     live_grad_levels,
     no_grad,
 )
-from ..ops._util import check_callable
+from ..ops._util import as_tensor, check_callable
 from ..ops.base import Operation
 from ..ops.collectives import complete_partial
 from ..ops.creation import constant
@@ -974,6 +974,8 @@ class CompiledFunction:
         return self if obj is None else types.MethodType(self, obj)
 
     def __call__(self, *args, **kwargs):
+        if STATE.jit_disabled:  # (nb.disable_jit(): op by op, the caches left alone)
+            return self._run_directly(args, kwargs)
         hot = self._hot
         if hot is not None and not kwargs:
             out = self._call_hot(hot, args)
@@ -990,6 +992,14 @@ class CompiledFunction:
         if PROCESS.count > 1:
             _dispatch_across(out)
         return out
+
+    def _run_directly(self, args, kwargs):
+        """The Python function on the arguments, NumPy arrays as tensors (as a compiled
+        call sees them)."""
+        leaves, tree = tree_flatten((args, kwargs))
+        leaves = [as_tensor(v) if isinstance(v, np.ndarray) else v for v in leaves]
+        args, kwargs = tree_unflatten(tree, leaves)
+        return self.fun(*args, **kwargs)
 
     def _call(self, call, args, kwargs):
         entry = self._lookup(call.key)

@@ -844,3 +844,22 @@ def test_gradient_with_traced_coordinates_differentiates_in_them():
         lo = float(np.sum(np.gradient(f, c - d, edge_order=2) ** 2))
         fd.append((hi - lo) / (2 * eps))
     np.testing.assert_allclose(np.asarray(nb.grad(total)(c)), fd, rtol=1e-5)
+
+
+def test_segment_reductions_follow_jax_ops():
+    data = np.arange(12.0, dtype=np.float32).reshape(6, 2)
+    ids = np.array([0, 2, 2, -1, 7, 0], np.int32)  # -1 and 7 fall outside: dropped
+    np.testing.assert_array_equal(
+        nb.segment_sum(data, ids, num_segments=4).numpy(),
+        [[10, 12], [0, 0], [6, 8], [0, 0]],
+    )
+    got = nb.segment_max(data, ids, 4).numpy()
+    assert got[1].tolist() == [-np.inf, -np.inf] and got[2].tolist() == [4.0, 5.0]
+    assert nb.segment_min(data.astype(np.int32), ids, 4).numpy()[3].tolist() == [2**31 - 1] * 2
+    assert nb.segment_prod(data, ids, 3).numpy()[0].tolist() == [0.0, 11.0]
+    assert nb.segment_sum(data, ids).shape == (8, 2)  # max(ids) + 1, read at the call
+    assert nb.ops.segment_sum is nb.segment_sum
+    with pytest.raises(nb.OpError, match="segment_sum: num_segments is needed under compile"):
+        nb.compile(lambda d, i: nb.segment_sum(d, i))(data, ids)
+    with pytest.raises(nb.OpError, match=r"segment_sum: segment_ids must be 1-D integers"):
+        nb.segment_sum(data, ids[:3], 4)
