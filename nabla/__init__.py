@@ -295,6 +295,7 @@ from ._numeric import (
     unpackbits,
 )
 from ._numeric import __all__ as _numeric_all
+from .ops.callback import pure_callback
 from .ops.array_functions import (
     segment_sum,
     segment_prod,
@@ -1161,5 +1162,6 @@ __all__ = [
     "pi",
     "e",
 ]
-__all__ += [*_environment_all, *_numeric_all, "dtype", "isdtype", "can_cast", "ndarray", "bool_"]
+__all__ += ["pure_callback", *_environment_all, *_numeric_all]
+__all__ += ["dtype", "isdtype", "can_cast", "ndarray", "bool_"]
 __all__ += ["single", "double", "float_", "half", "int_", "uint"]

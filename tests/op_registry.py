@@ -1792,6 +1792,18 @@ for _k in ("sum", "prod", "max", "min"):
         [((7,), (), {"num_segments": 4 if _k in ("sum", "prod") else 3}),
          ((7, 3), (), {"num_segments": 6 if _k in ("sum", "prod") else 2})],
     )  # fmt: skip
+# the user's NumPy function as an op (more in tests/test_callback.py)
+register(
+    OpEntry(
+        "pure_callback",
+        lambda x: nb.pure_callback(
+            np.tanh, nb.ShapeDtypeStruct(x.shape, x.dtype), x, vmap_method="sequential"
+        ),
+        np.tanh,
+        unary_samples(),
+        differentiable=False,
+    )
+)
 # nabla/_numeric.py: NumPy's remaining numeric functions
 unary("i0", lambda x: np.i0(x).astype(x.dtype), domain=(-6.0, 6.0), atol=1e-4, rtol=1e-5)
 unary("fabs", np.fabs)

@@ -12,6 +12,7 @@ collectives under the original's module name; ``ops.segment_sum`` and its kin ar
 
 from . import (  # noqa: F401 - importing the families registers their ops in OPS
     binary,
+    callback,
     collectives,
     communication,
     creation,
@@ -33,7 +34,18 @@ from .random import normal_ as gaussian
 from .random import normal_ as normal
 from .random import uniform_ as uniform
 
-_FAMILIES = (binary, collectives, creation, indexing, kernels, linalg, nn, reduction, transfer)
+_FAMILIES = (
+    binary,
+    callback,
+    collectives,
+    creation,
+    indexing,
+    kernels,
+    linalg,
+    nn,
+    reduction,
+    transfer,
+)
 _FAMILIES += (unary, view)
 _PUBLIC = {name: getattr(m, name) for m in _FAMILIES for name in m.__all__}
 globals().update(_PUBLIC)

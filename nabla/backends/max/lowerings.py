@@ -75,6 +75,7 @@ UNSUPPORTED["random_gamma_grad"] = (
 )
 for _n in ("igamma", "igamma_grad_a", "betainc", "betainc_grad_ab"):
     UNSUPPORTED[_n] = f"{_n} (an incomplete gamma or beta function) runs on the host, in float64"
+UNSUPPORTED["pure_callback"] = "pure_callback runs the user's Python on the host"
 
 
 def max_dtype(dt):
