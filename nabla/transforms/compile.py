@@ -994,8 +994,8 @@ class CompiledFunction:
         return out
 
     def _run_directly(self, args, kwargs):
-        """The Python function on the arguments, NumPy arrays as tensors (as a compiled
-        call sees them)."""
+        """The Python function on the arguments, NumPy arrays as tensors (as a traced call
+        sees them): ``disable_jit`` and a call that falls back to plain lazy code."""
         leaves, tree = tree_flatten((args, kwargs))
         leaves = [as_tensor(v) if isinstance(v, np.ndarray) else v for v in leaves]
         args, kwargs = tree_unflatten(tree, leaves)
@@ -1011,7 +1011,7 @@ class CompiledFunction:
             return self._trace_and_store(call)
         if entry == "fallback":
             self._stats.fallbacks += 1
-            return self.fun(*args, **kwargs)
+            return self._run_directly(args, kwargs)
         tensors = [leaf for leaf in call.flat if isinstance(leaf, Tensor)]
         plan = entry
         if call.sizes and not _same_shapes(plan, tensors):
@@ -1163,7 +1163,7 @@ class CompiledFunction:
         own = plan.by_size.get(size_key)
         if own == "fallback":
             self._stats.fallbacks += 1
-            return None, self.fun(*call.args, **call.kwargs)
+            return None, self._run_directly(call.args, call.kwargs)
         if own is not None:
             return own, None
         reason = plan.size_reads[0] if plan.size_reads else _per_size_reason(plan)

@@ -319,6 +319,12 @@ def test_fullgraph_raises_and_fallback_is_counted():
     np.testing.assert_allclose(c(nb.ones((2,))).numpy(), [2, 2])
     np.testing.assert_allclose(c(nb.ones((2,))).numpy(), [2, 2])
     assert c.stats["fallbacks"] == 2
+    # a NumPy argument reaches the function as a tensor on every call, traced or not
+    seen = []
+    d = nb.compile(lambda x: (seen.append(type(x)), f(x))[1])
+    for _ in range(3):
+        assert isinstance(d(np.ones(2, np.float32)), nb.Tensor)
+    assert seen == [nb.Tensor] * 3 and d.stats.fallbacks == 3
 
 
 def test_lru_bound_and_clear_cache():
