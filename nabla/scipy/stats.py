@@ -4,8 +4,7 @@ each a namespace of functions (``nb.scipy.stats.norm.logpdf(x, loc, scale)``), w
 
 The CDFs of ``gamma``, ``chi2``, ``beta``, ``t`` and ``poisson`` (and their ``sf``) use the
 regularized incomplete gamma and beta functions (:func:`nabla.ops.special.gammainc`,
-``betainc``: host ops in float64). Not built: ``dirichlet``, ``multinomial``, ``binom``,
-``nbinom``, ``betabinom``."""
+``betainc``: host ops in float64). Not built: ``gaussian_kde``, ``mode``, ``rankdata``."""
 
 from __future__ import annotations
 
@@ -14,7 +13,9 @@ from types import SimpleNamespace
 
 from ..linalg import cholesky, solve
 from ..ops import binary, reduction, unary, view
+from ..ops._util import as_tensor
 from ..ops.array_functions import diagonal
+from ..ops.base import OpError
 from ..ops.special import (
     betainc,
     betaln,
@@ -23,6 +24,7 @@ from ..ops.special import (
     gammainc,
     gammaincc,
     gammaln,
+    i0e,
     log_ndtr,
     logit,
     ndtr,
@@ -46,6 +48,20 @@ __all__ = [
     "chi2",
     "poisson",
     "bernoulli",
+    "binom",
+    "nbinom",
+    "betabinom",
+    "geom",
+    "multinomial",
+    "gumbel_r",
+    "gumbel_l",
+    "pareto",
+    "truncnorm",
+    "vonmises",
+    "wrapcauchy",
+    "gennorm",
+    "dirichlet",
+    "sem",
 ]
 
 _LOG_2PI = math.log(2.0 * math.pi)
@@ -474,3 +490,407 @@ def _bernoulli_cdf(k, p, loc=0):
 
 
 bernoulli = _dist("bernoulli", logpmf=_bernoulli_logpmf, pmf=_bernoulli_pmf, cdf=_bernoulli_cdf)
+
+
+# ----------------------------------------------------------------------------- more discrete
+def _binom_comb(n, y):
+    return gammaln(n + 1.0) - gammaln(y + 1.0) - gammaln(n - y + 1.0)
+
+
+def _binom_logpmf(k, n, p, loc=0):
+    """The binomial log probability (``-inf`` outside ``0 <= k - loc <= n``)."""
+    k, n, p, loc = floats("binom.logpmf", k, n, p, loc)
+    y = k - loc
+    inside = binary.logical_and(y >= 0, y <= n)
+    ys = binary.where(inside, y, 0.0)
+    value = _binom_comb(n, ys) + xlogy(ys, p) + xlog1py(n - ys, unary.neg(p))
+    return _inf_outside(inside, value)
+
+
+def _binom_pmf(k, n, p, loc=0):
+    """The binomial probability."""
+    return unary.exp(_binom_logpmf(k, n, p, loc))
+
+
+binom = _dist("binom", logpmf=_binom_logpmf, pmf=_binom_pmf)
+
+
+def _nbinom_logpmf(k, n, p, loc=0):
+    """The negative binomial log probability of ``k`` failures before the ``n``-th success
+    (``-inf`` below 0)."""
+    k, n, p, loc = floats("nbinom.logpmf", k, n, p, loc)
+    y = k - loc
+    inside = y >= 0
+    ys = binary.where(inside, y, 0.0)
+    value = gammaln(n + ys) - gammaln(ys + 1.0) - gammaln(n) + xlogy(n, p)
+    return _inf_outside(inside, value + xlog1py(ys, unary.neg(p)))
+
+
+def _nbinom_pmf(k, n, p, loc=0):
+    """The negative binomial probability."""
+    return unary.exp(_nbinom_logpmf(k, n, p, loc))
+
+
+nbinom = _dist("nbinom", logpmf=_nbinom_logpmf, pmf=_nbinom_pmf)
+
+
+def _betabinom_logpmf(k, n, a, b, loc=0):
+    """The beta-binomial log probability (``-inf`` outside ``0 <= k - loc <= n``)."""
+    k, n, a, b, loc = floats("betabinom.logpmf", k, n, a, b, loc)
+    y = k - loc
+    inside = binary.logical_and(y >= 0, y <= n)
+    ys = binary.where(inside, y, 0.0)
+    value = _binom_comb(n, ys) + betaln(ys + a, n - ys + b) - betaln(a, b)
+    return _inf_outside(inside, value)
+
+
+def _betabinom_pmf(k, n, a, b, loc=0):
+    """The beta-binomial probability."""
+    return unary.exp(_betabinom_logpmf(k, n, a, b, loc))
+
+
+betabinom = _dist("betabinom", logpmf=_betabinom_logpmf, pmf=_betabinom_pmf)
+
+
+def _geom_logpmf(k, p, loc=0):
+    """The geometric log probability of the first success at trial ``k`` (``-inf`` below
+    1)."""
+    k, p, loc = floats("geom.logpmf", k, p, loc)
+    y = k - loc
+    inside = y >= 1
+    ys = binary.where(inside, y, 1.0)
+    return _inf_outside(inside, xlog1py(ys - 1.0, unary.neg(p)) + unary.log(p))
+
+
+def _geom_pmf(k, p, loc=0):
+    """The geometric probability."""
+    return unary.exp(_geom_logpmf(k, p, loc))
+
+
+geom = _dist("geom", logpmf=_geom_logpmf, pmf=_geom_pmf)
+
+
+def _multinomial_logpmf(x, n, p):
+    """The multinomial log probability of the counts ``x`` (last axis) in ``n`` trials
+    (``-inf`` where they do not add up to ``n``); ``x`` and ``n`` integers, as JAX's."""
+    xt, nt = (as_tensor(v, op="multinomial.logpmf") for v in (x, n))
+    if not (xt.dtype.is_int and nt.dtype.is_int):
+        raise OpError(
+            f"multinomial.logpmf: x and n must be integers, got {xt.dtype.value} and "
+            f"{nt.dtype.value}"
+        )
+    p = floats("multinomial.logpmf", p)[0]
+    xf, nf = unary.cast(xt, p.dtype), unary.cast(nt, p.dtype)
+    value = gammaln(nf + 1.0) + reduction.sum(xlogy(xf, p) - gammaln(xf + 1.0), -1)
+    return _inf_outside(reduction.sum(xf, -1) == nf, value)
+
+
+def _multinomial_pmf(x, n, p):
+    """The multinomial probability."""
+    return unary.exp(_multinomial_logpmf(x, n, p))
+
+
+multinomial = _dist("multinomial", logpmf=_multinomial_logpmf, pmf=_multinomial_pmf)
+
+
+# ----------------------------------------------------------------------------- more continuous
+def _gumbel_r_logpdf(x, loc=0, scale=1):
+    """The right-skewed Gumbel log density."""
+    z, scale = _standard("gumbel_r.logpdf", x, loc, scale)
+    return unary.neg(z) - unary.exp(unary.neg(z)) - unary.log(scale)
+
+
+def _gumbel_r_pdf(x, loc=0, scale=1):
+    """The right-skewed Gumbel density."""
+    return unary.exp(_gumbel_r_logpdf(x, loc, scale))
+
+
+def _gumbel_r_logcdf(x, loc=0, scale=1):
+    """The log CDF, ``-exp(-z)``."""
+    return unary.neg(unary.exp(unary.neg(_standard("gumbel_r.logcdf", x, loc, scale)[0])))
+
+
+def _gumbel_r_cdf(x, loc=0, scale=1):
+    """The CDF, ``exp(-exp(-z))``."""
+    return unary.exp(_gumbel_r_logcdf(x, loc, scale))
+
+
+def _gumbel_r_sf(x, loc=0, scale=1):
+    """The survival function, ``1 - exp(-exp(-z))`` without cancellation."""
+    return unary.neg(unary.expm1(_gumbel_r_logcdf(x, loc, scale)))
+
+
+def _gumbel_r_logsf(x, loc=0, scale=1):
+    """The log survival function."""
+    return unary.log(_gumbel_r_sf(x, loc, scale))
+
+
+def _gumbel_r_ppf(q, loc=0, scale=1):
+    """The quantile function, ``loc - scale log(-log q)``."""
+    q, loc, scale = floats("gumbel_r.ppf", q, loc, scale)
+    return loc - scale * unary.log(unary.neg(unary.log(q)))
+
+
+gumbel_r = _dist(
+    "gumbel_r", logpdf=_gumbel_r_logpdf, pdf=_gumbel_r_pdf, cdf=_gumbel_r_cdf,
+    logcdf=_gumbel_r_logcdf, sf=_gumbel_r_sf, logsf=_gumbel_r_logsf, ppf=_gumbel_r_ppf,
+)  # fmt: skip
+
+
+def _gumbel_l_logpdf(x, loc=0, scale=1):
+    """The left-skewed Gumbel log density."""
+    z, scale = _standard("gumbel_l.logpdf", x, loc, scale)
+    return z - unary.exp(z) - unary.log(scale)
+
+
+def _gumbel_l_pdf(x, loc=0, scale=1):
+    """The left-skewed Gumbel density."""
+    return unary.exp(_gumbel_l_logpdf(x, loc, scale))
+
+
+def _gumbel_l_logsf(x, loc=0, scale=1):
+    """The log survival function, ``-exp(z)``."""
+    return unary.neg(unary.exp(_standard("gumbel_l.logsf", x, loc, scale)[0]))
+
+
+def _gumbel_l_sf(x, loc=0, scale=1):
+    """The survival function, ``exp(-exp(z))``."""
+    return unary.exp(_gumbel_l_logsf(x, loc, scale))
+
+
+def _gumbel_l_cdf(x, loc=0, scale=1):
+    """The CDF, ``1 - exp(-exp(z))`` without cancellation."""
+    return unary.neg(unary.expm1(_gumbel_l_logsf(x, loc, scale)))
+
+
+def _gumbel_l_logcdf(x, loc=0, scale=1):
+    """The log CDF."""
+    return unary.log(_gumbel_l_cdf(x, loc, scale))
+
+
+def _gumbel_l_ppf(q, loc=0, scale=1):
+    """The quantile function, ``loc + scale log(-log(1 - q))``."""
+    q, loc, scale = floats("gumbel_l.ppf", q, loc, scale)
+    return loc + scale * unary.log(unary.neg(unary.log1p(unary.neg(q))))
+
+
+gumbel_l = _dist(
+    "gumbel_l", logpdf=_gumbel_l_logpdf, pdf=_gumbel_l_pdf, cdf=_gumbel_l_cdf,
+    logcdf=_gumbel_l_logcdf, sf=_gumbel_l_sf, logsf=_gumbel_l_logsf, ppf=_gumbel_l_ppf,
+)  # fmt: skip
+
+
+def _pareto_parts(op, x, b, loc, scale):
+    x, b, loc, scale = floats(op, x, b, loc, scale)
+    z = (x - loc) / scale
+    inside = z >= 1.0
+    return binary.where(inside, z, 1.0), b, scale, inside
+
+
+def _pareto_logpdf(x, b, loc=0, scale=1):
+    """The Pareto log density (``-inf`` below ``loc + scale``)."""
+    z, b, scale, inside = _pareto_parts("pareto.logpdf", x, b, loc, scale)
+    return _inf_outside(inside, unary.log(b) - (b + 1.0) * unary.log(z) - unary.log(scale))
+
+
+def _pareto_pdf(x, b, loc=0, scale=1):
+    """The Pareto density."""
+    return unary.exp(_pareto_logpdf(x, b, loc, scale))
+
+
+def _pareto_logsf(x, b, loc=0, scale=1):
+    """The log survival function, ``-b log z`` (0 below the support)."""
+    z, b, _, _ = _pareto_parts("pareto.logsf", x, b, loc, scale)
+    return unary.neg(b) * unary.log(z)
+
+
+def _pareto_sf(x, b, loc=0, scale=1):
+    """The survival function, ``z^-b``."""
+    return unary.exp(_pareto_logsf(x, b, loc, scale))
+
+
+def _pareto_cdf(x, b, loc=0, scale=1):
+    """The CDF, ``1 - z^-b``."""
+    return unary.neg(unary.expm1(_pareto_logsf(x, b, loc, scale)))
+
+
+def _pareto_logcdf(x, b, loc=0, scale=1):
+    """The log CDF."""
+    return unary.log(_pareto_cdf(x, b, loc, scale))
+
+
+def _pareto_ppf(q, b, loc=0, scale=1):
+    """The quantile function, ``loc + scale (1 - q)^(-1/b)``."""
+    q, b, loc, scale = floats("pareto.ppf", q, b, loc, scale)
+    return loc + scale * unary.exp(unary.neg(unary.log1p(unary.neg(q))) / b)
+
+
+pareto = _dist(
+    "pareto", logpdf=_pareto_logpdf, pdf=_pareto_pdf, cdf=_pareto_cdf, logcdf=_pareto_logcdf,
+    sf=_pareto_sf, logsf=_pareto_logsf, ppf=_pareto_ppf,
+)  # fmt: skip
+
+
+def _log_mass_between(a, b):
+    """``log(Phi(b) - Phi(a))`` for ``a <= b``, from the tail that keeps its precision."""
+    upper = binary.where(a > 0, unary.neg(a), b)  # by symmetry, the lower tail's values
+    lower = binary.where(a > 0, unary.neg(b), a)
+    hi, lo = log_ndtr(upper), log_ndtr(lower)
+    return hi + unary.log1p(unary.neg(unary.exp(lo - hi)))
+
+
+def _truncnorm_logpdf(x, a, b, loc=0, scale=1):
+    """The log density of the normal truncated to ``[a, b]`` (standard units), ``-inf``
+    outside."""
+    x, a, b, loc, scale = floats("truncnorm.logpdf", x, a, b, loc, scale)
+    z = (x - loc) / scale
+    inside = binary.logical_and(z >= a, z <= b)
+    value = -0.5 * z * z - 0.5 * _LOG_2PI - unary.log(scale) - _log_mass_between(a, b)
+    return _inf_outside(inside, value)
+
+
+def _truncnorm_pdf(x, a, b, loc=0, scale=1):
+    """The truncated normal density."""
+    return unary.exp(_truncnorm_logpdf(x, a, b, loc, scale))
+
+
+def _truncnorm_logcdf(x, a, b, loc=0, scale=1):
+    """The log CDF, ``log((Phi(z) - Phi(a)) / (Phi(b) - Phi(a)))``."""
+    x, a, b, loc, scale = floats("truncnorm.logcdf", x, a, b, loc, scale)
+    z = binary.clip((x - loc) / scale, a, b)
+    value = _log_mass_between(a, z) - _log_mass_between(a, b)
+    return binary.where(z <= a, -math.inf, binary.minimum(value, 0.0))
+
+
+def _truncnorm_cdf(x, a, b, loc=0, scale=1):
+    """The truncated normal CDF."""
+    return unary.exp(_truncnorm_logcdf(x, a, b, loc, scale))
+
+
+def _truncnorm_logsf(x, a, b, loc=0, scale=1):
+    """The log survival function, ``log((Phi(b) - Phi(z)) / (Phi(b) - Phi(a)))``."""
+    x, a, b, loc, scale = floats("truncnorm.logsf", x, a, b, loc, scale)
+    z = binary.clip((x - loc) / scale, a, b)
+    value = _log_mass_between(z, b) - _log_mass_between(a, b)
+    return binary.where(z >= b, -math.inf, binary.minimum(value, 0.0))
+
+
+def _truncnorm_sf(x, a, b, loc=0, scale=1):
+    """The truncated normal survival function."""
+    return unary.exp(_truncnorm_logsf(x, a, b, loc, scale))
+
+
+truncnorm = _dist(
+    "truncnorm", logpdf=_truncnorm_logpdf, pdf=_truncnorm_pdf, cdf=_truncnorm_cdf,
+    logcdf=_truncnorm_logcdf, sf=_truncnorm_sf, logsf=_truncnorm_logsf,
+)  # fmt: skip
+
+
+def _vonmises_logpdf(x, kappa):
+    """The von Mises log density, ``kappa (cos x - 1) - log(2 pi i0e(kappa))`` (periodic in
+    ``x``)."""
+    x, kappa = floats("vonmises.logpdf", x, kappa)
+    return kappa * (unary.cos(x) - 1.0) - unary.log(2.0 * math.pi * i0e(kappa))
+
+
+def _vonmises_pdf(x, kappa):
+    """The von Mises density."""
+    return unary.exp(_vonmises_logpdf(x, kappa))
+
+
+vonmises = _dist("vonmises", logpdf=_vonmises_logpdf, pdf=_vonmises_pdf)
+
+
+def _wrapcauchy_logpdf(x, c):
+    """The wrapped Cauchy log density on ``[0, 2 pi]`` (``-inf`` outside)."""
+    x, c = floats("wrapcauchy.logpdf", x, c)
+    inside = binary.logical_and(x >= 0.0, x <= 2.0 * math.pi)
+    value = unary.log1p(unary.neg(c * c)) - math.log(2.0 * math.pi)
+    value = value - unary.log(1.0 + c * c - 2.0 * c * unary.cos(x))
+    return _inf_outside(inside, value)
+
+
+def _wrapcauchy_pdf(x, c):
+    """The wrapped Cauchy density."""
+    return unary.exp(_wrapcauchy_logpdf(x, c))
+
+
+wrapcauchy = _dist("wrapcauchy", logpdf=_wrapcauchy_logpdf, pdf=_wrapcauchy_pdf)
+
+
+def _gennorm_logpdf(x, beta):
+    """The generalized normal log density, ``log(beta / (2 Gamma(1/beta))) - |x|^beta``."""
+    x, beta = floats("gennorm.logpdf", x, beta)
+    return unary.log(beta) - math.log(2.0) - gammaln(1.0 / beta) - unary.abs(x) ** beta
+
+
+def _gennorm_pdf(x, beta):
+    """The generalized normal density."""
+    return unary.exp(_gennorm_logpdf(x, beta))
+
+
+def _gennorm_cdf(x, beta):
+    """The CDF, ``1/2 + sign(x) P(1/beta, |x|^beta) / 2``."""
+    x, beta = floats("gennorm.cdf", x, beta)
+    return 0.5 + 0.5 * unary.sign(x) * gammainc(1.0 / beta, unary.abs(x) ** beta)
+
+
+gennorm = _dist("gennorm", logpdf=_gennorm_logpdf, pdf=_gennorm_pdf, cdf=_gennorm_cdf)
+
+
+def _dirichlet_logpdf(x, alpha):
+    """The Dirichlet log density of points ``x`` on the simplex: ``(K,)`` or ``(K, N)``
+    (N points), ``alpha`` ``(K,)``; ``-inf`` off the simplex."""
+    x, alpha = floats("dirichlet.logpdf", x, alpha)
+    if alpha.ndim != 1 or x.ndim not in (1, 2) or x.shape[0] != alpha.shape[0]:
+        raise OpError(
+            f"dirichlet.logpdf: x (K,) or (K, N) and alpha (K,) do not fit: "
+            f"{tuple(x.shape)}, {tuple(alpha.shape)}"
+        )
+    a = alpha if x.ndim == 1 else view.reshape(alpha, (-1, 1))
+    norm_const = reduction.sum(gammaln(alpha)) - gammaln(reduction.sum(alpha))
+    value = reduction.sum(xlogy(a - 1.0, x), 0) - norm_const
+    on_simplex = binary.logical_and(
+        reduction.all(x >= 0.0, 0), unary.abs(reduction.sum(x, 0) - 1.0) < 1e-6
+    )
+    return _inf_outside(on_simplex, value)
+
+
+def _dirichlet_pdf(x, alpha):
+    """The Dirichlet density."""
+    return unary.exp(_dirichlet_logpdf(x, alpha))
+
+
+dirichlet = _dist("dirichlet", logpdf=_dirichlet_logpdf, pdf=_dirichlet_pdf)
+
+
+def sem(a, axis=0, ddof: int = 1, nan_policy: str = "propagate", *, keepdims: bool = False):
+    """The standard error of the mean (SciPy's and JAX's ``scipy.stats.sem``):
+    ``std(a, ddof) / sqrt(n)`` along ``axis``.
+
+    Args:
+        a: the samples.
+        axis: the axis (None: all of them).
+        ddof: the delta degrees of freedom (default 1).
+        nan_policy: ``"propagate"`` or ``"omit"`` (NaNs left out of each count).
+        keepdims: keep the reduced axis.
+
+    Returns:
+        The standard errors.
+    """
+    x = floats("sem", a)[0]
+    if nan_policy not in ("propagate", "omit"):
+        raise OpError(f"sem: nan_policy must be 'propagate' or 'omit', got {nan_policy!r}")
+    if axis is None:
+        x, axis = view.reshape(x, (-1,)), 0
+    if nan_policy == "omit":
+        ok = unary.logical_not(unary.is_nan(x))
+        n = reduction.sum(unary.cast(ok, x.dtype), axis, keepdims=True)
+        mean = reduction.sum(binary.where(ok, x, 0.0), axis, keepdims=True) / n
+        dev = binary.where(ok, x - mean, 0.0)
+        var = reduction.sum(dev * dev, axis, keepdims=True) / (n - ddof)
+    else:
+        n = x.shape[axis]
+        var = reduction.var(x, axis, keepdims=True, ddof=ddof)
+    out = unary.sqrt(var / n)
+    return out if keepdims else view.squeeze(out, axis)
