@@ -299,3 +299,39 @@ def test_more_distributions_match_scipy_stats():
     g = nb.grad(lambda kap: S.stats.vonmises.logpdf(x, kap).sum())(2.0).item()
     fd = (ss.vonmises.logpdf(x, 2.0 + 1e-6).sum() - ss.vonmises.logpdf(x, 2.0 - 1e-6).sum()) / 2e-6
     assert g == pytest.approx(fd, rel=1e-6)
+
+
+def test_expm_matches_scipy_eagerly_compiled_and_differentiated():
+    rng = np.random.default_rng(4)
+    for scale in (0.01, 1.0, 20.0):
+        a = rng.standard_normal((4, 4)) * scale
+        want = sla.expm(a)
+        close(S.linalg.expm(a), want, 1e-11)
+        close(nb.compile(S.linalg.expm)(a), want, 1e-11)  # (squarings chosen while it runs)
+    batch = rng.standard_normal((3, 5, 5))
+    close(nb.vmap(S.linalg.expm)(batch), np.stack([sla.expm(m) for m in batch]), 1e-12)
+    a, w = rng.standard_normal((3, 3)), rng.standard_normal((3, 3))
+    g = nb.grad(lambda m: (S.linalg.expm(m) * w).sum())(a).numpy()
+    e = np.zeros((3, 3))
+    e[1, 2] = 1e-6
+    fd = ((sla.expm(a + e) * w).sum() - (sla.expm(a - e) * w).sum()) / 2e-6
+    assert g[1, 2] == pytest.approx(fd, rel=1e-6)
+    with pytest.raises(ValueError, match=r"expm: needs square matrices"):
+        S.linalg.expm(np.ones((2, 3)))
+
+
+def test_structured_matrices_and_polar_match_scipy():
+    c, r = np.array([1.0, 2.0, 3.0]), np.array([9.0, 5.0, 6.0, 7.0])
+    close(S.linalg.toeplitz(c, r), sla.toeplitz(c, r), 0)
+    close(S.linalg.toeplitz(c), sla.toeplitz(c), 0)
+    close(S.linalg.hankel(c, r), sla.hankel(c, r), 0)
+    close(S.linalg.hankel(c), sla.hankel(c), 0)
+    close(S.linalg.circulant(c), sla.circulant(c), 0)
+    close(S.linalg.companion(np.array([2.0, 3.0, 4.0, 5.0])), sla.companion([2, 3, 4, 5]), 1e-15)
+    close(S.linalg.hilbert(4), sla.hilbert(4), 1e-15)
+    m = np.random.default_rng(5).standard_normal((4, 3))
+    for side in ("right", "left"):
+        u, p = S.linalg.polar(m, side)
+        want_u, want_p = sla.polar(m, side)
+        close(u, want_u, 1e-12, 1e-12)
+        close(p, want_p, 1e-12, 1e-12)

@@ -1,18 +1,24 @@
 """``nb.scipy.linalg``: JAX's ``jax.scipy.linalg`` names that models use most, with SciPy's
 conventions (``cholesky`` upper by default, ``qr``'s ``"full"``/``"economic"`` modes).
 Written with :mod:`nabla.linalg`'s LAPACK ops (a triangular solve is the general ``solve``
-of the triangle, so its derivative reaches only the triangle, as JAX's). Not built:
-``lu``/``lu_factor``/``lu_solve``, ``expm``, ``schur``, ``sqrtm``, ``polar``."""
+of the triangle, so its derivative reaches only the triangle, as JAX's). ``expm`` is scaling and
+squaring with the [13/13] Pade approximant (differentiable). Not built: ``lu``/``lu_factor``/
+``lu_solve``, ``schur``, ``sqrtm``, ``funm``."""
 
 from __future__ import annotations
 
+import math
+
+import numpy as np
+
 from .. import linalg as _la
 from ..core.dtypes import promote_types
-from ..ops import creation, unary, view
-from ..ops._util import as_tensor
+from ..ops import array_functions, binary, creation, indexing, reduction, unary, view
+from ..ops._util import as_tensor, readable_now
 from ..ops.base import OpError
 from ..ops.special import floats
 from ..runtime.tensor import Tensor
+from ..transforms.control_flow import fori_loop
 
 __all__ = [
     "solve_triangular",
@@ -26,6 +32,13 @@ __all__ = [
     "svd",
     "qr",
     "eigh",
+    "expm",
+    "toeplitz",
+    "hankel",
+    "circulant",
+    "companion",
+    "hilbert",
+    "polar",
 ]
 
 
@@ -214,3 +227,197 @@ def eigh(
         )
     w, v = _la.eigh(a, "L" if lower else "U")
     return w if eigvals_only else (w, v)
+
+
+# ----------------------------------------------------------------------------- expm
+# The exponential by scaling and squaring with the [13/13] Pade approximant: A is scaled by
+# 2^-s until its 1-norm is at most THETA_13 (where that approximant is accurate to float64's
+# rounding, by Higham's backward-error bound), exp(A / 2^s) taken from the approximant,
+# then squared s times.
+_PADE_ORDER = 13
+_PADE = [
+    math.factorial(2 * _PADE_ORDER - k)
+    * math.factorial(_PADE_ORDER)
+    / (math.factorial(2 * _PADE_ORDER) * math.factorial(k) * math.factorial(_PADE_ORDER - k))
+    for k in range(_PADE_ORDER + 1)
+]
+_THETA_13 = 5.371920351148152
+
+
+def _squarings(norm) -> int:
+    return max(0, math.ceil(math.log2(norm / _THETA_13))) if norm > _THETA_13 else 0
+
+
+def expm(A, *, upper_triangular: bool = False, max_squarings: int = 16) -> Tensor:  # noqa: N803
+    """The matrix exponential (SciPy's and JAX's ``expm``) of ``(..., n, n)`` matrices, by
+    scaling and squaring with the [13/13] Pade approximant; differentiable (the products
+    and the solve differentiate).
+
+    Args:
+        A: square matrices (integers become the default float).
+        upper_triangular: accepted (JAX's hint).
+        max_squarings: the most squarings when the norm is known only while the program
+            runs (under ``compile``/``vmap``); a matrix whose norm needs more gives an
+            inaccurate result, as JAX's.
+
+    Returns:
+        ``exp(A)``, like ``A``.
+
+    Raises:
+        ValueError: (:class:`nabla.OpError`) for matrices that are not square.
+    """
+    a = floats("expm", A)[0]
+    if a.ndim < 2 or a.shape[-1] != a.shape[-2]:
+        raise OpError(f"expm: needs square matrices (..., n, n), got {tuple(a.shape)}")
+    norm = reduction.max(reduction.sum(unary.abs(a), -2))  # the largest 1-norm
+    if readable_now(norm):
+        s = _squarings(float(norm.item()))
+        r = _pade13(a / float(2**s))
+        for _ in range(s):
+            r = _la.matmul(r, r)
+        return r
+    # the number of squarings known only at run time: scale by it, then square that often
+    s = binary.maximum(unary.ceil(unary.log2(norm / _THETA_13)), 0.0)
+    s = binary.minimum(s, float(max_squarings))
+    r = _pade13(a / array_functions.exp2(s))
+
+    def body(k, m):
+        return binary.where(k < s, _la.matmul(m, m), m)
+
+    return fori_loop(0, int(max_squarings), body, r)
+
+
+def _pade13(a: Tensor) -> Tensor:
+    b = _PADE
+    eye = creation.eye(a.shape[-1], dtype=a.dtype)
+    a2 = _la.matmul(a, a)
+    a4 = _la.matmul(a2, a2)
+    a6 = _la.matmul(a4, a2)
+    u = _la.matmul(a6, b[13] * a6 + b[11] * a4 + b[9] * a2)
+    u = _la.matmul(a, u + b[7] * a6 + b[5] * a4 + b[3] * a2 + b[1] * eye)
+    v = _la.matmul(a6, b[12] * a6 + b[10] * a4 + b[8] * a2)
+    v = v + b[6] * a6 + b[4] * a4 + b[2] * a2 + b[0] * eye
+    return _la.solve(v - u, v + u)
+
+
+# ----------------------------------------------------------------------------- structured
+def _vector(x, op: str) -> Tensor:
+    t = as_tensor(x, op=op)
+    if t.ndim != 1:
+        raise OpError(f"{op}: needs a 1-D tensor, got shape {tuple(t.shape)}")
+    return t
+
+
+def toeplitz(c, r=None) -> Tensor:
+    """SciPy's and JAX's ``toeplitz``: constant diagonals, first column ``c`` and first row
+    ``r`` (``r[0]`` ignored; ``c`` itself by default).
+
+    Args:
+        c: the first column (1-D).
+        r: the first row (1-D; default ``c``).
+
+    Returns:
+        ``(len(c), len(r))``.
+    """
+    col = _vector(c, "toeplitz")
+    row = col if r is None else _vector(r, "toeplitz")
+    dt = promote_types(col.dtype, row.dtype)
+    col, row = unary.cast(col, dt), unary.cast(row, dt)
+    m, n = col.shape[0], row.shape[0]
+    values = view.concatenate([view.flip(row[1:], 0), col], 0)  # row reversed, then column
+    idx = np.arange(m)[:, None] - np.arange(n)[None, :] + n - 1
+    return indexing.take(values, as_tensor(idx.astype(np.int32), op="toeplitz"), axis=0)
+
+
+def hankel(c, r=None) -> Tensor:
+    """SciPy's and JAX's ``hankel``: constant anti-diagonals, first column ``c`` and last
+    row ``r`` (``r[0]`` ignored; zeros by default).
+
+    Args:
+        c: the first column (1-D).
+        r: the last row (1-D; default zeros of ``c``'s length).
+
+    Returns:
+        ``(len(c), len(r))``.
+    """
+    col = _vector(c, "hankel")
+    row = creation.zeros_like(col) if r is None else _vector(r, "hankel")
+    dt = promote_types(col.dtype, row.dtype)
+    values = view.concatenate([unary.cast(col, dt), unary.cast(row[1:], dt)], 0)
+    m, n = col.shape[0], row.shape[0]
+    idx = np.arange(m)[:, None] + np.arange(n)[None, :]
+    return indexing.take(values, as_tensor(idx.astype(np.int32), op="hankel"), axis=0)
+
+
+def circulant(c) -> Tensor:
+    """SciPy's and JAX's ``circulant``: each column ``c`` rolled down by its index.
+
+    Args:
+        c: the first column (1-D).
+
+    Returns:
+        ``(n, n)``.
+    """
+    col = _vector(c, "circulant")
+    n = col.shape[0]
+    idx = (np.arange(n)[:, None] - np.arange(n)[None, :]) % max(n, 1)
+    return indexing.take(col, as_tensor(idx.astype(np.int32), op="circulant"), axis=0)
+
+
+def companion(a) -> Tensor:
+    """SciPy's and JAX's ``companion`` matrix of the polynomial ``a`` (highest power
+    first): first row ``-a[1:] / a[0]``, ones below the diagonal.
+
+    Args:
+        a: the coefficients (1-D, at least 2, ``a[0] != 0``).
+
+    Returns:
+        ``(len(a) - 1, len(a) - 1)``.
+    """
+    p = floats("companion", _vector(a, "companion"))[0]
+    n = p.shape[0] - 1
+    if n < 1:
+        raise OpError(f"companion: needs at least 2 coefficients, got {p.shape[0]}")
+    first = view.reshape(unary.neg(p[1:]) / p[0], (1, n))
+    below = creation.eye(n - 1, n, dtype=p.dtype)
+    return view.concatenate([first, below], 0)
+
+
+def hilbert(n: int) -> Tensor:
+    """SciPy's and JAX's ``hilbert`` matrix, ``1 / (i + j + 1)``.
+
+    Args:
+        n: the size.
+
+    Returns:
+        ``(n, n)`` in the default float dtype.
+    """
+    i = np.arange(int(n))
+    return as_tensor(1.0 / (i[:, None] + i[None, :] + 1.0), op="hilbert")
+
+
+def polar(a, side: str = "right", *, method: str = "svd") -> tuple:
+    """SciPy's and JAX's ``polar`` decomposition by the SVD: ``a = u p`` (``side="right"``)
+    or ``a = p u`` (``"left"``), ``u`` with orthonormal columns, ``p`` symmetric positive
+    semidefinite.
+
+    Args:
+        a: a matrix ``(m, n)``.
+        side: ``"right"`` or ``"left"``.
+        method: ``"svd"`` (the only one).
+
+    Returns:
+        ``(u, p)``.
+    """
+    if side not in ("right", "left"):
+        raise OpError(f"polar: side must be 'right' or 'left', got {side!r}")
+    if method != "svd":
+        raise OpError(f"polar: method must be 'svd', got {method!r}")
+    x = floats("polar", a)[0]
+    w, s, vh = _la.svd(x, full_matrices=False)
+    u = _la.matmul(w, vh)
+    if side == "right":
+        p = _la.matmul(view.swap_axes(vh, -1, -2) * view.unsqueeze(s, -2), vh)
+    else:
+        p = _la.matmul(w * view.unsqueeze(s, -2), view.swap_axes(w, -1, -2))
+    return u, p
