@@ -335,3 +335,59 @@ def test_structured_matrices_and_polar_match_scipy():
         want_u, want_p = sla.polar(m, side)
         close(u, want_u, 1e-12, 1e-12)
         close(p, want_p, 1e-12, 1e-12)
+
+
+def test_signal_convolutions_match_scipy():
+    import scipy.signal as sig
+
+    rng = np.random.default_rng(6)
+    for s1, s2 in (((7,), (3,)), ((3,), (7,)), ((5, 6), (2, 3)), ((4, 5, 3), (2, 2, 2))):
+        a, b = rng.standard_normal(s1), rng.standard_normal(s2)
+        for mode in ("full", "same", "valid"):
+            close(S.signal.convolve(a, b, mode), sig.convolve(a, b, mode, method="direct"), 1e-10)
+            close(S.signal.correlate(a, b, mode), sig.correlate(a, b, mode, method="direct"), 1e-10)
+    a, b = rng.standard_normal((5, 6)), rng.standard_normal((3, 2))
+    for mode in ("full", "same", "valid"):
+        close(S.signal.convolve2d(a, b, mode), sig.convolve2d(a, b, mode), 1e-10)
+        close(S.signal.correlate2d(a, b, mode), sig.correlate2d(a, b, mode), 1e-10)
+    ints = S.signal.convolve(np.array([1, 2, 3]), np.array([0, 1, 5]))
+    assert ints.dtype == nb.int64 and ints.tolist() == [0, 1, 7, 13, 15]
+    trend = rng.standard_normal((4, 9)) + np.arange(9) * 0.7
+    close(S.signal.detrend(trend), sig.detrend(trend), 1e-10)
+    close(S.signal.detrend(trend, 0, "constant"), sig.detrend(trend, 0, "constant"), 1e-12)
+    with pytest.raises(ValueError, match="for mode 'valid' one input must be at least as large"):
+        S.signal.convolve(np.ones((3, 2)), np.ones((2, 3)), "valid")
+
+
+def test_dcts_vq_trapezoid_and_map_coordinates():
+    import scipy.cluster.vq as svq
+    import scipy.fft as sfft
+    import scipy.ndimage as snd
+
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((3, 8))
+    for norm in (None, "ortho", "forward"):
+        close(S.fft.dct(x, norm=norm), sfft.dct(x, norm=norm), 1e-12)
+        close(S.fft.idct(x, norm=norm), sfft.idct(x, norm=norm), 1e-12)
+        close(S.fft.dctn(x, s=(4, 6), norm=norm), sfft.dctn(x, s=(4, 6), norm=norm), 1e-12)
+        close(S.fft.idctn(x, norm=norm), sfft.idctn(x, norm=norm), 1e-12)
+    close(S.fft.dct(x, n=5, axis=0), sfft.dct(x, n=5, axis=0), 1e-12)
+    with pytest.raises(ValueError, match="dct: only type 2 is supported"):
+        S.fft.dct(x, type=3)
+    obs, book = rng.standard_normal((10, 3)), rng.standard_normal((4, 3))
+    code, dist = S.cluster.vq.vq(obs, book)
+    want_code, want_dist = svq.vq(obs, book)
+    assert code.tolist() == want_code.tolist()
+    close(dist, want_dist, 1e-12)
+    close(S.integrate.trapezoid(x, dx=0.5), np.trapezoid(x, dx=0.5), 1e-12)
+    img = rng.standard_normal((5, 6))
+    coords = [rng.uniform(-2, 7, (4, 3)), rng.uniform(-2, 8, (4, 3))]
+    for mode in ("nearest", "mirror", "reflect"):  # (where SciPy's and JAX's agree)
+        want = snd.map_coordinates(img, coords, order=1, mode=mode)
+        close(S.ndimage.map_coordinates(img, coords, 1, mode=mode), want, 1e-12)
+    # JAX's constant mode: each tap outside the input is cval by itself
+    line = np.arange(5.0) * 1.5 + 1.0
+    got = S.ndimage.map_coordinates(line, [np.array([-0.6, 4.2, -0.5, 4.5])], 1, cval=-9.0)
+    close(got, [0.6 * -9.0 + 0.4 * 1.0, 0.8 * 7.0 + 0.2 * -9.0, -4.0, -1.0], 1e-12)
+    nearest = S.ndimage.map_coordinates(line, [np.array([-0.5, 0.5, 2.5, 4.5])], 0, cval=-9.0)
+    assert nearest.tolist() == [-9.0, 2.5, 5.5, -9.0]  # (halves round away from zero)

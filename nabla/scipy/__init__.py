@@ -1,7 +1,8 @@
-"""``nb.scipy``: the names of JAX's ``jax.scipy`` (``special``, ``stats``, ``linalg``), so
+"""``nb.scipy``: the names of JAX's ``jax.scipy`` (``special``, ``stats``, ``linalg``,
+``signal``, ``fft`` (the real DCTs), ``ndimage``, ``integrate``, ``cluster``), so
 ``jax.scipy.`` ports by renaming. Each is written with nabla's ops: it differentiates,
 batches under ``vmap``, shards and compiles as those do, on every backend."""
 
-from . import linalg, special, stats
+from . import cluster, fft, integrate, linalg, ndimage, signal, special, stats
 
-__all__ = ["special", "stats", "linalg"]
+__all__ = ["special", "stats", "linalg", "signal", "fft", "ndimage", "integrate", "cluster"]
