@@ -3620,12 +3620,19 @@ def _highest(dt: DType):
     return math.inf if dt.is_float else (True if dt.is_bool else int(np.iinfo(dt.numpy).max))
 
 
-def segment_sum(
-    data, segment_ids, num_segments=None, indices_are_sorted=False, unique_indices=False,
-    bucket_size=None, mode=None,
-) -> Tensor:  # fmt: skip
-    """JAX's ``jax.ops.segment_sum``: the sum of ``data``'s rows in each segment (0 where
-    none); ids outside ``[0, num_segments)`` are dropped.
+def _segment_function(kind: str, combine: str, empty, what: str):
+    """JAX's ``jax.ops.segment_<kind>``: rows combined by the scatter mode ``combine``."""
+    name = f"segment_{kind}"
+
+    def segment(
+        data, segment_ids, num_segments=None, indices_are_sorted=False, unique_indices=False,
+        bucket_size=None, mode=None,
+    ) -> Tensor:  # fmt: skip
+        return _segment(name, data, segment_ids, num_segments, combine, empty)
+
+    segment.__name__ = segment.__qualname__ = name
+    segment.__doc__ = f"""JAX's ``jax.ops.{name}``: {what}; ids outside
+    ``[0, num_segments)`` are dropped.
 
     Args:
         data: ``(N, ...)`` rows.
@@ -3640,69 +3647,14 @@ def segment_sum(
     Returns:
         ``(num_segments, ...)``.
     """
-    return _segment("segment_sum", data, segment_ids, num_segments, "add", lambda dt: 0)
+    return segment
 
 
-def segment_prod(
-    data, segment_ids, num_segments=None, indices_are_sorted=False, unique_indices=False,
-    bucket_size=None, mode=None,
-) -> Tensor:  # fmt: skip
-    """JAX's ``jax.ops.segment_prod``: the product of each segment's rows (1 where none).
-
-    Args:
-        data: ``(N, ...)`` rows.
-        segment_ids: ``(N,)`` integers, each row's segment.
-        num_segments: the number of segments (static; ``max(segment_ids) + 1`` by default).
-        indices_are_sorted: a hint, accepted.
-        unique_indices: a hint, accepted.
-        bucket_size: accepted.
-        mode: None or ``"drop"``/``"fill"``.
-
-    Returns:
-        ``(num_segments, ...)``.
-    """
-    return _segment("segment_prod", data, segment_ids, num_segments, "mul", lambda dt: 1)
-
-
-def segment_max(
-    data, segment_ids, num_segments=None, indices_are_sorted=False, unique_indices=False,
-    bucket_size=None, mode=None,
-) -> Tensor:  # fmt: skip
-    """JAX's ``jax.ops.segment_max``: each segment's elementwise maximum (the dtype's lowest
-    value, ``-inf`` for floats, where none).
-
-    Args:
-        data: ``(N, ...)`` rows.
-        segment_ids: ``(N,)`` integers, each row's segment.
-        num_segments: the number of segments (static; ``max(segment_ids) + 1`` by default).
-        indices_are_sorted: a hint, accepted.
-        unique_indices: a hint, accepted.
-        bucket_size: accepted.
-        mode: None or ``"drop"``/``"fill"``.
-
-    Returns:
-        ``(num_segments, ...)``.
-    """
-    return _segment("segment_max", data, segment_ids, num_segments, "max", _lowest)
-
-
-def segment_min(
-    data, segment_ids, num_segments=None, indices_are_sorted=False, unique_indices=False,
-    bucket_size=None, mode=None,
-) -> Tensor:  # fmt: skip
-    """JAX's ``jax.ops.segment_min``: each segment's elementwise minimum (the dtype's
-    highest value, ``inf`` for floats, where none).
-
-    Args:
-        data: ``(N, ...)`` rows.
-        segment_ids: ``(N,)`` integers, each row's segment.
-        num_segments: the number of segments (static; ``max(segment_ids) + 1`` by default).
-        indices_are_sorted: a hint, accepted.
-        unique_indices: a hint, accepted.
-        bucket_size: accepted.
-        mode: None or ``"drop"``/``"fill"``.
-
-    Returns:
-        ``(num_segments, ...)``.
-    """
-    return _segment("segment_min", data, segment_ids, num_segments, "min", _highest)
+segment_sum = _segment_function("sum", "add", lambda dt: 0, "each segment's sum (0 where none)")
+segment_prod = _segment_function("prod", "mul", lambda dt: 1, "each segment's product (1 if none)")
+segment_max = _segment_function(
+    "max", "max", _lowest, "each segment's maximum (the dtype's lowest value where none)"
+)
+segment_min = _segment_function(
+    "min", "min", _highest, "each segment's minimum (the dtype's highest value where none)"
+)

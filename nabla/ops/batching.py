@@ -22,7 +22,7 @@ from . import spmd
 from .base import Operation
 from .functions import fn, provide
 
-__all__ = ["to_batch", "from_batch", "broadcast_levels", "sum_levels"]
+__all__ = ["to_batch", "from_batch", "broadcast_levels", "sum_levels", "bind_per_example"]
 
 
 class _LevelOp(Operation):
@@ -221,6 +221,35 @@ def broadcast_levels(x: Tensor, levels: tuple) -> Tensor:
     dims += [len(levels) + i for i in range(len(logical))]
     kwargs = {"levels": levels, "phys": {"shape": out_shape, "dims": tuple(dims)}}
     return _broadcast_levels.bind([x], kwargs)
+
+
+def bind_per_example(op, tensors: list, kwargs: dict, out_types) -> list:
+    """``op`` bound once per element of the operands' vmap batch (an op that cannot take
+    batch dims: a ``"loop"`` custom kernel, a sequential callback): every level moved into
+    a leading logical dim, the batch flattened and sliced, each slice bound, the results
+    stacked and their dims moved back to their levels. ``out_types``: the logical
+    ``(DType, shape)`` of each output."""
+    levels = tuple(sorted({lv for t in tensors for lv in t._impl.levels}))
+    flat, batch_shape = [], ()
+    for t in tensors:
+        if t._impl.levels != levels:
+            t = broadcast_levels(t, levels)
+        for i, lv in enumerate(levels):
+            t = from_batch(t, lv, i)
+        batch_shape = tuple(t.shape[: len(levels)])
+        flat.append(fn.reshape(t, (math.prod(batch_shape), *t.shape[len(levels) :])))
+    results = [op.bind([x[b] for x in flat], kwargs) for b in range(math.prod(batch_shape))]
+    outs = []
+    for k, (dt, shape) in enumerate(out_types):
+        if results:
+            y = fn.stack([r[k] for r in results], axis=0)
+        else:  # an empty batch
+            y = fn.zeros((0, *shape), dtype=dt)
+        y = fn.reshape(y, (*batch_shape, *shape))
+        for lv in levels:
+            y = to_batch(y, 0, lv)
+        outs.append(y)
+    return outs
 
 
 def differentiated_inside(impl, vmap_level: int) -> bool:

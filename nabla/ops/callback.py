@@ -18,8 +18,6 @@ error naming it.
 
 from __future__ import annotations
 
-from math import prod
-
 import numpy as np
 
 from ..core.dtypes import from_numpy_dtype, to_dtype
@@ -27,7 +25,6 @@ from ..core.pytree import tree_flatten, tree_unflatten
 from . import batching
 from ._util import as_tensor
 from .base import Operation, OpError
-from .functions import fn
 
 __all__ = ["pure_callback", "HostCallback"]
 
@@ -104,8 +101,7 @@ class PureCallbackOp(Operation):
 
     def apply(self, tensors: list, kwargs: dict) -> list:
         """Bind, or per example under ``vmap`` with ``"sequential"`` (refused with None)."""
-        levels = tuple(sorted({lv for t in tensors for lv in t._impl.levels}))
-        if not levels:
+        if not any(t._impl.levels for t in tensors):
             return self.bind(list(tensors), kwargs)
         method = kwargs["vmap_method"]
         if method is None:
@@ -115,7 +111,7 @@ class PureCallbackOp(Operation):
                 "call with the batch dims in front of every operand and result)"
             )
         if method == "sequential":
-            return _per_example(self, list(tensors), kwargs, levels)
+            return batching.bind_per_example(self, list(tensors), kwargs, kwargs["out_types"])
         return self.bind(list(tensors), kwargs)
 
     def rebind(self, args, kwargs):
@@ -132,31 +128,6 @@ class PureCallbackOp(Operation):
 
 
 _OP = PureCallbackOp()
-
-
-def _per_example(op, tensors, kwargs, levels):
-    """The op once per example: every level moved into a leading dim, sliced, called and
-    stacked back."""
-    flat, batch_shape = [], None
-    for t in tensors:
-        if t._impl.levels != levels:
-            t = batching.broadcast_levels(t, levels)
-        for i, lv in enumerate(levels):
-            t = batching.from_batch(t, lv, i)
-        batch_shape = tuple(t.shape[: len(levels)])
-        flat.append(fn.reshape(t, (prod(batch_shape), *t.shape[len(levels) :])))
-    results = [op.bind([x[b] for x in flat], kwargs) for b in range(prod(batch_shape))]
-    outs = []
-    for k, (dt, shape) in enumerate(kwargs["out_types"]):
-        if results:
-            y = fn.stack([r[k] for r in results], axis=0)
-        else:
-            y = fn.zeros((0, *shape), dtype=dt)
-        y = fn.reshape(y, (*batch_shape, *shape))
-        for lv in levels:
-            y = batching.to_batch(y, 0, lv)
-        outs.append(y)
-    return outs
 
 
 def _shape_dtype(leaf):

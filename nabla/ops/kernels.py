@@ -23,7 +23,6 @@ replicated (its inputs gathered on each device).
 from __future__ import annotations
 
 import numbers
-from math import prod
 from typing import NamedTuple
 
 from ..backends.kernels import (
@@ -37,7 +36,7 @@ from ..core.dtypes import DType, to_dtype
 from ..runtime.tensor import Tensor
 from . import _util, batching
 from .base import Operation, OpError
-from .functions import fn, provide
+from .functions import provide
 
 __all__ = ["ShapeDtype", "CustomKernelOp", "custom_op", "call_custom_kernel"]
 
@@ -229,7 +228,7 @@ class CustomKernelOp(Operation):
     def apply(self, tensors: list[Tensor], kwargs: dict) -> list:
         """Bind, or call once per batch element for a ``"loop"`` op under vmap."""
         if self.batching == "loop" and any(t._impl.levels for t in tensors):
-            return _loop(self, tensors, kwargs)
+            return batching.bind_per_example(self, list(tensors), kwargs, kwargs["out_types"])
         return self.bind(list(tensors), kwargs)
 
     def replay(self, args, kwargs):
@@ -274,30 +273,6 @@ class CustomKernelOp(Operation):
                 f"{mode} mode"
             )
         return list(rule(list(primals), list(others), list(outputs), **dict(kwargs["params"])))
-
-
-def _loop(op: CustomKernelOp, tensors, kwargs):
-    """``op`` once per element of the vmap batch: move every level into a leading logical
-    dim, slice, call, stack, and move the dims back to their levels."""
-    levels = tuple(sorted({lv for t in tensors for lv in t._impl.levels}))
-    flat = []
-    batch_shape = None
-    for t in tensors:
-        if t._impl.levels != levels:
-            t = batching.broadcast_levels(t, levels)
-        for i, lv in enumerate(levels):
-            t = batching.from_batch(t, lv, i)
-        batch_shape = tuple(t.shape[: len(levels)])
-        flat.append(fn.reshape(t, (prod(batch_shape),) + tuple(t.shape[len(levels) :])))
-    results = [op.bind([x[b] for x in flat], kwargs) for b in range(prod(batch_shape))]
-    outs = []
-    for k, (_, shape) in enumerate(kwargs["out_types"]):
-        y = fn.stack([r[k] for r in results], axis=0)
-        y = fn.reshape(y, batch_shape + tuple(shape))
-        for lv in levels:
-            y = batching.to_batch(y, 0, lv)
-        outs.append(y)
-    return outs
 
 
 def custom_op(
