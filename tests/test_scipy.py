@@ -391,3 +391,32 @@ def test_dcts_vq_trapezoid_and_map_coordinates():
     close(got, [0.6 * -9.0 + 0.4 * 1.0, 0.8 * 7.0 + 0.2 * -9.0, -4.0, -1.0], 1e-12)
     nearest = S.ndimage.map_coordinates(line, [np.array([-0.5, 0.5, 2.5, 4.5])], 0, cval=-9.0)
     assert nearest.tolist() == [-9.0, 2.5, 5.5, -9.0]  # (halves round away from zero)
+
+
+def test_minimize_bfgs_reaches_the_minimum_eagerly_compiled_and_batched():
+    def rosen(x):
+        return nb.sum(100.0 * (x[1:] - x[:-1] ** 2) ** 2 + (1.0 - x[:-1]) ** 2)
+
+    res = S.optimize.minimize(rosen, np.zeros(4), method="BFGS")
+    assert res.success.item() and res.status.item() == 0 and res.nit.item() < 100
+    close(res.x, np.ones(4), 1e-6, 1e-6)
+    assert res.jac.numpy().max() <= 1e-5 and res.fun.item() < 1e-10
+    # a quadratic: the minimum solves A x = b, and H approaches A^-1
+    a, b = np.array([[3.0, 1.0], [1.0, 2.0]]), np.array([1.0, -1.0])
+
+    def quad(x, a, b):
+        return 0.5 * nb.sum(x * (nb.constant(a) @ x)) - nb.sum(x * b)
+
+    res = S.optimize.minimize(quad, np.ones(2), args=(a, b), method="BFGS")
+    close(res.x, np.linalg.solve(a, b), 1e-5, 1e-5)
+    close(res.hess_inv, np.linalg.inv(a), 1e-2, 1e-2)
+    short = S.optimize.minimize(rosen, np.zeros(4), method="BFGS", options={"maxiter": 5})
+    assert not short.success.item() and short.status.item() == 1 and short.nit.item() == 5
+    solve = nb.compile(lambda x0: S.optimize.minimize(rosen, x0, method="BFGS").x)
+    close(solve(np.zeros(3)), np.ones(3), 1e-6, 1e-6)
+    close(solve(np.full(3, 0.5)), np.ones(3), 1e-6, 1e-6)
+    starts = np.stack([np.zeros(3), np.full(3, -1.0)])
+    batched = nb.vmap(lambda x0: S.optimize.minimize(rosen, x0, method="BFGS").x)(starts)
+    close(batched, np.ones((2, 3)), 1e-6, 1e-6)
+    with pytest.raises(ValueError, match="minimize: method must be 'BFGS'"):
+        S.optimize.minimize(rosen, np.zeros(2), method="Nelder-Mead")
