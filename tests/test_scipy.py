@@ -420,3 +420,19 @@ def test_minimize_bfgs_reaches_the_minimum_eagerly_compiled_and_batched():
     close(batched, np.ones((2, 3)), 1e-6, 1e-6)
     with pytest.raises(ValueError, match="minimize: method must be 'BFGS'"):
         S.optimize.minimize(rosen, np.zeros(2), method="Nelder-Mead")
+
+
+def test_rankdata_and_mode_match_scipy():
+    a = np.random.default_rng(8).integers(0, 5, (4, 7))
+    for method in ("average", "min", "max", "dense", "ordinal"):
+        for axis in (None, 0, 1):
+            got = S.stats.rankdata(a, method, axis=axis)
+            assert got.dtype == nb.float32  # (floats for every method, as JAX's)
+            close(got, ss.rankdata(a, method, axis=axis), 0)
+    for axis in (None, 0, 1):
+        got, want = S.stats.mode(a, axis=axis), ss.mode(a, axis=axis)
+        assert got.mode.tolist() == want.mode.tolist()
+        assert got.count.tolist() == want.count.tolist()
+    assert S.stats.mode(a, axis=1, keepdims=True).mode.shape == (4, 1)
+    with pytest.raises(ValueError, match="rankdata: method must be one of"):
+        S.stats.rankdata(a, "first")

@@ -4,17 +4,19 @@ each a namespace of functions (``nb.scipy.stats.norm.logpdf(x, loc, scale)``), w
 
 The CDFs of ``gamma``, ``chi2``, ``beta``, ``t`` and ``poisson`` (and their ``sf``) use the
 regularized incomplete gamma and beta functions (:func:`nabla.ops.special.gammainc`,
-``betainc``: host ops in float64). Not built: ``gaussian_kde``, ``mode``, ``rankdata``."""
+``betainc``: host ops in float64). Not built: ``gaussian_kde``."""
 
 from __future__ import annotations
 
 import math
 from types import SimpleNamespace
+from typing import NamedTuple
 
+from ..core.dtypes import get_default_dtype
 from ..linalg import cholesky, solve
-from ..ops import binary, reduction, unary, view
-from ..ops._util import as_tensor
-from ..ops.array_functions import diagonal
+from ..ops import binary, creation, indexing, reduction, unary, view
+from ..ops._util import as_tensor, norm_axis
+from ..ops.array_functions import diagonal, segment_max, segment_min, segment_sum
 from ..ops.base import OpError
 from ..ops.special import (
     betainc,
@@ -33,6 +35,7 @@ from ..ops.special import (
     xlogy,
 )
 from ..runtime.tensor import Tensor
+from ..transforms.vmap import vmap
 
 __all__ = [
     "norm",
@@ -62,6 +65,9 @@ __all__ = [
     "gennorm",
     "dirichlet",
     "sem",
+    "rankdata",
+    "mode",
+    "ModeResult",
 ]
 
 _LOG_2PI = math.log(2.0 * math.pi)
@@ -894,3 +900,118 @@ def sem(a, axis=0, ddof: int = 1, nan_policy: str = "propagate", *, keepdims: bo
         var = reduction.var(x, axis, keepdims=True, ddof=ddof)
     out = unary.sqrt(var / n)
     return out if keepdims else view.squeeze(out, axis)
+
+
+# ----------------------------------------------------------------------------- ranks, modes
+_RANK_METHODS = ("average", "min", "max", "dense", "ordinal")
+
+
+def _rank_1d(x: Tensor, method: str) -> Tensor:
+    """The ranks (from 1) of a 1-D ``x``: one stable sort, the tie groups numbered from
+    where the sorted values change, each group's first and last positions by segment
+    reductions, then back to the input's order."""
+    n = x.shape[0]
+    order = reduction.argsort(x, stable=True)
+    sorted_x = indexing.take(x, order, axis=0)
+    positions = creation.arange(n, dtype="int32")
+    if method == "ordinal":
+        ranks = unary.cast(positions + 1, get_default_dtype())
+    else:
+        starts = binary.not_equal(sorted_x[1:], sorted_x[:-1])
+        group = view.concatenate(
+            [creation.zeros((1,), dtype="int32"), reduction.cumsum(unary.cast(starts, "int32"))],
+            0,
+        )
+        first = segment_min(positions, group, n)
+        last = segment_max(positions, group, n)
+        lo = indexing.take(first, group, axis=0) + 1
+        hi = indexing.take(last, group, axis=0) + 1
+        pick = {"min": lo, "max": hi, "dense": group + 1}
+        if method == "average":
+            ranks = (unary.cast(lo, get_default_dtype()) + unary.cast(hi, get_default_dtype())) / 2
+        else:
+            ranks = unary.cast(pick[method], get_default_dtype())
+    inverse = reduction.argsort(order, stable=True)  # each element's place in the sort
+    return indexing.take(ranks, inverse, axis=0)
+
+
+def rankdata(a, method: str = "average", *, axis=None, nan_policy: str = "propagate"):
+    """SciPy's and JAX's ``rankdata``: ranks from 1, ties by ``method``; floats, as JAX's.
+
+    Args:
+        a: the values.
+        method: ``"average"``, ``"min"``, ``"max"``, ``"dense"`` or ``"ordinal"``.
+        axis: the axis to rank along (None: the flattened values).
+        nan_policy: ``"propagate"`` only.
+
+    Returns:
+        The ranks (``a``'s shape, or flattened with ``axis=None``).
+    """
+    if method not in _RANK_METHODS:
+        raise OpError(f"rankdata: method must be one of {_RANK_METHODS}, got {method!r}")
+    if nan_policy != "propagate":
+        raise OpError("rankdata: nan_policy must be 'propagate'")
+    x = as_tensor(a, op="rankdata")
+    if axis is None:
+        return _rank_1d(view.reshape(x, (-1,)), method)
+    ax = norm_axis("rankdata", axis, x.ndim, x.shape)
+    ranked = vmap(lambda row: _rank_1d(row, method))(
+        view.reshape(view.moveaxis(x, ax, -1), (-1, x.shape[ax]))
+    )
+    return view.moveaxis(view.reshape(ranked, tuple(view.moveaxis(x, ax, -1).shape)), -1, ax)
+
+
+class ModeResult(NamedTuple):
+    """What :func:`mode` returns.
+
+    Attributes:
+        mode: the most common value (the smallest among equally common ones).
+        count: how often it occurs.
+    """
+
+    mode: Tensor
+    count: Tensor
+
+
+def _mode_1d(x: Tensor):
+    n = x.shape[0]
+    sorted_x = reduction.sort(x, stable=True)
+    starts = binary.not_equal(sorted_x[1:], sorted_x[:-1])
+    group = view.concatenate(
+        [creation.zeros((1,), dtype="int32"), reduction.cumsum(unary.cast(starts, "int32"))], 0
+    )
+    counts = segment_sum(creation.ones((n,), dtype="int32"), group, n)
+    best = reduction.argmax(counts)  # (the first: the smallest value among the most common)
+    first = segment_min(creation.arange(n, dtype="int32"), group, n)
+    return indexing.take(sorted_x, indexing.take(first, best, axis=0), axis=0), counts[best]
+
+
+def mode(a, axis=0, nan_policy: str = "propagate", keepdims: bool = False) -> ModeResult:
+    """SciPy's and JAX's ``stats.mode``: the most common value along ``axis`` (the smallest
+    of those equally common) and its count.
+
+    Args:
+        a: the values.
+        axis: the axis (None: the flattened values).
+        nan_policy: ``"propagate"`` only.
+        keepdims: keep the reduced axis.
+
+    Returns:
+        :class:`ModeResult` ``(mode, count)``.
+    """
+    if nan_policy != "propagate":
+        raise OpError("mode: nan_policy must be 'propagate'")
+    x = as_tensor(a, op="mode")
+    if axis is None:
+        x, axis = view.reshape(x, (-1,)), 0
+    ax = norm_axis("mode", axis, x.ndim, x.shape)
+    if x.shape[ax] == 0:
+        raise OpError(f"mode: axis {ax} of shape {tuple(x.shape)} is empty")
+    moved = view.moveaxis(x, ax, -1)
+    rows = view.reshape(moved, (-1, x.shape[ax]))
+    values, counts = vmap(_mode_1d)(rows)
+    shape = tuple(moved.shape[:-1])
+    values, counts = view.reshape(values, shape), view.reshape(counts, shape)
+    if keepdims:
+        values, counts = view.unsqueeze(values, ax), view.unsqueeze(counts, ax)
+    return ModeResult(values, counts)
