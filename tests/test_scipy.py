@@ -436,3 +436,24 @@ def test_rankdata_and_mode_match_scipy():
     assert S.stats.mode(a, axis=1, keepdims=True).mode.shape == (4, 1)
     with pytest.raises(ValueError, match="rankdata: method must be one of"):
         S.stats.rankdata(a, "first")
+
+
+def test_lu_factorizations_match_scipy():
+    rng = np.random.default_rng(9)
+    for shape in ((4, 4), (5, 3), (3, 5)):
+        a = rng.standard_normal(shape)
+        for got, want in zip(S.linalg.lu(a), sla.lu(a), strict=True):
+            close(got, want, 1e-12, 1e-12)
+        close(S.linalg.lu(a, permute_l=True)[0], sla.lu(a, permute_l=True)[0], 1e-12, 1e-12)
+    a, b = rng.standard_normal((5, 5)), rng.standard_normal((5, 2))
+    packed, piv = S.linalg.lu_factor(a)
+    want_packed, want_piv = sla.lu_factor(a)
+    close(packed, want_packed, 1e-12, 1e-12)
+    assert piv.tolist() == want_piv.tolist()
+    for trans in (0, 1):
+        want = sla.lu_solve((want_packed, want_piv), b, trans=trans)
+        close(S.linalg.lu_solve((packed, piv), b, trans=trans), want, 1e-10, 1e-10)
+    compiled = nb.compile(lambda m, v: S.linalg.lu_solve(S.linalg.lu_factor(m), v))
+    close(compiled(a, b), np.linalg.solve(a, b), 1e-10, 1e-10)
+    with pytest.raises(ValueError, match=r"lu_factor: needs a square matrix, got shape \(5, 3\)"):
+        S.linalg.lu_factor(np.ones((5, 3)))

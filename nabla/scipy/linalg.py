@@ -2,8 +2,9 @@
 conventions (``cholesky`` upper by default, ``qr``'s ``"full"``/``"economic"`` modes).
 Written with :mod:`nabla.linalg`'s LAPACK ops (a triangular solve is the general ``solve``
 of the triangle, so its derivative reaches only the triangle, as JAX's). ``expm`` is scaling and
-squaring with the [13/13] Pade approximant (differentiable). Not built: ``lu``/``lu_factor``/
-``lu_solve``, ``schur``, ``sqrtm``, ``funm``."""
+squaring with the [13/13] Pade approximant (differentiable). ``lu`` is Gaussian
+elimination with partial pivoting written with the ops (one unrolled step per column).
+Not built: ``schur``, ``sqrtm``, ``funm``."""
 
 from __future__ import annotations
 
@@ -39,6 +40,9 @@ __all__ = [
     "companion",
     "hilbert",
     "polar",
+    "lu",
+    "lu_factor",
+    "lu_solve",
 ]
 
 
@@ -421,3 +425,119 @@ def polar(a, side: str = "right", *, method: str = "svd") -> tuple:
     else:
         p = _la.matmul(w * view.unsqueeze(s, -2), view.swap_axes(w, -1, -2))
     return u, p
+
+
+# ----------------------------------------------------------------------------- LU
+def _lu_steps(a: Tensor):
+    """Gaussian elimination with partial pivoting of one ``(m, n)`` matrix, one unrolled
+    step per column: ``(packed, pivots, perm)``, LAPACK's packed ``L\\U`` (``L``'s unit
+    diagonal implied), the row swapped in at each step, and the final row order
+    (``a[perm] = L @ U``)."""
+    m, n = a.shape
+    rows = creation.arange(m, dtype="int32")
+    cols = creation.arange(n, dtype="int32")
+    perm, pivots = rows, []
+    for j in range(min(m, n)):
+        below = rows >= j
+        magnitude = binary.where(below, unary.abs(a[:, j]), -1.0)
+        p = unary.cast(reduction.argmax(magnitude), "int32")
+        pivots.append(p)
+        swap = binary.where(rows == j, p, binary.where(rows == p, j, rows))
+        a = indexing.take(a, swap, axis=0)
+        perm = indexing.take(perm, swap, axis=0)
+        pivot = a[j, j]
+        safe = binary.where(pivot == 0, 1.0, pivot)
+        factors = binary.where(rows > j, a[:, j] / safe, 0.0)  # (m,)
+        update = view.unsqueeze(factors, 1) * view.unsqueeze(a[j], 0)
+        right = view.unsqueeze(cols > j, 0)
+        a = a - binary.where(binary.logical_and(view.unsqueeze(rows > j, 1), right), update, 0.0)
+        at_j = binary.logical_and(view.unsqueeze(rows > j, 1), view.unsqueeze(cols == j, 0))
+        a = binary.where(at_j, view.unsqueeze(factors, 1), a)
+    piv = view.stack(pivots, 0) if pivots else creation.zeros((0,), dtype="int32")
+    return a, piv, perm
+
+
+def _matrix(a, op: str) -> Tensor:
+    x = floats(op, a)[0]
+    if x.ndim != 2:
+        raise OpError(f"{op}: needs one matrix (m, n), got shape {tuple(x.shape)}")
+    return x
+
+
+def lu_factor(a, overwrite_a: bool = False, check_finite: bool = True):
+    """SciPy's and JAX's ``lu_factor``: the LU factorization with partial pivoting, packed.
+
+    Args:
+        a: a square matrix ``(n, n)``.
+        overwrite_a: accepted.
+        check_finite: accepted.
+
+    Returns:
+        ``(lu, piv)``: ``L`` (unit diagonal implied) and ``U`` in one matrix, and LAPACK's
+        pivots (row ``i`` was swapped with row ``piv[i]``), int32.
+    """
+    x = _matrix(a, "lu_factor")
+    if x.shape[0] != x.shape[1]:
+        raise OpError(f"lu_factor: needs a square matrix, got shape {tuple(x.shape)}")
+    packed, piv, _ = _lu_steps(x)
+    return packed, piv
+
+
+def lu(a, permute_l: bool = False, overwrite_a: bool = False, check_finite: bool = True):
+    """SciPy's and JAX's ``lu``: ``a = p @ l @ u`` with partial pivoting (any ``(m, n)``).
+
+    Args:
+        a: a matrix.
+        permute_l: return ``(p @ l, u)`` instead.
+        overwrite_a: accepted.
+        check_finite: accepted.
+
+    Returns:
+        ``(p, l, u)``: the ``(m, m)`` permutation, unit lower ``(m, k)`` and upper ``(k, n)``
+        factors (``k = min(m, n)``); or ``(p @ l, u)``.
+    """
+    x = _matrix(a, "lu")
+    m, n = x.shape
+    k = min(m, n)
+    packed, _, perm = _lu_steps(x)
+    lower = creation.tril(packed[:, :k], -1) + creation.eye(m, k, dtype=x.dtype)
+    upper = creation.triu(packed[:k, :])
+    # p[perm[i], i] = 1, so that a = p @ (l @ u)
+    p = view.swap_axes(indexing.take(creation.eye(m, dtype=x.dtype), perm, axis=0), 0, 1)
+    if permute_l:
+        return _la.matmul(p, lower), upper
+    return p, lower, upper
+
+
+def lu_solve(lu_and_piv, b, trans=0, overwrite_b: bool = False, check_finite: bool = True):
+    """SciPy's and JAX's ``lu_solve``: ``x`` with ``a @ x = b`` (``trans=0``) or
+    ``a^T @ x = b`` (1 or 2) from :func:`lu_factor`'s result.
+
+    Args:
+        lu_and_piv: ``(lu, piv)`` from :func:`lu_factor`.
+        b: ``(n,)`` or ``(n, k)``.
+        trans: 0/``"N"``, 1/``"T"`` or 2/``"C"``.
+        overwrite_b: accepted.
+        check_finite: accepted.
+
+    Returns:
+        ``x`` of ``b``'s shape.
+    """
+    packed, piv = lu_and_piv
+    packed, b = floats("lu_solve", packed, b)
+    n = packed.shape[0]
+    rows = creation.arange(n, dtype="int32")
+    perm = rows
+    for j in range(n):  # the row order the pivots made, from the swaps in turn
+        p = as_tensor(piv, op="lu_solve")[j]
+        perm = indexing.take(perm, binary.where(rows == j, p, binary.where(rows == p, j, rows)), 0)
+    codes = {0: 0, "N": 0, 1: 1, "T": 1, 2: 1, "C": 1}
+    if trans not in codes:
+        raise OpError(f"lu_solve: trans must be 0/'N', 1/'T' or 2/'C', got {trans!r}")
+    if not codes[trans]:
+        y = solve_triangular(packed, indexing.take(b, perm, axis=0), lower=True, unit_diagonal=True)
+        return solve_triangular(packed, y)
+    z = solve_triangular(packed, b, trans=1)
+    w = solve_triangular(packed, z, trans=1, lower=True, unit_diagonal=True)
+    inverse = reduction.argsort(perm, stable=True)
+    return indexing.take(w, inverse, axis=0)
