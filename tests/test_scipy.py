@@ -457,3 +457,31 @@ def test_lu_factorizations_match_scipy():
     close(compiled(a, b), np.linalg.solve(a, b), 1e-10, 1e-10)
     with pytest.raises(ValueError, match=r"lu_factor: needs a square matrix, got shape \(5, 3\)"):
         S.linalg.lu_factor(np.ones((5, 3)))
+
+
+def test_gaussian_kde_matches_scipy():
+    rng = np.random.default_rng(10)
+    data, w = rng.standard_normal(50), rng.uniform(0.5, 2.0, 50)
+    x = np.linspace(-3.0, 3.0, 7)
+    for bw in (None, "silverman", 0.3):
+        for weights in (None, w):
+            ours, theirs = (
+                S.stats.gaussian_kde(data, bw, weights),
+                ss.gaussian_kde(data, bw, weights),
+            )
+            close(ours(x), theirs(x), 1e-10)
+            close(ours.logpdf(x), theirs.logpdf(x), 1e-10)
+            close(ours.covariance, theirs.covariance, 1e-12)
+    pts = rng.standard_normal((2, 40))
+    ours, theirs = S.stats.gaussian_kde(pts), ss.gaussian_kde(pts)
+    far = rng.standard_normal((2, 5)) * 20  # (log densities stay finite far out)
+    close(ours.logpdf(far), theirs.logpdf(far), 1e-10)
+    close(
+        S.stats.gaussian_kde(data).integrate_box_1d(-1.0, 0.5),
+        ss.gaussian_kde(data).integrate_box_1d(-1.0, 0.5),
+        1e-9,
+    )
+    draws = S.stats.gaussian_kde(data).resample(nb.random.key(0), (4000,)).numpy()
+    assert draws.shape == (1, 4000)
+    spread = np.sqrt(data.var() + ss.gaussian_kde(data).covariance[0, 0])
+    assert abs(draws.std() - spread) < 0.05 and abs(draws.mean() - data.mean()) < 0.05
