@@ -588,7 +588,7 @@ from .ops.transfer import (
 )
 from .transforms.compile import CompiledFunction, compile
 from .transforms.control_flow import cond, fori_loop, scan, switch, while_loop
-from . import autograd, config, distributed, func, image, lax, linalg, scipy, testing
+from . import autograd, config, debug, distributed, func, image, lax, linalg, scipy, testing
 
 # ``import nabla.random`` / ``from nabla.random import normal``, as ``jax.random``: the
 # random functions live in the ops layer, and this is that module under its public path
@@ -1002,6 +1002,7 @@ __all__ = [
     "func",
     "scipy",
     "image",
+    "debug",
     "autograd",
     "no_grad",
     "enable_grad",
