@@ -20,6 +20,8 @@ from . import (
 from .checkpoint import load, load_metadata, merge_state_dicts, save, split_state_dict
 from .data import DataLoader
 from .layers import *  # noqa: F403 - every layer (layers.__all__)
+from .lazy import *  # noqa: F403 - PyTorch's lazy layers (lazy.__all__)
+from .lazy import __all__ as _lazy_all
 from .losses import (
     BCELoss,
     BCEWithLogitsLoss,
@@ -68,6 +70,7 @@ from .utils import clip_grad_norm_, clip_grad_value_
 
 __all__ = [
     *layers.__all__,
+    *_lazy_all,
     "BCELoss",
     "BCEWithLogitsLoss",
     "CrossEntropyLoss",
