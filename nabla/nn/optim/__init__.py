@@ -85,6 +85,9 @@ __all__ = [
     "Adadelta",
     "Rprop",
     "ASGD",
+    "SparseAdam",
+    "sparse_adam_init",
+    "sparse_adam_update",
     "Adafactor",
     "adafactor_init",
     "adafactor_update",
@@ -1388,6 +1391,56 @@ def rprop_update(params, grads, state=None, lr=1e-2, etas=(0.5, 1.2), step_sizes
     return _apply(params, grads, state, ["prev", "step_size"], rule)
 
 
+def sparse_adam_init(params) -> dict:
+    """The state of :func:`sparse_adam_update`: ``{"step", "mu", "nu"}``.
+
+    Args:
+        params: the params pytree.
+
+    Returns:
+        The state dict.
+    """
+    return {"step": _step0(), "mu": _zeros_state(params), "nu": _zeros_state(params)}
+
+
+def sparse_adam_update(params, grads, state=None, lr=1e-3, betas=(0.9, 0.999), eps=1e-8):
+    """One step of ``torch.optim.SparseAdam`` on dense gradients: only the rows a gradient
+    reaches (for a tensor of 2 or more dims, the rows along its first dim with a nonzero
+    entry, as an ``Embedding``'s sparse gradient lists them; for a vector, its nonzero
+    elements) update their moments and values; the others keep theirs. The step is
+    ``lr sqrt(1 - b2^t) / (1 - b1^t) mu / (sqrt(nu) + eps)``, as PyTorch's.
+
+    Args:
+        params: the params pytree.
+        grads: gradients, a pytree of the same structure (None leaves are skipped).
+        state: from :func:`sparse_adam_init` (None: a fresh state).
+        lr: learning rate or schedule (default 1e-3).
+        betas: decay rates of the two moments (default ``(0.9, 0.999)``).
+        eps: added to the denominator (default 1e-8).
+
+    Returns:
+        ``(new_params, new_state)``.
+    """
+    _check_settings("sparse_adam_update", lr, betas=betas, eps=eps)
+    b1, b2 = betas
+    if state is None:
+        state = sparse_adam_init(params)
+    rate = _lr_at(lr, state["step"])
+
+    def rule(p, g, moments, done):
+        hit = g != 0
+        if g.ndim >= 2:  # whole rows, as a sparse gradient's indices name them
+            hit = hit.reshape((g.shape[0], -1)).any(axis=1).reshape((-1,) + (1,) * (g.ndim - 1))
+        t = done + 1.0
+        mu = binary.where(hit, b1 * moments[0] + (1.0 - b1) * g, moments[0])
+        nu = binary.where(hit, b2 * moments[1] + (1.0 - b2) * g.square(), moments[1])
+        size = _like(rate, p) * (_bias_correction(b2, t).sqrt() / _bias_correction(b1, t))
+        step = size.cast(p.dtype) * mu / (nu.sqrt() + eps)
+        return binary.where(hit, p - step, p), [mu, nu]
+
+    return _apply(params, grads, state, ["mu", "nu"], rule)
+
+
 def _pair_setting(fn: str, name: str, value) -> tuple:
     if not isinstance(value, list | tuple) or len(value) != 2:
         raise ValueError(f"{fn}: {name} must be a pair, got {value!r}")
@@ -2587,6 +2640,33 @@ class Rprop(Optimizer):
         return rprop_init(params)
 
 
+class SparseAdam(Optimizer):
+    """``torch.optim.SparseAdam`` (see :func:`sparse_adam_update`): Adam that moves only the
+    rows a gradient reaches, for embedding tables. Gradients here are dense (an
+    ``Embedding``'s ``sparse=True`` is accepted and gives dense ones); a row whose gradient
+    is all zeros counts as not reached.
+
+    Args:
+        params: a Module, a pytree of tensors or ``model.parameters()`` (updated in place).
+        lr: learning rate or schedule (default 1e-3).
+        betas: moment decay rates (default ``(0.9, 0.999)``).
+        eps: denominator epsilon (default 1e-8).
+        **kwargs: PyTorch's ``maximize`` (see :class:`Optimizer`).
+    """
+
+    _hyper_names = ("lr", "betas", "eps")
+    _update_rule = staticmethod(sparse_adam_update)
+    _dynamic = ("lr",)
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, **kwargs):
+        _check_settings("SparseAdam", lr, betas=betas, eps=eps)
+        self.betas, self.eps = tuple(betas), eps
+        super().__init__(params, lr, **kwargs)
+
+    def _init(self, params):
+        return sparse_adam_init(params)
+
+
 class ASGD(Optimizer):
     """Averaged SGD, as ``torch.optim.ASGD`` (see :func:`asgd_update`; the average is
     ``opt.state["ax"]``).
@@ -2683,17 +2763,3 @@ from . import lr_scheduler, swa_utils  # noqa: E402
 from .lbfgs import LBFGS  # noqa: E402 - a closure-driven quasi-Newton method, on its own
 
 __all__ += ["LBFGS", "swa_utils"]
-
-# PyTorch's optimizers this module does not have: a ported script's ``optim.SparseAdam`` says so
-# and names what there is, instead of a bare AttributeError
-_NOT_HERE = {"SparseAdam"}
-
-
-def __getattr__(name: str):
-    if name in _NOT_HERE:
-        raise AttributeError(
-            f"nabla.nn.optim has no {name} (torch.optim.{name}); its optimizers are SGD, "
-            "Adam, AdamW, RMSprop, Adagrad, Adamax, NAdam, RAdam, Adadelta, Rprop, ASGD, "
-            "Adafactor (with functional forms) and LBFGS (docs/nn.md)"
-        )
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
