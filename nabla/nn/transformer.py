@@ -16,7 +16,7 @@ import math
 import numpy as np
 
 from ..core.dtypes import get_default_dtype
-from ..ops import creation, unary
+from ..ops import creation, unary, view
 from ..ops._util import as_tensor
 from ..runtime.tensor import Tensor
 from . import functional as F
@@ -210,6 +210,9 @@ class MultiHeadAttention(Module):
                 "batch or length"
             )
         q, k, v = (self._heads(t) for t in self._project(query, key, value))
+        extra = k.shape[2] - key.shape[1]  # key positions the layer appends (add_bias_kv)
+        if attn_mask is not None:
+            attn_mask = _pad_mask(as_tensor(attn_mask, op="MultiHeadAttention"), extra)
         mask = None if attn_mask is None else self._keep_mask(attn_mask, q.shape, k.shape)
         if key_padding_mask is not None:
             kpm = as_tensor(key_padding_mask, op="MultiHeadAttention")
@@ -218,6 +221,7 @@ class MultiHeadAttention(Module):
                     f"MultiHeadAttention: key_padding_mask of shape {kpm.shape}, expected "
                     f"(batch, source length) = {(key.shape[0], key.shape[1])}"
                 )
+            kpm = _pad_mask(kpm, extra)
             if not (kpm.dtype.is_bool or kpm.dtype.is_float):
                 raise TypeError(
                     f"MultiHeadAttention: key_padding_mask must be bool (True = padding) or "
@@ -271,6 +275,16 @@ class MultiHeadAttention(Module):
             if d != self.embed_dim
         )
         return f"embed_dim={self.embed_dim}, num_heads={self.num_heads}{dims}"
+
+
+def _pad_mask(mask: Tensor, extra: int) -> Tensor:
+    """A mask over the source positions widened by ``extra`` positions that every query may
+    attend (False in a bool mask, 0 in an additive one), as PyTorch pads for
+    ``add_bias_kv``/``add_zero_attn``."""
+    if not extra or mask.ndim == 0:
+        return mask
+    pads = [(0, 0)] * (mask.ndim - 1) + [(0, extra)]
+    return view.pad(mask, pads, value=False if mask.dtype.is_bool else 0.0)
 
 
 def _combine(mask, keep: Tensor) -> Tensor:
@@ -342,8 +356,10 @@ class MultiheadAttention(MultiHeadAttention):
         num_heads: number of heads.
         dropout: dropout on the attention weights while training (default 0).
         bias: biases in the projections (default True).
-        add_bias_kv: must be False (not supported).
-        add_zero_attn: must be False (not supported).
+        add_bias_kv: learn one more key and value position (``bias_k``, ``bias_v``, each
+            ``(1, 1, embed_dim)``), appended to every sequence's keys and values.
+        add_zero_attn: append one more key and value position of zeros (after
+            ``bias_k``'s), which every query may attend.
         kdim: features of the keys (default ``embed_dim``).
         vdim: features of the values (default ``embed_dim``).
         batch_first: sequences ``(batch, length, features)`` (default False, as PyTorch:
@@ -352,8 +368,7 @@ class MultiheadAttention(MultiHeadAttention):
         dtype: parameter dtype (default: the default dtype).
 
     Raises:
-        ValueError: for ``embed_dim`` not a multiple of ``num_heads``, or ``add_bias_kv`` /
-            ``add_zero_attn``.
+        ValueError: for ``embed_dim`` not a multiple of ``num_heads``.
     """
 
     def _in_pytorch_layout(self, name: str) -> bool:
@@ -374,10 +389,15 @@ class MultiheadAttention(MultiHeadAttention):
         device=None,
         dtype=None,
     ):
-        if add_bias_kv or add_zero_attn:
-            raise ValueError("MultiheadAttention: add_bias_kv and add_zero_attn are not supported")
         super().__init__(embed_dim, num_heads, dropout, bias, None, dtype, kdim=kdim, vdim=vdim)
         self.batch_first = bool(batch_first)
+        self.add_zero_attn = bool(add_zero_attn)
+        if add_bias_kv:  # PyTorch's xavier_normal_ of a (1, 1, E) tensor: std sqrt(1 / E)
+            std = math.sqrt(1.0 / self.embed_dim)
+            self.bias_k = init.normal((1, 1, self.embed_dim), 0.0, std, dtype=dtype)
+            self.bias_v = init.normal((1, 1, self.embed_dim), 0.0, std, dtype=dtype)
+        else:
+            self.bias_k = self.bias_v = None
 
     def _make_projections(self, bias, key, dtype) -> None:
         # PyTorch's parameters, in its layouts and order
@@ -405,7 +425,15 @@ class MultiheadAttention(MultiHeadAttention):
             if self.in_proj_bias is not None:
                 y = y + self.in_proj_bias[i * e : (i + 1) * e]
             out.append(y)
-        return tuple(out)
+        q, k, v = out
+        n = k.shape[0]
+        if self.bias_k is not None:  # one learned key and value position, at the end
+            k = view.concatenate([k, self.bias_k.broadcast_to((n, 1, e))], 1)
+            v = view.concatenate([v, self.bias_v.broadcast_to((n, 1, e))], 1)
+        if self.add_zero_attn:  # then one of zeros
+            k = view.concatenate([k, creation.zeros((n, 1, e), dtype=k.dtype)], 1)
+            v = view.concatenate([v, creation.zeros((n, 1, e), dtype=v.dtype)], 1)
+        return q, k, v
 
     def forward(
         self,

@@ -898,8 +898,41 @@ def test_pytorch_multihead_attention_keeps_its_parameters_defaults_and_call():
     assert cross(t(q), kv, kv)[0].shape == (3, 4, 8)
     g = nb.grad(lambda x: torch_style(x, x, x)[0].sum())(seq_first)
     assert g.shape == seq_first.shape and np.isfinite(g.numpy()).all()
-    with pytest.raises(ValueError, match="add_bias_kv and add_zero_attn are not supported"):
-        nn.MultiheadAttention(8, 2, add_bias_kv=True)
+
+
+def test_multihead_attention_add_bias_kv_and_add_zero_attn_as_pytorch_defines_them():
+    """The learned ``bias_k``/``bias_v`` position, then a zero one, appended to every
+    sequence's projected keys and values; the masks widened by them (attendable)."""
+    e, heads, n, length, source = 8, 2, 2, 3, 4
+    mha = nn.MultiheadAttention(e, heads, add_bias_kv=True, add_zero_attn=True, batch_first=True)
+    assert list(mha.state_dict()) == [
+        "in_proj_weight", "in_proj_bias", "bias_k", "bias_v", "out_proj.weight", "out_proj.bias"
+    ]  # fmt: skip
+    assert mha.bias_k.shape == (1, 1, e)
+    q = rng.standard_normal((n, length, e)).astype(np.float32)
+    kv = rng.standard_normal((n, source, e)).astype(np.float32)
+    pad = np.zeros((n, source), bool)
+    pad[0, -1] = True
+    out, weights = mha(t(q), t(kv), t(kv), key_padding_mask=nb.constant(pad))
+    w, b = mha.in_proj_weight.numpy(), mha.in_proj_bias.numpy()
+    proj = [
+        x @ w[i * e : (i + 1) * e].T + b[i * e : (i + 1) * e] for i, x in enumerate((q, kv, kv))
+    ]
+    zeros = np.zeros((n, 1, e), np.float32)
+    keys = np.concatenate([proj[1], np.broadcast_to(mha.bias_k.numpy(), (n, 1, e)), zeros], 1)
+    values = np.concatenate([proj[2], np.broadcast_to(mha.bias_v.numpy(), (n, 1, e)), zeros], 1)
+    hd = e // heads
+    split = lambda x: x.reshape(n, -1, heads, hd).transpose(0, 2, 1, 3)  # noqa: E731
+    scores = split(proj[0]) @ split(keys).transpose(0, 1, 3, 2) / np.sqrt(hd)
+    masked = np.concatenate([pad, np.zeros((n, 2), bool)], 1)[:, None, None, :]
+    scores = np.where(masked, -np.inf, scores)
+    probs = np.exp(scores - scores.max(-1, keepdims=True))
+    probs /= probs.sum(-1, keepdims=True)
+    mixed = (probs @ split(values)).transpose(0, 2, 1, 3).reshape(n, length, e)
+    want = mixed @ mha.out_proj.weight.numpy().T + mha.out_proj.bias.numpy()
+    np.testing.assert_allclose(out.numpy(), want, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(weights.numpy(), probs.mean(1), rtol=1e-5, atol=1e-7)
+    assert weights.shape == (n, length, source + 2)
 
 
 @pytest.mark.parametrize(
