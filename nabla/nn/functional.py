@@ -598,17 +598,15 @@ def adaptive_max_pool2d(x, output_size, return_indices: bool = False) -> Tensor:
     Args:
         x: input ``(N, H, W, C)`` (or ``(H, W, C)``).
         output_size: ``OH`` (square) or ``(OH, OW)``; None in the pair keeps that size.
-        return_indices: must be False (the indices are not returned).
+        return_indices: also return where each maximum is (PyTorch's int64 ``h * W + w``,
+            the first maximum of a window in row-major order), for :func:`max_unpool2d`.
 
     Returns:
-        ``(N, OH, OW, C)``.
+        ``(N, OH, OW, C)``; with ``return_indices``, ``(values, indices)``.
 
     Raises:
         ValueError: for an input that is not 3-D or 4-D, or an output size below 1.
-        NotImplementedError: for ``return_indices=True``.
     """
-    if return_indices:
-        raise NotImplementedError("adaptive_max_pool2d: return_indices=True is not supported")
     x = as_tensor(x, op="adaptive_max_pool2d")
     if x.ndim not in (3, 4):
         raise ValueError(f"adaptive_max_pool2d: expected (N, H, W, C) or (H, W, C), got {x.shape}")
@@ -621,10 +619,30 @@ def adaptive_max_pool2d(x, output_size, return_indices: bool = False) -> Tensor:
     def bins(n, out):
         return [(i * n // out, -(-(i + 1) * n // out)) for i in range(out)]
 
+    if return_indices:
+        return _adaptive_max_with_indices(x, bins(h, oh), bins(w, ow))
     rows = [x[..., a:b, :, :].max(axis=-3, keepdims=True) for a, b in bins(h, oh)]
     x = view.concatenate(rows, axis=-3)
     cols = [x[..., a:b, :].max(axis=-2, keepdims=True) for a, b in bins(w, ow)]
     return view.concatenate(cols, axis=-2)
+
+
+def _adaptive_max_with_indices(x, row_bins, col_bins):
+    """Each adaptive window's maximum and its first position (row-major) as ``h * W + w``:
+    the window's taps flattened, one ``argmax``, the tap turned into the plane's index."""
+    w = x.shape[-2]
+    values, indices = [], []
+    for a, b in row_bins:
+        row_values, row_indices = [], []
+        for c, d in col_bins:
+            window = x[..., a:b, c:d, :]
+            taps = window.reshape(window.shape[:-3] + ((b - a) * (d - c), window.shape[-1]))
+            tap = reduction.argmax(taps, -2)  # (the first maximum)
+            row_values.append(reduction.max(taps, -2))
+            row_indices.append(((a + tap // (d - c)) * w + c + tap % (d - c)).cast(DType.int64))
+        values.append(view.stack(row_values, -2))
+        indices.append(view.stack(row_indices, -2))
+    return view.stack(values, -3), view.stack(indices, -3)
 
 
 def _as_2d(op: str, x):
@@ -881,14 +899,17 @@ def adaptive_max_pool1d(x, output_size, return_indices: bool = False) -> Tensor:
     Args:
         x: input ``(N, L, C)`` or ``(L, C)``.
         output_size: the output length.
-        return_indices: must be False.
+        return_indices: also return where each maximum is in the sequence (int64).
 
     Returns:
-        ``(N, OL, C)`` (or ``(OL, C)``).
+        ``(N, OL, C)`` (or ``(OL, C)``); with ``return_indices``, ``(values, indices)``.
     """
     x2, unbatched = _as_2d("adaptive_max_pool1d", x)
     size = (1, _one(output_size, "output_size", "adaptive_max_pool1d"))
-    return _from_2d(adaptive_max_pool2d(x2, size, return_indices), unbatched)
+    out = adaptive_max_pool2d(x2, size, return_indices)
+    if return_indices:  # (a height of 1: the flat index is the position in the sequence)
+        return _from_2d(out[0], unbatched), _from_2d(out[1], unbatched)
+    return _from_2d(out, unbatched)
 
 
 def pixel_shuffle(x, upscale_factor: int) -> Tensor:

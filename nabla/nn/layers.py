@@ -1377,11 +1377,29 @@ class _Adaptive(Module):
         return f"output_size={self.output_size}"
 
 
-class AdaptiveMaxPool2d(_Adaptive):
+class _AdaptiveMax(_Adaptive):
+    def __init__(self, output_size, return_indices: bool = False):
+        super().__init__(output_size)
+        self.return_indices = bool(return_indices)
+
+    def forward(self, x):
+        """Pool ``x`` (channels last) to ``output_size``.
+
+        Args:
+            x: the input.
+
+        Returns:
+            The pooled input; with ``return_indices``, ``(values, indices)``.
+        """
+        return type(self).fn(x, self.output_size, self.return_indices)
+
+
+class AdaptiveMaxPool2d(_AdaptiveMax):
     """Max over PyTorch's adaptive windows of NHWC images, to a fixed output size.
 
     Args:
         output_size: ``OH`` (square) or ``(OH, OW)``; None in the pair keeps that size.
+        return_indices: also return each maximum's ``h * W + w`` (for ``MaxUnpool2d``).
     """
 
     fn = staticmethod(F.adaptive_max_pool2d)
@@ -1419,11 +1437,12 @@ class AdaptiveAvgPool1d(_Adaptive):
     fn = staticmethod(F.adaptive_avg_pool1d)
 
 
-class AdaptiveMaxPool1d(_Adaptive):
+class AdaptiveMaxPool1d(_AdaptiveMax):
     """Max over PyTorch's adaptive windows of sequences ``(N, L, C)``, to a fixed length.
 
     Args:
         output_size: the output length.
+        return_indices: also return each maximum's position (for ``MaxUnpool1d``).
     """
 
     fn = staticmethod(F.adaptive_max_pool1d)

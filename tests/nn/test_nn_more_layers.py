@@ -681,3 +681,26 @@ def test_conv_transpose3d_by_definition():
         ValueError, match=r"ConvTranspose3d\(4, 5.*output_size .* cannot be reached"
     ):
         layer(x, output_size=(1, 1, 1))
+
+
+def test_adaptive_max_pools_return_pytorch_s_indices():
+    x = np.random.default_rng(11).integers(0, 4, (2, 7, 9, 3)).astype(np.float32)  # (ties)
+    for size in ((3, 4), (5, 3), (7, 9)):
+        values, index = nb.nn.functional.adaptive_max_pool2d(x, size, return_indices=True)
+        assert index.dtype == nb.int64
+        np.testing.assert_array_equal(
+            values.numpy(), nb.nn.functional.adaptive_max_pool2d(x, size).numpy()
+        )
+        # each index points at its window's first maximum (row-major), in the H x W plane
+        h, w = x.shape[1:3]
+        for i in range(size[0]):
+            a, b = i * h // size[0], -(-(i + 1) * h // size[0])
+            for j in range(size[1]):
+                c, d = j * w // size[1], -(-(j + 1) * w // size[1])
+                window = x[:, a:b, c:d, :].reshape(2, -1, 3)
+                first = window.argmax(1)  # (NumPy's first maximum)
+                want = (a + first // (d - c)) * w + c + first % (d - c)
+                np.testing.assert_array_equal(index.numpy()[:, i, j, :], want)
+    seq = np.random.default_rng(12).standard_normal((2, 10, 3)).astype(np.float32)
+    values, index = nb.nn.AdaptiveMaxPool1d(4, return_indices=True)(seq)
+    np.testing.assert_array_equal(np.take_along_axis(seq, index.numpy(), 1), values.numpy())
