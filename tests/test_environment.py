@@ -52,3 +52,28 @@ def test_make_jaxpr_named_scope_and_make_mesh():
     mesh = nb.make_mesh((2, 2), ("dp", "tp"))
     assert mesh.shape == (2, 2) and mesh.axis_names == ("dp", "tp")
     assert isinstance(nb.ones(2), nb.Array)
+
+
+def test_a_direct_run_hands_modules_over_as_themselves():
+    """``disable_jit`` and a fallback call pass the caller's module itself (its running
+    statistics update in place), with NumPy arrays as tensors."""
+    x = np.random.default_rng(0).standard_normal((8, 3)).astype(np.float32)
+    bn = nb.nn.BatchNorm1d(3)
+    step = nb.compile(lambda m, v: m(v))
+    with nb.disable_jit():
+        step(bn, x)
+    np.testing.assert_allclose(bn.running_mean.numpy(), 0.1 * x.mean(0), rtol=1e-5, atol=1e-7)
+
+    def reads_a_value(m, batch):
+        out = m(batch["x"])
+        out.sum().item()  # (a value read while traced: the call falls back)
+        return out
+
+    bn2 = nb.nn.BatchNorm1d(3)
+    fallback = nb.compile(reads_a_value)
+    for _ in range(2):
+        fallback(bn2, {"x": x})
+    assert fallback.stats.fallbacks == 2
+    np.testing.assert_allclose(
+        bn2.running_mean.numpy(), (1 - 0.9**2) * x.mean(0), rtol=1e-5, atol=1e-7
+    )

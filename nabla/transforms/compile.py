@@ -703,6 +703,17 @@ class CompilationStats(Mapping):
         return len(self.__dataclass_fields__)
 
 
+def _arrays_as_tensors(value):
+    """``value`` with its NumPy arrays as tensors, through plain lists, tuples and dicts."""
+    if isinstance(value, np.ndarray):
+        return as_tensor(value)
+    if type(value) in (list, tuple):
+        return type(value)(_arrays_as_tensors(v) for v in value)
+    if type(value) is dict:
+        return {k: _arrays_as_tensors(v) for k, v in value.items()}
+    return value
+
+
 class CompiledFunction:
     """A function traced once per signature; made by :func:`compile` (see it for details).
 
@@ -995,11 +1006,10 @@ class CompiledFunction:
 
     def _run_directly(self, args, kwargs):
         """The Python function on the arguments, NumPy arrays as tensors (as a traced call
-        sees them): ``disable_jit`` and a call that falls back to plain lazy code."""
-        leaves, tree = tree_flatten((args, kwargs))
-        leaves = [as_tensor(v) if isinstance(v, np.ndarray) else v for v in leaves]
-        args, kwargs = tree_unflatten(tree, leaves)
-        return self.fun(*args, **kwargs)
+        sees them): ``disable_jit`` and a call that falls back to plain lazy code. Only
+        plain lists, tuples and dicts are rebuilt: a module or other object the function
+        updates in place must reach it as itself."""
+        return self.fun(*_arrays_as_tensors(args), **_arrays_as_tensors(kwargs))
 
     def _call(self, call, args, kwargs):
         entry = self._lookup(call.key)
@@ -1295,7 +1305,7 @@ class CompiledFunction:
                     "tensor); remove it or use fullgraph=False to fall back to lazy execution"
                 )
             self._stats.fallbacks += 1
-            return "fallback", _as_passed(out, call.flat, traced_flat, before)
+            return "fallback", _fell_back(out, call, traced_flat, before, state)
         if _hooked(recorded, traced_flat):
             # a gradient hook on a value the function computed, or registered on its
             # argument: a replay makes that value again without the hook, or does not
@@ -1303,7 +1313,7 @@ class CompiledFunction:
             log.debug("compile: %s registers gradient hooks: runs eagerly", _name(self.fun))
             _hooks_to_arguments(call.flat, traced_flat)
             self._stats.fallbacks += 1
-            return "fallback", _as_passed(out, call.flat, traced_flat, before)
+            return "fallback", _fell_back(out, call, traced_flat, before, state)
         if _reads_an_updated_leaf(writes, recorded):
             # ``w.mul_(s)`` on a requires_grad leaf, then ``w`` read: eagerly the later ops
             # read the leaf itself (``backward`` reaches it), a replay would read the update
@@ -1313,7 +1323,7 @@ class CompiledFunction:
                 _name(self.fun),
             )
             self._stats.fallbacks += 1
-            return "fallback", _as_passed(out, call.flat, traced_flat, before)
+            return "fallback", _fell_back(out, call, traced_flat, before, state)
         leaked = _leaked_value(self.fun, recorded, writes)
         if leaked is not None:
             # ``G = G + x`` (a global, a closure's list item, a new attribute): a replay
@@ -1324,7 +1334,7 @@ class CompiledFunction:
                 leaked.describe(_name(self.fun)),
             )
             self._stats.fallbacks += 1
-            return "fallback", _as_passed(out, call.flat, traced_flat, before)
+            return "fallback", _fell_back(out, call, traced_flat, before, state)
         if state.targets:  # the new values are outputs too; the callers' tensors get them
             plan = _build_plan(
                 recorded,
@@ -1494,6 +1504,18 @@ def _hooks_to_arguments(flat, traced_flat) -> None:
         if isinstance(ph, Tensor) and ph is not leaf and ph._impl.hooks:
             hooks, ph._impl.hooks = ph._impl.hooks, None
             leaf._impl.hooks = (leaf._impl.hooks or []) + hooks
+
+
+def _fell_back(out, call, traced_flat, before: dict, state) -> object:
+    """The outputs of a trace that ran as plain lazy code (a fallback), with what it updated
+    in place on its arguments (a module's running statistics) written into the caller's
+    tensors, as the eager call updates them (updates of captured state went to the
+    captured tensors themselves)."""
+    tensors = [leaf for leaf in call.flat if isinstance(leaf, Tensor)]
+    for target, value in zip(state.targets, state.values, strict=True):
+        if target[0] == "arg":
+            rebind(tensors[target[1]], value)
+    return _as_passed(out, call.flat, traced_flat, before)
 
 
 def _as_passed(out, flat, traced_flat, before: dict):
