@@ -56,6 +56,7 @@ __all__ = [
     "grid_sample",
     "adaptive_avg_pool2d",
     "adaptive_max_pool2d",
+    "fractional_max_pool2d",
     "adaptive_avg_pool1d",
     "adaptive_max_pool1d",
     "max_pool1d",
@@ -440,6 +441,99 @@ def _max_indices(x, values, kernel_size, stride, padding, dilation) -> Tensor:
     cols = creation.arange(ow, dtype=tap.dtype).reshape(1, 1, ow, 1) * s[1] + j * d[1] - p[1]
     index = (rows * w + cols).cast(DType.int64)
     return index[0] if unbatched else index
+
+
+def _fractional_starts(sample, size: int, out: int, pool: int, dtype):
+    """PyTorch's pseudo-random window starts along one dim, from one sample ``u`` in
+    ``[0, 1)`` per (example, channel): ``floor((i + u) a) - floor(u a)`` with
+    ``a = (size - pool) / (out - 1)``, the last start ``size - pool`` (in ``dtype``, as
+    PyTorch rounds)."""
+    last = creation.full(tuple(sample.shape) + (1,), size - pool, dtype=DType.int32)
+    if out == 1:
+        return last
+    alpha = creation.full((), (size - pool) / (out - 1), dtype=dtype)
+    i = creation.arange(out - 1, dtype=dtype)
+    u = view.unsqueeze(sample, -1)
+    starts = unary.floor((i + u) * alpha) - unary.floor(u * alpha)
+    return view.concatenate([starts.cast(DType.int32), last], -1)
+
+
+def fractional_max_pool2d(
+    input, kernel_size, output_size=None, output_ratio=None, return_indices=False,  # noqa: A002
+    _random_samples=None, *, key=None,
+):  # fmt: skip
+    """PyTorch's ``F.fractional_max_pool2d`` on NHWC ``input``: max over ``kernel_size``
+    windows whose starts step by a pseudo-random mix of ``floor`` and ``ceil`` of the
+    ratio, a new mix per example and channel at every call (PyTorch's sequence, so given
+    the same ``_random_samples`` it pools the same windows).
+
+    Args:
+        input: ``(N, H, W, C)`` (or ``(H, W, C)``).
+        kernel_size: int or pair.
+        output_size: int or pair ``(OH, OW)``; or give ``output_ratio``.
+        output_ratio: float or pair in ``(0, 1)``: the output size as a fraction.
+        return_indices: also return each maximum's ``h * W + w`` (int64).
+        _random_samples: PyTorch's ``(N, C, 2)`` samples in ``[0, 1)`` (width's first),
+            fixing the windows; drawn by the global generator (or from ``key``) otherwise.
+        key: a ``nb.random`` key for the samples.
+
+    Returns:
+        ``(N, OH, OW, C)``; with ``return_indices``, ``(values, indices)``.
+
+    Raises:
+        ValueError: for a missing or double size, or windows that do not fit.
+    """
+    x = as_tensor(input, op="fractional_max_pool2d")
+    unbatched = x.ndim == 3
+    if unbatched:
+        x = x[None]
+    if x.ndim != 4:
+        raise ValueError(f"fractional_max_pool2d: expected (N, H, W, C), got {x.shape}")
+    n, h, w, c = x.shape
+    kh, kw = _nn_ops._pair(kernel_size, "kernel_size", "fractional_max_pool2d")
+    if (output_size is None) == (output_ratio is None):
+        raise ValueError("fractional_max_pool2d: give one of output_size and output_ratio")
+    if output_size is not None:
+        oh, ow = _nn_ops._pair(output_size, "output_size", "fractional_max_pool2d")
+    else:
+        rh, rw = (output_ratio, output_ratio) if np.ndim(output_ratio) == 0 else output_ratio
+        oh, ow = int(h * rh), int(w * rw)
+    if oh + kh - 1 > h or ow + kw - 1 > w or min(oh, ow) < 1:
+        raise ValueError(
+            f"fractional_max_pool2d: output {(oh, ow)} with kernel {(kh, kw)} does not fit an "
+            f"input of {(h, w)} (each needs output + kernel - 1 <= input)"
+        )
+    if _random_samples is not None:
+        samples = as_tensor(_random_samples, x.dtype, "fractional_max_pool2d")
+    elif key is not None:
+        samples = _random.uniform(key, (n, c, 2), dtype=x.dtype)
+    else:
+        samples = _random.uniform((n, c, 2), dtype=x.dtype)
+    if tuple(samples.shape) != (n, c, 2):
+        raise ValueError(
+            f"fractional_max_pool2d: _random_samples must be (N, C, 2) = {(n, c, 2)}, got "
+            f"{tuple(samples.shape)}"
+        )
+    rows = _fractional_starts(samples[..., 1], h, oh, kh, x.dtype)  # (N, C, OH)
+    cols = _fractional_starts(samples[..., 0], w, ow, kw, x.dtype)  # (N, C, OW)
+    rows = view.unsqueeze(rows, -1) + creation.arange(kh, dtype=DType.int32)  # (N, C, OH, kh)
+    cols = view.unsqueeze(cols, -1) + creation.arange(kw, dtype=DType.int32)  # (N, C, OW, kw)
+    # every tap's flat position h * W + w: (N, C, OH, OW, kh * kw), row-major in a window
+    where = view.reshape(rows, (n, c, oh, 1, kh, 1)) * w + view.reshape(cols, (n, c, 1, ow, 1, kw))
+    where = view.reshape(where, (n, c, oh * ow * kh * kw))
+    planes = view.reshape(view.moveaxis(x, -1, 1), (n, c, h * w))
+    taps = view.reshape(indexing.take_along_axis(planes, where, 2), (n, c, oh, ow, kh * kw))
+    values = view.moveaxis(reduction.max(taps, -1), 1, -1)
+    if unbatched:
+        values = values[0]
+    if not return_indices:
+        return values
+    tap = reduction.argmax(taps, -1)  # (the first maximum in the window)
+    index = indexing.take_along_axis(
+        view.reshape(where, (n, c, oh, ow, kh * kw)), view.unsqueeze(tap, -1), -1
+    )
+    index = view.moveaxis(view.squeeze(index, -1), 1, -1).cast(DType.int64)
+    return values, (index[0] if unbatched else index)
 
 
 def max_unpool2d(input, indices, kernel_size, stride=None, padding=0, output_size=None):  # noqa: A002

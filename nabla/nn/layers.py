@@ -81,6 +81,7 @@ __all__ = [
     "AdaptiveAvgPool3d",
     "MaxUnpool1d",
     "MaxUnpool2d",
+    "FractionalMaxPool2d",
     "LPPool1d",
     "LPPool2d",
     "RReLU",
@@ -1172,6 +1173,54 @@ class MaxPool1d(_Pool1d):
 
     fn = staticmethod(F.max_pool1d)
     options = {"dilation": 1, "return_indices": False, "ceil_mode": False}
+
+
+class FractionalMaxPool2d(Module):
+    """PyTorch's ``FractionalMaxPool2d`` on NHWC images
+    (:func:`nabla.nn.functional.fractional_max_pool2d`): max over windows whose starts step
+    pseudo-randomly, new steps at every call.
+
+    Args:
+        kernel_size: int or pair.
+        output_size: int or pair ``(OH, OW)``; or give ``output_ratio``.
+        output_ratio: float or pair in ``(0, 1)``.
+        return_indices: also return each maximum's ``h * W + w``.
+        _random_samples: PyTorch's ``(N, C, 2)`` samples fixing the windows.
+    """
+
+    def __init__(
+        self, kernel_size, output_size=None, output_ratio=None, return_indices=False,
+        _random_samples=None,
+    ):  # fmt: skip
+        super().__init__()
+        if (output_size is None) == (output_ratio is None):
+            raise ValueError("FractionalMaxPool2d: give one of output_size and output_ratio")
+        self.kernel_size, self.output_size = kernel_size, output_size
+        self.output_ratio, self.return_indices = output_ratio, bool(return_indices)
+        self._random_samples = _random_samples
+
+    def forward(self, x):
+        """Pool ``x``.
+
+        Args:
+            x: ``(N, H, W, C)`` or ``(H, W, C)``.
+
+        Returns:
+            The pooled input; with ``return_indices``, ``(values, indices)``.
+        """
+        return F.fractional_max_pool2d(
+            x, self.kernel_size, self.output_size, self.output_ratio, self.return_indices,
+            self._random_samples,
+        )  # fmt: skip
+
+    def extra_repr(self) -> str:
+        """The configuration shown by ``repr``."""
+        size = (
+            f"output_size={self.output_size}"
+            if self.output_size is not None
+            else f"output_ratio={self.output_ratio}"
+        )
+        return f"kernel_size={self.kernel_size}, {size}"
 
 
 class MaxUnpool2d(Module):

@@ -704,3 +704,32 @@ def test_adaptive_max_pools_return_pytorch_s_indices():
     seq = np.random.default_rng(12).standard_normal((2, 10, 3)).astype(np.float32)
     values, index = nb.nn.AdaptiveMaxPool1d(4, return_indices=True)(seq)
     np.testing.assert_array_equal(np.take_along_axis(seq, index.numpy(), 1), values.numpy())
+
+
+def test_fractional_max_pool_follows_pytorch_s_window_sequence():
+    rng = np.random.default_rng(13)
+    x = rng.integers(0, 6, (2, 11, 13, 3)).astype(np.float32)
+    u = rng.uniform(size=(2, 3, 2)).astype(np.float32)
+    values, index = nb.nn.functional.fractional_max_pool2d(x, (2, 3), (5, 6), None, True, u)
+    assert values.shape == (2, 5, 6, 3) and index.dtype == nb.int64
+
+    def starts(sample, size, out, pool):  # PyTorch's sequence, in float32 as it rounds
+        alpha = np.float32(size - pool) / np.float32(out - 1)
+        seq = [int(np.float32(i + sample) * alpha) - int(np.float32(sample) * alpha)
+               for i in range(out - 1)]  # fmt: skip
+        return seq + [size - pool]
+
+    for b in range(2):
+        for ch in range(3):
+            rows = starts(u[b, ch, 1], 11, 5, 2)
+            cols = starts(u[b, ch, 0], 13, 6, 3)
+            for i, r0 in enumerate(rows):
+                for j, c0 in enumerate(cols):
+                    window = x[b, r0 : r0 + 2, c0 : c0 + 3, ch]
+                    assert values.numpy()[b, i, j, ch] == window.max()
+                    first = window.argmax()
+                    assert index.numpy()[b, i, j, ch] == (r0 + first // 3) * 13 + c0 + first % 3
+    pool = nb.nn.FractionalMaxPool2d(2, output_ratio=0.5)
+    assert pool(x).shape == (2, 5, 6, 3)
+    with pytest.raises(ValueError, match="give one of output_size and output_ratio"):
+        nb.nn.FractionalMaxPool2d(2)
