@@ -485,3 +485,29 @@ def test_gaussian_kde_matches_scipy():
     assert draws.shape == (1, 4000)
     spread = np.sqrt(data.var() + ss.gaussian_kde(data).covariance[0, 0])
     assert abs(draws.std() - spread) < 0.05 and abs(draws.mean() - data.mean()) < 0.05
+
+
+def test_regular_grid_interpolator_matches_scipy():
+    import scipy.interpolate as sint
+
+    rng = np.random.default_rng(14)
+    grid = (np.sort(rng.uniform(0, 5, 6)), np.sort(rng.uniform(-2, 2, 5)))
+    values = rng.standard_normal((6, 5, 3))
+    xi = np.stack([rng.uniform(-0.5, 5.5, 20), rng.uniform(-2.5, 2.5, 20)], -1).reshape(4, 5, 2)
+    for method in ("linear", "nearest"):
+        for fill in (np.nan, None, 0.0):
+            ours = S.interpolate.RegularGridInterpolator(grid, values, method, fill_value=fill)
+            want = sint.RegularGridInterpolator(
+                grid, values, method, bounds_error=False, fill_value=fill
+            )(xi)
+            got = ours(xi).numpy()
+            assert got.shape == (4, 5, 3)
+            np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12, equal_nan=True)
+    # differentiable in the values: the weights of a linear interpolation sum to 1
+    interp = S.interpolate.RegularGridInterpolator(grid, values[..., 0], fill_value=None)
+    g = nb.grad(lambda v: nb.sum(S.interpolate.RegularGridInterpolator(grid, v)(xi[0])))(
+        values[..., 0]
+    )
+    inside = np.all((xi[0] >= [grid[0][0], grid[1][0]]) & (xi[0] <= [grid[0][-1], grid[1][-1]]), 1)
+    assert g.numpy().sum() == pytest.approx(inside.sum())
+    assert interp(xi).shape == (4, 5)
