@@ -13,7 +13,7 @@ import math
 import numbers
 from typing import NamedTuple
 
-from ..ops import creation, reduction, unary, view
+from ..ops import binary, creation, reduction, unary, view
 from ..ops import random as _random
 from ..ops._util import alias_arg, as_tensor
 from ..runtime.tensor import Tensor
@@ -31,6 +31,7 @@ __all__ = [
     "Bilinear",
     "ChannelShuffle",
     "LocalResponseNorm",
+    "CrossMapLRN2d",
     "Softmax2d",
     "UpsamplingNearest2d",
     "UpsamplingBilinear2d",
@@ -1675,6 +1676,51 @@ class ChannelShuffle(Module):
     def extra_repr(self) -> str:
         """The configuration shown by ``repr``."""
         return f"groups={self.groups}"
+
+
+class CrossMapLRN2d(Module):
+    """PyTorch's ``CrossMapLRN2d`` on NHWC images (its legacy local response norm): each
+    value divided by ``(k + alpha / size * S)^beta``, ``S`` the sum of squares over the
+    channels ``c - (size - 1) // 2`` to ``c + (size - 1) // 2`` and, as PyTorch's running
+    sum never drops it, channel 0 for every channel past the window's reach of it.
+
+    Args:
+        size: the window (channels).
+        alpha: the scale (default 1e-4).
+        beta: the exponent (default 0.75).
+        k: the additive constant (default 1).
+    """
+
+    def __init__(self, size: int, alpha: float = 1e-4, beta: float = 0.75, k: float = 1.0):
+        super().__init__()
+        if int(size) < 1:
+            raise ValueError(f"CrossMapLRN2d: size must be >= 1, got {size!r}")
+        self.size, self.alpha, self.beta, self.k = int(size), alpha, beta, k
+
+    def forward(self, x):
+        """Normalize ``x`` across neighbouring channels.
+
+        Args:
+            x: ``(N, H, W, C)``.
+
+        Returns:
+            A tensor like ``x``.
+        """
+        x = as_tensor(x, op="CrossMapLRN2d")
+        if x.ndim != 4:
+            raise ValueError(f"CrossMapLRN2d: expected (N, H, W, C), got shape {x.shape}")
+        half, c = (self.size - 1) // 2, x.shape[-1]
+        sq = x * x
+        pads = [(0, 0)] * 3 + [(half + 1, half)]
+        run = reduction.cumsum(view.pad(sq, pads), axis=-1)
+        total = run[..., 2 * half + 1 :] - run[..., :c]  # channels c - half .. c + half
+        beyond = creation.arange(c, dtype="int32") > half  # (channel 0 out of the window)
+        total = total + binary.where(beyond, sq[..., :1], 0.0)
+        return x / (self.k + self.alpha / self.size * total) ** self.beta
+
+    def extra_repr(self) -> str:
+        """The configuration shown by ``repr``."""
+        return f"{self.size}, alpha={self.alpha}, beta={self.beta}, k={self.k}"
 
 
 class LocalResponseNorm(Module):

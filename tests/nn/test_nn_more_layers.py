@@ -733,3 +733,16 @@ def test_fractional_max_pool_follows_pytorch_s_window_sequence():
     assert pool(x).shape == (2, 5, 6, 3)
     with pytest.raises(ValueError, match="give one of output_size and output_ratio"):
         nb.nn.FractionalMaxPool2d(2)
+
+
+def test_cross_map_lrn_uses_pytorch_s_windows_channel_zero_included():
+    x = np.random.default_rng(15).standard_normal((2, 3, 4, 9)).astype(np.float32)
+    for size in (2, 3, 5):
+        got = nb.nn.CrossMapLRN2d(size, 0.1, 0.75, 1.5)(x).numpy()
+        half, sq = (size - 1) // 2, x.astype(np.float64) ** 2
+        want = np.empty_like(sq)
+        for c in range(9):
+            window = set(range(max(0, c - half), min(9, c + half + 1))) | {0}
+            total = sq[..., sorted(window)].sum(-1)
+            want[..., c] = x[..., c] / (1.5 + 0.1 / size * total) ** 0.75
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
