@@ -38,6 +38,7 @@ __all__ = [
     "bitwise_right_shift",
     "blackman",
     "c_",
+    "einsum_path",
     "euler_gamma",
     "fabs",
     "frexp",
@@ -68,6 +69,7 @@ __all__ = [
     "mask_indices",
     "nextafter",
     "packbits",
+    "place",
     "poly",
     "polyadd",
     "polyder",
@@ -1148,3 +1150,56 @@ def array_repr(arr, max_line_width=None, precision=None, suppress_small=None) ->
         A string.
     """
     return np.array_repr(np.asarray(arr), max_line_width, precision, suppress_small)
+
+
+def einsum_path(subscripts, *operands, optimize="auto"):
+    """NumPy's and JAX's ``einsum_path``: the contraction order ``einsum`` would take (by
+    NumPy's planner, from the operands' shapes) and its report.
+
+    Args:
+        subscripts: the ``einsum`` subscripts.
+        *operands: tensors or arrays (only their shapes are read).
+        optimize: NumPy's ``"greedy"``/``"optimal"``/``"auto"`` or an explicit path.
+
+    Returns:
+        ``(path, report)``, as NumPy's.
+    """
+    shapes = [np.empty(tuple(getattr(o, "shape", np.shape(o))), np.float32) for o in operands]
+    strategy = "greedy" if optimize in ("auto", True) else optimize
+    path, report = np.einsum_path(subscripts, *shapes, optimize=strategy)
+    return [tuple(step) for step in path[1:]], report
+
+
+def place(arr, mask, vals, *, inplace: bool = True):
+    """JAX's ``place``: ``arr`` with the positions where ``mask`` holds taking ``vals`` in
+    order (repeated as needed). As JAX's, there is no in-place form: pass
+    ``inplace=False``.
+
+    Args:
+        arr: the values.
+        mask: a bool array of ``arr``'s shape (its values read at the call).
+        vals: the values to place (1-D, repeated cyclically).
+        inplace: must be False.
+
+    Returns:
+        A new tensor like ``arr``.
+
+    Raises:
+        ValueError: (:class:`nabla.OpError`) for ``inplace=True`` or an empty ``vals`` with
+            positions to fill.
+    """
+    if inplace:
+        raise OpError("place: JAX arrays cannot be changed in place; pass inplace=False")
+    x = as_tensor(arr, op="place")
+    where = np.flatnonzero(np.asarray(mask, bool).reshape(-1))
+    v = view.reshape(unary.cast(as_tensor(vals, op="place"), x.dtype), (-1,))
+    if where.size == 0:
+        return x
+    if v.shape[0] == 0:
+        raise OpError("place: vals is empty but the mask selects positions")
+    picks = as_tensor((np.arange(where.size) % v.shape[0]).astype(np.int32), op="place")
+    flat = view.reshape(x, (-1,))
+    updated = indexing.scatter(
+        flat, as_tensor(where.astype(np.int32), op="place"), indexing.take(v, picks, axis=0)
+    )
+    return view.reshape(updated, tuple(x.shape))

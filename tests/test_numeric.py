@@ -216,3 +216,15 @@ def test_histogram2d_and_histogramdd_match_numpy():
         np.testing.assert_allclose(g.numpy(), v, rtol=1e-6)
     with pytest.raises(nb.OpError, match=r"histogramdd: bins and range need one entry per dim"):
         nb.histogramdd(s, bins=(2, 3))
+
+
+def test_place_and_einsum_path_as_jax():
+    a = np.arange(6.0).reshape(2, 3)
+    got = nb.place(a, a > 2, np.array([10.0, 20.0]), inplace=False)
+    np.testing.assert_array_equal(got.numpy(), [[0, 1, 2], [10, 20, 10]])
+    with pytest.raises(nb.OpError, match="place: JAX arrays cannot be changed in place"):
+        nb.place(a, a > 2, np.array([1.0]))
+    path, report = nb.einsum_path(
+        "ij,jk,kl->il", np.ones((2, 3)), np.ones((3, 40)), np.ones((40, 5))
+    )
+    assert path == [(1, 2), (0, 1)] and "Optimized" in report
