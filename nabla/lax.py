@@ -1441,6 +1441,7 @@ def reduce(operands, init_values, computation, dimensions):
 cbrt, reciprocal = array_functions.cbrt, unary.reciprocal
 bessel_i0e, bessel_i1e = special.i0e, special.i1e
 igamma, igammac, betainc = special.gammainc, special.gammaincc, special.betainc
+zeta, polygamma = special.zeta, special.polygamma
 
 
 def population_count(x) -> Tensor:

@@ -511,3 +511,23 @@ def test_regular_grid_interpolator_matches_scipy():
     inside = np.all((xi[0] >= [grid[0][0], grid[1][0]]) & (xi[0] <= [grid[0][-1], grid[1][-1]]), 1)
     assert g.numpy().sum() == pytest.approx(inside.sum())
     assert interp(xi).shape == (4, 5)
+
+
+def test_zeta_and_polygamma_match_scipy():
+    x = np.array([2.0, 3.0, 1.5, 1.0001, 30.0, 5.0, 2.0, 3.0])
+    q = np.array([1.0, 0.5, 3.0, 1.0, 0.1, 100.0, -0.5, -2.5])
+    close(S.special.zeta(x, q), sp.zeta(x, q), 1e-13)
+    edges = S.special.zeta(np.array([1.0, 0.5, 2.0]), np.array([2.0, 2.0, 0.0])).numpy()
+    assert np.isinf(edges[0]) and np.isnan(edges[1]) and np.isinf(edges[2])
+    xs = np.array([0.3, 1.0, 2.5, 10.0, 50.0])
+    for n in (0, 1, 2, 5):
+        close(S.special.polygamma(n, xs), sp.polygamma(n, xs), 1e-12)
+    close(
+        S.special.polygamma(np.array([0, 1, 2]), np.full(3, 2.5)),
+        sp.polygamma([0, 1, 2], 2.5),
+        1e-12,
+    )
+    g = nb.grad(lambda v: nb.sum(S.special.zeta(3.0, v)))(np.array([0.7, 2.0]))
+    close(g, -3.0 * sp.zeta(4.0, np.array([0.7, 2.0])), 1e-12)  # d/dq zeta(s, q) = -s zeta(s+1, q)
+    with pytest.raises(ValueError, match="polygamma: n must be non-negative integers"):
+        S.special.polygamma(1.5, xs)

@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from ..core.dtypes import get_default_dtype, promote_types
 from ..runtime.tensor import Tensor
 from . import spmd
@@ -65,6 +67,8 @@ __all__ = [
     "i0e",
     "i1",
     "i1e",
+    "zeta",
+    "polygamma",
 ]
 
 
@@ -943,6 +947,82 @@ def i1(x) -> Tensor:
     scaled, ax = _bessel_scaled(x, 1, "i1")
     v = scaled * fn.exp(ax)
     return fn.where(_float(x, "i1") < 0, -v, v)
+
+
+# ----------------------------------------------------------------------------- zeta
+# The Hurwitz zeta function by Euler-Maclaurin summation: the first terms summed directly,
+# the rest by the integral, the half-term and eight Bernoulli corrections at a = q + 12,
+# where their error is far below float64's rounding for s > 1.
+_ZETA_TERMS = 12
+_BERNOULLI = [  # B_2, B_4, ..., B_16
+    1 / 6, -1 / 30, 1 / 42, -1 / 30, 5 / 66, -691 / 2730, 7 / 6, -3617 / 510,
+]  # fmt: skip
+
+
+def zeta(x, q=None) -> Tensor:
+    """The Hurwitz zeta function ``sum_k (q + k)^-x`` (SciPy's and JAX's ``zeta``;
+    Riemann's with ``q`` None), for ``x > 1``: NaN for ``x < 1``, inf at ``x = 1`` and at
+    ``q`` a non-positive integer. Differentiable in both arguments; about 1e-15 relative
+    in float64 for ``q > 0``.
+
+    Args:
+        x: the exponent (> 1).
+        q: the shift (default 1).
+
+    Returns:
+        A float tensor of the broadcast shape.
+    """
+    s, a = floats("zeta", x, 1.0 if q is None else q)
+    head = 0.0
+    for k in range(_ZETA_TERMS):
+        head = head + (a + float(k)) ** (-s)
+    big = a + float(_ZETA_TERMS)
+    ok = big > 0  # (the tail's expansion needs a positive point)
+    b = fn.where(ok, big, 1.0)
+    tail = b ** (1.0 - s) / (s - 1.0) + 0.5 * b ** (-s)
+    rising = s  # s (s + 1) ... (s + 2j - 2)
+    power = b ** (-(s + 1.0))
+    for j, bern in enumerate(_BERNOULLI, start=1):
+        tail = tail + bern / math.factorial(2 * j) * rising * power
+        rising = rising * (s + 2 * j - 1) * (s + 2 * j)
+        power = power / (b * b)
+    value = fn.where(ok, head + tail, math.nan)
+    value = fn.where(s == 1.0, math.inf, value)
+    return fn.where(s < 1.0, math.nan, value)
+
+
+def polygamma(n, x) -> Tensor:
+    """The polygamma function, the ``n``-th derivative of :func:`digamma` (SciPy's and JAX's
+    ``polygamma``): ``(-1)^(n+1) n! zeta(n + 1, x)`` for ``n >= 1``, ``digamma`` for
+    ``n = 0``.
+
+    Args:
+        n: the order, a non-negative integer (an int, or an integer tensor broadcast with
+            ``x`` whose values are read at the call).
+        x: the input.
+
+    Returns:
+        A float tensor.
+
+    Raises:
+        ValueError: (:class:`nabla.OpError`) for a negative or non-integer order.
+    """
+    orders = np.asarray(n.numpy() if isinstance(n, Tensor) else n)
+    if orders.size and (np.any(orders < 0) or np.any(orders != np.floor(orders))):
+        raise OpError(f"polygamma: n must be non-negative integers, got {orders!r}")
+    if orders.ndim == 0:
+        k = int(orders)
+        if k == 0:
+            return digamma(x)
+        value = zeta(k + 1.0, x)
+        return value * float((-1) ** (k + 1) * math.factorial(k))
+    x_t = _float(x, "polygamma")
+    out = None
+    for k in np.unique(orders):  # (each order present, selected where it is)
+        part = polygamma(int(k), x_t)
+        hit = as_tensor(orders == k, op="polygamma")
+        out = part if out is None else fn.where(hit, part, out)
+    return out
 
 
 provide(globals(), ["erfinv", "i0"])  # (random's truncated_normal inverts its CDF with erfinv;

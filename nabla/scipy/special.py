@@ -1,7 +1,7 @@
 """``nb.scipy.special``: JAX's ``jax.scipy.special`` functions (see
 :mod:`nabla.ops.special` for their accuracy; the incomplete gamma and beta functions run on
-the host in float64). Of the Bessel functions, ``i0``/``i0e``/``i1``/``i1e``; not built: the
-others, ``zeta``/``polygamma``."""
+the host in float64). Of the Bessel functions, ``i0``/``i0e``/``i1``/``i1e``; ``zeta``
+(Hurwitz's) and ``polygamma``; not built: the other Bessel functions."""
 
 from __future__ import annotations
 
@@ -36,9 +36,11 @@ from ..ops.special import (
     ndtr,
     ndtri,
     poch,
+    polygamma,
     rel_entr,
     xlog1py,
     xlogy,
+    zeta,
 )
 from ..ops.unary import erf
 
@@ -74,10 +76,12 @@ __all__ = [
     "ndtr",
     "ndtri",
     "poch",
+    "polygamma",
     "rel_entr",
     "softmax",
     "xlog1py",
     "xlogy",
+    "zeta",
 ]
 
 loggamma = gammaln  # (real arguments: the log of |gamma|, as gammaln)
