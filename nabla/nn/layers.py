@@ -128,8 +128,13 @@ def _keys(key: Tensor | None, n: int) -> list:
     return [ks[i] for i in range(n)]
 
 
+def _per_dim(v, n: int) -> tuple:
+    """An int for each of ``n`` dims, or the per-dim values as given."""
+    return (v,) * n if isinstance(v, int) else tuple(v)
+
+
 def _pair(v) -> tuple:
-    return (v, v) if isinstance(v, int) else tuple(v)
+    return _per_dim(v, 2)
 
 
 def _check_sizes(layer: str, **sizes) -> None:
@@ -460,7 +465,63 @@ class Conv1d(Module):
         )
 
 
-class ConvTranspose3d(Module):
+class _ConvTranspose(Module):
+    """What the transposed convolutions share: PyTorch's constructor, weight layout
+    ``(in_channels, out_channels / groups, *kernel)`` and initialization, and the output
+    padding that reaches an ``output_size``. ``spatial``: the number of spatial dims."""
+
+    spatial = 0
+
+    def _in_pytorch_layout(self, name: str) -> bool:
+        return name == "weight"  # (PyTorch's layout: nn.init takes its fans)
+
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        kernel_size,
+        stride=1,
+        padding=0,
+        output_padding=0,
+        groups: int = 1,
+        bias: bool = True,
+        dilation=1,
+        key=None,
+        dtype=None,
+    ):
+        super().__init__()
+        channels = _ConvChannels(in_channels, out_channels, groups)
+        name, n = type(self).__name__, self.spatial
+        k = _check_conv_layer(name, channels, kernel_size, n)
+        self.in_channels, self.out_channels = int(in_channels), int(out_channels)
+        self.kernel_size, self.groups = k, int(groups)
+        self.stride, self.padding, self.dilation = stride, padding, dilation
+        self.output_padding = output_padding
+        _conv_weight(self, key, (in_channels, out_channels // groups) + k, bias, dtype)
+
+    def _padding_for(self, spatial_in, output_size) -> tuple:
+        """The output padding that makes the spatial output ``output_size`` (the spatial
+        sizes alone, or with the batch and channel dims)."""
+        n = self.spatial
+        given = tuple(output_size)
+        size = given[-n - 1 : -1] if len(given) > n else given
+
+        s, p, d = (_per_dim(v, n) for v in (self.stride, self.padding, self.dilation))
+        pads = []
+        for i in range(n):
+            least = (spatial_in[i] - 1) * s[i] - 2 * p[i] + d[i] * (self.kernel_size[i] - 1) + 1
+            extra = size[i] - least if len(size) == n else -1
+            if not 0 <= extra < max(s[i], d[i]):
+                raise ValueError(
+                    f"{type(self).__name__}({self.extra_repr()}): output_size {output_size!r} "
+                    f"cannot be reached from input spatial size {tuple(spatial_in)} (it must be "
+                    f"{least} to {least + max(s[i], d[i]) - 1} along dim {i})"
+                )
+            pads.append(extra)
+        return tuple(pads)
+
+
+class ConvTranspose3d(_ConvTranspose):
     """Transposed 3-D convolution over volumes ``(N, D, H, W, C)`` (upsampling by
     ``stride``; :func:`nabla.nn.functional.conv_transpose3d`).
 
@@ -483,31 +544,7 @@ class ConvTranspose3d(Module):
         dtype: parameter dtype (default: the default dtype).
     """
 
-    def _in_pytorch_layout(self, name: str) -> bool:
-        return name == "weight"
-
-    def __init__(
-        self,
-        in_channels: int,
-        out_channels: int,
-        kernel_size,
-        stride=1,
-        padding=0,
-        output_padding=0,
-        groups: int = 1,
-        bias: bool = True,
-        dilation=1,
-        key=None,
-        dtype=None,
-    ):
-        super().__init__()
-        channels = _ConvChannels(in_channels, out_channels, groups)
-        k = _check_conv_layer("ConvTranspose3d", channels, kernel_size, 3)
-        self.in_channels, self.out_channels = int(in_channels), int(out_channels)
-        self.kernel_size, self.groups = k, int(groups)
-        self.stride, self.padding, self.dilation = stride, padding, dilation
-        self.output_padding = output_padding
-        _conv_weight(self, key, (in_channels, out_channels // groups) + k, bias, dtype)
+    spatial = 3
 
     def forward(self, x, output_size=None):
         """Apply the layer to ``x`` of shape ``(N, D, H, W, in_channels)``.
@@ -543,27 +580,6 @@ class ConvTranspose3d(Module):
             self.groups,
             self.dilation,
         )
-
-    def _padding_for(self, dhw, output_size) -> tuple:
-        """The output padding that makes the spatial output ``output_size``."""
-        size = tuple(output_size)[-3:] if len(output_size) == 3 else tuple(output_size)[-4:-1]
-
-        def three(v):
-            return (v,) * 3 if isinstance(v, int) else tuple(v)
-
-        s, p, d = (three(v) for v in (self.stride, self.padding, self.dilation))
-        pads = []
-        for i in range(3):
-            least = (dhw[i] - 1) * s[i] - 2 * p[i] + d[i] * (self.kernel_size[i] - 1) + 1
-            extra = size[i] - least
-            if not 0 <= extra < max(s[i], d[i]):
-                raise ValueError(
-                    f"ConvTranspose3d({self.extra_repr()}): output_size {output_size!r} cannot "
-                    f"be reached from input spatial size {tuple(dhw)} (it must be {least} to "
-                    f"{least + max(s[i], d[i]) - 1} along dim {i})"
-                )
-            pads.append(extra)
-        return tuple(pads)
 
     def extra_repr(self) -> str:
         """The configuration shown by ``repr``."""
@@ -668,7 +684,7 @@ class Conv3d(Module):
         )
 
 
-class ConvTranspose2d(Module):
+class ConvTranspose2d(_ConvTranspose):
     """Transposed 2-D convolution over NHWC images (upsampling by ``stride``).
 
     The weight has PyTorch's layout and name, ``weight`` ``(in_channels, out_channels /
@@ -691,31 +707,7 @@ class ConvTranspose2d(Module):
         dtype: parameter dtype (default: the default dtype).
     """
 
-    def _in_pytorch_layout(self, name: str) -> bool:
-        return name == "weight"  # (PyTorch's layout: nn.init takes its fans)
-
-    def __init__(
-        self,
-        in_channels: int,
-        out_channels: int,
-        kernel_size,
-        stride=1,
-        padding=0,
-        output_padding=0,
-        groups: int = 1,
-        bias: bool = True,
-        dilation=1,
-        key=None,
-        dtype=None,
-    ):
-        super().__init__()
-        channels = _ConvChannels(in_channels, out_channels, groups)
-        k = _check_conv_layer("ConvTranspose2d", channels, kernel_size, 2)
-        self.in_channels, self.out_channels = int(in_channels), int(out_channels)
-        self.kernel_size, self.groups = k, int(groups)
-        self.stride, self.padding, self.dilation = stride, padding, dilation
-        self.output_padding = output_padding
-        _conv_weight(self, key, (in_channels, out_channels // groups) + k, bias, dtype)
+    spatial = 2
 
     def forward(self, x, output_size=None):
         """Apply the layer to ``x`` of shape ``(N, H, W, in_channels)``.
@@ -751,23 +743,6 @@ class ConvTranspose2d(Module):
             self.groups,
             self.dilation,
         )
-
-    def _padding_for(self, hw, output_size) -> tuple:
-        """The output padding that makes the spatial output ``output_size``."""
-        size = tuple(output_size)[-3:-1] if len(output_size) > 2 else tuple(output_size)
-        s, p, d = (_pair(v) for v in (self.stride, self.padding, self.dilation))
-        pads = []
-        for i in range(2):
-            least = (hw[i] - 1) * s[i] - 2 * p[i] + d[i] * (self.kernel_size[i] - 1) + 1
-            extra = size[i] - least if len(size) == 2 else -1
-            if not 0 <= extra < max(s[i], d[i]):
-                raise ValueError(
-                    f"ConvTranspose2d({self.extra_repr()}): output_size {output_size!r} cannot "
-                    f"be reached from input spatial size {tuple(hw)} (it must be {least} to "
-                    f"{least + max(s[i], d[i]) - 1} along dim {i})"
-                )
-            pads.append(extra)
-        return tuple(pads)
 
     def extra_repr(self) -> str:
         """The configuration shown by ``repr``."""
@@ -975,7 +950,7 @@ class AdaptiveAvgPool2d(Module):
         return f"output_size={self.output_size}"
 
 
-class ConvTranspose1d(Module):
+class ConvTranspose1d(_ConvTranspose):
     """Transposed 1-D convolution over sequences ``(N, L, C)`` (channels last): PyTorch's
     ``ConvTranspose1d``, its weight layout and name ``weight`` ``(in_channels, out_channels
     / groups, K)`` (a ``torch.nn.ConvTranspose1d`` state_dict loads as it is) and its
@@ -995,31 +970,7 @@ class ConvTranspose1d(Module):
         dtype: parameter dtype (default: the default dtype).
     """
 
-    def _in_pytorch_layout(self, name: str) -> bool:
-        return name == "weight"  # (PyTorch's layout: nn.init takes its fans)
-
-    def __init__(
-        self,
-        in_channels: int,
-        out_channels: int,
-        kernel_size,
-        stride=1,
-        padding=0,
-        output_padding=0,
-        groups: int = 1,
-        bias: bool = True,
-        dilation=1,
-        key=None,
-        dtype=None,
-    ):
-        super().__init__()
-        channels = _ConvChannels(in_channels, out_channels, groups)
-        k = _check_conv_layer("ConvTranspose1d", channels, kernel_size, 1)
-        self.in_channels, self.out_channels = int(in_channels), int(out_channels)
-        self.kernel_size, self.groups = k, int(groups)
-        self.stride, self.padding, self.dilation = stride, padding, dilation
-        self.output_padding = output_padding
-        _conv_weight(self, key, (in_channels, out_channels // groups) + k, bias, dtype)
+    spatial = 1
 
     def forward(self, x):
         """Apply the layer to ``x`` of shape ``(N, L, in_channels)`` (or ``(L,
@@ -1294,11 +1245,8 @@ class _Pool3d(_Pool):
     """A pool over volumes ``(N, D, H, W, C)`` (channels last, or one ``(D, H, W, C)``)."""
 
     def _check_padding(self) -> None:
-        def three(v):
-            return (v,) * 3 if isinstance(v, int) else tuple(v)
-
-        k, pad = three(self.kernel_size), three(self.padding)
-        d = three(getattr(self, "dilation", 1))
+        k, pad = _per_dim(self.kernel_size, 3), _per_dim(self.padding, 3)
+        d = _per_dim(getattr(self, "dilation", 1), 3)
         if len(k) == len(pad) == len(d) == 3 and any(
             p > ((a - 1) * b + 1) // 2 for a, p, b in zip(k, pad, d)
         ):
