@@ -636,10 +636,12 @@ class InstanceNorm2d(_NormBase):
         super().__init__(num_features, eps, momentum, affine, track_running_stats, dtype)
 
     def forward(self, x):
-        """Normalize each instance of ``x``.
+        """Normalize each instance of ``x`` (each example and channel over its spatial
+        axes).
 
         Args:
-            x: ``(N, H, W, C)`` or ``(H, W, C)``.
+            x: laid out as the layer says: ``(N, H, W, C)`` or ``(H, W, C)`` here,
+                sequences for ``InstanceNorm1d``, volumes for ``InstanceNorm3d``.
 
         Returns:
             A tensor like ``x``.
@@ -649,15 +651,18 @@ class InstanceNorm2d(_NormBase):
         """
         cls = type(self).__name__
         x = self._check_input(x)
-        unbatched = x.ndim == 3
-        if unbatched:
-            x = x.reshape((1,) + tuple(x.shape))
+        shape = tuple(x.shape)
+        images = self._as_images(x)
         use_input = self.training or not self.track_running_stats
-        y, stats = _instance_norm(cls, widened(x), self._params(True), use_input)
+        y, stats = _instance_norm(cls, widened(images), self._params(True), use_input)
         y = y.cast(x.dtype) if y.dtype is not x.dtype else y
         if self.training and self.track_running_stats:
             self._update_running(cls, stats, count=False)
-        return y.reshape(tuple(y.shape[1:])) if unbatched else y
+        return y if tuple(y.shape) == shape else y.reshape(shape)
+
+    def _as_images(self, x):
+        """``x`` as a batch of NHWC images whose spatial axes are the instance's."""
+        return x.reshape((1,) + tuple(x.shape)) if x.ndim == 3 else x
 
 
 class InstanceNorm1d(InstanceNorm2d):
@@ -677,28 +682,9 @@ class InstanceNorm1d(InstanceNorm2d):
     _ranks = (2, 3)
     _layout = "(N, L, C) or (L, C)"
 
-    def forward(self, x):
-        """Normalize each sequence of ``x``.
-
-        Args:
-            x: ``(N, L, C)`` or ``(L, C)``.
-
-        Returns:
-            A tensor like ``x``.
-
-        Raises:
-            ValueError: for a wrong rank or channel count.
-        """
-        cls = type(self).__name__
-        x = self._check_input(x)
+    def _as_images(self, x):
         shape = tuple(x.shape)
-        x4 = x.reshape((1, 1) + shape if x.ndim == 2 else (shape[0], 1) + shape[1:])
-        use_input = self.training or not self.track_running_stats
-        y, stats = _instance_norm(cls, widened(x4), self._params(True), use_input)
-        y = y.cast(x.dtype) if y.dtype is not x.dtype else y
-        if self.training and self.track_running_stats:
-            self._update_running(cls, stats, count=False)
-        return y.reshape(shape)
+        return x.reshape((1, 1) + shape if x.ndim == 2 else (shape[0], 1) + shape[1:])
 
 
 class InstanceNorm3d(InstanceNorm2d):
@@ -719,30 +705,11 @@ class InstanceNorm3d(InstanceNorm2d):
     _ranks = (4, 5)
     _layout = "(N, D, H, W, C) or (D, H, W, C)"
 
-    def forward(self, x):
-        """Normalize each volume of ``x``.
-
-        Args:
-            x: ``(N, D, H, W, C)`` or ``(D, H, W, C)``.
-
-        Returns:
-            A tensor like ``x``.
-
-        Raises:
-            ValueError: for a wrong rank or channel count.
-        """
-        cls = type(self).__name__
-        x = self._check_input(x)
+    def _as_images(self, x):
         shape = tuple(x.shape)
         lead = (1,) if x.ndim == 4 else shape[:1]
         d, h, w, c = shape[-4:]
-        x4 = x.reshape(lead + (d * h, w, c))  # the spatial axes as one image
-        use_input = self.training or not self.track_running_stats
-        y, stats = _instance_norm(cls, widened(x4), self._params(True), use_input)
-        y = y.cast(x.dtype) if y.dtype is not x.dtype else y
-        if self.training and self.track_running_stats:
-            self._update_running(cls, stats, count=False)
-        return y.reshape(shape)
+        return x.reshape(lead + (d * h, w, c))  # the spatial axes as one image
 
 
 class GroupNorm(Module):
