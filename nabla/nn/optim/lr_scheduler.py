@@ -861,7 +861,50 @@ class ReduceLROnPlateau(LRScheduler):
         self.optimizer.lr = self._last_lr[0]
 
 
-class OneCycleLR(LRScheduler):
+def _momentum_settings(name, optimizer, cycle_momentum, base_momentum, max_momentum, problems):
+    """The cycled momentum's bounds, checked (into ``problems``) when it is cycled: numbers,
+    and an optimizer with ``momentum`` or ``betas`` to cycle."""
+    base_momentum = _single(name, "base_momentum", base_momentum)
+    max_momentum = _single(name, "max_momentum", max_momentum)
+    if cycle_momentum:
+        _number("base_momentum", base_momentum, problems, low=0.0)
+        _number("max_momentum", max_momentum, problems, low=0.0)
+        kinds = type(optimizer)._hyper_names
+        if "momentum" not in kinds and "betas" not in kinds:
+            problems.append(
+                f"cycle_momentum=True with {type(optimizer).__name__}, which has no momentum "
+                "or betas (pass cycle_momentum=False)"
+            )
+    return base_momentum, max_momentum
+
+
+class _CyclesMomentum(LRScheduler):
+    """What :class:`OneCycleLR` and :class:`CyclicLR` share: each step's rate and momentum
+    from ``_at(step)``, the momentum (``betas[0]`` for Adam-style optimizers) set on the
+    optimizer with ``cycle_momentum``, also when a state is loaded."""
+
+    def _set_momentum(self, value: float) -> None:
+        opt = self.optimizer
+        if self.use_beta1:
+            opt.betas = (value, *tuple(opt.betas)[1:])
+        else:
+            opt.momentum = value
+
+    def get_lr(self) -> list:
+        """The rate at ``last_epoch`` (and, with ``cycle_momentum``, sets the optimizer's
+        momentum or ``betas[0]`` for that step)."""
+        lr, momentum = self._at(self.last_epoch)
+        if self.cycle_momentum:
+            self._set_momentum(momentum)
+        return [lr]
+
+    def _restore_optimizer(self) -> None:
+        super()._restore_optimizer()
+        if self.cycle_momentum:
+            self._set_momentum(self._at(self.last_epoch)[1])
+
+
+class OneCycleLR(_CyclesMomentum):
     """The 1cycle policy (``torch.optim.lr_scheduler.OneCycleLR``): the rate rises from
     ``max_lr / div_factor`` to ``max_lr`` over the first ``pct_start`` of ``total_steps``, then
     falls to ``max_lr / div_factor / final_div_factor``; with ``cycle_momentum`` the momentum
@@ -926,17 +969,9 @@ class OneCycleLR(LRScheduler):
             problems.append(f"anneal_strategy={anneal_strategy!r} (must be 'cos' or 'linear')")
         _number("div_factor", div_factor, problems, positive=True)
         _number("final_div_factor", final_div_factor, problems, positive=True)
-        base_momentum = _single(name, "base_momentum", base_momentum)
-        max_momentum = _single(name, "max_momentum", max_momentum)
-        if cycle_momentum:
-            _number("base_momentum", base_momentum, problems, low=0.0)
-            _number("max_momentum", max_momentum, problems, low=0.0)
-            kinds = type(optimizer)._hyper_names
-            if "momentum" not in kinds and "betas" not in kinds:
-                problems.append(
-                    f"cycle_momentum=True with {type(optimizer).__name__}, which has no momentum "
-                    "or betas (pass cycle_momentum=False)"
-                )
+        base_momentum, max_momentum = _momentum_settings(
+            name, optimizer, cycle_momentum, base_momentum, max_momentum, problems
+        )
         _check(name, problems)
         self.total_steps = (
             int(total_steps) if total_steps is not None else int(epochs) * int(steps_per_epoch)
@@ -979,13 +1014,6 @@ class OneCycleLR(LRScheduler):
             return end + (start - end) / 2.0 * (math.cos(math.pi * pct) + 1)
         return (end - start) * pct + start
 
-    def _set_momentum(self, value: float) -> None:
-        opt = self.optimizer
-        if self.use_beta1:
-            opt.betas = (value, *tuple(opt.betas)[1:])
-        else:
-            opt.momentum = value
-
     def _at(self, step: int) -> tuple:
         """(rate, momentum) at ``step``."""
         if step > self.total_steps:
@@ -1002,21 +1030,8 @@ class OneCycleLR(LRScheduler):
             start = end
         raise AssertionError("unreachable")
 
-    def get_lr(self) -> list:
-        """The rate at ``last_epoch`` (and, with ``cycle_momentum``, sets the optimizer's
-        momentum or ``betas[0]`` for that step)."""
-        lr, momentum = self._at(self.last_epoch)
-        if self.cycle_momentum:
-            self._set_momentum(momentum)
-        return [lr]
 
-    def _restore_optimizer(self) -> None:
-        super()._restore_optimizer()
-        if self.cycle_momentum:
-            self._set_momentum(self._at(self.last_epoch)[1])
-
-
-class CyclicLR(LRScheduler):
+class CyclicLR(_CyclesMomentum):
     """Cyclical learning rates (``torch.optim.lr_scheduler.CyclicLR``): the rate climbs
     from ``base_lr`` to ``max_lr`` over ``step_size_up`` steps and back over
     ``step_size_down``, the height of each cycle scaled by ``mode`` (``"triangular"``: 1;
@@ -1079,17 +1094,9 @@ class CyclicLR(LRScheduler):
         if scale_fn is not None and scale_mode not in ("cycle", "iterations"):
             problems.append(f"scale_mode={scale_mode!r} (must be 'cycle' or 'iterations')")
         _number("gamma", gamma, problems, low=0.0)
-        base_momentum = _single(name, "base_momentum", base_momentum)
-        max_momentum = _single(name, "max_momentum", max_momentum)
-        if cycle_momentum:
-            _number("base_momentum", base_momentum, problems, low=0.0)
-            _number("max_momentum", max_momentum, problems, low=0.0)
-            kinds = type(optimizer)._hyper_names
-            if "momentum" not in kinds and "betas" not in kinds:
-                problems.append(
-                    f"cycle_momentum=True with {type(optimizer).__name__}, which has no momentum "
-                    "or betas (pass cycle_momentum=False)"
-                )
+        base_momentum, max_momentum = _momentum_settings(
+            name, optimizer, cycle_momentum, base_momentum, max_momentum, problems
+        )
         _check(name, problems)
         self.base_lr, self.max_lr = float(base_lr), float(max_lr)
         up = float(step_size_up)
@@ -1127,13 +1134,6 @@ class CyclicLR(LRScheduler):
             return 1.0 / (2.0 ** (x - 1))
         return self.gamma**x
 
-    def _set_momentum(self, value: float) -> None:
-        opt = self.optimizer
-        if self.use_beta1:
-            opt.betas = (value, *tuple(opt.betas)[1:])
-        else:
-            opt.momentum = value
-
     def _at(self, step: int) -> tuple:
         """(rate, momentum) at ``step``."""
         cycle = math.floor(1 + step / self.total_size)
@@ -1146,19 +1146,6 @@ class CyclicLR(LRScheduler):
         lr = self.base_lr + (self.max_lr - self.base_lr) * factor * scale
         momentum = self.max_momentum - (self.max_momentum - self.base_momentum) * factor * scale
         return lr, momentum
-
-    def get_lr(self) -> list:
-        """The rate at ``last_epoch`` (and, with ``cycle_momentum``, sets the optimizer's
-        momentum or ``betas[0]`` for that step)."""
-        lr, momentum = self._at(self.last_epoch)
-        if self.cycle_momentum:
-            self._set_momentum(momentum)
-        return [lr]
-
-    def _restore_optimizer(self) -> None:
-        super()._restore_optimizer()
-        if self.cycle_momentum:
-            self._set_momentum(self._at(self.last_epoch)[1])
 
 
 class SequentialLR(_OfSchedulers):
