@@ -43,11 +43,13 @@ def test_lbfgs_steps_as_pytorch(name):
     """The same steps and evaluations. At the minimum itself (the last step of
     ``lsq_short_wolfe``: the losses there agree to float32 rounding, 0.43615880 against
     PyTorch's 0.43615887) the line search's comparisons of equal losses may go either way:
-    there one evaluation more or less, and a point as close to the minimum."""
+    there a few evaluations more or less (the BLAS kernel NumPy picks for the CPU moves the
+    last bits: 21 against PyTorch's 19 on one machine, within one on another), and a point as
+    close to the minimum."""
     xs, losses, evals = _run(name)
     ref = REF[f"{name}.evals"]
     np.testing.assert_array_equal(evals[:-1], ref[:-1])
-    assert abs(int(evals[-1]) - int(ref[-1])) <= 1
+    assert abs(int(evals[-1]) - int(ref[-1])) <= 3
     np.testing.assert_allclose(xs[:-1], REF[f"{name}.x"][:-1], rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(xs[-1], REF[f"{name}.x"][-1], rtol=1e-5, atol=2e-4)
     np.testing.assert_allclose(losses, REF[f"{name}.loss"], rtol=1e-5, atol=1e-7)
