@@ -2019,8 +2019,9 @@ def embedding_bag(
         ``(B, dim)``.
 
     Raises:
-        ValueError: for an unknown mode, missing or extra offsets, or per-sample weights
-            outside ``"sum"``.
+        ValueError: for an unknown mode, missing or extra offsets, offsets that do not
+            start at 0, decrease or pass the input's end, or per-sample weights outside
+            ``"sum"``.
         NotImplementedError: for ``max_norm`` or ``scale_grad_by_freq``.
     """
     if max_norm is not None or scale_grad_by_freq:
@@ -2057,6 +2058,18 @@ def embedding_bag(
             f"embedding_bag: input must be (B, N), or 1-D with offsets; got shape {idx.shape}"
         )
     starts = as_tensor(offsets, op="embedding_bag")
+    if starts.ndim != 1 or not starts.dtype.is_int:
+        raise ValueError(
+            f"embedding_bag: offsets must be 1-D integers, got {starts.dtype.value} of shape "
+            f"{starts.shape}"
+        )
+    if starts.shape[0] and readable_now(starts):  # PyTorch's checks, where the offsets are known
+        known = starts.numpy()
+        if known[0] != 0 or known[-1] > idx.shape[0] or (np.diff(known) < 0).any():
+            raise ValueError(
+                f"embedding_bag: offsets {known.tolist()} must start at 0, never decrease and "
+                f"end at most at the input's length {idx.shape[0]}"
+            )
     if include_last_offset:
         starts = starts[:-1]
     bags = starts.shape[0]

@@ -24,6 +24,7 @@ from . import (
 )
 from . import random as random_ops
 from ._util import as_tensor, device_arg, device_like, norm_axes, norm_axis, readable_now
+from .base import OpError
 
 
 def _swap(fn):
@@ -256,7 +257,7 @@ def _torch_split(self, split_size_or_sections, axis=0):
         step = split_size_or_sections
         if step <= 0:
             raise ValueError(f"split: split_size must be positive, got {step}")
-        n = self.shape[axis] if self.ndim else 0
+        n = self.shape[norm_axis("split", axis, self.ndim, self.shape)] if self.ndim else 0
         sizes = [min(step, n - i) for i in range(0, n, step)] or [0]
         return view.split(self, sizes, axis)
     return view.split(self, split_size_or_sections, axis)
@@ -310,7 +311,8 @@ def _transpose(self, *args, dim0=None, dim1=None, **kwargs):
         args = (dim0, dim1)
     if len(args) == 1 and isinstance(args[0], tuple | list):
         return view.permute(self, *args[0])
-    if len(args) > 2:  # (two dims are swapped, as the API's and PyTorch's transpose(a1, a2))
+    if len(args) == 1 or len(args) > 2:  # a whole order (NumPy's x.transpose(0) of a vector);
+        # two dims are swapped, as the API's and PyTorch's transpose(a1, a2)
         return view.permute(self, *args)
     return view.transpose(self, *args, **kwargs)
 
@@ -778,6 +780,11 @@ def _masked_fill(self, mask, value):
         raise TypeError(
             f"masked_fill: the mask must be a bool tensor, got {mask.dtype.value} of shape "
             f"{mask.shape} (compare it first, e.g. mask != 0)"
+        )
+    if binary.broadcast_shapes("masked_fill", mask.shape, self.shape) != tuple(self.shape):
+        raise OpError(
+            f"masked_fill: a mask of shape {mask.shape} does not broadcast to the tensor's "
+            f"shape {self.shape}"
         )
     return binary.where(mask, unary.cast(as_tensor(value, op="masked_fill"), self.dtype), self)
 

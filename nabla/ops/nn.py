@@ -113,9 +113,15 @@ def _check_conv(op, x, weight, groups, layout="HWIO"):
         hint = ""
         if op == "conv2d_transpose" and layout == "HWIO" and given[3] == c:
             hint = "; a (KH, KW, O, C) filter, as the original Nabla's, needs filter_layout='HWOI'"
+        why = []
+        if c % groups:
+            why.append(f"input channels {c} are not divisible by groups={groups}")
+        if o % groups:
+            why.append(f"output channels {o} are not divisible by groups={groups}")
+        why = f" ({'; '.join(why)})" if why else ""
         raise OpError(
             f"{op}: Input channels {c}, filter {given} ({layout}) and groups={groups} do "
-            f"not match (filter needs shape {want}){hint}"
+            f"not match{why} (filter needs shape {want}){hint}"
         )
     return x, w
 

@@ -90,7 +90,10 @@ def _resolve_shape(op, shape, size, in_shape):
             f"shape {in_shape}"
         )
     shape = tuple(shape)
-    if any(isinstance(s, float | str | bytes) for s in shape):
+    if any(
+        isinstance(s, float | str | bytes) or not isinstance(s, numbers.Integral | SymDim)
+        for s in shape
+    ):
         raise TypeError(
             f"{op}: shape entries must be ints, got {shape} for a tensor of shape {in_shape}"
         )

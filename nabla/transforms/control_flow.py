@@ -773,7 +773,7 @@ def cond(pred, true_fun=_UNSET, false_fun=_UNSET, *operands, **names):
     modes; under ``vmap`` a batched ``pred`` runs both branches and selects per example.
 
     Args:
-        pred: a scalar boolean (or number: nonzero is true), Python or tensor.
+        pred: a scalar boolean (or integer: nonzero is true), Python or tensor.
         true_fun: function of ``*operands`` (also accepted as ``true_fn=``).
         false_fun: function of ``*operands`` (also ``false_fn=``).
         *operands: pytrees of tensors passed to the branch.
@@ -782,8 +782,8 @@ def cond(pred, true_fun=_UNSET, false_fun=_UNSET, *operands, **names):
         The chosen branch's output pytree.
 
     Raises:
-        TypeError: for a non-scalar ``pred``, or branches whose outputs differ (naming the
-            leaf and both shapes/dtypes).
+        TypeError: for a non-scalar or floating ``pred``, or branches whose outputs differ
+            (naming the leaf and both shapes/dtypes).
 
     Example:
         >>> nb.cond(x.sum() > 0, lambda v: v * 2.0, lambda v: -v, x)
@@ -799,6 +799,11 @@ def cond(pred, true_fun=_UNSET, false_fun=_UNSET, *operands, **names):
     p = as_tensor(pred, op="cond")
     if p.shape != ():
         raise TypeError(f"cond: pred must be a scalar, got shape {p.shape} ({p.dtype.value})")
+    if not (p.dtype.is_bool or p.dtype.is_int):  # JAX refuses a float predicate too
+        raise TypeError(
+            f"cond: pred must be a bool or integer scalar, got {p.dtype.value} (compare it "
+            "first, e.g. x > 0)"
+        )
     index = unary.cast(p if p.dtype.is_bool else binary.not_equal(p, 0), int32)
     return _switch(
         index, (false_fun, true_fun), operands, "cond", ("false_fun", "true_fun"), narrow=True

@@ -689,21 +689,25 @@ class _JvpRule:
                 f"{name} must produce primal and tangent outputs of the same structure, got "
                 f"{tree_structure(pout)} and {tree_structure(tout)}"
             )
-        return [_output_leaf(t, name) for t in tree_flatten(tout)[0]]
+        return tree_flatten(pout)[0], [_output_leaf(t, name) for t in tree_flatten(tout)[0]]
 
     def _tangents_of(self, primals, tangents, outputs):
         """The rule's output tangents, each checked against its primal output (JAX's
-        check: a tangent of another shape or dtype would flow on silently)."""
-        got = self._call_user(primals, tangents)
+        check: a tangent of another shape or dtype would flow on silently); the rule's own
+        primal outputs are checked against the function's the same way."""
+        pout, got = self._call_user(primals, tangents)
         name = f"custom_jvp rule of {self.owner.fun.__name__}"
         if len(got) != len(outputs):
             raise TypeError(f"{name}: {len(got)} tangent leaves for {len(outputs)} outputs")
-        for k, (t, o) in enumerate(zip(got, outputs)):
-            if isinstance(t, Tensor) and (tuple(t.shape) != tuple(o.shape) or t.dtype != o.dtype):
-                raise TypeError(
-                    f"{name}: tangent output {k} is {t.dtype.value}{list(t.shape)} for the "
-                    f"primal output {o.dtype.value}{list(o.shape)}; they must match"
-                )
+        for k, (p, t, o) in enumerate(zip(pout, got, outputs)):
+            for what, v in (("primal", p), ("tangent", t)):
+                if isinstance(v, Tensor) and (
+                    tuple(v.shape) != tuple(o.shape) or v.dtype != o.dtype
+                ):
+                    raise TypeError(
+                        f"{name}: {what} output {k} is {v.dtype.value}{list(v.shape)} for the "
+                        f"function's output {o.dtype.value}{list(o.shape)}; they must match"
+                    )
         return got
 
     def jvp(self, primals, tangents, outputs):

@@ -1130,3 +1130,36 @@ def test_misuses_a_probe_found_raise_at_the_call_naming_the_function():
     data = nb.nn.data.TensorDataset(nb.ones((4, 2)))
     with pytest.raises(TypeError, match="DataLoader: collate_fn must be callable"):
         nb.nn.DataLoader(data, batch_size=2, collate_fn=5)
+
+
+def test_bad_inputs_a_second_probe_found_raise_clearly():
+    x = nb.ones((2, 3, 4))
+    # one axis is NumPy's whole order (fine for a vector), never a silent swap with the last
+    with pytest.raises(ValueError, match=r"axes \(0,\) do not match a tensor of shape"):
+        x.transpose(0)
+    assert nb.ones((4,)).transpose(0).shape == (4,)
+    with pytest.raises(IndexError, match=r"split: axis 5 is out of range for a tensor of shape"):
+        nb.ones((2, 3)).split(1, 5)
+    with pytest.raises(TypeError, match=r"reshape: shape entries must be ints, got \(\(2, 3\)"):
+        nb.ones((2, 3)).reshape((2, 3), 4)
+    assert nb.ones((2, 3)).reshape(np.int64(3), 2).shape == (3, 2)
+    with pytest.raises(ValueError, match="output channels 3 are not divisible by groups=2"):
+        nb.conv2d(nb.ones((1, 8, 8, 4)), nb.ones((3, 3, 2, 3)), groups=2)
+    with pytest.raises(ValueError, match="input channels 3 are not divisible by groups=2"):
+        nb.conv2d(nb.ones((1, 8, 8, 3)), nb.ones((3, 3, 1, 4)), groups=2)
+    with pytest.raises(ValueError, match=r"masked_fill: shapes \(2,\), \(2, 3\) cannot"):
+        nb.ones((2, 3)).masked_fill(nb.constant([True, False]), 0.0)
+    with pytest.raises(TypeError, match="cond: pred must be a bool or integer scalar, got float32"):
+        nb.cond(nb.constant(1.0), lambda v: v, lambda v: -v, x)
+    assert nb.cond(nb.constant(2), lambda v: v, lambda v: -v, x).numpy()[0, 0, 0] == 1.0
+
+    @nb.custom_jvp
+    def f(v):
+        return v * 2
+
+    f.defjvp(lambda p, t: (p[0] * 3 + nb.ones((1, 1, 1, 1)), t[0]))
+    with pytest.raises(TypeError, match=r"primal output 0 is float32\[1, 2, 3, 4\] for the"):
+        nb.jvp(f, (x,), (x,))
+    bag = nb.constant(np.array([1, 2, 3], np.int32))
+    with pytest.raises(ValueError, match=r"offsets \[0, 5\] must start at 0"):
+        nb.nn.functional.embedding_bag(bag, nb.ones((10, 4)), nb.constant([0, 5]))
