@@ -3407,3 +3407,9 @@ __all__ += [
     "triplet_margin_loss",
     "multilabel_soft_margin_loss",
 ]
+
+# PyTorch's functional attention is the module's call on given weights: transformer.py holds
+# the module, and imports this one (the functions above are all defined by now)
+from .transformer import multi_head_attention_forward  # noqa: E402
+
+__all__ += ["multi_head_attention_forward"]

@@ -477,6 +477,155 @@ class MultiheadAttention(MultiHeadAttention):
         return got if need_weights else (got, None)
 
 
+class _GivenWeights(MultiheadAttention):
+    """A :class:`MultiheadAttention` over weights it is given rather than made: the module
+    behind :func:`multi_head_attention_forward`, so the function and the module compute
+    the same way (masks, ``add_bias_kv``, ``add_zero_attn``, dropout, the weights)."""
+
+    def __init__(self, num_heads, dropout_p, training, weights: dict, add_zero_attn):
+        Module.__init__(self)
+        out_w = weights.pop("out_proj_weight")
+        e = out_w.shape[0]
+        self.embed_dim, self.num_heads, self.dropout = e, int(num_heads), dropout_p
+        self.batch_first, self.add_zero_attn = False, bool(add_zero_attn)
+        self.packed = weights.get("in_proj_weight") is not None
+        self.kdim = e if self.packed else weights["k_proj_weight"].shape[1]
+        self.vdim = e if self.packed else weights["v_proj_weight"].shape[1]
+        for name, w in weights.items():
+            setattr(self, name, w)
+        self.out_proj = _TorchLinear.__new__(_TorchLinear)
+        Module.__init__(self.out_proj)
+        self.out_proj.weight, self.out_proj.bias = out_w, weights.get("out_proj_bias")
+        self.train(bool(training))
+
+
+def multi_head_attention_forward(
+    query,
+    key,
+    value,
+    embed_dim_to_check: int,
+    num_heads: int,
+    in_proj_weight,
+    in_proj_bias,
+    bias_k,
+    bias_v,
+    add_zero_attn: bool,
+    dropout_p: float,
+    out_proj_weight,
+    out_proj_bias,
+    training: bool = True,
+    key_padding_mask=None,
+    need_weights: bool = True,
+    attn_mask=None,
+    use_separate_proj_weight: bool = False,
+    q_proj_weight=None,
+    k_proj_weight=None,
+    v_proj_weight=None,
+    static_k=None,
+    static_v=None,
+    average_attn_weights: bool = True,
+    is_causal: bool = False,
+):
+    """PyTorch's ``F.multi_head_attention_forward``: :class:`MultiheadAttention`'s call on
+    weights given as arguments, in PyTorch's layouts. Sequences are ``(length, batch,
+    features)``, or ``(length, features)`` unbatched.
+
+    Args:
+        query: ``(L, N, E)``.
+        key: ``(S, N, kdim)``.
+        value: ``(S, N, vdim)``.
+        embed_dim_to_check: ``E``, checked against ``query``.
+        num_heads: number of heads (a divisor of ``E``).
+        in_proj_weight: ``(3 E, E)``, the query, key and value projections stacked (None
+            with ``use_separate_proj_weight``).
+        in_proj_bias: ``(3 E,)`` or None.
+        bias_k: ``(1, 1, E)`` key appended to every sequence's keys, or None.
+        bias_v: ``(1, 1, E)`` value appended likewise, or None.
+        add_zero_attn: append one more key and value position of zeros.
+        dropout_p: dropout on the attention weights while ``training``.
+        out_proj_weight: ``(E, E)``, PyTorch's ``(out, in)``.
+        out_proj_bias: ``(E,)`` or None.
+        training: apply the dropout (default True, PyTorch's).
+        key_padding_mask: optional ``(N, S)``, bool (True marks padding) or float (added).
+        need_weights: also return the attention weights (default True).
+        attn_mask: optional ``(L, S)`` or ``(N * num_heads, L, S)``, bool (True = may not
+            attend) or float (added to the scores).
+        use_separate_proj_weight: take ``q_proj_weight``/``k_proj_weight``/
+            ``v_proj_weight`` instead of ``in_proj_weight``.
+        q_proj_weight: ``(E, E)``.
+        k_proj_weight: ``(E, kdim)``.
+        v_proj_weight: ``(E, vdim)``.
+        static_k: not supported (PyTorch's precomputed per-head keys).
+        static_v: not supported.
+        average_attn_weights: average the returned weights over the heads (default True).
+        is_causal: PyTorch's hint that ``attn_mask`` is the causal mask; it needs
+            ``attn_mask``, which is what is applied.
+
+    Returns:
+        ``(output, weights)``: the output ``(L, N, E)``; the weights ``(N, L, S)`` (``(N,
+        num_heads, L, S)`` unaveraged), or None without ``need_weights``.
+
+    Raises:
+        ValueError: for a ``query`` whose features are not ``embed_dim_to_check``, missing
+            projection weights, ``is_causal`` without ``attn_mask``, or the shape errors of
+            :class:`MultiheadAttention`.
+        NotImplementedError: for ``static_k``/``static_v``.
+    """
+    if static_k is not None or static_v is not None:
+        raise NotImplementedError(
+            "multi_head_attention_forward: static_k and static_v are not supported; "
+            "project the keys and values with the weights instead"
+        )
+    query = as_tensor(query, op="multi_head_attention_forward")
+    if query.shape[-1:] != (embed_dim_to_check,):
+        raise ValueError(
+            f"multi_head_attention_forward: query of shape {query.shape} does not have "
+            f"embed_dim_to_check={embed_dim_to_check} features"
+        )
+    if is_causal and attn_mask is None:
+        raise ValueError(
+            "multi_head_attention_forward: is_causal is a hint that attn_mask is the causal "
+            "mask; pass attn_mask too (as PyTorch requires)"
+        )
+    if embed_dim_to_check % num_heads:
+        raise ValueError(
+            f"multi_head_attention_forward: embed_dim {embed_dim_to_check} is not a multiple "
+            f"of num_heads={num_heads}"
+        )
+    if use_separate_proj_weight:
+        given = {"q_proj_weight": q_proj_weight, "k_proj_weight": k_proj_weight}
+        given["v_proj_weight"] = v_proj_weight
+    else:
+        given = {"in_proj_weight": in_proj_weight}
+    missing = [name for name, w in given.items() if w is None]
+    if missing or out_proj_weight is None:
+        raise ValueError(
+            f"multi_head_attention_forward: missing {missing or ['out_proj_weight']} "
+            f"(use_separate_proj_weight={use_separate_proj_weight})"
+        )
+    given.update(
+        in_proj_bias=in_proj_bias,
+        out_proj_weight=out_proj_weight,
+        out_proj_bias=out_proj_bias,
+        bias_k=bias_k,
+        bias_v=bias_v,
+    )
+    weights = {
+        k: None if v is None else as_tensor(v, op="multi_head_attention_forward")
+        for k, v in given.items()
+    }
+    module = _GivenWeights(num_heads, dropout_p, training, weights, add_zero_attn)
+    return module(
+        query,
+        key,
+        value,
+        key_padding_mask=key_padding_mask,
+        need_weights=need_weights,
+        attn_mask=attn_mask,
+        average_attn_weights=average_attn_weights,
+    )
+
+
 def _seq_major(x, batch_first: bool):
     """``x`` as ``(batch, length, ...)`` from the layer's layout (a swap of the first two
     axes when it is PyTorch's ``(length, batch, ...)``), and back; an unbatched

@@ -158,3 +158,54 @@ def test_attention_in_transformer_layers_starts_as_pytorch_s():
         assert not attn.out_proj.bias.numpy().any()
     out = np.abs(layer.self_attn.out_proj.weight.numpy()).max()  # a Linear's: 1 / sqrt(E)
     assert 0.95 / np.sqrt(e) < out <= 1 / np.sqrt(e)
+
+
+MHA, MHA_REF = recorded("make_mha_functional", "mha_functional.npz")
+
+
+@pytest.mark.parametrize("name", list(MHA.CASES))
+def test_multi_head_attention_forward_as_pytorch_s(name):
+    """``F.multi_head_attention_forward`` against PyTorch's (recorded by
+    tests/nn/data/make_mha_functional.py): output, weights and gradients, with the extra
+    key positions, both kinds of mask, separate projections and an unbatched call."""
+    case, a = MHA.CASES[name], MHA.arrays()
+    sep = case.get("separate", False)
+    w_name = "q_proj_weight" if sep else "in_proj_weight"
+    probe = a["probe"][:, 0] if case.get("unbatched") else a["probe"]
+
+    def loss(q, k, w):
+        y, _ = MHA.call(nn.functional, nb.constant, a, case, q, k, w)
+        return (y * nb.constant(probe)).sum()
+
+    q, k, w = (nb.constant(a[n]) for n in ("query", "key_k" if sep else "key", w_name))
+    y, weights = MHA.call(nn.functional, nb.constant, a, case, q, k, w)
+    np.testing.assert_allclose(y.numpy(), MHA_REF[f"{name}/out"], rtol=1e-5, atol=1e-5)
+    if case.get("need_weights", True):
+        want = MHA_REF[f"{name}/weights"]
+        np.testing.assert_allclose(weights.numpy(), want, rtol=1e-5, atol=1e-6)
+    else:
+        assert weights is None
+    grads = nb.compile(nb.grad(loss, argnums=(0, 1, 2)))(q, k, w)
+    for g, part in zip(grads, ("query", "key", "w"), strict=True):
+        want = MHA_REF[f"{name}/grad_{part}"]
+        np.testing.assert_allclose(g.numpy(), want, rtol=1e-4, atol=1e-5)
+
+
+def test_multi_head_attention_forward_refuses_what_it_cannot_do():
+    F = nn.functional
+    x, w = nb.ones((4, 2, 8)), nb.ones((24, 8))
+    with pytest.raises(ValueError, match="does not have embed_dim_to_check=6 features"):
+        F.multi_head_attention_forward(x, x, x, 6, 2, w, None, None, None, False, 0.0, w, None)
+    with pytest.raises(ValueError, match=r"missing \['k_proj_weight', 'v_proj_weight'\]"):
+        F.multi_head_attention_forward(
+            x, x, x, 8, 2, None, None, None, None, False, 0.0, nb.ones((8, 8)), None,
+            use_separate_proj_weight=True, q_proj_weight=nb.ones((8, 8)),
+        )  # fmt: skip
+    with pytest.raises(ValueError, match="is_causal is a hint"):
+        F.multi_head_attention_forward(
+            x, x, x, 8, 2, w, None, None, None, False, 0.0, nb.ones((8, 8)), None, is_causal=True
+        )
+    with pytest.raises(NotImplementedError, match="static_k and static_v are not supported"):
+        F.multi_head_attention_forward(
+            x, x, x, 8, 2, w, None, None, None, False, 0.0, nb.ones((8, 8)), None, static_k=x
+        )
