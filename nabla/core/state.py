@@ -77,6 +77,10 @@ class _State(threading.local):
         self.vmap_names: dict = {}
         # set inside ``disable_jit()``: compiled functions run their Python directly
         self.jit_disabled: bool = False
+        # set by compile while tracing: the impl of every tensor whose value was read
+        # (``Tensor.numpy`` and what goes through it: ``item``, ``float``, ``bool``, ...);
+        # a read of captured state made the trace depend on a value it cannot replay
+        self.value_reads: list | None = None
 
 
 STATE = _State()

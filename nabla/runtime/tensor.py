@@ -806,6 +806,8 @@ class Tensor:
                 "function instead"
             )
         self.realize()
+        if STATE.value_reads is not None:  # compile is tracing: it checks what was read
+            STATE.value_reads.append(impl)
         if impl.sharding is not None:
             return assemble(impl)
         # a read-only view, as JAX gives: a write would change this tensor's value under

@@ -237,7 +237,10 @@ def _object_children(obj, names):
                 yield _one(("attr", name), getattr(obj, name))
             except AttributeError:  # an unset slot
                 continue
-    wrapped = getattr(obj, "__wrapped__", None)  # functools.wraps: the function inside
+    try:  # functools.wraps: the function inside
+        wrapped = getattr(obj, "__wrapped__", None)
+    except Exception:  # noqa: BLE001 - a class's own __getattr__ may raise anything (KeyError)
+        wrapped = None
     if wrapped is not None and (d is None or "__wrapped__" not in d):
         yield _one(("attr", "__wrapped__"), wrapped)
 

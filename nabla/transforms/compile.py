@@ -28,9 +28,9 @@ processes a call with sharded results runs at the call (``_dispatch_across``), s
 process runs it at the same point and one process alone can then read a replicated result.
 
 Cache key: function identity, argument pytree structure, per tensor (shape with the dims
-named by ``dynamic_dims`` as names, dtype, device, sharding; NumPy arrays and scalars count
-as tensors, as in ``jax.jit``), and other non-tensor arguments (Python numbers, strings) by
-value.
+named by ``dynamic_dims`` as names, dtype, device, sharding; NumPy arrays count as tensors,
+as in ``jax.jit``), and other non-tensor arguments (Python numbers, strings, and NumPy
+scalars, which the ops take as Python numbers) by value.
 
 Captured state: tensors the function reaches without receiving them (closures, globals,
 ``self``/module attributes) are inputs of the plan, read at every call
@@ -829,9 +829,11 @@ class CompiledFunction:
         batched = None
         ids = []
         for i, leaf in enumerate(flat):
-            if isinstance(leaf, np.ndarray | np.generic) or _foreign(leaf):
-                # NumPy arrays and scalars are traced values, as in ``jax.jit``; so are a
-                # JAX or PyTorch array (as eager ops take them), read anew at every call
+            if isinstance(leaf, np.ndarray) or _foreign(leaf):
+                # NumPy arrays are traced values, as in ``jax.jit``; so are a JAX or
+                # PyTorch array (as eager ops take them), read anew at every call. A NumPy
+                # scalar is not: the ops take it as a Python number (weak: ``x +
+                # np.float64(1)`` keeps x's dtype), so it keys the trace by value as one does
                 leaf = flat[i] = constant(leaf)
             if isinstance(leaf, Tensor):
                 impl = leaf._impl
@@ -1261,7 +1263,7 @@ class CompiledFunction:
         before = {i: t._impl for i, t in enumerate(traced_flat) if isinstance(t, Tensor)}
         epoch = GRAPH.thread_epoch  # this thread's: other threads may realize meanwhile
         old_rec, old_rng, old_reads = STATE.recording, STATE.recording_rng, STATE.size_reads
-        old_writes = STATE.writes
+        old_writes, old_values = STATE.writes, STATE.value_reads
         old_block, STATE.grad_block = STATE.grad_block, None  # (blocks around the call)
         old_args = STATE.trace_args
         STATE.trace_args = {
@@ -1270,15 +1272,17 @@ class CompiledFunction:
             if isinstance(leaf, Tensor)
         }
         STATE.recording, STATE.recording_rng, STATE.writes = [], [], []
+        STATE.value_reads = []
         # a trace inside a dynamic-dims trace reports its size reads to it too (below)
         STATE.size_reads = [] if sym_shapes or old_reads is not None else None
         try:
             out = _complete_outputs(self.fun(*args, **kwargs))
             recorded, rng, reads = STATE.recording, STATE.recording_rng, STATE.size_reads
-            writes = STATE.writes
+            writes, values_read = STATE.writes, STATE.value_reads
         finally:
             STATE.recording, STATE.recording_rng = old_rec, old_rng
             STATE.size_reads, STATE.writes = old_reads, old_writes
+            STATE.value_reads = old_values
             STATE.grad_block, STATE.trace_args = old_block, old_args
         made.append(recorded)
         if old_writes is not None:  # an enclosing trace writes them back too
@@ -1296,13 +1300,30 @@ class CompiledFunction:
             # rule): these ops are also the outer function's, which records the calls
             # below this one's; without them its plan took this trace's outputs for
             # constants (stale values, zero gradients). Its size decisions are the outer's too
-            _report_to_outer((old_rec, old_rng, old_reads), (recorded, rng, reads))
-        if GRAPH.thread_epoch != epoch:
+            _report_to_outer(
+                (old_rec, old_rng, old_reads, old_values), (recorded, rng, reads, values_read)
+            )
+        read_state = _read_captured(values_read)
+        if GRAPH.thread_epoch != epoch or read_state is not None:
             if self.fullgraph:
+                what = (
+                    "realized a value"
+                    if read_state is None
+                    else f"read the value of a captured {read_state}"
+                )
                 raise RuntimeError(
-                    f"compile(fullgraph=True): {_name(self.fun)} realized a value while "
-                    "being traced (e.g. .numpy(), .item(), print or a Python branch on a "
-                    "tensor); remove it or use fullgraph=False to fall back to lazy execution"
+                    f"compile(fullgraph=True): {_name(self.fun)} {what} while being traced "
+                    "(e.g. .numpy(), .item(), float(), print or a Python branch on a tensor); "
+                    "remove it (pass the tensor as an argument, or compute with it as a "
+                    "tensor) or use fullgraph=False to fall back to lazy execution"
+                )
+            if read_state is not None:
+                # ``float(w)`` of a captured realized tensor: a replay would keep the number
+                # the trace read, where the eager call reads the tensor's value now
+                log.debug(
+                    "compile: %s reads the value of a captured %s: runs eagerly",
+                    _name(self.fun),
+                    read_state,
                 )
             self._stats.fallbacks += 1
             return "fallback", _fell_back(out, call, traced_flat, before, state)
@@ -1463,6 +1484,17 @@ def _per_size_reason(plan) -> str | None:
     return None
 
 
+def _read_captured(impls) -> str | None:
+    """How to name the captured tensor (a value the caller holds, which may change before
+    the next call) whose value one of ``impls``, the values a trace read, is; or None when
+    the trace read only values of its own (literals it made)."""
+    for impl in impls or ():
+        t = _captured_tensor(impl)
+        if t is not None:
+            return f"tensor ({t.dtype.value} of shape {t.shape})"
+    return None
+
+
 def _report_to_outer(outer, inner) -> None:
     """Add what a trace recorded (nodes, random keys, size reads) to the enclosing
     recording's lists (None where the enclosing one keeps none)."""
@@ -1475,7 +1507,7 @@ def _foreign(leaf) -> bool:
     """Another framework's array (a JAX or PyTorch one: it has ``__array__``), which a
     compiled function takes as a traced value, as eager ops take it (keyed as a static it
     would be hashed by identity, and an in-place update of it missed)."""
-    return not isinstance(leaf, Tensor) and hasattr(type(leaf), "__array__")
+    return not isinstance(leaf, Tensor | np.generic) and hasattr(type(leaf), "__array__")
 
 
 def _static_key(leaf) -> tuple:
@@ -1931,9 +1963,7 @@ def _written_state(writes, placeholders, recorded) -> _Written:
         t, impl = entry.tensor, entry.before
         if t._impl is impl or impl.levels or impl.tangents:
             continue
-        if id(impl) in placeholders:
-            if entry.item:  # x[i] = v on an argument: warned, not written
-                continue
+        if id(impl) in placeholders:  # (x[i] = v, x += v, x.add_(v) on an argument too)
             targets.append(("arg", placeholders[id(impl)]))
         elif impl.node is not None and id(impl.node) in node_ids:
             continue
@@ -2084,12 +2114,14 @@ def compile(  # noqa: A001
             dims are symbolic, so one plan serves every size once a trace at a second size
             confirms it (if ``fun`` reads a size as a Python number, as ``mean`` does, each
             size is traced instead); the same name on two arguments requires equal sizes.
-        fullgraph: raise if ``fun`` realizes a value while traced; otherwise such a call
-            falls back to plain lazy execution (counted in ``stats['fallbacks']``).
+        fullgraph: raise if ``fun`` realizes a value while traced, or reads the value of a
+            tensor it captured (``float(w)``, ``w.item()``: a replay would keep the number
+            read); otherwise such a call falls back to plain lazy execution (counted in
+            ``stats['fallbacks']``).
         max_cache_size: LRU bound on cached traces.
         static_argnums: as ``jax.jit``'s: positional arguments keyed by value (a new value
-            traces again). Python values are static already; a NumPy scalar given here
-            becomes a Python number instead of a traced value, and a tensor or array is
+            traces again). Python values and NumPy scalars (which the ops take as Python
+            numbers) are static already, and a tensor or array is
             refused (not hashable). Any other object among the arguments is static too,
             keyed by its hash (its identity, for most objects): as in ``jax.jit``, its
             Python values (numbers, flags) are read as they were when traced, so pass those

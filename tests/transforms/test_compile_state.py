@@ -723,12 +723,12 @@ def test_outputs_are_the_objects_eager_code_returns_at_every_call():
 
     cb = nb.compile(bump)
     t = nb.constant([0.0, 1.0])
-    with pytest.warns(UserWarning, match="the caller's tensor is not updated"):
-        np.testing.assert_array_equal(cb(t, t).numpy(), [1.0, 2.0])  # the trace
-    np.testing.assert_array_equal(cb(t, t).numpy(), [1.0, 2.0])  # a hit
+    np.testing.assert_array_equal(cb(t, t).numpy(), [1.0, 2.0])  # the trace
+    np.testing.assert_array_equal(cb(t, t).numpy(), [2.0, 3.0])  # a hit: t was updated
+    np.testing.assert_array_equal(t.numpy(), [2.0, 3.0])
     u, v = nb.constant([0.0, 1.0]), nb.constant([5.0, 5.0])
-    with pytest.warns(UserWarning, match="the caller's tensor is not updated"):
-        np.testing.assert_array_equal(cb(u, v).numpy(), [5.0, 5.0])  # (its own trace)
+    np.testing.assert_array_equal(cb(u, v).numpy(), [5.0, 5.0])  # (its own trace)
+    np.testing.assert_array_equal(u.numpy(), [1.0, 2.0])
 
 
 def test_a_module_s_list_or_array_setting_changed_in_place_retraces():
@@ -860,3 +860,42 @@ def test_a_hook_the_function_registers_on_its_argument_is_the_argument_s():
         return out
 
     assert grads(nb.compile(g)) == grads(g) == [[4.0, 8.0], [8.0, 16.0], [16.0, 32.0]]
+
+
+def test_reading_a_captured_tensor_s_value_while_traced_runs_eagerly():
+    """``float(w)``/``w.item()``/``w.numpy()`` of a captured, already realized tensor gave
+    the trace a Python number that every later call kept, however ``w`` changed since (and
+    ``fullgraph=True`` did not see it). Such a call now runs as plain lazy code, counted as
+    a fallback, and ``fullgraph=True`` refuses it; a literal the function makes itself is
+    read as before."""
+    w = nb.constant(1.0)
+    w.realize()
+    x = nb.ones((2,))
+    for read in (lambda: w.item(), lambda: float(w), lambda: w.numpy()[()]):
+        f = nb.compile(lambda v, read=read: v * read())
+        for value in (1.0, -3.0, 5.0):
+            w[...] = value
+            np.testing.assert_array_equal(f(x).numpy(), [value, value])
+        assert f.stats.fallbacks == 3 and f.stats.hits == 0
+    with pytest.raises(RuntimeError, match=r"read the value of a captured tensor \(float32"):
+        nb.compile(lambda v: v * w.item(), fullgraph=True)(x)
+    own = nb.compile(lambda v: v * nb.constant(2.0).item(), fullgraph=True)
+    for _ in range(2):
+        np.testing.assert_array_equal(own(x).numpy(), [2.0, 2.0])
+    assert own.stats.fallbacks == 0 and own.stats.hits == 1
+
+
+def test_an_object_whose_getattr_raises_is_walked_for_its_tensors():
+    """The capture walk asked every object for ``__wrapped__`` and let a class's own
+    ``__getattr__`` error (a KeyError here) escape from ``compile``."""
+
+    class Config:
+        def __getattr__(self, name):
+            raise KeyError(name)
+
+    cfg = Config()
+    cfg.w = nb.ones((2,))
+    f = nb.compile(lambda v: v * cfg.w)
+    np.testing.assert_array_equal(f(nb.ones((2,))).numpy(), [1.0, 1.0])
+    cfg.w = nb.full((2,), 3.0)
+    np.testing.assert_array_equal(f(nb.ones((2,))).numpy(), [3.0, 3.0])
