@@ -207,6 +207,18 @@ class _Graph:
                 else:
                     self._run_host_nodes(host)
 
+    def evaluate_unobserved(self, targets: list[TensorImpl]) -> None:
+        """``evaluate``, left out of the calling thread's ``thread_epoch``: for values no
+        running trace depends on (a tensor made lazily before a trace began, computed
+        while a compiled function inside it builds its plan), which the enclosing trace
+        must not take for its function realizing a value."""
+        local = self._local
+        before = getattr(local, "epoch", 0)
+        try:
+            self.evaluate(targets)
+        finally:
+            local.epoch = before
+
     def _run(self, order: list, targets: list[TensorImpl]) -> None:
         """Compute ``targets`` by the nodes ``order`` (no host op among them) as one program."""
         structure = _Structure.of(order, targets)

@@ -1877,6 +1877,20 @@ def _captured_tensor(impl):
     return t if t is not None and t._impl is impl else None
 
 
+def _evaluate_constant(impl) -> None:
+    """Compute a constant's promise while a plan is built. Inside an enclosing trace (this
+    compiled function called by another while that one traces), a promise made before
+    that trace began (``w = nb.ones(2)`` captured, never computed) depends on none of its
+    placeholders: computing it is not the enclosing function realizing a value, which
+    would make it run uncompiled at every call. A promise the enclosing trace made (from
+    its arguments) is, and counts as one."""
+    outer = STATE.recording
+    if outer is None or any(node is impl.node for node in outer):
+        GRAPH.evaluate([impl])
+    else:
+        GRAPH.evaluate_unobserved([impl])
+
+
 def _name(fun) -> str:
     return getattr(fun, "__name__", None) or type(fun).__name__
 
@@ -1905,7 +1919,7 @@ def _build_plan(
         j = const_idx.get(id(impl))
         if j is None:
             if impl.buffer is None:
-                GRAPH.evaluate([impl])
+                _evaluate_constant(impl)
             j = const_idx[id(impl)] = len(consts)
             consts.append(impl)
             if id(impl) in rng_ids:

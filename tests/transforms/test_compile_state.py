@@ -899,3 +899,28 @@ def test_an_object_whose_getattr_raises_is_walked_for_its_tensors():
     np.testing.assert_array_equal(f(nb.ones((2,))).numpy(), [1.0, 1.0])
     cfg.w = nb.full((2,), 3.0)
     np.testing.assert_array_equal(f(nb.ones((2,))).numpy(), [3.0, 3.0])
+
+
+def test_a_compiled_call_inside_another_keeps_it_compiled_with_a_lazy_capture():
+    """The inner function's plan computed its captured tensor's promise (``w = nb.ones``,
+    never realized) while the outer one traced, which the outer took for its function
+    realizing a value: it ran uncompiled at every call. A value the outer trace computed
+    and the inner one captured still makes the outer run uncompiled (its plan cannot hold
+    it as a constant)."""
+    w = nb.ones((2,))
+    inner = nb.compile(lambda v: v * w)
+    outer = nb.compile(lambda v: inner(v) + 1.0)
+    x = nb.ones((2,))
+    for value in (1.0, 2.0, 3.0):
+        w[...] = value
+        np.testing.assert_array_equal(outer(x).numpy(), [value + 1.0] * 2)
+    assert outer.stats.hits == 2 and outer.stats.fallbacks == 0
+
+    def through(v):
+        y = v * 2.0
+        return nb.compile(lambda z: z + y)(v)
+
+    c = nb.compile(through)
+    for k in (1.0, 2.0):
+        np.testing.assert_array_equal(c(nb.full((2,), k)).numpy(), [3.0 * k] * 2)
+    assert c.stats.fallbacks == 2
