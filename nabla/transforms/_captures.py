@@ -15,8 +15,9 @@ attributes of a Python module or class that the code met so far names (``cfg.W``
 ``self.W`` for a class attribute), and a tensor's ``.grad``. It is bounded in depth and in
 objects visited, except inside a module's own tables (parameters, buffers, submodules):
 those steps are free, so a parameter ten modules deep is found however much other Python
-data the model holds. Every name a captured tensor is found under is kept (a tied weight
-has several): when they no longer lead to one tensor, the function is traced again. A path
+data the model holds. Every name a captured tensor is found under is kept, up to
+``_MAX_PATHS`` (a tied weight has several, a list of one tensor per layer as many as it is
+long): when they no longer lead to one tensor, the function is traced again. A path
 keeps the lengths of the lists, tuples and dicts it indexes: one that grew or shrank (a
 captured list of tensors the function iterates over) retraces too. A closure variable or
 global that is None has no path to follow: ``ModuleGuard`` watches those names.
@@ -48,7 +49,7 @@ __all__ = [
 # inside a module's tables count for neither
 _MAX_DEPTH = 8
 _MAX_VISITS = 20_000
-_MAX_PATHS = 4  # names kept per captured tensor (a tied weight's)
+_MAX_PATHS = 16  # names kept per captured tensor (a tied weight's, a list of one tensor)
 _ATOMS = (str, bytes, int, float, complex, bool, type(None), range, slice)
 _SIZED = (list, tuple, dict, collections.deque)  # a path's container lengths are kept
 _MODULE_TABLES = ("_parameters", "_buffers", "_modules")

@@ -924,3 +924,16 @@ def test_a_compiled_call_inside_another_keeps_it_compiled_with_a_lazy_capture():
     for k in (1.0, 2.0):
         np.testing.assert_array_equal(c(nb.full((2,), k)).numpy(), [3.0 * k] * 2)
     assert c.stats.fallbacks == 2
+
+
+def test_a_name_rebound_in_a_list_of_one_tensor_is_seen():
+    """A tensor held six times (``[t] * 6``, a cache of one zero tensor per layer) kept
+    only its first four names, so rebinding the sixth was missed: the call served the
+    old tensor's value."""
+    t = nb.ones((2,))
+    layers = [t] * 6
+    f = nb.compile(lambda v: v * layers[5])
+    x = nb.ones((2,))
+    np.testing.assert_array_equal(f(x).numpy(), [1.0, 1.0])
+    layers[5] = nb.full((2,), 9.0)
+    np.testing.assert_array_equal(f(x).numpy(), [9.0, 9.0])
