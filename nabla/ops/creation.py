@@ -413,6 +413,7 @@ def ones(shape, *sizes, dtype=None, device=None, requires_grad: bool = False) ->
 def _filled(op: str, value, shape, sizes, dtype, device, requires_grad) -> Tensor:
     """``zeros``/``ones`` (``op``): ``full`` of ``value`` in the default float dtype."""
     shape, dtype = _shape_and_dtype(shape, sizes, dtype)
+    shape = norm_shape(op, shape)  # (its errors name zeros/ones, not the full below)
     device = device_arg(op, device)
     dtype = dtype_or(dtype, get_default_dtype())
     return full(shape, value, dtype=dtype, device=device, requires_grad=requires_grad)

@@ -1160,6 +1160,10 @@ def test_bad_inputs_a_second_probe_found_raise_clearly():
     f.defjvp(lambda p, t: (p[0] * 3 + nb.ones((1, 1, 1, 1)), t[0]))
     with pytest.raises(TypeError, match=r"primal output 0 is float32\[1, 2, 3, 4\] for the"):
         nb.jvp(f, (x,), (x,))
+    with pytest.raises(ValueError, match=r"zeros: negative dimension in shape \(-1,\)"):
+        nb.zeros((-1,))
+    with pytest.raises(ValueError, match=r"ones: negative dimension in shape \(2, -3\)"):
+        nb.ones(2, -3)
     bag = nb.constant(np.array([1, 2, 3], np.int32))
     with pytest.raises(ValueError, match=r"offsets \[0, 5\] must start at 0"):
         nb.nn.functional.embedding_bag(bag, nb.ones((10, 4)), nb.constant([0, 5]))
