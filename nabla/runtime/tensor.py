@@ -855,7 +855,7 @@ class Tensor:
             for k in copies:
                 replica = replica * mesh.shape[k] + coords[k]
             local = blocks[tuple(c - o for c, o in zip(coords, origin, strict=True))]
-            shards.append(Shard(d, index, local, replica))
+            shards.append(Shard(d, index, local, replica, spec.partial_kinds or None))
         return shards
 
     def item(self):
@@ -983,18 +983,23 @@ class Tensor:
 class Shard:
     """One device's block of a tensor (``Tensor.addressable_shards``): ``device`` (flat
     mesh index), ``index`` (slices of the global value; ``slice(None)`` for a whole dim),
-    ``data`` and ``replica_id`` (which copy of this block it is, as in JAX)."""
+    ``data`` and ``replica_id`` (which copy of this block it is, as in JAX). ``partial``:
+    None, or for a value held as partial terms (which JAX never shows) the mesh axes whose
+    devices' terms make the block, each with its reduction (``{"tp": "sum"}``): ``data``
+    is then this device's term, not ``value[index]``."""
 
-    __slots__ = ("device", "index", "data", "replica_id")
+    __slots__ = ("device", "index", "data", "replica_id", "partial")
 
-    def __init__(self, device: int, index: tuple, data, replica_id: int = 0):
+    def __init__(self, device: int, index: tuple, data, replica_id: int = 0, partial=None):
         self.device = device
         self.index = index
         self.data = data
         self.replica_id = replica_id
+        self.partial = partial
 
     def __repr__(self):
-        return f"Shard(device={self.device}, index={self.index}, shape={self.data.shape})"
+        terms = f", partial={self.partial}" if self.partial else ""
+        return f"Shard(device={self.device}, index={self.index}, shape={self.data.shape}{terms})"
 
 
 # impl -> (its buffer, its global value): a value gathered from every process once (partial
