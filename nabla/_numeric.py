@@ -955,7 +955,7 @@ def fromfunction(function, shape, *, dtype=float, **kwargs):
     Returns:
         What ``function`` returns.
     """
-    grids = af.indices(tuple(shape), dtype=to_dtype(dtype))
+    grids = af.indices(tuple(shape), dtype=to_dtype(dtype, "fromfunction"))
     return function(*grids, **kwargs)
 
 
@@ -1063,7 +1063,7 @@ def fromiter(iterable, dtype, count: int = -1) -> Tensor:
     Returns:
         A 1-D tensor.
     """
-    dt = to_dtype(dtype)
+    dt = to_dtype(dtype, "fromiter")
     return as_tensor(np.fromiter(iterable, dt.numpy, count), dt, "fromiter")
 
 
@@ -1080,7 +1080,7 @@ def frombuffer(buffer, dtype=float, count: int = -1, offset: int = 0) -> Tensor:
     Returns:
         A 1-D tensor.
     """
-    dt = to_dtype(dtype)
+    dt = to_dtype(dtype, "frombuffer")
     return as_tensor(np.frombuffer(buffer, dt.numpy, count, offset).copy(), dt, "frombuffer")
 
 

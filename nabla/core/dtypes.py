@@ -180,8 +180,9 @@ _BY_NAME.update({"bool_": DType.bool, "float": DType.float32, "int": DType.int32
 _SUPPORTED = ", ".join(x.value for x in DType)
 
 
-def to_dtype(d) -> DType:
-    """Normalize a DType, NumPy dtype, Python type or name to a ``DType``.
+def to_dtype(d, op: str | None = None) -> DType:
+    """Normalize a DType, NumPy dtype, Python type or name ``d`` to a ``DType``; ``op``, the
+    public function asking, opens the error's message when given.
 
     MAX's ``max.dtype.DType`` members (the original Nabla's dtype objects) are read by their
     name: ``DType.float32`` of MAX is ours. Matched by duck typing, since only the MAX
@@ -193,7 +194,7 @@ def to_dtype(d) -> DType:
     if isinstance(d, DType):
         return d
     if d is None:  # (NumPy reads None as float64)
-        raise TypeError(f"dtype None names no dtype; supported: {_SUPPORTED}")
+        raise TypeError(f"{_by(op)}dtype None names no dtype; supported: {_SUPPORTED}")
     if d is bool:
         return DType.bool
     if d is int:
@@ -214,7 +215,12 @@ def to_dtype(d) -> DType:
         nd = nd.newbyteorder("=")
     if nd is not None and nd in _FROM_NUMPY:
         return _FROM_NUMPY[nd]
-    raise TypeError(f"unsupported dtype {d!r}; supported: {_SUPPORTED}")
+    raise TypeError(f"{_by(op)}unsupported dtype {d!r}; supported: {_SUPPORTED}")
+
+
+def _by(op: str | None) -> str:
+    """An error message's opening naming ``op``, or nothing."""
+    return "" if op is None else f"{op}: "
 
 
 def from_numpy_dtype(nd: np.dtype) -> DType:

@@ -95,8 +95,9 @@ def _fans_of(t: Tensor, fn: str) -> tuple[int, int]:
     return calculate_fans(t.shape)
 
 
-def _dtype(dtype):
-    return get_default_dtype() if dtype is None else to_dtype(dtype)
+def _dtype(dtype, op: str):
+    """``dtype`` as a ``DType`` (default: the default dtype); errors name ``op``."""
+    return get_default_dtype() if dtype is None else to_dtype(dtype, op)
 
 
 def uniform(shape, low: float = 0.0, high: float = 1.0, key: Tensor | None = None, dtype=None):
@@ -114,8 +115,8 @@ def uniform(shape, low: float = 0.0, high: float = 1.0, key: Tensor | None = Non
     """
     shape = tuple(shape)
     if key is None:
-        return _random.uniform(shape, low=low, high=high, dtype=_dtype(dtype))
-    return _random.uniform(key, shape, low=low, high=high, dtype=_dtype(dtype))
+        return _random.uniform(shape, low=low, high=high, dtype=_dtype(dtype, "init.uniform"))
+    return _random.uniform(key, shape, low=low, high=high, dtype=_dtype(dtype, "init.uniform"))
 
 
 def normal(shape, mean: float = 0.0, std: float = 1.0, key: Tensor | None = None, dtype=None):
@@ -138,8 +139,8 @@ def normal(shape, mean: float = 0.0, std: float = 1.0, key: Tensor | None = None
         raise ValueError(f"normal: std must be >= 0, got {std}")
     shape = tuple(shape)
     if key is None:
-        return _random.normal(shape, mean=mean, std=std, dtype=_dtype(dtype))
-    return _random.normal(key, shape, mean=mean, std=std, dtype=_dtype(dtype))
+        return _random.normal(shape, mean=mean, std=std, dtype=_dtype(dtype, "init.normal"))
+    return _random.normal(key, shape, mean=mean, std=std, dtype=_dtype(dtype, "init.normal"))
 
 
 def zeros(shape, dtype=None) -> Tensor:
@@ -152,7 +153,7 @@ def zeros(shape, dtype=None) -> Tensor:
     Returns:
         A new tensor.
     """
-    return creation.zeros(tuple(shape), dtype=_dtype(dtype))
+    return creation.zeros(tuple(shape), dtype=_dtype(dtype, "init.zeros"))
 
 
 def ones(shape, dtype=None) -> Tensor:
@@ -165,7 +166,7 @@ def ones(shape, dtype=None) -> Tensor:
     Returns:
         A new tensor.
     """
-    return creation.ones(tuple(shape), dtype=_dtype(dtype))
+    return creation.ones(tuple(shape), dtype=_dtype(dtype, "init.ones"))
 
 
 def xavier_uniform(shape, gain: float = 1.0, key: Tensor | None = None, dtype=None) -> Tensor:

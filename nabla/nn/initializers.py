@@ -40,18 +40,19 @@ __all__ = [
 ]
 
 
-def _dt(dtype):
-    return to_dtype(dtype) if dtype is not None else get_default_dtype()
+def _dt(dtype, op: str):
+    """``dtype`` as a ``DType`` (default: the default dtype); errors name ``op``."""
+    return to_dtype(dtype, op) if dtype is not None else get_default_dtype()
 
 
 def zeros(key, shape, dtype=None):
     """Zeros of ``shape`` (the key is not used)."""
-    return creation.zeros(tuple(shape), dtype=_dt(dtype))
+    return creation.zeros(tuple(shape), dtype=_dt(dtype, "initializers.zeros"))
 
 
 def ones(key, shape, dtype=None):
     """Ones of ``shape`` (the key is not used)."""
-    return creation.ones(tuple(shape), dtype=_dt(dtype))
+    return creation.ones(tuple(shape), dtype=_dt(dtype, "initializers.ones"))
 
 
 def constant(value, dtype=None):
@@ -66,7 +67,7 @@ def constant(value, dtype=None):
     """
 
     def init(key, shape, dtype=dtype):
-        return creation.full(tuple(shape), value, dtype=_dt(dtype))
+        return creation.full(tuple(shape), value, dtype=_dt(dtype, "initializers.constant"))
 
     return init
 
@@ -83,7 +84,9 @@ def uniform(scale: float = 1e-2, dtype=None):
     """
 
     def init(key, shape, dtype=dtype):
-        return _random.uniform(key, tuple(shape), 0.0, scale, dtype=_dt(dtype))
+        return _random.uniform(
+            key, tuple(shape), 0.0, scale, dtype=_dt(dtype, "initializers.uniform")
+        )
 
     return init
 
@@ -100,7 +103,9 @@ def normal(stddev: float = 1e-2, dtype=None):
     """
 
     def init(key, shape, dtype=dtype):
-        return _random.normal(key, tuple(shape), 0.0, stddev, dtype=_dt(dtype))
+        return _random.normal(
+            key, tuple(shape), 0.0, stddev, dtype=_dt(dtype, "initializers.normal")
+        )
 
     return init
 
@@ -120,7 +125,9 @@ def truncated_normal(stddev: float = 1e-2, dtype=None, lower: float = -2.0, uppe
     """
 
     def init(key, shape, dtype=dtype):
-        z = _random.truncated_normal(key, lower, upper, tuple(shape), dtype=_dt(dtype))
+        z = _random.truncated_normal(
+            key, lower, upper, tuple(shape), dtype=_dt(dtype, "initializers.truncated_normal")
+        )
         return z * stddev
 
     return init
@@ -182,7 +189,7 @@ def variance_scaling(
         fan_in, fan_out = _fans(shape, in_axis, out_axis, batch_axis)
         fan = {"fan_in": fan_in, "fan_out": fan_out, "fan_avg": (fan_in + fan_out) / 2}[mode]
         variance = scale / max(fan, 1)
-        dt = _dt(dtype)
+        dt = _dt(dtype, "initializers.variance_scaling")
         if distribution == "uniform":
             limit = math.sqrt(3.0 * variance)
             return _random.uniform(key, tuple(shape), -limit, limit, dtype=dt)
@@ -232,7 +239,7 @@ def orthogonal(scale: float = 1.0, column_axis: int = -1, dtype=None):
         shape = tuple(shape)
         if len(shape) < 2:
             raise ValueError(f"orthogonal: needs at least 2 dims, got shape {shape}")
-        dt = _dt(dtype)
+        dt = _dt(dtype, "initializers.orthogonal")
         col = column_axis % len(shape)
         n_cols = shape[col]
         n_rows = math.prod(shape) // n_cols

@@ -154,9 +154,10 @@ def check_callable(transform: str, fun) -> None:
         raise TypeError(f"{transform}: expected a function, got {type(fun).__name__} {fun!r:.60}")
 
 
-def dtype_or(dtype, default) -> DType:
-    """``dtype`` as a ``DType``, or ``default`` when it is None."""
-    return default if dtype is None else to_dtype(dtype)
+def dtype_or(dtype, default, op: str | None = None) -> DType:
+    """``dtype`` as a ``DType``, or ``default`` when it is None; ``op`` names the public
+    function in an unsupported dtype's error."""
+    return default if dtype is None else to_dtype(dtype, op)
 
 
 def doc_paragraph(text: str, width: int = 92) -> str:

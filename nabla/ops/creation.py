@@ -86,13 +86,18 @@ def constant(
         >>> nb.constant([[1.0, 2.0]]).shape
         (1, 2)
     """
+    return _constant(value, dtype, device, requires_grad, "constant")
+
+
+def _constant(value, dtype, device, requires_grad: bool, op: str) -> Tensor:
+    """:func:`constant`, called as op ``op`` (its errors name ``op``)."""
     if requires_grad:
         if isinstance(value, Tensor):  # a new leaf: the caller's tensor keeps its flags
             value = fn.stop_gradient(value)
-        return _leaf(constant_for(value, dtype, device, "constant"))
+        return _leaf(constant_for(value, dtype, device, op))
     if isinstance(value, Tensor) and dtype is None and device is None:
         return value
-    return constant_for(value, dtype, device, "constant")
+    return constant_for(value, dtype, device, op)
 
 
 def tensor(data, *, dtype=None, device: Device | None = None, requires_grad: bool = False):
@@ -114,7 +119,7 @@ def tensor(data, *, dtype=None, device: Device | None = None, requires_grad: boo
         data = Tensor._wrap(copy._impl) if copy is data else copy
         if dtype is None and device is None:
             return data
-    return constant(data, dtype=dtype, device=device, requires_grad=requires_grad)
+    return _constant(data, dtype, device, requires_grad, "tensor")
 
 
 def from_numpy(a) -> Tensor:
@@ -148,7 +153,7 @@ def constant_for(value, dtype, device, op: str) -> Tensor:
     as ``jnp.asarray`` does: its gradient flows and it works under ``vmap``."""
     device = device_arg(op, device)
     if isinstance(value, Tensor) or (isinstance(value, list | tuple) and _holds_tensor(value)):
-        return _from_tensors(value, None if dtype is None else to_dtype(dtype), device, op)
+        return _from_tensors(value, None if dtype is None else to_dtype(dtype, op), device, op)
     if isinstance(value, SymDim):  # a dynamic size as a value: computed at each call's size
         return full((), value, dtype=dtype or DType.int32, device=device)
     return Tensor._wrap(constant_impl(value, dtype, device, op))  # _wrap sets impl.wrapper
@@ -228,17 +233,17 @@ def asarray(value, dtype=None, *, device=None, copy=None) -> Tensor:
         ValueError: for ``copy=False`` where a copy is needed.
     """
     if copy is False and not (
-        isinstance(value, Tensor) and (dtype is None or value.dtype is to_dtype(dtype))
+        isinstance(value, Tensor) and (dtype is None or value.dtype is to_dtype(dtype, "asarray"))
     ):
         raise ValueError(
             f"asarray: copy=False, but a {type(value).__name__} is copied into a tensor "
             "(nb.from_dlpack shares an array's memory)"
         )
     if isinstance(value, Tensor):
-        if dtype is not None and value.dtype is not to_dtype(dtype):
+        if dtype is not None and value.dtype is not to_dtype(dtype, "asarray"):
             return value.cast(dtype)
         return value
-    return constant(value, dtype=dtype, device=device)
+    return _constant(value, dtype, device, False, "asarray")
 
 
 def from_dlpack(x) -> Tensor:
@@ -338,10 +343,11 @@ def _scalar_value(value, dtype: DType, op: str = "full"):
 def _full_of_array(shape, value, dtype, device) -> Tensor:
     """``full`` with a tensor or array value: the value broadcast to ``shape`` (so a traced
     value stays differentiable, as in JAX)."""
+    dtype = None if dtype is None else to_dtype(dtype, "full")
     if not isinstance(value, Tensor):
-        value = constant_for(value, None if dtype is None else to_dtype(dtype), device, "full")
+        value = constant_for(value, dtype, device, "full")
     elif dtype is not None:
-        value = value.cast(to_dtype(dtype))
+        value = value.cast(dtype)
     if fn.broadcast_shapes("full", value.shape, shape) != shape:
         raise OpError(f"full: a value of shape {value.shape} does not broadcast to shape {shape}")
     return fn.broadcast_to(value, shape)
@@ -380,7 +386,7 @@ def full(shape, value, dtype=None, *, device=None, requires_grad: bool = False) 
         return _leaf(fn.stop_gradient(out)) if requires_grad else out
     if dtype is None:
         dtype = from_numpy_dtype(numpy_value(value, None, "full").dtype)
-    dtype = to_dtype(dtype)
+    dtype = to_dtype(dtype, "full")
     out = _full.bind(
         [], {"shape": shape, "value": _scalar_value(value, dtype), "dtype": dtype, "device": dev}
     )
@@ -411,11 +417,12 @@ def ones(shape, *sizes, dtype=None, device=None, requires_grad: bool = False) ->
 
 
 def _filled(op: str, value, shape, sizes, dtype, device, requires_grad) -> Tensor:
-    """``zeros``/``ones`` (``op``): ``full`` of ``value`` in the default float dtype."""
+    """``zeros``/``ones``/``empty`` (``op``): ``full`` of ``value`` in the default float
+    dtype."""
     shape, dtype = _shape_and_dtype(shape, sizes, dtype)
-    shape = norm_shape(op, shape)  # (its errors name zeros/ones, not the full below)
+    shape = norm_shape(op, shape)  # (its errors name op, not the full below)
     device = device_arg(op, device)
-    dtype = dtype_or(dtype, get_default_dtype())
+    dtype = dtype_or(dtype, get_default_dtype(), op)
     return full(shape, value, dtype=dtype, device=device, requires_grad=requires_grad)
 
 
@@ -445,7 +452,7 @@ ones.__doc__ = _FILLED_DOC.format(what="ones")
 
 def _like(x, dtype, op):
     x = as_tensor(x, op=op)
-    return x, dtype_or(dtype, x.dtype)
+    return x, dtype_or(dtype, x.dtype, op)
 
 
 def zeros_like(x, *, dtype=None, shape=None, requires_grad: bool = False) -> Tensor:
@@ -493,6 +500,7 @@ def full_like(x, value, *, dtype=None, shape=None, requires_grad: bool = False) 
     """
     x, dt = _like(x, dtype, "full_like")
     if shape is not None:  # (JAX's: a new shape, so nothing of x's layout or batching)
+        shape = norm_shape("full_like", shape)  # (its errors name full_like, not full)
         return _leaf(full(shape, value, dtype=dt, device=x.device), requires_grad)
     out = _broadcast_like(full(x.shape, value, dtype=dt, device=x.device), x)
     return _leaf(out, requires_grad)
@@ -557,7 +565,7 @@ def arange(start=0, stop=None, step=1, dtype=None, *, device=None, requires_grad
         # NumPy float scalars count as floats (np.float32(1.5) is no Python float)
         floats = any(isinstance(v, float | np.floating) for v in vals)
         dtype = get_default_dtype() if floats else DType.int32
-    dtype = to_dtype(dtype)
+    dtype = to_dtype(dtype, "arange")
     exact = not isinstance(start, SymDim) and not isinstance(stop, SymDim)
     count = max(0, math.ceil((stop - start) / step)) if exact else 0
     if dtype.is_int and exact and not all(float(v).is_integer() for v in (start, step)):
@@ -643,7 +651,7 @@ def linspace(
         num = int_arg("linspace", "num", num)
     if num < 0:
         raise ValueError(f"linspace: num must be non-negative, got {num}")
-    dtype = dtype_or(dtype, get_default_dtype())
+    dtype = dtype_or(dtype, get_default_dtype(), "linspace")
     # integers from float64 points, as NumPy and PyTorch (float32 lost int64 ends: 2**40 + 1
     # came out 2**40)
     work = DType.float64 if dtype is DType.float64 or dtype.is_int else DType.float32
@@ -736,9 +744,10 @@ def eye(n, m=None, k=0, dtype=None, *, device=None, requires_grad=False) -> Tens
     for name, v in (("n", n), ("m", m)):
         if not isinstance(v, int | np.integer) or v < 0:
             raise ValueError(f"eye: {name} must be a non-negative int, got {v!r} (n={n}, m={m})")
+    dtype = dtype_or(dtype, get_default_dtype(), "eye")
     rows = arange(n, device=device).reshape((n, 1))
     cols = arange(m, device=device).reshape((1, m))
-    return _leaf(((cols - rows) == k).cast(dtype_or(dtype, get_default_dtype())), requires_grad)
+    return _leaf(((cols - rows) == k).cast(dtype), requires_grad)
 
 
 def _triangle(x, k, upper):
@@ -806,7 +815,7 @@ def hann_window(window_length: int, periodic: bool = True, *, dtype=None, device
 
     if isinstance(window_length, SymDim):  # its step and the one-sample case are numbers
         note_size_decision(window_length, "hann_window's length")
-    dtype = dtype_or(dtype, get_default_dtype())
+    dtype = dtype_or(dtype, get_default_dtype(), "hann_window")
     if not dtype.is_float:  # (as PyTorch's: an integer window would be all zeros)
         raise TypeError(f"hann_window: dtype must be a float dtype, got {dtype.value}")
     if window_length < 0:
@@ -831,7 +840,7 @@ def empty(shape, *sizes, dtype=None, device=None) -> Tensor:
     Returns:
         A tensor of zeros.
     """
-    return zeros(shape, *sizes, dtype=dtype, device=device)
+    return _filled("empty", 0, shape, sizes, dtype, device, False)
 
 
 def empty_like(x, dtype=None, shape=None) -> Tensor:
@@ -848,7 +857,8 @@ def empty_like(x, dtype=None, shape=None) -> Tensor:
     if shape is None:
         return zeros_like(x, dtype=dtype)
     x = as_tensor(x, op="empty_like")
-    return zeros(shape, dtype=x.dtype if dtype is None else dtype, device=x.device)
+    dtype = dtype_or(dtype, x.dtype, "empty_like")
+    return _filled("empty_like", 0, shape, (), dtype, x.device, False)
 
 
 def identity(n, dtype=None, *, device=None) -> Tensor:

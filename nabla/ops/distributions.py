@@ -81,7 +81,7 @@ _gamma_grad = GammaGradOp()
 
 
 def _dtype(name: str, dtype) -> DType:
-    dt = to_dtype(dtype) if dtype is not None else get_default_dtype()
+    dt = to_dtype(dtype, f"random.{name}") if dtype is not None else get_default_dtype()
     if not dt.is_float:
         raise ValueError(f"random.{name}: dtype must be a float dtype, got {dt.value}")
     return dt
@@ -337,7 +337,7 @@ def poisson(key, lam, shape=None, dtype=DType.int32) -> Tensor:
         draw = fn.where(new, ks, draw)
         taken = fn.logical_or(taken, ok)
     out = fn.where(lam < 10.0, count, draw)
-    return fn.cast(out, to_dtype(dtype))
+    return fn.cast(out, to_dtype(dtype, "random.poisson"))
 
 
 # nb.random's ``multinomial`` becomes the one below (nabla/__init__.py), which hands
@@ -480,7 +480,7 @@ def geometric(key, p, shape=None, dtype=DType.int32) -> Tensor:
     shape = _shape_of("geometric", shape, p)
     u = _r._draw(_r._uniform, _r._as_key(key, "random.geometric"), shape, DType.float32)
     u = fn.maximum(u, float(np.finfo(np.float32).tiny))
-    return fn.cast(fn.floor(fn.log(u) / fn.log1p(-p)) + 1.0, to_dtype(dtype))
+    return fn.cast(fn.floor(fn.log(u) / fn.log1p(-p)) + 1.0, to_dtype(dtype, "random.geometric"))
 
 
 def rayleigh(key, scale=1.0, shape=None, dtype=None) -> Tensor:
@@ -625,7 +625,7 @@ def orthogonal(key, n: int, shape=(), dtype=None) -> Tensor:
 
 def bits(key, shape=(), dtype=DType.uint32) -> Tensor:
     """Uniformly random bits of an unsigned integer dtype (JAX's ``random.bits``)."""
-    dt = to_dtype(dtype)
+    dt = to_dtype(dtype, "random.bits")
     if not dt.value.startswith("u"):
         raise ValueError(f"random.bits: dtype must be an unsigned integer dtype, got {dt.value}")
     return _r.randint(key, shape, 0, 2 ** (8 * dt.itemsize), dtype=dt)

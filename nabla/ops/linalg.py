@@ -603,7 +603,7 @@ def einsum(
     ops = [as_tensor(o, op="einsum") for o in operands]
     result_dtype = None
     if preferred_element_type is not None:  # computed in it, unless it would round floats
-        want = to_dtype(preferred_element_type)
+        want = to_dtype(preferred_element_type, "einsum")
         if not want.is_float and any(o.dtype.is_float for o in ops):
             result_dtype = want  # (JAX's: float products summed, the result cast)
         else:

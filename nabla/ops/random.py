@@ -380,7 +380,7 @@ def _is_default(value, default) -> bool:
 
 
 def _float_dtype(name, dtype):
-    dtype = to_dtype(dtype) if dtype is not None else get_default_dtype()
+    dtype = to_dtype(dtype, name) if dtype is not None else get_default_dtype()
     if not dtype.is_float:
         raise ValueError(f"{name}: dtype must be a float dtype, got {dtype.value}")
     return dtype
@@ -661,7 +661,7 @@ def randint(
         raise TypeError("randint needs an upper bound: randint(key, shape, high) or low, high")
     if high is None:
         low, high = 0, low
-    dtype = to_dtype(dtype) if dtype is not None else DType.int32
+    dtype = to_dtype(dtype, "randint") if dtype is not None else DType.int32
     if not dtype.is_int or dtype.is_bool:
         raise TypeError(f"randint: dtype must be an integer dtype, got {dtype.value}")
     if isinstance(low, Tensor | np.ndarray) or isinstance(high, Tensor | np.ndarray):
@@ -820,7 +820,7 @@ def _float_draw(k, shape, dtype, op: str):
     """Uniform floats in ``(0, 1)`` for ``op``'s transform (the smallest normal number for
     an exact 0, whose log would be infinite), in a float dtype of at least 32 bits."""
     k = _as_key(k, op)
-    dt = get_default_dtype() if dtype is None else to_dtype(dtype)
+    dt = get_default_dtype() if dtype is None else to_dtype(dtype, op)
     if not dt.is_float:
         raise ValueError(f"{op}: dtype must be a float dtype, got {dt.value}")
     work = DType.float32 if dt.itemsize < 4 else dt
@@ -904,7 +904,7 @@ def rademacher(key, shape=(), dtype=DType.int32):
     Returns:
         A tensor of ``shape`` and ``dtype``.
     """
-    dt = to_dtype(dtype)
+    dt = to_dtype(dtype, "random.rademacher")
     u = _draw(
         _uniform, _as_key(key, "random.rademacher"), norm_shape("rademacher", shape), DType.float32
     )
@@ -1214,8 +1214,9 @@ def randperm(n: int, *, generator=None, dtype=DType.int64, device=None) -> Tenso
         ``(n,)``.
     """
     _no_generator("randperm", generator)
+    dtype = to_dtype(dtype, "randperm")
     out = permutation(global_key(), int(n))
-    return _place(fn.cast(out, to_dtype(dtype)), device)
+    return _place(fn.cast(out, dtype), device)
 
 
 def multinomial(input, num_samples: int, replacement: bool = False, *, generator=None) -> Tensor:  # noqa: A002

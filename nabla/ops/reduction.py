@@ -390,7 +390,10 @@ def _jnp_dtype_slot(op: str, value, dtype, slot: str):
     """``(value, dtype)``: jnp's third positional argument of ``sum``/``mean``/``prod``/
     ``var``/``std``/``cumsum``/``cumprod`` is the dtype, where PyTorch's and ours is
     ``slot`` (``keepdims``, ``exclusive``): a dtype there is taken as jnp's (it cannot be a
-    flag), with ``slot`` at its default. ``nb.sum(x, 0, nb.float32)`` had kept the dims."""
+    flag), with ``slot`` at its default. ``nb.sum(x, 0, nb.float32)`` had kept the dims.
+    ``dtype`` comes back as a ``DType`` (an unsupported one's error names ``op``)."""
+    if dtype is not None:
+        dtype = to_dtype(dtype, op)
     if value is None or isinstance(value, bool | np.bool_ | int | np.integer | Tensor):
         return value, dtype
     try:

@@ -306,7 +306,7 @@ def _is_real(v) -> bool:
 def constant_impl(value, dtype=None, device=None, op: str = "constant") -> TensorImpl:
     """A realized ``TensorImpl`` holding ``value`` (Python value, NumPy array or Tensor);
     conversion errors name ``op``, the op the user called."""
-    dtype = None if dtype is None else to_dtype(dtype)
+    dtype = None if dtype is None else to_dtype(dtype, op)
     arr = numpy_value(value, dtype, op)
     device = device or get_default_device()
     impl = TensorImpl(arr.shape, from_numpy_dtype(arr.dtype), device, buffer=arr)

@@ -11,6 +11,7 @@ the op wrongly, and checks that
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 
@@ -1167,3 +1168,41 @@ def test_bad_inputs_a_second_probe_found_raise_clearly():
     bag = nb.constant(np.array([1, 2, 3], np.int32))
     with pytest.raises(ValueError, match=r"offsets \[0, 5\] must start at 0"):
         nb.nn.functional.embedding_bag(bag, nb.ones((10, 4)), nb.constant([0, 5]))
+
+
+def test_an_unsupported_dtype_names_the_function_called():
+    key = nb.random.PRNGKey(0)
+    calls = {
+        "zeros": lambda: nb.zeros((2,), dtype="foo"),
+        "ones": lambda: nb.ones(2, dtype="foo"),
+        "empty": lambda: nb.empty((2,), dtype="foo"),
+        "empty_like": lambda: nb.empty_like(nb.ones(2), dtype="foo", shape=(3,)),
+        "zeros_like": lambda: nb.zeros_like(nb.ones(2), dtype="foo"),
+        "full": lambda: nb.full((2,), 1.0, dtype="foo"),
+        "full_like": lambda: nb.full_like(nb.ones(2), 1, dtype="foo"),
+        "arange": lambda: nb.arange(3, dtype="foo"),
+        "linspace": lambda: nb.linspace(0, 1, 3, dtype="foo"),
+        "eye": lambda: nb.eye(2, dtype="foo"),
+        "constant": lambda: nb.constant([1], dtype="foo"),
+        "tensor": lambda: nb.tensor([1.0], dtype="foo"),
+        "asarray": lambda: nb.asarray([1], dtype="foo"),
+        "randperm": lambda: nb.randperm(3, dtype="foo"),
+        "randint": lambda: nb.random.randint(key, (2,), 0, 3, dtype="foo"),
+        "normal": lambda: nb.random.normal(key, (2,), dtype="foo"),
+        "random.bits": lambda: nb.random.bits(key, (2,), dtype="foo"),
+        "einsum": lambda: nb.einsum("i,i", nb.ones(2), nb.ones(2), preferred_element_type="foo"),
+        "fromiter": lambda: nb.fromiter([1], "foo"),
+        "sum": lambda: nb.sum(nb.ones(2), dtype="foo"),
+        "cumsum": lambda: nb.cumsum(nb.ones(2), 0, dtype="foo"),
+        "init.normal": lambda: nb.nn.init.normal((2,), dtype="foo"),
+        "initializers.zeros": lambda: nb.nn.initializers.zeros(key, (2,), dtype="foo"),
+    }
+    for name, call in calls.items():
+        with pytest.raises(TypeError, match=rf"^{re.escape(name)}: unsupported dtype 'foo'"):
+            call()
+    with pytest.raises(ValueError, match=r"^full_like: negative dimension in shape \(-1,\)"):
+        nb.full_like(nb.ones(2), 1, shape=(-1,))
+    # the functions that call others still work as before
+    assert nb.empty(2, 3).shape == (2, 3)
+    assert nb.empty_like(nb.ones(2, dtype="int32"), shape=(3,)).dtype == nb.int32
+    assert nb.tensor([1.0], requires_grad=True).requires_grad
