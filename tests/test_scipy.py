@@ -67,6 +67,13 @@ def test_special_functions_edges_follow_scipy_and_jax():
     assert S.special.gamma(0.0).item() == math.inf
     assert np.isnan(S.special.gamma(-2.0).numpy()) and np.isnan(S.special.digamma(-3.0).numpy())
     assert S.special.gammaln(1.0).item() == 0.0 and S.special.gammaln(2.0).item() == 0.0
+    # loggamma is the real log of gamma: NaN for x <= 0 (SciPy's and JAX's; 0 too, as JAX's)
+    x = np.array([-0.5, -1.0, -2.5, 0.0, 0.3, 3.0, 40.5])
+    got = S.special.loggamma(x).numpy()
+    assert np.isnan(got[:4]).all()
+    close(S.special.loggamma(x[4:]), sp.loggamma(x[4:]), 1e-13)
+    assert nb.grad(S.special.loggamma)(-0.5).item() == 0.0
+    close(nb.grad(S.special.loggamma)(2.5), sp.digamma(2.5), 1e-6)
     ends = S.special.ndtri(np.array([0.0, 1.0, -0.5, 2.0])).numpy()
     assert ends[0] == -math.inf and ends[1] == math.inf and np.isnan(ends[2:]).all()
     inv = S.special.erfinv(np.array([-1.0, 1.0, 1.5], np.float32)).numpy()

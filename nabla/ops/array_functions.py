@@ -1612,7 +1612,7 @@ def unravel_index(indices, shape) -> tuple:
 
     Args:
         indices: integer flat indices (any shape).
-        shape: the array shape they index.
+        shape: the array shape they index (an int for a 1-D one, as NumPy's).
 
     Returns:
         A tuple of ``len(shape)`` integer tensors of ``indices``' shape.
@@ -1620,6 +1620,7 @@ def unravel_index(indices, shape) -> tuple:
     Raises:
         ValueError: (:class:`nabla.OpError`) for a ``shape`` with no element.
     """
+    shape = (shape,) if isinstance(shape, int | np.integer) else tuple(shape)
     total = math.prod(shape)
     if total == 0:
         raise OpError(f"unravel_index: shape {tuple(shape)} has no element to index")

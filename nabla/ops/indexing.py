@@ -534,11 +534,12 @@ def _filled(out, valid, fill_value):
     return fn.where(valid, out, fn.full((), fill_value, dtype=dt))
 
 
-def take_along_axis(x, indices, axis, *, mode=None, fill_value=None) -> Tensor:
-    """``x``'s values at ``indices`` along ``axis``, row by row (NumPy's and JAX's
-    ``take_along_axis``; PyTorch's ``gather``): ``indices`` has ``x``'s rank, and its other
-    dims broadcast against ``x``'s. ``axis=None`` takes from the flattened ``x`` with 1-D
-    ``indices``. Differentiable in ``x``.
+def take_along_axis(x, indices, axis=-1, *, mode=None, fill_value=None) -> Tensor:
+    """``x``'s values at ``indices`` along ``axis`` (default the last, as NumPy's and
+    JAX's), row by row (NumPy's and JAX's ``take_along_axis``; PyTorch's ``gather``):
+    ``indices`` has ``x``'s rank, and its other dims broadcast against ``x``'s.
+    ``axis=None`` takes from the flattened ``x`` with 1-D ``indices``. Differentiable in
+    ``x``.
 
     ``mode`` is JAX's: None or ``"raise"`` (an index out of range is an error), ``"fill"``
     (it gives ``fill_value``, by default NaN for floats, the least value for signed

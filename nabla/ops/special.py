@@ -44,6 +44,7 @@ __all__ = [
     "ndtri",
     "log_ndtr",
     "gammaln",
+    "loggamma",
     "gammainc",
     "gammaincc",
     "betainc",
@@ -366,6 +367,21 @@ def gammaln(x) -> Tensor:
     out = fn.where(left, math.log(math.pi) - fn.log(sin) - right, right)
     out = fn.where(fn.logical_or(x == 1.0, x == 2.0), 0.0, out)  # (its zeros, exactly)
     return fn.where(pole, math.inf, out)
+
+
+def loggamma(x) -> Tensor:
+    """``log(gamma(x))`` for real ``x`` (JAX's ``scipy.special.loggamma``): ``gammaln(x)``
+    for ``x > 0``, NaN elsewhere, where the principal branch of the complex log leaves the
+    reals (JAX gives NaN at 0 too; SciPy gives ``inf`` at +-0).
+
+    Args:
+        x: a tensor or array.
+
+    Returns:
+        A float tensor like ``x``.
+    """
+    x = _float(x, "loggamma")
+    return fn.where(x > 0, gammaln(x), math.nan)
 
 
 def gammasgn(x) -> Tensor:

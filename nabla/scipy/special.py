@@ -31,6 +31,7 @@ from ..ops.special import (
     i1e,
     kl_div,
     log_ndtr,
+    loggamma,
     logit,
     multigammaln,
     ndtr,
@@ -83,8 +84,6 @@ __all__ = [
     "xlogy",
     "zeta",
 ]
-
-loggamma = gammaln  # (real arguments: the log of |gamma|, as gammaln)
 
 
 def softmax(x, /, *, axis=None):

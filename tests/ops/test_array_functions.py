@@ -306,6 +306,8 @@ def test_the_jax_names_edges_a_check_found():
     assert rows.tolist() == [2, 2, 0, 1] and cols.tolist() == [3, 3, 0, 1]
     with pytest.raises(nb.OpError, match=r"unravel_index: shape \(0, 4\) has no element"):
         nb.unravel_index(nb.constant([0]), (0, 4))
+    (flat,) = nb.unravel_index(nb.constant([3, 1]), 4)  # an int shape, as NumPy's
+    assert flat.tolist() == [3, 1]
     r, c = nb.constant([1]), nb.constant([5])
     with pytest.raises(nb.OpError, match=r"coordinate 1 holds 5..5, out of range for dim 4"):
         nb.ravel_multi_index((r, c), (3, 4))
@@ -536,6 +538,8 @@ def test_jnp_keywords_a_port_passes():
     filled = nb.take_along_axis(rows, idx, axis=1, mode="fill").numpy()
     assert np.isnan(filled[0, 1]) and np.isnan(filled[2, 1]) and filled[1, 0] == A[1, 3]
     same(nb.take_along_axis(A, np.array([1, 11]), axis=None), A.ravel()[[1, 11]])
+    last = np.array([[2], [0], [3]])  # axis defaults to the last, as NumPy's and JAX's
+    same(nb.take_along_axis(A, last), np.take_along_axis(A, last, -1))
     for reps, total, want in (
         ([1, 2, 0], 5, [0, 1, 1, 2, 2]),
         (2, 4, [0, 0, 1, 1]),
