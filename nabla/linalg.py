@@ -5,19 +5,20 @@ ops run by LAPACK through NumPy on every backend (MAX has no kernels for them), 
 derivatives of any order; the rest (``det``, ``eigvalsh``, ``svdvals``, ``lstsq``,
 ``matrix_rank``, ``matrix_power``, ``cond``, ...) are written with them and nabla's other
 ops. There is no complex dtype, so no ``eig``/``eigvals`` (a real matrix's eigenvalues may
-be complex); ``tensorinv``/``tensorsolve`` are not built.
+be complex).
 """
 
 from __future__ import annotations
 
 import functools
+import math
 import numbers
 
 import numpy as np
 
 from .core.dtypes import DType, get_default_dtype, promote_types
 from .ops import array_functions, binary, creation, reduction, unary, view
-from .ops._util import as_tensor
+from .ops._util import as_tensor, norm_axis
 from .ops.base import OpError
 from .ops.linalg import (
     EighResult,
@@ -68,6 +69,8 @@ __all__ = [
     "matrix_transpose",
     "outer",
     "tensordot",
+    "tensorinv",
+    "tensorsolve",
     "vecdot",
     "SVDResult",
     "QRResult",
@@ -217,6 +220,72 @@ def matrix_power(a, n: int) -> Tensor:
         if n:
             square = matmul(square, square)
     return result
+
+
+def tensorinv(a, ind: int = 2) -> Tensor:
+    """The inverse of ``a`` read as a linear map from its last dims to its first ``ind``
+    (NumPy's and JAX's ``linalg.tensorinv``): ``tensordot(tensorinv(a, ind), a, ind)`` is
+    the identity on ``a.shape[ind:]``. Differentiable, as ``inv``.
+
+    Args:
+        a: a tensor whose first ``ind`` dims hold as many elements as the rest.
+        ind: how many leading dims index the map's output (a positive int).
+
+    Returns:
+        A tensor of shape ``a.shape[ind:] + a.shape[:ind]``.
+
+    Raises:
+        ValueError: (:class:`nabla.OpError`) for ``ind`` not positive, or dims that do not
+            make a square matrix.
+    """
+    a = _float(a, "tensorinv")
+    if isinstance(ind, bool) or not isinstance(ind, numbers.Integral) or ind <= 0:
+        raise OpError(f"linalg.tensorinv: ind must be a positive int, got {ind!r}")
+    rows, cols = a.shape[:ind], a.shape[ind:]
+    if math.prod(rows) != math.prod(cols):
+        raise OpError(
+            f"linalg.tensorinv: a of shape {a.shape} is no square map with ind={ind}: "
+            f"{rows} holds {math.prod(rows)} elements, {cols} {math.prod(cols)}"
+        )
+    n = math.prod(rows)
+    return view.reshape(inv(view.reshape(a, (n, n))), cols + rows)
+
+
+def tensorsolve(a, b, axes=None) -> Tensor:
+    """``x`` with ``tensordot(a, x, x.ndim) == b`` (NumPy's and JAX's
+    ``linalg.tensorsolve``): ``a``'s first ``b.ndim`` dims index the equations and the rest
+    the unknowns, whose shape ``x`` takes. Differentiable, as ``solve``.
+
+    Args:
+        a: the coefficients, of shape ``b.shape + x.shape``.
+        b: the right-hand side.
+        axes: dims of ``a`` moved to the end (the unknowns') first, as NumPy's.
+
+    Returns:
+        A tensor of shape ``a.shape[b.ndim:]`` (after ``axes`` are moved).
+
+    Raises:
+        ValueError: (:class:`nabla.OpError`) when ``a``'s dims do not make a square system
+            with ``b``'s.
+    """
+    a, b = _float(a, "tensorsolve"), _float(b, "tensorsolve")
+    if axes is not None:  # the named dims go last, in their order
+        moved = [norm_axis("linalg.tensorsolve", k, a.ndim, a.shape) for k in axes]
+        a = view.permute(a, *[d for d in range(a.ndim) if d not in moved], *moved)
+    if a.ndim < b.ndim or a.shape[: b.ndim] != b.shape:
+        raise OpError(
+            f"linalg.tensorsolve: a of shape {a.shape} does not start with b's shape {b.shape}"
+        )
+    unknowns = a.shape[b.ndim :]
+    n = math.prod(unknowns)
+    if math.prod(b.shape) != n:
+        raise OpError(
+            f"linalg.tensorsolve: a of shape {a.shape} and b of shape {b.shape} make "
+            f"{math.prod(b.shape)} equations in {n} unknowns (they must be as many)"
+        )
+    dtype = promote_types(a.dtype, b.dtype)
+    x = solve(view.reshape(a, (n, n)).cast(dtype), view.reshape(b, (n, 1)).cast(dtype))
+    return view.reshape(x, unknowns)
 
 
 def matrix_norm(x, /, *, keepdims: bool = False, ord="fro") -> Tensor:  # noqa: A002

@@ -457,6 +457,35 @@ def test_linalg_composites_match_numpy():
     assert nb.linalg.matrix_transpose(t).shape == (2, 4, 3)
 
 
+def test_tensorinv_and_tensorsolve_match_numpy():
+    rng = np.random.default_rng(7)
+    a = (5 * np.eye(24) + rng.standard_normal((24, 24))).reshape(4, 6, 8, 3)
+    np.testing.assert_allclose(nb.linalg.tensorinv(a).numpy(), np.linalg.tensorinv(a), rtol=1e-10)
+    np.testing.assert_allclose(
+        nb.linalg.tensorinv(a.reshape(24, 24), ind=1).numpy(),
+        np.linalg.inv(a.reshape(24, 24)),
+        1e-9,
+    )
+    b = rng.standard_normal((4, 6))
+    want = np.linalg.tensorsolve(a, b)
+    np.testing.assert_allclose(nb.linalg.tensorsolve(a, b).numpy(), want, rtol=1e-10)
+    c = np.moveaxis(a, 3, 0).copy()  # the unknowns' dims given by axes, as NumPy's
+    got = nb.linalg.tensorsolve(c, b, axes=(0,)).numpy()
+    np.testing.assert_allclose(got, np.linalg.tensorsolve(c, b, axes=(0,)), rtol=1e-10)
+    # gradients against central differences of a few entries
+    f = lambda m: (nb.linalg.tensorsolve(m, b) ** 2).sum()  # noqa: E731
+    g = nb.grad(f)(a).numpy()
+    for idx in ((0, 0, 0, 0), (1, 2, 3, 1), (3, 5, 7, 2)):
+        step = np.zeros_like(a)
+        step[idx] = 1e-6
+        fd = (f(a + step).item() - f(a - step).item()) / 2e-6
+        np.testing.assert_allclose(g[idx], fd, rtol=1e-5)
+    with pytest.raises(nb.OpError, match=r"tensorinv: a of shape \(2, 3\) is no square map"):
+        nb.linalg.tensorinv(np.ones((2, 3)), 1)
+    with pytest.raises(nb.OpError, match=r"make 2 equations in 3 unknowns"):
+        nb.linalg.tensorsolve(np.ones((2, 3)), np.ones(2))
+
+
 def test_pad_takes_numpy_s_modes_and_per_side_settings():
     """Modes NumPy and JAX have beyond constant/reflect/edge/wrap, and per-side settings
     (they were "unknown mode" or a TypeError); integers round as NumPy's do (the mean to
