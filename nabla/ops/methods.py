@@ -1264,6 +1264,25 @@ def _fill_diagonal(self, fill_value, wrap=False):
     return array_functions.fill_diagonal(self, fill_value, wrap, inplace=False)
 
 
+def _compress(self, condition, axis=None, *, size=None, fill_value=0):
+    """JAX's and NumPy's ``x.compress(condition, axis)``: :func:`nabla.compress` with ``x``
+    as the array (JAX's ``size`` and ``fill_value`` fix the result's length)."""
+    return array_functions.compress(condition, self, axis, size=size, fill_value=fill_value)
+
+
+_METHODS.update(
+    {
+        # JAX's and NumPy's array methods beyond PyTorch's
+        "copy": array_functions.copy,
+        "conj": array_functions.conj,
+        "conjugate": array_functions.conjugate,
+        "ptp": array_functions.ptp,
+        "argpartition": array_functions.argpartition,
+        "choose": array_functions.choose,
+        "compress": _compress,
+    }
+)
+
 _METHODS.update(
     {
         "mm": _mm,

@@ -858,8 +858,26 @@ class Tensor:
             shards.append(Shard(d, index, local, replica, spec.partial_kinds or None))
         return shards
 
-    def item(self):
-        """The value of a one-element tensor as a Python scalar."""
+    def item(self, *args):
+        """The value of a one-element tensor as a Python scalar; with ``args``, NumPy's and
+        JAX's ``x.item(i)`` (the element at flat index ``i``) or ``x.item(i, j, ...)`` (at
+        those coordinates), of a tensor of any size.
+
+        Args:
+            *args: a flat index, or one index per dim (none for a one-element tensor).
+
+        Returns:
+            A Python scalar.
+
+        Raises:
+            IndexError: for an index out of range.
+            ValueError: for a tensor of more than one element and no ``args``.
+        """
+        if args:
+            try:
+                return self.numpy().item(*args)
+            except (IndexError, ValueError, TypeError) as e:
+                raise type(e)(f"item{args}: {e} (tensor of shape {self.shape})") from None
         if self.size != 1:
             raise ValueError(f"item() needs a tensor with one element, got shape {self.shape}")
         return self.numpy().reshape(()).item()

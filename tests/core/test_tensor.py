@@ -375,6 +375,28 @@ def test_shape_methods():
         nb.constant(arr(3, 1)).expand(-1, 3, 4)  # as PyTorch: a new dim has no size to keep
 
 
+def test_jax_and_numpy_array_methods():
+    a = np.arange(12.0, dtype=np.float32).reshape(3, 4)
+    x = nb.constant(a)
+    assert x.item(5) == 5.0 and x.item(1, 2) == 6.0  # a flat index, or coordinates
+    with pytest.raises(IndexError, match=r"item\(13,\): index 13 is out of bounds .* \(3, 4\)"):
+        x.item(13)
+    c = x.copy()
+    c[0, 0] = 100.0  # a copy is its own tensor
+    assert x.item(0) == 0.0 and c.item(0) == 100.0
+    close(nb.grad(lambda v: nb.sum(v.copy() * 2))(x), np.full((3, 4), 2.0))
+    close(x.conj(), a)
+    close(x.conjugate(), a)
+    close(x.ptp(0), np.ptp(a, 0))
+    b = np.random.default_rng(0).permutation(12).reshape(4, 3).astype(np.float32)
+    got = np.take_along_axis(b, nb.constant(b).argpartition(1, axis=0).numpy(), 0)
+    assert (got[1] == np.sort(b, 0)[1]).all() and (got[:1] <= got[1]).all()
+    assert (got[2:] >= got[1]).all()
+    close(x.compress([True, False, True], axis=0), a.compress([True, False, True], axis=0))
+    choices = np.array([[1, 2], [3, 4]])
+    assert nb.constant([0, 1]).choose(choices).tolist() == np.array([0, 1]).choose(choices).tolist()
+
+
 def test_pytorch_method_spellings():
     a = np.array([[1.5, -2.0], [0.0, 3.0]], np.float32)
     x = nb.constant(a)
