@@ -30,6 +30,7 @@ differentiate, batch under ``vmap`` and compile as those do:
 from __future__ import annotations
 
 import builtins
+import enum
 import numbers
 
 import numpy as np
@@ -390,10 +391,17 @@ def rem(x, y) -> Tensor:
     return binary.fmod(x, y)
 
 
+class RoundingMethod(enum.IntEnum):
+    """JAX's ``lax.RoundingMethod``, the ``rounding_method`` of :func:`round`."""
+
+    AWAY_FROM_ZERO = 0
+    TO_NEAREST_EVEN = 1
+
+
 def round(x, rounding_method=0) -> Tensor:  # noqa: A001 - JAX's name
     """``x`` rounded to integers (JAX's ``lax.round``): halves away from zero by default
-    (``rounding_method=0``, JAX's ``AWAY_FROM_ZERO``), to even with ``1``
-    (``TO_NEAREST_EVEN``, :func:`nabla.round`'s)."""
+    (``rounding_method=0``, ``RoundingMethod.AWAY_FROM_ZERO``), to even with ``1``
+    (``RoundingMethod.TO_NEAREST_EVEN``, :func:`nabla.round`'s)."""
     x = _t(x)
     method = int(rounding_method)
     if method == 1:
@@ -685,7 +693,8 @@ def full_like(x, fill_value, dtype=None, shape=None) -> Tensor:
 # ----------------------------------------------------------------------------- scans, windows,
 # convolutions and the remaining elementwise names
 __all__ += [
-    "Precision", "associative_scan", "cummax", "cummin", "cumlogsumexp", "sort_key_val",
+    "Precision", "RoundingMethod", "associative_scan", "cummax", "cummin", "cumlogsumexp",
+    "sort_key_val",
     "broadcasted_iota", "batch_matmul", "reduce_window", "conv_general_dilated", "conv",
     "conv_with_general_padding", "ConvDimensionNumbers", "tan", "asin", "acos", "atan",
     "atan2", "sinh", "cosh", "asinh", "acosh", "atanh", "exp2", "is_finite", "erf_inv",

@@ -163,6 +163,10 @@ def test_div_rem_and_round_follow_c_not_python():
     h = np.array([-2.5, -1.5, -0.5, 0.5, 1.5, 2.5, 0.49], np.float32)
     np.testing.assert_array_equal(L.round(h).numpy(), [-3, -2, -1, 1, 2, 3, 0])
     np.testing.assert_array_equal(L.round(h, 1).numpy(), np.round(h))
+    even = L.round(h, L.RoundingMethod.TO_NEAREST_EVEN).numpy()  # JAX's enum spelling
+    np.testing.assert_array_equal(even, np.round(h))
+    away = L.round(h, L.RoundingMethod.AWAY_FROM_ZERO).numpy()
+    np.testing.assert_array_equal(away, L.round(h).numpy())
     np.testing.assert_allclose(L.integer_pow(A, 3).numpy(), A**3, rtol=1e-6)
     with pytest.raises(TypeError, match="integer_pow"):
         L.integer_pow(A, 2.0)
