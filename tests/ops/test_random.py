@@ -579,6 +579,10 @@ def test_the_gamma_family_and_the_other_distributions_have_their_moments():
     _moments(R.geometric(k, 0.3, (n,)), 1 / 0.3, 0.7 / 0.09, n)
     _moments(R.rayleigh(k, 2.0, (n,)), 2 * np.sqrt(np.pi / 2), (4 - np.pi) * 2, n)
     _moments(R.pareto(k, 6.0, (n,)), 1.2, 6 / (25 * 4), n)  # (b > 4: a finite 4th moment)
+    for mu in (0.5, 2.0):  # inverse Gaussian of shape 1: variance mu ** 3
+        x = R.wald(k, mu, (n,))
+        _moments(x, mu, mu**3, n)
+        assert ss.kstest(x.numpy(), ss.invgauss(mu).cdf).pvalue > 1e-3
     w = ss.weibull_min(1.5, scale=2.0)
     _moments(R.weibull_min(k, 2.0, 1.5, (n,)), w.mean(), w.var(), n)
     _moments(R.triangular(k, 0.0, 1.0, 3.0, (n,)), 4 / 3, 7 / 18, n)
