@@ -76,6 +76,9 @@ __all__ = [
     "dynamic_slice_in_dim",
     "dynamic_update_slice_in_dim",
     "dynamic_index_in_dim",
+    "dynamic_update_index_in_dim",
+    "optimization_barrier",
+    "broadcast_shapes",
     "psum",
     "pmean",
     "pmax",
@@ -284,6 +287,34 @@ def dynamic_index_in_dim(operand, index, axis: int = 0, keepdims: bool = True) -
     kept as size 1 unless ``keepdims`` is False."""
     out = dynamic_slice_in_dim(operand, index, 1, axis)
     return out if keepdims else view.squeeze(out, axis)
+
+
+def dynamic_update_index_in_dim(operand, update, index, axis: int) -> Tensor:
+    """``operand`` with the slice at ``index`` along ``axis`` replaced by ``update`` (JAX's
+    ``lax.dynamic_update_index_in_dim``): ``update`` has ``operand``'s shape with that dim
+    of size 1 or left out; ``index`` may be a tensor, clamped as :func:`dynamic_slice`'s."""
+    x = operand if isinstance(operand, Tensor) else creation.constant(operand)
+    axis = norm_axis("dynamic_update_index_in_dim", axis, x.ndim, x.shape)
+    u = update if isinstance(update, Tensor) else creation.constant(update, dtype=x.dtype)
+    if u.ndim == x.ndim - 1:
+        u = view.unsqueeze(u, axis)
+    return dynamic_update_slice_in_dim(x, u, index, axis)
+
+
+def optimization_barrier(operand):
+    """``operand`` itself, a pytree (JAX's ``lax.optimization_barrier``, which keeps XLA from
+    moving computations across it): nabla's programs run their ops in the order recorded,
+    so there is nothing to hold back."""
+    return operand
+
+
+def broadcast_shapes(*shapes) -> tuple:
+    """The shape ``shapes`` broadcast to, by NumPy's rules (JAX's ``lax.broadcast_shapes``).
+
+    Raises:
+        ValueError: (:class:`nabla.OpError`) for shapes that do not broadcast.
+    """
+    return binary.broadcast_shapes("lax.broadcast_shapes", *(tuple(s) for s in shapes))
 
 
 def psum(x, axis_name) -> Tensor:

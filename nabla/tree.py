@@ -34,6 +34,9 @@ from .core.pytree import (
     tree_reduce as reduce,
 )
 from .core.pytree import (
+    tree_reduce_associative as reduce_associative,
+)
+from .core.pytree import (
     tree_structure as structure,
 )
 from .core.pytree import (
@@ -53,6 +56,7 @@ __all__ = [
     "map",
     "map_with_path",
     "reduce",
+    "reduce_associative",
     "structure",
     "transpose",
     "unflatten",

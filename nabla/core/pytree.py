@@ -82,6 +82,7 @@ __all__ = [
     "tree_map",
     "tree_map_with_path",
     "tree_reduce",
+    "tree_reduce_associative",
     "tree_structure",
     "tree_unflatten",
     "tree_transpose",
@@ -1606,6 +1607,44 @@ def tree_reduce(
     if initializer is _MISSING:
         return functools.reduce(function, leaves)
     return functools.reduce(function, leaves, initializer)
+
+
+def tree_reduce_associative(
+    operation: Callable[[Any, Any], Any],
+    tree: Any,
+    *,
+    identity: Any = _MISSING,
+    is_leaf: IsLeafFn | None = None,
+) -> Any:
+    """Combine the leaves of ``tree`` with the associative ``operation``, pairwise in a
+    balanced tree (JAX's ``tree_util.tree_reduce_associative``): ``log2(n)`` levels, so a
+    sum of many tensors builds a shallow graph.
+
+    Args:
+        operation: an associative binary function.
+        tree: the pytree.
+        identity: the result for a tree without leaves.
+        is_leaf: optional predicate marking extra leaves.
+
+    Returns:
+        The combined value.
+
+    Raises:
+        TypeError: if ``tree`` has no leaves and no ``identity`` is given.
+
+    Example:
+        >>> tree_reduce_associative(lambda a, b: a + b, (1, [2, 3], {"k": 4}))
+        10
+    """
+    leaves = tree_leaves(tree, is_leaf)
+    if not leaves:
+        if identity is _MISSING:
+            raise TypeError("tree_reduce_associative: the tree has no leaves and no identity")
+        return identity
+    while len(leaves) > 1:
+        paired = [operation(a, b) for a, b in zip(leaves[::2], leaves[1::2], strict=False)]
+        leaves = paired + leaves[len(paired) * 2 :]
+    return leaves[0]
 
 
 def all_leaves(iterable: Iterable[Any], is_leaf: IsLeafFn | None = None) -> bool:

@@ -729,6 +729,21 @@ def test_tree_reduce():
     assert pt.tree_reduce(lambda a, b: a + [b], [(1, 2)], [], is_leaf=lambda x: type(x) is tuple)
 
 
+def test_tree_reduce_associative_pairs_the_leaves():
+    calls = []
+
+    def join(a, b):
+        calls.append((a, b))
+        return a + b
+
+    assert pt.tree_reduce_associative(join, ["a", ("b", "c"), {"k": "d"}, ["e"]]) == "abcde"
+    assert calls[:2] == [("a", "b"), ("c", "d")]  # pairs first: a balanced tree
+    assert pt.tree_reduce_associative(join, [], identity="") == ""
+    with pytest.raises(TypeError, match="no leaves and no identity"):
+        pt.tree_reduce_associative(join, None)
+    assert pt.tree_reduce_associative(max, [3, 9, 4]) == 9
+
+
 # --------------------------------------------------------------------------------------------
 # Property tests
 # --------------------------------------------------------------------------------------------

@@ -43,6 +43,17 @@ def test_dynamic_update_slice_and_the_in_dim_forms():
     )
     with pytest.raises(ValueError, match="one start index"):
         L.dynamic_slice(X, (1,), (2, 3))
+    for update in (np.zeros(X.shape[1], np.float32), np.zeros((1, X.shape[1]), np.float32)):
+        for index, row in ((2, 2), (_i(1), 1), (9, X.shape[0] - 1)):  # (clamped, as JAX's)
+            want = X.copy()
+            want[row] = 0.0
+            got = L.dynamic_update_index_in_dim(X, update, index, 0).numpy()
+            np.testing.assert_array_equal(got, want)
+    assert L.broadcast_shapes((2, 1), (3,)) == (2, 3)
+    with pytest.raises(ValueError, match=r"lax.broadcast_shapes: shapes \(2,\), \(3,\)"):
+        L.broadcast_shapes((2,), (3,))
+    tree = {"a": X, "b": [X]}
+    assert L.optimization_barrier(tree) is tree
 
 
 def test_dynamic_slices_batch_and_differentiate():
