@@ -73,6 +73,16 @@ def test_special_functions_edges_follow_scipy_and_jax():
     assert np.isnan(got[:4]).all()
     close(S.special.loggamma(x[4:]), sp.loggamma(x[4:]), 1e-13)
     assert nb.grad(S.special.loggamma)(-0.5).item() == 0.0
+    x = np.array([0.5, 1.0, 2.0, 0.0, -1.0, 1e-9, 3.7])
+    for lmbda in (0.0, 0.5, -1.3, 1e-6, -2e-5, 3.0):
+        for name in ("boxcox", "boxcox1p"):
+            got = getattr(S.special, name)(x, lmbda).numpy()
+            np.testing.assert_allclose(got, getattr(sp, name)(x, lmbda), rtol=1e-13)
+    # the derivative in lmbda at 0 is the limit's, log(x)^2 / 2
+    close(nb.grad(lambda lm: S.special.boxcox(2.0, lm))(0.0), math.log(2.0) ** 2 / 2, 1e-6)
+    np.testing.assert_allclose(S.special.bernoulli(30).numpy(), sp.bernoulli(30), rtol=1e-7)
+    with pytest.raises(ValueError, match="bernoulli: n must be a non-negative int"):
+        S.special.bernoulli(-1)
     close(nb.grad(S.special.loggamma)(2.5), sp.digamma(2.5), 1e-6)
     ends = S.special.ndtri(np.array([0.0, 1.0, -0.5, 2.0])).numpy()
     assert ends[0] == -math.inf and ends[1] == math.inf and np.isnan(ends[2:]).all()

@@ -25,6 +25,7 @@ taken.
 
 from __future__ import annotations
 
+import fractions
 import math
 
 import numpy as np
@@ -58,6 +59,9 @@ __all__ = [
     "comb",
     "poch",
     "xlogy",
+    "boxcox",
+    "boxcox1p",
+    "bernoulli",
     "xlog1py",
     "entr",
     "rel_entr",
@@ -588,6 +592,71 @@ def xlogy(x, y) -> Tensor:
     # y <= 0 both derivatives are 0 there (JAX's is -inf in x at y = 0)
     masked = fn.logical_and(x == 0, y <= 0)
     return x * fn.log(fn.where(masked, 1.0, y))
+
+
+def _boxcox(logs, lmbda) -> Tensor:
+    """``(exp(lmbda * logs) - 1) / lmbda``, ``logs`` where ``lmbda`` is 0 (the limit). Near
+    ``lmbda * logs = 0`` it is ``logs (1 + z/2 + z^2/6)`` (``z = lmbda * logs``), so the
+    derivative in ``lmbda`` at 0 is the limit's, ``logs^2 / 2``."""
+    z = lmbda * logs
+    small = fn.abs(z) < 1e-4  # (the series' error z^3/24 is below float64's rounding)
+    series = logs * (1.0 + z * (0.5 + z / 6.0))
+    zero = lmbda == 0
+    general = fn.expm1(z) / fn.where(fn.logical_or(small, zero), 1.0, lmbda)
+    return fn.where(small, series, fn.where(zero, logs, general))
+
+
+def boxcox(x, lmbda) -> Tensor:
+    """The Box-Cox transform ``(x ** lmbda - 1) / lmbda``, ``log(x)`` at ``lmbda = 0``
+    (SciPy's and JAX's ``special.boxcox``; NaN for ``x < 0``).
+
+    Args:
+        x: a tensor or array.
+        lmbda: the power, broadcasting with ``x``.
+
+    Returns:
+        A float tensor of the broadcast shape.
+    """
+    x, lmbda = floats("boxcox", x, lmbda)
+    return _boxcox(fn.log(x), lmbda)
+
+
+def boxcox1p(x, lmbda) -> Tensor:
+    """:func:`boxcox` of ``1 + x``, accurate for small ``x`` (SciPy's and JAX's
+    ``special.boxcox1p``).
+
+    Args:
+        x: a tensor or array.
+        lmbda: the power, broadcasting with ``x``.
+
+    Returns:
+        A float tensor of the broadcast shape.
+    """
+    x, lmbda = floats("boxcox1p", x, lmbda)
+    return _boxcox(fn.log1p(x), lmbda)
+
+
+def bernoulli(n: int) -> Tensor:
+    """The Bernoulli numbers ``B_0 .. B_n`` (SciPy's and JAX's ``special.bernoulli``, with
+    ``B_1 = -1/2``), computed exactly as fractions, then rounded to the default float dtype.
+
+    Args:
+        n: the last index, a non-negative int.
+
+    Returns:
+        A 1-D tensor of ``n + 1`` numbers.
+
+    Raises:
+        ValueError: for ``n`` that is not a non-negative int.
+    """
+    if isinstance(n, bool) or not isinstance(n, int | np.integer) or n < 0:
+        raise ValueError(f"bernoulli: n must be a non-negative int, got {n!r}")
+    # B_m = -1/(m+1) sum_{k<m} C(m+1, k) B_k, from sum_{k<=m} C(m+1, k) B_k = 0
+    numbers = []
+    for m in range(int(n) + 1):
+        total = sum((math.comb(m + 1, k) * b for k, b in enumerate(numbers)), fractions.Fraction(0))
+        numbers.append(fractions.Fraction(1) if m == 0 else -total / (m + 1))
+    return as_tensor(np.array([float(b) for b in numbers]).astype(get_default_dtype().numpy))
 
 
 def xlog1py(x, y) -> Tensor:

@@ -9,9 +9,12 @@ from ..ops.reduction import logsoftmax as _logsoftmax
 from ..ops.reduction import logsumexp
 from ..ops.reduction import softmax as _softmax
 from ..ops.special import (
+    bernoulli,
     beta,
     betainc,
     betaln,
+    boxcox,
+    boxcox1p,
     comb,
     digamma,
     entr,
@@ -46,9 +49,12 @@ from ..ops.special import (
 from ..ops.unary import erf
 
 __all__ = [
+    "bernoulli",
     "beta",
     "betainc",
     "betaln",
+    "boxcox",
+    "boxcox1p",
     "comb",
     "digamma",
     "entr",
