@@ -2389,19 +2389,21 @@ def unique(
     size=None,
     fill_value=None,
 ):
-    """The sorted distinct values of the flattened ``ar`` (NumPy's and JAX's ``unique``),
-    through one stable sort: so with ``size`` (JAX's static number of values) it runs under
-    ``compile`` and ``vmap``, the values past the distinct ones being ``fill_value`` (the
-    smallest value by default), their first indices the smallest value's and their counts
-    0. Without ``size`` the number of values is read at the call.
+    """The sorted distinct values of the flattened ``ar``, or its distinct slices along
+    ``axis`` in lexicographic order (NumPy's and JAX's ``unique``), through stable sorts: so
+    with ``size`` (JAX's static number of values) it runs under ``compile`` and ``vmap``,
+    the values past the distinct ones being ``fill_value`` (the smallest value by default),
+    their first indices the smallest value's and their counts 0. Without ``size`` the
+    number of values is read at the call.
 
     Args:
-        ar: a tensor (flattened).
-        return_index: also return each value's first index in the flattened ``ar``.
+        ar: a tensor (flattened unless ``axis`` is given).
+        return_index: also return each value's first index in the flattened ``ar`` (along
+            ``axis``, with one).
         return_inverse: also return each element's position among the values (``ar``'s
-            shape).
+            shape; 1-D along ``axis``, with one).
         return_counts: also return each value's count.
-        axis: None only (unique rows are not supported).
+        axis: the dim whose slices are compared whole (one sort per element of a slice).
         equal_nan: count all NaNs as one value (else each NaN is its own).
         size: the number of values to return.
         fill_value: the values past the distinct ones, with ``size``.
@@ -2410,26 +2412,39 @@ def unique(
         The values, or a tuple of them and the requested arrays, in NumPy's order.
 
     Raises:
-        ValueError: (:class:`nabla.OpError`) for an ``axis``.
+        IndexError: for an ``axis`` out of range.
     """
-    if axis is not None:
-        raise OpError(f"unique: axis={axis!r} (unique slices) is not supported; flatten first")
     x = as_tensor(ar, op="unique")
-    shape, flat = x.shape, fn.reshape(x, (-1,))
-    n = flat.shape[0]
+    if axis is None:
+        shape, rows = x.shape, fn.reshape(x, (-1, 1))
+    else:
+        axis = norm_axis("unique", axis, x.ndim, x.shape)
+        moved = fn.moveaxis(x, axis, 0)
+        shape = (x.shape[axis],)
+        rows = fn.reshape(moved, (shape[0], math.prod(moved.shape[1:])))
+    n, width = rows.shape
+
+    def slices(r):  # distinct rows back as values: scalars, or slices along axis
+        if axis is None:
+            return fn.reshape(r, (-1,))
+        return fn.moveaxis(fn.reshape(r, (r.shape[0],) + moved.shape[1:]), 0, axis)
+
     if n == 0:  # nothing to sort: the values (with size, all fill_value) and empty indices
         k = 0 if size is None else int(size)
         fill = 0 if fill_value is None else fill_value
-        out = [fn.full((k,), fill, dtype=x.dtype)]
+        out = [slices(fn.full((k, width), fill, dtype=x.dtype))]
         out += [fn.zeros((k,), dtype=DType.int64)] if return_index else []
         out += [fn.zeros(shape, dtype=DType.int64)] if return_inverse else []
         out += [fn.zeros((k,), dtype=DType.int64)] if return_counts else []
         return out[0] if len(out) == 1 else tuple(out)
-    order = fn.argsort(flat, stable=True)
-    ordered = fn.take(flat, order, axis=0)
-    new = ordered[1:] != ordered[:-1]
+    # the first column decides first: lexsort takes its last key as the primary one
+    keys = [rows[:, j] for j in reversed(range(width))]
+    order = lexsort(keys) if keys else fn.arange(n, dtype=DType.int64)
+    ordered = fn.take(rows, order, axis=0)
+    differ = ordered[1:] != ordered[:-1]
     if equal_nan and x.dtype.is_float:
-        new = new & ~(fn.is_nan(ordered[1:]) & fn.is_nan(ordered[:-1]))
+        differ = differ & ~(fn.is_nan(ordered[1:]) & fn.is_nan(ordered[:-1]))
+    new = fn.any(differ, axis=1)
     first = fn.concatenate([fn.ones((min(n, 1),), dtype=DType.bool), new], 0)
     # where each run of one value starts, and where it ends (the next one's start)
     if size is None:
@@ -2443,9 +2458,9 @@ def unique(
     if size is not None:
         count = fn.sum(fn.cast(first, DType.int32))
         past = fn.arange(int(size), dtype=DType.int32) >= count
-        fill = ordered[0] if fill_value is None else fn.full((), fill_value, dtype=x.dtype)
-        values = fn.where(past, fill, values)
-    out = [values]
+        fill = ordered[:1] if fill_value is None else fn.full((), fill_value, dtype=x.dtype)
+        values = fn.where(fn.reshape(past, (-1, 1)), fill, values)
+    out = [slices(values)]
     if return_index:
         index = fn.take(order, starts, axis=0)
         out.append(index if size is None else fn.where(past, index[0], index))

@@ -602,14 +602,48 @@ def test_unique_under_compile_and_the_errors_of_the_value_shaped_functions():
     same(values, [1, 2, 3, 7, 1, 1])
     same(counts, [2, 1, 2, 1, 0, 0])
     same(nb.unique(np.array([1.0, np.nan, np.nan])), [1.0, np.nan])
-    with pytest.raises(nb.OpError, match="unique: axis=0 .* is not supported"):
-        nb.unique(u, axis=0)
+    with pytest.raises(IndexError, match="unique: axis 1 is out of range"):
+        nb.unique(u, axis=1)
     with pytest.raises(nb.OpError, match="trim_zeros: the values must be known at the call"):
         nb.compile(nb.trim_zeros)(np.array([0.0, 1.0, 0.0]))
     with pytest.raises(nb.OpError, match=r"choose: indices 0\.\.5 are out of range for 2"):
         nb.choose(np.array([0, 5]), [np.zeros(2), np.ones(2)])
     with pytest.raises(nb.OpError, match="convolve: mode must be 'full', 'same' or 'valid'"):
         nb.convolve(np.ones(3), np.ones(2), mode="circular")
+
+
+def test_unique_along_an_axis_compares_whole_slices():
+    """NumPy's answers without size, JAX's fill with size, under vmap and compile too;
+    slices with NaNs at the same places are one value (JAX's equal_nan; NumPy keeps each)."""
+    rng = np.random.default_rng(3)
+    a = rng.integers(0, 3, (40, 3)).astype(np.float32)
+    flags = dict(return_index=True, return_inverse=True, return_counts=True)
+    for axis in (0, 1, -1):
+        want = np.unique(a, axis=axis, **flags)
+        for got, ref in zip(nb.unique(a, axis=axis, **flags), want, strict=True):
+            np.testing.assert_array_equal(got.numpy(), ref)
+    a[5] = a[7] = [np.nan, 1.0, np.nan]
+    values, counts = nb.unique(a, axis=0, return_counts=True)
+    assert np.isnan(values.numpy()[-1, 0]) and counts.numpy()[-1] == 2
+    assert len(values.numpy()) == len(np.unique(a, axis=0)) - 1
+    b = rng.integers(0, 3, (3, 10, 2)).astype(np.int32)
+    values, index, counts = nb.unique(
+        b, axis=1, size=12, fill_value=-1, return_index=True, return_counts=True
+    )
+    ref_values, ref_index, ref_counts = np.unique(b, axis=1, return_index=True, return_counts=True)
+    k = ref_values.shape[1]
+    same(values[:, :k], ref_values)
+    assert (values.numpy()[:, k:] == -1).all() and (counts.numpy()[k:] == 0).all()
+    same(index[:k], ref_index)
+    same(counts[:k], ref_counts)
+    batched = nb.vmap(lambda r: nb.unique(r, axis=0, size=10, fill_value=0))(b).numpy()
+    for row, got in zip(b, batched, strict=True):
+        ref = np.unique(row, axis=0)
+        np.testing.assert_array_equal(got[: len(ref)], ref)
+    step = nb.compile(lambda v: nb.unique(v, axis=0, size=4, return_counts=True))
+    values, counts = step(np.array([[1, 2], [0, 5], [1, 2]], np.int32))
+    same(values, [[0, 5], [1, 2], [0, 5], [0, 5]])  # (past the values: the smallest, as JAX's)
+    same(counts, [1, 2, 0, 0])
 
 
 def test_take_diagonal_and_searchsorted_as_tensor_methods():
