@@ -2957,26 +2957,40 @@ def _cycled(flat: Tensor, k: int) -> Tensor:
     return fn.take(flat, fn.constant(idx.astype(np.int32)), axis=0)
 
 
-def trim_zeros(filt, trim: str = "fb") -> Tensor:
-    """The 1-D ``filt`` without its leading (``"f"``) and/or trailing (``"b"``) zeros
-    (NumPy's and JAX's ``trim_zeros``); its values must be known at the call.
+def trim_zeros(filt, trim: str = "fb", axis=None) -> Tensor:
+    """``filt`` without its leading (``"f"``) and/or trailing (``"b"``) zeros along ``axis``
+    (NumPy's and JAX's ``trim_zeros``): along each dim, the slices that hold only zeros
+    before the first and after the last one that does not; its values must be known at
+    the call.
 
     Args:
-        filt: a 1-D tensor.
+        filt: a tensor.
         trim: ``"f"``, ``"b"`` or ``"fb"``.
+        axis: the dim or dims to trim (default: all of them).
 
     Returns:
-        A 1-D tensor.
+        A tensor of ``filt``'s rank.
     """
     x = as_tensor(filt, op="trim_zeros")
-    if x.ndim != 1:
-        raise OpError(f"trim_zeros: filt must be 1-D, got shape {x.shape}")
+    if x.ndim == 0:
+        raise OpError("trim_zeros: filt must have at least one dim, got shape ()")
     if not readable_now(x):
         raise OpError("trim_zeros: the values must be known at the call (its length is theirs)")
-    nz = np.flatnonzero(x.numpy())
-    lo = int(nz[0]) if nz.size and "f" in trim.lower() else (x.shape[0] if not nz.size else 0)
-    hi = int(nz[-1]) + 1 if nz.size and "b" in trim.lower() else x.shape[0]
-    return _along(x, 0, lo, max(lo, hi))
+    axes = range(x.ndim) if axis is None else norm_axes("trim_zeros", axis, x.ndim, x.shape)
+    if not isinstance(trim, str) or not trim or set(trim.lower()) - {"f", "b"}:
+        raise OpError(f"trim_zeros: trim must be 'f', 'b' or 'fb', got {trim!r}")
+    values, front, back = x.numpy(), "f" in trim.lower(), "b" in trim.lower()
+    for d in axes:
+        others = tuple(k for k in range(x.ndim) if k != d)
+        nz = np.flatnonzero(np.any(values != 0, axis=others) if others else values != 0)
+        n = x.shape[d]
+        if not nz.size:  # only zeros: nothing is left (NumPy's and JAX's)
+            lo, hi = 0, 0
+        else:
+            lo = int(nz[0]) if front else 0
+            hi = int(nz[-1]) + 1 if back else n
+        x = _along(x, d, lo, max(lo, hi))
+    return x
 
 
 def _not_in_place(op: str, inplace) -> None:

@@ -612,6 +612,18 @@ def test_unique_under_compile_and_the_errors_of_the_value_shaped_functions():
         nb.convolve(np.ones(3), np.ones(2), mode="circular")
 
 
+def test_trim_zeros_along_any_dims_as_numpy():
+    rng = np.random.default_rng(4)
+    for shape in ((7,), (4, 5), (3, 4, 5)):
+        a = (rng.random(shape) > 0.7) * rng.integers(1, 5, shape)
+        for axis in (None, 0, -1, tuple({0, len(shape) - 1})):
+            for trim in ("f", "b", "fb"):
+                same(nb.trim_zeros(a, trim, axis=axis), np.trim_zeros(a, trim, axis=axis))
+    assert nb.trim_zeros(np.zeros((3, 3))).shape == (0, 0)
+    with pytest.raises(nb.OpError, match="trim_zeros: trim must be 'f', 'b' or 'fb', got 'x'"):
+        nb.trim_zeros(np.ones(3), "x")
+
+
 def test_unique_along_an_axis_compares_whole_slices():
     """NumPy's answers without size, JAX's fill with size, under vmap and compile too;
     slices with NaNs at the same places are one value (JAX's equal_nan; NumPy keeps each)."""
