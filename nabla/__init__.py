@@ -589,6 +589,7 @@ from .ops.transfer import (
     to_device,
 )
 from .transforms.compile import CompiledFunction, compile
+from .transforms.compile import clear_all_traces as _clear_all_traces
 from .transforms.control_flow import cond, fori_loop, scan, switch, while_loop
 from . import autograd, config, debug, distributed, func, image, lax, linalg, scipy, testing
 
@@ -610,13 +611,18 @@ Tensor.backward = backward
 Tensor.detach = detach
 
 
-def _clear_caches() -> None:
-    """Forget cached programs and compiled models (the original Nabla's ``nb._clear_caches``):
-    later evaluations build them again; values already computed are kept."""
+def clear_caches() -> None:
+    """Forget cached programs, compiled models and every compiled function's traces
+    (JAX's ``jax.clear_caches``; the original Nabla's ``nb._clear_caches``): later calls
+    build them again (MAX's disk cache stays); values already computed are kept."""
     _GRAPH.clear_cache()
+    _clear_all_traces()
     max_backend = _max_backend()
     if max_backend is not None:
         max_backend.clear_caches()
+
+
+_clear_caches = clear_caches
 
 
 def __getattr__(name):
@@ -900,6 +906,7 @@ __all__ = [
     "ceil",
     "checkpoint",
     "chunk",
+    "clear_caches",
     "clip",
     "communication_report",
     "compile",

@@ -67,6 +67,7 @@ import threading
 import time
 import types
 import warnings
+import weakref
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -714,6 +715,16 @@ def _arrays_as_tensors(value):
     return value
 
 
+# every live compiled function, so nb.clear_caches() can forget all their traces
+_LIVE: weakref.WeakSet = weakref.WeakSet()
+
+
+def clear_all_traces() -> None:
+    """Forget the traces of every live compiled function (``nb.clear_caches``)."""
+    for fn in list(_LIVE):
+        fn.clear_cache()
+
+
 class CompiledFunction:
     """A function traced once per signature; made by :func:`compile` (see it for details).
 
@@ -766,6 +777,7 @@ class CompiledFunction:
         # the modules the function reaches (found at the first call): their train/eval mode,
         # other attributes and submodules are part of the key, as torch.compile guards on them
         self._guard: ModuleGuard | None = None
+        _LIVE.add(self)
 
     def _options(self) -> tuple:
         return (

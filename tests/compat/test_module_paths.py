@@ -181,6 +181,13 @@ def test_clear_caches():
     assert not GRAPH.cache
     np.testing.assert_array_equal(y.numpy(), [2.0, 2.0, 2.0])  # computed values stay
     np.testing.assert_array_equal((nb.ones((3,)) * 3.0).numpy(), [3.0, 3.0, 3.0])
+    # JAX's nb.clear_caches() also forgets every compiled function's traces
+    double = nb.compile(lambda v: v * 2)
+    double(nb.ones((3,)))
+    assert double.stats.cache_size == 1
+    nb.clear_caches()
+    assert double.stats.cache_size == 0 and not GRAPH.cache
+    np.testing.assert_array_equal(double(nb.ones((3,))).numpy(), [2.0, 2.0, 2.0])
 
 
 X = nb.ones((1, 5, 5, 3))
