@@ -354,6 +354,39 @@ def test_structured_matrices_and_polar_match_scipy():
         close(p, want_p, 1e-12, 1e-12)
 
 
+def test_the_special_matrices_match_scipy():
+    """Exact integers rounded once (JAX's pascal and invpascal are off by 5e-7 in float32);
+    the matrices built from vectors differentiate in them."""
+    L = S.linalg
+    for n in range(1, 8):
+        close(L.invhilbert(n), sla.invhilbert(n), 1e-6)
+        for kind in ("symmetric", "lower", "upper"):
+            close(L.pascal(n, kind), sla.pascal(n, kind).astype(np.float64), 0)
+            close(L.invpascal(n, kind), sla.invpascal(n, kind).astype(np.float64), 0)
+        for full in (False, True):
+            close(L.helmert(n, full), sla.helmert(n, full), 1e-6, 1e-7)
+    for n in (1, 2, 8):
+        np.testing.assert_array_equal(L.hadamard(n).numpy(), sla.hadamard(n))
+    with pytest.raises(nb.OpError, match="hadamard: n must be a positive power of 2, got 6"):
+        L.hadamard(6)
+    f, s = np.array([0.1, 2.0, 1.5, 0.3]), np.array([0.2, 0.8, 0.5])
+    close(L.leslie(f, s), sla.leslie(f, s), 0)
+    close(L.fiedler(f), sla.fiedler(f), 0)
+    for k in range(1, 8):
+        coef = np.random.default_rng(k).standard_normal(k + 1) + 2.0
+        close(L.fiedler_companion(coef), sla.fiedler_companion(coef), 1e-14)
+    for m, n in ((1, 4), (3, 2), (3, 7), (5, 5)):
+        a = np.arange(1.0, m + 1)
+        for mode in ("full", "same", "valid"):
+            close(L.convolution_matrix(a, n, mode), sla.convolution_matrix(a, n, mode), 0)
+    g = nb.grad(lambda v: nb.sum(L.convolution_matrix(v, 4) ** 2))(np.array([1.0, 2.0]))
+    close(g, 2 * 4 * np.array([1.0, 2.0]), 0)  # each entry of v sits in 4 cells
+    g = nb.grad(lambda v: nb.sum(L.fiedler_companion(v)))(np.array([2.0, 3.0, 4.0]))
+    close(g, [7.0 / 4.0, -0.5, -0.5], 1e-12)  # the sum is 1 - (v1 + v2) / v0
+    with pytest.raises(nb.OpError, match="leslie: f of length 4 needs s of length 3, got 2"):
+        L.leslie(f, s[:2])
+
+
 def test_signal_convolutions_match_scipy():
     import scipy.signal as sig
 

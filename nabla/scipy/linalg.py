@@ -13,7 +13,7 @@ import math
 import numpy as np
 
 from .. import linalg as _la
-from ..core.dtypes import promote_types
+from ..core.dtypes import get_default_dtype, promote_types, to_dtype
 from ..ops import array_functions, binary, creation, indexing, reduction, unary, view
 from ..ops._util import as_tensor, readable_now
 from ..ops.base import OpError
@@ -39,6 +39,15 @@ __all__ = [
     "circulant",
     "companion",
     "hilbert",
+    "invhilbert",
+    "hadamard",
+    "pascal",
+    "invpascal",
+    "helmert",
+    "leslie",
+    "fiedler",
+    "fiedler_companion",
+    "convolution_matrix",
     "polar",
     "lu",
     "lu_factor",
@@ -398,6 +407,250 @@ def hilbert(n: int) -> Tensor:
     """
     i = np.arange(int(n))
     return as_tensor(1.0 / (i[:, None] + i[None, :] + 1.0), op="hilbert")
+
+
+def _exact(rows: list, op: str) -> Tensor:
+    """A square matrix of exact Python numbers (ints or fractions) rounded once to the
+    default float dtype."""
+    n = len(rows)
+    values = np.array([[float(v) for v in row] for row in rows], dtype=np.float64)
+    return as_tensor(values.reshape(n, n).astype(get_default_dtype().numpy), op=op)
+
+
+def _size(n, op: str) -> int:
+    if isinstance(n, bool) or not isinstance(n, int | np.integer) or n < 0:
+        raise OpError(f"{op}: n must be a non-negative int, got {n!r}")
+    return int(n)
+
+
+def invhilbert(n: int) -> Tensor:
+    """The inverse of :func:`hilbert` (SciPy's and JAX's ``invhilbert``), from its exact
+    integer entries, rounded once to the default float dtype.
+
+    Args:
+        n: the size.
+
+    Returns:
+        ``(n, n)``.
+    """
+    n = _size(n, "invhilbert")
+    c = math.comb
+
+    def entry(i, j):
+        sign = (-1) ** (i + j)
+        return sign * (i + j + 1) * c(n + i, n - j - 1) * c(n + j, n - i - 1) * c(i + j, i) ** 2
+
+    rows = [[entry(i, j) for j in range(n)] for i in range(n)]
+    return _exact(rows, "invhilbert")
+
+
+def hadamard(n: int, dtype=int) -> Tensor:
+    """Sylvester's Hadamard matrix of order ``n``, a power of 2 (SciPy's and JAX's
+    ``hadamard``): entries +-1, rows orthogonal.
+
+    Args:
+        n: the order.
+        dtype: the result's dtype (default int32).
+
+    Returns:
+        ``(n, n)``.
+
+    Raises:
+        ValueError: (:class:`nabla.OpError`) for ``n`` not a positive power of 2.
+    """
+    if isinstance(n, bool) or not isinstance(n, int | np.integer) or n < 1 or n & (n - 1):
+        raise OpError(f"hadamard: n must be a positive power of 2, got {n!r}")
+    h = np.ones((1, 1), np.int64)
+    while h.shape[0] < n:
+        h = np.block([[h, h], [h, -h]])
+    return as_tensor(h.astype(to_dtype(dtype, "hadamard").numpy), op="hadamard")
+
+
+def _pascal_lower(n: int) -> list:
+    return [[math.comb(i, j) for j in range(n)] for i in range(n)]
+
+
+def _kind(kind, op: str) -> str:
+    kind = "symmetric" if kind is None else kind
+    if kind not in ("symmetric", "lower", "upper"):
+        raise OpError(f"{op}: kind must be 'symmetric', 'lower' or 'upper', got {kind!r}")
+    return kind
+
+
+def _product(a: list, b: list) -> list:
+    """``a @ b`` of exact integer matrices."""
+    return [[sum(x * y for x, y in zip(row, col, strict=True)) for col in zip(*b)] for row in a]
+
+
+def pascal(n: int, kind=None) -> Tensor:
+    """The Pascal matrix (SciPy's and JAX's ``pascal``): binomial coefficients, exact, then
+    rounded once to the default float dtype.
+
+    Args:
+        n: the size.
+        kind: ``"symmetric"`` (default; ``C(i + j, i)``), ``"lower"`` (``C(i, j)``) or
+            ``"upper"`` (its transpose).
+
+    Returns:
+        ``(n, n)``.
+    """
+    n, kind = _size(n, "pascal"), _kind(kind, "pascal")
+    low = _pascal_lower(n)
+    if kind == "lower":
+        return _exact(low, "pascal")
+    if kind == "upper":
+        return _exact([list(r) for r in zip(*low)], "pascal")
+    return _exact([[math.comb(i + j, i) for j in range(n)] for i in range(n)], "pascal")
+
+
+def invpascal(n: int, kind=None) -> Tensor:
+    """The inverse of :func:`pascal` (SciPy's and JAX's ``invpascal``), exact, then rounded
+    once to the default float dtype.
+
+    Args:
+        n: the size.
+        kind: ``"symmetric"`` (default), ``"lower"`` or ``"upper"``, as :func:`pascal`'s.
+
+    Returns:
+        ``(n, n)``.
+    """
+    n, kind = _size(n, "invpascal"), _kind(kind, "invpascal")
+    inv_low = [[(-1) ** (i + j) * math.comb(i, j) for j in range(n)] for i in range(n)]
+    inv_up = [list(r) for r in zip(*inv_low)]
+    if kind == "lower":
+        return _exact(inv_low, "invpascal")
+    if kind == "upper":
+        return _exact(inv_up, "invpascal")
+    return _exact(_product(inv_up, inv_low), "invpascal")  # (L L^T)^-1 = L^-T L^-1
+
+
+def helmert(n: int, full: bool = False) -> Tensor:
+    """The Helmert matrix of order ``n`` (SciPy's and JAX's ``helmert``): orthonormal rows,
+    the first ``1 / sqrt(n)`` everywhere, row ``i`` comparing element ``i`` with those
+    before it.
+
+    Args:
+        n: the order.
+        full: keep the first row (else ``(n - 1, n)``).
+
+    Returns:
+        ``(n, n)`` or ``(n - 1, n)`` in the default float dtype.
+    """
+    n = _size(n, "helmert")
+    h = np.tril(np.ones((n, n)), -1) - np.diag(np.arange(n, dtype=np.float64))
+    d = np.arange(n) * np.arange(1, n + 1, dtype=np.float64)
+    if n:
+        h[0], d[0] = 1.0, n
+    h = h / np.sqrt(d)[:, None]
+    return as_tensor((h if full else h[1:]).astype(get_default_dtype().numpy), op="helmert")
+
+
+def leslie(f, s) -> Tensor:
+    """The Leslie matrix (SciPy's and JAX's ``leslie``): fecundities ``f`` on the first
+    row, survival rates ``s`` on the subdiagonal. Differentiable in both.
+
+    Args:
+        f: ``(n,)``.
+        s: ``(n - 1,)``.
+
+    Returns:
+        ``(n, n)``.
+
+    Raises:
+        ValueError: (:class:`nabla.OpError`) for lengths that do not fit.
+    """
+    f, s = _vector(f, "leslie"), _vector(s, "leslie")
+    n = f.shape[0]
+    if n < 1 or s.shape[0] != n - 1:
+        raise OpError(f"leslie: f of length {n} needs s of length {n - 1}, got {s.shape[0]}")
+    dt = promote_types(promote_types(f.dtype, s.dtype), get_default_dtype())
+    values = view.concatenate(
+        [creation.zeros((1,), dtype=dt), unary.cast(f, dt), unary.cast(s, dt)], 0
+    )
+    idx = np.zeros((n, n), np.int32)  # 0: a zero; 1..n: f; n+1..: s on the subdiagonal
+    idx[0] = np.arange(1, n + 1)
+    idx[np.arange(1, n), np.arange(n - 1)] = np.arange(n + 1, 2 * n)
+    return indexing.take(values, as_tensor(idx, op="leslie"), axis=0)
+
+
+def fiedler(a) -> Tensor:
+    """The Fiedler matrix ``|a_i - a_j|`` (SciPy's and JAX's ``fiedler``).
+
+    Args:
+        a: ``(n,)``.
+
+    Returns:
+        ``(n, n)``.
+    """
+    a = _vector(a, "fiedler")
+    return unary.abs(view.unsqueeze(a, 1) - view.unsqueeze(a, 0))
+
+
+def fiedler_companion(a) -> Tensor:
+    """Fiedler's companion matrix of the polynomial with coefficients ``a``, highest
+    first (SciPy's and JAX's ``fiedler_companion``): pentadiagonal, with the roots of the
+    polynomial as its eigenvalues. Differentiable in ``a``.
+
+    Args:
+        a: ``(n + 1,)`` coefficients, ``a[0]`` nonzero.
+
+    Returns:
+        ``(n, n)``.
+    """
+    a = _vector(a, "fiedler_companion")
+    n = a.shape[0] - 1
+    dt = promote_types(a.dtype, get_default_dtype())
+    if n < 1:
+        return creation.zeros((0, 0), dtype=dt)
+    a = unary.cast(a, dt)
+    coef = -a[1:] / a[0]  # -a_k / a_0 for k = 1..n
+    values = view.concatenate(
+        [creation.zeros((1,), dtype=dt), creation.ones((1,), dtype=dt), coef], 0
+    )
+    one, neg = 1, lambda k: k + 1  # index 0: zero; 1: one; k + 1: -a_k / a_0
+    idx = np.zeros((n, n), np.int32)
+    idx[0, 0] = neg(1)
+    if n > 1:
+        idx[1, 0] = one
+    for i, j in zip(range(3, n, 2), range(1, n - 2, 2), strict=False):
+        idx[i, j] = one
+    for i, j, k in zip(range(2, n, 2), range(1, n - 1, 2), range(3, n + 1, 2), strict=False):
+        idx[i, j] = neg(k)
+    for i, j in zip(range(0, n - 2, 2), range(2, n, 2), strict=False):
+        idx[i, j] = one
+    for i, j, k in zip(range(0, n - 1, 2), range(1, n, 2), range(2, n + 1, 2), strict=False):
+        idx[i, j] = neg(k)
+    return indexing.take(values, as_tensor(idx, op="fiedler_companion"), axis=0)
+
+
+def convolution_matrix(a, n: int, mode: str = "full") -> Tensor:
+    """The matrix ``A`` with ``A @ v == convolve(a, v, mode)`` for ``v`` of length ``n``
+    (SciPy's and JAX's ``convolution_matrix``). Differentiable in ``a``.
+
+    Args:
+        a: ``(m,)``, the kernel.
+        n: the length of the vectors it convolves.
+        mode: ``"full"`` (``m + n - 1`` rows), ``"same"`` (``max(m, n)``, centred as
+            ``convolve``'s) or ``"valid"`` (``max(m, n) - min(m, n) + 1``).
+
+    Returns:
+        ``(rows, n)``.
+    """
+    a = _vector(a, "convolution_matrix")
+    m, n = a.shape[0], _size(n, "convolution_matrix")
+    if m == 0 or n == 0:
+        raise OpError(f"convolution_matrix: needs a non-empty a and n >= 1, got {m} and {n}")
+    if mode not in ("full", "same", "valid"):
+        raise OpError(f"convolution_matrix: mode must be 'full', 'same' or 'valid', got {mode!r}")
+    shift = np.arange(m + n - 1)[:, None] - np.arange(n)[None, :]  # a's index in each cell
+    idx = np.where((shift >= 0) & (shift < m), shift + 1, 0).astype(np.int32)
+    trim = min(m, n) - 1
+    if mode == "same":
+        idx = idx[trim // 2 : m + n - 1 - (trim - trim // 2)]
+    elif mode == "valid":
+        idx = idx[trim : m + n - 1 - trim]
+    values = view.concatenate([creation.zeros((1,), dtype=a.dtype), a], 0)
+    return indexing.take(values, as_tensor(idx, op="convolution_matrix"), axis=0)
 
 
 def polar(a, side: str = "right", *, method: str = "svd") -> tuple:
