@@ -45,6 +45,8 @@ FUNCTIONS = [
     ("i0e", sp.i0e, X, 5e-15),
     ("i1", sp.i1, X[np.abs(X) < 700], 5e-15),
     ("i1e", sp.i1e, X, 5e-15),
+    ("exp1", sp.exp1, X, 1e-14),
+    ("expi", sp.expi, X, 1e-13),
 ]
 
 
@@ -112,7 +114,8 @@ def test_special_functions_edges_follow_scipy_and_jax():
 
 
 @pytest.mark.parametrize(
-    "name", ["gammaln", "digamma", "erfc", "ndtr", "log_ndtr", "ndtri", "erfinv", "i0", "i1e"]
+    "name",
+    ["gammaln", "digamma", "erfc", "ndtr", "log_ndtr", "ndtri", "erfinv", "i0", "i1e", "expi"],
 )
 def test_special_gradients_are_finite_differences(name):
     fn = getattr(S.special, name)
