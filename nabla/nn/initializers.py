@@ -12,11 +12,15 @@ instances.
 from __future__ import annotations
 
 import math
+from typing import Protocol
+
+import numpy as np
 
 from ..core.dtypes import get_default_dtype, to_dtype
 from ..ops import creation, view
 from ..ops import random as _random
 from ..ops.distributions import orthogonal as _orthogonal
+from ..runtime.tensor import Tensor
 
 __all__ = [
     "zeros",
@@ -37,7 +41,16 @@ __all__ = [
     "kaiming_uniform",
     "kaiming_normal",
     "orthogonal",
+    "delta_orthogonal",
+    "Initializer",
 ]
+
+
+class Initializer(Protocol):
+    """What every initializer here returns (JAX's ``initializers.Initializer``): a function
+    of a key, a shape and an optional dtype that gives a tensor."""
+
+    def __call__(self, key, shape, dtype=None) -> Tensor: ...
 
 
 def _dt(dtype, op: str):
@@ -247,5 +260,41 @@ def orthogonal(scale: float = 1.0, column_axis: int = -1, dtype=None):
         q = _orthogonal(key, size, (), dt)[:n_rows, :n_cols]
         rest = tuple(n for i, n in enumerate(shape) if i != col)
         return view.moveaxis(q.reshape(rest + (n_cols,)), -1, col) * scale
+
+    return init
+
+
+def delta_orthogonal(scale: float = 1.0, column_axis: int = -1, dtype=None):
+    """An initializer of convolution kernels that pass an orthogonal map through their
+    centre tap only (JAX's ``delta_orthogonal``, the delta-orthogonal init of Xiao et
+    al.): ``shape`` is ``spatial + (in, out)`` with 1 to 3 spatial dims and ``in <= out``;
+    the centre (``(k - 1) // 2`` per dim) holds :func:`orthogonal`'s ``(in, out)`` matrix
+    times ``scale``, every other tap zeros.
+
+    Args:
+        scale: the factor.
+        column_axis: the dim of the columns of the orthogonal matrix (default -1).
+        dtype: the default dtype of the draws.
+
+    Returns:
+        ``init(key, shape, dtype=dtype)``.
+    """
+    centre_matrix = orthogonal(scale, column_axis, dtype)
+
+    def init(key, shape, dtype=dtype):
+        shape = tuple(shape)
+        if len(shape) not in (3, 4, 5):
+            raise ValueError(
+                f"delta_orthogonal: needs 1 to 3 spatial dims and (in, out), got shape {shape}"
+            )
+        n_in, n_out = shape[-2:]
+        if n_in > n_out:
+            raise ValueError(
+                f"delta_orthogonal: in ({n_in}) must not exceed out ({n_out}) in shape {shape}"
+            )
+        q = centre_matrix(key, (n_in, n_out), dtype)
+        mask = np.zeros(shape[:-2] + (1, 1), dtype=q.dtype.numpy)
+        mask[tuple((k - 1) // 2 for k in shape[:-2])] = 1.0
+        return creation.constant(mask) * q
 
     return init

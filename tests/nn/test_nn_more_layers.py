@@ -176,6 +176,15 @@ def test_jax_s_initializers_scale_by_the_fans():
     assert init.constant(3.0)(key, (2,), nb.int32).tolist() == [3, 3]
     with pytest.raises(ValueError, match="mode must be fan_in, fan_out or fan_avg"):
         init.variance_scaling(1.0, "fan", "normal")
+    # delta_orthogonal: an orthogonal (in, out) map at the kernel's centre tap, zeros elsewhere
+    delta: init.Initializer = init.delta_orthogonal(2.0)
+    for shape in ((3, 4, 5), (3, 3, 4, 5), (4, 4, 2, 4, 5)):
+        w = delta(key, shape).numpy()
+        centre = tuple((k - 1) // 2 for k in shape[:-2])
+        np.testing.assert_allclose(w[centre] @ w[centre].T, 4 * np.eye(4), atol=1e-5)
+        assert np.abs(w).sum() == pytest.approx(np.abs(w[centre]).sum())
+    with pytest.raises(ValueError, match=r"in \(5\) must not exceed out \(4\)"):
+        delta(key, (3, 3, 5, 4))
 
 
 def _np_conv_transpose1d(x, w, b, s, p, op, g, d):
