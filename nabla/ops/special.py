@@ -598,11 +598,11 @@ def xlogy(x, y) -> Tensor:
 
 def _boxcox(logs, lmbda) -> Tensor:
     """``(exp(lmbda * logs) - 1) / lmbda``, ``logs`` where ``lmbda`` is 0 (the limit). Near
-    ``lmbda * logs = 0`` it is ``logs (1 + z/2 + z^2/6)`` (``z = lmbda * logs``), so the
-    derivative in ``lmbda`` at 0 is the limit's, ``logs^2 / 2``."""
+    ``lmbda * logs = 0`` it is ``logs (1 + z/2 + z^2/6 + z^3/24)`` (``z = lmbda * logs``),
+    so the derivative in ``lmbda`` at 0 is the limit's, ``logs^2 / 2``."""
     z = lmbda * logs
-    small = fn.abs(z) < 1e-4  # (the series' error z^3/24 is below float64's rounding)
-    series = logs * (1.0 + z * (0.5 + z / 6.0))
+    small = fn.abs(z) < 1e-4  # (the series' relative error, z^4/120, is below 1e-18)
+    series = logs * (1.0 + z * (0.5 + z * (1.0 / 6.0 + z / 24.0)))
     zero = lmbda == 0
     general = fn.expm1(z) / fn.where(fn.logical_or(small, zero), 1.0, lmbda)
     return fn.where(small, series, fn.where(zero, logs, general))
