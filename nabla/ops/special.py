@@ -664,6 +664,16 @@ def bernoulli(n: int) -> Tensor:
 _EULER_GAMMA = 0.5772156649015329
 
 
+def _power_series(x, terms: int):
+    """``sum_{k=1}^{terms} x^k / (k k!)``, the series both exponential integrals share:
+    ``E1(x) = -gamma - log x - S(-x)`` and ``Ei(x) = gamma + log x + S(x)``."""
+    term, total = fn.ones_like(x), fn.zeros_like(x)
+    for k in range(1, terms + 1):
+        term = term * (x / k)
+        total = total + term / k
+    return total
+
+
 def _e1_positive(x):
     """``E1(x)`` for ``x > 0``: the power series up to 1.5 (30 terms; up to 1 in lower
     precisions, where its cancellation near 1.5 cost 2.7e-6 in float32), Laguerre's
@@ -672,11 +682,7 @@ def _e1_positive(x):
     other's derivative stays finite."""
     near = x <= (1.5 if x.dtype == DType.float64 else 1.0)
     xs = fn.where(near, x, 1.0)
-    term, total = fn.ones_like(xs), fn.zeros_like(xs)
-    for k in range(1, 31):
-        term = term * (-xs / k)
-        total = total + term / k
-    series = -_EULER_GAMMA - fn.log(xs) - total
+    series = -_EULER_GAMMA - fn.log(xs) - _power_series(-xs, 30)
     xc = fn.where(near, 2.0, x)
     tail = fn.zeros_like(xc)
     for k in range(60, 0, -1):
@@ -718,11 +724,7 @@ def expi(x) -> Tensor:
     left = -_e1_positive(fn.where(negative, -x, 1.0))
     small = fn.logical_and(x > 0, x <= 40.0)
     xs = fn.where(small, x, 1.0)
-    term, total = fn.ones_like(xs), fn.zeros_like(xs)
-    for k in range(1, 101):
-        term = term * (xs / k)
-        total = total + term / k
-    series = _EULER_GAMMA + fn.log(xs) + total
+    series = _EULER_GAMMA + fn.log(xs) + _power_series(xs, 100)
     xa = fn.where(x > 40.0, x, 50.0)
     term, total = fn.ones_like(xa), fn.ones_like(xa)
     for k in range(1, 31):
