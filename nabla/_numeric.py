@@ -379,6 +379,9 @@ def _times_pow2(x: Tensor, e: Tensor) -> Tensor:
     """``x * 2**e`` by exact powers of two gathered from a table (three factors, so each is
     representable): no ``exp2``, whose rounding would leak into the mantissa."""
     bound, part, table = _pow2_parts(x.dtype)
+    if e.dtype.is_unsigned:  # -bound is out of an unsigned type's range: clip above only
+        e = binary.minimum(e, bound) if e.dtype.itemsize > 1 else e
+        e = unary.cast(e, DType.int32)
     e = unary.cast(binary.clip(e, -bound, bound), DType.int32)
     q = binary.floor_div(e, 3)
     powers = as_tensor(table, x.dtype, "ldexp")
@@ -561,8 +564,9 @@ def histogram2d(x, y, bins=10, range=None, weights=None, density=None):  # noqa:
 
 
 # ----------------------------------------------------------------------------- polynomials
-def _poly(p, op: str) -> Tensor:
-    t = _float(p, op)
+def _poly(p, op: str, exact: bool = False) -> Tensor:
+    # exact: integer coefficients stay integers (sums and differences, as NumPy's)
+    t = as_tensor(p, op=op) if exact else _float(p, op)
     if t.ndim != 1:
         raise OpError(f"{op}: a polynomial is 1-D coefficients, got shape {t.shape}")
     return t
@@ -585,7 +589,7 @@ def polyadd(a1, a2) -> Tensor:
     Returns:
         The coefficients, as long as the longer.
     """
-    a, b = _same_length(_poly(a1, "polyadd"), _poly(a2, "polyadd"))
+    a, b = _same_length(_poly(a1, "polyadd", True), _poly(a2, "polyadd", True))
     return a + b
 
 
@@ -599,7 +603,7 @@ def polysub(a1, a2) -> Tensor:
     Returns:
         The coefficients, as long as the longer.
     """
-    a, b = _same_length(_poly(a1, "polysub"), _poly(a2, "polysub"))
+    a, b = _same_length(_poly(a1, "polysub", True), _poly(a2, "polysub", True))
     return a - b
 
 
@@ -711,7 +715,7 @@ def poly(seq_of_zeros) -> Tensor:
             eigenvalues, which are not built).
 
     Returns:
-        ``len(seq_of_zeros) + 1`` coefficients, highest power first.
+        ``len(seq_of_zeros) + 1`` coefficients, highest power first (a 0-d 1 for no roots).
 
     Raises:
         ValueError: (:class:`nabla.OpError`) for an input that is not 1-D.
@@ -721,10 +725,13 @@ def poly(seq_of_zeros) -> Tensor:
         z = view.reshape(z, (1,))
     if z.ndim != 1:
         raise OpError(f"poly: the roots must be 1-D (matrices are not supported), got {z.shape}")
+    if z.shape[0] == 0:
+        return creation.ones((), dtype=z.dtype)  # NumPy's 1.0
     out = creation.ones((1,), dtype=z.dtype)
-    one = creation.ones((1,), dtype=z.dtype)
-    for r in view.unbind(z, 0) if z.shape[0] else []:
-        out = af.convolve(out, view.concatenate([one, view.reshape(-r, (1,))], 0))
+    zero = creation.zeros((1,), dtype=z.dtype)
+    for r in view.unbind(z, 0):
+        # times (x - r), with no r * 0 term: the leading 1 stays exact for a NaN or inf root
+        out = view.concatenate([out, zero], 0) + view.concatenate([zero, -r * out], 0)
     return out
 
 

@@ -228,3 +228,40 @@ def test_place_and_einsum_path_as_jax():
         "ij,jk,kl->il", np.ones((2, 3)), np.ones((3, 40)), np.ones((40, 5))
     )
     assert path == [(1, 2), (0, 1)] and "Optimized" in report
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # NumPy's own, for its NaN answers
+def test_edge_inputs_match_numpy():
+    """Overflow, NaN, empty and 0-d inputs that once gave another answer than NumPy's."""
+    with np.errstate(all="ignore"):
+        x = np.array([-1e30, -5.0, 0.5, 1.0, 1e30, np.nan], np.float32)
+        # acosh: a huge negative x overflowed (x - 1)(x + 1) to inf and read inf, not NaN
+        np.testing.assert_allclose(nb.acosh(x).numpy(), np.arccosh(x), rtol=1e-6)
+        # i0: 2 pi x overflowed before the square root, giving 0 * inf
+        big = np.array([3e38, -3e38, 50.0], np.float32)
+        np.testing.assert_allclose(nb.i0(big).numpy(), np.i0(big.astype(np.float64)), rtol=1e-5)
+        # cov: too few observations is NaN; a 0-d input is one observation of one variable
+        for m in (np.array([1.0]), np.zeros(0), np.array(1.5)):
+            np.testing.assert_array_equal(nb.cov(m).numpy(), np.cov(m))
+        assert nb.cov(np.array([1, 2], np.float16)).dtype == nb.float32
+        # setxor1d: NaN is in exactly one of the arrays
+        a = np.array([1.0, np.nan, np.inf, 2.0], np.float32)
+        b = np.array([2.0, 3.0], np.float32)
+        np.testing.assert_array_equal(nb.setxor1d(a, b).numpy(), np.setxor1d(a, b))
+        # poly: the leading coefficient is 1 even for a NaN root; no roots is 1
+        np.testing.assert_array_equal(nb.poly(np.array([np.nan, 1.0])).numpy(), [1, np.nan, np.nan])
+        assert nb.poly(np.zeros(0)).shape == () and float(nb.poly(np.zeros(0))) == 1.0
+        np.testing.assert_allclose(nb.poly(np.array([1.0, 2, 3])).numpy(), np.poly([1.0, 2, 3]))
+    # polyadd/polysub keep integers; ldexp takes unsigned exponents
+    got = nb.polyadd(np.array([1, 2], np.int32), np.array([3], np.int32))
+    assert got.dtype == nb.int32 and got.tolist() == [1, 5]
+    assert nb.polysub(np.array([1, 2], np.int32), np.array([3], np.int32)).tolist() == [1, -1]
+    e = np.array([255, 100, 3], np.uint8)
+    with np.errstate(over="ignore"):
+        np.testing.assert_array_equal(
+            nb.ldexp(np.ones(3, np.float32), e).numpy(), np.ldexp(np.ones(3, np.float32), e)
+        )
+    # ix_ of an empty list; lexsort of a 1-D array (that many 0-d keys) and of 2-D rows
+    assert nb.ix_(np.zeros(0), [1, 2])[0].dtype.is_int
+    for keys in (np.array([3, 1, 2]), np.array([[1, 1, 0], [3, 1, 2]])):
+        assert nb.lexsort(keys).tolist() == np.lexsort(keys).tolist()

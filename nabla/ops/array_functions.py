@@ -2356,6 +2356,8 @@ def ix_(*args) -> tuple:
             raise OpError(f"ix_: each argument must be 1-D, got shape {t.shape} at {i}")
         if t.dtype.is_bool:
             t = fn.nonzero(t)[0]
+        elif t.shape[0] == 0 and not t.dtype.is_int:
+            t = fn.cast(t, DType.int64)  # an empty list is no positions, as in NumPy
         shape = [1] * len(args)
         shape[i] = t.shape[0]
         out.append(fn.reshape(t, tuple(shape)))
@@ -2795,18 +2797,20 @@ def lexsort(keys, axis: int = -1) -> Tensor:
     first, ties broken by the one before it, and so on.
 
     Args:
-        keys: a sequence of tensors of one shape (or a 2-D tensor, one key per row).
+        keys: a sequence of tensors of one shape (or a tensor, one key per row).
         axis: the dim to sort along.
 
     Returns:
         An integer tensor of the keys' shape.
     """
-    ks = [
-        as_tensor(k, op="lexsort")
-        for k in (list(keys) if not isinstance(keys, Tensor) else fn.unbind(keys, 0))
-    ]
+    if isinstance(keys, Tensor | np.ndarray):
+        # one key per row (a 1-D array is that many 0-d keys, as in NumPy and JAX)
+        keys = fn.unbind(as_tensor(keys, op="lexsort"), 0)
+    ks = [as_tensor(k, op="lexsort") for k in keys]
     if not ks:
         raise OpError("lexsort: needs at least one key")
+    if ks[0].ndim == 0:  # one element: its only order
+        return fn.zeros((), dtype=DType.int64)
     order = fn.argsort(ks[0], axis=axis, stable=True)
     for k in ks[1:]:
         order = fn.take_along_axis(
@@ -3143,7 +3147,8 @@ def acosh(x) -> Tensor:
     t = xs - 1.0
     near = fn.log1p(t + fn.sqrt(t * (xs + 1.0)))
     far = fn.log(fn.where(big, x, 2.0)) + math.log(2.0)
-    return fn.where(big, far, near)
+    # below about -1e19, t * (x + 1) overflows to inf and near would read inf, not NaN
+    return fn.where(big, far, fn.where(x < 1.0, math.nan, near))
 
 
 def nanprod(a, axis=None, keepdims: bool = False, *, dtype=None) -> Tensor:
@@ -3171,7 +3176,7 @@ def cov(m, y=None, rowvar: bool = True, bias: bool = False, ddof=None, fweights=
     ``y`` as more variables; normalized by ``N - 1`` (``N`` with ``bias``, or ``N - ddof``).
 
     Args:
-        m: a 1-D or 2-D tensor or array.
+        m: a 0-D, 1-D or 2-D tensor or array.
         y: more variables, laid out as ``m``.
         rowvar: variables in rows (default True).
         bias: normalize by ``N`` instead of ``N - 1``.
@@ -3188,13 +3193,16 @@ def cov(m, y=None, rowvar: bool = True, bias: bool = False, ddof=None, fweights=
     x = as_tensor(m, op="cov")
     if x.ndim > 2:
         raise OpError(f"cov: m must be 1-D or 2-D, got shape {x.shape}")
-    x = x if x.dtype.is_float else fn.cast(x, get_default_dtype())
-    x = fn.reshape(x, (1, -1)) if x.ndim == 1 else (x if rowvar else fn.swap_axes(x, 0, 1))
     if y is not None:
         yt = as_tensor(y, op="cov")
-        yt = yt if yt.dtype.is_float else fn.cast(yt, x.dtype)
-        yt = fn.reshape(yt, (1, -1)) if yt.ndim == 1 else (yt if rowvar else fn.swap_axes(yt, 0, 1))
-        x = fn.concatenate([x, fn.cast(yt, x.dtype)], 0)
+        yt = fn.reshape(yt, (1, -1)) if yt.ndim < 2 else (yt if rowvar else fn.swap_axes(yt, 0, 1))
+    # computed in at least the default float, as NumPy (float64) and JAX (its default) do
+    dt = promote_types(x.dtype, yt.dtype) if y is not None else x.dtype
+    dt = promote_types(dt, get_default_dtype()) if dt.is_float else get_default_dtype()
+    x = fn.reshape(x, (1, -1)) if x.ndim < 2 else (x if rowvar else fn.swap_axes(x, 0, 1))
+    x = fn.cast(x, dt)
+    if y is not None:
+        x = fn.concatenate([x, fn.cast(yt, dt)], 0)
     n_obs = x.shape[1]
     w = None
     for name, weights in (("fweights", fweights), ("aweights", aweights)):
@@ -3209,7 +3217,8 @@ def cov(m, y=None, rowvar: bool = True, bias: bool = False, ddof=None, fweights=
         ddof = 0 if bias else 1
     if w is None:
         mean = fn.mean(x, 1, keepdims=True)
-        factor = float(n_obs - ddof)
+        # too few observations: NaN or inf, as NumPy's (which warns) and JAX's
+        factor = float(max(n_obs - ddof, 0))
         d = x - mean
         out = fn.matmul(d, fn.swap_axes(d, 0, 1)) / factor
     else:
@@ -3220,6 +3229,7 @@ def cov(m, y=None, rowvar: bool = True, bias: bool = False, ddof=None, fweights=
         else:
             aw = fn.cast(as_tensor(aweights, op="cov"), x.dtype)
             factor = total - ddof * fn.sum(w * aw) / total
+        factor = fn.maximum(factor, 0.0)
         d = x - mean
         out = fn.matmul(d * w, fn.swap_axes(d, 0, 1)) / factor
     return fn.squeeze(out, (0, 1)) if out.shape == (1, 1) else out
@@ -3397,6 +3407,8 @@ def setxor1d(ar1, ar2, assume_unique: bool = False, *, size=None, fill_value=Non
     a, b = _set_operands("setxor1d", ar1, ar2)
     values, present = _unique_padded(fn.concatenate([a, b], 0))
     once = fn.not_equal(isin(values, a), isin(values, b))
+    if values.dtype.is_float:  # NaN equals nothing, so it is never in both (NumPy's, JAX's)
+        once = fn.logical_or(once, fn.is_nan(values))
     return _chosen(values, fn.logical_and(present, once), size, fill_value)
 
 

@@ -1050,7 +1050,10 @@ def _bessel_scaled(x, nu: int, op: str):
         series = _horner(_I0_SERIES, y)
     else:
         series = xs / 2.0 * _horner(_I1_SERIES, y)
-    asym = _horner(_I1_ASYM if nu else _I0_ASYM, 1.0 / xl) / fn.sqrt(2.0 * math.pi * xl)
+    # sqrt(2 pi) apart from sqrt(x): 2 pi x itself overflows float32 from about 5e37
+    asym = _horner(_I1_ASYM if nu else _I0_ASYM, 1.0 / xl) / (
+        math.sqrt(2.0 * math.pi) * fn.sqrt(xl)
+    )
     return fn.where(small, series * fn.exp(-xs), asym), ax
 
 
