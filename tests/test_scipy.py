@@ -584,3 +584,28 @@ def test_zeta_and_polygamma_match_scipy():
     close(g, -3.0 * sp.zeta(4.0, np.array([0.7, 2.0])), 1e-12)  # d/dq zeta(s, q) = -s zeta(s+1, q)
     with pytest.raises(ValueError, match="polygamma: n must be non-negative integers"):
         S.special.polygamma(1.5, xs)
+
+
+def test_special_edges_keep_nan_inf_and_slopes():
+    """NaN in is NaN out, infinities as SciPy's, and exact values keep their slope."""
+    ns = nb.scipy.special
+    # gammaln is exactly 0 at 1 and 2, and its gradient there is still digamma's
+    x = np.array([1.0, 2.0], np.float32)
+    assert ns.gammaln(x).tolist() == [0.0, 0.0]
+    got = nb.grad(lambda v: ns.gammaln(v).sum())(nb.asarray(x)).numpy()
+    np.testing.assert_allclose(got, sp.digamma(x), rtol=1e-5)
+    got = nb.grad(lambda v: ns.gamma(v).sum())(nb.asarray(x)).numpy()
+    np.testing.assert_allclose(got, sp.digamma(x) * sp.gamma(x), rtol=1e-5)
+    # gammaln/gamma at +inf are inf; gammasgn of NaN is NaN
+    assert ns.gammaln(np.array([np.inf], np.float32)).tolist() == [np.inf]
+    assert ns.gamma(np.array([np.inf], np.float32)).tolist() == [np.inf]
+    assert np.isnan(ns.gammasgn(np.array([np.nan], np.float32)).numpy()).all()
+    # entr and erfinv of NaN are NaN
+    v = np.array([np.nan, 0.0, -1.0, 0.5], np.float32)
+    np.testing.assert_array_equal(ns.entr(v).numpy(), sp.entr(v))
+    v = np.array([np.nan, 1.0, -1.0, 2.0, 0.5], np.float32)
+    np.testing.assert_allclose(ns.erfinv(v).numpy(), sp.erfinv(v), rtol=1e-6)
+    # erfc's slope at +-inf is 0, not 0 * inf
+    v = np.array([np.inf, -np.inf, 50.0], np.float32)
+    assert nb.grad(lambda t: ns.erfc(t).sum())(nb.asarray(v)).tolist() == [0.0, 0.0, 0.0]
+    assert ns.erfc(v).tolist() == [0.0, 2.0, 0.0]

@@ -117,7 +117,9 @@ def erfc(x) -> Tensor:
     x = _float(x, "erfc")
     z = fn.abs(x)
     far = z >= 2.0
-    tail = fn.exp(_erfc_log_fit(fn.where(far, z, 2.0)))  # erfc(|x|) past 2
+    # erfc(|x|) past 2; past 40 it is 0 even in float64, and capping there keeps the
+    # gradient at inf 0 (the fit's own would be 0 * inf)
+    tail = fn.exp(_erfc_log_fit(fn.where(far, fn.minimum(z, 40.0), 2.0)))
     upper = fn.where(far, tail, 1.0 - fn.erf(fn.where(far, 0.0, z)))
     return fn.where(x < 0, 2.0 - upper, upper)
 
@@ -207,7 +209,7 @@ def erfinv(y) -> Tensor:
         x = _newton_erf(x, ys, 2)
     # erf(x) = 1 - 2 ndtr(-x sqrt 2): x = -ndtri((1 - |y|) / 2) / sqrt(2)
     q = fn.where(central, 0.25, 0.5 * (1.0 - a))
-    q = fn.where(a < 1.0, q, 0.25)
+    q = fn.where(a >= 1.0, 0.25, q)  # (a NaN y keeps its NaN q)
     tail = fn.where(y < 0, 1.0, -1.0) * _ndtri_refined(q) * (1.0 / math.sqrt(2.0))
     edge = fn.where(a == 1.0, fn.where(y < 0, -math.inf, math.inf), math.nan)
     return fn.where(a >= 1.0, edge, fn.where(central, x, tail))
@@ -371,8 +373,12 @@ def gammaln(x) -> Tensor:
     # gamma(x) gamma(1 - x) = pi / sin(pi x)
     sin = fn.abs(fn.sin(math.pi * _frac(fn.where(fn.logical_and(left, ~pole), x, 0.5))))
     out = fn.where(left, math.log(math.pi) - fn.log(sin) - right, right)
-    out = fn.where(fn.logical_or(x == 1.0, x == 2.0), 0.0, out)  # (its zeros, exactly)
-    return fn.where(pole, math.inf, out)
+    # its zeros at 1 and 2, exactly; out minus its own constant value keeps the slope
+    # there (digamma(1) and digamma(2)), where a constant 0 would give the gradient 0
+    zero = fn.logical_or(x == 1.0, x == 2.0)
+    out = fn.where(zero, out - fn.stop_gradient(out), out)
+    # +inf as well as the poles is inf (Lanczos' form reads inf - inf there)
+    return fn.where(fn.logical_or(pole, x == math.inf), math.inf, out)
 
 
 def loggamma(x) -> Tensor:
@@ -404,7 +410,7 @@ def gammasgn(x) -> Tensor:
     pole = fn.logical_and(x < 0, fn.floor(x) == x)  # (0 itself: +inf, sign 1, as JAX's)
     odd = fn.fmod(fn.floor(x), 2.0) != 0  # gamma < 0 on (-1, 0), (-3, -2), ...
     sign = fn.where(fn.logical_and(x < 0, odd), -1.0, 1.0)
-    return fn.where(pole, math.nan, sign)
+    return fn.where(fn.logical_or(pole, fn.is_nan(x)), math.nan, sign)
 
 
 def gamma(x) -> Tensor:
@@ -762,7 +768,8 @@ def entr(x) -> Tensor:
     x = _float(x, "entr")
     pos = x > 0
     value = fn.neg(x) * fn.log(fn.where(pos, x, 1.0))
-    return fn.where(pos, value, fn.where(x == 0, 0.0, -math.inf))
+    # NaN stays NaN (it is neither positive, zero nor negative)
+    return fn.where(pos, value, fn.where(x < 0, -math.inf, fn.where(x == 0, 0.0, x)))
 
 
 def rel_entr(p, q) -> Tensor:
