@@ -359,7 +359,7 @@ def lcm(x1, x2) -> Tensor:
 def _int_pair(x1, x2, op: str):
     a, b = (_ints(v, op) for v in (x1, x2))
     dt = promote_types(a.dtype, b.dtype)
-    shape = np.broadcast_shapes(a.shape, b.shape)
+    shape = binary.broadcast_shapes(op, a.shape, b.shape)
     return tuple(unary.abs(view.broadcast_to(unary.cast(v, dt), shape)) for v in (a, b))
 
 
@@ -406,7 +406,7 @@ def ldexp(x1, x2) -> Tensor:
     """
     x = _float(x1, "ldexp")
     e = _ints(x2, "ldexp")
-    shape = np.broadcast_shapes(x.shape, e.shape)
+    shape = binary.broadcast_shapes("ldexp", x.shape, e.shape)
     return _times_pow2(view.broadcast_to(x, shape), view.broadcast_to(e, shape))
 
 
@@ -446,7 +446,7 @@ def nextafter(x1, x2) -> Tensor:
     """
     a, b = _float(x1, "nextafter"), _float(x2, "nextafter")
     dt = promote_types(a.dtype, b.dtype)
-    shape = np.broadcast_shapes(a.shape, b.shape)
+    shape = binary.broadcast_shapes("nextafter", a.shape, b.shape)
     a, b = (view.broadcast_to(unary.cast(v, dt), shape) for v in (a, b))
     fi = finfo(dt)
     digits, lowest = int(fi.nmant) + 1, int(fi.minexp) - int(fi.nmant)  # 2**lowest: the tiniest

@@ -1843,13 +1843,13 @@ def geomspace(start, stop, num: int = 50, endpoint: bool = True, dtype=None, axi
     """
     lo = fn.cast(as_tensor(start, op="geomspace"), get_default_dtype())
     hi = fn.cast(as_tensor(stop, op="geomspace"), get_default_dtype())
+    bounds = fn.broadcast_shapes("geomspace", tuple(lo.shape), tuple(hi.shape))
     if readable_now(lo) and readable_now(hi):
         a, b = lo.numpy(), hi.numpy()
         if np.any(a == 0) or np.any(b == 0) or np.any(np.sign(a) != np.sign(b)):
             raise OpError(
                 f"geomspace: start and stop must be non-zero and of one sign, got {a} and {b}"
             )
-    bounds = fn.broadcast_shapes("geomspace", tuple(lo.shape), tuple(hi.shape))
     lo, hi = fn.broadcast_to(lo, bounds), fn.broadcast_to(hi, bounds)
     sign = fn.sign(lo)
     exps = fn.linspace(fn.log(fn.abs(lo)), fn.log(fn.abs(hi)), num, endpoint=endpoint, axis=axis)
@@ -1942,6 +1942,8 @@ def dsplit(ary, indices_or_sections) -> list:
 
 def _nan_arg(op: str, a, axis, keepdims, pick, fill):
     a = as_tensor(a, op=op)
+    if axis is not None:
+        axis = norm_axis(op, axis, a.ndim, a.shape)
     if not a.dtype.is_float:  # no NaN to skip
         return pick(a, axis=axis, keepdims=keepdims)
     nan = fn.is_nan(a)
@@ -2629,6 +2631,8 @@ def _static_indices(op: str, obj, n: int) -> np.ndarray:
     if isinstance(obj, slice):
         return np.arange(n)[obj]
     obj = np.asarray(obj)
+    if obj.size and obj.dtype.kind not in "iub":
+        raise OpError(f"{op}: the indices must be integers, got {obj.dtype} {obj.shape}")
     return obj.astype(np.int64) if obj.size == 0 else obj  # (no indices: nothing to do)
 
 

@@ -69,7 +69,7 @@ class GammaGradOp(Operation):
     host_only = True
 
     def infer(self, shapes, dtypes, kwargs):
-        return [tuple(np.broadcast_shapes(tuple(shapes[0]), tuple(shapes[1])))], [dtypes[1]]
+        return [fn.broadcast_shapes(self.name, tuple(shapes[0]), tuple(shapes[1]))], [dtypes[1]]
 
     def vjp_rule(self, primals, cotangents, outputs, kwargs):
         return [None, None]
@@ -97,7 +97,7 @@ def _shape_of(name: str, shape, *params) -> tuple:
     parameters must broadcast to it."""
     shapes = [tuple(p.shape) for p in params]
     if shape is None:
-        return tuple(np.broadcast_shapes(*shapes)) if shapes else ()
+        return fn.broadcast_shapes(f"random.{name}", *shapes) if shapes else ()
     shape = norm_shape(f"random.{name}", shape)
     _r._check_broadcast(f"random.{name}", shape, {f"arg{i}": p for i, p in enumerate(params)})
     return shape
@@ -626,7 +626,9 @@ def multivariate_normal(key, mean, cov, shape=None, dtype=None, method: str = "c
             f"random.multivariate_normal: method must be cholesky, eigh or svd, got {method!r}"
         )
     n = mean.shape[-1]
-    batch = tuple(np.broadcast_shapes(tuple(mean.shape[:-1]), tuple(cov.shape[:-2])))
+    batch = fn.broadcast_shapes(
+        "random.multivariate_normal", tuple(mean.shape[:-1]), tuple(cov.shape[:-2])
+    )
     batch = batch if shape is None else norm_shape("random.multivariate_normal", shape)
     z = _r._draw(_r._normal, _r._as_key(key, "random.multivariate_normal"), batch + (n,), dt)
     return mean + fn.squeeze(fn.matmul(factor, fn.unsqueeze(z, -1)), -1)

@@ -977,7 +977,7 @@ def _masked_select(self, mask):
             f"masked_select: mask must be bool, got {mask.dtype.value}{list(mask.shape)} "
             "(PyTorch's rule; pass mask != 0)"
         )
-    shape = tuple(np.broadcast_shapes(tuple(self.shape), tuple(mask.shape)))
+    shape = binary.broadcast_shapes("masked_select", tuple(self.shape), tuple(mask.shape))
     return view.broadcast_to(self, shape)[view.broadcast_to(mask, shape)]
 
 
@@ -1100,19 +1100,19 @@ def _mv(self, vec):
 def _addmm(self, mat1, mat2, *, beta=1, alpha=1):
     """PyTorch's ``x.addmm(mat1, mat2, beta=, alpha=)``: ``beta x + alpha (mat1 @ mat2)``."""
     prod = _mm(as_tensor(mat1, op="addmm"), mat2)
-    return _scaled_sum(self, prod, beta, alpha)
+    return _scaled_sum(self, prod, beta, alpha, "addmm")
 
 
 def _baddbmm(self, batch1, batch2, *, beta=1, alpha=1):
     """PyTorch's ``x.baddbmm(batch1, batch2, beta=, alpha=)``: ``beta x + alpha
     bmm(batch1, batch2)``."""
-    return _scaled_sum(self, linalg.bmm(batch1, batch2), beta, alpha)
+    return _scaled_sum(self, linalg.bmm(batch1, batch2), beta, alpha, "baddbmm")
 
 
-def _scaled_sum(x, prod, beta, alpha):
+def _scaled_sum(x, prod, beta, alpha, op: str):
     prod = prod if alpha == 1 else binary.mul(prod, alpha)
     if beta == 0:  # (PyTorch ignores x then, NaN included)
-        return view.broadcast_to(prod, np.broadcast_shapes(tuple(x.shape), tuple(prod.shape)))
+        return view.broadcast_to(prod, binary.broadcast_shapes(op, tuple(x.shape), prod.shape))
     return binary.add(x if beta == 1 else binary.mul(x, beta), prod)
 
 

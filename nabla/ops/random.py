@@ -937,7 +937,7 @@ def truncated_normal(key, lower, upper, shape=None, dtype=None):
     work = DType.float32 if dt.itemsize < 4 else dt
     lo, hi = (fn.cast(fn.asarray(v), work) for v in (lower, upper))
     if shape is None:
-        shape = np.broadcast_shapes(tuple(lo.shape), tuple(hi.shape))
+        shape = fn.broadcast_shapes("random.truncated_normal", tuple(lo.shape), tuple(hi.shape))
     shape = norm_shape("random.truncated_normal", shape)
     _check_broadcast("random.truncated_normal", shape, {"lower": lo, "upper": hi})
     root2 = math.sqrt(2.0)

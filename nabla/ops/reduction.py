@@ -852,7 +852,7 @@ def logsumexp(
         b = as_tensor(b, None if not weak else x.dtype, op="logsumexp")
         dtype = promote_types(x.dtype, b.dtype) if b.dtype.is_float else x.dtype
         x, b = fn.cast(x, dtype), fn.cast(b, dtype)
-        shape = tuple(np.broadcast_shapes(tuple(x.shape), tuple(b.shape)))
+        shape = fn.broadcast_shapes("logsumexp", tuple(x.shape), tuple(b.shape))
         x, b = fn.broadcast_to(x, shape), fn.broadcast_to(b, shape)
         # a zero weight drops its term whatever it is (inf, NaN), as JAX's: it masks
         x = fn.where(b != 0, x, -math.inf)

@@ -833,10 +833,8 @@ def expit(x) -> Tensor:
 
 
 # ----------------------------------------------------------------------------- incomplete
-def _same_shape(shapes) -> tuple:
-    import numpy as np  # noqa: PLC0415
-
-    return tuple(np.broadcast_shapes(*(tuple(s) for s in shapes)))
+def _same_shape(shapes, op: str) -> tuple:
+    return tuple(fn.broadcast_shapes(op, *(tuple(s) for s in shapes)))
 
 
 class _Elementwise(Operation):
@@ -854,7 +852,7 @@ class _ShapeSlopeOp(_Elementwise):
     multiple_results = True
 
     def infer(self, shapes, dtypes, kwargs):
-        shape = _same_shape(shapes)
+        shape = _same_shape(shapes, self.name)
         return [shape] * self.results, [dtypes[-1]] * self.results
 
     def _refuse(self):
@@ -910,7 +908,7 @@ class IncompleteGammaOp(_Elementwise):
     host_only = True
 
     def infer(self, shapes, dtypes, kwargs):
-        shape = _same_shape(shapes)
+        shape = _same_shape(shapes, self.name)
         return [shape, shape], [dtypes[1], dtypes[1]]
 
     def _slopes(self, a, x):
@@ -945,7 +943,7 @@ class IncompleteBetaOp(_Elementwise):
     host_only = True
 
     def infer(self, shapes, dtypes, kwargs):
-        return [_same_shape(shapes)], [dtypes[2]]
+        return [_same_shape(shapes, self.name)], [dtypes[2]]
 
     def _slopes(self, a, b, x):
         inside = (x > 0.0) & (x < 1.0)
@@ -978,7 +976,7 @@ _BETAINC = IncompleteBetaOp()
 
 def _broadcast_floats(op: str, *xs) -> list:
     vals = floats(op, *xs)
-    shape = _same_shape([v.shape for v in vals])
+    shape = _same_shape([v.shape for v in vals], op)
     return [fn.broadcast_to(v, shape) for v in vals]
 
 

@@ -1,6 +1,7 @@
 """NumPy's and JAX's array functions composed of the ops (``ops/array_functions.py``),
 against NumPy, and under ``vmap``, ``grad`` and ``compile`` where they differentiate."""
 
+import re
 import warnings
 
 import numpy as np
@@ -942,3 +943,30 @@ def test_segment_reductions_follow_jax_ops():
         nb.compile(lambda d, i: nb.segment_sum(d, i))(data, ids)
     with pytest.raises(nb.OpError, match=r"segment_sum: segment_ids must be 1-D integers"):
         nb.segment_sum(data, ids[:3], 4)
+
+
+@pytest.mark.parametrize(
+    "call, words",
+    [
+        (lambda a, b, k: nb.geomspace(a, b), "geomspace: shapes (2, 3), (4,)"),
+        (lambda a, b, k: nb.nextafter(a, b), "nextafter: shapes (2, 3), (4,)"),
+        (lambda a, b, k: nb.ldexp(a, np.ones(4, np.int32)), "ldexp: shapes (2, 3), (4,)"),
+        (lambda a, b, k: nb.gcd(np.ones((2, 3), np.int32), np.ones(4, np.int32)), "gcd: shapes"),
+        (lambda a, b, k: nb.logsumexp(a, b=b), "logsumexp: shapes (2, 3), (4,)"),
+        (lambda a, b, k: nb.scipy.special.gammainc(a, b), "gammainc: shapes (2, 3), (4,)"),
+        (lambda a, b, k: nb.random.beta(k, a, b), "random.beta: shapes (2, 3), (4,)"),
+        (lambda a, b, k: nb.random.truncated_normal(k, a, b), "random.truncated_normal: shapes"),
+        (lambda a, b, k: nb.asarray(a).masked_select(b > 0), "masked_select: shapes (2, 3), (4,)"),
+        (lambda a, b, k: nb.delete(a, b), "delete: the indices must be integers, got float32"),
+    ],
+)
+def test_shapes_that_do_not_broadcast_name_the_function(call, words):
+    """Each of these once raised NumPy's own message from deep inside, naming no function."""
+    a, b = np.ones((2, 3), np.float32), np.ones(4, np.float32)
+    with pytest.raises(nb.OpError, match=re.escape(words)):
+        call(a, b, nb.random.key(0))
+
+
+def test_nanargmax_axis_out_of_range_names_it():
+    with pytest.raises(IndexError, match=r"nanargmax: axis 5 is out of range for a tensor"):
+        nb.nanargmax(np.ones((2, 3), np.float32), axis=5)
