@@ -958,6 +958,44 @@ class SlogdetOp(_PerMatrixOp):
         return [fn.zeros_like(outputs[0]), einsum("...ii->...", d)]
 
 
+def _det_slope(a, det):
+    """``d det(A) / dA``, the adjugate's transpose: ``det A^-T`` where ``A`` is invertible,
+    and from the SVD ``A = U S Vh`` where ``det`` is 0, ``det(U) det(Vh) U diag(prod_(j != i)
+    s_j) Vh``, finite and exact there (a rank ``n - 1`` matrix has a non-zero adjugate).
+    The SVD form is constant to autodiff (its own derivative is NaN at repeated singular
+    values), so a second derivative at a singular matrix is NaN, as before."""
+    invertible = fn.unsqueeze(fn.unsqueeze(det, -1), -1) * _mT(_inv.bind([a], {}))
+    u, s, vh = _svd.bind([a], {"full_matrices": False})
+    others = fn.cumprod(s, -1, exclusive=True) * fn.cumprod(s, -1, exclusive=True, reverse=True)
+    turn = _slogdet.bind([u], {})[0] * _slogdet.bind([vh], {})[0]
+    singular = fn.unsqueeze(fn.unsqueeze(turn, -1), -1) * fn.matmul(
+        u * fn.unsqueeze(others, -2), vh
+    )
+    at_zero = fn.unsqueeze(fn.unsqueeze(det == 0, -1), -1)
+    return fn.where(at_zero, fn.stop_gradient(singular), invertible)
+
+
+class DetOp(_PerMatrixOp):
+    """The determinant of each square matrix (LAPACK's LU through NumPy); its derivative
+    is the adjugate's transpose, finite at a singular matrix too (``_det_slope``)."""
+
+    name = "det"
+
+    def infer(self, shapes, dtypes, kwargs):
+        _square("det", shapes[0])
+        _check_float("det", dtypes[0])
+        return [tuple(shapes[0][:-2])], [dtypes[0]]
+
+    def vjp_rule(self, primals, cotangents, outputs, kwargs):
+        ct = fn.unsqueeze(fn.unsqueeze(cotangents[0], -1), -1)
+        return [ct * _det_slope(primals[0], outputs[0])]
+
+    def jvp_rule(self, primals, tangents, outputs, kwargs):
+        if tangents[0] is None:
+            return [None]
+        return [einsum("...ij,...ij->...", _det_slope(primals[0], outputs[0]), tangents[0])]
+
+
 def _phi(x):
     """The lower triangle of ``x`` with its diagonal halved (the Cholesky rules' ``Phi``)."""
     n = x.shape[-1]
@@ -1034,6 +1072,7 @@ class EighOp(_PerMatrixOp):
 
 
 _inv, _solve, _slogdet, _cholesky = InvOp(), SolveOp(), SlogdetOp(), CholeskyOp()
+_det = DetOp()
 _eigh = EighOp()
 
 
@@ -1332,8 +1371,8 @@ def slogdet(a) -> tuple:
 
 
 def det(a) -> Tensor:
-    """The determinant of each square matrix (NumPy's and JAX's ``linalg.det``), as
-    ``sign * exp(logabsdet)``; its gradient ``det * A^-T`` needs an invertible matrix.
+    """The determinant of each square matrix (NumPy's and JAX's ``linalg.det``). Its
+    gradient is the adjugate's transpose, finite at a singular matrix too, as JAX's.
 
     Args:
         a: ``(..., n, n)``.
@@ -1341,8 +1380,7 @@ def det(a) -> Tensor:
     Returns:
         A tensor of ``a``'s leading shape.
     """
-    sign, logabs = slogdet(a)
-    return sign * fn.exp(logabs)
+    return _det.bind([_linalg_operand("det", a)], {})
 
 
 def cholesky(a, *, upper: bool = False, symmetrize_input: bool = True) -> Tensor:

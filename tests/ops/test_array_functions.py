@@ -378,6 +378,50 @@ def test_linalg_decompositions_follow_jax():
     assert np.isnan(thresholded.numpy()[0]) and thresholded.numpy()[1:].tolist() == [1, 20]
 
 
+def _adjugate_t(a):
+    """The cofactor matrix (the adjugate's transpose) from its definition, in float64."""
+    n = a.shape[-1]
+    out = np.empty_like(a, np.float64)
+    for i in range(n):
+        for j in range(n):
+            minor = np.delete(np.delete(a, i, 0), j, 1)
+            out[i, j] = (-1) ** (i + j) * np.linalg.det(minor.astype(np.float64))
+    return out
+
+
+def test_det_gradient_is_the_cofactor_matrix_singular_or_not():
+    """``det``'s derivative is the adjugate's transpose: ``det A^-T`` needs an inverse, and
+    was NaN at a singular matrix (JAX gives the cofactors there)."""
+    rng = np.random.default_rng(4)
+    mats = [
+        np.array([[1.0, 2.0], [2.0, 4.0]]),  # rank 1 of 2: cofactors non-zero
+        np.array([[1.0, 2, 3], [4, 5, 6], [7, 8, 9]]),  # rank 2 of 3
+        np.zeros((3, 3)),  # rank 0: all cofactors 0
+        rng.standard_normal((3, 3)),
+    ]
+    for a in mats:
+        for dt in (np.float32, np.float64):
+            got = nb.grad(nb.linalg.det)(nb.constant(a.astype(dt))).numpy()
+            assert np.isfinite(got).all() and got.dtype == dt
+            np.testing.assert_allclose(got, _adjugate_t(a), rtol=1e-4, atol=1e-5)
+            # forward mode: d det = <cofactors, dA>
+            t = rng.standard_normal(a.shape)
+            _, tan = nb.jvp(nb.linalg.det, (nb.constant(a),), (nb.constant(t),))
+            assert tan.item() == pytest.approx(float((_adjugate_t(a) * t).sum()), abs=1e-9)
+    # batched, and the second derivative of an invertible matrix as before
+    stack = np.stack([mats[0], np.eye(2), 2 * np.eye(2)])
+    got = nb.vmap(nb.grad(nb.linalg.det))(nb.constant(stack)).numpy()
+    np.testing.assert_allclose(got, [_adjugate_t(m) for m in stack], atol=1e-12)
+    a = mats[3]
+    hess = nb.hessian(nb.linalg.det)(nb.constant(a)).numpy()
+    eps = 1e-6
+    for i, j in ((0, 0), (1, 2)):
+        da = np.zeros_like(a)
+        da[i, j] = eps
+        want = (_adjugate_t(a + da) - _adjugate_t(a - da)) / (2 * eps)
+        np.testing.assert_allclose(hess[:, :, i, j], want, atol=1e-6)
+
+
 def test_svd_qr_and_pinv_rules_beyond_the_registry():
     """The registry checks ``svd``/``qr``/``pinv`` against NumPy with finite differences,
     the adjoint identity and vmap; here what it does not: the full/complete forms' refused

@@ -68,7 +68,7 @@ UNSUPPORTED: dict[str, str] = {
     "argsort": "MAX sorts rank-1 tensors only, with no stable order: argsort runs on the host",
 }
 # LAPACK's: no MAX kernels
-for _n in ("inv", "solve", "slogdet", "cholesky", "eigh", "svd", "qr", "pinv"):
+for _n in ("inv", "solve", "det", "slogdet", "cholesky", "eigh", "svd", "qr", "pinv"):
     UNSUPPORTED[_n] = f"MAX has no {_n} kernel: it runs on the host (NumPy's LAPACK)"
 UNSUPPORTED["random_gamma_grad"] = (
     "the gamma draws' derivative (an incomplete gamma function) runs on the host"

@@ -649,6 +649,11 @@ def _slogdet(args, kw):
 LOWERINGS["slogdet"] = _slogdet
 
 
+@_one("det")
+def _det(a):
+    return np.asarray(np.linalg.det(a), a.dtype)
+
+
 def _eigh(args, kw):
     w, v = np.linalg.eigh(args[0])
     return [w, v]
