@@ -20,7 +20,7 @@ import numpy as np
 from .core.dtypes import DType, finfo, get_default_dtype, promote_types, to_dtype
 from .ops import array_functions as af
 from .ops import binary, creation, indexing, reduction, unary, view
-from .ops._util import as_tensor, norm_axis
+from .ops._util import as_tensor, concrete_int, norm_axis
 from .ops.base import OpError
 from .ops.special import i0
 from .runtime.tensor import Tensor
@@ -737,6 +737,7 @@ def poly(seq_of_zeros) -> Tensor:
 
 # ----------------------------------------------------------------------------- windows
 def _window(op: str, m, values) -> Tensor:
+    m = concrete_int(m)
     if not isinstance(m, numbers.Integral):
         raise OpError(f"{op}: M must be an int, got {m!r}")
     return as_tensor(np.asarray(values(int(m))), get_default_dtype(), op)

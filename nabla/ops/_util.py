@@ -80,17 +80,34 @@ def norm_axes(op: str, axis, ndim: int, shape=None) -> tuple[int, ...]:
     return (norm_axis(op, axis, ndim, shape),)
 
 
+def concrete_int(value):
+    """A 0-d integer tensor whose value is known at the call as its int (JAX takes such a
+    concrete array as a size, PyTorch such a tensor); anything else as it is, so a traced
+    one is still refused by the caller's check."""
+    if isinstance(value, Tensor) and value.ndim == 0 and value.dtype.is_int and readable_now(value):
+        return int(value.item())
+    return value
+
+
 def norm_shape(op: str, shape) -> tuple[int, ...]:
-    """``shape`` (an int or a sequence of sizes, symbolic sizes kept) as a tuple; errors
-    name ``op``."""
+    """``shape`` (an int or a sequence of sizes, symbolic sizes kept; a 0-d integer tensor
+    known at the call counts as its int) as a tuple; errors name ``op``."""
+    shape = concrete_int(shape)
     if isinstance(shape, numbers.Integral):
         shape = (as_dim(shape),)
+    elif isinstance(shape, list | tuple):
+        shape = type(shape)(concrete_int(s) for s in shape)
     try:
         out = tuple(as_dim(s) for s in shape)
     except TypeError:
         raise TypeError(f"{op}: shape must be a sequence of ints, got {shape!r}") from None
     for s in shape:
-        if isinstance(s, float | Tensor):
+        if isinstance(s, Tensor):  # (a concrete 0-d integer one is an int by now)
+            raise TypeError(
+                f"{op}: shape entries must be ints, got {shape!r}: a size must be known where "
+                "the function is traced (compile, vmap, grad); pass it as a Python int"
+            )
+        if isinstance(s, float):
             raise TypeError(f"{op}: shape entries must be ints, got {shape!r}")
     if any(s < 0 for s in out):
         raise ValueError(f"{op}: negative dimension in shape {out}")
@@ -100,6 +117,7 @@ def norm_shape(op: str, shape) -> tuple[int, ...]:
 def int_arg(op: str, name: str, value) -> int:
     """``value`` as an int (a NumPy integer too), or a ``TypeError`` naming ``op`` and
     ``name``: a float offset or count is refused (as JAX), never truncated."""
+    value = concrete_int(value)
     if not isinstance(value, numbers.Integral):
         raise TypeError(f"{op}: {name} must be an int, got {value!r} ({type(value).__name__})")
     return int(value)

@@ -21,7 +21,16 @@ from ..runtime.tensor import (
     out_of_range_error,
 )
 from . import batching, spmd
-from ._util import alias_arg, as_tensor, device_arg, dtype_or, int_arg, norm_axis, norm_shape
+from ._util import (
+    alias_arg,
+    as_tensor,
+    concrete_int,
+    device_arg,
+    dtype_or,
+    int_arg,
+    norm_axis,
+    norm_shape,
+)
 from .base import Operation, OpError
 from .functions import fn, provide
 
@@ -739,7 +748,8 @@ def eye(n, m=None, k=0, dtype=None, *, device=None, requires_grad=False) -> Tens
         ValueError: for an ``n`` or ``m`` that is not a non-negative int.
         TypeError: for a ``k`` that is not an int.
     """
-    m = n if m is None else m
+    n = concrete_int(n)
+    m = n if m is None else concrete_int(m)
     k = int_arg("eye", "k", k)
     for name, v in (("n", n), ("m", m)):
         if not isinstance(v, int | np.integer) or v < 0:

@@ -21,7 +21,16 @@ from ..core.ir import SymDim, as_dim, note_size_decision, range_length, same_sha
 from ..core.state import STATE
 from ..runtime.tensor import Tensor
 from . import spmd
-from ._util import alias_arg, as_tensor, int_arg, norm_axes, norm_axis, norm_shape, readable_now
+from ._util import (
+    alias_arg,
+    as_tensor,
+    concrete_int,
+    int_arg,
+    norm_axes,
+    norm_axis,
+    norm_shape,
+    readable_now,
+)
 from .base import Operation, OpError, describe
 from .functions import fn, provide
 
@@ -89,7 +98,7 @@ def _resolve_shape(op, shape, size, in_shape):
             f"{op}: shape must be an int or a sequence of ints, got {shape!r} for a tensor of "
             f"shape {in_shape}"
         )
-    shape = tuple(shape)
+    shape = tuple(concrete_int(s) for s in shape)
     if any(
         isinstance(s, float | str | bytes) or not isinstance(s, numbers.Integral | SymDim)
         for s in shape

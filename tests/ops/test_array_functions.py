@@ -1014,3 +1014,19 @@ def test_shapes_that_do_not_broadcast_name_the_function(call, words):
 def test_nanargmax_axis_out_of_range_names_it():
     with pytest.raises(IndexError, match=r"nanargmax: axis 5 is out of range for a tensor"):
         nb.nanargmax(np.ones((2, 3), np.float32), axis=5)
+
+
+def test_a_concrete_0d_integer_tensor_is_a_size():
+    """As JAX takes a concrete integer array and PyTorch an integer tensor as a size; a
+    traced one (inside ``compile``) is refused with a message that says why."""
+    n = nb.asarray(3)
+    assert nb.zeros(n).shape == (3,) and nb.ones((2, n)).shape == (2, 3)
+    assert nb.eye(n).shape == (3, 3) and nb.tri(n).shape == (3, 3)
+    assert nb.arange(n).tolist() == [0, 1, 2] and nb.hanning(n).shape == (3,)
+    assert nb.ones(6).reshape(n, -1).shape == (3, 2)
+    assert nb.random.normal(nb.random.key(0), (n,)).shape == (3,)
+    with pytest.raises(TypeError, match=r"zeros: shape must be a sequence of ints"):
+        nb.zeros(nb.asarray(2.0))  # a float is never a size
+    traced = nb.compile(lambda k: nb.zeros((k, 2)))
+    with pytest.raises(TypeError, match=r"zeros: .*a size must be known where the function is"):
+        traced(n)
