@@ -11,11 +11,12 @@ import numbers
 
 import numpy as np
 
-from ..core.dtypes import DType, get_default_dtype, promote_types
+from ..core.dtypes import DType, get_default_dtype, promote_types, to_dtype
 from ..runtime.tensor import Tensor
 from ._util import as_tensor, norm_axes, norm_axis, readable_now
 from .base import OpError
 from .functions import fn
+from .reduction import _jnp_dtype_slot
 
 __all__ = [
     "segment_sum",
@@ -854,21 +855,35 @@ def bincount(x, weights=None, minlength: int = 0, *, length: int | None = None) 
     return fn.sum(fn.where(hits, fn.reshape(w, (-1, 1)), fn.zeros_like(w)[..., None]), 0)
 
 
-def nansum(a, axis=None, keepdims: bool = False) -> Tensor:
+def nansum(a, axis=None, keepdims: bool = False, *, dtype=None) -> Tensor:
     """The sum over ``axis`` with NaNs counted as 0 (NumPy's and JAX's ``nansum``).
 
     Args:
         a: a tensor, or a Python scalar, nested list or NumPy array.
         axis: an int, a tuple of ints, or None for every dim.
-        keepdims: keep the reduced dims as size 1.
+        keepdims: keep the reduced dims as size 1 (a dtype here is NumPy's and JAX's third
+            argument, ``dtype``).
+        dtype: the sum's dtype, as ``sum``'s.
 
     Returns:
         A tensor (``sum``'s dtype).
     """
+    keepdims, dtype = _jnp_dtype_slot("nansum", keepdims, dtype, "keepdims")
     a = as_tensor(a, op="nansum")
     if a.dtype.is_float:
         _, a = _not_nan(a)
-    return fn.sum(a, axis, keepdims)
+    return fn.sum(a, axis, keepdims, dtype=dtype)
+
+
+def _nan_result(op: str, a, dtype, compute):
+    """``compute(a)`` with NumPy's and JAX's ``dtype``: a float one is cast to first and
+    computed in, an integer one is the result's (computed in the default float)."""
+    a = as_tensor(a, op=op)
+    if dtype is None:
+        return compute(a)
+    if dtype.is_float:
+        return compute(fn.cast(a, dtype))
+    return fn.cast(compute(a), dtype)
 
 
 def _not_nan(a) -> tuple:
@@ -877,19 +892,25 @@ def _not_nan(a) -> tuple:
     return valid, fn.where(valid, a, fn.zeros_like(a))
 
 
-def nanmean(a, axis=None, keepdims: bool = False) -> Tensor:
+def nanmean(a, axis=None, keepdims: bool = False, *, dtype=None) -> Tensor:
     """The mean over ``axis`` of the elements that are not NaN (NumPy's and JAX's
     ``nanmean``; NaN where all are).
 
     Args:
         a: a tensor, or a Python scalar, nested list or NumPy array.
         axis: an int, a tuple of ints, or None for every dim.
-        keepdims: keep the reduced dims as size 1.
+        keepdims: keep the reduced dims as size 1 (a dtype here is NumPy's and JAX's third
+            argument, ``dtype``).
+        dtype: a float dtype to compute in, or an integer one for the result.
 
     Returns:
-        A float tensor.
+        A float tensor (``dtype`` when given).
     """
-    a = as_tensor(a, op="nanmean")
+    keepdims, dtype = _jnp_dtype_slot("nanmean", keepdims, dtype, "keepdims")
+    return _nan_result("nanmean", a, dtype, lambda t: _nanmean(t, axis, keepdims))
+
+
+def _nanmean(a, axis, keepdims):
     if not a.dtype.is_float:
         return fn.mean(a, axis, keepdims)
     valid, values = _not_nan(a)
@@ -935,20 +956,35 @@ def nanmin(a, axis=None, keepdims: bool = False) -> Tensor:
     return _nan_extreme(a, axis, keepdims, "nanmin", fn.min, np.inf)
 
 
-def nanvar(a, axis=None, ddof: int = 0, keepdims: bool = False) -> Tensor:
+def nanvar(a, axis=None, ddof: int = 0, keepdims: bool = False, *, dtype=None) -> Tensor:
     """The variance over ``axis`` of the elements that are not NaN, divided by their count
     less ``ddof`` (NumPy's and JAX's ``nanvar``).
 
     Args:
         a: a float tensor, or a nested list or NumPy array.
         axis: an int, a tuple of ints, or None for every dim.
-        ddof: subtracted from the count in the divisor.
+        ddof: subtracted from the count in the divisor (a dtype here is NumPy's and JAX's
+            third argument, ``dtype``).
         keepdims: keep the reduced dims as size 1.
+        dtype: a float dtype to compute in, or an integer one for the result.
 
     Returns:
-        A float tensor.
+        A float tensor (``dtype`` when given).
     """
-    a = as_tensor(a, op="nanvar")
+    ddof, dtype = _dtype_in_ddof("nanvar", ddof, dtype)
+    return _nan_result("nanvar", a, dtype, lambda t: _nanvar(t, axis, ddof, keepdims))
+
+
+def _dtype_in_ddof(op: str, ddof, dtype):
+    """NumPy's and JAX's third argument is ``dtype`` where ours is ``ddof``: a dtype
+    there is taken as theirs (``ddof`` then 0), as ``_jnp_dtype_slot`` does for flags."""
+    if isinstance(ddof, numbers.Number) and not isinstance(ddof, bool):
+        return ddof, None if dtype is None else to_dtype(dtype, op)
+    ddof, dtype = _jnp_dtype_slot(op, ddof, dtype, "ddof")
+    return (0 if ddof is False else ddof), dtype
+
+
+def _nanvar(a, axis, ddof, keepdims):
     if not a.dtype.is_float:
         return fn.var(a, axis, keepdims=keepdims, ddof=ddof)
     valid, values = _not_nan(a)  # (one mask for the mean, the squares and the count)
@@ -960,19 +996,27 @@ def nanvar(a, axis=None, ddof: int = 0, keepdims: bool = False) -> Tensor:
     return fn.where(divisor > 0, out, fn.full_like(out, np.nan))  # (NaN past ddof, as NumPy)
 
 
-def nanstd(a, axis=None, ddof: int = 0, keepdims: bool = False) -> Tensor:
+def nanstd(a, axis=None, ddof: int = 0, keepdims: bool = False, *, dtype=None) -> Tensor:
     """The square root of :func:`nanvar` (NumPy's and JAX's ``nanstd``).
 
     Args:
         a: a float tensor, or a nested list or NumPy array.
         axis: an int, a tuple of ints, or None for every dim.
-        ddof: subtracted from the count in the divisor.
+        ddof: subtracted from the count in the divisor (a dtype here is NumPy's and JAX's
+            third argument, ``dtype``).
         keepdims: keep the reduced dims as size 1.
+        dtype: a float dtype to compute in (an integer one is refused, as JAX does).
 
     Returns:
         A float tensor.
+
+    Raises:
+        TypeError: for an integer ``dtype``.
     """
-    return fn.sqrt(nanvar(a, axis, ddof, keepdims))
+    ddof, dtype = _dtype_in_ddof("nanstd", ddof, dtype)
+    if dtype is not None and not dtype.is_float:
+        raise TypeError(f"nanstd: dtype must be a float dtype, got {dtype.value}")
+    return fn.sqrt(nanvar(a, axis, ddof, keepdims, dtype=dtype))
 
 
 def ptp(a, axis=None, keepdims: bool = False) -> Tensor:

@@ -702,6 +702,7 @@ def var(
     keepdim=None,
     unbiased=None,
     where=None,
+    dtype=None,
 ):
     """Variance over ``axis``: ``sum((x - mean) ** 2) / (n - correction)``.
 
@@ -720,6 +721,7 @@ def var(
         keepdim: PyTorch's name for ``keepdims``.
         unbiased: PyTorch's older form: True is ``correction=1``, False ``correction=0``.
         where: a bool mask broadcasting against ``x``: over its True elements only.
+        dtype: NumPy's and JAX's: ``x`` is cast to it first (a float one is the result's).
 
     Returns:
         A float tensor.
@@ -730,7 +732,7 @@ def var(
         ValueError: for a repeated axis, or both ``ddof`` and a nonzero ``correction``.
     """
     correction = _correction("var", correction, ddof, dim, unbiased)
-    keepdims, jnp_dtype = _jnp_dtype_slot("var", keepdims, None, "keepdims")
+    keepdims, jnp_dtype = _jnp_dtype_slot("var", keepdims, dtype, "keepdims")
     if jnp_dtype is not None:
         x = as_tensor(x, op="var").cast(jnp_dtype)
     axis, keepdims = _torch_names("var", axis, dim, keepdims, keepdim)
@@ -778,6 +780,7 @@ def std(
     keepdim=None,
     unbiased=None,
     where=None,
+    dtype=None,
 ):
     """Standard deviation over ``axis``: ``sqrt(var(x, axis, keepdims, correction))``.
 
@@ -794,6 +797,7 @@ def std(
         keepdim: PyTorch's name for ``keepdims``.
         unbiased: PyTorch's older form: True is ``correction=1``, False ``correction=0``.
         where: a bool mask broadcasting against ``x``: over its True elements only.
+        dtype: NumPy's and JAX's: ``x`` is cast to it first (a float one is the result's).
 
     Returns:
         A float tensor.
@@ -804,7 +808,7 @@ def std(
         ValueError: for a repeated axis, or both ``ddof`` and a nonzero ``correction``.
     """
 
-    keepdims, jnp_dtype = _jnp_dtype_slot("std", keepdims, None, "keepdims")
+    keepdims, jnp_dtype = _jnp_dtype_slot("std", keepdims, dtype, "keepdims")
     if jnp_dtype is not None:
         x = as_tensor(x, op="std").cast(jnp_dtype)
     axis, keepdims = _torch_names("std", axis, dim, keepdims, keepdim)

@@ -1030,3 +1030,25 @@ def test_a_concrete_0d_integer_tensor_is_a_size():
     traced = nb.compile(lambda k: nb.zeros((k, 2)))
     with pytest.raises(TypeError, match=r"zeros: .*a size must be known where the function is"):
         traced(n)
+
+
+def test_nan_reductions_and_var_take_numpy_s_dtype():
+    """``dtype=`` (and a dtype as the third positional argument, NumPy's and JAX's place
+    for it) on ``nansum``/``nanmean``/``nanvar``/``nanstd`` and ``var``/``std``."""
+    x = np.array([[1.0, np.nan, 3.0], [2.0, 4.0, 6.5]], np.float32)
+    for name in ("nansum", "nanmean", "nanvar", "nanstd"):
+        f, ref = getattr(nb, name), getattr(np, name)
+        for dt in (np.float16, np.float64):
+            for got in (f(x, 1, dtype=dt), f(x, 1, dt)):
+                assert got.dtype == getattr(nb, np.dtype(dt).name)
+                np.testing.assert_allclose(got.numpy(), ref(x, 1, dtype=dt), rtol=2e-3)
+    assert nb.nansum(x, None, dtype=np.int32).tolist() == 16  # (NaN as 0, then 6.5 as 6)
+    assert nb.nanmean(x, 1, dtype=np.int32).dtype == nb.int32
+    np.testing.assert_allclose(nb.nanvar(x, 1, 1).numpy(), np.nanvar(x, 1, ddof=1))
+    with pytest.raises(TypeError, match=r"nanstd: dtype must be a float dtype, got int32"):
+        nb.nanstd(x, dtype=np.int32)
+    y = np.nan_to_num(x)
+    for name in ("var", "std"):
+        got = getattr(nb, name)(y, 0, dtype=np.float64)
+        assert got.dtype == nb.float64
+        np.testing.assert_allclose(got.numpy(), getattr(np, name)(y, 0, dtype=np.float64))
