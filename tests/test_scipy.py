@@ -609,3 +609,35 @@ def test_special_edges_keep_nan_inf_and_slopes():
     v = np.array([np.inf, -np.inf, 50.0], np.float32)
     assert nb.grad(lambda t: ns.erfc(t).sum())(nb.asarray(v)).tolist() == [0.0, 0.0, 0.0]
     assert ns.erfc(v).tolist() == [0.0, 2.0, 0.0]
+
+
+def test_stats_at_nan_inf_and_outside_the_unit_interval():
+    """A NaN point gives NaN (it gave 0 or -inf, as if outside the support), the CDFs
+    through the incomplete gamma function reach 1 at +inf (they gave NaN), a density is 0
+    at the infinities, and a quantile of a probability outside [0, 1] is NaN."""
+    st = nb.scipy.stats
+    x = np.array([np.nan, -1.0, 0.5, np.inf], np.float32)
+    for dist, args in (
+        ("uniform", ()), ("expon", ()), ("gamma", (2.0,)), ("chi2", (3.0,)), ("beta", (2.0, 3.0)),
+        ("pareto", (2.0,)), ("truncnorm", (-1.0, 2.0)),
+    ):  # fmt: skip
+        for fname in ("logpdf", "pdf", "cdf", "sf"):
+            f = getattr(getattr(st, dist), fname, None)
+            if f is None:
+                continue
+            got = f(x, *args).numpy()
+            assert np.isnan(got[0]), (dist, fname, got)
+            want = getattr(getattr(ss, dist), fname)(x[1:3], *args)
+            np.testing.assert_allclose(got[1:3], want, rtol=1e-5, atol=1e-7)
+        assert getattr(st, dist).pdf(x, *args).numpy()[3] == 0.0
+    for dist, args in (("gamma", (2.0,)), ("chi2", (3.0,)), ("gennorm", (1.5,))):
+        assert getattr(st, dist).cdf(np.float32(np.inf), *args).item() == 1.0
+        if hasattr(getattr(st, dist), "sf"):
+            assert getattr(st, dist).sf(np.float32(np.inf), *args).item() == 0.0
+    assert nb.scipy.special.gammainc(2.0, np.inf).item() == 1.0
+    assert nb.scipy.special.gammaincc(2.0, np.inf).item() == 0.0
+    assert np.isnan(st.bernoulli.cdf(np.float32(np.nan), 0.3).item())
+    q = np.array([-0.1, 0.5, 1.5], np.float32)
+    for dist, args in (("expon", ()), ("pareto", (2.0,))):
+        got = getattr(st, dist).ppf(q, *args).numpy()
+        assert np.isnan(got[[0, 2]]).all() and np.isfinite(got[1])

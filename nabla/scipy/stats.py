@@ -80,8 +80,17 @@ def _standard(op, x, loc, scale):
     return (x - loc) / scale, scale
 
 
-def _inf_outside(inside, value) -> Tensor:
-    return binary.where(inside, value, -math.inf)
+def _inf_outside(inside, value, at) -> Tensor:
+    """``value`` (a log density or mass) where ``inside``, ``-inf`` elsewhere and at the
+    infinities (where every density here is 0), NaN where the point ``at`` is NaN."""
+    finite = unary.logical_not(unary.is_inf(at))
+    out = binary.where(binary.logical_and(inside, finite), value, -math.inf)
+    return binary.where(unary.is_nan(at), math.nan, out)
+
+
+def _nan_outside_unit(q, value) -> Tensor:
+    """A quantile function's ``value``, NaN for a probability ``q`` outside ``[0, 1]``."""
+    return binary.where(binary.logical_and(q >= 0, q <= 1), value, math.nan)
 
 
 def _dist(name: str, **functions) -> SimpleNamespace:
@@ -182,7 +191,7 @@ def _uniform_logpdf(x, loc=0, scale=1):
     """The log density of the uniform distribution on ``[loc, loc + scale]``."""
     z, scale = _standard("uniform.logpdf", x, loc, scale)
     inside = binary.logical_and(z >= 0, z <= 1)
-    return _inf_outside(inside, unary.neg(unary.log(scale)) + 0.0 * z)
+    return _inf_outside(inside, unary.neg(unary.log(scale)) + 0.0 * z, z)
 
 
 def _uniform_pdf(x, loc=0, scale=1):
@@ -210,7 +219,7 @@ uniform = _dist(
 def _expon_logpdf(x, loc=0, scale=1):
     """The exponential log density (rate ``1 / scale``)."""
     z, scale = _standard("expon.logpdf", x, loc, scale)
-    return _inf_outside(z >= 0, unary.neg(z) - unary.log(scale))
+    return _inf_outside(z >= 0, unary.neg(z) - unary.log(scale), z)
 
 
 def _expon_pdf(x, loc=0, scale=1):
@@ -221,13 +230,14 @@ def _expon_pdf(x, loc=0, scale=1):
 def _expon_cdf(x, loc=0, scale=1):
     """The exponential CDF."""
     z, _ = _standard("expon.cdf", x, loc, scale)
-    return binary.where(z > 0, unary.neg(unary.expm1(unary.neg(binary.maximum(z, 0.0)))), 0.0)
+    value = unary.neg(unary.expm1(unary.neg(binary.maximum(z, 0.0))))
+    return binary.where(z > 0, value, binary.where(unary.is_nan(z), math.nan, 0.0))
 
 
 def _expon_ppf(q, loc=0, scale=1):
     """The exponential quantile function."""
     q, loc, scale = floats("expon.ppf", q, loc, scale)
-    return loc - scale * unary.log1p(unary.neg(q))
+    return _nan_outside_unit(q, loc - scale * unary.log1p(unary.neg(q)))
 
 
 expon = _dist("expon", logpdf=_expon_logpdf, pdf=_expon_pdf, cdf=_expon_cdf, ppf=_expon_ppf)
@@ -361,7 +371,7 @@ def _gamma_logpdf(x, a, loc=0, scale=1):
     y = (x - loc) / scale
     ys = binary.maximum(y, 0.0)
     value = xlogy(a - 1.0, ys) - ys - gammaln(a) - unary.log(scale)
-    return _inf_outside(y >= 0, value)
+    return _inf_outside(y >= 0, value, y)
 
 
 def _gamma_pdf(x, a, loc=0, scale=1):
@@ -418,7 +428,7 @@ def _beta_logpdf(x, a, b, loc=0, scale=1):
     inside = binary.logical_and(y >= 0, y <= 1)
     ys = binary.clip(y, 0.0, 1.0)
     value = xlogy(a - 1.0, ys) + xlog1py(b - 1.0, unary.neg(ys)) - betaln(a, b)
-    return _inf_outside(inside, value - unary.log(scale))
+    return _inf_outside(inside, value - unary.log(scale), y)
 
 
 def _beta_pdf(x, a, b, loc=0, scale=1):
@@ -448,7 +458,7 @@ def _poisson_logpmf(k, mu, loc=0):
     j = k - loc
     valid = binary.logical_and(j >= 0, unary.floor(j) == j)
     js = binary.maximum(j, 0.0)
-    return _inf_outside(valid, xlogy(js, mu) - gammaln(js + 1.0) - mu)
+    return _inf_outside(valid, xlogy(js, mu) - gammaln(js + 1.0) - mu, k)
 
 
 def _poisson_pmf(k, mu, loc=0):
@@ -481,7 +491,7 @@ def _bernoulli_logpmf(k, p, loc=0):
     j = k - loc
     valid = binary.logical_or(j == 0, j == 1)
     js = binary.where(valid, j, 0.0)
-    return _inf_outside(valid, xlogy(js, p) + xlog1py(1.0 - js, unary.neg(p)))
+    return _inf_outside(valid, xlogy(js, p) + xlog1py(1.0 - js, unary.neg(p)), k)
 
 
 def _bernoulli_pmf(k, p, loc=0):
@@ -493,7 +503,8 @@ def _bernoulli_cdf(k, p, loc=0):
     """The Bernoulli CDF."""
     k, p, loc = floats("bernoulli.cdf", k, p, loc)
     j = k - loc
-    return binary.where(j < 0, 0.0, binary.where(j < 1, 1.0 - p, 1.0))
+    value = binary.where(j < 0, 0.0, binary.where(j < 1, 1.0 - p, 1.0))
+    return binary.where(unary.is_nan(j), math.nan, value)
 
 
 bernoulli = _dist("bernoulli", logpmf=_bernoulli_logpmf, pmf=_bernoulli_pmf, cdf=_bernoulli_cdf)
@@ -511,7 +522,7 @@ def _binom_logpmf(k, n, p, loc=0):
     inside = binary.logical_and(y >= 0, y <= n)
     ys = binary.where(inside, y, 0.0)
     value = _binom_comb(n, ys) + xlogy(ys, p) + xlog1py(n - ys, unary.neg(p))
-    return _inf_outside(inside, value)
+    return _inf_outside(inside, value, y)
 
 
 def _binom_pmf(k, n, p, loc=0):
@@ -530,7 +541,7 @@ def _nbinom_logpmf(k, n, p, loc=0):
     inside = y >= 0
     ys = binary.where(inside, y, 0.0)
     value = gammaln(n + ys) - gammaln(ys + 1.0) - gammaln(n) + xlogy(n, p)
-    return _inf_outside(inside, value + xlog1py(ys, unary.neg(p)))
+    return _inf_outside(inside, value + xlog1py(ys, unary.neg(p)), y)
 
 
 def _nbinom_pmf(k, n, p, loc=0):
@@ -548,7 +559,7 @@ def _betabinom_logpmf(k, n, a, b, loc=0):
     inside = binary.logical_and(y >= 0, y <= n)
     ys = binary.where(inside, y, 0.0)
     value = _binom_comb(n, ys) + betaln(ys + a, n - ys + b) - betaln(a, b)
-    return _inf_outside(inside, value)
+    return _inf_outside(inside, value, y)
 
 
 def _betabinom_pmf(k, n, a, b, loc=0):
@@ -566,7 +577,7 @@ def _geom_logpmf(k, p, loc=0):
     y = k - loc
     inside = y >= 1
     ys = binary.where(inside, y, 1.0)
-    return _inf_outside(inside, xlog1py(ys - 1.0, unary.neg(p)) + unary.log(p))
+    return _inf_outside(inside, xlog1py(ys - 1.0, unary.neg(p)) + unary.log(p), y)
 
 
 def _geom_pmf(k, p, loc=0):
@@ -589,7 +600,7 @@ def _multinomial_logpmf(x, n, p):
     p = floats("multinomial.logpmf", p)[0]
     xf, nf = unary.cast(xt, p.dtype), unary.cast(nt, p.dtype)
     value = gammaln(nf + 1.0) + reduction.sum(xlogy(xf, p) - gammaln(xf + 1.0), -1)
-    return _inf_outside(reduction.sum(xf, -1) == nf, value)
+    return _inf_outside(reduction.sum(xf, -1) == nf, value, value)
 
 
 def _multinomial_pmf(x, n, p):
@@ -691,13 +702,14 @@ def _pareto_parts(op, x, b, loc, scale):
     x, b, loc, scale = floats(op, x, b, loc, scale)
     z = (x - loc) / scale
     inside = z >= 1.0
-    return binary.where(inside, z, 1.0), b, scale, inside
+    # z itself where inside, 1 below the support; a NaN point stays NaN through every function
+    return binary.where(binary.logical_or(inside, unary.is_nan(z)), z, 1.0), b, scale, inside
 
 
 def _pareto_logpdf(x, b, loc=0, scale=1):
     """The Pareto log density (``-inf`` below ``loc + scale``)."""
     z, b, scale, inside = _pareto_parts("pareto.logpdf", x, b, loc, scale)
-    return _inf_outside(inside, unary.log(b) - (b + 1.0) * unary.log(z) - unary.log(scale))
+    return _inf_outside(inside, unary.log(b) - (b + 1.0) * unary.log(z) - unary.log(scale), z)
 
 
 def _pareto_pdf(x, b, loc=0, scale=1):
@@ -729,7 +741,7 @@ def _pareto_logcdf(x, b, loc=0, scale=1):
 def _pareto_ppf(q, b, loc=0, scale=1):
     """The quantile function, ``loc + scale (1 - q)^(-1/b)``."""
     q, b, loc, scale = floats("pareto.ppf", q, b, loc, scale)
-    return loc + scale * unary.exp(unary.neg(unary.log1p(unary.neg(q))) / b)
+    return _nan_outside_unit(q, loc + scale * unary.exp(unary.neg(unary.log1p(unary.neg(q))) / b))
 
 
 pareto = _dist(
@@ -753,7 +765,7 @@ def _truncnorm_logpdf(x, a, b, loc=0, scale=1):
     z = (x - loc) / scale
     inside = binary.logical_and(z >= a, z <= b)
     value = -0.5 * z * z - 0.5 * _LOG_2PI - unary.log(scale) - _log_mass_between(a, b)
-    return _inf_outside(inside, value)
+    return _inf_outside(inside, value, z)
 
 
 def _truncnorm_pdf(x, a, b, loc=0, scale=1):
@@ -814,7 +826,7 @@ def _wrapcauchy_logpdf(x, c):
     inside = binary.logical_and(x >= 0.0, x <= 2.0 * math.pi)
     value = unary.log1p(unary.neg(c * c)) - math.log(2.0 * math.pi)
     value = value - unary.log(1.0 + c * c - 2.0 * c * unary.cos(x))
-    return _inf_outside(inside, value)
+    return _inf_outside(inside, value, x)
 
 
 def _wrapcauchy_pdf(x, c):
@@ -860,7 +872,7 @@ def _dirichlet_logpdf(x, alpha):
     on_simplex = binary.logical_and(
         reduction.all(x >= 0.0, 0), unary.abs(reduction.sum(x, 0) - 1.0) < 1e-6
     )
-    return _inf_outside(on_simplex, value)
+    return _inf_outside(on_simplex, value, reduction.sum(x, 0))
 
 
 def _dirichlet_pdf(x, alpha):

@@ -940,11 +940,12 @@ def _igamma(a, x):
     in float64: ``P`` by its series below ``x = a + 1`` (then ``Q = 1 - P``), ``Q`` by
     Legendre's continued fraction (Lentz's method) above (then ``P = 1 - Q``), each run
     until every element has converged (at most 2000 terms). NaN for ``a <= 0`` or ``x <
-    0``, as SciPy's."""
+    0``, as SciPy's; ``(1, 0)`` at ``x = inf``, which neither form reaches."""
     a, x = np.broadcast_arrays(np.asarray(a, np.float64), np.asarray(x, np.float64))
     bad = ~((a > 0) & (x >= 0))
+    top = ~bad & (x == np.inf)
     a = np.where(bad, 1.0, a)
-    x = np.where(bad, 1.0, x)
+    x = np.where(bad | top, 1.0, x)
     with np.errstate(all="ignore"):
         log_front = a * np.log(x) - x - _LGAMMA(a)
         series = x < a + 1.0
@@ -980,6 +981,7 @@ def _igamma(a, x):
     lower = np.where(series, p_series, 1.0 - q_cf)
     upper = np.where(series, 1.0 - p_series, q_cf)
     lower, upper = np.where(x <= 0, 0.0, lower), np.where(x <= 0, 1.0, upper)
+    lower, upper = np.where(top, 1.0, lower), np.where(top, 0.0, upper)
     return np.where(bad, np.nan, lower), np.where(bad, np.nan, upper)
 
 
