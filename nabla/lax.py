@@ -12,7 +12,8 @@ differentiate, batch under ``vmap`` and compile as those do:
 - ``psum``/``pmean``/``pmax``/``pmin`` over a mesh axis name inside ``shard_map``
   (:func:`nabla.all_reduce`), or over the examples of a ``vmap(axis_name=)``, and
   ``axis_index``/``axis_size`` along either; ``all_gather``, ``psum_scatter``,
-  ``all_to_all`` (stacked or tiled) and ``ppermute`` with JAX's signatures, likewise;
+  ``all_to_all`` (stacked or tiled), ``ppermute`` and ``pshuffle`` with JAX's
+  signatures, likewise;
 - ``reduce`` with any associative, commutative computation (on pytrees: an argmax is a
   ``reduce`` of ``(values, indices)``), in log-depth halvings, and ``reduce_sum``/``_max``/
   ``_min``/``_prod``/``_and``/``_or``/``_xor``; ``population_count``, ``clz``, ``nextafter``;
@@ -20,7 +21,8 @@ differentiate, batch under ``vmap`` and compile as those do:
   mixed dtypes as ``jnp`` does), ``div``/``rem`` (C's rounding toward zero), ``round``
   (halves away from zero), and the structural ones: ``dot_general``, ``broadcast_in_dim``,
   ``pad`` (interior and negative), ``select_n``, ``slice``, ``rev``, ``sort`` of several
-  operands, ``top_k``, ``cumsum``/``cumprod`` with ``reverse``, ``full``;
+  operands, ``top_k`` (and ``approx_max_k``/``approx_min_k``, exact), ``cumsum``/
+  ``cumprod`` with ``reverse``, ``full``, ``padtype_to_pads``;
 - ``associative_scan`` (log-depth doubling) and ``cummax``/``cummin``/``cumlogsumexp``
   built on it, ``reduce_window`` (any rank, any binary computation, padding and
   dilations), ``conv_general_dilated``/``conv`` (any number of spatial dims, layouts,
@@ -1546,3 +1548,106 @@ def split(operand, sizes, axis: int = 0) -> list:
 
 
 tile = view.tile
+
+
+__all__ += ["approx_max_k", "approx_min_k", "padtype_to_pads", "pshuffle"]
+
+
+def approx_max_k(
+    operand,
+    k: int,
+    reduction_dimension: int = -1,
+    recall_target: float = 0.95,
+    reduction_input_size_override: int = -1,
+    aggregate_to_topk: bool = True,
+):
+    """JAX's ``lax.approx_max_k``, exactly: the ``k`` largest values along
+    ``reduction_dimension`` and their int32 indices (JAX's result on CPU is exact too).
+
+    Args:
+        operand: the values.
+        k: how many.
+        reduction_dimension: the dim searched.
+        recall_target: accepted (an exact search recalls all).
+        reduction_input_size_override: accepted (JAX's hint for sharded inputs).
+        aggregate_to_topk: accepted (the result is always the top ``k``).
+
+    Returns:
+        ``(values, indices)``, ``k`` along ``reduction_dimension``.
+    """
+    return _top_k_along("approx_max_k", _t(operand), k, reduction_dimension)
+
+
+def approx_min_k(
+    operand,
+    k: int,
+    reduction_dimension: int = -1,
+    recall_target: float = 0.95,
+    reduction_input_size_override: int = -1,
+    aggregate_to_topk: bool = True,
+):
+    """JAX's ``lax.approx_min_k``, exactly: the ``k`` smallest values along
+    ``reduction_dimension`` (ascending) and their int32 indices.
+
+    Args:
+        operand: the values.
+        k: how many.
+        reduction_dimension: the dim searched.
+        recall_target: accepted (an exact search recalls all).
+        reduction_input_size_override: accepted (JAX's hint for sharded inputs).
+        aggregate_to_topk: accepted (the result is always the bottom ``k``).
+
+    Returns:
+        ``(values, indices)``, ``k`` along ``reduction_dimension``.
+    """
+    x = _t(operand)
+    values, indices = _top_k_along("approx_min_k", unary.neg(x), k, reduction_dimension)
+    return unary.neg(values), indices
+
+
+def _top_k_along(op: str, x, k: int, axis: int):
+    ax = norm_axis(op, axis, x.ndim, x.shape)
+    last = ax == x.ndim - 1
+    values, indices = top_k(x if last else view.moveaxis(x, ax, -1), k)
+    if not last:
+        values, indices = view.moveaxis(values, -1, ax), view.moveaxis(indices, -1, ax)
+    return values, indices
+
+
+def padtype_to_pads(in_shape, window_shape, window_strides, padding) -> list:
+    """JAX's ``lax.padtype_to_pads``: the ``(low, high)`` pairs that ``"SAME"``,
+    ``"SAME_LOWER"`` or ``"VALID"`` pad each windowed dim with.
+
+    Args:
+        in_shape: the windowed dims' sizes.
+        window_shape: the window's size per dim.
+        window_strides: the stride per dim.
+        padding: ``"SAME"``, ``"SAME_LOWER"`` or ``"VALID"``.
+
+    Returns:
+        A list of ``(low, high)`` pairs.
+    """
+    if not isinstance(padding, str):
+        raise TypeError(f"lax.padtype_to_pads: padding must be a string, got {padding!r}")
+    ones = (1,) * len(in_shape)
+    return _padding_pairs(
+        "lax.padtype_to_pads", padding, tuple(in_shape), window_shape, window_strides, ones
+    )
+
+
+def pshuffle(x, axis_name, perm) -> Tensor:
+    """JAX's ``lax.pshuffle``: position ``i`` along ``axis_name`` receives the value of
+    position ``perm[i]`` (a permutation: every position once).
+
+    Args:
+        x: the per-device (or per-example) value.
+        axis_name: the mesh axis or vmap axis name.
+        perm: a permutation of the positions.
+
+    Returns:
+        The value this device (example) received.
+    """
+    perm = [int(p) for p in perm]
+    if sorted(perm) != list(builtins.range(len(perm))):
+        raise OpError(f"lax.pshuffle: perm must be a permutation of 0..{len(perm) - 1}, got {perm}")
+    return ppermute(x, axis_name, [(src, dst) for dst, src in enumerate(perm)])

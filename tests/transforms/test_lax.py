@@ -501,3 +501,25 @@ def test_more_structural_names():
     np.testing.assert_array_equal(parts[1].numpy(), A[:, 1:])
     with pytest.raises(nb.OpError, match=r"lax.split: sizes \[1, 2\] do not add up to dim 1"):
         L.split(A, (1, 2), axis=1)
+
+
+def test_approx_k_padtype_to_pads_and_pshuffle_as_jax():
+    """``approx_max_k``/``approx_min_k`` (exact, as JAX's on CPU) along any dim, the pads of
+    the string paddings, and ``pshuffle`` as a permutation under a named ``vmap``."""
+    x = np.random.default_rng(0).standard_normal((3, 5)).astype(np.float32)
+    for ax in (-1, 0):
+        values, indices = nb.lax.approx_max_k(x, 2, reduction_dimension=ax)
+        want = np.flip(np.sort(x, axis=ax), ax).take(range(2), axis=ax)
+        np.testing.assert_array_equal(values.numpy(), want)
+        assert indices.dtype == nb.int32
+        np.testing.assert_array_equal(np.take_along_axis(x, indices.numpy(), ax), want)
+        low, _ = nb.lax.approx_min_k(x, 2, reduction_dimension=ax)
+        np.testing.assert_array_equal(low.numpy(), np.sort(x, axis=ax).take(range(2), axis=ax))
+    assert nb.lax.padtype_to_pads((7, 8), (3, 2), (2, 3), "SAME") == [(1, 1), (0, 0)]
+    assert nb.lax.padtype_to_pads((6,), (4,), (1,), "SAME_LOWER") == [(2, 1)]
+    assert nb.lax.padtype_to_pads((6,), (4,), (1,), "VALID") == [(0, 0)]
+    xs = np.arange(4.0, dtype=np.float32)
+    got = nb.vmap(lambda v: nb.lax.pshuffle(v, "i", [2, 0, 3, 1]), axis_name="i")(xs)
+    assert got.tolist() == [2.0, 0.0, 3.0, 1.0]
+    with pytest.raises(nb.OpError, match=r"pshuffle: perm must be a permutation"):
+        nb.vmap(lambda v: nb.lax.pshuffle(v, "i", [0, 0, 1, 2]), axis_name="i")(xs)
