@@ -334,7 +334,12 @@ def test_jax_numpy_spellings_and_call_forms():
     assert nb.ones((2,)).block_until_ready().shape == (2,)
     assert nb.tree_reduce(lambda a, b: a + b, (1, [2, 3])) == 6
     F = nb.nn.functional
-    assert F.swish is F.silu and F.log_sigmoid is F.logsigmoid and F.hard_tanh is F.hardtanh
+    assert F.swish is F.silu and F.log_sigmoid is F.logsigmoid
+    # jax.nn's hard_tanh: PyTorch's hardtanh's values, JAX's gradient 1 at the bounds
+    edges = nb.constant([-2.0, -1.0, 0.5, 1.0, 2.0])
+    assert F.hard_tanh(edges).tolist() == F.hardtanh(edges).tolist() == [-1, -1, 0.5, 1, 1]
+    assert nb.grad(lambda v: F.hard_tanh(v).sum())(edges).tolist() == [0, 1, 1, 1, 0]
+    assert nb.grad(lambda v: F.hardtanh(v).sum())(edges).tolist() == [0, 0, 1, 0, 0]
     np.testing.assert_allclose(F.logsumexp(nb.zeros((2,)), axis=0).item(), np.log(2.0), rtol=1e-6)
 
     class Model:

@@ -2299,8 +2299,23 @@ __all__ += [
 # ``jax.nn``'s names for functions above
 swish = silu
 log_sigmoid = logsigmoid
-hard_tanh = hardtanh
 logsumexp = reduction.logsumexp
+
+
+def hard_tanh(x) -> Tensor:
+    """``x`` clipped to ``[-1, 1]`` (JAX's ``jax.nn.hard_tanh``). Its gradient is 1 on the
+    closed interval, at the bounds too, as JAX's; PyTorch's :func:`hardtanh` gives 0 there.
+
+    Args:
+        x: the input.
+
+    Returns:
+        A tensor like ``x``.
+    """
+    x = as_tensor(x, op="hard_tanh")
+    return binary.where(x > 1.0, 1.0, binary.where(x < -1.0, -1.0, x))
+
+
 __all__ += ["swish", "log_sigmoid", "hard_tanh", "logsumexp"]
 
 
