@@ -114,6 +114,26 @@ def norm_shape(op: str, shape) -> tuple[int, ...]:
     return out
 
 
+def jnp_dtype_slot(op: str, value, dtype, slot: str):
+    """``(value, dtype)``: jnp's third positional argument of ``sum``/``mean``/``prod``/
+    ``var``/``std``/``cumsum``/``cumprod`` and the ``nan`` reductions is the dtype, where
+    PyTorch's and ours is ``slot`` (``keepdims``, ``exclusive``, ``ddof``): a dtype there
+    is taken as jnp's (it cannot be a flag), with ``slot`` at its default.
+    ``nb.sum(x, 0, nb.float32)`` had kept the dims. ``dtype`` comes back as a ``DType``
+    (an unsupported one's error names ``op``)."""
+    if dtype is not None:
+        dtype = to_dtype(dtype, op)
+    if value is None or isinstance(value, bool | np.bool_ | int | np.integer | Tensor):
+        return value, dtype
+    try:
+        as_dtype = to_dtype(value)
+    except (TypeError, ValueError, KeyError):
+        raise TypeError(f"{op}: {slot} must be a bool, got {value!r}") from None
+    if dtype is not None:
+        raise TypeError(f"{op}: dtype given twice (a dtype in place of {slot}, and dtype=)")
+    return False, as_dtype
+
+
 def int_arg(op: str, name: str, value) -> int:
     """``value`` as an int (a NumPy integer too), or a ``TypeError`` naming ``op`` and
     ``name``: a float offset or count is refused (as JAX), never truncated."""

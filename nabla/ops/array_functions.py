@@ -13,10 +13,9 @@ import numpy as np
 
 from ..core.dtypes import DType, get_default_dtype, promote_types, to_dtype
 from ..runtime.tensor import Tensor
-from ._util import as_tensor, norm_axes, norm_axis, readable_now
+from ._util import as_tensor, jnp_dtype_slot, norm_axes, norm_axis, readable_now
 from .base import OpError
 from .functions import fn
-from .reduction import _jnp_dtype_slot
 
 __all__ = [
     "segment_sum",
@@ -868,7 +867,7 @@ def nansum(a, axis=None, keepdims: bool = False, *, dtype=None) -> Tensor:
     Returns:
         A tensor (``sum``'s dtype).
     """
-    keepdims, dtype = _jnp_dtype_slot("nansum", keepdims, dtype, "keepdims")
+    keepdims, dtype = jnp_dtype_slot("nansum", keepdims, dtype, "keepdims")
     a = as_tensor(a, op="nansum")
     if a.dtype.is_float:
         _, a = _not_nan(a)
@@ -906,7 +905,7 @@ def nanmean(a, axis=None, keepdims: bool = False, *, dtype=None) -> Tensor:
     Returns:
         A float tensor (``dtype`` when given).
     """
-    keepdims, dtype = _jnp_dtype_slot("nanmean", keepdims, dtype, "keepdims")
+    keepdims, dtype = jnp_dtype_slot("nanmean", keepdims, dtype, "keepdims")
     return _nan_result("nanmean", a, dtype, lambda t: _nanmean(t, axis, keepdims))
 
 
@@ -977,10 +976,10 @@ def nanvar(a, axis=None, ddof: int = 0, keepdims: bool = False, *, dtype=None) -
 
 def _dtype_in_ddof(op: str, ddof, dtype):
     """NumPy's and JAX's third argument is ``dtype`` where ours is ``ddof``: a dtype
-    there is taken as theirs (``ddof`` then 0), as ``_jnp_dtype_slot`` does for flags."""
+    there is taken as theirs (``ddof`` then 0), as ``jnp_dtype_slot`` does for flags."""
     if isinstance(ddof, numbers.Number) and not isinstance(ddof, bool):
         return ddof, None if dtype is None else to_dtype(dtype, op)
-    ddof, dtype = _jnp_dtype_slot(op, ddof, dtype, "ddof")
+    ddof, dtype = jnp_dtype_slot(op, ddof, dtype, "ddof")
     return (0 if ddof is False else ddof), dtype
 
 

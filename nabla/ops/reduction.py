@@ -12,11 +12,11 @@ import math
 
 import numpy as np
 
-from ..core.dtypes import DType, get_default_dtype, promote_types, to_dtype
+from ..core.dtypes import DType, get_default_dtype, promote_types
 from ..core.ir import SymDim, note_size_decision
 from ..runtime.tensor import Tensor
 from . import spmd
-from ._util import as_tensor, is_scalar, norm_axes, norm_axis, readable_now
+from ._util import as_tensor, is_scalar, jnp_dtype_slot, norm_axes, norm_axis, readable_now
 from .base import Operation, OpError
 from .functions import fn, provide
 
@@ -386,25 +386,6 @@ def _where_count(op: str, x, where, axes, keepdims):
     return reduce_sum(ones, axes, keepdims)
 
 
-def _jnp_dtype_slot(op: str, value, dtype, slot: str):
-    """``(value, dtype)``: jnp's third positional argument of ``sum``/``mean``/``prod``/
-    ``var``/``std``/``cumsum``/``cumprod`` is the dtype, where PyTorch's and ours is
-    ``slot`` (``keepdims``, ``exclusive``): a dtype there is taken as jnp's (it cannot be a
-    flag), with ``slot`` at its default. ``nb.sum(x, 0, nb.float32)`` had kept the dims.
-    ``dtype`` comes back as a ``DType`` (an unsupported one's error names ``op``)."""
-    if dtype is not None:
-        dtype = to_dtype(dtype, op)
-    if value is None or isinstance(value, bool | np.bool_ | int | np.integer | Tensor):
-        return value, dtype
-    try:
-        as_dtype = to_dtype(value)
-    except (TypeError, ValueError, KeyError):
-        raise TypeError(f"{op}: {slot} must be a bool, got {value!r}") from None
-    if dtype is not None:
-        raise TypeError(f"{op}: dtype given twice (a dtype in place of {slot}, and dtype=)")
-    return False, as_dtype
-
-
 def sum(  # noqa: A001
     x, axis=None, keepdims=False, *, dtype=None, dim=None, keepdim=None, initial=None, where=None
 ):
@@ -440,7 +421,7 @@ def sum(  # noqa: A001
     """
     if not isinstance(x, Tensor):
         x = as_tensor(x, op="sum")
-    keepdims, dtype = _jnp_dtype_slot("sum", keepdims, dtype, "keepdims")
+    keepdims, dtype = jnp_dtype_slot("sum", keepdims, dtype, "keepdims")
     axis, keepdims = _torch_names("sum", axis, dim, keepdims, keepdim)
     x = _masked("sum", x, where, 0)
     if dtype is not None:
@@ -604,7 +585,7 @@ def prod(
         IndexError: for an axis out of range.
         ValueError: for a repeated axis.
     """
-    keepdims, dtype = _jnp_dtype_slot("prod", keepdims, dtype, "keepdims")
+    keepdims, dtype = jnp_dtype_slot("prod", keepdims, dtype, "keepdims")
     axis, keepdims = _torch_names("prod", axis, dim, keepdims, keepdim)
     if not isinstance(x, Tensor):
         x = as_tensor(x, op="prod")
@@ -655,7 +636,7 @@ def mean(x, axis=None, keepdims=False, *, dtype=None, dim=None, keepdim=None, wh
         >>> nb.mean(nb.constant([1, 2])).item()
         1.5
     """
-    keepdims, dtype = _jnp_dtype_slot("mean", keepdims, dtype, "keepdims")
+    keepdims, dtype = jnp_dtype_slot("mean", keepdims, dtype, "keepdims")
     axis, keepdims = _torch_names("mean", axis, dim, keepdims, keepdim)
     if dtype is not None:
         x = as_tensor(x, op="mean").cast(dtype)
@@ -732,7 +713,7 @@ def var(
         ValueError: for a repeated axis, or both ``ddof`` and a nonzero ``correction``.
     """
     correction = _correction("var", correction, ddof, dim, unbiased)
-    keepdims, jnp_dtype = _jnp_dtype_slot("var", keepdims, dtype, "keepdims")
+    keepdims, jnp_dtype = jnp_dtype_slot("var", keepdims, dtype, "keepdims")
     if jnp_dtype is not None:
         x = as_tensor(x, op="var").cast(jnp_dtype)
     axis, keepdims = _torch_names("var", axis, dim, keepdims, keepdim)
@@ -808,7 +789,7 @@ def std(
         ValueError: for a repeated axis, or both ``ddof`` and a nonzero ``correction``.
     """
 
-    keepdims, jnp_dtype = _jnp_dtype_slot("std", keepdims, dtype, "keepdims")
+    keepdims, jnp_dtype = jnp_dtype_slot("std", keepdims, dtype, "keepdims")
     if jnp_dtype is not None:
         x = as_tensor(x, op="std").cast(jnp_dtype)
     axis, keepdims = _torch_names("std", axis, dim, keepdims, keepdim)
@@ -1347,7 +1328,7 @@ def cumsum(x, axis=-1, exclusive=False, reverse=False, *, dtype=None, dim=None):
     """Cumulative sum along ``axis`` (PyTorch's ``dim=`` too; ``axis=None``: over the
     flattened ``x``, as NumPy's and JAX's); ``exclusive`` starts from 0, ``reverse`` runs
     backwards; ``dtype`` casts ``x`` first (as NumPy, JAX and PyTorch)."""
-    exclusive, dtype = _jnp_dtype_slot("cumsum", exclusive, dtype, "exclusive")
+    exclusive, dtype = jnp_dtype_slot("cumsum", exclusive, dtype, "exclusive")
     axis = axis if dim is None else dim
     x, axis = _running_operand("cumsum", x, axis, dtype)
     return _cumsum.bind([x], {"axis": axis, "exclusive": bool(exclusive), "reverse": bool(reverse)})
@@ -1447,7 +1428,7 @@ def cumprod(x, axis=-1, exclusive=False, reverse=False, *, dtype=None, dim=None)
         >>> nb.cumprod(nb.constant([1.0, 2.0, 0.0, 4.0])).tolist()
         [1.0, 2.0, 0.0, 0.0]
     """
-    exclusive, dtype = _jnp_dtype_slot("cumprod", exclusive, dtype, "exclusive")
+    exclusive, dtype = jnp_dtype_slot("cumprod", exclusive, dtype, "exclusive")
     x, axis = _running_operand("cumprod", x, axis if dim is None else dim, dtype)
     if reverse:
         x = fn.flip(x, axis)
