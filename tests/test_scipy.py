@@ -641,3 +641,22 @@ def test_stats_at_nan_inf_and_outside_the_unit_interval():
     for dist, args in (("expon", ()), ("pareto", (2.0,))):
         got = getattr(st, dist).ppf(q, *args).numpy()
         assert np.isnan(got[[0, 2]]).all() and np.isfinite(got[1])
+
+
+def test_expn_against_scipy_and_its_derivative():
+    """``expn`` across its series and continued-fraction ranges, orders 0 to 30, at 0 and
+    outside its domain, and its derivative ``-E_(n-1)``."""
+    x = np.array([0.0, 1e-8, 0.01, 0.3, 1.0, 1.4, 1.6, 2.5, 5.0, 20.0, 100.0, 700.0])
+    for n in (0, 1, 2, 3, 5, 10, 30):
+        np.testing.assert_allclose(
+            nb.scipy.special.expn(n, x).numpy(), sp.expn(n, x), rtol=1e-12, atol=0
+        )
+        got32 = nb.scipy.special.expn(n, x.astype(np.float32)).numpy()
+        assert got32.dtype == np.float32
+        np.testing.assert_allclose(got32, sp.expn(n, x), rtol=5e-6, atol=1e-37)  # (underflow)
+    both = nb.scipy.special.expn(np.array([1, 2, 3]), np.array([[0.5], [2.0]])).numpy()
+    np.testing.assert_allclose(both, sp.expn([1, 2, 3], [[0.5], [2.0]]), rtol=1e-12)
+    assert np.isnan(nb.scipy.special.expn(np.array([-1, 2]), np.array([1.0, -1.0])).numpy()).all()
+    v = np.array([0.5, 2.0])
+    got = nb.grad(lambda t: nb.scipy.special.expn(3, t).sum())(nb.constant(v)).numpy()
+    np.testing.assert_allclose(got, -sp.expn(2, v), rtol=1e-10)

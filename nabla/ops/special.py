@@ -64,6 +64,7 @@ __all__ = [
     "bernoulli",
     "exp1",
     "expi",
+    "expn",
     "xlog1py",
     "entr",
     "rel_entr",
@@ -711,6 +712,56 @@ def exp1(x) -> Tensor:
     x = _float(x, "exp1")
     out = _e1_positive(fn.where(x > 0, x, 1.0))
     return fn.where(x > 0, out, fn.where(x == 0, math.inf, math.nan))
+
+
+def expn(n, x) -> Tensor:
+    """The generalized exponential integral ``E_n(x) = int_1^inf exp(-x t) / t^n dt``
+    (SciPy's and JAX's ``special.expn``) for integers ``n >= 0`` and ``x >= 0``:
+    ``exp(-x) / x`` for ``n = 0``; below 1.5 (1 in lower precisions) the series
+    ``(-x)^(n-1) / (n-1)! (psi(n) - log x) - sum_(k != n-1) (-x)^k / ((k - n + 1) k!)``
+    (40 terms), beyond it the continued fraction ``exp(-x) / (x + n - 1 n / (x + n + 2 -
+    2 (n + 1) / (x + n + 4 - ...)))`` (60 levels, from the bottom). ``E_n(0) = 1 / (n -
+    1)`` for ``n > 1`` and ``inf`` for ``n <= 1``; NaN for a negative or non-integer ``n``
+    or a negative ``x``. Differentiable in ``x`` (``-E_(n-1)(x)``).
+
+    Args:
+        n: the order, an integer (a tensor of them too), broadcast with ``x``.
+        x: a tensor or array.
+
+    Returns:
+        A float tensor of the broadcast shape.
+    """
+    x = _float(x, "expn")
+    nt = fn.cast(as_tensor(n, op="expn"), x.dtype)
+    shape = fn.broadcast_shapes("expn", tuple(nt.shape), tuple(x.shape))
+    nt, x = fn.broadcast_to(nt, shape), fn.broadcast_to(x, shape)
+    valid = fn.logical_and(fn.logical_and(nt >= 0, fn.floor(nt) == nt), x >= 0)
+    positive = fn.logical_and(valid, x > 0)
+    ns = fn.where(valid, nt, 1.0)
+    xp = fn.where(positive, x, 1.0)
+    near = xp <= (1.5 if x.dtype == DType.float64 else 1.0)
+    # the series (n >= 1): the k = n - 1 term is the one with psi(n) - log x
+    xs, nn = fn.where(near, xp, 1.0), fn.maximum(ns, 1.0)
+    lead = fn.exp((nn - 1.0) * fn.log(xs) - gammaln(nn)) * (digamma(nn) - fn.log(xs))
+    lead = fn.where(fn.fmod(nn - 1.0, 2.0) == 0, lead, fn.neg(lead))  # (-1)^(n-1)
+    power, total = fn.ones_like(xs), fn.zeros_like(xs)
+    for k in range(40):
+        if k:
+            power = power * (fn.neg(xs) / float(k))  # (-x)^k / k!
+        gap = float(k) - nn + 1.0
+        total = total + fn.where(gap == 0, 0.0, power / fn.where(gap == 0, 1.0, gap))
+    series = lead - total
+    # the continued fraction
+    xc = fn.where(near, 2.0, xp)
+    tail = fn.zeros_like(xc)
+    for i in range(60, 0, -1):
+        tail = float(i) * (ns + float(i) - 1.0) / (xc + ns + float(2 * i) - tail)
+    fraction = fn.exp(fn.neg(xc)) / (xc + ns - tail)
+    out = fn.where(near, series, fraction)
+    out = fn.where(ns == 0, fn.exp(fn.neg(xp)) / xp, out)
+    at_zero = fn.where(ns > 1, 1.0 / fn.maximum(ns - 1.0, 1.0), math.inf)
+    out = fn.where(positive, out, at_zero)
+    return fn.where(valid, out, math.nan)
 
 
 def expi(x) -> Tensor:
