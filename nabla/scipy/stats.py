@@ -207,8 +207,7 @@ def _uniform_cdf(x, loc=0, scale=1):
 def _uniform_ppf(q, loc=0, scale=1):
     """The uniform quantile function (NaN outside ``[0, 1]``)."""
     q, loc, scale = floats("uniform.ppf", q, loc, scale)
-    inside = binary.logical_and(q >= 0, q <= 1)
-    return binary.where(inside, loc + q * scale, math.nan)
+    return _nan_outside_unit(q, loc + q * scale)
 
 
 uniform = _dist(
