@@ -288,6 +288,17 @@ def test_conv2d_transpose_takes_the_originals_filter_layout():
         nb.conv2d_transpose(dy, w, stride=2, padding=1)  # an HWOI filter read as HWIO
     with pytest.raises(TypeError, match="not both"):
         nb.conv2d_transpose(dy, w, output_padding=1, output_paddings=1)
+    # errors name the keyword the caller used, and a bias wrong for either layout is named
+    # as such before the channels are checked (the original's tests match those words)
+    with pytest.raises(nb.OpError, match="output_paddings"):
+        nb.conv2d_transpose(dy, w, output_paddings=(1, 0))
+    with pytest.raises(nb.OpError, match=r"output_padding \(1, 0\)"):
+        nb.conv2d_transpose(dy, nb.permute(w, (0, 1, 3, 2)), output_padding=(1, 0))
+    with pytest.raises(nb.OpError, match="bias size 4 does not match 5 output channels"):
+        nb.conv2d_transpose(dy, w, bias=nb.zeros((4,)))
+    # a bias right for the original's layout still gets the layout hint
+    with pytest.raises(nb.OpError, match="filter_layout='HWOI'"):
+        nb.conv2d_transpose(dy, w, bias=nb.zeros((3,)))
 
 
 @pytest.mark.parametrize("groups", [2, 3])

@@ -51,7 +51,8 @@ class DType(enum.Enum):
     by nabla. Properties: ``numpy`` (the NumPy dtype; also ``dtype``), ``is_float``,
     ``is_int``, ``is_unsigned``, ``is_bool`` and ``itemsize`` (bytes). A member equals its
     NumPy dtype, NumPy or JAX scalar type and name (``x.dtype == np.float32``,
-    ``== "float32"``), as a JAX array's dtype does.
+    ``== "float32"``), as a JAX array's dtype does, and MAX's ``max.dtype.DType`` member of
+    its name (the original Nabla's dtype objects: ``x.dtype == DType.float32``).
     """
 
     bool = "bool"
@@ -113,6 +114,8 @@ class DType(enum.Enum):
                 return np.dtype(other) == _TO_NUMPY[self]
             except TypeError:
                 return False
+        if _is_max_dtype(other):  # (the original Nabla's tests compare with MAX's members)
+            return other.name == self._name_
         return NotImplemented
 
     def __hash__(self) -> int:
@@ -203,7 +206,7 @@ def to_dtype(d, op: str | None = None) -> DType:
         return get_default_dtype()
     if isinstance(d, str) and d in _BY_NAME:
         return _BY_NAME[d]
-    if isinstance(d, enum.Enum) and type(d).__name__ == "DType" and d.name in _BY_NAME:
+    if _is_max_dtype(d) and d.name in _BY_NAME:
         return _BY_NAME[d.name]
     if type(d).__module__ == "torch" and str(d).removeprefix("torch.") in _BY_NAME:
         return _BY_NAME[str(d).removeprefix("torch.")]  # ``torch.float64``, by duck typing
@@ -216,6 +219,11 @@ def to_dtype(d, op: str | None = None) -> DType:
     if nd is not None and nd in _FROM_NUMPY:
         return _FROM_NUMPY[nd]
     raise TypeError(f"{_by(op)}unsupported dtype {d!r}; supported: {_SUPPORTED}")
+
+
+def _is_max_dtype(d) -> bool:
+    """``d`` is a member of MAX's ``DType`` enum (duck typing: core does not import MAX)."""
+    return isinstance(d, enum.Enum) and type(d).__name__ == "DType" and not isinstance(d, DType)
 
 
 def _by(op: str | None) -> str:

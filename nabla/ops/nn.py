@@ -361,10 +361,12 @@ def conv2d_transpose(
     op_ = _pair(output_padding, "output_padding", "conv2d_transpose", minimum=0)
     if any(op_[i] >= max(s[i], d[i]) for i in range(2)):
         # (PyTorch's rule) more would only append rows no input position reaches
+        said = "output_padding" if output_paddings is None else "output_paddings"
         raise OpError(
-            f"conv2d_transpose: output_padding {output_padding!r} must be smaller than the "
+            f"conv2d_transpose: {said} {output_padding!r} must be smaller than the "
             f"stride {s} or the dilation {d}, dim by dim"
         )
+    _bias_fits_a_layout(weight, bias, groups, layout)
     same = isinstance(padding, str) and padding.upper() != "VALID"
     p = None if same else _padding(padding, "conv2d_transpose")
     if layout == "HWOI":
@@ -392,6 +394,25 @@ def conv2d_transpose(
     xd = _pad_or_crop(_dilate(x, s), lo, hi)
     out = conv2d(xd, fn.flip(w, (0, 1)), None, 1, 0, d, groups)
     return _add_bias("conv2d_transpose", out, bias, f"weight {w.shape} ({layout})")
+
+
+def _bias_fits_a_layout(weight, bias, groups, layout) -> None:
+    """A 1-D ``bias`` whose size is the output channels of neither filter layout is the
+    error, before the channels are checked: it is wrong whichever layout was meant (the
+    channel check's message is about the layout)."""
+    if bias is None or not isinstance(groups, int):
+        return
+    w_shape = tuple(weight.shape) if hasattr(weight, "shape") else np.shape(weight)
+    b_shape = tuple(bias.shape) if hasattr(bias, "shape") else np.shape(bias)
+    if len(b_shape) != 1 or len(w_shape) != 4:
+        return
+    outs = {w_shape[3], groups * w_shape[2]}
+    if b_shape[0] not in outs:
+        o = w_shape[3] if layout == "HWIO" else groups * w_shape[2]
+        raise OpError(
+            f"conv2d_transpose: bias size {b_shape[0]} does not match {o} output channels "
+            f"(bias of shape {tuple(b_shape)}, weight {tuple(w_shape)} ({layout}))"
+        )
 
 
 def _hwoi_as_hwio(x, weight, groups):

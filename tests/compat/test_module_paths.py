@@ -266,6 +266,12 @@ def test_max_dtypes_are_read_as_ours():
     assert nb.zeros((2,), dtype=max_dtype.DType.bool).dtype is nb.DType.bool
     with pytest.raises(TypeError, match="unsupported dtype float8_e5m2"):
         nb.ones((2,), dtype=max_dtype.DType.float8_e5m2)
+    # and compared with ours as equal, both ways, with the same hash (the original's tests
+    # set ``nb.DType = max.dtype.DType`` and assert ``w.dtype == nb.DType.float32``)
+    mx = max_dtype.DType
+    assert t.dtype == mx.float16 and mx.float16 == t.dtype and not (t.dtype != mx.float16)
+    assert t.dtype != mx.float32 and mx.bool == nb.bool_ and nb.int32 != mx.int64
+    assert {nb.float32: "f"}[mx.float32] == "f" and hash(mx.int8) == hash(nb.int8)
 
 
 def test_original_sharding_spellings():
