@@ -297,11 +297,16 @@ def _add_bias(op: str, out, bias, weight: str):
     if b.ndim != 1:
         raise OpError(f"{op}: bias must be 1-D ({o},), got shape {b.shape} ({weight})")
     if b.shape != (o,):
-        raise OpError(
-            f"{op}: bias size {b.size} does not match {o} output channels (bias of shape "
-            f"{b.shape}, {weight})"
-        )
+        raise _bias_size_error(op, b.shape, o, weight)
     return out + b
+
+
+def _bias_size_error(op: str, shape: tuple, o: int, weight: str) -> OpError:
+    """The error for a 1-D bias of ``shape`` against ``o`` output channels."""
+    return OpError(
+        f"{op}: bias size {shape[0]} does not match {o} output channels (bias of shape "
+        f"{tuple(shape)}, {weight})"
+    )
 
 
 def conv2d_transpose(
@@ -409,10 +414,7 @@ def _bias_fits_a_layout(weight, bias, groups, layout) -> None:
     outs = {w_shape[3], groups * w_shape[2]}
     if b_shape[0] not in outs:
         o = w_shape[3] if layout == "HWIO" else groups * w_shape[2]
-        raise OpError(
-            f"conv2d_transpose: bias size {b_shape[0]} does not match {o} output channels "
-            f"(bias of shape {tuple(b_shape)}, weight {tuple(w_shape)} ({layout}))"
-        )
+        raise _bias_size_error("conv2d_transpose", b_shape, o, f"weight {w_shape} ({layout})")
 
 
 def _hwoi_as_hwio(x, weight, groups):
