@@ -25,10 +25,11 @@ When every process runs on one machine (the usual case; ``NABLA_MPI_SHARED=0`` t
 off), ``activate`` maps one MPI shared-memory window into every process, and exchanges go
 through it (``_SharedExchange``): each process writes its slot, posts a count, and reads the
 others' slots in place. ``mesh_reduce``, ``mesh_reduce_scatter`` and ``mesh_gather`` with
-one device per process along ``axes`` then move their data that way up to 4 MiB per
-process (gathers up to 1 MiB, above which MPI's single-copy ``Allgather`` is faster; a
-reduce-scatter writes only the blocks the others keep), with no MPI call, each process
-reducing its group's slots in rank order; larger data take the MPI calls above.
+one device per process along ``axes`` then move their data that way, with no MPI call,
+each process reducing its group's slots in rank order (a reduce-scatter writes only the
+blocks the others keep). A gather past 512 KiB per process reads each peer's block straight
+out of the peer's memory instead (``_PeerReader``, where every process can: one copy, where
+the slots take two); without that reader, gathers past 4 MiB take MPI's ``Allgather``.
 
 Safety: before every program that communicates (``agreed_program``, from the runtime), and
 before a collective run outside one, the processes agree on what it is (a 64-bit digest of a
@@ -55,6 +56,7 @@ Only ``nabla.backends.mpi`` imports ``mpi4py``, and only when ``activate`` is ca
 from __future__ import annotations
 
 import atexit
+import ctypes
 import functools
 import hashlib
 import math
@@ -283,8 +285,9 @@ _PAYLOAD_MAX = 4096
 _SLOT = 8 + _PAYLOAD_MAX
 _SHARED_BYTES = 4 << 20
 # One exchange carries up to 512 KiB of a collective's data per process; larger reductions
-# go a piece of 512 KiB per exchange, larger gathers too up to 4 MiB, above which MPI's own
-# Allgather copies less (``_chunked_allreduce``, measured there).
+# go a piece of 512 KiB per exchange; larger gathers read the peers' blocks in place
+# (``_single_copy_gather``), or without that go in pieces too up to 4 MiB, above which MPI's
+# own Allgather copies less (``_chunked_allreduce``, measured there).
 _SHARED_REDUCE_BYTES = 1 << 19
 _SHARED_GATHER_BYTES = 1 << 19
 _PIECEWISE_GATHER_BYTES = 4 << 20
@@ -296,6 +299,7 @@ class _MPIExchange:
 
     shared = False
     capacity = _PAYLOAD_MAX
+    reader = None  # no process reads another's memory between machines
 
     def __init__(self, comm):
         size = comm.Get_size()
@@ -368,6 +372,7 @@ class _SharedExchange:
         self.posted[0] = 0
         self.win.Sync()
         comm.Barrier()  # every count is zero before anyone posts
+        self.reader = _peer_reader(comm, MPI)  # (a collective call too)
 
     def parity(self) -> int:
         return (self.count + 1) & 1
@@ -413,6 +418,81 @@ def _word(room: np.ndarray) -> memoryview:
     a memoryview, whose item reads and writes are Python ints (~2x quicker than a NumPy
     scalar's, and an eager call makes several)."""
     return memoryview(room[:8]).cast("Q")
+
+
+# A gather past the agreement's slot reads each peer's block straight out of the peer's
+# memory (Linux's cross-memory attach, ``process_vm_readv``, as MPI libraries' single-copy
+# transports do): one copy per block, where the shared slots take two (into a slot, out of
+# it) and this MPI's ``Allgather`` two as well. ``activate`` checks that every process can
+# read every other's memory (same user, no ptrace restriction, one PID namespace) and
+# turns it off everywhere if one cannot; ``NABLA_MPI_SINGLE_COPY=0`` turns it off.
+class _IOVec(ctypes.Structure):
+    _fields_ = [("base", ctypes.c_void_p), ("len", ctypes.c_size_t)]
+
+
+class _PeerReader:
+    """Copies bytes out of another process's memory (``process_vm_readv``)."""
+
+    def __init__(self, call, pids: list):
+        self.call, self.pids = call, pids
+        self.here, self.there = _IOVec(), _IOVec()
+        self.here_ref, self.there_ref = ctypes.byref(self.here), ctypes.byref(self.there)
+
+    def read(self, process: int, address: int, into: np.ndarray) -> None:
+        """``into.nbytes`` bytes from ``address`` in world process ``process`` into
+        ``into`` (C-contiguous).
+
+        Raises:
+            DistributedError: naming the process, the bytes and the system's reason when
+                the read fails.
+        """
+        total, base, done = into.nbytes, into.ctypes.data, 0
+        while done < total:  # (a read stops short only at an unmapped page: then it fails)
+            self.here.base, self.here.len = base + done, total - done
+            self.there.base, self.there.len = address + done, total - done
+            got = self.call(self.pids[process], self.here_ref, 1, self.there_ref, 1, 0)
+            if got <= 0:
+                reason = os.strerror(ctypes.get_errno()) if got < 0 else "nothing read"
+                raise DistributedError(
+                    f"reading {total} bytes of a gather's block out of process {process} "
+                    f"failed ({reason}); NABLA_MPI_SINGLE_COPY=0 gathers through shared "
+                    "memory instead"
+                )
+            done += got
+
+
+_PROBE_MAGIC = 0x6E61626C61  # what each process's probe word holds, plus its rank
+
+
+def _peer_reader(comm, MPI):
+    """A ``_PeerReader`` when every process can read every other's memory, else None: the
+    same answer on every process (a collective call; each keeps its probe word alive until
+    every read of it is done)."""
+    rank = comm.Get_rank()
+    probe = np.array([_PROBE_MAGIC + rank], np.uint64)
+    call = None
+    if CONFIG.mpi_single_copy and sys.platform.startswith("linux"):
+        try:
+            call = ctypes.CDLL(None, use_errno=True).process_vm_readv
+        except (OSError, AttributeError):
+            call = None
+    if call is not None:
+        call.restype = ctypes.c_ssize_t
+        call.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_ulong]
+        call.argtypes += [ctypes.c_void_p, ctypes.c_ulong, ctypes.c_ulong]
+    every = comm.allgather((os.getpid(), probe.ctypes.data))
+    reader = None if call is None else _PeerReader(call, [pid for pid, _ in every])
+    works = reader is not None
+    got = np.zeros(1, np.uint64)
+    for p, (_, address) in enumerate(every):
+        if works and p != rank:
+            try:
+                reader.read(p, address, got)
+            except DistributedError:
+                works = False
+            works = works and int(got[0]) == _PROBE_MAGIC + p
+    works = comm.allreduce(works, op=MPI.LAND)
+    return reader if works else None
 
 
 # A slot's payload starts 2 KiB + 16 bytes into a page: large arrays from the allocator start
@@ -1153,6 +1233,26 @@ def _chunked_gather(x: np.ndarray, members: list) -> np.ndarray:
     return recv
 
 
+def _single_copy_gather(x: np.ndarray, members: list) -> np.ndarray:
+    """The members' C-contiguous ``x`` (several members, any size), one slab per member in
+    rank order as ``Allgather`` receives them, each read straight out of its owner's
+    memory (``_PeerReader``): one exchange of the blocks' addresses, the reads, then one
+    exchange so that no member goes on (and frees or overwrites its block) before every
+    member has read it."""
+    ex = _STATE.exchange
+    recv = _out_buffer((len(members),) + x.shape, x.dtype, x)
+    addresses = _shared_rows(np.array([x.ctypes.data], np.uint64))
+    me = PROCESS.index
+    try:
+        for i, p in enumerate(members):
+            if p != me:
+                ex.reader.read(p, int(addresses[p].view(np.uint64)[0]), recv[i])
+        recv[members.index(me)] = x
+    finally:  # (a failed read still releases the peers: its error then ends the job)
+        _exchange_in_program(ex, ex.parity())
+    return recv
+
+
 def _chunked_reduce_scatter(send: np.ndarray, members: list, kind: str) -> np.ndarray:
     """``_own_block_reduced`` of ``send`` (its blocks in member order, several members, any
     size) on the shared-memory exchange: per exchange each member writes the same slice of
@@ -1185,9 +1285,11 @@ def _pieces_reduce(order: list, group: _Group, kind: str):
 
 
 def _pieces_gather(order: list, group: _Group, ndev: int, dim: int):
-    """``_mesh_gather`` with one device per process along the axes, in pieces."""
+    """``_mesh_gather`` with one device per process along the axes, in pieces (or read
+    straight out of the peers' memory where every process can)."""
     members = _members(group)
-    return lambda x: _joined(_chunked_gather(x, members), x.shape, order, ndev + dim)
+    gather = _single_copy_gather if _STATE.exchange.reader is not None else _chunked_gather
+    return lambda x: _joined(gather(x, members), x.shape, order, ndev + dim)
 
 
 def _pieces_reduce_scatter(order: list, group: _Group, ndev: int, dim: int, kind: str):
@@ -1421,6 +1523,9 @@ def _mesh_gather(x, ndev, dim, group):
     if order is not None and _fits_shared(x.nbytes, _SHARED_GATHER_BYTES):
         x = np.ascontiguousarray(x)
         return _joined_rows(_shared_rows(x), x, group, order, ndev + dim)
+    if order is not None and _STATE.exchange.reader is not None:
+        x = np.ascontiguousarray(x)
+        return _joined(_single_copy_gather(x, _members(group)), x.shape, order, ndev + dim)
     if order is not None and _fits_shared(x.nbytes, _PIECEWISE_GATHER_BYTES):
         x = np.ascontiguousarray(x)
         return _joined(_chunked_gather(x, _members(group)), x.shape, order, ndev + dim)
@@ -1565,7 +1670,7 @@ class _Lane(NamedTuple):
     text: str
     line: str
     fold: Any  # a _Fold when the data fit the agreement (the lazy path's way), else None
-    pieces: Any = None  # fn(x) -> the output through the shared slots a piece at a time
+    pieces: Any = None  # fn(x) -> the output after the agreement, in pieces or read in place
     now: Any = None  # fn(x) -> the output, or None: the whole call (``_now_of``)
 
 
@@ -1603,7 +1708,7 @@ def _lane(name: str, x: np.ndarray, kw: dict):
     sent = _others_nbytes(x.nbytes, n) if name == "mesh_reduce_scatter" else x.nbytes
     small = sent <= limit and _folds_alike(kw, x, order)
     fold = _FOLDS[name](x, order, group, **args) if small else None
-    piecewise = reduces or sent <= _PIECEWISE_GATHER_BYTES
+    piecewise = reduces or sent <= _PIECEWISE_GATHER_BYTES or _STATE.exchange.reader is not None
     pieces = None
     if sent > limit and piecewise and _STATE.exchange.shared:
         pieces = _PIECES[name](order, group, **args)

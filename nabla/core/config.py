@@ -167,6 +167,9 @@ class _Config:
         # processes on one machine exchange collectives through an MPI shared-memory window
         # (backends/mpi.py); 0 keeps MPI's calls alone, as between machines
         self.mpi_shared = env_bool("NABLA_MPI_SHARED", True)
+        # there, a large gather reads each peer's block straight out of its memory
+        # (process_vm_readv; backends/mpi.py); 0 copies it through the shared slots
+        self.mpi_single_copy = env_bool("NABLA_MPI_SINGLE_COPY", True)
         # the largest result (bytes) an op may create: checked at the op call (ops/base.py)
         self.max_alloc_bytes = env_int("NABLA_MAX_ALLOC_BYTES", None, 1)
         self.max_alloc_source = "NABLA_MAX_ALLOC_BYTES"

@@ -909,6 +909,7 @@ SWITCHES = [
     ("NABLA_EAGER_MAX_GRAPH", "eager_graph", False),
     ("NABLA_DEBUG_COMPILE", "debug_compile", False),
     ("NABLA_MPI_SHARED", "mpi_shared", True),
+    ("NABLA_MPI_SINGLE_COPY", "mpi_single_copy", True),
     ("NABLA_NUMPY_FUSION", "numpy_fusion", True),
 ]
 

@@ -413,6 +413,17 @@ def scenario_exchanges():
 
     shared = os.environ.get("NABLA_MPI_SHARED", "1") != "0"
     assert mpi._STATE.exchange.shared is shared, type(mpi._STATE.exchange)
+    if not shared or os.environ.get("NABLA_MPI_SINGLE_COPY", "1") == "0":
+        assert mpi._STATE.exchange.reader is None
+    # gathers past the agreement's slot read the peers' blocks where every process can
+    reads = []
+    real_gather = mpi._single_copy_gather
+
+    def counted(x, members):
+        reads.append(x.nbytes)
+        return real_gather(x, members)
+
+    mpi._single_copy_gather = counted
     line = nb.DeviceMesh("line", (N,), ("q",))
     rng = np.random.default_rng(RANK)
     ranks = np.arange(N).reshape(N, 1)
@@ -446,6 +457,12 @@ def scenario_exchanges():
             np.testing.assert_array_equal(s.numpy(), np.full((1, cols), N * (N + 1) / 2))
             want = np.repeat(np.arange(N, dtype=np.float64), 2)[:, None] * np.ones((1, 5))
             np.testing.assert_array_equal(g.numpy(), want)
+    mpi._single_copy_gather = real_gather
+    if mpi._STATE.exchange.reader is None:
+        assert not reads, reads
+    else:  # the 1 MiB and 4 MiB gathers (4 calls each), none that fit the slot
+        assert sorted(set(reads)) == [4 * ((1 << 18) + 12), 4 * ((1 << 20) + 7)], reads
+        assert len(reads) == 8, reads
 
 
 def scenario_eager_memo():

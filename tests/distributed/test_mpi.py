@@ -77,6 +77,17 @@ def test_scenario_over_mpi_alone(scenario):
         assert f"OK {scenario} {rank}/2" in proc.stdout, proc.stdout + proc.stderr
 
 
+@pytest.mark.parametrize("scenario", ["collectives", "exchanges"])
+def test_scenario_gathering_through_the_slots(scenario):
+    """The same collectives with the single-copy reads off (``NABLA_MPI_SINGLE_COPY=0``):
+    gathers past the agreement's slot go through the shared slots in pieces, and past
+    4 MiB by MPI's ``Allgather``."""
+    proc, _ = run_scenario(2, scenario, env={"NABLA_MPI_SINGLE_COPY": "0"})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    for rank in range(2):
+        assert f"OK {scenario} {rank}/2" in proc.stdout, proc.stdout + proc.stderr
+
+
 @pytest.mark.max
 def test_max_runs_the_segments_between_collectives():
     if not max_available():
