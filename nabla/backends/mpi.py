@@ -1233,24 +1233,45 @@ def _chunked_gather(x: np.ndarray, members: list) -> np.ndarray:
     return recv
 
 
-def _single_copy_gather(x: np.ndarray, members: list) -> np.ndarray:
+def _single_copy_gather(x: np.ndarray, members: list, rows: list | None = None) -> np.ndarray:
     """The members' C-contiguous ``x`` (several members, any size), one slab per member in
     rank order as ``Allgather`` receives them, each read straight out of its owner's
-    memory (``_PeerReader``): one exchange of the blocks' addresses, the reads, then one
-    exchange so that no member goes on (and frees or overwrites its block) before every
-    member has read it."""
+    memory (``_PeerReader``): one exchange of the blocks' addresses (unless ``rows``, every
+    process's payload row of an exchange made already, holds them: ``_address_fold``), the
+    reads, then one exchange so that no member goes on (and frees or overwrites its block)
+    before every member has read it."""
     ex = _STATE.exchange
     recv = _out_buffer((len(members),) + x.shape, x.dtype, x)
-    addresses = _shared_rows(np.array([x.ctypes.data], np.uint64))
+    if rows is None:
+        rows = _shared_rows(np.array([x.ctypes.data], np.uint64))
     me = PROCESS.index
     try:
         for i, p in enumerate(members):
             if p != me:
-                ex.reader.read(p, int(addresses[p].view(np.uint64)[0]), recv[i])
+                ex.reader.read(p, int(rows[p][:8].view(np.uint64)[0]), recv[i])
         recv[members.index(me)] = x
     finally:  # (a failed read still releases the peers: its error then ends the job)
         _exchange_in_program(ex, ex.parity())
     return recv
+
+
+def _address_fold(order: list, group: _Group, ndev: int, dim: int) -> _Fold:
+    """An eager single-copy gather as a ``_Fold``: ``fill`` puts the block's address in the
+    agreement's own exchange (one exchange fewer than ``_single_copy_gather`` alone),
+    ``finish`` reads the peers' blocks and joins them."""
+    members, ex = _members(group), _STATE.exchange
+    held: list = []  # the operand between fill and finish (one call at a time)
+
+    def fill(x, parity):
+        ex.outgoing(parity)[:8].view(np.uint64)[0] = x.ctypes.data
+        held[:] = [x]
+
+    def finish(parity):
+        x = held.pop()
+        out = _single_copy_gather(x, members, ex.incoming(parity))
+        return _joined(out, x.shape, order, ndev + dim)
+
+    return _Fold(fill, finish)
 
 
 def _chunked_reduce_scatter(send: np.ndarray, members: list, kind: str) -> np.ndarray:
@@ -1285,11 +1306,9 @@ def _pieces_reduce(order: list, group: _Group, kind: str):
 
 
 def _pieces_gather(order: list, group: _Group, ndev: int, dim: int):
-    """``_mesh_gather`` with one device per process along the axes, in pieces (or read
-    straight out of the peers' memory where every process can)."""
+    """``_mesh_gather`` with one device per process along the axes, in pieces."""
     members = _members(group)
-    gather = _single_copy_gather if _STATE.exchange.reader is not None else _chunked_gather
-    return lambda x: _joined(gather(x, members), x.shape, order, ndev + dim)
+    return lambda x: _joined(_chunked_gather(x, members), x.shape, order, ndev + dim)
 
 
 def _pieces_reduce_scatter(order: list, group: _Group, ndev: int, dim: int, kind: str):
@@ -1670,7 +1689,8 @@ class _Lane(NamedTuple):
     text: str
     line: str
     fold: Any  # a _Fold when the data fit the agreement (the lazy path's way), else None
-    pieces: Any = None  # fn(x) -> the output after the agreement, in pieces or read in place
+    pieces: Any = None  # fn(x) -> the output after the agreement, in pieces
+    reads: Any = None  # a _Fold whose agreement carries the address: gathers read in place
     now: Any = None  # fn(x) -> the output, or None: the whole call (``_now_of``)
 
 
@@ -1708,11 +1728,12 @@ def _lane(name: str, x: np.ndarray, kw: dict):
     sent = _others_nbytes(x.nbytes, n) if name == "mesh_reduce_scatter" else x.nbytes
     small = sent <= limit and _folds_alike(kw, x, order)
     fold = _FOLDS[name](x, order, group, **args) if small else None
-    piecewise = reduces or sent <= _PIECEWISE_GATHER_BYTES or _STATE.exchange.reader is not None
-    pieces = None
-    if sent > limit and piecewise and _STATE.exchange.shared:
+    reads = pieces = None
+    if sent > limit and not reduces and _STATE.exchange.reader is not None:
+        reads = _address_fold(order, group, **args)
+    elif sent > limit and _STATE.exchange.shared and (reduces or sent <= _PIECEWISE_GATHER_BYTES):
         pieces = _PIECES[name](order, group, **args)
-    lane = _Lane(post, args, group, order, text, line, fold, pieces)
+    lane = _Lane(post, args, group, order, text, line, fold, pieces, reads)
     return lane._replace(now=_now_of(lane))
 
 
@@ -1919,7 +1940,7 @@ def _now_of(lane: _Lane):
                 return lane.pieces(x)
 
         return in_pieces
-    if lane.fold is None:
+    if lane.fold is None and lane.reads is None:
 
         def posted(x):
             if st.depth or st.exchange is not ex or not x.flags.c_contiguous:
@@ -1928,7 +1949,7 @@ def _now_of(lane: _Lane):
 
         return posted
 
-    fill, finish = lane.fold
+    fill, finish = lane.fold if lane.reads is None else lane.reads
     base = _hash(text)  # (``_counted_digest``, inlined)
 
     def name() -> str:  # the watchdog's (read while this call waits: the count is its own)
