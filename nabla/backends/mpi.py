@@ -1190,10 +1190,11 @@ _UFUNCS = {"sum": np.add, "max": np.maximum, "min": np.minimum, "prod": np.multi
 # copy through its transport's buffers. Measured here (2 processes, sums of float32): 4 MiB
 # per process in 0.38 ms through 512 KiB pieces, 0.77 ms through one 4 MiB slot, 0.87 ms by
 # MPI's Allreduce; 64 MiB in 10 ms against Allreduce's 27-31 ms, and a 64 MiB
-# reduce-scatter in 5-6 ms against Reduce_scatter_block's 23 ms. Gathers from 512 KiB to
-# 4 MiB go the same way: 1 MiB per process in 0.15 ms against one 1 MiB exchange's 0.26 ms
-# and Allgather's 0.21 ms, 4 MiB in 0.61 ms against 0.67 ms; from 16 MiB Allgather's one
-# copy from the peer's memory wins (2.2 ms against 2.6 ms through pieces).
+# reduce-scatter in 5-6 ms against Reduce_scatter_block's 23 ms. Without the single-copy
+# reads (``_single_copy_gather``), gathers from 512 KiB to 4 MiB go the same way: 1 MiB per
+# process in 0.15 ms against one 1 MiB exchange's 0.26 ms and Allgather's 0.21 ms, 4 MiB in
+# 0.61 ms against 0.67 ms; from 16 MiB Allgather's one copy from the peer's memory wins
+# (2.2 ms against 2.6 ms through pieces).
 def _reduce_into(parts: list, kind: str, out: np.ndarray) -> None:
     """The members' ``parts`` reduced in rank order into ``out`` (every reduction of the
     exchange's data, whole or in pieces, is this one: the same bits)."""
