@@ -458,7 +458,15 @@ def scenario_exchanges():
             want = np.repeat(np.arange(N, dtype=np.float64), 2)[:, None] * np.ones((1, 5))
             np.testing.assert_array_equal(g.numpy(), want)
     mpi._single_copy_gather = real_gather
-    if mpi._STATE.exchange.reader is None:
+    reader = mpi._STATE.exchange.reader
+    if reader is not None:  # a failed read names the process, the bytes and the reason
+        try:
+            reader.read((RANK + 1) % N, 8, np.empty(16, np.uint8))  # (page 0: never mapped)
+            raise AssertionError("a read of an unmapped address succeeded")
+        except nb.distributed.DistributedError as e:
+            assert f"reading 16 bytes of a gather's block out of process {(RANK + 1) % N}" in str(e)
+            assert "NABLA_MPI_SINGLE_COPY=0" in str(e), e
+    if reader is None:
         assert not reads, reads
     else:  # the 1 MiB and 4 MiB gathers (4 calls each), none that fit the slot
         assert sorted(set(reads)) == [4 * ((1 << 18) + 12), 4 * ((1 << 20) + 7)], reads
