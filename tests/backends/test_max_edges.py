@@ -6,20 +6,11 @@ modulo by zero are included) and every op runs on both backends: one program per
 (few, large MAX graphs). Results must be equal, NaN-aware and with the sign of zero ignored,
 unless the op/dtype is in ``EXCEPTIONS`` with its reason, where the test requires the
 difference to still be there (a fix must remove the entry).
-
-Cold, the float32 program (~3,000 ops) was the suite's longest MAX compile, and a compile
-keeps one core busy: it is cut in two programs, and a helper process compiles the second
-one and the probe cases' graph into the disk cache while this process compiles the rest
-(``NABLA_TEST_MAX_JOBS=0`` or ``1``: no helper). The main process then finds them compiled
-(or waits on their disk-cache entry's lock while the helper still compiles them).
 """
 
 from __future__ import annotations
 
 import math
-import os
-import subprocess
-import sys
 
 import ml_dtypes
 import numpy as np
@@ -97,21 +88,10 @@ ON_HOST |= {"inv", "solve", "slogdet", "det", "cholesky", "eigh", "eigvalsh"}  #
 ON_HOST |= {"svd", "qr", "pinv", "polyfit"}
 
 
-# programs per dtype: one compile each (float32's halves are compiled side by side)
-PARTS = {"float32": 2, "int32": 1}
-JOBS = int(os.environ.get("NABLA_TEST_MAX_JOBS", "3"))
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(os.path.dirname(HERE))
-
-
-def _build(dtype, part=0):
-    """``{name: [Tensor, ...]}`` for every entry that accepts edge values on NumPy, the
-    entries of program ``part`` of ``PARTS[dtype]`` only (every n-th one)."""
+def _build(dtype):
+    """``{name: [Tensor, ...]}`` for every entry that accepts edge values on NumPy."""
     out = {}
-    parts = PARTS[dtype]
-    for k, entry in enumerate(REGISTRY.values()):
-        if k % parts != part:
-            continue
+    for entry in REGISTRY.values():
         if entry.ref is None or entry.samples is None or dtype not in entry.dtypes:
             continue
         if entry.name in ON_HOST:
@@ -127,50 +107,11 @@ def _build(dtype, part=0):
     return out
 
 
-def _values(dtype, backend, parts=None):
-    """``{name: [ndarray, ...]}`` of the entries on ``backend``: one program per part
-    (``parts``: those only; default all)."""
-    got = {}
-    for part in range(PARTS[dtype]) if parts is None else parts:
-        with nb.backend(backend), np.errstate(all="ignore"):
-            built = _build(dtype, part)
-            nb.realize(*[t for ts in built.values() for t in ts])
-            got.update({k: [t.numpy() for t in ts] for k, ts in built.items()})
-    return got
-
-
-def prewarm():
-    """Compile float32's last part and the probe cases' graph into the disk cache (run
-    in a helper process, beside the tests)."""
-    _values("float32", "max", parts=[PARTS["float32"] - 1])
-    with nb.backend("max"), np.errstate(all="ignore"):
-        nb.realize(*[make() for make, _ in _probe_cases().values()])
-
-
-# the tests whose programs the helper compiles: without them selected, no helper
-HELPED = {
-    "test_backends_agree_on_edge_inputs[float32]",
-    "test_max_gives_numpy_answers_where_its_own_kernels_did_not",
-}
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _helper(request):
-    if JOBS <= 1 or not HELPED & {item.name for item in request.session.items}:
-        yield None
-        return
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([ROOT, HERE, os.path.dirname(HERE)])
-    p = subprocess.Popen(
-        [sys.executable, "-c", "import test_max_edges; test_max_edges.prewarm()"],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    yield p
-    if p.poll() is None:  # (its tests deselected or failed early: not needed any more)
-        p.kill()
-    p.wait()
+def _values(dtype, backend):
+    with nb.backend(backend), np.errstate(all="ignore"):
+        built = _build(dtype)
+        nb.realize(*[t for ts in built.values() for t in ts])
+        return {k: [t.numpy() for t in ts] for k, ts in built.items()}
 
 
 def _differs(a, b) -> str | None:
