@@ -34,7 +34,8 @@ SCRIPT = textwrap.dedent(
     from nabla.backends.max import session
 
     CONFIG.auto_threshold = 1
-    x = nb.constant(np.arange(10, dtype=np.float32).reshape(5, 2) * float(sys.argv[1]))
+    rows = int(sys.argv[3])
+    x = nb.constant(np.arange(2 * rows, dtype=np.float32).reshape(rows, 2) * float(sys.argv[1]))
     with nb.backend("auto"):
         (nb.tanh(x * 3.0) + x).sum(axis=0).numpy()  # starts a background compile
     deadline = time.monotonic() + 60
@@ -53,10 +54,11 @@ def _env(cache: Path, **extra) -> dict:
     return env
 
 
-def _run(cache: Path, scale: float, how: str, **extra) -> tuple[int, int, str, int]:
-    """Run the script: ``(its pid, its return code, its stderr, the worker's pid)``."""
+def _run(cache: Path, scale: float, how: str, rows: int = 5, **extra) -> tuple[int, int, str, int]:
+    """Run the script on a ``(rows, 2)`` value: ``(its pid, its return code, its stderr,
+    the worker's pid)``."""
     proc = subprocess.Popen(
-        [sys.executable, "-c", SCRIPT, str(scale), how],
+        [sys.executable, "-c", SCRIPT, str(scale), how, str(rows)],
         env=_env(cache, **extra),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -116,9 +118,13 @@ def test_a_background_compile_ends_with_its_program(tmp_path, how):
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads the process table in /proc")
 def test_a_detached_compile_outlives_its_program_one_at_a_time(tmp_path):
     workers = []
+    # a shape of this run's own: MAX's own cache (beside nabla's, which tmp_path makes
+    # fresh) holds no model of it, so the first compile takes long enough for the second
+    # to find it running (a model MAX had cached compiled in ~2 s, before the second began)
+    rows = 6 + time.time_ns() % 100_003
     try:
-        for scale in (1.0, 2.0):  # two programs, one cache directory
-            _, rc, err, worker = _run(tmp_path, scale, "exit", NABLA_COMPILE_DETACH="1")
+        for scale in (1.0, 2.0):  # the same program twice, one cache directory
+            _, rc, err, worker = _run(tmp_path, scale, "exit", rows, NABLA_COMPILE_DETACH="1")
             assert rc == 0, err
             workers.append(worker)
         for worker in workers:
