@@ -1,10 +1,14 @@
-"""Timing shared by the benchmark scripts: median wall time of repeated calls, and the best
-of rounds that time several callables in turn."""
+"""Timing shared by the benchmark scripts: median wall time of repeated calls, the best of
+rounds that time several callables in turn, and rows timed each in a process of its own."""
 
 from __future__ import annotations
 
+import json
+import math
 import os
 import statistics
+import subprocess
+import sys
 import time
 
 
@@ -67,3 +71,70 @@ def blas_kernel() -> str:
         else "unknown (no threadpoolctl)"
     )
     return f"BLAS: {kernel}" + (f" ({', '.join(forced)})" if forced else "")
+
+
+# ----------------------------------------------------------------------------- isolated rows
+# Two libraries timed in one process share its cores with each other's thread pools: after
+# its GEMMs OpenBLAS's helper threads keep polling for work, and so do OpenMP's after
+# PyTorch's parallel loops. On 2 cores, calls alternating in one process slowed PyTorch's
+# LSTM step from 37-42 ms to 77 ms, and each CNN step taken right after the other library's
+# ran 1.5-2.7x its time in a block of its own. So a row that compares libraries runs each
+# in a process of its own (a worker, ``serve``), timed in turn with the others idle.
+_MARK = "@@bench "
+
+
+def serve(step) -> None:
+    """A worker of :func:`isolated_rounds_ms`: reports ``step()``'s first value (a float,
+    for the rows' agreement check), then times a block of calls per request read from
+    stdin (the count of calls), reporting their median and fastest seconds."""
+    _send({"value": float(step())})
+    for line in sys.stdin:
+        times = call_seconds(step, int(line), warmup=3)
+        _send({"median": statistics.median(times), "best": min(times)})
+
+
+def _send(obj) -> None:
+    print(_MARK + json.dumps(obj), flush=True)
+
+
+def _receive(proc):
+    """The worker's next report (a dict), or None when it ended without one; its other
+    output is passed through."""
+    for line in proc.stdout:
+        if line.startswith(_MARK):
+            return json.loads(line[len(_MARK) :])
+        print(line, end="")
+    return None
+
+
+def isolated_rounds_ms(workers: dict, reps: int, rounds: int = 3, pause: float = 0.5):
+    """``(values, ms)``: per row of ``workers`` (name -> the argv of a Python script that
+    builds the row's step and calls :func:`serve`), its first value and the lowest over
+    ``rounds`` of the median ms of ``reps`` calls. Every worker is built first; then each
+    round times the rows in turn, one worker at a time, after ``pause`` seconds in which
+    none runs (the last one's helper threads stop polling). A row whose worker ended
+    without a report (its library cannot build the step here) is left out of both."""
+    procs = {
+        name: subprocess.Popen(
+            [sys.executable, *argv], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
+        for name, argv in workers.items()
+    }
+    values, ms = {}, {}
+    try:
+        for name, proc in procs.items():
+            got = _receive(proc)
+            if got is not None:
+                values[name] = got["value"]
+        for _ in range(rounds):
+            for name in values:
+                time.sleep(pause)
+                procs[name].stdin.write(f"{reps}\n")
+                procs[name].stdin.flush()
+                got = _receive(procs[name])
+                ms[name] = min(1e3 * got["median"], ms.get(name, math.inf))
+    finally:
+        for proc in procs.values():
+            proc.stdin.close()
+            proc.wait()
+    return values, ms

@@ -15,20 +15,22 @@ Rows:
 - PyTorch: ``torch.nn.TransformerEncoderLayer`` + ``torch.optim.AdamW``, eager.
 
 With ``--lstm``: one more row pair, an ``nn.LSTM`` forward + backward (sum of the outputs; no
-optimizer) with ``nb.compile(nb.grad(...))`` beside PyTorch eager, from the same weights,
-their calls alternating, with their ratio and the load average. Under ``auto`` the LSTM
-row is timed once its programs are past MAX's compile and the executor race, as in
-``bench_peers.py`` (before, its 20 timed steps held the race's MAX calls). The CNN row is
-not: its step's MAX compile (over 15 minutes here, cold) would hold the run, and the step
-runs on NumPy meanwhile.
+optimizer) with ``nb.compile(nb.grad(...))`` beside PyTorch eager, from the same weights.
+Under ``auto`` the LSTM row is timed once its programs are past MAX's compile and the
+executor race, as in ``bench_peers.py``. The CNN row is not: its step's MAX compile (over
+15 minutes here, cold) would hold the run, and the step runs on NumPy meanwhile (and that
+compile shares the cores with every row's timing: use ``--backend numpy`` to compare).
 
 With ``--cnn``: a BatchNorm CNN training step (``examples/digits_cnn.py``'s model: two 3x3
 convolutions with BatchNorm, max pooling, a linear head; batch 64 of 8x8 images;
 cross-entropy, Adam) with ``opt.compile_step`` beside PyTorch eager and ``torch.compile``
-(when it works here), from the same weights, first-step losses checked equal; each row's
-median over ``--reps`` steps, best of three rounds that time the rows in turn; then single
-steps timed in pairs (nabla, then PyTorch eager) and the median of the pairs' ratios, which a
-shared machine's changing speed moves less than either time.
+(when it works here), from the same weights, first-step losses checked equal.
+
+The LSTM and CNN rows each run in a process of their own, built first, then timed one at a
+time while the others wait (``_timing.isolated_rounds_ms``): each row's median over
+``--reps`` steps, best of three rounds. In one process, each library's helper threads
+(OpenBLAS's, OpenMP's) kept polling for work while the other library ran, and took its
+second core: PyTorch's LSTM step took 77 ms there against 37-42 ms in its own process.
 
 Run: ``python benchmarks/bench_nn.py [--backend numpy|max|auto] [--reps N] [--batch B]
 [--seq L] [--d-model D] [--lstm] [--cnn]``.
@@ -39,7 +41,6 @@ from __future__ import annotations
 import argparse
 import math
 import os
-import statistics
 import sys
 import time
 
@@ -48,7 +49,7 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from _timing import best_of_rounds_ms, blas_kernel, call_seconds, median_ms  # noqa: E402
+from _timing import blas_kernel, isolated_rounds_ms, median_ms, serve  # noqa: E402
 from bench_peers import _settle  # noqa: E402 - under auto: past MAX's compile and the race
 
 import nabla as nb  # noqa: E402
@@ -195,101 +196,130 @@ def torch_row(sd, x, y, d_model, nhead, ff):
     return run
 
 
-# ----------------------------------------------------------------------------- LSTM
-def lstm_rows(args, seq=64, batch=32, hidden=256, features=256):
-    """``nn.LSTM`` forward + backward: nabla (compiled gradient) and PyTorch eager."""
+# ----------------------------------------------------------------------------- LSTM, CNN
+# These rows compare libraries step for step, so each row runs in a process of its own
+# (``_timing.isolated_rounds_ms``): in one process each library's helper threads took the
+# other's second core (PyTorch's LSTM step ran 77 ms beside ours, 37-42 ms alone).
+LSTM_SHAPE = {"seq": 64, "batch": 32, "hidden": 256, "features": 256}
+LSTM_ROWS = {"nabla LSTM fwd+bwd": "nabla", "PyTorch LSTM fwd+bwd": "torch"}
+CNN_SHAPE = {"batch": 64, "channels": 16}
+CNN_ROWS = {
+    "nabla compile_step": "nabla",
+    "PyTorch eager": "torch",
+    "torch.compile": "torch.compile",
+}
+ROUNDS = 3
+
+
+def lstm_step(lib: str, backend: str):
+    """``nn.LSTM`` forward + backward (the outputs' sum) as a step returning the loss:
+    nabla's compiled gradient, or PyTorch eager from the same weights."""
+    seq, batch, hidden, features = (LSTM_SHAPE[k] for k in ("seq", "batch", "hidden", "features"))
     x = np.random.default_rng(1).standard_normal((seq, batch, features)).astype(np.float32)
     lstm = nn.LSTM(features, hidden, key=nb.random.key(1))
-    grad = nb.compile(nb.value_and_grad(lambda m, x: m(x)[0].sum()))
-    xn, functional = nb.constant(x), nb.tree_map(nb.detach, lstm)
+    if lib == "nabla":
+        grad = nb.compile(nb.value_and_grad(lambda m, x: m(x)[0].sum()))
+        xn, functional = nb.constant(x), nb.tree_map(nb.detach, lstm)
 
-    def nabla_step():
-        loss, g = grad(functional, xn)
-        nb.realize(loss, *nb.tree_leaves(g))
-        return float(loss.numpy())
+        def nabla_step():
+            loss, g = grad(functional, xn)
+            nb.realize(loss, *nb.tree_leaves(g))
+            return float(loss.numpy())
 
-    rows = {"nabla LSTM fwd+bwd": nabla_step}
-    if torch is not None:
-        t = torch.nn.LSTM(features, hidden)
-        t.load_state_dict({k: torch.tensor(v.numpy()) for k, v in lstm.state_dict().items()})
-        xt = torch.from_numpy(x)
+        _settle(nabla_step, backend, grad)  # past MAX's compile and the executor race
+        return nabla_step
+    t = torch.nn.LSTM(features, hidden)
+    t.load_state_dict({k: torch.tensor(v.numpy()) for k, v in lstm.state_dict().items()})
+    xt = torch.from_numpy(x)
 
-        def torch_step():
-            t.zero_grad()
-            loss = t(xt)[0].sum()
-            loss.backward()
-            return float(loss.detach())
+    def torch_step():
+        t.zero_grad()
+        loss = t(xt)[0].sum()
+        loss.backward()
+        return float(loss.detach())
 
-        rows["PyTorch LSTM fwd+bwd"] = torch_step
+    return torch_step
+
+
+def cnn_step(lib: str, backend: str):
+    """``examples/digits_cnn.py``'s model, one training step (cross-entropy, Adam) returning
+    the loss: nabla's ``compile_step``, or PyTorch eager or ``torch.compile`` from the same
+    weights (None when ``torch.compile`` cannot build here)."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
+    from digits_cnn import DigitsCNN  # noqa: PLC0415 - the example's model, benchmarks only
+
+    batch, channels = CNN_SHAPE["batch"], CNN_SHAPE["channels"]
+    rng = np.random.default_rng(2)
+    x = rng.random((batch, 8, 8, 1), dtype=np.float32)
+    y = rng.integers(0, 10, batch).astype(np.int32)
+    model = DigitsCNN(channels, key=nb.random.key(3))
+    if lib == "nabla":
+        opt = nn.optim.Adam(model, lr=1e-3)
+        step = opt.compile_step(lambda m, x, y: nn.functional.cross_entropy_loss(m(x), y))
+        xn, yn = nb.constant(x), nb.constant(y)
+        return lambda: float(step(xn, yn).numpy())
+    weights = {k: v.numpy() for k, v in model.state_dict().items()}
+    return _torch_cnn(weights, x, y, channels, compiled=lib == "torch.compile")
+
+
+def _worker(args) -> None:
+    """``--worker ROW``: build that row's step in this process and serve its timing."""
+    name = args.worker
+    if name in LSTM_ROWS:
+        step = lstm_step(LSTM_ROWS[name], args.backend)
+    else:
+        step = cnn_step(CNN_ROWS[name], args.backend)
+    if step is not None:
+        serve(step)
+
+
+def _isolated(rows: list, args) -> tuple:
+    """``isolated_rounds_ms`` of ``rows`` (names), each in a worker running this script."""
+    me = os.path.abspath(__file__)
+    workers = {name: [me, "--worker", name, "--backend", args.backend] for name in rows}
+    return isolated_rounds_ms(workers, args.reps, ROUNDS)
+
+
+def _agree(values: dict, what: str) -> None:
+    ref = values[next(iter(values))]
+    for name, value in values.items():
+        if abs(value - ref) > 1e-3 * max(1.0, abs(ref)):
+            raise SystemExit(f"{what} first-step loss differs: {name} {value} vs {ref}")
+
+
+def lstm_rows(args):
+    """``nn.LSTM`` forward + backward: nabla (compiled gradient) and PyTorch eager."""
+    seq, batch, hidden, features = (LSTM_SHAPE[k] for k in ("seq", "batch", "hidden", "features"))
     print(
         f"\nLSTM input {features}, hidden {hidden}, seq {seq} x batch {batch}; forward + backward"
     )
-    losses = {name: fn() for name, fn in rows.items()}
-    if max(losses.values()) - min(losses.values()) > 1e-3 * max(1.0, abs(min(losses.values()))):
-        raise SystemExit(f"LSTM losses differ: {losses}")
-    _settle(nabla_step, args.backend, grad)  # past MAX's compile and the executor race
-    # the rows' calls alternate, so a change of load on a shared machine hits each alike
-    times = {name: [] for name in rows}
-    for _ in range(args.reps):
-        for name, fn in rows.items():
-            times[name] += call_seconds(fn, 1, warmup=0)
-    ms = {name: 1e3 * statistics.median(t) for name, t in times.items()}
-    for name in rows:
+    rows = list(LSTM_ROWS) if torch is not None else list(LSTM_ROWS)[:1]
+    values, ms = _isolated(rows, args)
+    _agree(values, "LSTM")
+    print(f"(median of {args.reps} steps, best of {ROUNDS} rounds, each row in its own process)")
+    for name in ms:
         print(f"{name:<22}{ms[name]:>12.2f} ms")
     if len(ms) == 2:
         print(f"nabla / PyTorch LSTM: {ms['nabla LSTM fwd+bwd'] / ms['PyTorch LSTM fwd+bwd']:.2f}x")
     print(f"load average {os.getloadavg()[0]:.2f}")
 
 
-CNN_ROUNDS = 3
-CNN_PAIRS = 300
-
-
-def cnn_rows(args, batch=64, channels=16):
+def cnn_rows(args):
     """A BatchNorm CNN training step: nabla ``compile_step`` and PyTorch (eager, compiled)."""
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
-    from digits_cnn import DigitsCNN  # noqa: PLC0415 - the example's model, benchmarks only
-
-    rng = np.random.default_rng(2)
-    x = rng.random((batch, 8, 8, 1), dtype=np.float32)
-    y = rng.integers(0, 10, batch).astype(np.int32)
-    model = DigitsCNN(channels, key=nb.random.key(3))
-    weights = {k: v.numpy() for k, v in model.state_dict().items()}
-    opt = nn.optim.Adam(model, lr=1e-3)
-    step = opt.compile_step(lambda m, x, y: nn.functional.cross_entropy_loss(m(x), y))
-    xn, yn = nb.constant(x), nb.constant(y)
-    rows = {"nabla compile_step": lambda: float(step(xn, yn).numpy())}
-    if torch is not None:
-        for name, compiled in (("PyTorch eager", False), ("torch.compile", True)):
-            fn = _torch_cnn(weights, x, y, channels, compiled)
-            if fn is not None:
-                rows[name] = fn
-    print(f"\nBatchNorm CNN, batch {batch} of 8x8, channels {channels}; forward + backward + Adam")
-    first = {name: fn() for name, fn in rows.items()}
-    ref = first["nabla compile_step"]
-    for name, value in first.items():
-        if abs(value - ref) > 1e-3 * max(1.0, abs(ref)):
-            raise SystemExit(f"CNN first-step loss differs: {name} {value} vs nabla {ref}")
-    times = best_of_rounds_ms(rows, args.reps, CNN_ROUNDS)
+    print(
+        f"\nBatchNorm CNN, batch {CNN_SHAPE['batch']} of 8x8, channels {CNN_SHAPE['channels']}; "
+        "forward + backward + Adam"
+    )
+    rows = list(CNN_ROWS) if torch is not None else list(CNN_ROWS)[:1]
+    values, times = _isolated(rows, args)
+    _agree(values, "CNN")
     peers = [ms for name, ms in times.items() if "nabla" not in name]
     best = min(peers) if peers else None
-    print(f"(median of {args.reps} steps, best of {CNN_ROUNDS} interleaved rounds)")
+    print(f"(median of {args.reps} steps, best of {ROUNDS} rounds, each row in its own process)")
     for name, ms in times.items():
         ratio = f"{ms / best:10.2f}x" if best else ""
         print(f"{name:<22}{ms:>12.2f} ms{ratio}")
-    if "PyTorch eager" in rows:
-        ours, theirs = rows["nabla compile_step"], rows["PyTorch eager"]
-        ratios = []
-        for _ in range(CNN_PAIRS):
-            t0 = time.perf_counter()
-            ours()
-            t1 = time.perf_counter()
-            theirs()
-            ratios.append((t1 - t0) / (time.perf_counter() - t1))
-        print(
-            f"single steps in {CNN_PAIRS} pairs: nabla / PyTorch eager median "
-            f"{float(np.median(ratios)):.2f}x (load {os.getloadavg()[0]:.1f})"
-        )
+    print(f"load average {os.getloadavg()[0]:.2f}")
 
 
 def _torch_cnn(weights, x, y, channels, compiled):
@@ -357,8 +387,11 @@ def main():
     ap.add_argument("--nhead", type=int, default=4)
     ap.add_argument("--lstm", action="store_true", help="also time an nn.LSTM step")
     ap.add_argument("--cnn", action="store_true", help="also time a BatchNorm CNN step")
+    ap.add_argument("--worker", help=argparse.SUPPRESS)  # one row's process (``_isolated``)
     args = ap.parse_args()
     nb.set_backend(args.backend)
+    if args.worker:
+        return _worker(args)
     d, ff = args.d_model, 4 * args.d_model
     rng = np.random.default_rng(0)
     x = rng.standard_normal((args.batch, args.seq, d)).astype(np.float32)
