@@ -83,14 +83,19 @@ def blas_kernel() -> str:
 _MARK = "@@bench "
 
 
-def serve(step) -> None:
+def serve(step, after=None) -> None:
     """A worker of :func:`isolated_rounds_ms`: reports ``step()``'s first value (a float,
-    for the rows' agreement check), then times a block of calls per request read from
-    stdin (the count of calls), reporting their median and fastest seconds."""
-    _send({"value": float(step())})
+    for the rows' agreement check) and that first call's seconds, then times a block of
+    calls per request read from stdin (the count of calls), reporting their median and
+    fastest seconds. ``after``, when given, returns a line printed once the requests end."""
+    t0 = time.perf_counter()
+    value = float(step())
+    _send({"value": value, "first_s": time.perf_counter() - t0})
     for line in sys.stdin:
         times = call_seconds(step, int(line), warmup=3)
         _send({"median": statistics.median(times), "best": min(times)})
+    if after is not None:
+        print(after(), flush=True)
 
 
 def _send(obj) -> None:
@@ -108,8 +113,9 @@ def _receive(proc):
 
 
 def isolated_rounds_ms(workers: dict, reps: int, rounds: int = 3, pause: float = 0.5):
-    """``(values, ms)``: per row of ``workers`` (name -> the argv of a Python script that
-    builds the row's step and calls :func:`serve`), its first value and the lowest over
+    """``(firsts, ms)``: per row of ``workers`` (name -> the argv of a Python script that
+    builds the row's step and calls :func:`serve`), its first report (``value``, and
+    ``first_s``: the first call's seconds) and the lowest over
     ``rounds`` of the median ms of ``reps`` calls. Every worker is built first; then each
     round times the rows in turn, one worker at a time, after ``pause`` seconds in which
     none runs (the last one's helper threads stop polling). A row whose worker ended
@@ -120,14 +126,14 @@ def isolated_rounds_ms(workers: dict, reps: int, rounds: int = 3, pause: float =
         )
         for name, argv in workers.items()
     }
-    values, ms = {}, {}
+    firsts, ms = {}, {}
     try:
         for name, proc in procs.items():
             got = _receive(proc)
             if got is not None:
-                values[name] = got["value"]
+                firsts[name] = got
         for _ in range(rounds):
-            for name in values:
+            for name in firsts:
                 time.sleep(pause)
                 procs[name].stdin.write(f"{reps}\n")
                 procs[name].stdin.flush()
@@ -136,5 +142,8 @@ def isolated_rounds_ms(workers: dict, reps: int, rounds: int = 3, pause: float =
     finally:
         for proc in procs.values():
             proc.stdin.close()
+        for proc in procs.values():
+            for line in proc.stdout:  # (what a worker prints at its end)
+                print(line, end="")
             proc.wait()
-    return values, ms
+    return firsts, ms

@@ -26,11 +26,11 @@ convolutions with BatchNorm, max pooling, a linear head; batch 64 of 8x8 images;
 cross-entropy, Adam) with ``opt.compile_step`` beside PyTorch eager and ``torch.compile``
 (when it works here), from the same weights, first-step losses checked equal.
 
-The LSTM and CNN rows each run in a process of their own, built first, then timed one at a
-time while the others wait (``_timing.isolated_rounds_ms``): each row's median over
-``--reps`` steps, best of three rounds. In one process, each library's helper threads
-(OpenBLAS's, OpenMP's) kept polling for work while the other library ran, and took its
-second core: PyTorch's LSTM step took 77 ms there against 37-42 ms in its own process.
+Every row runs in a process of its own, built first, then timed one at a time while the
+others wait (``_timing.isolated_rounds_ms``): each row's median over ``--reps`` steps, best
+of three rounds. In one process, each library's helper threads (OpenBLAS's, OpenMP's) kept
+polling for work while the other library ran, and took its second core: PyTorch's LSTM
+step took 77 ms there against 37-42 ms in its own process.
 
 Run: ``python benchmarks/bench_nn.py [--backend numpy|max|auto] [--reps N] [--batch B]
 [--seq L] [--d-model D] [--lstm] [--cnn]``.
@@ -42,14 +42,13 @@ import argparse
 import math
 import os
 import sys
-import time
 
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from _timing import blas_kernel, isolated_rounds_ms, median_ms, serve  # noqa: E402
+from _timing import blas_kernel, isolated_rounds_ms, serve  # noqa: E402
 from bench_peers import _settle  # noqa: E402 - under auto: past MAX's compile and the race
 
 import nabla as nb  # noqa: E402
@@ -196,6 +195,31 @@ def torch_row(sd, x, y, d_model, nhead, ff):
     return run
 
 
+# ----------------------------------------------------------------------------- rows
+NABLA_ROWS = ("nabla functional", "nabla PyTorch style", "nabla compile_step")
+
+
+def transformer_step(name: str, args):
+    """Row ``name``'s transformer-block training step, returning the loss as a float, and
+    (for ``nabla functional``) a function giving its compiled step's cache stats."""
+    d, ff = args.d_model, 4 * args.d_model
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((args.batch, args.seq, d)).astype(np.float32)
+    y = rng.standard_normal((args.batch, args.seq, d)).astype(np.float32)
+    layer = nn.TransformerEncoderLayer(d, args.nhead, ff, dropout=0.0, key=nb.random.key(0))
+    if name in NABLA_ROWS:
+        rows, compiled = nabla_rows(layer, nb.constant(x), nb.constant(y))
+        fn = rows[name]
+        stats = (lambda: compiled.stats) if name == "nabla functional" else None
+        return lambda: float(fn().numpy()), stats
+    sd = {k: v.numpy() for k, v in layer.state_dict().items()}
+    if name == "JAX jit":
+        fn = jax_row(sd, x, y, args.nhead)
+    else:
+        fn = torch_row(sd, x, y, d, args.nhead, ff)
+    return lambda: float(np.asarray(fn())), None
+
+
 # ----------------------------------------------------------------------------- LSTM, CNN
 # These rows compare libraries step for step, so each row runs in a process of its own
 # (``_timing.isolated_rounds_ms``): in one process each library's helper threads took the
@@ -264,27 +288,37 @@ def cnn_step(lib: str, backend: str):
 
 def _worker(args) -> None:
     """``--worker ROW``: build that row's step in this process and serve its timing."""
-    name = args.worker
-    if name in LSTM_ROWS:
+    kind, name = args.worker.split(":", 1)
+    after = None
+    if kind == "lstm":
         step = lstm_step(LSTM_ROWS[name], args.backend)
-    else:
+    elif kind == "cnn":
         step = cnn_step(CNN_ROWS[name], args.backend)
+    else:
+        step, stats = transformer_step(name, args)
+        if stats is not None:
+            after = lambda: f"{name}: nabla compile stats {stats()}"  # noqa: E731
     if step is not None:
-        serve(step)
+        serve(step, after)
 
 
-def _isolated(rows: list, args) -> tuple:
-    """``isolated_rounds_ms`` of ``rows`` (names), each in a worker running this script."""
+def _isolated(kind: str, rows: list, args) -> tuple:
+    """``isolated_rounds_ms`` of ``rows`` (names of the ``kind`` of row: ``transformer``,
+    ``lstm`` or ``cnn``), each in a worker running this script."""
     me = os.path.abspath(__file__)
-    workers = {name: [me, "--worker", name, "--backend", args.backend] for name in rows}
+    shape = ["--batch", args.batch, "--seq", args.seq, "--d-model", args.d_model]
+    shape = [str(v) for v in shape + ["--nhead", args.nhead]]
+    workers = {
+        name: [me, "--worker", f"{kind}:{name}", "--backend", args.backend, *shape] for name in rows
+    }
     return isolated_rounds_ms(workers, args.reps, ROUNDS)
 
 
-def _agree(values: dict, what: str) -> None:
-    ref = values[next(iter(values))]
-    for name, value in values.items():
-        if abs(value - ref) > 1e-3 * max(1.0, abs(ref)):
-            raise SystemExit(f"{what} first-step loss differs: {name} {value} vs {ref}")
+def _agree(firsts: dict, what: str) -> None:
+    ref = firsts[next(iter(firsts))]["value"]
+    for name, first in firsts.items():
+        if abs(first["value"] - ref) > 1e-3 * max(1.0, abs(ref)):
+            raise SystemExit(f"{what} first-step loss differs: {name} {first['value']} vs {ref}")
 
 
 def lstm_rows(args):
@@ -294,8 +328,8 @@ def lstm_rows(args):
         f"\nLSTM input {features}, hidden {hidden}, seq {seq} x batch {batch}; forward + backward"
     )
     rows = list(LSTM_ROWS) if torch is not None else list(LSTM_ROWS)[:1]
-    values, ms = _isolated(rows, args)
-    _agree(values, "LSTM")
+    firsts, ms = _isolated("lstm", rows, args)
+    _agree(firsts, "LSTM")
     print(f"(median of {args.reps} steps, best of {ROUNDS} rounds, each row in its own process)")
     for name in ms:
         print(f"{name:<22}{ms[name]:>12.2f} ms")
@@ -311,8 +345,8 @@ def cnn_rows(args):
         "forward + backward + Adam"
     )
     rows = list(CNN_ROWS) if torch is not None else list(CNN_ROWS)[:1]
-    values, times = _isolated(rows, args)
-    _agree(values, "CNN")
+    firsts, times = _isolated("cnn", rows, args)
+    _agree(firsts, "CNN")
     peers = [ms for name, ms in times.items() if "nabla" not in name]
     best = min(peers) if peers else None
     print(f"(median of {args.reps} steps, best of {ROUNDS} rounds, each row in its own process)")
@@ -387,46 +421,28 @@ def main():
     ap.add_argument("--nhead", type=int, default=4)
     ap.add_argument("--lstm", action="store_true", help="also time an nn.LSTM step")
     ap.add_argument("--cnn", action="store_true", help="also time a BatchNorm CNN step")
-    ap.add_argument("--worker", help=argparse.SUPPRESS)  # one row's process (``_isolated``)
+    ap.add_argument("--worker", help=argparse.SUPPRESS)  # ``kind:row``, one row's process
     args = ap.parse_args()
     nb.set_backend(args.backend)
     if args.worker:
         return _worker(args)
-    d, ff = args.d_model, 4 * args.d_model
-    rng = np.random.default_rng(0)
-    x = rng.standard_normal((args.batch, args.seq, d)).astype(np.float32)
-    y = rng.standard_normal((args.batch, args.seq, d)).astype(np.float32)
-    layer = nn.TransformerEncoderLayer(d, args.nhead, ff, dropout=0.0, key=nb.random.key(0))
-    sd = {k: v.numpy() for k, v in layer.state_dict().items()}
-
-    rows, step = nabla_rows(layer, nb.constant(x), nb.constant(y))
-    if jax is not None:
-        rows["JAX jit"] = jax_row(sd, x, y, args.nhead)
-    if torch is not None:
-        rows["PyTorch eager"] = torch_row(sd, x, y, d, args.nhead, ff)
-
+    rows = list(NABLA_ROWS) + ["JAX jit"] * (jax is not None)
+    rows += ["PyTorch eager"] * (torch is not None)
     print(
-        f"transformer block d_model={d} heads={args.nhead} ff={ff}, batch {args.batch} x seq "
-        f"{args.seq}; backend={args.backend}; forward + backward + AdamW"
+        f"transformer block d_model={args.d_model} heads={args.nhead} ff={4 * args.d_model}, "
+        f"batch {args.batch} x seq {args.seq}; backend={args.backend}; forward + backward + AdamW"
     )
     print(blas_kernel())
-    first = {}
-    for name, fn in rows.items():
-        t0 = time.perf_counter()
-        first[name] = float(np.asarray(fn() if "nabla" not in name else fn().numpy()))
-        first[name + " first call s"] = time.perf_counter() - t0
-    ref = first["nabla functional"]
-    for name in rows:
-        if abs(first[name] - ref) > 1e-3 * max(1.0, abs(ref)):
-            raise SystemExit(f"first-step loss differs: {name} {first[name]} vs nabla {ref}")
-    times = {name: median_ms(fn, args.reps) for name, fn in rows.items()}
+    firsts, times = _isolated("transformer", rows, args)
+    _agree(firsts, "transformer")
     peers = [times[n] for n in ("JAX jit", "PyTorch eager") if n in times]
     best = min(peers) if peers else None
+    print(f"(median of {args.reps} steps, best of {ROUNDS} rounds, each row in its own process)")
     print(f"{'':<22}{'first call s':>14}{'median ms':>12}{'vs fastest peer':>17}")
     for name, ms in times.items():
         ratio = f"{ms / best:16.2f}x" if best else f"{'-':>17}"
-        print(f"{name:<22}{first[name + ' first call s']:>14.2f}{ms:>12.2f}{ratio}")
-    print(f"first-step loss {ref:.6f} (all rows agree); nabla compile stats: {step.stats}")
+        print(f"{name:<22}{firsts[name]['first_s']:>14.2f}{ms:>12.2f}{ratio}")
+    print(f"first-step loss {firsts['nabla functional']['value']:.6f} (all rows agree)")
     if args.lstm:
         lstm_rows(args)
     if args.cnn:
