@@ -78,7 +78,7 @@ def blas_kernel() -> str:
 # its GEMMs OpenBLAS's helper threads keep polling for work, and so do OpenMP's after
 # PyTorch's parallel loops. On 2 cores, calls alternating in one process slowed PyTorch's
 # LSTM step from 37-42 ms to 77 ms, and each CNN step taken right after the other library's
-# ran 1.5-2.7x its time in a block of its own. So a row that compares libraries runs each
+# ran 1.5-2.8x its time in a block of its own. So a row that compares libraries runs each
 # in a process of its own (a worker, ``serve``), timed in turn with the others idle.
 _MARK = "@@bench "
 
@@ -115,11 +115,11 @@ def _receive(proc):
 def isolated_rounds_ms(workers: dict, reps: int, rounds: int = 3, pause: float = 0.5):
     """``(firsts, ms)``: per row of ``workers`` (name -> the argv of a Python script that
     builds the row's step and calls :func:`serve`), its first report (``value``, and
-    ``first_s``: the first call's seconds) and the lowest over
-    ``rounds`` of the median ms of ``reps`` calls. Every worker is built first; then each
-    round times the rows in turn, one worker at a time, after ``pause`` seconds in which
-    none runs (the last one's helper threads stop polling). A row whose worker ended
-    without a report (its library cannot build the step here) is left out of both."""
+    ``first_s``: the first call's seconds) and the lowest over ``rounds`` of the median ms
+    of ``reps`` calls. Every worker is built first; then each round times the rows in turn,
+    one worker at a time, after ``pause`` seconds in which none runs (the last one's helper
+    threads stop polling). A row whose worker ended without a report (its library cannot
+    build the step here) is left out of both."""
     procs = {
         name: subprocess.Popen(
             [sys.executable, *argv], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
@@ -138,6 +138,8 @@ def isolated_rounds_ms(workers: dict, reps: int, rounds: int = 3, pause: float =
                 procs[name].stdin.write(f"{reps}\n")
                 procs[name].stdin.flush()
                 got = _receive(procs[name])
+                if got is None:
+                    raise SystemExit(f"{name}: its worker ended while being timed")
                 ms[name] = min(1e3 * got["median"], ms.get(name, math.inf))
     finally:
         for proc in procs.values():
