@@ -196,6 +196,9 @@ def torch_row(sd, x, y, d_model, nhead, ff):
 
 
 # ----------------------------------------------------------------------------- rows
+# The rows compare libraries step for step, so each row runs in a process of its own
+# (``_timing.isolated_rounds_ms``): in one process each library's helper threads took the
+# other's second core (PyTorch's LSTM step ran 77 ms beside ours, 37-42 ms alone).
 NABLA_ROWS = ("nabla functional", "nabla PyTorch style", "nabla compile_step")
 
 
@@ -221,9 +224,6 @@ def transformer_step(name: str, args):
 
 
 # ----------------------------------------------------------------------------- LSTM, CNN
-# These rows compare libraries step for step, so each row runs in a process of its own
-# (``_timing.isolated_rounds_ms``): in one process each library's helper threads took the
-# other's second core (PyTorch's LSTM step ran 77 ms beside ours, 37-42 ms alone).
 LSTM_SHAPE = {"seq": 64, "batch": 32, "hidden": 256, "features": 256}
 LSTM_ROWS = {"nabla LSTM fwd+bwd": "nabla", "PyTorch LSTM fwd+bwd": "torch"}
 CNN_SHAPE = {"batch": 64, "channels": 16}
