@@ -14,8 +14,9 @@ Rows:
 - JAX: the same math written with ``jax.numpy``, ``jax.jit`` of the whole step;
 - PyTorch: ``torch.nn.TransformerEncoderLayer`` + ``torch.optim.AdamW``, eager.
 
-With ``--lstm``: one more row pair, an ``nn.LSTM`` forward + backward (sum of the outputs; no
-optimizer) with ``nb.compile(nb.grad(...))`` beside PyTorch eager, from the same weights.
+With ``--lstm``: an ``nn.LSTM`` forward + backward (sum of the outputs; no optimizer) with
+``nb.compile(nb.grad(...))`` beside the same layer written by hand in NumPy (``numpy_lstm``,
+its gradients checked against nabla's) and PyTorch eager, from the same weights.
 Under ``auto`` the LSTM row is timed once its programs are past MAX's compile and the
 executor race, as in ``bench_peers.py``. The CNN row is not: its step's MAX compile (over
 15 minutes here, cold) would hold the run, and the step runs on NumPy meanwhile (and that
@@ -225,7 +226,11 @@ def transformer_step(name: str, args):
 
 # ----------------------------------------------------------------------------- LSTM, CNN
 LSTM_SHAPE = {"seq": 64, "batch": 32, "hidden": 256, "features": 256}
-LSTM_ROWS = {"nabla LSTM fwd+bwd": "nabla", "PyTorch LSTM fwd+bwd": "torch"}
+LSTM_ROWS = {
+    "nabla LSTM fwd+bwd": "nabla",
+    "NumPy by hand fwd+bwd": "numpy",
+    "PyTorch LSTM fwd+bwd": "torch",
+}
 CNN_SHAPE = {"batch": 64, "channels": 16}
 CNN_ROWS = {
     "nabla compile_step": "nabla",
@@ -252,8 +257,17 @@ def lstm_step(lib: str, backend: str):
 
         _settle(nabla_step, backend, grad)  # past MAX's compile and the executor race
         return nabla_step
+    weights = {k: v.numpy() for k, v in lstm.state_dict().items()}
+    if lib == "numpy":
+        by_hand = numpy_lstm(weights, x)
+        # its gradients checked against nabla's before it is timed
+        _, g = nb.value_and_grad(lambda m, x: m(x)[0].sum())(nb.tree_map(nb.detach, lstm), x)
+        got = by_hand()[1]
+        for k, v in g.state_dict().items():
+            np.testing.assert_allclose(got[k], v.numpy(), rtol=1e-3, atol=1e-3, err_msg=k)
+        return lambda: by_hand()[0]
     t = torch.nn.LSTM(features, hidden)
-    t.load_state_dict({k: torch.tensor(v.numpy()) for k, v in lstm.state_dict().items()})
+    t.load_state_dict({k: torch.tensor(v) for k, v in weights.items()})
     xt = torch.from_numpy(x)
 
     def torch_step():
@@ -263,6 +277,78 @@ def lstm_step(lib: str, backend: str):
         return float(loss.detach())
 
     return torch_step
+
+
+def numpy_lstm(weights: dict, x: np.ndarray):
+    """One LSTM layer's forward and backward (the outputs' sum) written by hand in NumPy,
+    as a NumPy programmer would: the input projection as one GEMM, a loop over the steps
+    that keeps every step's gate activations, a reverse loop that reads them (nothing
+    recomputed), the weights' gradients as one GEMM each. PyTorch's weight layout and gate
+    order (i, f, g, o). Returns ``step() -> (loss, gradients by state_dict name)``: the
+    floor for our LSTM on the NumPy backend."""
+    w_ih, w_hh = weights["weight_ih_l0"], weights["weight_hh_l0"]
+    bias = weights["bias_ih_l0"] + weights["bias_hh_l0"]
+    steps, batch, features = x.shape
+    hidden = w_hh.shape[1]
+    w_ih_t, w_hh_t = np.ascontiguousarray(w_ih.T), np.ascontiguousarray(w_hh.T)
+    rows = x.reshape(steps * batch, features)
+    i_, f_, g_, o_ = (slice(k * hidden, (k + 1) * hidden) for k in range(4))
+
+    def sigmoid(a, out):
+        np.negative(a, out=out)
+        np.exp(out, out=out)
+        out += 1
+        return np.reciprocal(out, out=out)
+
+    def step():
+        pre = (rows @ w_ih_t).reshape(steps, batch, 4 * hidden)
+        pre += bias
+        acts = np.empty_like(pre)  # i, f, g, o after their activations
+        hs = np.zeros((steps + 1, batch, hidden), np.float32)
+        cs = np.zeros((steps + 1, batch, hidden), np.float32)
+        tanh_c = np.empty((steps, batch, hidden), np.float32)
+        gates = np.empty((batch, 4 * hidden), np.float32)
+        for t in range(steps):
+            np.matmul(hs[t], w_hh_t, out=gates)
+            gates += pre[t]
+            a = acts[t]
+            sigmoid(gates[:, i_.start : f_.stop], a[:, i_.start : f_.stop])
+            np.tanh(gates[:, g_], out=a[:, g_])
+            sigmoid(gates[:, o_], a[:, o_])
+            np.multiply(a[:, f_], cs[t], out=cs[t + 1])
+            cs[t + 1] += a[:, i_] * a[:, g_]
+            np.tanh(cs[t + 1], out=tanh_c[t])
+            np.multiply(a[:, o_], tanh_c[t], out=hs[t + 1])
+        loss = float(hs[1:].sum(dtype=np.float64))
+        d_gates = np.empty_like(pre)
+        dh = np.zeros((batch, hidden), np.float32)
+        dc = np.zeros((batch, hidden), np.float32)
+        for t in range(steps - 1, -1, -1):
+            dh += 1.0  # the loss's cotangent of h_t
+            a, d = acts[t], d_gates[t]
+            i, f, g, o = a[:, i_], a[:, f_], a[:, g_], a[:, o_]
+            np.multiply(dh, tanh_c[t], out=d[:, o_])
+            d[:, o_] *= o * (1 - o)
+            dc += dh * o * (1 - tanh_c[t] * tanh_c[t])
+            np.multiply(dc, g, out=d[:, i_])
+            d[:, i_] *= i * (1 - i)
+            np.multiply(dc, cs[t], out=d[:, f_])
+            d[:, f_] *= f * (1 - f)
+            np.multiply(dc, i, out=d[:, g_])
+            d[:, g_] *= 1 - g * g
+            dc *= f
+            dh = d @ w_hh
+        flat = d_gates.reshape(steps * batch, 4 * hidden)
+        d_bias = flat.sum(0)
+        grads = {
+            "weight_ih_l0": flat.T @ rows,
+            "weight_hh_l0": flat.T @ hs[:-1].reshape(steps * batch, hidden),
+            "bias_ih_l0": d_bias,
+            "bias_hh_l0": d_bias,
+        }
+        return loss, grads
+
+    return step
 
 
 def cnn_step(lib: str, backend: str):
@@ -327,14 +413,16 @@ def lstm_rows(args):
     print(
         f"\nLSTM input {features}, hidden {hidden}, seq {seq} x batch {batch}; forward + backward"
     )
-    rows = list(LSTM_ROWS) if torch is not None else list(LSTM_ROWS)[:1]
+    rows = [name for name, lib in LSTM_ROWS.items() if lib != "torch" or torch is not None]
     firsts, ms = _isolated("lstm", rows, args)
     _agree(firsts, "LSTM")
     print(f"(median of {args.reps} steps, best of {ROUNDS} rounds, each row in its own process)")
     for name in ms:
         print(f"{name:<22}{ms[name]:>12.2f} ms")
-    if len(ms) == 2:
-        print(f"nabla / PyTorch LSTM: {ms['nabla LSTM fwd+bwd'] / ms['PyTorch LSTM fwd+bwd']:.2f}x")
+    ours = ms["nabla LSTM fwd+bwd"]
+    for name in ("NumPy by hand fwd+bwd", "PyTorch LSTM fwd+bwd"):
+        if name in ms:
+            print(f"nabla / {name.split(' fwd')[0]}: {ours / ms[name]:.2f}x")
     print(f"load average {os.getloadavg()[0]:.2f}")
 
 
