@@ -25,7 +25,8 @@ compile shares the cores with every row's timing: use ``--backend numpy`` to com
 With ``--cnn``: a BatchNorm CNN training step (``examples/digits_cnn.py``'s model: two 3x3
 convolutions with BatchNorm, max pooling, a linear head; batch 64 of 8x8 images;
 cross-entropy, Adam) with ``opt.compile_step`` beside PyTorch eager and ``torch.compile``
-(when it works here), from the same weights, first-step losses checked equal.
+(when it works here) and the same step written by hand in NumPy (``numpy_cnn``, its
+gradients checked against nabla's), from the same weights, first-step losses checked equal.
 
 Every row runs in a process of its own, built first, then timed one at a time while the
 others wait (``_timing.isolated_rounds_ms``): each row's median over ``--reps`` steps, best
@@ -45,6 +46,7 @@ import os
 import sys
 
 import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -234,6 +236,7 @@ LSTM_ROWS = {
 CNN_SHAPE = {"batch": 64, "channels": 16}
 CNN_ROWS = {
     "nabla compile_step": "nabla",
+    "NumPy by hand": "numpy",
     "PyTorch eager": "torch",
     "torch.compile": "torch.compile",
 }
@@ -369,7 +372,108 @@ def cnn_step(lib: str, backend: str):
         xn, yn = nb.constant(x), nb.constant(y)
         return lambda: float(step(xn, yn).numpy())
     weights = {k: v.numpy() for k, v in model.state_dict().items()}
+    if lib == "numpy":
+        by_hand = numpy_cnn(weights, x, y)
+        # its gradients checked against nabla's before it is timed
+        model.requires_grad_(True)
+        nn.functional.cross_entropy_loss(model(nb.constant(x)), nb.constant(y)).backward()
+        got = by_hand()[1]
+        for k, param in model.named_parameters():
+            np.testing.assert_allclose(got[k], param.grad.numpy(), rtol=1e-3, atol=1e-5, err_msg=k)
+        by_hand = numpy_cnn(weights, x, y)  # (afresh: the check took an Adam step)
+        return lambda: by_hand()[0]
     return _torch_cnn(weights, x, y, channels, compiled=lib == "torch.compile")
+
+
+def numpy_cnn(weights: dict, x: np.ndarray, y: np.ndarray, lr=1e-3, betas=(0.9, 0.999), eps=1e-8):
+    """``examples/digits_cnn.py``'s training step written by hand in NumPy, as a NumPy
+    programmer would: NHWC, each convolution an im2col and one GEMM (its input gradient a
+    GEMM and a col2im), BatchNorm's closed-form backward (its running statistics updated),
+    max pooling by a reshape, Adam. Returns ``step() -> (loss, gradients by state_dict
+    name)``; ``lr``, ``betas`` and ``eps`` are Adam's."""
+    names = ["conv1.weight", "bn1.weight", "bn1.bias", "conv2.weight"]
+    names += ["bn2.weight", "bn2.bias", "head.weight", "head.bias"]
+    p = {k: np.array(weights[k], np.float32) for k in names}
+    stats = ("bn1.running_mean", "bn1.running_var", "bn2.running_mean", "bn2.running_var")
+    run = {k: np.array(weights[k], np.float32) for k in stats}
+    m = {k: np.zeros_like(v) for k, v in p.items()}
+    v = {k: np.zeros_like(v) for k, v in p.items()}
+    count = [0]
+    n = x.shape[0]
+    onehot = np.eye(10, dtype=np.float32)[y]
+
+    def im2col(a):  # (N, H, W, C) -> (N*H*W, 9*C), 3x3 windows, padding 1
+        padded = np.pad(a, ((0, 0), (1, 1), (1, 1), (0, 0)))
+        win = sliding_window_view(padded, (3, 3), axis=(1, 2))  # N, H, W, C, 3, 3
+        return win.transpose(0, 1, 2, 4, 5, 3).reshape(-1, 9 * a.shape[-1])
+
+    def col2im(cols, shape):  # the adjoint of im2col
+        nb_, h, w, c = shape
+        out = np.zeros((nb_, h + 2, w + 2, c), np.float32)
+        taps = cols.reshape(nb_, h, w, 3, 3, c)
+        for i in range(3):
+            for j in range(3):
+                out[:, i : i + h, j : j + w] += taps[:, :, :, i, j]
+        return out[:, 1:-1, 1:-1]
+
+    def bn_forward(z, gamma, beta, key):
+        mean = z.mean(0)
+        var = z.var(0)
+        inv = 1.0 / np.sqrt(var + 1e-5)
+        xhat = (z - mean) * inv
+        rows = z.shape[0]
+        run[f"{key}.running_mean"] = 0.9 * run[f"{key}.running_mean"] + 0.1 * mean
+        run[f"{key}.running_var"] = 0.9 * run[f"{key}.running_var"] + 0.1 * var * rows / (rows - 1)
+        return xhat * gamma + beta, xhat, inv
+
+    def bn_backward(dy, xhat, inv, gamma):
+        dbeta = dy.sum(0)
+        dgamma = (dy * xhat).sum(0)
+        dz = (gamma * inv / dy.shape[0]) * (dy.shape[0] * dy - dbeta - xhat * dgamma)
+        return dz, dgamma, dbeta
+
+    def step():
+        c1 = im2col(x)
+        z1 = c1 @ p["conv1.weight"].reshape(9, -1)
+        y1, xh1, inv1 = bn_forward(z1, p["bn1.weight"], p["bn1.bias"], "bn1")
+        a1 = np.maximum(y1, 0)
+        ch = a1.shape[-1]
+        c2 = im2col(a1.reshape(n, 8, 8, ch))
+        z2 = c2 @ p["conv2.weight"].reshape(9 * ch, -1)
+        y2, xh2, inv2 = bn_forward(z2, p["bn2.weight"], p["bn2.bias"], "bn2")
+        a2 = np.maximum(y2, 0).reshape(n, 4, 2, 4, 2, -1)
+        pooled = a2.max(axis=(2, 4))
+        flat = pooled.reshape(n, -1)
+        logits = flat @ p["head.weight"] + p["head.bias"]
+        shift = logits - logits.max(1, keepdims=True)
+        e = np.exp(shift)
+        s = e.sum(1, keepdims=True)
+        loss = float((np.log(s[:, 0]) - shift[np.arange(n), y]).mean())
+        dlogits = (e / s - onehot) / n
+        g = {"head.weight": flat.T @ dlogits, "head.bias": dlogits.sum(0)}
+        dpool = (dlogits @ p["head.weight"].T).reshape(pooled.shape)
+        mask = a2 == pooled[:, :, None, :, None]  # (a tie below 0 gets no gradient: ReLU)
+        da2 = (mask * dpool[:, :, None, :, None]).reshape(-1, pooled.shape[-1])
+        dz2, g["bn2.weight"], g["bn2.bias"] = bn_backward(
+            da2 * (y2 > 0), xh2, inv2, p["bn2.weight"]
+        )
+        g["conv2.weight"] = (c2.T @ dz2).reshape(p["conv2.weight"].shape)
+        da1 = col2im(dz2 @ p["conv2.weight"].reshape(9 * ch, -1).T, (n, 8, 8, ch)).reshape(-1, ch)
+        dz1, g["bn1.weight"], g["bn1.bias"] = bn_backward(
+            da1 * (y1 > 0), xh1, inv1, p["bn1.weight"]
+        )
+        g["conv1.weight"] = (c1.T @ dz1).reshape(p["conv1.weight"].shape)
+        count[0] += 1
+        t = count[0]
+        for k in names:  # Adam
+            m[k] = betas[0] * m[k] + (1 - betas[0]) * g[k]
+            v[k] = betas[1] * v[k] + (1 - betas[1]) * g[k] * g[k]
+            mh = m[k] / (1 - betas[0] ** t)
+            vh = v[k] / (1 - betas[1] ** t)
+            p[k] -= lr * mh / (np.sqrt(vh) + eps)
+        return loss, g
+
+    return step
 
 
 def _worker(args) -> None:
@@ -432,15 +536,17 @@ def cnn_rows(args):
         f"\nBatchNorm CNN, batch {CNN_SHAPE['batch']} of 8x8, channels {CNN_SHAPE['channels']}; "
         "forward + backward + Adam"
     )
-    rows = list(CNN_ROWS) if torch is not None else list(CNN_ROWS)[:1]
+    rows = [name for name, lib in CNN_ROWS.items() if "torch" not in lib or torch is not None]
     firsts, times = _isolated("cnn", rows, args)
     _agree(firsts, "CNN")
-    peers = [ms for name, ms in times.items() if "nabla" not in name]
+    peers = [ms for name, ms in times.items() if "nabla" not in name and "NumPy" not in name]
     best = min(peers) if peers else None
     print(f"(median of {args.reps} steps, best of {ROUNDS} rounds, each row in its own process)")
     for name, ms in times.items():
         ratio = f"{ms / best:10.2f}x" if best else ""
         print(f"{name:<22}{ms:>12.2f} ms{ratio}")
+    if best:
+        print("(ratios: to the fastest of PyTorch eager and torch.compile)")
     print(f"load average {os.getloadavg()[0]:.2f}")
 
 
