@@ -245,7 +245,9 @@ ROUNDS = 3
 
 def lstm_step(lib: str, backend: str):
     """``nn.LSTM`` forward + backward (the outputs' sum) as a step returning the loss:
-    nabla's compiled gradient, or PyTorch eager from the same weights."""
+    nabla's compiled gradient, or from the same weights the layer by hand in NumPy
+    (``numpy_lstm``) or PyTorch eager. ``backend``: nabla's (``auto`` waits for it to
+    settle)."""
     seq, batch, hidden, features = (LSTM_SHAPE[k] for k in ("seq", "batch", "hidden", "features"))
     x = np.random.default_rng(1).standard_normal((seq, batch, features)).astype(np.float32)
     lstm = nn.LSTM(features, hidden, key=nb.random.key(1))
@@ -287,8 +289,8 @@ def numpy_lstm(weights: dict, x: np.ndarray):
     as a NumPy programmer would: the input projection as one GEMM, a loop over the steps
     that keeps every step's gate activations, a reverse loop that reads them (nothing
     recomputed), the weights' gradients as one GEMM each. PyTorch's weight layout and gate
-    order (i, f, g, o). Returns ``step() -> (loss, gradients by state_dict name)``: the
-    floor for our LSTM on the NumPy backend."""
+    order (i, f, g, o). Returns ``step() -> (loss, gradients by state_dict name)``: what
+    NumPy itself does, beside which our NumPy backend is measured."""
     w_ih, w_hh = weights["weight_ih_l0"], weights["weight_hh_l0"]
     bias = weights["bias_ih_l0"] + weights["bias_hh_l0"]
     steps, batch, features = x.shape
@@ -356,8 +358,9 @@ def numpy_lstm(weights: dict, x: np.ndarray):
 
 def cnn_step(lib: str, backend: str):
     """``examples/digits_cnn.py``'s model, one training step (cross-entropy, Adam) returning
-    the loss: nabla's ``compile_step``, or PyTorch eager or ``torch.compile`` from the same
-    weights (None when ``torch.compile`` cannot build here)."""
+    the loss: nabla's ``compile_step``, or from the same weights the step by hand in NumPy
+    (``numpy_cnn``), PyTorch eager or ``torch.compile`` (None when ``torch.compile``
+    cannot build here). ``backend``: nabla's."""
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
     from digits_cnn import DigitsCNN  # noqa: PLC0415 - the example's model, benchmarks only
 
