@@ -44,6 +44,7 @@ import argparse
 import math
 import os
 import sys
+from typing import NamedTuple
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
@@ -227,13 +228,28 @@ def transformer_step(name: str, args):
 
 
 # ----------------------------------------------------------------------------- LSTM, CNN
-LSTM_SHAPE = {"seq": 64, "batch": 32, "hidden": 256, "features": 256}
+class LSTMShape(NamedTuple):
+    """The LSTM rows' layer and input: steps, batch, hidden and input features."""
+
+    seq: int = 64
+    batch: int = 32
+    hidden: int = 256
+    features: int = 256
+
+
+class CNNShape(NamedTuple):
+    """The CNN rows' batch of 8x8 images and the first convolution's channels."""
+
+    batch: int = 64
+    channels: int = 16
+
+
+LSTM_SHAPE, CNN_SHAPE = LSTMShape(), CNNShape()
 LSTM_ROWS = {
     "nabla LSTM fwd+bwd": "nabla",
     "NumPy by hand fwd+bwd": "numpy",
     "PyTorch LSTM fwd+bwd": "torch",
 }
-CNN_SHAPE = {"batch": 64, "channels": 16}
 CNN_ROWS = {
     "nabla compile_step": "nabla",
     "NumPy by hand": "numpy",
@@ -248,7 +264,7 @@ def lstm_step(lib: str, backend: str):
     nabla's compiled gradient, or from the same weights the layer by hand in NumPy
     (``numpy_lstm``) or PyTorch eager. ``backend``: nabla's (``auto`` waits for it to
     settle)."""
-    seq, batch, hidden, features = (LSTM_SHAPE[k] for k in ("seq", "batch", "hidden", "features"))
+    seq, batch, hidden, features = LSTM_SHAPE
     x = np.random.default_rng(1).standard_normal((seq, batch, features)).astype(np.float32)
     lstm = nn.LSTM(features, hidden, key=nb.random.key(1))
     if lib == "nabla":
@@ -364,7 +380,7 @@ def cnn_step(lib: str, backend: str):
     sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
     from digits_cnn import DigitsCNN  # noqa: PLC0415 - the example's model, benchmarks only
 
-    batch, channels = CNN_SHAPE["batch"], CNN_SHAPE["channels"]
+    batch, channels = CNN_SHAPE
     rng = np.random.default_rng(2)
     x = rng.random((batch, 8, 8, 1), dtype=np.float32)
     y = rng.integers(0, 10, batch).astype(np.int32)
@@ -507,6 +523,12 @@ def _isolated(kind: str, rows: list, args) -> tuple:
     return isolated_rounds_ms(workers, args.reps, ROUNDS)
 
 
+def _available(lib: str) -> bool:
+    """Whether a row of ``lib`` (``nabla``, ``numpy``, ``torch``, ``torch.compile``) can run:
+    PyTorch's rows need it installed."""
+    return not lib.startswith("torch") or torch is not None
+
+
 def _agree(firsts: dict, what: str) -> None:
     ref = firsts[next(iter(firsts))]["value"]
     for name, first in firsts.items():
@@ -515,12 +537,13 @@ def _agree(firsts: dict, what: str) -> None:
 
 
 def lstm_rows(args):
-    """``nn.LSTM`` forward + backward: nabla (compiled gradient) and PyTorch eager."""
-    seq, batch, hidden, features = (LSTM_SHAPE[k] for k in ("seq", "batch", "hidden", "features"))
+    """``nn.LSTM`` forward + backward: nabla (compiled gradient), the layer by hand in NumPy
+    and PyTorch eager."""
+    seq, batch, hidden, features = LSTM_SHAPE
     print(
         f"\nLSTM input {features}, hidden {hidden}, seq {seq} x batch {batch}; forward + backward"
     )
-    rows = [name for name, lib in LSTM_ROWS.items() if lib != "torch" or torch is not None]
+    rows = [name for name, lib in LSTM_ROWS.items() if _available(lib)]
     firsts, ms = _isolated("lstm", rows, args)
     _agree(firsts, "LSTM")
     print(f"(median of {args.reps} steps, best of {ROUNDS} rounds, each row in its own process)")
@@ -534,15 +557,16 @@ def lstm_rows(args):
 
 
 def cnn_rows(args):
-    """A BatchNorm CNN training step: nabla ``compile_step`` and PyTorch (eager, compiled)."""
+    """A BatchNorm CNN training step: nabla ``compile_step``, the step by hand in NumPy and
+    PyTorch (eager, compiled); the ratios are to the fastest PyTorch row."""
     print(
-        f"\nBatchNorm CNN, batch {CNN_SHAPE['batch']} of 8x8, channels {CNN_SHAPE['channels']}; "
+        f"\nBatchNorm CNN, batch {CNN_SHAPE.batch} of 8x8, channels {CNN_SHAPE.channels}; "
         "forward + backward + Adam"
     )
-    rows = [name for name, lib in CNN_ROWS.items() if "torch" not in lib or torch is not None]
+    rows = [name for name, lib in CNN_ROWS.items() if _available(lib)]
     firsts, times = _isolated("cnn", rows, args)
     _agree(firsts, "CNN")
-    peers = [ms for name, ms in times.items() if "nabla" not in name and "NumPy" not in name]
+    peers = [ms for name, ms in times.items() if CNN_ROWS[name].startswith("torch")]
     best = min(peers) if peers else None
     print(f"(median of {args.reps} steps, best of {ROUNDS} rounds, each row in its own process)")
     for name, ms in times.items():
