@@ -3098,11 +3098,12 @@ def interpolate(
     # twice the size as ``out // 2``, whatever the scale; its 1-D and 3-D kernels resample
     # both with the scale (5 * 1.1 stays 5: 2-D copies it, 1-D reads 0, 0, 1, 2, 3)
     shortcuts = mode == "nearest" and spatial == 2
+    copies_kept = shortcuts or (linear and mode != "bicubic")
     for i, (n_in, n_out, scale) in enumerate(zip(in_sizes, out_sizes, scales, strict=True)):
-        if n_in == n_out and (scale is None or linear or shortcuts):
+        if n_in == n_out and (scale is None or copies_kept):
             # same size, scale in/out = 1: every output reads its own position; the linear
             # modes copy a same-size axis whatever the scale (PyTorch's kernels: 6 * 1.1
-            # stays 6 unchanged)
+            # stays 6 unchanged), the bicubic one resamples it with the scale
             continue
         if shortcuts and n_out == 2 * n_in:
             scale = None  # in / out = 1/2: output i reads i // 2

@@ -42,6 +42,7 @@ INTERP_MORE = [  # as INTERP; recorded last, so the earlier draws keep their val
     ("bicubic", True, (3, 1), None),
     ("area", None, (3, 4), None),
     ("area", None, None, 1.7),
+    ("bicubic", False, None, 1.1),  # 5 * 1.1 and 6 * 1.1 keep the sizes, not the samples
 ]
 
 
