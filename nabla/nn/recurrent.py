@@ -319,6 +319,10 @@ class LSTM(_RNNBase):
         batch_first: input and output ``(N, L, features)`` instead of ``(L, N, features)``
             (the states are ``(layers * directions, N, hidden_size)`` either way).
         {rnn_options}
+        proj_size: PyTorch's projected hidden state: only 0 (none) is supported.
+
+    Raises:
+        NotImplementedError: for ``proj_size`` other than 0.
 
     Example:
         >>> lstm = nb.nn.LSTM(8, 16, num_layers=2)
@@ -327,6 +331,37 @@ class LSTM(_RNNBase):
 
     gates = 4
     fold_hidden_bias = True
+
+    def __init__(
+        self,
+        input_size: int,
+        hidden_size: int,
+        num_layers: int = 1,
+        bias: bool = True,
+        batch_first: bool = False,
+        dropout: float = 0.0,
+        bidirectional: bool = False,
+        proj_size: int = 0,
+        *,
+        key=None,
+        dtype=None,
+    ):
+        if proj_size != 0:  # (PyTorch's positional order: proj_size follows bidirectional)
+            raise NotImplementedError(
+                f"LSTM: proj_size (a projected hidden state) is not supported; got "
+                f"proj_size={proj_size!r}, only 0"
+            )
+        super().__init__(
+            input_size,
+            hidden_size,
+            num_layers,
+            bias,
+            batch_first,
+            dropout,
+            bidirectional,
+            key=key,
+            dtype=dtype,
+        )
 
     def forward(self, x, hx=None, dropout_key=None):
         """Run the network.

@@ -397,6 +397,10 @@ def test_rnn_errors_name_the_layer_and_shapes():
         nn.GRU(3, 4, dropout=1.5)
     with pytest.raises(ValueError, match="GRU: hidden_size must be a positive int"):
         nn.GRU(3, 0)
+    # PyTorch's positional proj_size: 0 (none) is accepted, a projection is refused
+    assert nn.LSTM(3, 4, 1, True, False, 0.0, False, 0).hidden_size == 4
+    with pytest.raises(NotImplementedError, match="LSTM: proj_size .* not supported.*=2"):
+        nn.LSTM(3, 4, proj_size=2)
 
 
 def test_rnn_matches_torch_live_when_installed():
