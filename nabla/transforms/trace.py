@@ -18,7 +18,7 @@ from .autodiff import _fresh
 
 __all__ = ["trace", "Trace", "communication_report", "CommReport", "CommRecord"]
 
-_HIDDEN_KWARGS = {"rule", "phys", "device", "saved", "cap_slots"}
+_HIDDEN_KWARGS = {"rule", "phys", "device", "saved", "residuals", "cap_slots"}
 _SHORT = {
     "float16": "f16",
     "bfloat16": "bf16",

@@ -170,6 +170,8 @@ TESTED_ELSEWHERE = {
     "windows_sum": "the VJP of conv2d's and pooling's windows (tests/ops/test_windows.py)",
     "cond": "cond/switch (tests/transforms/test_control_flow.py)",
     "scan": "scan/fori_loop (tests/transforms/test_control_flow.py)",
+    "matmul_residual": "a scan's kept products in reverse mode (tests/transforms/"
+    "test_control_flow.py)",
     **{
         name: "placement and collectives (tests/sharding/test_collectives.py)"
         for name in (

@@ -237,6 +237,76 @@ def test_scan_backward_loop_keeps_only_the_carrys_pullback():
     assert _ops(bwd).count("matmul") == 1 and "tanh" not in _ops(bwd)
 
 
+def _recorded_ops(f, *args) -> list:
+    """The names of the ops ``f`` records at the top level, in order."""
+    from nabla.core.state import STATE
+
+    rec, old = [], STATE.recording
+    STATE.recording = rec
+    try:
+        f(*args)
+    finally:
+        STATE.recording = old
+    return [n.op.name for n in rec]
+
+
+def _left_weight_nb(w, h0, xs):
+    """A carry multiplied from the left by the weight (``w @ h``, h a (3, 2) matrix)."""
+
+    def step(h, x):
+        h = nb.tanh(w @ h + x.T)
+        return h, ((h.T @ w.T) @ h).sum()
+
+    h, ys = nb.scan(step, h0, xs)
+    return (h * h).sum() + ys.sum()
+
+
+def _left_weight_np(w, h0, xs):
+    h, out = h0, []
+    for x in xs:
+        h = np.tanh(w @ h + x.T)
+        out.append(((h.T @ w.T) @ h).sum())
+    return (h * h).sum() + np.sum(out)
+
+
+def test_reverse_mode_reads_each_step_s_product_from_the_forward_loop(monkeypatch):
+    """A scan traced for reverse mode keeps each step's carry-dependent matrix product (its
+    residual: ``h @ w``) as the forward loop computes it; the backward replay reads it
+    (``matmul_residual``, differentiated as the product) instead of multiplying the saved
+    carries by the weight again. Same derivatives, weight on either side, second order,
+    per-example gradients and compile's replay path, with and without the residuals."""
+    import nabla.transforms.control_flow as cf
+
+    args = (c(W), c(W_IN), c(H0_B), c(XS_B))
+    left = (c(W), c(H0_B.T), c(XS_B))
+    grad_x = nb.grad(xwork_nb, argnums=(0, 1, 2, 3))
+    grad_left = nb.grad(_left_weight_nb, argnums=(0, 1, 2))
+    kept = _recorded_ops(grad_x, *args)
+    assert "matmul_residual" in kept
+
+    def results():
+        h0s = nb.stack([c(H0_B), c(H0_B * 2)])
+        per_example = nb.vmap(nb.grad(xwork_nb), in_axes=(None, None, 0, None))
+        hess = nb.hessian(lambda w: _left_weight_nb(w, c(H0_B.T), c(XS_B)))(c(W))
+        compiled = nb.compile(grad_left)
+        w = c(W).requires_grad_(True)  # (a second call takes compile's replay path)
+        out = [*grad_x(*args), *grad_left(*left), hess, per_example(c(W), c(W_IN), h0s, c(XS_B))]
+        out += [*compiled(*left), *compiled(w, *left[1:])]
+        return [o.numpy() for o in out]
+
+    with_residuals = results()
+    monkeypatch.setattr(cf, "_SAVED_OPS", frozenset())
+    recomputed = results()
+    # without them each residual is a product again: of every saved carry by the weight
+    again = _recorded_ops(grad_x, *args)
+    assert "matmul_residual" not in again
+    assert again.count("matmul") == kept.count("matmul") + kept.count("matmul_residual")
+    for got, want in zip(with_residuals, recomputed, strict=True):
+        close(got, want, 1e-12)
+    close(with_residuals[4], fd_grad(lambda v: _left_weight_np(v, H0_B.T, XS_B), W))
+    close(with_residuals[5], fd_grad(lambda v: _left_weight_np(W, v, XS_B), H0_B.T))
+
+
 def _matches_loop(f, ref, a, b):
     """``f(a, b)`` and its gradients in both arguments equal the NumPy loop ``ref``'s (the
     gradients by central finite differences)."""

@@ -488,6 +488,10 @@ class _Lowering:
         in_specs = [spec[i] for i in step.inputs]
         for o in step.outputs:
             self.name[o] = f"v{o}"
+        if op == "pass_through" and len(step.outputs) == 1:  # a scan's residual: its value
+            src = step.kwargs["n_skip"]
+            self._alias(k, step, ins[src], src)
+            return
         direct = DIRECT.get(op)
         if direct is None or direct[0] is not LOWERINGS.get(op):
             # no lowering of ours, or one replaced in the table (``mpi.activate``, a test):
@@ -712,14 +716,15 @@ class _Lowering:
             for b in roots:
                 self.buf_last[b] = max(self.buf_last[b], self.last.get(o, k))
 
-    def _alias(self, k, step, x):
+    def _alias(self, k, step, x, src: int = 0):
+        """Step ``k``'s one result is its operand ``src`` (named ``x``) itself."""
         self.lines.append(f"{self.name[step.outputs[0]]} = {x}")
-        self.layout[step.outputs[0]] = self.layout.get(step.inputs[0], _NO_LAYOUT)
-        self._after_alias(k, step)
+        self.layout[step.outputs[0]] = self.layout.get(step.inputs[src], _NO_LAYOUT)
+        self._after_alias(k, step, src)
 
-    def _after_alias(self, k, step):
+    def _after_alias(self, k, step, src: int = 0):
         self._alias_roots(k, step)
-        if all(i in self.sure for i in step.inputs[:1]):
+        if all(i in self.sure for i in step.inputs[src : src + 1]):
             self.sure.update(step.outputs)
         else:
             self._check(step.outputs[0])
