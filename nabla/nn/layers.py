@@ -424,6 +424,15 @@ class Conv1d(Module):
         super().__init__()
         channels = _ConvChannels(in_channels, out_channels, groups)
         (k,) = _check_conv_layer("Conv1d", channels, kernel_size, 1)
+        if isinstance(padding, str):  # (checked here, as PyTorch, not at the first call)
+            if padding.lower() not in ("same", "valid"):
+                raise ValueError(
+                    f"Conv1d: padding must be an int, 'same' or 'valid', got {padding!r}"
+                )
+        else:
+            F._conv_int("Conv1d", "padding", padding, 1, 0)
+        F._conv_int("Conv1d", "stride", stride, 1, 1)
+        F._conv_int("Conv1d", "dilation", dilation, 1, 1)
         self.padding_mode = padding_mode
         self._mode_pads = _padding_mode("Conv1d", padding_mode, padding, 1, (k,), dilation)
         if isinstance(padding, str) and padding.lower() == "same" and stride not in (1, (1,)):

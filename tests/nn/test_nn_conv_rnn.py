@@ -82,6 +82,15 @@ def test_conv1d_errors_name_the_layer_and_shapes():
         nn.Conv1d(4, 6, 3, stride=2, padding="same")
     with pytest.raises(ValueError, match="divisible by groups=4"):
         nn.Conv1d(4, 6, 3, groups=4)
+    # refused when the layer is made, as PyTorch's (not at its first call)
+    for kw, what in (
+        ({"padding": -1}, "padding must be an int >= 0, got -1"),
+        ({"padding": "bogus"}, "padding must be an int, 'same' or 'valid', got 'bogus'"),
+        ({"stride": 0}, "stride must be an int >= 1, got 0"),
+        ({"dilation": 0}, "dilation must be an int >= 1, got 0"),
+    ):
+        with pytest.raises(ValueError, match=f"Conv1d: {what}"):
+            nn.Conv1d(4, 6, 3, **kw)
     with pytest.raises(ValueError, match=r"conv1d: input of shape \(2, 10, 4\).*\(6, 2, 3\)"):
         F.conv1d(nb.ones((2, 10, 4)), nb.ones((6, 2, 3)))
     with pytest.raises(ValueError, match="conv1d: padding must be"):
