@@ -423,6 +423,38 @@ def test_split_parts_keep_their_layout_for_the_chains(rng):
     assert all(a.strides == b.strides and np.array_equal(a, b) for a, b in zip(mine, parts))
 
 
+def test_elementwise_pieces_are_written_into_their_concatenations_buffer(rng):
+    """A concatenation of elementwise results nothing else reads (an LSTM's four gates'
+    cotangents) is one buffer the pieces are written into with ``out=`` slices; a piece
+    read elsewhere, an input, or a piece made otherwise (a matmul) is copied into its slice
+    at the concatenation. The interpreter's bits, on both layouts of the input."""
+    steps = [
+        ("exp", (0,), {}, _spec(4, 3)),  # 0: a piece
+        ("tanh", (0,), {}, _spec(4, 3)),  # 1: read again below: copied
+        ("mul", ((1, 0), (1, 0)), {}, _spec(4, 3)),  # 2: a piece
+        ("matmul", (0, 1), {}, _spec(4, 2)),  # 3: not elementwise: copied
+        ("concatenate", ((0, 0), (1, 0), (2, 0), (3, 0), 0), {"axis": 1}, _spec(4, 14)),
+        ("sin", ((4, 0),), {}, _spec(4, 14)),  # 5: reads the concatenation
+        ("reduce_sum", ((5, 0),), {"axes": (1,), "keepdims": False}, _spec(4)),  # 6
+        ("neg", ((1, 0),), {}, _spec(4, 3)),  # 7: the second reader of 1
+        ("concatenate", ((7, 0), (7, 0)), {"axis": 0}, _spec(8, 3)),  # 8: one piece twice
+    ]
+    inputs = [(F32, (4, 3), CPU()), (F32, (3, 2), CPU())]
+    program = build_program(("concat-pieces", id(steps)), inputs, steps, [(6, 0), (8, 0)])
+    run, interp = fast.lower(program), compile_program(program)
+    src = run.source
+    assert src.count("concatenate") == 1, src  # only the one of a piece twice
+    sliced = [line for line in src.splitlines() if "out=b" in line and "[:, " in line]
+    assert len(sliced) == 2 and all("exp(" in ln or "multiply(" in ln for ln in sliced), src
+    for copied in ("[:, 3:6] = v", "[:, 9:11] = v", "[:, 11:14] = v0"):
+        assert src.count(copied) == 1, src
+    for _ in range(2):
+        x, w = (rng.standard_normal(s).astype(np.float32) for s in ((4, 3), (3, 2)))
+        for xs in ([x, w], [np.asfortranarray(x), w]):
+            got, want = run(xs), interp(xs)
+            assert [_bits(g) for g in got] == [_bits(a) for a in want]
+
+
 def test_a_forward_running_sum_keeps_its_layout_and_a_reverse_one_does_not(rng):
     """A forward cumsum's result is a new C-ordered array, so a per-channel scale of it
     goes into a scratch buffer (and runs tiled, ``rowwise``, once there are many rows); a

@@ -16,7 +16,10 @@ what the interpreter (``compile_program``) computes, bit for bit:
   ``_Scratch``), assigned by liveness: a chain of elementwise ops runs in place in one
   buffer;
 - a per-channel operand (one short row of the last dim) against a whole channels-last
-  operand computed over rows of the row tiled (``_rowwise``), not one short row at a time.
+  operand computed over rows of the row tiled (``_rowwise``), not one short row at a time;
+- a concatenation's pieces that nothing else reads, results of elementwise ufuncs, written
+  with ``out=`` straight into their slices of its result's buffer (``_concat_pieces``:
+  the gates' cotangents of a split, a copy saved per piece).
 
 Buffer rules (what keeps the function pure): a scratch buffer holds only values that
 never reach an output, not even through a view (``_escaping``); an output is always a
@@ -151,6 +154,15 @@ _KEEPS_C = frozenset(
     | set(UFUNCS)
 )
 _NO_LAYOUT = (None, frozenset())
+
+
+class _Piece(NamedTuple):
+    """Where a value goes in a concatenation's result: the step and the slice's index."""
+
+    concat: int
+    index: str
+
+
 _NAME = re.compile(r"\bv\d+\b")  # a slot's name in the generated code
 
 
@@ -431,6 +443,10 @@ class _Lowering:
         self.transposed: dict = {}
         self._n = 0
         self._fold()
+        # concatenations whose pieces are written straight into the result's buffer
+        self.pieces = self._concat_pieces()  # piece slot -> its place in the result
+        self.concat_buffer: dict = {}  # concatenate step -> the buffer of its result
+        self.written_pieces: set = set()
         self._emit_all()
 
     # ----------------------------------------------------------------- analysis
@@ -471,6 +487,82 @@ class _Lowering:
             last[s] = len(self.steps)
         self.last = last
 
+    def _concat_pieces(self) -> dict:
+        """The pieces an elementwise op may write straight into their slices of a
+        concatenation's result (``_Piece`` per slot): values the concatenation alone reads
+        (once), neither inputs, constants nor escaping, of a concatenation whose result is
+        a scratch buffer. (An LSTM's four gates' cotangents, concatenated before their
+        product with the weight, a copy of 128 KiB a step otherwise.)"""
+        uses: dict = {}
+        for step in self.steps:
+            for i in step.inputs:
+                uses[i] = uses.get(i, 0) + 1
+        for o in self.outputs:
+            uses[o] = uses.get(o, 0) + 1
+        pieces = {}
+        for k, step in enumerate(self.steps):
+            if step.op != "concatenate" or len(step.outputs) != 1:
+                continue
+            dt, shape = self.spec[step.outputs[0]]
+            if step.outputs[0] in self.escaping or not shape:
+                continue
+            axis = step.kwargs["axis"] % len(shape)
+            start = 0
+            for i in step.inputs:
+                width = self.spec[i][1][axis]
+                free = (
+                    uses.get(i) == 1
+                    and i >= self.num_inputs
+                    and i not in self.const
+                    and i not in self.escaping
+                    and self.spec[i][0] == dt
+                )
+                if free:
+                    index = ", ".join([":"] * axis + [f"{start}:{start + width}"])
+                    pieces[i] = _Piece(k, index)
+                start += width
+        return pieces
+
+    def _piece_call(self, k, step, fname, args, dying) -> None:
+        """``step``'s result written into its slice of the concatenation's buffer (taken
+        at the first piece written; it lives until the concatenation, which makes no copy
+        of this piece)."""
+        out = step.outputs[0]
+        piece = self.pieces[out]
+        cb = self.concat_buffer.get(piece.concat)
+        if cb is None:
+            cb = self.concat_buffer[piece.concat] = self._take(
+                self.spec[self.steps[piece.concat].outputs[0]]
+            )
+            self.buf_last[cb] = piece.concat
+        self.lines.append(f"{self.name[out]} = {fname}({args}, out=b{cb}[{piece.index}])")
+        self.written_pieces.add(out)
+        self.roots[out] = (cb,)
+        self.layout[out] = _NO_LAYOUT
+        self.sure.add(out)
+        self._release(dying)
+
+    def _concatenated(self, k, step, ins) -> bool:
+        """A concatenation some of whose pieces were written into its buffer already: the
+        others copied into their slices, the buffer its result. False for one with none."""
+        cb = self.concat_buffer.get(k)
+        if cb is None:
+            return False
+        shape = self.spec[step.outputs[0]][1]
+        axis = step.kwargs["axis"] % len(shape)
+        start = 0
+        for i, x in zip(step.inputs, ins, strict=True):
+            width = self.spec[i][1][axis]
+            if i not in self.written_pieces:
+                index = ", ".join([":"] * axis + [f"{start}:{start + width}"])
+                self.lines.append(f"b{cb}[{index}] = {x}")
+            start += width
+        dying = self._dying(k, step)
+        self.lines.append(f"{self.name[step.outputs[0]]} = b{cb}")
+        self._written(k, step, cb, dying)
+        self._drop_dead(k, step)
+        return True
+
     def _const(self, value, hint: str) -> str:
         self._n += 1
         name = f"{hint}_{self._n}"
@@ -488,6 +580,8 @@ class _Lowering:
         in_specs = [spec[i] for i in step.inputs]
         for o in step.outputs:
             self.name[o] = f"v{o}"
+        if op == "concatenate" and self._concatenated(k, step, ins):
+            return
         if op == "pass_through" and len(step.outputs) == 1:  # a scan's residual: its value
             src = step.kwargs["n_skip"]
             self._alias(k, step, ins[src], src)
@@ -600,8 +694,12 @@ class _Lowering:
             self._drop_dead(k, step)
             return
         self.guard |= relies
-        b = self._target(step, dying, elementwise)
         row = self._row_operand(step, lays) if elementwise else None
+        if elementwise and row is None and out in self.pieces:
+            self._piece_call(k, step, fname, args, dying)
+            self._drop_dead(k, step)
+            return
+        b = self._target(step, dying, elementwise)
         if row is not None:  # one channel row against every row of the other operand
             at, tile = row
             small = self.row_source.get(step.inputs[at], step.inputs[at])
