@@ -181,8 +181,8 @@ def xwork_nb(w, w_in, h0, xs, reverse=False):
     return (h * h).sum() + ys.sum()
 
 
-def _scan_bodies(f, *args):
-    """The bodies of the scan nodes ``f`` records, in order."""
+def _recorded(f, *args) -> list:
+    """The nodes ``f`` records at the top level, in order."""
     from nabla.core.state import STATE
 
     rec, old = [], STATE.recording
@@ -191,7 +191,12 @@ def _scan_bodies(f, *args):
         f(*args)
     finally:
         STATE.recording = old
-    return [n.kwargs["body"] for n in rec if n.op.name == "scan"]
+    return rec
+
+
+def _scan_bodies(f, *args):
+    """The bodies of the scan nodes ``f`` records, in order."""
+    return [n.kwargs["body"] for n in _recorded(f, *args) if n.op.name == "scan"]
 
 
 def _ops(body) -> list:
@@ -239,15 +244,7 @@ def test_scan_backward_loop_keeps_only_the_carrys_pullback():
 
 def _recorded_ops(f, *args) -> list:
     """The names of the ops ``f`` records at the top level, in order."""
-    from nabla.core.state import STATE
-
-    rec, old = [], STATE.recording
-    STATE.recording = rec
-    try:
-        f(*args)
-    finally:
-        STATE.recording = old
-    return [n.op.name for n in rec]
+    return [n.op.name for n in _recorded(f, *args)]
 
 
 def _left_weight_nb(w, h0, xs):
