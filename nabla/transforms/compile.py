@@ -301,15 +301,16 @@ class _Plan:
         ]
 
     # ------------------------------------------------------------------ fast path
-    def run_now(self, args: list, const_impls: list) -> list:
+    def run_now(self, args: list, const_impls: list, fresh_keys: bool = True) -> list:
         """Run the plan's program on realized ``args`` at the call and return realized
         tensors, laid out as traced: what realizing one ``compiled_call`` node does, without
         building and looking up the one-node graph (~40 us a call; ~80 us for sharded
         arguments). The plan counts its own calls for the ``auto`` tier, as the graph
-        cache counts a structure's evaluations."""
+        cache counts a structure's evaluations. ``fresh_keys=False`` keeps the random keys
+        in ``const_impls`` (the trace's own, for the call that traced it)."""
         shapes, dtypes, shardings = self.call_layouts()
         program = self.program()
-        if self.rng_draws:
+        if self.rng_draws and fresh_keys:
             const_impls = [t._impl for t in self.call_consts(const_impls)]
         impls = [t._impl for t in args] + list(const_impls)
         device = _compiled_call.device_of(impls, {})
@@ -373,10 +374,12 @@ class _Plan:
                 impls[cap.index] = impl
         return impls, None
 
-    def call_consts(self, const_impls) -> list:
-        """The constants for one call as tensors: a fresh key in every random-key slot."""
+    def call_consts(self, const_impls, fresh_keys: bool = True) -> list:
+        """The constants for one call as tensors: a fresh key in every random-key slot
+        (unless ``fresh_keys`` is False)."""
         consts = [Tensor._wrap(c) for c in const_impls]
-        self._renew_keys(consts, batched=False)  # an enclosing compile records them
+        if fresh_keys:
+            self._renew_keys(consts, batched=False)  # an enclosing compile records them
         return consts
 
     def _renew_keys(self, consts: list, batched: bool) -> None:
@@ -1060,6 +1063,12 @@ class CompiledFunction:
         else:
             self._stats.replays += 1
             leaves = plan.replay(tensors, const_impls)
+        return self._outputs(plan, leaves, tensors)
+
+    def _outputs(self, plan, leaves: list, tensors: list):
+        """A call's outputs from the plan's output ``leaves``: the objects the call holds
+        where eagerly it returns them (``_eager_aliases``), and the new values of the state
+        the function updated in place written back."""
         aliases = _eager_aliases(plan)
         if aliases:
             _alias_outputs(aliases, leaves, tensors, self.fun)
@@ -1229,20 +1238,77 @@ class CompiledFunction:
         """Run the function on placeholders, recording its ops: ``(plan, outputs)``, or
         ``("fallback", outputs)`` when it realized a value while traced.
 
-        The recorded nodes join the pending set (``nb.realize()`` computes them: the
-        call's outputs and written-back state) once the plan is made: before, another
+        Where the plan's own run serves the call (``_run_at_trace``), the recorded nodes
+        are dropped. Otherwise they join the pending set (``nb.realize()`` computes them:
+        the call's outputs and written-back state) once the plan is made: before, another
         thread's ``nb.realize()`` would compute them, and the plan take them for
         constants (``ops.pipeline`` keeps a trace's nodes out of it meanwhile)."""
-        made: list = []
+        traced = _Traced()
+        served = False
         try:
-            return self._recorded_trace(call, made)
+            value, out = self._recorded_trace(call, traced)
+            if traced.before is not None and isinstance(value, _Plan):
+                leaves = self._run_at_trace(value, call, traced.before)
+                if leaves is not None:
+                    served = True
+                    tensors = [leaf for leaf in call.flat if isinstance(leaf, Tensor)]
+                    out = self._outputs(value, leaves, tensors)
+            return value, out
         finally:
-            if made and STATE.trace_args is None and STATE.body_args is None:
-                for node in made[0]:
-                    GRAPH.pending.add_node(node)
+            if not served:  # the trace's own values are the call's
+                for tensor, value in traced.arg_values:
+                    rebind(tensor, value)
+                if traced.nodes and STATE.trace_args is None and STATE.body_args is None:
+                    for node in traced.nodes:
+                        GRAPH.pending.add_node(node)
 
-    def _recorded_trace(self, call, made: list):
-        """``_trace``'s work; appends the recorded nodes to ``made``."""
+    def _run_at_trace(self, plan, call, before: dict) -> list | None:
+        """The output leaves of the call just traced as ``plan``, served by the plan's
+        program as the hits after it are (``jax.jit``'s first call runs the compiled
+        program too): run at the call when the arguments are realized, else one lazy
+        ``compiled_call`` node on them. None where the call keeps the trace's own lazy
+        outputs.
+
+        The trace's outputs are a graph of their own: reading one of them (``loss.item()``)
+        computed only that one, the others (the new parameters) joined the next call's
+        program, and only the call after ran the plan's. Under ``NABLA_BACKEND=max`` that
+        was three programs compiled before a training loop's steady state, where one or
+        two serve (the first call's program also computes the arguments still pending: a
+        model's freshly initialized weights, or the gradients of ``opt.step()``, which
+        every step's program computes that way).
+
+        The state the trace updated in place (an optimizer's parameters and moments, a
+        module's running statistics) holds the trace's values by now: the run reads it as
+        it was before the call (``before``: id of the tensor -> its impl then), and writes
+        the run's values into it, as a hit does. The run takes the random keys the trace
+        drew, so the global generator moves on once per call, as uncompiled.
+
+        Only for a plain call (not traced, differentiated or vmapped) whose hits would run
+        the program at the call. Not under ``debug_nans``, whose lazy outputs name the op
+        that made a NaN."""
+        if (
+            CONFIG.debug_values
+            or STATE.recording is not None
+            or STATE.trace_args is not None
+            or STATE.body_args is not None
+        ):
+            return None
+        tensors = [leaf for leaf in call.flat if isinstance(leaf, Tensor)]
+        const_impls, stale = plan.call_inputs(self.fun, call.flat)
+        if stale is not None:
+            return None
+        if before:  # (the values as the call found them, not the trace's)
+            swap = {id(t._impl): impl for t, impl in before.values()}
+            tensors = [
+                Tensor._wrap(swap[id(t._impl)]) if id(t._impl) in swap else t for t in tensors
+            ]
+            const_impls = [swap.get(id(c), c) for c in const_impls]
+        if not _takes_fast_path(plan, tensors, const_impls):
+            return None
+        return _run_fast(plan, tensors, const_impls, fresh_keys=False)
+
+    def _recorded_trace(self, call, traced: _Traced):
+        """``_trace``'s work; fills in ``traced``."""
         t0 = time.perf_counter()
         sym_shapes = call.sym_shapes
         placeholders = {}
@@ -1296,10 +1362,11 @@ class CompiledFunction:
             STATE.size_reads, STATE.writes = old_reads, old_writes
             STATE.value_reads = old_values
             STATE.grad_block, STATE.trace_args = old_block, old_args
-        made.append(recorded)
+        traced.nodes = recorded
         if old_writes is not None:  # an enclosing trace writes them back too
             old_writes.extend(writes)
         state = _written_state(writes, placeholders, recorded)
+        before_call = _before_writes(writes, state, call.flat)
         assigned = [
             i
             for i, impl in before.items()
@@ -1380,13 +1447,17 @@ class CompiledFunction:
                 arg_grads,
             )
             tensors = [leaf for leaf in call.flat if isinstance(leaf, Tensor)]
-            for target, value in zip(plan.writes, state.values):
-                if target[0] == "arg":
-                    rebind(tensors[target[1]], value)
+            traced.arg_values = [
+                (tensors[target[1]], value)
+                for target, value in zip(plan.writes, state.values)
+                if target[0] == "arg"
+            ]
+            traced.before = before_call
         else:
             plan = _build_plan(
                 recorded, placeholders, out, rng, traced_flat, self.fun, None, arg_grads
             )
+            traced.before = before_call
         plan.traced_in_vmap = bool(drawing_levels())
         small = _small_sizes(call.sizes)
         if small:  # (its other size reads may be those of the small size alone)
@@ -1622,15 +1693,16 @@ def _alias_outputs(aliases, leaves: list, tensors, fun) -> None:
             leaves[j] = t
 
 
-def _run_fast(plan, tensors, const_impls) -> list:
+def _run_fast(plan, tensors, const_impls, fresh_keys: bool = True) -> list:
     """The output leaves of a fast-path hit: the plan's program run at the call, or one
-    lazy ``compiled_call`` node (with the random draws bound first)."""
+    lazy ``compiled_call`` node (with the random draws bound first). ``fresh_keys=False``
+    runs on the random keys the trace drew (``_Plan.run_now``)."""
     outs = []
     if _nonempty(plan):
         if _runs_now(plan, tensors, const_impls):
-            outs = plan.run_now(tensors, const_impls)
+            outs = plan.run_now(tensors, const_impls, fresh_keys)
         else:
-            consts = plan.call_consts(const_impls)
+            consts = plan.call_consts(const_impls, fresh_keys)
             drawn = plan.bind_host_nodes(tensors, consts) if plan.has_host_ops else []
             outs = _compiled_call.bind(tensors + consts + drawn, {"plan": plan})
     it = iter(outs)
@@ -1964,6 +2036,38 @@ def _build_plan(
         (o._impl.shape, o._impl.sharding) for o in out_flat if isinstance(o, Tensor)
     )
     return plan
+
+
+class _Traced:
+    """What a trace leaves to its caller besides the plan and the outputs
+    (``_recorded_trace`` fills it in): the recorded nodes; once a plan is made, per tensor
+    the caller holds that the trace updated in place, that tensor and its impl before the
+    call (``_before_writes``); and the arguments' new values, which go into the caller's
+    tensors unless the plan's own run serves the call (``_run_at_trace``)."""
+
+    def __init__(self):
+        self.nodes: list | None = None
+        self.before: dict | None = None
+        self.arg_values: list = []
+
+
+def _before_writes(writes, state, flat) -> dict:
+    """id of each tensor the caller holds that the trace updated in place -> ``(tensor,
+    its impl before the call)``: an argument's as passed (the trace updated only its
+    placeholder), captured state's before its first write."""
+    out = {}
+    tensors = [leaf for leaf in flat if isinstance(leaf, Tensor)]
+    firsts = {}
+    for entry in writes:
+        firsts.setdefault(id(entry.tensor), entry.before)
+    for target in state.targets:
+        if target[0] == "arg":
+            t = tensors[target[1]]
+            out[id(t)] = (t, t._impl)
+        else:
+            t = target[1]
+            out[id(t)] = (t, firsts[id(t)])
+    return out
 
 
 class _Written(NamedTuple):

@@ -621,10 +621,10 @@ def float_graph():
         lambda a: nb.checkpoint(lambda b: b * b)(a).sum()
     )(p)
     o["vmap_bcast"] = nb.vmap(lambda a, b: a * b, in_axes=(1, None))(x, y[0, :4])
+    # the traced call and a cache hit, each on a lazy argument: one compiled_call node each,
+    # inlined (realized arguments would run the plan at the call, a program of its own)
     compiled = nb.compile(lambda a, b: nb.sin(a) * b + 1.0)
-    o["compiled_trace"] = compiled(x, y)
-    # a cache hit on a lazy argument: one compiled_call node, inlined (realized arguments
-    # would run the plan at the call)
+    o["compiled_trace"] = compiled(x * 0.5, y)
     o["compiled_call"] = compiled(y + 1.0, x)
     return o
 

@@ -937,3 +937,119 @@ def test_a_name_rebound_in_a_list_of_one_tensor_is_seen():
     np.testing.assert_array_equal(f(x).numpy(), [1.0, 1.0])
     layers[5] = nb.full((2,), 9.0)
     np.testing.assert_array_equal(f(x).numpy(), [9.0, 9.0])
+
+
+def _programs_run(monkeypatch) -> list:
+    """Every program run from now on (one entry per run), whichever path ran it."""
+    import sys
+
+    runs = []
+    for name in ("nabla.transforms.compile", "nabla.runtime.graph"):
+        module = sys.modules[name]
+        original = module.run_program
+
+        def counted(program, *args, _original=original, **kwargs):
+            runs.append(program)
+            return _original(program, *args, **kwargs)
+
+        monkeypatch.setattr(module, "run_program", counted)
+    return runs
+
+
+def _calls_a_plan(program) -> bool:
+    return any(instr.op == "compiled_call" for instr in program.instructions)
+
+
+def _distinct(runs) -> int:
+    return len({id(p) for p in runs})
+
+
+def test_the_traced_call_is_served_by_the_program_its_hits_run(monkeypatch):
+    # the trace's own outputs were a graph of their own: ``loss.item()`` computed the loss
+    # alone, the new parameters joined the next call's program, and only the third call ran
+    # the plan's (three MAX compiles before a loop's steady state)
+    def loss_fn(p, x, y):
+        h = nb.tanh(x @ p["w"]) * nb.random.bernoulli((8, 2), 0.75)
+        return ((h - y) ** 2).mean()
+
+    def train_step(p, x, y):
+        loss, g = nb.value_and_grad(loss_fn)(p, x, y)
+        return loss, {"w": p["w"] - 0.1 * g["w"]}
+
+    def run(step, pending: bool) -> tuple:
+        nb.random.seed(3)
+        p = {"w": nb.constant(W0)}
+        x, y = nb.constant(X), nb.constant(Y)
+        if pending:  # (a freshly initialized model's weights are pending)
+            p = {"w": p["w"] * 1.0}
+        else:
+            nb.realize(p["w"], x, y)
+        losses = []
+        for _ in range(4):
+            loss, p = step(p, x, y)
+            losses.append(loss.item())
+        return losses, p["w"].numpy()
+
+    for pending in (False, True):
+        eager = run(train_step, pending)
+        runs = _programs_run(monkeypatch)
+        step = nb.compile(train_step)
+        got = run(step, pending)
+        monkeypatch.undo()
+        # the same values, the same draws of the global generator (a key per call)
+        assert got[0] == eager[0], pending
+        np.testing.assert_array_equal(got[1], eager[1])
+        assert step.stats.misses == 1 and step.stats.hits == 3
+        # realized arguments: the plan's one program from the first call on; pending ones:
+        # its program with them once, then the plan's
+        assert _distinct(runs) == (2 if pending else 1), [p.num_ops for p in runs]
+        assert runs[-1] is runs[-2] is runs[-3]
+
+
+def test_a_traced_step_that_updates_state_in_place_runs_its_plan_once(monkeypatch):
+    # compile_step writes parameters, moments and running statistics in place: the first
+    # call's plan reads them as the call found them, not as the trace left them
+    def losses(compiled: bool, pending: bool) -> tuple:
+        # (no bias before the BatchNorm: its gradient is rounding noise, which Adam scales up)
+        m = nb.nn.Sequential(
+            nb.nn.Linear(4, 3, bias=False), nb.nn.BatchNorm1d(3), nb.nn.Linear(3, 2)
+        )
+        m.load_state_dict(
+            {
+                "0.weight": np.linspace(-1, 1, 12, dtype=np.float32).reshape(4, 3),
+                "2.weight": W0[:3],
+                "2.bias": np.ones(2, np.float32),
+            },
+            strict=False,
+        )
+        opt = nb.nn.optim.Adam(m, lr=0.05)
+        if not pending:  # (the moments too: made as lazy zeros)
+            nb.realize(*m.parameters(), *m.buffers(), *nb.tree_leaves(opt.state))
+        x, y = nb.constant(X), nb.constant(Y)
+        nb.realize(x, y)
+        if compiled:
+            step = opt.compile_step(lambda model, a, b: F.mse_loss(model(a), b))
+            out = [step(x, y).item() for _ in range(3)]
+        else:
+            out = []
+            for _ in range(3):
+                loss = F.mse_loss(m(x), y)
+                loss.backward()
+                opt.step()
+                opt.zero_grad()
+                out.append(loss.item())
+        return out, m.state_dict()
+
+    for pending in (False, True):
+        eager, eager_state = losses(False, pending)
+        runs = _programs_run(monkeypatch)
+        got, state = losses(True, pending)
+        monkeypatch.undo()
+        np.testing.assert_allclose(got, eager, rtol=1e-5)
+        for k, v in eager_state.items():
+            np.testing.assert_allclose(
+                np.asarray(state[k]), np.asarray(v), rtol=1e-5, atol=1e-6, err_msg=f"{k} {pending}"
+            )
+        # (the step's programs: not the small ones of the loads)
+        big = [p for p in runs if p.num_ops > 40 or _calls_a_plan(p)]
+        assert _distinct(big) == (2 if pending else 1), [p.num_ops for p in runs]
