@@ -154,6 +154,12 @@ class _RNNBase(Module):
             )
         if not x.dtype.is_float:
             raise TypeError(f"{self._name()}: input must be floating point, got {x.dtype}")
+        steps = x.shape[1] if x.ndim == 3 and self.batch_first else x.shape[0]
+        if type(steps) is int and steps == 0:  # (a dynamic size is not decided on here)
+            # PyTorch refuses it too; the loop would return the initial state as the output
+            raise ValueError(
+                f"{self._name()}: input of shape {x.shape} has no time steps (sequence length 0)"
+            )
         weight = self.weight_ih_l0
         if x.dtype != weight.dtype:  # (PyTorch's rule; the loop's carry keeps one dtype)
             raise TypeError(

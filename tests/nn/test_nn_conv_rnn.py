@@ -402,6 +402,12 @@ def test_rnn_errors_name_the_layer_and_shapes():
         lstm(nb.ones((2, 6, 3)), nb.zeros((2, 2, 4)))
     with pytest.raises(TypeError, match="must be floating point"):
         nn.GRU(3, 4)(nb.ones((6, 2, 3), dtype=nb.int32))
+    # a sequence of no steps, as PyTorch refuses it (an empty batch is fine)
+    with pytest.raises(ValueError, match=r"LSTM\(3, 4.*\(2, 0, 3\) has no time steps"):
+        lstm(nb.ones((2, 0, 3)))
+    with pytest.raises(ValueError, match=r"GRU\(3, 4\).*\(0, 3\) has no time steps"):
+        nn.GRU(3, 4)(nb.ones((0, 3)))
+    assert lstm(nb.ones((0, 6, 3)))[0].shape == (0, 6, 4)
     with pytest.raises(ValueError, match="GRU: dropout must be in"):
         nn.GRU(3, 4, dropout=1.5)
     with pytest.raises(ValueError, match="GRU: hidden_size must be a positive int"):

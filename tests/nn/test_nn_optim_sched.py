@@ -196,6 +196,29 @@ def test_scheduler_before_optimizer_step_warns():
         sched.step()
 
 
+def test_a_ramp_of_zero_steps_keeps_its_start_factor_as_pytorch():
+    # PyTorch 2.13: LinearLR(start_factor=0.25, total_iters=0) gives 0.25 at every step,
+    # ConstantLR(factor=0.5, total_iters=0) 0.5 (the step that would end the ramp or restore
+    # the rate is step 0, which starts it); the closed form (step(epoch)) agrees here
+    for build, factor in (
+        (lambda o: sched_mod.LinearLR(o, start_factor=0.25, total_iters=0), 0.25),
+        (lambda o: sched_mod.ConstantLR(o, factor=0.5, total_iters=0), 0.5),
+    ):
+        opt = optim.SGD({"w": nb.ones((2,))}, lr=1.0)
+        sched = build(opt)
+        got = [opt.lr]
+        for _ in range(3):
+            opt.step({"w": nb.ones((2,))})
+            sched.step()
+            got.append(opt.lr)
+        assert got == [factor] * 4
+        with pytest.warns(UserWarning, match="deprecated"):
+            sched.step(7)
+        assert opt.lr == factor
+    with pytest.raises(ValueError, match=r"LinearLR: invalid total_iters=-1 \(must be an int"):
+        sched_mod.LinearLR(optim.SGD({"w": nb.ones((2,))}, lr=1.0), total_iters=-1)
+
+
 def test_last_epoch_resumes_from_initial_lr():
     """last_epoch other than -1 needs optimizer.initial_lr (PyTorch's KeyError, as a clear
     ValueError); with it, the closed-form position continues."""

@@ -67,6 +67,11 @@ def _positive_int(label: str, value, problems: list) -> None:
         problems.append(f"{label}={value!r} (must be a positive integer)")
 
 
+def _count(label: str, value, problems: list) -> None:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
+        problems.append(f"{label}={value!r} (must be an integer >= 0)")
+
+
 def _number(label: str, value, problems: list, low=None, positive=False) -> None:
     if not _real(value):
         problems.append(f"{label}={value!r} (must be a finite number)")
@@ -413,7 +418,8 @@ class LinearLR(LRScheduler):
         optimizer: the optimizer whose ``lr`` is scheduled.
         start_factor: the factor at step 0, in ``(0, 1]`` (default 1/3).
         end_factor: the factor from step ``total_iters`` on, in ``[0, 1]`` (default 1).
-        total_iters: the number of steps of the ramp (default 5).
+        total_iters: the number of steps of the ramp (default 5). 0 keeps
+            ``start_factor`` for good, as PyTorch's does.
         last_epoch: the index of the last step (default -1: a new schedule).
     """
 
@@ -430,7 +436,7 @@ class LinearLR(LRScheduler):
             problems.append(f"start_factor={start_factor!r} (must be in (0, 1])")
         if not _real(end_factor) or not 0 <= end_factor <= 1:
             problems.append(f"end_factor={end_factor!r} (must be in [0, 1])")
-        _positive_int("total_iters", total_iters, problems)
+        _count("total_iters", total_iters, problems)
         _check("LinearLR", problems)
         self.start_factor, self.end_factor = start_factor, end_factor
         self.total_iters = int(total_iters)
@@ -448,6 +454,8 @@ class LinearLR(LRScheduler):
         return [lr * (1.0 + span / (self.total_iters * self.start_factor + (t - 1) * span))]
 
     def _closed_form_lr(self) -> list:
+        if self.total_iters == 0:  # (as the chained form: no ramp, the start factor kept)
+            return [b * self.start_factor for b in self.base_lrs]
         frac = min(self.total_iters, self.last_epoch) / self.total_iters
         factor = self.start_factor + (self.end_factor - self.start_factor) * frac
         return [b * factor for b in self.base_lrs]
@@ -534,7 +542,8 @@ class ConstantLR(LRScheduler):
     Args:
         optimizer: the optimizer whose ``lr`` is scheduled.
         factor: the scale during the first steps, in ``(0, 1]`` (default 1/3).
-        total_iters: the number of scaled steps (default 5).
+        total_iters: the number of scaled steps (default 5). 0 keeps the scale for good,
+            as PyTorch's does.
         last_epoch: the index of the last step (default -1: a new schedule).
     """
 
@@ -544,7 +553,7 @@ class ConstantLR(LRScheduler):
         problems = []
         if not _real(factor) or not 0 < factor <= 1:
             problems.append(f"factor={factor!r} (must be in (0, 1])")
-        _positive_int("total_iters", total_iters, problems)
+        _count("total_iters", total_iters, problems)
         _check("ConstantLR", problems)
         self.factor, self.total_iters = factor, int(total_iters)
         super().__init__(optimizer, last_epoch)
@@ -560,7 +569,9 @@ class ConstantLR(LRScheduler):
         return [lr * (1.0 / self.factor)]
 
     def _closed_form_lr(self) -> list:
-        done = self.last_epoch >= self.total_iters
+        # (with total_iters=0 the step that would restore the rate is step 0 itself, which
+        # scales it: the chained form keeps the scale, and so does this one)
+        done = 0 < self.total_iters <= self.last_epoch
         return [b * (self.factor + done * (1 - self.factor)) for b in self.base_lrs]
 
 
