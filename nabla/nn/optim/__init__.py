@@ -1996,6 +1996,9 @@ class Optimizer:
         """A training step that is one compiled graph: ``step(*batch)`` computes
         ``loss_fn(params, *batch)``, its gradients and this optimizer's update together, then
         updates the parameters in place (as :meth:`step` does) and returns the loss.
+        Parameters and optimizer state still pending at a call (a new model's
+        initialization, the zero moments) are computed first, on their own: the step's
+        program is then the same from the first call on (one MAX compile, not two).
 
         Args:
             loss_fn: ``loss_fn(params, *batch) -> scalar``; ``params`` is the model (or
@@ -2256,6 +2259,17 @@ class CompiledStep:
         hyper = opt._settings(traced=True)
         trained = sum(1 << i for i, m in enumerate(mask) if m)
         ties = _tied_groups(leaves)  # (static: usually ())
+        # parameters or moments still pending (a new model's initialization, the zero
+        # moments, a lazy load) are computed on their own first: each step leaves them
+        # realized, so a program that computed them with the step would run once, one MAX
+        # compile more than the step's own program, which runs from the first call on
+        waiting = [
+            t
+            for t in (*plain, *tree_leaves(opt.state))
+            if isinstance(t, Tensor) and t._impl.buffer is None
+        ]
+        if waiting and STATE.recording is None:
+            realize(*waiting)
         new_leaves, new_state, loss = self.compiled(
             plain, tree, trained, ties, opt.state, hyper, *batch
         )
