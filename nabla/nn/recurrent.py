@@ -41,14 +41,23 @@ class _Weights(NamedTuple):
     b_hh: Tensor | None
 
 
-def _lstm_step(w_hh_t):
+def _hidden_product(h, w_hh):
+    """``h @ w_hh^T``, the step's product with the weight in PyTorch's ``(rows, hidden)``
+    layout, computed as ``(w_hh @ h^T)^T``: the weight enters the GEMM as it is stored and
+    only the step's small operand and result are transposed (views on NumPy; on MAX,
+    copies of those instead of the weight's). BLAS reading the weight transposed was
+    1.5-1.8x as slow here at a batch of 32 (``benchmarks/README.md``)."""
+    return view.swap_axes(w_hh @ view.swap_axes(h, -1, -2), -1, -2)
+
+
+def _lstm_step(w_hh):
     """The LSTM step for one direction: gates ``i, f, g, o`` (PyTorch's order)."""
 
     def step(carry, gx):
         h, c = carry
         # one split, not four slices: its cotangent is one concatenation, where four
         # slices' would be four zero-filled updates added together
-        i, f, g, o = view.split(gx + h @ w_hh_t, 4, axis=-1)
+        i, f, g, o = view.split(gx + _hidden_product(h, w_hh), 4, axis=-1)
         i, f, g, o = unary.sigmoid(i), unary.sigmoid(f), unary.tanh(g), unary.sigmoid(o)
         c = f * c + i * g
         h = o * unary.tanh(c)
@@ -406,7 +415,7 @@ class LSTM(_RNNBase):
         return self._packed_output(y, unbatched, packing), (h_n, c_n)
 
     def _step(self, w: _Weights):
-        return _lstm_step(w.w_hh.swap_axes(0, 1))
+        return _lstm_step(w.w_hh)
 
 
 @_rnn_doc
@@ -694,7 +703,7 @@ class LSTMCell(_CellBase):
         x, unbatched = self._input(x)
         h = self._state(h_given, x, unbatched, "h")
         c = self._state(c_given, x, unbatched, "c")
-        (h, c), _ = _lstm_step(self.weight_hh.swap_axes(0, 1))((h, c), self._gx(x))
+        (h, c), _ = _lstm_step(self.weight_hh)((h, c), self._gx(x))
         return (h.squeeze(0), c.squeeze(0)) if unbatched else (h, c)
 
 

@@ -241,6 +241,12 @@ class Operation:
         kernel broadcasts it (by default: an unbatched operand of an elementwise op)."""
         return self.scalar_operands and not impl.levels
 
+    def rules_take_unbatched(self, index: int, impl) -> bool:
+        """True when the op's derivative rules take operand ``index`` without level
+        alignment (a stand-in that runs nothing, ``control_flow.ResidualOp``, aligns only
+        the others). By default the operands the kernel broadcasts."""
+        return self.implicit_broadcast(index, impl)
+
 
 def _linear_jvp(op, primals, tangents, outputs, kwargs) -> list:
     """JVP of an op linear in its non-index inputs: the op applied to the tangents (zeros for

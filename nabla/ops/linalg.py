@@ -63,6 +63,11 @@ class MatmulOp(Operation):
     def implicit_broadcast(self, index, impl):
         return index == 1 and not impl.levels and len(impl.shape) == 2
 
+    def rules_take_unbatched(self, index, impl):
+        # an unbatched weight on either side: the call itself keeps a left one unbatched
+        # (``_mm``), and the rules go through ``_mm`` and fold its cotangent into one GEMM
+        return not impl.levels and len(impl.shape) == 2
+
     def sharding_rule(self, in_shapes, out_shapes, kwargs):
         a, b = in_shapes
         batch = [(f"b{i}",) for i in range(len(a) - 2)]
@@ -91,7 +96,7 @@ class MatmulOp(Operation):
     def vjp_rule(self, primals, cotangents, outputs, kwargs):
         x, y = primals
         ct = cotangents[0]
-        return [_mm_t(ct, y), _weight_cotangent(x, ct, y)]
+        return [_left_weight_cotangent(x, ct, y), _weight_cotangent(x, ct, y)]
 
 
 def _plain_2d(a, b) -> bool:
@@ -241,6 +246,32 @@ def _rows_times(a, w):
     for level in levels:
         out = batching.to_batch(out, 0, level)
     return out
+
+
+def _left_weight_cotangent(x, ct, y):
+    """d/dx of ``x @ y`` (``ct @ y^T``). When ``x`` (a weight on the left: ``W @ h^T``) was
+    broadcast over vmap levels that have finished, fold those batch dims into the
+    contraction, as ``_weight_cotangent`` does on the right: ``sum_b ct_b @ y_b^T`` is one
+    GEMM over every element's columns, not a batched product and a sum."""
+    lv = y._impl.levels
+    if (
+        lv
+        and not x._impl.levels
+        and ct._impl.levels == lv
+        and x.ndim == y.ndim == ct.ndim == 2
+        and not any(level in STATE.active_vmap for level in lv)
+    ):
+        yl, cl = y, ct
+        for i, level in enumerate(lv):
+            yl = batching.from_batch(yl, level, i)
+            cl = batching.from_batch(cl, level, i)
+        yl = fn.reshape(fn.swap_axes(yl, -1, -2), (-1, x.shape[1]))
+        cl = fn.reshape(fn.swap_axes(cl, -1, -2), (-1, x.shape[0]))
+        return _matmul.bind([fn.swap_axes(cl, -1, -2), yl], {})
+    dx = _mm_t(ct, y)
+    if dx._impl.levels != x._impl.levels:
+        dx = batching.sum_finished_levels(dx, x)
+    return dx
 
 
 def _weight_cotangent(x, ct, y):

@@ -1915,7 +1915,7 @@ class ResidualOp(Operation):
         return {"n_skip": len(node.refs), "op_kwargs": tuple(sorted(node.kwargs.items()))}
 
     def implicit_broadcast(self, index, impl):
-        return index < self.op.arity and self.op.implicit_broadcast(index, impl)
+        return index < self.op.arity and self.op.rules_take_unbatched(index, impl)
 
     def adapt_kwargs(self, kwargs, nb, batch_shape):
         return {"n_skip": kwargs["n_skip"]}

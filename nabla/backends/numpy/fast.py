@@ -679,7 +679,11 @@ class _Lowering:
         dt, shape = step.specs[0]
         dying = self._dying(k, step)
         lays = [self.layout.get(i, _NO_LAYOUT) for i in step.inputs]
-        c_like = not elementwise or all(kind in ("C", "B") for kind, _ in lays)
+        c_like = (
+            not elementwise
+            or all(kind in ("C", "B") for kind, _ in lays)
+            or self._c_order_wins(step, lays)
+        )
         relies = frozenset().union(*(r for _, r in lays)) if elementwise else frozenset()
         if out in self.escaping or not c_like:  # a fresh array per call, laid out by NumPy
             self.lines.append(f"{v} = {fname}({args})")
@@ -709,6 +713,21 @@ class _Lowering:
             self.lines.append(f"{v} = {fname}({args}, out=b{b})")
         self._written(k, step, b, dying)
         self._drop_dead(k, step)
+
+    def _c_order_wins(self, step, lays) -> bool:
+        """Is elementwise ``step``'s result C-contiguous in NumPy whatever the layouts of
+        its other operands (a transposed matmul result, say)? Yes when one operand of the
+        result's shape, no dim of which is 1, is in C order: NumPy's iterator orders the
+        result's axes by comparing the operands' strides, and on a conflict C order wins
+        (``nditer``'s ``find_best_axis_ordering``); that operand says C order for every
+        pair of axes (its strides decrease and none is 0)."""
+        shape = tuple(step.specs[0][1])
+        if len(shape) < 2 or min(shape) <= 1:
+            return False
+        return any(
+            kind == "C" and tuple(self.spec[i][1]) == shape
+            for (kind, _), i in zip(lays, step.inputs, strict=True)
+        )
 
     def _row_operand(self, step, lays):
         """``(index, tile)`` when binary elementwise ``step`` combines a C-ordered operand of
