@@ -632,3 +632,29 @@ def test_the_straight_line_form_frees_dead_intermediates_as_the_interpreter_does
 
     interpreted, lowered = peak(False), peak(True)
     assert lowered <= 2 * interpreted, (lowered >> 20, interpreted >> 20)
+
+
+def test_c_order_wins_when_an_elementwise_op_mixes_layouts(rng):
+    """An elementwise op on a C-ordered operand of its result's shape and a transposed one
+    (an RNN step's ``(W @ h^T)^T`` added to its input projection) gives a C-contiguous
+    result in NumPy (C order wins a conflict between the operands' strides), so it goes
+    into a scratch buffer, and what follows keeps buffers; with a dim of 1 the layout is
+    left to NumPy. The interpreter's bits and strides either way."""
+    for rows in (4, 1):
+        steps = [
+            ("transpose", (1,), {"perm": (1, 0)}, _spec(3, rows)),  # 0: h^T
+            ("matmul", (2, (0, 0)), {}, _spec(5, rows)),  # 1: W @ h^T
+            ("transpose", ((1, 0),), {"perm": (1, 0)}, _spec(rows, 5)),  # 2: its transpose
+            ("add", (0, (2, 0)), {}, _spec(rows, 5)),  # 3: C + transposed
+            ("tanh", ((3, 0),), {}, _spec(rows, 5)),  # 4
+            ("mul", ((4, 0), 0), {}, _spec(rows, 5)),  # 5
+            ("reduce_sum", ((5, 0),), {"axes": (1,), "keepdims": False}, _spec(rows)),  # 6
+        ]
+        inputs = [(F32, (rows, 5), CPU()), (F32, (rows, 3), CPU()), (F32, (5, 3), CPU())]
+        program = build_program(("mixed-layouts", rows), inputs, steps, [(5, 0), (6, 0)])
+        run, interp = fast.lower(program), compile_program(program)
+        buffered = [ln for ln in run.source.splitlines() if "out=b" in ln and "matmul" not in ln]
+        assert len(buffered) == (2 if rows > 1 else 0), run.source  # (add, tanh; mul escapes)
+        gx, h, w = (rng.standard_normal(s[1]).astype(np.float32) for s in inputs)
+        got, want = run([gx, h, w]), interp([gx, h, w])
+        assert [_bits(g) + (g.strides,) for g in got] == [_bits(a) + (a.strides,) for a in want]

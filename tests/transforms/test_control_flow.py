@@ -280,6 +280,10 @@ def test_reverse_mode_reads_each_step_s_product_from_the_forward_loop(monkeypatc
     grad_left = nb.grad(_left_weight_nb, argnums=(0, 1, 2))
     kept = _recorded_ops(grad_x, *args)
     assert "matmul_residual" in kept
+    # a weight on the left stays unbatched in its residual, so its cotangent over all steps
+    # is one GEMM of the weight's shape, not a product per step and a sum
+    products = [n.out_specs[0][1] for n in _recorded(grad_left, *left) if n.op.name == "matmul"]
+    assert W.shape in products and (len(XS_B), *W.shape) not in products, products
 
     def results():
         h0s = nb.stack([c(H0_B), c(H0_B * 2)])
