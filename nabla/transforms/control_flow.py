@@ -955,6 +955,38 @@ def _cond_node(index, fns, flat, what, names, narrow: bool = False):
     return tree_unflatten(bodies[0].out_tree, _narrowed(outs, natural) if narrow else outs)
 
 
+def _float_path_outputs(body: Body, args: set, caps: set) -> set:
+    """The indices of ``body``'s outputs a derivative can reach from its placeholders
+    ``args`` and captured tensors ``caps``: along float values through differentiable ops
+    (a comparison, an integer result or ``stop_gradient`` ends a path)."""
+    reached: dict = {}  # node index -> its output indices a path reaches
+
+    def on_path(r: Ref) -> bool:
+        if r.kind == "arg":
+            return r.index in args
+        if r.kind == "cap":
+            return r.index in caps
+        return r.kind == "node" and r.output in reached.get(r.index, ())
+
+    for k, node in enumerate(body.nodes):
+        if node.op.differentiable and node.cut != "off" and any(map(on_path, node.refs)):
+            reached[k] = {i for i, (dt, _shape) in enumerate(node.out_specs) if dt.is_float}
+    return {i for i, r in enumerate(body.outputs) if on_path(r)}
+
+
+def _carry_derivative(body: Body, args: set, caps: set, n_carry: int) -> bool:
+    """Whether a loop's carry can carry a derivative: ``args`` (placeholder indices:
+    carries, then consts) and ``caps`` (the body's captured tensors) are the float inputs
+    that depend on a differentiated value; a carry the body's output reaches is one the
+    next step reads, until nothing changes."""
+    args = set(args)
+    while True:
+        reached = {i for i in _float_path_outputs(body, args, caps) if i < n_carry}
+        if reached <= args:
+            return any(i < n_carry for i in args)
+        args |= reached
+
+
 # -------------------------------------------------------------------- while_loop
 class WhileOp(_ControlFlowOp):
     """``while_loop``'s node: inputs ``(*carry, *consts, *captured)``; runs ``body`` while
@@ -963,11 +995,25 @@ class WhileOp(_ControlFlowOp):
     name = "while_loop"
 
     def vjp_rule(self, primals, cotangents, outputs, kwargs):
+        ops = LoopLayout.of(kwargs).split(primals)
+        body = kwargs["body"]
+
+        def live(ts):
+            return {i for i, t in enumerate(ts) if t.dtype.is_float and is_live(t._impl.traced)}
+
+        args = live(ops.carry + ops.consts)
+        caps = live([ops.captured[j] for j in kwargs["cap_slots"][1]])
+        if not _carry_derivative(body, args, caps, len(ops.carry)):
+            # only the predicate (or a path through a comparison, a cast to an integer,
+            # stop_gradient...) reads a differentiated value: the result is piecewise
+            # constant in it, its derivative zero (JAX's answer: the carry has no tangent)
+            return [None] * len(primals)
         raise ValueError(
-            "Reverse-mode differentiation does not work for while_loop or fori_loop with "
-            "dynamic start/stop values: the number of steps is unknown when the loop is "
-            "traced. Give while_loop(..., max_steps=N) (or fori_loop Python-int bounds) to "
-            "make it a reverse-differentiable scan, or use jvp/jacfwd"
+            "Reverse-mode differentiation does not work for while_loop when its carry "
+            "depends on a differentiated value (nor for fori_loop with traced bounds): the "
+            "number of steps is unknown when the loop is traced. Give while_loop(..., "
+            "max_steps=N) (or fori_loop Python-int bounds) to make it a reverse-"
+            "differentiable scan, or use jvp/jacfwd"
         )
 
     def jvp_rule(self, primals, tangents, outputs, kwargs):
@@ -1044,7 +1090,9 @@ def while_loop(cond_fun=_UNSET, body_fun=_UNSET, init_val=_UNSET, *, max_steps=N
     Raises:
         TypeError: if ``body_fun`` changes the structure, a shape or a dtype, or
             ``cond_fun`` does not return a boolean scalar.
-        ValueError: for reverse-mode differentiation without ``max_steps`` (JAX's error).
+        ValueError: for reverse-mode differentiation without ``max_steps`` of a loop whose
+            carry depends on a differentiated value (JAX's error; a value only
+            ``cond_fun`` reads gets a zero derivative, as in JAX).
 
     Example:
         >>> nb.while_loop(lambda c: c[0] < 10, lambda c: (c[0] + 1, c[1] * 2.0), (0, x))
@@ -1266,7 +1314,8 @@ def fori_loop(
     Args:
         lower: start index (int or integer scalar tensor; also accepted as ``lo=``).
         upper: end index, exclusive (also ``hi=``).
-        body_fun: ``(i, val) -> val``; ``i`` is an int32 scalar tensor (also ``body=``).
+        body_fun: ``(i, val) -> val``; ``i`` is an int32 scalar tensor (also ``body=``),
+            not weakly typed as JAX's: a narrower integer carry adds ``i.astype(dtype)``.
         init_val: the initial pytree (also ``init=``).
         unroll: accepted for JAX compatibility (how many iterations XLA fuses into one);
             ignored: the result is the same.
@@ -1300,7 +1349,7 @@ def fori_loop(
 
         def step(c, _x):
             i, val = c
-            return (i + 1, body_fun(i, val)), None
+            return (i + 1, _fori_body(body_fun, i, val, init_val)), None
 
         i0 = creation.constant(lo, dtype=int32)
         spec = _ScanSpec(max(hi - lo, 0), False, what="fori_loop", fn_name="body_fun")
@@ -1320,10 +1369,38 @@ def fori_loop(
 
     def b_fn(state):
         i, val = state
-        return (i + 1, body_fun(i, val))
+        return (i + 1, _fori_body(body_fun, i, val, init_val))
 
     _, val = while_loop(c_fn, b_fn, (lo, init_val))
     return val
+
+
+def _fori_body(body_fun, i, val, init_val):
+    """``body_fun(i, val)``, its carry checked against ``val`` leaf by leaf (by key path:
+    the loop's own index, carried beside it, is not the user's) where ``init_val`` gave a
+    tensor; a narrow integer leaf widened by the int32 index is told how to keep it."""
+    out = body_fun(i, val)
+    ins, tree = tree_flatten(val)
+    outs, out_tree = tree_flatten(out)
+    if out_tree != tree:
+        return out  # (the loop's structure check names both)
+    given = [isinstance(v, Tensor) for v in tree_flatten(init_val)[0]]
+    for path, gave, a, b in zip(_paths(tree), given, ins, outs):
+        if not gave or not isinstance(b, Tensor) or (a.dtype, a.shape) == (b.dtype, b.shape):
+            continue
+        hint = ""
+        if a.dtype.is_int and b.dtype is int32 and a.shape == b.shape:
+            hint = (
+                f" (the index i is an int32 tensor, not weakly typed as JAX's: "
+                f"write i.astype(nb.{a.dtype.value}))"
+            )
+        raise TypeError(
+            "fori_loop: body_fun must return the carry with the shapes and dtypes of "
+            f"init_val: val{path if path != '(the value)' else ''} is "
+            f"{_aval(a.dtype, a.shape)} in init_val but {_aval(b.dtype, b.shape)} from "
+            f"body_fun{hint}"
+        )
+    return out
 
 
 # -------------------------------------------------------------------- scan

@@ -678,6 +678,29 @@ def test_while_loop_reverse_mode_error_and_max_steps():
     assert capped.item() == 7.0
 
 
+def test_while_loop_read_by_its_predicate_alone_has_a_zero_derivative():
+    """As JAX: a differentiated value the carry never depends on (only the predicate reads
+    it, or the body through a comparison or an integer) gives the loop no derivative, so
+    reverse mode works; a carry that depends on it is still refused."""
+    x = c(np.array([0.5, 0.2, 0.3]))
+    wl = nb.while_loop
+    count = lambda a: wl(lambda k: k < a.sum() * 10, lambda k: k + 1.0, c(0.0))
+    close(nb.grad(lambda a: count(a) * a[0])(x).numpy(), [10.0, 0.0, 0.0])
+    close(nb.hessian(lambda a: count(a) * a[0] ** 2)(x).numpy()[0], [20.0, 0.0, 0.0])
+    # per example: the batched loop masks its carry with the predicate, a comparison
+    per_lane = lambda a: nb.vmap(lambda v: wl(lambda k: k < v * 10, lambda k: k + 1.0, c(0.0)) * v)
+    close(nb.grad(lambda a: per_lane(a)(a).sum())(x).numpy(), [5.0, 2.0, 3.0])
+    steps = lambda a: wl(lambda k: k < 5, lambda k: k + (a.sum() > 0).astype(nb.int32), 0)
+    close(nb.grad(lambda a: steps(a).astype(nb.float64) * a[0])(x).numpy(), [5.0, 0.0, 0.0])
+    # the carry reads it a step later, through another carry: refused
+    chain = lambda a: wl(
+        lambda s: s[2] < 3, lambda s: (s[0] + s[1], s[1] + a.sum(), s[2] + 1), (c(0.0), c(1.0), 0)
+    )[0]
+    with pytest.raises(ValueError, match="does not work for while_loop when its carry"):
+        nb.grad(chain)(x)
+    close(nb.jvp(chain, (x,), (c(np.ones(3)),))[1].item(), 9.0)  # a0 = 3 + 3 * sum(a)
+
+
 def test_batched_predicate_runs_until_every_lane_is_done():
     ns = np.array([1, 3, 0, 5], np.int32)
     v = RNG.standard_normal((4, 2))
@@ -962,6 +985,23 @@ def test_custom_rules_survive_a_compile_traced_without_derivatives():
     g = nb.compile(nb.grad(lambda v: cf(v).sum()))
     close(g(x).numpy(), [20.0, 20.0])
     close(g(x).numpy(), [20.0, 20.0])
+
+
+def test_fori_loop_names_the_user_s_carry_leaf_and_the_index_s_dtype():
+    """fori_loop carries its index beside the user's value: a mismatch names the user's
+    leaf by key path (it counted the index as leaf 0), and a narrow integer carry widened
+    by the int32 index (JAX's index is weakly typed) is told the cast that keeps it."""
+    pair = (nb.ones((2,)), nb.ones((3,)))
+    for hi in (3, nb.constant(3)):  # a scan, then a while_loop (a traced bound)
+        with pytest.raises(TypeError, match=r"val\[0\] is float32\[2\] in init_val but int32"):
+            nb.fori_loop(0, hi, lambda i, v: (v[0].astype(nb.int32), v[1]), pair)
+        with pytest.raises(TypeError, match=r"val is int8\[2\] .* write i.astype\(nb.int8\)"):
+            nb.fori_loop(0, hi, lambda i, v: v + i, nb.ones((2,), dtype=nb.int8))
+    named = {"a": nb.ones((2,)), "b": nb.ones((3,))}
+    with pytest.raises(TypeError, match=r"val\['b'\] is float32\[3\]"):
+        nb.fori_loop(0, 3, lambda i, v: {"a": v["a"], "b": v["b"].astype(nb.int32)}, named)
+    out = nb.fori_loop(0, 3, lambda i, v: v + i.astype(nb.int8), nb.ones((2,), dtype=nb.int8))
+    assert out.dtype == nb.int8 and out.numpy().tolist() == [4, 4]
 
 
 def test_a_python_number_in_the_initial_carry_takes_the_body_s_dtype():
