@@ -150,7 +150,12 @@ class _Graph:
 
         Not across processes: there a read on one process (``if rank == 0``) would take
         the write into its program and not the others', and their next common program
-        would no longer agree."""
+        would no longer agree.
+
+        The value written is what is kept, not the tensor's value at the evaluation: a
+        compiled function tracing a write of its own to that tensor gives it a value of
+        the trace, which no evaluation may compute (its plan would take it for a
+        constant: the function's write lost, its output read before it)."""
         if PROCESS.count > 1:
             return
         key = id(tensor)
@@ -160,20 +165,20 @@ class _Graph:
             self._writes.pop(key, None)
             self.evaluate([tensor._impl])
             return
-        self._writes[key] = (weakref.ref(tensor), count)
+        self._writes[key] = (weakref.ref(tensor), count, weakref.ref(tensor._impl))
 
     def _written(self) -> list:
-        """The pending values of the tensors written in place since the last evaluation
-        (the record is emptied)."""
+        """The pending values written in place since the last evaluation (the record is
+        emptied)."""
         entries = self._writes
         if not entries:
             return []
         self._local.writes = {}
         out = []
-        for ref, _ in entries.values():
-            t = ref()
-            if t is not None and t._impl.buffer is None and t._impl.node is not None:
-                out.append(t._impl)
+        for _tensor, _count, value in entries.values():
+            impl = value()
+            if impl is not None and impl.buffer is None and impl.node is not None:
+                out.append(impl)
         return out
 
     # ----------------------------------------------------------------- evaluation

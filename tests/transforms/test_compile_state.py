@@ -569,6 +569,54 @@ def test_state_rebound_or_updated_inside_a_compiled_function_follows_every_call(
     assert results[1] == results[0]
 
 
+def test_captured_state_written_outside_and_not_yet_computed_keeps_the_function_s_writes():
+    """A captured tensor with a pending write from outside (``s.add_(1)``, ``s[2] = 10``,
+    an eager BatchNorm forward) when the first call traced: computing that write while the
+    plan was built also computed the trace's own write to the tensor (the pending write
+    was kept as the tensor, not its value), which the plan then took for a constant. The
+    first call returned the sum before the function's write, and every later call lost
+    the write."""
+
+    def run(compiled, before):
+        s = nb.zeros((3,))
+
+        def f(x):
+            s.add_(x)
+            return s.sum()
+
+        g = nb.compile(f) if compiled else f
+        x = nb.constant(np.array([1.0, 2.0, 3.0], np.float32))
+        got = []
+        for i in range(3):
+            before(s, i)
+            got.append((g(x).item(), s.numpy().tolist()))
+        return got
+
+    def add_one(s, i):
+        s.add_(1.0)
+
+    def set_once(s, i):
+        if i == 0:
+            s[2] = 10.0
+
+    for before in (add_one, set_once):
+        assert run(True, before) == run(False, before)
+
+    def stats(compiled):
+        bn = nb.nn.BatchNorm1d(3)
+        bn.train()
+        rng = np.random.default_rng(0)
+        bn(nb.constant(rng.standard_normal((8, 3)).astype(np.float32)))  # eager, pending
+        f = nb.compile(bn) if compiled else bn
+        out = []
+        for _ in range(3):
+            f(nb.constant(rng.standard_normal((8, 3)).astype(np.float32)))
+            out.append(bn.running_mean.numpy().copy())
+        return out
+
+    np.testing.assert_allclose(stats(True), stats(False), rtol=1e-6)
+
+
 _TOTAL = nb.zeros((2,))
 
 
