@@ -1314,6 +1314,8 @@ def _reshaped_strides(old: tuple, strides: tuple, new: tuple):
     chunk exactly."""
     if math.prod(old) == 0:
         return _contiguous(new)
+    if not old:  # one element (``x[1, 1].reshape(-1)``): any shape of ones is a view
+        return _contiguous(new)
     result = [0] * len(new)
     view_d = len(new) - 1
     chunk_stride = strides[-1] if strides else 1
@@ -1466,6 +1468,7 @@ def rebind(x: Tensor, new: Tensor, *, item: bool = False, source: Tensor | None 
     owner = getattr(x, "_owner", None)  # ``p.data``'s handle: the parameter follows it
     if owner is not None:
         rebind(owner, fn.stop_gradient(x), item=item, source=x)
+        write_through(owner)  # (``x[1:].data.add_(v)``: the view's base follows it too)
     _refresh_views(x, source)
 
 

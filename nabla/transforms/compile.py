@@ -104,7 +104,7 @@ from ..ops._util import as_tensor, check_callable
 from ..ops.base import Operation
 from ..ops.collectives import complete_partial
 from ..ops.creation import constant
-from ..ops.indexing import rebind
+from ..ops.indexing import rebind, write_through
 from ..ops.pipeline import Call, emit
 from ..ops.random import drawing_levels, global_key
 from ..ops.unary import identity
@@ -1257,7 +1257,7 @@ class CompiledFunction:
         finally:
             if not served:  # the trace's own values are the call's
                 for tensor, value in traced.arg_values:
-                    rebind(tensor, value)
+                    _write_argument(tensor, value)
                 if traced.nodes and STATE.trace_args is None and STATE.body_args is None:
                     for node in traced.nodes:
                         GRAPH.pending.add_node(node)
@@ -1629,7 +1629,7 @@ def _fell_back(out, call, traced_flat, before: dict, state) -> object:
     tensors = [leaf for leaf in call.flat if isinstance(leaf, Tensor)]
     for target, value in zip(state.targets, state.values, strict=True):
         if target[0] == "arg":
-            rebind(tensors[target[1]], value)
+            _write_argument(tensors[target[1]], value)
     return _as_passed(out, call.flat, traced_flat, before)
 
 
@@ -1658,15 +1658,26 @@ def _eager_aliases(plan) -> tuple:
     got = plan.aliases
     if got is None:
         caps = {cap.index: cap for cap in plan.captures if type(cap.path) not in _VIA_ARGS}
-        seen, out = {}, []
+        # the new values of written state come last (``_write_back``); an output that is
+        # one of them is, eagerly, the written tensor itself (``w.mul_(x); return w``)
+        n_user = len(plan.outputs) - len(plan.writes or ())
+        written = {}
+        for k, r in enumerate(plan.outputs[n_user:]):
+            if type(r) is not PyOut:
+                written.setdefault(r, plan.writes[k])
+        seen, out, to_written = {}, [], set()
         for j, r in enumerate(plan.outputs):
             if type(r) is PyOut:
                 continue
             if r in seen:
-                out.append((j, "dup", seen[r]))
+                if j < n_user or seen[r] not in to_written:  # (written: the program's)
+                    out.append((j, "dup", seen[r]))
                 continue
             seen[r] = j
-            if r.kind == "arg":
+            if j < n_user and r in written:
+                out.append((j, "written", written[r]))
+                to_written.add(j)
+            elif r.kind == "arg":
                 out.append((j, "arg", r.index))
             elif r.kind == "const" and r.index in caps:
                 out.append((j, "capture", caps[r.index]))
@@ -1681,6 +1692,8 @@ def _alias_outputs(aliases, leaves: list, tensors, fun) -> None:
             leaves[j] = tensors[what]
         elif kind == "dup":
             leaves[j] = leaves[what]
+        elif kind == "written":  # (``_write_back`` gives it its new value)
+            leaves[j] = _target_tensor(what, tensors, fun)
         else:  # the captured tensor as the call read it (a rebound name's new one)
             t = what.tensor
             if what.path is not None:
@@ -2120,19 +2133,36 @@ def _write_back(plan, out, tensors, fun):
     the arguments of this call, or the captured tensors (found again by their paths)."""
     out, values = out
     for target, value in zip(plan.writes, values, strict=True):
+        t = _target_tensor(target, tensors, fun)
         if target[0] == "arg":
-            t = tensors[target[1]]
+            _write_argument(t, value)
         else:
-            t, path = target[1], target[2]
-            if path is not None:
-                try:
-                    now = path.follow(fun)
-                except LookupError:
-                    now = t
-                if isinstance(now, Tensor):
-                    t = now
-        rebind(t, value)
+            rebind(t, value)
     return out
+
+
+def _target_tensor(target, tensors, fun) -> Tensor:
+    """The caller's tensor a plan's write ``target`` names at this call: the argument, or
+    the captured tensor (its path from ``fun`` followed again: a rebound name's new one)."""
+    if target[0] == "arg":
+        return tensors[target[1]]
+    t, path = target[1], target[2]
+    if path is not None:
+        try:
+            now = path.follow(fun)
+        except LookupError:
+            now = t
+        if isinstance(now, Tensor):
+            return now
+    return t
+
+
+def _write_argument(t: Tensor, value) -> None:
+    """An argument the function updated in place takes the new value, and a view passed
+    as the argument (``f(x[1:])``, ``f(x.T)``) writes it through to its base, as the eager
+    call's in-place update does (the trace updated a placeholder, not a view)."""
+    rebind(t, value)
+    write_through(t)
 
 
 class _ArgGrad(NamedTuple):

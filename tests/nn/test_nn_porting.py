@@ -795,6 +795,59 @@ def test_a_held_data_handle_follows_its_tensor():
     assert not held.requires_grad and lin.weight.requires_grad
 
 
+def test_aliases_a_probe_found_share_storage_as_pytorch_s():
+    """Against PyTorch: a write through ``.data`` of a view reaches the view's base
+    (``x[1:].data.add_(v)`` changed the view alone); the reshape of a one-element view
+    (``x[1, 1].reshape(-1)``) is a view, not a copy; a compiled function that updates its
+    argument in place, given a view, writes through to the base, as uncompiled; and one
+    that updates a tensor in place and returns it returns that tensor, at every call."""
+    a = np.arange(12, dtype=np.float32).reshape(3, 4)
+    x = nb.constant(a)
+    x[1:].data.add_(100.0)
+    x.T.data.mul_(2.0)
+    x[2].data[0] = -5.0
+    want = a.copy()
+    want[1:] += 100.0
+    want *= 2.0
+    want[2, 0] = -5.0
+    np.testing.assert_array_equal(x.numpy(), want)
+
+    y = nb.constant(a[:2, :3])
+    r = y[1, 1].reshape(-1)
+    r.add_(100.0)
+    assert y.numpy()[1, 1] == a[1, 1] + 100.0
+    flat = y[0, 2].flatten()
+    y.mul_(2.0)
+    np.testing.assert_array_equal(flat.numpy(), [2.0 * a[0, 2]])
+
+    f = nb.compile(lambda v: (v.add_(10.0), v * 2.0)[1])
+    z = nb.constant(a)
+    for view in (z[1:], z.T, z[:, 1], z[0]):  # the first call traces, the rest hit
+        f(view)
+    want = a.copy()
+    want[1:] += 10.0
+    want += 10.0
+    want[:, 1] += 10.0
+    want[0] += 10.0
+    np.testing.assert_array_equal(z.numpy(), want)
+
+    w = nb.constant(np.array([1.0, 2.0], np.float32))
+
+    def scale(s):
+        w.mul_(s)
+        return w, w * 1.0, w
+
+    g = nb.compile(scale)
+    for k in range(3):
+        got = g(nb.constant(np.array([2.0, 3.0], np.float32)))
+        assert got[0] is w and got[2] is w
+        np.testing.assert_array_equal(got[1].numpy(), [2.0 ** (k + 1), 2.0 * 3.0 ** (k + 1)])
+    h = nb.compile(lambda v: v.mul_(2.0))
+    b = nb.constant(np.ones(2, np.float32))
+    assert h(b) is b and h(b) is b
+    np.testing.assert_array_equal(b.numpy(), [4.0, 4.0])
+
+
 # ----------------------------------------------------------------------------- probe fixes
 def test_normalize_and_cosine_of_a_zero_vector_have_finite_gradients():
     x = t([[3.0, 4.0], [0.0, 0.0]])
