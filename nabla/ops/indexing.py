@@ -1467,9 +1467,23 @@ def rebind(x: Tensor, new: Tensor, *, item: bool = False, source: Tensor | None 
     _take_value(x, new, item)
     owner = getattr(x, "_owner", None)  # ``p.data``'s handle: the parameter follows it
     if owner is not None:
-        rebind(owner, fn.stop_gradient(x), item=item, source=x)
+        rebind(owner, _through_data(owner, x), item=item, source=x)
         write_through(owner)  # (``x[1:].data.add_(v)``: the view's base follows it too)
     _refresh_views(x, source)
+
+
+def _through_data(owner: Tensor, handle: Tensor) -> Tensor:
+    """The value ``owner`` takes when its ``.data`` handle changed in place: the handle's,
+    which PyTorch does not record. A computed tensor keeps its history (``y = x * w;
+    y.data[0] = 0``: gradients pass straight through to ``x`` and ``w``, as in
+    ``unrecorded``); a leaf takes the value alone (it stays the leaf it was)."""
+    new = fn.stop_gradient(handle)
+    impl = owner._impl
+    if impl.requires_grad or not impl.traced or not impl.dtype.is_float:
+        return new
+    with enable_grad():
+        zero = fn.where(fn.isfinite(owner), fn.stop_gradient(owner) - owner, 0.0)
+        return new - zero
 
 
 def _take_value(x: Tensor, new: Tensor, item: bool = True) -> None:

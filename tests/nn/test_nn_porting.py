@@ -848,6 +848,29 @@ def test_aliases_a_probe_found_share_storage_as_pytorch_s():
     np.testing.assert_array_equal(b.numpy(), [4.0, 4.0])
 
 
+def test_a_data_write_on_a_computed_tensor_keeps_its_history():
+    """PyTorch does not record a write through ``.data``: a computed tensor keeps its
+    history and gradients pass straight through to what it was computed from (it took the
+    handle's value without history: ``nb.grad`` gave zeros, ``backward`` raised)."""
+    xs, ws = np.full((2, 2), 2.0, np.float32), np.full((2, 2), 3.0, np.float32)
+
+    def f(x, w):
+        y = x * w
+        y.data[0] = 0.0
+        return (y * y).sum()
+
+    gx, gw = nb.grad(f, argnums=(0, 1))(nb.constant(xs), nb.constant(ws))
+    np.testing.assert_array_equal(gx.numpy(), [[0, 0], [36, 36]])  # 2 y w, row 0 written
+    np.testing.assert_array_equal(gw.numpy(), [[0, 0], [24, 24]])
+    x = nb.constant(np.ones(3, np.float32), requires_grad=True)
+    y = x * 2.0
+    y.data.mul_(3.0)
+    assert y.requires_grad
+    np.testing.assert_array_equal(y.numpy(), [6.0, 6.0, 6.0])
+    y.sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [2.0, 2.0, 2.0])
+
+
 # ----------------------------------------------------------------------------- probe fixes
 def test_normalize_and_cosine_of_a_zero_vector_have_finite_gradients():
     x = t([[3.0, 4.0], [0.0, 0.0]])
