@@ -1110,8 +1110,14 @@ def unrecorded(x: Tensor, new: Tensor) -> Tensor:
     PyTorch's unrecorded in-place op: ``x`` takes the new value and keeps its history, so
     gradients pass straight through to what ``x`` was computed from. That is ``new``'s
     value exactly (``new - 0``) with ``x``'s derivative (the 0 is ``stop_gradient(x) - x``,
-    0 also where ``x`` is not finite). Anywhere else, ``new`` itself."""
+    0 also where ``x`` is not finite). Anywhere else, ``new`` itself, but for a computed
+    tensor with history whose new value has none (``y = x * 2; y.fill_(3)``): PyTorch
+    records the write, so ``y`` stays in the graph with a zero gradient through it (it had
+    left it, and ``backward`` raised)."""
     impl = x._impl
+    if STATE.no_grad is None and _leaves_the_graph(impl, new):
+        with enable_grad():
+            return fn.where(fn.full(tuple(x.shape), False, DType.bool), x, new)
     if (
         STATE.no_grad is None
         or impl.requires_grad
@@ -1124,6 +1130,20 @@ def unrecorded(x: Tensor, new: Tensor) -> Tensor:
     with enable_grad():
         zero = fn.where(fn.isfinite(x), fn.stop_gradient(x) - x, 0.0)
         return fn.stop_gradient(new) - zero
+
+
+def _leaves_the_graph(impl, new: Tensor) -> bool:
+    """Whether a recorded in-place write of ``new`` would take a computed tensor (``impl``,
+    with PyTorch-style history) out of the graph: the new value has none of its own."""
+    return (
+        REQUIRES_GRAD in impl.traced
+        and not impl.requires_grad
+        and not impl.levels
+        and impl.dtype.is_float
+        and REQUIRES_GRAD not in new._impl.traced
+        and new.dtype is impl.dtype
+        and new.shape == tuple(impl.logical_shape)
+    )
 
 
 # ``setitem``'s tensor and key while it rebinds: ``_refresh_views`` leaves the views of

@@ -871,6 +871,27 @@ def test_a_data_write_on_a_computed_tensor_keeps_its_history():
     np.testing.assert_array_equal(x.grad.numpy(), [2.0, 2.0, 2.0])
 
 
+def test_a_recorded_overwrite_keeps_a_computed_tensor_in_the_graph():
+    """PyTorch records ``y.fill_(3)`` on a computed ``y``: it still requires grad and its
+    gradient through the write is zero (it had left the graph: ``backward`` raised)."""
+    for write in (
+        lambda y: y.fill_(3.0),
+        lambda y: y.zero_(),
+        lambda y: y.__setitem__(slice(None), 1.0),
+    ):
+        x = nb.constant(np.ones((2, 2), np.float32), requires_grad=True)
+        y = x * 2.0
+        write(y)
+        assert y.requires_grad
+        (y * y).sum().backward()
+        np.testing.assert_array_equal(x.grad.numpy(), np.zeros((2, 2)))
+    x = nb.constant(np.ones((2, 2), np.float32), requires_grad=True)
+    y = x * 2.0
+    y[0] = 5.0  # a part: the rest keeps its gradient
+    (y * y).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [[0, 0], [8, 8]])
+
+
 # ----------------------------------------------------------------------------- probe fixes
 def test_normalize_and_cosine_of_a_zero_vector_have_finite_gradients():
     x = t([[3.0, 4.0], [0.0, 0.0]])
