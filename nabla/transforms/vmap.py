@@ -152,6 +152,8 @@ def vmap(
             befores = [b._impl if isinstance(b, Tensor) else None for b in batched]
             args, kwargs = tree_unflatten(treedef, batched)
             outer, STATE.vmap_writes = STATE.vmap_writes, []
+            recording = STATE.recording if isinstance(STATE.recording, list) else None
+            recorded_before = len(recording) if recording is not None else 0
             names = STATE.vmap_names
             if axis_name is not None:
                 STATE.vmap_names = {**names, axis_name: NamedAxis(level, size)}
@@ -163,7 +165,10 @@ def vmap(
             finally:
                 writes, STATE.vmap_writes = STATE.vmap_writes, outer
                 STATE.vmap_names = names
-            _refuse_batched_writes(writes, level, out)
+            # (under compile the trace's write records keep the function's own tensors
+            # alive: one whose value before the write was made inside is its own too)
+            made = {id(n) for n in recording[recorded_before:]} if recording is not None else None
+            _refuse_batched_writes(writes, level, out, made)
             if outer is not None:
                 outer.extend(writes)
             _write_back_mapped(prepared, batched, befores, level, size)
@@ -240,28 +245,31 @@ def _write_back_mapped(prepared, batched, befores, level: int, size: int) -> Non
             rebind(x, new, item=True)
 
 
-def _batched_writes(writes: list, level: int, out) -> list:
+def _batched_writes(writes: list, level: int, out, made: set | None = None) -> list:
     """The ``(tensor, impl before)`` of ``writes`` that gave a tensor from outside the
     vmapped function a value batched by this vmap (``out``: the function's result, whose
-    tensors are its own business; None when it raised)."""
+    tensors are its own business; None when it raised; ``made``: ids of the nodes a trace
+    recorded while the function ran, whose values are the function's own)."""
     results = {id(o) for o in tree_flatten(out)[0]} if out is not None else set()
     bad = []
     for ref, before in writes:
         x = ref()
         if x is None or id(x) in results or level in before.levels:
             continue
+        if made and before.node is not None and id(before.node) in made:
+            continue
         if level in x._impl.levels:
             bad.append((x, before))
     return bad
 
 
-def _refuse_batched_writes(writes: list, level: int, out) -> None:
+def _refuse_batched_writes(writes: list, level: int, out, made: set | None = None) -> None:
     """A tensor from outside the vmapped function cannot take a value batched by this vmap
     in place (``buf[0] = a[1]`` on a captured ``buf``): it would keep a value of one lane
     per example after the vmap, unreadable. Refused, as ``torch.func.vmap`` refuses it,
     with the tensor's value restored; a tensor the function made and returns, or drops,
     is its own business."""
-    bad = _batched_writes(writes, level, out)
+    bad = _batched_writes(writes, level, out, made)
     if bad:
         restore_and_refuse(
             bad,

@@ -628,6 +628,17 @@ def test_vmap_refuses_what_would_escape_it_and_names_what_did():
         return out
 
     assert nb.vmap(own)(x).numpy()[:, 0].tolist() == [1.0, 5.0, 9.0, 13.0]
+
+    def own_dropped(a):  # a buffer it makes and drops: its own under compile too
+        c = nb.zeros(3)
+        c[0] = a[1] * 2
+        return (c * c).sum()
+
+    for mapped in (nb.vmap(own_dropped), nb.compile(nb.vmap(own_dropped))):
+        assert mapped(x).tolist() == [4.0, 36.0, 100.0, 196.0]
+    with pytest.raises(ValueError, match=r"vmap: a tensor from outside the vmapped function"):
+        nb.compile(nb.vmap(leak))(x)
+    assert buf.tolist() == [0.0] * 4
     kept = []
     nb.vmap(lambda a: kept.append(a * 2) or a)(x)
     with pytest.raises(ValueError, match=r"batched by a vmap that has finished .* escaped it"):
