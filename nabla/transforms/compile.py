@@ -2104,7 +2104,9 @@ def _written_state(writes, placeholders, recorded) -> _Written:
     targets, values, written = [], [], {}
     for entry in first.values():
         t, impl = entry.tensor, entry.before
-        if t._impl is impl or impl.levels or impl.tangents:
+        if t._impl is impl or impl.tangents:
+            continue
+        if impl.levels and id(impl) not in placeholders:
             continue
         if id(impl) in placeholders:  # (x[i] = v, x += v, x.add_(v) on an argument too)
             targets.append(("arg", placeholders[id(impl)]))

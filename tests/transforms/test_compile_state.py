@@ -617,6 +617,25 @@ def test_captured_state_written_outside_and_not_yet_computed_keeps_the_function_
     np.testing.assert_allclose(stats(True), stats(False), rtol=1e-6)
 
 
+def test_a_compiled_function_under_vmap_updates_its_mapped_argument():
+    """``vmap(compile(f))`` with ``f`` updating its argument in place: the caller's input
+    takes each example's new value, as ``vmap(f)`` and ``torch.func.vmap`` give it (the
+    batched placeholder's write was taken for an assignment, with a warning on the first
+    call, and dropped on every call)."""
+    base = np.arange(6, dtype=np.float32).reshape(2, 3)
+    for f in (lambda x: (x.add_(1.0), x * 3.0)[1], lambda x: (x[1:].zero_(), x.sum())[1]):
+        for axis in (0, 1):
+            got = []
+            for g in (f, nb.compile(f)):
+                runs = []
+                for k in range(3):  # the first call traces, the rest hit
+                    x = nb.constant(base + k)
+                    out = nb.vmap(g, in_axes=axis)(x)
+                    runs.append((out.numpy().tolist(), x.numpy().tolist()))
+                got.append(runs)
+            assert got[1] == got[0]
+
+
 _TOTAL = nb.zeros((2,))
 
 
