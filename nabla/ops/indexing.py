@@ -1127,6 +1127,12 @@ def unrecorded(x: Tensor, new: Tensor) -> Tensor:
         or new.shape != x.shape
     ):
         return new
+    return _straight_through(x, new)
+
+
+def _straight_through(x: Tensor, new: Tensor) -> Tensor:
+    """``new``'s value exactly with ``x``'s derivative: ``stop_gradient(new) - 0``, the 0
+    being ``stop_gradient(x) - x`` (0 also where ``x`` is not finite)."""
     with enable_grad():
         zero = fn.where(fn.isfinite(x), fn.stop_gradient(x) - x, 0.0)
         return fn.stop_gradient(new) - zero
@@ -1332,9 +1338,7 @@ def _reshaped_strides(old: tuple, strides: tuple, new: tuple):
     ``strides``, or None when no such strides exist (PyTorch then copies). Dims of the old
     shape that are contiguous with each other form chunks; the new dims must split each
     chunk exactly."""
-    if math.prod(old) == 0:
-        return _contiguous(new)
-    if not old:  # one element (``x[1, 1].reshape(-1)``): any shape of ones is a view
+    if not old or math.prod(old) == 0:  # (0-d, ``x[1, 1].reshape(-1)``: a view of ones)
         return _contiguous(new)
     result = [0] * len(new)
     view_d = len(new) - 1
@@ -1497,13 +1501,10 @@ def _through_data(owner: Tensor, handle: Tensor) -> Tensor:
     which PyTorch does not record. A computed tensor keeps its history (``y = x * w;
     y.data[0] = 0``: gradients pass straight through to ``x`` and ``w``, as in
     ``unrecorded``); a leaf takes the value alone (it stays the leaf it was)."""
-    new = fn.stop_gradient(handle)
     impl = owner._impl
     if impl.requires_grad or not impl.traced or not impl.dtype.is_float:
-        return new
-    with enable_grad():
-        zero = fn.where(fn.isfinite(owner), fn.stop_gradient(owner) - owner, 0.0)
-        return new - zero
+        return fn.stop_gradient(handle)
+    return _straight_through(owner, handle)
 
 
 def _take_value(x: Tensor, new: Tensor, item: bool = True) -> None:

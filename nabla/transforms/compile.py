@@ -1695,15 +1695,7 @@ def _alias_outputs(aliases, leaves: list, tensors, fun) -> None:
         elif kind == "written":  # (``_write_back`` gives it its new value)
             leaves[j] = _target_tensor(what, tensors, fun)
         else:  # the captured tensor as the call read it (a rebound name's new one)
-            t = what.tensor
-            if what.path is not None:
-                try:
-                    now = what.path.follow(fun)
-                except LookupError:
-                    now = t
-                if isinstance(now, Tensor):
-                    t = now
-            leaves[j] = t
+            leaves[j] = _followed(what.tensor, what.path, fun)
 
 
 def _run_fast(plan, tensors, const_impls, fresh_keys: bool = True) -> list:
@@ -2148,15 +2140,19 @@ def _target_tensor(target, tensors, fun) -> Tensor:
     the captured tensor (its path from ``fun`` followed again: a rebound name's new one)."""
     if target[0] == "arg":
         return tensors[target[1]]
-    t, path = target[1], target[2]
-    if path is not None:
-        try:
-            now = path.follow(fun)
-        except LookupError:
-            now = t
-        if isinstance(now, Tensor):
-            return now
-    return t
+    return _followed(target[1], target[2], fun)
+
+
+def _followed(t: Tensor, path, fun) -> Tensor:
+    """Captured tensor ``t`` as the call finds it: ``path`` from ``fun`` followed again (a
+    rebound name's new tensor), or ``t`` where there is no path or it leads elsewhere."""
+    if path is None:
+        return t
+    try:
+        now = path.follow(fun)
+    except LookupError:
+        return t
+    return now if isinstance(now, Tensor) else t
 
 
 def _write_argument(t: Tensor, value) -> None:

@@ -167,7 +167,11 @@ def vmap(
                 STATE.vmap_names = names
             # (under compile the trace's write records keep the function's own tensors
             # alive: one whose value before the write was made inside is its own too)
-            made = {id(n) for n in recording[recorded_before:]} if recording is not None else None
+            made = (
+                {id(n) for n in recording[recorded_before:]}
+                if recording is not None and writes
+                else None
+            )
             _refuse_batched_writes(writes, level, out, made)
             if outer is not None:
                 outer.extend(writes)
