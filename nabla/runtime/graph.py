@@ -53,6 +53,15 @@ _PLACEHOLDER_HINT = (
 )
 
 
+class _PendingWrite(NamedTuple):
+    """``GRAPH.note_write``'s record of a tensor written in place with a pending value:
+    the tensor, how many such writes in a row, and the value written (both weakly)."""
+
+    tensor: weakref.ref
+    count: int
+    value: weakref.ref
+
+
 class PendingSet:
     """The promise tensors not yet realized, held weakly: one weak entry per op node (much
     cheaper on the op hot path than a ``WeakSet`` of tensors), compacted as it grows."""
@@ -116,7 +125,7 @@ class _Graph:
     @property
     def _writes(self) -> dict:
         """This thread's tensors written in place with a pending value (``note_write``):
-        id -> (weak reference, how many such writes in a row). Per thread, as the
+        id -> ``_PendingWrite``. Per thread, as the
         evaluations that compute them: another thread's evaluation (inside its own
         ``debug_nans`` block, say) is not this thread's "next evaluation"."""
         try:
@@ -160,12 +169,12 @@ class _Graph:
             return
         key = id(tensor)
         entry = self._writes.get(key)
-        count = entry[1] + 1 if entry is not None and entry[0]() is tensor else 1
+        count = entry.count + 1 if entry is not None and entry.tensor() is tensor else 1
         if count >= self.WRITE_CHAIN:
             self._writes.pop(key, None)
             self.evaluate([tensor._impl])
             return
-        self._writes[key] = (weakref.ref(tensor), count, weakref.ref(tensor._impl))
+        self._writes[key] = _PendingWrite(weakref.ref(tensor), count, weakref.ref(tensor._impl))
 
     def _written(self) -> list:
         """The pending values written in place since the last evaluation (the record is
@@ -175,8 +184,8 @@ class _Graph:
             return []
         self._local.writes = {}
         out = []
-        for _tensor, _count, value in entries.values():
-            impl = value()
+        for entry in entries.values():
+            impl = entry.value()
             if impl is not None and impl.buffer is None and impl.node is not None:
                 out.append(impl)
         return out
