@@ -183,8 +183,8 @@ class _Plan:
         self.captures = ()
         # outputs that eagerly are objects the call holds (``_eager_aliases``), made once
         self.aliases = None
-        # written state: per tensor the function updated in place, ``("arg", k)`` or
-        # ``("capture", tensor, path)``; their new values end the outputs (``_write_back``)
+        # written state: a ``_WriteTarget`` per tensor the function updated in place; their
+        # new values end the outputs (``_write_back``)
         self.writes = ()
         # dynamic dims: where user code decided on a symbolic size while traced (then the
         # plan serves only its own sizes); each other size gets its own trace (``by_size``)
@@ -1448,9 +1448,9 @@ class CompiledFunction:
             )
             tensors = [leaf for leaf in call.flat if isinstance(leaf, Tensor)]
             traced.arg_values = [
-                (tensors[target[1]], value)
+                (tensors[target.index], value)
                 for target, value in zip(plan.writes, state.values)
-                if target[0] == "arg"
+                if target.is_arg
             ]
             traced.before = before_call
         else:
@@ -1628,8 +1628,8 @@ def _fell_back(out, call, traced_flat, before: dict, state) -> object:
     captured tensors themselves)."""
     tensors = [leaf for leaf in call.flat if isinstance(leaf, Tensor)]
     for target, value in zip(state.targets, state.values, strict=True):
-        if target[0] == "arg":
-            _write_argument(tensors[target[1]], value)
+        if target.is_arg:
+            _write_argument(tensors[target.index], value)
     return _as_passed(out, call.flat, traced_flat, before)
 
 
@@ -2066,19 +2066,33 @@ def _before_writes(writes, state, flat) -> dict:
     for entry in writes:
         firsts.setdefault(id(entry.tensor), entry.before)
     for target in state.targets:
-        if target[0] == "arg":
-            t = tensors[target[1]]
+        if target.is_arg:
+            t = tensors[target.index]
             out[id(t)] = (t, t._impl)
         else:
-            t = target[1]
+            t = target.tensor
             out[id(t)] = (t, firsts[id(t)])
     return out
+
+
+class _WriteTarget(NamedTuple):
+    """A tensor the caller holds that a trace updated in place: the call's tensor argument
+    ``index``, or captured ``tensor``, found again at each call by ``path`` from the
+    function (``_write_targets``; None where the walk found none)."""
+
+    index: int | None  # the argument's position among the call's tensors; None: captured
+    tensor: Tensor | None = None
+    path: tuple | None = None
+
+    @property
+    def is_arg(self) -> bool:
+        return self.index is not None
 
 
 class _Written(NamedTuple):
     """What a trace updated in place (``_written_state``)."""
 
-    targets: list  # ("arg", k) or ("capture", tensor), per written tensor
+    targets: list  # a ``_WriteTarget`` per written tensor (no paths yet)
     values: tuple  # their new values (the tensors themselves, as they are after the trace)
     written: dict  # id(impl before the update) -> tensor
 
@@ -2101,11 +2115,11 @@ def _written_state(writes, placeholders, recorded) -> _Written:
         if impl.levels and id(impl) not in placeholders:
             continue
         if id(impl) in placeholders:  # (x[i] = v, x += v, x.add_(v) on an argument too)
-            targets.append(("arg", placeholders[id(impl)]))
+            targets.append(_WriteTarget(placeholders[id(impl)]))
         elif impl.node is not None and id(impl.node) in node_ids:
             continue
         else:
-            targets.append(("capture", t))
+            targets.append(_WriteTarget(None, t))
         written[id(impl)] = t
         values.append(t)
     return _Written(targets, tuple(values), written)
@@ -2114,10 +2128,10 @@ def _written_state(writes, placeholders, recorded) -> _Written:
 def _write_targets(fun, targets) -> tuple:
     """``plan.writes``: each captured target with the path from ``fun`` to it (None where
     the walk finds none), so a rebound name is written too."""
-    held = {id(tg[1]): tg[1] for tg in targets if tg[0] == "capture"}
+    held = {id(tg.tensor): tg.tensor for tg in targets if not tg.is_arg}
     paths = find_paths(fun, held) if fun is not None and held else {}
     return tuple(
-        tg if tg[0] == "arg" else ("capture", tg[1], paths.get(id(tg[1]), (None,))[0])
+        tg if tg.is_arg else tg._replace(path=paths.get(id(tg.tensor), (None,))[0])
         for tg in targets
     )
 
@@ -2128,7 +2142,7 @@ def _write_back(plan, out, tensors, fun):
     out, values = out
     for target, value in zip(plan.writes, values, strict=True):
         t = _target_tensor(target, tensors, fun)
-        if target[0] == "arg":
+        if target.is_arg:
             _write_argument(t, value)
         else:
             rebind(t, value)
@@ -2138,9 +2152,9 @@ def _write_back(plan, out, tensors, fun):
 def _target_tensor(target, tensors, fun) -> Tensor:
     """The caller's tensor a plan's write ``target`` names at this call: the argument, or
     the captured tensor (its path from ``fun`` followed again: a rebound name's new one)."""
-    if target[0] == "arg":
-        return tensors[target[1]]
-    return _followed(target[1], target[2], fun)
+    if target.is_arg:
+        return tensors[target.index]
+    return _followed(target.tensor, target.path, fun)
 
 
 def _followed(t: Tensor, path, fun) -> Tensor:
