@@ -56,7 +56,7 @@ from .ops import (
 from .ops import nn as nn_ops
 from .ops._util import as_tensor, norm_axis
 from .ops.base import OpError
-from .ops.batching import from_batch, to_batch
+from .ops.batching import stack_examples, unstack_examples
 from .ops.unary import stop_gradient
 from .runtime.tensor import Tensor
 from .transforms.control_flow import cond, fori_loop, scan, switch, while_loop
@@ -1175,7 +1175,9 @@ def conv_with_general_padding(
 # ----------------------------------------------------------------------------- named collectives
 # JAX's collectives by axis name: over mesh axes inside ``shard_map`` (nabla's collectives,
 # whose tiled forms these are), or over the examples of a ``vmap(axis_name=)`` (the examples
-# stacked with ``from_batch``, the result handed back per example with ``to_batch``).
+# stacked with ``stack_examples``, the result handed back per example with
+# ``unstack_examples``: ``from_batch`` and ``to_batch`` whose cotangents are those of each
+# example's own backward pass, a collective's transpose being the collective JAX names).
 def _named_vmap(axis_name, op: str):
     """The running vmap named ``axis_name`` (one name), or None for mesh axes."""
     if not names_a_vmap(axis_name):
@@ -1189,9 +1191,7 @@ def _named_vmap(axis_name, op: str):
 
 def _stacked(x: Tensor, named) -> Tensor:
     """Every example's ``x`` stacked along a new leading dim (the same value for all)."""
-    if named.level in x._impl.levels:
-        return from_batch(x, named.level, 0)
-    return view.broadcast_to(view.unsqueeze(x, 0), (named.size, *x.shape))
+    return stack_examples(x, named.level, 0)
 
 
 def axis_size(axis_name) -> int:
@@ -1277,7 +1277,7 @@ def psum_scatter(x, axis_name, *, scatter_dimension: int = 0, tiled: bool = Fals
     if named is not None:
         total = reduction.sum(_stacked(x, named), axis=0)
         blocks = view.reshape(total, total.shape[:d] + (n, -1) + total.shape[d + 1 :])
-        mine = to_batch(view.moveaxis(blocks, d, 0), 0, named.level)
+        mine = unstack_examples(view.moveaxis(blocks, d, 0), 0, named.level)
         return mine if tiled else view.squeeze(mine, d)
     out = collectives.reduce_scatter(x, d, axes=axis_name)
     return out if tiled else view.squeeze(out, d)
@@ -1328,7 +1328,7 @@ def all_to_all(x, axis_name, split_axis: int, concat_axis: int, *, tiled: bool =
     joined = view.reshape(
         view.permute(mine, order), (n,) + rest[:c] + (n * rest[c],) + rest[c + 1 :]
     )
-    return to_batch(joined, 0, named.level)
+    return unstack_examples(joined, 0, named.level)
 
 
 def ppermute(x, axis_name, perm) -> Tensor:
@@ -1360,7 +1360,7 @@ def ppermute(x, axis_name, perm) -> Tensor:
     moved = indexing.take(stacked, as_tensor(source, DType.int32, "ppermute"), axis=0)
     keep = as_tensor(received.reshape((-1,) + (1,) * x.ndim), DType.bool, "ppermute")
     out = binary.where(keep, moved, creation.zeros_like(moved))
-    return to_batch(out, 0, named.level)
+    return unstack_examples(out, 0, named.level)
 
 
 # ----------------------------------------------------------------------------- reductions

@@ -6,6 +6,14 @@ Every batch dim carries its vmap level; a tensor's levels are kept sorted (outer
 - ``from_batch(x, level, axis)``: the batch dim of ``level`` becomes logical ``axis``.
 - ``broadcast_levels(x, levels)``: add missing levels by broadcasting (operand alignment).
 - ``sum_levels(x, levels)``: sum batch dims away (cotangents of broadcasts).
+- ``stack_examples(x, level)`` / ``unstack_examples(y, level)``: ``from_batch`` and
+  ``to_batch`` as the collectives over a named vmap's examples use them (``lax.psum``,
+  ``all_gather``, ``ppermute``, ... under ``vmap(axis_name=)``). They move the same dims;
+  their cotangents differ where the vmap runs around the differentiation (``vmap(grad(f))``):
+  there each example is a device running its own backward pass, as in JAX. The stacked
+  value is the same on every example, so its cotangent is the sum of every example's
+  (``psum`` transposes to ``psum``), and an example's slice of a stacked value owes its
+  cotangent to that slice alone.
 
 Their physical kwargs are derived from the input's levels at the call and lower to the
 ordinary backend ops ``transpose``, ``broadcast_in_dim`` and ``reduce_sum``.
@@ -22,7 +30,15 @@ from . import spmd
 from .base import Operation
 from .functions import fn, provide
 
-__all__ = ["to_batch", "from_batch", "broadcast_levels", "sum_levels", "bind_per_example"]
+__all__ = [
+    "to_batch",
+    "from_batch",
+    "stack_examples",
+    "unstack_examples",
+    "broadcast_levels",
+    "sum_levels",
+    "bind_per_example",
+]
 
 
 class _LevelOp(Operation):
@@ -85,6 +101,53 @@ class FromBatchOp(_MoveLevelOp):
 
     def jvp_rule(self, primals, tangents, outputs, kwargs):
         return [from_batch(tangents[0], kwargs["level"], kwargs["axis"])]
+
+
+class StackExamplesOp(FromBatchOp):
+    """``from_batch`` inside a collective over a named vmap's examples: each example sees
+    every example's value. Its cotangent is the sum over the examples of each one's
+    cotangent of the stack (JAX's ``psum`` as its own transpose): a cotangent that differs
+    per example is summed over them, one the same for every example counted ``size``
+    times. (``from_batch``'s own cotangent keeps the plain vmap's per-example meaning.)"""
+
+    name = "stack_examples"
+
+    def vjp_rule(self, primals, cotangents, outputs, kwargs):
+        ct, level = cotangents[0], kwargs["level"]
+        if level in ct._impl.levels:
+            total = sum_levels(ct, (level,))
+        elif level in STATE.active_vmap:  # one per example, each the same
+            total = ct * kwargs["size"]
+        else:  # the vmap has finished: its examples' cotangents are summed already
+            total = ct
+        return [to_batch(total, kwargs["axis"], level)]
+
+    def replay(self, args, kwargs):
+        return stack_examples(args[0], kwargs["level"], kwargs["axis"])
+
+
+class UnstackExamplesOp(ToBatchOp):
+    """``to_batch`` ending a collective over a named vmap's examples: example ``e`` takes
+    slice ``e`` of a value stacked over them. Its cotangent for example ``e`` is its own
+    cotangent in slice ``e`` and zeros elsewhere, a value per example (``to_batch``'s
+    cotangent stacks the examples' into one value instead, which ``stack_examples``
+    would then count once per example)."""
+
+    name = "unstack_examples"
+
+    def vjp_rule(self, primals, cotangents, outputs, kwargs):
+        axis, level, n = kwargs["axis"], kwargs["level"], kwargs["size"]
+        ct = fn.unsqueeze(cotangents[0], axis)
+        shape = list(ct.shape)
+        shape[axis] = n
+        mine = to_batch(fn.arange(n), 0, level)  # this example's position
+        slot = fn.equal(fn.arange(n), mine)
+        slot = fn.reshape(slot, (1,) * axis + (n,) + (1,) * (len(shape) - axis - 1))
+        return [fn.where(slot, fn.broadcast_to(ct, tuple(shape)), fn.zeros_like(ct))]
+
+    def replay(self, args, kwargs):
+        level_sizes[kwargs["level"]] = args[0].shape[kwargs["axis"]]
+        return unstack_examples(args[0], kwargs["axis"], kwargs["level"])
 
 
 class BroadcastLevelsOp(_LevelOp):
@@ -161,6 +224,8 @@ class SumLevelsOp(_LevelOp):
 
 _to_batch = ToBatchOp()
 _from_batch = FromBatchOp()
+_stack_examples = StackExamplesOp()
+_unstack_examples = UnstackExamplesOp()
 _broadcast_levels = BroadcastLevelsOp()
 _sum_levels = SumLevelsOp()
 
@@ -168,16 +233,10 @@ _sum_levels = SumLevelsOp()
 def to_batch(x: Tensor, axis: int, level: int) -> Tensor:
     """Make logical ``axis`` of ``x`` the batch dim of vmap ``level``."""
     impl = x._impl
-    lv = impl.levels
-    nb = len(lv)
-    new = tuple(sorted(lv + (level,)))
-    pos = new.index(level)
-    src = nb + axis
-    perm = list(range(len(impl.shape)))
-    perm.pop(src)
-    perm.insert(pos, src)
+    kwargs = _to_batch_kwargs(impl, axis, level)
+    perm = kwargs["phys"]["perm"]
     if (
-        src == pos
+        perm == tuple(range(len(perm)))
         and impl.buffer is not None
         and not impl.tangents
         and not is_live(impl.traced)
@@ -185,28 +244,57 @@ def to_batch(x: Tensor, axis: int, level: int) -> Tensor:
     ):
         # the common in_axes=0 case on a realized value: same buffer, new level metadata;
         # no node is needed (nothing will differentiate or record through it)
-        out = TensorImpl(impl.shape, impl.dtype, impl.device, new, buffer=impl.buffer)
+        out = TensorImpl(impl.shape, impl.dtype, impl.device, kwargs["levels"], buffer=impl.buffer)
         out.sharding = impl.sharding
         return Tensor._wrap(out)
-    kwargs = {"axis": axis, "level": level, "levels": new, "phys": {"perm": tuple(perm)}}
     return _to_batch.bind([x], kwargs)
+
+
+def _to_batch_kwargs(impl, axis: int, level: int) -> dict:
+    lv = impl.levels
+    new = tuple(sorted(lv + (level,)))
+    pos = new.index(level)
+    perm = list(range(len(impl.shape)))
+    perm.insert(pos, perm.pop(len(lv) + axis))
+    return {"axis": axis, "level": level, "levels": new, "phys": {"perm": tuple(perm)}}
 
 
 def from_batch(x: Tensor, level: int, axis: int) -> Tensor:
     """Move the batch dim of ``level`` to logical ``axis`` (broadcasting if ``x`` lacks it)."""
-    impl = x._impl
-    if level not in impl.levels:
-        x = broadcast_levels(x, tuple(sorted(impl.levels + (level,))))
-        impl = x._impl
+    x = _with_level(x, level)
+    return _from_batch.bind([x], _from_batch_kwargs(x._impl, level, axis))
+
+
+def _with_level(x: Tensor, level: int) -> Tensor:
+    if level in x._impl.levels:
+        return x
+    return broadcast_levels(x, tuple(sorted(x._impl.levels + (level,))))
+
+
+def _from_batch_kwargs(impl, level: int, axis: int) -> dict:
     lv = impl.levels
     pos = lv.index(level)
     new = lv[:pos] + lv[pos + 1 :]
-    dst = len(new) + axis
     perm = list(range(len(impl.shape)))
-    perm.pop(pos)
-    perm.insert(dst, pos)
-    kwargs = {"axis": axis, "level": level, "levels": new, "phys": {"perm": tuple(perm)}}
-    return _from_batch.bind([x], kwargs)
+    perm.insert(len(new) + axis, perm.pop(pos))
+    return {"axis": axis, "level": level, "levels": new, "phys": {"perm": tuple(perm)}}
+
+
+def stack_examples(x: Tensor, level: int, axis: int = 0) -> Tensor:
+    """Every example's ``x`` along logical ``axis``, for a collective over the examples of
+    vmap ``level`` (``StackExamplesOp``); ``x`` the same for every example is repeated."""
+    x = _with_level(x, level)
+    kwargs = _from_batch_kwargs(x._impl, level, axis)
+    kwargs["size"] = level_sizes[level]
+    return _stack_examples.bind([x], kwargs)
+
+
+def unstack_examples(y: Tensor, axis: int, level: int) -> Tensor:
+    """Example ``e`` of vmap ``level`` takes slice ``e`` of ``y``'s ``axis``, ending a
+    collective over the examples (``UnstackExamplesOp``)."""
+    kwargs = _to_batch_kwargs(y._impl, axis, level)
+    kwargs["size"] = y.shape[axis]
+    return _unstack_examples.bind([y], kwargs)
 
 
 def broadcast_levels(x: Tensor, levels: tuple) -> Tensor:

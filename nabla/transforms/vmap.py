@@ -29,7 +29,7 @@ from ..core.sharding import DeviceMesh, ShardingError
 from ..core.state import STATE, new_level, vmap_level
 from ..ops import reduction
 from ..ops._util import as_tensor, check_callable, norm_axis
-from ..ops.batching import broadcast_levels, from_batch, to_batch
+from ..ops.batching import broadcast_levels, from_batch, stack_examples, to_batch
 from ..ops.collectives import split_level
 from ..ops.creation import arange
 from ..ops.indexing import fits_in_place, rebind, restore, restore_and_refuse
@@ -218,13 +218,11 @@ def reduce_over_vmap(x, axis_name, kind: str) -> Tensor:
     x = as_tensor(x, op=f"p{kind}")
     names = axis_name if isinstance(axis_name, tuple) else (axis_name,)
     count = 1
-    for name in names:
+    for name in names:  # (a value the same in every example is stacked all the same: its
+        # cotangent is the sum of the examples', which may differ)
         named = STATE.vmap_names[name]
         count *= named.size
-        if named.level in x._impl.levels:
-            x = _REDUCE["sum" if kind == "mean" else kind](from_batch(x, named.level, 0), axis=0)
-        elif kind in ("sum", "mean"):  # the same value in every example
-            x = x * named.size
+        x = _REDUCE["sum" if kind == "mean" else kind](stack_examples(x, named.level, 0), axis=0)
     return x / count if kind == "mean" else x
 
 

@@ -153,6 +153,8 @@ TESTED_ELSEWHERE = {
     "from_batch": "vmap plumbing (tests/transforms/test_vmap.py)",
     "broadcast_levels": "vmap plumbing (tests/transforms/test_vmap.py)",
     "sum_levels": "vmap plumbing (tests/transforms/test_vmap.py)",
+    "stack_examples": "collectives over a named vmap (tests/transforms/test_lax.py)",
+    "unstack_examples": "collectives over a named vmap (tests/transforms/test_lax.py)",
     "transfer": "x.to(device) (tests/core/test_tensor.py)",
     "random_split": "tests/ops/test_random.py",
     "random_uniform": "tests/ops/test_random.py",

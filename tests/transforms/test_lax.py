@@ -460,6 +460,51 @@ def test_named_collectives_differentiate_and_refuse_sizes_that_do_not_divide():
         L.axis_size("nope")
 
 
+def test_gradients_inside_a_named_vmap_transpose_each_collective():
+    # vmap(grad(f)): each example is a device running its own backward pass, as in JAX;
+    # a collective's transpose is a collective (psum's psum, all_gather's psum_scatter,
+    # ppermute's the inverse permutation), so examples' cotangents reach each other
+    n = 4
+    x = R.standard_normal((n, 3)).astype(np.float32)
+    w = R.standard_normal(3).astype(np.float32)
+    S, sines = x.sum(0), np.sin(x).sum(0)
+
+    def per_example(f, *args, in_axes=0):
+        return nb.vmap(f, in_axes=in_axes, axis_name="i")(*args).numpy()
+
+    cases = [  # (f, what JAX gives for each example)
+        (lambda v: nb.sum(L.psum(v, "i")), np.full((n, 3), n)),
+        (lambda v: nb.sum(L.pmean(v * v, "i")), 2 * x),
+        (lambda v: nb.sum(nb.sin(v) * L.psum(v, "i")), np.cos(x) * S + sines),
+        (lambda v: nb.sum(L.all_gather(v, "i") ** 2), 2 * n * x),
+        (lambda v: nb.sum(L.all_gather(nb.sin(v), "i", tiled=True)) * nb.sum(v),
+         sines.sum() + np.cos(x) * S.sum()),
+        (lambda v: nb.sum(L.ppermute(v, "i", [(k, (k + 1) % n) for k in range(n)]) * v),
+         np.roll(x, 1, 0) + np.roll(x, -1, 0)),
+    ]  # fmt: skip
+    for f, want in cases:
+        np.testing.assert_allclose(per_example(nb.grad(f), x), want, rtol=1e-5, atol=1e-6)
+    # a scattered sum: example e keeps row e of the total; every example's gradient is the
+    # total gathered back
+    xs = R.standard_normal((n, n, 2)).astype(np.float32)
+    got = per_example(nb.grad(lambda v: nb.sum(L.psum_scatter(v, "i") ** 2)), xs)
+    np.testing.assert_allclose(got, np.broadcast_to(2 * xs.sum(0), xs.shape), rtol=1e-5)
+    # the gradient of a value the same for every example is the sum of theirs
+    got = per_example(
+        nb.grad(lambda v, u: nb.sum(nb.sin(v) * L.psum(u, "i")), 1), x, w, in_axes=(0, None)
+    )
+    np.testing.assert_allclose(got, np.broadcast_to(sines, (n, 3)), rtol=1e-5)
+    # as in JAX, jacrev transposes the sum (n copies of each example's basis cotangent)
+    # while jacfwd moves every example's input at once (JAX's values)
+    g = lambda v: L.psum(v * v, "i")  # noqa: E731
+    rev, fwd = per_example(nb.jacrev(g), x), per_example(nb.jacfwd(g), x)
+    np.testing.assert_allclose(rev[1], np.diag(2 * n * x[1]), rtol=1e-5)
+    np.testing.assert_allclose(fwd[1], np.diag(2 * S), rtol=1e-5)
+    # outside the vmap, grad sums the examples' losses
+    outer = nb.grad(lambda v: nb.sum(nb.vmap(lambda e: nb.sum(L.psum(e, "i")), axis_name="i")(v)))
+    np.testing.assert_allclose(outer(x).numpy(), np.full((n, 3), n))
+
+
 def test_reductions_reduce_and_the_bit_counts():
     xi = R.integers(-50, 50, (3, 5)).astype(np.int32)
     assert L.reduce_sum(A, (0, 2)).shape == (4,)
