@@ -83,6 +83,16 @@ def axis_size(level: int) -> int:
     return level_sizes[level] if got is None else got[1].axis_size(got[0])
 
 
+def _not_divisible(op: str, dim: int, shape, n: int, levels) -> ShardingError:
+    """The error of a collective whose ``dim`` does not split over the ``n`` devices of the
+    axes of ``levels``, naming the axes and saying ``shape`` is the per-device block."""
+    names = tuple(mesh_levels[lv][0] if lv in mesh_levels else lv for lv in levels)
+    return ShardingError(
+        f"{op}: dim {dim} of the per-device block of shape {tuple(shape)} is not divisible "
+        f"by the {n} devices of mesh axes {names}"
+    )
+
+
 def _spans(levels) -> bool:
     return any(is_spanning_level(lv) for lv in levels)
 
@@ -177,10 +187,7 @@ def _global_reduce_scatter(x, axis, levels):
     mesh, names, frame = _frame(levels)
     n = int(np.prod([mesh.axis_size(a) for a in names]))
     if x.shape[axis] % n:
-        raise ShardingError(
-            f"reduce_scatter: dim {axis} of shape {x.shape} is not divisible by the "
-            f"{n} devices of the axes"
-        )
+        raise _not_divisible("reduce_scatter", axis, x.shape, n, levels)
     g = fn.all_reduce_phys(_stack(x, mesh, frame, names), "sum", names)
     d = len(g._impl.levels) + mesh.ndim + axis
     dims = list(g._impl.sharding.dims)
@@ -197,10 +204,7 @@ def _global_all_to_all(x, split_axis, concat_axis, level):
     n = mesh.axis_size(a)
     size = x.shape[split_axis]
     if size % n:
-        raise ShardingError(
-            f"all_to_all: dim {split_axis} of shape {x.shape} is not divisible by the {n} "
-            "devices of the axis"
-        )
+        raise _not_divisible("all_to_all", split_axis, x.shape, n, [level])
     g = _stack(x, mesh, frame, names)  # (n_1..n_m, *s), dim k (axis a) split over a
     m, nb_ = mesh.ndim, len(g._impl.levels)
     s = tuple(x.shape)
@@ -276,10 +280,7 @@ def reduce_scatter(x: Tensor, axis: int, levels) -> Tensor:
     total = all_reduce(x, "sum", levels)
     size = total.shape[axis]
     if size % n:
-        raise ShardingError(
-            f"reduce_scatter: dim {axis} of shape {total.shape} is not divisible by the "
-            f"{n} devices of the axes"
-        )
+        raise _not_divisible("reduce_scatter", axis, total.shape, n, levels)
     split = fn.reshape(total, total.shape[:axis] + sizes + (size // n,) + total.shape[axis + 1 :])
     for lv in levels:  # each takes the leading device dim left at ``axis``
         split = batching.to_batch(split, axis, lv)
@@ -320,10 +321,7 @@ def all_to_all(x: Tensor, split_axis: int, concat_axis: int, levels) -> Tensor:
     n = int(np.prod([level_sizes[lv] for lv in levels]))
     size = x.shape[split_axis]
     if size % n:
-        raise ShardingError(
-            f"all_to_all: dim {split_axis} of shape {x.shape} is not divisible by the {n} "
-            "devices of the axes"
-        )
+        raise _not_divisible("all_to_all", split_axis, x.shape, n, levels)
     src = _stack_levels(x, levels)  # (source i, ...)
     s, c = split_axis + 1, concat_axis + 1
     parts = fn.reshape(src, src.shape[:s] + (n, size // n) + src.shape[s + 1 :])

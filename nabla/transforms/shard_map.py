@@ -62,7 +62,15 @@ def _by_index(op, specs: dict, n: int, what: str) -> tuple:
     return tuple(specs.get(i) for i in range(n))
 
 
-def shard_map(f=None, mesh: DeviceMesh = None, in_specs=None, out_specs=None, check_rep=True):
+def shard_map(
+    f=None,
+    mesh: DeviceMesh = None,
+    in_specs=None,
+    out_specs=None,
+    check_rep=True,
+    *,
+    check_vma=None,
+):
     """Map ``f`` over the blocks of a device mesh (JAX's ``shard_map``).
 
     ``f`` sees each device's block of every argument (laid out by ``in_specs``) and returns
@@ -81,6 +89,7 @@ def shard_map(f=None, mesh: DeviceMesh = None, in_specs=None, out_specs=None, ch
         check_rep: refuse a result whose ``out_specs`` leaves out a mesh axis along which the
             result differs between devices (it would not be one value). With False such a
             result takes the values of the first device along that axis.
+        check_vma: JAX's newer name for ``check_rep`` (either may be given).
 
     Returns:
         The mapped function over global (sharded or whole) arguments.
@@ -89,6 +98,13 @@ def shard_map(f=None, mesh: DeviceMesh = None, in_specs=None, out_specs=None, ch
         ShardingError: for a spec naming an unknown axis or not dividing a dim, and for the
             replication check.
     """
+    if check_vma is not None:
+        if check_rep is not True and bool(check_rep) != bool(check_vma):
+            raise TypeError(
+                f"shard_map: check_rep={check_rep!r} and check_vma={check_vma!r} disagree "
+                "(check_vma is JAX's newer name for check_rep: pass one)"
+            )
+        check_rep = bool(check_vma)
     if f is None:
         return functools.partial(
             shard_map, mesh=mesh, in_specs=in_specs, out_specs=out_specs, check_rep=check_rep
