@@ -86,7 +86,8 @@ def axis_size(level: int) -> int:
 def _not_divisible(op: str, dim: int, shape, n: int, levels) -> ShardingError:
     """The error of a collective whose ``dim`` does not split over the ``n`` devices of the
     axes of ``levels``, naming the axes and saying ``shape`` is the per-device block."""
-    names = tuple(mesh_levels[lv][0] if lv in mesh_levels else lv for lv in levels)
+    by_level = {lv: name for name, (lv, _mesh) in spmd_axes.items()}
+    names = tuple(by_level.get(lv, lv) for lv in levels)
     return ShardingError(
         f"{op}: dim {dim} of the per-device block of shape {tuple(shape)} is not divisible "
         f"by the {n} devices of mesh axes {names}"

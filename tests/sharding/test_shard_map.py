@@ -109,6 +109,20 @@ def test_check_rep_refuses_a_varying_value_declared_replicated():
         f(nb.constant(arr(8, 2)))
     g = nb.shard_map(lambda b: b * 2, mesh=M4, in_specs=(P("x"),), out_specs=P(), check_rep=False)
     np.testing.assert_allclose(g(nb.constant(arr(8, 2))).numpy(), 2 * arr(8, 2)[:2])
+    # JAX's newer name for the flag
+    g = nb.shard_map(lambda b: b * 2, mesh=M4, in_specs=(P("x"),), out_specs=P(), check_vma=False)
+    np.testing.assert_allclose(g(nb.constant(arr(8, 2))).numpy(), 2 * arr(8, 2)[:2])
+    with pytest.raises(TypeError, match="check_rep=False and check_vma=True disagree"):
+        nb.shard_map(lambda b: b, M4, (P("x"),), P(), check_rep=False, check_vma=True)
+    # a collective over axes a block's dim does not split names them and the block
+    with pytest.raises(
+        nb.ShardingError,
+        match=r"all_to_all: dim 1 of the per-device block of shape \(2, 3\) is not divisible "
+        r"by the 4 devices of mesh axes \('x',\)",
+    ):
+        nb.shard_map(lambda b: nb.all_to_all(b, 1, 0, axes="x"), M4, (P("x"),), P("x"))(
+            nb.constant(arr(8, 3))
+        )
     with pytest.raises(nb.ShardingError, match="'y' is not a mesh axis"):
         nb.shard_map(
             lambda b: nb.all_reduce(b, axes="y"), mesh=M4, in_specs=(P("x"),), out_specs=P()
