@@ -876,17 +876,25 @@ def jacfwd(fun, argnums=0, has_aux=False):
                 basis = basis[:, off : off + n]
             bases.append(basis.reshape((total,) + x.shape))
 
+        traced_aux = []
+
         def push(*tans):
             # the basis batches one evaluation's tangents: a global draw is shared
             with shared_draws(STATE.active_vmap[-1]):
                 res = jvp(f, tuple(dyn), tuple(tree_unflatten(d_tree, list(tans))), has_aux=has_aux)
+            if has_aux:
+                traced_aux.append(res[2])
             return res[1] if not has_aux else (res[1], res[2])
 
         aux = None
         g = vmap(push, out_axes=0)(*bases)
-        if has_aux:
+        if has_aux:  # a tensor's first copy; a Python value as the function gave it (JAX's)
             g, aux_b = g
-            aux = tree_map(lambda a: a[0] if isinstance(a, Tensor) else a, aux_b)
+            aux = tree_map(
+                lambda a, given: a[0] if isinstance(given, Tensor) else given,
+                aux_b,
+                traced_aux[0],
+            )
         go, out_tree = tree_flatten(g)
         cols = []  # per input leaf: output pytree with leaves (*out_shape, *in_shape)
         for x, off, n in zip(d_flat, offsets, sizes, strict=True):

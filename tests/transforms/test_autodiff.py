@@ -820,6 +820,12 @@ def test_jacobian_has_aux():
         J, aux = jac(lambda x: (nb.sin(x), x.sum()), has_aux=True)(v)
         close(J, np.diag(np.cos(f32([0.1, 0.2, 0.3]))))
         close(aux, np.float32(0.6), rtol=1e-6)
+    # Python values in the aux come back as they are, as JAX's (jacfwd's went through its
+    # basis vmap and came back as tensors)
+    for jac in (nb.jacrev, nb.jacfwd, nb.hessian):
+        _, aux = jac(lambda x: (nb.sum(x**3), {"n": 2, "s": 1.5, "t": x.sum()}), has_aux=True)(v)
+        assert aux["n"] == 2 and type(aux["n"]) is int and type(aux["s"]) is float
+        close(aux["t"], np.float32(0.6), rtol=1e-6)
 
 
 def test_stop_gradient():
