@@ -300,7 +300,9 @@ def test_param_groups_view_drives_the_optimizer():
     opt = nn.optim.Adam([{"params": model, "lr": 0.05, "betas": [0.8, 0.9]}], lr=1e-3)
     assert opt.lr == 0.05 and opt.betas == (0.8, 0.9) and opt.model is model
     (group,) = opt.param_groups
-    assert list(group) == ["params", "lr", "betas", "eps", "weight_decay", "amsgrad"]
+    flags = ["maximize", "foreach", "fused", "capturable", "differentiable"]  # PyTorch's keys
+    assert list(group) == ["params", "lr", "betas", "eps", "weight_decay", "amsgrad", *flags]
+    assert group["maximize"] is False and group["foreach"] is None
     assert len(group["params"]) == 2
     for g in opt.param_groups:
         g["lr"] = 0.01
@@ -311,6 +313,28 @@ def test_param_groups_view_drives_the_optimizer():
         nn.optim.SGD([{"params": [model.weight]}, {"params": [model.bias], "lr": 0.1}], lr=0.1)
     with pytest.raises(ValueError, match=r"unknown settings \['foo'\]"):
         nn.optim.SGD([{"params": [model.weight], "foo": 1}], lr=0.1)
+
+
+def test_maximize_switched_between_steps_takes_effect_eagerly_and_compiled():
+    # the compiled update read maximize from the optimizer inside its trace: a switch after
+    # the first step was baked out, silently
+    for compiled in (False, True):
+        w = nb.constant(np.array([1.0, -2.0], np.float32))
+        w.requires_grad = True
+        opt = nn.optim.SGD([w], lr=0.1)
+        step = opt.compile_step(lambda p, x: nb.sum(p[0] * x)) if compiled else None
+        x = nb.constant(np.ones(2, np.float32))
+        for k in range(4):
+            if k == 2:
+                opt.param_groups[0]["maximize"] = True  # two steps down, two back up
+            if compiled:
+                step(x)
+            else:
+                opt.zero_grad()
+                nb.sum(w * x).backward()
+                opt.step()
+        np.testing.assert_allclose(w.numpy(), [1.0, -2.0], rtol=1e-6)
+        assert opt.maximize is True
 
 
 def test_initial_lr_through_param_groups_resumes_a_schedule_as_pytorch():

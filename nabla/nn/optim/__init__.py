@@ -1842,9 +1842,15 @@ class Optimizer:
 
     def _update(self, params, grads, state, hyper=None):
         """``(new_params, new_state)``; ``hyper`` (default :meth:`_settings`) holds the
-        settings by name."""
+        settings by name, and ``"maximize"`` where a compiled step passes it (an argument,
+        so a new value is a new trace: read from ``self`` inside the trace, it was baked
+        in)."""
         h = self._settings() if hyper is None else hyper
-        if self.maximize:  # PyTorch's maximize: ascend, the gradients negated
+        maximize = self.maximize
+        if "maximize" in h:
+            h = dict(h)
+            maximize = h.pop("maximize")
+        if maximize:  # PyTorch's maximize: ascend, the gradients negated
             grads = tree_unflatten(
                 tree_flatten(grads)[1],
                 [None if g is None else -as_tensor(g) for g in tree_leaves(grads)],
@@ -1978,6 +1984,7 @@ class Optimizer:
         # call's inputs are one per leaf)
         grads = _tied_totals(leaves, _split(params, grads)[1])
         hyper = self._settings(traced=True)
+        hyper["maximize"] = self.maximize
         # a cycled setting (momentum, betas[0]) is an input only while it differs from its
         # value as constructed: until a scheduler changes it, it stays the Python number, as
         # the functional update takes it (a float32 beta computes the bias correction in
@@ -2138,9 +2145,14 @@ class _ParamGroup(MutableMapping):
     def __init__(self, optimizer: Optimizer):
         self._opt = optimizer
 
+    # PyTorch's implementation flags, as every group of its holds them: ``maximize`` is
+    # the optimizer's; the others choose among PyTorch's kernels (one graph here)
+    _FLAGS = {"foreach": None, "fused": None, "capturable": False, "differentiable": False}
+
     def _keys(self) -> tuple:
         started = getattr(self._opt, "initial_lr", None) is not None
-        return ("params", *self._opt._hyper_names) + (("initial_lr",) if started else ())
+        keys = ("params", *self._opt._hyper_names, "maximize", *self._FLAGS)
+        return keys + (("initial_lr",) if started else ())
 
     def __getitem__(self, key):
         if key == "params":
@@ -2148,6 +2160,10 @@ class _ParamGroup(MutableMapping):
             return [p for p, m in zip(tree_leaves(self._opt.params), mask) if m]
         if key == "initial_lr" and getattr(self._opt, "initial_lr", None) is not None:
             return self._opt.initial_lr
+        if key == "maximize":
+            return self._opt.maximize
+        if key in self._FLAGS:
+            return self._FLAGS[key]
         if key not in self._opt._hyper_names:
             raise KeyError(key)
         return getattr(self._opt, key)
@@ -2158,6 +2174,12 @@ class _ParamGroup(MutableMapping):
             raise KeyError(f"{name}.param_groups: the parameters are fixed when it is made")
         if key == "initial_lr":  # where a resumed schedule starts from (PyTorch's key)
             self._opt.initial_lr = float(value)
+            return
+        if key == "maximize":
+            self._opt.maximize = bool(value)
+            return
+        if key in self._FLAGS:  # (a kernel choice: the same update either way)
+            _pytorch_flags(name, {key: value})
             return
         if key not in self._opt._hyper_names:
             raise KeyError(
@@ -2257,6 +2279,7 @@ class CompiledStep:
         # inputs, so a scheduler's new value each step runs the same trace; the others are
         # Python values, part of the trace's key (changing one retraces)
         hyper = opt._settings(traced=True)
+        hyper["maximize"] = opt.maximize
         trained = sum(1 << i for i, m in enumerate(mask) if m)
         ties = _tied_groups(leaves)  # (static: usually ())
         # parameters or moments still pending (a new model's initialization, the zero
