@@ -547,8 +547,9 @@ def max_unpool2d(input, indices, kernel_size, stride=None, padding=0, output_siz
         kernel_size: int or pair.
         stride: int, pair or None (default: ``kernel_size``).
         padding: int or pair (default 0).
-        output_size: the image's ``(H, W)`` (the last two entries of a longer size);
-            default ``(OH - 1) * stride - 2 * padding + kernel_size``.
+        output_size: the image's ``(H, W)``, or its whole channels-last shape ``(N, H,
+            W, C)`` / ``(H, W, C)``; default ``(OH - 1) * stride - 2 * padding +
+            kernel_size``.
 
     Returns:
         ``(N, H, W, C)`` (or ``(H, W, C)``).
@@ -573,7 +574,7 @@ def max_unpool2d(input, indices, kernel_size, stride=None, padding=0, output_siz
     if output_size is None:
         h, w = ((oh - 1) * s[0] - 2 * p[0] + k[0], (ow - 1) * s[1] - 2 * p[1] + k[1])
     else:
-        h, w = (int(a) for a in tuple(output_size)[-2:])
+        h, w = spatial_output_size(op, output_size, 2, c)
     if (
         readable_now(idx)
         and idx.size
@@ -601,7 +602,7 @@ def max_unpool1d(input, indices, kernel_size, stride=None, padding=0, output_siz
         kernel_size: an int.
         stride: an int or None (default: ``kernel_size``).
         padding: an int (default 0).
-        output_size: the output length (the last entry of a longer size).
+        output_size: the output length, or the whole shape ``(N, L, C)`` / ``(L, C)``.
 
     Returns:
         ``(N, L, C)`` (or ``(L, C)``).
@@ -611,7 +612,10 @@ def max_unpool1d(input, indices, kernel_size, stride=None, padding=0, output_siz
     p = _one(padding, "padding", "max_unpool1d")
     v2, unbatched = _as_2d("max_unpool1d", input)
     i2, _ = _as_2d("max_unpool1d", indices)
-    size = None if output_size is None else (1, int(tuple(np.atleast_1d(output_size))[-1]))
+    size = None
+    if output_size is not None:
+        channels = v2.shape[-1]
+        size = (1, *spatial_output_size("max_unpool1d", output_size, 1, channels))
     return _from_2d(max_unpool2d(v2, i2, (1, k), (1, s), (0, p), size), unbatched)
 
 
@@ -737,6 +741,23 @@ def _adaptive_max_with_indices(x, row_bins, col_bins):
         values.append(view.stack(row_values, -2))
         indices.append(view.stack(row_indices, -2))
     return view.stack(values, -3), view.stack(indices, -3)
+
+
+def spatial_output_size(op: str, output_size, n: int, channels: int) -> tuple:
+    """The ``n`` spatial sizes of an ``output_size`` given alone, or with the channels
+    last and the batch first (this layout's ``(N, H, W, C)``, as ``x.shape`` of a tensor
+    of the wanted size gives it). A size whose last entry is not ``channels`` is refused:
+    it is most likely PyTorch's ``(N, C, H, W)``, whose spatial sizes sit elsewhere."""
+    given = tuple(int(v) for v in np.atleast_1d(output_size))
+    if len(given) == n:
+        return given
+    if len(given) in (n + 1, n + 2) and given[-1] == channels:
+        return given[-n - 1 : -1]
+    raise ValueError(
+        f"{op}: output_size {tuple(output_size)!r} is neither {n} spatial sizes nor a "
+        f"channels-last shape ending in the {channels} channels (this layout's (N, "
+        f"{('L', 'H, W', 'D, H, W')[n - 1]}, C); PyTorch's (N, C, ...) must be reordered)"
+    )
 
 
 def _as_2d(op: str, x):

@@ -265,10 +265,10 @@ class Conv2d(Module):
         dilation: int or pair (default 1).
         groups: channel groups (default 1).
         bias: whether to add a learned bias (default True).
-        key: optional RNG key for the initial values.
-        dtype: parameter dtype (default: the default dtype).
         padding_mode: ``"zeros"`` (default), ``"reflect"``, ``"replicate"`` or
             ``"circular"``, as PyTorch (the last three take int padding).
+        key: optional RNG key for the initial values.
+        dtype: parameter dtype (default: the default dtype).
     """
 
     def __init__(
@@ -281,9 +281,9 @@ class Conv2d(Module):
         dilation=1,
         groups: int = 1,
         bias: bool = True,
+        padding_mode: str = "zeros",
         key=None,
         dtype=None,
-        padding_mode: str = "zeros",
     ):
         super().__init__()
         channels = _ConvChannels(in_channels, out_channels, groups)
@@ -398,10 +398,10 @@ class Conv1d(Module):
         dilation: int: spacing between filter taps (default 1).
         groups: channel groups (default 1).
         bias: whether to add a learned bias (default True).
-        key: optional RNG key for the initial values.
-        dtype: parameter dtype (default: the default dtype).
         padding_mode: ``"zeros"`` (default), ``"reflect"``, ``"replicate"`` or
             ``"circular"``, as PyTorch (the last three take int padding).
+        key: optional RNG key for the initial values.
+        dtype: parameter dtype (default: the default dtype).
     """
 
     def _in_pytorch_layout(self, name: str) -> bool:
@@ -417,9 +417,9 @@ class Conv1d(Module):
         dilation=1,
         groups: int = 1,
         bias: bool = True,
+        padding_mode: str = "zeros",
         key=None,
         dtype=None,
-        padding_mode: str = "zeros",
     ):
         super().__init__()
         channels = _ConvChannels(in_channels, out_channels, groups)
@@ -495,12 +495,17 @@ class _ConvTranspose(Module):
         groups: int = 1,
         bias: bool = True,
         dilation=1,
+        padding_mode: str = "zeros",
         key=None,
         dtype=None,
     ):
         super().__init__()
         channels = _ConvChannels(in_channels, out_channels, groups)
         name, n = type(self).__name__, self.spatial
+        if padding_mode != "zeros":  # (PyTorch's transposed convolutions: the same)
+            raise ValueError(
+                f"{name}: only padding_mode='zeros' is supported, got {padding_mode!r}"
+            )
         k = _check_conv_layer(name, channels, kernel_size, n)
         self.in_channels, self.out_channels = int(in_channels), int(out_channels)
         self.kernel_size, self.groups = k, int(groups)
@@ -510,16 +515,16 @@ class _ConvTranspose(Module):
 
     def _padding_for(self, spatial_in, output_size) -> tuple:
         """The output padding that makes the spatial output ``output_size`` (the spatial
-        sizes alone, or with the batch and channel dims)."""
+        sizes alone, or the whole channels-last shape)."""
         n = self.spatial
-        given = tuple(output_size)
-        size = given[-n - 1 : -1] if len(given) > n else given
+        op = f"{type(self).__name__}({self.extra_repr()})"
+        size = F.spatial_output_size(op, output_size, n, self.out_channels)
 
         s, p, d = (_per_dim(v, n) for v in (self.stride, self.padding, self.dilation))
         pads = []
         for i in range(n):
             least = (spatial_in[i] - 1) * s[i] - 2 * p[i] + d[i] * (self.kernel_size[i] - 1) + 1
-            extra = size[i] - least if len(size) == n else -1
+            extra = size[i] - least
             if not 0 <= extra < max(s[i], d[i]):
                 raise ValueError(
                     f"{type(self).__name__}({self.extra_repr()}): output_size {output_size!r} "
@@ -549,6 +554,8 @@ class ConvTranspose3d(_ConvTranspose):
         groups: channel groups (default 1).
         bias: whether to add a learned bias (default True).
         dilation: int or 3 ints (default 1).
+        padding_mode: ``"zeros"`` only, PyTorch's only value for a transposed
+            convolution.
         key: optional RNG key for the initial values.
         dtype: parameter dtype (default: the default dtype).
     """
@@ -560,7 +567,8 @@ class ConvTranspose3d(_ConvTranspose):
 
         Args:
             x: the input volumes (or one unbatched ``(D, H, W, in_channels)``).
-            output_size: optional ``(OD, OH, OW)`` (or with the batch and channel dims):
+            output_size: optional ``(OD, OH, OW)``, or the whole channels-last shape
+                (``skip.shape``):
                 the output padding is chosen to reach it, as PyTorch's ``output_size``.
 
         Returns:
@@ -616,10 +624,10 @@ class Conv3d(Module):
         dilation: int or 3 ints: spacing between filter taps (default 1).
         groups: channel groups (default 1).
         bias: whether to add a learned bias (default True).
-        key: optional RNG key for the initial values.
-        dtype: parameter dtype (default: the default dtype).
         padding_mode: ``"zeros"`` (default), ``"reflect"``, ``"replicate"`` or
             ``"circular"``, as PyTorch (the last three take int padding).
+        key: optional RNG key for the initial values.
+        dtype: parameter dtype (default: the default dtype).
     """
 
     def _in_pytorch_layout(self, name: str) -> bool:
@@ -635,9 +643,9 @@ class Conv3d(Module):
         dilation=1,
         groups: int = 1,
         bias: bool = True,
+        padding_mode: str = "zeros",
         key=None,
         dtype=None,
-        padding_mode: str = "zeros",
     ):
         super().__init__()
         channels = _ConvChannels(in_channels, out_channels, groups)
@@ -712,6 +720,8 @@ class ConvTranspose2d(_ConvTranspose):
         groups: channel groups (default 1).
         bias: whether to add a learned bias (default True).
         dilation: int or pair (default 1).
+        padding_mode: ``"zeros"`` only, PyTorch's only value for a transposed
+            convolution.
         key: optional RNG key for the initial values.
         dtype: parameter dtype (default: the default dtype).
     """
@@ -723,7 +733,8 @@ class ConvTranspose2d(_ConvTranspose):
 
         Args:
             x: the input images (or one unbatched ``(H, W, in_channels)`` image).
-            output_size: optional ``(OH, OW)`` (or with the batch and channel dims too):
+            output_size: optional ``(OH, OW)``, or the whole channels-last shape
+                (``skip.shape``):
                 the output padding is chosen to reach it, as PyTorch's ``output_size``.
 
         Returns:
@@ -975,29 +986,37 @@ class ConvTranspose1d(_ConvTranspose):
         groups: channel groups (default 1).
         bias: whether to add a learned bias (default True).
         dilation: int (default 1).
+        padding_mode: ``"zeros"`` only, PyTorch's only value for a transposed
+            convolution.
         key: optional RNG key for the initial values.
         dtype: parameter dtype (default: the default dtype).
     """
 
     spatial = 1
 
-    def forward(self, x):
+    def forward(self, x, output_size=None):
         """Apply the layer to ``x`` of shape ``(N, L, in_channels)`` (or ``(L,
         in_channels)``).
 
         Args:
             x: the input sequences.
+            output_size: optional ``OL`` (an int or ``(OL,)``), or the whole channels-last
+                shape: the output padding is chosen to reach it, as PyTorch's.
 
         Returns:
             ``(N, OL, out_channels)``.
         """
+        output_padding = self.output_padding
+        if output_size is not None:
+            x = as_tensor(x, op="ConvTranspose1d")
+            output_padding = self._padding_for(x.shape[-2:-1], output_size)
         return F.conv_transpose1d(
             x,
             self.weight,
             self.bias,
             self.stride,
             self.padding,
-            self.output_padding,
+            output_padding,
             self.groups,
             self.dilation,
         )

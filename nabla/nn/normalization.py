@@ -429,7 +429,10 @@ class _NormBase(Module):
         momentum: float | None = 0.1,
         affine: bool = True,
         track_running_stats: bool = True,
+        device=None,
         dtype=None,
+        *,
+        bias: bool = True,
     ):
         super().__init__()
         cls = type(self).__name__
@@ -441,7 +444,7 @@ class _NormBase(Module):
         self.track_running_stats = bool(track_running_stats)
         c = self.num_features
         self.weight = init.ones((c,), dtype) if self.affine else None
-        self.bias = init.zeros((c,), dtype) if self.affine else None
+        self.bias = init.zeros((c,), dtype) if self.affine and bias else None
         if self.track_running_stats:
             self.register_buffer("running_mean", init.zeros((c,), dtype))
             self.register_buffer("running_var", init.ones((c,), dtype))
@@ -449,6 +452,8 @@ class _NormBase(Module):
         else:
             for name in ("running_mean", "running_var", "num_batches_tracked"):
                 self.register_buffer(name, None)
+        if device is not None:
+            self.to(device)
 
     def reset_running_stats(self) -> None:
         """Reset the running statistics in place: mean 0, variance 1, count 0."""
@@ -464,7 +469,8 @@ class _NormBase(Module):
         if self.affine:
             c = self.num_features
             rebind(self.weight, init.ones((c,), self.weight.dtype))
-            rebind(self.bias, init.zeros((c,), self.bias.dtype))
+            if self.bias is not None:
+                rebind(self.bias, init.zeros((c,), self.bias.dtype))
 
     def _check_input(self, x) -> Tensor:
         cls = type(self).__name__
@@ -549,7 +555,9 @@ class BatchNorm1d(_BatchNorm):
             (default True).
         track_running_stats: keep running statistics (default True); when False, batch
             statistics are used in both modes.
+        device: where the parameters and statistics live (default: the default device).
         dtype: dtype of the parameters and running statistics (default: the default dtype).
+        bias: with ``affine``, learn the shift ``bias`` too (default True; PyTorch's keyword).
 
     Example:
         >>> bn = BatchNorm1d(3)
@@ -575,7 +583,9 @@ class BatchNorm2d(_BatchNorm):
             for a cumulative average.
         affine: learn a per-channel ``weight`` and ``bias`` (default True).
         track_running_stats: keep running statistics (default True).
+        device: where the parameters and statistics live (default: the default device).
         dtype: dtype of the parameters and running statistics (default: the default dtype).
+        bias: with ``affine``, learn the shift ``bias`` too (default True; PyTorch's keyword).
     """
 
     _ranks = (4,)
@@ -596,7 +606,9 @@ class BatchNorm3d(_BatchNorm):
             for a cumulative average.
         affine: learn a per-channel ``weight`` and ``bias`` (default True).
         track_running_stats: keep running statistics (default True).
+        device: where the parameters and statistics live (default: the default device).
         dtype: dtype of the parameters and running statistics (default: the default dtype).
+        bias: with ``affine``, learn the shift ``bias`` too (default True; PyTorch's keyword).
     """
 
     _ranks = (5,)
@@ -618,7 +630,9 @@ class InstanceNorm2d(_NormBase):
             keeps them fixed, as PyTorch).
         affine: learn a per-channel ``weight`` and ``bias`` (default False).
         track_running_stats: keep running statistics (default False).
+        device: where the parameters and statistics live (default: the default device).
         dtype: dtype of the parameters and running statistics (default: the default dtype).
+        bias: with ``affine``, learn the shift ``bias`` too (default True; PyTorch's keyword).
     """
 
     _ranks = (3, 4)
@@ -631,9 +645,14 @@ class InstanceNorm2d(_NormBase):
         momentum: float | None = 0.1,
         affine: bool = False,
         track_running_stats: bool = False,
+        device=None,
         dtype=None,
+        *,
+        bias: bool = True,
     ):
-        super().__init__(num_features, eps, momentum, affine, track_running_stats, dtype)
+        super().__init__(
+            num_features, eps, momentum, affine, track_running_stats, device, dtype, bias=bias
+        )
 
     def forward(self, x):
         """Normalize each instance of ``x`` (each example and channel over its spatial
@@ -676,7 +695,9 @@ class InstanceNorm1d(InstanceNorm2d):
         momentum: the weight of each batch in the running statistics (default 0.1).
         affine: learn a per-channel ``weight`` and ``bias`` (default False).
         track_running_stats: keep running statistics (default False).
+        device: where the parameters and statistics live (default: the default device).
         dtype: dtype of the parameters and running statistics (default: the default dtype).
+        bias: with ``affine``, learn the shift ``bias`` too (default True; PyTorch's keyword).
     """
 
     _ranks = (2, 3)
@@ -699,7 +720,9 @@ class InstanceNorm3d(InstanceNorm2d):
         momentum: the weight of each batch in the running statistics (default 0.1).
         affine: learn a per-channel ``weight`` and ``bias`` (default False).
         track_running_stats: keep running statistics (default False).
+        device: where the parameters and statistics live (default: the default device).
         dtype: dtype of the parameters and running statistics (default: the default dtype).
+        bias: with ``affine``, learn the shift ``bias`` too (default True; PyTorch's keyword).
     """
 
     _ranks = (4, 5)
@@ -723,10 +746,22 @@ class GroupNorm(Module):
         num_channels: ``C``.
         eps: added to the variance (default 1e-5).
         affine: learn a per-channel ``weight`` (ones) and ``bias`` (zeros) (default True).
+        device: where the parameters live (default: the default device).
         dtype: dtype of the parameters (default: the default dtype).
+        bias: with ``affine``, learn the shift ``bias`` too (default True; PyTorch's keyword).
     """
 
-    def __init__(self, num_groups: int, num_channels: int, eps=1e-5, affine=True, dtype=None):
+    def __init__(
+        self,
+        num_groups: int,
+        num_channels: int,
+        eps=1e-5,
+        affine=True,
+        device=None,
+        dtype=None,
+        *,
+        bias: bool = True,
+    ):
         super().__init__()
         self.num_groups = _check_groups("GroupNorm", num_groups)
         self.num_channels = _check_features("GroupNorm", "num_channels", num_channels)
@@ -738,7 +773,9 @@ class GroupNorm(Module):
         self.eps = _check_eps("GroupNorm", eps)
         self.affine = bool(affine)
         self.weight = init.ones((num_channels,), dtype) if self.affine else None
-        self.bias = init.zeros((num_channels,), dtype) if self.affine else None
+        self.bias = init.zeros((num_channels,), dtype) if self.affine and bias else None
+        if device is not None:
+            self.to(device)
 
     def forward(self, x):
         """Normalize ``x``.

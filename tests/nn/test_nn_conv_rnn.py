@@ -139,6 +139,22 @@ def test_conv_transpose2d_errors():
         m(nb.ones((2, 5, 5, 3)))
     with pytest.raises(ValueError, match="output_size .* cannot be reached"):
         m(nb.ones((2, 5, 5, 4)), output_size=(20, 20))
+    # a whole channels-last shape gives the spatial sizes; PyTorch's (N, C, H, W) is
+    # refused (its (C, H) read as (H, W) was a silent wrong shape)
+    x = nb.ones((2, 5, 5, 4))
+    assert m(x, output_size=(2, 12, 12, 6)).shape == (2, 12, 12, 6)
+    assert m(x[0], output_size=(12, 11, 6)).shape == (12, 11, 6)
+    with pytest.raises(ValueError, match=r"output_size \(2, 6, 12, 12\) is neither 2 spatial"):
+        m(x, output_size=(2, 6, 12, 12))
+    # PyTorch's positional order: padding_mode right after bias (dilation for transposed)
+    assert nn.Conv2d(3, 4, 3, 1, 1, 1, 1, True, "reflect").padding_mode == "reflect"
+    assert nn.Conv1d(3, 4, 3, 1, 1, 1, 1, False, "circular").padding_mode == "circular"
+    nn.ConvTranspose2d(4, 6, 3, 2, 0, 0, 1, True, 1, "zeros")
+    with pytest.raises(ValueError, match="ConvTranspose2d: only padding_mode='zeros'"):
+        nn.ConvTranspose2d(4, 6, 3, padding_mode="reflect")
+    m1 = nn.ConvTranspose1d(4, 3, 3, stride=3)
+    assert m1(nb.ones((2, 5, 4)), output_size=16).shape == (2, 16, 3)
+    assert m1(nb.ones((2, 5, 4)), output_size=(2, 17, 3)).shape == (2, 17, 3)
     with pytest.raises(ValueError, match="output_padding 2 must be smaller"):
         F.conv_transpose2d(nb.ones((1, 5, 5, 4)), nb.ones((4, 6, 3, 3)), stride=2, output_padding=2)
     with pytest.raises(ValueError, match=r"conv_transpose2d: input of shape .* weight of shape"):

@@ -601,6 +601,8 @@ def test_max_pool_indices_and_unpool_by_definition():
     v2, i2 = plain(x)
     assert i2.numpy()[0, 0, 0, 0] == 0  # (0, 0) and (0, 1) tie: the first
     out = nn.MaxUnpool2d(2)(v2, i2, output_size=x.shape[1:3]).numpy()
+    # the whole channels-last shape gives the same size (its last two entries were read)
+    np.testing.assert_array_equal(nn.MaxUnpool2d(2)(v2, i2, output_size=x.shape).numpy(), out)
     want = np.zeros_like(flat)
     np.put_along_axis(want, i2.numpy().reshape(2, -1, 8), v2.numpy().reshape(2, -1, 8), 1)
     np.testing.assert_array_equal(out, want.reshape(x.shape))

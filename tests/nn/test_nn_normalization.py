@@ -180,6 +180,16 @@ def test_train_eval_and_no_running_stats():
     m.eval()
     np.testing.assert_allclose(m(x).numpy(), x.numpy() / np.sqrt(1 + 1e-5), rtol=1e-6)
     assert int(m.num_batches_tracked.item()) == 0
+    # PyTorch's bias=False (a scale without a shift) and positional device
+    m = nn.BatchNorm1d(4, 1e-5, 0.1, True, True, "cpu", bias=False)
+    assert list(m.state_dict()) == ["weight", "running_mean", "running_var", "num_batches_tracked"]
+    m.weight = nb.constant(np.array([1.0, 2.0, 3.0, 4.0], np.float32))
+    y = m(x).numpy()
+    np.testing.assert_allclose(y / [1, 2, 3, 4], y_train, rtol=1e-5, atol=1e-6)
+    assert list(nn.GroupNorm(2, 4, bias=False).state_dict()) == ["weight"]
+    assert list(nn.InstanceNorm2d(4, affine=True, bias=False).state_dict()) == ["weight"]
+    m.reset_parameters()
+    np.testing.assert_array_equal(m.weight.numpy(), 1.0)
 
 
 def test_functional_forms_match_modules():
