@@ -140,8 +140,8 @@ class UnstackExamplesOp(ToBatchOp):
         ct = fn.unsqueeze(cotangents[0], axis)
         shape = list(ct.shape)
         shape[axis] = n
-        mine = to_batch(fn.arange(n), 0, level)  # this example's position
-        slot = fn.equal(fn.arange(n), mine)
+        positions = fn.arange(n)
+        slot = fn.equal(positions, to_batch(positions, 0, level))  # this example's slot
         slot = fn.reshape(slot, (1,) * axis + (n,) + (1,) * (len(shape) - axis - 1))
         return [fn.where(slot, fn.broadcast_to(ct, tuple(shape)), fn.zeros_like(ct))]
 
